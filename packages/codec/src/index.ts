@@ -1,1 +1,25 @@
-export {};
+export {
+  FORMAT_VERSION,
+  HEADER_BYTES,
+  SECTION_ALIGN_BYTES,
+  DEFAULT_CHUNK_SIZE,
+  MIN_CHUNK_SIZE,
+  MAX_CHUNK_SIZE,
+  MAX_ELEMENT_COUNT,
+  MAX_CODEBOOK_SIZE,
+} from './constants.js';
+export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors.js';
+export { createCodebook, type Codebook } from './create-codebook.js';
+export { codebookToJson, codebookFromJson, type CodebookJson } from './codebook-json.js';
+export { countExponents } from './count-exponents.js';
+export { calibrateCodebook, calibrateFromHistogram, type CalibrationResult } from './calibrate-codebook.js';
+export { computePayloadLayout, type PayloadLayout, type PayloadSection } from './compute-payload-layout.js';
+export { readPayloadMeta, type PayloadMeta } from './read-payload-meta.js';
+export { verifyPayloadChecksum } from './verify-payload-checksum.js';
+export { xxh32 } from './xxh32.js';
+export { encode, type EncodeOptions } from './encode.js';
+export { decode } from './decode.js';
+export { decodeRange, type DecodeOptions } from './decode-range.js';
+export { decodeChunks } from './decode-chunks.js';
+export { createPayloadWriter, type PayloadWriter } from './create-payload-writer.js';
+export { getCodecBackend, setCodecBackend, type CodecBackendName } from './backend.js';

@@ -1,0 +1,39 @@
+import { MAX_CODEBOOK_SIZE } from './constants.js';
+import { countExponents } from './count-exponents.js';
+import { createCodebook, type Codebook } from './create-codebook.js';
+import { SplitZipError } from './errors.js';
+
+export interface CalibrationResult {
+  codebook: Codebook;
+  /** Fraction of values whose exponent is in the codebook (1 for an empty input). */
+  coverage: number;
+}
+
+/**
+ * Top-16 codebook from an exponent histogram: descending count, ties by ascending exponent.
+ * Exponents that never occur are left out; an all-zero histogram gives `[0]` (coverage 1).
+ */
+export function calibrateFromHistogram(histogram: Uint32Array): CalibrationResult & { escapeCount: number } {
+  if (!(histogram instanceof Uint32Array) || histogram.length !== 256) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'histogram must be a Uint32Array of length 256', {});
+  }
+  const present: number[] = [];
+  let total = 0;
+  for (let e = 0; e < 256; e++) {
+    const c = histogram[e]!;
+    total += c;
+    if (c > 0) present.push(e);
+  }
+  if (total === 0) return { codebook: createCodebook([0]), coverage: 1, escapeCount: 0 };
+  present.sort((x, y) => histogram[y]! - histogram[x]! || x - y);
+  const chosen = present.slice(0, MAX_CODEBOOK_SIZE);
+  let covered = 0;
+  for (const e of chosen) covered += histogram[e]!;
+  return { codebook: createCodebook(chosen), coverage: covered / total, escapeCount: total - covered };
+}
+
+/** Calibrates a Top-16 exponent codebook on BF16 bit patterns. */
+export function calibrateCodebook(values: Uint16Array): CalibrationResult {
+  const { codebook, coverage } = calibrateFromHistogram(countExponents(values));
+  return { codebook, coverage };
+}

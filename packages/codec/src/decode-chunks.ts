@@ -1,0 +1,35 @@
+import { checkMetaFitsPayload, decodeValueRange } from './decode-core.js';
+import { checkOutput } from './decode-range.js';
+import { SplitZipError } from './errors.js';
+import type { PayloadMeta } from './read-payload-meta.js';
+
+/**
+ * Decodes chunks [firstChunk, firstChunk + chunkCount) into out, indexed from the first chunk's
+ * first value. For splitting one payload across workers: no checksum here (verify once up front).
+ */
+export function decodeChunks(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  firstChunk: number,
+  chunkCount: number,
+  out: Uint16Array,
+): void {
+  checkMetaFitsPayload(payload, meta);
+  if (
+    !Number.isInteger(firstChunk) ||
+    !Number.isInteger(chunkCount) ||
+    firstChunk < 0 ||
+    chunkCount < 0 ||
+    firstChunk + chunkCount > meta.chunkCount
+  ) {
+    throw new SplitZipError('INVALID_ARGUMENT', `chunks [${firstChunk}, ${firstChunk}+${chunkCount}) outside 0..${meta.chunkCount}`, {
+      firstChunk,
+      chunkCount,
+      payloadChunkCount: meta.chunkCount,
+    });
+  }
+  const start = firstChunk * meta.chunkSize;
+  const end = Math.min(meta.elementCount, (firstChunk + chunkCount) * meta.chunkSize);
+  const target = checkOutput(out, Math.max(0, end - start));
+  decodeValueRange(payload, meta, start, end, target, 0);
+}

@@ -1,0 +1,188 @@
+// The one decoder behind decode, decodeRange and decodeChunks: validates the escape index and
+// escape stream of every chunk it touches, so no byte of the payload can steer a read or write
+// outside the payload or the output.
+import { activeKernels, prepareCodebookTables, type CodebookTables } from './backend.js';
+import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
+import { MAX_ELEMENT_COUNT } from './constants.js';
+import { SplitZipError } from './errors.js';
+import { readU32 } from './payload-header.js';
+import type { PayloadMeta } from './read-payload-meta.js';
+
+const tablesCache = new Map<string, CodebookTables>();
+
+/** Tables per distinct codebook; a small cache because a model has few distinct codebooks. */
+export function tablesForCodebook(exponents: readonly number[]): CodebookTables {
+  const key = exponents.join(',');
+  let tables = tablesCache.get(key);
+  if (tables === undefined) {
+    if (tablesCache.size >= 256) tablesCache.clear();
+    tables = prepareCodebookTables(exponents);
+    tablesCache.set(key, tables);
+  }
+  return tables;
+}
+
+/**
+ * Decodes values [start, end) of the payload into out[outOffset ..). The caller has checked
+ * 0 <= start <= end <= n, out's length, and payload.length >= meta.compBytes.
+ */
+export function decodeValueRange(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  start: number,
+  end: number,
+  out: Uint16Array,
+  outOffset: number,
+): void {
+  if (end <= start) return;
+  const { layout, chunkSize, chunkCount, escapeCount, elementCount } = meta;
+  const indexAt = layout.escapeIndex.offsetBytes;
+  const firstChunk = Math.floor(start / chunkSize);
+  const lastChunk = Math.floor((end - 1) / chunkSize);
+
+  // Escape index: index[0] = 0 and index[chunk_count] = escape_count always; the touched chunks'
+  // entries must be non-decreasing, within escape_count and at most the chunk's length apart.
+  if (readU32(payload, indexAt) !== 0 || readU32(payload, indexAt + 4 * chunkCount) !== escapeCount) {
+    throw new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
+      first: readU32(payload, indexAt),
+      last: readU32(payload, indexAt + 4 * chunkCount),
+      escapeCount,
+    });
+  }
+  let prev = readU32(payload, indexAt + 4 * firstChunk);
+  for (let c = firstChunk; c <= lastChunk; c++) {
+    const next = readU32(payload, indexAt + 4 * (c + 1));
+    const chunkLength = Math.min(chunkSize, elementCount - c * chunkSize);
+    if (next < prev || next > escapeCount || next - prev > chunkLength) {
+      throw new SplitZipError('BAD_ESCAPE_INDEX', `escape index of chunk ${c} is inconsistent`, {
+        chunk: c,
+        indexStart: prev,
+        indexEnd: next,
+        escapeCount,
+        chunkLength,
+      });
+    }
+    prev = next;
+  }
+
+  const tables = tablesForCodebook(meta.codebook.exponents);
+  const ok = activeKernels().decodeValues(
+    payload,
+    layout.codes.offsetBytes,
+    layout.sm.offsetBytes,
+    start,
+    end,
+    out,
+    outOffset,
+    tables,
+  );
+  if (!ok) throw invalidCodeError(payload, meta, start, end, tables.size);
+  if (end === elementCount && (elementCount & 1) === 1) {
+    const padding = payload[layout.codes.offsetBytes + (elementCount >>> 1)]! >>> 4;
+    if (padding !== 0) {
+      throw new SplitZipError('INVALID_CODE', 'the padding nibble after the last code must be 0', {
+        offsetBytes: layout.codes.offsetBytes + (elementCount >>> 1),
+      });
+    }
+  }
+  applyEscapes(payload, meta, firstChunk, lastChunk, start, end, out, outOffset);
+}
+
+function applyEscapes(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  firstChunk: number,
+  lastChunk: number,
+  start: number,
+  end: number,
+  out: Uint16Array,
+  outOffset: number,
+): void {
+  if (meta.escapeCount === 0) return;
+  const { layout, chunkSize, elementCount } = meta;
+  const indexAt = layout.escapeIndex.offsetBytes;
+  const posAt = layout.escapePositions.offsetBytes;
+  const expAt = layout.escapeExponents.offsetBytes;
+  let j = readU32(payload, indexAt + 4 * firstChunk);
+  for (let c = firstChunk; c <= lastChunk; c++) {
+    const jEnd = readU32(payload, indexAt + 4 * (c + 1));
+    if (j === jEnd) continue;
+    const chunkStart = c * chunkSize;
+    const chunkLength = Math.min(chunkSize, elementCount - chunkStart);
+    let last = -1;
+    for (; j < jEnd; j++) {
+      const pos = payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8);
+      if (pos <= last || pos >= chunkLength) {
+        throw new SplitZipError('BAD_ESCAPE_POSITION', `escape ${j} of chunk ${c} is out of order or outside the chunk`, {
+          chunk: c,
+          escape: j,
+          position: pos,
+          previousPosition: last,
+          chunkLength,
+        });
+      }
+      last = pos;
+      const i = chunkStart + pos;
+      if (i >= start && i < end) {
+        const o = outOffset + (i - start);
+        out[o] = (out[o]! & 0x807f) | (payload[expAt + j]! << 7);
+      }
+    }
+  }
+}
+
+function invalidCodeError(payload: Uint8Array, meta: PayloadMeta, start: number, end: number, size: number): SplitZipError {
+  const codesAt = meta.layout.codes.offsetBytes;
+  for (let i = start; i < end; i++) {
+    const b = payload[codesAt + (i >>> 1)]!;
+    const code = (i & 1) === 0 ? b & 15 : b >>> 4;
+    if (code >= size) {
+      return new SplitZipError('INVALID_CODE', `value ${i} has code ${code}, codebook has ${size} entries`, {
+        index: i,
+        code,
+        codebookSize: size,
+        offsetBytes: codesAt + (i >>> 1),
+      });
+    }
+  }
+  return new SplitZipError('INVALID_CODE', 'a code is outside the codebook', { codebookSize: size });
+}
+
+/** Checks that a caller-supplied meta is self-consistent and fits this payload, so offsets derived from it stay inside. */
+export function checkMetaFitsPayload(payload: Uint8Array, meta: PayloadMeta): void {
+  if (!(payload instanceof Uint8Array)) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', {});
+  }
+  if (
+    meta === null ||
+    typeof meta !== 'object' ||
+    !Number.isInteger(meta.elementCount) ||
+    meta.elementCount < 0 ||
+    meta.elementCount > MAX_ELEMENT_COUNT ||
+    !Number.isInteger(meta.escapeCount) ||
+    meta.escapeCount < 0 ||
+    meta.escapeCount > meta.elementCount ||
+    !isValidChunkSize(meta.chunkSize) ||
+    meta.chunkCount !== Math.ceil(meta.elementCount / meta.chunkSize) ||
+    !sameLayout(meta.layout, layoutFor(meta.elementCount, meta.escapeCount, meta.chunkSize)) ||
+    meta.compBytes !== meta.layout.totalBytes
+  ) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'meta is not a PayloadMeta from readPayloadMeta', {});
+  }
+  if (payload.length < meta.compBytes) {
+    throw new SplitZipError('TRUNCATED', 'payload is shorter than its meta says', {
+      payloadBytes: payload.length,
+      totalBytes: meta.compBytes,
+    });
+  }
+}
+
+function sameLayout(a: PayloadLayout, b: PayloadLayout): boolean {
+  if (a === null || typeof a !== 'object' || a.totalBytes !== b.totalBytes) return false;
+  for (const name of ['codes', 'sm', 'escapeIndex', 'escapePositions', 'escapeExponents'] as const) {
+    const x = a[name];
+    const y = b[name];
+    if (x === null || typeof x !== 'object' || x.offsetBytes !== y.offsetBytes || x.byteLength !== y.byteLength) return false;
+  }
+  return true;
+}

@@ -1,0 +1,118 @@
+// Typed-array JS kernels: the path where WebAssembly SIMD is unavailable (and the wasm path's fallback).
+import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
+
+// sm byte -> its bits in place in a BF16 pattern (sign to bit 15, mantissa stays in bits 6..0).
+const SM_BITS = new Uint16Array(256);
+for (let s = 0; s < 256; s++) SM_BITS[s] = ((s & 0x80) << 8) | (s & 0x7f);
+
+function decodeValues(
+  payload: Uint8Array,
+  codesOffset: number,
+  smOffset: number,
+  from: number,
+  to: number,
+  out: Uint16Array,
+  outOffset: number,
+  tables: CodebookTables,
+): boolean {
+  const expBits = tables.exponentBitsOfCode;
+  const size = tables.size;
+  let maxCode = 0;
+  let o = outOffset;
+  let i = from;
+  if (i < to && (i & 1) === 1) {
+    const code = payload[codesOffset + (i >>> 1)]! >>> 4;
+    if (code > maxCode) maxCode = code;
+    out[o++] = SM_BITS[payload[smOffset + i]!]! | expBits[code]!;
+    i++;
+  }
+  // i is even here: byte i/2 holds values i (low nibble) and i+1 (high nibble).
+  let cp = codesOffset + (i >>> 1);
+  let sp = smOffset + i;
+  const pairEnd = i + ((to - i) & ~1);
+  for (; i < pairEnd; i += 2) {
+    const b = payload[cp++]!;
+    maxCode |= b;
+    out[o++] = SM_BITS[payload[sp++]!]! | expBits[b & 15]!;
+    out[o++] = SM_BITS[payload[sp++]!]! | expBits[b >>> 4]!;
+  }
+  if (i < to) {
+    const code = payload[cp]! & 15;
+    if (code > maxCode) maxCode = code;
+    out[o] = SM_BITS[payload[sp]!]! | expBits[code]!;
+  }
+  if (size === 16) return true;
+  // maxCode folded both nibbles together with |; recheck exactly only when it could be over the limit.
+  if ((maxCode & 15) < size && maxCode >>> 4 < size) return true;
+  return checkCodes(payload, codesOffset, from, to, size);
+}
+
+function checkCodes(payload: Uint8Array, codesOffset: number, from: number, to: number, size: number): boolean {
+  for (let i = from; i < to; i++) {
+    const b = payload[codesOffset + (i >>> 1)]!;
+    const code = (i & 1) === 0 ? b & 15 : b >>> 4;
+    if (code >= size) return false;
+  }
+  return true;
+}
+
+function countEscapes(values: Uint16Array, tables: CodebookTables): number {
+  const codeOf = tables.codeOfExponent;
+  let escapes = 0;
+  const n = values.length;
+  for (let i = 0; i < n; i++) escapes += codeOf[(values[i]! >>> 7) & 0xff]! >>> 4;
+  return escapes;
+}
+
+function encodeSections(values: Uint16Array, tables: CodebookTables, payload: Uint8Array, at: EncodeOffsets): void {
+  const codeOf = tables.codeOfExponent;
+  const n = values.length;
+  const chunkSize = at.chunkSize;
+  let cp = at.codes;
+  let sp = at.sm;
+  let escapes = 0;
+  let ip = at.escapeIndex;
+  for (let chunkStart = 0; chunkStart < n; chunkStart += chunkSize) {
+    writeU32(payload, ip, escapes);
+    ip += 4;
+    const chunkEnd = Math.min(n, chunkStart + chunkSize);
+    for (let i = chunkStart; i < chunkEnd; i += 2) {
+      const v0 = values[i]!;
+      const e0 = (v0 >>> 7) & 0xff;
+      let c0 = codeOf[e0]!;
+      if (c0 === 16) {
+        c0 = 0;
+        writeEscape(payload, at, escapes++, i - chunkStart, e0);
+      }
+      payload[sp++] = ((v0 >>> 8) & 0x80) | (v0 & 0x7f);
+      let c1 = 0;
+      if (i + 1 < chunkEnd) {
+        const v1 = values[i + 1]!;
+        const e1 = (v1 >>> 7) & 0xff;
+        c1 = codeOf[e1]!;
+        if (c1 === 16) {
+          c1 = 0;
+          writeEscape(payload, at, escapes++, i + 1 - chunkStart, e1);
+        }
+        payload[sp++] = ((v1 >>> 8) & 0x80) | (v1 & 0x7f);
+      }
+      payload[cp++] = c0 | (c1 << 4);
+    }
+  }
+  writeU32(payload, ip, escapes);
+}
+
+function writeEscape(payload: Uint8Array, at: EncodeOffsets, j: number, position: number, exponent: number): void {
+  payload[at.escapePositions + 2 * j] = position & 0xff;
+  payload[at.escapePositions + 2 * j + 1] = position >>> 8;
+  payload[at.escapeExponents + j] = exponent;
+}
+
+function writeU32(bytes: Uint8Array, at: number, value: number): void {
+  bytes[at] = value & 0xff;
+  bytes[at + 1] = (value >>> 8) & 0xff;
+  bytes[at + 2] = (value >>> 16) & 0xff;
+  bytes[at + 3] = (value >>> 24) & 0xff;
+}
+
+export const jsKernels: CodecKernels = { name: 'js', decodeValues, countEscapes, encodeSections };

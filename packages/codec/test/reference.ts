@@ -1,0 +1,174 @@
+// The oracle: a plain scalar encoder, decoder and XXH32 written straight from FORMAT.md and the
+// xxHash spec, sharing no code with src/. Slow on purpose; simple loops only.
+
+export function referenceXxh32(bytes: Uint8Array, seed = 0): number {
+  const P1 = 2654435761n;
+  const P2 = 2246822519n;
+  const P3 = 3266489917n;
+  const P4 = 668265263n;
+  const P5 = 374761393n;
+  const M = 0xffffffffn;
+  const rotl = (x: bigint, r: bigint): bigint => ((x << r) | (x >> (32n - r))) & M;
+  const u32 = (p: number): bigint =>
+    BigInt(bytes[p]!) | (BigInt(bytes[p + 1]!) << 8n) | (BigInt(bytes[p + 2]!) << 16n) | (BigInt(bytes[p + 3]!) << 24n);
+  const s = BigInt(seed);
+  const len = bytes.length;
+  let p = 0;
+  let h: bigint;
+  if (len >= 16) {
+    const v = [(s + P1 + P2) & M, (s + P2) & M, s & M, (s - P1) & M];
+    while (p + 16 <= len) {
+      for (let k = 0; k < 4; k++) {
+        v[k] = (rotl((v[k]! + u32(p) * P2) & M, 13n) * P1) & M;
+        p += 4;
+      }
+    }
+    h = (rotl(v[0]!, 1n) + rotl(v[1]!, 7n) + rotl(v[2]!, 12n) + rotl(v[3]!, 18n)) & M;
+  } else {
+    h = (s + P5) & M;
+  }
+  h = (h + BigInt(len)) & M;
+  while (p + 4 <= len) {
+    h = (rotl((h + u32(p) * P3) & M, 17n) * P4) & M;
+    p += 4;
+  }
+  while (p < len) {
+    h = (rotl((h + BigInt(bytes[p]!) * P5) & M, 11n) * P1) & M;
+    p++;
+  }
+  h ^= h >> 15n;
+  h = (h * P2) & M;
+  h ^= h >> 13n;
+  h = (h * P3) & M;
+  h ^= h >> 16n;
+  return Number(h);
+}
+
+const align = (x: number): number => Math.ceil(x / 256) * 256;
+
+export function referenceLayout(n: number, escapes: number, chunkSize: number) {
+  const chunkCount = Math.ceil(n / chunkSize);
+  const a1 = 256;
+  const a2 = align(a1 + Math.ceil(n / 2));
+  const a3 = align(a2 + n);
+  const a4 = align(a3 + 4 * (chunkCount + 1));
+  const a5 = align(a4 + 2 * escapes);
+  const total = align(a5 + escapes);
+  return { chunkCount, a1, a2, a3, a4, a5, total };
+}
+
+export function referenceEncode(values: Uint16Array, exponents: readonly number[], chunkSize = 1024): Uint8Array {
+  const n = values.length;
+  let escapes = 0;
+  for (let i = 0; i < n; i++) if (!exponents.includes((values[i]! >> 7) & 0xff)) escapes++;
+  const L = referenceLayout(n, escapes, chunkSize);
+  const out = new Uint8Array(L.total);
+  const dv = new DataView(out.buffer);
+  out.set([0x53, 0x5a, 0x42, 0x46], 0);
+  dv.setUint16(4, 1, true);
+  dv.setUint16(6, 256, true);
+  dv.setUint32(8, 0, true);
+  dv.setUint32(12, chunkSize, true);
+  dv.setBigUint64(16, BigInt(n), true);
+  dv.setBigUint64(24, BigInt(escapes), true);
+  dv.setUint32(32, L.chunkCount, true);
+  out[36] = exponents.length;
+  for (let k = 0; k < exponents.length; k++) out[40 + k] = exponents[k]!;
+  const sections: [number, number][] = [
+    [L.a1, Math.ceil(n / 2)],
+    [L.a2, n],
+    [L.a3, 4 * (L.chunkCount + 1)],
+    [L.a4, 2 * escapes],
+    [L.a5, escapes],
+  ];
+  sections.forEach(([off, len], s) => {
+    dv.setBigUint64(56 + 16 * s, BigInt(off), true);
+    dv.setBigUint64(64 + 16 * s, BigInt(len), true);
+  });
+  dv.setBigUint64(136, BigInt(L.total), true);
+  let j = 0;
+  for (let c = 0; c < L.chunkCount; c++) {
+    dv.setUint32(L.a3 + 4 * c, j, true);
+    for (let i = c * chunkSize; i < Math.min(n, (c + 1) * chunkSize); i++) {
+      const v = values[i]!;
+      const e = (v >> 7) & 0xff;
+      let code = exponents.indexOf(e);
+      if (code < 0) {
+        code = 0;
+        dv.setUint16(L.a4 + 2 * j, i - c * chunkSize, true);
+        out[L.a5 + j] = e;
+        j++;
+      }
+      out[L.a1 + (i >> 1)]! |= (i & 1) === 0 ? code : code << 4;
+      out[L.a2 + i] = ((v >> 8) & 0x80) | (v & 0x7f);
+    }
+  }
+  dv.setUint32(L.a3 + 4 * L.chunkCount, j, true);
+  dv.setUint32(252, referenceXxh32(out.subarray(0, L.total)), true);
+  return out;
+}
+
+/** Decodes a payload the reference encoder made (no validation: it is the oracle, not a reader). */
+export function referenceDecode(payload: Uint8Array): Uint16Array {
+  const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const chunkSize = dv.getUint32(12, true);
+  const n = Number(dv.getBigUint64(16, true));
+  const size = payload[36]!;
+  const exponents = Array.from(payload.subarray(40, 40 + size));
+  const a1 = Number(dv.getBigUint64(56, true));
+  const a2 = Number(dv.getBigUint64(72, true));
+  const a3 = Number(dv.getBigUint64(88, true));
+  const a4 = Number(dv.getBigUint64(104, true));
+  const a5 = Number(dv.getBigUint64(120, true));
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) {
+    const b = payload[a1 + (i >> 1)]!;
+    const code = (i & 1) === 0 ? b & 15 : b >> 4;
+    const e = exponents[code]!;
+    const sm = payload[a2 + i]!;
+    out[i] = ((sm & 0x80) << 8) | (e << 7) | (sm & 0x7f);
+  }
+  const chunkCount = Math.ceil(n / chunkSize);
+  for (let c = 0; c < chunkCount; c++) {
+    for (let j = dv.getUint32(a3 + 4 * c, true); j < dv.getUint32(a3 + 4 * (c + 1), true); j++) {
+      const i = c * chunkSize + dv.getUint16(a4 + 2 * j, true);
+      const e = payload[a5 + j]!;
+      out[i] = (out[i]! & 0x807f) | (e << 7);
+    }
+  }
+  return out;
+}
+
+/** Deterministic PRNG (mulberry32) so failures reproduce. */
+export function createRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** BF16 bit patterns of Gaussian(0, sigma) samples (round to nearest even from float32). */
+export function gaussianBf16(n: number, sigma: number, seed: number): Uint16Array {
+  const rand = createRandom(seed);
+  const f = new Float32Array(1);
+  const u = new Uint32Array(f.buffer);
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) {
+    const r = Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+    f[0] = r * sigma;
+    const bits = u[0]!;
+    out[i] = (bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
+
+export function randomBf16(n: number, seed: number): Uint16Array {
+  const rand = createRandom(seed);
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.floor(rand() * 65536);
+  return out;
+}
