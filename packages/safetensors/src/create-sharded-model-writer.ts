@@ -1,0 +1,176 @@
+import { mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { writeFileAtomic } from './atomic-file.js';
+import { computeTensorByteSize } from './compute-tensor-byte-size.js';
+import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
+import { isSafetensorsDtype } from './dtypes.js';
+import { SafetensorsError } from './errors.js';
+import type { TensorSpec } from './types.js';
+
+export interface ShardedModelOptions {
+  /** Largest data section of one shard; a tensor larger than this gets a shard of its own. */
+  maxShardBytes: number;
+  /** `__metadata__` of every shard (e.g. { format: 'pt' }). */
+  shardMetadata?: Readonly<Record<string, string>> | null;
+  /** Extra fields of the index's `metadata` (total_size is always set). */
+  indexMetadata?: Readonly<Record<string, unknown>>;
+  /** Shard file names are `<prefix>-00001-of-00003.safetensors` (default "model"). */
+  shardNamePrefix?: string;
+  /** Default "model.safetensors.index.json". */
+  indexFileName?: string;
+}
+
+export interface ShardPlan {
+  name: string;
+  tensors: TensorSpec[];
+  dataBytes: number;
+}
+
+export interface ShardedModelResult {
+  indexPath: string;
+  shardPaths: string[];
+}
+
+/** Streaming writer of a sharded model: tensors' bytes arrive in order, across shard boundaries. */
+export interface ShardedModelWriter {
+  readonly dir: string;
+  readonly shards: readonly ShardPlan[];
+  /** Sum of all tensors' sizes (the index's metadata.total_size). */
+  readonly totalBytes: number;
+  write(chunk: Uint8Array): Promise<void>;
+  /** Commits the last shards, then the index (written last: it only ever names complete shards). */
+  close(): Promise<ShardedModelResult>;
+  /** Removes the shard being written; shards already committed stay, no index is written. */
+  abort(): Promise<void>;
+}
+
+/** Hugging Face shard naming: model-00001-of-00003.safetensors. */
+export function formatShardName(index: number, count: number, prefix = 'model'): string {
+  const pad = (n: number) => String(n).padStart(5, '0');
+  return `${prefix}-${pad(index + 1)}-of-${pad(count)}.safetensors`;
+}
+
+/** Greedy split in the given order: a shard takes tensors while its data stays <= maxShardBytes. */
+export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, prefix = 'model'): ShardPlan[] {
+  if (!Number.isSafeInteger(maxShardBytes) || maxShardBytes < 1) {
+    throw new SafetensorsError('INVALID_ARGUMENT', `maxShardBytes must be a positive integer, got ${String(maxShardBytes)}`);
+  }
+  const groups: { tensors: TensorSpec[]; dataBytes: number }[] = [];
+  let current: { tensors: TensorSpec[]; dataBytes: number } | undefined;
+  for (const spec of specs) {
+    const size = isSafetensorsDtype(spec.dtype) && Array.isArray(spec.shape) && spec.shape.every((d) => Number.isSafeInteger(d) && d >= 0)
+      ? computeTensorByteSize(spec.shape, spec.dtype).byteSize
+      : undefined;
+    if (size === undefined) {
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'invalid dtype or shape', { tensor: String(spec.name) });
+    }
+    if (!current || (current.tensors.length > 0 && current.dataBytes + size > maxShardBytes)) {
+      current = { tensors: [], dataBytes: 0 };
+      groups.push(current);
+    }
+    current.tensors.push(spec);
+    current.dataBytes += size;
+  }
+  if (groups.length === 0) groups.push({ tensors: [], dataBytes: 0 });
+  return groups.map((group, i) => ({ name: formatShardName(i, groups.length, prefix), ...group }));
+}
+
+/**
+ * Starts writing a sharded model into `dir` (created if missing): shards per planShards(), each
+ * written atomically, then `model.safetensors.index.json` with metadata.total_size and weight_map.
+ */
+export async function createShardedModelWriter(dir: string, specs: readonly TensorSpec[], options: ShardedModelOptions): Promise<ShardedModelWriter> {
+  const root = resolve(dir);
+  const shards = planShards(specs, options.maxShardBytes, options.shardNamePrefix ?? 'model');
+  const names = new Set<string>();
+  for (const spec of specs) {
+    if (names.has(spec.name)) throw new SafetensorsError('WRITE_INVALID_TENSOR', 'tensor name appears twice', { file: root, tensor: spec.name });
+    names.add(spec.name);
+  }
+  const totalBytes = shards.reduce((sum, shard) => sum + shard.dataBytes, 0);
+  await mkdir(root, { recursive: true });
+  const shardPaths = shards.map((shard) => join(root, shard.name));
+  let shardIndex = 0;
+  let writer: SafetensorsWriter | undefined;
+  let state: 'open' | 'closed' | 'aborted' = 'open';
+
+  const current = async (): Promise<SafetensorsWriter> => {
+    if (!writer) {
+      const shard = shards[shardIndex] as ShardPlan;
+      writer = await createSafetensorsWriter(shardPaths[shardIndex] as string, shard.tensors, { metadata: options.shardMetadata ?? null });
+    }
+    return writer;
+  };
+  const abort = async (): Promise<void> => {
+    if (state !== 'open') return;
+    state = 'aborted';
+    await writer?.abort();
+    writer = undefined;
+  };
+  const guard = async <T>(work: () => Promise<T>): Promise<T> => {
+    if (state !== 'open') throw new SafetensorsError('WRITER_CLOSED', `writer is ${state}`, { file: root });
+    try {
+      return await work();
+    } catch (error) {
+      await abort();
+      throw error;
+    }
+  };
+  // Commits every finished shard (zero-byte shards included) and moves on.
+  const advance = async (): Promise<void> => {
+    while (shardIndex < shards.length) {
+      const w = await current();
+      if (w.writtenDataBytes < w.header.dataBytes) return;
+      await w.close();
+      writer = undefined;
+      shardIndex += 1;
+    }
+  };
+
+  return {
+    dir: root,
+    shards,
+    totalBytes,
+    write: (chunk: Uint8Array) =>
+      guard(async () => {
+        let from = 0;
+        while (from < chunk.length) {
+          if (shardIndex >= shards.length) {
+            throw new SafetensorsError('WRITE_SIZE_MISMATCH', `got more data bytes than the ${totalBytes} announced`, {
+              file: root,
+              offsets: { expected: totalBytes },
+            });
+          }
+          const w = await current();
+          const take = Math.min(chunk.length - from, w.header.dataBytes - w.writtenDataBytes);
+          await w.write(chunk.subarray(from, from + take));
+          from += take;
+          await advance();
+        }
+      }),
+    close: () =>
+      guard(async () => {
+        await advance();
+        if (shardIndex < shards.length) {
+          const w = await current();
+          throw new SafetensorsError('WRITE_SIZE_MISMATCH', `shard ${shards[shardIndex]?.name} got ${w.writtenDataBytes} of ${w.header.dataBytes} data bytes`, {
+            file: w.path,
+            offsets: { expected: w.header.dataBytes, actual: w.writtenDataBytes },
+          });
+        }
+        const indexPath = join(root, options.indexFileName ?? 'model.safetensors.index.json');
+        await writeFileAtomic(indexPath, new TextEncoder().encode(formatIndex(shards, totalBytes, options.indexMetadata)));
+        state = 'closed';
+        return { indexPath, shardPaths };
+      }),
+    abort,
+  };
+}
+
+/** The index text; built by hand so weight_map keeps the tensors' order (integer-like names included). */
+function formatIndex(shards: readonly ShardPlan[], totalBytes: number, extra: Readonly<Record<string, unknown>> = {}): string {
+  const metadata = Object.entries({ ...extra, total_size: totalBytes }).map(([k, v]) => `    ${JSON.stringify(k)}: ${JSON.stringify(v)}`);
+  const entries: string[] = [];
+  for (const shard of shards) for (const tensor of shard.tensors) entries.push(`    ${JSON.stringify(tensor.name)}: ${JSON.stringify(shard.name)}`);
+  return `{\n  "metadata": {\n${metadata.join(',\n')}\n  },\n  "weight_map": {\n${entries.join(',\n')}\n  }\n}\n`;
+}

@@ -1,0 +1,100 @@
+/** Every way a safetensors file, index or request can be rejected; see README "Validation order". */
+export type SafetensorsErrorCode =
+  // header prefix and bytes (rules 1-7)
+  | 'HEADER_LENGTH_MISSING'
+  | 'HEADER_TOO_LARGE'
+  | 'HEADER_OUT_OF_BOUNDS'
+  | 'HEADER_INVALID_UTF8'
+  | 'HEADER_INVALID_JSON'
+  | 'HEADER_NOT_OBJECT'
+  | 'HEADER_DUPLICATE_KEY'
+  // entries (rules 8-14)
+  | 'METADATA_INVALID'
+  | 'TENSOR_ENTRY_INVALID'
+  | 'TENSOR_UNKNOWN_DTYPE'
+  | 'TENSOR_INVALID_SHAPE'
+  | 'TENSOR_INVALID_OFFSETS'
+  | 'TENSOR_BITS_NOT_BYTE_ALIGNED'
+  | 'TENSOR_SPAN_MISMATCH'
+  // data section (rules 15-16)
+  | 'DATA_HOLE'
+  | 'DATA_OVERLAP'
+  | 'DATA_TRAILING_BYTES'
+  | 'DATA_OUT_OF_BOUNDS'
+  // index file (rules 17-23)
+  | 'INDEX_TOO_LARGE'
+  | 'INDEX_INVALID_UTF8'
+  | 'INDEX_INVALID_JSON'
+  | 'INDEX_NOT_OBJECT'
+  | 'INDEX_DUPLICATE_KEY'
+  | 'INDEX_INVALID'
+  | 'INDEX_SHARD_INVALID_NAME'
+  | 'INDEX_SHARD_ABSOLUTE'
+  | 'INDEX_SHARD_TRAVERSAL'
+  | 'INDEX_SHARD_OUTSIDE'
+  | 'INDEX_SHARD_MISSING'
+  | 'INDEX_TENSOR_MISSING'
+  | 'INDEX_TENSOR_UNLISTED'
+  // model level
+  | 'DUPLICATE_TENSOR_NAME'
+  | 'PATH_NOT_FOUND'
+  | 'NOT_SAFETENSORS'
+  | 'IO_ERROR'
+  // reading
+  | 'UNKNOWN_TENSOR'
+  | 'TARGET_TOO_SMALL'
+  | 'UNEXPECTED_EOF'
+  | 'MODEL_CLOSED'
+  | 'INVALID_ARGUMENT'
+  // writing
+  | 'WRITE_INVALID_TENSOR'
+  | 'WRITE_SIZE_MISMATCH'
+  | 'WRITER_CLOSED';
+
+/** Byte positions involved in a failure. Header-relative unless the name says otherwise. */
+export interface SafetensorsErrorOffsets {
+  /** data_offsets[0] of the tensor concerned (relative to the data section). */
+  begin?: number;
+  /** data_offsets[1] of the tensor concerned. */
+  end?: number;
+  /** What the rule expected at this point (a size, an offset). */
+  expected?: number;
+  /** What was found instead. */
+  actual?: number;
+  /** Absolute byte position in the file (or UTF-16 position in the header text for JSON errors). */
+  position?: number;
+}
+
+export interface SafetensorsErrorContext {
+  file?: string;
+  tensor?: string;
+  offsets?: SafetensorsErrorOffsets;
+  cause?: unknown;
+}
+
+/** The one error type this package throws for bad input, bad requests and I/O surprises. */
+export class SafetensorsError extends Error {
+  readonly code: SafetensorsErrorCode;
+  readonly file?: string;
+  readonly tensor?: string;
+  readonly offsets?: SafetensorsErrorOffsets;
+
+  constructor(code: SafetensorsErrorCode, message: string, context: SafetensorsErrorContext = {}) {
+    const where = [
+      context.file !== undefined ? context.file : undefined,
+      context.tensor !== undefined ? `tensor ${JSON.stringify(context.tensor)}` : undefined,
+    ]
+      .filter((part) => part !== undefined)
+      .join(', ');
+    super(`${code}: ${where ? `${where}: ` : ''}${message}`, context.cause !== undefined ? { cause: context.cause } : undefined);
+    this.name = 'SafetensorsError';
+    this.code = code;
+    if (context.file !== undefined) this.file = context.file;
+    if (context.tensor !== undefined) this.tensor = context.tensor;
+    if (context.offsets !== undefined) this.offsets = context.offsets;
+  }
+}
+
+export function isSafetensorsError(value: unknown): value is SafetensorsError {
+  return value instanceof SafetensorsError;
+}

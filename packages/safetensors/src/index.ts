@@ -1,0 +1,17 @@
+// Node entry: everything of ./header plus the file-based operations.
+export * from './header.js';
+export { createSafetensorsWriter, type SafetensorsWriter, type SafetensorsWriterOptions } from './create-safetensors-writer.js';
+export {
+  createShardedModelWriter,
+  formatShardName,
+  planShards,
+  type ShardPlan,
+  type ShardedModelOptions,
+  type ShardedModelResult,
+  type ShardedModelWriter,
+} from './create-sharded-model-writer.js';
+export { iterateTensors, type IterateTensorsOptions, type TensorWithBytes } from './iterate-tensors.js';
+export { openSafetensorsModel } from './open-safetensors-model.js';
+export { readTensorBytes } from './read-tensor-bytes.js';
+export { writeSafetensorsFile } from './write-safetensors-file.js';
+export { writeShardedModel } from './write-sharded-model.js';

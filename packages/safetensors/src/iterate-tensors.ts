@@ -1,0 +1,120 @@
+import { SafetensorsError } from './errors.js';
+import { DEFAULT_ITERATE_BUFFER_BYTES } from './limits.js';
+import { getModelReader } from './model-reader.js';
+import { readFully } from './read-fully.js';
+import type { SafetensorsModel, TensorInfo } from './types.js';
+
+export interface IterateTensorsOptions {
+  /**
+   * Bound of one batch of consecutive tensors read with one positioned read (default 16 MiB). A
+   * tensor larger than this is read alone into a buffer of its own size. At most two batches are
+   * held at a time: the one being yielded and the read-ahead.
+   */
+  maxBufferBytes?: number;
+  /**
+   * Reuse two buffers for the whole iteration instead of allocating one per batch. Faster, but each
+   * yielded `bytes` view is only valid until the iterator is advanced again.
+   */
+  reuseBuffers?: boolean;
+  /** Only these tensors (still yielded in file order). */
+  filter?: (tensor: TensorInfo) => boolean;
+}
+
+export interface TensorWithBytes {
+  tensor: TensorInfo;
+  bytes: Uint8Array;
+}
+
+interface Batch {
+  shardName: string;
+  shardPath: string;
+  positionBytes: number;
+  sizeBytes: number;
+  tensors: TensorInfo[];
+}
+
+/**
+ * Yields every tensor with its bytes in file order (shard by shard), with bounded memory: consecutive
+ * tensors are grouped into batches of at most `maxBufferBytes`, each read with one positioned read,
+ * and the next batch is read while the current one is consumed.
+ */
+export async function* iterateTensors(model: SafetensorsModel, options: IterateTensorsOptions = {}): AsyncGenerator<TensorWithBytes, void, undefined> {
+  const reader = getModelReader(model);
+  const maxBufferBytes = options.maxBufferBytes ?? DEFAULT_ITERATE_BUFFER_BYTES;
+  if (!Number.isSafeInteger(maxBufferBytes) || maxBufferBytes < 1) {
+    throw new SafetensorsError('INVALID_ARGUMENT', `maxBufferBytes must be a positive integer, got ${String(maxBufferBytes)}`);
+  }
+  const batches = planBatches(model.tensors, maxBufferBytes, options.filter);
+  const reuse = options.reuseBuffers === true;
+  const spare: (Uint8Array | undefined)[] = [undefined, undefined];
+  const reuseBytes = reuse ? Math.min(maxBufferBytes, largest(batches)) : 0;
+
+  const startRead = (index: number): Promise<Uint8Array> => {
+    const batch = batches[index] as Batch;
+    let buffer: Uint8Array;
+    if (reuse) {
+      const slot = index & 1;
+      const current = spare[slot];
+      buffer = current && current.length >= batch.sizeBytes ? current : allocate(Math.max(batch.sizeBytes, reuseBytes));
+      spare[slot] = buffer;
+    } else {
+      buffer = allocate(batch.sizeBytes);
+    }
+    const view = buffer.subarray(0, batch.sizeBytes);
+    return readFully(reader.handleOf(batch.shardName), view, batch.positionBytes, batch.shardPath).then(() => view);
+  };
+
+  let pending: Promise<Uint8Array> | undefined = batches.length > 0 ? startRead(0) : undefined;
+  try {
+    for (let b = 0; b < batches.length; b++) {
+      const bytes = await (pending as Promise<Uint8Array>);
+      // Read-ahead: the next batch goes into the other buffer while this one is consumed.
+      pending = b + 1 < batches.length ? startRead(b + 1) : undefined;
+      const batch = batches[b] as Batch;
+      for (const tensor of batch.tensors) {
+        const start = tensor.slice.offsetBytes - batch.positionBytes;
+        yield { tensor, bytes: bytes.subarray(start, start + tensor.slice.sizeBytes) };
+      }
+    }
+  } finally {
+    // An abandoned iteration must not leave a read rejecting unobserved.
+    if (pending) await pending.catch(() => undefined);
+  }
+}
+
+function planBatches(tensors: readonly TensorInfo[], maxBufferBytes: number, filter?: (tensor: TensorInfo) => boolean): Batch[] {
+  const batches: Batch[] = [];
+  let current: Batch | undefined;
+  for (const tensor of tensors) {
+    if (filter && !filter(tensor)) {
+      current = undefined; // a skipped tensor breaks contiguity
+      continue;
+    }
+    const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+    if (
+      current &&
+      current.shardName === shardName &&
+      current.positionBytes + current.sizeBytes === offsetBytes &&
+      current.sizeBytes + sizeBytes <= maxBufferBytes
+    ) {
+      current.sizeBytes += sizeBytes;
+      current.tensors.push(tensor);
+      continue;
+    }
+    current = { shardName, shardPath: tensor.shardPath, positionBytes: offsetBytes, sizeBytes, tensors: [tensor] };
+    batches.push(current);
+  }
+  return batches;
+}
+
+function largest(batches: readonly Batch[]): number {
+  let max = 0;
+  for (const batch of batches) if (batch.sizeBytes > max) max = batch.sizeBytes;
+  return max;
+}
+
+/** Uninitialised memory: every byte is overwritten by the read before anyone sees it. */
+function allocate(sizeBytes: number): Uint8Array {
+  const buffer = Buffer.allocUnsafeSlow(sizeBytes);
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, sizeBytes);
+}

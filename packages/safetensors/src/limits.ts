@@ -1,0 +1,24 @@
+/**
+ * Largest accepted header (the JSON after the 8-byte prefix). The reference implementation uses the
+ * same 100 MB; a real header is ~100 bytes per tensor, so this admits ~1 M tensors while refusing a
+ * forged length that would make us allocate gigabytes.
+ */
+export const MAX_HEADER_BYTES = 100_000_000;
+
+/** Largest accepted model.safetensors.index.json (~60 bytes per tensor: ~1.6 M tensors). */
+export const MAX_INDEX_BYTES = 100_000_000;
+
+/** Deepest accepted shape. Real tensors have rank <= 8; this bounds per-tensor work on hostile headers. */
+export const MAX_TENSOR_RANK = 64;
+
+/** Largest single positioned read: Node refuses one read(2) of 2 GiB or more. */
+export const MAX_READ_CHUNK_BYTES = 1 << 30;
+
+/** Default bound of one iterateTensors() batch (two are in flight: the current one and the read-ahead). */
+export const DEFAULT_ITERATE_BUFFER_BYTES = 16 << 20;
+
+/** Header writers pad so that 8 + header length is a multiple of this (the data section is aligned). */
+export const HEADER_ALIGNMENT_BYTES = 8;
+
+/** Size of the little-endian u64 header-length prefix. */
+export const HEADER_PREFIX_BYTES = 8;

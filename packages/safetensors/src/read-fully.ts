@@ -1,0 +1,24 @@
+import type { FileHandle } from 'node:fs/promises';
+import { SafetensorsError } from './errors.js';
+import { MAX_READ_CHUNK_BYTES } from './limits.js';
+
+/**
+ * Fills `target` from `position` with positioned reads (short reads are retried; one read never
+ * exceeds MAX_READ_CHUNK_BYTES). A file that ends early gives UNEXPECTED_EOF.
+ */
+export async function readFully(handle: FileHandle, target: Uint8Array, position: number, file: string, tensor?: string): Promise<void> {
+  let done = 0;
+  const length = target.length;
+  while (done < length) {
+    const want = Math.min(length - done, MAX_READ_CHUNK_BYTES);
+    const { bytesRead } = await handle.read(target, done, want, position + done);
+    if (bytesRead === 0) {
+      throw new SafetensorsError('UNEXPECTED_EOF', `file ended at ${position + done} while reading ${length} bytes from ${position} (did it shrink after opening?)`, {
+        file,
+        ...(tensor !== undefined ? { tensor } : {}),
+        offsets: { position: position + done, expected: position + length },
+      });
+    }
+    done += bytesRead;
+  }
+}

@@ -1,0 +1,33 @@
+import { SafetensorsError } from './errors.js';
+import { getModelReader, resolveTensor } from './model-reader.js';
+import { readFully } from './read-fully.js';
+import type { SafetensorsModel, TensorInfo } from './types.js';
+
+/**
+ * Reads one tensor's bytes with positioned reads. With `target`, fills its first `sizeBytes` bytes and
+ * returns that view (TARGET_TOO_SMALL if it is shorter); without, allocates exactly `sizeBytes`
+ * (a size that passed validation).
+ */
+export async function readTensorBytes(model: SafetensorsModel, tensor: TensorInfo | string, target?: Uint8Array): Promise<Uint8Array> {
+  const reader = getModelReader(model);
+  const info = resolveTensor(model, tensor);
+  const { shardName, offsetBytes, sizeBytes } = info.slice;
+  let view: Uint8Array;
+  if (target !== undefined) {
+    if (!(target instanceof Uint8Array)) {
+      throw new SafetensorsError('INVALID_ARGUMENT', 'target is not a Uint8Array', { file: info.shardPath, tensor: info.name });
+    }
+    if (target.length < sizeBytes) {
+      throw new SafetensorsError('TARGET_TOO_SMALL', `target holds ${target.length} bytes, the tensor needs ${sizeBytes}`, {
+        file: info.shardPath,
+        tensor: info.name,
+        offsets: { expected: sizeBytes, actual: target.length, position: offsetBytes },
+      });
+    }
+    view = target.subarray(0, sizeBytes);
+  } else {
+    view = new Uint8Array(sizeBytes);
+  }
+  await readFully(reader.handleOf(shardName), view, offsetBytes, info.shardPath, info.name);
+  return view;
+}
