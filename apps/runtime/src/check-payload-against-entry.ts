@@ -1,0 +1,49 @@
+import { readPayloadMeta, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
+import type { CacheEntry } from '@splitzip/store';
+import { RuntimeError } from './errors.js';
+
+/**
+ * The checks the store's `readBlob` makes, for payload bytes the runtime read itself (through a
+ * custom `ByteReader`): header valid, header equal to the manifest's meta and codebook, checksum
+ * equal to the manifest's copy and to the bytes. Throws `CACHE_ENTRY_MISMATCH` when the blob and
+ * its entry disagree, `CACHE_READ_FAILED` when the blob itself is invalid.
+ */
+export function checkPayloadAgainstEntry(payload: Uint8Array, entry: CacheEntry, blobPath: string): PayloadMeta {
+  const context = { key: entry.key, qualname: entry.qualname, blob: blobPath };
+  let meta: PayloadMeta;
+  try {
+    meta = readPayloadMeta(payload);
+  } catch (error) {
+    throw new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: invalid payload header: ${(error as Error).message}`, context, {
+      cause: error,
+    });
+  }
+  const expected = entry.meta as unknown as Record<string, unknown>;
+  const disagreements: string[] = [];
+  const compare = (field: string, actual: number, wanted: unknown) => {
+    if (wanted !== actual) disagreements.push(`${field}: blob ${actual}, manifest ${String(wanted)}`);
+  };
+  compare('element_count', meta.elementCount, expected['element_count']);
+  compare('chunk_size', meta.chunkSize, expected['chunk_size']);
+  compare('escape_count', meta.escapeCount, expected['escape_count']);
+  compare('comp_bytes', meta.compBytes, entry.compBytes);
+  compare('raw_bytes', meta.rawBytes, entry.rawBytes);
+  compare('checksum', meta.checksum, expected['checksum']);
+  const blobExponents = meta.codebook.exponents;
+  const entryExponents = entry.codebook.exponents;
+  if (blobExponents.length !== entryExponents.length || blobExponents.some((value, i) => value !== entryExponents[i])) {
+    disagreements.push('codebook');
+  }
+  if (disagreements.length > 0) {
+    throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob ${blobPath} disagrees with its manifest entry (${disagreements.join('; ')})`, {
+      ...context,
+      disagreements,
+    });
+  }
+  try {
+    verifyPayloadChecksum(payload, meta);
+  } catch (error) {
+    throw new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${(error as Error).message}`, context, { cause: error });
+  }
+  return meta;
+}

@@ -1,0 +1,89 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ByteReader } from './create-file-reader.js';
+import { RuntimeError } from './errors.js';
+
+/** Default pacing granularity: each read is split into pieces of at most this many bytes. */
+export const DEFAULT_PACING_CHUNK_BYTES = 1024 * 1024;
+
+/** Default bucket size: one piece. A larger bucket lets bursts through after idle time. */
+export const DEFAULT_PACING_BURST_BYTES = 4 * 1024 * 1024;
+
+export interface PacedReaderOptions {
+  /** Sustained rate: bytes per second over any window longer than burst / rate. */
+  bytesPerSecond: number;
+  /** Token bucket capacity in bytes (≥ chunkBytes). */
+  burstBytes?: number;
+  /** Reads are split into pieces of at most this size, each paced before it is read. */
+  chunkBytes?: number;
+}
+
+export interface PacedReader extends ByteReader {
+  /** Bytes the bucket has granted so far (equals the bytes actually read, once reads settle). */
+  readonly grantedBytes: number;
+  /** Total time reads spent waiting for tokens, in milliseconds (summed over concurrent reads). */
+  readonly waitedMs: number;
+}
+
+/**
+ * A token-bucket pacing wrapper over a {@link ByteReader}: it models a link of `bytesPerSecond`
+ * (network storage, an object store, a cold disk) in front of a fast local file.
+ *
+ * Every read is split into pieces of at most `chunkBytes`; before a piece is read it takes that
+ * many tokens from one bucket shared by all reads through this wrapper. The bucket refills at
+ * `bytesPerSecond` and holds at most `burstBytes`. It is implemented in its virtual-clock form
+ * (GCRA): `tat` is the instant the link finishes delivering every byte granted so far; a piece of
+ * n bytes moves `tat` to `max(tat, now) + n / rate` and may start at `tat - burst / rate`. So over
+ * any interval T the wrapper delivers at most `rate·T + burst` bytes, whatever the concurrency,
+ * and waits shorter than a millisecond are not slept (the clock still advances, so the next
+ * piece pays for them: the long-run rate stays exact).
+ *
+ * Pieces are paced on the bytes actually requested from the inner reader — blob bytes on the
+ * cache path, tensor bytes on the raw path — so both paths see the same link.
+ */
+export function createPacedReader(inner: ByteReader, options: PacedReaderOptions): PacedReader {
+  const { bytesPerSecond } = options;
+  const chunkBytes = options.chunkBytes ?? DEFAULT_PACING_CHUNK_BYTES;
+  const burstBytes = options.burstBytes ?? Math.max(DEFAULT_PACING_BURST_BYTES, chunkBytes);
+  if (!(bytesPerSecond > 0) || !Number.isFinite(bytesPerSecond)) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'bytesPerSecond must be a positive finite number', { bytesPerSecond });
+  }
+  if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1 || !(burstBytes >= chunkBytes)) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'chunkBytes must be a positive integer and burstBytes ≥ chunkBytes', {
+      chunkBytes,
+      burstBytes,
+    });
+  }
+  const bytesPerMs = bytesPerSecond / 1000;
+  const burstMs = burstBytes / bytesPerMs;
+  let tatMs = 0;
+  let grantedBytes = 0;
+  let waitedMs = 0;
+
+  const takeTokens = async (bytes: number) => {
+    const nowMs = performance.now();
+    tatMs = Math.max(tatMs, nowMs) + bytes / bytesPerMs;
+    grantedBytes += bytes;
+    const waitMs = tatMs - burstMs - nowMs;
+    if (waitMs >= 1) {
+      waitedMs += waitMs;
+      await sleep(waitMs);
+    }
+  };
+
+  return {
+    get grantedBytes() {
+      return grantedBytes;
+    },
+    get waitedMs() {
+      return waitedMs;
+    },
+    async readExact(path, target, positionBytes) {
+      for (let done = 0; done < target.byteLength; done += chunkBytes) {
+        const length = Math.min(chunkBytes, target.byteLength - done);
+        await takeTokens(length);
+        await inner.readExact(path, target.subarray(done, done + length), positionBytes + done);
+      }
+    },
+    close: () => inner.close(),
+  };
+}

@@ -1,0 +1,193 @@
+import { RuntimeError } from './errors.js';
+
+/** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
+export const STAGING_ALIGN_BYTES = 256;
+
+/**
+ * Largest single backing buffer the pool allocates for all its slots together. Above it each slot
+ * gets its own buffer (Node caps one ArrayBuffer near 4 GiB, and one huge allocation is more likely
+ * to fail than a few smaller ones).
+ */
+export const MAX_POOL_ARENA_BYTES = 1024 * 1024 * 1024;
+
+/** Hard cap on slot size: one compressed payload of a 2^32 − 1 element tensor is < 6.1 GiB, but a
+ * Node ArrayBuffer cannot exceed 2^32 bytes on this platform, so larger slots cannot exist. */
+export const MAX_SLOT_BYTES = 2 ** 32 - STAGING_ALIGN_BYTES;
+
+/** Cap on the number of slots: each in-flight payload needs one; more than this is a bug, not a plan. */
+export const MAX_SLOT_COUNT = 1024;
+
+/** One reusable staging buffer. Its identity (`id`, `bytes`) never changes for the pool's life. */
+export interface StagingSlot {
+  readonly id: number;
+  /** `slotBytes` long; `bytes.byteOffset` is a multiple of {@link STAGING_ALIGN_BYTES}. */
+  readonly bytes: Uint8Array;
+}
+
+export interface StagingPoolStats {
+  readonly slotCount: number;
+  readonly slotBytes: number;
+  /** Buffers allocated since creation: the arena (or one per slot). Never grows after creation. */
+  readonly allocations: number;
+  readonly acquires: number;
+  /** Acquires that had to wait for a release. */
+  readonly waits: number;
+  readonly inUse: number;
+  readonly peakInUse: number;
+}
+
+export interface StagingPool {
+  readonly slotCount: number;
+  readonly slotBytes: number;
+  /** Free slots right now. */
+  readonly available: number;
+  /** Takes a free slot, waiting (FIFO) for a release when none is free. */
+  acquire(options?: { signal?: AbortSignal }): Promise<StagingSlot>;
+  /** Takes a free slot now, or returns undefined. */
+  tryAcquire(): StagingSlot | undefined;
+  /** Gives a slot back. Throws `SLOT_NOT_OWNED` for a slot that is not out, or not this pool's. */
+  release(slot: StagingSlot): void;
+  /** Scoped ownership: acquire, run `fn(slot)`, release even if `fn` throws. */
+  withSlot<T>(fn: (slot: StagingSlot) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>;
+  stats(): StagingPoolStats;
+  /** Rejects every waiter with `POOL_CLOSED`; later acquires fail. Slots out stay valid until released. */
+  close(): void;
+}
+
+export interface StagingPoolOptions {
+  /** Bytes per slot: the largest payload the pool must hold (rounded up to the alignment). */
+  slotBytes: number;
+  /** Number of slots: how many payloads may be staged at once. */
+  slotCount: number;
+  /** Back the slots with SharedArrayBuffer (for decoding in worker threads). */
+  shared?: boolean;
+}
+
+function alignUp(value: number, align: number): number {
+  return Math.ceil(value / align) * align;
+}
+
+/**
+ * A fixed set of reusable, aligned staging slots with explicit ownership. Every buffer is
+ * allocated here, once; acquire/release only move slot indices between a free list and callers,
+ * so steady-state loading allocates nothing per tensor.
+ */
+export function createStagingPool(options: StagingPoolOptions): StagingPool {
+  const { slotCount, shared = false } = options;
+  if (!Number.isSafeInteger(slotCount) || slotCount < 1 || slotCount > MAX_SLOT_COUNT) {
+    throw new RuntimeError('INVALID_ARGUMENT', `slotCount must be an integer in 1..${MAX_SLOT_COUNT}`, { slotCount });
+  }
+  if (!Number.isSafeInteger(options.slotBytes) || options.slotBytes < 0 || options.slotBytes > MAX_SLOT_BYTES) {
+    throw new RuntimeError('INVALID_ARGUMENT', `slotBytes must be an integer in 0..${MAX_SLOT_BYTES}`, {
+      slotBytes: options.slotBytes,
+    });
+  }
+  // A zero-byte slot is legal (a cache of empty tensors) but still gets one aligned unit.
+  const slotBytes = Math.max(STAGING_ALIGN_BYTES, alignUp(options.slotBytes, STAGING_ALIGN_BYTES));
+  const makeBuffer = (bytes: number): ArrayBufferLike => (shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
+
+  const slots: StagingSlot[] = [];
+  let allocations = 0;
+  if (slotBytes * slotCount <= MAX_POOL_ARENA_BYTES) {
+    const arena = makeBuffer(slotBytes * slotCount);
+    allocations = 1;
+    for (let id = 0; id < slotCount; id += 1) {
+      slots.push(Object.freeze({ id, bytes: new Uint8Array(arena, id * slotBytes, slotBytes) }));
+    }
+  } else {
+    for (let id = 0; id < slotCount; id += 1) {
+      slots.push(Object.freeze({ id, bytes: new Uint8Array(makeBuffer(slotBytes)) }));
+      allocations += 1;
+    }
+  }
+
+  // Free slots as a stack of ids: the most recently released slot is reused first (warm in cache).
+  const free: number[] = [];
+  for (let id = slotCount - 1; id >= 0; id -= 1) free.push(id);
+  const out = new Array<boolean>(slotCount).fill(false);
+  const waiters: { resolve: (slot: StagingSlot) => void; reject: (error: unknown) => void; cleanup: () => void }[] = [];
+  let closed = false;
+  let acquires = 0;
+  let waits = 0;
+  let inUse = 0;
+  let peakInUse = 0;
+
+  const take = (): StagingSlot => {
+    const id = free.pop() as number;
+    out[id] = true;
+    acquires += 1;
+    inUse += 1;
+    if (inUse > peakInUse) peakInUse = inUse;
+    return slots[id] as StagingSlot;
+  };
+
+  const pool: StagingPool = {
+    slotCount,
+    slotBytes,
+    get available() {
+      return free.length;
+    },
+    tryAcquire() {
+      if (closed) throw new RuntimeError('POOL_CLOSED', 'staging pool is closed');
+      return free.length > 0 ? take() : undefined;
+    },
+    acquire(acquireOptions = {}) {
+      const { signal } = acquireOptions;
+      if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
+      if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal.reason }));
+      if (free.length > 0) return Promise.resolve(take());
+      waits += 1;
+      return new Promise<StagingSlot>((resolve, reject) => {
+        const onAbort = () => {
+          const index = waiters.indexOf(waiter);
+          if (index >= 0) waiters.splice(index, 1);
+          reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal?.reason }));
+        };
+        const waiter = {
+          resolve,
+          reject,
+          cleanup: () => signal?.removeEventListener('abort', onAbort),
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        waiters.push(waiter);
+      });
+    },
+    release(slot) {
+      if (slots[slot.id] !== slot || !out[slot.id]) {
+        throw new RuntimeError('SLOT_NOT_OWNED', 'released a staging slot that is not out of this pool', { slotId: slot.id });
+      }
+      out[slot.id] = false;
+      inUse -= 1;
+      const waiter = waiters.shift();
+      if (waiter) {
+        // Hand the slot straight to the oldest waiter: ownership moves without touching the free list.
+        waiter.cleanup();
+        out[slot.id] = true;
+        acquires += 1;
+        inUse += 1;
+        waiter.resolve(slot);
+        return;
+      }
+      free.push(slot.id);
+    },
+    async withSlot(fn, withOptions) {
+      const slot = await pool.acquire(withOptions);
+      try {
+        return await fn(slot);
+      } finally {
+        pool.release(slot);
+      }
+    },
+    stats() {
+      return { slotCount, slotBytes, allocations, acquires, waits, inUse, peakInUse };
+    },
+    close() {
+      closed = true;
+      for (const waiter of waiters.splice(0)) {
+        waiter.cleanup();
+        waiter.reject(new RuntimeError('POOL_CLOSED', 'staging pool closed while waiting for a slot'));
+      }
+    },
+  };
+  return pool;
+}

@@ -1,0 +1,74 @@
+/**
+ * Typed errors of the runtime. Every error has a string `code` and a `details` object naming the
+ * thing it is about (tensor name, shard file, slice, cache key, sizes), so a caller can branch on
+ * `code` and a log line says what went wrong without a stack trace.
+ */
+export type RuntimeErrorCode =
+  /** A bad option or argument (negative size, slot count 0, unknown backend name…). */
+  | 'INVALID_ARGUMENT'
+  /** The cache directory has no manifest, or the store refused to open it. */
+  | 'CACHE_OPEN_FAILED'
+  /** A slice names a shard the model does not have (or no model was given to find it). */
+  | 'SHARD_NOT_FOUND'
+  /** A shard file could not be opened or read (deleted, truncated, permission). */
+  | 'SHARD_READ_FAILED'
+  /** A slice `(shardName, offsetBytes, sizeBytes)` matches no tensor of the model and no cache entry. */
+  | 'SLICE_NOT_FOUND'
+  /** A tensor name the model does not have. */
+  | 'TENSOR_NOT_FOUND'
+  /** `cacheOnly` was asked and the tensor has no cache entry (non-BF16, gate-failed, not built). */
+  | 'NOT_CACHED'
+  /** The blob could not be read, is truncated, or its checksum fails. */
+  | 'CACHE_READ_FAILED'
+  /** The manifest entry disagrees with its blob or with the tensor it is served for. */
+  | 'CACHE_ENTRY_MISMATCH'
+  /** The decode backend threw or produced the wrong number of values. */
+  | 'DECODE_FAILED'
+  /** The decoded bytes' SHA-256 differs from the manifest's digest of the original bytes. */
+  | 'DIGEST_MISMATCH'
+  /** A caller-provided output buffer is smaller than the tensor. */
+  | 'OUTPUT_TOO_SMALL'
+  /** A payload is larger than the staging slot it must be read into. */
+  | 'SLOT_TOO_SMALL'
+  /** A staging slot was released twice, or released to a pool that does not own it. */
+  | 'SLOT_NOT_OWNED'
+  /** The pool was closed while a caller waited for a slot, or used after close. */
+  | 'POOL_CLOSED'
+  /** The caller's AbortSignal fired. */
+  | 'ABORTED'
+  /** The GPU consumer path was asked for and no device decoder is available. */
+  | 'DEVICE_UNAVAILABLE';
+
+export class RuntimeError extends Error {
+  readonly code: RuntimeErrorCode;
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(code: RuntimeErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RuntimeError';
+    this.code = code;
+    this.details = Object.freeze({ ...details });
+  }
+}
+
+/** The failures that make a tensor fall back to the raw shard (or throw with `cacheOnly`). */
+export const CACHE_FAILURE_CODES: ReadonlySet<RuntimeErrorCode> = new Set<RuntimeErrorCode>([
+  'CACHE_READ_FAILED',
+  'CACHE_ENTRY_MISMATCH',
+  'DECODE_FAILED',
+  'DIGEST_MISMATCH',
+  'SLOT_TOO_SMALL',
+]);
+
+export function isRuntimeError(error: unknown, code?: RuntimeErrorCode): error is RuntimeError {
+  return error instanceof RuntimeError && (code === undefined || error.code === code);
+}
+
+/** A short, stable description of any thrown value, for reports. */
+export function describeError(error: unknown): { code: string; message: string } {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return { code: typeof code === 'string' ? code : error.name, message: error.message };
+  }
+  return { code: 'UNKNOWN', message: String(error) };
+}

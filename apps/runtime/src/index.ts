@@ -1,0 +1,55 @@
+export {
+  RuntimeError,
+  isRuntimeError,
+  describeError,
+  CACHE_FAILURE_CODES,
+  type RuntimeErrorCode,
+} from './errors.js';
+export {
+  createStagingPool,
+  STAGING_ALIGN_BYTES,
+  MAX_POOL_ARENA_BYTES,
+  MAX_SLOT_BYTES,
+  MAX_SLOT_COUNT,
+  type StagingPool,
+  type StagingPoolOptions,
+  type StagingPoolStats,
+  type StagingSlot,
+} from './create-staging-pool.js';
+export { createFileReader, ReadError, MAX_READ_CHUNK_BYTES, DEFAULT_MAX_IDLE_HANDLES, type ByteReader } from './create-file-reader.js';
+export {
+  createPacedReader,
+  DEFAULT_PACING_BURST_BYTES,
+  DEFAULT_PACING_CHUNK_BYTES,
+  type PacedReader,
+  type PacedReaderOptions,
+} from './create-paced-reader.js';
+export { runOrderedPipeline, type OrderedPipelineOptions } from './run-ordered-pipeline.js';
+export { createCpuDecoder, DEFAULT_DECODE_SLICE_VALUES, type DecodeBackend } from './create-cpu-decoder.js';
+export { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+export {
+  openShardCache,
+  wrapCacheStore,
+  DEFAULT_COVERAGE_MIN,
+  type ShardCache,
+  type OpenShardCacheOptions,
+} from './open-shard-cache.js';
+export { type TensorRequest } from './resolve-tensor-request.js';
+export { loadTensor, type LoadTensorOptions } from './load-tensor.js';
+export {
+  loadModel,
+  DEFAULT_LOAD_CONCURRENCY,
+  MAX_LOAD_CONCURRENCY,
+  type LoadModelOptions,
+  type ModelLoad,
+} from './load-model.js';
+export {
+  LOAD_REASONS,
+  createEmptyTotals,
+  addToTotals,
+  type LoadReason,
+  type LoadTotals,
+  type LoadedTensor,
+  type TensorReport,
+  type TensorSource,
+} from './types.js';

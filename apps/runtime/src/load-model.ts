@@ -1,0 +1,130 @@
+import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
+import type { CacheEntry } from '@splitzip/store';
+import type { ByteReader } from './create-file-reader.js';
+import type { StagingPool } from './create-staging-pool.js';
+import { RuntimeError } from './errors.js';
+import type { ShardCache } from './open-shard-cache.js';
+import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+import { targetFromInfo } from './resolve-tensor-request.js';
+import { runOrderedPipeline } from './run-ordered-pipeline.js';
+import { prepareOutput, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
+import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
+
+/** Tensors in flight by default: enough to keep a read queued behind every decode on 2 cores. */
+export const DEFAULT_LOAD_CONCURRENCY = 4;
+
+/** Upper bound on concurrency: each in-flight tensor may hold a staging slot and an output buffer. */
+export const MAX_LOAD_CONCURRENCY = 64;
+
+export interface LoadModelOptions {
+  backend?: BackendOption;
+  /** Tensors in flight (reading or decoding) at once; also the staging slot count. Default 4. */
+  concurrency?: number;
+  /** Check every decoded tensor against the manifest's SHA-256 of the original bytes. */
+  verifyDigest?: boolean;
+  /** Throw a typed error for any tensor the cache cannot serve, instead of reading it raw. */
+  cacheOnly?: boolean;
+  /** Called with each tensor, in model order, before the iterator yields it. */
+  onTensor?: (tensor: LoadedTensor) => void;
+  /** Where each tensor's bytes go (e.g. a view into a preallocated arena); default: a new buffer per tensor. */
+  allocate?: (tensor: TensorInfo) => Uint8Array;
+  /** Only these tensors (default: all, in model order). */
+  filter?: (tensor: TensorInfo) => boolean;
+  /** A staging pool to use (shared across loads); default: one sized from the model's largest entry. */
+  pool?: StagingPool;
+  /** Custom I/O for both paths (e.g. the pacing reader). */
+  reader?: ByteReader;
+  /** Refresh the cache from other processes before starting. Default true. */
+  refresh?: boolean;
+  /** Tell `coverage` from `missing` for uncached BF16 tensors (a histogram pass over them). Default true. */
+  explainMisses?: boolean;
+  signal?: AbortSignal;
+}
+
+/** A whole-model load: iterate it (once) for the tensors; `totals` and `reports` fill as it goes. */
+export interface ModelLoad extends AsyncIterable<LoadedTensor> {
+  readonly totals: LoadTotals;
+  readonly reports: readonly TensorReport[];
+  /** Iterates to the end, discarding tensors (use `onTensor`/`allocate` to keep them); returns the totals. */
+  drain(): Promise<LoadTotals>;
+}
+
+/**
+ * Loads every tensor of `model`, in model order: decoded from `cache` where an entry serves it,
+ * read raw from the shards otherwise (`cache` null: everything raw — the baseline). Up to
+ * `concurrency` tensors are in flight, so the reads of the next payloads run while the current
+ * ones decode; staging memory is `concurrency` slots of the largest payload, output memory at most
+ * `concurrency + 1` tensors beyond what the caller keeps.
+ */
+export function loadModel(model: SafetensorsModel, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
+  const concurrency = options.concurrency ?? DEFAULT_LOAD_CONCURRENCY;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > MAX_LOAD_CONCURRENCY) {
+    throw new RuntimeError('INVALID_ARGUMENT', `concurrency must be an integer in 1..${MAX_LOAD_CONCURRENCY}`, { concurrency });
+  }
+  const totals = createEmptyTotals();
+  const reports: TensorReport[] = [];
+  let started = false;
+
+  async function* iterate(): AsyncGenerator<LoadedTensor> {
+    const startMs = performance.now();
+    const handle = cache ?? undefined;
+    if (handle !== undefined && options.refresh !== false) await handle.refresh();
+    const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;
+    const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle));
+    const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);
+    const ownPool = options.pool === undefined && handle !== undefined && entries.length > 0;
+    const pool = options.pool ?? (ownPool ? handle?.createStagingPool({ slotCount: concurrency, entries }) : undefined);
+    const backend = resolveDecodeBackend(options.backend);
+    const ownBackend = typeof options.backend !== 'object';
+    const env: ServeEnv = {
+      cache: handle,
+      pool,
+      reader: options.reader,
+      backend,
+      verifyDigest: options.verifyDigest ?? false,
+      cacheOnly: options.cacheOnly ?? false,
+      explainMisses: options.explainMisses ?? true,
+      signal: options.signal,
+      onStagingOverflow: () => {
+        totals.stagingOverflows += 1;
+      },
+    };
+    try {
+      const results = runOrderedPipeline(targets, {
+        concurrency,
+        signal: options.signal,
+        run: async (target) => {
+          const output = prepareOutput(options.allocate?.(target.info as TensorInfo), target.slice.sizeBytes, target.name);
+          return serveTensor(env, target, output);
+        },
+      });
+      for await (const tensor of results) {
+        reports.push(tensor.report);
+        addToTotals(totals, tensor.report);
+        totals.wallMs = performance.now() - startMs;
+        options.onTensor?.(tensor);
+        yield tensor;
+      }
+    } finally {
+      totals.wallMs = performance.now() - startMs;
+      if (ownPool) pool?.close();
+      if (ownBackend) await backend.close?.();
+    }
+  }
+
+  return {
+    totals,
+    reports,
+    [Symbol.asyncIterator]() {
+      if (started) throw new RuntimeError('INVALID_ARGUMENT', 'a ModelLoad can be iterated once; call loadModel again');
+      started = true;
+      return iterate();
+    },
+    async drain() {
+      for await (const _tensor of this) {
+        // consumed by onTensor / allocate
+      }
+      return totals;
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import type { SafetensorsModel } from '@splitzip/safetensors';
+import type { ByteReader } from './create-file-reader.js';
+import type { StagingPool } from './create-staging-pool.js';
+import type { ShardCache } from './open-shard-cache.js';
+import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
+import { prepareOutput, serveTensor } from './serve-tensor.js';
+import type { LoadedTensor } from './types.js';
+
+export interface LoadTensorOptions {
+  /** The cache to try first. Without one, the tensor is read raw. */
+  cache?: ShardCache;
+  /** For a bare slice: the model that owns the shard (needed for the raw fallback). */
+  model?: SafetensorsModel;
+  /** Where to put the bytes (at least the tensor's size; the result's `data` is a view of it). */
+  target?: Uint8Array;
+  /** Staging slots for payloads; without one a payload buffer is allocated for this call. */
+  pool?: StagingPool;
+  /** Custom I/O for both the blob and the raw read (e.g. the pacing reader). */
+  reader?: ByteReader;
+  backend?: BackendOption;
+  /** Check the decoded bytes against the manifest's SHA-256 of the original. */
+  verifyDigest?: boolean;
+  /** Throw (typed) instead of falling back to the raw shard. */
+  cacheOnly?: boolean;
+  /** For a BF16 tensor with no entry, compute its exponent coverage to tell `coverage` from `missing`. Default true. */
+  explainMisses?: boolean;
+  signal?: AbortSignal;
+}
+
+/**
+ * Loads one tensor: decoded from the cache when its slice has a good entry, read raw from its
+ * safetensors shard otherwise. See serveTensor for the failure rules.
+ */
+export async function loadTensor(request: TensorRequest, options: LoadTensorOptions = {}): Promise<LoadedTensor> {
+  const target = resolveTensorRequest(request, options.model, options.cache);
+  const output = prepareOutput(options.target, target.slice.sizeBytes, target.name);
+  return serveTensor(
+    {
+      cache: options.cache,
+      pool: options.pool,
+      reader: options.reader,
+      backend: resolveDecodeBackend(options.backend),
+      verifyDigest: options.verifyDigest ?? false,
+      cacheOnly: options.cacheOnly ?? false,
+      explainMisses: options.explainMisses ?? true,
+      signal: options.signal,
+      onStagingOverflow: () => undefined,
+    },
+    target,
+    output,
+  );
+}

@@ -1,0 +1,62 @@
+import type { SafetensorsModel, SliceKey, TensorInfo } from '@splitzip/safetensors';
+import { RuntimeError } from './errors.js';
+import type { ShardCache } from './open-shard-cache.js';
+import type { ServeTarget } from './serve-tensor.js';
+
+/**
+ * Which tensor to load:
+ * - `{ model, name }`: a tensor of an open model, by name;
+ * - `{ model, slice }` or a bare `SliceKey` with `options.model`: by slice identity;
+ * - a bare `SliceKey` without a model: served from the cache entry aliased to it (no raw fallback).
+ */
+export type TensorRequest = SliceKey | { model: SafetensorsModel; name: string } | { model: SafetensorsModel; slice: SliceKey };
+
+function isSliceKey(value: unknown): value is SliceKey {
+  const v = value as Partial<SliceKey>;
+  return typeof v?.shardName === 'string' && typeof v.offsetBytes === 'number' && typeof v.sizeBytes === 'number';
+}
+
+export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined): ServeTarget {
+  const entry = cache?.lookupBySlice(info.slice.shardName, info.slice.offsetBytes, info.slice.sizeBytes);
+  return { name: info.name, dtype: info.dtype, shape: info.shape, slice: info.slice, model, info, entry };
+}
+
+function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cache: ShardCache | undefined): ServeTarget {
+  const where = `${slice.shardName}@${slice.offsetBytes}+${slice.sizeBytes}`;
+  if (model !== undefined) {
+    const info = model.findBySlice(slice);
+    if (info !== undefined) return targetFromInfo(model, info, cache);
+    if (!model.shards.some((shard) => shard.name === slice.shardName)) {
+      throw new RuntimeError('SHARD_NOT_FOUND', `model at ${model.rootDir} has no shard named ${slice.shardName}`, {
+        ...slice,
+        modelRoot: model.rootDir,
+      });
+    }
+    throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no tensor of shard ${slice.shardName}`, { ...slice });
+  }
+  const entry = cache?.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes);
+  if (entry === undefined) {
+    throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no cache entry, and no model was given to read it raw`, { ...slice });
+  }
+  return { name: entry.qualname, dtype: entry.dtype, shape: entry.shape, slice, model: undefined, info: undefined, entry };
+}
+
+export function resolveTensorRequest(
+  request: TensorRequest,
+  model: SafetensorsModel | undefined,
+  cache: ShardCache | undefined,
+): ServeTarget {
+  if (isSliceKey(request)) return resolveSlice(request, model, cache);
+  if ('slice' in request && isSliceKey(request.slice)) return resolveSlice(request.slice, request.model, cache);
+  if ('name' in request && typeof request.name === 'string' && request.model !== undefined) {
+    const info = request.model.getTensor(request.name);
+    if (info === undefined) {
+      throw new RuntimeError('TENSOR_NOT_FOUND', `model at ${request.model.rootDir} has no tensor named ${request.name}`, {
+        tensor: request.name,
+        modelRoot: request.model.rootDir,
+      });
+    }
+    return targetFromInfo(request.model, info, cache);
+  }
+  throw new RuntimeError('INVALID_ARGUMENT', 'a tensor request is a SliceKey, { model, name } or { model, slice }', {});
+}

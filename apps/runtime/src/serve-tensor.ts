@@ -1,0 +1,276 @@
+import { createHash } from 'node:crypto';
+import { calibrateFromHistogram, countExponents, readPayloadMeta, type PayloadMeta } from '@splitzip/codec';
+import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import type { CacheEntry } from '@splitzip/store';
+import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
+import type { DecodeBackend } from './create-cpu-decoder.js';
+import type { ByteReader } from './create-file-reader.js';
+import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
+import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
+import type { ShardCache } from './open-shard-cache.js';
+import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
+
+/** What one load needs; built once per loadTensor/loadModel call and shared by its tensors. */
+export interface ServeEnv {
+  cache: ShardCache | undefined;
+  pool: StagingPool | undefined;
+  /** Custom I/O for both paths; undefined: the store's readBlob and safetensors' readTensorBytes. */
+  reader: ByteReader | undefined;
+  backend: DecodeBackend;
+  verifyDigest: boolean;
+  cacheOnly: boolean;
+  explainMisses: boolean;
+  signal: AbortSignal | undefined;
+  /** Counts payloads staged outside the pool (larger than its slots, or no pool). */
+  onStagingOverflow: () => void;
+}
+
+/** A tensor to serve: from a model (raw fallback possible) or a cache entry alone (bare slice). */
+export interface ServeTarget {
+  name: string;
+  dtype: string;
+  shape: readonly number[];
+  slice: SliceKey;
+  /** Present when the tensor belongs to an open model: the raw source. */
+  model: SafetensorsModel | undefined;
+  info: TensorInfo | undefined;
+  /** The entry found for the slice (looked up by the caller, once). */
+  entry: CacheEntry | undefined;
+}
+
+const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((value, i) => value === b[i]);
+
+/** A buffer for `bytes` whose byteOffset is 0 and length a multiple of the alignment. */
+function allocateAligned(bytes: number): Uint8Array {
+  const padded = Math.max(STAGING_ALIGN_BYTES, Math.ceil(bytes / STAGING_ALIGN_BYTES) * STAGING_ALIGN_BYTES);
+  return new Uint8Array(padded);
+}
+
+/** The destination for a tensor: the caller's buffer (checked) or a fresh one. */
+export function prepareOutput(target: Uint8Array | undefined, sizeBytes: number, name: string): Uint8Array {
+  if (target === undefined) return new Uint8Array(sizeBytes);
+  if (!(target instanceof Uint8Array) || target.byteLength < sizeBytes) {
+    throw new RuntimeError('OUTPUT_TOO_SMALL', `output buffer for ${name} holds ${target?.byteLength} bytes, the tensor needs ${sizeBytes}`, {
+      tensor: name,
+      outputBytes: target?.byteLength,
+      sizeBytes,
+    });
+  }
+  return target.subarray(0, sizeBytes);
+}
+
+function mapStoreError(error: unknown, entry: CacheEntry): RuntimeError {
+  if (error instanceof RuntimeError) return error;
+  const { code, message } = describeError(error);
+  const context = { key: entry.key, qualname: entry.qualname, storeCode: code };
+  if (code === 'META_MISMATCH') {
+    return new RuntimeError('CACHE_ENTRY_MISMATCH', `cache entry ${entry.key} (${entry.qualname}): ${message}`, context, { cause: error });
+  }
+  if (code === 'SLOT_TOO_SMALL') {
+    return new RuntimeError('SLOT_TOO_SMALL', `cache entry ${entry.key} (${entry.qualname}): ${message}`, context, { cause: error });
+  }
+  return new RuntimeError('CACHE_READ_FAILED', `cache entry ${entry.key} (${entry.qualname}): ${message}`, context, { cause: error });
+}
+
+/** Why a tensor without an entry is not cached. `coverage` needs the bytes (see explainMisses). */
+function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): LoadReason {
+  if (target.dtype !== 'BF16') return 'dtype';
+  if (!env.explainMisses || data === undefined || data.byteLength < 2 || data.byteOffset % 2 !== 0 || env.cache === undefined) {
+    return 'missing';
+  }
+  // The builder's gate: Top-16 exponent coverage below coverage_min means it was skipped on purpose.
+  const values = new Uint16Array(data.buffer, data.byteOffset, data.byteLength >>> 1);
+  const { coverage } = calibrateFromHistogram(countExponents(values));
+  return coverage < env.cache.coverageMin ? 'coverage' : 'missing';
+}
+
+function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
+  if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${name} aborted`, { tensor: name, reason: signal.reason });
+}
+
+/**
+ * Serves one tensor into `output` (exactly its size): decoded from the cache when its entry is good,
+ * read raw from its shard otherwise. Never returns bytes that failed a check: a failure on the cache
+ * path is reported and the tensor is read raw (or, with `cacheOnly`, the typed error is thrown).
+ */
+export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Uint8Array): Promise<LoadedTensor> {
+  const { name, dtype, shape, slice } = target;
+  const report: TensorReport = {
+    name,
+    dtype,
+    shape,
+    source: 'raw',
+    reason: 'missing',
+    shardName: slice.shardName,
+    offsetBytes: slice.offsetBytes,
+    sizeBytes: slice.sizeBytes,
+    bytesRead: 0,
+    blobBytesRead: 0,
+    rawBytesRead: 0,
+    bytesProduced: 0,
+    ioMs: 0,
+    decodeMs: 0,
+    digestMs: 0,
+    digestVerified: false,
+  };
+  abortIfNeeded(env.signal, name);
+
+  const entry = target.entry;
+  if (entry !== undefined) {
+    report.key = entry.key;
+    try {
+      await decodeFromCache(env, target, entry, output, report);
+      report.source = 'cache';
+      report.reason = 'cached';
+      report.bytesRead = report.blobBytesRead;
+      report.bytesProduced = output.byteLength;
+      return { name, dtype, shape, data: output, source: 'cache', reason: 'cached', report };
+    } catch (error) {
+      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly) throw error;
+      report.reason = 'cache-failed';
+      report.error = describeError(error);
+    }
+  } else if (env.cacheOnly) {
+    const reason = explainMiss(target, undefined, env);
+    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${reason === 'dtype' ? `dtype ${dtype}` : 'no entry for its slice'})`, {
+      tensor: name,
+      dtype,
+      reason,
+      ...slice,
+    });
+  }
+
+  abortIfNeeded(env.signal, name);
+  await readRaw(env, target, output, report);
+  if (entry === undefined) report.reason = explainMiss(target, output, env);
+  report.bytesRead = report.blobBytesRead + report.rawBytesRead;
+  report.bytesProduced = output.byteLength;
+  return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
+}
+
+async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8Array, report: TensorReport): Promise<void> {
+  const { name, slice } = target;
+  if (target.model === undefined || target.info === undefined) {
+    throw new RuntimeError('SHARD_NOT_FOUND', `no model to read ${name} raw from: shard ${slice.shardName} is unknown here`, {
+      tensor: name,
+      ...slice,
+    });
+  }
+  const info = target.info;
+  const startMs = performance.now();
+  try {
+    if (env.reader !== undefined) await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
+    else await readTensorBytes(target.model, info, output);
+  } catch (error) {
+    const { code, message } = describeError(error);
+    throw new RuntimeError('SHARD_READ_FAILED', `cannot read ${name} from shard ${info.shardPath}: ${message}`, {
+      tensor: name,
+      shard: slice.shardName,
+      path: info.shardPath,
+      offsetBytes: slice.offsetBytes,
+      sizeBytes: slice.sizeBytes,
+      causeCode: code,
+    }, { cause: error });
+  }
+  report.ioMs += performance.now() - startMs;
+  report.rawBytesRead += output.byteLength;
+}
+
+async function decodeFromCache(
+  env: ServeEnv,
+  target: ServeTarget,
+  entry: CacheEntry,
+  output: Uint8Array,
+  report: TensorReport,
+): Promise<void> {
+  const { name, slice } = target;
+  const context = { tensor: name, key: entry.key, qualname: entry.qualname };
+  // The entry must describe this very tensor before any of its bytes are trusted.
+  if (entry.dtype !== 'BF16' || target.dtype !== 'BF16' || entry.rawBytes !== slice.sizeBytes || !sameShape(entry.shape, target.shape)) {
+    throw new RuntimeError(
+      'CACHE_ENTRY_MISMATCH',
+      `cache entry ${entry.key} (${entry.dtype} ${JSON.stringify(entry.shape)}, ${entry.rawBytes} B) does not describe ${name} (${target.dtype} ${JSON.stringify(target.shape)}, ${slice.sizeBytes} B)`,
+      context,
+    );
+  }
+  const cache = env.cache as ShardCache;
+  const pool = env.pool;
+  let slot: StagingSlot | undefined;
+  let stage: Uint8Array;
+  if (pool !== undefined && entry.compBytes <= pool.slotBytes) {
+    slot = await pool.acquire(env.signal ? { signal: env.signal } : {});
+    stage = slot.bytes;
+  } else {
+    env.onStagingOverflow();
+    stage = allocateAligned(entry.compBytes);
+  }
+  try {
+    const ioStartMs = performance.now();
+    let payload: Uint8Array;
+    let meta: PayloadMeta;
+    if (env.reader !== undefined) {
+      const blobPath = cache.blobPath(entry);
+      payload = stage.subarray(0, entry.compBytes);
+      try {
+        await env.reader.readExact(blobPath, payload, 0);
+      } catch (error) {
+        throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${(error as Error).message}`, { ...context, blob: blobPath }, {
+          cause: error,
+        });
+      }
+      report.ioMs += performance.now() - ioStartMs;
+      report.blobBytesRead += payload.byteLength;
+      const checkStartMs = performance.now();
+      meta = checkPayloadAgainstEntry(payload, entry, blobPath);
+      report.decodeMs += performance.now() - checkStartMs;
+    } else {
+      try {
+        payload = await cache.readBlob(entry.key, stage);
+      } catch (error) {
+        throw mapStoreError(error, entry);
+      }
+      // The store's readBlob includes its checksum pass; it is counted as I/O here.
+      report.ioMs += performance.now() - ioStartMs;
+      report.blobBytesRead += payload.byteLength;
+      meta = readPayloadMeta(payload);
+    }
+    abortIfNeeded(env.signal, name);
+
+    const decodeStartMs = performance.now();
+    // Decode straight into the caller's buffer when it can be viewed as BF16 values (even offset).
+    const direct = output.byteOffset % 2 === 0;
+    const values = direct
+      ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1)
+      : new Uint16Array(output.byteLength >>> 1);
+    if (meta.elementCount !== values.length) {
+      throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${name} has ${values.length}`, context);
+    }
+    report.backend = env.backend.name;
+    try {
+      await env.backend.decode(payload, meta, values);
+    } catch (error) {
+      throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${(error as Error).message}`, {
+        ...context,
+        backend: env.backend.name,
+      }, { cause: error });
+    }
+    if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
+    report.decodeMs += performance.now() - decodeStartMs;
+  } finally {
+    if (slot !== undefined) pool?.release(slot);
+  }
+
+  if (env.verifyDigest) {
+    const digestStartMs = performance.now();
+    const actual = createHash('sha256').update(output).digest('hex');
+    report.digestMs += performance.now() - digestStartMs;
+    if (actual !== entry.sha256) {
+      throw new RuntimeError('DIGEST_MISMATCH', `${name}: decoded bytes have SHA-256 ${actual}, the manifest says ${entry.sha256}`, {
+        ...context,
+        expected: entry.sha256,
+        actual,
+      });
+    }
+    report.digestVerified = true;
+  }
+}

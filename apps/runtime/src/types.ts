@@ -1,0 +1,124 @@
+/** Where a loaded tensor's bytes came from. */
+export type TensorSource = 'cache' | 'raw';
+
+/**
+ * Why a tensor came from where it did:
+ * - `cached`: decoded from its cache entry;
+ * - `dtype`: not BF16, so never cached (served raw);
+ * - `coverage`: BF16 but the build skipped it (its Top-16 exponent coverage was under the gate);
+ * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice);
+ * - `cache-failed`: an entry exists but failed (blob unreadable/corrupt, entry disagreeing with its
+ *   blob, decode backend failure, digest mismatch); served raw, and `error` says what happened.
+ */
+export type LoadReason = 'cached' | 'dtype' | 'coverage' | 'missing' | 'cache-failed';
+
+export const LOAD_REASONS: readonly LoadReason[] = ['cached', 'dtype', 'coverage', 'missing', 'cache-failed'];
+
+/** The per-tensor report. */
+export interface TensorReport {
+  name: string;
+  dtype: string;
+  shape: readonly number[];
+  source: TensorSource;
+  reason: LoadReason;
+  /** Slice identity the tensor was looked up by. */
+  shardName: string;
+  offsetBytes: number;
+  sizeBytes: number;
+  /** Cache key of the entry, when there was one. */
+  key?: string;
+  /** For `cache-failed`: the typed error that made the runtime fall back to raw. */
+  error?: { code: string; message: string };
+  /** Bytes read from storage for this tensor: `blobBytesRead + rawBytesRead`. */
+  bytesRead: number;
+  /** Compressed blob bytes read (also counted when the entry then failed). */
+  blobBytesRead: number;
+  /** Bytes read from the safetensors shard. */
+  rawBytesRead: number;
+  /** Bytes of the tensor handed to the caller. */
+  bytesProduced: number;
+  /** Wall time of this tensor's reads (ms). Concurrent tensors overlap, so sums exceed wall time. */
+  ioMs: number;
+  /** Time in checksum + decode (ms). */
+  decodeMs: number;
+  /** Time in the SHA-256 digest check (ms); 0 when not asked. */
+  digestMs: number;
+  /** True when the decoded bytes were checked against the manifest's SHA-256 and matched. */
+  digestVerified: boolean;
+  /** Name of the decode backend used (cache source only). */
+  backend?: string;
+}
+
+/** A loaded tensor: its bytes and its report. `data` is exactly `sizeBytes` long. */
+export interface LoadedTensor {
+  name: string;
+  dtype: string;
+  shape: readonly number[];
+  data: Uint8Array;
+  source: TensorSource;
+  reason: LoadReason;
+  report: TensorReport;
+}
+
+/** Totals over a load. Times are milliseconds. */
+export interface LoadTotals {
+  tensors: number;
+  fromCache: number;
+  fromRaw: number;
+  byReason: Record<LoadReason, number>;
+  /** Tensors that had an entry and fell back to raw (= byReason['cache-failed']). */
+  fallbacks: number;
+  bytesRead: number;
+  bytesReadFromCache: number;
+  bytesReadRaw: number;
+  bytesProduced: number;
+  /** Bytes the same tensors take in the safetensors shards (what a raw load reads). */
+  rawBytes: number;
+  ioMs: number;
+  decodeMs: number;
+  digestMs: number;
+  wallMs: number;
+  /** Decode backends seen (normally one). */
+  backends: string[];
+  /** Payloads larger than the pool's slots, staged in a one-off buffer instead. */
+  stagingOverflows: number;
+}
+
+export function createEmptyTotals(): LoadTotals {
+  return {
+    tensors: 0,
+    fromCache: 0,
+    fromRaw: 0,
+    byReason: { cached: 0, dtype: 0, coverage: 0, missing: 0, 'cache-failed': 0 },
+    fallbacks: 0,
+    bytesRead: 0,
+    bytesReadFromCache: 0,
+    bytesReadRaw: 0,
+    bytesProduced: 0,
+    rawBytes: 0,
+    ioMs: 0,
+    decodeMs: 0,
+    digestMs: 0,
+    wallMs: 0,
+    backends: [],
+    stagingOverflows: 0,
+  };
+}
+
+/** Adds one tensor's report to running totals (in place). */
+export function addToTotals(totals: LoadTotals, report: TensorReport): void {
+  totals.tensors += 1;
+  if (report.source === 'cache') totals.fromCache += 1;
+  else totals.fromRaw += 1;
+  totals.byReason[report.reason] += 1;
+  if (report.reason === 'cache-failed') totals.fallbacks += 1;
+  totals.bytesRead += report.bytesRead;
+  totals.bytesReadFromCache += report.blobBytesRead;
+  totals.bytesReadRaw += report.rawBytesRead;
+  totals.bytesProduced += report.bytesProduced;
+  totals.rawBytes += report.sizeBytes;
+  totals.ioMs += report.ioMs;
+  totals.decodeMs += report.decodeMs;
+  totals.digestMs += report.digestMs;
+  if (report.backend !== undefined && !totals.backends.includes(report.backend)) totals.backends.push(report.backend);
+}

@@ -1,0 +1,126 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
+import { createPacedReader } from '../src/create-paced-reader.js';
+
+let dir: string;
+let file: string;
+const content = new Uint8Array(3 * 1024 * 1024 + 17);
+for (let i = 0; i < content.length; i += 1) content[i] = (i * 31 + (i >>> 11)) & 0xff;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'runtime-readers-'));
+  file = join(dir, 'data.bin');
+  await writeFile(file, content);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('createFileReader', () => {
+  it('reads exact ranges, concurrently, through shared handles', async () => {
+    const reader = createFileReader();
+    const ranges = [
+      [0, 100],
+      [5, 1],
+      [1024 * 1024 - 3, 2 * 1024 * 1024],
+      [content.length - 17, 17],
+      [12345, 0],
+    ] as const;
+    const targets = ranges.map(([, length]) => new Uint8Array(length));
+    await Promise.all(ranges.map(([offset], i) => reader.readExact(file, targets[i]!, offset)));
+    ranges.forEach(([offset, length], i) => {
+      expect(Buffer.from(targets[i]!).equals(Buffer.from(content.subarray(offset, offset + length)))).toBe(true);
+    });
+    await reader.close();
+  });
+
+  it('fails with UNEXPECTED_EOF past the end and with the fs error for a missing file', async () => {
+    const reader = createFileReader();
+    await expect(reader.readExact(file, new Uint8Array(10), content.length - 5)).rejects.toMatchObject({ code: 'UNEXPECTED_EOF' });
+    await expect(reader.readExact(join(dir, 'nope.bin'), new Uint8Array(1), 0)).rejects.toMatchObject({ code: 'ENOENT' });
+    // A failed open is not cached: the file appearing later is read.
+    const late = join(dir, 'late.bin');
+    await expect(reader.readExact(late, new Uint8Array(1), 0)).rejects.toMatchObject({ code: 'ENOENT' });
+    await writeFile(late, Uint8Array.of(42));
+    const one = new Uint8Array(1);
+    await reader.readExact(late, one, 0);
+    expect(one[0]).toBe(42);
+    await reader.close();
+    await expect(reader.readExact(file, new Uint8Array(1), 0)).rejects.toMatchObject({ code: 'READER_CLOSED' });
+  });
+
+  it('keeps at most maxIdleHandles idle files open and still reads every file', async () => {
+    const reader = createFileReader({ maxIdleHandles: 2 });
+    const files = await Promise.all(
+      [0, 1, 2, 3, 4].map(async (i) => {
+        const path = join(dir, `small-${i}.bin`);
+        await writeFile(path, Uint8Array.of(i, i + 1));
+        return path;
+      }),
+    );
+    for (let round = 0; round < 3; round += 1) {
+      for (const [i, path] of files.entries()) {
+        const two = new Uint8Array(2);
+        await reader.readExact(path, two, 0);
+        expect([...two]).toEqual([i, i + 1]);
+      }
+    }
+    await reader.close();
+  });
+});
+
+describe('createPacedReader', () => {
+  function countingReader(inner: ByteReader) {
+    const sizes: number[] = [];
+    const reader: ByteReader = {
+      async readExact(path, target, position) {
+        sizes.push(target.byteLength);
+        await inner.readExact(path, target, position);
+      },
+      close: () => inner.close(),
+    };
+    return { reader, sizes };
+  }
+
+  it('returns the same bytes as the inner reader, in pieces of at most chunkBytes', async () => {
+    const { reader: inner, sizes } = countingReader(createFileReader());
+    const paced = createPacedReader(inner, { bytesPerSecond: 1e12, chunkBytes: 256 * 1024 });
+    const target = new Uint8Array(content.length - 1000);
+    await paced.readExact(file, target, 1000);
+    expect(Buffer.from(target).equals(Buffer.from(content.subarray(1000)))).toBe(true);
+    expect(Math.max(...sizes)).toBe(256 * 1024);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(target.length);
+    expect(paced.grantedBytes).toBe(target.length);
+    await paced.close();
+  });
+
+  it('never delivers faster than rate × time + burst, across concurrent reads', async () => {
+    // 8 MiB/s with a 256 KiB bucket: 3 MiB in 4 concurrent reads must take ≥ (3 MiB − 256 KiB) / rate.
+    const bytesPerSecond = 8 * 1024 * 1024;
+    const burstBytes = 256 * 1024;
+    const paced = createPacedReader(createFileReader(), { bytesPerSecond, burstBytes, chunkBytes: 64 * 1024 });
+    const total = 3 * 1024 * 1024;
+    const quarter = total / 4;
+    const start = performance.now();
+    const targets = [0, 1, 2, 3].map(() => new Uint8Array(quarter));
+    await Promise.all(targets.map((target, i) => paced.readExact(file, target, i * quarter)));
+    const elapsedS = (performance.now() - start) / 1000;
+    expect(elapsedS).toBeGreaterThanOrEqual((total - burstBytes) / bytesPerSecond - 0.002);
+    targets.forEach((target, i) => {
+      expect(Buffer.from(target).equals(Buffer.from(content.subarray(i * quarter, (i + 1) * quarter)))).toBe(true);
+    });
+    expect(paced.waitedMs).toBeGreaterThan(0);
+    await paced.close();
+  });
+
+  it('rejects bad options', () => {
+    const inner = createFileReader();
+    expect(() => createPacedReader(inner, { bytesPerSecond: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => createPacedReader(inner, { bytesPerSecond: 1e9, chunkBytes: 1024, burstBytes: 512 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+  });
+});

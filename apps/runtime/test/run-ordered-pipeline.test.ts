@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { runOrderedPipeline } from '../src/run-ordered-pipeline.js';
+
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('runOrderedPipeline', () => {
+  it('yields in input order with at most `concurrency` tasks in flight', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    const items = Array.from({ length: 20 }, (_, i) => i);
+    const out: number[] = [];
+    for await (const value of runOrderedPipeline(items, {
+      concurrency: 3,
+      run: async (item) => {
+        inFlight += 1;
+        peak = Math.max(peak, inFlight);
+        await delay((item * 7) % 5); // finish out of order
+        inFlight -= 1;
+        return item * 2;
+      },
+    })) {
+      out.push(value);
+    }
+    expect(out).toEqual(items.map((i) => i * 2));
+    expect(peak).toBe(3);
+  });
+
+  it('throws a failure at its position and waits for the other tasks first', async () => {
+    const finished: number[] = [];
+    const out: number[] = [];
+    await expect(
+      (async () => {
+        for await (const value of runOrderedPipeline([0, 1, 2, 3], {
+          concurrency: 4,
+          run: async (item) => {
+            await delay(item === 1 ? 1 : 20);
+            if (item === 1) throw new Error('task 1 failed');
+            finished.push(item);
+            return item;
+          },
+        })) {
+          out.push(value);
+        }
+      })(),
+    ).rejects.toThrow('task 1 failed');
+    expect(out).toEqual([0]);
+    // Tasks 2 and 3 had started: they were awaited before the error surfaced.
+    expect(finished.sort()).toEqual([0, 2, 3]);
+  });
+
+  it('on break, awaits started tasks and starts no more', async () => {
+    const started: number[] = [];
+    const finished: number[] = [];
+    for await (const value of runOrderedPipeline([0, 1, 2, 3, 4, 5, 6, 7], {
+      concurrency: 2,
+      run: async (item) => {
+        started.push(item);
+        await delay(5);
+        finished.push(item);
+        return item;
+      },
+    })) {
+      if (value === 1) break;
+    }
+    expect(finished.sort()).toEqual(started.sort());
+    expect(started.length).toBeLessThanOrEqual(4);
+  });
+
+  it('turns a synchronous throw into an error at that position', async () => {
+    const iterate = async () => {
+      for await (const _ of runOrderedPipeline([1], {
+        concurrency: 1,
+        run: () => {
+          throw new Error('sync');
+        },
+      })) {
+        // nothing
+      }
+    };
+    await expect(iterate()).rejects.toThrow('sync');
+  });
+
+  it('stops with ABORTED when the signal fires', async () => {
+    const controller = new AbortController();
+    const iterate = async () => {
+      for await (const value of runOrderedPipeline([0, 1, 2, 3, 4], {
+        concurrency: 1,
+        signal: controller.signal,
+        run: async (item) => item,
+      })) {
+        if (value === 1) controller.abort();
+      }
+    };
+    await expect(iterate()).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+
+  it('rejects a bad concurrency', async () => {
+    const iterate = async () => {
+      for await (const _ of runOrderedPipeline([1], { concurrency: 0, run: async (x) => x })) {
+        // nothing
+      }
+    };
+    await expect(iterate()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});

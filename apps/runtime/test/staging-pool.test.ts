@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest';
+import { createStagingPool, STAGING_ALIGN_BYTES, type StagingSlot } from '../src/create-staging-pool.js';
+import { isRuntimeError } from '../src/errors.js';
+
+describe('createStagingPool', () => {
+  it('rounds slots up to the alignment and places each at an aligned offset', () => {
+    const pool = createStagingPool({ slotBytes: 1000, slotCount: 3 });
+    expect(pool.slotBytes).toBe(1024);
+    const slots = [pool.tryAcquire(), pool.tryAcquire(), pool.tryAcquire()] as StagingSlot[];
+    for (const slot of slots) {
+      expect(slot.bytes.byteLength).toBe(1024);
+      expect(slot.bytes.byteOffset % STAGING_ALIGN_BYTES).toBe(0);
+    }
+    expect(new Set(slots.map((s) => s.id)).size).toBe(3);
+    // Slots never overlap.
+    slots[0]!.bytes.fill(1);
+    slots[1]!.bytes.fill(2);
+    slots[2]!.bytes.fill(3);
+    expect(slots[0]!.bytes.every((b) => b === 1)).toBe(true);
+    expect(slots[1]!.bytes.every((b) => b === 2)).toBe(true);
+    expect(pool.tryAcquire()).toBeUndefined();
+  });
+
+  it('gives a zero-byte request one aligned unit', () => {
+    expect(createStagingPool({ slotBytes: 0, slotCount: 1 }).slotBytes).toBe(STAGING_ALIGN_BYTES);
+  });
+
+  it('rejects bad sizes with INVALID_ARGUMENT', () => {
+    for (const options of [
+      { slotBytes: -1, slotCount: 1 },
+      { slotBytes: 1.5, slotCount: 1 },
+      { slotBytes: 10, slotCount: 0 },
+      { slotBytes: 10, slotCount: 100000 },
+      { slotBytes: 2 ** 40, slotCount: 1 },
+    ]) {
+      expect(() => createStagingPool(options)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    }
+  });
+
+  it('reuses the same slot objects: nothing is allocated after creation', async () => {
+    const pool = createStagingPool({ slotBytes: 4096, slotCount: 2 });
+    const seen = new Set<Uint8Array>();
+    for (let i = 0; i < 100; i += 1) {
+      await pool.withSlot(async (slot) => {
+        seen.add(slot.bytes);
+        await Promise.resolve();
+      });
+    }
+    expect(seen.size).toBeLessThanOrEqual(2);
+    const stats = pool.stats();
+    expect(stats.allocations).toBe(1);
+    expect(stats.acquires).toBe(100);
+    expect(stats.inUse).toBe(0);
+  });
+
+  it('makes acquirers wait in FIFO order and hands released slots over', async () => {
+    const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const first = await pool.acquire();
+    const order: number[] = [];
+    const a = pool.acquire().then((slot) => {
+      order.push(1);
+      return slot;
+    });
+    const b = pool.acquire().then((slot) => {
+      order.push(2);
+      return slot;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(order).toEqual([]);
+    pool.release(first);
+    const slotA = await a;
+    expect(slotA).toBe(first);
+    pool.release(slotA);
+    const slotB = await b;
+    expect(slotB).toBe(first);
+    expect(order).toEqual([1, 2]);
+    expect(pool.stats().waits).toBe(2);
+    expect(pool.stats().peakInUse).toBe(1);
+    pool.release(slotB);
+  });
+
+  it('refuses a double release and a foreign slot with SLOT_NOT_OWNED', () => {
+    const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const other = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const slot = pool.tryAcquire() as StagingSlot;
+    const foreign = other.tryAcquire() as StagingSlot;
+    expect(() => pool.release(foreign)).toThrow(expect.objectContaining({ code: 'SLOT_NOT_OWNED' }));
+    pool.release(slot);
+    let caught: unknown;
+    try {
+      pool.release(slot);
+    } catch (error) {
+      caught = error;
+    }
+    expect(isRuntimeError(caught, 'SLOT_NOT_OWNED')).toBe(true);
+    // A fake slot with a valid id is not this pool's either.
+    expect(() => pool.release({ id: 0, bytes: new Uint8Array(256) })).toThrow(expect.objectContaining({ code: 'SLOT_NOT_OWNED' }));
+  });
+
+  it('releases the slot when the scoped callback throws', async () => {
+    const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    await expect(
+      pool.withSlot(() => {
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect(pool.available).toBe(1);
+  });
+
+  it('aborts a waiting acquire and rejects waiters on close', async () => {
+    const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const held = pool.tryAcquire() as StagingSlot;
+    const controller = new AbortController();
+    const aborted = pool.acquire({ signal: controller.signal });
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ code: 'ABORTED' });
+    const waiting = pool.acquire();
+    pool.close();
+    await expect(waiting).rejects.toMatchObject({ code: 'POOL_CLOSED' });
+    await expect(pool.acquire()).rejects.toMatchObject({ code: 'POOL_CLOSED' });
+    // The aborted waiter did not steal the slot: releasing still works.
+    pool.release(held);
+  });
+
+  it('backs slots with SharedArrayBuffer when asked', () => {
+    const pool = createStagingPool({ slotBytes: 300, slotCount: 2, shared: true });
+    const slot = pool.tryAcquire() as StagingSlot;
+    expect(slot.bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+});
