@@ -1,0 +1,44 @@
+import { decode, encode } from '@splitzip/codec';
+import type { BackendImpl } from './backend-impl.js';
+import { emptyTimings } from './timings.js';
+
+const now = (): number => performance.now();
+
+/** The codec's own CPU path (WebAssembly SIMD or tuned JS): the `codec` backend and the fallback. */
+export function createCodecBackend(): BackendImpl {
+  return {
+    name: 'codec',
+    async decode(payload, out, options) {
+      const timings = emptyTimings();
+      const t = now();
+      const values = decode(payload, out, options?.verify === false ? { verify: false } : undefined);
+      timings.kernelMs = timings.totalMs = now() - t;
+      return { backend: 'codec', fallbackReason: null, values, timings };
+    },
+    async encode(values, codebook, options) {
+      const timings = emptyTimings();
+      const t = now();
+      const payload = encode(values, codebook, options?.chunkSize === undefined ? undefined : { chunkSize: options.chunkSize });
+      timings.kernelMs = timings.totalMs = now() - t;
+      return { backend: 'codec', fallbackReason: null, payload, timings };
+    },
+    async decodeToDevice(payload, options) {
+      const { values, timings } = await this.decode(payload, undefined, options);
+      return {
+        backend: 'codec',
+        fallbackReason: null,
+        elementCount: values.length,
+        location: 'host',
+        segments: [{ firstElement: 0, elementCount: values.length, handle: values }],
+        timings,
+        async toArray(out?: Uint16Array) {
+          if (!out) return values.slice();
+          out.set(values);
+          return out;
+        },
+        delete() {},
+      };
+    },
+    async dispose() {},
+  };
+}

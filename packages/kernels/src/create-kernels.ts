@@ -1,0 +1,171 @@
+import { isSplitZipError, type Codebook } from '@splitzip/codec';
+import { candidateBackends, pickBackend, type Operation, type Platform } from './auto-rule.js';
+import type { BackendImpl } from './backend-impl.js';
+import { createCodecBackend } from './codec-backend.js';
+import { isKernelsError, KernelsError } from './errors.js';
+import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
+import { createGpuBackendImpl } from './gpu-backend-impl.js';
+import { getSelfCheckCase } from './self-check.js';
+import type {
+  BackendName,
+  BackendRequest,
+  CreateKernelsOptions,
+  DecodeOptions,
+  DecodeResult,
+  DeviceDecodeResult,
+  EncodeOptions,
+  EncodeResult,
+  GpuBackendName,
+  Kernels,
+  TestFaults,
+} from './types.js';
+
+const GPU_BACKENDS: readonly GpuBackendName[] = ['webgpu', 'webgl2', 'webgl', 'webasm', 'cpu'];
+const REQUESTS: readonly BackendRequest[] = [...GPU_BACKENDS, 'codec', 'auto'];
+const DEFAULT_EXPECTED_ELEMENTS = 2 ** 20;
+
+/** Internal entry: the Node and browser builds pass their platform (their measurement set). */
+export async function createKernelsFor(
+  platform: Platform,
+  options: CreateKernelsOptions = {},
+  unavailable: Readonly<Record<string, string>> = {},
+): Promise<Kernels> {
+  const requested = options.backend ?? 'auto';
+  if (!REQUESTS.includes(requested)) {
+    throw new KernelsError('INVALID_ARGUMENT', `unknown backend "${String(requested)}"`, { backend: requested, known: REQUESTS });
+  }
+  const faults = options.testFaults ?? {};
+  const codec = createCodecBackend();
+  const started = new Map<BackendName, BackendImpl>([['codec', codec]]);
+  /** Why a backend is not (or no longer) usable, for fallback reports. */
+  const failures = new Map<BackendName, string>();
+
+  const wanted: GpuBackendName[] =
+    requested === 'auto'
+      ? candidateBackends(platform).filter((b): b is GpuBackendName => b !== 'codec')
+      : requested === 'codec'
+        ? []
+        : [requested];
+  for (const name of wanted) {
+    const missing = unavailable[name];
+    if (missing) {
+      failures.set(name, `${name} failed to start: ${missing}`);
+      continue;
+    }
+    try {
+      started.set(name, await startChecked(name, options, faults));
+    } catch (error) {
+      failures.set(name, `${name} failed to start: ${describe(error)}`);
+    }
+  }
+
+  const expected = options.expectedElementCount ?? DEFAULT_EXPECTED_ELEMENTS;
+  const healthy = (): BackendName[] => [...started.keys()].filter((b) => !failures.has(b));
+  /** The backend for one call: the requested one, or auto's rule among healthy backends. */
+  const choose = (operation: Operation, n: number): { impl: BackendImpl; reason: string | null } => {
+    const preferred: BackendName =
+      requested === 'auto' ? pickBackend(platform, operation, n, ['codec', ...wanted]) : requested;
+    const actual: BackendName = requested === 'auto' ? pickBackend(platform, operation, n, healthy()) : preferred;
+    const impl = failures.has(actual) ? codec : (started.get(actual) ?? codec);
+    const reason = impl.name === preferred ? null : (failures.get(preferred) ?? `${preferred} is not available`);
+    return { impl, reason };
+  };
+
+  /** Runs a call; a backend failure (not bad input) marks it failed and reruns on the codec. */
+  async function run<T extends { backend: BackendName; fallbackReason: string | null }>(
+    operation: Operation,
+    n: number,
+    call: (impl: BackendImpl) => Promise<T>,
+  ): Promise<T> {
+    if (disposed) throw new KernelsError('DISPOSED', 'this Kernels instance was disposed', {});
+    const { impl, reason } = choose(operation, n);
+    if (impl === codec) {
+      const result = await call(codec);
+      result.fallbackReason = reason;
+      return result;
+    }
+    try {
+      if (faults.failLaunches) throw new KernelsError('KERNEL_FAILED', 'injected fault: launch failed (device lost)', {});
+      return await call(impl);
+    } catch (error) {
+      if (isSplitZipError(error) || (isKernelsError(error) && error.code === 'INVALID_ARGUMENT')) throw error;
+      failures.set(impl.name, `${impl.name} failed during ${operation}: ${describe(error)}`);
+      const result = await call(codec);
+      result.fallbackReason = failures.get(impl.name)!;
+      return result;
+    }
+  }
+
+  let disposed = false;
+  const initial = choose('decode', expected);
+  const requestedName = requested === 'auto' ? initial.impl.name : requested;
+  const instanceReason =
+    requested === 'auto' ? initial.reason : requestedName === initial.impl.name ? null : (failures.get(requested) ?? null);
+
+  return {
+    backend: initial.impl.name,
+    fallbackReason: instanceReason,
+    availableBackends: healthy(),
+    decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
+      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options));
+    },
+    encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
+      return run('encode', values?.length ?? 0, (impl) => impl.encode(values, codebook, options));
+    },
+    decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
+      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, options));
+    },
+    async dispose() {
+      if (disposed) return;
+      disposed = true;
+      for (const impl of started.values()) await impl.dispose().catch(() => undefined);
+    },
+  };
+}
+
+/** Starts a gpu.js backend and runs the known-answer decode and encode; disposes it on failure. */
+async function startChecked(name: GpuBackendName, options: CreateKernelsOptions, faults: TestFaults): Promise<BackendImpl> {
+  if (faults.failStart) throw new KernelsError('BACKEND_UNAVAILABLE', 'injected fault: start failed', { backend: name });
+  const gpu: GpuBackend = await startGpuBackend(name, { webasmThreads: options.webasmThreads === true });
+  const impl = createGpuBackendImpl(gpu);
+  try {
+    const check = getSelfCheckCase();
+    const { values } = await impl.decode(check.payload, undefined, undefined);
+    if (faults.corruptSelfCheck) values[7] = values[7]! ^ 1;
+    const wrong = firstDifference(values, check.values);
+    if (wrong >= 0) {
+      throw new KernelsError('SELF_CHECK_FAILED', `known-answer decode differs at value ${wrong}`, {
+        backend: name,
+        index: wrong,
+        expected: check.values[wrong],
+        got: values[wrong],
+      });
+    }
+    const { payload } = await impl.encode(check.values, check.codebook, { chunkSize: check.chunkSize });
+    const wrongByte = firstDifference(payload, check.payload);
+    if (wrongByte >= 0) {
+      throw new KernelsError('SELF_CHECK_FAILED', `known-answer encode differs at byte ${wrongByte}`, { backend: name, offset: wrongByte });
+    }
+    return impl;
+  } catch (error) {
+    await impl.dispose().catch(() => undefined);
+    throw error;
+  }
+}
+
+function firstDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+/** The element count from the header when it parses (for auto's size rule); 0 otherwise (the backend then reports the error). */
+function elementCountOf(payload: Uint8Array): number {
+  if (!(payload instanceof Uint8Array) || payload.length < 24) return 0;
+  const view = new DataView(payload.buffer, payload.byteOffset, 24);
+  return view.getUint32(16, true) + view.getUint32(20, true) * 2 ** 32;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,228 @@
+import {
+  createCodebook,
+  createPayloadWriter,
+  DEFAULT_CHUNK_SIZE,
+  MAX_CHUNK_SIZE,
+  MAX_ELEMENT_COUNT,
+  MIN_CHUNK_SIZE,
+  readPayloadMeta,
+  SplitZipError,
+  verifyPayloadChecksum,
+  type Codebook,
+} from '@splitzip/codec';
+import type { BackendImpl } from './backend-impl.js';
+import { checkOutput } from './check-output.js';
+import { KernelsError } from './errors.js';
+import type { GpuBackend } from './gpu-backend.js';
+import { LAUNCH_MAX_ELEMENTS } from './kernel-sources.js';
+import { countDecodeLaunches, packDecodeLaunch } from './pack-decode-launch.js';
+import { emptyTimings } from './timings.js';
+import type { DeviceSegment, StageTimings } from './types.js';
+import { readEscapeStreams, validatePayloadStructure } from './validate-payload-structure.js';
+
+const now = (): number => performance.now();
+
+/** Drives a gpu.js backend launch by launch: validation and packing on the host, kernels there. */
+export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
+  /** Validates (codec header + checksum, then every decode-time rule) and runs each launch. */
+  async function runDecode(
+    payload: Uint8Array,
+    verify: boolean,
+    timings: StageTimings,
+    onLaunch: (handle: unknown, firstElement: number, elementCount: number) => Promise<void>,
+  ): Promise<number> {
+    let t = now();
+    const meta = readPayloadMeta(payload);
+    if (verify) verifyPayloadChecksum(payload, meta);
+    const streams = readEscapeStreams(payload, meta);
+    validatePayloadStructure(payload, meta, streams);
+    const codebook = new Float32Array(16);
+    meta.codebook.exponents.forEach((exponent, code) => {
+      codebook[code] = exponent;
+    });
+    timings.prepareMs += now() - t;
+    let scratch: Float32Array | undefined;
+    const launches = countDecodeLaunches(meta.elementCount);
+    for (let launch = 0; launch < launches; launch++) {
+      t = now();
+      const inputs = packDecodeLaunch(payload, meta, streams, launch, scratch);
+      scratch = inputs.words;
+      timings.prepareMs += now() - t;
+      const handle = await gpu.decodeLaunch(inputs, codebook, meta.chunkSize, timings);
+      await onLaunch(handle, inputs.firstElement, inputs.elementCount);
+    }
+    return meta.elementCount;
+  }
+
+  return {
+    name: gpu.name,
+
+    async decode(payload, out, options) {
+      const timings = emptyTimings();
+      const start = now();
+      const meta = readPayloadMeta(payload);
+      const target = checkOutput(out, meta.elementCount);
+      await runDecode(payload, options?.verify !== false, timings, async (handle, first, count) => {
+        const t = now();
+        try {
+          const floats = await gpu.readHandle(handle);
+          // Float -> uint16 conversion of exact integers 0..65535 (native, no rounding involved).
+          target.set(floats.subarray(0, count), first);
+        } finally {
+          gpu.deleteHandle(handle);
+        }
+        timings.readbackMs += now() - t;
+      });
+      timings.totalMs = now() - start;
+      return { backend: gpu.name, fallbackReason: null, values: target, timings };
+    },
+
+    async decodeToDevice(payload, options) {
+      const timings = emptyTimings();
+      const start = now();
+      const segments: DeviceSegment[] = [];
+      let elementCount: number;
+      try {
+        elementCount = await runDecode(payload, options?.verify !== false, timings, async (handle, first, count) => {
+          segments.push({ firstElement: first, elementCount: count, handle });
+        });
+      } catch (error) {
+        for (const segment of segments) gpu.deleteHandle(segment.handle);
+        throw error;
+      }
+      timings.totalMs = now() - start;
+      let deleted = false;
+      return {
+        backend: gpu.name,
+        fallbackReason: null,
+        elementCount,
+        location: gpu.location,
+        segments,
+        timings,
+        async toArray(out?: Uint16Array) {
+          if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
+          const target = checkOutput(out, elementCount);
+          for (const segment of segments) {
+            const floats = await gpu.readHandle(segment.handle);
+            target.set(floats.subarray(0, segment.elementCount), segment.firstElement);
+          }
+          return target;
+        },
+        delete() {
+          if (deleted) return;
+          deleted = true;
+          for (const segment of segments) gpu.deleteHandle(segment.handle);
+        },
+      };
+    },
+
+    async encode(values, codebook, options) {
+      const timings = emptyTimings();
+      const start = now();
+      let t = start;
+      const { book, chunkSize } = checkEncodeArguments(values, codebook, options?.chunkSize);
+      const n = values.length;
+      // exponent -> code, 16 for an escape.
+      const codeOfExponent = new Uint8Array(256).fill(16);
+      book.exponents.forEach((exponent, code) => {
+        codeOfExponent[exponent] = code;
+      });
+      const codeTable = Float32Array.from(codeOfExponent);
+      const chunkCount = Math.ceil(n / chunkSize);
+      const escapeCounts = new Uint32Array(chunkCount);
+      const wordLaunches: Float32Array[] = [];
+      let scratch: Float32Array | undefined;
+      timings.prepareMs += now() - t;
+      for (let first = 0; first < n; first += LAUNCH_MAX_ELEMENTS) {
+        t = now();
+        const count = Math.min(LAUNCH_MAX_ELEMENTS, n - first);
+        const floats = scratch && scratch.length >= count ? scratch.subarray(0, count) : new Float32Array(count);
+        floats.set(values.subarray(first, first + count));
+        scratch = floats;
+        timings.prepareMs += now() - t;
+        const result = await gpu.encodeLaunch(floats, codeTable, chunkSize, timings);
+        wordLaunches.push(result.words.slice(0, Math.ceil(count / 2)));
+        const chunk0 = first / chunkSize;
+        for (let k = 0; k < Math.ceil(count / chunkSize); k++) escapeCounts[chunk0 + k] = result.escapeCounts[k]!;
+      }
+
+      t = now();
+      let escapeCount = 0;
+      for (let c = 0; c < chunkCount; c++) escapeCount += escapeCounts[c]!;
+      const writer = createPayloadWriter(n, escapeCount, book, chunkSize);
+      // Codes and sign/mantissa bytes from the pair words; sm starts 256-aligned in a fresh payload.
+      const { codes, sm } = writer;
+      const sm16 = new Uint16Array(sm.buffer, sm.byteOffset, n >>> 1);
+      for (let launch = 0; launch < wordLaunches.length; launch++) {
+        const words = wordLaunches[launch]!;
+        const pair0 = (launch * LAUNCH_MAX_ELEMENTS) / 2;
+        const full = Math.min(words.length, (n >>> 1) - pair0);
+        for (let j = 0; j < full; j++) {
+          const w = words[j]!;
+          codes[pair0 + j] = w & 0xff;
+          sm16[pair0 + j] = w >>> 8;
+        }
+        if (full < words.length) {
+          const w = words[full]!;
+          codes[pair0 + full] = w & 0xff;
+          sm[n - 1] = (w >>> 8) & 0xff;
+        }
+      }
+      // Escape scatter on the host: only chunks the GPU counted escapes in are scanned.
+      const { escapeIndex, escapePositions, escapeExponents } = writer;
+      let j = 0;
+      for (let c = 0; c < chunkCount; c++) {
+        escapeIndex[c] = j;
+        const expected = j + escapeCounts[c]!;
+        if (escapeCounts[c] === 0) continue;
+        const chunkStart = c * chunkSize;
+        const chunkEnd = Math.min(n, chunkStart + chunkSize);
+        for (let i = chunkStart; i < chunkEnd; i++) {
+          const exponent = (values[i]! >>> 7) & 0xff;
+          if (codeOfExponent[exponent] === 16) {
+            if (j >= expected) break;
+            escapePositions[j] = i - chunkStart;
+            escapeExponents[j] = exponent;
+            j++;
+          }
+        }
+        if (j !== expected) {
+          throw new KernelsError('KERNEL_FAILED', `${gpu.name} counted ${escapeCounts[c]} escapes in chunk ${c}, the host found a different number`, {
+            backend: gpu.name,
+            chunk: c,
+          });
+        }
+      }
+      escapeIndex[chunkCount] = j;
+      const payload = writer.seal();
+      timings.finishMs += now() - t;
+      timings.totalMs = now() - start;
+      return { backend: gpu.name, fallbackReason: null, payload, timings };
+    },
+
+    dispose() {
+      return gpu.dispose();
+    },
+  };
+}
+
+/** The codec's encode argument rules, so a GPU encode rejects exactly what the codec rejects. */
+export function checkEncodeArguments(
+  values: Uint16Array,
+  codebook: Codebook,
+  chunkSize: number | undefined,
+): { book: Codebook; chunkSize: number } {
+  if (!(values instanceof Uint16Array)) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
+  }
+  if (values.length > MAX_ELEMENT_COUNT) {
+    throw new SplitZipError('INVALID_ARGUMENT', `at most ${MAX_ELEMENT_COUNT} values per payload`, { elementCount: values.length });
+  }
+  const size = chunkSize ?? DEFAULT_CHUNK_SIZE;
+  if (!Number.isInteger(size) || size < MIN_CHUNK_SIZE || size > MAX_CHUNK_SIZE || (size & (size - 1)) !== 0) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { chunkSize: size });
+  }
+  // Re-validates a codebook that did not come from createCodebook (INVALID_CODEBOOK).
+  const book = createCodebook(codebook?.exponents ?? []);
+  return { book, chunkSize: size };
+}

@@ -1,0 +1,194 @@
+import { KernelsError } from './errors.js';
+import {
+  BUFFER_USAGE_COPY_DST,
+  BUFFER_USAGE_STORAGE,
+  gpujs,
+  type GPUBufferLike,
+  type GpuJsInstance,
+  type GpuJsKernel,
+  type WebGpuContextLike,
+} from './gpu-js.js';
+import { COUNT_ESCAPES_KERNEL_SOURCE, DECODE_KERNEL_SOURCE, ENCODE_PAIRS_KERNEL_SOURCE } from './kernel-sources.js';
+import type { DecodeLaunch } from './pack-decode-launch.js';
+import type { GpuBackendName, StageTimings } from './types.js';
+
+const now = (): number => performance.now();
+
+/** A started gpu.js backend: runs single launches; create-kernels.ts splits tensors into launches. */
+export interface GpuBackend {
+  readonly name: GpuBackendName;
+  readonly location: 'webgpu-buffer' | 'webgl-texture' | 'host';
+  /** Runs one decode launch; the result stays where the backend computes (see DeviceSegment.handle). */
+  decodeLaunch(launch: DecodeLaunch, codebook: Float32Array, chunkSize: number, timings: StageTimings): Promise<unknown>;
+  /** Reads a decode result back as one float per value. */
+  readHandle(handle: unknown): Promise<Float32Array>;
+  deleteHandle(handle: unknown): void;
+  /** Encode launch: pair words (codeByte | sm0 << 8 | sm1 << 16) and per-chunk escape counts. */
+  encodeLaunch(
+    values: Float32Array,
+    codeOfExponent: Float32Array,
+    chunkSize: number,
+    timings: StageTimings,
+  ): Promise<{ words: Float32Array; escapeCounts: Float32Array }>;
+  dispose(): Promise<void>;
+}
+
+export interface GpuBackendOptions {
+  /** webasm: run under gpu.js's async contract, which splits kernels over a worker pool. */
+  webasmThreads?: boolean;
+}
+
+/** Whether gpu.js reports the platform support for a mode (webgpu: an adapter must answer). */
+export async function isGpuModeSupported(name: GpuBackendName): Promise<boolean> {
+  const { GPU } = gpujs;
+  switch (name) {
+    case 'webgpu':
+      return GPU.isWebGPUSupported && (await GPU.isWebGPUAvailable());
+    case 'webgl2':
+      return GPU.isWebGL2Supported;
+    case 'webgl':
+      return GPU.isWebGLSupported;
+    case 'webasm':
+      return GPU.isWebAssemblySupported;
+    case 'cpu':
+      return true;
+  }
+}
+
+/** Starts a gpu.js backend; throws BACKEND_UNAVAILABLE when the platform lacks it. */
+export async function startGpuBackend(name: GpuBackendName, options: GpuBackendOptions = {}): Promise<GpuBackend> {
+  if (!(await isGpuModeSupported(name))) {
+    throw new KernelsError('BACKEND_UNAVAILABLE', `gpu.js reports no ${name} support on this platform`, { backend: name });
+  }
+  const gpu = new gpujs.GPU({ mode: name });
+  const onDevice = name === 'webgpu' || name === 'webgl2' || name === 'webgl';
+  const asyncMode = name === 'webasm' && options.webasmThreads === true;
+  const common = {
+    output: [1],
+    precision: 'single',
+    tactic: 'precision',
+    dynamicOutput: true,
+    dynamicArguments: true,
+    asyncMode,
+  };
+  const decodeKernel = gpu.createKernel(DECODE_KERNEL_SOURCE, { ...common, pipeline: onDevice, immutable: onDevice });
+  const pairsKernel = gpu.createKernel(ENCODE_PAIRS_KERNEL_SOURCE, { ...common });
+  // The escape-count loop runs chunkSize times; GL and WGSL need the bound up front.
+  const countKernel = gpu.createKernel(COUNT_ESCAPES_KERNEL_SOURCE, { ...common, loopMaxIterations: 65536 });
+
+  let context: WebGpuContextLike | null = null;
+  if (name === 'webgpu') context = await gpujs.WebGPUContext.acquire();
+  const inputs = new WebGpuInputs(context);
+
+  const checkMode = (kernel: GpuJsKernel): void => {
+    const mode = kernel.kernel?.constructor.mode;
+    if (mode !== undefined && mode !== name) {
+      throw new KernelsError('KERNEL_FAILED', `gpu.js ran the kernel on ${mode} instead of ${name}`, {
+        backend: name,
+        ranOn: mode,
+        gpujsReason: kernel.kernel?.fallbackReason ?? null,
+      });
+    }
+  };
+  const drain = async (): Promise<void> => {
+    if (context) await context.device.queue.onSubmittedWorkDone();
+  };
+
+  return {
+    name,
+    location: name === 'webgpu' ? 'webgpu-buffer' : onDevice ? 'webgl-texture' : 'host',
+
+    async decodeLaunch(launch, codebook, chunkSize, timings) {
+      let t = now();
+      const args = [
+        inputs.put(0, launch.words),
+        inputs.put(1, launch.escStart),
+        inputs.put(2, launch.escEntries),
+        inputs.put(3, codebook),
+        chunkSize,
+        1 / chunkSize,
+      ];
+      if (context) {
+        await drain();
+        timings.uploadMs += now() - t;
+        t = now();
+      }
+      decodeKernel.setOutput([launch.elementCount]);
+      const handle = await decodeKernel(...args);
+      await drain();
+      timings.kernelMs += now() - t;
+      checkMode(decodeKernel);
+      return handle;
+    },
+
+    async readHandle(handle) {
+      if (handle instanceof Float32Array) return handle;
+      const data = await (handle as { toArray(): Float32Array | Promise<Float32Array> }).toArray();
+      return data;
+    },
+
+    deleteHandle(handle) {
+      if (handle instanceof Float32Array) return;
+      (handle as { delete(): void }).delete();
+    },
+
+    async encodeLaunch(values, codeOfExponent, chunkSize, timings) {
+      let t = now();
+      const valuesArg = inputs.put(4, values);
+      const codeArg = inputs.put(5, codeOfExponent);
+      if (context) {
+        await drain();
+        timings.uploadMs += now() - t;
+        t = now();
+      }
+      pairsKernel.setOutput([Math.ceil(values.length / 2)]);
+      const words = (await pairsKernel(valuesArg, codeArg, values.length)) as Float32Array;
+      countKernel.setOutput([Math.ceil(values.length / chunkSize)]);
+      const escapeCounts = (await countKernel(valuesArg, codeArg, values.length, chunkSize)) as Float32Array;
+      timings.kernelMs += now() - t;
+      checkMode(pairsKernel);
+      checkMode(countKernel);
+      return { words, escapeCounts };
+    },
+
+    async dispose() {
+      inputs.dispose();
+      await disposeGpu(gpu);
+    },
+  };
+}
+
+async function disposeGpu(gpu: GpuJsInstance): Promise<void> {
+  await gpu.destroy();
+}
+
+/**
+ * WebGPU only: array inputs go into storage buffers this class owns (writeBuffer straight from the
+ * packed Float32Array) and reach the kernel as gpu.js buffer handles, which skips gpu.js's own
+ * copy of every argument and makes the upload measurable on its own. Elsewhere the array itself
+ * is passed and gpu.js uploads it (a texture on GL; nothing on cpu/webasm).
+ */
+class WebGpuInputs {
+  private readonly buffers: (GPUBufferLike | null)[] = [];
+
+  constructor(private readonly context: WebGpuContextLike | null) {}
+
+  put(slot: number, data: Float32Array): unknown {
+    const { context } = this;
+    if (!context) return data;
+    const byteLength = Math.max(16, Math.ceil(data.byteLength / 16) * 16);
+    let buffer = this.buffers[slot] ?? null;
+    if (!buffer || buffer.size < byteLength) {
+      buffer?.destroy();
+      buffer = context.device.createBuffer({ size: byteLength, usage: BUFFER_USAGE_STORAGE | BUFFER_USAGE_COPY_DST });
+      this.buffers[slot] = buffer;
+    }
+    context.device.queue.writeBuffer(buffer, 0, data);
+    return new gpujs.WebGPUBufferResult({ buffer, output: [data.length], context, kernel: null });
+  }
+
+  dispose(): void {
+    for (const buffer of this.buffers) buffer?.destroy();
+    this.buffers.length = 0;
+  }
+}

@@ -1,0 +1,29 @@
+// The Node build: everything in index.ts, with `createKernels` using the Node measurements and
+// Dawn's WebGPU (when its binary loads), plus the worker-thread CPU decoder.
+import { createKernelsFor } from './create-kernels.js';
+import { installNodeWebGpu } from './install-node-webgpu.js';
+import type { CreateKernelsOptions, Kernels } from './types.js';
+
+/** Node: as the browser build's createKernels, after installing Dawn's WebGPU where it loads. */
+export async function createKernels(options: CreateKernelsOptions = {}): Promise<Kernels> {
+  const backend = options.backend ?? 'auto';
+  const unavailable: Record<string, string> = {};
+  if (backend === 'webgpu' || backend === 'auto') {
+    const status = await installNodeWebGpu();
+    if (!status.available) unavailable.webgpu = status.reason ?? 'webgpu unavailable';
+  }
+  return createKernelsFor('node', options, unavailable);
+}
+
+export { installNodeWebGpu, type NodeWebGpuStatus } from './install-node-webgpu.js';
+export {
+  createWorkerDecoder,
+  DEFAULT_MIN_PARALLEL_ELEMENTS,
+  MAX_WORKER_THREADS,
+  type WorkerDecoder,
+  type WorkerDecoderOptions,
+} from './create-worker-decoder.js';
+export { KernelsError, isKernelsError, type KernelsErrorCode } from './errors.js';
+export { pickBackend, candidateBackends, MEASURED_THROUGHPUT, type Operation, type Platform, type ThroughputRow } from './auto-rule.js';
+export { LAUNCH_MAX_ELEMENTS } from './kernel-sources.js';
+export type * from './types.js';

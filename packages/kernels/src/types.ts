@@ -1,0 +1,112 @@
+import type { Codebook } from '@splitzip/codec';
+
+/** gpu.js modes this package drives. */
+export type GpuBackendName = 'webgpu' | 'webgl2' | 'webgl' | 'webasm' | 'cpu';
+/** Every backend: the gpu.js modes plus `codec`, the codec's own CPU path (the fallback). */
+export type BackendName = GpuBackendName | 'codec';
+export type BackendRequest = BackendName | 'auto';
+
+/** Wall-clock milliseconds per stage of one call; stages that did not run are 0. */
+export interface StageTimings {
+  /** Host work before the kernel: validation, packing inputs into 24-bit floats. */
+  prepareMs: number;
+  /** Host-to-device copy (webgpu: writeBuffer until the queue drained; GL/cpu/webasm: inside the kernel call). */
+  uploadMs: number;
+  /** The kernel launches (webgpu: submit until the queue drained). */
+  kernelMs: number;
+  /** Device-to-host copy and conversion of the 32-bit float results into the output. */
+  readbackMs: number;
+  /** Host work after the kernel (encode: escape scatter, assembly, checksum). */
+  finishMs: number;
+  totalMs: number;
+}
+
+/** Which backend ran a call, and why it is not the one asked for. */
+export interface BackendReport {
+  /** The backend that produced this result. */
+  backend: BackendName;
+  /** Why the requested (or auto-chosen) backend did not run this call; null when it did. */
+  fallbackReason: string | null;
+}
+
+export interface DecodeResult extends BackendReport {
+  values: Uint16Array;
+  timings: StageTimings;
+}
+
+export interface EncodeResult extends BackendReport {
+  payload: Uint8Array;
+  timings: StageTimings;
+}
+
+/** One launch's part of a device-resident result: values [firstElement, firstElement + elementCount). */
+export interface DeviceSegment {
+  firstElement: number;
+  elementCount: number;
+  /**
+   * The gpu.js pipeline result holding one value per 32-bit float (the BF16 bit pattern as an
+   * integer 0..65535): a `WebGPUBufferResult` (its `.buffer` is the GPUBuffer) on webgpu, a
+   * `Texture` on webgl/webgl2, a `Float32Array` on the host backends. Pass it to another gpu.js
+   * kernel of the same GPU instance, or bind the buffer/texture in your own pipeline.
+   */
+  handle: unknown;
+}
+
+export interface DeviceDecodeResult extends BackendReport {
+  elementCount: number;
+  /** Where the values live: on a GPU, or on the host for the cpu, webasm and codec backends. */
+  location: 'webgpu-buffer' | 'webgl-texture' | 'host';
+  segments: readonly DeviceSegment[];
+  timings: StageTimings;
+  /** Reads the values back (for checks): BF16 bit patterns. */
+  toArray(out?: Uint16Array): Promise<Uint16Array>;
+  /** Frees the device memory; idempotent. */
+  delete(): void;
+}
+
+export interface EncodeOptions {
+  /** Values per chunk (power of two, 64..65536; default the codec's 1024). */
+  chunkSize?: number;
+}
+
+export interface DecodeOptions {
+  /** Check the payload's XXH32 before decoding (default true). Structure is always checked. */
+  verify?: boolean;
+}
+
+/** Injected faults, for testing the fallback paths; never set them in production. */
+export interface TestFaults {
+  /** The backend throws while starting. */
+  failStart?: boolean;
+  /** The self-check decode returns one wrong value. */
+  corruptSelfCheck?: boolean;
+  /** Every kernel launch after the self-check throws (a lost device). */
+  failLaunches?: boolean;
+}
+
+export interface CreateKernelsOptions {
+  backend?: BackendRequest;
+  /**
+   * Expected tensor size, for `auto`: the rule picks the backend measured fastest at this size
+   * (default 2^20 values). Each call re-applies the rule to its own size among the backends that
+   * started.
+   */
+  expectedElementCount?: number;
+  /** webasm only: split kernels across a worker pool (gpu.js async contract). Default false. */
+  webasmThreads?: boolean;
+  /** Injected faults for tests. */
+  testFaults?: TestFaults;
+}
+
+export interface Kernels {
+  /** The backend this instance uses for its calls (after start-up fallbacks). */
+  readonly backend: BackendName;
+  /** Why `backend` differs from the one requested; null when it does not. */
+  readonly fallbackReason: string | null;
+  /** Backends that passed their start-up self-check in this instance. */
+  readonly availableBackends: readonly BackendName[];
+  decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult>;
+  encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult>;
+  decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult>;
+  dispose(): Promise<void>;
+}
