@@ -61,7 +61,10 @@ export function pickBackend(
   return best;
 }
 
-/** Backends the rule can pick on a platform for some operation: the ones worth starting. */
+/**
+ * Backends the rule can pick on a platform: each one that beats the codec for some operation and
+ * measured size when it is the only other backend available. Only these are worth starting.
+ */
 export function candidateBackends(
   platform: Platform,
   table: Record<Platform, readonly ThroughputRow[]> = MEASURED_THROUGHPUT,
@@ -69,11 +72,14 @@ export function candidateBackends(
   const winners = new Set<BackendName>();
   const rows = table[platform];
   const sizes = [...new Set(rows.map((r) => r.elementCount))];
-  const all = [...new Set(rows.map((r) => r.backend))];
-  for (const operation of ['decode', 'encode', 'decodeToDevice'] as const) {
-    for (const size of sizes) winners.add(pickBackend(platform, operation, size, all, table));
+  for (const backend of new Set(rows.map((r) => r.backend))) {
+    if (backend === 'codec') continue;
+    for (const operation of ['decode', 'encode', 'decodeToDevice'] as const) {
+      for (const size of sizes) {
+        if (pickBackend(platform, operation, size, ['codec', backend], table) === backend) winners.add(backend);
+      }
+    }
   }
-  winners.delete('codec');
   return [...winners];
 }
 

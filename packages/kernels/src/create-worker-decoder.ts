@@ -101,7 +101,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (meta.elementCount < minParallel || meta.chunkCount < 2 || threads === 1) {
         return decode(payload, out, verify ? undefined : { verify: false });
       }
-      const target = checkOutput(out, meta.elementCount);
+      const target =
+        out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * meta.elementCount)) : checkOutput(out, meta.elementCount);
       const shared =
         payload.buffer instanceof SharedArrayBuffer ? payload : copyToShared(payload.subarray(0, meta.compBytes));
       const outShared = target.buffer instanceof SharedArrayBuffer ? target : new Uint16Array(new SharedArrayBuffer(2 * meta.elementCount));

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { candidateBackends, MEASURED_THROUGHPUT, pickBackend, type ThroughputRow } from '../src/auto-rule.js';
+
+const table = {
+  node: [
+    { backend: 'codec', operation: 'decode', elementCount: 2 ** 20, gbPerSecond: 3 },
+    { backend: 'codec', operation: 'decode', elementCount: 2 ** 26, gbPerSecond: 3 },
+    { backend: 'webgpu', operation: 'decode', elementCount: 2 ** 20, gbPerSecond: 1 },
+    { backend: 'webgpu', operation: 'decode', elementCount: 2 ** 26, gbPerSecond: 5 },
+    { backend: 'codec', operation: 'decodeToDevice', elementCount: 2 ** 20, gbPerSecond: 3 },
+    { backend: 'webgl2', operation: 'decodeToDevice', elementCount: 2 ** 20, gbPerSecond: 0.5 },
+    { backend: 'webgpu', operation: 'decodeToDevice', elementCount: 2 ** 20, gbPerSecond: 0.7 },
+  ] as ThroughputRow[],
+  browser: [] as ThroughputRow[],
+};
+
+describe('auto rule', () => {
+  it('picks the fastest measured backend at the nearest measured size', () => {
+    expect(pickBackend('node', 'decode', 1_000, ['codec', 'webgpu'], table)).toBe('codec');
+    expect(pickBackend('node', 'decode', 2 ** 22, ['codec', 'webgpu'], table)).toBe('codec');
+    expect(pickBackend('node', 'decode', 2 ** 24, ['codec', 'webgpu'], table)).toBe('webgpu');
+  });
+
+  it('never picks an unavailable backend', () => {
+    expect(pickBackend('node', 'decode', 2 ** 26, ['codec'], table)).toBe('codec');
+  });
+
+  it('decodeToDevice prefers a backend that leaves the result on a GPU', () => {
+    expect(pickBackend('node', 'decodeToDevice', 2 ** 20, ['codec', 'webgl2', 'webgpu'], table)).toBe('webgpu');
+    expect(pickBackend('node', 'decodeToDevice', 2 ** 20, ['codec', 'webgl2'], table)).toBe('webgl2');
+    expect(pickBackend('node', 'decodeToDevice', 2 ** 20, ['codec'], table)).toBe('codec');
+  });
+
+  it('unmeasured platforms or operations use the codec', () => {
+    expect(pickBackend('browser', 'decode', 2 ** 20, ['codec', 'webgpu', 'webgl2'], table)).toBe('codec');
+    expect(pickBackend('node', 'encode', 2 ** 20, ['codec', 'webgpu'], table)).toBe('codec');
+  });
+
+  it('starts only the backends the rule can pick', () => {
+    expect(candidateBackends('node', table).sort()).toEqual(['webgl2', 'webgpu']);
+    expect(candidateBackends('browser', table)).toEqual([]);
+  });
+
+  it('the committed table holds measured rows for both platforms, codec included', () => {
+    for (const platform of ['node', 'browser'] as const) {
+      const rows = MEASURED_THROUGHPUT[platform];
+      expect(rows.some((r) => r.backend === 'codec' && r.operation === 'decode')).toBe(true);
+      for (const row of rows) expect(row.gbPerSecond).toBeGreaterThan(0);
+    }
+  });
+});

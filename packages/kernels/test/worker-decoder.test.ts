@@ -1,0 +1,93 @@
+import { calibrateCodebook, encode as codecEncode, isSplitZipError, readPayloadMeta } from '@splitzip/codec';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createWorkerDecoder } from '../src/node.js';
+import { escapeHeavyValues, largeModelLikeValues, modelLikeValues } from './fixtures.js';
+import { firstMismatch, referenceDecode } from './reference-decode.js';
+
+// The worker script is the built one (tests run after the build, as turbo orders them).
+const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
+
+describe('worker-thread decoder', () => {
+  const decoder = createWorkerDecoder({ threads: 2, workerUrl, minParallelElements: 1 });
+  const odd = createWorkerDecoder({ threads: 3, workerUrl, minParallelElements: 1 });
+  afterAll(async () => {
+    await decoder.dispose();
+    await odd.dispose();
+  });
+
+  const values = modelLikeValues(300_007);
+  const { codebook } = calibrateCodebook(values);
+  const payload = codecEncode(values, codebook);
+
+  it('is bit-exact on 2 and 3 threads, output backed by a SharedArrayBuffer', async () => {
+    const expected = referenceDecode(payload);
+    for (const d of [decoder, odd]) {
+      const out = await d.decode(payload);
+      expect(out.buffer).toBeInstanceOf(SharedArrayBuffer);
+      expect(firstMismatch(out, expected)).toBe(-1);
+    }
+  });
+
+  it('is bit-exact on escape-heavy data with small chunks, into a caller array', async () => {
+    const heavy = escapeHeavyValues(50_001);
+    const p = codecEncode(heavy, codebook, { chunkSize: 64 });
+    const out = new Uint16Array(heavy.length + 1).fill(7);
+    const result = await odd.decode(p, out);
+    expect(result).toBe(out);
+    expect(firstMismatch(out.subarray(0, heavy.length), referenceDecode(p))).toBe(-1);
+    expect(out[heavy.length]).toBe(7);
+  });
+
+  it('reads a payload that sits at an odd offset inside a SharedArrayBuffer', async () => {
+    const shared = new Uint8Array(new SharedArrayBuffer(payload.length + 3));
+    shared.set(payload, 3);
+    const out = await decoder.decode(shared.subarray(3));
+    expect(firstMismatch(out, values)).toBe(-1);
+  });
+
+  it(`decodes more than 2^24 values bit-exact`, async () => {
+    const big = largeModelLikeValues(2 ** 24 + 1_001);
+    const book = calibrateCodebook(big).codebook;
+    const p = codecEncode(big, book);
+    const out = await decoder.decode(p);
+    expect(firstMismatch(out, big)).toBe(-1);
+  });
+
+  it('reports a corrupt escape stream from a worker as the codec error', async () => {
+    const meta = readPayloadMeta(payload);
+    expect(meta.escapeCount).toBeGreaterThan(0);
+    const bad = payload.slice();
+    new DataView(bad.buffer).setUint16(meta.layout.escapePositions.offsetBytes, 0xffff, true);
+    const error = await decoder.decode(bad, undefined, { verify: false }).catch((e: unknown) => e);
+    expect(isSplitZipError(error)).toBe(true);
+    expect(error).toMatchObject({ code: 'BAD_ESCAPE_POSITION' });
+    // The pool survives a failed task.
+    expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+  });
+
+  it('fails a corrupt payload on its checksum', async () => {
+    const bad = payload.slice();
+    bad[readPayloadMeta(payload).layout.sm.offsetBytes + 10]! ^= 0x40;
+    await expect(decoder.decode(bad)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+  });
+
+  it('decodes small tensors on the calling thread', async () => {
+    const small = createWorkerDecoder({ threads: 2, workerUrl });
+    try {
+      const v = modelLikeValues(1_001);
+      const out = await small.decode(codecEncode(v, codebook));
+      expect(out.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+      expect(firstMismatch(out, v)).toBe(-1);
+    } finally {
+      await small.dispose();
+    }
+  });
+
+  it('refuses work after dispose and rejects bad thread counts', async () => {
+    const d = createWorkerDecoder({ threads: 2, workerUrl, minParallelElements: 1 });
+    await d.decode(payload);
+    await d.dispose();
+    await expect(d.decode(payload)).rejects.toMatchObject({ code: 'DISPOSED' });
+    expect(() => createWorkerDecoder({ threads: 0 })).toThrow(/threads/);
+  });
+});
