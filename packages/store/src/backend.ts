@@ -1,0 +1,73 @@
+import type { HeldLock } from './write-lock.js';
+
+/**
+ * The storage operations the store needs. The filesystem is the only implementation today; an S3
+ * backend (a later issue) maps blobs to objects, the manifest to an object replaced by conditional
+ * PUT, and journal appends to numbered objects created with If-None-Match (which replaces the lock).
+ */
+export interface StorageBackend {
+  /** Where the cache lives (a directory path, or a URL for object stores). */
+  readonly root: string;
+  /** A printable location of a file of the cache, for errors. */
+  describe(name: string): string;
+
+  /** Creates the root and blobs/ if missing. */
+  ensureLayout(): Promise<void>;
+  /** manifest.json, or undefined when absent. */
+  readManifest(): Promise<Uint8Array | undefined>;
+  /** Replaces manifest.json atomically and durably. */
+  writeManifest(bytes: Uint8Array): Promise<void>;
+
+  /** The journal of a generation, or undefined when absent. */
+  openJournal(generation: number): Promise<JournalFile | undefined>;
+  /** Creates (or empties) the journal of a generation holding only `header`, durably. */
+  createJournal(generation: number, header: Uint8Array): Promise<void>;
+  removeJournal(generation: number): Promise<void>;
+
+  /** Writes a payload durably under a temp name (outside the lock; parallel writers). */
+  stageBlob(key: string, payload: Uint8Array): Promise<StagedBlob>;
+  /** Under the writer lock: moves a staged blob to its final name (replacing an uncommitted leftover). */
+  publishStagedBlob(staged: StagedBlob): Promise<void>;
+  /** Makes published names durable (one directory sync for many blobs). */
+  syncBlobNames(): Promise<void>;
+  /** Removes a staged temp file if it is still there. */
+  discardStagedBlob(staged: StagedBlob): Promise<void>;
+  /** Reads exactly target.length bytes of an entry's blob; BLOB_MISSING, BLOB_SIZE_MISMATCH, UNSAFE_BLOB_PATH. */
+  readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void>;
+
+  /** The writer lock (many processes). */
+  acquireWriteLock(timeoutMs: number): Promise<HeldLock>;
+
+  /** Everything in the cache, for gc. */
+  listFiles(): Promise<StoredFile[]>;
+  removeFile(file: StoredFile): Promise<void>;
+  /** Whether a lock or break-marker file belongs to a dead holder. */
+  isLockFileStale(file: StoredFile): Promise<boolean>;
+}
+
+export interface StagedBlob {
+  readonly key: string;
+  /** Backend-specific temp identity. */
+  readonly tempName: string;
+}
+
+export interface JournalFile {
+  readonly generation: number;
+  readonly path: string;
+  size(): Promise<number>;
+  read(offsetBytes: number, lengthBytes: number): Promise<Uint8Array>;
+  /** Writes `bytes` at `offsetBytes` and makes them durable before resolving. */
+  append(offsetBytes: number, bytes: Uint8Array): Promise<void>;
+  /** Cuts the journal to `lengthBytes`, durably (a torn tail). */
+  truncate(lengthBytes: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StoredFile {
+  /** '' for the root, 'blobs' for blobs/. */
+  dir: '' | 'blobs';
+  name: string;
+  sizeBytes: number;
+  mtimeMs: number;
+  isFile: boolean;
+}

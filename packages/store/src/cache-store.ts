@@ -1,0 +1,669 @@
+import { createHash } from 'node:crypto';
+import { readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
+import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
+import { checkBlobPayload } from './check-blob-payload.js';
+import { computeContentKey, countShapeElements, isBf16Dtype } from './compute-content-key.js';
+import { StoreError, toIoError } from './errors.js';
+import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords } from './journal-format.js';
+import {
+  BLOB_WRITE_CONCURRENCY,
+  COMPACT_MIN_JOURNAL_BYTES,
+  MAX_GENERATION,
+  MAX_JOURNAL_BYTES,
+  MAX_QUALNAME_CHARS,
+  MAX_SLICE_KEYS_PER_ENTRY,
+} from './limits.js';
+import { parseManifest, serializeManifest, type ManifestHeader } from './manifest-format.js';
+import { StateDraft, StoreState, type StoreOp } from './store-state.js';
+import type {
+  AddEntryInput,
+  AddEntryResult,
+  AliasSliceItem,
+  AliasSlicesOptions,
+  CacheEntry,
+  GcOptions,
+  GcReport,
+  SliceKeyTuple,
+  TensorBytesRef,
+  VerifyOptions,
+  VerifyReport,
+} from './types.js';
+import { canonicalBlobPath, formatBlobChecksum, isContentKey, isSha256Hex, sliceId, validateSliceKey } from './validate-entry.js';
+import { collectGarbage } from './collect-garbage.js';
+import { verifyEntries } from './verify-entries.js';
+import type { HeldLock } from './write-lock.js';
+
+/** The cache as one process sees it. Safe to share across concurrent async calls. */
+export interface CacheStore {
+  readonly root: string;
+  /** Manifest generation this instance has loaded (grows with every compaction). */
+  readonly generation: number;
+  /** Number of entries. */
+  readonly size: number;
+  /** The builder defaults recorded in the manifest. */
+  readonly chunkSize: number;
+  readonly coverageMin: number;
+  lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
+  getEntry(key: string): CacheEntry | undefined;
+  lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
+  readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array>;
+  addEntry(input: AddEntryInput): Promise<AddEntryResult>;
+  addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]>;
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean>;
+  aliasSlices(items: readonly AliasSliceItem[], options?: AliasSlicesOptions): Promise<boolean[]>;
+  refresh(): Promise<void>;
+  entries(): IterableIterator<CacheEntry>;
+  compact(): Promise<void>;
+  verify(options?: VerifyOptions): Promise<VerifyReport>;
+  gc(options?: GcOptions): Promise<GcReport>;
+  close(): Promise<void>;
+}
+
+export interface CacheStoreSettings {
+  lockTimeoutMs: number;
+  refreshIntervalMs: number | undefined;
+  compactOnClose: boolean;
+}
+
+interface PreparedAdd {
+  entry: CacheEntry;
+  staged: StagedBlob | undefined;
+}
+
+type CommitRequest =
+  | { kind: 'add'; items: PreparedAdd[]; resolve: (added: boolean[]) => void; reject: (error: unknown) => void }
+  | {
+      kind: 'alias';
+      items: { key: string; slice: SliceKeyTuple }[];
+      rebind: boolean;
+      resolve: (bound: boolean[]) => void;
+      reject: (error: unknown) => void;
+    };
+
+/** A FIFO mutex for this instance's journal reads and writer sessions. */
+class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(task);
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}
+
+async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const at = next++;
+      out[at] = await task(items[at]!);
+    }
+  });
+  await Promise.all(workers);
+  return out;
+}
+
+function sha256Hex(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+function validateSliceArgs(shardName: string, offsetBytes: number, sizeBytes: number): SliceKeyTuple {
+  return validateSliceKey([shardName, offsetBytes, sizeBytes], undefined, 'INVALID_ARGUMENT');
+}
+
+export class FsCacheStore implements CacheStore {
+  private state = new StoreState();
+  private header: ManifestHeader = { generation: 1, chunkSize: 1024, coverageMin: 0.99 };
+  private journal: JournalFile | undefined;
+  private journalOffset = JOURNAL_HEADER_BYTES;
+  private manifestBytes = 0;
+  /** Set when the journal ended with a seal the manifest did not reflect yet. */
+  private sealSeen = false;
+  private readonly mutex = new Mutex();
+  private queue: CommitRequest[] = [];
+  private draining: Promise<void> | undefined;
+  private wrote = false;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    private readonly backend: StorageBackend,
+    private readonly settings: CacheStoreSettings,
+  ) {}
+
+  /** Loads the cache (manifest + journal). The caller has created it if needed. */
+  static async load(backend: StorageBackend, settings: CacheStoreSettings): Promise<FsCacheStore> {
+    const store = new FsCacheStore(backend, settings);
+    await store.reloadFromDisk();
+    await store.catchUp(undefined);
+    if (settings.refreshIntervalMs !== undefined) {
+      store.timer = setInterval(() => {
+        // Errors surface on the next explicit refresh(); a timer has no caller to tell.
+        store.refresh().catch(() => undefined);
+      }, settings.refreshIntervalMs);
+      store.timer.unref();
+    }
+    return store;
+  }
+
+  get root(): string {
+    return this.backend.root;
+  }
+
+  get generation(): number {
+    return this.header.generation;
+  }
+
+  get size(): number {
+    return this.state.entries.size;
+  }
+
+  get chunkSize(): number {
+    return this.header.chunkSize;
+  }
+
+  get coverageMin(): number {
+    return this.header.coverageMin;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreError('STORE_CLOSED', 'the cache store is closed', { path: this.root });
+  }
+
+  // ---- reading ------------------------------------------------------------------------------
+
+  lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined {
+    this.assertOpen();
+    if (!isBf16Dtype(dtype)) return undefined;
+    return this.state.entries.get(computeContentKey(bytes, shape, 'BF16'));
+  }
+
+  getEntry(key: string): CacheEntry | undefined {
+    this.assertOpen();
+    return this.state.entries.get(key);
+  }
+
+  lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
+    this.assertOpen();
+    const key = this.state.sliceOwners.get(sliceId(shardName, offsetBytes, sizeBytes));
+    return key === undefined ? undefined : this.state.entries.get(key);
+  }
+
+  entries(): IterableIterator<CacheEntry> {
+    this.assertOpen();
+    return this.state.entries.values();
+  }
+
+  async readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array> {
+    this.assertOpen();
+    if (!(stagingSlot instanceof Uint8Array)) {
+      throw new StoreError('INVALID_ARGUMENT', 'stagingSlot must be a Uint8Array', { entry: key });
+    }
+    const entry = this.state.entries.get(key);
+    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    if (stagingSlot.length < entry.compBytes) {
+      throw new StoreError('SLOT_TOO_SMALL', `staging slot holds ${stagingSlot.length} bytes, the payload needs ${entry.compBytes}`, {
+        entry: key,
+        details: { slotBytes: stagingSlot.length, payloadBytes: entry.compBytes },
+      });
+    }
+    const view = stagingSlot.subarray(0, entry.compBytes);
+    await this.backend.readBlobInto(key, entry.blob, view);
+    checkBlobPayload(entry, view);
+    return view;
+  }
+
+  refresh(): Promise<void> {
+    this.assertOpen();
+    return this.mutex.run(() => this.catchUp(undefined));
+  }
+
+  // ---- loading and catching up --------------------------------------------------------------
+
+  /** Reads manifest.json and its journal from the start, then swaps the state in. */
+  private async reloadFromDisk(): Promise<void> {
+    const manifestPath = this.backend.describe('manifest.json');
+    for (let attempt = 0; ; attempt++) {
+      const bytes = await this.backend.readManifest();
+      if (!bytes) throw new StoreError('NOT_A_CACHE', 'no manifest.json (open with create: true to make a new cache)', { path: manifestPath });
+      const parsed = parseManifest(bytes, manifestPath);
+      const journal = await this.backend.openJournal(parsed.generation);
+      if (!journal && attempt < 5) {
+        // A compaction may have replaced manifest and journal between our two reads: look again.
+        const again = await this.backend.readManifest();
+        if (again && !Buffer.from(again).equals(Buffer.from(bytes))) continue;
+      }
+      if (journal) {
+        try {
+          const head = await journal.read(0, JOURNAL_HEADER_BYTES);
+          checkJournalHeader(head, parsed.generation, journal.path);
+        } catch (error) {
+          await journal.close();
+          throw error;
+        }
+      }
+      const previous = this.journal;
+      this.journal = journal;
+      this.journalOffset = JOURNAL_HEADER_BYTES;
+      this.state = parsed.state;
+      this.header = { generation: parsed.generation, chunkSize: parsed.chunkSize, coverageMin: parsed.coverageMin };
+      this.manifestBytes = bytes.length;
+      this.sealSeen = false;
+      await previous?.close();
+      return;
+    }
+  }
+
+  /**
+   * Applies the journal records past our offset. With a writer lock held (`lock` given), also
+   * truncates a torn tail, creates a missing journal and finishes an interrupted compaction.
+   * Runs under this.mutex.
+   */
+  private async catchUp(lock: HeldLock | undefined): Promise<void> {
+    for (let round = 0; round < 8; round++) {
+      if (this.sealSeen) {
+        const bytes = await this.backend.readManifest();
+        const generation = bytes ? peekGeneration(bytes) : undefined;
+        if (generation !== undefined && generation > this.header.generation) {
+          await this.reloadFromDisk();
+          continue;
+        }
+        if (!lock) return; // The compacting writer is between steps (or crashed): look again later.
+        await this.finishCompaction();
+        continue;
+      }
+      if (!this.journal) {
+        if (!lock) {
+          // Absent journal: a compaction raced our open, or the cache was just created. Look again.
+          const bytes = await this.backend.readManifest();
+          const generation = bytes ? peekGeneration(bytes) : undefined;
+          if (generation !== undefined && generation !== this.header.generation) {
+            await this.reloadFromDisk();
+            continue;
+          }
+          this.journal = await this.backend.openJournal(this.header.generation);
+          if (!this.journal) return;
+        } else {
+          await this.backend.createJournal(this.header.generation, encodeJournalHeader(this.header.generation));
+          this.journal = await this.backend.openJournal(this.header.generation);
+          if (!this.journal) throw new StoreError('IO_ERROR', 'the journal vanished right after it was created', { path: this.root });
+          this.journalOffset = JOURNAL_HEADER_BYTES;
+          continue;
+        }
+      }
+      const journal = this.journal;
+      const size = await journal.size();
+      if (size < this.journalOffset) {
+        if (lock) throw new StoreError('JOURNAL_INVALID', `journal shrank to ${size} bytes below the ${this.journalOffset} already applied`, { path: journal.path });
+        // Only a writer truncates, and only past what any reader applied: this is not our journal any more.
+        await this.reloadFromDisk();
+        continue;
+      }
+      if (size - this.journalOffset > MAX_JOURNAL_BYTES) {
+        throw new StoreError('SIZE_INVALID', `journal tail of ${size - this.journalOffset} bytes is above MAX_JOURNAL_BYTES`, {
+          path: journal.path,
+          details: { tailBytes: size - this.journalOffset, limit: MAX_JOURNAL_BYTES },
+        });
+      }
+      if (size > this.journalOffset) {
+        const bytes = await journal.read(this.journalOffset, size - this.journalOffset);
+        const scan = scanJournalRecords(bytes, this.journalOffset, journal.path);
+        for (const record of scan.records) {
+          const seal = record.ops.find((op) => op.kind === 'seal');
+          const ops = record.ops.filter((op) => op.kind !== 'seal');
+          if (ops.length > 0) this.state.applyOps(ops, { source: 'journal', path: journal.path });
+          this.journalOffset = record.endOffset;
+          if (seal) {
+            this.sealSeen = true;
+            break;
+          }
+        }
+        if (lock && !this.sealSeen && scan.stop !== 'end') {
+          // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's torn record.
+          await journal.truncate(this.journalOffset);
+        }
+        if (this.sealSeen) continue;
+      }
+      return;
+    }
+    throw new StoreError('JOURNAL_INVALID', 'the journal kept changing generation while being read', { path: this.root });
+  }
+
+  // ---- writing ------------------------------------------------------------------------------
+
+  /** Runs `task` holding this instance's mutex and the cross-process writer lock, caught up. */
+  private async writerSession<T>(task: (lock: HeldLock) => Promise<T>): Promise<T> {
+    return this.mutex.run(async () => {
+      const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
+      try {
+        await this.catchUp(lock);
+        return await task(lock);
+      } finally {
+        await lock.release();
+      }
+    });
+  }
+
+  private enqueue(request: CommitRequest): void {
+    this.queue.push(request);
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+    });
+  }
+
+  /** Group commit: every request queued until the writer lock is ours goes into the same record. */
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      let batch: CommitRequest[] = [];
+      try {
+        const outcomes = await this.writerSession(() => {
+          batch = this.queue.splice(0);
+          return this.commitBatch(batch);
+        });
+        outcomes.forEach((outcome, i) => {
+          const request = batch[i]!;
+          if (outcome instanceof Error) request.reject(outcome);
+          else request.resolve(outcome);
+        });
+      } catch (error) {
+        for (const request of batch.length > 0 ? batch : this.queue.splice(0)) request.reject(error);
+      }
+    }
+  }
+
+  private async commitBatch(batch: CommitRequest[]): Promise<(boolean[] | Error)[]> {
+    const draft = new StateDraft(this.state);
+    const outcomes: (boolean[] | Error)[] = [];
+    const context = { source: 'this call', path: this.root };
+    for (const request of batch) {
+      const fork = draft.fork();
+      try {
+        if (request.kind === 'add') {
+          outcomes.push(request.items.map((item) => fork.planAdd(item.entry, context)));
+        } else {
+          outcomes.push(request.items.map((item) => fork.planAlias(item.key, item.slice, request.rebind, context) !== 'absent'));
+        }
+        draft.absorb(fork);
+      } catch (error) {
+        outcomes.push(error instanceof Error ? error : new Error(String(error)));
+      }
+    }
+    if (draft.ops.length > 0) {
+      const staged = new Map<string, StagedBlob>();
+      for (const request of batch) {
+        if (request.kind === 'add') for (const item of request.items) if (item.staged) staged.set(item.entry.key, item.staged);
+      }
+      let published = 0;
+      for (const op of draft.ops) {
+        if (op.kind !== 'add') continue;
+        const blob = staged.get(op.key);
+        if (!blob) throw new StoreError('IO_ERROR', 'internal: an added entry has no staged blob', { entry: op.key });
+        // Durable content under its temp name; the rename happens only here, under the lock, for a
+        // key nobody committed, so a committed blob is never replaced.
+        await this.backend.publishStagedBlob(blob);
+        published++;
+      }
+      if (published > 0) await this.backend.syncBlobNames();
+      await this.appendOps(draft.ops);
+      this.wrote = true;
+      if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) await this.compactLocked();
+    }
+    return outcomes;
+  }
+
+  /** Appends ops as records at the end of the valid journal, durably, then applies them. */
+  private async appendOps(ops: StoreOp[]): Promise<void> {
+    const journal = this.journal;
+    if (!journal) throw new StoreError('IO_ERROR', 'internal: no journal under the writer lock', { path: this.root });
+    const bytes = encodeJournalRecords(ops);
+    await journal.append(this.journalOffset, bytes);
+    this.state.applyChecked(ops);
+    this.journalOffset += bytes.length;
+  }
+
+  /** Folds the journal into a new manifest generation (writer lock held, state caught up). */
+  private async compactLocked(): Promise<void> {
+    const next = this.header.generation + 1;
+    if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
+    // 1. The next journal exists before any manifest names it.
+    await this.backend.createJournal(next, encodeJournalHeader(next));
+    // 2. Seal: a reader positioned in this journal always learns about the new generation.
+    await this.appendOpsRaw([{ kind: 'seal', nextGeneration: next }]);
+    // 3-4. The new manifest, then the old journal goes.
+    await this.finishCompaction();
+  }
+
+  private async appendOpsRaw(ops: StoreOp[]): Promise<void> {
+    const journal = this.journal!;
+    const bytes = encodeJournalRecords(ops);
+    await journal.append(this.journalOffset, bytes);
+    this.journalOffset += bytes.length;
+  }
+
+  /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */
+  private async finishCompaction(): Promise<void> {
+    const old = this.header.generation;
+    const next = old + 1;
+    // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
+    const existing = await this.backend.openJournal(next);
+    let fresh = false;
+    if (existing) {
+      const size = await existing.size();
+      const head = await existing.read(0, JOURNAL_HEADER_BYTES);
+      await existing.close();
+      fresh = size === JOURNAL_HEADER_BYTES && Buffer.from(head).equals(Buffer.from(encodeJournalHeader(next)));
+    }
+    if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
+    const header = { ...this.header, generation: next };
+    const bytes = serializeManifest(this.state.entries.values(), header);
+    await this.backend.writeManifest(bytes);
+    await this.backend.removeJournal(old);
+    const previous = this.journal;
+    this.journal = await this.backend.openJournal(next);
+    this.journalOffset = JOURNAL_HEADER_BYTES;
+    this.header = header;
+    this.manifestBytes = bytes.length;
+    this.sealSeen = false;
+    await previous?.close();
+  }
+
+  compact(): Promise<void> {
+    this.assertOpen();
+    return this.writerSession(async () => {
+      if (this.journalOffset > JOURNAL_HEADER_BYTES) await this.compactLocked();
+    });
+  }
+
+  private prepareEntry(input: AddEntryInput): { entry: CacheEntry; payload: Uint8Array } {
+    if (input === null || typeof input !== 'object') throw new StoreError('INVALID_ARGUMENT', 'addEntry input must be an object');
+    const { key, qualname, payload, shape, dtype, sha256 } = input;
+    if (!isContentKey(key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits (computeContentKey)', { details: { key } });
+    if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {
+      throw new StoreError('INVALID_ARGUMENT', `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { entry: key });
+    }
+    if (dtype !== 'BF16') throw new StoreError('INVALID_ARGUMENT', `only BF16 tensors are cached, got ${JSON.stringify(dtype)}`, { entry: key });
+    if (!isSha256Hex(sha256)) throw new StoreError('INVALID_ARGUMENT', 'sha256 must be 64 lower-case hex digits', { entry: key });
+    if (!(payload instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'payload must be a Uint8Array', { entry: key });
+    let meta;
+    try {
+      meta = readPayloadMeta(payload);
+      verifyPayloadChecksum(payload, meta);
+    } catch (error) {
+      throw new StoreError('INVALID_ARGUMENT', `payload fails validation: ${(error as Error).message}`, { entry: key, cause: error });
+    }
+    const elementCount = countShapeElements(shape, { entry: key });
+    if (elementCount !== meta.elementCount) {
+      throw new StoreError('INVALID_ARGUMENT', `shape holds ${elementCount} values, the payload ${meta.elementCount}`, {
+        entry: key,
+        details: { shape: [...shape], payloadElements: meta.elementCount },
+      });
+    }
+    const sliceKeys = (input.sliceKeys ?? []).map((s) => validateSliceKey(s, key, 'INVALID_ARGUMENT'));
+    if (sliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
+      throw new StoreError('INVALID_ARGUMENT', `more than MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, { entry: key });
+    }
+    const ids = new Set<string>();
+    for (const slice of sliceKeys) {
+      if (slice[2] !== meta.rawBytes) {
+        throw new StoreError('SLICE_SIZE_MISMATCH', `slice ${JSON.stringify(slice)} has ${slice[2]} bytes but the tensor ${meta.rawBytes}`, {
+          entry: key,
+          details: { slice, rawBytes: meta.rawBytes },
+        });
+      }
+      const id = sliceId(...slice);
+      if (ids.has(id)) throw new StoreError('INVALID_ARGUMENT', `slice ${JSON.stringify(slice)} is listed twice`, { entry: key });
+      ids.add(id);
+    }
+    const blobBytes = payload.subarray(0, meta.compBytes);
+    const entry: CacheEntry = Object.freeze({
+      key,
+      qualname,
+      blob: canonicalBlobPath(key),
+      codebook: Object.freeze({ exponents: Object.freeze([...meta.codebook.exponents]) as number[] }),
+      meta: Object.freeze({
+        version: meta.version,
+        elementCount: meta.elementCount,
+        chunkSize: meta.chunkSize,
+        chunkCount: meta.chunkCount,
+        escapeCount: meta.escapeCount,
+        compBytes: meta.compBytes,
+        rawBytes: meta.rawBytes,
+        checksum: meta.checksum,
+      }),
+      rawBytes: meta.rawBytes,
+      compBytes: meta.compBytes,
+      dtype: 'BF16' as const,
+      shape: Object.freeze([...shape]),
+      formatVersion: meta.version,
+      blobChecksum: formatBlobChecksum(meta.checksum),
+      blobSha256: sha256Hex(blobBytes),
+      sha256,
+      sliceKeys: Object.freeze(sliceKeys),
+    });
+    return { entry, payload: blobBytes };
+  }
+
+  addEntry(input: AddEntryInput): Promise<AddEntryResult> {
+    return this.addEntries([input]).then((results) => results[0]!);
+  }
+
+  async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
+    this.assertOpen();
+    if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
+    const prepared = inputs.map((input) => this.prepareEntry(input));
+    // See what other processes added, so existing keys cost no blob write and no lock.
+    await this.refresh();
+    const seen = new Set<string>();
+    const work: { at: number; entry: CacheEntry; payload: Uint8Array }[] = [];
+    prepared.forEach(({ entry, payload }, at) => {
+      if (this.state.entries.has(entry.key) || seen.has(entry.key)) return;
+      seen.add(entry.key);
+      work.push({ at, entry, payload });
+    });
+    const results: AddEntryResult[] = prepared.map(({ entry }) => ({ key: entry.key, added: false }));
+    if (work.length === 0) return results;
+    const staged: StagedBlob[] = [];
+    try {
+      await mapLimited(work, BLOB_WRITE_CONCURRENCY, async (item) => {
+        staged.push(await this.backend.stageBlob(item.entry.key, item.payload));
+      });
+      const byKey = new Map(staged.map((s) => [s.key, s]));
+      const added = await new Promise<boolean[]>((resolve, reject) => {
+        this.enqueue({ kind: 'add', items: work.map((w) => ({ entry: w.entry, staged: byKey.get(w.entry.key) })), resolve, reject });
+      });
+      work.forEach((w, i) => {
+        results[w.at] = { key: w.entry.key, added: added[i]! };
+      });
+      return results;
+    } finally {
+      await Promise.all(staged.map((s) => this.backend.discardStagedBlob(s)));
+    }
+  }
+
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean> {
+    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes }]).then((results) => results[0]!);
+  }
+
+  async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
+    this.assertOpen();
+    if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
+    const resolved = items.map((item) => {
+      const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes);
+      let key: string | undefined;
+      if (typeof item.key === 'string') {
+        if (!isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
+        key = item.key;
+      } else if (item.key && typeof item.key === 'object') {
+        key = isBf16Dtype(item.key.dtype) ? computeContentKey(item.key.bytes, item.key.shape, 'BF16') : undefined;
+      } else {
+        throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
+      }
+      return { key, slice };
+    });
+    await this.refresh();
+    const results = resolved.map(() => false);
+    const pending: { at: number; key: string; slice: SliceKeyTuple }[] = [];
+    const draft = new StateDraft(this.state);
+    resolved.forEach(({ key, slice }, at) => {
+      if (key === undefined) return;
+      // Checks here too, so a conflict or size mismatch fails fast without the lock; absent → false.
+      const plan = draft.planAlias(key, slice, options.rebind === true, { source: 'this call', path: this.root });
+      if (plan === 'already-bound') results[at] = true;
+      if (plan === 'bound') pending.push({ at, key, slice });
+    });
+    if (pending.length === 0) return results;
+    const bound = await new Promise<boolean[]>((resolve, reject) => {
+      this.enqueue({ kind: 'alias', items: pending.map((p) => ({ key: p.key, slice: p.slice })), rebind: options.rebind === true, resolve, reject });
+    });
+    pending.forEach((p, i) => {
+      results[p.at] = bound[i]!;
+    });
+    return results;
+  }
+
+  // ---- maintenance --------------------------------------------------------------------------
+
+  async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
+    this.assertOpen();
+    await this.refresh();
+    return verifyEntries(this.backend, [...this.state.entries.values()], this.header.generation, options);
+  }
+
+  gc(options: GcOptions = {}): Promise<GcReport> {
+    this.assertOpen();
+    return this.writerSession((lock) => collectGarbage(this.backend, this.state, this.header.generation, lock, options));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.timer) clearInterval(this.timer);
+    await this.draining;
+    if (this.wrote && this.settings.compactOnClose) {
+      try {
+        await this.compact();
+      } catch (error) {
+        this.closed = true;
+        await this.journal?.close();
+        throw toIoError(error, 'cannot compact on close', { path: this.root });
+      }
+    }
+    this.closed = true;
+    await this.mutex.run(async () => {
+      await this.journal?.close();
+      this.journal = undefined;
+    });
+  }
+}
+
+/** The generation of a manifest without validating the rest (validation happens on reload). */
+function peekGeneration(bytes: Uint8Array): number | undefined {
+  try {
+    const value = (JSON.parse(new TextDecoder().decode(bytes)) as { generation?: unknown }).generation;
+    return typeof value === 'number' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}

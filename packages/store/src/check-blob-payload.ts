@@ -1,0 +1,52 @@
+import { readPayloadMeta, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
+import { StoreError } from './errors.js';
+import type { CacheEntry } from './types.js';
+
+function corrupt(entry: CacheEntry, message: string, error: unknown): StoreError {
+  const codecCode = (error as { code?: unknown })?.code;
+  return new StoreError('BLOB_CORRUPT', `${message}: ${(error as Error).message}`, {
+    entry: entry.key,
+    details: { codecCode },
+    cause: error,
+  });
+}
+
+/**
+ * Checks a blob read from disk before anyone decodes it: a valid header (codec reader rules), an
+ * intact checksum (BLOB_CORRUPT otherwise), then every header field equal to the manifest's
+ * (META_MISMATCH otherwise: an intact payload of another tensor).
+ */
+export function checkBlobPayload(entry: CacheEntry, payload: Uint8Array): PayloadMeta {
+  let meta: PayloadMeta;
+  try {
+    meta = readPayloadMeta(payload);
+  } catch (error) {
+    throw corrupt(entry, 'blob header is invalid', error);
+  }
+  try {
+    verifyPayloadChecksum(payload, meta);
+  } catch (error) {
+    throw corrupt(entry, 'blob checksum fails', error);
+  }
+  const expected = entry.meta;
+  const pairs: [string, unknown, unknown][] = [
+    ['version', expected.version, meta.version],
+    ['elementCount', expected.elementCount, meta.elementCount],
+    ['chunkSize', expected.chunkSize, meta.chunkSize],
+    ['chunkCount', expected.chunkCount, meta.chunkCount],
+    ['escapeCount', expected.escapeCount, meta.escapeCount],
+    ['compBytes', expected.compBytes, meta.compBytes],
+    ['rawBytes', expected.rawBytes, meta.rawBytes],
+    ['checksum', expected.checksum, meta.checksum],
+    ['codebook', entry.codebook.exponents.join(','), meta.codebook.exponents.join(',')],
+  ];
+  for (const [field, manifest, blob] of pairs) {
+    if (manifest !== blob) {
+      throw new StoreError('META_MISMATCH', `blob header ${field} is ${String(blob)}, the manifest says ${String(manifest)}`, {
+        entry: entry.key,
+        details: { field, manifest, blob },
+      });
+    }
+  }
+  return meta;
+}

@@ -1,0 +1,84 @@
+import type { StorageBackend, StoredFile } from './backend.js';
+import { isContentKey } from './validate-entry.js';
+import { TEMP_FILE_MAX_AGE_MS } from './limits.js';
+import type { StoreState } from './store-state.js';
+import type { GcOptions, GcReport } from './types.js';
+import { isPidDead, type HeldLock } from './write-lock.js';
+
+const TEMP_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}/;
+const JOURNAL_PATTERN = /^journal\.(\d+)$/;
+const BLOB_PATTERN = /^([0-9a-f]{40})\.bin$/;
+
+function relative(file: StoredFile): string {
+  return file.dir ? `${file.dir}/${file.name}` : file.name;
+}
+
+/**
+ * Runs under the writer lock with the state caught up: removes blobs no entry references, temp files
+ * of dead writers, journals of other generations and break markers of dead holders. A live writer's
+ * staged temp file is kept; its commit re-publishes the blob if this removed an uncommitted name.
+ */
+export async function collectGarbage(
+  backend: StorageBackend,
+  state: StoreState,
+  generation: number,
+  lock: HeldLock,
+  options: GcOptions,
+): Promise<GcReport> {
+  const started = performance.now();
+  const report: GcReport = {
+    dryRun: options.dryRun === true,
+    orphanBlobs: [],
+    orphanBytes: 0,
+    tempFiles: [],
+    oldJournals: [],
+    staleLocks: lock.recovered.map((path) => path.slice(backend.root.length + 1)),
+    unknownFiles: [],
+    durationMs: 0,
+  };
+  const remove: StoredFile[] = [];
+  for (const file of await backend.listFiles()) {
+    const temp = TEMP_PATTERN.exec(file.name);
+    if (temp) {
+      const pid = Number(temp[1]);
+      if (pid !== process.pid && (isPidDead(pid) || Date.now() - file.mtimeMs > TEMP_FILE_MAX_AGE_MS)) {
+        report.tempFiles.push(relative(file));
+        remove.push(file);
+      }
+      continue;
+    }
+    if (file.dir === 'blobs') {
+      const blob = BLOB_PATTERN.exec(file.name);
+      if (blob && isContentKey(blob[1])) {
+        if (!state.entries.has(blob[1])) {
+          report.orphanBlobs.push(relative(file));
+          report.orphanBytes += file.sizeBytes;
+          remove.push(file);
+        }
+      } else {
+        report.unknownFiles.push(relative(file));
+      }
+      continue;
+    }
+    if (file.name === 'manifest.json' || file.name === 'lock') continue;
+    const journal = JOURNAL_PATTERN.exec(file.name);
+    if (journal) {
+      if (Number(journal[1]) !== generation) {
+        report.oldJournals.push(relative(file));
+        remove.push(file);
+      }
+      continue;
+    }
+    if (file.name.startsWith('lock.break-')) {
+      if (await backend.isLockFileStale(file)) {
+        report.staleLocks.push(relative(file));
+        remove.push(file);
+      }
+      continue;
+    }
+    report.unknownFiles.push(relative(file));
+  }
+  if (!report.dryRun) for (const file of remove) await backend.removeFile(file);
+  report.durationMs = performance.now() - started;
+  return report;
+}

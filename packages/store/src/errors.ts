@@ -1,0 +1,89 @@
+export type StoreErrorCode =
+  | 'NOT_A_CACHE'
+  | 'UNSUPPORTED_FORMAT'
+  | 'MANIFEST_INVALID'
+  | 'JOURNAL_INVALID'
+  | 'ENTRY_INVALID'
+  | 'SIZE_INVALID'
+  | 'INVALID_CODEBOOK'
+  | 'UNSUPPORTED_PAYLOAD_VERSION'
+  | 'UNSAFE_BLOB_PATH'
+  | 'SLICE_CONFLICT'
+  | 'SLICE_SIZE_MISMATCH'
+  | 'ENTRY_NOT_FOUND'
+  | 'SLOT_TOO_SMALL'
+  | 'BLOB_MISSING'
+  | 'BLOB_SIZE_MISMATCH'
+  | 'BLOB_CORRUPT'
+  | 'META_MISMATCH'
+  | 'DIGEST_MISMATCH'
+  | 'UNKNOWN_DTYPE'
+  | 'INVALID_ARGUMENT'
+  | 'LOCK_TIMEOUT'
+  | 'STORE_CLOSED'
+  | 'IO_ERROR';
+
+export interface StoreErrorContext {
+  /** The tensor key of the entry concerned, where there is one. */
+  entry?: string;
+  /** The file concerned (absolute), where there is one. */
+  path?: string;
+  /** Offsets, sizes, limits and the other values that explain the failure. */
+  details?: Record<string, unknown>;
+  cause?: unknown;
+}
+
+/** The one error type this package throws; `code` says what failed, `entry`/`path`/`details` where. */
+export class StoreError extends Error {
+  readonly code: StoreErrorCode;
+  readonly entry: string | undefined;
+  readonly path: string | undefined;
+  readonly details: Record<string, unknown>;
+  /** The message without the code prefix and the (entry, file) suffix. */
+  readonly reason: string;
+
+  constructor(code: StoreErrorCode, message: string, context: StoreErrorContext = {}) {
+    const where = [context.entry ? `entry ${context.entry}` : '', context.path ? `file ${context.path}` : '']
+      .filter(Boolean)
+      .join(', ');
+    super(`${code}: ${message}${where ? ` (${where})` : ''}`, context.cause === undefined ? undefined : { cause: context.cause });
+    this.name = 'StoreError';
+    this.code = code;
+    this.entry = context.entry;
+    this.path = context.path;
+    this.details = context.details ?? {};
+    this.reason = message;
+  }
+
+  /** The same error with `entry`/`path` filled in where they were missing. */
+  withContext(context: { entry?: string; path?: string }): StoreError {
+    if ((this.entry || !context.entry) && (this.path || !context.path)) return this;
+    return new StoreError(this.code, this.reason, {
+      entry: this.entry ?? context.entry,
+      path: this.path ?? context.path,
+      details: this.details,
+      cause: this.cause,
+    });
+  }
+}
+
+export function isStoreError(value: unknown, code?: StoreErrorCode): value is StoreError {
+  return value instanceof StoreError && (code === undefined || value.code === code);
+}
+
+/** Node's errno code of a system error, if any. */
+export function errnoCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Wraps an unexpected file-system failure; StoreErrors pass through unchanged. */
+export function toIoError(error: unknown, message: string, context: StoreErrorContext = {}): StoreError {
+  if (error instanceof StoreError) return error;
+  const errno = errnoCode(error);
+  return new StoreError('IO_ERROR', `${message}${errno ? ` [${errno}]` : ''}`, {
+    ...context,
+    details: { ...context.details, errno },
+    cause: error,
+  });
+}

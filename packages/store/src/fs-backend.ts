@@ -1,0 +1,349 @@
+import { constants } from 'node:fs';
+import { lstat, mkdir, open, readdir, realpath, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
+import { join, sep } from 'node:path';
+import type { JournalFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
+import { StoreError, errnoCode, toIoError } from './errors.js';
+import { MAX_MANIFEST_BYTES } from './limits.js';
+import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
+
+const MANIFEST = 'manifest.json';
+const BLOBS = 'blobs';
+const LOCK = 'lock';
+
+export function journalFileName(generation: number): string {
+  return `journal.${generation}`;
+}
+
+/** Temp names carry the writer's pid so gc can tell a live writer's file from a dead one's. */
+export function tempName(suffix = ''): string {
+  return `.tmp-${process.pid}-${createToken()}${suffix}`;
+}
+
+async function syncDirectory(path: string): Promise<void> {
+  const handle = await open(path, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function writeAll(handle: FileHandle, bytes: Uint8Array, positionBytes: number | null): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) {
+    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, positionBytes === null ? null : positionBytes + done);
+    done += bytesWritten;
+  }
+}
+
+/** Reads exactly target.length bytes from `positionBytes` (short reads looped; EOF is an error). */
+async function readExactly(handle: FileHandle, target: Uint8Array, positionBytes: number, path: string): Promise<void> {
+  let done = 0;
+  while (done < target.length) {
+    const { bytesRead } = await handle.read(target, done, target.length - done, positionBytes + done);
+    if (bytesRead === 0) {
+      throw new StoreError('BLOB_SIZE_MISMATCH', `file ended after ${positionBytes + done} bytes, ${positionBytes + target.length} expected`, {
+        path,
+        details: { readBytes: positionBytes + done, expectedBytes: positionBytes + target.length },
+      });
+    }
+    done += bytesRead;
+  }
+}
+
+class FsJournalFile implements JournalFile {
+  private writer: FileHandle | undefined;
+
+  constructor(
+    readonly generation: number,
+    readonly path: string,
+    private readonly reader: FileHandle,
+  ) {}
+
+  async size(): Promise<number> {
+    return (await this.reader.stat()).size;
+  }
+
+  async read(offsetBytes: number, lengthBytes: number): Promise<Uint8Array> {
+    const bytes = new Uint8Array(lengthBytes);
+    let done = 0;
+    while (done < lengthBytes) {
+      const { bytesRead } = await this.reader.read(bytes, done, lengthBytes - done, offsetBytes + done);
+      if (bytesRead === 0) break;
+      done += bytesRead;
+    }
+    return done === lengthBytes ? bytes : bytes.subarray(0, done);
+  }
+
+  private async writable(): Promise<FileHandle> {
+    // Readers may lack write permission; open for writing only when a writer needs it.
+    this.writer ??= await open(this.path, 'r+');
+    return this.writer;
+  }
+
+  async append(offsetBytes: number, bytes: Uint8Array): Promise<void> {
+    const handle = await this.writable();
+    await writeAll(handle, bytes, offsetBytes);
+    await handle.datasync();
+  }
+
+  async truncate(lengthBytes: number): Promise<void> {
+    const handle = await this.writable();
+    await handle.truncate(lengthBytes);
+    await handle.sync();
+  }
+
+  async close(): Promise<void> {
+    await this.writer?.close();
+    await this.reader.close();
+    this.writer = undefined;
+  }
+}
+
+/** The filesystem backend: `<root>/manifest.json`, `<root>/journal.<G>`, `<root>/blobs/<key>.bin`, `<root>/lock`. */
+export class FsBackend implements StorageBackend {
+  private blobsRealPath: string | undefined;
+
+  constructor(readonly root: string) {}
+
+  describe(name: string): string {
+    return join(this.root, name);
+  }
+
+  async ensureLayout(): Promise<void> {
+    try {
+      await mkdir(join(this.root, BLOBS), { recursive: true });
+    } catch (error) {
+      throw toIoError(error, 'cannot create the cache directories', { path: this.root });
+    }
+  }
+
+  async readManifest(): Promise<Uint8Array | undefined> {
+    const path = join(this.root, MANIFEST);
+    let handle: FileHandle;
+    try {
+      handle = await open(path, 'r');
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT') return undefined;
+      throw toIoError(error, 'cannot open the manifest', { path });
+    }
+    try {
+      const { size } = await handle.stat();
+      if (size > MAX_MANIFEST_BYTES) {
+        throw new StoreError('SIZE_INVALID', `manifest is ${size} bytes, above MAX_MANIFEST_BYTES (${MAX_MANIFEST_BYTES})`, {
+          path,
+          details: { manifestBytes: size, limit: MAX_MANIFEST_BYTES },
+        });
+      }
+      const bytes = new Uint8Array(size);
+      let done = 0;
+      while (done < size) {
+        const { bytesRead } = await handle.read(bytes, done, size - done, done);
+        if (bytesRead === 0) break;
+        done += bytesRead;
+      }
+      return bytes.subarray(0, done);
+    } catch (error) {
+      throw toIoError(error, 'cannot read the manifest', { path });
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async writeManifest(bytes: Uint8Array): Promise<void> {
+    const temp = join(this.root, tempName('.manifest'));
+    const path = join(this.root, MANIFEST);
+    try {
+      const handle = await open(temp, 'wx', 0o644);
+      try {
+        await writeAll(handle, bytes, 0);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(temp, path);
+      await syncDirectory(this.root);
+    } catch (error) {
+      await unlink(temp).catch(() => undefined);
+      throw toIoError(error, 'cannot write the manifest', { path });
+    }
+  }
+
+  async openJournal(generation: number): Promise<JournalFile | undefined> {
+    const path = join(this.root, journalFileName(generation));
+    try {
+      return new FsJournalFile(generation, path, await open(path, 'r'));
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT') return undefined;
+      throw toIoError(error, 'cannot open the journal', { path });
+    }
+  }
+
+  async createJournal(generation: number, header: Uint8Array): Promise<void> {
+    const path = join(this.root, journalFileName(generation));
+    try {
+      const handle = await open(path, 'w', 0o644);
+      try {
+        await writeAll(handle, header, 0);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await syncDirectory(this.root);
+    } catch (error) {
+      throw toIoError(error, 'cannot create the journal', { path });
+    }
+  }
+
+  async removeJournal(generation: number): Promise<void> {
+    const path = join(this.root, journalFileName(generation));
+    await unlink(path).catch((error) => {
+      if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot remove the old journal', { path });
+    });
+  }
+
+  async stageBlob(key: string, payload: Uint8Array): Promise<StagedBlob> {
+    const name = tempName('.bin');
+    const path = join(this.root, BLOBS, name);
+    try {
+      const handle = await open(path, 'wx', 0o644);
+      try {
+        await writeAll(handle, payload, 0);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      await unlink(path).catch(() => undefined);
+      throw toIoError(error, 'cannot write the blob', { entry: key, path });
+    }
+    return { key, tempName: name };
+  }
+
+  async publishStagedBlob(staged: StagedBlob): Promise<void> {
+    const from = join(this.root, BLOBS, staged.tempName);
+    const to = join(this.root, BLOBS, `${staged.key}.bin`);
+    try {
+      // rename replaces an uncommitted leftover (or a planted link itself, never its target).
+      await rename(from, to);
+    } catch (error) {
+      throw toIoError(error, 'cannot publish the blob', { entry: staged.key, path: to });
+    }
+  }
+
+  async syncBlobNames(): Promise<void> {
+    const path = join(this.root, BLOBS);
+    try {
+      await syncDirectory(path);
+    } catch (error) {
+      throw toIoError(error, 'cannot sync the blobs directory', { path });
+    }
+  }
+
+  async discardStagedBlob(staged: StagedBlob): Promise<void> {
+    await unlink(join(this.root, BLOBS, staged.tempName)).catch(() => undefined);
+  }
+
+  private async blobsDirectory(): Promise<string> {
+    if (this.blobsRealPath === undefined) {
+      try {
+        this.blobsRealPath = await realpath(join(this.root, BLOBS));
+      } catch (error) {
+        if (errnoCode(error) === 'ENOENT') {
+          throw new StoreError('BLOB_MISSING', 'the cache has no blobs directory', { path: join(this.root, BLOBS) });
+        }
+        throw toIoError(error, 'cannot resolve the blobs directory', { path: join(this.root, BLOBS) });
+      }
+    }
+    return this.blobsRealPath;
+  }
+
+  async readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void> {
+    const path = join(this.root, blob);
+    const blobsDir = await this.blobsDirectory();
+    let resolved: string;
+    try {
+      resolved = await realpath(path);
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
+      throw toIoError(error, 'cannot resolve the blob path', { entry: key, path });
+    }
+    if (!resolved.startsWith(blobsDir + sep)) {
+      throw new StoreError('UNSAFE_BLOB_PATH', `blob resolves to ${resolved}, outside ${blobsDir}`, {
+        entry: key,
+        path,
+        details: { reason: 'outside-blobs', resolved },
+      });
+    }
+    let handle: FileHandle;
+    try {
+      // O_NOFOLLOW: the resolved path's last component must not have become a link since.
+      handle = await open(resolved, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch (error) {
+      const errno = errnoCode(error);
+      if (errno === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
+      if (errno === 'ELOOP') {
+        throw new StoreError('UNSAFE_BLOB_PATH', 'blob path became a link while opening', { entry: key, path, details: { reason: 'link' } });
+      }
+      throw toIoError(error, 'cannot open the blob', { entry: key, path });
+    }
+    try {
+      const info = await handle.stat();
+      if (!info.isFile()) {
+        throw new StoreError('UNSAFE_BLOB_PATH', 'blob is not a regular file', { entry: key, path, details: { reason: 'not-a-file' } });
+      }
+      if (info.size !== target.length) {
+        throw new StoreError('BLOB_SIZE_MISMATCH', `blob file holds ${info.size} bytes, the manifest says ${target.length}`, {
+          entry: key,
+          path,
+          details: { fileBytes: info.size, expectedBytes: target.length },
+        });
+      }
+      await readExactly(handle, target, 0, path);
+    } catch (error) {
+      throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+    } finally {
+      await handle.close();
+    }
+  }
+
+  acquireWriteLock(timeoutMs: number): Promise<HeldLock> {
+    return acquireLock(join(this.root, LOCK), { timeoutMs });
+  }
+
+  async listFiles(): Promise<StoredFile[]> {
+    const out: StoredFile[] = [];
+    for (const dir of ['', BLOBS] as const) {
+      let names: string[];
+      try {
+        names = await readdir(join(this.root, dir));
+      } catch (error) {
+        if (errnoCode(error) === 'ENOENT') continue;
+        throw toIoError(error, 'cannot list the cache', { path: join(this.root, dir) });
+      }
+      for (const name of names) {
+        if (dir === '' && name === BLOBS) continue;
+        try {
+          const info = await lstat(join(this.root, dir, name));
+          out.push({ dir, name, sizeBytes: info.size, mtimeMs: info.mtimeMs, isFile: info.isFile() });
+        } catch (error) {
+          if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot stat a cache file', { path: join(this.root, dir, name) });
+        }
+      }
+    }
+    return out;
+  }
+
+  async removeFile(file: StoredFile): Promise<void> {
+    const path = join(this.root, file.dir, file.name);
+    try {
+      await rm(path, { force: true });
+    } catch (error) {
+      throw toIoError(error, 'cannot remove a cache file', { path });
+    }
+  }
+
+  isLockFileStale(file: StoredFile): Promise<boolean> {
+    return isLockFileStale(join(this.root, file.dir, file.name));
+  }
+}

@@ -1,0 +1,213 @@
+import { crc32 } from 'node:zlib';
+import { Packr, Unpackr } from 'msgpackr';
+import { StoreError } from './errors.js';
+import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES } from './limits.js';
+import type { StoreOp } from './store-state.js';
+import { entryToDisk, parseDiskEntry, validateSliceKey } from './validate-entry.js';
+
+// Plain MessagePack (no msgpackr record extension) so any MessagePack reader can read a journal.
+const packr = new Packr({ useRecords: false, moreTypes: false });
+const unpackr = new Unpackr({ useRecords: false, moreTypes: false, mapsAsObjects: true });
+
+/** ASCII "SZJOURNL", then u32 version, u32 generation. */
+const JOURNAL_MAGIC = [0x53, 0x5a, 0x4a, 0x4f, 0x55, 0x52, 0x4e, 0x4c];
+export const JOURNAL_HEADER_BYTES = 16;
+/** "SZJR" little-endian. */
+const RECORD_MAGIC = 0x524a5a53;
+const RECORD_HEADER_BYTES = 12;
+
+const OP_ADD = 1;
+const OP_ALIAS = 2;
+const OP_REBIND = 3;
+const OP_SEAL = 9;
+
+export function encodeJournalHeader(generation: number): Uint8Array {
+  const bytes = new Uint8Array(JOURNAL_HEADER_BYTES);
+  bytes.set(JOURNAL_MAGIC, 0);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(8, JOURNAL_VERSION, true);
+  view.setUint32(12, generation, true);
+  return bytes;
+}
+
+/** Validates a journal header against the generation the manifest names. */
+export function checkJournalHeader(bytes: Uint8Array, generation: number, path: string): void {
+  if (bytes.length < JOURNAL_HEADER_BYTES || JOURNAL_MAGIC.some((b, i) => bytes[i] !== b)) {
+    throw new StoreError('JOURNAL_INVALID', 'journal does not start with "SZJOURNL"', { path, details: { headerBytes: bytes.length } });
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, JOURNAL_HEADER_BYTES);
+  const version = view.getUint32(8, true);
+  if (version !== JOURNAL_VERSION) {
+    throw new StoreError('UNSUPPORTED_FORMAT', `journal version ${version} is not ${JOURNAL_VERSION}`, { path, details: { version } });
+  }
+  const found = view.getUint32(12, true);
+  if (found !== generation) {
+    throw new StoreError('JOURNAL_INVALID', `journal header says generation ${found}, the manifest ${generation}`, {
+      path,
+      details: { found, generation },
+    });
+  }
+}
+
+function encodeOp(op: StoreOp): Uint8Array {
+  let value: unknown[];
+  switch (op.kind) {
+    case 'add':
+      value = [OP_ADD, op.key, entryToDisk(op.entry)];
+      break;
+    case 'alias':
+      value = [OP_ALIAS, op.key, op.slice[0], op.slice[1], op.slice[2]];
+      break;
+    case 'rebind':
+      value = [OP_REBIND, op.key, op.slice[0], op.slice[1], op.slice[2]];
+      break;
+    case 'seal':
+      value = [OP_SEAL, op.nextGeneration];
+      break;
+  }
+  // Copy: msgpackr may reuse its buffer on the next pack.
+  return Uint8Array.prototype.slice.call(packr.pack(value));
+}
+
+function frameRecord(opBytes: readonly Uint8Array[]): Uint8Array {
+  let bodyBytes = 5;
+  for (const b of opBytes) bodyBytes += b.length;
+  const record = new Uint8Array(RECORD_HEADER_BYTES + bodyBytes);
+  const view = new DataView(record.buffer);
+  view.setUint32(0, RECORD_MAGIC, true);
+  view.setUint32(4, bodyBytes, true);
+  // The body is a MessagePack array32 whose elements are the separately packed ops.
+  record[RECORD_HEADER_BYTES] = 0xdd;
+  view.setUint32(RECORD_HEADER_BYTES + 1, opBytes.length, false);
+  let at = RECORD_HEADER_BYTES + 5;
+  for (const b of opBytes) {
+    record.set(b, at);
+    at += b.length;
+  }
+  view.setUint32(8, crc32(record.subarray(RECORD_HEADER_BYTES), crc32(record.subarray(4, 8))) >>> 0, true);
+  return record;
+}
+
+/**
+ * Encodes ops (in order) as one or more framed records, concatenated for a single write. Records are
+ * cut at JOURNAL_RECORD_TARGET_BYTES; any prefix of them is a consistent state because each op
+ * depends only on earlier ones.
+ */
+export function encodeJournalRecords(ops: readonly StoreOp[]): Uint8Array {
+  const records: Uint8Array[] = [];
+  let group: Uint8Array[] = [];
+  let groupBytes = 0;
+  for (const op of ops) {
+    const bytes = encodeOp(op);
+    if (bytes.length + 5 > MAX_JOURNAL_RECORD_BYTES) {
+      throw new StoreError('SIZE_INVALID', `one journal operation needs ${bytes.length} bytes, above MAX_JOURNAL_RECORD_BYTES`, {
+        details: { opBytes: bytes.length, limit: MAX_JOURNAL_RECORD_BYTES },
+      });
+    }
+    if (group.length > 0 && groupBytes + bytes.length > JOURNAL_RECORD_TARGET_BYTES) {
+      records.push(frameRecord(group));
+      group = [];
+      groupBytes = 0;
+    }
+    group.push(bytes);
+    groupBytes += bytes.length;
+  }
+  if (group.length > 0) records.push(frameRecord(group));
+  if (records.length === 1) return records[0]!;
+  const total = records.reduce((n, r) => n + r.length, 0);
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const r of records) {
+    out.set(r, at);
+    at += r.length;
+  }
+  return out;
+}
+
+function decodeOp(value: unknown, path: string, offsetBytes: number): StoreOp {
+  const fail = (message: string): never => {
+    throw new StoreError('JOURNAL_INVALID', `record at offset ${offsetBytes}: ${message}`, { path, details: { offsetBytes } });
+  };
+  if (!Array.isArray(value) || value.length < 2) return fail('an operation must be an array');
+  const [kind, key] = value as unknown[];
+  switch (kind) {
+    case OP_ADD:
+      if (value.length !== 3 || typeof key !== 'string') return fail('add must be [1, key, entry]');
+      return { kind: 'add', key, entry: parseDiskEntry(key, value[2]) };
+    case OP_ALIAS:
+    case OP_REBIND: {
+      if (value.length !== 5 || typeof key !== 'string') return fail('alias must be [2|3, key, shardName, offsetBytes, sizeBytes]');
+      const slice = validateSliceKey(value.slice(2), key, 'ENTRY_INVALID');
+      return { kind: kind === OP_ALIAS ? 'alias' : 'rebind', key, slice };
+    }
+    case OP_SEAL:
+      if (value.length !== 2 || typeof key !== 'number' || !Number.isInteger(key) || key < 1 || key > MAX_GENERATION) {
+        return fail('seal must be [9, nextGeneration]');
+      }
+      return { kind: 'seal', nextGeneration: key };
+    default:
+      return fail(`unknown operation ${JSON.stringify(kind)}`);
+  }
+}
+
+export interface JournalRecord {
+  /** File offset just past this record. */
+  endOffset: number;
+  ops: StoreOp[];
+}
+
+export interface JournalScan {
+  records: JournalRecord[];
+  /** File offset just past the last valid record (= start offset when none). */
+  validEndOffset: number;
+  /** Why the scan stopped: at the end of the bytes, at a record not fully there yet, or at an invalid one. */
+  stop: 'end' | 'incomplete' | 'invalid';
+}
+
+/**
+ * Parses the records in `bytes` (which start at file offset `startOffset`). Stops at the first
+ * incomplete or invalid (magic, length, CRC) record: a torn tail. A record whose CRC holds but whose
+ * content is invalid is not a torn write and throws JOURNAL_INVALID.
+ */
+export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path: string): JournalScan {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const records: JournalRecord[] = [];
+  let at = 0;
+  let stop: JournalScan['stop'] = 'end';
+  while (at < bytes.length) {
+    if (bytes.length - at < RECORD_HEADER_BYTES) {
+      stop = 'incomplete';
+      break;
+    }
+    const magic = view.getUint32(at, true);
+    const bodyBytes = view.getUint32(at + 4, true);
+    if (magic !== RECORD_MAGIC || bodyBytes < 5 || bodyBytes > MAX_JOURNAL_RECORD_BYTES) {
+      stop = 'invalid';
+      break;
+    }
+    if (bytes.length - at - RECORD_HEADER_BYTES < bodyBytes) {
+      stop = 'incomplete';
+      break;
+    }
+    const body = bytes.subarray(at + RECORD_HEADER_BYTES, at + RECORD_HEADER_BYTES + bodyBytes);
+    const crc = crc32(body, crc32(bytes.subarray(at + 4, at + 8))) >>> 0;
+    if (crc !== view.getUint32(at + 8, true)) {
+      stop = 'invalid';
+      break;
+    }
+    const recordOffset = startOffset + at;
+    let decoded: unknown;
+    try {
+      decoded = unpackr.unpack(body);
+    } catch (error) {
+      throw new StoreError('JOURNAL_INVALID', `record at offset ${recordOffset} is not MessagePack`, { path, cause: error, details: { offsetBytes: recordOffset } });
+    }
+    if (!Array.isArray(decoded)) {
+      throw new StoreError('JOURNAL_INVALID', `record at offset ${recordOffset} is not an array of operations`, { path, details: { offsetBytes: recordOffset } });
+    }
+    const ops = decoded.map((op) => decodeOp(op, path, recordOffset));
+    at += RECORD_HEADER_BYTES + bodyBytes;
+    records.push({ endOffset: startOffset + at, ops });
+  }
+  return { records, validEndOffset: records.at(-1)?.endOffset ?? startOffset, stop };
+}

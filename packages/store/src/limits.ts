@@ -1,0 +1,47 @@
+import { FORMAT_VERSION, MAX_ELEMENT_COUNT, computePayloadLayout, MIN_CHUNK_SIZE } from '@splitzip/codec';
+
+/** The manifest format this package reads and writes (1 was the seed's Python manifest; see README). */
+export const MANIFEST_FORMAT = 2;
+/** Payload format versions whose blobs this package serves (the codec's). */
+export const PAYLOAD_FORMAT_VERSION = FORMAT_VERSION;
+/** Journal file format version (the u32 after the magic). */
+export const JOURNAL_VERSION = 1;
+
+/** About 1 KB per entry: room for ~1M entries, far above any model; caps what we read and parse. */
+export const MAX_MANIFEST_BYTES = 2 ** 30;
+/** One record holds a byte-bounded group of operations (see JOURNAL_RECORD_TARGET_BYTES); far above that. */
+export const MAX_JOURNAL_RECORD_BYTES = 64 * 2 ** 20;
+/** Records are packed up to this size before a new record starts. */
+export const JOURNAL_RECORD_TARGET_BYTES = 8 * 2 ** 20;
+/** Journals are compacted at a few MiB; anything this big did not come from us. */
+export const MAX_JOURNAL_BYTES = 4 * 2 ** 30;
+/** Compact when the journal exceeds max(this, manifest size / 2): amortised linear manifest writes. */
+export const COMPACT_MIN_JOURNAL_BYTES = 4 * 2 ** 20;
+/** Bounds memory spent on a hostile manifest. */
+export const MAX_ENTRIES = 10_000_000;
+/** PyTorch's own limit on tensor dimensions. */
+export const MAX_SHAPE_RANK = 64;
+/** Names, not data. */
+export const MAX_QUALNAME_CHARS = 4096;
+export const MAX_SHARD_NAME_CHARS = 4096;
+/** A tensor is bound to a handful of slices (tied weights, copies of a checkpoint); 4096 is generous. */
+export const MAX_SLICE_KEYS_PER_ENTRY = 4096;
+/** Offsets must stay exact in a JS number. */
+export const MAX_SLICE_OFFSET_BYTES = Number.MAX_SAFE_INTEGER;
+/** The codec caps a payload at MAX_ELEMENT_COUNT BF16 values. */
+export const MAX_RAW_BYTES = 2 * MAX_ELEMENT_COUNT;
+/** The largest valid payload: every value an escape at the smallest chunk size. */
+export const MAX_BLOB_BYTES = computePayloadLayout(MAX_ELEMENT_COUNT, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE).totalBytes;
+/** Generations count compactions; the journal header stores a u32. */
+export const MAX_GENERATION = 2 ** 32 - 1;
+
+/** Default writer-lock wait before LOCK_TIMEOUT: commits hold it for milliseconds. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
+/** Break-lock recursion depth (each level needs one more crash during recovery). */
+export const MAX_LOCK_BREAK_DEPTH = 4;
+/** A lock file we cannot parse (power loss, tampering) counts as stale after this long. */
+export const UNPARSEABLE_LOCK_STALE_MS = 10_000;
+/** gc removes a temp file of a live (or foreign-host) pid only after this long. */
+export const TEMP_FILE_MAX_AGE_MS = 24 * 3600_000;
+/** Concurrent blob writes of one addEntries call. */
+export const BLOB_WRITE_CONCURRENCY = 4;

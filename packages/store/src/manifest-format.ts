@@ -1,0 +1,104 @@
+import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { StoreError } from './errors.js';
+import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES } from './limits.js';
+import { StoreState } from './store-state.js';
+import type { CacheEntry } from './types.js';
+import { entryToDisk, parseDiskEntry } from './validate-entry.js';
+
+export interface ManifestHeader {
+  generation: number;
+  chunkSize: number;
+  coverageMin: number;
+}
+
+export interface ParsedManifest extends ManifestHeader {
+  state: StoreState;
+}
+
+export function isValidChunkSize(value: unknown): value is number {
+  return (
+    typeof value === 'number' &&
+    Number.isInteger(value) &&
+    value >= MIN_CHUNK_SIZE &&
+    value <= MAX_CHUNK_SIZE &&
+    (value & (value - 1)) === 0
+  );
+}
+
+export function isValidCoverage(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= 1;
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Parses and validates an untrusted manifest.json (every entry, slice uniqueness). */
+export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
+  if (bytes.length > MAX_MANIFEST_BYTES) {
+    throw new StoreError('SIZE_INVALID', `manifest is ${bytes.length} bytes, above MAX_MANIFEST_BYTES (${MAX_MANIFEST_BYTES})`, {
+      path,
+      details: { manifestBytes: bytes.length, limit: MAX_MANIFEST_BYTES },
+    });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(decoder.decode(bytes));
+  } catch (error) {
+    throw new StoreError('MANIFEST_INVALID', `manifest is not UTF-8 JSON: ${(error as Error).message}`, { path, cause: error });
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new StoreError('MANIFEST_INVALID', 'manifest must be a JSON object', { path });
+  }
+  const m = json as Record<string, unknown>;
+  if (m.format !== MANIFEST_FORMAT) {
+    const hint = m.format === 1 ? ' (format 1 is the seed Python manifest, without checksums: rebuild the cache)' : '';
+    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${JSON.stringify(m.format)} is not ${MANIFEST_FORMAT}${hint}`, {
+      path,
+      details: { format: m.format },
+    });
+  }
+  const generation = m.generation;
+  if (typeof generation !== 'number' || !Number.isInteger(generation) || generation < 1 || generation > MAX_GENERATION) {
+    throw new StoreError('MANIFEST_INVALID', `generation must be an integer in 1..${MAX_GENERATION}`, { path, details: { generation } });
+  }
+  if (!isValidChunkSize(m.chunk_size)) {
+    throw new StoreError('MANIFEST_INVALID', 'chunk_size must be a power of two in 64..65536', { path, details: { chunkSize: m.chunk_size } });
+  }
+  if (!isValidCoverage(m.coverage_min)) {
+    throw new StoreError('MANIFEST_INVALID', 'coverage_min must be a number in 0..1', { path, details: { coverageMin: m.coverage_min } });
+  }
+  const entries = m.entries;
+  if (entries === null || typeof entries !== 'object' || Array.isArray(entries)) {
+    throw new StoreError('MANIFEST_INVALID', 'entries must be an object keyed by tensor key', { path });
+  }
+  const keys = Object.keys(entries);
+  if (keys.length > MAX_ENTRIES) {
+    throw new StoreError('SIZE_INVALID', `manifest lists ${keys.length} entries, above MAX_ENTRIES (${MAX_ENTRIES})`, {
+      path,
+      details: { entries: keys.length, limit: MAX_ENTRIES },
+    });
+  }
+  const parsed: CacheEntry[] = [];
+  for (const key of keys) {
+    try {
+      parsed.push(parseDiskEntry(key, (entries as Record<string, unknown>)[key]));
+    } catch (error) {
+      throw error instanceof StoreError ? error.withContext({ entry: key, path }) : error;
+    }
+  }
+  const state = StoreState.fromEntries(parsed, { source: 'manifest', path });
+  return { generation, chunkSize: m.chunk_size, coverageMin: m.coverage_min, state };
+}
+
+/** Serialises the state as a format-2 manifest (the seed's fields first). */
+export function serializeManifest(entries: Iterable<CacheEntry>, header: ManifestHeader): Uint8Array {
+  const out: Record<string, unknown> = {};
+  for (const entry of entries) out[entry.key] = entryToDisk(entry);
+  const manifest = {
+    format: MANIFEST_FORMAT,
+    chunk_size: header.chunkSize,
+    coverage_min: header.coverageMin,
+    entries: out,
+    generation: header.generation,
+  };
+  return new TextEncoder().encode(`${JSON.stringify(manifest)}\n`);
+}

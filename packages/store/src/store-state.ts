@@ -1,0 +1,221 @@
+import { StoreError } from './errors.js';
+import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
+import type { CacheEntry, SliceKeyTuple } from './types.js';
+import { sliceId, withSliceKeys } from './validate-entry.js';
+
+/** One change to the cache, as journalled. */
+export type StoreOp =
+  | { kind: 'add'; key: string; entry: CacheEntry }
+  | { kind: 'alias'; key: string; slice: SliceKeyTuple }
+  | { kind: 'rebind'; key: string; slice: SliceKeyTuple }
+  | { kind: 'seal'; nextGeneration: number };
+
+export interface OpContext {
+  /** Where the ops came from, for error messages (journal file, manifest, caller). */
+  source: string;
+  path?: string;
+}
+
+function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: string, context: OpContext): StoreError {
+  return new StoreError(
+    'SLICE_CONFLICT',
+    `slice ${JSON.stringify(slice)} is bound to ${boundKey}; refusing to bind it to ${requestedKey} (${context.source})`,
+    { entry: requestedKey, path: context.path, details: { slice, boundKey, requestedKey } },
+  );
+}
+
+/** What planning needs to know about a state (the state itself or a draft over it). */
+export interface StateView {
+  getEntry(key: string): CacheEntry | undefined;
+  ownerOf(slice: SliceKeyTuple): string | undefined;
+  sliceCount(key: string): number;
+  readonly entryCount: number;
+}
+
+/**
+ * The in-memory cache: entries by content key and slice owners by slice id. Mutated only
+ * synchronously (between awaits), so concurrent async readers never see half an update.
+ */
+export class StoreState implements StateView {
+  readonly entries = new Map<string, CacheEntry>();
+  readonly sliceOwners = new Map<string, string>();
+
+  getEntry(key: string): CacheEntry | undefined {
+    return this.entries.get(key);
+  }
+
+  ownerOf(slice: SliceKeyTuple): string | undefined {
+    return this.sliceOwners.get(sliceId(...slice));
+  }
+
+  sliceCount(key: string): number {
+    return this.entries.get(key)?.sliceKeys.length ?? 0;
+  }
+
+  get entryCount(): number {
+    return this.entries.size;
+  }
+
+  /** Builds a state from validated entries; a slice listed under two entries is SLICE_CONFLICT. */
+  static fromEntries(entries: Iterable<CacheEntry>, context: OpContext): StoreState {
+    const state = new StoreState();
+    for (const entry of entries) {
+      if (state.entries.size >= MAX_ENTRIES) {
+        throw new StoreError('SIZE_INVALID', `more than MAX_ENTRIES (${MAX_ENTRIES}) entries`, { path: context.path, details: { limit: MAX_ENTRIES } });
+      }
+      state.entries.set(entry.key, entry);
+      for (const slice of entry.sliceKeys) {
+        const id = sliceId(...slice);
+        const owner = state.sliceOwners.get(id);
+        if (owner !== undefined && owner !== entry.key) throw sliceConflict(slice, owner, entry.key, context);
+        state.sliceOwners.set(id, entry.key);
+      }
+    }
+    return state;
+  }
+
+  /** Checks every op against this state (all or nothing), then applies them. */
+  applyOps(ops: readonly StoreOp[], context: OpContext): void {
+    const draft = new StateDraft(this);
+    for (const op of ops) draft.replay(op, context);
+    this.applyChecked(draft.ops);
+  }
+
+  /** Applies ops a StateDraft accepted, grouping slice-list rewrites per entry. */
+  applyChecked(ops: readonly StoreOp[]): void {
+    const sliceLists = new Map<string, SliceKeyTuple[]>();
+    const listFor = (key: string): SliceKeyTuple[] => {
+      let list = sliceLists.get(key);
+      if (!list) {
+        list = [...(this.entries.get(key)?.sliceKeys ?? [])];
+        sliceLists.set(key, list);
+      }
+      return list;
+    };
+    for (const op of ops) {
+      if (op.kind === 'add') {
+        this.entries.set(op.key, op.entry);
+        for (const slice of op.entry.sliceKeys) this.sliceOwners.set(sliceId(...slice), op.key);
+      } else if (op.kind === 'alias' || op.kind === 'rebind') {
+        const id = sliceId(...op.slice);
+        const owner = this.sliceOwners.get(id);
+        if (owner !== undefined && owner !== op.key) {
+          const list = listFor(owner);
+          const at = list.findIndex((s) => sliceId(...s) === id);
+          if (at >= 0) list.splice(at, 1);
+        }
+        listFor(op.key).push(op.slice);
+        this.sliceOwners.set(id, op.key);
+      }
+    }
+    for (const [key, list] of sliceLists) {
+      const entry = this.entries.get(key);
+      if (entry) this.entries.set(key, withSliceKeys(entry, list));
+    }
+  }
+}
+
+/** Outcome of planning one alias. */
+export type AliasPlan = 'absent' | 'already-bound' | 'bound';
+
+/**
+ * An overlay over a StoreState that plans ops: it answers "does this key exist / who owns this
+ * slice" as if the ops accepted so far were applied, without touching the base.
+ */
+export class StateDraft implements StateView {
+  readonly ops: StoreOp[] = [];
+  private readonly added = new Map<string, CacheEntry>();
+  private readonly owners = new Map<string, string>();
+  private readonly sliceDelta = new Map<string, number>();
+
+  constructor(private readonly parent: StateView) {}
+
+  getEntry(key: string): CacheEntry | undefined {
+    return this.added.get(key) ?? this.parent.getEntry(key);
+  }
+
+  ownerOf(slice: SliceKeyTuple): string | undefined {
+    return this.owners.get(sliceId(...slice)) ?? this.parent.ownerOf(slice);
+  }
+
+  sliceCount(key: string): number {
+    return this.parent.sliceCount(key) + (this.sliceDelta.get(key) ?? 0);
+  }
+
+  get entryCount(): number {
+    return this.parent.entryCount + this.added.size;
+  }
+
+  /** A draft over this draft: plan one request there, then absorb() it or drop it. */
+  fork(): StateDraft {
+    return new StateDraft(this);
+  }
+
+  /** Takes over what a fork of this draft planned. */
+  absorb(child: StateDraft): void {
+    for (const [key, entry] of child.added) this.added.set(key, entry);
+    for (const [id, key] of child.owners) this.owners.set(id, key);
+    for (const [key, delta] of child.sliceDelta) this.sliceDelta.set(key, (this.sliceDelta.get(key) ?? 0) + delta);
+    this.ops.push(...child.ops);
+  }
+
+  /** Plans an add; false when the key exists. Throws SLICE_CONFLICT if one of its slices is bound elsewhere. */
+  planAdd(entry: CacheEntry, context: OpContext): boolean {
+    if (this.getEntry(entry.key)) return false;
+    if (this.entryCount >= MAX_ENTRIES) {
+      throw new StoreError('SIZE_INVALID', `the cache holds MAX_ENTRIES (${MAX_ENTRIES}) entries`, { entry: entry.key, details: { limit: MAX_ENTRIES } });
+    }
+    for (const slice of entry.sliceKeys) {
+      const owner = this.ownerOf(slice);
+      if (owner !== undefined && owner !== entry.key) throw sliceConflict(slice, owner, entry.key, context);
+    }
+    this.added.set(entry.key, entry);
+    this.sliceDelta.set(entry.key, entry.sliceKeys.length);
+    for (const slice of entry.sliceKeys) this.owners.set(sliceId(...slice), entry.key);
+    this.ops.push({ kind: 'add', key: entry.key, entry });
+    return true;
+  }
+
+  /** Plans an alias (or a rebind). Throws SLICE_CONFLICT / SLICE_SIZE_MISMATCH. */
+  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext): AliasPlan {
+    const entry = this.getEntry(key);
+    if (!entry) return 'absent';
+    if (slice[2] !== entry.rawBytes) {
+      throw new StoreError('SLICE_SIZE_MISMATCH', `slice ${JSON.stringify(slice)} has ${slice[2]} bytes but the entry holds ${entry.rawBytes}`, {
+        entry: key,
+        path: context.path,
+        details: { slice, rawBytes: entry.rawBytes },
+      });
+    }
+    const owner = this.ownerOf(slice);
+    if (owner === key) return 'already-bound';
+    if (owner !== undefined && !rebind) throw sliceConflict(slice, owner, key, context);
+    // The loader enforces MAX_SLICE_KEYS_PER_ENTRY; refuse here rather than write what cannot be read back.
+    if (this.sliceCount(key) >= MAX_SLICE_KEYS_PER_ENTRY) {
+      throw new StoreError('SIZE_INVALID', `the entry already has MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, {
+        entry: key,
+        details: { limit: MAX_SLICE_KEYS_PER_ENTRY, slice },
+      });
+    }
+    this.sliceDelta.set(key, (this.sliceDelta.get(key) ?? 0) + 1);
+    if (owner !== undefined) this.sliceDelta.set(owner, (this.sliceDelta.get(owner) ?? 0) - 1);
+    this.owners.set(sliceId(...slice), key);
+    this.ops.push({ kind: owner !== undefined ? 'rebind' : 'alias', key, slice });
+    return 'bound';
+  }
+
+  /** Replays a journalled op with the same checks (a journal is input too). */
+  replay(op: StoreOp, context: OpContext): void {
+    if (op.kind === 'add') {
+      this.planAdd(op.entry, context);
+    } else if (op.kind === 'alias' || op.kind === 'rebind') {
+      const plan = this.planAlias(op.key, op.slice, op.kind === 'rebind', context);
+      if (plan === 'absent') {
+        throw new StoreError('JOURNAL_INVALID', `${op.kind} of slice ${JSON.stringify(op.slice)} names an entry that does not exist (${context.source})`, {
+          entry: op.key,
+          path: context.path,
+        });
+      }
+    }
+  }
+}

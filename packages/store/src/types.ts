@@ -1,0 +1,148 @@
+import type { CodebookJson } from '@splitzip/codec';
+
+/** A slice identity as `@splitzip/safetensors` reports it: (shardName, offsetBytes, sizeBytes). */
+export type SliceKeyTuple = readonly [shardName: string, offsetBytes: number, sizeBytes: number];
+
+/** The payload header fields a manifest records (camelCase here, snake_case on disk). */
+export interface PayloadMetaJson {
+  version: number;
+  elementCount: number;
+  chunkSize: number;
+  chunkCount: number;
+  escapeCount: number;
+  compBytes: number;
+  rawBytes: number;
+  /** The payload's stored XXH32 (u32). */
+  checksum: number;
+}
+
+/** One cached tensor. Returned objects are frozen snapshots; a later alias yields a new object. */
+export interface CacheEntry {
+  readonly key: string;
+  readonly qualname: string;
+  /** Relative to the cache root; always `blobs/<key>.bin`. */
+  readonly blob: string;
+  readonly codebook: CodebookJson;
+  readonly meta: PayloadMetaJson;
+  readonly rawBytes: number;
+  readonly compBytes: number;
+  readonly dtype: 'BF16';
+  readonly shape: readonly number[];
+  /** Payload format version (the codec's FORMAT_VERSION). */
+  readonly formatVersion: number;
+  /** `xxh32:<8 hex>`: the payload's own checksum, which covers every byte of the blob. */
+  readonly blobChecksum: string;
+  /** SHA-256 of the blob file (hex). */
+  readonly blobSha256: string;
+  /** SHA-256 of the original, uncompressed bytes (hex). */
+  readonly sha256: string;
+  readonly sliceKeys: readonly SliceKeyTuple[];
+}
+
+/** A tensor given by its bytes, for aliasing by content. */
+export interface TensorBytesRef {
+  bytes: Uint8Array;
+  shape: readonly number[];
+  dtype: string;
+}
+
+export interface AddEntryInput {
+  /** The content key (computeContentKey of the original bytes). */
+  key: string;
+  qualname: string;
+  /** The encoded payload (bytes past the header's total_bytes are ignored). */
+  payload: Uint8Array;
+  shape: readonly number[];
+  dtype: 'BF16';
+  /** SHA-256 (hex) of the original bytes. */
+  sha256: string;
+  /** Slice keys to bind with the entry (same rules as aliasSlices). */
+  sliceKeys?: readonly SliceKeyTuple[];
+}
+
+export interface AddEntryResult {
+  key: string;
+  /** false when the key was already in the cache (no-op). */
+  added: boolean;
+}
+
+export interface AliasSliceItem {
+  /** The entry's content key, or the tensor's bytes (its key is computed; non-BF16 → false). */
+  key: string | TensorBytesRef;
+  shardName: string;
+  offsetBytes: number;
+  sizeBytes: number;
+}
+
+export interface AliasSlicesOptions {
+  /** Move slices already bound to another entry instead of throwing SLICE_CONFLICT. */
+  rebind?: boolean;
+}
+
+export interface OpenCacheStoreOptions {
+  /** Create the cache (directories, empty manifest) if it does not exist. */
+  create?: boolean;
+  /** Recorded in a new manifest (builder default); default 0.99. */
+  coverageMin?: number;
+  /** Recorded in a new manifest (builder default); default the codec's DEFAULT_CHUNK_SIZE. */
+  chunkSize?: number;
+  /** How long a writer waits for a live holder's lock; default 30 s. */
+  lockTimeoutMs?: number;
+  /** Call refresh() on an unref'd timer every this many ms (off by default). */
+  refreshIntervalMs?: number;
+  /** Fold the journal into manifest.json on close() if this instance wrote; default true. */
+  compactOnClose?: boolean;
+}
+
+export interface VerifyProblem {
+  key: string;
+  qualname: string;
+  code: string;
+  message: string;
+}
+
+export interface VerifyProgress {
+  done: number;
+  total: number;
+  key: string;
+}
+
+export interface VerifyOptions {
+  /** Also decode every blob and compare the SHA-256 of the result with the entry's `sha256`. */
+  decode?: boolean;
+  onProgress?: (progress: VerifyProgress) => void;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  /** Entries checked. */
+  checked: number;
+  passed: number;
+  /** Entries fully decoded and compared with their original digest. */
+  decoded: number;
+  bytesRead: number;
+  problems: VerifyProblem[];
+  generation: number;
+  durationMs: number;
+}
+
+export interface GcOptions {
+  /** Report what would be removed without removing anything. */
+  dryRun?: boolean;
+}
+
+export interface GcReport {
+  dryRun: boolean;
+  /** Blob files no entry references (relative paths). */
+  orphanBlobs: string[];
+  orphanBytes: number;
+  /** Temp files left by dead processes (relative paths). */
+  tempFiles: string[];
+  /** Journals of other generations. */
+  oldJournals: string[];
+  /** Stale lock files and break markers of dead holders, including one recovered to run gc. */
+  staleLocks: string[];
+  /** Files in the cache that this package did not write (reported, never removed). */
+  unknownFiles: string[];
+  durationMs: number;
+}

@@ -1,0 +1,277 @@
+import { codebookFromJson, computePayloadLayout, MAX_CHUNK_SIZE, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { countShapeElements } from './compute-content-key.js';
+import { StoreError, isStoreError } from './errors.js';
+import {
+  MAX_BLOB_BYTES,
+  MAX_QUALNAME_CHARS,
+  MAX_RAW_BYTES,
+  MAX_SHARD_NAME_CHARS,
+  MAX_SLICE_KEYS_PER_ENTRY,
+  MAX_SLICE_OFFSET_BYTES,
+  PAYLOAD_FORMAT_VERSION,
+} from './limits.js';
+import type { CacheEntry, PayloadMetaJson, SliceKeyTuple } from './types.js';
+
+const KEY_PATTERN = /^[0-9a-f]{40}$/;
+const SHA256_PATTERN = /^[0-9a-f]{64}$/;
+const BLOB_CHECKSUM_PATTERN = /^xxh32:[0-9a-f]{8}$/;
+
+/** The on-disk (manifest and journal) form of an entry: the seed's snake_case fields plus the trust fields. */
+export interface DiskEntry {
+  qualname: string;
+  blob: string;
+  codebook: { exponents: number[] };
+  meta: {
+    version: number;
+    element_count: number;
+    chunk_size: number;
+    chunk_count: number;
+    escape_count: number;
+    comp_bytes: number;
+    raw_bytes: number;
+    checksum: number;
+  };
+  raw_bytes: number;
+  slice_keys: [string, number, number][];
+  dtype: 'BF16';
+  shape: number[];
+  format_version: number;
+  comp_bytes: number;
+  blob_checksum: string;
+  blob_sha256: string;
+  sha256: string;
+}
+
+export function isContentKey(value: unknown): value is string {
+  return typeof value === 'string' && KEY_PATTERN.test(value);
+}
+
+export function isSha256Hex(value: unknown): value is string {
+  return typeof value === 'string' && SHA256_PATTERN.test(value);
+}
+
+/** The only blob path an entry may have. */
+export function canonicalBlobPath(key: string): string {
+  return `blobs/${key}.bin`;
+}
+
+export function formatBlobChecksum(checksum: number): string {
+  return `xxh32:${(checksum >>> 0).toString(16).padStart(8, '0')}`;
+}
+
+/** Separator-free identity of a slice key for maps. */
+export function sliceId(shardName: string, offsetBytes: number, sizeBytes: number): string {
+  return `${offsetBytes}:${sizeBytes}:${shardName}`;
+}
+
+/** Rejects blob paths that are absolute, contain `..`, or are not exactly `blobs/<key>.bin`. */
+export function validateBlobPath(key: string, blob: unknown): string {
+  const fail = (reason: string, message: string): never => {
+    throw new StoreError('UNSAFE_BLOB_PATH', message, { entry: key, details: { reason, blob } });
+  };
+  if (typeof blob !== 'string' || blob.length === 0 || blob.length > 4096 || blob.includes('\0')) {
+    return fail('invalid', 'blob path must be a non-empty string without NUL');
+  }
+  if (blob.startsWith('/') || blob.startsWith('\\') || /^[A-Za-z]:/.test(blob)) {
+    return fail('absolute', `blob path ${JSON.stringify(blob)} is absolute`);
+  }
+  if (blob.split(/[\\/]/).some((part) => part === '..')) {
+    return fail('dot-dot', `blob path ${JSON.stringify(blob)} contains ".."`);
+  }
+  if (blob !== canonicalBlobPath(key)) {
+    return fail('not-canonical', `blob path ${JSON.stringify(blob)} is not ${canonicalBlobPath(key)}`);
+  }
+  return blob;
+}
+
+function requireObject(value: unknown, field: string, key: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new StoreError('ENTRY_INVALID', `${field} must be an object`, { entry: key, details: { field } });
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A size field: a non-negative integer at most `limit` (named in the error). */
+export function requireSize(value: unknown, field: string, limit: number, limitName: string, key?: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > limit) {
+    throw new StoreError('SIZE_INVALID', `${field} must be an integer in 0..${limitName} (${limit}), got ${String(value)}`, {
+      entry: key,
+      details: { field, value, limit, limitName },
+    });
+  }
+  return value;
+}
+
+function mismatch(key: string, message: string, details: Record<string, unknown>): never {
+  throw new StoreError('ENTRY_INVALID', message, { entry: key, details });
+}
+
+/** Validates one slice key tuple (from a file or a caller). */
+export function validateSliceKey(value: unknown, key: string | undefined, code: 'ENTRY_INVALID' | 'INVALID_ARGUMENT'): SliceKeyTuple {
+  if (!Array.isArray(value) || value.length !== 3) {
+    throw new StoreError(code, 'a slice key must be [shardName, offsetBytes, sizeBytes]', { entry: key, details: { sliceKey: value } });
+  }
+  const [shardName, offsetBytes, sizeBytes] = value as unknown[];
+  if (typeof shardName !== 'string' || shardName.length === 0 || shardName.length > MAX_SHARD_NAME_CHARS || shardName.includes('\0')) {
+    throw new StoreError(code, `slice shardName must be a non-empty string of at most ${MAX_SHARD_NAME_CHARS} characters without NUL`, {
+      entry: key,
+      details: { shardName },
+    });
+  }
+  try {
+    requireSize(offsetBytes, 'slice offsetBytes', MAX_SLICE_OFFSET_BYTES, 'MAX_SLICE_OFFSET_BYTES', key);
+    requireSize(sizeBytes, 'slice sizeBytes', MAX_SLICE_OFFSET_BYTES, 'MAX_SLICE_OFFSET_BYTES', key);
+  } catch (error) {
+    if (code === 'INVALID_ARGUMENT' && isStoreError(error)) {
+      throw new StoreError('INVALID_ARGUMENT', error.reason, { entry: key, details: error.details });
+    }
+    throw error;
+  }
+  return Object.freeze([shardName, offsetBytes as number, sizeBytes as number] as const);
+}
+
+function parseMeta(key: string, value: unknown): PayloadMetaJson {
+  const m = requireObject(value, 'meta', key);
+  if (m.version !== PAYLOAD_FORMAT_VERSION) {
+    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `meta.version ${String(m.version)} is not ${PAYLOAD_FORMAT_VERSION}`, {
+      entry: key,
+      details: { version: m.version },
+    });
+  }
+  const elementCount = requireSize(m.element_count, 'meta.element_count', MAX_ELEMENT_COUNT, 'MAX_ELEMENT_COUNT', key);
+  const chunkSize = requireSize(m.chunk_size, 'meta.chunk_size', MAX_CHUNK_SIZE, 'MAX_CHUNK_SIZE', key);
+  if (chunkSize < MIN_CHUNK_SIZE || (chunkSize & (chunkSize - 1)) !== 0) {
+    mismatch(key, 'meta.chunk_size must be a power of two in 64..65536', { chunkSize });
+  }
+  const chunkCount = requireSize(m.chunk_count, 'meta.chunk_count', MAX_ELEMENT_COUNT, 'MAX_ELEMENT_COUNT', key);
+  if (chunkCount !== Math.ceil(elementCount / chunkSize)) {
+    mismatch(key, 'meta.chunk_count disagrees with element_count and chunk_size', { chunkCount, elementCount, chunkSize });
+  }
+  const escapeCount = requireSize(m.escape_count, 'meta.escape_count', elementCount, 'meta.element_count', key);
+  const compBytes = requireSize(m.comp_bytes, 'meta.comp_bytes', MAX_BLOB_BYTES, 'MAX_BLOB_BYTES', key);
+  const expectedCompBytes = computePayloadLayout(elementCount, escapeCount, chunkSize).totalBytes;
+  if (compBytes !== expectedCompBytes) {
+    mismatch(key, `meta.comp_bytes ${compBytes} disagrees with the payload layout (${expectedCompBytes})`, { compBytes, expectedCompBytes });
+  }
+  const rawBytes = requireSize(m.raw_bytes, 'meta.raw_bytes', MAX_RAW_BYTES, 'MAX_RAW_BYTES', key);
+  if (rawBytes !== 2 * elementCount) mismatch(key, 'meta.raw_bytes must be 2 × element_count', { rawBytes, elementCount });
+  const checksum = requireSize(m.checksum, 'meta.checksum', 0xffffffff, 'u32', key);
+  return Object.freeze({ version: PAYLOAD_FORMAT_VERSION, elementCount, chunkSize, chunkCount, escapeCount, compBytes, rawBytes, checksum });
+}
+
+/** Validates an untrusted on-disk entry (manifest or journal) and returns the frozen CacheEntry. */
+export function parseDiskEntry(key: string, value: unknown): CacheEntry {
+  if (!isContentKey(key)) {
+    throw new StoreError('ENTRY_INVALID', 'entry key must be 40 lower-case hex digits', { entry: key, details: { key } });
+  }
+  const e = requireObject(value, 'entry', key);
+  const qualname = e.qualname;
+  if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {
+    mismatch(key, `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { field: 'qualname' });
+  }
+  const blob = validateBlobPath(key, e.blob);
+  let codebookExponents: number[];
+  try {
+    codebookExponents = [...codebookFromJson(e.codebook).exponents];
+  } catch (error) {
+    throw new StoreError('INVALID_CODEBOOK', `codebook fails validation: ${(error as Error).message}`, { entry: key, cause: error });
+  }
+  if (e.format_version !== PAYLOAD_FORMAT_VERSION) {
+    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `format_version ${String(e.format_version)} is not ${PAYLOAD_FORMAT_VERSION}`, {
+      entry: key,
+      details: { formatVersion: e.format_version },
+    });
+  }
+  const meta = parseMeta(key, e.meta);
+  const rawBytes = requireSize(e.raw_bytes, 'raw_bytes', MAX_RAW_BYTES, 'MAX_RAW_BYTES', key);
+  const compBytes = requireSize(e.comp_bytes, 'comp_bytes', MAX_BLOB_BYTES, 'MAX_BLOB_BYTES', key);
+  if (rawBytes !== meta.rawBytes) mismatch(key, 'raw_bytes disagrees with meta.raw_bytes', { rawBytes, metaRawBytes: meta.rawBytes });
+  if (compBytes !== meta.compBytes) mismatch(key, 'comp_bytes disagrees with meta.comp_bytes', { compBytes, metaCompBytes: meta.compBytes });
+  if (e.dtype !== 'BF16') mismatch(key, `dtype must be "BF16", got ${JSON.stringify(e.dtype)}`, { dtype: e.dtype });
+  let elementCount: number;
+  try {
+    elementCount = countShapeElements(e.shape as number[], { entry: key });
+  } catch (error) {
+    throw new StoreError('ENTRY_INVALID', (error as StoreError).reason ?? String(error), { entry: key, cause: error });
+  }
+  if (elementCount !== meta.elementCount) {
+    mismatch(key, 'shape disagrees with meta.element_count', { shape: e.shape, elementCount: meta.elementCount });
+  }
+  if (typeof e.blob_checksum !== 'string' || !BLOB_CHECKSUM_PATTERN.test(e.blob_checksum)) {
+    mismatch(key, 'blob_checksum must be "xxh32:" and 8 hex digits', { blobChecksum: e.blob_checksum });
+  }
+  if (e.blob_checksum !== formatBlobChecksum(meta.checksum)) {
+    mismatch(key, 'blob_checksum disagrees with meta.checksum', { blobChecksum: e.blob_checksum, metaChecksum: meta.checksum });
+  }
+  if (!isSha256Hex(e.blob_sha256)) mismatch(key, 'blob_sha256 must be 64 lower-case hex digits', { field: 'blob_sha256' });
+  if (!isSha256Hex(e.sha256)) mismatch(key, 'sha256 must be 64 lower-case hex digits', { field: 'sha256' });
+  const rawSliceKeys = e.slice_keys === undefined ? [] : e.slice_keys;
+  if (!Array.isArray(rawSliceKeys) || rawSliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
+    mismatch(key, `slice_keys must be an array of at most ${MAX_SLICE_KEYS_PER_ENTRY} slice keys`, { field: 'slice_keys' });
+  }
+  const seen = new Set<string>();
+  const sliceKeys: SliceKeyTuple[] = [];
+  for (const raw of rawSliceKeys as unknown[]) {
+    const slice = validateSliceKey(raw, key, 'ENTRY_INVALID');
+    if (slice[2] !== rawBytes) {
+      throw new StoreError('SLICE_SIZE_MISMATCH', `slice ${JSON.stringify(slice)} has ${slice[2]} bytes, the entry ${rawBytes}`, {
+        entry: key,
+        details: { slice, rawBytes },
+      });
+    }
+    const id = sliceId(...slice);
+    if (seen.has(id)) mismatch(key, `slice_keys lists ${JSON.stringify(slice)} twice`, { slice });
+    seen.add(id);
+    sliceKeys.push(slice);
+  }
+  return Object.freeze({
+    key,
+    qualname: qualname as string,
+    blob,
+    codebook: Object.freeze({ exponents: Object.freeze(codebookExponents) as number[] }),
+    meta,
+    rawBytes,
+    compBytes,
+    dtype: 'BF16' as const,
+    shape: Object.freeze([...(e.shape as number[])]),
+    formatVersion: PAYLOAD_FORMAT_VERSION,
+    blobChecksum: e.blob_checksum as string,
+    blobSha256: e.blob_sha256 as string,
+    sha256: e.sha256 as string,
+    sliceKeys: Object.freeze(sliceKeys),
+  });
+}
+
+/** The on-disk form of an entry (field order: the seed's fields first). */
+export function entryToDisk(entry: CacheEntry): DiskEntry {
+  const m = entry.meta;
+  return {
+    qualname: entry.qualname,
+    blob: entry.blob,
+    codebook: { exponents: [...entry.codebook.exponents] },
+    meta: {
+      version: m.version,
+      element_count: m.elementCount,
+      chunk_size: m.chunkSize,
+      chunk_count: m.chunkCount,
+      escape_count: m.escapeCount,
+      comp_bytes: m.compBytes,
+      raw_bytes: m.rawBytes,
+      checksum: m.checksum,
+    },
+    raw_bytes: entry.rawBytes,
+    slice_keys: entry.sliceKeys.map((s) => [s[0], s[1], s[2]]),
+    dtype: entry.dtype,
+    shape: [...entry.shape],
+    format_version: entry.formatVersion,
+    comp_bytes: entry.compBytes,
+    blob_checksum: entry.blobChecksum,
+    blob_sha256: entry.blobSha256,
+    sha256: entry.sha256,
+  };
+}
+
+/** A copy of `entry` with different slice keys (entries are immutable snapshots). */
+export function withSliceKeys(entry: CacheEntry, sliceKeys: readonly SliceKeyTuple[]): CacheEntry {
+  return Object.freeze({ ...entry, sliceKeys: Object.freeze([...sliceKeys]) });
+}

@@ -1,0 +1,243 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { link, open, readFile, unlink, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { StoreError, errnoCode, toIoError } from './errors.js';
+import { MAX_LOCK_BREAK_DEPTH, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
+
+/** What a lock file says about its holder. */
+export interface LockHolder {
+  pid: number;
+  host: string;
+  bootId: string | null;
+  /** Process start time in clock ticks since boot (/proc/<pid>/stat field 22), to detect pid reuse. */
+  startTicks: number | null;
+  token: string;
+  createdMs: number;
+}
+
+export interface HeldLock {
+  readonly path: string;
+  readonly token: string;
+  /** Lock files of dead holders removed while acquiring. */
+  readonly recovered: string[];
+  release(): Promise<void>;
+}
+
+let cachedBootId: string | null | undefined;
+function currentBootId(): string | null {
+  if (cachedBootId === undefined) {
+    try {
+      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+    } catch {
+      cachedBootId = null;
+    }
+  }
+  return cachedBootId;
+}
+
+/** A process's start time in clock ticks, or null where /proc is not available. */
+export function readProcessStartTicks(pid: number): number | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 2 (comm) may contain spaces and parentheses; fields resume after the last ')'.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    return Number.isSafeInteger(ticks) ? ticks : null;
+  } catch {
+    return null;
+  }
+}
+
+let ownStartTicks: number | null | undefined;
+export function describeThisProcess(): Omit<LockHolder, 'token' | 'createdMs'> {
+  if (ownStartTicks === undefined) ownStartTicks = readProcessStartTicks(process.pid);
+  return { pid: process.pid, host: hostname(), bootId: currentBootId(), startTicks: ownStartTicks };
+}
+
+export function createToken(): string {
+  return randomBytes(8).toString('hex');
+}
+
+function parseHolder(text: string): LockHolder | undefined {
+  try {
+    const v = JSON.parse(text) as Partial<LockHolder>;
+    if (
+      typeof v.pid === 'number' &&
+      Number.isSafeInteger(v.pid) &&
+      v.pid > 0 &&
+      typeof v.host === 'string' &&
+      typeof v.token === 'string' &&
+      /^[0-9a-f]{16}$/.test(v.token) &&
+      typeof v.createdMs === 'number'
+    ) {
+      return {
+        pid: v.pid,
+        host: v.host,
+        bootId: typeof v.bootId === 'string' ? v.bootId : null,
+        startTicks: typeof v.startTicks === 'number' ? v.startTicks : null,
+        token: v.token,
+        createdMs: v.createdMs,
+      };
+    }
+  } catch {
+    // fall through: unparseable
+  }
+  return undefined;
+}
+
+/** True when `pid` is certainly not running on this host (ESRCH). EPERM means it runs as another user. */
+export function isPidDead(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return errnoCode(error) === 'ESRCH';
+  }
+}
+
+/**
+ * A holder is dead only when we can tell: same host and (another boot, or no such pid, or the pid now
+ * belongs to a process that started at another time). A foreign host's lock is never judged dead.
+ */
+export function isHolderDead(holder: Pick<LockHolder, 'pid' | 'host' | 'bootId' | 'startTicks'>): boolean {
+  if (holder.host !== hostname()) return false;
+  const bootId = currentBootId();
+  if (holder.bootId && bootId && holder.bootId !== bootId) return true;
+  if (isPidDead(holder.pid)) return true;
+  if (holder.startTicks !== null) {
+    const ticks = readProcessStartTicks(holder.pid);
+    if (ticks !== null && ticks !== holder.startTicks) return true;
+  }
+  return false;
+}
+
+interface ObservedLock {
+  /** Identity of this lock instance: its token, or the inode for an unparseable file. */
+  id: string;
+  holder: LockHolder | undefined;
+  dead: boolean;
+}
+
+/** Reads the lock at `path`; undefined when it does not exist. */
+async function observeLock(path: string): Promise<ObservedLock | undefined> {
+  let text: string;
+  let ino: number;
+  let mtimeMs: number;
+  try {
+    // One handle for both, so the inode and the text belong to the same file.
+    const handle = await open(path, 'r');
+    try {
+      const info = await handle.stat();
+      ino = info.ino;
+      mtimeMs = info.mtimeMs;
+      text = await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return undefined;
+    throw toIoError(error, 'cannot read the lock file', { path });
+  }
+  const holder = parseHolder(text);
+  if (holder) return { id: holder.token, holder, dead: isHolderDead(holder) };
+  // Lock files are created complete (link of a written temp file); an unparseable one comes from a
+  // power loss or tampering. Give a writer in the middle of something odd time before breaking it.
+  return { id: `ino${ino}`, holder: undefined, dead: Date.now() - mtimeMs > UNPARSEABLE_LOCK_STALE_MS };
+}
+
+/** Creates `path` holding our holder record, atomically (link fails with EEXIST like O_EXCL). */
+async function tryCreateLock(path: string, token: string): Promise<boolean> {
+  const holder: LockHolder = { ...describeThisProcess(), token, createdMs: Date.now() };
+  const temp = `${path}.tmp-${process.pid}-${token}`;
+  try {
+    await writeFile(temp, JSON.stringify(holder), { flag: 'wx' });
+    await link(temp, path);
+    return true;
+  } catch (error) {
+    if (errnoCode(error) === 'EEXIST') return false;
+    throw toIoError(error, 'cannot create the lock file', { path });
+  } finally {
+    await unlink(temp).catch(() => undefined);
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export interface AcquireLockOptions {
+  timeoutMs: number;
+  depth?: number;
+}
+
+/**
+ * Acquires the lock file at `path`. A dead holder's lock instance T is removed only by the holder of
+ * `path.break-T` (acquired the same way, recursively), and only if `path` still carries T.
+ */
+export async function acquireLock(path: string, options: AcquireLockOptions): Promise<HeldLock> {
+  const depth = options.depth ?? 0;
+  const token = createToken();
+  const recovered: string[] = [];
+  const started = Date.now();
+  let backoffMs = 1;
+  for (;;) {
+    if (await tryCreateLock(path, token)) {
+      return {
+        path,
+        token,
+        recovered,
+        release: () => releaseLock(path, token),
+      };
+    }
+    const observed = await observeLock(path);
+    if (!observed) continue;
+    if (observed.dead) {
+      if (depth >= MAX_LOCK_BREAK_DEPTH) {
+        throw new StoreError('LOCK_TIMEOUT', `cannot recover the stale lock: ${MAX_LOCK_BREAK_DEPTH} nested break markers`, {
+          path,
+          details: { holder: observed.holder },
+        });
+      }
+      const breakPath = `${path}.break-${observed.id}`;
+      const breaker = await acquireLock(breakPath, { timeoutMs: options.timeoutMs, depth: depth + 1 });
+      try {
+        const again = await observeLock(path);
+        if (again && again.id === observed.id) {
+          await unlink(path).catch((error) => {
+            if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot remove the stale lock', { path });
+          });
+          recovered.push(path, ...breaker.recovered);
+        }
+      } finally {
+        await breaker.release();
+      }
+      continue;
+    }
+    if (Date.now() - started > options.timeoutMs) {
+      throw new StoreError('LOCK_TIMEOUT', `the lock is held by pid ${observed.holder?.pid ?? '?'} on ${observed.holder?.host ?? '?'} for more than ${options.timeoutMs} ms`, {
+        path,
+        details: { holder: observed.holder, timeoutMs: options.timeoutMs },
+      });
+    }
+    // Jittered backoff: commits hold the lock for milliseconds.
+    await sleep(backoffMs * (0.5 + Math.random()));
+    backoffMs = Math.min(50, backoffMs * 2);
+  }
+}
+
+/** Removes the lock if it is still ours (never someone else's). */
+async function releaseLock(path: string, token: string): Promise<void> {
+  try {
+    const holder = parseHolder(await readFile(path, 'utf8'));
+    if (holder?.token !== token) return;
+    await unlink(path);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return;
+    throw toIoError(error, 'cannot release the lock', { path });
+  }
+}
+
+/** For gc: whether the lock (or break marker) file at `path` belongs to a dead holder. */
+export async function isLockFileStale(path: string): Promise<boolean> {
+  const observed = await observeLock(path);
+  return observed?.dead ?? false;
+}
