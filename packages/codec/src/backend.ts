@@ -1,6 +1,7 @@
 // Kernel selection: the fast paths (WebAssembly SIMD, tuned JS) behind one internal interface.
 import { SplitZipError } from './errors.js';
 import { jsKernels } from './js/js-kernels.js';
+import { createWasmKernels } from './wasm/wasm-kernels.js';
 
 export type CodecBackendName = 'wasm-simd' | 'js';
 
@@ -45,6 +46,23 @@ export interface CodecKernels {
   ): void;
   /** XXH32 of payload[0, totalBytes) with the checksum field as zero; absent: the JS one is used. */
   checksum?(payload: Uint8Array, totalBytes: number): number;
+  /**
+   * Decodes values [0, n) (escapes not applied) into out[0, n) and computes the payload checksum in
+   * the same pass. Absent: the caller verifies first, then decodes.
+   */
+  decodeAllWithChecksum?(
+    payload: Uint8Array,
+    layout: DecodeLayout,
+    elementCount: number,
+    out: Uint16Array,
+    tables: CodebookTables,
+  ): { checksum: number; codesValid: boolean };
+}
+
+export interface DecodeLayout {
+  codesOffset: number;
+  smOffset: number;
+  totalBytes: number;
 }
 
 export interface EncodeOffsets {
@@ -58,16 +76,17 @@ export interface EncodeOffsets {
 }
 
 let forced: CodecBackendName | null = null;
-let wasmKernels: CodecKernels | null = null;
+let wasmKernels: CodecKernels | null | undefined;
 
-/** Registered by the wasm module when WebAssembly SIMD validated on this platform. */
-export function registerWasmKernels(kernels: CodecKernels): void {
-  wasmKernels = kernels;
+/** The wasm kernels, instantiated on first use; null where WebAssembly SIMD is unavailable. */
+function loadWasmKernels(): CodecKernels | null {
+  if (wasmKernels === undefined) wasmKernels = createWasmKernels();
+  return wasmKernels;
 }
 
 export function activeKernels(): CodecKernels {
   if (forced === 'js') return jsKernels;
-  return wasmKernels ?? jsKernels;
+  return loadWasmKernels() ?? jsKernels;
 }
 
 /** Which fast path encode/decode use on this platform: 'wasm-simd' where WebAssembly SIMD exists, else 'js'. */
@@ -83,7 +102,7 @@ export function setCodecBackend(backend: CodecBackendName | 'auto'): void {
   if (backend === 'auto') forced = null;
   else if (backend === 'js') forced = 'js';
   else if (backend === 'wasm-simd') {
-    if (wasmKernels === null) {
+    if (loadWasmKernels() === null) {
       throw new SplitZipError('INVALID_ARGUMENT', 'WebAssembly SIMD is not available on this platform', { backend });
     }
     forced = null;

@@ -24,7 +24,8 @@ export function tablesForCodebook(exponents: readonly number[]): CodebookTables 
 
 /**
  * Decodes values [start, end) of the payload into out[outOffset ..). The caller has checked
- * 0 <= start <= end <= n, out's length, and payload.length >= meta.compBytes.
+ * 0 <= start <= end <= n, out's length, and payload.length >= meta.compBytes. With `decoded`, the
+ * codes and sm were already decoded into out (by a fused decode-and-checksum kernel).
  */
 export function decodeValueRange(
   payload: Uint8Array,
@@ -33,15 +34,43 @@ export function decodeValueRange(
   end: number,
   out: Uint16Array,
   outOffset: number,
+  decoded?: { codesValid: boolean },
 ): void {
   if (end <= start) return;
-  const { layout, chunkSize, chunkCount, escapeCount, elementCount } = meta;
-  const indexAt = layout.escapeIndex.offsetBytes;
+  const { layout, chunkSize, elementCount } = meta;
   const firstChunk = Math.floor(start / chunkSize);
   const lastChunk = Math.floor((end - 1) / chunkSize);
+  checkEscapeIndex(payload, meta, firstChunk, lastChunk);
+  checkEscapePositions(payload, meta, firstChunk, lastChunk);
 
-  // Escape index: index[0] = 0 and index[chunk_count] = escape_count always; the touched chunks'
-  // entries must be non-decreasing, within escape_count and at most the chunk's length apart.
+  const tables = tablesForCodebook(meta.codebook.exponents);
+  const codesValid =
+    decoded?.codesValid ??
+    activeKernels().decodeValues(payload, layout.codes.offsetBytes, layout.sm.offsetBytes, start, end, out, outOffset, tables);
+  // The kernels' check is conservative (whole bytes, whole groups): confirm exactly before failing.
+  if (!codesValid) {
+    const error = invalidCodeError(payload, meta, start, end, tables.size);
+    if (error !== null) throw error;
+  }
+  if (end === elementCount && (elementCount & 1) === 1) {
+    const padding = payload[layout.codes.offsetBytes + (elementCount >>> 1)]! >>> 4;
+    if (padding !== 0) {
+      throw new SplitZipError('INVALID_CODE', 'the padding nibble after the last code must be 0', {
+        offsetBytes: layout.codes.offsetBytes + (elementCount >>> 1),
+        nibble: padding,
+      });
+    }
+  }
+  applyEscapes(payload, meta, firstChunk, lastChunk, start, end, out, outOffset);
+}
+
+/**
+ * index[0] = 0 and index[chunk_count] = escape_count always; the touched chunks' entries must be
+ * non-decreasing, within escape_count and at most the chunk's length apart.
+ */
+function checkEscapeIndex(payload: Uint8Array, meta: PayloadMeta, firstChunk: number, lastChunk: number): void {
+  const { layout, chunkSize, chunkCount, escapeCount, elementCount } = meta;
+  const indexAt = layout.escapeIndex.offsetBytes;
   if (readU32(payload, indexAt) !== 0 || readU32(payload, indexAt + 4 * chunkCount) !== escapeCount) {
     throw new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
       first: readU32(payload, indexAt),
@@ -60,34 +89,42 @@ export function decodeValueRange(
         indexEnd: next,
         escapeCount,
         chunkLength,
+        offsetBytes: indexAt + 4 * (c + 1),
       });
     }
     prev = next;
   }
-
-  const tables = tablesForCodebook(meta.codebook.exponents);
-  const ok = activeKernels().decodeValues(
-    payload,
-    layout.codes.offsetBytes,
-    layout.sm.offsetBytes,
-    start,
-    end,
-    out,
-    outOffset,
-    tables,
-  );
-  if (!ok) throw invalidCodeError(payload, meta, start, end, tables.size);
-  if (end === elementCount && (elementCount & 1) === 1) {
-    const padding = payload[layout.codes.offsetBytes + (elementCount >>> 1)]! >>> 4;
-    if (padding !== 0) {
-      throw new SplitZipError('INVALID_CODE', 'the padding nibble after the last code must be 0', {
-        offsetBytes: layout.codes.offsetBytes + (elementCount >>> 1),
-      });
-    }
-  }
-  applyEscapes(payload, meta, firstChunk, lastChunk, start, end, out, outOffset);
 }
 
+/** Within a chunk, positions strictly increase and stay below the chunk's length. */
+function checkEscapePositions(payload: Uint8Array, meta: PayloadMeta, firstChunk: number, lastChunk: number): void {
+  if (meta.escapeCount === 0) return;
+  const { layout, chunkSize, elementCount } = meta;
+  const indexAt = layout.escapeIndex.offsetBytes;
+  const posAt = layout.escapePositions.offsetBytes;
+  let j = readU32(payload, indexAt + 4 * firstChunk);
+  for (let c = firstChunk; c <= lastChunk; c++) {
+    const jEnd = readU32(payload, indexAt + 4 * (c + 1));
+    const chunkLength = Math.min(chunkSize, elementCount - c * chunkSize);
+    let last = -1;
+    for (; j < jEnd; j++) {
+      const pos = payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8);
+      if (pos <= last || pos >= chunkLength) {
+        throw new SplitZipError('BAD_ESCAPE_POSITION', `escape ${j} of chunk ${c} is out of order or outside the chunk`, {
+          chunk: c,
+          escape: j,
+          position: pos,
+          previousPosition: last,
+          chunkLength,
+          offsetBytes: posAt + 2 * j,
+        });
+      }
+      last = pos;
+    }
+  }
+}
+
+/** Replaces the exponent of every escaped value in [start, end) (index and positions already checked). */
 function applyEscapes(
   payload: Uint8Array,
   meta: PayloadMeta,
@@ -99,30 +136,16 @@ function applyEscapes(
   outOffset: number,
 ): void {
   if (meta.escapeCount === 0) return;
-  const { layout, chunkSize, elementCount } = meta;
+  const { layout, chunkSize } = meta;
   const indexAt = layout.escapeIndex.offsetBytes;
   const posAt = layout.escapePositions.offsetBytes;
   const expAt = layout.escapeExponents.offsetBytes;
   let j = readU32(payload, indexAt + 4 * firstChunk);
   for (let c = firstChunk; c <= lastChunk; c++) {
     const jEnd = readU32(payload, indexAt + 4 * (c + 1));
-    if (j === jEnd) continue;
     const chunkStart = c * chunkSize;
-    const chunkLength = Math.min(chunkSize, elementCount - chunkStart);
-    let last = -1;
     for (; j < jEnd; j++) {
-      const pos = payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8);
-      if (pos <= last || pos >= chunkLength) {
-        throw new SplitZipError('BAD_ESCAPE_POSITION', `escape ${j} of chunk ${c} is out of order or outside the chunk`, {
-          chunk: c,
-          escape: j,
-          position: pos,
-          previousPosition: last,
-          chunkLength,
-        });
-      }
-      last = pos;
-      const i = chunkStart + pos;
+      const i = chunkStart + (payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8));
       if (i >= start && i < end) {
         const o = outOffset + (i - start);
         out[o] = (out[o]! & 0x807f) | (payload[expAt + j]! << 7);
@@ -131,7 +154,13 @@ function applyEscapes(
   }
 }
 
-function invalidCodeError(payload: Uint8Array, meta: PayloadMeta, start: number, end: number, size: number): SplitZipError {
+function invalidCodeError(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  start: number,
+  end: number,
+  size: number,
+): SplitZipError | null {
   const codesAt = meta.layout.codes.offsetBytes;
   for (let i = start; i < end; i++) {
     const b = payload[codesAt + (i >>> 1)]!;
@@ -145,7 +174,7 @@ function invalidCodeError(payload: Uint8Array, meta: PayloadMeta, start: number,
       });
     }
   }
-  return new SplitZipError('INVALID_CODE', 'a code is outside the codebook', { codebookSize: size });
+  return null;
 }
 
 /** Checks that a caller-supplied meta is self-consistent and fits this payload, so offsets derived from it stay inside. */

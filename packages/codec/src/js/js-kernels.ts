@@ -1,9 +1,28 @@
 // Typed-array JS kernels: the path where WebAssembly SIMD is unavailable (and the wasm path's fallback).
 import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
 
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 // sm byte -> its bits in place in a BF16 pattern (sign to bit 15, mantissa stays in bits 6..0).
 const SM_BITS = new Uint16Array(256);
 for (let s = 0; s < 256; s++) SM_BITS[s] = ((s & 0x80) << 8) | (s & 0x7f);
+// A pair of sm bytes (as one little-endian u16) -> both values' sm bits (as one u32): one lookup
+// per two values. 256 KiB, built once.
+const SM_PAIR_BITS = new Uint32Array(65536);
+for (let p = 0; p < 65536; p++) SM_PAIR_BITS[p] = SM_BITS[p & 0xff]! | (SM_BITS[p >>> 8]! << 16);
+
+// Per codebook: a code byte (two codes) -> both values' exponent bits as one u32.
+const pairTables = new WeakMap<CodebookTables, Uint32Array>();
+function exponentPairBits(tables: CodebookTables): Uint32Array {
+  let t = pairTables.get(tables);
+  if (t === undefined) {
+    t = new Uint32Array(256);
+    const e = tables.exponentBitsOfCode;
+    for (let b = 0; b < 256; b++) t[b] = e[b & 15]! | (e[b >>> 4]! << 16);
+    pairTables.set(tables, t);
+  }
+  return t;
+}
 
 function decodeValues(
   payload: Uint8Array,
@@ -27,19 +46,37 @@ function decodeValues(
     i++;
   }
   // i is even here: byte i/2 holds values i (low nibble) and i+1 (high nibble).
-  let cp = codesOffset + (i >>> 1);
-  let sp = smOffset + i;
-  const pairEnd = i + ((to - i) & ~1);
-  for (; i < pairEnd; i += 2) {
-    const b = payload[cp++]!;
-    maxCode |= b;
-    out[o++] = SM_BITS[payload[sp++]!]! | expBits[b & 15]!;
-    out[o++] = SM_BITS[payload[sp++]!]! | expBits[b >>> 4]!;
+  const pairs = (to - i) >>> 1;
+  const smAt = payload.byteOffset + smOffset + i;
+  const outAt = out.byteOffset + 2 * o;
+  if (LITTLE_ENDIAN && pairs > 0 && (smAt & 1) === 0 && (outAt & 3) === 0) {
+    // Fast path: one u16 read of two sm bytes, one u32 store of two values.
+    const pairBits = exponentPairBits(tables);
+    const sm16 = new Uint16Array(payload.buffer, smAt, pairs);
+    const out32 = new Uint32Array(out.buffer, outAt, pairs);
+    let cp = codesOffset + (i >>> 1);
+    for (let k = 0; k < pairs; k++) {
+      const b = payload[cp++]!;
+      maxCode |= b;
+      out32[k] = pairBits[b]! | SM_PAIR_BITS[sm16[k]!]!;
+    }
+    i += 2 * pairs;
+    o += 2 * pairs;
+  } else {
+    let cp = codesOffset + (i >>> 1);
+    let sp = smOffset + i;
+    const pairEnd = i + 2 * pairs;
+    for (; i < pairEnd; i += 2) {
+      const b = payload[cp++]!;
+      maxCode |= b;
+      out[o++] = SM_BITS[payload[sp++]!]! | expBits[b & 15]!;
+      out[o++] = SM_BITS[payload[sp++]!]! | expBits[b >>> 4]!;
+    }
   }
   if (i < to) {
-    const code = payload[cp]! & 15;
+    const code = payload[codesOffset + (i >>> 1)]! & 15;
     if (code > maxCode) maxCode = code;
-    out[o] = SM_BITS[payload[sp]!]! | expBits[code]!;
+    out[o] = SM_BITS[payload[smOffset + i]!]! | expBits[code]!;
   }
   if (size === 16) return true;
   // maxCode folded both nibbles together with |; recheck exactly only when it could be over the limit.

@@ -1,0 +1,235 @@
+;; SplitZip codec kernels, WebAssembly SIMD (FORMAT.md is the byte-level contract).
+;;
+;; The JS side (src/wasm/wasm-kernels.ts) copies one block of a payload or tensor at a time into
+;; this module's small memory, runs a kernel, and copies the result out while it is still in cache.
+;; Every kernel works on whole groups of 32 values; the JS side pads the last group.
+;;
+;; Fixed memory map (bytes):
+;;   0..15    decode table: code -> exponent >> 1 (the output's high byte, sign bit clear)
+;;   16..31   decode table: code -> (exponent & 1) << 7 (the output's low byte, mantissa clear)
+;;   32..47   XXH32 lanes v1..v4 (i32 each), carried between calls
+;;   1024..1535 encode tables: up to 16 windows x 32 bytes (see $lookup)
+;;   1536..1599 escape scratch: 32 exponents then 32 (code + 1) bytes of one group
+;;   4096..   block buffers, placed by the JS side
+(module
+  (memory (export "memory") 1)
+
+  ;; XXH32 primes.
+  (global $P1 i32 (i32.const 0x9E3779B1))
+  (global $P2 i32 (i32.const 0x85EBCA77))
+
+  ;; ---------------------------------------------------------------------------------------------
+  ;; decode: $groups x 32 values. Codes at $c (16 bytes a group), sm at $s (32), output u16 at $o (64).
+  ;; Returns the largest code nibble seen, for the codebook-size check. With $hash set, it also runs
+  ;; the XXH32 stripe loop over the sm bytes (lanes in memory 32..47): the checksum's latency chain
+  ;; then overlaps the decode work instead of costing a pass of its own.
+  (func $decode (export "decode") (param $c i32) (param $s i32) (param $o i32) (param $groups i32) (param $hash i32) (result i32)
+    (local $thi v128) (local $tlo v128) (local $m0f v128) (local $m80 v128) (local $m7f v128)
+    (local $maxlo v128) (local $maxb v128)
+    (local $b v128) (local $lo v128) (local $hi v128) (local $k v128) (local $x v128) (local $h v128) (local $l v128)
+    (local $end i32) (local $hv v128) (local $p1 v128) (local $p2 v128)
+    (local.set $hv (v128.load (i32.const 32)))
+    (local.set $p1 (i32x4.splat (global.get $P1)))
+    (local.set $p2 (i32x4.splat (global.get $P2)))
+    (local.set $thi (v128.load (i32.const 0)))
+    (local.set $tlo (v128.load (i32.const 16)))
+    (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
+    (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
+    (local.set $m7f (v128.const i32x4 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F))
+    (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
+    (block $done
+      (br_if $done (i32.eqz (local.get $groups)))
+      (loop $next
+        (local.set $b (v128.load (local.get $c)))
+        (local.set $lo (v128.and (local.get $b) (local.get $m0f)))
+        (local.set $hi (i8x16.shr_u (local.get $b) (i32.const 4)))
+        (local.set $maxlo (i8x16.max_u (local.get $maxlo) (local.get $lo)))
+        (local.set $maxb (i8x16.max_u (local.get $maxb) (local.get $b)))
+        ;; values 0..15: codes interleaved low nibble, high nibble
+        (local.set $k (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $lo) (local.get $hi)))
+        (local.set $x (v128.load (local.get $s)))
+        (local.set $h (v128.or (v128.and (local.get $x) (local.get $m80)) (i8x16.swizzle (local.get $thi) (local.get $k))))
+        (local.set $l (v128.or (v128.and (local.get $x) (local.get $m7f)) (i8x16.swizzle (local.get $tlo) (local.get $k))))
+        (v128.store (local.get $o) (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $l) (local.get $h)))
+        (v128.store offset=16 (local.get $o) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $l) (local.get $h)))
+        ;; values 16..31
+        (local.set $k (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $lo) (local.get $hi)))
+        (local.set $x (v128.load offset=16 (local.get $s)))
+        (local.set $h (v128.or (v128.and (local.get $x) (local.get $m80)) (i8x16.swizzle (local.get $thi) (local.get $k))))
+        (local.set $l (v128.or (v128.and (local.get $x) (local.get $m7f)) (i8x16.swizzle (local.get $tlo) (local.get $k))))
+        (v128.store offset=32 (local.get $o) (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $l) (local.get $h)))
+        (v128.store offset=48 (local.get $o) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $l) (local.get $h)))
+        (if (local.get $hash)
+          (then
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2))))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2))))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))))
+        (local.set $c (i32.add (local.get $c) (i32.const 16)))
+        (local.set $s (i32.add (local.get $s) (i32.const 32)))
+        (local.set $o (i32.add (local.get $o) (i32.const 64)))
+        (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
+    (v128.store (i32.const 32) (local.get $hv))
+    (call $max_lane (i8x16.max_u (local.get $maxlo) (i8x16.shr_u (local.get $maxb) (i32.const 4)))))
+
+  ;; Largest unsigned byte of a vector.
+  (func $max_lane (param $v v128) (result i32)
+    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v))))
+    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 (local.get $v) (local.get $v))))
+    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 2 3 0 1 2 3 0 1 2 3 0 1 2 3 0 1 (local.get $v) (local.get $v))))
+    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 1 0 1 0 1 0 1 0 1 0 1 0 1 0 1 0 (local.get $v) (local.get $v))))
+    (i8x16.extract_lane_u 0 (local.get $v)))
+
+  ;; ---------------------------------------------------------------------------------------------
+  ;; XXH32 stripe loop over $stripes x 16 bytes at $p, lanes carried in memory 32..47.
+  (func $xxh32_stripes (export "xxh32_stripes") (param $p i32) (param $stripes i32)
+    (local $v1 i32) (local $v2 i32) (local $v3 i32) (local $v4 i32) (local $end i32)
+    (local.set $v1 (i32.load (i32.const 32)))
+    (local.set $v2 (i32.load (i32.const 36)))
+    (local.set $v3 (i32.load (i32.const 40)))
+    (local.set $v4 (i32.load (i32.const 44)))
+    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $stripes) (i32.const 4))))
+    (block $done
+      (br_if $done (i32.eqz (local.get $stripes)))
+      (loop $next
+        (local.set $v1 (i32.mul (i32.rotl (i32.add (local.get $v1) (i32.mul (i32.load (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
+        (local.set $v2 (i32.mul (i32.rotl (i32.add (local.get $v2) (i32.mul (i32.load offset=4 (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
+        (local.set $v3 (i32.mul (i32.rotl (i32.add (local.get $v3) (i32.mul (i32.load offset=8 (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
+        (local.set $v4 (i32.mul (i32.rotl (i32.add (local.get $v4) (i32.mul (i32.load offset=12 (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
+        (local.set $p (i32.add (local.get $p) (i32.const 16)))
+        (br_if $next (i32.lt_u (local.get $p) (local.get $end)))))
+    (i32.store (i32.const 32) (local.get $v1))
+    (i32.store (i32.const 36) (local.get $v2))
+    (i32.store (i32.const 40) (local.get $v3))
+    (i32.store (i32.const 44) (local.get $v4)))
+
+;; ---------------------------------------------------------------------------------------------
+  ;; Exponent -> code lookup. The codebook is covered by $tables windows of 16 consecutive exponents;
+  ;; window t has 16 (code + 1) entries at 1024 + 32t (0 = not in the codebook) and its first
+  ;; exponent splatted at 1024 + 32t + 16. i8x16.swizzle gives 0 for an index >= 16, and e - base
+  ;; wraps to >= 16 below the window, so each window is one sub + swizzle, OR-ed together. A
+  ;; calibrated codebook is usually 16 consecutive exponents: one window, inlined in the loops below
+  ;; (hand-inlined: the engine does not inline wasm calls), the rest in $lookup_more.
+  (func $lookup_more (param $e v128) (param $k v128) (param $tables i32) (result v128)
+    (local $t i32) (local $tend i32)
+    (local.set $t (i32.const 1056))
+    (local.set $tend (i32.add (i32.const 1024) (i32.shl (local.get $tables) (i32.const 5))))
+    (loop $table
+      (local.set $k (v128.or (local.get $k)
+        (i8x16.swizzle (v128.load (local.get $t)) (i8x16.sub (local.get $e) (v128.load offset=16 (local.get $t))))))
+      (local.set $t (i32.add (local.get $t) (i32.const 32)))
+      (br_if $table (i32.lt_u (local.get $t) (local.get $tend))))
+    (local.get $k))
+
+  ;; count_escapes: values whose exponent has no code, over $groups x 32 u16 values at $in.
+  (func $count_escapes (export "count_escapes") (param $in i32) (param $groups i32) (param $tables i32) (result i32)
+    (local $end i32) (local $count i32) (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
+    (local $t0 v128) (local $b0 v128) (local $mff v128)
+    (local.set $t0 (v128.load (i32.const 1024)))
+    (local.set $b0 (v128.load (i32.const 1040)))
+    (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
+    (local.set $end (i32.add (local.get $in) (i32.shl (local.get $groups) (i32.const 6))))
+    (block $done
+      (br_if $done (i32.eqz (local.get $groups)))
+      (loop $next
+        (local.set $ea (i8x16.narrow_i16x8_u
+          (v128.and (i16x8.shr_u (v128.load (local.get $in)) (i32.const 7)) (local.get $mff))
+          (v128.and (i16x8.shr_u (v128.load offset=16 (local.get $in)) (i32.const 7)) (local.get $mff))))
+        (local.set $eb (i8x16.narrow_i16x8_u
+          (v128.and (i16x8.shr_u (v128.load offset=32 (local.get $in)) (i32.const 7)) (local.get $mff))
+          (v128.and (i16x8.shr_u (v128.load offset=48 (local.get $in)) (i32.const 7)) (local.get $mff))))
+        (local.set $ka (i8x16.swizzle (local.get $t0) (i8x16.sub (local.get $ea) (local.get $b0))))
+        (if (i32.gt_u (local.get $tables) (i32.const 1))
+          (then (local.set $ka (call $lookup_more (local.get $ea) (local.get $ka) (local.get $tables)))))
+        (local.set $kb (i8x16.swizzle (local.get $t0) (i8x16.sub (local.get $eb) (local.get $b0))))
+        (if (i32.gt_u (local.get $tables) (i32.const 1))
+          (then (local.set $kb (call $lookup_more (local.get $eb) (local.get $kb) (local.get $tables)))))
+        (if (i32.eqz (i8x16.all_true (i8x16.min_u (local.get $ka) (local.get $kb))))
+          (then
+            (local.set $count (i32.add (local.get $count)
+              (i32.add
+                (i32.popcnt (i8x16.bitmask (i8x16.eq (local.get $ka) (v128.const i32x4 0 0 0 0))))
+                (i32.popcnt (i8x16.bitmask (i8x16.eq (local.get $kb) (v128.const i32x4 0 0 0 0)))))))))
+        (local.set $in (i32.add (local.get $in) (i32.const 64)))
+        (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
+    (local.get $count))
+
+  ;; ---------------------------------------------------------------------------------------------
+  ;; encode: $groups x 32 u16 values at $in -> codes at $c (16 bytes a group), sm at $s (32).
+  ;; Escapes (exponent without a code) get code 0; each one's index relative to $in (u32) goes to
+  ;; $escIdx and its exponent (u8) to $escExp. Returns the number of escapes written.
+  (func $encode (export "encode") (param $in i32) (param $c i32) (param $s i32) (param $groups i32)
+      (param $escIdx i32) (param $escExp i32) (param $tables i32) (result i32)
+    (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128)
+    (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
+    (local $t0 v128) (local $b0 v128) (local $mff v128) (local $m80 v128) (local $m7f v128) (local $one v128)
+    (local $end i32) (local $count i32) (local $in0 i32)
+    (local.set $t0 (v128.load (i32.const 1024)))
+    (local.set $b0 (v128.load (i32.const 1040)))
+    (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
+    (local.set $m80 (v128.const i16x8 0x80 0x80 0x80 0x80 0x80 0x80 0x80 0x80))
+    (local.set $m7f (v128.const i16x8 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F))
+    (local.set $one (v128.const i32x4 0x01010101 0x01010101 0x01010101 0x01010101))
+    (local.set $in0 (local.get $in))
+    (local.set $end (i32.add (local.get $in) (i32.shl (local.get $groups) (i32.const 6))))
+    (block $done
+      (br_if $done (i32.eqz (local.get $groups)))
+      (loop $next
+        (local.set $v0 (v128.load (local.get $in)))
+        (local.set $v1 (v128.load offset=16 (local.get $in)))
+        (local.set $v2 (v128.load offset=32 (local.get $in)))
+        (local.set $v3 (v128.load offset=48 (local.get $in)))
+        (v128.store (local.get $s) (i8x16.narrow_i16x8_u
+          (v128.or (v128.and (i16x8.shr_u (local.get $v0) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v0) (local.get $m7f)))
+          (v128.or (v128.and (i16x8.shr_u (local.get $v1) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v1) (local.get $m7f)))))
+        (v128.store offset=16 (local.get $s) (i8x16.narrow_i16x8_u
+          (v128.or (v128.and (i16x8.shr_u (local.get $v2) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v2) (local.get $m7f)))
+          (v128.or (v128.and (i16x8.shr_u (local.get $v3) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v3) (local.get $m7f)))))
+        (local.set $ea (i8x16.narrow_i16x8_u
+          (v128.and (i16x8.shr_u (local.get $v0) (i32.const 7)) (local.get $mff))
+          (v128.and (i16x8.shr_u (local.get $v1) (i32.const 7)) (local.get $mff))))
+        (local.set $eb (i8x16.narrow_i16x8_u
+          (v128.and (i16x8.shr_u (local.get $v2) (i32.const 7)) (local.get $mff))
+          (v128.and (i16x8.shr_u (local.get $v3) (i32.const 7)) (local.get $mff))))
+        (local.set $ka (i8x16.swizzle (local.get $t0) (i8x16.sub (local.get $ea) (local.get $b0))))
+        (if (i32.gt_u (local.get $tables) (i32.const 1))
+          (then (local.set $ka (call $lookup_more (local.get $ea) (local.get $ka) (local.get $tables)))))
+        (local.set $kb (i8x16.swizzle (local.get $t0) (i8x16.sub (local.get $eb) (local.get $b0))))
+        (if (i32.gt_u (local.get $tables) (i32.const 1))
+          (then (local.set $kb (call $lookup_more (local.get $eb) (local.get $kb) (local.get $tables)))))
+        (if (i32.eqz (i8x16.all_true (i8x16.min_u (local.get $ka) (local.get $kb))))
+          (then (local.set $count (call $record_escapes (local.get $ea) (local.get $eb) (local.get $ka) (local.get $kb)
+            (i32.shr_u (i32.sub (local.get $in) (local.get $in0)) (i32.const 1))
+            (local.get $escIdx) (local.get $escExp) (local.get $count)))))
+        ;; codes: (code + 1) - 1 saturating (escapes -> 0); as u16 lanes the low byte is the even
+        ;; value's code, the high byte the odd one's: w | w >> 4 puts odd << 4 beside even.
+        (local.set $ka (i8x16.sub_sat_u (local.get $ka) (local.get $one)))
+        (local.set $kb (i8x16.sub_sat_u (local.get $kb) (local.get $one)))
+        (v128.store (local.get $c) (i8x16.narrow_i16x8_u
+          (v128.and (v128.or (local.get $ka) (i16x8.shr_u (local.get $ka) (i32.const 4))) (local.get $mff))
+          (v128.and (v128.or (local.get $kb) (i16x8.shr_u (local.get $kb) (i32.const 4))) (local.get $mff))))
+        (local.set $in (i32.add (local.get $in) (i32.const 64)))
+        (local.set $c (i32.add (local.get $c) (i32.const 16)))
+        (local.set $s (i32.add (local.get $s) (i32.const 32)))
+        (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
+    (local.get $count))
+
+  ;; Scalar path for a group with escapes: appends (index, exponent) for each lane whose code + 1 is 0.
+  (func $record_escapes (param $ea v128) (param $eb v128) (param $ka v128) (param $kb v128)
+      (param $base i32) (param $escIdx i32) (param $escExp i32) (param $count i32) (result i32)
+    (local $lane i32)
+    (v128.store (i32.const 1536) (local.get $ea))
+    (v128.store (i32.const 1552) (local.get $eb))
+    (v128.store (i32.const 1568) (local.get $ka))
+    (v128.store (i32.const 1584) (local.get $kb))
+    (loop $lanes
+      (if (i32.eqz (i32.load8_u offset=1568 (local.get $lane)))
+        (then
+          (i32.store (i32.add (local.get $escIdx) (i32.shl (local.get $count) (i32.const 2)))
+            (i32.add (local.get $base) (local.get $lane)))
+          (i32.store8 (i32.add (local.get $escExp) (local.get $count)) (i32.load8_u offset=1536 (local.get $lane)))
+          (local.set $count (i32.add (local.get $count) (i32.const 1)))))
+      (local.set $lane (i32.add (local.get $lane) (i32.const 1)))
+      (br_if $lanes (i32.lt_u (local.get $lane) (i32.const 32))))
+    (local.get $count))
+)
