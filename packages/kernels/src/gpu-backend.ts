@@ -80,12 +80,21 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
   if (name === 'webgpu') context = await gpujs.WebGPUContext.acquire();
   const inputs = new WebGpuInputs(context);
 
+  // gpu.js degrades a kernel it cannot build to its cpu backend with only a console warning;
+  // a result must never claim a backend that did not run it.
+  const expectedClass = {
+    webgpu: gpujs.WebGPUKernel,
+    webgl2: gpujs.WebGL2Kernel,
+    webgl: gpujs.WebGLKernel,
+    webasm: gpujs.WebAssemblyKernel,
+    cpu: gpujs.CPUKernel,
+  }[name];
   const checkMode = (kernel: GpuJsKernel): void => {
-    const mode = kernel.kernel?.constructor.mode;
-    if (mode !== undefined && mode !== name) {
-      throw new KernelsError('KERNEL_FAILED', `gpu.js ran the kernel on ${mode} instead of ${name}`, {
+    const ran = kernel.kernel?.constructor;
+    if (ran !== expectedClass) {
+      throw new KernelsError('KERNEL_FAILED', `gpu.js ran the kernel on ${ran?.name ?? 'an unknown backend'} instead of ${name}`, {
         backend: name,
-        ranOn: mode,
+        ranOn: ran?.name ?? null,
         gpujsReason: kernel.kernel?.fallbackReason ?? null,
       });
     }

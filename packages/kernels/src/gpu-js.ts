@@ -8,7 +8,7 @@ export interface GpuJsKernel {
   setOutput(output: number[]): GpuJsKernel;
   destroy(removeCanvasReferences?: boolean): void;
   /** The backend kernel behind the run shortcut (gpu.js swaps it on a fallback). */
-  kernel?: { constructor: { mode?: string }; fallbackReason?: string | null };
+  kernel?: { constructor: { name?: string }; fallbackReason?: string | null };
 }
 
 export interface GpuJsInstance {
@@ -47,6 +47,11 @@ export interface GpuJsModule {
     isWebAssemblySupported: boolean;
   };
   WebGPUContext: { acquire(): Promise<WebGpuContextLike> };
+  WebGPUKernel: unknown;
+  WebGL2Kernel: unknown;
+  WebGLKernel: unknown;
+  WebAssemblyKernel: unknown;
+  CPUKernel: unknown;
   WebGPUBufferResult: new (settings: {
     buffer: GPUBufferLike;
     output: number[];

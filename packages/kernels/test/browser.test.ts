@@ -1,0 +1,77 @@
+// The GPU backends in a real browser: headless Chromium gives gpu.js WebGL2, WebGL and WebGPU
+// (SwiftShader, software), so every backend is checked bit-exact in CI, which has no GPU.
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error plain JS harness shared with the bench script
+import { CHROMIUM_PATH, openTestPage, startPageServer, withTimeout } from './browser/harness.mjs';
+
+interface Report {
+  backend: string;
+  started: string;
+  fallbackReason: string | null;
+  checks: number;
+  failures: string[];
+  location: string;
+  env: { webgl2Renderer: string | null; webgpu: { architecture?: string } | null; crossOriginIsolated: boolean };
+}
+interface Session {
+  page: { evaluate<T, A>(fn: (arg: A) => Promise<T>, arg: A): Promise<T> };
+  errors: string[];
+  close(): Promise<void>;
+}
+
+const haveChromium = existsSync(CHROMIUM_PATH);
+// Several launches on the GPU backends: LAUNCH_MAX_ELEMENTS (2^22) + an odd remainder.
+const LARGE_COUNT = 2 ** 22 + 777;
+const BACKENDS: Array<[string, string]> = [
+  ['webgl2', 'webgl-texture'],
+  ['webgl', 'webgl-texture'],
+  ['webgpu', 'webgpu-buffer'],
+  ['webasm', 'host'],
+  ['cpu', 'host'],
+];
+
+if (!haveChromium) {
+  const message = `Chromium is missing at ${CHROMIUM_PATH}: install it with scripts/install-browser.sh`;
+  if (process.env.CI) {
+    it('headless Chromium is installed (required in CI for the GPU-backend checks)', () => {
+      throw new Error(message);
+    });
+  } else {
+    it.skip(`browser backends: ${message} (skipped locally; a failure when CI is set)`, () => {});
+  }
+} else {
+  describe('browser backends (headless Chromium, SwiftShader)', () => {
+    let server: { url: string; close(): Promise<void> };
+    let session: Session;
+    beforeAll(async () => {
+      server = await startPageServer();
+      session = await openTestPage(server.url);
+    }, 120_000);
+    afterAll(async () => {
+      await session?.close();
+      await server?.close();
+    }, 60_000);
+
+    for (const [backend, location] of BACKENDS) {
+      it(`${backend}: decode, decodeToDevice and encode bit-exact on every input`, async () => {
+        const report: Report = await withTimeout(
+          session.page.evaluate(([b, n]) => (window as unknown as { runChecks(b: string, n: number): Promise<Report> }).runChecks(b, n), [
+            backend,
+            LARGE_COUNT,
+          ] as const),
+          240_000,
+          `runChecks(${backend})`,
+        );
+        expect(session.errors).toEqual([]);
+        expect(report.fallbackReason).toBeNull();
+        expect(report.started).toBe(backend);
+        expect(report.failures).toEqual([]);
+        expect(report.checks).toBe(9 * 3);
+        expect(report.location).toBe(location);
+        if (backend === 'webgpu') expect(report.env.webgpu).not.toBeNull();
+        if (backend === 'webasm') expect(report.env.crossOriginIsolated).toBe(true);
+      }, 300_000);
+    }
+  });
+}
