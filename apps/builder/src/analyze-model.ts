@@ -1,0 +1,145 @@
+// Exponent analysis of a model without writing anything: what the build would do, and why.
+import { calibrateFromHistogram, computePayloadLayout, countExponents, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
+import { viewBf16 } from './tensor-tasks.js';
+
+export interface TensorStats {
+  name: string;
+  dtype: string;
+  shape: number[];
+  shard: string;
+  sizeBytes: number;
+  /** BF16 tensors only from here on (null otherwise). */
+  elementCount: number | null;
+  distinctExponents: number | null;
+  /** Share of values whose exponent is in the Top-16. */
+  coverage: number | null;
+  /** Shannon entropy of the exponent distribution, bits per value. */
+  entropyBits: number | null;
+  escapeCount: number | null;
+  /** The payload size the codec would produce (computePayloadLayout). */
+  predictedBytes: number | null;
+  predictedRatio: number | null;
+  /** Would the build encode it (BF16, coverage at or above the gate, size within limits)? */
+  encodable: boolean;
+}
+
+export interface ModelStatsReport {
+  model: string;
+  coverageMin: number;
+  chunkSize: number;
+  tensors: TensorStats[];
+  totals: {
+    tensors: number;
+    bf16Tensors: number;
+    encodableTensors: number;
+    rawBytes: number;
+    bf16Bytes: number;
+    /** Raw bytes of the tensors the build would encode, and their predicted payload bytes. */
+    encodableBytes: number;
+    predictedBytes: number;
+    predictedRatio: number | null;
+    /** Entropy of the exponents of all BF16 values together, bits per value. */
+    entropyBits: number | null;
+    /** Bytes an ideal entropy coder of the exponents would need (sign+mantissa byte + H bits). */
+    entropyBoundBytes: number;
+    escapeCount: number;
+    elementCount: number;
+  };
+}
+
+export interface AnalyzeModelOptions {
+  coverageMin: number;
+  chunkSize: number;
+  signal?: AbortSignal;
+  onProgress?: (event: { doneBytes: number; totalBytes: number; tensor: string }) => void;
+}
+
+export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {
+  const model = await openSafetensorsModel(modelPath);
+  try {
+    const isAnalysed = (dtype: string, sizeBytes: number): boolean => dtype === 'BF16' && sizeBytes / 2 <= MAX_ELEMENT_COUNT;
+    let largest = 0;
+    let totalBytes = 0;
+    for (const t of model.tensors) {
+      if (!isAnalysed(t.dtype, t.slice.sizeBytes)) continue;
+      largest = Math.max(largest, t.slice.sizeBytes);
+      totalBytes += t.slice.sizeBytes;
+    }
+    // One read buffer for the whole model: memory is the largest tensor, whatever the model size.
+    const buffer = new Uint8Array(largest);
+    const pooled = new Uint32Array(256);
+    const tensors: TensorStats[] = [];
+    let doneBytes = 0;
+    for (const tensor of model.tensors) {
+      if (options.signal?.aborted) throw options.signal.reason instanceof Error ? options.signal.reason : new Error('interrupted');
+      const base = { name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], shard: tensor.slice.shardName, sizeBytes: tensor.slice.sizeBytes };
+      if (!isAnalysed(tensor.dtype, tensor.slice.sizeBytes)) {
+        tensors.push({ ...base, elementCount: null, distinctExponents: null, coverage: null, entropyBits: null, escapeCount: null, predictedBytes: null, predictedRatio: null, encodable: false });
+        continue;
+      }
+      const bytes = await readTensorBytes(model, tensor, buffer.subarray(0, tensor.slice.sizeBytes));
+      const histogram = countExponents(viewBf16(bytes));
+      for (let e = 0; e < 256; e++) pooled[e]! += histogram[e]!;
+      const { coverage, escapeCount } = calibrateFromHistogram(histogram);
+      const elementCount = tensor.slice.sizeBytes / 2;
+      const predictedBytes = computePayloadLayout(elementCount, escapeCount, options.chunkSize).totalBytes;
+      tensors.push({
+        ...base,
+        elementCount,
+        distinctExponents: histogram.reduce((n, c) => n + (c > 0 ? 1 : 0), 0),
+        coverage,
+        entropyBits: entropyOf(histogram),
+        escapeCount,
+        predictedBytes,
+        predictedRatio: elementCount > 0 ? predictedBytes / tensor.slice.sizeBytes : null,
+        encodable: coverage >= options.coverageMin,
+      });
+      doneBytes += tensor.slice.sizeBytes;
+      options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
+    }
+
+    const bf16 = tensors.filter((t) => t.elementCount !== null);
+    const encodable = tensors.filter((t) => t.encodable);
+    const sum = (list: TensorStats[], pick: (t: TensorStats) => number): number => list.reduce((total, t) => total + pick(t), 0);
+    const encodableBytes = sum(encodable, (t) => t.sizeBytes);
+    const predictedBytes = sum(encodable, (t) => t.predictedBytes ?? 0);
+    const elementCount = sum(bf16, (t) => t.elementCount ?? 0);
+    const pooledEntropy = elementCount > 0 ? entropyOf(pooled) : null;
+    return {
+      model: modelPath,
+      coverageMin: options.coverageMin,
+      chunkSize: options.chunkSize,
+      tensors,
+      totals: {
+        tensors: tensors.length,
+        bf16Tensors: bf16.length,
+        encodableTensors: encodable.length,
+        rawBytes: sum(tensors, (t) => t.sizeBytes),
+        bf16Bytes: sum(bf16, (t) => t.sizeBytes),
+        encodableBytes,
+        predictedBytes,
+        predictedRatio: encodableBytes > 0 ? predictedBytes / encodableBytes : null,
+        entropyBits: pooledEntropy,
+        entropyBoundBytes: Math.ceil(sum(bf16, (t) => ((t.elementCount ?? 0) * (8 + (t.entropyBits ?? 0))) / 8)),
+        escapeCount: sum(bf16, (t) => t.escapeCount ?? 0),
+        elementCount,
+      },
+    };
+  } finally {
+    await model.close();
+  }
+}
+
+/** Shannon entropy in bits per value of a histogram (0 for an empty one). */
+export function entropyOf(histogram: Uint32Array): number {
+  let total = 0;
+  for (let i = 0; i < histogram.length; i++) total += histogram[i]!;
+  if (total === 0) return 0;
+  let bits = 0;
+  for (let i = 0; i < histogram.length; i++) {
+    const c = histogram[i]!;
+    if (c > 0) bits -= (c / total) * Math.log2(c / total);
+  }
+  return bits;
+}

@@ -1,0 +1,398 @@
+// The build: every tensor of a safetensors model into the cache store, streamed with bounded
+// memory, hashed/calibrated/encoded on worker threads, each entry committed as soon as it is encoded
+// (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
+import { availableParallelism } from 'node:os';
+import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import { openCacheStore, type CacheStore } from '@splitzip/store';
+import { ensureCacheDir } from './ensure-cache-dir.js';
+import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
+import type { EncodeBackend } from './create-values-encoder.js';
+import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
+import { BuilderError } from './errors.js';
+
+/** The seed's gate: a tensor is encoded only if its Top-16 exponents cover this share of values. */
+export const DEFAULT_COVERAGE_MIN = 0.99;
+/**
+ * Floor of the in-flight byte budget: small tensors may overlap up to this much raw data, so the
+ * workers stay busy on models of many small tensors; large tensors are bounded by the largest one.
+ */
+export const MIN_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
+/**
+ * In-flight raw bytes allowed, as a multiple of the largest tensor. Each in-flight tensor costs its
+ * raw bytes plus its payload (about 0.76x), so 1.6x keeps tensor memory near 2.8x the largest
+ * tensor, inside the promised 3x + 150 MB with room for the runtime itself.
+ */
+export const IN_FLIGHT_LARGEST_FACTOR = 1.6;
+
+export type BuildTensorStatus = 'encoded' | 'cached' | 'skipped_coverage' | 'skipped_dtype' | 'skipped_size';
+
+export interface BuildTensorReport {
+  name: string;
+  /** Content key; null for tensors that were not hashed (not BF16, too large). */
+  key: string | null;
+  shard: string;
+  offsetBytes: number;
+  sizeBytes: number;
+  dtype: string;
+  shape: number[];
+  /**
+   * encoded: stored by this run; cached: its entry was already there (an earlier run, another
+   * model, or an identical tensor earlier in this model); skipped_*: served raw (the reason).
+   */
+  status: BuildTensorStatus;
+  /** Top-16 exponent coverage (BF16 tensors only). */
+  coverage: number | null;
+  /** Payload bytes of its entry (encoded or cached), else null. */
+  compBytes: number | null;
+}
+
+export interface BuildReport {
+  model: string;
+  cache: string;
+  /** Entries this run stored (seed field). */
+  encoded: number;
+  /** Tensors whose entry was already in the cache. */
+  cached: number;
+  skipped_coverage: number;
+  skipped_dtype: number;
+  /** BF16 tensors with more values than one payload holds (MAX_ELEMENT_COUNT). */
+  skipped_size: number;
+  /** Payload bytes of every tensor of the model served from the cache (encoded + cached). */
+  comp_bytes: number;
+  /** Raw bytes of the same tensors. */
+  raw_bytes: number;
+  /** comp_bytes / raw_bytes, null when nothing is cached. */
+  ratio: number | null;
+  /** Payload bytes written by this run (new entries only). */
+  stored_bytes: number;
+  /** Slice keys bound by this run. */
+  aliased: number;
+  backend: string;
+  jobs: number;
+  coverage_min: number;
+  chunk_size: number;
+  elapsed_s: number;
+  tensors: BuildTensorReport[];
+}
+
+export type BuildProgressEvent =
+  | { type: 'start'; tensorCount: number; totalBytes: number; backend: string; jobs: number; fallbackReason: string | null }
+  | { type: 'tensor'; tensor: BuildTensorReport; doneBytes: number; totalBytes: number; doneTensors: number; tensorCount: number };
+
+export interface BuildCacheOptions {
+  /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
+  model: string;
+  /** The cache directory (created if missing). */
+  cacheDir: string;
+  coverageMin?: number;
+  chunkSize?: number;
+  backend?: EncodeBackend;
+  /** Worker threads for hash + calibrate + encode; 0 runs them on the calling thread. */
+  jobs?: number;
+  /**
+   * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
+   * place). Off by default: the store refuses (SLICE_CONFLICT), since a slice key is only a file
+   * name and position, and another model may own it.
+   */
+  rebindSlices?: boolean;
+  /** Overrides the in-flight raw byte budget (see IN_FLIGHT_LARGEST_FACTOR). */
+  maxInFlightBytes?: number;
+  signal?: AbortSignal;
+  onProgress?: (event: BuildProgressEvent) => void;
+}
+
+export function defaultJobs(): number {
+  return Math.max(1, Math.min(availableParallelism(), 8));
+}
+
+/** Builds (or completes) the cache for one model and returns the report. */
+export async function buildCache(options: BuildCacheOptions): Promise<BuildReport> {
+  const startMs = performance.now();
+  const coverageMin = options.coverageMin ?? DEFAULT_COVERAGE_MIN;
+  const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
+  const jobs = options.jobs ?? defaultJobs();
+  const signal = options.signal;
+  const emit = options.onProgress ?? (() => {});
+  throwIfAborted(signal);
+
+  let model: SafetensorsModel | undefined;
+  let store: CacheStore | undefined;
+  let processor: TensorProcessor | undefined;
+  try {
+    model = await openSafetensorsModel(options.model);
+    await ensureCacheDir(options.cacheDir);
+    store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize }).catch((error: unknown) => {
+      throw wrapBuildError(error, { cacheDir: options.cacheDir });
+    });
+    processor = await createTensorProcessor({ jobs, backend: options.backend ?? 'auto' });
+
+    const tensors = model.tensors;
+    const results: BuildTensorReport[] = new Array(tensors.length);
+    const work: TensorInfo[] = [];
+    let largestBytes = 0;
+    for (const tensor of tensors) {
+      if (tensor.dtype === 'BF16' && tensor.slice.sizeBytes / 2 <= MAX_ELEMENT_COUNT) {
+        work.push(tensor);
+        largestBytes = Math.max(largestBytes, tensor.slice.sizeBytes);
+      }
+    }
+    const totalBytes = work.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
+    const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.floor(largestBytes * IN_FLIGHT_LARGEST_FACTOR));
+    emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: processor.backend, jobs, fallbackReason: processor.fallbackReason });
+
+    let doneBytes = 0;
+    let doneTensors = 0;
+    const finish = (index: number, report: BuildTensorReport): void => {
+      results[index] = report;
+      doneTensors++;
+      if (report.status !== 'skipped_dtype' && report.status !== 'skipped_size') doneBytes += report.sizeBytes;
+      emit({ type: 'tensor', tensor: report, doneBytes, totalBytes, doneTensors, tensorCount: tensors.length });
+    };
+
+    // Commits are concurrent: the store merges them into group commits (one record, one fsync).
+    const state: { failure: unknown } = { failure: null };
+    const context: TensorContext = {
+      model,
+      store,
+      processor,
+      cacheDir: options.cacheDir,
+      coverageMin,
+      chunkSize,
+      rebind: options.rebindSlices ?? false,
+      checkFailure() {
+        if (state.failure !== null) throw state.failure;
+      },
+      storedBytes: 0,
+      aliased: 0,
+    };
+    // Ctrl-C: stop the workers at once; a commit in progress completes (it is atomic anyway).
+    const activeProcessor = processor;
+    const onAbort = (): void => {
+      state.failure ??= interruptedError(signal!);
+      void activeProcessor.close();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const active = new Set<Promise<void>>();
+    let inFlightBytes = 0;
+    // At most jobs + 1 tensors in flight (one being read while the workers compute), within budget.
+    const maxActive = Math.max(1, jobs) + 1;
+
+    for (let index = 0; index < tensors.length && state.failure === null; index++) {
+      const tensor = tensors[index]!;
+      const base = baseReport(tensor);
+      if (tensor.dtype !== 'BF16') {
+        finish(index, { ...base, status: 'skipped_dtype' });
+        continue;
+      }
+      if (tensor.slice.sizeBytes / 2 > MAX_ELEMENT_COUNT) {
+        finish(index, { ...base, status: 'skipped_size' });
+        continue;
+      }
+      const sizeBytes = tensor.slice.sizeBytes;
+      while (active.size > 0 && (active.size >= maxActive || inFlightBytes + sizeBytes > budgetBytes) && state.failure === null) {
+        await Promise.race(active);
+      }
+      if (state.failure !== null) break;
+      if (signal?.aborted) {
+        state.failure = interruptedError(signal);
+        break;
+      }
+      inFlightBytes += sizeBytes;
+      const task: Promise<void> = processTensor(context, tensor, base, signal).then(
+        (report) => finish(index, report),
+        (error: unknown) => {
+          state.failure ??= error;
+        },
+      );
+      const tracked = task.finally(() => {
+        inFlightBytes -= sizeBytes;
+        active.delete(tracked);
+      });
+      active.add(tracked);
+    }
+    if (state.failure !== null) await processor.close();
+    await Promise.allSettled(active);
+    signal?.removeEventListener('abort', onAbort);
+    if (state.failure === null && signal?.aborted) state.failure = interruptedError(signal);
+    if (state.failure !== null) throw state.failure;
+
+    return summarize({
+      model: options.model,
+      cache: options.cacheDir,
+      results,
+      backend: processor.backend,
+      jobs,
+      coverageMin,
+      chunkSize,
+      elapsedS: (performance.now() - startMs) / 1000,
+      storedBytes: context.storedBytes,
+      aliased: context.aliased,
+    });
+  } catch (error) {
+    throw wrapBuildError(error, { cacheDir: options.cacheDir });
+  } finally {
+    await processor?.close().catch(() => {});
+    await store?.close().catch(() => {});
+    await model?.close().catch(() => {});
+  }
+}
+
+interface TensorContext {
+  model: SafetensorsModel;
+  store: CacheStore;
+  processor: TensorProcessor;
+  cacheDir: string;
+  coverageMin: number;
+  chunkSize: number;
+  rebind: boolean;
+  /** Throws the build's first failure: no commit starts after one. */
+  checkFailure(): void;
+  storedBytes: number;
+  aliased: number;
+}
+
+type BaseReport = Omit<BuildTensorReport, 'status'>;
+
+function baseReport(tensor: TensorInfo): BaseReport {
+  return {
+    name: tensor.name,
+    key: null,
+    shard: tensor.slice.shardName,
+    offsetBytes: tensor.slice.offsetBytes,
+    sizeBytes: tensor.slice.sizeBytes,
+    dtype: tensor.dtype,
+    shape: [...tensor.shape],
+    coverage: null,
+    compBytes: null,
+  };
+}
+
+/** One BF16 tensor: read, analyse on a worker, then either alias an existing entry or encode + store. */
+async function processTensor(context: TensorContext, tensor: TensorInfo, base: BaseReport, signal: AbortSignal | undefined): Promise<BuildTensorReport> {
+  const { store, processor } = context;
+  try {
+    // A fresh buffer per tensor: it moves to the worker by transfer and dies there.
+    const bytes = await readTensorBytes(context.model, tensor, new Uint8Array(tensor.slice.sizeBytes));
+    throwIfAborted(signal);
+    const slot = await processor.acquire();
+    try {
+      const analysis = await slot.analyze(bytes, tensor.shape, context.chunkSize);
+      const withKey = { ...base, key: analysis.key, coverage: analysis.coverage };
+      checkSliceConflict(context, analysis.key, tensor);
+      const existing = store.getEntry(analysis.key);
+      if (existing) {
+        slot.release();
+        context.checkFailure();
+        await bindSlice(context, analysis.key, tensor);
+        return { ...withKey, status: 'cached', compBytes: existing.compBytes };
+      }
+      if (analysis.coverage < context.coverageMin) {
+        slot.release();
+        return { ...withKey, status: 'skipped_coverage' };
+      }
+      const { payload, sha256 } = await slot.encode();
+      slot.release();
+      context.checkFailure();
+      const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+      // The slice goes in the same commit as the entry when it is free (the usual case).
+      const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
+      const { added } = await store.addEntry({
+        key: analysis.key,
+        qualname: tensor.name,
+        payload,
+        shape: [...tensor.shape],
+        dtype: 'BF16',
+        sha256,
+        ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
+      });
+      if (added) context.storedBytes += payload.byteLength;
+      if (added && sliceFree) context.aliased++;
+      else await bindSlice(context, analysis.key, tensor);
+      // An identical tensor of this run may have been committed first: then this one is 'cached'.
+      return { ...withKey, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+  } catch (error) {
+    throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir });
+  }
+}
+
+/** Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. */
+function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo): void {
+  // The store would refuse the alias too (SLICE_CONFLICT); failing here writes nothing first.
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
+  if (!current || current.key === key || sizeBytes === 0 || context.rebind) return;
+  throw sliceConflictError(tensor.name, tensor.shardPath);
+}
+
+/**
+ * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry
+ * (the shard was replaced in place, or another model's shard has the same name) is a conflict the
+ * store refuses; `rebind` moves it, since the bytes just read are what the file holds now.
+ */
+async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<void> {
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
+  if (current?.key === key) return;
+  // Empty tensors next to each other share one slice key; whichever holds it decodes to nothing.
+  if (current && sizeBytes === 0) return;
+  const [bound] = await context.store.aliasSlices([{ key, shardName, offsetBytes, sizeBytes }], { rebind: context.rebind });
+  if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
+  context.aliased++;
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw interruptedError(signal);
+}
+
+function interruptedError(signal: AbortSignal): BuilderError {
+  const reason = signal.reason instanceof Error ? signal.reason.message : 'interrupted';
+  return new BuilderError('INTERRUPTED', `${reason}; the cache holds every entry committed so far (run the build again to finish)`);
+}
+
+function summarize(input: {
+  model: string;
+  cache: string;
+  results: BuildTensorReport[];
+  backend: string;
+  jobs: number;
+  coverageMin: number;
+  chunkSize: number;
+  elapsedS: number;
+  storedBytes: number;
+  aliased: number;
+}): BuildReport {
+  const count = (status: BuildTensorStatus): number => input.results.filter((t) => t.status === status).length;
+  let compBytes = 0;
+  let rawBytes = 0;
+  for (const t of input.results) {
+    if (t.status === 'encoded' || t.status === 'cached') {
+      compBytes += t.compBytes ?? 0;
+      rawBytes += t.sizeBytes;
+    }
+  }
+  return {
+    model: input.model,
+    cache: input.cache,
+    encoded: count('encoded'),
+    cached: count('cached'),
+    skipped_coverage: count('skipped_coverage'),
+    skipped_dtype: count('skipped_dtype'),
+    skipped_size: count('skipped_size'),
+    comp_bytes: compBytes,
+    raw_bytes: rawBytes,
+    ratio: rawBytes > 0 ? compBytes / rawBytes : null,
+    stored_bytes: input.storedBytes,
+    aliased: input.aliased,
+    backend: input.backend,
+    jobs: input.jobs,
+    coverage_min: input.coverageMin,
+    chunk_size: input.chunkSize,
+    elapsed_s: input.elapsedS,
+    tensors: input.results,
+  };
+}

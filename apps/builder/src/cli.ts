@@ -1,0 +1,31 @@
+#!/usr/bin/env node
+// The `splitzip` binary. The only place that touches process.exitCode and signals.
+import { runCli } from './run-cli.js';
+
+const controller = new AbortController();
+let interrupts = 0;
+const onSignal = (signal: NodeJS.Signals): void => {
+  interrupts++;
+  // First signal: stop at the next safe point (the cache stays valid either way). Second: now.
+  if (interrupts > 1) process.exit(signal === 'SIGINT' ? 130 : 143);
+  controller.abort(new Error(`interrupted by ${signal}`));
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
+// EPIPE on stdout (e.g. `splitzip inspect c | head`) is not a failure of the command.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
+
+runCli(process.argv.slice(2), { io: { stdout: process.stdout, stderr: process.stderr }, signal: controller.signal }).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    // runCli renders every error itself; reaching here is a bug in the CLI.
+    process.stderr.write(`splitzip: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

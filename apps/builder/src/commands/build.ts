@@ -1,0 +1,98 @@
+import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
+import { ENCODE_BACKENDS, type EncodeBackend } from '../create-values-encoder.js';
+import { defineCommand } from '../define-command.js';
+import { UsageError } from '../errors.js';
+import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
+import { createProgressBar } from '../progress-bar.js';
+
+export const buildCommand = defineCommand({
+  name: 'build',
+  description: 'Encode every BF16 tensor of a safetensors model into a cache directory',
+  notes: [
+    'Tensors that are not BF16, or whose Top-16 exponent coverage is below the gate, are skipped',
+    '(served raw). Identical tensors are stored once. Re-running finishes what is missing and',
+    'writes nothing new; an interrupted build leaves a valid cache.',
+    '',
+    'Examples:',
+    '  splitzip build ./model --out ./cache',
+    '  splitzip build model.safetensors.index.json --out ./cache --jobs 2 --json > report.json',
+  ],
+  args: {
+    model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
+    out: { type: 'string', description: 'Cache directory (created if missing)', valueHint: 'cache-dir', required: true },
+    coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
+    chunkSize: { type: 'number', description: 'Values per chunk (power of two)', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
+    backend: { type: 'string', description: 'Encoder backend', choices: ENCODE_BACKENDS, default: 'auto' },
+    jobs: { type: 'number', description: `Worker threads (0: main thread; default: cores, here ${defaultJobs()})`, valueHint: 'n', integer: true, min: 0, max: 64 },
+    rebind: { type: 'boolean', description: "Move slice keys bound to other entries to this model's tensors (shards replaced in place)" },
+    json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
+    quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
+  },
+  async run({ args, io, signal }) {
+    if ((args.chunkSize & (args.chunkSize - 1)) !== 0) {
+      throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
+    }
+    const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
+    let report: BuildReport;
+    try {
+      report = await buildCache({
+        model: args.model,
+        cacheDir: args.out,
+        coverageMin: args.coverageMin,
+        chunkSize: args.chunkSize,
+        backend: args.backend as EncodeBackend,
+        jobs: args.jobs ?? defaultJobs(),
+        rebindSlices: args.rebind,
+        signal,
+        onProgress(event) {
+          if (event.type === 'start') {
+            if (event.fallbackReason && !args.quiet) io.stderr.write(`splitzip build: warning: ${event.fallbackReason}; using ${event.backend}\n`);
+            progress.update(0, event.totalBytes);
+          } else {
+            progress.update(event.doneBytes, event.totalBytes, `${event.doneTensors}/${event.tensorCount} ${event.tensor.name}`);
+          }
+        },
+      });
+    } finally {
+      progress.finish();
+    }
+    if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else io.stdout.write(renderBuildReport(report, { tensors: !args.quiet }));
+    return 0;
+  },
+});
+
+export function renderBuildReport(report: BuildReport, options: { tensors: boolean }): string {
+  const lines: string[] = [];
+  if (options.tensors) {
+    const rows = report.tensors.map((t) => [
+      t.name,
+      t.dtype,
+      `[${t.shape.join(',')}]`,
+      formatBytes(t.sizeBytes),
+      t.status,
+      formatPercent(t.coverage),
+      t.compBytes === null ? '-' : formatBytes(t.compBytes),
+      t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
+    ]);
+    lines.push(formatTable(['tensor', 'dtype', 'shape', 'raw', 'status', 'coverage', 'comp', 'ratio'], rows, [false, false, false, true, false, true, true, true]), '');
+  }
+  const tensorCount = report.tensors.length;
+  lines.push(
+    `model   ${report.model}`,
+    `cache   ${report.cache}`,
+    `tensors ${tensorCount}: ${report.encoded} encoded, ${report.cached} already cached, ` +
+      `${report.skipped_coverage} skipped (coverage < ${report.coverage_min}), ${report.skipped_dtype} skipped (not BF16)` +
+      (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : ''),
+    `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` +
+      (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${formatPercent(1 - report.ratio, 1)} smaller)`),
+    `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} new slice aliases`,
+    `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}, ${report.jobs} jobs`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+function sumBf16Bytes(report: BuildReport): number {
+  return report.tensors.reduce((sum, t) => sum + (t.status === 'skipped_dtype' || t.status === 'skipped_size' ? 0 : t.sizeBytes), 0);
+}

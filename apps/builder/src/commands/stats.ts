@@ -1,0 +1,71 @@
+import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { analyzeModel, type ModelStatsReport } from '../analyze-model.js';
+import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
+import { defineCommand } from '../define-command.js';
+import { UsageError } from '../errors.js';
+import { formatBytes, formatPercent, formatTable } from '../format-units.js';
+import { createProgressBar } from '../progress-bar.js';
+
+export const statsCommand = defineCommand({
+  name: 'stats',
+  description: 'Exponent analysis of a model (writes nothing): coverage, entropy, predicted size',
+  args: {
+    model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
+    coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
+    chunkSize: { type: 'number', description: 'Values per chunk for the predicted size', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
+    json: { type: 'boolean', description: 'Print { tensors: [...], totals: {...} } as JSON on stdout' },
+    quiet: { type: 'boolean', description: 'No progress bar' },
+  },
+  async run({ args, io, signal }) {
+    if ((args.chunkSize & (args.chunkSize - 1)) !== 0) {
+      throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'stats');
+    }
+    const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
+    let report: ModelStatsReport;
+    try {
+      report = await analyzeModel(args.model, {
+        coverageMin: args.coverageMin,
+        chunkSize: args.chunkSize,
+        signal,
+        onProgress: (p) => progress.update(p.doneBytes, p.totalBytes, p.tensor),
+      });
+    } finally {
+      progress.finish();
+    }
+    if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else io.stdout.write(renderStatsReport(report));
+    return 0;
+  },
+});
+
+export function renderStatsReport(report: ModelStatsReport): string {
+  const dash = (v: number | null, f: (x: number) => string): string => (v === null ? '-' : f(v));
+  const rows = report.tensors.map((t) => [
+    t.name,
+    t.dtype,
+    `[${t.shape.join(',')}]`,
+    formatBytes(t.sizeBytes),
+    dash(t.distinctExponents, String),
+    formatPercent(t.coverage, 3),
+    dash(t.entropyBits, (x) => x.toFixed(3)),
+    dash(t.predictedBytes, formatBytes),
+    dash(t.predictedRatio, (x) => x.toFixed(3)),
+    t.dtype !== 'BF16' ? 'skip: dtype' : t.encodable ? 'encode' : t.coverage === null ? 'skip: size' : 'skip: coverage',
+  ]);
+  const t = report.totals;
+  const lines = [
+    formatTable(
+      ['tensor', 'dtype', 'shape', 'raw', 'exps', 'top16', 'H(exp)', 'predicted', 'ratio', 'build'],
+      rows,
+      [false, false, false, true, true, true, true, true, true, false],
+    ),
+    '',
+    `model     ${report.model}`,
+    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16, ${t.encodableTensors} pass the ${report.coverageMin} coverage gate`,
+    `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
+    `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
+    `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +
+      `entropy bound ${formatBytes(t.entropyBoundBytes)}; ${t.escapeCount} escapes of ${t.elementCount} values`,
+  ];
+  return `${lines.join('\n')}\n`;
+}

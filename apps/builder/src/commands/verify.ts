@@ -1,0 +1,92 @@
+import { openCacheStore, type VerifyReport } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
+import { defineCommand } from '../define-command.js';
+import { formatBytes, formatTable } from '../format-units.js';
+import { createProgressBar } from '../progress-bar.js';
+import { verifyModelCache, type ModelCheckReport } from '../verify-model-cache.js';
+
+export interface VerifyCommandReport {
+  cache: string;
+  ok: boolean;
+  store: VerifyReport;
+  model: ModelCheckReport | null;
+}
+
+export const verifyCommand = defineCommand({
+  name: 'verify',
+  description: "Check a cache's integrity, and with --model that it serves every tensor of the model bit-exactly",
+  notes: [
+    'Without --model: every entry has its blob, the right size, a valid header and checksum, and',
+    'decodes to its recorded SHA-256 (skip the decode with --no-decode).',
+    'With --model: each tensor of the model is found by its slice key and its content key and decodes',
+    'bit-identical to the file, or is reported as not cached with the reason (not BF16, coverage).',
+    'Exit code 0 only when all is well.',
+  ],
+  args: {
+    cache: { type: 'positional', description: 'The cache directory', valueHint: 'cache-dir', required: true },
+    model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
+    coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's)", valueHint: 'fraction', min: 0, max: 1 },
+    decode: { type: 'boolean', description: 'Decode every entry and compare its SHA-256', default: true },
+    json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
+    quiet: { type: 'boolean', description: 'No progress bar' },
+  },
+  async run({ args, io, signal }) {
+    const store = await openCacheStore(args.cache, { create: false });
+    const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
+    let report: VerifyCommandReport;
+    try {
+      const storeReport = await store.verify({
+        decode: args.decode,
+        onProgress: (p) => progress.update(p.done, p.total, `entry ${p.done}/${p.total}`),
+      });
+      progress.finish();
+      let modelReport: ModelCheckReport | null = null;
+      if (args.model !== undefined) {
+        modelReport = await verifyModelCache(store, args.model, {
+          coverageMin: args.coverageMin ?? cacheCoverageMin(store) ?? DEFAULT_COVERAGE_MIN,
+          signal,
+          onProgress: (p) => progress.update(p.doneBytes, p.totalBytes, p.tensor),
+        });
+      }
+      report = { cache: args.cache, ok: storeReport.ok && (modelReport?.ok ?? true), store: storeReport, model: modelReport };
+    } finally {
+      progress.finish();
+      await store.close();
+    }
+    if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else io.stdout.write(renderVerifyReport(report));
+    return report.ok ? 0 : 1;
+  },
+});
+
+/** The gate the cache was built with, if the store exposes it. */
+function cacheCoverageMin(store: object): number | undefined {
+  const value = (store as { coverageMin?: unknown }).coverageMin;
+  return typeof value === 'number' ? value : undefined;
+}
+
+export function renderVerifyReport(report: VerifyCommandReport): string {
+  const lines: string[] = [];
+  const s = report.store;
+  lines.push(
+    `cache ${report.cache}: ${s.checked} entries checked, ${s.passed} passed, ${s.decoded} decoded, ` +
+      `${formatBytes(s.bytesRead)} read, ${s.problems.length} problems`,
+  );
+  for (const p of s.problems) lines.push(`  FAIL entry ${p.key} (${p.qualname}): ${p.code}: ${p.message}`);
+  const m = report.model;
+  if (m) {
+    lines.push(
+      `model ${m.model}: ${m.totals.tensors} tensors, ${m.totals.ok} cached and bit-identical, ` +
+        `${m.totals.not_cached} not cached, ${m.totals.failed} failed`,
+    );
+    const failed = m.tensors.filter((t) => t.status === 'failed');
+    for (const t of failed) lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
+    const notCached = m.tensors.filter((t) => t.status === 'not_cached');
+    if (notCached.length > 0) {
+      lines.push('  not cached (served raw):');
+      lines.push(...formatTable(['tensor', 'dtype', 'reason'], notCached.map((t) => [t.name, t.dtype, t.reason ?? ''])).split('\n').map((l) => `    ${l}`));
+    }
+  }
+  lines.push(report.ok ? 'OK' : 'FAILED');
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,71 @@
+// Turns any error (ours, another package's typed error, a Node system error) into one clear line
+// naming the file and the tensor where known. The CLI prints it; `--debug` adds the stack.
+
+interface ErrorLike {
+  message?: unknown;
+  code?: unknown;
+  file?: unknown;
+  path?: unknown;
+  tensor?: unknown;
+  entry?: unknown;
+  context?: unknown;
+  details?: unknown;
+  syscall?: unknown;
+}
+
+const SYSTEM_ERRORS: Record<string, string> = {
+  ENOENT: 'no such file or directory',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  ENOSPC: 'no space left on device',
+  EDQUOT: 'disk quota exceeded',
+  EROFS: 'read-only file system',
+  ENOTDIR: 'not a directory',
+  EISDIR: 'is a directory',
+  EEXIST: 'already exists',
+  EMFILE: 'too many open files',
+  EIO: 'input/output error',
+};
+
+export function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const e = error as Error & ErrorLike;
+  const context = {
+    ...(isRecord(e.details) ? e.details : {}),
+    ...(isRecord(e.context) ? e.context : {}),
+  } as Record<string, unknown>;
+  const file = firstString(e.file, context.file, e.path, context.path);
+  const tensor = firstString(e.tensor, context.tensor, context.name);
+  const entry = firstString(e.entry, context.entry);
+  const code = typeof e.code === 'string' ? e.code : undefined;
+
+  let message = e.message || e.name;
+  if (code && SYSTEM_ERRORS[code] && typeof e.syscall === 'string') {
+    // Node's "ENOSPC: no space left on device, write" reads poorly; say it plainly.
+    message = `${SYSTEM_ERRORS[code]}${file ? `: ${file}` : ''}`;
+  }
+  const extra: string[] = [];
+  if (file && !message.includes(file)) extra.push(`file ${file}`);
+  if (tensor && !message.includes(tensor)) extra.push(`tensor ${tensor}`);
+  if (entry && !message.includes(entry)) extra.push(`entry ${entry}`);
+  if (extra.length > 0) message += ` (${extra.join(', ')})`;
+  return message.replace(/\s*\n\s*/g, ' ');
+}
+
+/** The Node system error code (ENOSPC, EACCES, ...) of an error or of its causes. */
+export function systemErrorCode(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as ErrorLike).code;
+    if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+function firstString(...values: unknown[]): string | undefined {
+  for (const value of values) if (typeof value === 'string' && value.length > 0) return value;
+  return undefined;
+}

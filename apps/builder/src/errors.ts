@@ -1,0 +1,44 @@
+// Typed errors of the builder. The CLI maps them to one line and an exit code; the library never
+// prints. Errors from the other packages (SafetensorsError, StoreError, SplitZipError) pass through
+// untouched and are rendered by `describeError`.
+
+export type BuilderErrorCode =
+  | 'USAGE' // bad command line: exit 2
+  | 'NOT_FOUND' // a path the user named does not exist
+  | 'UNREADABLE' // a path exists but cannot be read
+  | 'NOT_WRITABLE' // the cache directory cannot be created or written
+  | 'NO_SPACE' // the disk filled up while writing the cache
+  | 'TENSOR_TOO_LARGE' // more values than one payload can hold
+  | 'WORKER_FAILED' // an encode worker died
+  | 'TENSOR_FAILED' // processing one tensor failed (the cause says why)
+  | 'SLICE_CONFLICT' // a tensor's slice key is bound to another entry
+  | 'INTERRUPTED'; // a signal stopped the build
+
+export interface BuilderErrorContext {
+  file?: string;
+  tensor?: string;
+  [key: string]: unknown;
+}
+
+export class BuilderError extends Error {
+  readonly code: BuilderErrorCode;
+  readonly context: BuilderErrorContext;
+
+  constructor(code: BuilderErrorCode, message: string, context: BuilderErrorContext = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'BuilderError';
+    this.code = code;
+    this.context = context;
+  }
+}
+
+/** A command-line mistake: the CLI prints it with a hint to `--help` and exits 2. */
+export class UsageError extends BuilderError {
+  readonly commandName: string | undefined;
+
+  constructor(message: string, commandName?: string) {
+    super('USAGE', message);
+    this.name = 'UsageError';
+    this.commandName = commandName;
+  }
+}

@@ -1,0 +1,24 @@
+// @splitzip/builder as a library: the build, the model check, the analysis and the CLI itself.
+export {
+  buildCache,
+  defaultJobs,
+  DEFAULT_COVERAGE_MIN,
+  MIN_IN_FLIGHT_BYTES,
+  IN_FLIGHT_LARGEST_FACTOR,
+  type BuildCacheOptions,
+  type BuildReport,
+  type BuildTensorReport,
+  type BuildTensorStatus,
+  type BuildProgressEvent,
+} from './build-cache.js';
+export { verifyModelCache, type ModelCheckReport, type ModelTensorCheck, type ModelTensorStatus, type VerifyModelCacheOptions } from './verify-model-cache.js';
+export { inspectCache, type InspectEntry, type InspectReport } from './inspect-cache.js';
+export { analyzeModel, entropyOf, type ModelStatsReport, type TensorStats, type AnalyzeModelOptions } from './analyze-model.js';
+export { ENCODE_BACKENDS, type EncodeBackend } from './create-values-encoder.js';
+export { BuilderError, UsageError, type BuilderErrorCode, type BuilderErrorContext } from './errors.js';
+export { describeError } from './describe-error.js';
+export { createProgressBar, type ProgressBar, type ProgressBarOptions } from './progress-bar.js';
+export { runCli, COMMANDS, VERSION, EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, type RunCliOptions } from './run-cli.js';
+export { defineCommand, type CommandDef, type ArgsSpec, type CommandIo } from './define-command.js';
+export { parseCommandArgs } from './parse-command-args.js';
+export { renderCommandHelp, renderMainHelp } from './render-command-help.js';

@@ -1,0 +1,77 @@
+// A summary of what a cache holds: per entry sizes, escape rate and slices; totals.
+import type { CacheStore } from '@splitzip/store';
+
+export interface InspectEntry {
+  key: string;
+  qualname: string;
+  dtype: string;
+  shape: number[];
+  rawBytes: number;
+  compBytes: number;
+  ratio: number | null;
+  elementCount: number;
+  escapeCount: number;
+  /** Escapes per value. */
+  escapeRate: number | null;
+  codebookSize: number;
+  chunkSize: number;
+  /** [shardName, offsetBytes, sizeBytes], every alias persisted so far. */
+  slices: [string, number, number][];
+}
+
+export interface InspectReport {
+  cache: string;
+  entries: InspectEntry[];
+  totals: {
+    entries: number;
+    slices: number;
+    rawBytes: number;
+    compBytes: number;
+    ratio: number | null;
+    elementCount: number;
+    escapeCount: number;
+    escapeRate: number | null;
+  };
+}
+
+export function inspectCache(store: CacheStore, cacheDir: string): InspectReport {
+  const entries: InspectEntry[] = [];
+  for (const entry of store.entries()) {
+    const { elementCount, escapeCount, chunkSize } = entry.meta;
+    entries.push({
+      key: entry.key,
+      qualname: entry.qualname,
+      dtype: entry.dtype,
+      shape: [...entry.shape],
+      rawBytes: entry.rawBytes,
+      compBytes: entry.compBytes,
+      ratio: entry.rawBytes > 0 ? entry.compBytes / entry.rawBytes : null,
+      elementCount,
+      escapeCount,
+      escapeRate: elementCount > 0 ? escapeCount / elementCount : null,
+      codebookSize: entry.codebook.exponents.length,
+      chunkSize,
+      slices: entry.sliceKeys.map(([shard, offset, size]) => [shard, offset, size]),
+    });
+  }
+  entries.sort((a, b) => a.qualname.localeCompare(b.qualname) || a.key.localeCompare(b.key));
+  const sum = (pick: (e: InspectEntry) => number): number => entries.reduce((total, e) => total + pick(e), 0);
+  const rawBytes = sum((e) => e.rawBytes);
+  const compBytes = sum((e) => e.compBytes);
+  const elementCount = sum((e) => e.elementCount);
+  const escapeCount = sum((e) => e.escapeCount);
+  return {
+    cache: cacheDir,
+    entries,
+    totals: {
+      entries: entries.length,
+      slices: sum((e) => e.slices.length),
+      rawBytes,
+      compBytes,
+      ratio: rawBytes > 0 ? compBytes / rawBytes : null,
+      elementCount,
+      escapeCount,
+      escapeRate: elementCount > 0 ? escapeCount / elementCount : null,
+    },
+  };
+}

@@ -1,0 +1,128 @@
+import type { ArgSpec, ArgsSpec, CommandDef, ParsedArgs } from './define-command.js';
+import { UsageError } from './errors.js';
+
+/**
+ * Parses `argv` (the words after the command name) against a command's args spec.
+ * Accepts `--name value`, `--name=value`, `--flag`, `--no-flag`, and `--` to end options.
+ * Every mistake is a UsageError naming the option, so the CLI can exit 2 with one clear line.
+ * `--help`/`-h` are not handled here (the CLI looks for them first).
+ */
+export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, argv: readonly string[]): ParsedArgs<A> {
+  const values: Record<string, unknown> = {};
+  const positionalNames = Object.keys(command.args).filter((name) => command.args[name]!.type === 'positional');
+  const positionals: string[] = [];
+  let optionsEnded = false;
+
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (optionsEnded || !word.startsWith('-') || word === '-') {
+      positionals.push(word);
+      continue;
+    }
+    if (word === '--') {
+      optionsEnded = true;
+      continue;
+    }
+    if (!word.startsWith('--')) throw new UsageError(`unknown option '${word}'`, command.name);
+
+    const eq = word.indexOf('=');
+    let name = eq === -1 ? word.slice(2) : word.slice(2, eq);
+    let inlineValue = eq === -1 ? undefined : word.slice(eq + 1);
+    let negated = false;
+    let spec = lookupOption(command, name);
+    if (spec === undefined && name.startsWith('no-')) {
+      const base = lookupOption(command, name.slice(3));
+      if (base?.type === 'boolean') {
+        negated = true;
+        name = name.slice(3);
+        spec = base;
+      }
+    }
+    if (spec === undefined) throw new UsageError(`unknown option '--${name}'`, command.name);
+    const key = toKey(command, name);
+
+    if (spec.type === 'boolean') {
+      if (inlineValue !== undefined) {
+        if (negated || !['true', 'false'].includes(inlineValue)) {
+          throw new UsageError(`option '--${name}' takes no value`, command.name);
+        }
+        values[key] = inlineValue === 'true';
+      } else {
+        values[key] = !negated;
+      }
+      continue;
+    }
+    if (inlineValue === undefined) {
+      const next = argv[i + 1];
+      if (next === undefined || (next.startsWith('--') && next.length > 2)) {
+        throw new UsageError(`option '--${name}' needs a value${hint(spec)}`, command.name);
+      }
+      inlineValue = next;
+      i++;
+    }
+    values[key] = convertValue(command, name, spec, inlineValue);
+  }
+
+  if (positionals.length > positionalNames.length) {
+    throw new UsageError(`unexpected argument '${positionals[positionalNames.length]}'`, command.name);
+  }
+  positionalNames.forEach((name, index) => {
+    if (positionals[index] !== undefined) values[name] = positionals[index];
+  });
+
+  for (const [name, spec] of Object.entries(command.args)) {
+    if (values[name] !== undefined) continue;
+    if ('default' in spec && spec.default !== undefined) values[name] = spec.default;
+    else if (spec.type === 'boolean') values[name] = false;
+    else if ('required' in spec && spec.required) {
+      throw new UsageError(
+        spec.type === 'positional' ? `missing argument <${spec.valueHint ?? name}>` : `missing option '--${toFlag(name)}'`,
+        command.name,
+      );
+    }
+  }
+  return values as ParsedArgs<A>;
+}
+
+function lookupOption(command: CommandDef, flag: string): Exclude<ArgSpec, { type: 'positional' }> | undefined {
+  const spec = command.args[toKey(command, flag)];
+  return spec === undefined || spec.type === 'positional' ? undefined : spec;
+}
+
+/** `--coverage-min` is declared as `coverageMin` (or literally as `coverage-min`). */
+function toKey(command: CommandDef, flag: string): string {
+  if (flag in command.args) return flag;
+  return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
+
+export function toFlag(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+function hint(spec: ArgSpec): string {
+  return 'valueHint' in spec && spec.valueHint ? ` <${spec.valueHint}>` : '';
+}
+
+function convertValue(command: CommandDef, flag: string, spec: ArgSpec, raw: string): string | number {
+  if (spec.type === 'number') {
+    // Number('') is 0 and Number('1e3') is 1000: accept only plain decimal numbers.
+    if (!/^[+-]?(\d+\.?\d*|\.\d+)$/.test(raw)) {
+      throw new UsageError(`option '--${flag}' needs a number, got '${raw}'`, command.name);
+    }
+    const value = Number(raw);
+    if (spec.integer && !Number.isSafeInteger(value)) {
+      throw new UsageError(`option '--${flag}' needs a whole number, got '${raw}'`, command.name);
+    }
+    if (spec.min !== undefined && value < spec.min) {
+      throw new UsageError(`option '--${flag}' must be at least ${spec.min}, got ${raw}`, command.name);
+    }
+    if (spec.max !== undefined && value > spec.max) {
+      throw new UsageError(`option '--${flag}' must be at most ${spec.max}, got ${raw}`, command.name);
+    }
+    return value;
+  }
+  if (spec.type === 'string' && spec.choices && !spec.choices.includes(raw)) {
+    throw new UsageError(`option '--${flag}' must be one of ${spec.choices.join(', ')}; got '${raw}'`, command.name);
+  }
+  return raw;
+}

@@ -1,0 +1,82 @@
+import type { ArgSpec, CommandDef } from './define-command.js';
+import { toFlag } from './parse-command-args.js';
+
+export const BINARY_NAME = 'splitzip';
+
+/** `--help` text of one command, generated from its args spec. */
+export function renderCommandHelp(command: CommandDef): string {
+  const entries = Object.entries(command.args);
+  const positionals = entries.filter(([, spec]) => spec.type === 'positional');
+  const options = entries.filter(([, spec]) => spec.type !== 'positional');
+
+  const usage = [BINARY_NAME, command.name];
+  for (const [name, spec] of positionals) {
+    const hint = `<${valueHint(name, spec)}>`;
+    usage.push('required' in spec && spec.required ? hint : `[${hint}]`);
+  }
+  for (const [name, spec] of options) {
+    if ('required' in spec && spec.required) usage.push(`--${toFlag(name)} <${valueHint(name, spec)}>`);
+  }
+  usage.push('[options]');
+
+  const lines = [`${BINARY_NAME} ${command.name}: ${command.description}`, '', `Usage: ${usage.join(' ')}`, ''];
+  if (positionals.length > 0) {
+    lines.push('Arguments:');
+    lines.push(...table(positionals.map(([name, spec]) => [`<${valueHint(name, spec)}>`, spec.description])));
+    lines.push('');
+  }
+  const optionRows = options.map(([name, spec]): [string, string] => [optionLabel(name, spec), describe(spec)]);
+  optionRows.push(['--debug', 'Print stack traces with errors']);
+  optionRows.push(['-h, --help', 'Show this help']);
+  lines.push('Options:', ...table(optionRows));
+  if (command.notes && command.notes.length > 0) lines.push('', ...command.notes);
+  return `${lines.join('\n')}\n`;
+}
+
+/** Top-level `splitzip --help`. */
+export function renderMainHelp(commands: readonly CommandDef[], version: string): string {
+  const lines = [
+    `${BINARY_NAME} ${version}: build, verify, inspect and analyse a SplitZip compressed shard cache`,
+    '',
+    `Usage: ${BINARY_NAME} <command> [arguments] [options]`,
+    '',
+    'Commands:',
+    ...table(commands.map((command) => [command.name, command.description])),
+    '',
+    'Global options:',
+    ...table([
+      ['-h, --help', 'Show help (also after a command)'],
+      ['-v, --version', 'Print the version'],
+      ['--debug', 'Print stack traces with errors'],
+    ]),
+    '',
+    'Exit codes: 0 success, 1 failure (bad input, verify failed), 2 usage error.',
+    `Run '${BINARY_NAME} <command> --help' for a command's options.`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+function valueHint(name: string, spec: ArgSpec): string {
+  return ('valueHint' in spec && spec.valueHint) || toFlag(name);
+}
+
+function optionLabel(name: string, spec: ArgSpec): string {
+  const flag = `--${toFlag(name)}`;
+  if (spec.type === 'boolean') return flag;
+  if (spec.type === 'string' && spec.choices) return `${flag} <${spec.choices.join('|')}>`;
+  return `${flag} <${valueHint(name, spec)}>`;
+}
+
+function describe(spec: ArgSpec): string {
+  const parts = [spec.description];
+  if (spec.type !== 'positional' && spec.type !== 'boolean' && spec.default !== undefined) {
+    parts.push(`(default: ${spec.default})`);
+  }
+  if ('required' in spec && spec.required) parts.push('(required)');
+  return parts.join(' ');
+}
+
+function table(rows: readonly (readonly [string, string])[]): string[] {
+  const width = Math.max(0, ...rows.map(([left]) => left.length));
+  return rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right}`);
+}

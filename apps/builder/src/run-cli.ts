@@ -1,0 +1,81 @@
+import packageJson from '../package.json';
+import { buildCommand } from './commands/build.js';
+import { gcCommand } from './commands/gc.js';
+import { inspectCommand } from './commands/inspect.js';
+import { statsCommand } from './commands/stats.js';
+import { verifyCommand } from './commands/verify.js';
+import type { CommandDef, CommandIo } from './define-command.js';
+import { describeError } from './describe-error.js';
+import { BuilderError, UsageError } from './errors.js';
+import { parseCommandArgs } from './parse-command-args.js';
+import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
+
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_USAGE = 2;
+/** 128 + SIGINT, the shell convention for "stopped by Ctrl-C". */
+export const EXIT_INTERRUPTED = 130;
+
+export const VERSION: string = packageJson.version;
+
+// Declared as the widest CommandDef: each command keeps its precise arg types inside its own file.
+export const COMMANDS = [buildCommand, verifyCommand, inspectCommand, statsCommand, gcCommand] as unknown as readonly CommandDef[];
+
+export interface RunCliOptions {
+  io: CommandIo;
+  signal?: AbortSignal;
+}
+
+/**
+ * The whole CLI as a function: parses argv, runs one command, renders errors as one line, and
+ * returns the exit status. It never calls process.exit; `cli.ts` sets the exit code.
+ */
+export async function runCli(argv: readonly string[], options: RunCliOptions): Promise<number> {
+  const { io } = options;
+  const signal = options.signal ?? new AbortController().signal;
+  const debug = argv.includes('--debug');
+  const words = argv.filter((word) => word !== '--debug');
+  const optionsEnd = words.indexOf('--');
+  const beforeEnd = optionsEnd === -1 ? words : words.slice(0, optionsEnd);
+  const wantsHelp = beforeEnd.includes('--help') || beforeEnd.includes('-h');
+
+  const first = words[0];
+  if (first === undefined) {
+    io.stderr.write(renderMainHelp(COMMANDS, VERSION));
+    return EXIT_USAGE;
+  }
+  if (first === '--version' || first === '-v') {
+    io.stdout.write(`${VERSION}\n`);
+    return EXIT_OK;
+  }
+  // `splitzip --help build` and `splitzip help build` are the same as `splitzip build --help`.
+  const helpFirst = first === '--help' || first === '-h' || first === 'help';
+  const commandName = helpFirst ? words[1] : first;
+  const command = COMMANDS.find((c) => c.name === commandName);
+  if (helpFirst && !command) {
+    io.stdout.write(renderMainHelp(COMMANDS, VERSION));
+    return EXIT_OK;
+  }
+  if (!command) {
+    io.stderr.write(`${BINARY_NAME}: unknown command '${commandName}'\nRun '${BINARY_NAME} --help' for the commands.\n`);
+    return EXIT_USAGE;
+  }
+  if (helpFirst || wantsHelp) {
+    io.stdout.write(renderCommandHelp(command));
+    return EXIT_OK;
+  }
+
+  try {
+    const args = parseCommandArgs(command, words.slice(1));
+    return await command.run({ args, io, signal });
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`${BINARY_NAME} ${command.name}: ${error.message}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);
+      return EXIT_USAGE;
+    }
+    io.stderr.write(`${BINARY_NAME} ${command.name}: error: ${describeError(error)}\n`);
+    if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
+    if (error instanceof BuilderError && error.code === 'INTERRUPTED') return EXIT_INTERRUPTED;
+    return EXIT_FAILURE;
+  }
+}

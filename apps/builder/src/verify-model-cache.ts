@@ -1,0 +1,119 @@
+// Checks a cache against a model: every tensor is found by its slice key and by its content key
+// and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
+// coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
+// different bytes) is a failure.
+import { calibrateFromHistogram, countExponents, decode, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
+import { computeContentKey, type CacheStore } from '@splitzip/store';
+import { describeError } from './describe-error.js';
+import { viewBf16 } from './tensor-tasks.js';
+
+export type ModelTensorStatus = 'ok' | 'not_cached' | 'failed';
+
+export interface ModelTensorCheck {
+  name: string;
+  dtype: string;
+  shard: string;
+  offsetBytes: number;
+  sizeBytes: number;
+  key: string | null;
+  status: ModelTensorStatus;
+  /** Why it is not cached (dtype, coverage, size) or what failed. */
+  reason: string | null;
+}
+
+export interface ModelCheckReport {
+  model: string;
+  ok: boolean;
+  coverageMin: number;
+  tensors: ModelTensorCheck[];
+  totals: { tensors: number; ok: number; not_cached: number; failed: number; checked_bytes: number };
+}
+
+export interface VerifyModelCacheOptions {
+  /** Tensors below this Top-16 coverage are expected to be absent. */
+  coverageMin: number;
+  signal?: AbortSignal;
+  onProgress?: (event: { doneBytes: number; totalBytes: number; tensor: string }) => void;
+}
+
+export async function verifyModelCache(store: CacheStore, modelPath: string, options: VerifyModelCacheOptions): Promise<ModelCheckReport> {
+  const model = await openSafetensorsModel(modelPath);
+  try {
+    const tensors = model.tensors;
+    const totalBytes = tensors.reduce((sum, t) => sum + (t.dtype === 'BF16' ? t.slice.sizeBytes : 0), 0);
+    // One buffer each for the file's bytes, the blob and the decoded values, sized once.
+    let largestRaw = 0;
+    for (const t of tensors) if (t.dtype === 'BF16') largestRaw = Math.max(largestRaw, t.slice.sizeBytes);
+    let largestComp = 0;
+    for (const entry of store.entries()) largestComp = Math.max(largestComp, entry.compBytes);
+    const fileBuffer = new Uint8Array(largestRaw + (largestRaw & 1));
+    const blobSlot = new Uint8Array(largestComp);
+    const decoded = new Uint16Array(Math.ceil(largestRaw / 2));
+
+    const checks: ModelTensorCheck[] = [];
+    let doneBytes = 0;
+    for (const tensor of tensors) {
+      if (options.signal?.aborted) throw options.signal.reason instanceof Error ? options.signal.reason : new Error('interrupted');
+      const check = await checkTensor(store, model, tensor, options.coverageMin, { fileBuffer, blobSlot, decoded });
+      checks.push(check);
+      if (tensor.dtype === 'BF16') doneBytes += tensor.slice.sizeBytes;
+      options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
+    }
+    const count = (status: ModelTensorStatus): number => checks.filter((c) => c.status === status).length;
+    return {
+      model: modelPath,
+      ok: count('failed') === 0,
+      coverageMin: options.coverageMin,
+      tensors: checks,
+      totals: { tensors: checks.length, ok: count('ok'), not_cached: count('not_cached'), failed: count('failed'), checked_bytes: doneBytes },
+    };
+  } finally {
+    await model.close();
+  }
+}
+
+async function checkTensor(
+  store: CacheStore,
+  model: Parameters<typeof readTensorBytes>[0],
+  tensor: TensorInfo,
+  coverageMin: number,
+  buffers: { fileBuffer: Uint8Array; blobSlot: Uint8Array; decoded: Uint16Array },
+): Promise<ModelTensorCheck> {
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
+  const bySlice = store.lookupBySlice(shardName, offsetBytes, sizeBytes);
+  if (tensor.dtype !== 'BF16' || sizeBytes / 2 > MAX_ELEMENT_COUNT) {
+    const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : 'more values than one payload holds';
+    if (bySlice) return { ...base, key: null, status: 'failed', reason: `its slice key is bound to entry ${bySlice.key}, but ${reason}` };
+    return { ...base, key: null, status: 'not_cached', reason };
+  }
+
+  const bytes = await readTensorBytes(model, tensor, buffers.fileBuffer.subarray(0, sizeBytes));
+  const key = computeContentKey(bytes, tensor.shape, 'BF16');
+  const byKey = store.getEntry(key);
+  if (bySlice && bySlice.key !== key) {
+    return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?)` };
+  }
+  if (!byKey) {
+    const { coverage } = calibrateFromHistogram(countExponents(viewBf16(bytes)));
+    if (coverage < coverageMin) {
+      return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${coverage.toFixed(6)} < ${coverageMin}` };
+    }
+    return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
+  }
+  // Zero-byte tensors at one offset share a slice key (bound to whichever came first).
+  if (!bySlice && sizeBytes > 0) return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };
+
+  try {
+    const payload = await store.readBlob(key, buffers.blobSlot);
+    const values = decode(payload, buffers.decoded.subarray(0, sizeBytes / 2));
+    const decodedBytes = new Uint8Array(values.buffer, values.byteOffset, sizeBytes);
+    if (!Buffer.from(decodedBytes.buffer, decodedBytes.byteOffset, sizeBytes).equals(Buffer.from(bytes.buffer, bytes.byteOffset, sizeBytes))) {
+      return { ...base, key, status: 'failed', reason: 'decoded bytes differ from the file' };
+    }
+  } catch (error) {
+    return { ...base, key, status: 'failed', reason: describeError(error) };
+  }
+  return { ...base, key, status: 'ok', reason: null };
+}

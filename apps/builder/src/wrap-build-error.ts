@@ -1,0 +1,60 @@
+import { systemErrorCode } from './describe-error.js';
+import { BuilderError } from './errors.js';
+
+const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);
+const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
+
+/**
+ * Gives an error the context a user needs (which tensor, which file, which cache) without hiding
+ * its type: typed errors that already name their tensor pass through; a full disk or an unwritable
+ * cache becomes a BuilderError saying so; anything else is wrapped once with the tensor's name.
+ */
+export function wrapBuildError(error: unknown, context: { cacheDir?: string; tensor?: string; file?: string }): unknown {
+  if (error instanceof BuilderError && (error.context.tensor !== undefined || context.tensor === undefined)) return error;
+  const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';
+  const code = systemErrorCode(error);
+  const path = (error as { path?: unknown }).path;
+  const inCache = context.cacheDir !== undefined && (typeof path !== 'string' || path.startsWith(context.cacheDir) || !path);
+  if (code && NO_SPACE_CODES.has(code)) {
+    return new BuilderError(
+      'NO_SPACE',
+      `no space left on device while writing the cache ${context.cacheDir ?? ''}${where}; entries committed so far stay valid`,
+      { file: context.cacheDir, tensor: context.tensor },
+      { cause: error },
+    );
+  }
+  if (code && NOT_WRITABLE_CODES.has(code) && context.tensor === undefined && inCache) {
+    return new BuilderError(
+      'NOT_WRITABLE',
+      `cannot write the cache directory ${context.cacheDir}: ${(error as Error).message}`,
+      { file: context.cacheDir },
+      { cause: error },
+    );
+  }
+  if ((error as { code?: unknown }).code === 'SLICE_CONFLICT' && context.tensor !== undefined) {
+    return sliceConflictError(context.tensor, context.file, error);
+  }
+  if (context.tensor === undefined) return error;
+  const own = error as { tensor?: unknown; context?: { tensor?: unknown } };
+  if (typeof own.tensor === 'string' || typeof own.context?.tensor === 'string') return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const typed = (error as { code?: unknown }).code;
+  return new BuilderError(
+    'TENSOR_FAILED',
+    `${typeof typed === 'string' && !message.includes(typed) ? `${typed}: ` : ''}${message}`,
+    { tensor: context.tensor, file: typeof path === 'string' ? path : context.file },
+    { cause: error },
+  );
+}
+
+/** A tensor's slice key is bound to another entry: say why that happens and what to do. */
+export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown): BuilderError {
+  return new BuilderError(
+    'SLICE_CONFLICT',
+    `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to ` +
+      'another entry: the cache holds another model with the same shard names, or the shard was replaced in place. ' +
+      'Use one cache per such model, or pass --rebind to move the slice to this tensor',
+    { tensor, file },
+    cause === undefined ? undefined : { cause },
+  );
+}

@@ -1,0 +1,170 @@
+// Every bad-input case gives one clear line naming the file (and tensor), a non-zero exit, no
+// stack trace (unless --debug), and leaves any cache valid.
+import { execFileSync } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import type { BuildJson, VerifyJson } from './helpers/reports.js';
+import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
+
+let temp: TempDir;
+let goodModel: string;
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir();
+  goodModel = await writeSingleFileModel(join(temp.path, 'good.safetensors'), [gaussianBf16('w0', [64, 64], 1), gaussianBf16('w1', [64, 33], 2)]);
+});
+afterAll(async () => temp?.cleanup());
+
+/** Exit 1, one line on stderr starting with the command, matching `pattern`, no stack trace. */
+function expectOneLineError(result: { code: number | null; stderr: string; stdout: string }, pattern: RegExp): void {
+  expect(result.code, result.stderr).toBe(1);
+  const lines = result.stderr.trim().split('\n');
+  expect(lines, result.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(/^splitzip \w+: error: /);
+  expect(lines[0]).toMatch(pattern);
+  expect(result.stderr).not.toMatch(/^\s+at /m);
+}
+
+const isRoot = process.getuid?.() === 0;
+
+function tryMount(args: string[]): boolean {
+  try {
+    execFileSync('mount', args, { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('bad model input', () => {
+  it('a missing model path', async () => {
+    const missing = join(temp.path, 'nope.safetensors');
+    const result = await runCli(['build', missing, '--out', join(temp.path, 'c1')]);
+    expectOneLineError(result, /PATH_NOT_FOUND/);
+    expect(result.stderr).toContain(missing);
+    expectOneLineError(await runCli(['stats', missing]), /PATH_NOT_FOUND/);
+    expectOneLineError(await runCli(['verify', join(temp.path, 'c1'), '--model', missing]), /PATH_NOT_FOUND|NOT_A_CACHE/);
+  });
+
+  it('a directory without safetensors files', async () => {
+    const empty = join(temp.path, 'empty-dir');
+    await mkdir(empty);
+    expectOneLineError(await runCli(['build', empty, '--out', join(temp.path, 'c2')]), /NOT_SAFETENSORS|no .*safetensors/i);
+  });
+
+  it('an unreadable path', async () => {
+    // As root nothing is unreadable by permission bits; a path through a regular file is.
+    const through = join(goodModel, 'inner.safetensors');
+    expectOneLineError(await runCli(['build', through, '--out', join(temp.path, 'c3')]), /good\.safetensors/);
+  });
+
+  it('truncated and malformed shards give the adapter typed error, with the file', async () => {
+    const bytes = await readFile(goodModel);
+    const cases: [string, Uint8Array, RegExp][] = [
+      ['tiny.safetensors', bytes.subarray(0, 5), /HEADER_LENGTH_MISSING/],
+      ['cut-header.safetensors', bytes.subarray(0, 40), /HEADER_OUT_OF_BOUNDS/],
+      ['cut-data.safetensors', bytes.subarray(0, bytes.length - 100), /DATA_OUT_OF_BOUNDS|DATA_TRAILING_BYTES/],
+      ['huge-length.safetensors', Buffer.concat([Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]), bytes.subarray(8)]), /HEADER_TOO_LARGE/],
+      ['not-json.safetensors', Buffer.concat([Buffer.from([8, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('{"a": ?  ')]), /HEADER_INVALID_JSON/],
+    ];
+    for (const [name, content, pattern] of cases) {
+      const path = join(temp.path, name);
+      await writeFile(path, content);
+      const result = await runCli(['build', path, '--out', join(temp.path, 'c4')]);
+      expectOneLineError(result, pattern);
+      expect(result.stderr).toContain(name);
+    }
+  });
+
+  it('an index whose second shard is empty names that shard', async () => {
+    const dir = join(temp.path, 'broken-index');
+    const { indexPath, shardPaths } = await writeShardedTestModel(dir, [gaussianBf16('a', [64, 64], 5), gaussianBf16('b', [64, 64], 6)], 8200);
+    expect(shardPaths.length).toBe(2);
+    await writeFile(shardPaths[1]!, new Uint8Array(0));
+    const result = await runCli(['build', indexPath, '--out', join(temp.path, 'c5')]);
+    expectOneLineError(result, /HEADER_LENGTH_MISSING/);
+    expect(result.stderr).toContain('model-00002-of-00002.safetensors');
+  });
+
+  it('--debug adds the stack trace', async () => {
+    const result = await runCli(['build', join(temp.path, 'nope.safetensors'), '--out', join(temp.path, 'c6'), '--debug']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^\s+at /m);
+  });
+
+  it('verify/inspect/gc of something that is not a cache', async () => {
+    const notCache = join(temp.path, 'not-a-cache');
+    await mkdir(notCache);
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const result = await runCli([command, notCache]);
+      expectOneLineError(result, /NOT_A_CACHE/);
+      expect(result.stderr).toContain('not-a-cache');
+    }
+  });
+});
+
+describe('a cache that cannot be written', () => {
+  it('an output path under a regular file', async () => {
+    const result = await runCli(['build', goodModel, '--out', join(goodModel, 'cache')]);
+    expectOneLineError(result, /cannot write the cache directory|not a directory/);
+    expect(result.stderr).toContain(goodModel);
+  });
+
+  it.skipIf(!isRoot)('a read-only file system (tmpfs mounted ro; needs root)', async () => {
+    const mountPoint = join(temp.path, 'ro');
+    await mkdir(mountPoint);
+    expect(tryMount(['-t', 'tmpfs', '-o', 'size=1m,ro', 'tmpfs', mountPoint])).toBe(true);
+    try {
+      const result = await runCli(['build', goodModel, '--out', join(mountPoint, 'cache')]);
+      expectOneLineError(result, /cannot write the cache directory .*ro\/cache.*read-only|EROFS/);
+    } finally {
+      execFileSync('umount', [mountPoint]);
+    }
+  });
+
+  it.skipIf(!isRoot)('a full disk: clear message naming cache and tensor, exit 1, the cache stays valid', async () => {
+    const mountPoint = join(temp.path, 'small');
+    await mkdir(mountPoint);
+    // Tensors of ~0.5 MiB each: the first few fit in 2 MiB, the rest hit ENOSPC.
+    const tensors = Array.from({ length: 10 }, (_, i) => gaussianBf16(`layer.${i}.weight`, [512, 512], 700 + i));
+    const model = await writeSingleFileModel(join(temp.path, 'big.safetensors'), tensors);
+    expect(tryMount(['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mountPoint])).toBe(true);
+    try {
+      const cacheDir = join(mountPoint, 'cache');
+      const result = await runCli(['build', model, '--out', cacheDir, '--jobs', '1']);
+      expectOneLineError(result, /no space left on device while writing the cache/);
+      expect(result.stderr).toContain(cacheDir);
+      expect(result.stderr).toMatch(/tensor layer\.\d+\.weight/);
+      // Whatever was committed before the disk filled is intact.
+      const { json } = await runJson<VerifyJson>(['verify', cacheDir]);
+      expect(json.ok).toBe(true);
+      expect(json.store.checked).toBeGreaterThan(0);
+      expect(json.store.checked).toBeLessThan(10);
+    } finally {
+      execFileSync('umount', [mountPoint]);
+    }
+  });
+});
+
+describe('a build stopped by Ctrl-C', () => {
+  it('exits 130 with a clear line and leaves a cache the next run completes', async () => {
+    const tensors = Array.from({ length: 48 }, (_, i) => gaussianBf16(`layer.${i}.weight`, [512, 512], 900 + i));
+    const model = await writeSingleFileModel(join(temp.path, 'sigint.safetensors'), tensors);
+    const cacheDir = join(temp.path, 'cache-sigint');
+    const { startCli, collect } = await import('./helpers/run-cli.js');
+    const child = startCli(['build', model, '--out', cacheDir, '--jobs', '1']);
+    const done = collect(child, 60_000);
+    // Interrupt once the first blob exists (the build is under way).
+    const { waitForBlobs } = await import('./helpers/wait.js');
+    await waitForBlobs(cacheDir, 1, 30_000);
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code, result.stderr).toBe(130);
+    expect(result.stderr).toMatch(/interrupted by SIGINT; the cache holds every entry committed so far/);
+    const { json } = await runJson<BuildJson>(['build', model, '--out', cacheDir]);
+    expect(json.encoded + json.cached).toBe(48);
+    expect(json.cached).toBeGreaterThan(0);
+  });
+});

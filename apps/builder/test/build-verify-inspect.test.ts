@@ -1,0 +1,331 @@
+// build -> verify -> inspect -> stats through the real binary, on generated models that have
+// non-BF16 tensors, escape-heavy tensors that fail the gate, duplicates, empty tensors, several shards.
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTempDir,
+  gaussianBf16,
+  mixedTensors,
+  outlierBf16,
+  writeShardedTestModel,
+  writeSingleFileModel,
+  type TempDir,
+  type TensorData,
+} from './helpers/models.js';
+import { seedContentKey, snapshotDir, type BuildJson, type InspectJson, type StatsJson, type VerifyJson } from './helpers/reports.js';
+import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir();
+});
+afterAll(async () => temp?.cleanup());
+
+function checkBuildSums(report: BuildJson, tensorCount: number): void {
+  expect(report.tensors).toHaveLength(tensorCount);
+  const count = (status: string): number => report.tensors.filter((t) => t.status === status).length;
+  expect(report.encoded).toBe(count('encoded'));
+  expect(report.cached).toBe(count('cached'));
+  expect(report.skipped_coverage).toBe(count('skipped_coverage'));
+  expect(report.skipped_dtype).toBe(count('skipped_dtype'));
+  expect(report.encoded + report.cached + report.skipped_coverage + report.skipped_dtype + report.skipped_size).toBe(tensorCount);
+  const served = report.tensors.filter((t) => t.status === 'encoded' || t.status === 'cached');
+  expect(report.comp_bytes).toBe(served.reduce((sum, t) => sum + t.compBytes!, 0));
+  expect(report.raw_bytes).toBe(served.reduce((sum, t) => sum + t.sizeBytes, 0));
+  if (report.raw_bytes > 0) expect(report.ratio).toBeCloseTo(report.comp_bytes / report.raw_bytes, 12);
+  for (const t of report.tensors) {
+    if (t.status === 'skipped_dtype') expect(t.dtype).not.toBe('BF16');
+    else expect(t.dtype).toBe('BF16');
+    if (t.status === 'skipped_coverage') expect(t.coverage!).toBeLessThan(0.99);
+    if (t.status === 'encoded' || t.status === 'cached') expect(t.compBytes).toBeGreaterThan(0);
+  }
+}
+
+describe('a single-file model with every kind of tensor', () => {
+  let tensors: TensorData[];
+  let modelPath: string;
+  let cacheDir: string;
+  let first: BuildJson;
+
+  beforeAll(async () => {
+    tensors = mixedTensors(11);
+    modelPath = await writeSingleFileModel(join(temp.path, 'mixed.safetensors'), tensors);
+    cacheDir = join(temp.path, 'cache-mixed');
+    ({ json: first } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '2']));
+  });
+
+  it('builds: skips non-BF16 and the escape-heavy tensor, stores the duplicate once, sums add up', () => {
+    checkBuildSums(first, tensors.length);
+    const byName = new Map(first.tensors.map((t) => [t.name, t]));
+    expect(byName.get('model.layers.0.input_layernorm.weight')!.status).toBe('skipped_dtype');
+    expect(byName.get('model.position_ids')!.status).toBe('skipped_dtype');
+    expect(byName.get('model.layers.0.mlp.router.weight')!.status).toBe('skipped_coverage');
+    expect(byName.get('model.layers.0.mlp.router.weight')!.coverage!).toBeLessThan(0.2);
+    expect(first.skipped_dtype).toBe(2);
+    expect(first.skipped_coverage).toBe(1);
+    // 8 BF16 tensors pass the gate, lm_head is an exact copy of the embedding: 7 entries.
+    expect(first.encoded).toBe(7);
+    expect(first.cached).toBe(1);
+    expect(byName.get('lm_head.weight')!.key).toBe(byName.get('model.embed_tokens.weight')!.key);
+    expect(first.aliased).toBe(8);
+    // Keys are the seed's content keys, computed here independently.
+    for (const tensor of tensors) {
+      const row = byName.get(tensor.name)!;
+      if (tensor.dtype === 'BF16') expect(row.key).toBe(seedContentKey(tensor));
+      else expect(row.key).toBeNull();
+    }
+  });
+
+  it('slices in the report are the file positions of the tensors', async () => {
+    const file = await readFile(modelPath);
+    const headerBytes = Number(file.readBigUInt64LE(0));
+    const header = JSON.parse(file.subarray(8, 8 + headerBytes).toString('utf8')) as Record<string, { data_offsets: [number, number] }>;
+    for (const row of first.tensors) {
+      const [begin, end] = header[row.name]!.data_offsets;
+      expect(row.shard).toBe('mixed.safetensors');
+      expect(row.offsetBytes).toBe(8 + headerBytes + begin);
+      expect(row.sizeBytes).toBe(end - begin);
+    }
+  });
+
+  it('verifies against the model: every cached tensor bit-identical, the rest not cached with a reason', async () => {
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(json.ok).toBe(true);
+    expect(json.store.ok).toBe(true);
+    expect(json.store.checked).toBe(7);
+    expect(json.model!.totals).toEqual({ tensors: 11, ok: 8, not_cached: 3, failed: 0, checked_bytes: expect.any(Number) });
+    const reasons = json.model!.tensors.filter((t) => t.status === 'not_cached').map((t) => `${t.name}: ${t.reason}`);
+    expect(reasons).toEqual([
+      expect.stringMatching(/router.weight: Top-16 coverage 0\.\d+ < 0\.99/),
+      expect.stringMatching(/input_layernorm.weight: dtype F32 is not BF16/),
+      expect.stringMatching(/position_ids: dtype I64 is not BF16/),
+    ]);
+  });
+
+  it('inspects: one entry per distinct tensor, every slice alias listed, totals add up', async () => {
+    const { json } = await runJson<InspectJson>(['inspect', cacheDir]);
+    expect(json.entries).toHaveLength(7);
+    const built = first.tensors.filter((t) => t.status === 'encoded' || t.status === 'cached');
+    for (const row of built) {
+      const entry = json.entries.find((e) => e.key === row.key)!;
+      expect(entry.slices).toContainEqual([row.shard, row.offsetBytes, row.sizeBytes]);
+      expect(entry.rawBytes).toBe(row.sizeBytes);
+      expect(entry.compBytes).toBe(row.compBytes);
+    }
+    const embedEntry = json.entries.find((e) => e.key === seedContentKey(tensors[0]!))!;
+    expect(embedEntry.slices).toHaveLength(2);
+    expect(json.totals.entries).toBe(7);
+    expect(json.totals.slices).toBe(8);
+    expect(json.totals.rawBytes).toBe(json.entries.reduce((s, e) => s + e.rawBytes, 0));
+    expect(json.totals.compBytes).toBe(json.entries.reduce((s, e) => s + e.compBytes, 0));
+    expect(json.totals.escapeCount).toBe(json.entries.reduce((s, e) => s + e.escapeCount, 0));
+    // The outlier tensor really has escapes, and they round-tripped (verify passed above).
+    expect(json.entries.find((e) => e.qualname === 'model.layers.0.mlp.up_proj.weight')!.escapeCount).toBeGreaterThan(0);
+  });
+
+  it('re-running finds every entry and writes nothing', async () => {
+    const before = await snapshotDir(cacheDir);
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    checkBuildSums(json, tensors.length);
+    expect(json.encoded).toBe(0);
+    expect(json.cached).toBe(8);
+    expect(json.stored_bytes).toBe(0);
+    expect(json.aliased).toBe(0);
+    expect(json.comp_bytes).toBe(first.comp_bytes);
+    expect(await snapshotDir(cacheDir)).toEqual(before);
+  });
+
+  it('stats predicts exactly the payload sizes the build produced, and writes nothing', async () => {
+    const before = await snapshotDir(temp.path);
+    const { json } = await runJson<StatsJson>(['stats', modelPath]);
+    expect(await snapshotDir(temp.path)).toEqual(before);
+    expect(json.tensors.map((t) => t.name)).toEqual(tensors.map((t) => t.name));
+    for (const row of json.tensors) {
+      const built = first.tensors.find((t) => t.name === row.name)!;
+      expect(row.dtype).toBe(built.dtype);
+      expect(row.shape).toEqual(built.shape);
+      if (built.status === 'encoded' || built.status === 'cached') {
+        expect(row.encodable).toBe(true);
+        expect(row.predictedBytes).toBe(built.compBytes);
+        expect(row.coverage).toBe(built.coverage);
+      } else {
+        expect(row.encodable).toBe(false);
+      }
+    }
+    const router = json.tensors.find((t) => t.name.endsWith('router.weight'))!;
+    expect(router.distinctExponents).toBeGreaterThan(200);
+    expect(router.entropyBits!).toBeGreaterThan(6);
+    const q = json.tensors.find((t) => t.name.endsWith('q_proj.weight'))!;
+    expect(q.entropyBits!).toBeGreaterThan(1);
+    expect(q.entropyBits!).toBeLessThan(4);
+    expect(json.totals.tensors).toBe(11);
+    expect(json.totals.encodableTensors).toBe(8);
+    expect(json.totals.predictedBytes).toBe(first.comp_bytes);
+    expect(json.totals.encodableBytes).toBe(first.raw_bytes);
+  });
+
+  it('prints readable tables without --json', async () => {
+    const build = await runCli(['build', modelPath, '--out', cacheDir]);
+    expect(build.code).toBe(0);
+    expect(build.stdout).toMatch(/^tensor\s+dtype\s+shape\s+raw\s+status\s+coverage\s+comp\s+ratio/m);
+    expect(build.stdout).toMatch(/model\.layers\.0\.mlp\.router\.weight\s+BF16\s+\[17,129\].*skipped_coverage/);
+    expect(build.stdout).toContain('tensors 11: 0 encoded, 8 already cached, 1 skipped (coverage < 0.99), 2 skipped (not BF16)');
+    expect(build.stderr).toBe('');
+    const verify = await runCli(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.code).toBe(0);
+    expect(verify.stdout).toMatch(/11 tensors, 8 cached and bit-identical, 3 not cached, 0 failed/);
+    expect(verify.stdout.trim().endsWith('OK')).toBe(true);
+    const inspect = await runCli(['inspect', cacheDir]);
+    expect(inspect.stdout).toMatch(/entries 7 \(8 slice keys\)/);
+    const stats = await runCli(['stats', modelPath]);
+    expect(stats.stdout).toMatch(/tensors\s+11: 9 BF16, 8 pass the 0.99 coverage gate/);
+  });
+
+  it('a lower gate encodes the escape-heavy tensor too, bit-exactly', async () => {
+    const lowGateCache = join(temp.path, 'cache-low-gate');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', lowGateCache, '--coverage-min', '0', '--chunk-size', '64', '--jobs', '0']);
+    checkBuildSums(json, tensors.length);
+    expect(json.skipped_coverage).toBe(0);
+    expect(json.encoded).toBe(8);
+    const router = json.tensors.find((t) => t.name.endsWith('router.weight'))!;
+    // Nearly every value escapes: the payload is larger than the raw tensor.
+    expect(router.compBytes!).toBeGreaterThan(router.sizeBytes);
+    const { json: verify } = await runJson<VerifyJson>(['verify', lowGateCache, '--model', modelPath, '--coverage-min', '0']);
+    expect(verify.ok).toBe(true);
+    expect(verify.model!.totals.ok).toBe(9);
+  });
+
+  it('--jobs 0, 1 and 2 produce the same entries', async () => {
+    const reports: BuildJson[] = [];
+    for (const jobs of ['0', '1', '2']) {
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', join(temp.path, `cache-jobs-${jobs}`), '--jobs', jobs]);
+      reports.push(json);
+    }
+    const shape = (r: BuildJson) => r.tensors.map((t) => [t.name, t.key, t.status, t.compBytes]);
+    expect(shape(reports[1]!)).toEqual(shape(reports[0]!));
+    expect(shape(reports[2]!)).toEqual(shape(reports[0]!));
+    const blobs = async (jobs: string) => (await readdir(join(temp.path, `cache-jobs-${jobs}`, 'blobs'))).sort();
+    expect(await blobs('2')).toEqual(await blobs('0'));
+  });
+
+  it('verify fails, naming the entry, when a blob is corrupted', async () => {
+    const corruptCache = join(temp.path, 'cache-corrupt');
+    const { json: built } = await runJson<BuildJson>(['build', modelPath, '--out', corruptCache]);
+    const victim = built.tensors.find((t) => t.name === 'model.layers.0.self_attn.q_proj.weight')!;
+    const blobPath = join(corruptCache, 'blobs', `${victim.key}.bin`);
+    const blob = await readFile(blobPath);
+    blob[blob.length - 300]! ^= 0x10;
+    await writeFile(blobPath, blob);
+    const text = await runCli(['verify', corruptCache]);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toContain(victim.key!);
+    expect(text.stdout.trim().endsWith('FAILED')).toBe(true);
+    const { json } = await runJson<VerifyJson>(['verify', corruptCache, '--model', modelPath], 1);
+    expect(json.ok).toBe(false);
+    expect(json.store.problems.map((p) => p.key)).toEqual([victim.key]);
+    const failed = json.model!.tensors.filter((t) => t.status === 'failed');
+    expect(failed.map((t) => t.name)).toEqual([victim.name]);
+  });
+});
+
+describe('sharded models and a second model sharing tensors', () => {
+  it('builds from the index, the directory, and stores only what a second model adds', async () => {
+    const shared = [gaussianBf16('a.weight', [128, 64], 101), gaussianBf16('b.weight', [64, 65], 102), outlierBf16('c.weight', [99, 77], 103)];
+    const modelA = [...shared, gaussianBf16('a_only.weight', [50, 50], 104), gaussianBf16('a_only2.weight', [70, 33], 105)];
+    const dirA = join(temp.path, 'sharded-a');
+    const { indexPath, shardPaths } = await writeShardedTestModel(dirA, modelA, 20_000);
+    expect(shardPaths.length).toBeGreaterThanOrEqual(3);
+    const cacheDir = join(temp.path, 'cache-shared');
+
+    const { json: a } = await runJson<BuildJson>(['build', indexPath, '--out', cacheDir]);
+    checkBuildSums(a, modelA.length);
+    expect(a.encoded).toBe(5);
+    expect(new Set(a.tensors.map((t) => t.shard)).size).toBe(shardPaths.length);
+    for (const t of a.tensors) expect(t.shard).toMatch(/^model-\d{5}-of-\d{5}\.safetensors$/);
+
+    // The same model opened as a directory has the same slice keys: nothing new.
+    const { json: again } = await runJson<BuildJson>(['build', dirA, '--out', cacheDir]);
+    expect(again.encoded).toBe(0);
+    expect(again.aliased).toBe(0);
+
+    // Model B: the shared tensors under other names, in another layout, plus new ones.
+    const modelB = [gaussianBf16('b_new.weight', [40, 41], 201), ...shared.map((t) => ({ ...t, name: `renamed.${t.name}` })), gaussianBf16('b_new2.weight', [3, 5], 202)];
+    const dirB = join(temp.path, 'sharded-b');
+    const b = await writeShardedTestModel(dirB, modelB, 30_000, 'other');
+    const { json: bReport } = await runJson<BuildJson>(['build', b.indexPath, '--out', cacheDir]);
+    checkBuildSums(bReport, modelB.length);
+    expect(bReport.encoded).toBe(2);
+    expect(bReport.cached).toBe(3);
+    expect(bReport.stored_bytes).toBe(bReport.tensors.filter((t) => t.status === 'encoded').reduce((s, t) => s + t.compBytes!, 0));
+
+    for (const path of [indexPath, b.indexPath]) {
+      const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', path]);
+      expect(json.ok).toBe(true);
+      expect(json.model!.totals.failed).toBe(0);
+      expect(json.model!.totals.not_cached).toBe(0);
+    }
+    const { json: inspect } = await runJson<InspectJson>(['inspect', cacheDir]);
+    expect(inspect.totals.entries).toBe(7);
+    // Shared entries carry one slice per model.
+    expect(inspect.totals.slices).toBe(10);
+  });
+
+  it('a fine-tune with the same shard names conflicts on changed slices unless --rebind', async () => {
+    const base = [gaussianBf16('l0.weight', [64, 64], 501), gaussianBf16('l1.weight', [64, 64], 502)];
+    const tuned = [base[0]!, gaussianBf16('l1.weight', [64, 64], 503)];
+    const baseDir = join(temp.path, 'base');
+    const tunedDir = join(temp.path, 'tuned');
+    const baseModel = await writeShardedTestModel(baseDir, base, 10_000);
+    const tunedModel = await writeShardedTestModel(tunedDir, tuned, 10_000);
+    const cacheDir = join(temp.path, 'cache-conflict');
+    await runJson<BuildJson>(['build', baseModel.indexPath, '--out', cacheDir]);
+
+    const refused = await runCli(['build', tunedModel.indexPath, '--out', cacheDir]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/SLICE_CONFLICT/);
+    expect(refused.stderr).toContain('l1.weight');
+    expect(refused.stderr).toContain('--rebind');
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', baseModel.indexPath])).json.ok).toBe(true);
+
+    const { json } = await runJson<BuildJson>(['build', tunedModel.indexPath, '--out', cacheDir, '--rebind']);
+    expect(json.encoded).toBe(1);
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', tunedModel.indexPath])).json.ok).toBe(true);
+    // The base model's l1 slice now serves the tuned tensor: verify names it.
+    const { json: baseCheck } = await runJson<VerifyJson>(['verify', cacheDir, '--model', baseModel.indexPath], 1);
+    expect(baseCheck.model!.tensors.find((t) => t.name === 'l1.weight')!.reason).toMatch(/slice key bound to entry/);
+  });
+
+  it('verify --model reports a tensor the cache is missing and fails', async () => {
+    const dir = join(temp.path, 'missing');
+    const small = await writeSingleFileModel(join(temp.path, 'small.safetensors'), [gaussianBf16('x', [64, 64], 301)]);
+    const bigger = await writeSingleFileModel(join(temp.path, 'bigger.safetensors'), [gaussianBf16('x', [64, 64], 301), gaussianBf16('y', [64, 64], 302)]);
+    await runJson<BuildJson>(['build', small, '--out', dir]);
+    const { json } = await runJson<VerifyJson>(['verify', dir, '--model', bigger], 1);
+    expect(json.ok).toBe(false);
+    const byName = new Map(json.model!.tensors.map((t) => [t.name, t]));
+    expect(byName.get('y')!.status).toBe('failed');
+    expect(byName.get('y')!.reason).toMatch(/missing/);
+    // x is cached by content, but its slice in bigger.safetensors was never aliased.
+    expect(byName.get('x')!.status).toBe('failed');
+    expect(byName.get('x')!.reason).toMatch(/slice key is not aliased/);
+  });
+});
+
+describe('gc', () => {
+  it('removes an orphan blob and leaves a valid cache', async () => {
+    const cacheDir = join(temp.path, 'cache-gc');
+    const model = await writeSingleFileModel(join(temp.path, 'gc.safetensors'), [gaussianBf16('w', [32, 32], 401)]);
+    await runJson<BuildJson>(['build', model, '--out', cacheDir]);
+    const orphan = join(cacheDir, 'blobs', `${'0'.repeat(40)}.bin`);
+    await writeFile(orphan, new Uint8Array(512));
+    const result = await runCli(['gc', cacheDir]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/removed 1 orphan blobs/);
+    expect(await readdir(join(cacheDir, 'blobs'))).not.toContain(`${'0'.repeat(40)}.bin`);
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', model]);
+    expect(json.ok).toBe(true);
+  });
+});

@@ -1,0 +1,59 @@
+// Help, version and usage errors of the real binary: exit codes 0 and 2, one clear line.
+import { readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { assertBuilt, runCli } from './helpers/run-cli.js';
+
+const packageVersion = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+beforeAll(() => assertBuilt());
+
+describe('splitzip usage', () => {
+  it('prints the version', async () => {
+    const result = await runCli(['--version']);
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim()).toBe(packageVersion);
+  });
+
+  it('prints the main help with every command, and exits 2 without a command', async () => {
+    const help = await runCli(['--help']);
+    expect(help.code).toBe(0);
+    for (const name of ['build', 'verify', 'inspect', 'stats', 'gc']) expect(help.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
+    const bare = await runCli([]);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('Usage: splitzip <command>');
+  });
+
+  it.each(['build', 'verify', 'inspect', 'stats', 'gc'])('prints help for %s (--help, -h, help <cmd>)', async (name) => {
+    const viaFlag = await runCli([name, '--help']);
+    expect(viaFlag.code).toBe(0);
+    expect(viaFlag.stdout).toContain(`Usage: splitzip ${name}`);
+    expect(viaFlag.stdout).toContain('--help');
+    const viaShort = await runCli([name, 'whatever', '-h']);
+    expect(viaShort.stdout).toBe(viaFlag.stdout);
+    const viaHelp = await runCli(['help', name]);
+    expect(viaHelp.stdout).toBe(viaFlag.stdout);
+  });
+
+  it('exits 2 with one line naming the problem for usage mistakes', async () => {
+    const cases: [string[], RegExp][] = [
+      [['frobnicate'], /unknown command 'frobnicate'/],
+      [['build'], /missing argument <model>/],
+      [['build', 'm.safetensors'], /missing option '--out'/],
+      [['build', 'm.safetensors', '--out', 'c', '--jobs', 'many'], /'--jobs' needs a number, got 'many'/],
+      [['build', 'm.safetensors', '--out', 'c', '--chunk-size', '1000'], /'--chunk-size' must be a power of two/],
+      [['build', 'm.safetensors', '--out', 'c', '--chunk-size', '32'], /'--chunk-size' must be at least 64/],
+      [['build', 'm.safetensors', '--out', 'c', '--coverage-min', '2'], /'--coverage-min' must be at most 1/],
+      [['build', 'm.safetensors', '--out', 'c', '--backend', 'tpu'], /'--backend' must be one of auto, cpu, webasm, webgpu, codec/],
+      [['verify'], /missing argument <cache-dir>/],
+      [['inspect', 'a', 'b'], /unexpected argument 'b'/],
+      [['stats', 'm', '--bogus'], /unknown option '--bogus'/],
+    ];
+    for (const [args, pattern] of cases) {
+      const result = await runCli(args);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr, args.join(' ')).toMatch(pattern);
+      expect(result.stderr).not.toMatch(/^\s+at /m);
+      expect(result.stdout).toBe('');
+    }
+  });
+});

@@ -1,0 +1,15 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  // index: the library (build logic, model analysis, verification) for other apps to reuse;
+  // cli: the `splitzip` binary (its shebang is kept); encode-worker: the worker-thread entry,
+  // loaded by URL next to the module that spawns it, so it must be a file of its own.
+  entry: ['src/index.ts', 'src/cli.ts', 'src/encode-worker.ts'],
+  format: ['esm', 'cjs'],
+  dts: { entry: 'src/index.ts' },
+  shims: true,
+  sourcemap: true,
+  clean: true,
+  target: 'es2022',
+  platform: 'node',
+});
