@@ -18,17 +18,18 @@ export function checkPayloadAgainstEntry(payload: Uint8Array, entry: CacheEntry,
       cause: error,
     });
   }
-  const expected = entry.meta as unknown as Record<string, unknown>;
+  const expected = entry.meta;
   const disagreements: string[] = [];
-  const compare = (field: string, actual: number, wanted: unknown) => {
-    if (wanted !== actual) disagreements.push(`${field}: blob ${actual}, manifest ${String(wanted)}`);
+  const compare = (field: string, actual: number, wanted: number) => {
+    if (wanted !== actual) disagreements.push(`${field}: blob ${actual}, manifest ${wanted}`);
   };
-  compare('element_count', meta.elementCount, expected['element_count']);
-  compare('chunk_size', meta.chunkSize, expected['chunk_size']);
-  compare('escape_count', meta.escapeCount, expected['escape_count']);
-  compare('comp_bytes', meta.compBytes, entry.compBytes);
-  compare('raw_bytes', meta.rawBytes, entry.rawBytes);
-  compare('checksum', meta.checksum, expected['checksum']);
+  compare('version', meta.version, expected.version);
+  compare('elementCount', meta.elementCount, expected.elementCount);
+  compare('chunkSize', meta.chunkSize, expected.chunkSize);
+  compare('escapeCount', meta.escapeCount, expected.escapeCount);
+  compare('compBytes', meta.compBytes, entry.compBytes);
+  compare('rawBytes', meta.rawBytes, entry.rawBytes);
+  compare('checksum', meta.checksum, expected.checksum);
   const blobExponents = meta.codebook.exponents;
   const entryExponents = entry.codebook.exponents;
   if (blobExponents.length !== entryExponents.length || blobExponents.some((value, i) => value !== entryExponents[i])) {

@@ -41,7 +41,7 @@ export interface ShardCache {
 }
 
 export interface OpenShardCacheOptions {
-  /** Coverage gate to report misses against when the store does not expose the manifest's. */
+  /** Coverage gate to explain misses against (default: the manifest's `coverage_min`). */
   coverageMin?: number;
   /** Passed to the store: refresh from other processes on a timer. */
   refreshIntervalMs?: number;
@@ -66,9 +66,7 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
 export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number } = {}): ShardCache {
-  const storeCoverage = (store as { coverageMin?: unknown }).coverageMin;
-  const coverageMin =
-    options.coverageMin ?? (typeof storeCoverage === 'number' && storeCoverage > 0 ? storeCoverage : DEFAULT_COVERAGE_MIN);
+  const coverageMin = options.coverageMin ?? (store.coverageMin > 0 ? store.coverageMin : DEFAULT_COVERAGE_MIN);
   const largestPayloadBytes = (entries: Iterable<CacheEntry> = store.entries()) => {
     let largest = 0;
     for (const entry of entries) if (entry.compBytes > largest) largest = entry.compBytes;

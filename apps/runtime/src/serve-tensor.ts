@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { calibrateFromHistogram, countExponents, readPayloadMeta, type PayloadMeta } from '@splitzip/codec';
+import { calibrateFromHistogram, countExponents, MAX_ELEMENT_COUNT, readPayloadMeta, type PayloadMeta } from '@splitzip/codec';
 import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import type { CacheEntry } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
@@ -73,15 +73,20 @@ function mapStoreError(error: unknown, entry: CacheEntry): RuntimeError {
 }
 
 /** Why a tensor without an entry is not cached. `coverage` needs the bytes (see explainMisses). */
-function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): LoadReason {
-  if (target.dtype !== 'BF16') return 'dtype';
-  if (!env.explainMisses || data === undefined || data.byteLength < 2 || data.byteOffset % 2 !== 0 || env.cache === undefined) {
-    return 'missing';
+function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
+  if (target.dtype !== 'BF16') return { reason: 'dtype', detail: `dtype ${target.dtype} is not BF16` };
+  if (env.cache === undefined) return { reason: 'missing', detail: 'no cache' };
+  const elementCount = target.slice.sizeBytes / 2;
+  if (elementCount > MAX_ELEMENT_COUNT) return { reason: 'missing', detail: `${elementCount} values exceed one payload` };
+  if (!env.explainMisses || data === undefined || data.byteLength < 2 || data.byteOffset % 2 !== 0) {
+    return { reason: 'missing', detail: 'no entry for this slice' };
   }
   // The builder's gate: Top-16 exponent coverage below coverage_min means it was skipped on purpose.
   const values = new Uint16Array(data.buffer, data.byteOffset, data.byteLength >>> 1);
   const { coverage } = calibrateFromHistogram(countExponents(values));
-  return coverage < env.cache.coverageMin ? 'coverage' : 'missing';
+  return coverage < env.cache.coverageMin
+    ? { reason: 'coverage', detail: `coverage ${coverage.toFixed(4)} < gate ${env.cache.coverageMin}` }
+    : { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
 }
 
 function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
@@ -129,20 +134,20 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
       if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly) throw error;
       report.reason = 'cache-failed';
       report.error = describeError(error);
+      report.detail = `${error.code}: served raw`;
     }
   } else if (env.cacheOnly) {
-    const reason = explainMiss(target, undefined, env);
-    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${reason === 'dtype' ? `dtype ${dtype}` : 'no entry for its slice'})`, {
-      tensor: name,
-      dtype,
-      reason,
-      ...slice,
-    });
+    const { reason, detail } = explainMiss(target, undefined, env);
+    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${detail})`, { tensor: name, dtype, reason, ...slice });
   }
 
   abortIfNeeded(env.signal, name);
   await readRaw(env, target, output, report);
-  if (entry === undefined) report.reason = explainMiss(target, output, env);
+  if (entry === undefined) {
+    const { reason, detail } = explainMiss(target, output, env);
+    report.reason = reason;
+    report.detail = detail;
+  }
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };

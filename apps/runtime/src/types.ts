@@ -27,6 +27,8 @@ export interface TensorReport {
   sizeBytes: number;
   /** Cache key of the entry, when there was one. */
   key?: string;
+  /** A short human explanation of `reason` (e.g. `coverage 0.9712 < gate 0.99`). */
+  detail?: string;
   /** For `cache-failed`: the typed error that made the runtime fall back to raw. */
   error?: { code: string; message: string };
   /** Bytes read from storage for this tensor: `blobBytesRead + rawBytesRead`. */

@@ -1,0 +1,153 @@
+// Hermetic fixtures: small safetensors models written to temp dirs and caches built with the
+// store and codec directly (calibrate → gate → encode → addEntries → aliasSlices), so each test
+// controls exactly which tensors are cached.
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { calibrateCodebook, createCodebook, encode } from '@splitzip/codec';
+import {
+  openSafetensorsModel,
+  readTensorBytes,
+  writeShardedModel,
+  type SafetensorsDtype,
+  type SafetensorsModel,
+} from '@splitzip/safetensors';
+import { computeContentKey, openCacheStore, type AddEntryInput } from '@splitzip/store';
+
+export interface FixtureTensor {
+  name: string;
+  dtype: SafetensorsDtype;
+  shape: number[];
+  data: Uint8Array;
+}
+
+/** Deterministic PRNG (mulberry32). */
+export function createRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** BF16 weights like a trained layer: normal-ish values, exponents in a narrow band, a few outliers. */
+export function bf16Weights(count: number, seed: number, outlierShare = 0.002): Uint8Array {
+  const random = createRandom(seed);
+  const values = new Uint16Array(count);
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  for (let i = 0; i < count; i += 1) {
+    // Sum of uniforms ≈ normal; scale 0.02 like an initialised weight.
+    const normal = (random() + random() + random() + random() - 2) * 0.035;
+    f32[0] = random() < outlierShare ? normal * 2 ** (Math.floor(random() * 40) - 20) : normal;
+    values[i] = (u32[0] as number) >>> 16;
+  }
+  return new Uint8Array(values.buffer);
+}
+
+/** BF16 values with exponents spread uniformly: Top-16 coverage far under any gate. */
+export function bf16Spread(count: number, seed: number): Uint8Array {
+  const random = createRandom(seed);
+  const values = new Uint16Array(count);
+  for (let i = 0; i < count; i += 1) values[i] = Math.floor(random() * 65536) & 0xff7f; // no NaN concerns: bit patterns only
+  return new Uint8Array(values.buffer);
+}
+
+export function randomBytes(count: number, seed: number): Uint8Array {
+  const random = createRandom(seed);
+  const bytes = new Uint8Array(count);
+  for (let i = 0; i < count; i += 1) bytes[i] = Math.floor(random() * 256);
+  return bytes;
+}
+
+/** A model exercising every path: cached BF16 (odd sizes, empty, a duplicate), F32, I64, gate-failed BF16. */
+export function standardTensors(): FixtureTensor[] {
+  const weights = bf16Weights(5000, 7);
+  return [
+    { name: 'embed.weight', dtype: 'BF16', shape: [64, 100], data: bf16Weights(6400, 1) },
+    { name: 'layer.0.attn.q', dtype: 'BF16', shape: [1001], data: bf16Weights(1001, 2) },
+    { name: 'layer.0.attn.k', dtype: 'BF16', shape: [3, 7, 11], data: bf16Weights(231, 3) },
+    { name: 'layer.0.norm', dtype: 'F32', shape: [257], data: randomBytes(257 * 4, 4) },
+    { name: 'layer.0.mlp.up', dtype: 'BF16', shape: [50, 100], data: weights },
+    { name: 'layer.0.mlp.up_copy', dtype: 'BF16', shape: [50, 100], data: weights.slice() },
+    { name: 'layer.0.empty', dtype: 'BF16', shape: [0, 4], data: new Uint8Array(0) },
+    { name: 'layer.0.spread', dtype: 'BF16', shape: [4099], data: bf16Spread(4099, 5) },
+    { name: 'layer.0.positions', dtype: 'I64', shape: [33], data: randomBytes(33 * 8, 6) },
+    { name: 'layer.1.attn.o', dtype: 'BF16', shape: [2, 1536], data: bf16Weights(3072, 8, 0.006) },
+    { name: 'layer.1.one', dtype: 'BF16', shape: [1], data: bf16Weights(1, 9) },
+    { name: 'lm_head', dtype: 'BF16', shape: [96, 70], data: bf16Weights(6720, 10) },
+  ];
+}
+
+export async function makeTempDir(prefix: string): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), `runtime-${prefix}-`));
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** Writes a sharded model (small shards so slices span several files) and opens it. */
+export async function writeModel(dir: string, tensors: FixtureTensor[], maxShardBytes = 24 * 1024): Promise<SafetensorsModel> {
+  const { indexPath } = await writeShardedModel(dir, tensors, { maxShardBytes });
+  return openSafetensorsModel(indexPath);
+}
+
+export interface BuildOptions {
+  coverageMin?: number;
+  /** Names to leave out of the cache entirely (they become "missing"). */
+  skip?: readonly string[];
+  /** Names whose entries are added but whose slices are not aliased. */
+  noAlias?: readonly string[];
+  chunkSize?: number;
+}
+
+/** Builds a cache for `model` with the store and codec; returns the keys by tensor name. */
+export async function buildCache(model: SafetensorsModel, cacheDir: string, options: BuildOptions = {}): Promise<Map<string, string>> {
+  const coverageMin = options.coverageMin ?? 0.99;
+  const store = await openCacheStore(cacheDir, { create: true, coverageMin });
+  const keys = new Map<string, string>();
+  const inputs = new Map<string, AddEntryInput>();
+  const aliases: { key: string; shardName: string; offsetBytes: number; sizeBytes: number }[] = [];
+  try {
+    for (const tensor of model.tensors) {
+      if (tensor.dtype !== 'BF16' || options.skip?.includes(tensor.name)) continue;
+      const bytes = await readTensorBytes(model, tensor);
+      const values = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
+      // An empty tensor has no exponents to calibrate: any one-exponent codebook encodes it.
+      const { codebook, coverage } = values.length > 0 ? calibrateCodebook(values) : { codebook: createCodebook([127]), coverage: 1 };
+      if (coverage < coverageMin) continue;
+      const key = computeContentKey(bytes, tensor.shape, 'BF16');
+      keys.set(tensor.name, key);
+      if (!inputs.has(key)) {
+        const payload = encode(values, codebook, { chunkSize: options.chunkSize ?? 1024 });
+        inputs.set(key, {
+          key,
+          qualname: tensor.name,
+          payload,
+          shape: tensor.shape,
+          dtype: 'BF16',
+          sha256: createHash('sha256').update(bytes).digest('hex'),
+        });
+      }
+      if (!options.noAlias?.includes(tensor.name)) aliases.push({ key, ...tensor.slice });
+    }
+    await store.addEntries([...inputs.values()]);
+    await store.aliasSlices(aliases);
+  } finally {
+    await store.close();
+  }
+  return keys;
+}
+
+/** The raw bytes of every tensor, read with the safetensors package (the ground truth). */
+export async function readAllRaw(model: SafetensorsModel): Promise<Map<string, Uint8Array>> {
+  const out = new Map<string, Uint8Array>();
+  for (const tensor of model.tensors) out.set(tensor.name, await readTensorBytes(model, tensor));
+  return out;
+}
+
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}

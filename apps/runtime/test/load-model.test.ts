@@ -1,0 +1,240 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SafetensorsModel } from '@splitzip/safetensors';
+import { createFileReader } from '../src/create-file-reader.js';
+import { createPacedReader } from '../src/create-paced-reader.js';
+import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
+import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
+import type { LoadedTensor } from '../src/types.js';
+import { buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
+
+let cleanup: () => Promise<void>;
+let model: SafetensorsModel;
+let cache: ShardCache;
+let raw: Map<string, Uint8Array>;
+let cacheDir: string;
+
+const EXPECTED_REASON: Record<string, string> = {
+  'embed.weight': 'cached',
+  'layer.0.attn.q': 'cached',
+  'layer.0.attn.k': 'cached',
+  'layer.0.norm': 'dtype',
+  'layer.0.mlp.up': 'cached',
+  'layer.0.mlp.up_copy': 'cached',
+  'layer.0.empty': 'cached',
+  'layer.0.spread': 'coverage',
+  'layer.0.positions': 'dtype',
+  'layer.1.attn.o': 'missing', // built, but its slice is not aliased
+  'layer.1.one': 'cached',
+  lm_head: 'missing', // not built at all
+};
+
+beforeAll(async () => {
+  const temp = await makeTempDir('load-model');
+  cleanup = temp.cleanup;
+  model = await writeModel(`${temp.dir}/model`, standardTensors());
+  cacheDir = `${temp.dir}/cache`;
+  await buildCache(model, cacheDir, { skip: ['lm_head'], noAlias: ['layer.1.attn.o'] });
+  cache = await openShardCache(cacheDir);
+  raw = await readAllRaw(model);
+});
+
+afterAll(async () => {
+  await cache?.close();
+  await model?.close();
+  await cleanup?.();
+});
+
+async function collect(iterable: AsyncIterable<LoadedTensor>): Promise<LoadedTensor[]> {
+  const out: LoadedTensor[] = [];
+  for await (const tensor of iterable) out.push(tensor);
+  return out;
+}
+
+describe('loadModel', () => {
+  const readers = {
+    'store + safetensors reads': () => undefined,
+    'runtime file reader': () => createFileReader(),
+    'pacing reader': () => createPacedReader(createFileReader(), { bytesPerSecond: 2e9, chunkBytes: 4096 }),
+  };
+  for (const [label, makeReader] of Object.entries(readers)) {
+    it(`serves every tensor bit-exact, in model order, with the right source and reason (${label})`, async () => {
+      const reader = makeReader();
+      const load = loadModel(model, cache, { reader, concurrency: 3 });
+      const tensors = await collect(load);
+      await reader?.close();
+      expect(tensors.map((t) => t.name)).toEqual(model.tensors.map((t) => t.name));
+      for (const tensor of tensors) {
+        expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+        expect(tensor.reason, tensor.name).toBe(EXPECTED_REASON[tensor.name]);
+        expect(tensor.source).toBe(tensor.reason === 'cached' ? 'cache' : 'raw');
+        const info = model.getTensor(tensor.name);
+        expect(tensor.dtype).toBe(info?.dtype);
+        expect(tensor.shape).toEqual(info?.shape);
+      }
+      const { totals } = load;
+      expect(totals.tensors).toBe(12);
+      expect(totals.fromCache).toBe(7);
+      expect(totals.byReason).toEqual({ cached: 7, dtype: 2, coverage: 1, missing: 2, 'cache-failed': 0 });
+      const cachedRaw = tensors.filter((t) => t.source === 'cache').reduce((sum, t) => sum + t.data.byteLength, 0);
+      const uncachedRaw = tensors.filter((t) => t.source === 'raw').reduce((sum, t) => sum + t.data.byteLength, 0);
+      expect(totals.bytesProduced).toBe(cachedRaw + uncachedRaw);
+      expect(totals.bytesReadRaw).toBe(uncachedRaw);
+      const payloadBytes = tensors
+        .filter((t) => t.source === 'cache')
+        .reduce((sum, t) => sum + (cache.getEntry(t.report.key as string)?.compBytes ?? NaN), 0);
+      expect(totals.bytesReadFromCache).toBe(payloadBytes);
+      expect(totals.bytesRead).toBe(payloadBytes + uncachedRaw);
+      expect(totals.backends).toHaveLength(1);
+      expect(totals.backends[0]).toMatch(/^cpu:/);
+      expect(load.reports).toHaveLength(12);
+      // The escape stream is exercised, not only the 4-bit codes.
+      const escapes = tensors.filter((t) => t.source === 'cache').map((t) => cache.getEntry(t.report.key as string)?.meta.escapeCount ?? 0);
+      expect(escapes.filter((count) => count > 0).length).toBeGreaterThanOrEqual(3);
+      expect(load.reports.find((r) => r.name === 'layer.0.spread')?.detail).toMatch(/^coverage 0\.\d+ < gate 0\.99$/);
+    });
+  }
+
+  it('loads everything raw without a cache (the baseline), bit-exact', async () => {
+    const load = loadModel(model, null);
+    const tensors = await collect(load);
+    for (const tensor of tensors) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array)).toBe(true);
+    expect(load.totals.fromRaw).toBe(12);
+    expect(load.totals.bytesRead).toBe(load.totals.bytesProduced);
+  });
+
+  it('writes into caller buffers (arena views, odd offsets included) and calls onTensor in order', async () => {
+    const total = model.tensors.reduce((sum, t) => sum + t.slice.sizeBytes + 1, 0);
+    const arena = new Uint8Array(total + 1);
+    let cursor = 1; // odd: every other tensor lands at an odd byte offset
+    const offsets = new Map<string, number>();
+    for (const t of model.tensors) {
+      offsets.set(t.name, cursor);
+      cursor += t.slice.sizeBytes + 1;
+    }
+    const seen: string[] = [];
+    const totals = await loadModel(model, cache, {
+      allocate: (t) => arena.subarray(offsets.get(t.name), (offsets.get(t.name) as number) + t.slice.sizeBytes),
+      onTensor: (t) => seen.push(t.name),
+    }).drain();
+    expect(seen).toEqual(model.tensors.map((t) => t.name));
+    for (const t of model.tensors) {
+      const start = offsets.get(t.name) as number;
+      expect(sameBytes(arena.subarray(start, start + t.slice.sizeBytes), raw.get(t.name) as Uint8Array), t.name).toBe(true);
+    }
+    expect(totals.fromCache).toBe(7);
+  });
+
+  it('reuses the same staging slots for every tensor: no per-tensor staging allocation', async () => {
+    const pool = cache.createStagingPool({ slotCount: 2 });
+    const seenSlots = new Set<Uint8Array>();
+    const watched: StagingPool = {
+      ...pool,
+      get available() {
+        return pool.available;
+      },
+      acquire: async (options) => {
+        const slot = await pool.acquire(options);
+        seenSlots.add(slot.bytes);
+        return slot;
+      },
+      release: (slot: StagingSlot) => pool.release(slot),
+    };
+    for (let round = 0; round < 3; round += 1) {
+      await loadModel(model, cache, { pool: watched, concurrency: 2 }).drain();
+    }
+    const stats = pool.stats();
+    expect(stats.allocations).toBe(1);
+    expect(stats.acquires).toBe(3 * 7);
+    expect(stats.peakInUse).toBeLessThanOrEqual(2);
+    expect(stats.inUse).toBe(0);
+    expect(seenSlots.size).toBeLessThanOrEqual(2);
+  });
+
+  it('stages a payload larger than the slots in a one-off buffer and counts it', async () => {
+    const tiny = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const load = loadModel(model, cache, { pool: tiny });
+    const tensors = await collect(load);
+    for (const tensor of tensors) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array)).toBe(true);
+    expect(load.totals.stagingOverflows).toBeGreaterThan(0);
+    expect(load.totals.fromCache).toBe(7);
+  });
+
+  it('verifies digests of every cached tensor when asked', async () => {
+    const load = loadModel(model, cache, { verifyDigest: true });
+    await load.drain();
+    const cached = load.reports.filter((r) => r.source === 'cache');
+    expect(cached).toHaveLength(7);
+    expect(cached.every((r) => r.digestVerified)).toBe(true);
+  });
+
+  it('cacheOnly throws NOT_CACHED for the first tensor the cache cannot serve', async () => {
+    await expect(loadModel(model, cache, { cacheOnly: true }).drain()).rejects.toMatchObject({
+      code: 'NOT_CACHED',
+      details: expect.objectContaining({ tensor: 'layer.0.norm', reason: 'dtype' }),
+    });
+    const onlyCached = await loadModel(model, cache, { cacheOnly: true, filter: (t) => EXPECTED_REASON[t.name] === 'cached' }).drain();
+    expect(onlyCached.fromCache).toBe(7);
+  });
+
+  it('can be iterated once, and stops early on break', async () => {
+    const load = loadModel(model, cache, { concurrency: 2 });
+    for await (const tensor of load) {
+      if (tensor.name === 'layer.0.attn.q') break;
+    }
+    expect(load.totals.tensors).toBe(2);
+    expect(() => load[Symbol.asyncIterator]()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => loadModel(model, cache, { concurrency: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
+
+describe('loadTensor', () => {
+  it('loads by name and by slice, from the cache or raw', async () => {
+    const byName = await loadTensor({ model, name: 'embed.weight' }, { cache });
+    expect(byName.source).toBe('cache');
+    expect(sameBytes(byName.data, raw.get('embed.weight') as Uint8Array)).toBe(true);
+
+    const info = model.getTensor('layer.0.norm');
+    const bySlice = await loadTensor(info?.slice as never, { cache, model });
+    expect(bySlice).toMatchObject({ name: 'layer.0.norm', source: 'raw', reason: 'dtype', dtype: 'F32', shape: [257] });
+    expect(sameBytes(bySlice.data, raw.get('layer.0.norm') as Uint8Array)).toBe(true);
+
+    const noCache = await loadTensor({ model, slice: model.getTensor('lm_head')?.slice as never });
+    expect(noCache).toMatchObject({ source: 'raw', reason: 'missing' });
+  });
+
+  it('serves a bare slice from the cache without a model (the native-shard route)', async () => {
+    const info = model.getTensor('layer.0.attn.k');
+    const loaded = await loadTensor(info?.slice as never, { cache });
+    expect(loaded).toMatchObject({ name: 'layer.0.attn.k', dtype: 'BF16', shape: [3, 7, 11], source: 'cache' });
+    expect(sameBytes(loaded.data, raw.get('layer.0.attn.k') as Uint8Array)).toBe(true);
+  });
+
+  it('fills a caller-provided buffer and refuses one that is too small', async () => {
+    const target = new Uint8Array(20000).fill(0xee);
+    const loaded = await loadTensor({ model, name: 'layer.0.attn.q' }, { cache, target });
+    expect(loaded.data.buffer).toBe(target.buffer);
+    expect(sameBytes(target.subarray(0, 2002), raw.get('layer.0.attn.q') as Uint8Array)).toBe(true);
+    expect(target[2002]).toBe(0xee);
+    await expect(loadTensor({ model, name: 'layer.0.attn.q' }, { cache, target: new Uint8Array(2001) })).rejects.toMatchObject({
+      code: 'OUTPUT_TOO_SMALL',
+      details: expect.objectContaining({ tensor: 'layer.0.attn.q', sizeBytes: 2002 }),
+    });
+  });
+
+  it('gives typed errors naming an unknown tensor, shard or slice', async () => {
+    await expect(loadTensor({ model, name: 'nope' }, { cache })).rejects.toMatchObject({ code: 'TENSOR_NOT_FOUND', details: { tensor: 'nope' } });
+    await expect(loadTensor({ shardName: 'other.safetensors', offsetBytes: 8, sizeBytes: 2 }, { cache, model })).rejects.toMatchObject({
+      code: 'SHARD_NOT_FOUND',
+      details: expect.objectContaining({ shardName: 'other.safetensors' }),
+    });
+    const shardName = model.shards[0]?.name as string;
+    await expect(loadTensor({ shardName, offsetBytes: 9, sizeBytes: 2 }, { cache, model })).rejects.toMatchObject({
+      code: 'SLICE_NOT_FOUND',
+      details: { shardName, offsetBytes: 9, sizeBytes: 2 },
+    });
+    await expect(loadTensor({ shardName, offsetBytes: 9, sizeBytes: 2 }, { cache })).rejects.toMatchObject({ code: 'SLICE_NOT_FOUND' });
+    await expect(loadTensor({ model, name: 'layer.0.spread' }, { cache, cacheOnly: true })).rejects.toMatchObject({ code: 'NOT_CACHED' });
+  });
+});
