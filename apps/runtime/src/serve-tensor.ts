@@ -131,7 +131,10 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
       report.bytesProduced = output.byteLength;
       return { name, dtype, shape, data: output, source: 'cache', reason: 'cached', report };
     } catch (error) {
-      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly) throw error;
+      // No raw source (a bare slice without a model) means nothing to fall back to: the cache error stands.
+      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly || target.info === undefined) {
+        throw error;
+      }
       report.reason = 'cache-failed';
       report.error = describeError(error);
       report.detail = `${error.code}: served raw`;
