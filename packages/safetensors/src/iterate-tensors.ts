@@ -1,6 +1,6 @@
 import { SafetensorsError } from './errors.js';
 import { DEFAULT_ITERATE_BUFFER_BYTES } from './limits.js';
-import { getModelReader } from './model-reader.js';
+import { allocateUninitialized, getModelReader } from './model-reader.js';
 import { readFully } from './read-fully.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
@@ -53,12 +53,18 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
     const batch = batches[index] as Batch;
     let buffer: Uint8Array;
     if (reuse) {
+      // Two slots alternate: batch k+1 is read into one while batch k is consumed from the other.
       const slot = index & 1;
       const current = spare[slot];
-      buffer = current && current.length >= batch.sizeBytes ? current : allocate(Math.max(batch.sizeBytes, reuseBytes));
-      spare[slot] = buffer;
+      if (current && current.length >= batch.sizeBytes) {
+        buffer = current;
+      } else {
+        if (current) reader.giveBackBuffer(current);
+        buffer = reader.takeBuffer(Math.max(batch.sizeBytes, reuseBytes));
+        spare[slot] = buffer;
+      }
     } else {
-      buffer = allocate(batch.sizeBytes);
+      buffer = allocateUninitialized(batch.sizeBytes);
     }
     const view = buffer.subarray(0, batch.sizeBytes);
     return readFully(reader.handleOf(batch.shardName), view, batch.positionBytes, batch.shardPath).then(() => view);
@@ -79,6 +85,7 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
   } finally {
     // An abandoned iteration must not leave a read rejecting unobserved.
     if (pending) await pending.catch(() => undefined);
+    for (const buffer of spare) if (buffer) reader.giveBackBuffer(buffer);
   }
 }
 
@@ -111,10 +118,4 @@ function largest(batches: readonly Batch[]): number {
   let max = 0;
   for (const batch of batches) if (batch.sizeBytes > max) max = batch.sizeBytes;
   return max;
-}
-
-/** Uninitialised memory: every byte is overwritten by the read before anyone sees it. */
-function allocate(sizeBytes: number): Uint8Array {
-  const buffer = Buffer.allocUnsafeSlow(sizeBytes);
-  return new Uint8Array(buffer.buffer, buffer.byteOffset, sizeBytes);
 }

@@ -11,6 +11,23 @@ export const MODEL_READER: unique symbol = Symbol.for('@splitzip/safetensors/mod
 export interface ModelReader {
   /** The open handle of a shard; MODEL_CLOSED after close(). */
   handleOf(shardName: string): FileHandle;
+  /**
+   * A scratch buffer of at least `minBytes` for iterateTensors' reuse mode: pooled per model so that
+   * repeated iterations do not fault in fresh pages each time. Exclusive until given back.
+   */
+  takeBuffer(minBytes: number): Uint8Array;
+  /** Returns a buffer to the pool (kept only while the pool is small; dropped after close()). */
+  giveBackBuffer(buffer: Uint8Array): void;
+}
+
+/** Pool bounds: at most this many idle buffers per model, each at most MAX_POOLED_BUFFER_BYTES. */
+export const MAX_POOLED_BUFFERS = 2;
+export const MAX_POOLED_BUFFER_BYTES = 64 << 20;
+
+/** Uninitialised memory: every byte is overwritten by a read before anyone sees it. */
+export function allocateUninitialized(sizeBytes: number): Uint8Array {
+  const buffer = Buffer.allocUnsafeSlow(sizeBytes);
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, sizeBytes);
 }
 
 export function getModelReader(model: SafetensorsModel): ModelReader {

@@ -3,7 +3,7 @@ import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES } from './limits.js';
-import { MODEL_READER, type ModelReader } from './model-reader.js';
+import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
 import { parseSafetensorsIndex } from './parse-safetensors-index.js';
 import { readFully } from './read-fully.js';
@@ -201,7 +201,19 @@ function buildModel(
     }
   }
   let closed = false;
+  let pool: Uint8Array[] = [];
   const reader: ModelReader = {
+    takeBuffer(minBytes: number): Uint8Array {
+      const at = pool.findIndex((buffer) => buffer.length >= minBytes);
+      if (at >= 0) return pool.splice(at, 1)[0] as Uint8Array;
+      return allocateUninitialized(minBytes);
+    },
+    giveBackBuffer(buffer: Uint8Array): void {
+      if (closed || buffer.length > MAX_POOLED_BUFFER_BYTES) return;
+      pool.push(buffer);
+      // Keep the largest few.
+      if (pool.length > MAX_POOLED_BUFFERS) pool = pool.sort((a, b) => b.length - a.length).slice(0, MAX_POOLED_BUFFERS);
+    },
     handleOf(shardName: string): FileHandle {
       const handle = handles.get(shardName);
       if (closed || !handle) {
@@ -221,6 +233,7 @@ function buildModel(
     close: async () => {
       if (closed) return;
       closed = true;
+      pool = [];
       await closeAll(opened);
     },
     [MODEL_READER]: reader,

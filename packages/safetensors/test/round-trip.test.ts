@@ -179,6 +179,19 @@ describe('write -> read round trips', () => {
             }
           }
         }
+        // Two reuse-mode iterations interleaved on one model never share a pooled buffer.
+        const first = iterateTensors(model, { maxBufferBytes: 700, reuseBuffers: true });
+        const second = iterateTensors(model, { maxBufferBytes: 300, reuseBuffers: true });
+        for (;;) {
+          const [a, b] = [await first.next(), await second.next()];
+          if (a.done || b.done) {
+            expect(a.done && b.done).toBe(true);
+            break;
+          }
+          for (const { tensor, bytes } of [a.value, b.value]) {
+            expect(Buffer.from(bytes).equals(Buffer.from(tensors.find((t) => t.name === tensor.name)!.data))).toBe(true);
+          }
+        }
         const filtered: string[] = [];
         for await (const { tensor } of iterateTensors(model, { filter: (t) => t.name.endsWith('7') })) filtered.push(tensor.name);
         expect(filtered).toEqual(['t7', 't17', 't27', 't37']);
