@@ -44,6 +44,44 @@ export function referenceXxh32(bytes: Uint8Array, seed = 0): number {
   return Number(h);
 }
 
+/** The same XXH32 with 32-bit integer math (fast enough for the sweeps); cross-checked against the BigInt one. */
+export function scalarXxh32(bytes: Uint8Array, seed = 0): number {
+  const P1 = 0x9e3779b1 | 0;
+  const P2 = 0x85ebca77 | 0;
+  const P3 = 0xc2b2ae3d | 0;
+  const P4 = 0x27d4eb2f | 0;
+  const P5 = 0x165667b1 | 0;
+  const rotl = (x: number, r: number): number => (x << r) | (x >>> (32 - r));
+  const u32 = (p: number): number => bytes[p]! | (bytes[p + 1]! << 8) | (bytes[p + 2]! << 16) | (bytes[p + 3]! << 24);
+  const len = bytes.length;
+  let p = 0;
+  let h: number;
+  if (len >= 16) {
+    let v1 = (seed + P1 + P2) | 0;
+    let v2 = (seed + P2) | 0;
+    let v3 = seed | 0;
+    let v4 = (seed - P1) | 0;
+    for (; p + 16 <= len; p += 16) {
+      v1 = Math.imul(rotl((v1 + Math.imul(u32(p), P2)) | 0, 13), P1);
+      v2 = Math.imul(rotl((v2 + Math.imul(u32(p + 4), P2)) | 0, 13), P1);
+      v3 = Math.imul(rotl((v3 + Math.imul(u32(p + 8), P2)) | 0, 13), P1);
+      v4 = Math.imul(rotl((v4 + Math.imul(u32(p + 12), P2)) | 0, 13), P1);
+    }
+    h = (rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18)) | 0;
+  } else {
+    h = (seed + P5) | 0;
+  }
+  h = (h + len) | 0;
+  for (; p + 4 <= len; p += 4) h = Math.imul(rotl((h + Math.imul(u32(p), P3)) | 0, 17), P4);
+  for (; p < len; p++) h = Math.imul(rotl((h + Math.imul(bytes[p]!, P5)) | 0, 11), P1);
+  h ^= h >>> 15;
+  h = Math.imul(h, P2);
+  h ^= h >>> 13;
+  h = Math.imul(h, P3);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
 const align = (x: number): number => Math.ceil(x / 256) * 256;
 
 export function referenceLayout(n: number, escapes: number, chunkSize: number) {
@@ -59,8 +97,10 @@ export function referenceLayout(n: number, escapes: number, chunkSize: number) {
 
 export function referenceEncode(values: Uint16Array, exponents: readonly number[], chunkSize = 1024): Uint8Array {
   const n = values.length;
+  const codeOf = new Map<number, number>();
+  exponents.forEach((e, k) => codeOf.set(e, k));
   let escapes = 0;
-  for (let i = 0; i < n; i++) if (!exponents.includes((values[i]! >> 7) & 0xff)) escapes++;
+  for (let i = 0; i < n; i++) if (!codeOf.has((values[i]! >> 7) & 0xff)) escapes++;
   const L = referenceLayout(n, escapes, chunkSize);
   const out = new Uint8Array(L.total);
   const dv = new DataView(out.buffer);
@@ -92,7 +132,7 @@ export function referenceEncode(values: Uint16Array, exponents: readonly number[
     for (let i = c * chunkSize; i < Math.min(n, (c + 1) * chunkSize); i++) {
       const v = values[i]!;
       const e = (v >> 7) & 0xff;
-      let code = exponents.indexOf(e);
+      let code = codeOf.get(e) ?? -1;
       if (code < 0) {
         code = 0;
         dv.setUint16(L.a4 + 2 * j, i - c * chunkSize, true);
@@ -104,7 +144,7 @@ export function referenceEncode(values: Uint16Array, exponents: readonly number[
     }
   }
   dv.setUint32(L.a3 + 4 * L.chunkCount, j, true);
-  dv.setUint32(252, referenceXxh32(out.subarray(0, L.total)), true);
+  dv.setUint32(252, scalarXxh32(out.subarray(0, L.total)), true);
   return out;
 }
 
@@ -170,5 +210,39 @@ export function randomBf16(n: number, seed: number): Uint16Array {
   const rand = createRandom(seed);
   const out = new Uint16Array(n);
   for (let i = 0; i < n; i++) out[i] = Math.floor(rand() * 65536);
+  return out;
+}
+
+/** Recomputes and stores the checksum (for building payloads that break a rule past the checksum). */
+export function resealPayload(payload: Uint8Array): Uint8Array {
+  const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const total = Number(dv.getBigUint64(136, true));
+  dv.setUint32(252, 0, true);
+  dv.setUint32(252, scalarXxh32(payload.subarray(0, total)), true);
+  return payload;
+}
+
+/** Values whose exponents cycle through `exponents` (sign and mantissa random). */
+export function valuesWithExponents(n: number, exponents: readonly number[], seed: number): Uint16Array {
+  const rand = createRandom(seed);
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) {
+    const e = exponents[Math.floor(rand() * exponents.length)]!;
+    out[i] = (rand() < 0.5 ? 0x8000 : 0) | (e << 7) | Math.floor(rand() * 128);
+  }
+  return out;
+}
+
+/** All 65,536 BF16 bit patterns in a shuffled, seeded order. */
+export function allBf16Patterns(seed: number): Uint16Array {
+  const out = new Uint16Array(65536);
+  for (let i = 0; i < 65536; i++) out[i] = i;
+  const rand = createRandom(seed);
+  for (let i = 65535; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    const t = out[i]!;
+    out[i] = out[j]!;
+    out[j] = t;
+  }
   return out;
 }
