@@ -156,7 +156,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
 }
 
-async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8Array, report: TensorReport): Promise<void> {
+export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8Array, report: TensorReport): Promise<void> {
   const { name, slice } = target;
   if (target.model === undefined || target.info === undefined) {
     throw new RuntimeError('SHARD_NOT_FOUND', `no model to read ${name} raw from: shard ${slice.shardName} is unknown here`, {
@@ -184,23 +184,32 @@ async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8Array, r
   report.rawBytesRead += output.byteLength;
 }
 
-async function decodeFromCache(
-  env: ServeEnv,
-  target: ServeTarget,
-  entry: CacheEntry,
-  output: Uint8Array,
-  report: TensorReport,
-): Promise<void> {
+/** A payload read into staging and validated; `release()` gives the staging slot back (idempotent). */
+export interface StagedPayload {
+  payload: Uint8Array;
+  meta: PayloadMeta;
+  release(): void;
+}
+
+/** Refuses an entry that does not describe this very tensor, before any of its bytes are trusted. */
+function checkEntryDescribesTarget(target: ServeTarget, entry: CacheEntry): void {
   const { name, slice } = target;
-  const context = { tensor: name, key: entry.key, qualname: entry.qualname };
-  // The entry must describe this very tensor before any of its bytes are trusted.
   if (entry.dtype !== 'BF16' || target.dtype !== 'BF16' || entry.rawBytes !== slice.sizeBytes || !sameShape(entry.shape, target.shape)) {
     throw new RuntimeError(
       'CACHE_ENTRY_MISMATCH',
       `cache entry ${entry.key} (${entry.dtype} ${JSON.stringify(entry.shape)}, ${entry.rawBytes} B) does not describe ${name} (${target.dtype} ${JSON.stringify(target.shape)}, ${slice.sizeBytes} B)`,
-      context,
+      { tensor: name, key: entry.key, qualname: entry.qualname },
     );
   }
+}
+
+/**
+ * Takes a staging slot, reads the entry's payload into it (the store's readBlob, or the custom
+ * reader followed by the same checks) and validates it. On failure the slot is already released.
+ */
+export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: CacheEntry, report: TensorReport): Promise<StagedPayload> {
+  checkEntryDescribesTarget(target, entry);
+  const context = { tensor: target.name, key: entry.key, qualname: entry.qualname };
   const cache = env.cache as ShardCache;
   const pool = env.pool;
   let slot: StagingSlot | undefined;
@@ -212,6 +221,13 @@ async function decodeFromCache(
     env.onStagingOverflow();
     stage = allocateAligned(entry.compBytes);
   }
+  const release = () => {
+    if (slot !== undefined) {
+      const held = slot;
+      slot = undefined;
+      pool?.release(held);
+    }
+  };
   try {
     const ioStartMs = performance.now();
     let payload: Uint8Array;
@@ -242,43 +258,65 @@ async function decodeFromCache(
       report.blobBytesRead += payload.byteLength;
       meta = readPayloadMeta(payload);
     }
-    abortIfNeeded(env.signal, name);
+    if (meta.elementCount * 2 !== target.slice.sizeBytes) {
+      throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${target.name} has ${target.slice.sizeBytes / 2}`, context);
+    }
+    abortIfNeeded(env.signal, target.name);
+    return { payload, meta, release };
+  } catch (error) {
+    release();
+    throw error;
+  }
+}
 
+/** Throws DIGEST_MISMATCH unless `bytes` hash to the entry's SHA-256 of the original tensor. */
+export function checkDigest(bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport): void {
+  const digestStartMs = performance.now();
+  const actual = createHash('sha256').update(bytes).digest('hex');
+  report.digestMs += performance.now() - digestStartMs;
+  if (actual !== entry.sha256) {
+    throw new RuntimeError('DIGEST_MISMATCH', `${target.name}: decoded bytes have SHA-256 ${actual}, the manifest says ${entry.sha256}`, {
+      tensor: target.name,
+      key: entry.key,
+      qualname: entry.qualname,
+      expected: entry.sha256,
+      actual,
+    });
+  }
+  report.digestVerified = true;
+}
+
+async function decodeFromCache(
+  env: ServeEnv,
+  target: ServeTarget,
+  entry: CacheEntry,
+  output: Uint8Array,
+  report: TensorReport,
+): Promise<void> {
+  const { name } = target;
+  const staged = await stagePayload(env, target, entry, report);
+  try {
     const decodeStartMs = performance.now();
     // Decode straight into the caller's buffer when it can be viewed as BF16 values (even offset).
     const direct = output.byteOffset % 2 === 0;
     const values = direct
       ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1)
       : new Uint16Array(output.byteLength >>> 1);
-    if (meta.elementCount !== values.length) {
-      throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${name} has ${values.length}`, context);
-    }
     report.backend = env.backend.name;
     try {
-      await env.backend.decode(payload, meta, values);
+      await env.backend.decode(staged.payload, staged.meta, values);
     } catch (error) {
       throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${(error as Error).message}`, {
-        ...context,
+        tensor: name,
+        key: entry.key,
+        qualname: entry.qualname,
         backend: env.backend.name,
       }, { cause: error });
     }
     if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
     report.decodeMs += performance.now() - decodeStartMs;
   } finally {
-    if (slot !== undefined) pool?.release(slot);
+    staged.release();
   }
-
-  if (env.verifyDigest) {
-    const digestStartMs = performance.now();
-    const actual = createHash('sha256').update(output).digest('hex');
-    report.digestMs += performance.now() - digestStartMs;
-    if (actual !== entry.sha256) {
-      throw new RuntimeError('DIGEST_MISMATCH', `${name}: decoded bytes have SHA-256 ${actual}, the manifest says ${entry.sha256}`, {
-        ...context,
-        expected: entry.sha256,
-        actual,
-      });
-    }
-    report.digestVerified = true;
-  }
+  if (env.verifyDigest) checkDigest(output, entry, target, report);
 }

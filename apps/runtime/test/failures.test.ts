@@ -60,7 +60,8 @@ describe('a bad blob is reported and served raw, never decoded into wrong data',
   const damages = {
     'a flipped byte': async (blob: string) => {
       const bytes = await readFile(blob);
-      bytes[Math.floor(bytes.length * 0.6)] ^= 0x10;
+      const at = Math.floor(bytes.length * 0.6);
+      bytes[at] = (bytes[at] as number) ^ 0x10;
       await writeFile(blob, bytes);
     },
     'a truncated blob': async (blob: string) => truncate(blob, 1000),
@@ -185,7 +186,7 @@ describe('a failing decode backend', () => {
       name: 'test:lying',
       async decode(payload, meta, out) {
         await cpu.decode(payload, meta, out);
-        if (out.length > 0) out[out.length >> 1] ^= 1;
+        if (out.length > 0) out[out.length >> 1] = (out[out.length >> 1] as number) ^ 1;
       },
     };
     try {

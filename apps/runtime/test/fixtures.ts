@@ -89,8 +89,8 @@ export async function makeTempDir(prefix: string): Promise<{ dir: string; cleanu
 }
 
 /** Writes a sharded model (small shards so slices span several files) and opens it. */
-export async function writeModel(dir: string, tensors: FixtureTensor[], maxShardBytes = 24 * 1024): Promise<SafetensorsModel> {
-  const { indexPath } = await writeShardedModel(dir, tensors, { maxShardBytes });
+export async function writeModel(dir: string, tensors: FixtureTensor[], maxShardBytes = 24 * 1024, shardNamePrefix = 'model'): Promise<SafetensorsModel> {
+  const { indexPath } = await writeShardedModel(dir, tensors, { maxShardBytes, shardNamePrefix });
   return openSafetensorsModel(indexPath);
 }
 
