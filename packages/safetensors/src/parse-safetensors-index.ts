@@ -78,18 +78,18 @@ export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): Pars
   return { weightMap, shardNames: [...shards].sort(), metadata };
 }
 
-/** Rules 17-18 and name hygiene: a relative path of plain segments, no way up. */
+/** Rules 17, 18, 18b: a relative path of plain segments, no way up. */
 function checkShardName(shard: string, file: string, tensor: string): void {
   const shown = JSON.stringify(shard);
-  if (shard.length === 0 || shard.includes('\0') || shard.includes('\\')) {
-    throw new SafetensorsError('INDEX_SHARD_INVALID_NAME', `shard name ${shown} is empty or holds a NUL or a backslash`, { file, tensor });
-  }
   if (shard.startsWith('/') || /^[A-Za-z]:/.test(shard)) {
     throw new SafetensorsError('INDEX_SHARD_ABSOLUTE', `shard name ${shown} is an absolute path`, { file, tensor });
   }
   const segments = shard.split('/');
   if (segments.includes('..')) {
     throw new SafetensorsError('INDEX_SHARD_TRAVERSAL', `shard name ${shown} climbs out of the model directory with ..`, { file, tensor });
+  }
+  if (shard.length === 0 || shard.includes('\0') || shard.includes('\\')) {
+    throw new SafetensorsError('INDEX_SHARD_INVALID_NAME', `shard name ${shown} is empty or holds a NUL or a backslash`, { file, tensor });
   }
   if (segments.some((segment) => segment === '' || segment === '.')) {
     throw new SafetensorsError('INDEX_SHARD_INVALID_NAME', `shard name ${shown} has an empty or "." segment`, { file, tensor });
