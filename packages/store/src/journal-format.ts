@@ -181,7 +181,7 @@ export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path:
     }
     const magic = view.getUint32(at, true);
     const bodyBytes = view.getUint32(at + 4, true);
-    if (magic !== RECORD_MAGIC || bodyBytes < 5 || bodyBytes > MAX_JOURNAL_RECORD_BYTES) {
+    if (magic !== RECORD_MAGIC || bodyBytes < 1 || bodyBytes > MAX_JOURNAL_RECORD_BYTES) {
       stop = 'invalid';
       break;
     }

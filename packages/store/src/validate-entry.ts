@@ -165,11 +165,12 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     throw new StoreError('ENTRY_INVALID', 'entry key must be 40 lower-case hex digits', { entry: key, details: { key } });
   }
   const e = requireObject(value, 'entry', key);
+  // First: the one field that names a file.
+  const blob = validateBlobPath(key, e.blob);
   const qualname = e.qualname;
   if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {
     mismatch(key, `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { field: 'qualname' });
   }
-  const blob = validateBlobPath(key, e.blob);
   let codebookExponents: number[];
   try {
     codebookExponents = [...codebookFromJson(e.codebook).exponents];

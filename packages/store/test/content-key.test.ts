@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { computeContentKey, dtypeToTorchText, formatPythonShape } from '../src/index.js';
+
+const bf16 = (patterns: number[]) => new Uint8Array(new Uint16Array(patterns).buffer);
+const SIX = bf16([0x3f80, 0xc000, 0x3f00, 0x0000, 0x7fc0, 0x7f80]);
+
+// Expected keys were computed with Python's hashlib and str(tuple(shape)), as the seed does.
+describe('computeContentKey', () => {
+  it('matches the issue vector: shape (2, 3), six BF16 patterns', () => {
+    expect(computeContentKey(SIX, [2, 3], 'BF16')).toBe('ba663ec446e5e55438e4c6af922dc05fe49ea3d7');
+    expect(computeContentKey(SIX, [2, 3], 'torch.bfloat16')).toBe('ba663ec446e5e55438e4c6af922dc05fe49ea3d7');
+  });
+
+  it('formats shapes exactly as Python str(tuple(shape))', () => {
+    expect(formatPythonShape([])).toBe('()');
+    expect(formatPythonShape([4096])).toBe('(4096,)');
+    expect(formatPythonShape([4096, 4096])).toBe('(4096, 4096)');
+    expect(formatPythonShape([1, 2, 3, 4])).toBe('(1, 2, 3, 4)');
+    expect(formatPythonShape([2 ** 40, 0, 3])).toBe('(1099511627776, 0, 3)');
+  });
+
+  it('matches Python for 0-d, 1-d, 3-d, empty and big-dimension shapes', () => {
+    expect(computeContentKey(bf16([0x3f80]), [], 'BF16')).toBe('09b38a877c3abe945a7437c4118f026572fd27da');
+    expect(computeContentKey(SIX, [6], 'BF16')).toBe('74e892b7355879aad9796ae29097857fcb6ff01b');
+    expect(computeContentKey(SIX, [1, 2, 3], 'BF16')).toBe('444985cc32eafae4bf9477c31e2ec7f79a7f9804');
+    expect(computeContentKey(new Uint8Array(0), [0, 4096], 'BF16')).toBe('a72cfd1742b0b07f89d24d059bb7df2206b0448e');
+    expect(computeContentKey(new Uint8Array(0), [151936, 0], 'BF16')).toBe('3d6a0365a3b8185d14d30a7b8b91fc2b0e08427b');
+    expect(computeContentKey(new Uint8Array(0), [2 ** 40, 0, 3], 'BF16')).toBe('3800407228f10fc559c11f3db6f533b32962fc29');
+  });
+
+  it('matches Python on a 4 MiB tensor (4096, 512)', () => {
+    const values = new Uint16Array(4096 * 512);
+    for (let i = 0; i < values.length; i++) values[i] = Math.imul(i, 40503) & 0xffff;
+    expect(computeContentKey(new Uint8Array(values.buffer), [4096, 512], 'BF16')).toBe('12e50450f21b589b2355cb506c6844db197c33f7');
+  });
+
+  it('uses the torch dtype text of other dtypes', () => {
+    expect(computeContentKey(new Uint8Array(new Float32Array([1, -2, 0.5]).buffer), [3], 'F32')).toBe('78fa706d4e48cee7b77c043067a8558997cb5c92');
+    expect(computeContentKey(new Uint8Array([1, 2, 3, 255]), [4], 'U8')).toBe('b126267bc8bcd5ac30c2ebcba352ab0f08aedef6');
+    expect(computeContentKey(new Uint8Array([1, 2, 3, 255]), [4], 'torch.uint8')).toBe('b126267bc8bcd5ac30c2ebcba352ab0f08aedef6');
+    expect(dtypeToTorchText('F16')).toBe('torch.float16');
+    expect(dtypeToTorchText('F8_E4M3')).toBe('torch.float8_e4m3fn');
+    expect(dtypeToTorchText('I64')).toBe('torch.int64');
+  });
+
+  it('hashes a view, not its whole buffer', () => {
+    const big = new Uint8Array(100);
+    big.set(SIX, 10);
+    expect(computeContentKey(big.subarray(10, 22), [2, 3], 'BF16')).toBe('ba663ec446e5e55438e4c6af922dc05fe49ea3d7');
+  });
+
+  it('rejects unknown dtypes, wrong byte lengths and bad shapes', () => {
+    expect(() => computeContentKey(SIX, [2, 3], 'F4')).toThrow(expect.objectContaining({ code: 'UNKNOWN_DTYPE' }));
+    expect(() => computeContentKey(SIX, [2, 3], 'torch.nonsense')).toThrow(expect.objectContaining({ code: 'UNKNOWN_DTYPE' }));
+    expect(() => computeContentKey(SIX, [2, 2], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => computeContentKey(SIX, [3, 2], 'F32')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => computeContentKey(SIX, [-2, -3], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => computeContentKey(SIX, [2.5, 2.4], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => computeContentKey(SIX, new Array(65).fill(1), 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => computeContentKey(SIX, [2 ** 30, 2 ** 30], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => computeContentKey('abc' as unknown as Uint8Array, [3], 'U8')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});

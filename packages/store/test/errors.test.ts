@@ -1,0 +1,451 @@
+import { spawnSync } from 'node:child_process';
+import { crc32 } from 'node:zlib';
+import { mkdir, readFile, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { Packr } from 'msgpackr';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MAX_BLOB_BYTES, MAX_MANIFEST_BYTES, openCacheStore } from '../src/index.js';
+import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+
+afterEach(removeTempDirs);
+
+/** A closed cache holding one or more entries in manifest.json (the journal folded in). */
+async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor[] }> {
+  const root = await makeTempDir();
+  const store = await openCacheStore(root, { create: true });
+  const tensors = Array.from({ length: count }, (_, i) => makeTensor([40, 3], 7000 + i));
+  await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`shard-${i}`, 0, 240]])));
+  await store.close();
+  return { root, tensors };
+}
+
+async function editManifest(root: string, edit: (manifest: Record<string, any>) => void): Promise<void> {
+  const path = join(root, 'manifest.json');
+  const manifest = JSON.parse(await readFile(path, 'utf8'));
+  edit(manifest);
+  await writeFile(path, JSON.stringify(manifest));
+}
+
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' });
+  return child.pid!;
+}
+
+describe('the manifest is input', () => {
+  const entryCases: [string, string, (e: Record<string, any>) => void][] = [
+    ['UNSAFE_BLOB_PATH', 'absolute', (e) => (e.blob = '/etc/passwd')],
+    ['UNSAFE_BLOB_PATH', 'dot-dot', (e) => (e.blob = 'blobs/../../secret.bin')],
+    ['UNSAFE_BLOB_PATH', 'not-canonical', (e) => (e.blob = 'blobs/.tmp-1-0123456789abcdef.bin')],
+    ['UNSAFE_BLOB_PATH', 'invalid', (e) => (e.blob = 42)],
+    ['SIZE_INVALID', 'raw_bytes', (e) => (e.raw_bytes = -2)],
+    ['SIZE_INVALID', 'raw_bytes', (e) => (e.raw_bytes = 2.5)],
+    ['SIZE_INVALID', 'comp_bytes', (e) => (e.comp_bytes = MAX_BLOB_BYTES + 256)],
+    ['SIZE_INVALID', 'meta.element_count', (e) => (e.meta.element_count = 2 ** 40)],
+    ['SIZE_INVALID', 'meta.escape_count', (e) => (e.meta.escape_count = e.meta.element_count + 1)],
+    ['SIZE_INVALID', 'meta.checksum', (e) => (e.meta.checksum = -1)],
+    ['ENTRY_INVALID', 'comp_bytes', (e) => (e.comp_bytes += 256)],
+    ['ENTRY_INVALID', 'meta.comp_bytes', (e) => ((e.meta.comp_bytes += 256), (e.comp_bytes += 256))],
+    ['ENTRY_INVALID', 'chunk_count', (e) => (e.meta.chunk_count += 1)],
+    ['ENTRY_INVALID', 'chunk_size', (e) => (e.meta.chunk_size = 100)],
+    ['ENTRY_INVALID', 'shape', (e) => (e.shape = [40, 4])],
+    ['ENTRY_INVALID', 'shape', (e) => (e.shape = 'big')],
+    ['ENTRY_INVALID', 'dtype', (e) => (e.dtype = 'F16')],
+    ['ENTRY_INVALID', 'qualname', (e) => delete e.qualname],
+    ['ENTRY_INVALID', 'blob_checksum', (e) => (e.blob_checksum = 'xxh32:00000000')],
+    ['ENTRY_INVALID', 'blob_checksum', (e) => (e.blob_checksum = 'crc32:00000000')],
+    ['ENTRY_INVALID', 'sha256', (e) => (e.sha256 = 'abc')],
+    ['ENTRY_INVALID', 'blob_sha256', (e) => delete e.blob_sha256],
+    ['ENTRY_INVALID', 'slice_keys', (e) => (e.slice_keys = [['shard-0', 0, 240], ['shard-0', 0, 240]])],
+    ['SIZE_INVALID', 'slice offset', (e) => (e.slice_keys = [['shard-0', -5, 240]])],
+    ['ENTRY_INVALID', 'slice_keys', (e) => (e.slice_keys = 'none')],
+    ['ENTRY_INVALID', 'meta', (e) => (e.meta = null)],
+    ['SLICE_SIZE_MISMATCH', 'slice size', (e) => (e.slice_keys = [['shard-0', 0, 241]])],
+    ['INVALID_CODEBOOK', 'duplicate exponents', (e) => (e.codebook = { exponents: [127, 127] })],
+    ['INVALID_CODEBOOK', '17 exponents', (e) => (e.codebook = { exponents: Array.from({ length: 17 }, (_, i) => i) })],
+    ['INVALID_CODEBOOK', 'not an object', (e) => (e.codebook = [1, 2])],
+    ['UNSUPPORTED_PAYLOAD_VERSION', 'format_version', (e) => (e.format_version = 2)],
+    ['UNSUPPORTED_PAYLOAD_VERSION', 'meta.version', (e) => (e.meta.version = 2)],
+  ];
+  for (const [code, what, edit] of entryCases) {
+    it(`${code}: ${what}`, async () => {
+      const { root, tensors } = await makeCache();
+      const key = tensors[0]!.key;
+      await editManifest(root, (m) => edit(m.entries[key]));
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe(code);
+      expect(error.entry).toBe(key);
+      expect(error.path).toBe(join(root, 'manifest.json'));
+      expect(error.message).toContain(key);
+    });
+  }
+
+  it('ENTRY_INVALID: a key that is not 40 hex digits', async () => {
+    const { root, tensors } = await makeCache();
+    await editManifest(root, (m) => {
+      m.entries['../../etc'] = m.entries[tensors[0]!.key];
+      delete m.entries[tensors[0]!.key];
+    });
+    expect((await catchError(() => openCacheStore(root))).code).toBe('ENTRY_INVALID');
+  });
+
+  it('SLICE_CONFLICT: one slice listed under two entries', async () => {
+    const { root, tensors } = await makeCache(2);
+    await editManifest(root, (m) => (m.entries[tensors[1]!.key].slice_keys = [['shard-0', 0, 240]]));
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('SLICE_CONFLICT');
+    expect([tensors[0]!.key, tensors[1]!.key]).toContain(error.entry);
+  });
+
+  const topCases: [string, (m: Record<string, any>) => void][] = [
+    ['UNSUPPORTED_FORMAT', (m) => (m.format = 1)],
+    ['UNSUPPORTED_FORMAT', (m) => (m.format = 3)],
+    ['UNSUPPORTED_FORMAT', (m) => delete m.format],
+    ['MANIFEST_INVALID', (m) => (m.generation = 0)],
+    ['MANIFEST_INVALID', (m) => (m.chunk_size = 1000)],
+    ['MANIFEST_INVALID', (m) => (m.coverage_min = 'high')],
+    ['MANIFEST_INVALID', (m) => (m.entries = [])],
+  ];
+  for (const [code, edit] of topCases) {
+    it(`${code}: ${edit.toString()}`, async () => {
+      const { root } = await makeCache();
+      await editManifest(root, edit);
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe(code);
+      expect(error.path).toBe(join(root, 'manifest.json'));
+    });
+  }
+
+  it('rejects a seed (format 1) manifest with a rebuild hint', async () => {
+    const root = await makeTempDir();
+    await writeFile(join(root, 'manifest.json'), JSON.stringify({ format: 1, chunk_size: 1024, coverage_min: 0.99, entries: {} }));
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('UNSUPPORTED_FORMAT');
+    expect(error.message).toContain('rebuild');
+  });
+
+  it('MANIFEST_INVALID for non-JSON, non-UTF-8 and non-object manifests', async () => {
+    for (const content of ['{"format": 2,', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), '[1, 2]', 'null']) {
+      const { root } = await makeCache();
+      await writeFile(join(root, 'manifest.json'), content);
+      expect((await catchError(() => openCacheStore(root))).code).toBe('MANIFEST_INVALID');
+    }
+  });
+
+  it('SIZE_INVALID for a manifest above MAX_MANIFEST_BYTES (sparse file; never read)', async () => {
+    const { root } = await makeCache();
+    await truncate(join(root, 'manifest.json'), MAX_MANIFEST_BYTES + 1);
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('SIZE_INVALID');
+    expect(error.details).toMatchObject({ limit: MAX_MANIFEST_BYTES });
+  });
+});
+
+describe('the journal is input', () => {
+  const packr = new Packr({ useRecords: false });
+  /** Frames a body exactly as the README documents (independent of the package's encoder). */
+  function frame(ops: unknown[]): Buffer {
+    const body = packr.pack(ops);
+    const head = Buffer.alloc(12);
+    head.writeUInt32LE(0x524a5a53, 0);
+    head.writeUInt32LE(body.length, 4);
+    head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
+    return Buffer.concat([head, body]);
+  }
+
+  it('reads records framed as documented', async () => {
+    const { root, tensors } = await makeCache();
+    await writeFile(join(root, 'journal.2'), Buffer.concat([await readFile(join(root, 'journal.2')), frame([[2, tensors[0]!.key, 'doc-shard', 240, 240]])]));
+    const store = await openCacheStore(root);
+    expect(store.lookupBySlice('doc-shard', 240, 240)?.key).toBe(tensors[0]!.key);
+    await store.close();
+  });
+
+  const cases: [string, string, (key: string) => unknown[]][] = [
+    ['JOURNAL_INVALID', 'unknown op', (key) => [[7, key]]],
+    ['JOURNAL_INVALID', 'alias of an absent entry', () => [[2, 'f'.repeat(40), 's', 0, 240]]],
+    ['JOURNAL_INVALID', 'not an array of ops', () => [5] as unknown[]],
+    ['SIZE_INVALID', 'alias with a negative offset', (key) => [[2, key, 's', -1, 240]]],
+    ['UNSAFE_BLOB_PATH', 'add with an absolute blob path', (key) => [[1, 'e'.repeat(40), { blob: '/etc/passwd', key }]]],
+    ['SLICE_CONFLICT', 'second binding of a slice', () => [[2, 'PLACEHOLDER', 'shard-0', 0, 240]]],
+  ];
+  for (const [code, what, ops] of cases) {
+    it(`${code}: ${what}`, async () => {
+      const { root, tensors } = await makeCache(2);
+      const body = JSON.parse(JSON.stringify(ops(tensors[0]!.key)).replace('PLACEHOLDER', tensors[1]!.key));
+      const path = join(root, 'journal.2');
+      await writeFile(path, Buffer.concat([await readFile(path), frame(body)]));
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe(code);
+    });
+  }
+
+  it('JOURNAL_INVALID / UNSUPPORTED_FORMAT for a bad journal header', async () => {
+    const { root } = await makeCache();
+    const path = join(root, 'journal.2');
+    const header = await readFile(path);
+    header.writeUInt32LE(9, 12);
+    await writeFile(path, header);
+    expect((await catchError(() => openCacheStore(root))).code).toBe('JOURNAL_INVALID');
+    header.writeUInt32LE(2, 12);
+    header.writeUInt32LE(2, 8);
+    await writeFile(path, header);
+    expect((await catchError(() => openCacheStore(root))).code).toBe('UNSUPPORTED_FORMAT');
+    await writeFile(path, Buffer.from('not a journal!!!'));
+    expect((await catchError(() => openCacheStore(root))).code).toBe('JOURNAL_INVALID');
+  });
+});
+
+describe('readBlob never returns wrong data', () => {
+  it('ENTRY_NOT_FOUND and SLOT_TOO_SMALL (naming both sizes)', async () => {
+    const { root, tensors } = await makeCache();
+    const store = await openCacheStore(root);
+    const t = tensors[0]!;
+    expect((await catchError(() => store.readBlob('0'.repeat(40), new Uint8Array(1 << 16)))).code).toBe('ENTRY_NOT_FOUND');
+    const error = await catchError(() => store.readBlob(t.key, new Uint8Array(t.payload.length - 1)));
+    expect(error.code).toBe('SLOT_TOO_SMALL');
+    expect(error.message).toContain(String(t.payload.length));
+    expect(error.message).toContain(String(t.payload.length - 1));
+    expect(error.details).toEqual({ slotBytes: t.payload.length - 1, payloadBytes: t.payload.length });
+    expect((await catchError(() => store.readBlob(t.key, [] as unknown as Uint8Array))).code).toBe('INVALID_ARGUMENT');
+    await store.close();
+  });
+
+  it('BLOB_CORRUPT for any flipped byte, BLOB_SIZE_MISMATCH, BLOB_MISSING', async () => {
+    const { root, tensors } = await makeCache();
+    const t = tensors[0]!;
+    const path = join(root, 'blobs', `${t.key}.bin`);
+    const store = await openCacheStore(root);
+    const slot = new Uint8Array(t.payload.length);
+    for (const at of [0, 5, 40, 252, 256, t.payload.length - 1, 300]) {
+      const bytes = Buffer.from(t.payload);
+      bytes[at]! ^= 0x10;
+      await writeFile(path, bytes);
+      const error = await catchError(() => store.readBlob(t.key, slot));
+      expect(error.code).toBe('BLOB_CORRUPT');
+      expect(error.entry).toBe(t.key);
+    }
+    await writeFile(path, Buffer.from(t.payload).subarray(0, 300));
+    expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_SIZE_MISMATCH');
+    await unlink(path);
+    expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_MISSING');
+    await writeFile(path, t.payload);
+    expect((await store.readBlob(t.key, slot)).length).toBe(t.payload.length);
+    await store.close();
+  });
+
+  it('META_MISMATCH for an intact payload of another tensor of the same size', async () => {
+    const { root, tensors } = await makeCache(2);
+    const [a, b] = tensors as [TestTensor, TestTensor];
+    expect(a.payload.length).toBe(b.payload.length);
+    await copyFile(join(root, 'blobs', `${b.key}.bin`), join(root, 'blobs', `${a.key}.bin`));
+    const store = await openCacheStore(root);
+    const error = await catchError(() => store.readBlob(a.key, new Uint8Array(a.payload.length)));
+    expect(error.code).toBe('META_MISMATCH');
+    expect(error.entry).toBe(a.key);
+    await store.close();
+  });
+
+  it('UNSAFE_BLOB_PATH when the blob is a link that leaves blobs/', async () => {
+    const { root, tensors } = await makeCache();
+    const t = tensors[0]!;
+    const outside = join(root, 'outside.bin');
+    await writeFile(outside, t.payload);
+    await unlink(join(root, 'blobs', `${t.key}.bin`));
+    await symlink(outside, join(root, 'blobs', `${t.key}.bin`));
+    const store = await openCacheStore(root);
+    const error = await catchError(() => store.readBlob(t.key, new Uint8Array(t.payload.length)));
+    expect(error.code).toBe('UNSAFE_BLOB_PATH');
+    expect(error.details).toMatchObject({ reason: 'outside-blobs' });
+    const report = await store.verify();
+    expect(report.problems.map((p) => p.code)).toEqual(['UNSAFE_BLOB_PATH']);
+    await store.close();
+  });
+});
+
+describe('verify', () => {
+  it('passes a good cache (with decode) and reports each kind of damage per entry', async () => {
+    const { root, tensors } = await makeCache(5);
+    let store = await openCacheStore(root);
+    const progress: number[] = [];
+    const good = await store.verify({ decode: true, onProgress: (p) => progress.push(p.done) });
+    expect(good).toMatchObject({ ok: true, checked: 5, passed: 5, decoded: 5, problems: [] });
+    expect(progress).toEqual([1, 2, 3, 4, 5]);
+    await store.close();
+    const [a, b, c, d] = tensors as [TestTensor, TestTensor, TestTensor, TestTensor];
+    const blob = (t: TestTensor) => join(root, 'blobs', `${t.key}.bin`);
+    const flipped = Buffer.from(a.payload);
+    flipped[400]! ^= 1;
+    await writeFile(blob(a), flipped);
+    await unlink(blob(b));
+    await truncate(blob(c), 256);
+    await copyFile(blob(tensors[4]!), blob(d));
+    store = await openCacheStore(root);
+    const report = await store.verify();
+    expect(report.ok).toBe(false);
+    expect(report.passed).toBe(1);
+    const byKey = Object.fromEntries(report.problems.map((p) => [p.key, p.code]));
+    expect(byKey).toEqual({ [a.key]: 'BLOB_CORRUPT', [b.key]: 'BLOB_MISSING', [c.key]: 'BLOB_SIZE_MISMATCH', [d.key]: 'META_MISMATCH' });
+    await store.close();
+  });
+
+  it('decode: true catches a blob that is intact but not the original tensor (DIGEST_MISMATCH)', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([50], 9000);
+    await store.addEntry({ ...toInput(t, 'liar'), sha256: '0'.repeat(64) });
+    expect((await store.verify()).ok).toBe(true);
+    const report = await store.verify({ decode: true });
+    expect(report.problems).toEqual([expect.objectContaining({ key: t.key, code: 'DIGEST_MISMATCH', qualname: 'liar' })]);
+    await store.close();
+  });
+
+  it('a rewritten blob with a valid checksum is caught by blob_sha256', async () => {
+    const { root, tensors } = await makeCache();
+    const t = tensors[0]!;
+    await editManifest(root, (m) => (m.entries[t.key].blob_sha256 = 'a'.repeat(64)));
+    const store = await openCacheStore(root);
+    expect((await store.verify()).problems.map((p) => p.code)).toEqual(['BLOB_CORRUPT']);
+    await store.close();
+  });
+});
+
+describe('addEntry input', () => {
+  it('rejects bad keys, payloads, shapes, dtypes, digests and slice keys', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([10, 10], 9100);
+    const corrupted = t.payload.slice();
+    corrupted[300]! ^= 4;
+    const cases: [string, Record<string, unknown>][] = [
+      ['INVALID_ARGUMENT', { key: 'XYZ' }],
+      ['INVALID_ARGUMENT', { key: t.key.toUpperCase() }],
+      ['INVALID_ARGUMENT', { payload: corrupted }],
+      ['INVALID_ARGUMENT', { payload: t.payload.subarray(0, 100) }],
+      ['INVALID_ARGUMENT', { payload: 'bytes' }],
+      ['INVALID_ARGUMENT', { shape: [10, 11] }],
+      ['INVALID_ARGUMENT', { shape: [-10, -10] }],
+      ['INVALID_ARGUMENT', { dtype: 'F16' }],
+      ['INVALID_ARGUMENT', { sha256: 'nope' }],
+      ['INVALID_ARGUMENT', { qualname: 7 }],
+      ['INVALID_ARGUMENT', { sliceKeys: [['s', 0, 200], ['s', 0, 200]] }],
+      ['INVALID_ARGUMENT', { sliceKeys: [['', 0, 200]] }],
+      ['SLICE_SIZE_MISMATCH', { sliceKeys: [['s', 0, 199]] }],
+    ];
+    for (const [code, override] of cases) {
+      const error = await catchError(() => store.addEntry({ ...toInput(t, 'q'), ...override } as never));
+      expect(error.code, JSON.stringify(Object.keys(override))).toBe(code);
+    }
+    expect(store.size).toBe(0);
+    await store.close();
+  });
+});
+
+describe('writer lock', () => {
+  async function writeLock(root: string, holder: Record<string, unknown>, name = 'lock'): Promise<void> {
+    await writeFile(join(root, name), JSON.stringify({ host: hostname(), bootId: null, startTicks: null, token: '0123456789abcdef', createdMs: Date.now(), ...holder }));
+  }
+
+  it('recovers the lock of a dead process', async () => {
+    const { root, tensors } = await makeCache();
+    await writeLock(root, { pid: deadPid() });
+    const store = await openCacheStore(root, { lockTimeoutMs: 2000 });
+    expect(await store.aliasSlice(tensors[0]!.key, 'after-crash', 0, 240)).toBe(true);
+    await store.close();
+  });
+
+  it('recovers a lock whose pid was reused (start time differs) and one from another boot', async () => {
+    const { root, tensors } = await makeCache();
+    const store = await openCacheStore(root, { lockTimeoutMs: 2000 });
+    await writeLock(root, { pid: process.ppid, startTicks: 1 });
+    expect(await store.aliasSlice(tensors[0]!.key, 'reused', 0, 240)).toBe(true);
+    await writeLock(root, { pid: process.ppid, bootId: 'another-boot' });
+    expect(await store.aliasSlice(tensors[0]!.key, 'rebooted', 0, 240)).toBe(true);
+    await store.close();
+  });
+
+  it('recovers even when a previous recoverer died holding the break marker', async () => {
+    const { root, tensors } = await makeCache();
+    await writeLock(root, { pid: deadPid() });
+    await writeLock(root, { pid: deadPid(), token: 'fedcba9876543210' }, 'lock.break-0123456789abcdef');
+    const store = await openCacheStore(root, { lockTimeoutMs: 2000 });
+    expect(await store.aliasSlice(tensors[0]!.key, 'nested', 0, 240)).toBe(true);
+    await store.close();
+    const names = (await import('node:fs/promises')).readdir(root);
+    expect((await names).filter((n) => n.startsWith('lock'))).toEqual([]);
+  });
+
+  it('waits for a live holder and then fails with LOCK_TIMEOUT naming it; never breaks a foreign host lock', async () => {
+    const { root, tensors } = await makeCache();
+    const store = await openCacheStore(root, { lockTimeoutMs: 150, compactOnClose: false });
+    await writeLock(root, { pid: process.ppid, startTicks: null });
+    const error = await catchError(() => store.aliasSlice(tensors[0]!.key, 'blocked', 0, 240));
+    expect(error.code).toBe('LOCK_TIMEOUT');
+    expect(error.message).toContain(`pid ${process.ppid}`);
+    await writeLock(root, { pid: deadPid(), host: 'some-other-host' });
+    expect((await catchError(() => store.aliasSlice(tensors[0]!.key, 'blocked', 0, 240))).code).toBe('LOCK_TIMEOUT');
+    expect(store.lookupBySlice('blocked', 0, 240)).toBeUndefined();
+    await unlink(join(root, 'lock'));
+    expect(await store.aliasSlice(tensors[0]!.key, 'blocked', 0, 240)).toBe(true);
+    await store.close();
+  });
+
+  it('breaks an unparseable lock only once it is old', async () => {
+    const { root, tensors } = await makeCache();
+    const store = await openCacheStore(root, { lockTimeoutMs: 150 });
+    await writeFile(join(root, 'lock'), '');
+    expect((await catchError(() => store.aliasSlice(tensors[0]!.key, 'x', 0, 240))).code).toBe('LOCK_TIMEOUT');
+    const old = new Date(Date.now() - 60_000);
+    await utimes(join(root, 'lock'), old, old);
+    expect(await store.aliasSlice(tensors[0]!.key, 'x', 0, 240)).toBe(true);
+    await store.close();
+  });
+});
+
+describe('gc', () => {
+  it('removes orphan blobs, dead temp files, old journals and stale locks; keeps live temp files; reports unknown files', async () => {
+    const { root, tensors } = await makeCache();
+    const dead = deadPid();
+    const orphanKey = 'c'.repeat(40);
+    await writeFile(join(root, 'blobs', `${orphanKey}.bin`), Buffer.alloc(512));
+    await writeFile(join(root, 'blobs', `.tmp-${dead}-0123456789abcdef.bin`), Buffer.alloc(10));
+    await writeFile(join(root, 'blobs', `.tmp-${process.ppid}-0123456789abcdef.bin`), Buffer.alloc(10));
+    await writeFile(join(root, `.tmp-${dead}-0123456789abcdef.manifest`), '{}');
+    await writeFile(join(root, 'journal.1'), 'old');
+    await writeFile(join(root, 'journal.7'), 'future leftover');
+    await writeFile(join(root, 'lock'), JSON.stringify({ pid: dead, host: hostname(), token: 'aaaaaaaaaaaaaaaa', createdMs: 0 }));
+    await writeFile(join(root, 'lock.break-bbbbbbbbbbbbbbbb'), JSON.stringify({ pid: dead, host: hostname(), token: 'bbbbbbbbbbbbbbbb', createdMs: 0 }));
+    await writeFile(join(root, 'notes.txt'), 'user file');
+    await mkdir(join(root, 'blobs', 'subdir'));
+    const store = await openCacheStore(root);
+    const dry = await store.gc({ dryRun: true });
+    expect(dry.dryRun).toBe(true);
+    expect(dry.orphanBlobs).toEqual([`blobs/${orphanKey}.bin`]);
+    // Running gc at all needs the writer lock, so even a dry run recovers the dead holder's lock.
+    expect(dry.staleLocks.sort()).toEqual(['lock', 'lock.break-bbbbbbbbbbbbbbbb']);
+    const report = await store.gc();
+    expect(report.orphanBlobs).toEqual([`blobs/${orphanKey}.bin`]);
+    expect(report.orphanBytes).toBe(512);
+    expect(report.tempFiles.sort()).toEqual([`.tmp-${dead}-0123456789abcdef.manifest`, `blobs/.tmp-${dead}-0123456789abcdef.bin`].sort());
+    expect(report.oldJournals.sort()).toEqual(['journal.1', 'journal.7']);
+    expect(report.staleLocks).toEqual(['lock.break-bbbbbbbbbbbbbbbb']);
+    expect(report.unknownFiles.sort()).toEqual(['blobs/subdir', 'notes.txt']);
+    const { readdir } = await import('node:fs/promises');
+    expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.2', 'manifest.json', 'notes.txt']);
+    expect((await readdir(join(root, 'blobs'))).sort()).toEqual([`.tmp-${process.ppid}-0123456789abcdef.bin`, `${tensors[0]!.key}.bin`, 'subdir'].sort());
+    expect((await store.verify()).ok).toBe(true);
+    await store.close();
+    await rm(join(root, 'blobs', 'subdir'), { recursive: true });
+  });
+
+  it('an add racing gc still commits a complete blob', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const tensors = Array.from({ length: 30 }, (_, i) => makeTensor([128], 9500 + i));
+    const [, results] = await Promise.all([store.gc(), store.addEntries(tensors.map((t, i) => toInput(t, `t${i}`))), store.gc()]);
+    expect(results.every((r) => r.added)).toBe(true);
+    await store.gc();
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    await store.close();
+  });
+});

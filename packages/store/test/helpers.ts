@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { calibrateCodebook, encode } from '@splitzip/codec';
+import { computeContentKey, type AddEntryInput } from '../src/index.js';
+
+/** Deterministic PRNG (mulberry32) so every test input is reproducible. */
+export function createRng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** BF16 bit patterns of weight-like values (mostly a few exponents, some escapes). */
+export function makeBf16Values(count: number, seed: number): Uint16Array {
+  const rng = createRng(seed);
+  const values = new Uint16Array(count);
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  for (let i = 0; i < count; i++) {
+    f32[0] = (rng() - 0.5) * 0.1 * (rng() < 0.01 ? 1000 : 1);
+    values[i] = u32[0]! >>> 16;
+  }
+  return values;
+}
+
+export interface TestTensor {
+  values: Uint16Array;
+  bytes: Uint8Array;
+  shape: number[];
+  key: string;
+  sha256: string;
+  payload: Uint8Array;
+}
+
+export function makeTensor(shape: number[], seed: number, chunkSize = 64): TestTensor {
+  const count = shape.reduce((a, b) => a * b, 1);
+  const values = makeBf16Values(count, seed);
+  const bytes = new Uint8Array(values.buffer);
+  const { codebook } = calibrateCodebook(values);
+  return {
+    values,
+    bytes,
+    shape,
+    key: computeContentKey(bytes, shape, 'BF16'),
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    payload: encode(values, codebook, { chunkSize }),
+  };
+}
+
+export function toInput(tensor: TestTensor, qualname: string, sliceKeys?: [string, number, number][]): AddEntryInput {
+  return { key: tensor.key, qualname, payload: tensor.payload, shape: tensor.shape, dtype: 'BF16', sha256: tensor.sha256, sliceKeys };
+}
+
+const dirs: string[] = [];
+export async function makeTempDir(prefix = 'splitzip-store-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+export async function removeTempDirs(): Promise<void> {
+  await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+}
+
+/** Runs `fn` and returns the error it throws (fails the test if nothing is thrown). */
+export async function catchError(fn: () => unknown): Promise<Error & { code?: string; entry?: string; path?: string; details?: Record<string, unknown> }> {
+  try {
+    await fn();
+  } catch (error) {
+    return error as Error & { code?: string };
+  }
+  throw new Error('expected an error, none was thrown');
+}

@@ -1,0 +1,399 @@
+import { readFile, readdir, stat, writeFile, appendFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { decode } from '@splitzip/codec';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openCacheStore } from '../src/index.js';
+import { scanJournalRecords, JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
+import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
+
+afterEach(removeTempDirs);
+
+async function journalRecords(root: string, generation: number) {
+  const bytes = new Uint8Array(await readFile(join(root, `journal.${generation}`)));
+  return scanJournalRecords(bytes.subarray(JOURNAL_HEADER_BYTES), JOURNAL_HEADER_BYTES, 'journal');
+}
+
+describe('openCacheStore', () => {
+  it('creates the seed layout and reopens it', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, chunkSize: 2048, coverageMin: 0.95 });
+    expect(store.size).toBe(0);
+    expect(store.generation).toBe(1);
+    await store.close();
+    expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.1', 'manifest.json']);
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
+    expect(manifest).toEqual({ format: 2, chunk_size: 2048, coverage_min: 0.95, entries: {}, generation: 1 });
+    const again = await openCacheStore(root);
+    expect(again.chunkSize).toBe(2048);
+    expect(again.coverageMin).toBe(0.95);
+    await again.close();
+  });
+
+  it('refuses a directory without a manifest unless create is set', async () => {
+    const root = await makeTempDir();
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('NOT_A_CACHE');
+    expect(error.path).toBe(join(root, 'manifest.json'));
+  });
+
+  it('validates options', async () => {
+    const root = await makeTempDir();
+    for (const options of [{ chunkSize: 1000 }, { coverageMin: 1.5 }, { lockTimeoutMs: -1 }, { refreshIntervalMs: 0 }]) {
+      expect((await catchError(() => openCacheStore(root, { create: true, ...options }))).code).toBe('INVALID_ARGUMENT');
+    }
+  });
+});
+
+describe('entries', () => {
+  it('adds an entry, looks it up by content and reads back a verified payload that decodes exactly', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([33, 65], 1);
+    expect(await store.addEntry(toInput(t, 'model.layers.0.mlp.up_proj'))).toEqual({ key: t.key, added: true });
+    const entry = store.lookup(t.bytes, t.shape, 'BF16')!;
+    expect(entry.key).toBe(t.key);
+    expect(entry).toMatchObject({
+      qualname: 'model.layers.0.mlp.up_proj',
+      blob: `blobs/${t.key}.bin`,
+      rawBytes: t.bytes.length,
+      compBytes: t.payload.length,
+      dtype: 'BF16',
+      shape: [33, 65],
+      formatVersion: 1,
+      sha256: t.sha256,
+      sliceKeys: [],
+    });
+    expect(entry.blobChecksum).toMatch(/^xxh32:[0-9a-f]{8}$/);
+    expect(Object.isFrozen(entry)).toBe(true);
+    expect(store.lookup(t.bytes, t.shape, 'F16')).toBeUndefined();
+    expect(store.lookup(t.bytes, t.shape, 'torch.bfloat16')?.key).toBe(t.key);
+    const slot = new Uint8Array(t.payload.length + 100);
+    const view = await store.readBlob(t.key, slot);
+    expect(view.buffer).toBe(slot.buffer);
+    expect(Buffer.from(view).equals(Buffer.from(t.payload))).toBe(true);
+    expect(Buffer.from(decode(view).buffer).equals(Buffer.from(t.bytes))).toBe(true);
+    expect(await readFile(join(root, 'blobs', `${t.key}.bin`))).toEqual(Buffer.from(t.payload));
+    await store.close();
+  });
+
+  it('treats adding an existing key as a no-op that writes nothing', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const t = makeTensor([100], 2);
+    await store.addEntry(toInput(t, 'a'));
+    const before = (await stat(join(root, 'journal.1'))).size;
+    expect(await store.addEntry(toInput(t, 'other-name'))).toEqual({ key: t.key, added: false });
+    expect(await store.addEntries([toInput(t, 'x'), toInput(t, 'y')])).toEqual([
+      { key: t.key, added: false },
+      { key: t.key, added: false },
+    ]);
+    expect((await stat(join(root, 'journal.1'))).size).toBe(before);
+    expect(store.getEntry(t.key)?.qualname).toBe('a');
+    await store.close();
+  });
+
+  it('commits a batch as one journal record and never rewrites the manifest per entry', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const manifestBefore = await stat(join(root, 'manifest.json'));
+    for (let batch = 0; batch < 20; batch++) {
+      const tensors = Array.from({ length: 25 }, (_, i) => makeTensor([16, 8], 1000 + batch * 25 + i));
+      const results = await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${batch}.${i}`)));
+      expect(results.every((r) => r.added)).toBe(true);
+    }
+    expect(store.size).toBe(500);
+    const scan = await journalRecords(root, 1);
+    expect(scan.records).toHaveLength(20);
+    expect(scan.stop).toBe('end');
+    const manifestAfter = await stat(join(root, 'manifest.json'));
+    expect(manifestAfter.ino).toBe(manifestBefore.ino);
+    expect(store.generation).toBe(1);
+    await store.close();
+  });
+
+  it('deduplicates keys inside one batch and binds initial slice keys', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([10], 3);
+    const results = await store.addEntries([toInput(t, 'first', [['s.safetensors', 0, 20]]), toInput(t, 'second')]);
+    expect(results.map((r) => r.added)).toEqual([true, false]);
+    expect(store.lookupBySlice('s.safetensors', 0, 20)?.qualname).toBe('first');
+    await store.close();
+    const again = await openCacheStore(root);
+    expect(again.lookupBySlice('s.safetensors', 0, 20)?.key).toBe(t.key);
+    await again.close();
+  });
+
+  it('accepts empty and odd-sized tensors', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    for (const [i, shape] of [[0], [1], [3, 5], [0, 7], [1, 1, 1, 127]].entries()) {
+      const t = makeTensor(shape, 50 + i);
+      expect((await store.addEntry(toInput(t, `t${i}`))).added).toBe(true);
+      const view = await store.readBlob(t.key, new Uint8Array(t.payload.length));
+      expect(Buffer.from(decode(view).buffer).equals(Buffer.from(t.bytes))).toBe(true);
+    }
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    await store.close();
+  });
+});
+
+describe('slice aliasing', () => {
+  it('aliases by key or by bytes, persists, and returns false for absent entries', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 10);
+    const b = makeTensor([64], 11);
+    const missing = makeTensor([64], 12);
+    await store.addEntries([toInput(a, 'a'), toInput(b, 'b')]);
+    expect(await store.aliasSlice(a.key, 'model-00001.safetensors', 8, 128)).toBe(true);
+    expect(await store.aliasSlice({ bytes: b.bytes, shape: b.shape, dtype: 'BF16' }, 'model-00001.safetensors', 136, 128)).toBe(true);
+    expect(await store.aliasSlice(missing.key, 'model-00001.safetensors', 264, 128)).toBe(false);
+    expect(await store.aliasSlice({ bytes: a.bytes, shape: a.shape, dtype: 'F16' }, 'x', 0, 128)).toBe(false);
+    // Already bound to the same entry: true, nothing written.
+    const size = (await stat(join(root, 'journal.1'))).size;
+    expect(await store.aliasSlice(a.key, 'model-00001.safetensors', 8, 128)).toBe(true);
+    expect((await stat(join(root, 'journal.1'))).size).toBe(size);
+    expect(store.lookupBySlice('model-00001.safetensors', 8, 128)?.key).toBe(a.key);
+    expect(store.lookupBySlice('model-00001.safetensors', 136, 128)?.key).toBe(b.key);
+    expect(store.lookupBySlice('model-00001.safetensors', 8, 127)).toBeUndefined();
+    expect(store.lookupBySlice('model-00002.safetensors', 8, 128)).toBeUndefined();
+    await store.close();
+    const again = await openCacheStore(root);
+    expect(again.lookupBySlice('model-00001.safetensors', 136, 128)?.key).toBe(b.key);
+    expect(again.getEntry(a.key)?.sliceKeys).toEqual([['model-00001.safetensors', 8, 128]]);
+    await again.close();
+  });
+
+  it('refuses to bind a slice to a second entry (SLICE_CONFLICT), persisting nothing of the batch', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 20);
+    const b = makeTensor([64], 21);
+    await store.addEntries([toInput(a, 'a'), toInput(b, 'b')]);
+    await store.aliasSlice(a.key, 'shard', 0, 128);
+    const error = await catchError(() =>
+      store.aliasSlices([
+        { key: b.key, shardName: 'shard', offsetBytes: 128, sizeBytes: 128 },
+        { key: b.key, shardName: 'shard', offsetBytes: 0, sizeBytes: 128 },
+      ]),
+    );
+    expect(error.code).toBe('SLICE_CONFLICT');
+    expect(error.details).toMatchObject({ boundKey: a.key, requestedKey: b.key, slice: ['shard', 0, 128] });
+    expect(store.lookupBySlice('shard', 128, 128)).toBeUndefined();
+    expect(store.lookupBySlice('shard', 0, 128)?.key).toBe(a.key);
+    // Inside one batch, too.
+    const inBatch = await catchError(() =>
+      store.aliasSlices([
+        { key: a.key, shardName: 'other', offsetBytes: 0, sizeBytes: 128 },
+        { key: b.key, shardName: 'other', offsetBytes: 0, sizeBytes: 128 },
+      ]),
+    );
+    expect(inBatch.code).toBe('SLICE_CONFLICT');
+    // Adding an entry whose initial slice key is bound elsewhere.
+    const c = makeTensor([64], 22);
+    expect((await catchError(() => store.addEntry(toInput(c, 'c', [['shard', 0, 128]])))).code).toBe('SLICE_CONFLICT');
+    expect(store.getEntry(c.key)).toBeUndefined();
+    await store.close();
+  });
+
+  it('moves a slice with rebind: true (a shard replaced in place)', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 30);
+    const b = makeTensor([64], 31);
+    await store.addEntries([toInput(a, 'a'), toInput(b, 'b')]);
+    await store.aliasSlices([
+      { key: a.key, shardName: 'shard', offsetBytes: 0, sizeBytes: 128 },
+      { key: a.key, shardName: 'shard', offsetBytes: 512, sizeBytes: 128 },
+    ]);
+    expect(await store.aliasSlices([{ key: b.key, shardName: 'shard', offsetBytes: 0, sizeBytes: 128 }], { rebind: true })).toEqual([true]);
+    expect(store.lookupBySlice('shard', 0, 128)?.key).toBe(b.key);
+    expect(store.getEntry(a.key)?.sliceKeys).toEqual([['shard', 512, 128]]);
+    const reader = await openCacheStore(root);
+    expect(reader.lookupBySlice('shard', 0, 128)?.key).toBe(b.key);
+    expect(reader.getEntry(a.key)?.sliceKeys).toEqual([['shard', 512, 128]]);
+    await reader.close();
+    await store.close();
+    const again = await openCacheStore(root);
+    expect(again.getEntry(b.key)?.sliceKeys).toEqual([['shard', 0, 128]]);
+    await again.close();
+  });
+
+  it('rejects a slice whose size is not the tensor size (SLICE_SIZE_MISMATCH) and bad slice arguments', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 40);
+    await store.addEntry(toInput(a, 'a'));
+    const error = await catchError(() => store.aliasSlice(a.key, 'shard', 0, 64));
+    expect(error.code).toBe('SLICE_SIZE_MISMATCH');
+    expect(error.entry).toBe(a.key);
+    for (const [shard, offset, size] of [['', 0, 128], ['s', -1, 128], ['s', 0.5, 128], ['s', 0, Number.NaN], ['a\0b', 0, 128]] as const) {
+      expect((await catchError(() => store.aliasSlice(a.key, shard, offset, size))).code).toBe('INVALID_ARGUMENT');
+    }
+    expect((await catchError(() => store.aliasSlice('not-a-key', 's', 0, 128))).code).toBe('INVALID_ARGUMENT');
+    await store.close();
+  });
+
+  it('aliases 10,000 slices in one batch as one commit', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const tensors = Array.from({ length: 100 }, (_, i) => makeTensor([32], 500 + i));
+    await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}`)));
+    const items = Array.from({ length: 10_000 }, (_, i) => ({ key: tensors[i % 100]!.key, shardName: `shard-${i % 7}`, offsetBytes: i * 64, sizeBytes: 64 }));
+    const results = await store.aliasSlices(items);
+    expect(results.every(Boolean)).toBe(true);
+    const scan = await journalRecords(root, 1);
+    expect(scan.records).toHaveLength(2);
+    await store.close();
+    const again = await openCacheStore(root);
+    for (let i = 0; i < 10_000; i += 997) expect(again.lookupBySlice(`shard-${i % 7}`, i * 64, 64)?.key).toBe(tensors[i % 100]!.key);
+    await again.close();
+  });
+
+  it('group-commits concurrent calls of one process', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const t = makeTensor([32], 60);
+    await store.addEntry(toInput(t, 't'));
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store.aliasSlice(t.key, 'shard', i * 64, 64)));
+    expect(results.every(Boolean)).toBe(true);
+    expect(store.getEntry(t.key)?.sliceKeys).toHaveLength(50);
+    const scan = await journalRecords(root, 1);
+    // One record for the add, then far fewer than 50 for the aliases.
+    expect(scan.records.length).toBeLessThanOrEqual(4);
+    await store.close();
+  });
+});
+
+describe('many instances', () => {
+  it('a reader picks up entries, aliases and compactions with refresh()', async () => {
+    const root = await makeTempDir();
+    const writer = await openCacheStore(root, { create: true });
+    const reader = await openCacheStore(root);
+    const a = makeTensor([64], 70);
+    const b = makeTensor([64], 71);
+    await writer.addEntry(toInput(a, 'a'));
+    expect(reader.getEntry(a.key)).toBeUndefined();
+    await reader.refresh();
+    expect(reader.getEntry(a.key)?.qualname).toBe('a');
+    await writer.aliasSlice(a.key, 's', 0, 128);
+    await writer.compact();
+    expect(writer.generation).toBe(2);
+    await writer.addEntry(toInput(b, 'b'));
+    await reader.refresh();
+    expect(reader.generation).toBe(2);
+    expect(reader.lookupBySlice('s', 0, 128)?.key).toBe(a.key);
+    expect(reader.getEntry(b.key)?.qualname).toBe('b');
+    // Two compactions between refreshes.
+    await writer.compact();
+    await writer.aliasSlice(b.key, 's', 128, 128);
+    await writer.compact();
+    await reader.refresh();
+    expect(reader.generation).toBe(4);
+    expect(reader.lookupBySlice('s', 128, 128)?.key).toBe(b.key);
+    expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.4', 'manifest.json']);
+    await reader.close();
+    await writer.close();
+  });
+
+  it('a second writer instance sees the first one\'s entries before deciding (no lost update)', async () => {
+    const root = await makeTempDir();
+    const w1 = await openCacheStore(root, { create: true });
+    const w2 = await openCacheStore(root);
+    const a = makeTensor([64], 80);
+    await w1.addEntry(toInput(a, 'a'));
+    // w2 has not refreshed; aliasing still finds the entry under the lock.
+    expect(await w2.aliasSlice(a.key, 's', 0, 128)).toBe(true);
+    await Promise.all([w1.aliasSlice(a.key, 's', 128, 128), w2.aliasSlice(a.key, 's', 256, 128)]);
+    await w1.refresh();
+    expect(w1.getEntry(a.key)?.sliceKeys.map((s) => s[1]).sort((x, y) => x - y)).toEqual([0, 128, 256]);
+    await w1.close();
+    await w2.close();
+    const again = await openCacheStore(root);
+    expect(again.getEntry(a.key)?.sliceKeys).toHaveLength(3);
+    await again.close();
+  });
+
+  it('refreshes on a timer with refreshIntervalMs', async () => {
+    const root = await makeTempDir();
+    const writer = await openCacheStore(root, { create: true });
+    const reader = await openCacheStore(root, { refreshIntervalMs: 20 });
+    const a = makeTensor([64], 90);
+    await writer.addEntry(toInput(a, 'a'));
+    for (let i = 0; i < 100 && !reader.getEntry(a.key); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(reader.getEntry(a.key)?.key).toBe(a.key);
+    await reader.close();
+    await writer.close();
+  });
+
+  it('close() folds the journal into manifest.json', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 95);
+    await store.addEntry(toInput(a, 'a', [['s', 0, 128]]));
+    await store.close();
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
+    expect(manifest.generation).toBe(2);
+    expect(manifest.entries[a.key]).toMatchObject({ qualname: 'a', blob: `blobs/${a.key}.bin`, raw_bytes: 128, slice_keys: [['s', 0, 128]], dtype: 'BF16', shape: [64], format_version: 1, sha256: a.sha256 });
+    expect((await stat(join(root, 'journal.2'))).size).toBe(JOURNAL_HEADER_BYTES);
+    expect((await catchError(() => store.aliasSlice(a.key, 's', 0, 128))).code).toBe('STORE_CLOSED');
+    expect(() => store.getEntry(a.key)).toThrow(expect.objectContaining({ code: 'STORE_CLOSED' }));
+  });
+});
+
+describe('journal recovery', () => {
+  it('ignores a torn tail while reading and truncates it before the next append', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const a = makeTensor([64], 100);
+    const b = makeTensor([64], 101);
+    await store.addEntry(toInput(a, 'a'));
+    await store.close();
+    const journal = join(root, 'journal.1');
+    const validSize = (await stat(journal)).size;
+    // A torn record: a full header that promises more body than there is, then garbage.
+    const torn = encodeJournalRecords([{ kind: 'alias', key: a.key, slice: ['s', 0, 128] }]);
+    await appendFile(journal, torn.subarray(0, torn.length - 3));
+    const reader = await openCacheStore(root, { compactOnClose: false });
+    expect(reader.size).toBe(1);
+    expect(reader.lookupBySlice('s', 0, 128)).toBeUndefined();
+    await reader.addEntry(toInput(b, 'b'));
+    const scan = await journalRecords(root, 1);
+    expect(scan.stop).toBe('end');
+    expect(scan.records).toHaveLength(2);
+    expect(scan.records[0]!.endOffset).toBe(validSize);
+    await reader.close();
+    // A corrupted (bad CRC) last record is treated the same way.
+    const bytes = new Uint8Array(await readFile(journal));
+    bytes[bytes.length - 2]! ^= 0xff;
+    await writeFile(journal, bytes);
+    const again = await openCacheStore(root);
+    expect(again.getEntry(b.key)).toBeUndefined();
+    expect(again.getEntry(a.key)).toBeDefined();
+    expect((await again.verify()).ok).toBe(true);
+    await again.close();
+  });
+
+  it('finishes a compaction interrupted between the seal and the manifest rename', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const a = makeTensor([64], 110);
+    await store.addEntry(toInput(a, 'a', [['s', 0, 128]]));
+    await store.close();
+    await appendFile(join(root, 'journal.1'), encodeJournalRecords([{ kind: 'seal', nextGeneration: 2 }]));
+    const reader = await openCacheStore(root);
+    expect(reader.generation).toBe(1);
+    expect(reader.lookupBySlice('s', 0, 128)?.key).toBe(a.key);
+    const writer = await openCacheStore(root);
+    const b = makeTensor([64], 111);
+    await writer.addEntry(toInput(b, 'b'));
+    expect(writer.generation).toBe(2);
+    await reader.refresh();
+    expect(reader.generation).toBe(2);
+    expect(reader.getEntry(b.key)?.qualname).toBe('b');
+    expect(reader.lookupBySlice('s', 0, 128)?.key).toBe(a.key);
+    await reader.close();
+    await writer.close();
+  });
+});
