@@ -33,18 +33,18 @@ function guardedDecode(payload: Uint8Array, n: number, verify: boolean, range?: 
   const count = range ? range[1] : n;
   const big = new Uint16Array(count + 64).fill(GUARD);
   const out = big.subarray(32, 32 + count);
+  let failed = false;
   try {
     if (range) decodeRange(payload, range[0], range[1], out, { verify });
     else decode(payload, out, { verify });
   } catch (error) {
-    if (error instanceof SplitZipError) return 'error';
-    throw error;
-  } finally {
-    for (let i = 0; i < 32; i++) {
-      if (big[i] !== GUARD || big[big.length - 1 - i] !== GUARD) throw new Error('decode wrote outside out');
-    }
+    if (!(error instanceof SplitZipError)) throw error;
+    failed = true;
   }
-  return out.slice();
+  for (let i = 0; i < 32; i++) {
+    if (big[i] !== GUARD || big[big.length - 1 - i] !== GUARD) throw new Error('decode wrote outside out');
+  }
+  return failed ? 'error' : out.slice();
 }
 
 function equal(a: Uint16Array, b: Uint16Array): boolean {
