@@ -27,6 +27,8 @@ export {
 export { runOrderedPipeline, type OrderedPipelineOptions } from './run-ordered-pipeline.js';
 export { createCpuDecoder, DEFAULT_DECODE_SLICE_VALUES, type DecodeBackend } from './create-cpu-decoder.js';
 export { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+export { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
+export { loadTensorToDevice, type DeviceTensor, type LoadTensorToDeviceOptions } from './load-tensor-to-device.js';
 export {
   openShardCache,
   wrapCacheStore,

@@ -61,6 +61,7 @@ export function loadModel(model: SafetensorsModel, cache: ShardCache | null | un
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > MAX_LOAD_CONCURRENCY) {
     throw new RuntimeError('INVALID_ARGUMENT', `concurrency must be an integer in 1..${MAX_LOAD_CONCURRENCY}`, { concurrency });
   }
+  const backend = resolveDecodeBackend(options.backend);
   const totals = createEmptyTotals();
   const reports: TensorReport[] = [];
   let started = false;
@@ -73,9 +74,10 @@ export function loadModel(model: SafetensorsModel, cache: ShardCache | null | un
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle));
     const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);
     const ownPool = options.pool === undefined && handle !== undefined && entries.length > 0;
-    const pool = options.pool ?? (ownPool ? handle?.createStagingPool({ slotCount: concurrency, entries }) : undefined);
-    const backend = resolveDecodeBackend(options.backend);
     const ownBackend = typeof options.backend !== 'object';
+    // Worker decoders read payloads without a copy when the slots are shared memory.
+    const shared = (backend as { shared?: boolean }).shared === true;
+    const pool = options.pool ?? (ownPool ? handle?.createStagingPool({ slotCount: concurrency, entries, shared }) : undefined);
     const env: ServeEnv = {
       cache: handle,
       pool,

@@ -1,16 +1,27 @@
+import type { Kernels } from '@splitzip/kernels/node';
 import { createCpuDecoder, type DecodeBackend } from './create-cpu-decoder.js';
+import { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
 import { RuntimeError } from './errors.js';
 
 /**
  * How a caller picks the decoder:
  * - `'cpu'` / `'auto'`: the codec's fast path on the calling thread, sliced (see createCpuDecoder);
- * - a `DecodeBackend` object: anything else (a worker pool, a GPU decoder with read-back, a test
- *   backend that fails on purpose).
+ * - `'workers'`: the kernels package's worker-thread decoder (see createWorkerPoolDecoder);
+ * - a `Kernels` instance from `@splitzip/kernels` (`createKernels`): its `decode` (host values);
+ * - a `DecodeBackend` object: anything else (a test backend that fails on purpose…).
  */
-export type BackendOption = 'auto' | 'cpu' | DecodeBackend;
+export type BackendOption = 'auto' | 'cpu' | 'workers' | Kernels | DecodeBackend;
+
+function isKernels(value: object): value is Kernels {
+  return typeof (value as Kernels).decodeToDevice === 'function' && typeof (value as Kernels).dispose === 'function';
+}
 
 export function resolveDecodeBackend(option: BackendOption | undefined): DecodeBackend {
   if (option === undefined || option === 'auto' || option === 'cpu') return createCpuDecoder();
-  if (typeof option === 'object' && option !== null && typeof option.decode === 'function') return option;
+  if (option === 'workers') return createWorkerPoolDecoder();
+  if (typeof option === 'object' && option !== null) {
+    if (isKernels(option)) return createKernelsDecoder(option);
+    if (typeof option.decode === 'function') return option;
+  }
   throw new RuntimeError('INVALID_ARGUMENT', `unknown decode backend ${String(option)}`, { backend: String(option) });
 }

@@ -1,0 +1,54 @@
+import type { Kernels, WorkerDecoder, WorkerDecoderOptions } from '@splitzip/kernels/node';
+import type { DecodeBackend } from './create-cpu-decoder.js';
+import { RuntimeError } from './errors.js';
+
+/**
+ * A decode backend over a `@splitzip/kernels` instance (gpu.js webgpu/webgl/webasm/cpu or the
+ * codec): host values out, so a GPU backend pays its upload and read-back here. For a consumer that
+ * wants the tensor to stay on the GPU, use loadTensorToDevice instead.
+ */
+export function createKernelsDecoder(kernels: Kernels): DecodeBackend {
+  return {
+    get name() {
+      return `kernels:${kernels.backend}`;
+    },
+    async decode(payload, meta, out) {
+      // The runtime verified the checksum when it staged the payload.
+      const result = await kernels.decode(payload, out, { verify: false });
+      if (result.values.length < meta.elementCount) {
+        throw new RuntimeError('DECODE_FAILED', `kernels returned ${result.values.length} values, expected ${meta.elementCount}`, {
+          backend: result.backend,
+        });
+      }
+      if (result.values !== out) out.set(result.values.subarray(0, meta.elementCount));
+    },
+  };
+}
+
+/**
+ * The kernels package's worker-thread decoder: chunk ranges of each tensor decoded in parallel on
+ * `threads` workers, leaving the calling thread free to issue reads. Payloads and outputs in
+ * SharedArrayBuffers avoid its copies (loadModel backs its staging pool with one for this backend).
+ * The workers start on the first decode.
+ */
+export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): DecodeBackend & { readonly shared: true } {
+  let decoder: Promise<WorkerDecoder> | undefined;
+  const ensure = () => {
+    decoder ??= import('@splitzip/kernels/node').then(({ createWorkerDecoder }) => createWorkerDecoder(options));
+    return decoder;
+  };
+  return {
+    shared: true,
+    get name() {
+      return `workers:${options.threads ?? 'auto'}`;
+    },
+    async decode(payload, meta, out) {
+      const workers = await ensure();
+      const values = await workers.decode(payload.subarray(0, meta.compBytes), out, { verify: false });
+      if (values !== out) out.set(values.subarray(0, meta.elementCount));
+    },
+    async close() {
+      if (decoder !== undefined) await (await decoder).dispose();
+    },
+  };
+}

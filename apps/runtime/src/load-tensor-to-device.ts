@@ -1,0 +1,123 @@
+import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
+import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
+import type { LoadTensorOptions } from './load-tensor.js';
+import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
+import { createCpuDecoder } from './create-cpu-decoder.js';
+import { checkDigest, prepareOutput, readRaw, stagePayload, type ServeEnv } from './serve-tensor.js';
+import type { LoadReason, TensorReport, TensorSource } from './types.js';
+
+/**
+ * A tensor for a GPU consumer. From the cache, `device` holds the decoded values where the kernels
+ * left them (a GPUBuffer on webgpu, a texture on webgl, host memory on the CPU backends: see
+ * `device.location`); the caller owns it and frees it with `device.delete()`. From the shard (not
+ * cached, or the cache failed), `data` holds the raw bytes on the host, for the caller to upload.
+ */
+export interface DeviceTensor {
+  name: string;
+  dtype: string;
+  shape: readonly number[];
+  source: TensorSource;
+  reason: LoadReason;
+  report: TensorReport;
+  device?: DeviceDecodeResult;
+  data?: Uint8Array;
+}
+
+export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'backend'> {
+  /** Kernels from `@splitzip/kernels` (`createKernels`), e.g. the webgpu backend. */
+  kernels: Kernels;
+}
+
+/**
+ * The device-resident variant of loadTensor: the payload is staged and validated as usual, then
+ * decoded by `kernels.decodeToDevice`, so the values reach the GPU in compressed form (1.5 bytes
+ * per value over the bus) and stay there. `verifyDigest` reads the values back once to hash them.
+ * Failures follow loadTensor's rules: reported and served raw (`data`), or thrown with `cacheOnly`.
+ */
+export async function loadTensorToDevice(request: TensorRequest, options: LoadTensorToDeviceOptions): Promise<DeviceTensor> {
+  const { kernels } = options;
+  if (kernels === undefined || typeof kernels.decodeToDevice !== 'function') {
+    throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
+  }
+  const target = resolveTensorRequest(request, options.model, options.cache);
+  const env: ServeEnv = {
+    cache: options.cache,
+    pool: options.pool,
+    reader: options.reader,
+    backend: createCpuDecoder(), // unused: the kernels decode
+    verifyDigest: options.verifyDigest ?? false,
+    cacheOnly: options.cacheOnly ?? false,
+    explainMisses: false,
+    signal: options.signal,
+    onStagingOverflow: () => undefined,
+  };
+  const { name, dtype, shape, slice } = target;
+  const report: TensorReport = {
+    name,
+    dtype,
+    shape,
+    source: 'raw',
+    reason: target.dtype === 'BF16' ? 'missing' : 'dtype',
+    shardName: slice.shardName,
+    offsetBytes: slice.offsetBytes,
+    sizeBytes: slice.sizeBytes,
+    bytesRead: 0,
+    blobBytesRead: 0,
+    rawBytesRead: 0,
+    bytesProduced: 0,
+    ioMs: 0,
+    decodeMs: 0,
+    digestMs: 0,
+    digestVerified: false,
+  };
+  const entry = target.entry;
+  if (entry !== undefined) {
+    report.key = entry.key;
+    let device: DeviceDecodeResult | undefined;
+    try {
+      const staged = await stagePayload(env, target, entry, report);
+      const decodeStartMs = performance.now();
+      try {
+        device = await kernels.decodeToDevice(staged.payload, { verify: false });
+      } catch (error) {
+        throw new RuntimeError('DECODE_FAILED', `kernels ${kernels.backend} failed to decode ${name} to the device: ${(error as Error).message}`, {
+          tensor: name,
+          key: entry.key,
+          backend: kernels.backend,
+        }, { cause: error });
+      } finally {
+        staged.release();
+      }
+      report.decodeMs += performance.now() - decodeStartMs;
+      report.backend = `device:${device.backend}@${device.location}`;
+      if (device.elementCount !== staged.meta.elementCount) {
+        throw new RuntimeError('DECODE_FAILED', `kernels returned ${device.elementCount} values for ${name}, expected ${staged.meta.elementCount}`, {
+          tensor: name,
+          key: entry.key,
+        });
+      }
+      if (env.verifyDigest) {
+        const values = await device.toArray();
+        checkDigest(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), entry, target, report);
+      }
+      report.source = 'cache';
+      report.reason = 'cached';
+      report.bytesRead = report.blobBytesRead;
+      report.bytesProduced = slice.sizeBytes;
+      return { name, dtype, shape, source: 'cache', reason: 'cached', report, device };
+    } catch (error) {
+      device?.delete();
+      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly || target.info === undefined) throw error;
+      report.reason = 'cache-failed';
+      report.error = describeError(error);
+      report.detail = `${error.code}: served raw`;
+    }
+  } else if (env.cacheOnly) {
+    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache`, { tensor: name, dtype, ...slice });
+  }
+  const data = prepareOutput(options.target, slice.sizeBytes, name);
+  await readRaw(env, target, data, report);
+  report.bytesRead = report.blobBytesRead + report.rawBytesRead;
+  report.bytesProduced = data.byteLength;
+  return { name, dtype, shape, source: 'raw', reason: report.reason, report, data };
+}

@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKernels, type Kernels } from '@splitzip/kernels/node';
+import type { SafetensorsModel } from '@splitzip/safetensors';
+import { loadModel } from '../src/load-model.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
+import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
+
+let cleanup: () => Promise<void>;
+let model: SafetensorsModel;
+let cache: ShardCache;
+let raw: Map<string, Uint8Array>;
+
+beforeAll(async () => {
+  const temp = await makeTempDir('backends');
+  cleanup = temp.cleanup;
+  // Add one tensor large enough for the worker decoder to split it across threads (≥ 2^18 values).
+  const tensors = [...standardTensors(), { name: 'big', dtype: 'BF16' as const, shape: [512, 600], data: bf16Weights(512 * 600, 77) }];
+  model = await writeModel(`${temp.dir}/model`, tensors);
+  await buildCache(model, `${temp.dir}/cache`);
+  cache = await openShardCache(`${temp.dir}/cache`);
+  raw = await readAllRaw(model);
+});
+afterAll(async () => {
+  await cache?.close();
+  await model?.close();
+  await cleanup?.();
+});
+
+async function checkAll(options: Parameters<typeof loadModel>[2]) {
+  const load = loadModel(model, cache, options);
+  for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+  return load.totals;
+}
+
+describe('decode backends', () => {
+  it('the worker-thread decoder (kernels package) is bit-exact', async () => {
+    const totals = await checkAll({ backend: 'workers', verifyDigest: true });
+    expect(totals.fromCache).toBe(10);
+    expect(totals.backends).toEqual(['workers:auto']);
+  });
+
+  it('a Kernels instance (gpu.js cpu mode) is bit-exact', async () => {
+    const kernels = await createKernels({ backend: 'cpu' });
+    try {
+      const totals = await checkAll({ backend: kernels, concurrency: 2 });
+      expect(totals.fromCache).toBe(10);
+      expect(totals.backends).toEqual([`kernels:${kernels.backend}`]);
+    } finally {
+      await kernels.dispose();
+    }
+  });
+
+  it('rejects an unknown backend name', () => {
+    expect(() => loadModel(model, cache, { backend: 'tpu' as never })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
+
+describe('loadTensorToDevice', () => {
+  for (const backend of ['codec', 'cpu'] as const) {
+    it(`hands over the decoded tensor from the kernels (${backend}), bit-exact`, async () => {
+      const kernels = await createKernels({ backend });
+      try {
+        for (const name of ['big', 'embed.weight', 'layer.0.attn.q']) {
+          const tensor = await loadTensorToDevice({ model, name }, { cache, kernels, verifyDigest: true });
+          expect(tensor).toMatchObject({ name, source: 'cache', reason: 'cached' });
+          expect(tensor.report.digestVerified).toBe(true);
+          expect(tensor.device?.location).toBe('host'); // no GPU on CI machines
+          const values = (await tensor.device?.toArray()) as Uint16Array;
+          expect(sameBytes(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), raw.get(name) as Uint8Array)).toBe(true);
+          tensor.device?.delete();
+        }
+        const norm = await loadTensorToDevice({ model, name: 'layer.0.norm' }, { cache, kernels });
+        expect(norm).toMatchObject({ source: 'raw', reason: 'dtype' });
+        expect(norm.device).toBeUndefined();
+        expect(sameBytes(norm.data as Uint8Array, raw.get('layer.0.norm') as Uint8Array)).toBe(true);
+      } finally {
+        await kernels.dispose();
+      }
+    });
+  }
+
+  it('a device decode that fails is reported and served raw; cacheOnly throws', async () => {
+    const real = await createKernels({ backend: 'codec' });
+    let deleted = 0;
+    const broken = {
+      ...real,
+      backend: real.backend,
+      decodeToDevice: async () => {
+        throw new Error('device lost');
+      },
+    } as unknown as Kernels;
+    const wrongCount = {
+      ...real,
+      backend: real.backend,
+      decodeToDevice: async (payload: Uint8Array) => {
+        const result = await real.decodeToDevice(payload);
+        return { ...result, elementCount: result.elementCount - 1, delete: () => (deleted += 1) };
+      },
+    } as unknown as Kernels;
+    try {
+      const failed = await loadTensorToDevice({ model, name: 'big' }, { cache, kernels: broken });
+      expect(failed).toMatchObject({ source: 'raw', reason: 'cache-failed', report: { error: { code: 'DECODE_FAILED' } } });
+      expect(sameBytes(failed.data as Uint8Array, raw.get('big') as Uint8Array)).toBe(true);
+      const short = await loadTensorToDevice({ model, name: 'big' }, { cache, kernels: wrongCount });
+      expect(short).toMatchObject({ source: 'raw', reason: 'cache-failed' });
+      expect(deleted).toBe(1); // the bad device result was freed
+      await expect(loadTensorToDevice({ model, name: 'big' }, { cache, kernels: broken, cacheOnly: true })).rejects.toMatchObject({
+        code: 'DECODE_FAILED',
+      });
+      await expect(loadTensorToDevice({ model, name: 'big' }, { cache } as never)).rejects.toMatchObject({ code: 'DEVICE_UNAVAILABLE' });
+    } finally {
+      await real.dispose();
+    }
+  });
+});
