@@ -64,8 +64,19 @@ export async function createSafetensorsWriter(path: string, specs: readonly Tens
       throw error;
     }
   };
+  let busy = false;
   const assertOpen = (): void => {
     if (state !== 'open') throw new SafetensorsError('WRITER_CLOSED', `writer is ${state}`, { file: absolute });
+    // Bytes must arrive in order: a second call while one is in flight is a caller bug.
+    if (busy) throw new SafetensorsError('INVALID_ARGUMENT', 'write() or close() called before the previous call finished', { file: absolute });
+  };
+  const exclusive = async <T>(work: () => Promise<T>): Promise<T> => {
+    busy = true;
+    try {
+      return await guard(work);
+    } finally {
+      busy = false;
+    }
   };
 
   await guard(async () => {
@@ -81,7 +92,7 @@ export async function createSafetensorsWriter(path: string, specs: readonly Tens
     },
     write: async (chunk: Uint8Array) => {
       assertOpen();
-      await guard(async () => {
+      await exclusive(async () => {
         if (written + chunk.length > header.dataBytes) {
           throw new SafetensorsError('WRITE_SIZE_MISMATCH', `got ${written + chunk.length} data bytes, the header announced ${header.dataBytes}`, {
             file: absolute,
@@ -107,7 +118,7 @@ export async function createSafetensorsWriter(path: string, specs: readonly Tens
     },
     close: async () => {
       assertOpen();
-      await guard(async () => {
+      await exclusive(async () => {
         if (written !== header.dataBytes) {
           throw new SafetensorsError('WRITE_SIZE_MISMATCH', `got ${written} data bytes, the header announced ${header.dataBytes}`, {
             file: absolute,

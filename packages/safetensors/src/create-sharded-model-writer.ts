@@ -107,13 +107,19 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     await writer?.abort();
     writer = undefined;
   };
+  let busy = false;
   const guard = async <T>(work: () => Promise<T>): Promise<T> => {
     if (state !== 'open') throw new SafetensorsError('WRITER_CLOSED', `writer is ${state}`, { file: root });
+    // Bytes must arrive in order: a second call while one is in flight is a caller bug.
+    if (busy) throw new SafetensorsError('INVALID_ARGUMENT', 'write() or close() called before the previous call finished', { file: root });
+    busy = true;
     try {
       return await work();
     } catch (error) {
       await abort();
       throw error;
+    } finally {
+      busy = false;
     }
   };
   // Commits every finished shard (zero-byte shards included) and moves on.

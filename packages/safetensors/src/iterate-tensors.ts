@@ -67,7 +67,11 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
       buffer = allocateUninitialized(batch.sizeBytes);
     }
     const view = buffer.subarray(0, batch.sizeBytes);
-    return readFully(reader.handleOf(batch.shardName), view, batch.positionBytes, batch.shardPath).then(() => view);
+    const read = readFully(reader.handleOf(batch.shardName), view, batch.positionBytes, batch.shardPath).then(() => view);
+    // A read-ahead may fail while the consumer is busy elsewhere: mark it handled now (it is still
+    // rethrown when awaited) so Node never reports an unhandled rejection.
+    read.catch(() => undefined);
+    return read;
   };
 
   let pending: Promise<Uint8Array> | undefined = batches.length > 0 ? startRead(0) : undefined;

@@ -244,6 +244,42 @@ describe('write -> read round trips', () => {
     });
   });
 
+  it('writers refuse overlapping calls; a read-ahead failing mid-iteration surfaces as SafetensorsError', async () => {
+    await withTempDir(async (dir) => {
+      const specs = [{ name: 'x', dtype: 'U8' as SafetensorsDtype, shape: [8 << 20] }];
+      const writer = await createSafetensorsWriter(join(dir, 'w.safetensors'), specs);
+      const first = writer.write(new Uint8Array(5 << 20));
+      expectCode(await catchErrorAsync(() => writer.write(new Uint8Array(1))), 'INVALID_ARGUMENT');
+      await first;
+      await writer.write(new Uint8Array(3 << 20));
+      await writer.close();
+      const sharded = await createShardedModelWriter(join(dir, 's'), specs, { maxShardBytes: 1 << 30 });
+      const pending = sharded.write(new Uint8Array(5 << 20));
+      expectCode(await catchErrorAsync(() => sharded.write(new Uint8Array(1))), 'INVALID_ARGUMENT');
+      await pending;
+
+      // Many small tensors, then the file shrinks under an open model: the read-ahead fails while the
+      // consumer holds a batch, and the failure arrives as a typed error on the next step.
+      const tensors = Array.from({ length: 8 }, (_, i) => ({ name: `t${i}`, dtype: 'U8' as const, shape: [1000], data: new Uint8Array(1000).fill(i) }));
+      const path = join(dir, 'shrink.safetensors');
+      await writeSafetensorsFile(path, tensors);
+      const model = await openSafetensorsModel(path);
+      const seen: string[] = [];
+      const error = await catchErrorAsync(async () => {
+        for await (const { tensor } of iterateTensors(model, { maxBufferBytes: 1000 })) {
+          seen.push(tensor.name);
+          if (seen.length === 1) {
+            await (await import('node:fs/promises')).truncate(path, model.tensors[3]!.slice.offsetBytes);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        }
+      });
+      expectCode(error, 'UNEXPECTED_EOF');
+      expect(seen.length).toBeLessThanOrEqual(3);
+      await model.close();
+    });
+  });
+
   it('sharded streaming writer splits at tensor boundaries, keeps zero-byte shards, rejects bad sizes', async () => {
     await withTempDir(async (dir) => {
       const specs = [
