@@ -36,14 +36,18 @@ export interface CodecKernels {
   countEscapes(values: Uint16Array, tables: CodebookTables): number;
   /**
    * Fills the codes, sm, escape index, escape position and escape exponent sections of `payload`
-   * (already sized by the layout for this escape count; header written by the caller).
+   * (sized by the layout for `offsets.escapeCount`; header written by the caller). Returns the
+   * number of escapes found; it writes at most `offsets.escapeCount` of them, so a wrong count
+   * never writes past its section (the caller then re-encodes). With `withChecksum`, a kernel may
+   * also return the payload checksum computed in the same pass (null if it does not).
    */
   encodeSections(
     values: Uint16Array,
     tables: CodebookTables,
     payload: Uint8Array,
     offsets: EncodeOffsets,
-  ): void;
+    withChecksum: boolean,
+  ): { escapes: number; checksum: number | null };
   /** XXH32 of payload[0, totalBytes) with the checksum field as zero; absent: the JS one is used. */
   checksum?(payload: Uint8Array, totalBytes: number): number;
   /**

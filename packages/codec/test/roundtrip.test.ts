@@ -130,6 +130,22 @@ describe.each(BACKENDS)('round trips on the %s backend', (backend) => {
     checkRoundTrip(values, createCodebook([255, 0, 128]), 128);
   });
 
+  it('an escapeCount hint: right, too low or too high, the bytes are the same', () => {
+    useBackend(backend);
+    for (const n of [0, 1, 77, 70_001]) {
+      const values = valuesWithExponents(n, [120, 121, 122, 5, 250], 12);
+      const codebook = createCodebook([120, 121, 122]);
+      const expected = referenceEncode(values, codebook.exponents, 64);
+      const escapes = readPayloadMeta(expected).escapeCount;
+      for (const hint of new Set([escapes, 0, Math.max(0, escapes - 1), Math.min(n, escapes + 1), n])) {
+        const got = encode(values, codebook, { chunkSize: 64, escapeCount: hint });
+        if (!bytesEqual(got, expected)) expect.fail(`n=${n} hint=${hint} (escapes ${escapes})`);
+      }
+      expect(() => encode(values, codebook, { escapeCount: n + 1 })).toThrow(/INVALID_ARGUMENT/);
+      expect(() => encode(values, codebook, { escapeCount: -1 })).toThrow(/INVALID_ARGUMENT/);
+    }
+  });
+
   it('a tensor of more than 2^24 values', () => {
     useBackend(backend);
     const n = 2 ** 24 + 33;

@@ -157,13 +157,19 @@
   ;; ---------------------------------------------------------------------------------------------
   ;; encode: $groups x 32 u16 values at $in -> codes at $c (16 bytes a group), sm at $s (32).
   ;; Escapes (exponent without a code) get code 0; each one's index relative to $in (u32) goes to
-  ;; $escIdx and its exponent (u8) to $escExp. Returns the number of escapes written.
+  ;; $escIdx and its exponent (u8) to $escExp. Returns the number of escapes written. With $hash
+  ;; set, the codes also run through the XXH32 stripe loop (lanes in memory 32..47): the codes
+  ;; section comes first in the payload, so the checksum can follow the encoder.
   (func $encode (export "encode") (param $in i32) (param $c i32) (param $s i32) (param $groups i32)
-      (param $escIdx i32) (param $escExp i32) (param $tables i32) (result i32)
+      (param $escIdx i32) (param $escExp i32) (param $tables i32) (param $hash i32) (result i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128)
     (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
     (local $t0 v128) (local $b0 v128) (local $mff v128) (local $m80 v128) (local $m7f v128) (local $one v128)
+    (local $codes v128) (local $hv v128) (local $p1 v128) (local $p2 v128)
     (local $end i32) (local $count i32) (local $in0 i32)
+    (local.set $hv (v128.load (i32.const 32)))
+    (local.set $p1 (i32x4.splat (global.get $P1)))
+    (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $t0 (v128.load (i32.const 1024)))
     (local.set $b0 (v128.load (i32.const 1040)))
     (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
@@ -205,13 +211,19 @@
         ;; value's code, the high byte the odd one's: w | w >> 4 puts odd << 4 beside even.
         (local.set $ka (i8x16.sub_sat_u (local.get $ka) (local.get $one)))
         (local.set $kb (i8x16.sub_sat_u (local.get $kb) (local.get $one)))
-        (v128.store (local.get $c) (i8x16.narrow_i16x8_u
+        (local.set $codes (i8x16.narrow_i16x8_u
           (v128.and (v128.or (local.get $ka) (i16x8.shr_u (local.get $ka) (i32.const 4))) (local.get $mff))
           (v128.and (v128.or (local.get $kb) (i16x8.shr_u (local.get $kb) (i32.const 4))) (local.get $mff))))
+        (v128.store (local.get $c) (local.get $codes))
+        (if (local.get $hash)
+          (then
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $codes) (local.get $p2))))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))))
         (local.set $in (i32.add (local.get $in) (i32.const 64)))
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
+    (v128.store (i32.const 32) (local.get $hv))
     (local.get $count))
 
   ;; Scalar path for a group with escapes: appends (index, exponent) for each lane whose code + 1 is 0.

@@ -101,7 +101,12 @@ function countEscapes(values: Uint16Array, tables: CodebookTables): number {
   return escapes;
 }
 
-function encodeSections(values: Uint16Array, tables: CodebookTables, payload: Uint8Array, at: EncodeOffsets): void {
+function encodeSections(
+  values: Uint16Array,
+  tables: CodebookTables,
+  payload: Uint8Array,
+  at: EncodeOffsets,
+): { escapes: number; checksum: null } {
   const codeOf = tables.codeOfExponent;
   const n = values.length;
   const chunkSize = at.chunkSize;
@@ -137,9 +142,11 @@ function encodeSections(values: Uint16Array, tables: CodebookTables, payload: Ui
     }
   }
   writeU32(payload, ip, escapes);
+  return { escapes, checksum: null };
 }
 
 function writeEscape(payload: Uint8Array, at: EncodeOffsets, j: number, position: number, exponent: number): void {
+  if (j >= at.escapeCount) return; // more escapes than the payload was sized for: the caller re-encodes
   payload[at.escapePositions + 2 * j] = position & 0xff;
   payload[at.escapePositions + 2 * j + 1] = position >>> 8;
   payload[at.escapeExponents + j] = exponent;

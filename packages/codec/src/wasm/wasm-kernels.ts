@@ -11,7 +11,16 @@ interface CodecExports {
   decode(codes: number, sm: number, out: number, groups: number, hash: number): number;
   xxh32_stripes(at: number, stripes: number): void;
   count_escapes(input: number, groups: number, tables: number): number;
-  encode(input: number, codes: number, sm: number, groups: number, escIndex: number, escExp: number, tables: number): number;
+  encode(
+    input: number,
+    codes: number,
+    sm: number,
+    groups: number,
+    escIndex: number,
+    escExp: number,
+    tables: number,
+    hash: number,
+  ): number;
 }
 
 // Memory map (see codec.wat): fixed tables below DATA_AT, block buffers above.
@@ -184,33 +193,48 @@ export function createWasmKernels(): CodecKernels | null {
     return escapes;
   }
 
-  function encodeSections(values: Uint16Array, tables: CodebookTables, payload: Uint8Array, at: EncodeOffsets): void {
-    ensureMemory(ENC_END);
+  function encodeSections(
+    values: Uint16Array,
+    tables: CodebookTables,
+    payload: Uint8Array,
+    at: EncodeOffsets,
+    withChecksum: boolean,
+  ): { escapes: number; checksum: number | null } {
+    ensureMemory(Math.max(ENC_END, HASH_END));
     const tableCount = loadEncodeTables(tables);
     const padValue = tables.exponents[0]! << 7;
     const n = values.length;
     const chunkSize = at.chunkSize;
     const chunkCount = Math.ceil(n / chunkSize);
+    // The checksum runs over the header, then the codes as the kernel makes them.
+    if (withChecksum) startChecksum(payload);
+    let hashed = at.codes;
     let escapes = 0;
     let nextIndexChunk = 0; // index entries [0, nextIndexChunk) are written
     for (let a = 0; a < n; a += BLOCK_VALUES) {
       const b = Math.min(n, a + BLOCK_VALUES);
       const groups = loadValues(values, a, b, padValue);
-      const found = ex.encode(ENC_IN_AT, ENC_CODES_AT, ENC_SM_AT, groups, ENC_ESC_INDEX_AT, ENC_ESC_EXP_AT, tableCount);
+      const found = ex.encode(ENC_IN_AT, ENC_CODES_AT, ENC_SM_AT, groups, ENC_ESC_INDEX_AT, ENC_ESC_EXP_AT, tableCount, withChecksum ? 1 : 0);
+      // Whole groups of codes were hashed: past n they are zero, as the section's padding is.
+      hashed = at.codes + a / 2 + groups * 16;
       payload.set(u8.subarray(ENC_CODES_AT, ENC_CODES_AT + Math.ceil((b - a) / 2)), at.codes + a / 2);
       payload.set(u8.subarray(ENC_SM_AT, ENC_SM_AT + (b - a)), at.sm + a);
       for (let j = 0; j < found; j++) {
         const i = a + u32[ENC_ESC_INDEX_AT / 4 + j]!;
         const chunk = Math.floor(i / chunkSize);
         while (nextIndexChunk <= chunk) writeU32(payload, at.escapeIndex + 4 * nextIndexChunk++, escapes);
-        const pos = i - chunk * chunkSize;
-        payload[at.escapePositions + 2 * escapes] = pos & 0xff;
-        payload[at.escapePositions + 2 * escapes + 1] = pos >>> 8;
-        payload[at.escapeExponents + escapes] = u8[ENC_ESC_EXP_AT + j]!;
+        if (escapes < at.escapeCount) {
+          const pos = i - chunk * chunkSize;
+          payload[at.escapePositions + 2 * escapes] = pos & 0xff;
+          payload[at.escapePositions + 2 * escapes + 1] = pos >>> 8;
+          payload[at.escapeExponents + escapes] = u8[ENC_ESC_EXP_AT + j]!;
+        }
         escapes++;
       }
     }
     while (nextIndexChunk <= chunkCount) writeU32(payload, at.escapeIndex + 4 * nextIndexChunk++, escapes);
+    if (!withChecksum || escapes !== at.escapeCount) return { escapes, checksum: null };
+    return { escapes, checksum: finishChecksum(payload, hashed, payload.length) };
   }
 
   /** Starts a checksum: lanes seeded, the header hashed with its checksum field as zero. */
