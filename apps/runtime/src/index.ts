@@ -33,6 +33,7 @@ export {
   openShardCache,
   wrapCacheStore,
   DEFAULT_COVERAGE_MIN,
+  MAX_IDLE_POOLS,
   type ShardCache,
   type OpenShardCacheOptions,
 } from './open-shard-cache.js';
@@ -41,6 +42,7 @@ export { loadTensor, type LoadTensorOptions } from './load-tensor.js';
 export {
   loadModel,
   DEFAULT_LOAD_CONCURRENCY,
+  DEFAULT_MAX_STAGING_BYTES,
   MAX_LOAD_CONCURRENCY,
   type LoadModelOptions,
   type ModelLoad,

@@ -13,6 +13,13 @@ import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, typ
 /** Tensors in flight by default: enough to keep a read queued behind every decode on 2 cores. */
 export const DEFAULT_LOAD_CONCURRENCY = 4;
 
+/**
+ * Default cap on staging memory per load. Slots are sized from the largest payload, so a model
+ * with one huge tensor would otherwise pin concurrency × that payload; above this budget the load
+ * uses fewer slots (at least one), i.e. fewer payloads in flight, not smaller ones.
+ */
+export const DEFAULT_MAX_STAGING_BYTES = 512 * 1024 * 1024;
+
 /** Upper bound on concurrency: each in-flight tensor may hold a staging slot and an output buffer. */
 export const MAX_LOAD_CONCURRENCY = 64;
 
@@ -34,6 +41,8 @@ export interface LoadModelOptions {
   pool?: StagingPool;
   /** Custom I/O for both paths (e.g. the pacing reader). */
   reader?: ByteReader;
+  /** Cap on the default pool's memory (slot count × largest payload); default 512 MiB. */
+  maxStagingBytes?: number;
   /** Refresh the cache from other processes before starting. Default true. */
   refresh?: boolean;
   /** Tell `coverage` from `missing` for uncached BF16 tensors (a histogram pass over them). Default true. */
@@ -77,7 +86,11 @@ export function loadModel(model: SafetensorsModel, cache: ShardCache | null | un
     const ownBackend = typeof options.backend !== 'object';
     // Worker decoders read payloads without a copy when the slots are shared memory.
     const shared = (backend as { shared?: boolean }).shared === true;
-    const pool = options.pool ?? (ownPool ? handle?.createStagingPool({ slotCount: concurrency, entries, shared }) : undefined);
+    const largestBytes = handle?.largestPayloadBytes(entries) ?? 0;
+    const maxStagingBytes = options.maxStagingBytes ?? DEFAULT_MAX_STAGING_BYTES;
+    const slotCount = Math.max(1, Math.min(concurrency, Math.floor(maxStagingBytes / Math.max(1, largestBytes))));
+    const borrowed = ownPool ? handle?.borrowStagingPool({ slotBytes: largestBytes, slotCount, shared }) : undefined;
+    const pool = options.pool ?? borrowed?.pool;
     const env: ServeEnv = {
       cache: handle,
       pool,
@@ -109,7 +122,7 @@ export function loadModel(model: SafetensorsModel, cache: ShardCache | null | un
       }
     } finally {
       totals.wallMs = performance.now() - startMs;
-      if (ownPool) pool?.close();
+      borrowed?.giveBack();
       if (ownBackend) await backend.close?.();
     }
   }

@@ -37,8 +37,18 @@ export interface ShardCache {
   largestPayloadBytes(entries?: Iterable<CacheEntry>): number;
   /** A staging pool whose slots hold the largest payload of the cache (or of `entries`). */
   createStagingPool(options?: { slotCount?: number; entries?: Iterable<CacheEntry>; shared?: boolean }): StagingPool;
+  /**
+   * Lends a pool with at least `slotCount` slots of at least `slotBytes` (loadModel's default):
+   * an idle pool this handle made for an earlier load when one fits, else a new one. `giveBack()`
+   * returns it to the handle for the next load, so repeated loads reuse the same slots. At most
+   * {@link MAX_IDLE_POOLS} idle pools are kept; `close()` drops them.
+   */
+  borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean }): { pool: StagingPool; giveBack(): void };
   close(): Promise<void>;
 }
+
+/** Idle staging pools a cache handle keeps for later loads (each is slotCount × largest payload). */
+export const MAX_IDLE_POOLS = 2;
 
 export interface OpenShardCacheOptions {
   /** Coverage gate to explain misses against (default: the manifest's `coverage_min`). */
@@ -72,6 +82,8 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     for (const entry of entries) if (entry.compBytes > largest) largest = entry.compBytes;
     return largest;
   };
+  // Pools lent to loads and given back: reused by the next load that fits (no new buffers).
+  const idlePools: { pool: StagingPool; shared: boolean }[] = [];
   return {
     root: store.root,
     store,
@@ -95,6 +107,26 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
         shared: poolOptions.shared ?? false,
       });
     },
-    close: () => store.close(),
+    borrowStagingPool({ slotBytes, slotCount, shared = false }) {
+      const index = idlePools.findIndex(
+        (idle) => idle.shared === shared && idle.pool.slotBytes >= slotBytes && idle.pool.slotCount >= slotCount,
+      );
+      const pool = index >= 0 ? (idlePools.splice(index, 1)[0] as { pool: StagingPool }).pool : createStagingPool({ slotBytes, slotCount, shared });
+      let given = false;
+      return {
+        pool,
+        giveBack() {
+          if (given) return;
+          given = true;
+          if (pool.stats().inUse !== 0) return; // a slot still out: never lend this pool again
+          idlePools.unshift({ pool, shared });
+          for (const dropped of idlePools.splice(MAX_IDLE_POOLS)) dropped.pool.close();
+        },
+      };
+    },
+    close: () => {
+      for (const idle of idlePools.splice(0)) idle.pool.close();
+      return store.close();
+    },
   };
 }

@@ -152,6 +152,31 @@ describe('loadModel', () => {
     expect(seenSlots.size).toBeLessThanOrEqual(2);
   });
 
+  it('lends the same default pool to successive loads, and caps staging memory', async () => {
+    const handle = await openShardCache(cacheDir); // a fresh handle: no idle pools yet
+    try {
+      await loadModel(model, handle, { concurrency: 3 }).drain();
+      const { pool, giveBack } = handle.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
+      // The pool the first load used came back to the handle: it has already served 7 payloads.
+      expect(pool.stats().acquires).toBe(7);
+      expect(pool.slotCount).toBe(3);
+      giveBack();
+      expect((await loadModel(model, handle, { concurrency: 3 }).drain()).fromCache).toBe(7);
+      const again = handle.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
+      expect(again.pool).toBe(pool);
+      expect(again.pool.stats().acquires).toBe(14);
+      // Not given back: the next load must make its own pool. With a budget of one payload it gets one slot.
+      const largest = handle.largestPayloadBytes();
+      expect((await loadModel(model, handle, { concurrency: 4, maxStagingBytes: largest }).drain()).fromCache).toBe(7);
+      const single = handle.borrowStagingPool({ slotBytes: largest, slotCount: 1 });
+      expect(single.pool).not.toBe(pool);
+      expect(single.pool.slotCount).toBe(1);
+      expect(single.pool.stats().acquires).toBe(7);
+    } finally {
+      await handle.close();
+    }
+  });
+
   it('stages a payload larger than the slots in a one-off buffer and counts it', async () => {
     const tiny = createStagingPool({ slotBytes: 256, slotCount: 1 });
     const load = loadModel(model, cache, { pool: tiny });

@@ -1,0 +1,240 @@
+#!/usr/bin/env node
+// Whole-model load benchmark: the default model and a >= 1 GB generated model, loaded from the
+// SplitZip cache and from the raw safetensors shards IN THE SAME RUN, in interleaved rounds:
+//   (a) files in the page cache (every shard and blob read once before timing);
+//   (b) every read paced to 1 GB/s by the runtime's token-bucket reader (createPacedReader), the
+//       same wrapper on both paths, over the bytes each path actually reads.
+// Both paths are the runtime's loadModel into one preallocated arena (as a server loads): the raw
+// baseline is loadModel(model, null) — safetensors positioned reads in (a), the paced reader in (b).
+// Prints a table and writes <repo>/.cache/bench/runtime.json for bench/summary.mjs.
+//
+// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers]
+//   --quick: default model only, fewer rounds (a smoke run, not a measurement).
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, open, readdir, stat, writeFile } from 'node:fs/promises';
+import { availableParallelism, cpus } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { getCodecBackend } from '@splitzip/codec';
+import { openSafetensorsModel } from '@splitzip/safetensors';
+import { createFileReader, createPacedReader, loadModel, openShardCache } from '@splitzip/runtime';
+import { buildModelCache } from './build-model-cache.mjs';
+
+const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+const args = process.argv.slice(2);
+const argValue = (flag, fallback) => {
+  const i = args.indexOf(flag);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
+};
+const QUICK = args.includes('--quick');
+const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
+const BACKEND = argValue('--backend', 'cpu');
+const THROTTLE_BYTES_PER_S = 1e9;
+const CONCURRENCY = Number(argValue('--concurrency', '4'));
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const gb = (bytes) => bytes / 1e9;
+const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
+
+/** Reads every file under `dir` once, so scenario (a) starts with them in the page cache. */
+async function warmFiles(dir) {
+  const buffer = new Uint8Array(8 * 1024 * 1024);
+  let bytes = 0;
+  for (const name of await readdir(dir, { recursive: true })) {
+    const path = join(dir, name);
+    if (!(await stat(path)).isFile()) continue;
+    const handle = await open(path, 'r');
+    try {
+      for (;;) {
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+        if (bytesRead === 0) break;
+        bytes += bytesRead;
+      }
+    } finally {
+      await handle.close();
+    }
+  }
+  return bytes;
+}
+
+/** One preallocated arena for the whole model; every round writes the same tensors to the same place. */
+function planArena(model) {
+  const offsets = new Map();
+  let size = 0;
+  for (const tensor of model.tensors) {
+    size = Math.ceil(size / 64) * 64;
+    offsets.set(tensor.name, size);
+    size += tensor.slice.sizeBytes;
+  }
+  const arena = new Uint8Array(size);
+  arena.fill(0); // fault the pages in before any timing
+  return { arena, allocate: (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes) };
+}
+
+async function timedLoad(model, cache, allocate, reader) {
+  const started = performance.now();
+  const totals = await loadModel(model, cache, {
+    allocate,
+    reader,
+    concurrency: CONCURRENCY,
+    backend: BACKEND,
+    explainMisses: false,
+  }).drain();
+  return { ms: performance.now() - started, totals };
+}
+
+async function benchModel(label, modelPath, cacheDir, rounds) {
+  const model = await openSafetensorsModel(modelPath);
+  const cache = await openShardCache(cacheDir);
+  const { arena, allocate } = planArena(model);
+  const rawBytes = model.tensors.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
+  const results = [];
+  try {
+    // Correctness first (untimed): the cache load must reproduce the raw load bit for bit.
+    await timedLoad(model, null, allocate);
+    const rawDigest = createHash('sha256').update(arena).digest('hex');
+    arena.fill(0);
+    const check = await timedLoad(model, cache, allocate);
+    const cacheDigest = createHash('sha256').update(arena).digest('hex');
+    if (rawDigest !== cacheDigest) throw new Error(`${label}: the cache load differs from the raw load`);
+
+    for (const scenario of ['page-cache', 'paced-1GBps']) {
+      if (scenario === 'page-cache') {
+        await warmFiles(model.rootDir);
+        await warmFiles(cacheDir);
+      }
+      const makeReader = () =>
+        scenario === 'page-cache' ? undefined : createPacedReader(createFileReader(), { bytesPerSecond: THROTTLE_BYTES_PER_S });
+      const raw = [];
+      const cached = [];
+      let lastCache;
+      let lastRaw;
+      // Interleaved rounds (raw, cache, raw, cache, …) so drift on a shared machine hits both alike.
+      for (let round = 0; round < rounds[scenario]; round += 1) {
+        const rawReader = makeReader();
+        lastRaw = await timedLoad(model, null, allocate, rawReader);
+        await rawReader?.close();
+        raw.push(lastRaw.ms);
+        const cacheReader = makeReader();
+        lastCache = await timedLoad(model, cache, allocate, cacheReader);
+        await cacheReader?.close();
+        cached.push(lastCache.ms);
+      }
+      const ratios = raw.map((r, i) => r / cached[i]);
+      results.push({
+        model: label,
+        scenario,
+        rawBytes,
+        tensors: model.tensors.length,
+        fromCache: lastCache.totals.fromCache,
+        cacheBytesRead: lastCache.totals.bytesRead,
+        rawBytesRead: lastRaw.totals.bytesRead,
+        rawMs: median(raw),
+        cacheMs: median(cached),
+        speedup: median(ratios),
+        decodeShare: lastCache.totals.decodeMs / lastCache.totals.wallMs,
+        backend: lastCache.totals.backends.join(',') || 'none',
+        rounds: rounds[scenario],
+      });
+    }
+    return { results, checkTotals: check.totals };
+  } finally {
+    await cache.close();
+    await model.close();
+  }
+}
+
+async function main() {
+  const startedMs = performance.now();
+  const { ensureDefaultModel, generateSyntheticModel } = await import('@splitzip/default-model');
+  const benchRoot = join(REPO, '.cache', 'runtime-bench');
+  await mkdir(benchRoot, { recursive: true });
+
+  const models = [];
+  const defaultDir = await ensureDefaultModel();
+  models.push({ label: 'default (USE-lite)', path: defaultDir, cacheDir: join(benchRoot, 'cache-default'), rounds: { 'page-cache': 15, 'paced-1GBps': 9 } });
+  if (!QUICK) {
+    const synthDir = join(REPO, 'models', `runtime-bench-${SIZE_BYTES}`);
+    await generateSyntheticModel(synthDir, { totalBytes: SIZE_BYTES, seed: 7, reuseIfPresent: true });
+    models.push({ label: `synthetic ${fmt(gb(SIZE_BYTES))} GB`, path: synthDir, cacheDir: join(benchRoot, `cache-synthetic-${SIZE_BYTES}`), rounds: { 'page-cache': 5, 'paced-1GBps': 3 } });
+  } else {
+    models[0].rounds = { 'page-cache': 5, 'paced-1GBps': 3 };
+  }
+  for (const m of models) {
+    const built = await buildModelCache(m.path, m.cacheDir);
+    m.build = built;
+  }
+
+  const rows = [];
+  for (const m of models) {
+    const { results } = await benchModel(m.label, m.path, m.cacheDir, m.rounds);
+    rows.push(...results);
+  }
+
+  const cpu = cpus()[0]?.model ?? 'unknown cpu';
+  console.log(`@splitzip/runtime load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpu}), codec ${getCodecBackend()}, decode backend ${BACKEND}, concurrency ${CONCURRENCY}`);
+  console.log('whole model into one preallocated arena; raw = loadModel without a cache (safetensors reads), cache = loadModel with the SplitZip cache;');
+  console.log(`times are medians of interleaved rounds; speedup = median of per-round raw/cache; paced = token bucket at ${gb(THROTTLE_BYTES_PER_S)} GB/s on both paths`);
+  console.log('');
+  const header = ['model', 'scenario', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'speedup', 'target', 'met', 'read raw → cache', 'decode share', 'from cache'];
+  const table = rows.map((r) => {
+    const target = r.scenario === 'page-cache' ? 0.9 : 1.25;
+    return [
+      r.model,
+      r.scenario,
+      fmt(r.rawMs, 1),
+      fmt(gb(r.rawBytes) / (r.rawMs / 1e3)),
+      fmt(r.cacheMs, 1),
+      fmt(gb(r.rawBytes) / (r.cacheMs / 1e3)),
+      `${fmt(r.speedup)}x`,
+      `>= ${target}x`,
+      r.speedup >= target ? 'yes' : 'NO',
+      `${fmt(gb(r.rawBytesRead), 3)} → ${fmt(gb(r.cacheBytesRead), 3)} GB`,
+      `${fmt(100 * r.decodeShare, 0)}%`,
+      `${r.fromCache}/${r.tensors}`,
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
+  const print = (cells) => console.log(`| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`);
+  print(header);
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  table.forEach(print);
+  console.log('');
+  console.log(`format bound for (b): raw bytes / cache bytes read = ${rows.filter((r) => r.scenario === 'paced-1GBps').map((r) => `${r.model} ${fmt(r.rawBytesRead / r.cacheBytesRead)}x`).join(', ')}`);
+  console.log(`total ${((performance.now() - startedMs) / 1e3).toFixed(1)} s`);
+
+  const summary = {
+    package: '@splitzip/runtime',
+    title: 'whole-model load: SplitZip cache vs raw safetensors',
+    generatedAt: new Date().toISOString(),
+    environment: { node: process.version, cores: availableParallelism(), cpu, codecBackend: getCodecBackend(), decodeBackend: BACKEND },
+    rows: rows.map((r) => ({
+      metric: `${r.model}, ${r.scenario}: cache speed vs raw`,
+      value: r.speedup,
+      unit: 'x',
+      baseline: `raw safetensors ${fmt(gb(r.rawBytes) / (r.rawMs / 1e3))} GB/s`,
+      target: r.scenario === 'page-cache' ? '>= 0.9x' : '>= 1.25x',
+      met: r.speedup >= (r.scenario === 'page-cache' ? 0.9 : 1.25),
+      note: `decode ${fmt(100 * r.decodeShare, 0)}% of cache load time`,
+    })),
+    raw: rows,
+  };
+  if (!QUICK) {
+    const outDir = join(REPO, '.cache', 'bench');
+    await mkdir(outDir, { recursive: true });
+    await writeFile(join(outDir, 'runtime.json'), `${JSON.stringify(summary, null, 2)}\n`);
+  }
+}
+
+if (!existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url)))) {
+  console.error('run-bench: @splitzip/runtime is not built; run `pnpm exec turbo run build --filter=@splitzip/runtime`');
+  process.exit(1);
+}
+main().catch((error) => {
+  console.error(`run-bench: ${error.code ?? error.name}: ${error.message}`);
+  process.exitCode = 1;
+});
