@@ -1,6 +1,7 @@
 // Shared flat config: recommended JS + typescript-eslint rules, plus the house rules
 // (libraries never print: console is an error outside CLIs, tests, benches and scripts).
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export function createEslintConfig({ allowConsole = false } = {}) {
@@ -16,7 +17,13 @@ export function createEslintConfig({ allowConsole = false } = {}) {
       },
     },
     {
-      files: ['test/**', 'bench/**', 'scripts/**', 'examples/**'],
+      // Plain JS files are Node scripts (benches, CLIs, generators, device harnesses).
+      files: ['**/*.mjs', '**/*.cjs', '**/*.js'],
+      languageOptions: { globals: { ...globals.node } },
+    },
+    {
+      files: ['test/**', 'bench/**', 'scripts/**', 'examples/**', 'bin/**', 'device/**'],
+      languageOptions: { globals: { ...globals.node } },
       rules: { 'no-console': 'off' },
     },
   );
