@@ -40,8 +40,8 @@ export function decodeValueRange(
   const { layout, chunkSize, elementCount } = meta;
   const firstChunk = Math.floor(start / chunkSize);
   const lastChunk = Math.floor((end - 1) / chunkSize);
-  checkEscapeIndex(payload, meta, firstChunk, lastChunk);
-  checkEscapePositions(payload, meta, firstChunk, lastChunk);
+  const index = escapeIndexReader(payload, meta);
+  checkEscapes(payload, meta, index, firstChunk, lastChunk);
 
   const tables = tablesForCodebook(meta.codebook.exponents);
   const codesValid =
@@ -61,26 +61,42 @@ export function decodeValueRange(
       });
     }
   }
-  applyEscapes(payload, meta, firstChunk, lastChunk, start, end, out, outOffset);
+  applyEscapes(payload, meta, index, firstChunk, lastChunk, start, end, out, outOffset);
+}
+
+/** Reads escape index entry c: through a Uint32Array view when aligned (the usual case), else bytewise. */
+type IndexReader = (c: number) => number;
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+function escapeIndexReader(payload: Uint8Array, meta: PayloadMeta): IndexReader {
+  const at = meta.layout.escapeIndex.offsetBytes;
+  if (LITTLE_ENDIAN && ((payload.byteOffset + at) & 3) === 0) {
+    const words = new Uint32Array(payload.buffer, payload.byteOffset + at, meta.chunkCount + 1);
+    return (c) => words[c]!;
+  }
+  return (c) => readU32(payload, at + 4 * c);
 }
 
 /**
- * index[0] = 0 and index[chunk_count] = escape_count always; the touched chunks' entries must be
- * non-decreasing, within escape_count and at most the chunk's length apart.
+ * Escape index: index[0] = 0 and index[chunk_count] = escape_count always; the touched chunks'
+ * entries non-decreasing, within escape_count, at most the chunk's length apart. Escape positions:
+ * strictly increasing within a chunk and below its length.
  */
-function checkEscapeIndex(payload: Uint8Array, meta: PayloadMeta, firstChunk: number, lastChunk: number): void {
+function checkEscapes(payload: Uint8Array, meta: PayloadMeta, index: IndexReader, firstChunk: number, lastChunk: number): void {
   const { layout, chunkSize, chunkCount, escapeCount, elementCount } = meta;
-  const indexAt = layout.escapeIndex.offsetBytes;
-  if (readU32(payload, indexAt) !== 0 || readU32(payload, indexAt + 4 * chunkCount) !== escapeCount) {
+  if (index(0) !== 0 || index(chunkCount) !== escapeCount) {
     throw new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
-      first: readU32(payload, indexAt),
-      last: readU32(payload, indexAt + 4 * chunkCount),
+      first: index(0),
+      last: index(chunkCount),
       escapeCount,
     });
   }
-  let prev = readU32(payload, indexAt + 4 * firstChunk);
+  const posAt = layout.escapePositions.offsetBytes;
+  let prev = index(firstChunk);
   for (let c = firstChunk; c <= lastChunk; c++) {
-    const next = readU32(payload, indexAt + 4 * (c + 1));
+    const next = index(c + 1);
+    if (next === prev) continue;
     const chunkLength = Math.min(chunkSize, elementCount - c * chunkSize);
     if (next < prev || next > escapeCount || next - prev > chunkLength) {
       throw new SplitZipError('BAD_ESCAPE_INDEX', `escape index of chunk ${c} is inconsistent`, {
@@ -89,25 +105,11 @@ function checkEscapeIndex(payload: Uint8Array, meta: PayloadMeta, firstChunk: nu
         indexEnd: next,
         escapeCount,
         chunkLength,
-        offsetBytes: indexAt + 4 * (c + 1),
+        offsetBytes: layout.escapeIndex.offsetBytes + 4 * (c + 1),
       });
     }
-    prev = next;
-  }
-}
-
-/** Within a chunk, positions strictly increase and stay below the chunk's length. */
-function checkEscapePositions(payload: Uint8Array, meta: PayloadMeta, firstChunk: number, lastChunk: number): void {
-  if (meta.escapeCount === 0) return;
-  const { layout, chunkSize, elementCount } = meta;
-  const indexAt = layout.escapeIndex.offsetBytes;
-  const posAt = layout.escapePositions.offsetBytes;
-  let j = readU32(payload, indexAt + 4 * firstChunk);
-  for (let c = firstChunk; c <= lastChunk; c++) {
-    const jEnd = readU32(payload, indexAt + 4 * (c + 1));
-    const chunkLength = Math.min(chunkSize, elementCount - c * chunkSize);
     let last = -1;
-    for (; j < jEnd; j++) {
+    for (let j = prev; j < next; j++) {
       const pos = payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8);
       if (pos <= last || pos >= chunkLength) {
         throw new SplitZipError('BAD_ESCAPE_POSITION', `escape ${j} of chunk ${c} is out of order or outside the chunk`, {
@@ -121,6 +123,7 @@ function checkEscapePositions(payload: Uint8Array, meta: PayloadMeta, firstChunk
       }
       last = pos;
     }
+    prev = next;
   }
 }
 
@@ -128,6 +131,7 @@ function checkEscapePositions(payload: Uint8Array, meta: PayloadMeta, firstChunk
 function applyEscapes(
   payload: Uint8Array,
   meta: PayloadMeta,
+  index: IndexReader,
   firstChunk: number,
   lastChunk: number,
   start: number,
@@ -137,12 +141,11 @@ function applyEscapes(
 ): void {
   if (meta.escapeCount === 0) return;
   const { layout, chunkSize } = meta;
-  const indexAt = layout.escapeIndex.offsetBytes;
   const posAt = layout.escapePositions.offsetBytes;
   const expAt = layout.escapeExponents.offsetBytes;
-  let j = readU32(payload, indexAt + 4 * firstChunk);
+  let j = index(firstChunk);
   for (let c = firstChunk; c <= lastChunk; c++) {
-    const jEnd = readU32(payload, indexAt + 4 * (c + 1));
+    const jEnd = index(c + 1);
     const chunkStart = c * chunkSize;
     for (; j < jEnd; j++) {
       const i = chunkStart + (payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8));
