@@ -4,6 +4,7 @@
 import { activeKernels, prepareCodebookTables, type CodebookTables } from './backend.js';
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
 import { MAX_ELEMENT_COUNT } from './constants.js';
+import { ensureCodebook } from './create-codebook.js';
 import { SplitZipError } from './errors.js';
 import { readU32 } from './payload-header.js';
 import type { PayloadMeta } from './read-payload-meta.js';
@@ -201,6 +202,7 @@ export function checkMetaFitsPayload(payload: Uint8Array, meta: PayloadMeta): vo
   ) {
     throw new SplitZipError('INVALID_ARGUMENT', 'meta is not a PayloadMeta from readPayloadMeta', {});
   }
+  ensureCodebook(meta.codebook);
   if (payload.length < meta.compBytes) {
     throw new SplitZipError('TRUNCATED', 'payload is shorter than its meta says', {
       payloadBytes: payload.length,

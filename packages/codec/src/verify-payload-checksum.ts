@@ -1,3 +1,4 @@
+import { checkMetaFitsPayload } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-header.js';
 import { readPayloadMeta, type PayloadMeta } from './read-payload-meta.js';
@@ -6,12 +7,7 @@ import { activeKernels } from './backend.js';
 /** Throws CHECKSUM_MISMATCH unless the stored XXH32 matches the payload. Reads the header when `meta` is absent. */
 export function verifyPayloadChecksum(payload: Uint8Array, meta?: PayloadMeta): void {
   const m = meta ?? readPayloadMeta(payload);
-  if (!(payload instanceof Uint8Array) || payload.length < m.compBytes) {
-    throw new SplitZipError('TRUNCATED', 'payload is shorter than its header says', {
-      payloadBytes: payload?.length,
-      totalBytes: m.compBytes,
-    });
-  }
+  if (meta !== undefined) checkMetaFitsPayload(payload, meta);
   const actual = activeKernels().checksum?.(payload, m.compBytes) ?? computePayloadChecksum(payload, m.compBytes);
   if (actual !== m.checksum) {
     throw new SplitZipError('CHECKSUM_MISMATCH', 'payload checksum does not match its contents', {

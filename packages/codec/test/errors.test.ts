@@ -97,6 +97,9 @@ describe.each(BACKENDS)('decoding errors on the %s backend', (backend) => {
     expect(codeOf(() => decodeRange(bad, 0, 1))).toBe('CHECKSUM_MISMATCH');
     expect(codeOf(() => verifyPayloadChecksum(bad))).toBe('CHECKSUM_MISMATCH');
     expect(codeOf(() => verifyPayloadChecksum(good))).toBe('none');
+    expect(codeOf(() => verifyPayloadChecksum(good, meta))).toBe('none');
+    expect(codeOf(() => verifyPayloadChecksum(good, { ...meta, compBytes: 300 }))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => verifyPayloadChecksum(good.subarray(0, 600), meta))).toBe('TRUNCATED');
     const badPadding = mutate((b) => (b[meta.layout.sm.offsetBytes + 250] = 1));
     expect(codeOf(() => decode(badPadding))).toBe('CHECKSUM_MISMATCH');
   });
