@@ -130,6 +130,23 @@ describe.each(BACKENDS)('round trips on the %s backend', (backend) => {
     checkRoundTrip(values, createCodebook([255, 0, 128]), 128);
   });
 
+  it('unaligned input and output views (byteOffset not a multiple of 4)', () => {
+    useBackend(backend);
+    const base = valuesWithExponents(5001, [120, 121, 122, 9], 13);
+    const codebook = createCodebook([120, 121, 122]);
+    for (const offset of [1, 2, 3]) {
+      const view = base.subarray(offset);
+      const payload = checkRoundTrip(view, codebook, 64);
+      // payload at an odd byte offset inside a larger buffer
+      const shifted = new Uint8Array(payload.length + 3);
+      shifted.set(payload, offset);
+      const out = new Uint16Array(view.length + 1);
+      decode(shifted.subarray(offset), out.subarray(1));
+      expect(u16Equal(out.subarray(1), view)).toBe(true);
+      expect(u16Equal(decodeRange(shifted.subarray(offset), 3, 700), view.subarray(3, 703))).toBe(true);
+    }
+  });
+
   it('an escapeCount hint: right, too low or too high, the bytes are the same', () => {
     useBackend(backend);
     for (const n of [0, 1, 77, 70_001]) {

@@ -110,15 +110,38 @@ function encodeSections(
   const codeOf = tables.codeOfExponent;
   const n = values.length;
   const chunkSize = at.chunkSize;
+  // Fast path: two values per u32 load, two sm bytes per u16 store (chunk sizes are even, so a
+  // pair never straddles chunks). Needs aligned views on a little-endian host.
+  const aligned = LITTLE_ENDIAN && (values.byteOffset & 3) === 0 && ((payload.byteOffset + at.sm) & 1) === 0;
+  const v32 = aligned ? new Uint32Array(values.buffer, values.byteOffset, n >>> 1) : null;
+  const sm16 = aligned ? new Uint16Array(payload.buffer, payload.byteOffset + at.sm, n >>> 1) : null;
   let cp = at.codes;
-  let sp = at.sm;
   let escapes = 0;
   let ip = at.escapeIndex;
   for (let chunkStart = 0; chunkStart < n; chunkStart += chunkSize) {
     writeU32(payload, ip, escapes);
     ip += 4;
     const chunkEnd = Math.min(n, chunkStart + chunkSize);
-    for (let i = chunkStart; i < chunkEnd; i += 2) {
+    const pairEnd = chunkStart + ((chunkEnd - chunkStart) & ~1);
+    let i = chunkStart;
+    if (v32 !== null && sm16 !== null) {
+      for (; i < pairEnd; i += 2) {
+        const w = v32[i >>> 1]!; // w = v0 | v1 << 16
+        const c0 = codeOf[(w >>> 7) & 0xff]!;
+        const c1 = codeOf[(w >>> 23) & 0xff]!;
+        // sm bytes of both values as one u16: mantissas stay, signs (bits 15, 31) go to bits 7, 15
+        sm16[i >>> 1] = (w & 0x7f) | ((w >>> 8) & 0x7f80) | ((w >>> 16) & 0x8000);
+        if (((c0 | c1) & 16) === 0) {
+          payload[cp++] = c0 | (c1 << 4);
+        } else {
+          payload[cp++] = (c0 & 15) | ((c1 & 15) << 4); // an escape's code is 0
+          if (c0 === 16) writeEscape(payload, at, escapes++, i - chunkStart, (w >>> 7) & 0xff);
+          if (c1 === 16) writeEscape(payload, at, escapes++, i + 1 - chunkStart, (w >>> 23) & 0xff);
+        }
+      }
+    }
+    let sp = at.sm + i;
+    for (; i < chunkEnd; i += 2) {
       const v0 = values[i]!;
       const e0 = (v0 >>> 7) & 0xff;
       let c0 = codeOf[e0]!;
