@@ -1,6 +1,7 @@
 // Codec benchmark (not a test): encode/decode throughput on 2^24 Gaussian BF16 values (sigma 0.02),
 // single thread, medians, next to a TypedArray.prototype.set copy of the same byte count and Node's
 // zlib inflate of the same tensor, all measured in this run. Uses the built dist.
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { deflateSync, inflateSync } from 'node:zlib';
 import {
@@ -70,7 +71,8 @@ for (const backend of available) {
 }
 
 // Rounds interleave every measurement with the copy baseline, so the machine's load drifts alike
-// for both; ratios are medians of per-round ratios.
+// for both. Two ratios: median GB/s over median copy GB/s, and the median of per-round ratios
+// against the copies just before and after each measurement.
 const once = (fn) => {
   const t0 = performance.now();
   fn();
@@ -109,13 +111,13 @@ const inflateS = median(samples.inflate);
 
 const fmt = (x, d = 2) => x.toFixed(d);
 console.log(`SplitZip codec benchmark: 2^${LOG2_N} Gaussian BF16 values (sigma ${SIGMA}), single thread, medians of ${RUNS} interleaved rounds`);
-console.log(`node ${process.version}, automatic backend: ${getCodecBackend()}`);
+console.log(`node ${process.version}, automatic backend: ${getCodecBackend()}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} (others' work skews timings)`);
 console.log('');
 console.log(`baseline copy (TypedArray.set, ${rawBytes} bytes): ${fmt(gbps(copyS))} GB/s`);
 console.log(`baseline zlib inflate (level 6, ${deflated.length} bytes -> ${rawBytes}): ${fmt(gbps(inflateS))} GB/s`);
 console.log('');
-console.log('| backend | operation | GB/s (BF16) | x copy (per-round median) | x inflate | target |');
-console.log('|---|---|---|---|---|---|');
+console.log('| backend | operation | GB/s (BF16) | x copy (median GB/s) | x copy (per-round) | x inflate | target |');
+console.log('|---|---|---|---|---|---|---|');
 const targets = {
   encode: '>= 0.40x copy',
   'encode (escapeCount known)': '>= 0.40x copy',
@@ -126,7 +128,7 @@ for (const backend of available) {
   for (const op of Object.keys(ops)) {
     const key = `${backend}/${op}`;
     const s = median(samples[key]);
-    console.log(`| ${backend} | ${op} | ${fmt(gbps(s))} | ${fmt(median(ratios[key]))} | ${fmt(inflateS / s, 1)} | ${targets[op]} |`);
+    console.log(`| ${backend} | ${op} | ${fmt(gbps(s))} | ${fmt(copyS / s)} | ${fmt(median(ratios[key]))} | ${fmt(inflateS / s, 1)} | ${targets[op]} |`);
   }
 }
 const payload = payloads[available[0]];
