@@ -123,6 +123,7 @@ export class FsCacheStore implements CacheStore {
   /** Set when the journal ended with a seal the manifest did not reflect yet. */
   private sealSeen = false;
   private readonly mutex = new Mutex();
+  private pendingRefresh: Promise<void> | undefined;
   private queue: CommitRequest[] = [];
   private draining: Promise<void> | undefined;
   private wrote = false;
@@ -188,7 +189,7 @@ export class FsCacheStore implements CacheStore {
 
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
     this.assertOpen();
-    const key = this.state.sliceOwners.get(sliceId(shardName, offsetBytes, sizeBytes));
+    const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
     return key === undefined ? undefined : this.state.entries.get(key);
   }
 
@@ -218,7 +219,15 @@ export class FsCacheStore implements CacheStore {
 
   refresh(): Promise<void> {
     this.assertOpen();
-    return this.mutex.run(() => this.catchUp(undefined));
+    // Callers arriving while a refresh waits for its turn share it: it has not started reading yet,
+    // so it still sees everything committed before each of their calls.
+    if (this.pendingRefresh) return this.pendingRefresh;
+    const pending = this.mutex.run(() => {
+      this.pendingRefresh = undefined;
+      return this.catchUp(undefined);
+    });
+    this.pendingRefresh = pending;
+    return pending;
   }
 
   // ---- loading and catching up --------------------------------------------------------------
@@ -396,17 +405,17 @@ export class FsCacheStore implements CacheStore {
       for (const request of batch) {
         if (request.kind === 'add') for (const item of request.items) if (item.staged) staged.set(item.entry.key, item.staged);
       }
-      let published = 0;
+      const toPublish: StagedBlob[] = [];
       for (const op of draft.ops) {
         if (op.kind !== 'add') continue;
         const blob = staged.get(op.key);
         if (!blob) throw new StoreError('IO_ERROR', 'internal: an added entry has no staged blob', { entry: op.key });
-        // Durable content under its temp name; the rename happens only here, under the lock, for a
-        // key nobody committed, so a committed blob is never replaced.
-        await this.backend.publishStagedBlob(blob);
-        published++;
+        toPublish.push(blob);
       }
-      if (published > 0) await this.backend.syncBlobNames();
+      // Durable content under temp names; the renames happen only here, under the lock, for keys
+      // nobody committed, so a committed blob is never replaced. One directory sync for all of them.
+      await mapLimited(toPublish, BLOB_WRITE_CONCURRENCY, (blob) => this.backend.publishStagedBlob(blob));
+      if (toPublish.length > 0) await this.backend.syncBlobNames();
       await this.appendOps(draft.ops);
       this.wrote = true;
       if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) await this.compactLocked();

@@ -103,6 +103,8 @@ class FsJournalFile implements JournalFile {
 /** The filesystem backend: `<root>/manifest.json`, `<root>/journal.<G>`, `<root>/blobs/<key>.bin`, `<root>/lock`. */
 export class FsBackend implements StorageBackend {
   private blobsRealPath: string | undefined;
+  /** Staged blobs already renamed to their final name: nothing left to discard. */
+  private readonly published = new WeakSet<StagedBlob>();
 
   constructor(readonly root: string) {}
 
@@ -226,6 +228,7 @@ export class FsBackend implements StorageBackend {
     try {
       // rename replaces an uncommitted leftover (or a planted link itself, never its target).
       await rename(from, to);
+      this.published.add(staged);
     } catch (error) {
       throw toIoError(error, 'cannot publish the blob', { entry: staged.key, path: to });
     }
@@ -241,6 +244,7 @@ export class FsBackend implements StorageBackend {
   }
 
   async discardStagedBlob(staged: StagedBlob): Promise<void> {
+    if (this.published.has(staged)) return;
     await unlink(join(this.root, BLOBS, staged.tempName)).catch(() => undefined);
   }
 

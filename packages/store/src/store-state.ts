@@ -24,6 +24,32 @@ function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: str
   );
 }
 
+/**
+ * Slice key → entry key, nested by shard name, offset and size so a lookup hashes two numbers and a
+ * (usually interned) shard name instead of building a joined string.
+ */
+export class SliceIndex {
+  private readonly shards = new Map<string, Map<number, Map<number, string>>>();
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  get(shardName: string, offsetBytes: number, sizeBytes: number): string | undefined {
+    return this.shards.get(shardName)?.get(offsetBytes)?.get(sizeBytes);
+  }
+
+  set(shardName: string, offsetBytes: number, sizeBytes: number, key: string): void {
+    let offsets = this.shards.get(shardName);
+    if (!offsets) this.shards.set(shardName, (offsets = new Map()));
+    let sizes = offsets.get(offsetBytes);
+    if (!sizes) offsets.set(offsetBytes, (sizes = new Map()));
+    if (!sizes.has(sizeBytes)) this.count++;
+    sizes.set(sizeBytes, key);
+  }
+}
+
 /** What planning needs to know about a state (the state itself or a draft over it). */
 export interface StateView {
   getEntry(key: string): CacheEntry | undefined;
@@ -38,14 +64,14 @@ export interface StateView {
  */
 export class StoreState implements StateView {
   readonly entries = new Map<string, CacheEntry>();
-  readonly sliceOwners = new Map<string, string>();
+  readonly sliceOwners = new SliceIndex();
 
   getEntry(key: string): CacheEntry | undefined {
     return this.entries.get(key);
   }
 
   ownerOf(slice: SliceKeyTuple): string | undefined {
-    return this.sliceOwners.get(sliceId(...slice));
+    return this.sliceOwners.get(slice[0], slice[1], slice[2]);
   }
 
   sliceCount(key: string): number {
@@ -65,10 +91,9 @@ export class StoreState implements StateView {
       }
       state.entries.set(entry.key, entry);
       for (const slice of entry.sliceKeys) {
-        const id = sliceId(...slice);
-        const owner = state.sliceOwners.get(id);
+        const owner = state.ownerOf(slice);
         if (owner !== undefined && owner !== entry.key) throw sliceConflict(slice, owner, entry.key, context);
-        state.sliceOwners.set(id, entry.key);
+        state.sliceOwners.set(slice[0], slice[1], slice[2], entry.key);
       }
     }
     return state;
@@ -95,17 +120,17 @@ export class StoreState implements StateView {
     for (const op of ops) {
       if (op.kind === 'add') {
         this.entries.set(op.key, op.entry);
-        for (const slice of op.entry.sliceKeys) this.sliceOwners.set(sliceId(...slice), op.key);
+        for (const slice of op.entry.sliceKeys) this.sliceOwners.set(slice[0], slice[1], slice[2], op.key);
       } else if (op.kind === 'alias' || op.kind === 'rebind') {
-        const id = sliceId(...op.slice);
-        const owner = this.sliceOwners.get(id);
+        const [shardName, offsetBytes, sizeBytes] = op.slice;
+        const owner = this.sliceOwners.get(shardName, offsetBytes, sizeBytes);
         if (owner !== undefined && owner !== op.key) {
           const list = listFor(owner);
-          const at = list.findIndex((s) => sliceId(...s) === id);
+          const at = list.findIndex((s) => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes);
           if (at >= 0) list.splice(at, 1);
         }
         listFor(op.key).push(op.slice);
-        this.sliceOwners.set(id, op.key);
+        this.sliceOwners.set(shardName, offsetBytes, sizeBytes, op.key);
       }
     }
     for (const [key, list] of sliceLists) {

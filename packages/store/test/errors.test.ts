@@ -10,6 +10,10 @@ import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type Test
 
 afterEach(removeTempDirs);
 
+// Manifests are edited as loose JSON here, on purpose: the point is to write what the types forbid.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Loose = Record<string, any>;
+
 /** A closed cache holding one or more entries in manifest.json (the journal folded in). */
 async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor[] }> {
   const root = await makeTempDir();
@@ -20,7 +24,7 @@ async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor
   return { root, tensors };
 }
 
-async function editManifest(root: string, edit: (manifest: Record<string, any>) => void): Promise<void> {
+async function editManifest(root: string, edit: (manifest: Loose) => void): Promise<void> {
   const path = join(root, 'manifest.json');
   const manifest = JSON.parse(await readFile(path, 'utf8'));
   edit(manifest);
@@ -33,7 +37,7 @@ function deadPid(): number {
 }
 
 describe('the manifest is input', () => {
-  const entryCases: [string, string, (e: Record<string, any>) => void][] = [
+  const entryCases: [string, string, (e: Loose) => void][] = [
     ['UNSAFE_BLOB_PATH', 'absolute', (e) => (e.blob = '/etc/passwd')],
     ['UNSAFE_BLOB_PATH', 'dot-dot', (e) => (e.blob = 'blobs/../../secret.bin')],
     ['UNSAFE_BLOB_PATH', 'not-canonical', (e) => (e.blob = 'blobs/.tmp-1-0123456789abcdef.bin')],
@@ -97,7 +101,7 @@ describe('the manifest is input', () => {
     expect([tensors[0]!.key, tensors[1]!.key]).toContain(error.entry);
   });
 
-  const topCases: [string, (m: Record<string, any>) => void][] = [
+  const topCases: [string, (m: Loose) => void][] = [
     ['UNSUPPORTED_FORMAT', (m) => (m.format = 1)],
     ['UNSUPPORTED_FORMAT', (m) => (m.format = 3)],
     ['UNSUPPORTED_FORMAT', (m) => delete m.format],
