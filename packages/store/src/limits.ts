@@ -7,8 +7,8 @@ export const PAYLOAD_FORMAT_VERSION = FORMAT_VERSION;
 /** Journal file format version (the u32 after the magic). */
 export const JOURNAL_VERSION = 1;
 
-/** About 1 KB per entry: room for ~1M entries, far above any model; caps what we read and parse. */
-export const MAX_MANIFEST_BYTES = 2 ** 30;
+/** About 1 KB per entry: room for ~500k entries, far above any model; also below V8's ~2^29-character string limit, so JSON.parse can take it. */
+export const MAX_MANIFEST_BYTES = 2 ** 29 - 2 ** 20;
 /** One record holds a byte-bounded group of operations (see JOURNAL_RECORD_TARGET_BYTES); far above that. */
 export const MAX_JOURNAL_RECORD_BYTES = 64 * 2 ** 20;
 /** Records are packed up to this size before a new record starts. */

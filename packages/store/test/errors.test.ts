@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_BLOB_BYTES, MAX_MANIFEST_BYTES, openCacheStore } from '../src/index.js';
+import { MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -263,6 +263,47 @@ describe('readBlob never returns wrong data', () => {
     expect(error.details).toMatchObject({ reason: 'outside-blobs' });
     const report = await store.verify();
     expect(report.problems.map((p) => p.code)).toEqual(['UNSAFE_BLOB_PATH']);
+    await store.close();
+  });
+});
+
+describe('more limits and odd files', () => {
+  it('SIZE_INVALID past MAX_SLICE_KEYS_PER_ENTRY aliases of one entry', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([8], 9200);
+    await store.addEntry(toInput(t, 't'));
+    const items = Array.from({ length: MAX_SLICE_KEYS_PER_ENTRY }, (_, i) => ({ key: t.key, shardName: 's', offsetBytes: i * 16, sizeBytes: 16 }));
+    expect((await store.aliasSlices(items)).every(Boolean)).toBe(true);
+    const error = await catchError(() => store.aliasSlice(t.key, 's', MAX_SLICE_KEYS_PER_ENTRY * 16, 16));
+    expect(error.code).toBe('SIZE_INVALID');
+    expect(error.details).toMatchObject({ limit: MAX_SLICE_KEYS_PER_ENTRY });
+    await store.close();
+    const again = await openCacheStore(root);
+    expect(again.getEntry(t.key)?.sliceKeys).toHaveLength(MAX_SLICE_KEYS_PER_ENTRY);
+    await again.close();
+  });
+
+  it('SIZE_INVALID for a journal tail above MAX_JOURNAL_BYTES (sparse file; never read)', async () => {
+    const { root } = await makeCache();
+    await truncate(join(root, 'journal.2'), MAX_JOURNAL_BYTES + 1024);
+    expect((await catchError(() => openCacheStore(root))).code).toBe('SIZE_INVALID');
+  });
+
+  it('UNSAFE_BLOB_PATH when the blob is a directory; BLOB_MISSING without blobs/', async () => {
+    const { root, tensors } = await makeCache();
+    const t = tensors[0]!;
+    const blob = join(root, 'blobs', `${t.key}.bin`);
+    await unlink(blob);
+    await mkdir(blob);
+    let store = await openCacheStore(root);
+    const error = await catchError(() => store.readBlob(t.key, new Uint8Array(t.payload.length)));
+    expect(error.code).toBe('UNSAFE_BLOB_PATH');
+    expect(error.details).toMatchObject({ reason: 'not-a-file' });
+    await store.close();
+    await rm(join(root, 'blobs'), { recursive: true });
+    store = await openCacheStore(root);
+    expect((await catchError(() => store.readBlob(t.key, new Uint8Array(t.payload.length)))).code).toBe('BLOB_MISSING');
     await store.close();
   });
 });
