@@ -3,16 +3,22 @@ import { Worker } from 'node:worker_threads';
 import { decode, readPayloadMeta, SplitZipError, verifyPayloadChecksum } from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
 import { KernelsError } from './errors.js';
-import type { DecodeTask, DecodeTaskReply } from './worker-protocol.js';
+import { decodeClaimedTasks } from './decode-claimed-tasks.js';
+import type { DecodeJob, DecodeJobReply } from './worker-protocol.js';
 import type { DecodeOptions } from './types.js';
 
 /** Below this many values one thread beats the hand-off to workers. */
 export const DEFAULT_MIN_PARALLEL_ELEMENTS = 2 ** 18;
 /** Cap on the pool: the decode is memory-bound well before this many cores. */
 export const MAX_WORKER_THREADS = 32;
+/** Claimable ranges per decoding thread: small enough to balance, large enough to amortize. */
+const TASKS_PER_THREAD = 8;
 
 export interface WorkerDecoderOptions {
-  /** Worker threads in the pool (default: available cores, at most MAX_WORKER_THREADS). */
+  /**
+   * Worker threads in the pool; the calling thread decodes too (after the checksum), so a 2-core
+   * machine wants 1. Default: available cores - 1, at least 1, at most MAX_WORKER_THREADS.
+   */
   threads?: number;
   /** Tensors smaller than this decode on the calling thread (default DEFAULT_MIN_PARALLEL_ELEMENTS). */
   minParallelElements?: number;
@@ -23,8 +29,10 @@ export interface WorkerDecoderOptions {
 export interface WorkerDecoder {
   readonly threads: number;
   /**
-   * Decodes across the pool, chunk ranges per worker. Without `out` the result is backed by a
-   * SharedArrayBuffer; with a non-shared `out` the values are copied into it at the end.
+   * Decodes across the pool, chunk ranges per worker; calls run one at a time. Fastest with the
+   * payload and `out` in SharedArrayBuffers (no copies). A non-shared payload is copied into a
+   * kept shared staging buffer; a non-shared `out` receives a copy at the end; without `out` the
+   * result is a new SharedArrayBuffer-backed array.
    */
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
   /** Terminates the workers; idempotent. */
@@ -38,7 +46,7 @@ interface PoolWorker {
 
 /** A persistent pool of decode workers (Node only: node:worker_threads). Workers start lazily. */
 export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerDecoder {
-  const threads = options.threads ?? Math.min(MAX_WORKER_THREADS, Math.max(1, availableParallelism()));
+  const threads = options.threads ?? Math.min(MAX_WORKER_THREADS, Math.max(1, availableParallelism() - 1));
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKER_THREADS) {
     throw new KernelsError('INVALID_ARGUMENT', `threads must be an integer in 1..${MAX_WORKER_THREADS}`, { threads });
   }
@@ -61,7 +69,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const spawn = (): PoolWorker => {
     const entry: PoolWorker = { worker: new Worker(workerUrl), busy: 0 };
     entry.worker.unref();
-    entry.worker.on('message', (reply: DecodeTaskReply) => {
+    entry.worker.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
       pending.delete(reply.id);
@@ -79,87 +87,100 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     return entry;
   };
 
-  const runTask = (task: Omit<DecodeTask, 'id'>, slot: number): Promise<void> => {
-    while (pool.length < threads) pool.push(spawn());
-    const entry = pool[slot % pool.length]!;
+  const postJob = (job: Omit<DecodeJob, 'id'>, entry: PoolWorker): Promise<void> => {
     const id = nextId++;
     return new Promise<void>((resolve, reject) => {
       pending.set(id, { resolve, reject, worker: entry });
       // Referenced while busy, so the process waits for the answer; idle workers never hold it open.
       if (entry.busy++ === 0) entry.worker.ref();
-      entry.worker.postMessage({ ...task, id } satisfies DecodeTask);
+      entry.worker.postMessage({ ...job, id } satisfies DecodeJob);
     });
+  };
+
+  // Staging in shared memory, kept across calls: a fresh SharedArrayBuffer per call costs a page
+  // fault per 4 KiB, which on large tensors cost more than the decode itself.
+  let payloadStage: Uint8Array | null = null;
+  let outStage: Uint16Array | null = null;
+  // One decode at a time: calls share the staging buffers and the pool.
+  let queue: Promise<unknown> = Promise.resolve();
+
+  const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
+    const meta = readPayloadMeta(payload);
+    const n = meta.elementCount;
+    if (n < minParallel || meta.chunkCount < 2) {
+      return decode(payload, out, verify ? undefined : { verify: false });
+    }
+    const target = out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * n)) : checkOutput(out, n);
+    let shared = payload;
+    if (!(payload.buffer instanceof SharedArrayBuffer)) {
+      if (!payloadStage || payloadStage.length < meta.compBytes) payloadStage = new Uint8Array(new SharedArrayBuffer(grow(meta.compBytes)));
+      payloadStage.set(payload.subarray(0, meta.compBytes));
+      shared = payloadStage;
+    }
+    let outShared = target;
+    if (!(target.buffer instanceof SharedArrayBuffer)) {
+      if (!outStage || outStage.length < n) outStage = new Uint16Array(new SharedArrayBuffer(2 * grow(n)));
+      outShared = outStage;
+    }
+    while (pool.length < threads) pool.push(spawn());
+    const taskCount = Math.min(meta.chunkCount, TASKS_PER_THREAD * (threads + 1));
+    const claims = new Int32Array(new SharedArrayBuffer(4));
+    const job = {
+      payload: shared.buffer as SharedArrayBuffer,
+      payloadOffset: shared.byteOffset,
+      payloadLength: meta.compBytes,
+      out: outShared.buffer as SharedArrayBuffer,
+      outOffset: outShared.byteOffset,
+      claims: claims.buffer as SharedArrayBuffer,
+      taskCount,
+    };
+    const tasks = pool.map((entry) => postJob(job, entry));
+    // This thread checks the checksum while the workers decode, then claims ranges too.
+    let localError: unknown = null;
+    try {
+      if (verify) verifyPayloadChecksum(payload, meta);
+      decodeClaimedTasks(shared.subarray(0, meta.compBytes), meta, outShared.subarray(0, n), claims, taskCount);
+    } catch (error) {
+      Atomics.store(claims, 0, taskCount);
+      localError = error;
+    }
+    const settled = await Promise.allSettled(tasks);
+    if (localError) throw localError;
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    if (outShared !== target) target.set(outShared.subarray(0, n));
+    return target;
   };
 
   return {
     threads,
 
-    async decode(payload, out, decodeOptions) {
-      if (disposed) throw new KernelsError('DISPOSED', 'this worker decoder was disposed', {});
-      const meta = readPayloadMeta(payload);
-      const verify = decodeOptions?.verify !== false;
-      if (meta.elementCount < minParallel || meta.chunkCount < 2 || threads === 1) {
-        return decode(payload, out, verify ? undefined : { verify: false });
-      }
-      const target =
-        out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * meta.elementCount)) : checkOutput(out, meta.elementCount);
-      const shared =
-        payload.buffer instanceof SharedArrayBuffer ? payload : copyToShared(payload.subarray(0, meta.compBytes));
-      const outShared = target.buffer instanceof SharedArrayBuffer ? target : new Uint16Array(new SharedArrayBuffer(2 * meta.elementCount));
-      const parts = Math.min(threads, meta.chunkCount);
-      const tasks: Promise<void>[] = [];
-      for (let k = 0; k < parts; k++) {
-        const firstChunk = Math.floor((k * meta.chunkCount) / parts);
-        const endChunk = Math.floor(((k + 1) * meta.chunkCount) / parts);
-        tasks.push(
-          runTask(
-            {
-              payload: shared.buffer as SharedArrayBuffer,
-              payloadOffset: shared.byteOffset,
-              payloadLength: meta.compBytes,
-              out: outShared.buffer as SharedArrayBuffer,
-              outOffset: outShared.byteOffset,
-              firstChunk,
-              chunkCount: endChunk - firstChunk,
-            },
-            k,
-          ),
-        );
-      }
-      // The checksum runs here while the workers decode; a mismatch still fails the call.
-      let checksumError: unknown = null;
-      if (verify) {
-        try {
-          verifyPayloadChecksum(payload, meta);
-        } catch (error) {
-          checksumError = error;
-        }
-      }
-      const settled = await Promise.allSettled(tasks);
-      if (checksumError) throw checksumError;
-      const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-      if (failed) throw failed.reason;
-      if (outShared !== target) target.set(outShared.subarray(0, meta.elementCount));
-      return target;
+    decode(payload, out, decodeOptions) {
+      if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
+      const run = queue.then(() => decodeParallel(payload, out, decodeOptions?.verify !== false));
+      queue = run.catch(() => undefined);
+      return run;
     },
 
     async dispose() {
       if (disposed) return;
       disposed = true;
+      await queue;
       const workers = pool.splice(0);
       for (const entry of workers) failPending(entry, new KernelsError('DISPOSED', 'worker decoder disposed', {}));
       await Promise.all(workers.map((entry) => entry.worker.terminate()));
+      payloadStage = null;
+      outStage = null;
     },
   };
 }
 
-function copyToShared(bytes: Uint8Array): Uint8Array {
-  const shared = new Uint8Array(new SharedArrayBuffer(bytes.length));
-  shared.set(bytes);
-  return shared;
+/** Staging sizes grow by a quarter beyond the need, so a run of similar tensors reallocates rarely. */
+function grow(length: number): number {
+  return Math.ceil(length * 1.25);
 }
 
-function rebuildError(error: Extract<DecodeTaskReply, { ok: false }>['error']): Error {
+function rebuildError(error: Extract<DecodeJobReply, { ok: false }>['error']): Error {
   if (error.splitZipCode) {
     const prefix = `${error.splitZipCode}: `;
     const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;

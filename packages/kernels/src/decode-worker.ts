@@ -1,24 +1,23 @@
-// Worker body of the worker-thread decoder: decodes a range of chunks of a payload held in a
-// SharedArrayBuffer into a shared output. The escape index makes chunks independent.
+// Worker body of the worker-thread decoder: claims chunk ranges of a payload held in a
+// SharedArrayBuffer and decodes them into a shared output. The escape index makes chunks independent.
 import { parentPort } from 'node:worker_threads';
-import { decodeChunks, isSplitZipError, readPayloadMeta } from '@splitzip/codec';
-import type { DecodeTask, DecodeTaskReply } from './worker-protocol.js';
+import { isSplitZipError, readPayloadMeta } from '@splitzip/codec';
+import { decodeClaimedTasks } from './decode-claimed-tasks.js';
+import type { DecodeJob, DecodeJobReply } from './worker-protocol.js';
 
 const port = parentPort;
 if (port) {
-  port.on('message', (task: DecodeTask) => {
-    let reply: DecodeTaskReply;
+  port.on('message', (job: DecodeJob) => {
+    let reply: DecodeJobReply;
     try {
-      const payload = new Uint8Array(task.payload, task.payloadOffset, task.payloadLength);
+      const payload = new Uint8Array(job.payload, job.payloadOffset, job.payloadLength);
       const meta = readPayloadMeta(payload);
-      const firstValue = task.firstChunk * meta.chunkSize;
-      const count = Math.min(meta.elementCount, (task.firstChunk + task.chunkCount) * meta.chunkSize) - firstValue;
-      const out = new Uint16Array(task.out, task.outOffset + 2 * firstValue, count);
-      decodeChunks(payload, meta, task.firstChunk, task.chunkCount, out);
-      reply = { id: task.id, ok: true };
+      const out = new Uint16Array(job.out, job.outOffset, meta.elementCount);
+      decodeClaimedTasks(payload, meta, out, new Int32Array(job.claims), job.taskCount);
+      reply = { id: job.id, ok: true };
     } catch (error) {
       reply = {
-        id: task.id,
+        id: job.id,
         ok: false,
         error: {
           message: error instanceof Error ? error.message : String(error),

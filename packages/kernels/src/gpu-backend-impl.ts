@@ -14,7 +14,7 @@ import type { BackendImpl } from './backend-impl.js';
 import { checkOutput } from './check-output.js';
 import { KernelsError } from './errors.js';
 import type { GpuBackend } from './gpu-backend.js';
-import { LAUNCH_MAX_ELEMENTS } from './kernel-sources.js';
+import { LAUNCH_MAX_ELEMENTS, READBACK_BIAS } from './kernel-sources.js';
 import { countDecodeLaunches, packDecodeLaunch } from './pack-decode-launch.js';
 import { emptyTimings } from './timings.js';
 import type { DeviceSegment, StageTimings } from './types.js';
@@ -28,6 +28,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
   async function runDecode(
     payload: Uint8Array,
     verify: boolean,
+    bias: number,
     timings: StageTimings,
     onLaunch: (handle: unknown, firstElement: number, elementCount: number) => Promise<void>,
   ): Promise<number> {
@@ -40,7 +41,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
     meta.codebook.exponents.forEach((exponent, code) => {
       codebook[code] = exponent;
     });
-    timings.prepareMs += now() - t;
+    timings.validateMs += now() - t;
     let scratch: Float32Array | undefined;
     const launches = countDecodeLaunches(meta.elementCount);
     for (let launch = 0; launch < launches; launch++) {
@@ -48,7 +49,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
       const inputs = packDecodeLaunch(payload, meta, streams, launch, scratch);
       scratch = inputs.words;
       timings.prepareMs += now() - t;
-      const handle = await gpu.decodeLaunch(inputs, codebook, meta.chunkSize, timings);
+      const handle = await gpu.decodeLaunch(inputs, codebook, meta.chunkSize, bias, timings);
       await onLaunch(handle, inputs.firstElement, inputs.elementCount);
     }
     return meta.elementCount;
@@ -62,12 +63,13 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
       const start = now();
       const meta = readPayloadMeta(payload);
       const target = checkOutput(out, meta.elementCount);
-      await runDecode(payload, options?.verify !== false, timings, async (handle, first, count) => {
+      await runDecode(payload, options?.verify !== false, READBACK_BIAS, timings, async (handle, first, count) => {
         const t = now();
         try {
           const floats = await gpu.readHandle(handle);
-          // Float -> uint16 conversion of exact integers 0..65535 (native, no rounding involved).
-          target.set(floats.subarray(0, count), first);
+          // Each float is 2^23 + value: its low 16 bits are the value, so an integer narrowing copy
+          // (u32 -> u16 keeps the low half) extracts them.
+          target.set(new Uint32Array(floats.buffer, floats.byteOffset, count), first);
         } finally {
           gpu.deleteHandle(handle);
         }
@@ -83,7 +85,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
       const segments: DeviceSegment[] = [];
       let elementCount: number;
       try {
-        elementCount = await runDecode(payload, options?.verify !== false, timings, async (handle, first, count) => {
+        elementCount = await runDecode(payload, options?.verify !== false, 0, timings, async (handle, first, count) => {
           segments.push({ firstElement: first, elementCount: count, handle });
         });
       } catch (error) {

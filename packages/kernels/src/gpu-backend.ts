@@ -19,7 +19,13 @@ export interface GpuBackend {
   readonly name: GpuBackendName;
   readonly location: 'webgpu-buffer' | 'webgl-texture' | 'host';
   /** Runs one decode launch; the result stays where the backend computes (see DeviceSegment.handle). */
-  decodeLaunch(launch: DecodeLaunch, codebook: Float32Array, chunkSize: number, timings: StageTimings): Promise<unknown>;
+  decodeLaunch(
+    launch: DecodeLaunch,
+    codebook: Float32Array,
+    chunkSize: number,
+    bias: number,
+    timings: StageTimings,
+  ): Promise<unknown>;
   /** Reads a decode result back as one float per value. */
   readHandle(handle: unknown): Promise<Float32Array>;
   deleteHandle(handle: unknown): void;
@@ -107,7 +113,7 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
     name,
     location: name === 'webgpu' ? 'webgpu-buffer' : onDevice ? 'webgl-texture' : 'host',
 
-    async decodeLaunch(launch, codebook, chunkSize, timings) {
+    async decodeLaunch(launch, codebook, chunkSize, bias, timings) {
       let t = now();
       const args = [
         inputs.put(0, launch.words),
@@ -116,6 +122,7 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
         inputs.put(3, codebook),
         chunkSize,
         1 / chunkSize,
+        bias,
       ];
       if (context) {
         await drain();

@@ -1,5 +1,5 @@
 import type { StageTimings } from './types.js';
 
 export function emptyTimings(): StageTimings {
-  return { prepareMs: 0, uploadMs: 0, kernelMs: 0, readbackMs: 0, finishMs: 0, totalMs: 0 };
+  return { validateMs: 0, prepareMs: 0, uploadMs: 0, kernelMs: 0, readbackMs: 0, finishMs: 0, totalMs: 0 };
 }

@@ -8,7 +8,9 @@ export type BackendRequest = BackendName | 'auto';
 
 /** Wall-clock milliseconds per stage of one call; stages that did not run are 0. */
 export interface StageTimings {
-  /** Host work before the kernel: validation, packing inputs into 24-bit floats. */
+  /** Host checks before any launch: header, checksum, escape index and stream, codes. */
+  validateMs: number;
+  /** Host work before the kernel: packing inputs into floats holding 24-bit integers. */
   prepareMs: number;
   /** Host-to-device copy (webgpu: writeBuffer until the queue drained; GL/cpu/webasm: inside the kernel call). */
   uploadMs: number;

@@ -1,6 +1,11 @@
 import type { SplitZipErrorCode } from '@splitzip/codec';
 
-export interface DecodeTask {
+/**
+ * One decode, shared by the workers and the calling thread: the chunks are cut into `taskCount`
+ * ranges and each thread claims the next range with Atomics.add on `claims[0]` until none are
+ * left, so fast threads take more and nobody waits on a message round trip.
+ */
+export interface DecodeJob {
   id: number;
   payload: SharedArrayBuffer;
   payloadOffset: number;
@@ -8,11 +13,12 @@ export interface DecodeTask {
   out: SharedArrayBuffer;
   /** Byte offset of value 0 in `out`. */
   outOffset: number;
-  firstChunk: number;
-  chunkCount: number;
+  /** Int32Array(1) over this: the next task index to claim. */
+  claims: SharedArrayBuffer;
+  taskCount: number;
 }
 
-export type DecodeTaskReply =
+export type DecodeJobReply =
   | { id: number; ok: true }
   | {
       id: number;

@@ -8,7 +8,8 @@ import { firstMismatch, referenceDecode } from './reference-decode.js';
 const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
 
 describe('worker-thread decoder', () => {
-  const decoder = createWorkerDecoder({ threads: 2, workerUrl, minParallelElements: 1 });
+  // 1 worker + the calling thread (the 2-core setup), and 3 workers + the calling thread.
+  const decoder = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 1 });
   const odd = createWorkerDecoder({ threads: 3, workerUrl, minParallelElements: 1 });
   afterAll(async () => {
     await decoder.dispose();
@@ -19,7 +20,7 @@ describe('worker-thread decoder', () => {
   const { codebook } = calibrateCodebook(values);
   const payload = codecEncode(values, codebook);
 
-  it('is bit-exact on 2 and 3 threads, output backed by a SharedArrayBuffer', async () => {
+  it('is bit-exact with 1 and 3 workers, output backed by a SharedArrayBuffer', async () => {
     const expected = referenceDecode(payload);
     for (const d of [decoder, odd]) {
       const out = await d.decode(payload);
@@ -81,6 +82,15 @@ describe('worker-thread decoder', () => {
     } finally {
       await small.dispose();
     }
+  });
+
+  it('runs concurrent calls one at a time, each bit-exact', async () => {
+    const other = modelLikeValues(120_001, 21);
+    const otherPayload = codecEncode(other, codebook, { chunkSize: 256 });
+    const outs = await Promise.all([decoder.decode(payload), decoder.decode(otherPayload), decoder.decode(payload, new Uint16Array(values.length))]);
+    expect(firstMismatch(outs[0]!, values)).toBe(-1);
+    expect(firstMismatch(outs[1]!, other)).toBe(-1);
+    expect(firstMismatch(outs[2]!, values)).toBe(-1);
   });
 
   it('refuses work after dispose and rejects bad thread counts', async () => {
