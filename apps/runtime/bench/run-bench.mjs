@@ -8,13 +8,17 @@
 // baseline is loadModel(model, null) — safetensors positioned reads in (a), the paced reader in (b).
 // Prints a table and writes <repo>/.cache/bench/runtime.json for bench/summary.mjs.
 //
-// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers]
+// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4]
+//                                 [--default-model DIR] [--models-dir DIR] [--cache-root DIR]
+//                                 [--prepare-only] [--out FILE]
 //   --quick: default model only, fewer rounds (a smoke run, not a measurement).
+//   --prepare-only: generate the models and build the caches, measure nothing (so a measuring run
+//     can be pinned to 2 cores, e.g. `taskset -c 0,1 node bench/run-bench.mjs`, on a bigger box).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readdir, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { getCodecBackend } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
@@ -32,6 +36,11 @@ const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const BACKEND = argValue('--backend', 'cpu');
 const THROTTLE_BYTES_PER_S = 1e9;
 const CONCURRENCY = Number(argValue('--concurrency', '4'));
+const MODELS_DIR = resolve(argValue('--models-dir', join(REPO, 'models')));
+const CACHE_ROOT = resolve(argValue('--cache-root', join(REPO, '.cache', 'runtime-bench')));
+const SUMMARY_PATH = resolve(argValue('--out', join(REPO, '.cache', 'bench', 'runtime.json')));
+const DEFAULT_MODEL_DIR = argValue('--default-model', undefined);
+const PREPARE_ONLY = args.includes('--prepare-only');
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -70,7 +79,9 @@ function planArena(model) {
     offsets.set(tensor.name, size);
     size += tensor.slice.sizeBytes;
   }
-  const arena = new Uint8Array(size);
+  // With the thread decoder the arena is shared memory, so the workers decode straight into it
+  // (the raw path reads into the same arena).
+  const arena = new Uint8Array(BACKEND === 'threads' ? new SharedArrayBuffer(size) : new ArrayBuffer(size));
   arena.fill(0); // fault the pages in before any timing
   return { arena, allocate: (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes) };
 }
@@ -151,14 +162,14 @@ async function benchModel(label, modelPath, cacheDir, rounds) {
 async function main() {
   const startedMs = performance.now();
   const { ensureDefaultModel, generateSyntheticModel } = await import('@splitzip/default-model');
-  const benchRoot = join(REPO, '.cache', 'runtime-bench');
+  const benchRoot = CACHE_ROOT;
   await mkdir(benchRoot, { recursive: true });
 
   const models = [];
-  const defaultDir = await ensureDefaultModel();
+  const defaultDir = DEFAULT_MODEL_DIR ?? (await ensureDefaultModel());
   models.push({ label: 'default (USE-lite)', path: defaultDir, cacheDir: join(benchRoot, 'cache-default'), rounds: { 'page-cache': 15, 'paced-1GBps': 9 } });
   if (!QUICK) {
-    const synthDir = join(REPO, 'models', `runtime-bench-${SIZE_BYTES}`);
+    const synthDir = join(MODELS_DIR, `runtime-bench-${SIZE_BYTES}`);
     await generateSyntheticModel(synthDir, { totalBytes: SIZE_BYTES, seed: 7, reuseIfPresent: true });
     models.push({ label: `synthetic ${fmt(gb(SIZE_BYTES))} GB`, path: synthDir, cacheDir: join(benchRoot, `cache-synthetic-${SIZE_BYTES}`), rounds: { 'page-cache': 5, 'paced-1GBps': 3 } });
   } else {
@@ -167,7 +178,9 @@ async function main() {
   for (const m of models) {
     const built = await buildModelCache(m.path, m.cacheDir);
     m.build = built;
+    if (PREPARE_ONLY) console.log(`prepared ${m.label}: ${m.path} → ${m.cacheDir} (${built.by}, ${built.encoded} encoded, ${built.cached} cached, ${built.seconds.toFixed(1)} s)`);
   }
+  if (PREPARE_ONLY) return;
 
   const rows = [];
   for (const m of models) {
@@ -224,13 +237,12 @@ async function main() {
     raw: rows,
   };
   if (!QUICK) {
-    const outDir = join(REPO, '.cache', 'bench');
-    await mkdir(outDir, { recursive: true });
-    await writeFile(join(outDir, 'runtime.json'), `${JSON.stringify(summary, null, 2)}\n`);
+    await mkdir(dirname(SUMMARY_PATH), { recursive: true });
+    await writeFile(SUMMARY_PATH, `${JSON.stringify(summary, null, 2)}\n`);
   }
 }
 
-if (!existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url)))) {
+if (process.env.SPLITZIP_BUNDLED !== '1' && !existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url)))) {
   console.error('run-bench: @splitzip/runtime is not built; run `pnpm exec turbo run build --filter=@splitzip/runtime`');
   process.exit(1);
 }

@@ -5,10 +5,11 @@ import { RuntimeError } from './errors.js';
 /**
  * The checks the store's `readBlob` makes, for payload bytes the runtime read itself (through a
  * custom `ByteReader`): header valid, header equal to the manifest's meta and codebook, checksum
- * equal to the manifest's copy and to the bytes. Throws `CACHE_ENTRY_MISMATCH` when the blob and
+ * equal to the manifest's copy and to the bytes (unless `checksum: false`: the decode backend
+ * verifies the bytes itself). Throws `CACHE_ENTRY_MISMATCH` when the blob and
  * its entry disagree, `CACHE_READ_FAILED` when the blob itself is invalid.
  */
-export function checkPayloadAgainstEntry(payload: Uint8Array, entry: CacheEntry, blobPath: string): PayloadMeta {
+export function checkPayloadAgainstEntry(payload: Uint8Array, entry: CacheEntry, blobPath: string, options: { checksum?: boolean } = {}): PayloadMeta {
   const context = { key: entry.key, qualname: entry.qualname, blob: blobPath };
   let meta: PayloadMeta;
   try {
@@ -41,6 +42,7 @@ export function checkPayloadAgainstEntry(payload: Uint8Array, entry: CacheEntry,
       disagreements,
     });
   }
+  if (options.checksum === false) return meta; // the decode backend verifies it (off this thread)
   try {
     verifyPayloadChecksum(payload, meta);
   } catch (error) {

@@ -3,11 +3,20 @@ import { decodeChunks, getCodecBackend, type PayloadMeta } from '@splitzip/codec
 /**
  * What the runtime needs from a decode backend: turn a validated payload (header read, checksum
  * verified) into exactly `meta.elementCount` BF16 values in `out`. It may be synchronous or
- * asynchronous; it must either fill all of `out` or throw.
+ * asynchronous; it must either fill all of `out` or throw. It may return the milliseconds it was
+ * actually busy on this tensor (a sliced or queued decode's wall time includes waiting), which the
+ * report then counts as decode time.
  */
 export interface DecodeBackend {
   readonly name: string;
-  decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array): void | Promise<void>;
+  /**
+   * When true, the runtime leaves the payload's checksum to the backend (`verifyChecksum: true`),
+   * which must then throw a `RuntimeError` with code `CACHE_READ_FAILED` on a mismatch.
+   */
+  readonly verifiesChecksum?: boolean;
+  /** When true, the runtime backs the staging slots it makes for this backend with SharedArrayBuffer. */
+  readonly shared?: boolean;
+  decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: { verifyChecksum?: boolean }): void | number | Promise<void | number>;
   close?(): Promise<void>;
 }
 
@@ -33,11 +42,15 @@ export function createCpuDecoder(options: { sliceValues?: number } = {}): Decode
     },
     async decode(payload, meta, out) {
       const chunksPerSlice = Math.max(1, Math.floor(sliceValues / meta.chunkSize));
+      let busyMs = 0;
       for (let firstChunk = 0; firstChunk < meta.chunkCount; firstChunk += chunksPerSlice) {
         if (firstChunk > 0) await yieldToEventLoop();
+        const startMs = performance.now();
         const chunkCount = Math.min(chunksPerSlice, meta.chunkCount - firstChunk);
         decodeChunks(payload, meta, firstChunk, chunkCount, out.subarray(firstChunk * meta.chunkSize));
+        busyMs += performance.now() - startMs;
       }
+      return busyMs;
     },
   };
 }

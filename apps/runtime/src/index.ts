@@ -28,6 +28,16 @@ export { runOrderedPipeline, type OrderedPipelineOptions } from './run-ordered-p
 export { createCpuDecoder, DEFAULT_DECODE_SLICE_VALUES, type DecodeBackend } from './create-cpu-decoder.js';
 export { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 export { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
+export {
+  createThreadDecoder,
+  getSharedThreadDecoder,
+  DEFAULT_INLINE_MAX_VALUES,
+  DEFAULT_DECODE_THREADS,
+  DEFAULT_SPLIT_MIN_VALUES,
+  type ThreadDecoder,
+  type ThreadDecoderOptions,
+  type ThreadDecoderStats,
+} from './create-thread-decoder.js';
 export { loadTensorToDevice, type DeviceTensor, type LoadTensorToDeviceOptions } from './load-tensor-to-device.js';
 export {
   openShardCache,

@@ -61,9 +61,11 @@ export interface ModelLoad extends AsyncIterable<LoadedTensor> {
 /**
  * Loads every tensor of `model`, in model order: decoded from `cache` where an entry serves it,
  * read raw from the shards otherwise (`cache` null: everything raw — the baseline). Up to
- * `concurrency` tensors are in flight, so the reads of the next payloads run while the current
- * ones decode; staging memory is `concurrency` slots of the largest payload, output memory at most
- * `concurrency + 1` tensors beyond what the caller keeps.
+ * `concurrency` tensors are being read or decoded at once, so the reads of the next payloads run
+ * while the current ones decode, and a large tensor at the head does not idle the others. Memory:
+ * staging is at most `concurrency` slots of the largest payload (capped by `maxStagingBytes`);
+ * outputs of at most 4 × `concurrency` tensors are held for in-order delivery beyond what the
+ * caller keeps (none extra when `allocate` hands out arena views).
  */
 export function loadModel(model: SafetensorsModel, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
   const concurrency = options.concurrency ?? DEFAULT_LOAD_CONCURRENCY;
@@ -83,7 +85,8 @@ export function loadModel(model: SafetensorsModel, cache: ShardCache | null | un
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle));
     const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);
     const ownPool = options.pool === undefined && handle !== undefined && entries.length > 0;
-    const ownBackend = typeof options.backend !== 'object';
+    // Backends made here from a name are closed here; 'threads' is the process-wide pool (kept).
+    const ownBackend = typeof options.backend !== 'object' && options.backend !== 'threads';
     // Worker decoders read payloads without a copy when the slots are shared memory.
     const shared = (backend as { shared?: boolean }).shared === true;
     const largestBytes = handle?.largestPayloadBytes(entries) ?? 0;

@@ -1,16 +1,19 @@
 import type { Kernels } from '@splitzip/kernels/node';
 import { createCpuDecoder, type DecodeBackend } from './create-cpu-decoder.js';
 import { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
+import { getSharedThreadDecoder } from './create-thread-decoder.js';
 import { RuntimeError } from './errors.js';
 
 /**
  * How a caller picks the decoder:
  * - `'cpu'` / `'auto'`: the codec's fast path on the calling thread, sliced (see createCpuDecoder);
+ * - `'threads'`: the runtime's worker threads verify and decode off the calling thread (one
+ *   process-wide pool, see createThreadDecoder) — the choice when reads are slow (network, paced);
  * - `'workers'`: the kernels package's worker-thread decoder (see createWorkerPoolDecoder);
  * - a `Kernels` instance from `@splitzip/kernels` (`createKernels`): its `decode` (host values);
  * - a `DecodeBackend` object: anything else (a test backend that fails on purpose…).
  */
-export type BackendOption = 'auto' | 'cpu' | 'workers' | Kernels | DecodeBackend;
+export type BackendOption = 'auto' | 'cpu' | 'threads' | 'workers' | Kernels | DecodeBackend;
 
 function isKernels(value: object): value is Kernels {
   return typeof (value as Kernels).decodeToDevice === 'function' && typeof (value as Kernels).dispose === 'function';
@@ -18,6 +21,7 @@ function isKernels(value: object): value is Kernels {
 
 export function resolveDecodeBackend(option: BackendOption | undefined): DecodeBackend {
   if (option === undefined || option === 'auto' || option === 'cpu') return createCpuDecoder();
+  if (option === 'threads') return getSharedThreadDecoder();
   if (option === 'workers') return createWorkerPoolDecoder();
   if (typeof option === 'object' && option !== null) {
     if (isKernels(option)) return createKernelsDecoder(option);

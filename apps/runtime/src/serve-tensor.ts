@@ -189,6 +189,8 @@ export interface StagedPayload {
   payload: Uint8Array;
   meta: PayloadMeta;
   release(): void;
+  /** True when the checksum is left to the decode backend (it verifies it while decoding). */
+  checksumPending: boolean;
 }
 
 /** Refuses an entry that does not describe this very tensor, before any of its bytes are trusted. */
@@ -245,7 +247,7 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       report.ioMs += performance.now() - ioStartMs;
       report.blobBytesRead += payload.byteLength;
       const checkStartMs = performance.now();
-      meta = checkPayloadAgainstEntry(payload, entry, blobPath);
+      meta = checkPayloadAgainstEntry(payload, entry, blobPath, { checksum: env.backend.verifiesChecksum !== true });
       report.decodeMs += performance.now() - checkStartMs;
     } else {
       try {
@@ -262,7 +264,8 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${target.name} has ${target.slice.sizeBytes / 2}`, context);
     }
     abortIfNeeded(env.signal, target.name);
-    return { payload, meta, release };
+    // The store's readBlob verified the checksum; bytes the runtime read itself still need it.
+    return { payload, meta, release, checksumPending: env.reader !== undefined && env.backend.verifiesChecksum === true };
   } catch (error) {
     release();
     throw error;
@@ -303,9 +306,15 @@ async function decodeFromCache(
       ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1)
       : new Uint16Array(output.byteLength >>> 1);
     report.backend = env.backend.name;
+    let busyMs: void | number;
     try {
-      await env.backend.decode(staged.payload, staged.meta, values);
+      busyMs = await env.backend.decode(staged.payload, staged.meta, values, { verifyChecksum: staged.checksumPending });
     } catch (error) {
+      if (error instanceof RuntimeError && CACHE_FAILURE_CODES.has(error.code)) {
+        throw new RuntimeError(error.code, `${name}: ${error.message}`, { ...error.details, tensor: name, key: entry.key, qualname: entry.qualname }, {
+          cause: error,
+        });
+      }
       throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${(error as Error).message}`, {
         tensor: name,
         key: entry.key,
@@ -314,7 +323,7 @@ async function decodeFromCache(
       }, { cause: error });
     }
     if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
-    report.decodeMs += performance.now() - decodeStartMs;
+    report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
   } finally {
     staged.release();
   }

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKernels, type Kernels } from '@splitzip/kernels/node';
 import type { SafetensorsModel } from '@splitzip/safetensors';
+import { createFileReader } from '../src/create-file-reader.js';
+import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
@@ -34,6 +36,52 @@ async function checkAll(options: Parameters<typeof loadModel>[2]) {
 }
 
 describe('decode backends', () => {
+  it('the thread decoder is bit-exact into plain and shared buffers, and reuses its scratch', async () => {
+    const threads = createThreadDecoder({ threads: 2, splitMinValues: 1 << 16, inlineMaxValues: 1024 });
+    try {
+      // Plain buffers: decoded into shared scratch, copied out.
+      const first = await checkAll({ backend: threads, verifyDigest: true });
+      expect(first.fromCache).toBe(10);
+      expect(first.backends).toEqual(['threads:2']);
+      const afterFirst = threads.stats().scratchAllocations;
+      await checkAll({ backend: threads });
+      expect(threads.stats().scratchAllocations).toBe(afterFirst); // steady state: nothing new
+      // A shared arena: decoded in place, no scratch for outputs.
+      const total = model.tensors.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
+      const arena = new Uint8Array(new SharedArrayBuffer(total));
+      const offsets = new Map<string, number>();
+      let cursor = 0;
+      for (const t of model.tensors) {
+        offsets.set(t.name, cursor);
+        cursor += t.slice.sizeBytes;
+      }
+      const before = threads.stats().scratchAllocations;
+      const totals = await loadModel(model, cache, {
+        backend: threads,
+        allocate: (t) => arena.subarray(offsets.get(t.name), (offsets.get(t.name) as number) + t.slice.sizeBytes),
+      }).drain();
+      expect(totals.fromCache).toBe(10);
+      expect(threads.stats().scratchAllocations).toBe(before);
+      for (const t of model.tensors) {
+        const at = offsets.get(t.name) as number;
+        expect(sameBytes(arena.subarray(at, at + t.slice.sizeBytes), raw.get(t.name) as Uint8Array), t.name).toBe(true);
+      }
+      // With the runtime's reader the checksum is the threads' job too.
+      const reader = createFileReader();
+      const viaReader = await checkAll({ backend: threads, reader });
+      expect(viaReader.fromCache).toBe(10);
+      await reader.close();
+    } finally {
+      await threads.close?.();
+    }
+  });
+
+  it("'threads' by name: loadModel starts and stops its own decoder", async () => {
+    const totals = await checkAll({ backend: 'threads' });
+    expect(totals.fromCache).toBe(10);
+    expect(totals.backends[0]).toMatch(/^threads:\d+$/);
+  });
+
   it('the worker-thread decoder (kernels package) is bit-exact', async () => {
     const totals = await checkAll({ backend: 'workers', verifyDigest: true });
     expect(totals.fromCache).toBe(10);

@@ -5,6 +5,7 @@ import { createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import type { DecodeBackend } from '../src/create-cpu-decoder.js';
 import { createCpuDecoder } from '../src/create-cpu-decoder.js';
+import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { createFileReader } from '../src/create-file-reader.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
@@ -46,6 +47,32 @@ const readerModes = {
   'store readBlob': () => undefined,
   'runtime reader': () => createFileReader(),
 } as const;
+
+describe('a corrupt payload checked off-thread', () => {
+  it('is CACHE_READ_FAILED from the thread decoder and served raw', async () => {
+    const { cacheDir, blobOf } = await freshCache();
+    const bytes = await readFile(blobOf(TARGET));
+    const at = Math.floor(bytes.length * 0.7);
+    bytes[at] = (bytes[at] as number) ^ 0x01;
+    await writeFile(blobOf(TARGET), bytes);
+    const cache = await openShardCache(cacheDir);
+    const reader = createFileReader();
+    const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0 }); // every tensor through the workers
+    try {
+      const { report, totals } = await loadAllAndCheck(cache, { reader, backend: threads });
+      expect(report).toMatchObject({ source: 'raw', reason: 'cache-failed', error: { code: 'CACHE_READ_FAILED' } });
+      expect(totals.fromCache).toBe(8);
+      await expect(loadTensor({ model, name: TARGET }, { cache, reader, backend: threads, cacheOnly: true })).rejects.toMatchObject({
+        code: 'CACHE_READ_FAILED',
+        details: expect.objectContaining({ tensor: TARGET }),
+      });
+    } finally {
+      await threads.close?.();
+      await reader.close();
+      await cache.close();
+    }
+  });
+});
 
 /** Loads the whole model, checks every tensor bit-exact, returns the report of TARGET. */
 async function loadAllAndCheck(cache: ShardCache, options: Parameters<typeof loadModel>[2] = {}) {

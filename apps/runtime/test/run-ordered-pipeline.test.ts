@@ -25,6 +25,45 @@ describe('runOrderedPipeline', () => {
     expect(peak).toBe(3);
   });
 
+  it('keeps `concurrency` tasks running behind a slow head, holding at most maxPending results', async () => {
+    let running = 0;
+    let peakRunning = 0;
+    let started = 0;
+    const startedWhenHeadDone: number[] = [];
+    let releaseHead: () => void = () => undefined;
+    const headGate = new Promise<void>((resolve) => (releaseHead = resolve));
+    const out: number[] = [];
+    const iteration = (async () => {
+      for await (const value of runOrderedPipeline(Array.from({ length: 30 }, (_, i) => i), {
+        concurrency: 3,
+        maxPending: 8,
+        run: async (item) => {
+          started += 1;
+          running += 1;
+          peakRunning = Math.max(peakRunning, running);
+          if (item === 0) {
+            await headGate;
+            startedWhenHeadDone.push(started);
+          } else {
+            await delay(1);
+          }
+          running -= 1;
+          return item;
+        },
+      })) {
+        out.push(value);
+      }
+    })();
+    await delay(60);
+    // The head is stuck; the others ran to the pending limit (8 started), never more than 3 at once.
+    expect(started).toBe(8);
+    releaseHead();
+    await iteration;
+    expect(startedWhenHeadDone).toEqual([8]);
+    expect(peakRunning).toBe(3);
+    expect(out).toEqual(Array.from({ length: 30 }, (_, i) => i));
+  });
+
   it('throws a failure at its position and waits for the other tasks first', async () => {
     const finished: number[] = [];
     const out: number[] = [];
@@ -94,12 +133,14 @@ describe('runOrderedPipeline', () => {
     await expect(iterate()).rejects.toMatchObject({ code: 'ABORTED' });
   });
 
-  it('rejects a bad concurrency', async () => {
-    const iterate = async () => {
-      for await (const _ of runOrderedPipeline([1], { concurrency: 0, run: async (x) => x })) {
-        // nothing
-      }
-    };
-    await expect(iterate()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  it('rejects a bad concurrency or maxPending', async () => {
+    for (const options of [{ concurrency: 0 }, { concurrency: 2, maxPending: 1 }]) {
+      const iterate = async () => {
+        for await (const _ of runOrderedPipeline([1], { ...options, run: async (x) => x })) {
+          // nothing
+        }
+      };
+      await expect(iterate()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
   });
 });
