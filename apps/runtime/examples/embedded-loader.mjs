@@ -6,9 +6,12 @@
 //   3. stream the whole model into it with loadModel (cache hits decoded, the rest read raw),
 //   4. keep a name -> typed-array map for the model code, and log where each tensor came from.
 //
-// Usage: node examples/embedded-loader.mjs <model path> [<cache dir>] [--verify-digest] [--json]
-// Exits 1 with the typed error's code if loading fails.
-import { openSafetensorsModel } from '@splitzip/safetensors';
+// Usage: node examples/embedded-loader.mjs <model path> [<cache dir>] [--verify-digest] [--check] [--json]
+//   --check: afterwards, compare every tensor with the safetensors bytes (a test hook, not a server step)
+// Exits 1 with the typed error's code if loading fails, 3 if --check finds a difference.
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
 import { loadModel, openShardCache } from '@splitzip/runtime';
 
 /** Tensors start at multiples of this in the arena (a cache line; SIMD loads never straddle). */
@@ -92,10 +95,22 @@ async function main(argv) {
   const cache = cacheDir === undefined ? null : await openShardCache(cacheDir);
   try {
     const { weights, arena, totals, reports } = await loadWeights(model, cache, { verifyDigest: argv.includes('--verify-digest') });
-    if (argv.includes('--json')) {
-      console.log(JSON.stringify({ tensors: weights.size, arenaBytes: arena.byteLength, totals, reports }));
-      return 0;
+    let checked;
+    if (argv.includes('--check')) {
+      const mismatches = [];
+      for (const tensor of model.tensors) {
+        const expected = await readTensorBytes(model, tensor);
+        const got = weights.get(tensor.name).data;
+        const gotBytes = new Uint8Array(got.buffer, got.byteOffset, got.byteLength);
+        if (!Buffer.from(gotBytes).equals(Buffer.from(expected))) mismatches.push(tensor.name);
+      }
+      checked = { tensors: model.tensors.length, mismatches };
     }
+    if (argv.includes('--json')) {
+      console.log(JSON.stringify({ tensors: weights.size, arenaBytes: arena.byteLength, totals, reports, checked }));
+      return checked && checked.mismatches.length > 0 ? 3 : 0;
+    }
+    if (checked) console.log(`  checked ${checked.tensors} tensors against the safetensors bytes: ${checked.mismatches.length} differ`);
     console.log(`loaded ${weights.size} tensors into a ${formatBytes(arena.byteLength)} arena in ${totals.wallMs.toFixed(0)} ms`);
     console.log(
       `  from cache ${totals.fromCache}, raw ${totals.fromRaw} ` +
@@ -108,14 +123,14 @@ async function main(argv) {
     for (const report of reports.filter((r) => r.reason === 'cache-failed')) {
       console.log(`  fallback: ${report.name}: ${report.error?.code} ${report.error?.message}`);
     }
-    return 0;
+    return checked && checked.mismatches.length > 0 ? 3 : 0;
   } finally {
     await cache?.close();
     await model.close();
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
