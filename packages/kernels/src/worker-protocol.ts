@@ -2,8 +2,8 @@ import type { SplitZipErrorCode } from '@splitzip/codec';
 
 /**
  * One decode, shared by the workers and the calling thread: the chunks are cut into `taskCount`
- * ranges and each thread claims the next range with Atomics.add on `claims[0]` until none are
- * left, so fast threads take more and nobody waits on a message round trip.
+ * ranges and each thread claims the next range with Atomics.add until none are left, so fast
+ * threads take more; the caller waits on the shared done counter, not on a message round trip.
  */
 export interface DecodeJob {
   id: number;
@@ -13,8 +13,8 @@ export interface DecodeJob {
   out: SharedArrayBuffer;
   /** Byte offset of value 0 in `out`. */
   outOffset: number;
-  /** Int32Array(1) over this: the next task index to claim. */
-  claims: SharedArrayBuffer;
+  /** Int32Array(CONTROL_SLOTS) over this: next task to claim, tasks done, failed flag. */
+  control: SharedArrayBuffer;
   taskCount: number;
 }
 
