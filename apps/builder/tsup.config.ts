@@ -2,9 +2,9 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig({
   // index: the library (build logic, model analysis, verification) for other apps to reuse;
-  // cli: the `splitzip` binary (its shebang is kept); encode-worker: the worker-thread entry,
+  // cli: the `splitzip` binary (its shebang is kept); hash-worker: the worker-thread entry,
   // loaded by URL next to the module that spawns it, so it must be a file of its own.
-  entry: ['src/index.ts', 'src/cli.ts', 'src/encode-worker.ts'],
+  entry: ['src/index.ts', 'src/cli.ts', 'src/hash-worker.ts'],
   format: ['esm', 'cjs'],
   dts: { entry: 'src/index.ts' },
   shims: true,

@@ -1,29 +1,39 @@
 // The build: every tensor of a safetensors model into the cache store, streamed with bounded
-// memory, hashed/calibrated/encoded on worker threads, each entry committed as soon as it is encoded
+// memory, hashed and calibrated on worker threads, encoded on the main thread, each entry committed as soon as it is encoded
 // (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { openCacheStore, type CacheStore } from '@splitzip/store';
+import { openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
-import type { EncodeBackend } from './create-values-encoder.js';
+import { createBufferPool, type BufferPool } from './create-buffer-pool.js';
+import { createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
+import type { EncodeBackend } from './encode-backends.js';
+import { viewBf16 } from './tensor-tasks.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
 
 /** The seed's gate: a tensor is encoded only if its Top-16 exponents cover this share of values. */
 export const DEFAULT_COVERAGE_MIN = 0.99;
 /**
- * Floor of the in-flight byte budget: small tensors may overlap up to this much raw data, so the
- * workers stay busy on models of many small tensors; large tensors are bounded by the largest one.
+ * Floor of the in-flight memory budget: many small tensors may overlap up to this much (raw bytes
+ * plus their payloads), so the workers stay busy on models of small tensors.
  */
 export const MIN_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
+/** Payload bytes freed between two collectGarbage calls, at least. */
+export const GC_EVERY_MIN_BYTES = 4 * 1024 * 1024;
+
 /**
- * In-flight raw bytes allowed, as a multiple of the largest tensor. Each in-flight tensor costs its
- * raw bytes plus its payload (about 0.76x), so 1.6x keeps tensor memory near 2.8x the largest
- * tensor, inside the promised 3x + 150 MB with room for the runtime itself.
+ * Memory one tensor holds while in flight: its raw bytes plus the largest payload a tensor passing
+ * the gate can have (per value: 4-bit code + sign/mantissa byte, plus 3 bytes per escape, at most
+ * a (1 - coverageMin) share of values; + chunk index and section padding).
  */
-export const IN_FLIGHT_LARGEST_FACTOR = 1.6;
+export function inFlightBytesOf(sizeBytes: number, coverageMin: number, chunkSize: number): number {
+  const values = sizeBytes / 2;
+  const payload = values * 1.5 + Math.ceil(values * (1 - coverageMin)) * 3 + (Math.ceil(values / chunkSize) + 1) * 4 + 6 * 256;
+  return sizeBytes + Math.ceil(payload);
+}
 
 export type BuildTensorStatus = 'encoded' | 'cached' | 'skipped_coverage' | 'skipped_dtype' | 'skipped_size';
 
@@ -96,10 +106,16 @@ export interface BuildCacheOptions {
    * name and position, and another model may own it.
    */
   rebindSlices?: boolean;
-  /** Overrides the in-flight raw byte budget (see IN_FLIGHT_LARGEST_FACTOR). */
+  /** Overrides the in-flight memory budget (raw bytes plus payloads, see inFlightBytesOf). */
   maxInFlightBytes?: number;
   signal?: AbortSignal;
   onProgress?: (event: BuildProgressEvent) => void;
+  /**
+   * Called after large payloads have been written, so that their memory returns at once instead
+   * of when V8's heuristics next collect (the heap itself stays tiny, so that can be hundreds of
+   * megabytes later). The CLI passes V8's minor GC; without it memory is still bounded, by more.
+   */
+  collectGarbage?: () => void;
 }
 
 export function defaultJobs(): number {
@@ -119,33 +135,44 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   let model: SafetensorsModel | undefined;
   let store: CacheStore | undefined;
   let processor: TensorProcessor | undefined;
+  let encoder: ValuesEncoder | undefined;
   try {
     model = await openSafetensorsModel(options.model);
     await ensureCacheDir(options.cacheDir);
     store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize }).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
-    processor = await createTensorProcessor({ jobs, backend: options.backend ?? 'auto' });
 
     const tensors = model.tensors;
     const results: BuildTensorReport[] = new Array(tensors.length);
-    const work: TensorInfo[] = [];
     let largestBytes = 0;
+    let totalBytes = 0;
     for (const tensor of tensors) {
       if (tensor.dtype === 'BF16' && tensor.slice.sizeBytes / 2 <= MAX_ELEMENT_COUNT) {
-        work.push(tensor);
         largestBytes = Math.max(largestBytes, tensor.slice.sizeBytes);
+        totalBytes += tensor.slice.sizeBytes;
       }
     }
-    const totalBytes = work.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
-    const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.floor(largestBytes * IN_FLIGHT_LARGEST_FACTOR));
-    emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: processor.backend, jobs, fallbackReason: processor.fallbackReason });
+    // Memory bound: tensors in flight hold at most max(floor, one largest tensor + its payload);
+    // the pool keeps at most one largest tensor's worth of idle raw buffers for reuse on top.
+    const reserve = (sizeBytes: number): number => inFlightBytesOf(sizeBytes, coverageMin, chunkSize);
+    const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, reserve(largestBytes));
+    let droppedBytes = 0;
+    const pool = createBufferPool(Math.max(largestBytes, MIN_IN_FLIGHT_BYTES / 4), (bytes) => (droppedBytes += bytes));
+    encoder = await createValuesEncoder(options.backend ?? 'auto');
+    processor = await createTensorProcessor({ jobs, pool });
+    emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: encoder.backend, jobs, fallbackReason: encoder.fallbackReason });
 
     let doneBytes = 0;
     let doneTensors = 0;
     const finish = (index: number, report: BuildTensorReport): void => {
       results[index] = report;
       doneTensors++;
+      if (report.status === 'encoded') droppedBytes += report.compBytes ?? 0;
+      if (options.collectGarbage && droppedBytes >= GC_EVERY_MIN_BYTES) {
+        droppedBytes = 0;
+        options.collectGarbage();
+      }
       if (report.status !== 'skipped_dtype' && report.status !== 'skipped_size') doneBytes += report.sizeBytes;
       emit({ type: 'tensor', tensor: report, doneBytes, totalBytes, doneTensors, tensorCount: tensors.length });
     };
@@ -156,6 +183,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       model,
       store,
       processor,
+      encoder,
+      pool,
       cacheDir: options.cacheDir,
       coverageMin,
       chunkSize,
@@ -189,7 +218,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         finish(index, { ...base, status: 'skipped_size' });
         continue;
       }
-      const sizeBytes = tensor.slice.sizeBytes;
+      const sizeBytes = reserve(tensor.slice.sizeBytes);
       while (active.size > 0 && (active.size >= maxActive || inFlightBytes + sizeBytes > budgetBytes) && state.failure === null) {
         await Promise.race(active);
       }
@@ -221,7 +250,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       model: options.model,
       cache: options.cacheDir,
       results,
-      backend: processor.backend,
+      backend: encoder.backend,
       jobs,
       coverageMin,
       chunkSize,
@@ -233,6 +262,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
     await processor?.close().catch(() => {});
+    await encoder?.dispose().catch(() => {});
     await store?.close().catch(() => {});
     await model?.close().catch(() => {});
   }
@@ -242,6 +272,8 @@ interface TensorContext {
   model: SafetensorsModel;
   store: CacheStore;
   processor: TensorProcessor;
+  encoder: ValuesEncoder;
+  pool: BufferPool;
   cacheDir: string;
   coverageMin: number;
   chunkSize: number;
@@ -268,37 +300,51 @@ function baseReport(tensor: TensorInfo): BaseReport {
   };
 }
 
-/** One BF16 tensor: read, analyse on a worker, then either alias an existing entry or encode + store. */
+/** One BF16 tensor: read, hash on a worker, then alias an existing entry, or calibrate (worker) + encode + store. */
 async function processTensor(context: TensorContext, tensor: TensorInfo, base: BaseReport, signal: AbortSignal | undefined): Promise<BuildTensorReport> {
-  const { store, processor } = context;
+  const { store, processor, pool } = context;
   try {
-    // A fresh buffer per tensor: it moves to the worker by transfer and dies there.
-    const bytes = await readTensorBytes(context.model, tensor, new Uint8Array(tensor.slice.sizeBytes));
-    throwIfAborted(signal);
-    const slot = await processor.acquire();
+    const target = pool.acquire(tensor.slice.sizeBytes);
+    let bytes: Uint8Array;
     try {
-      const analysis = await slot.analyze(bytes, tensor.shape, context.chunkSize);
-      const withKey = { ...base, key: analysis.key, coverage: analysis.coverage };
-      checkSliceConflict(context, analysis.key, tensor);
-      const existing = store.getEntry(analysis.key);
+      bytes = await readTensorBytes(context.model, tensor, target);
+      throwIfAborted(signal);
+    } catch (error) {
+      pool.release(target.buffer as ArrayBuffer);
+      throw error;
+    }
+    const slot = await processor.acquire().catch((error: unknown) => {
+      pool.release(bytes.buffer as ArrayBuffer);
+      throw error;
+    });
+    try {
+      const key = await slot.hash(bytes, tensor.shape);
+      const withKey = { ...base, key };
+      checkSliceConflict(context, key, tensor);
+      const existing = store.getEntry(key);
       if (existing) {
         slot.release();
         context.checkFailure();
-        await bindSlice(context, analysis.key, tensor);
-        return { ...withKey, status: 'cached', compBytes: existing.compBytes };
+        await bindSlice(context, key, tensor);
+        return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
       }
-      if (analysis.coverage < context.coverageMin) {
-        slot.release();
-        return { ...withKey, status: 'skipped_coverage' };
-      }
-      const { payload, sha256 } = await slot.encode();
+      const { coverage, exponents, sha256, bytes: calibrated } = await slot.calibrate(context.coverageMin);
       slot.release();
+      let payload: Uint8Array;
+      try {
+        if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
+        context.checkFailure();
+        // Encoding runs here, on the main thread: see hash-worker.ts for why.
+        payload = await context.encoder.encode(viewBf16(calibrated), exponents, context.chunkSize);
+      } finally {
+        pool.release(calibrated.buffer as ArrayBuffer);
+      }
       context.checkFailure();
       const { shardName, offsetBytes, sizeBytes } = tensor.slice;
       // The slice goes in the same commit as the entry when it is free (the usual case).
       const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
       const { added } = await store.addEntry({
-        key: analysis.key,
+        key,
         qualname: tensor.name,
         payload,
         shape: [...tensor.shape],
@@ -308,16 +354,21 @@ async function processTensor(context: TensorContext, tensor: TensorInfo, base: B
       });
       if (added) context.storedBytes += payload.byteLength;
       if (added && sliceFree) context.aliased++;
-      else await bindSlice(context, analysis.key, tensor);
+      else await bindSlice(context, key, tensor);
       // An identical tensor of this run may have been committed first: then this one is 'cached'.
-      return { ...withKey, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
-    } catch (error) {
+      return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
+    } finally {
       slot.release();
-      throw error;
     }
   } catch (error) {
     throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir });
   }
+}
+
+/** Top-16 coverage of a cached tensor, from its payload meta: the values that are not escapes. */
+function entryCoverage(entry: CacheEntry): number {
+  const { elementCount, escapeCount } = entry.meta;
+  return elementCount > 0 ? (elementCount - escapeCount) / elementCount : 1;
 }
 
 /** Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. */

@@ -1,6 +1,16 @@
 #!/usr/bin/env node
 // The `splitzip` binary. The only place that touches process.exitCode and signals.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { runCli } from './run-cli.js';
+
+// The build's payloads are large ArrayBuffers on a tiny heap: V8 collects them late, which shows
+// as tens to hundreds of MB of RSS. A minor GC after each large write frees them at once (~0.1 ms;
+// they die young, so a minor one suffices: measured lower peak RSS than a major one).
+// Exposing gc at run time is the documented V8 flag, set before any other code runs.
+setFlagsFromString('--expose-gc');
+const v8gc = runInNewContext('gc') as ((options?: { type?: 'minor' | 'major' }) => void) | undefined;
+const collectGarbage = typeof v8gc === 'function' ? () => v8gc({ type: 'minor' }) : undefined;
 
 const controller = new AbortController();
 let interrupts = 0;
@@ -19,7 +29,11 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error;
 });
 
-runCli(process.argv.slice(2), { io: { stdout: process.stdout, stderr: process.stderr }, signal: controller.signal }).then(
+runCli(process.argv.slice(2), {
+  io: { stdout: process.stdout, stderr: process.stderr },
+  signal: controller.signal,
+  ...(collectGarbage ? { collectGarbage } : {}),
+}).then(
   (code) => {
     process.exitCode = code;
   },

@@ -1,32 +1,34 @@
-// Runs the per-tensor CPU work (hash, calibrate, encode) on a pool of worker threads, or in the
-// calling thread for `jobs: 0`. A slot is held from `analyze` to `encode`/`release`: the worker keeps
-// the tensor's bytes in between, so nothing is copied twice.
+// Runs the per-tensor hashing work (SHA-1 content key, exponent histogram + calibration, SHA-256)
+// on a pool of worker threads, or on the calling thread for `jobs: 0`. A slot is held from `hash`
+// to `calibrate`/`release`: the worker keeps the tensor's bytes in between (nothing is copied), and
+// hands the buffer back afterwards for the main thread to encode from and to pool.
 import { Worker } from 'node:worker_threads';
-import { createValuesEncoder, type EncodeBackend, type ValuesEncoder } from './create-values-encoder.js';
+import type { BufferPool } from './create-buffer-pool.js';
 import { BuilderError } from './errors.js';
-import { analyzeTensor, encodeTensor, type TensorAnalysis, type TensorEncoding } from './tensor-tasks.js';
+import { calibrateTensor, hashTensor, type TensorCalibration } from './tensor-tasks.js';
 import { deserializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
 
 export interface TensorSlot {
-  /** Takes ownership of `bytes` (its buffer is transferred to a worker and detached here). */
-  analyze(bytes: Uint8Array, shape: readonly number[], chunkSize: number): Promise<TensorAnalysis>;
-  encode(): Promise<TensorEncoding>;
-  /** Drops the held bytes and returns the slot to the pool. Call exactly once. */
+  /** Takes ownership of `bytes` (a pool buffer at offset 0: it is transferred, and comes back). */
+  hash(bytes: Uint8Array, shape: readonly number[]): Promise<string>;
+  /** Calibrates; returns the bytes again (now the caller's: encode from them, then pool them). */
+  calibrate(coverageMin: number): Promise<TensorCalibration & { bytes: Uint8Array }>;
+  /** Gives the bytes back to the pool if still held, and frees the slot. Idempotent. */
   release(): void;
 }
 
 export interface TensorProcessor {
-  readonly backend: string;
-  readonly fallbackReason: string | null;
   readonly jobs: number;
   acquire(): Promise<TensorSlot>;
-  /** Terminates the workers; pending work is rejected. */
+  /** Terminates the workers; pending and later work is rejected. */
   close(): Promise<void>;
 }
 
-export async function createTensorProcessor(options: { jobs: number; backend: EncodeBackend }): Promise<TensorProcessor> {
-  return options.jobs <= 0 ? createInProcessProcessor(options.backend) : createWorkerProcessor(options.jobs, options.backend);
+export async function createTensorProcessor(options: { jobs: number; pool: BufferPool }): Promise<TensorProcessor> {
+  return options.jobs <= 0 ? createInProcessProcessor(options.pool) : createWorkerProcessor(options.jobs, options.pool);
 }
+
+const stoppedError = (): BuilderError => new BuilderError('INTERRUPTED', 'the hashing workers were stopped');
 
 /** A FIFO of idle slots with waiters: acquire() resolves when one frees up. */
 function createSlotQueue<T>(slots: T[]) {
@@ -53,38 +55,36 @@ function createSlotQueue<T>(slots: T[]) {
   };
 }
 
-const closedError = (): BuilderError => new BuilderError('INTERRUPTED', 'the encode workers were stopped');
-
-async function createInProcessProcessor(backend: EncodeBackend): Promise<TensorProcessor> {
-  const encoder: ValuesEncoder = await createValuesEncoder(backend);
+function createInProcessProcessor(pool: BufferPool): TensorProcessor {
   const queue = createSlotQueue([0]);
   return {
-    backend: encoder.backend,
-    fallbackReason: encoder.fallbackReason,
     jobs: 0,
     async acquire() {
       await queue.acquire();
-      let held: { bytes: Uint8Array; analysis: TensorAnalysis; chunkSize: number } | null = null;
+      let held: Uint8Array | null = null;
+      let released = false;
       return {
-        async analyze(bytes, shape, chunkSize) {
-          const analysis = analyzeTensor(bytes, shape);
-          held = { bytes, analysis, chunkSize };
-          return analysis;
+        async hash(bytes, shape) {
+          held = bytes;
+          return hashTensor(bytes, shape);
         },
-        async encode() {
-          if (!held) throw new Error('encode before analyze');
-          const { bytes, analysis, chunkSize } = held;
+        async calibrate(coverageMin) {
+          if (!held) throw new Error('calibrate before hash');
+          const bytes = held;
           held = null;
-          return encodeTensor(bytes, analysis.exponents, chunkSize, encoder.encode);
+          return { ...calibrateTensor(bytes, coverageMin), bytes };
         },
         release() {
+          if (released) return;
+          released = true;
+          if (held) pool.release(held.buffer as ArrayBuffer);
           held = null;
           queue.give(0);
         },
       };
     },
     async close() {
-      queue.close(closedError());
+      queue.close(stoppedError());
     },
   };
 }
@@ -95,15 +95,15 @@ interface WorkerHandle {
   failure: Error | null;
 }
 
-async function createWorkerProcessor(jobs: number, backend: EncodeBackend): Promise<TensorProcessor> {
-  const workerUrl = new URL('./encode-worker.js', import.meta.url);
+async function createWorkerProcessor(jobs: number, pool: BufferPool): Promise<TensorProcessor> {
+  const workerUrl = new URL('./hash-worker.js', import.meta.url);
   let nextId = 1;
   let closing = false;
 
   const handles: WorkerHandle[] = [];
-  const ready: Promise<{ backend: string; fallbackReason: string | null }>[] = [];
+  const ready: Promise<void>[] = [];
   for (let i = 0; i < jobs; i++) {
-    const worker = new Worker(workerUrl, { workerData: { backend } });
+    const worker = new Worker(workerUrl);
     const handle: WorkerHandle = { worker, pending: new Map(), failure: null };
     handles.push(handle);
     ready.push(
@@ -115,24 +115,24 @@ async function createWorkerProcessor(jobs: number, backend: EncodeBackend): Prom
           handle.pending.clear();
         };
         worker.on('message', (reply: WorkerReply) => {
-          if (reply.type === 'ready') return resolve(reply);
-          if (reply.type === 'error' && reply.id === -1) return fail(deserializeError(reply.error));
+          if (reply.type === 'ready') return resolve();
+          // Dropped buffers (and those coming back with an error) go straight back to the pool.
+          if ((reply.type === 'dropped' || reply.type === 'error') && reply.buffer) pool.release(reply.buffer);
           const waiter = handle.pending.get(reply.id);
           if (!waiter) return;
           handle.pending.delete(reply.id);
           if (reply.type === 'error') waiter.reject(deserializeError(reply.error));
           else waiter.resolve(reply);
         });
-        worker.on('error', (error) => fail(new BuilderError('WORKER_FAILED', `encode worker failed: ${error.message}`, {}, { cause: error })));
+        worker.on('error', (error) => fail(new BuilderError('WORKER_FAILED', `hashing worker failed: ${error.message}`, {}, { cause: error })));
         worker.on('exit', (code) => {
-          if (!closing) fail(new BuilderError('WORKER_FAILED', `encode worker exited unexpectedly (code ${code})`));
+          if (!closing) fail(new BuilderError('WORKER_FAILED', `hashing worker exited unexpectedly (code ${code})`));
         });
       }),
     );
   }
-  let info: { backend: string; fallbackReason: string | null };
   try {
-    [info] = (await Promise.all(ready)) as [{ backend: string; fallbackReason: string | null }];
+    await Promise.all(ready);
   } catch (error) {
     closing = true;
     await Promise.all(handles.map((h) => h.worker.terminate()));
@@ -149,35 +149,41 @@ async function createWorkerProcessor(jobs: number, backend: EncodeBackend): Prom
   };
 
   return {
-    backend: info.backend,
-    fallbackReason: info.fallbackReason,
     jobs,
     async acquire() {
       const handle = await queue.acquire();
       const id = nextId++;
+      let held = false;
       let released = false;
+      let length = 0;
       return {
-        async analyze(bytes, shape, chunkSize) {
-          // Transfer only a buffer the view owns entirely; otherwise copy (never detach a caller's pool).
-          const owned = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : bytes.slice();
-          const buffer = owned.buffer as ArrayBuffer;
-          const reply = await request(
-            handle,
-            { type: 'analyze', id, buffer, byteLength: owned.byteLength, shape: [...shape], chunkSize },
-            [buffer],
-          );
-          if (reply.type !== 'analyzed') throw new Error(`unexpected worker reply ${reply.type}`);
-          return reply.analysis;
+        async hash(bytes, shape) {
+          // Pool buffers are whole ArrayBuffers; the view may be shorter (a reused, larger buffer).
+          if (bytes.byteOffset !== 0) throw new Error('tensor bytes must start at the start of their buffer');
+          const buffer = bytes.buffer as ArrayBuffer;
+          length = bytes.byteLength;
+          held = true;
+          try {
+            const reply = await request(handle, { type: 'hash', id, buffer, byteLength: length, shape: [...shape] }, [buffer]);
+            if (reply.type !== 'hashed') throw new Error(`unexpected worker reply ${reply.type}`);
+            return reply.key;
+          } catch (error) {
+            held = false; // the worker sent the buffer back with its error
+            throw error;
+          }
         },
-        async encode() {
-          const reply = await request(handle, { type: 'encode', id });
-          if (reply.type !== 'encoded') throw new Error(`unexpected worker reply ${reply.type}`);
-          return { payload: new Uint8Array(reply.payload, 0, reply.payloadBytes), sha256: reply.sha256 };
+        async calibrate(coverageMin) {
+          held = false;
+          const reply = await request(handle, { type: 'calibrate', id, coverageMin });
+          if (reply.type !== 'calibrated') throw new Error(`unexpected worker reply ${reply.type}`);
+          return { ...reply.calibration, bytes: new Uint8Array(reply.buffer, 0, length) };
         },
         release() {
           if (released) return;
           released = true;
-          if (!handle.failure) handle.worker.postMessage({ type: 'drop', id } satisfies WorkerRequest);
+          // The worker answers 'dropped' with the buffer, which the message handler pools.
+          if (held && !handle.failure) handle.worker.postMessage({ type: 'drop', id } satisfies WorkerRequest);
+          held = false;
           queue.give(handle);
         },
       };
@@ -185,7 +191,7 @@ async function createWorkerProcessor(jobs: number, backend: EncodeBackend): Prom
     async close() {
       if (closing) return;
       closing = true;
-      const error = closedError();
+      const error = stoppedError();
       queue.close(error);
       for (const handle of handles) {
         handle.failure ??= error;

@@ -1,9 +1,8 @@
-import { createCodebook } from '@splitzip/codec';
-import { createKernels } from '@splitzip/kernels/node';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import { createCodebook, encode } from '@splitzip/codec';
+import type { EncodeBackend } from './encode-backends.js';
 import type { EncodeValues } from './tensor-tasks.js';
-
-export const ENCODE_BACKENDS = ['auto', 'cpu', 'webasm', 'webgpu', 'codec'] as const;
-export type EncodeBackend = (typeof ENCODE_BACKENDS)[number];
 
 export interface ValuesEncoder {
   /** The backend that actually runs (after `auto` and any start-up fallback). */
@@ -11,18 +10,56 @@ export interface ValuesEncoder {
   /** Why the requested backend is not the one running, if so. */
   readonly fallbackReason: string | null;
   readonly encode: EncodeValues;
+  dispose(): Promise<void>;
 }
 
+const codecEncoder: ValuesEncoder = {
+  backend: 'codec',
+  fallbackReason: null,
+  encode: async (values, exponents, chunkSize) => encode(values, createCodebook(exponents), { chunkSize }),
+  async dispose() {},
+};
+
 /**
- * The encoder for a requested backend, from @splitzip/kernels: `codec` is the codec's own CPU path;
- * `cpu`, `webasm` and `webgpu` are gpu.js kernels; `auto` is the kernels' measured rule. A backend
- * that fails its start-up self-check falls back to the codec path, and says why.
+ * The build's encoder. `codec` is the codec's own CPU path, called directly; `cpu`, `webasm`,
+ * `webgpu` are gpu.js kernels from @splitzip/kernels, which falls back to the codec path (saying
+ * why) when one fails its start-up self-check. `auto` is the kernels' measured rule; when it can
+ * only pick the codec path here, the codec is used directly, so that gpu.js (~18 MB) is never
+ * loaded into this process: the probe runs in a short-lived worker thread.
  */
 export async function createValuesEncoder(requested: EncodeBackend): Promise<ValuesEncoder> {
+  if (requested === 'codec') return codecEncoder;
+  if (requested === 'auto' && (await probeAutoBackends()).every((name) => name === 'codec')) return codecEncoder;
+  const { createKernels } = await import('@splitzip/kernels/node');
   const kernels = await createKernels({ backend: requested });
   return {
     backend: kernels.backend,
     fallbackReason: kernels.fallbackReason,
     encode: async (values, exponents, chunkSize) => (await kernels.encode(values, createCodebook(exponents), { chunkSize })).payload,
+    dispose: () => kernels.dispose(),
   };
+}
+
+/** The backends `auto` has available (started and self-checked), asked of the kernels in a worker. */
+async function probeAutoBackends(): Promise<string[]> {
+  const kernelsPath = createRequire(import.meta.url).resolve('@splitzip/kernels/node');
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads');
+    (async () => {
+      const kernels = await require(workerData).createKernels({ backend: 'auto' });
+      const names = [...kernels.availableBackends];
+      await kernels.dispose();
+      parentPort.postMessage(names);
+    })().catch((error) => parentPort.postMessage({ error: String(error && error.message || error) }));`;
+  const worker = new Worker(source, { eval: true, workerData: kernelsPath });
+  try {
+    const answer = await new Promise<unknown>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    if (!Array.isArray(answer)) throw new Error(`backend probe failed: ${(answer as { error?: string }).error ?? 'no answer'}`);
+    return answer as string[];
+  } finally {
+    await worker.terminate();
+  }
 }

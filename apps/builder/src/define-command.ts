@@ -62,6 +62,8 @@ export interface CommandContext<A extends ArgsSpec> {
   io: CommandIo;
   /** Aborted on SIGINT/SIGTERM so long work can stop between safe points. */
   signal: AbortSignal;
+  /** Frees dropped buffers now (see BuildCacheOptions.collectGarbage); absent in library use. */
+  collectGarbage?: () => void;
 }
 
 export interface CommandDef<A extends ArgsSpec = ArgsSpec> {

@@ -4,7 +4,8 @@ export {
   defaultJobs,
   DEFAULT_COVERAGE_MIN,
   MIN_IN_FLIGHT_BYTES,
-  IN_FLIGHT_LARGEST_FACTOR,
+  inFlightBytesOf,
+  GC_EVERY_MIN_BYTES,
   type BuildCacheOptions,
   type BuildReport,
   type BuildTensorReport,
@@ -14,7 +15,7 @@ export {
 export { verifyModelCache, type ModelCheckReport, type ModelTensorCheck, type ModelTensorStatus, type VerifyModelCacheOptions } from './verify-model-cache.js';
 export { inspectCache, type InspectEntry, type InspectReport } from './inspect-cache.js';
 export { analyzeModel, entropyOf, type ModelStatsReport, type TensorStats, type AnalyzeModelOptions } from './analyze-model.js';
-export { ENCODE_BACKENDS, type EncodeBackend } from './create-values-encoder.js';
+export { ENCODE_BACKENDS, type EncodeBackend } from './encode-backends.js';
 export { BuilderError, UsageError, type BuilderErrorCode, type BuilderErrorContext } from './errors.js';
 export { describeError } from './describe-error.js';
 export { createProgressBar, type ProgressBar, type ProgressBarOptions } from './progress-bar.js';

@@ -24,6 +24,7 @@ export const COMMANDS = [buildCommand, verifyCommand, inspectCommand, statsComma
 export interface RunCliOptions {
   io: CommandIo;
   signal?: AbortSignal;
+  collectGarbage?: () => void;
 }
 
 /**
@@ -67,7 +68,7 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
 
   try {
     const args = parseCommandArgs(command, words.slice(1));
-    return await command.run({ args, io, signal });
+    return await command.run({ args, io, signal, ...(options.collectGarbage ? { collectGarbage: options.collectGarbage } : {}) });
   } catch (error) {
     if (error instanceof UsageError) {
       io.stderr.write(`${BINARY_NAME} ${command.name}: ${error.message}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);

@@ -1,16 +1,18 @@
-// Messages between the build's main thread and its encode workers.
-import type { TensorAnalysis } from './tensor-tasks.js';
+// Messages between the build's main thread and its hashing workers. Raw tensor buffers travel by
+// transfer both ways (to the worker, and back to the main thread, which encodes and pools them).
+import type { TensorCalibration } from './tensor-tasks.js';
 
 export type WorkerRequest =
-  | { type: 'analyze'; id: number; buffer: ArrayBuffer; byteLength: number; shape: number[]; chunkSize: number }
-  | { type: 'encode'; id: number }
+  | { type: 'hash'; id: number; buffer: ArrayBuffer; byteLength: number; shape: number[] }
+  | { type: 'calibrate'; id: number; coverageMin: number }
   | { type: 'drop'; id: number };
 
 export type WorkerReply =
-  | { type: 'ready'; backend: string; fallbackReason: string | null }
-  | { type: 'analyzed'; id: number; analysis: TensorAnalysis }
-  | { type: 'encoded'; id: number; payload: ArrayBuffer; payloadBytes: number; sha256: string }
-  | { type: 'error'; id: number; error: SerializedError };
+  | { type: 'ready' }
+  | { type: 'hashed'; id: number; key: string }
+  | { type: 'calibrated'; id: number; calibration: TensorCalibration; buffer: ArrayBuffer }
+  | { type: 'dropped'; id: number; buffer: ArrayBuffer }
+  | { type: 'error'; id: number; error: SerializedError; buffer?: ArrayBuffer };
 
 export interface SerializedError {
   name: string;

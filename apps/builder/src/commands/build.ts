@@ -1,6 +1,6 @@
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
-import { ENCODE_BACKENDS, type EncodeBackend } from '../create-values-encoder.js';
+import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
@@ -29,7 +29,7 @@ export const buildCommand = defineCommand({
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
   },
-  async run({ args, io, signal }) {
+  async run({ args, io, signal, collectGarbage }) {
     if ((args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }
@@ -44,6 +44,7 @@ export const buildCommand = defineCommand({
         backend: args.backend as EncodeBackend,
         jobs: args.jobs ?? defaultJobs(),
         rebindSlices: args.rebind,
+        ...(collectGarbage ? { collectGarbage } : {}),
         signal,
         onProgress(event) {
           if (event.type === 'start') {

@@ -81,10 +81,20 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     );
     const failed = m.tensors.filter((t) => t.status === 'failed');
     for (const t of failed) lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
-    const notCached = m.tensors.filter((t) => t.status === 'not_cached');
-    if (notCached.length > 0) {
-      lines.push('  not cached (served raw):');
-      lines.push(...formatTable(['tensor', 'dtype', 'reason'], notCached.map((t) => [t.name, t.dtype, t.reason ?? ''])).split('\n').map((l) => `    ${l}`));
+    // Not cached (served raw): non-BF16 tensors counted per dtype, the rest listed with their reason.
+    const byDtype = new Map<string, number>();
+    const listed: string[][] = [];
+    for (const t of m.tensors) {
+      if (t.status !== 'not_cached') continue;
+      if (t.dtype !== 'BF16') byDtype.set(t.dtype, (byDtype.get(t.dtype) ?? 0) + 1);
+      else listed.push([t.name, t.reason ?? '']);
+    }
+    if (byDtype.size > 0) {
+      lines.push(`  not cached, not BF16: ${[...byDtype].map(([dtype, n]) => `${n} ${dtype}`).join(', ')}`);
+    }
+    if (listed.length > 0) {
+      lines.push('  not cached, BF16:');
+      lines.push(...formatTable(['tensor', 'reason'], listed).split('\n').map((l) => `    ${l}`));
     }
   }
   lines.push(report.ok ? 'OK' : 'FAILED');
