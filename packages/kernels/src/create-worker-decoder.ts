@@ -1,10 +1,10 @@
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { decode, readPayloadMeta, SplitZipError, verifyPayloadChecksum } from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
 import { KernelsError } from './errors.js';
 import { CONTROL_DONE, CONTROL_FAILED, CONTROL_SLOTS, decodeClaimedTasks } from './decode-claimed-tasks.js';
-import type { DecodeJob, DecodeJobReply } from './worker-protocol.js';
+import type { DecodeJob, DecodeJobReply, WorkerStart } from './worker-protocol.js';
 import type { DecodeOptions } from './types.js';
 
 /** Below this many values one thread beats the hand-off to workers (measured: 2^20 was slower in parallel). */
@@ -42,6 +42,9 @@ export interface WorkerDecoder {
 interface PoolWorker {
   worker: Worker;
   busy: number;
+  doorbell: Int32Array;
+  jobs: MessagePort;
+  replies: MessagePort;
 }
 
 /** A persistent pool of decode workers (Node only: node:worker_threads). Workers start lazily. */
@@ -67,13 +70,22 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   };
 
   const spawn = (): PoolWorker => {
-    const entry: PoolWorker = { worker: new Worker(workerUrl), busy: 0 };
-    entry.worker.unref();
-    entry.worker.on('message', (reply: DecodeJobReply) => {
+    const doorbell = new Int32Array(new SharedArrayBuffer(4));
+    const jobChannel = new MessageChannel();
+    const replyChannel = new MessageChannel();
+    const start: WorkerStart = { doorbell: doorbell.buffer as SharedArrayBuffer, jobs: jobChannel.port2, replies: replyChannel.port2 };
+    const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
+    const entry: PoolWorker = { worker, busy: 0, doorbell, jobs: jobChannel.port1, replies: replyChannel.port1 };
+    worker.unref();
+    entry.replies.unref();
+    entry.replies.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
       pending.delete(reply.id);
-      if (--entry.busy === 0) entry.worker.unref();
+      if (--entry.busy === 0) {
+        worker.unref();
+        entry.replies.unref();
+      }
       if (reply.ok) task.resolve();
       else task.reject(rebuildError(reply.error));
     });
@@ -82,8 +94,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (index >= 0) pool.splice(index, 1);
       failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${error.message}`, {}));
     };
-    entry.worker.on('error', onDeath);
-    entry.worker.on('exit', (code: number) => onDeath(new Error(`exit code ${code}`)));
+    worker.on('error', onDeath);
+    worker.on('exit', (code: number) => onDeath(new Error(`exit code ${code}`)));
     return entry;
   };
 
@@ -92,8 +104,13 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     return new Promise<void>((resolve, reject) => {
       pending.set(id, { resolve, reject, worker: entry });
       // Referenced while busy, so the process waits for the answer; idle workers never hold it open.
-      if (entry.busy++ === 0) entry.worker.ref();
-      entry.worker.postMessage({ ...job, id } satisfies DecodeJob);
+      if (entry.busy++ === 0) {
+        entry.worker.ref();
+        entry.replies.ref();
+      }
+      entry.jobs.postMessage({ ...job, id } satisfies DecodeJob);
+      Atomics.add(entry.doorbell, 0, 1);
+      Atomics.notify(entry.doorbell, 0);
     });
   };
 
@@ -182,7 +199,16 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       await queue;
       const workers = pool.splice(0);
       for (const entry of workers) failPending(entry, new KernelsError('DISPOSED', 'worker decoder disposed', {}));
+      for (const entry of workers) {
+        entry.jobs.postMessage({ stop: true });
+        Atomics.add(entry.doorbell, 0, 1);
+        Atomics.notify(entry.doorbell, 0);
+      }
       await Promise.all(workers.map((entry) => entry.worker.terminate()));
+      for (const entry of workers) {
+        entry.jobs.close();
+        entry.replies.close();
+      }
       payloadStage = null;
       outStage = null;
     },

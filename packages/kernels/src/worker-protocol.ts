@@ -1,4 +1,13 @@
+import type { MessagePort } from 'node:worker_threads';
 import type { SplitZipErrorCode } from '@splitzip/codec';
+
+/** workerData of a decode worker: the doorbell it sleeps on, and its job and reply ports. */
+export interface WorkerStart {
+  /** Int32Array(1) over this: bumped and notified once per posted job. */
+  doorbell: SharedArrayBuffer;
+  jobs: MessagePort;
+  replies: MessagePort;
+}
 
 /**
  * One decode, shared by the workers and the calling thread: the chunks are cut into `taskCount`
