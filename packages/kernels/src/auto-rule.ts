@@ -18,10 +18,58 @@ export interface ThroughputRow {
   gbPerSecond: number;
 }
 
-/** Filled from measured runs; see the file comment for where each number comes from. */
+const rowsOf = (
+  operation: Operation,
+  sizes: readonly number[],
+  rates: Partial<Record<BackendName, readonly number[]>>,
+): ThroughputRow[] =>
+  Object.entries(rates).flatMap(([backend, list]) =>
+    (list ?? []).map((gbPerSecond, k) => ({ backend: backend as BackendName, operation, elementCount: sizes[k]!, gbPerSecond })),
+  );
+
+const H200 = [2 ** 20, 2 ** 24, 2 ** 26];
+const LOCAL = [2 ** 20, 2 ** 24];
+
+/**
+ * GB/s of BF16, copied from measured runs (RESULTS.md):
+ * - node: the H200 machine (16-core Xeon VM, Node 20 + Dawn), device/run-h200.sh, 2026-12-02
+ *   15:22 UTC run; the only machine where webgpu runs in Node. webasm/cpu were measured there
+ *   at 2^20 and 2^24 only. decodeToDevice on the codec is its host decode.
+ * - browser: headless Chromium 156 on this repo's 2-core CI-class machine, SwiftShader (software
+ *   WebGL/WebGPU), bench/run-bench.mjs, 2026-12-02. No real-GPU browser has been measured.
+ */
 export const MEASURED_THROUGHPUT: Record<Platform, readonly ThroughputRow[]> = {
-  node: [],
-  browser: [],
+  node: [
+    ...rowsOf('decode', H200, { codec: [1.89, 2.16, 2.78], webgpu: [0.23, 0.29, 0.31], webasm: [0.08, 0.09], cpu: [0.03, 0.03] }),
+    ...rowsOf('decodeToDevice', H200, { codec: [1.89, 2.16, 2.78], webgpu: [0.38, 0.4, 0.4] }),
+    ...rowsOf('encode', H200, { codec: [0.63, 1.02, 0.82], webgpu: [0.14, 0.19, 0.17] }),
+  ],
+  browser: [
+    ...rowsOf('decode', LOCAL, {
+      codec: [1.49, 2.5],
+      webgpu: [0.02, 0.01],
+      webgl2: [0.02, 0.01],
+      webgl: [0.01, 0.01],
+      webasm: [0.13, 0.06],
+      cpu: [0.04, 0.04],
+    }),
+    ...rowsOf('decodeToDevice', LOCAL, {
+      codec: [1.4, 0.35],
+      webgpu: [0.02, 0.02],
+      webgl2: [0.59, 0.18],
+      webgl: [0.06, 0.16],
+      webasm: [0.12, 0.16],
+      cpu: [0.03, 0.06],
+    }),
+    ...rowsOf('encode', LOCAL, {
+      codec: [1.39, 1.38],
+      webgpu: [0.02, 0.03],
+      webgl2: [0.02, 0.02],
+      webgl: [0.01, 0.01],
+      webasm: [0.1, 0.13],
+      cpu: [0.02, 0.07],
+    }),
+  ],
 };
 
 const DEVICE_BACKENDS: readonly BackendName[] = ['webgpu', 'webgl2', 'webgl'];
@@ -91,4 +139,33 @@ function rateAt(rows: readonly ThroughputRow[], elementCount: number): number {
     if (Math.abs(Math.log2(row.elementCount) - target) < Math.abs(Math.log2(best.elementCount) - target)) best = row;
   }
   return best.gbPerSecond;
+}
+
+/**
+ * The order `auto` starts backends in: every backend that beats the codec on a host operation,
+ * then the GPU backends ranked by measured decodeToDevice speed at `elementCount`, of which only
+ * the first that starts is needed (decodeToDevice needs one device backend, the best working one).
+ */
+export function autoStartOrder(
+  platform: Platform,
+  elementCount: number,
+  table: Record<Platform, readonly ThroughputRow[]> = MEASURED_THROUGHPUT,
+): { always: BackendName[]; firstOf: BackendName[] } {
+  const candidates = candidateBackends(platform, table);
+  const always = candidates.filter((backend) =>
+    (['decode', 'encode'] as const).some((operation) =>
+      table[platform]
+        .filter((r) => r.operation === operation)
+        .some((r) => pickBackend(platform, operation, r.elementCount, ['codec', backend], table) === backend),
+    ),
+  );
+  const firstOf: BackendName[] = [];
+  let rest = candidates.filter((b) => isDeviceBackend(b) && !always.includes(b));
+  while (rest.length > 0) {
+    const best = pickBackend(platform, 'decodeToDevice', elementCount, ['codec', ...rest], table);
+    if (best === 'codec') break;
+    firstOf.push(best);
+    rest = rest.filter((b) => b !== best);
+  }
+  return { always, firstOf };
 }

@@ -1,5 +1,5 @@
 import { isSplitZipError, type Codebook } from '@splitzip/codec';
-import { candidateBackends, pickBackend, type Operation, type Platform } from './auto-rule.js';
+import { autoStartOrder, pickBackend, type Operation, type Platform } from './auto-rule.js';
 import type { BackendImpl } from './backend-impl.js';
 import { createCodecBackend } from './codec-backend.js';
 import { isKernelsError, KernelsError } from './errors.js';
@@ -40,13 +40,16 @@ export async function createKernelsFor(
   /** Why a backend is not (or no longer) usable, for fallback reports. */
   const failures = new Map<BackendName, string>();
 
+  const expected = options.expectedElementCount ?? DEFAULT_EXPECTED_ELEMENTS;
+  const isGpu = (b: BackendName): b is GpuBackendName => b !== 'codec';
+  const order = requested === 'auto' ? autoStartOrder(platform, expected) : { always: [], firstOf: [] };
   const wanted: GpuBackendName[] =
-    requested === 'auto'
-      ? candidateBackends(platform).filter((b): b is GpuBackendName => b !== 'codec')
-      : requested === 'codec'
-        ? []
-        : [requested];
+    requested === 'auto' ? [...order.always, ...order.firstOf].filter(isGpu) : requested === 'codec' ? [] : [requested];
+  let deviceStarted = false;
   for (const name of wanted) {
+    // Of the device-only candidates (ranked best first), the first that starts is enough.
+    const deviceOnly = order.firstOf.includes(name);
+    if (deviceOnly && deviceStarted) continue;
     const missing = unavailable[name];
     if (missing) {
       failures.set(name, `${name} failed to start: ${missing}`);
@@ -54,12 +57,12 @@ export async function createKernelsFor(
     }
     try {
       started.set(name, await startChecked(name, options, faults));
+      if (deviceOnly) deviceStarted = true;
     } catch (error) {
       failures.set(name, `${name} failed to start: ${describe(error)}`);
     }
   }
 
-  const expected = options.expectedElementCount ?? DEFAULT_EXPECTED_ELEMENTS;
   const healthy = (): BackendName[] => [...started.keys()].filter((b) => !failures.has(b));
   /** The backend for one call: the requested one, or auto's rule among healthy backends. */
   const choose = (operation: Operation, n: number): { impl: BackendImpl; reason: string | null } => {

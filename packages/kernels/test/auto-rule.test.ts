@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { candidateBackends, MEASURED_THROUGHPUT, pickBackend, type ThroughputRow } from '../src/auto-rule.js';
+import { autoStartOrder, candidateBackends, MEASURED_THROUGHPUT, pickBackend, type ThroughputRow } from '../src/auto-rule.js';
+import { createKernels } from '../src/node.js';
 
 const table = {
   node: [
@@ -46,6 +47,38 @@ describe('auto rule', () => {
       const rows = MEASURED_THROUGHPUT[platform];
       expect(rows.some((r) => r.backend === 'codec' && r.operation === 'decode')).toBe(true);
       for (const row of rows) expect(row.gbPerSecond).toBeGreaterThan(0);
+    }
+  });
+
+  it('the measured rule: the codec for host decode and encode, a GPU backend for decodeToDevice', () => {
+    for (const n of [2 ** 16, 2 ** 20, 2 ** 24, 2 ** 26]) {
+      expect(pickBackend('node', 'decode', n, ['codec', 'webgpu', 'webasm', 'cpu'])).toBe('codec');
+      expect(pickBackend('node', 'encode', n, ['codec', 'webgpu', 'webasm', 'cpu'])).toBe('codec');
+      expect(pickBackend('node', 'decodeToDevice', n, ['codec', 'webgpu'])).toBe('webgpu');
+      expect(pickBackend('browser', 'decode', n, ['codec', 'webgpu', 'webgl2', 'webgl', 'webasm', 'cpu'])).toBe('codec');
+      expect(pickBackend('browser', 'decodeToDevice', n, ['codec', 'webgpu', 'webgl2', 'webgl'])).toBe('webgl2');
+    }
+    expect(autoStartOrder('node', 2 ** 20)).toEqual({ always: [], firstOf: ['webgpu'] });
+    expect(autoStartOrder('browser', 2 ** 20)).toEqual({ always: [], firstOf: ['webgl2', 'webgl', 'webgpu'] });
+  });
+
+  it('auto in Node without Dawn: codec everywhere, decodeToDevice says why', async () => {
+    const kernels = await createKernels({ backend: 'auto' });
+    try {
+      if (kernels.availableBackends.includes('webgpu')) return; // a host where Dawn loads: covered by the H200 script
+      expect(kernels.availableBackends).toEqual(['codec']);
+      expect(kernels.backend).toBe('codec');
+      const { encode, createCodebook } = await import('@splitzip/codec');
+      const payload = encode(new Uint16Array([0x3f80, 0x4000, 0x4040]), createCodebook([127, 128]));
+      const decoded = await kernels.decode(payload);
+      expect(decoded.backend).toBe('codec');
+      expect(decoded.fallbackReason).toBeNull();
+      const device = await kernels.decodeToDevice(payload);
+      expect(device.backend).toBe('codec');
+      expect(device.fallbackReason).toMatch(/webgpu failed to start/);
+      expect(Array.from(await device.toArray())).toEqual([0x3f80, 0x4000, 0x4040]);
+    } finally {
+      await kernels.dispose();
     }
   });
 });
