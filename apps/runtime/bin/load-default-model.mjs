@@ -4,7 +4,7 @@
 // safetensors files (read independently with @splitzip/safetensors), and print a short table.
 //
 // Usage: node apps/runtime/bin/load-default-model.mjs [--model DIR] [--cache DIR] [--build]
-//                                                     [--backend cpu|workers] [--verify-digest] [--json]
+//                                                     [--backend auto|cpu|threads] [--verify-digest] [--json]
 //   --model  a .safetensors file, a shard directory or an index (default: the built-in default
 //            model, generated if missing by @splitzip/default-model)
 //   --cache  the cache directory (default: <repo>/.cache/splitzip/default)
@@ -41,7 +41,7 @@ async function main() {
     const { buildModelCache } = await import('../bench/build-model-cache.mjs');
     await buildModelCache(modelPath, cacheDir);
   }
-  const backend = valueOf('--backend') ?? 'cpu';
+  const backend = valueOf('--backend') ?? 'auto';
   const verifyDigest = args.includes('--verify-digest');
 
   const model = await openSafetensorsModel(modelPath);

@@ -3,9 +3,9 @@ import { decodeChunks, getCodecBackend, type PayloadMeta } from '@splitzip/codec
 /**
  * What the runtime needs from a decode backend: turn a validated payload (header read, checksum
  * verified) into exactly `meta.elementCount` BF16 values in `out`. It may be synchronous or
- * asynchronous; it must either fill all of `out` or throw. It may return the milliseconds it was
- * actually busy on this tensor (a sliced or queued decode's wall time includes waiting), which the
- * report then counts as decode time.
+ * asynchronous; it must either fill all of `out` or throw. It may return the CPU milliseconds it
+ * spent on this tensor (summed over threads; a sliced or queued decode's wall time includes
+ * waiting), which the report then counts as decode time.
  */
 export interface DecodeBackend {
   readonly name: string;

@@ -45,6 +45,11 @@ interface PoolWorker {
   busy: number;
 }
 
+/** Whether the built worker script exists (it does in the published package; not in a bundle that left it out). */
+export function hasThreadWorker(): boolean {
+  return existsSync(fileURLToPath(defaultWorkerUrl()));
+}
+
 function defaultWorkerUrl(): URL {
   const beside = new URL('./decode-thread.js', import.meta.url);
   if (existsSync(fileURLToPath(beside))) return beside;
@@ -68,7 +73,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const splitMinValues = options.splitMinValues ?? DEFAULT_SPLIT_MIN_VALUES;
   const inlineMaxValues = options.inlineMaxValues ?? DEFAULT_INLINE_MAX_VALUES;
   const pool: PoolWorker[] = [];
-  const pending = new Map<number, { resolve: () => void; reject: (error: Error) => void; owner: PoolWorker }>();
+  const pending = new Map<number, { resolve: (busyMs: number) => void; reject: (error: Error) => void; owner: PoolWorker }>();
   const scratch: SharedArrayBuffer[] = [];
   let nextId = 1;
   let jobs = 0;
@@ -83,7 +88,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (!task) return;
       pending.delete(reply.id);
       if (--entry.busy === 0) entry.worker.unref();
-      if (reply.ok) task.resolve();
+      if (reply.ok) task.resolve(reply.busyMs);
       else task.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
     });
     const die = (error: Error) => {
@@ -101,12 +106,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return entry;
   };
 
-  const dispatch = (job: Omit<DecodeThreadJob, 'id'>): Promise<void> => {
+  const dispatch = (job: Omit<DecodeThreadJob, 'id'>): Promise<number> => {
     while (pool.length < threads) pool.push(spawn());
     const owner = pool.reduce((best, w) => (w.busy < best.busy ? w : best), pool[0] as PoolWorker);
     const id = nextId++;
     jobs += 1;
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<number>((resolve, reject) => {
       pending.set(id, { resolve, reject, owner });
       // Referenced while busy, so the process waits for the answer; idle workers never hold it open.
       if (owner.busy++ === 0) owner.worker.ref();
@@ -131,6 +136,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     async decode(payload, meta, out, decodeOptions) {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       if (meta.elementCount < inlineMaxValues) {
+        const startMs = performance.now();
         if (decodeOptions?.verifyChecksum) {
           try {
             verifyPayloadChecksum(payload, meta);
@@ -139,7 +145,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
           }
         }
         decodeChunks(payload, meta, 0, meta.chunkCount, out);
-        return;
+        return performance.now() - startMs;
       }
       let payloadBuffer: SharedArrayBuffer;
       let payloadOffset: number;
@@ -159,7 +165,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       const outBuffer = outShared ? (out.buffer as SharedArrayBuffer) : (outScratch as SharedArrayBuffer);
       const outOffset = outShared ? out.byteOffset : 0;
       try {
-        const tasks: Promise<void>[] = [];
+        const tasks: Promise<number>[] = [];
         const base = { payload: payloadBuffer, payloadOffset, payloadLength: meta.compBytes };
         const checksum = decodeOptions?.verifyChecksum ? dispatch({ ...base, kind: 'checksum' }) : undefined;
         const parts = meta.elementCount >= splitMinValues ? Math.min(threads, meta.chunkCount) : Math.min(1, meta.chunkCount);
@@ -177,7 +183,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         const settled = await Promise.allSettled([...(checked ? [checked] : []), ...tasks]);
         const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
         if (failed) throw failed.reason;
+        const copyStartMs = performance.now();
         if (outScratch !== undefined) out.set(new Uint16Array(outScratch, 0, meta.elementCount));
+        // CPU time: the workers' jobs (summed over threads) plus the copy-out here.
+        let busyMs = performance.now() - copyStartMs;
+        for (const s of settled) if (s.status === 'fulfilled') busyMs += s.value;
+        return busyMs;
       } finally {
         if (payloadScratch !== undefined) scratch.push(payloadScratch);
         if (outScratch !== undefined) scratch.push(outScratch);
@@ -198,6 +209,7 @@ let processThreadDecoder: ThreadDecoder | undefined;
  * load (its workers never keep the process alive), never closed.
  */
 export function getSharedThreadDecoder(): ThreadDecoder {
-  processThreadDecoder ??= createThreadDecoder();
+  // Marked so that loads never close it.
+  processThreadDecoder ??= Object.assign(createThreadDecoder(), { processWide: true as const });
   return processThreadDecoder;
 }

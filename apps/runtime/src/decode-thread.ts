@@ -16,12 +16,15 @@ export interface DecodeThreadJob {
   chunkCount?: number;
 }
 
-export type DecodeThreadReply = { id: number; ok: true } | { id: number; ok: false; error: { code: string; message: string } };
+export type DecodeThreadReply =
+  | { id: number; ok: true; busyMs: number }
+  | { id: number; ok: false; error: { code: string; message: string } };
 
 const port = parentPort;
 if (port) {
   port.on('message', (job: DecodeThreadJob) => {
     let reply: DecodeThreadReply;
+    const startMs = performance.now();
     try {
       const payload = new Uint8Array(job.payload, job.payloadOffset, job.payloadLength);
       const meta = readPayloadMeta(payload);
@@ -34,7 +37,7 @@ if (port) {
         const count = Math.max(0, Math.min(meta.elementCount, (firstChunk + chunkCount) * meta.chunkSize) - start);
         decodeChunks(payload, meta, firstChunk, chunkCount, new Uint16Array(job.out as SharedArrayBuffer, job.outOffset ?? 0, count));
       }
-      reply = { id: job.id, ok: true };
+      reply = { id: job.id, ok: true, busyMs: performance.now() - startMs };
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       reply = {

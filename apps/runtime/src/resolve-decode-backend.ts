@@ -1,12 +1,13 @@
 import type { Kernels } from '@splitzip/kernels/node';
 import { createCpuDecoder, type DecodeBackend } from './create-cpu-decoder.js';
 import { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
-import { getSharedThreadDecoder } from './create-thread-decoder.js';
+import { getSharedThreadDecoder, hasThreadWorker } from './create-thread-decoder.js';
 import { RuntimeError } from './errors.js';
 
 /**
  * How a caller picks the decoder:
- * - `'cpu'` / `'auto'`: the codec's fast path on the calling thread, sliced (see createCpuDecoder);
+ * - `'auto'` (default): `'threads'` where its worker script is present (the built package), else `'cpu'`;
+ * - `'cpu'`: the codec's fast path on the calling thread, sliced (see createCpuDecoder);
  * - `'threads'`: the runtime's worker threads verify and decode off the calling thread (one
  *   process-wide pool, see createThreadDecoder) — the choice when reads are slow (network, paced);
  * - `'workers'`: the kernels package's worker-thread decoder (see createWorkerPoolDecoder);
@@ -20,7 +21,8 @@ function isKernels(value: object): value is Kernels {
 }
 
 export function resolveDecodeBackend(option: BackendOption | undefined): DecodeBackend {
-  if (option === undefined || option === 'auto' || option === 'cpu') return createCpuDecoder();
+  if (option === undefined || option === 'auto') return hasThreadWorker() ? getSharedThreadDecoder() : createCpuDecoder();
+  if (option === 'cpu') return createCpuDecoder();
   if (option === 'threads') return getSharedThreadDecoder();
   if (option === 'workers') return createWorkerPoolDecoder();
   if (typeof option === 'object' && option !== null) {

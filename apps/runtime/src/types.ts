@@ -41,7 +41,10 @@ export interface TensorReport {
   bytesProduced: number;
   /** Wall time of this tensor's reads (ms). Concurrent tensors overlap, so sums exceed wall time. */
   ioMs: number;
-  /** Time in checksum + decode (ms). */
+  /**
+   * CPU time in checksum + decode (ms), summed over threads for a threaded backend (so it can
+   * exceed the wall time); the store's readBlob checksum is counted in `ioMs` instead.
+   */
   decodeMs: number;
   /** Time in the SHA-256 digest check (ms); 0 when not asked. */
   digestMs: number;

@@ -86,8 +86,9 @@ describe('loadModel', () => {
         .reduce((sum, t) => sum + (cache.getEntry(t.report.key as string)?.compBytes ?? NaN), 0);
       expect(totals.bytesReadFromCache).toBe(payloadBytes);
       expect(totals.bytesRead).toBe(payloadBytes + uncachedRaw);
+      // The default ('auto') is the thread decoder when the built worker script is there (it is: tests run after the build).
       expect(totals.backends).toHaveLength(1);
-      expect(totals.backends[0]).toMatch(/^cpu:/);
+      expect(totals.backends[0]).toMatch(/^threads:\d+$/);
       expect(load.reports).toHaveLength(12);
       // The escape stream is exercised, not only the 4-bit codes.
       const escapes = tensors.filter((t) => t.source === 'cache').map((t) => cache.getEntry(t.report.key as string)?.meta.escapeCount ?? 0);
@@ -155,19 +156,21 @@ describe('loadModel', () => {
   it('lends the same default pool to successive loads, and caps staging memory', async () => {
     const handle = await openShardCache(cacheDir); // a fresh handle: no idle pools yet
     try {
-      await loadModel(model, handle, { concurrency: 3 }).drain();
+      await loadModel(model, handle, { concurrency: 3, backend: 'cpu' }).drain();
       const { pool, giveBack } = handle.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
       // The pool the first load used came back to the handle: it has already served 7 payloads.
       expect(pool.stats().acquires).toBe(7);
       expect(pool.slotCount).toBe(3);
       giveBack();
-      expect((await loadModel(model, handle, { concurrency: 3 }).drain()).fromCache).toBe(7);
+      expect((await loadModel(model, handle, { concurrency: 3, backend: 'cpu' }).drain()).fromCache).toBe(7);
+      // The thread decoder wants shared slots: a load with it does not take this (unshared) pool.
+      expect((await loadModel(model, handle, { concurrency: 3, backend: 'threads' }).drain()).fromCache).toBe(7);
       const again = handle.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
       expect(again.pool).toBe(pool);
       expect(again.pool.stats().acquires).toBe(14);
       // Not given back: the next load must make its own pool. With a budget of one payload it gets one slot.
       const largest = handle.largestPayloadBytes();
-      expect((await loadModel(model, handle, { concurrency: 4, maxStagingBytes: largest }).drain()).fromCache).toBe(7);
+      expect((await loadModel(model, handle, { concurrency: 4, maxStagingBytes: largest, backend: 'cpu' }).drain()).fromCache).toBe(7);
       const single = handle.borrowStagingPool({ slotBytes: largest, slotCount: 1 });
       expect(single.pool).not.toBe(pool);
       expect(single.pool.slotCount).toBe(1);
@@ -195,6 +198,7 @@ describe('loadModel', () => {
   });
 
   it('cacheOnly throws NOT_CACHED for the first tensor the cache cannot serve', async () => {
+    expect((await loadModel(model, cache, { backend: 'cpu' }).drain()).backends[0]).toMatch(/^cpu:(wasm-simd|js)$/);
     await expect(loadModel(model, cache, { cacheOnly: true }).drain()).rejects.toMatchObject({
       code: 'NOT_CACHED',
       details: expect.objectContaining({ tensor: 'layer.0.norm', reason: 'dtype' }),
