@@ -1,17 +1,21 @@
 // Benchmark of `splitzip build`: build throughput (GB/s of raw BF16) on the default model and on a
-// >= 1 GB generated model, next to the floor measured in the same run: reading the same files and
-// SHA-1-hashing them on one thread (a build must at least read every byte and compute the SHA-1
-// content key). Prints a table; asserts nothing.
+// >= 1 GB generated model, next to baselines measured in the same run:
+//   floor  reading the same shard files and SHA-1-hashing them on one thread (a build must at
+//          least read every byte and compute the SHA-1 content key), the issue's baseline;
+//   disk   writing the same number of payload bytes as the build, one file per tensor, each
+//          fsynced (the store's durable writes), converted to raw BF16 GB/s: what the disk allows.
+// Builds run the real binary; the cache goes to the disk (os.tmpdir()) or to tmpfs (/dev/shm),
+// where fsync is free and the pipeline's CPU work is what remains. Prints a table; asserts nothing.
 //
 // Usage: pnpm --filter @splitzip/builder bench
 // Env:   SPLITZIP_BENCH_SYNTH_BYTES  size asked of the synthetic generator (default 1.1 GiB, which
-//                                    gives ~1.06 GB of tensors; the generator rounds to whole layers)
+//                                    gives ~1.16 GB of tensors; the generator rounds to whole layers)
 //        SPLITZIP_BENCH_REPEATS      runs per measurement, median reported (default 3)
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, open, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDefaultModel, generateSyntheticModel } from '@splitzip/default-model';
@@ -24,12 +28,14 @@ if (!existsSync(CLI)) throw new Error(`${CLI} missing: build first (pnpm --filte
 const REPEATS = Number(process.env.SPLITZIP_BENCH_REPEATS ?? 3);
 const SYNTH_BYTES = Number(process.env.SPLITZIP_BENCH_SYNTH_BYTES ?? Math.round(1.1 * 2 ** 30));
 const HAS_TIME = existsSync('/usr/bin/time');
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const SHM = existsSync('/dev/shm') ? '/dev/shm' : null;
+const median = (xs) => (xs.length === 0 ? Number.NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
 
 /** The floor: read every shard file front to back (16 MiB reads) and SHA-1 it, one thread. */
 async function readAndHash(paths) {
   const buffer = Buffer.allocUnsafeSlow(16 << 20);
   let bytes = 0;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   for (const path of paths) {
     const handle = await open(path, 'r');
@@ -46,26 +52,46 @@ async function readAndHash(paths) {
     }
     hash.digest();
   }
-  return { bytes, seconds: (performance.now() - t0) / 1000 };
+  const cpu = process.cpuUsage(cpu0);
+  return { bytes, seconds: (performance.now() - t0) / 1000, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
+}
+
+/** The disk: write `sizes` (one file each) with fsync per file, as durable blob writes do. */
+async function writeDurably(dir, sizes) {
+  await mkdir(dir, { recursive: true });
+  const block = Buffer.alloc(16 << 20, 0x5a);
+  const t0 = performance.now();
+  let i = 0;
+  for (const size of sizes) {
+    const handle = await open(join(dir, `blob-${i++}.bin`), 'w');
+    try {
+      for (let done = 0; done < size; done += block.length) await handle.write(block, 0, Math.min(block.length, size - done));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  await rm(dir, { recursive: true, force: true });
+  return seconds;
 }
 
 /** Runs the real binary; peak RSS from /usr/bin/time (the whole process, worker threads included). */
 function runBuild(model, cacheDir, jobs) {
   const args = [CLI, 'build', model, '--out', cacheDir, '--jobs', String(jobs), '--json', '--quiet'];
-  const [command, argv] = HAS_TIME ? ['/usr/bin/time', ['-f', 'maxrss_kb=%M', process.execPath, ...args]] : [process.execPath, args];
+  const [command, argv] = HAS_TIME ? ['/usr/bin/time', ['-f', 'maxrss_kb=%M cpu_s=%U+%S', process.execPath, ...args]] : [process.execPath, args];
   return new Promise((resolve, reject) => {
     const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    const t0 = performance.now();
     child.on('close', (code) => {
-      const wallS = (performance.now() - t0) / 1000;
       if (code !== 0) return reject(new Error(`build failed (${code}): ${stderr}`));
       const report = JSON.parse(stdout);
       const rss = /maxrss_kb=(\d+)/.exec(stderr);
-      resolve({ report, wallS, maxRssBytes: rss ? Number(rss[1]) * 1024 : null });
+      const cpu = /cpu_s=([\d.]+)\+([\d.]+)/.exec(stderr);
+      resolve({ report, maxRssBytes: rss ? Number(rss[1]) * 1024 : null, cpuSeconds: cpu ? Number(cpu[1]) + Number(cpu[2]) : null });
     });
   });
 }
@@ -76,54 +102,62 @@ async function benchModel(label, modelPath) {
   const bf16Bytes = model.tensors.filter((t) => t.dtype === 'BF16').reduce((n, t) => n + t.slice.sizeBytes, 0);
   const largestBytes = model.tensors.reduce((n, t) => Math.max(n, t.slice.sizeBytes), 0);
   await model.close();
-  const scratch = await mkdtemp(join(tmpdir(), 'splitzip-bench-'));
+  const diskDir = await mkdtemp(join(tmpdir(), 'splitzip-bench-'));
+  const shmDir = SHM ? await mkdtemp(join(SHM, 'splitzip-bench-')) : null;
+  const runs = { floor: [], disk: [], 'j2 disk': [], 'j2 tmpfs': [], 'j1 disk': [], rerun: [] };
+  const cpuPerGb = { floor: [], 'j2 tmpfs': [] };
+  const rss = { 'j2 disk': [], 'j1 disk': [] };
+  let report;
   try {
     await readAndHash(shardPaths); // warm the page cache: every measurement reads cached files
-    const floor = [];
-    const builds = { 2: [], 1: [] };
-    const rss = { 2: [], 1: [] };
-    const rerun = [];
-    let lastReport;
     for (let r = 0; r < REPEATS; r++) {
       const f = await readAndHash(shardPaths);
-      floor.push(f.bytes / f.seconds);
-      for (const jobs of [2, 1]) {
-        const cacheDir = join(scratch, `cache-${jobs}-${r}`);
-        const { report, maxRssBytes } = await runBuild(modelPath, cacheDir, jobs);
-        builds[jobs].push(bf16Bytes / report.elapsed_s);
-        if (maxRssBytes) rss[jobs].push(maxRssBytes);
-        lastReport = report;
-        if (jobs === 2) {
-          const again = await runBuild(modelPath, cacheDir, jobs);
-          if (again.report.encoded !== 0) throw new Error('rerun encoded something');
-          rerun.push(bf16Bytes / again.report.elapsed_s);
+      runs.floor.push(f.bytes / f.seconds);
+      cpuPerGb.floor.push(f.cpuSeconds / (f.bytes / 1e9));
+      for (const [name, root, jobs] of [
+        ['j2 disk', diskDir, 2],
+        ['j1 disk', diskDir, 1],
+        ['j2 tmpfs', shmDir, 2],
+      ]) {
+        if (!root) continue;
+        const cacheDir = join(root, `cache-${r}`);
+        const result = await runBuild(modelPath, cacheDir, jobs);
+        report = result.report;
+        runs[name].push(bf16Bytes / report.elapsed_s);
+        if (rss[name] && result.maxRssBytes) rss[name].push(result.maxRssBytes);
+        if (cpuPerGb[name] && result.cpuSeconds !== null) cpuPerGb[name].push(result.cpuSeconds / (bf16Bytes / 1e9));
+        if (name === 'j2 disk') {
+          const again = await runBuild(modelPath, cacheDir, 2);
+          if (again.report.encoded !== 0) throw new Error('the re-run encoded something');
+          runs.rerun.push(bf16Bytes / again.report.elapsed_s);
         }
         await rm(cacheDir, { recursive: true, force: true });
       }
+      const payloadSizes = report.tensors.filter((t) => t.status === 'encoded').map((t) => t.compBytes);
+      runs.disk.push(report.raw_bytes / (await writeDurably(join(diskDir, 'disk'), payloadSizes)));
     }
-    const floorRate = median(floor);
-    const gb = (x) => (x / 1e9).toFixed(3);
-    const mb = (x) => (x === null || x === undefined ? 'n/a' : (x / 1e6).toFixed(0));
-    const boundBytes = 3 * largestBytes + 150e6;
-    return {
-      model: label,
-      'BF16 GB': gb(bf16Bytes),
-      'floor read+SHA-1 GB/s': gb(floorRate),
-      'build -j2 GB/s': gb(median(builds[2])),
-      'vs floor': (median(builds[2]) / floorRate).toFixed(2) + 'x',
-      'build -j1 GB/s': gb(median(builds[1])),
-      'j1 vs floor': (median(builds[1]) / floorRate).toFixed(2) + 'x',
-      'rerun (all cached) GB/s': gb(median(rerun)),
-      'rerun vs floor': (median(rerun) / floorRate).toFixed(2) + 'x',
-      'peak RSS -j2 MB': mb(rss[2].length ? Math.max(...rss[2]) : null),
-      'peak RSS -j1 MB': mb(rss[1].length ? Math.max(...rss[1]) : null),
-      'largest tensor MB': mb(largestBytes),
-      'RSS bound MB (3x largest + 150)': mb(boundBytes),
-      ratio: lastReport.ratio?.toFixed(4),
-    };
   } finally {
-    await rm(scratch, { recursive: true, force: true });
+    await rm(diskDir, { recursive: true, force: true });
+    if (shmDir) await rm(shmDir, { recursive: true, force: true });
   }
+  const floor = median(runs.floor);
+  const gb = (x) => (Number.isFinite(x) ? (x / 1e9).toFixed(3) : 'n/a');
+  const vs = (x) => (Number.isFinite(x) ? `${(x / floor).toFixed(2)}x` : 'n/a');
+  const mb = (xs) => (xs.length ? (Math.max(...xs) / 1e6).toFixed(0) : 'n/a');
+  return {
+    model: label,
+    'BF16 GB': gb(bf16Bytes),
+    'floor read+SHA-1': gb(floor),
+    'disk write bound': `${gb(median(runs.disk))} (${vs(median(runs.disk))})`,
+    'build -j2 disk': `${gb(median(runs['j2 disk']))} (${vs(median(runs['j2 disk']))})`,
+    'build -j1 disk': `${gb(median(runs['j1 disk']))} (${vs(median(runs['j1 disk']))})`,
+    'build -j2 tmpfs': `${gb(median(runs['j2 tmpfs']))} (${vs(median(runs['j2 tmpfs']))})`,
+    'rerun (cached)': `${gb(median(runs.rerun))} (${vs(median(runs.rerun))})`,
+    'CPU s/GB floor|build': `${median(cpuPerGb.floor).toFixed(2)}|${median(cpuPerGb['j2 tmpfs']).toFixed(2)}`,
+    'peak RSS MB -j2/-j1': `${mb(rss['j2 disk'])}/${mb(rss['j1 disk'])}`,
+    'bound MB (3x largest+150)': ((3 * largestBytes + 150e6) / 1e6).toFixed(0),
+    ratio: report.ratio?.toFixed(4),
+  };
 }
 
 const defaultDir = await ensureDefaultModel();
@@ -131,12 +165,61 @@ const synthDir = join(REPO, 'models', `synthetic-bench-${SYNTH_BYTES}`);
 console.error(`bench: generating/reusing ${synthDir} ...`);
 const synth = await generateSyntheticModel(synthDir, { totalBytes: SYNTH_BYTES, seed: 1, reuseIfPresent: true });
 
-const rows = [];
-rows.push(await benchModel('default (USE-lite, 3 shards)', join(defaultDir, 'model.safetensors.index.json')));
-rows.push(await benchModel(`synthetic ${(SYNTH_BYTES / 2 ** 30).toFixed(2)} GiB asked`, synth.indexPath));
+/**
+ * Where a build's CPU time goes: each stage alone, one thread, over the same tensors in memory
+ * (the first ~256 MB of BF16 tensors of the model), in this run.
+ */
+async function benchStages(modelPath) {
+  const { createHash: hash } = await import('node:crypto');
+  const codec = await import('@splitzip/codec');
+  const store = await import('@splitzip/store');
+  const { readTensorBytes } = await import('@splitzip/safetensors');
+  const model = await openSafetensorsModel(modelPath);
+  const tensors = [];
+  let total = 0;
+  for (const t of model.tensors) {
+    if (t.dtype !== 'BF16' || t.slice.sizeBytes === 0 || total > 256e6) continue;
+    tensors.push({ t, bytes: await readTensorBytes(model, t) });
+    total += t.slice.sizeBytes;
+  }
+  await model.close();
+  const values = tensors.map(({ bytes }) => new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2));
+  const books = values.map((v) => codec.calibrateCodebook(v).codebook);
+  const payloads = values.map((v, i) => codec.encode(v, books[i]));
+  const time = (fn) => {
+    fn();
+    const t0 = performance.now();
+    fn();
+    return (performance.now() - t0) / 1000;
+  };
+  const stages = {
+    'SHA-1 content key (store.computeContentKey)': () => tensors.forEach(({ t, bytes }) => store.computeContentKey(bytes, t.shape, 'BF16')),
+    'SHA-256 of the raw bytes (entry digest)': () => tensors.forEach(({ bytes }) => hash('sha256').update(bytes).digest()),
+    'exponent histogram (codec.countExponents)': () => values.forEach((v) => codec.countExponents(v)),
+    'encode (codec.encode, incl. checksum)': () => values.forEach((v, i) => codec.encode(v, books[i])),
+    'SHA-256 of the payload (store blob digest)': () => payloads.forEach((p) => hash('sha256').update(p).digest()),
+    'XXH32 check of the payload (codec.verifyPayloadChecksum)': () => payloads.forEach((p) => codec.verifyPayloadChecksum(p)),
+  };
+  const rows = [];
+  let sum = 0;
+  for (const [stage, fn] of Object.entries(stages)) {
+    const seconds = time(fn);
+    sum += seconds;
+    rows.push({ stage, 's per GB of BF16': (seconds / (total / 1e9)).toFixed(3), 'GB/s': (total / seconds / 1e9).toFixed(2) });
+  }
+  rows.push({ stage: 'sum (one thread)', 's per GB of BF16': (sum / (total / 1e9)).toFixed(3), 'GB/s': (total / sum / 1e9).toFixed(2) });
+  return rows;
+}
 
-const cpu = execFileSync('nproc').toString().trim();
-console.log(`splitzip build benchmark: node ${process.version}, ${cpu} cores, ${REPEATS} runs each (median), files in the page cache,`);
-console.log('build GB/s = raw BF16 bytes / build time (open model + cache, hash, calibrate, encode, durable writes);');
-console.log('floor = reading the same shard files and SHA-1-hashing them on one thread, in the same run.');
+const rows = [];
+rows.push(await benchModel('default (USE-lite)', join(defaultDir, 'model.safetensors.index.json')));
+rows.push(await benchModel(`synthetic ${(SYNTH_BYTES / 2 ** 30).toFixed(2)} GiB`, synth.indexPath));
+
+console.log(`splitzip build benchmark: node ${process.version}, ${cpus().length} cores, ${REPEATS} runs each (median), shard files in the page cache.`);
+console.log('GB/s of raw BF16; (x) = ratio to the floor (read + SHA-1 of the same files, one thread, same run).');
+console.log('disk write bound = the build\'s payload bytes written with one fsync per blob, as raw-BF16 GB/s.');
+console.log('Build time = the report\'s elapsed_s (open model and cache, workers, hash, calibrate, encode, durable commits).');
 console.table(rows);
+const { getCodecBackend } = await import('@splitzip/codec');
+console.log(`CPU stages of a build, each alone on one thread, over ~256 MB of the synthetic model's tensors (codec kernels: ${getCodecBackend()}):`);
+console.table(await benchStages(synth.indexPath));

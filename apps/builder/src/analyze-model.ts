@@ -2,6 +2,7 @@
 import { calibrateFromHistogram, computePayloadLayout, countExponents, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
 import { viewBf16 } from './tensor-tasks.js';
+import { throwIfInterrupted } from './throw-if-interrupted.js';
 
 export interface TensorStats {
   name: string;
@@ -72,7 +73,7 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
     const tensors: TensorStats[] = [];
     let doneBytes = 0;
     for (const tensor of model.tensors) {
-      if (options.signal?.aborted) throw options.signal.reason instanceof Error ? options.signal.reason : new Error('interrupted');
+      throwIfInterrupted(options.signal);
       const base = { name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], shard: tensor.slice.shardName, sizeBytes: tensor.slice.sizeBytes };
       if (!isAnalysed(tensor.dtype, tensor.slice.sizeBytes)) {
         tensors.push({ ...base, elementCount: null, distinctExponents: null, coverage: null, entropyBits: null, escapeCount: null, predictedBytes: null, predictedRatio: null, encodable: false });

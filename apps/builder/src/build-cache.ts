@@ -11,6 +11,7 @@ import { createBufferPool, type BufferPool } from './create-buffer-pool.js';
 import { createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
 import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16 } from './tensor-tasks.js';
+import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
 
@@ -136,6 +137,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   let store: CacheStore | undefined;
   let processor: TensorProcessor | undefined;
   let encoder: ValuesEncoder | undefined;
+  // The backend probe (a short-lived worker) runs while the model and the cache open.
+  const encoderReady = createValuesEncoder(options.backend ?? 'auto');
+  encoderReady.catch(() => {});
   try {
     model = await openSafetensorsModel(options.model);
     await ensureCacheDir(options.cacheDir);
@@ -159,8 +163,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, reserve(largestBytes));
     let droppedBytes = 0;
     const pool = createBufferPool(Math.max(largestBytes, MIN_IN_FLIGHT_BYTES / 4), (bytes) => (droppedBytes += bytes));
-    encoder = await createValuesEncoder(options.backend ?? 'auto');
     processor = await createTensorProcessor({ jobs, pool });
+    encoder = await encoderReady;
     emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: encoder.backend, jobs, fallbackReason: encoder.fallbackReason });
 
     let doneBytes = 0;
@@ -198,7 +202,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Ctrl-C: stop the workers at once; a commit in progress completes (it is atomic anyway).
     const activeProcessor = processor;
     const onAbort = (): void => {
-      state.failure ??= interruptedError(signal!);
+      state.failure ??= buildInterrupted(signal!);
       void activeProcessor.close();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -224,7 +228,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       }
       if (state.failure !== null) break;
       if (signal?.aborted) {
-        state.failure = interruptedError(signal);
+        state.failure = buildInterrupted(signal);
         break;
       }
       inFlightBytes += sizeBytes;
@@ -243,7 +247,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     if (state.failure !== null) await processor.close();
     await Promise.allSettled(active);
     signal?.removeEventListener('abort', onAbort);
-    if (state.failure === null && signal?.aborted) state.failure = interruptedError(signal);
+    if (state.failure === null && signal?.aborted) state.failure = buildInterrupted(signal);
     if (state.failure !== null) throw state.failure;
 
     return summarize({
@@ -262,7 +266,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
     await processor?.close().catch(() => {});
-    await encoder?.dispose().catch(() => {});
+    await (encoder ?? (await encoderReady.catch(() => undefined)))?.dispose().catch(() => {});
     await store?.close().catch(() => {});
     await model?.close().catch(() => {});
   }
@@ -396,13 +400,14 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   context.aliased++;
 }
 
+const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';
+
 function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw interruptedError(signal);
+  throwIfInterrupted(signal, INTERRUPTED_NOTE);
 }
 
-function interruptedError(signal: AbortSignal): BuilderError {
-  const reason = signal.reason instanceof Error ? signal.reason.message : 'interrupted';
-  return new BuilderError('INTERRUPTED', `${reason}; the cache holds every entry committed so far (run the build again to finish)`);
+function buildInterrupted(signal: AbortSignal): BuilderError {
+  return interruptedError(signal, INTERRUPTED_NOTE);
 }
 
 function summarize(input: {

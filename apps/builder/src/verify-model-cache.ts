@@ -7,6 +7,7 @@ import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzi
 import { computeContentKey, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { viewBf16 } from './tensor-tasks.js';
+import { throwIfInterrupted } from './throw-if-interrupted.js';
 
 export type ModelTensorStatus = 'ok' | 'not_cached' | 'failed';
 
@@ -54,7 +55,7 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
     const checks: ModelTensorCheck[] = [];
     let doneBytes = 0;
     for (const tensor of tensors) {
-      if (options.signal?.aborted) throw options.signal.reason instanceof Error ? options.signal.reason : new Error('interrupted');
+      throwIfInterrupted(options.signal);
       const check = await checkTensor(store, model, tensor, options.coverageMin, { fileBuffer, blobSlot, decoded });
       checks.push(check);
       if (tensor.dtype === 'BF16') doneBytes += tensor.slice.sizeBytes;
