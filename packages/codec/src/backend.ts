@@ -1,6 +1,9 @@
 // Kernel selection: the fast paths (WebAssembly SIMD, tuned JS) behind one internal interface.
+import type { PayloadLayout } from './compute-payload-layout.js';
 import { SplitZipError } from './errors.js';
+import type { EscapeList } from './escape-list.js';
 import { jsKernels } from './js/js-kernels.js';
+import type { BulkDigests } from './payload-checksum.js';
 import { createWasmKernels } from './wasm/wasm-kernels.js';
 
 export type CodecBackendName = 'wasm-simd' | 'js';
@@ -35,48 +38,41 @@ export interface CodecKernels {
   /** Number of values whose exponent is not in the codebook. */
   countEscapes(values: Uint16Array, tables: CodebookTables): number;
   /**
-   * Fills the codes, sm, escape index, escape position and escape exponent sections of `payload`
-   * (sized by the layout for `offsets.escapeCount`; header written by the caller). Returns the
-   * number of escapes found; it writes at most `offsets.escapeCount` of them, so a wrong count
-   * never writes past its section (the caller then re-encodes). With `withChecksum`, a kernel may
-   * also return the payload checksum computed in the same pass (null if it does not).
+   * Writes the codes and sm spans of `payload` ([codes, codesEnd) and [sm, smEnd), padding zeroed)
+   * and appends every escape (value index, exponent) to `escapes` in value order. With
+   * `withDigests`, a kernel may also return the two spans' XXH32 digests computed in the same pass
+   * (null if it does not). The caller has checked that payload holds both spans.
    */
   encodeSections(
     values: Uint16Array,
     tables: CodebookTables,
     payload: Uint8Array,
-    offsets: EncodeOffsets,
-    withChecksum: boolean,
-  ): { escapes: number; checksum: number | null };
-  /** XXH32 of payload[0, totalBytes) with the checksum field as zero; absent: the JS one is used. */
-  checksum?(payload: Uint8Array, totalBytes: number): number;
+    at: EncodeOffsets,
+    escapes: EscapeList,
+    withDigests: boolean,
+  ): BulkDigests | null;
+  /** XXH32 digests of the codes and sm spans; absent: the JS hash is used. */
+  bulkDigests?(payload: Uint8Array, layout: PayloadLayout): BulkDigests;
   /**
-   * Decodes values [0, n) (escapes not applied) into out[0, n) and computes the payload checksum in
-   * the same pass. Absent: the caller verifies first, then decodes.
+   * Decodes values [0, n) (escapes not applied) into out[0, n) and computes the codes and sm
+   * digests in the same pass. Absent: the caller verifies first, then decodes.
    */
-  decodeAllWithChecksum?(
+  decodeAllWithDigests?(
     payload: Uint8Array,
-    layout: DecodeLayout,
+    layout: PayloadLayout,
     elementCount: number,
     out: Uint16Array,
     tables: CodebookTables,
-  ): { checksum: number; codesValid: boolean };
-}
-
-export interface DecodeLayout {
-  codesOffset: number;
-  smOffset: number;
-  totalBytes: number;
+  ): { digests: BulkDigests; codesValid: boolean };
 }
 
 export interface EncodeOffsets {
   codes: number;
+  /** End of the codes span (the sm offset). */
+  codesEnd: number;
   sm: number;
-  escapeIndex: number;
-  escapePositions: number;
-  escapeExponents: number;
-  chunkSize: number;
-  escapeCount: number;
+  /** End of the sm span (the escape index offset). */
+  smEnd: number;
 }
 
 let forced: CodecBackendName | null = null;
@@ -84,13 +80,29 @@ let wasmKernels: CodecKernels | null | undefined;
 
 /** The wasm kernels, instantiated on first use; null where WebAssembly SIMD is unavailable. */
 function loadWasmKernels(): CodecKernels | null {
-  if (wasmKernels === undefined) wasmKernels = createWasmKernels();
+  if (wasmKernels === undefined) wasmKernels = createWasmKernels(0)?.kernels ?? null;
   return wasmKernels;
 }
 
 export function activeKernels(): CodecKernels {
   if (forced === 'js') return jsKernels;
   return loadWasmKernels() ?? jsKernels;
+}
+
+/** Kernels bound to each codec arena's WebAssembly memory, by that memory's buffer. */
+const arenaKernels = new WeakMap<ArrayBufferLike, CodecKernels>();
+
+export function registerArenaKernels(buffer: ArrayBufferLike, kernels: CodecKernels): void {
+  arenaKernels.set(buffer, kernels);
+}
+
+/**
+ * The kernels for an operation on these views: an arena's own kernels when the first view (else
+ * the second) lives in a codec arena, so they work on it in place; else the active kernels.
+ */
+export function kernelsFor(first: ArrayBufferView, second?: ArrayBufferView): CodecKernels {
+  if (forced === 'js') return jsKernels;
+  return arenaKernels.get(first.buffer) ?? (second && arenaKernels.get(second.buffer)) ?? activeKernels();
 }
 
 /** Which fast path encode/decode use on this platform: 'wasm-simd' where WebAssembly SIMD exists, else 'js'. */

@@ -2,8 +2,9 @@ import { computePayloadLayout } from './compute-payload-layout.js';
 import { DEFAULT_CHUNK_SIZE, HEADER_OFFSET } from './constants.js';
 import { ensureCodebook, type Codebook } from './create-codebook.js';
 import { SplitZipError } from './errors.js';
-import { computePayloadChecksum, writePayloadHeader, writeU32 } from './payload-header.js';
-import { activeKernels } from './backend.js';
+import { computePayloadChecksum } from './payload-checksum.js';
+import { writePayloadHeader, writeU32 } from './payload-header.js';
+import { kernelsFor } from './backend.js';
 
 /**
  * A payload allocated for a known (n, escape count, codebook, chunk size) whose sections another
@@ -50,8 +51,7 @@ export function createPayloadWriter(
     ),
     seal(): Uint8Array {
       writePayloadHeader(bytes, elementCount, escapeCount, chunkSize, book, layout);
-      const kernels = activeKernels();
-      const sum = kernels.checksum?.(bytes, layout.totalBytes) ?? computePayloadChecksum(bytes, layout.totalBytes);
+      const sum = computePayloadChecksum(bytes, layout, kernelsFor(bytes).bulkDigests?.(bytes, layout));
       writeU32(bytes, HEADER_OFFSET.checksum, sum);
       return bytes;
     },

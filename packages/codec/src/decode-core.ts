@@ -1,7 +1,7 @@
 // The one decoder behind decode, decodeRange and decodeChunks: validates the escape index and
 // escape stream of every chunk it touches, so no byte of the payload can steer a read or write
 // outside the payload or the output.
-import { activeKernels, prepareCodebookTables, type CodebookTables } from './backend.js';
+import { kernelsFor, prepareCodebookTables, type CodebookTables } from './backend.js';
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
 import { MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook } from './create-codebook.js';
@@ -26,7 +26,8 @@ export function tablesForCodebook(exponents: readonly number[]): CodebookTables 
 /**
  * Decodes values [start, end) of the payload into out[outOffset ..). The caller has checked
  * 0 <= start <= end <= n, out's length, and payload.length >= meta.compBytes. With `decoded`, the
- * codes and sm were already decoded into out (by a fused decode-and-checksum kernel).
+ * codes and sm were already decoded into out (by a fused decode-and-checksum kernel). Payload and
+ * out must not overlap.
  */
 export function decodeValueRange(
   payload: Uint8Array,
@@ -47,7 +48,7 @@ export function decodeValueRange(
   const tables = tablesForCodebook(meta.codebook.exponents);
   const codesValid =
     decoded?.codesValid ??
-    activeKernels().decodeValues(payload, layout.codes.offsetBytes, layout.sm.offsetBytes, start, end, out, outOffset, tables);
+    kernelsFor(payload, out).decodeValues(payload, layout.codes.offsetBytes, layout.sm.offsetBytes, start, end, out, outOffset, tables);
   // The kernels' check is conservative (whole bytes, whole groups): confirm exactly before failing.
   if (!codesValid) {
     const error = invalidCodeError(payload, meta, start, end, tables.size);

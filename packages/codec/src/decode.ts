@@ -1,13 +1,15 @@
-import { activeKernels } from './backend.js';
+import { kernelsFor } from './backend.js';
 import { decodeValueRange, tablesForCodebook } from './decode-core.js';
 import { checkOutput, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
+import { computePayloadChecksum } from './payload-checksum.js';
 import { readPayloadMeta } from './read-payload-meta.js';
 import { verifyPayloadChecksum } from './verify-payload-checksum.js';
 
 /**
  * Decodes a whole payload into `out` (allocated if absent; may be longer) and returns it.
- * On an error the contents of `out` are unspecified.
+ * On an error the contents of `out` are unspecified. When the payload and `out` live in a codec
+ * arena the kernels read and write them in place (no copies); they must not overlap.
  */
 export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Uint16Array {
   const meta = readPayloadMeta(payload);
@@ -16,25 +18,20 @@ export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeO
     decodeValueRange(payload, meta, 0, meta.elementCount, target, 0);
     return target;
   }
-  const fused = activeKernels().decodeAllWithChecksum;
+  const fused = kernelsFor(payload, target).decodeAllWithDigests;
   if (fused === undefined) {
     verifyPayloadChecksum(payload, meta);
     decodeValueRange(payload, meta, 0, meta.elementCount, target, 0);
     return target;
   }
-  // One pass decodes and hashes; the checksum is still judged before any decoding rule (FORMAT.md order).
-  const { layout } = meta;
-  const result = fused(
-    payload,
-    { codesOffset: layout.codes.offsetBytes, smOffset: layout.sm.offsetBytes, totalBytes: layout.totalBytes },
-    meta.elementCount,
-    target,
-    tablesForCodebook(meta.codebook.exponents),
-  );
-  if (result.checksum !== meta.checksum) {
+  // One pass decodes and hashes the big sections; the checksum is still judged before any decoding
+  // rule (FORMAT.md order).
+  const result = fused(payload, meta.layout, meta.elementCount, target, tablesForCodebook(meta.codebook.exponents));
+  const checksum = computePayloadChecksum(payload, meta.layout, result.digests);
+  if (checksum !== meta.checksum) {
     throw new SplitZipError('CHECKSUM_MISMATCH', 'payload checksum does not match its contents', {
       storedChecksum: meta.checksum,
-      computedChecksum: result.checksum,
+      computedChecksum: checksum,
     });
   }
   decodeValueRange(payload, meta, 0, meta.elementCount, target, 0, { codesValid: result.codesValid });

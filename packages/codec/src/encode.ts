@@ -1,20 +1,30 @@
-import { activeKernels } from './backend.js';
-import { layoutFor, isValidChunkSize } from './compute-payload-layout.js';
+import { kernelsFor, type CodecKernels } from './backend.js';
+import { layoutFor, isValidChunkSize, type PayloadLayout } from './compute-payload-layout.js';
 import { DEFAULT_CHUNK_SIZE, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook, type Codebook } from './create-codebook.js';
 import { tablesForCodebook } from './decode-core.js';
 import { SplitZipError } from './errors.js';
-import { computePayloadChecksum, writePayloadHeader, writeU32 } from './payload-header.js';
+import { EscapeList } from './escape-list.js';
+import { computePayloadChecksum, type BulkDigests } from './payload-checksum.js';
+import { writePayloadHeader, writeU32 } from './payload-header.js';
 
 export interface EncodeOptions {
   /** Values per chunk: a power of two in 64..65536 (default 1024). */
   chunkSize?: number;
   /**
    * The number of values whose exponent is not in the codebook, when already known (e.g.
-   * `calibrateFromHistogram(...).escapeCount` for these values): saves the counting pass. A wrong
-   * count costs a second pass, never a wrong payload.
+   * `calibrateFromHistogram(...).escapeCount` for these values): saves the counting pass of an
+   * encode without `out`. A wrong count costs a second pass, never a wrong payload.
    */
   escapeCount?: number;
+  /**
+   * Encode into this buffer instead of a new one: one pass, no counting pass, no allocation. It
+   * must hold the payload (`computePayloadLayout(n, escapeCount).totalBytes`, at least the
+   * escape-free size up front, else OUTPUT_TOO_SMALL); the result is `out.subarray(0, totalBytes)`.
+   * Bytes past the payload are left as they were. In a codec arena (with `values` there too) the
+   * kernels work in place, without copies.
+   */
+  out?: Uint8Array;
 }
 
 /** Encodes BF16 bit patterns into one aligned SplitZip payload (FORMAT.md). */
@@ -38,35 +48,94 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
       elementCount: values.length,
     });
   }
+  const out = options?.out;
+  if (out !== undefined && !(out instanceof Uint8Array)) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint8Array', {});
+  }
   const book = ensureCodebook(codebook);
-  const tables = tablesForCodebook(book.exponents);
-  const kernels = activeKernels();
-  // Escapes sit last in the layout, but the payload's length depends on their count: count first
-  // unless the caller knows it.
-  const escapeCount = hint ?? kernels.countEscapes(values, tables);
-  const layout = layoutFor(values.length, escapeCount, chunkSize);
+  const n = values.length;
+  const kernels = kernelsFor(values, out);
+  const escapes = new EscapeList();
+  if (out !== undefined) {
+    // Codes, sm and escape index sit at offsets that do not depend on the escape count: one pass
+    // writes them and collects the escapes; only then is the payload's length known.
+    checkOutBytes(out, layoutFor(n, hint ?? 0, chunkSize).totalBytes);
+    const digests = encodeSections(kernels, values, book, out, layoutFor(n, 0, chunkSize), escapes);
+    const layout = layoutFor(n, escapes.count, chunkSize);
+    checkOutBytes(out, layout.totalBytes);
+    finishPayload(out, values.length, book, chunkSize, layout, escapes, digests);
+    return out.subarray(0, layout.totalBytes);
+  }
+  // Without `out` the payload is allocated at its exact size, so the count comes first.
+  const escapeCount = hint ?? kernels.countEscapes(values, tablesForCodebook(book.exponents));
+  const layout = layoutFor(n, escapeCount, chunkSize);
   const payload = new Uint8Array(layout.totalBytes);
-  writePayloadHeader(payload, values.length, escapeCount, chunkSize, book, layout);
-  const result = kernels.encodeSections(
-    values,
-    tables,
-    payload,
-    {
-      codes: layout.codes.offsetBytes,
-      sm: layout.sm.offsetBytes,
-      escapeIndex: layout.escapeIndex.offsetBytes,
-      escapePositions: layout.escapePositions.offsetBytes,
-      escapeExponents: layout.escapeExponents.offsetBytes,
-      chunkSize,
-      escapeCount,
-    },
-    true,
-  );
-  if (result.escapes !== escapeCount) {
+  const digests = encodeSections(kernels, values, book, payload, layout, escapes);
+  if (escapes.count !== escapeCount) {
     // Only a wrong escapeCount hint gets here: encode again with the count measured.
     return encode(values, book, { chunkSize });
   }
-  const checksum = result.checksum ?? kernels.checksum?.(payload, layout.totalBytes) ?? computePayloadChecksum(payload, layout.totalBytes);
-  writeU32(payload, HEADER_OFFSET.checksum, checksum);
+  finishPayload(payload, n, book, chunkSize, layout, escapes, digests);
   return payload;
+}
+
+function checkOutBytes(out: Uint8Array, needed: number): void {
+  if (out.length < needed) {
+    throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} bytes, the payload needs ${needed}`, {
+      outBytes: out.length,
+      needed,
+    });
+  }
+}
+
+function encodeSections(
+  kernels: CodecKernels,
+  values: Uint16Array,
+  book: Codebook,
+  payload: Uint8Array,
+  layout: PayloadLayout,
+  escapes: EscapeList,
+): BulkDigests | null {
+  const at = {
+    codes: layout.codes.offsetBytes,
+    codesEnd: layout.sm.offsetBytes,
+    sm: layout.sm.offsetBytes,
+    smEnd: layout.escapeIndex.offsetBytes,
+  };
+  return kernels.encodeSections(values, tablesForCodebook(book.exponents), payload, at, escapes, true);
+}
+
+/** Writes the escape index and stream (padding zeroed), the header and the checksum. */
+function finishPayload(
+  payload: Uint8Array,
+  n: number,
+  book: Codebook,
+  chunkSize: number,
+  layout: PayloadLayout,
+  escapes: EscapeList,
+  digests: BulkDigests | null,
+): void {
+  const { escapeIndex, escapePositions, escapeExponents } = layout;
+  const count = escapes.count;
+  const indices = escapes.indices;
+  const chunkCount = Math.ceil(n / chunkSize);
+  // index[c] = escapes before chunk c: one merge over chunks and escapes (both in value order).
+  let j = 0;
+  for (let c = 0; c <= chunkCount; c++) {
+    const chunkStart = c * chunkSize;
+    while (j < count && indices[j]! < chunkStart) j++;
+    writeU32(payload, escapeIndex.offsetBytes + 4 * c, j);
+  }
+  payload.fill(0, escapeIndex.offsetBytes + escapeIndex.byteLength, escapePositions.offsetBytes);
+  const mask = chunkSize - 1; // chunk sizes are powers of two
+  for (let k = 0; k < count; k++) {
+    const pos = indices[k]! & mask;
+    payload[escapePositions.offsetBytes + 2 * k] = pos & 0xff;
+    payload[escapePositions.offsetBytes + 2 * k + 1] = pos >>> 8;
+  }
+  payload.fill(0, escapePositions.offsetBytes + escapePositions.byteLength, escapeExponents.offsetBytes);
+  payload.set(escapes.exponents.subarray(0, count), escapeExponents.offsetBytes);
+  payload.fill(0, escapeExponents.offsetBytes + escapeExponents.byteLength, layout.totalBytes);
+  writePayloadHeader(payload, n, count, chunkSize, book, layout);
+  writeU32(payload, HEADER_OFFSET.checksum, computePayloadChecksum(payload, layout, digests));
 }

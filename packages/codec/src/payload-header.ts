@@ -2,7 +2,6 @@
 import { FORMAT_VERSION, HEADER_BYTES, HEADER_OFFSET, PAYLOAD_MAGIC } from './constants.js';
 import type { Codebook } from './create-codebook.js';
 import type { PayloadLayout } from './compute-payload-layout.js';
-import { Xxh32State } from './xxh32.js';
 
 export function writeU32(bytes: Uint8Array, at: number, value: number): void {
   bytes[at] = value & 0xff;
@@ -56,14 +55,4 @@ export function writePayloadHeader(
     writeU64(bytes, HEADER_OFFSET.sections + 16 * s + 8, sections[s]!.byteLength);
   }
   writeU64(bytes, HEADER_OFFSET.totalBytes, layout.totalBytes);
-}
-
-/** XXH32 (seed 0) of payload[0, totalBytes) with the checksum field read as zero. */
-export function computePayloadChecksum(payload: Uint8Array, totalBytes: number): number {
-  const header = payload.slice(0, HEADER_BYTES);
-  writeU32(header, HEADER_OFFSET.checksum, 0);
-  const state = new Xxh32State(0);
-  state.update(header);
-  state.update(payload, HEADER_BYTES, totalBytes);
-  return state.digest();
 }

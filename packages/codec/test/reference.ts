@@ -144,8 +144,25 @@ export function referenceEncode(values: Uint16Array, exponents: readonly number[
     }
   }
   dv.setUint32(L.a3 + 4 * L.chunkCount, j, true);
-  dv.setUint32(252, scalarXxh32(out.subarray(0, L.total)), true);
+  dv.setUint32(252, referenceChecksum(out), true);
   return out;
+}
+
+/**
+ * FORMAT.md's checksum: XXH32 of the digests (u32 LE) of header (checksum field zeroed), codes,
+ * sm, escape index, escape positions, escape exponents, each section with its trailing padding.
+ */
+export function referenceChecksum(payload: Uint8Array): number {
+  const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const total = Number(dv.getBigUint64(136, true));
+  const header = payload.slice(0, 256);
+  header.fill(0, 252, 256);
+  const bounds = [56, 72, 88, 104, 120].map((at) => Number(dv.getBigUint64(at, true)));
+  bounds.push(total);
+  const digests = new DataView(new ArrayBuffer(24));
+  digests.setUint32(0, scalarXxh32(header), true);
+  for (let s = 0; s < 5; s++) digests.setUint32(4 + 4 * s, scalarXxh32(payload.subarray(bounds[s]!, bounds[s + 1]!)), true);
+  return scalarXxh32(new Uint8Array(digests.buffer));
 }
 
 /** Decodes a payload the reference encoder made (no validation: it is the oracle, not a reader). */
@@ -216,9 +233,7 @@ export function randomBf16(n: number, seed: number): Uint16Array {
 /** Recomputes and stores the checksum (for building payloads that break a rule past the checksum). */
 export function resealPayload(payload: Uint8Array): Uint8Array {
   const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
-  const total = Number(dv.getBigUint64(136, true));
-  dv.setUint32(252, 0, true);
-  dv.setUint32(252, scalarXxh32(payload.subarray(0, total)), true);
+  dv.setUint32(252, referenceChecksum(payload), true);
   return payload;
 }
 

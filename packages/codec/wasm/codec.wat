@@ -1,18 +1,20 @@
 ;; SplitZip codec kernels, WebAssembly SIMD (FORMAT.md is the byte-level contract).
 ;;
-;; The JS side (src/wasm/wasm-kernels.ts) copies one block of a payload or tensor at a time into
-;; this module's small memory, runs a kernel, and copies the result out while it is still in cache.
-;; Every kernel works on whole groups of 32 values; the JS side pads the last group.
+;; The memory is imported: one fixed-size memory per instance (never grown, so views on it stay
+;; valid). The JS side (src/wasm/wasm-kernels.ts) passes pointers straight into it where the data
+;; lives there already (a codec arena), else copies one block at a time into the scratch area below
+;; and out again while it is still in cache. Every kernel works on whole groups of 32 values.
 ;;
 ;; Fixed memory map (bytes):
 ;;   0..15    decode table: code -> exponent >> 1 (the output's high byte, sign bit clear)
 ;;   16..31   decode table: code -> (exponent & 1) << 7 (the output's low byte, mantissa clear)
-;;   32..47   XXH32 lanes v1..v4 (i32 each), carried between calls
+;;   32..47   XXH32 lanes v1..v4 (i32 each) of the codes section's digest, carried between calls
+;;   48..63   XXH32 lanes of the sm section's digest
 ;;   1024..1535 encode tables: up to 16 windows x 32 bytes (see $lookup)
 ;;   1536..1599 escape scratch: 32 exponents then 32 (code + 1) bytes of one group
 ;;   4096..   block buffers, placed by the JS side
 (module
-  (memory (export "memory") 1)
+  (import "env" "memory" (memory 1))
 
   ;; XXH32 primes.
   (global $P1 i32 (i32.const 0x9E3779B1))
@@ -21,14 +23,15 @@
   ;; ---------------------------------------------------------------------------------------------
   ;; decode: $groups x 32 values. Codes at $c (16 bytes a group), sm at $s (32), output u16 at $o (64).
   ;; Returns the largest code nibble seen, for the codebook-size check. With $hash set, it also runs
-  ;; the XXH32 stripe loop over the sm bytes (lanes in memory 32..47): the checksum's latency chain
-  ;; then overlaps the decode work instead of costing a pass of its own.
+  ;; the XXH32 stripe loops of the codes section (lanes at 32) and the sm section (lanes at 48) over
+  ;; the same bytes: two independent latency chains that overlap the decode work (FORMAT.md's
+  ;; checksum hashes each section on its own for this).
   (func $decode (export "decode") (param $c i32) (param $s i32) (param $o i32) (param $groups i32) (param $hash i32) (result i32)
     (local $thi v128) (local $tlo v128) (local $m0f v128) (local $m80 v128) (local $m7f v128)
     (local $maxlo v128) (local $maxb v128)
     (local $b v128) (local $lo v128) (local $hi v128) (local $k v128) (local $x v128) (local $h v128) (local $l v128)
-    (local $end i32) (local $hv v128) (local $p1 v128) (local $p2 v128)
-    (local.set $hv (v128.load (i32.const 32)))
+    (local $end i32) (local $hv v128) (local $hc v128) (local $p1 v128) (local $p2 v128)
+    (local.set $hv (v128.load (i32.const 48)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $thi (v128.load (i32.const 0)))
@@ -36,6 +39,7 @@
     (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
     (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
     (local.set $m7f (v128.const i32x4 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F))
+    (local.set $hc (v128.load (i32.const 32)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
     (block $done
       (br_if $done (i32.eqz (local.get $groups)))
@@ -61,6 +65,8 @@
         (v128.store offset=48 (local.get $o) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $l) (local.get $h)))
         (if (local.get $hash)
           (then
+            (local.set $hc (i32x4.add (local.get $hc) (i32x4.mul (local.get $b) (local.get $p2))))
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.get $hc) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
             (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2))))
             (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
             (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2))))
@@ -69,7 +75,8 @@
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (local.set $o (i32.add (local.get $o) (i32.const 64)))
         (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
-    (v128.store (i32.const 32) (local.get $hv))
+    (v128.store (i32.const 32) (local.get $hc))
+    (v128.store (i32.const 48) (local.get $hv))
     (call $max_lane (i8x16.max_u (local.get $maxlo) (i8x16.shr_u (local.get $maxb) (i32.const 4)))))
 
   ;; Largest unsigned byte of a vector.
@@ -81,29 +88,31 @@
     (i8x16.extract_lane_u 0 (local.get $v)))
 
   ;; ---------------------------------------------------------------------------------------------
-  ;; XXH32 stripe loop over $stripes x 16 bytes at $p, lanes carried in memory 32..47.
-  (func $xxh32_stripes (export "xxh32_stripes") (param $p i32) (param $stripes i32)
-    (local $v1 i32) (local $v2 i32) (local $v3 i32) (local $v4 i32) (local $end i32)
-    (local.set $v1 (i32.load (i32.const 32)))
-    (local.set $v2 (i32.load (i32.const 36)))
-    (local.set $v3 (i32.load (i32.const 40)))
-    (local.set $v4 (i32.load (i32.const 44)))
-    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $stripes) (i32.const 4))))
+  ;; hash_groups: the codes and sm digests' stripe loops of decode without the decoding (for
+  ;; verifyPayloadChecksum and the payload writer): $groups x (16 code bytes at $c, 32 sm bytes at $s).
+  (func $hash_groups (export "hash_groups") (param $c i32) (param $s i32) (param $groups i32)
+    (local $hc v128) (local $hv v128) (local $p1 v128) (local $p2 v128) (local $end i32)
+    (local.set $hc (v128.load (i32.const 32)))
+    (local.set $hv (v128.load (i32.const 48)))
+    (local.set $p1 (i32x4.splat (global.get $P1)))
+    (local.set $p2 (i32x4.splat (global.get $P2)))
+    (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
     (block $done
-      (br_if $done (i32.eqz (local.get $stripes)))
+      (br_if $done (i32.eqz (local.get $groups)))
       (loop $next
-        (local.set $v1 (i32.mul (i32.rotl (i32.add (local.get $v1) (i32.mul (i32.load (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
-        (local.set $v2 (i32.mul (i32.rotl (i32.add (local.get $v2) (i32.mul (i32.load offset=4 (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
-        (local.set $v3 (i32.mul (i32.rotl (i32.add (local.get $v3) (i32.mul (i32.load offset=8 (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
-        (local.set $v4 (i32.mul (i32.rotl (i32.add (local.get $v4) (i32.mul (i32.load offset=12 (local.get $p)) (global.get $P2))) (i32.const 13)) (global.get $P1)))
-        (local.set $p (i32.add (local.get $p) (i32.const 16)))
-        (br_if $next (i32.lt_u (local.get $p) (local.get $end)))))
-    (i32.store (i32.const 32) (local.get $v1))
-    (i32.store (i32.const 36) (local.get $v2))
-    (i32.store (i32.const 40) (local.get $v3))
-    (i32.store (i32.const 44) (local.get $v4)))
+            (local.set $hc (i32x4.add (local.get $hc) (i32x4.mul (v128.load (local.get $c)) (local.get $p2))))
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.get $hc) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2))))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2))))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+        (local.set $c (i32.add (local.get $c) (i32.const 16)))
+        (local.set $s (i32.add (local.get $s) (i32.const 32)))
+        (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
+    (v128.store (i32.const 32) (local.get $hc))
+    (v128.store (i32.const 48) (local.get $hv)))
 
-;; ---------------------------------------------------------------------------------------------
+  ;; ---------------------------------------------------------------------------------------------
   ;; Exponent -> code lookup. The codebook is covered by $tables windows of 16 consecutive exponents;
   ;; window t has 16 (code + 1) entries at 1024 + 32t (0 = not in the codebook) and its first
   ;; exponent splatted at 1024 + 32t + 16. i8x16.swizzle gives 0 for an index >= 16, and e - base
@@ -158,16 +167,17 @@
   ;; encode: $groups x 32 u16 values at $in -> codes at $c (16 bytes a group), sm at $s (32).
   ;; Escapes (exponent without a code) get code 0; each one's index relative to $in (u32) goes to
   ;; $escIdx and its exponent (u8) to $escExp. Returns the number of escapes written. With $hash
-  ;; set, the codes also run through the XXH32 stripe loop (lanes in memory 32..47): the codes
-  ;; section comes first in the payload, so the checksum can follow the encoder.
+  ;; set, the codes and sm bytes also run through their sections' XXH32 stripe loops (lanes at 32
+  ;; and 48), so the encoder needs no separate pass for the checksum.
   (func $encode (export "encode") (param $in i32) (param $c i32) (param $s i32) (param $groups i32)
       (param $escIdx i32) (param $escExp i32) (param $tables i32) (param $hash i32) (result i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128)
     (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
     (local $t0 v128) (local $b0 v128) (local $mff v128) (local $m80 v128) (local $m7f v128) (local $one v128)
-    (local $codes v128) (local $hv v128) (local $p1 v128) (local $p2 v128)
+    (local $codes v128) (local $hc v128) (local $hv v128) (local $p1 v128) (local $p2 v128) (local $sa v128) (local $sb v128)
     (local $end i32) (local $count i32) (local $in0 i32)
-    (local.set $hv (v128.load (i32.const 32)))
+    (local.set $hc (v128.load (i32.const 32)))
+    (local.set $hv (v128.load (i32.const 48)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $t0 (v128.load (i32.const 1024)))
@@ -185,12 +195,14 @@
         (local.set $v1 (v128.load offset=16 (local.get $in)))
         (local.set $v2 (v128.load offset=32 (local.get $in)))
         (local.set $v3 (v128.load offset=48 (local.get $in)))
-        (v128.store (local.get $s) (i8x16.narrow_i16x8_u
+        (local.set $sa (i8x16.narrow_i16x8_u
           (v128.or (v128.and (i16x8.shr_u (local.get $v0) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v0) (local.get $m7f)))
           (v128.or (v128.and (i16x8.shr_u (local.get $v1) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v1) (local.get $m7f)))))
-        (v128.store offset=16 (local.get $s) (i8x16.narrow_i16x8_u
+        (local.set $sb (i8x16.narrow_i16x8_u
           (v128.or (v128.and (i16x8.shr_u (local.get $v2) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v2) (local.get $m7f)))
           (v128.or (v128.and (i16x8.shr_u (local.get $v3) (i32.const 8)) (local.get $m80)) (v128.and (local.get $v3) (local.get $m7f)))))
+        (v128.store (local.get $s) (local.get $sa))
+        (v128.store offset=16 (local.get $s) (local.get $sb))
         (local.set $ea (i8x16.narrow_i16x8_u
           (v128.and (i16x8.shr_u (local.get $v0) (i32.const 7)) (local.get $mff))
           (v128.and (i16x8.shr_u (local.get $v1) (i32.const 7)) (local.get $mff))))
@@ -217,13 +229,18 @@
         (v128.store (local.get $c) (local.get $codes))
         (if (local.get $hash)
           (then
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $codes) (local.get $p2))))
+(local.set $hc (i32x4.add (local.get $hc) (i32x4.mul (local.get $codes) (local.get $p2))))
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.get $hc) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $sa) (local.get $p2))))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $sb) (local.get $p2))))
             (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))))
         (local.set $in (i32.add (local.get $in) (i32.const 64)))
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
-    (v128.store (i32.const 32) (local.get $hv))
+    (v128.store (i32.const 32) (local.get $hc))
+    (v128.store (i32.const 48) (local.get $hv))
     (local.get $count))
 
   ;; Scalar path for a group with escapes: appends (index, exponent) for each lane whose code + 1 is 0.

@@ -1,5 +1,6 @@
 // Typed-array JS kernels: the path where WebAssembly SIMD is unavailable (and the wasm path's fallback).
 import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
+import type { EscapeList } from '../escape-list.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -106,80 +107,60 @@ function encodeSections(
   tables: CodebookTables,
   payload: Uint8Array,
   at: EncodeOffsets,
-): { escapes: number; checksum: null } {
+  escapes: EscapeList,
+): null {
   const codeOf = tables.codeOfExponent;
   const n = values.length;
-  const chunkSize = at.chunkSize;
-  // Fast path: two values per u32 load, two sm bytes per u16 store (chunk sizes are even, so a
-  // pair never straddles chunks). Needs aligned views on a little-endian host.
+  // Fast path: two values per u32 load, two sm bytes per u16 store. Needs aligned views on a
+  // little-endian host.
   const aligned = LITTLE_ENDIAN && (values.byteOffset & 3) === 0 && ((payload.byteOffset + at.sm) & 1) === 0;
-  const v32 = aligned ? new Uint32Array(values.buffer, values.byteOffset, n >>> 1) : null;
-  const sm16 = aligned ? new Uint16Array(payload.buffer, payload.byteOffset + at.sm, n >>> 1) : null;
+  const pairEnd = n & ~1;
   let cp = at.codes;
-  let escapes = 0;
-  let ip = at.escapeIndex;
-  for (let chunkStart = 0; chunkStart < n; chunkStart += chunkSize) {
-    writeU32(payload, ip, escapes);
-    ip += 4;
-    const chunkEnd = Math.min(n, chunkStart + chunkSize);
-    const pairEnd = chunkStart + ((chunkEnd - chunkStart) & ~1);
-    let i = chunkStart;
-    if (v32 !== null && sm16 !== null) {
-      for (; i < pairEnd; i += 2) {
-        const w = v32[i >>> 1]!; // w = v0 | v1 << 16
-        const c0 = codeOf[(w >>> 7) & 0xff]!;
-        const c1 = codeOf[(w >>> 23) & 0xff]!;
-        // sm bytes of both values as one u16: mantissas stay, signs (bits 15, 31) go to bits 7, 15
-        sm16[i >>> 1] = (w & 0x7f) | ((w >>> 8) & 0x7f80) | ((w >>> 16) & 0x8000);
-        if (((c0 | c1) & 16) === 0) {
-          payload[cp++] = c0 | (c1 << 4);
-        } else {
-          payload[cp++] = (c0 & 15) | ((c1 & 15) << 4); // an escape's code is 0
-          if (c0 === 16) writeEscape(payload, at, escapes++, i - chunkStart, (w >>> 7) & 0xff);
-          if (c1 === 16) writeEscape(payload, at, escapes++, i + 1 - chunkStart, (w >>> 23) & 0xff);
-        }
+  let i = 0;
+  if (aligned) {
+    const v32 = new Uint32Array(values.buffer, values.byteOffset, n >>> 1);
+    const sm16 = new Uint16Array(payload.buffer, payload.byteOffset + at.sm, n >>> 1);
+    for (; i < pairEnd; i += 2) {
+      const w = v32[i >>> 1]!; // w = v0 | v1 << 16
+      const c0 = codeOf[(w >>> 7) & 0xff]!;
+      const c1 = codeOf[(w >>> 23) & 0xff]!;
+      // sm bytes of both values as one u16: mantissas stay, signs (bits 15, 31) go to bits 7, 15
+      sm16[i >>> 1] = (w & 0x7f) | ((w >>> 8) & 0x7f80) | ((w >>> 16) & 0x8000);
+      if (((c0 | c1) & 16) === 0) {
+        payload[cp++] = c0 | (c1 << 4);
+      } else {
+        payload[cp++] = (c0 & 15) | ((c1 & 15) << 4); // an escape's code is 0
+        if (c0 === 16) escapes.push(i, (w >>> 7) & 0xff);
+        if (c1 === 16) escapes.push(i + 1, (w >>> 23) & 0xff);
       }
-    }
-    let sp = at.sm + i;
-    for (; i < chunkEnd; i += 2) {
-      const v0 = values[i]!;
-      const e0 = (v0 >>> 7) & 0xff;
-      let c0 = codeOf[e0]!;
-      if (c0 === 16) {
-        c0 = 0;
-        writeEscape(payload, at, escapes++, i - chunkStart, e0);
-      }
-      payload[sp++] = ((v0 >>> 8) & 0x80) | (v0 & 0x7f);
-      let c1 = 0;
-      if (i + 1 < chunkEnd) {
-        const v1 = values[i + 1]!;
-        const e1 = (v1 >>> 7) & 0xff;
-        c1 = codeOf[e1]!;
-        if (c1 === 16) {
-          c1 = 0;
-          writeEscape(payload, at, escapes++, i + 1 - chunkStart, e1);
-        }
-        payload[sp++] = ((v1 >>> 8) & 0x80) | (v1 & 0x7f);
-      }
-      payload[cp++] = c0 | (c1 << 4);
     }
   }
-  writeU32(payload, ip, escapes);
-  return { escapes, checksum: null };
-}
-
-function writeEscape(payload: Uint8Array, at: EncodeOffsets, j: number, position: number, exponent: number): void {
-  if (j >= at.escapeCount) return; // more escapes than the payload was sized for: the caller re-encodes
-  payload[at.escapePositions + 2 * j] = position & 0xff;
-  payload[at.escapePositions + 2 * j + 1] = position >>> 8;
-  payload[at.escapeExponents + j] = exponent;
-}
-
-function writeU32(bytes: Uint8Array, at: number, value: number): void {
-  bytes[at] = value & 0xff;
-  bytes[at + 1] = (value >>> 8) & 0xff;
-  bytes[at + 2] = (value >>> 16) & 0xff;
-  bytes[at + 3] = (value >>> 24) & 0xff;
+  let sp = at.sm + i;
+  for (; i < n; i += 2) {
+    const v0 = values[i]!;
+    const e0 = (v0 >>> 7) & 0xff;
+    let c0 = codeOf[e0]!;
+    if (c0 === 16) {
+      c0 = 0;
+      escapes.push(i, e0);
+    }
+    payload[sp++] = ((v0 >>> 8) & 0x80) | (v0 & 0x7f);
+    let c1 = 0;
+    if (i + 1 < n) {
+      const v1 = values[i + 1]!;
+      const e1 = (v1 >>> 7) & 0xff;
+      c1 = codeOf[e1]!;
+      if (c1 === 16) {
+        c1 = 0;
+        escapes.push(i + 1, e1);
+      }
+      payload[sp++] = ((v1 >>> 8) & 0x80) | (v1 & 0x7f);
+    }
+    payload[cp++] = c0 | (c1 << 4);
+  }
+  payload.fill(0, cp, at.codesEnd);
+  payload.fill(0, at.sm + n, at.smEnd);
+  return null;
 }
 
 export const jsKernels: CodecKernels = { name: 'js', decodeValues, countEscapes, encodeSections };

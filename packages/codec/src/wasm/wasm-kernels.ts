@@ -1,15 +1,17 @@
 // WebAssembly SIMD kernels (wasm/codec.wat, embedded as base64). Wasm can only touch its own
-// memory, so each operation streams the payload or tensor through it in cache-sized blocks:
-// copy a block in, run the kernel, copy the result out while it is still in L2.
-import type { CodebookTables, CodecKernels, DecodeLayout, EncodeOffsets } from '../backend.js';
-import { HEADER_BYTES, HEADER_OFFSET } from '../constants.js';
+// memory: data that lives there already (a codec arena's views) is used in place; anything else
+// streams through the scratch area in cache-sized blocks (copy a block in, run the kernel, copy
+// the result out while it is still in L2).
+import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
+import type { PayloadLayout } from '../compute-payload-layout.js';
+import type { EscapeList } from '../escape-list.js';
+import type { BulkDigests } from '../payload-checksum.js';
 import { Xxh32State } from '../xxh32.js';
 import { CODEC_WASM_BASE64 } from './codec-wasm.generated.js';
 
 interface CodecExports {
-  memory: WebAssembly.Memory;
   decode(codes: number, sm: number, out: number, groups: number, hash: number): number;
-  xxh32_stripes(at: number, stripes: number): void;
+  hash_groups(codes: number, sm: number, groups: number): void;
   count_escapes(input: number, groups: number, tables: number): number;
   encode(
     input: number,
@@ -23,30 +25,38 @@ interface CodecExports {
   ): number;
 }
 
-// Memory map (see codec.wat): fixed tables below DATA_AT, block buffers above.
+// Memory map (see codec.wat): fixed tables below DATA_AT, block buffers above, arena space past
+// WASM_SCRATCH_BYTES.
 const DECODE_TABLES_AT = 0;
-const XXH_LANES_AT = 32;
+const CODES_LANES_AT = 32;
+const SM_LANES_AT = 48;
 const ENCODE_TABLES_AT = 1024;
 const DATA_AT = 4096;
 /** Values per block: sized so a block's input and output stay in a 2-core machine's L2 together. */
 export const BLOCK_VALUES = 32768;
 const GROUP_VALUES = 32;
-// Decode block buffers.
+// Decode block buffers (whole groups: 16 code bytes, 32 sm bytes, 64 output bytes each).
 const DEC_CODES_AT = DATA_AT;
-const DEC_SM_AT = DEC_CODES_AT + BLOCK_VALUES / 2 + 64;
-const DEC_OUT_AT = DEC_SM_AT + BLOCK_VALUES + 64;
-const DEC_END = DEC_OUT_AT + 2 * BLOCK_VALUES + 128;
-// Encode block buffers.
+const DEC_SM_AT = DEC_CODES_AT + BLOCK_VALUES / 2;
+const DEC_OUT_AT = DEC_SM_AT + BLOCK_VALUES;
+const DEC_END = DEC_OUT_AT + 2 * BLOCK_VALUES;
+// Encode block buffers (the same area: an operation uses one set at a time).
 const ENC_IN_AT = DATA_AT;
-const ENC_CODES_AT = ENC_IN_AT + 2 * BLOCK_VALUES + 128;
-const ENC_SM_AT = ENC_CODES_AT + BLOCK_VALUES / 2 + 64;
-const ENC_ESC_INDEX_AT = ENC_SM_AT + BLOCK_VALUES + 64;
-const ENC_ESC_EXP_AT = ENC_ESC_INDEX_AT + 4 * BLOCK_VALUES + 128;
-const ENC_END = ENC_ESC_EXP_AT + BLOCK_VALUES + 64;
-// Checksum block buffer.
-const HASH_BLOCK_BYTES = 65536;
-const HASH_AT = DATA_AT;
-const HASH_END = HASH_AT + HASH_BLOCK_BYTES;
+const ENC_CODES_AT = ENC_IN_AT + 2 * BLOCK_VALUES;
+const ENC_SM_AT = ENC_CODES_AT + BLOCK_VALUES / 2;
+const ENC_ESC_INDEX_AT = ENC_SM_AT + BLOCK_VALUES;
+const ENC_ESC_EXP_AT = ENC_ESC_INDEX_AT + 4 * BLOCK_VALUES;
+const ENC_END = ENC_ESC_EXP_AT + BLOCK_VALUES;
+const PAGE_BYTES = 65536;
+/** Bytes at the start of every instance's memory reserved for tables and block buffers. */
+export const WASM_SCRATCH_BYTES = Math.ceil(Math.max(DEC_END, ENC_END) / PAGE_BYTES) * PAGE_BYTES;
+/**
+ * Largest wasm32 memory we create: 65535 pages, one short of 4 GiB, so that no pointer + length a
+ * kernel computes wraps around 2^32.
+ */
+export const MAX_WASM_MEMORY_BYTES = 65535 * PAGE_BYTES;
+// XXH32 lanes for seed 0 (xxHash spec): v1 = P1 + P2, v2 = P2, v3 = 0, v4 = -P1.
+const XXH_SEED0_LANES = new Xxh32State(0).getLanes();
 
 // A one-function module using v128: validates only where WebAssembly SIMD is implemented.
 const SIMD_PROBE = new Uint8Array([
@@ -83,28 +93,41 @@ export function isWasmSimdSupported(): boolean {
   }
 }
 
-/** Instantiates the embedded module synchronously (it is under the 4 KiB main-thread limit). */
-export function createWasmKernels(): CodecKernels | null {
-  if (!isWasmSimdSupported()) return null;
-  let ex: CodecExports;
-  try {
-    const module = new WebAssembly.Module(decodeBase64(CODEC_WASM_BASE64));
-    ex = new WebAssembly.Instance(module, {}).exports as unknown as CodecExports;
-  } catch {
-    return null;
-  }
-  const memory = ex.memory;
-  let u8 = new Uint8Array(memory.buffer);
-  let u16 = new Uint16Array(memory.buffer);
-  let u32 = new Uint32Array(memory.buffer);
+let compiled: WebAssembly.Module | null | undefined;
 
-  function ensureMemory(bytes: number): void {
-    if (memory.buffer.byteLength >= bytes) return;
-    memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / 65536));
-    u8 = new Uint8Array(memory.buffer);
-    u16 = new Uint16Array(memory.buffer);
-    u32 = new Uint32Array(memory.buffer);
+function compileModule(): WebAssembly.Module | null {
+  if (compiled === undefined) {
+    compiled = null;
+    if (isWasmSimdSupported()) {
+      try {
+        compiled = new WebAssembly.Module(decodeBase64(CODEC_WASM_BASE64));
+      } catch {
+        compiled = null;
+      }
+    }
   }
+  return compiled;
+}
+
+/**
+ * Instantiates the embedded module (compiled once, synchronously: it is under the 4 KiB
+ * main-thread limit) over a new fixed-size memory: scratch plus `extraBytes` of arena space from
+ * offset WASM_SCRATCH_BYTES. The memory never grows, so views on it are never detached. Null
+ * where WebAssembly SIMD is unavailable; throws RangeError when the memory cannot be reserved.
+ */
+export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; memory: WebAssembly.Memory } | null {
+  const module = compileModule();
+  if (module === null) return null;
+  const pages = Math.ceil((WASM_SCRATCH_BYTES + extraBytes) / PAGE_BYTES);
+  const memory = new WebAssembly.Memory({ initial: pages, maximum: pages });
+  const ex = new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as CodecExports;
+  const buf = memory.buffer;
+  const u8 = new Uint8Array(buf);
+  const u16 = new Uint16Array(buf);
+  const u32 = new Uint32Array(buf);
+
+  /** Where a view starts in this memory, or -1 when it lives elsewhere. */
+  const addressOf = (view: ArrayBufferView): number => (view.buffer === buf ? view.byteOffset : -1);
 
   let decodeTablesFor: CodebookTables | null = null;
   function loadDecodeTables(tables: CodebookTables): void {
@@ -141,6 +164,75 @@ export function createWasmKernels(): CodecKernels | null {
     return encodeTableCount;
   }
 
+  function startDigests(): void {
+    for (let k = 0; k < 4; k++) {
+      u32[CODES_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
+      u32[SM_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
+    }
+  }
+
+  /** Finishes one digest whose lanes (at lanesAt) covered [from, hashedTo): the rest of the span is hashed here. */
+  function finishDigest(lanesAt: number, payload: Uint8Array, from: number, hashedTo: number, to: number): number {
+    const state = new Xxh32State(0);
+    const l = lanesAt / 4;
+    state.setLanes(u32[l]!, u32[l + 1]!, u32[l + 2]!, u32[l + 3]!, hashedTo - from);
+    state.update(payload, hashedTo, to);
+    return state.digest();
+  }
+
+  /**
+   * Runs the decode kernel over values [from, to) into out[outOffset + (i - from)]; returns the
+   * largest code seen. Blocks start on a 32-value group boundary, so a block's codes start on a
+   * whole byte; whole groups of code and sm bytes lie inside their sections (padded to 256 bytes).
+   * With `hash`, every group from 0 on is hashed in order (the caller decodes from 0).
+   */
+  function decodeBlocks(
+    payload: Uint8Array,
+    codesOffset: number,
+    smOffset: number,
+    from: number,
+    to: number,
+    out: Uint16Array,
+    outOffset: number,
+    hash: number,
+  ): number {
+    const src = addressOf(payload);
+    const dst = addressOf(out);
+    let maxCode = 0;
+    for (let a = from - (from % GROUP_VALUES); a < to; a += BLOCK_VALUES) {
+      const b = Math.min(a + BLOCK_VALUES, to);
+      const groups = Math.ceil((b - a) / GROUP_VALUES);
+      let c = DEC_CODES_AT;
+      let s = DEC_SM_AT;
+      if (src >= 0) {
+        c = src + codesOffset + a / 2;
+        s = src + smOffset + a;
+      } else {
+        const codesFrom = codesOffset + a / 2;
+        u8.set(payload.subarray(codesFrom, codesFrom + 16 * groups), DEC_CODES_AT);
+        u8.set(payload.subarray(smOffset + a, smOffset + a + GROUP_VALUES * groups), DEC_SM_AT);
+      }
+      let m: number;
+      if (dst >= 0 && a >= from) {
+        // In place: whole groups straight into out, a last partial group through scratch.
+        const full = Math.floor((b - a) / GROUP_VALUES);
+        m = ex.decode(c, s, dst + 2 * (outOffset + a - from), full, hash);
+        if (full < groups) {
+          const m2 = ex.decode(c + 16 * full, s + GROUP_VALUES * full, DEC_OUT_AT, 1, hash);
+          if (m2 > m) m = m2;
+          const done = a + GROUP_VALUES * full;
+          out.set(u16.subarray(DEC_OUT_AT / 2, DEC_OUT_AT / 2 + (b - done)), outOffset + (done - from));
+        }
+      } else {
+        m = ex.decode(c, s, DEC_OUT_AT, groups, hash);
+        const lo = Math.max(a, from);
+        out.set(u16.subarray(DEC_OUT_AT / 2 + (lo - a), DEC_OUT_AT / 2 + (b - a)), outOffset + (lo - from));
+      }
+      if (m > maxCode) maxCode = m;
+    }
+    return maxCode;
+  }
+
   function decodeValues(
     payload: Uint8Array,
     codesOffset: number,
@@ -151,44 +243,79 @@ export function createWasmKernels(): CodecKernels | null {
     outOffset: number,
     tables: CodebookTables,
   ): boolean {
-    ensureMemory(DEC_END);
     loadDecodeTables(tables);
-    let maxCode = 0;
-    // Blocks start on a 32-value group boundary, so a block's codes start on a whole byte.
-    for (let a = from - (from % GROUP_VALUES); a < to; a += BLOCK_VALUES) {
-      const b = Math.min(a + BLOCK_VALUES, to);
-      const groups = Math.ceil((b - a) / GROUP_VALUES);
-      const codesFrom = codesOffset + a / 2;
-      const codeBytes = Math.ceil(b / 2) - a / 2;
-      u8.set(payload.subarray(codesFrom, codesFrom + codeBytes), DEC_CODES_AT);
-      u8.fill(0, DEC_CODES_AT + codeBytes, DEC_CODES_AT + groups * 16);
-      u8.set(payload.subarray(smOffset + a, smOffset + b), DEC_SM_AT);
-      const m = ex.decode(DEC_CODES_AT, DEC_SM_AT, DEC_OUT_AT, groups, 0);
-      if (m > maxCode) maxCode = m;
-      const lo = Math.max(a, from);
-      out.set(u16.subarray(DEC_OUT_AT / 2 + (lo - a), DEC_OUT_AT / 2 + (b - a)), outOffset + (lo - from));
-    }
     // Conservative: the first and last groups may include codes outside [from, to); the caller rechecks exactly.
-    return maxCode < tables.size;
+    return decodeBlocks(payload, codesOffset, smOffset, from, to, out, outOffset, 0) < tables.size;
   }
 
-  /** Copies values [a, b) into the encode input buffer, padding the last group with a code-0 value. */
-  function loadValues(values: Uint16Array, a: number, b: number, padValue: number): number {
+  /**
+   * Decodes all n values into out[0, n) and advances the codes and sm digests over the same bytes
+   * (two independent chains in one loop); the spans' padding past the last group is hashed after.
+   */
+  function decodeAllWithDigests(
+    payload: Uint8Array,
+    layout: PayloadLayout,
+    elementCount: number,
+    out: Uint16Array,
+    tables: CodebookTables,
+  ): { digests: BulkDigests; codesValid: boolean } {
+    loadDecodeTables(tables);
+    startDigests();
+    const codesAt = layout.codes.offsetBytes;
+    const smAt = layout.sm.offsetBytes;
+    const maxCode = decodeBlocks(payload, codesAt, smAt, 0, elementCount, out, 0, 1);
+    const groups = Math.ceil(elementCount / GROUP_VALUES);
+    const digests = {
+      codes: finishDigest(CODES_LANES_AT, payload, codesAt, codesAt + 16 * groups, smAt),
+      sm: finishDigest(SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * groups, layout.escapeIndex.offsetBytes),
+    };
+    return { digests, codesValid: maxCode < tables.size };
+  }
+
+  function bulkDigests(payload: Uint8Array, layout: PayloadLayout): BulkDigests {
+    startDigests();
+    const codesAt = layout.codes.offsetBytes;
+    const smAt = layout.sm.offsetBytes;
+    const n = layout.sm.byteLength;
+    const src = addressOf(payload);
+    const totalGroups = Math.ceil(n / GROUP_VALUES);
+    for (let a = 0; a < n; a += BLOCK_VALUES) {
+      const groups = Math.ceil((Math.min(a + BLOCK_VALUES, n) - a) / GROUP_VALUES);
+      if (src >= 0) {
+        ex.hash_groups(src + codesAt + a / 2, src + smAt + a, groups);
+      } else {
+        u8.set(payload.subarray(codesAt + a / 2, codesAt + a / 2 + 16 * groups), DEC_CODES_AT);
+        u8.set(payload.subarray(smAt + a, smAt + a + GROUP_VALUES * groups), DEC_SM_AT);
+        ex.hash_groups(DEC_CODES_AT, DEC_SM_AT, groups);
+      }
+    }
+    return {
+      codes: finishDigest(CODES_LANES_AT, payload, codesAt, codesAt + 16 * totalGroups, smAt),
+      sm: finishDigest(SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * totalGroups, layout.escapeIndex.offsetBytes),
+    };
+  }
+
+  /**
+   * The address of values [a, b) as whole groups: in place when they are in this memory and whole,
+   * else copied into the encode input buffer with the last group padded by a code-0 value.
+   */
+  function valuesAt(values: Uint16Array, src: number, a: number, b: number, padValue: number): number {
     const groups = Math.ceil((b - a) / GROUP_VALUES);
+    if (src >= 0 && (b - a) % GROUP_VALUES === 0) return src + 2 * a;
     u16.set(values.subarray(a, b), ENC_IN_AT / 2);
     u16.fill(padValue, ENC_IN_AT / 2 + (b - a), ENC_IN_AT / 2 + groups * GROUP_VALUES);
-    return groups;
+    return ENC_IN_AT;
   }
 
   function countEscapes(values: Uint16Array, tables: CodebookTables): number {
-    ensureMemory(ENC_END);
     const tableCount = loadEncodeTables(tables);
     const padValue = tables.exponents[0]! << 7;
     const n = values.length;
+    const src = addressOf(values);
     let escapes = 0;
     for (let a = 0; a < n; a += BLOCK_VALUES) {
-      const groups = loadValues(values, a, Math.min(n, a + BLOCK_VALUES), padValue);
-      escapes += ex.count_escapes(ENC_IN_AT, groups, tableCount);
+      const b = Math.min(n, a + BLOCK_VALUES);
+      escapes += ex.count_escapes(valuesAt(values, src, a, b, padValue), Math.ceil((b - a) / GROUP_VALUES), tableCount);
     }
     return escapes;
   }
@@ -198,122 +325,40 @@ export function createWasmKernels(): CodecKernels | null {
     tables: CodebookTables,
     payload: Uint8Array,
     at: EncodeOffsets,
-    withChecksum: boolean,
-  ): { escapes: number; checksum: number | null } {
-    ensureMemory(Math.max(ENC_END, HASH_END));
+    escapes: EscapeList,
+    withDigests: boolean,
+  ): BulkDigests | null {
     const tableCount = loadEncodeTables(tables);
+    // Padding values get code 0 and sm byte 0: exactly the sections' zero padding.
     const padValue = tables.exponents[0]! << 7;
     const n = values.length;
-    const chunkSize = at.chunkSize;
-    const chunkCount = Math.ceil(n / chunkSize);
-    // The checksum runs over the header, then the codes as the kernel makes them.
-    if (withChecksum) startChecksum(payload);
-    let hashed = at.codes;
-    let escapes = 0;
-    let nextIndexChunk = 0; // index entries [0, nextIndexChunk) are written
+    const src = addressOf(values);
+    const dst = addressOf(payload);
+    if (withDigests) startDigests();
     for (let a = 0; a < n; a += BLOCK_VALUES) {
       const b = Math.min(n, a + BLOCK_VALUES);
-      const groups = loadValues(values, a, b, padValue);
-      const found = ex.encode(ENC_IN_AT, ENC_CODES_AT, ENC_SM_AT, groups, ENC_ESC_INDEX_AT, ENC_ESC_EXP_AT, tableCount, withChecksum ? 1 : 0);
-      // Whole groups of codes were hashed: past n they are zero, as the section's padding is.
-      hashed = at.codes + a / 2 + groups * 16;
-      payload.set(u8.subarray(ENC_CODES_AT, ENC_CODES_AT + Math.ceil((b - a) / 2)), at.codes + a / 2);
-      payload.set(u8.subarray(ENC_SM_AT, ENC_SM_AT + (b - a)), at.sm + a);
-      for (let j = 0; j < found; j++) {
-        const i = a + u32[ENC_ESC_INDEX_AT / 4 + j]!;
-        const chunk = Math.floor(i / chunkSize);
-        while (nextIndexChunk <= chunk) writeU32(payload, at.escapeIndex + 4 * nextIndexChunk++, escapes);
-        if (escapes < at.escapeCount) {
-          const pos = i - chunk * chunkSize;
-          payload[at.escapePositions + 2 * escapes] = pos & 0xff;
-          payload[at.escapePositions + 2 * escapes + 1] = pos >>> 8;
-          payload[at.escapeExponents + escapes] = u8[ENC_ESC_EXP_AT + j]!;
-        }
-        escapes++;
-      }
-    }
-    while (nextIndexChunk <= chunkCount) writeU32(payload, at.escapeIndex + 4 * nextIndexChunk++, escapes);
-    if (!withChecksum || escapes !== at.escapeCount) return { escapes, checksum: null };
-    return { escapes, checksum: finishChecksum(payload, hashed, payload.length) };
-  }
-
-  /** Starts a checksum: lanes seeded, the header hashed with its checksum field as zero. */
-  function startChecksum(payload: Uint8Array): void {
-    const lanes = new Xxh32State(0).getLanes();
-    for (let k = 0; k < 4; k++) u32[XXH_LANES_AT / 4 + k] = lanes[k]!;
-    u8.set(payload.subarray(0, HEADER_BYTES), HASH_AT);
-    u32[(HASH_AT + HEADER_OFFSET.checksum) / 4] = 0;
-    ex.xxh32_stripes(HASH_AT, HEADER_BYTES / 16);
-  }
-
-  /** Hashes payload[from, to) (from a multiple of 16 from the start) through wasm memory. */
-  function hashRange(payload: Uint8Array, from: number, to: number): void {
-    for (let p = from; p < to; p += HASH_BLOCK_BYTES) {
-      const q = Math.min(to, p + HASH_BLOCK_BYTES);
-      u8.set(payload.subarray(p, q), HASH_AT);
-      ex.xxh32_stripes(HASH_AT, (q - p) / 16);
-    }
-  }
-
-  /** Finishes a checksum whose lanes have covered payload[0, hashedBytes). */
-  function finishChecksum(payload: Uint8Array, hashedBytes: number, totalBytes: number): number {
-    const wholeEnd = totalBytes - (totalBytes % 16);
-    hashRange(payload, hashedBytes, wholeEnd);
-    const state = new Xxh32State(0);
-    const l = XXH_LANES_AT / 4;
-    state.setLanes(u32[l]!, u32[l + 1]!, u32[l + 2]!, u32[l + 3]!, wholeEnd);
-    if (wholeEnd < totalBytes) state.update(payload, wholeEnd, totalBytes);
-    return state.digest();
-  }
-
-  function checksum(payload: Uint8Array, totalBytes: number): number {
-    ensureMemory(Math.max(HASH_END, DEC_END));
-    startChecksum(payload);
-    return finishChecksum(payload, HEADER_BYTES, totalBytes);
-  }
-
-  /**
-   * Decodes all n values into out[0, n) and computes the payload checksum in the same pass over
-   * the sm section (the checksum's order is header, codes, sm, ...: the codes are hashed first).
-   */
-  function decodeAllWithChecksum(
-    payload: Uint8Array,
-    layout: DecodeLayout,
-    elementCount: number,
-    out: Uint16Array,
-    tables: CodebookTables,
-  ): { checksum: number; codesValid: boolean } {
-    ensureMemory(Math.max(HASH_END, DEC_END));
-    loadDecodeTables(tables);
-    const codesOffset = layout.codesOffset;
-    const smOffset = layout.smOffset;
-    startChecksum(payload);
-    hashRange(payload, HEADER_BYTES, smOffset);
-    let maxCode = 0;
-    let hashed = smOffset;
-    for (let a = 0; a < elementCount; a += BLOCK_VALUES) {
-      const b = Math.min(a + BLOCK_VALUES, elementCount);
       const groups = Math.ceil((b - a) / GROUP_VALUES);
-      const codesFrom = codesOffset + a / 2;
-      const codeBytes = Math.ceil(b / 2) - a / 2;
-      u8.set(payload.subarray(codesFrom, codesFrom + codeBytes), DEC_CODES_AT);
-      u8.fill(0, DEC_CODES_AT + codeBytes, DEC_CODES_AT + groups * 16);
-      // Whole groups of sm bytes: past n they are the section's zero padding, which the checksum covers too.
-      u8.set(payload.subarray(smOffset + a, smOffset + a + groups * GROUP_VALUES), DEC_SM_AT);
-      const m = ex.decode(DEC_CODES_AT, DEC_SM_AT, DEC_OUT_AT, groups, 1);
-      if (m > maxCode) maxCode = m;
-      hashed = smOffset + a + groups * GROUP_VALUES;
-      out.set(u16.subarray(DEC_OUT_AT / 2, DEC_OUT_AT / 2 + (b - a)), a);
+      const input = valuesAt(values, src, a, b, padValue);
+      // Whole groups of codes and sm bytes fit in their sections (padded to 256 bytes).
+      const c = dst >= 0 ? dst + at.codes + a / 2 : ENC_CODES_AT;
+      const s = dst >= 0 ? dst + at.sm + a : ENC_SM_AT;
+      const found = ex.encode(input, c, s, groups, ENC_ESC_INDEX_AT, ENC_ESC_EXP_AT, tableCount, withDigests ? 1 : 0);
+      if (dst < 0) {
+        payload.set(u8.subarray(ENC_CODES_AT, ENC_CODES_AT + 16 * groups), at.codes + a / 2);
+        payload.set(u8.subarray(ENC_SM_AT, ENC_SM_AT + GROUP_VALUES * groups), at.sm + a);
+      }
+      for (let j = 0; j < found; j++) escapes.push(a + u32[ENC_ESC_INDEX_AT / 4 + j]!, u8[ENC_ESC_EXP_AT + j]!);
     }
-    return { checksum: finishChecksum(payload, hashed, layout.totalBytes), codesValid: maxCode < tables.size };
+    const groups = Math.ceil(n / GROUP_VALUES);
+    payload.fill(0, at.codes + 16 * groups, at.codesEnd);
+    payload.fill(0, at.sm + GROUP_VALUES * groups, at.smEnd);
+    if (!withDigests) return null;
+    return {
+      codes: finishDigest(CODES_LANES_AT, payload, at.codes, at.codes + 16 * groups, at.codesEnd),
+      sm: finishDigest(SM_LANES_AT, payload, at.sm, at.sm + GROUP_VALUES * groups, at.smEnd),
+    };
   }
 
-  return { name: 'wasm-simd', decodeValues, countEscapes, encodeSections, checksum, decodeAllWithChecksum };
-}
-
-function writeU32(bytes: Uint8Array, at: number, value: number): void {
-  bytes[at] = value & 0xff;
-  bytes[at + 1] = (value >>> 8) & 0xff;
-  bytes[at + 2] = (value >>> 16) & 0xff;
-  bytes[at + 3] = (value >>> 24) & 0xff;
+  const kernels: CodecKernels = { name: 'wasm-simd', decodeValues, countEscapes, encodeSections, bulkDigests, decodeAllWithDigests };
+  return { kernels, memory };
 }

@@ -1,0 +1,101 @@
+import { getCodecBackend, registerArenaKernels } from './backend.js';
+import { SplitZipError } from './errors.js';
+import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
+
+/**
+ * Memory the codec's WebAssembly kernels can work in place: payloads and tensors allocated here
+ * are encoded and decoded without being copied through the kernels' scratch buffers. A bump
+ * allocator; `reset()` frees everything at once.
+ */
+export interface CodecArena {
+  /** Usable bytes (as asked for, at least). */
+  readonly byteLength: number;
+  /** Bytes handed out since creation or the last reset (allocations are rounded to 256 bytes). */
+  readonly usedBytes: number;
+  /** True when encode/decode work on this arena's views in place (WebAssembly SIMD available and active). */
+  readonly zeroCopy: boolean;
+  /** A view of `byteLength` bytes (contents unspecified: zero when new, stale after a reset), 256-byte aligned. */
+  allocate(byteLength: number): Uint8Array;
+  /** A view of `count` 16-bit values (contents unspecified), 256-byte aligned. */
+  allocateValues(count: number): Uint16Array;
+  /** Frees every allocation; views handed out before stay valid but will alias new ones. */
+  reset(): void;
+}
+
+/** Allocations are aligned like payload sections, so a payload placed here keeps its alignment. */
+const ARENA_ALIGN_BYTES = 256;
+/** Wasm32 memory is at most 4 GiB; the kernels keep their scratch area at its start. */
+export const MAX_ARENA_BYTES = MAX_WASM_MEMORY_BYTES - WASM_SCRATCH_BYTES;
+
+/**
+ * Creates an arena of `byteLength` bytes inside a WebAssembly memory of fixed size (it never
+ * grows, so its views are never detached). Where WebAssembly SIMD is unavailable the arena is a
+ * plain ArrayBuffer and encode/decode copy as usual. Memory is reserved up front (virtual; pages
+ * are committed on first touch).
+ */
+export function createCodecArena(byteLength: number): CodecArena {
+  if (!Number.isInteger(byteLength) || byteLength < 0 || byteLength > MAX_ARENA_BYTES) {
+    throw new SplitZipError('INVALID_ARGUMENT', `arena byteLength must be an integer in 0..${MAX_ARENA_BYTES}`, {
+      byteLength,
+    });
+  }
+  let buffer: ArrayBufferLike;
+  let base = 0;
+  let zeroCopy = false;
+  let wasm: ReturnType<typeof createWasmKernels>;
+  try {
+    wasm = createWasmKernels(byteLength);
+  } catch (error) {
+    throw new SplitZipError('INVALID_ARGUMENT', `could not reserve a ${byteLength}-byte arena`, {
+      byteLength,
+      cause: String(error),
+    });
+  }
+  if (wasm !== null) {
+    buffer = wasm.memory.buffer;
+    base = WASM_SCRATCH_BYTES;
+    registerArenaKernels(buffer, wasm.kernels);
+    zeroCopy = true;
+  } else {
+    buffer = new ArrayBuffer(byteLength);
+  }
+  const end = base + byteLength;
+  let next = base;
+
+  function take(bytes: number, what: string): number {
+    if (!Number.isInteger(bytes) || bytes < 0) {
+      throw new SplitZipError('INVALID_ARGUMENT', `${what} must be a non-negative integer`, { [what]: bytes });
+    }
+    if (bytes > end - next) {
+      throw new SplitZipError('OUTPUT_TOO_SMALL', `arena has ${end - next} bytes left, ${bytes} asked for`, {
+        freeBytes: end - next,
+        needed: bytes,
+      });
+    }
+    const at = next;
+    next = Math.min(end, Math.ceil((next + bytes) / ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES);
+    return at;
+  }
+
+  return {
+    byteLength,
+    get usedBytes() {
+      return next - base;
+    },
+    get zeroCopy() {
+      return zeroCopy && getCodecBackend() === 'wasm-simd';
+    },
+    allocate(bytes: number): Uint8Array {
+      return new Uint8Array(buffer, take(bytes, 'byteLength'), bytes);
+    },
+    allocateValues(count: number): Uint16Array {
+      if (!Number.isInteger(count) || count < 0 || count > MAX_ARENA_BYTES / 2) {
+        throw new SplitZipError('INVALID_ARGUMENT', 'count must be a non-negative integer', { count });
+      }
+      return new Uint16Array(buffer, take(2 * count, 'byteLength'), count);
+    },
+    reset(): void {
+      next = base;
+    },
+  };
+}

@@ -1,0 +1,191 @@
+// Codec arenas (kernels in place on WebAssembly memory) and encode into a caller's buffer: the same
+// bytes and values as the reference, whatever mix of arena and ordinary views.
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  calibrateCodebook,
+  computePayloadLayout,
+  createCodebook,
+  createCodecArena,
+  decode,
+  decodeChunks,
+  decodeRange,
+  encode,
+  readPayloadMeta,
+  setCodecBackend,
+  verifyPayloadChecksum,
+  type CodecArena,
+} from '../src/index.js';
+import { BACKENDS, useBackend } from './backends.js';
+import { gaussianBf16, referenceEncode, valuesWithExponents } from './reference.js';
+
+afterAll(() => setCodecBackend('auto'));
+
+const codeOf = (fn: () => unknown): string => {
+  try {
+    fn();
+    return 'none';
+  } catch (error) {
+    return (error as { code?: string }).code ?? 'not a SplitZipError';
+  }
+};
+
+function sameBytes(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Values with Gaussian weights plus escapes (exponents outside a 12-entry codebook). */
+function fixture(n: number, seed: number): { values: Uint16Array; exponents: number[] } {
+  const values = gaussianBf16(n, 0.02, seed);
+  const extra = valuesWithExponents(n, [3, 200, 250], seed + 1);
+  for (let i = 0; i < n; i += 97) values[i] = extra[i]!;
+  const exponents = calibrateCodebook(values).codebook.exponents.slice(0, 12);
+  return { values, exponents };
+}
+
+describe.each(BACKENDS)('codec arena on the %s backend', (backend) => {
+  // Sizes: empty, one partial group, around a 32-value group, around a 32,768-value block, odd.
+  const sizes = [0, 1, 31, 32, 33, 1000, 32767, 32768, 32769, 70001];
+
+  it('encode and decode in place give the reference bytes and the values, for every size', () => {
+    useBackend(backend);
+    const arena = createCodecArena(4 << 20);
+    for (const n of sizes) {
+      arena.reset();
+      const { values, exponents } = fixture(n, n + 11);
+      const expected = referenceEncode(values, exponents, 64);
+      const codebook = createCodebook(exponents);
+      const input = arena.allocateValues(n);
+      input.set(values);
+      // a dirty buffer: encode must write every byte of the payload, padding included
+      const slot = arena.allocate(expected.length + 1000).fill(0xa5);
+      const payload = encode(input, codebook, { chunkSize: 64, out: slot });
+      expect(payload.buffer).toBe(slot.buffer);
+      expect(payload.byteOffset).toBe(slot.byteOffset);
+      if (!sameBytes(payload, expected)) expect.fail(`bytes differ at n=${n}`);
+      expect(slot[expected.length]).toBe(0xa5); // nothing written past the payload
+      const out = arena.allocateValues(n + 3).fill(0x5555);
+      expect(decode(payload, out)).toBe(out);
+      if (!sameBytes(out.subarray(0, n), values)) expect.fail(`decode differs at n=${n}`);
+      expect(Array.from(out.subarray(n))).toEqual([0x5555, 0x5555, 0x5555]);
+      out.fill(0);
+      decode(payload, out, { verify: false });
+      if (!sameBytes(out.subarray(0, n), values)) expect.fail(`decode(verify: false) differs at n=${n}`);
+      expect(() => verifyPayloadChecksum(payload)).not.toThrow();
+    }
+  });
+
+  it('mixed placements: payload or out in the arena, or in another arena', () => {
+    useBackend(backend);
+    const a = createCodecArena(1 << 20);
+    const b = createCodecArena(1 << 20);
+    const n = 40_001;
+    const { values, exponents } = fixture(n, 5);
+    const codebook = createCodebook(exponents);
+    const expected = referenceEncode(values, exponents, 1024);
+    const inA = a.allocateValues(n);
+    inA.set(values);
+    // arena values -> ordinary payload; ordinary values -> arena payload; arena -> other arena
+    expect(sameBytes(encode(inA, codebook), expected)).toBe(true);
+    const payloadA = encode(values, codebook, { out: a.allocate(expected.length) });
+    expect(sameBytes(payloadA, expected)).toBe(true);
+    expect(sameBytes(encode(inA, codebook, { out: b.allocate(expected.length) }), expected)).toBe(true);
+    expect(sameBytes(decode(payloadA), values)).toBe(true);
+    expect(sameBytes(decode(expected, b.allocateValues(n)), values)).toBe(true);
+    expect(sameBytes(decode(payloadA, b.allocateValues(n)), values)).toBe(true);
+  });
+
+  it('decodeRange and decodeChunks from an arena payload into arena outputs', () => {
+    useBackend(backend);
+    const arena = createCodecArena(2 << 20);
+    const n = 70_001;
+    const { values, exponents } = fixture(n, 9);
+    const payload = arena.allocate(300_000);
+    const p = encode(values, createCodebook(exponents), { out: payload, chunkSize: 64 });
+    for (const [start, count] of [
+      [0, n],
+      [1, 31],
+      [33, 32768],
+      [32767, 2],
+      [65, 40_000],
+      [n - 1, 1],
+      [17, 0],
+    ] as const) {
+      const out = arena.allocateValues(count);
+      decodeRange(p, start, count, out, { verify: false });
+      if (!sameBytes(out, values.subarray(start, start + count))) expect.fail(`range ${start}+${count} differs`);
+    }
+    const meta = readPayloadMeta(p);
+    const out = arena.allocateValues(64 * 600);
+    decodeChunks(p, meta, 3, 600, out);
+    expect(sameBytes(out, values.subarray(3 * 64, 603 * 64))).toBe(true);
+  });
+
+  it('reports corruption in place like anywhere else', () => {
+    useBackend(backend);
+    const arena = createCodecArena(1 << 20);
+    const n = 5000;
+    const { values, exponents } = fixture(n, 13);
+    const p = encode(values, createCodebook(exponents), { out: arena.allocate(20_000) });
+    for (const at of [100, 300, 256 + 1000, 2816 + 7, p.length - 1]) {
+      p[at] = p[at]! ^ 0x10;
+      expect(codeOf(() => decode(p, arena.allocateValues(n)))).not.toBe('none');
+      p[at] = p[at]! ^ 0x10;
+    }
+    expect(codeOf(() => decode(p, arena.allocateValues(n)))).toBe('none');
+  });
+});
+
+describe('encode into a caller buffer (out)', () => {
+  it('gives the bytes of a fresh encode in any buffer, and OUTPUT_TOO_SMALL when it cannot fit', () => {
+    for (const backend of BACKENDS) {
+      useBackend(backend);
+      const { values, exponents } = fixture(3001, 21);
+      const codebook = createCodebook(exponents);
+      const fresh = encode(values, codebook);
+      const big = new Uint8Array(fresh.length + 17).fill(0xff);
+      const p = encode(values, codebook, { out: big.subarray(1) });
+      expect(sameBytes(p, fresh)).toBe(true);
+      expect(big[0]).toBe(0xff);
+      // large enough for the escape-free layout but not for the escapes: found after the pass
+      const escapeFree = computePayloadLayout(3001, 0).totalBytes;
+      expect(fresh.length).toBeGreaterThan(escapeFree);
+      expect(codeOf(() => encode(values, codebook, { out: new Uint8Array(escapeFree) }))).toBe('OUTPUT_TOO_SMALL');
+      expect(codeOf(() => encode(values, codebook, { out: new Uint8Array(100) }))).toBe('OUTPUT_TOO_SMALL');
+      expect(codeOf(() => encode(values, codebook, { out: [] as unknown as Uint8Array }))).toBe('INVALID_ARGUMENT');
+    }
+  });
+});
+
+describe('createCodecArena', () => {
+  it('hands out 256-byte aligned views until it is full, and reuses them after reset', () => {
+    setCodecBackend('auto');
+    const arena: CodecArena = createCodecArena(4096);
+    expect(arena.zeroCopy).toBe(true);
+    const a = arena.allocate(10);
+    const b = arena.allocateValues(3);
+    expect(a.length).toBe(10);
+    expect(b.length).toBe(3);
+    expect(b.byteOffset - a.byteOffset).toBe(256);
+    expect(a.byteOffset % 256).toBe(0);
+    expect(arena.usedBytes).toBe(512);
+    expect(codeOf(() => arena.allocate(4096 - 512 + 1))).toBe('OUTPUT_TOO_SMALL');
+    expect(arena.allocate(4096 - 512).length).toBe(3584);
+    arena.reset();
+    expect(arena.usedBytes).toBe(0);
+    expect(arena.allocate(1).byteOffset).toBe(a.byteOffset);
+    expect(codeOf(() => arena.allocate(-1))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => arena.allocateValues(1.5))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => createCodecArena(-1))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => createCodecArena(2 ** 33))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('is not zero-copy while the JS backend is forced', () => {
+    const arena = createCodecArena(0);
+    setCodecBackend('js');
+    expect(arena.zeroCopy).toBe(false);
+    setCodecBackend('auto');
+    expect(arena.zeroCopy).toBe(true);
+  });
+});
