@@ -33,16 +33,16 @@ const LOCAL = [2 ** 20, 2 ** 24];
 /**
  * GB/s of BF16, copied from measured runs (RESULTS.md):
  * - node: the H200 machine (16-core Xeon VM, Node 20 + Dawn), device/run-h200.sh, 2026-12-02
- *   15:22 UTC run; the only machine where webgpu runs in Node. webasm/cpu were measured there
+ *   15:31 UTC run; the only machine where webgpu runs in Node. webasm/cpu were measured there
  *   at 2^20 and 2^24 only. decodeToDevice on the codec is its host decode.
  * - browser: headless Chromium 156 on this repo's 2-core CI-class machine, SwiftShader (software
  *   WebGL/WebGPU), bench/run-bench.mjs, 2026-12-02. No real-GPU browser has been measured.
  */
 export const MEASURED_THROUGHPUT: Record<Platform, readonly ThroughputRow[]> = {
   node: [
-    ...rowsOf('decode', H200, { codec: [1.89, 2.16, 2.78], webgpu: [0.23, 0.29, 0.31], webasm: [0.08, 0.09], cpu: [0.03, 0.03] }),
-    ...rowsOf('decodeToDevice', H200, { codec: [1.89, 2.16, 2.78], webgpu: [0.38, 0.4, 0.4] }),
-    ...rowsOf('encode', H200, { codec: [0.63, 1.02, 0.82], webgpu: [0.14, 0.19, 0.17] }),
+    ...rowsOf('decode', H200, { codec: [1.78, 2.66, 2.56], webgpu: [0.17, 0.33, 0.31], webasm: [0.1, 0.08], cpu: [0.04, 0.03] }),
+    ...rowsOf('decodeToDevice', H200, { codec: [1.78, 2.66, 2.56], webgpu: [0.39, 0.5, 0.45] }),
+    ...rowsOf('encode', H200, { codec: [0.88, 1.17, 0.82], webgpu: [0.13, 0.2, 0.19] }),
   ],
   browser: [
     ...rowsOf('decode', LOCAL, {
