@@ -210,6 +210,29 @@ describe('a single-file model with every kind of tensor', () => {
     expect(await blobs('2')).toEqual(await blobs('0'));
   });
 
+  it('every encode backend writes the same payloads (gpu.js cpu and webasm, the codec path)', async () => {
+    const blobsOf = async (dir: string) => {
+      const names = (await readdir(join(dir, 'blobs'))).filter((n) => n.endsWith('.bin')).sort();
+      return Promise.all(names.map(async (n) => [n, (await readFile(join(dir, 'blobs', n))).toString('base64')]));
+    };
+    const reference = join(temp.path, 'cache-backend-codec');
+    const { json: codecReport } = await runJson<BuildJson>(['build', modelPath, '--out', reference, '--backend', 'codec']);
+    expect(codecReport.backend).toBe('codec');
+    for (const backend of ['cpu', 'webasm']) {
+      const dir = join(temp.path, `cache-backend-${backend}`);
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--backend', backend]);
+      expect(json.backend).toBe(backend);
+      expect(await blobsOf(dir)).toEqual(await blobsOf(reference));
+    }
+    // No WebGPU adapter here: the build says so and falls back to the codec path.
+    const webgpu = await runCli(['build', modelPath, '--out', join(temp.path, 'cache-backend-webgpu'), '--backend', 'webgpu']);
+    expect(webgpu.code).toBe(0);
+    if (!webgpu.stdout.includes('backend webgpu')) {
+      expect(webgpu.stderr).toMatch(/^splitzip build: warning: .+; using codec$/m);
+      expect(webgpu.stdout).toContain('backend codec');
+    }
+  });
+
   it('verify fails, naming the entry, when a blob is corrupted', async () => {
     const corruptCache = join(temp.path, 'cache-corrupt');
     const { json: built } = await runJson<BuildJson>(['build', modelPath, '--out', corruptCache]);
