@@ -12,6 +12,20 @@ find packages apps tooling -name .vitest-result.json -not -path '*/node_modules/
 
 pnpm exec turbo run build --output-logs=errors-only
 build_rc=$?
+
+# The store's S3 tests run against a throwaway Ceph RADOS Gateway on 127.0.0.1 (scripts/ceph/),
+# stopped by PID whatever happens; its AWS_* variables are exported for the tests.
+CEPH_DIR=""
+stop_ceph() { if [ -n "$CEPH_DIR" ]; then bash scripts/ceph/stop-ceph.sh "$CEPH_DIR"; fi; }
+trap stop_ceph EXIT
+trap 'exit 130' INT TERM
+if bash scripts/ceph/install-ceph.sh && CEPH_DIR="$(bash scripts/ceph/start-ceph.sh)"; then
+  # shellcheck disable=SC1091
+  source "$CEPH_DIR/env"
+else
+  CEPH_DIR=""
+  echo "test: the Ceph S3 gateway could not be started; the store's S3 tests will fail" >&2
+fi
 pnpm exec turbo run test --concurrency=1 --continue
 test_rc=$?
 

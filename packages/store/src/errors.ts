@@ -21,7 +21,12 @@ export type StoreErrorCode =
   | 'INVALID_ARGUMENT'
   | 'LOCK_TIMEOUT'
   | 'STORE_CLOSED'
-  | 'IO_ERROR';
+  | 'IO_ERROR'
+  | 'S3_UNAVAILABLE'
+  | 'S3_ERROR';
+
+/** Codes a caller may retry later with the same arguments (the server or another process may recover). */
+const RETRYABLE_CODES: ReadonlySet<StoreErrorCode> = new Set(['S3_UNAVAILABLE', 'LOCK_TIMEOUT']);
 
 export interface StoreErrorContext {
   /** The tensor key of the entry concerned, where there is one. */
@@ -41,6 +46,8 @@ export class StoreError extends Error {
   readonly details: Record<string, unknown>;
   /** The message without the code prefix and the (entry, file) suffix. */
   readonly reason: string;
+  /** True when the same call may succeed later (object store down, writer lock busy). */
+  readonly retryable: boolean;
 
   constructor(code: StoreErrorCode, message: string, context: StoreErrorContext = {}) {
     const where = [context.entry ? `entry ${context.entry}` : '', context.path ? `file ${context.path}` : '']
@@ -53,6 +60,7 @@ export class StoreError extends Error {
     this.path = context.path;
     this.details = context.details ?? {};
     this.reason = message;
+    this.retryable = RETRYABLE_CODES.has(code);
   }
 
   /** The same error with `entry`/`path` filled in where they were missing. */

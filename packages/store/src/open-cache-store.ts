@@ -6,13 +6,34 @@ import { FsBackend } from './fs-backend.js';
 import { encodeJournalHeader } from './journal-format.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './limits.js';
 import { isValidChunkSize, isValidCoverage, serializeManifest } from './manifest-format.js';
-import type { OpenCacheStoreOptions } from './types.js';
+import { isS3Url, parseS3Url } from './s3-layout.js';
+import { S3CacheStore } from './s3-cache-store.js';
+import { S3Transport, createS3Client, describeEndpoint, type ResolvedS3Settings } from './s3-transport.js';
+import type { OpenCacheStoreOptions, S3StoreOptions } from './types.js';
 
 /** The seed's coverage gate. */
 export const DEFAULT_COVERAGE_MIN = 0.99;
 
+function positiveInteger(value: number | undefined, fallback: number, name: string, min = 1): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min) throw new StoreError('INVALID_ARGUMENT', `s3.${name} must be an integer ≥ ${min}`, { details: { [name]: value } });
+  return value;
+}
+
+function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
+  return {
+    maxConcurrentRequests: positiveInteger(options.maxConcurrentRequests, 8, 'maxConcurrentRequests'),
+    partSizeBytes: positiveInteger(options.partSizeBytes, 8 * 2 ** 20, 'partSizeBytes', 64 * 1024),
+    multipartThresholdBytes: positiveInteger(options.multipartThresholdBytes, 64 * 2 ** 20, 'multipartThresholdBytes', 5 * 2 ** 20),
+    maxAttempts: positiveInteger(options.maxAttempts, 6, 'maxAttempts'),
+    retryBaseDelayMs: positiveInteger(options.retryBaseDelayMs, 100, 'retryBaseDelayMs', 0),
+    retryMaxDelayMs: positiveInteger(options.retryMaxDelayMs, 2000, 'retryMaxDelayMs', 0),
+  };
+}
+
 /**
- * Opens the cache at `root` (a directory). With `create: true` a missing cache is created (an empty
+ * Opens the cache at `root`: a directory, or `s3://bucket/prefix` (the S3 layout of the README;
+ * settings in `options.s3`, endpoint and credentials from the AWS SDK environment variables). With `create: true` a missing cache is created (an empty
  * generation-1 manifest and journal, under the writer lock); otherwise a missing manifest is NOT_A_CACHE.
  */
 export async function openCacheStore(root: string, options: OpenCacheStoreOptions = {}): Promise<CacheStore> {
@@ -28,6 +49,25 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   const refreshIntervalMs = options.refreshIntervalMs;
   if (refreshIntervalMs !== undefined && !(Number.isFinite(refreshIntervalMs) && refreshIntervalMs > 0)) {
     throw new StoreError('INVALID_ARGUMENT', 'refreshIntervalMs must be a positive number', { details: { refreshIntervalMs } });
+  }
+  if (isS3Url(root)) {
+    const location = parseS3Url(root);
+    const s3 = options.s3 ?? {};
+    const settings = resolveS3Settings(s3);
+    const { client, endpoint } = s3.client
+      ? { client: s3.client, endpoint: describeEndpoint(s3.endpoint, s3.region ?? process.env.AWS_REGION ?? 'us-east-1') }
+      : createS3Client(s3, settings);
+    const transport = new S3Transport(client, location, endpoint, settings);
+    try {
+      return await S3CacheStore.open(
+        transport,
+        { refreshIntervalMs, readThroughDir: s3.readThroughDir },
+        options.create ? { chunkSize, coverageMin, createBucket: s3.createBucket === true } : undefined,
+      );
+    } catch (error) {
+      transport.destroy();
+      throw error;
+    }
   }
   const backend = new FsBackend(resolve(root));
   if (options.create && !(await backend.readManifest())) {

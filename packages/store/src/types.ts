@@ -1,3 +1,4 @@
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { CodebookJson } from '@splitzip/codec';
 
 /** A slice identity as `@splitzip/safetensors` reports it: (shardName, offsetBytes, sizeBytes). */
@@ -92,6 +93,44 @@ export interface OpenCacheStoreOptions {
   refreshIntervalMs?: number;
   /** Fold the journal into manifest.json on close() if this instance wrote; default true. */
   compactOnClose?: boolean;
+  /** Settings for `s3://bucket/prefix` roots (ignored for directories). */
+  s3?: S3StoreOptions;
+}
+
+/**
+ * Object-store settings. Endpoint, credentials and region default to the AWS SDK's environment
+ * variables (AWS_ENDPOINT_URL[_S3], AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); a custom
+ * endpoint switches to path-style addressing.
+ */
+export interface S3StoreOptions {
+  /** A ready client (its own endpoint, credentials, retries); the store then adds only its own retries. */
+  client?: S3Client;
+  /** Overrides AWS_ENDPOINT_URL(_S3), e.g. `http://127.0.0.1:7480`. */
+  endpoint?: string;
+  /** Overrides AWS_REGION; default us-east-1 when neither is set. */
+  region?: string;
+  /** Default: true when a custom endpoint is set. */
+  forcePathStyle?: boolean;
+  /** With `create: true`, also create the bucket when it does not exist. */
+  createBucket?: boolean;
+  /** Requests in flight per store (GETs, PUTs, LISTs together); default 8. Bounds sockets, not memory: reads land in the caller's slots. */
+  maxConcurrentRequests?: number;
+  /** A blob bigger than this is read as parallel ranged GETs of this size; default 8 MiB. */
+  partSizeBytes?: number;
+  /** Blobs bigger than this are uploaded in parts (multipart upload); default 64 MiB (S3's minimum part is 5 MiB). */
+  multipartThresholdBytes?: number;
+  /** Attempts per request on transient errors (reset, refused, 5xx, throttling); default 6. */
+  maxAttempts?: number;
+  /** Backoff before the second attempt, doubled each time (with jitter) up to `retryMaxDelayMs`; default 100. */
+  retryBaseDelayMs?: number;
+  /** Default 2000. */
+  retryMaxDelayMs?: number;
+  /** Socket idle limit of one request; default 30 s. */
+  requestTimeoutMs?: number;
+  /** TCP connect limit; default 3 s. */
+  connectTimeoutMs?: number;
+  /** A per-host directory of fetched blobs (read-through): checked by checksum before use, written atomically. */
+  readThroughDir?: string;
 }
 
 export interface VerifyProblem {
@@ -129,6 +168,11 @@ export interface VerifyReport {
 export interface GcOptions {
   /** Report what would be removed without removing anything. */
   dryRun?: boolean;
+  /**
+   * S3 only: an orphan blob or an unfinished multipart upload is removed only when older than this
+   * (a writer may be between its blob PUT and its entry PUT); default 1 hour.
+   */
+  minAgeMs?: number;
 }
 
 export interface GcReport {

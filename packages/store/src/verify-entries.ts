@@ -11,7 +11,7 @@ import type { CacheEntry, VerifyOptions, VerifyProblem, VerifyReport } from './t
  * Problems are collected, not thrown.
  */
 export async function verifyEntries(
-  backend: StorageBackend,
+  backend: Pick<StorageBackend, 'readBlobInto'>,
   entries: readonly CacheEntry[],
   generation: number,
   options: VerifyOptions,

@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import { readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
+import { countShapeElements } from './compute-content-key.js';
+import { StoreError } from './errors.js';
+import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
+import type { AddEntryInput, CacheEntry } from './types.js';
+import { canonicalBlobPath, formatBlobChecksum, isContentKey, isSha256Hex, sliceId, validateSliceKey } from './validate-entry.js';
+
+export interface PreparedEntry {
+  entry: CacheEntry;
+  /** The payload's bytes up to its total size (what the blob holds). */
+  payload: Uint8Array;
+}
+
+function sha256Hex(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** Validates an addEntry input (payload header and checksum, shape, slices) and builds its entry. Shared by both stores. */
+
+export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
+  if (input === null || typeof input !== 'object') throw new StoreError('INVALID_ARGUMENT', 'addEntry input must be an object');
+  const { key, qualname, payload, shape, dtype, sha256 } = input;
+  if (!isContentKey(key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits (computeContentKey)', { details: { key } });
+  if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {
+    throw new StoreError('INVALID_ARGUMENT', `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { entry: key });
+  }
+  if (dtype !== 'BF16') throw new StoreError('INVALID_ARGUMENT', `only BF16 tensors are cached, got ${JSON.stringify(dtype)}`, { entry: key });
+  if (!isSha256Hex(sha256)) throw new StoreError('INVALID_ARGUMENT', 'sha256 must be 64 lower-case hex digits', { entry: key });
+  if (!(payload instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'payload must be a Uint8Array', { entry: key });
+  let meta;
+  try {
+    meta = readPayloadMeta(payload);
+    verifyPayloadChecksum(payload, meta);
+  } catch (error) {
+    throw new StoreError('INVALID_ARGUMENT', `payload fails validation: ${(error as Error).message}`, { entry: key, cause: error });
+  }
+  const elementCount = countShapeElements(shape, { entry: key });
+  if (elementCount !== meta.elementCount) {
+    throw new StoreError('INVALID_ARGUMENT', `shape holds ${elementCount} values, the payload ${meta.elementCount}`, {
+      entry: key,
+      details: { shape: [...shape], payloadElements: meta.elementCount },
+    });
+  }
+  const sliceKeys = (input.sliceKeys ?? []).map((s) => validateSliceKey(s, key, 'INVALID_ARGUMENT'));
+  if (sliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
+    throw new StoreError('INVALID_ARGUMENT', `more than MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, { entry: key });
+  }
+  const ids = new Set<string>();
+  for (const slice of sliceKeys) {
+    if (slice[2] !== meta.rawBytes) {
+      throw new StoreError('SLICE_SIZE_MISMATCH', `slice ${JSON.stringify(slice)} has ${slice[2]} bytes but the tensor ${meta.rawBytes}`, {
+        entry: key,
+        details: { slice, rawBytes: meta.rawBytes },
+      });
+    }
+    const id = sliceId(...slice);
+    if (ids.has(id)) throw new StoreError('INVALID_ARGUMENT', `slice ${JSON.stringify(slice)} is listed twice`, { entry: key });
+    ids.add(id);
+  }
+  const blobBytes = payload.subarray(0, meta.compBytes);
+  const entry: CacheEntry = Object.freeze({
+    key,
+    qualname,
+    blob: canonicalBlobPath(key),
+    codebook: Object.freeze({ exponents: Object.freeze([...meta.codebook.exponents]) as number[] }),
+    meta: Object.freeze({
+      version: meta.version,
+      elementCount: meta.elementCount,
+      chunkSize: meta.chunkSize,
+      chunkCount: meta.chunkCount,
+      escapeCount: meta.escapeCount,
+      compBytes: meta.compBytes,
+      rawBytes: meta.rawBytes,
+      checksum: meta.checksum,
+    }),
+    rawBytes: meta.rawBytes,
+    compBytes: meta.compBytes,
+    dtype: 'BF16' as const,
+    shape: Object.freeze([...shape]),
+    formatVersion: meta.version,
+    blobChecksum: formatBlobChecksum(meta.checksum),
+    blobSha256: sha256Hex(blobBytes),
+    sha256,
+    sliceKeys: Object.freeze(sliceKeys),
+  });
+  return { entry, payload: blobBytes };
+}

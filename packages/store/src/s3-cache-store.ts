@@ -1,0 +1,586 @@
+import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
+import type { CacheStore } from './cache-store.js';
+import { checkBlobPayload } from './check-blob-payload.js';
+import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
+import { StoreError, isStoreError } from './errors.js';
+import { MAX_QUALNAME_CHARS } from './limits.js';
+import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
+import { prepareAddEntry } from './prepare-add-entry.js';
+import { ReadThroughCache } from './read-through-cache.js';
+import {
+  ENTRIES_DIR,
+  HEADER_OBJECT,
+  MAX_SLICE_EPOCH,
+  SLICES_DIR,
+  blobObjectName,
+  entryObjectName,
+  parseBlobObjectName,
+  parseEntryObjectName,
+  parseSliceObjectName,
+  sliceObjectName,
+  encodeShardName,
+} from './s3-layout.js';
+import type { S3Transport } from './s3-transport.js';
+import { StateDraft, StoreState } from './store-state.js';
+import type {
+  AddEntryInput,
+  AddEntryResult,
+  AliasSliceItem,
+  AliasSlicesOptions,
+  CacheEntry,
+  GcOptions,
+  GcReport,
+  SliceKeyTuple,
+  TensorBytesRef,
+  VerifyOptions,
+  VerifyProblem,
+  VerifyReport,
+} from './types.js';
+import { entryToDisk, isContentKey, parseDiskEntry, sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
+import { verifyEntries } from './verify-entries.js';
+
+/** An entry object holds one entry's JSON (~1 KB; a 4096-character qualname at most). */
+export const MAX_ENTRY_OBJECT_BYTES = 64 * 1024 + MAX_QUALNAME_CHARS * 4;
+/** cache.json holds four small fields. */
+const MAX_HEADER_OBJECT_BYTES = 64 * 1024;
+/** The layout version in cache.json (the S3 counterpart of MANIFEST_FORMAT). */
+export const S3_LAYOUT_FORMAT = 1;
+/** Orphan blobs and unfinished uploads younger than this may belong to a writer still at work. */
+export const DEFAULT_GC_MIN_AGE_MS = 3_600_000;
+
+export interface S3StoreSettings {
+  refreshIntervalMs: number | undefined;
+  readThroughDir: string | undefined;
+}
+
+interface S3Header {
+  chunkSize: number;
+  coverageMin: number;
+}
+
+/** A problem found while listing (an object that fails validation, a conflicting slice): never served, reported by verify. */
+interface ListingProblem {
+  key: string;
+  code: string;
+  message: string;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+function parseHeaderObject(bytes: Uint8Array, path: string): S3Header {
+  let json: Record<string, unknown>;
+  try {
+    json = JSON.parse(decoder.decode(bytes)) as Record<string, unknown>;
+  } catch (error) {
+    throw new StoreError('MANIFEST_INVALID', `cache.json is not UTF-8 JSON: ${(error as Error).message}`, { path, cause: error });
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new StoreError('MANIFEST_INVALID', 'cache.json must be a JSON object', { path });
+  if (json.layout !== 's3-objects' || json.format !== S3_LAYOUT_FORMAT) {
+    throw new StoreError('UNSUPPORTED_FORMAT', `cache.json layout ${JSON.stringify(json.layout)} format ${JSON.stringify(json.format)} is not s3-objects ${S3_LAYOUT_FORMAT}`, { path });
+  }
+  if (!isValidChunkSize(json.chunk_size)) throw new StoreError('MANIFEST_INVALID', 'cache.json chunk_size must be a power of two in 64..65536', { path });
+  if (!isValidCoverage(json.coverage_min)) throw new StoreError('MANIFEST_INVALID', 'cache.json coverage_min must be a number in 0..1', { path });
+  return { chunkSize: json.chunk_size, coverageMin: json.coverage_min };
+}
+
+export function serializeHeaderObject(header: S3Header): Uint8Array {
+  return encoder.encode(`${JSON.stringify({ layout: 's3-objects', format: S3_LAYOUT_FORMAT, chunk_size: header.chunkSize, coverage_min: header.coverageMin })}\n`);
+}
+
+async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  let failed: unknown;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length && failed === undefined) {
+      const at = next++;
+      try {
+        out[at] = await task(items[at]!);
+      } catch (error) {
+        failed ??= error;
+      }
+    }
+  });
+  await Promise.all(workers);
+  if (failed !== undefined) throw failed;
+  return out;
+}
+
+/**
+ * The cache in an S3 bucket below a prefix: every write is an immutable object (content-addressed
+ * blob, one object per entry, one per slice alias), so writers on many hosts need no lock and no
+ * update can be lost. A refresh lists entries/ and slices/ and fetches only entry objects it has
+ * not seen. See the README's "S3 layout".
+ */
+export class S3CacheStore implements CacheStore {
+  private state = new StoreState();
+  private header: S3Header = { chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99 };
+  /** Entry objects fetched so far: name → parsed entry (without slices) or the problem it had. */
+  private readonly entryObjects = new Map<string, CacheEntry | ListingProblem>();
+  /** Entry object chosen per key (the first name seen; later ones of the same key are other encodings). */
+  private readonly chosen = new Map<string, string>();
+  /** Highest alias epoch seen per slice id (a rebind writes one above it). */
+  private sliceEpochs = new Map<string, number>();
+  /** Slices with two keys at their highest epoch: unresolved until a rebind. */
+  private conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
+  private problems: ListingProblem[] = [];
+  private changes = 0;
+  private readonly readThrough: ReadThroughCache | undefined;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+
+  private constructor(
+    private readonly transport: S3Transport,
+    private readonly settings: S3StoreSettings,
+  ) {
+    this.readThrough = settings.readThroughDir ? new ReadThroughCache(settings.readThroughDir) : undefined;
+  }
+
+  /** Creates cache.json if asked and missing, then loads everything. */
+  static async open(transport: S3Transport, settings: S3StoreSettings, create: { chunkSize: number; coverageMin: number; createBucket: boolean } | undefined): Promise<S3CacheStore> {
+    const store = new S3CacheStore(transport, settings);
+    const path = transport.describe(HEADER_OBJECT);
+    if (create?.createBucket) await transport.ensureBucket();
+    let bytes = await transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
+    if (!bytes && create) {
+      // Two creators may race: both write a valid header; the builder defaults of the last one stay.
+      bytes = serializeHeaderObject(create);
+      await transport.putObject(HEADER_OBJECT, bytes, 'application/json');
+    }
+    if (!bytes) throw new StoreError('NOT_A_CACHE', 'no cache.json below this prefix (open with create: true to make a new cache)', { path });
+    store.header = parseHeaderObject(bytes, path);
+    await store.refresh();
+    if (settings.refreshIntervalMs !== undefined) {
+      store.timer = setInterval(() => {
+        store.refresh().catch(() => undefined);
+      }, settings.refreshIntervalMs);
+      store.timer.unref();
+    }
+    return store;
+  }
+
+  get root(): string {
+    return this.transport.location.url;
+  }
+
+  /** S3 caches have no manifest generations: this counts the refreshes that changed what this instance sees. */
+  get generation(): number {
+    return this.changes;
+  }
+
+  get size(): number {
+    return this.state.entries.size;
+  }
+
+  get chunkSize(): number {
+    return this.header.chunkSize;
+  }
+
+  get coverageMin(): number {
+    return this.header.coverageMin;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreError('STORE_CLOSED', 'the cache store is closed', { path: this.root });
+  }
+
+  // ---- reading ------------------------------------------------------------------------------
+
+  lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined {
+    this.assertOpen();
+    if (!isBf16Dtype(dtype)) return undefined;
+    return this.state.entries.get(computeContentKey(bytes, shape, 'BF16'));
+  }
+
+  getEntry(key: string): CacheEntry | undefined {
+    this.assertOpen();
+    return this.state.entries.get(key);
+  }
+
+  lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
+    this.assertOpen();
+    const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
+    return key === undefined ? undefined : this.state.entries.get(key);
+  }
+
+  entries(): IterableIterator<CacheEntry> {
+    this.assertOpen();
+    return this.state.entries.values();
+  }
+
+  /** Reads the blob object of an entry into `target` (exactly compBytes), unchecked. */
+  private readObjectInto(entry: CacheEntry, target: Uint8Array): Promise<void> {
+    return this.transport.getObjectInto(blobObjectName(entry.key, entry.blobSha256), target, entry.key);
+  }
+
+  async readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array> {
+    this.assertOpen();
+    if (!(stagingSlot instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'stagingSlot must be a Uint8Array', { entry: key });
+    const entry = this.state.entries.get(key);
+    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    if (stagingSlot.length < entry.compBytes) {
+      throw new StoreError('SLOT_TOO_SMALL', `staging slot holds ${stagingSlot.length} bytes, the payload needs ${entry.compBytes}`, {
+        entry: key,
+        details: { slotBytes: stagingSlot.length, payloadBytes: entry.compBytes },
+      });
+    }
+    const view = stagingSlot.subarray(0, entry.compBytes);
+    if (this.readThrough) {
+      let hit = false;
+      try {
+        hit = await this.readThrough.readInto(entry.key, entry.blobSha256, view);
+      } catch {
+        hit = false; // An unreadable local copy is a miss.
+      }
+      if (hit) {
+        try {
+          checkBlobPayload(entry, view);
+          return view;
+        } catch {
+          await this.readThrough.remove(entry.key, entry.blobSha256); // Damaged on this host's disk: fetch again.
+        }
+      }
+    }
+    await this.readObjectInto(entry, view);
+    try {
+      checkBlobPayload(entry, view);
+    } catch (error) {
+      throw isStoreError(error) ? error.withContext({ path: this.transport.describe(blobObjectName(entry.key, entry.blobSha256)) }) : error;
+    }
+    if (this.readThrough) {
+      // The local copy is an optimisation: a full disk must not fail the read.
+      await this.readThrough.write(entry.key, entry.blobSha256, view).catch(() => undefined);
+    }
+    return view;
+  }
+
+  /**
+   * Lists entries/ and slices/ and rebuilds the view (fetching only new entry objects). Callers
+   * arriving while one refresh runs share the next one, which starts after theirs was asked for.
+   */
+  refresh(): Promise<void> {
+    this.assertOpen();
+    if (this.queued) return this.queued;
+    const previous = this.running ?? Promise.resolve();
+    const next: Promise<void> = previous
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        this.running = next;
+        return this.loadListing();
+      })
+      .finally(() => {
+        if (this.running === next) this.running = undefined;
+      });
+    this.queued = next;
+    return next;
+  }
+
+  private async loadListing(): Promise<void> {
+    const [entryObjects, sliceObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR)]);
+    const fresh = entryObjects.filter((o) => !this.entryObjects.has(o.name));
+    await mapLimited(fresh, this.transport.settings.maxConcurrentRequests, async (object) => {
+      this.entryObjects.set(object.name, await this.fetchEntryObject(object.name));
+    });
+    // From here on everything is synchronous: readers never see a half-built view.
+    const listed = new Set(entryObjects.map((o) => o.name));
+    const problems: ListingProblem[] = [];
+    const entries = new Map<string, CacheEntry>();
+    for (const [key, name] of [...this.chosen]) {
+      if (!listed.has(name)) this.chosen.delete(key); // Deleted by hand: forget it.
+    }
+    for (const object of entryObjects) {
+      const parsed = this.entryObjects.get(object.name);
+      if (!parsed) continue;
+      if (!('blob' in parsed)) {
+        problems.push(parsed);
+        continue;
+      }
+      if (!this.chosen.has(parsed.key)) this.chosen.set(parsed.key, object.name);
+      if (this.chosen.get(parsed.key) === object.name) entries.set(parsed.key, parsed);
+    }
+    // Aliases: per slice, the keys at its highest epoch; one key binds, two are a conflict.
+    const top = new Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }>();
+    for (const object of sliceObjects) {
+      const parsed = parseSliceObjectName(object.name);
+      if (!parsed) {
+        problems.push({ key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${this.transport.describe(object.name)} below slices/` });
+        continue;
+      }
+      const id = sliceId(...parsed.slice);
+      const at = top.get(id);
+      if (!at || parsed.epoch > at.epoch) top.set(id, { slice: parsed.slice, epoch: parsed.epoch, keys: new Set([parsed.key]) });
+      else if (parsed.epoch === at.epoch) at.keys.add(parsed.key);
+    }
+    const sliceLists = new Map<string, SliceKeyTuple[]>();
+    const epochs = new Map<string, number>();
+    const conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
+    for (const [id, { slice, epoch, keys }] of top) {
+      epochs.set(id, epoch);
+      if (keys.size > 1) {
+        const list = [...keys].sort();
+        conflicts.set(id, { slice, keys: list });
+        problems.push({
+          key: list[0]!,
+          code: 'SLICE_CONFLICT',
+          message: `slice ${JSON.stringify(slice)} is aliased to ${list.join(' and ')} at epoch ${epoch}; it resolves to nothing until a rebind`,
+        });
+        continue;
+      }
+      const key = [...keys][0]!;
+      const entry = entries.get(key);
+      if (!entry) continue; // Its entry object is not listed yet (written just before): next refresh.
+      if (entry.rawBytes !== slice[2]) {
+        problems.push({ key, code: 'SLICE_SIZE_MISMATCH', message: `slice ${JSON.stringify(slice)} has ${slice[2]} bytes but the entry holds ${entry.rawBytes}` });
+        continue;
+      }
+      let list = sliceLists.get(key);
+      if (!list) sliceLists.set(key, (list = []));
+      list.push(slice);
+    }
+    const withSlices = [...entries.values()].map((entry) => {
+      const list = sliceLists.get(entry.key);
+      return list ? withSliceKeys(entry, list) : entry;
+    });
+    const state = StoreState.fromEntries(withSlices, { source: 'S3 listing', path: this.root });
+    const changed = state.entries.size !== this.state.entries.size || state.sliceOwners.size !== this.state.sliceOwners.size || problems.length !== this.problems.length;
+    this.state = state;
+    this.sliceEpochs = epochs;
+    this.conflicts = conflicts;
+    this.problems = problems;
+    if (changed) this.changes++;
+  }
+
+  private async fetchEntryObject(name: string): Promise<CacheEntry | ListingProblem> {
+    const parsedName = parseEntryObjectName(name);
+    const path = this.transport.describe(name);
+    if (!parsedName) return { key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${path} below entries/` };
+    try {
+      const bytes = await this.transport.getSmallObject(name, MAX_ENTRY_OBJECT_BYTES);
+      if (!bytes) throw new StoreError('ENTRY_INVALID', 'the entry object vanished between listing and reading', { entry: parsedName.key, path });
+      let json: unknown;
+      try {
+        json = JSON.parse(decoder.decode(bytes));
+      } catch (error) {
+        throw new StoreError('ENTRY_INVALID', `entry object is not UTF-8 JSON: ${(error as Error).message}`, { entry: parsedName.key, path });
+      }
+      const entry = parseDiskEntry(parsedName.key, json);
+      if (entry.blobSha256 !== parsedName.blobSha256) {
+        throw new StoreError('ENTRY_INVALID', 'blob_sha256 differs from the one in the object name', { entry: parsedName.key, path });
+      }
+      if (entry.sliceKeys.length > 0) throw new StoreError('ENTRY_INVALID', 'entry objects carry no slice keys (they are alias objects)', { entry: parsedName.key, path });
+      return entry;
+    } catch (error) {
+      // An unavailable server must fail the refresh (and be retried), not mark the entry bad forever.
+      if (isStoreError(error) && (error.retryable || error.code === 'S3_ERROR')) throw error;
+      const e = isStoreError(error) ? error.withContext({ path }) : new StoreError('ENTRY_INVALID', String(error), { entry: parsedName.key, path });
+      return { key: parsedName.key, code: e.code, message: e.message };
+    }
+  }
+
+  // ---- writing ------------------------------------------------------------------------------
+
+  addEntry(input: AddEntryInput): Promise<AddEntryResult> {
+    return this.addEntries([input]).then((results) => results[0]!);
+  }
+
+  async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
+    this.assertOpen();
+    if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
+    const prepared = inputs.map((input) => prepareAddEntry(input));
+    for (const { entry } of prepared) for (const slice of entry.sliceKeys) encodeShardName(slice[0]);
+    await this.refresh();
+    const draft = new StateDraft(this.state);
+    const context = { source: 'this call', path: this.root };
+    const fresh: typeof prepared = [];
+    const aliasWrites: { key: string; slice: SliceKeyTuple; epoch: number }[] = [];
+    for (const item of prepared) {
+      const { entry } = item;
+      const existing = draft.getEntry(entry.key);
+      if (!existing) {
+        for (const slice of entry.sliceKeys) this.assertNoConflict(slice, entry.key);
+        draft.planAdd(withSliceKeys(entry, []), context);
+        for (const slice of entry.sliceKeys) {
+          // planAdd without slices, then each slice: conflicts are thrown here, before anything is written.
+          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0 });
+        }
+        fresh.push(item);
+      } else {
+        // An existing key (a rerun after a crash between the entry and its aliases): bind what is
+        // still unbound; a slice bound elsewhere stays as it is, as re-adding is a no-op.
+        for (const slice of entry.sliceKeys) {
+          if (draft.ownerOf(slice) !== undefined || this.conflicts.has(sliceId(...slice))) continue;
+          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0 });
+        }
+      }
+    }
+    const added = new Set(fresh.map((f) => f.entry.key));
+    const limit = this.transport.settings.maxConcurrentRequests;
+    // Blob first, then the entry object: a listed entry always has its complete blob.
+    await mapLimited(fresh, limit, async ({ entry, payload }) => {
+      await this.transport.putObject(blobObjectName(entry.key, entry.blobSha256), payload);
+      const json = { ...entryToDisk(entry), slice_keys: [] };
+      await this.transport.putObject(entryObjectName(entry.key, entry.blobSha256), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
+    });
+    // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
+    if (aliasWrites.length > 0) await this.writeAliases(aliasWrites);
+    else if (fresh.length > 0) await this.refresh();
+    return prepared.map(({ entry }) => ({ key: entry.key, added: added.has(entry.key) }));
+  }
+
+  private assertNoConflict(slice: SliceKeyTuple, key: string): void {
+    const conflict = this.conflicts.get(sliceId(...slice));
+    if (conflict) {
+      throw new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(slice)} is aliased to ${conflict.keys.join(' and ')}; refusing to bind it to ${key} (rebind to settle it)`, {
+        entry: key,
+        path: this.root,
+        details: { slice, boundKeys: conflict.keys, requestedKey: key },
+      });
+    }
+  }
+
+  /** Writes alias objects, refreshes, and checks that each slice now resolves to its key (a racing writer may have bound it elsewhere). */
+  private async writeAliases(writes: { key: string; slice: SliceKeyTuple; epoch: number }[]): Promise<void> {
+    if (writes.length === 0) return;
+    await mapLimited(writes, this.transport.settings.maxConcurrentRequests, (w) => this.transport.putObject(sliceObjectName(w.slice, w.epoch, w.key), new Uint8Array(0)));
+    await this.refresh();
+    for (const w of writes) {
+      const owner = this.state.ownerOf(w.slice);
+      if (owner === w.key) continue;
+      const conflict = this.conflicts.get(sliceId(...w.slice));
+      throw new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(w.slice)} was bound concurrently: it resolves to ${conflict ? `nothing (${conflict.keys.join(' and ')})` : String(owner)}, not ${w.key}`, {
+        entry: w.key,
+        path: this.root,
+        details: { slice: w.slice, owner, conflictingKeys: conflict?.keys, requestedKey: w.key },
+      });
+    }
+  }
+
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean> {
+    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes }]).then((results) => results[0]!);
+  }
+
+  async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
+    this.assertOpen();
+    if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
+    const rebind = options.rebind === true;
+    const resolved = items.map((item) => {
+      const slice = validateSliceKey([item.shardName, item.offsetBytes, item.sizeBytes], undefined, 'INVALID_ARGUMENT');
+      encodeShardName(slice[0]);
+      let key: string | undefined;
+      if (typeof item.key === 'string') {
+        if (!isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
+        key = item.key;
+      } else if (item.key && typeof item.key === 'object') {
+        key = isBf16Dtype(item.key.dtype) ? computeContentKey(item.key.bytes, item.key.shape, 'BF16') : undefined;
+      } else {
+        throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
+      }
+      return { key, slice };
+    });
+    await this.refresh();
+    const results = resolved.map(() => false);
+    const draft = new StateDraft(this.state);
+    const writes: { key: string; slice: SliceKeyTuple; epoch: number }[] = [];
+    const context = { source: 'this call', path: this.root };
+    resolved.forEach(({ key, slice }, at) => {
+      if (key === undefined || !draft.getEntry(key)) return;
+      const id = sliceId(...slice);
+      const conflicted = this.conflicts.has(id);
+      if (conflicted && !rebind) this.assertNoConflict(slice, key);
+      const plan = draft.planAlias(key, slice, rebind, context);
+      if (plan === 'already-bound') results[at] = true;
+      if (plan !== 'bound' && !conflicted) return;
+      const current = this.sliceEpochs.get(id);
+      // A rebind (or settling a conflict) goes one epoch above what is there. A plain alias goes at
+      // the current epoch: if an alias object of another key is there whose entry is not listed
+      // yet, the two conflict at read time instead of one silently replacing the other.
+      const epoch = current === undefined ? 0 : rebind || conflicted ? current + 1 : current;
+      if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
+      writes.push({ key, slice, epoch });
+      results[at] = true;
+    });
+    await this.writeAliases(writes);
+    return results;
+  }
+
+  // ---- maintenance --------------------------------------------------------------------------
+
+  /** Nothing to fold: S3 caches have no journal. */
+  async compact(): Promise<void> {
+    this.assertOpen();
+  }
+
+  async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
+    this.assertOpen();
+    await this.refresh();
+    const reader = {
+      readBlobInto: async (key: string, _blob: string, target: Uint8Array) => {
+        const entry = this.state.entries.get(key);
+        if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key });
+        await this.readObjectInto(entry, target);
+      },
+    };
+    const report = await verifyEntries(reader, [...this.state.entries.values()], this.changes, options);
+    const extra: VerifyProblem[] = this.problems.map((p) => ({ key: p.key, qualname: this.state.entries.get(p.key)?.qualname ?? '', code: p.code, message: p.message }));
+    // An unreachable server is not a verdict on the cache: surface it instead of reporting every entry bad.
+    const unavailable = report.problems.find((p) => p.code === 'S3_UNAVAILABLE');
+    if (unavailable) throw new StoreError('S3_UNAVAILABLE', unavailable.message, { path: this.root, details: { endpoint: this.transport.endpoint } });
+    return { ...report, ok: report.ok && extra.length === 0, problems: [...report.problems, ...extra] };
+  }
+
+  async gc(options: GcOptions = {}): Promise<GcReport> {
+    this.assertOpen();
+    const started = performance.now();
+    const minAgeMs = options.minAgeMs ?? DEFAULT_GC_MIN_AGE_MS;
+    const now = Date.now();
+    // Every entry object counts as a reference, also other encodings of a key and invalid ones.
+    const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
+    const referenced = new Set<string>();
+    for (const object of all) {
+      const name = parseEntryObjectName(object.name);
+      if (name) referenced.add(blobObjectName(name.key, name.blobSha256));
+    }
+    const orphanBlobs: string[] = [];
+    const unknownFiles: string[] = [];
+    let orphanBytes = 0;
+    for (const object of all) {
+      if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name)) continue;
+      if (parseBlobObjectName(object.name)) {
+        if (!referenced.has(object.name) && now - object.lastModifiedMs >= minAgeMs) {
+          orphanBlobs.push(object.name);
+          orphanBytes += object.sizeBytes;
+        }
+        continue;
+      }
+      unknownFiles.push(object.name);
+    }
+    const staleUploads = uploads.filter((u) => now - u.initiatedMs >= minAgeMs);
+    if (!options.dryRun) {
+      const limit = this.transport.settings.maxConcurrentRequests;
+      await mapLimited(orphanBlobs, limit, (name) => this.transport.deleteObject(name));
+      await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
+    }
+    return {
+      dryRun: options.dryRun === true,
+      orphanBlobs,
+      orphanBytes,
+      tempFiles: staleUploads.map((u) => `${u.name} (multipart upload ${u.uploadId})`),
+      oldJournals: [],
+      staleLocks: [],
+      unknownFiles,
+      durationMs: performance.now() - started,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await Promise.allSettled([this.running, this.queued]);
+    this.transport.destroy();
+  }
+}

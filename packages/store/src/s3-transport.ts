@@ -1,0 +1,493 @@
+import { createHash } from 'node:crypto';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateBucketCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { StoreError } from './errors.js';
+import type { S3Location } from './s3-layout.js';
+import type { S3StoreOptions } from './types.js';
+
+/** Bounds memory spent on a hostile bucket listing (far above MAX_ENTRIES plus their aliases). */
+export const MAX_LISTED_OBJECTS = 50_000_000;
+/** S3's own limit on one part (and on a single PUT). */
+const MAX_PART_BYTES = 5 * 2 ** 30;
+const MIN_PART_BYTES = 5 * 2 ** 20;
+
+export interface ListedObject {
+  /** Relative to the cache prefix. */
+  name: string;
+  sizeBytes: number;
+  lastModifiedMs: number;
+}
+
+export interface ResolvedS3Settings {
+  maxConcurrentRequests: number;
+  partSizeBytes: number;
+  multipartThresholdBytes: number;
+  maxAttempts: number;
+  retryBaseDelayMs: number;
+  retryMaxDelayMs: number;
+}
+
+const TRANSIENT_ERRNO = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EAI_AGAIN',
+  'ERR_STREAM_PREMATURE_CLOSE',
+  'UND_ERR_SOCKET',
+]);
+const TRANSIENT_NAMES = new Set([
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'SlowDown',
+  'Throttling',
+  'ThrottlingException',
+  'TooManyRequestsException',
+  'RequestLimitExceeded',
+  'InternalError',
+  'ServiceUnavailable',
+  'BodyInterrupted',
+]);
+
+function errnoOf(error: unknown): string | undefined {
+  let e = error as { code?: unknown; cause?: unknown; errors?: unknown[] } | undefined;
+  for (let depth = 0; e && depth < 4; depth++) {
+    if (typeof e.code === 'string') return e.code;
+    // Node's happy-eyeballs connect reports an AggregateError of per-address errors.
+    if (Array.isArray(e.errors) && e.errors.length > 0) return errnoOf(e.errors[0]);
+    e = e.cause as typeof e;
+  }
+  return undefined;
+}
+
+function statusOf(error: unknown): number | undefined {
+  const status = (error as { $metadata?: { httpStatusCode?: unknown } } | undefined)?.$metadata?.httpStatusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/** Connection resets and refusals, timeouts, 5xx, 408/429 and throttling: worth another attempt. */
+export function isTransientS3Error(error: unknown): boolean {
+  if (error instanceof StoreError) return false;
+  const status = statusOf(error);
+  if (status !== undefined && (status >= 500 || status === 408 || status === 429)) return true;
+  const name = (error as { name?: unknown } | undefined)?.name;
+  if (typeof name === 'string' && TRANSIENT_NAMES.has(name)) return true;
+  const errno = errnoOf(error);
+  if (errno !== undefined && TRANSIENT_ERRNO.has(errno)) return true;
+  const message = String((error as { message?: unknown } | undefined)?.message ?? '');
+  // Responses cut off by a dying server surface from node:http with these messages and no code.
+  return /socket hang up|aborted|premature close|other side closed|ECONNRESET|ECONNREFUSED/i.test(message);
+}
+
+function isNotFound(error: unknown): boolean {
+  const name = (error as { name?: unknown } | undefined)?.name;
+  return statusOf(error) === 404 || name === 'NoSuchKey' || name === 'NotFound';
+}
+
+/** The SDK's errors carry the whole HTTP response; keep what explains the failure. */
+function summarizeCause(error: unknown): Error {
+  const summary = new Error(describeError(error));
+  summary.name = typeof (error as { name?: unknown })?.name === 'string' ? (error as Error).name : 'Error';
+  Object.assign(summary, { code: errnoOf(error), httpStatusCode: statusOf(error) });
+  return summary;
+}
+
+function describeError(error: unknown): string {
+  const e = error as { name?: unknown; message?: unknown };
+  const errno = errnoOf(error);
+  const status = statusOf(error);
+  return [typeof e?.name === 'string' ? e.name : 'Error', status ? `HTTP ${status}` : '', errno ?? '', String(e?.message ?? '')].filter(Boolean).join(' ');
+}
+
+/** A body that ended or broke before its promised length (retried from where it stopped). */
+class BodyInterrupted extends Error {
+  override readonly name = 'BodyInterrupted';
+}
+
+/** Counting semaphore: at most `limit` requests hold a slot. */
+class Limiter {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly limit: number) {}
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.active++;
+    try {
+      return await task();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    }
+  }
+}
+
+function md5Base64(bytes: Uint8Array): string {
+  return createHash('md5').update(bytes).digest('base64');
+}
+
+function toBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** The endpoint a client talks to, for messages. */
+export function describeEndpoint(endpoint: string | undefined, region: string): string {
+  return endpoint ?? `https://s3.${region}.amazonaws.com`;
+}
+
+export function createS3Client(options: S3StoreOptions, settings: ResolvedS3Settings): { client: S3Client; endpoint: string } {
+  // The SDK reads these itself too; we read them to choose path-style and to name the endpoint in errors.
+  const endpoint = options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL ?? undefined;
+  const region = options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  const connectTimeoutMs = options.connectTimeoutMs ?? 3_000;
+  const agentOptions = { keepAlive: true, maxSockets: settings.maxConcurrentRequests * 2 };
+  const client = new S3Client({
+    region,
+    endpoint,
+    forcePathStyle: options.forcePathStyle ?? endpoint !== undefined,
+    // The store retries itself (bounded, resumable ranged reads); one SDK attempt per store attempt.
+    maxAttempts: 1,
+    // Integrity is ours: Content-MD5 on every PUT, payload checksums on every read. The SDK's default
+    // trailing CRC32 (aws-chunked) is not understood by every S3 server.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    requestHandler: new NodeHttpHandler({
+      connectionTimeout: connectTimeoutMs,
+      socketTimeout: requestTimeoutMs,
+      httpAgent: new HttpAgent(agentOptions),
+      httpsAgent: new HttpsAgent(agentOptions),
+    }),
+  });
+  return { client, endpoint: describeEndpoint(endpoint, region) };
+}
+
+/**
+ * The S3 calls the store makes, each with bounded retries and backoff on transient errors and a
+ * bounded number in flight. A request that keeps failing transiently ends in S3_UNAVAILABLE (retryable,
+ * naming the endpoint); any other failure is S3_ERROR (or BLOB_MISSING / a caller-visible code).
+ */
+export class S3Transport {
+  private readonly limiter: Limiter;
+
+  constructor(
+    readonly client: S3Client,
+    readonly location: S3Location,
+    readonly endpoint: string,
+    readonly settings: ResolvedS3Settings,
+  ) {
+    this.limiter = new Limiter(settings.maxConcurrentRequests);
+  }
+
+  /** `s3://bucket/prefix/name`, for messages. */
+  describe(name: string): string {
+    return `${this.location.url}${name}`;
+  }
+
+  private objectKey(name: string): string {
+    return `${this.location.prefix}${name}`;
+  }
+
+  /** Runs one request (each attempt holds a concurrency slot; backoff does not). */
+  private async withRetries<T>(operation: string, name: string, attempt: () => Promise<T>): Promise<T> {
+    const { maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = this.settings;
+    let last: unknown;
+    for (let n = 0; n < maxAttempts; n++) {
+      if (n > 0) {
+        const ceiling = Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (n - 1));
+        await sleep(ceiling / 2 + Math.random() * (ceiling / 2));
+      }
+      try {
+        return await this.limiter.run(attempt);
+      } catch (error) {
+        if (!isTransientS3Error(error)) throw this.wrap(operation, name, error);
+        last = error;
+      }
+    }
+    throw new StoreError(
+      'S3_UNAVAILABLE',
+      `S3 endpoint ${this.endpoint} failed ${operation} ${maxAttempts} times in a row (last: ${describeError(last)}); retry later`,
+      { path: this.describe(name), details: { endpoint: this.endpoint, operation, attempts: maxAttempts, bucket: this.location.bucket }, cause: summarizeCause(last) },
+    );
+  }
+
+  private wrap(operation: string, name: string, error: unknown): StoreError {
+    if (error instanceof StoreError) return error;
+    return new StoreError('S3_ERROR', `S3 ${operation} failed at ${this.endpoint}: ${describeError(error)}`, {
+      path: this.describe(name),
+      details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name },
+      cause: summarizeCause(error),
+    });
+  }
+
+  /** Creates the bucket if it does not exist. */
+  async ensureBucket(): Promise<void> {
+    const Bucket = this.location.bucket;
+    const exists = await this.withRetries('HeadBucket', '', async () => {
+      try {
+        await this.client.send(new HeadBucketCommand({ Bucket }));
+        return true;
+      } catch (error) {
+        if (isNotFound(error)) return false;
+        throw error;
+      }
+    });
+    if (exists) return;
+    await this.withRetries('CreateBucket', '', async () => {
+      try {
+        await this.client.send(new CreateBucketCommand({ Bucket }));
+      } catch (error) {
+        const name = (error as { name?: unknown }).name;
+        // Another process created it first.
+        if (name !== 'BucketAlreadyOwnedByYou' && name !== 'BucketAlreadyExists') throw error;
+      }
+    });
+  }
+
+  /** PUTs a whole object with Content-MD5, so the server rejects a body damaged on the way. */
+  async putObject(name: string, body: Uint8Array, contentType = 'application/octet-stream'): Promise<void> {
+    if (body.length > this.settings.multipartThresholdBytes) {
+      await this.putMultipart(name, body, contentType);
+      return;
+    }
+    const md5 = md5Base64(body);
+    await this.withRetries('PutObject', name, () =>
+      this.client.send(
+        new PutObjectCommand({
+          Bucket: this.location.bucket,
+          Key: this.objectKey(name),
+          Body: toBuffer(body),
+          ContentLength: body.length,
+          ContentMD5: md5,
+          ContentType: contentType,
+        }),
+      ),
+    );
+  }
+
+  private async putMultipart(name: string, body: Uint8Array, contentType: string): Promise<void> {
+    const Bucket = this.location.bucket;
+    const Key = this.objectKey(name);
+    const partBytes = Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, this.settings.partSizeBytes * 2));
+    const created = await this.withRetries('CreateMultipartUpload', name, () =>
+      this.client.send(new CreateMultipartUploadCommand({ Bucket, Key, ContentType: contentType })),
+    );
+    const UploadId = created.UploadId;
+    if (!UploadId) throw new StoreError('S3_ERROR', 'CreateMultipartUpload returned no UploadId', { path: this.describe(name) });
+    try {
+      const count = Math.ceil(body.length / partBytes);
+      const parts = await Promise.all(
+        Array.from({ length: count }, async (_, i) => {
+          const part = body.subarray(i * partBytes, Math.min(body.length, (i + 1) * partBytes));
+          const md5 = md5Base64(part);
+          const out = await this.withRetries('UploadPart', name, () =>
+            this.client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: i + 1, Body: toBuffer(part), ContentLength: part.length, ContentMD5: md5 })),
+          );
+          return { PartNumber: i + 1, ETag: out.ETag };
+        }),
+      );
+      await this.withRetries('CompleteMultipartUpload', name, () =>
+        this.client.send(new CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: parts } })),
+      );
+    } catch (error) {
+      // Best effort; gc aborts what is left (a killed writer cannot run this at all).
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId })).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** A small whole object (at most `maxBytes`), or undefined when absent. */
+  async getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined> {
+    return this.withRetries('GetObject', name, async () => {
+      let response;
+      try {
+        response = await this.client.send(new GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+      const body = response.Body as Readable | undefined;
+      const length = response.ContentLength ?? -1;
+      if (length < 0 || length > maxBytes) {
+        body?.destroy();
+        throw new StoreError('SIZE_INVALID', `object is ${length} bytes, above the ${maxBytes} allowed for it`, {
+          path: this.describe(name),
+          details: { sizeBytes: length, limit: maxBytes },
+        });
+      }
+      const target = new Uint8Array(length);
+      await readBodyInto(body, target, 0);
+      return target;
+    });
+  }
+
+  /**
+   * Reads bytes [0, target.length) of an object whose total size must be `target.length` into
+   * `target`: one GET, or parallel ranged GETs of partSizeBytes for a big object. A broken body is
+   * resumed with a ranged GET from where it stopped. BLOB_MISSING (404), BLOB_SIZE_MISMATCH.
+   */
+  async getObjectInto(name: string, target: Uint8Array, entry: string): Promise<void> {
+    const part = this.settings.partSizeBytes;
+    if (target.length <= part) {
+      await this.getRangeInto(name, target, 0, entry);
+      return;
+    }
+    const count = Math.ceil(target.length / part);
+    // Every part has its own retries; the limiter bounds how many are in flight.
+    await Promise.all(Array.from({ length: count }, (_, i) => this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), i * part, entry, target.length)));
+  }
+
+  /** Fills `target` with object bytes [start, start + target.length); the object must be `totalBytes` long. */
+  private async getRangeInto(name: string, target: Uint8Array, start: number, entry: string, totalBytes = target.length): Promise<void> {
+    let filled = 0;
+    await this.withRetries('GetObject', name, async () => {
+      const from = start + filled;
+      const to = start + target.length - 1;
+      const whole = start === 0 && target.length === totalBytes && filled === 0;
+      let response;
+      try {
+        response = await this.client.send(
+          new GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), Range: whole || target.length === 0 ? undefined : `bytes=${from}-${to}` }),
+        );
+      } catch (error) {
+        if (isNotFound(error)) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry, path: this.describe(name) });
+        if (statusOf(error) === 416) throw sizeMismatch(this.describe(name), entry, undefined, totalBytes);
+        throw error;
+      }
+      const body = response.Body as Readable | undefined;
+      const objectBytes = whole ? response.ContentLength : parseContentRangeTotal(response.ContentRange);
+      if (objectBytes !== totalBytes) {
+        body?.destroy();
+        throw sizeMismatch(this.describe(name), entry, objectBytes, totalBytes);
+      }
+      if (!whole && !response.ContentRange?.startsWith(`bytes ${from}-`)) {
+        body?.destroy();
+        throw new StoreError('S3_ERROR', `ranged GET returned ${String(response.ContentRange)} for bytes=${from}-${to}`, { entry, path: this.describe(name) });
+      }
+      // Count what arrived even if the body breaks: the next attempt resumes there.
+      await readBodyInto(body, target, filled, (n) => (filled = n));
+    });
+  }
+
+  /** Every object below `dir` (relative to the prefix), all pages. */
+  async list(dir: string): Promise<ListedObject[]> {
+    const out: ListedObject[] = [];
+    const Prefix = this.objectKey(dir);
+    let ContinuationToken: string | undefined;
+    do {
+      const page = await this.withRetries('ListObjectsV2', dir, () =>
+        this.client.send(new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix, ContinuationToken, MaxKeys: 1000 })),
+      );
+      for (const object of page.Contents ?? []) {
+        if (!object.Key?.startsWith(this.location.prefix)) continue;
+        out.push({ name: object.Key.slice(this.location.prefix.length), sizeBytes: object.Size ?? 0, lastModifiedMs: object.LastModified?.getTime() ?? 0 });
+      }
+      if (out.length > MAX_LISTED_OBJECTS) {
+        throw new StoreError('SIZE_INVALID', `more than MAX_LISTED_OBJECTS (${MAX_LISTED_OBJECTS}) objects below ${dir}`, { path: this.describe(dir) });
+      }
+      ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
+      if (page.IsTruncated && !ContinuationToken) throw new StoreError('S3_ERROR', 'a truncated listing without a continuation token', { path: this.describe(dir) });
+    } while (ContinuationToken);
+    return out;
+  }
+
+  async deleteObject(name: string): Promise<void> {
+    await this.withRetries('DeleteObject', name, () => this.client.send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) })));
+  }
+
+  /** Unfinished multipart uploads below the prefix. */
+  async listMultipartUploads(): Promise<{ name: string; uploadId: string; initiatedMs: number }[]> {
+    const out: { name: string; uploadId: string; initiatedMs: number }[] = [];
+    let KeyMarker: string | undefined;
+    let UploadIdMarker: string | undefined;
+    for (;;) {
+      const page = await this.withRetries('ListMultipartUploads', '', () =>
+        this.client.send(new ListMultipartUploadsCommand({ Bucket: this.location.bucket, Prefix: this.location.prefix, KeyMarker, UploadIdMarker })),
+      );
+      for (const upload of page.Uploads ?? []) {
+        if (!upload.Key || !upload.UploadId) continue;
+        out.push({ name: upload.Key.slice(this.location.prefix.length), uploadId: upload.UploadId, initiatedMs: upload.Initiated?.getTime() ?? 0 });
+      }
+      if (!page.IsTruncated) return out;
+      KeyMarker = page.NextKeyMarker;
+      UploadIdMarker = page.NextUploadIdMarker;
+      if (!KeyMarker && !UploadIdMarker) return out;
+    }
+  }
+
+  async abortMultipartUpload(name: string, uploadId: string): Promise<void> {
+    await this.withRetries('AbortMultipartUpload', name, async () => {
+      try {
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), UploadId: uploadId }));
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    });
+  }
+
+  destroy(): void {
+    this.client.destroy();
+  }
+}
+
+function sizeMismatch(path: string, entry: string, objectBytes: number | undefined, expected: number): StoreError {
+  return new StoreError('BLOB_SIZE_MISMATCH', `the blob object holds ${String(objectBytes)} bytes, the entry says ${expected}`, {
+    entry,
+    path,
+    details: { objectBytes, expectedBytes: expected },
+  });
+}
+
+function parseContentRangeTotal(contentRange: string | undefined): number | undefined {
+  const m = /^bytes (?:\d+-\d+|\*)\/(\d+)$/.exec(contentRange ?? '');
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Copies a response body into target[from..] without an intermediate buffer. More bytes than the
+ * target holds is a size mismatch; fewer (the server went away) is BodyInterrupted, retried.
+ */
+async function readBodyInto(body: Readable | undefined, target: Uint8Array, from: number, progress?: (filled: number) => void): Promise<void> {
+  let at = from;
+  if (!body) {
+    if (at === target.length) return;
+    throw new BodyInterrupted('response without a body');
+  }
+  try {
+    for await (const chunk of body as AsyncIterable<Uint8Array>) {
+      if (chunk.length > target.length - at) {
+        throw new StoreError('BLOB_SIZE_MISMATCH', `the response body is longer than the ${target.length - from} bytes asked for`, {
+          details: { expectedBytes: target.length - from },
+        });
+      }
+      target.set(chunk, at);
+      at += chunk.length;
+      progress?.(at);
+    }
+  } finally {
+    body.destroy();
+  }
+  if (at !== target.length) throw new BodyInterrupted(`response body ended after ${at - from} of ${target.length - from} bytes`);
+}

@@ -1,0 +1,297 @@
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { readFile, writeFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CreateBucketCommand, CreateMultipartUploadCommand, DeleteObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { decode } from '@splitzip/codec';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openCacheStore, type CacheStore } from '../src/index.js';
+import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { describeS3, dropBucket, endpoint, rawClient, uniqueBucket } from './s3-helpers.js';
+
+afterEach(removeTempDirs);
+
+function blobName(prefix: string, entry: { key: string; blobSha256: string }): string {
+  return `${prefix}blobs/${entry.key}.${entry.blobSha256}.bin`;
+}
+
+function expectBitExact(store: CacheStore, tensor: TestTensor, view: Uint8Array): void {
+  const entry = store.getEntry(tensor.key)!;
+  expect(view.length).toBe(entry.compBytes);
+  expect(Buffer.from(decode(view).buffer).equals(Buffer.from(tensor.bytes))).toBe(true);
+}
+
+describe('S3 store without a server', () => {
+  it('an endpoint that refuses connections gives a typed, retryable S3_UNAVAILABLE naming the endpoint', async () => {
+    // A port nobody listens on: bind, note it, close.
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const started = Date.now();
+    const error = await catchError(() =>
+      openCacheStore('s3://nobody-home/cache', { s3: { endpoint: `http://127.0.0.1:${port}`, maxAttempts: 3, retryBaseDelayMs: 10, retryMaxDelayMs: 20 } }),
+    );
+    expect(error.code).toBe('S3_UNAVAILABLE');
+    expect((error as { retryable?: boolean }).retryable).toBe(true);
+    expect(error.message).toContain(`http://127.0.0.1:${port}`);
+    expect(error.details).toMatchObject({ attempts: 3, endpoint: `http://127.0.0.1:${port}` });
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
+
+  it('rejects malformed s3:// roots', async () => {
+    for (const url of ['s3://', 's3://A_bad_bucket/x', 's3://ok-bucket/a/../b']) {
+      expect((await catchError(() => openCacheStore(url))).code, url).toBe('INVALID_ARGUMENT');
+    }
+  });
+});
+
+describeS3('S3 store against the gateway', () => {
+  const bucket = uniqueBucket('store');
+  let client: S3Client;
+  let run = 0;
+  const url = (prefix: string) => `s3://${bucket}/${prefix}`;
+  const nextPrefix = () => `t${run++}/`;
+
+  beforeAll(async () => {
+    client = rawClient();
+    await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  });
+  afterAll(async () => {
+    await dropBucket(client, bucket);
+    client.destroy();
+  });
+
+  it('a missing cache is NOT_A_CACHE; create: true makes one, with the builder defaults', async () => {
+    const prefix = nextPrefix();
+    expect((await catchError(() => openCacheStore(url(prefix)))).code).toBe('NOT_A_CACHE');
+    const store = await openCacheStore(url(prefix), { create: true, chunkSize: 256, coverageMin: 0.95 });
+    expect(store.size).toBe(0);
+    await store.close();
+    const again = await openCacheStore(url(prefix));
+    expect([again.chunkSize, again.coverageMin, again.root]).toEqual([256, 0.95, url(prefix)]);
+    await again.close();
+    expect((await catchError(() => again.refresh())).code).toBe('STORE_CLOSED');
+  });
+
+  it('builds entries into S3, verifies them, and another instance reads every one back bit-exact', async () => {
+    const prefix = nextPrefix();
+    const shapes = [[0], [1], [7], [3, 5], [64], [65], [2, 3, 37], [1000], [4097]];
+    const tensors = shapes.map((shape, i) => makeTensor(shape, 100 + i));
+    const writer = await openCacheStore(url(prefix), { create: true });
+    const results = await writer.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`model-0000${i % 2}.safetensors`, i * 65536, t.bytes.length]])));
+    expect(results.map((r) => r.added)).toEqual(tensors.map(() => true));
+    // Re-adding is a no-op.
+    expect((await writer.addEntries(tensors.slice(0, 2).map((t) => toInput(t, 'again')))).map((r) => r.added)).toEqual([false, false]);
+    const report = await writer.verify({ decode: true });
+    expect(report.problems).toEqual([]);
+    expect([report.ok, report.checked, report.decoded]).toEqual([true, tensors.length, tensors.length]);
+
+    const reader = await openCacheStore(url(prefix));
+    expect(reader.size).toBe(tensors.length);
+    const slot = new Uint8Array(1 << 20);
+    for (const [i, t] of tensors.entries()) {
+      const entry = reader.lookupBySlice(`model-0000${i % 2}.safetensors`, i * 65536, t.bytes.length);
+      expect(entry?.key).toBe(t.key);
+      expect(entry?.qualname).toBe(`layer.${i}`);
+      expect(reader.lookup(t.bytes, t.shape, 'BF16')?.key).toBe(t.key);
+      expectBitExact(reader, t, await reader.readBlob(t.key, slot));
+    }
+    expect((await catchError(() => reader.readBlob(tensors[8]!.key, new Uint8Array(10)))).code).toBe('SLOT_TOO_SMALL');
+    expect((await catchError(() => reader.readBlob('0'.repeat(40), slot))).code).toBe('ENTRY_NOT_FOUND');
+    await Promise.all([writer.close(), reader.close()]);
+  });
+
+  it('aliases: absent → false, idempotent, SLICE_CONFLICT, rebind; a concurrent conflicting alias resolves to nothing until rebound', async () => {
+    const prefix = nextPrefix();
+    const [a, b] = [makeTensor([40], 1), makeTensor([40], 2)];
+    const store = await openCacheStore(url(prefix), { create: true });
+    await store.addEntries([toInput(a, 'a'), toInput(b, 'b')]);
+    expect(await store.aliasSlice('f'.repeat(40), 's.safetensors', 0, 80)).toBe(false);
+    expect(await store.aliasSlice(a.key, 's.safetensors', 0, 80)).toBe(true);
+    expect(await store.aliasSlice({ bytes: a.bytes, shape: a.shape, dtype: 'BF16' }, 's.safetensors', 0, 80)).toBe(true);
+    expect((await catchError(() => store.aliasSlice(b.key, 's.safetensors', 0, 80))).code).toBe('SLICE_CONFLICT');
+    expect((await catchError(() => store.aliasSlice(b.key, 's.safetensors', 0, 82))).code).toBe('SLICE_SIZE_MISMATCH');
+    expect(await store.aliasSlices([{ key: b.key, shardName: 's.safetensors', offsetBytes: 0, sizeBytes: 80 }], { rebind: true })).toEqual([true]);
+    const other = await openCacheStore(url(prefix));
+    expect(other.lookupBySlice('s.safetensors', 0, 80)?.key).toBe(b.key);
+    expect(other.getEntry(a.key)?.sliceKeys).toEqual([]);
+
+    // Two hosts alias one slice to different keys without seeing each other: write the second
+    // alias object by hand next to the first (same epoch). Readers must serve neither.
+    expect(await store.aliasSlice(a.key, 'race.safetensors', 4096, 80)).toBe(true);
+    const dir = `${prefix}slices/${Buffer.from('race.safetensors').toString('base64url')}/4096-80/`;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${dir}0000000000.${b.key}`, Body: new Uint8Array(0) }));
+    await other.refresh();
+    expect(other.lookupBySlice('race.safetensors', 4096, 80)).toBeUndefined();
+    const report = await other.verify();
+    expect(report.ok).toBe(false);
+    expect(report.problems.map((p) => p.code)).toEqual(['SLICE_CONFLICT']);
+    expect((await catchError(() => other.aliasSlice(a.key, 'race.safetensors', 4096, 80))).code).toBe('SLICE_CONFLICT');
+    expect(await other.aliasSlices([{ key: a.key, shardName: 'race.safetensors', offsetBytes: 4096, sizeBytes: 80 }], { rebind: true })).toEqual([true]);
+    await store.refresh();
+    expect(store.lookupBySlice('race.safetensors', 4096, 80)?.key).toBe(a.key);
+    expect((await store.verify()).ok).toBe(true);
+    await Promise.all([store.close(), other.close()]);
+  });
+
+  it('a corrupted, truncated, swapped or missing blob object and a damaged entry object are detected, never decoded', async () => {
+    const prefix = nextPrefix();
+    const tensors = [0, 1, 2, 3].map((i) => makeTensor([300 + i], 50 + i));
+    const store = await openCacheStore(url(prefix), { create: true });
+    await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}`)));
+    const entries = tensors.map((t) => store.getEntry(t.key)!);
+    const slot = new Uint8Array(1 << 16);
+    // Flipped byte in the codes section.
+    const flipped = Uint8Array.from(tensors[0]!.payload.subarray(0, entries[0]!.compBytes));
+    flipped[flipped.length - 3]! ^= 0x10;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[0]!), Body: flipped }));
+    // Truncated.
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[1]!), Body: tensors[1]!.payload.subarray(0, 100) }));
+    // Missing.
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[2]!) }));
+    // Another tensor's intact payload of the same size under this name.
+    const swapped = makeTensor([303], 999);
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[3]!), Body: swapped.payload }));
+    const codes = [];
+    for (const t of tensors) codes.push((await catchError(() => store.readBlob(t.key, slot))).code);
+    expect(codes[0]).toBe('BLOB_CORRUPT');
+    expect(codes[1]).toBe('BLOB_SIZE_MISMATCH');
+    expect(codes[2]).toBe('BLOB_MISSING');
+    expect(['META_MISMATCH', 'BLOB_SIZE_MISMATCH']).toContain(codes[3]);
+    const report = await store.verify();
+    expect(report.ok).toBe(false);
+    expect(report.problems.map((p) => p.code).sort()).toEqual([...codes].sort());
+
+    // An entry object that is not valid JSON is never served and is reported.
+    const bad = makeTensor([12], 7);
+    await store.addEntry(toInput(bad, 'bad'));
+    const badEntry = store.getEntry(bad.key)!;
+    const fresh = await openCacheStore(url(prefix));
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}entries/${bad.key}.${badEntry.blobSha256}.json`, Body: '{"qualname": 1' }));
+    const viewer = await openCacheStore(url(prefix));
+    expect(viewer.getEntry(bad.key)).toBeUndefined();
+    const viewerReport = await viewer.verify();
+    expect(viewerReport.problems.some((p) => p.key === bad.key && p.code === 'ENTRY_INVALID')).toBe(true);
+    await Promise.all([store.close(), fresh.close(), viewer.close()]);
+  });
+
+  it('a big blob goes up as a multipart upload and comes back through parallel ranged GETs, bit-exact', async () => {
+    const prefix = nextPrefix();
+    const big = makeTensor([3_500_000], 5, 1024); // ~5.3 MiB payload, above the 5 MiB multipart threshold
+    const store = await openCacheStore(url(prefix), { create: true, s3: { multipartThresholdBytes: 5 * 2 ** 20, partSizeBytes: 200_000, maxConcurrentRequests: 4 } });
+    expect(big.payload.length).toBeGreaterThan(5 * 2 ** 20);
+    await store.addEntry(toInput(big, 'big'));
+    const slot = new Uint8Array(store.getEntry(big.key)!.compBytes + 17);
+    expectBitExact(store, big, await store.readBlob(big.key, slot));
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    await store.close();
+  });
+
+  it('the read-through directory serves a second read locally, and a damaged local copy is fetched again', async () => {
+    const prefix = nextPrefix();
+    const dir = await makeTempDir();
+    const t = makeTensor([5000], 77);
+    const store = await openCacheStore(url(prefix), { create: true, s3: { readThroughDir: dir } });
+    await store.addEntry(toInput(t, 'rt'));
+    const entry = store.getEntry(t.key)!;
+    const slot = new Uint8Array(entry.compBytes);
+    expectBitExact(store, t, await store.readBlob(t.key, slot));
+    const files = (await readdir(dir)).filter((f) => !f.startsWith('.'));
+    expect(files).toEqual([`${t.key}.${entry.blobSha256}.bin`]);
+    // With the object gone from S3, the local copy still serves.
+    const object = blobName(prefix, entry);
+    const original = await readFile(join(dir, files[0]!));
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: object }));
+    slot.fill(0);
+    expectBitExact(store, t, await store.readBlob(t.key, slot));
+    // A damaged local copy is not served: with S3 lacking the object too, the read fails.
+    const damaged = Uint8Array.from(original);
+    damaged[damaged.length - 1]! ^= 1;
+    await writeFile(join(dir, files[0]!), damaged);
+    expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_MISSING');
+    // Object back in S3: the damaged local copy is replaced by a verified one.
+    await writeFile(join(dir, files[0]!), damaged);
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: object, Body: original }));
+    expectBitExact(store, t, await store.readBlob(t.key, slot));
+    expect(Buffer.from(await readFile(join(dir, files[0]!))).equals(original)).toBe(true);
+    await store.close();
+  });
+
+  it('gc removes old orphan blobs and stray multipart uploads, reports unknown objects, honours dryRun and minAgeMs', async () => {
+    const prefix = nextPrefix();
+    const store = await openCacheStore(url(prefix), { create: true });
+    const kept = makeTensor([33], 1);
+    await store.addEntry(toInput(kept, 'kept'));
+    const orphan = makeTensor([34], 2);
+    const orphanName = `${prefix}blobs/${orphan.key}.${'a'.repeat(64)}.bin`;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: orphanName, Body: orphan.payload }));
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}notes.txt`, Body: 'hello' }));
+    const upload = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: `${prefix}blobs/${orphan.key}.${'b'.repeat(64)}.bin` }));
+    const young = await store.gc();
+    expect([young.orphanBlobs, young.tempFiles]).toEqual([[], []]);
+    expect(young.unknownFiles).toEqual(['notes.txt']);
+    const dry = await store.gc({ dryRun: true, minAgeMs: 0 });
+    expect(dry.orphanBlobs).toEqual([orphanName.slice(prefix.length)]);
+    expect(dry.tempFiles).toHaveLength(1);
+    expect(dry.tempFiles[0]).toContain(upload.UploadId!);
+    const done = await store.gc({ minAgeMs: 0 });
+    expect(done.orphanBlobs).toEqual(dry.orphanBlobs);
+    expect(done.orphanBytes).toBe(orphan.payload.length);
+    const after = await store.gc({ minAgeMs: 0 });
+    expect([after.orphanBlobs, after.tempFiles, after.unknownFiles]).toEqual([[], [], ['notes.txt']]);
+    const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: prefix }));
+    expect(uploads.Uploads ?? []).toEqual([]);
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    await store.close();
+  });
+
+  describe('transient faults', () => {
+    let proxy: Server;
+    let proxyUrl: string;
+    let injected = 0;
+    beforeAll(async () => {
+      const upstream = new URL(endpoint!);
+      // The first attempt of every request gets 503 SlowDown, the second a connection reset; the third passes.
+      const attempts = new Map<string, number>();
+      proxy = createServer((req, res) => {
+        const id = `${req.method} ${req.url} ${req.headers.range ?? ''}`;
+        const n = attempts.get(id) ?? 0;
+        attempts.set(id, n + 1);
+        if (n % 3 === 0) {
+          injected++;
+          res.writeHead(503, { 'content-type': 'application/xml' });
+          res.end('<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>injected</Message></Error>');
+          return;
+        }
+        if (n % 3 === 1) {
+          injected++;
+          req.socket.destroy();
+          return;
+        }
+        const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        });
+        forward.on('error', () => req.socket.destroy());
+        req.pipe(forward);
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+      proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    });
+    afterAll(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+
+    it('5xx throttling and connection resets are retried with backoff: every operation still succeeds', async () => {
+      const prefix = nextPrefix();
+      const s3 = { endpoint: proxyUrl, maxAttempts: 8, retryBaseDelayMs: 5, retryMaxDelayMs: 40 };
+      const tensors = [0, 1, 2, 3, 4, 5].map((i) => makeTensor([500 + i], 300 + i));
+      const store = await openCacheStore(url(prefix), { create: true, s3 });
+      await store.addEntries(tensors.map((t, i) => toInput(t, `f${i}`, [['f.safetensors', i * 4096, t.bytes.length]])));
+      const reader = await openCacheStore(url(prefix), { s3 });
+      const slot = new Uint8Array(1 << 16);
+      for (const t of tensors) expectBitExact(reader, t, await reader.readBlob(t.key, slot));
+      expect((await reader.verify({ decode: true })).ok).toBe(true);
+      expect(injected).toBeGreaterThan(10);
+      await Promise.all([store.close(), reader.close()]);
+    });
+  });
+});
