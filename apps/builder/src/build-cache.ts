@@ -99,7 +99,7 @@ export interface BuildCacheOptions {
   coverageMin?: number;
   chunkSize?: number;
   backend?: EncodeBackend;
-  /** Worker threads for hash + calibrate + encode; 0 runs them on the calling thread. */
+  /** Worker threads for hashing and calibration (encoding stays on the calling thread); 0: none. */
   jobs?: number;
   /**
    * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
@@ -158,7 +158,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       }
     }
     // Memory bound: tensors in flight hold at most max(floor, one largest tensor + its payload);
-    // the pool keeps at most one largest tensor's worth of idle raw buffers for reuse on top.
+    // the pool keeps at most one largest tensor's worth of raw buffers (or 8 MiB for models of
+    // small tensors, so that several can be reused) alive for reuse.
     const reserve = (sizeBytes: number): number => inFlightBytesOf(sizeBytes, coverageMin, chunkSize);
     const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, reserve(largestBytes));
     let droppedBytes = 0;
@@ -222,8 +223,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         finish(index, { ...base, status: 'skipped_size' });
         continue;
       }
-      const sizeBytes = reserve(tensor.slice.sizeBytes);
-      while (active.size > 0 && (active.size >= maxActive || inFlightBytes + sizeBytes > budgetBytes) && state.failure === null) {
+      const reservedBytes = reserve(tensor.slice.sizeBytes);
+      while (active.size > 0 && (active.size >= maxActive || inFlightBytes + reservedBytes > budgetBytes) && state.failure === null) {
         await Promise.race(active);
       }
       if (state.failure !== null) break;
@@ -231,7 +232,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         state.failure = buildInterrupted(signal);
         break;
       }
-      inFlightBytes += sizeBytes;
+      inFlightBytes += reservedBytes;
       const task: Promise<void> = processTensor(context, tensor, base, signal).then(
         (report) => finish(index, report),
         (error: unknown) => {
@@ -239,7 +240,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         },
       );
       const tracked = task.finally(() => {
-        inFlightBytes -= sizeBytes;
+        inFlightBytes -= reservedBytes;
         active.delete(tracked);
       });
       active.add(tracked);
