@@ -28,9 +28,15 @@ describe('S3 store without a server', () => {
     const port = (server.address() as { port: number }).port;
     await new Promise<void>((resolve) => server.close(() => resolve()));
     const started = Date.now();
+    // Credentials are needed to sign the request at all (the connection is refused afterwards).
+    const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+    process.env.AWS_ACCESS_KEY_ID ??= 'UNUSEDTESTACCESSKEY0';
+    process.env.AWS_SECRET_ACCESS_KEY ??= 'unused-test-secret';
     const error = await catchError(() =>
       openCacheStore('s3://nobody-home/cache', { s3: { endpoint: `http://127.0.0.1:${port}`, maxAttempts: 3, retryBaseDelayMs: 10, retryMaxDelayMs: 20 } }),
     );
+    if (saved.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
+    if (saved.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
     expect(error.code).toBe('S3_UNAVAILABLE');
     expect((error as { retryable?: boolean }).retryable).toBe(true);
     expect(error.message).toContain(`http://127.0.0.1:${port}`);
