@@ -16,7 +16,7 @@ build_rc=$?
 # The store's S3 tests run against a throwaway Ceph RADOS Gateway on 127.0.0.1 (scripts/ceph/),
 # stopped by PID whatever happens; its AWS_* variables are exported for the tests.
 CEPH_DIR=""
-stop_ceph() { if [ -n "$CEPH_DIR" ]; then bash scripts/ceph/stop-ceph.sh "$CEPH_DIR"; fi; }
+stop_ceph() { if [ -n "$CEPH_DIR" ]; then bash scripts/ceph/stop-ceph.sh "$CEPH_DIR" >&2; fi; }
 trap stop_ceph EXIT
 trap 'exit 130' INT TERM
 if bash scripts/ceph/install-ceph.sh && CEPH_DIR="$(bash scripts/ceph/start-ceph.sh)"; then
@@ -28,5 +28,7 @@ else
 fi
 pnpm exec turbo run test --concurrency=1 --continue
 test_rc=$?
+stop_ceph >&2 2>&1 || true
+CEPH_DIR=""
 
 node scripts/summarize-tests.mjs --build-rc "$build_rc" --test-rc "$test_rc"
