@@ -6,7 +6,9 @@
 //       same wrapper on both paths, over the bytes each path actually reads.
 // Both paths are the runtime's loadModel into one preallocated arena (as a server loads): the raw
 // baseline is loadModel(model, null) — safetensors positioned reads in (a), the paced reader in (b).
-// Prints a table and writes <repo>/.cache/bench/runtime.json for bench/summary.mjs.
+// Prints a table and writes its target rows to <repo>/.cache/bench (writeBenchSummary from
+// @splitzip/bench-utils) for the root `pnpm bench` summary (scripts/bench-summary.mjs); --out FILE
+// writes them there instead. --quick writes none.
 //
 // Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4]
 //                                 [--default-model DIR] [--models-dir DIR] [--cache-root DIR]
@@ -16,10 +18,11 @@
 //     can be pinned to 2 cores, e.g. `taskset -c 0,1 node bench/run-bench.mjs`, on a bigger box).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeBenchSummary } from '@splitzip/bench-utils';
 import { getCodecBackend } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader, createPacedReader, DEFAULT_LOAD_CONCURRENCY, loadModel, openShardCache } from '@splitzip/runtime';
@@ -38,7 +41,7 @@ const THROTTLE_BYTES_PER_S = 1e9;
 const CONCURRENCY = argValue('--concurrency', undefined) === undefined ? undefined : Number(argValue('--concurrency'));
 const MODELS_DIR = resolve(argValue('--models-dir', join(REPO, 'models')));
 const CACHE_ROOT = resolve(argValue('--cache-root', join(REPO, '.cache', 'runtime-bench')));
-const SUMMARY_PATH = resolve(argValue('--out', join(REPO, '.cache', 'bench', 'runtime.json')));
+const SUMMARY_PATH = argValue('--out', undefined) === undefined ? undefined : resolve(argValue('--out'));
 const DEFAULT_MODEL_DIR = argValue('--default-model', undefined);
 const PREPARE_ONLY = args.includes('--prepare-only');
 
@@ -221,25 +224,23 @@ async function main() {
   console.log(`format bound for (b): raw bytes / cache bytes read = ${rows.filter((r) => r.scenario === 'paced-1GBps').map((r) => `${r.model} ${fmt(r.rawBytesRead / r.cacheBytesRead)}x`).join(', ')}`);
   console.log(`total ${((performance.now() - startedMs) / 1e3).toFixed(1)} s`);
 
-  const summary = {
-    package: '@splitzip/runtime',
-    title: 'whole-model load: SplitZip cache vs raw safetensors',
-    generatedAt: new Date().toISOString(),
-    environment: { node: process.version, cores: availableParallelism(), cpu, codecBackend: getCodecBackend(), decodeBackend: BACKEND },
-    rows: rows.map((r) => ({
-      metric: `${r.model}, ${r.scenario}: cache speed vs raw`,
-      value: r.speedup,
-      unit: 'x',
-      baseline: `raw safetensors ${fmt(gb(r.rawBytes) / (r.rawMs / 1e3))} GB/s`,
-      target: r.scenario === 'page-cache' ? '>= 0.9x' : '>= 1.25x',
-      met: r.speedup >= (r.scenario === 'page-cache' ? 0.9 : 1.25),
-      note: `decode CPU ${fmt(100 * r.decodeShare, 0)}% of cache load wall time, ${r.backend}`,
-    })),
-    raw: rows,
-  };
   if (!QUICK) {
-    await mkdir(dirname(SUMMARY_PATH), { recursive: true });
-    await writeFile(SUMMARY_PATH, `${JSON.stringify(summary, null, 2)}\n`);
+    writeBenchSummary({
+      packageName: '@splitzip/runtime',
+      title: 'whole-model load: SplitZip cache vs raw safetensors',
+      environment: { cpu, codecBackend: getCodecBackend(), decodeBackend: BACKEND },
+      rows: rows.map((r) => ({
+        metric: `${r.model}, ${r.scenario}: cache speed vs raw`,
+        value: r.speedup,
+        unit: 'x',
+        baseline: `raw safetensors ${fmt(gb(r.rawBytes) / (r.rawMs / 1e3))} GB/s`,
+        target: r.scenario === 'page-cache' ? '>= 0.9x' : '>= 1.25x',
+        met: r.speedup >= (r.scenario === 'page-cache' ? 0.9 : 1.25),
+        note: `cache ${fmt(gb(r.rawBytes) / (r.cacheMs / 1e3))} GB/s, decode CPU ${fmt(100 * r.decodeShare, 0)}% of cache load wall time, ${r.backend}`,
+      })),
+      raw: rows,
+      outFile: SUMMARY_PATH,
+    });
   }
 }
 

@@ -2,8 +2,11 @@
 // size measured in the same run (machines are noisy: read the ratios). Node backends run in this
 // process; the browser backends run in headless Chromium on SwiftShader (software rendering, so
 // their numbers say nothing about a real GPU). Usage: node bench/run-bench.mjs [--quick]
+// Headline rows (the worker-decoder target, codec throughput) go to <repo>/.cache/bench for
+// `pnpm bench`'s summary; --quick (one run at 2^24) is a smoke run and writes none.
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { writeBenchSummary } from '@splitzip/bench-utils';
 import { calibrateCodebook, decode as codecDecode, encode as codecEncode, getCodecBackend } from '@splitzip/codec';
 import { createKernels, createWorkerDecoder } from '../dist/node.js';
 import { CHROMIUM_PATH, openTestPage, startPageServer, withTimeout } from '../test/browser/harness.mjs';
@@ -111,4 +114,65 @@ if (!existsSync(CHROMIUM_PATH)) {
 if (process.env.BENCH_JSON) {
   const { writeFileSync } = await import('node:fs');
   writeFileSync(process.env.BENCH_JSON, JSON.stringify(rows, null, 1));
+}
+
+// Headline rows for the root summary, from this run's medians at 2^24 values.
+if (!quick) {
+  const HEADLINE_N = 2 ** 24;
+  const WORKER_TARGET = 1.7;
+  const at = (platform, backend) => rows.find((r) => r.platform === platform && r.elementCount === HEADLINE_N && backend(r.backend));
+  const codec = at('node', (b) => b === 'codec');
+  const pool = at('node', (b) => b.startsWith('codec + '));
+  const copyNote = `copy ${gbps(HEADLINE_N, codec.copyMs).toFixed(2)} GB/s`;
+  const summaryRows = [
+    {
+      metric: 'worker decoder vs one thread, 2^24 values',
+      value: codec.decodeMs / pool.decodeMs,
+      unit: 'x',
+      baseline: `codec decode, one thread ${gbps(HEADLINE_N, codec.decodeMs).toFixed(2)} GB/s`,
+      target: `>= ${WORKER_TARGET}x on 2 cores`,
+      met: codec.decodeMs / pool.decodeMs >= WORKER_TARGET,
+      note: `${pool.backend}, ${gbps(HEADLINE_N, pool.decodeMs).toFixed(2)} GB/s, ${availableParallelism()} cores`,
+    },
+    {
+      metric: 'codec decode (Node), 2^24 values',
+      value: gbps(HEADLINE_N, codec.decodeMs),
+      unit: 'GB/s',
+      baseline: copyNote,
+      note: `${(codec.copyMs / codec.decodeMs).toFixed(2)}x copy`,
+    },
+    {
+      metric: 'codec encode (Node), 2^24 values',
+      value: gbps(HEADLINE_N, codec.encodeMs),
+      unit: 'GB/s',
+      baseline: copyNote,
+      note: `${(codec.copyMs / codec.encodeMs).toFixed(2)}x copy`,
+    },
+  ];
+  const pageCodec = at('chromium', (b) => b === 'codec');
+  const pageWebgpu = at('chromium', (b) => b.startsWith('webgpu'));
+  summaryRows.push({
+    metric: 'webgpu end-to-end decode vs the CPU path, 2^24 values',
+    value: pageCodec && pageWebgpu ? pageCodec.decodeMs / pageWebgpu.decodeMs : null,
+    unit: 'x',
+    baseline: pageCodec ? `codec in the page ${gbps(HEADLINE_N, pageCodec.decodeMs).toFixed(2)} GB/s` : 'no Chromium here',
+    target: '>= 1x',
+    // SwiftShader is a software renderer: its GPU numbers cannot judge a GPU target.
+    met: null,
+    note: 'Chromium on SwiftShader (software), not judged; real GPU: device/run-h200.sh (RESULTS.md)',
+  });
+  summaryRows.push({
+    metric: 'device-resident decode vs raw BF16 upload, 2^26 values',
+    value: null,
+    unit: 'x',
+    target: '> 1x',
+    met: null,
+    note: 'not measured by this bench: needs a GPU, device/run-h200.sh (RESULTS.md)',
+  });
+  writeBenchSummary({
+    packageName: '@splitzip/kernels',
+    title: 'decode/encode per backend vs a typed-array copy',
+    environment: { codecBackend: getCodecBackend(), workerThreads: pool.backend },
+    rows: summaryRows,
+  });
 }

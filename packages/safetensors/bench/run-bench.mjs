@@ -2,10 +2,12 @@
 // model, each next to a baseline measured in the same run (plain JSON.parse; a plain fs read of the
 // same bytes). Prints a table; asserts nothing. Usage: pnpm --filter @splitzip/safetensors bench
 // Env: SPLITZIP_BENCH_SYNTH_BYTES (default 512 MiB) sizes the generated model.
+// Headline rows (the iterateTensors target, header parsing) go to <repo>/.cache/bench for `pnpm bench`'s summary.
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { writeBenchSummary } from '@splitzip/bench-utils';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const st = await import(here('../dist/index.js'));
@@ -17,8 +19,11 @@ const tooling = await import(toolingDist);
 const REPEATS = 7;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const rows = [];
-const row = (what, method, bytes, seconds, baselineSeconds, extra = '') =>
+const measured = []; // the same rows as numbers, for the summary file
+const row = (what, method, bytes, seconds, baselineSeconds, extra = '') => {
+  measured.push({ what, method, bytes, seconds, baselineSeconds });
   rows.push({ what, method, MB: (bytes / 1e6).toFixed(1), 'ms (median)': (seconds * 1e3).toFixed(2), 'GB/s': (bytes / seconds / 1e9).toFixed(2), 'vs baseline': (baselineSeconds / seconds).toFixed(2) + 'x', extra });
+};
 
 // 1. Header parsing of a 10,000-tensor file.
 {
@@ -116,3 +121,40 @@ await benchModel(`synthetic ${(synth.totalBytes / 1e6).toFixed(0)} MB`, synth.di
 console.log(`@splitzip/safetensors bench (node ${process.version}, ${REPEATS} interleaved repeats, median; page cache warm)`);
 console.table(rows);
 console.log(`target: iterateTensors >= 0.90x the plain fs read. total ${((performance.now() - started) / 1e3).toFixed(1)} s`);
+
+// Headline rows for the root summary, from this run's medians.
+const GBps = (m) => m.bytes / m.seconds / 1e9;
+const find = (what, method) => measured.find((m) => m.what.startsWith(what) && m.method === method);
+const ITERATE_TARGET = 0.9;
+const summaryRows = [];
+{
+  const parse = find('header, 10,000 tensors', 'parseSafetensorsHeader (all rules)');
+  const base = find('header, 10,000 tensors', 'baseline: TextDecoder + JSON.parse');
+  summaryRows.push({
+    metric: 'parseSafetensorsHeader, 10,000 tensors, vs JSON.parse',
+    value: base.seconds / parse.seconds,
+    unit: 'x',
+    baseline: `TextDecoder + JSON.parse ${(1e4 / base.seconds / 1e6).toFixed(2)} M tensors/s`,
+    note: `${(1e4 / parse.seconds / 1e6).toFixed(2)} M tensors/s, all rules`,
+  });
+}
+for (const m of measured.filter((x) => !x.what.startsWith('header'))) {
+  if (m.method.startsWith('baseline')) continue;
+  const ratio = m.baselineSeconds / m.seconds;
+  const isIterate = m.method.startsWith('iterateTensors');
+  summaryRows.push({
+    metric: `${m.method}, ${m.what}`,
+    value: ratio,
+    unit: 'x',
+    baseline: `plain fs read ${(m.bytes / m.baselineSeconds / 1e9).toFixed(2)} GB/s`,
+    target: isIterate ? `>= ${ITERATE_TARGET.toFixed(2)}x` : null,
+    met: isIterate ? ratio >= ITERATE_TARGET : null,
+    note: `${GBps(m).toFixed(2)} GB/s, page cache warm`,
+  });
+}
+writeBenchSummary({
+  packageName: '@splitzip/safetensors',
+  title: 'header parsing and reading every tensor vs plain fs reads',
+  environment: { repeats: REPEATS, synthBytes },
+  rows: summaryRows,
+});

@@ -1,0 +1,3 @@
+import { createEslintConfig } from '@splitzip/eslint-config';
+
+export default createEslintConfig();

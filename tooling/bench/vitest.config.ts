@@ -1,0 +1,3 @@
+import { createVitestConfig } from '@splitzip/vitest-config';
+
+export default createVitestConfig();
