@@ -323,17 +323,23 @@ async function processTensor(context: TensorContext, tensor: TensorInfo, base: B
       throw error;
     });
     try {
-      const key = await slot.hash(bytes, tensor.shape);
+      // A slice the cache does not know is most likely a new tensor: hash and calibrate in one
+      // round trip (wasted only for a tensor that another model or slice already stored).
+      const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+      const likelyNew = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
+      const hashed = await slot.hash(bytes, tensor.shape, likelyNew ? context.coverageMin : undefined);
+      const { key } = hashed;
       const withKey = { ...base, key };
       checkSliceConflict(context, key, tensor);
       const existing = store.getEntry(key);
       if (existing) {
+        if (hashed.calibrated) pool.release(hashed.calibrated.bytes.buffer as ArrayBuffer);
         slot.release();
         context.checkFailure();
         await bindSlice(context, key, tensor);
         return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
       }
-      const { coverage, exponents, sha256, bytes: calibrated } = await slot.calibrate(context.coverageMin);
+      const { coverage, exponents, sha256, bytes: calibrated } = hashed.calibrated ?? (await slot.calibrate(context.coverageMin));
       slot.release();
       let payload: Uint8Array;
       try {
@@ -345,7 +351,6 @@ async function processTensor(context: TensorContext, tensor: TensorInfo, base: B
         pool.release(calibrated.buffer as ArrayBuffer);
       }
       context.checkFailure();
-      const { shardName, offsetBytes, sizeBytes } = tensor.slice;
       // The slice goes in the same commit as the entry when it is free (the usual case).
       const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
       const { added } = await store.addEntry({

@@ -8,11 +8,18 @@ import { BuilderError } from './errors.js';
 import { calibrateTensor, hashTensor, type TensorCalibration } from './tensor-tasks.js';
 import { deserializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
 
+export type CalibratedBytes = TensorCalibration & { bytes: Uint8Array };
+
 export interface TensorSlot {
-  /** Takes ownership of `bytes` (a pool buffer at offset 0: it is transferred, and comes back). */
-  hash(bytes: Uint8Array, shape: readonly number[]): Promise<string>;
+  /**
+   * Takes ownership of `bytes` (a pool buffer at offset 0: it is transferred, and comes back).
+   * With `calibrateAt` (a coverage gate) it calibrates too, in the same round trip, and the bytes
+   * come back with the calibration (the caller's to encode from and pool); else the slot holds
+   * them until `calibrate` or `release`.
+   */
+  hash(bytes: Uint8Array, shape: readonly number[], calibrateAt?: number): Promise<{ key: string; calibrated: CalibratedBytes | null }>;
   /** Calibrates; returns the bytes again (now the caller's: encode from them, then pool them). */
-  calibrate(coverageMin: number): Promise<TensorCalibration & { bytes: Uint8Array }>;
+  calibrate(coverageMin: number): Promise<CalibratedBytes>;
   /** Gives the bytes back to the pool if still held, and frees the slot. Idempotent. */
   release(): void;
 }
@@ -64,9 +71,11 @@ function createInProcessProcessor(pool: BufferPool): TensorProcessor {
       let held: Uint8Array | null = null;
       let released = false;
       return {
-        async hash(bytes, shape) {
+        async hash(bytes, shape, calibrateAt) {
+          const key = hashTensor(bytes, shape);
+          if (calibrateAt !== undefined) return { key, calibrated: { ...calibrateTensor(bytes, calibrateAt), bytes } };
           held = bytes;
-          return hashTensor(bytes, shape);
+          return { key, calibrated: null };
         },
         async calibrate(coverageMin) {
           if (!held) throw new Error('calibrate before hash');
@@ -157,16 +166,19 @@ async function createWorkerProcessor(jobs: number, pool: BufferPool): Promise<Te
       let released = false;
       let length = 0;
       return {
-        async hash(bytes, shape) {
+        async hash(bytes, shape, calibrateAt) {
           // Pool buffers are whole ArrayBuffers; the view may be shorter (a reused, larger buffer).
           if (bytes.byteOffset !== 0) throw new Error('tensor bytes must start at the start of their buffer');
           const buffer = bytes.buffer as ArrayBuffer;
           length = bytes.byteLength;
-          held = true;
+          held = calibrateAt === undefined;
           try {
-            const reply = await request(handle, { type: 'hash', id, buffer, byteLength: length, shape: [...shape] }, [buffer]);
+            const message: WorkerRequest = { type: 'hash', id, buffer, byteLength: length, shape: [...shape] };
+            if (calibrateAt !== undefined) message.coverageMin = calibrateAt;
+            const reply = await request(handle, message, [buffer]);
             if (reply.type !== 'hashed') throw new Error(`unexpected worker reply ${reply.type}`);
-            return reply.key;
+            if (!reply.calibration || !reply.buffer) return { key: reply.key, calibrated: null };
+            return { key: reply.key, calibrated: { ...reply.calibration, bytes: new Uint8Array(reply.buffer, 0, length) } };
           } catch (error) {
             held = false; // the worker sent the buffer back with its error
             throw error;

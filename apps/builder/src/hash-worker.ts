@@ -1,6 +1,7 @@
 // Worker-thread entry: hashes and calibrates the tensors the main thread hands it, one at a time.
-// The raw bytes arrive by transfer (no copy) and stay here between `hash` and the main thread's
-// verdict (after its content-key lookup): `calibrate` or `drop`. Either way the buffer goes back.
+// The raw bytes arrive by transfer (no copy). For a tensor the main thread expects to be new, one
+// request does both (hash, then calibrate) and the buffer goes straight back; otherwise the bytes
+// stay here until the main thread's verdict after its content-key lookup: `calibrate` or `drop`.
 // Encoding happens on the main thread: its payload buffers then come from one malloc arena and
 // are reused, where per-thread arenas each kept their own high-water mark (measured: +40-60 MB).
 import { parentPort } from 'node:worker_threads';
@@ -30,6 +31,11 @@ port.on('message', (request: WorkerRequest) => {
         buffer = request.buffer;
         const bytes = new Uint8Array(request.buffer, 0, request.byteLength);
         const key = hashTensor(bytes, request.shape);
+        if (request.coverageMin !== undefined) {
+          const calibration = calibrateTensor(bytes, request.coverageMin);
+          reply({ type: 'hashed', id: request.id, key, calibration, buffer: request.buffer }, [request.buffer]);
+          return;
+        }
         held = { id: request.id, buffer: request.buffer, bytes };
         reply({ type: 'hashed', id: request.id, key });
         return;

@@ -3,13 +3,14 @@
 import type { TensorCalibration } from './tensor-tasks.js';
 
 export type WorkerRequest =
-  | { type: 'hash'; id: number; buffer: ArrayBuffer; byteLength: number; shape: number[] }
+  // With `coverageMin`, the worker calibrates at once (one round trip) and sends the buffer back.
+  | { type: 'hash'; id: number; buffer: ArrayBuffer; byteLength: number; shape: number[]; coverageMin?: number }
   | { type: 'calibrate'; id: number; coverageMin: number }
   | { type: 'drop'; id: number };
 
 export type WorkerReply =
   | { type: 'ready' }
-  | { type: 'hashed'; id: number; key: string }
+  | { type: 'hashed'; id: number; key: string; calibration?: TensorCalibration; buffer?: ArrayBuffer }
   | { type: 'calibrated'; id: number; calibration: TensorCalibration; buffer: ArrayBuffer }
   | { type: 'dropped'; id: number; buffer: ArrayBuffer }
   | { type: 'error'; id: number; error: SerializedError; buffer?: ArrayBuffer };
