@@ -11,7 +11,7 @@ export {
   type ShardedModelWriter,
 } from './create-sharded-model-writer.js';
 export { iterateTensors, type IterateTensorsOptions, type TensorWithBytes } from './iterate-tensors.js';
-export { openSafetensorsModel } from './open-safetensors-model.js';
+export { openSafetensorsModel, type ByteSource, type ByteSourceObject, type OpenFromSourceOptions } from './open-safetensors-model.js';
 export { readTensorBytes } from './read-tensor-bytes.js';
 export { writeSafetensorsFile } from './write-safetensors-file.js';
 export { writeShardedModel } from './write-sharded-model.js';

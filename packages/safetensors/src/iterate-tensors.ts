@@ -1,7 +1,6 @@
 import { SafetensorsError } from './errors.js';
 import { DEFAULT_ITERATE_BUFFER_BYTES } from './limits.js';
 import { allocateUninitialized, getModelReader } from './model-reader.js';
-import { readFully } from './read-fully.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 export interface IterateTensorsOptions {
@@ -67,7 +66,7 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
       buffer = allocateUninitialized(batch.sizeBytes);
     }
     const view = buffer.subarray(0, batch.sizeBytes);
-    const read = readFully(reader.handleOf(batch.shardName), view, batch.positionBytes, batch.shardPath).then(() => view);
+    const read = reader.readAt(batch.shardName, view, batch.positionBytes).then(() => view);
     // A read-ahead may fail while the consumer is busy elsewhere: mark it handled now (it is still
     // rethrown when awaited) so Node never reports an unhandled rejection.
     read.catch(() => undefined);

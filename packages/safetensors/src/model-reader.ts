@@ -1,4 +1,3 @@
-import type { FileHandle } from 'node:fs/promises';
 import { SafetensorsError } from './errors.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
@@ -9,8 +8,8 @@ import type { SafetensorsModel, TensorInfo } from './types.js';
 export const MODEL_READER: unique symbol = Symbol.for('@splitzip/safetensors/model-reader') as never;
 
 export interface ModelReader {
-  /** The open handle of a shard; MODEL_CLOSED after close(). */
-  handleOf(shardName: string): FileHandle;
+  /** Fills `target` from a shard at `positionBytes` (file or ByteSource object); MODEL_CLOSED after close(). */
+  readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
   /**
    * A scratch buffer of at least `minBytes` for iterateTensors' reuse mode: pooled per model so that
    * repeated iterations do not fault in fresh pages each time. Exclusive until given back.

@@ -1,11 +1,10 @@
-import type { FileHandle } from 'node:fs/promises';
 import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
-import { parseSafetensorsIndex } from './parse-safetensors-index.js';
+import { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
 import { readFully } from './read-fully.js';
 import type { ParsedHeader, SafetensorsModel, SafetensorsShard, SliceKey, TensorInfo } from './types.js';
 
@@ -13,10 +12,51 @@ const INDEX_SUFFIX = '.safetensors.index.json';
 const DEFAULT_INDEX_NAME = 'model.safetensors.index.json';
 const SHARD_SUFFIX = '.safetensors';
 
+/** Positioned reads of one shard: a local file handle, or an object of a ByteSource. */
+interface ShardIo {
+  sizeBytes: number;
+  /** Fills all of `target` from `positionBytes`; UNEXPECTED_EOF (files) or the source's own error. */
+  readAt(target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
+  close(): Promise<void>;
+}
+
 interface OpenedShard {
   shard: SafetensorsShard;
-  handle: FileHandle;
+  io: ShardIo;
   header: ParsedHeader;
+}
+
+/** An object of a ByteSource, opened: its size and positioned reads. */
+export interface ByteSourceObject {
+  readonly sizeBytes: number;
+  /** Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length) of the object. */
+  readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
+}
+
+/**
+ * Where a model's files live when they are not local files: a flat namespace of named objects
+ * with positioned reads (e.g. the objects below an `s3://bucket/prefix/` through
+ * `@splitzip/store`'s `openS3ObjectSource`, which has exactly this shape). Names are relative to
+ * `url`; an index's shard names are validated lexically (rules 17-18) before they are opened.
+ * Errors a source throws propagate unchanged (their own codes: e.g. a retryable outage).
+ */
+export interface ByteSource {
+  /** Prefix of every object's name in messages and in `TensorInfo.shardPath`; ends with `/` for a directory-like source. */
+  readonly url: string;
+  /** Every object name (for the directory rules: an index, else every `*.safetensors`). */
+  list(): Promise<string[]>;
+  /** The object, or undefined when it does not exist. */
+  open(name: string): Promise<ByteSourceObject | undefined>;
+  /** Called by the model's close() when the model owns the source (`ownsSource`). */
+  close?(): void | Promise<void>;
+}
+
+export interface OpenFromSourceOptions {
+  source: ByteSource;
+  /** The index object's name; default: the directory rules over `source.list()`. */
+  index?: string;
+  /** Close the source with the model (default false: the caller closes it). */
+  ownsSource?: boolean;
 }
 
 /**
@@ -24,7 +64,9 @@ interface OpenedShard {
  * else every `*.safetensors` in it, sorted by name), or an index file. Validates everything
  * (README "Validation order") before returning; the shard files stay open until close().
  */
-export async function openSafetensorsModel(path: string): Promise<SafetensorsModel> {
+export async function openSafetensorsModel(path: string | OpenFromSourceOptions): Promise<SafetensorsModel> {
+  if (typeof path === 'object' && path !== null) return openSourceModel(path);
+  if (typeof path !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', 'a model is a path or { source }');
   const absolute = resolve(path);
   const info = await statOrThrow(absolute);
   if (info.isDirectory()) {
@@ -84,8 +126,13 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
     locations.push({ name, path: candidate, realPath });
   }
   const opened = await openShards(locations);
+  await checkIndexAgainstShards(index, opened, indexPath);
+  return buildModel(rootDir, indexPath, index.metadata, opened, indexPath);
+}
+
+/** Rules 22-23: weight_map and the shards' headers must agree exactly (closes the shards on failure). */
+async function checkIndexAgainstShards(index: ParsedIndex, opened: OpenedShard[], indexPath: string): Promise<void> {
   try {
-    // Rules 22-23: weight_map and the shards' headers must agree exactly.
     const namesByShard = new Map<string, Set<string>>();
     for (const { shard, header } of opened) {
       const names = new Set<string>();
@@ -111,7 +158,95 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
     await closeAll(opened);
     throw error;
   }
-  return buildModel(rootDir, indexPath, index.metadata, opened, indexPath);
+}
+
+/**
+ * A model whose files are objects of a ByteSource: the same directory rules (an index, else every
+ * top-level `*.safetensors`), the same validation (rules 1-18, 20-23; rule 19 — real paths — has no
+ * meaning for objects), headers read with two positioned reads per shard (length prefix, header).
+ */
+async function openSourceModel(options: OpenFromSourceOptions): Promise<SafetensorsModel> {
+  const { source } = options;
+  if (source === null || typeof source !== 'object' || typeof source.open !== 'function' || typeof source.list !== 'function' || typeof source.url !== 'string') {
+    throw new SafetensorsError('INVALID_ARGUMENT', 'source must be a ByteSource { url, list, open }');
+  }
+  const rootDir = source.url;
+  const where = (name: string) => `${rootDir}${name}`;
+  try {
+    let indexName = options.index;
+    let shardNames: string[] = [];
+    if (indexName === undefined) {
+      // Only top-level objects count, as in a directory.
+      const names = (await source.list()).filter((name) => !name.includes('/'));
+      const indexNames = names.filter((name) => name.endsWith(INDEX_SUFFIX)).sort();
+      indexName = indexNames.includes(DEFAULT_INDEX_NAME) ? DEFAULT_INDEX_NAME : indexNames.length === 1 ? indexNames[0] : undefined;
+      if (indexName === undefined && indexNames.length > 1) {
+        throw new SafetensorsError('NOT_SAFETENSORS', `source holds several index files (${indexNames.join(', ')}); name one`, { file: rootDir });
+      }
+      shardNames = names.filter((name) => name.endsWith(SHARD_SUFFIX)).sort();
+      if (indexName === undefined && shardNames.length === 0) {
+        throw new SafetensorsError('NOT_SAFETENSORS', 'source holds no .safetensors object and no index', { file: rootDir });
+      }
+    }
+    if (indexName === undefined) {
+      const model = buildModel(rootDir, null, null, await openSourceShards(source, shardNames, rootDir), null);
+      return withSourceClose(model, options);
+    }
+    const indexPath = where(indexName);
+    const indexObject = await source.open(indexName);
+    if (indexObject === undefined) throw new SafetensorsError('PATH_NOT_FOUND', 'no such index object', { file: indexPath });
+    // Checked before allocating anything from the object's size.
+    if (!Number.isSafeInteger(indexObject.sizeBytes) || indexObject.sizeBytes < 0 || indexObject.sizeBytes > MAX_INDEX_BYTES) {
+      throw new SafetensorsError('INDEX_TOO_LARGE', `index has ${indexObject.sizeBytes} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
+        file: indexPath,
+        offsets: { expected: MAX_INDEX_BYTES, actual: indexObject.sizeBytes },
+      });
+    }
+    const bytes = new Uint8Array(indexObject.sizeBytes);
+    if (bytes.length > 0) await indexObject.readInto(0, bytes);
+    const index = parseSafetensorsIndex(bytes, indexPath);
+    const opened = await openSourceShards(source, index.shardNames, indexPath);
+    await checkIndexAgainstShards(index, opened, indexPath);
+    return withSourceClose(buildModel(rootDir, indexPath, index.metadata, opened, indexPath), options);
+  } catch (error) {
+    if (options.ownsSource) await source.close?.();
+    throw error;
+  }
+}
+
+function withSourceClose(model: SafetensorsModel, options: OpenFromSourceOptions): SafetensorsModel {
+  if (!options.ownsSource) return model;
+  const closeModel = model.close;
+  (model as { close: () => Promise<void> }).close = async () => {
+    await closeModel();
+    await options.source.close?.();
+  };
+  return model;
+}
+
+/** Rule 20 for objects (each named shard exists), then rules 1-16 per shard. */
+async function openSourceShards(source: ByteSource, names: readonly string[], file: string): Promise<OpenedShard[]> {
+  const opened: OpenedShard[] = [];
+  try {
+    for (const name of names) {
+      const object = await source.open(name);
+      const path = `${source.url}${name}`;
+      if (object === undefined) throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${JSON.stringify(name)} does not exist`, { file });
+      if (!Number.isSafeInteger(object.sizeBytes) || object.sizeBytes < 0) {
+        throw new SafetensorsError('NOT_SAFETENSORS', `shard ${JSON.stringify(name)} reports an invalid size ${String(object.sizeBytes)}`, { file });
+      }
+      const io: ShardIo = {
+        sizeBytes: object.sizeBytes,
+        readAt: (target, positionBytes) => (target.length === 0 ? Promise.resolve() : object.readInto(positionBytes, target)),
+        close: async () => undefined,
+      };
+      opened.push(await readShardHeader(name, path, io));
+    }
+  } catch (error) {
+    await closeAll(opened);
+    throw error;
+  }
+  return opened;
 }
 
 /** Rules 19-20: the real path (links resolved) must exist, be a regular file, and stay under rootReal. */
@@ -150,20 +285,37 @@ async function openShards(locations: readonly { name: string; path: string; real
 /** Rules 1-16 for one file, reading only the prefix and the (validated-length) header. */
 async function openShard(name: string, path: string, realPath: string): Promise<OpenedShard> {
   const handle = await open(realPath, 'r').catch((cause: unknown) => rethrowIo(cause, path));
+  let size: number;
   try {
-    const { size } = await handle.stat();
+    size = (await handle.stat()).size;
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    return rethrowIo(error, path);
+  }
+  const io: ShardIo = {
+    sizeBytes: size,
+    readAt: (target, positionBytes, tensor) => readFully(handle, target, positionBytes, path, tensor),
+    close: () => handle.close(),
+  };
+  return readShardHeader(name, path, io);
+}
+
+/** Rules 1-16 for one shard: the 8-byte prefix, then the header (its length validated first). Closes `io` on failure. */
+async function readShardHeader(name: string, path: string, io: ShardIo): Promise<OpenedShard> {
+  try {
+    const size = io.sizeBytes;
     const prefix = new Uint8Array(HEADER_PREFIX_BYTES);
     const prefixBytes = Math.min(size, HEADER_PREFIX_BYTES);
-    await readFully(handle, prefix.subarray(0, prefixBytes), 0, path);
+    await io.readAt(prefix.subarray(0, prefixBytes), 0);
     const context = { fileName: path, fileBytes: size };
     const headerLength = parseHeaderLengthPrefix(prefix.subarray(0, prefixBytes), context);
     const headerBytes = new Uint8Array(headerLength);
-    await readFully(handle, headerBytes, HEADER_PREFIX_BYTES, path);
+    await io.readAt(headerBytes, HEADER_PREFIX_BYTES);
     const header = parseSafetensorsHeader(headerBytes, context);
     const shard: SafetensorsShard = { name, path, fileBytes: size, headerBytes: header.headerBytes, metadata: header.metadata };
-    return { shard, handle, header };
+    return { shard, io, header };
   } catch (error) {
-    await handle.close().catch(() => undefined);
+    await io.close().catch(() => undefined);
     throw error;
   }
 }
@@ -178,9 +330,9 @@ function buildModel(
   const tensors: TensorInfo[] = [];
   const byName = new Map<string, TensorInfo>();
   const bySlice = new Map<string, TensorInfo>();
-  const handles = new Map<string, FileHandle>();
-  for (const { shard, handle, header } of opened) {
-    handles.set(shard.name, handle);
+  const shardIo = new Map<string, ShardIo>();
+  for (const { shard, io, header } of opened) {
+    shardIo.set(shard.name, io);
     for (const entry of header.tensors) {
       const [begin, end] = entry.dataOffsets;
       // THE slice identity (README "Slice identity"): computed here and nowhere else.
@@ -214,12 +366,12 @@ function buildModel(
       // Keep the largest few.
       if (pool.length > MAX_POOLED_BUFFERS) pool = pool.sort((a, b) => b.length - a.length).slice(0, MAX_POOLED_BUFFERS);
     },
-    handleOf(shardName: string): FileHandle {
-      const handle = handles.get(shardName);
-      if (closed || !handle) {
+    readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void> {
+      const io = shardIo.get(shardName);
+      if (closed || !io) {
         throw new SafetensorsError(closed ? 'MODEL_CLOSED' : 'UNKNOWN_TENSOR', closed ? 'model is closed' : `no shard ${shardName} in this model`, { file: rootDir });
       }
-      return handle;
+      return io.readAt(target, positionBytes, tensor);
     },
   };
   const model: SafetensorsModel & { [MODEL_READER]: ModelReader } = {
@@ -247,7 +399,7 @@ function sliceKeyText(slice: SliceKey): string {
 }
 
 async function closeAll(opened: readonly OpenedShard[]): Promise<void> {
-  await Promise.all(opened.map((o) => o.handle.close().catch(() => undefined)));
+  await Promise.all(opened.map((o) => o.io.close().catch(() => undefined)));
 }
 
 async function statOrThrow(path: string) {

@@ -1,6 +1,5 @@
 import { SafetensorsError } from './errors.js';
 import { getModelReader, resolveTensor } from './model-reader.js';
-import { readFully } from './read-fully.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 /**
@@ -28,6 +27,6 @@ export async function readTensorBytes(model: SafetensorsModel, tensor: TensorInf
   } else {
     view = new Uint8Array(sizeBytes);
   }
-  await readFully(reader.handleOf(shardName), view, offsetBytes, info.shardPath, info.name);
+  await reader.readAt(shardName, view, offsetBytes, info.name);
   return view;
 }

@@ -23,7 +23,11 @@ export type StoreErrorCode =
   | 'STORE_CLOSED'
   | 'IO_ERROR'
   | 'S3_UNAVAILABLE'
-  | 'S3_ERROR';
+  | 'S3_ERROR'
+  /** openS3ObjectSource: the object does not exist. */
+  | 'OBJECT_MISSING'
+  /** openS3ObjectSource: the object's size is no longer what it was when opened (replaced), or a range runs past its end. */
+  | 'OBJECT_CHANGED';
 
 /** Codes a caller may retry later with the same arguments (the server or another process may recover). */
 const RETRYABLE_CODES: ReadonlySet<StoreErrorCode> = new Set(['S3_UNAVAILABLE', 'LOCK_TIMEOUT']);

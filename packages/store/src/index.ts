@@ -43,3 +43,10 @@ export type {
 export { MAX_S3_SHARD_NAME_BYTES, MAX_S3_PREFIX_BYTES, isS3Url, parseS3Url, type S3Location } from './s3-layout.js';
 export { MAX_ENTRY_OBJECT_BYTES, S3_LAYOUT_FORMAT, DEFAULT_GC_MIN_AGE_MS } from './s3-cache-store.js';
 export { isTransientS3Error } from './s3-transport.js';
+export {
+  openS3ObjectSource,
+  openS3Object,
+  MAX_SOURCE_LISTED_OBJECTS,
+  type S3Object,
+  type S3ObjectSource,
+} from './open-s3-object-source.js';

@@ -20,7 +20,7 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
   return value;
 }
 
-function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
+export function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
   return {
     maxConcurrentRequests: positiveInteger(options.maxConcurrentRequests, 8, 'maxConcurrentRequests'),
     partSizeBytes: positiveInteger(options.partSizeBytes, 8 * 2 ** 20, 'partSizeBytes', 64 * 1024),

@@ -11,6 +11,7 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadBucketCommand,
+  HeadObjectCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
@@ -389,6 +390,36 @@ export class S3Transport {
       // Count what arrived even if the body breaks: the next attempt resumes there.
       await readBodyInto(body, target, filled, (n) => (filled = n));
     });
+  }
+
+  /** The size of an object in bytes, or undefined when it does not exist (HeadObject, retried). */
+  async headObjectSize(name: string): Promise<number | undefined> {
+    return this.withRetries('HeadObject', name, async () => {
+      try {
+        const out = await this.client.send(new HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
+        return out.ContentLength ?? 0;
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    });
+  }
+
+  /**
+   * Fills `target` with bytes [startBytes, startBytes + target.length) of an object that must be
+   * `totalBytes` long: ranged GETs of at most partSizeBytes in parallel (bounded by the limiter),
+   * each retried and resumed where its body broke. `label` names the read in errors
+   * (BLOB_MISSING on 404, BLOB_SIZE_MISMATCH when the object's size is not `totalBytes`).
+   */
+  async getRangeOf(name: string, target: Uint8Array, startBytes: number, totalBytes: number, label: string): Promise<void> {
+    if (target.length === 0) return;
+    const part = this.settings.partSizeBytes;
+    const count = Math.ceil(target.length / part);
+    await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), startBytes + i * part, label, totalBytes),
+      ),
+    );
   }
 
   /** Every object below `dir` (relative to the prefix), all pages. */
