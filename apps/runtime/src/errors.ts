@@ -10,6 +10,8 @@ export type RuntimeErrorCode =
   | 'CACHE_OPEN_FAILED'
   /** A slice names a shard the model does not have (or no model was given to find it). */
   | 'SHARD_NOT_FOUND'
+  /** A model location (path or s3:// URL) could not be opened as a safetensors model. */
+  | 'MODEL_OPEN_FAILED'
   /** A shard file could not be opened or read (deleted, truncated, permission). */
   | 'SHARD_READ_FAILED'
   /** A slice `(shardName, offsetBytes, sizeBytes)` matches no tensor of the model and no cache entry. */
@@ -20,6 +22,8 @@ export type RuntimeErrorCode =
   | 'NOT_CACHED'
   /** The blob could not be read, is truncated, or its checksum fails. */
   | 'CACHE_READ_FAILED'
+  /** The cache's object store stayed unreachable through the store's retries (retryable: the same load may succeed later). */
+  | 'CACHE_UNAVAILABLE'
   /** The manifest entry disagrees with its blob or with the tensor it is served for. */
   | 'CACHE_ENTRY_MISMATCH'
   /** The decode backend threw or produced the wrong number of values. */
@@ -42,18 +46,22 @@ export type RuntimeErrorCode =
 export class RuntimeError extends Error {
   readonly code: RuntimeErrorCode;
   readonly details: Readonly<Record<string, unknown>>;
+  /** True when the same call may succeed later (an object store that was down): `details.retryable`. */
+  readonly retryable: boolean;
 
   constructor(code: RuntimeErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'RuntimeError';
     this.code = code;
     this.details = Object.freeze({ ...details });
+    this.retryable = details.retryable === true;
   }
 }
 
 /** The failures that make a tensor fall back to the raw shard (or throw with `cacheOnly`). */
 export const CACHE_FAILURE_CODES: ReadonlySet<RuntimeErrorCode> = new Set<RuntimeErrorCode>([
   'CACHE_READ_FAILED',
+  'CACHE_UNAVAILABLE',
   'CACHE_ENTRY_MISMATCH',
   'DECODE_FAILED',
   'DIGEST_MISMATCH',
@@ -62,6 +70,16 @@ export const CACHE_FAILURE_CODES: ReadonlySet<RuntimeErrorCode> = new Set<Runtim
 
 export function isRuntimeError(error: unknown, code?: RuntimeErrorCode): error is RuntimeError {
   return error instanceof RuntimeError && (code === undefined || error.code === code);
+}
+
+/** Whether a thrown value (a store, safetensors or runtime error, or its cause) says "retry later". */
+export function isRetryableError(error: unknown): boolean {
+  let e = error as { retryable?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && depth < 4; depth++) {
+    if (e.retryable === true) return true;
+    e = e.cause as typeof e;
+  }
+  return false;
 }
 
 /** A short, stable description of any thrown value, for reports. */

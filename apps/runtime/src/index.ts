@@ -1,6 +1,7 @@
 export {
   RuntimeError,
   isRuntimeError,
+  isRetryableError,
   describeError,
   CACHE_FAILURE_CODES,
   type RuntimeErrorCode,
@@ -47,6 +48,7 @@ export {
   type ShardCache,
   type OpenShardCacheOptions,
 } from './open-shard-cache.js';
+export { openModel, type OpenModelOptions } from './open-model.js';
 export { type TensorRequest } from './resolve-tensor-request.js';
 export { loadTensor, type LoadTensorOptions } from './load-tensor.js';
 export {

@@ -1,14 +1,25 @@
 import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
-import type { CacheEntry } from '@splitzip/store';
+import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
-import { RuntimeError } from './errors.js';
+import { describeError, isRetryableError, RuntimeError } from './errors.js';
+import { openModel } from './open-model.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
 import { prepareOutput, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
 import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
+
+function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
+  if (error instanceof RuntimeError) return error;
+  const retryable = isRetryableError(error);
+  return new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_READ_FAILED', `refresh of the cache at ${cache.root} failed: ${(error as Error).message}`, {
+    root: cache.root,
+    storeCode: (error as { code?: unknown }).code,
+    retryable,
+  }, { cause: error });
+}
 
 /**
  * Tensors being read or decoded at once by default: measured on 2 cores behind a 1 GB/s paced
@@ -51,6 +62,8 @@ export interface LoadModelOptions {
   /** Tell `coverage` from `missing` for uncached BF16 tensors (a histogram pass over them). Default true. */
   explainMisses?: boolean;
   signal?: AbortSignal;
+  /** When `model` is a location: S3 settings for an `s3://` model (see openModel). */
+  modelS3?: S3StoreOptions;
 }
 
 /** A whole-model load: iterate it (once) for the tensors; `totals` and `reports` fill as it goes. */
@@ -70,7 +83,7 @@ export interface ModelLoad extends AsyncIterable<LoadedTensor> {
  * outputs of at most 4 × `concurrency` tensors are held for in-order delivery beyond what the
  * caller keeps (none extra when `allocate` hands out arena views).
  */
-export function loadModel(model: SafetensorsModel, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
+export function loadModel(modelOrLocation: SafetensorsModel | string, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
   const concurrency = options.concurrency ?? DEFAULT_LOAD_CONCURRENCY;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > MAX_LOAD_CONCURRENCY) {
     throw new RuntimeError('INVALID_ARGUMENT', `concurrency must be an integer in 1..${MAX_LOAD_CONCURRENCY}`, { concurrency });
@@ -83,7 +96,26 @@ export function loadModel(model: SafetensorsModel, cache: ShardCache | null | un
   async function* iterate(): AsyncGenerator<LoadedTensor> {
     const startMs = performance.now();
     const handle = cache ?? undefined;
-    if (handle !== undefined && options.refresh !== false) await handle.refresh();
+    // A location is opened here and closed when the load ends.
+    const model = typeof modelOrLocation === 'string' ? await openModel(modelOrLocation, { s3: options.modelS3 }) : modelOrLocation;
+    try {
+      yield* loadOpened(model, handle, startMs);
+    } finally {
+      if (model !== modelOrLocation) await model.close();
+    }
+  }
+
+  async function* loadOpened(model: SafetensorsModel, handle: ShardCache | undefined, startMs: number): AsyncGenerator<LoadedTensor> {
+    if (handle !== undefined && options.refresh !== false) {
+      try {
+        await handle.refresh();
+      } catch (error) {
+        // The snapshot already loaded is still correct (raw for slices it does not know), so a load
+        // goes on without the refresh unless only the cache may serve.
+        if (options.cacheOnly || !isRetryableError(error)) throw mapRefreshError(error, handle);
+        totals.refreshError = describeError(error);
+      }
+    }
     const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle));
     const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);

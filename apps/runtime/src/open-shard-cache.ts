@@ -1,7 +1,7 @@
 import { join } from 'node:path';
-import { openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
-import { RuntimeError } from './errors.js';
+import { isRetryableError, RuntimeError } from './errors.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
 export const DEFAULT_COVERAGE_MIN = 0.99;
@@ -14,6 +14,8 @@ export const DEFAULT_COVERAGE_MIN = 0.99;
  */
 export interface ShardCache {
   readonly root: string;
+  /** True for an `s3://` cache: blobs come through the store's ranged GETs (a custom `reader` does not apply to them). */
+  readonly remote: boolean;
   /** The underlying store, for anything not re-exported here. */
   readonly store: CacheStore;
   /** Coverage gate of the build (the manifest's `coverage_min`), used to explain misses. */
@@ -31,7 +33,7 @@ export interface ShardCache {
   readBlob(key: string, stagingSlot: StagingSlot | Uint8Array): Promise<Uint8Array>;
   /** Picks up entries and aliases other processes committed since the last refresh. */
   refresh(): Promise<void>;
-  /** Absolute path of an entry's blob file (the store validated the relative path when it loaded the entry). */
+  /** Absolute path (or `s3://` URL of the object) of an entry's blob (the store validated the relative path when it loaded the entry). */
   blobPath(entry: CacheEntry): string;
   /** The largest compressed payload among `entries` (default: all entries), in bytes. */
   largestPayloadBytes(entries?: Iterable<CacheEntry>): number;
@@ -55,20 +57,35 @@ export interface OpenShardCacheOptions {
   coverageMin?: number;
   /** Passed to the store: refresh from other processes on a timer. */
   refreshIntervalMs?: number;
+  /** `s3://` caches: a per-host directory of fetched blobs (verified by checksum on every read); same as `s3.readThroughDir`. */
+  readThroughDir?: string;
+  /** `s3://` caches: the store's S3 settings (endpoint, retries, concurrency, part size…); credentials come from the AWS environment. */
+  s3?: S3StoreOptions;
 }
 
-/** Opens a built cache for loading. A directory without a manifest is a `CACHE_OPEN_FAILED` error. */
+/**
+ * Opens a built cache for loading: a directory, or `s3://bucket/prefix` (delegated to the store's
+ * `openCacheStore`, with `s3` and `readThroughDir`). No cache there is `CACHE_OPEN_FAILED`; an object
+ * store that stays unreachable is `CACHE_UNAVAILABLE` (retryable).
+ */
 export async function openShardCache(root: string, options: OpenShardCacheOptions = {}): Promise<ShardCache> {
   let store: CacheStore;
   try {
     const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false };
     if (options.refreshIntervalMs !== undefined) Object.assign(storeOptions, { refreshIntervalMs: options.refreshIntervalMs });
+    if (options.s3 !== undefined || options.readThroughDir !== undefined) {
+      if (!isS3Url(root)) throw new RuntimeError('INVALID_ARGUMENT', 's3 and readThroughDir apply to s3:// caches only', { root });
+      storeOptions.s3 = { ...options.s3, ...(options.readThroughDir !== undefined ? { readThroughDir: options.readThroughDir } : {}) };
+    }
     store = await openCacheStore(root, storeOptions);
   } catch (error) {
+    if (error instanceof RuntimeError) throw error;
     const code = (error as { code?: unknown }).code;
-    throw new RuntimeError('CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${(error as Error).message}`, {
+    const retryable = isRetryableError(error);
+    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${(error as Error).message}`, {
       root,
       storeCode: code,
+      retryable,
     }, { cause: error });
   }
   return wrapCacheStore(store, options);
@@ -86,6 +103,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
   const idlePools: { pool: StagingPool; shared: boolean }[] = [];
   return {
     root: store.root,
+    remote: isS3Url(store.root),
     store,
     coverageMin,
     lookup: (bytes, shape, dtype) => store.lookup(bytes, shape, dtype),
@@ -94,7 +112,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes),
     readBlob: (key, stagingSlot) => store.readBlob(key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes),
     refresh: () => store.refresh(),
-    blobPath: (entry) => join(store.root, entry.blob),
+    blobPath: (entry) => (isS3Url(store.root) ? `${store.root.endsWith('/') ? store.root : `${store.root}/`}${entry.blob}` : join(store.root, entry.blob)),
     largestPayloadBytes,
     createStagingPool(poolOptions = {}) {
       const slotCount = poolOptions.slotCount ?? 4;

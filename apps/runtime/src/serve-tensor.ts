@@ -6,7 +6,7 @@ import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
-import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
+import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
@@ -63,6 +63,9 @@ function mapStoreError(error: unknown, entry: CacheEntry): RuntimeError {
   if (error instanceof RuntimeError) return error;
   const { code, message } = describeError(error);
   const context = { key: entry.key, qualname: entry.qualname, storeCode: code };
+  if (isRetryableError(error)) {
+    return new RuntimeError('CACHE_UNAVAILABLE', `cache entry ${entry.key} (${entry.qualname}): ${message}`, { ...context, retryable: true }, { cause: error });
+  }
   if (code === 'META_MISMATCH') {
     return new RuntimeError('CACHE_ENTRY_MISMATCH', `cache entry ${entry.key} (${entry.qualname}): ${message}`, context, { cause: error });
   }
@@ -167,7 +170,8 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
   const info = target.info;
   const startMs = performance.now();
   try {
-    if (env.reader !== undefined) await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
+    // The reader seam is for local files; a model opened from a ByteSource (s3://…) reads through it.
+    if (env.reader !== undefined && !isRemoteLocation(info.shardPath)) await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
     else await readTensorBytes(target.model, info, output);
   } catch (error) {
     const { code, message } = describeError(error);
@@ -178,10 +182,16 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
       offsetBytes: slice.offsetBytes,
       sizeBytes: slice.sizeBytes,
       causeCode: code,
+      retryable: isRetryableError(error),
     }, { cause: error });
   }
   report.ioMs += performance.now() - startMs;
   report.rawBytesRead += output.byteLength;
+}
+
+/** `s3://…` and other URL-like locations (not local paths). */
+export function isRemoteLocation(location: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(location);
 }
 
 /** A payload read into staging and validated; `release()` gives the staging slot back (idempotent). */
@@ -234,7 +244,7 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
     const ioStartMs = performance.now();
     let payload: Uint8Array;
     let meta: PayloadMeta;
-    if (env.reader !== undefined) {
+    if (env.reader !== undefined && !cache.remote) {
       const blobPath = cache.blobPath(entry);
       payload = stage.subarray(0, entry.compBytes);
       try {
@@ -265,7 +275,7 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
     }
     abortIfNeeded(env.signal, target.name);
     // The store's readBlob verified the checksum; bytes the runtime read itself still need it.
-    return { payload, meta, release, checksumPending: env.reader !== undefined && env.backend.verifiesChecksum === true };
+    return { payload, meta, release, checksumPending: env.reader !== undefined && !cache.remote && env.backend.verifiesChecksum === true };
   } catch (error) {
     release();
     throw error;

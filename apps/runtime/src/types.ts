@@ -87,6 +87,8 @@ export interface LoadTotals {
   backends: string[];
   /** Payloads larger than the pool's slots, staged in a one-off buffer instead. */
   stagingOverflows: number;
+  /** Set when the refresh at the start of the load failed retryably and the load went on with the cache's snapshot. */
+  refreshError?: { code: string; message: string };
 }
 
 export function createEmptyTotals(): LoadTotals {

@@ -1,0 +1,28 @@
+import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { isS3Url, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
+import { RuntimeError, isRetryableError } from './errors.js';
+
+export interface OpenModelOptions {
+  /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs). */
+  s3?: S3StoreOptions;
+}
+
+/**
+ * Opens a safetensors model from a local path (file, directory, index) or from `s3://bucket/prefix`
+ * (a "directory" of shards and, usually, `model.safetensors.index.json`): the objects are read with
+ * ranged GETs through `@splitzip/store`'s S3 transport (bounded retries, resumable), the headers with
+ * two ranged GETs per shard, and every tensor's slice identity is the same as for the local copy.
+ * `MODEL_OPEN_FAILED` wraps the adapter's typed error; an unreachable object store is retryable.
+ */
+export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
+  if (typeof location !== 'string' || location.length === 0) throw new RuntimeError('INVALID_ARGUMENT', 'a model location is a path or an s3:// URL', {});
+  try {
+    if (!isS3Url(location)) return await openSafetensorsModel(location);
+    const source = openS3ObjectSource(location.endsWith('/') ? location : `${location}/`, options.s3);
+    return await openSafetensorsModel({ source, ownsSource: true });
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    const retryable = isRetryableError(error);
+    throw new RuntimeError('MODEL_OPEN_FAILED', `cannot open the model at ${location}: ${(error as Error).message}`, { model: location, causeCode: code, retryable }, { cause: error });
+  }
+}
