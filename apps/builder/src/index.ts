@@ -6,6 +6,7 @@ export {
   MIN_IN_FLIGHT_BYTES,
   inFlightBytesOf,
   GC_EVERY_MIN_BYTES,
+  POOL_LARGEST_FACTOR,
   type BuildCacheOptions,
   type BuildReport,
   type BuildTensorReport,
