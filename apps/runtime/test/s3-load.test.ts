@@ -1,0 +1,171 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { ensureDefaultModel } from '@splitzip/default-model';
+import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { isRuntimeError, loadModel, openModel, openShardCache, type LoadedTensor } from '../src/index.js';
+import { buildCache, readAllRaw, sameBytes } from './fixtures.js';
+import { createBucket, describeS3, dropBucket, listKeys, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
+
+async function collect(load: AsyncIterable<LoadedTensor>): Promise<Map<string, LoadedTensor>> {
+  const out = new Map<string, LoadedTensor>();
+  for await (const tensor of load) out.set(tensor.name, tensor);
+  return out;
+}
+
+describeS3('runtime from S3: the default model and its cache in a bucket', () => {
+  const bucket = uniqueBucket('load');
+  const modelUrl = `s3://${bucket}/models/default`;
+  const cacheUrl = `s3://${bucket}/cache`;
+  let client: S3Client;
+  let local: SafetensorsModel;
+  let truth: Map<string, Uint8Array>;
+  let keys: Map<string, string>;
+  let readThroughDir: string;
+
+  beforeAll(async () => {
+    client = rawClient();
+    await createBucket(client, bucket);
+    const modelDir = await ensureDefaultModel();
+    await uploadDirectory(client, bucket, 'models/default/', modelDir);
+    local = await openSafetensorsModel(modelDir);
+    truth = await readAllRaw(local);
+    // The cache is built into the bucket with the store + codec directly.
+    keys = await buildCache(local, cacheUrl);
+    readThroughDir = await mkdtemp(join(tmpdir(), 'runtime-s3-rt-'));
+  });
+  afterAll(async () => {
+    await local?.close();
+    await rm(readThroughDir, { recursive: true, force: true });
+    await dropBucket(client, bucket);
+    client.destroy();
+  });
+
+  const expectBitExact = (loaded: Map<string, LoadedTensor>) => {
+    expect(loaded.size).toBe(local.tensors.length);
+    for (const [name, bytes] of truth) {
+      const tensor = loaded.get(name);
+      expect(tensor, name).toBeDefined();
+      expect(sameBytes(tensor!.data, bytes), `${name} (${tensor!.source})`).toBe(true);
+    }
+  };
+
+  it('opens the s3:// model with the same tensors and slice identity as the local copy', async () => {
+    const remote = await openModel(modelUrl);
+    try {
+      expect(remote.tensors.map((t) => [t.name, t.dtype, t.shape, t.slice])).toEqual(local.tensors.map((t) => [t.name, t.dtype, t.shape, t.slice]));
+      expect(remote.indexPath).toBe(`${modelUrl}/model.safetensors.index.json`);
+    } finally {
+      await remote.close();
+    }
+  });
+
+  it('loads the s3:// model with the s3:// cache bit-exact: cached tensors decoded, the rest raw through ranged GETs', async () => {
+    const cache = await openShardCache(cacheUrl);
+    try {
+      expect(cache.remote).toBe(true);
+      const load = loadModel(modelUrl, cache, { verifyDigest: true });
+      const loaded = await collect(load);
+      expectBitExact(loaded);
+      const cachedNames = [...loaded.values()].filter((t) => t.source === 'cache').map((t) => t.name);
+      expect(new Set(cachedNames)).toEqual(new Set(keys.keys()));
+      expect(load.totals.fromCache).toBeGreaterThan(0);
+      expect(load.totals.fromRaw).toBeGreaterThan(0);
+      expect(load.totals.fallbacks).toBe(0);
+      // Bytes fetched: compressed blobs for cached tensors, exact slices for the rest.
+      const rawTensors = [...loaded.values()].filter((t) => t.source === 'raw');
+      expect(load.totals.bytesReadRaw).toBe(rawTensors.reduce((sum, t) => sum + t.report.sizeBytes, 0));
+      expect(load.totals.bytesReadFromCache).toBeLessThan(
+        [...loaded.values()].filter((t) => t.source === 'cache').reduce((sum, t) => sum + t.report.sizeBytes, 0),
+      );
+      for (const t of loaded.values()) expect(t.reason === 'cached' || t.reason === 'dtype' || t.reason === 'coverage', `${t.name} ${t.reason}`).toBe(true);
+    } finally {
+      await cache.close();
+    }
+  });
+
+  it('loads the s3:// model without a cache, and the local model with the s3:// cache, bit-exact', async () => {
+    const rawLoad = loadModel(modelUrl, null);
+    expectBitExact(await collect(rawLoad));
+    expect(rawLoad.totals.fromRaw).toBe(local.tensors.length);
+    const cache = await openShardCache(cacheUrl);
+    try {
+      const mixed = loadModel(local, cache);
+      expectBitExact(await collect(mixed));
+      expect(mixed.totals.fromCache).toBe(keys.size);
+    } finally {
+      await cache.close();
+    }
+  });
+
+  it('read-through directory: the second load serves blobs from local disk, a damaged local copy is refused and fetched again', async () => {
+    const first = await openShardCache(cacheUrl, { readThroughDir });
+    try {
+      expectBitExact(await collect(loadModel(modelUrl, first)));
+    } finally {
+      await first.close();
+    }
+    const localBlobs = (await readdir(readThroughDir, { recursive: true })).filter((name) => String(name).endsWith('.bin')).map(String);
+    expect(localBlobs.length).toBe(new Set(keys.values()).size);
+    // Damage one local copy: it must not be served.
+    const victim = join(readThroughDir, localBlobs[0]!);
+    const bytes = await readFile(victim);
+    bytes[bytes.length >> 1]! ^= 0x40;
+    await writeFile(victim, bytes);
+    const second = await openShardCache(cacheUrl, { readThroughDir });
+    try {
+      const load = loadModel(modelUrl, second);
+      expectBitExact(await collect(load));
+      expect(load.totals.fromCache).toBe(keys.size);
+      expect(load.totals.fallbacks).toBe(0);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('cacheOnly: an uncached tensor is NOT_CACHED; a readThroughDir on a local cache is refused', async () => {
+    const cache = await openShardCache(cacheUrl);
+    try {
+      const uncached = local.tensors.find((t) => !keys.has(t.name))!;
+      await expect(loadModel(modelUrl, cache, { cacheOnly: true, filter: (t) => t.name === uncached.name }).drain()).rejects.toMatchObject({ code: 'NOT_CACHED' });
+    } finally {
+      await cache.close();
+    }
+    await expect(openShardCache(readThroughDir, { readThroughDir })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
+  it('a damaged blob object is never decoded: the tensor falls back to raw (reported), cacheOnly throws typed', async () => {
+    const blobKeys = (await listKeys(client, bucket, 'cache/blobs/')).filter((key) => key.endsWith('.bin'));
+    const victimKey = blobKeys[0]!;
+    const contentKey = /blobs\/([0-9a-f]{40})\./.exec(victimKey)![1]!;
+    const object = await client.send(new GetObjectCommand({ Bucket: bucket, Key: victimKey }));
+    const bytes = new Uint8Array(await object.Body!.transformToByteArray());
+    bytes[bytes.length - 3]! ^= 0x01;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: victimKey, Body: bytes }));
+    const victims = [...keys].filter(([, key]) => key === contentKey).map(([name]) => name);
+    expect(victims.length).toBeGreaterThan(0);
+
+    const cache = await openShardCache(cacheUrl);
+    try {
+      const load = loadModel(modelUrl, cache);
+      const loaded = await collect(load);
+      expectBitExact(loaded);
+      for (const name of victims) {
+        const t = loaded.get(name)!;
+        expect(t.source).toBe('raw');
+        expect(t.reason).toBe('cache-failed');
+        expect(t.report.error?.code).toBe('CACHE_READ_FAILED');
+      }
+      expect(load.totals.fallbacks).toBe(victims.length);
+      const error = await loadModel(modelUrl, cache, { cacheOnly: true, filter: (t) => t.name === victims[0] })
+        .drain()
+        .catch((e: unknown) => e);
+      expect(isRuntimeError(error, 'CACHE_READ_FAILED')).toBe(true);
+      expect((error as { retryable: boolean }).retryable).toBe(false);
+    } finally {
+      await cache.close();
+    }
+  });
+});
