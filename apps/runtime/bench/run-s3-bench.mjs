@@ -1,0 +1,270 @@
+// S3 load benchmark (issue 8): the built-in model and a generated model, both uploaded to one bucket
+// of the S3 gateway together with their SplitZip caches, loaded whole from S3: the cache
+// (s3:// cache + s3:// model: blobs by ranged GET, uncached tensors raw) versus raw safetensors
+// (the same s3:// model, no cache), interleaved rounds in the same run; then a load through a fresh
+// local read-through directory twice (first: fetch + local write; second: local disk).
+// Needs a gateway (AWS_ENDPOINT_URL + keys; scripts/ceph/start-ceph.sh): without one it prints why
+// and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary).
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { writeBenchSummary } from '@splitzip/bench-utils';
+import { openSafetensorsModel } from '@splitzip/safetensors';
+import { openCacheStore } from '@splitzip/store';
+import { loadModel, openShardCache } from '@splitzip/runtime';
+import { buildModelCache } from './build-model-cache.mjs';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+const args = process.argv.slice(2);
+const argValue = (flag, fallback) => {
+  const i = args.indexOf(flag);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
+};
+const QUICK = args.includes('--quick');
+const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
+const ROUNDS = Number(argValue('--rounds', '2'));
+const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+
+const gb = (bytes) => bytes / 1e9;
+const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function gatewayProblem() {
+  if (!endpoint) return 'AWS_ENDPOINT_URL is not set (start a gateway: scripts/ceph/start-ceph.sh, then source its env file)';
+  if (!process.env.AWS_ACCESS_KEY_ID || !process.env.AWS_SECRET_ACCESS_KEY) return 'AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set';
+  try {
+    await (await fetch(endpoint, { signal: AbortSignal.timeout(3000) })).arrayBuffer();
+    return undefined;
+  } catch (error) {
+    return `the S3 gateway at ${endpoint} does not answer: ${error.message}`;
+  }
+}
+
+function rawClient() {
+  return new S3Client({ endpoint, forcePathStyle: true, region: process.env.AWS_REGION ?? 'us-east-1', requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+}
+
+async function uploadModel(client, bucket, prefix, dir) {
+  let bytes = 0;
+  for (const name of await readdir(dir)) {
+    if (!name.endsWith('.safetensors') && !name.endsWith('.json')) continue;
+    const body = await readFile(join(dir, name));
+    bytes += body.length;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${name}`, Body: body }));
+  }
+  return bytes;
+}
+
+/** Copies a built local cache into an s3:// cache with the store (verified payloads, same slice keys). */
+async function copyCache(localDir, s3Root) {
+  const from = await openCacheStore(localDir);
+  const to = await openCacheStore(s3Root, { create: true, coverageMin: from.coverageMin, chunkSize: from.chunkSize });
+  let batch = [];
+  let batchBytes = 0;
+  const flush = async () => {
+    if (batch.length > 0) await to.addEntries(batch);
+    batch = [];
+    batchBytes = 0;
+  };
+  try {
+    for (const entry of from.entries()) {
+      const payload = new Uint8Array(entry.compBytes);
+      await from.readBlob(entry.key, payload);
+      batch.push({ key: entry.key, qualname: entry.qualname, payload, shape: entry.shape, dtype: 'BF16', sha256: entry.sha256, sliceKeys: entry.sliceKeys });
+      batchBytes += payload.length;
+      if (batchBytes > 128 * 2 ** 20) await flush();
+    }
+    await flush();
+  } finally {
+    await to.close();
+    await from.close();
+  }
+}
+
+async function dropBucket(client, bucket) {
+  for (;;) {
+    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, MaxKeys: 1000 }));
+    const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key }));
+    if (keys.length === 0) break;
+    await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
+  }
+  await client.send(new DeleteBucketCommand({ Bucket: bucket }));
+}
+
+/** One whole load into one preallocated arena; returns ms, totals and the arena's SHA-256. */
+async function timedLoad(modelUrl, cache, arena, offsets) {
+  const started = performance.now();
+  const load = loadModel(modelUrl, cache, { allocate: (info) => arena.subarray(offsets.get(info.name), offsets.get(info.name) + info.slice.sizeBytes) });
+  const totals = await load.drain();
+  const ms = performance.now() - started;
+  return { ms, totals, sha256: createHash('sha256').update(arena).digest('hex') };
+}
+
+async function benchModel(label, localModelDir, localCacheDir, bucket, client, rounds) {
+  const tag = label.replace(/[^a-z0-9]+/gi, '-').toLowerCase();
+  const modelUrl = `s3://${bucket}/${tag}/model`;
+  const cacheUrl = `s3://${bucket}/${tag}/cache`;
+  const prepStarted = performance.now();
+  await buildModelCache(localModelDir, localCacheDir);
+  const uploaded = await uploadModel(client, bucket, `${tag}/model/`, localModelDir);
+  await copyCache(localCacheDir, cacheUrl);
+  const prepSeconds = (performance.now() - prepStarted) / 1e3;
+
+  const local = await openSafetensorsModel(localModelDir);
+  const offsets = new Map();
+  let total = 0;
+  for (const t of local.tensors) {
+    offsets.set(t.name, total);
+    total += t.slice.sizeBytes;
+  }
+  await local.close();
+  const arena = new Uint8Array(total);
+
+  const cache = await openShardCache(cacheUrl);
+  const raws = [];
+  const caches = [];
+  let reference;
+  try {
+    for (let r = 0; r < rounds; r++) {
+      // Alternate which goes first, so drift in the machine's load hits both.
+      const order = r % 2 === 0 ? ['raw', 'cache'] : ['cache', 'raw'];
+      for (const which of order) {
+        const result = await timedLoad(modelUrl, which === 'raw' ? null : cache, arena, offsets);
+        reference ??= result.sha256;
+        if (result.sha256 !== reference) throw new Error(`${label}: ${which} load is not bit-identical to the first load`);
+        (which === 'raw' ? raws : caches).push(result);
+      }
+    }
+  } finally {
+    await cache.close();
+  }
+  const rtDir = await mkdtemp(join(tmpdir(), 'runtime-s3-bench-rt-'));
+  let first;
+  let second;
+  try {
+    const rt1 = await openShardCache(cacheUrl, { readThroughDir: rtDir });
+    try {
+      first = await timedLoad(modelUrl, rt1, arena, offsets);
+    } finally {
+      await rt1.close();
+    }
+    const rt2 = await openShardCache(cacheUrl, { readThroughDir: rtDir });
+    try {
+      second = await timedLoad(modelUrl, rt2, arena, offsets);
+    } finally {
+      await rt2.close();
+    }
+    for (const r of [first, second]) if (r.sha256 !== reference) throw new Error(`${label}: read-through load is not bit-identical`);
+  } finally {
+    await rm(rtDir, { recursive: true, force: true });
+  }
+  const rawMs = median(raws.map((r) => r.ms));
+  const cacheMs = median(caches.map((r) => r.ms));
+  return {
+    label,
+    produced: total,
+    uploaded,
+    prepSeconds,
+    rawMs,
+    cacheMs,
+    rawRead: raws[0].totals.bytesRead,
+    cacheRead: caches[0].totals.bytesRead,
+    fromCache: `${caches[0].totals.fromCache}/${caches[0].totals.tensors}`,
+    firstMs: first.ms,
+    secondMs: second.ms,
+  };
+}
+
+async function main() {
+  const problem = await gatewayProblem();
+  if (problem) {
+    console.log(`@splitzip/runtime S3 benchmark skipped: ${problem}`);
+    return;
+  }
+  const startedMs = performance.now();
+  const { ensureDefaultModel, generateSyntheticModel } = await import('@splitzip/default-model');
+  const models = [{ label: 'default (USE-lite)', dir: await ensureDefaultModel(), cacheDir: join(REPO, '.cache', 'runtime-bench', 'cache-default'), rounds: Math.max(ROUNDS, 3) }];
+  if (!QUICK) {
+    const dir = join(REPO, 'models', `runtime-bench-${SIZE_BYTES}`);
+    await generateSyntheticModel(dir, { totalBytes: SIZE_BYTES, seed: 7, reuseIfPresent: true });
+    models.push({ label: `synthetic ${fmt(gb(SIZE_BYTES))} GB`, dir, cacheDir: join(REPO, '.cache', 'runtime-bench', `cache-synthetic-${SIZE_BYTES}`), rounds: ROUNDS });
+  }
+  const client = rawClient();
+  const bucket = `sz-rt-bench-${Date.now().toString(36)}`;
+  await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  const rows = [];
+  try {
+    for (const m of models) rows.push(await benchModel(m.label, m.dir, m.cacheDir, bucket, client, m.rounds));
+  } finally {
+    await dropBucket(client, bucket).catch(() => undefined);
+    client.destroy();
+  }
+
+  console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, same cores)`);
+  console.log('whole model from S3 into one arena; raw = s3:// safetensors by ranged GETs, no cache; cache = s3:// SplitZip cache (+ raw for uncached tensors);');
+  console.log('medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena); read-through = fresh local dir, first then second load');
+  console.log('');
+  const header = ['model', 'produced GB', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'cache vs raw', 'fetched raw → cache GB', 'from cache', 'RT 1st ms', 'RT 2nd ms', 'RT 2nd vs 1st'];
+  const table = rows.map((r) => [
+    r.label,
+    fmt(gb(r.produced), 3),
+    fmt(r.rawMs, 0),
+    fmt(gb(r.produced) / (r.rawMs / 1e3)),
+    fmt(r.cacheMs, 0),
+    fmt(gb(r.produced) / (r.cacheMs / 1e3)),
+    `${fmt(r.rawMs / r.cacheMs)}x`,
+    `${fmt(gb(r.rawRead), 3)} → ${fmt(gb(r.cacheRead), 3)}`,
+    r.fromCache,
+    fmt(r.firstMs, 0),
+    fmt(r.secondMs, 0),
+    `${fmt(r.firstMs / r.secondMs)}x`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of table) console.log(line(row));
+  console.log('');
+  for (const r of rows) console.log(`prepared ${r.label}: uploaded ${fmt(gb(r.uploaded), 3)} GB of shards + copied its cache to S3 in ${fmt(r.prepSeconds, 1)} s`);
+  console.log(`targets: cache >= 1.2x raw; read-through second load >= 3x the first. total ${fmt((performance.now() - startedMs) / 1e3, 1)} s`);
+
+  if (QUICK) return;
+  writeBenchSummary({
+    packageName: '@splitzip/runtime-s3',
+    title: 'runtime: whole-model loads from S3 (Ceph RGW, loopback): cache vs raw safetensors, read-through dir',
+    rows: rows.flatMap((r) => [
+      {
+        metric: `${r.label}: S3 cache vs S3 raw`,
+        value: r.rawMs / r.cacheMs,
+        unit: 'x',
+        baseline: `raw ${fmt(gb(r.produced) / (r.rawMs / 1e3))} GB/s, ${fmt(gb(r.rawRead), 3)} GB fetched`,
+        target: '>= 1.2x',
+        met: r.rawMs / r.cacheMs >= 1.2,
+        note: `cache ${fmt(gb(r.produced) / (r.cacheMs / 1e3))} GB/s, ${fmt(gb(r.cacheRead), 3)} GB fetched`,
+      },
+      {
+        metric: `${r.label}: read-through 2nd load vs 1st`,
+        value: r.firstMs / r.secondMs,
+        unit: 'x',
+        baseline: `1st ${fmt(r.firstMs, 0)} ms`,
+        target: '>= 3x',
+        met: r.firstMs / r.secondMs >= 3,
+        note: `2nd ${fmt(r.secondMs, 0)} ms`,
+      },
+    ]),
+  });
+}
+
+if (!existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url)))) {
+  console.error('build the runtime first: pnpm --filter @splitzip/runtime build');
+  process.exit(1);
+}
+await main();
