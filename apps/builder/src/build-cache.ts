@@ -4,7 +4,7 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
 import { createBufferPool, type BufferPool } from './create-buffer-pool.js';
@@ -15,8 +15,8 @@ import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js'
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
 
-/** The seed's gate: a tensor is encoded only if its Top-16 exponents cover this share of values. */
-export const DEFAULT_COVERAGE_MIN = 0.99;
+/** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
+export { DEFAULT_COVERAGE_MIN };
 /**
  * Floor of the in-flight memory budget: many small tensors may overlap up to this much (raw bytes
  * plus their payloads), so the workers stay busy on models of small tensors.

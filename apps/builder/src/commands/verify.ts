@@ -1,5 +1,4 @@
 import { openCacheStore, type VerifyReport } from '@splitzip/store';
-import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
 import { defineCommand } from '../define-command.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -43,7 +42,7 @@ export const verifyCommand = defineCommand({
       let modelReport: ModelCheckReport | null = null;
       if (args.model !== undefined) {
         modelReport = await verifyModelCache(store, args.model, {
-          coverageMin: args.coverageMin ?? cacheCoverageMin(store) ?? DEFAULT_COVERAGE_MIN,
+          coverageMin: args.coverageMin ?? store.coverageMin,
           signal,
           onProgress: (p) => progress.update(p.doneBytes, p.totalBytes, p.tensor),
         });
@@ -58,12 +57,6 @@ export const verifyCommand = defineCommand({
     return report.ok ? 0 : 1;
   },
 });
-
-/** The gate the cache was built with, if the store exposes it. */
-function cacheCoverageMin(store: object): number | undefined {
-  const value = (store as { coverageMin?: unknown }).coverageMin;
-  return typeof value === 'number' ? value : undefined;
-}
 
 export function renderVerifyReport(report: VerifyCommandReport): string {
   const lines: string[] = [];

@@ -1,68 +1,17 @@
-// The JSON shapes the CLI prints (kept loose on purpose: the tests check the fields they use).
+// The JSON the CLI prints is the library's report types serialized (JSON.stringify of them).
 import { createHash } from 'node:crypto';
 import { readdir, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
+import type { ModelStatsReport } from '../../src/analyze-model.js';
+import type { BuildReport } from '../../src/build-cache.js';
+import type { VerifyCommandReport } from '../../src/commands/verify.js';
+import type { InspectReport } from '../../src/inspect-cache.js';
 import type { TensorData } from './models.js';
 
-export interface BuildTensorJson {
-  name: string;
-  key: string | null;
-  shard: string;
-  offsetBytes: number;
-  sizeBytes: number;
-  dtype: string;
-  shape: number[];
-  status: 'encoded' | 'cached' | 'skipped_coverage' | 'skipped_dtype' | 'skipped_size';
-  coverage: number | null;
-  compBytes: number | null;
-}
-
-export interface BuildJson {
-  encoded: number;
-  cached: number;
-  skipped_coverage: number;
-  skipped_dtype: number;
-  skipped_size: number;
-  comp_bytes: number;
-  raw_bytes: number;
-  ratio: number | null;
-  stored_bytes: number;
-  aliased: number;
-  jobs: number;
-  backend: string;
-  tensors: BuildTensorJson[];
-}
-
-export interface VerifyJson {
-  ok: boolean;
-  store: { ok: boolean; checked: number; passed: number; decoded: number; problems: { key: string; code: string; message: string }[] };
-  model: null | {
-    ok: boolean;
-    tensors: { name: string; status: 'ok' | 'not_cached' | 'failed'; reason: string | null; key: string | null }[];
-    totals: { tensors: number; ok: number; not_cached: number; failed: number };
-  };
-}
-
-export interface InspectJson {
-  entries: { key: string; qualname: string; rawBytes: number; compBytes: number; escapeCount: number; elementCount: number; slices: [string, number, number][] }[];
-  totals: { entries: number; slices: number; rawBytes: number; compBytes: number; ratio: number | null; escapeCount: number; elementCount: number };
-}
-
-export interface StatsJson {
-  tensors: {
-    name: string;
-    dtype: string;
-    shape: number[];
-    sizeBytes: number;
-    coverage: number | null;
-    distinctExponents: number | null;
-    entropyBits: number | null;
-    escapeCount: number | null;
-    predictedBytes: number | null;
-    encodable: boolean;
-  }[];
-  totals: { tensors: number; bf16Tensors: number; encodableTensors: number; rawBytes: number; encodableBytes: number; predictedBytes: number; predictedRatio: number | null };
-}
+export type BuildJson = BuildReport;
+export type VerifyJson = VerifyCommandReport;
+export type InspectJson = InspectReport;
+export type StatsJson = ModelStatsReport;
 
 /** The seed's content key, computed here independently of the store (Python str(tuple(shape))). */
 export function seedContentKey(tensor: TensorData): string {
