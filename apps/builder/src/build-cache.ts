@@ -4,7 +4,8 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { DEFAULT_COVERAGE_MIN, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
 import { createBufferPool, type BufferPool } from './create-buffer-pool.js';
@@ -100,7 +101,10 @@ export type BuildProgressEvent =
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
   model: string;
-  /** The cache directory (created if missing). */
+  /**
+   * The cache directory (created if missing), or `s3://bucket/prefix` (the cache and, if missing,
+   * the bucket are created; endpoint and credentials from the AWS SDK environment variables).
+   */
   cacheDir: string;
   coverageMin?: number;
   chunkSize?: number;
@@ -148,8 +152,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   encoderReady.catch(() => {});
   try {
     model = await openSafetensorsModel(options.model);
-    await ensureCacheDir(options.cacheDir);
-    store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize }).catch((error: unknown) => {
+    // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
+    const s3 = isS3Url(options.cacheDir);
+    if (!s3) await ensureCacheDir(options.cacheDir);
+    store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize, ...(s3 ? { s3: { createBucket: true } } : {}) }).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
 
@@ -193,6 +199,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const context: TensorContext = {
       model,
       store,
+      commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false }),
       processor,
       encoder,
       pool,
@@ -282,6 +289,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 interface TensorContext {
   model: SafetensorsModel;
   store: CacheStore;
+  /** Every write of the build goes through here (group commit: one store call per batch). */
+  commits: CommitBatcher;
   processor: TensorProcessor;
   encoder: ValuesEncoder;
   pool: BufferPool;
@@ -359,7 +368,7 @@ async function processTensor(context: TensorContext, tensor: TensorInfo, base: B
       context.checkFailure();
       // The slice goes in the same commit as the entry when it is free (the usual case).
       const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
-      const { added } = await store.addEntry({
+      const { added } = await context.commits.addEntry({
         key,
         qualname: tensor.name,
         payload,
@@ -407,7 +416,7 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   if (current?.key === key) return;
   // Empty tensors next to each other share one slice key; whichever holds it decodes to nothing.
   if (current && sizeBytes === 0) return;
-  const [bound] = await context.store.aliasSlices([{ key, shardName, offsetBytes, sizeBytes }], { rebind: context.rebind });
+  const bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes });
   if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   context.aliased++;
 }

@@ -3,6 +3,8 @@ import { BuilderError } from './errors.js';
 
 const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
+/** The store's S3 failures are about the endpoint or bucket, not one tensor: they pass through as they are. */
+const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
 
 /**
  * Gives an error the context a user needs (which tensor, which file, which cache) without hiding
@@ -11,6 +13,8 @@ const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXI
  */
 export function wrapBuildError(error: unknown, context: { cacheDir?: string; tensor?: string; file?: string }): unknown {
   if (error instanceof BuilderError && (error.context.tensor !== undefined || context.tensor === undefined)) return error;
+  const ownCode = (error as { code?: unknown } | null)?.code;
+  if (typeof ownCode === 'string' && S3_CODES.has(ownCode)) return error;
   const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';
   const code = systemErrorCode(error);
   const path = (error as { path?: unknown }).path;

@@ -8,7 +8,7 @@ import { createProgressBar } from '../progress-bar.js';
 
 export const buildCommand = defineCommand({
   name: 'build',
-  description: 'Encode every BF16 tensor of a safetensors model into a cache directory',
+  description: 'Encode every BF16 tensor of a safetensors model into a cache (directory or s3://)',
   notes: [
     'Tensors that are not BF16, or whose Top-16 exponent coverage is below the gate, are skipped',
     '(served raw). Identical tensors are stored once. Re-running finishes what is missing and',
@@ -17,10 +17,11 @@ export const buildCommand = defineCommand({
     'Examples:',
     '  splitzip build ./model --out ./cache',
     '  splitzip build model.safetensors.index.json --out ./cache --jobs 2 --json > report.json',
+    '  splitzip build ./model --out s3://bucket/caches/llama   # AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ... from the environment',
   ],
   args: {
     model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
-    out: { type: 'string', description: 'Cache directory (created if missing)', valueHint: 'cache-dir', required: true },
+    out: { type: 'string', description: 'Cache directory or s3://bucket/prefix (created if missing, the bucket too)', valueHint: 'cache-dir', required: true },
     coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
     chunkSize: { type: 'number', description: 'Values per chunk (power of two)', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
     backend: { type: 'string', description: 'Encoder backend', choices: ENCODE_BACKENDS, default: 'auto' },

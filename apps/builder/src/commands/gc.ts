@@ -1,20 +1,34 @@
-import { openCacheStore, type GcReport } from '@splitzip/store';
+import { isS3Url, openCacheStore, type GcReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
+import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
+import { parseDurationMs } from '../parse-duration.js';
 
 export const gcCommand = defineCommand({
   name: 'gc',
   description: 'Remove orphan blobs, leftover temp files, stale locks and old journals from a cache',
+  notes: [
+    'On an s3:// cache: orphan blobs and unfinished multipart uploads older than --min-age (default',
+    '1h: a writer may be between its blob and its entry) are removed; objects it did not write are kept.',
+  ],
   args: {
-    cache: { type: 'positional', description: 'The cache directory', valueHint: 'cache-dir', required: true },
+    cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     dryRun: { type: 'boolean', description: 'Only report what would be removed' },
+    minAge: { type: 'string', description: 's3:// only: remove orphans older than this (30s, 10m, 1h, 2d)', valueHint: 'duration' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io }) {
+    const s3 = isS3Url(args.cache);
+    let minAgeMs: number | undefined;
+    if (args.minAge !== undefined) {
+      // A directory cache judges leftovers by their writer's pid, not by age.
+      if (!s3) throw new UsageError("option '--min-age' applies to s3:// caches only", 'gc');
+      minAgeMs = parseDurationMs(args.minAge, '--min-age', 'gc');
+    }
     const store = await openCacheStore(args.cache, { create: false });
     let report: GcReport;
     try {
-      report = await store.gc({ dryRun: args.dryRun });
+      report = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
     } finally {
       await store.close();
     }
@@ -24,11 +38,13 @@ export const gcCommand = defineCommand({
     }
     const verb = report.dryRun ? 'would remove' : 'removed';
     const lines = [
-      `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
-        `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
+      s3
+        ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads`
+        : `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
+          `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
       ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks].map((path) => `  ${path}`),
     ];
-    if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} files the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
+    if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   },

@@ -7,7 +7,7 @@ export const inspectCommand = defineCommand({
   name: 'inspect',
   description: 'Show what a cache holds: totals, ratio, escape rates, entries and their slices',
   args: {
-    cache: { type: 'positional', description: 'The cache directory', valueHint: 'cache-dir', required: true },
+    cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     json: { type: 'boolean', description: 'Print { entries: [...], totals: {...} } as JSON on stdout' },
   },
   async run({ args, io }) {

@@ -22,7 +22,7 @@ export const verifyCommand = defineCommand({
     'Exit code 0 only when all is well.',
   ],
   args: {
-    cache: { type: 'positional', description: 'The cache directory', valueHint: 'cache-dir', required: true },
+    cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
     coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's)", valueHint: 'fraction', min: 0, max: 1 },
     decode: { type: 'boolean', description: 'Decode every entry and compare its SHA-256', default: true },

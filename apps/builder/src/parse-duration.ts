@@ -1,0 +1,15 @@
+import { UsageError } from './errors.js';
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * `90s`, `10m`, `1.5h`, `2d`, `250ms`, or a bare number of seconds (`0` included) → milliseconds.
+ * A typo must not turn into "delete everything now", so anything else is a usage error.
+ */
+export function parseDurationMs(text: string, flag: string, commandName: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (!match) throw new UsageError(`option '${flag}' takes a duration like 30s, 10m, 1h or 2d, got '${text}'`, commandName);
+  const ms = Number(match[1]) * UNIT_MS[match[2] ?? 's']!;
+  if (!Number.isFinite(ms) || ms > Number.MAX_SAFE_INTEGER) throw new UsageError(`option '${flag}' is too large: '${text}'`, commandName);
+  return Math.round(ms);
+}
