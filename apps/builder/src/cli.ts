@@ -12,6 +12,10 @@ setFlagsFromString('--expose-gc');
 const v8gc = runInNewContext('gc') as ((options?: { type?: 'minor' | 'major' }) => void) | undefined;
 const collectGarbage = typeof v8gc === 'function' ? () => v8gc({ type: 'minor' }) : undefined;
 
+// The AWS SDK (s3:// caches) prints a multi-line "Node 20 support ends in 2027" notice once per
+// process; on a command line that buries the one-line result. A user's explicit setting wins.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 const controller = new AbortController();
 let interrupts = 0;
 const onSignal = (signal: NodeJS.Signals): void => {
