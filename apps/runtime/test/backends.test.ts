@@ -43,9 +43,18 @@ describe('decode backends', () => {
       const first = await checkAll({ backend: threads, verifyDigest: true });
       expect(first.fromCache).toBe(10);
       expect(first.backends).toEqual(['threads:2']);
-      const afterFirst = threads.stats().scratchAllocations;
-      await checkAll({ backend: threads });
-      expect(threads.stats().scratchAllocations).toBe(afterFirst); // steady state: nothing new
+      // Steady state: the scratch pool grows only while it holds fewer buffers than decodes overlap
+      // (which depends on scheduling), then stops: a later pass allocates nothing, never one per tensor.
+      let allocations = threads.stats().scratchAllocations;
+      let stable = false;
+      for (let pass = 0; pass < 5 && !stable; pass += 1) {
+        await checkAll({ backend: threads });
+        const now = threads.stats().scratchAllocations;
+        stable = now === allocations;
+        allocations = now;
+      }
+      expect(stable).toBe(true);
+      expect(allocations).toBeLessThanOrEqual(8); // loadModel's default concurrency bounds the overlap
       // A shared arena: decoded in place, no scratch for outputs.
       const total = model.tensors.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
       const arena = new Uint8Array(new SharedArrayBuffer(total));
