@@ -96,25 +96,38 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   async function* iterate(): AsyncGenerator<LoadedTensor> {
     const startMs = performance.now();
     const handle = cache ?? undefined;
+    // The refresh (object-store LISTs) runs while the model opens (its own round trips); settled
+    // into a value so that a model that fails to open leaves no unhandled rejection.
+    const refreshed: Promise<{ error: unknown } | undefined> | undefined =
+      handle !== undefined && options.refresh !== false ? handle.refresh().then(() => undefined, (error: unknown) => ({ error })) : undefined;
     // A location is opened here and closed when the load ends.
-    const model = typeof modelOrLocation === 'string' ? await openModel(modelOrLocation, { s3: options.modelS3 }) : modelOrLocation;
+    let model: SafetensorsModel;
     try {
-      yield* loadOpened(model, handle, startMs);
+      model = typeof modelOrLocation === 'string' ? await openModel(modelOrLocation, { s3: options.modelS3 }) : modelOrLocation;
+    } catch (error) {
+      await refreshed;
+      throw error;
+    }
+    try {
+      yield* loadOpened(model, handle, startMs, refreshed);
     } finally {
       if (model !== modelOrLocation) await model.close();
     }
   }
 
-  async function* loadOpened(model: SafetensorsModel, handle: ShardCache | undefined, startMs: number): AsyncGenerator<LoadedTensor> {
-    if (handle !== undefined && options.refresh !== false) {
-      try {
-        await handle.refresh();
-      } catch (error) {
-        // The snapshot already loaded is still correct (raw for slices it does not know), so a load
-        // goes on without the refresh unless only the cache may serve.
-        if (options.cacheOnly || !isRetryableError(error)) throw mapRefreshError(error, handle);
-        totals.refreshError = describeError(error);
-      }
+  async function* loadOpened(
+    model: SafetensorsModel,
+    handle: ShardCache | undefined,
+    startMs: number,
+    refreshed: Promise<{ error: unknown } | undefined> | undefined,
+  ): AsyncGenerator<LoadedTensor> {
+    const refreshFailure = await refreshed;
+    if (handle !== undefined && refreshFailure !== undefined) {
+      const { error } = refreshFailure;
+      // The snapshot already loaded is still correct (raw for slices it does not know), so a load
+      // goes on without the refresh unless only the cache may serve.
+      if (options.cacheOnly || !isRetryableError(error)) throw mapRefreshError(error, handle);
+      totals.refreshError = describeError(error);
     }
     const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle));

@@ -1,6 +1,7 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { isS3Url, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { RuntimeError, isRetryableError } from './errors.js';
+import { prefetchSourceHeads } from './prefetch-source-heads.js';
 
 export interface OpenModelOptions {
   /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs). */
@@ -10,8 +11,10 @@ export interface OpenModelOptions {
 /**
  * Opens a safetensors model from a local path (file, directory, index) or from `s3://bucket/prefix`
  * (a "directory" of shards and, usually, `model.safetensors.index.json`): the objects are read with
- * ranged GETs through `@splitzip/store`'s S3 transport (bounded retries, resumable), the headers with
- * two ranged GETs per shard, and every tensor's slice identity is the same as for the local copy.
+ * ranged GETs through `@splitzip/store`'s S3 transport (bounded retries, resumable): one LIST (which
+ * gives the sizes), then the first HEAD_PREFETCH_BYTES of the index and of every shard fetched at
+ * once (larger headers take one more ranged GET), and every tensor's slice identity is the same as
+ * for the local copy.
  * `MODEL_OPEN_FAILED` wraps the adapter's typed error; an unreachable object store is retryable.
  */
 export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
@@ -19,7 +22,16 @@ export async function openModel(location: string, options: OpenModelOptions = {}
   try {
     if (!isS3Url(location)) return await openSafetensorsModel(location);
     const source = openS3ObjectSource(location.endsWith('/') ? location : `${location}/`, options.s3);
-    return await openSafetensorsModel({ source, ownsSource: true });
+    let prefetched;
+    try {
+      prefetched = await prefetchSourceHeads(source);
+    } catch (error) {
+      source.close();
+      throw error;
+    }
+    const model = await openSafetensorsModel({ source: prefetched, ownsSource: true });
+    prefetched.release();
+    return model;
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     const retryable = isRetryableError(error);

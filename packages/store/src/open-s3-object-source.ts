@@ -29,9 +29,14 @@ export interface S3Object {
 export interface S3ObjectSource {
   /** `s3://bucket/prefix/` (always ends with `/`). */
   readonly url: string;
-  /** Names (relative to the prefix) of every object below it, sorted. */
+  /** Names (relative to the prefix) of every object below it, sorted (one paged LIST; their sizes are kept for `open`). */
   list(): Promise<string[]>;
-  /** HeadObject of `name` (relative to the prefix); undefined when it does not exist. */
+  /**
+   * `name` (relative to the prefix) opened for reads: its size from this source's latest `list()`
+   * when that listed it (no request), else a HeadObject; undefined when it does not exist. Either
+   * way every read checks the object still has that size, so a stale listing fails the read
+   * (OBJECT_CHANGED / OBJECT_MISSING) and never serves other bytes.
+   */
   open(name: string): Promise<S3Object | undefined>;
   /** Releases the client's sockets. Idempotent; later calls throw STORE_CLOSED. */
   close(): void;
@@ -53,6 +58,8 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
     : createS3Client(options, settings);
   const transport = new S3Transport(client, location, endpoint, settings);
   let closed = false;
+  // Sizes from the latest listing: opening a listed object needs no HeadObject round trip.
+  let listedSizes = new Map<string, number>();
   const checkOpen = () => {
     if (closed) throw new StoreError('STORE_CLOSED', 'the object source is closed', { path: location.url });
   };
@@ -64,12 +71,15 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
       if (listed.length > MAX_SOURCE_LISTED_OBJECTS) {
         throw new StoreError('SIZE_INVALID', `more than MAX_SOURCE_LISTED_OBJECTS (${MAX_SOURCE_LISTED_OBJECTS}) objects below the prefix`, { path: location.url });
       }
+      listedSizes = new Map(listed.map((object) => [object.name, object.sizeBytes]));
       return listed.map((object) => object.name).sort();
     },
     async open(name) {
       checkOpen();
       if (typeof name !== 'string' || name.length === 0) throw new StoreError('INVALID_ARGUMENT', 'an object name is a non-empty string', { path: location.url });
-      const sizeBytes = await transport.headObjectSize(name);
+      // A listed size of 0 may be a server that left Size out: ask.
+      const listed = listedSizes.get(name);
+      const sizeBytes = listed !== undefined && listed > 0 ? listed : await transport.headObjectSize(name);
       if (sizeBytes === undefined) return undefined;
       const url = transport.describe(name);
       return {
