@@ -23,4 +23,5 @@ export { decodeRange, type DecodeOptions } from './decode-range.js';
 export { decodeChunks } from './decode-chunks.js';
 export { createPayloadWriter, type PayloadWriter } from './create-payload-writer.js';
 export { createCodecArena, MAX_ARENA_BYTES, type CodecArena } from './create-codec-arena.js';
+export { readEscapeStreams, validatePayloadStructure, type EscapeStreams } from './validate-payload-structure.js';
 export { getCodecBackend, setCodecBackend, type CodecBackendName } from './backend.js';

@@ -5,8 +5,10 @@ import {
   MAX_CHUNK_SIZE,
   MAX_ELEMENT_COUNT,
   MIN_CHUNK_SIZE,
+  readEscapeStreams,
   readPayloadMeta,
   SplitZipError,
+  validatePayloadStructure,
   verifyPayloadChecksum,
   type Codebook,
 } from '@splitzip/codec';
@@ -18,7 +20,6 @@ import { LAUNCH_MAX_ELEMENTS, READBACK_BIAS } from './kernel-sources.js';
 import { countDecodeLaunches, packDecodeLaunch } from './pack-decode-launch.js';
 import { emptyTimings } from './timings.js';
 import type { DeviceSegment, StageTimings } from './types.js';
-import { readEscapeStreams, validatePayloadStructure } from './validate-payload-structure.js';
 
 const now = (): number => performance.now();
 

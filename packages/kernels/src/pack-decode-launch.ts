@@ -1,6 +1,5 @@
-import type { PayloadMeta } from '@splitzip/codec';
+import type { EscapeStreams, PayloadMeta } from '@splitzip/codec';
 import { LAUNCH_MAX_ELEMENTS } from './kernel-sources.js';
-import type { EscapeStreams } from './validate-payload-structure.js';
 
 /** The float inputs of one decode launch (values [firstElement, firstElement + elementCount)). */
 export interface DecodeLaunch {

@@ -1,4 +1,5 @@
-import { SplitZipError, type PayloadMeta } from '@splitzip/codec';
+import { SplitZipError } from './errors.js';
+import type { PayloadMeta } from './read-payload-meta.js';
 
 /** A read-only view of the escape index and escape stream, aligned copies where the payload is not. */
 export interface EscapeStreams {
