@@ -14,6 +14,7 @@ import {
   type SafetensorsModel,
 } from '@splitzip/safetensors';
 import { computeContentKey, openCacheStore, type AddEntryInput } from '@splitzip/store';
+import { createRandom } from '@splitzip/test-support/random';
 
 export interface FixtureTensor {
   name: string;
@@ -22,17 +23,7 @@ export interface FixtureTensor {
   data: Uint8Array;
 }
 
-/** Deterministic PRNG (mulberry32). */
-export function createRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { createRandom };
 
 /** BF16 weights like a trained layer: normal-ish values, exponents in a narrow band, a few outliers. */
 export function bf16Weights(count: number, seed: number, outlierShare = 0.002): Uint8Array {

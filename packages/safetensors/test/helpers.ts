@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SafetensorsError, type SafetensorsErrorCode } from '../src/index.js';
+import { createRandom } from '@splitzip/test-support/random';
 
 /** A raw safetensors file from a header text (not validated: for malformed fixtures) and data bytes. */
 export function buildRawFile(headerText: string | Uint8Array, data: Uint8Array = new Uint8Array(0), lengthOverride?: bigint): Uint8Array {
@@ -52,17 +53,7 @@ export function expectCode(error: SafetensorsError, code: SafetensorsErrorCode):
   if (error.code !== code) throw new Error(`expected ${code}, got ${error.code}: ${error.message}`);
 }
 
-/** Deterministic PRNG (mulberry32). */
-export function createRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { createRandom };
 
 export function randomBytes(random: () => number, length: number): Uint8Array {
   const bytes = new Uint8Array(length);

@@ -3,19 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, encode } from '@splitzip/codec';
+import { createRandom as createRng } from '@splitzip/test-support/random';
 import { computeContentKey, type AddEntryInput } from '../src/index.js';
 
-/** Deterministic PRNG (mulberry32) so every test input is reproducible. */
-export function createRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG (mulberry32, from @splitzip/test-support) so every test input is reproducible. */
+export { createRng };
 
 /** BF16 bit patterns of weight-like values (mostly a few exponents, some escapes). */
 export function makeBf16Values(count: number, seed: number): Uint16Array {

@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeSafetensorsFile, writeShardedModel, type SafetensorsDtype } from '@splitzip/safetensors';
+import { createRandom, toBf16 } from '@splitzip/test-support/random';
 
 export interface TensorData {
   name: string;
@@ -12,27 +13,7 @@ export interface TensorData {
   data: Uint8Array;
 }
 
-/** mulberry32: a tiny seeded PRNG (uniform in [0, 1)). */
-export function createRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-/** BF16 bit pattern of a float (round to nearest even; fine for finite test data). */
-export function toBf16(value: number): number {
-  f32[0] = value;
-  const bits = u32[0]!;
-  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
-}
+export { createRandom, toBf16 };
 
 function elementCount(shape: readonly number[]): number {
   return shape.reduce((n, d) => n * d, 1);

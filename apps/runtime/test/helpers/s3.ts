@@ -1,65 +1,29 @@
-import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+// The S3 gateway helpers live in @splitzip/test-support/s3 (shared with the store and builder suites);
+// the runtime adds its bucket-name prefix and uploading a local model directory.
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { describe, it } from 'vitest';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { uniqueBucketName } from '@splitzip/test-support/s3';
 
-// The same conventions as the store's S3 tests (packages/store/test/s3-helpers.ts).
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-
-export const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
-/** Set by scripts/ceph/start-ceph.sh: the outage tests need its PID file and restart script. */
-export const cephDir = process.env.SPLITZIP_CEPH_DIR;
-
-async function probeGateway(): Promise<string | undefined> {
-  if (!endpoint) return 'AWS_ENDPOINT_URL is not set (start a gateway: scripts/ceph/start-ceph.sh, then source its env file)';
-  if (!process.env.AWS_ACCESS_KEY_ID || !process.env.AWS_SECRET_ACCESS_KEY) return 'AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set';
-  try {
-    const response = await fetch(endpoint, { signal: AbortSignal.timeout(3000) });
-    await response.arrayBuffer();
-    return undefined;
-  } catch (error) {
-    return `the S3 gateway at ${endpoint} does not answer: ${(error as Error).message}`;
-  }
-}
-
-export const gatewayProblem = await probeGateway();
-
-/** describe() needing the gateway: skipped with a message locally, FAILS when CI is set. */
-export function describeS3(title: string, body: () => void): void {
-  if (!gatewayProblem) {
-    describe(title, body);
-  } else if (process.env.CI) {
-    describe(title, () => {
-      it('needs the S3 gateway (CI)', () => {
-        throw new Error(`CI is set but ${gatewayProblem}`);
-      });
-    });
-  } else {
-    console.warn(`skipping "${title}": ${gatewayProblem}`);
-    describe.skip(title, body);
-  }
-}
-
-export function rawClient(): S3Client {
-  return new S3Client({
-    endpoint,
-    forcePathStyle: true,
-    region: process.env.AWS_REGION ?? 'us-east-1',
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
-}
+export {
+  canControlGateway,
+  cephDir,
+  createBucket,
+  describeS3,
+  dropBucket,
+  endpoint,
+  gatewayPid,
+  gatewayProblem,
+  isGatewayRunning,
+  killGateway,
+  listKeys,
+  rawClient,
+  restartGateway,
+  waitGatewayGone,
+} from '@splitzip/test-support/s3';
 
 export function uniqueBucket(tag: string): string {
-  return `sz-rt-${tag}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-}
-
-export async function createBucket(client: S3Client, bucket: string): Promise<void> {
-  await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  return uniqueBucketName('sz-rt', tag);
 }
 
 /** Uploads every file of a local model directory (shards + index) below `prefix`. */
@@ -69,62 +33,4 @@ export async function uploadDirectory(client: S3Client, bucket: string, prefix: 
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${name}`, Body: await readFile(join(dir, name)) }));
   }
   return names;
-}
-
-export async function listKeys(client: S3Client, bucket: string, prefix: string): Promise<string[]> {
-  const keys: string[] = [];
-  let ContinuationToken: string | undefined;
-  do {
-    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken }));
-    for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key);
-    ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
-  } while (ContinuationToken);
-  return keys;
-}
-
-/** Deletes every object of a bucket and the bucket (best effort, bounded). */
-export async function dropBucket(client: S3Client, bucket: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  try {
-    for (;;) {
-      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, MaxKeys: 1000 }));
-      const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key! }));
-      if (keys.length === 0 || Date.now() > deadline) break;
-      await client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
-    }
-    await client.send(new DeleteBucketCommand({ Bucket: bucket }));
-  } catch {
-    // The gateway is thrown away after the run anyway.
-  }
-}
-
-export function canControlGateway(): boolean {
-  return cephDir !== undefined && existsSync(join(cephDir, 'rgw-start.sh')) && existsSync(join(cephDir, 'pids', 'rgw.pid'));
-}
-
-export function gatewayPid(): number {
-  return Number(readFileSync(join(cephDir!, 'pids', 'rgw.pid'), 'utf8').trim());
-}
-
-export function isGatewayRunning(): boolean {
-  try {
-    process.kill(gatewayPid(), 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** SIGKILLs radosgw by its PID (synchronous: usable from a callback in the middle of a load). */
-export function killGateway(): void {
-  process.kill(gatewayPid(), 'SIGKILL');
-}
-
-export async function waitGatewayGone(): Promise<void> {
-  for (let i = 0; i < 100 && isGatewayRunning(); i++) await sleep(50);
-  if (isGatewayRunning()) throw new Error('radosgw did not exit');
-}
-
-export function restartGateway(): void {
-  execFileSync('bash', [join(cephDir!, 'rgw-start.sh')], { stdio: 'ignore', timeout: 120_000 });
 }
