@@ -1,6 +1,5 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
 import { StoreError, toIoError } from './errors.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords } from './journal-format.js';
 import {
@@ -10,7 +9,7 @@ import {
   MAX_JOURNAL_BYTES,
 } from './limits.js';
 import { parseManifest, serializeManifest, type ManifestHeader } from './manifest-format.js';
-import { StateDraft, StoreState, type StoreOp } from './store-state.js';
+import { StateDraft, type StoreOp } from './store-state.js';
 import type {
   AddEntryInput,
   AddEntryResult,
@@ -24,10 +23,11 @@ import type {
   VerifyOptions,
   VerifyReport,
 } from './types.js';
-import { isContentKey, validateSliceKey } from './validate-entry.js';
+import { validateSliceKey } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
+import { StoreView, resolveAliasKey } from './store-view.js';
 import type { HeldLock } from './write-lock.js';
 
 /** The cache as one process sees it. Safe to share across concurrent async calls. */
@@ -107,9 +107,7 @@ function validateSliceArgs(shardName: string, offsetBytes: number, sizeBytes: nu
   return validateSliceKey([shardName, offsetBytes, sizeBytes], undefined, 'INVALID_ARGUMENT');
 }
 
-export class FsCacheStore implements CacheStore {
-  private state = new StoreState();
-  private header: ManifestHeader = { generation: 1, chunkSize: 1024, coverageMin: 0.99 };
+export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStore {
   private journal: JournalFile | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
   private manifestBytes = 0;
@@ -120,13 +118,14 @@ export class FsCacheStore implements CacheStore {
   private queue: CommitRequest[] = [];
   private draining: Promise<void> | undefined;
   private wrote = false;
-  private closed = false;
   private timer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly backend: StorageBackend,
     private readonly settings: CacheStoreSettings,
-  ) {}
+  ) {
+    super({ generation: 1, chunkSize: 1024, coverageMin: 0.99 });
+  }
 
   /** Loads the cache (manifest + journal). The caller has created it if needed. */
   static async load(backend: StorageBackend, settings: CacheStoreSettings): Promise<FsCacheStore> {
@@ -151,60 +150,9 @@ export class FsCacheStore implements CacheStore {
     return this.header.generation;
   }
 
-  get size(): number {
-    return this.state.entries.size;
-  }
-
-  get chunkSize(): number {
-    return this.header.chunkSize;
-  }
-
-  get coverageMin(): number {
-    return this.header.coverageMin;
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw new StoreError('STORE_CLOSED', 'the cache store is closed', { path: this.root });
-  }
-
-  // ---- reading ------------------------------------------------------------------------------
-
-  lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined {
-    this.assertOpen();
-    if (!isBf16Dtype(dtype)) return undefined;
-    return this.state.entries.get(computeContentKey(bytes, shape, 'BF16'));
-  }
-
-  getEntry(key: string): CacheEntry | undefined {
-    this.assertOpen();
-    return this.state.entries.get(key);
-  }
-
-  lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
-    this.assertOpen();
-    const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
-    return key === undefined ? undefined : this.state.entries.get(key);
-  }
-
-  entries(): IterableIterator<CacheEntry> {
-    this.assertOpen();
-    return this.state.entries.values();
-  }
 
   async readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array> {
-    this.assertOpen();
-    if (!(stagingSlot instanceof Uint8Array)) {
-      throw new StoreError('INVALID_ARGUMENT', 'stagingSlot must be a Uint8Array', { entry: key });
-    }
-    const entry = this.state.entries.get(key);
-    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
-    if (stagingSlot.length < entry.compBytes) {
-      throw new StoreError('SLOT_TOO_SMALL', `staging slot holds ${stagingSlot.length} bytes, the payload needs ${entry.compBytes}`, {
-        entry: key,
-        details: { slotBytes: stagingSlot.length, payloadBytes: entry.compBytes },
-      });
-    }
-    const view = stagingSlot.subarray(0, entry.compBytes);
+    const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     await this.backend.readBlobInto(key, entry.blob, view);
     checkBlobPayload(entry, view);
     return view;
@@ -525,16 +473,7 @@ export class FsCacheStore implements CacheStore {
     if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
     const resolved = items.map((item) => {
       const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes);
-      let key: string | undefined;
-      if (typeof item.key === 'string') {
-        if (!isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
-        key = item.key;
-      } else if (item.key && typeof item.key === 'object') {
-        key = isBf16Dtype(item.key.dtype) ? computeContentKey(item.key.bytes, item.key.shape, 'BF16') : undefined;
-      } else {
-        throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
-      }
-      return { key, slice };
+      return { key: resolveAliasKey(item), slice };
     });
     await this.refresh();
     const results = resolved.map(() => false);

@@ -1,7 +1,6 @@
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
 import { StoreError, isStoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
@@ -22,6 +21,7 @@ import {
 } from './s3-layout.js';
 import type { S3Transport } from './s3-transport.js';
 import { StateDraft, StoreState } from './store-state.js';
+import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   AddEntryInput,
   AddEntryResult,
@@ -36,7 +36,7 @@ import type {
   VerifyProblem,
   VerifyReport,
 } from './types.js';
-import { entryToDisk, isContentKey, parseDiskEntry, sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
+import { entryToDisk, parseDiskEntry, sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { verifyEntries } from './verify-entries.js';
 
 /** An entry object holds one entry's JSON (~1 KB; a 4096-character qualname at most). */
@@ -113,9 +113,7 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item:
  * update can be lost. A refresh lists entries/ and slices/ and fetches only entry objects it has
  * not seen. See the README's "S3 layout".
  */
-export class S3CacheStore implements CacheStore {
-  private state = new StoreState();
-  private header: S3Header = { chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99 };
+export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /** Entry objects fetched so far: name → parsed entry (without slices) or the problem it had. */
   private readonly entryObjects = new Map<string, CacheEntry | ListingProblem>();
   /** Entry object chosen per key (the first name seen; later ones of the same key are other encodings). */
@@ -127,7 +125,6 @@ export class S3CacheStore implements CacheStore {
   private problems: ListingProblem[] = [];
   private changes = 0;
   private readonly readThrough: ReadThroughCache | undefined;
-  private closed = false;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
@@ -136,6 +133,7 @@ export class S3CacheStore implements CacheStore {
     private readonly transport: S3Transport,
     private readonly settings: S3StoreSettings,
   ) {
+    super({ chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99 });
     this.readThrough = settings.readThroughDir ? new ReadThroughCache(settings.readThroughDir) : undefined;
   }
 
@@ -171,45 +169,6 @@ export class S3CacheStore implements CacheStore {
     return this.changes;
   }
 
-  get size(): number {
-    return this.state.entries.size;
-  }
-
-  get chunkSize(): number {
-    return this.header.chunkSize;
-  }
-
-  get coverageMin(): number {
-    return this.header.coverageMin;
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw new StoreError('STORE_CLOSED', 'the cache store is closed', { path: this.root });
-  }
-
-  // ---- reading ------------------------------------------------------------------------------
-
-  lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined {
-    this.assertOpen();
-    if (!isBf16Dtype(dtype)) return undefined;
-    return this.state.entries.get(computeContentKey(bytes, shape, 'BF16'));
-  }
-
-  getEntry(key: string): CacheEntry | undefined {
-    this.assertOpen();
-    return this.state.entries.get(key);
-  }
-
-  lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
-    this.assertOpen();
-    const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
-    return key === undefined ? undefined : this.state.entries.get(key);
-  }
-
-  entries(): IterableIterator<CacheEntry> {
-    this.assertOpen();
-    return this.state.entries.values();
-  }
 
   /** Reads the blob object of an entry into `target` (exactly compBytes), unchecked. */
   private readObjectInto(entry: CacheEntry, target: Uint8Array): Promise<void> {
@@ -217,17 +176,7 @@ export class S3CacheStore implements CacheStore {
   }
 
   async readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array> {
-    this.assertOpen();
-    if (!(stagingSlot instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'stagingSlot must be a Uint8Array', { entry: key });
-    const entry = this.state.entries.get(key);
-    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
-    if (stagingSlot.length < entry.compBytes) {
-      throw new StoreError('SLOT_TOO_SMALL', `staging slot holds ${stagingSlot.length} bytes, the payload needs ${entry.compBytes}`, {
-        entry: key,
-        details: { slotBytes: stagingSlot.length, payloadBytes: entry.compBytes },
-      });
-    }
-    const view = stagingSlot.subarray(0, entry.compBytes);
+    const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     if (this.readThrough) {
       let hit = false;
       try {
@@ -470,16 +419,7 @@ export class S3CacheStore implements CacheStore {
     const resolved = items.map((item) => {
       const slice = validateSliceKey([item.shardName, item.offsetBytes, item.sizeBytes], undefined, 'INVALID_ARGUMENT');
       encodeShardName(slice[0]);
-      let key: string | undefined;
-      if (typeof item.key === 'string') {
-        if (!isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
-        key = item.key;
-      } else if (item.key && typeof item.key === 'object') {
-        key = isBf16Dtype(item.key.dtype) ? computeContentKey(item.key.bytes, item.key.shape, 'BF16') : undefined;
-      } else {
-        throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
-      }
-      return { key, slice };
+      return { key: resolveAliasKey(item), slice };
     });
     await this.refresh();
     const results = resolved.map(() => false);

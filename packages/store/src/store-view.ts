@@ -1,0 +1,90 @@
+import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
+import { StoreError } from './errors.js';
+import { StoreState } from './store-state.js';
+import type { AliasSliceItem, CacheEntry } from './types.js';
+import { isContentKey } from './validate-entry.js';
+
+/** What both stores keep of their cache's defaults. */
+interface StoreDefaults {
+  chunkSize: number;
+  coverageMin: number;
+}
+
+/**
+ * The read side shared by the filesystem and the S3 store: both hold the same in-memory view
+ * (entries + slice owners) and answer lookups from it; they differ only in how the view is
+ * loaded and refreshed and in how writes reach storage.
+ */
+export abstract class StoreView<H extends StoreDefaults> {
+  protected state = new StoreState();
+  protected closed = false;
+
+  protected constructor(protected header: H) {}
+
+  abstract get root(): string;
+
+  get size(): number {
+    return this.state.entries.size;
+  }
+
+  get chunkSize(): number {
+    return this.header.chunkSize;
+  }
+
+  get coverageMin(): number {
+    return this.header.coverageMin;
+  }
+
+  protected assertOpen(): void {
+    if (this.closed) throw new StoreError('STORE_CLOSED', 'the cache store is closed', { path: this.root });
+  }
+
+  lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined {
+    this.assertOpen();
+    if (!isBf16Dtype(dtype)) return undefined;
+    return this.state.entries.get(computeContentKey(bytes, shape, 'BF16'));
+  }
+
+  getEntry(key: string): CacheEntry | undefined {
+    this.assertOpen();
+    return this.state.entries.get(key);
+  }
+
+  lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
+    this.assertOpen();
+    const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
+    return key === undefined ? undefined : this.state.entries.get(key);
+  }
+
+  entries(): IterableIterator<CacheEntry> {
+    this.assertOpen();
+    return this.state.entries.values();
+  }
+
+  /** readBlob's argument checks: the entry, and the slot's first compBytes bytes to read into. */
+  protected prepareBlobRead(key: string, stagingSlot: Uint8Array): { entry: CacheEntry; view: Uint8Array } {
+    this.assertOpen();
+    if (!(stagingSlot instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'stagingSlot must be a Uint8Array', { entry: key });
+    const entry = this.state.entries.get(key);
+    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    if (stagingSlot.length < entry.compBytes) {
+      throw new StoreError('SLOT_TOO_SMALL', `staging slot holds ${stagingSlot.length} bytes, the payload needs ${entry.compBytes}`, {
+        entry: key,
+        details: { slotBytes: stagingSlot.length, payloadBytes: entry.compBytes },
+      });
+    }
+    return { entry, view: stagingSlot.subarray(0, entry.compBytes) };
+  }
+}
+
+/** The content key an alias item names (undefined for non-BF16 bytes, which are never cached). */
+export function resolveAliasKey(item: AliasSliceItem): string | undefined {
+  if (typeof item.key === 'string') {
+    if (!isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
+    return item.key;
+  }
+  if (item.key && typeof item.key === 'object') {
+    return isBf16Dtype(item.key.dtype) ? computeContentKey(item.key.bytes, item.key.shape, 'BF16') : undefined;
+  }
+  throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
+}
