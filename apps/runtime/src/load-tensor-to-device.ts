@@ -3,7 +3,7 @@ import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
 import type { LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, prepareOutput, readRaw, stagePayload, type ServeEnv } from './serve-tensor.js';
+import { checkDigest, createTensorReport, prepareOutput, readRaw, stagePayload, type ServeEnv } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -52,24 +52,7 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
     onStagingOverflow: () => undefined,
   };
   const { name, dtype, shape, slice } = target;
-  const report: TensorReport = {
-    name,
-    dtype,
-    shape,
-    source: 'raw',
-    reason: target.dtype === 'BF16' ? 'missing' : 'dtype',
-    shardName: slice.shardName,
-    offsetBytes: slice.offsetBytes,
-    sizeBytes: slice.sizeBytes,
-    bytesRead: 0,
-    blobBytesRead: 0,
-    rawBytesRead: 0,
-    bytesProduced: 0,
-    ioMs: 0,
-    decodeMs: 0,
-    digestMs: 0,
-    digestVerified: false,
-  };
+  const report = createTensorReport(target, target.dtype === 'BF16' ? 'missing' : 'dtype');
   const entry = target.entry;
   if (entry !== undefined) {
     report.key = entry.key;

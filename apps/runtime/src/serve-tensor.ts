@@ -101,14 +101,15 @@ function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
  * read raw from its shard otherwise. Never returns bytes that failed a check: a failure on the cache
  * path is reported and the tensor is read raw (or, with `cacheOnly`, the typed error is thrown).
  */
-export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Uint8Array): Promise<LoadedTensor> {
+/** A fresh per-tensor report: raw until the cache path succeeds, nothing read or timed yet. */
+export function createTensorReport(target: ServeTarget, reason: LoadReason): TensorReport {
   const { name, dtype, shape, slice } = target;
-  const report: TensorReport = {
+  return {
     name,
     dtype,
     shape,
     source: 'raw',
-    reason: 'missing',
+    reason,
     shardName: slice.shardName,
     offsetBytes: slice.offsetBytes,
     sizeBytes: slice.sizeBytes,
@@ -121,6 +122,11 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
     digestMs: 0,
     digestVerified: false,
   };
+}
+
+export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Uint8Array): Promise<LoadedTensor> {
+  const { name, dtype, shape, slice } = target;
+  const report = createTensorReport(target, 'missing');
   abortIfNeeded(env.signal, name);
 
   const entry = target.entry;
