@@ -3,6 +3,31 @@ import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
 
 /**
+ * What another thread needs to work in a shared arena (`arena.share(i)`, posted with postMessage):
+ * the memory and a scratch area reserved for that thread. Pass it to `attachCodecArena` there.
+ */
+export interface CodecArenaShare {
+  /** The arena's memory: its `buffer` is a SharedArrayBuffer. */
+  readonly buffer: SharedArrayBuffer;
+  /** The WebAssembly memory behind `buffer`; null where the arena is a plain SharedArrayBuffer (no SIMD). */
+  readonly memory: WebAssembly.Memory | null;
+  /** Start of the scratch area the attaching thread's kernels use (reserved for it alone). */
+  readonly scratchBase: number;
+}
+
+export interface CodecArenaOptions {
+  /**
+   * Back the arena with shared memory and reserve scratch areas for this many other threads, each
+   * of which attaches with `attachCodecArena(arena.share(i))` and then encodes and decodes views of
+   * the arena in place, as the owner does. Default 0: a private arena.
+   */
+  threads?: number;
+}
+
+/** Threads one shared arena can reserve scratch areas for. */
+export const MAX_ARENA_THREADS = 64;
+
+/**
  * Memory the codec's WebAssembly kernels can work in place: payloads and tensors allocated here
  * are encoded and decoded without being copied through the kernels' scratch buffers. A bump
  * allocator; `reset()` frees everything at once.
@@ -20,6 +45,10 @@ export interface CodecArena {
   allocateValues(count: number): Uint16Array;
   /** Frees every allocation; views handed out before stay valid but will alias new ones. */
   reset(): void;
+  /** The arena's memory (a SharedArrayBuffer when created with `threads`). */
+  readonly buffer: ArrayBufferLike;
+  /** For thread `index` (0 ≤ index < threads): what it passes to `attachCodecArena`. */
+  share(index: number): CodecArenaShare;
 }
 
 /** Allocations are aligned like payload sections, so a payload placed here keeps its alignment. */
@@ -33,18 +62,28 @@ export const MAX_ARENA_BYTES = MAX_WASM_MEMORY_BYTES - WASM_SCRATCH_BYTES;
  * plain ArrayBuffer and encode/decode copy as usual. Memory is reserved up front (virtual; pages
  * are committed on first touch).
  */
-export function createCodecArena(byteLength: number): CodecArena {
-  if (!Number.isInteger(byteLength) || byteLength < 0 || byteLength > MAX_ARENA_BYTES) {
-    throw new SplitZipError('INVALID_ARGUMENT', `arena byteLength must be an integer in 0..${MAX_ARENA_BYTES}`, {
+export function createCodecArena(byteLength: number, options: CodecArenaOptions = {}): CodecArena {
+  const threads = options.threads ?? 0;
+  if (!Number.isInteger(threads) || threads < 0 || threads > MAX_ARENA_THREADS) {
+    throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}`, { threads });
+  }
+  const shared = threads > 0;
+  // Each attached thread's kernels get a scratch area after the owner's, before the arena space.
+  const threadScratchBytes = threads * WASM_SCRATCH_BYTES;
+  const maxBytes = MAX_ARENA_BYTES - threadScratchBytes;
+  if (!Number.isInteger(byteLength) || byteLength < 0 || byteLength > maxBytes) {
+    throw new SplitZipError('INVALID_ARGUMENT', `arena byteLength must be an integer in 0..${maxBytes}`, {
       byteLength,
+      threads,
     });
   }
   let buffer: ArrayBufferLike;
   let base = 0;
   let zeroCopy = false;
+  let memory: WebAssembly.Memory | null = null;
   let wasm: ReturnType<typeof createWasmKernels>;
   try {
-    wasm = createWasmKernels(byteLength);
+    wasm = createWasmKernels(threadScratchBytes + byteLength, { shared });
   } catch (error) {
     throw new SplitZipError('INVALID_ARGUMENT', `could not reserve a ${byteLength}-byte arena`, {
       byteLength,
@@ -52,12 +91,13 @@ export function createCodecArena(byteLength: number): CodecArena {
     });
   }
   if (wasm !== null) {
+    memory = wasm.memory;
     buffer = wasm.memory.buffer;
-    base = WASM_SCRATCH_BYTES;
+    base = WASM_SCRATCH_BYTES + threadScratchBytes;
     registerArenaKernels(buffer, wasm.kernels);
     zeroCopy = true;
   } else {
-    buffer = new ArrayBuffer(byteLength);
+    buffer = shared ? new SharedArrayBuffer(byteLength) : new ArrayBuffer(byteLength);
   }
   const end = base + byteLength;
   let next = base;
@@ -96,6 +136,16 @@ export function createCodecArena(byteLength: number): CodecArena {
     },
     reset(): void {
       next = base;
+    },
+    buffer,
+    share(index: number): CodecArenaShare {
+      if (!Number.isInteger(index) || index < 0 || index >= threads) {
+        throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads)`, {
+          index,
+          threads,
+        });
+      }
+      return { buffer: buffer as SharedArrayBuffer, memory, scratchBase: memory === null ? 0 : WASM_SCRATCH_BYTES * (1 + index) };
     },
   };
 }

@@ -22,6 +22,14 @@ export { decode } from './decode.js';
 export { decodeRange, type DecodeOptions } from './decode-range.js';
 export { decodeChunks } from './decode-chunks.js';
 export { createPayloadWriter, type PayloadWriter } from './create-payload-writer.js';
-export { createCodecArena, MAX_ARENA_BYTES, type CodecArena } from './create-codec-arena.js';
+export {
+  createCodecArena,
+  MAX_ARENA_BYTES,
+  MAX_ARENA_THREADS,
+  type CodecArena,
+  type CodecArenaOptions,
+  type CodecArenaShare,
+} from './create-codec-arena.js';
+export { attachCodecArena, type AttachedCodecArena } from './attach-codec-arena.js';
 export { readEscapeStreams, validatePayloadStructure, type EscapeStreams } from './validate-payload-structure.js';
 export { getCodecBackend, setCodecBackend, type CodecBackendName } from './backend.js';

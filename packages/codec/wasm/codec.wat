@@ -15,6 +15,9 @@
 ;;   4096..   block buffers, placed by the JS side
 (module
   (import "env" "memory" (memory 1))
+  ;; Where this instance's scratch area (the fixed map above) starts: 0 for a private memory;
+  ;; in a shared memory every thread's instance has its own area, so they never touch each other's.
+  (import "env" "base" (global $base i32))
 
   ;; XXH32 primes.
   (global $P1 i32 (i32.const 0x9E3779B1))
@@ -31,15 +34,15 @@
     (local $maxlo v128) (local $maxb v128)
     (local $b v128) (local $lo v128) (local $hi v128) (local $k v128) (local $x v128) (local $h v128) (local $l v128)
     (local $end i32) (local $hv v128) (local $hc v128) (local $p1 v128) (local $p2 v128)
-    (local.set $hv (v128.load (i32.const 48)))
+    (local.set $hv (v128.load offset=48 (global.get $base)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
-    (local.set $thi (v128.load (i32.const 0)))
-    (local.set $tlo (v128.load (i32.const 16)))
+    (local.set $thi (v128.load offset=0 (global.get $base)))
+    (local.set $tlo (v128.load offset=16 (global.get $base)))
     (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
     (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
     (local.set $m7f (v128.const i32x4 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F))
-    (local.set $hc (v128.load (i32.const 32)))
+    (local.set $hc (v128.load offset=32 (global.get $base)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
     (block $done
       (br_if $done (i32.eqz (local.get $groups)))
@@ -75,8 +78,8 @@
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (local.set $o (i32.add (local.get $o) (i32.const 64)))
         (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
-    (v128.store (i32.const 32) (local.get $hc))
-    (v128.store (i32.const 48) (local.get $hv))
+    (v128.store offset=32 (global.get $base) (local.get $hc))
+    (v128.store offset=48 (global.get $base) (local.get $hv))
     (call $max_lane (i8x16.max_u (local.get $maxlo) (i8x16.shr_u (local.get $maxb) (i32.const 4)))))
 
   ;; Largest unsigned byte of a vector.
@@ -92,8 +95,8 @@
   ;; verifyPayloadChecksum and the payload writer): $groups x (16 code bytes at $c, 32 sm bytes at $s).
   (func $hash_groups (export "hash_groups") (param $c i32) (param $s i32) (param $groups i32)
     (local $hc v128) (local $hv v128) (local $p1 v128) (local $p2 v128) (local $end i32)
-    (local.set $hc (v128.load (i32.const 32)))
-    (local.set $hv (v128.load (i32.const 48)))
+    (local.set $hc (v128.load offset=32 (global.get $base)))
+    (local.set $hv (v128.load offset=48 (global.get $base)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
@@ -109,8 +112,8 @@
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
-    (v128.store (i32.const 32) (local.get $hc))
-    (v128.store (i32.const 48) (local.get $hv)))
+    (v128.store offset=32 (global.get $base) (local.get $hc))
+    (v128.store offset=48 (global.get $base) (local.get $hv)))
 
   ;; ---------------------------------------------------------------------------------------------
   ;; Exponent -> code lookup. The codebook is covered by $tables windows of 16 consecutive exponents;
@@ -121,8 +124,8 @@
   ;; (hand-inlined: the engine does not inline wasm calls), the rest in $lookup_more.
   (func $lookup_more (param $e v128) (param $k v128) (param $tables i32) (result v128)
     (local $t i32) (local $tend i32)
-    (local.set $t (i32.const 1056))
-    (local.set $tend (i32.add (i32.const 1024) (i32.shl (local.get $tables) (i32.const 5))))
+    (local.set $t (i32.add (global.get $base) (i32.const 1056)))
+    (local.set $tend (i32.add (i32.add (global.get $base) (i32.const 1024)) (i32.shl (local.get $tables) (i32.const 5))))
     (loop $table
       (local.set $k (v128.or (local.get $k)
         (i8x16.swizzle (v128.load (local.get $t)) (i8x16.sub (local.get $e) (v128.load offset=16 (local.get $t))))))
@@ -134,8 +137,8 @@
   (func $count_escapes (export "count_escapes") (param $in i32) (param $groups i32) (param $tables i32) (result i32)
     (local $end i32) (local $count i32) (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
     (local $t0 v128) (local $b0 v128) (local $mff v128)
-    (local.set $t0 (v128.load (i32.const 1024)))
-    (local.set $b0 (v128.load (i32.const 1040)))
+    (local.set $t0 (v128.load offset=1024 (global.get $base)))
+    (local.set $b0 (v128.load offset=1040 (global.get $base)))
     (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
     (local.set $end (i32.add (local.get $in) (i32.shl (local.get $groups) (i32.const 6))))
     (block $done
@@ -176,12 +179,12 @@
     (local $t0 v128) (local $b0 v128) (local $mff v128) (local $m80 v128) (local $m7f v128) (local $one v128)
     (local $codes v128) (local $hc v128) (local $hv v128) (local $p1 v128) (local $p2 v128) (local $sa v128) (local $sb v128)
     (local $end i32) (local $count i32) (local $in0 i32)
-    (local.set $hc (v128.load (i32.const 32)))
-    (local.set $hv (v128.load (i32.const 48)))
+    (local.set $hc (v128.load offset=32 (global.get $base)))
+    (local.set $hv (v128.load offset=48 (global.get $base)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
-    (local.set $t0 (v128.load (i32.const 1024)))
-    (local.set $b0 (v128.load (i32.const 1040)))
+    (local.set $t0 (v128.load offset=1024 (global.get $base)))
+    (local.set $b0 (v128.load offset=1040 (global.get $base)))
     (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
     (local.set $m80 (v128.const i16x8 0x80 0x80 0x80 0x80 0x80 0x80 0x80 0x80))
     (local.set $m7f (v128.const i16x8 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F))
@@ -239,24 +242,24 @@
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
-    (v128.store (i32.const 32) (local.get $hc))
-    (v128.store (i32.const 48) (local.get $hv))
+    (v128.store offset=32 (global.get $base) (local.get $hc))
+    (v128.store offset=48 (global.get $base) (local.get $hv))
     (local.get $count))
 
   ;; Scalar path for a group with escapes: appends (index, exponent) for each lane whose code + 1 is 0.
   (func $record_escapes (param $ea v128) (param $eb v128) (param $ka v128) (param $kb v128)
       (param $base i32) (param $escIdx i32) (param $escExp i32) (param $count i32) (result i32)
     (local $lane i32)
-    (v128.store (i32.const 1536) (local.get $ea))
-    (v128.store (i32.const 1552) (local.get $eb))
-    (v128.store (i32.const 1568) (local.get $ka))
-    (v128.store (i32.const 1584) (local.get $kb))
+    (v128.store offset=1536 (global.get $base) (local.get $ea))
+    (v128.store offset=1552 (global.get $base) (local.get $eb))
+    (v128.store offset=1568 (global.get $base) (local.get $ka))
+    (v128.store offset=1584 (global.get $base) (local.get $kb))
     (loop $lanes
-      (if (i32.eqz (i32.load8_u offset=1568 (local.get $lane)))
+      (if (i32.eqz (i32.load8_u offset=1568 (i32.add (global.get $base) (local.get $lane))))
         (then
           (i32.store (i32.add (local.get $escIdx) (i32.shl (local.get $count) (i32.const 2)))
             (i32.add (local.get $base) (local.get $lane)))
-          (i32.store8 (i32.add (local.get $escExp) (local.get $count)) (i32.load8_u offset=1536 (local.get $lane)))
+          (i32.store8 (i32.add (local.get $escExp) (local.get $count)) (i32.load8_u offset=1536 (i32.add (global.get $base) (local.get $lane))))
           (local.set $count (i32.add (local.get $count) (i32.const 1)))))
       (local.set $lane (i32.add (local.get $lane) (i32.const 1)))
       (br_if $lanes (i32.lt_u (local.get $lane) (i32.const 32))))

@@ -7,7 +7,7 @@ import type { PayloadLayout } from '../compute-payload-layout.js';
 import type { EscapeList } from '../escape-list.js';
 import type { BulkDigests } from '../payload-checksum.js';
 import { Xxh32State } from '../xxh32.js';
-import { CODEC_WASM_BASE64 } from './codec-wasm.generated.js';
+import { CODEC_WASM_BASE64, CODEC_WASM_SHARED_BASE64 } from './codec-wasm.generated.js';
 
 interface CodecExports {
   decode(codes: number, sm: number, out: number, groups: number, hash: number): number;
@@ -93,34 +93,80 @@ export function isWasmSimdSupported(): boolean {
   }
 }
 
-let compiled: WebAssembly.Module | null | undefined;
+const compiled: { private?: WebAssembly.Module | null; shared?: WebAssembly.Module | null } = {};
 
-function compileModule(): WebAssembly.Module | null {
-  if (compiled === undefined) {
-    compiled = null;
+/** The embedded module for a private or a shared memory, compiled once; null without SIMD. */
+function compileModule(shared: boolean): WebAssembly.Module | null {
+  const kind = shared ? 'shared' : 'private';
+  if (compiled[kind] === undefined) {
+    compiled[kind] = null;
     if (isWasmSimdSupported()) {
       try {
-        compiled = new WebAssembly.Module(decodeBase64(CODEC_WASM_BASE64));
+        compiled[kind] = new WebAssembly.Module(decodeBase64(shared ? CODEC_WASM_SHARED_BASE64 : CODEC_WASM_BASE64));
       } catch {
-        compiled = null;
+        compiled[kind] = null;
       }
     }
   }
-  return compiled;
+  return compiled[kind];
 }
 
 /**
  * Instantiates the embedded module (compiled once, synchronously: it is under the 4 KiB
  * main-thread limit) over a new fixed-size memory: scratch plus `extraBytes` of arena space from
- * offset WASM_SCRATCH_BYTES. The memory never grows, so views on it are never detached. Null
- * where WebAssembly SIMD is unavailable; throws RangeError when the memory cannot be reserved.
+ * offset WASM_SCRATCH_BYTES. The memory never grows, so views on it are never detached; with
+ * `shared` it is a shared memory (its buffer a SharedArrayBuffer) that other threads can attach
+ * to (attachWasmKernels). Null where WebAssembly SIMD (or, for `shared`, shared memory) is
+ * unavailable; throws RangeError when the memory cannot be reserved.
  */
-export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; memory: WebAssembly.Memory } | null {
-  const module = compileModule();
+export function createWasmKernels(
+  extraBytes: number,
+  options: { shared?: boolean } = {},
+): { kernels: CodecKernels; memory: WebAssembly.Memory } | null {
+  const shared = options.shared === true;
+  const module = compileModule(shared);
   if (module === null) return null;
   const pages = Math.ceil((WASM_SCRATCH_BYTES + extraBytes) / PAGE_BYTES);
-  const memory = new WebAssembly.Memory({ initial: pages, maximum: pages });
-  const ex = new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as CodecExports;
+  let memory: WebAssembly.Memory;
+  try {
+    memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared });
+  } catch (error) {
+    // A shared memory the engine refuses (no cross-origin isolation) means no shared kernels.
+    if (shared && !(error instanceof RangeError)) return null;
+    throw error;
+  }
+  return { kernels: bindKernels(module, memory, 0), memory };
+}
+
+/**
+ * Kernels over an existing shared memory (made by createWasmKernels with `shared`, posted to this
+ * thread) that use the scratch area at `scratchBase` (WASM_SCRATCH_BYTES long, reserved for this
+ * thread by the memory's owner). Null where WebAssembly SIMD is unavailable.
+ */
+export function attachWasmKernels(memory: WebAssembly.Memory, scratchBase: number): CodecKernels | null {
+  const module = compileModule(true);
+  if (module === null) return null;
+  return bindKernels(module, memory, scratchBase);
+}
+
+function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, base: number): CodecKernels {
+  const ex = new WebAssembly.Instance(module, { env: { memory, base: new WebAssembly.Global({ value: 'i32', mutable: false }, base) } })
+    .exports as unknown as CodecExports;
+  // This instance's scratch addresses (the fixed map, moved to its area of the memory).
+  const scratch = {
+    DECODE_TABLES_AT: base + DECODE_TABLES_AT,
+    CODES_LANES_AT: base + CODES_LANES_AT,
+    SM_LANES_AT: base + SM_LANES_AT,
+    ENCODE_TABLES_AT: base + ENCODE_TABLES_AT,
+    DEC_CODES_AT: base + DEC_CODES_AT,
+    DEC_SM_AT: base + DEC_SM_AT,
+    DEC_OUT_AT: base + DEC_OUT_AT,
+    ENC_IN_AT: base + ENC_IN_AT,
+    ENC_CODES_AT: base + ENC_CODES_AT,
+    ENC_SM_AT: base + ENC_SM_AT,
+    ENC_ESC_INDEX_AT: base + ENC_ESC_INDEX_AT,
+    ENC_ESC_EXP_AT: base + ENC_ESC_EXP_AT,
+  };
   const buf = memory.buffer;
   const u8 = new Uint8Array(buf);
   const u16 = new Uint16Array(buf);
@@ -134,8 +180,8 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
     if (decodeTablesFor === tables) return;
     for (let k = 0; k < 16; k++) {
       const e = k < tables.size ? tables.exponents[k]! : 0;
-      u8[DECODE_TABLES_AT + k] = e >>> 1;
-      u8[DECODE_TABLES_AT + 16 + k] = (e & 1) << 7;
+      u8[scratch.DECODE_TABLES_AT + k] = e >>> 1;
+      u8[scratch.DECODE_TABLES_AT + 16 + k] = (e & 1) << 7;
     }
     decodeTablesFor = tables;
   }
@@ -155,8 +201,8 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
       const base = bases[t]!;
       for (let j = 0; j < 16; j++) {
         const code = base + j < 256 ? tables.codeOfExponent[base + j]! : 16;
-        u8[ENCODE_TABLES_AT + 32 * t + j] = code === 16 ? 0 : code + 1;
-        u8[ENCODE_TABLES_AT + 32 * t + 16 + j] = base;
+        u8[scratch.ENCODE_TABLES_AT + 32 * t + j] = code === 16 ? 0 : code + 1;
+        u8[scratch.ENCODE_TABLES_AT + 32 * t + 16 + j] = base;
       }
     }
     encodeTablesFor = tables;
@@ -166,8 +212,8 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
 
   function startDigests(): void {
     for (let k = 0; k < 4; k++) {
-      u32[CODES_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
-      u32[SM_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
+      u32[scratch.CODES_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
+      u32[scratch.SM_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
     }
   }
 
@@ -202,15 +248,15 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
     for (let a = from - (from % GROUP_VALUES); a < to; a += BLOCK_VALUES) {
       const b = Math.min(a + BLOCK_VALUES, to);
       const groups = Math.ceil((b - a) / GROUP_VALUES);
-      let c = DEC_CODES_AT;
-      let s = DEC_SM_AT;
+      let c = scratch.DEC_CODES_AT;
+      let s = scratch.DEC_SM_AT;
       if (src >= 0) {
         c = src + codesOffset + a / 2;
         s = src + smOffset + a;
       } else {
         const codesFrom = codesOffset + a / 2;
-        u8.set(payload.subarray(codesFrom, codesFrom + 16 * groups), DEC_CODES_AT);
-        u8.set(payload.subarray(smOffset + a, smOffset + a + GROUP_VALUES * groups), DEC_SM_AT);
+        u8.set(payload.subarray(codesFrom, codesFrom + 16 * groups), scratch.DEC_CODES_AT);
+        u8.set(payload.subarray(smOffset + a, smOffset + a + GROUP_VALUES * groups), scratch.DEC_SM_AT);
       }
       let m: number;
       if (dst >= 0 && a >= from) {
@@ -218,15 +264,15 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
         const full = Math.floor((b - a) / GROUP_VALUES);
         m = ex.decode(c, s, dst + 2 * (outOffset + a - from), full, hash);
         if (full < groups) {
-          const m2 = ex.decode(c + 16 * full, s + GROUP_VALUES * full, DEC_OUT_AT, 1, hash);
+          const m2 = ex.decode(c + 16 * full, s + GROUP_VALUES * full, scratch.DEC_OUT_AT, 1, hash);
           if (m2 > m) m = m2;
           const done = a + GROUP_VALUES * full;
-          out.set(u16.subarray(DEC_OUT_AT / 2, DEC_OUT_AT / 2 + (b - done)), outOffset + (done - from));
+          out.set(u16.subarray(scratch.DEC_OUT_AT / 2, scratch.DEC_OUT_AT / 2 + (b - done)), outOffset + (done - from));
         }
       } else {
-        m = ex.decode(c, s, DEC_OUT_AT, groups, hash);
+        m = ex.decode(c, s, scratch.DEC_OUT_AT, groups, hash);
         const lo = Math.max(a, from);
-        out.set(u16.subarray(DEC_OUT_AT / 2 + (lo - a), DEC_OUT_AT / 2 + (b - a)), outOffset + (lo - from));
+        out.set(u16.subarray(scratch.DEC_OUT_AT / 2 + (lo - a), scratch.DEC_OUT_AT / 2 + (b - a)), outOffset + (lo - from));
       }
       if (m > maxCode) maxCode = m;
     }
@@ -266,8 +312,8 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
     const maxCode = decodeBlocks(payload, codesAt, smAt, 0, elementCount, out, 0, 1);
     const groups = Math.ceil(elementCount / GROUP_VALUES);
     const digests = {
-      codes: finishDigest(CODES_LANES_AT, payload, codesAt, codesAt + 16 * groups, smAt),
-      sm: finishDigest(SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * groups, layout.escapeIndex.offsetBytes),
+      codes: finishDigest(scratch.CODES_LANES_AT, payload, codesAt, codesAt + 16 * groups, smAt),
+      sm: finishDigest(scratch.SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * groups, layout.escapeIndex.offsetBytes),
     };
     return { digests, codesValid: maxCode < tables.size };
   }
@@ -284,14 +330,14 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
       if (src >= 0) {
         ex.hash_groups(src + codesAt + a / 2, src + smAt + a, groups);
       } else {
-        u8.set(payload.subarray(codesAt + a / 2, codesAt + a / 2 + 16 * groups), DEC_CODES_AT);
-        u8.set(payload.subarray(smAt + a, smAt + a + GROUP_VALUES * groups), DEC_SM_AT);
-        ex.hash_groups(DEC_CODES_AT, DEC_SM_AT, groups);
+        u8.set(payload.subarray(codesAt + a / 2, codesAt + a / 2 + 16 * groups), scratch.DEC_CODES_AT);
+        u8.set(payload.subarray(smAt + a, smAt + a + GROUP_VALUES * groups), scratch.DEC_SM_AT);
+        ex.hash_groups(scratch.DEC_CODES_AT, scratch.DEC_SM_AT, groups);
       }
     }
     return {
-      codes: finishDigest(CODES_LANES_AT, payload, codesAt, codesAt + 16 * totalGroups, smAt),
-      sm: finishDigest(SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * totalGroups, layout.escapeIndex.offsetBytes),
+      codes: finishDigest(scratch.CODES_LANES_AT, payload, codesAt, codesAt + 16 * totalGroups, smAt),
+      sm: finishDigest(scratch.SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * totalGroups, layout.escapeIndex.offsetBytes),
     };
   }
 
@@ -302,9 +348,9 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
   function valuesAt(values: Uint16Array, src: number, a: number, b: number, padValue: number): number {
     const groups = Math.ceil((b - a) / GROUP_VALUES);
     if (src >= 0 && (b - a) % GROUP_VALUES === 0) return src + 2 * a;
-    u16.set(values.subarray(a, b), ENC_IN_AT / 2);
-    u16.fill(padValue, ENC_IN_AT / 2 + (b - a), ENC_IN_AT / 2 + groups * GROUP_VALUES);
-    return ENC_IN_AT;
+    u16.set(values.subarray(a, b), scratch.ENC_IN_AT / 2);
+    u16.fill(padValue, scratch.ENC_IN_AT / 2 + (b - a), scratch.ENC_IN_AT / 2 + groups * GROUP_VALUES);
+    return scratch.ENC_IN_AT;
   }
 
   function countEscapes(values: Uint16Array, tables: CodebookTables): number {
@@ -340,25 +386,24 @@ export function createWasmKernels(extraBytes: number): { kernels: CodecKernels; 
       const groups = Math.ceil((b - a) / GROUP_VALUES);
       const input = valuesAt(values, src, a, b, padValue);
       // Whole groups of codes and sm bytes fit in their sections (padded to 256 bytes).
-      const c = dst >= 0 ? dst + at.codes + a / 2 : ENC_CODES_AT;
-      const s = dst >= 0 ? dst + at.sm + a : ENC_SM_AT;
-      const found = ex.encode(input, c, s, groups, ENC_ESC_INDEX_AT, ENC_ESC_EXP_AT, tableCount, withDigests ? 1 : 0);
+      const c = dst >= 0 ? dst + at.codes + a / 2 : scratch.ENC_CODES_AT;
+      const s = dst >= 0 ? dst + at.sm + a : scratch.ENC_SM_AT;
+      const found = ex.encode(input, c, s, groups, scratch.ENC_ESC_INDEX_AT, scratch.ENC_ESC_EXP_AT, tableCount, withDigests ? 1 : 0);
       if (dst < 0) {
-        payload.set(u8.subarray(ENC_CODES_AT, ENC_CODES_AT + 16 * groups), at.codes + a / 2);
-        payload.set(u8.subarray(ENC_SM_AT, ENC_SM_AT + GROUP_VALUES * groups), at.sm + a);
+        payload.set(u8.subarray(scratch.ENC_CODES_AT, scratch.ENC_CODES_AT + 16 * groups), at.codes + a / 2);
+        payload.set(u8.subarray(scratch.ENC_SM_AT, scratch.ENC_SM_AT + GROUP_VALUES * groups), at.sm + a);
       }
-      for (let j = 0; j < found; j++) escapes.push(a + u32[ENC_ESC_INDEX_AT / 4 + j]!, u8[ENC_ESC_EXP_AT + j]!);
+      for (let j = 0; j < found; j++) escapes.push(a + u32[scratch.ENC_ESC_INDEX_AT / 4 + j]!, u8[scratch.ENC_ESC_EXP_AT + j]!);
     }
     const groups = Math.ceil(n / GROUP_VALUES);
     payload.fill(0, at.codes + 16 * groups, at.codesEnd);
     payload.fill(0, at.sm + GROUP_VALUES * groups, at.smEnd);
     if (!withDigests) return null;
     return {
-      codes: finishDigest(CODES_LANES_AT, payload, at.codes, at.codes + 16 * groups, at.codesEnd),
-      sm: finishDigest(SM_LANES_AT, payload, at.sm, at.sm + GROUP_VALUES * groups, at.smEnd),
+      codes: finishDigest(scratch.CODES_LANES_AT, payload, at.codes, at.codes + 16 * groups, at.codesEnd),
+      sm: finishDigest(scratch.SM_LANES_AT, payload, at.sm, at.sm + GROUP_VALUES * groups, at.smEnd),
     };
   }
 
-  const kernels: CodecKernels = { name: 'wasm-simd', decodeValues, countEscapes, encodeSections, bulkDigests, decodeAllWithDigests };
-  return { kernels, memory };
+  return { name: 'wasm-simd', decodeValues, countEscapes, encodeSections, bulkDigests, decodeAllWithDigests };
 }
