@@ -47,6 +47,8 @@ export interface CodecArena {
   reset(): void;
   /** The arena's memory (a SharedArrayBuffer when created with `threads`). */
   readonly buffer: ArrayBufferLike;
+  /** Other threads this arena reserved scratch areas for (0: a private arena). */
+  readonly threads: number;
   /** For thread `index` (0 ≤ index < threads): what it passes to `attachCodecArena`. */
   share(index: number): CodecArenaShare;
 }
@@ -138,6 +140,7 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
       next = base;
     },
     buffer,
+    threads,
     share(index: number): CodecArenaShare {
       if (!Number.isInteger(index) || index < 0 || index >= threads) {
         throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads)`, {

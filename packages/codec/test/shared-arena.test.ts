@@ -43,6 +43,8 @@ describe('shared codec arena', () => {
   it('reserves a scratch area per thread and validates its arguments', () => {
     const arena = createCodecArena(1 << 16, { threads: 2 });
     expect(arena.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(arena.threads).toBe(2);
+    expect(createCodecArena(256).threads).toBe(0);
     const a = arena.share(0);
     const b = arena.share(1);
     expect(a.buffer).toBe(arena.buffer);

@@ -18,6 +18,7 @@ import type {
   CacheEntry,
   GcOptions,
   GcReport,
+  ReadBlobOptions,
   SliceKeyTuple,
   TensorBytesRef,
   VerifyOptions,
@@ -43,7 +44,7 @@ export interface CacheStore {
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   getEntry(key: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
-  readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array>;
+  readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
   addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]>;
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean>;
@@ -151,10 +152,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
 
-  async readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array> {
+  async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     await this.backend.readBlobInto(key, entry.blob, view);
-    checkBlobPayload(entry, view);
+    checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
     return view;
   }
 

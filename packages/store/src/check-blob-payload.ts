@@ -14,19 +14,22 @@ function corrupt(entry: CacheEntry, message: string, error: unknown): StoreError
 /**
  * Checks a blob read from disk before anyone decodes it: a valid header (codec reader rules), an
  * intact checksum (BLOB_CORRUPT otherwise), then every header field equal to the manifest's
- * (META_MISMATCH otherwise: an intact payload of another tensor).
+ * (META_MISMATCH otherwise: an intact payload of another tensor). With `checksum: false` the
+ * content checksum is left to the caller (a decoder that verifies it in the same pass).
  */
-export function checkBlobPayload(entry: CacheEntry, payload: Uint8Array): PayloadMeta {
+export function checkBlobPayload(entry: CacheEntry, payload: Uint8Array, options: { checksum?: boolean } = {}): PayloadMeta {
   let meta: PayloadMeta;
   try {
     meta = readPayloadMeta(payload);
   } catch (error) {
     throw corrupt(entry, 'blob header is invalid', error);
   }
-  try {
-    verifyPayloadChecksum(payload, meta);
-  } catch (error) {
-    throw corrupt(entry, 'blob checksum fails', error);
+  if (options.checksum !== false) {
+    try {
+      verifyPayloadChecksum(payload, meta);
+    } catch (error) {
+      throw corrupt(entry, 'blob checksum fails', error);
+    }
   }
   const expected = entry.meta;
   const pairs: [string, unknown, unknown][] = [

@@ -23,6 +23,7 @@ import type { S3Transport } from './s3-transport.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
+  ReadBlobOptions,
   AddEntryInput,
   AddEntryResult,
   AliasSliceItem,
@@ -175,7 +176,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return this.transport.getObjectInto(blobObjectName(entry.key, entry.blobSha256), target, entry.key);
   }
 
-  async readBlob(key: string, stagingSlot: Uint8Array): Promise<Uint8Array> {
+  async readBlob(key: string, stagingSlot: Uint8Array, _options?: ReadBlobOptions): Promise<Uint8Array> {
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     if (this.readThrough) {
       let hit = false;

@@ -41,6 +41,16 @@ export interface CacheEntry {
 }
 
 /** A tensor given by its bytes, for aliasing by content. */
+export interface ReadBlobOptions {
+  /**
+   * false: skip the payload's content checksum because the caller verifies it while decoding (the
+   * codec's fused decode + verify, one pass instead of two); the header and its agreement with the
+   * manifest are still checked. Default true. The S3 store verifies anyway (its read-through copies
+   * are judged by it).
+   */
+  verifyChecksum?: boolean;
+}
+
 export interface TensorBytesRef {
   bytes: Uint8Array;
   shape: readonly number[];

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
+import { decode } from '@splitzip/codec';
 import { MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
@@ -235,6 +236,28 @@ describe('readBlob never returns wrong data', () => {
     expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_MISSING');
     await writeFile(path, t.payload);
     expect((await store.readBlob(t.key, slot)).length).toBe(t.payload.length);
+    await store.close();
+  });
+
+  it('verifyChecksum: false leaves a body flip to the caller but still checks the header and the manifest', async () => {
+    const { root, tensors } = await makeCache();
+    const t = tensors[0]!;
+    const path = join(root, 'blobs', `${t.key}.bin`);
+    const store = await openCacheStore(root);
+    const slot = new Uint8Array(t.payload.length);
+    // A flip in the sm section: only the content checksum can see it.
+    const body = Buffer.from(t.payload);
+    body[t.payload.length - 1]! ^= 0x10;
+    await writeFile(path, body);
+    expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_CORRUPT');
+    const view = await store.readBlob(t.key, slot, { verifyChecksum: false });
+    expect(Buffer.from(view).equals(body)).toBe(true);
+    expect(() => decode(view)).toThrow(/checksum/);
+    // A flip in the header is still refused.
+    const header = Buffer.from(t.payload);
+    header[5]! ^= 0x10;
+    await writeFile(path, header);
+    expect((await catchError(() => store.readBlob(t.key, slot, { verifyChecksum: false }))).code).toBe('BLOB_CORRUPT');
     await store.close();
   });
 
