@@ -5,6 +5,7 @@ import type { JournalFile, StagedBlob, StorageBackend, StoredFile } from './back
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
+import { canonicalBlobPath } from './validate-entry.js';
 
 const MANIFEST = 'manifest.json';
 const BLOBS = 'blobs';
@@ -264,30 +265,22 @@ export class FsBackend implements StorageBackend {
 
   async readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void> {
     const path = join(this.root, blob);
-    const blobsDir = await this.blobsDirectory();
-    let resolved: string;
-    try {
-      resolved = await realpath(path);
-    } catch (error) {
-      if (errnoCode(error) === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
-      throw toIoError(error, 'cannot resolve the blob path', { entry: key, path });
+    // Manifest entries only ever name blobs/<key>.bin (validateBlobPath), so the file is opened by
+    // name inside the blobs directory's real path (resolved once): with O_NOFOLLOW nothing but a
+    // regular file there can be opened, without a realpath call per read. O_NONBLOCK: a FIFO
+    // planted there opens at once instead of hanging (and fails the regular-file check below).
+    if (blob !== canonicalBlobPath(key)) {
+      throw new StoreError('UNSAFE_BLOB_PATH', `blob path ${blob} is not ${canonicalBlobPath(key)}`, { entry: key, path, details: { reason: 'not-canonical' } });
     }
-    if (!resolved.startsWith(blobsDir + sep)) {
-      throw new StoreError('UNSAFE_BLOB_PATH', `blob resolves to ${resolved}, outside ${blobsDir}`, {
-        entry: key,
-        path,
-        details: { reason: 'outside-blobs', resolved },
-      });
-    }
+    const resolved = join(await this.blobsDirectory(), blob.slice(BLOBS.length + 1));
     let handle: FileHandle;
     try {
-      // O_NOFOLLOW: the resolved path's last component must not have become a link since.
-      handle = await open(resolved, constants.O_RDONLY | constants.O_NOFOLLOW);
+      handle = await open(resolved, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (error) {
       const errno = errnoCode(error);
       if (errno === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
       if (errno === 'ELOOP') {
-        throw new StoreError('UNSAFE_BLOB_PATH', 'blob path became a link while opening', { entry: key, path, details: { reason: 'link' } });
+        throw new StoreError('UNSAFE_BLOB_PATH', 'blob is a link (the store never writes links)', { entry: key, path, details: { reason: 'link' } });
       }
       throw toIoError(error, 'cannot open the blob', { entry: key, path });
     }
