@@ -10,7 +10,7 @@
 // @splitzip/bench-utils) for the root `pnpm bench` summary (scripts/bench-summary.mjs); --out FILE
 // writes them there instead. --quick writes none.
 //
-// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4]
+// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4] [--arena codec|plain]
 //                                 [--default-model DIR] [--models-dir DIR] [--cache-root DIR]
 //                                 [--prepare-only] [--out FILE]
 //   --quick: default model only, fewer rounds (a smoke run, not a measurement).
@@ -23,9 +23,18 @@ import { availableParallelism, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeBenchSummary } from '@splitzip/bench-utils';
-import { getCodecBackend } from '@splitzip/codec';
+import { createCodecArena, getCodecBackend } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
-import { createFileReader, createPacedReader, DEFAULT_LOAD_CONCURRENCY, loadModel, openShardCache } from '@splitzip/runtime';
+import {
+  createFileReader,
+  createPacedReader,
+  createStagingPool,
+  DEFAULT_DECODE_THREADS,
+  DEFAULT_LOAD_CONCURRENCY,
+  DEFAULT_MAX_STAGING_BYTES,
+  loadModel,
+  openShardCache,
+} from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
 
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -44,6 +53,8 @@ const CACHE_ROOT = resolve(argValue('--cache-root', join(REPO, '.cache', 'runtim
 const SUMMARY_PATH = argValue('--out', undefined) === undefined ? undefined : resolve(argValue('--out'));
 const DEFAULT_MODEL_DIR = argValue('--default-model', undefined);
 const PREPARE_ONLY = args.includes('--prepare-only');
+const ARENA_KIND = argValue('--arena', 'codec');
+if (ARENA_KIND !== 'codec' && ARENA_KIND !== 'plain') throw new Error('--arena must be codec or plain');
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -73,27 +84,46 @@ async function warmFiles(dir) {
   return bytes;
 }
 
-/** One preallocated arena for the whole model; every round writes the same tensors to the same place. */
-function planArena(model) {
+/**
+ * One preallocated arena for the whole model; every round writes the same tensors to the same
+ * place (the raw path reads into the same arena). --arena codec (default): a codec arena — shared,
+ * with a kernel scratch area per decode thread, for the thread decoder — that also holds the
+ * staging slots, so decode reads payloads and writes tensors in place (what a loader that lets the
+ * runtime place its weights gets); --arena plain: an ordinary buffer (SharedArrayBuffer for the
+ * thread decoder) with the runtime's own staging pool.
+ */
+function planArena(model, cache) {
   const offsets = new Map();
   let size = 0;
   for (const tensor of model.tensors) {
-    size = Math.ceil(size / 64) * 64;
+    size = Math.ceil(size / 256) * 256;
     offsets.set(tensor.name, size);
     size += tensor.slice.sizeBytes;
   }
-  // With the thread decoder ('auto' picks it) the arena is shared memory, so the workers decode
-  // straight into it (the raw path reads into the same arena).
-  const arena = new Uint8Array(BACKEND === 'cpu' ? new ArrayBuffer(size) : new SharedArrayBuffer(size));
-  arena.fill(0); // fault the pages in before any timing
-  return { arena, allocate: (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes) };
+  const threads = BACKEND === 'cpu' ? 0 : DEFAULT_DECODE_THREADS;
+  let bytes;
+  let pool;
+  if (ARENA_KIND === 'codec') {
+    let largest = 0;
+    for (const t of model.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
+    const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
+    const slotCount = Math.max(1, Math.min(CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
+    const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads });
+    bytes = codecArena.allocate(size);
+    pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
+  } else {
+    bytes = new Uint8Array(BACKEND === 'cpu' ? new ArrayBuffer(size) : new SharedArrayBuffer(size));
+  }
+  bytes.fill(0); // fault the pages in before any timing
+  return { arena: bytes, pool, allocate: (t) => bytes.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes) };
 }
 
-async function timedLoad(model, cache, allocate, reader) {
+async function timedLoad(model, cache, allocate, reader, pool) {
   const started = performance.now();
   const totals = await loadModel(model, cache, {
     allocate,
     reader,
+    pool: cache ? pool : undefined,
     concurrency: CONCURRENCY,
     backend: BACKEND,
     explainMisses: false,
@@ -104,7 +134,7 @@ async function timedLoad(model, cache, allocate, reader) {
 async function benchModel(label, modelPath, cacheDir, rounds) {
   const model = await openSafetensorsModel(modelPath);
   const cache = await openShardCache(cacheDir);
-  const { arena, allocate } = planArena(model);
+  const { arena, allocate, pool } = planArena(model, cache);
   const rawBytes = model.tensors.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
   const results = [];
   try {
@@ -112,7 +142,7 @@ async function benchModel(label, modelPath, cacheDir, rounds) {
     await timedLoad(model, null, allocate);
     const rawDigest = createHash('sha256').update(arena).digest('hex');
     arena.fill(0);
-    const check = await timedLoad(model, cache, allocate);
+    const check = await timedLoad(model, cache, allocate, undefined, pool);
     const cacheDigest = createHash('sha256').update(arena).digest('hex');
     if (rawDigest !== cacheDigest) throw new Error(`${label}: the cache load differs from the raw load`);
 
@@ -134,7 +164,7 @@ async function benchModel(label, modelPath, cacheDir, rounds) {
         await rawReader?.close();
         raw.push(lastRaw.ms);
         const cacheReader = makeReader();
-        lastCache = await timedLoad(model, cache, allocate, cacheReader);
+        lastCache = await timedLoad(model, cache, allocate, cacheReader, pool);
         await cacheReader?.close();
         cached.push(lastCache.ms);
       }
@@ -192,7 +222,7 @@ async function main() {
   }
 
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
-  console.log(`@splitzip/runtime load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpu}), codec ${getCodecBackend()}, decode backend ${BACKEND}, concurrency ${CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY}`);
+  console.log(`@splitzip/runtime load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpu}), codec ${getCodecBackend()}, decode backend ${BACKEND}, arena ${ARENA_KIND}, concurrency ${CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY}`);
   console.log('whole model into one preallocated arena; raw = loadModel without a cache (safetensors reads), cache = loadModel with the SplitZip cache;');
   console.log(`times are medians of interleaved rounds; speedup = median of per-round raw/cache; paced = token bucket at ${gb(THROTTLE_BYTES_PER_S)} GB/s on both paths`);
   console.log('');

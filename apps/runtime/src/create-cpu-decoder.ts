@@ -1,4 +1,14 @@
-import { decodeChunks, getCodecBackend, type PayloadMeta } from '@splitzip/codec';
+import { decodeChunks, getCodecBackend, type CodecArena, type PayloadMeta } from '@splitzip/codec';
+
+export interface DecodeCallOptions {
+  /** Verify the payload's checksum (only asked of backends with `verifiesChecksum`). */
+  verifyChecksum?: boolean;
+  /**
+   * The codec arena the payload (and maybe `out`) lives in, when it is a staging slot of an arena
+   * pool: a backend may decode there in place (thread decoders attach their workers to it).
+   */
+  arena?: CodecArena;
+}
 
 /**
  * What the runtime needs from a decode backend: turn a validated payload (header read, checksum
@@ -16,7 +26,7 @@ export interface DecodeBackend {
   readonly verifiesChecksum?: boolean;
   /** When true, the runtime backs the staging slots it makes for this backend with SharedArrayBuffer. */
   readonly shared?: boolean;
-  decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: { verifyChecksum?: boolean }): void | number | Promise<void | number>;
+  decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: DecodeCallOptions): void | number | Promise<void | number>;
   close?(): Promise<void>;
 }
 

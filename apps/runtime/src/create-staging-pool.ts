@@ -1,3 +1,4 @@
+import { createCodecArena, type CodecArena } from '@splitzip/codec';
 import { RuntimeError } from './errors.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
@@ -39,6 +40,11 @@ export interface StagingPoolStats {
 export interface StagingPool {
   readonly slotCount: number;
   readonly slotBytes: number;
+  /**
+   * The codec arena holding every slot, when there is one: the codec's kernels then read the
+   * payloads in place (no copy into WebAssembly memory), and decode threads attached to it too.
+   */
+  readonly arena: CodecArena | undefined;
   /** Free slots right now. */
   readonly available: number;
   /** Takes a free slot, waiting (FIFO) for a release when none is free. */
@@ -59,8 +65,18 @@ export interface StagingPoolOptions {
   slotBytes: number;
   /** Number of slots: how many payloads may be staged at once. */
   slotCount: number;
-  /** Back the slots with SharedArrayBuffer (for decoding in worker threads). */
+  /** Back the slots with shared memory (for decoding in worker threads). */
   shared?: boolean;
+  /**
+   * With `shared`: decode threads that will attach to the pool's codec arena (each gets a kernel
+   * scratch area in it). Default 0: shared memory without attached threads.
+   */
+  threads?: number;
+  /**
+   * Carve the slots out of this codec arena (e.g. the one the caller's tensors live in, so that
+   * decode reads and writes in place); it must have room for them. Overrides `shared`/`threads`.
+   */
+  arena?: CodecArena;
 }
 
 function alignUp(value: number, align: number): number {
@@ -88,7 +104,32 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
 
   const slots: StagingSlot[] = [];
   let allocations = 0;
-  if (slotBytes * slotCount <= MAX_POOL_ARENA_BYTES) {
+  let arena = options.arena;
+  if (arena === undefined && slotBytes * slotCount <= MAX_POOL_ARENA_BYTES) {
+    // One codec arena for all slots (a plain or shared buffer where WebAssembly SIMD is missing).
+    const threads = shared ? (options.threads ?? 0) : 0;
+    if (!Number.isSafeInteger(threads) || threads < 0 || threads > 64) {
+      throw new RuntimeError('INVALID_ARGUMENT', 'threads must be an integer in 0..64', { threads });
+    }
+    if (!shared || threads > 0) {
+      try {
+        arena = createCodecArena(slotBytes * slotCount, { threads });
+        allocations = 1;
+      } catch {
+        arena = undefined; // cannot reserve it as WebAssembly memory: ordinary buffers below
+      }
+    }
+  }
+  if (arena !== undefined) {
+    if (options.arena !== undefined && slotBytes * slotCount > arena.byteLength - arena.usedBytes) {
+      throw new RuntimeError('INVALID_ARGUMENT', `the arena has ${arena.byteLength - arena.usedBytes} bytes free, ${slotCount} slots of ${slotBytes} need ${slotBytes * slotCount}`, {
+        slotCount,
+        slotBytes,
+        freeBytes: arena.byteLength - arena.usedBytes,
+      });
+    }
+    for (let id = 0; id < slotCount; id += 1) slots.push(Object.freeze({ id, bytes: arena.allocate(slotBytes) }));
+  } else if (slotBytes * slotCount <= MAX_POOL_ARENA_BYTES) {
     const arena = makeBuffer(slotBytes * slotCount);
     allocations = 1;
     for (let id = 0; id < slotCount; id += 1) {
@@ -124,6 +165,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   const pool: StagingPool = {
     slotCount,
     slotBytes,
+    arena,
     get available() {
       return free.length;
     },

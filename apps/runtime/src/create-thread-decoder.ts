@@ -2,9 +2,9 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { decodeChunks, verifyPayloadChecksum } from '@splitzip/codec';
+import { decode, type CodecArena } from '@splitzip/codec';
 import type { DecodeBackend } from './create-cpu-decoder.js';
-import type { DecodeThreadJob, DecodeThreadReply } from './decode-thread.js';
+import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { RuntimeError } from './errors.js';
 
 /** Decode threads by default: one per core, at most 4 (decode is memory-bound beyond that). */
@@ -32,17 +32,25 @@ export interface ThreadDecoderStats {
   jobs: number;
   /** Scratch SharedArrayBuffers allocated (payloads or outputs not already in shared memory). */
   scratchAllocations: number;
+  /** Tensors whose payload the workers read in place from a codec arena they attached to. */
+  arenaDecodes: number;
 }
 
 export interface ThreadDecoder extends DecodeBackend {
   readonly shared: true;
   readonly verifiesChecksum: true;
+  /** Worker threads (each attaches to a codec arena with its own scratch area, see createCodecArena's `threads`). */
+  readonly threads: number;
   stats(): ThreadDecoderStats;
 }
 
 interface PoolWorker {
   worker: Worker;
   busy: number;
+  /** Which of the arena's scratch areas this worker uses (arena.share(slot)); unique among live workers. */
+  slot: number;
+  /** Arenas this worker has been sent (attach messages precede jobs on the same port, so order holds). */
+  attached: Set<number>;
 }
 
 /** Whether the built worker script exists (it does in the published package; not in a bundle that left it out). */
@@ -57,13 +65,18 @@ function defaultWorkerUrl(): URL {
   return new URL('../dist/decode-thread.js', import.meta.url);
 }
 
+/** Where a view's bytes live for the workers, if they can reach them without a copy. */
+type Placement = { ref: SharedRef; offset: number } | undefined;
+
 /**
  * The runtime's worker-thread decode backend: the payload's checksum and the decode of its chunk
  * ranges run on `threads` worker threads, so the calling thread stays free to issue and complete
- * reads (this is what keeps a paced link busy). Payload and output are shared memory: the staging
- * pool's slots (loadModel makes them SharedArrayBuffers for this backend) and the caller's buffer
- * when it is a SharedArrayBuffer view; otherwise a reused shared scratch buffer is decoded into and
- * copied out on the calling thread. Workers start on the first decode and never keep the process alive.
+ * reads (this is what keeps a paced link busy). Payload and output are shared memory, best a codec
+ * arena (the staging pool's, which loadModel creates with a scratch area per thread): the workers
+ * attach to it once and the WebAssembly kernels then read the payload and write the output in
+ * place. A plain SharedArrayBuffer works too (the kernels copy blocks through their scratch area);
+ * anything else is copied into reused shared scratch buffers. Workers start on the first decode
+ * and never keep the process alive.
  */
 export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadDecoder {
   const threads = options.threads ?? DEFAULT_DECODE_THREADS;
@@ -75,13 +88,26 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const pool: PoolWorker[] = [];
   const pending = new Map<number, { resolve: (busyMs: number) => void; reject: (error: Error) => void; owner: PoolWorker }>();
   const scratch: SharedArrayBuffer[] = [];
+  // Arena ids: a WeakMap so a dropped arena is not kept alive here; the registry tells the workers
+  // to drop theirs once it is collected.
+  const arenaIds = new WeakMap<CodecArena, number>();
+  const forget = new FinalizationRegistry<number>((arenaId) => {
+    for (const entry of pool) {
+      if (entry.attached.delete(arenaId)) entry.worker.postMessage({ kind: 'detach', arenaId } satisfies DecodeThreadMessage);
+    }
+  });
+  let nextArenaId = 1;
   let nextId = 1;
   let jobs = 0;
   let scratchAllocations = 0;
+  let arenaDecodes = 0;
   let closed = false;
 
   const spawn = (): PoolWorker => {
-    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0 };
+    const used = new Set(pool.map((w) => w.slot));
+    let slot = 0;
+    while (used.has(slot)) slot += 1;
+    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set() };
     entry.worker.unref();
     entry.worker.on('message', (reply: DecodeThreadReply) => {
       const task = pending.get(reply.id);
@@ -106,9 +132,26 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return entry;
   };
 
-  const dispatch = (job: Omit<DecodeThreadJob, 'id'>): Promise<number> => {
+  const idOfArena = (arena: CodecArena): number => {
+    let id = arenaIds.get(arena);
+    if (id === undefined) {
+      id = nextArenaId++;
+      arenaIds.set(arena, id);
+      forget.register(arena, id);
+    }
+    return id;
+  };
+
+  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined): Promise<number> => {
     while (pool.length < threads) pool.push(spawn());
     const owner = pool.reduce((best, w) => (w.busy < best.busy ? w : best), pool[0] as PoolWorker);
+    if (arena !== undefined) {
+      const arenaId = idOfArena(arena);
+      if (!owner.attached.has(arenaId)) {
+        owner.attached.add(arenaId);
+        owner.worker.postMessage({ kind: 'attach', arenaId, share: arena.share(owner.slot) } satisfies DecodeThreadMessage);
+      }
+    }
     const id = nextId++;
     jobs += 1;
     return new Promise<number>((resolve, reject) => {
@@ -126,61 +169,92 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return new SharedArrayBuffer(Math.max(256, bytes));
   };
 
+  /** The arena a view can be reached through by every worker, or a plain shared buffer, or nothing. */
+  const place = (view: ArrayBufferView, arena: CodecArena | undefined): Placement => {
+    if (arena !== undefined && view.buffer === arena.buffer) return { ref: { arenaId: idOfArena(arena) }, offset: view.byteOffset };
+    if (view.buffer instanceof SharedArrayBuffer) return { ref: { buffer: view.buffer }, offset: view.byteOffset };
+    return undefined;
+  };
+
+  const checksumFailure = (error: Error & { code?: string }) =>
+    new RuntimeError('CACHE_READ_FAILED', `payload checksum: ${error.message}`, { codecCode: error.code }, { cause: error });
+
   return {
     shared: true,
     verifiesChecksum: true,
+    threads,
     get name() {
       return `threads:${threads}`;
     },
-    stats: () => ({ jobs, scratchAllocations }),
+    stats: () => ({ jobs, scratchAllocations, arenaDecodes }),
     async decode(payload, meta, out, decodeOptions) {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
+      const verify = decodeOptions?.verifyChecksum === true;
       if (meta.elementCount < inlineMaxValues) {
+        // Small: here, in one pass (checksum and decode fused where the codec can).
         const startMs = performance.now();
-        if (decodeOptions?.verifyChecksum) {
-          try {
-            verifyPayloadChecksum(payload, meta);
-          } catch (error) {
-            throw new RuntimeError('CACHE_READ_FAILED', `payload checksum: ${(error as Error).message}`, {}, { cause: error });
-          }
+        try {
+          decode(payload.subarray(0, meta.compBytes), out.subarray(0, meta.elementCount), { verify });
+        } catch (error) {
+          if ((error as { code?: string }).code === 'CHECKSUM_MISMATCH') throw checksumFailure(error as Error);
+          throw error;
         }
-        decodeChunks(payload, meta, 0, meta.chunkCount, out);
         return performance.now() - startMs;
       }
-      let payloadBuffer: SharedArrayBuffer;
-      let payloadOffset: number;
+      // An arena works for the workers only with a scratch area for each of them.
+      const candidate = decodeOptions?.arena;
+      const arena = candidate !== undefined && candidate.threads >= threads && candidate.buffer instanceof SharedArrayBuffer ? candidate : undefined;
+      let payloadAt = place(payload, arena);
       let payloadScratch: SharedArrayBuffer | undefined;
-      if (payload.buffer instanceof SharedArrayBuffer) {
-        payloadBuffer = payload.buffer;
-        payloadOffset = payload.byteOffset;
-      } else {
+      if (payloadAt === undefined) {
         payloadScratch = takeScratch(meta.compBytes);
         new Uint8Array(payloadScratch, 0, meta.compBytes).set(payload.subarray(0, meta.compBytes));
-        payloadBuffer = payloadScratch;
-        payloadOffset = 0;
+        payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
       }
       const outBytes = 2 * meta.elementCount;
-      const outShared = out.buffer instanceof SharedArrayBuffer;
-      const outScratch = outShared ? undefined : takeScratch(outBytes);
-      const outBuffer = outShared ? (out.buffer as SharedArrayBuffer) : (outScratch as SharedArrayBuffer);
-      const outOffset = outShared ? out.byteOffset : 0;
+      let outAt = place(out, arena);
+      let outScratch: SharedArrayBuffer | undefined;
+      if (outAt === undefined) {
+        outScratch = takeScratch(outBytes);
+        outAt = { ref: { buffer: outScratch }, offset: 0 };
+      }
+      if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
+      const jobArena = payloadAt.ref.arenaId !== undefined || outAt.ref.arenaId !== undefined ? arena : undefined;
       try {
+        const base = { payload: payloadAt.ref, payloadOffset: payloadAt.offset, payloadLength: meta.compBytes, out: outAt.ref };
         const tasks: Promise<number>[] = [];
-        const base = { payload: payloadBuffer, payloadOffset, payloadLength: meta.compBytes };
-        const checksum = decodeOptions?.verifyChecksum ? dispatch({ ...base, kind: 'checksum' }) : undefined;
-        const parts = meta.elementCount >= splitMinValues ? Math.min(threads, meta.chunkCount) : Math.min(1, meta.chunkCount);
-        for (let k = 0; k < parts; k += 1) {
-          const firstChunk = Math.floor((k * meta.chunkCount) / parts);
-          const endChunk = Math.floor(((k + 1) * meta.chunkCount) / parts);
-          tasks.push(
-            dispatch({ ...base, kind: 'decode', out: outBuffer, outOffset: outOffset + 2 * firstChunk * meta.chunkSize, firstChunk, chunkCount: endChunk - firstChunk }),
-          );
+        let checksum: Promise<number> | undefined;
+        // Split a large tensor only when the workers are idle (a whole-model load keeps them busy with
+        // whole tensors, each decoded and verified in one pass, which is cheaper than split work).
+        const idle = pool.length === 0 || pool.every((w) => w.busy === 0);
+        const split = idle && threads > 1 && meta.elementCount >= splitMinValues && meta.chunkCount > 1;
+        if (!split) {
+          tasks.push(dispatch({ ...base, kind: verify ? 'decode-verify' : 'decode', outOffset: outAt.offset, firstChunk: 0, chunkCount: meta.chunkCount }, jobArena));
+        } else {
+          // The checksum is one serial hash over the payload: one worker runs it while the others decode.
+          if (verify) checksum = dispatch({ ...base, kind: 'checksum' }, jobArena);
+          const parts = Math.min(verify ? threads - 1 : threads, meta.chunkCount);
+          for (let k = 0; k < parts; k += 1) {
+            const firstChunk = Math.floor((k * meta.chunkCount) / parts);
+            const endChunk = Math.floor(((k + 1) * meta.chunkCount) / parts);
+            tasks.push(
+              dispatch(
+                { ...base, kind: 'decode', outOffset: outAt.offset + 2 * firstChunk * meta.chunkSize, firstChunk, chunkCount: endChunk - firstChunk },
+                jobArena,
+              ),
+            );
+          }
         }
         // A corrupt payload is a cache-read failure (the blob), not a decode failure.
         const checked = checksum?.catch((error: Error & { code?: string }) => {
-          throw new RuntimeError('CACHE_READ_FAILED', `payload checksum: ${error.message}`, { codecCode: error.code }, { cause: error });
+          throw checksumFailure(error);
         });
-        const settled = await Promise.allSettled([...(checked ? [checked] : []), ...tasks]);
+        const decoded = tasks.map((task) =>
+          task.catch((error: Error & { code?: string }) => {
+            throw error.code === 'CHECKSUM_MISMATCH' ? checksumFailure(error) : error;
+          }),
+        );
+        const settled = await Promise.allSettled([...(checked ? [checked] : []), ...decoded]);
         const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
         if (failed) throw failed.reason;
         const copyStartMs = performance.now();

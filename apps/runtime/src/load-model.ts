@@ -140,7 +140,9 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     const largestBytes = handle?.largestPayloadBytes(entries) ?? 0;
     const maxStagingBytes = options.maxStagingBytes ?? DEFAULT_MAX_STAGING_BYTES;
     const slotCount = Math.max(1, Math.min(concurrency, Math.floor(maxStagingBytes / Math.max(1, largestBytes))));
-    const borrowed = ownPool ? handle?.borrowStagingPool({ slotBytes: largestBytes, slotCount, shared }) : undefined;
+    // Thread decoders attach to the pool's codec arena: one kernel scratch area per thread.
+    const threads = shared ? ((backend as { threads?: number }).threads ?? 0) : 0;
+    const borrowed = ownPool ? handle?.borrowStagingPool({ slotBytes: largestBytes, slotCount, shared, threads }) : undefined;
     const pool = options.pool ?? borrowed?.pool;
     const env: ServeEnv = {
       cache: handle,

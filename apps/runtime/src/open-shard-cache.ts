@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type S3StoreOptions } from '@splitzip/store';
+import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
 
@@ -30,7 +30,7 @@ export interface ShardCache {
     sizeBytes: number,
   ): Promise<boolean>;
   /** Reads and verifies a payload into a staging slot (a pool slot or any Uint8Array); returns the payload view. */
-  readBlob(key: string, stagingSlot: StagingSlot | Uint8Array): Promise<Uint8Array>;
+  readBlob(key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /** Picks up entries and aliases other processes committed since the last refresh. */
   refresh(): Promise<void>;
   /** Absolute path (or `s3://` URL of the object) of an entry's blob (the store validated the relative path when it loaded the entry). */
@@ -45,7 +45,7 @@ export interface ShardCache {
    * returns it to the handle for the next load, so repeated loads reuse the same slots. At most
    * {@link MAX_IDLE_POOLS} idle pools are kept; `close()` drops them.
    */
-  borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean }): { pool: StagingPool; giveBack(): void };
+  borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean; threads?: number }): { pool: StagingPool; giveBack(): void };
   close(): Promise<void>;
 }
 
@@ -110,7 +110,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     lookupBySlice: (shardName, offsetBytes, sizeBytes) => store.lookupBySlice(shardName, offsetBytes, sizeBytes),
     getEntry: (key) => store.getEntry(key),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes),
-    readBlob: (key, stagingSlot) => store.readBlob(key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes),
+    readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions),
     refresh: () => store.refresh(),
     blobPath: (entry) => (isS3Url(store.root) ? `${store.root.endsWith('/') ? store.root : `${store.root}/`}${entry.blob}` : join(store.root, entry.blob)),
     largestPayloadBytes,
@@ -125,11 +125,17 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
         shared: poolOptions.shared ?? false,
       });
     },
-    borrowStagingPool({ slotBytes, slotCount, shared = false }) {
+    borrowStagingPool({ slotBytes, slotCount, shared = false, threads = 0 }) {
+      // A pool fits when its slots are big and many enough and its arena has scratch for the threads.
       const index = idlePools.findIndex(
-        (idle) => idle.shared === shared && idle.pool.slotBytes >= slotBytes && idle.pool.slotCount >= slotCount,
+        (idle) =>
+          idle.shared === shared &&
+          idle.pool.slotBytes >= slotBytes &&
+          idle.pool.slotCount >= slotCount &&
+          (threads === 0 || idle.pool.arena === undefined || idle.pool.arena.threads >= threads),
       );
-      const pool = index >= 0 ? (idlePools.splice(index, 1)[0] as { pool: StagingPool }).pool : createStagingPool({ slotBytes, slotCount, shared });
+      const pool =
+        index >= 0 ? (idlePools.splice(index, 1)[0] as { pool: StagingPool }).pool : createStagingPool({ slotBytes, slotCount, shared, threads });
       let given = false;
       return {
         pool,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { calibrateFromHistogram, countExponents, MAX_ELEMENT_COUNT, readPayloadMeta, type PayloadMeta } from '@splitzip/codec';
+import { calibrateFromHistogram, countExponents, MAX_ELEMENT_COUNT, readPayloadMeta, type CodecArena, type PayloadMeta } from '@splitzip/codec';
 import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import type { CacheEntry } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
@@ -207,6 +207,8 @@ export interface StagedPayload {
   release(): void;
   /** True when the checksum is left to the decode backend (it verifies it while decoding). */
   checksumPending: boolean;
+  /** The codec arena of the staging slot holding `payload`, if any. */
+  arena: CodecArena | undefined;
 }
 
 /** Refuses an entry that does not describe this very tensor, before any of its bytes are trusted. */
@@ -267,11 +269,12 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       report.decodeMs += performance.now() - checkStartMs;
     } else {
       try {
-        payload = await cache.readBlob(entry.key, stage);
+        // A backend that verifies while decoding gets the checksum (one pass over the payload, not two).
+        payload = await cache.readBlob(entry.key, stage, { verifyChecksum: env.backend.verifiesChecksum !== true });
       } catch (error) {
         throw mapStoreError(error, entry);
       }
-      // The store's readBlob includes its checksum pass; it is counted as I/O here.
+      // The store's readBlob may include its checksum pass; it is counted as I/O here.
       report.ioMs += performance.now() - ioStartMs;
       report.blobBytesRead += payload.byteLength;
       meta = readPayloadMeta(payload);
@@ -280,8 +283,9 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${target.name} has ${target.slice.sizeBytes / 2}`, context);
     }
     abortIfNeeded(env.signal, target.name);
-    // The store's readBlob verified the checksum; bytes the runtime read itself still need it.
-    return { payload, meta, release, checksumPending: env.reader !== undefined && !cache.remote && env.backend.verifiesChecksum === true };
+    // Left to the backend: bytes the runtime read itself, and blobs the local store read unverified
+    // for it (an object store's readBlob always verifies).
+    return { payload, meta, release, arena: slot !== undefined ? pool?.arena : undefined, checksumPending: !cache.remote && env.backend.verifiesChecksum === true };
   } catch (error) {
     release();
     throw error;
@@ -324,7 +328,7 @@ async function decodeFromCache(
     report.backend = env.backend.name;
     let busyMs: void | number;
     try {
-      busyMs = await env.backend.decode(staged.payload, staged.meta, values, { verifyChecksum: staged.checksumPending });
+      busyMs = await env.backend.decode(staged.payload, staged.meta, values, { verifyChecksum: staged.checksumPending, arena: staged.arena });
     } catch (error) {
       if (error instanceof RuntimeError && CACHE_FAILURE_CODES.has(error.code)) {
         throw new RuntimeError(error.code, `${name}: ${error.message}`, { ...error.details, tensor: name, key: entry.key, qualname: entry.qualname }, {

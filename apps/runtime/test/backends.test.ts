@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKernels, type Kernels } from '@splitzip/kernels/node';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader } from '../src/create-file-reader.js';
+import { createCodecArena } from '@splitzip/codec';
+import { createStagingPool } from '../src/create-staging-pool.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
@@ -80,6 +82,37 @@ describe('decode backends', () => {
       const viaReader = await checkAll({ backend: threads, reader });
       expect(viaReader.fromCache).toBe(10);
       await reader.close();
+    } finally {
+      await threads.close?.();
+    }
+  });
+
+  it('the thread decoder reads payloads and writes tensors in place in a shared codec arena (staging slots and outputs in it)', async () => {
+    const threads = createThreadDecoder({ threads: 2, splitMinValues: 1 << 16, inlineMaxValues: 1024 });
+    try {
+      const total = model.tensors.reduce((sum, t) => sum + Math.ceil(t.slice.sizeBytes / 256) * 256, 0);
+      const slotBytes = 1 << 20;
+      const arena = createCodecArena(total + 4 * slotBytes, { threads: 2 });
+      const pool = createStagingPool({ slotBytes, slotCount: 4, arena });
+      expect(pool.arena).toBe(arena);
+      const views = new Map(model.tensors.map((t) => [t.name, arena.allocate(t.slice.sizeBytes)]));
+      for (const round of [0, 1]) {
+        for (const view of views.values()) view.fill(0xa5);
+        const totals = await loadModel(model, cache, { backend: threads, pool, allocate: (t) => views.get(t.name) as Uint8Array, verifyDigest: round === 0 }).drain();
+        expect(totals.fromCache).toBe(10);
+        for (const t of model.tensors) expect(sameBytes(views.get(t.name) as Uint8Array, raw.get(t.name) as Uint8Array), t.name).toBe(true);
+      }
+      // Every payload above the inline size went to the workers straight from the arena.
+      expect(threads.stats().arenaDecodes).toBeGreaterThan(0);
+      expect(threads.stats().scratchAllocations).toBe(0);
+      // An arena without scratch areas for two threads is used like any shared buffer (still exact).
+      const small = createCodecArena(total + 4 * slotBytes, { threads: 1 });
+      const before = threads.stats().arenaDecodes;
+      const smallPool = createStagingPool({ slotBytes, slotCount: 4, arena: small });
+      const totals = await loadModel(model, cache, { backend: threads, pool: smallPool }).drain();
+      expect(totals.fromCache).toBe(10);
+      expect(threads.stats().arenaDecodes).toBe(before);
+      expect(() => createStagingPool({ slotBytes, slotCount: 64, arena: small })).toThrow(/bytes free/);
     } finally {
       await threads.close?.();
     }
