@@ -1,10 +1,28 @@
 import { availableParallelism } from 'node:os';
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { decode, readPayloadMeta, SplitZipError, verifyPayloadChecksum } from '@splitzip/codec';
+import {
+  createCodecArena,
+  decode,
+  isSplitZipError,
+  readPayloadMeta,
+  SplitZipError,
+  verifyPayloadChecksum,
+  type CodecArena,
+  type PayloadMeta,
+} from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
 import { KernelsError } from './errors.js';
-import { CONTROL_DONE, CONTROL_FAILED, CONTROL_SLOTS, decodeClaimedTasks } from './decode-claimed-tasks.js';
-import type { DecodeJob, DecodeJobReply, WorkerStart } from './worker-protocol.js';
+import {
+  CONTROL_DONE,
+  CONTROL_FAILED,
+  CONTROL_TASK_DONE,
+  claimVerify,
+  createControl,
+  decodeClaimedTasks,
+  runVerify,
+  taskValues,
+} from './decode-claimed-tasks.js';
+import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 import type { DecodeOptions } from './types.js';
 
 /** Below this many values one thread beats the hand-off to workers (measured: 2^20 was slower in parallel). */
@@ -13,26 +31,57 @@ export const DEFAULT_MIN_PARALLEL_ELEMENTS = 2 ** 22;
 export const MAX_WORKER_THREADS = 32;
 /** Claimable ranges per decoding thread: small enough to balance, large enough to amortize. */
 const TASKS_PER_THREAD = 8;
+/**
+ * The caller waits for stragglers blocking (a futex wake-up, far quicker than a message) for this
+ * long, then asynchronously, so that a worker that died mid-job is noticed instead of waited on.
+ */
+const BLOCKING_WAIT_MS = 100;
+/** Arena ids: the decoder's (caller's) arena, then one per staging arena made. */
+const USER_ARENA_ID = 0;
+const ARENA_ALIGN_BYTES = 256;
 
 export interface WorkerDecoderOptions {
   /**
-   * Worker threads in the pool; the calling thread decodes too (after the checksum), so a 2-core
-   * machine wants 1. Default: available cores - 1, at least 1, at most MAX_WORKER_THREADS.
+   * Worker threads in the pool; the calling thread decodes too, so a 2-core machine wants 1.
+   * Default: available cores - 1, at least 1, at most MAX_WORKER_THREADS.
    */
   threads?: number;
   /** Tensors smaller than this decode on the calling thread (default DEFAULT_MIN_PARALLEL_ELEMENTS). */
   minParallelElements?: number;
   /** The worker script (default: decode-worker.js next to this module in dist/). */
   workerUrl?: URL | string;
+  /**
+   * Whether the calling thread decodes ranges (and checks the checksum if no worker has taken it)
+   * too (default true). False: it only stages and copies, the workers do the rest — for machines
+   * with a core to spare per worker.
+   */
+  callerDecodes?: boolean;
+  /**
+   * A shared codec arena (`createCodecArena(bytes, { threads: k })` with k ≥ `threads`): payloads
+   * and outputs that are views of it are decoded in place by every thread, with no copies. The
+   * decoder attaches its workers to shares 0..threads-1; attach none of those elsewhere.
+   */
+  arena?: CodecArena;
+  /** Or: the decoder makes such an arena of this many bytes (`decoder.arena`, `allocatePayload`, `allocateOutput`). */
+  arenaBytes?: number;
 }
 
 export interface WorkerDecoder {
   readonly threads: number;
+  /** The shared arena whose views decode in place (from `arena` or `arenaBytes`), or null. */
+  readonly arena: CodecArena | null;
+  /** `byteLength` bytes in the arena for a payload (read it or copy it in there); `arena.reset()` frees all. */
+  allocatePayload(byteLength: number): Uint8Array;
+  /** Room for `count` decoded values in the arena. */
+  allocateOutput(count: number): Uint16Array;
   /**
-   * Decodes across the pool, chunk ranges per worker; calls run one at a time. Fastest with the
-   * payload and `out` in SharedArrayBuffers (no copies). A non-shared payload is copied into a
-   * kept shared staging buffer; a non-shared `out` receives a copy at the end; without `out` the
-   * result is a new SharedArrayBuffer-backed array.
+   * Decodes across the pool, chunk ranges per thread; calls run one at a time. Fastest with the
+   * payload and `out` in the decoder's arena (in place, no copies). Views of other
+   * SharedArrayBuffers are decoded where they are (through each thread's kernel scratch). Ordinary
+   * arrays are copied into a kept staging arena (the payload before, the values back into `out`
+   * as each range finishes). Without `out` the result is a new SharedArrayBuffer-backed array.
+   * With `verify` (default) one thread checks the payload checksum while the others decode; no
+   * result is returned unless it matches.
    */
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
   /** Terminates the workers; idempotent. */
@@ -41,10 +90,20 @@ export interface WorkerDecoder {
 
 interface PoolWorker {
   worker: Worker;
+  /** The arena share index this worker attaches (unique among live workers). */
+  slot: number;
   busy: number;
   doorbell: Int32Array;
   jobs: MessagePort;
   replies: MessagePort;
+  attached: Set<number>;
+}
+
+/** Where one buffer of a job lives: for the workers (`ref`, `offset`) and as the caller's view. */
+interface Placed<T extends Uint8Array | Uint16Array> {
+  ref: BufferRef;
+  offset: number;
+  view: T;
 }
 
 /** A persistent pool of decode workers (Node only: node:worker_threads). Workers start lazily. */
@@ -54,10 +113,15 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     throw new KernelsError('INVALID_ARGUMENT', `threads must be an integer in 1..${MAX_WORKER_THREADS}`, { threads });
   }
   const minParallel = options.minParallelElements ?? DEFAULT_MIN_PARALLEL_ELEMENTS;
+  const callerDecodes = options.callerDecodes ?? true;
   const workerUrl = options.workerUrl ?? new URL('./decode-worker.js', import.meta.url);
+  const userArena = resolveArena(options, threads);
+  const arenas = new Map<number, CodecArena>();
+  if (userArena !== null) arenas.set(USER_ARENA_ID, userArena);
   const pool: PoolWorker[] = [];
   const pending = new Map<number, { resolve: () => void; reject: (error: Error) => void; worker: PoolWorker }>();
   let nextId = 1;
+  let nextArenaId = USER_ARENA_ID + 1;
   let disposed = false;
 
   const failPending = (worker: PoolWorker, error: Error): void => {
@@ -69,13 +133,20 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     }
   };
 
+  const send = (entry: PoolWorker, message: WorkerMessage): void => {
+    entry.jobs.postMessage(message);
+    Atomics.add(entry.doorbell, 0, 1);
+    Atomics.notify(entry.doorbell, 0);
+  };
+
   const spawn = (): PoolWorker => {
+    const slot = [...Array(threads).keys()].find((s) => !pool.some((p) => p.slot === s))!;
     const doorbell = new Int32Array(new SharedArrayBuffer(4));
     const jobChannel = new MessageChannel();
     const replyChannel = new MessageChannel();
     const start: WorkerStart = { doorbell: doorbell.buffer as SharedArrayBuffer, jobs: jobChannel.port2, replies: replyChannel.port2 };
     const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
-    const entry: PoolWorker = { worker, busy: 0, doorbell, jobs: jobChannel.port1, replies: replyChannel.port1 };
+    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
     worker.unref();
     entry.replies.unref();
     entry.replies.on('message', (reply: DecodeJobReply) => {
@@ -100,6 +171,12 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   };
 
   const postJob = (job: Omit<DecodeJob, 'id'>, entry: PoolWorker): Promise<void> => {
+    for (const ref of [job.payload, job.out]) {
+      if ('arena' in ref && !entry.attached.has(ref.arena)) {
+        send(entry, { attach: ref.arena, share: arenas.get(ref.arena)!.share(entry.slot) });
+        entry.attached.add(ref.arena);
+      }
+    }
     const id = nextId++;
     return new Promise<void>((resolve, reject) => {
       pending.set(id, { resolve, reject, worker: entry });
@@ -108,17 +185,81 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
         entry.worker.ref();
         entry.replies.ref();
       }
-      entry.jobs.postMessage({ ...job, id } satisfies DecodeJob);
-      Atomics.add(entry.doorbell, 0, 1);
-      Atomics.notify(entry.doorbell, 0);
+      send(entry, { ...job, id });
     });
   };
 
-  // Staging in shared memory, kept across calls: a fresh SharedArrayBuffer per call costs a page
-  // fault per 4 KiB, which on large tensors cost more than the decode itself.
-  let payloadStage: Uint8Array | null = null;
-  let outStage: Uint16Array | null = null;
-  // One decode at a time: calls share the staging buffers and the pool.
+  // Staging for ordinary (non-shared) arrays: a shared arena kept across calls (a fresh buffer per
+  // call costs a page fault per 4 KiB, more than the decode on large tensors), replaced by a
+  // larger one when a tensor does not fit.
+  let stage: { id: number; arena: CodecArena } | null = null;
+
+  const stagingArena = (bytes: number): { id: number; arena: CodecArena } | null => {
+    if (stage !== null && stage.arena.byteLength >= bytes) {
+      stage.arena.reset();
+      return stage;
+    }
+    if (stage !== null) {
+      const old = stage.id;
+      arenas.delete(old);
+      for (const entry of pool) {
+        if (entry.attached.delete(old)) send(entry, { detach: old });
+      }
+      stage = null;
+    }
+    for (const size of [Math.ceil(bytes * 1.25), bytes]) {
+      try {
+        stage = { id: nextArenaId++, arena: createCodecArena(size, { threads }) };
+        arenas.set(stage.id, stage.arena);
+        return stage;
+      } catch {
+        // Too large for one WebAssembly memory (or not reservable): try the exact size, then none.
+      }
+    }
+    return null;
+  };
+
+  const place = <T extends Uint8Array | Uint16Array>(view: T): Placed<T> | null => {
+    if (userArena !== null && view.buffer === userArena.buffer) return { ref: { arena: USER_ARENA_ID }, offset: view.byteOffset, view };
+    if (view.buffer instanceof SharedArrayBuffer) return { ref: { shared: view.buffer }, offset: view.byteOffset, view };
+    return null;
+  };
+
+  /** Shared homes for whichever of payload and out are ordinary arrays; the payload is copied in. */
+  const stageOrdinary = (
+    payload: Uint8Array,
+    target: Uint16Array,
+    meta: PayloadMeta,
+  ): { payload: Placed<Uint8Array>; out: Placed<Uint16Array>; staged: boolean } => {
+    const n = meta.elementCount;
+    let p = place(payload.subarray(0, meta.compBytes));
+    let o = place(target.subarray(0, n));
+    if (p !== null && o !== null) return { payload: p, out: o, staged: false };
+    const bytes = (p === null ? alignUp(meta.compBytes) : 0) + (o === null ? 2 * n : 0);
+    const home = stagingArena(bytes);
+    const take = (length: number): { ref: BufferRef; buffer: ArrayBufferLike; offset: number } => {
+      if (home !== null) {
+        const view = home.arena.allocate(length);
+        return { ref: { arena: home.id }, buffer: view.buffer, offset: view.byteOffset };
+      }
+      // Larger than one WebAssembly memory holds: plain shared memory, decoded through scratch.
+      const shared = new SharedArrayBuffer(length);
+      return { ref: { shared }, buffer: shared, offset: 0 };
+    };
+    if (p === null) {
+      const t = take(meta.compBytes);
+      const view = new Uint8Array(t.buffer, t.offset, meta.compBytes);
+      view.set(payload.subarray(0, meta.compBytes));
+      p = { ref: t.ref, offset: t.offset, view };
+    }
+    if (o === null) {
+      const t = take(2 * n);
+      o = { ref: t.ref, offset: t.offset, view: new Uint16Array(t.buffer, t.offset, n) };
+    }
+    return { payload: p, out: o, staged: o.view.buffer !== target.buffer };
+  };
+
+  // One decode at a time: calls share the staging arena and the pool.
   let queue: Promise<unknown> = Promise.resolve();
 
   const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
@@ -128,63 +269,103 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       return decode(payload, out, verify ? undefined : { verify: false });
     }
     const target = out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * n)) : checkOutput(out, n);
-    let shared = payload;
-    if (!(payload.buffer instanceof SharedArrayBuffer)) {
-      if (!payloadStage || payloadStage.length < meta.compBytes) payloadStage = new Uint8Array(new SharedArrayBuffer(grow(meta.compBytes)));
-      payloadStage.set(payload.subarray(0, meta.compBytes));
-      shared = payloadStage;
-    }
-    let outShared = target;
-    if (!(target.buffer instanceof SharedArrayBuffer)) {
-      if (!outStage || outStage.length < n) outStage = new Uint16Array(new SharedArrayBuffer(2 * grow(n)));
-      outShared = outStage;
-    }
+    const homes = stageOrdinary(payload, target, meta);
     while (pool.length < threads) pool.push(spawn());
     const taskCount = Math.min(meta.chunkCount, TASKS_PER_THREAD * (threads + 1));
-    const control = new Int32Array(new SharedArrayBuffer(4 * CONTROL_SLOTS));
-    const job = {
-      payload: shared.buffer as SharedArrayBuffer,
-      payloadOffset: shared.byteOffset,
+    const control = createControl(taskCount);
+    const job: Omit<DecodeJob, 'id'> = {
+      payload: homes.payload.ref,
+      payloadOffset: homes.payload.offset,
       payloadLength: meta.compBytes,
-      out: outShared.buffer as SharedArrayBuffer,
-      outOffset: outShared.byteOffset,
+      out: homes.out.ref,
+      outOffset: homes.out.offset,
       control: control.buffer as SharedArrayBuffer,
       taskCount,
+      verify,
     };
+    let workerError: unknown = null;
+    let onWorkerError: () => void = () => undefined;
+    const workerFailed = new Promise<void>((resolve) => (onWorkerError = resolve));
     const replies = pool.map((entry) => postJob(job, entry));
-    // Awaited only when something failed; a late reply for a finished job must not go unhandled.
-    for (const reply of replies) reply.catch(() => undefined);
-    // This thread checks the checksum while the workers decode, then claims ranges too.
+    // A late reply for a finished job must not go unhandled; a failure wakes the wait below.
+    for (const reply of replies) {
+      reply.catch((error: unknown) => {
+        workerError ??= error;
+        onWorkerError();
+      });
+    }
+    const local = { payload: homes.payload.view, out: homes.out.view };
+    // Ordinary `out`: this thread copies each range back as soon as it is decoded (by any thread),
+    // overlapping the copy with the workers' decoding.
+    const copied = new Uint8Array(taskCount);
+    const copyReady = (): void => {
+      if (!homes.staged) return;
+      for (let k = 0; k < taskCount; k++) {
+        if (copied[k] === 0 && Atomics.load(control, CONTROL_TASK_DONE + k) === 1) {
+          const [start, stop] = taskValues(k, taskCount, meta);
+          target.set(local.out.subarray(start, stop), start);
+          copied[k] = 1;
+        }
+      }
+    };
+    const expected = taskCount + (verify ? 1 : 0);
     let localError: unknown = null;
     try {
-      if (verify) verifyPayloadChecksum(payload, meta);
-      decodeClaimedTasks(shared.subarray(0, meta.compBytes), meta, outShared.subarray(0, n), control, taskCount);
+      // This thread decodes first; the checksum goes to the first worker that wakes, or to this
+      // thread if none has by the time every range is claimed.
+      if (callerDecodes) {
+        decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, copyReady);
+        if (verify && claimVerify(control)) runVerify(local.payload, meta, control, taskCount);
+      }
+      const blockUntil = performance.now() + BLOCKING_WAIT_MS;
+      for (;;) {
+        copyReady();
+        const done = Atomics.load(control, CONTROL_DONE);
+        if (done >= expected || Atomics.load(control, CONTROL_FAILED) !== 0 || workerError !== null) break;
+        const left = blockUntil - performance.now();
+        if (left > 0) {
+          Atomics.wait(control, CONTROL_DONE, done, Math.min(left, 20));
+        } else {
+          const waiting = waitAsync(control, CONTROL_DONE, done, 50);
+          if (waiting.async) await Promise.race([waiting.value, workerFailed]);
+        }
+      }
     } catch (error) {
-      Atomics.store(control, 0, taskCount);
       localError = error;
     }
-    if (localError === null) {
-      // Every task is claimed; wait (briefly, blocking) for the ones workers are still finishing.
-      // Waiting on the shared counter avoids a message round trip per worker, which on a busy
-      // machine cost more than a 2^20-value decode.
-      for (;;) {
-        const done = Atomics.load(control, CONTROL_DONE);
-        if (done >= taskCount || Atomics.load(control, CONTROL_FAILED) !== 0) break;
-        Atomics.wait(control, CONTROL_DONE, done, 50);
+    if (localError === null && workerError === null && Atomics.load(control, CONTROL_FAILED) === 0) {
+      copyReady();
+      return target;
+    }
+    // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),
+    // so finish the check if nobody has started it (even with callerDecodes off: the workers
+    // are past their claims), and hear from every worker.
+    let checksumError: unknown = null;
+    if (verify && claimVerify(control)) {
+      try {
+        verifyPayloadChecksum(local.payload, meta);
+      } catch (error) {
+        checksumError = error;
       }
     }
-    if (localError !== null || Atomics.load(control, CONTROL_FAILED) !== 0) {
-      const settled = await Promise.allSettled(replies);
-      if (localError) throw localError;
-      const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-      if (failed) throw failed.reason;
-    }
-    if (outShared !== target) target.set(outShared.subarray(0, n));
-    return target;
+    const settled = await Promise.allSettled(replies);
+    const errors = [checksumError, localError, ...settled.map((s) => (s.status === 'rejected' ? (s.reason as unknown) : null))].filter(
+      (e) => e !== null,
+    );
+    throw errors.find((e) => isSplitZipError(e) && e.code === 'CHECKSUM_MISMATCH') ?? errors[0] ?? workerError;
   };
 
   return {
     threads,
+    arena: userArena,
+
+    allocatePayload(byteLength) {
+      return requireArena(userArena).allocate(byteLength);
+    },
+
+    allocateOutput(count) {
+      return requireArena(userArena).allocateValues(count);
+    },
 
     decode(payload, out, decodeOptions) {
       if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
@@ -199,25 +380,59 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       await queue;
       const workers = pool.splice(0);
       for (const entry of workers) failPending(entry, new KernelsError('DISPOSED', 'worker decoder disposed', {}));
-      for (const entry of workers) {
-        entry.jobs.postMessage({ stop: true });
-        Atomics.add(entry.doorbell, 0, 1);
-        Atomics.notify(entry.doorbell, 0);
-      }
+      for (const entry of workers) send(entry, { stop: true });
       await Promise.all(workers.map((entry) => entry.worker.terminate()));
       for (const entry of workers) {
         entry.jobs.close();
         entry.replies.close();
       }
-      payloadStage = null;
-      outStage = null;
+      stage = null;
+      arenas.clear();
     },
   };
 }
 
-/** Staging sizes grow by a quarter beyond the need, so a run of similar tensors reallocates rarely. */
-function grow(length: number): number {
-  return Math.ceil(length * 1.25);
+/** The caller's arena (checked: shared, with a share per worker) or a new one of `arenaBytes`, or null. */
+function resolveArena(options: WorkerDecoderOptions, threads: number): CodecArena | null {
+  if (options.arena !== undefined && options.arenaBytes !== undefined) {
+    throw new KernelsError('INVALID_ARGUMENT', 'pass arena or arenaBytes, not both', {});
+  }
+  if (options.arenaBytes !== undefined) {
+    try {
+      return createCodecArena(options.arenaBytes, { threads });
+    } catch (error) {
+      throw new KernelsError('INVALID_ARGUMENT', `could not create a ${options.arenaBytes}-byte shared arena: ${String(error)}`, {
+        arenaBytes: options.arenaBytes,
+      });
+    }
+  }
+  const arena = options.arena;
+  if (arena === undefined) return null;
+  if (!(arena.buffer instanceof SharedArrayBuffer)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'arena must be shared: createCodecArena(bytes, { threads })', {});
+  }
+  try {
+    arena.share(threads - 1);
+  } catch {
+    throw new KernelsError('INVALID_ARGUMENT', `arena must be created with threads >= ${threads} (one share per worker)`, { threads });
+  }
+  return arena;
+}
+
+/** Atomics.waitAsync (Node ≥ 16; not in the ES2022 lib typings). */
+const waitAsync = (Atomics as unknown as {
+  waitAsync(array: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<unknown> | string };
+}).waitAsync.bind(Atomics);
+
+function requireArena(arena: CodecArena | null): CodecArena {
+  if (arena === null) {
+    throw new KernelsError('INVALID_ARGUMENT', 'this decoder has no arena: create it with arena or arenaBytes', {});
+  }
+  return arena;
+}
+
+function alignUp(bytes: number): number {
+  return Math.ceil(bytes / ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES;
 }
 
 function rebuildError(error: Extract<DecodeJobReply, { ok: false }>['error']): Error {

@@ -1,23 +1,51 @@
 // Worker body of the worker-thread decoder. It does not wait on its event loop: it sleeps in
-// Atomics.wait on a shared doorbell and takes jobs with receiveMessageOnPort, so it wakes within
+// Atomics.wait on a shared doorbell and takes messages with receiveMessageOnPort, so it wakes within
 // a futex wake-up of the caller's ring instead of a message dispatch (which, measured, took longer
 // than decoding 2^24 values on the caller alone). Each job claims chunk ranges of a payload held
-// in a SharedArrayBuffer and decodes them into a shared output; the escape index makes chunks
-// independent.
+// in shared memory and decodes them into a shared output (the escape index makes chunks
+// independent); the first thread to claim it also checks the checksum. Payloads and outputs in a
+// codec arena this worker attached are decoded in place by the codec's WebAssembly kernels.
 import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
-import { isSplitZipError, readPayloadMeta } from '@splitzip/codec';
-import { CONTROL_CLAIMED, decodeClaimedTasks } from './decode-claimed-tasks.js';
-import type { DecodeJob, DecodeJobReply, WorkerStart } from './worker-protocol.js';
+import { attachCodecArena, isSplitZipError, readPayloadMeta, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
+import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify } from './decode-claimed-tasks.js';
+import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
+
+/** This thread's view of each attached arena's memory (only views of it decode in place here). */
+const arenas = new Map<number, SharedArrayBuffer>();
+/** Why an arena could not be attached here: reported by the jobs that use it. */
+const attachErrors = new Map<number, unknown>();
+
+function bufferOf(ref: BufferRef): SharedArrayBuffer {
+  if ('shared' in ref) return ref.shared;
+  const buffer = arenas.get(ref.arena);
+  if (buffer === undefined) throw attachErrors.get(ref.arena) ?? new Error(`arena ${ref.arena} is not attached in this worker`);
+  return buffer;
+}
+
+function attach(id: number, share: CodecArenaShare): void {
+  try {
+    arenas.set(id, attachCodecArena(share).buffer);
+  } catch (error) {
+    attachErrors.set(id, error);
+  }
+}
 
 function runJob(job: DecodeJob): DecodeJobReply {
   const control = new Int32Array(job.control);
-  // Every task already taken (the caller may have finished alone and reused its staging
-  // buffers since): touch nothing.
-  if (Atomics.load(control, CONTROL_CLAIMED) >= job.taskCount) return { id: job.id, ok: true };
   try {
-    const payload = new Uint8Array(job.payload, job.payloadOffset, job.payloadLength);
-    const meta = readPayloadMeta(payload);
-    const out = new Uint16Array(job.out, job.outOffset, meta.elementCount);
+    let payload: Uint8Array | null = null;
+    let meta: PayloadMeta | null = null;
+    // Views are made only after something was claimed: a job the caller finished alone may have
+    // had its buffers reused since.
+    if (job.verify && claimVerify(control)) {
+      payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
+      meta = readPayloadMeta(payload);
+      runVerify(payload, meta, control, job.taskCount);
+    }
+    if (Atomics.load(control, CONTROL_CLAIMED) >= job.taskCount) return { id: job.id, ok: true };
+    payload ??= new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
+    meta ??= readPayloadMeta(payload);
+    const out = new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
     decodeClaimedTasks(payload, meta, out, control, job.taskCount);
     return { id: job.id, ok: true };
   } catch (error) {
@@ -43,9 +71,14 @@ if (start) {
     Atomics.wait(doorbell, 0, seen);
     seen = Atomics.load(doorbell, 0);
     for (let message = receiveMessageOnPort(jobs); message; message = receiveMessageOnPort(jobs)) {
-      const job = message.message as DecodeJob | { stop: true };
-      if ('stop' in job) process.exit(0);
-      replies.postMessage(runJob(job));
+      const m = message.message as WorkerMessage;
+      if ('stop' in m) process.exit(0);
+      else if ('attach' in m) attach(m.attach, m.share);
+      else if ('detach' in m) {
+        arenas.delete(m.detach);
+        attachErrors.delete(m.detach);
+      }
+      else replies.postMessage(runJob(m));
     }
   }
 }

@@ -1,31 +1,53 @@
 import type { MessagePort } from 'node:worker_threads';
-import type { SplitZipErrorCode } from '@splitzip/codec';
+import type { CodecArenaShare, SplitZipErrorCode } from '@splitzip/codec';
 
 /** workerData of a decode worker: the doorbell it sleeps on, and its job and reply ports. */
 export interface WorkerStart {
-  /** Int32Array(1) over this: bumped and notified once per posted job. */
+  /** Int32Array(1) over this: bumped and notified once per posted message. */
   doorbell: SharedArrayBuffer;
   jobs: MessagePort;
   replies: MessagePort;
 }
 
 /**
+ * Where a buffer of a job lives: in a codec arena the worker attached (`arena`: the id of an
+ * earlier AttachArena message; views of the worker's own attached buffer decode in place), or in
+ * an ordinary SharedArrayBuffer posted with the job.
+ */
+export type BufferRef = { arena: number } | { shared: SharedArrayBuffer };
+
+/** Sent before the first job that uses an arena: the worker attaches `share` (its own slot's). */
+export interface AttachArena {
+  attach: number;
+  share: CodecArenaShare;
+}
+
+/** The arena `detach` will not be used again: the worker drops its reference. */
+export interface DetachArena {
+  detach: number;
+}
+
+/**
  * One decode, shared by the workers and the calling thread: the chunks are cut into `taskCount`
  * ranges and each thread claims the next range with Atomics.add until none are left, so fast
- * threads take more; the caller waits on the shared done counter, not on a message round trip.
+ * threads take more; with `verify` the first thread to claim it checks the payload checksum (one
+ * sequential pass) while the others decode. The caller waits on the shared done counter, not on a
+ * message round trip. Layout of `control`: decode-claimed-tasks.ts.
  */
 export interface DecodeJob {
   id: number;
-  payload: SharedArrayBuffer;
+  payload: BufferRef;
   payloadOffset: number;
   payloadLength: number;
-  out: SharedArrayBuffer;
+  out: BufferRef;
   /** Byte offset of value 0 in `out`. */
   outOffset: number;
-  /** Int32Array(CONTROL_SLOTS) over this: next task to claim, tasks done, failed flag. */
   control: SharedArrayBuffer;
   taskCount: number;
+  verify: boolean;
 }
+
+export type WorkerMessage = DecodeJob | AttachArena | DetachArena | { stop: true };
 
 export type DecodeJobReply =
   | { id: number; ok: true }

@@ -1,0 +1,158 @@
+import { calibrateCodebook, createCodecArena, encode as codecEncode, isSplitZipError, readPayloadMeta } from '@splitzip/codec';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createWorkerDecoder, type WorkerDecoder } from '../src/node.js';
+import { allPatterns, escapeHeavyValues, largeModelLikeValues, modelLikeValues } from './fixtures.js';
+import { firstMismatch, referenceDecode } from './reference-decode.js';
+
+// The worker script is the built one (tests run after the build, as turbo orders them).
+const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
+
+/** Copies `payload` into the decoder's arena and gives room for its values there. */
+function inArena(decoder: WorkerDecoder, payload: Uint8Array): { payload: Uint8Array; out: Uint16Array } {
+  const p = decoder.allocatePayload(payload.length);
+  p.set(payload);
+  return { payload: p, out: decoder.allocateOutput(readPayloadMeta(payload).elementCount) };
+}
+
+describe('worker-thread decoder with a shared codec arena', () => {
+  // 1 worker + the calling thread (the 2-core setup); 3 workers + the calling thread with an arena
+  // the caller made; and 2 workers doing every range and the checksum while the caller only
+  // waits (so the workers' path is covered however the threads are scheduled).
+  const one = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 1, arenaBytes: 80 << 20 });
+  const callerArena = createCodecArena(8 << 20, { threads: 3 });
+  const three = createWorkerDecoder({ threads: 3, workerUrl, minParallelElements: 1, arena: callerArena });
+  const workersOnly = createWorkerDecoder({ threads: 2, workerUrl, minParallelElements: 1, arenaBytes: 8 << 20, callerDecodes: false });
+  const decoders = [one, three, workersOnly];
+  afterAll(async () => {
+    for (const d of decoders) await d.dispose();
+  });
+
+  const values = modelLikeValues(300_007);
+  const { codebook } = calibrateCodebook(values);
+  const payload = codecEncode(values, codebook);
+
+  const cases: [string, () => Uint8Array][] = [
+    ['all 65,536 patterns, 64-value chunks', () => codecEncode(allPatterns(), codebook, { chunkSize: 64 })],
+    ['model-like, odd size', () => payload],
+    ['escape-heavy, odd size, 128-value chunks', () => codecEncode(escapeHeavyValues(50_001), codebook, { chunkSize: 128 })],
+    ['odd size below one group per task', () => codecEncode(modelLikeValues(4_097, 5), codebook, { chunkSize: 64 })],
+  ];
+  for (const [name, make] of cases) {
+    it(`is bit-exact in place against the scalar reference: ${name}`, async () => {
+      const p = make();
+      const expected = referenceDecode(p);
+      for (const decoder of decoders) {
+        for (const verify of [true, false]) {
+          decoder.arena!.reset();
+          const views = inArena(decoder, p);
+          views.out.fill(0xdead);
+          const result = await decoder.decode(views.payload, views.out, { verify });
+          expect(result).toBe(views.out);
+          expect(firstMismatch(result, expected)).toBe(-1);
+        }
+      }
+    });
+  }
+
+  it('decodes more than 2^24 values bit-exact in the arena', async () => {
+    const big = largeModelLikeValues(2 ** 24 + 1_001);
+    const p = codecEncode(big, calibrateCodebook(big).codebook);
+    one.arena!.reset();
+    const views = inArena(one, p);
+    expect(firstMismatch(await one.decode(views.payload, views.out), big)).toBe(-1);
+    // The same payload from an ordinary array into an ordinary array (staged in the decoder's own
+    // arena), with the caller helping and with the workers doing everything.
+    expect(firstMismatch(await one.decode(p, new Uint16Array(big.length)), big)).toBe(-1);
+    expect(firstMismatch(await workersOnly.decode(p, new Uint16Array(big.length)), big)).toBe(-1);
+  });
+
+  it('mixes arena, SharedArrayBuffer and ordinary payloads and outputs, bit-exact, leaving the rest of out alone', async () => {
+    const n = values.length;
+    const shared = new Uint8Array(new SharedArrayBuffer(payload.length + 5));
+    shared.set(payload, 5);
+    const sharedOut = new Uint16Array(new SharedArrayBuffer(2 * n + 4), 2, n);
+    for (const decoder of decoders) {
+      decoder.arena!.reset();
+      const views = inArena(decoder, payload);
+      const ordinaryOut = new Uint16Array(n + 1).fill(7);
+      const pairs: [Uint8Array, Uint16Array][] = [
+        [views.payload, ordinaryOut],
+        [payload, views.out],
+        [shared.subarray(5), views.out],
+        [views.payload, sharedOut],
+        [payload, ordinaryOut],
+      ];
+      for (const [p, out] of pairs) {
+        out.fill(0xbeef, 0, n);
+        await decoder.decode(p, out);
+        expect(firstMismatch(out.subarray(0, n), values)).toBe(-1);
+      }
+      expect(ordinaryOut[n]).toBe(7);
+    }
+  });
+
+  it('grows its staging arena for ordinary arrays and keeps decoding after', async () => {
+    for (const callerDecodes of [true, false]) {
+      const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 1, callerDecodes });
+      try {
+        for (const n of [10_001, 700_001, 3_001, 1_500_001]) {
+          const v = modelLikeValues(n, n);
+          const out = await d.decode(codecEncode(v, codebook, { chunkSize: 256 }), new Uint16Array(n));
+          expect(firstMismatch(out, v)).toBe(-1);
+        }
+      } finally {
+        await d.dispose();
+      }
+    }
+  });
+
+  it('never returns data from a payload whose checksum fails, whichever thread checks it', async () => {
+    const bad = payload.slice();
+    bad[readPayloadMeta(payload).layout.sm.offsetBytes + 12_345]! ^= 0x01;
+    for (const decoder of decoders) {
+      decoder.arena!.reset();
+      const views = inArena(decoder, bad);
+      for (let round = 0; round < 10; round++) {
+        await expect(decoder.decode(views.payload, views.out)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+        await expect(decoder.decode(bad, new Uint16Array(values.length))).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+      }
+      // Without the check the flipped bit decodes (structure is still checked): one value differs.
+      const out = await decoder.decode(views.payload, views.out, { verify: false });
+      expect(firstMismatch(out, values)).toBe(12_345);
+    }
+  });
+
+  it('reports a bad checksum before a structural error, and the structural error without verify', async () => {
+    const meta = readPayloadMeta(payload);
+    expect(meta.escapeCount).toBeGreaterThan(0);
+    const bad = payload.slice();
+    new DataView(bad.buffer).setUint16(meta.layout.escapePositions.offsetBytes, 0xffff, true);
+    for (const decoder of decoders) {
+      decoder.arena!.reset();
+      const views = inArena(decoder, bad);
+      for (let round = 0; round < 5; round++) {
+        await expect(decoder.decode(views.payload, views.out)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+        const error = await decoder.decode(views.payload, views.out, { verify: false }).catch((e: unknown) => e);
+        expect(isSplitZipError(error)).toBe(true);
+        expect(error).toMatchObject({ code: 'BAD_ESCAPE_POSITION' });
+      }
+      // The pool survives failed jobs.
+      expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+    }
+  });
+
+  it('rejects a short out, a truncated payload in the arena, and bad arenas', async () => {
+    one.arena!.reset();
+    const views = inArena(one, payload);
+    await expect(one.decode(views.payload, views.out.subarray(1))).rejects.toMatchObject({ code: 'OUTPUT_TOO_SMALL' });
+    await expect(one.decode(views.payload.subarray(0, payload.length - 300), views.out)).rejects.toMatchObject({ code: 'TRUNCATED' });
+    expect(() => createWorkerDecoder({ threads: 4, arena: callerArena })).toThrow(/threads >= 4/);
+    expect(() => createWorkerDecoder({ threads: 1, arena: createCodecArena(1 << 16) })).toThrow(/shared/);
+    expect(() => createWorkerDecoder({ threads: 1, arena: callerArena, arenaBytes: 1 << 16 })).toThrow(/not both/);
+    const plain = createWorkerDecoder({ threads: 1 });
+    expect(plain.arena).toBeNull();
+    expect(() => plain.allocatePayload(16)).toThrow(/no arena/);
+    expect(() => one.allocateOutput(2 ** 40)).toThrow();
+    await plain.dispose();
+  });
+});
