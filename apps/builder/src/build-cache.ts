@@ -2,13 +2,14 @@
 // memory, hashed and calibrated on worker threads, encoded on the main thread, each entry committed as soon as it is encoded
 // (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
-import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { computePayloadLayout, DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { computeContentKey, DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
 import { createBufferPool, type BufferPool } from './create-buffer-pool.js';
+import { createInFlightBudget, type Reservation } from './create-in-flight-budget.js';
 import { createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
 import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16 } from './tensor-tasks.js';
@@ -24,11 +25,26 @@ export { DEFAULT_COVERAGE_MIN };
  */
 export const MIN_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
 /**
- * Raw buffers the pool keeps alive for reuse, as a share of the largest tensor. Measured on the
- * 1.16 GB synthetic model (largest tensor 33.5 MB, --jobs 2): peak RSS 238-244 MB at 1.0,
- * 228-230 MB at 0.5, 230-233 MB with 8 MiB only; speed within noise.
+ * The in-flight memory budget as a multiple of the largest tensor (at least MIN_IN_FLIGHT_BYTES).
+ * Raw buffers and payloads both come from one pool capped at this budget, so a build allocates
+ * almost nothing after its first tensors. 2.5 lets a largest tensor (raw + worst payload, ~1.8x)
+ * overlap with the next one being read, and several mid-sized tensors be hashed, encoded and
+ * written at once, while peak RSS (~110 MB of Node, modules and workers besides) stays under the
+ * promised 3 x largest + 150 MB.
  */
-export const POOL_LARGEST_FACTOR = 0.5;
+export const IN_FLIGHT_LARGEST_FACTOR = 2;
+/**
+ * Tensors in flight at most (read, hashed, encoded or being committed), within the budget: many
+ * small tensors in flight let the store group their commits (one journal record, one fsync).
+ */
+export const MAX_TENSORS_IN_FLIGHT = 32;
+/**
+ * The pool holds the buffers in flight plus idle ones of other sizes (a payload, or a tensor of
+ * another size, needs another buffer than the one just freed): up to the budget + 2 x largest
+ * tensor, but at most 3 x largest + this, which with Node, the modules and the workers (~90 MB
+ * with --jobs 2) stays under the promised 3 x largest + 150 MB.
+ */
+export const POOL_HEADROOM_BYTES = 40e6;
 /** Payload bytes freed between two collectGarbage calls, at least. */
 export const GC_EVERY_MIN_BYTES = 4 * 1024 * 1024;
 
@@ -169,13 +185,15 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         totalBytes += tensor.slice.sizeBytes;
       }
     }
-    // Memory bound: tensors in flight hold at most max(floor, one largest tensor + its payload);
-    // the pool keeps at most half a largest tensor's worth of raw buffers (or 8 MiB for models of
-    // small tensors, so that several can be reused) alive for reuse.
+    // Memory bound: tensors in flight reserve raw bytes + worst payload each, within the budget
+    // (always at least one tensor); the pool that holds those buffers keeps at most the budget alive.
     const reserve = (sizeBytes: number): number => inFlightBytesOf(sizeBytes, coverageMin, chunkSize);
-    const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, reserve(largestBytes));
+    const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.ceil(IN_FLIGHT_LARGEST_FACTOR * largestBytes));
+    const budget = createInFlightBudget(budgetBytes);
     let droppedBytes = 0;
-    const pool = createBufferPool(Math.max(Math.ceil(POOL_LARGEST_FACTOR * largestBytes), MIN_IN_FLIGHT_BYTES / 4), (bytes) => (droppedBytes += bytes));
+    const poolCapBytes = Math.max(budgetBytes, Math.min(budgetBytes + 2 * largestBytes, 3 * largestBytes + POOL_HEADROOM_BYTES));
+    // Shared memory when workers calibrate: they read it in place (see createBufferPool).
+    const pool = createBufferPool(poolCapBytes, (bytes) => (droppedBytes += bytes), { shared: jobs > 0 });
     processor = await createTensorProcessor({ jobs, pool });
     encoder = await encoderReady;
     emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: encoder.backend, jobs, fallbackReason: encoder.fallbackReason });
@@ -185,7 +203,6 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const finish = (index: number, report: BuildTensorReport): void => {
       results[index] = report;
       doneTensors++;
-      if (report.status === 'encoded') droppedBytes += report.compBytes ?? 0;
       if (options.collectGarbage && droppedBytes >= GC_EVERY_MIN_BYTES) {
         droppedBytes = 0;
         options.collectGarbage();
@@ -212,6 +229,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       },
       storedBytes: 0,
       aliased: 0,
+      dropPayload(bytes) {
+        droppedBytes += bytes;
+      },
     };
     // Ctrl-C: stop the workers at once; a commit in progress completes (it is atomic anyway).
     const activeProcessor = processor;
@@ -221,9 +241,6 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     const active = new Set<Promise<void>>();
-    let inFlightBytes = 0;
-    // At most jobs + 1 tensors in flight (one being read while the workers compute), within budget.
-    const maxActive = Math.max(1, jobs) + 1;
 
     for (let index = 0; index < tensors.length && state.failure === null; index++) {
       const tensor = tensors[index]!;
@@ -237,23 +254,23 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         continue;
       }
       const reservedBytes = reserve(tensor.slice.sizeBytes);
-      while (active.size > 0 && (active.size >= maxActive || inFlightBytes + reservedBytes > budgetBytes) && state.failure === null) {
-        await Promise.race(active);
+      while (active.size > 0 && (active.size >= MAX_TENSORS_IN_FLIGHT || !budget.fits(reservedBytes)) && state.failure === null) {
+        await Promise.race([...active, budget.changed()]);
       }
       if (state.failure !== null) break;
       if (signal?.aborted) {
         state.failure = buildInterrupted(signal);
         break;
       }
-      inFlightBytes += reservedBytes;
-      const task: Promise<void> = processTensor(context, tensor, base, signal).then(
+      const reservation = budget.reserve(reservedBytes);
+      const task: Promise<void> = processTensor(context, tensor, base, signal, reservation).then(
         (report) => finish(index, report),
         (error: unknown) => {
           state.failure ??= error;
         },
       );
       const tracked = task.finally(() => {
-        inFlightBytes -= reservedBytes;
+        reservation.release();
         active.delete(tracked);
       });
       active.add(tracked);
@@ -302,6 +319,8 @@ interface TensorContext {
   checkFailure(): void;
   storedBytes: number;
   aliased: number;
+  /** Counts payload bytes left to the GC (encoders that allocate their own payloads). */
+  dropPayload(bytes: number): void;
 }
 
 type BaseReport = Omit<BuildTensorReport, 'status'>;
@@ -320,8 +339,14 @@ function baseReport(tensor: TensorInfo): BaseReport {
   };
 }
 
-/** One BF16 tensor: read, hash on a worker, then alias an existing entry, or calibrate (worker) + encode + store. */
-async function processTensor(context: TensorContext, tensor: TensorInfo, base: BaseReport, signal: AbortSignal | undefined): Promise<BuildTensorReport> {
+/** One BF16 tensor: read, content key, then alias an existing entry, or calibrate (worker) + encode + store. */
+async function processTensor(
+  context: TensorContext,
+  tensor: TensorInfo,
+  base: BaseReport,
+  signal: AbortSignal | undefined,
+  reservation: Reservation,
+): Promise<BuildTensorReport> {
   const { store, processor, pool } = context;
   try {
     const target = pool.acquire(tensor.slice.sizeBytes);
@@ -330,41 +355,54 @@ async function processTensor(context: TensorContext, tensor: TensorInfo, base: B
       bytes = await readTensorBytes(context.model, tensor, target);
       throwIfAborted(signal);
     } catch (error) {
-      pool.release(target.buffer as ArrayBuffer);
+      pool.release(target.buffer);
       throw error;
     }
-    const slot = await processor.acquire().catch((error: unknown) => {
-      pool.release(bytes.buffer as ArrayBuffer);
-      throw error;
-    });
+    const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+    // The content key on this thread (the store lives here; it is one SHA-1 pass), so the
+    // workers only see tensors that need calibrating and never load the store.
+    let key: string;
     try {
-      // A slice the cache does not know is most likely a new tensor: hash and calibrate in one
-      // round trip (wasted only for a tensor that another model or slice already stored).
-      const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-      const likelyNew = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
-      const hashed = await slot.hash(bytes, tensor.shape, likelyNew ? context.coverageMin : undefined);
-      const { key } = hashed;
-      const withKey = { ...base, key };
+      key = computeContentKey(bytes, tensor.shape, 'BF16');
       checkSliceConflict(context, key, tensor);
-      const existing = store.getEntry(key);
-      if (existing) {
-        if (hashed.calibrated) pool.release(hashed.calibrated.bytes.buffer as ArrayBuffer);
-        slot.release();
-        context.checkFailure();
-        await bindSlice(context, key, tensor);
-        return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
+    } catch (error) {
+      pool.release(bytes.buffer);
+      throw error;
+    }
+    const withKey = { ...base, key };
+    const existing = store.getEntry(key);
+    if (existing) {
+      pool.release(bytes.buffer);
+      reservation.release();
+      context.checkFailure();
+      await bindSlice(context, key, tensor);
+      return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
+    }
+    const { coverage, exponents, sha256, escapeCount, bytes: calibrated } = await processor.calibrate(bytes, context.coverageMin);
+    let payload: Uint8Array;
+    // The payload's buffer, when it comes from the pool (it goes back once committed).
+    let pooled: Uint8Array | null = null;
+    try {
+      if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
+      context.checkFailure();
+      // Encoding runs here, on the main thread: see hash-worker.ts for why. The payload's size is
+      // known from the calibration, so it is encoded straight into a reused buffer.
+      const values = viewBf16(calibrated);
+      if (context.encoder.acceptsOut) {
+        pooled = pool.acquire(computePayloadLayout(values.length, escapeCount, context.chunkSize).totalBytes);
+        payload = await context.encoder.encode(values, exponents, context.chunkSize, { out: pooled, escapeCount });
+      } else {
+        payload = await context.encoder.encode(values, exponents, context.chunkSize);
       }
-      const { coverage, exponents, sha256, bytes: calibrated } = hashed.calibrated ?? (await slot.calibrate(context.coverageMin));
-      slot.release();
-      let payload: Uint8Array;
-      try {
-        if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
-        context.checkFailure();
-        // Encoding runs here, on the main thread: see hash-worker.ts for why.
-        payload = await context.encoder.encode(viewBf16(calibrated), exponents, context.chunkSize);
-      } finally {
-        pool.release(calibrated.buffer as ArrayBuffer);
-      }
+    } catch (error) {
+      if (pooled) pool.release(pooled.buffer);
+      throw error;
+    } finally {
+      pool.release(calibrated.buffer);
+    }
+    // The raw bytes are free: only the payload stays in flight while it is written.
+    reservation.shrinkTo(payload.byteLength);
+    try {
       context.checkFailure();
       // The slice goes in the same commit as the entry when it is free (the usual case).
       const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
@@ -383,7 +421,10 @@ async function processTensor(context: TensorContext, tensor: TensorInfo, base: B
       // An identical tensor of this run may have been committed first: then this one is 'cached'.
       return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
     } finally {
-      slot.release();
+      // The store has written (or refused) the payload and keeps no reference to it.
+      if (pooled) pool.release(pooled.buffer);
+      else context.dropPayload(payload.byteLength);
+      reservation.release();
     }
   } catch (error) {
     throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir });

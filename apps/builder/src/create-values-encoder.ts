@@ -10,13 +10,20 @@ export interface ValuesEncoder {
   /** Why the requested backend is not the one running, if so. */
   readonly fallbackReason: string | null;
   readonly encode: EncodeValues;
+  /**
+   * True when `encode` writes into the buffer it is given (`into`): the build then encodes into
+   * pooled buffers, which saves a payload allocation (and its page faults) and a counting pass.
+   */
+  readonly acceptsOut: boolean;
   dispose(): Promise<void>;
 }
 
 const codecEncoder: ValuesEncoder = {
   backend: 'codec',
   fallbackReason: null,
-  encode: async (values, exponents, chunkSize) => encode(values, createCodebook(exponents), { chunkSize }),
+  encode: async (values, exponents, chunkSize, into) =>
+    encode(values, createCodebook(exponents), into ? { chunkSize, out: into.out, escapeCount: into.escapeCount } : { chunkSize }),
+  acceptsOut: true,
   async dispose() {},
 };
 
@@ -36,6 +43,7 @@ export async function createValuesEncoder(requested: EncodeBackend): Promise<Val
     backend: kernels.backend,
     fallbackReason: kernels.fallbackReason,
     encode: async (values, exponents, chunkSize) => (await kernels.encode(values, createCodebook(exponents), { chunkSize })).payload,
+    acceptsOut: false,
     dispose: () => kernels.dispose(),
   };
 }

@@ -1,18 +1,14 @@
-// Messages between the build's main thread and its hashing workers. Raw tensor buffers travel by
-// transfer both ways (to the worker, and back to the main thread, which encodes and pools them).
+// Messages between the build's main thread and its calibration workers. Raw tensor buffers are
+// shared memory (read in place, never sent back) or travel by transfer both ways (to the worker,
+// and back to the main thread, which encodes and pools them).
 import type { TensorCalibration } from './tensor-tasks.js';
 
-export type WorkerRequest =
-  // With `coverageMin`, the worker calibrates at once (one round trip) and sends the buffer back.
-  | { type: 'hash'; id: number; buffer: ArrayBuffer; byteLength: number; shape: number[]; coverageMin?: number }
-  | { type: 'calibrate'; id: number; coverageMin: number }
-  | { type: 'drop'; id: number };
+export type WorkerRequest = { type: 'calibrate'; id: number; buffer: ArrayBuffer | SharedArrayBuffer; byteLength: number; coverageMin: number };
 
 export type WorkerReply =
   | { type: 'ready' }
-  | { type: 'hashed'; id: number; key: string; calibration?: TensorCalibration; buffer?: ArrayBuffer }
-  | { type: 'calibrated'; id: number; calibration: TensorCalibration; buffer: ArrayBuffer }
-  | { type: 'dropped'; id: number; buffer: ArrayBuffer }
+  /** `buffer`: a transferred ArrayBuffer coming back (absent for shared memory). */
+  | { type: 'calibrated'; id: number; calibration: TensorCalibration; buffer?: ArrayBuffer }
   | { type: 'error'; id: number; error: SerializedError; buffer?: ArrayBuffer };
 
 export interface SerializedError {

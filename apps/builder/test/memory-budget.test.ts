@@ -2,7 +2,8 @@
 import { computePayloadLayout } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
 import { inFlightBytesOf } from '../src/build-cache.js';
-import { createBufferPool } from '../src/create-buffer-pool.js';
+import { createBufferPool, sizeClassOf, SIZE_CLASS_MIN_BYTES } from '../src/create-buffer-pool.js';
+import { createInFlightBudget } from '../src/create-in-flight-budget.js';
 
 describe('createBufferPool', () => {
   it('reuses the smallest idle buffer that fits and hands out exact-length views at offset 0', () => {
@@ -59,5 +60,55 @@ describe('inFlightBytesOf', () => {
         expect(inFlightBytesOf(values * 2, coverageMin, 1024)).toBeLessThanOrEqual((values * 2 + payload) * 1.01 + 2048);
       }
     }
+  });
+});
+
+describe('sizeClassOf', () => {
+  it('keeps small sizes exact and rounds larger ones up by at most 25 % to a few classes', () => {
+    expect(sizeClassOf(1000)).toBe(1000);
+    expect(sizeClassOf(SIZE_CLASS_MIN_BYTES)).toBe(SIZE_CLASS_MIN_BYTES);
+    expect(sizeClassOf(2 ** 24)).toBe(2 ** 24);
+    expect(sizeClassOf(2 ** 24 + 1)).toBe(1.25 * 2 ** 24);
+    // A 16 MiB tensor's payload (~0.75 x) and a 12 MiB tensor share one class.
+    expect(sizeClassOf(12_600_000)).toBe(sizeClassOf(12 * 2 ** 20 + 1));
+    for (let size = SIZE_CLASS_MIN_BYTES + 1; size < 2 ** 31; size = Math.ceil(size * 1.37)) {
+      const capacity = sizeClassOf(size);
+      expect(capacity).toBeGreaterThanOrEqual(size);
+      expect(capacity).toBeLessThanOrEqual(size * 1.25);
+    }
+  });
+
+  it('shared pools hand out SharedArrayBuffers of the size class', () => {
+    const pool = createBufferPool(2 ** 24, () => {}, { shared: true });
+    const view = pool.acquire(SIZE_CLASS_MIN_BYTES * 3 + 5);
+    expect(view.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(view.length).toBe(SIZE_CLASS_MIN_BYTES * 3 + 5);
+    expect(view.buffer.byteLength).toBe(sizeClassOf(SIZE_CLASS_MIN_BYTES * 3 + 5));
+  });
+});
+
+describe('createInFlightBudget', () => {
+  it('admits one reservation whatever its size, then only what fits; gives bytes back in parts', async () => {
+    const budget = createInFlightBudget(100);
+    expect(budget.fits(500)).toBe(true);
+    const a = budget.reserve(80);
+    expect(budget.fits(30)).toBe(false);
+    expect(budget.fits(20)).toBe(true);
+    let woke = false;
+    const waiting = budget.changed().then(() => (woke = true));
+    await Promise.resolve();
+    expect(woke).toBe(false);
+    a.shrinkTo(50);
+    await waiting;
+    expect(budget.usedBytes).toBe(50);
+    expect(budget.fits(30)).toBe(true);
+    a.shrinkTo(70); // never grows
+    expect(budget.usedBytes).toBe(50);
+    a.release();
+    a.release();
+    expect(budget.usedBytes).toBe(0);
+    // A give-back with nobody waiting is remembered for the next wait.
+    budget.reserve(10).release();
+    await budget.changed();
   });
 });
