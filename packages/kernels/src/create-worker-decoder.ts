@@ -51,9 +51,9 @@ export interface WorkerDecoderOptions {
   /** The worker script (default: decode-worker.js next to this module in dist/). */
   workerUrl?: URL | string;
   /**
-   * Whether the calling thread decodes ranges (and checks the checksum if no worker has taken it)
-   * too (default true). False: it only stages and copies, the workers do the rest — for machines
-   * with a core to spare per worker.
+   * Whether the calling thread works too (default true): it checks the checksum, then claims
+   * ranges with the workers. False: it only stages and copies, the workers do the rest (the first
+   * to wake checks the checksum) — for machines with a core to spare per worker.
    */
   callerDecodes?: boolean;
   /**
@@ -77,11 +77,13 @@ export interface WorkerDecoder {
   /**
    * Decodes across the pool, chunk ranges per thread; calls run one at a time. Fastest with the
    * payload and `out` in the decoder's arena (in place, no copies). Views of other
-   * SharedArrayBuffers are decoded where they are (through each thread's kernel scratch). Ordinary
-   * arrays are copied into a kept staging arena (the payload before, the values back into `out`
-   * as each range finishes). Without `out` the result is a new SharedArrayBuffer-backed array.
-   * With `verify` (default) one thread checks the payload checksum while the others decode; no
-   * result is returned unless it matches.
+   * SharedArrayBuffers are decoded where they are (through each thread's kernel scratch). When
+   * only one of them is an ordinary array it is copied through a kept staging arena (the payload
+   * before, the values back into `out` as each range finishes); when both are, the calling
+   * thread decodes alone (the copies would cost as much as the decode). Without `out` the result
+   * is a new SharedArrayBuffer-backed array.
+   * With `verify` (default) the calling thread checks the payload checksum while the workers
+   * decode, then joins them; no result is returned unless it matches.
    */
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
   /** Terminates the workers; idempotent. */
@@ -265,7 +267,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
     const meta = readPayloadMeta(payload);
     const n = meta.elementCount;
-    if (n < minParallel || meta.chunkCount < 2) {
+    // Both ordinary: the copies in and out of shared memory, which only this thread can make,
+    // take as long as decoding here (measured), so the workers cannot win.
+    const bothOrdinary = !isShared(payload) && out !== undefined && !isShared(out);
+    if (n < minParallel || meta.chunkCount < 2 || bothOrdinary) {
       return decode(payload, out, verify ? undefined : { verify: false });
     }
     const target = out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * n)) : checkOutput(out, n);
@@ -283,6 +288,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       taskCount,
       verify,
     };
+    // The calling thread takes the checksum (one sequential pass) before the workers see the job,
+    // so that it never waits on a long unit held by a worker the scheduler put aside: the
+    // workers hold only short ranges. Without callerDecodes the first worker to wake takes it.
+    const callerVerifies = verify && callerDecodes && claimVerify(control);
     let workerError: unknown = null;
     let onWorkerError: () => void = () => undefined;
     const workerFailed = new Promise<void>((resolve) => (onWorkerError = resolve));
@@ -311,12 +320,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const expected = taskCount + (verify ? 1 : 0);
     let localError: unknown = null;
     try {
-      // This thread decodes first; the checksum goes to the first worker that wakes, or to this
-      // thread if none has by the time every range is claimed.
-      if (callerDecodes) {
-        decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, copyReady);
-        if (verify && claimVerify(control)) runVerify(local.payload, meta, control, taskCount);
-      }
+      if (callerVerifies) runVerify(local.payload, meta, control, taskCount);
+      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, copyReady);
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();
@@ -429,6 +434,10 @@ function requireArena(arena: CodecArena | null): CodecArena {
     throw new KernelsError('INVALID_ARGUMENT', 'this decoder has no arena: create it with arena or arenaBytes', {});
   }
   return arena;
+}
+
+function isShared(view: ArrayBufferView): boolean {
+  return view.buffer instanceof SharedArrayBuffer;
 }
 
 function alignUp(bytes: number): number {

@@ -60,9 +60,11 @@ describe('worker-thread decoder with a shared codec arena', () => {
     one.arena!.reset();
     const views = inArena(one, p);
     expect(firstMismatch(await one.decode(views.payload, views.out), big)).toBe(-1);
-    // The same payload from an ordinary array into an ordinary array (staged in the decoder's own
-    // arena), with the caller helping and with the workers doing everything.
-    expect(firstMismatch(await one.decode(p, new Uint16Array(big.length)), big)).toBe(-1);
+    // The same payload from an ordinary array (staged in the decoder's own arena) into new shared
+    // memory, with the caller helping and with the workers doing everything; and ordinary to
+    // ordinary (decoded on the calling thread).
+    expect(firstMismatch(await one.decode(p), big)).toBe(-1);
+    expect(firstMismatch(await workersOnly.decode(p), big)).toBe(-1);
     expect(firstMismatch(await workersOnly.decode(p, new Uint16Array(big.length)), big)).toBe(-1);
   });
 
@@ -97,8 +99,14 @@ describe('worker-thread decoder with a shared codec arena', () => {
       try {
         for (const n of [10_001, 700_001, 3_001, 1_500_001]) {
           const v = modelLikeValues(n, n);
-          const out = await d.decode(codecEncode(v, codebook, { chunkSize: 256 }), new Uint16Array(n));
+          const p = codecEncode(v, codebook, { chunkSize: 256 });
+          const out = await d.decode(p);
+          expect(out.buffer).toBeInstanceOf(SharedArrayBuffer);
           expect(firstMismatch(out, v)).toBe(-1);
+          // An ordinary out stays ordinary, whichever thread decodes.
+          const ordinary = await d.decode(p, new Uint16Array(n));
+          expect(ordinary.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+          expect(firstMismatch(ordinary, v)).toBe(-1);
         }
       } finally {
         await d.dispose();

@@ -1,0 +1,100 @@
+// The worker-thread decoder against one thread, fairly: the same payload decoded into the same
+// kind of output with the same checksum work, in the same rounds (alternating which goes first,
+// so drift and other load hit both alike). "in arena": payload and output are views of the
+// decoder's shared codec arena, decoded in place on every thread; the one-thread baseline is the
+// codec's decode of those same views (in place, fused decode + checksum). "ordinary payload,
+// arena out": the decoder copies the payload into its staging arena first. "ordinary": plain
+// arrays (the decoder runs the codec on the calling thread: copies would cost more than they
+// save). Each baseline is the codec's decode of the same arrays. Run alone: node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
+import { availableParallelism, loadavg } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { calibrateCodebook, decode as codecDecode, encode as codecEncode } from '@splitzip/codec';
+import { createWorkerDecoder } from '../dist/node.js';
+
+/** Gaussian weights (std 0.02) as BF16 by truncation, tiled from a 2^20-value block. */
+export function modelLikeValues(n) {
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  const block = new Uint16Array(Math.min(n, 1 << 20));
+  let s = 12345;
+  const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) + 0.5) / 4294967296;
+  for (let i = 0; i < block.length; i++) {
+    f32[0] = Math.sqrt(-2 * Math.log(rnd())) * Math.cos(2 * Math.PI * rnd()) * 0.02;
+    block[i] = u32[0] >>> 16;
+  }
+  const values = new Uint16Array(n);
+  for (let at = 0; at < n; at += block.length) values.set(block.subarray(0, Math.min(block.length, n - at)), at);
+  return values;
+}
+
+const medianOf = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];
+const gbps = (n, ms) => (2 * n) / (ms * 1e6);
+
+/**
+ * Rows { elementCount, arrays: 'in arena' | 'ordinary', verify, oneMs, workersMs, ratio, label },
+ * medians of `rounds` after one untimed, checked warm-up of each.
+ */
+export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), log = console.log }) {
+  const maxN = Math.max(...sizes);
+  const decoder = createWorkerDecoder({ threads, arenaBytes: 4 * maxN + (1 << 20) });
+  const label = `${threads} worker(s) + caller`;
+  const rows = [];
+  log(`worker decoder: ${label}, ${rounds} rounds per row, load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  log('| size | arrays | checksum | 1 thread ms (GB/s) | workers ms (GB/s) | workers / 1 thread |');
+  log('|---|---|---|---|---|---|');
+  try {
+    for (const n of sizes) {
+      const values = modelLikeValues(n);
+      const payload = codecEncode(values, calibrateCodebook(values).codebook);
+      decoder.arena.reset();
+      const arenaPayload = decoder.allocatePayload(payload.length);
+      arenaPayload.set(payload);
+      const arenaOut = decoder.allocateOutput(n);
+      const setups = [
+        ['in arena', arenaPayload, arenaOut],
+        ['ordinary payload, arena out', payload, arenaOut],
+        ['ordinary', payload, new Uint16Array(n)],
+      ];
+      for (const [arrays, p, out] of setups) {
+        for (const verify of [true, false]) {
+          const options = { verify };
+          const one = () => codecDecode(p, out, options);
+          const many = () => decoder.decode(p, out, options);
+          for (const run of [one, many]) {
+            out.fill(0);
+            await run();
+            for (let i = 0; i < n; i++) if (out[i] !== values[i]) throw new Error(`${arrays} decode wrong at ${i}`);
+          }
+          const oneTimes = [];
+          const manyTimes = [];
+          for (let r = 0; r < rounds; r++) {
+            for (const [run, times] of r % 2 === 0 ? [[one, oneTimes], [many, manyTimes]] : [[many, manyTimes], [one, oneTimes]]) {
+              const t = performance.now();
+              await run();
+              times.push(performance.now() - t);
+            }
+          }
+          const oneMs = medianOf(oneTimes);
+          const workersMs = medianOf(manyTimes);
+          const row = { elementCount: n, arrays, verify, oneMs, workersMs, ratio: oneMs / workersMs, label };
+          rows.push(row);
+          log(
+            `| 2^${Math.log2(n)} | ${arrays} | ${verify ? 'verified' : 'off'} | ${oneMs.toFixed(2)} (${gbps(n, oneMs).toFixed(2)}) | ` +
+              `${workersMs.toFixed(2)} (${gbps(n, workersMs).toFixed(2)}) | ${row.ratio.toFixed(2)}x |`,
+          );
+        }
+      }
+    }
+  } finally {
+    await decoder.dispose();
+  }
+  log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  return rows;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const [rounds = '15', ...logSizes] = process.argv.slice(2);
+  const sizes = (logSizes.length ? logSizes : ['20', '22', '24', '26']).map((s) => 2 ** Number(s));
+  console.log(`node ${process.version}, ${availableParallelism()} cores`);
+  await measureWorkerDecoder({ sizes, rounds: Number(rounds) });
+}
