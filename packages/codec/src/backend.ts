@@ -40,8 +40,8 @@ export interface CodecKernels {
   /**
    * Writes the codes and sm spans of `payload` ([codes, codesEnd) and [sm, smEnd), padding zeroed)
    * and appends every escape (value index, exponent) to `escapes` in value order. With
-   * `withDigests`, a kernel may also return the two spans' XXH32 digests computed in the same pass
-   * (null if it does not). The caller has checked that payload holds both spans.
+   * `withDigests`, a kernel may also return the spans' digests as the current FORMAT_VERSION hashes
+   * them, computed in the same pass (null if it does not). The caller has checked that payload holds both spans.
    */
   encodeSections(
     values: Uint16Array,
@@ -51,8 +51,8 @@ export interface CodecKernels {
     escapes: EscapeList,
     withDigests: boolean,
   ): BulkDigests | null;
-  /** XXH32 digests of the codes and sm spans; absent: the JS hash is used. */
-  bulkDigests?(payload: Uint8Array, layout: PayloadLayout): BulkDigests;
+  /** XXH32 digests of the codes and sm spans as format `version` hashes them; absent: the JS hash is used. */
+  bulkDigests?(payload: Uint8Array, layout: PayloadLayout, version: number): BulkDigests;
   /**
    * Decodes values [0, n) (escapes not applied) into out[0, n) and computes the codes and sm
    * digests in the same pass. Absent: the caller verifies first, then decodes.
@@ -63,6 +63,7 @@ export interface CodecKernels {
     elementCount: number,
     out: Uint16Array,
     tables: CodebookTables,
+    version: number,
   ): { digests: BulkDigests; codesValid: boolean };
 }
 

@@ -1,7 +1,9 @@
 // Format constants (FORMAT.md is the authority; these mirror it).
 
-/** Payload format version this package reads and writes. */
-export const FORMAT_VERSION = 1;
+/** Payload format version this package writes. */
+export const FORMAT_VERSION = 2;
+/** Versions this package reads (1: the sm section's digest is one XXH32 stream; FORMAT.md). */
+export const READABLE_FORMAT_VERSIONS: readonly number[] = Object.freeze([1, 2]);
 /** Fixed header size; also the first section's offset. */
 export const HEADER_BYTES = 256;
 /** Every section starts on a multiple of this, so a GPU or DMA engine can use it in place. */

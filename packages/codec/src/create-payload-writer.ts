@@ -1,5 +1,5 @@
 import { computePayloadLayout } from './compute-payload-layout.js';
-import { DEFAULT_CHUNK_SIZE, HEADER_OFFSET } from './constants.js';
+import { DEFAULT_CHUNK_SIZE, FORMAT_VERSION, HEADER_OFFSET } from './constants.js';
 import { ensureCodebook, type Codebook } from './create-codebook.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
@@ -51,7 +51,7 @@ export function createPayloadWriter(
     ),
     seal(): Uint8Array {
       writePayloadHeader(bytes, elementCount, escapeCount, chunkSize, book, layout);
-      const sum = computePayloadChecksum(bytes, layout, kernelsFor(bytes).bulkDigests?.(bytes, layout));
+      const sum = computePayloadChecksum(bytes, layout, FORMAT_VERSION, kernelsFor(bytes).bulkDigests?.(bytes, layout, FORMAT_VERSION));
       writeU32(bytes, HEADER_OFFSET.checksum, sum);
       return bytes;
     },

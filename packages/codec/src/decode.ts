@@ -26,8 +26,8 @@ export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeO
   }
   // One pass decodes and hashes the big sections; the checksum is still judged before any decoding
   // rule (FORMAT.md order).
-  const result = fused(payload, meta.layout, meta.elementCount, target, tablesForCodebook(meta.codebook.exponents));
-  const checksum = computePayloadChecksum(payload, meta.layout, result.digests);
+  const result = fused(payload, meta.layout, meta.elementCount, target, tablesForCodebook(meta.codebook.exponents), meta.version);
+  const checksum = computePayloadChecksum(payload, meta.layout, meta.version, result.digests);
   if (checksum !== meta.checksum) {
     throw new SplitZipError('CHECKSUM_MISMATCH', 'payload checksum does not match its contents', {
       storedChecksum: meta.checksum,

@@ -1,6 +1,6 @@
 import { kernelsFor, type CodecKernels } from './backend.js';
 import { layoutFor, isValidChunkSize, type PayloadLayout } from './compute-payload-layout.js';
-import { DEFAULT_CHUNK_SIZE, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
+import { DEFAULT_CHUNK_SIZE, FORMAT_VERSION, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook, type Codebook } from './create-codebook.js';
 import { tablesForCodebook } from './decode-core.js';
 import { SplitZipError } from './errors.js';
@@ -137,5 +137,5 @@ function finishPayload(
   payload.set(escapes.exponents.subarray(0, count), escapeExponents.offsetBytes);
   payload.fill(0, escapeExponents.offsetBytes + escapeExponents.byteLength, layout.totalBytes);
   writePayloadHeader(payload, n, count, chunkSize, book, layout);
-  writeU32(payload, HEADER_OFFSET.checksum, computePayloadChecksum(payload, layout, digests));
+  writeU32(payload, HEADER_OFFSET.checksum, computePayloadChecksum(payload, layout, FORMAT_VERSION, digests));
 }

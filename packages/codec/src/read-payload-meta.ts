@@ -1,5 +1,5 @@
 import {
-  FORMAT_VERSION,
+  READABLE_FORMAT_VERSIONS,
   HEADER_BYTES,
   HEADER_OFFSET,
   MAX_CODEBOOK_SIZE,
@@ -49,8 +49,8 @@ export function readPayloadMeta(payload: Uint8Array): PayloadMeta {
     }
   }
   const version = payload[HEADER_OFFSET.version]! | (payload[HEADER_OFFSET.version + 1]! << 8);
-  if (version !== FORMAT_VERSION) {
-    throw new SplitZipError('UNSUPPORTED_VERSION', `payload format version ${version} is not supported (only ${FORMAT_VERSION})`, {
+  if (!READABLE_FORMAT_VERSIONS.includes(version)) {
+    throw new SplitZipError('UNSUPPORTED_VERSION', `payload format version ${version} is not supported (only ${READABLE_FORMAT_VERSIONS.join(', ')})`, {
       version,
     });
   }

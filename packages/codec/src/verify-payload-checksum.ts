@@ -9,7 +9,7 @@ export function verifyPayloadChecksum(payload: Uint8Array, meta?: PayloadMeta): 
   const m = meta ?? readPayloadMeta(payload);
   if (meta !== undefined) checkMetaFitsPayload(payload, meta);
   const kernels = kernelsFor(payload);
-  const actual = computePayloadChecksum(payload, m.layout, kernels.bulkDigests?.(payload, m.layout));
+  const actual = computePayloadChecksum(payload, m.layout, m.version, kernels.bulkDigests?.(payload, m.layout, m.version));
   if (actual !== m.checksum) {
     throw new SplitZipError('CHECKSUM_MISMATCH', 'payload checksum does not match its contents', {
       storedChecksum: m.checksum,

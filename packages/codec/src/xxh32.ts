@@ -68,6 +68,30 @@ export class Xxh32State {
     }
   }
 
+  /**
+   * Hashes the 16-byte stripes that start at `start`, `start + step`, … and end by `end`, as if they
+   * were contiguous (format v2's even and odd sm stripes: step 32). Whole stripes only.
+   */
+  updateStripes(bytes: Uint8Array, start: number, end: number, step: number): void {
+    if (this.tail !== null) throw new Error('Xxh32State: update after a partial stripe');
+    let v1 = this.v1;
+    let v2 = this.v2;
+    let v3 = this.v3;
+    let v4 = this.v4;
+    let p = start;
+    for (; p + 16 <= end; p += step) {
+      v1 = Math.imul(rotl(v1 + Math.imul(readU32(bytes, p), P2), 13), P1);
+      v2 = Math.imul(rotl(v2 + Math.imul(readU32(bytes, p + 4), P2), 13), P1);
+      v3 = Math.imul(rotl(v3 + Math.imul(readU32(bytes, p + 8), P2), 13), P1);
+      v4 = Math.imul(rotl(v4 + Math.imul(readU32(bytes, p + 12), P2), 13), P1);
+      this.totalBytes += 16;
+    }
+    this.v1 = v1;
+    this.v2 = v2;
+    this.v3 = v3;
+    this.v4 = v4;
+  }
+
   /** Lane state after whole stripes, for kernels that continue the stripe loop elsewhere. */
   getLanes(): [number, number, number, number] {
     return [this.v1, this.v2, this.v3, this.v4];

@@ -1,9 +1,19 @@
 // Golden payloads (test/golden/*.json) freeze the byte format: if one of these fails, the format changed.
+// test/golden/v1/*.json are the same tensors in format version 1, which readers still accept.
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { codebookFromJson, decode, encode, readPayloadMeta, setCodecBackend } from '../src/index.js';
+import {
+  calibrateCodebook,
+  codebookFromJson,
+  createCodecArena,
+  decode,
+  encode,
+  readPayloadMeta,
+  setCodecBackend,
+  verifyPayloadChecksum,
+} from '../src/index.js';
 import { BACKENDS, useBackend } from './backends.js';
-import { referenceDecode } from './reference.js';
+import { gaussianBf16, referenceDecode, referenceEncode } from './reference.js';
 
 interface Golden {
   description: string;
@@ -15,10 +25,13 @@ interface Golden {
   payloadHex: string[];
 }
 
-const dir = new URL('./golden/', import.meta.url);
-const goldens = readdirSync(dir)
-  .filter((f) => f.endsWith('.json'))
-  .map((f) => ({ file: f, golden: JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as Golden }));
+function readGoldens(dir: URL): { file: string; golden: Golden }[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => ({ file: f, golden: JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as Golden }));
+}
+const goldens = readGoldens(new URL('./golden/', import.meta.url));
+const goldensV1 = readGoldens(new URL('./golden/v1/', import.meta.url));
 
 function load(g: Golden): { values: Uint16Array; payload: Uint8Array } {
   const hex = g.payloadHex.join('');
@@ -31,6 +44,30 @@ afterAll(() => setCodecBackend('auto'));
 
 it('has the golden files', () => {
   expect(goldens.map((g) => g.file).sort()).toEqual(['empty.json', 'seven-values.json', 'three-chunks.json']);
+  expect(goldensV1.map((g) => g.file).sort()).toEqual(['empty.json', 'seven-values.json', 'three-chunks.json']);
+});
+
+describe.each(BACKENDS)('version-1 golden payloads on the %s backend', (backend) => {
+  for (const { file, golden } of goldensV1) {
+    it(`v1/${file}: still read, verified and decoded; re-encoding gives the version-2 golden`, () => {
+      useBackend(backend);
+      const { values, payload } = load(golden);
+      const meta = readPayloadMeta(payload);
+      expect(meta.version).toBe(1);
+      expect(meta.checksum).toBe(parseInt(golden.checksum, 16));
+      expect(decode(payload)).toEqual(values);
+      expect(referenceDecode(payload)).toEqual(values);
+      expect(() => verifyPayloadChecksum(payload)).not.toThrow();
+      // A flipped sm byte fails the v1 checksum (the v1 rule is what is checked, not v2's).
+      if (meta.elementCount > 0) {
+        const bad = payload.slice();
+        bad[meta.layout.sm.offsetBytes]! ^= 1;
+        expect(() => verifyPayloadChecksum(bad)).toThrow(/checksum/);
+      }
+      const current = goldens.find((g) => g.file === file)!.golden;
+      expect(encode(values, codebookFromJson(golden.codebook), { chunkSize: golden.chunkSize })).toEqual(load(current).payload);
+    });
+  }
 });
 
 describe.each(BACKENDS)('golden payloads on the %s backend', (backend) => {
@@ -51,10 +88,36 @@ describe.each(BACKENDS)('golden payloads on the %s backend', (backend) => {
   }
 });
 
+describe.each(BACKENDS)('version-1 payloads from the reference encoder on the %s backend', (backend) => {
+  it('large v1 payloads verify and decode (fused, in blocks, in an arena); a flip anywhere in sm is caught', () => {
+    useBackend(backend);
+    for (const n of [70001, 32768 * 3 + 5]) {
+      const values = gaussianBf16(n, 0.02, n);
+      const exponents = calibrateCodebook(values).codebook.exponents.slice(0, 14);
+      const payload = referenceEncode(values, exponents, 1024, 1);
+      expect(readPayloadMeta(payload).version).toBe(1);
+      expect(decode(payload)).toEqual(values);
+      verifyPayloadChecksum(payload);
+      const arena = createCodecArena(payload.length + 2 * n + 4096);
+      const slot = arena.allocate(payload.length);
+      slot.set(payload);
+      const out = arena.allocateValues(n);
+      decode(slot, out);
+      expect(out).toEqual(values);
+      const sm = readPayloadMeta(payload).layout.sm.offsetBytes;
+      for (const at of [sm, sm + 17, sm + n - 1, sm + 40000]) {
+        const bad = payload.slice();
+        bad[at]! ^= 0x20;
+        expect(() => decode(bad), `flip at ${at}`).toThrow(/checksum/);
+      }
+    }
+  });
+});
+
 it('seven-values.json has the layout FORMAT.md describes (checked by hand)', () => {
   const { payload } = load(goldens.find((g) => g.file === 'seven-values.json')!.golden);
   const dv = new DataView(payload.buffer);
-  expect(Array.from(payload.subarray(0, 8))).toEqual([0x53, 0x5a, 0x42, 0x46, 1, 0, 0, 1]); // magic, v1, 256
+  expect(Array.from(payload.subarray(0, 8))).toEqual([0x53, 0x5a, 0x42, 0x46, 2, 0, 0, 1]); // magic, v2, 256
   expect(dv.getUint32(12, true)).toBe(64);
   expect(Number(dv.getBigUint64(16, true))).toBe(7);
   expect(Number(dv.getBigUint64(24, true))).toBe(3); // 2.0, +0 and NaN escape

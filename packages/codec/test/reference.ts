@@ -95,7 +95,8 @@ export function referenceLayout(n: number, escapes: number, chunkSize: number) {
   return { chunkCount, a1, a2, a3, a4, a5, total };
 }
 
-export function referenceEncode(values: Uint16Array, exponents: readonly number[], chunkSize = 1024): Uint8Array {
+/** Encodes as FORMAT.md says, in format `version` (2, the current one, unless asked for 1). */
+export function referenceEncode(values: Uint16Array, exponents: readonly number[], chunkSize = 1024, version: 1 | 2 = 2): Uint8Array {
   const n = values.length;
   const codeOf = new Map<number, number>();
   exponents.forEach((e, k) => codeOf.set(e, k));
@@ -105,7 +106,7 @@ export function referenceEncode(values: Uint16Array, exponents: readonly number[
   const out = new Uint8Array(L.total);
   const dv = new DataView(out.buffer);
   out.set([0x53, 0x5a, 0x42, 0x46], 0);
-  dv.setUint16(4, 1, true);
+  dv.setUint16(4, version, true);
   dv.setUint16(6, 256, true);
   dv.setUint32(8, 0, true);
   dv.setUint32(12, chunkSize, true);
@@ -149,19 +150,34 @@ export function referenceEncode(values: Uint16Array, exponents: readonly number[
 }
 
 /**
- * FORMAT.md's checksum: XXH32 of the digests (u32 LE) of header (checksum field zeroed), codes,
- * sm, escape index, escape positions, escape exponents, each section with its trailing padding.
+ * FORMAT.md's checksum, for the version in the payload's header: XXH32 of the digests (u32 LE) of
+ * header (checksum field zeroed), codes, sm (v1: the span; v2: its even 16-byte stripes, then its
+ * odd ones, each concatenated), escape index, escape positions, escape exponents, each section
+ * with its trailing padding.
  */
 export function referenceChecksum(payload: Uint8Array): number {
   const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const version = dv.getUint16(4, true);
   const total = Number(dv.getBigUint64(136, true));
   const header = payload.slice(0, 256);
   header.fill(0, 252, 256);
   const bounds = [56, 72, 88, 104, 120].map((at) => Number(dv.getBigUint64(at, true)));
   bounds.push(total);
-  const digests = new DataView(new ArrayBuffer(24));
-  digests.setUint32(0, scalarXxh32(header), true);
-  for (let s = 0; s < 5; s++) digests.setUint32(4 + 4 * s, scalarXxh32(payload.subarray(bounds[s]!, bounds[s + 1]!)), true);
+  const list: number[] = [scalarXxh32(header)];
+  for (let s = 0; s < 5; s++) {
+    const span = payload.subarray(bounds[s]!, bounds[s + 1]!);
+    if (s === 1 && version === 2) {
+      for (const parity of [0, 1]) {
+        const stream: number[] = [];
+        for (let p = 16 * parity; p + 16 <= span.length; p += 32) stream.push(...span.subarray(p, p + 16));
+        list.push(scalarXxh32(Uint8Array.from(stream)));
+      }
+    } else {
+      list.push(scalarXxh32(span));
+    }
+  }
+  const digests = new DataView(new ArrayBuffer(4 * list.length));
+  list.forEach((d, k) => digests.setUint32(4 * k, d, true));
   return scalarXxh32(new Uint8Array(digests.buffer));
 }
 

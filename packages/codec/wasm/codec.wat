@@ -9,7 +9,8 @@
 ;;   0..15    decode table: code -> exponent >> 1 (the output's high byte, sign bit clear)
 ;;   16..31   decode table: code -> (exponent & 1) << 7 (the output's low byte, mantissa clear)
 ;;   32..47   XXH32 lanes v1..v4 (i32 each) of the codes section's digest, carried between calls
-;;   48..63   XXH32 lanes of the sm section's digest
+;;   48..63   XXH32 lanes of the sm section's digest (format v1), or of its even 16-byte stripes (v2)
+;;   64..79   XXH32 lanes of the sm section's odd 16-byte stripes (v2)
 ;;   1024..1535 encode tables: up to 16 windows x 32 bytes (see $lookup)
 ;;   1536..1599 escape scratch: 32 exponents then 32 (code + 1) bytes of one group
 ;;   4096..   block buffers, placed by the JS side
@@ -25,12 +26,14 @@
 
   ;; ---------------------------------------------------------------------------------------------
   ;; decode: $groups x 32 values. Codes at $c (16 bytes a group), sm at $s (32), output u16 at $o (64).
-  ;; Returns the largest code nibble seen, for the codebook-size check. With $hash set, it also runs
-  ;; the XXH32 stripe loops of the codes section (lanes at 32) and the sm section (lanes at 48) over
-  ;; the same bytes: two independent latency chains that overlap the decode work (FORMAT.md's
-  ;; checksum hashes each section on its own for this).
+  ;; Returns the largest code nibble seen, for the codebook-size check. With $hash it also runs the
+  ;; XXH32 stripe loops over the same bytes: the codes section's (lanes at 32) and, $hash = 1 (format
+  ;; v1), the sm section's as one chain (lanes at 48; two dependent rounds a group), or, $hash = 2
+  ;; (v2), its even and odd stripes as two chains (lanes at 48 and 64; one round each a group). The
+  ;; chains are independent of each other and of the decode work, so they overlap; v2's shorter
+  ;; chain per group is why that format splits the sm digest.
   (func $decode (export "decode") (param $c i32) (param $s i32) (param $o i32) (param $groups i32) (param $hash i32) (result i32)
-    (local $thi v128) (local $tlo v128) (local $m0f v128) (local $m80 v128) (local $m7f v128)
+    (local $hw v128) (local $thi v128) (local $tlo v128) (local $m0f v128) (local $m80 v128) (local $m7f v128)
     (local $maxlo v128) (local $maxb v128)
     (local $b v128) (local $lo v128) (local $hi v128) (local $k v128) (local $x v128) (local $h v128) (local $l v128)
     (local $end i32) (local $hv v128) (local $hc v128) (local $p1 v128) (local $p2 v128)
@@ -43,6 +46,7 @@
     (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
     (local.set $m7f (v128.const i32x4 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F))
     (local.set $hc (v128.load offset=32 (global.get $base)))
+    (local.set $hw (v128.load offset=64 (global.get $base)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
     (block $done
       (br_if $done (i32.eqz (local.get $groups)))
@@ -68,18 +72,21 @@
         (v128.store offset=48 (local.get $o) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $l) (local.get $h)))
         (if (local.get $hash)
           (then
-            (local.set $hc (i32x4.add (local.get $hc) (i32x4.mul (local.get $b) (local.get $p2))))
-            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.get $hc) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2))))
-            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2))))
-            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))))
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.tee $hc (i32x4.add (local.get $hc) (i32x4.mul (local.get $b) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
+            (if (i32.eq (local.get $hash) (i32.const 2))
+              (then
+                (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+                (local.set $hw (i32x4.mul (v128.or (i32x4.shl (local.tee $hw (i32x4.add (local.get $hw) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hw) (i32.const 19))) (local.get $p1))))
+              (else
+                (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+                (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))))))
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (local.set $o (i32.add (local.get $o) (i32.const 64)))
         (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
     (v128.store offset=32 (global.get $base) (local.get $hc))
     (v128.store offset=48 (global.get $base) (local.get $hv))
+    (v128.store offset=64 (global.get $base) (local.get $hw))
     (call $max_lane (i8x16.max_u (local.get $maxlo) (i8x16.shr_u (local.get $maxb) (i32.const 4)))))
 
   ;; Largest unsigned byte of a vector.
@@ -92,28 +99,38 @@
 
   ;; ---------------------------------------------------------------------------------------------
   ;; hash_groups: the codes and sm digests' stripe loops of decode without the decoding (for
-  ;; verifyPayloadChecksum and the payload writer): $groups x (16 code bytes at $c, 32 sm bytes at $s).
-  (func $hash_groups (export "hash_groups") (param $c i32) (param $s i32) (param $groups i32)
-    (local $hc v128) (local $hv v128) (local $p1 v128) (local $p2 v128) (local $end i32)
+  ;; verifyPayloadChecksum and the payload writer): $groups x (16 code bytes at $c, 32 sm bytes at
+  ;; $s); $mode as decode's $hash (1: v1, one sm chain; 2: v2, even and odd sm chains).
+  (func $hash_groups (export "hash_groups") (param $c i32) (param $s i32) (param $groups i32) (param $mode i32)
+    (local $hc v128) (local $hv v128) (local $hw v128) (local $p1 v128) (local $p2 v128) (local $end i32)
     (local.set $hc (v128.load offset=32 (global.get $base)))
     (local.set $hv (v128.load offset=48 (global.get $base)))
+    (local.set $hw (v128.load offset=64 (global.get $base)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
     (block $done
       (br_if $done (i32.eqz (local.get $groups)))
-      (loop $next
-            (local.set $hc (i32x4.add (local.get $hc) (i32x4.mul (v128.load (local.get $c)) (local.get $p2))))
-            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.get $hc) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2))))
-            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2))))
-            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
-        (local.set $c (i32.add (local.get $c) (i32.const 16)))
-        (local.set $s (i32.add (local.get $s) (i32.const 32)))
-        (br_if $next (i32.lt_u (local.get $c) (local.get $end)))))
+      (if (i32.eq (local.get $mode) (i32.const 2))
+        (then
+          (loop $v2
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.tee $hc (i32x4.add (local.get $hc) (i32x4.mul (v128.load (local.get $c)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $hw (i32x4.mul (v128.or (i32x4.shl (local.tee $hw (i32x4.add (local.get $hw) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hw) (i32.const 19))) (local.get $p1)))
+            (local.set $c (i32.add (local.get $c) (i32.const 16)))
+            (local.set $s (i32.add (local.get $s) (i32.const 32)))
+            (br_if $v2 (i32.lt_u (local.get $c) (local.get $end)))))
+        (else
+          (loop $v1
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.tee $hc (i32x4.add (local.get $hc) (i32x4.mul (v128.load (local.get $c)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (v128.load offset=16 (local.get $s)) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $c (i32.add (local.get $c) (i32.const 16)))
+            (local.set $s (i32.add (local.get $s) (i32.const 32)))
+            (br_if $v1 (i32.lt_u (local.get $c) (local.get $end)))))))
     (v128.store offset=32 (global.get $base) (local.get $hc))
-    (v128.store offset=48 (global.get $base) (local.get $hv)))
+    (v128.store offset=48 (global.get $base) (local.get $hv))
+    (v128.store offset=64 (global.get $base) (local.get $hw)))
 
   ;; ---------------------------------------------------------------------------------------------
   ;; Exponent -> code lookup. The codebook is covered by $tables windows of 16 consecutive exponents;
@@ -170,17 +187,19 @@
   ;; encode: $groups x 32 u16 values at $in -> codes at $c (16 bytes a group), sm at $s (32).
   ;; Escapes (exponent without a code) get code 0; each one's index relative to $in (u32) goes to
   ;; $escIdx and its exponent (u8) to $escExp. Returns the number of escapes written. With $hash
-  ;; set, the codes and sm bytes also run through their sections' XXH32 stripe loops (lanes at 32
-  ;; and 48), so the encoder needs no separate pass for the checksum.
+  ;; set, the codes and sm bytes also run through their sections' XXH32 stripe loops as format v2
+  ;; hashes them (codes: lanes at 32; sm even and odd stripes: 48 and 64), so the encoder needs no
+  ;; separate pass for the checksum.
   (func $encode (export "encode") (param $in i32) (param $c i32) (param $s i32) (param $groups i32)
       (param $escIdx i32) (param $escExp i32) (param $tables i32) (param $hash i32) (result i32)
     (local $v0 v128) (local $v1 v128) (local $v2 v128) (local $v3 v128)
     (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
     (local $t0 v128) (local $b0 v128) (local $mff v128) (local $m80 v128) (local $m7f v128) (local $one v128)
-    (local $codes v128) (local $hc v128) (local $hv v128) (local $p1 v128) (local $p2 v128) (local $sa v128) (local $sb v128)
+    (local $codes v128) (local $hc v128) (local $hv v128) (local $hw v128) (local $p1 v128) (local $p2 v128) (local $sa v128) (local $sb v128)
     (local $end i32) (local $count i32) (local $in0 i32)
     (local.set $hc (v128.load offset=32 (global.get $base)))
     (local.set $hv (v128.load offset=48 (global.get $base)))
+    (local.set $hw (v128.load offset=64 (global.get $base)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $t0 (v128.load offset=1024 (global.get $base)))
@@ -232,18 +251,16 @@
         (v128.store (local.get $c) (local.get $codes))
         (if (local.get $hash)
           (then
-(local.set $hc (i32x4.add (local.get $hc) (i32x4.mul (local.get $codes) (local.get $p2))))
-            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.get $hc) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $sa) (local.get $p2))))
-            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
-            (local.set $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $sb) (local.get $p2))))
-            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.get $hv) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))))
+            (local.set $hc (i32x4.mul (v128.or (i32x4.shl (local.tee $hc (i32x4.add (local.get $hc) (i32x4.mul (local.get $codes) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hc) (i32.const 19))) (local.get $p1)))
+            (local.set $hv (i32x4.mul (v128.or (i32x4.shl (local.tee $hv (i32x4.add (local.get $hv) (i32x4.mul (local.get $sa) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hv) (i32.const 19))) (local.get $p1)))
+            (local.set $hw (i32x4.mul (v128.or (i32x4.shl (local.tee $hw (i32x4.add (local.get $hw) (i32x4.mul (local.get $sb) (local.get $p2)))) (i32.const 13)) (i32x4.shr_u (local.get $hw) (i32.const 19))) (local.get $p1)))))
         (local.set $in (i32.add (local.get $in) (i32.const 64)))
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (local.set $s (i32.add (local.get $s) (i32.const 32)))
         (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
     (v128.store offset=32 (global.get $base) (local.get $hc))
     (v128.store offset=48 (global.get $base) (local.get $hv))
+    (v128.store offset=64 (global.get $base) (local.get $hw))
     (local.get $count))
 
   ;; Scalar path for a group with escapes: appends (index, exponent) for each lane whose code + 1 is 0.

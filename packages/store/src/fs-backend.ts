@@ -1,6 +1,6 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, readdir, realpath, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
-import { join, sep } from 'node:path';
+import { join } from 'node:path';
 import type { JournalFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';

@@ -5,6 +5,7 @@ export { StoreError, isStoreError, type StoreErrorCode, type StoreErrorContext }
 export {
   MANIFEST_FORMAT,
   PAYLOAD_FORMAT_VERSION,
+  READABLE_PAYLOAD_VERSIONS,
   JOURNAL_VERSION,
   MAX_MANIFEST_BYTES,
   MAX_JOURNAL_RECORD_BYTES,

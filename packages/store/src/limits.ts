@@ -1,9 +1,11 @@
-import { FORMAT_VERSION, MAX_ELEMENT_COUNT, computePayloadLayout, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { FORMAT_VERSION, MAX_ELEMENT_COUNT, READABLE_FORMAT_VERSIONS, computePayloadLayout, MIN_CHUNK_SIZE } from '@splitzip/codec';
 
 /** The manifest format this package reads and writes (1 was the seed's Python manifest; see README). */
 export const MANIFEST_FORMAT = 2;
 /** Payload format versions whose blobs this package serves (the codec's). */
 export const PAYLOAD_FORMAT_VERSION = FORMAT_VERSION;
+/** Payload versions an entry may record (the codec reads all of them). */
+export const READABLE_PAYLOAD_VERSIONS: readonly number[] = READABLE_FORMAT_VERSIONS;
 /** Journal file format version (the u32 after the magic). */
 export const JOURNAL_VERSION = 1;
 

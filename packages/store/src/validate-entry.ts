@@ -8,7 +8,7 @@ import {
   MAX_SHARD_NAME_CHARS,
   MAX_SLICE_KEYS_PER_ENTRY,
   MAX_SLICE_OFFSET_BYTES,
-  PAYLOAD_FORMAT_VERSION,
+  READABLE_PAYLOAD_VERSIONS,
 } from './limits.js';
 import type { CacheEntry, PayloadMetaJson, SliceKeyTuple } from './types.js';
 
@@ -132,8 +132,9 @@ export function validateSliceKey(value: unknown, key: string | undefined, code: 
 
 function parseMeta(key: string, value: unknown): PayloadMetaJson {
   const m = requireObject(value, 'meta', key);
-  if (m.version !== PAYLOAD_FORMAT_VERSION) {
-    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `meta.version ${String(m.version)} is not ${PAYLOAD_FORMAT_VERSION}`, {
+  // Entries written by an earlier codec keep their payload version; the codec still reads them.
+  if (typeof m.version !== 'number' || !READABLE_PAYLOAD_VERSIONS.includes(m.version)) {
+    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `meta.version ${String(m.version)} is not one of ${READABLE_PAYLOAD_VERSIONS.join(', ')}`, {
       entry: key,
       details: { version: m.version },
     });
@@ -156,7 +157,7 @@ function parseMeta(key: string, value: unknown): PayloadMetaJson {
   const rawBytes = requireSize(m.raw_bytes, 'meta.raw_bytes', MAX_RAW_BYTES, 'MAX_RAW_BYTES', key);
   if (rawBytes !== 2 * elementCount) mismatch(key, 'meta.raw_bytes must be 2 × element_count', { rawBytes, elementCount });
   const checksum = requireSize(m.checksum, 'meta.checksum', 0xffffffff, 'u32', key);
-  return Object.freeze({ version: PAYLOAD_FORMAT_VERSION, elementCount, chunkSize, chunkCount, escapeCount, compBytes, rawBytes, checksum });
+  return Object.freeze({ version: m.version, elementCount, chunkSize, chunkCount, escapeCount, compBytes, rawBytes, checksum });
 }
 
 /** Validates an untrusted on-disk entry (manifest or journal) and returns the frozen CacheEntry. */
@@ -177,13 +178,14 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
   } catch (error) {
     throw new StoreError('INVALID_CODEBOOK', `codebook fails validation: ${(error as Error).message}`, { entry: key, cause: error });
   }
-  if (e.format_version !== PAYLOAD_FORMAT_VERSION) {
-    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `format_version ${String(e.format_version)} is not ${PAYLOAD_FORMAT_VERSION}`, {
+  if (typeof e.format_version !== 'number' || !READABLE_PAYLOAD_VERSIONS.includes(e.format_version)) {
+    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `format_version ${String(e.format_version)} is not one of ${READABLE_PAYLOAD_VERSIONS.join(', ')}`, {
       entry: key,
       details: { formatVersion: e.format_version },
     });
   }
   const meta = parseMeta(key, e.meta);
+  if (meta.version !== e.format_version) mismatch(key, 'format_version disagrees with meta.version', { formatVersion: e.format_version, metaVersion: meta.version });
   const rawBytes = requireSize(e.raw_bytes, 'raw_bytes', MAX_RAW_BYTES, 'MAX_RAW_BYTES', key);
   const compBytes = requireSize(e.comp_bytes, 'comp_bytes', MAX_BLOB_BYTES, 'MAX_BLOB_BYTES', key);
   if (rawBytes !== meta.rawBytes) mismatch(key, 'raw_bytes disagrees with meta.raw_bytes', { rawBytes, metaRawBytes: meta.rawBytes });
@@ -235,7 +237,7 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     compBytes,
     dtype: 'BF16' as const,
     shape: Object.freeze([...(e.shape as number[])]),
-    formatVersion: PAYLOAD_FORMAT_VERSION,
+    formatVersion: meta.version,
     blobChecksum: e.blob_checksum as string,
     blobSha256: e.blob_sha256 as string,
     sha256: e.sha256 as string,

@@ -1,6 +1,6 @@
 import { readFile, readdir, stat, writeFile, appendFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { decode } from '@splitzip/codec';
+import { decode, readPayloadMeta, xxh32 } from '@splitzip/codec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
 import { scanJournalRecords, JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
@@ -59,7 +59,7 @@ describe('entries', () => {
       compBytes: t.payload.length,
       dtype: 'BF16',
       shape: [33, 65],
-      formatVersion: 1,
+      formatVersion: 2,
       sha256: t.sha256,
       sliceKeys: [],
     });
@@ -335,7 +335,7 @@ describe('many instances', () => {
     await store.close();
     const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
     expect(manifest.generation).toBe(2);
-    expect(manifest.entries[a.key]).toMatchObject({ qualname: 'a', blob: `blobs/${a.key}.bin`, raw_bytes: 128, slice_keys: [['s', 0, 128]], dtype: 'BF16', shape: [64], format_version: 1, sha256: a.sha256 });
+    expect(manifest.entries[a.key]).toMatchObject({ qualname: 'a', blob: `blobs/${a.key}.bin`, raw_bytes: 128, slice_keys: [['s', 0, 128]], dtype: 'BF16', shape: [64], format_version: 2, sha256: a.sha256 });
     expect((await stat(join(root, 'journal.2'))).size).toBe(JOURNAL_HEADER_BYTES);
     expect((await catchError(() => store.aliasSlice(a.key, 's', 0, 128))).code).toBe('STORE_CLOSED');
     expect(() => store.getEntry(a.key)).toThrow(expect.objectContaining({ code: 'STORE_CLOSED' }));
@@ -395,5 +395,47 @@ describe('journal recovery', () => {
     expect(reader.lookupBySlice('s', 0, 128)?.key).toBe(a.key);
     await reader.close();
     await writer.close();
+  });
+});
+
+describe('payload versions', () => {
+  /** The same payload in format version 1 (FORMAT.md: six digests, the sm span hashed as one stream). */
+  function toVersion1(payload: Uint8Array): Uint8Array {
+    const v1 = payload.slice();
+    const dv = new DataView(v1.buffer);
+    dv.setUint16(4, 1, true);
+    const total = Number(dv.getBigUint64(136, true));
+    const bounds = [56, 72, 88, 104, 120].map((at) => Number(dv.getBigUint64(at, true)));
+    bounds.push(total);
+    const header = v1.slice(0, 256);
+    header.fill(0, 252, 256);
+    const digests = new DataView(new ArrayBuffer(24));
+    digests.setUint32(0, xxh32(header), true);
+    for (let s = 0; s < 5; s++) digests.setUint32(4 + 4 * s, xxh32(v1.subarray(bounds[s]!, bounds[s + 1]!)), true);
+    dv.setUint32(252, xxh32(new Uint8Array(digests.buffer)), true);
+    return v1;
+  }
+
+  it('an entry written with a version-1 payload is stored, reopened, read, verified and decoded as version 1', async () => {
+    const root = await makeTempDir();
+    const t = makeTensor([40, 33], 4242);
+    const old = toVersion1(t.payload);
+    expect(readPayloadMeta(old).version).toBe(1);
+    let store = await openCacheStore(root, { create: true });
+    await store.addEntry({ ...toInput(t, 'old'), payload: old });
+    await store.close();
+    store = await openCacheStore(root);
+    const entry = store.getEntry(t.key)!;
+    expect(entry.formatVersion).toBe(1);
+    expect(entry.meta.version).toBe(1);
+    const view = await store.readBlob(t.key, new Uint8Array(old.length));
+    expect(decode(view)).toEqual(t.values);
+    expect((await store.verify({ decode: true })).problems).toEqual([]);
+    // A flipped sm byte of the version-1 blob is still caught.
+    const bad = old.slice();
+    bad[readPayloadMeta(old).layout.sm.offsetBytes + 3]! ^= 4;
+    await writeFile(join(root, 'blobs', `${t.key}.bin`), bad);
+    expect((await catchError(() => store.readBlob(t.key, new Uint8Array(old.length)))).code).toBe('BLOB_CORRUPT');
+    await store.close();
   });
 });

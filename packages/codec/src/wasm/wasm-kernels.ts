@@ -6,12 +6,13 @@ import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js'
 import type { PayloadLayout } from '../compute-payload-layout.js';
 import type { EscapeList } from '../escape-list.js';
 import type { BulkDigests } from '../payload-checksum.js';
+import { FORMAT_VERSION } from '../constants.js';
 import { Xxh32State } from '../xxh32.js';
 import { CODEC_WASM_BASE64, CODEC_WASM_SHARED_BASE64 } from './codec-wasm.generated.js';
 
 interface CodecExports {
   decode(codes: number, sm: number, out: number, groups: number, hash: number): number;
-  hash_groups(codes: number, sm: number, groups: number): void;
+  hash_groups(codes: number, sm: number, groups: number, mode: number): void;
   count_escapes(input: number, groups: number, tables: number): number;
   encode(
     input: number,
@@ -30,6 +31,8 @@ interface CodecExports {
 const DECODE_TABLES_AT = 0;
 const CODES_LANES_AT = 32;
 const SM_LANES_AT = 48;
+/** Format v2's second sm chain (odd stripes). */
+const SM_ODD_LANES_AT = 64;
 const ENCODE_TABLES_AT = 1024;
 const DATA_AT = 4096;
 /** Values per block: sized so a block's input and output stay in a 2-core machine's L2 together. */
@@ -157,6 +160,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     DECODE_TABLES_AT: base + DECODE_TABLES_AT,
     CODES_LANES_AT: base + CODES_LANES_AT,
     SM_LANES_AT: base + SM_LANES_AT,
+    SM_ODD_LANES_AT: base + SM_ODD_LANES_AT,
     ENCODE_TABLES_AT: base + ENCODE_TABLES_AT,
     DEC_CODES_AT: base + DEC_CODES_AT,
     DEC_SM_AT: base + DEC_SM_AT,
@@ -214,7 +218,32 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     for (let k = 0; k < 4; k++) {
       u32[scratch.CODES_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
       u32[scratch.SM_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
+      u32[scratch.SM_ODD_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
     }
+  }
+
+  /**
+   * Finishes one sm stripe stream of format v2 (`parity` 0: even stripes, lanes at SM_LANES_AT; 1:
+   * odd, SM_ODD_LANES_AT) whose lanes covered the groups in [from, hashedTo): whole groups are two
+   * stripes each, so the rest of the span continues with an even stripe at hashedTo.
+   */
+  function finishStripes(parity: 0 | 1, payload: Uint8Array, from: number, hashedTo: number, to: number): number {
+    const state = new Xxh32State(0);
+    const l = (parity === 0 ? scratch.SM_LANES_AT : scratch.SM_ODD_LANES_AT) / 4;
+    state.setLanes(u32[l]!, u32[l + 1]!, u32[l + 2]!, u32[l + 3]!, (hashedTo - from) / 2);
+    state.updateStripes(payload, hashedTo + 16 * parity, to, 32);
+    return state.digest();
+  }
+
+  /** The codes and sm digests after a hashing pass over `groups` whole groups, for format `version`. */
+  function finishDigests(payload: Uint8Array, layout: { codes: number; sm: number; smEnd: number }, groups: number, version: number): BulkDigests {
+    const { codes, sm, smEnd } = layout;
+    const codesDigest = finishDigest(scratch.CODES_LANES_AT, payload, codes, codes + 16 * groups, sm);
+    const smHashedTo = sm + GROUP_VALUES * groups;
+    if (version >= 2) {
+      return { codes: codesDigest, sm: finishStripes(0, payload, sm, smHashedTo, smEnd), smOdd: finishStripes(1, payload, sm, smHashedTo, smEnd) };
+    }
+    return { codes: codesDigest, sm: finishDigest(scratch.SM_LANES_AT, payload, sm, smHashedTo, smEnd) };
   }
 
   /** Finishes one digest whose lanes (at lanesAt) covered [from, hashedTo): the rest of the span is hashed here. */
@@ -304,21 +333,20 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     elementCount: number,
     out: Uint16Array,
     tables: CodebookTables,
+    version: number,
   ): { digests: BulkDigests; codesValid: boolean } {
     loadDecodeTables(tables);
     startDigests();
     const codesAt = layout.codes.offsetBytes;
     const smAt = layout.sm.offsetBytes;
-    const maxCode = decodeBlocks(payload, codesAt, smAt, 0, elementCount, out, 0, 1);
+    const maxCode = decodeBlocks(payload, codesAt, smAt, 0, elementCount, out, 0, version >= 2 ? 2 : 1);
     const groups = Math.ceil(elementCount / GROUP_VALUES);
-    const digests = {
-      codes: finishDigest(scratch.CODES_LANES_AT, payload, codesAt, codesAt + 16 * groups, smAt),
-      sm: finishDigest(scratch.SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * groups, layout.escapeIndex.offsetBytes),
-    };
+    const digests = finishDigests(payload, { codes: codesAt, sm: smAt, smEnd: layout.escapeIndex.offsetBytes }, groups, version);
     return { digests, codesValid: maxCode < tables.size };
   }
 
-  function bulkDigests(payload: Uint8Array, layout: PayloadLayout): BulkDigests {
+  function bulkDigests(payload: Uint8Array, layout: PayloadLayout, version: number): BulkDigests {
+    const mode = version >= 2 ? 2 : 1;
     startDigests();
     const codesAt = layout.codes.offsetBytes;
     const smAt = layout.sm.offsetBytes;
@@ -328,17 +356,14 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     for (let a = 0; a < n; a += BLOCK_VALUES) {
       const groups = Math.ceil((Math.min(a + BLOCK_VALUES, n) - a) / GROUP_VALUES);
       if (src >= 0) {
-        ex.hash_groups(src + codesAt + a / 2, src + smAt + a, groups);
+        ex.hash_groups(src + codesAt + a / 2, src + smAt + a, groups, mode);
       } else {
         u8.set(payload.subarray(codesAt + a / 2, codesAt + a / 2 + 16 * groups), scratch.DEC_CODES_AT);
         u8.set(payload.subarray(smAt + a, smAt + a + GROUP_VALUES * groups), scratch.DEC_SM_AT);
-        ex.hash_groups(scratch.DEC_CODES_AT, scratch.DEC_SM_AT, groups);
+        ex.hash_groups(scratch.DEC_CODES_AT, scratch.DEC_SM_AT, groups, mode);
       }
     }
-    return {
-      codes: finishDigest(scratch.CODES_LANES_AT, payload, codesAt, codesAt + 16 * totalGroups, smAt),
-      sm: finishDigest(scratch.SM_LANES_AT, payload, smAt, smAt + GROUP_VALUES * totalGroups, layout.escapeIndex.offsetBytes),
-    };
+    return finishDigests(payload, { codes: codesAt, sm: smAt, smEnd: layout.escapeIndex.offsetBytes }, totalGroups, version);
   }
 
   /**
@@ -399,10 +424,8 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     payload.fill(0, at.codes + 16 * groups, at.codesEnd);
     payload.fill(0, at.sm + GROUP_VALUES * groups, at.smEnd);
     if (!withDigests) return null;
-    return {
-      codes: finishDigest(scratch.CODES_LANES_AT, payload, at.codes, at.codes + 16 * groups, at.codesEnd),
-      sm: finishDigest(scratch.SM_LANES_AT, payload, at.sm, at.sm + GROUP_VALUES * groups, at.smEnd),
-    };
+    // The encode kernel hashes as the format it writes (FORMAT_VERSION 2).
+    return finishDigests(payload, { codes: at.codes, sm: at.sm, smEnd: at.smEnd }, groups, FORMAT_VERSION);
   }
 
   return { name: 'wasm-simd', decodeValues, countEscapes, encodeSections, bulkDigests, decodeAllWithDigests };
