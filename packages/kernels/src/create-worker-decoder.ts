@@ -19,6 +19,8 @@ import {
   claimVerify,
   createControl,
   decodeClaimedTasks,
+  isVerifyJudged,
+  markFailed,
   runVerify,
   taskValues,
 } from './decode-claimed-tasks.js';
@@ -227,16 +229,20 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     return null;
   };
 
-  /** Shared homes for whichever of payload and out are ordinary arrays; the payload is copied in. */
+  /**
+   * Shared homes for whichever of payload and out are ordinary arrays. A staged payload gets its
+   * header and escape sections copied now; `copyIn` copies its codes and sm range by range.
+   */
   const stageOrdinary = (
     payload: Uint8Array,
     target: Uint16Array,
     meta: PayloadMeta,
-  ): { payload: Placed<Uint8Array>; out: Placed<Uint16Array>; staged: boolean } => {
+  ): { payload: Placed<Uint8Array>; out: Placed<Uint16Array>; staged: boolean; copyIn: Uint8Array | null } => {
     const n = meta.elementCount;
     let p = place(payload.subarray(0, meta.compBytes));
     let o = place(target.subarray(0, n));
-    if (p !== null && o !== null) return { payload: p, out: o, staged: false };
+    if (p !== null && o !== null) return { payload: p, out: o, staged: false, copyIn: null };
+    const copyIn = p === null ? payload : null;
     const bytes = (p === null ? alignUp(meta.compBytes) : 0) + (o === null ? 2 * n : 0);
     const home = stagingArena(bytes);
     const take = (length: number): { ref: BufferRef; buffer: ArrayBufferLike; offset: number } => {
@@ -251,14 +257,16 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     if (p === null) {
       const t = take(meta.compBytes);
       const view = new Uint8Array(t.buffer, t.offset, meta.compBytes);
-      view.set(payload.subarray(0, meta.compBytes));
+      const { codes, escapeIndex } = meta.layout;
+      view.set(payload.subarray(0, codes.offsetBytes));
+      view.set(payload.subarray(escapeIndex.offsetBytes, meta.compBytes), escapeIndex.offsetBytes);
       p = { ref: t.ref, offset: t.offset, view };
     }
     if (o === null) {
       const t = take(2 * n);
       o = { ref: t.ref, offset: t.offset, view: new Uint16Array(t.buffer, t.offset, n) };
     }
-    return { payload: p, out: o, staged: o.view.buffer !== target.buffer };
+    return { payload: p, out: o, staged: o.view.buffer !== target.buffer, copyIn };
   };
 
   // One decode at a time: calls share the staging arena and the pool.
@@ -278,6 +286,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     while (pool.length < threads) pool.push(spawn());
     const taskCount = Math.min(meta.chunkCount, TASKS_PER_THREAD * (threads + 1));
     const control = createControl(taskCount);
+    const ready = homes.copyIn && new Int32Array(new SharedArrayBuffer(4 * taskCount));
     const job: Omit<DecodeJob, 'id'> = {
       payload: homes.payload.ref,
       payloadOffset: homes.payload.offset,
@@ -287,6 +296,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       control: control.buffer as SharedArrayBuffer,
       taskCount,
       verify,
+      ready: ready && (ready.buffer as SharedArrayBuffer),
     };
     // The calling thread takes the checksum (one sequential pass) before the workers see the job,
     // so that it never waits on a long unit held by a worker the scheduler put aside: the
@@ -319,7 +329,15 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     };
     const expected = taskCount + (verify ? 1 : 0);
     let localError: unknown = null;
+    let copyInFailed = false;
     try {
+      // An ordinary payload: copy its codes and sm in range by range; the workers decode each
+      // range as soon as it is in (only this thread can read the caller's memory).
+      if (homes.copyIn !== null && ready !== null) {
+        copyInFailed = true;
+        copyInRanges(homes.copyIn, local.payload, meta, ready);
+        copyInFailed = false;
+      }
       if (callerVerifies) runVerify(local.payload, meta, control, taskCount);
       if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, copyReady);
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
@@ -337,16 +355,17 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       }
     } catch (error) {
       localError = error;
+      markFailed(control, taskCount);
     }
     if (localError === null && workerError === null && Atomics.load(control, CONTROL_FAILED) === 0) {
       copyReady();
       return target;
     }
     // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),
-    // so finish the check if nobody has started it (even with callerDecodes off: the workers
-    // are past their claims), and hear from every worker.
+    // so check it here unless a thread already has (a worker may have given up waiting for the
+    // copy-in; hashing twice is harmless), and hear from every worker.
     let checksumError: unknown = null;
-    if (verify && claimVerify(control)) {
+    if (verify && !isVerifyJudged(control) && !copyInFailed) {
       try {
         verifyPayloadChecksum(local.payload, meta);
       } catch (error) {
@@ -395,6 +414,23 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       arenas.clear();
     },
   };
+}
+
+/** Copies each task's codes and sm bytes (the last task's with the sections' padding) and marks it ready. */
+function copyInRanges(from: Uint8Array, to: Uint8Array, meta: PayloadMeta, ready: Int32Array): void {
+  const { codes, sm, escapeIndex } = meta.layout;
+  const taskCount = ready.length;
+  for (let k = 0; k < taskCount; k++) {
+    const [start, stop] = taskValues(k, taskCount, meta);
+    const last = k === taskCount - 1;
+    const codesFrom = codes.offsetBytes + start / 2;
+    const codesTo = last ? sm.offsetBytes : codes.offsetBytes + stop / 2;
+    to.set(from.subarray(codesFrom, codesTo), codesFrom);
+    const smTo = last ? escapeIndex.offsetBytes : sm.offsetBytes + stop;
+    to.set(from.subarray(sm.offsetBytes + start, smTo), sm.offsetBytes + start);
+    Atomics.store(ready, k, 1);
+    Atomics.notify(ready, k);
+  }
 }
 
 /** The caller's arena (checked: shared, with a share per worker) or a new one of `arenaBytes`, or null. */

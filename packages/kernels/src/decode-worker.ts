@@ -7,7 +7,7 @@
 // codec arena this worker attached are decoded in place by the codec's WebAssembly kernels.
 import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import { attachCodecArena, isSplitZipError, readPayloadMeta, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
-import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify } from './decode-claimed-tasks.js';
+import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 
 /** This thread's view of each attached arena's memory (only views of it decode in place here). */
@@ -37,16 +37,19 @@ function runJob(job: DecodeJob): DecodeJobReply {
     let meta: PayloadMeta | null = null;
     // Views are made only after something was claimed: a job the caller finished alone may have
     // had its buffers reused since.
+    const ready = job.ready && new Int32Array(job.ready);
     if (job.verify && claimVerify(control)) {
       payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
       meta = readPayloadMeta(payload);
+      // A payload still being copied in is hashed once its last range is in.
+      if (ready && !waitReady(ready, job.taskCount - 1, control)) return { id: job.id, ok: true };
       runVerify(payload, meta, control, job.taskCount);
     }
     if (Atomics.load(control, CONTROL_CLAIMED) >= job.taskCount) return { id: job.id, ok: true };
     payload ??= new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
     meta ??= readPayloadMeta(payload);
     const out = new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
-    decodeClaimedTasks(payload, meta, out, control, job.taskCount);
+    decodeClaimedTasks(payload, meta, out, control, job.taskCount, undefined, ready);
     return { id: job.id, ok: true };
   } catch (error) {
     return {

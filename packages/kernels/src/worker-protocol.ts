@@ -45,6 +45,12 @@ export interface DecodeJob {
   control: SharedArrayBuffer;
   taskCount: number;
   verify: boolean;
+  /**
+   * Int32Array(taskCount) over this, or null: the payload is being copied into shared memory by
+   * the caller, range by range; task k may start once slot k is 1 (header and escape sections are
+   * in place before the job is posted).
+   */
+  ready: SharedArrayBuffer | null;
 }
 
 export type WorkerMessage = DecodeJob | AttachArena | DetachArena | { stop: true };

@@ -143,6 +143,9 @@ describe('worker-thread decoder with a shared codec arena', () => {
         const error = await decoder.decode(views.payload, views.out, { verify: false }).catch((e: unknown) => e);
         expect(isSplitZipError(error)).toBe(true);
         expect(error).toMatchObject({ code: 'BAD_ESCAPE_POSITION' });
+        // The same from an ordinary payload, copied in range by range while the workers decode.
+        await expect(decoder.decode(bad, views.out)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+        await expect(decoder.decode(bad, views.out, { verify: false })).rejects.toMatchObject({ code: 'BAD_ESCAPE_POSITION' });
       }
       // The pool survives failed jobs.
       expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
