@@ -161,9 +161,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 
   let model: SafetensorsModel | undefined;
   let store: CacheStore | undefined;
-  let processor: TensorProcessor | undefined;
+  let processorReady: Promise<TensorProcessor> | undefined;
   let encoder: ValuesEncoder | undefined;
-  // The backend probe (a short-lived worker) runs while the model and the cache open.
+  // The backend probe (a short-lived worker) and the workers start while the model and the cache
+  // open, and while the first tensors are read and keyed: only calibrating and encoding wait.
   const encoderReady = createValuesEncoder(options.backend ?? 'auto');
   encoderReady.catch(() => {});
   try {
@@ -194,9 +195,21 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const poolCapBytes = Math.max(budgetBytes, Math.min(budgetBytes + 2 * largestBytes, 3 * largestBytes + POOL_HEADROOM_BYTES));
     // Shared memory when workers calibrate: they read it in place (see createBufferPool).
     const pool = createBufferPool(poolCapBytes, (bytes) => (droppedBytes += bytes), { shared: jobs > 0 });
-    processor = await createTensorProcessor({ jobs, pool });
-    encoder = await encoderReady;
-    emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: encoder.backend, jobs, fallbackReason: encoder.fallbackReason });
+    const ready = createTensorProcessor({ jobs, pool });
+    processorReady = ready;
+    ready.catch(() => {});
+
+    // Tensor events wait for the start event, which names the backend: it comes once the encoder
+    // is ready (a failure to start it fails the build, below).
+    const early: BuildProgressEvent[] = [];
+    let started = false;
+    const startWhenReady = encoderReady.then((value) => {
+      encoder = value;
+      emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: value.backend, jobs, fallbackReason: value.fallbackReason });
+      started = true;
+      for (const event of early.splice(0)) emit(event);
+    });
+    startWhenReady.catch(() => {});
 
     let doneBytes = 0;
     let doneTensors = 0;
@@ -208,7 +221,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         options.collectGarbage();
       }
       if (report.status !== 'skipped_dtype' && report.status !== 'skipped_size') doneBytes += report.sizeBytes;
-      emit({ type: 'tensor', tensor: report, doneBytes, totalBytes, doneTensors, tensorCount: tensors.length });
+      const event: BuildProgressEvent = { type: 'tensor', tensor: report, doneBytes, totalBytes, doneTensors, tensorCount: tensors.length };
+      if (started) emit(event);
+      else early.push(event);
     };
 
     // Commits are concurrent: the store merges them into group commits (one record, one fsync).
@@ -216,9 +231,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const context: TensorContext = {
       model,
       store,
-      commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false }),
-      processor,
-      encoder,
+      commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }),
+      processor: ready,
+      encoder: encoderReady,
       pool,
       cacheDir: options.cacheDir,
       coverageMin,
@@ -234,10 +249,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       },
     };
     // Ctrl-C: stop the workers at once; a commit in progress completes (it is atomic anyway).
-    const activeProcessor = processor;
     const onAbort = (): void => {
       state.failure ??= buildInterrupted(signal!);
-      void activeProcessor.close();
+      void ready.then((processor) => processor.close()).catch(() => {});
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     const active = new Set<Promise<void>>();
@@ -275,8 +289,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       });
       active.add(tracked);
     }
-    if (state.failure !== null) await processor.close();
+    if (state.failure !== null) await ready.then((processor) => processor.close()).catch(() => {});
     await Promise.allSettled(active);
+    // Every tensor may have been cached or skipped: the report still names the backend.
+    if (state.failure === null) await startWhenReady.catch((error: unknown) => (state.failure ??= error));
     signal?.removeEventListener('abort', onAbort);
     if (state.failure === null && signal?.aborted) state.failure = buildInterrupted(signal);
     if (state.failure !== null) throw state.failure;
@@ -285,7 +301,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       model: options.model,
       cache: options.cacheDir,
       results,
-      backend: encoder.backend,
+      backend: encoder!.backend,
       jobs,
       coverageMin,
       chunkSize,
@@ -296,7 +312,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
-    await processor?.close().catch(() => {});
+    await processorReady?.then((processor) => processor.close()).catch(() => {});
     await (encoder ?? (await encoderReady.catch(() => undefined)))?.dispose().catch(() => {});
     await store?.close().catch(() => {});
     await model?.close().catch(() => {});
@@ -308,8 +324,10 @@ interface TensorContext {
   store: CacheStore;
   /** Every write of the build goes through here (group commit: one store call per batch). */
   commits: CommitBatcher;
-  processor: TensorProcessor;
-  encoder: ValuesEncoder;
+  /** Started with the build; awaited only by the first tensor that needs calibrating. */
+  processor: Promise<TensorProcessor>;
+  /** Likewise for the first tensor to encode. */
+  encoder: Promise<ValuesEncoder>;
   pool: BufferPool;
   cacheDir: string;
   coverageMin: number;
@@ -347,7 +365,7 @@ async function processTensor(
   signal: AbortSignal | undefined,
   reservation: Reservation,
 ): Promise<BuildTensorReport> {
-  const { store, processor, pool } = context;
+  const { store, pool } = context;
   try {
     const target = pool.acquire(tensor.slice.sizeBytes);
     let bytes: Uint8Array;
@@ -378,6 +396,10 @@ async function processTensor(
       await bindSlice(context, key, tensor);
       return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
     }
+    const processor = await context.processor.catch((error: unknown) => {
+      pool.release(bytes.buffer);
+      throw error;
+    });
     const { coverage, exponents, sha256, escapeCount, bytes: calibrated } = await processor.calibrate(bytes, context.coverageMin);
     let payload: Uint8Array;
     // The payload's buffer, when it comes from the pool (it goes back once committed).
@@ -388,11 +410,12 @@ async function processTensor(
       // Encoding runs here, on the main thread: see hash-worker.ts for why. The payload's size is
       // known from the calibration, so it is encoded straight into a reused buffer.
       const values = viewBf16(calibrated);
-      if (context.encoder.acceptsOut) {
+      const encoder = await context.encoder;
+      if (encoder.acceptsOut) {
         pooled = pool.acquire(computePayloadLayout(values.length, escapeCount, context.chunkSize).totalBytes);
-        payload = await context.encoder.encode(values, exponents, context.chunkSize, { out: pooled, escapeCount });
+        payload = await encoder.encode(values, exponents, context.chunkSize, { out: pooled, escapeCount });
       } else {
-        payload = await context.encoder.encode(values, exponents, context.chunkSize);
+        payload = await encoder.encode(values, exponents, context.chunkSize);
       }
     } catch (error) {
       if (pooled) pool.release(pooled.buffer);

@@ -1,7 +1,9 @@
 // Group commit for the build's writes. On an s3:// cache every addEntries/aliasSlices call lists the
 // prefix afterwards (to see its own writes and catch racing aliases), so one call per tensor costs
 // O(objects) per tensor; calls made while a commit runs are merged into the next one instead. On a
-// directory the store groups concurrent calls itself; batching here changes nothing there.
+// directory the store groups concurrent calls itself (one journal record and fsync for all of
+// them), and each call there stages its own blob, so a write that fails (ENOSPC) fails only its
+// own tensor while the others commit: calls go straight through (`batch: false`).
 import type { AddEntryInput, AddEntryResult, CacheStore } from '@splitzip/store';
 
 export interface AliasRequest {
@@ -25,7 +27,13 @@ interface Pending<I, R> {
 }
 
 /** `rebind` applies to every alias of the build (the CLI's --rebind). */
-export function createCommitBatcher(store: CacheStore, options: { rebind: boolean }): CommitBatcher {
+export function createCommitBatcher(store: CacheStore, options: { rebind: boolean; batch: boolean }): CommitBatcher {
+  if (!options.batch) {
+    return {
+      addEntry: (input) => store.addEntry(input),
+      aliasSlice: async (item) => (await store.aliasSlices([item], { rebind: options.rebind }))[0]!,
+    };
+  }
   let adds: Pending<AddEntryInput, AddEntryResult>[] = [];
   let aliases: Pending<AliasRequest, boolean>[] = [];
   let running: Promise<void> | undefined;
