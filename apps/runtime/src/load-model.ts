@@ -8,7 +8,7 @@ import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
-import { prepareOutput, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
+import { DEFAULT_SYNC_READ_MAX_BYTES, prepareOutput, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
 import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
 
 function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
@@ -62,6 +62,11 @@ export interface LoadModelOptions {
   /** Tell `coverage` from `missing` for uncached BF16 tensors (a histogram pass over them). Default true. */
   explainMisses?: boolean;
   signal?: AbortSignal;
+  /**
+   * Read blobs up to this many bytes from a local cache with synchronous calls (default
+   * DEFAULT_SYNC_READ_MAX_BYTES; 0: never, e.g. on network file systems where a read can block long).
+   */
+  syncReadMaxBytes?: number;
   /** When `model` is a location: S3 settings for an `s3://` model (see openModel). */
   modelS3?: S3StoreOptions;
 }
@@ -153,6 +158,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       cacheOnly: options.cacheOnly ?? false,
       explainMisses: options.explainMisses ?? true,
       signal: options.signal,
+      syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
       onStagingOverflow: () => {
         totals.stagingOverflows += 1;
       },

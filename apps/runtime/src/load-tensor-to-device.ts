@@ -3,7 +3,7 @@ import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
 import type { LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, createTensorReport, prepareOutput, readRaw, stagePayload, type ServeEnv } from './serve-tensor.js';
+import { checkDigest, createTensorReport, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -24,6 +24,8 @@ export interface DeviceTensor {
 }
 
 export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'backend'> {
+  /** Read blobs up to this many bytes synchronously from a local cache (see LoadModelOptions). */
+  syncReadMaxBytes?: number;
   /** Kernels from `@splitzip/kernels` (`createKernels`), e.g. the webgpu backend. */
   kernels: Kernels;
 }
@@ -50,6 +52,7 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
     explainMisses: false,
     signal: options.signal,
     onStagingOverflow: () => undefined,
+    syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
   };
   const { name, dtype, shape, slice } = target;
   const report = createTensorReport(target, target.dtype === 'BF16' ? 'missing' : 'dtype');

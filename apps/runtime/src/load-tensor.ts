@@ -4,10 +4,12 @@ import type { StagingPool } from './create-staging-pool.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
-import { prepareOutput, serveTensor } from './serve-tensor.js';
+import { prepareOutput, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
 
 export interface LoadTensorOptions {
+  /** Read blobs up to this many bytes synchronously from a local cache (see LoadModelOptions). */
+  syncReadMaxBytes?: number;
   /** The cache to try first. Without one, the tensor is read raw. */
   cache?: ShardCache;
   /** For a bare slice: the model that owns the shard (needed for the raw fallback). */
@@ -46,6 +48,7 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
       explainMisses: options.explainMisses ?? true,
       signal: options.signal,
       onStagingOverflow: () => undefined,
+    syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
     },
     target,
     output,

@@ -31,6 +31,8 @@ export interface ShardCache {
   ): Promise<boolean>;
   /** Reads and verifies a payload into a staging slot (a pool slot or any Uint8Array); returns the payload view. */
   readBlob(key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
+  /** The store's readBlobSync (local caches only; undefined for object stores). */
+  readonly readBlobSync: ((key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions) => Uint8Array) | undefined;
   /** Picks up entries and aliases other processes committed since the last refresh. */
   refresh(): Promise<void>;
   /** Absolute path (or `s3://` URL of the object) of an entry's blob (the store validated the relative path when it loaded the entry). */
@@ -111,6 +113,9 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     getEntry: (key) => store.getEntry(key),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes),
     readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions),
+    readBlobSync: store.readBlobSync
+      ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions)
+      : undefined,
     refresh: () => store.refresh(),
     blobPath: (entry) => (isS3Url(store.root) ? `${store.root.endsWith('/') ? store.root : `${store.root}/`}${entry.blob}` : join(store.root, entry.blob)),
     largestPayloadBytes,

@@ -10,6 +10,13 @@ import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } fr
 import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
+/**
+ * Default size up to which local blobs are read synchronously: from the page cache such a read takes
+ * microseconds, while the four thread-pool round trips of an asynchronous read take far longer on a
+ * busy machine; on a cold local disk it blocks the calling thread for about a millisecond.
+ */
+export const DEFAULT_SYNC_READ_MAX_BYTES = 256 * 1024;
+
 /** What one load needs; built once per loadTensor/loadModel call and shared by its tensors. */
 export interface ServeEnv {
   cache: ShardCache | undefined;
@@ -23,6 +30,8 @@ export interface ServeEnv {
   signal: AbortSignal | undefined;
   /** Counts payloads staged outside the pool (larger than its slots, or no pool). */
   onStagingOverflow: () => void;
+  /** Blobs up to this size are read with synchronous calls from a local cache (0: never). */
+  syncReadMaxBytes: number;
 }
 
 /** A tensor to serve: from a model (raw fallback possible) or a cache entry alone (bare slice). */
@@ -270,7 +279,12 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
     } else {
       try {
         // A backend that verifies while decoding gets the checksum (one pass over the payload, not two).
-        payload = await cache.readBlob(entry.key, stage, { verifyChecksum: env.backend.verifiesChecksum !== true });
+        const readOptions = { verifyChecksum: env.backend.verifiesChecksum !== true };
+        // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
+        payload =
+          cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes
+            ? cache.readBlobSync(entry.key, stage, readOptions)
+            : await cache.readBlob(entry.key, stage, readOptions);
       } catch (error) {
         throw mapStoreError(error, entry);
       }

@@ -54,14 +54,15 @@ async function collect(iterable: AsyncIterable<LoadedTensor>): Promise<LoadedTen
 
 describe('loadModel', () => {
   const readers = {
-    'store + safetensors reads': () => undefined,
-    'runtime file reader': () => createFileReader(),
-    'pacing reader': () => createPacedReader(createFileReader(), { bytesPerSecond: 2e9, chunkBytes: 4096 }),
+    'store + safetensors reads, small blobs synchronously': { makeReader: () => undefined, syncReadMaxBytes: 1 << 30 },
+    'store + safetensors reads, never synchronously': { makeReader: () => undefined, syncReadMaxBytes: 0 },
+    'runtime file reader': { makeReader: () => createFileReader(), syncReadMaxBytes: undefined },
+    'pacing reader': { makeReader: () => createPacedReader(createFileReader(), { bytesPerSecond: 2e9, chunkBytes: 4096 }), syncReadMaxBytes: undefined },
   };
-  for (const [label, makeReader] of Object.entries(readers)) {
+  for (const [label, { makeReader, syncReadMaxBytes }] of Object.entries(readers)) {
     it(`serves every tensor bit-exact, in model order, with the right source and reason (${label})`, async () => {
       const reader = makeReader();
-      const load = loadModel(model, cache, { reader, concurrency: 3 });
+      const load = loadModel(model, cache, { reader, concurrency: 3, syncReadMaxBytes });
       const tensors = await collect(load);
       await reader?.close();
       expect(tensors.map((t) => t.name)).toEqual(model.tensors.map((t) => t.name));

@@ -34,6 +34,8 @@ export interface StorageBackend {
   discardStagedBlob(staged: StagedBlob): Promise<void>;
   /** Reads exactly target.length bytes of an entry's blob; BLOB_MISSING, BLOB_SIZE_MISMATCH, UNSAFE_BLOB_PATH. */
   readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void>;
+  /** The same with synchronous system calls, where the backend is a local filesystem. */
+  readBlobIntoSync?(key: string, blob: string, target: Uint8Array): void;
 
   /** The writer lock (many processes). */
   acquireWriteLock(timeoutMs: number): Promise<HeldLock>;

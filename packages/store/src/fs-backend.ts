@@ -1,4 +1,4 @@
-import { constants } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, realpath, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JournalFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
@@ -34,6 +34,31 @@ async function writeAll(handle: FileHandle, bytes: Uint8Array, positionBytes: nu
   while (done < bytes.length) {
     const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, positionBytes === null ? null : positionBytes + done);
     done += bytesWritten;
+  }
+}
+
+const BLOB_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+function blobOpenError(error: unknown, key: string, path: string): StoreError {
+  const errno = errnoCode(error);
+  if (errno === 'ENOENT') return new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
+  if (errno === 'ELOOP') {
+    return new StoreError('UNSAFE_BLOB_PATH', 'blob is a link (the store never writes links)', { entry: key, path, details: { reason: 'link' } });
+  }
+  return toIoError(error, 'cannot open the blob', { entry: key, path });
+}
+
+/** An opened blob must be a regular file of exactly the manifest's size. */
+function checkBlobFile(info: { isFile(): boolean; size: number }, expectedBytes: number, key: string, path: string): void {
+  if (!info.isFile()) {
+    throw new StoreError('UNSAFE_BLOB_PATH', 'blob is not a regular file', { entry: key, path, details: { reason: 'not-a-file' } });
+  }
+  if (info.size !== expectedBytes) {
+    throw new StoreError('BLOB_SIZE_MISMATCH', `blob file holds ${info.size} bytes, the manifest says ${expectedBytes}`, {
+      entry: key,
+      path,
+      details: { fileBytes: info.size, expectedBytes },
+    });
   }
 }
 
@@ -263,44 +288,72 @@ export class FsBackend implements StorageBackend {
     return this.blobsRealPath;
   }
 
-  async readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void> {
+  /**
+   * Where a blob is opened: manifest entries only ever name blobs/<key>.bin (validateBlobPath), so
+   * the file is opened by name inside the blobs directory's real path (resolved once): with
+   * O_NOFOLLOW nothing but a regular file there can be opened, without a realpath call per read.
+   * O_NONBLOCK: a FIFO planted there opens at once instead of hanging (and fails the file check).
+   */
+  private blobTarget(key: string, blob: string, blobsDir: string): { path: string; resolved: string } {
     const path = join(this.root, blob);
-    // Manifest entries only ever name blobs/<key>.bin (validateBlobPath), so the file is opened by
-    // name inside the blobs directory's real path (resolved once): with O_NOFOLLOW nothing but a
-    // regular file there can be opened, without a realpath call per read. O_NONBLOCK: a FIFO
-    // planted there opens at once instead of hanging (and fails the regular-file check below).
     if (blob !== canonicalBlobPath(key)) {
       throw new StoreError('UNSAFE_BLOB_PATH', `blob path ${blob} is not ${canonicalBlobPath(key)}`, { entry: key, path, details: { reason: 'not-canonical' } });
     }
-    const resolved = join(await this.blobsDirectory(), blob.slice(BLOBS.length + 1));
+    return { path, resolved: join(blobsDir, blob.slice(BLOBS.length + 1)) };
+  }
+
+  async readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void> {
+    const { path, resolved } = this.blobTarget(key, blob, await this.blobsDirectory());
     let handle: FileHandle;
     try {
-      handle = await open(resolved, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      handle = await open(resolved, BLOB_OPEN_FLAGS);
     } catch (error) {
-      const errno = errnoCode(error);
-      if (errno === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
-      if (errno === 'ELOOP') {
-        throw new StoreError('UNSAFE_BLOB_PATH', 'blob is a link (the store never writes links)', { entry: key, path, details: { reason: 'link' } });
-      }
-      throw toIoError(error, 'cannot open the blob', { entry: key, path });
+      throw blobOpenError(error, key, path);
     }
     try {
-      const info = await handle.stat();
-      if (!info.isFile()) {
-        throw new StoreError('UNSAFE_BLOB_PATH', 'blob is not a regular file', { entry: key, path, details: { reason: 'not-a-file' } });
-      }
-      if (info.size !== target.length) {
-        throw new StoreError('BLOB_SIZE_MISMATCH', `blob file holds ${info.size} bytes, the manifest says ${target.length}`, {
-          entry: key,
-          path,
-          details: { fileBytes: info.size, expectedBytes: target.length },
-        });
-      }
+      checkBlobFile(await handle.stat(), target.length, key, path);
       await readExactly(handle, target, 0, path);
     } catch (error) {
       throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
     } finally {
       await handle.close();
+    }
+  }
+
+  /** readBlobInto with synchronous system calls (same checks, same errors): see CacheStore.readBlobSync. */
+  readBlobIntoSync(key: string, blob: string, target: Uint8Array): void {
+    if (this.blobsRealPath === undefined) {
+      try {
+        this.blobsRealPath = realpathSync(join(this.root, BLOBS));
+      } catch (error) {
+        if (errnoCode(error) === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the cache has no blobs directory', { path: join(this.root, BLOBS) });
+        throw toIoError(error, 'cannot resolve the blobs directory', { path: join(this.root, BLOBS) });
+      }
+    }
+    const { path, resolved } = this.blobTarget(key, blob, this.blobsRealPath);
+    let fd: number;
+    try {
+      fd = openSync(resolved, BLOB_OPEN_FLAGS);
+    } catch (error) {
+      throw blobOpenError(error, key, path);
+    }
+    try {
+      checkBlobFile(fstatSync(fd), target.length, key, path);
+      let done = 0;
+      while (done < target.length) {
+        const bytesRead = readSync(fd, target, done, target.length - done, done);
+        if (bytesRead === 0) {
+          throw new StoreError('BLOB_SIZE_MISMATCH', `file ended after ${done} bytes, ${target.length} expected`, {
+            path,
+            details: { readBytes: done, expectedBytes: target.length },
+          });
+        }
+        done += bytesRead;
+      }
+    } catch (error) {
+      throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+    } finally {
+      closeSync(fd);
     }
   }
 

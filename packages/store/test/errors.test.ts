@@ -239,6 +239,47 @@ describe('readBlob never returns wrong data', () => {
     await store.close();
   });
 
+  it('readBlobSync: the same payload and the same typed errors as readBlob (corrupt, size, missing, link, directory, FIFO)', async () => {
+    const { root, tensors } = await makeCache();
+    const t = tensors[0]!;
+    const path = join(root, 'blobs', `${t.key}.bin`);
+    const store = await openCacheStore(root);
+    const slot = new Uint8Array(t.payload.length + 64);
+    expect(Buffer.from(store.readBlobSync!(t.key, slot)).equals(Buffer.from(t.payload))).toBe(true);
+    const syncCode = (fn: () => unknown): string => {
+      try {
+        fn();
+        return 'none';
+      } catch (error) {
+        return (error as { code: string }).code;
+      }
+    };
+    const both = async () => [syncCode(() => store.readBlobSync!(t.key, slot)), (await catchError(() => store.readBlob(t.key, slot))).code];
+    const flipped = Buffer.from(t.payload);
+    flipped[t.payload.length - 1]! ^= 0x10;
+    await writeFile(path, flipped);
+    expect(await both()).toEqual(['BLOB_CORRUPT', 'BLOB_CORRUPT']);
+    expect(syncCode(() => store.readBlobSync!(t.key, slot, { verifyChecksum: false }))).toBe('none');
+    await writeFile(path, Buffer.from(t.payload).subarray(0, 300));
+    expect(await both()).toEqual(['BLOB_SIZE_MISMATCH', 'BLOB_SIZE_MISMATCH']);
+    await unlink(path);
+    expect(await both()).toEqual(['BLOB_MISSING', 'BLOB_MISSING']);
+    await writeFile(join(root, 'elsewhere.bin'), t.payload);
+    await symlink(join(root, 'elsewhere.bin'), path);
+    expect(await both()).toEqual(['UNSAFE_BLOB_PATH', 'UNSAFE_BLOB_PATH']);
+    await unlink(path);
+    await mkdir(path);
+    expect(await both()).toEqual(['UNSAFE_BLOB_PATH', 'UNSAFE_BLOB_PATH']);
+    await rm(path, { recursive: true });
+    // A FIFO must neither hang the open nor be read as a blob.
+    expect(spawnSync('mkfifo', [path]).status).toBe(0);
+    expect(await both()).toEqual(['UNSAFE_BLOB_PATH', 'UNSAFE_BLOB_PATH']);
+    await unlink(path);
+    await writeFile(path, t.payload);
+    expect(store.readBlobSync!(t.key, slot).length).toBe(t.payload.length);
+    await store.close();
+  });
+
   it('verifyChecksum: false leaves a body flip to the caller but still checks the header and the manifest', async () => {
     const { root, tensors } = await makeCache();
     const t = tensors[0]!;
