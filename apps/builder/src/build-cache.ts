@@ -2,17 +2,16 @@
 // memory, hashed and calibrated on worker threads, encoded on the main thread, each entry committed as soon as it is encoded
 // (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
-import { computePayloadLayout, DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
-import { createBufferPool, type BufferPool } from './create-buffer-pool.js';
-import { createInFlightBudget, type Reservation } from './create-in-flight-budget.js';
+import { createSlabPool, slabBytesOf, type SlabPool } from './create-slab-pool.js';
 import { createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
 import type { EncodeBackend } from './encode-backends.js';
-import { viewBf16 } from './tensor-tasks.js';
+import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
@@ -25,27 +24,19 @@ export { DEFAULT_COVERAGE_MIN };
  */
 export const MIN_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
 /**
- * The in-flight memory budget as a multiple of the largest tensor (at least MIN_IN_FLIGHT_BYTES).
- * Raw buffers and payloads both come from one pool capped at this budget, so a build allocates
- * almost nothing after its first tensors. 2.5 lets a largest tensor (raw + worst payload, ~1.8x)
- * overlap with the next one being read, and several mid-sized tensors be hashed, encoded and
- * written at once, while peak RSS (~110 MB of Node, modules and workers besides) stays under the
- * promised 3 x largest + 150 MB.
+ * The slab (the build's working memory: every raw tensor and payload buffer in flight, see
+ * create-slab-pool.ts) as a multiple of the largest tensor, at least MIN_IN_FLIGHT_BYTES. One
+ * largest tensor needs ~1.8x (raw + worst payload); 2.5 lets the next one be read and hashed while
+ * it is calibrated or written, and several mid-sized tensors overlap. With Node, the modules and
+ * the workers (~100 MB at --jobs 2), peak RSS stays under the promised 3 x largest + 150 MB.
  */
-export const IN_FLIGHT_LARGEST_FACTOR = 2;
+export const SLAB_LARGEST_FACTOR = 2.5;
 /**
- * Tensors in flight at most (read, hashed, encoded or being committed), within the budget: many
- * small tensors in flight let the store group their commits (one journal record, one fsync).
+ * Tensors in flight at most (read, keyed, calibrated, encoded or being committed), within the
+ * slab: many small tensors in flight let the store group their commits (one record, one fsync).
  */
 export const MAX_TENSORS_IN_FLIGHT = 32;
-/**
- * The pool holds the buffers in flight plus idle ones of other sizes (a payload, or a tensor of
- * another size, needs another buffer than the one just freed): up to the budget + 2 x largest
- * tensor, but at most 3 x largest + this, which with Node, the modules and the workers (~90 MB
- * with --jobs 2) stays under the promised 3 x largest + 150 MB.
- */
-export const POOL_HEADROOM_BYTES = 40e6;
-/** Payload bytes freed between two collectGarbage calls, at least. */
+/** Payload bytes freed between two collectGarbage calls, at least (gpu.js backends allocate their payloads). */
 export const GC_EVERY_MIN_BYTES = 4 * 1024 * 1024;
 
 /**
@@ -133,7 +124,7 @@ export interface BuildCacheOptions {
    * name and position, and another model may own it.
    */
   rebindSlices?: boolean;
-  /** Overrides the in-flight memory budget (raw bytes plus payloads, see inFlightBytesOf). */
+  /** Overrides the slab size (raw bytes plus payloads in flight); at least one largest tensor's. */
   maxInFlightBytes?: number;
   signal?: AbortSignal;
   onProgress?: (event: BuildProgressEvent) => void;
@@ -186,16 +177,17 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         totalBytes += tensor.slice.sizeBytes;
       }
     }
-    // Memory bound: tensors in flight reserve raw bytes + worst payload each, within the budget
-    // (always at least one tensor); the pool that holds those buffers keeps at most the budget alive.
-    const reserve = (sizeBytes: number): number => inFlightBytesOf(sizeBytes, coverageMin, chunkSize);
-    const budgetBytes = options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.ceil(IN_FLIGHT_LARGEST_FACTOR * largestBytes));
-    const budget = createInFlightBudget(budgetBytes);
+    // Memory bound: every tensor in flight holds its raw bytes and a buffer for its worst payload
+    // in the slab, allocated at admission (so admitted work never waits for memory); the raw
+    // bytes go back once encoded, the payload's once committed.
+    const sizesOf = (sizeBytes: number): number[] => [sizeBytes, worstPayloadBytes(sizeBytes / 2, coverageMin, chunkSize)];
+    const slabBytes = Math.max(
+      options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.ceil(SLAB_LARGEST_FACTOR * largestBytes)),
+      slabBytesOf(sizesOf(largestBytes)),
+    );
+    const slab = createSlabPool(slabBytes);
     let droppedBytes = 0;
-    const poolCapBytes = Math.max(budgetBytes, Math.min(budgetBytes + 2 * largestBytes, 3 * largestBytes + POOL_HEADROOM_BYTES));
-    // Shared memory when workers calibrate: they read it in place (see createBufferPool).
-    const pool = createBufferPool(poolCapBytes, (bytes) => (droppedBytes += bytes), { shared: jobs > 0 });
-    const ready = createTensorProcessor({ jobs, pool });
+    const ready = createTensorProcessor({ jobs, slab: slab.buffer });
     processorReady = ready;
     ready.catch(() => {});
 
@@ -234,7 +226,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }),
       processor: ready,
       encoder: encoderReady,
-      pool,
+      slab,
       cacheDir: options.cacheDir,
       coverageMin,
       chunkSize,
@@ -267,24 +259,35 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         finish(index, { ...base, status: 'skipped_size' });
         continue;
       }
-      const reservedBytes = reserve(tensor.slice.sizeBytes);
-      while (active.size > 0 && (active.size >= MAX_TENSORS_IN_FLIGHT || !budget.fits(reservedBytes)) && state.failure === null) {
-        await Promise.race([...active, budget.changed()]);
+      const sizes = sizesOf(tensor.slice.sizeBytes);
+      let views: Uint8Array[] | null = null;
+      while (state.failure === null) {
+        if (active.size < MAX_TENSORS_IN_FLIGHT) views = slab.tryAcquire(sizes);
+        // The slab holds a largest tensor's pair when empty: with nothing in flight this succeeds.
+        if (views !== null || active.size === 0) break;
+        await Promise.race([...active, slab.changed()]);
       }
-      if (state.failure !== null) break;
-      if (signal?.aborted) {
-        state.failure = buildInterrupted(signal);
+      if (views === null) {
+        if (state.failure === null) state.failure = new BuilderError('TENSOR_FAILED', `internal: tensor ${tensor.name} does not fit the build's memory`, { tensor: tensor.name });
         break;
       }
-      const reservation = budget.reserve(reservedBytes);
-      const task: Promise<void> = processTensor(context, tensor, base, signal, reservation).then(
+      const [raw, out] = views as [Uint8Array, Uint8Array];
+      if (signal?.aborted) {
+        state.failure = buildInterrupted(signal);
+        slab.release(raw);
+        slab.release(out);
+        break;
+      }
+      const task: Promise<void> = processTensor(context, tensor, base, signal, raw, out).then(
         (report) => finish(index, report),
         (error: unknown) => {
           state.failure ??= error;
         },
       );
       const tracked = task.finally(() => {
-        reservation.release();
+        // Released already unless the tensor failed (idempotent).
+        slab.release(raw);
+        slab.release(out);
         active.delete(tracked);
       });
       active.add(tracked);
@@ -328,7 +331,7 @@ interface TensorContext {
   processor: Promise<TensorProcessor>;
   /** Likewise for the first tensor to encode. */
   encoder: Promise<ValuesEncoder>;
-  pool: BufferPool;
+  slab: SlabPool;
   cacheDir: string;
   coverageMin: number;
   chunkSize: number;
@@ -357,74 +360,47 @@ function baseReport(tensor: TensorInfo): BaseReport {
   };
 }
 
-/** One BF16 tensor: read, content key, then alias an existing entry, or calibrate (worker) + encode + store. */
+/**
+ * One BF16 tensor: read into `raw`, content key, then alias an existing entry, or calibrate and
+ * encode into `out` (a worker) and store. `raw` and `out` are its slab views: each goes back as
+ * soon as it is no longer needed (the caller releases whatever is left when it fails).
+ */
 async function processTensor(
   context: TensorContext,
   tensor: TensorInfo,
   base: BaseReport,
   signal: AbortSignal | undefined,
-  reservation: Reservation,
+  raw: Uint8Array,
+  out: Uint8Array,
 ): Promise<BuildTensorReport> {
-  const { store, pool } = context;
+  const { store, slab } = context;
   try {
-    const target = pool.acquire(tensor.slice.sizeBytes);
-    let bytes: Uint8Array;
-    try {
-      bytes = await readTensorBytes(context.model, tensor, target);
-      throwIfAborted(signal);
-    } catch (error) {
-      pool.release(target.buffer);
-      throw error;
-    }
+    const bytes = await readTensorBytes(context.model, tensor, raw);
+    throwIfAborted(signal);
     const { shardName, offsetBytes, sizeBytes } = tensor.slice;
     // The content key on this thread (the store lives here; it is one SHA-1 pass), so the
     // workers only see tensors that need calibrating and never load the store.
-    let key: string;
-    try {
-      key = computeContentKey(bytes, tensor.shape, 'BF16');
-      checkSliceConflict(context, key, tensor);
-    } catch (error) {
-      pool.release(bytes.buffer);
-      throw error;
-    }
+    const key = computeContentKey(bytes, tensor.shape, 'BF16');
+    checkSliceConflict(context, key, tensor);
     const withKey = { ...base, key };
     const existing = store.getEntry(key);
     if (existing) {
-      pool.release(bytes.buffer);
-      reservation.release();
+      slab.release(raw);
+      slab.release(out);
       context.checkFailure();
       await bindSlice(context, key, tensor);
       return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
     }
-    const processor = await context.processor.catch((error: unknown) => {
-      pool.release(bytes.buffer);
-      throw error;
-    });
-    const { coverage, exponents, sha256, escapeCount, bytes: calibrated } = await processor.calibrate(bytes, context.coverageMin);
-    let payload: Uint8Array;
-    // The payload's buffer, when it comes from the pool (it goes back once committed).
-    let pooled: Uint8Array | null = null;
-    try {
-      if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
-      context.checkFailure();
-      // Encoding runs here, on the main thread: see hash-worker.ts for why. The payload's size is
-      // known from the calibration, so it is encoded straight into a reused buffer.
-      const values = viewBf16(calibrated);
-      const encoder = await context.encoder;
-      if (encoder.acceptsOut) {
-        pooled = pool.acquire(computePayloadLayout(values.length, escapeCount, context.chunkSize).totalBytes);
-        payload = await encoder.encode(values, exponents, context.chunkSize, { out: pooled, escapeCount });
-      } else {
-        payload = await encoder.encode(values, exponents, context.chunkSize);
-      }
-    } catch (error) {
-      if (pooled) pool.release(pooled.buffer);
-      throw error;
-    } finally {
-      pool.release(calibrated.buffer);
-    }
+    const [processor, encoder] = await Promise.all([context.processor, context.encoder]);
+    // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
+    const calibrated = await processor.calibrate(bytes, context.coverageMin, encoder.isCodec ? { out, chunkSize: context.chunkSize } : undefined);
+    const { coverage, exponents, sha256 } = calibrated;
+    if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
+    context.checkFailure();
+    const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
     // The raw bytes are free: only the payload stays in flight while it is written.
-    reservation.shrinkTo(payload.byteLength);
+    slab.release(raw);
+    if (!calibrated.payload) slab.release(out);
     try {
       context.checkFailure();
       // The slice goes in the same commit as the entry when it is free (the usual case).
@@ -445,9 +421,8 @@ async function processTensor(
       return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
     } finally {
       // The store has written (or refused) the payload and keeps no reference to it.
-      if (pooled) pool.release(pooled.buffer);
+      if (calibrated.payload) slab.release(out);
       else context.dropPayload(payload.byteLength);
-      reservation.release();
     }
   } catch (error) {
     throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir });

@@ -1,28 +1,28 @@
-// Runs the per-tensor calibration work (exponent histogram + Top-16 codebook, SHA-256 of a tensor
-// that passes the gate) on a pool of worker threads, or on the calling thread for `jobs: 0`. The
-// bytes travel to a worker by transfer and come back with the answer (nothing is copied), for the
-// main thread to encode from and to pool.
+// Runs the per-tensor work (exponent histogram + Top-16 codebook, SHA-256 of a tensor that passes
+// the gate, and on the codec path its encoding) on a pool of worker threads, or on the calling
+// thread for `jobs: 0`. Tensors and payload buffers are views of the build's slab, which the
+// workers share: they read and write them in place.
 import { Worker } from 'node:worker_threads';
-import type { BufferPool } from './create-buffer-pool.js';
 import { BuilderError } from './errors.js';
-import { calibrateTensor, type TensorCalibration } from './tensor-tasks.js';
-import { deserializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
+import { calibrateAndEncode, type EncodeInto, type TensorCalibration } from './tensor-tasks.js';
+import { deserializeError, type WorkerData, type WorkerReply, type WorkerRequest } from './worker-messages.js';
 
-export type CalibratedBytes = TensorCalibration & { bytes: Uint8Array };
+/** The calibration, and the payload when encoded (a view of `into.out`). */
+export type CalibratedTensor = TensorCalibration & { payload: Uint8Array | null };
 
 export interface TensorProcessor {
   readonly jobs: number;
   /**
-   * Takes ownership of `bytes` (a pool buffer at offset 0: it is transferred) and returns them
-   * with their calibration, now the caller's again. On failure the bytes go back to the pool.
+   * Calibrates `bytes` (a view of the slab) and, with `into` (another view of it), encodes a tensor
+   * that passes the gate into `into.out`. Both views stay the caller's throughout.
    */
-  calibrate(bytes: Uint8Array, coverageMin: number): Promise<CalibratedBytes>;
+  calibrate(bytes: Uint8Array, coverageMin: number, into?: EncodeInto): Promise<CalibratedTensor>;
   /** Terminates the workers; pending and later work is rejected. */
   close(): Promise<void>;
 }
 
-export async function createTensorProcessor(options: { jobs: number; pool: BufferPool }): Promise<TensorProcessor> {
-  return options.jobs <= 0 ? createInProcessProcessor(options.pool) : createWorkerProcessor(options.jobs, options.pool);
+export async function createTensorProcessor(options: { jobs: number; slab: SharedArrayBuffer }): Promise<TensorProcessor> {
+  return options.jobs <= 0 ? createInProcessProcessor() : createWorkerProcessor(options.jobs, options.slab);
 }
 
 const stoppedError = (): BuilderError => new BuilderError('INTERRUPTED', 'the calibration workers were stopped');
@@ -52,18 +52,13 @@ function createSlotQueue<T>(slots: T[]) {
   };
 }
 
-function createInProcessProcessor(pool: BufferPool): TensorProcessor {
+function createInProcessProcessor(): TensorProcessor {
   let closed: Error | null = null;
   return {
     jobs: 0,
-    async calibrate(bytes, coverageMin) {
-      try {
-        if (closed) throw closed;
-        return { ...calibrateTensor(bytes, coverageMin), bytes };
-      } catch (error) {
-        pool.release(bytes.buffer);
-        throw error;
-      }
+    async calibrate(bytes, coverageMin, into) {
+      if (closed) throw closed;
+      return calibrateAndEncode(bytes, coverageMin, into);
     },
     async close() {
       closed ??= stoppedError();
@@ -77,7 +72,7 @@ interface WorkerHandle {
   failure: Error | null;
 }
 
-async function createWorkerProcessor(jobs: number, pool: BufferPool): Promise<TensorProcessor> {
+async function createWorkerProcessor(jobs: number, slab: SharedArrayBuffer): Promise<TensorProcessor> {
   const workerUrl = new URL('./hash-worker.js', import.meta.url);
   let nextId = 1;
   let closing = false;
@@ -85,7 +80,7 @@ async function createWorkerProcessor(jobs: number, pool: BufferPool): Promise<Te
   const handles: WorkerHandle[] = [];
   const ready: Promise<void>[] = [];
   for (let i = 0; i < jobs; i++) {
-    const worker = new Worker(workerUrl);
+    const worker = new Worker(workerUrl, { workerData: { slab } satisfies WorkerData });
     const handle: WorkerHandle = { worker, pending: new Map(), failure: null };
     handles.push(handle);
     ready.push(
@@ -98,8 +93,6 @@ async function createWorkerProcessor(jobs: number, pool: BufferPool): Promise<Te
         };
         worker.on('message', (reply: WorkerReply) => {
           if (reply.type === 'ready') return resolve();
-          // A buffer coming back with an error goes straight back to the pool.
-          if (reply.type === 'error' && reply.buffer) pool.release(reply.buffer);
           const waiter = handle.pending.get(reply.id);
           if (!waiter) return;
           handle.pending.delete(reply.id);
@@ -124,36 +117,21 @@ async function createWorkerProcessor(jobs: number, pool: BufferPool): Promise<Te
   const queue = createSlotQueue(handles);
   return {
     jobs,
-    async calibrate(bytes, coverageMin) {
-      let handle: WorkerHandle;
+    async calibrate(bytes, coverageMin, into) {
+      if (bytes.buffer !== slab || (into && into.out.buffer !== slab)) throw new Error('the workers only see views of the slab');
+      const handle = await queue.acquire();
       try {
-        // Pool buffers are whole ArrayBuffers; the view may be shorter (a reused, larger buffer).
-        if (bytes.byteOffset !== 0) throw new Error('tensor bytes must start at the start of their buffer');
-        handle = await queue.acquire();
-      } catch (error) {
-        pool.release(bytes.buffer);
-        throw error;
-      }
-      try {
-        if (handle.failure) {
-          pool.release(bytes.buffer);
-          throw handle.failure;
-        }
+        if (handle.failure) throw handle.failure;
         const id = nextId++;
-        const buffer = bytes.buffer;
-        const length = bytes.byteLength;
-        // Shared memory is read in place and stays ours; an ArrayBuffer is transferred (no copy),
-        // is the worker's until it comes back with the answer or the error.
-        const shared = buffer instanceof SharedArrayBuffer;
+        const request: WorkerRequest = { type: 'calibrate', id, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, coverageMin };
+        if (into) request.encodeInto = { offsetBytes: into.out.byteOffset, byteLength: into.out.byteLength, chunkSize: into.chunkSize };
         const reply = await new Promise<WorkerReply>((resolve, reject) => {
           handle.pending.set(id, { resolve, reject });
-          handle.worker.postMessage({ type: 'calibrate', id, buffer, byteLength: length, coverageMin } satisfies WorkerRequest, shared ? [] : [buffer as ArrayBuffer]);
-        }).catch((error: unknown) => {
-          if (shared) pool.release(buffer);
-          throw error;
+          handle.worker.postMessage(request);
         });
         if (reply.type !== 'calibrated') throw new Error(`unexpected worker reply ${reply.type}`);
-        return { ...reply.calibration, bytes: shared ? bytes : new Uint8Array(reply.buffer!, 0, length) };
+        const payload = into && reply.payloadBytes !== null ? into.out.subarray(0, reply.payloadBytes) : null;
+        return { ...reply.calibration, payload };
       } finally {
         queue.give(handle);
       }

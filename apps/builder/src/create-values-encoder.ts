@@ -11,19 +11,19 @@ export interface ValuesEncoder {
   readonly fallbackReason: string | null;
   readonly encode: EncodeValues;
   /**
-   * True when `encode` writes into the buffer it is given (`into`): the build then encodes into
-   * pooled buffers, which saves a payload allocation (and its page faults) and a counting pass.
+   * True for the codec's own path, which runs on any thread: the build then encodes on its workers,
+   * into pooled buffers (calibrateAndEncode), and never calls `encode`. The gpu.js kernels live on
+   * the main thread and encode there.
    */
-  readonly acceptsOut: boolean;
+  readonly isCodec: boolean;
   dispose(): Promise<void>;
 }
 
 const codecEncoder: ValuesEncoder = {
   backend: 'codec',
   fallbackReason: null,
-  encode: async (values, exponents, chunkSize, into) =>
-    encode(values, createCodebook(exponents), into ? { chunkSize, out: into.out, escapeCount: into.escapeCount } : { chunkSize }),
-  acceptsOut: true,
+  encode: async (values, exponents, chunkSize) => encode(values, createCodebook(exponents), { chunkSize }),
+  isCodec: true,
   async dispose() {},
 };
 
@@ -43,7 +43,7 @@ export async function createValuesEncoder(requested: EncodeBackend): Promise<Val
     backend: kernels.backend,
     fallbackReason: kernels.fallbackReason,
     encode: async (values, exponents, chunkSize) => (await kernels.encode(values, createCodebook(exponents), { chunkSize })).payload,
-    acceptsOut: false,
+    isCodec: false,
     dispose: () => kernels.dispose(),
   };
 }

@@ -1,30 +1,32 @@
 // Worker-thread entry: calibrates the tensors the main thread hands it (exponent histogram, Top-16
-// codebook, coverage, and the SHA-256 of a tensor that passes the gate), one request at a time.
-// The raw bytes arrive by transfer (no copy) and go straight back with the answer. The main thread
-// computes the content key first (the store lives there), so only tensors not yet cached come here.
-// Encoding happens on the main thread: its payload buffers come from one pool and are reused.
-import { parentPort } from 'node:worker_threads';
-import { calibrateTensor } from './tensor-tasks.js';
-import { serializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
+// codebook, coverage, and the SHA-256 of a tensor that passes the gate) and, on the codec path,
+// encodes them, one request at a time. Tensors and payloads are ranges of the build's slab (shared
+// memory, received once): read and written in place. The main thread computes the content key
+// first (the store lives there), so only tensors not yet cached come here.
+import { parentPort, workerData } from 'node:worker_threads';
+import { calibrateAndEncode } from './tensor-tasks.js';
+import { serializeError, type WorkerData, type WorkerReply, type WorkerRequest } from './worker-messages.js';
 
 const port = parentPort;
 if (!port) throw new Error('hash-worker must run in a worker thread');
+const { slab } = workerData as WorkerData;
 
-function reply(message: WorkerReply, transfer: ArrayBuffer[] = []): void {
-  port!.postMessage(message, transfer);
+function reply(message: WorkerReply): void {
+  port!.postMessage(message);
 }
 
 port.on('message', (request: WorkerRequest) => {
-  const buffer = request.buffer;
   try {
     if (request.type !== 'calibrate') throw new Error(`unknown request ${String((request as { type?: unknown }).type)}`);
-    const calibration = calibrateTensor(new Uint8Array(buffer, 0, request.byteLength), request.coverageMin);
-    // Shared memory stays where it is (the main thread holds it); an ArrayBuffer goes back.
-    if (buffer instanceof ArrayBuffer) reply({ type: 'calibrated', id: request.id, calibration, buffer }, [buffer]);
-    else reply({ type: 'calibrated', id: request.id, calibration });
+    const into = request.encodeInto;
+    const { payload, ...calibration } = calibrateAndEncode(
+      new Uint8Array(slab, request.offsetBytes, request.byteLength),
+      request.coverageMin,
+      into ? { out: new Uint8Array(slab, into.offsetBytes, into.byteLength), chunkSize: into.chunkSize } : undefined,
+    );
+    reply({ type: 'calibrated', id: request.id, calibration, payloadBytes: payload ? payload.byteLength : null });
   } catch (error) {
-    const back = buffer instanceof ArrayBuffer && buffer.byteLength > 0 ? buffer : undefined;
-    reply({ type: 'error', id: request.id, error: serializeError(error), ...(back ? { buffer: back } : {}) }, back ? [back] : []);
+    reply({ type: 'error', id: request.id, error: serializeError(error) });
   }
 });
 reply({ type: 'ready' });

@@ -6,7 +6,7 @@ export {
   MIN_IN_FLIGHT_BYTES,
   inFlightBytesOf,
   GC_EVERY_MIN_BYTES,
-  IN_FLIGHT_LARGEST_FACTOR,
+  SLAB_LARGEST_FACTOR,
   MAX_TENSORS_IN_FLIGHT,
   type BuildCacheOptions,
   type BuildReport,

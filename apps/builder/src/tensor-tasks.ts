@@ -1,20 +1,17 @@
 // The CPU work done on one BF16 tensor on the worker threads (and in process for `--jobs 0`): the
-// codec's calibration and the entry's SHA-256. It imports no @splitzip/store (the workers would
-// load its S3 client: +26 MB and ~0.3 CPU-s each); the content key is computed on the main thread.
+// codec's calibration, the entry's SHA-256 and, on the codec path, the encoding. It imports no
+// @splitzip/store (the workers would load its S3 client: +26 MB and ~0.3 CPU-s each); the content
+// key is computed on the main thread.
 import { createHash } from 'node:crypto';
-import { calibrateFromHistogram, countExponents } from '@splitzip/codec';
+import { calibrateFromHistogram, computePayloadLayout, countExponents, createCodebook, encode } from '@splitzip/codec';
 
-/**
- * Encodes one tensor. With `into`, an encoder that accepts it (`ValuesEncoder.acceptsOut`) writes
- * the payload into `into.out` (which holds `computePayloadLayout(n, escapeCount).totalBytes`) and
- * returns a view of it; the others ignore it and return a new buffer.
- */
-export type EncodeValues = (
-  values: Uint16Array,
-  exponents: readonly number[],
-  chunkSize: number,
-  into?: { out: Uint8Array; escapeCount: number },
-) => Promise<Uint8Array>;
+export type EncodeValues = (values: Uint16Array, exponents: readonly number[], chunkSize: number) => Promise<Uint8Array>;
+
+/** Where to encode a tensor that passes the gate: `out` holds worstPayloadBytes (pooled memory). */
+export interface EncodeInto {
+  out: Uint8Array;
+  chunkSize: number;
+}
 
 export interface TensorCalibration {
   /** Top-16 coverage of the exponents. */
@@ -25,6 +22,30 @@ export interface TensorCalibration {
   sha256: string | null;
   /** Values whose exponent is not in the codebook (sizes the payload before encoding). */
   escapeCount: number;
+}
+
+/**
+ * The largest payload of `valueCount` values that passes the gate (escapes are at most a
+ * 1 - coverageMin share of them): what a buffer to encode into must hold.
+ */
+export function worstPayloadBytes(valueCount: number, coverageMin: number, chunkSize: number): number {
+  return computePayloadLayout(valueCount, Math.min(valueCount, Math.ceil(valueCount * (1 - coverageMin))), chunkSize).totalBytes;
+}
+
+/**
+ * Calibrates and, with `into`, encodes a tensor that passes the gate straight into `into.out`
+ * (its exact size is known from the calibration: one pass, no allocation). `payload` is a view of
+ * `into.out`, or null (gate failed, or no `into`).
+ */
+export function calibrateAndEncode(bytes: Uint8Array, coverageMin: number, into?: EncodeInto): TensorCalibration & { payload: Uint8Array | null } {
+  const calibration = calibrateTensor(bytes, coverageMin);
+  if (!into || calibration.exponents === null) return { ...calibration, payload: null };
+  const payload = encode(viewBf16(bytes), createCodebook(calibration.exponents), {
+    chunkSize: into.chunkSize,
+    out: into.out,
+    escapeCount: calibration.escapeCount,
+  });
+  return { ...calibration, payload };
 }
 
 /** A BF16 view of raw little-endian bytes (the buffers here are allocated 2-byte aligned). */

@@ -1,15 +1,27 @@
-// Messages between the build's main thread and its calibration workers. Raw tensor buffers are
-// shared memory (read in place, never sent back) or travel by transfer both ways (to the worker,
-// and back to the main thread, which encodes and pools them).
+// Messages between the build's main thread and its calibration workers. The tensors and payload
+// buffers live in the build's slab (create-slab-pool.ts), which each worker receives once at start
+// (workerData); requests name ranges of it by offset, so nothing is copied or transferred.
 import type { TensorCalibration } from './tensor-tasks.js';
 
-export type WorkerRequest = { type: 'calibrate'; id: number; buffer: ArrayBuffer | SharedArrayBuffer; byteLength: number; coverageMin: number };
+export interface WorkerData {
+  slab: SharedArrayBuffer;
+}
+
+export interface WorkerRequest {
+  type: 'calibrate';
+  id: number;
+  offsetBytes: number;
+  byteLength: number;
+  coverageMin: number;
+  /** Encode a tensor that passes the gate into this range of the slab. */
+  encodeInto?: { offsetBytes: number; byteLength: number; chunkSize: number };
+}
 
 export type WorkerReply =
   | { type: 'ready' }
-  /** `buffer`: a transferred ArrayBuffer coming back (absent for shared memory). */
-  | { type: 'calibrated'; id: number; calibration: TensorCalibration; buffer?: ArrayBuffer }
-  | { type: 'error'; id: number; error: SerializedError; buffer?: ArrayBuffer };
+  /** `payloadBytes`: the payload's length at `encodeInto.offsetBytes`, or null when not encoded. */
+  | { type: 'calibrated'; id: number; calibration: TensorCalibration; payloadBytes: number | null }
+  | { type: 'error'; id: number; error: SerializedError };
 
 export interface SerializedError {
   name: string;

@@ -1,53 +1,9 @@
-// The two pieces that bound the build's memory: the raw-buffer pool and the in-flight estimate.
+// The pieces that bound the build's memory: the slab every buffer in flight comes from, and the sizes reserved in it.
 import { computePayloadLayout } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
 import { inFlightBytesOf } from '../src/build-cache.js';
-import { createBufferPool, sizeClassOf, SIZE_CLASS_MIN_BYTES } from '../src/create-buffer-pool.js';
-import { createInFlightBudget } from '../src/create-in-flight-budget.js';
-
-describe('createBufferPool', () => {
-  it('reuses the smallest idle buffer that fits and hands out exact-length views at offset 0', () => {
-    const dropped: number[] = [];
-    const pool = createBufferPool(1000, (n) => dropped.push(n));
-    const a = pool.acquire(300);
-    const b = pool.acquire(100);
-    expect([a.byteOffset, a.length, b.length]).toEqual([0, 300, 100]);
-    pool.release(a.buffer as ArrayBuffer);
-    pool.release(b.buffer as ArrayBuffer);
-    expect(pool.idleBytes).toBe(400);
-    const c = pool.acquire(90);
-    expect(c.buffer).toBe(b.buffer);
-    expect(c.length).toBe(90);
-    const d = pool.acquire(250);
-    expect(d.buffer).toBe(a.buffer);
-    expect(pool.idleBytes).toBe(0);
-    expect(dropped).toEqual([]);
-  });
-
-  it('never keeps more than its cap alive: idle buffers are dropped (and reported) first', () => {
-    const dropped: number[] = [];
-    const pool = createBufferPool(1000, (n) => dropped.push(n));
-    const a = pool.acquire(400);
-    const b = pool.acquire(400);
-    pool.release(a.buffer as ArrayBuffer);
-    pool.release(b.buffer as ArrayBuffer);
-    expect(pool.idleBytes).toBe(800);
-    // 600 fits no idle buffer: allocating it would make 1400 alive, so one 400 goes.
-    const c = pool.acquire(600);
-    expect(dropped).toEqual([400]);
-    expect(pool.idleBytes).toBe(400);
-    // Releasing 600 while 400 idle + 0 out = 1000: it fits exactly; one more would not.
-    pool.release(c.buffer as ArrayBuffer);
-    expect(pool.idleBytes).toBe(1000);
-    // 700 fits nothing idle; 1000 idle + 700 > cap: both idle buffers go, largest first.
-    const e = pool.acquire(700);
-    expect(e.length).toBe(700);
-    expect(dropped).toEqual([400, 600, 400]);
-    expect(pool.idleBytes).toBe(0);
-    pool.release(e.buffer as ArrayBuffer);
-    expect(pool.acquire(350).buffer).toBe(e.buffer);
-  });
-});
+import { createSlabPool, SLAB_ALIGN_BYTES, slabBytesOf } from '../src/create-slab-pool.js';
+import { worstPayloadBytes } from '../src/tensor-tasks.js';
 
 describe('inFlightBytesOf', () => {
   it('covers the raw bytes plus the largest payload a tensor passing the gate can have', () => {
@@ -63,52 +19,62 @@ describe('inFlightBytesOf', () => {
   });
 });
 
-describe('sizeClassOf', () => {
-  it('keeps small sizes exact and rounds larger ones up by at most 25 % to a few classes', () => {
-    expect(sizeClassOf(1000)).toBe(1000);
-    expect(sizeClassOf(SIZE_CLASS_MIN_BYTES)).toBe(SIZE_CLASS_MIN_BYTES);
-    expect(sizeClassOf(2 ** 24)).toBe(2 ** 24);
-    expect(sizeClassOf(2 ** 24 + 1)).toBe(1.25 * 2 ** 24);
-    // A 16 MiB tensor's payload (~0.75 x) and a 12 MiB tensor share one class.
-    expect(sizeClassOf(12_600_000)).toBe(sizeClassOf(12 * 2 ** 20 + 1));
-    for (let size = SIZE_CLASS_MIN_BYTES + 1; size < 2 ** 31; size = Math.ceil(size * 1.37)) {
-      const capacity = sizeClassOf(size);
-      expect(capacity).toBeGreaterThanOrEqual(size);
-      expect(capacity).toBeLessThanOrEqual(size * 1.25);
-    }
-  });
 
-  it('shared pools hand out SharedArrayBuffers of the size class', () => {
-    const pool = createBufferPool(2 ** 24, () => {}, { shared: true });
-    const view = pool.acquire(SIZE_CLASS_MIN_BYTES * 3 + 5);
-    expect(view.buffer).toBeInstanceOf(SharedArrayBuffer);
-    expect(view.length).toBe(SIZE_CLASS_MIN_BYTES * 3 + 5);
-    expect(view.buffer.byteLength).toBe(sizeClassOf(SIZE_CLASS_MIN_BYTES * 3 + 5));
+describe('worstPayloadBytes', () => {
+  it('holds the payload of any tensor that passes the gate, and not much more', () => {
+    for (const values of [1, 1023, 1024, 4096 * 4096 + 7]) {
+      for (const coverageMin of [0.99, 0.5]) {
+        const worst = computePayloadLayout(values, Math.floor(values * (1 - coverageMin)), 1024).totalBytes;
+        expect(worstPayloadBytes(values, coverageMin, 1024)).toBeGreaterThanOrEqual(worst);
+        // At most one escape more than the exact worst case (the share is rounded up).
+        const oneMore = computePayloadLayout(values, Math.floor(values * (1 - coverageMin)) + 1, 1024).totalBytes;
+        expect(worstPayloadBytes(values, coverageMin, 1024)).toBeLessThanOrEqual(oneMore);
+      }
+    }
   });
 });
 
-describe('createInFlightBudget', () => {
-  it('admits one reservation whatever its size, then only what fits; gives bytes back in parts', async () => {
-    const budget = createInFlightBudget(100);
-    expect(budget.fits(500)).toBe(true);
-    const a = budget.reserve(80);
-    expect(budget.fits(30)).toBe(false);
-    expect(budget.fits(20)).toBe(true);
+describe('createSlabPool', () => {
+  it('hands out aligned views of one shared buffer, all or nothing, and merges freed neighbours', () => {
+    const slab = createSlabPool(4 * SLAB_ALIGN_BYTES);
+    expect(slab.buffer).toBeInstanceOf(SharedArrayBuffer);
+    const [a, b] = slab.tryAcquire([10, SLAB_ALIGN_BYTES + 1])!;
+    expect([a!.byteOffset, a!.length, b!.byteOffset, b!.length]).toEqual([0, 10, SLAB_ALIGN_BYTES, SLAB_ALIGN_BYTES + 1]);
+    expect(slab.usedBytes).toBe(3 * SLAB_ALIGN_BYTES);
+    // Two more blocks do not fit (one does): nothing is taken.
+    expect(slab.tryAcquire([1, 1])).toBeNull();
+    expect(slab.usedBytes).toBe(3 * SLAB_ALIGN_BYTES);
+    const [c] = slab.tryAcquire([SLAB_ALIGN_BYTES])!;
+    expect(c!.byteOffset).toBe(3 * SLAB_ALIGN_BYTES);
+    // Freeing a and then b leaves one free range of three blocks (merged both ways).
+    slab.release(a!);
+    expect(slab.tryAcquire([3 * SLAB_ALIGN_BYTES])).toBeNull();
+    slab.release(b!.subarray(0, 5)); // not the view handed out: ignored
+    expect(slab.usedBytes).toBe(3 * SLAB_ALIGN_BYTES);
+    slab.release(b!);
+    const [d] = slab.tryAcquire([3 * SLAB_ALIGN_BYTES])!;
+    expect(d!.byteOffset).toBe(0);
+    // A second release of b (now inside d's range, at the same offset as a was) frees nothing.
+    slab.release(a!);
+    slab.release(b!);
+    expect(slab.usedBytes).toBe(4 * SLAB_ALIGN_BYTES);
+    slab.release(d!);
+    slab.release(c!);
+    expect(slab.usedBytes).toBe(0);
+    expect(slabBytesOf([10, SLAB_ALIGN_BYTES + 1])).toBe(3 * SLAB_ALIGN_BYTES);
+  });
+
+  it('wakes a waiter when memory comes back, and remembers a release nobody waited for', async () => {
+    const slab = createSlabPool(SLAB_ALIGN_BYTES);
+    const [a] = slab.tryAcquire([SLAB_ALIGN_BYTES])!;
     let woke = false;
-    const waiting = budget.changed().then(() => (woke = true));
+    const waiting = slab.changed().then(() => (woke = true));
     await Promise.resolve();
     expect(woke).toBe(false);
-    a.shrinkTo(50);
+    slab.release(a!);
     await waiting;
-    expect(budget.usedBytes).toBe(50);
-    expect(budget.fits(30)).toBe(true);
-    a.shrinkTo(70); // never grows
-    expect(budget.usedBytes).toBe(50);
-    a.release();
-    a.release();
-    expect(budget.usedBytes).toBe(0);
-    // A give-back with nobody waiting is remembered for the next wait.
-    budget.reserve(10).release();
-    await budget.changed();
+    expect(woke).toBe(true);
+    slab.release(slab.tryAcquire([1])![0]!);
+    await slab.changed();
   });
 });
