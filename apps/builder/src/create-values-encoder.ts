@@ -19,7 +19,8 @@ export interface ValuesEncoder {
   dispose(): Promise<void>;
 }
 
-const codecEncoder: ValuesEncoder = {
+/** The codec's own path (what `codec` is, and what `auto` runs unless the kernels' rule says otherwise). */
+export const codecEncoder: ValuesEncoder = {
   backend: 'codec',
   fallbackReason: null,
   encode: async (values, exponents, chunkSize) => encode(values, createCodebook(exponents), { chunkSize }),
