@@ -27,16 +27,23 @@ export function modelLikeValues(n) {
   return values;
 }
 
+const CHECKSUM_LABELS = {
+  fused: 'verified (default: fused, calling thread)',
+  split: 'verified, splitChecksum (caller hashes, workers decode)',
+  off: 'off',
+};
 const medianOf = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];
 const gbps = (n, ms) => (2 * n) / (ms * 1e6);
 
 /**
- * Rows { elementCount, arrays: 'in arena' | 'ordinary', verify, oneMs, workersMs, ratio, label },
+ * Rows { elementCount, arrays, checksum: 'fused' | 'split' | 'off', oneMs, workersMs, ratio, label },
  * medians of `rounds` after one untimed, checked warm-up of each.
  */
 export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), log = console.log }) {
   const maxN = Math.max(...sizes);
   const decoder = createWorkerDecoder({ threads, arenaBytes: 4 * maxN + (1 << 20) });
+  // The same pool with the checksum split from the decode (caller hashes while workers decode).
+  const splitDecoder = createWorkerDecoder({ threads, arena: decoder.arena, splitChecksum: true });
   const label = `${threads} worker(s) + caller`;
   const rows = [];
   log(`worker decoder: ${label}, ${rounds} rounds per row, load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
@@ -56,10 +63,11 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
         ['ordinary', payload, new Uint16Array(n)],
       ];
       for (const [arrays, p, out] of setups) {
-        for (const verify of [true, false]) {
+        for (const checksum of ['fused', 'split', 'off']) {
+          const verify = checksum !== 'off';
           const options = { verify };
           const one = () => codecDecode(p, out, options);
-          const many = () => decoder.decode(p, out, options);
+          const many = () => (checksum === 'split' ? splitDecoder : decoder).decode(p, out, options);
           for (const run of [one, many]) {
             out.fill(0);
             await run();
@@ -76,16 +84,17 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
           }
           const oneMs = medianOf(oneTimes);
           const workersMs = medianOf(manyTimes);
-          const row = { elementCount: n, arrays, verify, oneMs, workersMs, ratio: oneMs / workersMs, label };
+          const row = { elementCount: n, arrays, checksum, oneMs, workersMs, ratio: oneMs / workersMs, label };
           rows.push(row);
           log(
-            `| 2^${Math.log2(n)} | ${arrays} | ${verify ? 'verified' : 'off'} | ${oneMs.toFixed(2)} (${gbps(n, oneMs).toFixed(2)}) | ` +
+            `| 2^${Math.log2(n)} | ${arrays} | ${CHECKSUM_LABELS[checksum]} | ${oneMs.toFixed(2)} (${gbps(n, oneMs).toFixed(2)}) | ` +
               `${workersMs.toFixed(2)} (${gbps(n, workersMs).toFixed(2)}) | ${row.ratio.toFixed(2)}x |`,
           );
         }
       }
     }
   } finally {
+    await splitDecoder.dispose();
     await decoder.dispose();
   }
   log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);

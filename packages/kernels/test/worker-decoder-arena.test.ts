@@ -18,10 +18,13 @@ describe('worker-thread decoder with a shared codec arena', () => {
   // 1 worker + the calling thread (the 2-core setup); 3 workers + the calling thread with an arena
   // the caller made; and 2 workers doing every range and the checksum while the caller only
   // waits (so the workers' path is covered however the threads are scheduled).
-  const one = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 1, arenaBytes: 80 << 20 });
+  // All split the checksum from the decode (the threaded path); the default fused path is the
+  // codec's decode on the calling thread (worker-decoder.test.ts).
+  const split = { minParallelElements: 1, splitChecksum: true, workerUrl };
+  const one = createWorkerDecoder({ threads: 1, arenaBytes: 80 << 20, ...split });
   const callerArena = createCodecArena(8 << 20, { threads: 3 });
-  const three = createWorkerDecoder({ threads: 3, workerUrl, minParallelElements: 1, arena: callerArena });
-  const workersOnly = createWorkerDecoder({ threads: 2, workerUrl, minParallelElements: 1, arenaBytes: 8 << 20, callerDecodes: false });
+  const three = createWorkerDecoder({ threads: 3, arena: callerArena, ...split });
+  const workersOnly = createWorkerDecoder({ threads: 2, arenaBytes: 8 << 20, callerDecodes: false, ...split });
   const decoders = [one, three, workersOnly];
   afterAll(async () => {
     for (const d of decoders) await d.dispose();
@@ -95,7 +98,7 @@ describe('worker-thread decoder with a shared codec arena', () => {
 
   it('grows its staging arena for ordinary arrays and keeps decoding after', async () => {
     for (const callerDecodes of [true, false]) {
-      const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 1, callerDecodes });
+      const d = createWorkerDecoder({ threads: 1, callerDecodes, ...split });
       try {
         for (const n of [10_001, 700_001, 3_001, 1_500_001]) {
           const v = modelLikeValues(n, n);
