@@ -33,6 +33,11 @@ export const MIN_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
  */
 export const SLAB_LARGEST_FACTOR = 3;
 /**
+ * RSS of one more worker thread (its isolate, the codec and its WebAssembly instance; measured
+ * ~10 MB): the slab shrinks by this much per worker beyond two, so the fixed part stays ~100 MB.
+ */
+export const WORKER_RSS_BYTES = 12e6;
+/**
  * Tensors in flight at most (read, keyed, calibrated, encoded or being committed), within the
  * slab: many small tensors in flight let the store group their commits (one record, one fsync).
  */
@@ -183,7 +188,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // bytes go back once encoded, the payload's once committed.
     const sizesOf = (sizeBytes: number): number[] => [sizeBytes, worstPayloadBytes(sizeBytes / 2, coverageMin, chunkSize)];
     const slabBytes = Math.max(
-      options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.ceil(SLAB_LARGEST_FACTOR * largestBytes)),
+      options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.ceil(SLAB_LARGEST_FACTOR * largestBytes - WORKER_RSS_BYTES * Math.max(0, jobs - 2))),
       slabBytesOf(sizesOf(largestBytes)),
     );
     const slab = createSlabPool(slabBytes);
@@ -227,6 +232,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }),
       processor: ready,
       encoder: encoderReady,
+      keyHolders: new Map(),
       // Every backend writes the same payload bytes: under `auto`, tensors ready before the probe
       // has answered are encoded by the codec (what the rule picks for encoding on this machine
       // class anyway) instead of waiting for it; a backend asked for by name is waited for.
@@ -283,7 +289,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         slab.release(out);
         break;
       }
-      const task: Promise<void> = processTensor(context, tensor, base, signal, raw, out).then(
+      const task: Promise<void> = processTensor(context, index, tensor, base, signal, raw, out).then(
         (report) => finish(index, report),
         (error: unknown) => {
           state.failure ??= error;
@@ -336,6 +342,12 @@ interface TensorContext {
   processor: Promise<TensorProcessor>;
   /** Likewise for the first tensor to encode. */
   encoder: Promise<ValuesEncoder>;
+  /**
+   * Tensors in flight by content key (model index, settled when that tensor is done): of identical
+   * tensors the first in model order is encoded, the others wait for it and alias its entry, so the
+   * report does not depend on timing and nothing is encoded twice.
+   */
+  keyHolders: Map<string, { index: number; done: Promise<void> }[]>;
   /** The encoder to use without waiting, if any. */
   encoderNow(): ValuesEncoder | null;
   slab: SlabPool;
@@ -374,66 +386,112 @@ function baseReport(tensor: TensorInfo): BaseReport {
  */
 async function processTensor(
   context: TensorContext,
+  index: number,
   tensor: TensorInfo,
   base: BaseReport,
   signal: AbortSignal | undefined,
   raw: Uint8Array,
   out: Uint8Array,
 ): Promise<BuildTensorReport> {
-  const { store, slab } = context;
   try {
     const bytes = await readTensorBytes(context.model, tensor, raw);
     throwIfAborted(signal);
-    const { shardName, offsetBytes, sizeBytes } = tensor.slice;
     // The content key on this thread (the store lives here; it is one SHA-1 pass), so the
     // workers only see tensors that need calibrating and never load the store.
     const key = computeContentKey(bytes, tensor.shape, 'BF16');
     checkSliceConflict(context, key, tensor);
     const withKey = { ...base, key };
-    const existing = store.getEntry(key);
-    if (existing) {
-      slab.release(raw);
-      slab.release(out);
-      context.checkFailure();
-      await bindSlice(context, key, tensor);
-      return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
-    }
-    const processor = await context.processor;
-    const encoder = context.encoderNow() ?? (await context.encoder);
-    // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
-    const calibrated = await processor.calibrate(bytes, context.coverageMin, encoder.isCodec ? { out, chunkSize: context.chunkSize } : undefined);
-    const { coverage, exponents, sha256 } = calibrated;
-    if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
-    context.checkFailure();
-    const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
-    // The raw bytes are free: only the payload stays in flight while it is written.
-    slab.release(raw);
-    if (!calibrated.payload) slab.release(out);
+    let settle = (): void => {};
+    const holders = context.keyHolders.get(key) ?? [];
+    const holder = { index, done: new Promise<void>((resolve) => (settle = resolve)) };
+    holders.push(holder);
+    context.keyHolders.set(key, holders);
     try {
-      context.checkFailure();
-      // The slice goes in the same commit as the entry when it is free (the usual case).
-      const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
-      const { added } = await context.commits.addEntry({
-        key,
-        qualname: tensor.name,
-        payload,
-        shape: [...tensor.shape],
-        dtype: 'BF16',
-        sha256,
-        ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
-      });
-      if (added) context.storedBytes += payload.byteLength;
-      if (added && sliceFree) context.aliased++;
-      else await bindSlice(context, key, tensor);
-      // An identical tensor of this run may have been committed first: then this one is 'cached'.
-      return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
+      return await processKeyedTensor(context, index, tensor, signal, raw, out, bytes, key, withKey);
     } finally {
-      // The store has written (or refused) the payload and keeps no reference to it.
-      if (calibrated.payload) slab.release(out);
-      else context.dropPayload(payload.byteLength);
+      holders.splice(holders.indexOf(holder), 1);
+      if (holders.length === 0) context.keyHolders.delete(key);
+      settle();
     }
   } catch (error) {
     throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir });
+  }
+}
+
+/** Waits until no tensor earlier in the model with this content key is in flight. */
+async function waitForEarlierHolders(context: TensorContext, key: string, index: number): Promise<void> {
+  for (;;) {
+    const earlier = context.keyHolders.get(key)?.find((holder) => holder.index < index);
+    if (!earlier) return;
+    await earlier.done;
+  }
+}
+
+/** processTensor once the content key is known (`key` is registered in keyHolders). */
+async function processKeyedTensor(
+  context: TensorContext,
+  index: number,
+  tensor: TensorInfo,
+  signal: AbortSignal | undefined,
+  raw: Uint8Array,
+  out: Uint8Array,
+  bytes: Uint8Array,
+  key: string,
+  withKey: BaseReport,
+): Promise<BuildTensorReport> {
+  const { store, slab } = context;
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  await waitForEarlierHolders(context, key, index);
+  throwIfAborted(signal);
+  const existing = store.getEntry(key);
+  if (existing) {
+    slab.release(raw);
+    slab.release(out);
+    context.checkFailure();
+    await bindSlice(context, key, tensor);
+    return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
+  }
+  const processor = await context.processor;
+  const encoder = context.encoderNow() ?? (await context.encoder);
+  // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
+  const calibrated = await processor.calibrate(bytes, context.coverageMin, encoder.isCodec ? { out, chunkSize: context.chunkSize } : undefined);
+  const { coverage, exponents, sha256 } = calibrated;
+  if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
+  context.checkFailure();
+  const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
+  // The raw bytes are free: only the payload stays in flight while it is written.
+  slab.release(raw);
+  if (!calibrated.payload) slab.release(out);
+  try {
+    // An identical tensor earlier in the model may have got its key later than this one.
+    await waitForEarlierHolders(context, key, index);
+    const stored = store.getEntry(key);
+    if (stored) {
+      context.checkFailure();
+      await bindSlice(context, key, tensor);
+      return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes };
+    }
+    context.checkFailure();
+    // The slice goes in the same commit as the entry when it is free (the usual case).
+    const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
+    const { added } = await context.commits.addEntry({
+      key,
+      qualname: tensor.name,
+      payload,
+      shape: [...tensor.shape],
+      dtype: 'BF16',
+      sha256,
+      ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
+    });
+    if (added) context.storedBytes += payload.byteLength;
+    if (added && sliceFree) context.aliased++;
+    else await bindSlice(context, key, tensor);
+    // An identical tensor of this run may have been committed first: then this one is 'cached'.
+    return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
+  } finally {
+    // The store has written (or refused) the payload and keeps no reference to it.
+    if (calibrated.payload) slab.release(out);
+    else context.dropPayload(payload.byteLength);
   }
 }
 

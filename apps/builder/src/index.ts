@@ -7,6 +7,7 @@ export {
   inFlightBytesOf,
   GC_EVERY_MIN_BYTES,
   SLAB_LARGEST_FACTOR,
+  WORKER_RSS_BYTES,
   MAX_TENSORS_IN_FLIGHT,
   type BuildCacheOptions,
   type BuildReport,
