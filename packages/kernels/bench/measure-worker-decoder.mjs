@@ -28,8 +28,8 @@ export function modelLikeValues(n) {
 }
 
 const CHECKSUM_LABELS = {
-  fused: 'verified (default: fused, calling thread)',
-  split: 'verified, splitChecksum (caller hashes, workers decode)',
+  split: 'verified (default: caller hashes, workers decode)',
+  fused: 'verified, splitChecksum: false (fused, calling thread)',
   off: 'off',
 };
 const medianOf = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];
@@ -42,8 +42,8 @@ const gbps = (n, ms) => (2 * n) / (ms * 1e6);
 export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), log = console.log }) {
   const maxN = Math.max(...sizes);
   const decoder = createWorkerDecoder({ threads, arenaBytes: 4 * maxN + (1 << 20) });
-  // The same pool with the checksum split from the decode (caller hashes while workers decode).
-  const splitDecoder = createWorkerDecoder({ threads, arena: decoder.arena, splitChecksum: true });
+  // The same arena, verified decodes fused on the calling thread instead of split.
+  const fusedDecoder = createWorkerDecoder({ threads, arena: decoder.arena, splitChecksum: false });
   const label = `${threads} worker(s) + caller`;
   const rows = [];
   log(`worker decoder: ${label}, ${rounds} rounds per row, load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
@@ -63,11 +63,11 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
         ['ordinary', payload, new Uint16Array(n)],
       ];
       for (const [arrays, p, out] of setups) {
-        for (const checksum of ['fused', 'split', 'off']) {
+        for (const checksum of ['split', 'fused', 'off']) {
           const verify = checksum !== 'off';
           const options = { verify };
           const one = () => codecDecode(p, out, options);
-          const many = () => (checksum === 'split' ? splitDecoder : decoder).decode(p, out, options);
+          const many = () => (checksum === 'fused' ? fusedDecoder : decoder).decode(p, out, options);
           for (const run of [one, many]) {
             out.fill(0);
             await run();
@@ -94,7 +94,7 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
       }
     }
   } finally {
-    await splitDecoder.dispose();
+    await fusedDecoder.dispose();
     await decoder.dispose();
   }
   log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);

@@ -59,10 +59,10 @@ export interface WorkerDecoderOptions {
    */
   callerDecodes?: boolean;
   /**
-   * With `verify`: check the checksum on one thread while the others decode (true), or decode on
-   * the calling thread alone with the codec's fused decode + checksum, one read of the payload
-   * (false, the default). Splitting reads the payload twice; measured on 2 cores it lost to the
-   * fused pass with format version 2 and gained at most 1.1x with version 1 (README).
+   * With `verify`: check the checksum on one thread while the others decode (true, the default),
+   * or decode on the calling thread alone with the codec's fused decode + checksum, one read of
+   * the payload (false). Splitting reads the payload twice: on 2 idle cores it won (1.1-1.9x,
+   * RESULTS.md); on the loaded 2-core machine it lost to the fused pass (README).
    */
   splitChecksum?: boolean;
   /**
@@ -91,9 +91,9 @@ export interface WorkerDecoder {
    * before, the values back into `out` as each range finishes); when both are, the calling
    * thread decodes alone (the copies would cost as much as the decode). Without `out` the result
    * is a new SharedArrayBuffer-backed array.
-   * With `verify` (default) the calling thread decodes alone with the codec's fused decode +
-   * checksum, unless `splitChecksum` (then it checks the checksum while the workers decode, then
-   * joins them); no result is returned unless the checksum matches.
+   * With `verify` (default) the calling thread checks the checksum while the workers decode,
+   * then joins them (with `splitChecksum: false` it decodes alone with the codec's fused decode +
+   * checksum); no result is returned unless the checksum matches.
    */
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
   /** Terminates the workers; idempotent. */
@@ -126,7 +126,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   }
   const minParallel = options.minParallelElements ?? DEFAULT_MIN_PARALLEL_ELEMENTS;
   const callerDecodes = options.callerDecodes ?? true;
-  const splitChecksum = options.splitChecksum ?? false;
+  const splitChecksum = options.splitChecksum ?? true;
   const workerUrl = options.workerUrl ?? new URL('./decode-worker.js', import.meta.url);
   const userArena = resolveArena(options, threads);
   const arenas = new Map<number, CodecArena>();
@@ -285,8 +285,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const meta = readPayloadMeta(payload);
     const n = meta.elementCount;
     // Both ordinary: the copies in and out of shared memory, which only this thread can make,
-    // take as long as decoding here (measured), so the workers cannot win. Verified without
-    // splitChecksum: the fused one-pass decode + checksum beat the split on 2 cores (measured).
+    // take as long as decoding here (measured), so the workers cannot win.
     const bothOrdinary = !isShared(payload) && out !== undefined && !isShared(out);
     if (n < minParallel || meta.chunkCount < 2 || bothOrdinary) {
       return decode(payload, out, verify ? undefined : { verify: false });

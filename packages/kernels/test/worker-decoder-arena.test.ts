@@ -18,8 +18,8 @@ describe('worker-thread decoder with a shared codec arena', () => {
   // 1 worker + the calling thread (the 2-core setup); 3 workers + the calling thread with an arena
   // the caller made; and 2 workers doing every range and the checksum while the caller only
   // waits (so the workers' path is covered however the threads are scheduled).
-  // All split the checksum from the decode (the threaded path); the default fused path is the
-  // codec's decode on the calling thread (worker-decoder.test.ts).
+  // All split the checksum from the decode (the default, stated so); the fused path on the
+  // calling thread (splitChecksum: false) is covered in worker-decoder.test.ts.
   const split = { minParallelElements: 1, splitChecksum: true, workerUrl };
   const one = createWorkerDecoder({ threads: 1, arenaBytes: 80 << 20, ...split });
   const callerArena = createCodecArena(8 << 20, { threads: 3 });

@@ -70,12 +70,19 @@ describe('worker-thread decoder', () => {
     const bad = payload.slice();
     bad[readPayloadMeta(payload).layout.sm.offsetBytes + 10]! ^= 0x40;
     await expect(decoder.decode(bad)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
-    // Verified decodes run the fused decode + checksum on the calling thread by default, into a
-    // shared output too; without the checksum the workers decode the flipped bit.
-    const out = new Uint16Array(new SharedArrayBuffer(2 * values.length));
-    await expect(decoder.decode(bad, out)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
-    expect(firstMismatch(await decoder.decode(payload, out), values)).toBe(-1);
-    expect(firstMismatch(await decoder.decode(bad, out, { verify: false }), values)).toBe(10);
+    // With splitChecksum: false verified decodes run the codec's fused decode + checksum on the
+    // calling thread, into a shared output too; without the checksum the workers decode the
+    // flipped bit.
+    const fused = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 1, splitChecksum: false });
+    try {
+      const out = new Uint16Array(new SharedArrayBuffer(2 * values.length));
+      await expect(fused.decode(bad, out)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+      expect(firstMismatch(await fused.decode(payload, out), values)).toBe(-1);
+      expect(firstMismatch(await fused.decode(payload), values)).toBe(-1);
+      expect(firstMismatch(await fused.decode(bad, out, { verify: false }), values)).toBe(10);
+    } finally {
+      await fused.dispose();
+    }
   });
 
   it('decodes small tensors on the calling thread', async () => {
