@@ -15,19 +15,10 @@ import {
   verifyPayloadChecksum,
   type CodecArena,
 } from '../src/index.js';
-import { BACKENDS, useBackend } from './backends.js';
+import { BACKENDS, codeOf, useBackend } from './backends.js';
 import { gaussianBf16, referenceEncode, valuesWithExponents } from './reference.js';
 
 afterAll(() => setCodecBackend('auto'));
-
-const codeOf = (fn: () => unknown): string => {
-  try {
-    fn();
-    return 'none';
-  } catch (error) {
-    return (error as { code?: string }).code ?? 'not a SplitZipError';
-  }
-};
 
 function sameBytes(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
   if (a.length !== b.length) return false;

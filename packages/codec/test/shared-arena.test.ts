@@ -16,18 +16,10 @@ import {
   readPayloadMeta,
   setCodecBackend,
 } from '../src/index.js';
+import { codeOf } from './backends.js';
 import { allBf16Patterns, gaussianBf16, referenceDecode, referenceEncode, valuesWithExponents } from './reference.js';
 
 afterAll(() => setCodecBackend('auto'));
-
-const codeOf = (fn: () => unknown): string => {
-  try {
-    fn();
-    return 'none';
-  } catch (error) {
-    return (error as { code?: string }).code ?? 'not a SplitZipError';
-  }
-};
 
 const sameValues = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.prototype.every.call(a, (x, i) => x === b[i]);
 
