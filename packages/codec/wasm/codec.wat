@@ -6,8 +6,8 @@
 ;; and out again while it is still in cache. Every kernel works on whole groups of 32 values.
 ;;
 ;; Fixed memory map (bytes):
-;;   0..15    decode table: code -> exponent >> 1 (the output's high byte, sign bit clear)
-;;   16..31   decode table: code -> (exponent & 1) << 7 (the output's low byte, mantissa clear)
+;;   0..15    decode table: code -> exponent rotated right by one bit, (e >> 1) | (e & 1) << 7
+;;   16..31   unused
 ;;   32..47   XXH32 lanes v1..v4 (i32 each) of the codes section's digest, carried between calls
 ;;   48..63   XXH32 lanes of the sm section's digest (format v1), or of its even 16-byte stripes (v2)
 ;;   64..79   XXH32 lanes of the sm section's odd 16-byte stripes (v2)
@@ -33,18 +33,16 @@
   ;; chains are independent of each other and of the decode work, so they overlap; v2's shorter
   ;; chain per group is why that format splits the sm digest.
   (func $decode (export "decode") (param $c i32) (param $s i32) (param $o i32) (param $groups i32) (param $hash i32) (result i32)
-    (local $hw v128) (local $thi v128) (local $tlo v128) (local $m0f v128) (local $m80 v128) (local $m7f v128)
+    (local $hw v128) (local $thi v128) (local $m0f v128) (local $m80 v128) (local $t v128) (local $a v128)
     (local $maxlo v128) (local $maxb v128)
-    (local $b v128) (local $lo v128) (local $hi v128) (local $k v128) (local $x v128) (local $h v128) (local $l v128)
+    (local $b v128) (local $lo v128) (local $hi v128) (local $x v128) (local $h v128) (local $l v128)
     (local $end i32) (local $hv v128) (local $hc v128) (local $p1 v128) (local $p2 v128)
     (local.set $hv (v128.load offset=48 (global.get $base)))
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $thi (v128.load offset=0 (global.get $base)))
-    (local.set $tlo (v128.load offset=16 (global.get $base)))
-    (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
+        (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
     (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
-    (local.set $m7f (v128.const i32x4 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F 0x7F7F7F7F))
     (local.set $hc (v128.load offset=32 (global.get $base)))
     (local.set $hw (v128.load offset=64 (global.get $base)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
@@ -53,21 +51,27 @@
       (loop $next
         (local.set $b (v128.load (local.get $c)))
         (local.set $lo (v128.and (local.get $b) (local.get $m0f)))
-        (local.set $hi (i8x16.shr_u (local.get $b) (i32.const 4)))
+        ;; A 16-bit shift then the nibble mask: i8x16.shr_u has no x86 instruction and costs more.
+        (local.set $hi (v128.and (i16x8.shr_u (local.get $b) (i32.const 4)) (local.get $m0f)))
         (local.set $maxlo (i8x16.max_u (local.get $maxlo) (local.get $lo)))
         (local.set $maxb (i8x16.max_u (local.get $maxb) (local.get $b)))
-        ;; values 0..15: codes interleaved low nibble, high nibble
-        (local.set $k (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $lo) (local.get $hi)))
+        ;; values 0..15: codes interleaved low nibble, high nibble; t = the table's rotated exponent
+        ;; (e >> 1 | (e & 1) << 7): its bit 7 goes to the low byte, bits 0..6 to the high byte, and
+        ;; the sm byte x gives the other bits. With a = (t ^ x) & 0x80: high = t ^ a (x's sign bit,
+        ;; t's 7 bits), low = x ^ a (t's bit 7, x's mantissa) — one lookup per value instead of two.
+        (local.set $t (i8x16.swizzle (local.get $thi) (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $lo) (local.get $hi))))
         (local.set $x (v128.load (local.get $s)))
-        (local.set $h (v128.or (v128.and (local.get $x) (local.get $m80)) (i8x16.swizzle (local.get $thi) (local.get $k))))
-        (local.set $l (v128.or (v128.and (local.get $x) (local.get $m7f)) (i8x16.swizzle (local.get $tlo) (local.get $k))))
+        (local.set $a (v128.and (v128.xor (local.get $t) (local.get $x)) (local.get $m80)))
+        (local.set $h (v128.xor (local.get $t) (local.get $a)))
+        (local.set $l (v128.xor (local.get $x) (local.get $a)))
         (v128.store (local.get $o) (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $l) (local.get $h)))
         (v128.store offset=16 (local.get $o) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $l) (local.get $h)))
         ;; values 16..31
-        (local.set $k (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $lo) (local.get $hi)))
+        (local.set $t (i8x16.swizzle (local.get $thi) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $lo) (local.get $hi))))
         (local.set $x (v128.load offset=16 (local.get $s)))
-        (local.set $h (v128.or (v128.and (local.get $x) (local.get $m80)) (i8x16.swizzle (local.get $thi) (local.get $k))))
-        (local.set $l (v128.or (v128.and (local.get $x) (local.get $m7f)) (i8x16.swizzle (local.get $tlo) (local.get $k))))
+        (local.set $a (v128.and (v128.xor (local.get $t) (local.get $x)) (local.get $m80)))
+        (local.set $h (v128.xor (local.get $t) (local.get $a)))
+        (local.set $l (v128.xor (local.get $x) (local.get $a)))
         (v128.store offset=32 (local.get $o) (i8x16.shuffle 0 16 1 17 2 18 3 19 4 20 5 21 6 22 7 23 (local.get $l) (local.get $h)))
         (v128.store offset=48 (local.get $o) (i8x16.shuffle 8 24 9 25 10 26 11 27 12 28 13 29 14 30 15 31 (local.get $l) (local.get $h)))
         (if (local.get $hash)

@@ -184,8 +184,8 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     if (decodeTablesFor === tables) return;
     for (let k = 0; k < 16; k++) {
       const e = k < tables.size ? tables.exponents[k]! : 0;
-      u8[scratch.DECODE_TABLES_AT + k] = e >>> 1;
-      u8[scratch.DECODE_TABLES_AT + 16 + k] = (e & 1) << 7;
+      // The exponent rotated right by one bit: codec.wat's decode splits it between the two bytes.
+      u8[scratch.DECODE_TABLES_AT + k] = (e >>> 1) | ((e & 1) << 7);
     }
     decodeTablesFor = tables;
   }
