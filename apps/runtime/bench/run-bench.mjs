@@ -10,7 +10,7 @@
 // @splitzip/bench-utils) for the root `pnpm bench` summary (scripts/bench-summary.mjs); --out FILE
 // writes them there instead. --quick writes none.
 //
-// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4] [--arena codec|plain]
+// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4] [--arena codec|plain] [--read-window-mib 32|Infinity]
 //                                 [--default-model DIR] [--models-dir DIR] [--cache-root DIR]
 //                                 [--prepare-only] [--out FILE]
 //   --quick: default model only, fewer rounds (a smoke run, not a measurement).
@@ -30,6 +30,7 @@ import {
   createPacedReader,
   createStagingPool,
   DEFAULT_DECODE_THREADS,
+  DEFAULT_READ_WINDOW_BYTES,
   DEFAULT_LOAD_CONCURRENCY,
   DEFAULT_MAX_STAGING_BYTES,
   loadModel,
@@ -54,6 +55,8 @@ const SUMMARY_PATH = argValue('--out', undefined) === undefined ? undefined : re
 const DEFAULT_MODEL_DIR = argValue('--default-model', undefined);
 const PREPARE_ONLY = args.includes('--prepare-only');
 const ARENA_KIND = argValue('--arena', 'codec');
+// loadModel's readWindowBytes on both paths when given (default: loadModel's own, a window on cache loads only).
+const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined ? undefined : Number(argValue('--read-window-mib')) * 1024 * 1024;
 if (ARENA_KIND !== 'codec' && ARENA_KIND !== 'plain') throw new Error('--arena must be codec or plain');
 
 const median = (xs) => {
@@ -127,6 +130,7 @@ async function timedLoad(model, cache, allocate, reader, pool) {
     concurrency: CONCURRENCY,
     backend: BACKEND,
     explainMisses: false,
+    readWindowBytes: READ_WINDOW_BYTES,
   }).drain();
   return { ms: performance.now() - started, totals };
 }
@@ -222,7 +226,7 @@ async function main() {
   }
 
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
-  console.log(`@splitzip/runtime load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpu}), codec ${getCodecBackend()}, decode backend ${BACKEND}, arena ${ARENA_KIND}, concurrency ${CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY}`);
+  console.log(`@splitzip/runtime load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpu}), codec ${getCodecBackend()}, decode backend ${BACKEND}, arena ${ARENA_KIND}, concurrency ${CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY}, read window ${READ_WINDOW_BYTES === undefined ? `${DEFAULT_READ_WINDOW_BYTES / 1048576} MiB on cache loads, none on raw loads (loadModel's defaults)` : `${READ_WINDOW_BYTES / 1048576} MiB on both paths`}`);
   console.log('whole model into one preallocated arena; raw = loadModel without a cache (safetensors reads), cache = loadModel with the SplitZip cache;');
   console.log(`times are medians of interleaved rounds; speedup = median of per-round raw/cache; paced = token bucket at ${gb(THROTTLE_BYTES_PER_S)} GB/s on both paths`);
   console.log('');

@@ -26,6 +26,7 @@ export {
   type PacedReader,
   type PacedReaderOptions,
 } from './create-paced-reader.js';
+export { createReadWindow, DEFAULT_READ_WINDOW_BYTES, type ReadWindow } from './create-read-window.js';
 export { runOrderedPipeline, type OrderedPipelineOptions } from './run-ordered-pipeline.js';
 export { createCpuDecoder, DEFAULT_DECODE_SLICE_VALUES, type DecodeBackend } from './create-cpu-decoder.js';
 export { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';

@@ -3,6 +3,7 @@ import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
+import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { openModel } from './open-model.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
@@ -69,6 +70,12 @@ export interface LoadModelOptions {
   syncReadMaxBytes?: number;
   /** When `model` is a location: S3 settings for an `s3://` model (see openModel). */
   modelS3?: S3StoreOptions;
+  /**
+   * Bytes being read at once, blobs and raw tensors together (default DEFAULT_READ_WINDOW_BYTES
+   * with a cache, unbounded without one; a read larger than the window runs alone). `Infinity`:
+   * every tensor in flight reads at once.
+   */
+  readWindowBytes?: number;
 }
 
 /** A whole-model load: iterate it (once) for the tensors; `totals` and `reports` fill as it goes. */
@@ -93,6 +100,10 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > MAX_LOAD_CONCURRENCY) {
     throw new RuntimeError('INVALID_ARGUMENT', `concurrency must be an integer in 1..${MAX_LOAD_CONCURRENCY}`, { concurrency });
   }
+  // The window lets decoding start early; a load without a cache decodes nothing, so by default its
+  // reads are not bounded (serializing them only slowed raw page-cache loads in the benchmark).
+  const readWindowBytes = options.readWindowBytes ?? (cache ? DEFAULT_READ_WINDOW_BYTES : Infinity);
+  const readWindow = readWindowBytes === Infinity ? undefined : createReadWindow(readWindowBytes);
   const backend = resolveDecodeBackend(options.backend);
   const totals = createEmptyTotals();
   const reports: TensorReport[] = [];
@@ -159,6 +170,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       explainMisses: options.explainMisses ?? true,
       signal: options.signal,
       syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
+      readWindow,
       onStagingOverflow: () => {
         totals.stagingOverflows += 1;
       },

@@ -7,6 +7,7 @@ import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } from './errors.js';
+import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
@@ -32,6 +33,8 @@ export interface ServeEnv {
   onStagingOverflow: () => void;
   /** Blobs up to this size are read with synchronous calls from a local cache (0: never). */
   syncReadMaxBytes: number;
+  /** Bounds the bytes being read at once across this load's tensors (undefined: no bound). */
+  readWindow?: ReadWindow | undefined;
 }
 
 /** A tensor to serve: from a model (raw fallback possible) or a cache entry alone (bare slice). */
@@ -183,6 +186,7 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
     });
   }
   const info = target.info;
+  const releaseWindow = await env.readWindow?.acquire(output.byteLength, env.signal);
   const startMs = performance.now();
   try {
     // The reader seam is for local files; a model opened from a ByteSource (s3://…) reads through it.
@@ -199,6 +203,8 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
       causeCode: code,
       retryable: isRetryableError(error),
     }, { cause: error });
+  } finally {
+    releaseWindow?.();
   }
   report.ioMs += performance.now() - startMs;
   report.rawBytesRead += output.byteLength;
@@ -257,10 +263,15 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       pool?.release(held);
     }
   };
+  let releaseWindow: (() => void) | undefined;
   try {
-    const ioStartMs = performance.now();
     let payload: Uint8Array;
     let meta: PayloadMeta;
+    // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
+    const readSync = env.reader === undefined && cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes;
+    // A synchronous read is over before anything else runs: it needs no place in the window.
+    if (!readSync) releaseWindow = await env.readWindow?.acquire(entry.compBytes, env.signal);
+    const ioStartMs = performance.now();
     if (env.reader !== undefined && !cache.remote) {
       const blobPath = cache.blobPath(entry);
       payload = stage.subarray(0, entry.compBytes);
@@ -270,6 +281,8 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
         throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${(error as Error).message}`, { ...context, blob: blobPath }, {
           cause: error,
         });
+      } finally {
+        releaseWindow?.();
       }
       report.ioMs += performance.now() - ioStartMs;
       report.blobBytesRead += payload.byteLength;
@@ -280,13 +293,11 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       try {
         // A backend that verifies while decoding gets the checksum (one pass over the payload, not two).
         const readOptions = { verifyChecksum: env.backend.verifiesChecksum !== true };
-        // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
-        payload =
-          cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes
-            ? cache.readBlobSync(entry.key, stage, readOptions)
-            : await cache.readBlob(entry.key, stage, readOptions);
+        payload = readSync ? cache.readBlobSync!(entry.key, stage, readOptions) : await cache.readBlob(entry.key, stage, readOptions);
       } catch (error) {
         throw mapStoreError(error, entry);
+      } finally {
+        releaseWindow?.();
       }
       // The store's readBlob may include its checksum pass; it is counted as I/O here.
       report.ioMs += performance.now() - ioStartMs;
@@ -301,6 +312,7 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
     // for it (an object store's readBlob always verifies).
     return { payload, meta, release, arena: slot !== undefined ? pool?.arena : undefined, checksumPending: !cache.remote && env.backend.verifiesChecksum === true };
   } catch (error) {
+    releaseWindow?.();
     release();
     throw error;
   }

@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SafetensorsModel } from '@splitzip/safetensors';
+import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
+import { createReadWindow } from '../src/create-read-window.js';
+import { loadModel } from '../src/load-model.js';
+import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
+import { buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('createReadWindow', () => {
+  it('grants reads in request order while the bytes in flight fit', async () => {
+    const window = createReadWindow(100);
+    const granted: string[] = [];
+    const releaseA = await window.acquire(60);
+    const b = window.acquire(50).then((release) => (granted.push('b'), release));
+    const c = window.acquire(10).then((release) => (granted.push('c'), release)); // fits, but b is ahead
+    await tick();
+    expect(granted).toEqual([]);
+    expect(window.inFlightBytes).toBe(60);
+    releaseA();
+    const releaseB = await b;
+    const releaseC = await c;
+    expect(granted).toEqual(['b', 'c']);
+    expect(window.inFlightBytes).toBe(60);
+    releaseB();
+    releaseB(); // idempotent
+    expect(window.inFlightBytes).toBe(10);
+    releaseC();
+    expect(window.inFlightBytes).toBe(0);
+  });
+
+  it('lets a read larger than the window run alone', async () => {
+    const window = createReadWindow(100);
+    const releaseBig = await window.acquire(1000);
+    let smallGranted = false;
+    const small = window.acquire(1).then((release) => ((smallGranted = true), release));
+    await tick();
+    expect(smallGranted).toBe(false);
+    releaseBig();
+    (await small)();
+    expect(smallGranted).toBe(true);
+    const releaseAgain = await window.acquire(1000); // an empty window admits it at once
+    releaseAgain();
+  });
+
+  it('an aborted waiter leaves the queue with a typed error and the reads behind it go on', async () => {
+    const window = createReadWindow(100);
+    const releaseA = await window.acquire(100);
+    const controller = new AbortController();
+    const aborted = window.acquire(100, controller.signal);
+    const behind = window.acquire(50);
+    controller.abort(new Error('stop'));
+    await expect(aborted).rejects.toMatchObject({ code: 'ABORTED' });
+    releaseA();
+    (await behind)();
+    expect(window.inFlightBytes).toBe(0);
+    await expect(window.acquire(1, controller.signal)).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+
+  it('rejects a window that is not a positive integer', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      expect(() => createReadWindow(bad)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    }
+  });
+});
+
+describe('loadModel with a read window', () => {
+  let cleanup: () => Promise<void>;
+  let model: SafetensorsModel;
+  let cache: ShardCache;
+  let raw: Map<string, Uint8Array>;
+
+  beforeAll(async () => {
+    const temp = await makeTempDir('read-window');
+    cleanup = temp.cleanup;
+    model = await writeModel(`${temp.dir}/model`, standardTensors());
+    await buildCache(model, `${temp.dir}/cache`);
+    cache = await openShardCache(`${temp.dir}/cache`);
+    raw = await readAllRaw(model);
+  });
+  afterAll(async () => {
+    await cache?.close();
+    await model?.close();
+    await cleanup?.();
+  });
+
+  /** A file reader that records the most bytes and reads in flight at once. */
+  function trackingReader(): ByteReader & { peakBytes: number; peakReads: number; largest: number } {
+    const inner = createFileReader();
+    let bytes = 0;
+    let reads = 0;
+    const state = {
+      peakBytes: 0,
+      peakReads: 0,
+      largest: 0,
+      async readExact(path: string, target: Uint8Array, positionBytes: number) {
+        bytes += target.byteLength;
+        reads += 1;
+        state.peakBytes = Math.max(state.peakBytes, bytes);
+        state.peakReads = Math.max(state.peakReads, reads);
+        state.largest = Math.max(state.largest, target.byteLength);
+        try {
+          await tick(); // hold the read open across a turn so that overlapping reads would show
+          await inner.readExact(path, target, positionBytes);
+        } finally {
+          bytes -= target.byteLength;
+          reads -= 1;
+        }
+      },
+      close: () => inner.close(),
+    };
+    return state;
+  }
+
+  for (const windowBytes of [1, 64 * 1024, Infinity]) {
+    it(`keeps the bytes in flight within ${windowBytes} bytes and serves every tensor bit-exact`, async () => {
+      const reader = trackingReader();
+      const load = loadModel(model, cache, { reader, concurrency: 6, readWindowBytes: windowBytes });
+      for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+      await reader.close();
+      if (windowBytes === 1) {
+        expect(reader.peakReads).toBe(1);
+      } else if (windowBytes === Infinity) {
+        expect(reader.peakReads).toBeGreaterThan(1);
+      } else {
+        expect(reader.peakBytes).toBeLessThanOrEqual(Math.max(windowBytes, reader.largest));
+        expect(reader.peakReads).toBeGreaterThan(1);
+      }
+    });
+  }
+
+  it('refuses a window that is not a positive integer', () => {
+    expect(() => loadModel(model, cache, { readWindowBytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
