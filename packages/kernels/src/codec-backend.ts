@@ -29,6 +29,7 @@ export function createCodecBackend(): BackendImpl {
         fallbackReason: null,
         elementCount: values.length,
         location: 'host',
+        layout: 'bf16',
         segments: [{ firstElement: 0, elementCount: values.length, handle: values }],
         timings,
         async toArray(out?: Uint16Array) {

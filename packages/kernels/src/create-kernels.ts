@@ -5,6 +5,10 @@ import { createCodecBackend } from './codec-backend.js';
 import { isKernelsError, KernelsError } from './errors.js';
 import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
 import { createGpuBackendImpl } from './gpu-backend-impl.js';
+import { gpujs } from './gpu-js.js';
+import { createWebGpuDecoder } from './create-webgpu-decoder.js';
+import { createWebGpuBackendImpl } from './webgpu-backend-impl.js';
+import type { GpuDeviceNative } from './webgpu-types.js';
 import { getSelfCheckCase } from './self-check.js';
 import type {
   BackendName,
@@ -126,12 +130,21 @@ export async function createKernelsFor(
   };
 }
 
-/** Starts a gpu.js backend and runs the known-answer decode and encode; disposes it on failure. */
+/**
+ * Starts a backend and runs the known-answer decode and encode; disposes it on failure. webgpu:
+ * the native WGSL decoder for decode and decodeToDevice, gpu.js's webgpu kernels for encode, both
+ * on gpu.js's shared device (gpu.js's webgpu decode kernel is never built: it cannot read bytes).
+ */
 async function startChecked(name: GpuBackendName, options: CreateKernelsOptions, faults: TestFaults): Promise<BackendImpl> {
   if (faults.failStart) throw new KernelsError('BACKEND_UNAVAILABLE', 'injected fault: start failed', { backend: name });
   const gpu: GpuBackend = await startGpuBackend(name, { webasmThreads: options.webasmThreads === true });
-  const impl = createGpuBackendImpl(gpu);
+  let impl = createGpuBackendImpl(gpu);
   try {
+    if (name === 'webgpu') {
+      const { device } = await gpujs.WebGPUContext.acquire();
+      const decoder = await createWebGpuDecoder(device as unknown as GpuDeviceNative, options.webgpu);
+      impl = createWebGpuBackendImpl(decoder, impl);
+    }
     const check = getSelfCheckCase();
     const { values } = await impl.decode(check.payload, undefined, undefined);
     if (faults.corruptSelfCheck) values[7] = values[7]! ^ 1;

@@ -100,6 +100,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         fallbackReason: null,
         elementCount,
         location: gpu.location,
+        layout: 'float',
         segments,
         timings,
         async toArray(out?: Uint16Array) {

@@ -1,4 +1,5 @@
 import type { Codebook } from '@splitzip/codec';
+import type { WebGpuDecodeOptions } from './create-webgpu-decoder.js';
 
 /** gpu.js modes this package drives. */
 export type GpuBackendName = 'webgpu' | 'webgl2' | 'webgl' | 'webasm' | 'cpu';
@@ -41,15 +42,18 @@ export interface EncodeResult extends BackendReport {
   timings: StageTimings;
 }
 
-/** One launch's part of a device-resident result: values [firstElement, firstElement + elementCount). */
+/** One part of a device-resident result: values [firstElement, firstElement + elementCount). */
 export interface DeviceSegment {
   firstElement: number;
   elementCount: number;
   /**
-   * The gpu.js pipeline result holding one value per 32-bit float (the BF16 bit pattern as an
-   * integer 0..65535): a `WebGPUBufferResult` (its `.buffer` is the GPUBuffer) on webgpu, a
-   * `Texture` on webgl/webgl2, a `Float32Array` on the host backends. Pass it to another gpu.js
-   * kernel of the same GPU instance, or bind the buffer/texture in your own pipeline.
+   * Where the part lives, in the result's `layout`:
+   * - webgpu (`bf16`): the `GPUBuffer` itself (usage STORAGE | COPY_SRC), value `firstElement` at
+   *   byte 0, two values per u32 (the first in the low half); its size is 2 bytes per value
+   *   rounded up to 16, the bytes past the last value are 0.
+   * - webgl/webgl2 (`float`): a gpu.js `Texture`, one value per 32-bit float (the BF16 bit pattern
+   *   as an integer 0..65535); pass it to another kernel of the same gpu.js instance.
+   * - webasm/cpu (`float`): a `Float32Array`; codec (`bf16`): the decoded `Uint16Array`.
    */
   handle: unknown;
 }
@@ -58,6 +62,9 @@ export interface DeviceDecodeResult extends BackendReport {
   elementCount: number;
   /** Where the values live: on a GPU, or on the host for the cpu, webasm and codec backends. */
   location: 'webgpu-buffer' | 'webgl-texture' | 'host';
+  /** How a segment's handle holds the values: `bf16` 2 bytes each, `float` one 32-bit float each. */
+  layout: 'bf16' | 'float';
+  /** One per output buffer (webgpu: one unless the tensor exceeds maxBufferSize) or gpu.js launch. */
   segments: readonly DeviceSegment[];
   timings: StageTimings;
   /** Reads the values back (for checks): BF16 bit patterns. */
@@ -96,6 +103,8 @@ export interface CreateKernelsOptions {
   expectedElementCount?: number;
   /** webasm only: split kernels across a worker pool (gpu.js async contract). Default false. */
   webasmThreads?: boolean;
+  /** webgpu only: how the native decoder uploads and slices (defaults are the measured best). */
+  webgpu?: WebGpuDecodeOptions;
   /** Injected faults for tests. */
   testFaults?: TestFaults;
 }

@@ -23,6 +23,8 @@ interface Session {
 const haveChromium = existsSync(CHROMIUM_PATH);
 // Several launches on the GPU backends: LAUNCH_MAX_ELEMENTS (2^22) + an odd remainder.
 const LARGE_COUNT = 2 ** 22 + 777;
+// Above 2^24 values: the native webgpu decoder with its default slices.
+const HUGE_COUNT = 2 ** 24 + 4099;
 const BACKENDS: Array<[string, string]> = [
   ['webgl2', 'webgl-texture'],
   ['webgl', 'webgl-texture'],
@@ -67,11 +69,32 @@ if (!haveChromium) {
         expect(report.fallbackReason).toBeNull();
         expect(report.started).toBe(backend);
         expect(report.failures).toEqual([]);
-        expect(report.checks).toBe(9 * 3);
+        expect(report.checks).toBe(13 * 3);
         expect(report.location).toBe(location);
         if (backend === 'webgpu') expect(report.env.webgpu).not.toBeNull();
         if (backend === 'webasm') expect(report.env.crossOriginIsolated).toBe(true);
       }, 300_000);
     }
+
+    it('webgpu native decoder: every upload mode across many slices and buffers, 2-D grids, buffer layout, > 2^24 values, bad payloads', async () => {
+      const report: { checks: number; failures: string[]; segments: Record<string, number> } = await withTimeout(
+        session.page.evaluate(
+          ([n, huge]) =>
+            (window as unknown as { runWebGpuChecks(n: number, huge: number): Promise<typeof report> }).runWebGpuChecks(n, huge),
+          [LARGE_COUNT, HUGE_COUNT] as const,
+        ),
+        240_000,
+        'runWebGpuChecks',
+      );
+      expect(session.errors).toEqual([]);
+      expect(report.failures).toEqual([]);
+      expect(report.checks).toBe(4 * 13 * 2 + 2 + 7);
+      // 512 KiB buffers hold 64 slices of 4096 values: the large case spans several output buffers.
+      for (const upload of ['write-buffer', 'mapped-staging', 'mapped-at-creation']) {
+        expect(report.segments[`${upload} model-like ${LARGE_COUNT} values (several launches)`]).toBe(Math.ceil(LARGE_COUNT / 2 ** 18));
+        expect(report.segments[`${upload} empty`]).toBe(0);
+      }
+      expect(report.segments[`2-D grids model-like ${LARGE_COUNT} values (several launches)`]).toBe(1);
+    }, 300_000);
   });
 }

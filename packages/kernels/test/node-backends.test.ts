@@ -74,6 +74,7 @@ for (const backend of ['codec', 'webasm', 'cpu'] as const) {
       const result = await kernels.decodeToDevice(payload);
       expect(result.backend).toBe(backend);
       expect(result.location).toBe('host');
+      expect(result.layout).toBe(backend === 'codec' ? 'bf16' : 'float');
       expect(result.elementCount).toBe(c.values.length);
       expect(firstMismatch(await result.toArray(), c.values)).toBe(-1);
       result.delete();

@@ -1,7 +1,8 @@
 // Runs in headless Chromium: checks every backend bit-exact on the same inputs as the Node tests
 // (generated here the same way), through the built browser bundles. window.runChecks(backend)
 // returns a plain report the vitest side asserts on.
-import { calibrateCodebook, createCodebook, encode } from '@splitzip/codec';
+/* global GPU, GPUBuffer, GPUBufferUsage, GPUMapMode */
+import { calibrateCodebook, createCodebook, encode, readPayloadMeta, xxh32 } from '@splitzip/codec';
 import { createKernels } from '@splitzip/kernels';
 
 function createRandom(seed) {
@@ -78,10 +79,31 @@ function referenceDecode(payload) {
   return out;
 }
 
+/** The same payload in format version 1 (FORMAT.md: only the version and the checksum differ). */
+function toVersion1(payload) {
+  const p = payload.slice();
+  p[4] = 1;
+  p[5] = 0;
+  const { layout } = readPayloadMeta(payload);
+  const starts = [0, layout.codes.offsetBytes, layout.sm.offsetBytes, layout.escapeIndex.offsetBytes, layout.escapePositions.offsetBytes, layout.escapeExponents.offsetBytes, layout.totalBytes];
+  const header = p.slice(0, 256);
+  header.fill(0, 252, 256);
+  const digests = new DataView(new ArrayBuffer(24));
+  digests.setUint32(0, xxh32(header), true);
+  for (let s = 1; s < 6; s++) digests.setUint32(4 * s, xxh32(p.subarray(starts[s], starts[s + 1])), true);
+  new DataView(p.buffer).setUint32(252, xxh32(new Uint8Array(digests.buffer)), true);
+  return p;
+}
+
 function firstMismatch(a, b) {
   if (a.length !== b.length) return Math.min(a.length, b.length);
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
   return -1;
+}
+
+function withEscapesAt(values, at) {
+  for (const i of at) values[i] = (values[i] & 0x807f) | (250 << 7);
+  return values;
 }
 
 function buildCases(largeCount) {
@@ -94,6 +116,10 @@ function buildCases(largeCount) {
     { name: 'escape-heavy 30,001 values', values: escapeHeavy(30001, 13), codebook: modelBook },
     { name: 'escape-heavy 131,075 values, chunk 65536', values: escapeHeavy(131075, 9), codebook: modelBook, chunkSize: 65536 },
     { name: 'three values', values: new Uint16Array([0x3f80, 0xbf00, 0x0001]), codebook: createCodebook([127, 126, 0]) },
+    { name: 'six values, the last two escapes', values: new Uint16Array([0x3f80, 0xbf00, 0x3f00, 0x8001, 0x7f80, 0x4000]), codebook: createCodebook([127, 126, 0]) },
+    { name: 'single escape', values: new Uint16Array([0x7f80]), codebook: createCodebook([127]) },
+    { name: 'model-like 1,029 values, chunk 128, escapes in the last word', values: withEscapesAt(modelLike(1029, 6), [1024, 1027, 1028]), chunkSize: 128 },
+    { name: 'format version 1 payload, model-like 70,001 values', values: modelLike(70001, 4), version1: true },
     { name: 'empty', values: new Uint16Array(0), codebook: createCodebook([127]) },
   ];
   if (largeCount > 0) {
@@ -104,7 +130,8 @@ function buildCases(largeCount) {
   for (const c of cases) {
     c.codebook ??= calibrateCodebook(c.values).codebook;
     c.options = c.chunkSize ? { chunkSize: c.chunkSize } : undefined;
-    c.payload = encode(c.values, c.codebook, c.options);
+    c.encoded = encode(c.values, c.codebook, c.options);
+    c.payload = c.version1 ? toVersion1(c.encoded) : c.encoded;
   }
   return cases;
 }
@@ -131,6 +158,7 @@ async function runChecks(backend, largeCount) {
     for (const c of buildCases(largeCount)) {
       const expected = referenceDecode(c.payload);
       if (firstMismatch(expected, c.values) !== -1) report.failures.push(`${c.name}: reference disagrees with the input`);
+      if (c.version1 && readPayloadMeta(c.payload).version !== 1) report.failures.push(`${c.name}: not a version-1 payload`);
       const decoded = await kernels.decode(c.payload);
       const wrong = firstMismatch(decoded.values, expected);
       report.checks++;
@@ -149,9 +177,132 @@ async function runChecks(backend, largeCount) {
       const encoded = await kernels.encode(c.values, c.codebook, c.options);
       report.checks++;
       if (encoded.backend !== backend) report.failures.push(`${c.name}: encode ran on ${encoded.backend} (${encoded.fallbackReason})`);
-      const wrongByte = firstMismatch(encoded.payload, c.payload);
+      const wrongByte = firstMismatch(encoded.payload, c.encoded);
       if (wrongByte !== -1) report.failures.push(`${c.name}: encode differs from the codec at byte ${wrongByte}`);
     }
+  } finally {
+    await kernels.dispose();
+  }
+  return report;
+}
+
+/** A GPUBuffer's bytes, through a mapped copy on gpu.js's shared device (the decoder's device). */
+async function readGpuBuffer(buffer) {
+  const { device } = await GPU.WebGPUContext.acquire();
+  const staging = device.createBuffer({ size: buffer.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(buffer, 0, staging, 0, buffer.size);
+  device.queue.submit([encoder.finish()]);
+  await staging.mapAsync(GPUMapMode.READ);
+  const bytes = new Uint8Array(staging.getMappedRange().slice(0));
+  staging.unmap();
+  staging.destroy();
+  return bytes;
+}
+
+/**
+ * The native WebGPU decoder beyond runChecks: every upload mode with small slices and buffers (so
+ * tensors span many slices and several output buffers), the output buffers' exact layout, more
+ * than 2^24 values with the defaults, and bad payloads rejected with the codec's errors.
+ */
+async function runWebGpuChecks(largeCount, hugeCount) {
+  const report = { checks: 0, failures: [], segments: {} };
+  const fail = (message) => report.failures.push(message);
+  const cases = buildCases(largeCount);
+  const configs = [
+    ['write-buffer', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
+    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
+    ['mapped-at-creation', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
+    // 2-D workgroup grids: at most 5 groups per dimension cuts slices to 4096 values (16 patch groups).
+    ['2-D grids', { sliceElements: 2 ** 16, maxWorkgroupsPerDimension: 5 }],
+  ];
+  for (const [upload, tuning] of configs) {
+    const options = upload === '2-D grids' ? tuning : { upload, ...tuning };
+    const kernels = await createKernels({ backend: 'webgpu', webgpu: options });
+    try {
+      if (kernels.backend !== 'webgpu') fail(`${upload}: started ${kernels.backend} (${kernels.fallbackReason})`);
+      for (const c of cases) {
+        const expected = referenceDecode(c.payload);
+        const decoded = await kernels.decode(c.payload);
+        report.checks++;
+        if (decoded.backend !== 'webgpu') fail(`${upload} ${c.name}: decode ran on ${decoded.backend} (${decoded.fallbackReason})`);
+        const wrong = firstMismatch(decoded.values, expected);
+        if (wrong !== -1) fail(`${upload} ${c.name}: decode differs at ${wrong}`);
+        const device = await kernels.decodeToDevice(c.payload);
+        report.checks++;
+        report.segments[`${upload} ${c.name}`] = device.segments.length;
+        if (device.layout !== 'bf16' || device.location !== 'webgpu-buffer') fail(`${upload} ${c.name}: layout ${device.layout} at ${device.location}`);
+        let next = 0;
+        for (const segment of device.segments) {
+          if (segment.firstElement !== next) fail(`${upload} ${c.name}: segment starts at ${segment.firstElement}, expected ${next}`);
+          next += segment.elementCount;
+          if (!(segment.handle instanceof GPUBuffer)) fail(`${upload} ${c.name}: handle is not a GPUBuffer`);
+          const bytes = await readGpuBuffer(segment.handle);
+          if (bytes.length !== Math.max(16, Math.ceil(segment.elementCount / 8) * 16)) fail(`${upload} ${c.name}: buffer of ${bytes.length} bytes for ${segment.elementCount} values`);
+          const part = expected.subarray(segment.firstElement, segment.firstElement + segment.elementCount);
+          const inBuffer = new Uint16Array(bytes.buffer, 0, segment.elementCount);
+          const wrongAt = firstMismatch(inBuffer, part);
+          if (wrongAt !== -1) fail(`${upload} ${c.name}: buffer value ${segment.firstElement + wrongAt} differs`);
+          if (bytes.subarray(2 * segment.elementCount).some((b) => b !== 0)) fail(`${upload} ${c.name}: bytes past the last value are not 0`);
+        }
+        if (next !== expected.length) fail(`${upload} ${c.name}: segments cover ${next} of ${expected.length} values`);
+        const back = await device.toArray();
+        if (firstMismatch(back, expected) !== -1) fail(`${upload} ${c.name}: toArray differs`);
+        device.delete();
+      }
+    } finally {
+      await kernels.dispose();
+    }
+  }
+
+  const kernels = await createKernels({ backend: 'webgpu' });
+  try {
+    // More than 2^24 values, default slices (several) and buffers.
+    const huge = modelLike(hugeCount, 29);
+    for (let i = 5; i < huge.length; i += 4099) huge[i] = (huge[i] & 0x807f) | (251 << 7);
+    const hugePayload = encode(huge, calibrateCodebook(huge).codebook);
+    const decoded = await kernels.decode(hugePayload);
+    report.checks++;
+    if (decoded.backend !== 'webgpu' || firstMismatch(decoded.values, huge) !== -1) fail(`${hugeCount} values: decode on ${decoded.backend} not bit-exact`);
+    const device = await kernels.decodeToDevice(hugePayload);
+    report.checks++;
+    if (device.backend !== 'webgpu' || firstMismatch(await device.toArray(), huge) !== -1) fail(`${hugeCount} values: decodeToDevice not bit-exact`);
+    device.delete();
+
+    // Bad payloads: the codec's errors, reported in FORMAT.md's order, and the backend stays healthy.
+    const small = modelLike(5000, 31);
+    const book = createCodebook([127, 126, 125, 124]);
+    for (let i = 0; i < small.length; i++) small[i] = (small[i] & 0x807f) | (book.exponents[i & 3] << 7);
+    small[100] = (small[100] & 0x807f) | (3 << 7);
+    const good = encode(small, book, { chunkSize: 64 });
+    const { layout } = readPayloadMeta(good);
+    const expectError = async (name, payload, options, code) => {
+      report.checks++;
+      try {
+        const r = await kernels.decodeToDevice(payload, options);
+        r.delete();
+        fail(`${name}: decoded instead of ${code}`);
+      } catch (error) {
+        if (error?.code !== code) fail(`${name}: ${error?.code ?? error} instead of ${code}`);
+      }
+    };
+    const flipped = good.slice();
+    flipped[layout.sm.offsetBytes + 77] ^= 1;
+    await expectError('sm byte flipped', flipped, undefined, 'CHECKSUM_MISMATCH');
+    const badCode = good.slice();
+    badCode[layout.codes.offsetBytes + 10] = 0x70;
+    await expectError('code 7 with a 4-entry codebook, unverified', badCode, { verify: false }, 'INVALID_CODE');
+    await expectError('code 7 with a 4-entry codebook, verified', badCode, undefined, 'CHECKSUM_MISMATCH');
+    const badPosition = good.slice();
+    badPosition[layout.escapePositions.offsetBytes] = 64;
+    await expectError('escape position outside its chunk, unverified', badPosition, { verify: false }, 'BAD_ESCAPE_POSITION');
+    const badIndex = good.slice();
+    badIndex[layout.escapeIndex.offsetBytes + 4] = 9;
+    await expectError('escape index past escape_count, unverified', badIndex, { verify: false }, 'BAD_ESCAPE_INDEX');
+    await expectError('truncated', good.subarray(0, good.length - 256), undefined, 'TRUNCATED');
+    const after = await kernels.decode(good);
+    report.checks++;
+    if (after.backend !== 'webgpu' || firstMismatch(after.values, small) !== -1) fail(`after bad payloads: decode on ${after.backend} (${after.fallbackReason})`);
   } finally {
     await kernels.dispose();
   }
@@ -201,5 +352,6 @@ async function runBench(backend, elementCount, runs) {
 }
 
 window.runChecks = runChecks;
+window.runWebGpuChecks = runWebGpuChecks;
 window.runBench = runBench;
 window.pageReady = true;

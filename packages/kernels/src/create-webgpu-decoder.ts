@@ -1,0 +1,356 @@
+import { readEscapeStreams, readPayloadMeta, validatePayloadStructure, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
+import { KernelsError } from './errors.js';
+import { DEFAULT_SLICE_ELEMENTS, planDeviceSlices, type DecodeSegmentPlan, type DecodeSlicePlan, type InputWindow } from './plan-device-slices.js';
+import type { StageTimings } from './types.js';
+import { DECODE_SHADER, PATCH_SHADER, SLICE_RECORD_BYTES } from './wgsl-decode-sources.js';
+import { MAP_MODE, USAGE, type GpuBufferNative, type GpuCommandEncoderNative, type GpuComputePipelineNative, type GpuDeviceNative } from './webgpu-types.js';
+
+/**
+ * How the payload reaches the device:
+ * - `write-buffer`: `queue.writeBuffer` per slice window, flushed per slice (the copy of slice k
+ *   runs while slice k + 1 is written);
+ * - `mapped-staging`: one persistent MAP_WRITE staging buffer, filled while mapped, copied on the
+ *   device, and mapped again in the background for the next call;
+ * - `mapped-at-creation`: a fresh staging buffer per call created mapped, filled, copied, destroyed.
+ */
+export type WebGpuUploadMode = 'write-buffer' | 'mapped-staging' | 'mapped-at-creation';
+export const WEBGPU_UPLOAD_MODES: readonly WebGpuUploadMode[] = ['write-buffer', 'mapped-staging', 'mapped-at-creation'];
+/** The default upload: the fastest measured on the H200 (RESULTS.md). */
+export const DEFAULT_WEBGPU_UPLOAD: WebGpuUploadMode = 'mapped-staging';
+
+export interface WebGpuDecodeOptions {
+  upload?: WebGpuUploadMode;
+  /** Values per slice (power of two; default 2^22; raised to a chunk, lowered to the device limits). */
+  sliceElements?: number;
+  /** Cap on any one buffer below the device's maxBufferSize (tests use it to force several segments). */
+  maxBufferBytes?: number;
+  /** Cap below the device's maxComputeWorkgroupsPerDimension (tests use it to force 2-D grids). */
+  maxWorkgroupsPerDimension?: number;
+  /**
+   * Wait for the queue after the upload, so that `uploadMs` and `kernelMs` are each stage's own
+   * time. Off by default: the checksum then runs on the host while the upload is in flight.
+   */
+  drainStages?: boolean;
+}
+
+/** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
+export interface WebGpuOutput {
+  firstElement: number;
+  elementCount: number;
+  buffer: GpuBufferNative;
+}
+
+export interface WebGpuDecoder {
+  readonly upload: WebGpuUploadMode;
+  /** Validates, uploads the payload bytes as they are, decodes; the caller owns the buffers. */
+  decodeToDevice(payload: Uint8Array, verify: boolean, timings: StageTimings): Promise<WebGpuOutput[]>;
+  /** The same into kept buffers, then one readback into `target`. */
+  decodeToHost(payload: Uint8Array, target: Uint16Array, verify: boolean, timings: StageTimings): Promise<void>;
+  readBack(outputs: readonly WebGpuOutput[], target: Uint16Array): Promise<void>;
+  dispose(): void;
+}
+
+const now = (): number => performance.now();
+const roundUp = (x: number, m: number): number => Math.ceil(x / m) * m;
+/** Kept buffers grow in steps of this, so slightly larger calls do not reallocate each time. */
+const GROW_BYTES = 1 << 20;
+
+/** Builds the two pipelines on `device` and checks they compiled; throws KERNEL_FAILED otherwise. */
+export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebGpuDecodeOptions = {}): Promise<WebGpuDecoder> {
+  const upload = options.upload ?? DEFAULT_WEBGPU_UPLOAD;
+  if (!WEBGPU_UPLOAD_MODES.includes(upload)) {
+    throw new KernelsError('INVALID_ARGUMENT', `unknown webgpu upload mode "${String(upload)}"`, { upload, known: WEBGPU_UPLOAD_MODES });
+  }
+  const limits = {
+    maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
+    maxBufferSize: Math.min(device.limits.maxBufferSize, options.maxBufferBytes ?? Infinity),
+    maxComputeWorkgroupsPerDimension: Math.min(device.limits.maxComputeWorkgroupsPerDimension, options.maxWorkgroupsPerDimension ?? Infinity),
+  };
+  const sliceElements = options.sliceElements ?? DEFAULT_SLICE_ELEMENTS;
+  const drainStages = options.drainStages === true;
+
+  device.pushErrorScope('validation');
+  const pipelines: GpuComputePipelineNative[] = [];
+  for (const [label, code] of [
+    ['decode', DECODE_SHADER],
+    ['patch', PATCH_SHADER],
+  ] as const) {
+    const module = device.createShaderModule({ code });
+    const info = await module.getCompilationInfo?.();
+    const errors = (info?.messages ?? []).filter((m) => m.type === 'error');
+    if (errors.length > 0) {
+      await device.popErrorScope();
+      throw new KernelsError('KERNEL_FAILED', `WGSL ${label} shader: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`, {});
+    }
+    pipelines.push(device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } }));
+  }
+  const startError = await device.popErrorScope();
+  if (startError) throw new KernelsError('KERNEL_FAILED', `WebGPU pipeline creation failed: ${startError.message}`, {});
+  const [decodePipeline, patchPipeline] = pipelines as [GpuComputePipelineNative, GpuComputePipelineNative];
+
+  // Kept across calls (queue order makes reuse safe: a later writeBuffer or copy runs after the
+  // work already submitted); each grows when a call needs more.
+  let input: GpuBufferNative | null = null;
+  let params: GpuBufferNative | null = null;
+  let hostOutput: GpuBufferNative | null = null;
+  let readStaging: GpuBufferNative | null = null;
+  let staging: GpuBufferNative | null = null;
+  /** Resolves true once the persistent staging buffer is mapped again (false: mapping failed). */
+  let stagingMapped: Promise<boolean> = Promise.resolve(false);
+  let disposed = false;
+
+  const grow = (buffer: GpuBufferNative | null, bytes: number, usage: number): GpuBufferNative => {
+    if (buffer && buffer.size >= bytes) return buffer;
+    buffer?.destroy();
+    return device.createBuffer({ size: roundUp(Math.max(bytes, 16), GROW_BYTES), usage });
+  };
+
+  /** Calls run one at a time: they share the kept buffers and the device's error scopes. */
+  let tail: Promise<unknown> = Promise.resolve();
+  const serial = <T>(work: () => Promise<T>): Promise<T> => {
+    const result = tail.then(() => {
+      if (disposed) throw new KernelsError('DISPOSED', 'the WebGPU decoder was disposed', {});
+      return work();
+    });
+    tail = result.catch(() => undefined);
+    return result;
+  };
+
+  /** Runs `work` inside validation and out-of-memory error scopes; a device error is KERNEL_FAILED. */
+  async function scoped<T>(what: string, work: () => Promise<T>): Promise<T> {
+    device.pushErrorScope('out-of-memory');
+    device.pushErrorScope('validation');
+    const outcome = await work().then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    const validation = await device.popErrorScope();
+    const memory = await device.popErrorScope();
+    const deviceError = memory ?? validation;
+    if (deviceError) throw new KernelsError('KERNEL_FAILED', `WebGPU ${what}: ${deviceError.message}`, {});
+    if (!outcome.ok) throw outcome.error;
+    return outcome.value;
+  }
+
+  /** Header, layout and structure checks; the checksum is taken later, while the upload runs. */
+  function validate(payload: Uint8Array, verify: boolean): { meta: PayloadMeta; index: Uint32Array } {
+    const meta = readPayloadMeta(payload);
+    const streams = readEscapeStreams(payload, meta);
+    try {
+      validatePayloadStructure(payload, meta, streams);
+    } catch (error) {
+      // FORMAT.md's order: a bad checksum is reported before any decode-time rule.
+      if (verify) verifyPayloadChecksum(payload, meta);
+      throw error;
+    }
+    return { meta, index: streams.index };
+  }
+
+  /** Puts one segment's windows into the input buffer (submitted: the copy is on its way). */
+  async function uploadSegment(payload: Uint8Array, segment: DecodeSegmentPlan): Promise<void> {
+    const windows = (slice: DecodeSlicePlan): InputWindow[] =>
+      [slice.codes, slice.sm, slice.escapeIndex, slice.positions, slice.exponents].filter((w): w is InputWindow => w !== null);
+    input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
+    if (upload === 'write-buffer') {
+      for (const slice of segment.slices) {
+        for (const w of windows(slice)) device.queue.writeBuffer(input, w.dstOffset, payload, w.srcOffset, w.bytes);
+        device.queue.submit([]);
+      }
+      return;
+    }
+    let source: GpuBufferNative;
+    if (upload === 'mapped-staging') {
+      if (!staging || staging.size < segment.inputBytes || !(await stagingMapped)) {
+        staging?.destroy();
+        staging = device.createBuffer({
+          size: roundUp(segment.inputBytes, GROW_BYTES),
+          usage: USAGE.MAP_WRITE | USAGE.COPY_SRC,
+          mappedAtCreation: true,
+        });
+      }
+      source = staging;
+    } else {
+      source = device.createBuffer({ size: roundUp(segment.inputBytes, 4), usage: USAGE.COPY_SRC, mappedAtCreation: true });
+    }
+    const range = new Uint8Array(source.getMappedRange(0, roundUp(segment.inputBytes, 4)));
+    for (const slice of segment.slices) {
+      for (const w of windows(slice)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset);
+    }
+    source.unmap();
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(source, 0, input, 0, roundUp(segment.inputBytes, 4));
+    device.queue.submit([encoder.finish()]);
+    if (source === staging) {
+      const kept = staging;
+      stagingMapped = kept.mapAsync(MAP_MODE.WRITE).then(
+        () => true,
+        () => false,
+      );
+    } else {
+      source.destroy();
+    }
+  }
+
+  /** Records one segment's dispatches (decode, then patch where the slice has escapes). */
+  function encodeSegment(encoder: GpuCommandEncoderNative, segment: DecodeSegmentPlan, meta: PayloadMeta, out: GpuBufferNative): void {
+    const records = new Uint32Array((segment.slices.length * SLICE_RECORD_BYTES) / 4);
+    const book = new Uint32Array(4);
+    meta.codebook.exponents.forEach((exponent, code) => {
+      book[code >> 2] = book[code >> 2]! | (exponent << (8 * (code & 3)));
+    });
+    segment.slices.forEach((s, k) => {
+      const at = (k * SLICE_RECORD_BYTES) / 4;
+      records.set([s.count, s.escapes, s.firstEscape, Math.log2(meta.chunkSize), s.chunks, s.posDelta, s.expDelta, 0], at);
+      records.set(book, at + 8);
+    });
+    params = grow(params, records.byteLength, USAGE.UNIFORM | USAGE.COPY_DST);
+    device.queue.writeBuffer(params, 0, records);
+    const inputBuffer = input!;
+    const paramsBuffer = params;
+    const pass = encoder.beginComputePass();
+    segment.slices.forEach((s, k) => {
+      const record = { buffer: paramsBuffer, offset: k * SLICE_RECORD_BYTES, size: 48 };
+      const window = (w: InputWindow) => ({ buffer: inputBuffer, offset: w.dstOffset, size: w.bytes });
+      const result = { buffer: out, offset: s.outOffset, size: s.outBytes };
+      pass.setPipeline(decodePipeline);
+      pass.setBindGroup(
+        0,
+        device.createBindGroup({
+          layout: decodePipeline.getBindGroupLayout(0),
+          entries: [
+            { binding: 0, resource: record },
+            { binding: 1, resource: window(s.codes) },
+            { binding: 2, resource: window(s.sm) },
+            { binding: 3, resource: result },
+          ],
+        }),
+      );
+      pass.dispatchWorkgroups(s.decodeGroups[0], s.decodeGroups[1]);
+      if (s.escapes === 0) return;
+      pass.setPipeline(patchPipeline);
+      pass.setBindGroup(
+        0,
+        device.createBindGroup({
+          layout: patchPipeline.getBindGroupLayout(0),
+          entries: [
+            { binding: 0, resource: record },
+            { binding: 1, resource: window(s.escapeIndex!) },
+            { binding: 2, resource: window(s.positions!) },
+            { binding: 3, resource: window(s.exponents!) },
+            { binding: 4, resource: result },
+          ],
+        }),
+      );
+      pass.dispatchWorkgroups(s.patchGroups[0], s.patchGroups[1]);
+    });
+    pass.end();
+  }
+
+  /** Validation, then per segment: upload, (first segment) checksum, dispatches; `each` gets every output. */
+  async function run(
+    payload: Uint8Array,
+    verify: boolean,
+    timings: StageTimings,
+    outputFor: (segment: DecodeSegmentPlan) => GpuBufferNative,
+    each: (segment: DecodeSegmentPlan, out: GpuBufferNative) => Promise<void>,
+  ): Promise<void> {
+    let t = now();
+    const { meta, index } = validate(payload, verify);
+    const plan = planDeviceSlices(meta, index, limits, sliceElements);
+    timings.validateMs += now() - t;
+    let checked = !verify;
+    for (const segment of plan) {
+      t = now();
+      await uploadSegment(payload, segment);
+      if (drainStages) await device.queue.onSubmittedWorkDone();
+      timings.uploadMs += now() - t;
+      if (!checked) {
+        t = now();
+        verifyPayloadChecksum(payload, meta);
+        checked = true;
+        timings.validateMs += now() - t;
+      }
+      t = now();
+      const out = outputFor(segment);
+      const encoder = device.createCommandEncoder();
+      encodeSegment(encoder, segment, meta, out);
+      device.queue.submit([encoder.finish()]);
+      await device.queue.onSubmittedWorkDone();
+      timings.kernelMs += now() - t;
+      await each(segment, out);
+    }
+    if (!checked) verifyPayloadChecksum(payload, meta); // an empty tensor: still the caller's check
+  }
+
+  /** Copies `bytes` of `source` back and hands them over as BF16 values at `first` of `target`. */
+  async function copyBack(source: GpuBufferNative, count: number, target: Uint16Array, first: number): Promise<void> {
+    const bytes = roundUp(count, 8) * 2;
+    readStaging = grow(readStaging, bytes, USAGE.MAP_READ | USAGE.COPY_DST);
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(source, 0, readStaging, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    await readStaging.mapAsync(MAP_MODE.READ, 0, bytes);
+    try {
+      target.set(new Uint16Array(readStaging.getMappedRange(0, bytes), 0, count), first);
+    } finally {
+      readStaging.unmap();
+    }
+  }
+
+  return {
+    upload,
+
+    decodeToDevice(payload, verify, timings) {
+      return serial(() => {
+        const outputs: WebGpuOutput[] = [];
+        return scoped('decode', async () => {
+          await run(
+            payload,
+            verify,
+            timings,
+            (segment) => device.createBuffer({ size: segment.outBytes, usage: USAGE.STORAGE | USAGE.COPY_SRC }),
+            async (segment, buffer) => {
+              outputs.push({ firstElement: segment.firstElement, elementCount: segment.count, buffer });
+            },
+          );
+          return outputs;
+        }).catch((error: unknown) => {
+          for (const output of outputs) output.buffer.destroy();
+          throw error;
+        });
+      });
+    },
+
+    decodeToHost(payload, target, verify, timings) {
+      return serial(() =>
+        scoped('decode', () =>
+          run(
+            payload,
+            verify,
+            timings,
+            (segment) => (hostOutput = grow(hostOutput, segment.outBytes, USAGE.STORAGE | USAGE.COPY_SRC)),
+            async (segment, out) => {
+              const t = now();
+              await copyBack(out, segment.count, target, segment.firstElement);
+              timings.readbackMs += now() - t;
+            },
+          ),
+        ),
+      );
+    },
+
+    readBack(outputs, target) {
+      return serial(() =>
+        scoped('readback', async () => {
+          for (const o of outputs) await copyBack(o.buffer, o.elementCount, target, o.firstElement);
+        }),
+      );
+    },
+
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      for (const buffer of [input, params, hostOutput, readStaging, staging]) buffer?.destroy();
+    },
+  };
+}

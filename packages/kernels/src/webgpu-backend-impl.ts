@@ -1,0 +1,67 @@
+import { readPayloadMeta } from '@splitzip/codec';
+import type { BackendImpl } from './backend-impl.js';
+import { checkOutput } from './check-output.js';
+import type { WebGpuDecoder } from './create-webgpu-decoder.js';
+import { KernelsError } from './errors.js';
+import { emptyTimings } from './timings.js';
+
+const now = (): number => performance.now();
+
+/**
+ * The `webgpu` backend: decode and decodeToDevice run the native WGSL decoder (the payload bytes
+ * uploaded as they are, BF16 out); encode stays gpu.js's webgpu kernels (`encoder`), on the same
+ * device (gpu.js's shared WebGPU context).
+ */
+export function createWebGpuBackendImpl(decoder: WebGpuDecoder, encoder: BackendImpl): BackendImpl {
+  return {
+    name: 'webgpu',
+
+    async decode(payload, out, options) {
+      const timings = emptyTimings();
+      const start = now();
+      const meta = readPayloadMeta(payload);
+      const target = checkOutput(out, meta.elementCount);
+      await decoder.decodeToHost(payload, target, options?.verify !== false, timings);
+      timings.totalMs = now() - start;
+      return { backend: 'webgpu', fallbackReason: null, values: target, timings };
+    },
+
+    async decodeToDevice(payload, options) {
+      const timings = emptyTimings();
+      const start = now();
+      const { elementCount } = readPayloadMeta(payload);
+      const outputs = await decoder.decodeToDevice(payload, options?.verify !== false, timings);
+      timings.totalMs = now() - start;
+      let deleted = false;
+      return {
+        backend: 'webgpu',
+        fallbackReason: null,
+        elementCount,
+        location: 'webgpu-buffer',
+        layout: 'bf16',
+        segments: outputs.map((o) => ({ firstElement: o.firstElement, elementCount: o.elementCount, handle: o.buffer })),
+        timings,
+        async toArray(target?: Uint16Array) {
+          if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
+          const values = checkOutput(target, elementCount);
+          await decoder.readBack(outputs, values);
+          return values;
+        },
+        delete() {
+          if (deleted) return;
+          deleted = true;
+          for (const o of outputs) o.buffer.destroy();
+        },
+      };
+    },
+
+    encode(values, codebook, options) {
+      return encoder.encode(values, codebook, options);
+    },
+
+    async dispose() {
+      decoder.dispose();
+      await encoder.dispose();
+    },
+  };
+}
