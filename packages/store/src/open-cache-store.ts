@@ -8,7 +8,7 @@ import { DEFAULT_LOCK_TIMEOUT_MS } from './limits.js';
 import { isValidChunkSize, isValidCoverage, serializeManifest } from './manifest-format.js';
 import { isS3Url, parseS3Url } from './s3-layout.js';
 import { S3CacheStore } from './s3-cache-store.js';
-import { S3Transport, createS3Client, describeEndpoint, type ResolvedS3Settings } from './s3-transport.js';
+import { S3Transport, type ResolvedS3Settings } from './s3-transport.js';
 import type { OpenCacheStoreOptions, S3StoreOptions } from './types.js';
 
 /** The seed's coverage gate. */
@@ -54,10 +54,7 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
     const location = parseS3Url(root);
     const s3 = options.s3 ?? {};
     const settings = resolveS3Settings(s3);
-    const { client, endpoint } = s3.client
-      ? { client: s3.client, endpoint: describeEndpoint(s3.endpoint, s3.region ?? process.env.AWS_REGION ?? 'us-east-1') }
-      : createS3Client(s3, settings);
-    const transport = new S3Transport(client, location, endpoint, settings);
+    const transport = new S3Transport(s3, location, settings);
     try {
       return await S3CacheStore.open(
         transport,

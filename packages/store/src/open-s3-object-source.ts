@@ -1,7 +1,7 @@
 import { StoreError } from './errors.js';
 import { resolveS3Settings } from './open-cache-store.js';
 import { isS3Url, parseS3Url } from './s3-layout.js';
-import { S3Transport, createS3Client, describeEndpoint } from './s3-transport.js';
+import { S3Transport } from './s3-transport.js';
 import type { S3StoreOptions } from './types.js';
 
 /**
@@ -53,10 +53,7 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
   if (!isS3Url(prefixUrl)) throw new StoreError('INVALID_ARGUMENT', 'an object source is an s3://bucket/prefix URL', { path: String(prefixUrl) });
   const location = parseS3Url(prefixUrl);
   const settings = resolveS3Settings(options);
-  const { client, endpoint } = options.client
-    ? { client: options.client, endpoint: describeEndpoint(options.endpoint, options.region ?? process.env.AWS_REGION ?? 'us-east-1') }
-    : createS3Client(options, settings);
-  const transport = new S3Transport(client, location, endpoint, settings);
+  const transport = new S3Transport(options, location, settings);
   let closed = false;
   // Sizes from the latest listing: opening a listed object needs no HeadObject round trip.
   let listedSizes = new Map<string, number>();

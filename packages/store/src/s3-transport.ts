@@ -3,23 +3,9 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateBucketCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadBucketCommand,
-  HeadObjectCommand,
-  ListMultipartUploadsCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  UploadPartCommand,
-} from '@aws-sdk/client-s3';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { StoreError } from './errors.js';
+import { loadS3Sdk, type S3Sdk } from './load-s3-sdk.js';
 import type { S3Location } from './s3-layout.js';
 import type { S3StoreOptions } from './types.js';
 
@@ -158,15 +144,25 @@ export function describeEndpoint(endpoint: string | undefined, region: string): 
   return endpoint ?? `https://s3.${region}.amazonaws.com`;
 }
 
-export function createS3Client(options: S3StoreOptions, settings: ResolvedS3Settings): { client: S3Client; endpoint: string } {
-  // The SDK reads these itself too; we read them to choose path-style and to name the endpoint in errors.
-  const endpoint = options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL ?? undefined;
-  const region = options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
+/** The endpoint a client made from `options` talks to, for messages (no SDK needed). */
+export function describeS3Endpoint(options: S3StoreOptions): string {
+  if (options.client !== undefined) return describeEndpoint(options.endpoint, options.region ?? process.env.AWS_REGION ?? 'us-east-1');
+  return describeEndpoint(endpointOf(options), regionOf(options));
+}
+
+// The SDK reads these itself too; we read them to choose path-style and to name the endpoint in errors.
+const endpointOf = (options: S3StoreOptions) => options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL ?? undefined;
+const regionOf = (options: S3StoreOptions) => options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
+
+/** The caller's client (`options.client`), or a new one with the store's settings. */
+export function createS3Client(sdk: S3Sdk, options: S3StoreOptions, settings: ResolvedS3Settings): S3Client {
+  if (options.client !== undefined) return options.client;
+  const endpoint = endpointOf(options);
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const connectTimeoutMs = options.connectTimeoutMs ?? 3_000;
   const agentOptions = { keepAlive: true, maxSockets: settings.maxConcurrentRequests * 2 };
-  const client = new S3Client({
-    region,
+  return new sdk.s3.S3Client({
+    region: regionOf(options),
     endpoint,
     forcePathStyle: options.forcePathStyle ?? endpoint !== undefined,
     // The store retries itself (bounded, resumable ranged reads); one SDK attempt per store attempt.
@@ -175,14 +171,13 @@ export function createS3Client(options: S3StoreOptions, settings: ResolvedS3Sett
     // trailing CRC32 (aws-chunked) is not understood by every S3 server.
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
-    requestHandler: new NodeHttpHandler({
+    requestHandler: new sdk.http.NodeHttpHandler({
       connectionTimeout: connectTimeoutMs,
       socketTimeout: requestTimeoutMs,
       httpAgent: new HttpAgent(agentOptions),
       httpsAgent: new HttpsAgent(agentOptions),
     }),
   });
-  return { client, endpoint: describeEndpoint(endpoint, region) };
 }
 
 /**
@@ -193,13 +188,46 @@ export function createS3Client(options: S3StoreOptions, settings: ResolvedS3Sett
 export class S3Transport {
   private readonly limiter: Limiter;
 
+  /** Set once the SDK is loaded and the client made (the first request waits for it). */
+  private session: { client: S3Client; sdk: S3Sdk } | undefined;
+  private connecting: Promise<void> | undefined;
+  private destroyed = false;
+
   constructor(
-    readonly client: S3Client,
+    private readonly options: S3StoreOptions,
     readonly location: S3Location,
-    readonly endpoint: string,
     readonly settings: ResolvedS3Settings,
   ) {
     this.limiter = new Limiter(settings.maxConcurrentRequests);
+    this.endpoint = describeS3Endpoint(options);
+  }
+
+  readonly endpoint: string;
+
+  /** Loads the SDK and makes the client on first use; every request method awaits it first. */
+  private connect(): Promise<void> {
+    this.connecting ??= loadS3Sdk().then(
+      (sdk) => {
+        this.session = { client: createS3Client(sdk, this.options, this.settings), sdk };
+        if (this.destroyed) this.session.client.destroy();
+      },
+      (error: unknown) => {
+        this.connecting = undefined;
+        throw new StoreError('S3_ERROR', `cannot load the AWS SDK for S3: ${describeError(error)}`, {
+          details: { endpoint: this.endpoint },
+          cause: summarizeCause(error),
+        });
+      },
+    );
+    return this.connecting;
+  }
+
+  private get client(): S3Client {
+    return (this.session as { client: S3Client }).client;
+  }
+
+  private get s3(): S3Sdk['s3'] {
+    return (this.session as { sdk: S3Sdk }).sdk.s3;
   }
 
   /** `s3://bucket/prefix/name`, for messages. */
@@ -245,10 +273,11 @@ export class S3Transport {
 
   /** Creates the bucket if it does not exist. */
   async ensureBucket(): Promise<void> {
+    await this.connect();
     const Bucket = this.location.bucket;
     const exists = await this.withRetries('HeadBucket', '', async () => {
       try {
-        await this.client.send(new HeadBucketCommand({ Bucket }));
+        await this.client.send(new this.s3.HeadBucketCommand({ Bucket }));
         return true;
       } catch (error) {
         if (isNotFound(error)) return false;
@@ -258,7 +287,7 @@ export class S3Transport {
     if (exists) return;
     await this.withRetries('CreateBucket', '', async () => {
       try {
-        await this.client.send(new CreateBucketCommand({ Bucket }));
+        await this.client.send(new this.s3.CreateBucketCommand({ Bucket }));
       } catch (error) {
         const name = (error as { name?: unknown }).name;
         // Another process created it first.
@@ -269,6 +298,7 @@ export class S3Transport {
 
   /** PUTs a whole object with Content-MD5, so the server rejects a body damaged on the way. */
   async putObject(name: string, body: Uint8Array, contentType = 'application/octet-stream'): Promise<void> {
+    await this.connect();
     if (body.length > this.settings.multipartThresholdBytes) {
       await this.putMultipart(name, body, contentType);
       return;
@@ -276,7 +306,7 @@ export class S3Transport {
     const md5 = md5Base64(body);
     await this.withRetries('PutObject', name, () =>
       this.client.send(
-        new PutObjectCommand({
+        new this.s3.PutObjectCommand({
           Bucket: this.location.bucket,
           Key: this.objectKey(name),
           Body: toBuffer(body),
@@ -293,7 +323,7 @@ export class S3Transport {
     const Key = this.objectKey(name);
     const partBytes = Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, this.settings.partSizeBytes * 2));
     const created = await this.withRetries('CreateMultipartUpload', name, () =>
-      this.client.send(new CreateMultipartUploadCommand({ Bucket, Key, ContentType: contentType })),
+      this.client.send(new this.s3.CreateMultipartUploadCommand({ Bucket, Key, ContentType: contentType })),
     );
     const UploadId = created.UploadId;
     if (!UploadId) throw new StoreError('S3_ERROR', 'CreateMultipartUpload returned no UploadId', { path: this.describe(name) });
@@ -304,27 +334,28 @@ export class S3Transport {
           const part = body.subarray(i * partBytes, Math.min(body.length, (i + 1) * partBytes));
           const md5 = md5Base64(part);
           const out = await this.withRetries('UploadPart', name, () =>
-            this.client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: i + 1, Body: toBuffer(part), ContentLength: part.length, ContentMD5: md5 })),
+            this.client.send(new this.s3.UploadPartCommand({ Bucket, Key, UploadId, PartNumber: i + 1, Body: toBuffer(part), ContentLength: part.length, ContentMD5: md5 })),
           );
           return { PartNumber: i + 1, ETag: out.ETag };
         }),
       );
       await this.withRetries('CompleteMultipartUpload', name, () =>
-        this.client.send(new CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: parts } })),
+        this.client.send(new this.s3.CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: parts } })),
       );
     } catch (error) {
       // Best effort; gc aborts what is left (a killed writer cannot run this at all).
-      await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId })).catch(() => undefined);
+      await this.client.send(new this.s3.AbortMultipartUploadCommand({ Bucket, Key, UploadId })).catch(() => undefined);
       throw error;
     }
   }
 
   /** A small whole object (at most `maxBytes`), or undefined when absent. */
   async getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined> {
+    await this.connect();
     return this.withRetries('GetObject', name, async () => {
       let response;
       try {
-        response = await this.client.send(new GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
+        response = await this.client.send(new this.s3.GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;
@@ -350,6 +381,7 @@ export class S3Transport {
    * resumed with a ranged GET from where it stopped. BLOB_MISSING (404), BLOB_SIZE_MISMATCH.
    */
   async getObjectInto(name: string, target: Uint8Array, entry: string): Promise<void> {
+    await this.connect();
     const part = this.settings.partSizeBytes;
     if (target.length <= part) {
       await this.getRangeInto(name, target, 0, entry);
@@ -370,7 +402,7 @@ export class S3Transport {
       let response;
       try {
         response = await this.client.send(
-          new GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), Range: whole || target.length === 0 ? undefined : `bytes=${from}-${to}` }),
+          new this.s3.GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), Range: whole || target.length === 0 ? undefined : `bytes=${from}-${to}` }),
         );
       } catch (error) {
         if (isNotFound(error)) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry, path: this.describe(name) });
@@ -394,9 +426,10 @@ export class S3Transport {
 
   /** The size of an object in bytes, or undefined when it does not exist (HeadObject, retried). */
   async headObjectSize(name: string): Promise<number | undefined> {
+    await this.connect();
     return this.withRetries('HeadObject', name, async () => {
       try {
-        const out = await this.client.send(new HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
+        const out = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
         return out.ContentLength ?? 0;
       } catch (error) {
         if (isNotFound(error)) return undefined;
@@ -412,6 +445,7 @@ export class S3Transport {
    * (BLOB_MISSING on 404, BLOB_SIZE_MISMATCH when the object's size is not `totalBytes`).
    */
   async getRangeOf(name: string, target: Uint8Array, startBytes: number, totalBytes: number, label: string): Promise<void> {
+    await this.connect();
     if (target.length === 0) return;
     const part = this.settings.partSizeBytes;
     const count = Math.ceil(target.length / part);
@@ -424,12 +458,13 @@ export class S3Transport {
 
   /** Every object below `dir` (relative to the prefix), all pages. */
   async list(dir: string): Promise<ListedObject[]> {
+    await this.connect();
     const out: ListedObject[] = [];
     const Prefix = this.objectKey(dir);
     let ContinuationToken: string | undefined;
     do {
       const page = await this.withRetries('ListObjectsV2', dir, () =>
-        this.client.send(new ListObjectsV2Command({ Bucket: this.location.bucket, Prefix, ContinuationToken, MaxKeys: 1000 })),
+        this.client.send(new this.s3.ListObjectsV2Command({ Bucket: this.location.bucket, Prefix, ContinuationToken, MaxKeys: 1000 })),
       );
       for (const object of page.Contents ?? []) {
         if (!object.Key?.startsWith(this.location.prefix)) continue;
@@ -445,17 +480,19 @@ export class S3Transport {
   }
 
   async deleteObject(name: string): Promise<void> {
-    await this.withRetries('DeleteObject', name, () => this.client.send(new DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) })));
+    await this.connect();
+    await this.withRetries('DeleteObject', name, () => this.client.send(new this.s3.DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) })));
   }
 
   /** Unfinished multipart uploads below the prefix. */
   async listMultipartUploads(): Promise<{ name: string; uploadId: string; initiatedMs: number }[]> {
+    await this.connect();
     const out: { name: string; uploadId: string; initiatedMs: number }[] = [];
     let KeyMarker: string | undefined;
     let UploadIdMarker: string | undefined;
     for (;;) {
       const page = await this.withRetries('ListMultipartUploads', '', () =>
-        this.client.send(new ListMultipartUploadsCommand({ Bucket: this.location.bucket, Prefix: this.location.prefix, KeyMarker, UploadIdMarker })),
+        this.client.send(new this.s3.ListMultipartUploadsCommand({ Bucket: this.location.bucket, Prefix: this.location.prefix, KeyMarker, UploadIdMarker })),
       );
       for (const upload of page.Uploads ?? []) {
         if (!upload.Key || !upload.UploadId) continue;
@@ -469,9 +506,10 @@ export class S3Transport {
   }
 
   async abortMultipartUpload(name: string, uploadId: string): Promise<void> {
+    await this.connect();
     await this.withRetries('AbortMultipartUpload', name, async () => {
       try {
-        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), UploadId: uploadId }));
+        await this.client.send(new this.s3.AbortMultipartUploadCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), UploadId: uploadId }));
       } catch (error) {
         if (!isNotFound(error)) throw error;
       }
@@ -479,7 +517,8 @@ export class S3Transport {
   }
 
   destroy(): void {
-    this.client.destroy();
+    this.destroyed = true;
+    this.session?.client.destroy(); // one still connecting is destroyed as soon as it is made
   }
 }
 
