@@ -7,28 +7,22 @@ import { createStagingPool } from '../src/create-staging-pool.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
-import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
+import type { ShardCache } from '../src/open-shard-cache.js';
+import { bf16Weights, openCachedModel, sameBytes, standardTensors, type CachedModelFixture } from './fixtures.js';
 
-let cleanup: () => Promise<void>;
+let fixture: CachedModelFixture;
 let model: SafetensorsModel;
 let cache: ShardCache;
 let raw: Map<string, Uint8Array>;
 
 beforeAll(async () => {
-  const temp = await makeTempDir('backends');
-  cleanup = temp.cleanup;
   // Add one tensor large enough for the worker decoder to split it across threads (≥ 2^18 values).
   const tensors = [...standardTensors(), { name: 'big', dtype: 'BF16' as const, shape: [512, 600], data: bf16Weights(512 * 600, 77) }];
-  model = await writeModel(`${temp.dir}/model`, tensors);
-  await buildCache(model, `${temp.dir}/cache`);
-  cache = await openShardCache(`${temp.dir}/cache`);
-  raw = await readAllRaw(model);
+  fixture = await openCachedModel('backends', tensors);
+  ({ model, cache, raw } = fixture);
 });
 afterAll(async () => {
-  await cache?.close();
-  await model?.close();
-  await cleanup?.();
+  await fixture?.close();
 });
 
 async function checkAll(options: Parameters<typeof loadModel>[2]) {

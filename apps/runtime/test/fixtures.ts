@@ -15,6 +15,7 @@ import {
 } from '@splitzip/safetensors';
 import { computeContentKey, openCacheStore, type AddEntryInput } from '@splitzip/store';
 import { createRandom } from '@splitzip/test-support/random';
+import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 
 export interface FixtureTensor {
   name: string;
@@ -141,4 +142,31 @@ export async function readAllRaw(model: SafetensorsModel): Promise<Map<string, U
 
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}
+
+/** A model written from `tensors`, its cache built and opened, and its raw bytes: most suites' setup. */
+export interface CachedModelFixture {
+  model: SafetensorsModel;
+  cache: ShardCache;
+  raw: Map<string, Uint8Array>;
+  dir: string;
+  close(): Promise<void>;
+}
+
+export async function openCachedModel(prefix: string, tensors: FixtureTensor[] = standardTensors(), options: BuildOptions = {}): Promise<CachedModelFixture> {
+  const temp = await makeTempDir(prefix);
+  const model = await writeModel(`${temp.dir}/model`, tensors);
+  await buildCache(model, `${temp.dir}/cache`, options);
+  const cache = await openShardCache(`${temp.dir}/cache`);
+  return {
+    model,
+    cache,
+    raw: await readAllRaw(model),
+    dir: temp.dir,
+    async close() {
+      await cache.close();
+      await model.close();
+      await temp.cleanup();
+    },
+  };
 }

@@ -3,8 +3,8 @@ import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
 import { createReadWindow } from '../src/create-read-window.js';
 import { loadModel } from '../src/load-model.js';
-import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
-import { buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
+import type { ShardCache } from '../src/open-shard-cache.js';
+import { openCachedModel, sameBytes, type CachedModelFixture } from './fixtures.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -66,23 +66,17 @@ describe('createReadWindow', () => {
 });
 
 describe('loadModel with a read window', () => {
-  let cleanup: () => Promise<void>;
+  let fixture: CachedModelFixture;
   let model: SafetensorsModel;
   let cache: ShardCache;
   let raw: Map<string, Uint8Array>;
 
   beforeAll(async () => {
-    const temp = await makeTempDir('read-window');
-    cleanup = temp.cleanup;
-    model = await writeModel(`${temp.dir}/model`, standardTensors());
-    await buildCache(model, `${temp.dir}/cache`);
-    cache = await openShardCache(`${temp.dir}/cache`);
-    raw = await readAllRaw(model);
+    fixture = await openCachedModel('read-window');
+    ({ model, cache, raw } = fixture);
   });
   afterAll(async () => {
-    await cache?.close();
-    await model?.close();
-    await cleanup?.();
+    await fixture?.close();
   });
 
   /** A file reader that records the most bytes and reads in flight at once. */
