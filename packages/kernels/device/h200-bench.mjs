@@ -1,12 +1,21 @@
-// Runs on the H200 device machine (through run-h200.sh): checks the gpu.js WebGPU backend
-// bit-exact under Dawn in Node and times decode per backend, split into stages, next to the
-// codec's CPU path and a raw BF16 upload. Usage: node h200-bench.mjs smoke|full
+// Runs on the H200 device machine (through run-h200.sh): checks the webgpu backend (native WGSL
+// decode, gpu.js encode) bit-exact under Dawn in Node and times it, split into stages, next to the
+// raw BF16 upload (same upload methods), the codec's CPU path and gpu.js's webasm/cpu backends.
+// Usage: node h200-bench.mjs smoke|full
 import { writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
-import { calibrateCodebook, decode as codecDecode, encode as codecEncode, getCodecBackend, readPayloadMeta } from '@splitzip/codec';
-import { createKernels, createWorkerDecoder, installNodeWebGpu } from '@splitzip/kernels';
+import {
+  calibrateCodebook,
+  createCodecArena,
+  decode as codecDecode,
+  encode as codecEncode,
+  getCodecBackend,
+  readPayloadMeta,
+  xxh32,
+} from '@splitzip/codec';
+import { createKernels, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
-import { createRawWgslDecoder, uploadRawBf16 } from './raw-wgsl-decode.mjs';
+import { createRawBf16Uploader, RAW_UPLOAD_METHODS } from './raw-bf16-upload.mjs';
 
 const mode = process.argv[2] ?? 'smoke';
 const now = () => performance.now();
@@ -45,6 +54,22 @@ function modelLike(n) {
   return values;
 }
 
+/** The same payload in format version 1 (only the version and the checksum differ). */
+function toVersion1(payload) {
+  const p = payload.slice();
+  p[4] = 1;
+  p[5] = 0;
+  const { layout } = readPayloadMeta(payload);
+  const starts = [0, layout.codes.offsetBytes, layout.sm.offsetBytes, layout.escapeIndex.offsetBytes, layout.escapePositions.offsetBytes, layout.escapeExponents.offsetBytes, layout.totalBytes];
+  const header = p.slice(0, 256);
+  header.fill(0, 252, 256);
+  const digests = new DataView(new ArrayBuffer(24));
+  digests.setUint32(0, xxh32(header), true);
+  for (let k = 1; k < 6; k++) digests.setUint32(4 * k, xxh32(p.subarray(starts[k], starts[k + 1])), true);
+  new DataView(p.buffer).setUint32(252, xxh32(new Uint8Array(digests.buffer)), true);
+  return p;
+}
+
 async function median(runs, fn) {
   await fn();
   const samples = [];
@@ -74,44 +99,56 @@ function addRow(n, path, t) {
   );
 }
 
+/** Runs one bench section; a failure is a FAIL line, and the remaining sections still run. */
+async function section(name, fn) {
+  try {
+    await fn();
+  } catch (error) {
+    check(`${name} ran`, false, error?.stack ?? String(error));
+  }
+}
+
 log(`node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), codec backend ${getCodecBackend()}`);
 const status = await installNodeWebGpu();
 log(`webgpu (Dawn) available: ${status.available}${status.reason ? `: ${status.reason}` : ''}`);
 if (!status.available) process.exitCode = 1;
-
-// Why the gpu.js patch exists: Dawn's binding and a plain-function onuncapturederror.
+let device = null;
 if (status.available) {
   const adapter = await navigator.gpu.requestAdapter();
   const info = adapter.info ?? {};
-  log(`adapter: vendor=${info.vendor} architecture=${info.architecture} device=${info.device} description=${info.description}`);
-  const probe = await adapter.requestDevice();
-  try {
-    probe.onuncapturederror = () => {};
-    log('Dawn accepts a plain function for device.onuncapturederror (the patch is not needed on this Dawn)');
-  } catch (error) {
-    log(`Dawn rejects a plain function for device.onuncapturederror: ${error.message} (what the gpu.js patch skips)`);
-  }
-  probe.destroy();
+  log(`adapter: vendor=${info.vendor} device=${info.device} description=${info.description}`);
+  device = (await gpujs.WebGPUContext.acquire()).device;
+  const { maxStorageBufferBindingSize, maxBufferSize, maxComputeWorkgroupsPerDimension } = device.limits;
+  log(`device limits: maxStorageBufferBindingSize=${maxStorageBufferBindingSize} maxBufferSize=${maxBufferSize} maxComputeWorkgroupsPerDimension=${maxComputeWorkgroupsPerDimension}`);
 }
 
-const kernels = await createKernels({ backend: 'webgpu' });
-log(`createKernels({ backend: 'webgpu' }): backend=${kernels.backend} fallbackReason=${kernels.fallbackReason}`);
-check('webgpu backend started and passed its self-check', kernels.backend === 'webgpu', kernels.fallbackReason ?? '');
-const device = status.available ? (await gpujs.WebGPUContext.acquire()).device : null;
-const raw = device ? await createRawWgslDecoder(device) : null;
-const workers = createWorkerDecoder();
-const workers2 = createWorkerDecoder({ threads: 1 });
-log(`worker decoder: ${workers.threads} workers + the calling thread`);
+// The webgpu variants: the default (what createKernels gives), then each upload mode with the
+// stages drained one by one (so upload and kernel are each their own time). A first run
+// (RESULTS.md) also had write-buffer and mapped-at-creation pipelined and 2^26-value slices.
+const VARIANTS = [
+  ['default', {}],
+  ['write-buffer, drained stages', { upload: 'write-buffer', drainStages: true }],
+  ['mapped-staging, drained stages', { upload: 'mapped-staging', drainStages: true }],
+  ['mapped-at-creation, drained stages', { upload: 'mapped-at-creation', drainStages: true }],
+];
+const instances = new Map();
+for (const [label, webgpu] of VARIANTS) {
+  const kernels = await createKernels({ backend: 'webgpu', webgpu });
+  instances.set(label, kernels);
+  check(`webgpu (${label}) started and passed its self-check`, kernels.backend === 'webgpu', kernels.fallbackReason ?? '');
+}
+const kernels = instances.get('default');
+const uploader = device ? createRawBf16Uploader(device) : null;
 
 const sizes = mode === 'smoke' ? [2 ** 20] : [2 ** 20, 2 ** 24, 2 ** 26];
 log('\n| size | path | total ms | GB/s (BF16) | validate | pack | upload | kernel | readback |');
 log('|---|---|---|---|---|---|---|---|---|');
 for (const n of sizes) {
   const runs = n >= 2 ** 26 ? 3 : 5;
+  const tag = `2^${Math.log2(n)}`;
   const values = modelLike(n);
   const { codebook } = calibrateCodebook(values);
   const payload = codecEncode(values, codebook);
-  const meta = readPayloadMeta(payload);
   const out = new Uint16Array(n);
   const copy = new Uint16Array(n);
 
@@ -125,87 +162,114 @@ for (const n of sizes) {
     codecDecode(payload, out);
     return now() - t;
   }));
-  check(`codec decode 2^${Math.log2(n)}`, firstMismatch(out, values) === -1);
-  // Worker decoder: payload and output already in shared memory (the zero-copy use), and from a
-  // plain ArrayBuffer payload (copied into the decoder's shared staging buffer).
-  const sharedPayload = new Uint8Array(new SharedArrayBuffer(payload.length));
-  sharedPayload.set(payload);
-  const sharedOut = new Uint16Array(new SharedArrayBuffer(2 * n));
-  for (const [label, decoder, input, verify] of [
-    [`codec + ${workers.threads} workers + caller, shared payload`, workers, sharedPayload, true],
-    ['codec + 1 worker + caller (2 threads), shared payload', workers2, sharedPayload, true],
-    ['codec + 1 worker + caller (2 threads), payload copied in', workers2, payload, true],
-    ['codec + 1 worker + caller (2 threads), shared, no checksum', workers2, sharedPayload, false],
-  ]) {
-    sharedOut.fill(0);
-    addRow(n, label, await median(runs, async () => {
-      const t = now();
-      await decoder.decode(input, sharedOut, { verify });
-      return now() - t;
-    }));
-    check(`${label} 2^${Math.log2(n)}`, firstMismatch(sharedOut, values) === -1);
-  }
+  check(`codec decode ${tag}`, firstMismatch(out, values) === -1);
   addRow(n, 'codec, 1 thread, no checksum', await median(runs, async () => {
     const t = now();
     codecDecode(payload, out, { verify: false });
     return now() - t;
   }));
 
-  if (kernels.backend === 'webgpu') {
-    out.fill(0);
-    const e2e = await median(runs, async () => (await kernels.decode(payload, out)).timings);
-    addRow(n, 'webgpu (gpu.js) end-to-end', e2e);
-    check(`webgpu decode 2^${Math.log2(n)} bit-exact`, firstMismatch(out, values) === -1);
-    const dev = await median(runs, async () => {
-      const r = await kernels.decodeToDevice(payload);
-      r.delete();
-      return r.timings;
-    });
-    addRow(n, 'webgpu (gpu.js) device-resident', dev);
-    const kept = await kernels.decodeToDevice(payload);
-    check(`webgpu decodeToDevice 2^${Math.log2(n)} read back bit-exact (${kept.segments.length} launches)`, firstMismatch(await kept.toArray(), values) === -1);
-    kept.delete();
-    const encoded = await kernels.encode(values, codebook);
-    check(`webgpu encode 2^${Math.log2(n)} = codec bytes`, encoded.backend === 'webgpu' && firstMismatch(encoded.payload, payload) === -1);
-    addRow(n, 'webgpu (gpu.js) encode', await median(runs, async () => (await kernels.encode(values, codebook)).timings));
-    addRow(n, 'codec encode, 1 thread', await median(runs, async () => {
-      const t = now();
-      codecEncode(values, codebook);
-      return now() - t;
-    }));
+  if (uploader) {
+    for (const method of RAW_UPLOAD_METHODS) {
+      await section(`raw upload ${method} ${tag}`, async () => {
+        addRow(n, `raw BF16 upload: ${method}`, await median(runs, () => uploader.upload(values, method)));
+      });
+    }
   }
-  if (device) {
-    addRow(n, 'raw BF16 upload (writeBuffer, 2 B/value)', await median(runs, () => uploadRawBf16(device, values)));
-    let last;
-    const rawDev = await median(runs, async () => {
-      const r = await raw.decodeToDevice(payload, meta);
-      last?.output.destroy();
-      last = r;
-      return { totalMs: r.uploadMs + r.kernelMs, uploadMs: r.uploadMs, kernelMs: r.kernelMs };
+
+  for (const [label, k] of instances) {
+    if (k.backend !== 'webgpu') continue;
+    await section(`webgpu ${label} ${tag}`, async () => {
+      const dev = await median(runs, async () => {
+        const r = await k.decodeToDevice(payload);
+        r.delete();
+        if (r.backend !== 'webgpu') throw new Error(`ran on ${r.backend}: ${r.fallbackReason}`);
+        return r.timings;
+      });
+      addRow(n, `webgpu device-resident (${label})`, dev);
+      const kept = await k.decodeToDevice(payload);
+      check(
+        `webgpu (${label}) decodeToDevice ${tag} bit-exact (${kept.segments.length} buffer(s), ${kept.layout})`,
+        kept.backend === 'webgpu' && kept.layout === 'bf16' && firstMismatch(await kept.toArray(), values) === -1,
+      );
+      kept.delete();
     });
-    addRow(n, 'raw WGSL reference (not gpu.js) device-resident', rawDev);
-    const t = now();
-    const back = await raw.readBack(last.output, n);
-    const readMs = now() - t;
-    addRow(n, 'raw WGSL reference (not gpu.js) end-to-end', { ...rawDev, totalMs: rawDev.totalMs + readMs, readbackMs: readMs });
-    check(`raw WGSL decode 2^${Math.log2(n)} bit-exact`, firstMismatch(back, values) === -1);
-    last.output.destroy();
+    if (label !== 'default' && label !== 'mapped-staging, drained stages') continue;
+    await section(`webgpu ${label} end-to-end ${tag}`, async () => {
+      out.fill(0);
+      const e2e = await median(runs, async () => (await k.decode(payload, out)).timings);
+      addRow(n, `webgpu end-to-end (${label})`, e2e);
+      check(`webgpu (${label}) decode ${tag} bit-exact`, firstMismatch(out, values) === -1);
+    });
+  }
+  if (kernels.backend === 'webgpu') {
+    await section(`webgpu kept results ${tag}`, async () => {
+      // Results kept alive until after the timing: every call needs a new output buffer.
+      const kept = [];
+      const dev = await median(runs, async () => {
+        const r = await kernels.decodeToDevice(payload);
+        kept.push(r);
+        return r.timings;
+      });
+      for (const r of kept) r.delete();
+      addRow(n, 'webgpu device-resident (default, results kept: a new buffer per call)', dev);
+    });
+    await section(`webgpu arena payload ${tag}`, async () => {
+      // The payload in a codec arena (where the runtime's staging slots are): the checksum in place.
+      const arena = createCodecArena(payload.length + (1 << 20));
+      const slot = arena.allocate(payload.length);
+      slot.set(payload);
+      const dev = await median(runs, async () => {
+        const r = await kernels.decodeToDevice(slot);
+        r.delete();
+        return r.timings;
+      });
+      addRow(n, 'webgpu device-resident (default, payload in a codec arena)', dev);
+      const r = await kernels.decodeToDevice(slot);
+      check(`webgpu decodeToDevice ${tag} from a codec arena bit-exact`, firstMismatch(await r.toArray(), values) === -1);
+      r.delete();
+    });
+    await section(`webgpu no checksum ${tag}`, async () => {
+      const dev = await median(runs, async () => {
+        const r = await kernels.decodeToDevice(payload, { verify: false });
+        r.delete();
+        return r.timings;
+      });
+      addRow(n, 'webgpu device-resident (default, verify: false)', dev);
+    });
+    if (n <= 2 ** 24) {
+      await section(`webgpu v1 payload ${tag}`, async () => {
+        const v1 = toVersion1(payload);
+        const r = await kernels.decode(v1);
+        check(`webgpu decode of a format-version-1 payload ${tag} bit-exact`, readPayloadMeta(v1).version === 1 && r.backend === 'webgpu' && firstMismatch(r.values, values) === -1);
+      });
+    }
+    await section(`webgpu encode ${tag}`, async () => {
+      const encoded = await kernels.encode(values, codebook);
+      check(`webgpu (gpu.js) encode ${tag} = codec bytes`, encoded.backend === 'webgpu' && firstMismatch(encoded.payload, payload) === -1);
+      addRow(n, 'webgpu encode (gpu.js kernels)', await median(runs, async () => (await kernels.encode(values, codebook)).timings));
+      addRow(n, 'codec encode, 1 thread', await median(runs, async () => {
+        const t = now();
+        codecEncode(values, codebook);
+        return now() - t;
+      }));
+    });
   }
   if (mode === 'full' && n <= 2 ** 24) {
     for (const backend of ['webasm', 'cpu']) {
-      const k = await createKernels({ backend });
-      const r = await median(3, async () => (await k.decode(payload, out)).timings);
-      addRow(n, `${backend} (gpu.js) end-to-end`, r);
-      check(`${backend} decode 2^${Math.log2(n)}`, firstMismatch(out, values) === -1);
-      await k.dispose();
+      await section(`${backend} ${tag}`, async () => {
+        const k = await createKernels({ backend });
+        const r = await median(3, async () => (await k.decode(payload, out)).timings);
+        addRow(n, `${backend} (gpu.js) end-to-end`, r);
+        check(`${backend} decode ${tag}`, firstMismatch(out, values) === -1);
+        await k.dispose();
+      });
     }
   }
 }
 
-await kernels.dispose();
-await workers.dispose();
-await workers2.dispose();
-raw?.destroy();
+for (const k of instances.values()) await k.dispose();
+uploader?.destroy();
 const failed = checks.filter((c) => !c.ok).length;
 log(`\n${checks.length - failed} checks passed, ${failed} failed`);
 if (failed > 0) process.exitCode = 1;

@@ -11,11 +11,13 @@ pnpm --filter @splitzip/codec build >/dev/null
 pnpm --filter @splitzip/kernels build >/dev/null
 mkdir -p .carry
 [ -s .carry/node.xz ] || xz -T2 -6 -c /usr/bin/node > .carry/node.xz
-if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+# The Vulkan loader alone is not enough: the NVIDIA ICD (libGLX_nvidia.so.0) needs libglvnd's
+# libraries too, or vkCreateInstance finds no driver (seen on the H200, 2026-12-02 23:25).
+if ! ls .gl/libvulkan1_*.deb .gl/libglvnd0_*.deb .gl/libglx0_*.deb >/dev/null 2>&1; then
   mkdir -p .gl /tmp/amd64/partial
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
   apt-get $o update >/dev/null
-  (cd .gl && apt-get $o download libvulkan1)
+  (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 fi
 STAGE=$(mktemp -d)
 APP=$STAGE/app

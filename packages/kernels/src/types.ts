@@ -69,7 +69,10 @@ export interface DeviceDecodeResult extends BackendReport {
   timings: StageTimings;
   /** Reads the values back (for checks): BF16 bit patterns. */
   toArray(out?: Uint16Array): Promise<Uint16Array>;
-  /** Frees the device memory; idempotent. */
+  /**
+   * Frees the result's memory; idempotent; the handles must not be used afterwards. On webgpu the
+   * buffers go back to the backend, which reuses a few of them for later results of the same size.
+   */
   delete(): void;
 }
 

@@ -50,7 +50,8 @@ export function createWebGpuBackendImpl(decoder: WebGpuDecoder, encoder: Backend
         delete() {
           if (deleted) return;
           deleted = true;
-          for (const o of outputs) o.buffer.destroy();
+          // The buffers go back to the decoder, which reuses them for later results.
+          decoder.release(outputs);
         },
       };
     },

@@ -76,7 +76,7 @@ if (!haveChromium) {
       }, 300_000);
     }
 
-    it('webgpu native decoder: every upload mode across many slices and buffers, 2-D grids, buffer layout, > 2^24 values, bad payloads', async () => {
+    it('webgpu native decoder: every upload mode across many slices and buffers, 2-D grids, buffer layout and reuse, > 2^24 values, bad payloads', async () => {
       const report: { checks: number; failures: string[]; segments: Record<string, number> } = await withTimeout(
         session.page.evaluate(
           ([n, huge]) =>
@@ -88,7 +88,7 @@ if (!haveChromium) {
       );
       expect(session.errors).toEqual([]);
       expect(report.failures).toEqual([]);
-      expect(report.checks).toBe(4 * 13 * 2 + 2 + 7);
+      expect(report.checks).toBe(4 * 13 * 2 + 2 + 1 + 7);
       // 512 KiB buffers hold 64 slices of 4096 values: the large case spans several output buffers.
       for (const upload of ['write-buffer', 'mapped-staging', 'mapped-at-creation']) {
         expect(report.segments[`${upload} model-like ${LARGE_COUNT} values (several launches)`]).toBe(Math.ceil(LARGE_COUNT / 2 ** 18));

@@ -213,8 +213,9 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     ['write-buffer', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
     ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
     ['mapped-at-creation', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
-    // 2-D workgroup grids: at most 5 groups per dimension cuts slices to 4096 values (16 patch groups).
-    ['2-D grids', { sliceElements: 2 ** 16, maxWorkgroupsPerDimension: 5 }],
+    // 2-D workgroup grids: 16 groups per dimension; 2^16-value slices need 32 decode groups and
+    // up to 256 patch groups (16 x 16 is the most a slice may need, so slices stay 2^16).
+    ['2-D grids', { sliceElements: 2 ** 16, maxWorkgroupsPerDimension: 16 }],
   ];
   for (const [upload, tuning] of configs) {
     const options = upload === '2-D grids' ? tuning : { upload, ...tuning };
@@ -236,7 +237,10 @@ async function runWebGpuChecks(largeCount, hugeCount) {
         for (const segment of device.segments) {
           if (segment.firstElement !== next) fail(`${upload} ${c.name}: segment starts at ${segment.firstElement}, expected ${next}`);
           next += segment.elementCount;
-          if (!(segment.handle instanceof GPUBuffer)) fail(`${upload} ${c.name}: handle is not a GPUBuffer`);
+          if (!(segment.handle instanceof GPUBuffer)) {
+            fail(`${upload} ${c.name}: handle is not a GPUBuffer (${device.backend}: ${device.fallbackReason})`);
+            continue;
+          }
           const bytes = await readGpuBuffer(segment.handle);
           if (bytes.length !== Math.max(16, Math.ceil(segment.elementCount / 8) * 16)) fail(`${upload} ${c.name}: buffer of ${bytes.length} bytes for ${segment.elementCount} values`);
           const part = expected.subarray(segment.firstElement, segment.firstElement + segment.elementCount);
@@ -268,6 +272,23 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     report.checks++;
     if (device.backend !== 'webgpu' || firstMismatch(await device.toArray(), huge) !== -1) fail(`${hugeCount} values: decodeToDevice not bit-exact`);
     device.delete();
+
+    // A deleted result's buffer is reused for the next result of the same size, fully rewritten.
+    const first = encode(modelLike(70001, 41), createCodebook([120, 121, 122]));
+    const secondValues = modelLike(70001, 43);
+    const second = encode(secondValues, calibrateCodebook(secondValues).codebook);
+    const a = await kernels.decodeToDevice(first);
+    const reusedBuffer = a.segments[0].handle;
+    a.delete();
+    const b = await kernels.decodeToDevice(second);
+    report.checks++;
+    if (a.backend !== 'webgpu' || b.backend !== 'webgpu') throw new Error(`reuse check ran on ${a.backend}, ${b.backend}: ${a.fallbackReason ?? b.fallbackReason}`);
+    if (b.segments[0].handle !== reusedBuffer) fail('a deleted result buffer was not reused');
+    const bBytes = await readGpuBuffer(b.segments[0].handle);
+    if (firstMismatch(new Uint16Array(bBytes.buffer, 0, 70001), secondValues) !== -1 || bBytes.subarray(2 * 70001).some((x) => x !== 0)) {
+      fail('the reused buffer does not hold exactly the second result');
+    }
+    b.delete();
 
     // Bad payloads: the codec's errors, reported in FORMAT.md's order, and the backend stays healthy.
     const small = modelLike(5000, 31);
