@@ -4,7 +4,8 @@
 // (the same s3:// model, no cache), one untimed warm-up load of each, then interleaved rounds in the same run; then a load through a fresh
 // local read-through directory twice (first: fetch + local write; second: local disk).
 // Needs a gateway (AWS_ENDPOINT_URL + keys; scripts/ceph/start-ceph.sh): without one it prints why
-// and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary).
+// and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary),
+// --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -28,6 +29,8 @@ const argValue = (flag, fallback) => {
 const QUICK = args.includes('--quick');
 const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const ROUNDS = Number(argValue('--rounds', '2'));
+// loadModel's readWindowBytes on both paths when given (default: loadModel's own, off for s3:// caches).
+const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined ? undefined : Number(argValue('--read-window-mib')) * 1024 * 1024;
 const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
 
 const gb = (bytes) => bytes / 1e9;
@@ -102,7 +105,10 @@ async function dropBucket(client, bucket) {
 /** One whole load into one preallocated arena; returns ms, totals and the arena's SHA-256. */
 async function timedLoad(modelUrl, cache, arena, offsets) {
   const started = performance.now();
-  const load = loadModel(modelUrl, cache, { allocate: (info) => arena.subarray(offsets.get(info.name), offsets.get(info.name) + info.slice.sizeBytes) });
+  const load = loadModel(modelUrl, cache, {
+    allocate: (info) => arena.subarray(offsets.get(info.name), offsets.get(info.name) + info.slice.sizeBytes),
+    readWindowBytes: READ_WINDOW_BYTES,
+  });
   const totals = await load.drain();
   const ms = performance.now() - started;
   return { ms, totals, sha256: createHash('sha256').update(arena).digest('hex') };
