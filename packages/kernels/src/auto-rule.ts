@@ -33,41 +33,43 @@ const LOCAL = [2 ** 20, 2 ** 24];
 /**
  * GB/s of BF16, copied from measured runs (RESULTS.md):
  * - node: the H200 machine (16-core Xeon VM, Node 20 + Dawn), device/run-h200.sh, 2026-12-02
- *   15:31 UTC run; the only machine where webgpu runs in Node. webasm/cpu were measured there
- *   at 2^20 and 2^24 only. decodeToDevice on the codec is its host decode.
+ *   ~23:10 UTC run (webgpu = the native WGSL decoder, default settings; encode = gpu.js); the
+ *   only machine where webgpu runs in Node. webasm/cpu were measured there at 2^20 and 2^24 only.
+ *   decodeToDevice on the codec is its host decode.
  * - browser: headless Chromium 156 on this repo's 2-core CI-class machine, SwiftShader (software
- *   WebGL/WebGPU), bench/run-bench.mjs, 2026-12-02. No real-GPU browser has been measured.
+ *   WebGL/WebGPU), bench/run-bench.mjs, 2026-12-02 ~23:15 UTC (webgpu = the native WGSL decoder).
+ *   No real-GPU browser has been measured.
  */
 export const MEASURED_THROUGHPUT: Record<Platform, readonly ThroughputRow[]> = {
   node: [
-    ...rowsOf('decode', H200, { codec: [1.78, 2.66, 2.56], webgpu: [0.17, 0.33, 0.31], webasm: [0.1, 0.08], cpu: [0.04, 0.03] }),
-    ...rowsOf('decodeToDevice', H200, { codec: [1.78, 2.66, 2.56], webgpu: [0.39, 0.5, 0.45] }),
-    ...rowsOf('encode', H200, { codec: [0.88, 1.17, 0.82], webgpu: [0.13, 0.2, 0.19] }),
+    ...rowsOf('decode', H200, { codec: [2.27, 3.02, 3.36], webgpu: [1.64, 2.57, 2.25], webasm: [0.1, 0.13], cpu: [0.03, 0.04] }),
+    ...rowsOf('decodeToDevice', H200, { codec: [2.27, 3.02, 3.36], webgpu: [1.73, 5.24, 3.75] }),
+    ...rowsOf('encode', H200, { codec: [1.62, 1.14, 1.23], webgpu: [0.16, 0.24, 0.26] }),
   ],
   browser: [
     ...rowsOf('decode', LOCAL, {
-      codec: [1.49, 2.5],
-      webgpu: [0.02, 0.01],
-      webgl2: [0.02, 0.01],
+      codec: [1.4, 4.58],
+      webgpu: [0.15, 0.32],
+      webgl2: [0.01, 0.01],
       webgl: [0.01, 0.01],
-      webasm: [0.13, 0.06],
-      cpu: [0.04, 0.04],
+      webasm: [0.08, 0.1],
+      cpu: [0.04, 0.05],
     }),
     ...rowsOf('decodeToDevice', LOCAL, {
-      codec: [1.4, 0.35],
-      webgpu: [0.02, 0.02],
-      webgl2: [0.59, 0.18],
-      webgl: [0.06, 0.16],
-      webasm: [0.12, 0.16],
-      cpu: [0.03, 0.06],
+      codec: [0.11, 0.31],
+      webgpu: [0.22, 0.35],
+      webgl2: [0.15, 0.07],
+      webgl: [0.11, 0.02],
+      webasm: [0.08, 0.09],
+      cpu: [0.04, 0.05],
     }),
     ...rowsOf('encode', LOCAL, {
-      codec: [1.39, 1.38],
-      webgpu: [0.02, 0.03],
-      webgl2: [0.02, 0.02],
+      codec: [0.13, 0.41],
+      webgpu: [0.03, 0.03],
+      webgl2: [0.01, 0.02],
       webgl: [0.01, 0.01],
-      webasm: [0.1, 0.13],
-      cpu: [0.02, 0.07],
+      webasm: [0.06, 0.05],
+      cpu: [0.04, 0.05],
     }),
   ],
 };

@@ -56,10 +56,11 @@ describe('auto rule', () => {
       expect(pickBackend('node', 'encode', n, ['codec', 'webgpu', 'webasm', 'cpu'])).toBe('codec');
       expect(pickBackend('node', 'decodeToDevice', n, ['codec', 'webgpu'])).toBe('webgpu');
       expect(pickBackend('browser', 'decode', n, ['codec', 'webgpu', 'webgl2', 'webgl', 'webasm', 'cpu'])).toBe('codec');
-      expect(pickBackend('browser', 'decodeToDevice', n, ['codec', 'webgpu', 'webgl2', 'webgl'])).toBe('webgl2');
+      expect(pickBackend('browser', 'decodeToDevice', n, ['codec', 'webgpu', 'webgl2', 'webgl'])).toBe('webgpu');
+      expect(pickBackend('browser', 'decodeToDevice', n, ['codec', 'webgl2', 'webgl'])).toBe('webgl2');
     }
     expect(autoStartOrder('node', 2 ** 20)).toEqual({ always: [], firstOf: ['webgpu'] });
-    expect(autoStartOrder('browser', 2 ** 20)).toEqual({ always: [], firstOf: ['webgl2', 'webgl', 'webgpu'] });
+    expect(autoStartOrder('browser', 2 ** 20)).toEqual({ always: [], firstOf: ['webgpu', 'webgl2', 'webgl'] });
   });
 
   it('auto in Node without Dawn: codec everywhere, decodeToDevice says why', async () => {
