@@ -138,6 +138,14 @@ for (const [label, webgpu] of VARIANTS) {
   check(`webgpu (${label}) started and passed its self-check`, kernels.backend === 'webgpu', kernels.fallbackReason ?? '');
 }
 const kernels = instances.get('default');
+// Payloads in a shared codec arena (where the runtime's staging slots are): the default decoder
+// checks their checksum on its worker thread, in place, while the main thread uploads; the same
+// with checksumWorker: false checks it on the main thread (in place) after submitting the work.
+const sharedArena = createCodecArena(128 << 20, { threads: 1 });
+const arenaKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: sharedArena } });
+check('webgpu (shared arena, checksum worker) started and passed its self-check', arenaKernels.backend === 'webgpu', arenaKernels.fallbackReason ?? '');
+const hereKernels = await createKernels({ backend: 'webgpu', webgpu: { checksumWorker: false } });
+check('webgpu (checksumWorker: false) started and passed its self-check', hereKernels.backend === 'webgpu', hereKernels.fallbackReason ?? '');
 const uploader = device ? createRawBf16Uploader(device) : null;
 
 const sizes = mode === 'smoke' ? [2 ** 20] : [2 ** 20, 2 ** 24, 2 ** 26];
@@ -215,19 +223,39 @@ for (const n of sizes) {
       addRow(n, 'webgpu device-resident (default, results kept: a new buffer per call)', dev);
     });
     await section(`webgpu arena payload ${tag}`, async () => {
-      // The payload in a codec arena (where the runtime's staging slots are): the checksum in place.
-      const arena = createCodecArena(payload.length + (1 << 20));
-      const slot = arena.allocate(payload.length);
+      sharedArena.reset();
+      const slot = sharedArena.allocate(payload.length);
       slot.set(payload);
-      const dev = await median(runs, async () => {
-        const r = await kernels.decodeToDevice(slot);
+      const sab = new Uint8Array(new SharedArrayBuffer(payload.length));
+      sab.set(payload);
+      const cases = [
+        ['default, payload in a shared codec arena: checksum on the worker', arenaKernels, slot],
+        ['checksumWorker: false, payload in a shared codec arena', hereKernels, slot],
+        ['default, payload in a SharedArrayBuffer (not an arena)', arenaKernels, sab],
+      ];
+      for (const [label, k, p] of cases) {
+        const dev = await median(runs, async () => {
+          const r = await k.decodeToDevice(p);
+          r.delete();
+          if (r.backend !== 'webgpu') throw new Error(`ran on ${r.backend}: ${r.fallbackReason}`);
+          return r.timings;
+        });
+        addRow(n, `webgpu device-resident (${label})`, dev);
+        const r = await k.decodeToDevice(p);
+        check(`webgpu decodeToDevice ${tag} (${label}) bit-exact`, firstMismatch(await r.toArray(), values) === -1);
         r.delete();
-        return r.timings;
-      });
-      addRow(n, 'webgpu device-resident (default, payload in a codec arena)', dev);
-      const r = await kernels.decodeToDevice(slot);
-      check(`webgpu decodeToDevice ${tag} from a codec arena bit-exact`, firstMismatch(await r.toArray(), values) === -1);
-      r.delete();
+      }
+      // A corrupted payload in the arena (one sm byte flipped): rejected by the worker's check.
+      const at = readPayloadMeta(payload).layout.sm.offsetBytes + 99;
+      slot[at] ^= 1;
+      let code = 'resolved';
+      try {
+        (await arenaKernels.decodeToDevice(slot)).delete();
+      } catch (error) {
+        code = error?.code ?? String(error);
+      }
+      slot[at] ^= 1;
+      check(`webgpu decodeToDevice ${tag} of a corrupted arena payload rejects with CHECKSUM_MISMATCH`, code === 'CHECKSUM_MISMATCH', code);
     });
     await section(`webgpu no checksum ${tag}`, async () => {
       const dev = await median(runs, async () => {
@@ -268,7 +296,7 @@ for (const n of sizes) {
   }
 }
 
-for (const k of instances.values()) await k.dispose();
+for (const k of [...instances.values(), arenaKernels, hereKernels]) await k.dispose();
 uploader?.destroy();
 const failed = checks.filter((c) => !c.ok).length;
 log(`\n${checks.length - failed} checks passed, ${failed} failed`);

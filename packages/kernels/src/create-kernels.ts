@@ -6,7 +6,8 @@ import { isKernelsError, KernelsError } from './errors.js';
 import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
 import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
-import { createWebGpuDecoder } from './create-webgpu-decoder.js';
+import type { ChecksumOffload } from './checksum-offload.js';
+import { createWebGpuDecoder, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
 import { createWebGpuBackendImpl } from './webgpu-backend-impl.js';
 import type { GpuDeviceNative } from './webgpu-types.js';
 import { getSelfCheckCase } from './self-check.js';
@@ -28,15 +29,25 @@ const GPU_BACKENDS: readonly GpuBackendName[] = ['webgpu', 'webgl2', 'webgl', 'w
 const REQUESTS: readonly BackendRequest[] = [...GPU_BACKENDS, 'codec', 'auto'];
 const DEFAULT_EXPECTED_ELEMENTS = 2 ** 20;
 
+/** What a build adds to the shared core: Node, a worker thread for the webgpu decoder's checksums. */
+export interface PlatformHooks {
+  createChecksumOffload?: (options: WebGpuDecodeOptions) => ChecksumOffload | null;
+}
+
 /** Internal entry: the Node and browser builds pass their platform (their measurement set). */
 export async function createKernelsFor(
   platform: Platform,
   options: CreateKernelsOptions = {},
   unavailable: Readonly<Record<string, string>> = {},
+  hooks: PlatformHooks = {},
 ): Promise<Kernels> {
   const requested = options.backend ?? 'auto';
   if (!REQUESTS.includes(requested)) {
     throw new KernelsError('INVALID_ARGUMENT', `unknown backend "${String(requested)}"`, { backend: requested, known: REQUESTS });
+  }
+  const arena = options.webgpu?.arena;
+  if (arena !== undefined && !(arena?.buffer instanceof SharedArrayBuffer)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', {});
   }
   const faults = options.testFaults ?? {};
   const codec = createCodecBackend();
@@ -60,7 +71,7 @@ export async function createKernelsFor(
       continue;
     }
     try {
-      started.set(name, await startChecked(name, options, faults));
+      started.set(name, await startChecked(name, options, faults, hooks));
       if (deviceOnly) deviceStarted = true;
     } catch (error) {
       failures.set(name, `${name} failed to start: ${describe(error)}`);
@@ -135,14 +146,19 @@ export async function createKernelsFor(
  * the native WGSL decoder for decode and decodeToDevice, gpu.js's webgpu kernels for encode, both
  * on gpu.js's shared device (gpu.js's webgpu decode kernel is never built: it cannot read bytes).
  */
-async function startChecked(name: GpuBackendName, options: CreateKernelsOptions, faults: TestFaults): Promise<BackendImpl> {
+async function startChecked(name: GpuBackendName, options: CreateKernelsOptions, faults: TestFaults, hooks: PlatformHooks): Promise<BackendImpl> {
   if (faults.failStart) throw new KernelsError('BACKEND_UNAVAILABLE', 'injected fault: start failed', { backend: name });
   const gpu: GpuBackend = await startGpuBackend(name, { webasmThreads: options.webasmThreads === true });
   let impl = createGpuBackendImpl(gpu);
   try {
     if (name === 'webgpu') {
       const { device } = await gpujs.WebGPUContext.acquire();
-      const decoder = await createWebGpuDecoder(device as unknown as GpuDeviceNative, options.webgpu);
+      const webgpu = options.webgpu ?? {};
+      const offload = webgpu.checksumWorker === false ? null : (hooks.createChecksumOffload?.(webgpu) ?? null);
+      const decoder = await createWebGpuDecoder(device as unknown as GpuDeviceNative, webgpu, offload).catch(async (error: unknown) => {
+        await offload?.dispose();
+        throw error;
+      });
       impl = createWebGpuBackendImpl(decoder, impl);
     }
     const check = getSelfCheckCase();

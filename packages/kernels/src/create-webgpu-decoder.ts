@@ -1,5 +1,14 @@
-import { readEscapeStreams, readPayloadMeta, validatePayloadStructure, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
-import { KernelsError } from './errors.js';
+import {
+  isSplitZipError,
+  readEscapeStreams,
+  readPayloadMeta,
+  validatePayloadStructure,
+  verifyPayloadChecksum,
+  type CodecArena,
+  type PayloadMeta,
+} from '@splitzip/codec';
+import type { ChecksumOffload } from './checksum-offload.js';
+import { isKernelsError, KernelsError } from './errors.js';
 import { DEFAULT_SLICE_ELEMENTS, planDeviceSlices, type DecodeSegmentPlan, type DecodeSlicePlan, type InputWindow } from './plan-device-slices.js';
 import type { StageTimings } from './types.js';
 import { DECODE_SHADER, PATCH_SHADER, SLICE_RECORD_BYTES } from './wgsl-decode-sources.js';
@@ -28,9 +37,22 @@ export interface WebGpuDecodeOptions {
   maxWorkgroupsPerDimension?: number;
   /**
    * Wait for the queue after the upload, so that `uploadMs` and `kernelMs` are each stage's own
-   * time. Off by default: the checksum then runs on the host while the upload is in flight.
+   * time. Off by default.
    */
   drainStages?: boolean;
+  /**
+   * Node: a shared codec arena (`createCodecArena(bytes, { threads: 1 })` or more threads) where
+   * payloads are staged. The checksum of a payload in it is checked in place on a worker thread
+   * (attached to the arena's share 0: give that share to no other thread) while this thread
+   * copies the payload into the upload buffer.
+   */
+  arena?: CodecArena;
+  /**
+   * Node: check the checksum of payloads in shared memory (`arena`, or any SharedArrayBuffer) on a
+   * worker thread while this thread uploads (default true). False, and for ordinary arrays and in
+   * browsers: on this thread, while the device copies and decodes.
+   */
+  checksumWorker?: boolean;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
@@ -49,7 +71,9 @@ export interface WebGpuDecoder {
   readBack(outputs: readonly WebGpuOutput[], target: Uint16Array): Promise<void>;
   /** Takes back outputs the caller is done with: kept for reuse by later calls (bounded), else destroyed. */
   release(outputs: readonly WebGpuOutput[]): void;
-  dispose(): void;
+  /** Output buffers kept for reuse now (for tests). */
+  readonly pooledBuffers: number;
+  dispose(): Promise<void>;
 }
 
 const now = (): number => performance.now();
@@ -63,8 +87,16 @@ const GROW_BYTES = 1 << 20;
 const POOL_MAX_BUFFERS = 4;
 const POOL_MAX_BYTES = 1 << 30;
 
-/** Builds the two pipelines on `device` and checks they compiled; throws KERNEL_FAILED otherwise. */
-export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebGpuDecodeOptions = {}): Promise<WebGpuDecoder> {
+/**
+ * Builds the two pipelines on `device` and checks they compiled; throws KERNEL_FAILED otherwise.
+ * `offload` (Node's checksum worker) takes the checksums of payloads in shared memory; the
+ * decoder owns it and disposes it.
+ */
+export async function createWebGpuDecoder(
+  device: GpuDeviceNative,
+  options: WebGpuDecodeOptions = {},
+  offload: ChecksumOffload | null = null,
+): Promise<WebGpuDecoder> {
   const upload = options.upload ?? DEFAULT_WEBGPU_UPLOAD;
   if (!WEBGPU_UPLOAD_MODES.includes(upload)) {
     throw new KernelsError('INVALID_ARGUMENT', `unknown webgpu upload mode "${String(upload)}"`, { upload, known: WEBGPU_UPLOAD_MODES });
@@ -113,6 +145,21 @@ export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebG
     if (at >= 0) return pool.splice(at, 1)[0]!;
     return device.createBuffer({ size: bytes, usage: USAGE.STORAGE | USAGE.COPY_SRC });
   };
+  const releaseBuffers = (buffers: readonly GpuBufferNative[]): void => {
+    for (const buffer of buffers) {
+      if (disposed || buffer.size > POOL_MAX_BYTES) {
+        buffer.destroy();
+        continue;
+      }
+      pool.push(buffer);
+      let bytes = pool.reduce((sum, b) => sum + b.size, 0);
+      while (pool.length > POOL_MAX_BUFFERS || bytes > POOL_MAX_BYTES) {
+        const oldest = pool.shift()!;
+        bytes -= oldest.size;
+        oldest.destroy();
+      }
+    }
+  };
 
   const grow = (buffer: GpuBufferNative | null, bytes: number, usage: number): GpuBufferNative => {
     if (buffer && buffer.size >= bytes) return buffer;
@@ -147,7 +194,7 @@ export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebG
     return outcome.value;
   }
 
-  /** Header, layout and structure checks; the checksum is taken later, while the upload runs. */
+  /** Header, layout and structure checks; the checksum is taken later, while the device works. */
   function validate(payload: Uint8Array, verify: boolean): { meta: PayloadMeta; index: Uint32Array } {
     const meta = readPayloadMeta(payload);
     const streams = readEscapeStreams(payload, meta);
@@ -261,7 +308,35 @@ export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebG
     pass.end();
   }
 
-  /** Validation, then per segment: upload, (first segment) checksum, dispatches; `each` gets every output. */
+  /**
+   * Starts the checksum on the offload's thread when it can take this payload (shared memory),
+   * else null (this thread checks). A worker that could not run it (died, not startable) leaves
+   * the check to this thread: the promise then checks here.
+   */
+  function startOffloadedChecksum(payload: Uint8Array, meta: PayloadMeta): Promise<void> | null {
+    if (offload === null) return null;
+    let started: Promise<void> | null;
+    try {
+      started = offload.verify(payload);
+    } catch {
+      return null;
+    }
+    return (
+      started?.catch((error: unknown) => {
+        if (!isKernelsError(error)) throw error;
+        verifyPayloadChecksum(payload, meta);
+      }) ?? null
+    );
+  }
+
+  /**
+   * Validation, then per segment: upload, dispatches; `each` gets every output once the checksum
+   * passed. The structure checks make every launch memory-safe, so the upload and the launches do
+   * not wait for the checksum: it runs while the device works — on the checksum worker (from the
+   * start, while this thread fills the upload buffer) for a payload in shared memory, else here
+   * right after the first segment's work is submitted. No output reaches `each` (the caller)
+   * before it passed; on a mismatch the work is drained and the error thrown.
+   */
   async function run(
     payload: Uint8Array,
     verify: boolean,
@@ -272,29 +347,51 @@ export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebG
     let t = now();
     const { meta, index } = validate(payload, verify);
     const plan = planDeviceSlices(meta, index, limits, sliceElements);
+    let offloaded = verify ? startOffloadedChecksum(payload, meta) : null;
+    // Handled from the start: it may reject while this thread is still uploading.
+    offloaded?.catch(() => undefined);
+    let checked = !verify || offloaded !== null;
     timings.validateMs += now() - t;
-    let checked = !verify;
-    for (const segment of plan) {
-      t = now();
-      await uploadSegment(payload, segment);
-      if (drainStages) await device.queue.onSubmittedWorkDone();
-      timings.uploadMs += now() - t;
-      if (!checked) {
+    let submitted = false;
+    try {
+      for (const segment of plan) {
         t = now();
-        verifyPayloadChecksum(payload, meta);
-        checked = true;
-        timings.validateMs += now() - t;
+        await uploadSegment(payload, segment);
+        if (drainStages) await device.queue.onSubmittedWorkDone();
+        timings.uploadMs += now() - t;
+        t = now();
+        const out = outputFor(segment);
+        const encoder = device.createCommandEncoder();
+        encodeSegment(encoder, segment, meta, out);
+        device.queue.submit([encoder.finish()]);
+        submitted = true;
+        if (!checked) {
+          const c = now();
+          verifyPayloadChecksum(payload, meta);
+          checked = true;
+          timings.validateMs += now() - c;
+          t += now() - c;
+        }
+        await device.queue.onSubmittedWorkDone();
+        timings.kernelMs += now() - t;
+        if (offloaded !== null) {
+          // What the worker's checksum took beyond the device work.
+          t = now();
+          await offloaded;
+          offloaded = null;
+          timings.validateMs += now() - t;
+        }
+        await each(segment, out);
       }
-      t = now();
-      const out = outputFor(segment);
-      const encoder = device.createCommandEncoder();
-      encodeSegment(encoder, segment, meta, out);
-      device.queue.submit([encoder.finish()]);
-      await device.queue.onSubmittedWorkDone();
-      timings.kernelMs += now() - t;
-      await each(segment, out);
+      if (!checked) verifyPayloadChecksum(payload, meta); // an empty tensor: still the caller's check
+      if (offloaded !== null) await offloaded;
+    } catch (error) {
+      // Nothing returns while the device still writes the outputs (the caller pools them) or a
+      // worker still reads the payload (the caller may reuse it).
+      if (submitted) await device.queue.onSubmittedWorkDone().catch(() => undefined);
+      if (offloaded !== null) await offloaded.catch(() => undefined);
+      throw error;
     }
-    if (!checked) verifyPayloadChecksum(payload, meta); // an empty tensor: still the caller's check
   }
 
   /** Copies `bytes` of `source` back and hands them over as BF16 values at `first` of `target`. */
@@ -318,19 +415,27 @@ export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebG
     decodeToDevice(payload, verify, timings) {
       return serial(() => {
         const outputs: WebGpuOutput[] = [];
+        const taken: GpuBufferNative[] = [];
         return scoped('decode', async () => {
           await run(
             payload,
             verify,
             timings,
-            (segment) => takeOutput(segment.outBytes),
+            (segment) => {
+              const buffer = takeOutput(segment.outBytes);
+              taken.push(buffer);
+              return buffer;
+            },
             async (segment, buffer) => {
               outputs.push({ firstElement: segment.firstElement, elementCount: segment.count, buffer });
             },
           );
           return outputs;
         }).catch((error: unknown) => {
-          for (const output of outputs) output.buffer.destroy();
+          // Never handed out: after a payload error (a failed checksum) the buffers are sound and
+          // go back to the pool; after a device error they are destroyed.
+          if (isSplitZipError(error)) releaseBuffers(taken);
+          else for (const buffer of taken) buffer.destroy();
           throw error;
         });
       });
@@ -363,26 +468,19 @@ export async function createWebGpuDecoder(device: GpuDeviceNative, options: WebG
     },
 
     release(outputs) {
-      for (const { buffer } of outputs) {
-        if (disposed || buffer.size > POOL_MAX_BYTES) {
-          buffer.destroy();
-          continue;
-        }
-        pool.push(buffer);
-        let bytes = pool.reduce((sum, b) => sum + b.size, 0);
-        while (pool.length > POOL_MAX_BUFFERS || bytes > POOL_MAX_BYTES) {
-          const oldest = pool.shift()!;
-          bytes -= oldest.size;
-          oldest.destroy();
-        }
-      }
+      releaseBuffers(outputs.map((o) => o.buffer));
     },
 
-    dispose() {
+    get pooledBuffers() {
+      return pool.length;
+    },
+
+    async dispose() {
       if (disposed) return;
       disposed = true;
       for (const buffer of [input, params, hostOutput, readStaging, staging, ...pool]) buffer?.destroy();
       pool.length = 0;
+      await offload?.dispose();
     },
   };
 }

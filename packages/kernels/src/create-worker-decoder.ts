@@ -96,6 +96,13 @@ export interface WorkerDecoder {
    * checksum); no result is returned unless the checksum matches.
    */
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
+  /**
+   * Checks the payload's checksum on one worker (in place for a view of the decoder's arena,
+   * through the worker's kernel scratch for other shared memory), leaving the calling thread free;
+   * rejects with the codec's CHECKSUM_MISMATCH, or INVALID_ARGUMENT for an ordinary array (only
+   * the calling thread can read it). The header must already be valid (readPayloadMeta).
+   */
+  verifyChecksum(payload: Uint8Array): Promise<void>;
   /** Terminates the workers; idempotent. */
   dispose(): Promise<void>;
 }
@@ -389,6 +396,29 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     throw errors.find((e) => isSplitZipError(e) && e.code === 'CHECKSUM_MISMATCH') ?? errors[0] ?? workerError;
   };
 
+  const verifyOnWorker = async (payload: Uint8Array): Promise<void> => {
+    const meta = readPayloadMeta(payload);
+    const placed = place(payload.subarray(0, meta.compBytes));
+    if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
+    while (pool.length < threads) pool.push(spawn());
+    // A job of no ranges: the worker claims the checksum, runs it and answers.
+    const control = createControl(0);
+    await postJob(
+      {
+        payload: placed.ref,
+        payloadOffset: placed.offset,
+        payloadLength: meta.compBytes,
+        out: placed.ref,
+        outOffset: placed.offset,
+        control: control.buffer as SharedArrayBuffer,
+        taskCount: 0,
+        verify: true,
+        ready: null,
+      },
+      pool[0]!,
+    );
+  };
+
   return {
     threads,
     arena: userArena,
@@ -404,6 +434,13 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     decode(payload, out, decodeOptions) {
       if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
       const run = queue.then(() => decodeParallel(payload, out, decodeOptions?.verify !== false));
+      queue = run.catch(() => undefined);
+      return run;
+    },
+
+    verifyChecksum(payload) {
+      if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
+      const run = queue.then(() => verifyOnWorker(payload));
       queue = run.catch(() => undefined);
       return run;
     },

@@ -1,5 +1,6 @@
 // The Node build: everything in index.ts, with `createKernels` using the Node measurements and
 // Dawn's WebGPU (when its binary loads), plus the worker-thread CPU decoder.
+import { createChecksumWorker } from './create-checksum-worker.js';
 import { createKernelsFor } from './create-kernels.js';
 import { installNodeWebGpu } from './install-node-webgpu.js';
 import type { CreateKernelsOptions, Kernels } from './types.js';
@@ -12,7 +13,10 @@ export async function createKernels(options: CreateKernelsOptions = {}): Promise
     const status = await installNodeWebGpu();
     if (!status.available) unavailable.webgpu = status.reason ?? 'webgpu unavailable';
   }
-  return createKernelsFor('node', options, unavailable);
+  return createKernelsFor('node', options, unavailable, {
+    // The webgpu decoder checks checksums of shared-memory payloads on a worker while it uploads.
+    createChecksumOffload: (webgpu) => createChecksumWorker({ arena: webgpu.arena }),
+  });
 }
 
 export { installNodeWebGpu, type NodeWebGpuStatus } from './install-node-webgpu.js';

@@ -61,7 +61,7 @@ export function createWebGpuBackendImpl(decoder: WebGpuDecoder, encoder: Backend
     },
 
     async dispose() {
-      decoder.dispose();
+      await decoder.dispose();
       await encoder.dispose();
     },
   };

@@ -310,6 +310,17 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     const flipped = good.slice();
     flipped[layout.sm.offsetBytes + 77] ^= 1;
     await expectError('sm byte flipped', flipped, undefined, 'CHECKSUM_MISMATCH');
+    // The decode is submitted before the checksum is known: a failed checksum hands nothing out and
+    // gives its output buffer back, so the next result of that size reuses it, fully rewritten.
+    const held = await kernels.decodeToDevice(good);
+    const heldBuffer = held.segments[0].handle;
+    held.delete();
+    await expectError('sm byte flipped, after a result was deleted', flipped, undefined, 'CHECKSUM_MISMATCH');
+    const next = await kernels.decodeToDevice(good);
+    report.checks++;
+    if (next.segments[0].handle !== heldBuffer) fail('a failed checksum did not give its output buffer back to the pool');
+    if (firstMismatch(await next.toArray(), small) !== -1) fail('after a failed checksum: decodeToDevice not bit-exact');
+    next.delete();
     const badCode = good.slice();
     badCode[layout.codes.offsetBytes + 10] = 0x70;
     await expectError('code 7 with a 4-entry codebook, unverified', badCode, { verify: false }, 'INVALID_CODE');

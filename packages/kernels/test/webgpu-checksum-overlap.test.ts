@@ -1,0 +1,266 @@
+import {
+  calibrateCodebook,
+  createCodebook,
+  createCodecArena,
+  encode as codecEncode,
+  isSplitZipError,
+  readPayloadMeta,
+  verifyPayloadChecksum,
+} from '@splitzip/codec';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { ChecksumOffload } from '../src/checksum-offload.js';
+import { createChecksumWorker } from '../src/create-checksum-worker.js';
+import { createWebGpuDecoder, type WebGpuDecoder } from '../src/create-webgpu-decoder.js';
+import { KernelsError } from '../src/errors.js';
+import { emptyTimings } from '../src/timings.js';
+import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
+import { modelLikeValues } from './fixtures.js';
+
+// The webgpu decoder's checksum overlap, without a GPU (Dawn does not load on this machine): a
+// fake device that records what is submitted and copies buffers, but runs no shader, so values
+// are not checked here (the browser tests check them bit-exactly under SwiftShader). What is
+// checked: the work is submitted before the checksum is known, a failed checksum rejects with
+// CHECKSUM_MISMATCH and its output buffers go back to the pool, FORMAT.md's error order, and the
+// checksum worker (real worker threads) for shared-memory and arena payloads.
+
+// The worker script is the built one (tests run after the build, as turbo orders them).
+const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
+
+interface FakeDevice extends GpuDeviceNative {
+  events: string[];
+  /** Output-sized buffers created (STORAGE | COPY_SRC). */
+  outputBuffersCreated: number;
+  destroyed: number;
+}
+
+function createFakeDevice(): FakeDevice {
+  const events: string[] = [];
+  const fake = {
+    events,
+    outputBuffersCreated: 0,
+    destroyed: 0,
+    limits: { maxStorageBufferBindingSize: 2 ** 31, maxBufferSize: 2 ** 32, maxComputeWorkgroupsPerDimension: 65535 },
+    queue: {
+      writeBuffer() {},
+      submit(buffers: unknown[]) {
+        for (const b of buffers) events.push(`submit ${(b as { label: string }).label}`);
+      },
+      onSubmittedWorkDone: () => Promise.resolve(),
+    },
+    createBuffer({ size, usage }: { size: number; usage: number; mappedAtCreation?: boolean }): GpuBufferNative {
+      const bytes = new ArrayBuffer(size);
+      if (usage === (0x80 | 0x4)) fake.outputBuffersCreated++;
+      return {
+        size,
+        mapAsync: () => Promise.resolve(),
+        getMappedRange: (offset = 0, length = size - offset) => bytes.slice(offset, offset + length),
+        unmap() {},
+        destroy() {
+          fake.destroyed++;
+        },
+      };
+    },
+    createShaderModule: () => ({ getCompilationInfo: () => Promise.resolve({ messages: [] }) }),
+    createComputePipeline: () => ({ getBindGroupLayout: () => ({}) }),
+    createBindGroup: () => ({}),
+    createCommandEncoder() {
+      let label = 'empty';
+      return {
+        beginComputePass: () => ({
+          setPipeline() {},
+          setBindGroup() {},
+          dispatchWorkgroups() {
+            label = 'dispatches';
+          },
+          end() {},
+        }),
+        copyBufferToBuffer() {
+          label = 'upload copy';
+        },
+        finish: () => ({ label }),
+      };
+    },
+    pushErrorScope() {},
+    popErrorScope: () => Promise.resolve(null),
+  };
+  return fake;
+}
+
+/** An offload that records calls and answers as the host would (or as a dead worker does). */
+function recordingOffload(device: FakeDevice, answer: 'verify-here' | 'worker-died'): ChecksumOffload & { calls: number } {
+  const offload = {
+    calls: 0,
+    verify(payload: Uint8Array) {
+      if (!(payload.buffer instanceof SharedArrayBuffer)) return null;
+      offload.calls++;
+      device.events.push('checksum started');
+      return Promise.resolve().then(() => {
+        if (answer === 'worker-died') throw new KernelsError('WORKER_FAILED', 'decode worker died: exit code 1', {});
+        verifyPayloadChecksum(payload);
+      });
+    },
+    dispose: () => Promise.resolve(),
+  };
+  return offload;
+}
+
+const values = modelLikeValues(300_007);
+const { codebook } = calibrateCodebook(values);
+const good = codecEncode(values, codebook);
+const layout = readPayloadMeta(good).layout;
+/** One sm byte flipped, the checksum field as it was. */
+const corrupted = good.slice();
+flipByte(corrupted, layout.sm.offsetBytes + 12345);
+
+function flipByte(bytes: Uint8Array, at: number): void {
+  bytes[at] = bytes[at]! ^ 1;
+}
+
+function inShared(payload: Uint8Array): Uint8Array {
+  const copy = new Uint8Array(new SharedArrayBuffer(payload.length + 512), 256, payload.length);
+  copy.set(payload);
+  return copy;
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    return isSplitZipError(error) ? error.code : `not a codec error: ${String(error)}`;
+  }
+  return 'resolved';
+}
+
+describe('webgpu decoder: the checksum overlaps the upload and the kernel', () => {
+  const decoders: WebGpuDecoder[] = [];
+  afterAll(async () => {
+    for (const d of decoders) await d.dispose();
+  });
+  const start = async (offload: ChecksumOffload | null, sliceElements?: number): Promise<{ device: FakeDevice; decoder: WebGpuDecoder }> => {
+    const device = createFakeDevice();
+    const decoder = await createWebGpuDecoder(device, sliceElements ? { sliceElements, maxBufferBytes: 1 << 18 } : {}, offload);
+    decoders.push(decoder);
+    return { device, decoder };
+  };
+
+  it('an ordinary payload: the dispatches are submitted before the checksum; a mismatch rejects and pools the buffers', async () => {
+    const { device, decoder } = await start(null);
+    const outputs = await decoder.decodeToDevice(good, true, emptyTimings());
+    expect(outputs).toHaveLength(1);
+    decoder.release(outputs);
+    expect(decoder.pooledBuffers).toBe(1);
+    device.events.length = 0;
+    expect(await codeOf(decoder.decodeToDevice(corrupted, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    // The kernel did not wait for the checksum, and nothing was handed out.
+    expect(device.events).toEqual(['submit upload copy', 'submit dispatches']);
+    expect(decoder.pooledBuffers).toBe(1);
+    const created = device.outputBuffersCreated;
+    const again = await decoder.decodeToDevice(good, true, emptyTimings());
+    expect(again[0]!.buffer).toBe(outputs[0]!.buffer);
+    expect(device.outputBuffersCreated).toBe(created);
+    decoder.release(again);
+  });
+
+  it('a corrupted payload decoded to the host never reaches the target', async () => {
+    const { decoder } = await start(null);
+    const target = new Uint16Array(values.length).fill(0xabcd);
+    expect(await codeOf(decoder.decodeToHost(corrupted, target, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    expect(target.every((v) => v === 0xabcd)).toBe(true);
+  });
+
+  it('several segments: every output buffer taken goes back to the pool on a mismatch', async () => {
+    // 2^14-value slices in 256 KiB buffers: 300,007 values span several output buffers.
+    const { decoder } = await start(null, 1 << 14);
+    const outputs = await decoder.decodeToDevice(good, true, emptyTimings());
+    expect(outputs.length).toBeGreaterThan(2);
+    decoder.release(outputs);
+    const pooled = decoder.pooledBuffers;
+    expect(await codeOf(decoder.decodeToDevice(corrupted, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    expect(decoder.pooledBuffers).toBe(pooled);
+  });
+
+  it('shared memory: the checksum starts before the upload; a mismatch rejects; a dead worker leaves the check to this thread', async () => {
+    for (const answer of ['verify-here', 'worker-died'] as const) {
+      const device = createFakeDevice();
+      const offload = recordingOffload(device, answer);
+      const decoder = await createWebGpuDecoder(device, {}, offload);
+      decoders.push(decoder);
+      const outputs = await decoder.decodeToDevice(inShared(good), true, emptyTimings());
+      expect(device.events).toEqual(['checksum started', 'submit upload copy', 'submit dispatches']);
+      decoder.release(outputs);
+      expect(await codeOf(decoder.decodeToDevice(inShared(corrupted), true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+      expect(decoder.pooledBuffers).toBe(1);
+      // Ordinary arrays and unverified calls never go to the worker.
+      await decoder.decodeToDevice(good, true, emptyTimings()).then((o) => decoder.release(o));
+      await decoder.decodeToDevice(inShared(good), false, emptyTimings()).then((o) => decoder.release(o));
+      expect(offload.calls).toBe(2);
+    }
+  });
+
+  it("errors in FORMAT.md's order on both paths", async () => {
+    const small = modelLikeValues(5000, 31);
+    const book = createCodebook([127, 126, 125, 124]);
+    for (let i = 0; i < small.length; i++) small[i] = (small[i]! & 0x807f) | (book.exponents[i & 3]! << 7);
+    const payload = codecEncode(small, book, { chunkSize: 64 });
+    const smallLayout = readPayloadMeta(payload).layout;
+    const badCode = payload.slice();
+    badCode[smallLayout.codes.offsetBytes + 10] = 0x70;
+    const badIndex = payload.slice();
+    badIndex[smallLayout.escapeIndex.offsetBytes + 4] = 9;
+    const truncated = payload.subarray(0, payload.length - 256);
+    const offloads = [null, createChecksumWorker({ workerUrl })];
+    for (const offload of offloads) {
+      const { decoder } = await start(offload);
+      const place = offload === null ? (p: Uint8Array) => p : inShared;
+      const run = (p: Uint8Array, verify = true) => codeOf(decoder.decodeToDevice(place(p), verify, emptyTimings()));
+      expect(await run(badCode)).toBe('CHECKSUM_MISMATCH');
+      expect(await run(badCode, false)).toBe('INVALID_CODE');
+      expect(await run(badIndex)).toBe('CHECKSUM_MISMATCH');
+      expect(await run(badIndex, false)).toBe('BAD_ESCAPE_INDEX');
+      expect(await run(truncated)).toBe('TRUNCATED');
+      expect(await run(payload)).toBe('resolved');
+    }
+  });
+});
+
+describe('the checksum worker (Node)', () => {
+  const arena = createCodecArena(8 << 20, { threads: 1 });
+  const inArena = createChecksumWorker({ arena, workerUrl });
+  const anyShared = createChecksumWorker({ workerUrl });
+  afterAll(async () => {
+    await inArena.dispose();
+    await anyShared.dispose();
+  });
+
+  it('checks payloads in a shared arena in place and in other shared memory; ordinary arrays stay here', async () => {
+    arena.reset();
+    const slot = arena.allocate(good.length);
+    slot.set(good);
+    await expect(inArena.verify(slot)).resolves.toBeUndefined();
+    flipByte(slot, layout.sm.offsetBytes + 12345);
+    expect(await codeOf(inArena.verify(slot)!)).toBe('CHECKSUM_MISMATCH');
+    await expect(anyShared.verify(inShared(good))).resolves.toBeUndefined();
+    expect(await codeOf(anyShared.verify(inShared(corrupted))!)).toBe('CHECKSUM_MISMATCH');
+    expect(anyShared.verify(good)).toBeNull();
+  });
+
+  it('a payload in the arena through the decoder: checked on the worker, buffers pooled on a mismatch', async () => {
+    // Its own arena: a share is attached by one thread only.
+    const own = createCodecArena(8 << 20, { threads: 1 });
+    const decoder = await createWebGpuDecoder(createFakeDevice(), { arena: own }, createChecksumWorker({ arena: own, workerUrl }));
+    try {
+      const slot = own.allocate(good.length);
+      slot.set(good);
+      decoder.release(await decoder.decodeToDevice(slot, true, emptyTimings()));
+      flipByte(slot, layout.sm.offsetBytes + 7);
+      expect(await codeOf(decoder.decodeToDevice(slot, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+      expect(decoder.pooledBuffers).toBe(1);
+    } finally {
+      await decoder.dispose();
+    }
+  });
+
+  it('a private arena is refused', () => {
+    expect(() => createChecksumWorker({ arena: createCodecArena(1 << 20) })).toThrow(/shared arena/);
+  });
+});
