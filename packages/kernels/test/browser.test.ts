@@ -88,7 +88,7 @@ if (!haveChromium) {
       );
       expect(session.errors).toEqual([]);
       expect(report.failures).toEqual([]);
-      expect(report.checks).toBe(4 * 13 * 2 + 2 + 1 + 7);
+      expect(report.checks).toBe(4 * 13 * 2 + 2 + 1 + 9);
       // 512 KiB buffers hold 64 slices of 4096 values: the large case spans several output buffers.
       for (const upload of ['write-buffer', 'mapped-staging', 'mapped-at-creation']) {
         expect(report.segments[`${upload} model-like ${LARGE_COUNT} values (several launches)`]).toBe(Math.ceil(LARGE_COUNT / 2 ** 18));
