@@ -18,8 +18,9 @@ import { MAP_MODE, USAGE, type GpuBufferNative, type GpuCommandEncoderNative, ty
  * How the payload reaches the device:
  * - `write-buffer`: `queue.writeBuffer` per slice window, flushed per slice (the copy of slice k
  *   runs while slice k + 1 is written);
- * - `mapped-staging`: one persistent MAP_WRITE staging buffer, filled while mapped, copied on the
- *   device, and mapped again in the background for the next call;
+ * - `mapped-staging`: persistent MAP_WRITE staging buffers, filled while mapped, copied on the
+ *   device, and mapped again in the background for the next call; the payload goes in pieces of
+ *   about PIECE_BYTES, each copied and decoded on the device while the next is filled;
  * - `mapped-at-creation`: a fresh staging buffer per call created mapped, filled, copied, destroyed.
  */
 export type WebGpuUploadMode = 'write-buffer' | 'mapped-staging' | 'mapped-at-creation';
@@ -35,6 +36,8 @@ export interface WebGpuDecodeOptions {
   maxBufferBytes?: number;
   /** Cap below the device's maxComputeWorkgroupsPerDimension (tests use it to force 2-D grids). */
   maxWorkgroupsPerDimension?: number;
+  /** `mapped-staging`: input bytes per upload piece (default PIECE_BYTES, 16 MiB; tests use less to force many pieces). */
+  uploadPieceBytes?: number;
   /**
    * Wait for the queue after the upload, so that `uploadMs` and `kernelMs` are each stage's own
    * time. Off by default.
@@ -86,6 +89,41 @@ const GROW_BYTES = 1 << 20;
  */
 const POOL_MAX_BUFFERS = 4;
 const POOL_MAX_BYTES = 1 << 30;
+/**
+ * Mapped-staging uploads go in pieces of whole slices of about this many input bytes, one kept
+ * staging buffer each: the device copies and decodes a piece while the host fills the next, so
+ * only the last piece's copy and decode follow the host's memcpy.
+ */
+const PIECE_BYTES = 16 << 20;
+
+/** Slices [from, to) of a segment whose input windows lie in [dstStart, dstStart + bytes). */
+interface UploadPiece {
+  from: number;
+  to: number;
+  dstStart: number;
+  bytes: number;
+}
+
+const windowsOf = (slice: DecodeSlicePlan): InputWindow[] =>
+  [slice.codes, slice.sm, slice.escapeIndex, slice.positions, slice.exponents].filter((w): w is InputWindow => w !== null);
+
+/** Cuts a segment into pieces of whole slices of at least `pieceBytes` input bytes (the last may be less). */
+function planUploadPieces(segment: DecodeSegmentPlan, pieceBytes: number): UploadPiece[] {
+  const pieces: UploadPiece[] = [];
+  let piece: UploadPiece | null = null;
+  segment.slices.forEach((slice, k) => {
+    const windows = windowsOf(slice);
+    const start = Math.min(...windows.map((w) => w.dstOffset));
+    const end = Math.max(...windows.map((w) => w.dstOffset + w.bytes));
+    if (piece === null || piece.bytes >= pieceBytes) {
+      piece = { from: k, to: k, dstStart: start, bytes: 0 };
+      pieces.push(piece);
+    }
+    piece.to = k + 1;
+    piece.bytes = end - piece.dstStart;
+  });
+  return pieces;
+}
 
 /**
  * Builds the two pipelines on `device` and checks they compiled; throws KERNEL_FAILED otherwise.
@@ -108,6 +146,10 @@ export async function createWebGpuDecoder(
   };
   const sliceElements = options.sliceElements ?? DEFAULT_SLICE_ELEMENTS;
   const drainStages = options.drainStages === true;
+  const pieceBytes = options.uploadPieceBytes ?? PIECE_BYTES;
+  if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
+  }
 
   device.pushErrorScope('validation');
   const pipelines: GpuComputePipelineNative[] = [];
@@ -134,9 +176,8 @@ export async function createWebGpuDecoder(
   let params: GpuBufferNative | null = null;
   let hostOutput: GpuBufferNative | null = null;
   let readStaging: GpuBufferNative | null = null;
-  let staging: GpuBufferNative | null = null;
-  /** Resolves true once the persistent staging buffer is mapped again (false: mapping failed). */
-  let stagingMapped: Promise<boolean> = Promise.resolve(false);
+  /** Kept staging buffers, one per upload piece; `mapped` resolves true once mapped again (false: mapping failed). */
+  const stagings: { buffer: GpuBufferNative; mapped: Promise<boolean> }[] = [];
   let disposed = false;
   /** Released outputs, oldest first; reused only at their exact size (results keep their documented size). */
   const pool: GpuBufferNative[] = [];
@@ -208,53 +249,82 @@ export async function createWebGpuDecoder(
     return { meta, index: streams.index };
   }
 
-  /** Puts one segment's windows into the input buffer (submitted: the copy is on its way). */
+  /** Staging buffer `k`, mapped, with room for `bytes`, filled with `piece`'s windows of the payload and unmapped. */
+  async function fillStaging(k: number, payload: Uint8Array, segment: DecodeSegmentPlan, piece: UploadPiece): Promise<GpuBufferNative> {
+    let entry = stagings[k];
+    const bytes = roundUp(piece.bytes, 4);
+    if (!entry || entry.buffer.size < bytes || !(await entry.mapped)) {
+      entry?.buffer.destroy();
+      const buffer = device.createBuffer({ size: roundUp(bytes, GROW_BYTES), usage: USAGE.MAP_WRITE | USAGE.COPY_SRC, mappedAtCreation: true });
+      entry = { buffer, mapped: Promise.resolve(true) };
+      stagings[k] = entry;
+    }
+    const range = new Uint8Array(entry.buffer.getMappedRange(0, bytes));
+    for (let i = piece.from; i < piece.to; i++) {
+      for (const w of windowsOf(segment.slices[i]!)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset - piece.dstStart);
+    }
+    entry.buffer.unmap();
+    return entry.buffer;
+  }
+
+  /** After the copy out of staging buffer `k` was submitted: map it again in the background for the next use. */
+  function remapStaging(k: number): void {
+    const entry = stagings[k]!;
+    entry.mapped = entry.buffer.mapAsync(MAP_MODE.WRITE).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Puts one segment's windows into the input buffer in one go (submitted: the copy is on its way). */
   async function uploadSegment(payload: Uint8Array, segment: DecodeSegmentPlan): Promise<void> {
-    const windows = (slice: DecodeSlicePlan): InputWindow[] =>
-      [slice.codes, slice.sm, slice.escapeIndex, slice.positions, slice.exponents].filter((w): w is InputWindow => w !== null);
     input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
     if (upload === 'write-buffer') {
       for (const slice of segment.slices) {
-        for (const w of windows(slice)) device.queue.writeBuffer(input, w.dstOffset, payload, w.srcOffset, w.bytes);
+        for (const w of windowsOf(slice)) device.queue.writeBuffer(input, w.dstOffset, payload, w.srcOffset, w.bytes);
         device.queue.submit([]);
       }
       return;
     }
+    const whole: UploadPiece = { from: 0, to: segment.slices.length, dstStart: 0, bytes: segment.inputBytes };
     let source: GpuBufferNative;
     if (upload === 'mapped-staging') {
-      if (!staging || staging.size < segment.inputBytes || !(await stagingMapped)) {
-        staging?.destroy();
-        staging = device.createBuffer({
-          size: roundUp(segment.inputBytes, GROW_BYTES),
-          usage: USAGE.MAP_WRITE | USAGE.COPY_SRC,
-          mappedAtCreation: true,
-        });
-      }
-      source = staging;
+      source = await fillStaging(0, payload, segment, whole);
     } else {
       source = device.createBuffer({ size: roundUp(segment.inputBytes, 4), usage: USAGE.COPY_SRC, mappedAtCreation: true });
+      const range = new Uint8Array(source.getMappedRange(0, roundUp(segment.inputBytes, 4)));
+      for (const slice of segment.slices) {
+        for (const w of windowsOf(slice)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset);
+      }
+      source.unmap();
     }
-    const range = new Uint8Array(source.getMappedRange(0, roundUp(segment.inputBytes, 4)));
-    for (const slice of segment.slices) {
-      for (const w of windows(slice)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset);
-    }
-    source.unmap();
     const encoder = device.createCommandEncoder();
     encoder.copyBufferToBuffer(source, 0, input, 0, roundUp(segment.inputBytes, 4));
     device.queue.submit([encoder.finish()]);
-    if (source === staging) {
-      const kept = staging;
-      stagingMapped = kept.mapAsync(MAP_MODE.WRITE).then(
-        () => true,
-        () => false,
-      );
-    } else {
-      source.destroy();
+    if (upload === 'mapped-staging') remapStaging(0);
+    else source.destroy();
+  }
+
+  /**
+   * Pieced mapped-staging upload and dispatches: each piece's copy and its slices' dispatches are
+   * submitted as soon as the piece is filled, so the device works while the host fills the next.
+   */
+  async function uploadAndDispatchInPieces(payload: Uint8Array, segment: DecodeSegmentPlan, meta: PayloadMeta, out: GpuBufferNative): Promise<void> {
+    input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
+    const paramsBuffer = writeSegmentParams(segment, meta);
+    const pieces = planUploadPieces(segment, pieceBytes);
+    for (const [k, piece] of pieces.entries()) {
+      const source = await fillStaging(k, payload, segment, piece);
+      const encoder = device.createCommandEncoder();
+      encoder.copyBufferToBuffer(source, 0, input, piece.dstStart, roundUp(piece.bytes, 4));
+      encodeDispatches(encoder, segment, piece.from, piece.to, out, paramsBuffer);
+      device.queue.submit([encoder.finish()]);
+      remapStaging(k);
     }
   }
 
-  /** Records one segment's dispatches (decode, then patch where the slice has escapes). */
-  function encodeSegment(encoder: GpuCommandEncoderNative, segment: DecodeSegmentPlan, meta: PayloadMeta, out: GpuBufferNative): void {
+  /** Writes one segment's slice records (parameters and codebook) into the kept params buffer. */
+  function writeSegmentParams(segment: DecodeSegmentPlan, meta: PayloadMeta): GpuBufferNative {
     const records = new Uint32Array((segment.slices.length * SLICE_RECORD_BYTES) / 4);
     const book = new Uint32Array(4);
     meta.codebook.exponents.forEach((exponent, code) => {
@@ -267,10 +337,22 @@ export async function createWebGpuDecoder(
     });
     params = grow(params, records.byteLength, USAGE.UNIFORM | USAGE.COPY_DST);
     device.queue.writeBuffer(params, 0, records);
+    return params;
+  }
+
+  /** Records the dispatches of slices [from, to) of a segment (decode, then patch where the slice has escapes). */
+  function encodeDispatches(
+    encoder: GpuCommandEncoderNative,
+    segment: DecodeSegmentPlan,
+    from: number,
+    to: number,
+    out: GpuBufferNative,
+    paramsBuffer: GpuBufferNative,
+  ): void {
     const inputBuffer = input!;
-    const paramsBuffer = params;
     const pass = encoder.beginComputePass();
-    segment.slices.forEach((s, k) => {
+    segment.slices.slice(from, to).forEach((s, i) => {
+      const k = from + i;
       const record = { buffer: paramsBuffer, offset: k * SLICE_RECORD_BYTES, size: 48 };
       const window = (w: InputWindow) => ({ buffer: inputBuffer, offset: w.dstOffset, size: w.bytes });
       const result = { buffer: out, offset: s.outOffset, size: s.outBytes };
@@ -355,16 +437,24 @@ export async function createWebGpuDecoder(
     let submitted = false;
     try {
       for (const segment of plan) {
-        t = now();
-        await uploadSegment(payload, segment);
-        if (drainStages) await device.queue.onSubmittedWorkDone();
-        timings.uploadMs += now() - t;
-        t = now();
         const out = outputFor(segment);
-        const encoder = device.createCommandEncoder();
-        encodeSegment(encoder, segment, meta, out);
-        device.queue.submit([encoder.finish()]);
-        submitted = true;
+        t = now();
+        if (upload === 'mapped-staging' && !drainStages) {
+          submitted = true;
+          await uploadAndDispatchInPieces(payload, segment, meta, out);
+          timings.uploadMs += now() - t;
+          t = now();
+        } else {
+          await uploadSegment(payload, segment);
+          if (drainStages) await device.queue.onSubmittedWorkDone();
+          timings.uploadMs += now() - t;
+          t = now();
+          const paramsBuffer = writeSegmentParams(segment, meta);
+          const encoder = device.createCommandEncoder();
+          encodeDispatches(encoder, segment, 0, segment.slices.length, out, paramsBuffer);
+          device.queue.submit([encoder.finish()]);
+          submitted = true;
+        }
         if (!checked) {
           const c = now();
           verifyPayloadChecksum(payload, meta);
@@ -478,7 +568,8 @@ export async function createWebGpuDecoder(
     async dispose() {
       if (disposed) return;
       disposed = true;
-      for (const buffer of [input, params, hostOutput, readStaging, staging, ...pool]) buffer?.destroy();
+      for (const buffer of [input, params, hostOutput, readStaging, ...stagings.map((e) => e.buffer), ...pool]) buffer?.destroy();
+      stagings.length = 0;
       pool.length = 0;
       await offload?.dispose();
     },

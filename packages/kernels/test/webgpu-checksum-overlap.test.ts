@@ -10,7 +10,7 @@ import {
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChecksumOffload } from '../src/checksum-offload.js';
 import { createChecksumWorker } from '../src/create-checksum-worker.js';
-import { createWebGpuDecoder, type WebGpuDecoder } from '../src/create-webgpu-decoder.js';
+import { createWebGpuDecoder, type WebGpuDecodeOptions, type WebGpuDecoder } from '../src/create-webgpu-decoder.js';
 import { KernelsError } from '../src/errors.js';
 import { emptyTimings } from '../src/timings.js';
 import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
@@ -64,20 +64,23 @@ function createFakeDevice(): FakeDevice {
     createComputePipeline: () => ({ getBindGroupLayout: () => ({}) }),
     createBindGroup: () => ({}),
     createCommandEncoder() {
-      let label = 'empty';
+      const parts: string[] = [];
+      const note = (part: string) => {
+        if (parts[parts.length - 1] !== part) parts.push(part);
+      };
       return {
         beginComputePass: () => ({
           setPipeline() {},
           setBindGroup() {},
           dispatchWorkgroups() {
-            label = 'dispatches';
+            note('dispatches');
           },
           end() {},
         }),
         copyBufferToBuffer() {
-          label = 'upload copy';
+          note('copy');
         },
-        finish: () => ({ label }),
+        finish: () => ({ label: parts.join('+') || 'empty' }),
       };
     },
     pushErrorScope() {},
@@ -136,9 +139,9 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
   afterAll(async () => {
     for (const d of decoders) await d.dispose();
   });
-  const start = async (offload: ChecksumOffload | null, sliceElements?: number): Promise<{ device: FakeDevice; decoder: WebGpuDecoder }> => {
+  const start = async (offload: ChecksumOffload | null, options: WebGpuDecodeOptions = {}): Promise<{ device: FakeDevice; decoder: WebGpuDecoder }> => {
     const device = createFakeDevice();
-    const decoder = await createWebGpuDecoder(device, sliceElements ? { sliceElements, maxBufferBytes: 1 << 18 } : {}, offload);
+    const decoder = await createWebGpuDecoder(device, options, offload);
     decoders.push(decoder);
     return { device, decoder };
   };
@@ -152,13 +155,29 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
     device.events.length = 0;
     expect(await codeOf(decoder.decodeToDevice(corrupted, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
     // The kernel did not wait for the checksum, and nothing was handed out.
-    expect(device.events).toEqual(['submit upload copy', 'submit dispatches']);
+    expect(device.events).toEqual(['submit copy+dispatches']);
     expect(decoder.pooledBuffers).toBe(1);
     const created = device.outputBuffersCreated;
     const again = await decoder.decodeToDevice(good, true, emptyTimings());
     expect(again[0]!.buffer).toBe(outputs[0]!.buffer);
     expect(device.outputBuffersCreated).toBe(created);
     decoder.release(again);
+  });
+
+  it('the other upload modes and drained stages: the same order, the same rejection', async () => {
+    const modes: [WebGpuDecodeOptions, string[]][] = [
+      [{ upload: 'mapped-staging', drainStages: true }, ['submit copy', 'submit dispatches']],
+      [{ upload: 'mapped-at-creation' }, ['submit copy', 'submit dispatches']],
+      [{ upload: 'write-buffer' }, ['submit dispatches']], // writeBuffer needs no command buffer
+    ];
+    for (const [options, events] of modes) {
+      const { device, decoder } = await start(null, options);
+      decoder.release(await decoder.decodeToDevice(good, true, emptyTimings()));
+      device.events.length = 0;
+      expect(await codeOf(decoder.decodeToDevice(corrupted, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+      expect(device.events).toEqual(events);
+      expect(decoder.pooledBuffers).toBe(1);
+    }
   });
 
   it('a corrupted payload decoded to the host never reaches the target', async () => {
@@ -168,11 +187,15 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
     expect(target.every((v) => v === 0xabcd)).toBe(true);
   });
 
-  it('several segments: every output buffer taken goes back to the pool on a mismatch', async () => {
-    // 2^14-value slices in 256 KiB buffers: 300,007 values span several output buffers.
-    const { decoder } = await start(null, 1 << 14);
+  it('several segments, several upload pieces each: every output buffer taken goes back to the pool on a mismatch', async () => {
+    // 2^14-value slices in 256 KiB buffers: 300,007 values span several output buffers; 32 KiB
+    // upload pieces: each piece's copy and dispatches are submitted before the next is filled.
+    const { device, decoder } = await start(null, { sliceElements: 1 << 14, maxBufferBytes: 1 << 18, uploadPieceBytes: 1 << 15 });
     const outputs = await decoder.decodeToDevice(good, true, emptyTimings());
     expect(outputs.length).toBeGreaterThan(2);
+    const submits = device.events.filter((e) => e === 'submit copy+dispatches').length;
+    expect(submits).toBeGreaterThan(2 * outputs.length);
+    expect(device.events.every((e) => e === 'submit copy+dispatches')).toBe(true);
     decoder.release(outputs);
     const pooled = decoder.pooledBuffers;
     expect(await codeOf(decoder.decodeToDevice(corrupted, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
@@ -186,7 +209,7 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
       const decoder = await createWebGpuDecoder(device, {}, offload);
       decoders.push(decoder);
       const outputs = await decoder.decodeToDevice(inShared(good), true, emptyTimings());
-      expect(device.events).toEqual(['checksum started', 'submit upload copy', 'submit dispatches']);
+      expect(device.events).toEqual(['checksum started', 'submit copy+dispatches']);
       decoder.release(outputs);
       expect(await codeOf(decoder.decodeToDevice(inShared(corrupted), true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
       expect(decoder.pooledBuffers).toBe(1);

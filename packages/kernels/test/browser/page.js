@@ -211,7 +211,8 @@ async function runWebGpuChecks(largeCount, hugeCount) {
   const cases = buildCases(largeCount);
   const configs = [
     ['write-buffer', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
-    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
+    // Upload pieces of 32 KiB: a few slices each, many pieces per output buffer.
+    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19, uploadPieceBytes: 2 ** 15 }],
     ['mapped-at-creation', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
     // 2-D workgroup grids: 16 groups per dimension; 2^16-value slices need 32 decode groups and
     // up to 256 patch groups (16 x 16 is the most a slice may need, so slices stay 2^16).
