@@ -5,14 +5,23 @@
 
 const USAGE = { MAP_WRITE: 0x2, COPY_SRC: 0x4, COPY_DST: 0x8, STORAGE: 0x80 };
 const PIECE_BYTES = 4 << 20;
+/** Pieces of the kept-staging method, as the decoder's mapped-staging upload (16 MiB). */
+const STAGING_PIECE_BYTES = 16 << 20;
 const now = () => performance.now();
 
-export const RAW_UPLOAD_METHODS = ['writeBuffer, one call', 'writeBuffer, 4 MiB pieces', 'mapped staging (kept) + copy'];
+export const RAW_UPLOAD_METHODS = [
+  'writeBuffer, one call',
+  'writeBuffer, 4 MiB pieces',
+  'mapped staging (kept) + copy',
+  'mapped staging (kept), 16 MiB pieces + copies',
+];
 
 export function createRawBf16Uploader(device) {
   let target = null;
   let staging = null;
   let stagingMapped = Promise.resolve(false);
+  /** The pieced method's kept staging buffers, one per piece. */
+  const pieces = [];
   const ensureTarget = (bytes) => {
     if (!target || target.size < bytes) {
       target?.destroy();
@@ -33,6 +42,24 @@ export function createRawBf16Uploader(device) {
           if (size > 0) device.queue.writeBuffer(target, at, source, at, size);
           device.queue.submit([]);
         }
+      } else if (method === RAW_UPLOAD_METHODS[3]) {
+        // Each piece is copied on the device while the next is filled (as the decoder does).
+        for (let k = 0, at = 0; at < bytes; k++, at += STAGING_PIECE_BYTES) {
+          const size = Math.min(STAGING_PIECE_BYTES, bytes - at);
+          let piece = pieces[k];
+          if (!piece || piece.buffer.size < size || !(await piece.mapped)) {
+            piece?.buffer.destroy();
+            piece = { buffer: device.createBuffer({ size: STAGING_PIECE_BYTES, usage: USAGE.MAP_WRITE | USAGE.COPY_SRC, mappedAtCreation: true }), mapped: null };
+            pieces[k] = piece;
+          }
+          new Uint8Array(piece.buffer.getMappedRange(0, size)).set(source.subarray(at, Math.min(source.length, at + size)));
+          piece.buffer.unmap();
+          const encoder = device.createCommandEncoder();
+          encoder.copyBufferToBuffer(piece.buffer, 0, target, at, size);
+          device.queue.submit([encoder.finish()]);
+          const kept = piece.buffer;
+          piece.mapped = kept.mapAsync(0x2).then(() => true, () => false);
+        }
       } else {
         if (!staging || staging.size < bytes || !(await stagingMapped)) {
           staging?.destroy();
@@ -52,6 +79,7 @@ export function createRawBf16Uploader(device) {
     destroy() {
       target?.destroy();
       staging?.destroy();
+      for (const piece of pieces) piece.buffer.destroy();
     },
   };
 }
