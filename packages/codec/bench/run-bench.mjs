@@ -18,6 +18,8 @@ import {
   getCodecBackend,
   readPayloadMeta,
   setCodecBackend,
+  verifyPayloadChecksum,
+  xxh32,
 } from '../dist/index.js';
 import { writeBenchSummary } from '@splitzip/bench-utils';
 
@@ -89,13 +91,35 @@ const samples = { copy: [], inflate: [] };
 // Encode into a reused buffer: what a builder encoding many tensors gets (a fresh 25 MB payload
 // costs page faults that dwarf the encode on this VM; see the 'new payload' rows).
 const encodeSlot = new Uint8Array(payloads[available[0]].length);
-// Arena: tensor, payload slot and output inside one codec arena.
-const arena = createCodecArena(2 * rawBytes + payloads[available[0]].length + (1 << 20));
+// Arena: tensor, payload slot, its version-2 twin and output inside one codec arena.
+const arena = createCodecArena(2 * rawBytes + 2 * payloads[available[0]].length + (1 << 20));
 const arenaValues = arena.allocateValues(N);
 arenaValues.set(values);
 const arenaSlot = arena.allocate(payloads[available[0]].length);
 const arenaOut = arena.allocateValues(N);
 const arenaPayload = encode(arenaValues, codebook, { out: arenaSlot });
+// The same payload in format version 2 (FORMAT.md: codes one XXH32 stream, sm its even and odd
+// 16-byte stripes), resealed here, so v2 and v3 verification are compared in one run.
+function toVersion2(v3) {
+  const p = v3.slice();
+  const dv = new DataView(p.buffer);
+  dv.setUint16(4, 2, true);
+  const bounds = [56, 72, 88, 104, 120].map((at) => Number(dv.getBigUint64(at, true)));
+  bounds.push(Number(dv.getBigUint64(136, true)));
+  const header = p.slice(0, 256);
+  header.fill(0, 252, 256);
+  const stripes = (from, to, parity) => {
+    const outBytes = new Uint8Array((to - from) / 2);
+    for (let q = from + 16 * parity, o = 0; q < to; q += 32, o += 16) outBytes.set(p.subarray(q, q + 16), o);
+    return outBytes;
+  };
+  const list = [xxh32(header), xxh32(p.subarray(bounds[0], bounds[1])), xxh32(stripes(bounds[1], bounds[2], 0)), xxh32(stripes(bounds[1], bounds[2], 1))];
+  for (let s = 2; s < 5; s++) list.push(xxh32(p.subarray(bounds[s], bounds[s + 1])));
+  dv.setUint32(252, xxh32(new Uint8Array(Uint32Array.from(list).buffer)), true);
+  return p;
+}
+const arenaSlotV2 = arena.allocate(arenaPayload.length);
+arenaSlotV2.set(toVersion2(arenaPayload));
 const ops = {
   'encode (new payload)': () => encode(values, codebook),
   'encode (new payload, escapeCount known)': () => encode(values, codebook, { escapeCount: knownEscapes }),
@@ -105,9 +129,15 @@ const ops = {
   'arena: encode (in place)': () => encode(arenaValues, codebook, { out: arenaSlot }),
   'arena: decode (verify: false)': () => decode(arenaPayload, arenaOut, { verify: false }),
   'arena: decode (verify: true)': () => decode(arenaPayload, arenaOut),
+  'arena: decode (verify: true), format v2 payload': () => decode(arenaSlotV2, arenaOut),
+  'arena: verifyPayloadChecksum': () => verifyPayloadChecksum(arenaPayload),
+  'arena: verifyPayloadChecksum, format v2 payload': () => verifyPayloadChecksum(arenaSlotV2),
 };
 decode(arenaPayload, arenaOut);
 for (let i = 0; i < N; i++) if (arenaOut[i] !== values[i]) throw new Error(`arena: mismatch at ${i}`);
+if (readPayloadMeta(arenaSlotV2).version !== 2) throw new Error('v2 payload: wrong version');
+decode(arenaSlotV2, arenaOut);
+for (let i = 0; i < N; i++) if (arenaOut[i] !== values[i]) throw new Error(`arena v2: mismatch at ${i}`);
 for (const backend of available) for (const op of Object.keys(ops)) samples[`${backend}/${op}`] = [];
 const ratios = {};
 for (let r = -1; r < RUNS; r++) {
@@ -150,6 +180,9 @@ const targets = {
   'arena: encode (in place)': '>= 0.40x copy',
   'arena: decode (verify: false)': '>= 0.85x copy, >= 5x inflate',
   'arena: decode (verify: true)': '>= 0.60x copy',
+  'arena: decode (verify: true), format v2 payload': '(comparison)',
+  'arena: verifyPayloadChecksum': '(comparison)',
+  'arena: verifyPayloadChecksum, format v2 payload': '(comparison)',
 };
 for (const backend of available) {
   for (const op of Object.keys(ops)) {

@@ -65,6 +65,23 @@ export interface CodecKernels {
     tables: CodebookTables,
     version: number,
   ): { digests: BulkDigests; codesValid: boolean };
+  /** Format v3: the six digests of each segment in [first, end) into out[0 ..). Absent: the JS hash is used. */
+  segmentDigests?(payload: Uint8Array, layout: PayloadLayout, first: number, end: number, out: Uint32Array): void;
+  /**
+   * Format v3: decodes the values of segments [first, end) (escapes not applied) into
+   * out[outOffset ..) and writes their digests into digests[0 ..) in the same pass; returns false
+   * if a code >= codebook size may have been seen. Absent: decode, then hash.
+   */
+  decodeSegmentsWithDigests?(
+    payload: Uint8Array,
+    layout: PayloadLayout,
+    first: number,
+    end: number,
+    out: Uint16Array,
+    outOffset: number,
+    tables: CodebookTables,
+    digests: Uint32Array,
+  ): boolean;
 }
 
 export interface EncodeOffsets {

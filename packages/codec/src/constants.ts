@@ -1,9 +1,16 @@
 // Format constants (FORMAT.md is the authority; these mirror it).
 
 /** Payload format version this package writes. */
-export const FORMAT_VERSION = 2;
-/** Versions this package reads (1: the sm section's digest is one XXH32 stream; FORMAT.md). */
-export const READABLE_FORMAT_VERSIONS: readonly number[] = Object.freeze([1, 2]);
+export const FORMAT_VERSION = 3;
+/**
+ * Versions this package reads (FORMAT.md "Checksum": 1 hashes the sm section as one XXH32 stream,
+ * 2 as two stripe streams, 3 per segment of SEGMENT_VALUES values as 2 + 4 stripe streams).
+ */
+export const READABLE_FORMAT_VERSIONS: readonly number[] = Object.freeze([1, 2, 3]);
+/** Values per checksum segment in format version 3 (a multiple of every chunk size and of 32). */
+export const SEGMENT_VALUES = 2 ** 20;
+/** Digests per segment in format version 3: codes0, codes1, sm0, sm1, sm2, sm3. */
+export const SEGMENT_DIGESTS = 6;
 /** Fixed header size; also the first section's offset. */
 export const HEADER_BYTES = 256;
 /** Every section starts on a multiple of this, so a GPU or DMA engine can use it in place. */

@@ -8,6 +8,8 @@ export {
   MAX_CHUNK_SIZE,
   MAX_ELEMENT_COUNT,
   MAX_CODEBOOK_SIZE,
+  SEGMENT_VALUES,
+  SEGMENT_DIGESTS,
 } from './constants.js';
 export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors.js';
 export { createCodebook, type Codebook } from './create-codebook.js';
@@ -22,6 +24,11 @@ export { encode, type EncodeOptions } from './encode.js';
 export { decode } from './decode.js';
 export { decodeRange, type DecodeOptions } from './decode-range.js';
 export { decodeChunks } from './decode-chunks.js';
+export { countPayloadSegments } from './count-payload-segments.js';
+export { computeSegmentDigests } from './compute-segment-digests.js';
+export { decodeSegments, type DecodeSegmentsOptions } from './decode-segments.js';
+export { combineSegmentDigests } from './combine-segment-digests.js';
+export { verifySegmentDigests } from './verify-segment-digests.js';
 export { createPayloadWriter, type PayloadWriter } from './create-payload-writer.js';
 export {
   createCodecArena,

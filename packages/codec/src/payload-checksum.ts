@@ -1,9 +1,11 @@
 // The payload checksum (FORMAT.md, "Checksum"): XXH32 of the section digests, so a decoder or
 // encoder can advance the big sections' digests side by side in one pass (independent chains).
 // Version 1 hashes the sm section as one stream; version 2 as its even and odd 16-byte stripes
-// (two chains of one round per 32 values instead of one chain of two, which bounded v1's speed).
+// (two chains of one round per 32 values instead of one chain of two, which bounded v1's speed);
+// version 3 per segment of 2^20 values, codes as 2 and sm as 4 stripe streams (every chain one
+// round per two groups, and segments hashed by different threads).
 import type { PayloadLayout } from './compute-payload-layout.js';
-import { HEADER_BYTES, HEADER_OFFSET } from './constants.js';
+import { HEADER_BYTES, HEADER_OFFSET, SEGMENT_DIGESTS, SEGMENT_VALUES } from './constants.js';
 import { Xxh32State } from './xxh32.js';
 
 /** Digests of the codes and sm spans, when a kernel computed them in its own pass. */
@@ -13,6 +15,62 @@ export interface BulkDigests {
   sm: number;
   /** v2 only: the sm span's odd stripes' digest. */
   smOdd?: number;
+  /** v3 only: the segments' digests, SEGMENT_DIGESTS per segment (then `codes` and `sm` are unused). */
+  segments?: Uint32Array;
+}
+
+/** Number of version-3 checksum segments of a payload with this layout (0 for an empty tensor). */
+export function countSegments(layout: PayloadLayout): number {
+  return Math.ceil(layout.sm.byteLength / SEGMENT_VALUES);
+}
+
+/** Segment k's codes and sm spans [from, to) (FORMAT.md "Version 3: segments"); the last runs to its section span's end. */
+export function segmentSpans(layout: PayloadLayout, k: number): { codes: number; codesEnd: number; sm: number; smEnd: number } {
+  const last = k === countSegments(layout) - 1;
+  const codes = layout.codes.offsetBytes + k * (SEGMENT_VALUES / 2);
+  const sm = layout.sm.offsetBytes + k * SEGMENT_VALUES;
+  return {
+    codes,
+    codesEnd: last ? layout.sm.offsetBytes : codes + SEGMENT_VALUES / 2,
+    sm,
+    smEnd: last ? layout.escapeIndex.offsetBytes : sm + SEGMENT_VALUES,
+  };
+}
+
+/**
+ * The digests of segments [first, end) into out[at ..): for each, its codes span's 2 and its sm
+ * span's 4 stripe streams (plain JS; the kernels fuse the same streams into their passes).
+ */
+export function digestSegments(payload: Uint8Array, layout: PayloadLayout, first: number, end: number, out: Uint32Array, at = 0): void {
+  for (let k = first; k < end; k++) {
+    const span = segmentSpans(layout, k);
+    const o = at + SEGMENT_DIGESTS * (k - first);
+    for (let j = 0; j < 2; j++) out[o + j] = digestStripes(payload, span.codes, span.codesEnd, j, 2);
+    for (let j = 0; j < 4; j++) out[o + 2 + j] = digestStripes(payload, span.sm, span.smEnd, j, 4);
+  }
+}
+
+/** The version-3 checksum from all segments' digests (SEGMENT_DIGESTS each, in segment order). */
+export function combineSegmentChecksum(payload: Uint8Array, layout: PayloadLayout, segments: Uint32Array): number {
+  const spans = checksumSpans(layout);
+  const list = new Uint32Array(4 + segments.length);
+  list[0] = digestHeader(payload);
+  list.set(segments, 1);
+  for (let s = 3; s < 6; s++) list[segments.length + s - 2] = digestSpan(payload, spans[s]![0], spans[s]![1]);
+  return digestSpan(u32ListBytes(list), 0, 4 * list.length);
+}
+
+/** The u32 list as little-endian bytes. */
+function u32ListBytes(list: ArrayLike<number>): Uint8Array {
+  const bytes = new Uint8Array(4 * list.length);
+  for (let k = 0; k < list.length; k++) {
+    const d = list[k]!;
+    bytes[4 * k] = d & 0xff;
+    bytes[4 * k + 1] = (d >>> 8) & 0xff;
+    bytes[4 * k + 2] = (d >>> 16) & 0xff;
+    bytes[4 * k + 3] = d >>> 24;
+  }
+  return bytes;
 }
 
 /**
@@ -42,10 +100,10 @@ export function digestSpan(bytes: Uint8Array, from: number, to: number): number 
   return state.digest();
 }
 
-/** XXH32 (seed 0) of the 16-byte stripes of [from, to) with this parity (0: stripes 0, 2, …; 1: 1, 3, …). */
-export function digestStripes(bytes: Uint8Array, from: number, to: number, parity: 0 | 1): number {
+/** XXH32 (seed 0) of stripe stream `j` of `ways` over [from, to): the 16-byte stripes j, j + ways, … of the span. */
+export function digestStripes(bytes: Uint8Array, from: number, to: number, j: number, ways = 2): number {
   const state = new Xxh32State(0);
-  state.updateStripes(bytes, from + 16 * parity, to, 32);
+  state.updateStripes(bytes, from + 16 * j, to, 16 * ways);
   return state.digest();
 }
 
@@ -57,11 +115,19 @@ export function digestHeader(payload: Uint8Array): number {
 }
 
 /**
- * The payload checksum of a payload of format `version` (1 or 2): XXH32 (seed 0) of the digests
+ * The payload checksum of a payload of format `version` (1, 2 or 3): XXH32 (seed 0) of the digests
  * as u32 little-endian. `bulk` supplies the codes and sm digests when a kernel computed them
  * already (for this version); the rest are small and hashed here.
  */
 export function computePayloadChecksum(payload: Uint8Array, layout: PayloadLayout, version: number, bulk?: BulkDigests | null): number {
+  if (version >= 3) {
+    let segments = bulk?.segments;
+    if (segments === undefined) {
+      segments = new Uint32Array(SEGMENT_DIGESTS * countSegments(layout));
+      digestSegments(payload, layout, 0, countSegments(layout), segments);
+    }
+    return combineSegmentChecksum(payload, layout, segments);
+  }
   const spans = checksumSpans(layout);
   const list: number[] = [];
   for (let s = 0; s < 6; s++) {
@@ -74,12 +140,5 @@ export function computePayloadChecksum(payload: Uint8Array, layout: PayloadLayou
     } else if (s === 2) list.push(bulk ? bulk.sm : digestSpan(payload, from, to));
     else list.push(digestSpan(payload, from, to));
   }
-  const digests = new Uint8Array(4 * list.length);
-  list.forEach((d, k) => {
-    digests[4 * k] = d & 0xff;
-    digests[4 * k + 1] = (d >>> 8) & 0xff;
-    digests[4 * k + 2] = (d >>> 16) & 0xff;
-    digests[4 * k + 3] = d >>> 24;
-  });
-  return digestSpan(digests, 0, digests.length);
+  return digestSpan(u32ListBytes(list), 0, 4 * list.length);
 }

@@ -70,7 +70,7 @@ export class Xxh32State {
 
   /**
    * Hashes the 16-byte stripes that start at `start`, `start + step`, … and end by `end`, as if they
-   * were contiguous (format v2's even and odd sm stripes: step 32). Whole stripes only.
+   * were contiguous (the formats' stripe streams: step 16 x ways). Whole stripes only.
    */
   updateStripes(bytes: Uint8Array, start: number, end: number, step: number): void {
     if (this.tail !== null) throw new Error('Xxh32State: update after a partial stripe');
@@ -79,13 +79,27 @@ export class Xxh32State {
     let v3 = this.v3;
     let v4 = this.v4;
     let p = start;
-    for (; p + 16 <= end; p += step) {
-      v1 = Math.imul(rotl(v1 + Math.imul(readU32(bytes, p), P2), 13), P1);
-      v2 = Math.imul(rotl(v2 + Math.imul(readU32(bytes, p + 4), P2), 13), P1);
-      v3 = Math.imul(rotl(v3 + Math.imul(readU32(bytes, p + 8), P2), 13), P1);
-      v4 = Math.imul(rotl(v4 + Math.imul(readU32(bytes, p + 12), P2), 13), P1);
-      this.totalBytes += 16;
+    const count = p + 16 <= end ? Math.floor((end - 16 - p) / step) + 1 : 0;
+    if (LITTLE_ENDIAN && count > 0 && ((bytes.byteOffset + p) & 3) === 0 && (step & 3) === 0) {
+      // Aligned fast path through a Uint32Array view (little-endian hosts only).
+      const words = new Uint32Array(bytes.buffer, bytes.byteOffset + p, ((count - 1) * step + 16) / 4);
+      const ws = step / 4;
+      const wn = count * ws;
+      for (let w = 0; w < wn; w += ws) {
+        v1 = Math.imul(rotl(v1 + Math.imul(words[w]!, P2), 13), P1);
+        v2 = Math.imul(rotl(v2 + Math.imul(words[w + 1]!, P2), 13), P1);
+        v3 = Math.imul(rotl(v3 + Math.imul(words[w + 2]!, P2), 13), P1);
+        v4 = Math.imul(rotl(v4 + Math.imul(words[w + 3]!, P2), 13), P1);
+      }
+    } else {
+      for (let k = 0; k < count; k++, p += step) {
+        v1 = Math.imul(rotl(v1 + Math.imul(readU32(bytes, p), P2), 13), P1);
+        v2 = Math.imul(rotl(v2 + Math.imul(readU32(bytes, p + 4), P2), 13), P1);
+        v3 = Math.imul(rotl(v3 + Math.imul(readU32(bytes, p + 8), P2), 13), P1);
+        v4 = Math.imul(rotl(v4 + Math.imul(readU32(bytes, p + 12), P2), 13), P1);
+      }
     }
+    this.totalBytes += 16 * count;
     this.v1 = v1;
     this.v2 = v2;
     this.v3 = v3;

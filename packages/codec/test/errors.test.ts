@@ -44,7 +44,7 @@ describe('header errors (readPayloadMeta, decode)', () => {
     ['shorter than the header', 'TRUNCATED', good.subarray(0, 255)],
     ['shorter than total_bytes', 'TRUNCATED', good.subarray(0, good.length - 1)],
     ['wrong magic', 'BAD_MAGIC', mutate((b) => (b[0] = 0x54))],
-    ['version 3', 'UNSUPPORTED_VERSION', mutate((b, dv) => dv.setUint16(4, 3, true))],
+    ['version 4', 'UNSUPPORTED_VERSION', mutate((b, dv) => dv.setUint16(4, 4, true))],
     ['version 0', 'UNSUPPORTED_VERSION', mutate((b, dv) => dv.setUint16(4, 0, true))],
     ['header_bytes 512', 'BAD_HEADER', mutate((b, dv) => dv.setUint16(6, 512, true))],
     ['flags set', 'BAD_HEADER', mutate((b, dv) => dv.setUint32(8, 1, true))],

@@ -1,5 +1,6 @@
 // Golden payloads (test/golden/*.json) freeze the byte format: if one of these fails, the format changed.
-// test/golden/v1/*.json are the same tensors in format version 1, which readers still accept.
+// test/golden/v1/*.json and test/golden/v2/*.json are the same tensors in format versions 1 and 2,
+// which readers still accept.
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -32,6 +33,7 @@ function readGoldens(dir: URL): { file: string; golden: Golden }[] {
 }
 const goldens = readGoldens(new URL('./golden/', import.meta.url));
 const goldensV1 = readGoldens(new URL('./golden/v1/', import.meta.url));
+const goldensV2 = readGoldens(new URL('./golden/v2/', import.meta.url));
 
 function load(g: Golden): { values: Uint16Array; payload: Uint8Array } {
   const hex = g.payloadHex.join('');
@@ -45,30 +47,39 @@ afterAll(() => setCodecBackend('auto'));
 it('has the golden files', () => {
   expect(goldens.map((g) => g.file).sort()).toEqual(['empty.json', 'seven-values.json', 'three-chunks.json']);
   expect(goldensV1.map((g) => g.file).sort()).toEqual(['empty.json', 'seven-values.json', 'three-chunks.json']);
+  expect(goldensV2.map((g) => g.file).sort()).toEqual(['empty.json', 'seven-values.json', 'three-chunks.json']);
 });
 
-describe.each(BACKENDS)('version-1 golden payloads on the %s backend', (backend) => {
-  for (const { file, golden } of goldensV1) {
-    it(`v1/${file}: still read, verified and decoded; re-encoding gives the version-2 golden`, () => {
-      useBackend(backend);
-      const { values, payload } = load(golden);
-      const meta = readPayloadMeta(payload);
-      expect(meta.version).toBe(1);
-      expect(meta.checksum).toBe(parseInt(golden.checksum, 16));
-      expect(decode(payload)).toEqual(values);
-      expect(referenceDecode(payload)).toEqual(values);
-      expect(() => verifyPayloadChecksum(payload)).not.toThrow();
-      // A flipped sm byte fails the v1 checksum (the v1 rule is what is checked, not v2's).
-      if (meta.elementCount > 0) {
-        const bad = payload.slice();
-        bad[meta.layout.sm.offsetBytes]! ^= 1;
-        expect(() => verifyPayloadChecksum(bad)).toThrow(/checksum/);
-      }
-      const current = goldens.find((g) => g.file === file)!.golden;
-      expect(encode(values, codebookFromJson(golden.codebook), { chunkSize: golden.chunkSize })).toEqual(load(current).payload);
-    });
-  }
-});
+for (const [version, olderGoldens] of [
+  [1, goldensV1],
+  [2, goldensV2],
+] as const) {
+  describe.each(BACKENDS)(`version-${version} golden payloads on the %s backend`, (backend) => {
+    for (const { file, golden } of olderGoldens) {
+      it(`v${version}/${file}: still read, verified and decoded; re-encoding gives the current golden`, () => {
+        useBackend(backend);
+        const { values, payload } = load(golden);
+        const meta = readPayloadMeta(payload);
+        expect(meta.version).toBe(version);
+        expect(meta.checksum).toBe(parseInt(golden.checksum, 16));
+        expect(decode(payload)).toEqual(values);
+        expect(referenceDecode(payload)).toEqual(values);
+        expect(() => verifyPayloadChecksum(payload)).not.toThrow();
+        // A flipped sm or codes byte fails this version's checksum (its rule is what is checked).
+        if (meta.elementCount > 0) {
+          for (const at of [meta.layout.sm.offsetBytes, meta.layout.codes.offsetBytes]) {
+            const bad = payload.slice();
+            bad[at]! ^= 1;
+            expect(() => verifyPayloadChecksum(bad)).toThrow(/checksum/);
+            expect(() => decode(bad)).toThrow(/checksum/);
+          }
+        }
+        const current = goldens.find((g) => g.file === file)!.golden;
+        expect(encode(values, codebookFromJson(golden.codebook), { chunkSize: golden.chunkSize })).toEqual(load(current).payload);
+      });
+    }
+  });
+}
 
 describe.each(BACKENDS)('golden payloads on the %s backend', (backend) => {
   for (const { file, golden } of goldens) {
@@ -88,14 +99,14 @@ describe.each(BACKENDS)('golden payloads on the %s backend', (backend) => {
   }
 });
 
-describe.each(BACKENDS)('version-1 payloads from the reference encoder on the %s backend', (backend) => {
-  it('large v1 payloads verify and decode (fused, in blocks, in an arena); a flip anywhere in sm is caught', () => {
+describe.each(BACKENDS)('version-1 and version-2 payloads from the reference encoder on the %s backend', (backend) => {
+  it.each([1, 2] as const)('large v%i payloads verify and decode (fused, in blocks, in an arena); a flip anywhere in sm is caught', (version) => {
     useBackend(backend);
     for (const n of [70001, 32768 * 3 + 5]) {
       const values = gaussianBf16(n, 0.02, n);
       const exponents = calibrateCodebook(values).codebook.exponents.slice(0, 14);
-      const payload = referenceEncode(values, exponents, 1024, 1);
-      expect(readPayloadMeta(payload).version).toBe(1);
+      const payload = referenceEncode(values, exponents, 1024, version);
+      expect(readPayloadMeta(payload).version).toBe(version);
       expect(decode(payload)).toEqual(values);
       verifyPayloadChecksum(payload);
       const arena = createCodecArena(payload.length + 2 * n + 4096);
@@ -117,7 +128,7 @@ describe.each(BACKENDS)('version-1 payloads from the reference encoder on the %s
 it('seven-values.json has the layout FORMAT.md describes (checked by hand)', () => {
   const { payload } = load(goldens.find((g) => g.file === 'seven-values.json')!.golden);
   const dv = new DataView(payload.buffer);
-  expect(Array.from(payload.subarray(0, 8))).toEqual([0x53, 0x5a, 0x42, 0x46, 2, 0, 0, 1]); // magic, v2, 256
+  expect(Array.from(payload.subarray(0, 8))).toEqual([0x53, 0x5a, 0x42, 0x46, 3, 0, 0, 1]); // magic, v3, 256
   expect(dv.getUint32(12, true)).toBe(64);
   expect(Number(dv.getBigUint64(16, true))).toBe(7);
   expect(Number(dv.getBigUint64(24, true))).toBe(3); // 2.0, +0 and NaN escape

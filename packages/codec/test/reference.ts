@@ -95,8 +95,8 @@ export function referenceLayout(n: number, escapes: number, chunkSize: number) {
   return { chunkCount, a1, a2, a3, a4, a5, total };
 }
 
-/** Encodes as FORMAT.md says, in format `version` (2, the current one, unless asked for 1). */
-export function referenceEncode(values: Uint16Array, exponents: readonly number[], chunkSize = 1024, version: 1 | 2 = 2): Uint8Array {
+/** Encodes as FORMAT.md says, in format `version` (3, the current one, unless asked for 1 or 2). */
+export function referenceEncode(values: Uint16Array, exponents: readonly number[], chunkSize = 1024, version: 1 | 2 | 3 = 3): Uint8Array {
   const n = values.length;
   const codeOf = new Map<number, number>();
   exponents.forEach((e, k) => codeOf.set(e, k));
@@ -149,31 +149,51 @@ export function referenceEncode(values: Uint16Array, exponents: readonly number[
   return out;
 }
 
+/** XXH32 of stripe stream j of `ways` over a span: its 16-byte stripes j, j + ways, j + 2 ways, … concatenated. */
+function stripeStreamDigest(span: Uint8Array, j: number, ways: number): number {
+  const stream: number[] = [];
+  for (let p = 16 * j; p + 16 <= span.length; p += 16 * ways) {
+    for (let q = p; q < p + 16; q++) stream.push(span[q]!);
+  }
+  return scalarXxh32(Uint8Array.from(stream));
+}
+
 /**
  * FORMAT.md's checksum, for the version in the payload's header: XXH32 of the digests (u32 LE) of
- * header (checksum field zeroed), codes, sm (v1: the span; v2: its even 16-byte stripes, then its
- * odd ones, each concatenated), escape index, escape positions, escape exponents, each section
- * with its trailing padding.
+ * header (checksum field zeroed), codes, sm, escape index, escape positions, escape exponents, each
+ * section with its trailing padding. v1: codes and sm each one stream. v2: codes one stream, sm its
+ * even then odd 16-byte stripes. v3: per segment of 2^20 values (its codes bytes [k 2^19, (k+1) 2^19)
+ * and sm bytes [k 2^20, (k+1) 2^20) of the section spans, the last segment to the span's end) the
+ * codes' 2 and the sm's 4 stripe streams.
  */
 export function referenceChecksum(payload: Uint8Array): number {
   const dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
   const version = dv.getUint16(4, true);
+  const n = Number(dv.getBigUint64(16, true));
   const total = Number(dv.getBigUint64(136, true));
   const header = payload.slice(0, 256);
   header.fill(0, 252, 256);
   const bounds = [56, 72, 88, 104, 120].map((at) => Number(dv.getBigUint64(at, true)));
   bounds.push(total);
   const list: number[] = [scalarXxh32(header)];
-  for (let s = 0; s < 5; s++) {
-    const span = payload.subarray(bounds[s]!, bounds[s + 1]!);
-    if (s === 1 && version === 2) {
-      for (const parity of [0, 1]) {
-        const stream: number[] = [];
-        for (let p = 16 * parity; p + 16 <= span.length; p += 32) stream.push(...span.subarray(p, p + 16));
-        list.push(scalarXxh32(Uint8Array.from(stream)));
+  if (version === 3) {
+    const segmentCount = Math.ceil(n / 2 ** 20);
+    for (let k = 0; k < segmentCount; k++) {
+      const last = k === segmentCount - 1;
+      const codes = payload.subarray(bounds[0]! + k * 2 ** 19, last ? bounds[1]! : bounds[0]! + (k + 1) * 2 ** 19);
+      const sm = payload.subarray(bounds[1]! + k * 2 ** 20, last ? bounds[2]! : bounds[1]! + (k + 1) * 2 ** 20);
+      for (let j = 0; j < 2; j++) list.push(stripeStreamDigest(codes, j, 2));
+      for (let j = 0; j < 4; j++) list.push(stripeStreamDigest(sm, j, 4));
+    }
+    for (let s = 2; s < 5; s++) list.push(scalarXxh32(payload.subarray(bounds[s]!, bounds[s + 1]!)));
+  } else {
+    for (let s = 0; s < 5; s++) {
+      const span = payload.subarray(bounds[s]!, bounds[s + 1]!);
+      if (s === 1 && version === 2) {
+        for (const parity of [0, 1]) list.push(stripeStreamDigest(span, parity, 2));
+      } else {
+        list.push(scalarXxh32(span));
       }
-    } else {
-      list.push(scalarXxh32(span));
     }
   }
   const digests = new DataView(new ArrayBuffer(4 * list.length));

@@ -69,8 +69,8 @@ describe('the manifest is input', () => {
     ['INVALID_CODEBOOK', 'duplicate exponents', (e) => (e.codebook = { exponents: [127, 127] })],
     ['INVALID_CODEBOOK', '17 exponents', (e) => (e.codebook = { exponents: Array.from({ length: 17 }, (_, i) => i) })],
     ['INVALID_CODEBOOK', 'not an object', (e) => (e.codebook = [1, 2])],
-    ['UNSUPPORTED_PAYLOAD_VERSION', 'format_version', (e) => (e.format_version = 3)],
-    ['UNSUPPORTED_PAYLOAD_VERSION', 'meta.version', (e) => (e.meta.version = 3)],
+    ['UNSUPPORTED_PAYLOAD_VERSION', 'format_version', (e) => (e.format_version = 4)],
+    ['UNSUPPORTED_PAYLOAD_VERSION', 'meta.version', (e) => (e.meta.version = 4)],
   ];
   for (const [code, what, edit] of entryCases) {
     it(`${code}: ${what}`, async () => {

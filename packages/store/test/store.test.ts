@@ -59,7 +59,7 @@ describe('entries', () => {
       compBytes: t.payload.length,
       dtype: 'BF16',
       shape: [33, 65],
-      formatVersion: 2,
+      formatVersion: 3,
       sha256: t.sha256,
       sliceKeys: [],
     });
@@ -335,7 +335,7 @@ describe('many instances', () => {
     await store.close();
     const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
     expect(manifest.generation).toBe(2);
-    expect(manifest.entries[a.key]).toMatchObject({ qualname: 'a', blob: `blobs/${a.key}.bin`, raw_bytes: 128, slice_keys: [['s', 0, 128]], dtype: 'BF16', shape: [64], format_version: 2, sha256: a.sha256 });
+    expect(manifest.entries[a.key]).toMatchObject({ qualname: 'a', blob: `blobs/${a.key}.bin`, raw_bytes: 128, slice_keys: [['s', 0, 128]], dtype: 'BF16', shape: [64], format_version: 3, sha256: a.sha256 });
     expect((await stat(join(root, 'journal.2'))).size).toBe(JOURNAL_HEADER_BYTES);
     expect((await catchError(() => store.aliasSlice(a.key, 's', 0, 128))).code).toBe('STORE_CLOSED');
     expect(() => store.getEntry(a.key)).toThrow(expect.objectContaining({ code: 'STORE_CLOSED' }));

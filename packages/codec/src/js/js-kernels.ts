@@ -1,6 +1,8 @@
 // Typed-array JS kernels: the path where WebAssembly SIMD is unavailable (and the wasm path's fallback).
 import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
+import type { PayloadLayout } from '../compute-payload-layout.js';
 import type { EscapeList } from '../escape-list.js';
+import { digestSegments } from '../payload-checksum.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -163,4 +165,9 @@ function encodeSections(
   return null;
 }
 
-export const jsKernels: CodecKernels = { name: 'js', decodeValues, countEscapes, encodeSections };
+/** Format v3's segment digests: each stripe stream through aligned u32 words where it can (Xxh32State.updateStripes). */
+function segmentDigests(payload: Uint8Array, layout: PayloadLayout, first: number, end: number, out: Uint32Array): void {
+  digestSegments(payload, layout, first, end, out);
+}
+
+export const jsKernels: CodecKernels = { name: 'js', decodeValues, countEscapes, encodeSections, segmentDigests };

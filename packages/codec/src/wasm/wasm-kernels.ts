@@ -5,8 +5,8 @@
 import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
 import type { PayloadLayout } from '../compute-payload-layout.js';
 import type { EscapeList } from '../escape-list.js';
-import type { BulkDigests } from '../payload-checksum.js';
-import { FORMAT_VERSION } from '../constants.js';
+import { countSegments, segmentSpans, type BulkDigests } from '../payload-checksum.js';
+import { SEGMENT_DIGESTS, SEGMENT_VALUES } from '../constants.js';
 import { Xxh32State } from '../xxh32.js';
 import { CODEC_WASM_BASE64, CODEC_WASM_SHARED_BASE64 } from './codec-wasm.generated.js';
 
@@ -33,6 +33,9 @@ const CODES_LANES_AT = 32;
 const SM_LANES_AT = 48;
 /** Format v2's second sm chain (odd stripes). */
 const SM_ODD_LANES_AT = 64;
+/** Format v3's six chains (codes streams 0, 1; sm streams 0..3): see codec.wat's memory map. */
+const V3_CODES_LANES_AT = [32, 80];
+const V3_SM_LANES_AT = [48, 64, 96, 112];
 const ENCODE_TABLES_AT = 1024;
 const DATA_AT = 4096;
 /** Values per block: sized so a block's input and output stay in a 2-core machine's L2 together. */
@@ -66,6 +69,19 @@ const SIMD_PROBE = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00,
   0x0a, 0x0a, 0x01, 0x08, 0x00, 0x41, 0x00, 0xfd, 0x0f, 0xfd, 0x62, 0x0b,
 ]);
+
+/** A layout with the offsets segmentSpans reads, from an encoder's section offsets and n. */
+function encodeLayout(at: EncodeOffsets, n: number): PayloadLayout {
+  const section = (offsetBytes: number, byteLength: number) => ({ offsetBytes, byteLength });
+  return {
+    codes: section(at.codes, Math.ceil(n / 2)),
+    sm: section(at.sm, n),
+    escapeIndex: section(at.smEnd, 0),
+    escapePositions: section(at.smEnd, 0),
+    escapeExponents: section(at.smEnd, 0),
+    totalBytes: at.smEnd,
+  };
+}
 
 function decodeBase64(text: string): Uint8Array<ArrayBuffer> {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
@@ -161,6 +177,8 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     CODES_LANES_AT: base + CODES_LANES_AT,
     SM_LANES_AT: base + SM_LANES_AT,
     SM_ODD_LANES_AT: base + SM_ODD_LANES_AT,
+    V3_CODES_LANES_AT: V3_CODES_LANES_AT.map((at) => base + at),
+    V3_SM_LANES_AT: V3_SM_LANES_AT.map((at) => base + at),
     ENCODE_TABLES_AT: base + ENCODE_TABLES_AT,
     DEC_CODES_AT: base + DEC_CODES_AT,
     DEC_SM_AT: base + DEC_SM_AT,
@@ -214,12 +232,43 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     return encodeTableCount;
   }
 
+  /** Seeds every chain's lanes (v1, v2 and v3's six; they overlap). */
   function startDigests(): void {
-    for (let k = 0; k < 4; k++) {
-      u32[scratch.CODES_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
-      u32[scratch.SM_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
-      u32[scratch.SM_ODD_LANES_AT / 4 + k] = XXH_SEED0_LANES[k]!;
+    for (const at of [...scratch.V3_CODES_LANES_AT, ...scratch.V3_SM_LANES_AT]) {
+      for (let k = 0; k < 4; k++) u32[at / 4 + k] = XXH_SEED0_LANES[k]!;
     }
+  }
+
+  /** Exchanges the v3 even-group lane sets (32..79) with the odd-group ones (80..127). */
+  function swapParityLanes(): void {
+    const even = scratch.V3_CODES_LANES_AT[0]! / 4;
+    for (let w = 0; w < 12; w++) {
+      const t = u32[even + w]!;
+      u32[even + w] = u32[even + 12 + w]!;
+      u32[even + 12 + w] = t;
+    }
+  }
+
+  /**
+   * Finishes stripe stream j of `ways` over the span [from, to) whose lanes (at lanesAt) covered
+   * the span's first `hashedStripes` stripes (those of them in this stream); the stream's later
+   * stripes (the last segment's padding) are hashed here.
+   */
+  function finishStream(lanesAt: number, payload: Uint8Array, from: number, to: number, ways: number, j: number, hashedStripes: number): number {
+    const state = new Xxh32State(0);
+    const l = lanesAt / 4;
+    const covered = hashedStripes > j ? Math.floor((hashedStripes - 1 - j) / ways) + 1 : 0;
+    state.setLanes(u32[l]!, u32[l + 1]!, u32[l + 2]!, u32[l + 3]!, 16 * covered);
+    const next = hashedStripes + ((((j - hashedStripes) % ways) + ways) % ways);
+    state.updateStripes(payload, from + 16 * next, to, 16 * ways);
+    return state.digest();
+  }
+
+  /** Segment k's six digests into out[at ..), after a v3 pass over its first `groups` groups. */
+  function finishSegment(payload: Uint8Array, layout: PayloadLayout, k: number, groups: number, out: Uint32Array, at: number): void {
+    const span = segmentSpans(layout, k);
+    for (let j = 0; j < 2; j++) out[at + j] = finishStream(scratch.V3_CODES_LANES_AT[j]!, payload, span.codes, span.codesEnd, 2, j, groups);
+    for (let j = 0; j < 4; j++) out[at + 2 + j] = finishStream(scratch.V3_SM_LANES_AT[j]!, payload, span.sm, span.smEnd, 4, j, 2 * groups);
   }
 
   /**
@@ -259,7 +308,8 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
    * Runs the decode kernel over values [from, to) into out[outOffset + (i - from)]; returns the
    * largest code seen. Blocks start on a 32-value group boundary, so a block's codes start on a
    * whole byte; whole groups of code and sm bytes lie inside their sections (padded to 256 bytes).
-   * With `hash`, every group from 0 on is hashed in order (the caller decodes from 0).
+   * With `hash`, every group from `from` on is hashed in order (the caller decodes from 0 for v1
+   * and v2, from a segment's start for v3: hash 3, one segment per call).
    */
   function decodeBlocks(
     payload: Uint8Array,
@@ -293,7 +343,8 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
         const full = Math.floor((b - a) / GROUP_VALUES);
         m = ex.decode(c, s, dst + 2 * (outOffset + a - from), full, hash);
         if (full < groups) {
-          const m2 = ex.decode(c + 16 * full, s + GROUP_VALUES * full, scratch.DEC_OUT_AT, 1, hash);
+          // v3: a block starts on an even group of its segment, so this group's parity is full's.
+          const m2 = ex.decode(c + 16 * full, s + GROUP_VALUES * full, scratch.DEC_OUT_AT, 1, hash >= 3 ? 3 + (full & 1) : hash);
           if (m2 > m) m = m2;
           const done = a + GROUP_VALUES * full;
           out.set(u16.subarray(scratch.DEC_OUT_AT / 2, scratch.DEC_OUT_AT / 2 + (b - done)), outOffset + (done - from));
@@ -335,6 +386,11 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     tables: CodebookTables,
     version: number,
   ): { digests: BulkDigests; codesValid: boolean } {
+    if (version >= 3) {
+      const segments = new Uint32Array(SEGMENT_DIGESTS * countSegments(layout));
+      const codesValid = decodeSegmentsWithDigests(payload, layout, 0, countSegments(layout), out, 0, tables, segments);
+      return { digests: { codes: 0, sm: 0, segments }, codesValid };
+    }
     loadDecodeTables(tables);
     startDigests();
     const codesAt = layout.codes.offsetBytes;
@@ -345,7 +401,68 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     return { digests, codesValid: maxCode < tables.size };
   }
 
+  /**
+   * Decodes the values of segments [first, end) into out[outOffset ..) (escapes not applied) and
+   * writes their six digests each into digests[0 ..), one fused pass a segment. Returns false if a
+   * code >= codebook size may have been seen (conservative, as decodeValues).
+   */
+  function decodeSegmentsWithDigests(
+    payload: Uint8Array,
+    layout: PayloadLayout,
+    first: number,
+    end: number,
+    out: Uint16Array,
+    outOffset: number,
+    tables: CodebookTables,
+    digests: Uint32Array,
+  ): boolean {
+    loadDecodeTables(tables);
+    const n = layout.sm.byteLength;
+    const codesAt = layout.codes.offsetBytes;
+    const smAt = layout.sm.offsetBytes;
+    let maxCode = 0;
+    for (let k = first; k < end; k++) {
+      const from = k * SEGMENT_VALUES;
+      const to = Math.min(n, from + SEGMENT_VALUES);
+      startDigests();
+      const m = decodeBlocks(payload, codesAt, smAt, from, to, out, outOffset + (from - first * SEGMENT_VALUES), 3);
+      if (m > maxCode) maxCode = m;
+      finishSegment(payload, layout, k, Math.ceil((to - from) / GROUP_VALUES), digests, SEGMENT_DIGESTS * (k - first));
+    }
+    return maxCode < tables.size;
+  }
+
+  /** The six digests of each segment in [first, end) into out[0 ..) (format v3), hashing in place or block by block. */
+  function segmentDigests(payload: Uint8Array, layout: PayloadLayout, first: number, end: number, out: Uint32Array): void {
+    const n = layout.sm.byteLength;
+    const codesAt = layout.codes.offsetBytes;
+    const smAt = layout.sm.offsetBytes;
+    const src = addressOf(payload);
+    for (let k = first; k < end; k++) {
+      const from = k * SEGMENT_VALUES;
+      const to = Math.min(n, from + SEGMENT_VALUES);
+      startDigests();
+      // Blocks start on even groups of the segment (BLOCK_VALUES is an even number of groups).
+      for (let a = from; a < to; a += BLOCK_VALUES) {
+        const groups = Math.ceil((Math.min(a + BLOCK_VALUES, to) - a) / GROUP_VALUES);
+        if (src >= 0) {
+          ex.hash_groups(src + codesAt + a / 2, src + smAt + a, groups, 3);
+        } else {
+          u8.set(payload.subarray(codesAt + a / 2, codesAt + a / 2 + 16 * groups), scratch.DEC_CODES_AT);
+          u8.set(payload.subarray(smAt + a, smAt + a + GROUP_VALUES * groups), scratch.DEC_SM_AT);
+          ex.hash_groups(scratch.DEC_CODES_AT, scratch.DEC_SM_AT, groups, 3);
+        }
+      }
+      finishSegment(payload, layout, k, Math.ceil((to - from) / GROUP_VALUES), out, SEGMENT_DIGESTS * (k - first));
+    }
+  }
+
   function bulkDigests(payload: Uint8Array, layout: PayloadLayout, version: number): BulkDigests {
+    if (version >= 3) {
+      const segments = new Uint32Array(SEGMENT_DIGESTS * countSegments(layout));
+      segmentDigests(payload, layout, 0, countSegments(layout), segments);
+      return { codes: 0, sm: 0, segments };
+    }
     const mode = version >= 2 ? 2 : 1;
     startDigests();
     const codesAt = layout.codes.offsetBytes;
@@ -405,28 +522,52 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     const n = values.length;
     const src = addressOf(values);
     const dst = addressOf(payload);
-    if (withDigests) startDigests();
+    // The layout as the segment spans need it (only the offsets and n matter).
+    const layout = encodeLayout(at, n);
+    const segments = withDigests ? new Uint32Array(SEGMENT_DIGESTS * countSegments(layout)) : null;
     for (let a = 0; a < n; a += BLOCK_VALUES) {
+      // Format v3 (what encode writes): a segment's chains start fresh at its first block.
+      if (segments !== null && a % SEGMENT_VALUES === 0) startDigests();
       const b = Math.min(n, a + BLOCK_VALUES);
       const groups = Math.ceil((b - a) / GROUP_VALUES);
       const input = valuesAt(values, src, a, b, padValue);
       // Whole groups of codes and sm bytes fit in their sections (padded to 256 bytes).
       const c = dst >= 0 ? dst + at.codes + a / 2 : scratch.ENC_CODES_AT;
       const s = dst >= 0 ? dst + at.sm + a : scratch.ENC_SM_AT;
-      const found = ex.encode(input, c, s, groups, scratch.ENC_ESC_INDEX_AT, scratch.ENC_ESC_EXP_AT, tableCount, withDigests ? 1 : 0);
+      const found = ex.encode(input, c, s, groups, scratch.ENC_ESC_INDEX_AT, scratch.ENC_ESC_EXP_AT, tableCount, segments !== null ? 1 : 0);
+      // The kernel leaves the even and odd groups' lane sets exchanged after an odd group count.
+      if (segments !== null && (groups & 1) === 1) swapParityLanes();
       if (dst < 0) {
         payload.set(u8.subarray(scratch.ENC_CODES_AT, scratch.ENC_CODES_AT + 16 * groups), at.codes + a / 2);
         payload.set(u8.subarray(scratch.ENC_SM_AT, scratch.ENC_SM_AT + GROUP_VALUES * groups), at.sm + a);
       }
       for (let j = 0; j < found; j++) escapes.push(a + u32[scratch.ENC_ESC_INDEX_AT / 4 + j]!, u8[scratch.ENC_ESC_EXP_AT + j]!);
+      // A full segment's spans are all whole groups: finish it now (its lanes are reused next).
+      if (segments !== null && b % SEGMENT_VALUES === 0) {
+        const k = b / SEGMENT_VALUES - 1;
+        finishSegment(payload, layout, k, SEGMENT_VALUES / GROUP_VALUES, segments, SEGMENT_DIGESTS * k);
+      }
     }
     const groups = Math.ceil(n / GROUP_VALUES);
     payload.fill(0, at.codes + 16 * groups, at.codesEnd);
     payload.fill(0, at.sm + GROUP_VALUES * groups, at.smEnd);
-    if (!withDigests) return null;
-    // The encode kernel hashes as the format it writes (FORMAT_VERSION 2).
-    return finishDigests(payload, { codes: at.codes, sm: at.sm, smEnd: at.smEnd }, groups, FORMAT_VERSION);
+    if (segments === null) return null;
+    if (n % SEGMENT_VALUES !== 0) {
+      // The short last segment, after its padding was zeroed.
+      const k = Math.floor(n / SEGMENT_VALUES);
+      finishSegment(payload, layout, k, groups - k * (SEGMENT_VALUES / GROUP_VALUES), segments, SEGMENT_DIGESTS * k);
+    }
+    return { codes: 0, sm: 0, segments };
   }
 
-  return { name: 'wasm-simd', decodeValues, countEscapes, encodeSections, bulkDigests, decodeAllWithDigests };
+  return {
+    name: 'wasm-simd',
+    decodeValues,
+    countEscapes,
+    encodeSections,
+    bulkDigests,
+    decodeAllWithDigests,
+    segmentDigests,
+    decodeSegmentsWithDigests,
+  };
 }

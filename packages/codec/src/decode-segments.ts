@@ -1,0 +1,54 @@
+import { kernelsFor } from './backend.js';
+import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './check-segment-arguments.js';
+import { SEGMENT_VALUES } from './constants.js';
+import { decodeValueRange, tablesForCodebook } from './decode-core.js';
+import { checkOutput } from './decode-range.js';
+import { digestSegments } from './payload-checksum.js';
+import type { PayloadMeta } from './read-payload-meta.js';
+
+export interface DecodeSegmentsOptions {
+  /**
+   * Also compute the segments' checksum digests (6 per segment, as computeSegmentDigests) into
+   * this array, in the same pass as the decoding where the kernels can.
+   */
+  digests?: Uint32Array;
+}
+
+/**
+ * Decodes the values of segments [firstSegment, endSegment) of a version-3 payload, values
+ * [firstSegment * SEGMENT_VALUES, min(n, endSegment * SEGMENT_VALUES)), into out[0 ..). No
+ * checksum is judged here: with `digests`, threads each decode and hash their segments and one
+ * thread checks the combined list (verifySegmentDigests) before anyone uses the values. A corrupted
+ * payload may instead fail a decoding rule here (a typed error either way).
+ */
+export function decodeSegments(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  firstSegment: number,
+  endSegment: number,
+  out: Uint16Array,
+  options?: DecodeSegmentsOptions,
+): void {
+  const segmentCount = checkSegmentedPayload(payload, meta);
+  checkSegmentRange(firstSegment, endSegment, segmentCount);
+  const start = Math.min(meta.elementCount, firstSegment * SEGMENT_VALUES);
+  const end = Math.min(meta.elementCount, endSegment * SEGMENT_VALUES);
+  const target = checkOutput(out, end - start);
+  const digests = options?.digests;
+  if (digests === undefined) {
+    decodeValueRange(payload, meta, start, end, target, 0);
+    return;
+  }
+  checkDigestsArray(digests, endSegment - firstSegment, false);
+  const kernels = kernelsFor(payload, target);
+  const tables = tablesForCodebook(meta.codebook.exponents);
+  let codesValid: boolean;
+  if (kernels.decodeSegmentsWithDigests !== undefined) {
+    codesValid = kernels.decodeSegmentsWithDigests(payload, meta.layout, firstSegment, endSegment, target, 0, tables, digests);
+  } else {
+    codesValid = kernels.decodeValues(payload, meta.layout.codes.offsetBytes, meta.layout.sm.offsetBytes, start, end, target, 0, tables);
+    if (kernels.segmentDigests !== undefined) kernels.segmentDigests(payload, meta.layout, firstSegment, endSegment, digests);
+    else digestSegments(payload, meta.layout, firstSegment, endSegment, digests);
+  }
+  decodeValueRange(payload, meta, start, end, target, 0, { codesValid });
+}
