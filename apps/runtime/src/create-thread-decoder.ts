@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { decode, type CodecArena } from '@splitzip/codec';
+import { countPayloadSegments, decode, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena } from '@splitzip/codec';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { RuntimeError } from './errors.js';
@@ -42,6 +42,12 @@ export interface ThreadDecoder extends DecodeBackend {
   /** Worker threads (each attaches to a codec arena with its own scratch area, see createCodecArena's `threads`). */
   readonly threads: number;
   stats(): ThreadDecoderStats;
+}
+
+/** A finished job: its CPU time, and the segment digests a decode-segments job computed. */
+interface JobDone {
+  busyMs: number;
+  digests?: Uint32Array | undefined;
 }
 
 interface PoolWorker {
@@ -86,7 +92,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const splitMinValues = options.splitMinValues ?? DEFAULT_SPLIT_MIN_VALUES;
   const inlineMaxValues = options.inlineMaxValues ?? DEFAULT_INLINE_MAX_VALUES;
   const pool: PoolWorker[] = [];
-  const pending = new Map<number, { resolve: (busyMs: number) => void; reject: (error: Error) => void; owner: PoolWorker }>();
+  const pending = new Map<number, { resolve: (done: JobDone) => void; reject: (error: Error) => void; owner: PoolWorker }>();
   const scratch: SharedArrayBuffer[] = [];
   // Arena ids: a WeakMap so a dropped arena is not kept alive here; the registry tells the workers
   // to drop theirs once it is collected.
@@ -114,7 +120,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (!task) return;
       pending.delete(reply.id);
       if (--entry.busy === 0) entry.worker.unref();
-      if (reply.ok) task.resolve(reply.busyMs);
+      if (reply.ok) task.resolve({ busyMs: reply.busyMs, digests: reply.digests });
       else task.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
     });
     const die = (error: Error) => {
@@ -142,7 +148,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return id;
   };
 
-  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined): Promise<number> => {
+  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined): Promise<JobDone> => {
     while (pool.length < threads) pool.push(spawn());
     const owner = pool.reduce((best, w) => (w.busy < best.busy ? w : best), pool[0] as PoolWorker);
     if (arena !== undefined) {
@@ -154,7 +160,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     }
     const id = nextId++;
     jobs += 1;
-    return new Promise<number>((resolve, reject) => {
+    return new Promise<JobDone>((resolve, reject) => {
       pending.set(id, { resolve, reject, owner });
       // Referenced while busy, so the process waits for the answer; idle workers never hold it open.
       if (owner.busy++ === 0) owner.worker.ref();
@@ -222,46 +228,69 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       const jobArena = payloadAt.ref.arenaId !== undefined || outAt.ref.arenaId !== undefined ? arena : undefined;
       try {
         const base = { payload: payloadAt.ref, payloadOffset: payloadAt.offset, payloadLength: meta.compBytes, out: outAt.ref };
-        const tasks: Promise<number>[] = [];
-        let checksum: Promise<number> | undefined;
+        const tasks: Promise<JobDone>[] = [];
         // Split a large tensor only when the workers are idle (a whole-model load keeps them busy with
-        // whole tensors, each decoded and verified in one pass, which is cheaper than split work).
+        // whole tensors already).
         const idle = pool.length === 0 || pool.every((w) => w.busy === 0);
         const split = idle && threads > 1 && meta.elementCount >= splitMinValues && meta.chunkCount > 1;
-        if (!split) {
-          tasks.push(dispatch({ ...base, kind: verify ? 'decode-verify' : 'decode', outOffset: outAt.offset, firstChunk: 0, chunkCount: meta.chunkCount }, jobArena));
-        } else {
-          // The checksum is one serial hash over the payload: one worker runs it while the others decode.
-          if (verify) checksum = dispatch({ ...base, kind: 'checksum' }, jobArena);
-          const parts = Math.min(verify ? threads - 1 : threads, meta.chunkCount);
+        const segmentCount = meta.version >= 3 ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
+        let segmentRanges: [number, number][] | undefined;
+        if (split && verify && segmentCount > 1) {
+          // Format v3: each thread decodes and hashes its own segments in one pass; the digests
+          // are combined and checked here before the values are handed out.
+          const parts = Math.min(threads, segmentCount);
+          segmentRanges = [];
+          for (let k = 0; k < parts; k += 1) {
+            const firstSegment = Math.floor((k * segmentCount) / parts);
+            const endSegment = Math.floor(((k + 1) * segmentCount) / parts);
+            segmentRanges.push([firstSegment, endSegment]);
+            const outOffset = outAt.offset + 2 * firstSegment * SEGMENT_VALUES;
+            tasks.push(dispatch({ ...base, kind: 'decode-segments', outOffset, firstSegment, endSegment }, jobArena));
+          }
+        } else if (split && !verify) {
+          const parts = Math.min(threads, meta.chunkCount);
           for (let k = 0; k < parts; k += 1) {
             const firstChunk = Math.floor((k * meta.chunkCount) / parts);
             const endChunk = Math.floor(((k + 1) * meta.chunkCount) / parts);
-            tasks.push(
-              dispatch(
-                { ...base, kind: 'decode', outOffset: outAt.offset + 2 * firstChunk * meta.chunkSize, firstChunk, chunkCount: endChunk - firstChunk },
-                jobArena,
-              ),
-            );
+            const outOffset = outAt.offset + 2 * firstChunk * meta.chunkSize;
+            tasks.push(dispatch({ ...base, kind: 'decode', outOffset, firstChunk, chunkCount: endChunk - firstChunk }, jobArena));
           }
+        } else {
+          // One thread, one fused pass (a v2 payload's checksum is one serial hash: splitting it
+          // would leave one thread hashing the whole payload while the others wait).
+          const kind = verify ? 'decode-verify' : 'decode';
+          tasks.push(dispatch({ ...base, kind, outOffset: outAt.offset, firstChunk: 0, chunkCount: meta.chunkCount }, jobArena));
         }
         // A corrupt payload is a cache-read failure (the blob), not a decode failure.
-        const checked = checksum?.catch((error: Error & { code?: string }) => {
-          throw checksumFailure(error);
-        });
         const decoded = tasks.map((task) =>
           task.catch((error: Error & { code?: string }) => {
             throw error.code === 'CHECKSUM_MISMATCH' ? checksumFailure(error) : error;
           }),
         );
-        const settled = await Promise.allSettled([...(checked ? [checked] : []), ...decoded]);
+        const settled = await Promise.allSettled(decoded);
         const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
         if (failed) throw failed.reason;
         const copyStartMs = performance.now();
+        if (segmentRanges !== undefined) {
+          const digests = new Uint32Array(SEGMENT_DIGESTS * segmentCount);
+          settled.forEach((s, k) => {
+            const part = (s as PromiseFulfilledResult<JobDone>).value.digests;
+            const range = segmentRanges[k] as [number, number];
+            if (part === undefined || part.length !== SEGMENT_DIGESTS * (range[1] - range[0])) {
+              throw new RuntimeError('DECODE_FAILED', 'decode thread returned no digests for its segments', { range });
+            }
+            digests.set(part, SEGMENT_DIGESTS * range[0]);
+          });
+          try {
+            verifySegmentDigests(payload.subarray(0, meta.compBytes), meta, digests);
+          } catch (error) {
+            throw checksumFailure(error as Error);
+          }
+        }
         if (outScratch !== undefined) out.set(new Uint16Array(outScratch, 0, meta.elementCount));
         // CPU time: the workers' jobs (summed over threads) plus the copy-out here.
         let busyMs = performance.now() - copyStartMs;
-        for (const s of settled) if (s.status === 'fulfilled') busyMs += s.value;
+        for (const s of settled) if (s.status === 'fulfilled') busyMs += s.value.busyMs;
         return busyMs;
       } finally {
         if (payloadScratch !== undefined) scratch.push(payloadScratch);

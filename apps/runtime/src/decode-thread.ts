@@ -1,14 +1,17 @@
-// Worker body of the runtime's thread decoder (createThreadDecoder): verifies a payload's checksum,
-// decodes a chunk range of it, or both in one pass, with payload and output in shared memory (no
-// copies). Memory is either a codec arena this thread attached to (the kernels then work in place)
+// Worker body of the runtime's thread decoder (createThreadDecoder): decodes a whole payload and
+// verifies its checksum in one pass, decodes a chunk range of it, or decodes a segment range of a
+// format-v3 payload and returns that range's checksum digests, with payload and output in shared
+// memory (no copies). Memory is either a codec arena this thread attached to (the kernels then work in place)
 // or a plain SharedArrayBuffer (the kernels copy blocks through their scratch area).
 import { parentPort } from 'node:worker_threads';
 import {
   attachCodecArena,
   decode,
   decodeChunks,
+  decodeSegments,
   readPayloadMeta,
-  verifyPayloadChecksum,
+  SEGMENT_DIGESTS,
+  SEGMENT_VALUES,
   type AttachedCodecArena,
   type CodecArenaShare,
 } from '@splitzip/codec';
@@ -24,10 +27,11 @@ export type DecodeThreadMessage =
 export interface DecodeThreadJob {
   id: number;
   /**
-   * checksum: verify only; decode: chunks [firstChunk, +chunkCount) without the checksum;
-   * decode-verify: the whole payload, checksum and decode in one pass.
+   * decode: chunks [firstChunk, +chunkCount) without the checksum; decode-verify: the whole
+   * payload, checksum and decode in one pass; decode-segments: segments [firstSegment, endSegment)
+   * of a v3 payload, decoded and hashed in one pass, the digests returned (the caller verifies).
    */
-  kind: 'checksum' | 'decode' | 'decode-verify';
+  kind: 'decode' | 'decode-verify' | 'decode-segments';
   payload: SharedRef;
   payloadOffset: number;
   payloadLength: number;
@@ -36,10 +40,12 @@ export interface DecodeThreadJob {
   outOffset?: number;
   firstChunk?: number;
   chunkCount?: number;
+  firstSegment?: number;
+  endSegment?: number;
 }
 
 export type DecodeThreadReply =
-  | { id: number; ok: true; busyMs: number }
+  | { id: number; ok: true; busyMs: number; digests?: Uint32Array }
   | { id: number; ok: false; error: { code: string; message: string } };
 
 const arenas = new Map<number, AttachedCodecArena>();
@@ -51,23 +57,29 @@ function bufferOf(ref: SharedRef): SharedArrayBuffer {
   return arena.buffer;
 }
 
-function runJob(job: DecodeThreadJob): void {
+function runJob(job: DecodeThreadJob): Uint32Array | undefined {
   const payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
   const meta = readPayloadMeta(payload);
-  if (job.kind === 'checksum') {
-    verifyPayloadChecksum(payload, meta);
-    return;
-  }
   const out = bufferOf(job.out as SharedRef);
   if (job.kind === 'decode-verify') {
     decode(payload, new Uint16Array(out, job.outOffset ?? 0, meta.elementCount));
-    return;
+    return undefined;
+  }
+  if (job.kind === 'decode-segments') {
+    const firstSegment = job.firstSegment ?? 0;
+    const endSegment = job.endSegment ?? firstSegment;
+    const start = Math.min(meta.elementCount, firstSegment * SEGMENT_VALUES);
+    const end = Math.min(meta.elementCount, endSegment * SEGMENT_VALUES);
+    const digests = new Uint32Array(SEGMENT_DIGESTS * (endSegment - firstSegment));
+    decodeSegments(payload, meta, firstSegment, endSegment, new Uint16Array(out, job.outOffset ?? 0, end - start), { digests });
+    return digests;
   }
   const firstChunk = job.firstChunk ?? 0;
   const chunkCount = job.chunkCount ?? meta.chunkCount;
   const start = firstChunk * meta.chunkSize;
   const count = Math.max(0, Math.min(meta.elementCount, (firstChunk + chunkCount) * meta.chunkSize) - start);
   decodeChunks(payload, meta, firstChunk, chunkCount, new Uint16Array(out, job.outOffset ?? 0, count));
+  return undefined;
 }
 
 const port = parentPort;
@@ -84,8 +96,8 @@ if (port) {
     let reply: DecodeThreadReply;
     const startMs = performance.now();
     try {
-      runJob(message);
-      reply = { id: message.id, ok: true, busyMs: performance.now() - startMs };
+      const digests = runJob(message);
+      reply = { id: message.id, ok: true, busyMs: performance.now() - startMs, ...(digests ? { digests } : {}) };
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       reply = {
@@ -94,6 +106,6 @@ if (port) {
         error: { code: typeof code === 'string' ? code : 'WORKER_ERROR', message: error instanceof Error ? error.message : String(error) },
       };
     }
-    port.postMessage(reply);
+    port.postMessage(reply, reply.ok && reply.digests ? [reply.digests.buffer] : []);
   });
 }
