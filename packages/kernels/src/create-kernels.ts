@@ -7,7 +7,7 @@ import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
 import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
 import type { ChecksumOffload } from './checksum-offload.js';
-import { createWebGpuDecoder, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
+import { createWebGpuDecoder, MAX_CHECKSUM_THREADS, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
 import { createWebGpuBackendImpl } from './webgpu-backend-impl.js';
 import type { GpuDeviceNative } from './webgpu-types.js';
 import { getSelfCheckCase } from './self-check.js';
@@ -48,6 +48,16 @@ export async function createKernelsFor(
   const arena = options.webgpu?.arena;
   if (arena !== undefined && !(arena?.buffer instanceof SharedArrayBuffer)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', {});
+  }
+  const checksumThreads = options.webgpu?.checksumThreads;
+  if (checksumThreads !== undefined) {
+    const shares = arena?.threads ?? Infinity;
+    if (!Number.isInteger(checksumThreads) || checksumThreads < 1 || checksumThreads > Math.min(MAX_CHECKSUM_THREADS, shares)) {
+      throw new KernelsError('INVALID_ARGUMENT', `webgpu.checksumThreads must be an integer in 1..${MAX_CHECKSUM_THREADS}, at most the arena's threads`, {
+        checksumThreads,
+        arenaThreads: arena?.threads ?? null,
+      });
+    }
   }
   const faults = options.testFaults ?? {};
   const codec = createCodecBackend();

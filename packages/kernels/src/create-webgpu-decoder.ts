@@ -25,6 +25,8 @@ import { MAP_MODE, USAGE, type GpuBufferNative, type GpuCommandEncoderNative, ty
  */
 export type WebGpuUploadMode = 'write-buffer' | 'mapped-staging' | 'mapped-at-creation';
 export const WEBGPU_UPLOAD_MODES: readonly WebGpuUploadMode[] = ['write-buffer', 'mapped-staging', 'mapped-at-creation'];
+/** Most checksum worker threads (`checksumThreads`): the worker decoder's pool cap. */
+export const MAX_CHECKSUM_THREADS = 32;
 /** The default upload: the fastest measured on the H200 (RESULTS.md). */
 export const DEFAULT_WEBGPU_UPLOAD: WebGpuUploadMode = 'mapped-staging';
 
@@ -44,18 +46,25 @@ export interface WebGpuDecodeOptions {
    */
   drainStages?: boolean;
   /**
-   * Node: a shared codec arena (`createCodecArena(bytes, { threads: 1 })` or more threads) where
-   * payloads are staged. The checksum of a payload in it is checked in place on a worker thread
-   * (attached to the arena's share 0: give that share to no other thread) while this thread
+   * Node: a shared codec arena (`createCodecArena(bytes, { threads: k })`) where payloads are
+   * staged. The checksum of a payload in it is checked in place on worker threads (attached to
+   * the arena's shares 0..checksumThreads-1: give those to no other thread) while this thread
    * copies the payload into the upload buffer.
    */
   arena?: CodecArena;
   /**
-   * Node: check the checksum of payloads in shared memory (`arena`, or any SharedArrayBuffer) on a
-   * worker thread while this thread uploads (default true). False, and for ordinary arrays and in
-   * browsers: on this thread, while the device copies and decodes.
+   * Node: check the checksum of payloads in shared memory (`arena`, or any SharedArrayBuffer) on
+   * worker threads while this thread uploads (default true). False, and for ordinary arrays and
+   * in browsers: on this thread, while the device copies and decodes.
    */
   checksumWorker?: boolean;
+  /**
+   * Node: checksum worker threads. A format-v3 payload's segment digests are computed on all of
+   * them at once (each claims segment ranges) and combined on this thread; versions 1 and 2 are
+   * hashed by one. Default min(4, cores - 1) (`defaultChecksumThreads()`), lowered to the
+   * arena's `threads`; at most MAX_CHECKSUM_THREADS and the arena's `threads`.
+   */
+  checksumThreads?: number;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */

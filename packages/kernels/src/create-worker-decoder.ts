@@ -5,8 +5,10 @@ import {
   decode,
   isSplitZipError,
   readPayloadMeta,
+  SEGMENT_DIGESTS,
   SplitZipError,
   verifyPayloadChecksum,
+  verifySegmentDigests,
   type CodecArena,
   type PayloadMeta,
 } from '@splitzip/codec';
@@ -22,7 +24,9 @@ import {
   isVerifyJudged,
   markFailed,
   runVerify,
+  taskUnits,
   taskValues,
+  type TaskKind,
 } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 import type { DecodeOptions } from './types.js';
@@ -59,10 +63,12 @@ export interface WorkerDecoderOptions {
    */
   callerDecodes?: boolean;
   /**
-   * With `verify`: check the checksum on one thread while the others decode (true, the default),
-   * or decode on the calling thread alone with the codec's fused decode + checksum, one read of
-   * the payload (false). Splitting reads the payload twice: on 2 idle cores it won (1.1-1.9x,
-   * RESULTS.md); on the loaded 2-core machine it lost to the fused pass (README).
+   * Format version 1 and 2 payloads with `verify`: check the checksum on one thread while the
+   * others decode (true, the default), or decode on the calling thread alone with the codec's
+   * fused decode + checksum, one read of the payload (false). Splitting reads the payload twice:
+   * on 2 idle cores it won (1.1-1.9x, RESULTS.md); on the loaded 2-core machine it lost to the
+   * fused pass (README). Version-3 payloads need neither: every thread decodes and hashes its own
+   * checksum segments in one pass.
    */
   splitChecksum?: boolean;
   /**
@@ -91,16 +97,21 @@ export interface WorkerDecoder {
    * before, the values back into `out` as each range finishes); when both are, the calling
    * thread decodes alone (the copies would cost as much as the decode). Without `out` the result
    * is a new SharedArrayBuffer-backed array.
-   * With `verify` (default) the calling thread checks the checksum while the workers decode,
-   * then joins them (with `splitChecksum: false` it decodes alone with the codec's fused decode +
-   * checksum); no result is returned unless the checksum matches.
+   * With `verify` (default), format version 3: the work is cut on checksum-segment boundaries
+   * and every thread decodes and hashes its segments in one pass (the codec's decodeSegments with
+   * digests); the calling thread combines the digests and checks them before resolving. Versions
+   * 1 and 2: the calling thread checks the checksum while the workers decode, then joins them
+   * (with `splitChecksum: false` it decodes alone with the codec's fused decode + checksum). No
+   * result is returned unless the checksum matches (CHECKSUM_MISMATCH otherwise).
    */
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
   /**
-   * Checks the payload's checksum on one worker (in place for a view of the decoder's arena,
-   * through the worker's kernel scratch for other shared memory), leaving the calling thread free;
-   * rejects with the codec's CHECKSUM_MISMATCH, or INVALID_ARGUMENT for an ordinary array (only
-   * the calling thread can read it). The header must already be valid (readPayloadMeta).
+   * Checks the payload's checksum on the workers (in place for a view of the decoder's arena,
+   * through each worker's kernel scratch for other shared memory), leaving the calling thread
+   * free: a format-v3 payload's segment digests on every worker of the pool (segment ranges
+   * claimed as they go), combined and compared here; older versions on one worker. Rejects with
+   * the codec's CHECKSUM_MISMATCH, or INVALID_ARGUMENT for an ordinary array (only the calling
+   * thread can read it). The header must already be valid (readPayloadMeta).
    */
   verifyChecksum(payload: Uint8Array): Promise<void>;
   /** Terminates the workers; idempotent. */
@@ -298,12 +309,18 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       return decode(payload, out, verify ? undefined : { verify: false });
     }
     const target = out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * n)) : checkOutput(out, n);
-    if (verify && !splitChecksum) return decode(payload, target);
+    // Format v3, verified: ranges of whole checksum segments, each decoded and hashed in one pass
+    // by whichever thread claims it; this thread combines the digests at the end.
+    const kind: TaskKind = verify && meta.version >= 3 ? 'segments' : 'chunks';
+    if (verify && kind === 'chunks' && !splitChecksum) return decode(payload, target);
     const homes = stageOrdinary(payload, target, meta);
     while (pool.length < threads) pool.push(spawn());
-    const taskCount = Math.min(meta.chunkCount, TASKS_PER_THREAD * (threads + 1));
+    const units = taskUnits(meta, kind);
+    const taskCount = Math.min(units, TASKS_PER_THREAD * (threads + 1));
     const control = createControl(taskCount);
     const ready = homes.copyIn && new Int32Array(new SharedArrayBuffer(4 * taskCount));
+    const digests = kind === 'segments' ? new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * units)) : null;
+    const wholeChecksum = verify && kind === 'chunks';
     const job: Omit<DecodeJob, 'id'> = {
       payload: homes.payload.ref,
       payloadOffset: homes.payload.offset,
@@ -312,13 +329,16 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       outOffset: homes.out.offset,
       control: control.buffer as SharedArrayBuffer,
       taskCount,
-      verify,
+      kind,
+      verify: wholeChecksum,
+      digests: digests && (digests.buffer as SharedArrayBuffer),
       ready: ready && (ready.buffer as SharedArrayBuffer),
     };
-    // The calling thread takes the checksum (one sequential pass) before the workers see the job,
-    // so that it never waits on a long unit held by a worker the scheduler put aside: the
-    // workers hold only short ranges. Without callerDecodes the first worker to wake takes it.
-    const callerVerifies = verify && callerDecodes && claimVerify(control);
+    // Versions 1 and 2: the calling thread takes the checksum (one sequential pass) before the
+    // workers see the job, so that it never waits on a long unit held by a worker the scheduler
+    // put aside: the workers hold only short ranges. Without callerDecodes the first worker to
+    // wake takes it.
+    const callerVerifies = wholeChecksum && callerDecodes && claimVerify(control);
     let workerError: unknown = null;
     let onWorkerError: () => void = () => undefined;
     const workerFailed = new Promise<void>((resolve) => (onWorkerError = resolve));
@@ -338,13 +358,13 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (!homes.staged) return;
       for (let k = 0; k < taskCount; k++) {
         if (copied[k] === 0 && Atomics.load(control, CONTROL_TASK_DONE + k) === 1) {
-          const [start, stop] = taskValues(k, taskCount, meta);
+          const [start, stop] = taskValues(k, taskCount, meta, kind);
           target.set(local.out.subarray(start, stop), start);
           copied[k] = 1;
         }
       }
     };
-    const expected = taskCount + (verify ? 1 : 0);
+    const expected = taskCount + (wholeChecksum ? 1 : 0);
     let localError: unknown = null;
     let copyInFailed = false;
     try {
@@ -352,11 +372,11 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       // range as soon as it is in (only this thread can read the caller's memory).
       if (homes.copyIn !== null && ready !== null) {
         copyInFailed = true;
-        copyInRanges(homes.copyIn, local.payload, meta, ready);
+        copyInRanges(homes.copyIn, local.payload, meta, ready, kind);
         copyInFailed = false;
       }
       if (callerVerifies) runVerify(local.payload, meta, control, taskCount);
-      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, copyReady);
+      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests }, copyReady);
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();
@@ -376,6 +396,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     }
     if (localError === null && workerError === null && Atomics.load(control, CONTROL_FAILED) === 0) {
       copyReady();
+      // Every segment's digests are in: the combined checksum decides whether the values stand.
+      if (digests !== null) verifySegmentDigests(local.payload, meta, digests);
       return target;
     }
     // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),
@@ -401,22 +423,34 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const placed = place(payload.subarray(0, meta.compBytes));
     if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
     while (pool.length < threads) pool.push(spawn());
-    // A job of no ranges: the worker claims the checksum, runs it and answers.
-    const control = createControl(0);
-    await postJob(
-      {
-        payload: placed.ref,
-        payloadOffset: placed.offset,
-        payloadLength: meta.compBytes,
-        out: placed.ref,
-        outOffset: placed.offset,
-        control: control.buffer as SharedArrayBuffer,
-        taskCount: 0,
-        verify: true,
-        ready: null,
-      },
-      pool[0]!,
-    );
+    const base = {
+      payload: placed.ref,
+      payloadOffset: placed.offset,
+      payloadLength: meta.compBytes,
+      out: placed.ref,
+      outOffset: placed.offset,
+      ready: null,
+    };
+    if (meta.version < 3) {
+      // A job of no ranges: the worker claims the checksum, runs it and answers.
+      const control = createControl(0);
+      await postJob({ ...base, control: control.buffer as SharedArrayBuffer, taskCount: 0, kind: 'chunks', verify: true, digests: null }, pool[0]!);
+      return;
+    }
+    // Version 3: every worker claims segment ranges and hashes them in place; their digests are
+    // combined here. Every worker is heard from before this returns (none still reads the payload).
+    const units = taskUnits(meta, 'digests');
+    const taskCount = Math.min(units, TASKS_PER_THREAD * threads);
+    const control = createControl(taskCount);
+    const digests = new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * Math.max(1, units)));
+    const job = { ...base, control: control.buffer as SharedArrayBuffer, taskCount, kind: 'digests' as const, verify: false, digests: digests.buffer as SharedArrayBuffer };
+    const settled = taskCount === 0 ? [] : await Promise.allSettled(pool.map((entry) => postJob(job, entry)));
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    if (Atomics.load(control, CONTROL_DONE) < taskCount) {
+      throw new KernelsError('WORKER_FAILED', 'checksum workers answered before hashing every segment', { done: Atomics.load(control, CONTROL_DONE), taskCount });
+    }
+    verifySegmentDigests(payload, meta, digests.subarray(0, SEGMENT_DIGESTS * units));
   };
 
   return {
@@ -464,11 +498,11 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
 }
 
 /** Copies each task's codes and sm bytes (the last task's with the sections' padding) and marks it ready. */
-function copyInRanges(from: Uint8Array, to: Uint8Array, meta: PayloadMeta, ready: Int32Array): void {
+function copyInRanges(from: Uint8Array, to: Uint8Array, meta: PayloadMeta, ready: Int32Array, kind: TaskKind): void {
   const { codes, sm, escapeIndex } = meta.layout;
   const taskCount = ready.length;
   for (let k = 0; k < taskCount; k++) {
-    const [start, stop] = taskValues(k, taskCount, meta);
+    const [start, stop] = taskValues(k, taskCount, meta, kind);
     const last = k === taskCount - 1;
     const codesFrom = codes.offsetBytes + start / 2;
     const codesTo = last ? sm.offsetBytes : codes.offsetBytes + stop / 2;

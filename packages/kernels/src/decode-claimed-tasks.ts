@@ -1,4 +1,4 @@
-import { decodeChunks, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
+import { computeSegmentDigests, decodeChunks, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
 
 /** Slots of the Int32Array shared by every thread of one decode. */
 export const CONTROL_CLAIMED = 0;
@@ -11,19 +11,34 @@ const VERIFY_JUDGED = 2;
 /** Then one slot per task: 1 once that task's values are written (the caller copies them out). */
 export const CONTROL_TASK_DONE = 4;
 
+/**
+ * What each task of a job works on:
+ * - `chunks`: decodes a range of chunks (a checksum, if any, is one thread's whole-payload pass);
+ * - `segments`: decodes a range of format-v3 checksum segments and computes their digests in the
+ *   same pass (the codec's decodeSegments with digests); the caller combines and checks them;
+ * - `digests`: only computes a range of segments' digests (computeSegmentDigests), no output.
+ */
+export type TaskKind = 'chunks' | 'segments' | 'digests';
+
 export function createControl(taskCount: number): Int32Array {
   return new Int32Array(new SharedArrayBuffer(4 * (CONTROL_TASK_DONE + taskCount)));
 }
 
-/** Chunk range [first, end) of task k of taskCount. */
-export function taskChunks(k: number, taskCount: number, chunkCount: number): [number, number] {
-  return [Math.floor((k * chunkCount) / taskCount), Math.floor(((k + 1) * chunkCount) / taskCount)];
+/** How many units (chunks, or v3 segments) the tasks of a job split. */
+export function taskUnits(meta: PayloadMeta, kind: TaskKind): number {
+  return kind === 'chunks' ? meta.chunkCount : Math.ceil(meta.elementCount / SEGMENT_VALUES);
+}
+
+/** Unit range [first, end) of task k of taskCount. */
+export function taskRange(k: number, taskCount: number, unitCount: number): [number, number] {
+  return [Math.floor((k * unitCount) / taskCount), Math.floor(((k + 1) * unitCount) / taskCount)];
 }
 
 /** Value range [start, stop) of task k. */
-export function taskValues(k: number, taskCount: number, meta: PayloadMeta): [number, number] {
-  const [first, end] = taskChunks(k, taskCount, meta.chunkCount);
-  return [first * meta.chunkSize, Math.min(meta.elementCount, end * meta.chunkSize)];
+export function taskValues(k: number, taskCount: number, meta: PayloadMeta, kind: TaskKind): [number, number] {
+  const [first, end] = taskRange(k, taskCount, taskUnits(meta, kind));
+  const unit = kind === 'chunks' ? meta.chunkSize : SEGMENT_VALUES;
+  return [Math.min(meta.elementCount, first * unit), Math.min(meta.elementCount, end * unit)];
 }
 
 /** Waits until range k of a payload being copied in is in place; false if the job failed meanwhile. */
@@ -66,32 +81,37 @@ export function runVerify(payload: Uint8Array, meta: PayloadMeta, control: Int32
   Atomics.notify(control, CONTROL_DONE);
 }
 
+/** What the tasks of one job do, and where `segments`/`digests` tasks put the digests (6 per segment, all segments). */
+export interface TaskWork {
+  kind: TaskKind;
+  digests: Uint32Array | null;
+}
+
 /**
- * Claims tasks (Atomics.add on the claimed slot) until none are left and decodes each into `out`
- * (indexed from value 0), flagging each finished task and counting it in the done slot;
- * `afterTask` runs after each of this thread's tasks. With `ready` (a payload still being copied
- * in, range by range) a task waits for ready[k] first. On an error it fails the job (so the
- * other threads stop early) and rethrows.
+ * Claims tasks (Atomics.add on the claimed slot) until none are left and runs each — decodes into
+ * `out` (indexed from value 0) and/or writes its segments' digests — flagging each finished task
+ * and counting it in the done slot; `afterTask` runs after each of this thread's tasks. With
+ * `ready` (a payload still being copied in, range by range) a task waits for ready[k] first. On
+ * an error it fails the job (so the other threads stop early) and rethrows.
  */
 export function decodeClaimedTasks(
   payload: Uint8Array,
   meta: PayloadMeta,
-  out: Uint16Array,
+  out: Uint16Array | null,
   control: Int32Array,
   taskCount: number,
+  work: TaskWork,
   afterTask?: () => void,
   ready?: Int32Array | null,
 ): void {
+  const units = taskUnits(meta, work.kind);
   try {
     for (;;) {
       const k = Atomics.add(control, CONTROL_CLAIMED, 1);
       if (k >= taskCount) return;
       if (ready && !waitReady(ready, k, control)) return;
-      const [first, end] = taskChunks(k, taskCount, meta.chunkCount);
-      if (end > first) {
-        const [start, stop] = taskValues(k, taskCount, meta);
-        decodeChunks(payload, meta, first, end - first, out.subarray(start, stop));
-      }
+      const [first, end] = taskRange(k, taskCount, units);
+      if (end > first) runTask(payload, meta, out, work, first, end, taskValues(k, taskCount, meta, work.kind));
       Atomics.store(control, CONTROL_TASK_DONE + k, 1);
       Atomics.add(control, CONTROL_DONE, 1);
       Atomics.notify(control, CONTROL_DONE);
@@ -101,4 +121,22 @@ export function decodeClaimedTasks(
     markFailed(control, taskCount);
     throw error;
   }
+}
+
+function runTask(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  out: Uint16Array | null,
+  work: TaskWork,
+  first: number,
+  end: number,
+  [start, stop]: [number, number],
+): void {
+  if (work.kind === 'chunks') {
+    decodeChunks(payload, meta, first, end - first, out!.subarray(start, stop));
+    return;
+  }
+  const digests = work.digests!.subarray(SEGMENT_DIGESTS * first, SEGMENT_DIGESTS * end);
+  if (work.kind === 'segments') decodeSegments(payload, meta, first, end, out!.subarray(start, stop), { digests });
+  else digests.set(computeSegmentDigests(payload, meta, first, end));
 }

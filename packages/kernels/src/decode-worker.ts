@@ -3,8 +3,10 @@
 // a futex wake-up of the caller's ring instead of a message dispatch (which, measured, took longer
 // than decoding 2^24 values on the caller alone). Each job claims chunk ranges of a payload held
 // in shared memory and decodes them into a shared output (the escape index makes chunks
-// independent); the first thread to claim it also checks the checksum. Payloads and outputs in a
-// codec arena this worker attached are decoded in place by the codec's WebAssembly kernels.
+// independent; the first thread to claim it also checks the checksum), or, for a format-v3
+// payload, segment ranges that it decodes and hashes in one pass (or only hashes). Payloads and
+// outputs in a codec arena this worker attached are decoded in place by the codec's WebAssembly
+// kernels.
 import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import { attachCodecArena, isSplitZipError, readPayloadMeta, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
 import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
@@ -38,7 +40,7 @@ function runJob(job: DecodeJob): DecodeJobReply {
     // Views are made only after something was claimed: a job the caller finished alone may have
     // had its buffers reused since.
     const ready = job.ready && new Int32Array(job.ready);
-    if (job.verify && claimVerify(control)) {
+    if (job.kind === 'chunks' && job.verify && claimVerify(control)) {
       payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
       meta = readPayloadMeta(payload);
       // A payload still being copied in is hashed once its last range is in.
@@ -48,8 +50,9 @@ function runJob(job: DecodeJob): DecodeJobReply {
     if (Atomics.load(control, CONTROL_CLAIMED) >= job.taskCount) return { id: job.id, ok: true };
     payload ??= new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
     meta ??= readPayloadMeta(payload);
-    const out = new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
-    decodeClaimedTasks(payload, meta, out, control, job.taskCount, undefined, ready);
+    const out = job.kind === 'digests' ? null : new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
+    const work = { kind: job.kind, digests: job.digests && new Uint32Array(job.digests) };
+    decodeClaimedTasks(payload, meta, out, control, job.taskCount, work, undefined, ready);
     return { id: job.id, ok: true };
   } catch (error) {
     return {

@@ -14,12 +14,15 @@ export async function createKernels(options: CreateKernelsOptions = {}): Promise
     if (!status.available) unavailable.webgpu = status.reason ?? 'webgpu unavailable';
   }
   return createKernelsFor('node', options, unavailable, {
-    // The webgpu decoder checks checksums of shared-memory payloads on a worker while it uploads.
-    createChecksumOffload: (webgpu) => createChecksumWorker({ arena: webgpu.arena }),
+    // The webgpu decoder checks checksums of shared-memory payloads on workers while it uploads.
+    createChecksumOffload: (webgpu) =>
+      createChecksumWorker({ ...(webgpu.arena ? { arena: webgpu.arena } : {}), ...(webgpu.checksumThreads ? { threads: webgpu.checksumThreads } : {}) }),
   });
 }
 
 export { installNodeWebGpu, type NodeWebGpuStatus } from './install-node-webgpu.js';
+export { defaultChecksumThreads } from './create-checksum-worker.js';
+export { MAX_CHECKSUM_THREADS } from './create-webgpu-decoder.js';
 export {
   createWorkerDecoder,
   DEFAULT_MIN_PARALLEL_ELEMENTS,

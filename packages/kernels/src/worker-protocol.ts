@@ -1,5 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { CodecArenaShare, SplitZipErrorCode } from '@splitzip/codec';
+import type { TaskKind } from './decode-claimed-tasks.js';
 
 /** workerData of a decode worker: the doorbell it sleeps on, and its job and reply ports. */
 export interface WorkerStart {
@@ -28,11 +29,14 @@ export interface DetachArena {
 }
 
 /**
- * One decode, shared by the workers and the calling thread: the chunks are cut into `taskCount`
- * ranges and each thread claims the next range with Atomics.add until none are left, so fast
- * threads take more; with `verify` the first thread to claim it checks the payload checksum (one
- * sequential pass) while the others decode. The caller waits on the shared done counter, not on a
- * message round trip. Layout of `control`: decode-claimed-tasks.ts.
+ * One decode (or checksum), shared by the workers and the calling thread: the chunks (or, for a
+ * format-v3 payload, its checksum segments) are cut into `taskCount` ranges and each thread claims
+ * the next range with Atomics.add until none are left, so fast threads take more. `chunks` with
+ * `verify`: the first thread to claim it checks the payload checksum (one sequential pass) while
+ * the others decode. `segments`: every task decodes and hashes its segments in one pass and
+ * writes their digests into `digests`; `digests`: tasks only hash (no output); the caller combines
+ * the digests and checks them. The caller waits on the shared done counter or the replies, not on
+ * a message round trip per range. Layout of `control`: decode-claimed-tasks.ts.
  */
 export interface DecodeJob {
   id: number;
@@ -44,7 +48,11 @@ export interface DecodeJob {
   outOffset: number;
   control: SharedArrayBuffer;
   taskCount: number;
+  kind: TaskKind;
+  /** `chunks` only: one thread checks the whole payload's checksum. */
   verify: boolean;
+  /** `segments`, `digests`: Uint32Array(6 * segment count) over this, filled task by task; else null. */
+  digests: SharedArrayBuffer | null;
   /**
    * Int32Array(taskCount) over this, or null: the payload is being copied into shared memory by
    * the caller, range by range; task k may start once slot k is 1 (header and escape sections are
