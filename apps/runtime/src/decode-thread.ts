@@ -45,7 +45,7 @@ export interface DecodeThreadJob {
 }
 
 export type DecodeThreadReply =
-  | { id: number; ok: true; busyMs: number; digests?: Uint32Array }
+  | { id: number; ok: true; busyMs: number; digests?: Uint32Array<ArrayBuffer> }
   | { id: number; ok: false; error: { code: string; message: string } };
 
 const arenas = new Map<number, AttachedCodecArena>();
@@ -57,7 +57,7 @@ function bufferOf(ref: SharedRef): SharedArrayBuffer {
   return arena.buffer;
 }
 
-function runJob(job: DecodeThreadJob): Uint32Array | undefined {
+function runJob(job: DecodeThreadJob): Uint32Array<ArrayBuffer> | undefined {
   const payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
   const meta = readPayloadMeta(payload);
   const out = bufferOf(job.out as SharedRef);

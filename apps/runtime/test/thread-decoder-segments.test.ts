@@ -128,7 +128,8 @@ describe('thread decoder: format v2 payloads (caches built before v3)', () => {
   it('a corrupted v2 payload is a checksum failure', async () => {
     const meta = readPayloadMeta(payload);
     const corrupt = payload.slice();
-    corrupt[meta.layout.sm.offsetBytes + 100] ^= 1;
+    const at = meta.layout.sm.offsetBytes + 100;
+    corrupt[at] = (corrupt[at] as number) ^ 1;
     await expect(small.decode(corrupt, readPayloadMeta(corrupt), new Uint16Array(values.length), { verifyChecksum: true })).rejects.toMatchObject({
       code: 'CACHE_READ_FAILED',
     });
