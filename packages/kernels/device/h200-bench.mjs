@@ -13,7 +13,7 @@ import {
   readPayloadMeta,
   xxh32,
 } from '@splitzip/codec';
-import { createKernels, installNodeWebGpu } from '@splitzip/kernels';
+import { createKernels, defaultChecksumThreads, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
 import { createRawBf16Uploader, RAW_UPLOAD_METHODS } from './raw-bf16-upload.mjs';
 
@@ -52,6 +52,36 @@ function modelLike(n) {
     for (let i = at + (k % 89); i < Math.min(n, at + blockLength); i += 5003) values[i] = (values[i] & 0x807f) | ((248 - (k % 5)) << 7);
   }
   return values;
+}
+
+/**
+ * The same payload in format version 2 (FORMAT.md: codes one XXH32 stream, sm its even and odd
+ * 16-byte stripes; no segments): what older caches hold, verified by one thread end to end.
+ */
+function toVersion2(payload) {
+  const p = payload.slice();
+  const dv = new DataView(p.buffer);
+  dv.setUint16(4, 2, true);
+  const { layout } = readPayloadMeta(payload);
+  const header = p.slice(0, 256);
+  header.fill(0, 252, 256);
+  const stripes = (from, to, parity) => {
+    const out = new Uint8Array((to - from) / 2);
+    for (let q = from + 16 * parity, o = 0; q < to; q += 32, o += 16) out.set(p.subarray(q, q + 16), o);
+    return out;
+  };
+  const { codes, sm, escapeIndex, escapePositions, escapeExponents } = layout;
+  const list = [
+    xxh32(header),
+    xxh32(p.subarray(codes.offsetBytes, sm.offsetBytes)),
+    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 0)),
+    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 1)),
+    xxh32(p.subarray(escapeIndex.offsetBytes, escapePositions.offsetBytes)),
+    xxh32(p.subarray(escapePositions.offsetBytes, escapeExponents.offsetBytes)),
+    xxh32(p.subarray(escapeExponents.offsetBytes, layout.totalBytes)),
+  ];
+  dv.setUint32(252, xxh32(new Uint8Array(Uint32Array.from(list).buffer)), true);
+  return p;
 }
 
 /** The same payload in format version 1 (only the version and the checksum differ). */
@@ -139,11 +169,16 @@ for (const [label, webgpu] of VARIANTS) {
 }
 const kernels = instances.get('default');
 // Payloads in a shared codec arena (where the runtime's staging slots are): the default decoder
-// checks their checksum on its worker thread, in place, while the main thread uploads; the same
-// with checksumWorker: false checks it on the main thread (in place) after submitting the work.
-const sharedArena = createCodecArena(128 << 20, { threads: 1 });
+// checks their checksum on its worker threads, in place, while the main thread uploads (format v3:
+// the segments split across defaultChecksumThreads() workers; v2: one worker hashes it all); the
+// same with checksumThreads: 1 on one worker; with checksumWorker: false on the main thread (in
+// place) after submitting the work. The arena has a share for each checksum worker.
+const sharedArena = createCodecArena(2 * (128 << 20), { threads: defaultChecksumThreads() });
 const arenaKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: sharedArena } });
-check('webgpu (shared arena, checksum worker) started and passed its self-check', arenaKernels.backend === 'webgpu', arenaKernels.fallbackReason ?? '');
+check(`webgpu (shared arena, ${defaultChecksumThreads()} checksum workers) started and passed its self-check`, arenaKernels.backend === 'webgpu', arenaKernels.fallbackReason ?? '');
+const oneWorkerArena = createCodecArena(128 << 20, { threads: 1 });
+const oneWorkerKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: oneWorkerArena, checksumThreads: 1 } });
+check('webgpu (shared arena, 1 checksum worker) started and passed its self-check', oneWorkerKernels.backend === 'webgpu', oneWorkerKernels.fallbackReason ?? '');
 const hereKernels = await createKernels({ backend: 'webgpu', webgpu: { checksumWorker: false } });
 check('webgpu (checksumWorker: false) started and passed its self-check', hereKernels.backend === 'webgpu', hereKernels.fallbackReason ?? '');
 const uploader = device ? createRawBf16Uploader(device) : null;
@@ -226,12 +261,20 @@ for (const n of sizes) {
       sharedArena.reset();
       const slot = sharedArena.allocate(payload.length);
       slot.set(payload);
+      const slotV2 = sharedArena.allocate(payload.length);
+      slotV2.set(toVersion2(payload));
+      oneWorkerArena.reset();
+      const oneSlot = oneWorkerArena.allocate(payload.length);
+      oneSlot.set(payload);
       const sab = new Uint8Array(new SharedArrayBuffer(payload.length));
       sab.set(payload);
+      const k = defaultChecksumThreads();
       const cases = [
-        ['default, payload in a shared codec arena: checksum on the worker', arenaKernels, slot],
-        ['checksumWorker: false, payload in a shared codec arena', hereKernels, slot],
-        ['default, payload in a SharedArrayBuffer (not an arena)', arenaKernels, sab],
+        [`default, payload (v3) in a shared codec arena: segments hashed on ${k} workers`, arenaKernels, slot],
+        ['checksumThreads: 1, payload (v3) in a shared codec arena: one worker hashes every segment', oneWorkerKernels, oneSlot],
+        ['default, the same payload resealed as format v2 in the arena: one worker hashes it all', arenaKernels, slotV2],
+        ['checksumWorker: false, payload (v3) in a shared codec arena', hereKernels, slot],
+        [`default, payload (v3) in a SharedArrayBuffer (not an arena): ${k} workers`, arenaKernels, sab],
       ];
       for (const [label, k, p] of cases) {
         const dev = await median(runs, async () => {
@@ -245,17 +288,20 @@ for (const n of sizes) {
         check(`webgpu decodeToDevice ${tag} (${label}) bit-exact`, firstMismatch(await r.toArray(), values) === -1);
         r.delete();
       }
-      // A corrupted payload in the arena (one sm byte flipped): rejected by the worker's check.
-      const at = readPayloadMeta(payload).layout.sm.offsetBytes + 99;
-      slot[at] ^= 1;
-      let code = 'resolved';
-      try {
-        (await arenaKernels.decodeToDevice(slot)).delete();
-      } catch (error) {
-        code = error?.code ?? String(error);
+      // A corrupted payload in the arena (one sm byte of the LAST segment flipped, the checksum
+      // field intact): rejected by the workers' segment digests, and on the v2 path.
+      const at = readPayloadMeta(payload).layout.escapeIndex.offsetBytes - 256 - 99;
+      for (const [label, p] of [['v3', slot], ['v2', slotV2]]) {
+        p[at] ^= 1;
+        let code = 'resolved';
+        try {
+          (await arenaKernels.decodeToDevice(p)).delete();
+        } catch (error) {
+          code = error?.code ?? String(error);
+        }
+        p[at] ^= 1;
+        check(`webgpu decodeToDevice ${tag} of a corrupted arena payload (${label}, last segment) rejects with CHECKSUM_MISMATCH`, code === 'CHECKSUM_MISMATCH', code);
       }
-      slot[at] ^= 1;
-      check(`webgpu decodeToDevice ${tag} of a corrupted arena payload rejects with CHECKSUM_MISMATCH`, code === 'CHECKSUM_MISMATCH', code);
     });
     await section(`webgpu no checksum ${tag}`, async () => {
       const dev = await median(runs, async () => {
@@ -296,7 +342,7 @@ for (const n of sizes) {
   }
 }
 
-for (const k of [...instances.values(), arenaKernels, hereKernels]) await k.dispose();
+for (const k of [...instances.values(), arenaKernels, oneWorkerKernels, hereKernels]) await k.dispose();
 uploader?.destroy();
 const failed = checks.filter((c) => !c.ok).length;
 log(`\n${checks.length - failed} checks passed, ${failed} failed`);
