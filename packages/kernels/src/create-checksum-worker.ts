@@ -36,9 +36,9 @@ export function createChecksumWorker(options: { arena?: CodecArena; threads?: nu
   }
   const pool = createWorkerDecoder({ threads, ...(arena ? { arena } : {}), ...(workerUrl ? { workerUrl } : {}) });
   return {
-    verify(payload) {
+    verify(payload, gate) {
       if (!(payload.buffer instanceof SharedArrayBuffer)) return null;
-      return pool.verifyChecksum(payload);
+      return pool.verifyChecksum(payload, gate ? { gate } : undefined);
     },
     dispose() {
       return pool.dispose();

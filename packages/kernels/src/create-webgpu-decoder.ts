@@ -1,5 +1,6 @@
 import {
   isSplitZipError,
+  SEGMENT_VALUES,
   readEscapeStreams,
   readPayloadMeta,
   validatePayloadStructure,
@@ -65,6 +66,13 @@ export interface WebGpuDecodeOptions {
    * arena's `threads`; at most MAX_CHECKSUM_THREADS and the arena's `threads`.
    */
   checksumThreads?: number;
+  /**
+   * Node, format-v3 payloads in shared memory, the default pieced mapped-staging upload: the
+   * checksum workers hash each segment only once this thread has copied it into the staging
+   * buffers (true, the default), reading it again while it is still in cache instead of competing
+   * with the copy for memory bandwidth from the start (false).
+   */
+  checksumFollowsUpload?: boolean;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
@@ -104,6 +112,16 @@ const POOL_MAX_BYTES = 1 << 30;
  * only the last piece's copy and decode follow the host's memcpy.
  */
 const PIECE_BYTES = 16 << 20;
+
+/** A gate value past every segment: the checksum workers no longer wait for the upload. */
+const GATE_OPEN = 0x7fffffff;
+
+/** Lets the checksum workers hash segments [0, segments) (never lowers the gate). */
+function raiseGate(gate: Int32Array, segments: number): void {
+  if (Atomics.load(gate, 0) >= segments) return;
+  Atomics.store(gate, 0, segments);
+  Atomics.notify(gate, 0);
+}
 
 /** Slices [from, to) of a segment whose input windows lie in [dstStart, dstStart + bytes). */
 interface UploadPiece {
@@ -156,6 +174,7 @@ export async function createWebGpuDecoder(
   const sliceElements = options.sliceElements ?? DEFAULT_SLICE_ELEMENTS;
   const drainStages = options.drainStages === true;
   const pieceBytes = options.uploadPieceBytes ?? PIECE_BYTES;
+  const checksumFollowsUpload = options.checksumFollowsUpload !== false;
   if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
   }
@@ -318,12 +337,24 @@ export async function createWebGpuDecoder(
    * Pieced mapped-staging upload and dispatches: each piece's copy and its slices' dispatches are
    * submitted as soon as the piece is filled, so the device works while the host fills the next.
    */
-  async function uploadAndDispatchInPieces(payload: Uint8Array, segment: DecodeSegmentPlan, meta: PayloadMeta, out: GpuBufferNative): Promise<void> {
+  async function uploadAndDispatchInPieces(
+    payload: Uint8Array,
+    segment: DecodeSegmentPlan,
+    meta: PayloadMeta,
+    out: GpuBufferNative,
+    gate: Int32Array | null,
+  ): Promise<void> {
     input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
     const paramsBuffer = writeSegmentParams(segment, meta);
     const pieces = planUploadPieces(segment, pieceBytes);
     for (const [k, piece] of pieces.entries()) {
       const source = await fillStaging(k, payload, segment, piece);
+      if (gate !== null) {
+        // Values [0, copied) are in the staging buffers: their checksum segments may be hashed now.
+        const last = segment.slices[piece.to - 1]!;
+        const copied = last.firstElement + last.count;
+        raiseGate(gate, copied >= meta.elementCount ? Math.ceil(copied / SEGMENT_VALUES) : Math.floor(copied / SEGMENT_VALUES));
+      }
       const encoder = device.createCommandEncoder();
       encoder.copyBufferToBuffer(source, 0, input, piece.dstStart, roundUp(piece.bytes, 4));
       encodeDispatches(encoder, segment, piece.from, piece.to, out, paramsBuffer);
@@ -404,11 +435,11 @@ export async function createWebGpuDecoder(
    * else null (this thread checks). A worker that could not run it (died, not startable) leaves
    * the check to this thread: the promise then checks here.
    */
-  function startOffloadedChecksum(payload: Uint8Array, meta: PayloadMeta): Promise<void> | null {
+  function startOffloadedChecksum(payload: Uint8Array, meta: PayloadMeta, gate: Int32Array | null): Promise<void> | null {
     if (offload === null) return null;
     let started: Promise<void> | null;
     try {
-      started = offload.verify(payload);
+      started = offload.verify(payload, gate);
     } catch {
       return null;
     }
@@ -438,7 +469,12 @@ export async function createWebGpuDecoder(
     let t = now();
     const { meta, index } = validate(payload, verify);
     const plan = planDeviceSlices(meta, index, limits, sliceElements);
-    let offloaded = verify ? startOffloadedChecksum(payload, meta) : null;
+    // The checksum workers hash v3 segments behind the pieced upload's copy (checksumFollowsUpload).
+    const pieced = upload === 'mapped-staging' && !drainStages;
+    const gate = verify && pieced && checksumFollowsUpload && meta.version >= 3 && offload !== null && payload.buffer instanceof SharedArrayBuffer
+      ? new Int32Array(new SharedArrayBuffer(4))
+      : null;
+    let offloaded = verify ? startOffloadedChecksum(payload, meta, gate) : null;
     // Handled from the start: it may reject while this thread is still uploading.
     offloaded?.catch(() => undefined);
     let checked = !verify || offloaded !== null;
@@ -448,9 +484,9 @@ export async function createWebGpuDecoder(
       for (const segment of plan) {
         const out = outputFor(segment);
         t = now();
-        if (upload === 'mapped-staging' && !drainStages) {
+        if (pieced) {
           submitted = true;
-          await uploadAndDispatchInPieces(payload, segment, meta, out);
+          await uploadAndDispatchInPieces(payload, segment, meta, out, gate);
           timings.uploadMs += now() - t;
           t = now();
         } else {
@@ -474,7 +510,9 @@ export async function createWebGpuDecoder(
         await device.queue.onSubmittedWorkDone();
         timings.kernelMs += now() - t;
         if (offloaded !== null) {
-          // What the worker's checksum took beyond the device work.
+          // What the workers' checksum took beyond the device work (every segment may be hashed
+          // now: a tensor of several device segments was not read in full yet).
+          if (gate !== null) raiseGate(gate, GATE_OPEN);
           t = now();
           await offloaded;
           offloaded = null;
@@ -483,10 +521,12 @@ export async function createWebGpuDecoder(
         await each(segment, out);
       }
       if (!checked) verifyPayloadChecksum(payload, meta); // an empty tensor: still the caller's check
+      if (gate !== null) raiseGate(gate, GATE_OPEN);
       if (offloaded !== null) await offloaded;
     } catch (error) {
       // Nothing returns while the device still writes the outputs (the caller pools them) or a
       // worker still reads the payload (the caller may reuse it).
+      if (gate !== null) raiseGate(gate, GATE_OPEN);
       if (submitted) await device.queue.onSubmittedWorkDone().catch(() => undefined);
       if (offloaded !== null) await offloaded.catch(() => undefined);
       throw error;

@@ -111,9 +111,12 @@ export interface WorkerDecoder {
    * free: a format-v3 payload's segment digests on every worker of the pool (segment ranges
    * claimed as they go), combined and compared here; older versions on one worker. Rejects with
    * the codec's CHECKSUM_MISMATCH, or INVALID_ARGUMENT for an ordinary array (only the calling
-   * thread can read it). The header must already be valid (readPayloadMeta).
+   * thread can read it). The header must already be valid (readPayloadMeta). `gate` (v3): an
+   * Int32Array(1) over shared memory counting the segments the caller has read; each segment is
+   * hashed once the gate passed it (see ChecksumOffload); the caller must raise it to the
+   * segment count in the end.
    */
-  verifyChecksum(payload: Uint8Array): Promise<void>;
+  verifyChecksum(payload: Uint8Array, options?: { gate?: Int32Array }): Promise<void>;
   /** Terminates the workers; idempotent. */
   dispose(): Promise<void>;
 }
@@ -418,7 +421,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     throw errors.find((e) => isSplitZipError(e) && e.code === 'CHECKSUM_MISMATCH') ?? errors[0] ?? workerError;
   };
 
-  const verifyOnWorker = async (payload: Uint8Array): Promise<void> => {
+  const verifyOnWorker = async (payload: Uint8Array, gate: Int32Array | null): Promise<void> => {
     const meta = readPayloadMeta(payload);
     const placed = place(payload.subarray(0, meta.compBytes));
     if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
@@ -443,7 +446,18 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const taskCount = Math.min(units, TASKS_PER_THREAD * threads);
     const control = createControl(taskCount);
     const digests = new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * Math.max(1, units)));
-    const job = { ...base, control: control.buffer as SharedArrayBuffer, taskCount, kind: 'digests' as const, verify: false, digests: digests.buffer as SharedArrayBuffer };
+    if (gate !== null && !(gate instanceof Int32Array && gate.buffer instanceof SharedArrayBuffer && gate.length === 1)) {
+      throw new KernelsError('INVALID_ARGUMENT', 'gate must be an Int32Array(1) over a SharedArrayBuffer', {});
+    }
+    const job = {
+      ...base,
+      control: control.buffer as SharedArrayBuffer,
+      taskCount,
+      kind: 'digests' as const,
+      verify: false,
+      digests: digests.buffer as SharedArrayBuffer,
+      gate: gate && (gate.buffer as SharedArrayBuffer),
+    };
     const settled = taskCount === 0 ? [] : await Promise.allSettled(pool.map((entry) => postJob(job, entry)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed !== undefined) throw failed.reason;
@@ -472,9 +486,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       return run;
     },
 
-    verifyChecksum(payload) {
+    verifyChecksum(payload, verifyOptions) {
       if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
-      const run = queue.then(() => verifyOnWorker(payload));
+      const run = queue.then(() => verifyOnWorker(payload, verifyOptions?.gate ?? null));
       queue = run.catch(() => undefined);
       return run;
     },

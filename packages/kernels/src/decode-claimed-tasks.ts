@@ -85,6 +85,17 @@ export function runVerify(payload: Uint8Array, meta: PayloadMeta, control: Int32
 export interface TaskWork {
   kind: TaskKind;
   digests: Uint32Array | null;
+  /** `digests`: a task waits until gate[0] (segments the caller has read) reaches its last segment. */
+  gate?: Int32Array | null;
+}
+
+/** Waits until gate[0] >= `segments`; false if the job failed meanwhile. */
+function waitGate(gate: Int32Array, segments: number, control: Int32Array): boolean {
+  for (let seen = Atomics.load(gate, 0); seen < segments; seen = Atomics.load(gate, 0)) {
+    if (Atomics.load(control, CONTROL_FAILED) !== 0) return false;
+    Atomics.wait(gate, 0, seen, 20);
+  }
+  return true;
 }
 
 /**
@@ -111,6 +122,7 @@ export function decodeClaimedTasks(
       if (k >= taskCount) return;
       if (ready && !waitReady(ready, k, control)) return;
       const [first, end] = taskRange(k, taskCount, units);
+      if (work.gate && !waitGate(work.gate, end, control)) return;
       if (end > first) runTask(payload, meta, out, work, first, end, taskValues(k, taskCount, meta, work.kind));
       Atomics.store(control, CONTROL_TASK_DONE + k, 1);
       Atomics.add(control, CONTROL_DONE, 1);

@@ -51,7 +51,7 @@ function runJob(job: DecodeJob): DecodeJobReply {
     payload ??= new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
     meta ??= readPayloadMeta(payload);
     const out = job.kind === 'digests' ? null : new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
-    const work = { kind: job.kind, digests: job.digests && new Uint32Array(job.digests) };
+    const work = { kind: job.kind, digests: job.digests && new Uint32Array(job.digests), gate: job.gate ? new Int32Array(job.gate) : null };
     decodeClaimedTasks(payload, meta, out, control, job.taskCount, work, undefined, ready);
     return { id: job.id, ok: true };
   } catch (error) {

@@ -54,6 +54,11 @@ export interface DecodeJob {
   /** `segments`, `digests`: Uint32Array(6 * segment count) over this, filled task by task; else null. */
   digests: SharedArrayBuffer | null;
   /**
+   * `digests` only, or null: Int32Array(1) over this counts the segments the caller has read; a
+   * task waits until it covers the task's last segment (the hash follows the caller's upload).
+   */
+  gate?: SharedArrayBuffer | null;
+  /**
    * Int32Array(taskCount) over this, or null: the payload is being copied into shared memory by
    * the caller, range by range; task k may start once slot k is 1 (header and escape sections are
    * in place before the job is posted).

@@ -259,6 +259,60 @@ describe('webgpu checksum workers: format-v3 segments hashed on K threads, combi
     }
   });
 
+  it('a gate: segments are hashed only once the caller has read them; the verdict waits for the last one', async () => {
+    const pool = createWorkerDecoder({ threads: 3, workerUrl });
+    try {
+      const segments = Math.ceil(bigMeta.elementCount / SEGMENT_VALUES);
+      for (const [payload, verdict] of [
+        [big.payload, 'resolved'],
+        [corruptLast, 'CHECKSUM_MISMATCH'],
+      ] as const) {
+        const gate = new Int32Array(new SharedArrayBuffer(4));
+        let settled = false;
+        const result = codeOf(pool.verifyChecksum(inShared(payload), { gate })).finally(() => (settled = true));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(settled).toBe(false);
+        Atomics.store(gate, 0, segments - 1);
+        Atomics.notify(gate, 0);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(settled).toBe(false);
+        Atomics.store(gate, 0, segments);
+        Atomics.notify(gate, 0);
+        expect(await result).toBe(verdict);
+      }
+      // A gate other threads cannot see is refused.
+      await expect(pool.verifyChecksum(inShared(big.payload), { gate: new Int32Array(1) })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      await pool.dispose();
+    }
+  });
+
+  it('through the decoder, hashed behind the upload or from the start, many pieces and several device buffers: never stuck, same verdicts', async () => {
+    const configs = [
+      { uploadPieceBytes: 1 << 20 },
+      { uploadPieceBytes: 1 << 20, sliceElements: 1 << 18, maxBufferBytes: 1 << 21 },
+      { uploadPieceBytes: 1 << 20, checksumFollowsUpload: false },
+    ];
+    for (const [k, config] of configs.entries()) {
+      const arena = createCodecArena(8 << 20, { threads: 2 });
+      const decoder = await createWebGpuDecoder(createQuietDevice(), { arena, ...config }, createChecksumWorker({ arena, threads: 2, workerUrl }));
+      try {
+        const slot = arena.allocate(big.payload.length);
+        slot.set(big.payload);
+        const outputs = await decoder.decodeToDevice(slot, true, emptyTimings());
+        if (k === 1) expect(outputs.length).toBeGreaterThan(1);
+        else expect(outputs).toHaveLength(1);
+        decoder.release(outputs);
+        slot.set(corruptLast);
+        expect(await codeOf(decoder.decodeToDevice(slot, true, emptyTimings())), `config ${k}`).toBe('CHECKSUM_MISMATCH');
+        slot.set(corruptPadding);
+        expect(await codeOf(decoder.decodeToDevice(slot, true, emptyTimings())), `config ${k}`).toBe('CHECKSUM_MISMATCH');
+      } finally {
+        await decoder.dispose();
+      }
+    }
+  });
+
   it('thread counts: the default fits a smaller arena; more threads than the arena has shares, or none, are refused', async () => {
     const small = createCodecArena(4 << 20, { threads: 1 });
     const fitted = createChecksumWorker({ arena: small, workerUrl });
