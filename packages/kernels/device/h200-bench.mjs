@@ -11,9 +11,10 @@ import {
   encode as codecEncode,
   getCodecBackend,
   readPayloadMeta,
+  verifyPayloadChecksum,
   xxh32,
 } from '@splitzip/codec';
-import { createKernels, defaultChecksumThreads, installNodeWebGpu } from '@splitzip/kernels';
+import { createKernels, createWorkerDecoder, defaultChecksumThreads, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
 import { createRawBf16Uploader, RAW_UPLOAD_METHODS } from './raw-bf16-upload.mjs';
 
@@ -321,6 +322,29 @@ for (const n of sizes) {
         }
         p[at] ^= 1;
         check(`webgpu decodeToDevice ${tag} of a corrupted arena payload (${label}, last segment) rejects with CHECKSUM_MISMATCH`, code === 'CHECKSUM_MISMATCH', code);
+      }
+    });
+    await section(`checksum alone ${tag}`, async () => {
+      // The checksum alone (no upload running), in place in a shared arena: on K workers (v3
+      // segments), on this thread, and the v2 twin on this thread.
+      const k = defaultChecksumThreads();
+      const arena = createCodecArena(2 * (128 << 20), { threads: k });
+      const slot = arena.allocate(payload.length);
+      slot.set(payload);
+      const slotV2 = arena.allocate(payload.length);
+      slotV2.set(toVersion2(payload));
+      const many = createWorkerDecoder({ threads: k, arena });
+      try {
+        const time = async (fn) => median(runs, async () => {
+          const t = now();
+          await fn();
+          return now() - t;
+        });
+        addRow(n, `checksum alone: v3 segments on ${k} workers, in place (no upload)`, await time(() => many.verifyChecksum(slot)));
+        addRow(n, 'checksum alone: v3 on this thread, in place (no upload)', await time(() => verifyPayloadChecksum(slot)));
+        addRow(n, 'checksum alone: v2 twin on this thread, in place (no upload)', await time(() => verifyPayloadChecksum(slotV2)));
+      } finally {
+        await many.dispose();
       }
     });
     await section(`webgpu no checksum ${tag}`, async () => {
