@@ -2,7 +2,6 @@
 // bytes and values as the reference, whatever mix of arena and ordinary views.
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  calibrateCodebook,
   computePayloadLayout,
   createCodebook,
   createCodecArena,
@@ -16,24 +15,12 @@ import {
   type CodecArena,
 } from '../src/index.js';
 import { BACKENDS, codeOf, useBackend } from './backends.js';
-import { gaussianBf16, referenceEncode, valuesWithExponents } from './reference.js';
+import { referenceEncode } from './reference.js';
+import { sameBytes, weightsWithEscapes } from './fixtures.js';
 
 afterAll(() => setCodecBackend('auto'));
 
-function sameBytes(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-/** Values with Gaussian weights plus escapes (exponents outside a 12-entry codebook). */
-function fixture(n: number, seed: number): { values: Uint16Array; exponents: number[] } {
-  const values = gaussianBf16(n, 0.02, seed);
-  const extra = valuesWithExponents(n, [3, 200, 250], seed + 1);
-  for (let i = 0; i < n; i += 97) values[i] = extra[i]!;
-  const exponents = calibrateCodebook(values).codebook.exponents.slice(0, 12);
-  return { values, exponents };
-}
+const fixture = (n: number, seed: number) => weightsWithEscapes(n, seed, 97, 12);
 
 describe.each(BACKENDS)('codec arena on the %s backend', (backend) => {
   // Sizes: empty, one partial group, around a 32-value group, around a 32,768-value block, odd.

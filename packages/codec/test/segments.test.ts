@@ -22,7 +22,8 @@ import {
   type PayloadMeta,
 } from '../src/index.js';
 import { BACKENDS, codeOf, useBackend } from './backends.js';
-import { createRandom, gaussianBf16, referenceChecksum, referenceEncode, valuesWithExponents } from './reference.js';
+import { createRandom, gaussianBf16, referenceChecksum, referenceEncode } from './reference.js';
+import { sameBytes, weightsWithEscapes } from './fixtures.js';
 
 afterAll(() => setCodecBackend('auto'));
 
@@ -30,20 +31,7 @@ const S = SEGMENT_VALUES;
 // Empty, partial and whole first groups, around one segment, and a short fourth segment.
 const EDGE_SIZES = [0, 1, 31, 32, S - 1, S, S + 1, 3 * S + 17];
 
-function sameBytes(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-/** Gaussian weights plus a few escapes (exponents outside a 14-entry codebook). */
-function fixture(n: number, seed: number): { values: Uint16Array; exponents: number[] } {
-  const values = gaussianBf16(n, 0.02, seed);
-  const extra = valuesWithExponents(Math.min(n, 4096), [3, 200, 250], seed + 1);
-  for (let i = 0; i < n; i += 4099) values[i] = extra[i % extra.length]!;
-  const exponents = n === 0 ? [0] : calibrateCodebook(values).codebook.exponents.slice(0, 14);
-  return { values, exponents };
-}
+const fixture = (n: number, seed: number) => weightsWithEscapes(n, seed, 4099, 14);
 
 /** All segment digests of a payload, computed over `parts` consecutive ranges (a split across threads). */
 function digestsInParts(payload: Uint8Array, meta: PayloadMeta, cuts: number[]): Uint32Array {
