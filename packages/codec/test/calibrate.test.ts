@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { calibrateCodebook, calibrateFromHistogram, countExponents, SplitZipError } from '../src/index.js';
-import { gaussianBf16, valuesWithExponents } from './reference.js';
+import { allBf16Patterns, gaussianBf16, valuesWithExponents } from './reference.js';
 
 const withExponent = (e: number, mantissa = 0): number => (e << 7) | mantissa;
 
@@ -47,6 +47,18 @@ describe('calibration', () => {
     const { codebook, coverage } = calibrateCodebook(gaussianBf16(100_000, 0.02, 3));
     expect(codebook.exponents).toHaveLength(16);
     expect(coverage).toBeGreaterThan(0.999);
+  });
+
+  it('countExponents matches a scalar count at every alignment and length (views that start mid-word, odd tails)', () => {
+    const all = allBf16Patterns(17);
+    for (const start of [0, 1, 2, 3]) {
+      for (const length of [0, 1, 2, 3, 4, 5, 7, 8, 9, 1001, all.length - start]) {
+        const view = all.subarray(start, start + length);
+        const expected = new Uint32Array(256);
+        for (let i = 0; i < view.length; i++) expected[(view[i]! >>> 7) & 0xff]!++;
+        expect(Array.from(countExponents(view)), `start ${start} length ${length}`).toEqual(Array.from(expected));
+      }
+    }
   });
 
   it('countExponents accumulates into a given histogram', () => {
