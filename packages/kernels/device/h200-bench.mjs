@@ -303,7 +303,7 @@ for (const n of sizes) {
       }
       const middle = (list) => list.sort((a, b) => (a.totalMs ?? a) - (b.totalMs ?? b))[Math.floor(list.length / 2)];
       if (uploader) addRow(n, `raw BF16 upload: ${rawMethod}, alternating with the rows below`, middle(rawSamples));
-      for (const [i, [label, k, p, o]] of cases.entries()) {
+      for (const [i, [label, k, p]] of cases.entries()) {
         addRow(n, `webgpu device-resident (${label})`, middle(samples[i]));
         const r = await k.decodeToDevice(p);
         check(`webgpu decodeToDevice ${tag} (${label}) bit-exact`, firstMismatch(await r.toArray(), values) === -1);

@@ -95,6 +95,33 @@ function toVersion1(payload) {
   return p;
 }
 
+/** The same payload in format version 2 (FORMAT.md: no segments; codes one stream, sm even/odd stripes). */
+function toVersion2(payload) {
+  const p = payload.slice();
+  const dv = new DataView(p.buffer);
+  dv.setUint16(4, 2, true);
+  const { layout } = readPayloadMeta(payload);
+  const header = p.slice(0, 256);
+  header.fill(0, 252, 256);
+  const stripes = (from, to, parity) => {
+    const out = new Uint8Array((to - from) / 2);
+    for (let q = from + 16 * parity, o = 0; q < to; q += 32, o += 16) out.set(p.subarray(q, q + 16), o);
+    return out;
+  };
+  const { codes, sm, escapeIndex, escapePositions, escapeExponents } = layout;
+  const list = [
+    xxh32(header),
+    xxh32(p.subarray(codes.offsetBytes, sm.offsetBytes)),
+    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 0)),
+    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 1)),
+    xxh32(p.subarray(escapeIndex.offsetBytes, escapePositions.offsetBytes)),
+    xxh32(p.subarray(escapePositions.offsetBytes, escapeExponents.offsetBytes)),
+    xxh32(p.subarray(escapeExponents.offsetBytes, layout.totalBytes)),
+  ];
+  dv.setUint32(252, xxh32(new Uint8Array(Uint32Array.from(list).buffer)), true);
+  return p;
+}
+
 function firstMismatch(a, b) {
   if (a.length !== b.length) return Math.min(a.length, b.length);
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
@@ -273,6 +300,36 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     report.checks++;
     if (device.backend !== 'webgpu' || firstMismatch(await device.toArray(), huge) !== -1) fail(`${hugeCount} values: decodeToDevice not bit-exact`);
     device.delete();
+
+    // Format v3 checksum segments (2^20 values): sizes that are not multiples of a segment or a
+    // chunk, one segment, random (mostly escapes) data; a flipped sm byte in the LAST segment
+    // (checksum field intact) rejects; the same payloads resealed as format v2 still decode.
+    const segmentBook = calibrateCodebook(modelLike(1 << 16, 1)).codebook;
+    const segmentCases = [
+      ['model-like 3*2^20+777 values', modelLike(3 * 2 ** 20 + 777, 51), undefined],
+      ['random 3*2^20+777 values (mostly escapes), chunk 4096', escapeHeavy(3 * 2 ** 20 + 777, 53), segmentBook, 4096],
+      ['one segment: random 300,007 values', escapeHeavy(300007, 55), segmentBook],
+    ];
+    for (const [name, values, book, chunkSize] of segmentCases) {
+      const payload = encode(values, book ?? calibrateCodebook(values).codebook, chunkSize ? { chunkSize } : undefined);
+      const meta = readPayloadMeta(payload);
+      if (meta.version !== 3) fail(`${name}: payload version ${meta.version}, not 3`);
+      for (const [label, p] of [['v3', payload], ['v2', toVersion2(payload)]]) {
+        const r = await kernels.decodeToDevice(p);
+        report.checks++;
+        if (r.backend !== 'webgpu' || firstMismatch(await r.toArray(), values) !== -1) fail(`${name} (${label}): decodeToDevice on ${r.backend} not bit-exact`);
+        r.delete();
+        const bad = p.slice();
+        bad[meta.layout.sm.offsetBytes + (Math.ceil(values.length / 2 ** 20) - 1) * 2 ** 20 + 300] ^= 1;
+        report.checks++;
+        try {
+          (await kernels.decodeToDevice(bad)).delete();
+          fail(`${name} (${label}): a flipped sm byte in the last segment decoded`);
+        } catch (error) {
+          if (error?.code !== 'CHECKSUM_MISMATCH') fail(`${name} (${label}): ${error?.code ?? error} instead of CHECKSUM_MISMATCH`);
+        }
+      }
+    }
 
     // A deleted result's buffer is reused for the next result of the same size, fully rewritten.
     const first = encode(modelLike(70001, 41), createCodebook([120, 121, 122]));
