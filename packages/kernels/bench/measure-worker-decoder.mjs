@@ -28,8 +28,8 @@ export function modelLikeValues(n) {
 }
 
 const CHECKSUM_LABELS = {
-  split: 'verified (default: caller hashes, workers decode)',
-  fused: 'verified, splitChecksum: false (fused, calling thread)',
+  split: 'verified (default; v3: each thread decodes + hashes its segments; v1/v2: caller hashes, workers decode)',
+  fused: 'verified, splitChecksum: false (v3: as the default; v1/v2: fused, calling thread)',
   off: 'off',
 };
 const medianOf = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];

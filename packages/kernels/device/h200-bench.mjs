@@ -283,6 +283,9 @@ for (const n of sizes) {
         ['default, the same payload resealed as format v2 in the arena: one worker hashes it all', arenaKernels, slotV2],
         ['checksumWorker: false, payload (v3) in a shared codec arena', hereKernels, slot],
         [`default, payload (v3) in a SharedArrayBuffer (not an arena): ${k} workers`, arenaKernels, sab],
+        // The same arena payload to a decoder given no arena: its workers hash it through their
+        // kernel scratch, as the plain SharedArrayBuffer above (is it the memory or the method?).
+        [`default without webgpu.arena, payload (v3) in a shared codec arena: ${k} workers through their scratch`, kernels, slot],
         ['verify: false, payload (v3) in a shared codec arena', arenaKernels, slot, { verify: false }],
       ];
       // Alternating rounds (one call of each case per round, the raw pieced upload first), so a
