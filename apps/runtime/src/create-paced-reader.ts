@@ -5,7 +5,7 @@ import { RuntimeError } from './errors.js';
 /** Default pacing granularity: each read is split into pieces of at most this many bytes. */
 export const DEFAULT_PACING_CHUNK_BYTES = 1024 * 1024;
 
-/** Default bucket size: one piece. A larger bucket lets bursts through after idle time. */
+/** Default bucket size: four pieces (4 MiB: a link that was idle delivers that much at once, then paces). */
 export const DEFAULT_PACING_BURST_BYTES = 4 * 1024 * 1024;
 
 export interface PacedReaderOptions {
