@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { countPayloadSegments, decode, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena } from '@splitzip/codec';
 import type { DecodeBackend } from './create-cpu-decoder.js';
-import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReply, SharedRef } from './decode-thread.js';
+import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { RuntimeError } from './errors.js';
 
 /** Decode threads by default: one per core, at most 4 (decode is memory-bound beyond that). */
@@ -19,11 +19,21 @@ export const DEFAULT_SPLIT_MIN_VALUES = 1 << 20;
  */
 export const DEFAULT_INLINE_MAX_VALUES = 1 << 16;
 
+/**
+ * While no worker has started yet (the first ~50-100 ms of a process: thread start, module load),
+ * tensors below this many values are decoded on the calling thread instead of waiting: 2^22 values
+ * take a few milliseconds there. Larger ones wait for a worker (a long decode would stall the
+ * calling thread's reads).
+ */
+export const DEFAULT_STARTUP_INLINE_MAX_VALUES = 1 << 22;
+
 export interface ThreadDecoderOptions {
   threads?: number;
   splitMinValues?: number;
   /** Decode tensors below this many values on the calling thread (default DEFAULT_INLINE_MAX_VALUES). */
   inlineMaxValues?: number;
+  /** Until a worker is ready, decode tensors below this many values on the calling thread (default DEFAULT_STARTUP_INLINE_MAX_VALUES; 0: always wait). */
+  startupInlineMaxValues?: number;
   /** The worker script (default: decode-thread.js beside the built module). */
   workerUrl?: URL;
 }
@@ -34,6 +44,10 @@ export interface ThreadDecoderStats {
   scratchAllocations: number;
   /** Tensors whose payload the workers read in place from a codec arena they attached to. */
   arenaDecodes: number;
+  /** Tensors decoded on the calling thread (small ones, and those that arrived before any worker was ready). */
+  inlineDecodes: number;
+  /** Workers started and taking jobs. */
+  readyThreads: number;
 }
 
 export interface ThreadDecoder extends DecodeBackend {
@@ -42,6 +56,11 @@ export interface ThreadDecoder extends DecodeBackend {
   /** Worker threads (each attaches to a codec arena with its own scratch area, see createCodecArena's `threads`). */
   readonly threads: number;
   stats(): ThreadDecoderStats;
+  /**
+   * Starts the workers now and resolves once all of them take jobs (a server can call this at
+   * startup so that its first load decodes in parallel from the first tensor).
+   */
+  warmUp(): Promise<void>;
 }
 
 /** A finished job: its CPU time, and the segment digests a decode-segments job computed. */
@@ -57,6 +76,8 @@ interface PoolWorker {
   slot: number;
   /** Arenas this worker has been sent (attach messages precede jobs on the same port, so order holds). */
   attached: Set<number>;
+  /** The worker's module has loaded (it said so): jobs sent now start at once. */
+  ready: boolean;
 }
 
 /** Whether the built worker script exists (it does in the published package; not in a bundle that left it out). */
@@ -91,6 +112,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   }
   const splitMinValues = options.splitMinValues ?? DEFAULT_SPLIT_MIN_VALUES;
   const inlineMaxValues = options.inlineMaxValues ?? DEFAULT_INLINE_MAX_VALUES;
+  const startupInlineMaxValues = options.startupInlineMaxValues ?? DEFAULT_STARTUP_INLINE_MAX_VALUES;
+  for (const [name, value] of Object.entries({ splitMinValues, inlineMaxValues, startupInlineMaxValues })) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new RuntimeError('INVALID_ARGUMENT', `${name} must be a non-negative integer`, { [name]: value });
+    }
+  }
   const pool: PoolWorker[] = [];
   const pending = new Map<number, { resolve: (done: JobDone) => void; reject: (error: Error) => void; owner: PoolWorker }>();
   const scratch: SharedArrayBuffer[] = [];
@@ -107,15 +134,30 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   let jobs = 0;
   let scratchAllocations = 0;
   let arenaDecodes = 0;
+  let inlineDecodes = 0;
   let closed = false;
+  // warmUp() callers, settled whenever a worker becomes ready or dies.
+  let readyWaiters: (() => void)[] = [];
+  // Workers that died before they were ready (a missing or broken worker script): warmUp gives up.
+  let startFailures = 0;
+  let lastStartError: Error | undefined;
+  const wakeReadyWaiters = () => {
+    const waiters = readyWaiters;
+    readyWaiters = [];
+    for (const wake of waiters) wake();
+  };
 
   const spawn = (): PoolWorker => {
     const used = new Set(pool.map((w) => w.slot));
     let slot = 0;
     while (used.has(slot)) slot += 1;
-    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set() };
-    entry.worker.unref();
-    entry.worker.on('message', (reply: DecodeThreadReply) => {
+    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false };
+    entry.worker.on('message', (reply: DecodeThreadReply | DecodeThreadReady) => {
+      if ('kind' in reply) {
+        entry.ready = true;
+        wakeReadyWaiters();
+        return;
+      }
       const task = pending.get(reply.id);
       if (!task) return;
       pending.delete(reply.id);
@@ -123,7 +165,14 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (reply.ok) task.resolve({ busyMs: reply.busyMs, digests: reply.digests });
       else task.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
     });
+    let died = false;
     const die = (error: Error) => {
+      // 'error' then 'exit' both land here: the first one says why.
+      if (!died && !entry.ready) {
+        startFailures += 1;
+        lastStartError = error;
+      }
+      died = true;
       const index = pool.indexOf(entry);
       if (index >= 0) pool.splice(index, 1);
       for (const [id, task] of pending) {
@@ -132,9 +181,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
           task.reject(Object.assign(new Error(`decode thread died: ${error.message}`), { code: 'WORKER_FAILED' }));
         }
       }
+      wakeReadyWaiters();
     };
     entry.worker.on('error', die);
     entry.worker.on('exit', (code) => die(new Error(`exit code ${code}`)));
+    // After the listeners: adding a 'message' listener refs the worker's port again.
+    entry.worker.unref();
     return entry;
   };
 
@@ -148,9 +200,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return id;
   };
 
-  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined): Promise<JobDone> => {
+  const startWorkers = (): void => {
     while (pool.length < threads) pool.push(spawn());
-    const owner = pool.reduce((best, w) => (w.busy < best.busy ? w : best), pool[0] as PoolWorker);
+  };
+
+  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined): Promise<JobDone> => {
+    startWorkers();
+    // Ready workers first: a job sent to one still starting would wait for its module to load.
+    const ready = pool.filter((w) => w.ready);
+    const candidates = ready.length > 0 ? ready : pool;
+    const owner = candidates.reduce((best, w) => (w.busy < best.busy ? w : best), candidates[0] as PoolWorker);
     if (arena !== undefined) {
       const arenaId = idOfArena(arena);
       if (!owner.attached.has(arenaId)) {
@@ -192,12 +251,29 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     get name() {
       return `threads:${threads}`;
     },
-    stats: () => ({ jobs, scratchAllocations, arenaDecodes }),
+    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, readyThreads: pool.filter((w) => w.ready).length }),
+    async warmUp() {
+      if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
+      const failuresBefore = startFailures;
+      for (;;) {
+        startWorkers();
+        if (pool.every((w) => w.ready)) return;
+        await new Promise<void>((wake) => readyWaiters.push(wake));
+        if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
+        if (startFailures > failuresBefore) {
+          throw new RuntimeError('DECODE_FAILED', `a decode thread failed to start: ${lastStartError?.message ?? 'unknown error'}`, { threads });
+        }
+      }
+    },
     async decode(payload, meta, out, decodeOptions) {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       const verify = decodeOptions?.verifyChecksum === true;
-      if (meta.elementCount < inlineMaxValues) {
-        // Small: here, in one pass (checksum and decode fused where the codec can).
+      startWorkers();
+      const readyThreads = pool.filter((w) => w.ready).length;
+      if (meta.elementCount < inlineMaxValues || (readyThreads === 0 && meta.elementCount < startupInlineMaxValues)) {
+        // Small, or the workers are still starting: here, in one pass (checksum and decode fused
+        // where the codec can).
+        inlineDecodes += 1;
         const startMs = performance.now();
         try {
           decode(payload.subarray(0, meta.compBytes), out.subarray(0, meta.elementCount), { verify });
@@ -231,14 +307,15 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         const tasks: Promise<JobDone>[] = [];
         // Split a large tensor only when the workers are idle (a whole-model load keeps them busy with
         // whole tensors already).
-        const idle = pool.length === 0 || pool.every((w) => w.busy === 0);
-        const split = idle && threads > 1 && meta.elementCount >= splitMinValues && meta.chunkCount > 1;
+        // Over the ready workers only (a part sent to one still starting would wait for it).
+        const idle = pool.every((w) => w.busy === 0);
+        const split = idle && readyThreads > 1 && meta.elementCount >= splitMinValues && meta.chunkCount > 1;
         const segmentCount = meta.version >= 3 ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
         let segmentRanges: [number, number][] | undefined;
         if (split && verify && segmentCount > 1) {
           // Format v3: each thread decodes and hashes its own segments in one pass; the digests
           // are combined and checked here before the values are handed out.
-          const parts = Math.min(threads, segmentCount);
+          const parts = Math.min(readyThreads, segmentCount);
           segmentRanges = [];
           for (let k = 0; k < parts; k += 1) {
             const firstSegment = Math.floor((k * segmentCount) / parts);
@@ -248,7 +325,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
             tasks.push(dispatch({ ...base, kind: 'decode-segments', outOffset, firstSegment, endSegment }, jobArena));
           }
         } else if (split && !verify) {
-          const parts = Math.min(threads, meta.chunkCount);
+          const parts = Math.min(readyThreads, meta.chunkCount);
           for (let k = 0; k < parts; k += 1) {
             const firstChunk = Math.floor((k * meta.chunkCount) / parts);
             const endChunk = Math.floor(((k + 1) * meta.chunkCount) / parts);
@@ -299,6 +376,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     },
     async close() {
       closed = true;
+      wakeReadyWaiters();
       const workers = pool.splice(0);
       await Promise.all(workers.map((entry) => entry.worker.terminate()));
     },

@@ -44,6 +44,11 @@ export interface DecodeThreadJob {
   endSegment?: number;
 }
 
+/** Sent once by a worker when its module has loaded and it takes jobs. */
+export interface DecodeThreadReady {
+  kind: 'ready';
+}
+
 export type DecodeThreadReply =
   | { id: number; ok: true; busyMs: number; digests?: Uint32Array<ArrayBuffer> }
   | { id: number; ok: false; error: { code: string; message: string } };
@@ -108,4 +113,5 @@ if (port) {
     }
     port.postMessage(reply, reply.ok && reply.digests ? [reply.digests.buffer] : []);
   });
+  port.postMessage({ kind: 'ready' } satisfies DecodeThreadReady);
 }

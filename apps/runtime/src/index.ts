@@ -37,6 +37,7 @@ export {
   DEFAULT_INLINE_MAX_VALUES,
   DEFAULT_DECODE_THREADS,
   DEFAULT_SPLIT_MIN_VALUES,
+  DEFAULT_STARTUP_INLINE_MAX_VALUES,
   type ThreadDecoder,
   type ThreadDecoderOptions,
   type ThreadDecoderStats,

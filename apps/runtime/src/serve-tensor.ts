@@ -12,11 +12,13 @@ import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
 /**
- * Default size up to which local blobs are read synchronously: from the page cache such a read takes
- * microseconds, while the four thread-pool round trips of an asynchronous read take far longer on a
- * busy machine; on a cold local disk it blocks the calling thread for about a millisecond.
+ * Default size up to which local blobs are read synchronously. An asynchronous read is four
+ * thread-pool round trips (open, stat, read, close: ~40 µs each on a busy 2-core machine), which
+ * a 1 MiB copy from the page cache (~0.1 ms) does not exceed; on a cold local disk such a read
+ * blocks the calling thread for a millisecond or two. 1 MiB loaded the default model 10% faster
+ * than 256 KiB (5.2 vs 5.9 ms, same run).
  */
-export const DEFAULT_SYNC_READ_MAX_BYTES = 256 * 1024;
+export const DEFAULT_SYNC_READ_MAX_BYTES = 1024 * 1024;
 
 /** What one load needs; built once per loadTensor/loadModel call and shared by its tensors. */
 export interface ServeEnv {

@@ -34,6 +34,7 @@ async function checkAll(options: Parameters<typeof loadModel>[2]) {
 describe('decode backends', () => {
   it('the thread decoder is bit-exact into plain and shared buffers, and reuses its scratch', async () => {
     const threads = createThreadDecoder({ threads: 2, splitMinValues: 1 << 16, inlineMaxValues: 1024 });
+    await threads.warmUp(); // the workers, not the startup inline path, are under test here
     try {
       // Plain buffers: decoded into shared scratch, copied out.
       const first = await checkAll({ backend: threads, verifyDigest: true });
@@ -83,6 +84,7 @@ describe('decode backends', () => {
 
   it('the thread decoder reads payloads and writes tensors in place in a shared codec arena (staging slots and outputs in it)', async () => {
     const threads = createThreadDecoder({ threads: 2, splitMinValues: 1 << 16, inlineMaxValues: 1024 });
+    await threads.warmUp(); // the workers, not the startup inline path, are under test here
     try {
       const total = model.tensors.reduce((sum, t) => sum + Math.ceil(t.slice.sizeBytes / 256) * 256, 0);
       const slotBytes = 1 << 20;

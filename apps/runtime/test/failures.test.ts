@@ -57,7 +57,7 @@ describe('a corrupt payload checked off-thread', () => {
     await writeFile(blobOf(TARGET), bytes);
     const cache = await openShardCache(cacheDir);
     const reader = createFileReader();
-    const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0 }); // every tensor through the workers
+    const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 }); // every tensor through the workers
     try {
       const { report, totals } = await loadAllAndCheck(cache, { reader, backend: threads });
       expect(report).toMatchObject({ source: 'raw', reason: 'cache-failed', error: { code: 'CACHE_READ_FAILED' } });

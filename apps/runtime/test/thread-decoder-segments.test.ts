@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calibrateCodebook, countPayloadSegments, encode, readPayloadMeta, SEGMENT_VALUES } from '@splitzip/codec';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
 
@@ -45,6 +45,7 @@ function encodeValues(values: Uint16Array): Uint8Array {
 }
 
 const decoder = createThreadDecoder({ threads: 3, splitMinValues: 1 << 16, inlineMaxValues: 1024 });
+beforeAll(() => decoder.warmUp());
 afterAll(async () => {
   await decoder.close?.();
 });
@@ -109,6 +110,7 @@ describe('thread decoder: format v2 payloads (caches built before v3)', () => {
   const values = Uint16Array.from(golden.values.map((v) => Number.parseInt(v, 16)));
   const payload = Uint8Array.from(Buffer.from(golden.payloadHex.join(''), 'hex'));
   const small = createThreadDecoder({ threads: 2, splitMinValues: 1, inlineMaxValues: 1 });
+  beforeAll(() => small.warmUp());
   afterAll(async () => {
     await small.close?.();
   });
@@ -133,5 +135,56 @@ describe('thread decoder: format v2 payloads (caches built before v3)', () => {
     await expect(small.decode(corrupt, readPayloadMeta(corrupt), new Uint16Array(values.length), { verifyChecksum: true })).rejects.toMatchObject({
       code: 'CACHE_READ_FAILED',
     });
+  });
+});
+
+describe('thread decoder start-up', () => {
+  const count = (1 << 20) + 333;
+  const values = escapeHeavyWeights(count, 5);
+  const payload = encodeValues(values);
+  const meta = readPayloadMeta(payload);
+
+  it('decodes on the calling thread until a worker is ready, then on the workers', async () => {
+    const fresh = createThreadDecoder({ threads: 2 });
+    try {
+      const out = new Uint16Array(count);
+      await fresh.decode(payload, meta, out, { verifyChecksum: true }); // starts the workers; none ready yet
+      expect(fresh.stats()).toMatchObject({ jobs: 0, inlineDecodes: 1, readyThreads: 0 });
+      expect(firstDifference(out, values)).toBe(-1);
+      await fresh.warmUp();
+      expect(fresh.stats().readyThreads).toBe(2);
+      out.fill(0);
+      await fresh.decode(payload, meta, out, { verifyChecksum: true });
+      expect(fresh.stats()).toMatchObject({ inlineDecodes: 1 });
+      expect(fresh.stats().jobs).toBeGreaterThan(0);
+      expect(firstDifference(out, values)).toBe(-1);
+    } finally {
+      await fresh.close?.();
+    }
+  });
+
+  it('startupInlineMaxValues: 0 waits for the workers; larger tensors than the limit wait too', async () => {
+    for (const options of [{ startupInlineMaxValues: 0 }, { startupInlineMaxValues: count }]) {
+      const fresh = createThreadDecoder({ threads: 2, ...options });
+      try {
+        const out = new Uint16Array(count);
+        await fresh.decode(payload, meta, out, { verifyChecksum: true });
+        expect(fresh.stats()).toMatchObject({ jobs: 1, inlineDecodes: 0 });
+        expect(firstDifference(out, values)).toBe(-1);
+      } finally {
+        await fresh.close?.();
+      }
+    }
+  });
+
+  it('warmUp rejects with DECODE_FAILED when a worker cannot start; bad options are INVALID_ARGUMENT', async () => {
+    const broken = createThreadDecoder({ threads: 1, workerUrl: new URL('data:text/javascript,throw new Error("no worker here")') });
+    try {
+      await expect(broken.warmUp()).rejects.toMatchObject({ code: 'DECODE_FAILED', message: expect.stringContaining('no worker here') });
+    } finally {
+      await broken.close?.();
+    }
+    expect(() => createThreadDecoder({ startupInlineMaxValues: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => createThreadDecoder({ inlineMaxValues: 0.5 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
