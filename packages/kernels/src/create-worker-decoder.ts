@@ -181,8 +181,6 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const start: WorkerStart = { doorbell: doorbell.buffer as SharedArrayBuffer, jobs: jobChannel.port2, replies: replyChannel.port2 };
     const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
     const entry: PoolWorker = { worker, slot, busy: 0, doorbell, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
-    worker.unref();
-    entry.replies.unref();
     entry.replies.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
@@ -201,6 +199,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     };
     worker.on('error', onDeath);
     worker.on('exit', (code: number) => onDeath(new Error(`exit code ${code}`)));
+    // After the listeners: a 'message' listener starts and refs its port again.
+    worker.unref();
+    entry.replies.unref();
     return entry;
   };
 
