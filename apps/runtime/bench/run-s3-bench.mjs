@@ -5,7 +5,8 @@
 // local read-through directory twice (first: fetch + local write; second: local disk).
 // Needs a gateway (AWS_ENDPOINT_URL + keys; scripts/ceph/start-ceph.sh): without one it prints why
 // and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary),
-// --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own).
+// --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own),
+// --backend auto|cpu|threads (decode backend of the cache loads; default auto).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -31,6 +32,10 @@ const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const ROUNDS = Number(argValue('--rounds', '2'));
 // loadModel's readWindowBytes on both paths when given (default: loadModel's own, off for s3:// caches).
 const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined ? undefined : Number(argValue('--read-window-mib')) * 1024 * 1024;
+// loadModel's decode backend on cache loads (default 'auto': the worker threads). With the gateway on
+// the same 2 cores, 'cpu' (decode on the loading thread, no extra threads competing) can be faster.
+const BACKEND = argValue('--backend', 'auto');
+if (!['auto', 'cpu', 'threads'].includes(BACKEND)) throw new Error('--backend must be auto, cpu or threads');
 const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
 
 const gb = (bytes) => bytes / 1e9;
@@ -108,6 +113,7 @@ async function timedLoad(modelUrl, cache, arena, offsets) {
   const load = loadModel(modelUrl, cache, {
     allocate: (info) => arena.subarray(offsets.get(info.name), offsets.get(info.name) + info.slice.sizeBytes),
     readWindowBytes: READ_WINDOW_BYTES,
+    backend: BACKEND,
   });
   const totals = await load.drain();
   const ms = performance.now() - started;
@@ -223,7 +229,7 @@ async function main() {
     client.destroy();
   }
 
-  console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, same cores)`);
+  console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, same cores), decode backend ${BACKEND}`);
   console.log('whole model from S3 into one arena; raw = s3:// safetensors by ranged GETs, no cache; cache = s3:// SplitZip cache (+ raw for uncached tensors);');
   console.log('one untimed warm-up load of each, then medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena, shared memory); read-through = fresh local dir + cache handle, first then second load');
   console.log('');
