@@ -69,10 +69,16 @@ export interface WebGpuDecodeOptions {
   /**
    * Node, format-v3 payloads in shared memory, the default pieced mapped-staging upload: the
    * checksum workers hash each segment only once this thread has copied it into the staging
-   * buffers (true, the default), reading it again while it is still in cache instead of competing
-   * with the copy for memory bandwidth from the start (false).
+   * buffers (true, the default), instead of from the start, alongside the copy (false). On the
+   * H200 (two runs, RESULTS.md 02:47 and 03:12) neither wins at every size: behind the upload is
+   * faster at 2^24 (5.0 vs 5.6, 2.9 vs 3.8 ms), from the start at 2^26 (20.6 vs 21.8, 15.5 vs 16.6 ms).
    */
   checksumFollowsUpload?: boolean;
+  /**
+   * Keep each slice's bind groups with its output buffer and reuse them when a later call decodes
+   * the same geometry into it (default true); false: new bind groups on every call.
+   */
+  reuseBindGroups?: boolean;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
@@ -112,6 +118,16 @@ const POOL_MAX_BYTES = 1 << 30;
  * only the last piece's copy and decode follow the host's memcpy.
  */
 const PIECE_BYTES = 16 << 20;
+
+/** Most cached bind-group sets per output buffer (payloads of many shapes into one buffer). */
+const BIND_GROUP_CACHE_MAX = 1024;
+
+interface SliceBindGroups {
+  input: GpuBufferNative;
+  params: GpuBufferNative;
+  decode: unknown;
+  patch: unknown;
+}
 
 /** A gate value past every segment: the checksum workers no longer wait for the upload. */
 const GATE_OPEN = 0x7fffffff;
@@ -175,6 +191,7 @@ export async function createWebGpuDecoder(
   const drainStages = options.drainStages === true;
   const pieceBytes = options.uploadPieceBytes ?? PIECE_BYTES;
   const checksumFollowsUpload = options.checksumFollowsUpload !== false;
+  const reuseBindGroups = options.reuseBindGroups !== false;
   if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
   }
@@ -197,6 +214,14 @@ export async function createWebGpuDecoder(
   const startError = await device.popErrorScope();
   if (startError) throw new KernelsError('KERNEL_FAILED', `WebGPU pipeline creation failed: ${startError.message}`, {});
   const [decodePipeline, patchPipeline] = pipelines as [GpuComputePipelineNative, GpuComputePipelineNative];
+  const decodeLayout = decodePipeline.getBindGroupLayout(0);
+  const patchLayout = patchPipeline.getBindGroupLayout(0);
+  /**
+   * Bind groups per output buffer, reused by later calls of the same geometry into the same
+   * buffers (`reuseBindGroups`): creating them costs two trips into the WebGPU implementation per
+   * slice. A group names its input and params buffers, checked on reuse (they are replaced when they grow).
+   */
+  const bindGroupCache = new WeakMap<GpuBufferNative, Map<string, SliceBindGroups>>();
 
   // Kept across calls (queue order makes reuse safe: a later writeBuffer or copy runs after the
   // work already submitted); each grows when a call needs more.
@@ -336,6 +361,8 @@ export async function createWebGpuDecoder(
   /**
    * Pieced mapped-staging upload and dispatches: each piece's copy and its slices' dispatches are
    * submitted as soon as the piece is filled, so the device works while the host fills the next.
+   * Returns the host ms spent recording and submitting the commands (params, bind groups,
+   * dispatches, submit, remap), the rest being the staging fill.
    */
   async function uploadAndDispatchInPieces(
     payload: Uint8Array,
@@ -343,12 +370,16 @@ export async function createWebGpuDecoder(
     meta: PayloadMeta,
     out: GpuBufferNative,
     gate: Int32Array | null,
-  ): Promise<void> {
+  ): Promise<number> {
+    let recordMs = 0;
+    let r = now();
     input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
     const paramsBuffer = writeSegmentParams(segment, meta);
     const pieces = planUploadPieces(segment, pieceBytes);
+    recordMs += now() - r;
     for (const [k, piece] of pieces.entries()) {
       const source = await fillStaging(k, payload, segment, piece);
+      r = now();
       if (gate !== null) {
         // Values [0, copied) are in the staging buffers: their checksum segments may be hashed now.
         const last = segment.slices[piece.to - 1]!;
@@ -360,7 +391,9 @@ export async function createWebGpuDecoder(
       encodeDispatches(encoder, segment, piece.from, piece.to, out, paramsBuffer);
       device.queue.submit([encoder.finish()]);
       remapStaging(k);
+      recordMs += now() - r;
     }
+    return recordMs;
   }
 
   /** Writes one segment's slice records (parameters and codebook) into the kept params buffer. */
@@ -380,6 +413,46 @@ export async function createWebGpuDecoder(
     return params;
   }
 
+  /** The bind groups of slice `k` (decode; patch where it has escapes). */
+  function createSliceBindGroups(s: DecodeSlicePlan, k: number, inputBuffer: GpuBufferNative, paramsBuffer: GpuBufferNative, out: GpuBufferNative): SliceBindGroups {
+    const record = { buffer: paramsBuffer, offset: k * SLICE_RECORD_BYTES, size: 48 };
+    const window = (w: InputWindow) => ({ buffer: inputBuffer, offset: w.dstOffset, size: w.bytes });
+    const result = { buffer: out, offset: s.outOffset, size: s.outBytes };
+    const decode = device.createBindGroup({
+      layout: decodeLayout,
+      entries: [
+        { binding: 0, resource: record },
+        { binding: 1, resource: window(s.codes) },
+        { binding: 2, resource: window(s.sm) },
+        { binding: 3, resource: result },
+      ],
+    });
+    const patch =
+      s.escapes === 0
+        ? null
+        : device.createBindGroup({
+            layout: patchLayout,
+            entries: [
+              { binding: 0, resource: record },
+              { binding: 1, resource: window(s.escapeIndex!) },
+              { binding: 2, resource: window(s.positions!) },
+              { binding: 3, resource: window(s.exponents!) },
+              { binding: 4, resource: result },
+            ],
+          });
+    return { input: inputBuffer, params: paramsBuffer, decode, patch };
+  }
+
+  /** The cache of bind groups into `out`, keyed by slice geometry. */
+  function bindGroupsOf(out: GpuBufferNative): Map<string, SliceBindGroups> {
+    let cached = bindGroupCache.get(out);
+    if (!cached) {
+      cached = new Map();
+      bindGroupCache.set(out, cached);
+    }
+    return cached;
+  }
+
   /** Records the dispatches of slices [from, to) of a segment (decode, then patch where the slice has escapes). */
   function encodeDispatches(
     encoder: GpuCommandEncoderNative,
@@ -391,40 +464,25 @@ export async function createWebGpuDecoder(
   ): void {
     const inputBuffer = input!;
     const pass = encoder.beginComputePass();
+    const cached = reuseBindGroups ? bindGroupsOf(out) : null;
     segment.slices.slice(from, to).forEach((s, i) => {
       const k = from + i;
-      const record = { buffer: paramsBuffer, offset: k * SLICE_RECORD_BYTES, size: 48 };
-      const window = (w: InputWindow) => ({ buffer: inputBuffer, offset: w.dstOffset, size: w.bytes });
-      const result = { buffer: out, offset: s.outOffset, size: s.outBytes };
+      const windows = windowsOf(s);
+      const key = cached === null ? '' : [k, s.outOffset, s.outBytes, ...windows.flatMap((w) => [w.dstOffset, w.bytes])].join(',');
+      let groups = cached?.get(key);
+      if (!groups || groups.input !== inputBuffer || groups.params !== paramsBuffer) {
+        groups = createSliceBindGroups(s, k, inputBuffer, paramsBuffer, out);
+        if (cached !== null) {
+          if (cached.size >= BIND_GROUP_CACHE_MAX) cached.clear();
+          cached.set(key, groups);
+        }
+      }
       pass.setPipeline(decodePipeline);
-      pass.setBindGroup(
-        0,
-        device.createBindGroup({
-          layout: decodePipeline.getBindGroupLayout(0),
-          entries: [
-            { binding: 0, resource: record },
-            { binding: 1, resource: window(s.codes) },
-            { binding: 2, resource: window(s.sm) },
-            { binding: 3, resource: result },
-          ],
-        }),
-      );
+      pass.setBindGroup(0, groups.decode);
       pass.dispatchWorkgroups(s.decodeGroups[0], s.decodeGroups[1]);
-      if (s.escapes === 0) return;
+      if (groups.patch === null) return;
       pass.setPipeline(patchPipeline);
-      pass.setBindGroup(
-        0,
-        device.createBindGroup({
-          layout: patchPipeline.getBindGroupLayout(0),
-          entries: [
-            { binding: 0, resource: record },
-            { binding: 1, resource: window(s.escapeIndex!) },
-            { binding: 2, resource: window(s.positions!) },
-            { binding: 3, resource: window(s.exponents!) },
-            { binding: 4, resource: result },
-          ],
-        }),
-      );
+      pass.setBindGroup(0, groups.patch);
       pass.dispatchWorkgroups(s.patchGroups[0], s.patchGroups[1]);
     });
     pass.end();
@@ -486,8 +544,10 @@ export async function createWebGpuDecoder(
         t = now();
         if (pieced) {
           submitted = true;
-          await uploadAndDispatchInPieces(payload, segment, meta, out, gate);
-          timings.uploadMs += now() - t;
+          // The staging fill is the upload; recording and submitting the launches is `prepareMs`.
+          const recordMs = await uploadAndDispatchInPieces(payload, segment, meta, out, gate);
+          timings.prepareMs += recordMs;
+          timings.uploadMs += now() - t - recordMs;
           t = now();
         } else {
           await uploadSegment(payload, segment);

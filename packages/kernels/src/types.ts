@@ -11,7 +11,10 @@ export type BackendRequest = BackendName | 'auto';
 export interface StageTimings {
   /** Host checks before any launch: header, checksum, escape index and stream, codes. */
   validateMs: number;
-  /** Host work before the kernel: packing inputs into floats holding 24-bit integers. */
+  /**
+   * Host work before the kernel: packing inputs into floats holding 24-bit integers (gpu.js);
+   * webgpu decoder, pieced upload: recording and submitting the launches between the pieces.
+   */
   prepareMs: number;
   /** Host-to-device copy (webgpu: writeBuffer until the queue drained; GL/cpu/webasm: inside the kernel call). */
   uploadMs: number;

@@ -28,6 +28,7 @@ const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
 
 interface FakeDevice extends GpuDeviceNative {
   events: string[];
+  bindGroupsCreated: number;
   /** Output-sized buffers created (STORAGE | COPY_SRC). */
   outputBuffersCreated: number;
   destroyed: number;
@@ -37,6 +38,7 @@ function createFakeDevice(): FakeDevice {
   const events: string[] = [];
   const fake = {
     events,
+    bindGroupsCreated: 0,
     outputBuffersCreated: 0,
     destroyed: 0,
     limits: { maxStorageBufferBindingSize: 2 ** 31, maxBufferSize: 2 ** 32, maxComputeWorkgroupsPerDimension: 65535 },
@@ -62,7 +64,10 @@ function createFakeDevice(): FakeDevice {
     },
     createShaderModule: () => ({ getCompilationInfo: () => Promise.resolve({ messages: [] }) }),
     createComputePipeline: () => ({ getBindGroupLayout: () => ({}) }),
-    createBindGroup: () => ({}),
+    createBindGroup() {
+      fake.bindGroupsCreated++;
+      return {};
+    },
     createCommandEncoder() {
       const parts: string[] = [];
       const note = (part: string) => {
@@ -162,6 +167,36 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
     expect(again[0]!.buffer).toBe(outputs[0]!.buffer);
     expect(device.outputBuffersCreated).toBe(created);
     decoder.release(again);
+  });
+
+  it('bind groups: reused by a later call into the same output buffer, made anew for another buffer, a grown input buffer, or reuseBindGroups: false', async () => {
+    const pieced = { sliceElements: 1 << 14, uploadPieceBytes: 1 << 15 };
+    const { device, decoder } = await start(null, pieced);
+    const first = await decoder.decodeToDevice(good, true, emptyTimings());
+    const perCall = device.bindGroupsCreated;
+    expect(perCall).toBeGreaterThan(10);
+    decoder.release(first);
+    const again = await decoder.decodeToDevice(good, true, emptyTimings());
+    expect(again[0]!.buffer).toBe(first[0]!.buffer);
+    expect(device.bindGroupsCreated).toBe(perCall);
+    // Kept: the next call decodes into a new buffer, with new bind groups.
+    const other = await decoder.decodeToDevice(good, true, emptyTimings());
+    expect(other[0]!.buffer).not.toBe(again[0]!.buffer);
+    expect(device.bindGroupsCreated).toBe(2 * perCall);
+    decoder.release([...again, ...other]);
+    // A larger payload grows (replaces) the input buffer: groups naming the old one are not reused.
+    const bigger = modelLikeValues(1_500_007); // over GROW_BYTES (1 MiB) of input
+    const biggerOutputs = await decoder.decodeToDevice(codecEncode(bigger, calibrateCodebook(bigger).codebook), true, emptyTimings());
+    decoder.release(biggerOutputs);
+    const before = device.bindGroupsCreated;
+    decoder.release(await decoder.decodeToDevice(good, true, emptyTimings()));
+    expect(device.bindGroupsCreated).toBe(before + perCall);
+
+    const fresh = await start(null, { ...pieced, reuseBindGroups: false });
+    for (let call = 1; call <= 3; call++) {
+      fresh.decoder.release(await fresh.decoder.decodeToDevice(good, true, emptyTimings()));
+      expect(fresh.device.bindGroupsCreated).toBe(call * perCall);
+    }
   });
 
   it('the other upload modes and drained stages: the same order, the same rejection', async () => {
