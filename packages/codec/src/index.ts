@@ -19,6 +19,7 @@ export { calibrateCodebook, calibrateFromHistogram, type CalibrationResult } fro
 export { computePayloadLayout, type PayloadLayout, type PayloadSection } from './compute-payload-layout.js';
 export { readPayloadMeta, type PayloadMeta } from './read-payload-meta.js';
 export { verifyPayloadChecksum } from './verify-payload-checksum.js';
+export { convertPayloadVersion } from './convert-payload-version.js';
 export { xxh32 } from './xxh32.js';
 export { encode, type EncodeOptions } from './encode.js';
 export { decode } from './decode.js';

@@ -12,7 +12,7 @@ import {
   getCodecBackend,
   readPayloadMeta,
   verifyPayloadChecksum,
-  xxh32,
+  convertPayloadVersion,
 } from '@splitzip/codec';
 import { createKernels, createWorkerDecoder, defaultChecksumThreads, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
@@ -53,52 +53,6 @@ function modelLike(n) {
     for (let i = at + (k % 89); i < Math.min(n, at + blockLength); i += 5003) values[i] = (values[i] & 0x807f) | ((248 - (k % 5)) << 7);
   }
   return values;
-}
-
-/**
- * The same payload in format version 2 (FORMAT.md: codes one XXH32 stream, sm its even and odd
- * 16-byte stripes; no segments): what older caches hold, verified by one thread end to end.
- */
-function toVersion2(payload) {
-  const p = payload.slice();
-  const dv = new DataView(p.buffer);
-  dv.setUint16(4, 2, true);
-  const { layout } = readPayloadMeta(payload);
-  const header = p.slice(0, 256);
-  header.fill(0, 252, 256);
-  const stripes = (from, to, parity) => {
-    const out = new Uint8Array((to - from) / 2);
-    for (let q = from + 16 * parity, o = 0; q < to; q += 32, o += 16) out.set(p.subarray(q, q + 16), o);
-    return out;
-  };
-  const { codes, sm, escapeIndex, escapePositions, escapeExponents } = layout;
-  const list = [
-    xxh32(header),
-    xxh32(p.subarray(codes.offsetBytes, sm.offsetBytes)),
-    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 0)),
-    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 1)),
-    xxh32(p.subarray(escapeIndex.offsetBytes, escapePositions.offsetBytes)),
-    xxh32(p.subarray(escapePositions.offsetBytes, escapeExponents.offsetBytes)),
-    xxh32(p.subarray(escapeExponents.offsetBytes, layout.totalBytes)),
-  ];
-  dv.setUint32(252, xxh32(new Uint8Array(Uint32Array.from(list).buffer)), true);
-  return p;
-}
-
-/** The same payload in format version 1 (only the version and the checksum differ). */
-function toVersion1(payload) {
-  const p = payload.slice();
-  p[4] = 1;
-  p[5] = 0;
-  const { layout } = readPayloadMeta(payload);
-  const starts = [0, layout.codes.offsetBytes, layout.sm.offsetBytes, layout.escapeIndex.offsetBytes, layout.escapePositions.offsetBytes, layout.escapeExponents.offsetBytes, layout.totalBytes];
-  const header = p.slice(0, 256);
-  header.fill(0, 252, 256);
-  const digests = new DataView(new ArrayBuffer(24));
-  digests.setUint32(0, xxh32(header), true);
-  for (let k = 1; k < 6; k++) digests.setUint32(4 * k, xxh32(p.subarray(starts[k], starts[k + 1])), true);
-  new DataView(p.buffer).setUint32(252, xxh32(new Uint8Array(digests.buffer)), true);
-  return p;
 }
 
 async function median(runs, fn) {
@@ -266,7 +220,7 @@ for (const n of sizes) {
       const slot = sharedArena.allocate(payload.length);
       slot.set(payload);
       const slotV2 = sharedArena.allocate(payload.length);
-      slotV2.set(toVersion2(payload));
+      slotV2.set(convertPayloadVersion(payload, 2));
       oneWorkerArena.reset();
       const oneSlot = oneWorkerArena.allocate(payload.length);
       oneSlot.set(payload);
@@ -335,7 +289,7 @@ for (const n of sizes) {
       const slot = arena.allocate(payload.length);
       slot.set(payload);
       const slotV2 = arena.allocate(payload.length);
-      slotV2.set(toVersion2(payload));
+      slotV2.set(convertPayloadVersion(payload, 2));
       const many = createWorkerDecoder({ threads: k, arena });
       try {
         const time = async (fn) => median(runs, async () => {
@@ -360,7 +314,7 @@ for (const n of sizes) {
     });
     if (n <= 2 ** 24) {
       await section(`webgpu v1 payload ${tag}`, async () => {
-        const v1 = toVersion1(payload);
+        const v1 = convertPayloadVersion(payload, 1);
         const r = await kernels.decode(v1);
         check(`webgpu decode of a format-version-1 payload ${tag} bit-exact`, readPayloadMeta(v1).version === 1 && r.backend === 'webgpu' && firstMismatch(r.values, values) === -1);
       });

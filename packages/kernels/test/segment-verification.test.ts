@@ -1,6 +1,7 @@
 import {
   calibrateCodebook,
   computeSegmentDigests,
+  convertPayloadVersion,
   createCodebook,
   createCodecArena,
   encode as codecEncode,
@@ -20,7 +21,6 @@ import { emptyTimings } from '../src/timings.js';
 import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
 import { escapeHeavyValues, largeModelLikeValues, modelLikeValues } from './fixtures.js';
 import { firstMismatch, referenceDecode } from './reference-decode.js';
-import { resealAsVersion2 } from './reseal-as-version2.js';
 
 // Format version 3 (payloads in checksum segments of 2^20 values) verified in parallel: the worker
 // decoder decodes and hashes each segment range on whichever thread claims it and combines the
@@ -171,14 +171,14 @@ describe('worker decoder: format v3 decoded and hashed per segment range on ever
 
   it('still decodes and verifies format-v2 payloads (whole-payload checksum)', async () => {
     for (const c of [cases[0]!, cases[1]!, cases[5]!]) {
-      const v2 = resealAsVersion2(c.payload);
+      const v2 = convertPayloadVersion(c.payload, 2);
       expect(readPayloadMeta(v2).version).toBe(2);
       for (const d of [one, three]) {
         expect(firstMismatch(await d.decode(v2), c.values), c.name).toBe(-1);
         expect(firstMismatch(await d.decode(inShared(v2)), c.values), c.name).toBe(-1);
       }
     }
-    const v2Bad = resealAsVersion2(big.payload);
+    const v2Bad = convertPayloadVersion(big.payload, 2);
     v2Bad[lastSegmentSmByte(v2Bad, 500)]! ^= 1;
     expect(await codeOf(three.decode(v2Bad))).toBe('CHECKSUM_MISMATCH');
     expect(await codeOf(three.decode(inShared(v2Bad)))).toBe('CHECKSUM_MISMATCH');
@@ -226,7 +226,7 @@ describe('webgpu checksum workers: format-v3 segments hashed on K threads, combi
     // A flipped byte in the first segment, and in the escape exponents (combined on this thread).
     expect(await codeOf(threeShared.verify(inShared(flipped(big.payload, bigMeta.layout.codes.offsetBytes + 3)))!)).toBe('CHECKSUM_MISMATCH');
     expect(await codeOf(threeShared.verify(inShared(flipped(big.payload, bigMeta.layout.escapeExponents.offsetBytes)))!)).toBe('CHECKSUM_MISMATCH');
-    const v2 = resealAsVersion2(big.payload);
+    const v2 = convertPayloadVersion(big.payload, 2);
     await expect(threeShared.verify(inShared(v2))).resolves.toBeUndefined();
     v2[lastSegmentSmByte(v2, 500)]! ^= 1;
     expect(await codeOf(threeShared.verify(inShared(v2))!)).toBe('CHECKSUM_MISMATCH');

@@ -2,7 +2,7 @@
 // (generated here the same way), through the built browser bundles. window.runChecks(backend)
 // returns a plain report the vitest side asserts on.
 /* global GPU, GPUBuffer, GPUBufferUsage, GPUMapMode */
-import { calibrateCodebook, createCodebook, encode, readPayloadMeta, xxh32 } from '@splitzip/codec';
+import { calibrateCodebook, convertPayloadVersion, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
 import { createKernels } from '@splitzip/kernels';
 
 function createRandom(seed) {
@@ -79,49 +79,6 @@ function referenceDecode(payload) {
   return out;
 }
 
-/** The same payload in format version 1 (FORMAT.md: only the version and the checksum differ). */
-function toVersion1(payload) {
-  const p = payload.slice();
-  p[4] = 1;
-  p[5] = 0;
-  const { layout } = readPayloadMeta(payload);
-  const starts = [0, layout.codes.offsetBytes, layout.sm.offsetBytes, layout.escapeIndex.offsetBytes, layout.escapePositions.offsetBytes, layout.escapeExponents.offsetBytes, layout.totalBytes];
-  const header = p.slice(0, 256);
-  header.fill(0, 252, 256);
-  const digests = new DataView(new ArrayBuffer(24));
-  digests.setUint32(0, xxh32(header), true);
-  for (let s = 1; s < 6; s++) digests.setUint32(4 * s, xxh32(p.subarray(starts[s], starts[s + 1])), true);
-  new DataView(p.buffer).setUint32(252, xxh32(new Uint8Array(digests.buffer)), true);
-  return p;
-}
-
-/** The same payload in format version 2 (FORMAT.md: no segments; codes one stream, sm even/odd stripes). */
-function toVersion2(payload) {
-  const p = payload.slice();
-  const dv = new DataView(p.buffer);
-  dv.setUint16(4, 2, true);
-  const { layout } = readPayloadMeta(payload);
-  const header = p.slice(0, 256);
-  header.fill(0, 252, 256);
-  const stripes = (from, to, parity) => {
-    const out = new Uint8Array((to - from) / 2);
-    for (let q = from + 16 * parity, o = 0; q < to; q += 32, o += 16) out.set(p.subarray(q, q + 16), o);
-    return out;
-  };
-  const { codes, sm, escapeIndex, escapePositions, escapeExponents } = layout;
-  const list = [
-    xxh32(header),
-    xxh32(p.subarray(codes.offsetBytes, sm.offsetBytes)),
-    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 0)),
-    xxh32(stripes(sm.offsetBytes, escapeIndex.offsetBytes, 1)),
-    xxh32(p.subarray(escapeIndex.offsetBytes, escapePositions.offsetBytes)),
-    xxh32(p.subarray(escapePositions.offsetBytes, escapeExponents.offsetBytes)),
-    xxh32(p.subarray(escapeExponents.offsetBytes, layout.totalBytes)),
-  ];
-  dv.setUint32(252, xxh32(new Uint8Array(Uint32Array.from(list).buffer)), true);
-  return p;
-}
-
 function firstMismatch(a, b) {
   if (a.length !== b.length) return Math.min(a.length, b.length);
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
@@ -158,7 +115,7 @@ function buildCases(largeCount) {
     c.codebook ??= calibrateCodebook(c.values).codebook;
     c.options = c.chunkSize ? { chunkSize: c.chunkSize } : undefined;
     c.encoded = encode(c.values, c.codebook, c.options);
-    c.payload = c.version1 ? toVersion1(c.encoded) : c.encoded;
+    c.payload = c.version1 ? convertPayloadVersion(c.encoded, 1) : c.encoded;
   }
   return cases;
 }
@@ -314,7 +271,7 @@ async function runWebGpuChecks(largeCount, hugeCount) {
       const payload = encode(values, book ?? calibrateCodebook(values).codebook, chunkSize ? { chunkSize } : undefined);
       const meta = readPayloadMeta(payload);
       if (meta.version !== 3) fail(`${name}: payload version ${meta.version}, not 3`);
-      for (const [label, p] of [['v3', payload], ['v2', toVersion2(payload)]]) {
+      for (const [label, p] of [['v3', payload], ['v2', convertPayloadVersion(payload, 2)]]) {
         const r = await kernels.decodeToDevice(p);
         report.checks++;
         if (r.backend !== 'webgpu' || firstMismatch(await r.toArray(), values) !== -1) fail(`${name} (${label}): decodeToDevice on ${r.backend} not bit-exact`);

@@ -1,0 +1,28 @@
+import { HEADER_OFFSET, READABLE_FORMAT_VERSIONS } from './constants.js';
+import { SplitZipError } from './errors.js';
+import { computePayloadChecksum } from './payload-checksum.js';
+import { writeU32 } from './payload-header.js';
+import { readPayloadMeta } from './read-payload-meta.js';
+import { verifyPayloadChecksum } from './verify-payload-checksum.js';
+
+/**
+ * The same payload in another readable format version (FORMAT.md's version rule: versions 1-3 lay
+ * out every section alike and differ only in how the checksum hashes the codes and sm sections).
+ * Returns a copy with the version field set and the checksum recomputed. The payload's own
+ * checksum is verified first, so a damaged payload is never resealed into a valid one. For caches
+ * that runtimes reading only an older version must load, and for comparing versions.
+ */
+export function convertPayloadVersion(payload: Uint8Array, version: number): Uint8Array {
+  if (!READABLE_FORMAT_VERSIONS.includes(version)) {
+    throw new SplitZipError('INVALID_ARGUMENT', `cannot convert to format version ${String(version)} (only ${READABLE_FORMAT_VERSIONS.join(', ')})`, {
+      version,
+    });
+  }
+  const meta = readPayloadMeta(payload);
+  verifyPayloadChecksum(payload, meta);
+  const out = payload.slice(0, meta.compBytes);
+  out[HEADER_OFFSET.version] = version & 0xff;
+  out[HEADER_OFFSET.version + 1] = version >>> 8;
+  writeU32(out, HEADER_OFFSET.checksum, computePayloadChecksum(out, meta.layout, version));
+  return out;
+}
