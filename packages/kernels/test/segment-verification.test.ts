@@ -20,6 +20,7 @@ import { createKernels, createWorkerDecoder } from '../src/node.js';
 import { emptyTimings } from '../src/timings.js';
 import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
 import { escapeHeavyValues, largeModelLikeValues, modelLikeValues } from './fixtures.js';
+import { codeOf, inShared } from './payload-helpers.js';
 import { firstMismatch, referenceDecode } from './reference-decode.js';
 
 // Format version 3 (payloads in checksum segments of 2^20 values) verified in parallel: the worker
@@ -65,20 +66,6 @@ function flipped(payload: Uint8Array, at: number): Uint8Array {
   return copy;
 }
 
-function inShared(payload: Uint8Array): Uint8Array {
-  const copy = new Uint8Array(new SharedArrayBuffer(payload.length + 512), 256, payload.length);
-  copy.set(payload);
-  return copy;
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    return isSplitZipError(error) ? error.code : `not a codec error: ${String(error)}`;
-  }
-  return 'resolved';
-}
 
 const big = cases[0]!;
 const bigMeta = readPayloadMeta(big.payload);

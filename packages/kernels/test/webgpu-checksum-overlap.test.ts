@@ -3,7 +3,6 @@ import {
   createCodebook,
   createCodecArena,
   encode as codecEncode,
-  isSplitZipError,
   readPayloadMeta,
   verifyPayloadChecksum,
 } from '@splitzip/codec';
@@ -15,6 +14,7 @@ import { KernelsError } from '../src/errors.js';
 import { emptyTimings } from '../src/timings.js';
 import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
 import { modelLikeValues } from './fixtures.js';
+import { codeOf, inShared } from './payload-helpers.js';
 
 // The webgpu decoder's checksum overlap, without a GPU (Dawn does not load on this machine): a
 // fake device that records what is submitted and copies buffers, but runs no shader, so values
@@ -124,20 +124,6 @@ function flipByte(bytes: Uint8Array, at: number): void {
   bytes[at] = bytes[at]! ^ 1;
 }
 
-function inShared(payload: Uint8Array): Uint8Array {
-  const copy = new Uint8Array(new SharedArrayBuffer(payload.length + 512), 256, payload.length);
-  copy.set(payload);
-  return copy;
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    return isSplitZipError(error) ? error.code : `not a codec error: ${String(error)}`;
-  }
-  return 'resolved';
-}
 
 describe('webgpu decoder: the checksum overlaps the upload and the kernel', () => {
   const decoders: WebGpuDecoder[] = [];
