@@ -272,7 +272,9 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     async decode(payload, meta, out, decodeOptions) {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       const verify = decodeOptions?.verifyChecksum === true;
-      startWorkers();
+      // Workers start with the first tensor large enough to use them (a model of small tensors never
+      // pays for their start-up).
+      if (meta.elementCount >= inlineMaxValues) startWorkers();
       const readyThreads = pool.filter((w) => w.ready).length;
       if (meta.elementCount < inlineMaxValues || (readyThreads === 0 && meta.elementCount < startupInlineMaxValues)) {
         // Small, or the workers are still starting: here, in one pass (checksum and decode fused
