@@ -50,6 +50,8 @@ export interface ThreadDecoderStats {
   arenaDecodes: number;
   /** Tensors decoded on the calling thread (small ones, and those that arrived before any worker was ready). */
   inlineDecodes: number;
+  /** Workers started (ready or still loading). */
+  startedThreads: number;
   /** Workers started and taking jobs. */
   readyThreads: number;
 }
@@ -255,7 +257,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     get name() {
       return `threads:${threads}`;
     },
-    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, readyThreads: pool.filter((w) => w.ready).length }),
+    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, startedThreads: pool.length, readyThreads: pool.filter((w) => w.ready).length }),
     async warmUp() {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       const failuresBefore = startFailures;

@@ -147,15 +147,22 @@ describe('thread decoder start-up', () => {
   it('decodes on the calling thread until a worker is ready, then on the workers', async () => {
     const fresh = createThreadDecoder({ threads: 2 });
     try {
+      // Small tensors never start the workers.
+      const small = escapeHeavyWeights(70_001, 6);
+      const smallPayload = encodeValues(small);
+      const smallOut = new Uint16Array(small.length);
+      await fresh.decode(smallPayload, readPayloadMeta(smallPayload), smallOut, { verifyChecksum: true });
+      expect(firstDifference(smallOut, small)).toBe(-1);
+      expect(fresh.stats()).toMatchObject({ jobs: 0, inlineDecodes: 1, startedThreads: 0 });
       const out = new Uint16Array(count);
       await fresh.decode(payload, meta, out, { verifyChecksum: true }); // starts the workers; none ready yet
-      expect(fresh.stats()).toMatchObject({ jobs: 0, inlineDecodes: 1, readyThreads: 0 });
+      expect(fresh.stats()).toMatchObject({ jobs: 0, inlineDecodes: 2, startedThreads: 2, readyThreads: 0 });
       expect(firstDifference(out, values)).toBe(-1);
       await fresh.warmUp();
       expect(fresh.stats().readyThreads).toBe(2);
       out.fill(0);
       await fresh.decode(payload, meta, out, { verifyChecksum: true });
-      expect(fresh.stats()).toMatchObject({ inlineDecodes: 1 });
+      expect(fresh.stats()).toMatchObject({ inlineDecodes: 2 });
       expect(fresh.stats().jobs).toBeGreaterThan(0);
       expect(firstDifference(out, values)).toBe(-1);
     } finally {
