@@ -17,9 +17,9 @@ export const DEFAULT_SPLIT_MIN_VALUES = 1 << 20;
  * Tensors with fewer values are decoded on the calling thread. A round trip to a worker (message,
  * waking a sleeping thread, the answer a tick later) costs about as much as decoding 2^20 values
  * in place (~0.15 ms), and many such round trips add up to the whole load of a model made of
- * small tensors: the default model through the 1 GB/s pacing reader loaded 1.32-1.40x faster
- * than raw with 2^20, 0.85x with 2^16 (same machine, minutes apart); larger models and the page
- * cache case were unchanged.
+ * small tensors: the default model through the 1 GB/s pacing reader loaded 1.12-1.40x faster
+ * than raw with 2^20 (median 1.25x over 13 runs), 0.85x with 2^16 (same machine, same hour);
+ * larger models and the page cache case were unchanged.
  */
 export const DEFAULT_INLINE_MAX_VALUES = 1 << 20;
 
