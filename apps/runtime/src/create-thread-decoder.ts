@@ -91,6 +91,14 @@ interface PoolWorker {
   ready: boolean;
 }
 
+/** [first, end) ranges cutting `count` units into min(parts, count) runs of near-equal length. */
+function splitEvenly(count: number, parts: number): [number, number][] {
+  const runs = Math.min(parts, count);
+  const ranges: [number, number][] = [];
+  for (let k = 0; k < runs; k += 1) ranges.push([Math.floor((k * count) / runs), Math.floor(((k + 1) * count) / runs)]);
+  return ranges;
+}
+
 /** Whether the built worker script exists (it does in the published package; not in a bundle that left it out). */
 export function hasThreadWorker(): boolean {
   return existsSync(fileURLToPath(defaultWorkerUrl()));
@@ -319,29 +327,21 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         const base = { payload: payloadAt.ref, payloadOffset: payloadAt.offset, payloadLength: meta.compBytes, out: outAt.ref };
         const tasks: Promise<JobDone>[] = [];
         // Split a large tensor only when the workers are idle (a whole-model load keeps them busy with
-        // whole tensors already).
-        // Over the ready workers only (a part sent to one still starting would wait for it).
+        // whole tensors already), over the ready ones (a part sent to one still starting would wait).
         const idle = pool.every((w) => w.busy === 0);
         const split = idle && readyThreads > 1 && meta.elementCount >= splitMinValues && meta.chunkCount > 1;
-        const segmentCount = meta.version >= 3 ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
+        const segmentCount = split && verify && meta.version >= 3 ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
         let segmentRanges: [number, number][] | undefined;
-        if (split && verify && segmentCount > 1) {
+        if (segmentCount > 1) {
           // Format v3: each thread decodes and hashes its own segments in one pass; the digests
           // are combined and checked here before the values are handed out.
-          const parts = Math.min(readyThreads, segmentCount);
-          segmentRanges = [];
-          for (let k = 0; k < parts; k += 1) {
-            const firstSegment = Math.floor((k * segmentCount) / parts);
-            const endSegment = Math.floor(((k + 1) * segmentCount) / parts);
-            segmentRanges.push([firstSegment, endSegment]);
+          segmentRanges = splitEvenly(segmentCount, readyThreads);
+          for (const [firstSegment, endSegment] of segmentRanges) {
             const outOffset = outAt.offset + 2 * firstSegment * SEGMENT_VALUES;
             tasks.push(dispatch({ ...base, kind: 'decode-segments', outOffset, firstSegment, endSegment }, jobArena));
           }
         } else if (split && !verify) {
-          const parts = Math.min(readyThreads, meta.chunkCount);
-          for (let k = 0; k < parts; k += 1) {
-            const firstChunk = Math.floor((k * meta.chunkCount) / parts);
-            const endChunk = Math.floor(((k + 1) * meta.chunkCount) / parts);
+          for (const [firstChunk, endChunk] of splitEvenly(meta.chunkCount, readyThreads)) {
             const outOffset = outAt.offset + 2 * firstChunk * meta.chunkSize;
             tasks.push(dispatch({ ...base, kind: 'decode', outOffset, firstChunk, chunkCount: endChunk - firstChunk }, jobArena));
           }
