@@ -423,6 +423,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   };
 
   const verifyOnWorker = async (payload: Uint8Array, gate: Int32Array | null): Promise<void> => {
+    // Arguments first, before any header is read or memory allocated.
+    if (gate !== null && !(gate instanceof Int32Array && gate.buffer instanceof SharedArrayBuffer && gate.length === 1)) {
+      throw new KernelsError('INVALID_ARGUMENT', 'gate must be an Int32Array(1) over a SharedArrayBuffer', {});
+    }
     const meta = readPayloadMeta(payload);
     const placed = place(payload.subarray(0, meta.compBytes));
     if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
@@ -447,9 +451,6 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const taskCount = Math.min(units, TASKS_PER_THREAD * threads);
     const control = createControl(taskCount);
     const digests = new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * Math.max(1, units)));
-    if (gate !== null && !(gate instanceof Int32Array && gate.buffer instanceof SharedArrayBuffer && gate.length === 1)) {
-      throw new KernelsError('INVALID_ARGUMENT', 'gate must be an Int32Array(1) over a SharedArrayBuffer', {});
-    }
     const job = {
       ...base,
       control: control.buffer as SharedArrayBuffer,
