@@ -52,3 +52,4 @@ export {
   type S3Object,
   type S3ObjectSource,
 } from './open-s3-object-source.js';
+export { MAX_READ_THROUGH_RANGE_BYTES, MAX_PENDING_RANGE_WRITE_BYTES, type ReadThroughRangeStats } from './read-through-ranges.js';

@@ -1,5 +1,7 @@
 import { StoreError } from './errors.js';
 import { resolveS3Settings } from './open-cache-store.js';
+import { ReadThroughCache } from './read-through-cache.js';
+import { ReadThroughRanges, type RangeIdentity, type ReadThroughRangeStats } from './read-through-ranges.js';
 import { isS3Url, parseS3Url } from './s3-layout.js';
 import { S3Transport } from './s3-transport.js';
 import type { S3StoreOptions } from './types.js';
@@ -14,13 +16,20 @@ export const MAX_SOURCE_LISTED_OBJECTS = 100_000;
 export interface S3Object {
   /** `s3://bucket/prefix/name`. */
   readonly url: string;
-  /** The object's size when it was opened (HeadObject); every later read checks the object still has it. */
+  /** The object's size when it was opened (LIST or HeadObject); every later read checks the object still has it. */
   readonly sizeBytes: number;
+  /**
+   * The object's ETag when it was opened (LIST or HeadObject, quotes included); undefined when the
+   * server gave none. Every GET of a read sends it as If-Match, so all the bytes come from that version.
+   */
+  readonly etag: string | undefined;
   /**
    * Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length): ranged GETs of
    * `partSizeBytes` in parallel, retried and resumed like the store's blob reads. `OBJECT_CHANGED`
-   * when the range runs past `sizeBytes` or the object no longer has that size, `OBJECT_MISSING`
-   * when it was deleted, `S3_UNAVAILABLE` (retryable) when the server stays down.
+   * when the range runs past `sizeBytes`, the object no longer has that size or no longer has
+   * `etag` (412), `OBJECT_MISSING` when it was deleted, `S3_UNAVAILABLE` (retryable) when the server
+   * stays down. With a read-through directory, a verified local copy of exactly this range of this
+   * version (URL, ETag, size) is served instead, and a fetched range is kept (see openS3ObjectSource).
    */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
 }
@@ -38,27 +47,40 @@ export interface S3ObjectSource {
    * (OBJECT_CHANGED / OBJECT_MISSING) and never serves other bytes.
    */
   open(name: string): Promise<S3Object | undefined>;
-  /** Releases the client's sockets. Idempotent; later calls throw STORE_CLOSED. */
-  close(): void;
+  /** Counters of the read-through directory's raw ranges; undefined without `readThroughDir`. */
+  readThroughStats(): ReadThroughRangeStats | undefined;
+  /**
+   * Releases the client's sockets at once; the promise settles (never rejects) when the local copies
+   * still being written have been. Idempotent; later calls of the other methods throw STORE_CLOSED.
+   */
+  close(): Promise<void>;
 }
 
 /**
  * Opens the objects below `s3://bucket/prefix` for ranged reads through the store's own S3
  * transport (bounded retries with backoff, `maxConcurrentRequests` in flight, resumable ranged
  * GETs, typed errors naming the endpoint), so no other package writes S3 code. Settings and
- * configuration as `openCacheStore`'s `options.s3` (`readThroughDir`, `createBucket` and
- * `multipartThresholdBytes` do not apply).
+ * configuration as `openCacheStore`'s `options.s3` (`createBucket` and `multipartThresholdBytes`
+ * do not apply).
+ *
+ * `readThroughDir` (the per-host directory a cache's blobs go to; one directory may serve both):
+ * each range read of an object that has an ETag, up to MAX_READ_THROUGH_RANGE_BYTES, is first looked
+ * up as a local file named by the hash of (endpoint, bucket, key, ETag, size, offset, length) and
+ * served only when its SHA-256 matches the digest it carries (else removed and fetched). A fetched
+ * range is written there atomically after the read, in the background; a write that fails (full
+ * disk, read-only directory) is counted in `readThroughStats()` and never fails the read.
  */
 export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = {}): S3ObjectSource {
   if (!isS3Url(prefixUrl)) throw new StoreError('INVALID_ARGUMENT', 'an object source is an s3://bucket/prefix URL', { path: String(prefixUrl) });
   const location = parseS3Url(prefixUrl);
   const settings = resolveS3Settings(options);
   const transport = new S3Transport(options, location, settings);
-  let closed = false;
-  // Sizes from the latest listing: opening a listed object needs no HeadObject round trip.
-  let listedSizes = new Map<string, number>();
+  const ranges = options.readThroughDir ? new ReadThroughRanges(new ReadThroughCache(options.readThroughDir)) : undefined;
+  let closed: Promise<void> | undefined;
+  // Sizes and ETags from the latest listing: opening a listed object needs no HeadObject round trip.
+  let listedObjects = new Map<string, { sizeBytes: number; etag: string | undefined }>();
   const checkOpen = () => {
-    if (closed) throw new StoreError('STORE_CLOSED', 'the object source is closed', { path: location.url });
+    if (closed !== undefined) throw new StoreError('STORE_CLOSED', 'the object source is closed', { path: location.url });
   };
   return {
     url: location.url,
@@ -68,20 +90,31 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
       if (listed.length > MAX_SOURCE_LISTED_OBJECTS) {
         throw new StoreError('SIZE_INVALID', `more than MAX_SOURCE_LISTED_OBJECTS (${MAX_SOURCE_LISTED_OBJECTS}) objects below the prefix`, { path: location.url });
       }
-      listedSizes = new Map(listed.map((object) => [object.name, object.sizeBytes]));
+      listedObjects = new Map(listed.map((object) => [object.name, { sizeBytes: object.sizeBytes, etag: object.etag }]));
       return listed.map((object) => object.name).sort();
     },
     async open(name) {
       checkOpen();
       if (typeof name !== 'string' || name.length === 0) throw new StoreError('INVALID_ARGUMENT', 'an object name is a non-empty string', { path: location.url });
-      // A listed size of 0 may be a server that left Size out: ask.
-      const listed = listedSizes.get(name);
-      const sizeBytes = listed !== undefined && listed > 0 ? listed : await transport.headObjectSize(name);
-      if (sizeBytes === undefined) return undefined;
+      // A listed size of 0 or no ETag may be a server that left them out: ask.
+      const listed = listedObjects.get(name);
+      const known = listed !== undefined && listed.sizeBytes > 0 && listed.etag !== undefined ? listed : await transport.headObject(name);
+      if (known === undefined) return undefined;
+      const { sizeBytes, etag } = known;
       const url = transport.describe(name);
+      const identityOf = (offsetBytes: number, lengthBytes: number): RangeIdentity | undefined => {
+        if (ranges === undefined || !ranges.accepts(lengthBytes)) return undefined;
+        // Without an ETag a replaced object of the same size could not be told apart: never kept.
+        if (etag === undefined) {
+          ranges.countBypassed();
+          return undefined;
+        }
+        return { endpoint: transport.endpoint, bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes };
+      };
       return {
         url,
         sizeBytes,
+        etag,
         async readInto(offsetBytes, target) {
           checkOpen();
           // Overflow-safe: both are checked as safe integers before adding.
@@ -91,8 +124,10 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
               details: { offsetBytes, lengthBytes: target?.length, sizeBytes },
             });
           }
+          const identity = identityOf(offsetBytes, target.length);
+          if (identity !== undefined && ranges !== undefined && (await ranges.readInto(identity, target))) return;
           try {
-            await transport.getRangeOf(name, target, offsetBytes, sizeBytes, name);
+            await transport.getRangeOf(name, target, offsetBytes, sizeBytes, name, etag);
           } catch (error) {
             if (error instanceof StoreError && error.code === 'BLOB_MISSING') {
               throw new StoreError('OBJECT_MISSING', 'the object no longer exists', { path: url, cause: error });
@@ -106,28 +141,31 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
             }
             throw error;
           }
+          if (identity !== undefined && ranges !== undefined) await ranges.keep(identity, target);
         },
       };
     },
+    readThroughStats: () => ranges?.stats(),
     close() {
-      if (closed) return;
-      closed = true;
+      if (closed) return closed;
       transport.destroy();
+      closed = ranges?.settle() ?? Promise.resolve();
+      return closed;
     },
   };
 }
 
 /** `s3://bucket/key` as one object: `openS3ObjectSource` of its directory, then `open` of its name. OBJECT_MISSING when absent. */
-export async function openS3Object(url: string, options: S3StoreOptions = {}): Promise<S3Object & { close(): void }> {
+export async function openS3Object(url: string, options: S3StoreOptions = {}): Promise<S3Object & { close(): Promise<void> }> {
   if (!isS3Url(url) || url.endsWith('/')) throw new StoreError('INVALID_ARGUMENT', 'an object URL is s3://bucket/key (not ending with /)', { path: String(url) });
   const slash = url.lastIndexOf('/');
   const source = openS3ObjectSource(url.slice(0, slash + 1), options);
   try {
     const object = await source.open(url.slice(slash + 1));
     if (object === undefined) throw new StoreError('OBJECT_MISSING', 'the object does not exist', { path: url });
-    return { url: object.url, sizeBytes: object.sizeBytes, readInto: (offsetBytes, target) => object.readInto(offsetBytes, target), close: () => source.close() };
+    return { url: object.url, sizeBytes: object.sizeBytes, etag: object.etag, readInto: (offsetBytes, target) => object.readInto(offsetBytes, target), close: () => source.close() };
   } catch (error) {
-    source.close();
+    await source.close();
     throw error;
   }
 }

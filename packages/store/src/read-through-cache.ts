@@ -5,37 +5,63 @@ import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 
 /**
- * A per-host directory of blobs fetched from an object store, named like the objects
- * (`<key>.<blob sha256>.bin`, so one directory may serve many caches). Files are written atomically
- * (temp file, fsync, rename) and never trusted: the store checks every byte (payload checksum)
- * after reading one, and a file that fails is removed and fetched again.
+ * A per-host directory of bytes fetched from an object store: cache blobs named like the objects
+ * (`<key>.<blob sha256>.bin`, so one directory may serve many caches) and the raw object ranges of
+ * `read-through-ranges.ts` (`range.<identity sha256>.bin`). Files are written atomically (temp file,
+ * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
+ * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
+ * Nothing here evicts: the directory grows with what was fetched.
  */
 export class ReadThroughCache {
   private ready: Promise<void> | undefined;
 
   constructor(readonly dir: string) {}
 
-  private fileName(key: string, blobSha256: string): string {
-    return join(this.dir, `${key}.${blobSha256}.bin`);
+  private blobFileName(key: string, blobSha256: string): string {
+    return `${key}.${blobSha256}.bin`;
   }
 
-  /** Reads the file into target if it exists with exactly target.length bytes; false otherwise. */
-  async readInto(key: string, blobSha256: string, target: Uint8Array): Promise<boolean> {
+  /** Reads the blob's file into target if it exists with exactly target.length bytes; false otherwise. */
+  readInto(key: string, blobSha256: string, target: Uint8Array): Promise<boolean> {
+    return this.readFileInto(this.blobFileName(key, blobSha256), [target], key);
+  }
+
+  /** Stores a verified blob (temp file, fsync, rename). Errors are the caller's to ignore. */
+  write(key: string, blobSha256: string, bytes: Uint8Array): Promise<void> {
+    return this.writeFile(this.blobFileName(key, blobSha256), [bytes]);
+  }
+
+  remove(key: string, blobSha256: string): Promise<void> {
+    return this.removeFile(this.blobFileName(key, blobSha256));
+  }
+
+  /**
+   * Reads the file `name` (a plain name made by this package, no separators) into `parts`, one after
+   * the other, if it exists with exactly their total length; false when it is absent, not a regular
+   * file or of another size. Contents are unchecked: the caller verifies them.
+   */
+  async readFileInto(name: string, parts: readonly Uint8Array[], entry?: string): Promise<boolean> {
+    const path = join(this.dir, name);
     let handle;
     try {
-      handle = await open(this.fileName(key, blobSha256), constants.O_RDONLY | constants.O_NOFOLLOW);
+      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
     } catch (error) {
-      if (errnoCode(error) === 'ENOENT') return false;
-      throw toIoError(error, 'cannot open a read-through file', { entry: key, path: this.fileName(key, blobSha256) });
+      if (errnoCode(error) === 'ENOENT' || errnoCode(error) === 'ENOTDIR') return false;
+      throw toIoError(error, 'cannot open a read-through file', { entry, path });
     }
     try {
       const stat = await handle.stat();
-      if (!stat.isFile() || stat.size !== target.length) return false;
-      let at = 0;
-      while (at < target.length) {
-        const { bytesRead } = await handle.read(target, at, target.length - at, at);
-        if (bytesRead === 0) return false;
-        at += bytesRead;
+      const totalBytes = parts.reduce((sum, part) => sum + part.length, 0);
+      if (!stat.isFile() || stat.size !== totalBytes) return false;
+      let position = 0;
+      for (const part of parts) {
+        let at = 0;
+        while (at < part.length) {
+          const { bytesRead } = await handle.read(part, at, part.length - at, position);
+          if (bytesRead === 0) return false;
+          at += bytesRead;
+          position += bytesRead;
+        }
       }
       return true;
     } finally {
@@ -43,15 +69,28 @@ export class ReadThroughCache {
     }
   }
 
-  /** Stores a verified blob (temp file, fsync, rename). Errors are the caller's to ignore. */
-  async write(key: string, blobSha256: string, bytes: Uint8Array): Promise<void> {
-    this.ready ??= mkdir(this.dir, { recursive: true }).then(() => undefined);
+  /** Writes `parts` one after the other as the file `name`: temp file, fsync, rename. Errors are the caller's to ignore. */
+  async writeFile(name: string, parts: readonly Uint8Array[]): Promise<void> {
+    this.ready ??= mkdir(this.dir, { recursive: true }).then(
+      () => undefined,
+      (error: unknown) => {
+        this.ready = undefined; // the next write tries again (the directory may be fixed meanwhile)
+        throw error;
+      },
+    );
     await this.ready;
     const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.bin`);
     const handle = await open(temp, 'wx', 0o644);
     try {
-      let at = 0;
-      while (at < bytes.length) at += (await handle.write(bytes, at, bytes.length - at, at)).bytesWritten;
+      let position = 0;
+      for (const part of parts) {
+        let at = 0;
+        while (at < part.length) {
+          const { bytesWritten } = await handle.write(part, at, part.length - at, position);
+          at += bytesWritten;
+          position += bytesWritten;
+        }
+      }
       await handle.sync();
     } catch (error) {
       await handle.close();
@@ -60,10 +99,13 @@ export class ReadThroughCache {
     }
     await handle.close();
     // No directory fsync: a rename lost to a power cut is only a cache miss.
-    await rename(temp, this.fileName(key, blobSha256));
+    await rename(temp, join(this.dir, name)).catch(async (error: unknown) => {
+      await unlink(temp).catch(() => undefined);
+      throw error;
+    });
   }
 
-  async remove(key: string, blobSha256: string): Promise<void> {
-    await unlink(this.fileName(key, blobSha256)).catch(() => undefined);
+  async removeFile(name: string): Promise<void> {
+    await unlink(join(this.dir, name)).catch(() => undefined);
   }
 }

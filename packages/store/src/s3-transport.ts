@@ -20,6 +20,15 @@ export interface ListedObject {
   name: string;
   sizeBytes: number;
   lastModifiedMs: number;
+  /** The object's ETag as the listing gave it (quotes included), when it gave one: names this version of the object. */
+  etag: string | undefined;
+}
+
+/** What HeadObject says of an object. */
+export interface HeadedObject {
+  sizeBytes: number;
+  /** As the server sent it (quotes included); undefined when it sent none. */
+  etag: string | undefined;
 }
 
 export interface ResolvedS3Settings {
@@ -392,8 +401,11 @@ export class S3Transport {
     await Promise.all(Array.from({ length: count }, (_, i) => this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), i * part, entry, target.length)));
   }
 
-  /** Fills `target` with object bytes [start, start + target.length); the object must be `totalBytes` long. */
-  private async getRangeInto(name: string, target: Uint8Array, start: number, entry: string, totalBytes = target.length): Promise<void> {
+  /**
+   * Fills `target` with object bytes [start, start + target.length); the object must be `totalBytes`
+   * long and, with `ifMatch`, still have that ETag (else OBJECT_CHANGED: the server answered 412).
+   */
+  private async getRangeInto(name: string, target: Uint8Array, start: number, entry: string, totalBytes = target.length, ifMatch?: string): Promise<void> {
     let filled = 0;
     await this.withRetries('GetObject', name, async () => {
       const from = start + filled;
@@ -402,10 +414,23 @@ export class S3Transport {
       let response;
       try {
         response = await this.client.send(
-          new this.s3.GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), Range: whole || target.length === 0 ? undefined : `bytes=${from}-${to}` }),
+          new this.s3.GetObjectCommand({
+            Bucket: this.location.bucket,
+            Key: this.objectKey(name),
+            Range: whole || target.length === 0 ? undefined : `bytes=${from}-${to}`,
+            IfMatch: ifMatch,
+          }),
         );
       } catch (error) {
         if (isNotFound(error)) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry, path: this.describe(name) });
+        // Replaced since its ETag was read: every byte of one read comes from one version, or none.
+        if (ifMatch !== undefined && statusOf(error) === 412) {
+          throw new StoreError('OBJECT_CHANGED', `the object no longer has ETag ${ifMatch} (replaced since it was opened)`, {
+            entry,
+            path: this.describe(name),
+            details: { etag: ifMatch, status: 412 },
+          });
+        }
         if (statusOf(error) === 416) throw sizeMismatch(this.describe(name), entry, undefined, totalBytes);
         throw error;
       }
@@ -424,13 +449,13 @@ export class S3Transport {
     });
   }
 
-  /** The size of an object in bytes, or undefined when it does not exist (HeadObject, retried). */
-  async headObjectSize(name: string): Promise<number | undefined> {
+  /** An object's size and ETag, or undefined when it does not exist (HeadObject, retried). */
+  async headObject(name: string): Promise<HeadedObject | undefined> {
     await this.connect();
     return this.withRetries('HeadObject', name, async () => {
       try {
         const out = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
-        return out.ContentLength ?? 0;
+        return { sizeBytes: out.ContentLength ?? 0, etag: out.ETag || undefined };
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;
@@ -442,16 +467,17 @@ export class S3Transport {
    * Fills `target` with bytes [startBytes, startBytes + target.length) of an object that must be
    * `totalBytes` long: ranged GETs of at most partSizeBytes in parallel (bounded by the limiter),
    * each retried and resumed where its body broke. `label` names the read in errors
-   * (BLOB_MISSING on 404, BLOB_SIZE_MISMATCH when the object's size is not `totalBytes`).
+   * (BLOB_MISSING on 404, BLOB_SIZE_MISMATCH when the object's size is not `totalBytes`, OBJECT_CHANGED
+   * when `ifMatch` is given and the object no longer has that ETag: each GET sends If-Match).
    */
-  async getRangeOf(name: string, target: Uint8Array, startBytes: number, totalBytes: number, label: string): Promise<void> {
+  async getRangeOf(name: string, target: Uint8Array, startBytes: number, totalBytes: number, label: string, ifMatch?: string): Promise<void> {
     await this.connect();
     if (target.length === 0) return;
     const part = this.settings.partSizeBytes;
     const count = Math.ceil(target.length / part);
     await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), startBytes + i * part, label, totalBytes),
+        this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), startBytes + i * part, label, totalBytes, ifMatch),
       ),
     );
   }
@@ -468,7 +494,12 @@ export class S3Transport {
       );
       for (const object of page.Contents ?? []) {
         if (!object.Key?.startsWith(this.location.prefix)) continue;
-        out.push({ name: object.Key.slice(this.location.prefix.length), sizeBytes: object.Size ?? 0, lastModifiedMs: object.LastModified?.getTime() ?? 0 });
+        out.push({
+          name: object.Key.slice(this.location.prefix.length),
+          sizeBytes: object.Size ?? 0,
+          lastModifiedMs: object.LastModified?.getTime() ?? 0,
+          etag: object.ETag || undefined,
+        });
       }
       if (out.length > MAX_LISTED_OBJECTS) {
         throw new StoreError('SIZE_INVALID', `more than MAX_LISTED_OBJECTS (${MAX_LISTED_OBJECTS}) objects below ${dir}`, { path: this.describe(dir) });
