@@ -68,7 +68,7 @@ export interface LoadModelOptions {
    * DEFAULT_SYNC_READ_MAX_BYTES; 0: never, e.g. on network file systems where a read can block long).
    */
   syncReadMaxBytes?: number;
-  /** When `model` is a location: S3 settings for an `s3://` model (see openModel). */
+  /** When `model` is a location: S3 settings for an `s3://` model (see openModel; `readThroughDir` keeps its fetched ranges on this host). */
   modelS3?: S3StoreOptions;
   /**
    * Bytes being read at once, blobs and raw tensors together (default DEFAULT_READ_WINDOW_BYTES

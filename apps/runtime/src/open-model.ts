@@ -4,29 +4,40 @@ import { RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
 
 export interface OpenModelOptions {
-  /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs). */
+  /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs, `readThroughDir`). */
   s3?: S3StoreOptions;
+  /**
+   * `s3://` models: a per-host directory of fetched ranges (shard heads, the index, uncached tensors),
+   * each checked against its own SHA-256 on every read and named by the object's ETag and size, so a
+   * replaced object is fetched again; same as `s3.readThroughDir`, and may be the directory given to
+   * `openShardCache` (the file names do not collide).
+   */
+  readThroughDir?: string;
 }
 
 /**
  * Opens a safetensors model from a local path (file, directory, index) or from `s3://bucket/prefix`
  * (a "directory" of shards and, usually, `model.safetensors.index.json`): the objects are read with
  * ranged GETs through `@splitzip/store`'s S3 transport (bounded retries, resumable): one LIST (which
- * gives the sizes), then the first HEAD_PREFETCH_BYTES of the index and of every shard fetched at
- * once (larger headers take one more ranged GET), and every tensor's slice identity is the same as
- * for the local copy.
+ * gives the sizes and ETags; every GET sends If-Match), then the first HEAD_PREFETCH_BYTES of the index
+ * and of every shard fetched at once (larger headers take one more ranged GET), and every tensor's
+ * slice identity is the same as for the local copy. With `readThroughDir`, those heads and the
+ * tensors read later come from verified local copies once fetched: reopening an unchanged model
+ * costs its LIST alone.
  * `MODEL_OPEN_FAILED` wraps the adapter's typed error; an unreachable object store is retryable.
  */
 export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   if (typeof location !== 'string' || location.length === 0) throw new RuntimeError('INVALID_ARGUMENT', 'a model location is a path or an s3:// URL', {});
   try {
+    // s3 and readThroughDir mean nothing for a local model (loadModel passes modelS3 whatever the location).
     if (!isS3Url(location)) return await openSafetensorsModel(location);
-    const source = openS3ObjectSource(location.endsWith('/') ? location : `${location}/`, options.s3);
+    const s3 = options.readThroughDir !== undefined ? { ...options.s3, readThroughDir: options.readThroughDir } : options.s3;
+    const source = openS3ObjectSource(location.endsWith('/') ? location : `${location}/`, s3);
     let prefetched;
     try {
       prefetched = await prefetchSourceHeads(source);
     } catch (error) {
-      source.close();
+      await source.close();
       throw error;
     }
     const model = await openSafetensorsModel({ source: prefetched, ownsSource: true });
