@@ -65,7 +65,7 @@ export interface S3ObjectSource {
  *
  * `readThroughDir` (the per-host directory a cache's blobs go to; one directory may serve both):
  * each range read of an object that has an ETag, up to MAX_READ_THROUGH_RANGE_BYTES, is first looked
- * up as a local file named by the hash of (endpoint, bucket, key, ETag, size, offset, length) and
+ * up as a local file named by the hash of (bucket, key, ETag, size, offset, length) and
  * served only when its SHA-256 matches the digest it carries (else removed and fetched). A fetched
  * range is written there atomically after the read, in the background; a write that fails (full
  * disk, read-only directory) is counted in `readThroughStats()` and never fails the read.
@@ -109,7 +109,7 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
           ranges.countBypassed();
           return undefined;
         }
-        return { endpoint: transport.endpoint, bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes };
+        return { bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes };
       };
       return {
         url,

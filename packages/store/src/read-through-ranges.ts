@@ -23,11 +23,13 @@ const DIGEST_BYTES = 32;
 export const RANGE_FILE_HEADER_BYTES = MAGIC.length + 2 * DIGEST_BYTES;
 
 /**
- * One version of a byte range of one object: an object is its endpoint, bucket, key, ETag and size
- * (a replaced object has another ETag, so another identity: its old local copies are never found).
+ * One version of a byte range of one object: an object is its bucket, key, ETag and size (a replaced
+ * object has another ETag, so another identity: its old local copies are never found). No endpoint:
+ * an ETag is derived from the content (MD5 of it, or of its parts) or unique per write, so the same
+ * (bucket, key, ETag, size) names the same bytes however the server is reached (a caller's client
+ * or the environment's endpoint).
  */
 export interface RangeIdentity {
-  endpoint: string;
   bucket: string;
   key: string;
   etag: string;
@@ -62,9 +64,9 @@ function sha256(bytes: Uint8Array): Buffer {
 }
 
 function identityDigest(identity: RangeIdentity): Buffer {
-  const { endpoint, bucket, key, etag, sizeBytes, offsetBytes, lengthBytes } = identity;
+  const { bucket, key, etag, sizeBytes, offsetBytes, lengthBytes } = identity;
   return createHash('sha256')
-    .update(JSON.stringify(['splitzip-read-through-range', 1, endpoint, bucket, key, normalizeEtag(etag), sizeBytes, offsetBytes, lengthBytes]))
+    .update(JSON.stringify(['splitzip-read-through-range', 1, bucket, key, normalizeEtag(etag), sizeBytes, offsetBytes, lengthBytes]))
     .digest();
 }
 
