@@ -2,7 +2,8 @@
 // of the S3 gateway together with their SplitZip caches, loaded whole from S3: the cache
 // (s3:// cache + s3:// model: blobs by ranged GET, uncached tensors raw) versus raw safetensors
 // (the same s3:// model, no cache), one untimed warm-up load of each, then interleaved rounds in the same run; then a load through a fresh
-// local read-through directory twice (first: fetch + local write; second: local disk).
+// local read-through directory twice, used by the cache (blobs) and the model (index, shard heads, uncached tensors) alike
+// (first: fetch + local write; second: local disk, the model's LIST and the cache's refresh the only requests).
 // Needs a gateway (AWS_ENDPOINT_URL + keys; scripts/ceph/start-ceph.sh): without one it prints why
 // and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary),
 // --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own),
@@ -107,13 +108,14 @@ async function dropBucket(client, bucket) {
   await client.send(new DeleteBucketCommand({ Bucket: bucket }));
 }
 
-/** One whole load into one preallocated arena; returns ms, totals and the arena's SHA-256. */
-async function timedLoad(modelUrl, cache, arena, offsets) {
+/** One whole load into one preallocated arena (the model's S3 settings `modelS3`); returns ms, totals and the arena's SHA-256. */
+async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined) {
   const started = performance.now();
   const load = loadModel(modelUrl, cache, {
     allocate: (info) => arena.subarray(offsets.get(info.name), offsets.get(info.name) + info.slice.sizeBytes),
     readWindowBytes: READ_WINDOW_BYTES,
     backend: BACKEND,
+    modelS3,
   });
   const totals = await load.drain();
   const ms = performance.now() - started;
@@ -173,13 +175,13 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
   try {
     const rt1 = await openShardCache(cacheUrl, { readThroughDir: rtDir });
     try {
-      first = await timedLoad(modelUrl, rt1, arena, offsets);
+      first = await timedLoad(modelUrl, rt1, arena, offsets, { readThroughDir: rtDir });
     } finally {
       await rt1.close();
     }
     const rt2 = await openShardCache(cacheUrl, { readThroughDir: rtDir });
     try {
-      second = await timedLoad(modelUrl, rt2, arena, offsets);
+      second = await timedLoad(modelUrl, rt2, arena, offsets, { readThroughDir: rtDir });
     } finally {
       await rt2.close();
     }
@@ -231,7 +233,7 @@ async function main() {
 
   console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, same cores), decode backend ${BACKEND}`);
   console.log('whole model from S3 into one arena; raw = s3:// safetensors by ranged GETs, no cache; cache = s3:// SplitZip cache (+ raw for uncached tensors);');
-  console.log('one untimed warm-up load of each, then medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena, shared memory); read-through = fresh local dir + cache handle, first then second load');
+  console.log('one untimed warm-up load of each, then medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena, shared memory); read-through = one fresh local dir for the cache and the model + a new cache handle, first then second load');
   console.log('');
   const header = ['model', 'produced GB', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'cache vs raw', 'fetched raw → cache GB', 'from cache', 'RT 1st ms', 'RT 2nd ms', 'RT 2nd vs 1st'];
   const table = rows.map((r) => [
