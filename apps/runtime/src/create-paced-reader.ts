@@ -11,7 +11,11 @@ export const DEFAULT_PACING_BURST_BYTES = 4 * 1024 * 1024;
 export interface PacedReaderOptions {
   /** Sustained rate: bytes per second over any window longer than burst / rate. */
   bytesPerSecond: number;
-  /** Token bucket capacity in bytes (≥ chunkBytes). */
+  /**
+   * Token bucket capacity in bytes: what a link that sat idle delivers at once (default 4 MiB).
+   * 0: none — every piece completes no earlier than the instant the link finishes delivering it
+   * (a benchmark of small loads wants this: a burst lets its first bytes through free).
+   */
   burstBytes?: number;
   /** Reads are split into pieces of at most this size, each paced before it is read. */
   chunkBytes?: number;
@@ -22,6 +26,17 @@ export interface PacedReader extends ByteReader {
   readonly grantedBytes: number;
   /** Total time reads spent waiting for tokens, in milliseconds (summed over concurrent reads). */
   readonly waitedMs: number;
+  /**
+   * Link time lost since the first read, in milliseconds: the spans in which the link had delivered
+   * every byte granted and no read asked for more (the reader's caller kept it idle).
+   */
+  readonly idleMs: number;
+  /**
+   * The `performance.now()` instant at which the link finishes delivering every byte granted so
+   * far (0 before the first read). Waits under a millisecond are not slept, so a read can settle
+   * up to that much before it; a benchmark takes `max(its end, linkFreeAtMs)` as a load's end.
+   */
+  readonly linkFreeAtMs: number;
 }
 
 /**
@@ -32,10 +47,13 @@ export interface PacedReader extends ByteReader {
  * many tokens from one bucket shared by all reads through this wrapper. The bucket refills at
  * `bytesPerSecond` and holds at most `burstBytes`. It is implemented in its virtual-clock form
  * (GCRA): `tat` is the instant the link finishes delivering every byte granted so far; a piece of
- * n bytes moves `tat` to `max(tat, now) + n / rate` and may start at `tat - burst / rate`. So over
- * any interval T the wrapper delivers at most `rate·T + burst` bytes, whatever the concurrency,
+ * n bytes moves `tat` to `max(tat, now) + n / rate` (a read's later pieces: `max(tat, now - n / rate)
+ * + n / rate`, streamed while the caller was busy with the one before) and may start at
+ * `tat - burst / rate`. So over any interval T the wrapper delivers at most `rate·T + burst` bytes
+ * plus one piece, whatever the concurrency,
  * and waits shorter than a millisecond are not slept (the clock still advances, so the next
- * piece pays for them: the long-run rate stays exact).
+ * piece pays for them: the long-run rate stays exact). With `burstBytes: 0` a piece starts only
+ * once the link has delivered it, so n bytes take n / rate however they are split.
  *
  * Pieces are paced on the bytes actually requested from the inner reader — blob bytes on the
  * cache path, tensor bytes on the raw path — so both paths see the same link.
@@ -47,8 +65,8 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
   if (!(bytesPerSecond > 0) || !Number.isFinite(bytesPerSecond)) {
     throw new RuntimeError('INVALID_ARGUMENT', 'bytesPerSecond must be a positive finite number', { bytesPerSecond });
   }
-  if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1 || !(burstBytes >= chunkBytes)) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'chunkBytes must be a positive integer and burstBytes ≥ chunkBytes', {
+  if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1 || !(burstBytes >= 0) || !Number.isFinite(burstBytes)) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'chunkBytes must be a positive integer and burstBytes a finite number ≥ 0', {
       chunkBytes,
       burstBytes,
     });
@@ -58,10 +76,22 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
   let tatMs = 0;
   let grantedBytes = 0;
   let waitedMs = 0;
+  let idleMs = 0;
 
-  const takeTokens = async (bytes: number) => {
+  /**
+   * Takes `bytes` tokens and waits until they may be read. A read's first piece starts on the link
+   * no earlier than now (a link with nothing asked of it idles). A later piece may have been
+   * streamed while the caller was busy with the one before — one piece of buffering, as a request
+   * in flight has — so a timer that fires late or a busy calling thread idles the link only for
+   * what exceeds a piece's time (else a load with fewer reads in flight would lose link time to the
+   * model, not to the link).
+   */
+  const takeTokens = async (bytes: number, continuesRead: boolean) => {
     const nowMs = performance.now();
-    tatMs = Math.max(tatMs, nowMs) + bytes / bytesPerMs;
+    const pieceMs = bytes / bytesPerMs;
+    const startMs = Math.max(tatMs, continuesRead ? nowMs - pieceMs : nowMs);
+    if (tatMs > 0 && startMs > tatMs) idleMs += startMs - tatMs;
+    tatMs = startMs + pieceMs;
     grantedBytes += bytes;
     const waitMs = tatMs - burstMs - nowMs;
     if (waitMs >= 1) {
@@ -77,10 +107,16 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
     get waitedMs() {
       return waitedMs;
     },
+    get idleMs() {
+      return idleMs;
+    },
+    get linkFreeAtMs() {
+      return tatMs;
+    },
     async readExact(path, target, positionBytes) {
       for (let done = 0; done < target.byteLength; done += chunkBytes) {
         const length = Math.min(chunkBytes, target.byteLength - done);
-        await takeTokens(length);
+        await takeTokens(length, done > 0);
         await inner.readExact(path, target.subarray(done, done + length), positionBytes + done);
       }
     },
