@@ -4,7 +4,7 @@ import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo 
 import type { CacheEntry } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
-import type { ByteReader } from './create-file-reader.js';
+import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } from './errors.js';
 import type { ReadWindow } from './create-read-window.js';
@@ -12,13 +12,12 @@ import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
 /**
- * Default size up to which local blobs are read synchronously. An asynchronous read is four
- * thread-pool round trips (open, stat, read, close: ~40 µs each on a busy 2-core machine), which
- * a 1 MiB copy from the page cache (~0.1 ms) does not exceed; on a cold local disk such a read
- * blocks the calling thread for a millisecond or two. 1 MiB loaded the default model 10% faster
- * than 256 KiB (5.2 vs 5.9 ms, same run).
+ * Blobs up to this size are read synchronously from a local cache (the store's readBlobSync), by
+ * the same measure as the runtime's file reader: four thread-pool round trips (open, stat, read,
+ * close) cost more than a 1 MiB copy from the page cache. 1 MiB loaded the default model 10%
+ * faster than 256 KiB (5.2 vs 5.9 ms, same run).
  */
-export const DEFAULT_SYNC_READ_MAX_BYTES = 1024 * 1024;
+export { DEFAULT_SYNC_READ_MAX_BYTES };
 
 /** What one load needs; built once per loadTensor/loadModel call and shared by its tensors. */
 export interface ServeEnv {

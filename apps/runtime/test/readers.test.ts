@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,9 +20,15 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-describe('createFileReader', () => {
+describe.each([
+  ['default (small reads synchronous)', undefined],
+  ['never synchronous', 0],
+  ['always synchronous', Number.POSITIVE_INFINITY],
+] as const)('createFileReader, %s', (_label, syncReadMaxBytes) => {
+  const makeReader = (options: { maxIdleHandles?: number } = {}) => createFileReader({ ...options, syncReadMaxBytes });
+
   it('reads exact ranges, concurrently, through shared handles', async () => {
-    const reader = createFileReader();
+    const reader = makeReader();
     const ranges = [
       [0, 100],
       [5, 1],
@@ -38,11 +45,11 @@ describe('createFileReader', () => {
   });
 
   it('fails with UNEXPECTED_EOF past the end and with the fs error for a missing file', async () => {
-    const reader = createFileReader();
+    const reader = makeReader();
     await expect(reader.readExact(file, new Uint8Array(10), content.length - 5)).rejects.toMatchObject({ code: 'UNEXPECTED_EOF' });
     await expect(reader.readExact(join(dir, 'nope.bin'), new Uint8Array(1), 0)).rejects.toMatchObject({ code: 'ENOENT' });
     // A failed open is not cached: the file appearing later is read.
-    const late = join(dir, 'late.bin');
+    const late = join(dir, `late-${String(syncReadMaxBytes)}.bin`);
     await expect(reader.readExact(late, new Uint8Array(1), 0)).rejects.toMatchObject({ code: 'ENOENT' });
     await writeFile(late, Uint8Array.of(42));
     const one = new Uint8Array(1);
@@ -53,7 +60,7 @@ describe('createFileReader', () => {
   });
 
   it('keeps at most maxIdleHandles idle files open and still reads every file', async () => {
-    const reader = createFileReader({ maxIdleHandles: 2 });
+    const reader = makeReader({ maxIdleHandles: 2 });
     const files = await Promise.all(
       [0, 1, 2, 3, 4].map(async (i) => {
         const path = join(dir, `small-${i}.bin`);
@@ -69,6 +76,34 @@ describe('createFileReader', () => {
       }
     }
     await reader.close();
+  });
+});
+
+describe('createFileReader, synchronous and thread-pool reads together', () => {
+  it('serves a small read while the file is still being opened for a large one, and closes every file it opened', async () => {
+    const openFds = () => readdirSync('/proc/self/fd').length;
+    const before = openFds();
+    const reader = createFileReader({ syncReadMaxBytes: 1024 });
+    const large = new Uint8Array(2 * 1024 * 1024);
+    const small = new Uint8Array(100);
+    // The large read opens the file on the thread pool; the small one finds that open in flight.
+    await Promise.all([reader.readExact(file, large, 17), reader.readExact(file, small, 5000)]);
+    expect(Buffer.from(large).equals(Buffer.from(content.subarray(17, 17 + large.length)))).toBe(true);
+    expect(Buffer.from(small).equals(Buffer.from(content.subarray(5000, 5100)))).toBe(true);
+    // A small read of a file not yet open opens it synchronously.
+    const other = join(dir, 'other.bin');
+    await writeFile(other, Uint8Array.of(7, 8, 9));
+    const three = new Uint8Array(3);
+    await reader.readExact(other, three, 0);
+    expect([...three]).toEqual([7, 8, 9]);
+    expect(openFds()).toBe(before + 2);
+    await reader.close();
+    expect(openFds()).toBe(before);
+  });
+
+  it('rejects bad options', () => {
+    expect(() => createFileReader({ syncReadMaxBytes: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => createFileReader({ maxIdleHandles: 1.5 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
 
@@ -116,11 +151,41 @@ describe('createPacedReader', () => {
     await paced.close();
   });
 
+  it('with burstBytes 0 lets no byte through before the link has delivered it', async () => {
+    // 3 MiB at 32 MiB/s in 256 KiB pieces: the last piece is read no earlier than 3 MiB / rate after
+    // the first was asked (less the under-a-millisecond waits that are not slept).
+    const bytesPerSecond = 32 * 1024 * 1024;
+    const paced = createPacedReader(createFileReader(), { bytesPerSecond, burstBytes: 0, chunkBytes: 256 * 1024 });
+    const target = new Uint8Array(3 * 1024 * 1024);
+    const start = performance.now();
+    await paced.readExact(file, target, 0);
+    const elapsedMs = performance.now() - start;
+    expect(Buffer.from(target).equals(Buffer.from(content.subarray(0, target.length)))).toBe(true);
+    expect(elapsedMs).toBeGreaterThanOrEqual((target.length / bytesPerSecond) * 1000 - 1);
+    expect(paced.linkFreeAtMs).toBeGreaterThanOrEqual(start + (target.length / bytesPerSecond) * 1000);
+    expect(paced.idleMs).toBe(0); // one read, its pieces back to back
+    await paced.close();
+  });
+
+  it('counts the time the link sat idle between reads, not before the first', async () => {
+    const paced = createPacedReader(createFileReader(), { bytesPerSecond: 1e9, burstBytes: 0 });
+    await paced.readExact(file, new Uint8Array(1000), 0);
+    expect(paced.idleMs).toBe(0);
+    const deliveredMs = paced.linkFreeAtMs;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const askedMs = performance.now();
+    await paced.readExact(file, new Uint8Array(1000), 0);
+    expect(paced.idleMs).toBeCloseTo(askedMs - deliveredMs, 0);
+    expect(paced.idleMs).toBeGreaterThanOrEqual(25);
+    await paced.close();
+  });
+
   it('rejects bad options', () => {
     const inner = createFileReader();
     expect(() => createPacedReader(inner, { bytesPerSecond: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    expect(() => createPacedReader(inner, { bytesPerSecond: 1e9, chunkBytes: 1024, burstBytes: 512 })).toThrow(
+    expect(() => createPacedReader(inner, { bytesPerSecond: 1e9, chunkBytes: 1024, burstBytes: -1 })).toThrow(
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
     );
+    expect(() => createPacedReader(inner, { bytesPerSecond: 1e9, chunkBytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
