@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { countPayloadSegments, decode, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena } from '@splitzip/codec';
+import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena } from '@splitzip/codec';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { RuntimeError } from './errors.js';
@@ -36,6 +36,13 @@ export const DEFAULT_INLINE_MAX_VALUES = 1 << 20;
  */
 export const DEFAULT_STARTUP_INLINE_MAX_VALUES = 1 << 22;
 
+/**
+ * The calling thread decodes at most this many values of a verified format-v3 tensor that goes to
+ * the workers (its last segments, an even share otherwise), while they decode the rest: as long
+ * as an inline decode holds the event loop (DEFAULT_INLINE_MAX_VALUES), no longer.
+ */
+export const DEFAULT_CALLER_SHARE_MAX_VALUES = 1 << 20;
+
 export interface ThreadDecoderOptions {
   threads?: number;
   splitMinValues?: number;
@@ -43,6 +50,8 @@ export interface ThreadDecoderOptions {
   inlineMaxValues?: number;
   /** Until a worker is ready, decode tensors below this many values on the calling thread (default DEFAULT_STARTUP_INLINE_MAX_VALUES; 0: always wait). */
   startupInlineMaxValues?: number;
+  /** Values of a verified v3 tensor the calling thread decodes beside the workers, at most (default DEFAULT_CALLER_SHARE_MAX_VALUES; below 2^20, one segment: never). */
+  callerShareMaxValues?: number;
   /** The worker script (default: decode-thread.js beside the built module). */
   workerUrl?: URL;
 }
@@ -55,6 +64,8 @@ export interface ThreadDecoderStats {
   arenaDecodes: number;
   /** Tensors decoded on the calling thread (small ones, and those that arrived before any worker was ready). */
   inlineDecodes: number;
+  /** Tensors the calling thread decoded a share of (segments) beside the workers. */
+  callerShares: number;
   /** Workers started (ready or still loading). */
   startedThreads: number;
   /** Workers started and taking jobs. */
@@ -132,7 +143,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const splitMinValues = options.splitMinValues ?? DEFAULT_SPLIT_MIN_VALUES;
   const inlineMaxValues = options.inlineMaxValues ?? DEFAULT_INLINE_MAX_VALUES;
   const startupInlineMaxValues = options.startupInlineMaxValues ?? DEFAULT_STARTUP_INLINE_MAX_VALUES;
-  for (const [name, value] of Object.entries({ splitMinValues, inlineMaxValues, startupInlineMaxValues })) {
+  const callerShareMaxValues = options.callerShareMaxValues ?? DEFAULT_CALLER_SHARE_MAX_VALUES;
+  for (const [name, value] of Object.entries({ splitMinValues, inlineMaxValues, startupInlineMaxValues, callerShareMaxValues })) {
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new RuntimeError('INVALID_ARGUMENT', `${name} must be a non-negative integer`, { [name]: value });
     }
@@ -154,6 +166,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   let scratchAllocations = 0;
   let arenaDecodes = 0;
   let inlineDecodes = 0;
+  let callerShares = 0;
   let closed = false;
   // warmUp() callers, settled whenever a worker becomes ready or dies.
   let readyWaiters: (() => void)[] = [];
@@ -270,7 +283,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     get name() {
       return `threads:${threads}`;
     },
-    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, startedThreads: pool.length, readyThreads: pool.filter((w) => w.ready).length }),
+    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, callerShares, startedThreads: pool.length, readyThreads: pool.filter((w) => w.ready).length }),
     async warmUp() {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       const failuresBefore = startFailures;
@@ -330,12 +343,26 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         // whole tensors already), over the ready ones (a part sent to one still starting would wait).
         const idle = pool.every((w) => w.busy === 0);
         const split = idle && readyThreads > 1 && meta.elementCount >= splitMinValues && meta.chunkCount > 1;
-        const segmentCount = split && verify && meta.version >= 3 ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
+        // The calling thread decodes the last segments of a verified v3 tensor itself while the
+        // workers decode the rest: with one decode thread (2 cores) a tensor's decode was otherwise
+        // never split, and the last large tensor of a load decoded on one core while the loading
+        // thread, its reads done, waited.
+        const shareable = verify && meta.version >= 3 && callerShareMaxValues >= SEGMENT_VALUES && meta.elementCount > SEGMENT_VALUES;
+        const segmentCount = (split && verify && meta.version >= 3) || shareable ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
         let segmentRanges: [number, number][] | undefined;
+        let callerRange: [number, number] | undefined;
         if (segmentCount > 1) {
           // Format v3: each thread decodes and hashes its own segments in one pass; the digests
           // are combined and checked here before the values are handed out.
-          segmentRanges = splitEvenly(segmentCount, readyThreads);
+          const workers = split ? readyThreads : 1;
+          let workerSegments = segmentCount;
+          if (shareable) {
+            // An even share, but never more than callerShareMaxValues: it holds the event loop.
+            const callerSegments = Math.min(Math.floor(callerShareMaxValues / SEGMENT_VALUES), Math.max(1, Math.floor(segmentCount / (workers + 1))));
+            workerSegments = segmentCount - callerSegments;
+            callerRange = [workerSegments, segmentCount];
+          }
+          segmentRanges = splitEvenly(workerSegments, workers);
           for (const [firstSegment, endSegment] of segmentRanges) {
             const outOffset = outAt.offset + 2 * firstSegment * SEGMENT_VALUES;
             tasks.push(dispatch({ ...base, kind: 'decode-segments', outOffset, firstSegment, endSegment }, jobArena));
@@ -357,9 +384,31 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
             throw error.code === 'CHECKSUM_MISMATCH' ? checksumFailure(error) : error;
           }),
         );
+        let callerDigests: Uint32Array | undefined;
+        let callerFailure: unknown;
+        let callerMs = 0;
+        if (callerRange !== undefined) {
+          // While the workers run: the values go where theirs go (the output, or its scratch).
+          callerShares += 1;
+          const [firstSegment, endSegment] = callerRange;
+          const first = firstSegment * SEGMENT_VALUES;
+          const target = outScratch !== undefined ? new Uint16Array(outScratch, 2 * first, meta.elementCount - first) : out.subarray(first, meta.elementCount);
+          callerDigests = new Uint32Array(SEGMENT_DIGESTS * (endSegment - firstSegment));
+          const callerStartMs = performance.now();
+          try {
+            decodeSegments(payload.subarray(0, meta.compBytes), meta, firstSegment, endSegment, target, { digests: callerDigests });
+          } catch (error) {
+            // Reported once the workers are done with this payload and output.
+            callerFailure = error;
+          }
+          callerMs = performance.now() - callerStartMs;
+        }
         const settled = await Promise.allSettled(decoded);
         const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
         if (failed) throw failed.reason;
+        if (callerFailure !== undefined) {
+          throw (callerFailure as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(callerFailure as Error) : callerFailure;
+        }
         const copyStartMs = performance.now();
         if (segmentRanges !== undefined) {
           const digests = new Uint32Array(SEGMENT_DIGESTS * segmentCount);
@@ -371,6 +420,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
             }
             digests.set(part, SEGMENT_DIGESTS * range[0]);
           });
+          if (callerRange !== undefined && callerDigests !== undefined) digests.set(callerDigests, SEGMENT_DIGESTS * callerRange[0]);
           try {
             verifySegmentDigests(payload.subarray(0, meta.compBytes), meta, digests);
           } catch (error) {
@@ -378,8 +428,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
           }
         }
         if (outScratch !== undefined) out.set(new Uint16Array(outScratch, 0, meta.elementCount));
-        // CPU time: the workers' jobs (summed over threads) plus the copy-out here.
-        let busyMs = performance.now() - copyStartMs;
+        // CPU time: the workers' jobs (summed over threads) plus the share and the copy-out here.
+        let busyMs = callerMs + performance.now() - copyStartMs;
         for (const s of settled) if (s.status === 'fulfilled') busyMs += s.value.busyMs;
         return busyMs;
       } finally {

@@ -195,3 +195,62 @@ describe('thread decoder start-up', () => {
     expect(() => createThreadDecoder({ inlineMaxValues: 0.5 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
+
+describe('thread decoder: the calling thread decodes a share beside one worker', () => {
+  const count = 2 * SEGMENT_VALUES + 4321; // 3 segments: the worker takes [0, 2), the caller [2, 3)
+  const values = escapeHeavyWeights(count, 17);
+  const payload = encodeValues(values);
+  const meta = readPayloadMeta(payload);
+  const one = createThreadDecoder({ threads: 1 });
+  beforeAll(() => one.warmUp());
+  afterAll(async () => {
+    await one.close?.();
+  });
+
+  it('is bit-exact into a plain and a shared output, one job each, and counts the share', async () => {
+    for (const out of [new Uint16Array(count), new Uint16Array(new SharedArrayBuffer(2 * count))]) {
+      const before = one.stats();
+      out.fill(0xbeef);
+      await one.decode(payload, meta, out, { verifyChecksum: true });
+      expect(firstDifference(out, values)).toBe(-1);
+      expect(one.stats().jobs - before.jobs).toBe(1);
+      expect(one.stats().callerShares - before.callerShares).toBe(1);
+    }
+  });
+
+  it('a flipped byte in the worker share or in the caller share is CACHE_READ_FAILED', async () => {
+    for (const value of [10, count - 10]) {
+      const corrupt = payload.slice();
+      const at = meta.layout.sm.offsetBytes + value;
+      corrupt[at] = (corrupt[at] as number) ^ 0x20;
+      await expect(one.decode(corrupt, readPayloadMeta(corrupt), new Uint16Array(count), { verifyChecksum: true }), `value ${value}`).rejects.toMatchObject({
+        code: 'CACHE_READ_FAILED',
+        details: { codecCode: 'CHECKSUM_MISMATCH' },
+      });
+    }
+  });
+
+  it('shares nothing unverified, below two segments, or with callerShareMaxValues under a segment', async () => {
+    const none = createThreadDecoder({ threads: 1, callerShareMaxValues: SEGMENT_VALUES - 1 });
+    try {
+      await none.warmUp();
+      const out = new Uint16Array(count);
+      await none.decode(payload, meta, out, { verifyChecksum: true });
+      expect(firstDifference(out, values)).toBe(-1);
+      expect(none.stats()).toMatchObject({ jobs: 1, callerShares: 0 });
+    } finally {
+      await none.close?.();
+    }
+    const before = one.stats().callerShares;
+    const out = new Uint16Array(count);
+    await one.decode(payload, meta, out, { verifyChecksum: false });
+    expect(firstDifference(out, values)).toBe(-1);
+    const single = escapeHeavyWeights(SEGMENT_VALUES, 3);
+    const singlePayload = encodeValues(single);
+    const singleOut = new Uint16Array(single.length);
+    await one.decode(singlePayload, readPayloadMeta(singlePayload), singleOut, { verifyChecksum: true });
+    expect(firstDifference(singleOut, single)).toBe(-1);
+    expect(one.stats().callerShares).toBe(before);
+    expect(() => createThreadDecoder({ callerShareMaxValues: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
