@@ -33,16 +33,24 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
     throw new RuntimeError('INVALID_ARGUMENT', 'maxPending must be an integer ≥ concurrency', { concurrency, maxPending });
   }
   const iterator = items[Symbol.iterator]();
-  // Settled-state wrappers so a rejection waiting in the window is never "unhandled".
-  const window: Promise<{ ok: true; value: R } | { ok: false; error: unknown }>[] = [];
-  let index = 0;
+  type Settled = { ok: true; value: R } | { ok: false; error: unknown };
+  // Started tasks in input order; `settled` fills in when the task ends (a rejection is held as a
+  // value, so one waiting here is never "unhandled").
+  const window: { settled: Settled | undefined; done: Promise<void> }[] = [];
   let exhausted = false;
+  let stopped = false;
+  let index = 0;
   let running = 0;
-  // Wakes the consumer when a task finishes (so it can start the next one).
-  let wake: (() => void) | undefined;
+  // Wakes the consumer when the head task ends (or the items' iterator threw).
+  let wakeHead: (() => void) | undefined;
+  // The items' iterator threw while a finishing task was starting the next: the consumer rethrows it.
+  let iterationFailure: { error: unknown } | undefined;
 
+  // A task that ends starts the next one itself, in the same tick: the next read is asked at once,
+  // not after a round trip through the consumer (for a model of many small tensors those hops were
+  // a fixed cost per tensor, and a link left idle while they ran).
   const fill = () => {
-    while (!exhausted && running < concurrency && window.length < maxPending) {
+    while (!stopped && !exhausted && running < concurrency && window.length < maxPending) {
       if (signal?.aborted) return;
       const next = iterator.next();
       if (next.done) {
@@ -52,51 +60,58 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
       const taskIndex = index;
       index += 1;
       running += 1;
-      window.push(
-        // Start on a microtask so a synchronous throw in `run` becomes a rejection here.
-        Promise.resolve()
-          .then(() => run(next.value, taskIndex))
-          .then(
-            (value) => ({ ok: true as const, value }),
-            (error: unknown) => ({ ok: false as const, error }),
-          )
-          .finally(() => {
-            running -= 1;
-            wake?.();
-          }),
-      );
+      const slot: (typeof window)[number] = { settled: undefined, done: undefined as unknown as Promise<void> };
+      const finish = (settled: Settled) => {
+        slot.settled = settled;
+        running -= 1;
+        try {
+          fill();
+        } catch (error) {
+          exhausted = true;
+          iterationFailure ??= { error };
+          wakeHead?.();
+        }
+        if (window[0] === slot) wakeHead?.();
+      };
+      // Start on a microtask so a synchronous throw in `run` becomes a rejection here.
+      slot.done = Promise.resolve()
+        .then(() => run(next.value, taskIndex))
+        .then(
+          (value) => finish({ ok: true, value }),
+          (error: unknown) => finish({ ok: false, error }),
+        );
+      window.push(slot);
     }
   };
 
-  /** Waits for the head task, starting new tasks whenever any task finishes. */
-  const awaitHead = async () => {
+  /** The head task's outcome, once it has ended. */
+  const awaitHead = async (): Promise<Settled> => {
     const head = window[0] as (typeof window)[number];
-    let headDone = false;
-    void head.then(() => {
-      headDone = true;
-    });
-    fill(); // tasks may have finished while the consumer held the last result
-    for (;;) {
-      await Promise.race([head, new Promise<void>((resolve) => (wake = resolve))]);
-      wake = undefined;
-      if (headDone) return head;
-      fill();
+    while (head.settled === undefined) {
+      if (iterationFailure !== undefined) throw iterationFailure.error;
+      await new Promise<void>((resolve) => (wakeHead = resolve));
+      wakeHead = undefined;
     }
+    return head.settled;
   };
 
   try {
     fill();
     while (window.length > 0) {
+      if (iterationFailure !== undefined) throw iterationFailure.error;
       if (signal?.aborted) throw new RuntimeError('ABORTED', 'load aborted', { reason: signal.reason });
       const settled = await awaitHead();
       window.shift();
       if (!settled.ok) throw settled.error;
-      // Refill before yielding: the next reads run while the consumer handles this result.
+      // A place in the window is free: start what the pending bound held back, before yielding, so
+      // the next reads run while the consumer handles this result.
       fill();
       yield settled.value;
     }
+    if (iterationFailure !== undefined) throw iterationFailure.error;
     if (signal?.aborted) throw new RuntimeError('ABORTED', 'load aborted', { reason: signal.reason });
   } finally {
-    await Promise.all(window);
+    stopped = true;
+    await Promise.all(window.map((slot) => slot.done));
   }
 }

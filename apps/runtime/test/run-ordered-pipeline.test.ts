@@ -143,4 +143,52 @@ describe('runOrderedPipeline', () => {
       await expect(iterate()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     }
   });
+
+  it('starts the next tasks as earlier ones finish while the consumer still holds a result', async () => {
+    let started = 0;
+    const generator = runOrderedPipeline(Array.from({ length: 20 }, (_, i) => i), {
+      concurrency: 2,
+      maxPending: 6,
+      run: async (item) => {
+        started += 1;
+        await new Promise((resolve) => setImmediate(resolve));
+        return item;
+      },
+    });
+    const first = await generator.next();
+    expect(first.value).toBe(0);
+    // The consumer is busy with result 0: finished tasks start the next ones themselves, up to
+    // the pending bound (6 started and not consumed, besides the one held).
+    await delay(50);
+    expect(started).toBe(7);
+    const rest: number[] = [];
+    for await (const value of { [Symbol.asyncIterator]: () => generator }) rest.push(value);
+    expect(rest).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
+  });
+
+  it('rethrows an error of the items iterator met while a finishing task starts the next', async () => {
+    function* items() {
+      yield 0;
+      yield 1;
+      throw new Error('items broke');
+    }
+    const seen: number[] = [];
+    let finished = 0;
+    await expect(
+      (async () => {
+        for await (const value of runOrderedPipeline(items(), {
+          concurrency: 2,
+          run: async (item) => {
+            await delay(1);
+            finished += 1;
+            return item;
+          },
+        })) {
+          seen.push(value);
+        }
+      })(),
+    ).rejects.toThrow('items broke');
+    expect(finished).toBe(2); // both tasks were awaited before the error left the generator
+    expect(seen.length).toBeLessThanOrEqual(2);
+  });
 });
