@@ -1,0 +1,167 @@
+#!/usr/bin/env node
+// Where a paced whole-model load spends its time beyond the link: the default model (or --model DIR
+// with --cache DIR) loaded raw and from the cache through the 1 GB/s pacing reader, interleaved, and
+// each load's wall time cut into
+//   link   = bytes read / rate (what an ideal loader pays: the link never idle, nothing after it);
+//   start  = load start → first byte asked of the link (open, lookups, first staging slot);
+//   idle   = link time lost mid-load: spans where every granted byte was delivered and no read
+//            asked for more (the pacer's idleMs);
+//   tail   = the link's last byte delivered → the last tensor handed out (decode, checks, hand-off).
+// With --burst-mib > 0 the link delivers that much free, so wall < start + link + idle + tail.
+// Also: decode = the report's decode CPU; main = the loading thread's busy time (event loop
+// utilization); cpu = the process's CPU time, all threads (less noisy than wall time on a shared box).
+// Run with node --cpu-prof to see the calling thread's CPU in those spans.
+// Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
+//                                            [--model DIR --cache DIR] [--timeline] [--only raw|cache] [--reader-sync-kib N] [--concurrency N]
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createCodecArena } from '@splitzip/codec';
+import { openSafetensorsModel } from '@splitzip/safetensors';
+import {
+  createFileReader,
+  createPacedReader,
+  createStagingPool,
+  DEFAULT_DECODE_THREADS,
+  DEFAULT_LOAD_CONCURRENCY,
+  DEFAULT_MAX_STAGING_BYTES,
+  loadModel,
+  openShardCache,
+} from '@splitzip/runtime';
+import { buildModelCache } from './build-model-cache.mjs';
+
+const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+const args = process.argv.slice(2);
+const argValue = (flag, fallback) => {
+  const i = args.indexOf(flag);
+  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
+};
+const ROUNDS = Number(argValue('--rounds', '15'));
+const BURST_BYTES = Number(argValue('--burst-mib', '0')) * 1024 * 1024;
+// --backend none: a backend that decodes nothing (wrong bytes: only to see what decode costs the load).
+const BACKEND_NAME = argValue('--backend', 'auto');
+const BACKEND = BACKEND_NAME === 'none' ? { name: 'none', verifiesChecksum: true, decode: () => 0 } : BACKEND_NAME;
+const TIMELINE = args.includes('--timeline');
+// --only cache|raw: one path (for a CPU profile of it alone).
+const ONLY = argValue('--only', undefined);
+const CONCURRENCY = argValue('--concurrency', undefined) === undefined ? undefined : Number(argValue('--concurrency'));
+const RATE_BYTES_PER_S = 1e9;
+// The file reader's syncReadMaxBytes (default: its own).
+const READER_SYNC_BYTES = argValue('--reader-sync-kib', undefined) === undefined ? undefined : Number(argValue('--reader-sync-kib')) * 1024;
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function main() {
+  let modelDir = argValue('--model', undefined);
+  let cacheDir = argValue('--cache', undefined);
+  if (modelDir === undefined) {
+    const { ensureDefaultModel } = await import('@splitzip/default-model');
+    modelDir = await ensureDefaultModel();
+    cacheDir = join(REPO, '.cache', 'runtime-bench', 'cache-default');
+    await buildModelCache(modelDir, cacheDir);
+  }
+  const model = await openSafetensorsModel(modelDir);
+  const cache = await openShardCache(cacheDir);
+  // The arena of run-bench.mjs (--arena codec): tensors and staging slots in one codec arena.
+  const offsets = new Map();
+  let size = 0;
+  let largest = 0;
+  for (const t of model.tensors) {
+    size = Math.ceil(size / 256) * 256;
+    offsets.set(t.name, size);
+    size += t.slice.sizeBytes;
+    largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
+  }
+  const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
+  const slotCount = Math.max(1, Math.min(CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
+  const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads: BACKEND_NAME === 'cpu' ? 0 : DEFAULT_DECODE_THREADS });
+  const arena = codecArena.allocate(size);
+  arena.fill(0);
+  const pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
+  const allocate = (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes);
+
+  const load = async (withCache) => {
+    const paced = createPacedReader(createFileReader({ syncReadMaxBytes: READER_SYNC_BYTES }), { bytesPerSecond: RATE_BYTES_PER_S, burstBytes: BURST_BYTES });
+    const events = [];
+    const reader = {
+      async readExact(path, target, position) {
+        const askedMs = performance.now();
+        const idleBeforeMs = paced.idleMs;
+        // The first piece takes its tokens synchronously: the idle span this read ended is known now.
+        const reading = paced.readExact(path, target, position);
+        const idleMs = paced.idleMs - idleBeforeMs;
+        await reading;
+        events.push({ path, bytes: target.byteLength, askedMs, doneMs: performance.now(), idleMs });
+      },
+      close: () => paced.close(),
+    };
+    const handedMs = [];
+    const elu = performance.eventLoopUtilization();
+    const cpu = process.cpuUsage();
+    const startMs = performance.now();
+    const totals = await loadModel(model, withCache ? cache : null, {
+      allocate,
+      reader,
+      pool: withCache ? pool : undefined,
+      backend: BACKEND,
+      concurrency: CONCURRENCY,
+      explainMisses: false,
+      onTensor: () => handedMs.push(performance.now()),
+    }).drain();
+    // A load is not over before the link has delivered its last byte (sub-ms waits are not slept).
+    const endMs = BURST_BYTES > 0 ? performance.now() : Math.max(performance.now(), paced.linkFreeAtMs);
+    const mainMs = performance.eventLoopUtilization(elu).active;
+    const cpuUsed = process.cpuUsage(cpu);
+    await reader.close();
+    const linkMs = (totals.bytesRead / RATE_BYTES_PER_S) * 1e3;
+    const firstAskMs = Math.min(...events.map((e) => e.askedMs));
+    return {
+      wallMs: endMs - startMs,
+      linkMs,
+      startMs: firstAskMs - startMs,
+      idleMs: paced.idleMs,
+      tailMs: Math.max(0, endMs - paced.linkFreeAtMs),
+      decodeMs: totals.decodeMs,
+      mainMs,
+      cpuMs: (cpuUsed.user + cpuUsed.system) / 1e3,
+      events: events.map((e) => ({ ...e, askedMs: e.askedMs - startMs, doneMs: e.doneMs - startMs })),
+      handedMs: handedMs.map((t) => t - startMs),
+    };
+  };
+
+  await load(false);
+  await load(true); // warm: handles, workers, JIT
+  const runs = { raw: [], cache: [] };
+  for (let r = 0; r < ROUNDS; r += 1) {
+    if (ONLY !== 'cache') runs.raw.push(await load(false));
+    if (ONLY !== 'raw') runs.cache.push(await load(true));
+  }
+  console.log(`paced ${RATE_BYTES_PER_S / 1e9} GB/s, burst ${BURST_BYTES / 1048576} MiB, backend ${BACKEND_NAME}, reader sync ≤ ${READER_SYNC_BYTES ?? 'default'} B, ${ROUNDS} interleaved rounds (medians, ms)`);
+  const keys = ['wallMs', 'linkMs', 'startMs', 'idleMs', 'tailMs', 'decodeMs', 'mainMs', 'cpuMs'];
+  console.log(`| path  | ${keys.map((k) => k.replace('Ms', '').padStart(7)).join(' | ')} |`);
+  for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) {
+    console.log(`| ${path.padEnd(5)} | ${keys.map((k) => median(list.map((x) => x[k])).toFixed(2).padStart(7)).join(' | ')} |`);
+  }
+  for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) console.log(`${path} wall, sorted: ${list.map((x) => x.wallMs).sort((a, b) => a - b).map((x) => x.toFixed(1)).join(' ')}`);
+  console.log(`speedup (median of per-round raw/cache): ${median(runs.raw.map((r, i) => r.wallMs / runs.cache[i].wallMs)).toFixed(3)}x`);
+  if (TIMELINE) {
+    for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) {
+      // The round with the median wall time.
+      const last = [...list].sort((a, b) => a.wallMs - b.wallMs)[list.length >> 1];
+      console.log(`\n${path}: round of ${last.wallMs.toFixed(1)} ms: reads (asked → done ms, bytes, link idle before it), then tensors handed out`);
+      for (const e of [...last.events].sort((a, b) => a.askedMs - b.askedMs)) {
+        console.log(`  ${e.askedMs.toFixed(2).padStart(7)} → ${e.doneMs.toFixed(2).padStart(7)}  ${String(e.bytes).padStart(8)}  ${e.idleMs > 0.005 ? `idle ${e.idleMs.toFixed(2)}` : '         '}  ${e.path.split('/').pop()}`);
+      }
+      console.log(`  handed: ${last.handedMs.map((t) => t.toFixed(1)).join(' ')}`);
+    }
+  }
+  await cache.close();
+  await model.close();
+}
+
+main().catch((error) => {
+  console.error(`measure-paced-stages: ${error.code ?? error.name}: ${error.message}`);
+  process.exitCode = 1;
+});
