@@ -1,7 +1,8 @@
 // Runs on the H200 device machine (through run-h200.sh): checks the webgpu backend (native WGSL
 // decode, gpu.js encode) bit-exact under Dawn in Node and times it, split into stages, next to the
 // raw BF16 upload (same upload methods), the codec's CPU path and gpu.js's webasm/cpu backends.
-// Usage: node h200-bench.mjs smoke|full
+// Usage: node h200-bench.mjs smoke|full|checksum   (checksum: the device checksum against the
+// other verified paths and the raw upload, alternating rounds, at 2^20, 2^24, 2^26)
 import { writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import {
@@ -129,17 +130,85 @@ const kernels = instances.get('default');
 // same with checksumThreads: 1 on one worker; with checksumWorker: false on the main thread (in
 // place) after submitting the work. The arena has a share for each checksum worker.
 const sharedArena = createCodecArena(2 * (128 << 20), { threads: defaultChecksumThreads() });
-const arenaKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: sharedArena } });
+const arenaKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: sharedArena, checksumOnDevice: false } });
 check(`webgpu (shared arena, ${defaultChecksumThreads()} checksum workers) started and passed its self-check`, arenaKernels.backend === 'webgpu', arenaKernels.fallbackReason ?? '');
 const oneWorkerArena = createCodecArena(128 << 20, { threads: 1 });
-const oneWorkerKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: oneWorkerArena, checksumThreads: 1 } });
+const oneWorkerKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: oneWorkerArena, checksumThreads: 1, checksumOnDevice: false } });
 check('webgpu (shared arena, 1 checksum worker) started and passed its self-check', oneWorkerKernels.backend === 'webgpu', oneWorkerKernels.fallbackReason ?? '');
 const eagerArena = createCodecArena(128 << 20, { threads: defaultChecksumThreads() });
-const eagerKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: eagerArena, checksumFollowsUpload: false } });
+const eagerKernels = await createKernels({ backend: 'webgpu', webgpu: { arena: eagerArena, checksumFollowsUpload: false, checksumOnDevice: false } });
 check('webgpu (shared arena, checksumFollowsUpload: false) started and passed its self-check', eagerKernels.backend === 'webgpu', eagerKernels.fallbackReason ?? '');
-const hereKernels = await createKernels({ backend: 'webgpu', webgpu: { checksumWorker: false } });
+const hereKernels = await createKernels({ backend: 'webgpu', webgpu: { checksumWorker: false, checksumOnDevice: false } });
 check('webgpu (checksumWorker: false) started and passed its self-check', hereKernels.backend === 'webgpu', hereKernels.fallbackReason ?? '');
 const uploader = device ? createRawBf16Uploader(device) : null;
+// checksumOnDevice: the format-v3 segment digests computed on the device, ordinary payloads.
+const DEVICE_UNROLLS = [32, 48, 64];
+const deviceSumKernels = new Map();
+const hostKernels = await createKernels({ backend: 'webgpu', webgpu: { checksumOnDevice: false } });
+if (mode === 'checksum') {
+  for (const unroll of DEVICE_UNROLLS) {
+    const k = await createKernels({ backend: 'webgpu', webgpu: { checksumOnDevice: true, checksumOnDeviceUnroll: unroll } });
+    deviceSumKernels.set(unroll, k);
+    check(`webgpu (checksumOnDevice, unroll ${unroll}) started and passed its self-check`, k.backend === 'webgpu', k.fallbackReason ?? '');
+  }
+}
+
+/** The device checksum next to the raw pieced upload and the other verified paths, alternating rounds. */
+async function compareDeviceChecksum(n, tag, values, payload, runs) {
+  const slot = (sharedArena.reset(), sharedArena.allocate(payload.length));
+  slot.set(payload);
+  const cases = [
+    ...DEVICE_UNROLLS.map((u) => [`checksumOnDevice (unroll ${u}), ordinary payload (v3)`, deviceSumKernels.get(u), payload]),
+    [`checksumOnDevice: false, payload (v3) in a shared codec arena: ${defaultChecksumThreads()} workers behind the upload`, arenaKernels, slot],
+    ['default (checksumOnDevice), ordinary payload (v3)', kernels, payload],
+    ['checksumOnDevice: false, ordinary payload (v3): hashed on this thread', hostKernels, payload],
+    ['verify: false, ordinary payload', kernels, payload, { verify: false }],
+  ];
+  const rounds = n >= 2 ** 26 ? 9 : 7;
+  const rawMethod = 'mapped staging (kept), 16 MiB pieces + copies';
+  const samples = cases.map(() => []);
+  const rawSamples = [];
+  for (const [, k, p, o] of cases) (await k.decodeToDevice(p, o)).delete();
+  for (let round = 0; round < rounds; round++) {
+    if (uploader) rawSamples.push(await uploader.upload(values, rawMethod));
+    for (const [i, [, k, p, o]] of cases.entries()) {
+      const r = await k.decodeToDevice(p, o);
+      r.delete();
+      if (r.backend !== 'webgpu') throw new Error(`ran on ${r.backend}: ${r.fallbackReason}`);
+      samples[i].push(r.timings);
+    }
+  }
+  const middle = (list) => list.sort((a, b) => (a.totalMs ?? a) - (b.totalMs ?? b))[Math.floor(list.length / 2)];
+  if (uploader) addRow(n, `raw BF16 upload: ${rawMethod}, alternating with the rows below`, middle(rawSamples));
+  for (const [i, [label]] of cases.entries()) addRow(n, `webgpu device-resident (${label})`, middle(samples[i]));
+  const out = new Uint16Array(n);
+  for (const [unroll, k] of deviceSumKernels) {
+    const r = await k.decodeToDevice(payload);
+    check(`webgpu decodeToDevice ${tag} (checksumOnDevice, unroll ${unroll}) bit-exact`, r.backend === 'webgpu' && firstMismatch(await r.toArray(), values) === -1);
+    r.delete();
+    // One byte of the last segment's sm span, one of the first segment's codes: the device's digests reject both.
+    const { layout } = readPayloadMeta(payload);
+    for (const at of [layout.escapeIndex.offsetBytes - 256 - 99, layout.codes.offsetBytes + 12345]) {
+      const bad = payload.slice();
+      bad[at] ^= 1;
+      let code = 'resolved';
+      try {
+        (await k.decodeToDevice(bad)).delete();
+      } catch (error) {
+        code = error?.code ?? String(error);
+      }
+      check(`webgpu decodeToDevice ${tag} (checksumOnDevice, unroll ${unroll}) of a payload with byte ${at} flipped rejects with CHECKSUM_MISMATCH`, code === 'CHECKSUM_MISMATCH', code);
+    }
+  }
+  addRow(n, 'webgpu end-to-end (default: checksumOnDevice, ordinary payload)', await median(runs, async () => (await kernels.decode(payload, out)).timings));
+  check(`webgpu decode ${tag} (checksumOnDevice) bit-exact`, firstMismatch(out, values) === -1);
+  addRow(n, 'webgpu end-to-end (checksumOnDevice: false, ordinary payload: hashed on this thread)', await median(runs, async () => (await hostKernels.decode(payload, out)).timings));
+  addRow(n, 'codec, 1 thread', await median(runs, async () => {
+    const t = now();
+    codecDecode(payload, out);
+    return now() - t;
+  }));
+}
 
 const sizes = mode === 'smoke' ? [2 ** 20] : [2 ** 20, 2 ** 24, 2 ** 26];
 log('\n| size | path | total ms | GB/s (BF16) | validate | pack | upload | kernel | readback |');
@@ -150,6 +219,10 @@ for (const n of sizes) {
   const values = modelLike(n);
   const { codebook } = calibrateCodebook(values);
   const payload = codecEncode(values, codebook);
+  if (mode === 'checksum') {
+    if (kernels.backend === 'webgpu') await section(`device checksum ${tag}`, () => compareDeviceChecksum(n, tag, values, payload, runs));
+    continue;
+  }
   const out = new Uint16Array(n);
   const copy = new Uint16Array(n);
 
@@ -231,15 +304,15 @@ for (const n of sizes) {
       sab.set(payload);
       const k = defaultChecksumThreads();
       const cases = [
-        [`default, payload (v3) in a shared codec arena: segments hashed on ${k} workers behind the upload`, arenaKernels, slot],
+        [`checksumOnDevice: false, payload (v3) in a shared codec arena: segments hashed on ${k} workers behind the upload`, arenaKernels, slot],
         [`checksumFollowsUpload: false, payload (v3) in a shared codec arena: ${k} workers from the start`, eagerKernels, eagerSlot],
         ['checksumThreads: 1, payload (v3) in a shared codec arena: one worker hashes every segment', oneWorkerKernels, oneSlot],
-        ['default, the same payload resealed as format v2 in the arena: one worker hashes it all', arenaKernels, slotV2],
+        ['checksumOnDevice: false, the same payload resealed as format v2 in the arena: one worker hashes it all', arenaKernels, slotV2],
         ['checksumWorker: false, payload (v3) in a shared codec arena', hereKernels, slot],
-        [`default, payload (v3) in a SharedArrayBuffer (not an arena): ${k} workers`, arenaKernels, sab],
+        [`checksumOnDevice: false, payload (v3) in a SharedArrayBuffer (not an arena): ${k} workers`, arenaKernels, sab],
         // The same arena payload to a decoder given no arena: its workers hash it through their
         // kernel scratch, as the plain SharedArrayBuffer above (is it the memory or the method?).
-        [`default without webgpu.arena, payload (v3) in a shared codec arena: ${k} workers through their scratch`, kernels, slot],
+        [`default (checksumOnDevice) without webgpu.arena, payload (v3) in a shared codec arena`, kernels, slot],
         ['verify: false, payload (v3) in a shared codec arena', arenaKernels, slot, { verify: false }],
       ];
       // Alternating rounds (one call of each case per round, the raw pieced upload first), so a
@@ -343,7 +416,7 @@ for (const n of sizes) {
   }
 }
 
-for (const k of [...instances.values(), arenaKernels, eagerKernels, oneWorkerKernels, hereKernels]) await k.dispose();
+for (const k of [...instances.values(), ...deviceSumKernels.values(), hostKernels, arenaKernels, eagerKernels, oneWorkerKernels, hereKernels]) await k.dispose();
 uploader?.destroy();
 const failed = checks.filter((c) => !c.ok).length;
 log(`\n${checks.length - failed} checks passed, ${failed} failed`);

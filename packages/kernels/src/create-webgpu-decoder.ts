@@ -1,17 +1,28 @@
 import {
   isSplitZipError,
+  SEGMENT_DIGESTS,
   SEGMENT_VALUES,
   readEscapeStreams,
   readPayloadMeta,
   validatePayloadStructure,
   verifyPayloadChecksum,
+  verifySegmentDigests,
   type CodecArena,
   type PayloadMeta,
 } from '@splitzip/codec';
 import type { ChecksumOffload } from './checksum-offload.js';
 import { isKernelsError, KernelsError } from './errors.js';
+import { planDeviceChecksum, type DeviceChecksumPlan } from './plan-device-checksum.js';
 import { DEFAULT_SLICE_ELEMENTS, planDeviceSlices, type DecodeSegmentPlan, type DecodeSlicePlan, type InputWindow } from './plan-device-slices.js';
 import type { StageTimings } from './types.js';
+import {
+  createHashShader,
+  DEFAULT_HASH_UNROLL,
+  finishStreamDigests,
+  HASH_GROUP_RECORD_BYTES,
+  HASH_THREADS_PER_SEGMENT,
+  HASH_WORKGROUP_THREADS,
+} from './wgsl-checksum-source.js';
 import { DECODE_SHADER, PATCH_SHADER, SLICE_RECORD_BYTES } from './wgsl-decode-sources.js';
 import { MAP_MODE, USAGE, type GpuBufferNative, type GpuCommandEncoderNative, type GpuComputePipelineNative, type GpuDeviceNative } from './webgpu-types.js';
 
@@ -79,6 +90,16 @@ export interface WebGpuDecodeOptions {
    * the same geometry into it (default true); false: new bind groups on every call.
    */
   reuseBindGroups?: boolean;
+  /**
+   * Format-v3 payloads: the device computes the checksum segments' digests from the bytes it was
+   * sent (a WGSL pass per upload piece, behind the decode), and this thread only merges them with
+   * the header and escape digests, so no host thread hashes the codes and sm sections and the
+   * payload may be an ordinary array. Applies when the tensor fits one device segment and its
+   * slices are whole checksum segments (2^20 values or more); otherwise the host checks as usual.
+   */
+  checksumOnDevice?: boolean;
+  /** The device checksum pass's loads in flight per thread (1..64; default DEFAULT_HASH_UNROLL). For measurements. */
+  checksumOnDeviceUnroll?: number;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
@@ -192,16 +213,23 @@ export async function createWebGpuDecoder(
   const pieceBytes = options.uploadPieceBytes ?? PIECE_BYTES;
   const checksumFollowsUpload = options.checksumFollowsUpload !== false;
   const reuseBindGroups = options.reuseBindGroups !== false;
+  const checksumOnDevice = options.checksumOnDevice !== false;
+  const hashUnroll = options.checksumOnDeviceUnroll ?? DEFAULT_HASH_UNROLL;
+  if (!(Number.isInteger(hashUnroll) && hashUnroll >= 1 && hashUnroll <= 64)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.checksumOnDeviceUnroll must be an integer in 1..64', { checksumOnDeviceUnroll: hashUnroll });
+  }
   if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
   }
 
   device.pushErrorScope('validation');
   const pipelines: GpuComputePipelineNative[] = [];
-  for (const [label, code] of [
+  const shaders: Array<readonly [string, string]> = [
     ['decode', DECODE_SHADER],
     ['patch', PATCH_SHADER],
-  ] as const) {
+  ];
+  if (checksumOnDevice) shaders.push(['checksum', createHashShader(hashUnroll)]);
+  for (const [label, code] of shaders) {
     const module = device.createShaderModule({ code });
     const info = await module.getCompilationInfo?.();
     const errors = (info?.messages ?? []).filter((m) => m.type === 'error');
@@ -213,9 +241,10 @@ export async function createWebGpuDecoder(
   }
   const startError = await device.popErrorScope();
   if (startError) throw new KernelsError('KERNEL_FAILED', `WebGPU pipeline creation failed: ${startError.message}`, {});
-  const [decodePipeline, patchPipeline] = pipelines as [GpuComputePipelineNative, GpuComputePipelineNative];
+  const [decodePipeline, patchPipeline, hashPipeline] = pipelines as [GpuComputePipelineNative, GpuComputePipelineNative, GpuComputePipelineNative?];
   const decodeLayout = decodePipeline.getBindGroupLayout(0);
   const patchLayout = patchPipeline.getBindGroupLayout(0);
+  const hashLayout = hashPipeline?.getBindGroupLayout(0);
   /**
    * Bind groups per output buffer, reused by later calls of the same geometry into the same
    * buffers (`reuseBindGroups`): creating them costs two trips into the WebGPU implementation per
@@ -229,6 +258,11 @@ export async function createWebGpuDecoder(
   let params: GpuBufferNative | null = null;
   let hostOutput: GpuBufferNative | null = null;
   let readStaging: GpuBufferNative | null = null;
+  // The device checksum's records, group parameters, lane accumulators and their readback.
+  let hashSpans: GpuBufferNative | null = null;
+  let hashParams: GpuBufferNative | null = null;
+  let hashLanes: GpuBufferNative | null = null;
+  let hashRead: GpuBufferNative | null = null;
   /** Kept staging buffers, one per upload piece; `mapped` resolves true once mapped again (false: mapping failed). */
   const stagings: { buffer: GpuBufferNative; mapped: Promise<boolean> }[] = [];
   let disposed = false;
@@ -370,12 +404,14 @@ export async function createWebGpuDecoder(
     meta: PayloadMeta,
     out: GpuBufferNative,
     gate: Int32Array | null,
+    hash: DeviceChecksumPlan | null,
   ): Promise<number> {
     let recordMs = 0;
     let r = now();
     input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
     const paramsBuffer = writeSegmentParams(segment, meta);
     const pieces = planUploadPieces(segment, pieceBytes);
+    if (hash !== null) writeHashRecords(hash);
     recordMs += now() - r;
     for (const [k, piece] of pieces.entries()) {
       const source = await fillStaging(k, payload, segment, piece);
@@ -389,11 +425,73 @@ export async function createWebGpuDecoder(
       const encoder = device.createCommandEncoder();
       encoder.copyBufferToBuffer(source, 0, input, piece.dstStart, roundUp(piece.bytes, 4));
       encodeDispatches(encoder, segment, piece.from, piece.to, out, paramsBuffer);
+      if (hash !== null) encodeHash(encoder, hash, k);
       device.queue.submit([encoder.finish()]);
       remapStaging(k);
       recordMs += now() - r;
     }
     return recordMs;
+  }
+
+  /** Writes the device checksum's span records and per-group parameters into their kept buffers. */
+  function writeHashRecords(hash: DeviceChecksumPlan): void {
+    hashSpans = grow(hashSpans, hash.spans.byteLength, USAGE.STORAGE | USAGE.COPY_DST);
+    device.queue.writeBuffer(hashSpans, 0, hash.spans);
+    const records = new Uint32Array((hash.groups.length * HASH_GROUP_RECORD_BYTES) / 4);
+    hash.groups.forEach((g, k) => records.set([g.firstSegment, g.segments], (k * HASH_GROUP_RECORD_BYTES) / 4));
+    hashParams = grow(hashParams, records.byteLength, USAGE.UNIFORM | USAGE.COPY_DST);
+    device.queue.writeBuffer(hashParams, 0, records);
+    hashLanes = grow(hashLanes, 4 * hash.laneCount, USAGE.STORAGE | USAGE.COPY_SRC);
+  }
+
+  /** Records the hash pass of group `k` (its input bytes must be in the input buffer by then: same or earlier command buffer). */
+  function encodeHash(encoder: GpuCommandEncoderNative, hash: DeviceChecksumPlan, k: number): void {
+    const g = hash.groups[k]!;
+    const bindGroup = device.createBindGroup({
+      layout: hashLayout!,
+      entries: [
+        { binding: 0, resource: { buffer: hashParams!, offset: k * HASH_GROUP_RECORD_BYTES, size: 16 } },
+        { binding: 1, resource: { buffer: hashSpans!, offset: 0, size: hash.spans.byteLength } },
+        { binding: 2, resource: { buffer: input!, offset: g.baseBytes, size: g.endBytes - g.baseBytes } },
+        { binding: 3, resource: { buffer: hashLanes!, offset: 0, size: 4 * hash.laneCount } },
+      ],
+    });
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(hashPipeline!);
+    pass.setBindGroup(0, bindGroup);
+    pass.dispatchWorkgroups(Math.ceil((g.segments * HASH_THREADS_PER_SEGMENT) / HASH_WORKGROUP_THREADS), 1);
+    pass.end();
+  }
+
+  /**
+   * Queues the copy of the lane accumulators into their readback buffer (after every hash pass)
+   * and its mapping, which resolves with the queue: awaited alongside onSubmittedWorkDone, not
+   * after it (one round trip to the device, not two).
+   */
+  function submitLaneReadback(hash: DeviceChecksumPlan): Promise<void> {
+    const bytes = 4 * hash.laneCount;
+    hashRead = grow(hashRead, bytes, USAGE.MAP_READ | USAGE.COPY_DST);
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(hashLanes!, 0, hashRead, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    const mapped = hashRead.mapAsync(MAP_MODE.READ, 0, bytes);
+    mapped.catch(() => undefined); // awaited by checkDeviceDigests; a device error is the scope's to report
+    return mapped;
+  }
+
+  /** Takes the mapped lane accumulators (submitLaneReadback) and checks the payload's checksum with them. */
+  async function checkDeviceDigests(payload: Uint8Array, meta: PayloadMeta, hash: DeviceChecksumPlan, mapped: Promise<void>): Promise<void> {
+    const bytes = 4 * hash.laneCount;
+    const lanes = new Uint32Array(hash.laneCount);
+    await mapped;
+    try {
+      lanes.set(new Uint32Array(hashRead!.getMappedRange(0, bytes)));
+    } finally {
+      hashRead!.unmap();
+    }
+    const digests = new Uint32Array(SEGMENT_DIGESTS * hash.segmentCount);
+    finishStreamDigests(lanes, hash.streamBytes, digests);
+    verifySegmentDigests(payload, meta, digests);
   }
 
   /** Writes one segment's slice records (parameters and codebook) into the kept params buffer. */
@@ -529,15 +627,27 @@ export async function createWebGpuDecoder(
     const plan = planDeviceSlices(meta, index, limits, sliceElements);
     // The checksum workers hash v3 segments behind the pieced upload's copy (checksumFollowsUpload).
     const pieced = upload === 'mapped-staging' && !drainStages;
-    const gate = verify && pieced && checksumFollowsUpload && meta.version >= 3 && offload !== null && payload.buffer instanceof SharedArrayBuffer
-      ? new Int32Array(new SharedArrayBuffer(4))
-      : null;
-    let offloaded = verify ? startOffloadedChecksum(payload, meta, gate) : null;
+    // The device hashes what it receives: one pass per upload piece, or per slice when not pieced.
+    const hash =
+      verify && hashPipeline !== undefined && plan.length === 1
+        ? planDeviceChecksum(
+            meta,
+            plan,
+            pieced ? planUploadPieces(plan[0]!, pieceBytes).map((p) => [p.from, p.to] as const) : plan[0]!.slices.map((_, i) => [i, i + 1] as const),
+          )
+        : null;
+    const gate =
+      verify && hash === null && pieced && checksumFollowsUpload && meta.version >= 3 && offload !== null && payload.buffer instanceof SharedArrayBuffer
+        ? new Int32Array(new SharedArrayBuffer(4))
+        : null;
+    let offloaded = verify && hash === null ? startOffloadedChecksum(payload, meta, gate) : null;
     // Handled from the start: it may reject while this thread is still uploading.
     offloaded?.catch(() => undefined);
-    let checked = !verify || offloaded !== null;
+    let checked = !verify || offloaded !== null || hash !== null;
     timings.validateMs += now() - t;
     let submitted = false;
+    /** The lanes' mapping, until checkDeviceDigests took it (a failure in between must unmap them). */
+    let lanesMapped: Promise<void> | null = null;
     try {
       for (const segment of plan) {
         const out = outputFor(segment);
@@ -545,7 +655,7 @@ export async function createWebGpuDecoder(
         if (pieced) {
           submitted = true;
           // The staging fill is the upload; recording and submitting the launches is `prepareMs`.
-          const recordMs = await uploadAndDispatchInPieces(payload, segment, meta, out, gate);
+          const recordMs = await uploadAndDispatchInPieces(payload, segment, meta, out, gate, hash);
           timings.prepareMs += recordMs;
           timings.uploadMs += now() - t - recordMs;
           t = now();
@@ -555,8 +665,10 @@ export async function createWebGpuDecoder(
           timings.uploadMs += now() - t;
           t = now();
           const paramsBuffer = writeSegmentParams(segment, meta);
+          if (hash !== null) writeHashRecords(hash);
           const encoder = device.createCommandEncoder();
           encodeDispatches(encoder, segment, 0, segment.slices.length, out, paramsBuffer);
+          if (hash !== null) hash.groups.forEach((_, k) => encodeHash(encoder, hash, k));
           device.queue.submit([encoder.finish()]);
           submitted = true;
         }
@@ -567,8 +679,16 @@ export async function createWebGpuDecoder(
           timings.validateMs += now() - c;
           t += now() - c;
         }
+        if (hash !== null) lanesMapped = submitLaneReadback(hash);
         await device.queue.onSubmittedWorkDone();
         timings.kernelMs += now() - t;
+        if (hash !== null) {
+          t = now();
+          const mapped = lanesMapped!;
+          lanesMapped = null;
+          await checkDeviceDigests(payload, meta, hash, mapped);
+          timings.validateMs += now() - t;
+        }
         if (offloaded !== null) {
           // What the workers' checksum took beyond the device work (every segment may be hashed
           // now: a tensor of several device segments was not read in full yet).
@@ -589,6 +709,7 @@ export async function createWebGpuDecoder(
       if (gate !== null) raiseGate(gate, GATE_OPEN);
       if (submitted) await device.queue.onSubmittedWorkDone().catch(() => undefined);
       if (offloaded !== null) await offloaded.catch(() => undefined);
+      if (lanesMapped !== null) await lanesMapped.then(() => hashRead?.unmap(), () => undefined);
       throw error;
     }
   }
@@ -677,7 +798,7 @@ export async function createWebGpuDecoder(
     async dispose() {
       if (disposed) return;
       disposed = true;
-      for (const buffer of [input, params, hostOutput, readStaging, ...stagings.map((e) => e.buffer), ...pool]) buffer?.destroy();
+      for (const buffer of [input, params, hostOutput, readStaging, hashSpans, hashParams, hashLanes, hashRead, ...stagings.map((e) => e.buffer), ...pool]) buffer?.destroy();
       stagings.length = 0;
       pool.length = 0;
       await offload?.dispose();

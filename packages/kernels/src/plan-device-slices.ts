@@ -102,9 +102,14 @@ export function planDeviceSlices(
     const e0 = index[c0]!;
     const escapes = index[c0 + chunks]! - e0;
     const outBytes = roundUp(count, VALUES_PER_THREAD) * 2;
+    // The codes and sm windows run on to a 256-byte boundary where the section's span has bytes
+    // (its zero padding, up to the next section): the device checksum hashes whole format-v3
+    // segment spans, which end there. The decode reads only the values' words.
+    const codesAt = codes.offsetBytes + first / 2;
+    const smAt = sm.offsetBytes + first;
     const windows: Array<{ srcOffset: number; bytes: number }> = [
-      { srcOffset: codes.offsetBytes + first / 2, bytes: roundUp(Math.ceil(count / 2), 4) },
-      { srcOffset: sm.offsetBytes + first, bytes: roundUp(count, VALUES_PER_THREAD) },
+      { srcOffset: codesAt, bytes: Math.max(roundUp(Math.ceil(count / 2), 4), Math.min(roundUp(Math.ceil(count / 2), BINDING_ALIGN), sm.offsetBytes - codesAt)) },
+      { srcOffset: smAt, bytes: Math.max(roundUp(count, VALUES_PER_THREAD), Math.min(roundUp(count, BINDING_ALIGN), escapeIndex.offsetBytes - smAt)) },
     ];
     let posDelta = 0;
     let expDelta = 0;

@@ -222,7 +222,7 @@ describe('webgpu checksum workers: format-v3 segments hashed on K threads, combi
 
   it('a shared arena with 3 shares: hashed in place by 3 workers; through the decoder a mismatch hands nothing out and pools the buffers', async () => {
     const arena = createCodecArena(16 << 20, { threads: 3 });
-    const decoder = await createWebGpuDecoder(createQuietDevice(), { arena }, createChecksumWorker({ arena, threads: 3, workerUrl }));
+    const decoder = await createWebGpuDecoder(createQuietDevice(), { arena, checksumOnDevice: false }, createChecksumWorker({ arena, threads: 3, workerUrl }));
     try {
       const slot = arena.allocate(big.payload.length);
       slot.set(big.payload);
@@ -282,7 +282,7 @@ describe('webgpu checksum workers: format-v3 segments hashed on K threads, combi
     ];
     for (const [k, config] of configs.entries()) {
       const arena = createCodecArena(8 << 20, { threads: 2 });
-      const decoder = await createWebGpuDecoder(createQuietDevice(), { arena, ...config }, createChecksumWorker({ arena, threads: 2, workerUrl }));
+      const decoder = await createWebGpuDecoder(createQuietDevice(), { arena, checksumOnDevice: false, ...config }, createChecksumWorker({ arena, threads: 2, workerUrl }));
       try {
         const slot = arena.allocate(big.payload.length);
         slot.set(big.payload);

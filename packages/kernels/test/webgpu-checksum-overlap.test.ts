@@ -1,5 +1,6 @@
 import {
   calibrateCodebook,
+  convertPayloadVersion,
   createCodebook,
   createCodecArena,
   encode as codecEncode,
@@ -132,7 +133,8 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
   });
   const start = async (offload: ChecksumOffload | null, options: WebGpuDecodeOptions = {}): Promise<{ device: FakeDevice; decoder: WebGpuDecoder }> => {
     const device = createFakeDevice();
-    const decoder = await createWebGpuDecoder(device, options, offload);
+    // The host's checksum paths (the device checksum is off unless a test asks: this device runs no shader).
+    const decoder = await createWebGpuDecoder(device, { checksumOnDevice: false, ...options }, offload);
     decoders.push(decoder);
     return { device, decoder };
   };
@@ -227,7 +229,7 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
     for (const answer of ['verify-here', 'worker-died'] as const) {
       const device = createFakeDevice();
       const offload = recordingOffload(device, answer);
-      const decoder = await createWebGpuDecoder(device, {}, offload);
+      const decoder = await createWebGpuDecoder(device, { checksumOnDevice: false }, offload);
       decoders.push(decoder);
       const outputs = await decoder.decodeToDevice(inShared(good), true, emptyTimings());
       expect(device.events).toEqual(['checksum started', 'submit copy+dispatches']);
@@ -265,6 +267,39 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
       expect(await run(payload)).toBe('resolved');
     }
   });
+
+  it('checksumOnDevice: the digests come from the device, for the payloads it can hash whole; the host checks the others', async () => {
+    // The fake device runs no shader, so its lane accumulators stay zero: a good v3 payload fails
+    // with CHECKSUM_MISMATCH exactly when the device's digests were used (the WGSL is checked
+    // bit-exactly in the browser tests). Nothing is handed out; the outputs go back to the pool.
+    const offload = recordingOffload(createFakeDevice(), 'verify-here');
+    const { device, decoder } = await start(offload, { checksumOnDevice: true });
+    device.events.length = 0;
+    expect(await codeOf(decoder.decodeToDevice(good, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    // One piece: its copy, decode and hash pass in one command buffer, then the lanes' readback.
+    expect(device.events).toEqual(['submit copy+dispatches', 'submit copy']);
+    expect(decoder.pooledBuffers).toBe(1);
+    // In shared memory too: the device hashes, no checksum worker is asked.
+    expect(await codeOf(decoder.decodeToDevice(inShared(good), true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    expect(offload.calls).toBe(0);
+    // Not verified: nothing to hash. Format v2, or slices under a checksum segment: the host checks.
+    expect(await codeOf(decoder.decodeToDevice(good, false, emptyTimings()).then((o) => decoder.release(o)))).toBe('resolved');
+    expect(await codeOf(decoder.decodeToDevice(convertPayloadVersion(good, 2), true, emptyTimings()).then((o) => decoder.release(o)))).toBe('resolved');
+    const three = codecEncode(modelLikeValues(3 * 2 ** 20 + 5, 3), codebook);
+    const small = await start(null, { checksumOnDevice: true, sliceElements: 2 ** 19 });
+    expect(await codeOf(small.decoder.decodeToDevice(three, true, emptyTimings()).then((o) => small.decoder.release(o)))).toBe('resolved');
+    // Several pieces: a hash pass with each.
+    const pieced = await start(null, { checksumOnDevice: true, sliceElements: 2 ** 20, uploadPieceBytes: 2 ** 20 });
+    pieced.device.events.length = 0;
+    expect(await codeOf(pieced.decoder.decodeToDevice(three, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    expect(pieced.device.events).toEqual(['submit copy+dispatches', 'submit copy+dispatches', 'submit copy+dispatches', 'submit copy+dispatches', 'submit copy']);
+  });
+
+  it('checksumOnDeviceUnroll outside 1..64 is refused', async () => {
+    for (const unroll of [0, 65, 2.5]) {
+      await expect(createWebGpuDecoder(createFakeDevice(), { checksumOnDevice: true, checksumOnDeviceUnroll: unroll })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
+  });
 });
 
 describe('the checksum worker (Node)', () => {
@@ -291,7 +326,7 @@ describe('the checksum worker (Node)', () => {
   it('a payload in the arena through the decoder: checked on the worker, buffers pooled on a mismatch', async () => {
     // Its own arena: a share is attached by one thread only.
     const own = createCodecArena(8 << 20, { threads: 1 });
-    const decoder = await createWebGpuDecoder(createFakeDevice(), { arena: own }, createChecksumWorker({ arena: own, workerUrl }));
+    const decoder = await createWebGpuDecoder(createFakeDevice(), { arena: own, checksumOnDevice: false }, createChecksumWorker({ arena: own, workerUrl }));
     try {
       const slot = own.allocate(good.length);
       slot.set(good);

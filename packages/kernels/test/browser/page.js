@@ -244,6 +244,8 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     }
   }
 
+  /** Format-v3 checksum segment cases, [name, values, codebook?, chunkSize?], shared with the device-checksum checks below. */
+  let segmentCases = [];
   const kernels = await createKernels({ backend: 'webgpu' });
   try {
     // More than 2^24 values, default slices (several) and buffers.
@@ -262,7 +264,7 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     // chunk, one segment, random (mostly escapes) data; a flipped sm byte in the LAST segment
     // (checksum field intact) rejects; the same payloads resealed as format v2 still decode.
     const segmentBook = calibrateCodebook(modelLike(1 << 16, 1)).codebook;
-    const segmentCases = [
+    segmentCases = [
       ['model-like 3*2^20+777 values', modelLike(3 * 2 ** 20 + 777, 51), undefined],
       ['random 3*2^20+777 values (mostly escapes), chunk 4096', escapeHeavy(3 * 2 ** 20 + 777, 53), segmentBook, 4096],
       ['one segment: random 300,007 values', escapeHeavy(300007, 55), segmentBook],
@@ -352,6 +354,43 @@ async function runWebGpuChecks(largeCount, hugeCount) {
     if (after.backend !== 'webgpu' || firstMismatch(after.values, small) !== -1) fail(`after bad payloads: decode on ${after.backend} (${after.fallbackReason})`);
   } finally {
     await kernels.dispose();
+  }
+
+  // The same format-v3 segment cases with the checksum on the host, then on the device (the
+  // default, checksumOnDevice): the WGSL hash pass's digests must reproduce the checksum of every
+  // good payload and reject the flipped byte, with one piece or many, per slice, another unroll.
+  const onDevice = [
+    ['host checksum (checksumOnDevice: false)', { checksumOnDevice: false }],
+    ['device checksum, defaults', {}],
+    ['device checksum, 2^20-value slices, 1 MiB pieces, unroll 3', { checksumOnDevice: true, sliceElements: 2 ** 20, uploadPieceBytes: 2 ** 20, checksumOnDeviceUnroll: 3 }],
+    ['device checksum, write-buffer, 2^21-value slices', { checksumOnDevice: true, upload: 'write-buffer', sliceElements: 2 ** 21 }],
+  ];
+  for (const [label, options] of onDevice) {
+    const deviceKernels = await createKernels({ backend: 'webgpu', webgpu: options });
+    try {
+      if (deviceKernels.backend !== 'webgpu') {
+        fail(`${label}: started ${deviceKernels.backend} (${deviceKernels.fallbackReason})`);
+        continue;
+      }
+      for (const [name, values, book, chunkSize] of segmentCases) {
+        const payload = encode(values, book ?? calibrateCodebook(values).codebook, chunkSize ? { chunkSize } : undefined);
+        const r = await deviceKernels.decodeToDevice(payload);
+        report.checks++;
+        if (r.backend !== 'webgpu' || firstMismatch(await r.toArray(), values) !== -1) fail(`${label}, ${name}: decodeToDevice on ${r.backend} not bit-exact (${r.fallbackReason})`);
+        r.delete();
+        const bad = payload.slice();
+        bad[readPayloadMeta(payload).layout.sm.offsetBytes + (Math.ceil(values.length / 2 ** 20) - 1) * 2 ** 20 + 300] ^= 1;
+        report.checks++;
+        try {
+          (await deviceKernels.decodeToDevice(bad)).delete();
+          fail(`${label}, ${name}: a flipped sm byte in the last segment decoded`);
+        } catch (error) {
+          if (error?.code !== 'CHECKSUM_MISMATCH') fail(`${label}, ${name}: ${error?.code ?? error} instead of CHECKSUM_MISMATCH`);
+        }
+      }
+    } finally {
+      await deviceKernels.dispose();
+    }
   }
   return report;
 }
