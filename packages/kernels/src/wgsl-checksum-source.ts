@@ -106,7 +106,6 @@ ${rounds}
 `;
 }
 
-const P1 = 2654435761;
 const P2 = 2246822519;
 const P3 = 3266489917;
 const rotl = (x: number, r: number): number => ((x << r) | (x >>> (32 - r))) >>> 0;
