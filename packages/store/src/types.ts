@@ -139,7 +139,7 @@ export interface S3StoreOptions {
   requestTimeoutMs?: number;
   /** TCP connect limit; default 3 s. */
   connectTimeoutMs?: number;
-  /** A per-host directory of fetched blobs (read-through): checked by checksum before use, written atomically. */
+  /** A per-host directory of fetched blobs and, for `openS3ObjectSource`, raw object ranges (read-through): checked before use, written atomically. */
   readThroughDir?: string;
 }
 
