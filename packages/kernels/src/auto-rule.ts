@@ -32,18 +32,19 @@ const LOCAL = [2 ** 20, 2 ** 24];
 
 /**
  * GB/s of BF16, copied from measured runs (RESULTS.md):
- * - node: the H200 machine (16-core Xeon VM, Node 20 + Dawn), device/run-h200.sh, 2026-12-02
- *   ~23:10 UTC run (webgpu = the native WGSL decoder, default settings; encode = gpu.js); the
- *   only machine where webgpu runs in Node. webasm/cpu were measured there at 2^20 and 2^24 only.
- *   decodeToDevice on the codec is its host decode.
+ * - node: the H200 machine (16-core Xeon VM, Node 20 + Dawn), the only machine where webgpu runs
+ *   in Node. decode and decodeToDevice: device/run-h200.sh checksum, 2026-12-03 06:36 UTC run
+ *   (webgpu = the native WGSL decoder with its defaults, the checksum on the device; codec = one
+ *   thread, same run). encode, webasm and cpu: the 2026-12-02 ~23:10 UTC full run (encode =
+ *   gpu.js; webasm/cpu measured at 2^20 and 2^24 only). decodeToDevice on the codec is its host decode.
  * - browser: headless Chromium 156 on this repo's 2-core CI-class machine, SwiftShader (software
  *   WebGL/WebGPU), bench/run-bench.mjs, 2026-12-02 ~23:15 UTC (webgpu = the native WGSL decoder).
  *   No real-GPU browser has been measured.
  */
 export const MEASURED_THROUGHPUT: Record<Platform, readonly ThroughputRow[]> = {
   node: [
-    ...rowsOf('decode', H200, { codec: [2.27, 3.02, 3.36], webgpu: [1.64, 2.57, 2.25], webasm: [0.1, 0.13], cpu: [0.03, 0.04] }),
-    ...rowsOf('decodeToDevice', H200, { codec: [2.27, 3.02, 3.36], webgpu: [1.73, 5.24, 3.75] }),
+    ...rowsOf('decode', H200, { codec: [2.37, 2.51, 2.5], webgpu: [1.45, 2.97, 2.74], webasm: [0.1, 0.13], cpu: [0.03, 0.04] }),
+    ...rowsOf('decodeToDevice', H200, { codec: [2.37, 2.51, 2.5], webgpu: [1.97, 7.97, 7.9] }),
     ...rowsOf('encode', H200, { codec: [1.62, 1.14, 1.23], webgpu: [0.16, 0.24, 0.26] }),
   ],
   browser: [

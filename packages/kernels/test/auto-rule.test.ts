@@ -50,16 +50,17 @@ describe('auto rule', () => {
     }
   });
 
-  it('the measured rule: the codec for host decode and encode, a GPU backend for decodeToDevice', () => {
+  it('the measured rule: the codec for host decode (webgpu from 2^24 values in Node: the H200) and encode, a GPU backend for decodeToDevice', () => {
     for (const n of [2 ** 16, 2 ** 20, 2 ** 24, 2 ** 26]) {
-      expect(pickBackend('node', 'decode', n, ['codec', 'webgpu', 'webasm', 'cpu'])).toBe('codec');
+      expect(pickBackend('node', 'decode', n, ['codec', 'webgpu', 'webasm', 'cpu'])).toBe(n >= 2 ** 24 ? 'webgpu' : 'codec');
+      expect(pickBackend('node', 'decode', n, ['codec', 'webasm', 'cpu'])).toBe('codec');
       expect(pickBackend('node', 'encode', n, ['codec', 'webgpu', 'webasm', 'cpu'])).toBe('codec');
       expect(pickBackend('node', 'decodeToDevice', n, ['codec', 'webgpu'])).toBe('webgpu');
       expect(pickBackend('browser', 'decode', n, ['codec', 'webgpu', 'webgl2', 'webgl', 'webasm', 'cpu'])).toBe('codec');
       expect(pickBackend('browser', 'decodeToDevice', n, ['codec', 'webgpu', 'webgl2', 'webgl'])).toBe('webgpu');
       expect(pickBackend('browser', 'decodeToDevice', n, ['codec', 'webgl2', 'webgl'])).toBe('webgl2');
     }
-    expect(autoStartOrder('node', 2 ** 20)).toEqual({ always: [], firstOf: ['webgpu'] });
+    expect(autoStartOrder('node', 2 ** 20)).toEqual({ always: ['webgpu'], firstOf: [] });
     expect(autoStartOrder('browser', 2 ** 20)).toEqual({ always: [], firstOf: ['webgpu', 'webgl2', 'webgl'] });
   });
 
