@@ -12,7 +12,7 @@
 // utilization); cpu = the process's CPU time, all threads (less noisy than wall time on a shared box).
 // Run with node --cpu-prof to see the calling thread's CPU in those spans.
 // Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
-//                                            [--model DIR --cache DIR] [--timeline] [--only raw|cache] [--reader-sync-kib N] [--concurrency N]
+//                                            [--model DIR --cache DIR] [--timeline] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh]
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
@@ -21,6 +21,7 @@ import {
   createFileReader,
   createPacedReader,
   createStagingPool,
+  createThreadDecoder,
   DEFAULT_DECODE_THREADS,
   DEFAULT_LOAD_CONCURRENCY,
   DEFAULT_MAX_STAGING_BYTES,
@@ -39,10 +40,26 @@ const ROUNDS = Number(argValue('--rounds', '15'));
 const BURST_BYTES = Number(argValue('--burst-mib', '0')) * 1024 * 1024;
 // --backend none: a backend that decodes nothing (wrong bytes: only to see what decode costs the load).
 const BACKEND_NAME = argValue('--backend', 'auto');
-const BACKEND = BACKEND_NAME === 'none' ? { name: 'none', verifiesChecksum: true, decode: () => 0 } : BACKEND_NAME;
+// --caller-share-max N: a thread decoder of its own with that callerShareMaxValues (0: the loading
+// thread never shares); --inline-max N: one with that inlineMaxValues.
+const CALLER_SHARE = argValue('--caller-share-max', undefined);
+const INLINE_MAX = argValue('--inline-max', undefined);
+const BACKEND =
+  BACKEND_NAME === 'none'
+    ? { name: 'none', verifiesChecksum: true, decode: () => 0 }
+    : CALLER_SHARE !== undefined || INLINE_MAX !== undefined
+      ? createThreadDecoder({
+          ...(CALLER_SHARE !== undefined ? { callerShareMaxValues: Number(CALLER_SHARE) } : {}),
+          ...(INLINE_MAX !== undefined ? { inlineMaxValues: Number(INLINE_MAX) } : {}),
+        })
+      : BACKEND_NAME;
 const TIMELINE = args.includes('--timeline');
 // --only cache|raw: one path (for a CPU profile of it alone).
 const ONLY = argValue('--only', undefined);
+// --page-cache: no pacing reader at all (the store's and safetensors' own reads): only wall, main, cpu mean anything.
+const PAGE_CACHE = args.includes('--page-cache');
+// --no-refresh: loadModel's refresh: false (to see what the cache refresh costs the start).
+const REFRESH = !args.includes('--no-refresh');
 const CONCURRENCY = argValue('--concurrency', undefined) === undefined ? undefined : Number(argValue('--concurrency'));
 const RATE_BYTES_PER_S = 1e9;
 // The file reader's syncReadMaxBytes (default: its own).
@@ -103,10 +120,11 @@ async function main() {
     const startMs = performance.now();
     const totals = await loadModel(model, withCache ? cache : null, {
       allocate,
-      reader,
+      reader: PAGE_CACHE ? undefined : reader,
       pool: withCache ? pool : undefined,
       backend: BACKEND,
       concurrency: CONCURRENCY,
+      refresh: REFRESH,
       explainMisses: false,
       onTensor: () => handedMs.push(performance.now()),
     }).drain();
@@ -116,7 +134,7 @@ async function main() {
     const cpuUsed = process.cpuUsage(cpu);
     await reader.close();
     const linkMs = (totals.bytesRead / RATE_BYTES_PER_S) * 1e3;
-    const firstAskMs = Math.min(...events.map((e) => e.askedMs));
+    const firstAskMs = events.length > 0 ? Math.min(...events.map((e) => e.askedMs)) : startMs;
     return {
       wallMs: endMs - startMs,
       linkMs,
@@ -159,6 +177,7 @@ async function main() {
   }
   await cache.close();
   await model.close();
+  await BACKEND.close?.();
 }
 
 main().catch((error) => {

@@ -3,14 +3,19 @@
 // SplitZip cache and from the raw safetensors shards IN THE SAME RUN, in interleaved rounds:
 //   (a) files in the page cache (every shard and blob read once before timing);
 //   (b) every read paced to 1 GB/s by the runtime's token-bucket reader (createPacedReader), the
-//       same wrapper on both paths, over the bytes each path actually reads.
+//       same wrapper on both paths, over the bytes each path actually reads. No burst (--burst-mib,
+//       default 0): with the reader's 4 MiB default the first 4 MiB of each load came free, 30% of
+//       the default model's raw read and 40% of its cache read, which let its cache load beat the
+//       format's bound (1.33x) — the ratio measured the burst, not the loads. A load ends when its
+//       last tensor is handed out, but not before the link has delivered its last byte (the
+//       reader's linkFreeAtMs: waits under a millisecond are not slept).
 // Both paths are the runtime's loadModel into one preallocated arena (as a server loads): the raw
 // baseline is loadModel(model, null) — safetensors positioned reads in (a), the paced reader in (b).
 // Prints a table and writes its target rows to <repo>/.cache/bench (writeBenchSummary from
 // @splitzip/bench-utils) for the root `pnpm bench` summary (scripts/bench-summary.mjs); --out FILE
 // writes them there instead. --quick writes none.
 //
-// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4] [--arena codec|plain] [--read-window-mib 32|Infinity]
+// Usage: node bench/run-bench.mjs [--quick] [--size-gb 1.07] [--backend cpu|workers] [--concurrency 4] [--arena codec|plain] [--read-window-mib 32|Infinity] [--burst-mib 0]
 //                                 [--default-model DIR] [--models-dir DIR] [--cache-root DIR]
 //                                 [--prepare-only] [--out FILE]
 //   --quick: default model only, fewer rounds (a smoke run, not a measurement).
@@ -48,6 +53,7 @@ const QUICK = args.includes('--quick');
 const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const BACKEND = argValue('--backend', 'auto');
 const THROTTLE_BYTES_PER_S = 1e9;
+const BURST_BYTES = Number(argValue('--burst-mib', '0')) * 1024 * 1024;
 const CONCURRENCY = argValue('--concurrency', undefined) === undefined ? undefined : Number(argValue('--concurrency'));
 const MODELS_DIR = resolve(argValue('--models-dir', join(REPO, 'models')));
 const CACHE_ROOT = resolve(argValue('--cache-root', join(REPO, '.cache', 'runtime-bench')));
@@ -132,7 +138,9 @@ async function timedLoad(model, cache, allocate, reader, pool) {
     explainMisses: false,
     readWindowBytes: READ_WINDOW_BYTES,
   }).drain();
-  return { ms: performance.now() - started, totals };
+  // Not before the link delivered the last byte (less what the burst lets a read take ahead).
+  const endMs = Math.max(performance.now(), (reader?.linkFreeAtMs ?? 0) - (BURST_BYTES / THROTTLE_BYTES_PER_S) * 1e3);
+  return { ms: endMs - started, totals, linkIdleMs: reader?.idleMs };
 }
 
 async function benchModel(label, modelPath, cacheDir, rounds) {
@@ -156,9 +164,11 @@ async function benchModel(label, modelPath, cacheDir, rounds) {
         await warmFiles(cacheDir);
       }
       const makeReader = () =>
-        scenario === 'page-cache' ? undefined : createPacedReader(createFileReader(), { bytesPerSecond: THROTTLE_BYTES_PER_S });
+        scenario === 'page-cache' ? undefined : createPacedReader(createFileReader(), { bytesPerSecond: THROTTLE_BYTES_PER_S, burstBytes: BURST_BYTES });
       const raw = [];
       const cached = [];
+      const rawIdle = [];
+      const cacheIdle = [];
       let lastCache;
       let lastRaw;
       // Interleaved rounds (raw, cache, raw, cache, …) so drift on a shared machine hits both alike.
@@ -167,10 +177,12 @@ async function benchModel(label, modelPath, cacheDir, rounds) {
         lastRaw = await timedLoad(model, null, allocate, rawReader);
         await rawReader?.close();
         raw.push(lastRaw.ms);
+        rawIdle.push(lastRaw.linkIdleMs);
         const cacheReader = makeReader();
         lastCache = await timedLoad(model, cache, allocate, cacheReader, pool);
         await cacheReader?.close();
         cached.push(lastCache.ms);
+        cacheIdle.push(lastCache.linkIdleMs);
       }
       const ratios = raw.map((r, i) => r / cached[i]);
       results.push({
@@ -184,6 +196,8 @@ async function benchModel(label, modelPath, cacheDir, rounds) {
         rawMs: median(raw),
         cacheMs: median(cached),
         speedup: median(ratios),
+        speedupRange: [Math.min(...ratios), Math.max(...ratios)],
+        linkIdleMs: scenario === 'page-cache' ? undefined : { raw: median(rawIdle), cache: median(cacheIdle) },
         decodeShare: lastCache.totals.decodeMs / lastCache.totals.wallMs,
         backend: lastCache.totals.backends.join(',') || 'none',
         rounds: rounds[scenario],
@@ -228,9 +242,9 @@ async function main() {
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
   console.log(`@splitzip/runtime load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpu}), codec ${getCodecBackend()}, decode backend ${BACKEND}, arena ${ARENA_KIND}, concurrency ${CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY}, read window ${READ_WINDOW_BYTES === undefined ? `${DEFAULT_READ_WINDOW_BYTES / 1048576} MiB on cache loads, none on raw loads (loadModel's defaults)` : `${READ_WINDOW_BYTES / 1048576} MiB on both paths`}`);
   console.log('whole model into one preallocated arena; raw = loadModel without a cache (safetensors reads), cache = loadModel with the SplitZip cache;');
-  console.log(`times are medians of interleaved rounds; speedup = median of per-round raw/cache; paced = token bucket at ${gb(THROTTLE_BYTES_PER_S)} GB/s on both paths`);
+  console.log(`times are medians of interleaved rounds; speedup = median of per-round raw/cache; paced = token bucket at ${gb(THROTTLE_BYTES_PER_S)} GB/s on both paths, burst ${BURST_BYTES / 1048576} MiB (a load ends no earlier than the link's last byte)`);
   console.log('');
-  const header = ['model', 'scenario', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'speedup', 'target', 'met', 'read raw → cache', 'decode CPU / wall', 'from cache'];
+  const header = ['model', 'scenario', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'speedup', 'rounds min–max', 'target', 'met', 'read raw → cache', 'link idle raw / cache ms', 'decode CPU / wall', 'from cache'];
   const table = rows.map((r) => {
     const target = r.scenario === 'page-cache' ? 0.9 : 1.25;
     return [
@@ -241,9 +255,11 @@ async function main() {
       fmt(r.cacheMs, 1),
       fmt(gb(r.rawBytes) / (r.cacheMs / 1e3)),
       `${fmt(r.speedup)}x`,
+      `${fmt(r.speedupRange[0])}–${fmt(r.speedupRange[1])}x`,
       `>= ${target}x`,
       r.speedup >= target ? 'yes' : 'NO',
       `${fmt(gb(r.rawBytesRead), 3)} → ${fmt(gb(r.cacheBytesRead), 3)} GB`,
+      r.linkIdleMs === undefined ? '' : `${fmt(r.linkIdleMs.raw, 1)} / ${fmt(r.linkIdleMs.cache, 1)}`,
       `${fmt(100 * r.decodeShare, 0)}%`,
       `${r.fromCache}/${r.tensors}`,
     ];
@@ -254,6 +270,7 @@ async function main() {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   table.forEach(print);
   console.log('');
+  console.log('link idle = median link time lost mid-load with every granted byte delivered and no read asking (the loader, not the link, was the limit)');
   console.log('decode CPU / wall = checksum + decode CPU time (summed over decode threads, so it can pass 100%; the store\'s readBlob checksum, used in (a), counts as I/O) ÷ cache load wall time');
   console.log(`format bound for (b): raw bytes / cache bytes read = ${rows.filter((r) => r.scenario === 'paced-1GBps').map((r) => `${r.model} ${fmt(r.rawBytesRead / r.cacheBytesRead)}x`).join(', ')}`);
   console.log(`total ${((performance.now() - startedMs) / 1e3).toFixed(1)} s`);
@@ -262,7 +279,7 @@ async function main() {
     writeBenchSummary({
       packageName: '@splitzip/runtime',
       title: 'whole-model load: SplitZip cache vs raw safetensors',
-      environment: { cpu, codecBackend: getCodecBackend(), decodeBackend: BACKEND },
+      environment: { cpu, codecBackend: getCodecBackend(), decodeBackend: BACKEND, pacingBurstBytes: BURST_BYTES },
       rows: rows.map((r) => ({
         metric: `${r.model}, ${r.scenario}: cache speed vs raw`,
         value: r.speedup,
