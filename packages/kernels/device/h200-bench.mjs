@@ -153,17 +153,12 @@ if (mode === 'checksum') {
   }
 }
 
-/** The device checksum next to the raw pieced upload and the other verified paths, alternating rounds. */
-async function compareDeviceChecksum(n, tag, values, payload, runs) {
-  const slot = (sharedArena.reset(), sharedArena.allocate(payload.length));
-  slot.set(payload);
-  const cases = [
-    ...DEVICE_UNROLLS.map((u) => [`checksumOnDevice (unroll ${u}), ordinary payload (v3)`, deviceSumKernels.get(u), payload]),
-    [`checksumOnDevice: false, payload (v3) in a shared codec arena: ${defaultChecksumThreads()} workers behind the upload`, arenaKernels, slot],
-    ['default (checksumOnDevice), ordinary payload (v3)', kernels, payload],
-    ['checksumOnDevice: false, ordinary payload (v3): hashed on this thread', hostKernels, payload],
-    ['verify: false, ordinary payload', kernels, payload, { verify: false }],
-  ];
+/**
+ * Times decodeToDevice of each case ([label, kernels, payload, options?]) in alternating rounds (one
+ * call of each case per round, the raw pieced upload first), so a slower moment of the host costs
+ * every row alike; adds the median rows.
+ */
+async function timeAlternating(n, values, cases) {
   const rounds = n >= 2 ** 26 ? 9 : 7;
   const rawMethod = 'mapped staging (kept), 16 MiB pieces + copies';
   const samples = cases.map(() => []);
@@ -181,6 +176,20 @@ async function compareDeviceChecksum(n, tag, values, payload, runs) {
   const middle = (list) => list.sort((a, b) => (a.totalMs ?? a) - (b.totalMs ?? b))[Math.floor(list.length / 2)];
   if (uploader) addRow(n, `raw BF16 upload: ${rawMethod}, alternating with the rows below`, middle(rawSamples));
   for (const [i, [label]] of cases.entries()) addRow(n, `webgpu device-resident (${label})`, middle(samples[i]));
+}
+
+/** The device checksum next to the raw pieced upload and the other verified paths, alternating rounds. */
+async function compareDeviceChecksum(n, tag, values, payload, runs) {
+  const slot = (sharedArena.reset(), sharedArena.allocate(payload.length));
+  slot.set(payload);
+  const cases = [
+    ...DEVICE_UNROLLS.map((u) => [`checksumOnDevice (unroll ${u}), ordinary payload (v3)`, deviceSumKernels.get(u), payload]),
+    [`checksumOnDevice: false, payload (v3) in a shared codec arena: ${defaultChecksumThreads()} workers behind the upload`, arenaKernels, slot],
+    ['default (checksumOnDevice), ordinary payload (v3)', kernels, payload],
+    ['checksumOnDevice: false, ordinary payload (v3): hashed on this thread', hostKernels, payload],
+    ['verify: false, ordinary payload', kernels, payload, { verify: false }],
+  ];
+  await timeAlternating(n, values, cases);
   const out = new Uint16Array(n);
   for (const [unroll, k] of deviceSumKernels) {
     const r = await k.decodeToDevice(payload);
@@ -315,26 +324,8 @@ for (const n of sizes) {
         [`default (checksumOnDevice) without webgpu.arena, payload (v3) in a shared codec arena`, kernels, slot],
         ['verify: false, payload (v3) in a shared codec arena', arenaKernels, slot, { verify: false }],
       ];
-      // Alternating rounds (one call of each case per round, the raw pieced upload first), so a
-      // slower moment of the host costs every row alike; medians.
-      const rounds = n >= 2 ** 26 ? 9 : 7;
-      const rawMethod = 'mapped staging (kept), 16 MiB pieces + copies';
-      const samples = cases.map(() => []);
-      const rawSamples = [];
-      for (const [, k, p, o] of cases) (await k.decodeToDevice(p, o)).delete();
-      for (let round = 0; round < rounds; round++) {
-        if (uploader) rawSamples.push(await uploader.upload(values, rawMethod));
-        for (const [i, [, k, p, o]] of cases.entries()) {
-          const r = await k.decodeToDevice(p, o);
-          r.delete();
-          if (r.backend !== 'webgpu') throw new Error(`ran on ${r.backend}: ${r.fallbackReason}`);
-          samples[i].push(r.timings);
-        }
-      }
-      const middle = (list) => list.sort((a, b) => (a.totalMs ?? a) - (b.totalMs ?? b))[Math.floor(list.length / 2)];
-      if (uploader) addRow(n, `raw BF16 upload: ${rawMethod}, alternating with the rows below`, middle(rawSamples));
-      for (const [i, [label, k, p]] of cases.entries()) {
-        addRow(n, `webgpu device-resident (${label})`, middle(samples[i]));
+      await timeAlternating(n, values, cases);
+      for (const [label, k, p] of cases) {
         const r = await k.decodeToDevice(p);
         check(`webgpu decodeToDevice ${tag} (${label}) bit-exact`, firstMismatch(await r.toArray(), values) === -1);
         r.delete();
