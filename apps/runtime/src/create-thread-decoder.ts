@@ -38,7 +38,7 @@ export const DEFAULT_STARTUP_INLINE_MAX_VALUES = 1 << 22;
 
 /**
  * The calling thread decodes at most this many values of a verified format-v3 tensor that goes to
- * the workers (its last segments, an even share otherwise), while they decode the rest: as long
+ * idle workers (its last segments, an even share otherwise), while they decode the rest: as long
  * as an inline decode holds the event loop (DEFAULT_INLINE_MAX_VALUES), no longer.
  */
 export const DEFAULT_CALLER_SHARE_MAX_VALUES = 1 << 20;
@@ -346,8 +346,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         // The calling thread decodes the last segments of a verified v3 tensor itself while the
         // workers decode the rest: with one decode thread (2 cores) a tensor's decode was otherwise
         // never split, and the last large tensor of a load decoded on one core while the loading
-        // thread, its reads done, waited.
-        const shareable = verify && meta.version >= 3 && callerShareMaxValues >= SEGMENT_VALUES && meta.elementCount > SEGMENT_VALUES;
+        // thread, its reads done, waited. Only when the workers are idle: with decode the limit
+        // (the 1.07 GB model from the page cache) the cores are all busy, and the calling thread's
+        // share delayed the reads that feed them (cache load 176-199 ms against 149-181 without).
+        const shareable = idle && verify && meta.version >= 3 && callerShareMaxValues >= SEGMENT_VALUES && meta.elementCount > SEGMENT_VALUES;
         const segmentCount = (split && verify && meta.version >= 3) || shareable ? countPayloadSegments(payload.subarray(0, meta.compBytes), meta) : 0;
         let segmentRanges: [number, number][] | undefined;
         let callerRange: [number, number] | undefined;

@@ -218,6 +218,15 @@ describe('thread decoder: the calling thread decodes a share beside one worker',
     }
   });
 
+  it('shares only while the worker is idle: a tensor queued behind another goes to the worker whole', async () => {
+    const before = one.stats();
+    const outs = [new Uint16Array(count), new Uint16Array(count)];
+    await Promise.all(outs.map((out) => one.decode(payload, meta, out, { verifyChecksum: true })));
+    for (const out of outs) expect(firstDifference(out, values)).toBe(-1);
+    expect(one.stats().jobs - before.jobs).toBe(2);
+    expect(one.stats().callerShares - before.callerShares).toBe(1);
+  });
+
   it('a flipped byte in the worker share or in the caller share is CACHE_READ_FAILED', async () => {
     for (const value of [10, count - 10]) {
       const corrupt = payload.slice();
