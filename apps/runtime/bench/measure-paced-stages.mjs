@@ -12,7 +12,7 @@
 // utilization); cpu = the process's CPU time, all threads (less noisy than wall time on a shared box).
 // Run with node --cpu-prof to see the calling thread's CPU in those spans.
 // Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
-//                                            [--model DIR --cache DIR] [--timeline] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh]
+//                                            [--model DIR --cache DIR] [--timeline] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh] [--read-window-mib N]
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
@@ -60,6 +60,7 @@ const ONLY = argValue('--only', undefined);
 const PAGE_CACHE = args.includes('--page-cache');
 // --no-refresh: loadModel's refresh: false (to see what the cache refresh costs the start).
 const REFRESH = !args.includes('--no-refresh');
+const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined ? undefined : Number(argValue('--read-window-mib')) * 1024 * 1024;
 const CONCURRENCY = argValue('--concurrency', undefined) === undefined ? undefined : Number(argValue('--concurrency'));
 const RATE_BYTES_PER_S = 1e9;
 // The file reader's syncReadMaxBytes (default: its own).
@@ -125,6 +126,7 @@ async function main() {
       backend: BACKEND,
       concurrency: CONCURRENCY,
       refresh: REFRESH,
+      readWindowBytes: READ_WINDOW_BYTES,
       explainMisses: false,
       onTensor: () => handedMs.push(performance.now()),
     }).drain();
