@@ -30,6 +30,7 @@ export type {
   TensorBytesRef,
   AddEntryInput,
   AddEntryResult,
+  PayloadDigest,
   AliasSliceItem,
   AliasSlicesOptions,
   OpenCacheStoreOptions,

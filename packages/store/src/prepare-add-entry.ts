@@ -3,7 +3,7 @@ import { readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
 import { countShapeElements } from './compute-content-key.js';
 import { StoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
-import type { AddEntryInput, CacheEntry } from './types.js';
+import type { AddEntryInput, CacheEntry, PayloadDigest } from './types.js';
 import { canonicalBlobPath, formatBlobChecksum, isContentKey, isSha256Hex, sliceId, validateSliceKey } from './validate-entry.js';
 
 export interface PreparedEntry {
@@ -59,6 +59,7 @@ export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
     ids.add(id);
   }
   const blobBytes = payload.subarray(0, meta.compBytes);
+  const blobSha256 = input.payloadDigest === undefined ? sha256Hex(blobBytes) : acceptPayloadDigest(input.payloadDigest, meta, key);
   const entry: CacheEntry = Object.freeze({
     key,
     qualname,
@@ -80,9 +81,28 @@ export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
     shape: Object.freeze([...shape]),
     formatVersion: meta.version,
     blobChecksum: formatBlobChecksum(meta.checksum),
-    blobSha256: sha256Hex(blobBytes),
+    blobSha256,
     sha256,
     sliceKeys: Object.freeze(sliceKeys),
   });
   return { entry, payload: blobBytes };
+}
+
+/**
+ * A caller's digest of this payload's blob, once it names the payload just validated: the XXH32
+ * covers every byte, so equal checksum and length mean the caller hashed these bytes (a digest of
+ * any other range or payload is refused, up to XXH32's 2^-32 collisions, and verify re-hashes).
+ */
+function acceptPayloadDigest(digest: PayloadDigest, meta: { checksum: number; compBytes: number }, key: string): string {
+  if (digest === null || typeof digest !== 'object' || !isSha256Hex(digest.sha256)) {
+    throw new StoreError('INVALID_ARGUMENT', 'payloadDigest.sha256 must be 64 lower-case hex digits', { entry: key });
+  }
+  if (digest.checksum !== meta.checksum || digest.compBytes !== meta.compBytes) {
+    throw new StoreError(
+      'INVALID_ARGUMENT',
+      `payloadDigest names other bytes (checksum ${String(digest.checksum)}, ${String(digest.compBytes)} bytes) than the payload given (checksum ${meta.checksum}, ${meta.compBytes} bytes)`,
+      { entry: key, details: { digestChecksum: digest.checksum, digestCompBytes: digest.compBytes, checksum: meta.checksum, compBytes: meta.compBytes } },
+    );
+  }
+  return digest.sha256;
 }

@@ -69,6 +69,28 @@ export interface AddEntryInput {
   sha256: string;
   /** Slice keys to bind with the entry (same rules as aliasSlices). */
   sliceKeys?: readonly SliceKeyTuple[];
+  /**
+   * The blob's SHA-256 computed by the caller (e.g. the thread that encoded the payload, while its
+   * bytes were at hand), so the store does not hash it again; see PayloadDigest. Without it the
+   * store computes it.
+   */
+  payloadDigest?: PayloadDigest;
+}
+
+/**
+ * SHA-256 of a payload's blob bytes (its first compBytes bytes), naming what was hashed: the XXH32
+ * checksum and compBytes read from the header of the very bytes hashed. The store validates the
+ * payload it is given (header, and its XXH32 over every byte) and accepts the digest only when both
+ * fields equal that payload's, so a digest of other bytes (another payload, a stale or shifted
+ * range, a truncation) is refused rather than recorded; `verify` re-hashes every blob.
+ */
+export interface PayloadDigest {
+  /** 64 lower-case hex digits. */
+  sha256: string;
+  /** The header's stored XXH32 (u32) of the bytes hashed. */
+  checksum: number;
+  /** The header's total payload length of the bytes hashed, which is how many were hashed. */
+  compBytes: number;
 }
 
 export interface AddEntryResult {
