@@ -2,8 +2,9 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig([
   {
-    // Browser-safe build: no Node imports reach index.ts.
-    entry: { index: 'src/index.ts' },
+    // Browser-safe build: no Node imports reach index.ts. auto-rule: the measured rule alone (no
+    // backend code), for callers that only need to know what `auto` picks.
+    entry: { index: 'src/index.ts', 'auto-rule': 'src/auto-rule-entry.ts' },
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,
