@@ -2,9 +2,8 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig([
   {
-    // Browser-safe build: no Node imports reach index.ts. auto-rule: the measured rule alone (no
-    // backend code), for callers that only need to know what `auto` picks.
-    entry: { index: 'src/index.ts', 'auto-rule': 'src/auto-rule-entry.ts' },
+    // Browser-safe build: no Node imports reach index.ts.
+    entry: { index: 'src/index.ts' },
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,
@@ -15,9 +14,11 @@ export default defineConfig([
   },
   {
     // Node build (export condition "node" and the ./node subpath): adds worker threads and Dawn.
-    entry: { node: 'src/node.ts', 'decode-worker': 'src/decode-worker.ts' },
+    // auto-rule (the ./auto-rule subpath): the measured rule alone, no backend code, for callers
+    // that only need to know what `auto` picks.
+    entry: { node: 'src/node.ts', 'decode-worker': 'src/decode-worker.ts', 'auto-rule': 'src/auto-rule-entry.ts' },
     format: ['esm', 'cjs'],
-    dts: { entry: { node: 'src/node.ts' } },
+    dts: { entry: { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts' } },
     sourcemap: true,
     clean: false,
     shims: true,
