@@ -51,6 +51,8 @@ interface HandleEntry {
   opening: Promise<number> | undefined;
   refs: number;
   lastUseMs: number;
+  /** Set by close() while reads use the file: called by the last of them (a descriptor is never closed under a read). */
+  onIdle?: (() => void) | undefined;
 }
 
 export interface FileReaderOptions {
@@ -168,14 +170,26 @@ export function createFileReader(options: FileReaderOptions = {}): ByteReader {
       } finally {
         entry.refs -= 1;
         entry.lastUseMs = performance.now();
-        if (entry.refs === 0) void evictIdle();
+        if (entry.refs === 0) {
+          if (entry.onIdle !== undefined) entry.onIdle();
+          else void evictIdle();
+        }
       }
     },
     async close() {
       closed = true;
       const all = [...handles.values()];
       handles.clear();
-      await Promise.all(all.map((entry) => closeQuietly(entry, syncClose)));
+      // A descriptor closed under a read in flight could be reused by the next open: wait for them.
+      await Promise.all(
+        all.map((entry) =>
+          entry.refs === 0
+            ? closeQuietly(entry, syncClose)
+            : new Promise<void>((resolve) => {
+                entry.onIdle = () => resolve(closeQuietly(entry, syncClose));
+              }),
+        ),
+      );
     },
   };
 }

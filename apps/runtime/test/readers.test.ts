@@ -101,6 +101,19 @@ describe('createFileReader, synchronous and thread-pool reads together', () => {
     expect(openFds()).toBe(before);
   });
 
+  it('close waits for the reads in flight before closing their files', async () => {
+    const openFds = () => readdirSync('/proc/self/fd').length;
+    const before = openFds();
+    const reader = createFileReader({ syncReadMaxBytes: 0 });
+    const large = new Uint8Array(3 * 1024 * 1024);
+    const reading = reader.readExact(file, large, 10);
+    const closing = reader.close();
+    await reading;
+    await closing;
+    expect(Buffer.from(large).equals(Buffer.from(content.subarray(10, 10 + large.length)))).toBe(true);
+    expect(openFds()).toBe(before);
+  });
+
   it('rejects bad options', () => {
     expect(() => createFileReader({ syncReadMaxBytes: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => createFileReader({ maxIdleHandles: 1.5 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
