@@ -21,12 +21,15 @@ export const DEFAULT_SPLIT_MIN_VALUES = 1 << 20;
 /**
  * Tensors with fewer values are decoded on the calling thread. A round trip to a worker (message,
  * waking a sleeping thread, the answer a tick later) costs about as much as decoding 2^20 values
- * in place (~0.15 ms), and many such round trips add up to the whole load of a model made of
- * small tensors: the default model through the 1 GB/s pacing reader loaded 1.12-1.40x faster
- * than raw with 2^20 (median 1.25x over 13 runs), 0.85x with 2^16 (same machine, same hour);
- * larger models and the page cache case were unchanged.
+ * in place (~0.15 ms idle, more on a busy machine), and many such round trips add up to the whole
+ * load of a model made of small tensors: the default model through the 1 GB/s pacing reader
+ * loaded 1.12-1.40x faster than raw with 2^20 (median 1.25x over 13 runs), 0.85x with 2^16. 2^21
+ * (0.7 ms on the calling thread) takes the default model's 2.05M-value embeddings off the worker:
+ * read near the end of the load, its hand-off was the load's tail (paced, burst-free: cache load
+ * 12.4-13.1 ms against 13.9-15.9 with 2^20, three A/B pairs on the busy 2-core box, tail
+ * 0.2-0.4 ms against 1.4-1.8); the 1.07 GB model's tensors are all above it.
  */
-export const DEFAULT_INLINE_MAX_VALUES = 1 << 20;
+export const DEFAULT_INLINE_MAX_VALUES = 1 << 21;
 
 /**
  * While no worker has started yet (the first ~50-100 ms of a process: thread start, module load),
@@ -38,8 +41,8 @@ export const DEFAULT_STARTUP_INLINE_MAX_VALUES = 1 << 22;
 
 /**
  * The calling thread decodes at most this many values of a verified format-v3 tensor that goes to
- * idle workers (its last segments, an even share otherwise), while they decode the rest: as long
- * as an inline decode holds the event loop (DEFAULT_INLINE_MAX_VALUES), no longer.
+ * idle workers (its last segments, an even share otherwise), while they decode the rest: whole
+ * segments of 2^20 values, at most as long as an inline decode holds the event loop.
  */
 export const DEFAULT_CALLER_SHARE_MAX_VALUES = 1 << 20;
 

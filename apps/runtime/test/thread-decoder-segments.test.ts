@@ -139,7 +139,7 @@ describe('thread decoder: format v2 payloads (caches built before v3)', () => {
 });
 
 describe('thread decoder start-up', () => {
-  const count = (1 << 20) + 333;
+  const count = (1 << 21) + 333; // above the inline bound, below the start-up one
   const values = escapeHeavyWeights(count, 5);
   const payload = encodeValues(values);
   const meta = readPayloadMeta(payload);
