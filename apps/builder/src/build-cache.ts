@@ -158,12 +158,23 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 
   let model: SafetensorsModel | undefined;
   let store: CacheStore | undefined;
-  let processorReady: Promise<TensorProcessor> | undefined;
+
   let encoder: ValuesEncoder | undefined;
-  // The backend probe (a short-lived worker) and the workers start while the model and the cache
-  // open, and while the first tensors are read and keyed: only calibrating and encoding wait.
+  // The encoder (under `auto`, the kernels' rule; a probe worker only where the rule may pick a
+  // gpu.js backend) and the workers start while the model and the cache open, and while the first
+  // tensors are read and keyed: only calibrating and encoding wait. The workers get the slab once
+  // the model is open and it is sized.
   const encoderReady = createValuesEncoder(options.backend ?? 'auto');
   encoderReady.catch(() => {});
+  let giveSlab: (slab: SharedArrayBuffer) => void = () => {};
+  let withholdSlab: (error: Error) => void = () => {};
+  const slabReady = new Promise<SharedArrayBuffer>((resolve, reject) => {
+    giveSlab = resolve;
+    withholdSlab = reject;
+  });
+  slabReady.catch(() => {}); // jobs 0 never asks for it
+  const ready = createTensorProcessor({ jobs, slab: slabReady });
+  ready.catch(() => {});
   try {
     model = await openSafetensorsModel(options.model);
     // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
@@ -192,10 +203,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       slabBytesOf(sizesOf(largestBytes)),
     );
     const slab = createSlabPool(slabBytes);
+    giveSlab(slab.buffer);
     let droppedBytes = 0;
-    const ready = createTensorProcessor({ jobs, slab: slab.buffer });
-    processorReady = ready;
-    ready.catch(() => {});
 
     // Tensor events wait for the start event, which names the backend: it comes once the encoder
     // is ready (a failure to start it fails the build, below).
@@ -326,7 +335,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
-    await processorReady?.then((processor) => processor.close()).catch(() => {});
+    withholdSlab(new BuilderError('INTERRUPTED', 'the build ended before its workers got work'));
+    await ready.then((processor) => processor.close()).catch(() => {});
     await (encoder ?? (await encoderReady.catch(() => undefined)))?.dispose().catch(() => {});
     await store?.close().catch(() => {});
     await model?.close().catch(() => {});
@@ -481,6 +491,8 @@ async function processKeyedTensor(
       shape: [...tensor.shape],
       dtype: 'BF16',
       sha256,
+      // Hashed by the worker that encoded it; the store accepts it only for this very payload.
+      ...(calibrated.payload && calibrated.payloadDigest ? { payloadDigest: calibrated.payloadDigest } : {}),
       ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
     });
     if (added) context.storedBytes += payload.byteLength;

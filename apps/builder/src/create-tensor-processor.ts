@@ -1,14 +1,15 @@
 // Runs the per-tensor work (exponent histogram + Top-16 codebook, SHA-256 of a tensor that passes
-// the gate, and on the codec path its encoding) on a pool of worker threads, or on the calling
-// thread for `jobs: 0`. Tensors and payload buffers are views of the build's slab, which the
-// workers share: they read and write them in place.
+// the gate, and on the codec path its encoding and the payload's SHA-256) on a pool of worker
+// threads, or on the calling thread for `jobs: 0`. Tensors and payload buffers are views of the
+// build's slab, which the workers share: they read and write them in place. The workers start at
+// once (a worker takes ~80 ms of CPU to start): the slab follows when the model is open and sized.
 import { Worker } from 'node:worker_threads';
 import { BuilderError } from './errors.js';
-import { calibrateAndEncode, type EncodeInto, type TensorCalibration } from './tensor-tasks.js';
-import { deserializeError, type WorkerData, type WorkerReply, type WorkerRequest } from './worker-messages.js';
+import { calibrateAndEncode, type CalibratedPayload, type EncodeInto } from './tensor-tasks.js';
+import { deserializeError, type CalibrateRequest, type WorkerReply } from './worker-messages.js';
 
-/** The calibration, and the payload when encoded (a view of `into.out`). */
-export type CalibratedTensor = TensorCalibration & { payload: Uint8Array | null };
+/** The calibration, and when encoded the payload (a view of `into.out`) and its blob digest. */
+export type CalibratedTensor = CalibratedPayload;
 
 export interface TensorProcessor {
   readonly jobs: number;
@@ -21,7 +22,11 @@ export interface TensorProcessor {
   close(): Promise<void>;
 }
 
-export async function createTensorProcessor(options: { jobs: number; slab: SharedArrayBuffer }): Promise<TensorProcessor> {
+/**
+ * `slab`: the build's slab once it is allocated (the workers get it then, before any request); a
+ * rejection leaves the workers without one, to be closed.
+ */
+export async function createTensorProcessor(options: { jobs: number; slab: Promise<SharedArrayBuffer> }): Promise<TensorProcessor> {
   return options.jobs <= 0 ? createInProcessProcessor() : createWorkerProcessor(options.jobs, options.slab);
 }
 
@@ -72,7 +77,7 @@ interface WorkerHandle {
   failure: Error | null;
 }
 
-async function createWorkerProcessor(jobs: number, slab: SharedArrayBuffer): Promise<TensorProcessor> {
+async function createWorkerProcessor(jobs: number, slabReady: Promise<SharedArrayBuffer>): Promise<TensorProcessor> {
   const workerUrl = new URL('./hash-worker.js', import.meta.url);
   let nextId = 1;
   let closing = false;
@@ -80,7 +85,7 @@ async function createWorkerProcessor(jobs: number, slab: SharedArrayBuffer): Pro
   const handles: WorkerHandle[] = [];
   const ready: Promise<void>[] = [];
   for (let i = 0; i < jobs; i++) {
-    const worker = new Worker(workerUrl, { workerData: { slab } satisfies WorkerData });
+    const worker = new Worker(workerUrl);
     const handle: WorkerHandle = { worker, pending: new Map(), failure: null };
     handles.push(handle);
     ready.push(
@@ -106,8 +111,14 @@ async function createWorkerProcessor(jobs: number, slab: SharedArrayBuffer): Pro
       }),
     );
   }
+  const allReady = Promise.all(ready);
+  allReady.catch(() => {}); // awaited below, unless the slab never comes
+  let slab: SharedArrayBuffer;
   try {
-    await Promise.all(ready);
+    // Messages to a worker arrive in order: the slab before any request.
+    slab = await slabReady;
+    for (const handle of handles) handle.worker.postMessage({ type: 'slab', slab });
+    await allReady;
   } catch (error) {
     closing = true;
     await Promise.all(handles.map((h) => h.worker.terminate()));
@@ -123,7 +134,7 @@ async function createWorkerProcessor(jobs: number, slab: SharedArrayBuffer): Pro
       try {
         if (handle.failure) throw handle.failure;
         const id = nextId++;
-        const request: WorkerRequest = { type: 'calibrate', id, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, coverageMin };
+        const request: CalibrateRequest = { type: 'calibrate', id, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, coverageMin };
         if (into) request.encodeInto = { offsetBytes: into.out.byteOffset, byteLength: into.out.byteLength, chunkSize: into.chunkSize };
         const reply = await new Promise<WorkerReply>((resolve, reject) => {
           handle.pending.set(id, { resolve, reject });
@@ -131,7 +142,7 @@ async function createWorkerProcessor(jobs: number, slab: SharedArrayBuffer): Pro
         });
         if (reply.type !== 'calibrated') throw new Error(`unexpected worker reply ${reply.type}`);
         const payload = into && reply.payloadBytes !== null ? into.out.subarray(0, reply.payloadBytes) : null;
-        return { ...reply.calibration, payload };
+        return { ...reply.calibration, payload, payloadDigest: payload ? reply.payloadDigest : null };
       } finally {
         queue.give(handle);
       }

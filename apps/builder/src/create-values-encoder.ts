@@ -31,12 +31,15 @@ export const codecEncoder: ValuesEncoder = {
 /**
  * The build's encoder. `codec` is the codec's own CPU path, called directly; `cpu`, `webasm`,
  * `webgpu` are gpu.js kernels from @splitzip/kernels, which falls back to the codec path (saying
- * why) when one fails its start-up self-check. `auto` is the kernels' measured rule; when it can
- * only pick the codec path here, the codec is used directly, so that gpu.js (~18 MB) is never
- * loaded into this process: the probe runs in a short-lived worker thread.
+ * why) when one fails its start-up self-check. `auto` is the kernels' measured rule: when the rule
+ * picks the codec to encode at every size whatever else could run (read from the rule's own entry,
+ * which loads no backend code), the codec is used directly and nothing else starts; otherwise a
+ * short-lived worker asks the kernels which backends start here, so that gpu.js (~18 MB) is only
+ * loaded into this process when `auto` may pick one of them.
  */
 export async function createValuesEncoder(requested: EncodeBackend): Promise<ValuesEncoder> {
   if (requested === 'codec') return codecEncoder;
+  if (requested === 'auto' && (await ruleEncodesWithCodecOnly())) return codecEncoder;
   if (requested === 'auto' && (await probeAutoBackends()).every((name) => name === 'codec')) return codecEncoder;
   const { createKernels } = await import('@splitzip/kernels/node');
   const kernels = await createKernels({ backend: requested });
@@ -50,10 +53,22 @@ export async function createValuesEncoder(requested: EncodeBackend): Promise<Val
 }
 
 /**
- * The backends `auto` has available (started and self-checked), asked of the kernels in a worker.
- * When the kernels' measured rule picks the codec to encode at every size whatever else runs, the
- * answer is the codec alone without starting any backend: `auto` would encode with the codec anyway
- * (this saves the GPU backends' start-up and self-checks, ~0.3 s of a build).
+ * Whether `auto` encodes with the codec at every size (2^0..2^32 values) even with every backend
+ * the rule could start available: then no backend is worth starting (this saved a worker that
+ * loaded gpu.js, ~0.5 CPU-s and the critical path of small builds). The same test the probe ran.
+ */
+export async function ruleEncodesWithCodecOnly(): Promise<boolean> {
+  const { candidateBackends, pickBackend } = await import('@splitzip/kernels/auto-rule');
+  const all = ['codec' as const, ...candidateBackends('node')];
+  for (let log2 = 0; log2 <= 32; log2++) {
+    if (pickBackend('node', 'encode', 2 ** log2, all) !== 'codec') return false;
+  }
+  return true;
+}
+
+/**
+ * The backends `auto` has available (started and self-checked), asked of the kernels in a worker
+ * (so gpu.js stays out of this process when the codec is what runs anyway).
  */
 async function probeAutoBackends(): Promise<string[]> {
   const kernelsPath = createRequire(import.meta.url).resolve('@splitzip/kernels/node');
@@ -61,12 +76,6 @@ async function probeAutoBackends(): Promise<string[]> {
     const { parentPort, workerData } = require('node:worker_threads');
     (async () => {
       const api = require(workerData);
-      const others = api.candidateBackends('node');
-      let codecAlways = true;
-      for (let log2 = 0; log2 <= 32 && codecAlways; log2++) {
-        codecAlways = api.pickBackend('node', 'encode', 2 ** log2, ['codec', ...others]) === 'codec';
-      }
-      if (codecAlways) return parentPort.postMessage(['codec']);
       const kernels = await api.createKernels({ backend: 'auto' });
       const names = [...kernels.availableBackends];
       await kernels.dispose();

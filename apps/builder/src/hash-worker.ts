@@ -1,30 +1,36 @@
 // Worker-thread entry: calibrates the tensors the main thread hands it (exponent histogram, Top-16
 // codebook, coverage, and the SHA-256 of a tensor that passes the gate) and, on the codec path,
-// encodes them, one request at a time. Tensors and payloads are ranges of the build's slab (shared
-// memory, received once): read and written in place. The main thread computes the content key
-// first (the store lives there), so only tensors not yet cached come here.
-import { parentPort, workerData } from 'node:worker_threads';
+// encodes them and takes the payload's SHA-256, one request at a time. Tensors and payloads are
+// ranges of the build's slab (shared memory, received once, before any request): read and written
+// in place. The main thread computes the content key first (the store lives there), so only
+// tensors not yet cached come here.
+import { parentPort } from 'node:worker_threads';
 import { calibrateAndEncode } from './tensor-tasks.js';
-import { serializeError, type WorkerData, type WorkerReply, type WorkerRequest } from './worker-messages.js';
+import { serializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
 
 const port = parentPort;
 if (!port) throw new Error('hash-worker must run in a worker thread');
-const { slab } = workerData as WorkerData;
+let slab: SharedArrayBuffer | null = null;
 
 function reply(message: WorkerReply): void {
   port!.postMessage(message);
 }
 
 port.on('message', (request: WorkerRequest) => {
+  if (request.type === 'slab') {
+    slab = request.slab;
+    return;
+  }
   try {
     if (request.type !== 'calibrate') throw new Error(`unknown request ${String((request as { type?: unknown }).type)}`);
+    if (slab === null) throw new Error('calibrate request before the slab');
     const into = request.encodeInto;
-    const { payload, ...calibration } = calibrateAndEncode(
+    const { payload, payloadDigest, ...calibration } = calibrateAndEncode(
       new Uint8Array(slab, request.offsetBytes, request.byteLength),
       request.coverageMin,
       into ? { out: new Uint8Array(slab, into.offsetBytes, into.byteLength), chunkSize: into.chunkSize } : undefined,
     );
-    reply({ type: 'calibrated', id: request.id, calibration, payloadBytes: payload ? payload.byteLength : null });
+    reply({ type: 'calibrated', id: request.id, calibration, payloadBytes: payload ? payload.byteLength : null, payloadDigest });
   } catch (error) {
     reply({ type: 'error', id: request.id, error: serializeError(error) });
   }

@@ -3,7 +3,8 @@
 // @splitzip/store (the workers would load its S3 client: +26 MB and ~0.3 CPU-s each); the content
 // key is computed on the main thread.
 import { createHash } from 'node:crypto';
-import { calibrateFromHistogram, computePayloadLayout, countExponents, createCodebook, encode } from '@splitzip/codec';
+import { calibrateFromHistogram, computePayloadLayout, countExponents, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
+import type { PayloadDigest } from '@splitzip/store';
 
 export type EncodeValues = (values: Uint16Array, exponents: readonly number[], chunkSize: number) => Promise<Uint8Array>;
 
@@ -32,20 +33,30 @@ export function worstPayloadBytes(valueCount: number, coverageMin: number, chunk
   return computePayloadLayout(valueCount, Math.min(valueCount, Math.ceil(valueCount * (1 - coverageMin))), chunkSize).totalBytes;
 }
 
+/** The calibration, and with `into` the payload (a view of `into.out`) with its blob digest. */
+export type CalibratedPayload = TensorCalibration & { payload: Uint8Array | null; payloadDigest: PayloadDigest | null };
+
 /**
  * Calibrates and, with `into`, encodes a tensor that passes the gate straight into `into.out`
- * (its exact size is known from the calibration: one pass, no allocation). `payload` is a view of
- * `into.out`, or null (gate failed, or no `into`).
+ * (its exact size is known from the calibration: one pass, no allocation), then takes the blob's
+ * SHA-256 while the payload is at hand, for the store (which then need not hash it on the thread
+ * that commits). `payload` is a view of `into.out`, or null (gate failed, or no `into`).
  */
-export function calibrateAndEncode(bytes: Uint8Array, coverageMin: number, into?: EncodeInto): TensorCalibration & { payload: Uint8Array | null } {
+export function calibrateAndEncode(bytes: Uint8Array, coverageMin: number, into?: EncodeInto): CalibratedPayload {
   const calibration = calibrateTensor(bytes, coverageMin);
-  if (!into || calibration.exponents === null) return { ...calibration, payload: null };
+  if (!into || calibration.exponents === null) return { ...calibration, payload: null, payloadDigest: null };
   const payload = encode(viewBf16(bytes), createCodebook(calibration.exponents), {
     chunkSize: into.chunkSize,
     out: into.out,
     escapeCount: calibration.escapeCount,
   });
-  return { ...calibration, payload };
+  return { ...calibration, payload, payloadDigest: digestPayload(payload) };
+}
+
+/** The store's PayloadDigest of a payload: the header fields name exactly the bytes hashed. */
+export function digestPayload(payload: Uint8Array): PayloadDigest {
+  const { checksum, compBytes } = readPayloadMeta(payload);
+  return { sha256: createHash('sha256').update(payload.subarray(0, compBytes)).digest('hex'), checksum, compBytes };
 }
 
 /** A BF16 view of raw little-endian bytes (the buffers here are allocated 2-byte aligned). */

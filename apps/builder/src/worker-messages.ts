@@ -1,26 +1,28 @@
 // Messages between the build's main thread and its calibration workers. The tensors and payload
-// buffers live in the build's slab (create-slab-pool.ts), which each worker receives once at start
-// (workerData); requests name ranges of it by offset, so nothing is copied or transferred.
+// buffers live in the build's slab (create-slab-pool.ts), which each worker receives once, in a
+// first `slab` message (the workers start before the model is open, so before the slab is sized);
+// requests name ranges of it by offset, so nothing is copied or transferred.
+import type { PayloadDigest } from '@splitzip/store';
 import type { TensorCalibration } from './tensor-tasks.js';
 
-export interface WorkerData {
-  slab: SharedArrayBuffer;
-}
+export type WorkerRequest =
+  | { type: 'slab'; slab: SharedArrayBuffer }
+  | {
+      type: 'calibrate';
+      id: number;
+      offsetBytes: number;
+      byteLength: number;
+      coverageMin: number;
+      /** Encode a tensor that passes the gate into this range of the slab. */
+      encodeInto?: { offsetBytes: number; byteLength: number; chunkSize: number };
+    };
 
-export interface WorkerRequest {
-  type: 'calibrate';
-  id: number;
-  offsetBytes: number;
-  byteLength: number;
-  coverageMin: number;
-  /** Encode a tensor that passes the gate into this range of the slab. */
-  encodeInto?: { offsetBytes: number; byteLength: number; chunkSize: number };
-}
+export type CalibrateRequest = Extract<WorkerRequest, { type: 'calibrate' }>;
 
 export type WorkerReply =
   | { type: 'ready' }
-  /** `payloadBytes`: the payload's length at `encodeInto.offsetBytes`, or null when not encoded. */
-  | { type: 'calibrated'; id: number; calibration: TensorCalibration; payloadBytes: number | null }
+  /** `payloadBytes`: the payload's length at `encodeInto.offsetBytes`, or null when not encoded (then `payloadDigest` too). */
+  | { type: 'calibrated'; id: number; calibration: TensorCalibration; payloadBytes: number | null; payloadDigest: PayloadDigest | null }
   | { type: 'error'; id: number; error: SerializedError };
 
 export interface SerializedError {
