@@ -11,6 +11,9 @@
 // Env:   SPLITZIP_BENCH_SYNTH_BYTES  size asked of the synthetic generator (default 1.1 GiB, which
 //                                    gives ~1.16 GB of tensors; the generator rounds to whole layers)
 //        SPLITZIP_BENCH_REPEATS      runs per measurement, median reported (default 3)
+//        SPLITZIP_BENCH_BASELINE_CLI another build of the CLI (e.g. an earlier commit's dist/cli.js):
+//                                    each round also runs its -j2 builds (disk, tmpfs) next to
+//                                    this one's, for before/after ratios under the same load
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -27,10 +30,12 @@ const CLI = here('../dist/cli.js');
 const REPO = here('../../../');
 if (!existsSync(CLI)) throw new Error(`${CLI} missing: build first (pnpm --filter @splitzip/builder build)`);
 const REPEATS = Number(process.env.SPLITZIP_BENCH_REPEATS ?? 3);
+const BASELINE_CLI = process.env.SPLITZIP_BENCH_BASELINE_CLI || null;
 const SYNTH_BYTES = Number(process.env.SPLITZIP_BENCH_SYNTH_BYTES ?? Math.round(1.1 * 2 ** 30));
 const HAS_TIME = existsSync('/usr/bin/time');
 const SHM = existsSync('/dev/shm') ? '/dev/shm' : null;
 const median = (xs) => (xs.length === 0 ? Number.NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
+const range = (xs) => (xs.length === 0 ? [Number.NaN, Number.NaN] : [Math.min(...xs), Math.max(...xs)]);
 
 /** The floor: read every shard file front to back (16 MiB reads) and SHA-1 it, one thread. */
 async function readAndHash(paths) {
@@ -78,8 +83,8 @@ async function writeDurably(dir, sizes) {
 }
 
 /** Runs the real binary; peak RSS from /usr/bin/time (the whole process, worker threads included). */
-function runBuild(model, cacheDir, jobs) {
-  const args = [CLI, 'build', model, '--out', cacheDir, '--jobs', String(jobs), '--json', '--quiet'];
+function runBuild(model, cacheDir, jobs, cli = CLI) {
+  const args = [cli, 'build', model, '--out', cacheDir, '--jobs', String(jobs), '--json', '--quiet'];
   const [command, argv] = HAS_TIME ? ['/usr/bin/time', ['-f', 'maxrss_kb=%M cpu_s=%U+%S', process.execPath, ...args]] : [process.execPath, args];
   return new Promise((resolve, reject) => {
     const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -105,8 +110,8 @@ async function benchModel(label, modelPath) {
   await model.close();
   const diskDir = await mkdtemp(join(tmpdir(), 'splitzip-bench-'));
   const shmDir = SHM ? await mkdtemp(join(SHM, 'splitzip-bench-')) : null;
-  const runs = { floor: [], disk: [], 'j2 disk': [], 'j2 tmpfs': [], 'j1 disk': [], rerun: [] };
-  const cpuPerGb = { floor: [], 'j2 tmpfs': [] };
+  const runs = { floor: [], disk: [], 'j2 disk': [], 'j2 tmpfs': [], 'j1 disk': [], rerun: [], 'baseline j2 disk': [], 'baseline j2 tmpfs': [] };
+  const cpuPerGb = { floor: [], 'j2 tmpfs': [], 'baseline j2 tmpfs': [] };
   const rss = { 'j2 disk': [], 'j1 disk': [] };
   let report;
   try {
@@ -115,14 +120,15 @@ async function benchModel(label, modelPath) {
       const f = await readAndHash(shardPaths);
       runs.floor.push(f.bytes / f.seconds);
       cpuPerGb.floor.push(f.cpuSeconds / (f.bytes / 1e9));
-      for (const [name, root, jobs] of [
-        ['j2 disk', diskDir, 2],
-        ['j1 disk', diskDir, 1],
-        ['j2 tmpfs', shmDir, 2],
+      for (const [name, root, jobs, cli] of [
+        ['j2 disk', diskDir, 2, CLI],
+        ['j1 disk', diskDir, 1, CLI],
+        ['j2 tmpfs', shmDir, 2, CLI],
+        ...(BASELINE_CLI ? [['baseline j2 disk', diskDir, 2, BASELINE_CLI], ['baseline j2 tmpfs', shmDir, 2, BASELINE_CLI]] : []),
       ]) {
         if (!root) continue;
         const cacheDir = join(root, `cache-${r}`);
-        const result = await runBuild(modelPath, cacheDir, jobs);
+        const result = await runBuild(modelPath, cacheDir, jobs, cli);
         report = result.report;
         runs[name].push(bf16Bytes / report.elapsed_s);
         if (rss[name] && result.maxRssBytes) rss[name].push(result.maxRssBytes);
@@ -144,17 +150,24 @@ async function benchModel(label, modelPath) {
   const floor = median(runs.floor);
   const gb = (x) => (Number.isFinite(x) ? (x / 1e9).toFixed(3) : 'n/a');
   const vs = (x) => (Number.isFinite(x) ? `${(x / floor).toFixed(2)}x` : 'n/a');
+  // median (ratio to the floor's median) and the range of the runs' ratios, each to its own round's floor
+  const cell = (name) => {
+    const ratios = runs[name].map((x, r) => x / runs.floor[r]);
+    const [lo, hi] = range(ratios);
+    return `${gb(median(runs[name]))} (${vs(median(runs[name]))}; ${lo.toFixed(2)}-${hi.toFixed(2)})`;
+  };
   const mb = (xs) => (xs.length ? (Math.max(...xs) / 1e6).toFixed(0) : 'n/a');
   const row = {
     model: label,
     'BF16 GB': gb(bf16Bytes),
-    'floor read+SHA-1': gb(floor),
-    'disk write bound': `${gb(median(runs.disk))} (${vs(median(runs.disk))})`,
-    'build -j2 disk': `${gb(median(runs['j2 disk']))} (${vs(median(runs['j2 disk']))})`,
-    'build -j1 disk': `${gb(median(runs['j1 disk']))} (${vs(median(runs['j1 disk']))})`,
-    'build -j2 tmpfs': `${gb(median(runs['j2 tmpfs']))} (${vs(median(runs['j2 tmpfs']))})`,
-    'rerun (cached)': `${gb(median(runs.rerun))} (${vs(median(runs.rerun))})`,
-    'CPU s/GB floor|build': `${median(cpuPerGb.floor).toFixed(2)}|${median(cpuPerGb['j2 tmpfs']).toFixed(2)}`,
+    'floor read+SHA-1': `${gb(floor)} (${range(runs.floor).map(gb).join('-')})`,
+    'disk write bound': cell('disk'),
+    'build -j2 disk': cell('j2 disk'),
+    'build -j1 disk': cell('j1 disk'),
+    'build -j2 tmpfs': cell('j2 tmpfs'),
+    'rerun (cached)': cell('rerun'),
+    ...(BASELINE_CLI ? { 'baseline -j2 disk': cell('baseline j2 disk'), 'baseline -j2 tmpfs': cell('baseline j2 tmpfs') } : {}),
+    'CPU s/GB floor|build': `${median(cpuPerGb.floor).toFixed(2)}|${median(cpuPerGb['j2 tmpfs']).toFixed(2)}${BASELINE_CLI ? `|baseline ${median(cpuPerGb['baseline j2 tmpfs']).toFixed(2)}` : ''}`,
     'peak RSS MB -j2/-j1': `${mb(rss['j2 disk'])}/${mb(rss['j1 disk'])}`,
     'bound MB (3x largest+150)': ((3 * largestBytes + 150e6) / 1e6).toFixed(0),
     ratio: report.ratio?.toFixed(4),
@@ -214,8 +227,8 @@ async function benchStages(modelPath) {
     'encode into a reused buffer (codec.encode out, as the build)': () =>
       values.forEach((v, i) => codec.encode(v, books[i], { out, escapeCount: calibrations[i].escapeCount })),
     'encode allocating its payload (codec.encode, before)': () => values.forEach((v, i) => codec.encode(v, books[i])),
-    'SHA-256 of the payload (store blob digest)': () => payloads.forEach((p) => hash('sha256').update(p).digest()),
-    'XXH32 check of the payload (codec.verifyPayloadChecksum)': () => payloads.forEach((p) => codec.verifyPayloadChecksum(p)),
+    'SHA-256 of the payload (blob digest, on the worker)': () => payloads.forEach((p) => hash('sha256').update(p).digest()),
+    'XXH32 check of the payload (the store, codec.verifyPayloadChecksum)': () => payloads.forEach((p) => codec.verifyPayloadChecksum(p)),
   };
   const rows = [];
   let sum = 0;
@@ -234,13 +247,22 @@ rows.push(await benchModel('default (USE-lite)', join(defaultDir, 'model.safeten
 rows.push(await benchModel(`synthetic ${(SYNTH_BYTES / 2 ** 30).toFixed(2)} GiB`, synth.indexPath));
 
 console.log(`splitzip build benchmark: node ${process.version}, ${cpus().length} cores, ${REPEATS} runs each (median), shard files in the page cache.`);
-console.log('GB/s of raw BF16; (x) = ratio to the floor (read + SHA-1 of the same files, one thread, same run).');
+console.log('GB/s of raw BF16, median; (x; lo-hi) = ratio of the median to the floor\'s median (read + SHA-1 of the same files, one thread, same run), and the range of each run\'s ratio to its own round\'s floor.');
 console.log('disk write bound = the build\'s payload bytes written with one fsync per blob, as raw-BF16 GB/s.');
 console.log('Build time = the report\'s elapsed_s (open model and cache, workers, hash, calibrate, encode, durable commits).');
 console.table(rows);
 const { getCodecBackend } = await import('@splitzip/codec');
 console.log(`CPU stages of a build, each alone on one thread, over ~256 MB of the synthetic model's tensors (codec kernels: ${getCodecBackend()}):`);
-console.table(await benchStages(synth.indexPath));
+const stageRows = await benchStages(synth.indexPath);
+console.table(stageRows);
+{
+  // What the stages alone allow: their sum spread perfectly over the cores, against this run's floor.
+  const sumSPerGb = Number(stageRows.at(-1)['s per GB of BF16']);
+  const synthFloor = rows.at(-1).measured.floorBps;
+  const cores = cpus().length;
+  const boundBps = 1e9 / (sumSPerGb / cores);
+  console.log(`Stage bound: ${sumSPerGb.toFixed(2)} CPU-s/GB over ${cores} cores = ${(boundBps / 1e9).toFixed(3)} GB/s at best, ${(boundBps / synthFloor).toFixed(2)}x the synthetic model's floor (${(synthFloor / 1e9).toFixed(3)} GB/s), before any start-up, I/O or messaging.`);
+}
 
 // Headline rows for `pnpm bench`'s summary table: every value from this run.
 const summaryRows = [];
