@@ -87,7 +87,9 @@ class FsJournalFile implements JournalFile {
   ) {}
 
   async size(): Promise<number> {
-    return (await this.reader.stat()).size;
+    // A direct fstat (microseconds): every load's refresh asks, and a thread-pool round trip cost
+    // the loading thread ~0.2 ms of the default model's 12 ms paced load.
+    return fstatSync(this.reader.fd).size;
   }
 
   async read(offsetBytes: number, lengthBytes: number): Promise<Uint8Array> {
