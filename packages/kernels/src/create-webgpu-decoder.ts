@@ -24,7 +24,15 @@ import {
   HASH_WORKGROUP_THREADS,
 } from './wgsl-checksum-source.js';
 import { DECODE_SHADER, PATCH_SHADER, SLICE_RECORD_BYTES } from './wgsl-decode-sources.js';
-import { MAP_MODE, USAGE, type GpuBufferNative, type GpuCommandEncoderNative, type GpuComputePipelineNative, type GpuDeviceNative } from './webgpu-types.js';
+import {
+  MAP_MODE,
+  USAGE,
+  type GpuBufferNative,
+  type GpuCommandEncoderNative,
+  type GpuComputePassNative,
+  type GpuComputePipelineNative,
+  type GpuDeviceNative,
+} from './webgpu-types.js';
 
 /**
  * How the payload reaches the device:
@@ -251,6 +259,8 @@ export async function createWebGpuDecoder(
    * slice. A group names its input and params buffers, checked on reuse (they are replaced when they grow).
    */
   const bindGroupCache = new WeakMap<GpuBufferNative, Map<string, SliceBindGroups>>();
+  /** The device checksum's bind groups by group geometry, with the kept buffers each names (checked on reuse). */
+  const hashBindGroups = new Map<string, { bindGroup: unknown; buffers: readonly GpuBufferNative[] }>();
 
   // Kept across calls (queue order makes reuse safe: a later writeBuffer or copy runs after the
   // work already submitted); each grows when a call needs more.
@@ -424,8 +434,7 @@ export async function createWebGpuDecoder(
       }
       const encoder = device.createCommandEncoder();
       encoder.copyBufferToBuffer(source, 0, input, piece.dstStart, roundUp(piece.bytes, 4));
-      encodeDispatches(encoder, segment, piece.from, piece.to, out, paramsBuffer);
-      if (hash !== null) encodeHash(encoder, hash, k);
+      encodeDispatches(encoder, segment, piece.from, piece.to, out, paramsBuffer, hash, [k]);
       device.queue.submit([encoder.finish()]);
       remapStaging(k);
       recordMs += now() - r;
@@ -444,9 +453,17 @@ export async function createWebGpuDecoder(
     hashLanes = grow(hashLanes, 4 * hash.laneCount, USAGE.STORAGE | USAGE.COPY_SRC);
   }
 
-  /** Records the hash pass of group `k` (its input bytes must be in the input buffer by then: same or earlier command buffer). */
-  function encodeHash(encoder: GpuCommandEncoderNative, hash: DeviceChecksumPlan, k: number): void {
+  /**
+   * The bind group of hash group `k`, reused by later calls of the same geometry while the kept
+   * buffers it names are the same (`reuseBindGroups`): made anew per call they cost the host
+   * ~1 ms of a 2^26 decode on the H200 (RESULTS.md, 07:45).
+   */
+  function hashBindGroupOf(hash: DeviceChecksumPlan, k: number): unknown {
     const g = hash.groups[k]!;
+    const buffers = [hashParams!, hashSpans!, input!, hashLanes!] as const;
+    const key = [k, g.baseBytes, g.endBytes, hash.spans.byteLength, hash.laneCount].join(',');
+    const cached = reuseBindGroups ? hashBindGroups.get(key) : undefined;
+    if (cached && cached.buffers.every((b, i) => b === buffers[i])) return cached.bindGroup;
     const bindGroup = device.createBindGroup({
       layout: hashLayout!,
       entries: [
@@ -456,11 +473,19 @@ export async function createWebGpuDecoder(
         { binding: 3, resource: { buffer: hashLanes!, offset: 0, size: 4 * hash.laneCount } },
       ],
     });
-    const pass = encoder.beginComputePass();
+    if (reuseBindGroups) {
+      if (hashBindGroups.size >= BIND_GROUP_CACHE_MAX) hashBindGroups.clear();
+      hashBindGroups.set(key, { bindGroup, buffers });
+    }
+    return bindGroup;
+  }
+
+  /** Records the hash pass of group `k` into `pass` (its input bytes are in the input buffer by then: an earlier command). */
+  function encodeHash(pass: GpuComputePassNative, hash: DeviceChecksumPlan, k: number): void {
+    const g = hash.groups[k]!;
     pass.setPipeline(hashPipeline!);
-    pass.setBindGroup(0, bindGroup);
+    pass.setBindGroup(0, hashBindGroupOf(hash, k));
     pass.dispatchWorkgroups(Math.ceil((g.segments * HASH_THREADS_PER_SEGMENT) / HASH_WORKGROUP_THREADS), 1);
-    pass.end();
   }
 
   /**
@@ -559,6 +584,8 @@ export async function createWebGpuDecoder(
     to: number,
     out: GpuBufferNative,
     paramsBuffer: GpuBufferNative,
+    hash: DeviceChecksumPlan | null = null,
+    hashGroups: readonly number[] = [],
   ): void {
     const inputBuffer = input!;
     const pass = encoder.beginComputePass();
@@ -583,6 +610,8 @@ export async function createWebGpuDecoder(
       pass.setBindGroup(0, groups.patch);
       pass.dispatchWorkgroups(s.patchGroups[0], s.patchGroups[1]);
     });
+    // The device checksum's passes over these slices' bytes, in the same compute pass.
+    if (hash !== null) for (const k of hashGroups) encodeHash(pass, hash, k);
     pass.end();
   }
 
@@ -667,8 +696,7 @@ export async function createWebGpuDecoder(
           const paramsBuffer = writeSegmentParams(segment, meta);
           if (hash !== null) writeHashRecords(hash);
           const encoder = device.createCommandEncoder();
-          encodeDispatches(encoder, segment, 0, segment.slices.length, out, paramsBuffer);
-          if (hash !== null) hash.groups.forEach((_, k) => encodeHash(encoder, hash, k));
+          encodeDispatches(encoder, segment, 0, segment.slices.length, out, paramsBuffer, hash, hash === null ? [] : hash.groups.map((_, k) => k));
           device.queue.submit([encoder.finish()]);
           submitted = true;
         }

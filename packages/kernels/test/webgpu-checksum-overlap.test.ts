@@ -279,6 +279,10 @@ describe('webgpu decoder: the checksum overlaps the upload and the kernel', () =
     // One piece: its copy, decode and hash pass in one command buffer, then the lanes' readback.
     expect(device.events).toEqual(['submit copy+dispatches', 'submit copy']);
     expect(decoder.pooledBuffers).toBe(1);
+    // Again: the pooled output, its decode bind groups and the hash pass's bind group are reused.
+    const groups = device.bindGroupsCreated;
+    expect(await codeOf(decoder.decodeToDevice(good, true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
+    expect(device.bindGroupsCreated).toBe(groups);
     // In shared memory too: the device hashes, no checksum worker is asked.
     expect(await codeOf(decoder.decodeToDevice(inShared(good), true, emptyTimings()))).toBe('CHECKSUM_MISMATCH');
     expect(offload.calls).toBe(0);
