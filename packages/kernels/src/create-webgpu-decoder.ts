@@ -456,7 +456,7 @@ export async function createWebGpuDecoder(
   /**
    * The bind group of hash group `k`, reused by later calls of the same geometry while the kept
    * buffers it names are the same (`reuseBindGroups`): made anew per call they cost the host
-   * ~1 ms of a 2^26 decode on the H200 (RESULTS.md, 07:45).
+   * ~1 ms of a 2^26 decode on the H200 (RESULTS.md, 07:37).
    */
   function hashBindGroupOf(hash: DeviceChecksumPlan, k: number): unknown {
     const g = hash.groups[k]!;
