@@ -34,7 +34,7 @@ const LOCAL = [2 ** 20, 2 ** 24];
  * GB/s of BF16, copied from measured runs (RESULTS.md):
  * - node: the H200 machine (16-core Xeon VM, Node 20 + Dawn), the only machine where webgpu runs
  *   in Node. decode and decodeToDevice: device/run-h200.sh checksum, the means of the 2026-12-03
- *   06:36 and 07:41 UTC runs (two hosts; webgpu = the native WGSL decoder with its defaults, the
+ *   06:37 and 07:41 UTC runs (two hosts; webgpu = the native WGSL decoder with its defaults, the
  *   checksum on the device; codec = one thread, same runs). encode, webasm and cpu: the 2026-12-02 ~23:10 UTC full run (encode =
  *   gpu.js; webasm/cpu measured at 2^20 and 2^24 only). decodeToDevice on the codec is its host decode.
  * - browser: headless Chromium 156 on this repo's 2-core CI-class machine, SwiftShader (software
