@@ -1,6 +1,7 @@
 // The build: every tensor of a safetensors model into the cache store, streamed with bounded
-// memory, hashed and calibrated on worker threads, encoded on the main thread, each entry committed as soon as it is encoded
-// (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
+// memory: read and keyed (SHA-1) on the main thread, calibrated, hashed and encoded on worker
+// threads (gpu.js backends encode on the main thread), each entry committed as soon as it is
+// encoded (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
@@ -122,7 +123,7 @@ export interface BuildCacheOptions {
   coverageMin?: number;
   chunkSize?: number;
   backend?: EncodeBackend;
-  /** Worker threads for hashing and calibration (encoding stays on the calling thread); 0: none. */
+  /** Worker threads for calibration, digests and (codec path) encoding; 0: all on the calling thread. */
   jobs?: number;
   /**
    * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
