@@ -415,12 +415,12 @@ export async function createWebGpuDecoder(
     out: GpuBufferNative,
     gate: Int32Array | null,
     hash: DeviceChecksumPlan | null,
+    pieces: readonly UploadPiece[],
   ): Promise<number> {
     let recordMs = 0;
     let r = now();
     input = grow(input, segment.inputBytes, USAGE.STORAGE | USAGE.COPY_DST);
     const paramsBuffer = writeSegmentParams(segment, meta);
-    const pieces = planUploadPieces(segment, pieceBytes);
     if (hash !== null) writeHashRecords(hash);
     recordMs += now() - r;
     for (const [k, piece] of pieces.entries()) {
@@ -656,13 +656,14 @@ export async function createWebGpuDecoder(
     const plan = planDeviceSlices(meta, index, limits, sliceElements);
     // The checksum workers hash v3 segments behind the pieced upload's copy (checksumFollowsUpload).
     const pieced = upload === 'mapped-staging' && !drainStages;
+    const piecesOf = pieced ? plan.map((segment) => planUploadPieces(segment, pieceBytes)) : [];
     // The device hashes what it receives: one pass per upload piece, or per slice when not pieced.
     const hash =
       verify && hashPipeline !== undefined && plan.length === 1
         ? planDeviceChecksum(
             meta,
             plan,
-            pieced ? planUploadPieces(plan[0]!, pieceBytes).map((p) => [p.from, p.to] as const) : plan[0]!.slices.map((_, i) => [i, i + 1] as const),
+            pieced ? piecesOf[0]!.map((p) => [p.from, p.to] as const) : plan[0]!.slices.map((_, i) => [i, i + 1] as const),
           )
         : null;
     const gate =
@@ -678,13 +679,13 @@ export async function createWebGpuDecoder(
     /** The lanes' mapping, until checkDeviceDigests took it (a failure in between must unmap them). */
     let lanesMapped: Promise<void> | null = null;
     try {
-      for (const segment of plan) {
+      for (const [s, segment] of plan.entries()) {
         const out = outputFor(segment);
         t = now();
         if (pieced) {
           submitted = true;
           // The staging fill is the upload; recording and submitting the launches is `prepareMs`.
-          const recordMs = await uploadAndDispatchInPieces(payload, segment, meta, out, gate, hash);
+          const recordMs = await uploadAndDispatchInPieces(payload, segment, meta, out, gate, hash, piecesOf[s]!);
           timings.prepareMs += recordMs;
           timings.uploadMs += now() - t - recordMs;
           t = now();
