@@ -3,6 +3,7 @@
 // maximum resident set size, worker threads included). Prints one line per run; asserts nothing.
 //
 // Usage: node bench/measure-rss.mjs [--jobs 2,1] [--bytes 2.1G]
+//        (--bytes 470M: the model of small tensors, largest 8.4 MB, where --jobs 8 used to exceed the bound)
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -45,7 +46,7 @@ for (const jobs of values.jobs.split(',')) {
     const wall = /Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)/.exec(run.stderr)?.[1];
     const rss = rssKb * 1024;
     console.log(
-      `--jobs ${jobs}: peak RSS ${(rss / 1e6).toFixed(0)} MB = ${(rss / largest).toFixed(2)} x largest tensor; ` +
+      `--jobs ${jobs} (${report.workers ?? '?'} workers): peak RSS ${(rss / 1e6).toFixed(0)} MB = ${(rss / largest).toFixed(2)} x largest tensor; ` +
         `${rss < boundBytes ? 'UNDER' : 'OVER'} the bound by ${(Math.abs(boundBytes - rss) / 1e6).toFixed(0)} MB; ` +
         `${report.encoded} encoded, ${(report.stored_bytes / 1e9).toFixed(2)} GB written, wall ${wall}`,
     );

@@ -8,8 +8,9 @@ import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type Tens
 import { computeContentKey, DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
-import { createTensorProcessor, type TensorProcessor } from './create-tensor-processor.js';
+import { createTensorProcessor, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
 import { createSlabPool, slabBytesOf, type SlabPool } from './create-slab-pool.js';
+import { countStartupWorkers, planBuildMemory, type BuildMemoryPlan } from './plan-build-memory.js';
 import { codecEncoder, createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
 import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
@@ -19,25 +20,15 @@ import { BuilderError } from './errors.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
 export { DEFAULT_COVERAGE_MIN };
-/**
- * Floor of the in-flight memory budget: many small tensors may overlap up to this much (raw bytes
- * plus their payloads), so the workers stay busy on models of small tensors.
- */
-export const MIN_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
-/**
- * The slab (the build's working memory: every raw tensor and payload buffer in flight, see
- * create-slab-pool.ts) as a multiple of the largest tensor, at least MIN_IN_FLIGHT_BYTES. One
- * largest tensor needs ~1.8x (raw + worst payload); 3 lets three or more mid-sized tensors be
- * keyed, calibrated and written at once. Measured on the 1.16 GB synthetic model (largest 33.5 MB,
- * --jobs 2, tmpfs): 2.5x 3.1-4.6 s, 3x 2.9-3.4 s, 4x 2.9-3.1 s; peak RSS 188, 204, 238 MB. With
- * Node, the modules and the workers (~100 MB at --jobs 2) RSS stays under 3 x largest + 150 MB.
- */
-export const SLAB_LARGEST_FACTOR = 3;
-/**
- * RSS of one more worker thread (its isolate, the codec and its WebAssembly instance; measured
- * ~10 MB): the slab shrinks by this much per worker beyond two, so the fixed part stays ~100 MB.
- */
-export const WORKER_RSS_BYTES = 12e6;
+export {
+  MIN_IN_FLIGHT_BYTES,
+  PROCESS_RSS_BYTES,
+  RSS_BOUND_BASE_BYTES,
+  RSS_BOUND_LARGEST_FACTOR,
+  RSS_HEADROOM_BYTES,
+  SLAB_LARGEST_FACTOR,
+  WORKER_RSS_BYTES,
+} from './plan-build-memory.js';
 /**
  * Tensors in flight at most (read, keyed, calibrated, encoded or being committed), within the
  * slab: many small tensors in flight let the store group their commits (one record, one fsync).
@@ -101,7 +92,13 @@ export interface BuildReport {
   /** Slice keys bound by this run. */
   aliased: number;
   backend: string;
+  /** Worker threads asked for (--jobs: an upper limit). */
   jobs: number;
+  /**
+   * Worker threads that ran: at most `jobs`, as many as fit the memory bound (and the tensors to
+   * encode); 0 with `jobs` 0.
+   */
+  workers: number;
   coverage_min: number;
   chunk_size: number;
   elapsed_s: number;
@@ -109,7 +106,7 @@ export interface BuildReport {
 }
 
 export type BuildProgressEvent =
-  | { type: 'start'; tensorCount: number; totalBytes: number; backend: string; jobs: number; fallbackReason: string | null }
+  | { type: 'start'; tensorCount: number; totalBytes: number; backend: string; jobs: number; workers: number; fallbackReason: string | null }
   | { type: 'tensor'; tensor: BuildTensorReport; doneBytes: number; totalBytes: number; doneTensors: number; tensorCount: number };
 
 export interface BuildCacheOptions {
@@ -123,7 +120,10 @@ export interface BuildCacheOptions {
   coverageMin?: number;
   chunkSize?: number;
   backend?: EncodeBackend;
-  /** Worker threads for calibration, digests and (codec path) encoding; 0: all on the calling thread. */
+  /**
+   * Worker threads for calibration, digests and (codec path) encoding, at most (fewer where more
+   * would not fit the memory bound: see planBuildMemory); 0: all on the calling thread.
+   */
   jobs?: number;
   /**
    * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
@@ -131,7 +131,10 @@ export interface BuildCacheOptions {
    * name and position, and another model may own it.
    */
   rebindSlices?: boolean;
-  /** Overrides the slab size (raw bytes plus payloads in flight); at least one largest tensor's. */
+  /**
+   * Overrides the slab size (raw bytes plus payloads in flight); at least one largest tensor's.
+   * Workers are counted against the bound with this slab (at least one runs, even beyond it).
+   */
   maxInFlightBytes?: number;
   signal?: AbortSignal;
   onProgress?: (event: BuildProgressEvent) => void;
@@ -162,19 +165,19 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 
   let encoder: ValuesEncoder | undefined;
   // The encoder (under `auto`, the kernels' rule; a probe worker only where the rule may pick a
-  // gpu.js backend) and the workers start while the model and the cache open, and while the first
-  // tensors are read and keyed: only calibrating and encoding wait. The workers get the slab once
-  // the model is open and it is sized.
+  // gpu.js backend) and the workers that fit any model's memory bound start while the model and
+  // the cache open, and while the first tensors are read and keyed: only calibrating and encoding
+  // wait. Once the model is sized the workers get the slab, and as many more start as fit.
   const encoderReady = createValuesEncoder(options.backend ?? 'auto');
   encoderReady.catch(() => {});
-  let giveSlab: (slab: SharedArrayBuffer) => void = () => {};
-  let withholdSlab: (error: Error) => void = () => {};
-  const slabReady = new Promise<SharedArrayBuffer>((resolve, reject) => {
-    giveSlab = resolve;
-    withholdSlab = reject;
+  let givePlan: (plan: WorkerPlan) => void = () => {};
+  let withholdPlan: (error: Error) => void = () => {};
+  const planReady = new Promise<WorkerPlan>((resolve, reject) => {
+    givePlan = resolve;
+    withholdPlan = reject;
   });
-  slabReady.catch(() => {}); // jobs 0 never asks for it
-  const ready = createTensorProcessor({ jobs, slab: slabReady });
+  planReady.catch(() => {}); // jobs 0 never asks for it
+  const ready = createTensorProcessor({ jobs, startupJobs: countStartupWorkers(jobs), plan: planReady });
   ready.catch(() => {});
   try {
     model = await openSafetensorsModel(options.model);
@@ -189,22 +192,29 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const results: BuildTensorReport[] = new Array(tensors.length);
     let largestBytes = 0;
     let totalBytes = 0;
+    let encodableCount = 0;
     for (const tensor of tensors) {
       if (tensor.dtype === 'BF16' && tensor.slice.sizeBytes / 2 <= MAX_ELEMENT_COUNT) {
         largestBytes = Math.max(largestBytes, tensor.slice.sizeBytes);
         totalBytes += tensor.slice.sizeBytes;
+        encodableCount++;
       }
     }
     // Memory bound: every tensor in flight holds its raw bytes and a buffer for its worst payload
     // in the slab, allocated at admission (so admitted work never waits for memory); the raw
     // bytes go back once encoded, the payload's once committed.
     const sizesOf = (sizeBytes: number): number[] => [sizeBytes, worstPayloadBytes(sizeBytes / 2, coverageMin, chunkSize)];
-    const slabBytes = Math.max(
-      options.maxInFlightBytes ?? Math.max(MIN_IN_FLIGHT_BYTES, Math.ceil(SLAB_LARGEST_FACTOR * largestBytes - WORKER_RSS_BYTES * Math.max(0, jobs - 2))),
-      slabBytesOf(sizesOf(largestBytes)),
-    );
-    const slab = createSlabPool(slabBytes);
-    giveSlab(slab.buffer);
+    // The slab and the workers share the bound on peak RSS: the slab keeps its size, workers run as
+    // far as they fit (jobs is an upper limit).
+    const memory: BuildMemoryPlan = planBuildMemory({
+      jobs,
+      largestBytes,
+      tensorCount: encodableCount,
+      largestInFlightBytes: slabBytesOf(sizesOf(largestBytes)),
+      ...(options.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: options.maxInFlightBytes }),
+    });
+    const slab = createSlabPool(memory.slabBytes);
+    if (memory.workers > 0) givePlan({ slab: slab.buffer, workers: memory.workers });
     let droppedBytes = 0;
 
     // Tensor events wait for the start event, which names the backend: it comes once the encoder
@@ -213,7 +223,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     let started = false;
     const startWhenReady = encoderReady.then((value) => {
       encoder = value;
-      emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: value.backend, jobs, fallbackReason: value.fallbackReason });
+      emit({ type: 'start', tensorCount: tensors.length, totalBytes, backend: value.backend, jobs, workers: memory.workers, fallbackReason: value.fallbackReason });
       started = true;
       for (const event of early.splice(0)) emit(event);
     });
@@ -320,6 +330,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     signal?.removeEventListener('abort', onAbort);
     if (state.failure === null && signal?.aborted) state.failure = buildInterrupted(signal);
     if (state.failure !== null) throw state.failure;
+    // The workers the processor started (the plan's count; it resolves once the plan is in).
+    const workers = (await ready.catch(() => null))?.jobs ?? memory.workers;
 
     return summarize({
       model: options.model,
@@ -327,6 +339,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       results,
       backend: encoder!.backend,
       jobs,
+      workers,
       coverageMin,
       chunkSize,
       elapsedS: (performance.now() - startMs) / 1000,
@@ -336,7 +349,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
-    withholdSlab(new BuilderError('INTERRUPTED', 'the build ended before its workers got work'));
+    withholdPlan(new BuilderError('INTERRUPTED', 'the build ended before its workers got work'));
     await ready.then((processor) => processor.close()).catch(() => {});
     await (encoder ?? (await encoderReady.catch(() => undefined)))?.dispose().catch(() => {});
     await store?.close().catch(() => {});
@@ -555,6 +568,7 @@ function summarize(input: {
   results: BuildTensorReport[];
   backend: string;
   jobs: number;
+  workers: number;
   coverageMin: number;
   chunkSize: number;
   elapsedS: number;
@@ -585,6 +599,7 @@ function summarize(input: {
     aliased: input.aliased,
     backend: input.backend,
     jobs: input.jobs,
+    workers: input.workers,
     coverage_min: input.coverageMin,
     chunk_size: input.chunkSize,
     elapsed_s: input.elapsedS,

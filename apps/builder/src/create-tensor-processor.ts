@@ -1,8 +1,9 @@
 // Runs the per-tensor work (exponent histogram + Top-16 codebook, SHA-256 of a tensor that passes
 // the gate, and on the codec path its encoding and the payload's SHA-256) on a pool of worker
 // threads, or on the calling thread for `jobs: 0`. Tensors and payload buffers are views of the
-// build's slab, which the workers share: they read and write them in place. The workers start at
-// once (a worker takes ~80 ms of CPU to start): the slab follows when the model is open and sized.
+// build's slab, which the workers share: they read and write them in place. The workers that fit
+// any model start at once (a worker takes ~80 ms of CPU to start); the slab, and the number of
+// workers that fit this model's memory bound (plan-build-memory.ts), follow once it is sized.
 import { Worker } from 'node:worker_threads';
 import { BuilderError } from './errors.js';
 import { calibrateAndEncode, type CalibratedPayload, type EncodeInto } from './tensor-tasks.js';
@@ -12,6 +13,7 @@ import { deserializeError, type CalibrateRequest, type WorkerReply } from './wor
 export type CalibratedTensor = CalibratedPayload;
 
 export interface TensorProcessor {
+  /** Worker threads running (0: the calling thread does the work). */
   readonly jobs: number;
   /**
    * Calibrates `bytes` (a view of the slab) and, with `into` (another view of it), encodes a tensor
@@ -22,12 +24,20 @@ export interface TensorProcessor {
   close(): Promise<void>;
 }
 
+/** What the build decided once the model was sized: its slab, and how many workers to run. */
+export interface WorkerPlan {
+  slab: SharedArrayBuffer;
+  /** At least 1. */
+  workers: number;
+}
+
 /**
- * `slab`: the build's slab once it is allocated (the workers get it then, before any request); a
- * rejection leaves the workers without one, to be closed.
+ * `jobs` 0: everything on the calling thread. Else `startupJobs` workers start at once, and the
+ * plan, once the model is sized, gives them the slab (before any request) and sets how many run:
+ * start-up workers beyond it stop, further ones start then. A rejected plan stops the workers.
  */
-export async function createTensorProcessor(options: { jobs: number; slab: Promise<SharedArrayBuffer> }): Promise<TensorProcessor> {
-  return options.jobs <= 0 ? createInProcessProcessor() : createWorkerProcessor(options.jobs, options.slab);
+export async function createTensorProcessor(options: { jobs: number; startupJobs: number; plan: Promise<WorkerPlan> }): Promise<TensorProcessor> {
+  return options.jobs <= 0 ? createInProcessProcessor() : createWorkerProcessor(Math.min(options.jobs, options.startupJobs), options.plan);
 }
 
 const stoppedError = (): BuilderError => new BuilderError('INTERRUPTED', 'the calibration workers were stopped');
@@ -48,6 +58,11 @@ function createSlotQueue<T>(slots: T[]) {
       const waiter = waiters.shift();
       if (waiter) waiter.resolve(slot);
       else idle.push(slot);
+    },
+    /** Takes an idle slot out for good (a slot in use is the caller's to keep from giving back). */
+    withdraw(slot: T): void {
+      const at = idle.indexOf(slot);
+      if (at !== -1) idle.splice(at, 1);
     },
     /** Rejects every waiter and every later acquire. */
     close(error: Error): void {
@@ -75,59 +90,73 @@ interface WorkerHandle {
   worker: Worker;
   pending: Map<number, { resolve: (reply: WorkerReply) => void; reject: (error: Error) => void }>;
   failure: Error | null;
+  /** Terminated on purpose (a surplus start-up worker): its exit is no failure. */
+  retired: boolean;
 }
 
-async function createWorkerProcessor(jobs: number, slabReady: Promise<SharedArrayBuffer>): Promise<TensorProcessor> {
+async function createWorkerProcessor(startupJobs: number, planReady: Promise<WorkerPlan>): Promise<TensorProcessor> {
   const workerUrl = new URL('./hash-worker.js', import.meta.url);
   let nextId = 1;
   let closing = false;
-
   const handles: WorkerHandle[] = [];
-  const ready: Promise<void>[] = [];
-  for (let i = 0; i < jobs; i++) {
+  // A worker joins the queue once it has started; the first failure of any fails every request
+  // after it (the build stops at its first failure anyway).
+  const queue = createSlotQueue<WorkerHandle>([]);
+
+  const startWorker = (slab: SharedArrayBuffer | null): WorkerHandle => {
     const worker = new Worker(workerUrl);
-    const handle: WorkerHandle = { worker, pending: new Map(), failure: null };
+    const handle: WorkerHandle = { worker, pending: new Map(), failure: null, retired: false };
     handles.push(handle);
-    ready.push(
-      new Promise((resolve, reject) => {
-        const fail = (error: Error): void => {
-          handle.failure ??= error;
-          reject(error);
-          for (const { reject: rejectPending } of handle.pending.values()) rejectPending(error);
-          handle.pending.clear();
-        };
-        worker.on('message', (reply: WorkerReply) => {
-          if (reply.type === 'ready') return resolve();
-          const waiter = handle.pending.get(reply.id);
-          if (!waiter) return;
-          handle.pending.delete(reply.id);
-          if (reply.type === 'error') waiter.reject(deserializeError(reply.error));
-          else waiter.resolve(reply);
-        });
-        worker.on('error', (error) => fail(new BuilderError('WORKER_FAILED', `calibration worker failed: ${error.message}`, {}, { cause: error })));
-        worker.on('exit', (code) => {
-          if (!closing) fail(new BuilderError('WORKER_FAILED', `calibration worker exited unexpectedly (code ${code})`));
-        });
-      }),
-    );
-  }
-  const allReady = Promise.all(ready);
-  allReady.catch(() => {}); // awaited below, unless the slab never comes
-  let slab: SharedArrayBuffer;
-  try {
+    const fail = (error: Error): void => {
+      if (handle.retired) return; // stopped unused: nothing of the build depends on it
+      handle.failure ??= error;
+      queue.close(error);
+      for (const { reject } of handle.pending.values()) reject(error);
+      handle.pending.clear();
+    };
+    worker.on('message', (reply: WorkerReply) => {
+      if (reply.type === 'ready') {
+        if (!handle.retired && handle.failure === null) queue.give(handle);
+        return;
+      }
+      const waiter = handle.pending.get(reply.id);
+      if (!waiter) return;
+      handle.pending.delete(reply.id);
+      if (reply.type === 'error') waiter.reject(deserializeError(reply.error));
+      else waiter.resolve(reply);
+    });
+    worker.on('error', (error) => fail(new BuilderError('WORKER_FAILED', `calibration worker failed: ${error.message}`, {}, { cause: error })));
+    worker.on('exit', (code) => {
+      if (!closing) fail(new BuilderError('WORKER_FAILED', `calibration worker exited unexpectedly (code ${code})`));
+    });
     // Messages to a worker arrive in order: the slab before any request.
-    slab = await slabReady;
-    for (const handle of handles) handle.worker.postMessage({ type: 'slab', slab });
-    await allReady;
+    if (slab) worker.postMessage({ type: 'slab', slab });
+    return handle;
+  };
+
+  for (let i = 0; i < startupJobs; i++) startWorker(null);
+  let plan: WorkerPlan;
+  try {
+    plan = await planReady;
   } catch (error) {
     closing = true;
     await Promise.all(handles.map((h) => h.worker.terminate()));
     throw error;
   }
+  const { slab, workers } = plan;
+  // Start-up workers beyond the plan (a model with fewer tensors) go; those that fit get the slab;
+  // the rest start now, with it.
+  for (const handle of handles.slice(workers)) {
+    handle.retired = true;
+    queue.withdraw(handle); // if it is ready already
+    handle.worker.terminate().catch(() => {});
+  }
+  handles.splice(workers);
+  for (const handle of handles) handle.worker.postMessage({ type: 'slab', slab });
+  while (handles.length < workers) startWorker(slab);
 
-  const queue = createSlotQueue(handles);
   return {
-    jobs,
+    jobs: handles.length,
     async calibrate(bytes, coverageMin, into) {
       if (bytes.buffer !== slab || (into && into.out.buffer !== slab)) throw new Error('the workers only see views of the slab');
       const handle = await queue.acquire();

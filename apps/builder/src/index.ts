@@ -8,6 +8,10 @@ export {
   GC_EVERY_MIN_BYTES,
   SLAB_LARGEST_FACTOR,
   WORKER_RSS_BYTES,
+  PROCESS_RSS_BYTES,
+  RSS_BOUND_BASE_BYTES,
+  RSS_BOUND_LARGEST_FACTOR,
+  RSS_HEADROOM_BYTES,
   MAX_TENSORS_IN_FLIGHT,
   type BuildCacheOptions,
   type BuildReport,
@@ -15,6 +19,7 @@ export {
   type BuildTensorStatus,
   type BuildProgressEvent,
 } from './build-cache.js';
+export { planBuildMemory, countStartupWorkers, computeRssBoundBytes, type BuildMemoryInput, type BuildMemoryPlan } from './plan-build-memory.js';
 export { verifyModelCache, type ModelCheckReport, type ModelTensorCheck, type ModelTensorStatus, type VerifyModelCacheOptions } from './verify-model-cache.js';
 export { inspectCache, type InspectEntry, type InspectReport } from './inspect-cache.js';
 export { analyzeModel, entropyOf, type ModelStatsReport, type TensorStats, type AnalyzeModelOptions } from './analyze-model.js';

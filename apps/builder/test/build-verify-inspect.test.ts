@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTempDir,
+  float32Tensor,
   gaussianBf16,
   mixedTensors,
   outlierBf16,
@@ -197,17 +198,24 @@ describe('a single-file model with every kind of tensor', () => {
     expect(verify.model!.totals.ok).toBe(9);
   });
 
-  it('--jobs 0, 1 and 2 produce the same entries', async () => {
+  it('--jobs 0, 1, 2 and 8 produce the same entries; --jobs 8 runs only the workers that fit the bound', async () => {
     const reports: BuildJson[] = [];
-    for (const jobs of ['0', '1', '2']) {
+    for (const jobs of ['0', '1', '2', '8']) {
       const { json } = await runJson<BuildJson>(['build', modelPath, '--out', join(temp.path, `cache-jobs-${jobs}`), '--jobs', jobs]);
       reports.push(json);
     }
+    // Small tensors: the bound is ~150 MB, which two workers and the 32 MiB slab fill.
+    expect(reports.map((r) => [r.jobs, r.workers])).toEqual([
+      [0, 0],
+      [1, 1],
+      [2, 2],
+      [8, 2],
+    ]);
     const shape = (r: BuildJson) => r.tensors.map((t) => [t.name, t.key, t.status, t.compBytes]);
-    expect(shape(reports[1]!)).toEqual(shape(reports[0]!));
-    expect(shape(reports[2]!)).toEqual(shape(reports[0]!));
+    for (const report of reports.slice(1)) expect(shape(report)).toEqual(shape(reports[0]!));
     const blobs = async (jobs: string) => (await readdir(join(temp.path, `cache-jobs-${jobs}`, 'blobs'))).sort();
     expect(await blobs('2')).toEqual(await blobs('0'));
+    expect(await blobs('8')).toEqual(await blobs('0'));
   });
 
   it('every encode backend writes the same payloads (gpu.js cpu and webasm, the codec path)', async () => {
@@ -250,6 +258,44 @@ describe('a single-file model with every kind of tensor', () => {
     expect(json.store.problems.map((p) => p.key)).toEqual([victim.key]);
     const failed = json.model!.tensors.filter((t) => t.status === 'failed');
     expect(failed.map((t) => t.name)).toEqual([victim.name]);
+  });
+});
+
+describe('worker threads sized from the model', () => {
+  const blobsOf = async (dir: string) => {
+    const names = (await readdir(join(dir, 'blobs'))).filter((n) => n.endsWith('.bin')).sort();
+    return Promise.all(names.map(async (n) => [n, (await readFile(join(dir, 'blobs', n))).toString('base64')]));
+  };
+
+  it('starts workers beyond the first two once the model is sized, where they fit (tensors of 2.9 MB: bound ~159 MB, three fit)', async () => {
+    const tensors = [0, 1, 2, 3].map((i) => gaussianBf16(`model.layers.${i}.mlp.weight`, [1024, 1400], 40 + i));
+    const modelPath = await writeSingleFileModel(join(temp.path, 'three-workers.safetensors'), tensors);
+    const reference = join(temp.path, 'cache-three-workers-0');
+    await runJson<BuildJson>(['build', modelPath, '--out', reference, '--jobs', '0']);
+    for (const [jobs, workers] of [
+      ['3', 3],
+      ['8', 3],
+    ] as const) {
+      const dir = join(temp.path, `cache-three-workers-${jobs}`);
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', jobs]);
+      expect([json.jobs, json.workers]).toEqual([Number(jobs), workers]);
+      expect(json.encoded).toBe(4);
+      expect(await blobsOf(dir)).toEqual(await blobsOf(reference));
+      const { json: verify } = await runJson<VerifyJson>(['verify', dir, '--model', modelPath]);
+      expect(verify.ok).toBe(true);
+    }
+  });
+
+  it('stops the start-up workers a model with fewer tensors does not need', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'one-bf16.safetensors'), [
+      gaussianBf16('model.embed_tokens.weight', [64, 96], 7),
+      float32Tensor('model.norm.weight', [96], 8),
+    ]);
+    const dir = join(temp.path, 'cache-one-bf16');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', '2']);
+    expect([json.jobs, json.workers, json.encoded, json.skipped_dtype]).toEqual([2, 1, 1, 1]);
+    const { json: verify } = await runJson<VerifyJson>(['verify', dir, '--model', modelPath]);
+    expect(verify.ok).toBe(true);
   });
 });
 

@@ -90,9 +90,14 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` +
       (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${formatPercent(1 - report.ratio, 1)} smaller)`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} new slice aliases`,
-    `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}, ${report.jobs} jobs`,
+    `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;
+}
+
+/** `2 jobs`, or `4 of 8 jobs` where fewer workers ran than asked for (the memory bound, or few tensors). */
+function formatWorkers(report: BuildReport): string {
+  return report.workers === report.jobs ? `${report.jobs} jobs` : `${report.workers} of ${report.jobs} jobs`;
 }
 
 function sumBf16Bytes(report: BuildReport): number {
