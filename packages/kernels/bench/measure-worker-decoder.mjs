@@ -5,7 +5,11 @@
 // codec's decode of those same views (in place, fused decode + checksum). "ordinary payload,
 // arena out": the decoder copies the payload into its staging arena first. "ordinary": plain
 // arrays (the decoder runs the codec on the calling thread: copies would cost more than they
-// save). Each baseline is the codec's decode of the same arrays. Run alone: node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
+// save). Each baseline is the codec's decode of the same arrays. "in arena, cold": as "in arena" but
+// every decode, on either side, takes the next of several payload/output pairs (448 MiB in all, far
+// beyond any one core's L3), the way a loader decodes each tensor once, just
+// read; the hot rows decode the same arrays every round, which a single thread finds in its cache.
+// Run alone: node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
 import { availableParallelism, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { calibrateCodebook, decode as codecDecode, encode as codecEncode } from '@splitzip/codec';
@@ -32,6 +36,10 @@ const CHECKSUM_LABELS = {
   fused: 'verified, splitChecksum: false (v3: as the default; v1/v2: fused, calling thread)',
   off: 'off',
 };
+/** The cold rows rotate through payload/output pairs of this many bytes in all (8 pairs at 2^24 values). */
+const COLD_BYTES = 448 * 2 ** 20;
+/** Pairs for a tensor of n values (a payload is < 1.6 bytes a value, its output 2). */
+const coldSetsFor = (n) => Math.max(2, Math.ceil(COLD_BYTES / (3.5 * n)));
 const medianOf = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];
 const gbps = (n, ms) => (2 * n) / (ms * 1e6);
 
@@ -41,7 +49,9 @@ const gbps = (n, ms) => (2 * n) / (ms * 1e6);
  */
 export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), log = console.log }) {
   const maxN = Math.max(...sizes);
-  const decoder = createWorkerDecoder({ threads, arenaBytes: 4 * maxN + (1 << 20) });
+  // Room for the hot pair and the cold pairs: payloads (< 2 bytes a value with the header) and outputs, plus alignment.
+  const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 1) * (4 * n + (1 << 16)))) + (1 << 20);
+  const decoder = createWorkerDecoder({ threads, arenaBytes });
   // The same arena, verified decodes fused on the calling thread instead of split.
   const fusedDecoder = createWorkerDecoder({ threads, arena: decoder.arena, splitChecksum: false });
   const label = `${threads} worker(s) + caller`;
@@ -57,8 +67,15 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
       const arenaPayload = decoder.allocatePayload(payload.length);
       arenaPayload.set(payload);
       const arenaOut = decoder.allocateOutput(n);
+      const cold = [];
+      for (let k = 0; k < coldSetsFor(n); k++) {
+        const p = decoder.allocatePayload(payload.length);
+        p.set(payload);
+        cold.push([p, decoder.allocateOutput(n)]);
+      }
       const setups = [
         ['in arena', arenaPayload, arenaOut],
+        ['in arena, cold', cold, null],
         ['ordinary payload, arena out', payload, arenaOut],
         ['ordinary', payload, new Uint16Array(n)],
       ];
@@ -66,12 +83,27 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
         for (const checksum of ['split', 'fused', 'off']) {
           const verify = checksum !== 'off';
           const options = { verify };
-          const one = () => codecDecode(p, out, options);
-          const many = () => (checksum === 'fused' ? fusedDecoder : decoder).decode(p, out, options);
+          const pick = (k) => (out === null ? p[k % p.length] : [p, out]);
+          // One counter for both sides: every decode takes the pair least recently touched.
+          let at = 0;
+          const one = () => {
+            const [pp, oo] = pick(at++);
+            return codecDecode(pp, oo, options);
+          };
+          const many = () => {
+            const [pp, oo] = pick(at++);
+            return (checksum === 'fused' ? fusedDecoder : decoder).decode(pp, oo, options);
+          };
           for (const run of [one, many]) {
-            out.fill(0);
-            await run();
-            for (let i = 0; i < n; i++) if (out[i] !== values[i]) throw new Error(`${arrays} decode wrong at ${i}`);
+            for (let k = 0; k < (out === null ? p.length : 1); k++) {
+              const [, oo] = pick(k);
+              oo.fill(0);
+            }
+            for (let k = 0; k < (out === null ? p.length : 1); k++) await run();
+            for (let k = 0; k < (out === null ? p.length : 1); k++) {
+              const [, oo] = pick(k);
+              for (let i = 0; i < n; i++) if (oo[i] !== values[i]) throw new Error(`${arrays} decode wrong at ${i}`);
+            }
           }
           const oneTimes = [];
           const manyTimes = [];
