@@ -48,7 +48,6 @@ const gbps = (n, ms) => (2 * n) / (ms * 1e6);
  * medians of `rounds` after one untimed, checked warm-up of each.
  */
 export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), log = console.log }) {
-  const maxN = Math.max(...sizes);
   // Room for the hot pair and the cold pairs: payloads (< 2 bytes a value with the header) and outputs, plus alignment.
   const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 1) * (4 * n + (1 << 16)))) + (1 << 20);
   const decoder = createWorkerDecoder({ threads, arenaBytes });
