@@ -1,8 +1,9 @@
 // Runs on the H200 device machine (through run-h200.sh): checks the webgpu backend (native WGSL
 // decode, gpu.js encode) bit-exact under Dawn in Node and times it, split into stages, next to the
 // raw BF16 upload (same upload methods), the codec's CPU path and gpu.js's webasm/cpu backends.
-// Usage: node h200-bench.mjs smoke|full|checksum   (checksum: the device checksum against the
-// other verified paths and the raw upload, alternating rounds, at 2^20, 2^24, 2^26)
+// Usage: node h200-bench.mjs smoke|full|checksum|readback   (checksum: the device checksum against the
+// other verified paths and the raw upload, alternating rounds, at 2^20, 2^24, 2^26; readback:
+// end-to-end decode with several readback piece sizes against the codec, alternating rounds)
 import { writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import {
@@ -178,6 +179,78 @@ async function timeAlternating(n, values, cases) {
   for (const [i, [label]] of cases.entries()) addRow(n, `webgpu device-resident (${label})`, middle(samples[i]));
 }
 
+// readback: end-to-end decodes (host payload in, host BF16 out) with readback piece sizes and ring
+// sizes, the whole tensor in one piece being the previous behaviour.
+const READBACK_VARIANTS = [
+  ['one piece, 1 staging (the previous readback)', { readbackPieceBytes: 2 ** 31, readbackStagings: 1 }],
+  ['4 MiB pieces, 3 stagings', { readbackPieceBytes: 4 << 20, readbackStagings: 3 }],
+  ['8 MiB pieces, 2 stagings', { readbackPieceBytes: 8 << 20, readbackStagings: 2 }],
+  ['default (8 MiB pieces, 3 stagings)', {}],
+  ['16 MiB pieces, 3 stagings', { readbackPieceBytes: 16 << 20, readbackStagings: 3 }],
+  ['32 MiB pieces, 2 stagings', { readbackPieceBytes: 32 << 20, readbackStagings: 2 }],
+];
+const readbackKernels = new Map();
+if (mode === 'readback') {
+  for (const [label, webgpu] of READBACK_VARIANTS) {
+    const k = await createKernels({ backend: 'webgpu', webgpu });
+    readbackKernels.set(label, k);
+    check(`webgpu (${label}) started and passed its self-check`, k.backend === 'webgpu', k.fallbackReason ?? '');
+  }
+}
+
+/**
+ * End-to-end decode with each readback variant and the codec on one thread (and a host copy of the
+ * output's size), in alternating rounds (one call of each per round), medians; then bit-exact
+ * checks of every variant, toArray, and a corrupted payload that must not reach the target.
+ */
+async function compareReadback(n, tag, values, payload) {
+  const rounds = n >= 2 ** 26 ? 9 : 7;
+  const out = new Uint16Array(n);
+  const copy = new Uint16Array(n);
+  const timers = [
+    ['typed-array copy of the output (host), alternating with the rows below', () => {
+      const t = now();
+      copy.set(values);
+      return now() - t;
+    }],
+    ['codec, 1 thread', () => {
+      const t = now();
+      codecDecode(payload, out);
+      return now() - t;
+    }],
+    ...[...readbackKernels].map(([label, k]) => [`webgpu end-to-end, readback ${label}`, async () => {
+      const r = await k.decode(payload, out);
+      if (r.backend !== 'webgpu') throw new Error(`ran on ${r.backend}: ${r.fallbackReason}`);
+      return r.timings;
+    }]),
+  ];
+  for (const [, fn] of timers) await fn();
+  const samples = timers.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, [, fn]] of timers.entries()) samples[i].push(await fn());
+  }
+  const middle = (list) => list.sort((a, b) => (a.totalMs ?? a) - (b.totalMs ?? b))[Math.floor(list.length / 2)];
+  for (const [i, [label]] of timers.entries()) addRow(n, label, middle(samples[i]));
+  for (const [label, k] of readbackKernels) {
+    out.fill(0);
+    const r = await k.decode(payload, out);
+    check(`webgpu decode ${tag} (readback ${label}) bit-exact`, r.backend === 'webgpu' && firstMismatch(out, values) === -1);
+    const dev = await k.decodeToDevice(payload);
+    check(`webgpu toArray ${tag} (readback ${label}) bit-exact`, firstMismatch(await dev.toArray(), values) === -1);
+    dev.delete();
+  }
+  const bad = payload.slice();
+  bad[readPayloadMeta(payload).layout.escapeIndex.offsetBytes - 256 - 99] ^= 1;
+  out.fill(0x5a5a);
+  let code = 'resolved';
+  try {
+    await kernels.decode(bad, out);
+  } catch (error) {
+    code = error?.code ?? String(error);
+  }
+  check(`webgpu decode ${tag} of a corrupted payload rejects with CHECKSUM_MISMATCH, target untouched`, code === 'CHECKSUM_MISMATCH' && out.every((v) => v === 0x5a5a), code);
+}
+
 /** The device checksum next to the raw pieced upload and the other verified paths, alternating rounds. */
 async function compareDeviceChecksum(n, tag, values, payload, runs) {
   const slot = (sharedArena.reset(), sharedArena.allocate(payload.length));
@@ -230,6 +303,10 @@ for (const n of sizes) {
   const payload = codecEncode(values, codebook);
   if (mode === 'checksum') {
     if (kernels.backend === 'webgpu') await section(`device checksum ${tag}`, () => compareDeviceChecksum(n, tag, values, payload, runs));
+    continue;
+  }
+  if (mode === 'readback') {
+    if (kernels.backend === 'webgpu') await section(`readback ${tag}`, () => compareReadback(n, tag, values, payload));
     continue;
   }
   const out = new Uint16Array(n);
@@ -407,7 +484,7 @@ for (const n of sizes) {
   }
 }
 
-for (const k of [...instances.values(), ...deviceSumKernels.values(), hostKernels, arenaKernels, eagerKernels, oneWorkerKernels, hereKernels]) await k.dispose();
+for (const k of [...instances.values(), ...deviceSumKernels.values(), ...readbackKernels.values(), hostKernels, arenaKernels, eagerKernels, oneWorkerKernels, hereKernels]) await k.dispose();
 uploader?.destroy();
 const failed = checks.filter((c) => !c.ok).length;
 log(`\n${checks.length - failed} checks passed, ${failed} failed`);

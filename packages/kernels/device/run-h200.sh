@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the device machine (device tool, `run` verb), from the repo root, in ONE call:
-#   bash packages/kernels/device/run-h200.sh smoke|full|checksum|probe   (probe: upload-probe.mjs)
+#   bash packages/kernels/device/run-h200.sh smoke|full|checksum|readback|probe   (probe: upload-probe.mjs)
 # with carry: [".carry", ".gl"] prepared here by packages/kernels/device/prepare-carry.sh.
 # Sets up Node (carried xz binary), the Vulkan loader (.gl/*.deb), the built packages with a
 # pruned node_modules, then runs h200-bench.mjs (checks + timings). Output also lands in $OUT.

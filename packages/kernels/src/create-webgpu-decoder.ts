@@ -13,6 +13,7 @@ import {
 import type { ChecksumOffload } from './checksum-offload.js';
 import { isKernelsError, KernelsError } from './errors.js';
 import { planDeviceChecksum, type DeviceChecksumPlan } from './plan-device-checksum.js';
+import { checkReadbackOptions, createPiecedReadback, DEFAULT_READBACK_PIECE_BYTES, DEFAULT_READBACK_STAGINGS } from './read-back-in-pieces.js';
 import { DEFAULT_SLICE_ELEMENTS, planDeviceSlices, type DecodeSegmentPlan, type DecodeSlicePlan, type InputWindow } from './plan-device-slices.js';
 import type { StageTimings } from './types.js';
 import {
@@ -108,6 +109,14 @@ export interface WebGpuDecodeOptions {
   checksumOnDevice?: boolean;
   /** The device checksum pass's loads in flight per thread (1..64; default DEFAULT_HASH_UNROLL). For measurements. */
   checksumOnDeviceUnroll?: number;
+  /**
+   * `decode` and `toArray`: bytes per readback piece (a multiple of 16; default
+   * DEFAULT_READBACK_PIECE_BYTES, 8 MiB). The device copies the next pieces into kept MAP_READ
+   * staging buffers while the host copies the current one out; a size past the tensor reads it in one piece.
+   */
+  readbackPieceBytes?: number;
+  /** Staging buffers in the readback ring (1..8, default DEFAULT_READBACK_STAGINGS, 3): pieces queued ahead of the host. */
+  readbackStagings?: number;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
@@ -121,7 +130,7 @@ export interface WebGpuDecoder {
   readonly upload: WebGpuUploadMode;
   /** Validates, uploads the payload bytes as they are, decodes; the caller owns the buffers. */
   decodeToDevice(payload: Uint8Array, verify: boolean, timings: StageTimings): Promise<WebGpuOutput[]>;
-  /** The same into kept buffers, then one readback into `target`. */
+  /** The same into kept buffers, then a pieced readback into `target` (after the checksum passed). */
   decodeToHost(payload: Uint8Array, target: Uint16Array, verify: boolean, timings: StageTimings): Promise<void>;
   readBack(outputs: readonly WebGpuOutput[], target: Uint16Array): Promise<void>;
   /** Takes back outputs the caller is done with: kept for reuse by later calls (bounded), else destroyed. */
@@ -229,6 +238,9 @@ export async function createWebGpuDecoder(
   if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
   }
+  const readbackPieceBytes = options.readbackPieceBytes ?? DEFAULT_READBACK_PIECE_BYTES;
+  const readbackStagings = options.readbackStagings ?? DEFAULT_READBACK_STAGINGS;
+  checkReadbackOptions(readbackPieceBytes, readbackStagings);
 
   device.pushErrorScope('validation');
   const pipelines: GpuComputePipelineNative[] = [];
@@ -267,7 +279,7 @@ export async function createWebGpuDecoder(
   let input: GpuBufferNative | null = null;
   let params: GpuBufferNative | null = null;
   let hostOutput: GpuBufferNative | null = null;
-  let readStaging: GpuBufferNative | null = null;
+  const readback = createPiecedReadback(device, readbackPieceBytes, readbackStagings);
   // The device checksum's records, group parameters, lane accumulators and their readback.
   let hashSpans: GpuBufferNative | null = null;
   let hashParams: GpuBufferNative | null = null;
@@ -743,21 +755,6 @@ export async function createWebGpuDecoder(
     }
   }
 
-  /** Copies `bytes` of `source` back and hands them over as BF16 values at `first` of `target`. */
-  async function copyBack(source: GpuBufferNative, count: number, target: Uint16Array, first: number): Promise<void> {
-    const bytes = roundUp(count, 8) * 2;
-    readStaging = grow(readStaging, bytes, USAGE.MAP_READ | USAGE.COPY_DST);
-    const encoder = device.createCommandEncoder();
-    encoder.copyBufferToBuffer(source, 0, readStaging, 0, bytes);
-    device.queue.submit([encoder.finish()]);
-    await readStaging.mapAsync(MAP_MODE.READ, 0, bytes);
-    try {
-      target.set(new Uint16Array(readStaging.getMappedRange(0, bytes), 0, count), first);
-    } finally {
-      readStaging.unmap();
-    }
-  }
-
   return {
     upload,
 
@@ -799,8 +796,9 @@ export async function createWebGpuDecoder(
             timings,
             (segment) => (hostOutput = grow(hostOutput, segment.outBytes, USAGE.STORAGE | USAGE.COPY_SRC)),
             async (segment, out) => {
+              // hostOutput is reused by the next segment's decode: this segment is read back first.
               const t = now();
-              await copyBack(out, segment.count, target, segment.firstElement);
+              await readback.read([{ source: out, count: segment.count, first: segment.firstElement }], target);
               timings.readbackMs += now() - t;
             },
           ),
@@ -811,7 +809,11 @@ export async function createWebGpuDecoder(
     readBack(outputs, target) {
       return serial(() =>
         scoped('readback', async () => {
-          for (const o of outputs) await copyBack(o.buffer, o.elementCount, target, o.firstElement);
+          // Every segment is decoded already: their pieces go through the ring as one stream.
+          await readback.read(
+            outputs.map((o) => ({ source: o.buffer, count: o.elementCount, first: o.firstElement })),
+            target,
+          );
         }),
       );
     },
@@ -827,7 +829,8 @@ export async function createWebGpuDecoder(
     async dispose() {
       if (disposed) return;
       disposed = true;
-      for (const buffer of [input, params, hostOutput, readStaging, hashSpans, hashParams, hashLanes, hashRead, ...stagings.map((e) => e.buffer), ...pool]) buffer?.destroy();
+      readback.destroy();
+      for (const buffer of [input, params, hostOutput, hashSpans, hashParams, hashLanes, hashRead, ...stagings.map((e) => e.buffer), ...pool]) buffer?.destroy();
       stagings.length = 0;
       pool.length = 0;
       await offload?.dispose();
