@@ -8,10 +8,16 @@
 // Needs a gateway (AWS_ENDPOINT_URL + keys; scripts/ceph/start-ceph.sh): without one it prints why
 // and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary),
 // --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own),
-// --backend auto|cpu|threads (decode backend of the cache loads; default auto).
+// --backend auto|cpu|threads (decode backend of the cache loads; default auto),
+// --pin-gateway (the gateway's daemons on CPU 0, this process on the others, restored at the end:
+// the gateway then stands for a remote server that does not share the loader's cores; Linux, needs
+// taskset and SPLITZIP_CEPH_DIR from scripts/ceph/start-ceph.sh's env file).
+// CPU columns: this process's CPU time per load (all its threads), and the gateway's daemons' (from
+// /proc, when SPLITZIP_CEPH_DIR names the cluster): what a load costs whatever else runs on the box.
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +45,46 @@ const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined
 const BACKEND = argValue('--backend', 'auto');
 if (!['auto', 'cpu', 'threads'].includes(BACKEND)) throw new Error('--backend must be auto, cpu or threads');
 const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+const PIN_GATEWAY = args.includes('--pin-gateway');
+/** CPUs of the box, read before any pinning (availableParallelism() follows this process's affinity). */
+const CPU_COUNT = availableParallelism();
+const CEPH_DIR = process.env.SPLITZIP_CEPH_DIR;
+
+/** PIDs of the local cluster's daemons (start-ceph.sh writes them), or [] when unknown. */
+function gatewayPids() {
+  if (!CEPH_DIR) return [];
+  return ['rgw', 'osd', 'mon'].flatMap((name) => {
+    try {
+      return [Number(readFileSync(join(CEPH_DIR, 'pids', `${name}.pid`), 'utf8').trim())];
+    } catch {
+      return [];
+    }
+  });
+}
+const GATEWAY_PIDS = gatewayPids();
+/** /proc/<pid>/stat times are in USER_HZ, 100 on Linux x86 and arm64. */
+const USER_HZ = 100;
+
+/** CPU ms the gateway's daemons have used so far (all threads), or NaN when they cannot be read. */
+function gatewayCpuMs() {
+  if (GATEWAY_PIDS.length === 0) return Number.NaN;
+  let ticks = 0;
+  for (const pid of GATEWAY_PIDS) {
+    try {
+      // Fields after the ")" that ends the command name: utime is the 12th, stime the 13th.
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      return Number.NaN;
+    }
+  }
+  return (ticks * 1000) / USER_HZ;
+}
+
+/** Pins every thread of `pid` to `cpuList` (taskset -a -p). */
+function pin(pid, cpuList) {
+  execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
+}
 
 const gb = (bytes) => bytes / 1e9;
 const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
@@ -111,6 +157,8 @@ async function dropBucket(client, bucket) {
 
 /** One whole load into one preallocated arena (the model's S3 settings `modelS3`); returns ms, totals and the arena's SHA-256. */
 async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined) {
+  const gateway0 = gatewayCpuMs();
+  const cpu0 = process.cpuUsage();
   const started = performance.now();
   const load = loadModel(modelUrl, cache, {
     allocate: (info) => arena.subarray(offsets.get(info.name), offsets.get(info.name) + info.slice.sizeBytes),
@@ -120,7 +168,10 @@ async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined) {
   });
   const totals = await load.drain();
   const ms = performance.now() - started;
-  return { ms, totals, sha256: createHash('sha256').update(arena).digest('hex') };
+  const cpu = process.cpuUsage(cpu0);
+  const loaderCpuMs = (cpu.user + cpu.system) / 1000;
+  const gatewayMs = gatewayCpuMs() - gateway0;
+  return { ms, totals, loaderCpuMs, gatewayCpuMs: gatewayMs, sha256: createHash('sha256').update(arena).digest('hex') };
 }
 
 async function benchModel(label, localModelDir, localCacheDir, bucket, client, rounds) {
@@ -192,7 +243,10 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
   }
   const rawMs = median(raws.map((r) => r.ms));
   const cacheMs = median(caches.map((r) => r.ms));
+  const cpuOf = (loads) => ({ loader: median(loads.map((r) => r.loaderCpuMs)), gateway: median(loads.map((r) => r.gatewayCpuMs)) });
   return {
+    rawCpu: cpuOf(raws),
+    cacheCpu: cpuOf(caches),
     label,
     produced: total,
     uploaded,
@@ -221,6 +275,13 @@ async function main() {
     await generateSyntheticModel(dir, { totalBytes: SIZE_BYTES, seed: 7, reuseIfPresent: true });
     models.push({ label: `synthetic ${fmt(gb(SIZE_BYTES))} GB`, dir, cacheDir: join(REPO, '.cache', 'runtime-bench', `cache-synthetic-${SIZE_BYTES}`), rounds: ROUNDS });
   }
+  if (PIN_GATEWAY) {
+    if (GATEWAY_PIDS.length === 0) throw new Error('--pin-gateway needs SPLITZIP_CEPH_DIR (source the env file of scripts/ceph/start-ceph.sh)');
+    if (CPU_COUNT < 2) throw new Error('--pin-gateway needs at least 2 CPUs');
+    for (const pid of GATEWAY_PIDS) pin(pid, '0');
+    // Before any worker thread starts: new threads inherit the affinity of the thread that makes them.
+    pin(process.pid, `1-${CPU_COUNT - 1}`);
+  }
   const client = rawClient();
   const bucket = `sz-rt-bench-${Date.now().toString(36)}`;
   await client.send(new CreateBucketCommand({ Bucket: bucket }));
@@ -230,13 +291,15 @@ async function main() {
   } finally {
     await dropBucket(client, bucket).catch(() => undefined);
     client.destroy();
+    if (PIN_GATEWAY) for (const pid of GATEWAY_PIDS) pin(pid, `0-${CPU_COUNT - 1}`);
   }
 
-  console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, same cores), decode backend ${BACKEND}`);
+  console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${CPU_COUNT} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, ${PIN_GATEWAY ? 'pinned to CPU 0, this process to the others' : 'same cores'}), decode backend ${BACKEND}`);
   console.log('whole model from S3 into one arena; raw = s3:// safetensors by ranged GETs, no cache; cache = s3:// SplitZip cache (+ raw for uncached tensors);');
   console.log('one untimed warm-up load of each, then medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena, shared memory); read-through = one fresh local dir for the cache and the model + a new cache handle, first then second load, medians of as many pairs as rounds');
   console.log('');
-  const header = ['model', 'produced GB', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'cache vs raw', 'fetched raw → cache GB', 'from cache', 'RT 1st ms', 'RT 2nd ms', 'RT 2nd vs 1st'];
+  const header = ['model', 'produced GB', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'cache vs raw', 'fetched raw → cache GB', 'CPU s loader+gateway raw → cache', 'from cache', 'RT 1st ms', 'RT 2nd ms', 'RT 2nd vs 1st'];
+  const cpuCell = (c) => `${fmt(c.loader / 1e3)}+${fmt(c.gateway / 1e3)}`;
   const table = rows.map((r) => [
     r.label,
     fmt(gb(r.produced), 3),
@@ -246,6 +309,7 @@ async function main() {
     fmt(gb(r.produced) / (r.cacheMs / 1e3)),
     `${fmt(r.rawMs / r.cacheMs)}x`,
     `${fmt(gb(r.rawRead), 3)} → ${fmt(gb(r.cacheRead), 3)}`,
+    `${cpuCell(r.rawCpu)} → ${cpuCell(r.cacheCpu)} (${fmt((r.cacheCpu.loader + r.cacheCpu.gateway) / (r.rawCpu.loader + r.rawCpu.gateway))}x)`,
     r.fromCache,
     fmt(r.firstMs, 0),
     fmt(r.secondMs, 0),
