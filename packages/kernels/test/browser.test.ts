@@ -89,14 +89,20 @@ if (!haveChromium) {
       expect(session.errors).toEqual([]);
       expect(report.failures).toEqual([]);
       // 3 format-v3 segment cases x (v3, v2) x (bit-exact, last-segment corruption) = 12; the
-      // same 3 cases (v3) x 2 with the checksum on the host, then on the device in 3 configurations = 24.
-      expect(report.checks).toBe(4 * 13 * 2 + 2 + 1 + 12 + 9 + 24);
+      // same 3 cases (v3) x 2 with the checksum on the host, then on the device in 3 configurations = 24;
+      // tiny readback pieces: (6 + 11 + 11) small cases x (decode, toArray) = 56.
+      expect(report.checks).toBe(4 * 13 * 2 + 56 + 2 + 1 + 12 + 9 + 24);
       // 512 KiB buffers hold 64 slices of 4096 values: the large case spans several output buffers.
       for (const upload of ['write-buffer', 'mapped-staging', 'mapped-at-creation']) {
         expect(report.segments[`${upload} model-like ${LARGE_COUNT} values (several launches)`]).toBe(Math.ceil(LARGE_COUNT / 2 ** 18));
         expect(report.segments[`${upload} empty`]).toBe(0);
       }
       expect(report.segments[`2-D grids model-like ${LARGE_COUNT} values (several launches)`]).toBe(1);
+      // 64 KiB buffers: the 100,003-value case spans several, so readback pieces cross segments.
+      for (const pieces of ['48 bytes, 2 staging(s)', '1040 bytes, 3 staging(s)']) {
+        expect(report.segments[`readback pieces of ${pieces} model-like 100,003 values (odd)`]).toBeGreaterThan(2);
+      }
+      expect(report.segments['readback pieces of 16 bytes, 1 staging(s) model-like 4,097 values, chunk 64']).toBe(1);
     }, 300_000);
   });
 }

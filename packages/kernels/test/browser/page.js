@@ -193,10 +193,12 @@ async function runWebGpuChecks(largeCount, hugeCount) {
   const report = { checks: 0, failures: [], segments: {} };
   const fail = (message) => report.failures.push(message);
   const cases = buildCases(largeCount);
+  // Readback pieces (decode, toArray) of 2,056 and 8,200 values: not multiples of 2^k beyond 8 nor
+  // of the chunk sizes; several per output buffer (512 KiB), so pieces cross slices and segments.
   const configs = [
-    ['write-buffer', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
+    ['write-buffer', { sliceElements: 4096, maxBufferBytes: 2 ** 19, readbackPieceBytes: 4112, readbackStagings: 4 }],
     // Upload pieces of 32 KiB: a few slices each, many pieces per output buffer.
-    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19, uploadPieceBytes: 2 ** 15 }],
+    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19, uploadPieceBytes: 2 ** 15, readbackPieceBytes: 16400, readbackStagings: 2 }],
     ['mapped-at-creation', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
     // 2-D workgroup grids: 16 groups per dimension; 2^16-value slices need 32 decode groups and
     // up to 256 patch groups (16 x 16 is the most a slice may need, so slices stay 2^16).
@@ -238,6 +240,38 @@ async function runWebGpuChecks(largeCount, hugeCount) {
         const back = await device.toArray();
         if (firstMismatch(back, expected) !== -1) fail(`${upload} ${c.name}: toArray differs`);
         device.delete();
+      }
+    } finally {
+      await kernels.dispose();
+    }
+  }
+
+  // The pieced readback with tiny pieces (8, 24 and 520 values; 1 to 3 staging buffers) on the
+  // small cases (one value, three, six, empty, odd sizes, ...; chunks up to 4096 values; each
+  // piece is a map round trip, so the tiniest only up to `most` values), several segments (64 KiB
+  // buffers of 4096-value slices): decode and toArray bit-exact.
+  const readbackConfigs = [
+    [{ readbackPieceBytes: 16, readbackStagings: 1 }, 8192],
+    [{ readbackPieceBytes: 48, readbackStagings: 2 }, 2 ** 17],
+    [{ readbackPieceBytes: 1040, readbackStagings: 3 }, 2 ** 18],
+  ];
+  for (const [readback, most] of readbackConfigs) {
+    const label = `readback pieces of ${readback.readbackPieceBytes} bytes, ${readback.readbackStagings} staging(s)`;
+    const kernels = await createKernels({ backend: 'webgpu', webgpu: { sliceElements: 4096, maxBufferBytes: 2 ** 16, ...readback } });
+    try {
+      if (kernels.backend !== 'webgpu') fail(`${label}: started ${kernels.backend} (${kernels.fallbackReason})`);
+      for (const c of cases.filter((k) => k.values.length < most && (k.chunkSize ?? 0) <= 4096)) {
+        const expected = referenceDecode(c.payload);
+        const decoded = await kernels.decode(c.payload);
+        report.checks++;
+        if (decoded.backend !== 'webgpu' || firstMismatch(decoded.values, expected) !== -1) fail(`${label}, ${c.name}: decode on ${decoded.backend} not bit-exact (${decoded.fallbackReason})`);
+        const device = await kernels.decodeToDevice(c.payload);
+        report.segments[`${label} ${c.name}`] = device.segments.length;
+        const into = new Uint16Array(expected.length + 2).fill(0xabcd);
+        const back = await device.toArray(into.subarray(1, 1 + expected.length));
+        device.delete();
+        report.checks++;
+        if (firstMismatch(back, expected) !== -1 || into[0] !== 0xabcd || into[into.length - 1] !== 0xabcd) fail(`${label}, ${c.name}: toArray not bit-exact or wrote outside its target`);
       }
     } finally {
       await kernels.dispose();
