@@ -13,7 +13,7 @@ import {
 import type { ChecksumOffload } from './checksum-offload.js';
 import { isKernelsError, KernelsError } from './errors.js';
 import { planDeviceChecksum, type DeviceChecksumPlan } from './plan-device-checksum.js';
-import { checkReadbackOptions, createPiecedReadback, DEFAULT_READBACK_PIECE_BYTES, DEFAULT_READBACK_STAGINGS, type ReadbackRun } from './read-back-in-pieces.js';
+import { checkReadbackOptions, createPiecedReadback, DEFAULT_READBACK_PIECE_BYTES, DEFAULT_READBACK_STAGINGS } from './read-back-in-pieces.js';
 import { DEFAULT_SLICE_ELEMENTS, planDeviceSlices, type DecodeSegmentPlan, type DecodeSlicePlan, type InputWindow } from './plan-device-slices.js';
 import type { StageTimings } from './types.js';
 import {
@@ -111,18 +111,12 @@ export interface WebGpuDecodeOptions {
   checksumOnDeviceUnroll?: number;
   /**
    * `decode` and `toArray`: bytes per readback piece (a multiple of 16; default
-   * DEFAULT_READBACK_PIECE_BYTES, 8 MiB). The device copies the next pieces into kept MAP_READ
+   * DEFAULT_READBACK_PIECE_BYTES, 4 MiB). The device copies the next pieces into kept MAP_READ
    * staging buffers while the host copies the current one out; a size past the tensor reads it in one piece.
    */
   readbackPieceBytes?: number;
   /** Staging buffers in the readback ring (1..8, default DEFAULT_READBACK_STAGINGS, 3): pieces queued ahead of the host. */
   readbackStagings?: number;
-  /**
-   * `decode`: queue the first readback pieces' device copies right behind the decode, before
-   * waiting for it and for the checksum (their values reach the target only once it passed), so
-   * `kernelMs` holds those copies. Default false.
-   */
-  readbackEarly?: boolean;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
@@ -247,7 +241,6 @@ export async function createWebGpuDecoder(
   const readbackPieceBytes = options.readbackPieceBytes ?? DEFAULT_READBACK_PIECE_BYTES;
   const readbackStagings = options.readbackStagings ?? DEFAULT_READBACK_STAGINGS;
   checkReadbackOptions(readbackPieceBytes, readbackStagings);
-  const readbackEarly = options.readbackEarly === true;
 
   device.pushErrorScope('validation');
   const pipelines: GpuComputePipelineNative[] = [];
@@ -669,7 +662,6 @@ export async function createWebGpuDecoder(
     timings: StageTimings,
     outputFor: (segment: DecodeSegmentPlan) => GpuBufferNative,
     each: (segment: DecodeSegmentPlan, out: GpuBufferNative) => Promise<void>,
-    afterSubmit: ((segment: DecodeSegmentPlan, out: GpuBufferNative) => void) | null = null,
   ): Promise<void> {
     let t = now();
     const { meta, index } = validate(payload, verify);
@@ -729,8 +721,6 @@ export async function createWebGpuDecoder(
           t += now() - c;
         }
         if (hash !== null) lanesMapped = submitLaneReadback(hash);
-        // readbackEarly: the output's first readback copies queue behind the decode (and the lanes).
-        afterSubmit?.(segment, out);
         await device.queue.onSubmittedWorkDone();
         timings.kernelMs += now() - t;
         if (hash !== null) {
@@ -798,11 +788,8 @@ export async function createWebGpuDecoder(
     },
 
     decodeToHost(payload, target, verify, timings) {
-      return serial(() => {
-        /** readbackEarly: the segment's readback, begun behind its decode, until finished or abandoned. */
-        let early: ReadbackRun | null = null;
-        const partOf = (segment: DecodeSegmentPlan, out: GpuBufferNative) => [{ source: out, count: segment.count, first: segment.firstElement }];
-        return scoped('decode', () =>
+      return serial(() =>
+        scoped('decode', () =>
           run(
             payload,
             verify,
@@ -810,27 +797,13 @@ export async function createWebGpuDecoder(
             (segment) => (hostOutput = grow(hostOutput, segment.outBytes, USAGE.STORAGE | USAGE.COPY_SRC)),
             async (segment, out) => {
               // hostOutput is reused by the next segment's decode: this segment is read back first.
-              // With readbackEarly its first pieces' device copies ran before the queue drained (kernelMs).
               const t = now();
-              const started = early ?? readback.begin(partOf(segment, out));
-              early = null;
-              await started.finish(target);
+              await readback.read([{ source: out, count: segment.count, first: segment.firstElement }], target);
               timings.readbackMs += now() - t;
             },
-            readbackEarly
-              ? (segment, out) => {
-                  early = readback.begin(partOf(segment, out));
-                }
-              : null,
-          ).catch(async (error: unknown) => {
-            // A failed checksum (or device error) after the readback began: nothing reaches the target.
-            const begun = early as ReadbackRun | null;
-            early = null;
-            await begun?.abandon();
-            throw error;
-          }),
-        );
-      });
+          ),
+        ),
+      );
     },
 
     readBack(outputs, target) {

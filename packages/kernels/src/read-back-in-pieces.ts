@@ -6,7 +6,7 @@ import { MAP_MODE, USAGE, type GpuBufferNative, type GpuDeviceNative } from './w
  * host copies piece i out of another, so the device-to-staging copy runs behind the host's
  * memcpy instead of before it (one 128 MiB copy, then one 128 MiB memcpy, serially, before).
  */
-export const DEFAULT_READBACK_PIECE_BYTES = 8 << 20;
+export const DEFAULT_READBACK_PIECE_BYTES = 4 << 20;
 /** Staging buffers in the ring (`readbackStagings`): pieces whose device copy is queued ahead of the host. */
 export const DEFAULT_READBACK_STAGINGS = 3;
 export const MAX_READBACK_STAGINGS = 8;
@@ -24,20 +24,7 @@ export interface ReadbackPart {
   first: number;
 }
 
-/** One readback under way: its first pieces' copies are queued. Exactly one of finish or abandon must follow. */
-export interface ReadbackRun {
-  /** Copies every piece into `target`; on any failure, abandons the rest before rejecting. */
-  finish(target: Uint16Array): Promise<void>;
-  /** Waits for the copies queued and unmaps their stagings, copying nothing (the values must not be handed out). */
-  abandon(): Promise<void>;
-}
-
 export interface PiecedReadback {
-  /**
-   * Queues the device copies of the first pieces (as many as stagings) and their mappings now,
-   * so they run behind work already submitted (the decode) while the host waits for it.
-   */
-  begin(parts: readonly ReadbackPart[]): ReadbackRun;
   /**
    * Copies every part into `target`, in pieces through the staging ring. Resolves (or rejects)
    * only once every device copy it queued finished and every staging buffer is unmapped again.
@@ -101,81 +88,63 @@ export function createPiecedReadback(device: GpuDeviceNative, pieceBytes = DEFAU
     return buffer;
   };
 
-  /** Queues the first pieces' copies and mappings; `finish` takes them all into the target, `abandon` undoes them. */
-  const begin = (parts: readonly ReadbackPart[]): ReadbackRun => {
-    const pieces = planPieces(parts, pieceBytes);
-    if (pieces.length === 0) return { finish: () => Promise.resolve(), abandon: () => Promise.resolve() };
-    const slots = Math.min(stagings, pieces.length);
-    const biggest = Math.max(...pieces.map((p) => p.bytes));
-    const buffers = Array.from({ length: slots }, (_, slot) => stagingFor(slot, biggest));
-    /** Each slot's mapping in flight (its piece's copy queued before it), null once taken. */
-    const inFlight: Array<Promise<void> | null> = new Array<Promise<void> | null>(slots).fill(null);
-    const mapPiece = (i: number): void => {
-      const slot = i % slots;
-      const piece = pieces[i]!;
-      const pending = buffers[slot]!.mapAsync(MAP_MODE.READ, 0, piece.bytes).then(() => {
-        mapped++;
-      });
-      pending.catch(() => undefined); // awaited in finish or abandon; a device error is the caller's scope's to report
-      inFlight[slot] = pending;
-    };
-    const queueCopies = (from: number, to: number): void => {
-      const encoder = device.createCommandEncoder();
-      for (let i = from; i < to; i++) {
-        const piece = pieces[i]!;
-        encoder.copyBufferToBuffer(piece.source, piece.sourceOffset, buffers[i % slots]!, 0, piece.bytes);
-      }
-      device.queue.submit([encoder.finish()]);
-      for (let i = from; i < to; i++) mapPiece(i);
-    };
-    /** Waits for every mapping in flight and unmaps those that succeeded: no copy queued here runs on after it. */
-    const abandon = async (): Promise<void> => {
-      for (const [slot, pending] of inFlight.entries()) {
-        if (pending === null) continue;
-        inFlight[slot] = null;
-        await pending.then(
-          () => {
-            buffers[slot]!.unmap();
-            mapped--;
-          },
-          () => undefined,
-        );
-      }
-    };
-    queueCopies(0, slots);
-    return {
-      abandon,
-      async finish(target) {
-        try {
-          for (const [i, piece] of pieces.entries()) {
-            const slot = i % slots;
-            const buffer = buffers[slot]!;
-            const pending = inFlight[slot];
-            await pending;
-            inFlight[slot] = null;
-            try {
-              target.set(new Uint16Array(buffer.getMappedRange(0, piece.bytes), 0, piece.count), piece.first);
-            } finally {
-              buffer.unmap();
-              mapped--;
-            }
-            if (i + slots < pieces.length) queueCopies(i + slots, i + slots + 1);
-          }
-        } catch (error) {
-          // Nothing returns while a copy queued here still runs (it reads the caller's buffers) or
-          // a staging buffer stays mapped (the next read copies into it).
-          await abandon();
-          throw error;
-        }
-      },
-    };
-  };
-
   return {
-    begin,
-
-    read(parts, target) {
-      return begin(parts).finish(target);
+    async read(parts, target) {
+      const pieces = planPieces(parts, pieceBytes);
+      if (pieces.length === 0) return;
+      const slots = Math.min(stagings, pieces.length);
+      const biggest = Math.max(...pieces.map((p) => p.bytes));
+      const buffers = Array.from({ length: slots }, (_, slot) => stagingFor(slot, biggest));
+      /** Each slot's mapping in flight (its piece's copy queued before it), null once taken. */
+      const inFlight: Array<Promise<void> | null> = new Array<Promise<void> | null>(slots).fill(null);
+      const mapPiece = (i: number): void => {
+        const slot = i % slots;
+        const piece = pieces[i]!;
+        const pending = buffers[slot]!.mapAsync(MAP_MODE.READ, 0, piece.bytes).then(() => {
+          mapped++;
+        });
+        pending.catch(() => undefined); // awaited below; a device error is the caller's scope's to report
+        inFlight[slot] = pending;
+      };
+      const queueCopies = (from: number, to: number): void => {
+        const encoder = device.createCommandEncoder();
+        for (let i = from; i < to; i++) {
+          const piece = pieces[i]!;
+          encoder.copyBufferToBuffer(piece.source, piece.sourceOffset, buffers[i % slots]!, 0, piece.bytes);
+        }
+        device.queue.submit([encoder.finish()]);
+        for (let i = from; i < to; i++) mapPiece(i);
+      };
+      try {
+        queueCopies(0, slots);
+        for (const [i, piece] of pieces.entries()) {
+          const slot = i % slots;
+          const buffer = buffers[slot]!;
+          await inFlight[slot];
+          inFlight[slot] = null;
+          try {
+            target.set(new Uint16Array(buffer.getMappedRange(0, piece.bytes), 0, piece.count), piece.first);
+          } finally {
+            buffer.unmap();
+            mapped--;
+          }
+          if (i + slots < pieces.length) queueCopies(i + slots, i + slots + 1);
+        }
+      } catch (error) {
+        // Nothing returns while a copy queued here still runs (it reads the caller's buffers) or
+        // a staging buffer stays mapped (the next read copies into it).
+        for (const [slot, pending] of inFlight.entries()) {
+          if (pending === null) continue;
+          await pending.then(
+            () => {
+              buffers[slot]!.unmap();
+              mapped--;
+            },
+            () => undefined,
+          );
+        }
+        throw error;
+      }
     },
 
     get stagingBuffers() {

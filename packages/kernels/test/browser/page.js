@@ -194,12 +194,11 @@ async function runWebGpuChecks(largeCount, hugeCount) {
   const fail = (message) => report.failures.push(message);
   const cases = buildCases(largeCount);
   // Readback pieces (decode, toArray) of 2,056 and 8,200 values: not multiples of 2^k beyond 8 nor
-  // of the chunk sizes; several per output buffer (512 KiB), so pieces cross slices and segments;
-  // readbackEarly on one.
+  // of the chunk sizes; several per output buffer (512 KiB), so pieces cross slices and segments.
   const configs = [
     ['write-buffer', { sliceElements: 4096, maxBufferBytes: 2 ** 19, readbackPieceBytes: 4112, readbackStagings: 4 }],
     // Upload pieces of 32 KiB: a few slices each, many pieces per output buffer.
-    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19, uploadPieceBytes: 2 ** 15, readbackPieceBytes: 16400, readbackStagings: 2, readbackEarly: true }],
+    ['mapped-staging', { sliceElements: 4096, maxBufferBytes: 2 ** 19, uploadPieceBytes: 2 ** 15, readbackPieceBytes: 16400, readbackStagings: 2 }],
     ['mapped-at-creation', { sliceElements: 4096, maxBufferBytes: 2 ** 19 }],
     // 2-D workgroup grids: 16 groups per dimension; 2^16-value slices need 32 decode groups and
     // up to 256 patch groups (16 x 16 is the most a slice may need, so slices stay 2^16).
@@ -254,7 +253,7 @@ async function runWebGpuChecks(largeCount, hugeCount) {
   const readbackConfigs = [
     [{ readbackPieceBytes: 16, readbackStagings: 1 }, 8192],
     [{ readbackPieceBytes: 48, readbackStagings: 2 }, 2 ** 17],
-    [{ readbackPieceBytes: 1040, readbackStagings: 3, readbackEarly: true }, 2 ** 18],
+    [{ readbackPieceBytes: 1040, readbackStagings: 3 }, 2 ** 18],
   ];
   for (const [readback, most] of readbackConfigs) {
     const label = `readback pieces of ${readback.readbackPieceBytes} bytes, ${readback.readbackStagings} staging(s)`;
