@@ -7,7 +7,7 @@
 // the only requests); medians of those.
 // Needs a gateway (AWS_ENDPOINT_URL + keys; scripts/ceph/start-ceph.sh): without one it prints why
 // and exits 0. Flags: --size-gb 1.07 (generated model), --rounds N, --quick (default model only, no summary),
-// --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own),
+// --default-rounds N (rounds of the default model, at least --rounds; default 15), --read-window-mib N|Infinity (loadModel's readWindowBytes on both paths; default: loadModel's own),
 // --backend auto|cpu|threads (decode backend of the cache loads; default auto),
 // --pin-gateway (the gateway's daemons on CPU 0, this process on the others, restored at the end:
 // the gateway then stands for a remote server that does not share the loader's cores; Linux, needs
@@ -38,6 +38,9 @@ const argValue = (flag, fallback) => {
 const QUICK = args.includes('--quick');
 const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const ROUNDS = Number(argValue('--rounds', '2'));
+// The default model loads in ~0.2 s, where one busy moment of the shared box swings a round by 2x:
+// it gets more rounds (medians of 15 pairs cost ~10 s), the generated model --rounds.
+const DEFAULT_MODEL_ROUNDS = Number(argValue('--default-rounds', '15'));
 // loadModel's readWindowBytes on both paths when given (default: loadModel's own, off for s3:// caches).
 const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined ? undefined : Number(argValue('--read-window-mib')) * 1024 * 1024;
 // loadModel's decode backend on cache loads (default 'auto': the worker threads). With the gateway on
@@ -269,7 +272,7 @@ async function main() {
   }
   const startedMs = performance.now();
   const { ensureDefaultModel, generateSyntheticModel } = await import('@splitzip/default-model');
-  const models = [{ label: 'default (USE-lite)', dir: await ensureDefaultModel(), cacheDir: join(REPO, '.cache', 'runtime-bench', 'cache-default'), rounds: Math.max(ROUNDS, 3) }];
+  const models = [{ label: 'default (USE-lite)', dir: await ensureDefaultModel(), cacheDir: join(REPO, '.cache', 'runtime-bench', 'cache-default'), rounds: Math.max(ROUNDS, DEFAULT_MODEL_ROUNDS) }];
   if (!QUICK) {
     const dir = join(REPO, 'models', `runtime-bench-${SIZE_BYTES}`);
     await generateSyntheticModel(dir, { totalBytes: SIZE_BYTES, seed: 7, reuseIfPresent: true });
