@@ -11,8 +11,9 @@
 // Also: decode = the report's decode CPU; main = the loading thread's busy time (event loop
 // utilization); cpu = the process's CPU time, all threads (less noisy than wall time on a shared box).
 // Run with node --cpu-prof to see the calling thread's CPU in those spans.
+// Rows marked ⁰: the fastest tenth of the rounds (medians over them), what the load costs on a quiet box.
 // Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
-//                                            [--model DIR --cache DIR] [--timeline] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh] [--read-window-mib N]
+//                                            [--model DIR --cache DIR] [--timeline] [--timeline-quantile 0.5] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh] [--read-window-mib N]
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
@@ -54,6 +55,9 @@ const BACKEND =
         })
       : BACKEND_NAME;
 const TIMELINE = args.includes('--timeline');
+// --timeline-quantile q: the timeline of the round at that quantile of wall time (default 0.5; 0.1: a
+// quiet round on a shared box).
+const TIMELINE_QUANTILE = Number(argValue('--timeline-quantile', '0.5'));
 // --only cache|raw: one path (for a CPU profile of it alone).
 const ONLY = argValue('--only', undefined);
 // --page-cache: no pacing reader at all (the store's and safetensors' own reads): only wall, main, cpu mean anything.
@@ -130,7 +134,7 @@ async function main() {
       explainMisses: false,
       onTensor: () => handedMs.push(performance.now()),
     }).drain();
-    // A load is not over before the link has delivered its last byte (sub-ms waits are not slept).
+    // A load is not over before the link has delivered its last byte (the reader settles no read before).
     const endMs = BURST_BYTES > 0 ? performance.now() : Math.max(performance.now(), paced.linkFreeAtMs);
     const mainMs = performance.eventLoopUtilization(elu).active;
     const cpuUsed = process.cpuUsage(cpu);
@@ -164,12 +168,18 @@ async function main() {
   for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) {
     console.log(`| ${path.padEnd(5)} | ${keys.map((k) => median(list.map((x) => x[k])).toFixed(2).padStart(7)).join(' | ')} |`);
   }
+  // The quietest tenth of the rounds (by wall time), each stage's median over them: on a shared box
+  // the medians above carry other processes' load; these show what the load itself costs.
+  for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) {
+    const quiet = [...list].sort((a, b) => a.wallMs - b.wallMs).slice(0, Math.max(1, Math.round(list.length / 10)));
+    console.log(`| ${`${path}⁰`.padEnd(5)} | ${keys.map((k) => median(quiet.map((x) => x[k])).toFixed(2).padStart(7)).join(' | ')} |`);
+  }
   for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) console.log(`${path} wall, sorted: ${list.map((x) => x.wallMs).sort((a, b) => a - b).map((x) => x.toFixed(1)).join(' ')}`);
   console.log(`speedup (median of per-round raw/cache): ${median(runs.raw.map((r, i) => r.wallMs / runs.cache[i].wallMs)).toFixed(3)}x`);
   if (TIMELINE) {
     for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) {
-      // The round with the median wall time.
-      const last = [...list].sort((a, b) => a.wallMs - b.wallMs)[list.length >> 1];
+      // The round at the asked quantile of wall time (the median by default).
+      const last = [...list].sort((a, b) => a.wallMs - b.wallMs)[Math.min(list.length - 1, Math.floor(list.length * TIMELINE_QUANTILE))];
       console.log(`\n${path}: round of ${last.wallMs.toFixed(1)} ms: reads (asked → done ms, bytes, link idle before it), then tensors handed out`);
       for (const e of [...last.events].sort((a, b) => a.askedMs - b.askedMs)) {
         console.log(`  ${e.askedMs.toFixed(2).padStart(7)} → ${e.doneMs.toFixed(2).padStart(7)}  ${String(e.bytes).padStart(8)}  ${e.idleMs > 0.005 ? `idle ${e.idleMs.toFixed(2)}` : '         '}  ${e.path.split('/').pop()}`);

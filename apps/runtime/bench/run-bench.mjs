@@ -7,8 +7,8 @@
 //       default 0): with the reader's 4 MiB default the first 4 MiB of each load came free, 30% of
 //       the default model's raw read and 40% of its cache read, which let its cache load beat the
 //       format's bound (1.33x) — the ratio measured the burst, not the loads. A load ends when its
-//       last tensor is handed out, but not before the link has delivered its last byte (the
-//       reader's linkFreeAtMs: waits under a millisecond are not slept).
+//       last tensor is handed out, and the reader settles no read before the link has delivered its
+//       last byte (max(end, linkFreeAtMs) keeps that true of a reader that might).
 // Both paths are the runtime's loadModel into one preallocated arena (as a server loads): the raw
 // baseline is loadModel(model, null) — safetensors positioned reads in (a), the paced reader in (b).
 // Prints a table and writes its target rows to <repo>/.cache/bench (writeBenchSummary from

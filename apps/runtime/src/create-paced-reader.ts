@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ByteReader } from './create-file-reader.js';
 import { RuntimeError } from './errors.js';
+import { waitUntil } from './wait-until.js';
 
 /** Default pacing granularity: each read is split into pieces of at most this many bytes. */
 export const DEFAULT_PACING_CHUNK_BYTES = 1024 * 1024;
@@ -13,7 +14,7 @@ export interface PacedReaderOptions {
   bytesPerSecond: number;
   /**
    * Token bucket capacity in bytes: what a link that sat idle delivers at once (default 4 MiB).
-   * 0: none — every piece completes no earlier than the instant the link finishes delivering it
+   * 0: none — every read settles no earlier than the instant the link finishes delivering it
    * (a benchmark of small loads wants this: a burst lets its first bytes through free).
    */
   burstBytes?: number;
@@ -33,8 +34,8 @@ export interface PacedReader extends ByteReader {
   readonly idleMs: number;
   /**
    * The `performance.now()` instant at which the link finishes delivering every byte granted so
-   * far (0 before the first read). Waits under a millisecond are not slept, so a read can settle
-   * up to that much before it; a benchmark takes `max(its end, linkFreeAtMs)` as a load's end.
+   * far (0 before the first read). No read settles before the link has delivered its last byte
+   * (less the burst), so once every read has settled `performance.now() >= linkFreeAtMs - burst`.
    */
   readonly linkFreeAtMs: number;
 }
@@ -48,12 +49,18 @@ export interface PacedReader extends ByteReader {
  * `bytesPerSecond` and holds at most `burstBytes`. It is implemented in its virtual-clock form
  * (GCRA): `tat` is the instant the link finishes delivering every byte granted so far; a read's
  * first piece of n bytes moves `tat` to `max(tat, now) + n / rate`, its later pieces to
- * `tat + n / rate` (the read streams on while its caller is busy), and a piece may be read from
+ * `tat + n / rate` (the read streams on while its caller is busy), and a piece is delivered at
  * `tat - burst / rate`. So the link's schedule never carries more than `rate·T + burst` bytes in
  * any interval T, whatever the concurrency (a caller that comes back late for a piece finds it
- * delivered already), and waits shorter than a millisecond are not slept (the clock still
- * advances, so the next piece pays for them: the long-run rate stays exact). With `burstBytes: 0` a piece starts only
- * once the link has delivered it, so n bytes take n / rate however they are split.
+ * delivered already). A read settles no earlier than the instant its last piece is delivered
+ * ({@link waitUntil}: never before, a fraction of a millisecond after; the old timers let a read
+ * settle up to a millisecond early, a millisecond of link free), so its caller never holds a byte
+ * the link has not delivered, and with `burstBytes: 0` n bytes take n / rate however they are
+ * split. Its earlier pieces wait on plain timers (the caller sees none of them; waits under a
+ * millisecond are not slept, and the clock still advances, so the next piece pays for them).
+ * Each piece is copied from the inner reader while the link delivers it, not after: bytes that
+ * stream in land in the caller's buffer as they arrive, so the copy adds nothing past the link's
+ * last byte (on the loading thread, a synchronous 1 MiB copy after it cost 0.1-0.3 ms).
  *
  * Pieces are paced on the bytes actually requested from the inner reader — blob bytes on the
  * cache path, tensor bytes on the raw path — so both paths see the same link.
@@ -87,7 +94,7 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
    * timers (a 1 MiB piece every 1.5-2.3 ms with millisecond timers and the copy: 57 ms for the 24
    * MiB read that ends the 1.07 GB model's cache load, against 25 ms of link time).
    */
-  const takeTokens = async (bytes: number, continuesRead: boolean) => {
+  const takeTokens = (bytes: number, continuesRead: boolean): number => {
     const nowMs = performance.now();
     let startMs = tatMs;
     if (!continuesRead && nowMs > tatMs) {
@@ -96,11 +103,9 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
     }
     tatMs = startMs + bytes / bytesPerMs;
     grantedBytes += bytes;
-    const waitMs = tatMs - burstMs - nowMs;
-    if (waitMs >= 1) {
-      waitedMs += waitMs;
-      await sleep(waitMs);
-    }
+    const deliveredAtMs = tatMs - burstMs;
+    if (deliveredAtMs > nowMs) waitedMs += deliveredAtMs - nowMs;
+    return deliveredAtMs;
   };
 
   return {
@@ -119,8 +124,15 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
     async readExact(path, target, positionBytes) {
       for (let done = 0; done < target.byteLength; done += chunkBytes) {
         const length = Math.min(chunkBytes, target.byteLength - done);
-        await takeTokens(length, done > 0);
-        await inner.readExact(path, target.subarray(done, done + length), positionBytes + done);
+        const deliveredAtMs = takeTokens(length, done > 0);
+        const copied = inner.readExact(path, target.subarray(done, done + length), positionBytes + done);
+        if (done + length >= target.byteLength) {
+          // The last piece: the read settles once the link has delivered it (and it is copied).
+          await Promise.all([copied, waitUntil(deliveredAtMs)]);
+        } else {
+          const waitMs = deliveredAtMs - performance.now();
+          await Promise.all([copied, waitMs >= 1 ? sleep(waitMs) : undefined]);
+        }
       }
     },
     close: () => inner.close(),

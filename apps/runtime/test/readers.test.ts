@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
+import { waitUntil } from '../src/wait-until.js';
 
 let dir: string;
 let file: string;
@@ -165,8 +166,7 @@ describe('createPacedReader', () => {
   });
 
   it('with burstBytes 0 lets no byte through before the link has delivered it', async () => {
-    // 3 MiB at 32 MiB/s in 256 KiB pieces: the last piece is read no earlier than 3 MiB / rate after
-    // the first was asked (less the under-a-millisecond waits that are not slept).
+    // 3 MiB at 32 MiB/s in 256 KiB pieces: the read settles no earlier than 3 MiB / rate after it was asked.
     const bytesPerSecond = 32 * 1024 * 1024;
     const paced = createPacedReader(createFileReader(), { bytesPerSecond, burstBytes: 0, chunkBytes: 256 * 1024 });
     const target = new Uint8Array(3 * 1024 * 1024);
@@ -174,9 +174,55 @@ describe('createPacedReader', () => {
     await paced.readExact(file, target, 0);
     const elapsedMs = performance.now() - start;
     expect(Buffer.from(target).equals(Buffer.from(content.subarray(0, target.length)))).toBe(true);
-    expect(elapsedMs).toBeGreaterThanOrEqual((target.length / bytesPerSecond) * 1000 - 1);
+    expect(elapsedMs).toBeGreaterThanOrEqual((target.length / bytesPerSecond) * 1000);
     expect(paced.linkFreeAtMs).toBeGreaterThanOrEqual(start + (target.length / bytesPerSecond) * 1000);
+    expect(performance.now()).toBeGreaterThanOrEqual(paced.linkFreeAtMs);
     expect(paced.idleMs).toBe(0); // one read, its pieces back to back
+    await paced.close();
+  });
+
+  it('settles no read before the link has delivered its last byte, also reads shorter than a millisecond of link', async () => {
+    // 64 MiB/s in 16 KiB pieces, no burst: one piece is 0.24 ms of link, under a timer's millisecond.
+    const bytesPerSecond = 64 * 1024 * 1024;
+    const paced = createPacedReader(createFileReader(), { bytesPerSecond, burstBytes: 0, chunkBytes: 16 * 1024 });
+    const sizes = [1, 4096, 16 * 1024, 16 * 1024 + 1, 40_000, 200_000, 7, 100_000, 3 * 16 * 1024, 2];
+    // One after another: each settles once the link is free again (nothing else is on it).
+    for (const size of sizes) {
+      const target = new Uint8Array(size);
+      await paced.readExact(file, target, 1000);
+      expect(performance.now()).toBeGreaterThanOrEqual(paced.linkFreeAtMs);
+      expect(Buffer.from(target).equals(Buffer.from(content.subarray(1000, 1000 + size)))).toBe(true);
+    }
+    // All at once, in two waves: the bytes handed out by any instant never pass rate × the time since the first ask.
+    const firstAskMs = performance.now();
+    const settled: { atMs: number; bytes: number }[] = [];
+    const readAll = () =>
+      Promise.all(
+        sizes.map(async (size, i) => {
+          await paced.readExact(file, new Uint8Array(size), i * 1000);
+          settled.push({ atMs: performance.now(), bytes: size });
+        }),
+      );
+    await Promise.all([readAll(), waitUntil(firstAskMs + 1.5).then(readAll)]);
+    let handedBytes = 0;
+    for (const { atMs, bytes } of settled.sort((a, b) => a.atMs - b.atMs)) {
+      handedBytes += bytes;
+      expect(handedBytes).toBeLessThanOrEqual(((atMs - firstAskMs) / 1000) * bytesPerSecond);
+    }
+    expect(performance.now()).toBeGreaterThanOrEqual(paced.linkFreeAtMs);
+    await paced.close();
+  });
+
+  it('copies each piece from the inner reader as soon as the link starts delivering it', async () => {
+    const { reader: inner, sizes } = countingReader(createFileReader());
+    // 256 KiB at 1 MiB/s: a quarter of a second of link, one piece.
+    const paced = createPacedReader(inner, { bytesPerSecond: 1024 * 1024, burstBytes: 0 });
+    const target = new Uint8Array(256 * 1024);
+    const reading = paced.readExact(file, target, 0);
+    expect(sizes).toEqual([256 * 1024]); // asked of the inner reader at once, not once delivered
+    await reading;
+    expect(performance.now()).toBeGreaterThanOrEqual(paced.linkFreeAtMs);
+    expect(Buffer.from(target).equals(Buffer.from(content.subarray(0, target.length)))).toBe(true);
     await paced.close();
   });
 
@@ -200,5 +246,20 @@ describe('createPacedReader', () => {
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
     );
     expect(() => createPacedReader(inner, { bytesPerSecond: 1e9, chunkBytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
+
+describe('waitUntil', () => {
+  it('resolves no earlier than its deadline, for deadlines past, under a timer tick and over it', async () => {
+    for (const aheadMs of [-5, 0, 0.05, 0.3, 0.9, 1, 1.7, 2.2, 3.5]) {
+      const deadlineMs = performance.now() + aheadMs;
+      await waitUntil(deadlineMs);
+      expect(performance.now()).toBeGreaterThanOrEqual(deadlineMs);
+    }
+    // Concurrent waits, each to its own deadline.
+    const base = performance.now();
+    const deadlines = [2.5, 0.2, 1.1, 0.6, 3];
+    const ended = await Promise.all(deadlines.map((d) => waitUntil(base + d).then(() => performance.now())));
+    ended.forEach((atMs, i) => expect(atMs).toBeGreaterThanOrEqual(base + (deadlines[i] as number)));
   });
 });
