@@ -38,6 +38,17 @@ export const DEFAULT_MAX_STAGING_BYTES = 512 * 1024 * 1024;
 /** Upper bound on concurrency: each in-flight tensor may hold a staging slot and an output buffer. */
 export const MAX_LOAD_CONCURRENCY = 64;
 
+/**
+ * Tensors of at most this many bytes do not count toward `concurrency` (only toward the pipeline's
+ * bound on results held, 4 × concurrency): their reads are next to nothing and they hold no output
+ * worth bounding. Counted, a run of them — the default model has 48 under 4 KiB among its 61 —
+ * filled the places: the link drained with every read in flight answered at once, and sat idle
+ * while those tensors were decoded (0.2-0.3 ms, several times a load, through the 1 GB/s pacing
+ * reader), instead of carrying the next large tensors' reads. (A small cache payload still takes a
+ * staging slot, which bounds those.)
+ */
+export const LIGHT_TENSOR_MAX_BYTES = 64 * 1024;
+
 export interface LoadModelOptions {
   backend?: BackendOption;
   /** Tensors in flight (reading or decoding) at once; also the staging slot count. Default 4. */
@@ -181,6 +192,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       const results = runOrderedPipeline(targets, {
         concurrency,
         signal: options.signal,
+        isLight: (target) => target.slice.sizeBytes <= LIGHT_TENSOR_MAX_BYTES,
         run: async (target) => {
           const output = prepareOutput(options.allocate?.(target.info as TensorInfo), target.slice.sizeBytes, target.name);
           return serveTensor(env, target, output);

@@ -10,12 +10,17 @@ export interface OrderedPipelineOptions<T, R> {
    */
   maxPending?: number;
   run: (item: T, index: number) => Promise<R>;
+  /**
+   * Items whose task does not count toward `concurrency` (still toward `maxPending`): work too small
+   * to hold anything worth bounding, which would otherwise take a place a larger task's read needs.
+   */
+  isLight?: (item: T, index: number) => boolean;
   signal?: AbortSignal;
 }
 
 /**
- * Runs `run(item)` over `items` with at most `concurrency` tasks running and yields the results in
- * input order. At most `maxPending` tasks are started and not yet consumed, so the memory held by
+ * Runs `run(item)` over `items` with at most `concurrency` tasks running (besides light ones, see
+ * `isLight`) and yields the results in input order. At most `maxPending` tasks are started and not yet consumed, so the memory held by
  * finished-but-unconsumed results is bounded too.
  *
  * If a task fails, the error is thrown at that task's position (earlier results are yielded
@@ -24,7 +29,7 @@ export interface OrderedPipelineOptions<T, R> {
  * still being written after the caller moves on.
  */
 export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: OrderedPipelineOptions<T, R>): AsyncGenerator<R> {
-  const { concurrency, run, signal } = options;
+  const { concurrency, run, signal, isLight } = options;
   const maxPending = options.maxPending ?? 4 * concurrency;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
     throw new RuntimeError('INVALID_ARGUMENT', 'concurrency must be a positive integer', { concurrency });
@@ -49,21 +54,31 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
   // A task that ends starts the next one itself, in the same tick: the next read is asked at once,
   // not after a round trip through the consumer (for a model of many small tensors those hops were
   // a fixed cost per tensor, and a link left idle while they ran).
+  // The next item, taken from the iterator but not started (it waits for a place among the running).
+  let peeked: { value: T; counted: boolean } | undefined;
   const fill = () => {
-    while (!stopped && !exhausted && running < concurrency && window.length < maxPending) {
+    while (!stopped && !exhausted && window.length < maxPending) {
       if (signal?.aborted) return;
-      const next = iterator.next();
-      if (next.done) {
-        exhausted = true;
-        return;
+      if (peeked === undefined) {
+        const next = iterator.next();
+        if (next.done) {
+          exhausted = true;
+          return;
+        }
+        // A light task takes no place among the `concurrency` running ones.
+        peeked = { value: next.value, counted: isLight?.(next.value, index) !== true };
       }
+      if (peeked.counted && running >= concurrency) return;
+      const next = { value: peeked.value };
+      const { counted } = peeked;
+      peeked = undefined;
       const taskIndex = index;
       index += 1;
-      running += 1;
+      if (counted) running += 1;
       const slot: (typeof window)[number] = { settled: undefined, done: undefined as unknown as Promise<void> };
       const finish = (settled: Settled) => {
         slot.settled = settled;
-        running -= 1;
+        if (counted) running -= 1;
         try {
           fill();
         } catch (error) {

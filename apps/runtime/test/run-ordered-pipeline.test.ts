@@ -25,6 +25,47 @@ describe('runOrderedPipeline', () => {
     expect(peak).toBe(3);
   });
 
+  it('runs light tasks beside `concurrency` others, still within maxPending, in input order', async () => {
+    // Items 0 and 1 are heavy and wait for a gate; the light ones behind them (odd items past 1
+    // are heavy again) must start and finish meanwhile, the heavy ones never more than 2 at once.
+    let openGate: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const heavy = (item: number) => item < 2 || (item > 6 && item % 2 === 1);
+    let heavyRunning = 0;
+    let heavyPeak = 0;
+    const started: number[] = [];
+    const items = Array.from({ length: 16 }, (_, i) => i);
+    const pipeline = runOrderedPipeline(items, {
+      concurrency: 2,
+      maxPending: 8,
+      isLight: (item) => !heavy(item),
+      run: async (item) => {
+        started.push(item);
+        if (heavy(item)) {
+          heavyRunning += 1;
+          heavyPeak = Math.max(heavyPeak, heavyRunning);
+          if (item < 2) await gate;
+          else await delay(1);
+          heavyRunning -= 1;
+        }
+        return item;
+      },
+    });
+    const out: number[] = [];
+    const consuming = (async () => {
+      for await (const value of pipeline) out.push(value);
+    })();
+    await delay(20);
+    // The heavy head holds both places; the light items 2..6 ran anyway, up to the 8 results held
+    // (item 7, heavy, waits for a place).
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(out).toEqual([]);
+    openGate();
+    await consuming;
+    expect(out).toEqual(items);
+    expect(heavyPeak).toBe(2);
+  });
+
   it('keeps `concurrency` tasks running behind a slow head, holding at most maxPending results', async () => {
     let running = 0;
     let peakRunning = 0;
