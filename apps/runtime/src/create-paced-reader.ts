@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ByteReader } from './create-file-reader.js';
 import { RuntimeError } from './errors.js';
 import { waitUntil } from './wait-until.js';
@@ -8,6 +7,9 @@ export const DEFAULT_PACING_CHUNK_BYTES = 1024 * 1024;
 
 /** Default bucket size: four pieces (4 MiB: a link that was idle delivers that much at once, then paces). */
 export const DEFAULT_PACING_BURST_BYTES = 4 * 1024 * 1024;
+
+/** A read asks for its next piece this long before the link has delivered the current one. */
+export const PIECE_LEAD_MS = 1;
 
 export interface PacedReaderOptions {
   /** Sustained rate: bytes per second over any window longer than burst / rate. */
@@ -56,8 +58,8 @@ export interface PacedReader extends ByteReader {
  * ({@link waitUntil}: never before, a fraction of a millisecond after; the old timers let a read
  * settle up to a millisecond early, a millisecond of link free), so its caller never holds a byte
  * the link has not delivered, and with `burstBytes: 0` n bytes take n / rate however they are
- * split. Its earlier pieces wait on plain timers (the caller sees none of them; waits under a
- * millisecond are not slept, and the clock still advances, so the next piece pays for them).
+ * split. Its earlier pieces end {@link PIECE_LEAD_MS} before their delivery (the caller sees none
+ * of them: the read asks for its next piece while the link is still busy with this one).
  * Each piece is copied from the inner reader while the link delivers it, not after: bytes that
  * stream in land in the caller's buffer as they arrive, so the copy adds nothing past the link's
  * last byte (on the loading thread, a synchronous 1 MiB copy after it cost 0.1-0.3 ms).
@@ -130,8 +132,11 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
           // The last piece: the read settles once the link has delivered it (and it is copied).
           await Promise.all([copied, waitUntil(deliveredAtMs)]);
         } else {
-          const waitMs = deliveredAtMs - performance.now();
-          await Promise.all([copied, waitMs >= 1 ? sleep(waitMs) : undefined]);
+          // An earlier piece: the read asks for its next one PIECE_LEAD_MS before the link has
+          // delivered this one (a stream goes on while its client copies), on time: a timer that
+          // fired late behind a busy loading thread let other reads take the link first, and the
+          // rest of this read waited behind them.
+          await Promise.all([copied, waitUntil(deliveredAtMs - PIECE_LEAD_MS)]);
         }
       }
     },
