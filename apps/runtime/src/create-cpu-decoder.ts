@@ -26,6 +26,11 @@ export interface DecodeBackend {
   readonly verifiesChecksum?: boolean;
   /** When true, the runtime backs the staging slots it makes for this backend with SharedArrayBuffer. */
   readonly shared?: boolean;
+  /**
+   * A `shared` backend that decodes tensors of fewer values on the calling thread says how many:
+   * their payloads need no shared memory (the runtime may stage a small one outside the pool).
+   */
+  readonly inlineMaxValues?: number;
   decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: DecodeCallOptions): void | number | Promise<void | number>;
   close?(): Promise<void>;
 }

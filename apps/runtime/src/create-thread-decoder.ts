@@ -283,6 +283,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     shared: true,
     verifiesChecksum: true,
     threads,
+    inlineMaxValues,
     get name() {
       return `threads:${threads}`;
     },

@@ -39,13 +39,13 @@ export const DEFAULT_MAX_STAGING_BYTES = 512 * 1024 * 1024;
 export const MAX_LOAD_CONCURRENCY = 64;
 
 /**
- * Tensors of at most this many bytes do not count toward `concurrency` (only toward the pipeline's
- * bound on results held, 4 × concurrency): their reads are next to nothing and they hold no output
- * worth bounding. Counted, a run of them — the default model has 48 under 4 KiB among its 61 —
- * filled the places: the link drained with every read in flight answered at once, and sat idle
- * while those tensors were decoded (0.2-0.3 ms, several times a load, through the 1 GB/s pacing
- * reader), instead of carrying the next large tensors' reads. (A small cache payload still takes a
- * staging slot, which bounds those.)
+ * Tensors of at most this many bytes count neither toward `concurrency` nor toward the pipeline's
+ * bound on results held for in-order delivery (4 × concurrency; they have one of their own): their
+ * reads are next to nothing and they hold no output worth bounding. Counted, a run of them — the
+ * default model has 48 under 4 KiB among its 61 — filled the places, so the paced link drained
+ * with every read in flight answered at once and sat idle while those tensors were decoded
+ * (0.2-0.4 ms, several times a load), instead of carrying the next large tensors' reads. (A small
+ * cache payload still takes a staging slot, which bounds those.)
  */
 export const LIGHT_TENSOR_MAX_BYTES = 64 * 1024;
 

@@ -11,8 +11,9 @@ export interface OrderedPipelineOptions<T, R> {
   maxPending?: number;
   run: (item: T, index: number) => Promise<R>;
   /**
-   * Items whose task does not count toward `concurrency` (still toward `maxPending`): work too small
-   * to hold anything worth bounding, which would otherwise take a place a larger task's read needs.
+   * Items whose task counts toward neither `concurrency` nor `maxPending` (light tasks have a
+   * `maxPending` bound of their own): work too small to hold anything worth bounding, which would
+   * otherwise take a place that a larger task's read needs.
    */
   isLight?: (item: T, index: number) => boolean;
   signal?: AbortSignal;
@@ -20,8 +21,9 @@ export interface OrderedPipelineOptions<T, R> {
 
 /**
  * Runs `run(item)` over `items` with at most `concurrency` tasks running (besides light ones, see
- * `isLight`) and yields the results in input order. At most `maxPending` tasks are started and not yet consumed, so the memory held by
- * finished-but-unconsumed results is bounded too.
+ * `isLight`) and yields the results in input order. At most `maxPending` tasks (and as many light
+ * ones) are started and not yet consumed, so the memory held by finished-but-unconsumed results is
+ * bounded too.
  *
  * If a task fails, the error is thrown at that task's position (earlier results are yielded
  * first). Whenever the iteration ends — done, failed, `break`, abort — every started task is
@@ -41,7 +43,10 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
   type Settled = { ok: true; value: R } | { ok: false; error: unknown };
   // Started tasks in input order; `settled` fills in when the task ends (a rejection is held as a
   // value, so one waiting here is never "unhandled").
-  const window: { settled: Settled | undefined; done: Promise<void> }[] = [];
+  const window: { settled: Settled | undefined; done: Promise<void>; counted: boolean }[] = [];
+  // Started and not yet consumed, by kind (light tasks are bounded apart: see isLight).
+  let heldCounted = 0;
+  let heldLight = 0;
   let exhausted = false;
   let stopped = false;
   let index = 0;
@@ -57,7 +62,7 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
   // The next item, taken from the iterator but not started (it waits for a place among the running).
   let peeked: { value: T; counted: boolean } | undefined;
   const fill = () => {
-    while (!stopped && !exhausted && window.length < maxPending) {
+    while (!stopped && !exhausted) {
       if (signal?.aborted) return;
       if (peeked === undefined) {
         const next = iterator.next();
@@ -68,14 +73,19 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
         // A light task takes no place among the `concurrency` running ones.
         peeked = { value: next.value, counted: isLight?.(next.value, index) !== true };
       }
-      if (peeked.counted && running >= concurrency) return;
+      if (peeked.counted ? running >= concurrency || heldCounted >= maxPending : heldLight >= maxPending) return;
       const next = { value: peeked.value };
       const { counted } = peeked;
       peeked = undefined;
       const taskIndex = index;
       index += 1;
-      if (counted) running += 1;
-      const slot: (typeof window)[number] = { settled: undefined, done: undefined as unknown as Promise<void> };
+      if (counted) {
+        running += 1;
+        heldCounted += 1;
+      } else {
+        heldLight += 1;
+      }
+      const slot: (typeof window)[number] = { settled: undefined, done: undefined as unknown as Promise<void>, counted };
       const finish = (settled: Settled) => {
         slot.settled = settled;
         if (counted) running -= 1;
@@ -116,7 +126,8 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
       if (iterationFailure !== undefined) throw iterationFailure.error;
       if (signal?.aborted) throw new RuntimeError('ABORTED', 'load aborted', { reason: signal.reason });
       const settled = await awaitHead();
-      window.shift();
+      if ((window.shift() as (typeof window)[number]).counted) heldCounted -= 1;
+      else heldLight -= 1;
       if (!settled.ok) throw settled.error;
       // A place in the window is free: start what the pending bound held back, before yielding, so
       // the next reads run while the consumer handles this result.

@@ -19,6 +19,17 @@ import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
  */
 export { DEFAULT_SYNC_READ_MAX_BYTES };
 
+/**
+ * A payload of at most SMALL_PAYLOAD_MAX_BYTES is staged in a buffer of its own when the pool's
+ * slots hold at least LARGE_SLOT_MIN_BYTES: a slot holds the largest payload of the model (3 MiB
+ * for the default model), and its 20 payloads of 1-3 KiB each held one while they waited on the
+ * link, so the next large tensor's read waited for a slot while the link drained (0.3-0.4 ms idle
+ * twice a paced load). Only payloads the backend decodes on the calling thread (no shared memory
+ * needed: see DecodeBackend.inlineMaxValues).
+ */
+export const SMALL_PAYLOAD_MAX_BYTES = 64 * 1024;
+export const LARGE_SLOT_MIN_BYTES = 1024 * 1024;
+
 /** What one load needs; built once per loadTensor/loadModel call and shared by its tensors. */
 export interface ServeEnv {
   cache: ShardCache | undefined;
@@ -250,7 +261,11 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
   const pool = env.pool;
   let slot: StagingSlot | undefined;
   let stage: Uint8Array;
-  if (pool !== undefined && entry.compBytes <= pool.slotBytes) {
+  // Values a shared-memory backend decodes on the calling thread (anything, for the others).
+  const inlineBelowValues = env.backend.shared === true ? (env.backend.inlineMaxValues ?? 0) : Infinity;
+  if (pool !== undefined && entry.compBytes <= SMALL_PAYLOAD_MAX_BYTES && pool.slotBytes >= LARGE_SLOT_MIN_BYTES && entry.rawBytes / 2 < inlineBelowValues) {
+    stage = allocateAligned(entry.compBytes);
+  } else if (pool !== undefined && entry.compBytes <= pool.slotBytes) {
     slot = await pool.acquire(env.signal ? { signal: env.signal } : {});
     stage = slot.bytes;
   } else {

@@ -3,7 +3,10 @@ import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
 import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
+import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
+import type { BackendOption } from '../src/resolve-decode-backend.js';
+import { LARGE_SLOT_MIN_BYTES, SMALL_PAYLOAD_MAX_BYTES } from '../src/serve-tensor.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { LoadedTensor } from '../src/types.js';
@@ -126,6 +129,37 @@ describe('loadModel', () => {
       expect(sameBytes(arena.subarray(start, start + t.slice.sizeBytes), raw.get(t.name) as Uint8Array), t.name).toBe(true);
     }
     expect(totals.fromCache).toBe(7);
+  });
+
+  it('stages small payloads outside a pool of large slots when the backend decodes them on the calling thread', async () => {
+    const largest = cache.largestPayloadBytes();
+    expect(largest).toBeLessThanOrEqual(SMALL_PAYLOAD_MAX_BYTES); // every fixture payload is small
+    const load = async (backend: BackendOption) => {
+      const pool = createStagingPool({ slotBytes: LARGE_SLOT_MIN_BYTES, slotCount: 2 });
+      const out = new Map<string, Uint8Array>();
+      const totals = await loadModel(model, cache, { pool, backend, onTensor: (t) => out.set(t.name, t.data) }).drain();
+      for (const t of model.tensors) expect(sameBytes(out.get(t.name) as Uint8Array, raw.get(t.name) as Uint8Array), t.name).toBe(true);
+      expect(totals.stagingOverflows).toBe(0);
+      return { totals, acquires: pool.stats().acquires };
+    };
+    // The CPU decoder decodes anything where it is: no slot taken.
+    const cpu = await load('cpu');
+    expect(cpu.totals.fromCache).toBeGreaterThan(0);
+    expect(cpu.acquires).toBe(0);
+    // A thread decoder hands tensors above its inline bound to workers: those payloads take slots (shared memory).
+    const threads = createThreadDecoder({ threads: 1, inlineMaxValues: 1024 });
+    try {
+      const shared = await load(threads);
+      const aboveInline = model.tensors.filter((t) => cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes) && t.slice.sizeBytes / 2 >= 1024);
+      expect(aboveInline.length).toBeGreaterThan(0);
+      expect(shared.acquires).toBe(aboveInline.length);
+    } finally {
+      await threads.close?.();
+    }
+    // Slots under LARGE_SLOT_MIN_BYTES: every payload takes one, as before.
+    const pool = cache.createStagingPool({ slotCount: 2 });
+    await loadModel(model, cache, { pool, backend: 'cpu' }).drain();
+    expect(pool.stats().acquires).toBe(cpu.totals.fromCache);
   });
 
   it('reuses the same staging slots for every tensor: no per-tensor staging allocation', async () => {

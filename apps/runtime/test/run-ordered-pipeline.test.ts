@@ -56,14 +56,39 @@ describe('runOrderedPipeline', () => {
       for await (const value of pipeline) out.push(value);
     })();
     await delay(20);
-    // The heavy head holds both places; the light items 2..6 ran anyway, up to the 8 results held
-    // (item 7, heavy, waits for a place).
+    // The heavy head holds both places; the light items 2..6 ran anyway (item 7, heavy, waits for a place).
     expect(started).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(out).toEqual([]);
     openGate();
     await consuming;
     expect(out).toEqual(items);
     expect(heavyPeak).toBe(2);
+  });
+
+  it('holds at most maxPending light results behind a slow head, besides maxPending others', async () => {
+    let openGate: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const started: number[] = [];
+    const items = Array.from({ length: 30 }, (_, i) => i);
+    const pipeline = runOrderedPipeline(items, {
+      concurrency: 1,
+      maxPending: 4,
+      isLight: (item) => item > 0,
+      run: async (item) => {
+        started.push(item);
+        if (item === 0) await gate;
+        return item;
+      },
+    });
+    const out: number[] = [];
+    const consuming = (async () => {
+      for await (const value of pipeline) out.push(value);
+    })();
+    await delay(20);
+    expect(started).toEqual([0, 1, 2, 3, 4]); // the heavy head, then 4 light results held
+    openGate();
+    await consuming;
+    expect(out).toEqual(items);
   });
 
   it('keeps `concurrency` tasks running behind a slow head, holding at most maxPending results', async () => {
