@@ -8,26 +8,41 @@ import { Worker } from 'node:worker_threads';
  * checking the clock on every event-loop turn instead (setImmediate) ends on time but spins the
  * loading thread whenever a deadline is near — through most of a paced load (3.5 → 10-14 ms of CPU
  * per 14 ms load of the default model). The thread sleeps in `Atomics.wait` until the earliest
- * deadline (a futex with a sub-millisecond timeout) and posts one message when it passes: 400 waits
- * of 0.2-4.2 ms on the busy 2-core box ended 0.18-0.20 ms late (median), never early, at 0.1 of a
- * core against 0.3 for setImmediate checks.
+ * deadline (a futex with a sub-millisecond timeout) and posts one message when it passes: waits of
+ * 10 ms ended 10-50 µs late, never early, and the thread itself sleeps (0.1 of a core on 400 waits
+ * of 0.2-4.2 ms, against 0.3 for setImmediate checks).
  */
 const TIMER_THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { performance } = require('node:perf_hooks');
 const control = new Int32Array(workerData, 0, 1);
-const deadline = new Float64Array(workerData, 8, 1);
+const delay = new Float64Array(workerData, 8, 1);
+parentPort.postMessage('ready');
+// The deadline on this thread's clock (0: none). The main thread hands over a delay, not an instant
+// (the threads' time origins need not agree): counted from when it is read here, never early.
+let seen = Atomics.load(control, 0);
+let atMs = 0;
 for (;;) {
-  const seen = Atomics.load(control, 0);
-  const atMs = deadline[0];
-  const remainingMs = atMs > 0 ? atMs - (performance.timeOrigin + performance.now()) : Infinity;
-  // Passed: say so once, then sleep until the main thread arms the next deadline.
-  if (remainingMs <= 0) parentPort.postMessage(0);
-  Atomics.wait(control, 0, seen, remainingMs <= 0 ? Infinity : remainingMs);
+  const now = Atomics.load(control, 0);
+  if (now !== seen) {
+    seen = now;
+    atMs = delay[0] > 0 ? performance.now() + delay[0] : 0;
+  }
+  if (atMs === 0) {
+    Atomics.wait(control, 0, seen);
+    continue;
+  }
+  const remainingMs = atMs - performance.now();
+  if (remainingMs <= 0) {
+    atMs = 0;
+    parentPort.postMessage(0);
+    continue;
+  }
+  Atomics.wait(control, 0, seen, remainingMs);
 }
 `;
 
-/** Left to event-loop turns: what the two threads' clocks may disagree by, and less. */
+/** Deadlines closer than this are left to event-loop turns (a hand-over and a message take longer). */
 const SKEW_MS = 0.05;
 
 interface Waiter {
@@ -38,15 +53,21 @@ interface Waiter {
 interface TimerThread {
   worker: Worker;
   control: Int32Array;
-  /** The earliest deadline on the shared time line (`performance.timeOrigin + now`), 0: none. */
-  deadline: Float64Array;
+  /** How long from now the earliest deadline is, in ms, as last handed over (0: none). */
+  delay: Float64Array;
+  /** The thread runs (it said so): until then, waits take timers (its start took ~70 ms here). */
+  ready: boolean;
 }
 
 // Pending waits of the process, earliest first, and what is armed for the head.
 const waiters: Waiter[] = [];
 let thread: TimerThread | undefined;
 let threadFailed = false;
-let backstop: NodeJS.Timeout | undefined;
+// The deadline the thread was last given (0: none, or it has answered).
+let armedAtMs = 0;
+// The thread is ref'd (keeps the process alive) while a wait is pending.
+let held = false;
+let fallbackTimer: NodeJS.Timeout | undefined;
 let turning = false;
 
 function startThread(): TimerThread | undefined {
@@ -54,56 +75,78 @@ function startThread(): TimerThread | undefined {
   try {
     const shared = new SharedArrayBuffer(16);
     const worker = new Worker(TIMER_THREAD_SOURCE, { eval: true, workerData: shared });
-    worker.on('message', wakeDue);
+    worker.on('message', (message: unknown) => {
+      if (message === 'ready' && thread !== undefined) thread.ready = true;
+      armedAtMs = 0; // answered (or just started): the next deadline must be handed over again
+      wakeDue();
+    });
     const fail = () => {
       threadFailed = true;
       thread = undefined;
+      held = false;
       wakeDue();
     };
     worker.on('error', fail);
     worker.on('exit', fail);
-    // Never keeps the process alive (the backstop timer does while a wait is pending); after the
-    // listeners, as adding a 'message' listener refs the worker again.
+    // Kept alive only while a wait is pending (see hold); after the listeners, as adding a
+    // 'message' listener refs the worker again.
     worker.unref();
-    thread = { worker, control: new Int32Array(shared, 0, 1), deadline: new Float64Array(shared, 8, 1) };
+    thread = { worker, control: new Int32Array(shared, 0, 1), delay: new Float64Array(shared, 8, 1), ready: false };
   } catch {
     threadFailed = true;
   }
   return thread;
 }
 
-/** Wakes every waiter whose deadline has passed, then arms the thread (and a backstop timer) for the next. */
+/** Refs the thread while a wait is pending, so the process lives until it ends (a timer would, too). */
+function hold(helper: TimerThread, pending: boolean): void {
+  if (pending === held) return;
+  held = pending;
+  if (pending) helper.worker.ref();
+  else helper.worker.unref();
+}
+
+/**
+ * Wakes every waiter whose deadline has passed, then hands the next deadline to the thread (once:
+ * a timer per hand-over and a futex wake per call cost the loading thread ~1 ms of a paced load).
+ */
 function wakeDue(): void {
   const nowMs = performance.now();
   while (waiters.length > 0 && (waiters[0] as Waiter).atMs <= nowMs) (waiters.shift() as Waiter).wake();
-  if (backstop !== undefined) clearTimeout(backstop);
-  backstop = undefined;
+  if (fallbackTimer !== undefined) clearTimeout(fallbackTimer);
+  fallbackTimer = undefined;
   const head = waiters[0];
-  const helper = startThread();
-  if (head === undefined) {
-    if (helper !== undefined) helper.deadline[0] = 0;
+  const started = startThread();
+  const helper = started?.ready === true ? started : undefined;
+  if (helper === undefined) {
+    // No thread (yet): timers, then event-loop turns for the last millisecond.
+    if (head === undefined) return;
+    const remainingMs = head.atMs - nowMs;
+    if (remainingMs >= 2) fallbackTimer = setTimeout(wakeDue, remainingMs - 1);
+    else turnUntilDue();
     return;
   }
-  const remainingMs = head.atMs - nowMs;
-  if (remainingMs < SKEW_MS || helper === undefined) {
-    // Too close to hand over (or no thread): the remaining microseconds on event-loop turns; without
-    // a thread, timers and then turns for the last millisecond.
-    if (helper === undefined && remainingMs >= 2) {
-      backstop = setTimeout(wakeDue, remainingMs - 1);
-    } else if (!turning) {
-      turning = true;
-      void nextTurn().then(() => {
-        turning = false;
-        wakeDue();
-      });
-    }
+  hold(helper, head !== undefined);
+  if (head === undefined) return;
+  if (head.atMs - nowMs < SKEW_MS) {
+    // Too close to hand over: the remaining microseconds on event-loop turns.
+    turnUntilDue();
     return;
   }
-  helper.deadline[0] = performance.timeOrigin + head.atMs;
+  if (head.atMs === armedAtMs) return;
+  armedAtMs = head.atMs;
+  helper.delay[0] = head.atMs - nowMs;
   Atomics.add(helper.control, 0, 1);
   Atomics.notify(helper.control, 0);
-  // Keeps the process alive while the wait is pending, and wakes it should the thread not.
-  backstop = setTimeout(wakeDue, remainingMs + 2);
+}
+
+function turnUntilDue(): void {
+  if (turning) return;
+  turning = true;
+  void nextTurn().then(() => {
+    turning = false;
+    wakeDue();
+  });
 }
 
 /**
