@@ -325,6 +325,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const ready = homes.copyIn && new Int32Array(new SharedArrayBuffer(4 * taskCount));
     const digests = kind === 'segments' ? new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * units)) : null;
     const wholeChecksum = verify && kind === 'chunks';
+    const expected = taskCount + (wholeChecksum ? 1 : 0);
+    // This thread waits only for the last item, unless it copies each range out as it lands.
+    const doneTarget = homes.staged ? undefined : expected;
     const job: Omit<DecodeJob, 'id'> = {
       payload: homes.payload.ref,
       payloadOffset: homes.payload.offset,
@@ -337,6 +340,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       verify: wholeChecksum,
       digests: digests && (digests.buffer as SharedArrayBuffer),
       ready: ready && (ready.buffer as SharedArrayBuffer),
+      doneTarget,
     };
     // Versions 1 and 2: the calling thread takes the checksum (one sequential pass) before the
     // workers see the job, so that it never waits on a long unit held by a worker the scheduler
@@ -368,7 +372,6 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
         }
       }
     };
-    const expected = taskCount + (wholeChecksum ? 1 : 0);
     let localError: unknown = null;
     let copyInFailed = false;
     try {
@@ -379,8 +382,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
         copyInRanges(homes.copyIn, local.payload, meta, ready, kind);
         copyInFailed = false;
       }
-      if (callerVerifies) runVerify(local.payload, meta, control, taskCount);
-      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests }, copyReady);
+      if (callerVerifies) runVerify(local.payload, meta, control, taskCount, doneTarget);
+      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests, doneTarget }, copyReady);
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();

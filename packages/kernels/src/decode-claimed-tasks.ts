@@ -67,8 +67,19 @@ export function claimVerify(control: Int32Array): boolean {
   return Atomics.compareExchange(control, CONTROL_VERIFY, 0, 1) === 0;
 }
 
+/**
+ * Counts one finished work item in the done slot and wakes the waiters when it completes the job
+ * (`doneTarget` items), or after every item when `doneTarget` is undefined (a caller that copies
+ * each range out as it lands). A wake-up nobody needs is not free: each one that finds the caller
+ * asleep wakes its core (on a VM, an interrupt to the host) only for it to sleep again.
+ */
+export function countDone(control: Int32Array, doneTarget: number | undefined): void {
+  const finished = Atomics.add(control, CONTROL_DONE, 1) + 1;
+  if (doneTarget === undefined || finished >= doneTarget) Atomics.notify(control, CONTROL_DONE);
+}
+
 /** The checksum check of a claimed job: counts as one finished item, or fails the job and rethrows. */
-export function runVerify(payload: Uint8Array, meta: PayloadMeta, control: Int32Array, taskCount: number): void {
+export function runVerify(payload: Uint8Array, meta: PayloadMeta, control: Int32Array, taskCount: number, doneTarget?: number): void {
   try {
     verifyPayloadChecksum(payload, meta);
   } catch (error) {
@@ -77,8 +88,7 @@ export function runVerify(payload: Uint8Array, meta: PayloadMeta, control: Int32
     throw error;
   }
   Atomics.store(control, CONTROL_VERIFY, VERIFY_JUDGED);
-  Atomics.add(control, CONTROL_DONE, 1);
-  Atomics.notify(control, CONTROL_DONE);
+  countDone(control, doneTarget);
 }
 
 /** What the tasks of one job do, and where `segments`/`digests` tasks put the digests (6 per segment, all segments). */
@@ -87,6 +97,8 @@ export interface TaskWork {
   digests: Uint32Array | null;
   /** `digests`: a task waits until gate[0] (segments the caller has read) reaches its last segment. */
   gate?: Int32Array | null;
+  /** Finished items that complete the job: waiters are woken only then (see countDone); undefined: after every task. */
+  doneTarget?: number;
 }
 
 /** Waits until gate[0] >= `segments`; false if the job failed meanwhile. */
@@ -125,8 +137,7 @@ export function decodeClaimedTasks(
       if (work.gate && !waitGate(work.gate, end, control)) return;
       if (end > first) runTask(payload, meta, out, work, first, end, taskValues(k, taskCount, meta, work.kind));
       Atomics.store(control, CONTROL_TASK_DONE + k, 1);
-      Atomics.add(control, CONTROL_DONE, 1);
-      Atomics.notify(control, CONTROL_DONE);
+      countDone(control, work.doneTarget);
       afterTask?.();
     }
   } catch (error) {

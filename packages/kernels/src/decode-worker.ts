@@ -8,7 +8,8 @@
 // outputs in a codec arena this worker attached are decoded in place by the codec's WebAssembly
 // kernels.
 import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
-import { attachCodecArena, isSplitZipError, readPayloadMeta, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
+import { attachCodecArena, isSplitZipError, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
+import { createMetaReader } from './create-meta-reader.js';
 import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 
@@ -16,6 +17,8 @@ import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart }
 const arenas = new Map<number, SharedArrayBuffer>();
 /** Why an arena could not be attached here: reported by the jobs that use it. */
 const attachErrors = new Map<number, unknown>();
+/** Jobs of one loader repeat a few headers: the last one's meta is reused when the bytes match. */
+const readMeta = createMetaReader();
 
 function bufferOf(ref: BufferRef): SharedArrayBuffer {
   if ('shared' in ref) return ref.shared;
@@ -42,16 +45,21 @@ function runJob(job: DecodeJob): DecodeJobReply {
     const ready = job.ready && new Int32Array(job.ready);
     if (job.kind === 'chunks' && job.verify && claimVerify(control)) {
       payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
-      meta = readPayloadMeta(payload);
+      meta = readMeta(payload);
       // A payload still being copied in is hashed once its last range is in.
       if (ready && !waitReady(ready, job.taskCount - 1, control)) return { id: job.id, ok: true };
-      runVerify(payload, meta, control, job.taskCount);
+      runVerify(payload, meta, control, job.taskCount, job.doneTarget);
     }
     if (Atomics.load(control, CONTROL_CLAIMED) >= job.taskCount) return { id: job.id, ok: true };
     payload ??= new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
-    meta ??= readPayloadMeta(payload);
+    meta ??= readMeta(payload);
     const out = job.kind === 'digests' ? null : new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
-    const work = { kind: job.kind, digests: job.digests && new Uint32Array(job.digests), gate: job.gate ? new Int32Array(job.gate) : null };
+    const work = {
+      kind: job.kind,
+      digests: job.digests && new Uint32Array(job.digests),
+      gate: job.gate ? new Int32Array(job.gate) : null,
+      doneTarget: job.doneTarget,
+    };
     decodeClaimedTasks(payload, meta, out, control, job.taskCount, work, undefined, ready);
     return { id: job.id, ok: true };
   } catch (error) {

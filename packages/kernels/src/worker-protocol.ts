@@ -64,6 +64,12 @@ export interface DecodeJob {
    * in place before the job is posted).
    */
   ready: SharedArrayBuffer | null;
+  /**
+   * Finished items (tasks, plus the checksum with `verify`) that complete the job: the done slot
+   * is notified only when they are reached. Absent: after every task (the caller copies each
+   * range out as it lands, or waits on replies instead).
+   */
+  doneTarget?: number;
 }
 
 export type WorkerMessage = DecodeJob | AttachArena | DetachArena | { stop: true };
