@@ -9,8 +9,13 @@
 // every decode, on either side, takes the next of several payload/output pairs (448 MiB in all, far
 // beyond any one core's L3), the way a loader decodes each tensor once, just
 // read; the hot rows decode the same arrays every round, which a single thread finds in its cache.
-// Run alone: node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
-import { availableParallelism, loadavg } from 'node:os';
+// "worker alone" rows: one worker does the whole decode (callerDecodes: false) while the caller
+// waits; against the caller decoding alone, the difference is the hand-off (post, wake-up, the
+// worker's setup, the caller's wake-up at the end) plus any difference in the worker's decoding
+// speed. "idle %": the machine's idle CPU share during the row (the box is shared: a row run
+// while others load it says little).
+// Run alone (with the worker-alone rows): node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { calibrateCodebook, decode as codecDecode, encode as codecEncode } from '@splitzip/codec';
 import { createWorkerDecoder } from '../dist/node.js';
@@ -42,22 +47,31 @@ const COLD_BYTES = 448 * 2 ** 20;
 const coldSetsFor = (n) => Math.max(2, Math.ceil(COLD_BYTES / (3.5 * n)));
 const medianOf = (times) => [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)];
 const gbps = (n, ms) => (2 * n) / (ms * 1e6);
+/** Idle and total CPU time of the whole machine so far (ms, all cores). */
+const cpuTimes = () =>
+  cpus().reduce((sum, { times }) => ({ idle: sum.idle + times.idle, total: sum.total + times.user + times.nice + times.sys + times.idle + times.irq }), {
+    idle: 0,
+    total: 0,
+  });
 
 /**
- * Rows { elementCount, arrays, checksum: 'fused' | 'split' | 'off', oneMs, workersMs, ratio, label },
- * medians of `rounds` after one untimed, checked warm-up of each.
+ * Rows { elementCount, arrays, checksum: 'fused' | 'split' | 'off', oneMs, workersMs, ratio, idlePercent, label },
+ * medians of `rounds` after one untimed, checked warm-up of each. `aloneRows`: also the "worker
+ * alone" rows (not speed-ups to judge against a target: a measure of the hand-off).
  */
-export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), log = console.log }) {
+export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), aloneRows = false, log = console.log }) {
   // Room for the hot pair and the cold pairs: payloads (< 2 bytes a value with the header) and outputs, plus alignment.
   const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 1) * (4 * n + (1 << 16)))) + (1 << 20);
   const decoder = createWorkerDecoder({ threads, arenaBytes });
   // The same arena, verified decodes fused on the calling thread instead of split.
   const fusedDecoder = createWorkerDecoder({ threads, arena: decoder.arena, splitChecksum: false });
+  // The same arena, one worker doing all of each decode (the hand-off rows); used one at a time like the others.
+  const aloneDecoder = createWorkerDecoder({ threads: 1, arena: decoder.arena, callerDecodes: false });
   const label = `${threads} worker(s) + caller`;
   const rows = [];
   log(`worker decoder: ${label}, ${rounds} rounds per row, load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
-  log('| size | arrays | checksum | 1 thread ms (GB/s) | workers ms (GB/s) | workers / 1 thread |');
-  log('|---|---|---|---|---|---|');
+  log('| size | arrays | checksum | 1 thread ms (GB/s) | workers ms (GB/s) | workers / 1 thread | idle % |');
+  log('|---|---|---|---|---|---|---|');
   try {
     for (const n of sizes) {
       const values = modelLikeValues(n);
@@ -77,9 +91,16 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
         ['in arena, cold', cold, null],
         ['ordinary payload, arena out', payload, arenaOut],
         ['ordinary', payload, new Uint16Array(n)],
+        ...(aloneRows
+          ? [
+              ['in arena, worker alone', arenaPayload, arenaOut],
+              ['in arena, cold, worker alone', cold, null],
+            ]
+          : []),
       ];
       for (const [arrays, p, out] of setups) {
-        for (const checksum of ['split', 'fused', 'off']) {
+        const alone = arrays.endsWith('worker alone');
+        for (const checksum of alone ? ['split', 'off'] : ['split', 'fused', 'off']) {
           const verify = checksum !== 'off';
           const options = { verify };
           const pick = (k) => (out === null ? p[k % p.length] : [p, out]);
@@ -91,7 +112,7 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
           };
           const many = () => {
             const [pp, oo] = pick(at++);
-            return (checksum === 'fused' ? fusedDecoder : decoder).decode(pp, oo, options);
+            return (alone ? aloneDecoder : checksum === 'fused' ? fusedDecoder : decoder).decode(pp, oo, options);
           };
           for (const run of [one, many]) {
             for (let k = 0; k < (out === null ? p.length : 1); k++) {
@@ -106,6 +127,7 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
           }
           const oneTimes = [];
           const manyTimes = [];
+          const before = cpuTimes();
           for (let r = 0; r < rounds; r++) {
             for (const [run, times] of r % 2 === 0 ? [[one, oneTimes], [many, manyTimes]] : [[many, manyTimes], [one, oneTimes]]) {
               const t = performance.now();
@@ -115,16 +137,19 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
           }
           const oneMs = medianOf(oneTimes);
           const workersMs = medianOf(manyTimes);
-          const row = { elementCount: n, arrays, checksum, oneMs, workersMs, ratio: oneMs / workersMs, label };
+          const after = cpuTimes();
+          const idlePercent = (100 * (after.idle - before.idle)) / Math.max(1, after.total - before.total);
+          const row = { elementCount: n, arrays, checksum, oneMs, workersMs, ratio: oneMs / workersMs, idlePercent, label };
           rows.push(row);
           log(
             `| 2^${Math.log2(n)} | ${arrays} | ${CHECKSUM_LABELS[checksum]} | ${oneMs.toFixed(2)} (${gbps(n, oneMs).toFixed(2)}) | ` +
-              `${workersMs.toFixed(2)} (${gbps(n, workersMs).toFixed(2)}) | ${row.ratio.toFixed(2)}x |`,
+              `${workersMs.toFixed(2)} (${gbps(n, workersMs).toFixed(2)}) | ${row.ratio.toFixed(2)}x | ${idlePercent.toFixed(0)} |`,
           );
         }
       }
     }
   } finally {
+    await aloneDecoder.dispose();
     await fusedDecoder.dispose();
     await decoder.dispose();
   }
@@ -136,5 +161,5 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const [rounds = '15', ...logSizes] = process.argv.slice(2);
   const sizes = (logSizes.length ? logSizes : ['20', '22', '24', '26']).map((s) => 2 ** Number(s));
   console.log(`node ${process.version}, ${availableParallelism()} cores`);
-  await measureWorkerDecoder({ sizes, rounds: Number(rounds) });
+  await measureWorkerDecoder({ sizes, rounds: Number(rounds), aloneRows: true });
 }
