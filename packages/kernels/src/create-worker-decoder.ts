@@ -43,13 +43,6 @@ const TASKS_PER_THREAD = 8;
  * long, then asynchronously, so that a worker that died mid-job is noticed instead of waited on.
  */
 const BLOCKING_WAIT_MS = 100;
-/**
- * Once the calling thread has run out of ranges to claim, it watches the done counter for this
- * long before it sleeps: the workers' last ranges are usually about to finish, and a sleeping
- * thread's wake-up (a futex wake; on this project's VMs 0.03-0.25 ms, measured) would come on
- * top. Bounded, and only when the calling thread decoded too (it is awake anyway).
- */
-const TAIL_SPIN_MS = 0.25;
 /** Arena ids: the decoder's (caller's) arena, then one per staging arena made. */
 const USER_ARENA_ID = 0;
 const ARENA_ALIGN_BYTES = 256;
@@ -394,10 +387,6 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       }
       if (callerVerifies) runVerify(local.payload, meta, control, taskCount, doneTarget);
       if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests, doneTarget }, copyReady);
-      if (callerDecodes && doneTarget !== undefined) {
-        const spinUntil = performance.now() + TAIL_SPIN_MS;
-        while (Atomics.load(control, CONTROL_DONE) < expected && Atomics.load(control, CONTROL_FAILED) === 0 && performance.now() < spinUntil);
-      }
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();
