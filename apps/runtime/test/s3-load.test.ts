@@ -1,7 +1,8 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { S3_INLINE_PAYLOAD_MAX_BYTES } from '@splitzip/store';
 import { ensureDefaultModel } from '@splitzip/default-model';
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -102,13 +103,17 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
 
   it('read-through directory: the second load serves blobs from local disk, a damaged local copy is refused and fetched again', async () => {
     const first = await openShardCache(cacheUrl, { readThroughDir });
+    let fetchedBlobs: number;
     try {
       expectBitExact(await collect(loadModel(modelUrl, first)));
+      // Payloads up to S3_INLINE_PAYLOAD_MAX_BYTES come inline with their entry objects: never fetched, never kept locally.
+      fetchedBlobs = [...new Set(keys.values())].filter((key) => first.getEntry(key)!.compBytes > S3_INLINE_PAYLOAD_MAX_BYTES).length;
     } finally {
       await first.close();
     }
+    expect(fetchedBlobs).toBeGreaterThan(0);
     const localBlobs = (await readdir(readThroughDir, { recursive: true })).filter((name) => String(name).endsWith('.bin')).map(String);
-    expect(localBlobs.length).toBe(new Set(keys.values()).size);
+    expect(localBlobs.length).toBe(fetchedBlobs);
     // Damage one local copy: it must not be served.
     const victim = join(readThroughDir, localBlobs[0]!);
     const bytes = await readFile(victim);
@@ -137,8 +142,11 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
   });
 
   it('a damaged blob object is never decoded: the tensor falls back to raw (reported), cacheOnly throws typed', async () => {
+    // A blob read by GET (inline payloads, up to S3_INLINE_PAYLOAD_MAX_BYTES, are served from their checked entry objects).
     const blobKeys = (await listKeys(client, bucket, 'cache/blobs/')).filter((key) => key.endsWith('.bin'));
-    const victimKey = blobKeys[0]!;
+    const sizes = await Promise.all(blobKeys.map(async (key) => (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))).ContentLength ?? 0));
+    const victimKey = blobKeys[sizes.findIndex((size) => size > S3_INLINE_PAYLOAD_MAX_BYTES)]!;
+    expect(victimKey).toBeDefined();
     const contentKey = /blobs\/([0-9a-f]{40})\./.exec(victimKey)![1]!;
     const object = await client.send(new GetObjectCommand({ Bucket: bucket, Key: victimKey }));
     const bytes = new Uint8Array(await object.Body!.transformToByteArray());

@@ -44,7 +44,7 @@ export type {
   ReadBlobOptions,
 } from './types.js';
 export { MAX_S3_SHARD_NAME_BYTES, MAX_S3_PREFIX_BYTES, isS3Url, parseS3Url, type S3Location } from './s3-layout.js';
-export { MAX_ENTRY_OBJECT_BYTES, S3_LAYOUT_FORMAT, DEFAULT_GC_MIN_AGE_MS } from './s3-cache-store.js';
+export { MAX_ENTRY_OBJECT_BYTES, S3_LAYOUT_FORMAT, DEFAULT_GC_MIN_AGE_MS, S3_INLINE_PAYLOAD_MAX_BYTES, S3_MAX_INLINE_TOTAL_BYTES } from './s3-cache-store.js';
 export { isTransientS3Error } from './s3-transport.js';
 export {
   openS3ObjectSource,
@@ -54,3 +54,4 @@ export {
   type S3ObjectSource,
 } from './open-s3-object-source.js';
 export { MAX_READ_THROUGH_RANGE_BYTES, MAX_PENDING_RANGE_WRITE_BYTES, type ReadThroughRangeStats } from './read-through-ranges.js';
+export { READ_THROUGH_SYNC_MAX_BYTES } from './read-through-cache.js';

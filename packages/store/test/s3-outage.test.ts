@@ -54,9 +54,10 @@ describeS3('S3 store: the gateway stops mid-read and mid-build', () => {
     }
     const root = `s3://${bucket}/read/`;
     const big = makeTensor([24_000_000], 11, 1024); // ~36 MiB payload: far more than socket buffers hold
-    const small = makeTensor([1000], 12);
+    const small = makeTensor([20_000], 12); // above S3_INLINE_PAYLOAD_MAX_BYTES: its own GET
+    const tiny = makeTensor([1000], 13); // inline in its entry object
     const writer = await openCacheStore(root, { create: true });
-    await writer.addEntries([toInput(big, 'big'), toInput(small, 'small')]);
+    await writer.addEntries([toInput(big, 'big'), toInput(small, 'small'), toInput(tiny, 'tiny')]);
     await writer.close();
 
     // Hook the first blob GET: once its response headers are in, kill the gateway before the body is read.
@@ -84,7 +85,10 @@ describeS3('S3 store: the gateway stops mid-read and mid-build', () => {
     // Also a small read and a listing while it is down: typed errors, nothing served.
     expect((await catchError(() => reader.readBlob(small.key, new Uint8Array(1 << 16)))).code).toBe('S3_UNAVAILABLE');
     expect((await catchError(() => reader.refresh())).code).toBe('S3_UNAVAILABLE');
-    expect(reader.size).toBe(2); // what it knew stays, nothing half-applied
+    expect(reader.size).toBe(3); // what it knew stays, nothing half-applied
+    // An inline payload needs no request: still served, checked, while the gateway is down.
+    const tinyView = await reader.readBlob(tiny.key, new Uint8Array(1 << 16));
+    expect(Buffer.from(decode(tinyView).buffer).equals(Buffer.from(tiny.bytes))).toBe(true);
 
     restartGateway();
     const view = await reader.readBlob(big.key, slot);

@@ -1,10 +1,10 @@
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { readFile, writeFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CreateBucketCommand, CreateMultipartUploadCommand, DeleteObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { decode } from '@splitzip/codec';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openCacheStore, type CacheStore } from '../src/index.js';
+import { openCacheStore, S3_INLINE_PAYLOAD_MAX_BYTES, type CacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 import { describeS3, dropBucket, endpoint, rawClient, uniqueBucket } from './s3-helpers.js';
 
@@ -142,7 +142,9 @@ describeS3('S3 store against the gateway', () => {
 
   it('a corrupted, truncated, swapped or missing blob object and a damaged entry object are detected, never decoded', async () => {
     const prefix = nextPrefix();
-    const tensors = [0, 1, 2, 3].map((i) => makeTensor([300 + i], 50 + i));
+    // Payloads above S3_INLINE_PAYLOAD_MAX_BYTES: read from their blob objects (inline ones: the next test).
+    const tensors = [0, 1, 2, 3].map((i) => makeTensor([12_000 + i], 50 + i));
+    expect(tensors.every((t) => t.payload.length > S3_INLINE_PAYLOAD_MAX_BYTES)).toBe(true);
     const store = await openCacheStore(url(prefix), { create: true });
     await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}`)));
     const entries = tensors.map((t) => store.getEntry(t.key)!);
@@ -156,7 +158,7 @@ describeS3('S3 store against the gateway', () => {
     // Missing.
     await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[2]!) }));
     // Another tensor's intact payload of the same size under this name.
-    const swapped = makeTensor([303], 999);
+    const swapped = makeTensor([12_003], 999);
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[3]!), Body: swapped.payload }));
     const codes = [];
     for (const t of tensors) codes.push((await catchError(() => store.readBlob(t.key, slot))).code);
@@ -181,6 +183,64 @@ describeS3('S3 store against the gateway', () => {
     await Promise.all([store.close(), fresh.close(), viewer.close()]);
   });
 
+  it('small payloads travel inline in their entry objects: read without a GET, checked against the blob, a damaged copy refused and reported', async () => {
+    const prefix = nextPrefix();
+    const tiny = makeTensor([300], 61);
+    const edge = makeTensor([1], 62);
+    const large = makeTensor([20_000], 63);
+    expect(tiny.payload.length).toBeLessThanOrEqual(S3_INLINE_PAYLOAD_MAX_BYTES);
+    expect(large.payload.length).toBeGreaterThan(S3_INLINE_PAYLOAD_MAX_BYTES);
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntries([toInput(tiny, 'tiny'), toInput(edge, 'edge'), toInput(large, 'large')]);
+    const entryJson = async (t: TestTensor) => {
+      const e = writer.getEntry(t.key)!;
+      const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}entries/${t.key}.${e.blobSha256}.json` }));
+      return JSON.parse(await out.Body!.transformToString()) as Record<string, unknown>;
+    };
+    expect(Buffer.from((await entryJson(tiny)).inline_payload as string, 'base64').equals(Buffer.from(tiny.payload))).toBe(true);
+    expect((await entryJson(large)).inline_payload).toBeUndefined();
+
+    // A fresh reader: the tiny payloads come with the entries, the large one by GET.
+    const reader = await openCacheStore(url(prefix));
+    const gets: string[] = [];
+    const readerClient = (reader as unknown as { transport: { client: S3Client } }).transport.client;
+    readerClient.middlewareStack.add(
+      (next, ctx) => async (args) => {
+        if (ctx.commandName === 'GetObjectCommand') gets.push(String((args.input as { Key?: string }).Key));
+        return next(args);
+      },
+      { step: 'initialize', name: 'countGets' },
+    );
+    const slot = new Uint8Array(1 << 16);
+    expectBitExact(reader, tiny, await reader.readBlob(tiny.key, slot));
+    expectBitExact(reader, edge, await reader.readBlob(edge.key, slot));
+    expect(gets).toEqual([]);
+    expectBitExact(reader, large, await reader.readBlob(large.key, slot));
+    expect(gets).toHaveLength(1);
+    expect((await catchError(() => reader.readBlob(tiny.key, new Uint8Array(tiny.payload.length - 1)))).code).toBe('SLOT_TOO_SMALL');
+
+    // The blob object stays the source of truth: verify reads it (a missing one is reported) while the inline copy still serves.
+    const tinyEntry = reader.getEntry(tiny.key)!;
+    const blobBytes = tiny.payload.slice();
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: blobName(prefix, tinyEntry) }));
+    expectBitExact(reader, tiny, await reader.readBlob(tiny.key, slot));
+    expect((await reader.verify()).problems.map((p) => p.code)).toEqual(['BLOB_MISSING']);
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, tinyEntry), Body: blobBytes }));
+
+    // A damaged inline copy (other bytes than the blob's) is never served: the blob is read, verify reports the entry object.
+    const damaged = await entryJson(tiny);
+    const bytes = Buffer.from(damaged.inline_payload as string, 'base64');
+    bytes[bytes.length - 1]! ^= 0x01;
+    damaged.inline_payload = bytes.toString('base64');
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}entries/${tiny.key}.${tinyEntry.blobSha256}.json`, Body: JSON.stringify(damaged) }));
+    const viewer = await openCacheStore(url(prefix));
+    expectBitExact(viewer, tiny, await viewer.readBlob(tiny.key, slot));
+    const report = await viewer.verify();
+    expect(report.ok).toBe(false);
+    expect(report.problems.some((p) => p.key === tiny.key && p.code === 'ENTRY_INVALID' && p.message.includes('inline_payload'))).toBe(true);
+    await Promise.all([writer.close(), reader.close(), viewer.close()]);
+  });
+
   it('a big blob goes up as a multipart upload and comes back through parallel ranged GETs, bit-exact', async () => {
     const prefix = nextPrefix();
     const big = makeTensor([3_500_000], 5, 1024); // ~5.3 MiB payload, above the 5 MiB multipart threshold
@@ -196,7 +256,7 @@ describeS3('S3 store against the gateway', () => {
   it('the read-through directory serves a second read locally, and a damaged local copy is fetched again', async () => {
     const prefix = nextPrefix();
     const dir = await makeTempDir();
-    const t = makeTensor([5000], 77);
+    const t = makeTensor([20_000], 77); // above S3_INLINE_PAYLOAD_MAX_BYTES: read from its blob object
     const store = await openCacheStore(url(prefix), { create: true, s3: { readThroughDir: dir } });
     await store.addEntry(toInput(t, 'rt'));
     const entry = store.getEntry(t.key)!;
