@@ -1,7 +1,7 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import { ensureDefaultModel } from '@splitzip/default-model';
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import type { S3StoreOptions } from '@splitzip/store';
+import { S3_INLINE_PAYLOAD_MAX_BYTES, type S3StoreOptions } from '@splitzip/store';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { isRuntimeError, loadModel, openShardCache, type LoadedTensor } from '../src/index.js';
 import { buildCache, readAllRaw, sameBytes } from './fixtures.js';
@@ -58,6 +58,10 @@ describeS3('runtime from S3: the gateway stopped mid-load', () => {
       context.skip();
     }
     const cache = await openShardCache(cacheUrl, { s3: FAST_FAIL });
+    // Payloads up to S3_INLINE_PAYLOAD_MAX_BYTES came with their entry objects: served without a request, outage or not.
+    const inline = new Set([...keys].filter(([, key]) => cache.getEntry(key)!.compBytes <= S3_INLINE_PAYLOAD_MAX_BYTES).map(([name]) => name));
+    expect(inline.size).toBeGreaterThan(0);
+    expect(inline.size).toBeLessThan(keys.size);
     try {
       const delivered: LoadedTensor[] = [];
       let killedAt = -1;
@@ -77,20 +81,22 @@ describeS3('runtime from S3: the gateway stopped mid-load', () => {
       expect(killedAt).toBeGreaterThan(0);
       expect(delivered.length).toBe(local.tensors.length);
       checkDelivered(delivered);
-      const after = delivered.slice(killedAt).filter((t) => keys.has(t.name));
+      const after = delivered.slice(killedAt).filter((t) => keys.has(t.name) && !inline.has(t.name));
       expect(after.length).toBeGreaterThan(0);
       for (const t of after) {
         expect(t.source).toBe('raw');
         expect(t.reason).toBe('cache-failed');
         expect(t.report.error?.code).toBe('CACHE_UNAVAILABLE');
       }
+      for (const t of delivered.filter((d) => inline.has(d.name))) expect(t.source).toBe('cache');
       expect(load.totals.fallbacks).toBe(after.length);
 
       // While it is down: the refresh fails retryably and the load goes on with the snapshot (raw fallback)…
       const down = loadModel(local, cache);
       await down.drain();
       expect(down.totals.refreshError?.code).toBe('S3_UNAVAILABLE');
-      expect(down.totals.fallbacks).toBe(keys.size);
+      expect(down.totals.fallbacks).toBe(keys.size - inline.size);
+      expect(down.totals.fromCache).toBe(inline.size);
       // …while cacheOnly gives the typed, retryable error, and opening a cache is retryable too.
       const error = await loadModel(local, cache, { cacheOnly: true }).drain().catch((e: unknown) => e);
       expect(isRuntimeError(error, 'CACHE_UNAVAILABLE')).toBe(true);
