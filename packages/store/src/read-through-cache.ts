@@ -5,14 +5,6 @@ import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 
 /**
- * A per-host directory of bytes fetched from an object store: cache blobs named like the objects
- * (`<key>.<blob sha256>.bin`, so one directory may serve many caches) and the raw object ranges of
- * `read-through-ranges.ts` (`range.<identity sha256>.bin`). Files are written atomically (temp file,
- * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
- * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
- * Nothing here evicts: the directory grows with what was fetched.
- */
-/**
  * Files up to this size are read with synchronous calls: the open, stat, reads and close of a small
  * local file cost four or five thread-pool round trips (~0.2-1 ms each on 2 busy cores) against
  * ~0.03 ms done at once, and a load reads dozens of them (an S3 model's uncached tensors and heads).
@@ -20,6 +12,14 @@ import { errnoCode, toIoError } from './errors.js';
  */
 export const READ_THROUGH_SYNC_MAX_BYTES = 1024 * 1024;
 
+/**
+ * A per-host directory of bytes fetched from an object store: cache blobs named like the objects
+ * (`<key>.<blob sha256>.bin`, so one directory may serve many caches) and the raw object ranges of
+ * `read-through-ranges.ts` (`range.<identity sha256>.bin`). Files are written atomically (temp file,
+ * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
+ * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
+ * Nothing here evicts: the directory grows with what was fetched.
+ */
 export class ReadThroughCache {
   private ready: Promise<void> | undefined;
 
