@@ -52,6 +52,12 @@ export interface CacheStore {
    * it for small blobs on local disks.
    */
   readBlobSync?(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Uint8Array;
+  /**
+   * Forgets a host-local copy of an entry's blob (object stores with a read-through directory;
+   * absent elsewhere): called by a reader that read it with `verifyChecksum: false` and found its
+   * checksum wrong, so that the next read fetches the object again instead of the damaged copy.
+   */
+  discardLocalCopy?(key: string): Promise<void>;
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
   addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]>;
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean>;

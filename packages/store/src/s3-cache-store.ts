@@ -20,7 +20,7 @@ import {
   sliceObjectName,
   encodeShardName,
 } from './s3-layout.js';
-import type { S3Transport } from './s3-transport.js';
+import type { ListedObject, S3Transport } from './s3-transport.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
@@ -99,6 +99,15 @@ function parseHeaderObject(bytes: Uint8Array, path: string): S3Header {
 
 export function serializeHeaderObject(header: S3Header): Uint8Array {
   return encoder.encode(`${JSON.stringify({ layout: 's3-objects', format: S3_LAYOUT_FORMAT, chunk_size: header.chunkSize, coverage_min: header.coverageMin })}\n`);
+}
+
+/**
+ * The MD5 hex of a single-part upload's ETag (`"<32 hex>"`), undefined for anything else (no ETag,
+ * a multipart upload's `"…-N"`, a server that does not use MD5s): only a plain MD5 names the bytes.
+ */
+export function plainMd5Etag(etag: string | undefined): string | undefined {
+  const match = etag === undefined ? null : /^"?([0-9a-fA-F]{32})"?$/.exec(etag);
+  return match ? match[1]!.toLowerCase() : undefined;
 }
 
 async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item: T) => Promise<R>): Promise<R[]> {
@@ -193,8 +202,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return this.transport.getObjectInto(blobObjectName(entry.key, entry.blobSha256), target, entry.key);
   }
 
-  async readBlob(key: string, stagingSlot: Uint8Array, _options?: ReadBlobOptions): Promise<Uint8Array> {
+  async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
+    // verifyChecksum: false is the caller's promise to verify while decoding and to call
+    // discardLocalCopy on a mismatch: one pass over the payload instead of two.
+    const checksum = options.verifyChecksum !== false;
     const name = this.chosen.get(entry.key);
     const inline = name === undefined ? undefined : this.inlinePayloads.get(name);
     if (inline !== undefined && inline.length === entry.compBytes) {
@@ -212,7 +224,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       }
       if (hit) {
         try {
-          checkBlobPayload(entry, view);
+          checkBlobPayload(entry, view, { checksum });
           return view;
         } catch {
           await this.readThrough.remove(entry.key, entry.blobSha256); // Damaged on this host's disk: fetch again.
@@ -221,15 +233,28 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     await this.readObjectInto(entry, view);
     try {
-      checkBlobPayload(entry, view);
+      checkBlobPayload(entry, view, { checksum });
     } catch (error) {
       throw isStoreError(error) ? error.withContext({ path: this.transport.describe(blobObjectName(entry.key, entry.blobSha256)) }) : error;
     }
     if (this.readThrough) {
-      // The local copy is an optimisation: a full disk must not fail the read.
+      // The local copy is an optimisation: a full disk must not fail the read. Unchecked here when
+      // the caller verifies: a damaged copy is then dropped through discardLocalCopy, and a reader
+      // that leaves the checksum to this store judges every copy it reads.
       await this.readThrough.write(entry.key, entry.blobSha256, view).catch(() => undefined);
     }
     return view;
+  }
+
+  /**
+   * Drops this host's read-through copy of an entry's blob (a caller that read it with
+   * verifyChecksum: false found its checksum wrong): the next read fetches the object again.
+   */
+  async discardLocalCopy(key: string): Promise<void> {
+    this.assertOpen();
+    const entry = this.state.entries.get(key);
+    if (!entry || !this.readThrough) return;
+    await this.readThrough.remove(entry.key, entry.blobSha256);
   }
 
   /**
@@ -258,7 +283,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const [entryObjects, sliceObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR)]);
     const fresh = entryObjects.filter((o) => !this.entryObjects.has(o.name));
     await mapLimited(fresh, this.transport.settings.maxConcurrentRequests, async (object) => {
-      this.entryObjects.set(object.name, await this.fetchEntryObject(object.name));
+      this.entryObjects.set(object.name, await this.fetchEntryObject(object));
     });
     // From here on everything is synchronous: readers never see a half-built view.
     const listed = new Set(entryObjects.map((o) => o.name));
@@ -335,13 +360,41 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (changed) this.changes++;
   }
 
-  private async fetchEntryObject(name: string): Promise<CacheEntry | ListingProblem> {
+  /**
+   * An entry object's bytes: this host's read-through copy when it holds the listed version (its
+   * MD5 equal to the listed ETag), else a GET (kept locally when it is the listed version). Entry
+   * objects never change, so a host that loaded a cache once reads them without a request each.
+   */
+  private async readEntryObjectBytes(object: ListedObject, entryKey: string, path: string): Promise<Uint8Array> {
+    const md5 = this.readThrough ? plainMd5Etag(object.etag) : undefined;
+    if (md5 !== undefined && object.sizeBytes <= MAX_ENTRY_OBJECT_BYTES) {
+      let local: Uint8Array | undefined;
+      try {
+        local = this.readThrough!.readObjectCopy(object.name, md5, object.sizeBytes);
+      } catch {
+        local = undefined; // An unreadable local copy is a miss.
+      }
+      if (local !== undefined) {
+        if (createHash('md5').update(local).digest('hex') === md5) return local;
+        await this.readThrough!.removeObjectCopy(object.name, md5);
+      }
+    }
+    const bytes = await this.transport.getSmallObject(object.name, MAX_ENTRY_OBJECT_BYTES);
+    if (!bytes) throw new StoreError('ENTRY_INVALID', 'the entry object vanished between listing and reading', { entry: entryKey, path });
+    if (md5 !== undefined && createHash('md5').update(bytes).digest('hex') === md5) {
+      // The local copy is an optimisation: a full disk must not fail the refresh.
+      await this.readThrough!.writeObjectCopy(object.name, md5, bytes).catch(() => undefined);
+    }
+    return bytes;
+  }
+
+  private async fetchEntryObject(object: ListedObject): Promise<CacheEntry | ListingProblem> {
+    const name = object.name;
     const parsedName = parseEntryObjectName(name);
     const path = this.transport.describe(name);
     if (!parsedName) return { key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${path} below entries/` };
     try {
-      const bytes = await this.transport.getSmallObject(name, MAX_ENTRY_OBJECT_BYTES);
-      if (!bytes) throw new StoreError('ENTRY_INVALID', 'the entry object vanished between listing and reading', { entry: parsedName.key, path });
+      const bytes = await this.readEntryObjectBytes(object, parsedName.key, path);
       let json: unknown;
       try {
         json = JSON.parse(decoder.decode(bytes));

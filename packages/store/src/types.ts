@@ -45,8 +45,9 @@ export interface ReadBlobOptions {
   /**
    * false: skip the payload's content checksum because the caller verifies it while decoding (the
    * codec's fused decode + verify, one pass instead of two); the header and its agreement with the
-   * manifest are still checked. Default true. The S3 store verifies anyway (its read-through copies
-   * are judged by it).
+   * manifest are still checked. Default true. A caller that passes false and finds the checksum
+   * wrong calls the store's `discardLocalCopy` (the S3 store's read-through copies are then judged
+   * by it: a damaged one is dropped and fetched again).
    */
   verifyChecksum?: boolean;
 }

@@ -262,7 +262,8 @@ describeS3('S3 store against the gateway', () => {
     const entry = store.getEntry(t.key)!;
     const slot = new Uint8Array(entry.compBytes);
     expectBitExact(store, t, await store.readBlob(t.key, slot));
-    const files = (await readdir(dir)).filter((f) => !f.startsWith('.'));
+    // Besides the blob: the entry object's local copy (object.<…>.bin).
+    const files = (await readdir(dir)).filter((f) => !f.startsWith('.') && !f.startsWith('object.'));
     expect(files).toEqual([`${t.key}.${entry.blobSha256}.bin`]);
     // With the object gone from S3, the local copy still serves.
     const object = blobName(prefix, entry);
@@ -281,6 +282,97 @@ describeS3('S3 store against the gateway', () => {
     expectBitExact(store, t, await store.readBlob(t.key, slot));
     expect(Buffer.from(await readFile(join(dir, files[0]!))).equals(original)).toBe(true);
     await store.close();
+  });
+
+  it('a reader that verifies while decoding gets local copies unchecked and drops a damaged one with discardLocalCopy', async () => {
+    const prefix = nextPrefix();
+    const dir = await makeTempDir();
+    const t = makeTensor([20_000], 78); // above S3_INLINE_PAYLOAD_MAX_BYTES: read from its blob object
+    const store = await openCacheStore(url(prefix), { create: true, s3: { readThroughDir: dir } });
+    await store.addEntry(toInput(t, 'rt-unchecked'));
+    const entry = store.getEntry(t.key)!;
+    const blobFile = join(dir, `${t.key}.${entry.blobSha256}.bin`);
+    const slot = new Uint8Array(entry.compBytes);
+    expectBitExact(store, t, await store.readBlob(t.key, slot, { verifyChecksum: false })); // fetched, kept locally
+    const original = await readFile(blobFile);
+    // A flipped byte past the header: the unchecked read hands it over as it is, the caller's decode catches it.
+    const damaged = Uint8Array.from(original);
+    damaged[damaged.length - 1]! ^= 1;
+    await writeFile(blobFile, damaged);
+    const got = await store.readBlob(t.key, slot, { verifyChecksum: false });
+    expect(Buffer.from(got).equals(Buffer.from(damaged))).toBe(true);
+    expect((await catchError(() => decode(got))).code).toBe('CHECKSUM_MISMATCH');
+    await store.discardLocalCopy!(t.key);
+    await expect(readFile(blobFile)).rejects.toMatchObject({ code: 'ENOENT' });
+    expectBitExact(store, t, await store.readBlob(t.key, slot, { verifyChecksum: false })); // fetched again
+    expect(Buffer.from(await readFile(blobFile)).equals(original)).toBe(true);
+    // A checked read (the default) still judges every local copy: the damaged one is replaced.
+    await writeFile(blobFile, damaged);
+    expectBitExact(store, t, await store.readBlob(t.key, slot));
+    expect(Buffer.from(await readFile(blobFile)).equals(original)).toBe(true);
+    await store.discardLocalCopy!('0'.repeat(40)); // an unknown key: nothing to drop
+    await store.close();
+  });
+
+  it('entry objects are read from the read-through directory when their listed ETag matches, fetched otherwise', async () => {
+    const prefix = nextPrefix();
+    const dir = await makeTempDir();
+    const tensors = [0, 1, 2].map((i) => makeTensor([3000 + i], 400 + i));
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntries(tensors.map((t, i) => toInput(t, `e${i}`)));
+    await writer.close();
+    // Count the GETs of entry objects through a forwarding proxy.
+    const upstream = new URL(endpoint!);
+    let entryGets = 0;
+    const proxy = createServer((req, res) => {
+      if (req.method === 'GET' && req.url?.includes('/entries/')) entryGets++;
+      const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      forward.on('error', () => req.socket.destroy());
+      req.pipe(forward);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const s3 = { endpoint: `http://127.0.0.1:${(proxy.address() as { port: number }).port}`, readThroughDir: dir };
+      const first = await openCacheStore(url(prefix), { s3 });
+      expect(first.size).toBe(3);
+      expect(entryGets).toBe(3);
+      await first.close();
+      const copies = (await readdir(dir)).filter((f) => f.startsWith('object.')).sort();
+      expect(copies).toHaveLength(3);
+      // A second instance on this host: no GET of an entry object, every entry there and readable.
+      const second = await openCacheStore(url(prefix), { s3 });
+      expect(entryGets).toBe(3);
+      for (const t of tensors) expectBitExact(second, t, await second.readBlob(t.key, new Uint8Array(second.getEntry(t.key)!.compBytes)));
+      await second.close();
+      // A damaged local copy (its MD5 no longer the ETag) is fetched again and replaced.
+      const victim = join(dir, copies[0]!);
+      const good = await readFile(victim);
+      const bad = Uint8Array.from(good);
+      bad[10]! ^= 1;
+      await writeFile(victim, bad);
+      const third = await openCacheStore(url(prefix), { s3 });
+      expect(entryGets).toBe(4);
+      expect(third.size).toBe(3);
+      expect((await third.verify()).ok).toBe(true);
+      const entry = third.getEntry(tensors[1]!.key)!;
+      await third.close();
+      expect(Buffer.from(await readFile(victim)).equals(good)).toBe(true);
+      // Another version of an entry object (rewritten by another host: other bytes, another ETag) is fetched, not the copy.
+      const filesBefore = (await readdir(dir)).length;
+      const objectKey = `${prefix}entries/${entry.key}.${entry.blobSha256}.json`;
+      const body = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: objectKey }))).Body!.transformToString();
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: objectKey, Body: body.replace('"qualname":"e1"', '"qualname":"e1-again"') }));
+      const fourth = await openCacheStore(url(prefix), { s3 });
+      expect(entryGets).toBe(5);
+      expect(fourth.getEntry(entry.key)!.qualname).toBe('e1-again');
+      expect((await readdir(dir)).length).toBe(filesBefore + 1);
+      await fourth.close();
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 
   it('gc removes old orphan blobs and stray multipart uploads, reports unknown objects, honours dryRun and minAgeMs', async () => {
