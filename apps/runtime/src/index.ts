@@ -47,10 +47,10 @@ export {
   openShardCache,
   wrapCacheStore,
   DEFAULT_COVERAGE_MIN,
-  MAX_IDLE_POOLS,
   type ShardCache,
   type OpenShardCacheOptions,
 } from './open-shard-cache.js';
+export { MAX_IDLE_POOLS, IDLE_POOL_RELEASE_MS, releaseIdleStagingPools } from './idle-staging-pools.js';
 export { openModel, type OpenModelOptions } from './open-model.js';
 export { type TensorRequest } from './resolve-tensor-request.js';
 export { loadTensor, type LoadTensorOptions } from './load-tensor.js';

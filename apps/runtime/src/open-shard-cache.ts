@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
+import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
 export const DEFAULT_COVERAGE_MIN = 0.99;
@@ -33,6 +34,11 @@ export interface ShardCache {
   readBlob(key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /** The store's readBlobSync (local caches only; undefined for object stores). */
   readonly readBlobSync: ((key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions) => Uint8Array) | undefined;
+  /**
+   * Drops this host's read-through copy of a blob whose checksum the caller found wrong after a
+   * `readBlob(..., { verifyChecksum: false })` (no-op for stores without local copies).
+   */
+  discardLocalCopy(key: string): Promise<void>;
   /** Picks up entries and aliases other processes committed since the last refresh. */
   refresh(): Promise<void>;
   /** Absolute path (or `s3://` URL of the object) of an entry's blob (the store validated the relative path when it loaded the entry). */
@@ -42,17 +48,15 @@ export interface ShardCache {
   /** A staging pool whose slots hold the largest payload of the cache (or of `entries`). */
   createStagingPool(options?: { slotCount?: number; entries?: Iterable<CacheEntry>; shared?: boolean }): StagingPool;
   /**
-   * Lends a pool with at least `slotCount` slots of at least `slotBytes` (loadModel's default):
-   * an idle pool this handle made for an earlier load when one fits, else a new one. `giveBack()`
-   * returns it to the handle for the next load, so repeated loads reuse the same slots. At most
-   * {@link MAX_IDLE_POOLS} idle pools are kept; `close()` drops them.
+   * Lends a pool with at least `slotCount` slots of at least `slotBytes` (loadModel's default): an
+   * idle pool an earlier load gave back (through any handle of this process) when one fits, else a
+   * new one. `giveBack()` returns it for the next load, so repeated loads reuse the same slots. At
+   * most `MAX_IDLE_POOLS` idle pools are kept, for `IDLE_POOL_RELEASE_MS` after the last
+   * use (`releaseIdleStagingPools()` drops them at once).
    */
   borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean; threads?: number }): { pool: StagingPool; giveBack(): void };
   close(): Promise<void>;
 }
-
-/** Idle staging pools a cache handle keeps for later loads (each is slotCount × largest payload). */
-export const MAX_IDLE_POOLS = 2;
 
 export interface OpenShardCacheOptions {
   /** Coverage gate to explain misses against (default: the manifest's `coverage_min`). */
@@ -101,8 +105,6 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     for (const entry of entries) if (entry.compBytes > largest) largest = entry.compBytes;
     return largest;
   };
-  // Pools lent to loads and given back: reused by the next load that fits (no new buffers).
-  const idlePools: { pool: StagingPool; shared: boolean }[] = [];
   return {
     root: store.root,
     remote: isS3Url(store.root),
@@ -116,6 +118,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions)
       : undefined,
+    discardLocalCopy: (key) => (store.discardLocalCopy ? store.discardLocalCopy(key) : Promise.resolve()),
     refresh: () => store.refresh(),
     blobPath: (entry) => (isS3Url(store.root) ? `${store.root.endsWith('/') ? store.root : `${store.root}/`}${entry.blob}` : join(store.root, entry.blob)),
     largestPayloadBytes,
@@ -131,31 +134,17 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
       });
     },
     borrowStagingPool({ slotBytes, slotCount, shared = false, threads = 0 }) {
-      // A pool fits when its slots are big and many enough and its arena has scratch for the threads.
-      const index = idlePools.findIndex(
-        (idle) =>
-          idle.shared === shared &&
-          idle.pool.slotBytes >= slotBytes &&
-          idle.pool.slotCount >= slotCount &&
-          (threads === 0 || idle.pool.arena === undefined || idle.pool.arena.threads >= threads),
-      );
-      const pool =
-        index >= 0 ? (idlePools.splice(index, 1)[0] as { pool: StagingPool }).pool : createStagingPool({ slotBytes, slotCount, shared, threads });
+      const pool = takeIdleStagingPool({ slotBytes, slotCount, shared, threads }) ?? createStagingPool({ slotBytes, slotCount, shared, threads });
       let given = false;
       return {
         pool,
         giveBack() {
           if (given) return;
           given = true;
-          if (pool.stats().inUse !== 0) return; // a slot still out: never lend this pool again
-          idlePools.unshift({ pool, shared });
-          for (const dropped of idlePools.splice(MAX_IDLE_POOLS)) dropped.pool.close();
+          keepIdleStagingPool(pool, shared);
         },
       };
     },
-    close: () => {
-      for (const idle of idlePools.splice(0)) idle.pool.close();
-      return store.close();
-    },
+    close: () => store.close(),
   };
 }

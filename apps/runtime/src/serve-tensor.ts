@@ -254,8 +254,17 @@ function checkEntryDescribesTarget(target: ServeTarget, entry: CacheEntry): void
  * Takes a staging slot, reads the entry's payload into it (the store's readBlob, or the custom
  * reader followed by the same checks) and validates it. On failure the slot is already released.
  */
-export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: CacheEntry, report: TensorReport): Promise<StagedPayload> {
+export async function stagePayload(
+  env: ServeEnv,
+  target: ServeTarget,
+  entry: CacheEntry,
+  report: TensorReport,
+  options: { storeVerifies?: boolean } = {},
+): Promise<StagedPayload> {
   checkEntryDescribesTarget(target, entry);
+  // A backend that verifies while decoding gets the checksum (one pass over the payload, not two),
+  // unless the caller asks for the store's check (a retry after a local copy failed it).
+  const backendVerifies = env.backend.verifiesChecksum === true && options.storeVerifies !== true;
   const context = { tensor: target.name, key: entry.key, qualname: entry.qualname };
   const cache = env.cache as ShardCache;
   const pool = env.pool;
@@ -303,12 +312,11 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       report.ioMs += performance.now() - ioStartMs;
       report.blobBytesRead += payload.byteLength;
       const checkStartMs = performance.now();
-      meta = checkPayloadAgainstEntry(payload, entry, blobPath, { checksum: env.backend.verifiesChecksum !== true });
+      meta = checkPayloadAgainstEntry(payload, entry, blobPath, { checksum: !backendVerifies });
       report.decodeMs += performance.now() - checkStartMs;
     } else {
       try {
-        // A backend that verifies while decoding gets the checksum (one pass over the payload, not two).
-        const readOptions = { verifyChecksum: env.backend.verifiesChecksum !== true };
+        const readOptions = { verifyChecksum: !backendVerifies };
         payload = readSync ? cache.readBlobSync!(entry.key, stage, readOptions) : await cache.readBlob(entry.key, stage, readOptions);
       } catch (error) {
         throw mapStoreError(error, entry);
@@ -324,9 +332,8 @@ export async function stagePayload(env: ServeEnv, target: ServeTarget, entry: Ca
       throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${target.name} has ${target.slice.sizeBytes / 2}`, context);
     }
     abortIfNeeded(env.signal, target.name);
-    // Left to the backend: bytes the runtime read itself, and blobs the local store read unverified
-    // for it (an object store's readBlob always verifies).
-    return { payload, meta, release, arena: slot !== undefined ? pool?.arena : undefined, checksumPending: !cache.remote && env.backend.verifiesChecksum === true };
+    // Left to the backend: bytes the runtime read itself, and blobs the store read unverified for it.
+    return { payload, meta, release, arena: slot !== undefined ? pool?.arena : undefined, checksumPending: backendVerifies };
   } catch (error) {
     releaseWindow?.();
     release();
@@ -351,15 +358,32 @@ export function checkDigest(bytes: Uint8Array, entry: CacheEntry, target: ServeT
   report.digestVerified = true;
 }
 
+/** A decode backend's failure, with the tensor's context (a cache failure keeps its code: the tensor falls back to raw). */
+function describeDecodeFailure(error: unknown, env: ServeEnv, target: ServeTarget, entry: CacheEntry): RuntimeError {
+  const { name } = target;
+  if (error instanceof RuntimeError && CACHE_FAILURE_CODES.has(error.code)) {
+    return new RuntimeError(error.code, `${name}: ${error.message}`, { ...error.details, tensor: name, key: entry.key, qualname: entry.qualname }, {
+      cause: error,
+    });
+  }
+  return new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${(error as Error).message}`, {
+    tensor: name,
+    key: entry.key,
+    qualname: entry.qualname,
+    backend: env.backend.name,
+  }, { cause: error });
+}
+
 async function decodeFromCache(
   env: ServeEnv,
   target: ServeTarget,
   entry: CacheEntry,
   output: Uint8Array,
   report: TensorReport,
+  storeVerifies = false,
 ): Promise<void> {
-  const { name } = target;
-  const staged = await stagePayload(env, target, entry, report);
+  const staged = await stagePayload(env, target, entry, report, { storeVerifies });
+  let retry = false;
   try {
     const decodeStartMs = performance.now();
     // Decode straight into the caller's buffer when it can be viewed as BF16 values (even offset).
@@ -368,26 +392,25 @@ async function decodeFromCache(
       ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1)
       : new Uint16Array(output.byteLength >>> 1);
     report.backend = env.backend.name;
-    let busyMs: void | number;
+    let busyMs: void | number = undefined;
     try {
       busyMs = await env.backend.decode(staged.payload, staged.meta, values, { verifyChecksum: staged.checksumPending, arena: staged.arena });
     } catch (error) {
-      if (error instanceof RuntimeError && CACHE_FAILURE_CODES.has(error.code)) {
-        throw new RuntimeError(error.code, `${name}: ${error.message}`, { ...error.details, tensor: name, key: entry.key, qualname: entry.qualname }, {
-          cause: error,
-        });
+      if (!(staged.checksumPending && env.cache?.remote === true && error instanceof RuntimeError && error.code === 'CACHE_READ_FAILED')) {
+        throw describeDecodeFailure(error, env, target, entry);
       }
-      throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${(error as Error).message}`, {
-        tensor: name,
-        key: entry.key,
-        qualname: entry.qualname,
-        backend: env.backend.name,
-      }, { cause: error });
+      // The object store handed its bytes over unchecked (this decode verifies): a host-local copy
+      // that fails the checksum is dropped and the blob read once more, checked by the store.
+      await env.cache.discardLocalCopy(entry.key).catch(() => undefined);
+      retry = true;
     }
-    if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
-    report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
+    if (!retry) {
+      if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
+      report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
+    }
   } finally {
     staged.release();
   }
+  if (retry) return decodeFromCache(env, target, entry, output, report, true);
   if (env.verifyDigest) checkDigest(output, entry, target, report);
 }

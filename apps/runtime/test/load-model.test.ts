@@ -4,6 +4,7 @@ import { createFileReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
 import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import { releaseIdleStagingPools, MAX_IDLE_POOLS } from '../src/idle-staging-pools.js';
 import { loadModel } from '../src/load-model.js';
 import type { BackendOption } from '../src/resolve-decode-backend.js';
 import { LARGE_SLOT_MIN_BYTES, SMALL_PAYLOAD_MAX_BYTES } from '../src/serve-tensor.js';
@@ -189,7 +190,8 @@ describe('loadModel', () => {
   });
 
   it('lends the same default pool to successive loads, and caps staging memory', async () => {
-    const handle = await openShardCache(cacheDir); // a fresh handle: no idle pools yet
+    releaseIdleStagingPools(); // idle pools are process-wide: start from none
+    const handle = await openShardCache(cacheDir);
     try {
       await loadModel(model, handle, { concurrency: 3, backend: 'cpu' }).drain();
       const { pool, giveBack } = handle.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
@@ -212,6 +214,39 @@ describe('loadModel', () => {
       expect(single.pool.stats().acquires).toBe(7);
     } finally {
       await handle.close();
+    }
+  });
+
+  it('lends a pool given back through one handle to a load through another, after the first closed', async () => {
+    releaseIdleStagingPools();
+    const first = await openShardCache(cacheDir);
+    await loadModel(model, first, { concurrency: 3, backend: 'cpu' }).drain();
+    await first.close();
+    const second = await openShardCache(cacheDir);
+    try {
+      // The first handle's pool outlived it: already 7 payloads served, and it serves the next load.
+      const { pool, giveBack } = second.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
+      expect(pool.stats().acquires).toBe(7);
+      giveBack();
+      const load = loadModel(model, second, { concurrency: 3, backend: 'cpu' });
+      const tensors = await collect(load);
+      for (const t of tensors) expect(sameBytes(t.data, raw.get(t.name)!)).toBe(true);
+      expect(pool.stats().acquires).toBe(14);
+      // Dropped on request: the next borrow makes a new pool.
+      expect(releaseIdleStagingPools()).toBe(1);
+      const fresh = second.borrowStagingPool({ slotBytes: 1, slotCount: 3 });
+      expect(fresh.pool).not.toBe(pool);
+      expect(fresh.pool.stats().acquires).toBe(0);
+      // A pool with a slot still out is never kept; at most MAX_IDLE_POOLS are.
+      const slot = fresh.pool.tryAcquire();
+      expect(slot).toBeDefined();
+      fresh.giveBack();
+      expect(second.borrowStagingPool({ slotBytes: 1, slotCount: 3 }).pool).not.toBe(fresh.pool);
+      const lent = Array.from({ length: MAX_IDLE_POOLS + 1 }, () => second.borrowStagingPool({ slotBytes: 1, slotCount: 1 }));
+      for (const l of lent) l.giveBack();
+      expect(releaseIdleStagingPools()).toBe(MAX_IDLE_POOLS);
+    } finally {
+      await second.close();
     }
   });
 
