@@ -30,6 +30,7 @@ export { computeSegmentDigests } from './compute-segment-digests.js';
 export { decodeSegments, type DecodeSegmentsOptions } from './decode-segments.js';
 export { combineSegmentDigests } from './combine-segment-digests.js';
 export { verifySegmentDigests } from './verify-segment-digests.js';
+export { computeOuterDigests, combineOuterDigests, verifyOuterDigests, OUTER_DIGESTS } from './outer-digests.js';
 export { createPayloadWriter, type PayloadWriter } from './create-payload-writer.js';
 export {
   createCodecArena,

@@ -1,0 +1,66 @@
+// The version-3 checksum from digests that threads computed apart: the segment digests
+// (computeSegmentDigests, decodeSegments) and the "outer" ones — the header's and the three escape
+// sections' — so that no thread has to hash the escape sections after all the others are done.
+import { checkDigestsArray, checkSegmentedPayload } from './check-segment-arguments.js';
+import { SplitZipError } from './errors.js';
+import { checksumSpans, digestHeader, digestSpan } from './payload-checksum.js';
+import type { PayloadMeta } from './read-payload-meta.js';
+import { Xxh32State } from './xxh32.js';
+
+/** Digests computeOuterDigests returns: h_header, h_index, h_pos, h_exp (FORMAT.md "Checksum"). */
+export const OUTER_DIGESTS = 4;
+
+/**
+ * The header's digest (checksum field read as zero) and the escape index's, escape positions' and
+ * escape exponents' (each span with its padding) of a version-3 payload, in that order, into
+ * `out[0 .. 4)` (a new array without it). The part of the checksum that is not per segment;
+ * combine with the segments' digests by combineOuterDigests.
+ */
+export function computeOuterDigests(payload: Uint8Array, meta: PayloadMeta, out?: Uint32Array): Uint32Array {
+  checkSegmentedPayload(payload, meta);
+  const target = out ?? new Uint32Array(OUTER_DIGESTS);
+  checkOuterArray(target, false);
+  const spans = checksumSpans(meta.layout);
+  target[0] = digestHeader(payload);
+  for (let s = 3; s < 6; s++) target[s - 2] = digestSpan(payload, spans[s]![0], spans[s]![1]);
+  return target;
+}
+
+/**
+ * The checksum of a version-3 payload from all its segments' digests (6 per segment, in order)
+ * and its outer digests (computeOuterDigests): the same number as combineSegmentDigests, with
+ * nothing of the payload hashed here.
+ */
+export function combineOuterDigests(payload: Uint8Array, meta: PayloadMeta, segmentDigests: Uint32Array, outerDigests: Uint32Array): number {
+  const segmentCount = checkSegmentedPayload(payload, meta);
+  checkDigestsArray(segmentDigests, segmentCount, true);
+  checkOuterArray(outerDigests, true);
+  // h_header ‖ segments ‖ h_index ‖ h_pos ‖ h_exp, each a u32 little-endian.
+  const list = new Uint8Array(4 * (OUTER_DIGESTS + segmentDigests.length));
+  const view = new DataView(list.buffer);
+  view.setUint32(0, outerDigests[0]!, true);
+  for (let k = 0; k < segmentDigests.length; k++) view.setUint32(4 + 4 * k, segmentDigests[k]!, true);
+  for (let s = 1; s < OUTER_DIGESTS; s++) view.setUint32(4 * (segmentDigests.length + s), outerDigests[s]!, true);
+  const state = new Xxh32State(0);
+  state.update(list, 0, list.length);
+  return state.digest();
+}
+
+/** Throws CHECKSUM_MISMATCH unless combineOuterDigests gives the stored checksum. */
+export function verifyOuterDigests(payload: Uint8Array, meta: PayloadMeta, segmentDigests: Uint32Array, outerDigests: Uint32Array): void {
+  const actual = combineOuterDigests(payload, meta, segmentDigests, outerDigests);
+  if (actual !== meta.checksum) {
+    throw new SplitZipError('CHECKSUM_MISMATCH', 'payload checksum does not match its segment and outer digests', {
+      storedChecksum: meta.checksum,
+      computedChecksum: actual,
+    });
+  }
+}
+
+function checkOuterArray(digests: unknown, exact: boolean): asserts digests is Uint32Array {
+  if (!(digests instanceof Uint32Array) || (exact ? digests.length !== OUTER_DIGESTS : digests.length < OUTER_DIGESTS)) {
+    throw new SplitZipError(exact ? 'INVALID_ARGUMENT' : 'OUTPUT_TOO_SMALL', `outer digests must be a Uint32Array of ${exact ? '' : 'at least '}${OUTER_DIGESTS} values`, {
+      digestsLength: digests instanceof Uint32Array ? digests.length : null,
+    });
+  }
+}
