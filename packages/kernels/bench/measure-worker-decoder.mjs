@@ -15,6 +15,8 @@
 // speed. "idle %": the machine's idle CPU share during the row (the box is shared: a row run
 // while others load it says little).
 // Run alone (with the worker-alone rows): node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
+// [--arrays=<row's arrays, e.g. "in arena, cold">] [--checksum=split,fused,off] (only those rows: for
+// A/B runs of one row, alternating builds).
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { calibrateCodebook, decode as codecDecode, encode as codecEncode } from '@splitzip/codec';
@@ -59,7 +61,15 @@ const cpuTimes = () =>
  * medians of `rounds` after one untimed, checked warm-up of each. `aloneRows`: also the "worker
  * alone" rows (not speed-ups to judge against a target: a measure of the hand-off).
  */
-export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1, availableParallelism() - 1), aloneRows = false, log = console.log }) {
+export async function measureWorkerDecoder({
+  sizes,
+  rounds,
+  threads = Math.max(1, availableParallelism() - 1),
+  aloneRows = false,
+  log = console.log,
+  arraysFilter = null,
+  checksumFilter = null,
+}) {
   // Room for the hot pair and the cold pairs: payloads (< 2 bytes a value with the header) and outputs, plus alignment.
   const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 1) * (4 * n + (1 << 16)))) + (1 << 20);
   const decoder = createWorkerDecoder({ threads, arenaBytes });
@@ -99,8 +109,10 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
           : []),
       ];
       for (const [arrays, p, out] of setups) {
+        if (arraysFilter !== null && arrays !== arraysFilter) continue;
         const alone = arrays.endsWith('worker alone');
         for (const checksum of alone ? ['split', 'off'] : ['split', 'fused', 'off']) {
+          if (checksumFilter !== null && !checksumFilter.includes(checksum)) continue;
           const verify = checksum !== 'off';
           const options = { verify };
           const pick = (k) => (out === null ? p[k % p.length] : [p, out]);
@@ -158,8 +170,11 @@ export async function measureWorkerDecoder({ sizes, rounds, threads = Math.max(1
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const [rounds = '15', ...logSizes] = process.argv.slice(2);
+  const args = process.argv.slice(2);
+  const flag = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? null;
+  const [rounds = '15', ...logSizes] = args.filter((a) => !a.startsWith('--'));
   const sizes = (logSizes.length ? logSizes : ['20', '22', '24', '26']).map((s) => 2 ** Number(s));
   console.log(`node ${process.version}, ${availableParallelism()} cores`);
-  await measureWorkerDecoder({ sizes, rounds: Number(rounds), aloneRows: true });
+  const checksumFilter = flag('checksum')?.split(',') ?? null;
+  await measureWorkerDecoder({ sizes, rounds: Number(rounds), aloneRows: true, arraysFilter: flag('arrays'), checksumFilter });
 }

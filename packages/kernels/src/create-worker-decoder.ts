@@ -7,6 +7,8 @@ import {
   readPayloadMeta,
   SEGMENT_DIGESTS,
   SplitZipError,
+  OUTER_DIGESTS,
+  verifyOuterDigests,
   verifyPayloadChecksum,
   verifySegmentDigests,
   type CodecArena,
@@ -15,6 +17,7 @@ import {
 import { checkOutput } from './check-output.js';
 import { createMetaReader } from './create-meta-reader.js';
 import { KernelsError } from './errors.js';
+import { createSegmentPlanner } from './plan-segment-tasks.js';
 import {
   CONTROL_DONE,
   CONTROL_FAILED,
@@ -159,6 +162,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   let nextArenaId = USER_ARENA_ID + 1;
   // Loaders decode many tensors of a few shapes: the header of the last one is not parsed again.
   const readMeta = createMetaReader();
+  const planSegments = createSegmentPlanner();
   let disposed = false;
 
   const failPending = (worker: PoolWorker, error: Error): void => {
@@ -323,10 +327,15 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const homes = stageOrdinary(payload, target, meta);
     while (pool.length < threads) pool.push(spawn());
     const units = taskUnits(meta, kind);
-    const taskCount = Math.min(units, TASKS_PER_THREAD * (threads + 1));
+    // Both in shared memory (no range copied in or out): v3 tasks of uneven sizes, the last ones
+    // small, and the outer digests as one of them (planSegmentTasks).
+    const decoders = kind === 'segments' && homes.copyIn === null && !homes.staged ? threads + (callerDecodes ? 1 : 0) : undefined;
+    const plan = decoders === undefined ? null : planSegments(meta, decoders);
+    const taskCount = plan !== null ? plan.length : Math.min(units, TASKS_PER_THREAD * (threads + 1));
     const control = createControl(taskCount);
     const ready = homes.copyIn && new Int32Array(new SharedArrayBuffer(4 * taskCount));
-    const digests = kind === 'segments' ? new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * units)) : null;
+    const segmentValues = SEGMENT_DIGESTS * units;
+    const digests = kind === 'segments' ? new Uint32Array(new SharedArrayBuffer(4 * (segmentValues + (plan !== null ? OUTER_DIGESTS : 0)))) : null;
     const wholeChecksum = verify && kind === 'chunks';
     const expected = taskCount + (wholeChecksum ? 1 : 0);
     // This thread waits only for the last item, unless it copies each range out as it lands.
@@ -344,6 +353,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       digests: digests && (digests.buffer as SharedArrayBuffer),
       ready: ready && (ready.buffer as SharedArrayBuffer),
       doneTarget,
+      ...(decoders !== undefined ? { decoders } : {}),
     };
     // Versions 1 and 2: the calling thread takes the checksum (one sequential pass) before the
     // workers see the job, so that it never waits on a long unit held by a worker the scheduler
@@ -386,7 +396,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
         copyInFailed = false;
       }
       if (callerVerifies) runVerify(local.payload, meta, control, taskCount, doneTarget);
-      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests, doneTarget }, copyReady);
+      if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests, doneTarget, plan }, copyReady);
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();
@@ -407,7 +417,11 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     if (localError === null && workerError === null && Atomics.load(control, CONTROL_FAILED) === 0) {
       copyReady();
       // Every segment's digests are in: the combined checksum decides whether the values stand.
-      if (digests !== null) verifySegmentDigests(local.payload, meta, digests);
+      if (digests !== null && plan !== null) {
+        verifyOuterDigests(local.payload, meta, digests.subarray(0, segmentValues), digests.subarray(segmentValues));
+      } else if (digests !== null) {
+        verifySegmentDigests(local.payload, meta, digests);
+      }
       return target;
     }
     // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),

@@ -70,6 +70,13 @@ export interface DecodeJob {
    * range out as it lands, or waits on replies instead).
    */
   doneTarget?: number;
+  /**
+   * `segments` with payload and output both in shared memory, or absent: the tasks are
+   * planSegmentTasks(meta, decoders) (`decoders`: the threads that claim them, the caller
+   * included) instead of taskCount equal segment ranges, and `digests` holds the outer digests
+   * after the segments'.
+   */
+  decoders?: number;
 }
 
 export type WorkerMessage = DecodeJob | AttachArena | DetachArena | { stop: true };

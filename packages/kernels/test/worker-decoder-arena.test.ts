@@ -133,6 +133,28 @@ describe('worker-thread decoder with a shared codec arena', () => {
     }
   });
 
+  it('fails a flipped byte that only the outer digests cover (escape sections and their padding), several segments in place', async () => {
+    // Two checksum segments: the outer digests are one task of the plan, taken by whichever thread.
+    const big = escapeHeavyValues(2 ** 20 + 5_003);
+    const p = codecEncode(big, codebook, { chunkSize: 128 });
+    const meta = readPayloadMeta(p);
+    const { escapeIndex, escapePositions, escapeExponents } = meta.layout;
+    // Each escape section's first byte and last padding byte (a header flip fails the header's own
+    // checks first: the codec's tests cover its digest).
+    const spots = [escapeIndex.offsetBytes, escapePositions.offsetBytes - 1, escapePositions.offsetBytes, escapeExponents.offsetBytes - 1, meta.layout.totalBytes - 1];
+    for (const decoder of decoders) {
+      decoder.arena!.reset();
+      const views = inArena(decoder, p);
+      expect(firstMismatch(await decoder.decode(views.payload, views.out), big)).toBe(-1);
+      for (const at of spots) {
+        views.payload[at]! ^= 0x20;
+        await expect(decoder.decode(views.payload, views.out), `flip at ${at}`).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+        views.payload[at]! ^= 0x20;
+      }
+      expect(firstMismatch(await decoder.decode(views.payload, views.out), big)).toBe(-1);
+    }
+  });
+
   it('reports a bad checksum before a structural error, and the structural error without verify', async () => {
     const meta = readPayloadMeta(payload);
     expect(meta.escapeCount).toBeGreaterThan(0);
