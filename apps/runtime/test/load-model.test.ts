@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
 import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
-import { releaseIdleStagingPools, MAX_IDLE_POOLS } from '../src/idle-staging-pools.js';
+import { IDLE_POOL_RELEASE_MS, keepIdleStagingPool, releaseIdleStagingPools, MAX_IDLE_POOLS, takeIdleStagingPool } from '../src/idle-staging-pools.js';
 import { loadModel } from '../src/load-model.js';
 import type { BackendOption } from '../src/resolve-decode-backend.js';
 import { LARGE_SLOT_MIN_BYTES, SMALL_PAYLOAD_MAX_BYTES } from '../src/serve-tensor.js';
@@ -247,6 +247,28 @@ describe('loadModel', () => {
       expect(releaseIdleStagingPools()).toBe(MAX_IDLE_POOLS);
     } finally {
       await second.close();
+    }
+  });
+
+  it('drops idle staging pools IDLE_POOL_RELEASE_MS after their last use, not before', () => {
+    releaseIdleStagingPools();
+    vi.useFakeTimers();
+    try {
+      const request = { slotBytes: 64, slotCount: 1, shared: false, threads: 0 };
+      const pool = createStagingPool(request);
+      keepIdleStagingPool(pool, false);
+      vi.advanceTimersByTime(IDLE_POOL_RELEASE_MS - 1);
+      expect(takeIdleStagingPool(request)).toBe(pool);
+      keepIdleStagingPool(pool, false); // used again: the clock restarts
+      vi.advanceTimersByTime(IDLE_POOL_RELEASE_MS - 1);
+      expect(takeIdleStagingPool({ ...request, slotBytes: pool.slotBytes + 1 })).toBeUndefined(); // too small: not taken
+      vi.advanceTimersByTime(1);
+      expect(takeIdleStagingPool(request)).toBeUndefined();
+      expect(releaseIdleStagingPools()).toBe(0);
+      // Dropped pools are closed: a later acquire fails typed.
+      return expect(pool.acquire()).rejects.toMatchObject({ code: 'POOL_CLOSED' });
+    } finally {
+      vi.useRealTimers();
     }
   });
 
