@@ -25,7 +25,8 @@ import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObj
 import { writeBenchSummary } from '@splitzip/bench-utils';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
-import { loadModel, openShardCache } from '@splitzip/runtime';
+import { createCodecArena } from '@splitzip/codec';
+import { createStagingPool, DEFAULT_DECODE_THREADS, DEFAULT_LOAD_CONCURRENCY, DEFAULT_MAX_STAGING_BYTES, loadModel, openShardCache } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -47,6 +48,12 @@ const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined
 // the same 2 cores, 'cpu' (decode on the loading thread, no extra threads competing) can be faster.
 const BACKEND = argValue('--backend', 'auto');
 if (!['auto', 'cpu', 'threads'].includes(BACKEND)) throw new Error('--backend must be auto, cpu or threads');
+// --arena codec (default, as bench/run-bench.mjs): the model's arena and the staging slots in one
+// codec arena, so the decode threads read payloads and write tensors in place (what a loader that
+// lets the runtime place its weights gets); --arena plain: a SharedArrayBuffer for the tensors and
+// the runtime's own staging pool (every decoded tensor is copied out of a kernel scratch area).
+const ARENA_KIND = argValue('--arena', 'codec');
+if (!['codec', 'plain'].includes(ARENA_KIND)) throw new Error('--arena must be codec or plain');
 const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
 const PIN_GATEWAY = args.includes('--pin-gateway');
 /** CPUs of the box, read before any pinning (availableParallelism() follows this process's affinity). */
@@ -158,8 +165,37 @@ async function dropBucket(client, bucket) {
   await client.send(new DeleteBucketCommand({ Bucket: bucket }));
 }
 
+/**
+ * The model's arena (and, with --arena codec, the staging pool in the same codec arena: see
+ * ARENA_KIND), every page touched before any timing.
+ */
+function planArena(local, cache) {
+  const offsets = new Map();
+  let size = 0;
+  for (const t of local.tensors) {
+    size = Math.ceil(size / 256) * 256;
+    offsets.set(t.name, size);
+    size += t.slice.sizeBytes;
+  }
+  let arena;
+  let pool;
+  if (ARENA_KIND === 'codec') {
+    let largest = 0;
+    for (const t of local.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
+    const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
+    const slotCount = Math.max(1, Math.min(DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
+    const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads: BACKEND === 'cpu' ? 0 : DEFAULT_DECODE_THREADS });
+    arena = codecArena.allocate(size);
+    pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
+  } else {
+    arena = new Uint8Array(new SharedArrayBuffer(size));
+  }
+  arena.fill(0);
+  return { arena, offsets, pool };
+}
+
 /** One whole load into one preallocated arena (the model's S3 settings `modelS3`); returns ms, totals and the arena's SHA-256. */
-async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined) {
+async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined, pool = undefined) {
   const gateway0 = gatewayCpuMs();
   const cpu0 = process.cpuUsage();
   const started = performance.now();
@@ -168,6 +204,7 @@ async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined) {
     readWindowBytes: READ_WINDOW_BYTES,
     backend: BACKEND,
     modelS3,
+    pool: cache ? pool : undefined,
   });
   const totals = await load.drain();
   const ms = performance.now() - started;
@@ -187,19 +224,11 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
   await copyCache(localCacheDir, cacheUrl);
   const prepSeconds = (performance.now() - prepStarted) / 1e3;
 
-  const local = await openSafetensorsModel(localModelDir);
-  const offsets = new Map();
-  let total = 0;
-  for (const t of local.tensors) {
-    offsets.set(t.name, total);
-    total += t.slice.sizeBytes;
-  }
-  await local.close();
-  // Shared memory, as in bench/run-bench.mjs and as the README advises with the thread decoder: the
-  // workers decode straight into the arena (no scratch copy-out); the raw path reads into the same arena.
-  const arena = new Uint8Array(new SharedArrayBuffer(total));
-
   const cache = await openShardCache(cacheUrl);
+  const local = await openSafetensorsModel(localModelDir);
+  const { arena, offsets, pool } = planArena(local, cache);
+  const total = local.tensors.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
+  await local.close();
   const raws = [];
   const caches = [];
   let reference;
@@ -207,7 +236,7 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
     // One untimed load of each first (checked too): the first load in a process pays for starting
     // the decode workers, the SDK's first requests and the cache handle's staging pool.
     for (const which of ['raw', 'cache']) {
-      const warm = await timedLoad(modelUrl, which === 'raw' ? null : cache, arena, offsets);
+      const warm = await timedLoad(modelUrl, which === 'raw' ? null : cache, arena, offsets, undefined, pool);
       reference ??= warm.sha256;
       if (warm.sha256 !== reference) throw new Error(`${label}: ${which} warm-up load is not bit-identical to the first load`);
     }
@@ -215,7 +244,7 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
       // Alternate which goes first, so drift in the machine's load hits both.
       const order = r % 2 === 0 ? ['raw', 'cache'] : ['cache', 'raw'];
       for (const which of order) {
-        const result = await timedLoad(modelUrl, which === 'raw' ? null : cache, arena, offsets);
+        const result = await timedLoad(modelUrl, which === 'raw' ? null : cache, arena, offsets, undefined, pool);
         reference ??= result.sha256;
         if (result.sha256 !== reference) throw new Error(`${label}: ${which} load is not bit-identical to the first load`);
         (which === 'raw' ? raws : caches).push(result);
@@ -239,7 +268,7 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
         const handle = await openShardCache(cacheUrl, { readThroughDir: rtDir });
         const openMs = performance.now() - openStarted;
         try {
-          const result = await timedLoad(modelUrl, handle, arena, offsets, { readThroughDir: rtDir });
+          const result = await timedLoad(modelUrl, handle, arena, offsets, { readThroughDir: rtDir }, pool);
           if (result.sha256 !== reference) throw new Error(`${label}: read-through load is not bit-identical`);
           times.push(result.ms);
           withOpen.push(openMs + result.ms);
