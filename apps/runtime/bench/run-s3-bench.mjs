@@ -337,7 +337,7 @@ async function main() {
 
   console.log(`@splitzip/runtime S3 load benchmark — node ${process.version}, ${CPU_COUNT} cores (${cpus()[0]?.model ?? 'unknown'}), gateway ${endpoint} (Ceph RGW on loopback, ${PIN_GATEWAY ? 'pinned to CPU 0, this process to the others' : 'same cores'}), decode backend ${BACKEND}`);
   console.log('whole model from S3 into one arena; raw = s3:// safetensors by ranged GETs, no cache; cache = s3:// SplitZip cache (+ raw for uncached tensors);');
-  console.log('one untimed warm-up load of each, then medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena, shared memory); read-through = one fresh local dir for the cache and the model + a new cache handle, first then second load (and with each handle\'s open), medians of as many pairs as rounds');
+  console.log(`one untimed warm-up load of each, then medians of interleaved rounds, every load checked bit-identical (SHA-256 of the arena: ${ARENA_KIND === 'codec' ? 'a codec arena that also holds the staging slots' : 'a SharedArrayBuffer, the runtime pool for staging'}); read-through = one fresh local dir for the cache and the model + a new cache handle, first then second load (and with each handle's open), medians of as many pairs as rounds`);
   console.log('');
   const header = ['model', 'produced GB', 'raw ms', 'raw GB/s', 'cache ms', 'cache GB/s', 'cache vs raw', 'fetched raw → cache GB', 'CPU s loader+gateway raw → cache', 'from cache', 'RT 1st ms', 'RT 2nd ms', 'RT 2nd vs 1st', 'RT open+load 1st → 2nd ms', 'open+load 2nd vs 1st'];
   const cpuCell = (c) => `${fmt(c.loader / 1e3)}+${fmt(c.gateway / 1e3)}`;
