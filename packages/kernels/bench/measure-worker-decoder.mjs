@@ -15,8 +15,9 @@
 // speed. "idle %": the machine's idle CPU share during the row (the box is shared: a row run
 // while others load it says little).
 // Run alone (with the worker-alone rows): node bench/measure-worker-decoder.mjs [rounds] [log2 sizes...]
-// [--arrays=<row's arrays, e.g. "in arena, cold">] [--checksum=split,fused,off] (only those rows: for
-// A/B runs of one row, alternating builds).
+// [--arrays=<row's arrays, e.g. "in arena, cold">] [--checksum=split,fused,off] (only those rows), or
+// --baseline=<another build's dist/node.js> [--checksum=split,off]: the cold in-arena rows of both
+// builds in the same rounds (measureAgainstBaseline; the way to see a change of a few percent).
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { calibrateCodebook, decode as codecDecode, encode as codecEncode } from '@splitzip/codec';
@@ -169,6 +170,74 @@ export async function measureWorkerDecoder({
   return rows;
 }
 
+/**
+ * A/B of two builds of the decoder in the same rounds: one thread, the baseline build's decoder
+ * (`baselineUrl`: another build's dist/node.js) and this build's, in a rotating order every round,
+ * on cold pairs in one arena (both decoders attach its share 0: they never run at once). Whole
+ * runs of the two builds alternated minutes apart differed by more than the change measured here;
+ * in one process, 301 rounds put medians within ~0.01 ms of each other run to run.
+ * Prints one row per size: medians, interquartile means and ratios.
+ */
+export async function measureAgainstBaseline({ sizes, rounds, baselineUrl, verify = true, log = console.log }) {
+  const baseline = await import(baselineUrl);
+  const threads = Math.max(1, availableParallelism() - 1);
+  const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 1) * (4 * n + (1 << 16)))) + (1 << 20);
+  const decoder = createWorkerDecoder({ threads, arenaBytes });
+  const before = baseline.createWorkerDecoder({ threads, arena: decoder.arena });
+  const iqm = (times) => {
+    const sorted = [...times].sort((a, b) => a - b);
+    const middle = sorted.slice(Math.floor(sorted.length / 4), Math.ceil((3 * sorted.length) / 4));
+    return middle.reduce((a, b) => a + b, 0) / middle.length;
+  };
+  log(`A/B: ${threads} worker(s) + caller, cold pairs in arena, ${verify ? 'verified' : 'checksum off'}, ${rounds} rounds, baseline ${baselineUrl}`);
+  log('| size | 1 thread ms | baseline ms (iqm) | this build ms (iqm) | baseline / 1 thread | this build / 1 thread | this build vs baseline |');
+  log('|---|---|---|---|---|---|---|');
+  try {
+    for (const n of sizes) {
+      const values = modelLikeValues(n);
+      const payload = codecEncode(values, calibrateCodebook(values).codebook);
+      decoder.arena.reset();
+      const pairs = [];
+      for (let k = 0; k < coldSetsFor(n); k++) {
+        const p = decoder.allocatePayload(payload.length);
+        p.set(payload);
+        pairs.push([p, decoder.allocateOutput(n)]);
+      }
+      const options = { verify };
+      let at = 0;
+      const sides = [
+        ['one', async () => codecDecode(...pairs[at++ % pairs.length], options)],
+        ['baseline', () => before.decode(...pairs[at++ % pairs.length], options)],
+        ['current', () => decoder.decode(...pairs[at++ % pairs.length], options)],
+      ];
+      for (const [name, run] of sides) {
+        for (const [, out] of pairs) out.fill(0);
+        for (let k = 0; k < pairs.length; k++) await run();
+        for (const [, out] of pairs) {
+          for (let i = 0; i < n; i++) if (out[i] !== values[i]) throw new Error(`${name} decode wrong at ${i}`);
+        }
+      }
+      const times = { one: [], baseline: [], current: [] };
+      for (let r = 0; r < rounds; r++) {
+        for (let j = 0; j < sides.length; j++) {
+          const [name, run] = sides[(j + r) % sides.length];
+          const t = performance.now();
+          await run();
+          times[name].push(performance.now() - t);
+        }
+      }
+      const [one, old, now] = [times.one, times.baseline, times.current].map(medianOf);
+      log(
+        `| 2^${Math.log2(n)} | ${one.toFixed(3)} | ${old.toFixed(3)} (${iqm(times.baseline).toFixed(3)}) | ${now.toFixed(3)} (${iqm(times.current).toFixed(3)}) | ` +
+          `${(one / old).toFixed(2)}x | ${(one / now).toFixed(2)}x | ${(now - old >= 0 ? '+' : '') + (now - old).toFixed(3)} ms |`,
+      );
+    }
+  } finally {
+    await before.dispose();
+    await decoder.dispose();
+  }
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const args = process.argv.slice(2);
   const flag = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? null;
@@ -176,5 +245,13 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const sizes = (logSizes.length ? logSizes : ['20', '22', '24', '26']).map((s) => 2 ** Number(s));
   console.log(`node ${process.version}, ${availableParallelism()} cores`);
   const checksumFilter = flag('checksum')?.split(',') ?? null;
-  await measureWorkerDecoder({ sizes, rounds: Number(rounds), aloneRows: true, arraysFilter: flag('arrays'), checksumFilter });
+  const baseline = flag('baseline');
+  if (baseline !== null) {
+    const baselineUrl = pathToFileURL(baseline).href;
+    for (const verify of checksumFilter === null ? [true] : checksumFilter.map((c) => c !== 'off')) {
+      await measureAgainstBaseline({ sizes, rounds: Number(rounds), baselineUrl, verify });
+    }
+  } else {
+    await measureWorkerDecoder({ sizes, rounds: Number(rounds), aloneRows: true, arraysFilter: flag('arrays'), checksumFilter });
+  }
 }
