@@ -28,20 +28,18 @@ import { availableParallelism, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeBenchSummary } from '@splitzip/bench-utils';
-import { createCodecArena, getCodecBackend } from '@splitzip/codec';
+import { getCodecBackend } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import {
   createFileReader,
   createPacedReader,
-  createStagingPool,
-  DEFAULT_DECODE_THREADS,
   DEFAULT_READ_WINDOW_BYTES,
   DEFAULT_LOAD_CONCURRENCY,
-  DEFAULT_MAX_STAGING_BYTES,
   loadModel,
   openShardCache,
 } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
+import { planModelArena } from './plan-model-arena.mjs';
 
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const args = process.argv.slice(2);
@@ -93,38 +91,9 @@ async function warmFiles(dir) {
   return bytes;
 }
 
-/**
- * One preallocated arena for the whole model; every round writes the same tensors to the same
- * place (the raw path reads into the same arena). --arena codec (default): a codec arena — shared,
- * with a kernel scratch area per decode thread, for the thread decoder — that also holds the
- * staging slots, so decode reads payloads and writes tensors in place (what a loader that lets the
- * runtime place its weights gets); --arena plain: an ordinary buffer (SharedArrayBuffer for the
- * thread decoder) with the runtime's own staging pool.
- */
+/** One preallocated arena for the whole model (plan-model-arena.mjs; --arena codec|plain). */
 function planArena(model, cache) {
-  const offsets = new Map();
-  let size = 0;
-  for (const tensor of model.tensors) {
-    size = Math.ceil(size / 256) * 256;
-    offsets.set(tensor.name, size);
-    size += tensor.slice.sizeBytes;
-  }
-  const threads = BACKEND === 'cpu' ? 0 : DEFAULT_DECODE_THREADS;
-  let bytes;
-  let pool;
-  if (ARENA_KIND === 'codec') {
-    let largest = 0;
-    for (const t of model.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
-    const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
-    const slotCount = Math.max(1, Math.min(CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
-    const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads });
-    bytes = codecArena.allocate(size);
-    pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
-  } else {
-    bytes = new Uint8Array(BACKEND === 'cpu' ? new ArrayBuffer(size) : new SharedArrayBuffer(size));
-  }
-  bytes.fill(0); // fault the pages in before any timing
-  return { arena: bytes, pool, allocate: (t) => bytes.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes) };
+  return planModelArena(model.tensors, cache, { kind: ARENA_KIND, backend: BACKEND === 'cpu' ? 'cpu' : 'auto', concurrency: CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY });
 }
 
 async function timedLoad(model, cache, allocate, reader, pool) {

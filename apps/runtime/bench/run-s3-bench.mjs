@@ -25,9 +25,9 @@ import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObj
 import { writeBenchSummary } from '@splitzip/bench-utils';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
-import { createCodecArena } from '@splitzip/codec';
-import { createStagingPool, DEFAULT_DECODE_THREADS, DEFAULT_LOAD_CONCURRENCY, DEFAULT_MAX_STAGING_BYTES, loadModel, openShardCache } from '@splitzip/runtime';
+import { loadModel, openShardCache } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
+import { planModelArena } from './plan-model-arena.mjs';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -165,35 +165,6 @@ async function dropBucket(client, bucket) {
   await client.send(new DeleteBucketCommand({ Bucket: bucket }));
 }
 
-/**
- * The model's arena (and, with --arena codec, the staging pool in the same codec arena: see
- * ARENA_KIND), every page touched before any timing.
- */
-function planArena(local, cache) {
-  const offsets = new Map();
-  let size = 0;
-  for (const t of local.tensors) {
-    size = Math.ceil(size / 256) * 256;
-    offsets.set(t.name, size);
-    size += t.slice.sizeBytes;
-  }
-  let arena;
-  let pool;
-  if (ARENA_KIND === 'codec') {
-    let largest = 0;
-    for (const t of local.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
-    const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
-    const slotCount = Math.max(1, Math.min(DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
-    const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads: BACKEND === 'cpu' ? 0 : DEFAULT_DECODE_THREADS });
-    arena = codecArena.allocate(size);
-    pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
-  } else {
-    arena = new Uint8Array(new SharedArrayBuffer(size));
-  }
-  arena.fill(0);
-  return { arena, offsets, pool };
-}
-
 /** One whole load into one preallocated arena (the model's S3 settings `modelS3`); returns ms, totals and the arena's SHA-256. */
 async function timedLoad(modelUrl, cache, arena, offsets, modelS3 = undefined, pool = undefined) {
   const gateway0 = gatewayCpuMs();
@@ -226,7 +197,7 @@ async function benchModel(label, localModelDir, localCacheDir, bucket, client, r
 
   const cache = await openShardCache(cacheUrl);
   const local = await openSafetensorsModel(localModelDir);
-  const { arena, offsets, pool } = planArena(local, cache);
+  const { arena, offsets, pool } = planModelArena(local.tensors, cache, { kind: ARENA_KIND, backend: BACKEND });
   const total = local.tensors.reduce((sum, t) => sum + t.slice.sizeBytes, 0);
   await local.close();
   const raws = [];

@@ -1,4 +1,4 @@
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { readFile, writeFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CreateBucketCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
@@ -9,6 +9,25 @@ import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type Test
 import { describeS3, dropBucket, endpoint, rawClient, uniqueBucket } from './s3-helpers.js';
 
 afterEach(removeTempDirs);
+
+/** A proxy on 127.0.0.1 in front of the gateway; `onRequest` may answer a request itself (true) or let it through. */
+async function startProxy(onRequest: (req: IncomingMessage, res: ServerResponse) => boolean): Promise<{ url: string; close(): Promise<void> }> {
+  const upstream = new URL(endpoint!);
+  const proxy = createServer((req, res) => {
+    if (onRequest(req, res)) return;
+    const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
+    forward.on('error', () => req.socket.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as { port: number }).port}`,
+    close: () => new Promise<void>((resolve) => proxy.close(() => resolve())),
+  };
+}
 
 function blobName(prefix: string, entry: { key: string; blobSha256: string }): string {
   return `${prefix}blobs/${entry.key}.${entry.blobSha256}.bin`;
@@ -322,20 +341,13 @@ describeS3('S3 store against the gateway', () => {
     await writer.addEntries(tensors.map((t, i) => toInput(t, `e${i}`)));
     await writer.close();
     // Count the GETs of entry objects through a forwarding proxy.
-    const upstream = new URL(endpoint!);
     let entryGets = 0;
-    const proxy = createServer((req, res) => {
+    const proxy = await startProxy((req) => {
       if (req.method === 'GET' && req.url?.includes('/entries/')) entryGets++;
-      const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
-      forward.on('error', () => req.socket.destroy());
-      req.pipe(forward);
+      return false;
     });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
     try {
-      const s3 = { endpoint: `http://127.0.0.1:${(proxy.address() as { port: number }).port}`, readThroughDir: dir };
+      const s3 = { endpoint: proxy.url, readThroughDir: dir };
       const first = await openCacheStore(url(prefix), { s3 });
       expect(first.size).toBe(3);
       expect(entryGets).toBe(3);
@@ -371,7 +383,7 @@ describeS3('S3 store against the gateway', () => {
       expect((await readdir(dir)).length).toBe(filesBefore + 1);
       await fourth.close();
     } finally {
-      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      await proxy.close();
     }
   });
 
@@ -404,14 +416,13 @@ describeS3('S3 store against the gateway', () => {
   });
 
   describe('transient faults', () => {
-    let proxy: Server;
+    let proxy: { url: string; close(): Promise<void> };
     let proxyUrl: string;
     let injected = 0;
     beforeAll(async () => {
-      const upstream = new URL(endpoint!);
       // The first attempt of every request gets 503 SlowDown, the second a connection reset; the third passes.
       const attempts = new Map<string, number>();
-      proxy = createServer((req, res) => {
+      proxy = await startProxy((req, res) => {
         const id = `${req.method} ${req.url} ${req.headers.range ?? ''}`;
         const n = attempts.get(id) ?? 0;
         attempts.set(id, n + 1);
@@ -419,24 +430,18 @@ describeS3('S3 store against the gateway', () => {
           injected++;
           res.writeHead(503, { 'content-type': 'application/xml' });
           res.end('<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>injected</Message></Error>');
-          return;
+          return true;
         }
         if (n % 3 === 1) {
           injected++;
           req.socket.destroy();
-          return;
+          return true;
         }
-        const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
-          res.writeHead(up.statusCode ?? 502, up.headers);
-          up.pipe(res);
-        });
-        forward.on('error', () => req.socket.destroy());
-        req.pipe(forward);
+        return false;
       });
-      await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-      proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+      proxyUrl = proxy.url;
     });
-    afterAll(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+    afterAll(() => proxy.close());
 
     it('5xx throttling and connection resets are retried with backoff: every operation still succeeds', async () => {
       const prefix = nextPrefix();
