@@ -8,7 +8,6 @@ import {
   verifyPayloadChecksum,
   type PayloadMeta,
 } from '@splitzip/codec';
-import type { SegmentTask } from './plan-segment-tasks.js';
 
 /** Slots of the Int32Array shared by every thread of one decode. */
 export const CONTROL_CLAIMED = 0;
@@ -110,10 +109,12 @@ export interface TaskWork {
   /** Finished items that complete the job: waiters are woken only then (see countDone); undefined: after every task. */
   doneTarget?: number;
   /**
-   * `segments` with payload and output in place: task k is plan[k] (planSegmentTasks) instead of
-   * the k-th equal range; `digests` then also holds the outer digests after the segments'.
+   * `segments`: the last task (taskCount - 1) computes the outer digests (header and escape
+   * sections, computeOuterDigests) into `digests` after the segments' ones; the segments are
+   * split into taskCount - 1 ranges. It is the smallest task, so it is claimed last. Without it
+   * the caller hashes those sections after every other task is done.
    */
-  plan?: readonly SegmentTask[] | null;
+  outerTask?: boolean;
 }
 
 /** Waits until gate[0] >= `segments`; false if the job failed meanwhile. */
@@ -143,21 +144,16 @@ export function decodeClaimedTasks(
   ready?: Int32Array | null,
 ): void {
   const units = taskUnits(meta, work.kind);
+  const ranges = work.outerTask ? taskCount - 1 : taskCount;
   try {
     for (;;) {
       const k = Atomics.add(control, CONTROL_CLAIMED, 1);
       if (k >= taskCount) return;
       if (ready && !waitReady(ready, k, control)) return;
-      if (work.plan) {
-        runPlannedTask(payload, meta, out!, work.digests!, work.plan[k]!);
-        Atomics.store(control, CONTROL_TASK_DONE + k, 1);
-        countDone(control, work.doneTarget);
-        afterTask?.();
-        continue;
-      }
-      const [first, end] = taskRange(k, taskCount, units);
+      const [first, end] = k < ranges ? taskRange(k, ranges, units) : [units, units];
       if (work.gate && !waitGate(work.gate, end, control)) return;
-      if (end > first) runTask(payload, meta, out, work, first, end, taskValues(k, taskCount, meta, work.kind));
+      if (k === ranges) computeOuterDigests(payload, meta, work.digests!.subarray(SEGMENT_DIGESTS * units));
+      else if (end > first) runTask(payload, meta, out, work, first, end, taskValues(k, ranges, meta, work.kind));
       Atomics.store(control, CONTROL_TASK_DONE + k, 1);
       countDone(control, work.doneTarget);
       afterTask?.();
@@ -184,16 +180,4 @@ function runTask(
   const digests = work.digests!.subarray(SEGMENT_DIGESTS * first, SEGMENT_DIGESTS * end);
   if (work.kind === 'segments') decodeSegments(payload, meta, first, end, out!.subarray(start, stop), { digests });
   else digests.set(computeSegmentDigests(payload, meta, first, end));
-}
-
-/** One task of a segment plan (see SegmentTask); `out` and `digests` are indexed from value and segment 0. */
-function runPlannedTask(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, digests: Uint32Array, task: SegmentTask): void {
-  const segments = Math.ceil(meta.elementCount / SEGMENT_VALUES);
-  if (task.op === 'outer') {
-    computeOuterDigests(payload, meta, digests.subarray(SEGMENT_DIGESTS * segments));
-    return;
-  }
-  const { first, end } = task;
-  const stop = Math.min(meta.elementCount, end * SEGMENT_VALUES);
-  decodeSegments(payload, meta, first, end, out.subarray(first * SEGMENT_VALUES, stop), { digests: digests.subarray(SEGMENT_DIGESTS * first, SEGMENT_DIGESTS * end) });
 }

@@ -11,7 +11,6 @@ import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_
 import { attachCodecArena, isSplitZipError, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
 import { createMetaReader } from './create-meta-reader.js';
 import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
-import { createSegmentPlanner } from './plan-segment-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 
 /** This thread's view of each attached arena's memory (only views of it decode in place here). */
@@ -20,8 +19,6 @@ const arenas = new Map<number, SharedArrayBuffer>();
 const attachErrors = new Map<number, unknown>();
 /** Jobs of one loader repeat a few headers: the last one's meta is reused when the bytes match. */
 const readMeta = createMetaReader();
-/** And the same few task plans. */
-const planSegments = createSegmentPlanner();
 
 function bufferOf(ref: BufferRef): SharedArrayBuffer {
   if ('shared' in ref) return ref.shared;
@@ -57,16 +54,12 @@ function runJob(job: DecodeJob): DecodeJobReply {
     payload ??= new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
     meta ??= readMeta(payload);
     const out = job.kind === 'digests' ? null : new Uint16Array(bufferOf(job.out), job.outOffset, meta.elementCount);
-    const plan = job.decoders === undefined ? null : planSegments(meta, job.decoders);
-    if (plan !== null && plan.length !== job.taskCount) {
-      throw new Error(`the task plan has ${plan.length} tasks here, the job ${job.taskCount}`);
-    }
     const work = {
       kind: job.kind,
       digests: job.digests && new Uint32Array(job.digests),
       gate: job.gate ? new Int32Array(job.gate) : null,
       doneTarget: job.doneTarget,
-      plan,
+      outerTask: job.outerTask === true,
     };
     decodeClaimedTasks(payload, meta, out, control, job.taskCount, work, undefined, ready);
     return { id: job.id, ok: true };

@@ -71,12 +71,11 @@ export interface DecodeJob {
    */
   doneTarget?: number;
   /**
-   * `segments` with payload and output both in shared memory, or absent: the tasks are
-   * planSegmentTasks(meta, decoders) (`decoders`: the threads that claim them, the caller
-   * included) instead of taskCount equal segment ranges, and `digests` holds the outer digests
-   * after the segments'.
+   * `segments` only: the last task computes the header's and escape sections' digests into
+   * `digests` after the segments' (the other tasks split the segments); the caller then only
+   * combines the lists. Set when payload and output are both in shared memory.
    */
-  decoders?: number;
+  outerTask?: boolean;
 }
 
 export type WorkerMessage = DecodeJob | AttachArena | DetachArena | { stop: true };

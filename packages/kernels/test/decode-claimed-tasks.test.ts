@@ -1,6 +1,15 @@
-import { calibrateCodebook, encode, readPayloadMeta, SEGMENT_DIGESTS } from '@splitzip/codec';
+import {
+  calibrateCodebook,
+  computeOuterDigests,
+  computeSegmentDigests,
+  encode,
+  OUTER_DIGESTS,
+  readPayloadMeta,
+  SEGMENT_DIGESTS,
+  verifyOuterDigests,
+} from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
-import { CONTROL_DONE, countDone, createControl, decodeClaimedTasks, taskUnits } from '../src/decode-claimed-tasks.js';
+import { CONTROL_DONE, CONTROL_TASK_DONE, countDone, createControl, decodeClaimedTasks, taskUnits } from '../src/decode-claimed-tasks.js';
 import { modelLikeValues } from './fixtures.js';
 import { firstMismatch, referenceDecode } from './reference-decode.js';
 
@@ -68,5 +77,30 @@ describe('done notifications of a decode job', () => {
     expect(left).toBe(0);
     expect(digests.some((d) => d !== 0)).toBe(true);
     expect(firstMismatch(out, big)).toBe(-1);
+  });
+
+  it('v3 segments with the outer task: the segments split over the other tasks, the last one writes the outer digests', () => {
+    const big = modelLikeValues(3 * 2 ** 20 + 77, 5);
+    const v3 = encode(big, calibrateCodebook(big).codebook, { chunkSize: 256 });
+    const m = readPayloadMeta(v3);
+    const units = taskUnits(m, 'segments');
+    expect(units).toBe(4);
+    for (const ranges of [1, 2, 3, 4]) {
+      const taskCount = ranges + 1;
+      const control = createControl(taskCount);
+      const digests = new Uint32Array(SEGMENT_DIGESTS * units + OUTER_DIGESTS);
+      const out = new Uint16Array(m.elementCount).fill(0xdead);
+      const left = waitersLeftAfter(control, () =>
+        decodeClaimedTasks(v3, m, out, control, taskCount, { kind: 'segments', digests, doneTarget: taskCount, outerTask: true }),
+      );
+      expect(left).toBe(0);
+      for (let k = 0; k < taskCount; k++) expect(Atomics.load(control, CONTROL_TASK_DONE + k)).toBe(1);
+      expect(firstMismatch(out, big)).toBe(-1);
+      const segments = digests.subarray(0, SEGMENT_DIGESTS * units);
+      const outer = digests.subarray(SEGMENT_DIGESTS * units);
+      expect(Array.from(segments)).toEqual(Array.from(computeSegmentDigests(v3, m, 0, units)));
+      expect(Array.from(outer)).toEqual(Array.from(computeOuterDigests(v3, m)));
+      expect(() => verifyOuterDigests(v3, m, segments, outer)).not.toThrow();
+    }
   });
 });
