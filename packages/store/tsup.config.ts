@@ -8,4 +8,6 @@ export default defineConfig({
   clean: true,
   target: 'es2022',
   platform: 'node',
+  // import.meta.url in the CommonJS build (load-s3-sdk.ts requires the SDK relative to this package).
+  shims: true,
 });

@@ -7,18 +7,30 @@ import { describe, expect, it } from 'vitest';
 
 const DIST = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
-// A resolve hook that refuses every AWS SDK module: the child process behaves as if the SDK were
-// missing, so a local-cache session that touched it would fail.
+// Resolve hooks that refuse every AWS SDK module, for import() (an ESM loader hook) and require()
+// (the CommonJS resolver): the child process behaves as if the SDK were missing, so a local-cache
+// session that touched it would fail.
 const BLOCK_SDK = `data:text/javascript,${encodeURIComponent(`
 export async function resolve(specifier, context, next) {
   if (specifier.startsWith('@aws-sdk/') || specifier.startsWith('@smithy/')) throw new Error('blocked: ' + specifier);
   return next(specifier, context);
 }`)}`;
+const BLOCK_SDK_REQUIRE = `
+const Module = createRequire(import.meta.url)('node:module');
+const resolveFilename = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+  if (request.startsWith('@aws-sdk/') || request.startsWith('@smithy/')) throw new Error('blocked: ' + request);
+  return resolveFilename.call(this, request, ...rest);
+};`;
 
 function runChild(script: string): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(
     process.execPath,
-    ['--input-type=module', '-e', `import { register } from 'node:module'; register(${JSON.stringify(BLOCK_SDK)}); const store = await import(${JSON.stringify(DIST)}); ${script}`],
+    [
+      '--input-type=module',
+      '-e',
+      `import { createRequire, register } from 'node:module'; register(${JSON.stringify(BLOCK_SDK)}); ${BLOCK_SDK_REQUIRE} const store = await import(${JSON.stringify(DIST)}); ${script}`,
+    ],
     { encoding: 'utf8', env: { ...process.env, AWS_ENDPOINT_URL: 'http://127.0.0.1:9' } },
   );
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
