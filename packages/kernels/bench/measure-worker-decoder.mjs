@@ -57,6 +57,14 @@ const cpuTimes = () =>
     total: 0,
   });
 
+/** The benchmark tensor of n values and its payload, with the decoder's arena emptied for them. */
+function prepareSize(n, decoder) {
+  const values = modelLikeValues(n);
+  const payload = codecEncode(values, calibrateCodebook(values).codebook);
+  decoder.arena.reset();
+  return { values, payload };
+}
+
 /**
  * Rows { elementCount, arrays, checksum: 'fused' | 'split' | 'off', oneMs, workersMs, ratio, idlePercent, label },
  * medians of `rounds` after one untimed, checked warm-up of each. `aloneRows`: also the "worker
@@ -85,9 +93,7 @@ export async function measureWorkerDecoder({
   log('|---|---|---|---|---|---|---|');
   try {
     for (const n of sizes) {
-      const values = modelLikeValues(n);
-      const payload = codecEncode(values, calibrateCodebook(values).codebook);
-      decoder.arena.reset();
+      const { values, payload } = prepareSize(n, decoder);
       const arenaPayload = decoder.allocatePayload(payload.length);
       arenaPayload.set(payload);
       const arenaOut = decoder.allocateOutput(n);
@@ -194,9 +200,7 @@ export async function measureAgainstBaseline({ sizes, rounds, baselineUrl, verif
   log('|---|---|---|---|---|---|---|');
   try {
     for (const n of sizes) {
-      const values = modelLikeValues(n);
-      const payload = codecEncode(values, calibrateCodebook(values).codebook);
-      decoder.arena.reset();
+      const { values, payload } = prepareSize(n, decoder);
       const pairs = [];
       for (let k = 0; k < coldSetsFor(n); k++) {
         const p = decoder.allocatePayload(payload.length);
