@@ -3,9 +3,8 @@
 // sections' — so that no thread has to hash the escape sections after all the others are done.
 import { checkDigestsArray, checkSegmentedPayload } from './check-segment-arguments.js';
 import { SplitZipError } from './errors.js';
-import { checksumSpans, digestHeader, digestSpan } from './payload-checksum.js';
+import { combineV3Checksum, computeOuterDigestList } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
-import { Xxh32State } from './xxh32.js';
 
 /** Digests computeOuterDigests returns: h_header, h_index, h_pos, h_exp (FORMAT.md "Checksum"). */
 export const OUTER_DIGESTS = 4;
@@ -20,9 +19,7 @@ export function computeOuterDigests(payload: Uint8Array, meta: PayloadMeta, out?
   checkSegmentedPayload(payload, meta);
   const target = out ?? new Uint32Array(OUTER_DIGESTS);
   checkOuterArray(target, false);
-  const spans = checksumSpans(meta.layout);
-  target[0] = digestHeader(payload);
-  for (let s = 3; s < 6; s++) target[s - 2] = digestSpan(payload, spans[s]![0], spans[s]![1]);
+  computeOuterDigestList(payload, meta.layout, target);
   return target;
 }
 
@@ -35,15 +32,7 @@ export function combineOuterDigests(payload: Uint8Array, meta: PayloadMeta, segm
   const segmentCount = checkSegmentedPayload(payload, meta);
   checkDigestsArray(segmentDigests, segmentCount, true);
   checkOuterArray(outerDigests, true);
-  // h_header ‖ segments ‖ h_index ‖ h_pos ‖ h_exp, each a u32 little-endian.
-  const list = new Uint8Array(4 * (OUTER_DIGESTS + segmentDigests.length));
-  const view = new DataView(list.buffer);
-  view.setUint32(0, outerDigests[0]!, true);
-  for (let k = 0; k < segmentDigests.length; k++) view.setUint32(4 + 4 * k, segmentDigests[k]!, true);
-  for (let s = 1; s < OUTER_DIGESTS; s++) view.setUint32(4 * (segmentDigests.length + s), outerDigests[s]!, true);
-  const state = new Xxh32State(0);
-  state.update(list, 0, list.length);
-  return state.digest();
+  return combineV3Checksum(outerDigests, segmentDigests);
 }
 
 /** Throws CHECKSUM_MISMATCH unless combineOuterDigests gives the stored checksum. */

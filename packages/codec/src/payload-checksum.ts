@@ -52,11 +52,23 @@ export function digestSegments(payload: Uint8Array, layout: PayloadLayout, first
 
 /** The version-3 checksum from all segments' digests (SEGMENT_DIGESTS each, in segment order). */
 export function combineSegmentChecksum(payload: Uint8Array, layout: PayloadLayout, segments: Uint32Array): number {
+  return combineV3Checksum(computeOuterDigestList(payload, layout, new Uint32Array(4)), segments);
+}
+
+/** h_header, h_index, h_pos, h_exp of a version-3 payload (the digests not per segment), into out[0 .. 4). */
+export function computeOuterDigestList(payload: Uint8Array, layout: PayloadLayout, out: Uint32Array): Uint32Array {
   const spans = checksumSpans(layout);
+  out[0] = digestHeader(payload);
+  for (let s = 3; s < 6; s++) out[s - 2] = digestSpan(payload, spans[s]![0], spans[s]![1]);
+  return out;
+}
+
+/** The version-3 checksum: XXH32 of h_header ‖ every segment's digests ‖ h_index ‖ h_pos ‖ h_exp. */
+export function combineV3Checksum(outer: Uint32Array, segments: Uint32Array): number {
   const list = new Uint32Array(4 + segments.length);
-  list[0] = digestHeader(payload);
+  list[0] = outer[0]!;
   list.set(segments, 1);
-  for (let s = 3; s < 6; s++) list[segments.length + s - 2] = digestSpan(payload, spans[s]![0], spans[s]![1]);
+  list.set(outer.subarray(1, 4), 1 + segments.length);
   return digestSpan(u32ListBytes(list), 0, 4 * list.length);
 }
 
