@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdir, open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,8 +15,8 @@ export const READ_THROUGH_SYNC_MAX_BYTES = 1024 * 1024;
 /**
  * A per-host directory of bytes fetched from an object store: cache blobs named like the objects
  * (`<key>.<blob sha256>.bin`, so one directory may serve many caches) and the raw object ranges of
- * `read-through-ranges.ts` (`range.<identity sha256>.bin`), and small whole objects by their listed
- * identity (`object.<sha256 of name and ETag>.bin`: a cache's entry objects). Files are written atomically (temp file,
+ * `read-through-ranges.ts` (`range.<identity sha256>.bin`: an S3 model's heads and uncached tensors;
+ * `object.<identity sha256>.bin`: a cache's entry objects, kept whole). Files are written atomically (temp file,
  * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
  * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
  * Nothing here evicts: the directory grows with what was fetched.
@@ -38,30 +38,6 @@ export class ReadThroughCache {
   /** Stores a verified blob (temp file, fsync, rename). Errors are the caller's to ignore. */
   write(key: string, blobSha256: string, bytes: Uint8Array): Promise<void> {
     return this.writeFile(this.blobFileName(key, blobSha256), [bytes]);
-  }
-
-  /**
-   * The local copy of a small object named by its listed identity (`object.<sha256 of name and
-   * ETag>.bin`): its bytes if the file exists with exactly `sizeBytes` bytes (at most
-   * READ_THROUGH_SYNC_MAX_BYTES), undefined otherwise. Unchecked: the caller compares them with the ETag.
-   */
-  readObjectCopy(name: string, etag: string, sizeBytes: number): Uint8Array | undefined {
-    if (!Number.isSafeInteger(sizeBytes) || sizeBytes < 0 || sizeBytes > READ_THROUGH_SYNC_MAX_BYTES) return undefined;
-    const bytes = new Uint8Array(sizeBytes);
-    return this.readFileIntoSync(join(this.dir, this.objectFileName(name, etag)), [bytes], sizeBytes) ? bytes : undefined;
-  }
-
-  /** Stores a small object fetched whole, under its listed identity (temp file, fsync, rename). Errors are the caller's to ignore. */
-  writeObjectCopy(name: string, etag: string, bytes: Uint8Array): Promise<void> {
-    return this.writeFile(this.objectFileName(name, etag), [bytes]);
-  }
-
-  removeObjectCopy(name: string, etag: string): Promise<void> {
-    return this.removeFile(this.objectFileName(name, etag));
-  }
-
-  private objectFileName(name: string, etag: string): string {
-    return `object.${createHash('sha256').update(name).update('\0').update(etag).digest('hex')}.bin`;
   }
 
   remove(key: string, blobSha256: string): Promise<void> {

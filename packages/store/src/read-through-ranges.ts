@@ -81,7 +81,11 @@ export class ReadThroughRanges {
   private pendingBytes = 0;
   private readonly pending = new Set<Promise<void>>();
 
-  constructor(private readonly files: ReadThroughCache) {}
+  /** `fileTag` starts each file's name (`<tag>.<identity sha256>.bin`): one directory keeps apart the kinds of ranges it holds. */
+  constructor(
+    private readonly files: ReadThroughCache,
+    private readonly fileTag = 'range',
+  ) {}
 
   /** Whether a range of this many bytes is kept locally; counts it bypassed when not. */
   accepts(lengthBytes: number): boolean {
@@ -106,7 +110,7 @@ export class ReadThroughRanges {
    */
   async readInto(identity: RangeIdentity, target: Uint8Array): Promise<boolean> {
     const expected = identityDigest(identity);
-    const name = fileName(expected);
+    const name = this.fileName(expected);
     const header = new Uint8Array(RANGE_FILE_HEADER_BYTES);
     let found: boolean;
     try {
@@ -142,7 +146,7 @@ export class ReadThroughRanges {
     header.set(MAGIC, 0);
     header.set(digest, MAGIC.length);
     header.set(sha256(bytes), MAGIC.length + DIGEST_BYTES);
-    const name = fileName(digest);
+    const name = this.fileName(digest);
     const write = (body: Uint8Array) =>
       this.files.writeFile(name, [header, body]).then(
         () => {
@@ -165,12 +169,12 @@ export class ReadThroughRanges {
     this.pending.add(task);
   }
 
+  private fileName(identityDigest: Uint8Array): string {
+    return `${this.fileTag}.${Buffer.from(identityDigest).toString('hex')}.bin`;
+  }
+
   /** Resolves when every background write started so far has finished (never rejects). */
   async settle(): Promise<void> {
     while (this.pending.size > 0) await Promise.all(this.pending);
   }
-}
-
-function fileName(identityDigest: Uint8Array): string {
-  return `range.${Buffer.from(identityDigest).toString('hex')}.bin`;
 }

@@ -7,6 +7,7 @@ import { MAX_QUALNAME_CHARS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { ReadThroughCache } from './read-through-cache.js';
+import { ReadThroughRanges, type RangeIdentity } from './read-through-ranges.js';
 import {
   ENTRIES_DIR,
   HEADER_OBJECT,
@@ -152,6 +153,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private problems: ListingProblem[] = [];
   private changes = 0;
   private readonly readThrough: ReadThroughCache | undefined;
+  /** Entry objects kept in the read-through directory, as whole-object ranges (`object.<identity sha256>.bin`). */
+  private readonly entryCopies: ReadThroughRanges | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
@@ -162,6 +165,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   ) {
     super({ chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99 });
     this.readThrough = settings.readThroughDir ? new ReadThroughCache(settings.readThroughDir) : undefined;
+    this.entryCopies = this.readThrough ? new ReadThroughRanges(this.readThrough, 'object') : undefined;
   }
 
   /** Creates cache.json if asked and missing, then loads everything. */
@@ -361,29 +365,26 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /**
-   * An entry object's bytes: this host's read-through copy when it holds the listed version (its
-   * MD5 equal to the listed ETag), else a GET (kept locally when it is the listed version). Entry
-   * objects never change, so a host that loaded a cache once reads them without a request each.
+   * An entry object's bytes: this host's read-through copy of the listed version (kept as a
+   * read-through range of the whole object: its file carries its identity, ETag included, and its
+   * content digest), else a GET, kept when it is the listed version (its MD5 equals a plain-MD5
+   * ETag). Entry objects never change, so a host that loaded a cache once reads them without a
+   * request each.
    */
   private async readEntryObjectBytes(object: ListedObject, entryKey: string, path: string): Promise<Uint8Array> {
-    const md5 = this.readThrough ? plainMd5Etag(object.etag) : undefined;
-    if (md5 !== undefined && object.sizeBytes <= MAX_ENTRY_OBJECT_BYTES) {
-      let local: Uint8Array | undefined;
-      try {
-        local = this.readThrough!.readObjectCopy(object.name, md5, object.sizeBytes);
-      } catch {
-        local = undefined; // An unreadable local copy is a miss.
-      }
-      if (local !== undefined) {
-        if (createHash('md5').update(local).digest('hex') === md5) return local;
-        await this.readThrough!.removeObjectCopy(object.name, md5);
-      }
+    const md5 = this.entryCopies ? plainMd5Etag(object.etag) : undefined;
+    const identity: RangeIdentity | undefined =
+      md5 !== undefined && object.sizeBytes > 0 && object.sizeBytes <= MAX_ENTRY_OBJECT_BYTES
+        ? { bucket: this.transport.location.bucket, key: `${this.transport.location.prefix}${object.name}`, etag: object.etag!, sizeBytes: object.sizeBytes, offsetBytes: 0, lengthBytes: object.sizeBytes }
+        : undefined;
+    if (identity !== undefined) {
+      const local = new Uint8Array(identity.lengthBytes);
+      if (await this.entryCopies!.readInto(identity, local)) return local;
     }
     const bytes = await this.transport.getSmallObject(object.name, MAX_ENTRY_OBJECT_BYTES);
     if (!bytes) throw new StoreError('ENTRY_INVALID', 'the entry object vanished between listing and reading', { entry: entryKey, path });
-    if (md5 !== undefined && createHash('md5').update(bytes).digest('hex') === md5) {
-      // The local copy is an optimisation: a full disk must not fail the refresh.
-      await this.readThrough!.writeObjectCopy(object.name, md5, bytes).catch(() => undefined);
+    if (identity !== undefined && bytes.length === identity.lengthBytes && createHash('md5').update(bytes).digest('hex') === md5) {
+      await this.entryCopies!.keep(identity, bytes); // never rejects: a failed write is only a miss later
     }
     return bytes;
   }
@@ -636,6 +637,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     await Promise.allSettled([this.running, this.queued]);
+    await this.entryCopies?.settle();
     this.transport.destroy();
   }
 }

@@ -359,11 +359,11 @@ describeS3('S3 store against the gateway', () => {
       expect(entryGets).toBe(3);
       for (const t of tensors) expectBitExact(second, t, await second.readBlob(t.key, new Uint8Array(second.getEntry(t.key)!.compBytes)));
       await second.close();
-      // A damaged local copy (its MD5 no longer the ETag) is fetched again and replaced.
+      // A damaged local copy (its bytes no longer the digest its file carries) is fetched again and replaced.
       const victim = join(dir, copies[0]!);
       const good = await readFile(victim);
       const bad = Uint8Array.from(good);
-      bad[10]! ^= 1;
+      bad[bad.length - 1]! ^= 1;
       await writeFile(victim, bad);
       const third = await openCacheStore(url(prefix), { s3 });
       expect(entryGets).toBe(4);
@@ -380,8 +380,8 @@ describeS3('S3 store against the gateway', () => {
       const fourth = await openCacheStore(url(prefix), { s3 });
       expect(entryGets).toBe(5);
       expect(fourth.getEntry(entry.key)!.qualname).toBe('e1-again');
+      await fourth.close(); // local copies are written in the background: close waits for them
       expect((await readdir(dir)).length).toBe(filesBefore + 1);
-      await fourth.close();
     } finally {
       await proxy.close();
     }
