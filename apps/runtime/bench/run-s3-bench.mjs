@@ -339,6 +339,16 @@ async function main() {
   console.log(`targets: cache >= 1.2x raw; read-through second load >= 3x the first. total ${fmt((performance.now() - startedMs) / 1e3, 1)} s`);
 
   if (QUICK) return;
+  /** A summary row of the read-through target: the second load (ms) against the first, same run. */
+  const readThroughRow = (metric, firstMs, secondMs) => ({
+    metric,
+    value: firstMs / secondMs,
+    unit: 'x',
+    baseline: `1st ${fmt(firstMs, 0)} ms`,
+    target: '>= 3x',
+    met: firstMs / secondMs >= 3,
+    note: `2nd ${fmt(secondMs, 0)} ms`,
+  });
   writeBenchSummary({
     packageName: '@splitzip/runtime-s3',
     title: 'runtime: whole-model loads from S3 (Ceph RGW, loopback): cache vs raw safetensors, read-through dir',
@@ -352,24 +362,8 @@ async function main() {
         met: r.rawMs / r.cacheMs >= 1.2,
         note: `cache ${fmt(gb(r.produced) / (r.cacheMs / 1e3))} GB/s, ${fmt(gb(r.cacheRead), 3)} GB fetched`,
       },
-      {
-        metric: `${r.label}: read-through 2nd load vs 1st`,
-        value: r.firstMs / r.secondMs,
-        unit: 'x',
-        baseline: `1st ${fmt(r.firstMs, 0)} ms`,
-        target: '>= 3x',
-        met: r.firstMs / r.secondMs >= 3,
-        note: `2nd ${fmt(r.secondMs, 0)} ms`,
-      },
-      {
-        metric: `${r.label}: read-through 2nd open + load vs 1st`,
-        value: r.firstWithOpenMs / r.secondWithOpenMs,
-        unit: 'x',
-        baseline: `1st ${fmt(r.firstWithOpenMs, 0)} ms`,
-        target: '>= 3x',
-        met: r.firstWithOpenMs / r.secondWithOpenMs >= 3,
-        note: `2nd ${fmt(r.secondWithOpenMs, 0)} ms`,
-      },
+      readThroughRow(`${r.label}: read-through 2nd load vs 1st`, r.firstMs, r.secondMs),
+      readThroughRow(`${r.label}: read-through 2nd open + load vs 1st`, r.firstWithOpenMs, r.secondWithOpenMs),
     ]),
   });
 }
