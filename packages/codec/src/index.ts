@@ -26,6 +26,7 @@ export { decode } from './decode.js';
 export { decodeRange, type DecodeOptions } from './decode-range.js';
 export { decodeChunks } from './decode-chunks.js';
 export { countPayloadSegments } from './count-payload-segments.js';
+export { computeSegmentSpans } from './payload-checksum.js';
 export { computeSegmentDigests } from './compute-segment-digests.js';
 export { decodeSegments, type DecodeSegmentsOptions } from './decode-segments.js';
 export { combineSegmentDigests } from './combine-segment-digests.js';

@@ -25,7 +25,7 @@ export function countSegments(layout: PayloadLayout): number {
 }
 
 /** Segment k's codes and sm spans [from, to) (FORMAT.md "Version 3: segments"); the last runs to its section span's end. */
-export function segmentSpans(layout: PayloadLayout, k: number): { codes: number; codesEnd: number; sm: number; smEnd: number } {
+export function computeSegmentSpans(layout: PayloadLayout, k: number): { codes: number; codesEnd: number; sm: number; smEnd: number } {
   const last = k === countSegments(layout) - 1;
   const codes = layout.codes.offsetBytes + k * (SEGMENT_VALUES / 2);
   const sm = layout.sm.offsetBytes + k * SEGMENT_VALUES;
@@ -43,7 +43,7 @@ export function segmentSpans(layout: PayloadLayout, k: number): { codes: number;
  */
 export function digestSegments(payload: Uint8Array, layout: PayloadLayout, first: number, end: number, out: Uint32Array, at = 0): void {
   for (let k = first; k < end; k++) {
-    const span = segmentSpans(layout, k);
+    const span = computeSegmentSpans(layout, k);
     const o = at + SEGMENT_DIGESTS * (k - first);
     for (let j = 0; j < 2; j++) out[o + j] = digestStripes(payload, span.codes, span.codesEnd, j, 2);
     for (let j = 0; j < 4; j++) out[o + 2 + j] = digestStripes(payload, span.sm, span.smEnd, j, 4);

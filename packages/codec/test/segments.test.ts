@@ -6,6 +6,7 @@ import {
   calibrateCodebook,
   combineSegmentDigests,
   computeSegmentDigests,
+  computeSegmentSpans,
   countPayloadSegments,
   createCodebook,
   createCodecArena,
@@ -158,6 +159,39 @@ describe.each(BACKENDS)('format version 3 on the %s backend', (backend) => {
     }
     expect(spots.size).toBeGreaterThan(700);
     expect(count).toBe(3);
+  });
+
+  it('segment k decodes and hashes from the header, the escape sections and its own spans alone (streamed reads)', () => {
+    useBackend(backend);
+    const n = 3 * S + 17;
+    const { values, exponents } = fixture(n, 41);
+    const payload = encode(values, createCodebook(exponents));
+    const meta = readPayloadMeta(payload);
+    const all = computeSegmentDigests(payload, meta, 0, 4);
+    // The spans tile the codes and sm sections' spans, in order, each segment's non-empty.
+    let codesAt = meta.layout.codes.offsetBytes;
+    let smAt = meta.layout.sm.offsetBytes;
+    for (let k = 0; k < 4; k++) {
+      const span = computeSegmentSpans(meta.layout, k);
+      expect([span.codes, span.sm]).toEqual([codesAt, smAt]);
+      expect(span.codesEnd > span.codes && span.smEnd > span.sm).toBe(true);
+      [codesAt, smAt] = [span.codesEnd, span.smEnd];
+    }
+    expect([codesAt, smAt]).toEqual([meta.layout.sm.offsetBytes, meta.layout.escapeIndex.offsetBytes]);
+    for (let k = 0; k < 4; k++) {
+      // Every other segment's bytes zeroed, as if not yet read: a decode that read them would differ.
+      const partial = new Uint8Array(payload.length);
+      const span = computeSegmentSpans(meta.layout, k);
+      for (const [from, to] of [[0, meta.layout.codes.offsetBytes], [span.codes, span.codesEnd], [span.sm, span.smEnd], [meta.layout.escapeIndex.offsetBytes, payload.length]]) {
+        partial.set(payload.subarray(from, to), from);
+      }
+      const count = Math.min(S, n - k * S);
+      const out = new Uint16Array(count);
+      const digests = new Uint32Array(SEGMENT_DIGESTS);
+      decodeSegments(partial, meta, k, k + 1, out, { digests });
+      if (!sameBytes(out, values.subarray(k * S, k * S + count))) expect.fail(`segment ${k} differs`);
+      expect([...digests]).toEqual([...all.subarray(k * SEGMENT_DIGESTS, (k + 1) * SEGMENT_DIGESTS)]);
+    }
   });
 
   it('every byte of a small payload is covered exactly once: any single flip is caught', () => {

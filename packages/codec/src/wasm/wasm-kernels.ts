@@ -5,7 +5,7 @@
 import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
 import type { PayloadLayout } from '../compute-payload-layout.js';
 import type { EscapeList } from '../escape-list.js';
-import { countSegments, segmentSpans, type BulkDigests } from '../payload-checksum.js';
+import { countSegments, computeSegmentSpans, type BulkDigests } from '../payload-checksum.js';
 import { SEGMENT_DIGESTS, SEGMENT_VALUES } from '../constants.js';
 import { Xxh32State } from '../xxh32.js';
 import { CODEC_WASM_BASE64, CODEC_WASM_SHARED_BASE64 } from './codec-wasm.generated.js';
@@ -70,7 +70,7 @@ const SIMD_PROBE = new Uint8Array([
   0x0a, 0x0a, 0x01, 0x08, 0x00, 0x41, 0x00, 0xfd, 0x0f, 0xfd, 0x62, 0x0b,
 ]);
 
-/** A layout with the offsets segmentSpans reads, from an encoder's section offsets and n. */
+/** A layout with the offsets computeSegmentSpans reads, from an encoder's section offsets and n. */
 function encodeLayout(at: EncodeOffsets, n: number): PayloadLayout {
   const section = (offsetBytes: number, byteLength: number) => ({ offsetBytes, byteLength });
   return {
@@ -266,7 +266,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
 
   /** Segment k's six digests into out[at ..), after a v3 pass over its first `groups` groups. */
   function finishSegment(payload: Uint8Array, layout: PayloadLayout, k: number, groups: number, out: Uint32Array, at: number): void {
-    const span = segmentSpans(layout, k);
+    const span = computeSegmentSpans(layout, k);
     for (let j = 0; j < 2; j++) out[at + j] = finishStream(scratch.V3_CODES_LANES_AT[j]!, payload, span.codes, span.codesEnd, 2, j, groups);
     for (let j = 0; j < 4; j++) out[at + 2 + j] = finishStream(scratch.V3_SM_LANES_AT[j]!, payload, span.sm, span.smEnd, 4, j, 2 * groups);
   }
