@@ -11,9 +11,12 @@
 // Also: decode = the report's decode CPU; main = the loading thread's busy time (event loop
 // utilization); cpu = the process's CPU time, all threads (less noisy than wall time on a shared box).
 // Run with node --cpu-prof to see the calling thread's CPU in those spans.
+// --ab-stream: a third path each round, "unstreamed": the cache with the same backend told to stream
+// nothing (streamMaxValues 0), so every payload decodes after its last byte (the loader before
+// decode-streamed-payload.ts), in the same rounds.
 // Rows marked ⁰: the fastest tenth of the rounds (medians over them), what the load costs on a quiet box.
 // Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
-//                                            [--model DIR --cache DIR] [--timeline] [--timeline-quantile 0.5] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh] [--read-window-mib N]
+//                                            [--ab-stream] [--model DIR --cache DIR] [--timeline] [--timeline-quantile 0.5] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh] [--read-window-mib N]
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
@@ -28,6 +31,7 @@ import {
   DEFAULT_MAX_STAGING_BYTES,
   loadModel,
   openShardCache,
+  resolveDecodeBackend,
 } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
 
@@ -55,6 +59,11 @@ const BACKEND =
         })
       : BACKEND_NAME;
 const TIMELINE = args.includes('--timeline');
+const AB_STREAM = args.includes('--ab-stream');
+// The same backend object (the process-wide one for a name), seen with streamMaxValues 0.
+const UNSTREAMED = AB_STREAM ? Object.create(resolveDecodeBackend(BACKEND), { streamMaxValues: { value: 0 } }) : undefined;
+// With --ab-stream the cache path gets the resolved backend too (a name is resolved per load otherwise).
+const CACHE_BACKEND = AB_STREAM ? resolveDecodeBackend(BACKEND) : BACKEND;
 // --timeline-quantile q: the timeline of the round at that quantile of wall time (default 0.5; 0.1: a
 // quiet round on a shared box).
 const TIMELINE_QUANTILE = Number(argValue('--timeline-quantile', '0.5'));
@@ -104,7 +113,7 @@ async function main() {
   const pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
   const allocate = (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes);
 
-  const load = async (withCache) => {
+  const load = async (withCache, backend = BACKEND) => {
     const paced = createPacedReader(createFileReader({ syncReadMaxBytes: READER_SYNC_BYTES }), { bytesPerSecond: RATE_BYTES_PER_S, burstBytes: BURST_BYTES });
     const events = [];
     const reader = {
@@ -127,7 +136,7 @@ async function main() {
       allocate,
       reader: PAGE_CACHE ? undefined : reader,
       pool: withCache ? pool : undefined,
-      backend: BACKEND,
+      backend,
       concurrency: CONCURRENCY,
       refresh: REFRESH,
       readWindowBytes: READ_WINDOW_BYTES,
@@ -157,10 +166,17 @@ async function main() {
 
   await load(false);
   await load(true); // warm: handles, workers, JIT
-  const runs = { raw: [], cache: [] };
+  if (UNSTREAMED) await load(true, UNSTREAMED);
+  const runs = { raw: [], cache: [], ...(UNSTREAMED ? { unstreamed: [] } : {}) };
+  // Each round runs the paths in a rotated order: a load right after another cache load starts warmer
+  // (measured: ~0.08 ms less start for whichever cache path came second).
+  const paths = [
+    ...(ONLY !== 'cache' ? [() => load(false).then((x) => runs.raw.push(x))] : []),
+    ...(ONLY !== 'raw' ? [() => load(true, CACHE_BACKEND).then((x) => runs.cache.push(x))] : []),
+    ...(UNSTREAMED && ONLY !== 'raw' ? [() => load(true, UNSTREAMED).then((x) => runs.unstreamed.push(x))] : []),
+  ];
   for (let r = 0; r < ROUNDS; r += 1) {
-    if (ONLY !== 'cache') runs.raw.push(await load(false));
-    if (ONLY !== 'raw') runs.cache.push(await load(true));
+    for (let p = 0; p < paths.length; p += 1) await paths[(r + p) % paths.length]();
   }
   console.log(`paced ${RATE_BYTES_PER_S / 1e9} GB/s, burst ${BURST_BYTES / 1048576} MiB, backend ${BACKEND_NAME}, reader sync ≤ ${READER_SYNC_BYTES ?? 'default'} B, ${ROUNDS} interleaved rounds (medians, ms)`);
   const keys = ['wallMs', 'linkMs', 'startMs', 'idleMs', 'tailMs', 'decodeMs', 'mainMs', 'cpuMs'];
@@ -176,6 +192,7 @@ async function main() {
   }
   for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) console.log(`${path} wall, sorted: ${list.map((x) => x.wallMs).sort((a, b) => a - b).map((x) => x.toFixed(1)).join(' ')}`);
   console.log(`speedup (median of per-round raw/cache): ${median(runs.raw.map((r, i) => r.wallMs / runs.cache[i].wallMs)).toFixed(3)}x`);
+  if (UNSTREAMED) console.log(`speedup unstreamed (median of per-round raw/unstreamed): ${median(runs.raw.map((r, i) => r.wallMs / runs.unstreamed[i].wallMs)).toFixed(3)}x`);
   if (TIMELINE) {
     for (const [path, list] of Object.entries(runs).filter(([, l]) => l.length > 0)) {
       // The round at the asked quantile of wall time (the median by default).

@@ -31,6 +31,12 @@ export interface DecodeBackend {
    * their payloads need no shared memory (the runtime may stage a small one outside the pool).
    */
   readonly inlineMaxValues?: number;
+  /**
+   * Payloads of fewer values that this backend would decode on the calling thread with the codec:
+   * the runtime may decode such a payload itself, segment by segment as its bytes arrive through a
+   * custom reader (decode-streamed-payload.ts), the same work done earlier. Absent: never.
+   */
+  readonly streamMaxValues?: number;
   decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: DecodeCallOptions): void | number | Promise<void | number>;
   close?(): Promise<void>;
 }
@@ -55,6 +61,7 @@ export function createCpuDecoder(options: { sliceValues?: number } = {}): Decode
     get name() {
       return `cpu:${getCodecBackend()}`;
     },
+    streamMaxValues: Infinity,
     async decode(payload, meta, out) {
       const chunksPerSlice = Math.max(1, Math.floor(sliceValues / meta.chunkSize));
       let busyMs = 0;

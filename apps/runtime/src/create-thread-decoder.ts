@@ -115,14 +115,23 @@ function splitEvenly(count: number, parts: number): [number, number][] {
 
 /** Whether the built worker script exists (it does in the published package; not in a bundle that left it out). */
 export function hasThreadWorker(): boolean {
-  return existsSync(fileURLToPath(defaultWorkerUrl()));
+  hasWorkerScript ??= existsSync(fileURLToPath(defaultWorkerUrl()));
+  return hasWorkerScript;
 }
 
+/**
+ * Looked up once per process: `'auto'` is resolved on every load, and the two file checks cost a
+ * paced load of the default model ~0.06 ms of its start (measure-paced-stages.mjs --ab-stream).
+ */
+let workerUrl: URL | undefined;
+let hasWorkerScript: boolean | undefined;
+
 function defaultWorkerUrl(): URL {
+  if (workerUrl !== undefined) return workerUrl;
   const beside = new URL('./decode-thread.js', import.meta.url);
-  if (existsSync(fileURLToPath(beside))) return beside;
   // Running from src/ (tests): the built worker.
-  return new URL('../dist/decode-thread.js', import.meta.url);
+  workerUrl = existsSync(fileURLToPath(beside)) ? beside : new URL('../dist/decode-thread.js', import.meta.url);
+  return workerUrl;
 }
 
 /** Where a view's bytes live for the workers, if they can reach them without a copy. */
@@ -284,6 +293,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     verifiesChecksum: true,
     threads,
     inlineMaxValues,
+    // The payloads decoded inline below (the loading thread's codec pass) may also be streamed.
+    streamMaxValues: inlineMaxValues,
     get name() {
       return `threads:${threads}`;
     },

@@ -1,8 +1,17 @@
 import { createHash } from 'node:crypto';
-import { calibrateFromHistogram, countExponents, MAX_ELEMENT_COUNT, readPayloadMeta, type CodecArena, type PayloadMeta } from '@splitzip/codec';
+import {
+  calibrateFromHistogram,
+  countExponents,
+  MAX_ELEMENT_COUNT,
+  readPayloadMeta,
+  type CodecArena,
+  type PayloadLayout,
+  type PayloadMeta,
+} from '@splitzip/codec';
 import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import type { CacheEntry } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
+import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
@@ -250,6 +259,40 @@ function checkEntryDescribesTarget(target: ServeTarget, entry: CacheEntry): void
   }
 }
 
+/** Where a payload is staged: a pool slot (or a buffer of its own), how to give it back, its codec arena. */
+interface Stage {
+  stage: Uint8Array;
+  /** Gives the slot back to the pool (idempotent; nothing for a buffer of its own). */
+  release(): void;
+  arena: CodecArena | undefined;
+}
+
+/** Takes staging memory for `entry`'s payload: a slot of the pool, or a buffer of its own (small or oversized payloads). */
+async function takeStage(env: ServeEnv, entry: CacheEntry): Promise<Stage> {
+  const pool = env.pool;
+  // Values a shared-memory backend decodes on the calling thread (anything, for the others).
+  const inlineBelowValues = env.backend.shared === true ? (env.backend.inlineMaxValues ?? 0) : Infinity;
+  if (pool !== undefined && entry.compBytes <= SMALL_PAYLOAD_MAX_BYTES && pool.slotBytes >= LARGE_SLOT_MIN_BYTES && entry.rawBytes / 2 < inlineBelowValues) {
+    return { stage: allocateAligned(entry.compBytes), release: () => undefined, arena: undefined };
+  }
+  if (pool === undefined || entry.compBytes > pool.slotBytes) {
+    env.onStagingOverflow();
+    return { stage: allocateAligned(entry.compBytes), release: () => undefined, arena: undefined };
+  }
+  let slot: StagingSlot | undefined = await pool.acquire(env.signal ? { signal: env.signal } : {});
+  return {
+    stage: slot.bytes,
+    release: () => {
+      if (slot !== undefined) {
+        const held = slot;
+        slot = undefined;
+        pool.release(held);
+      }
+    },
+    arena: pool.arena,
+  };
+}
+
 /**
  * Takes a staging slot, reads the entry's payload into it (the store's readBlob, or the custom
  * reader followed by the same checks) and validates it. On failure the slot is already released.
@@ -267,27 +310,7 @@ export async function stagePayload(
   const backendVerifies = env.backend.verifiesChecksum === true && options.storeVerifies !== true;
   const context = { tensor: target.name, key: entry.key, qualname: entry.qualname };
   const cache = env.cache as ShardCache;
-  const pool = env.pool;
-  let slot: StagingSlot | undefined;
-  let stage: Uint8Array;
-  // Values a shared-memory backend decodes on the calling thread (anything, for the others).
-  const inlineBelowValues = env.backend.shared === true ? (env.backend.inlineMaxValues ?? 0) : Infinity;
-  if (pool !== undefined && entry.compBytes <= SMALL_PAYLOAD_MAX_BYTES && pool.slotBytes >= LARGE_SLOT_MIN_BYTES && entry.rawBytes / 2 < inlineBelowValues) {
-    stage = allocateAligned(entry.compBytes);
-  } else if (pool !== undefined && entry.compBytes <= pool.slotBytes) {
-    slot = await pool.acquire(env.signal ? { signal: env.signal } : {});
-    stage = slot.bytes;
-  } else {
-    env.onStagingOverflow();
-    stage = allocateAligned(entry.compBytes);
-  }
-  const release = () => {
-    if (slot !== undefined) {
-      const held = slot;
-      slot = undefined;
-      pool?.release(held);
-    }
-  };
+  const { stage, release, arena } = await takeStage(env, entry);
   let releaseWindow: (() => void) | undefined;
   try {
     let payload: Uint8Array;
@@ -333,7 +356,7 @@ export async function stagePayload(
     }
     abortIfNeeded(env.signal, target.name);
     // Left to the backend: bytes the runtime read itself, and blobs the store read unverified for it.
-    return { payload, meta, release, arena: slot !== undefined ? pool?.arena : undefined, checksumPending: backendVerifies };
+    return { payload, meta, release, arena, checksumPending: backendVerifies };
   } catch (error) {
     releaseWindow?.();
     release();
@@ -382,15 +405,70 @@ async function decodeFromCache(
   report: TensorReport,
   storeVerifies = false,
 ): Promise<void> {
+  // Bytes this runtime reads itself (a custom reader: a paced link, network storage) may be decoded as they arrive.
+  const layout = env.reader !== undefined && env.cache?.remote !== true ? planStreamedDecode(entry, env.backend) : undefined;
+  if (layout !== undefined) {
+    await decodeFromCacheStreamed(env, target, entry, layout, output, report);
+  } else {
+    await decodeFromCacheStaged(env, target, entry, output, report, storeVerifies);
+  }
+  if (env.verifyDigest) checkDigest(output, entry, target, report);
+}
+
+/** A view of `output` as BF16 values when its offset allows (decoded in place), else a temporary array to copy from. */
+function valuesFor(output: Uint8Array): { values: Uint16Array; direct: boolean } {
+  const direct = output.byteOffset % 2 === 0;
+  return {
+    values: direct ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1) : new Uint16Array(output.byteLength >>> 1),
+    direct,
+  };
+}
+
+/** The streamed cache path (decode-streamed-payload.ts): reads in segment order, each segment decoded as it arrives. */
+async function decodeFromCacheStreamed(
+  env: ServeEnv,
+  target: ServeTarget,
+  entry: CacheEntry,
+  layout: PayloadLayout,
+  output: Uint8Array,
+  report: TensorReport,
+): Promise<void> {
+  checkEntryDescribesTarget(target, entry);
+  const { stage, release } = await takeStage(env, entry);
+  let releaseWindow: (() => void) | undefined;
+  try {
+    releaseWindow = await env.readWindow?.acquire(entry.compBytes, env.signal);
+    const { values, direct } = valuesFor(output);
+    const blobPath = (env.cache as ShardCache).blobPath(entry);
+    report.backend = env.backend.name;
+    report.streamed = true;
+    const payload = stage.subarray(0, entry.compBytes);
+    const { decodeMs, ioMs } = await decodeStreamedPayload(env.reader as ByteReader, blobPath, payload, entry, layout, values, target.name, env.signal).finally(() => {
+      report.blobBytesRead += entry.compBytes;
+    });
+    report.ioMs += ioMs;
+    report.decodeMs += decodeMs;
+    if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
+  } finally {
+    releaseWindow?.();
+    release();
+  }
+}
+
+async function decodeFromCacheStaged(
+  env: ServeEnv,
+  target: ServeTarget,
+  entry: CacheEntry,
+  output: Uint8Array,
+  report: TensorReport,
+  storeVerifies: boolean,
+): Promise<void> {
   const staged = await stagePayload(env, target, entry, report, { storeVerifies });
   let retry = false;
   try {
     const decodeStartMs = performance.now();
     // Decode straight into the caller's buffer when it can be viewed as BF16 values (even offset).
-    const direct = output.byteOffset % 2 === 0;
-    const values = direct
-      ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1)
-      : new Uint16Array(output.byteLength >>> 1);
+    const { values, direct } = valuesFor(output);
     report.backend = env.backend.name;
     let busyMs: void | number = undefined;
     try {
@@ -411,6 +489,5 @@ async function decodeFromCache(
   } finally {
     staged.release();
   }
-  if (retry) return decodeFromCache(env, target, entry, output, report, true);
-  if (env.verifyDigest) checkDigest(output, entry, target, report);
+  if (retry) return decodeFromCacheStaged(env, target, entry, output, report, true);
 }

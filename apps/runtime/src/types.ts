@@ -52,6 +52,11 @@ export interface TensorReport {
   digestVerified: boolean;
   /** Name of the decode backend used (cache source only). */
   backend?: string;
+  /**
+   * True when the payload was read in segment order and each segment decoded as soon as its bytes
+   * were in (a custom reader, format v3, a backend that decodes it on the calling thread).
+   */
+  streamed?: boolean;
 }
 
 /** A loaded tensor: its bytes and its report. `data` is exactly `sizeBytes` long. */

@@ -1,0 +1,160 @@
+import {
+  computePayloadLayout,
+  computeSegmentSpans,
+  decodeSegments,
+  SEGMENT_DIGESTS,
+  SEGMENT_VALUES,
+  verifySegmentDigests,
+  type PayloadLayout,
+  type PayloadMeta,
+} from '@splitzip/codec';
+import type { CacheEntry } from '@splitzip/store';
+import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
+import type { DecodeBackend } from './create-cpu-decoder.js';
+import type { ByteReader } from './create-file-reader.js';
+import { RuntimeError } from './errors.js';
+
+/**
+ * Payloads of at least this many checksum segments (2^20 values each) are decoded as they arrive.
+ * With one segment nothing can start before the last byte: its codes and sm spans are the whole
+ * codes and sm sections.
+ */
+export const STREAM_MIN_SEGMENTS = 2;
+
+/**
+ * The layout of `entry`'s payload when the runtime should read it in segment order and decode each
+ * segment as soon as its bytes are in (format v3, at least STREAM_MIN_SEGMENTS segments, a backend
+ * that would decode it on the calling thread with the codec anyway: `streamMaxValues`), else
+ * undefined. Behind a slow link the largest tensor's decode otherwise starts after its last byte
+ * (the default model's 2.05M-value embeddings: ~0.4 ms after a paced load's link went quiet).
+ * The layout comes from the manifest's meta; the blob's own header is checked against it before
+ * any segment is decoded.
+ */
+export function planStreamedDecode(entry: CacheEntry, backend: DecodeBackend): PayloadLayout | undefined {
+  const { version, elementCount, escapeCount, chunkSize } = entry.meta;
+  if (version !== 3 || elementCount <= (STREAM_MIN_SEGMENTS - 1) * SEGMENT_VALUES) return undefined;
+  if (!(elementCount < (backend.streamMaxValues ?? 0))) return undefined;
+  let layout: PayloadLayout;
+  try {
+    layout = computePayloadLayout(elementCount, escapeCount, chunkSize);
+  } catch {
+    return undefined; // a meta the codec refuses: the ordinary path reports the blob's own error
+  }
+  return layout.totalBytes === entry.compBytes ? layout : undefined;
+}
+
+export interface StreamedDecodeResult {
+  meta: PayloadMeta;
+  /** Time in segment decodes and the checksum's combine on this thread (ms). */
+  decodeMs: number;
+  /** From the first read issued to the last read in (ms): the decodes of earlier segments overlap it. */
+  ioMs: number;
+}
+
+/**
+ * Reads the payload of `entry` from `blobPath` into `payload` (exactly `entry.compBytes` long) as
+ * separate reads, issued together in the order the decode needs them — the header, the escape
+ * sections, then each segment's codes span and sm span — and decodes each segment into `out`
+ * (hashing it in the same pass) as soon as its two spans are in. The checksum, combined from the
+ * segment digests and the other sections', is checked before returning: until then `out` holds
+ * unverified values, and on any failure the caller must not use them. Every read has settled
+ * before this returns or throws, so the staging memory is free to reuse.
+ *
+ * Throws `CACHE_READ_FAILED` for a read that fails or a payload that fails a check or its
+ * checksum, `CACHE_ENTRY_MISMATCH` when the blob's header disagrees with the entry, `ABORTED`.
+ */
+export async function decodeStreamedPayload(
+  reader: ByteReader,
+  blobPath: string,
+  payload: Uint8Array,
+  entry: CacheEntry,
+  layout: PayloadLayout,
+  out: Uint16Array,
+  tensorName: string,
+  signal?: AbortSignal,
+): Promise<StreamedDecodeResult> {
+  const context = { tensor: tensorName, key: entry.key, qualname: entry.qualname, blob: blobPath };
+  const startMs = performance.now();
+  let readsDoneMs = startMs;
+  const read = (from: number, to: number) => reader.readExact(blobPath, payload.subarray(from, to), from);
+  const segmentCount = Math.ceil(entry.meta.elementCount / SEGMENT_VALUES);
+  // Every read issued, to be settled on every way out: one still in flight would write into a slot
+  // given to another tensor. Once `stopped`, no further read starts.
+  const issued: Promise<unknown>[] = [];
+  let stopped = false;
+  const issue = (from: number, to: number) => {
+    if (stopped) throw new RuntimeError('ABORTED', 'streamed read stopped', context);
+    const reading = read(from, to);
+    issued.push(reading);
+    return reading;
+  };
+  const head = issue(0, layout.codes.offsetBytes);
+  const escapes = issue(layout.escapeIndex.offsetBytes, layout.totalBytes);
+  // Segment k + 1's reads are asked for once segment k's codes span is in (its sm span still on the
+  // way), as one read streams its pieces: asked all at once, a large payload's bytes took the paced
+  // link ahead of the reads asked before it, and the load's last reads started after it (measured).
+  const segmentReads: Promise<unknown>[] = [];
+  let previousCodes: Promise<unknown> = Promise.resolve();
+  for (let k = 0; k < segmentCount; k++) {
+    const span = computeSegmentSpans(layout, k);
+    const codes = previousCodes.then(() => issue(span.codes, span.codesEnd));
+    const sm = previousCodes.then(() => issue(span.sm, span.smEnd));
+    const both = Promise.all([codes, sm]);
+    both.catch(() => undefined); // awaited below, unless an earlier failure ended the decode
+    segmentReads.push(both);
+    previousCodes = codes;
+  }
+  previousCodes.catch(() => undefined);
+  const awaitRead = async (reads: Promise<unknown>) => {
+    try {
+      await reads;
+    } catch (error) {
+      throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${(error as Error).message}`, context, { cause: error });
+    }
+  };
+  const codecFailure = (error: unknown) =>
+    error instanceof RuntimeError
+      ? error
+      : new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${(error as Error).message}`, { ...context, codecCode: (error as { code?: unknown }).code }, {
+          cause: error,
+        });
+  try {
+    await awaitRead(Promise.all([head, escapes]));
+    let meta: PayloadMeta;
+    try {
+      meta = checkPayloadAgainstEntry(payload, entry, blobPath, { checksum: false });
+    } catch (error) {
+      const failure = error as RuntimeError;
+      throw new RuntimeError(failure.code, failure.message, { ...failure.details, tensor: tensorName }, { cause: error });
+    }
+    const digests = new Uint32Array(SEGMENT_DIGESTS * segmentCount);
+    let decodeMs = 0;
+    for (let k = 0; k < segmentCount; k++) {
+      await awaitRead(segmentReads[k]!);
+      readsDoneMs = performance.now();
+      if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${entry.qualname} aborted`, { ...context, reason: signal.reason });
+      const segmentStartMs = performance.now();
+      try {
+        decodeSegments(payload, meta, k, k + 1, out.subarray(k * SEGMENT_VALUES), { digests: digests.subarray(k * SEGMENT_DIGESTS) });
+      } catch (error) {
+        throw codecFailure(error);
+      }
+      decodeMs += performance.now() - segmentStartMs;
+    }
+    const combineStartMs = performance.now();
+    try {
+      verifySegmentDigests(payload, meta, digests);
+    } catch (error) {
+      throw codecFailure(error);
+    }
+    decodeMs += performance.now() - combineStartMs;
+    return { meta, decodeMs, ioMs: readsDoneMs - startMs };
+  } finally {
+    stopped = true;
+    for (let settledUpTo = 0; settledUpTo < issued.length; ) {
+      const batch = issued.slice(settledUpTo);
+      settledUpTo = issued.length;
+      await Promise.allSettled(batch);
+    }
+  }
+}
