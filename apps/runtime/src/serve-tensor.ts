@@ -134,6 +134,16 @@ function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
  * read raw from its shard otherwise. Never returns bytes that failed a check: a failure on the cache
  * path is reported and the tensor is read raw (or, with `cacheOnly`, the typed error is thrown).
  */
+/**
+ * A place in the load's read window for `bytes`: granted at once when it can be (see
+ * ReadWindow.tryAcquire), awaited otherwise; undefined when the load has no window.
+ */
+function acquireWindow(env: ServeEnv, bytes: number): (() => void) | undefined | Promise<() => void> {
+  const window = env.readWindow;
+  if (window === undefined) return undefined;
+  return window.tryAcquire(bytes) ?? window.acquire(bytes, env.signal);
+}
+
 /** A fresh per-tensor report: raw until the cache path succeeds, nothing read or timed yet. */
 export function createTensorReport(target: ServeTarget, reason: LoadReason): TensorReport {
   const { name, dtype, shape, slice } = target;
@@ -207,7 +217,8 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
     });
   }
   const info = target.info;
-  const releaseWindow = await env.readWindow?.acquire(output.byteLength, env.signal);
+  const granted = acquireWindow(env, output.byteLength);
+  const releaseWindow = granted instanceof Promise ? await granted : granted;
   const startMs = performance.now();
   try {
     // The reader seam is for local files; a model opened from a ByteSource (s3://…) reads through it.
@@ -267,8 +278,11 @@ interface Stage {
   arena: CodecArena | undefined;
 }
 
-/** Takes staging memory for `entry`'s payload: a slot of the pool, or a buffer of its own (small or oversized payloads). */
-async function takeStage(env: ServeEnv, entry: CacheEntry): Promise<Stage> {
+/**
+ * Takes staging memory for `entry`'s payload: a slot of the pool, or a buffer of its own (small or
+ * oversized payloads). Synchronous unless it must wait for a slot (see acquireWindow for why).
+ */
+function takeStage(env: ServeEnv, entry: CacheEntry): Stage | Promise<Stage> {
   const pool = env.pool;
   // Values a shared-memory backend decodes on the calling thread (anything, for the others).
   const inlineBelowValues = env.backend.shared === true ? (env.backend.inlineMaxValues ?? 0) : Infinity;
@@ -279,18 +293,25 @@ async function takeStage(env: ServeEnv, entry: CacheEntry): Promise<Stage> {
     env.onStagingOverflow();
     return { stage: allocateAligned(entry.compBytes), release: () => undefined, arena: undefined };
   }
-  let slot: StagingSlot | undefined = await pool.acquire(env.signal ? { signal: env.signal } : {});
-  return {
-    stage: slot.bytes,
-    release: () => {
-      if (slot !== undefined) {
-        const held = slot;
-        slot = undefined;
-        pool.release(held);
-      }
-    },
-    arena: pool.arena,
+  const stageOf = (taken: StagingSlot): Stage => {
+    let slot: StagingSlot | undefined = taken;
+    return {
+      stage: taken.bytes,
+      release: () => {
+        if (slot !== undefined) {
+          const held = slot;
+          slot = undefined;
+          pool.release(held);
+        }
+      },
+      arena: pool.arena,
+    };
   };
+  if (env.signal?.aborted !== true) {
+    const slot = pool.tryAcquire();
+    if (slot !== undefined) return stageOf(slot);
+  }
+  return pool.acquire(env.signal ? { signal: env.signal } : {}).then(stageOf);
 }
 
 /**
@@ -310,7 +331,8 @@ export async function stagePayload(
   const backendVerifies = env.backend.verifiesChecksum === true && options.storeVerifies !== true;
   const context = { tensor: target.name, key: entry.key, qualname: entry.qualname };
   const cache = env.cache as ShardCache;
-  const { stage, release, arena } = await takeStage(env, entry);
+  const taken = takeStage(env, entry);
+  const { stage, release, arena } = taken instanceof Promise ? await taken : taken;
   let releaseWindow: (() => void) | undefined;
   try {
     let payload: Uint8Array;
@@ -318,7 +340,10 @@ export async function stagePayload(
     // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
     const readSync = env.reader === undefined && cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes;
     // A synchronous read is over before anything else runs: it needs no place in the window.
-    if (!readSync) releaseWindow = await env.readWindow?.acquire(entry.compBytes, env.signal);
+    if (!readSync) {
+      const granted = acquireWindow(env, entry.compBytes);
+      releaseWindow = granted instanceof Promise ? await granted : granted;
+    }
     const ioStartMs = performance.now();
     if (env.reader !== undefined && !cache.remote) {
       const blobPath = cache.blobPath(entry);
@@ -434,10 +459,12 @@ async function decodeFromCacheStreamed(
   report: TensorReport,
 ): Promise<void> {
   checkEntryDescribesTarget(target, entry);
-  const { stage, release } = await takeStage(env, entry);
+  const taken = takeStage(env, entry);
+  const { stage, release } = taken instanceof Promise ? await taken : taken;
   let releaseWindow: (() => void) | undefined;
   try {
-    releaseWindow = await env.readWindow?.acquire(entry.compBytes, env.signal);
+    const granted = acquireWindow(env, entry.compBytes);
+    releaseWindow = granted instanceof Promise ? await granted : granted;
     const { values, direct } = valuesFor(output);
     const blobPath = (env.cache as ShardCache).blobPath(entry);
     report.backend = env.backend.name;

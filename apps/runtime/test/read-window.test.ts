@@ -4,7 +4,7 @@ import { createFileReader, type ByteReader } from '../src/create-file-reader.js'
 import { createReadWindow } from '../src/create-read-window.js';
 import { loadModel } from '../src/load-model.js';
 import type { ShardCache } from '../src/open-shard-cache.js';
-import { openCachedModel, sameBytes, type CachedModelFixture } from './fixtures.js';
+import { bf16Weights, openCachedModel, sameBytes, type CachedModelFixture } from './fixtures.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -56,6 +56,25 @@ describe('createReadWindow', () => {
     (await behind)();
     expect(window.inFlightBytes).toBe(0);
     await expect(window.acquire(1, controller.signal)).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+
+  it('tryAcquire grants at once only when no read waits ahead and the bytes fit', async () => {
+    const window = createReadWindow(100);
+    const releaseA = window.tryAcquire(60);
+    expect(releaseA).toBeTypeOf('function');
+    expect(window.tryAcquire(50)).toBeUndefined(); // no room
+    const queued = window.acquire(50);
+    expect(window.tryAcquire(10)).toBeUndefined(); // it fits, but a read waits ahead of it
+    releaseA!();
+    const releaseQueued = await queued;
+    const releaseSmall = window.tryAcquire(10);
+    expect(window.inFlightBytes).toBe(60);
+    releaseQueued();
+    releaseSmall!();
+    expect(window.inFlightBytes).toBe(0);
+    const releaseBig = window.tryAcquire(1000); // an empty window admits a read of any size
+    expect(window.inFlightBytes).toBe(1000);
+    releaseBig!();
   });
 
   it('rejects a window that is not a positive integer', () => {
@@ -126,5 +145,36 @@ describe('loadModel with a read window', () => {
 
   it('refuses a window that is not a positive integer', () => {
     expect(() => loadModel(model, cache, { readWindowBytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
+
+describe('a load asks for its reads in model order', () => {
+  let fixture: CachedModelFixture;
+
+  beforeAll(async () => {
+    // A large cached tensor first, then many small uncached ones (F32): the default model's shape.
+    const small = Array.from({ length: 24 }, (_, i) => ({ name: `norm.${i}`, dtype: 'F32' as const, shape: [16], data: new Uint8Array(64).fill(i) }));
+    fixture = await openCachedModel('read-order', [{ name: 'embed', dtype: 'BF16', shape: [256, 257], data: bf16Weights(256 * 257, 11) }, ...small]);
+  });
+  afterAll(async () => {
+    await fixture?.close();
+  });
+
+  it("the large cached tensor's blob read is asked first, not after the small tensors' reads", async () => {
+    const inner = createFileReader();
+    const asked: string[] = [];
+    const reader: ByteReader = {
+      async readExact(path, target, positionBytes) {
+        asked.push(path);
+        await inner.readExact(path, target, positionBytes);
+      },
+      close: () => inner.close(),
+    };
+    const load = loadModel(fixture.model, fixture.cache, { reader });
+    for await (const tensor of load) expect(sameBytes(tensor.data, fixture.raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+    await reader.close();
+    expect(load.reports[0]).toMatchObject({ name: 'embed', source: 'cache' });
+    expect(asked[0]).toMatch(/\.bin$/);
+    expect(asked.filter((path) => !path.endsWith('.bin'))).toHaveLength(24);
   });
 });
