@@ -8,7 +8,7 @@ import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type Tens
 import { computeContentKey, DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
-import { createTensorProcessor, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
+import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
 import { createSlabPool, slabBytesOf, type SlabPool } from './create-slab-pool.js';
 import { countStartupWorkers, planBuildMemory, type BuildMemoryPlan } from './plan-build-memory.js';
 import { codecEncoder, createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
@@ -34,6 +34,8 @@ export {
  * slab: many small tensors in flight let the store group their commits (one record, one fsync).
  */
 export const MAX_TENSORS_IN_FLIGHT = 32;
+/** Raw tensors read ahead of the workers' queues (RAW_READ_AHEAD + jobs x REQUESTS_PER_WORKER held at most). */
+export const RAW_READ_AHEAD = 2;
 /** Payload bytes freed between two collectGarbage calls, at least (gpu.js backends allocate their payloads). */
 export const GC_EVERY_MIN_BYTES = 4 * 1024 * 1024;
 
@@ -213,9 +215,21 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       largestInFlightBytes: slabBytesOf(sizesOf(largestBytes)),
       ...(options.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: options.maxInFlightBytes }),
     });
-    const slab = createSlabPool(memory.slabBytes);
-    if (memory.workers > 0) givePlan({ slab: slab.buffer, workers: memory.workers });
+    // A codec arena shared with the workers where one can be made: they encode in place, and the
+    // store checks payloads in place here.
+    const slab = createSlabPool(memory.slabBytes, { threads: memory.workers });
+    if (memory.workers > 0) givePlan({ slab: slab.buffer, share: (index) => slab.share(index), workers: memory.workers });
     let droppedBytes = 0;
+    // Raw tensors held (read, keyed, or waiting for or at a worker): at most what keeps every
+    // worker's queue full plus the next being read, so the rest of the slab holds payloads that
+    // wait for their commit (on a disk, ~5x as long as encoding them) instead of reads far ahead,
+    // whose fresh pages cost CPU (~3 ms per MiB here) and do not make the workers any faster.
+    const rawHeld = new Set<Uint8Array>();
+    const maxRawAhead = Math.max(1, memory.workers) * REQUESTS_PER_WORKER + RAW_READ_AHEAD;
+    const releaseRaw = (raw: Uint8Array): void => {
+      rawHeld.delete(raw);
+      slab.release(raw);
+    };
 
     // Tensor events wait for the start event, which names the backend: it comes once the encoder
     // is ready (a failure to start it fails the build, below).
@@ -258,6 +272,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       // class anyway) instead of waiting for it; a backend asked for by name is waited for.
       encoderNow: () => encoder ?? ((options.backend ?? 'auto') === 'auto' ? codecEncoder : null),
       slab,
+      releaseRaw,
       cacheDir: options.cacheDir,
       coverageMin,
       chunkSize,
@@ -293,7 +308,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       const sizes = sizesOf(tensor.slice.sizeBytes);
       let views: Uint8Array[] | null = null;
       while (state.failure === null) {
-        if (active.size < MAX_TENSORS_IN_FLIGHT) views = slab.tryAcquire(sizes);
+        if (active.size < MAX_TENSORS_IN_FLIGHT && rawHeld.size < maxRawAhead) views = slab.tryAcquire(sizes);
         // The slab holds a largest tensor's pair when empty: with nothing in flight this succeeds.
         if (views !== null || active.size === 0) break;
         await Promise.race([...active, slab.changed()]);
@@ -303,9 +318,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         break;
       }
       const [raw, out] = views as [Uint8Array, Uint8Array];
+      rawHeld.add(raw);
       if (signal?.aborted) {
         state.failure = buildInterrupted(signal);
-        slab.release(raw);
+        releaseRaw(raw);
         slab.release(out);
         break;
       }
@@ -317,7 +333,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       );
       const tracked = task.finally(() => {
         // Released already unless the tensor failed (idempotent).
-        slab.release(raw);
+        releaseRaw(raw);
         slab.release(out);
         active.delete(tracked);
       });
@@ -375,6 +391,8 @@ interface TensorContext {
   /** The encoder to use without waiting, if any. */
   encoderNow(): ValuesEncoder | null;
   slab: SlabPool;
+  /** Gives a tensor's raw bytes back to the slab (and lets the next tensor be read). */
+  releaseRaw(raw: Uint8Array): void;
   cacheDir: string;
   coverageMin: number;
   chunkSize: number;
@@ -463,13 +481,13 @@ async function processKeyedTensor(
   key: string,
   withKey: BaseReport,
 ): Promise<BuildTensorReport> {
-  const { store, slab } = context;
+  const { store, slab, releaseRaw } = context;
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   await waitForEarlierHolders(context, key, index);
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
-    slab.release(raw);
+    releaseRaw(raw);
     slab.release(out);
     context.checkFailure();
     await bindSlice(context, key, tensor);
@@ -484,7 +502,7 @@ async function processKeyedTensor(
   context.checkFailure();
   const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
   // The raw bytes are free: only the payload stays in flight while it is written.
-  slab.release(raw);
+  releaseRaw(raw);
   if (!calibrated.payload) slab.release(out);
   try {
     // An identical tensor earlier in the model may have got its key later than this one.

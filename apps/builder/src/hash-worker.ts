@@ -5,6 +5,7 @@
 // in place. The main thread computes the content key first (the store lives there), so only
 // tensors not yet cached come here.
 import { parentPort } from 'node:worker_threads';
+import { attachSlab } from './create-slab-pool.js';
 import { calibrateAndEncode } from './tensor-tasks.js';
 import { serializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
 
@@ -18,7 +19,8 @@ function reply(message: WorkerReply): void {
 
 port.on('message', (request: WorkerRequest) => {
   if (request.type === 'slab') {
-    slab = request.slab;
+    // In a codec arena this also binds this thread's kernels to it: encoding runs in place.
+    slab = attachSlab(request.share);
     return;
   }
   try {

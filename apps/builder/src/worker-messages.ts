@@ -1,12 +1,14 @@
 // Messages between the build's main thread and its calibration workers. The tensors and payload
-// buffers live in the build's slab (create-slab-pool.ts), which each worker receives once, in a
+// buffers live in the build's slab (create-slab-pool.ts), which each worker attaches to once, from a
 // first `slab` message (the workers start before the model is open, so before the slab is sized);
 // requests name ranges of it by offset, so nothing is copied or transferred.
+import type { CodecArenaShare } from '@splitzip/codec';
 import type { PayloadDigest } from '@splitzip/store';
 import type { TensorCalibration } from './tensor-tasks.js';
 
 export type WorkerRequest =
-  | { type: 'slab'; slab: SharedArrayBuffer }
+  /** The slab: what this worker attaches to (create-slab-pool.ts attachSlab). */
+  | { type: 'slab'; share: CodecArenaShare }
   | {
       type: 'calibrate';
       id: number;
