@@ -91,7 +91,7 @@ export function planBuildMemory(input: BuildMemoryInput): BuildMemoryPlan {
   if (input.maxInFlightBytes !== undefined) return { slabBytes, workers, boundBytes };
   // What the workers leave of the bound goes to the slab too: the build reads only a few tensors
   // ahead of the workers (RAW_READ_AHEAD), so the rest holds payloads waiting for their commit,
-  // which on a disk take ~5x as long as encoding them. --jobs 2 on the 1.16 GB model: 140 MB
+  // which on a disk take 3-6x as long as encoding them. --jobs 2 on the 1.16 GB model: 140 MB
   // instead of 101, 5-10 % faster on disk; ~1 % slower on tmpfs, where its pages are touched too
   // (~9k more first-touch faults, ~0.1 CPU-s) without gaining anything (measured 2026-12-03).
   const room = boundBytes - RSS_HEADROOM_BYTES - PROCESS_RSS_BYTES - workers * WORKER_RSS_BYTES;

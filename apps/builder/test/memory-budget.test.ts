@@ -4,7 +4,7 @@ import { Worker } from 'node:worker_threads';
 import { calibrateFromHistogram, computePayloadLayout, countExponents, createCodebook, encode, getCodecBackend, setCodecBackend } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
 import { inFlightBytesOf } from '../src/build-cache.js';
-import { createSlabPool, SLAB_ALIGN_BYTES, slabBytesOf } from '../src/create-slab-pool.js';
+import { createSlabPool, mallocUsesHugePages, SLAB_ALIGN_BYTES, slabBytesOf } from '../src/create-slab-pool.js';
 import { worstPayloadBytes } from '../src/tensor-tasks.js';
 
 describe('inFlightBytesOf', () => {
@@ -71,7 +71,7 @@ describe('createSlabPool', () => {
   });
 
   it('is a codec arena shared with its workers, where the codec encodes in place with the same bytes', async () => {
-    const slab = createSlabPool(8 << 20, { threads: 2 });
+    const slab = createSlabPool(8 << 20, { threads: 2, arena: true });
     expect(slab.buffer).toBeInstanceOf(SharedArrayBuffer);
     expect(slab.zeroCopy).toBe(getCodecBackend() === 'wasm-simd');
     // Each worker gets its own kernel scratch area of the same memory; no third one was reserved.
@@ -102,6 +102,17 @@ describe('createSlabPool', () => {
     const values = new Uint16Array(raw!.buffer, raw!.byteOffset, 2048);
     const book = createCodebook(calibrateFromHistogram(countExponents(values)).codebook.exponents);
     expect(encode(values, book, { out: out! })).toEqual(encode(values.slice(), book));
+  });
+
+  it('is a plain shared buffer when malloc gives huge pages (GLIBC_TUNABLES), which an arena would not get', () => {
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.mmap_threshold=4096:glibc.malloc.hugetlb=2')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=0')).toBe(false);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=10')).toBe(false);
+    expect(mallocUsesHugePages(undefined)).toBe(false);
+    const slab = createSlabPool(1 << 20, { threads: 2, arena: false });
+    expect([slab.zeroCopy, slab.byteOffset, slab.buffer instanceof SharedArrayBuffer]).toEqual([false, 0, true]);
+    expect(slab.share(0)).toEqual({ buffer: slab.buffer, memory: null, scratchBase: 0 });
   });
 
   it('falls back to a plain shared buffer where the codec cannot work in place', () => {
