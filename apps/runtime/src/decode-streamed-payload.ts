@@ -124,15 +124,15 @@ export async function decodeStreamedPayload(
     try {
       meta = checkPayloadAgainstEntry(payload, entry, blobPath, { checksum: false });
     } catch (error) {
-      const failure = error as RuntimeError;
-      throw new RuntimeError(failure.code, failure.message, { ...failure.details, tensor: tensorName }, { cause: error });
+      if (!(error instanceof RuntimeError)) throw error;
+      throw new RuntimeError(error.code, error.message, { ...error.details, tensor: tensorName }, { cause: error });
     }
     const digests = new Uint32Array(SEGMENT_DIGESTS * segmentCount);
     let decodeMs = 0;
     for (let k = 0; k < segmentCount; k++) {
       await awaitRead(segmentReads[k]!);
       readsDoneMs = performance.now();
-      if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${entry.qualname} aborted`, { ...context, reason: signal.reason });
+      if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${tensorName} aborted`, { ...context, reason: signal.reason });
       const segmentStartMs = performance.now();
       try {
         decodeSegments(payload, meta, k, k + 1, out.subarray(k * SEGMENT_VALUES), { digests: digests.subarray(k * SEGMENT_DIGESTS) });

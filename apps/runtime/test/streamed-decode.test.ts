@@ -238,6 +238,37 @@ describe('a streamed payload that fails is never used', () => {
   });
 });
 
+it('an abort mid-payload rejects with ABORTED once no read of the blob is in flight', async () => {
+  const cache = await freshCache();
+  const { blob } = entryOf(cache, 'three');
+  const layout = await layoutOf(blob);
+  const controller = new AbortController();
+  const segment1 = computeSegmentSpans(layout, 1).codes;
+  const inner = createFileReader();
+  let inFlight = 0;
+  const reader: ByteReader = {
+    async readExact(path, target, positionBytes) {
+      if (path === blob && positionBytes === segment1) controller.abort(new Error('stop'));
+      inFlight += 1;
+      try {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        await inner.readExact(path, target, positionBytes);
+      } finally {
+        inFlight -= 1;
+      }
+    },
+    close: () => inner.close(),
+  };
+  try {
+    const loading = loadTensor({ model, name: 'three' }, { cache, reader, backend: createCpuDecoder(), signal: controller.signal });
+    await expect(loading).rejects.toMatchObject({ code: 'ABORTED', details: expect.objectContaining({ tensor: 'three' }) });
+    expect(inFlight).toBe(0);
+  } finally {
+    await reader.close();
+    await cache.close();
+  }
+});
+
 it('a backend that does not say it decodes on the calling thread is never streamed', async () => {
   const cache = await freshCache();
   const cpu = createCpuDecoder();
