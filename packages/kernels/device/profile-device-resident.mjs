@@ -8,31 +8,12 @@ import { Session } from 'node:inspector/promises';
 import { calibrateCodebook, encode } from '@splitzip/codec';
 import { createKernels, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
+import { modelLike } from './model-like-values.mjs';
 import { createRawBf16Uploader } from './raw-bf16-upload.mjs';
 
 const n = 2 ** Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 26);
 const ROUNDS = 15;
 const RAW_METHOD = 'mapped staging (kept), 16 MiB pieces + copies';
-
-/** Gaussian BF16 (std 0.02) tiled from a 2^20 block, with rare exponents: h200-bench.mjs's data. */
-function modelLike(count) {
-  const f32 = new Float32Array(1);
-  const u32 = new Uint32Array(f32.buffer);
-  const blockLength = Math.min(count, 1 << 20);
-  const block = new Uint16Array(blockLength);
-  let s = 12345;
-  const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) + 0.5) / 4294967296;
-  for (let i = 0; i < blockLength; i++) {
-    f32[0] = Math.sqrt(-2 * Math.log(rnd())) * Math.cos(2 * Math.PI * rnd()) * 0.02;
-    block[i] = u32[0] >>> 16;
-  }
-  const values = new Uint16Array(count);
-  for (let at = 0, k = 0; at < count; at += blockLength, k++) {
-    values.set(block.subarray(0, Math.min(blockLength, count - at)), at);
-    for (let i = at + (k % 89); i < Math.min(count, at + blockLength); i += 5003) values[i] = (values[i] & 0x807f) | ((248 - (k % 5)) << 7);
-  }
-  return values;
-}
 
 const status = await installNodeWebGpu();
 if (!status.available) throw new Error(`webgpu unavailable: ${status.reason}`);

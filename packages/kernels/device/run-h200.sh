@@ -15,7 +15,7 @@ mkdir -p "$WORK"
 xz -dc .carry/node.xz > "$WORK/node"
 chmod +x "$WORK/node"
 tar -xJf .carry/kernels-app.tar.xz -C "$WORK"
-cp packages/kernels/device/h200-bench.mjs packages/kernels/device/raw-bf16-upload.mjs packages/kernels/device/upload-probe.mjs packages/kernels/device/profile-device-resident.mjs "$WORK/app/"
+cp packages/kernels/device/h200-bench.mjs packages/kernels/device/raw-bf16-upload.mjs packages/kernels/device/upload-probe.mjs packages/kernels/device/profile-device-resident.mjs packages/kernels/device/model-like-values.mjs "$WORK/app/"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 echo "vulkan loader: $(ldconfig -p | grep -c libvulkan) entries"
 cd "$WORK/app"
