@@ -129,21 +129,6 @@ function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
   if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${name} aborted`, { tensor: name, reason: signal.reason });
 }
 
-/**
- * Serves one tensor into `output` (exactly its size): decoded from the cache when its entry is good,
- * read raw from its shard otherwise. Never returns bytes that failed a check: a failure on the cache
- * path is reported and the tensor is read raw (or, with `cacheOnly`, the typed error is thrown).
- */
-/**
- * A place in the load's read window for `bytes`: granted at once when it can be (see
- * ReadWindow.tryAcquire), awaited otherwise; undefined when the load has no window.
- */
-function acquireWindow(env: ServeEnv, bytes: number): (() => void) | undefined | Promise<() => void> {
-  const window = env.readWindow;
-  if (window === undefined) return undefined;
-  return window.tryAcquire(bytes) ?? window.acquire(bytes, env.signal);
-}
-
 /** A fresh per-tensor report: raw until the cache path succeeds, nothing read or timed yet. */
 export function createTensorReport(target: ServeTarget, reason: LoadReason): TensorReport {
   const { name, dtype, shape, slice } = target;
@@ -167,6 +152,11 @@ export function createTensorReport(target: ServeTarget, reason: LoadReason): Ten
   };
 }
 
+/**
+ * Serves one tensor into `output` (exactly its size): decoded from the cache when its entry is good,
+ * read raw from its shard otherwise. Never returns bytes that failed a check: a failure on the cache
+ * path is reported and the tensor is read raw (or, with `cacheOnly`, the typed error is thrown).
+ */
 export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Uint8Array): Promise<LoadedTensor> {
   const { name, dtype, shape, slice } = target;
   const report = createTensorReport(target, 'missing');
@@ -268,6 +258,16 @@ function checkEntryDescribesTarget(target: ServeTarget, entry: CacheEntry): void
       { tensor: name, key: entry.key, qualname: entry.qualname },
     );
   }
+}
+
+/**
+ * A place in the load's read window for `bytes`: granted at once when it can be (see
+ * ReadWindow.tryAcquire), awaited otherwise; undefined when the load has no window.
+ */
+function acquireWindow(env: ServeEnv, bytes: number): (() => void) | undefined | Promise<() => void> {
+  const window = env.readWindow;
+  if (window === undefined) return undefined;
+  return window.tryAcquire(bytes) ?? window.acquire(bytes, env.signal);
 }
 
 /** Where a payload is staged: a pool slot (or a buffer of its own), how to give it back, its codec arena. */
