@@ -81,22 +81,25 @@ let fallbackTimer: NodeJS.Timeout | undefined;
 let turning = false;
 let watchdog: NodeJS.Timeout | undefined;
 
-/** Runs the safety net (WATCHDOG_PERIOD_MS) while any wait is pending, and only then. */
-function watch(pending: boolean): void {
-  if (pending && watchdog === undefined) {
-    watchdog = setInterval(() => {
-      const head = waiters[0];
-      if (head !== undefined && performance.now() - head.atMs > WATCHDOG_LATE_MS) {
-        armedAtMs = 0; // hand the deadline over again: the thread's last answer did not arrive
-        wakeDue();
-      }
-    }, WATCHDOG_PERIOD_MS);
-    // The thread (held while waits are pending) or the fallback timers keep the process alive.
-    watchdog.unref();
-  } else if (!pending && watchdog !== undefined) {
-    clearInterval(watchdog);
-    watchdog = undefined;
-  }
+/**
+ * Starts the safety net (WATCHDOG_PERIOD_MS) when a wait is pending; it stops itself at a tick that
+ * finds none (not when the list empties: a paced load empties and refills it many times a
+ * millisecond, and a timer made and cleared each time cost the loading thread more than the net).
+ */
+function watch(): void {
+  if (watchdog !== undefined) return;
+  watchdog = setInterval(() => {
+    const head = waiters[0];
+    if (head === undefined) {
+      clearInterval(watchdog);
+      watchdog = undefined;
+    } else if (performance.now() - head.atMs > WATCHDOG_LATE_MS) {
+      armedAtMs = 0; // hand the deadline over again: the thread's last answer did not arrive
+      wakeDue();
+    }
+  }, WATCHDOG_PERIOD_MS);
+  // The thread (held while waits are pending) or the fallback timers keep the process alive.
+  watchdog.unref();
 }
 
 function startThread(): TimerThread | undefined {
@@ -145,7 +148,7 @@ function wakeDue(): void {
   if (fallbackTimer !== undefined) clearTimeout(fallbackTimer);
   fallbackTimer = undefined;
   const head = waiters[0];
-  watch(head !== undefined);
+  if (head !== undefined) watch();
   const started = startThread();
   const helper = started?.ready === true ? started : undefined;
   if (helper === undefined) {
