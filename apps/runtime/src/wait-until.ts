@@ -12,16 +12,19 @@ import { Worker } from 'node:worker_threads';
  * 10 ms ended 10-50 µs late, never early, and the thread itself sleeps (0.1 of a core on 400 waits
  * of 0.2-4.2 ms, against 0.3 for setImmediate checks).
  */
-const TIMER_THREAD_SOURCE = `
+export const TIMER_THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { performance } = require('node:perf_hooks');
 const control = new Int32Array(workerData, 0, 1);
 const delay = new Float64Array(workerData, 8, 1);
-parentPort.postMessage('ready');
+// Read before saying ready: the main thread hands its first deadline over as soon as it hears it,
+// and a thread preempted between the two (the message's wake-up of the main thread can do that on
+// a busy machine) would otherwise count that hand-over as already seen and sleep for good.
+let seen = Atomics.load(control, 0);
 // The deadline on this thread's clock (0: none). The main thread hands over a delay, not an instant
 // (the threads' time origins need not agree): counted from when it is read here, never early.
-let seen = Atomics.load(control, 0);
 let atMs = 0;
+parentPort.postMessage('ready');
 for (;;) {
   const now = Atomics.load(control, 0);
   if (now !== seen) {
@@ -44,16 +47,6 @@ for (;;) {
 
 /** Deadlines closer than this are left to event-loop turns (a hand-over and a message take longer). */
 const SKEW_MS = 0.05;
-
-/**
- * A safety net while waits are pending: every WATCHDOG_PERIOD_MS, a head more than
- * WATCHDOG_LATE_MS overdue is woken and the next deadline handed over again. Under CPU contention
- * (CI, 2 cores and other test processes) a wait was seen to stay pending for good in about 1 run of
- * 8 of the readers test: the thread's answer never woke the loop (cause not found). Normally the
- * thread answers within 0.05 ms and the net never acts; one timer tick per period is its cost.
- */
-export const WATCHDOG_PERIOD_MS = 20;
-export const WATCHDOG_LATE_MS = 5;
 
 interface Waiter {
   atMs: number;
@@ -79,28 +72,6 @@ let armedAtMs = 0;
 let held = false;
 let fallbackTimer: NodeJS.Timeout | undefined;
 let turning = false;
-let watchdog: NodeJS.Timeout | undefined;
-
-/**
- * Starts the safety net (WATCHDOG_PERIOD_MS) when a wait is pending; it stops itself at a tick that
- * finds none (not when the list empties: a paced load empties and refills it many times a
- * millisecond, and a timer made and cleared each time cost the loading thread more than the net).
- */
-function watch(): void {
-  if (watchdog !== undefined) return;
-  watchdog = setInterval(() => {
-    const head = waiters[0];
-    if (head === undefined) {
-      clearInterval(watchdog);
-      watchdog = undefined;
-    } else if (performance.now() - head.atMs > WATCHDOG_LATE_MS) {
-      armedAtMs = 0; // hand the deadline over again: the thread's last answer did not arrive
-      wakeDue();
-    }
-  }, WATCHDOG_PERIOD_MS);
-  // The thread (held while waits are pending) or the fallback timers keep the process alive.
-  watchdog.unref();
-}
 
 function startThread(): TimerThread | undefined {
   if (thread !== undefined || threadFailed) return thread;
@@ -148,7 +119,6 @@ function wakeDue(): void {
   if (fallbackTimer !== undefined) clearTimeout(fallbackTimer);
   fallbackTimer = undefined;
   const head = waiters[0];
-  if (head !== undefined) watch();
   const started = startThread();
   const helper = started?.ready === true ? started : undefined;
   if (helper === undefined) {

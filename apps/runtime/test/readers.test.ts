@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
-import { waitUntil } from '../src/wait-until.js';
+import { Worker } from 'node:worker_threads';
+import { TIMER_THREAD_SOURCE, waitUntil } from '../src/wait-until.js';
 
 let dir: string;
 let file: string;
@@ -261,5 +262,39 @@ describe('waitUntil', () => {
     const deadlines = [2.5, 0.2, 1.1, 0.6, 3];
     const ended = await Promise.all(deadlines.map((d) => waitUntil(base + d).then(() => performance.now())));
     ended.forEach((atMs, i) => expect(atMs).toBeGreaterThanOrEqual(base + (deadlines[i] as number)));
+  });
+
+  it("its thread answers a deadline handed over right after 'ready', even when preempted in between", async () => {
+    // The thread's own source, with a 100 ms stall injected just after it posts 'ready' (what a
+    // preemption there does on a busy machine), driven the way waitUntil drives it: the first
+    // deadline is handed over as soon as 'ready' arrives. A thread that read its hand-over counter
+    // only after saying ready counted that hand-over as already seen and never answered (CI hangs).
+    const stall = `const wt0 = require('node:worker_threads');
+const post0 = wt0.parentPort.postMessage.bind(wt0.parentPort);
+wt0.parentPort.postMessage = (m) => { post0(m); if (m === 'ready') { const t = Date.now(); while (Date.now() - t < 100) {} } };
+`;
+    const shared = new SharedArrayBuffer(16);
+    const control = new Int32Array(shared, 0, 1);
+    const delay = new Float64Array(shared, 8, 1);
+    const worker = new Worker(stall + TIMER_THREAD_SOURCE, { eval: true, workerData: shared });
+    try {
+      const answered = await new Promise<boolean>((resolve, reject) => {
+        const giveUp = setTimeout(() => resolve(false), 3000);
+        worker.on('error', reject);
+        worker.on('message', (message: unknown) => {
+          if (message === 'ready') {
+            delay[0] = 5;
+            Atomics.add(control, 0, 1);
+            Atomics.notify(control, 0);
+          } else {
+            clearTimeout(giveUp);
+            resolve(true);
+          }
+        });
+      });
+      expect(answered).toBe(true);
+    } finally {
+      await worker.terminate();
+    }
   });
 });
