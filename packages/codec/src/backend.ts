@@ -35,6 +35,11 @@ export interface CodecKernels {
     outOffset: number,
     tables: CodebookTables,
   ): boolean;
+  /**
+   * Adds the 256-bin exponent histogram of `values` to `histogram` (each bin mod 2^32, as a
+   * Uint32Array store wraps). The caller has checked both arguments. Absent: the JS loop.
+   */
+  countExponents?(values: Uint16Array, histogram: Uint32Array): void;
   /** Number of values whose exponent is not in the codebook. */
   countEscapes(values: Uint16Array, tables: CodebookTables): number;
   /**

@@ -46,8 +46,8 @@
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $thi (v128.load offset=0 (global.get $base)))
-        (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
-    (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
+        (local.set $m0f (i8x16.splat (i32.const 0x0F)))
+    (local.set $m80 (i8x16.splat (i32.const 0x80)))
     (local.set $hc (v128.load offset=32 (global.get $base)))
     (local.set $hw (v128.load offset=64 (global.get $base)))
     (local.set $end (i32.add (local.get $c) (i32.shl (local.get $groups) (i32.const 4))))
@@ -127,8 +127,8 @@
     (local.set $p1 (i32x4.splat (global.get $P1)))
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $thi (v128.load offset=0 (global.get $base)))
-    (local.set $m0f (v128.const i32x4 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F 0x0F0F0F0F))
-    (local.set $m80 (v128.const i32x4 0x80808080 0x80808080 0x80808080 0x80808080))
+    (local.set $m0f (i8x16.splat (i32.const 0x0F)))
+    (local.set $m80 (i8x16.splat (i32.const 0x80)))
     (local.set $end (i32.add (local.get $c) (i32.shl (i32.shr_u (local.get $groups) (i32.const 1)) (i32.const 5))))
     (block $done
       (br_if $done (i32.lt_u (local.get $groups) (i32.const 2)))
@@ -199,11 +199,12 @@
 
   ;; Largest unsigned byte of a vector.
   (func $max_lane (param $v v128) (result i32)
-    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v))))
-    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 (local.get $v) (local.get $v))))
-    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 2 3 0 1 2 3 0 1 2 3 0 1 2 3 0 1 (local.get $v) (local.get $v))))
-    (local.set $v (i8x16.max_u (local.get $v) (i8x16.shuffle 1 0 1 0 1 0 1 0 1 0 1 0 1 0 1 0 (local.get $v) (local.get $v))))
-    (i8x16.extract_lane_u 0 (local.get $v)))
+    (local $m i32) (local $n i32)
+    ;; Wide-lane shifts fold each lane's upper bytes onto its lowest byte (no shuffle constants: a smaller module).
+    (local.set $v (i8x16.max_u (local.get $v) (i16x8.shr_u (local.get $v) (i32.const 8))))
+    (local.set $v (i8x16.max_u (local.get $v) (i32x4.shr_u (local.get $v) (i32.const 16))))
+    (local.set $v (i8x16.max_u (local.get $v) (i64x2.shr_u (local.get $v) (i32.const 32))))
+    (select (local.tee $m (i8x16.extract_lane_u 0 (local.get $v))) (local.tee $n (i8x16.extract_lane_u 8 (local.get $v))) (i32.gt_u (local.get $m) (local.get $n))))
 
   ;; ---------------------------------------------------------------------------------------------
   ;; hash_groups: the codes and sm digests' stripe loops of decode without the decoding (for
@@ -300,10 +301,10 @@
   ;; count_escapes: values whose exponent has no code, over $groups x 32 u16 values at $in.
   (func $count_escapes (export "count_escapes") (param $in i32) (param $groups i32) (param $tables i32) (result i32)
     (local $end i32) (local $count i32) (local $ea v128) (local $eb v128) (local $ka v128) (local $kb v128)
-    (local $t0 v128) (local $b0 v128) (local $mff v128)
+    (local $t0 v128) (local $b0 v128) (local $mff v128) (local $zero v128)
     (local.set $t0 (v128.load offset=1024 (global.get $base)))
     (local.set $b0 (v128.load offset=1040 (global.get $base)))
-    (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
+    (local.set $mff (i16x8.splat (i32.const 0xFF)))
     (local.set $end (i32.add (local.get $in) (i32.shl (local.get $groups) (i32.const 6))))
     (block $done
       (br_if $done (i32.eqz (local.get $groups)))
@@ -324,8 +325,8 @@
           (then
             (local.set $count (i32.add (local.get $count)
               (i32.add
-                (i32.popcnt (i8x16.bitmask (i8x16.eq (local.get $ka) (v128.const i32x4 0 0 0 0))))
-                (i32.popcnt (i8x16.bitmask (i8x16.eq (local.get $kb) (v128.const i32x4 0 0 0 0)))))))))
+                (i32.popcnt (i8x16.bitmask (i8x16.eq (local.get $ka) (local.get $zero))))
+                (i32.popcnt (i8x16.bitmask (i8x16.eq (local.get $kb) (local.get $zero)))))))))
         (local.set $in (i32.add (local.get $in) (i32.const 64)))
         (br_if $next (i32.lt_u (local.get $in) (local.get $end)))))
     (local.get $count))
@@ -354,10 +355,10 @@
     (local.set $p2 (i32x4.splat (global.get $P2)))
     (local.set $t0 (v128.load offset=1024 (global.get $base)))
     (local.set $b0 (v128.load offset=1040 (global.get $base)))
-    (local.set $mff (v128.const i16x8 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF 0xFF))
-    (local.set $m80 (v128.const i16x8 0x80 0x80 0x80 0x80 0x80 0x80 0x80 0x80))
-    (local.set $m7f (v128.const i16x8 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F 0x7F))
-    (local.set $one (v128.const i32x4 0x01010101 0x01010101 0x01010101 0x01010101))
+    (local.set $mff (i16x8.splat (i32.const 0xFF)))
+    (local.set $m80 (i16x8.splat (i32.const 0x80)))
+    (local.set $m7f (i16x8.splat (i32.const 0x7F)))
+    (local.set $one (i8x16.splat (i32.const 1)))
     (local.set $in0 (local.get $in))
     (local.set $end (i32.add (local.get $in) (i32.shl (local.get $groups) (i32.const 6))))
     (block $done
@@ -441,4 +442,29 @@
       (local.set $lane (i32.add (local.get $lane) (i32.const 1)))
       (br_if $lanes (i32.lt_u (local.get $lane) (i32.const 32))))
     (local.get $count))
+
+  ;; ---------------------------------------------------------------------------------------------
+  ;; count_exponents: adds the exponent ((v >> 7) & 0xff) of each of $chunks x 4 u16 values at $in
+  ;; ($chunks >= 1; any alignment) to four tables of 256 u32 counters at $hist, value j of every
+  ;; four to table j: neighbours with one exponent then bump different counters, so the increments
+  ;; do not wait on each other's stores. Counters wrap (mod 2^32), like the Uint32Array the JS side
+  ;; sums them into. One 64-bit load per four values; (v >> 5) & 0x3fc is the counter's byte offset.
+  ;; Measured on Zen 5 (V8): 4 tables of 4 values a loop 1.6x the JS loop; 8 tables and 8 values a
+  ;; loop about 10% more, for 120 more bytes than the module's 4 KiB budget holds. Returns the end of the input.
+  (func $count_exponents (export "count_exponents") (param $in i32) (param $chunks i32) (param $hist i32) (result i32)
+    (local $end i32) (local $p i32) (local $x i64) (local $m i32)
+    (local.set $m (i32.const 0x3fc))
+    (local.set $end (i32.add (local.get $in) (i32.shl (local.get $chunks) (i32.const 3))))
+    (loop $next
+      (local.set $x (i64.load (local.get $in)))
+        (i32.store (local.tee $p (i32.add (local.get $hist) (i32.and (i32.wrap_i64 (i64.shr_u (local.get $x) (i64.const 5))) (local.get $m))))
+          (i32.add (i32.load (local.get $p)) (i32.const 1)))
+        (i32.store offset=1024 (local.tee $p (i32.add (local.get $hist) (i32.and (i32.wrap_i64 (i64.shr_u (local.get $x) (i64.const 21))) (local.get $m))))
+          (i32.add (i32.load offset=1024 (local.get $p)) (i32.const 1)))
+        (i32.store offset=2048 (local.tee $p (i32.add (local.get $hist) (i32.and (i32.wrap_i64 (i64.shr_u (local.get $x) (i64.const 37))) (local.get $m))))
+          (i32.add (i32.load offset=2048 (local.get $p)) (i32.const 1)))
+        (i32.store offset=3072 (local.tee $p (i32.add (local.get $hist) (i32.and (i32.wrap_i64 (i64.shr_u (local.get $x) (i64.const 53))) (local.get $m))))
+          (i32.add (i32.load offset=3072 (local.get $p)) (i32.const 1)))
+      (br_if $next (i32.lt_u (local.tee $in (i32.add (local.get $in) (i32.const 8))) (local.get $end))))
+    (local.get $in))
 )

@@ -24,6 +24,7 @@ interface CodecExports {
     tables: number,
     hash: number,
   ): number;
+  count_exponents(input: number, chunks: number, tables: number): number;
 }
 
 // Memory map (see codec.wat): fixed tables below DATA_AT, block buffers above, arena space past
@@ -53,9 +54,14 @@ const ENC_SM_AT = ENC_CODES_AT + BLOCK_VALUES / 2;
 const ENC_ESC_INDEX_AT = ENC_SM_AT + BLOCK_VALUES;
 const ENC_ESC_EXP_AT = ENC_ESC_INDEX_AT + 4 * BLOCK_VALUES;
 const ENC_END = ENC_ESC_EXP_AT + BLOCK_VALUES;
+// countExponents: the kernel's four tables of 256 u32 counters, then a block of input values.
+const COUNT_TABLES_AT = DATA_AT;
+const COUNT_TABLE_COUNT = 4;
+const COUNT_IN_AT = COUNT_TABLES_AT + 4 * 256 * COUNT_TABLE_COUNT;
+const COUNT_END = COUNT_IN_AT + 2 * BLOCK_VALUES;
 const PAGE_BYTES = 65536;
 /** Bytes at the start of every instance's memory reserved for tables and block buffers. */
-export const WASM_SCRATCH_BYTES = Math.ceil(Math.max(DEC_END, ENC_END) / PAGE_BYTES) * PAGE_BYTES;
+export const WASM_SCRATCH_BYTES = Math.ceil(Math.max(DEC_END, ENC_END, COUNT_END) / PAGE_BYTES) * PAGE_BYTES;
 /**
  * Largest wasm32 memory we create: 65535 pages, one short of 4 GiB, so that no pointer + length a
  * kernel computes wraps around 2^32.
@@ -188,6 +194,8 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     ENC_SM_AT: base + ENC_SM_AT,
     ENC_ESC_INDEX_AT: base + ENC_ESC_INDEX_AT,
     ENC_ESC_EXP_AT: base + ENC_ESC_EXP_AT,
+    COUNT_TABLES_AT: base + COUNT_TABLES_AT,
+    COUNT_IN_AT: base + COUNT_IN_AT,
   };
   const buf = memory.buffer;
   const u8 = new Uint8Array(buf);
@@ -560,8 +568,37 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     return { codes: 0, sm: 0, segments };
   }
 
+  /**
+   * Adds the exponent histogram of `values` to `histogram` (256 counters). The kernel counts whole
+   * runs of 4 values into its own tables (in place for a view in this memory, whatever its
+   * alignment; else block by block through scratch), the last n mod 4 here. Every count wraps mod
+   * 2^32 (u32 tables, then each sum stored into the Uint32Array), exactly as the JS loop's
+   * `hist[e] + ...` store does, so both give the same histogram for any n.
+   */
+  function countExponents(values: Uint16Array, histogram: Uint32Array): void {
+    const n = values.length;
+    const whole = n - (n % 4);
+    const src = addressOf(values);
+    const tables = scratch.COUNT_TABLES_AT / 4;
+    u32.fill(0, tables, tables + 256 * COUNT_TABLE_COUNT);
+    if (src >= 0) {
+      if (whole > 0) ex.count_exponents(src, whole / 4, scratch.COUNT_TABLES_AT);
+    } else {
+      for (let a = 0; a < whole; a += BLOCK_VALUES) {
+        const b = Math.min(whole, a + BLOCK_VALUES);
+        u16.set(values.subarray(a, b), scratch.COUNT_IN_AT / 2);
+        ex.count_exponents(scratch.COUNT_IN_AT, (b - a) / 4, scratch.COUNT_TABLES_AT);
+      }
+    }
+    for (let i = whole; i < n; i++) u32[tables + ((values[i]! >>> 7) & 0xff)]!++;
+    for (let e = 0; e < 256; e++) {
+      histogram[e] = histogram[e]! + u32[tables + e]! + u32[tables + 256 + e]! + u32[tables + 512 + e]! + u32[tables + 768 + e]!;
+    }
+  }
+
   return {
     name: 'wasm-simd',
+    countExponents,
     decodeValues,
     countEscapes,
     encodeSections,
