@@ -3,10 +3,11 @@ import { SplitZipError } from './errors.js';
 import { countExponentsJs } from './js/js-kernels.js';
 
 /**
- * Below this many values the JS loop is faster than the wasm kernel's fixed cost (clearing and
- * summing its four tables). Measured with bench/measure-count-exponents.mjs.
+ * Below this many values countExponents keeps to the JS loop: the wasm path's fixed cost (clearing
+ * and summing its four tables) makes the two about even at 512 values; wasm leads from 1,024
+ * (bench/measure-count-exponents.mjs).
  */
-export const WASM_COUNT_MIN_VALUES = 256;
+export const WASM_COUNT_MIN_VALUES = 1024;
 
 /**
  * Adds the 8-bit exponent histogram of BF16 bit patterns to `histogram` (256 counters, created if
