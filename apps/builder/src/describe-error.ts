@@ -44,6 +44,11 @@ export function describeError(error: unknown): string {
     // Node's "ENOSPC: no space left on device, write" reads poorly; say it plainly.
     message = `${SYSTEM_ERRORS[code]}${file ? `: ${file}` : ''}`;
   }
+  if (code === 'NOT_A_CACHE' && file) {
+    // The store words this for library callers ("open with create: true"); a CLI user needs the command.
+    const dir = file.replace(/[/\\](manifest|cache)\.json$/, '');
+    message = `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
+  }
   const extra: string[] = [];
   if (file && !message.includes(file)) extra.push(`file ${file}`);
   if (tensor && !message.includes(tensor)) extra.push(`tensor ${tensor}`);

@@ -100,7 +100,9 @@ describe('bad model input', () => {
     for (const command of ['verify', 'inspect', 'gc']) {
       const result = await runCli([command, notCache]);
       expectOneLineError(result, /NOT_A_CACHE/);
-      expect(result.stderr).toContain('not-a-cache');
+      expect(result.stderr).toContain(`${notCache} is not a SplitZip cache (${join(notCache, 'manifest.json')} does not exist)`);
+      expect(result.stderr).toContain(`\`splitzip build <model> --out ${notCache}\` makes one`);
+      expect(result.stderr).not.toContain('create: true');
     }
   });
 });
