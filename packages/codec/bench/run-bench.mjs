@@ -22,32 +22,12 @@ import {
   convertPayloadVersion,
 } from '../dist/index.js';
 import { writeBenchSummary } from '@splitzip/bench-utils';
+import { gaussianBf16 } from './gaussian-bf16.mjs';
 
 const LOG2_N = Number(process.env.BENCH_LOG2_N ?? 24);
 const N = 2 ** LOG2_N;
 const RUNS = Number(process.env.BENCH_RUNS ?? 9);
 const SIGMA = 0.02;
-
-// Deterministic Gaussian BF16 (mulberry32 + Box-Muller, round to nearest even from float32).
-function gaussianBf16(n, sigma, seed) {
-  let a = seed >>> 0;
-  const rand = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const f = new Float32Array(1);
-  const u = new Uint32Array(f.buffer);
-  const out = new Uint16Array(n);
-  for (let i = 0; i < n; i++) {
-    f[0] = Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand()) * sigma;
-    const bits = u[0];
-    out[i] = (bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16;
-  }
-  return out;
-}
 
 function median(xs) {
   const s = [...xs].sort((x, y) => x - y);

@@ -2,8 +2,8 @@
 // block by block through scratch; the JS loop) against a one-table scalar count written here.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { startArenaWorkers } from './arena-workers.js';
 import { kernelsFor } from '../src/backend.js';
 import { WASM_COUNT_MIN_VALUES } from '../src/count-exponents.js';
 import { attachCodecArena, countExponents, createCodecArena, getCodecBackend, setCodecBackend } from '../src/index.js';
@@ -170,16 +170,9 @@ describe('countExponents dispatch', () => {
         });
       });`;
     const arena = createCodecArena(8 << 20, { threads: 2 });
-    const workers = [0, 1].map(() => new Worker(workerCode, { eval: true }));
-    const ask = (worker: Worker, message: object) =>
-      new Promise<Record<string, unknown>>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-        worker.postMessage(message);
-      });
+    const { workers, ask, attach, terminate } = startArenaWorkers(workerCode, arena, 2);
     try {
-      const attached = await Promise.all(workers.map((worker, i) => ask(worker, { share: arena.share(i) })));
-      expect(attached.map((a) => a.zeroCopy)).toEqual([true, true]);
+      expect(await attach()).toEqual([true, true]);
       const values = arena.allocateValues(1 << 20);
       values.set(gaussianBf16(values.length, 0.02, 10));
       const half = values.length / 2 + 3;
@@ -194,7 +187,7 @@ describe('countExponents dispatch', () => {
         expect(reply.hist).toEqual(referenceCount(values.subarray((job.at - values.byteOffset) / 2, (job.at - values.byteOffset) / 2 + job.count)));
       }
     } finally {
-      await Promise.all(workers.map((worker) => worker.terminate()));
+      await terminate();
     }
   });
 });

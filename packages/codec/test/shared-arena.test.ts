@@ -3,8 +3,8 @@
 // instance works at a non-zero scratch base) and in real worker threads (the built dist).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startArenaWorkers } from './arena-workers.js';
 import {
   attachCodecArena,
   calibrateCodebook,
@@ -108,16 +108,9 @@ describe('shared codec arena', () => {
         });
       });`;
     const arena = createCodecArena(16 << 20, { threads: 2 });
-    const workers = [0, 1].map(() => new Worker(workerCode, { eval: true }));
-    const ask = (worker: Worker, message: object) =>
-      new Promise<Record<string, unknown>>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-        worker.postMessage(message);
-      });
+    const { workers, ask, attach, terminate } = startArenaWorkers(workerCode, arena, 2);
     try {
-      const attached = await Promise.all(workers.map((worker, i) => ask(worker, { share: arena.share(i) })));
-      expect(attached.map((a) => a.zeroCopy)).toEqual([true, true]);
+      expect(await attach()).toEqual([true, true]);
       const { values, exponents } = escapeHeavy(300001, 21);
       const input = arena.allocateValues(values.length);
       input.set(values);
@@ -146,7 +139,7 @@ describe('shared codec arena', () => {
         expect(sameValues(slots[i]!.subarray(0, reply.bytes as number), expected)).toBe(true);
       }
     } finally {
-      await Promise.all(workers.map((worker) => worker.terminate()));
+      await terminate();
     }
   });
 });
