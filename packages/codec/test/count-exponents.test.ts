@@ -1,9 +1,8 @@
 // countExponents on both backends (the wasm kernel: four lane tables, in place in a codec arena or
 // block by block through scratch; the JS loop) against a one-table scalar count written here.
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { startArenaWorkers } from './arena-workers.js';
+import { CODEC_DIST_PATH, startArenaWorkers } from './arena-workers.js';
 import { kernelsFor } from '../src/backend.js';
 import { WASM_COUNT_MIN_VALUES } from '../src/count-exponents.js';
 import { attachCodecArena, countExponents, createCodecArena, getCodecBackend, setCodecBackend } from '../src/index.js';
@@ -154,23 +153,13 @@ describe('countExponents dispatch', () => {
     }
   });
 
-  const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
   it('worker threads count views of a shared arena in place (built dist)', async () => {
-    expect(existsSync(dist), `${dist} is missing: build the package first`).toBe(true);
-    const workerCode = `
-      const { parentPort } = require('node:worker_threads');
-      import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)}).then((codec) => {
-        let arena;
-        parentPort.on('message', (job) => {
-          try {
-            if (job.share) { arena = codec.attachCodecArena(job.share); parentPort.postMessage({ zeroCopy: arena.zeroCopy }); return; }
-            const hist = codec.countExponents(new Uint16Array(arena.buffer, job.at, job.count));
-            parentPort.postMessage({ ok: true, hist: Array.from(hist) });
-          } catch (error) { parentPort.postMessage({ ok: false, message: String(error) }); }
-        });
-      });`;
+    expect(existsSync(CODEC_DIST_PATH), `${CODEC_DIST_PATH} is missing: build the package first`).toBe(true);
+    const countJob = `
+      const hist = codec.countExponents(new Uint16Array(arena.buffer, job.at, job.count));
+      return { ok: true, hist: Array.from(hist) };`;
     const arena = createCodecArena(8 << 20, { threads: 2 });
-    const { workers, ask, attach, terminate } = startArenaWorkers(workerCode, arena, 2);
+    const { workers, ask, attach, terminate } = startArenaWorkers(countJob, arena, 2);
     try {
       expect(await attach()).toEqual([true, true]);
       const values = arena.allocateValues(1 << 20);

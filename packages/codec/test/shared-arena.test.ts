@@ -2,9 +2,8 @@
 // arena's views in place. Checked against the scalar reference, in this thread (an attached
 // instance works at a non-zero scratch base) and in real worker threads (the built dist).
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startArenaWorkers } from './arena-workers.js';
+import { CODEC_DIST_PATH, startArenaWorkers } from './arena-workers.js';
 import {
   attachCodecArena,
   calibrateCodebook,
@@ -82,33 +81,22 @@ describe('shared codec arena', () => {
     }
   });
 
-  const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
   it('worker threads decode chunk ranges and encode in place in one shared arena (built dist)', async () => {
-    expect(existsSync(dist), `${dist} is missing: build the package first`).toBe(true);
-    const workerCode = `
-      const { parentPort } = require('node:worker_threads');
-      import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)}).then((codec) => {
-        let arena;
-        parentPort.on('message', (job) => {
-          try {
-            if (job.share) { arena = codec.attachCodecArena(job.share); parentPort.postMessage({ zeroCopy: arena.zeroCopy }); return; }
-            const payload = new Uint8Array(arena.buffer, job.payloadAt, job.payloadBytes);
-            if (job.kind === 'decode') {
-              const meta = codec.readPayloadMeta(payload);
-              const start = job.firstChunk * meta.chunkSize;
-              const count = Math.min(meta.elementCount, (job.firstChunk + job.chunkCount) * meta.chunkSize) - start;
-              codec.decodeChunks(payload, meta, job.firstChunk, job.chunkCount, new Uint16Array(arena.buffer, job.outAt + 2 * start, count));
-              parentPort.postMessage({ ok: true });
-            } else {
-              const values = new Uint16Array(arena.buffer, job.valuesAt, job.count);
-              const written = codec.encode(values, codec.createCodebook(job.exponents), { out: payload });
-              parentPort.postMessage({ ok: true, bytes: written.length, at: written.byteOffset });
-            }
-          } catch (error) { parentPort.postMessage({ ok: false, message: String(error) }); }
-        });
-      });`;
+    expect(existsSync(CODEC_DIST_PATH), `${CODEC_DIST_PATH} is missing: build the package first`).toBe(true);
+    const chunkJob = `
+      const payload = new Uint8Array(arena.buffer, job.payloadAt, job.payloadBytes);
+      if (job.kind === 'decode') {
+        const meta = codec.readPayloadMeta(payload);
+        const start = job.firstChunk * meta.chunkSize;
+        const count = Math.min(meta.elementCount, (job.firstChunk + job.chunkCount) * meta.chunkSize) - start;
+        codec.decodeChunks(payload, meta, job.firstChunk, job.chunkCount, new Uint16Array(arena.buffer, job.outAt + 2 * start, count));
+        return { ok: true };
+      }
+      const values = new Uint16Array(arena.buffer, job.valuesAt, job.count);
+      const written = codec.encode(values, codec.createCodebook(job.exponents), { out: payload });
+      return { ok: true, bytes: written.length, at: written.byteOffset };`;
     const arena = createCodecArena(16 << 20, { threads: 2 });
-    const { workers, ask, attach, terminate } = startArenaWorkers(workerCode, arena, 2);
+    const { workers, ask, attach, terminate } = startArenaWorkers(chunkJob, arena, 2);
     try {
       expect(await attach()).toEqual([true, true]);
       const { values, exponents } = escapeHeavy(300001, 21);
