@@ -106,6 +106,156 @@ ${rounds}
 `;
 }
 
+/**
+ * The tiled hash pass: one workgroup per checksum segment. Its second warp (threads 32..63) copies
+ * the segment's spans from the input into workgroup memory a block at a time (2 KiB of codes and
+ * 4 KiB of sm, coalesced 16-byte loads), double-buffered, while threads 0..23 (one per lane of each
+ * of the six streams) run their chains over the block copied before. Why: the lane-per-thread pass
+ * leaves each chain waiting on its own device-memory loads (the last upload piece's pass was 1.2-1.9
+ * ms of a verified 2^26 decode on the H200); here a chain reads workgroup memory, and the loads of
+ * block b + 1 are in flight while block b is hashed.
+ */
+export const TILED_HASH_WORKGROUP_THREADS = 64;
+/** 16-byte stripes of the codes span per block (2 KiB: 64 rounds per codes stream). */
+export const TILED_CODES_BLOCK_STRIPES = 128;
+/** 16-byte stripes of the sm span per block (4 KiB: 64 rounds per sm stream). */
+export const TILED_SM_BLOCK_STRIPES = 256;
+/** Which device hash pass runs: `tiled` (a workgroup per segment) or `lanes` (a thread per lane, `checksumOnDeviceUnroll`). */
+export type DeviceHashKernel = 'tiled' | 'lanes';
+export const DEVICE_HASH_KERNELS: readonly DeviceHashKernel[] = ['tiled', 'lanes'];
+/** The default device hash pass (RESULTS.md: the H200 measurements that chose it). */
+export const DEFAULT_DEVICE_HASH_KERNEL: DeviceHashKernel = 'tiled';
+
+/** WGSL of the tiled hash pass (dispatch one workgroup per segment of the group). */
+export function createTiledHashShader(): string {
+  const block = TILED_CODES_BLOCK_STRIPES + TILED_SM_BLOCK_STRIPES;
+  // Rounds per inner step: the workgroup-memory loads of a step go out before its rounds.
+  const step = 8;
+  const loads = (stride: number) => Array.from({ length: step }, (_, k) => `      let w${k} = tile[at + ${4 * stride * k}u];`).join('\n');
+  const rounds = Array.from({ length: step }, (_, k) => `      v = round(v, w${k});`).join('\n');
+  return /* wgsl */ `
+struct Group {
+  firstSegment : u32,
+  segments : u32,
+  unused0 : u32,
+  unused1 : u32,
+}
+struct Span {
+  codesWord : u32,
+  codesStripes : u32, // per codes stream (w = 2)
+  smWord : u32,
+  smStripes : u32,    // per sm stream (w = 4)
+}
+@group(0) @binding(0) var<uniform> group : Group;
+@group(0) @binding(1) var<storage, read> spans : array<Span>;
+@group(0) @binding(2) var<storage, read> stripes : array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> lanes : array<u32>;
+
+const P1 = 2654435761u;
+const P2 = 2246822519u;
+const CODES_BLOCK = ${TILED_CODES_BLOCK_STRIPES}u;
+const SM_BLOCK = ${TILED_SM_BLOCK_STRIPES}u;
+const BUFFER_WORDS = ${4 * block}u;
+// Two buffers of one block each, as u32 words: codes stripes, then sm stripes.
+var<workgroup> tile : array<u32, ${8 * block}>;
+
+fn round(v : u32, w : u32) -> u32 {
+  let x = v + w * P2;
+  return ((x << 13u) | (x >> 19u)) * P1;
+}
+
+// Loader thread i (0..31) copies block b's stripes of both spans into buffer 'base' (in words).
+fn copyBlock(i : u32, b : u32, base : u32, codesFirst : u32, codesTotal : u32, smFirst : u32, smTotal : u32) {
+  for (var k = i; k < CODES_BLOCK; k += 32u) {
+    let g = b * CODES_BLOCK + k;
+    if (g < codesTotal) {
+      let q = stripes[codesFirst + g];
+      let at = base + 4u * k;
+      tile[at] = q.x; tile[at + 1u] = q.y; tile[at + 2u] = q.z; tile[at + 3u] = q.w;
+    }
+  }
+  for (var k = i; k < SM_BLOCK; k += 32u) {
+    let g = b * SM_BLOCK + k;
+    if (g < smTotal) {
+      let q = stripes[smFirst + g];
+      let at = base + 4u * (CODES_BLOCK + k);
+      tile[at] = q.x; tile[at + 1u] = q.y; tile[at + 2u] = q.z; tile[at + 3u] = q.w;
+    }
+  }
+}
+
+@compute @workgroup_size(${TILED_HASH_WORKGROUP_THREADS})
+fn main(@builtin(workgroup_id) wid : vec3<u32>, @builtin(local_invocation_index) li : u32) {
+  let segment = group.firstSegment + wid.x;
+  let span = spans[segment];
+  // Whole spans in stripes (a stripe is one vec4); spans start 16-byte aligned (256, FORMAT.md).
+  let codesFirst = span.codesWord / 4u;
+  let codesTotal = span.codesStripes * 2u;
+  let smFirst = span.smWord / 4u;
+  let smTotal = span.smStripes * 4u;
+  let blocks = max((codesTotal + CODES_BLOCK - 1u) / CODES_BLOCK, (smTotal + SM_BLOCK - 1u) / SM_BLOCK);
+  let stream = li / 4u;
+  let lane = li % 4u;
+  // XXH32's lane seeds for seed 0: P1 + P2, P2, 0, -P1.
+  var v = 0u;
+  switch lane {
+    case 0u: { v = P1 + P2; }
+    case 1u: { v = P2; }
+    case 2u: { v = 0u; }
+    default: { v = 0u - P1; }
+  }
+  if (li >= 32u) { copyBlock(li - 32u, 0u, 0u, codesFirst, codesTotal, smFirst, smTotal); }
+  workgroupBarrier();
+  for (var b = 0u; b < blocks; b++) {
+    let base = (b & 1u) * BUFFER_WORDS;
+    if (li >= 32u && b + 1u < blocks) { copyBlock(li - 32u, b + 1u, BUFFER_WORDS - base, codesFirst, codesTotal, smFirst, smTotal); }
+    if (li < 24u) {
+      // This stream's stripes in the block: j, j + w, ... (blocks start at multiples of w).
+      var at : u32;
+      var left : u32;
+      var stride : u32;
+      if (stream < 2u) {
+        let have = min(CODES_BLOCK, codesTotal - min(codesTotal, b * CODES_BLOCK));
+        at = base + 4u * stream + lane;
+        left = have / 2u;
+        stride = 2u;
+      } else {
+        let have = min(SM_BLOCK, smTotal - min(smTotal, b * SM_BLOCK));
+        at = base + 4u * (CODES_BLOCK + stream - 2u) + lane;
+        left = have / 4u;
+        stride = 4u;
+      }
+      if (stride == 2u) {
+        loop {
+          if (left < ${step}u) { break; }
+${loads(2)}
+${rounds}
+          at += ${4 * 2 * step}u;
+          left -= ${step}u;
+        }
+      } else {
+        loop {
+          if (left < ${step}u) { break; }
+${loads(4)}
+${rounds}
+          at += ${4 * 4 * step}u;
+          left -= ${step}u;
+        }
+      }
+      loop {
+        if (left == 0u) { break; }
+        v = round(v, tile[at]);
+        at += 4u * stride;
+        left -= 1u;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (li < 24u) { lanes[segment * ${HASH_THREADS_PER_SEGMENT}u + li] = v; }
+}
+`;
+}
+
 const P2 = 2246822519;
 const P3 = 3266489917;
 const rotl = (x: number, r: number): number => ((x << r) | (x >>> (32 - r))) >>> 0;
