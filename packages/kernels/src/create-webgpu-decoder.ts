@@ -23,10 +23,6 @@ import {
   HASH_GROUP_RECORD_BYTES,
   HASH_THREADS_PER_SEGMENT,
   HASH_WORKGROUP_THREADS,
-  createTiledHashShader,
-  DEFAULT_DEVICE_HASH_KERNEL,
-  DEVICE_HASH_KERNELS,
-  type DeviceHashKernel,
 } from './wgsl-checksum-source.js';
 import { DECODE_SHADER, PATCH_SHADER, SLICE_RECORD_BYTES } from './wgsl-decode-sources.js';
 import {
@@ -111,13 +107,7 @@ export interface WebGpuDecodeOptions {
    * slices are whole checksum segments (2^20 values or more); otherwise the host checks as usual.
    */
   checksumOnDevice?: boolean;
-  /**
-   * The device checksum pass: `tiled` (default DEFAULT_DEVICE_HASH_KERNEL; a workgroup per segment,
-   * its spans copied into workgroup memory a block ahead of the chains) or `lanes` (a thread per
-   * XXH32 lane reading device memory, `checksumOnDeviceUnroll` loads ahead). For measurements.
-   */
-  checksumOnDeviceKernel?: DeviceHashKernel;
-  /** The `lanes` pass's loads in flight per thread (1..64; default DEFAULT_HASH_UNROLL). For measurements. */
+  /** The device checksum pass's loads in flight per thread (1..64; default DEFAULT_HASH_UNROLL). For measurements. */
   checksumOnDeviceUnroll?: number;
   /**
    * `decode` and `toArray`: bytes per readback piece (a multiple of 16; default
@@ -245,10 +235,6 @@ export async function createWebGpuDecoder(
   if (!(Number.isInteger(hashUnroll) && hashUnroll >= 1 && hashUnroll <= 64)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.checksumOnDeviceUnroll must be an integer in 1..64', { checksumOnDeviceUnroll: hashUnroll });
   }
-  const hashKernel = options.checksumOnDeviceKernel ?? DEFAULT_DEVICE_HASH_KERNEL;
-  if (!DEVICE_HASH_KERNELS.includes(hashKernel)) {
-    throw new KernelsError('INVALID_ARGUMENT', `webgpu.checksumOnDeviceKernel must be one of ${DEVICE_HASH_KERNELS.join(', ')}`, { checksumOnDeviceKernel: String(hashKernel) });
-  }
   if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
   }
@@ -262,7 +248,7 @@ export async function createWebGpuDecoder(
     ['decode', DECODE_SHADER],
     ['patch', PATCH_SHADER],
   ];
-  if (checksumOnDevice) shaders.push(['checksum', hashKernel === 'tiled' ? createTiledHashShader() : createHashShader(hashUnroll)]);
+  if (checksumOnDevice) shaders.push(['checksum', createHashShader(hashUnroll)]);
   for (const [label, code] of shaders) {
     const module = device.createShaderModule({ code });
     const info = await module.getCompilationInfo?.();
@@ -511,8 +497,7 @@ export async function createWebGpuDecoder(
     const g = hash.groups[k]!;
     pass.setPipeline(hashPipeline!);
     pass.setBindGroup(0, hashBindGroupOf(hash, k));
-    // tiled: a workgroup per segment (a group is at most one device segment: ~2,700 checksum segments, under the 65,535 limit).
-    pass.dispatchWorkgroups(hashKernel === 'tiled' ? g.segments : Math.ceil((g.segments * HASH_THREADS_PER_SEGMENT) / HASH_WORKGROUP_THREADS), 1);
+    pass.dispatchWorkgroups(Math.ceil((g.segments * HASH_THREADS_PER_SEGMENT) / HASH_WORKGROUP_THREADS), 1);
   }
 
   /**

@@ -17,14 +17,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { planDeviceChecksum, type DeviceChecksumPlan } from '../src/plan-device-checksum.js';
 import { planDeviceSlices, type DecodeDeviceLimits, type DecodeSegmentPlan } from '../src/plan-device-slices.js';
-import {
-  createHashShader,
-  createTiledHashShader,
-  finishStreamDigests,
-  HASH_THREADS_PER_SEGMENT,
-  TILED_CODES_BLOCK_STRIPES,
-  TILED_SM_BLOCK_STRIPES,
-} from '../src/wgsl-checksum-source.js';
+import { createHashShader, finishStreamDigests, HASH_THREADS_PER_SEGMENT } from '../src/wgsl-checksum-source.js';
 import { escapeHeavyValues, modelLikeValues } from './fixtures.js';
 
 const LIMITS: DecodeDeviceLimits = { maxStorageBufferBindingSize: 2 ** 27, maxBufferSize: 2 ** 28, maxComputeWorkgroupsPerDimension: 65535 };
@@ -68,66 +61,14 @@ function replayHashPass(input: Uint8Array, hash: DeviceChecksumPlan): Uint32Arra
   return lanes;
 }
 
-/**
- * The tiled shader, workgroup by workgroup and block by block, with its own indexing: the loader
- * warp's copy of block b (stripes of both spans into a buffer of workgroup words, bounded by each
- * span's length), then each of the 24 chain threads' rounds over that buffer.
- */
-function replayTiledHashPass(input: Uint8Array, hash: DeviceChecksumPlan): Uint32Array {
-  const lanes = new Uint32Array(hash.laneCount);
-  const CB = TILED_CODES_BLOCK_STRIPES;
-  const SB = TILED_SM_BLOCK_STRIPES;
-  for (const g of hash.groups) {
-    const words = new Uint32Array(input.buffer.slice(g.baseBytes, g.endBytes));
-    const stripeCount = Math.floor(words.length / 4); // array<vec4<u32>> over the binding
-    for (let w = 0; w < g.segments; w++) {
-      const segment = g.firstSegment + w;
-      const span = hash.spans.subarray(4 * segment, 4 * segment + 4);
-      const [codesFirst, codesTotal, smFirst, smTotal] = [span[0]! / 4, span[1]! * 2, span[2]! / 4, span[3]! * 4];
-      expect(Number.isInteger(codesFirst) && Number.isInteger(smFirst)).toBe(true);
-      const blocks = Math.max(Math.ceil(codesTotal / CB), Math.ceil(smTotal / SB));
-      const tile = new Uint32Array(4 * (CB + SB));
-      const v = Array.from({ length: 24 }, (_, li) => [(P1 + P2) >>> 0, P2, 0, (0 - P1) >>> 0][li % 4]!);
-      for (let b = 0; b < blocks; b++) {
-        tile.fill(0xdeadbeef); // stale words must never be hashed
-        for (let k = 0; k < CB; k++) {
-          const at = b * CB + k;
-          if (at >= codesTotal) continue;
-          if (codesFirst + at >= stripeCount) throw new Error(`codes read past the binding, segment ${segment}`);
-          tile.set(words.subarray(4 * (codesFirst + at), 4 * (codesFirst + at) + 4), 4 * k);
-        }
-        for (let k = 0; k < SB; k++) {
-          const at = b * SB + k;
-          if (at >= smTotal) continue;
-          if (smFirst + at >= stripeCount) throw new Error(`sm read past the binding, segment ${segment}`);
-          tile.set(words.subarray(4 * (smFirst + at), 4 * (smFirst + at) + 4), 4 * (CB + k));
-        }
-        for (let li = 0; li < 24; li++) {
-          const stream = li >> 2;
-          const lane = li & 3;
-          const codes = stream < 2;
-          const have = codes ? Math.min(CB, codesTotal - Math.min(codesTotal, b * CB)) : Math.min(SB, smTotal - Math.min(smTotal, b * SB));
-          const stride = codes ? 2 : 4;
-          let at = codes ? 4 * stream + lane : 4 * (CB + stream - 2) + lane;
-          for (let left = Math.floor(have / stride); left > 0; left--, at += 4 * stride) v[li] = round(v[li]!, tile[at]!);
-        }
-      }
-      lanes.set(v, segment * HASH_THREADS_PER_SEGMENT);
-    }
-  }
-  return lanes;
-}
-
-type Replay = (input: Uint8Array, hash: DeviceChecksumPlan) => Uint32Array;
-
-function deviceDigests(payload: Uint8Array, sliceElements: number, groupsOf: (segment: DecodeSegmentPlan) => Array<[number, number]>, replay: Replay = replayHashPass) {
+function deviceDigests(payload: Uint8Array, sliceElements: number, groupsOf: (segment: DecodeSegmentPlan) => Array<[number, number]>) {
   const meta = readPayloadMeta(payload);
   const plan = planDeviceSlices(meta, readEscapeStreams(payload, meta).index, LIMITS, sliceElements);
   const hash = planDeviceChecksum(meta, plan, groupsOf(plan[0]!));
   expect(hash).not.toBeNull();
   const input = layInput(payload, plan[0]!);
   const digests = new Uint32Array(6 * hash!.segmentCount);
-  finishStreamDigests(replay(input, hash!), hash!.streamBytes, digests);
+  finishStreamDigests(replayHashPass(input, hash!), hash!.streamBytes, digests);
   return { meta, plan, hash: hash!, input, digests };
 }
 
@@ -154,12 +95,10 @@ describe('device checksum plan', () => {
         [2 * SEGMENT_VALUES, whole],
         [2 ** 22, perSlice],
       ] as const) {
-        for (const replay of [replayHashPass, replayTiledHashPass]) {
-          const { meta, digests, hash } = deviceDigests(payload, sliceElements, groupsOf, replay);
-          expect(hash.segmentCount).toBe(Math.ceil(values.length / SEGMENT_VALUES));
-          expect(digests).toEqual(computeSegmentDigests(payload, meta, 0, hash.segmentCount));
-          expect(() => verifySegmentDigests(payload, meta, digests)).not.toThrow();
-        }
+        const { meta, digests, hash } = deviceDigests(payload, sliceElements, groupsOf);
+        expect(hash.segmentCount).toBe(Math.ceil(values.length / SEGMENT_VALUES));
+        expect(digests).toEqual(computeSegmentDigests(payload, meta, 0, hash.segmentCount));
+        expect(() => verifySegmentDigests(payload, meta, digests)).not.toThrow();
       }
     });
   }
@@ -174,10 +113,8 @@ describe('device checksum plan', () => {
       const damaged = input.slice();
       damaged[at] = damaged[at]! ^ 1;
       const digests = new Uint32Array(6 * hash.segmentCount);
-      for (const replay of [replayHashPass, replayTiledHashPass]) {
-        finishStreamDigests(replay(damaged, hash), hash.streamBytes, digests);
-        expect(() => verifySegmentDigests(payload, meta, digests)).toThrow(expect.objectContaining({ code: 'CHECKSUM_MISMATCH' }));
-      }
+      finishStreamDigests(replayHashPass(damaged, hash), hash.streamBytes, digests);
+      expect(() => verifySegmentDigests(payload, meta, digests)).toThrow(expect.objectContaining({ code: 'CHECKSUM_MISMATCH' }));
     }
   });
 
@@ -201,8 +138,5 @@ describe('device checksum plan', () => {
   it('builds the shader for every unroll it accepts, and refuses others', () => {
     for (const unroll of [1, 7, 16, 64]) expect(createHashShader(unroll)).toContain(`left < ${unroll}u`);
     for (const unroll of [0, 65, 1.5]) expect(() => createHashShader(unroll)).toThrow(RangeError);
-    // The tiled pass's workgroup memory (two blocks of both spans) fits WebGPU's default 16 KiB limit.
-    expect(8 * (TILED_CODES_BLOCK_STRIPES + TILED_SM_BLOCK_STRIPES) * 4).toBeLessThanOrEqual(16384);
-    expect(createTiledHashShader()).toContain(`array<u32, ${8 * (TILED_CODES_BLOCK_STRIPES + TILED_SM_BLOCK_STRIPES)}>`);
   });
 });
