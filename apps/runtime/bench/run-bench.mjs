@@ -39,7 +39,7 @@ import {
   openShardCache,
 } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
-import { planModelArena } from './plan-model-arena.mjs';
+import { planModelArena } from '../bin/plan-model-arena.mjs';
 
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const args = process.argv.slice(2);

@@ -27,7 +27,7 @@ import { openSafetensorsModel } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
 import { loadModel, openShardCache } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
-import { planModelArena } from './plan-model-arena.mjs';
+import { planModelArena } from '../bin/plan-model-arena.mjs';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));

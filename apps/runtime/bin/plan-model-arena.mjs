@@ -1,5 +1,6 @@
-// The benchmarks' preallocated model arena: every tensor at a 256-byte aligned offset, every page
-// touched before any timing (first touches cost ~3 ms per MiB on these VMs).
+// The preallocated model arena of the main job (load-default-model.mjs) and the benchmarks: every
+// tensor at a 256-byte aligned offset, every page touched before any timing (first touches cost
+// ~3 ms per MiB on these VMs).
 import { createCodecArena } from '@splitzip/codec';
 import { createStagingPool, DEFAULT_DECODE_THREADS, DEFAULT_LOAD_CONCURRENCY, DEFAULT_MAX_STAGING_BYTES } from '@splitzip/runtime';
 
