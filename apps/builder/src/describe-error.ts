@@ -44,13 +44,18 @@ export function describeError(error: unknown): string {
     // Node's "ENOSPC: no space left on device, write" reads poorly; say it plainly.
     message = `${SYSTEM_ERRORS[code]}${file ? `: ${file}` : ''}`;
   }
+  // Set where the message names the file in its own words (no "(file …)" suffix then).
+  let fileSaid = false;
   if (code === 'NOT_A_CACHE' && file) {
+    fileSaid = true;
     // The store words this for library callers ("open with create: true"); a CLI user needs the command.
     const dir = file.replace(/[/\\](manifest|cache)\.json$/, '');
-    message = `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
+    message = /not a directory/.test(e.message)
+      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
+      : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
   const extra: string[] = [];
-  if (file && !message.includes(file)) extra.push(`file ${file}`);
+  if (file && !fileSaid && !message.includes(file)) extra.push(`file ${file}`);
   if (tensor && !message.includes(tensor)) extra.push(`tensor ${tensor}`);
   if (entry && !message.includes(entry)) extra.push(`entry ${entry}`);
   if (extra.length > 0) message += ` (${extra.join(', ')})`;

@@ -104,6 +104,15 @@ describe('bad model input', () => {
       expect(result.stderr).toContain(`\`splitzip build <model> --out ${notCache}\` makes one`);
       expect(result.stderr).not.toContain('create: true');
     }
+    // A file where the cache should be: the same code, said as such, and no build suggestion into it.
+    const file = join(temp.path, 'weights.bin');
+    await writeFile(file, 'not a cache');
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const result = await runCli([command, file]);
+      expectOneLineError(result, /NOT_A_CACHE/);
+      expect(result.stderr).toContain(`${file} is not a SplitZip cache (it is a file, not a directory)`);
+      expect(result.stderr).not.toContain('makes one');
+    }
   });
 });
 

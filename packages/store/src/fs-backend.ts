@@ -155,6 +155,8 @@ export class FsBackend implements StorageBackend {
       handle = await open(path, 'r');
     } catch (error) {
       if (errnoCode(error) === 'ENOENT') return undefined;
+      // The cache path names a file (or passes through one): not a cache, said as such.
+      if (errnoCode(error) === 'ENOTDIR') throw new StoreError('NOT_A_CACHE', 'the cache path is a file, not a directory', { path });
       throw toIoError(error, 'cannot open the manifest', { path });
     }
     try {

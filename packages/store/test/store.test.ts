@@ -36,6 +36,15 @@ describe('openCacheStore', () => {
     expect(error.path).toBe(join(root, 'manifest.json'));
   });
 
+  it('refuses a cache path that is a file, as NOT_A_CACHE (not an I/O error)', async () => {
+    const file = join(await makeTempDir(), 'weights.bin');
+    await writeFile(file, 'not a cache');
+    const error = await catchError(() => openCacheStore(file));
+    expect(error.code).toBe('NOT_A_CACHE');
+    expect(error.message).toContain('not a directory');
+    expect(error.path).toBe(join(file, 'manifest.json'));
+  });
+
   it('validates options', async () => {
     const root = await makeTempDir();
     for (const options of [{ chunkSize: 1000 }, { coverageMin: 1.5 }, { lockTimeoutMs: -1 }, { refreshIntervalMs: 0 }]) {
