@@ -3,28 +3,7 @@
 // Exits non-zero if anything mismatches. Run after building: node packages/codec/examples/demo.mjs
 import { performance } from 'node:perf_hooks';
 import { calibrateCodebook, decode, decodeRange, encode, getCodecBackend, readPayloadMeta } from '../dist/index.js';
-
-/** Deterministic Gaussian(0, sigma) BF16 bit patterns with a few large outliers, like real weights. */
-function syntheticWeights(n, sigma, seed) {
-  let a = seed >>> 0;
-  const rand = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const f = new Float32Array(1);
-  const u = new Uint32Array(f.buffer);
-  const out = new Uint16Array(n);
-  for (let i = 0; i < n; i++) {
-    let x = Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand()) * sigma;
-    if (rand() < 1e-4) x *= 500; // outliers
-    f[0] = x;
-    out[i] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) >>> 16; // round to nearest even
-  }
-  return out;
-}
+import { gaussianBf16 } from '../bench/gaussian-bf16.mjs';
 
 function allPatterns() {
   return Uint16Array.from({ length: 65536 }, (_, i) => i);
@@ -41,7 +20,7 @@ function bestOf(runs, fn) {
 }
 
 const tensors = [
-  { name: 'synthetic weights (sigma 0.02 + outliers)', values: syntheticWeights(1 << 22, 0.02, 2026) },
+  { name: 'synthetic weights (sigma 0.02 + outliers)', values: gaussianBf16(1 << 22, 0.02, 2026, { outlierRate: 1e-4 }) },
   { name: 'all 65,536 BF16 bit patterns', values: allPatterns() },
 ];
 
