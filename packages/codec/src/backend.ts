@@ -18,6 +18,14 @@ export interface CodebookTables {
   readonly exponents: readonly number[];
 }
 
+/**
+ * A decode kernel's report that every value below `endValue` (a payload value index) of its range
+ * is written to out: the caller patches those values' escapes while they are still in cache
+ * (on a tensor larger than the cache, patching after the whole decode costs a miss per escape).
+ * Kernels call it in increasing order, or not at all: the caller finishes what they left.
+ */
+export type ValuesWritten = (endValue: number) => void;
+
 export interface CodecKernels {
   readonly name: CodecBackendName;
   /**
@@ -34,6 +42,7 @@ export interface CodecKernels {
     out: Uint16Array,
     outOffset: number,
     tables: CodebookTables,
+    written?: ValuesWritten,
   ): boolean;
   /**
    * Adds the 256-bin exponent histogram of `values` to `histogram` (each bin mod 2^32, as a
@@ -69,6 +78,7 @@ export interface CodecKernels {
     out: Uint16Array,
     tables: CodebookTables,
     version: number,
+    written?: ValuesWritten,
   ): { digests: BulkDigests; codesValid: boolean };
   /** Format v3: the six digests of each segment in [first, end) into out[0 ..). Absent: the JS hash is used. */
   segmentDigests?(payload: Uint8Array, layout: PayloadLayout, first: number, end: number, out: Uint32Array): void;
@@ -86,6 +96,7 @@ export interface CodecKernels {
     outOffset: number,
     tables: CodebookTables,
     digests: Uint32Array,
+    written?: ValuesWritten,
   ): boolean;
 }
 

@@ -1,7 +1,7 @@
 // The one decoder behind decode, decodeRange and decodeChunks: validates the escape index and
 // escape stream of every chunk it touches, so no byte of the payload can steer a read or write
 // outside the payload or the output.
-import { kernelsFor, prepareCodebookTables, type CodebookTables } from './backend.js';
+import { kernelsFor, prepareCodebookTables, type CodebookTables, type ValuesWritten } from './backend.js';
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
 import { MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook } from './create-codebook.js';
@@ -24,10 +24,46 @@ export function tablesForCodebook(exponents: readonly number[]): CodebookTables 
 }
 
 /**
+ * The escapes of one decode: checked before any value is written, then patched into out as the
+ * kernels report values written (`apply`, in increasing order), so each patch hits a cache line
+ * the kernel has just written. `error` is the first rule the escape index or positions break
+ * (null if none); with an error `apply` writes nothing.
+ */
+export interface PreparedEscapes {
+  readonly error: SplitZipError | null;
+  readonly apply: ValuesWritten;
+}
+
+const NO_ESCAPES: PreparedEscapes = { error: null, apply: () => {} };
+
+/**
+ * Checks the escapes of values [start, end) (within the payload; out holds end - start values
+ * from outOffset) and returns their patcher. An empty range has nothing to check, as in
+ * decodeValueRange.
+ */
+export function prepareEscapes(
+  payload: Uint8Array,
+  meta: PayloadMeta,
+  start: number,
+  end: number,
+  out: Uint16Array,
+  outOffset: number,
+): PreparedEscapes {
+  if (end <= start) return NO_ESCAPES;
+  const firstChunk = Math.floor(start / meta.chunkSize);
+  const lastChunk = Math.floor((end - 1) / meta.chunkSize);
+  const index = escapeIndexReader(payload, meta);
+  const error = findEscapeError(payload, meta, index, firstChunk, lastChunk);
+  if (error !== null) return { error, apply: NO_ESCAPES.apply };
+  if (index(firstChunk) === index(lastChunk + 1)) return NO_ESCAPES;
+  return { error: null, apply: escapePatcher(payload, meta, index, firstChunk, lastChunk, start, end, out, outOffset) };
+}
+
+/**
  * Decodes values [start, end) of the payload into out[outOffset ..). The caller has checked
  * 0 <= start <= end <= n, out's length, and payload.length >= meta.compBytes. With `decoded`, the
- * codes and sm were already decoded into out (by a fused decode-and-checksum kernel). Payload and
- * out must not overlap.
+ * codes and sm were already decoded into out (by a fused decode-and-checksum kernel that was
+ * given `decoded.escapes.apply`). Payload and out must not overlap.
  */
 export function decodeValueRange(
   payload: Uint8Array,
@@ -36,19 +72,17 @@ export function decodeValueRange(
   end: number,
   out: Uint16Array,
   outOffset: number,
-  decoded?: { codesValid: boolean },
+  decoded?: { codesValid: boolean; escapes: PreparedEscapes },
 ): void {
   if (end <= start) return;
-  const { layout, chunkSize, elementCount } = meta;
-  const firstChunk = Math.floor(start / chunkSize);
-  const lastChunk = Math.floor((end - 1) / chunkSize);
-  const index = escapeIndexReader(payload, meta);
-  checkEscapes(payload, meta, index, firstChunk, lastChunk);
+  const { layout, elementCount } = meta;
+  const escapes = decoded?.escapes ?? prepareEscapes(payload, meta, start, end, out, outOffset);
+  if (escapes.error !== null) throw escapes.error;
 
   const tables = tablesForCodebook(meta.codebook.exponents);
   const codesValid =
     decoded?.codesValid ??
-    kernelsFor(payload, out).decodeValues(payload, layout.codes.offsetBytes, layout.sm.offsetBytes, start, end, out, outOffset, tables);
+    kernelsFor(payload, out).decodeValues(payload, layout.codes.offsetBytes, layout.sm.offsetBytes, start, end, out, outOffset, tables, escapes.apply);
   // The kernels' check is conservative (whole bytes, whole groups): confirm exactly before failing.
   if (!codesValid) {
     const error = invalidCodeError(payload, meta, start, end, tables.size);
@@ -63,7 +97,8 @@ export function decodeValueRange(
       });
     }
   }
-  applyEscapes(payload, meta, index, firstChunk, lastChunk, start, end, out, outOffset);
+  // The escapes of values the kernels did not report (all of them for kernels without reports).
+  escapes.apply(end);
 }
 
 /** Reads escape index entry c: through a Uint32Array view when aligned (the usual case), else bytewise. */
@@ -85,10 +120,10 @@ function escapeIndexReader(payload: Uint8Array, meta: PayloadMeta): IndexReader 
  * entries non-decreasing, within escape_count, at most the chunk's length apart. Escape positions:
  * strictly increasing within a chunk and below its length.
  */
-function checkEscapes(payload: Uint8Array, meta: PayloadMeta, index: IndexReader, firstChunk: number, lastChunk: number): void {
+function findEscapeError(payload: Uint8Array, meta: PayloadMeta, index: IndexReader, firstChunk: number, lastChunk: number): SplitZipError | null {
   const { layout, chunkSize, chunkCount, escapeCount, elementCount } = meta;
   if (index(0) !== 0 || index(chunkCount) !== escapeCount) {
-    throw new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
+    return new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
       first: index(0),
       last: index(chunkCount),
       escapeCount,
@@ -101,7 +136,7 @@ function checkEscapes(payload: Uint8Array, meta: PayloadMeta, index: IndexReader
     if (next === prev) continue;
     const chunkLength = Math.min(chunkSize, elementCount - c * chunkSize);
     if (next < prev || next > escapeCount || next - prev > chunkLength) {
-      throw new SplitZipError('BAD_ESCAPE_INDEX', `escape index of chunk ${c} is inconsistent`, {
+      return new SplitZipError('BAD_ESCAPE_INDEX', `escape index of chunk ${c} is inconsistent`, {
         chunk: c,
         indexStart: prev,
         indexEnd: next,
@@ -114,7 +149,7 @@ function checkEscapes(payload: Uint8Array, meta: PayloadMeta, index: IndexReader
     for (let j = prev; j < next; j++) {
       const pos = payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8);
       if (pos <= last || pos >= chunkLength) {
-        throw new SplitZipError('BAD_ESCAPE_POSITION', `escape ${j} of chunk ${c} is out of order or outside the chunk`, {
+        return new SplitZipError('BAD_ESCAPE_POSITION', `escape ${j} of chunk ${c} is out of order or outside the chunk`, {
           chunk: c,
           escape: j,
           position: pos,
@@ -127,10 +162,14 @@ function checkEscapes(payload: Uint8Array, meta: PayloadMeta, index: IndexReader
     }
     prev = next;
   }
+  return null;
 }
 
-/** Replaces the exponent of every escaped value in [start, end) (index and positions already checked). */
-function applyEscapes(
+/**
+ * Replaces the exponent of every escaped value in [start, end) below each reported end, in order
+ * (index and positions already checked). State: chunk c, its escapes [j, jEnd) not yet applied.
+ */
+function escapePatcher(
   payload: Uint8Array,
   meta: PayloadMeta,
   index: IndexReader,
@@ -140,23 +179,30 @@ function applyEscapes(
   end: number,
   out: Uint16Array,
   outOffset: number,
-): void {
-  if (meta.escapeCount === 0) return;
+): ValuesWritten {
   const { layout, chunkSize } = meta;
   const posAt = layout.escapePositions.offsetBytes;
   const expAt = layout.escapeExponents.offsetBytes;
-  let j = index(firstChunk);
-  for (let c = firstChunk; c <= lastChunk; c++) {
-    const jEnd = index(c + 1);
-    const chunkStart = c * chunkSize;
-    for (; j < jEnd; j++) {
-      const i = chunkStart + (payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8));
-      if (i >= start && i < end) {
-        const o = outOffset + (i - start);
-        out[o] = (out[o]! & 0x807f) | (payload[expAt + j]! << 7);
+  let c = firstChunk;
+  let j = index(c);
+  let jEnd = index(c + 1);
+  return (endValue) => {
+    const limit = Math.min(endValue, end);
+    for (;;) {
+      const chunkStart = c * chunkSize;
+      for (; j < jEnd; j++) {
+        const i = chunkStart + (payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8));
+        if (i >= limit) return;
+        if (i >= start) {
+          const o = outOffset + (i - start);
+          out[o] = (out[o]! & 0x807f) | (payload[expAt + j]! << 7);
+        }
       }
+      if (c >= lastChunk || (c + 1) * chunkSize >= limit) return;
+      c++;
+      jEnd = index(c + 1);
     }
-  }
+  };
 }
 
 function invalidCodeError(

@@ -1,7 +1,7 @@
 import { kernelsFor } from './backend.js';
 import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './check-segment-arguments.js';
 import { SEGMENT_VALUES } from './constants.js';
-import { decodeValueRange, tablesForCodebook } from './decode-core.js';
+import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { checkOutput } from './decode-range.js';
 import { digestSegments } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
@@ -42,13 +42,14 @@ export function decodeSegments(
   checkDigestsArray(digests, endSegment - firstSegment, false);
   const kernels = kernelsFor(payload, target);
   const tables = tablesForCodebook(meta.codebook.exponents);
+  const escapes = prepareEscapes(payload, meta, start, end, target, 0);
   let codesValid: boolean;
   if (kernels.decodeSegmentsWithDigests !== undefined) {
-    codesValid = kernels.decodeSegmentsWithDigests(payload, meta.layout, firstSegment, endSegment, target, 0, tables, digests);
+    codesValid = kernels.decodeSegmentsWithDigests(payload, meta.layout, firstSegment, endSegment, target, 0, tables, digests, escapes.apply);
   } else {
-    codesValid = kernels.decodeValues(payload, meta.layout.codes.offsetBytes, meta.layout.sm.offsetBytes, start, end, target, 0, tables);
+    codesValid = kernels.decodeValues(payload, meta.layout.codes.offsetBytes, meta.layout.sm.offsetBytes, start, end, target, 0, tables, escapes.apply);
     if (kernels.segmentDigests !== undefined) kernels.segmentDigests(payload, meta.layout, firstSegment, endSegment, digests);
     else digestSegments(payload, meta.layout, firstSegment, endSegment, digests);
   }
-  decodeValueRange(payload, meta, start, end, target, 0, { codesValid });
+  decodeValueRange(payload, meta, start, end, target, 0, { codesValid, escapes });
 }

@@ -1,5 +1,5 @@
 import { kernelsFor } from './backend.js';
-import { decodeValueRange, tablesForCodebook } from './decode-core.js';
+import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { checkOutput, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
@@ -24,9 +24,11 @@ export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeO
     decodeValueRange(payload, meta, 0, meta.elementCount, target, 0);
     return target;
   }
-  // One pass decodes and hashes the big sections; the checksum is still judged before any decoding
-  // rule (FORMAT.md order).
-  const result = fused(payload, meta.layout, meta.elementCount, target, tablesForCodebook(meta.codebook.exponents), meta.version);
+  // One pass decodes and hashes the big sections (and patches the escapes block by block when
+  // they are well-formed); the checksum is still judged before any decoding rule (FORMAT.md order).
+  const n = meta.elementCount;
+  const escapes = prepareEscapes(payload, meta, 0, n, target, 0);
+  const result = fused(payload, meta.layout, n, target, tablesForCodebook(meta.codebook.exponents), meta.version, escapes.apply);
   const checksum = computePayloadChecksum(payload, meta.layout, meta.version, result.digests);
   if (checksum !== meta.checksum) {
     throw new SplitZipError('CHECKSUM_MISMATCH', 'payload checksum does not match its contents', {
@@ -34,6 +36,6 @@ export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeO
       computedChecksum: checksum,
     });
   }
-  decodeValueRange(payload, meta, 0, meta.elementCount, target, 0, { codesValid: result.codesValid });
+  decodeValueRange(payload, meta, 0, n, target, 0, { codesValid: result.codesValid, escapes });
   return target;
 }

@@ -2,7 +2,7 @@
 // memory: data that lives there already (a codec arena's views) is used in place; anything else
 // streams through the scratch area in cache-sized blocks (copy a block in, run the kernel, copy
 // the result out while it is still in L2).
-import type { CodebookTables, CodecKernels, EncodeOffsets } from '../backend.js';
+import type { CodebookTables, CodecKernels, EncodeOffsets, ValuesWritten } from '../backend.js';
 import type { PayloadLayout } from '../compute-payload-layout.js';
 import type { EscapeList } from '../escape-list.js';
 import { countSegments, computeSegmentSpans, type BulkDigests } from '../payload-checksum.js';
@@ -328,6 +328,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     out: Uint16Array,
     outOffset: number,
     hash: number,
+    written: ValuesWritten | undefined,
   ): number {
     const src = addressOf(payload);
     const dst = addressOf(out);
@@ -363,6 +364,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
         out.set(u16.subarray(scratch.DEC_OUT_AT / 2 + (lo - a), scratch.DEC_OUT_AT / 2 + (b - a)), outOffset + (lo - from));
       }
       if (m > maxCode) maxCode = m;
+      written?.(b);
     }
     return maxCode;
   }
@@ -376,10 +378,11 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     out: Uint16Array,
     outOffset: number,
     tables: CodebookTables,
+    written?: ValuesWritten,
   ): boolean {
     loadDecodeTables(tables);
     // Conservative: the first and last groups may include codes outside [from, to); the caller rechecks exactly.
-    return decodeBlocks(payload, codesOffset, smOffset, from, to, out, outOffset, 0) < tables.size;
+    return decodeBlocks(payload, codesOffset, smOffset, from, to, out, outOffset, 0, written) < tables.size;
   }
 
   /**
@@ -393,17 +396,18 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     out: Uint16Array,
     tables: CodebookTables,
     version: number,
+    written?: ValuesWritten,
   ): { digests: BulkDigests; codesValid: boolean } {
     if (version >= 3) {
       const segments = new Uint32Array(SEGMENT_DIGESTS * countSegments(layout));
-      const codesValid = decodeSegmentsWithDigests(payload, layout, 0, countSegments(layout), out, 0, tables, segments);
+      const codesValid = decodeSegmentsWithDigests(payload, layout, 0, countSegments(layout), out, 0, tables, segments, written);
       return { digests: { codes: 0, sm: 0, segments }, codesValid };
     }
     loadDecodeTables(tables);
     startDigests();
     const codesAt = layout.codes.offsetBytes;
     const smAt = layout.sm.offsetBytes;
-    const maxCode = decodeBlocks(payload, codesAt, smAt, 0, elementCount, out, 0, version >= 2 ? 2 : 1);
+    const maxCode = decodeBlocks(payload, codesAt, smAt, 0, elementCount, out, 0, version >= 2 ? 2 : 1, written);
     const groups = Math.ceil(elementCount / GROUP_VALUES);
     const digests = finishDigests(payload, { codes: codesAt, sm: smAt, smEnd: layout.escapeIndex.offsetBytes }, groups, version);
     return { digests, codesValid: maxCode < tables.size };
@@ -423,6 +427,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     outOffset: number,
     tables: CodebookTables,
     digests: Uint32Array,
+    written?: ValuesWritten,
   ): boolean {
     loadDecodeTables(tables);
     const n = layout.sm.byteLength;
@@ -433,7 +438,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
       const from = k * SEGMENT_VALUES;
       const to = Math.min(n, from + SEGMENT_VALUES);
       startDigests();
-      const m = decodeBlocks(payload, codesAt, smAt, from, to, out, outOffset + (from - first * SEGMENT_VALUES), 3);
+      const m = decodeBlocks(payload, codesAt, smAt, from, to, out, outOffset + (from - first * SEGMENT_VALUES), 3, written);
       if (m > maxCode) maxCode = m;
       finishSegment(payload, layout, k, Math.ceil((to - from) / GROUP_VALUES), digests, SEGMENT_DIGESTS * (k - first));
     }
