@@ -52,10 +52,10 @@ export function prepareEscapes(
   if (end <= start) return NO_ESCAPES;
   const firstChunk = Math.floor(start / meta.chunkSize);
   const lastChunk = Math.floor((end - 1) / meta.chunkSize);
-  const index = escapeIndexReader(payload, meta);
+  const index = escapeIndexWords(payload, meta);
   const error = findEscapeError(payload, meta, index, firstChunk, lastChunk);
   if (error !== null) return { error, apply: NO_ESCAPES.apply };
-  if (index(firstChunk) === index(lastChunk + 1)) return NO_ESCAPES;
+  if (index[firstChunk] === index[lastChunk + 1]) return NO_ESCAPES;
   return { error: null, apply: escapePatcher(payload, meta, index, firstChunk, lastChunk, start, end, out, outOffset) };
 }
 
@@ -101,18 +101,20 @@ export function decodeValueRange(
   escapes.apply(end);
 }
 
-/** Reads escape index entry c: through a Uint32Array view when aligned (the usual case), else bytewise. */
-type IndexReader = (c: number) => number;
-
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-function escapeIndexReader(payload: Uint8Array, meta: PayloadMeta): IndexReader {
+/**
+ * The escape index (chunk_count + 1 u32) as a Uint32Array: a view in place when aligned on a
+ * little-endian platform (the usual case), else a copy. Plain typed-array reads keep the per-chunk
+ * loops below tight: a 2^24-value tensor has 16,384 chunks, walked twice per decode.
+ */
+function escapeIndexWords(payload: Uint8Array, meta: PayloadMeta): Uint32Array {
   const at = meta.layout.escapeIndex.offsetBytes;
-  if (LITTLE_ENDIAN && ((payload.byteOffset + at) & 3) === 0) {
-    const words = new Uint32Array(payload.buffer, payload.byteOffset + at, meta.chunkCount + 1);
-    return (c) => words[c]!;
-  }
-  return (c) => readU32(payload, at + 4 * c);
+  const count = meta.chunkCount + 1;
+  if (LITTLE_ENDIAN && ((payload.byteOffset + at) & 3) === 0) return new Uint32Array(payload.buffer, payload.byteOffset + at, count);
+  const words = new Uint32Array(count);
+  for (let c = 0; c < count; c++) words[c] = readU32(payload, at + 4 * c);
+  return words;
 }
 
 /**
@@ -120,19 +122,19 @@ function escapeIndexReader(payload: Uint8Array, meta: PayloadMeta): IndexReader 
  * entries non-decreasing, within escape_count, at most the chunk's length apart. Escape positions:
  * strictly increasing within a chunk and below its length.
  */
-function findEscapeError(payload: Uint8Array, meta: PayloadMeta, index: IndexReader, firstChunk: number, lastChunk: number): SplitZipError | null {
+function findEscapeError(payload: Uint8Array, meta: PayloadMeta, index: Uint32Array, firstChunk: number, lastChunk: number): SplitZipError | null {
   const { layout, chunkSize, chunkCount, escapeCount, elementCount } = meta;
-  if (index(0) !== 0 || index(chunkCount) !== escapeCount) {
+  if (index[0] !== 0 || index[chunkCount] !== escapeCount) {
     return new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
-      first: index(0),
-      last: index(chunkCount),
+      first: index[0],
+      last: index[chunkCount],
       escapeCount,
     });
   }
   const posAt = layout.escapePositions.offsetBytes;
-  let prev = index(firstChunk);
+  let prev = index[firstChunk]!;
   for (let c = firstChunk; c <= lastChunk; c++) {
-    const next = index(c + 1);
+    const next = index[c + 1]!;
     if (next === prev) continue;
     const chunkLength = Math.min(chunkSize, elementCount - c * chunkSize);
     if (next < prev || next > escapeCount || next - prev > chunkLength) {
@@ -172,7 +174,7 @@ function findEscapeError(payload: Uint8Array, meta: PayloadMeta, index: IndexRea
 function escapePatcher(
   payload: Uint8Array,
   meta: PayloadMeta,
-  index: IndexReader,
+  index: Uint32Array,
   firstChunk: number,
   lastChunk: number,
   start: number,
@@ -184,25 +186,48 @@ function escapePatcher(
   const posAt = layout.escapePositions.offsetBytes;
   const expAt = layout.escapeExponents.offsetBytes;
   let c = firstChunk;
-  let j = index(c);
-  let jEnd = index(c + 1);
+  let j = index[c]!;
+  let jEnd = index[c + 1]!;
   return (endValue) => {
     const limit = Math.min(endValue, end);
     for (;;) {
-      const chunkStart = c * chunkSize;
-      for (; j < jEnd; j++) {
-        const i = chunkStart + (payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8));
-        if (i >= limit) return;
-        if (i >= start) {
-          const o = outOffset + (i - start);
-          out[o] = (out[o]! & 0x807f) | (payload[expAt + j]! << 7);
-        }
+      if (j < jEnd) {
+        const chunkStart = c * chunkSize;
+        do {
+          const i = chunkStart + (payload[posAt + 2 * j]! | (payload[posAt + 2 * j + 1]! << 8));
+          if (i >= limit) return;
+          if (i >= start) {
+            const o = outOffset + (i - start);
+            out[o] = (out[o]! & 0x807f) | (payload[expAt + j]! << 7);
+          }
+          j++;
+        } while (j < jEnd);
       }
-      if (c >= lastChunk || (c + 1) * chunkSize >= limit) return;
-      c++;
-      jEnd = index(c + 1);
+      // Chunk c is done (j === index[c + 1]): on to the next chunk that has escapes, if it starts
+      // below the limit.
+      const next = nextChunkWithEscapes(index, c, Math.min(lastChunk, Math.ceil(limit / chunkSize) - 1));
+      if (next < 0) {
+        // None before the limit: resume from the last chunk looked at (all empty up to it).
+        c = -next - 1;
+        jEnd = index[c + 1]!;
+        return;
+      }
+      c = next;
+      jEnd = index[c + 1]!;
     }
   };
+}
+
+/**
+ * The first chunk after c, up to lastChunk, that has escapes; if none, -(the last chunk looked at)
+ * - 1. A plain loop over the index (most chunks of real weights have no escapes), kept out of the
+ * patcher's closure, whose state lives in its context rather than in registers.
+ */
+function nextChunkWithEscapes(index: Uint32Array, c: number, lastChunk: number): number {
+  const j = index[c + 1]!;
+  let k = c + 1;
+  while (k <= lastChunk && index[k + 1] === j) k++;
+  return k <= lastChunk ? k : -Math.max(c, lastChunk) - 1;
 }
 
 function invalidCodeError(
