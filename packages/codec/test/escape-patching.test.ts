@@ -125,6 +125,26 @@ describe.each(BACKENDS)('escape patching on the %s backend', (backend) => {
     }
   });
 
+  it('payloads whose escape index is not 4-byte aligned in memory (read through a copy)', () => {
+    useBackend(backend);
+    const { values, exponents } = edgeFixture(n, 9);
+    const payload = encode(values, createCodebook(exponents), { chunkSize: 1024 });
+    for (const shift of [1, 2, 3]) {
+      const holder = new Uint8Array(payload.length + shift);
+      holder.set(payload, shift);
+      const shifted = holder.subarray(shift);
+      expect(sameBytes(decode(shifted), values)).toBe(true);
+      expect(sameBytes(decode(shifted, undefined, { verify: false }), values)).toBe(true);
+      expect(sameBytes(decodeRange(shifted, BLOCK - 3, BLOCK + 7), values.subarray(BLOCK - 3, 2 * BLOCK + 4))).toBe(true);
+      const meta = readPayloadMeta(shifted);
+      const broken = shifted.slice();
+      new DataView(broken.buffer).setUint32(meta.layout.escapeIndex.offsetBytes + 4 * 40, 0, true);
+      const again = new Uint8Array(broken.length + shift);
+      again.set(broken, shift);
+      expect(codeOf(() => decode(again.subarray(shift), undefined, { verify: false }))).toBe('BAD_ESCAPE_INDEX');
+    }
+  });
+
   it('a broken escape index is reported after the checksum, and nothing is patched out of range', () => {
     useBackend(backend);
     const { values, exponents } = edgeFixture(n, 3);
