@@ -25,7 +25,10 @@ import { sameBytes, weightsWithEscapes } from './fixtures.js';
 
 afterAll(() => setCodecBackend('auto'));
 
-/** The kernels' block length (values); escapes are placed on and around its multiples. */
+/**
+ * The kernels' block length (values; 4 of them a call when payload and output are both in an
+ * arena); escapes are placed on and around its multiples.
+ */
 const BLOCK = 32768;
 
 /**
@@ -48,7 +51,12 @@ function edgeFixture(n: number, seed: number): { values: Uint16Array; exponents:
 describe.each(BACKENDS)('escape patching on the %s backend', (backend) => {
   const n = 3 * BLOCK + 12345; // not a multiple of 2, 4, a group, a chunk or a block
 
-  it.each([64, 1024, 65536])('whole decodes, verified and not, ordinary arrays and arena views (chunk size %i)', (chunkSize) => {
+  it.each([
+    [64, n],
+    [1024, n],
+    [65536, n],
+    [1024, 9 * BLOCK + 4321], // several in-place calls of 4 blocks
+  ])('whole decodes, verified and not, ordinary arrays and arena views (chunk size %i, %i values)', (chunkSize, n) => {
     useBackend(backend);
     const { values, exponents } = edgeFixture(n, chunkSize);
     const payload = encode(values, createCodebook(exponents), { chunkSize });
@@ -70,14 +78,15 @@ describe.each(BACKENDS)('escape patching on the %s backend', (backend) => {
 
   it.each([64, 1024, 65536])('ranges that start and end inside chunks and blocks (chunk size %i)', (chunkSize) => {
     useBackend(backend);
+    const n = 9 * BLOCK + 4321;
     const { values, exponents } = edgeFixture(n, chunkSize + 1);
     const payload = encode(values, createCodebook(exponents), { chunkSize });
     const arena = createCodecArena(2 * n + payload.length + (1 << 20));
     const slot = arena.allocate(payload.length);
     slot.set(payload);
     const out = arena.allocateValues(n);
-    const starts = [0, 1, 33, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK - 3, 65536 + 7];
-    const counts = [1, 2, 31, BLOCK - 1, BLOCK, BLOCK + 2, 2 * BLOCK + 5];
+    const starts = [0, 1, 33, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK - 3, 65536 + 7, 4 * BLOCK - 1, 4 * BLOCK + 3];
+    const counts = [1, 2, 31, BLOCK - 1, BLOCK, BLOCK + 2, 2 * BLOCK + 5, 4 * BLOCK + 1, 5 * BLOCK - 7];
     for (const start of starts) {
       for (const count of counts) {
         if (start + count > n) continue;
