@@ -64,8 +64,8 @@ for (const backend of available) {
 // against the copies just before and after each measurement.
 // Every timed call starts from cold caches: a 256 MiB copy between two other buffers first. Without
 // it the copy just before an operation ran right after the previous round's copy of the same
-// buffers and found part of them in cache, while the operation found the copy's lines there: that
-// favoured the baseline by 8-20 % on this VM (2026-12-03 21:0x, 2^24 values). Tensors a loader
+// buffers and found part of them in cache, while the operation found the copy's lines there: a
+// copy after a copy ran 1.15-1.3x a cold copy on this VM (2026-12-03 21:0x, 2^24 values). Tensors a loader
 // decodes come from storage, so cold is also the realistic case.
 const EVICT_BYTES = 256 << 20;
 const evictFrom = new Uint8Array(EVICT_BYTES).fill(1);

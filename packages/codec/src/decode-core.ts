@@ -52,7 +52,7 @@ export function prepareEscapes(
   if (end <= start) return NO_ESCAPES;
   const firstChunk = Math.floor(start / meta.chunkSize);
   const lastChunk = Math.floor((end - 1) / meta.chunkSize);
-  const index = escapeIndexWords(payload, meta);
+  const index = escapeIndexWords(payload, meta, firstChunk, lastChunk);
   const error = findEscapeError(payload, meta, index, firstChunk, lastChunk);
   if (error !== null) return { error, apply: NO_ESCAPES.apply };
   if (index[firstChunk] === index[lastChunk + 1]) return NO_ESCAPES;
@@ -105,15 +105,19 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /**
  * The escape index (chunk_count + 1 u32) as a Uint32Array: a view in place when aligned on a
- * little-endian platform (the usual case), else a copy. Plain typed-array reads keep the per-chunk
- * loops below tight: a 2^24-value tensor has 16,384 chunks, walked twice per decode.
+ * little-endian platform (the usual case), else a copy of the entries a decode of chunks
+ * [firstChunk, lastChunk] reads (0, chunk_count and firstChunk..lastChunk + 1; the rest stay 0), so
+ * a short range costs no more than its chunks. Plain typed-array reads keep the per-chunk loops
+ * below tight: a 2^24-value tensor has 16,384 chunks, walked twice per decode.
  */
-function escapeIndexWords(payload: Uint8Array, meta: PayloadMeta): Uint32Array {
+function escapeIndexWords(payload: Uint8Array, meta: PayloadMeta, firstChunk: number, lastChunk: number): Uint32Array {
   const at = meta.layout.escapeIndex.offsetBytes;
   const count = meta.chunkCount + 1;
   if (LITTLE_ENDIAN && ((payload.byteOffset + at) & 3) === 0) return new Uint32Array(payload.buffer, payload.byteOffset + at, count);
   const words = new Uint32Array(count);
-  for (let c = 0; c < count; c++) words[c] = readU32(payload, at + 4 * c);
+  words[0] = readU32(payload, at);
+  words[count - 1] = readU32(payload, at + 4 * (count - 1));
+  for (let c = firstChunk; c <= lastChunk + 1; c++) words[c] = readU32(payload, at + 4 * c);
   return words;
 }
 
