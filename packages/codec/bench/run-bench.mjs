@@ -124,16 +124,37 @@ for (const backend of available) {
   }
 }
 const ratios = {};
-for (let r = -1; r < RUNS; r++) {
-  const copyS = once(() => copyDst.set(copySrc));
-  if (r < 0) continue; // warm-up round
-  samples.copy.push(copyS);
-  if (r < 5) samples.inflate.push(once(() => inflateSync(deflated)));
+// Operations that allocate (a new 25 MB payload; zlib's 32 MiB result) start V8's incremental
+// marking, and its finishing mark-compact (4-9 ms, freeing those buffers) lands in a later call:
+// the operation timed right after inflate ran 3x slower in the rounds that timed inflate
+// (2026-12-03 23:0x). They run in a second phase, after every other operation's rounds, so their
+// garbage is collected among themselves; calling gc() before each timed call instead was worse
+// (its concurrent sweeping then ran beside the timed call: every row 1.5-2x slower).
+let shuffleSeed = 2463534242;
+/** Fisher-Yates with a xorshift32 generator: the same orders in every run. */
+const shuffled = (items) => {
+  const a = [...items];
+  for (let i = a.length - 1; i > 0; i--) {
+    shuffleSeed ^= shuffleSeed << 13;
+    shuffleSeed ^= shuffleSeed >>> 17;
+    shuffleSeed ^= shuffleSeed << 5;
+    const j = (shuffleSeed >>> 0) % (i + 1);
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+};
+const ALLOCATING = new Set(['encode (new payload)', 'encode (new payload, escapeCount known)']);
+const timeRound = (r, allocating) => {
   for (const backend of available) {
     setCodecBackend(backend === 'js' ? 'js' : 'auto');
     if (backend === 'js' && r >= 3) continue; // the fallback is slow; 3 rounds are enough
-    for (const [op, fn] of Object.entries(ops)) {
+    // A different order every round (a seeded shuffle): an operation's aftermath slowed whichever
+    // one came next (the decode timed right after the arena encode ran 0.57-0.73x the copy in that
+    // place and 0.88-0.89x in the next, where the other decode took the loss; 2026-12-03 23:4x), so
+    // each operation follows a different one from round to round and the medians do not carry it.
+    for (const [op, fn] of shuffled(Object.entries(ops))) {
       if (backend === 'js' && op.startsWith('arena')) continue; // no in-place path without wasm
+      if (ALLOCATING.has(op) !== allocating) continue;
       const before = once(() => copyDst.set(copySrc));
       const s = once(() => fn(payloads[backend]));
       const after = once(() => copyDst.set(copySrc));
@@ -141,13 +162,21 @@ for (let r = -1; r < RUNS; r++) {
       (ratios[`${backend}/${op}`] ??= []).push((before + after) / 2 / s);
     }
   }
+};
+for (let r = -1; r < RUNS; r++) {
+  const copyS = once(() => copyDst.set(copySrc));
+  if (r < 0) continue; // warm-up round
+  samples.copy.push(copyS);
+  timeRound(r, false);
 }
+for (let r = 0; r < RUNS; r++) timeRound(r, true);
+for (let r = 0; r < 5; r++) samples.inflate.push(once(() => inflateSync(deflated)));
 setCodecBackend('auto');
 const copyS = median(samples.copy);
 const inflateS = median(samples.inflate);
 
 const fmt = (x, d = 2) => x.toFixed(d);
-console.log(`SplitZip codec benchmark: 2^${LOG2_N} Gaussian BF16 values (sigma ${SIGMA}), single thread, medians of ${RUNS} interleaved rounds after ${WARMUP_CALLS} untimed calls of each operation, every timed call after a ${EVICT_BYTES >> 20} MiB cache-evicting copy`);
+console.log(`SplitZip codec benchmark: 2^${LOG2_N} Gaussian BF16 values (sigma ${SIGMA}), single thread, medians of ${RUNS} interleaved rounds (operations in a shuffled order; allocating ones and inflate last) after ${WARMUP_CALLS} untimed calls of each operation, every timed call after a ${EVICT_BYTES >> 20} MiB cache-evicting copy`);
 console.log(`node ${process.version}, automatic backend: ${getCodecBackend()}, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')} (others' work skews timings)`);
 console.log('');
 console.log(`baseline copy (TypedArray.set, ${rawBytes} bytes): ${fmt(gbps(copyS))} GB/s`);
