@@ -47,10 +47,19 @@ export interface StagingPool {
   readonly arena: CodecArena | undefined;
   /** Free slots right now. */
   readonly available: number;
-  /** Takes a free slot, waiting (FIFO) for a release when none is free. */
-  acquire(options?: { signal?: AbortSignal }): Promise<StagingSlot>;
-  /** Takes a free slot now, or returns undefined. */
-  tryAcquire(): StagingSlot | undefined;
+  /**
+   * Takes a free slot, waiting (FIFO) for a release when none is free. With `bytes` (how much of
+   * the slot the caller will use) the pool picks among the free slots as in `tryAcquire`.
+   */
+  acquire(options?: { signal?: AbortSignal; bytes?: number }): Promise<StagingSlot>;
+  /**
+   * Takes a free slot now, or returns undefined. Without `bytes`: the most recently released slot.
+   * With `bytes`: the free slot whose bytes already used (the most any acquire asked of it) cover
+   * `bytes` most tightly, the most recent on a tie; if none covers it, the one used most. A large
+   * payload then lands where large payloads were staged before, on memory already touched,
+   * instead of on the untouched tail of a slot that only ever held small ones.
+   */
+  tryAcquire(bytes?: number): StagingSlot | undefined;
   /** Gives a slot back. Throws `SLOT_NOT_OWNED` for a slot that is not out, or not this pool's. */
   release(slot: StagingSlot): void;
   /** Scoped ownership: acquire, run `fn(slot)`, release even if `fn` throws. */
@@ -145,16 +154,45 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   // Free slots as a stack of ids: the most recently released slot is reused first (warm in cache).
   const free: number[] = [];
   for (let id = slotCount - 1; id >= 0; id -= 1) free.push(id);
+  // Per slot, the most bytes any acquire said it would use: how much of the slot has been touched.
+  // First touches are slow (a page fault per 4 KiB; on VMs that reclaim idle memory, again after
+  // a while), so a sized acquire prefers a slot whose touched part already covers it.
+  const touchedBytes = new Array<number>(slotCount).fill(0);
   const out = new Array<boolean>(slotCount).fill(false);
-  const waiters: { resolve: (slot: StagingSlot) => void; reject: (error: unknown) => void; cleanup: () => void }[] = [];
+  const waiters: { bytes: number | undefined; resolve: (slot: StagingSlot) => void; reject: (error: unknown) => void; cleanup: () => void }[] = [];
   let closed = false;
   let acquires = 0;
   let waits = 0;
   let inUse = 0;
   let peakInUse = 0;
 
-  const take = (): StagingSlot => {
-    const id = free.pop() as number;
+  const checkBytesHint = (bytes: number | undefined): void => {
+    if (bytes !== undefined && (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > slotBytes)) {
+      throw new RuntimeError('INVALID_ARGUMENT', `bytes must be an integer in 0..${slotBytes} (the slot size)`, { bytes, slotBytes });
+    }
+  };
+
+  /** Index in `free` of the slot a sized acquire gets (see tryAcquire); the top without a size. */
+  const pick = (bytes: number | undefined): number => {
+    const top = free.length - 1;
+    if (bytes === undefined) return top;
+    let fit = -1;
+    let most = top;
+    for (let i = top; i >= 0; i -= 1) {
+      const used = touchedBytes[free[i] as number] as number;
+      if (used >= bytes && (fit < 0 || used < (touchedBytes[free[fit] as number] as number))) fit = i;
+      if (used > (touchedBytes[free[most] as number] as number)) most = i;
+    }
+    return fit >= 0 ? fit : most;
+  };
+
+  const take = (bytes?: number): StagingSlot => {
+    const at = pick(bytes);
+    const id = free[at] as number;
+    // Remove free[at] in place (splice would allocate its result array on every acquire).
+    for (let i = at; i < free.length - 1; i += 1) free[i] = free[i + 1] as number;
+    free.pop();
+    if (bytes !== undefined && bytes > (touchedBytes[id] as number)) touchedBytes[id] = bytes;
     out[id] = true;
     acquires += 1;
     inUse += 1;
@@ -169,15 +207,21 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
     get available() {
       return free.length;
     },
-    tryAcquire() {
+    tryAcquire(bytes) {
       if (closed) throw new RuntimeError('POOL_CLOSED', 'staging pool is closed');
-      return free.length > 0 ? take() : undefined;
+      checkBytesHint(bytes);
+      return free.length > 0 ? take(bytes) : undefined;
     },
     acquire(acquireOptions = {}) {
-      const { signal } = acquireOptions;
+      const { signal, bytes } = acquireOptions;
+      try {
+        checkBytesHint(bytes);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
       if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal.reason }));
-      if (free.length > 0) return Promise.resolve(take());
+      if (free.length > 0) return Promise.resolve(take(bytes));
       waits += 1;
       return new Promise<StagingSlot>((resolve, reject) => {
         const onAbort = () => {
@@ -186,6 +230,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
           reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal?.reason }));
         };
         const waiter = {
+          bytes,
           resolve,
           reject,
           cleanup: () => signal?.removeEventListener('abort', onAbort),
@@ -204,6 +249,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       if (waiter) {
         // Hand the slot straight to the oldest waiter: ownership moves without touching the free list.
         waiter.cleanup();
+        if (waiter.bytes !== undefined && waiter.bytes > (touchedBytes[slot.id] as number)) touchedBytes[slot.id] = waiter.bytes;
         out[slot.id] = true;
         acquires += 1;
         inUse += 1;

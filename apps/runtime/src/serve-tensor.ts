@@ -307,11 +307,12 @@ function takeStage(env: ServeEnv, entry: CacheEntry): Stage | Promise<Stage> {
       arena: pool.arena,
     };
   };
+  // Sized: the payload goes to a slot whose memory a payload this large already touched.
   if (env.signal?.aborted !== true) {
-    const slot = pool.tryAcquire();
+    const slot = pool.tryAcquire(entry.compBytes);
     if (slot !== undefined) return stageOf(slot);
   }
-  return pool.acquire(env.signal ? { signal: env.signal } : {}).then(stageOf);
+  return pool.acquire(env.signal ? { signal: env.signal, bytes: entry.compBytes } : { bytes: entry.compBytes }).then(stageOf);
 }
 
 /**

@@ -53,6 +53,58 @@ describe('createStagingPool', () => {
     expect(stats.inUse).toBe(0);
   });
 
+  it('gives a sized acquire the free slot whose touched bytes cover it most tightly', async () => {
+    const pool = createStagingPool({ slotBytes: 4096, slotCount: 4 });
+    // Touch the slots to 4096, 1024, 256 and 0 bytes (a slot's record is the most asked of it).
+    const a = pool.tryAcquire(4096)!;
+    const b = pool.tryAcquire(1024)!;
+    const c = pool.tryAcquire(256)!;
+    const d = pool.tryAcquire()!;
+    for (const slot of [d, c, b, a]) pool.release(slot); // free, most recent last: a
+    // 1000 bytes: b (1024) covers it more tightly than a (4096), though a was released last.
+    const first = pool.tryAcquire(1000)!;
+    expect(first.id).toBe(b.id);
+    // 3000 bytes: only a covers it.
+    const second = pool.tryAcquire(3000)!;
+    expect(second.id).toBe(a.id);
+    // 300 bytes, neither a nor b free: nothing left covers it, so the most-touched free slot (c, 256).
+    const third = pool.tryAcquire(300)!;
+    expect(third.id).toBe(c.id);
+    // c now counts as touched to 300; 0 bytes is covered by both c and d: d (0) is the tighter fit.
+    pool.release(third);
+    expect(pool.tryAcquire(0)!.id).toBe(d.id);
+    // Without a size: the most recently released slot, as before.
+    expect(pool.tryAcquire()!.id).toBe(c.id);
+    expect(pool.tryAcquire(1)).toBeUndefined();
+    // The record follows waiters too: a waiter asking 2048 bytes gets the next slot released.
+    const waiting = pool.acquire({ bytes: 2048 });
+    pool.release(first);
+    expect((await waiting).id).toBe(b.id);
+    pool.release(b);
+    pool.release(second);
+    // b (2048) now fits 1500 more tightly than a (4096).
+    expect(pool.tryAcquire(1500)!.id).toBe(b.id);
+  });
+
+  it('breaks ties between equally touched slots by recency', () => {
+    const pool = createStagingPool({ slotBytes: 1024, slotCount: 3 });
+    const slots = [pool.tryAcquire(512)!, pool.tryAcquire(512)!, pool.tryAcquire(512)!];
+    pool.release(slots[2]!);
+    pool.release(slots[0]!);
+    pool.release(slots[1]!);
+    expect(pool.tryAcquire(100)!.id).toBe(slots[1]!.id);
+    expect(pool.tryAcquire(100)!.id).toBe(slots[0]!.id);
+  });
+
+  it('rejects a size hint that is not an integer in 0..slotBytes with INVALID_ARGUMENT', async () => {
+    const pool = createStagingPool({ slotBytes: 1024, slotCount: 1 });
+    for (const bytes of [-1, 1.5, 1025, Number.NaN]) {
+      expect(() => pool.tryAcquire(bytes)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+      await expect(pool.acquire({ bytes })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
+    expect(pool.available).toBe(1);
+  });
+
   it('makes acquirers wait in FIFO order and hands released slots over', async () => {
     const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
     const first = await pool.acquire();
