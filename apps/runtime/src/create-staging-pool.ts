@@ -63,7 +63,7 @@ export interface StagingPool {
   /** Gives a slot back. Throws `SLOT_NOT_OWNED` for a slot that is not out, or not this pool's. */
   release(slot: StagingSlot): void;
   /** Scoped ownership: acquire, run `fn(slot)`, release even if `fn` throws. */
-  withSlot<T>(fn: (slot: StagingSlot) => T | Promise<T>, options?: { signal?: AbortSignal }): Promise<T>;
+  withSlot<T>(fn: (slot: StagingSlot) => T | Promise<T>, options?: { signal?: AbortSignal; bytes?: number }): Promise<T>;
   stats(): StagingPoolStats;
   /** Rejects every waiter with `POOL_CLOSED`; later acquires fail. Slots out stay valid until released. */
   close(): void;

@@ -82,7 +82,8 @@ describe('createStagingPool', () => {
     expect((await waiting).id).toBe(b.id);
     pool.release(b);
     pool.release(second);
-    // b (2048) now fits 1500 more tightly than a (4096).
+    // b (2048) now fits 1500 more tightly than a (4096); withSlot takes the same hint.
+    expect(await pool.withSlot((slot) => slot.id, { bytes: 1500 })).toBe(b.id);
     expect(pool.tryAcquire(1500)!.id).toBe(b.id);
   });
 
