@@ -7,13 +7,18 @@ export interface CalibrationResult {
   codebook: Codebook;
   /** Fraction of values whose exponent is in the codebook (1 for an empty input). */
   coverage: number;
+  /**
+   * Values whose exponent is not in the codebook: pass it to `encode` (`{ escapeCount }`) so an
+   * encode into a new payload skips its counting pass (exact, unlike `coverage x n`).
+   */
+  escapeCount: number;
 }
 
 /**
  * Top-16 codebook from an exponent histogram: descending count, ties by ascending exponent.
  * Exponents that never occur are left out; an all-zero histogram gives `[0]` (coverage 1).
  */
-export function calibrateFromHistogram(histogram: Uint32Array): CalibrationResult & { escapeCount: number } {
+export function calibrateFromHistogram(histogram: Uint32Array): CalibrationResult {
   if (!(histogram instanceof Uint32Array) || histogram.length !== 256) {
     throw new SplitZipError('INVALID_ARGUMENT', 'histogram must be a Uint32Array of length 256', {});
   }
@@ -34,6 +39,5 @@ export function calibrateFromHistogram(histogram: Uint32Array): CalibrationResul
 
 /** Calibrates a Top-16 exponent codebook on BF16 bit patterns. */
 export function calibrateCodebook(values: Uint16Array): CalibrationResult {
-  const { codebook, coverage } = calibrateFromHistogram(countExponents(values));
-  return { codebook, coverage };
+  return calibrateFromHistogram(countExponents(values));
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { calibrateCodebook, calibrateFromHistogram, countExponents, SplitZipError } from '../src/index.js';
+import { calibrateCodebook, calibrateFromHistogram, countExponents, encode, readPayloadMeta, SplitZipError } from '../src/index.js';
 import { allBf16Patterns, gaussianBf16, valuesWithExponents } from './reference.js';
 
 const withExponent = (e: number, mantissa = 0): number => (e << 7) | mantissa;
@@ -41,6 +41,20 @@ describe('calibration', () => {
     const fromHist = calibrateFromHistogram(countExponents(values));
     expect(fromHist.escapeCount).toBe(10);
     expect(fromHist.coverage).toBe(coverage);
+  });
+
+  it('reports the exact escape count, which encode takes as its hint (all 65,536 patterns, escape-heavy, empty)', () => {
+    const cases = [allBf16Patterns(5), valuesWithExponents(5001, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20], 4), gaussianBf16(3001, 0.02, 6), new Uint16Array(0)];
+    for (const values of cases) {
+      const { codebook, escapeCount } = calibrateCodebook(values);
+      const inBook = new Set(codebook.exponents);
+      let outside = 0;
+      for (let i = 0; i < values.length; i++) if (!inBook.has((values[i]! >>> 7) & 0xff)) outside++;
+      expect(escapeCount, `n ${values.length}`).toBe(outside);
+      const payload = encode(values, codebook, { escapeCount });
+      expect(readPayloadMeta(payload).escapeCount).toBe(outside);
+      expect(payload).toEqual(encode(values, codebook));
+    }
   });
 
   it('covers Gaussian weights almost entirely with 16 exponents', () => {
