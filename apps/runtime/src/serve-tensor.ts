@@ -332,19 +332,30 @@ export async function stagePayload(
   const backendVerifies = env.backend.verifiesChecksum === true && options.storeVerifies !== true;
   const context = { tensor: target.name, key: entry.key, qualname: entry.qualname };
   const cache = env.cache as ShardCache;
-  const taken = takeStage(env, entry);
-  const { stage, release, arena } = taken instanceof Promise ? await taken : taken;
+  // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
+  const readSync = env.reader === undefined && cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes;
+  // The read's place in the window first, then its staging slot: a slot is taken only when its
+  // read can start. Taken first, every slot sat under a read queued for the window, so a payload
+  // got whichever slot came free next, not one a payload of its size had touched (the 1.07 GB
+  // model's last 25 MB payload faulted in ~19 MB of fresh slot memory on each paced load, 40-50 ms).
+  // A synchronous read is over before anything else runs: it needs no place in the window.
   let releaseWindow: (() => void) | undefined;
+  if (!readSync) {
+    const granted = acquireWindow(env, entry.compBytes);
+    releaseWindow = granted instanceof Promise ? await granted : granted;
+  }
+  let taken: Stage;
+  try {
+    const staging = takeStage(env, entry);
+    taken = staging instanceof Promise ? await staging : staging;
+  } catch (error) {
+    releaseWindow?.();
+    throw error;
+  }
+  const { stage, release, arena } = taken;
   try {
     let payload: Uint8Array;
     let meta: PayloadMeta;
-    // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
-    const readSync = env.reader === undefined && cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes;
-    // A synchronous read is over before anything else runs: it needs no place in the window.
-    if (!readSync) {
-      const granted = acquireWindow(env, entry.compBytes);
-      releaseWindow = granted instanceof Promise ? await granted : granted;
-    }
     const ioStartMs = performance.now();
     if (env.reader !== undefined && !cache.remote) {
       const blobPath = cache.blobPath(entry);

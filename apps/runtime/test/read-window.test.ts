@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
 import { createReadWindow } from '../src/create-read-window.js';
+import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadModel } from '../src/load-model.js';
 import type { ShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, openCachedModel, sameBytes, type CachedModelFixture } from './fixtures.js';
@@ -142,6 +143,35 @@ describe('loadModel with a read window', () => {
       }
     });
   }
+
+  it('takes a staging slot only once its read may start: reads queued for the window hold none', async () => {
+    // Every cached payload goes through the pool (slots as large as the largest payload).
+    let largest = 0;
+    for (const t of model.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
+    const pool = createStagingPool({ slotBytes: largest, slotCount: 6 });
+    const inner = createFileReader();
+    let blobReads = 0;
+    let peakInUseDuringRead = 0;
+    const reader: ByteReader = {
+      async readExact(path, target, positionBytes) {
+        if (path.endsWith('.bin')) {
+          blobReads++;
+          peakInUseDuringRead = Math.max(peakInUseDuringRead, pool.stats().inUse);
+        }
+        await tick();
+        await inner.readExact(path, target, positionBytes);
+      },
+      close: () => inner.close(),
+    };
+    // One read at a time; six tensors in flight, each of whose payloads once sat in a slot waiting for the window.
+    const load = loadModel(model, cache, { reader, pool, backend: 'cpu', concurrency: 6, readWindowBytes: 1 });
+    for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+    await reader.close();
+    expect(blobReads).toBeGreaterThan(2);
+    // The slot of the read under way, and at most one payload still being decoded (the CPU backend decodes as soon as it is read).
+    expect(peakInUseDuringRead).toBeLessThanOrEqual(2);
+    expect(pool.stats().inUse).toBe(0);
+  });
 
   it('refuses a window that is not a positive integer', () => {
     expect(() => loadModel(model, cache, { readWindowBytes: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
