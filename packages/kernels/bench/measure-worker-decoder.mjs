@@ -22,6 +22,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { calibrateCodebook, decode as codecDecode, encode as codecEncode } from '@splitzip/codec';
 import { createWorkerDecoder } from '../dist/node.js';
+import { measureCopyScaling } from './measure-copy-scaling.mjs';
 
 /** Gaussian weights (std 0.02) as BF16 by truncation, tiled from a 2^20-value block. */
 export function modelLikeValues(n) {
@@ -66,7 +67,7 @@ function prepareSize(n, decoder) {
 }
 
 /**
- * Rows { elementCount, arrays, checksum: 'fused' | 'split' | 'off', oneMs, workersMs, ratio, idlePercent, label },
+ * Rows { elementCount, arrays, checksum: 'fused' | 'split' | 'off', oneMs, workersMs, ratio, idlePercent, label, copyScaling },
  * medians of `rounds` after one untimed, checked warm-up of each. `aloneRows`: also the "worker
  * alone" rows (not speed-ups to judge against a target: a measure of the hand-off).
  */
@@ -88,7 +89,13 @@ export async function measureWorkerDecoder({
   const aloneDecoder = createWorkerDecoder({ threads: 1, arena: decoder.arena, callerDecodes: false });
   const label = `${threads} worker(s) + caller`;
   const rows = [];
+  // What a second thread adds to memory bandwidth here and now: large decodes are bound by it.
+  const copy = await measureCopyScaling();
   log(`worker decoder: ${label}, ${rounds} rounds per row, load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  log(
+    `copies (read + write) in this run: one thread ${copy.oneGBps.toFixed(1)} GB/s, two threads ${copy.twoGBps.toFixed(1)} GB/s = ${copy.ratio.toFixed(2)}x ` +
+      '(a memory-bound decode cannot gain more from a second thread)',
+  );
   log('| size | arrays | checksum | 1 thread ms (GB/s) | workers ms (GB/s) | workers / 1 thread | idle % |');
   log('|---|---|---|---|---|---|---|');
   try {
@@ -158,7 +165,7 @@ export async function measureWorkerDecoder({
           const workersMs = medianOf(manyTimes);
           const after = cpuTimes();
           const idlePercent = (100 * (after.idle - before.idle)) / Math.max(1, after.total - before.total);
-          const row = { elementCount: n, arrays, checksum, oneMs, workersMs, ratio: oneMs / workersMs, idlePercent, label };
+          const row = { elementCount: n, arrays, checksum, oneMs, workersMs, ratio: oneMs / workersMs, idlePercent, label, copyScaling: copy.ratio };
           rows.push(row);
           log(
             `| 2^${Math.log2(n)} | ${arrays} | ${CHECKSUM_LABELS[checksum]} | ${oneMs.toFixed(2)} (${gbps(n, oneMs).toFixed(2)}) | ` +

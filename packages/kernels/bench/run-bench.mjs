@@ -123,7 +123,7 @@ if (!quick) {
       baseline: `codec decode of the same arrays, one thread ${gbps(HEADLINE_N, r.oneMs).toFixed(2)} GB/s`,
       target: `>= ${WORKER_TARGET}x on 2 cores`,
       met: r.ratio >= WORKER_TARGET,
-      note: `${r.label}, ${gbps(HEADLINE_N, r.workersMs).toFixed(2)} GB/s, ${load}`,
+      note: `${r.label}, ${gbps(HEADLINE_N, r.workersMs).toFixed(2)} GB/s, ${load}; copies on 2 threads ${r.copyScaling.toFixed(2)}x 1 thread`,
     }));
   const summaryRows = [
     ...workerSummary,
