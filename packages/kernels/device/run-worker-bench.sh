@@ -27,7 +27,7 @@ chmod +x "$WORK/node"
 tar -xJf .carry/kernels-app.tar.xz -C "$WORK"
 K="$WORK/app/node_modules/@splitzip/kernels"
 mkdir -p "$K/bench"
-cp packages/kernels/bench/measure-worker-decoder.mjs "$K/bench/"
+cp packages/kernels/bench/measure-worker-decoder.mjs packages/kernels/bench/measure-copy-scaling.mjs "$K/bench/"
 echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 cd "$K"
 if [ "$AB" = 1 ]; then
