@@ -16,7 +16,7 @@
 // decode-streamed-payload.ts), in the same rounds.
 // Rows marked ⁰: the fastest tenth of the rounds (medians over them), what the load costs on a quiet box.
 // Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
-//                                            [--ab-stream] [--model DIR --cache DIR] [--timeline] [--timeline-quantile 0.5] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--page-cache] [--no-refresh] [--read-window-mib N]
+//                                            [--ab-stream] [--model DIR --cache DIR] [--timeline] [--timeline-quantile 0.5] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--threads N] [--page-cache] [--no-refresh] [--read-window-mib N]
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
@@ -49,13 +49,16 @@ const BACKEND_NAME = argValue('--backend', 'auto');
 // thread never shares); --inline-max N: one with that inlineMaxValues.
 const CALLER_SHARE = argValue('--caller-share-max', undefined);
 const INLINE_MAX = argValue('--inline-max', undefined);
+// --threads N: a thread decoder of its own with N decode threads (default: DEFAULT_DECODE_THREADS).
+const THREADS = argValue('--threads', undefined);
 const BACKEND =
   BACKEND_NAME === 'none'
     ? { name: 'none', verifiesChecksum: true, decode: () => 0 }
-    : CALLER_SHARE !== undefined || INLINE_MAX !== undefined
+    : CALLER_SHARE !== undefined || INLINE_MAX !== undefined || THREADS !== undefined
       ? createThreadDecoder({
           ...(CALLER_SHARE !== undefined ? { callerShareMaxValues: Number(CALLER_SHARE) } : {}),
           ...(INLINE_MAX !== undefined ? { inlineMaxValues: Number(INLINE_MAX) } : {}),
+          ...(THREADS !== undefined ? { threads: Number(THREADS) } : {}),
         })
       : BACKEND_NAME;
 const TIMELINE = args.includes('--timeline');
@@ -107,7 +110,7 @@ async function main() {
   }
   const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
   const slotCount = Math.max(1, Math.min(CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
-  const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads: BACKEND_NAME === 'cpu' ? 0 : DEFAULT_DECODE_THREADS });
+  const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads: BACKEND_NAME === 'cpu' ? 0 : Math.max(DEFAULT_DECODE_THREADS, Number(THREADS ?? 0)) });
   const arena = codecArena.allocate(size);
   arena.fill(0);
   const pool = createStagingPool({ slotBytes, slotCount, arena: codecArena });
