@@ -7,14 +7,13 @@
 // (its own module instances); tensors land in one shared output arena, as in measure-paced-stages.
 // Usage: node bench/measure-build-ab.mjs --baseline DIR/dist/index.js [--rounds 30] [--burst-mib 4]
 //                                        [--page-cache] [--model DIR --cache DIR]
-import { join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import * as current from '@splitzip/runtime';
-import { buildModelCache } from './build-model-cache.mjs';
+import { resolveBenchModel } from './build-model-cache.mjs';
 
-const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const args = process.argv.slice(2);
 const argValue = (flag, fallback) => {
   const i = args.indexOf(flag);
@@ -28,14 +27,7 @@ const PAGE_CACHE = args.includes('--page-cache');
 const RATE_BYTES_PER_S = 1e9;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-let modelDir = argValue('--model', undefined);
-let cacheDir = argValue('--cache', undefined);
-if (modelDir === undefined) {
-  const { ensureDefaultModel } = await import('@splitzip/default-model');
-  modelDir = await ensureDefaultModel();
-  cacheDir = join(REPO, '.cache', 'runtime-bench', 'cache-default');
-  await buildModelCache(modelDir, cacheDir);
-}
+const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const baseline = await import(pathToFileURL(resolve(baselinePath)).href);
 const model = await openSafetensorsModel(modelDir);
 

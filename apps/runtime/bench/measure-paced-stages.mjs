@@ -17,8 +17,6 @@
 // Rows marked ⁰: the fastest tenth of the rounds (medians over them), what the load costs on a quiet box.
 // Usage: node bench/measure-paced-stages.mjs [--rounds 15] [--burst-mib 0] [--backend auto|cpu|threads]
 //                                            [--ab-stream] [--model DIR --cache DIR] [--timeline] [--timeline-quantile 0.5] [--only raw|cache] [--reader-sync-kib N] [--concurrency N] [--caller-share-max N] [--inline-max N] [--threads N] [--page-cache] [--no-refresh] [--read-window-mib N]
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import {
@@ -33,9 +31,8 @@ import {
   openShardCache,
   resolveDecodeBackend,
 } from '@splitzip/runtime';
-import { buildModelCache } from './build-model-cache.mjs';
+import { resolveBenchModel } from './build-model-cache.mjs';
 
-const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const args = process.argv.slice(2);
 const argValue = (flag, fallback) => {
   const i = args.indexOf(flag);
@@ -88,14 +85,7 @@ const median = (xs) => {
 };
 
 async function main() {
-  let modelDir = argValue('--model', undefined);
-  let cacheDir = argValue('--cache', undefined);
-  if (modelDir === undefined) {
-    const { ensureDefaultModel } = await import('@splitzip/default-model');
-    modelDir = await ensureDefaultModel();
-    cacheDir = join(REPO, '.cache', 'runtime-bench', 'cache-default');
-    await buildModelCache(modelDir, cacheDir);
-  }
+  const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
   const model = await openSafetensorsModel(modelDir);
   const cache = await openShardCache(cacheDir);
   // The arena of run-bench.mjs (--arena codec): tensors and staging slots in one codec arena.
