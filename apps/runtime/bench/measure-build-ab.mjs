@@ -39,7 +39,7 @@ for (const t of model.tensors) {
   offsets.set(t.name, size);
   size += t.slice.sizeBytes;
 }
-const output = new Uint8Array(size);
+const output = new Uint8Array(size).fill(0);
 const allocate = (t) => output.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes);
 
 async function prepare(runtime) {

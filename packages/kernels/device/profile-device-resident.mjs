@@ -9,7 +9,7 @@ import { calibrateCodebook, encode } from '@splitzip/codec';
 import { createKernels, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
 import { modelLike } from './model-like-values.mjs';
-import { createRawBf16Uploader } from './raw-bf16-upload.mjs';
+import { alternateRawAndDeviceResident, createRawBf16Uploader, DEVICE_RESIDENT_KEYS } from './raw-bf16-upload.mjs';
 
 const n = 2 ** Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 26);
 const ROUNDS = 15;
@@ -24,18 +24,9 @@ const uploader = createRawBf16Uploader(device);
 const values = modelLike(n);
 const payload = encode(values, calibrateCodebook(values).codebook);
 
-const keys = ['totalMs', 'validateMs', 'prepareMs', 'uploadMs', 'kernelMs'];
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 async function measure(label) {
-  const decodes = [];
-  const raws = [];
-  for (let r = 0; r < ROUNDS; r++) {
-    raws.push(await uploader.upload(values, RAW_METHOD));
-    const result = await kernels.decodeToDevice(payload);
-    decodes.push(result.timings);
-    result.delete();
-  }
-  console.log(`${label}: raw upload ${median(raws).toFixed(2)} ms; device-resident ${keys.map((k) => `${k.replace('Ms', '')} ${median(decodes.map((t) => t[k] ?? 0)).toFixed(2)}`).join(', ')}`);
+  const { rawMs, timings } = await alternateRawAndDeviceResident(uploader, kernels, values, payload, RAW_METHOD, ROUNDS);
+  console.log(`${label}: raw upload ${rawMs.toFixed(2)} ms; device-resident ${DEVICE_RESIDENT_KEYS.map((k) => `${k.replace('Ms', '')} ${timings[k].toFixed(2)}`).join(', ')}`);
 }
 
 for (let w = 0; w < 3; w++) (await kernels.decodeToDevice(payload)).delete();

@@ -83,3 +83,24 @@ export function createRawBf16Uploader(device) {
     },
   };
 }
+
+/** Device-resident timing keys reported by the alternating rows. */
+export const DEVICE_RESIDENT_KEYS = ['totalMs', 'validateMs', 'prepareMs', 'uploadMs', 'kernelMs'];
+const medianOf = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/**
+ * `rounds` rounds, each the raw upload of `values` by `method`, then a device-resident decode of
+ * `payload` (its result freed): { rawMs, timings } with the median of each DEVICE_RESIDENT_KEYS.
+ */
+export async function alternateRawAndDeviceResident(uploader, kernels, values, payload, method, rounds) {
+  const raws = [];
+  const decodes = [];
+  for (let r = 0; r < rounds; r++) {
+    raws.push(await uploader.upload(values, method));
+    const result = await kernels.decodeToDevice(payload);
+    decodes.push(result.timings);
+    result.delete();
+  }
+  const timings = Object.fromEntries(DEVICE_RESIDENT_KEYS.map((k) => [k, medianOf(decodes.map((t) => t[k] ?? 0))]));
+  return { rawMs: medianOf(raws), timings };
+}

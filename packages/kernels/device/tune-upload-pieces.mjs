@@ -7,7 +7,7 @@ import { calibrateCodebook, encode } from '@splitzip/codec';
 import { createKernels, installNodeWebGpu } from '@splitzip/kernels';
 import gpujs from 'gpu.js';
 import { modelLike } from './model-like-values.mjs';
-import { createRawBf16Uploader } from './raw-bf16-upload.mjs';
+import { alternateRawAndDeviceResident, createRawBf16Uploader, DEVICE_RESIDENT_KEYS } from './raw-bf16-upload.mjs';
 
 const n = 2 ** Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 26);
 const ROUNDS = 15;
@@ -20,8 +20,6 @@ const device = (await gpujs.WebGPUContext.acquire()).device;
 const uploader = createRawBf16Uploader(device);
 const values = modelLike(n);
 const payload = encode(values, calibrateCodebook(values).codebook);
-const keys = ['totalMs', 'validateMs', 'prepareMs', 'uploadMs', 'kernelMs'];
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 console.log(`2^${Math.log2(n)} values, payload ${payload.length} bytes, ${ROUNDS} alternating rounds per row (medians, ms)`);
 console.log('| upload piece | raw upload | device-resident (verified) | raw / device | validate | prepare | upload | kernel |');
@@ -31,16 +29,8 @@ for (const pass of [0, 1]) {
     const kernels = await createKernels({ backend: 'webgpu', webgpu: { uploadPieceBytes: mib << 20 } });
     if (kernels.backend !== 'webgpu') throw new Error(`kernels fell back: ${kernels.fallbackReason}`);
     for (let w = 0; w < 3; w++) (await kernels.decodeToDevice(payload)).delete();
-    const raws = [];
-    const decodes = [];
-    for (let r = 0; r < ROUNDS; r++) {
-      raws.push(await uploader.upload(values, RAW_METHOD));
-      const result = await kernels.decodeToDevice(payload);
-      decodes.push(result.timings);
-      result.delete();
-    }
-    const raw = median(raws);
-    const [total, ...parts] = keys.map((k) => median(decodes.map((t) => t[k] ?? 0)));
+    const { rawMs: raw, timings } = await alternateRawAndDeviceResident(uploader, kernels, values, payload, RAW_METHOD, ROUNDS);
+    const [total, ...parts] = DEVICE_RESIDENT_KEYS.map((k) => timings[k]);
     console.log(`| ${mib} MiB${pass ? ' (again)' : ''} | ${raw.toFixed(2)} | ${total.toFixed(2)} | ${(raw / total).toFixed(2)}x | ${parts.map((x) => x.toFixed(2)).join(' | ')} |`);
     await kernels.dispose();
   }
