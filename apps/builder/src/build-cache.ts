@@ -10,7 +10,7 @@ import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
 import { createSlabPool, slabBytesOf, type SlabPool } from './create-slab-pool.js';
-import { countStartupWorkers, planBuildMemory, type BuildMemoryPlan } from './plan-build-memory.js';
+import { countStartupWorkers, planBuildMemory, resolveBuildJobs, type BuildMemoryPlan } from './plan-build-memory.js';
 import { codecEncoder, createValuesEncoder, type ValuesEncoder } from './create-values-encoder.js';
 import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
@@ -98,7 +98,7 @@ export interface BuildReport {
   jobs: number;
   /**
    * Worker threads that ran: at most `jobs`, as many as fit the memory bound (and the tensors to
-   * encode); 0 with `jobs` 0.
+   * encode); 0 with `jobs` 0, and on a model with at most `inlineMaxBytes` of BF16 to encode.
    */
   workers: number;
   coverage_min: number;
@@ -127,6 +127,12 @@ export interface BuildCacheOptions {
    * would not fit the memory bound: see planBuildMemory); 0: all on the calling thread.
    */
   jobs?: number;
+  /**
+   * A model with at most this many bytes of BF16 to encode runs on the calling thread whatever
+   * `jobs` says (workers cost more to start than they save on it): default INLINE_MAX_BUILD_BYTES
+   * (128 MiB); 0: workers for every model that has a tensor to encode.
+   */
+  inlineMaxBytes?: number;
   /**
    * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
    * place). Off by default: the store refuses (SLICE_CONFLICT), since a slice key is only a file
@@ -158,6 +164,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   const coverageMin = options.coverageMin ?? DEFAULT_COVERAGE_MIN;
   const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
   const jobs = options.jobs ?? defaultJobs();
+  if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
+    throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
+  }
   const signal = options.signal;
   const emit = options.onProgress ?? (() => {});
   throwIfAborted(signal);
@@ -167,9 +176,11 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 
   let encoder: ValuesEncoder | undefined;
   // The encoder (under `auto`, the kernels' rule; a probe worker only where the rule may pick a
-  // gpu.js backend) and the workers that fit any model's memory bound start while the model and
-  // the cache open, and while the first tensors are read and keyed: only calibrating and encoding
-  // wait. Once the model is sized the workers get the slab, and as many more start as fit.
+  // gpu.js backend) starts while the model and the cache open, and the workers that fit any
+  // model's memory bound as soon as the model's headers tell whether it has enough BF16 to be
+  // worth them (resolveBuildJobs): they start while the cache opens and the first tensors are read
+  // and keyed; only calibrating and encoding wait. Once the model is sized the workers get the
+  // slab, and as many more start as fit.
   const encoderReady = createValuesEncoder(options.backend ?? 'auto');
   encoderReady.catch(() => {});
   let givePlan: (plan: WorkerPlan) => void = () => {};
@@ -179,19 +190,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     withholdPlan = reject;
   });
   planReady.catch(() => {}); // jobs 0 never asks for it
-  const ready = createTensorProcessor({ jobs, startupJobs: countStartupWorkers(jobs), plan: planReady });
-  ready.catch(() => {});
+  let ready: Promise<TensorProcessor> | null = null;
   try {
     model = await openSafetensorsModel(options.model);
-    // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
-    const s3 = isS3Url(options.cacheDir);
-    if (!s3) await ensureCacheDir(options.cacheDir);
-    store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize, ...(s3 ? { s3: { createBucket: true } } : {}) }).catch((error: unknown) => {
-      throw wrapBuildError(error, { cacheDir: options.cacheDir });
-    });
-
     const tensors = model.tensors;
-    const results: BuildTensorReport[] = new Array(tensors.length);
     let largestBytes = 0;
     let totalBytes = 0;
     let encodableCount = 0;
@@ -202,6 +204,18 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         encodableCount++;
       }
     }
+    const workerJobs = resolveBuildJobs(jobs, totalBytes, options.inlineMaxBytes);
+    const processorReady = createTensorProcessor({ jobs: workerJobs, startupJobs: countStartupWorkers(workerJobs), plan: planReady });
+    processorReady.catch(() => {});
+    ready = processorReady;
+    // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
+    const s3 = isS3Url(options.cacheDir);
+    if (!s3) await ensureCacheDir(options.cacheDir);
+    store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize, ...(s3 ? { s3: { createBucket: true } } : {}) }).catch((error: unknown) => {
+      throw wrapBuildError(error, { cacheDir: options.cacheDir });
+    });
+
+    const results: BuildTensorReport[] = new Array(tensors.length);
     // Memory bound: every tensor in flight holds its raw bytes and a buffer for its worst payload
     // in the slab, allocated at admission (so admitted work never waits for memory); the raw
     // bytes go back once encoded, the payload's once committed.
@@ -209,7 +223,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // The slab and the workers share the bound on peak RSS: the slab keeps its size, workers run as
     // far as they fit (jobs is an upper limit).
     const memory: BuildMemoryPlan = planBuildMemory({
-      jobs,
+      jobs: workerJobs,
       largestBytes,
       tensorCount: encodableCount,
       largestInFlightBytes: slabBytesOf(sizesOf(largestBytes)),
@@ -264,7 +278,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       model,
       store,
       commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }),
-      processor: ready,
+      processor: processorReady,
       encoder: encoderReady,
       keyHolders: new Map(),
       // Every backend writes the same payload bytes: under `auto`, tensors ready before the probe
@@ -289,7 +303,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Ctrl-C: stop the workers at once; a commit in progress completes (it is atomic anyway).
     const onAbort = (): void => {
       state.failure ??= buildInterrupted(signal!);
-      void ready.then((processor) => processor.close()).catch(() => {});
+      void processorReady.then((processor) => processor.close()).catch(() => {});
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     const active = new Set<Promise<void>>();
@@ -339,7 +353,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       });
       active.add(tracked);
     }
-    if (state.failure !== null) await ready.then((processor) => processor.close()).catch(() => {});
+    if (state.failure !== null) await processorReady.then((processor) => processor.close()).catch(() => {});
     await Promise.allSettled(active);
     // Every tensor may have been cached or skipped: the report still names the backend.
     if (state.failure === null) await startWhenReady.catch((error: unknown) => (state.failure ??= error));
@@ -347,7 +361,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     if (state.failure === null && signal?.aborted) state.failure = buildInterrupted(signal);
     if (state.failure !== null) throw state.failure;
     // The workers the processor started (the plan's count; it resolves once the plan is in).
-    const workers = (await ready.catch(() => null))?.jobs ?? memory.workers;
+    const workers = (await processorReady.catch(() => null))?.jobs ?? memory.workers;
 
     return summarize({
       model: options.model,
@@ -366,7 +380,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
     withholdPlan(new BuilderError('INTERRUPTED', 'the build ended before its workers got work'));
-    await ready.then((processor) => processor.close()).catch(() => {});
+    await ready?.then((processor) => processor.close()).catch(() => {});
     await (encoder ?? (await encoderReady.catch(() => undefined)))?.dispose().catch(() => {});
     await store?.close().catch(() => {});
     await model?.close().catch(() => {});

@@ -19,7 +19,7 @@ export {
   type BuildTensorStatus,
   type BuildProgressEvent,
 } from './build-cache.js';
-export { planBuildMemory, countStartupWorkers, computeRssBoundBytes, type BuildMemoryInput, type BuildMemoryPlan } from './plan-build-memory.js';
+export { planBuildMemory, countStartupWorkers, computeRssBoundBytes, resolveBuildJobs, INLINE_MAX_BUILD_BYTES, type BuildMemoryInput, type BuildMemoryPlan } from './plan-build-memory.js';
 export { verifyModelCache, type ModelCheckReport, type ModelTensorCheck, type ModelTensorStatus, type VerifyModelCacheOptions } from './verify-model-cache.js';
 export { inspectCache, type InspectEntry, type InspectReport } from './inspect-cache.js';
 export { analyzeModel, entropyOf, type ModelStatsReport, type TensorStats, type AnalyzeModelOptions } from './analyze-model.js';

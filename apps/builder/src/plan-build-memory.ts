@@ -40,6 +40,26 @@ export const WORKER_RSS_BYTES = 13e6;
  */
 export const RSS_HEADROOM_BYTES = 10e6;
 
+/**
+ * A model with at most this much BF16 to encode is built on the calling thread whatever --jobs
+ * says: a worker's start-up (~80 ms of CPU, on the cores the build needs) costs more than it saves.
+ * Measured 2026-12-04 on the 2-core VM, elapsed_s of --jobs 0 against --jobs 2 (3-8 rounds,
+ * alternating): the default model (13.3 MiB of BF16) 177-189 ms against 256-300 ms; synthetic
+ * models, on disk: 31 MiB 350-354 against 474-490, 59 MiB 352-376 against 431-453, 124 MiB
+ * 616-674 against 683-767, 236 MiB 1043-1183 against 867-977 (workers win); on tmpfs: 124 MiB
+ * 506-720 against 680-710, 192 MiB 852-904 against 689-713 (workers win).
+ */
+export const INLINE_MAX_BUILD_BYTES = 128 * 1024 * 1024;
+
+/**
+ * The worker threads to ask for: `jobs`, or 0 when the model's BF16 bytes to encode
+ * (`encodableBytes`) are at most `inlineMaxBytes` (INLINE_MAX_BUILD_BYTES by default; 0 keeps
+ * workers for any model with something to encode).
+ */
+export function resolveBuildJobs(jobs: number, encodableBytes: number, inlineMaxBytes: number = INLINE_MAX_BUILD_BYTES): number {
+  return encodableBytes > inlineMaxBytes ? jobs : 0;
+}
+
 /** The promised bound on the build's peak RSS for a model whose largest tensor is `largestBytes`. */
 export function computeRssBoundBytes(largestBytes: number): number {
   return RSS_BOUND_LARGEST_FACTOR * largestBytes + RSS_BOUND_BASE_BYTES;
@@ -99,8 +119,8 @@ export function planBuildMemory(input: BuildMemoryInput): BuildMemoryPlan {
 }
 
 /**
- * Workers a build may start before it knows its model (to hide their start-up, ~80 ms of CPU
- * each, behind opening the model and the cache): as many as fit the bound of the smallest model,
+ * Workers a build may start before it has sized its model's memory (to hide their start-up, ~80 ms
+ * of CPU each, behind opening the cache and the first reads): as many as fit the bound of the smallest model,
  * up to `jobs`. The build starts the rest, if any fit, once the model is sized.
  */
 export function countStartupWorkers(jobs: number): number {

@@ -151,7 +151,7 @@ describe('a cache that cannot be written', () => {
     try {
       const cacheDir = join(mountPoint, 'cache');
       expect((await runJson<BuildJson>(['build', small, '--out', cacheDir])).json.encoded).toBe(2);
-      const result = await runCli(['build', model, '--out', cacheDir, '--jobs', '1']);
+      const result = await runCli(['build', model, '--out', cacheDir, '--jobs', '1', '--inline-max-mib', '0']);
       expectOneLineError(result, /no space left on device while writing the cache/);
       expect(result.stderr).toContain(cacheDir);
       expect(result.stderr).toMatch(/tensor layer\.\d+\.weight/);
@@ -174,7 +174,7 @@ describe('a build stopped by Ctrl-C', () => {
     const model = await writeSingleFileModel(join(temp.path, 'sigint.safetensors'), tensors);
     const cacheDir = join(temp.path, 'cache-sigint');
     const { startCli, collect } = await import('./helpers/run-cli.js');
-    const child = startCli(['build', model, '--out', cacheDir, '--jobs', '1']);
+    const child = startCli(['build', model, '--out', cacheDir, '--jobs', '1', '--inline-max-mib', '0']);
     const done = collect(child, 60_000);
     // Interrupt once the first blob exists (the build is under way).
     const { waitForBlobs } = await import('./helpers/wait.js');

@@ -54,7 +54,8 @@ describe('a single-file model with every kind of tensor', () => {
     tensors = mixedTensors(11);
     modelPath = await writeSingleFileModel(join(temp.path, 'mixed.safetensors'), tensors);
     cacheDir = join(temp.path, 'cache-mixed');
-    ({ json: first } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '2']));
+    // Workers even for this small model (--inline-max-mib 0): the default would build it inline.
+    ({ json: first } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '2', '--inline-max-mib', '0']));
   });
 
   it('builds: skips non-BF16 and the escape-heavy tensor, stores the duplicate once, sums add up', () => {
@@ -201,7 +202,7 @@ describe('a single-file model with every kind of tensor', () => {
   it('--jobs 0, 1, 2 and 8 produce the same entries; --jobs 8 runs only the workers that fit the bound', async () => {
     const reports: BuildJson[] = [];
     for (const jobs of ['0', '1', '2', '8']) {
-      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', join(temp.path, `cache-jobs-${jobs}`), '--jobs', jobs]);
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', join(temp.path, `cache-jobs-${jobs}`), '--jobs', jobs, '--inline-max-mib', '0']);
       reports.push(json);
     }
     // Small tensors: the bound is ~150 MB, which two workers and the 32 MiB slab fill.
@@ -277,7 +278,7 @@ describe('worker threads sized from the model', () => {
       ['8', 3],
     ] as const) {
       const dir = join(temp.path, `cache-three-workers-${jobs}`);
-      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', jobs]);
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', jobs, '--inline-max-mib', '0']);
       expect([json.jobs, json.workers]).toEqual([Number(jobs), workers]);
       expect(json.encoded).toBe(4);
       expect(await blobsOf(dir)).toEqual(await blobsOf(reference));
@@ -286,13 +287,41 @@ describe('worker threads sized from the model', () => {
     }
   });
 
+  it('builds a model with at most --inline-max-mib of BF16 on the main thread, with the same payloads as workers', async () => {
+    // Two tensors of 2.9 MB: 5.7 MB of BF16.
+    const tensors = [0, 1].map((i) => gaussianBf16(`model.layers.${i}.mlp.weight`, [1024, 1400], 60 + i));
+    const modelPath = await writeSingleFileModel(join(temp.path, 'inline.safetensors'), tensors);
+    const run = async (name: string, extra: string[]) => {
+      const dir = join(temp.path, name);
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', '2', ...extra]);
+      return { dir, json };
+    };
+    const byDefault = await run('cache-inline-default', []);
+    const workers = await run('cache-inline-workers', ['--inline-max-mib', '0']);
+    const justBelow = await run('cache-inline-below', ['--inline-max-mib', '5']);
+    const justAbove = await run('cache-inline-above', ['--inline-max-mib', '6']);
+    expect([byDefault, workers, justBelow, justAbove].map(({ json }) => [json.jobs, json.workers, json.encoded])).toEqual([
+      [2, 0, 2],
+      [2, 2, 2],
+      [2, 2, 2],
+      [2, 0, 2],
+    ]);
+    expect(await blobsOf(byDefault.dir)).toEqual(await blobsOf(workers.dir));
+    const text = await runCli(['build', modelPath, '--out', join(temp.path, 'cache-inline-text')]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/backend \S+, 0 of \d+ jobs$/m);
+    const bad = await runCli(['build', modelPath, '--out', join(temp.path, 'cache-inline-bad'), '--inline-max-mib', '-1']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--inline-max-mib');
+  });
+
   it('stops the start-up workers a model with fewer tensors does not need', async () => {
     const modelPath = await writeSingleFileModel(join(temp.path, 'one-bf16.safetensors'), [
       gaussianBf16('model.embed_tokens.weight', [64, 96], 7),
       float32Tensor('model.norm.weight', [96], 8),
     ]);
     const dir = join(temp.path, 'cache-one-bf16');
-    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', '2']);
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', dir, '--jobs', '2', '--inline-max-mib', '0']);
     expect([json.jobs, json.workers, json.encoded, json.skipped_dtype]).toEqual([2, 1, 1, 1]);
     const { json: verify } = await runJson<VerifyJson>(['verify', dir, '--model', modelPath]);
     expect(verify.ok).toBe(true);

@@ -5,9 +5,11 @@ import { describe, expect, it } from 'vitest';
 import {
   computeRssBoundBytes,
   countStartupWorkers,
+  INLINE_MAX_BUILD_BYTES,
   MIN_IN_FLIGHT_BYTES,
   planBuildMemory,
   PROCESS_RSS_BYTES,
+  resolveBuildJobs,
   RSS_HEADROOM_BYTES,
   SLAB_LARGEST_FACTOR,
   WORKER_RSS_BYTES,
@@ -100,5 +102,21 @@ describe('countStartupWorkers', () => {
     for (const largestBytes of [0, 1, 1 * MB, 8.4 * MB, 33.6 * MB, 268 * MB]) {
       for (const jobs of [1, 2, 8]) expect(countStartupWorkers(jobs)).toBeLessThanOrEqual(plan(jobs, largestBytes).workers);
     }
+  });
+});
+
+describe('resolveBuildJobs', () => {
+  it('builds models with at most the inline limit of BF16 on the calling thread, larger ones with the jobs asked for', () => {
+    expect(INLINE_MAX_BUILD_BYTES).toBe(128 * 1024 * 1024);
+    expect(resolveBuildJobs(2, 0)).toBe(0);
+    expect(resolveBuildJobs(2, 13_947_146)).toBe(0); // the default model
+    expect(resolveBuildJobs(8, INLINE_MAX_BUILD_BYTES)).toBe(0);
+    expect(resolveBuildJobs(8, INLINE_MAX_BUILD_BYTES + 1)).toBe(8);
+    expect(resolveBuildJobs(0, 10 * INLINE_MAX_BUILD_BYTES)).toBe(0);
+    // A limit of 0 keeps workers for any model with something to encode, and none for an empty one.
+    expect(resolveBuildJobs(2, 1, 0)).toBe(2);
+    expect(resolveBuildJobs(2, 0, 0)).toBe(0);
+    expect(resolveBuildJobs(3, 5 * 2 ** 20, 5 * 2 ** 20)).toBe(0);
+    expect(resolveBuildJobs(3, 5 * 2 ** 20 + 2, 5 * 2 ** 20)).toBe(3);
   });
 });

@@ -31,7 +31,7 @@ describe('resume after SIGKILL', () => {
       [12, '1'],
       [25, '0'],
     ] as const) {
-      const child = startCli(['build', indexPath, '--out', cacheDir, '--jobs', jobs, '--quiet']);
+      const child = startCli(['build', indexPath, '--out', cacheDir, '--jobs', jobs, '--inline-max-mib', '0', '--quiet']);
       const result = collect(child, 60_000);
       await waitForBlobs(cacheDir, blobTarget, 30_000).catch(() => undefined);
       child.kill('SIGKILL');

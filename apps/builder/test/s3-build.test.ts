@@ -38,7 +38,7 @@ describeS3('splitzip with an s3:// cache (default model)', () => {
     const bf16Count = model.tensors.filter((t) => t.dtype === 'BF16').length;
     await model.close();
 
-    const { json: build } = await runJson<BuildJson>(['build', indexPath, '--out', url, '--jobs', '2']);
+    const { json: build } = await runJson<BuildJson>(['build', indexPath, '--out', url, '--jobs', '2', '--inline-max-mib', '0']);
     expect(build.cache).toBe(url);
     expect(build.tensors).toHaveLength(tensorCount);
     expect(build.encoded + build.cached + build.skipped_coverage).toBe(bf16Count);
@@ -74,7 +74,7 @@ describeS3('splitzip with an s3:// cache (default model)', () => {
     for (const t of served) expect(slices.has([t.shard, t.offsetBytes, t.sizeBytes].join('|'))).toBe(true);
 
     // Re-run: everything found, nothing written (same objects, same ETags and times).
-    const { json: again } = await runJson<BuildJson>(['build', indexPath, '--out', url, '--jobs', '1']);
+    const { json: again } = await runJson<BuildJson>(['build', indexPath, '--out', url, '--jobs', '1', '--inline-max-mib', '0']);
     expect(again).toMatchObject({ encoded: 0, cached: build.encoded + build.cached, stored_bytes: 0, aliased: 0 });
     expect(await listObjects(client!, bucket)).toEqual(objects);
 

@@ -49,7 +49,7 @@ describeS3('resume after kill -9 during a build to S3', () => {
       [3, '2'],
       [15, '1'],
     ] as const) {
-      const child = startCli(['build', indexPath, '--out', url, '--jobs', jobs, '--quiet']);
+      const child = startCli(['build', indexPath, '--out', url, '--jobs', jobs, '--inline-max-mib', '0', '--quiet']);
       const result = collect(child, 60_000);
       await waitForEntries(prefix, target, 30_000);
       child.kill('SIGKILL');

@@ -5,6 +5,9 @@ import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
+import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
+
+const MIB = 1024 * 1024;
 
 export const buildCommand = defineCommand({
   name: 'build',
@@ -25,7 +28,15 @@ export const buildCommand = defineCommand({
     coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
     chunkSize: { type: 'number', description: 'Values per chunk (power of two)', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
     backend: { type: 'string', description: 'Encoder backend', choices: ENCODE_BACKENDS, default: 'auto' },
-    jobs: { type: 'number', description: `Worker threads (0: main thread; default: cores, here ${defaultJobs()})`, valueHint: 'n', integer: true, min: 0, max: 64 },
+    jobs: { type: 'number', description: `Worker threads, at most (0: main thread; default: cores, here ${defaultJobs()})`, valueHint: 'n', integer: true, min: 0, max: 64 },
+    inlineMaxMib: {
+      type: 'number',
+      description: `Build on the main thread when the model has at most this much BF16 to encode (workers cost more to start than they save; 0: workers whatever the size)`,
+      valueHint: 'MiB',
+      default: INLINE_MAX_BUILD_BYTES / MIB,
+      min: 0,
+      max: 2 ** 30,
+    },
     rebind: { type: 'boolean', description: "Move slice keys bound to other entries to this model's tensors (shards replaced in place)" },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
@@ -44,6 +55,7 @@ export const buildCommand = defineCommand({
         chunkSize: args.chunkSize,
         backend: args.backend as EncodeBackend,
         jobs: args.jobs ?? defaultJobs(),
+        inlineMaxBytes: Math.round(args.inlineMaxMib * MIB),
         rebindSlices: args.rebind,
         ...(collectGarbage ? { collectGarbage } : {}),
         signal,
@@ -95,7 +107,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
   return `${lines.join('\n')}\n`;
 }
 
-/** `2 jobs`, or `4 of 8 jobs` where fewer workers ran than asked for (the memory bound, or few tensors). */
+/** `2 jobs`, or `4 of 8 jobs` where fewer workers ran than asked for (the memory bound, few tensors, or a model small enough for the main thread). */
 function formatWorkers(report: BuildReport): string {
   return report.workers === report.jobs ? `${report.jobs} jobs` : `${report.workers} of ${report.jobs} jobs`;
 }
