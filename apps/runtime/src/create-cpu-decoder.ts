@@ -38,7 +38,41 @@ export interface DecodeBackend {
    */
   readonly streamMaxValues?: number;
   decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: DecodeCallOptions): void | number | Promise<void | number>;
+  /**
+   * Reads a payload from a blob file into staging and decodes it with its checksum verified, both
+   * on a decode thread (a `shared` backend; absent elsewhere). Decides at once: undefined, having
+   * called nothing, when the tensor is not for a thread (small, or no worker ready yet for a
+   * tensor this size): the caller reads and decodes it itself. Otherwise it calls `open` (staging
+   * slot, file) and returns the job. The header is not checked against any manifest: the caller
+   * does that after.
+   */
+  readDecode?(request: ReadDecodeRequest): Promise<ReadDecodeResult> | undefined;
   close?(): Promise<void>;
+}
+
+export interface ReadDecodeRequest {
+  /** The tensor's value count. */
+  values: number;
+  /** Takes the staging slot and opens the blob (only once the backend has taken the job). */
+  open(): Promise<OpenedPayloadFile>;
+}
+
+/** A blob file opened for a decode thread, and where its bytes and values go. */
+export interface OpenedPayloadFile {
+  /** An open blob file (the opener checked it, and closes it). */
+  fd: number;
+  /** Where the payload goes: exactly its bytes (a view of the staging slot). */
+  payload: Uint8Array;
+  /** The decoded values, exactly the tensor's. */
+  out: Uint16Array;
+  /** The codec arena holding `payload` (and maybe `out`), if any. */
+  arena?: CodecArena | undefined;
+}
+
+export interface ReadDecodeResult {
+  /** The decode thread's time reading the blob, and decoding (CPU, ms). */
+  readMs: number;
+  decodeMs: number;
 }
 
 /**

@@ -3,17 +3,18 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena } from '@splitzip/codec';
-import type { DecodeBackend } from './create-cpu-decoder.js';
+import type { DecodeBackend, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { RuntimeError } from './errors.js';
 
 /**
- * Decode threads by default: one per core but one, at most 4 (decode is memory-bound beyond that).
- * The loading thread keeps a core for its reads: on 2 cores one decode thread loaded the 1.07 GB
- * model from the page cache at 0.36-0.56x raw against 0.34-0.36x with two (three A/B pairs, same
- * hour), and paced at 1.30-1.32x against 1.25-1.31x; the default model was unchanged.
+ * Decode threads by default: one per core, at most 4 (decode is memory-bound beyond that). The
+ * loading thread needs no core of its own for a local cache: its blobs are read on the decode
+ * threads (readDecode), and a 1.07 GB model loaded from the page cache at 0.47-0.54x raw with two
+ * threads on 2 cores against 0.32-0.34x with one. Until 2026-12-04 the loading thread read every
+ * blob and kept a core for that (cores - 1 threads).
  */
-export const DEFAULT_DECODE_THREADS = Math.max(1, Math.min(availableParallelism() - 1, 4));
+export const DEFAULT_DECODE_THREADS = Math.max(1, Math.min(availableParallelism(), 4));
 
 /** Tensors with fewer values go to one thread whole; larger ones are split across the threads. */
 export const DEFAULT_SPLIT_MIN_VALUES = 1 << 20;
@@ -69,6 +70,8 @@ export interface ThreadDecoderStats {
   inlineDecodes: number;
   /** Tensors the calling thread decoded a share of (segments) beside the workers. */
   callerShares: number;
+  /** Tensors a worker read from their blob file and decoded (readDecode). */
+  threadReads: number;
   /** Workers started (ready or still loading). */
   startedThreads: number;
   /** Workers started and taking jobs. */
@@ -81,6 +84,10 @@ export interface ThreadDecoder extends DecodeBackend {
   /** Worker threads (each attaches to a codec arena with its own scratch area, see createCodecArena's `threads`). */
   readonly threads: number;
   stats(): ThreadDecoderStats;
+  /** See DecodeBackend.readDecode: a worker reads the blob file and decodes it at once. */
+  readDecode(request: ReadDecodeRequest): Promise<ReadDecodeResult> | undefined;
+  /** Stops the workers; reads still queued are rejected. */
+  close(): Promise<void>;
   /**
    * Starts the workers now and resolves once all of them take jobs (a server can call this at
    * startup so that its first load decodes in parallel from the first tensor).
@@ -91,6 +98,8 @@ export interface ThreadDecoder extends DecodeBackend {
 /** A finished job: its CPU time, and the segment digests a decode-segments job computed. */
 interface JobDone {
   busyMs: number;
+  /** A read-decode-verify job's time reading the blob (not in busyMs). */
+  readMs?: number | undefined;
   digests?: Uint32Array | undefined;
 }
 
@@ -103,6 +112,15 @@ interface PoolWorker {
   attached: Set<number>;
   /** The worker's module has loaded (it said so): jobs sent now start at once. */
   ready: boolean;
+  /** Taken for a queued read-decode job whose blob is being opened (see pumpReads). */
+  reserved: boolean;
+}
+
+/** A read-decode job waiting for an idle worker; it holds no staging slot and no file yet. */
+interface QueuedRead {
+  request: ReadDecodeRequest;
+  resolve: (result: ReadDecodeResult) => void;
+  reject: (error: unknown) => void;
 }
 
 /** [first, end) ranges cutting `count` units into min(parts, count) runs of near-equal length. */
@@ -172,6 +190,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (entry.attached.delete(arenaId)) entry.worker.postMessage({ kind: 'detach', arenaId } satisfies DecodeThreadMessage);
     }
   });
+  const readQueue: QueuedRead[] = [];
   let nextArenaId = 1;
   let nextId = 1;
   let jobs = 0;
@@ -179,6 +198,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   let arenaDecodes = 0;
   let inlineDecodes = 0;
   let callerShares = 0;
+  let threadReads = 0;
   let closed = false;
   // warmUp() callers, settled whenever a worker becomes ready or dies.
   let readyWaiters: (() => void)[] = [];
@@ -195,18 +215,23 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const used = new Set(pool.map((w) => w.slot));
     let slot = 0;
     while (used.has(slot)) slot += 1;
-    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false };
+    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, reserved: false };
     entry.worker.on('message', (reply: DecodeThreadReply | DecodeThreadReady) => {
       if ('kind' in reply) {
         entry.ready = true;
         wakeReadyWaiters();
+        pumpReads();
         return;
       }
       const task = pending.get(reply.id);
       if (!task) return;
       pending.delete(reply.id);
-      if (--entry.busy === 0) entry.worker.unref();
-      if (reply.ok) task.resolve({ busyMs: reply.busyMs, digests: reply.digests });
+      if (--entry.busy === 0) {
+        // Queued reads keep the workers referenced (the process waits for them).
+        if (readQueue.length === 0 && !entry.reserved) entry.worker.unref();
+        schedulePump();
+      }
+      if (reply.ok) task.resolve({ busyMs: reply.busyMs, readMs: reply.readMs, digests: reply.digests });
       else task.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
     });
     let died = false;
@@ -226,6 +251,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         }
       }
       wakeReadyWaiters();
+      // Queued reads wait for a worker; with none left they fail (the next call starts new ones).
+      if (pool.length === 0) {
+        for (const queued of readQueue.splice(0)) queued.reject(Object.assign(new Error(`decode thread died: ${error.message}`), { code: 'WORKER_FAILED' }));
+      }
     };
     entry.worker.on('error', die);
     entry.worker.on('exit', (code) => die(new Error(`exit code ${code}`)));
@@ -248,12 +277,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     while (pool.length < threads) pool.push(spawn());
   };
 
-  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined): Promise<JobDone> => {
+  const pickWorker = (): PoolWorker => {
     startWorkers();
     // Ready workers first: a job sent to one still starting would wait for its module to load.
     const ready = pool.filter((w) => w.ready);
     const candidates = ready.length > 0 ? ready : pool;
-    const owner = candidates.reduce((best, w) => (w.busy < best.busy ? w : best), candidates[0] as PoolWorker);
+    return candidates.reduce((best, w) => (w.busy < best.busy ? w : best), candidates[0] as PoolWorker);
+  };
+
+  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined, to?: PoolWorker): Promise<JobDone> => {
+    const owner = to ?? pickWorker();
     if (arena !== undefined) {
       const arenaId = idOfArena(arena);
       if (!owner.attached.has(arenaId)) {
@@ -288,6 +321,142 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const checksumFailure = (error: Error & { code?: string }) =>
     new RuntimeError('CACHE_READ_FAILED', `payload checksum: ${error.message}`, { codecCode: error.code }, { cause: error });
 
+  /** The arena `candidate` if the workers can use it in place (a scratch area for each of them). */
+  const usableArena = (candidate: CodecArena | undefined): CodecArena | undefined =>
+    candidate !== undefined && candidate.threads >= threads && candidate.buffer instanceof SharedArrayBuffer ? candidate : undefined;
+
+  /**
+   * See DecodeBackend.readDecode. The worker reads the blob and decodes it at once, while the
+   * payload is still in the CPU's caches, and each worker does so for its own tensors: a local
+   * cache's reads no longer all wait on the loading thread, and no payload goes to memory and back
+   * between its read and its decode.
+   */
+  const readDecode = (request: ReadDecodeRequest): Promise<ReadDecodeResult> | undefined => {
+    if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
+    const { values } = request;
+    // Small tensors, and those that arrive while the workers start, are the calling thread's (see decode).
+    if (values < inlineMaxValues) return undefined;
+    startWorkers();
+    if (values < startupInlineMaxValues && !pool.some((w) => w.ready)) return undefined;
+    return new Promise<ReadDecodeResult>((resolve, reject) => {
+      readQueue.push({ request, resolve, reject });
+      // Waiting jobs keep the process alive, as running ones do (idle workers are unreferenced).
+      for (const w of pool) w.worker.ref();
+      pumpReads();
+    });
+  };
+
+  /**
+   * Hands queued reads to idle ready workers, one job each: a job takes its staging slot and opens
+   * its file only when a worker is free to read it at once, so the slot it gets is the one the
+   * last job gave back, still in the CPU's caches (jobs queued on a worker, eight slots in turn,
+   * went to memory and back: 129-146 ms per 1.07 GB page-cache load against 92-116 this way).
+   */
+  let pumpScheduled = false;
+  /**
+   * After a job's answer has been handled to the end (its staging slot given back, a few promise
+   * steps later): the next job then takes that very slot.
+   */
+  const schedulePump = (): void => {
+    if (pumpScheduled || readQueue.length === 0) return;
+    pumpScheduled = true;
+    setImmediate(() => {
+      pumpScheduled = false;
+      pumpReads();
+    });
+  };
+
+  /** Idle workers stop holding the process once no read waits for them. */
+  const releaseIdleRefs = (): void => {
+    if (readQueue.length > 0) return;
+    for (const w of pool) if (w.busy === 0 && !w.reserved) w.worker.unref();
+  };
+
+  const pumpReads = (): void => {
+    pumpQueued();
+    releaseIdleRefs();
+  };
+
+  const pumpQueued = (): void => {
+    while (readQueue.length > 0 && !closed) {
+      const worker = pool.find((w) => w.ready && w.busy === 0 && !w.reserved);
+      if (worker === undefined) return;
+      const queued = readQueue.shift() as QueuedRead;
+      worker.reserved = true;
+      let opening: Promise<OpenedPayloadFile>;
+      try {
+        opening = queued.request.open();
+      } catch (error) {
+        worker.reserved = false;
+        queued.reject(error);
+        continue;
+      }
+      worker.worker.ref();
+      opening
+        .then((opened) => {
+          worker.reserved = false;
+          return runReadDecode(opened, queued.request.values, worker);
+        })
+        .then(queued.resolve, (error: unknown) => {
+          worker.reserved = false;
+          queued.reject(error);
+          pumpReads();
+        });
+    }
+  };
+
+  const runReadDecode = async (opened: OpenedPayloadFile, values: number, worker: PoolWorker): Promise<ReadDecodeResult> => {
+    const { fd, payload, out } = opened;
+    if (out.length !== values) throw new RuntimeError('INVALID_ARGUMENT', `out holds ${out.length} values, the tensor ${values}`, { values });
+    const arena = usableArena(opened.arena);
+    // Memory the workers cannot reach goes through shared scratch (copied in or out here).
+    let payloadAt = place(payload, arena);
+    let payloadScratch: SharedArrayBuffer | undefined;
+    if (payloadAt === undefined) {
+      payloadScratch = takeScratch(payload.length);
+      payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
+    }
+    let outAt = place(out, arena);
+    let outScratch: SharedArrayBuffer | undefined;
+    if (outAt === undefined) {
+      outScratch = takeScratch(2 * values);
+      outAt = { ref: { buffer: outScratch }, offset: 0 };
+    }
+    if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
+    threadReads += 1;
+    const jobArena = payloadAt.ref.arenaId !== undefined || outAt.ref.arenaId !== undefined ? arena : undefined;
+    try {
+      let done: JobDone;
+      try {
+        done = await dispatch(
+          {
+            kind: 'read-decode-verify',
+            fd,
+            payload: payloadAt.ref,
+            payloadOffset: payloadAt.offset,
+            payloadLength: payload.length,
+            out: outAt.ref,
+            outOffset: outAt.offset,
+            outValues: values,
+          },
+          jobArena,
+          worker,
+        );
+      } catch (error) {
+        throw (error as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(error as Error) : error;
+      } finally {
+        // The opener checks the header it read, failed or not.
+        if (payloadScratch !== undefined) payload.set(new Uint8Array(payloadScratch, 0, payload.length));
+      }
+      const copyStartMs = performance.now();
+      if (outScratch !== undefined) out.set(new Uint16Array(outScratch, 0, values));
+      return { readMs: done.readMs ?? 0, decodeMs: done.busyMs + performance.now() - copyStartMs };
+    } finally {
+      if (payloadScratch !== undefined) scratch.push(payloadScratch);
+      if (outScratch !== undefined) scratch.push(outScratch);
+    }
+  };
+
   return {
     shared: true,
     verifiesChecksum: true,
@@ -298,7 +467,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     get name() {
       return `threads:${threads}`;
     },
-    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, callerShares, startedThreads: pool.length, readyThreads: pool.filter((w) => w.ready).length }),
+    stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, callerShares, threadReads, startedThreads: pool.length, readyThreads: pool.filter((w) => w.ready).length }),
     async warmUp() {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       const failuresBefore = startFailures;
@@ -333,8 +502,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         return performance.now() - startMs;
       }
       // An arena works for the workers only with a scratch area for each of them.
-      const candidate = decodeOptions?.arena;
-      const arena = candidate !== undefined && candidate.threads >= threads && candidate.buffer instanceof SharedArrayBuffer ? candidate : undefined;
+      const arena = usableArena(decodeOptions?.arena);
       let payloadAt = place(payload, arena);
       let payloadScratch: SharedArrayBuffer | undefined;
       if (payloadAt === undefined) {
@@ -454,8 +622,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         if (outScratch !== undefined) scratch.push(outScratch);
       }
     },
+    readDecode,
     async close() {
       closed = true;
+      for (const queued of readQueue.splice(0)) queued.reject(new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed'));
       wakeReadyWaiters();
       const workers = pool.splice(0);
       await Promise.all(workers.map((entry) => entry.worker.terminate()));

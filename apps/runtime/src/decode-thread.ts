@@ -1,8 +1,10 @@
 // Worker body of the runtime's thread decoder (createThreadDecoder): decodes a whole payload and
-// verifies its checksum in one pass, decodes a chunk range of it, or decodes a segment range of a
-// format-v3 payload and returns that range's checksum digests, with payload and output in shared
+// verifies its checksum in one pass, decodes a chunk range of it, decodes a segment range of a
+// format-v3 payload and returns that range's checksum digests, or reads a payload from a blob file
+// the loading thread opened and then decodes and verifies it, with payload and output in shared
 // memory (no copies). Memory is either a codec arena this thread attached to (the kernels then work in place)
 // or a plain SharedArrayBuffer (the kernels copy blocks through their scratch area).
+import { readSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import {
   attachCodecArena,
@@ -29,9 +31,18 @@ export interface DecodeThreadJob {
   /**
    * decode: chunks [firstChunk, +chunkCount) without the checksum; decode-verify: the whole
    * payload, checksum and decode in one pass; decode-segments: segments [firstSegment, endSegment)
-   * of a v3 payload, decoded and hashed in one pass, the digests returned (the caller verifies).
+   * of a v3 payload, decoded and hashed in one pass, the digests returned (the caller verifies);
+   * read-decode-verify: `payloadLength` bytes read from `fd` (from offset 0) into the payload's
+   * place first, then decode-verify (the caller checks the header against its manifest after).
    */
-  kind: 'decode' | 'decode-verify' | 'decode-segments';
+  kind: 'decode' | 'decode-verify' | 'decode-segments' | 'read-decode-verify';
+  /** read-decode-verify: an open blob file (the loading thread opened and checked it, and closes it). */
+  fd?: number;
+  /**
+   * read-decode-verify: the values `out` has room for. The header was not checked against the
+   * manifest yet, so a payload claiming another count is refused before anything is written.
+   */
+  outValues?: number;
   payload: SharedRef;
   payloadOffset: number;
   payloadLength: number;
@@ -50,7 +61,7 @@ export interface DecodeThreadReady {
 }
 
 export type DecodeThreadReply =
-  | { id: number; ok: true; busyMs: number; digests?: Uint32Array<ArrayBuffer> }
+  | { id: number; ok: true; busyMs: number; readMs?: number; digests?: Uint32Array<ArrayBuffer> }
   | { id: number; ok: false; error: { code: string; message: string } };
 
 const arenas = new Map<number, AttachedCodecArena>();
@@ -62,11 +73,37 @@ function bufferOf(ref: SharedRef): SharedArrayBuffer {
   return arena.buffer;
 }
 
-function runJob(job: DecodeThreadJob): Uint32Array<ArrayBuffer> | undefined {
+/** Fills `target` from offset 0 of `fd` (short reads looped); a file that ends early is an error. */
+function readBlobFile(fd: number, target: Uint8Array): void {
+  let done = 0;
+  while (done < target.length) {
+    const bytesRead = readSync(fd, target, done, target.length - done, done);
+    if (bytesRead === 0) {
+      throw Object.assign(new Error(`blob file ended after ${done} bytes, ${target.length} expected`), { code: 'BLOB_SIZE_MISMATCH' });
+    }
+    done += bytesRead;
+  }
+}
+
+/** Runs a job; a read-decode-verify job's read time is reported apart from its decode. */
+function runJob(job: DecodeThreadJob): { digests?: Uint32Array<ArrayBuffer>; readMs: number } {
   const payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
+  let readMs = 0;
+  if (job.kind === 'read-decode-verify') {
+    const readStartMs = performance.now();
+    readBlobFile(job.fd as number, payload);
+    readMs = performance.now() - readStartMs;
+  }
+  return { readMs, digests: decodeJob(job, payload) };
+}
+
+function decodeJob(job: DecodeThreadJob, payload: Uint8Array): Uint32Array<ArrayBuffer> | undefined {
   const meta = readPayloadMeta(payload);
   const out = bufferOf(job.out as SharedRef);
-  if (job.kind === 'decode-verify') {
+  if (job.kind === 'read-decode-verify' && meta.elementCount !== job.outValues) {
+    throw Object.assign(new Error(`blob holds ${meta.elementCount} values, the tensor ${job.outValues}`), { code: 'META_MISMATCH' });
+  }
+  if (job.kind === 'decode-verify' || job.kind === 'read-decode-verify') {
     decode(payload, new Uint16Array(out, job.outOffset ?? 0, meta.elementCount));
     return undefined;
   }
@@ -101,8 +138,8 @@ if (port) {
     let reply: DecodeThreadReply;
     const startMs = performance.now();
     try {
-      const digests = runJob(message);
-      reply = { id: message.id, ok: true, busyMs: performance.now() - startMs, ...(digests ? { digests } : {}) };
+      const { digests, readMs } = runJob(message);
+      reply = { id: message.id, ok: true, busyMs: performance.now() - startMs - readMs, ...(readMs > 0 ? { readMs } : {}), ...(digests ? { digests } : {}) };
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       reply = {

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type S3StoreOptions } from '@splitzip/store';
+import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
@@ -34,6 +34,8 @@ export interface ShardCache {
   readBlob(key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /** The store's readBlobSync (local caches only; undefined for object stores). */
   readonly readBlobSync: ((key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions) => Uint8Array) | undefined;
+  /** The store's openBlobSync (local caches only): the blob opened for a read on a decode thread. */
+  readonly openBlobSync: ((key: string, stagingSlot: Uint8Array) => OpenedBlob) | undefined;
   /**
    * Drops this host's read-through copy of a blob whose checksum the caller found wrong after a
    * `readBlob(..., { verifyChecksum: false })` (no-op for stores without local copies).
@@ -117,6 +119,9 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions),
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions)
+      : undefined,
+    openBlobSync: store.openBlobSync
+      ? (key, stagingSlot) => (store.openBlobSync as NonNullable<CacheStore['openBlobSync']>).call(store, key, stagingSlot)
       : undefined,
     discardLocalCopy: (key) => (store.discardLocalCopy ? store.discardLocalCopy(key) : Promise.resolve()),
     refresh: () => store.refresh(),

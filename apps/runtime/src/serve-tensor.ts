@@ -9,7 +9,7 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import type { CacheEntry } from '@splitzip/store';
+import type { CacheEntry, OpenedBlob } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
@@ -444,8 +444,12 @@ async function decodeFromCache(
 ): Promise<void> {
   // Bytes this runtime reads itself (a custom reader: a paced link, network storage) may be decoded as they arrive.
   const layout = env.reader !== undefined && env.cache?.remote !== true ? planStreamedDecode(entry, env.backend) : undefined;
+  // Decided before anything waits: a tensor the decode threads decline starts its read now, in order.
+  const onThread = layout === undefined && !storeVerifies ? startDecodeOnThread(env, target, entry, output, report) : undefined;
   if (layout !== undefined) {
     await decodeFromCacheStreamed(env, target, entry, layout, output, report);
+  } else if (onThread !== undefined) {
+    await onThread;
   } else {
     await decodeFromCacheStaged(env, target, entry, output, report, storeVerifies);
   }
@@ -492,6 +496,82 @@ async function decodeFromCacheStreamed(
     releaseWindow?.();
     release();
   }
+}
+
+/**
+ * A local cache's blob read and decoded on a decode thread (DecodeBackend.readDecode): this thread
+ * opens the blob with the store's checks, the thread reads it into the staging slot and decodes it
+ * with its checksum verified, then this thread makes the store's header checks. Undefined, having
+ * done nothing, when the backend or the cache cannot (the caller takes the staged path).
+ */
+function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEntry, output: Uint8Array, report: TensorReport): Promise<void> | undefined {
+  const { backend, cache } = env;
+  // A custom reader is the runtime's own I/O (a paced link): its bytes are read on this thread.
+  if (backend.readDecode === undefined || env.reader !== undefined || cache === undefined || cache.remote) return undefined;
+  const openBlob = cache.openBlobSync;
+  // A tensor the backend decodes on this thread anyway needs none of what follows.
+  if (openBlob === undefined || entry.rawBytes / 2 < (backend.inlineMaxValues ?? 0)) return undefined;
+  checkEntryDescribesTarget(target, entry);
+  const { values, direct } = valuesFor(output);
+  let release: (() => void) | undefined;
+  let opened: OpenedBlob | undefined;
+  let openMs = 0;
+  const open = async () => {
+    const taken = takeStage(env, entry);
+    const stage = taken instanceof Promise ? await taken : taken;
+    release = stage.release;
+    const openStartMs = performance.now();
+    try {
+      opened = openBlob(entry.key, stage.stage);
+    } catch (error) {
+      throw mapStoreError(error, entry);
+    }
+    openMs = performance.now() - openStartMs;
+    return { fd: opened.fd, payload: opened.view, out: values, arena: stage.arena };
+  };
+  const running = backend.readDecode({ values: values.length, open });
+  if (running === undefined) return undefined;
+  report.backend = backend.name;
+  return running.then(
+    (result) => {
+      try {
+        // The checksum was verified while decoding; the header against the manifest here.
+        (opened as OpenedBlob).finish({ verifyChecksum: false });
+      } catch (error) {
+        throw mapStoreError(error, entry);
+      } finally {
+        release?.();
+      }
+      report.blobBytesRead += entry.compBytes;
+      if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
+      report.ioMs += openMs + result.readMs;
+      report.decodeMs += result.decodeMs;
+      abortIfNeeded(env.signal, target.name);
+    },
+    (error: unknown) => {
+      try {
+        if (opened === undefined) throw error instanceof RuntimeError ? error : describeDecodeFailure(error, env, target, entry);
+        report.blobBytesRead += entry.compBytes;
+        // The store's checks of what was read say more than the thread's failure (a header that
+        // disagrees with the manifest); a file that ended early, or could not be read, is the blob's fault.
+        try {
+          opened.finish({ verifyChecksum: false });
+        } catch (storeError) {
+          throw mapStoreError(storeError, entry);
+        }
+        throw isBlobReadFailure(error) ? mapStoreError(error, entry) : describeDecodeFailure(error, env, target, entry);
+      } finally {
+        opened?.close();
+        release?.();
+      }
+    },
+  );
+}
+
+/** A decode thread's read that failed (the file ended early, or an I/O error), not its decode. */
+function isBlobReadFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === 'BLOB_SIZE_MISMATCH' || (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code));
 }
 
 async function decodeFromCacheStaged(

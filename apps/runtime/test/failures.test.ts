@@ -43,10 +43,23 @@ async function freshCache(): Promise<{ cacheDir: string; blobOf: (name: string) 
   };
 }
 
-const readerModes = {
-  'store readBlob': () => undefined,
-  'runtime reader': () => createFileReader(),
-} as const;
+/**
+ * How a cached tensor's blob is read: by the store on the loading thread, by the runtime's own
+ * reader, or by a decode thread from the file the loading thread opened (readDecode: every
+ * tensor, the bound 0).
+ */
+let threadReads: ReturnType<typeof createThreadDecoder> | undefined;
+const readModes = {
+  'store readBlob': () => ({ reader: undefined, backend: 'cpu' as const }),
+  'runtime reader': () => ({ reader: createFileReader(), backend: 'cpu' as const }),
+  'decode thread reads': () => {
+    threadReads ??= createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+    return { reader: undefined, backend: threadReads };
+  },
+};
+afterAll(async () => {
+  await threadReads?.close?.();
+});
 
 describe('a corrupt payload checked off-thread', () => {
   it('is CACHE_READ_FAILED from the thread decoder and served raw', async () => {
@@ -100,25 +113,27 @@ describe('a bad blob is reported and served raw, never decoded into wrong data',
     },
   };
   for (const [damage, apply] of Object.entries(damages)) {
-    for (const [mode, makeReader] of Object.entries(readerModes)) {
+    for (const [mode, makeMode] of Object.entries(readModes)) {
       it(`${damage} (${mode})`, async () => {
         const { cacheDir, blobOf, keyOf } = await freshCache();
         await apply(blobOf(TARGET));
         const cache = await openShardCache(cacheDir);
         try {
-          const reader = makeReader();
-          const { report, totals } = await loadAllAndCheck(cache, { reader });
+          const { reader, backend } = makeMode();
+          const threadReadsBefore = threadReads?.stats().threadReads ?? 0;
+          const { report, totals } = await loadAllAndCheck(cache, { reader, backend });
+          if (backend !== 'cpu') expect(backend.stats().threadReads - threadReadsBefore).toBeGreaterThanOrEqual(8);
           expect(report).toMatchObject({ source: 'raw', reason: 'cache-failed', key: keyOf(TARGET) });
           expect(report?.error?.code).toMatch(/^CACHE_(READ_FAILED|ENTRY_MISMATCH)$/);
           expect(totals.fallbacks).toBe(1);
           expect(totals.fromCache).toBe(8); // every other cached tensor still comes from the cache
           // cacheOnly: the same failure is a typed error naming the entry.
-          await expect(loadTensor({ model, name: TARGET }, { cache, reader, cacheOnly: true })).rejects.toMatchObject({
+          await expect(loadTensor({ model, name: TARGET }, { cache, reader, backend, cacheOnly: true })).rejects.toMatchObject({
             code: expect.stringMatching(/^CACHE_(READ_FAILED|ENTRY_MISMATCH)$/),
             details: expect.objectContaining({ key: keyOf(TARGET) }),
           });
           // A bare slice has no raw source: the cache error is thrown.
-          await expect(loadTensor(model.getTensor(TARGET)?.slice as never, { cache, reader })).rejects.toMatchObject({
+          await expect(loadTensor(model.getTensor(TARGET)?.slice as never, { cache, reader, backend })).rejects.toMatchObject({
             code: expect.stringMatching(/^CACHE_/),
           });
           await reader?.close();
@@ -131,7 +146,7 @@ describe('a bad blob is reported and served raw, never decoded into wrong data',
 });
 
 describe('a manifest entry that disagrees with its blob', () => {
-  for (const [mode, makeReader] of Object.entries(readerModes)) {
+  for (const [mode, makeMode] of Object.entries(readModes)) {
     it(`is reported as CACHE_ENTRY_MISMATCH and served raw (${mode})`, async () => {
       const { cacheDir, blobOf, keyOf } = await freshCache();
       // A valid payload of the same values and size, but another codebook order: header and checksum
@@ -145,10 +160,10 @@ describe('a manifest entry that disagrees with its blob', () => {
       await writeFile(blobOf(TARGET), swapped);
       const cache = await openShardCache(cacheDir);
       try {
-        const reader = makeReader();
-        const { report } = await loadAllAndCheck(cache, { reader });
+        const { reader, backend } = makeMode();
+        const { report } = await loadAllAndCheck(cache, { reader, backend });
         expect(report).toMatchObject({ source: 'raw', reason: 'cache-failed', error: { code: 'CACHE_ENTRY_MISMATCH' } });
-        await expect(loadTensor({ model, name: TARGET }, { cache, reader, cacheOnly: true })).rejects.toMatchObject({
+        await expect(loadTensor({ model, name: TARGET }, { cache, reader, backend, cacheOnly: true })).rejects.toMatchObject({
           code: 'CACHE_ENTRY_MISMATCH',
           details: expect.objectContaining({ key: keyOf(TARGET) }),
         });

@@ -36,6 +36,12 @@ export interface StorageBackend {
   readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void>;
   /** The same with synchronous system calls, where the backend is a local filesystem. */
   readBlobIntoSync?(key: string, blob: string, target: Uint8Array): void;
+  /**
+   * Opens an entry's blob with readBlobIntoSync's checks (canonical path, no links, a regular file
+   * of exactly `expectedBytes`) and returns its descriptor, for a read on another thread; the
+   * caller closes it.
+   */
+  openBlobSync?(key: string, blob: string, expectedBytes: number): { fd: number; path: string };
 
   /** The writer lock (many processes). */
   acquireWriteLock(timeoutMs: number): Promise<HeldLock>;

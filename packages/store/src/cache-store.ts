@@ -1,3 +1,4 @@
+import { closeSync } from 'node:fs';
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { StoreError, toIoError } from './errors.js';
@@ -19,6 +20,7 @@ import type {
   GcOptions,
   GcReport,
   ReadBlobOptions,
+  OpenedBlob,
   SliceKeyTuple,
   TensorBytesRef,
   VerifyOptions,
@@ -52,6 +54,12 @@ export interface CacheStore {
    * it for small blobs on local disks.
    */
   readBlobSync?(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Uint8Array;
+  /**
+   * readBlobSync cut in two, for a read on another thread (local caches only): opens the blob with
+   * the same path, link and size checks and returns its descriptor; the caller has the bytes read
+   * into `view` (a worker reading `fd`), then calls `finish` for the header and checksum checks.
+   */
+  openBlobSync?(key: string, stagingSlot: Uint8Array): OpenedBlob;
   /**
    * Forgets a host-local copy of an entry's blob (object stores with a read-through directory;
    * absent elsewhere): called by a reader that read it with `verifyChecksum: false` and found its
@@ -172,6 +180,30 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     backend.readBlobIntoSync(key, entry.blob, view);
     checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
     return view;
+  }
+
+  openBlobSync(key: string, stagingSlot: Uint8Array): OpenedBlob {
+    const { entry, view } = this.prepareBlobRead(key, stagingSlot);
+    const backend = this.backend;
+    if (backend.openBlobSync === undefined) throw new StoreError('INVALID_ARGUMENT', 'this store cannot open blobs for another thread', { entry: key });
+    const { fd, path } = backend.openBlobSync(key, entry.blob, view.length);
+    let open = true;
+    const close = () => {
+      if (!open) return;
+      open = false;
+      closeSync(fd);
+    };
+    return {
+      fd,
+      path,
+      view,
+      close,
+      finish(options: ReadBlobOptions = {}) {
+        close();
+        checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+        return view;
+      },
+    };
   }
 
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {

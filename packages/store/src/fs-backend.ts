@@ -326,23 +326,8 @@ export class FsBackend implements StorageBackend {
 
   /** readBlobInto with synchronous system calls (same checks, same errors): see CacheStore.readBlobSync. */
   readBlobIntoSync(key: string, blob: string, target: Uint8Array): void {
-    if (this.blobsRealPath === undefined) {
-      try {
-        this.blobsRealPath = realpathSync(join(this.root, BLOBS));
-      } catch (error) {
-        if (errnoCode(error) === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the cache has no blobs directory', { path: join(this.root, BLOBS) });
-        throw toIoError(error, 'cannot resolve the blobs directory', { path: join(this.root, BLOBS) });
-      }
-    }
-    const { path, resolved } = this.blobTarget(key, blob, this.blobsRealPath);
-    let fd: number;
+    const { fd, path } = this.openBlobSync(key, blob, target.length);
     try {
-      fd = openSync(resolved, BLOB_OPEN_FLAGS);
-    } catch (error) {
-      throw blobOpenError(error, key, path);
-    }
-    try {
-      checkBlobFile(fstatSync(fd), target.length, key, path);
       let done = 0;
       while (done < target.length) {
         const bytesRead = readSync(fd, target, done, target.length - done, done);
@@ -359,6 +344,32 @@ export class FsBackend implements StorageBackend {
     } finally {
       closeSync(fd);
     }
+  }
+
+  /** See StorageBackend.openBlobSync: the checks of readBlobIntoSync, the descriptor left open. */
+  openBlobSync(key: string, blob: string, expectedBytes: number): { fd: number; path: string } {
+    if (this.blobsRealPath === undefined) {
+      try {
+        this.blobsRealPath = realpathSync(join(this.root, BLOBS));
+      } catch (error) {
+        if (errnoCode(error) === 'ENOENT') throw new StoreError('BLOB_MISSING', 'the cache has no blobs directory', { path: join(this.root, BLOBS) });
+        throw toIoError(error, 'cannot resolve the blobs directory', { path: join(this.root, BLOBS) });
+      }
+    }
+    const { path, resolved } = this.blobTarget(key, blob, this.blobsRealPath);
+    let fd: number;
+    try {
+      fd = openSync(resolved, BLOB_OPEN_FLAGS);
+    } catch (error) {
+      throw blobOpenError(error, key, path);
+    }
+    try {
+      checkBlobFile(fstatSync(fd), expectedBytes, key, path);
+    } catch (error) {
+      closeSync(fd);
+      throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+    }
+    return { fd, path };
   }
 
   acquireWriteLock(timeoutMs: number): Promise<HeldLock> {

@@ -40,6 +40,23 @@ export interface CacheEntry {
   readonly sliceKeys: readonly SliceKeyTuple[];
 }
 
+/**
+ * An entry's blob opened for a read on another thread (CacheStore.openBlobSync): a worker reads
+ * exactly `view.length` bytes from offset 0 of `fd` into `view` (a view of the staging slot, so a
+ * view of shared memory reaches the worker), then this thread calls `finish` (or `close` when the
+ * read failed). Both close the file; only the first call of either does anything.
+ */
+export interface OpenedBlob {
+  readonly fd: number;
+  /** The blob file, for errors. */
+  readonly path: string;
+  /** The staging slot's first compBytes bytes: where the read goes. */
+  readonly view: Uint8Array;
+  /** Closes the file and makes readBlob's checks on the bytes read into `view`; returns `view`. */
+  finish(options?: ReadBlobOptions): Uint8Array;
+  close(): void;
+}
+
 /** A tensor given by its bytes, for aliasing by content. */
 export interface ReadBlobOptions {
   /**

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { crc32 } from 'node:zlib';
+import { fstatSync, readSync } from 'node:fs';
 import { mkdir, readFile, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -239,7 +240,7 @@ describe('readBlob never returns wrong data', () => {
     await store.close();
   });
 
-  it('readBlobSync: the same payload and the same typed errors as readBlob (corrupt, size, missing, link, directory, FIFO)', async () => {
+  it('readBlobSync and openBlobSync: the same payload and the same typed errors as readBlob (corrupt, size, missing, link, directory, FIFO)', async () => {
     const { root, tensors } = await makeCache();
     const t = tensors[0]!;
     const path = join(root, 'blobs', `${t.key}.bin`);
@@ -254,12 +255,36 @@ describe('readBlob never returns wrong data', () => {
         return (error as { code: string }).code;
       }
     };
-    const both = async () => [syncCode(() => store.readBlobSync!(t.key, slot)), (await catchError(() => store.readBlob(t.key, slot))).code];
+    // openBlobSync as a decode thread uses it: the descriptor read here, then finish (or close).
+    const openAndRead = (options?: { verifyChecksum?: boolean }): Uint8Array => {
+      const opened = store.openBlobSync!(t.key, slot);
+      try {
+        expect(opened.view.length).toBe(t.payload.length);
+        let done = 0;
+        while (done < opened.view.length) {
+          const n = readSync(opened.fd, opened.view, done, opened.view.length - done, done);
+          if (n === 0) throw new Error('short');
+          done += n;
+        }
+        return opened.finish(options);
+      } finally {
+        opened.close();
+        // Closed once, by finish or close: the descriptor is gone.
+        expect(() => fstatSync(opened.fd)).toThrow(expect.objectContaining({ code: 'EBADF' }));
+      }
+    };
+    expect(Buffer.from(openAndRead()).equals(Buffer.from(t.payload))).toBe(true);
+    const both = async () => {
+      const codes = [syncCode(() => store.readBlobSync!(t.key, slot)), (await catchError(() => store.readBlob(t.key, slot))).code];
+      expect(syncCode(() => openAndRead())).toBe(codes[0]);
+      return codes;
+    };
     const flipped = Buffer.from(t.payload);
     flipped[t.payload.length - 1]! ^= 0x10;
     await writeFile(path, flipped);
     expect(await both()).toEqual(['BLOB_CORRUPT', 'BLOB_CORRUPT']);
     expect(syncCode(() => store.readBlobSync!(t.key, slot, { verifyChecksum: false }))).toBe('none');
+    expect(syncCode(() => openAndRead({ verifyChecksum: false }))).toBe('none');
     await writeFile(path, Buffer.from(t.payload).subarray(0, 300));
     expect(await both()).toEqual(['BLOB_SIZE_MISMATCH', 'BLOB_SIZE_MISMATCH']);
     await unlink(path);
