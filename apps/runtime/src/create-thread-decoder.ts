@@ -346,12 +346,6 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     });
   };
 
-  /**
-   * Hands queued reads to idle ready workers, one job each: a job takes its staging slot and opens
-   * its file only when a worker is free to read it at once, so the slot it gets is the one the
-   * last job gave back, still in the CPU's caches (jobs queued on a worker, eight slots in turn,
-   * went to memory and back: 129-146 ms per 1.07 GB page-cache load against 92-116 this way).
-   */
   let pumpScheduled = false;
   /**
    * After a job's answer has been handled to the end (its staging slot given back, a few promise
@@ -377,6 +371,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     releaseIdleRefs();
   };
 
+  /**
+   * Hands queued reads to idle ready workers, one job each: a job takes its staging slot and opens
+   * its file only when a worker is free to read it at once, so the slot it gets is the one the
+   * last job gave back, still in the CPU's caches (jobs queued on a worker, eight slots in turn,
+   * went to memory and back: 129-146 ms per 1.07 GB page-cache load against 92-116 this way).
+   */
   const pumpQueued = (): void => {
     while (readQueue.length > 0 && !closed) {
       const worker = pool.find((w) => w.ready && w.busy === 0 && !w.reserved);
@@ -395,7 +395,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       opening
         .then((opened) => {
           worker.reserved = false;
-          return runReadDecode(opened, queued.request.values, worker);
+          // A worker that died meanwhile is gone from the pool: any other takes the job.
+          return runReadDecode(opened, queued.request.values, pool.includes(worker) ? worker : undefined);
         })
         .then(queued.resolve, (error: unknown) => {
           worker.reserved = false;
@@ -405,7 +406,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     }
   };
 
-  const runReadDecode = async (opened: OpenedPayloadFile, values: number, worker: PoolWorker): Promise<ReadDecodeResult> => {
+  const runReadDecode = async (opened: OpenedPayloadFile, values: number, worker: PoolWorker | undefined): Promise<ReadDecodeResult> => {
     const { fd, payload, out } = opened;
     if (out.length !== values) throw new RuntimeError('INVALID_ARGUMENT', `out holds ${out.length} values, the tensor ${values}`, { values });
     const arena = usableArena(opened.arena);
