@@ -475,6 +475,9 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       for (;;) {
         startWorkers();
         if (pool.every((w) => w.ready)) return;
+        // Starting workers are unreferenced: with nothing else alive (a script's top-level await)
+        // the process would exit before they answer. Each lets go once ready (pumpReads).
+        for (const w of pool) if (!w.ready) w.worker.ref();
         await new Promise<void>((wake) => readyWaiters.push(wake));
         if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
         if (startFailures > failuresBefore) {

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,5 +160,24 @@ describe('readDecode: a decode thread reads the blob and decodes it', () => {
     expect(() => closing.readDecode({ values: VALUE_COUNT, open: async () => ({ fd: -1, payload: new Uint8Array(0), out: new Uint16Array(VALUE_COUNT) }) })).toThrow(
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
     );
+  });
+});
+
+describe('warmUp', () => {
+  it("keeps a script alive until the workers answer (a top-level await with nothing else running)", () => {
+    // The built package, as a user's script imports it.
+    const entry = new URL('../dist/index.js', import.meta.url).href;
+    const script = `import { createThreadDecoder } from ${JSON.stringify(entry)};
+const decoder = createThreadDecoder({ threads: 2 });
+await decoder.warmUp();
+console.log('ready', decoder.stats().readyThreads);
+await decoder.close();`;
+    // A file, not --eval: the workers inherit the process's flags, and --input-type would stop them.
+    const file = join(dir, 'warm-up.mjs');
+    writeFileSync(file, script);
+    const run = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe('ready 2');
+    expect(run.status).toBe(0);
   });
 });
