@@ -5,8 +5,10 @@
 // bench runs minutes apart on this shared VM differ by more than most loader changes; in one
 // process, both builds see the same load. Each build gets its own staging pool and decode backend
 // (its own module instances); tensors land in one shared output arena, as in measure-paced-stages.
+// --arena: tensors and both builds' staging slots in one shared codec arena, as run-bench.mjs loads
+// (the decode threads then write the tensors in place); default: an ordinary output buffer.
 // Usage: node bench/measure-build-ab.mjs --baseline DIR/dist/index.js [--rounds 30] [--burst-mib 4]
-//                                        [--page-cache] [--model DIR --cache DIR]
+//                                        [--page-cache] [--arena] [--model DIR --cache DIR]
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createCodecArena } from '@splitzip/codec';
@@ -24,6 +26,7 @@ if (baselinePath === undefined) throw new Error('--baseline <another build of @s
 const ROUNDS = Number(argValue('--rounds', '30'));
 const BURST_BYTES = Number(argValue('--burst-mib', '4')) * 1024 * 1024;
 const PAGE_CACHE = args.includes('--page-cache');
+const IN_ARENA = args.includes('--arena');
 const RATE_BYTES_PER_S = 1e9;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -39,7 +42,11 @@ for (const t of model.tensors) {
   offsets.set(t.name, size);
   size += t.slice.sizeBytes;
 }
-const output = new Uint8Array(size).fill(0);
+// Room for the tensors and two pools (DEFAULT_LOAD_CONCURRENCY slots of the largest payload, at most
+// DEFAULT_MAX_STAGING_BYTES each), made once both builds are known.
+const POOL_ROOM_BYTES = 2 * (current.DEFAULT_MAX_STAGING_BYTES + (1 << 20));
+const sharedArena = IN_ARENA ? createCodecArena(size + 256 + POOL_ROOM_BYTES, { threads: current.DEFAULT_DECODE_THREADS }) : undefined;
+const output = (sharedArena?.allocate(size) ?? new Uint8Array(size)).fill(0);
 const allocate = (t) => output.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes);
 
 async function prepare(runtime) {
@@ -48,7 +55,7 @@ async function prepare(runtime) {
   for (const t of model.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
   const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
   const slotCount = Math.max(1, Math.min(runtime.DEFAULT_LOAD_CONCURRENCY, Math.floor(runtime.DEFAULT_MAX_STAGING_BYTES / slotBytes)));
-  const arena = createCodecArena(slotBytes * slotCount + 256, { threads: runtime.DEFAULT_DECODE_THREADS });
+  const arena = sharedArena ?? createCodecArena(slotBytes * slotCount + 256, { threads: runtime.DEFAULT_DECODE_THREADS });
   const pool = runtime.createStagingPool({ slotBytes, slotCount, arena });
   const backend = runtime.createThreadDecoder();
   const load = async () => {
@@ -77,7 +84,7 @@ for (let r = 0; r < ROUNDS; r++) {
 const [b, c] = [median(times.baseline), median(times.current)];
 const wins = times.current.filter((t, i) => t < times.baseline[i]).length;
 console.log(
-  `${PAGE_CACHE ? 'page cache' : `paced 1 GB/s, burst ${BURST_BYTES / 1048576} MiB`}, ${model.tensors.length} tensors, ${ROUNDS} alternating rounds: ` +
+  `${PAGE_CACHE ? 'page cache' : `paced 1 GB/s, burst ${BURST_BYTES / 1048576} MiB`}${IN_ARENA ? ', in one arena' : ''}, ${model.tensors.length} tensors, ${ROUNDS} alternating rounds: ` +
     `baseline ${b.toFixed(2)} ms, current ${c.toFixed(2)} ms (median; current ${(b / c).toFixed(3)}x, faster in ${wins} of ${ROUNDS} rounds)`,
 );
 for (const [, side] of sides) await side.close();

@@ -1,15 +1,15 @@
 import { readPayloadMeta, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
-import type { CacheEntry } from '@splitzip/store';
+import type { PayloadEntryFields } from './create-cpu-decoder.js';
 import { RuntimeError } from './errors.js';
 
 /**
  * The checks the store's `readBlob` makes, for payload bytes the runtime read itself (through a
  * custom `ByteReader`): header valid, header equal to the manifest's meta and codebook, checksum
  * equal to the manifest's copy and to the bytes (unless `checksum: false`: the decode backend
- * verifies the bytes itself). Throws `CACHE_ENTRY_MISMATCH` when the blob and
+ * verifies the bytes itself). Runs on decode threads too (only codec and plain data). Throws `CACHE_ENTRY_MISMATCH` when the blob and
  * its entry disagree, `CACHE_READ_FAILED` when the blob itself is invalid.
  */
-export function checkPayloadAgainstEntry(payload: Uint8Array, entry: CacheEntry, blobPath: string, options: { checksum?: boolean } = {}): PayloadMeta {
+export function checkPayloadAgainstEntry(payload: Uint8Array, entry: PayloadEntryFields, blobPath: string, options: { checksum?: boolean } = {}): PayloadMeta {
   const context = { key: entry.key, qualname: entry.qualname, blob: blobPath };
   let meta: PayloadMeta;
   try {

@@ -1,4 +1,5 @@
 import { decodeChunks, getCodecBackend, type CodecArena, type PayloadMeta } from '@splitzip/codec';
+import type { CacheEntry } from '@splitzip/store';
 
 export interface DecodeCallOptions {
   /** Verify the payload's checksum (only asked of backends with `verifiesChecksum`). */
@@ -42,9 +43,10 @@ export interface DecodeBackend {
    * Reads a payload from a blob file into staging and decodes it with its checksum verified, both
    * on a decode thread (a `shared` backend; absent elsewhere). Decides at once: undefined, having
    * called nothing, when the tensor is not for a thread (small, or no worker ready yet for a
-   * tensor this size): the caller reads and decodes it itself. Otherwise it calls `open` (staging
-   * slot, file) and returns the job. The header is not checked against any manifest: the caller
-   * does that after.
+   * tensor this size): the caller reads and decodes it itself. Otherwise each decode thread takes
+   * a staging slot from `request.staging` and keeps it for its consecutive reads from that source;
+   * `open` is called with that slot when the job is handed to the thread. The header is checked
+   * against `check` (when given) on the thread, before anything is decoded.
    */
   readDecode?(request: ReadDecodeRequest): Promise<ReadDecodeResult> | undefined;
   close?(): Promise<void>;
@@ -53,13 +55,36 @@ export interface DecodeBackend {
 export interface ReadDecodeRequest {
   /** The tensor's value count. */
   values: number;
-  /** Takes the staging slot and opens the blob (only once the backend has taken the job). */
-  open(): Promise<OpenedPayloadFile>;
+  /** Where the payload may be staged: a decode thread takes one slot and reuses it for its jobs. */
+  staging: ReadDecodeStaging;
+  /**
+   * Opens the blob for a read into `slot` (a slot taken from `staging`), synchronously, once a
+   * decode thread has taken the job; a throw fails this request only.
+   */
+  open(slot: StagingLease): OpenedPayloadFile;
+}
+
+/**
+ * A source of staging slots for readDecode: requests with the same `source` (one staging pool)
+ * can share a decode thread's slot. Every slot taken is at least as large as any payload of the
+ * source.
+ */
+export interface ReadDecodeStaging {
+  readonly source: object;
+  take(): StagingLease | Promise<StagingLease>;
+}
+
+/** A staging slot held by a decode thread between jobs; `release` gives it back (once). */
+export interface StagingLease {
+  readonly bytes: Uint8Array;
+  /** The codec arena holding `bytes`, if any. */
+  readonly arena: CodecArena | undefined;
+  release(): void;
 }
 
 /** A blob file opened for a decode thread, and where its bytes and values go. */
 export interface OpenedPayloadFile {
-  /** An open blob file (the opener checked it, and closes it). */
+  /** An open blob file (the opener checked it, and closes it after the job settles). */
   fd: number;
   /** Where the payload goes: exactly its bytes (a view of the staging slot). */
   payload: Uint8Array;
@@ -67,7 +92,15 @@ export interface OpenedPayloadFile {
   out: Uint16Array;
   /** The codec arena holding `payload` (and maybe `out`), if any. */
   arena?: CodecArena | undefined;
+  /**
+   * The manifest entry the payload must agree with: the thread checks the header read against it
+   * (checkPayloadAgainstEntry) before decoding. Absent: only the decode's own checks.
+   */
+  check?: { entry: PayloadEntryFields; blobPath: string } | undefined;
 }
+
+/** The fields of a manifest entry that its blob's header must repeat (a plain object: it is posted to a thread). */
+export type PayloadEntryFields = Pick<CacheEntry, 'key' | 'qualname' | 'compBytes' | 'rawBytes' | 'meta' | 'codebook'>;
 
 export interface ReadDecodeResult {
   /** The decode thread's time reading the blob, and decoding (CPU, ms). */

@@ -28,7 +28,18 @@ export {
 } from './create-paced-reader.js';
 export { createReadWindow, DEFAULT_READ_WINDOW_BYTES, type ReadWindow } from './create-read-window.js';
 export { runOrderedPipeline, type OrderedPipelineOptions } from './run-ordered-pipeline.js';
-export { createCpuDecoder, DEFAULT_DECODE_SLICE_VALUES, type DecodeBackend } from './create-cpu-decoder.js';
+export {
+  createCpuDecoder,
+  DEFAULT_DECODE_SLICE_VALUES,
+  type DecodeBackend,
+  type DecodeCallOptions,
+  type ReadDecodeRequest,
+  type ReadDecodeStaging,
+  type ReadDecodeResult,
+  type StagingLease,
+  type OpenedPayloadFile,
+  type PayloadEntryFields,
+} from './create-cpu-decoder.js';
 export { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 export { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
 export {
@@ -37,6 +48,7 @@ export {
   DEFAULT_INLINE_MAX_VALUES,
   DEFAULT_DECODE_THREADS,
   DEFAULT_SPLIT_MIN_VALUES,
+  READ_JOBS_PER_WORKER,
   DEFAULT_STARTUP_INLINE_MAX_VALUES,
   type ThreadDecoder,
   type ThreadDecoderOptions,

@@ -12,7 +12,7 @@ import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo 
 import type { CacheEntry, OpenedBlob } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
-import type { DecodeBackend } from './create-cpu-decoder.js';
+import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } from './errors.js';
@@ -500,48 +500,40 @@ async function decodeFromCacheStreamed(
 
 /**
  * A local cache's blob read and decoded on a decode thread (DecodeBackend.readDecode): this thread
- * opens the blob with the store's checks, the thread reads it into the staging slot and decodes it
- * with its checksum verified, then this thread makes the store's header checks. Undefined, having
- * done nothing, when the backend or the cache cannot (the caller takes the staged path).
+ * opens the blob with the store's checks (into the staging slot the thread keeps), the thread
+ * reads it, checks its header against the manifest entry and decodes it with its checksum
+ * verified. Undefined, having done nothing, when the backend or the cache cannot (the caller takes
+ * the staged path).
  */
 function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEntry, output: Uint8Array, report: TensorReport): Promise<void> | undefined {
-  const { backend, cache } = env;
+  const { backend, cache, pool } = env;
   // A custom reader is the runtime's own I/O (a paced link): its bytes are read on this thread.
   if (backend.readDecode === undefined || env.reader !== undefined || cache === undefined || cache.remote) return undefined;
   const openBlob = cache.openBlobSync;
-  // A tensor the backend decodes on this thread anyway needs none of what follows.
-  if (openBlob === undefined || entry.rawBytes / 2 < (backend.inlineMaxValues ?? 0)) return undefined;
+  // A tensor the backend decodes on this thread anyway needs none of what follows; the threads
+  // keep slots of the load's pool, so a payload too large for them takes the staged path.
+  if (openBlob === undefined || pool === undefined || entry.compBytes > pool.slotBytes || entry.rawBytes / 2 < (backend.inlineMaxValues ?? 0)) return undefined;
   checkEntryDescribesTarget(target, entry);
   const { values, direct } = valuesFor(output);
-  let release: (() => void) | undefined;
   let opened: OpenedBlob | undefined;
   let openMs = 0;
-  const open = async () => {
-    const taken = takeStage(env, entry);
-    const stage = taken instanceof Promise ? await taken : taken;
-    release = stage.release;
+  const open = (lease: StagingLease): OpenedPayloadFile => {
     const openStartMs = performance.now();
     try {
-      opened = openBlob(entry.key, stage.stage);
+      opened = openBlob(entry.key, lease.bytes);
     } catch (error) {
       throw mapStoreError(error, entry);
     }
     openMs = performance.now() - openStartMs;
-    return { fd: opened.fd, payload: opened.view, out: values, arena: stage.arena };
+    return { fd: opened.fd, payload: opened.view, out: values, arena: lease.arena, check: { entry: entryFields(entry), blobPath: opened.path } };
   };
-  const running = backend.readDecode({ values: values.length, open });
+  const running = backend.readDecode({ values: values.length, staging: threadStaging(pool), open });
   if (running === undefined) return undefined;
   report.backend = backend.name;
   return running.then(
     (result) => {
-      try {
-        // The checksum was verified while decoding; the header against the manifest here.
-        (opened as OpenedBlob).finish({ verifyChecksum: false });
-      } catch (error) {
-        throw mapStoreError(error, entry);
-      } finally {
-        release?.();
-      }
+      // The header was checked against the manifest and the checksum verified on the thread.
+      opened?.close();
       report.blobBytesRead += entry.compBytes;
       if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
       report.ioMs += openMs + result.readMs;
@@ -549,23 +541,53 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       abortIfNeeded(env.signal, target.name);
     },
     (error: unknown) => {
-      try {
-        if (opened === undefined) throw error instanceof RuntimeError ? error : describeDecodeFailure(error, env, target, entry);
-        report.blobBytesRead += entry.compBytes;
-        // The store's checks of what was read say more than the thread's failure (a header that
-        // disagrees with the manifest); a file that ended early, or could not be read, is the blob's fault.
-        try {
-          opened.finish({ verifyChecksum: false });
-        } catch (storeError) {
-          throw mapStoreError(storeError, entry);
-        }
-        throw isBlobReadFailure(error) ? mapStoreError(error, entry) : describeDecodeFailure(error, env, target, entry);
-      } finally {
-        opened?.close();
-        release?.();
-      }
+      opened?.close();
+      // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
+      if (opened === undefined) throw error instanceof RuntimeError ? error : describeDecodeFailure(error, env, target, entry);
+      report.blobBytesRead += entry.compBytes;
+      // A file that ended early, or could not be read, is the blob's fault.
+      throw isBlobReadFailure(error) ? mapStoreError(error, entry) : describeDecodeFailure(error, env, target, entry);
     },
   );
+}
+
+/** The manifest fields a blob's header must repeat, as a plain object (posted to a decode thread). */
+function entryFields(entry: CacheEntry): PayloadEntryFields {
+  return { key: entry.key, qualname: entry.qualname, compBytes: entry.compBytes, rawBytes: entry.rawBytes, meta: entry.meta, codebook: entry.codebook };
+}
+
+/** One staging source per pool: the decode threads' slots are taken from it, and kept across tensors. */
+const threadStagings = new WeakMap<StagingPool, ReadDecodeStaging>();
+
+function threadStaging(pool: StagingPool): ReadDecodeStaging {
+  let staging = threadStagings.get(pool);
+  if (staging === undefined) {
+    const stagingOf = (slot: StagingSlot): StagingLease => {
+      let held: StagingSlot | undefined = slot;
+      return {
+        bytes: slot.bytes,
+        arena: pool.arena,
+        release: () => {
+          if (held === undefined) return;
+          const giving = held;
+          held = undefined;
+          pool.release(giving);
+        },
+      };
+    };
+    staging = {
+      source: pool,
+      // A slot for any payload of the pool (its largest); not tied to one load's abort signal,
+      // since a thread keeps it for the tensors of every load that shares the pool.
+      // The most recently released slot: the one most likely still in the CPU's caches.
+      take: () => {
+        const slot = pool.tryAcquire();
+        return slot !== undefined ? stagingOf(slot) : pool.acquire().then(stagingOf);
+      },
+    };
+    threadStagings.set(pool, staging);
+  }
+  return staging;
 }
 
 /** A decode thread's read that failed (the file ended early, or an I/O error), not its decode. */
