@@ -62,6 +62,8 @@ export interface ReadDecodeRequest {
    * decode thread has taken the job; a throw fails this request only.
    */
   open(slot: StagingLease): OpenedPayloadFile;
+  /** Aborting it rejects the request with `ABORTED` while it still waits for a thread (its load was aborted). */
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -352,8 +352,31 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     if (values < inlineMaxValues) return undefined;
     startWorkers();
     if (values < startupInlineMaxValues && !pool.some((w) => w.ready)) return undefined;
+    const { signal } = request;
+    if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'read aborted before it was queued', { reason: signal.reason }));
     return new Promise<ReadDecodeResult>((resolve, reject) => {
-      readQueue.push({ request, resolve, reject });
+      const queued: QueuedRead = { request, resolve, reject };
+      if (signal !== undefined) {
+        // Aborted while waiting (for a worker, or for a slot that may never come back): out of the queue.
+        const onAbort = () => {
+          const index = readQueue.indexOf(queued);
+          if (index < 0) return;
+          readQueue.splice(index, 1);
+          reject(new RuntimeError('ABORTED', 'read aborted while it waited for a decode thread', { reason: signal.reason }));
+          pumpReads();
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        const settle = () => signal.removeEventListener('abort', onAbort);
+        queued.resolve = (result) => {
+          settle();
+          resolve(result);
+        };
+        queued.reject = (error) => {
+          settle();
+          reject(error);
+        };
+      }
+      readQueue.push(queued);
       // Waiting jobs keep the process alive, as running ones do (idle workers are unreferenced).
       for (const w of pool) w.worker.ref();
       pumpReads();

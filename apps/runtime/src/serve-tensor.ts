@@ -518,6 +518,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
   let opened: OpenedBlob | undefined;
   let openMs = 0;
   const open = (lease: StagingLease): OpenedPayloadFile => {
+    abortIfNeeded(env.signal, target.name);
     const openStartMs = performance.now();
     try {
       opened = openBlob(entry.key, lease.bytes);
@@ -527,7 +528,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
     openMs = performance.now() - openStartMs;
     return { fd: opened.fd, payload: opened.view, out: values, arena: lease.arena, check: { entry: entryFields(entry), blobPath: opened.path } };
   };
-  const running = backend.readDecode({ values: values.length, staging: threadStaging(pool), open });
+  const running = backend.readDecode({ values: values.length, staging: threadStaging(pool), open, signal: env.signal });
   if (running === undefined) return undefined;
   report.backend = backend.name;
   return running.then(
@@ -543,7 +544,10 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
     (error: unknown) => {
       opened?.close();
       // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
-      if (opened === undefined) throw error instanceof RuntimeError ? error : describeDecodeFailure(error, env, target, entry);
+      if (opened === undefined) {
+        abortIfNeeded(env.signal, target.name);
+        throw error instanceof RuntimeError ? error : describeDecodeFailure(error, env, target, entry);
+      }
       report.blobBytesRead += entry.compBytes;
       // A file that ended early, or could not be read, is the blob's fault.
       throw isBlobReadFailure(error) ? mapStoreError(error, entry) : describeDecodeFailure(error, env, target, entry);

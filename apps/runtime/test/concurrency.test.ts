@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
+import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import { buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
@@ -101,6 +102,40 @@ describe('concurrency', () => {
       expect(fresh.byReason.missing).toBe(0);
     } finally {
       await snapshot.close();
+      await cache.close();
+    }
+  });
+
+  it('loads with pools of their own share one thread decoder that reads every blob on its workers', async () => {
+    const cache = await openShardCache(cacheDir);
+    // Every tensor is read and decoded on a worker; each worker keeps a slot of one pool at a time,
+    // so loads with different pools make it give one back and take another.
+    const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+    try {
+      await threads.warmUp();
+      const before = threads.stats().threadReads;
+      const pools = [cache.createStagingPool({ slotCount: 1, shared: true }), cache.createStagingPool({ slotCount: 2, shared: true }), cache.createStagingPool({ slotCount: 3, shared: true })];
+      const loads: Promise<unknown>[] = [];
+      for (let round = 0; round < 3; round++) {
+        for (const [k, pool] of pools.entries()) {
+          loads.push(
+            checkedLoad(modelA, cache, { backend: threads, pool, concurrency: 1 + k }).then((total) => {
+              expect(total.fromCache).toBe(9);
+              expect(total.fallbacks).toBe(0);
+            }),
+          );
+        }
+        // And one with a pool loadModel makes itself.
+        loads.push(checkedLoad(modelA, cache, { backend: threads, concurrency: 4 }).then((total) => expect(total.fromCache).toBe(9)));
+      }
+      await Promise.all(loads);
+      // Every read of a non-empty entry went through the workers (the empty tensor has nothing to read).
+      expect(threads.stats().threadReads - before).toBeGreaterThanOrEqual(12 * 8);
+      // Every slot comes back once the workers are idle.
+      for (let k = 0; k < 200 && pools.some((pool) => pool.stats().inUse > 0); k++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (const pool of pools) expect(pool.stats().inUse).toBe(0);
+    } finally {
+      await threads.close();
       await cache.close();
     }
   });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calibrateCodebook, encode, readPayloadMeta } from '@splitzip/codec';
 import type { OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from '../src/create-cpu-decoder.js';
-import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import { createThreadDecoder, type ThreadDecoder } from '../src/create-thread-decoder.js';
 import { RuntimeError } from '../src/errors.js';
 import { bf16Weights, makeTempDir } from './fixtures.js';
 
@@ -77,14 +77,14 @@ async function eventually(check: () => boolean): Promise<void> {
 }
 
 /** readDecode of `file` into a fresh output (shared memory or not); the file is closed after. */
-async function readDecodeFile(file: string, options: { shared: boolean; values?: number; check?: OpenedPayloadFile['check'] }) {
+async function readDecodeFile(file: string, options: { shared: boolean; values?: number; check?: OpenedPayloadFile['check']; using?: ThreadDecoder }) {
   const count = options.values ?? VALUE_COUNT;
   const out = options.shared ? new Uint16Array(new SharedArrayBuffer(2 * count)) : new Uint16Array(count);
   out.fill(0xaaaa);
   const staging = createStaging(options.shared);
   const fd = openSync(file, 'r');
   try {
-    const running = decoder.readDecode({
+    const running = (options.using ?? decoder).readDecode({
       values: count,
       staging,
       open: (slot) => ({ fd, payload: slot.bytes.subarray(0, payload.length), out, check: options.check }),
@@ -273,6 +273,42 @@ describe('readDecode: a decode thread reads the blob and decodes it', () => {
         closeSync(fd);
       }
       await eventually(() => staging.out === 0);
+    } finally {
+      await one.close();
+    }
+  });
+
+  it('a read whose signal aborts while it waits is rejected with ABORTED and leaves the queue; the others go on', async () => {
+    const one = createThreadDecoder({ threads: 1, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+    try {
+      await one.warmUp();
+      // A staging source whose one slot is held elsewhere: reads wait for it.
+      let giveSlot: ((lease: StagingLease) => void) | undefined;
+      const waiting: ReadDecodeStaging = { source: {}, take: () => new Promise<StagingLease>((resolve) => (giveSlot = resolve)) };
+      const controller = new AbortController();
+      let opened = 0;
+      const aborted = one.readDecode({
+        values: VALUE_COUNT,
+        staging: waiting,
+        signal: controller.signal,
+        open: () => {
+          opened += 1;
+          throw new Error('not to be opened');
+        },
+      });
+      const already = new AbortController();
+      already.abort('gone');
+      await expect(one.readDecode({ values: VALUE_COUNT, staging: waiting, signal: already.signal, open: () => expect.unreachable() })).rejects.toMatchObject({ code: 'ABORTED' });
+      controller.abort('load cancelled');
+      await expect(aborted).rejects.toMatchObject({ code: 'ABORTED', details: { reason: 'load cancelled' } });
+      expect(opened).toBe(0);
+      // The slot that comes later is given back at once: nothing waits for it any more.
+      let released = 0;
+      giveSlot?.({ bytes: new Uint8Array(new SharedArrayBuffer(payload.length)), arena: undefined, release: () => void (released += 1) });
+      await eventually(() => released === 1);
+      // Other reads still work.
+      const { out } = await readDecodeFile(files.full, { shared: true, using: one });
+      expect(out).toEqual(values);
     } finally {
       await one.close();
     }
