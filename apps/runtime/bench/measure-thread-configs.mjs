@@ -5,9 +5,9 @@
 // options object; the first is the baseline of the per-round ratios.
 // Usage: node bench/measure-thread-configs.mjs [--rounds 21] [--model DIR --cache DIR]
 //          [--configs '[{"raw":true},{"readJobsPerWorker":1},{"readJobsPerWorker":2}]']
-import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
-import { createStagingPool, createThreadDecoder, DEFAULT_DECODE_THREADS, DEFAULT_LOAD_CONCURRENCY, loadModel, openShardCache } from '@splitzip/runtime';
+import { createThreadDecoder, loadModel, openShardCache } from '@splitzip/runtime';
+import { planModelArena } from '../bin/plan-model-arena.mjs';
 import { resolveBenchModel } from './build-model-cache.mjs';
 
 const args = process.argv.slice(2);
@@ -22,21 +22,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const model = await openSafetensorsModel(modelDir);
 const cache = await openShardCache(cacheDir);
-const offsets = new Map();
-let size = 0;
-let largest = 0;
-for (const t of model.tensors) {
-  size = Math.ceil(size / 256) * 256;
-  offsets.set(t.name, size);
-  size += t.slice.sizeBytes;
-  largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
-}
-const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
-const slotCount = DEFAULT_LOAD_CONCURRENCY;
-const arena = createCodecArena(size + slotBytes * slotCount + 4096, { threads: DEFAULT_DECODE_THREADS });
-const output = arena.allocate(size).fill(0);
-const pool = createStagingPool({ slotBytes, slotCount, arena });
-const allocate = (t) => output.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes);
+const { allocate, pool } = planModelArena(model.tensors, cache); // run-bench.mjs's arena
 
 const sides = configs.map((config) => {
   const { raw, concurrency, ...options } = config;
