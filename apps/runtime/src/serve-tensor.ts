@@ -180,6 +180,11 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
       report.reason = 'cache-failed';
       report.error = describeError(error);
       report.detail = `${error.code}: served raw`;
+      // A blob whose bytes failed: a local store drops the file it keeps open for it, so the next
+      // load opens the path again (a repaired cache is seen). Object stores handle their copies.
+      if ((error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH') && env.cache?.remote === false) {
+        await env.cache.discardLocalCopy(entry.key).catch(() => undefined);
+      }
     }
   } else if (env.cacheOnly) {
     const { reason, detail } = explainMiss(target, undefined, env);

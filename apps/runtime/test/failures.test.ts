@@ -1,4 +1,4 @@
-import { readFile, rm, truncate, unlink, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm, truncate, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
@@ -95,6 +95,31 @@ async function loadAllAndCheck(cache: ShardCache, options: Parameters<typeof loa
   }
   return { report: load.reports.find((r) => r.name === TARGET), totals: load.totals };
 }
+
+describe('one cache handle across a blob damaged and repaired between loads', () => {
+  it.each([
+    ['the store verifies (cpu backend)', 'cpu' as const],
+    ['the decode backend verifies (threads)', 'threads' as const],
+  ])('%s: served raw while damaged, from the cache again once a repaired file replaces it', async (_label, backend) => {
+    const { cacheDir, blobOf } = await freshCache();
+    const cache = await openShardCache(cacheDir);
+    try {
+      // The first load keeps the blob's file open (the store's synchronous reads of small blobs).
+      expect((await loadAllAndCheck(cache, { backend })).report).toMatchObject({ source: 'cache' });
+      const good = await readFile(blobOf(TARGET));
+      const bad = Buffer.from(good);
+      bad[Math.floor(bad.length * 0.6)]! ^= 0x10;
+      await writeFile(blobOf(TARGET), bad); // in place: the kept descriptor sees it
+      expect((await loadAllAndCheck(cache, { backend })).report).toMatchObject({ source: 'raw', reason: 'cache-failed', error: { code: 'CACHE_READ_FAILED' } });
+      // Repaired as a rebuild writes blobs: a new file renamed over the damaged one.
+      await writeFile(`${blobOf(TARGET)}.new`, good);
+      await rename(`${blobOf(TARGET)}.new`, blobOf(TARGET));
+      expect((await loadAllAndCheck(cache, { backend })).report).toMatchObject({ source: 'cache' });
+    } finally {
+      await cache.close();
+    }
+  });
+});
 
 describe('a bad blob is reported and served raw, never decoded into wrong data', () => {
   const damages = {

@@ -42,6 +42,13 @@ export interface StorageBackend {
    * caller closes it.
    */
   openBlobSync?(key: string, blob: string, expectedBytes: number): { fd: number; path: string };
+  /**
+   * Drops what the backend keeps of a blob between reads (an open file, see open-blob-files.ts):
+   * its bytes failed a check, or the blob was removed, so the next read opens the path anew.
+   */
+  forgetBlob?(key: string, blob: string): void;
+  /** Drops everything kept between reads (the store is closing). */
+  releaseFiles?(): void;
 
   /** The writer lock (many processes). */
   acquireWriteLock(timeoutMs: number): Promise<HeldLock>;

@@ -61,9 +61,10 @@ export interface CacheStore {
    */
   openBlobSync?(key: string, stagingSlot: Uint8Array): OpenedBlob;
   /**
-   * Forgets a host-local copy of an entry's blob (object stores with a read-through directory;
-   * absent elsewhere): called by a reader that read it with `verifyChecksum: false` and found its
-   * checksum wrong, so that the next read fetches the object again instead of the damaged copy.
+   * Forgets what this process keeps of an entry's blob: a host-local copy (object stores with a
+   * read-through directory) or a file kept open between synchronous reads (local caches). Called
+   * by a reader that read it with `verifyChecksum: false` and found it damaged, so that the next
+   * read fetches the object, or opens the file, again instead of reusing the damaged bytes.
    */
   discardLocalCopy?(key: string): Promise<void>;
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
@@ -178,8 +179,20 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const backend = this.backend;
     if (backend.readBlobIntoSync === undefined) throw new StoreError('INVALID_ARGUMENT', 'this store cannot read synchronously', { entry: key });
     backend.readBlobIntoSync(key, entry.blob, view);
-    checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+    try {
+      checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+    } catch (error) {
+      // A damaged file is not read through a kept descriptor again (a repaired one replaces it).
+      backend.forgetBlob?.(key, entry.blob);
+      throw error;
+    }
     return view;
+  }
+
+  discardLocalCopy(key: string): Promise<void> {
+    const entry = this.state.entries.get(key);
+    if (entry !== undefined) this.backend.forgetBlob?.(key, entry.blob);
+    return Promise.resolve();
   }
 
   openBlobSync(key: string, stagingSlot: Uint8Array): OpenedBlob {
@@ -209,7 +222,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     await this.backend.readBlobInto(key, entry.blob, view);
-    checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+    try {
+      checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+    } catch (error) {
+      this.backend.forgetBlob?.(key, entry.blob);
+      throw error;
+    }
     return view;
   }
 
@@ -578,6 +596,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
     }
     this.closed = true;
+    this.backend.releaseFiles?.();
     await this.mutex.run(async () => {
       await this.journal?.close();
       this.journal = undefined;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { JournalFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
+import { forgetOpenBlobFiles, keepOpenBlobFile, takeOpenBlobFile } from './open-blob-files.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
 import { canonicalBlobPath } from './validate-entry.js';
 
@@ -324,9 +325,18 @@ export class FsBackend implements StorageBackend {
     }
   }
 
-  /** readBlobInto with synchronous system calls (same checks, same errors): see CacheStore.readBlobSync. */
+  /**
+   * readBlobInto with synchronous system calls (same checks, same errors): see CacheStore.readBlobSync.
+   * The file stays open for the next read of the same blob (open-blob-files.ts): blobs are
+   * content-addressed and never written in place, so a kept descriptor reads the same bytes as the
+   * path would, and one that fails a check is closed (forgetBlob), so a repaired file is opened anew.
+   */
   readBlobIntoSync(key: string, blob: string, target: Uint8Array): void {
-    const { fd, path } = this.openBlobSync(key, blob, target.length);
+    const resolved = this.blobTarget(key, blob, this.blobsDirectorySync()).resolved;
+    let fd = takeOpenBlobFile(resolved, target.length);
+    let path = join(this.root, blob);
+    if (fd === undefined) ({ fd, path } = this.openBlobSync(key, blob, target.length));
+    let keep = false;
     try {
       let done = 0;
       while (done < target.length) {
@@ -339,15 +349,30 @@ export class FsBackend implements StorageBackend {
         }
         done += bytesRead;
       }
+      keep = true;
     } catch (error) {
       throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
     } finally {
-      closeSync(fd);
+      if (keep) keepOpenBlobFile(resolved, fd, target.length);
+      else closeSync(fd);
     }
   }
 
-  /** See StorageBackend.openBlobSync: the checks of readBlobIntoSync, the descriptor left open. */
-  openBlobSync(key: string, blob: string, expectedBytes: number): { fd: number; path: string } {
+  /** See StorageBackend.forgetBlob: the kept descriptor of this blob, if any, is closed. */
+  forgetBlob(key: string, blob: string): void {
+    if (this.blobsRealPath === undefined || blob !== canonicalBlobPath(key)) return;
+    const { resolved } = this.blobTarget(key, blob, this.blobsRealPath);
+    forgetOpenBlobFiles((path) => path === resolved);
+  }
+
+  /** See StorageBackend.releaseFiles: every kept descriptor of this cache's blobs is closed. */
+  releaseFiles(): void {
+    const dir = this.blobsRealPath;
+    if (dir === undefined) return;
+    forgetOpenBlobFiles((path) => path.startsWith(`${dir}/`));
+  }
+
+  private blobsDirectorySync(): string {
     if (this.blobsRealPath === undefined) {
       try {
         this.blobsRealPath = realpathSync(join(this.root, BLOBS));
@@ -356,7 +381,12 @@ export class FsBackend implements StorageBackend {
         throw toIoError(error, 'cannot resolve the blobs directory', { path: join(this.root, BLOBS) });
       }
     }
-    const { path, resolved } = this.blobTarget(key, blob, this.blobsRealPath);
+    return this.blobsRealPath;
+  }
+
+  /** See StorageBackend.openBlobSync: the checks of readBlobIntoSync, the descriptor left open. */
+  openBlobSync(key: string, blob: string, expectedBytes: number): { fd: number; path: string } {
+    const { path, resolved } = this.blobTarget(key, blob, this.blobsDirectorySync());
     let fd: number;
     try {
       fd = openSync(resolved, BLOB_OPEN_FLAGS);
@@ -401,6 +431,11 @@ export class FsBackend implements StorageBackend {
 
   async removeFile(file: StoredFile): Promise<void> {
     const path = join(this.root, file.dir, file.name);
+    // A removed blob is not read through a kept descriptor afterwards.
+    if (file.dir === BLOBS && this.blobsRealPath !== undefined) {
+      const removed = join(this.blobsRealPath, file.name);
+      forgetOpenBlobFiles((kept) => kept === removed);
+    }
     try {
       await rm(path, { force: true });
     } catch (error) {

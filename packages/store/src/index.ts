@@ -23,6 +23,7 @@ export {
   MAX_BLOB_BYTES,
   DEFAULT_LOCK_TIMEOUT_MS,
 } from './limits.js';
+export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles } from './open-blob-files.js';
 export type {
   CacheEntry,
   PayloadMetaJson,

@@ -1,13 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { crc32 } from 'node:zlib';
-import { fstatSync, readSync } from 'node:fs';
-import { mkdir, readFile, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
+import { fstatSync, readdirSync, readSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
-import { MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
+import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -303,6 +303,59 @@ describe('readBlob never returns wrong data', () => {
     await writeFile(path, t.payload);
     expect(store.readBlobSync!(t.key, slot).length).toBe(t.payload.length);
     await store.close();
+  });
+
+  it('readBlobSync keeps blob files open between reads: bounded, reused, dropped when damaged, discarded or closed', async () => {
+    const count = MAX_OPEN_BLOB_FILES + 6;
+    const { root, tensors } = await makeCache(count);
+    const store = await openCacheStore(root);
+    const other = await openCacheStore(root); // a second handle on the same files
+    const slot = new Uint8Array(4096);
+    const base = countOpenBlobFiles();
+    const fds = () => readdirSync('/proc/self/fd').length;
+    try {
+      const first = tensors[0]!;
+      store.readBlobSync!(first.key, slot);
+      expect(countOpenBlobFiles()).toBe(base + 1);
+      // Read again: the kept descriptor, no new one.
+      const opened = fds();
+      for (let k = 0; k < 5; k++) expect(Buffer.from(store.readBlobSync!(first.key, slot)).equals(Buffer.from(first.payload))).toBe(true);
+      expect(fds()).toBe(opened);
+      // Every blob once: never more than MAX_OPEN_BLOB_FILES kept, in the whole process.
+      for (const t of tensors) expect(Buffer.from(store.readBlobSync!(t.key, slot)).equals(Buffer.from(t.payload))).toBe(true);
+      for (const t of tensors.slice(0, 3)) other.readBlobSync!(t.key, slot);
+      expect(countOpenBlobFiles()).toBeLessThanOrEqual(MAX_OPEN_BLOB_FILES);
+
+      // Damaged in place: the check fails, the descriptor goes; a repaired file (a new one renamed
+      // over it, as a rebuild writes it) is then read.
+      const last = tensors[count - 1]!;
+      const path = join(root, 'blobs', `${last.key}.bin`);
+      store.readBlobSync!(last.key, slot);
+      const kept = countOpenBlobFiles();
+      const flipped = Buffer.from(last.payload);
+      flipped[flipped.length - 1]! ^= 0x10;
+      await writeFile(path, flipped);
+      expect((await catchError(() => store.readBlobSync!(last.key, slot))).code).toBe('BLOB_CORRUPT');
+      expect(countOpenBlobFiles()).toBe(kept - 1);
+      await writeFile(`${path}.new`, last.payload);
+      await rename(`${path}.new`, path);
+      expect(Buffer.from(store.readBlobSync!(last.key, slot)).equals(Buffer.from(last.payload))).toBe(true);
+      // Truncated in place: BLOB_SIZE_MISMATCH, whatever was kept.
+      await truncate(path, 100);
+      expect((await catchError(() => store.readBlobSync!(last.key, slot))).code).toBe('BLOB_SIZE_MISMATCH');
+      await writeFile(path, last.payload);
+      store.readBlobSync!(last.key, slot);
+
+      // A reader that found the bytes wrong itself (verifyChecksum: false) discards what is kept.
+      const before = countOpenBlobFiles();
+      await store.discardLocalCopy!(last.key);
+      expect(countOpenBlobFiles()).toBe(before - 1);
+    } finally {
+      await store.close();
+      await other.close();
+    }
+    // Closing the stores closes every descriptor they kept (others' may have been pushed out too).
+    expect(countOpenBlobFiles()).toBeLessThanOrEqual(base);
   });
 
   it('verifyChecksum: false leaves a body flip to the caller but still checks the header and the manifest', async () => {
