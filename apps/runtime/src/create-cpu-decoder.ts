@@ -90,8 +90,12 @@ export interface OpenedPayloadFile {
   fd: number;
   /** Where the payload goes: exactly its bytes (a view of the staging slot). */
   payload: Uint8Array;
-  /** The decoded values, exactly the tensor's. */
-  out: Uint16Array;
+  /**
+   * Where the decoded values go, exactly the tensor's; absent: the backend allocates them (an
+   * ordinary ArrayBuffer of their own, on the decode thread, so that its pages are first written
+   * there) and returns them as ReadDecodeResult.values.
+   */
+  out?: Uint16Array | undefined;
   /** The codec arena holding `payload` (and maybe `out`), if any. */
   arena?: CodecArena | undefined;
   /**
@@ -108,6 +112,8 @@ export interface ReadDecodeResult {
   /** The decode thread's time reading the blob, and decoding (CPU, ms). */
   readMs: number;
   decodeMs: number;
+  /** The values, when the request's `out` was absent: a view of a buffer of their own. */
+  values?: Uint16Array | undefined;
 }
 
 /**

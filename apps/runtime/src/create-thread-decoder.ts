@@ -109,6 +109,8 @@ interface JobDone {
   /** A read-decode-verify job's time reading the blob (not in busyMs). */
   readMs?: number | undefined;
   digests?: Uint32Array | undefined;
+  /** A read-decode-verify job without `out`: the values, in a buffer the worker allocated. */
+  values?: ArrayBuffer | undefined;
 }
 
 interface PoolWorker {
@@ -243,7 +245,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       entry.busy -= 1;
       // The next read first: it reaches the worker sooner, and finds it still awake.
       pumpReads();
-      if (reply.ok) task.resolve({ busyMs: reply.busyMs, readMs: reply.readMs, digests: reply.digests });
+      if (reply.ok) task.resolve({ busyMs: reply.busyMs, readMs: reply.readMs, digests: reply.digests, values: reply.values });
       else if (reply.error.details !== undefined) task.reject(new RuntimeError(reply.error.code as RuntimeErrorCode, reply.error.message, reply.error.details));
       else task.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
     });
@@ -475,7 +477,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   /** Posts a read-decode job to `worker` at once (its busy count rises before this returns). */
   const runReadDecode = async (opened: OpenedPayloadFile, values: number, worker: PoolWorker): Promise<ReadDecodeResult> => {
     const { fd, payload, out } = opened;
-    if (out.length !== values) throw new RuntimeError('INVALID_ARGUMENT', `out holds ${out.length} values, the tensor ${values}`, { values });
+    if (out !== undefined && out.length !== values) throw new RuntimeError('INVALID_ARGUMENT', `out holds ${out.length} values, the tensor ${values}`, { values });
     const arena = usableArena(opened.arena);
     // Memory the workers cannot reach goes through shared scratch (copied in or out here).
     let payloadAt = place(payload, arena);
@@ -484,15 +486,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       payloadScratch = takeScratch(payload.length);
       payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
     }
-    let outAt = place(out, arena);
+    // No `out`: the worker allocates the values' buffer itself and hands it over (no copy here).
+    let outAt = out === undefined ? undefined : place(out, arena);
     let outScratch: SharedArrayBuffer | undefined;
-    if (outAt === undefined) {
+    if (out !== undefined && outAt === undefined) {
       outScratch = takeScratch(2 * values);
       outAt = { ref: { buffer: outScratch }, offset: 0 };
     }
     if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
     threadReads += 1;
-    const jobArena = payloadAt.ref.arenaId !== undefined || outAt.ref.arenaId !== undefined ? arena : undefined;
+    const jobArena = payloadAt.ref.arenaId !== undefined || outAt?.ref.arenaId !== undefined ? arena : undefined;
     try {
       let done: JobDone;
       try {
@@ -503,8 +506,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
             payload: payloadAt.ref,
             payloadOffset: payloadAt.offset,
             payloadLength: payload.length,
-            out: outAt.ref,
-            outOffset: outAt.offset,
+            out: outAt?.ref,
+            outOffset: outAt?.offset,
             outValues: values,
             check: opened.check,
           },
@@ -515,8 +518,15 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         throw (error as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(error as Error) : error;
       }
       const copyStartMs = performance.now();
-      if (outScratch !== undefined) out.set(new Uint16Array(outScratch, 0, values));
-      return { readMs: done.readMs ?? 0, decodeMs: done.busyMs + performance.now() - copyStartMs };
+      if (outScratch !== undefined) out?.set(new Uint16Array(outScratch, 0, values));
+      let allocated: Uint16Array | undefined;
+      if (out === undefined) {
+        if (done.values === undefined || done.values.byteLength !== 2 * values) {
+          throw new RuntimeError('DECODE_FAILED', 'decode thread returned no values buffer of the tensor size', { values });
+        }
+        allocated = new Uint16Array(done.values);
+      }
+      return { readMs: done.readMs ?? 0, decodeMs: done.busyMs + performance.now() - copyStartMs, ...(allocated ? { values: allocated } : {}) };
     } finally {
       if (payloadScratch !== undefined) scratch.push(payloadScratch);
       if (outScratch !== undefined) scratch.push(outScratch);

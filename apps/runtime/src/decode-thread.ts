@@ -51,6 +51,7 @@ export interface DecodeThreadJob {
   payload: SharedRef;
   payloadOffset: number;
   payloadLength: number;
+  /** Where the values go; absent (read-decode-verify only): an ArrayBuffer of their own, allocated here and transferred back. */
   out?: SharedRef;
   /** Byte offset of the first chunk's first value in `out`. */
   outOffset?: number;
@@ -66,7 +67,7 @@ export interface DecodeThreadReady {
 }
 
 export type DecodeThreadReply =
-  | { id: number; ok: true; busyMs: number; readMs?: number; digests?: Uint32Array<ArrayBuffer> }
+  | { id: number; ok: true; busyMs: number; readMs?: number; digests?: Uint32Array<ArrayBuffer>; values?: ArrayBuffer }
   | { id: number; ok: false; error: { code: string; message: string; /** A RuntimeError's details (it is rebuilt as one). */ details?: Record<string, unknown> } };
 
 const arenas = new Map<number, AttachedCodecArena>();
@@ -90,8 +91,14 @@ function readBlobFile(fd: number, target: Uint8Array): void {
   }
 }
 
+interface JobResult {
+  digests?: Uint32Array<ArrayBuffer> | undefined;
+  /** The values of a job without `out`, in a buffer of their own (transferred back). */
+  values?: ArrayBuffer | undefined;
+}
+
 /** Runs a job; a read-decode-verify job's read time is reported apart from its decode. */
-function runJob(job: DecodeThreadJob): { digests?: Uint32Array<ArrayBuffer>; readMs: number } {
+function runJob(job: DecodeThreadJob): JobResult & { readMs: number } {
   const payload = new Uint8Array(bufferOf(job.payload), job.payloadOffset, job.payloadLength);
   let readMs = 0;
   if (job.kind === 'read-decode-verify') {
@@ -99,22 +106,28 @@ function runJob(job: DecodeThreadJob): { digests?: Uint32Array<ArrayBuffer>; rea
     readBlobFile(job.fd as number, payload);
     readMs = performance.now() - readStartMs;
   }
-  return { readMs, digests: decodeJob(job, payload) };
+  return { readMs, ...decodeJob(job, payload) };
 }
 
-function decodeJob(job: DecodeThreadJob, payload: Uint8Array): Uint32Array<ArrayBuffer> | undefined {
+function decodeJob(job: DecodeThreadJob, payload: Uint8Array): JobResult {
   // The store's header checks, here and before decoding: the staging slot is this thread's, and
   // its next read may overwrite it before the loading thread could look.
   const meta = job.check !== undefined ? checkPayloadAgainstEntry(payload, job.check.entry, job.check.blobPath, { checksum: false }) : readPayloadMeta(payload);
-  const out = bufferOf(job.out as SharedRef);
   if (job.kind === 'read-decode-verify') {
     if (meta.elementCount !== job.outValues) {
       throw Object.assign(new Error(`blob holds ${meta.elementCount} values, the tensor ${job.outValues}`), { code: 'META_MISMATCH' });
     }
+    if (job.out === undefined) {
+      // Written first here, so this thread, not the loading one, takes the new pages' faults.
+      const values = new ArrayBuffer(2 * meta.elementCount);
+      decode(payload, new Uint16Array(values));
+      return { values };
+    }
   }
+  const out = bufferOf(job.out as SharedRef);
   if (job.kind === 'decode-verify' || job.kind === 'read-decode-verify') {
     decode(payload, new Uint16Array(out, job.outOffset ?? 0, meta.elementCount));
-    return undefined;
+    return {};
   }
   if (job.kind === 'decode-segments') {
     const firstSegment = job.firstSegment ?? 0;
@@ -123,14 +136,14 @@ function decodeJob(job: DecodeThreadJob, payload: Uint8Array): Uint32Array<Array
     const end = Math.min(meta.elementCount, endSegment * SEGMENT_VALUES);
     const digests = new Uint32Array(SEGMENT_DIGESTS * (endSegment - firstSegment));
     decodeSegments(payload, meta, firstSegment, endSegment, new Uint16Array(out, job.outOffset ?? 0, end - start), { digests });
-    return digests;
+    return { digests };
   }
   const firstChunk = job.firstChunk ?? 0;
   const chunkCount = job.chunkCount ?? meta.chunkCount;
   const start = firstChunk * meta.chunkSize;
   const count = Math.max(0, Math.min(meta.elementCount, (firstChunk + chunkCount) * meta.chunkSize) - start);
   decodeChunks(payload, meta, firstChunk, chunkCount, new Uint16Array(out, job.outOffset ?? 0, count));
-  return undefined;
+  return {};
 }
 
 /** Handles one message; a job's answer is posted before this returns. */
@@ -146,8 +159,15 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
   let reply: DecodeThreadReply;
   const startMs = performance.now();
   try {
-    const { digests, readMs } = runJob(message);
-    reply = { id: message.id, ok: true, busyMs: performance.now() - startMs - readMs, ...(readMs > 0 ? { readMs } : {}), ...(digests ? { digests } : {}) };
+    const { digests, readMs, values } = runJob(message);
+    reply = {
+      id: message.id,
+      ok: true,
+      busyMs: performance.now() - startMs - readMs,
+      ...(readMs > 0 ? { readMs } : {}),
+      ...(digests ? { digests } : {}),
+      ...(values ? { values } : {}),
+    };
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     reply = {
@@ -160,7 +180,10 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
       },
     };
   }
-  port.postMessage(reply, reply.ok && reply.digests ? [reply.digests.buffer] : []);
+  const transfer: ArrayBuffer[] = [];
+  if (reply.ok && reply.digests) transfer.push(reply.digests.buffer);
+  if (reply.ok && reply.values) transfer.push(reply.values);
+  port.postMessage(reply, transfer);
 }
 
 const port = parentPort;

@@ -9,7 +9,7 @@ import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
-import { DEFAULT_SYNC_READ_MAX_BYTES, prepareOutput, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
+import { DEFAULT_SYNC_READ_MAX_BYTES, checkOutputBuffer, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
 import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
 
 function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
@@ -194,8 +194,8 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
         signal: options.signal,
         isLight: (target) => target.slice.sizeBytes <= LIGHT_TENSOR_MAX_BYTES,
         run: async (target) => {
-          const output = prepareOutput(options.allocate?.(target.info as TensorInfo), target.slice.sizeBytes, target.name);
-          return serveTensor(env, target, output);
+          // No `allocate`: the runtime allocates each tensor's buffer where it is first written.
+          return serveTensor(env, target, checkOutputBuffer(options.allocate?.(target.info as TensorInfo), target.slice.sizeBytes, target.name));
         },
       });
       for await (const tensor of results) {

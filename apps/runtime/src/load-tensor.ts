@@ -4,7 +4,7 @@ import type { StagingPool } from './create-staging-pool.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
-import { prepareOutput, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
 
 export interface LoadTensorOptions {
@@ -36,7 +36,7 @@ export interface LoadTensorOptions {
  */
 export async function loadTensor(request: TensorRequest, options: LoadTensorOptions = {}): Promise<LoadedTensor> {
   const target = resolveTensorRequest(request, options.model, options.cache);
-  const output = prepareOutput(options.target, target.slice.sizeBytes, target.name);
+  const output = checkOutputBuffer(options.target, target.slice.sizeBytes, target.name);
   return serveTensor(
     {
       cache: options.cache,

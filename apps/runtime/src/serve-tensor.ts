@@ -81,7 +81,12 @@ function allocateAligned(bytes: number): Uint8Array {
 
 /** The destination for a tensor: the caller's buffer (checked) or a fresh one. */
 export function prepareOutput(target: Uint8Array | undefined, sizeBytes: number, name: string): Uint8Array {
-  if (target === undefined) return new Uint8Array(sizeBytes);
+  return checkOutputBuffer(target, sizeBytes, name) ?? new Uint8Array(sizeBytes);
+}
+
+/** The caller's buffer for a tensor, checked and cut to its size; undefined when there is none (the runtime allocates one). */
+export function checkOutputBuffer(target: Uint8Array | undefined, sizeBytes: number, name: string): Uint8Array | undefined {
+  if (target === undefined) return undefined;
   if (!(target instanceof Uint8Array) || target.byteLength < sizeBytes) {
     throw new RuntimeError('OUTPUT_TOO_SMALL', `output buffer for ${name} holds ${target?.byteLength} bytes, the tensor needs ${sizeBytes}`, {
       tensor: name,
@@ -157,7 +162,7 @@ export function createTensorReport(target: ServeTarget, reason: LoadReason): Ten
  * read raw from its shard otherwise. Never returns bytes that failed a check: a failure on the cache
  * path is reported and the tensor is read raw (or, with `cacheOnly`, the typed error is thrown).
  */
-export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Uint8Array): Promise<LoadedTensor> {
+export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uint8Array | undefined): Promise<LoadedTensor> {
   const { name, dtype, shape, slice } = target;
   const report = createTensorReport(target, 'missing');
   abortIfNeeded(env.signal, name);
@@ -166,7 +171,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
   if (entry !== undefined) {
     report.key = entry.key;
     try {
-      await decodeFromCache(env, target, entry, output, report);
+      const output = await decodeFromCache(env, target, entry, given, report);
       report.source = 'cache';
       report.reason = 'cached';
       report.bytesRead = report.blobBytesRead;
@@ -192,6 +197,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, output: Ui
   }
 
   abortIfNeeded(env.signal, name);
+  const output = given ?? new Uint8Array(slice.sizeBytes);
   await readRaw(env, target, output, report);
   if (entry === undefined) {
     const { reason, detail } = explainMiss(target, output, env);
@@ -439,26 +445,29 @@ function describeDecodeFailure(error: unknown, env: ServeEnv, target: ServeTarge
   }, { cause: error });
 }
 
+/** Decodes the tensor from its entry into `given`, or into a buffer of its own when absent; returns the bytes. */
 async function decodeFromCache(
   env: ServeEnv,
   target: ServeTarget,
   entry: CacheEntry,
-  output: Uint8Array,
+  given: Uint8Array | undefined,
   report: TensorReport,
   storeVerifies = false,
-): Promise<void> {
+): Promise<Uint8Array> {
   // Bytes this runtime reads itself (a custom reader: a paced link, network storage) may be decoded as they arrive.
   const layout = env.reader !== undefined && env.cache?.remote !== true ? planStreamedDecode(entry, env.backend) : undefined;
   // Decided before anything waits: a tensor the decode threads decline starts its read now, in order.
-  const onThread = layout === undefined && !storeVerifies ? startDecodeOnThread(env, target, entry, output, report) : undefined;
-  if (layout !== undefined) {
-    await decodeFromCacheStreamed(env, target, entry, layout, output, report);
-  } else if (onThread !== undefined) {
-    await onThread;
+  const onThread = layout === undefined && !storeVerifies ? startDecodeOnThread(env, target, entry, given, report) : undefined;
+  let output: Uint8Array;
+  if (onThread !== undefined) {
+    output = await onThread;
   } else {
-    await decodeFromCacheStaged(env, target, entry, output, report, storeVerifies);
+    output = given ?? new Uint8Array(target.slice.sizeBytes);
+    if (layout !== undefined) await decodeFromCacheStreamed(env, target, entry, layout, output, report);
+    else await decodeFromCacheStaged(env, target, entry, output, report, storeVerifies);
   }
   if (env.verifyDigest) checkDigest(output, entry, target, report);
+  return output;
 }
 
 /** A view of `output` as BF16 values when its offset allows (decoded in place), else a temporary array to copy from. */
@@ -510,7 +519,7 @@ async function decodeFromCacheStreamed(
  * verified. Undefined, having done nothing, when the backend or the cache cannot (the caller takes
  * the staged path).
  */
-function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEntry, output: Uint8Array, report: TensorReport): Promise<void> | undefined {
+function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEntry, given: Uint8Array | undefined, report: TensorReport): Promise<Uint8Array> | undefined {
   const { backend, cache, pool } = env;
   // A custom reader is the runtime's own I/O (a paced link): its bytes are read on this thread.
   if (backend.readDecode === undefined || env.reader !== undefined || cache === undefined || cache.remote) return undefined;
@@ -519,7 +528,11 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
   // keep slots of the load's pool, so a payload too large for them takes the staged path.
   if (openBlob === undefined || pool === undefined || entry.compBytes > pool.slotBytes || entry.rawBytes / 2 < (backend.inlineMaxValues ?? 0)) return undefined;
   checkEntryDescribesTarget(target, entry);
-  const { values, direct } = valuesFor(output);
+  // No buffer from the caller: the decode thread allocates one and hands it over, so its pages are
+  // first written there and nothing is copied here (a fresh buffer filled from shared scratch on
+  // this thread took 2.5 s of a 1.07 GB model's first load, its page faults included).
+  const view = given === undefined ? undefined : valuesFor(given);
+  const valueCount = target.slice.sizeBytes >>> 1;
   let opened: OpenedBlob | undefined;
   let openMs = 0;
   const open = (lease: StagingLease): OpenedPayloadFile => {
@@ -531,9 +544,9 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       throw mapStoreError(error, entry);
     }
     openMs = performance.now() - openStartMs;
-    return { fd: opened.fd, payload: opened.view, out: values, arena: lease.arena, check: { entry: entryFields(entry), blobPath: opened.path } };
+    return { fd: opened.fd, payload: opened.view, out: view?.values, arena: lease.arena, check: { entry: entryFields(entry), blobPath: opened.path } };
   };
-  const running = backend.readDecode({ values: values.length, staging: threadStaging(pool), open, signal: env.signal });
+  const running = backend.readDecode({ values: valueCount, staging: threadStaging(pool), open, signal: env.signal });
   if (running === undefined) return undefined;
   report.backend = backend.name;
   return running.then(
@@ -541,10 +554,21 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       // The header was checked against the manifest and the checksum verified on the thread.
       opened?.close();
       report.blobBytesRead += entry.compBytes;
-      if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
+      let output: Uint8Array;
+      if (given === undefined) {
+        const values = result.values;
+        if (values === undefined || values.byteLength !== target.slice.sizeBytes) {
+          throw new RuntimeError('DECODE_FAILED', `decode backend ${backend.name} returned no buffer of ${target.name}'s size`, { tensor: target.name, key: entry.key });
+        }
+        output = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+      } else {
+        output = given;
+        if (view !== undefined && !view.direct) output.set(new Uint8Array(view.values.buffer, 0, output.byteLength));
+      }
       report.ioMs += openMs + result.readMs;
       report.decodeMs += result.decodeMs;
       abortIfNeeded(env.signal, target.name);
+      return output;
     },
     (error: unknown) => {
       opened?.close();

@@ -163,6 +163,31 @@ describe('loadModel', () => {
     expect(pool.stats().acquires).toBe(cpu.totals.fromCache);
   });
 
+  it('without allocate, a tensor read on a decode thread comes in an ordinary buffer the worker allocated', async () => {
+    const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+    try {
+      await threads.warmUp();
+      const before = threads.stats().threadReads;
+      const load = loadModel(model, cache, { backend: threads, verifyDigest: true });
+      let fromCache = 0;
+      for await (const t of load) {
+        expect(sameBytes(t.data, raw.get(t.name) as Uint8Array), t.name).toBe(true);
+        // Its own ArrayBuffer, exactly the tensor (as a runtime-allocated raw tensor's).
+        expect(t.data.buffer).toBeInstanceOf(ArrayBuffer);
+        expect(t.data.byteOffset).toBe(0);
+        expect(t.data.buffer.byteLength).toBe(t.data.byteLength);
+        if (t.source === 'cache') fromCache += 1;
+      }
+      const cached = Object.entries(EXPECTED_REASON).filter(([, reason]) => reason === 'cached');
+      expect(fromCache).toBe(cached.length);
+      expect(load.totals.fallbacks).toBe(0);
+      // Every cached tensor went through the workers (with the bound 0, the empty one too).
+      expect(threads.stats().threadReads - before).toBe(cached.length);
+    } finally {
+      await threads.close();
+    }
+  });
+
   it('reuses the same staging slots for every tensor: no per-tensor staging allocation', async () => {
     const pool = cache.createStagingPool({ slotCount: 2 });
     const seenSlots = new Set<Uint8Array>();

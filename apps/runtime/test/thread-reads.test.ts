@@ -128,6 +128,30 @@ describe('readDecode: a decode thread reads the blob and decodes it', () => {
     expect(decoder.stats().threadReads - before).toBe(2);
   });
 
+  it('without an out, the worker allocates the values in an ArrayBuffer of their own and hands it over', async () => {
+    const staging = createStaging(true);
+    const fd = openSync(files.full, 'r');
+    try {
+      const result = (await decoder.readDecode({ values: VALUE_COUNT, staging, open: (slot) => ({ fd, payload: slot.bytes.subarray(0, payload.length) }) })) as ReadDecodeResult;
+      expect(result.values).toBeInstanceOf(Uint16Array);
+      expect(result.values?.buffer).toBeInstanceOf(ArrayBuffer);
+      expect(result.values?.byteOffset).toBe(0);
+      expect(result.values).toEqual(values);
+      // A damaged payload hands nothing over.
+      const flippedFd = openSync(files.flipped, 'r');
+      try {
+        await expect(decoder.readDecode({ values: VALUE_COUNT, staging, open: (slot) => ({ fd: flippedFd, payload: slot.bytes.subarray(0, payload.length) }) })).rejects.toMatchObject({
+          code: 'CACHE_READ_FAILED',
+        });
+      } finally {
+        closeSync(flippedFd);
+      }
+    } finally {
+      closeSync(fd);
+      await eventually(() => staging.out === 0);
+    }
+  });
+
   it('checks the header against the manifest entry on the thread, before decoding', async () => {
     const agreeing = await readDecodeFile(files.full, { shared: true, check: { entry: entryOf(payload), blobPath: files.full } });
     expect(agreeing.out).toEqual(values);
