@@ -4,7 +4,8 @@
 // the cache, each in its own child process, alternating, medians. What it shows that run-bench.mjs
 // (steady state, one preallocated and pre-touched arena) does not: the cost of first writes to
 // fresh memory (page faults; ~1.5-3 ms per MiB on this Firecracker VM) and of cold code.
-// Usage: node bench/measure-first-load.mjs [--rounds 5] [--model DIR --cache DIR]
+// --paced: both loads read through the 1 GB/s pacing reader (run-bench.mjs's (b)).
+// Usage: node bench/measure-first-load.mjs [--rounds 5] [--paced] [--model DIR --cache DIR]
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { resolveBenchModel } from './build-model-cache.mjs';
@@ -17,23 +18,27 @@ const argValue = (flag, fallback) => {
 
 if (args[0] === '--child') {
   // One load, timed from after the imports and the opens.
-  const [, modelDir, cacheDir] = args;
-  const { loadModel, openShardCache } = await import('@splitzip/runtime');
+  const [, modelDir, cacheDir, paced] = args;
+  const { createFileReader, createPacedReader, loadModel, openShardCache } = await import('@splitzip/runtime');
   const { openSafetensorsModel } = await import('@splitzip/safetensors');
   const model = await openSafetensorsModel(modelDir);
   const cache = cacheDir === '-' ? null : await openShardCache(cacheDir);
+  const reader = paced === 'paced' ? createPacedReader(createFileReader(), { bytesPerSecond: 1e9, burstBytes: 0 }) : undefined;
   const startMs = performance.now();
-  const totals = await loadModel(model, cache, { explainMisses: false }).drain();
-  console.log(JSON.stringify({ ms: performance.now() - startMs, fromCache: totals.fromCache }));
+  const totals = await loadModel(model, cache, { explainMisses: false, reader }).drain();
+  // Not before the link delivered its last byte.
+  const endMs = Math.max(performance.now(), reader?.linkFreeAtMs ?? 0);
+  console.log(JSON.stringify({ ms: endMs - startMs, fromCache: totals.fromCache }));
   process.exit(0);
 }
 
 const ROUNDS = Number(argValue('--rounds', '5'));
+const PACED = args.includes('--paced');
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const self = fileURLToPath(import.meta.url);
 const run = (cache) => {
-  const child = spawnSync(process.execPath, [self, '--child', modelDir, cache], { encoding: 'utf8' });
+  const child = spawnSync(process.execPath, [self, '--child', modelDir, cache, PACED ? 'paced' : 'page-cache'], { encoding: 'utf8' });
   if (child.status !== 0) throw new Error(`child failed: ${child.stderr}`);
   return JSON.parse(child.stdout.trim().split('\n').at(-1));
 };
@@ -47,4 +52,4 @@ for (let r = 0; r < ROUNDS; r++) {
   }
 }
 const fmt = (xs) => xs.map((x) => x.toFixed(0)).join(' ');
-console.log(`first load in a fresh process, ${modelDir}, no allocate, page cache, ${ROUNDS} rounds: raw ${median(times.raw).toFixed(0)} ms (${fmt(times.raw)}), cache ${median(times.cache).toFixed(0)} ms (${fmt(times.cache)}; ${fromCache} tensors from the cache), cache ${(median(times.raw) / median(times.cache)).toFixed(2)}x raw speed`);
+console.log(`first load in a fresh process, ${modelDir}, no allocate, ${PACED ? 'paced 1 GB/s' : 'page cache'}, ${ROUNDS} rounds: raw ${median(times.raw).toFixed(0)} ms (${fmt(times.raw)}), cache ${median(times.cache).toFixed(0)} ms (${fmt(times.cache)}; ${fromCache} tensors from the cache), cache ${(median(times.raw) / median(times.cache)).toFixed(2)}x raw speed`);
