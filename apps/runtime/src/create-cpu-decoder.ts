@@ -49,7 +49,20 @@ export interface DecodeBackend {
    * against `check` (when given) on the thread, before anything is decoded.
    */
   readDecode?(request: ReadDecodeRequest): Promise<ReadDecodeResult> | undefined;
+  /**
+   * `decode` for a caller with no buffer of its own: a backend that decodes on other threads may
+   * allocate the values' buffer there (its pages first written there, nothing copied back) and
+   * return it. Decides at once: undefined, having done nothing, when it would decode on the
+   * calling thread anyway (the caller then allocates and calls `decode`).
+   */
+  decodeToNew?(payload: Uint8Array, meta: PayloadMeta, options?: DecodeCallOptions): Promise<DecodedBuffer> | undefined;
   close?(): Promise<void>;
+}
+
+/** What decodeToNew returns: the values in an ArrayBuffer of their own, and the CPU ms spent. */
+export interface DecodedBuffer {
+  values: Uint16Array;
+  busyMs: number;
 }
 
 export interface ReadDecodeRequest {

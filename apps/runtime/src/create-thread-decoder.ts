@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena } from '@splitzip/codec';
-import type { DecodeBackend, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
+import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena, type PayloadMeta } from '@splitzip/codec';
+import type { DecodeBackend, DecodedBuffer, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { RuntimeError, type RuntimeErrorCode } from './errors.js';
 
@@ -474,6 +474,48 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     }
   };
 
+  /**
+   * See DecodeBackend.decodeToNew: one worker decodes the whole payload (checksum fused when
+   * verified) into a buffer it allocates, and hands it over. Not split across workers: their
+   * parts would have to share one buffer, which only shared memory allows.
+   */
+  const decodeToNewBuffer = async (payload: Uint8Array, meta: PayloadMeta, verify: boolean, candidate: CodecArena | undefined): Promise<DecodedBuffer> => {
+    const arena = usableArena(candidate);
+    const bytes = payload.subarray(0, meta.compBytes);
+    let payloadAt = place(bytes, arena);
+    let payloadScratch: SharedArrayBuffer | undefined;
+    if (payloadAt === undefined) {
+      payloadScratch = takeScratch(meta.compBytes);
+      new Uint8Array(payloadScratch, 0, meta.compBytes).set(bytes);
+      payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
+    }
+    if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
+    try {
+      let done: JobDone;
+      try {
+        done = await dispatch(
+          {
+            kind: verify ? 'decode-verify' : 'decode',
+            payload: payloadAt.ref,
+            payloadOffset: payloadAt.offset,
+            payloadLength: meta.compBytes,
+            firstChunk: 0,
+            chunkCount: meta.chunkCount,
+          },
+          payloadAt.ref.arenaId !== undefined ? arena : undefined,
+        );
+      } catch (error) {
+        throw (error as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(error as Error) : error;
+      }
+      if (done.values === undefined || done.values.byteLength !== 2 * meta.elementCount) {
+        throw new RuntimeError('DECODE_FAILED', 'decode thread returned no values buffer of the tensor size', { values: meta.elementCount });
+      }
+      return { values: new Uint16Array(done.values), busyMs: done.busyMs };
+    } finally {
+      if (payloadScratch !== undefined) scratch.push(payloadScratch);
+    }
+  };
+
   /** Posts a read-decode job to `worker` at once (its busy count rises before this returns). */
   const runReadDecode = async (opened: OpenedPayloadFile, values: number, worker: PoolWorker): Promise<ReadDecodeResult> => {
     const { fd, payload, out } = opened;
@@ -702,6 +744,14 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       }
     },
     readDecode,
+    decodeToNew(payload, meta, decodeOptions) {
+      if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
+      // As decode: small tensors, and those that arrive while the workers start, are the caller's.
+      if (meta.elementCount < inlineMaxValues) return undefined;
+      startWorkers();
+      if (meta.elementCount < startupInlineMaxValues && !pool.some((w) => w.ready)) return undefined;
+      return decodeToNewBuffer(payload, meta, decodeOptions?.verifyChecksum === true, decodeOptions?.arena);
+    },
     async close() {
       closed = true;
       for (const queued of readQueue.splice(0)) queued.reject(new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed'));

@@ -51,7 +51,7 @@ export interface DecodeThreadJob {
   payload: SharedRef;
   payloadOffset: number;
   payloadLength: number;
-  /** Where the values go; absent (read-decode-verify only): an ArrayBuffer of their own, allocated here and transferred back. */
+  /** Where the values go; absent (not for decode-segments): the whole payload into an ArrayBuffer of its own, allocated here and transferred back. */
   out?: SharedRef;
   /** Byte offset of the first chunk's first value in `out`. */
   outOffset?: number;
@@ -113,16 +113,15 @@ function decodeJob(job: DecodeThreadJob, payload: Uint8Array): JobResult {
   // The store's header checks, here and before decoding: the staging slot is this thread's, and
   // its next read may overwrite it before the loading thread could look.
   const meta = job.check !== undefined ? checkPayloadAgainstEntry(payload, job.check.entry, job.check.blobPath, { checksum: false }) : readPayloadMeta(payload);
-  if (job.kind === 'read-decode-verify') {
-    if (meta.elementCount !== job.outValues) {
-      throw Object.assign(new Error(`blob holds ${meta.elementCount} values, the tensor ${job.outValues}`), { code: 'META_MISMATCH' });
-    }
-    if (job.out === undefined) {
-      // Written first here, so this thread, not the loading one, takes the new pages' faults.
-      const values = new ArrayBuffer(2 * meta.elementCount);
-      decode(payload, new Uint16Array(values));
-      return { values };
-    }
+  if (job.kind === 'read-decode-verify' && meta.elementCount !== job.outValues) {
+    throw Object.assign(new Error(`blob holds ${meta.elementCount} values, the tensor ${job.outValues}`), { code: 'META_MISMATCH' });
+  }
+  if (job.out === undefined && job.kind !== 'decode-segments') {
+    // The whole payload into a buffer of its own, first written here, so this thread, not the
+    // loading one, takes the new pages' faults; handed over without a copy.
+    const values = new ArrayBuffer(2 * meta.elementCount);
+    decode(payload, new Uint16Array(values), job.kind === 'decode' ? { verify: false } : undefined);
+    return { values };
   }
   const out = bufferOf(job.out as SharedRef);
   if (job.kind === 'decode-verify' || job.kind === 'read-decode-verify') {

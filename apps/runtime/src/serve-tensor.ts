@@ -461,10 +461,11 @@ async function decodeFromCache(
   let output: Uint8Array;
   if (onThread !== undefined) {
     output = await onThread;
-  } else {
+  } else if (layout !== undefined) {
     output = given ?? new Uint8Array(target.slice.sizeBytes);
-    if (layout !== undefined) await decodeFromCacheStreamed(env, target, entry, layout, output, report);
-    else await decodeFromCacheStaged(env, target, entry, output, report, storeVerifies);
+    await decodeFromCacheStreamed(env, target, entry, layout, output, report);
+  } else {
+    output = await decodeFromCacheStaged(env, target, entry, given, report, storeVerifies);
   }
   if (env.verifyDigest) checkDigest(output, entry, target, report);
   return output;
@@ -633,20 +634,39 @@ async function decodeFromCacheStaged(
   env: ServeEnv,
   target: ServeTarget,
   entry: CacheEntry,
-  output: Uint8Array,
+  given: Uint8Array | undefined,
   report: TensorReport,
   storeVerifies: boolean,
-): Promise<void> {
+): Promise<Uint8Array> {
   const staged = await stagePayload(env, target, entry, report, { storeVerifies });
   let retry = false;
+  let output = given;
   try {
     const decodeStartMs = performance.now();
-    // Decode straight into the caller's buffer when it can be viewed as BF16 values (even offset).
-    const { values, direct } = valuesFor(output);
     report.backend = env.backend.name;
+    const options = { verifyChecksum: staged.checksumPending, arena: staged.arena };
     let busyMs: void | number = undefined;
     try {
-      busyMs = await env.backend.decode(staged.payload, staged.meta, values, { verifyChecksum: staged.checksumPending, arena: staged.arena });
+      // No caller's buffer: a backend that decodes on its threads may allocate it there (its pages
+      // first written there, nothing copied on this thread).
+      const onThread = output === undefined ? env.backend.decodeToNew?.(staged.payload, staged.meta, options) : undefined;
+      if (onThread !== undefined) {
+        const decoded = await onThread;
+        if (decoded.values.byteLength !== target.slice.sizeBytes) {
+          throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} returned ${decoded.values.byteLength} bytes for ${target.name}`, {
+            tensor: target.name,
+            sizeBytes: target.slice.sizeBytes,
+          });
+        }
+        output = new Uint8Array(decoded.values.buffer, decoded.values.byteOffset, decoded.values.byteLength);
+        busyMs = decoded.busyMs;
+      } else {
+        // Straight into the caller's buffer when it can be viewed as BF16 values (even offset).
+        output ??= new Uint8Array(target.slice.sizeBytes);
+        const { values, direct } = valuesFor(output);
+        busyMs = await env.backend.decode(staged.payload, staged.meta, values, options);
+        if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
+      }
     } catch (error) {
       if (!(staged.checksumPending && env.cache?.remote === true && error instanceof RuntimeError && error.code === 'CACHE_READ_FAILED')) {
         throw describeDecodeFailure(error, env, target, entry);
@@ -656,12 +676,10 @@ async function decodeFromCacheStaged(
       await env.cache.discardLocalCopy(entry.key).catch(() => undefined);
       retry = true;
     }
-    if (!retry) {
-      if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
-      report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
-    }
+    if (!retry) report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
   } finally {
     staged.release();
   }
-  if (retry) return decodeFromCacheStaged(env, target, entry, output, report, true);
+  if (retry) return decodeFromCacheStaged(env, target, entry, given, report, true);
+  return output as Uint8Array;
 }

@@ -163,12 +163,15 @@ describe('loadModel', () => {
     expect(pool.stats().acquires).toBe(cpu.totals.fromCache);
   });
 
-  it('without allocate, a tensor read on a decode thread comes in an ordinary buffer the worker allocated', async () => {
+  it.each([
+    ['read on a decode thread (readDecode)', false],
+    ['staged by a custom reader, decoded on a thread (decodeToNew)', true],
+  ])('without allocate, a tensor %s comes in an ordinary buffer the worker allocated', async (_label, staged) => {
     const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
     try {
       await threads.warmUp();
-      const before = threads.stats().threadReads;
-      const load = loadModel(model, cache, { backend: threads, verifyDigest: true });
+      const before = threads.stats();
+      const load = loadModel(model, cache, { backend: threads, verifyDigest: true, reader: staged ? createFileReader() : undefined });
       let fromCache = 0;
       for await (const t of load) {
         expect(sameBytes(t.data, raw.get(t.name) as Uint8Array), t.name).toBe(true);
@@ -182,7 +185,13 @@ describe('loadModel', () => {
       expect(fromCache).toBe(cached.length);
       expect(load.totals.fallbacks).toBe(0);
       // Every cached tensor went through the workers (with the bound 0, the empty one too).
-      expect(threads.stats().threadReads - before).toBe(cached.length);
+      const after = threads.stats();
+      if (staged) {
+        expect(after.threadReads).toBe(before.threadReads);
+        expect(after.jobs - before.jobs).toBe(cached.length);
+      } else {
+        expect(after.threadReads - before.threadReads).toBe(cached.length);
+      }
     } finally {
       await threads.close();
     }

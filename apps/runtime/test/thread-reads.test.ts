@@ -152,6 +152,29 @@ describe('readDecode: a decode thread reads the blob and decodes it', () => {
     }
   });
 
+  it('decodeToNew: a worker decodes a payload into a buffer it allocates (verified or not); the caller decodes small ones', async () => {
+    const meta = readPayloadMeta(payload);
+    for (const verifyChecksum of [true, false]) {
+      for (const shared of [true, false]) {
+        const bytes = shared ? new Uint8Array(new SharedArrayBuffer(payload.length)) : new Uint8Array(payload.length);
+        bytes.set(payload);
+        const decoded = await decoder.decodeToNew?.(bytes, meta, { verifyChecksum });
+        expect(decoded?.values.buffer).toBeInstanceOf(ArrayBuffer);
+        expect(decoded?.values).toEqual(values);
+      }
+    }
+    const flipped = payload.slice();
+    flipped[Math.floor(flipped.length * 0.6)]! ^= 0x04;
+    await expect(decoder.decodeToNew?.(flipped, meta, { verifyChecksum: true })).rejects.toMatchObject({ code: 'CACHE_READ_FAILED' });
+    const inline = createThreadDecoder({ threads: 1 }); // default bound: 2^21 values
+    try {
+      expect(inline.decodeToNew?.(payload, meta)).toBeUndefined();
+      expect(inline.stats().startedThreads).toBe(0);
+    } finally {
+      await inline.close();
+    }
+  });
+
   it('checks the header against the manifest entry on the thread, before decoding', async () => {
     const agreeing = await readDecodeFile(files.full, { shared: true, check: { entry: entryOf(payload), blobPath: files.full } });
     expect(agreeing.out).toEqual(values);
