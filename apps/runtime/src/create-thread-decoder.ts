@@ -334,6 +334,18 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return undefined;
   };
 
+  /**
+   * Where `byteLength` bytes of `view` are for the workers: in place when they can reach it, else
+   * in a scratch buffer taken for it (the caller gives it back), filled from `view` when `copyIn`.
+   */
+  const placeOrScratch = (view: ArrayBufferView, byteLength: number, arena: CodecArena | undefined, copyIn: boolean): { at: { ref: SharedRef; offset: number }; scratch: SharedArrayBuffer | undefined } => {
+    const at = place(view, arena);
+    if (at !== undefined) return { at, scratch: undefined };
+    const scratch = takeScratch(byteLength);
+    if (copyIn) new Uint8Array(scratch, 0, byteLength).set(new Uint8Array(view.buffer, view.byteOffset, byteLength));
+    return { at: { ref: { buffer: scratch }, offset: 0 }, scratch };
+  };
+
   const checksumFailure = (error: Error & { code?: string }) =>
     new RuntimeError('CACHE_READ_FAILED', `payload checksum: ${error.message}`, { codecCode: error.code }, { cause: error });
 
@@ -481,14 +493,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
    */
   const decodeToNewBuffer = async (payload: Uint8Array, meta: PayloadMeta, verify: boolean, candidate: CodecArena | undefined): Promise<DecodedBuffer> => {
     const arena = usableArena(candidate);
-    const bytes = payload.subarray(0, meta.compBytes);
-    let payloadAt = place(bytes, arena);
-    let payloadScratch: SharedArrayBuffer | undefined;
-    if (payloadAt === undefined) {
-      payloadScratch = takeScratch(meta.compBytes);
-      new Uint8Array(payloadScratch, 0, meta.compBytes).set(bytes);
-      payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
-    }
+    const { at: payloadAt, scratch: payloadScratch } = placeOrScratch(payload, meta.compBytes, arena, true);
     if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
     try {
       let done: JobDone;
@@ -521,20 +526,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const { fd, payload, out } = opened;
     if (out !== undefined && out.length !== values) throw new RuntimeError('INVALID_ARGUMENT', `out holds ${out.length} values, the tensor ${values}`, { values });
     const arena = usableArena(opened.arena);
-    // Memory the workers cannot reach goes through shared scratch (copied in or out here).
-    let payloadAt = place(payload, arena);
-    let payloadScratch: SharedArrayBuffer | undefined;
-    if (payloadAt === undefined) {
-      payloadScratch = takeScratch(payload.length);
-      payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
-    }
+    // Memory the workers cannot reach goes through shared scratch (the values copied out here).
+    const { at: payloadAt, scratch: payloadScratch } = placeOrScratch(payload, payload.length, arena, false);
     // No `out`: the worker allocates the values' buffer itself and hands it over (no copy here).
-    let outAt = out === undefined ? undefined : place(out, arena);
-    let outScratch: SharedArrayBuffer | undefined;
-    if (out !== undefined && outAt === undefined) {
-      outScratch = takeScratch(2 * values);
-      outAt = { ref: { buffer: outScratch }, offset: 0 };
-    }
+    const outHome = out === undefined ? undefined : placeOrScratch(out, 2 * values, arena, false);
+    const outAt = outHome?.at;
+    const outScratch = outHome?.scratch;
     if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
     threadReads += 1;
     const jobArena = payloadAt.ref.arenaId !== undefined || outAt?.ref.arenaId !== undefined ? arena : undefined;
@@ -624,20 +621,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       }
       // An arena works for the workers only with a scratch area for each of them.
       const arena = usableArena(decodeOptions?.arena);
-      let payloadAt = place(payload, arena);
-      let payloadScratch: SharedArrayBuffer | undefined;
-      if (payloadAt === undefined) {
-        payloadScratch = takeScratch(meta.compBytes);
-        new Uint8Array(payloadScratch, 0, meta.compBytes).set(payload.subarray(0, meta.compBytes));
-        payloadAt = { ref: { buffer: payloadScratch }, offset: 0 };
-      }
-      const outBytes = 2 * meta.elementCount;
-      let outAt = place(out, arena);
-      let outScratch: SharedArrayBuffer | undefined;
-      if (outAt === undefined) {
-        outScratch = takeScratch(outBytes);
-        outAt = { ref: { buffer: outScratch }, offset: 0 };
-      }
+      const { at: payloadAt, scratch: payloadScratch } = placeOrScratch(payload, meta.compBytes, arena, true);
+      const { at: outAt, scratch: outScratch } = placeOrScratch(out, 2 * meta.elementCount, arena, false);
       if (payloadAt.ref.arenaId !== undefined) arenaDecodes += 1;
       const jobArena = payloadAt.ref.arenaId !== undefined || outAt.ref.arenaId !== undefined ? arena : undefined;
       try {

@@ -179,11 +179,15 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const backend = this.backend;
     if (backend.readBlobIntoSync === undefined) throw new StoreError('INVALID_ARGUMENT', 'this store cannot read synchronously', { entry: key });
     backend.readBlobIntoSync(key, entry.blob, view);
+    return this.checkReadBlob(entry, view, options);
+  }
+
+  /** readBlob's payload checks; a blob that fails them is not read through a kept descriptor again (a repaired file replaces it). */
+  private checkReadBlob(entry: CacheEntry, view: Uint8Array, options: ReadBlobOptions): Uint8Array {
     try {
       checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
     } catch (error) {
-      // A damaged file is not read through a kept descriptor again (a repaired one replaces it).
-      backend.forgetBlob?.(key, entry.blob);
+      this.backend.forgetBlob?.(entry.key, entry.blob);
       throw error;
     }
     return view;
@@ -222,13 +226,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     await this.backend.readBlobInto(key, entry.blob, view);
-    try {
-      checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
-    } catch (error) {
-      this.backend.forgetBlob?.(key, entry.blob);
-      throw error;
-    }
-    return view;
+    return this.checkReadBlob(entry, view, options);
   }
 
   refresh(): Promise<void> {

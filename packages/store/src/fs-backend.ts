@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { JournalFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
-import { forgetOpenBlobFiles, keepOpenBlobFile, takeOpenBlobFile } from './open-blob-files.js';
+import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, takeOpenBlobFile } from './open-blob-files.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
 import { canonicalBlobPath } from './validate-entry.js';
 
@@ -332,10 +332,8 @@ export class FsBackend implements StorageBackend {
    * path would, and one that fails a check is closed (forgetBlob), so a repaired file is opened anew.
    */
   readBlobIntoSync(key: string, blob: string, target: Uint8Array): void {
-    const resolved = this.blobTarget(key, blob, this.blobsDirectorySync()).resolved;
-    let fd = takeOpenBlobFile(resolved, target.length);
-    let path = join(this.root, blob);
-    if (fd === undefined) ({ fd, path } = this.openBlobSync(key, blob, target.length));
+    const { path, resolved } = this.blobTarget(key, blob, this.blobsDirectorySync());
+    const fd = takeOpenBlobFile(resolved, target.length) ?? this.openChecked(key, path, resolved, target.length);
     let keep = false;
     try {
       let done = 0;
@@ -361,8 +359,7 @@ export class FsBackend implements StorageBackend {
   /** See StorageBackend.forgetBlob: the kept descriptor of this blob, if any, is closed. */
   forgetBlob(key: string, blob: string): void {
     if (this.blobsRealPath === undefined || blob !== canonicalBlobPath(key)) return;
-    const { resolved } = this.blobTarget(key, blob, this.blobsRealPath);
-    forgetOpenBlobFiles((path) => path === resolved);
+    forgetOpenBlobFile(this.blobTarget(key, blob, this.blobsRealPath).resolved);
   }
 
   /** See StorageBackend.releaseFiles: every kept descriptor of this cache's blobs is closed. */
@@ -387,6 +384,11 @@ export class FsBackend implements StorageBackend {
   /** See StorageBackend.openBlobSync: the checks of readBlobIntoSync, the descriptor left open. */
   openBlobSync(key: string, blob: string, expectedBytes: number): { fd: number; path: string } {
     const { path, resolved } = this.blobTarget(key, blob, this.blobsDirectorySync());
+    return { fd: this.openChecked(key, path, resolved, expectedBytes), path };
+  }
+
+  /** Opens a blob file by its resolved path and checks it is a regular file of `expectedBytes`. */
+  private openChecked(key: string, path: string, resolved: string, expectedBytes: number): number {
     let fd: number;
     try {
       fd = openSync(resolved, BLOB_OPEN_FLAGS);
@@ -399,7 +401,7 @@ export class FsBackend implements StorageBackend {
       closeSync(fd);
       throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
     }
-    return { fd, path };
+    return fd;
   }
 
   acquireWriteLock(timeoutMs: number): Promise<HeldLock> {
@@ -433,8 +435,7 @@ export class FsBackend implements StorageBackend {
     const path = join(this.root, file.dir, file.name);
     // A removed blob is not read through a kept descriptor afterwards.
     if (file.dir === BLOBS && this.blobsRealPath !== undefined) {
-      const removed = join(this.blobsRealPath, file.name);
-      forgetOpenBlobFiles((kept) => kept === removed);
+      forgetOpenBlobFile(join(this.blobsRealPath, file.name));
     }
     try {
       await rm(path, { force: true });

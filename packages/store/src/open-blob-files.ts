@@ -52,7 +52,15 @@ export function keepOpenBlobFile(resolvedPath: string, fd: number, sizeBytes: nu
   }
 }
 
-/** Closes the kept descriptors of the paths `matches` selects (a blob found damaged or removed, a closed store). */
+/** Closes the kept descriptor of one blob, if any (its bytes failed a check, or it was removed). */
+export function forgetOpenBlobFile(resolvedPath: string): void {
+  const held = openFiles.get(resolvedPath);
+  if (held === undefined) return;
+  openFiles.delete(resolvedPath);
+  closeQuietly(held.fd);
+}
+
+/** Closes the kept descriptors of the paths `matches` selects (a closed store's). */
 export function forgetOpenBlobFiles(matches: (resolvedPath: string) => boolean): void {
   for (const [path, held] of openFiles) {
     if (!matches(path)) continue;
