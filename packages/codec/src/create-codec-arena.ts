@@ -45,6 +45,12 @@ export interface CodecArena {
   allocateValues(count: number): Uint16Array;
   /** Frees every allocation; views handed out before stay valid but will alias new ones. */
   reset(): void;
+  /**
+   * Frees `view`, a view this arena's `allocate`/`allocateValues` returned, if it is the most
+   * recent allocation still held (stack order: a borrower that takes room at the top gives it back
+   * without a `reset`). Returns false, freeing nothing, when something was allocated after it.
+   */
+  release(view: ArrayBufferView): boolean;
   /** The arena's memory (a SharedArrayBuffer when created with `threads`). */
   readonly buffer: ArrayBufferLike;
   /** Other threads this arena reserved scratch areas for (0: a private arena). */
@@ -138,6 +144,16 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
     },
     reset(): void {
       next = base;
+    },
+    release(view: ArrayBufferView): boolean {
+      if (!ArrayBuffer.isView(view) || view.buffer !== buffer) {
+        throw new SplitZipError('INVALID_ARGUMENT', 'release takes a view of this arena', {});
+      }
+      const at = view.byteOffset;
+      const top = Math.min(end, Math.ceil((at + view.byteLength) / ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES);
+      if (at < base || (at - base) % ARENA_ALIGN_BYTES !== 0 || top !== next) return false;
+      next = at;
+      return true;
     },
     buffer,
     threads,

@@ -159,6 +159,34 @@ describe('createCodecArena', () => {
     expect(codeOf(() => createCodecArena(2 ** 33))).toBe('INVALID_ARGUMENT');
   });
 
+  it('release frees the latest allocation only (stack order), and refuses views of other memory', () => {
+    setCodecBackend('auto');
+    const arena = createCodecArena(4096);
+    const a = arena.allocate(300);
+    const b = arena.allocateValues(5);
+    // not the latest: nothing freed
+    expect(arena.release(a)).toBe(false);
+    expect(arena.usedBytes).toBe(768);
+    expect(arena.release(b)).toBe(true);
+    expect(arena.usedBytes).toBe(512);
+    // now a is the latest; a second release of b frees nothing
+    expect(arena.release(b)).toBe(false);
+    expect(arena.release(a)).toBe(true);
+    expect(arena.usedBytes).toBe(0);
+    expect(arena.allocate(1).byteOffset).toBe(a.byteOffset);
+    // an allocation that fills the arena to its end
+    arena.reset();
+    const full = arena.allocate(4096 - 7);
+    expect(arena.release(full)).toBe(true);
+    expect(arena.usedBytes).toBe(0);
+    // a view that does not start an allocation
+    const c = arena.allocate(1024);
+    expect(arena.release(c.subarray(1))).toBe(false);
+    expect(arena.usedBytes).toBe(1024);
+    expect(codeOf(() => arena.release(new Uint8Array(16)))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => arena.release(createCodecArena(256).allocate(1)))).toBe('INVALID_ARGUMENT');
+  });
+
   it('is not zero-copy while the JS backend is forced', () => {
     const arena = createCodecArena(0);
     setCodecBackend('js');

@@ -8,7 +8,8 @@
 // save). Each baseline is the codec's decode of the same arrays. "in arena, cold": as "in arena" but
 // every decode, on either side, takes the next of several payload/output pairs (448 MiB in all, far
 // beyond any one core's L3), the way a loader decodes each tensor once, just
-// read; the hot rows decode the same arrays every round, which a single thread finds in its cache.
+// read; the hot rows decode the same arrays every round (each side its own pair, so neither starts by
+// pulling lines the other side last wrote out of another core's cache), which a thread may find in its cache.
 // "worker alone" rows: one worker does the whole decode (callerDecodes: false) while the caller
 // waits; against the caller decoding alone, the difference is the hand-off (post, wake-up, the
 // worker's setup, the caller's wake-up at the end) plus any difference in the worker's decoding
@@ -81,7 +82,7 @@ export async function measureWorkerDecoder({
   checksumFilter = null,
 }) {
   // Room for the hot pair and the cold pairs: payloads (< 2 bytes a value with the header) and outputs, plus alignment.
-  const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 1) * (4 * n + (1 << 16)))) + (1 << 20);
+  const arenaBytes = Math.max(...sizes.map((n) => (coldSetsFor(n) + 2) * (4 * n + (1 << 16)))) + (1 << 20);
   const decoder = createWorkerDecoder({ threads, arenaBytes });
   // The same arena, verified decodes fused on the calling thread instead of split.
   const fusedDecoder = createWorkerDecoder({ threads, arena: decoder.arena, splitChecksum: false });
@@ -101,9 +102,14 @@ export async function measureWorkerDecoder({
   try {
     for (const n of sizes) {
       const { values, payload } = prepareSize(n, decoder);
-      const arenaPayload = decoder.allocatePayload(payload.length);
-      arenaPayload.set(payload);
-      const arenaOut = decoder.allocateOutput(n);
+      // Hot rows: each side its own pair, decoded every round. Sharing one pair, each side would
+      // start by pulling lines the other side's threads last wrote out of their caches.
+      const hotPair = () => {
+        const p = decoder.allocatePayload(payload.length);
+        p.set(payload);
+        return [p, decoder.allocateOutput(n)];
+      };
+      const [[arenaPayload, arenaOut], [arenaPayloadB, arenaOutB]] = [hotPair(), hotPair()];
       const cold = [];
       for (let k = 0; k < coldSetsFor(n); k++) {
         const p = decoder.allocatePayload(payload.length);
@@ -111,13 +117,13 @@ export async function measureWorkerDecoder({
         cold.push([p, decoder.allocateOutput(n)]);
       }
       const setups = [
-        ['in arena', arenaPayload, arenaOut],
+        ['in arena', [[arenaPayload, arenaOut], [arenaPayloadB, arenaOutB]], 'per side'],
         ['in arena, cold', cold, null],
-        ['ordinary payload, arena out', payload, arenaOut],
-        ['ordinary', payload, new Uint16Array(n)],
+        ['ordinary payload, arena out', [[payload, arenaOut], [payload, arenaOutB]], 'per side'],
+        ['ordinary', [[payload, new Uint16Array(n)], [payload, new Uint16Array(n)]], 'per side'],
         ...(aloneRows
           ? [
-              ['in arena, worker alone', arenaPayload, arenaOut],
+              ['in arena, worker alone', [[arenaPayload, arenaOut], [arenaPayloadB, arenaOutB]], 'per side'],
               ['in arena, cold, worker alone', cold, null],
             ]
           : []),
@@ -129,25 +135,25 @@ export async function measureWorkerDecoder({
           if (checksumFilter !== null && !checksumFilter.includes(checksum)) continue;
           const verify = checksum !== 'off';
           const options = { verify };
-          const pick = (k) => (out === null ? p[k % p.length] : [p, out]);
-          // One counter for both sides: every decode takes the pair least recently touched.
+          // Cold rows: one counter for both sides, so every decode takes the pair least recently
+          // touched. Hot rows ('per side'): side 0 (one thread) always its pair, side 1 its own.
+          const perSide = out === 'per side';
           let at = 0;
+          const pick = (side) => (perSide ? p[side] : p[at++ % p.length]);
           const one = () => {
-            const [pp, oo] = pick(at++);
+            const [pp, oo] = pick(0);
             return codecDecode(pp, oo, options);
           };
           const many = () => {
-            const [pp, oo] = pick(at++);
+            const [pp, oo] = pick(1);
             return (alone ? aloneDecoder : checksum === 'fused' ? fusedDecoder : decoder).decode(pp, oo, options);
           };
-          for (const run of [one, many]) {
-            for (let k = 0; k < (out === null ? p.length : 1); k++) {
-              const [, oo] = pick(k);
-              oo.fill(0);
-            }
-            for (let k = 0; k < (out === null ? p.length : 1); k++) await run();
-            for (let k = 0; k < (out === null ? p.length : 1); k++) {
-              const [, oo] = pick(k);
+          // Each side's pairs: cleared, decoded once (untimed), checked.
+          for (const [side, run] of [[0, one], [1, many]]) {
+            const pairs = perSide ? [p[side]] : p;
+            for (const [, oo] of pairs) oo.fill(0);
+            for (let k = 0; k < pairs.length; k++) await run();
+            for (const [, oo] of pairs) {
               for (let i = 0; i < n; i++) if (oo[i] !== values[i]) throw new Error(`${arrays} decode wrong at ${i}`);
             }
           }

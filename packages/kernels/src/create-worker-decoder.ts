@@ -45,6 +45,13 @@ const TASKS_PER_THREAD = 8;
  * long, then asynchronously, so that a worker that died mid-job is noticed instead of waited on.
  */
 const BLOCKING_WAIT_MS = 100;
+/**
+ * Before it sleeps on the done slot, the caller spins this long: the workers' last ranges usually
+ * end within it, and a futex wake-up of a sleeping thread costs ~0.05 ms on the 2-core VM (about a
+ * third of one 2^20-value range), paid at the end of every decode. Short, so that a caller sharing
+ * a loaded core with the workers gives it back soon.
+ */
+const SPIN_WAIT_MS = 0.25;
 /** Arena ids: the decoder's (caller's) arena, then one per staging arena made. */
 const USER_ARENA_ID = 0;
 const ARENA_ALIGN_BYTES = 256;
@@ -266,22 +273,47 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   };
 
   /**
+   * Room for the ordinary side at the top of the decoder's own arena when the other side lives
+   * there: a worker's kernels work in one memory, so a payload in one arena and values in another
+   * go through scratch copies on every thread (measured at 2^24: slower than one thread). Null
+   * when that arena cannot hold it; given back by `release` after the decode.
+   */
+  const borrowUserArena = (bytes: number): Uint8Array | null => {
+    if (userArena === null) return null;
+    try {
+      return userArena.allocate(bytes);
+    } catch {
+      return null;
+    }
+  };
+
+  /**
    * Shared homes for whichever of payload and out are ordinary arrays. A staged payload gets its
    * header and escape sections copied now; `copyIn` copies its codes and sm range by range.
+   * `release` gives back room borrowed from the decoder's arena (call it once no thread can
+   * touch the job's buffers).
    */
   const stageOrdinary = (
     payload: Uint8Array,
     target: Uint16Array,
     meta: PayloadMeta,
-  ): { payload: Placed<Uint8Array>; out: Placed<Uint16Array>; staged: boolean; copyIn: Uint8Array | null } => {
+  ): { payload: Placed<Uint8Array>; out: Placed<Uint16Array>; staged: boolean; copyIn: Uint8Array | null; release: () => void } => {
     const n = meta.elementCount;
     let p = place(payload.subarray(0, meta.compBytes));
     let o = place(target.subarray(0, n));
-    if (p !== null && o !== null) return { payload: p, out: o, staged: false, copyIn: null };
+    if (p !== null && o !== null) return { payload: p, out: o, staged: false, copyIn: null, release: () => undefined };
     const copyIn = p === null ? payload : null;
     const bytes = (p === null ? alignUp(meta.compBytes) : 0) + (o === null ? 2 * n : 0);
-    const home = stagingArena(bytes);
+    const inUserArena = (placed: Placed<Uint8Array | Uint16Array> | null): boolean => placed !== null && 'arena' in placed.ref && placed.ref.arena === USER_ARENA_ID;
+    const borrowed = inUserArena(p) || inUserArena(o) ? borrowUserArena(bytes) : null;
+    const home = borrowed === null ? stagingArena(bytes) : null;
+    let used = 0;
     const take = (length: number): { ref: BufferRef; buffer: ArrayBufferLike; offset: number } => {
+      if (borrowed !== null) {
+        const offset = borrowed.byteOffset + used;
+        used += alignUp(length);
+        return { ref: { arena: USER_ARENA_ID }, buffer: borrowed.buffer, offset };
+      }
       if (home !== null) {
         const view = home.arena.allocate(length);
         return { ref: { arena: home.id }, buffer: view.buffer, offset: view.byteOffset };
@@ -302,7 +334,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       const t = take(2 * n);
       o = { ref: t.ref, offset: t.offset, view: new Uint16Array(t.buffer, t.offset, n) };
     }
-    return { payload: p, out: o, staged: o.view.buffer !== target.buffer, copyIn };
+    const release = (): void => {
+      if (borrowed !== null) userArena!.release(borrowed);
+    };
+    return { payload: p, out: o, staged: o.view.buffer !== target.buffer, copyIn, release };
   };
 
   // One decode at a time: calls share the staging arena and the pool.
@@ -323,6 +358,22 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const kind: TaskKind = verify && meta.version >= 3 ? 'segments' : 'chunks';
     if (verify && kind === 'chunks' && !splitChecksum) return decode(payload, target);
     const homes = stageOrdinary(payload, target, meta);
+    try {
+      return await decodeStaged(meta, target, kind, verify, homes);
+    } finally {
+      // Every thread is done with the job's buffers: decodeStaged returns after the last range
+      // and throws only after every worker answered.
+      homes.release();
+    }
+  };
+
+  const decodeStaged = async (
+    meta: PayloadMeta,
+    target: Uint16Array,
+    kind: TaskKind,
+    verify: boolean,
+    homes: ReturnType<typeof stageOrdinary>,
+  ): Promise<Uint16Array> => {
     while (pool.length < threads) pool.push(spawn());
     const units = taskUnits(meta, kind);
     // Both in shared memory (no range copied in or out): one more v3 task, the header's and
@@ -395,6 +446,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       }
       if (callerVerifies) runVerify(local.payload, meta, control, taskCount, doneTarget);
       if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests, doneTarget, outerTask }, copyReady);
+      const spinUntil = performance.now() + SPIN_WAIT_MS;
+      while (Atomics.load(control, CONTROL_DONE) < expected && Atomics.load(control, CONTROL_FAILED) === 0 && workerError === null) {
+        if (homes.staged || performance.now() > spinUntil) break;
+      }
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();

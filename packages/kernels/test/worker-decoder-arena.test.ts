@@ -96,6 +96,72 @@ describe('worker-thread decoder with a shared codec arena', () => {
     }
   });
 
+  it('stages an ordinary side at the top of its own arena when the other side is there, and gives the room back', async () => {
+    const n = values.length;
+    const base = createCodecArena(8 << 20, { threads: 1 });
+    const borrowed: number[] = [];
+    let allocateAbove = false;
+    let above: Uint8Array | null = null;
+    // The decoder's arena, watched: every allocation it makes for itself is recorded.
+    const watched = {
+      ...base,
+      get usedBytes() {
+        return base.usedBytes;
+      },
+      get zeroCopy() {
+        return base.zeroCopy;
+      },
+      allocate: (bytes: number) => {
+        borrowed.push(bytes);
+        const view = base.allocate(bytes);
+        // Someone else allocating while the decoder holds its room.
+        if (allocateAbove) above = base.allocate(64).fill(0x5a);
+        return view;
+      },
+    };
+    const d = createWorkerDecoder({ threads: 1, arena: watched, ...split });
+    try {
+      const views = { payload: base.allocate(payload.length), out: base.allocateValues(n) };
+      views.payload.set(payload);
+      const used = base.usedBytes;
+      const bad = payload.slice();
+      bad[readPayloadMeta(payload).layout.codes.offsetBytes + 999]! ^= 0x10;
+      for (const verify of [true, false]) {
+        borrowed.length = 0;
+        views.out.fill(0);
+        await d.decode(payload, views.out, { verify });
+        expect(firstMismatch(views.out, values)).toBe(-1);
+        const ordinaryOut = new Uint16Array(n);
+        await d.decode(views.payload, ordinaryOut, { verify });
+        expect(firstMismatch(ordinaryOut, values)).toBe(-1);
+        // One borrow per decode (the payload's room, then the values'), both given back.
+        expect(borrowed).toEqual([Math.ceil(payload.length / 256) * 256, 2 * n]);
+        expect(base.usedBytes).toBe(used);
+      }
+      // A failed decode gives the room back too.
+      await expect(d.decode(bad, views.out)).rejects.toMatchObject({ code: 'CHECKSUM_MISMATCH' });
+      expect(base.usedBytes).toBe(used);
+      // Something allocated above the borrowed room keeps it (stack order), and nothing is overwritten.
+      allocateAbove = true;
+      await d.decode(payload, views.out);
+      allocateAbove = false;
+      expect(firstMismatch(views.out, values)).toBe(-1);
+      expect(above!.every((b) => b === 0x5a)).toBe(true);
+      expect(base.usedBytes).toBe(used + Math.ceil(payload.length / 256) * 256 + 256);
+      // No room left in the arena: the decoder's own staging arena takes the ordinary side.
+      base.reset();
+      const full = { payload: base.allocate(payload.length), out: base.allocateValues(n) };
+      full.payload.set(payload);
+      base.allocate(base.byteLength - base.usedBytes);
+      const fullUsed = base.usedBytes;
+      await d.decode(payload, full.out);
+      expect(firstMismatch(full.out, values)).toBe(-1);
+      expect(base.usedBytes).toBe(fullUsed);
+    } finally {
+      await d.dispose();
+    }
+  });
+
   it('grows its staging arena for ordinary arrays and keeps decoding after', async () => {
     for (const callerDecodes of [true, false]) {
       const d = createWorkerDecoder({ threads: 1, callerDecodes, ...split });
