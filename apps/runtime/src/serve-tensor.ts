@@ -552,8 +552,9 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
   report.backend = backend.name;
   return running.then(
     (result) => {
-      // The header was checked against the manifest and the checksum verified on the thread.
-      opened?.close();
+      // The header was checked against the manifest and the checksum verified on the thread: the
+      // file may stay open for the blob's next read.
+      opened?.release();
       report.blobBytesRead += entry.compBytes;
       let output: Uint8Array;
       if (given === undefined) {

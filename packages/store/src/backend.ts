@@ -1,5 +1,13 @@
 import type { HeldLock } from './write-lock.js';
 
+/** A blob's descriptor lent for a read (StorageBackend.openBlobSync). */
+export interface OpenedBlobFile {
+  fd: number;
+  path: string;
+  /** Done with `fd`: true keeps it open for the blob's next read (its bytes passed the checks), false closes it. Idempotent. */
+  release(keep: boolean): void;
+}
+
 /**
  * The storage operations the store needs. The filesystem is the only implementation today; an S3
  * backend (a later issue) maps blobs to objects, the manifest to an object replaced by conditional
@@ -39,9 +47,9 @@ export interface StorageBackend {
   /**
    * Opens an entry's blob with readBlobIntoSync's checks (canonical path, no links, a regular file
    * of exactly `expectedBytes`) and returns its descriptor, for a read on another thread; the
-   * caller closes it.
+   * caller gives it back with `release` once that read is done.
    */
-  openBlobSync?(key: string, blob: string, expectedBytes: number): { fd: number; path: string };
+  openBlobSync?(key: string, blob: string, expectedBytes: number): OpenedBlobFile;
   /**
    * Drops what the backend keeps of a blob between reads (an open file, see open-blob-files.ts):
    * its bytes failed a check, or the blob was removed, so the next read opens the path anew.

@@ -1,4 +1,3 @@
-import { closeSync } from 'node:fs';
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { StoreError, toIoError } from './errors.js';
@@ -203,21 +202,21 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     const backend = this.backend;
     if (backend.openBlobSync === undefined) throw new StoreError('INVALID_ARGUMENT', 'this store cannot open blobs for another thread', { entry: key });
-    const { fd, path } = backend.openBlobSync(key, entry.blob, view.length);
-    let open = true;
-    const close = () => {
-      if (!open) return;
-      open = false;
-      closeSync(fd);
-    };
+    const file = backend.openBlobSync(key, entry.blob, view.length);
     return {
-      fd,
-      path,
+      fd: file.fd,
+      path: file.path,
       view,
-      close,
+      close: () => file.release(false),
+      release: () => file.release(true),
       finish(options: ReadBlobOptions = {}) {
-        close();
-        checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+        try {
+          checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+        } catch (error) {
+          file.release(false);
+          throw error;
+        }
+        file.release(true);
         return view;
       },
     };

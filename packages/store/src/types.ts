@@ -52,9 +52,18 @@ export interface OpenedBlob {
   readonly path: string;
   /** The staging slot's first compBytes bytes: where the read goes. */
   readonly view: Uint8Array;
-  /** Closes the file and makes readBlob's checks on the bytes read into `view`; returns `view`. */
+  /**
+   * Makes readBlob's checks on the bytes read into `view` and gives the file back (kept open for
+   * the blob's next read when they pass, closed when they fail); returns `view`.
+   */
   finish(options?: ReadBlobOptions): Uint8Array;
+  /** Gives the file back, closed: the read failed or its bytes were not checked. */
   close(): void;
+  /**
+   * Gives the file back after a read whose bytes the caller checked itself (header against the
+   * manifest, checksum) and found good: it may stay open for the blob's next read.
+   */
+  release(): void;
 }
 
 /** A tensor given by its bytes, for aliasing by content. */

@@ -258,6 +258,7 @@ describe('readBlob never returns wrong data', () => {
     // openBlobSync as a decode thread uses it: the descriptor read here, then finish (or close).
     const openAndRead = (options?: { verifyChecksum?: boolean }): Uint8Array => {
       const opened = store.openBlobSync!(t.key, slot);
+      let passed = false;
       try {
         expect(opened.view.length).toBe(t.payload.length);
         let done = 0;
@@ -266,11 +267,14 @@ describe('readBlob never returns wrong data', () => {
           if (n === 0) throw new Error('short');
           done += n;
         }
-        return opened.finish(options);
+        const view = opened.finish(options);
+        passed = true;
+        return view;
       } finally {
-        opened.close();
-        // Closed once, by finish or close: the descriptor is gone.
-        expect(() => fstatSync(opened.fd)).toThrow(expect.objectContaining({ code: 'EBADF' }));
+        opened.close(); // after finish: nothing left to give back
+        // Bytes that passed: the descriptor is kept for the next read; else it is closed.
+        if (passed) expect(fstatSync(opened.fd).size).toBe(t.payload.length);
+        else expect(() => fstatSync(opened.fd)).toThrow(expect.objectContaining({ code: 'EBADF' }));
       }
     };
     expect(Buffer.from(openAndRead()).equals(Buffer.from(t.payload))).toBe(true);
@@ -303,6 +307,57 @@ describe('readBlob never returns wrong data', () => {
     await writeFile(path, t.payload);
     expect(store.readBlobSync!(t.key, slot).length).toBe(t.payload.length);
     await store.close();
+  });
+
+  it('readBlob and openBlobSync keep blob files open too: reused, given back closed on failure, dropped when damaged', async () => {
+    const { root, tensors } = await makeCache(3);
+    const store = await openCacheStore(root);
+    const slot = new Uint8Array(4096);
+    const base = countOpenBlobFiles();
+    const fds = () => (existsSync('/proc/self/fd') ? readdirSync('/proc/self/fd').length : countOpenBlobFiles());
+    try {
+      const [a, b, c] = tensors as [(typeof tensors)[0], (typeof tensors)[0], (typeof tensors)[0]];
+      expect(Buffer.from(await store.readBlob(a.key, slot)).equals(Buffer.from(a.payload))).toBe(true);
+      expect(countOpenBlobFiles()).toBe(base + 1);
+      const opened = fds();
+      for (let k = 0; k < 4; k++) expect(Buffer.from(await store.readBlob(a.key, slot)).equals(Buffer.from(a.payload))).toBe(true);
+      // The synchronous read takes the same kept descriptor.
+      expect(Buffer.from(store.readBlobSync!(a.key, slot)).equals(Buffer.from(a.payload))).toBe(true);
+      expect(fds()).toBe(opened);
+      // Two reads of one blob at once: each gets a descriptor, one is kept after.
+      await Promise.all([store.readBlob(a.key, new Uint8Array(4096)), store.readBlob(a.key, new Uint8Array(4096))]);
+      expect(countOpenBlobFiles()).toBe(base + 1);
+      expect(fds()).toBe(opened);
+
+      // openBlobSync: release keeps the descriptor, and the next open lends the same one.
+      const first = store.openBlobSync!(b.key, slot);
+      first.release();
+      expect(countOpenBlobFiles()).toBe(base + 2);
+      const second = store.openBlobSync!(b.key, slot);
+      expect(second.fd).toBe(first.fd);
+      expect(countOpenBlobFiles()).toBe(base + 1); // lent out, not kept meanwhile
+      second.close();
+      expect(() => fstatSync(second.fd)).toThrow(expect.objectContaining({ code: 'EBADF' }));
+      second.release(); // given back already: nothing happens
+      expect(countOpenBlobFiles()).toBe(base + 1);
+
+      // A damaged blob read through a kept descriptor: BLOB_CORRUPT, and the descriptor goes.
+      await store.readBlob(c.key, slot);
+      expect(countOpenBlobFiles()).toBe(base + 2);
+      const path = join(root, 'blobs', `${c.key}.bin`);
+      const flipped = Buffer.from(c.payload);
+      flipped[flipped.length - 1]! ^= 0x10;
+      await writeFile(path, flipped);
+      expect((await catchError(() => store.readBlob(c.key, slot))).code).toBe('BLOB_CORRUPT');
+      expect(countOpenBlobFiles()).toBe(base + 1);
+      // Truncated: the size check of a fresh open refuses it, nothing kept.
+      await truncate(path, 100);
+      expect((await catchError(() => store.readBlob(c.key, slot))).code).toBe('BLOB_SIZE_MISMATCH');
+      expect(countOpenBlobFiles()).toBe(base + 1);
+    } finally {
+      await store.close();
+    }
+    expect(countOpenBlobFiles()).toBe(base);
   });
 
   it('readBlobSync keeps blob files open between reads: bounded, reused, dropped when damaged, discarded or closed', async () => {
