@@ -58,6 +58,16 @@ function blobOpenError(error: unknown, key: string, path: string): StoreError {
 }
 
 /** An opened blob must be a regular file of exactly the manifest's size. */
+/** A blob file that ended after `readBytes` of the `expectedBytes` the manifest gives it. */
+function shortBlobError(readBytes: number, expectedBytes: number, path: string): StoreError {
+  return new StoreError('BLOB_SIZE_MISMATCH', `file ended after ${readBytes} bytes, ${expectedBytes} expected`, { path, details: { readBytes, expectedBytes } });
+}
+
+/** A failed blob read as the store reports it: its own errors with the entry added, anything else as an I/O error naming the blob. */
+function blobReadError(error: unknown, key: string, path: string): Error {
+  return error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+}
+
 function checkBlobFile(info: { isFile(): boolean; size: number }, expectedBytes: number, key: string, path: string): void {
   if (!info.isFile()) {
     throw new StoreError('UNSAFE_BLOB_PATH', 'blob is not a regular file', { entry: key, path, details: { reason: 'not-a-file' } });
@@ -319,7 +329,7 @@ export class FsBackend implements StorageBackend {
         checkBlobFile(await fstatAsync(fd), target.length, key, path);
       } catch (error) {
         await closeAsync(fd).catch(() => undefined);
-        throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+        throw blobReadError(error, key, path);
       }
     }
     let keep = false;
@@ -328,16 +338,13 @@ export class FsBackend implements StorageBackend {
       while (done < target.length) {
         const bytesRead = await readAsync(fd, target, done, target.length - done, done);
         if (bytesRead === 0) {
-          throw new StoreError('BLOB_SIZE_MISMATCH', `file ended after ${done} bytes, ${target.length} expected`, {
-            path,
-            details: { readBytes: done, expectedBytes: target.length },
-          });
+          throw shortBlobError(done, target.length, path);
         }
         done += bytesRead;
       }
       keep = true;
     } catch (error) {
-      throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+      throw blobReadError(error, key, path);
     } finally {
       if (keep) keepOpenBlobFile(resolved, fd, target.length);
       else await closeAsync(fd).catch(() => undefined);
@@ -359,16 +366,13 @@ export class FsBackend implements StorageBackend {
       while (done < target.length) {
         const bytesRead = readSync(fd, target, done, target.length - done, done);
         if (bytesRead === 0) {
-          throw new StoreError('BLOB_SIZE_MISMATCH', `file ended after ${done} bytes, ${target.length} expected`, {
-            path,
-            details: { readBytes: done, expectedBytes: target.length },
-          });
+          throw shortBlobError(done, target.length, path);
         }
         done += bytesRead;
       }
       keep = true;
     } catch (error) {
-      throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+      throw blobReadError(error, key, path);
     } finally {
       if (keep) keepOpenBlobFile(resolved, fd, target.length);
       else closeSync(fd);
@@ -432,7 +436,7 @@ export class FsBackend implements StorageBackend {
       checkBlobFile(fstatSync(fd), expectedBytes, key, path);
     } catch (error) {
       closeSync(fd);
-      throw error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
+      throw blobReadError(error, key, path);
     }
     return fd;
   }
