@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { crc32 } from 'node:zlib';
-import { existsSync, fstatSync, readdirSync, readSync } from 'node:fs';
+import { existsSync, fstatSync, readdirSync, readlinkSync, readSync, realpathSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +36,25 @@ async function editManifest(root: string, edit: (manifest: Loose) => void): Prom
 function deadPid(): number {
   const child = spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' });
   return child.pid!;
+}
+
+/**
+ * How many descriptors this process holds on `file` (Linux: /proc/self/fd; elsewhere 1, and the
+ * count of kept blob files says enough). Counted by target, not in total: other tests' sockets and
+ * files come and go meanwhile.
+ */
+function descriptorsOn(file: string): () => number {
+  const target = realpathSync(file);
+  return () => {
+    if (!existsSync('/proc/self/fd')) return 1;
+    return readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`) === target;
+      } catch {
+        return false; // closed while listed
+      }
+    }).length;
+  };
 }
 
 describe('the manifest is input', () => {
@@ -314,20 +333,20 @@ describe('readBlob never returns wrong data', () => {
     const store = await openCacheStore(root);
     const slot = new Uint8Array(4096);
     const base = countOpenBlobFiles();
-    const fds = () => (existsSync('/proc/self/fd') ? readdirSync('/proc/self/fd').length : countOpenBlobFiles());
     try {
       const [a, b, c] = tensors as [(typeof tensors)[0], (typeof tensors)[0], (typeof tensors)[0]];
+      const fdsOnA = descriptorsOn(join(root, 'blobs', `${a.key}.bin`));
       expect(Buffer.from(await store.readBlob(a.key, slot)).equals(Buffer.from(a.payload))).toBe(true);
       expect(countOpenBlobFiles()).toBe(base + 1);
-      const opened = fds();
+      expect(fdsOnA()).toBe(1);
       for (let k = 0; k < 4; k++) expect(Buffer.from(await store.readBlob(a.key, slot)).equals(Buffer.from(a.payload))).toBe(true);
       // The synchronous read takes the same kept descriptor.
       expect(Buffer.from(store.readBlobSync!(a.key, slot)).equals(Buffer.from(a.payload))).toBe(true);
-      expect(fds()).toBe(opened);
+      expect(fdsOnA()).toBe(1);
       // Two reads of one blob at once: each gets a descriptor, one is kept after.
       await Promise.all([store.readBlob(a.key, new Uint8Array(4096)), store.readBlob(a.key, new Uint8Array(4096))]);
       expect(countOpenBlobFiles()).toBe(base + 1);
-      expect(fds()).toBe(opened);
+      expect(fdsOnA()).toBe(1);
 
       // openBlobSync: release keeps the descriptor, and the next open lends the same one.
       const first = store.openBlobSync!(b.key, slot);
@@ -367,16 +386,15 @@ describe('readBlob never returns wrong data', () => {
     const other = await openCacheStore(root); // a second handle on the same files
     const slot = new Uint8Array(4096);
     const base = countOpenBlobFiles();
-    // Descriptors this process holds (Linux; elsewhere the count of kept files says enough).
-    const fds = () => (existsSync('/proc/self/fd') ? readdirSync('/proc/self/fd').length : countOpenBlobFiles());
     try {
       const first = tensors[0]!;
+      const fdsOnFirst = descriptorsOn(join(root, 'blobs', `${first.key}.bin`));
       store.readBlobSync!(first.key, slot);
       expect(countOpenBlobFiles()).toBe(base + 1);
+      expect(fdsOnFirst()).toBe(1);
       // Read again: the kept descriptor, no new one.
-      const opened = fds();
       for (let k = 0; k < 5; k++) expect(Buffer.from(store.readBlobSync!(first.key, slot)).equals(Buffer.from(first.payload))).toBe(true);
-      expect(fds()).toBe(opened);
+      expect(fdsOnFirst()).toBe(1);
       // Every blob once: never more than MAX_OPEN_BLOB_FILES kept, in the whole process.
       for (const t of tensors) expect(Buffer.from(store.readBlobSync!(t.key, slot)).equals(Buffer.from(t.payload))).toBe(true);
       for (const t of tensors.slice(0, 3)) other.readBlobSync!(t.key, slot);
