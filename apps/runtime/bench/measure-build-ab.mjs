@@ -15,12 +15,9 @@ import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import * as current from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
 const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 const baselinePath = argValue('--baseline', undefined);
 if (baselinePath === undefined) throw new Error('--baseline <another build of @splitzip/runtime: dist/index.js> is required');
 const ROUNDS = Number(argValue('--rounds', '30'));
@@ -28,7 +25,6 @@ const BURST_BYTES = Number(argValue('--burst-mib', '4')) * 1024 * 1024;
 const PAGE_CACHE = args.includes('--page-cache');
 const IN_ARENA = args.includes('--arena');
 const RATE_BYTES_PER_S = 1e9;
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const baseline = await import(pathToFileURL(resolve(baselinePath)).href);

@@ -9,12 +9,9 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { resolveBenchModel } from './build-model-cache.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
 const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 
 if (args[0] === '--child') {
   // One load, timed from after the imports and the opens.
@@ -34,7 +31,6 @@ if (args[0] === '--child') {
 
 const ROUNDS = Number(argValue('--rounds', '5'));
 const PACED = args.includes('--paced');
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const self = fileURLToPath(import.meta.url);
 const run = (cache) => {

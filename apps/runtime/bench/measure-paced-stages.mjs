@@ -32,12 +32,9 @@ import {
   resolveDecodeBackend,
 } from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
 const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 const ROUNDS = Number(argValue('--rounds', '15'));
 const BURST_BYTES = Number(argValue('--burst-mib', '0')) * 1024 * 1024;
 // --backend none: a backend that decodes nothing (wrong bytes: only to see what decode costs the load).
@@ -79,10 +76,6 @@ const RATE_BYTES_PER_S = 1e9;
 // The file reader's syncReadMaxBytes (default: its own).
 const READER_SYNC_BYTES = argValue('--reader-sync-kib', undefined) === undefined ? undefined : Number(argValue('--reader-sync-kib')) * 1024;
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 async function main() {
   const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));

@@ -15,14 +15,9 @@ import { createCodecArena, decode } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import { openShardCache } from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
-const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 const ROUNDS = Number(argValue('--rounds', '7'));
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const model = await openSafetensorsModel(modelDir);

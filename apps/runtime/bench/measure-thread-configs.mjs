@@ -9,15 +9,10 @@ import { openSafetensorsModel } from '@splitzip/safetensors';
 import { createThreadDecoder, loadModel, openShardCache } from '@splitzip/runtime';
 import { planModelArena } from '../bin/plan-model-arena.mjs';
 import { resolveBenchModel } from './build-model-cache.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
-const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 const ROUNDS = Number(argValue('--rounds', '21'));
 const configs = JSON.parse(argValue('--configs', '[{"raw":true},{"readJobsPerWorker":1},{"readJobsPerWorker":2}]'));
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const model = await openSafetensorsModel(modelDir);

@@ -4,6 +4,7 @@
 // the output bytes, in the same run. Usage: node bench/measure-thread-split.mjs [--log2 24] [--rounds 15]
 import { calibrateCodebook, createCodecArena, decode, encode, readPayloadMeta } from '@splitzip/codec';
 import { createThreadDecoder } from '@splitzip/runtime';
+import { median } from './bench-helpers.mjs';
 
 const arg = (name, fallback) => {
   const at = process.argv.indexOf(`--${name}`);
@@ -48,7 +49,6 @@ for (let r = 0; r < rounds; r += 1) {
     }
   }
 }
-const median = (a) => a.slice().sort((p, q) => p - q)[Math.floor(a.length / 2)];
 const base = median(times['copy of the output bytes (baseline)']);
 console.log(`| ${n} values, format v${meta.version}, ${rounds} rounds | median ms | GB/s of BF16 | vs copy |`);
 console.log('|---|---|---|---|');

@@ -40,13 +40,10 @@ import {
 } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
 import { planModelArena } from '../bin/plan-model-arena.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 const QUICK = args.includes('--quick');
 const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const BACKEND = argValue('--backend', 'auto');
@@ -63,10 +60,6 @@ const ARENA_KIND = argValue('--arena', 'codec');
 const READ_WINDOW_BYTES = argValue('--read-window-mib', undefined) === undefined ? undefined : Number(argValue('--read-window-mib')) * 1024 * 1024;
 if (ARENA_KIND !== 'codec' && ARENA_KIND !== 'plain') throw new Error('--arena must be codec or plain');
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const gb = (bytes) => bytes / 1e9;
 const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
 

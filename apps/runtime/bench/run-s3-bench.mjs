@@ -28,14 +28,11 @@ import { openCacheStore } from '@splitzip/store';
 import { loadModel, openShardCache } from '@splitzip/runtime';
 import { buildModelCache } from './build-model-cache.mjs';
 import { planModelArena } from '../bin/plan-model-arena.mjs';
+import { argValue, median } from './bench-helpers.mjs';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const args = process.argv.slice(2);
-const argValue = (flag, fallback) => {
-  const i = args.indexOf(flag);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : fallback;
-};
 const QUICK = args.includes('--quick');
 const SIZE_BYTES = Math.round(Number(argValue('--size-gb', '1.07')) * 1e9);
 const ROUNDS = Number(argValue('--rounds', '2'));
@@ -98,10 +95,6 @@ function pin(pid, cpuList) {
 
 const gb = (bytes) => bytes / 1e9;
 const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 async function gatewayProblem() {
   if (!endpoint) return 'AWS_ENDPOINT_URL is not set (start a gateway: scripts/ceph/start-ceph.sh, then source its env file)';
