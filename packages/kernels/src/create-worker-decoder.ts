@@ -446,10 +446,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       }
       if (callerVerifies) runVerify(local.payload, meta, control, taskCount, doneTarget);
       if (callerDecodes) decodeClaimedTasks(local.payload, meta, local.out, control, taskCount, { kind, digests, doneTarget, outerTask }, copyReady);
-      const spinUntil = performance.now() + SPIN_WAIT_MS;
-      while (Atomics.load(control, CONTROL_DONE) < expected && Atomics.load(control, CONTROL_FAILED) === 0 && workerError === null) {
-        if (homes.staged || performance.now() > spinUntil) break;
-      }
+      // Not with a staged `out`: this thread copies ranges back as they land (the loop below).
+      const spinUntil = homes.staged ? 0 : performance.now() + SPIN_WAIT_MS;
+      while (Atomics.load(control, CONTROL_DONE) < expected && Atomics.load(control, CONTROL_FAILED) === 0 && workerError === null && performance.now() < spinUntil);
       const blockUntil = performance.now() + BLOCKING_WAIT_MS;
       for (;;) {
         copyReady();
