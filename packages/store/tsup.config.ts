@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts'],
+  // content-key: the key alone, without the store (see src/content-key.ts).
+  entry: ['src/index.ts', 'src/content-key.ts'],
   format: ['esm', 'cjs'],
   dts: true,
   sourcemap: true,

@@ -232,8 +232,8 @@ async function benchStages(modelPath) {
     return (performance.now() - t0) / 1000;
   };
   const stages = {
-    'SHA-1 content key (store.computeContentKey)': () => tensors.forEach(({ t, bytes }) => store.computeContentKey(bytes, t.shape, 'BF16')),
-    'SHA-256 of the raw bytes (entry digest)': () => tensors.forEach(({ bytes }) => hash('sha256').update(bytes).digest()),
+    'SHA-1 content key (store.computeContentKey, on the worker)': () => tensors.forEach(({ t, bytes }) => store.computeContentKey(bytes, t.shape, 'BF16')),
+    'SHA-256 of the raw bytes (the entry digest the build took before)': () => tensors.forEach(({ bytes }) => hash('sha256').update(bytes).digest()),
     'exponent histogram (codec.countExponents)': () => values.forEach((v) => codec.countExponents(v)),
     'encode into a reused buffer (codec.encode out, as the build)': () =>
       values.forEach((v, i) => codec.encode(v, books[i], { out, escapeCount: calibrations[i].escapeCount })),

@@ -1,11 +1,11 @@
 // The build: every tensor of a safetensors model into the cache store, streamed with bounded
-// memory: read and keyed (SHA-1) on the main thread, calibrated, hashed and encoded on worker
+// memory: read on the main thread, keyed (SHA-1), calibrated, encoded and the blob hashed on worker
 // threads (gpu.js backends encode on the main thread), each entry committed as soon as it is
 // encoded (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -452,9 +452,10 @@ async function processTensor(
   try {
     const bytes = await readTensorBytes(context.model, tensor, raw);
     throwIfAborted(signal);
-    // The content key on this thread (the store lives here; it is one SHA-1 pass), so the
-    // workers only see tensors that need calibrating and never load the store.
-    const key = computeContentKey(bytes, tensor.shape, 'BF16');
+    // The content key on a worker (one SHA-1 pass: the main thread's largest job otherwise);
+    // the store, here, then decides whether the tensor needs calibrating at all.
+    const key = await (await context.processor).computeKey(bytes, tensor.shape);
+    throwIfAborted(signal);
     checkSliceConflict(context, key, tensor);
     const withKey = { ...base, key };
     let settle = (): void => {};
@@ -511,8 +512,8 @@ async function processKeyedTensor(
   const encoder = context.encoderNow() ?? (await context.encoder);
   // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
   const calibrated = await processor.calibrate(bytes, context.coverageMin, encoder.isCodec ? { out, chunkSize: context.chunkSize } : undefined);
-  const { coverage, exponents, sha256 } = calibrated;
-  if (exponents === null || sha256 === null) return { ...withKey, coverage, status: 'skipped_coverage' };
+  const { coverage, exponents } = calibrated;
+  if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage' };
   context.checkFailure();
   const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
   // The raw bytes are free: only the payload stays in flight while it is written.
@@ -536,7 +537,6 @@ async function processKeyedTensor(
       payload,
       shape: [...tensor.shape],
       dtype: 'BF16',
-      sha256,
       // Hashed by the worker that encoded it; the store accepts it only for this very payload.
       ...(calibrated.payload && calibrated.payloadDigest ? { payloadDigest: calibrated.payloadDigest } : {}),
       ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),

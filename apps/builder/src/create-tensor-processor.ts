@@ -1,14 +1,17 @@
-// Runs the per-tensor work (exponent histogram + Top-16 codebook, SHA-256 of a tensor that passes
-// the gate, and on the codec path its encoding and the payload's SHA-256) on a pool of worker
+// Runs the per-tensor work (the content key's SHA-1, exponent histogram + Top-16 codebook, and on
+// the codec path the encoding and the payload's SHA-256) on a pool of worker
 // threads, or on the calling thread for `jobs: 0`. Tensors and payload buffers are views of the
 // build's slab, which the workers share: they read and write them in place. The workers that fit
 // any model start at once (a worker takes ~80 ms of CPU to start); the slab, and the number of
 // workers that fit this model's memory bound (plan-build-memory.ts), follow once it is sized.
 import { Worker } from 'node:worker_threads';
 import type { CodecArenaShare } from '@splitzip/codec';
+import { computeContentKey } from '@splitzip/store/content-key';
 import { BuilderError } from './errors.js';
 import { calibrateAndEncode, type CalibratedPayload, type EncodeInto } from './tensor-tasks.js';
-import { deserializeError, type CalibrateRequest, type WorkerReply } from './worker-messages.js';
+import { deserializeError, type CalibrateRequest, type WorkerReply, type WorkerRequest } from './worker-messages.js';
+
+type WorkerRequestWithId = Exclude<WorkerRequest, { type: 'slab' }>;
 
 /** The calibration, and when encoded the payload (a view of `into.out`) and its blob digest. */
 export type CalibratedTensor = CalibratedPayload;
@@ -21,6 +24,11 @@ export interface TensorProcessor {
    * that passes the gate into `into.out`. Both views stay the caller's throughout.
    */
   calibrate(bytes: Uint8Array, coverageMin: number, into?: EncodeInto): Promise<CalibratedTensor>;
+  /**
+   * The content key of `bytes` (a view of the slab) as BF16 of `shape`: one SHA-1 pass, on a
+   * worker, so the main thread only reads and commits.
+   */
+  computeKey(bytes: Uint8Array, shape: readonly number[]): Promise<string>;
   /** Terminates the workers; pending and later work is rejected. */
   close(): Promise<void>;
 }
@@ -90,6 +98,10 @@ function createInProcessProcessor(): TensorProcessor {
     async calibrate(bytes, coverageMin, into) {
       if (closed) throw closed;
       return calibrateAndEncode(bytes, coverageMin, into);
+    },
+    async computeKey(bytes, shape) {
+      if (closed) throw closed;
+      return computeContentKey(bytes, shape, 'BF16');
     },
     async close() {
       closed ??= stoppedError();
@@ -167,26 +179,36 @@ async function createWorkerProcessor(startupJobs: number, planReady: Promise<Wor
   handles.forEach((handle, index) => handle.worker.postMessage({ type: 'slab', share: plan.share(index) }));
   while (handles.length < workers) startWorker(plan.share(handles.length));
 
+  /** Sends a request to the next free worker and waits for its answer. */
+  const ask = async (request: WorkerRequestWithId): Promise<WorkerReply> => {
+    const handle = await queue.acquire();
+    try {
+      if (handle.failure) throw handle.failure;
+      return await new Promise<WorkerReply>((resolve, reject) => {
+        handle.pending.set(request.id, { resolve, reject });
+        handle.worker.postMessage(request);
+      });
+    } finally {
+      queue.give(handle);
+    }
+  };
+
   return {
     jobs: handles.length,
     async calibrate(bytes, coverageMin, into) {
       if (bytes.buffer !== slab || (into && into.out.buffer !== slab)) throw new Error('the workers only see views of the slab');
-      const handle = await queue.acquire();
-      try {
-        if (handle.failure) throw handle.failure;
-        const id = nextId++;
-        const request: CalibrateRequest = { type: 'calibrate', id, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, coverageMin };
-        if (into) request.encodeInto = { offsetBytes: into.out.byteOffset, byteLength: into.out.byteLength, chunkSize: into.chunkSize };
-        const reply = await new Promise<WorkerReply>((resolve, reject) => {
-          handle.pending.set(id, { resolve, reject });
-          handle.worker.postMessage(request);
-        });
-        if (reply.type !== 'calibrated') throw new Error(`unexpected worker reply ${reply.type}`);
-        const payload = into && reply.payloadBytes !== null ? into.out.subarray(0, reply.payloadBytes) : null;
-        return { ...reply.calibration, payload, payloadDigest: payload ? reply.payloadDigest : null };
-      } finally {
-        queue.give(handle);
-      }
+      const request: CalibrateRequest = { type: 'calibrate', id: nextId++, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, coverageMin };
+      if (into) request.encodeInto = { offsetBytes: into.out.byteOffset, byteLength: into.out.byteLength, chunkSize: into.chunkSize };
+      const reply = await ask(request);
+      if (reply.type !== 'calibrated') throw new Error(`unexpected worker reply ${reply.type}`);
+      const payload = into && reply.payloadBytes !== null ? into.out.subarray(0, reply.payloadBytes) : null;
+      return { ...reply.calibration, payload, payloadDigest: payload ? reply.payloadDigest : null };
+    },
+    async computeKey(bytes, shape) {
+      if (bytes.buffer !== slab) throw new Error('the workers only see views of the slab');
+      const reply = await ask({ type: 'key', id: nextId++, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, shape: [...shape] });
+      if (reply.type !== 'keyed') throw new Error(`unexpected worker reply ${reply.type}`);
+      return reply.key;
     },
     async close() {
       if (closing) return;

@@ -2,9 +2,10 @@
 // codebook, coverage, and the SHA-256 of a tensor that passes the gate) and, on the codec path,
 // encodes them and takes the payload's SHA-256, one request at a time. Tensors and payloads are
 // ranges of the build's slab (shared memory, received once, before any request): read and written
-// in place. The main thread computes the content key first (the store lives there), so only
-// tensors not yet cached come here.
+// in place. The content key (SHA-1) is a request of its own, answered first: the main thread,
+// where the store lives, then sends only the tensors not yet cached back for calibrating.
 import { parentPort } from 'node:worker_threads';
+import { computeContentKey } from '@splitzip/store/content-key';
 import { attachSlab } from './create-slab-pool.js';
 import { calibrateAndEncode } from './tensor-tasks.js';
 import { serializeError, type WorkerReply, type WorkerRequest } from './worker-messages.js';
@@ -24,8 +25,13 @@ port.on('message', (request: WorkerRequest) => {
     return;
   }
   try {
+    if (slab === null) throw new Error(`${String(request.type)} request before the slab`);
+    if (request.type === 'key') {
+      const bytes = new Uint8Array(slab, request.offsetBytes, request.byteLength);
+      reply({ type: 'keyed', id: request.id, key: computeContentKey(bytes, request.shape, 'BF16') });
+      return;
+    }
     if (request.type !== 'calibrate') throw new Error(`unknown request ${String((request as { type?: unknown }).type)}`);
-    if (slab === null) throw new Error('calibrate request before the slab');
     const into = request.encodeInto;
     const { payload, payloadDigest, ...calibration } = calibrateAndEncode(
       new Uint8Array(slab, request.offsetBytes, request.byteLength),

@@ -1,7 +1,7 @@
 // The CPU work done on one BF16 tensor on the worker threads (and in process for `--jobs 0`): the
-// codec's calibration, the entry's SHA-256 and, on the codec path, the encoding. It imports no
-// @splitzip/store (the workers would load its S3 client: +26 MB and ~0.3 CPU-s each); the content
-// key is computed on the main thread.
+// codec's calibration and, on the codec path, the encoding and the blob's SHA-256. It imports no
+// @splitzip/store main entry (the workers would load its S3 client: +26 MB and ~0.3 CPU-s each);
+// the content key comes from its `content-key` entry, in hash-worker.ts.
 import { createHash } from 'node:crypto';
 import { calibrateFromHistogram, computePayloadLayout, countExponents, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
 import type { PayloadDigest } from '@splitzip/store';
@@ -19,8 +19,6 @@ export interface TensorCalibration {
   coverage: number;
   /** The calibrated codebook, or null when the tensor fails the coverage gate. */
   exponents: number[] | null;
-  /** SHA-256 of the original bytes (the store's second digest), when it passes the gate. */
-  sha256: string | null;
   /** Values whose exponent is not in the codebook (sizes the payload before encoding). */
   escapeCount: number;
 }
@@ -64,9 +62,11 @@ export function viewBf16(bytes: Uint8Array): Uint16Array {
   return new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 1);
 }
 
-/** Calibrates; below the gate stops there, else takes the second digest for the entry. */
+/**
+ * Calibrates: the codebook, or null below the gate. No digest of the raw bytes here: the content
+ * key (a worker computes it first) is the entry's digest of them.
+ */
 export function calibrateTensor(bytes: Uint8Array, coverageMin: number): TensorCalibration {
   const { codebook, coverage, escapeCount } = calibrateFromHistogram(countExponents(viewBf16(bytes)));
-  if (coverage < coverageMin) return { coverage, exponents: null, sha256: null, escapeCount };
-  return { coverage, exponents: [...codebook.exponents], sha256: createHash('sha256').update(bytes).digest('hex'), escapeCount };
+  return { coverage, exponents: coverage < coverageMin ? null : [...codebook.exponents], escapeCount };
 }

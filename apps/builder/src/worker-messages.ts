@@ -17,7 +17,9 @@ export type WorkerRequest =
       coverageMin: number;
       /** Encode a tensor that passes the gate into this range of the slab. */
       encodeInto?: { offsetBytes: number; byteLength: number; chunkSize: number };
-    };
+    }
+  /** The content key of a tensor: so the SHA-1 pass runs on the workers, not the main thread. */
+  | { type: 'key'; id: number; offsetBytes: number; byteLength: number; shape: number[] };
 
 export type CalibrateRequest = Extract<WorkerRequest, { type: 'calibrate' }>;
 
@@ -25,6 +27,7 @@ export type WorkerReply =
   | { type: 'ready' }
   /** `payloadBytes`: the payload's length at `encodeInto.offsetBytes`, or null when not encoded (then `payloadDigest` too). */
   | { type: 'calibrated'; id: number; calibration: TensorCalibration; payloadBytes: number | null; payloadDigest: PayloadDigest | null }
+  | { type: 'keyed'; id: number; key: string }
   | { type: 'error'; id: number; error: SerializedError };
 
 export interface SerializedError {

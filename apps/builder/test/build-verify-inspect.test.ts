@@ -3,6 +3,7 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openCacheStore } from '@splitzip/store';
 import {
   createTempDir,
   float32Tensor,
@@ -77,6 +78,21 @@ describe('a single-file model with every kind of tensor', () => {
       const row = byName.get(tensor.name)!;
       if (tensor.dtype === 'BF16') expect(row.key).toBe(seedContentKey(tensor));
       else expect(row.key).toBeNull();
+    }
+  });
+
+  it('records no second digest of the raw bytes: the content key is the entry\'s digest of them', async () => {
+    const store = await openCacheStore(cacheDir);
+    try {
+      const entries = [...store.entries()];
+      expect(entries).toHaveLength(7);
+      for (const entry of entries) {
+        expect(entry.sha256).toBeNull();
+        expect(entry.blobSha256).toMatch(/^[0-9a-f]{64}$/);
+      }
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+    } finally {
+      await store.close();
     }
   });
 

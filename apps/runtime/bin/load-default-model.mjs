@@ -135,7 +135,7 @@ async function main() {
         ['decode backend', totals.backends.join(', ') || 'none (nothing cached)'],
         ['bit-identical to the safetensors', mismatches.length === 0 ? `yes, all ${model.tensors.length} tensors` : `NO: ${mismatches.length} differ`],
       ];
-      if (verifyDigest) rows.push(['SHA-256 digests checked', `${load.reports.filter((r) => r.digestVerified).length}`]);
+      if (verifyDigest) rows.push(['content-key digests checked', `${load.reports.filter((r) => r.digestVerified).length}`]);
       const width = Math.max(...rows.map(([k]) => k.length));
       console.log('| what | result |');
       console.log('|---|---|');

@@ -28,7 +28,7 @@ export type RuntimeErrorCode =
   | 'CACHE_ENTRY_MISMATCH'
   /** The decode backend threw or produced the wrong number of values. */
   | 'DECODE_FAILED'
-  /** The decoded bytes' SHA-256 differs from the manifest's digest of the original bytes. */
+  /** The decoded bytes do not hash to their entry's content key (the digest of the original bytes). */
   | 'DIGEST_MISMATCH'
   /** A caller-provided output buffer is smaller than the tensor. */
   | 'OUTPUT_TOO_SMALL'

@@ -53,7 +53,7 @@ export interface LoadModelOptions {
   backend?: BackendOption;
   /** Tensors in flight (reading or decoding) at once; also the staging slot count. Default 4. */
   concurrency?: number;
-  /** Check every decoded tensor against the manifest's SHA-256 of the original bytes. */
+  /** Check every decoded tensor against its content key (SHA-1 of shape, dtype and the original bytes). */
   verifyDigest?: boolean;
   /** Throw a typed error for any tensor the cache cannot serve, instead of reading it raw. */
   cacheOnly?: boolean;

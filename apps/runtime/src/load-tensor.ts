@@ -21,7 +21,7 @@ export interface LoadTensorOptions {
   /** Custom I/O for both the blob and the raw read (e.g. the pacing reader). */
   reader?: ByteReader;
   backend?: BackendOption;
-  /** Check the decoded bytes against the manifest's SHA-256 of the original. */
+  /** Check the decoded bytes against their content key (SHA-1 of shape, dtype and the original bytes). */
   verifyDigest?: boolean;
   /** Throw (typed) instead of falling back to the raw shard. */
   cacheOnly?: boolean;

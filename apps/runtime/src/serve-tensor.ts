@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   calibrateFromHistogram,
   countExponents,
@@ -9,7 +8,7 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import type { CacheEntry, OpenedBlob } from '@splitzip/store';
+import { computeContentKey, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
@@ -412,17 +411,21 @@ export async function stagePayload(
   }
 }
 
-/** Throws DIGEST_MISMATCH unless `bytes` hash to the entry's SHA-256 of the original tensor. */
+/**
+ * Throws DIGEST_MISMATCH unless `bytes` hash to the entry's content key (the SHA-1 of shape, dtype,
+ * length and the original bytes that found the entry): one pass, and every entry has one, while
+ * the manifest's SHA-256 of the original bytes is optional (store CacheEntry.sha256).
+ */
 export function checkDigest(bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport): void {
   const digestStartMs = performance.now();
-  const actual = createHash('sha256').update(bytes).digest('hex');
+  const actual = computeContentKey(bytes, entry.shape, entry.dtype);
   report.digestMs += performance.now() - digestStartMs;
-  if (actual !== entry.sha256) {
-    throw new RuntimeError('DIGEST_MISMATCH', `${target.name}: decoded bytes have SHA-256 ${actual}, the manifest says ${entry.sha256}`, {
+  if (actual !== entry.key) {
+    throw new RuntimeError('DIGEST_MISMATCH', `${target.name}: decoded bytes have content key ${actual}, the entry is ${entry.key}`, {
       tensor: target.name,
       key: entry.key,
       qualname: entry.qualname,
-      expected: entry.sha256,
+      expected: entry.key,
       actual,
     });
   }

@@ -46,9 +46,9 @@ export interface TensorReport {
    * exceed the wall time); the store's readBlob checksum is counted in `ioMs` instead.
    */
   decodeMs: number;
-  /** Time in the SHA-256 digest check (ms); 0 when not asked. */
+  /** Time in the content-key digest check (ms); 0 when not asked. */
   digestMs: number;
-  /** True when the decoded bytes were checked against the manifest's SHA-256 and matched. */
+  /** True when the decoded bytes were checked against their content key and matched. */
   digestVerified: boolean;
   /** Name of the decode backend used (cache source only). */
   backend?: string;

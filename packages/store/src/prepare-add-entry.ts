@@ -26,7 +26,9 @@ export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
     throw new StoreError('INVALID_ARGUMENT', `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { entry: key });
   }
   if (dtype !== 'BF16') throw new StoreError('INVALID_ARGUMENT', `only BF16 tensors are cached, got ${JSON.stringify(dtype)}`, { entry: key });
-  if (!isSha256Hex(sha256)) throw new StoreError('INVALID_ARGUMENT', 'sha256 must be 64 lower-case hex digits', { entry: key });
+  if (sha256 != null && !isSha256Hex(sha256)) {
+    throw new StoreError('INVALID_ARGUMENT', 'sha256 must be 64 lower-case hex digits when given', { entry: key });
+  }
   if (!(payload instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'payload must be a Uint8Array', { entry: key });
   let meta;
   try {
@@ -82,7 +84,7 @@ export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
     formatVersion: meta.version,
     blobChecksum: formatBlobChecksum(meta.checksum),
     blobSha256,
-    sha256,
+    sha256: sha256 ?? null,
     sliceKeys: Object.freeze(sliceKeys),
   });
   return { entry, payload: blobBytes };

@@ -35,8 +35,13 @@ export interface CacheEntry {
   readonly blobChecksum: string;
   /** SHA-256 of the blob file (hex). */
   readonly blobSha256: string;
-  /** SHA-256 of the original, uncompressed bytes (hex). */
-  readonly sha256: string;
+  /**
+   * SHA-256 of the original, uncompressed bytes (hex), when the writer recorded one; null otherwise.
+   * The content key (`key`, a SHA-1 of shape, dtype, length and these bytes) identifies the same
+   * bytes, and is what `verify({ decode: true })` always checks: builders no longer spend a second
+   * pass over every tensor on this one.
+   */
+  readonly sha256: string | null;
   readonly sliceKeys: readonly SliceKeyTuple[];
 }
 
@@ -92,8 +97,11 @@ export interface AddEntryInput {
   payload: Uint8Array;
   shape: readonly number[];
   dtype: 'BF16';
-  /** SHA-256 (hex) of the original bytes. */
-  sha256: string;
+  /**
+   * SHA-256 (hex) of the original bytes, to record beside the content key (optional; see
+   * CacheEntry.sha256). null is the same as absent, so another store's entry can be passed as is.
+   */
+  sha256?: string | null;
   /** Slice keys to bind with the entry (same rules as aliasSlices). */
   sliceKeys?: readonly SliceKeyTuple[];
   /**
@@ -206,7 +214,7 @@ export interface VerifyProgress {
 }
 
 export interface VerifyOptions {
-  /** Also decode every blob and compare the SHA-256 of the result with the entry's `sha256`. */
+  /** Also decode every blob and check the result against the content key (and the entry's `sha256`, when it has one). */
   decode?: boolean;
   onProgress?: (progress: VerifyProgress) => void;
 }

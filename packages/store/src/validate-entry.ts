@@ -39,7 +39,8 @@ export interface DiskEntry {
   comp_bytes: number;
   blob_checksum: string;
   blob_sha256: string;
-  sha256: string;
+  /** Absent when the writer recorded none (CacheEntry.sha256). */
+  sha256?: string;
 }
 
 export function isContentKey(value: unknown): value is string {
@@ -207,7 +208,7 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     mismatch(key, 'blob_checksum disagrees with meta.checksum', { blobChecksum: e.blob_checksum, metaChecksum: meta.checksum });
   }
   if (!isSha256Hex(e.blob_sha256)) mismatch(key, 'blob_sha256 must be 64 lower-case hex digits', { field: 'blob_sha256' });
-  if (!isSha256Hex(e.sha256)) mismatch(key, 'sha256 must be 64 lower-case hex digits', { field: 'sha256' });
+  if (e.sha256 !== undefined && !isSha256Hex(e.sha256)) mismatch(key, 'sha256 must be 64 lower-case hex digits when present', { field: 'sha256' });
   const rawSliceKeys = e.slice_keys === undefined ? [] : e.slice_keys;
   if (!Array.isArray(rawSliceKeys) || rawSliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
     mismatch(key, `slice_keys must be an array of at most ${MAX_SLICE_KEYS_PER_ENTRY} slice keys`, { field: 'slice_keys' });
@@ -240,7 +241,7 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     formatVersion: meta.version,
     blobChecksum: e.blob_checksum as string,
     blobSha256: e.blob_sha256 as string,
-    sha256: e.sha256 as string,
+    sha256: e.sha256 === undefined ? null : (e.sha256 as string),
     sliceKeys: Object.freeze(sliceKeys),
   });
 }
@@ -270,7 +271,7 @@ export function entryToDisk(entry: CacheEntry): DiskEntry {
     comp_bytes: entry.compBytes,
     blob_checksum: entry.blobChecksum,
     blob_sha256: entry.blobSha256,
-    sha256: entry.sha256,
+    ...(entry.sha256 === null ? {} : { sha256: entry.sha256 }),
   };
 }
 

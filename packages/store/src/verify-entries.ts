@@ -2,12 +2,14 @@ import { createHash } from 'node:crypto';
 import { decode } from '@splitzip/codec';
 import type { StorageBackend } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { computeContentKey } from './compute-content-key.js';
 import { StoreError } from './errors.js';
 import type { CacheEntry, VerifyOptions, VerifyProblem, VerifyReport } from './types.js';
 
 /**
  * Checks every entry: blob present and of the right size, a valid header agreeing with the manifest,
- * an intact checksum, the blob's SHA-256, and with `decode` the SHA-256 of the decoded tensor.
+ * an intact checksum, the blob's SHA-256, and with `decode` the decoded tensor against its content key
+ * (and its recorded SHA-256, if any).
  * Problems are collected, not thrown.
  */
 export async function verifyEntries(
@@ -43,12 +45,24 @@ export async function verifyEntries(
         } catch (error) {
           throw new StoreError('BLOB_CORRUPT', `blob does not decode: ${(error as Error).message}`, { entry: entry.key, cause: error });
         }
-        const digest = createHash('sha256').update(new Uint8Array(out.buffer, out.byteOffset, out.byteLength)).digest('hex');
-        if (digest !== entry.sha256) {
-          throw new StoreError('DIGEST_MISMATCH', 'decoded tensor SHA-256 differs from the original sha256', {
+        const bytes = new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+        // The content key names these very bytes (with shape and dtype): it is always checked; a
+        // recorded SHA-256 of the original bytes too, where the writer kept one.
+        const decodedKey = computeContentKey(bytes, entry.shape, entry.dtype);
+        if (decodedKey !== entry.key) {
+          throw new StoreError('DIGEST_MISMATCH', 'decoded tensor does not hash to its content key', {
             entry: entry.key,
-            details: { decodedSha256: digest, sha256: entry.sha256 },
+            details: { decodedKey },
           });
+        }
+        if (entry.sha256 !== null) {
+          const digest = createHash('sha256').update(bytes).digest('hex');
+          if (digest !== entry.sha256) {
+            throw new StoreError('DIGEST_MISMATCH', 'decoded tensor SHA-256 differs from the original sha256', {
+              entry: entry.key,
+              details: { decodedSha256: digest, sha256: entry.sha256 },
+            });
+          }
         }
         decoded++;
       }

@@ -561,6 +561,54 @@ describe('verify', () => {
     await store.close();
   });
 
+  it('decode: true checks the content key itself: an entry without a sha256 whose blob is another tensor (DIGEST_MISMATCH)', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([50], 9000);
+    const other = makeTensor([50], 9001);
+    // Valid payload, valid header, valid checksum: only the decoded bytes tell it is not `t`.
+    await store.addEntry({ key: t.key, qualname: 'swapped', payload: other.payload, shape: t.shape, dtype: 'BF16' });
+    expect(store.getEntry(t.key)?.sha256).toBeNull();
+    expect((await store.verify()).ok).toBe(true);
+    const report = await store.verify({ decode: true });
+    expect(report.problems).toEqual([expect.objectContaining({ key: t.key, code: 'DIGEST_MISMATCH', qualname: 'swapped' })]);
+    expect(report.problems[0]!.message).toMatch(/content key/);
+    await store.close();
+  });
+
+  it('an entry without sha256 is written without one, reopens with null, and verifies by its content key', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([7, 33], 9002);
+    const { sha256: _omitted, ...input } = toInput(t, 'no-sha');
+    await store.addEntry(input);
+    // null means none too: another store's CacheEntry can be passed as it is.
+    const u = makeTensor([9], 9003);
+    await store.addEntry({ ...toInput(u, 'null-sha'), sha256: null });
+    expect(store.getEntry(u.key)?.sha256).toBeNull();
+    await store.close();
+    const reopened = await openCacheStore(root);
+    expect(reopened.getEntry(t.key)?.sha256).toBeNull();
+    const report = await reopened.verify({ decode: true });
+    expect(report).toMatchObject({ ok: true, decoded: 2 });
+    await reopened.compact();
+    await reopened.close();
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8')) as Loose;
+    expect(manifest.entries[t.key]).not.toHaveProperty('sha256');
+    expect(manifest.entries[t.key].blob_sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('a manifest entry that drops its sha256 still opens (the field is optional)', async () => {
+    const { root, tensors } = await makeCache(2);
+    const t = tensors[0]!;
+    await editManifest(root, (m) => delete m.entries[t.key].sha256);
+    const store = await openCacheStore(root);
+    expect(store.getEntry(t.key)?.sha256).toBeNull();
+    expect(store.getEntry(tensors[1]!.key)?.sha256).toBe(tensors[1]!.sha256);
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    await store.close();
+  });
+
   it('a rewritten blob with a valid checksum is caught by blob_sha256', async () => {
     const { root, tensors } = await makeCache();
     const t = tensors[0]!;
