@@ -291,6 +291,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
+      blobSha256: s3,
       checkFailure() {
         if (state.failure !== null) throw state.failure;
       },
@@ -411,6 +412,12 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
+  /**
+   * Record each blob's SHA-256 (hashed on the worker that encoded it): an s3:// cache only, whose
+   * object names carry it. A local cache rests on the payload's XXH32, which covers every byte and
+   * the store checks on every read; the SHA-256 was 28 % of a build's CPU stages (bench/run-bench.mjs).
+   */
+  blobSha256: boolean;
   /** Throws the build's first failure: no commit starts after one. */
   checkFailure(): void;
   storedBytes: number;
@@ -511,7 +518,8 @@ async function processKeyedTensor(
   const processor = await context.processor;
   const encoder = context.encoderNow() ?? (await context.encoder);
   // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
-  const calibrated = await processor.calibrate(bytes, context.coverageMin, encoder.isCodec ? { out, chunkSize: context.chunkSize } : undefined);
+  const into = encoder.isCodec ? { out, chunkSize: context.chunkSize, digest: context.blobSha256 } : undefined;
+  const calibrated = await processor.calibrate(bytes, context.coverageMin, into);
   const { coverage, exponents } = calibrated;
   if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage' };
   context.checkFailure();
@@ -539,6 +547,7 @@ async function processKeyedTensor(
       dtype: 'BF16',
       // Hashed by the worker that encoded it; the store accepts it only for this very payload.
       ...(calibrated.payload && calibrated.payloadDigest ? { payloadDigest: calibrated.payloadDigest } : {}),
+      ...(context.blobSha256 ? {} : { recordBlobSha256: false }),
       ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
     });
     if (added) context.storedBytes += payload.byteLength;

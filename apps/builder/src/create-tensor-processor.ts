@@ -198,7 +198,7 @@ async function createWorkerProcessor(startupJobs: number, planReady: Promise<Wor
     async calibrate(bytes, coverageMin, into) {
       if (bytes.buffer !== slab || (into && into.out.buffer !== slab)) throw new Error('the workers only see views of the slab');
       const request: CalibrateRequest = { type: 'calibrate', id: nextId++, offsetBytes: bytes.byteOffset, byteLength: bytes.byteLength, coverageMin };
-      if (into) request.encodeInto = { offsetBytes: into.out.byteOffset, byteLength: into.out.byteLength, chunkSize: into.chunkSize };
+      if (into) request.encodeInto = { offsetBytes: into.out.byteOffset, byteLength: into.out.byteLength, chunkSize: into.chunkSize, digest: into.digest !== false };
       const reply = await ask(request);
       if (reply.type !== 'calibrated') throw new Error(`unexpected worker reply ${reply.type}`);
       const payload = into && reply.payloadBytes !== null ? into.out.subarray(0, reply.payloadBytes) : null;

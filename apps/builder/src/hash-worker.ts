@@ -36,7 +36,7 @@ port.on('message', (request: WorkerRequest) => {
     const { payload, payloadDigest, ...calibration } = calibrateAndEncode(
       new Uint8Array(slab, request.offsetBytes, request.byteLength),
       request.coverageMin,
-      into ? { out: new Uint8Array(slab, into.offsetBytes, into.byteLength), chunkSize: into.chunkSize } : undefined,
+      into ? { out: new Uint8Array(slab, into.offsetBytes, into.byteLength), chunkSize: into.chunkSize, digest: into.digest } : undefined,
     );
     reply({ type: 'calibrated', id: request.id, calibration, payloadBytes: payload ? payload.byteLength : null, payloadDigest });
   } catch (error) {

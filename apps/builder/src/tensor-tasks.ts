@@ -1,5 +1,5 @@
 // The CPU work done on one BF16 tensor on the worker threads (and in process for `--jobs 0`): the
-// codec's calibration and, on the codec path, the encoding and the blob's SHA-256. It imports no
+// codec's calibration and, on the codec path, the encoding and (for an s3:// cache) the blob's SHA-256. It imports no
 // @splitzip/store main entry (the workers would load its S3 client: +26 MB and ~0.3 CPU-s each);
 // the content key comes from its `content-key` entry, in hash-worker.ts.
 import { createHash } from 'node:crypto';
@@ -12,6 +12,8 @@ export type EncodeValues = (values: Uint16Array, exponents: readonly number[], c
 export interface EncodeInto {
   out: Uint8Array;
   chunkSize: number;
+  /** Also take the payload's SHA-256 (the store's blob_sha256; an s3:// cache needs it). Default true. */
+  digest?: boolean;
 }
 
 export interface TensorCalibration {
@@ -36,9 +38,9 @@ export type CalibratedPayload = TensorCalibration & { payload: Uint8Array | null
 
 /**
  * Calibrates and, with `into`, encodes a tensor that passes the gate straight into `into.out`
- * (its exact size is known from the calibration: one pass, no allocation), then takes the blob's
- * SHA-256 while the payload is at hand, for the store (which then need not hash it on the thread
- * that commits). `payload` is a view of `into.out`, or null (gate failed, or no `into`).
+ * (its exact size is known from the calibration: one pass, no allocation), then, unless
+ * `into.digest` is false, takes the blob's SHA-256 while the payload is at hand, for the store
+ * (which then need not hash it on the thread that commits). `payload` is a view of `into.out`, or null (gate failed, or no `into`).
  */
 export function calibrateAndEncode(bytes: Uint8Array, coverageMin: number, into?: EncodeInto): CalibratedPayload {
   const calibration = calibrateTensor(bytes, coverageMin);
@@ -48,7 +50,7 @@ export function calibrateAndEncode(bytes: Uint8Array, coverageMin: number, into?
     out: into.out,
     escapeCount: calibration.escapeCount,
   });
-  return { ...calibration, payload, payloadDigest: digestPayload(payload) };
+  return { ...calibration, payload, payloadDigest: into.digest === false ? null : digestPayload(payload) };
 }
 
 /** The store's PayloadDigest of a payload: the header fields name exactly the bytes hashed. */

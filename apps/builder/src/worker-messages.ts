@@ -16,7 +16,7 @@ export type WorkerRequest =
       byteLength: number;
       coverageMin: number;
       /** Encode a tensor that passes the gate into this range of the slab. */
-      encodeInto?: { offsetBytes: number; byteLength: number; chunkSize: number };
+      encodeInto?: { offsetBytes: number; byteLength: number; chunkSize: number; digest: boolean };
     }
   /** The content key of a tensor: so the SHA-1 pass runs on the workers, not the main thread. */
   | { type: 'key'; id: number; offsetBytes: number; byteLength: number; shape: number[] };

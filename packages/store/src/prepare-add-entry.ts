@@ -16,9 +16,13 @@ function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
-/** Validates an addEntry input (payload header and checksum, shape, slices) and builds its entry. Shared by both stores. */
+/**
+ * Validates an addEntry input (payload header and checksum, shape, slices) and builds its entry.
+ * Shared by both stores; `requireBlobSha256` (the S3 store, whose object names carry it) records
+ * the blob's SHA-256 even when the input says not to.
+ */
 
-export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
+export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha256?: boolean } = {}): PreparedEntry {
   if (input === null || typeof input !== 'object') throw new StoreError('INVALID_ARGUMENT', 'addEntry input must be an object');
   const { key, qualname, payload, shape, dtype, sha256 } = input;
   if (!isContentKey(key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits (computeContentKey)', { details: { key } });
@@ -61,7 +65,10 @@ export function prepareAddEntry(input: AddEntryInput): PreparedEntry {
     ids.add(id);
   }
   const blobBytes = payload.subarray(0, meta.compBytes);
-  const blobSha256 = input.payloadDigest === undefined ? sha256Hex(blobBytes) : acceptPayloadDigest(input.payloadDigest, meta, key);
+  let blobSha256: string | null;
+  if (input.payloadDigest !== undefined) blobSha256 = acceptPayloadDigest(input.payloadDigest, meta, key);
+  else if (input.recordBlobSha256 === false && !options.requireBlobSha256) blobSha256 = null;
+  else blobSha256 = sha256Hex(blobBytes);
   const entry: CacheEntry = Object.freeze({
     key,
     qualname,

@@ -14,6 +14,7 @@ import {
   MAX_SLICE_EPOCH,
   SLICES_DIR,
   blobObjectName,
+  blobSha256Of,
   entryObjectName,
   parseBlobObjectName,
   parseEntryObjectName,
@@ -203,7 +204,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   /** Reads the blob object of an entry into `target` (exactly compBytes), unchecked. */
   private readObjectInto(entry: CacheEntry, target: Uint8Array): Promise<void> {
-    return this.transport.getObjectInto(blobObjectName(entry.key, entry.blobSha256), target, entry.key);
+    return this.transport.getObjectInto(blobObjectName(entry.key, blobSha256Of(entry)), target, entry.key);
   }
 
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
@@ -222,7 +223,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (this.readThrough) {
       let hit = false;
       try {
-        hit = await this.readThrough.readInto(entry.key, entry.blobSha256, view);
+        hit = await this.readThrough.readInto(entry.key, blobSha256Of(entry), view);
       } catch {
         hit = false; // An unreadable local copy is a miss.
       }
@@ -231,7 +232,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           checkBlobPayload(entry, view, { checksum });
           return view;
         } catch {
-          await this.readThrough.remove(entry.key, entry.blobSha256); // Damaged on this host's disk: fetch again.
+          await this.readThrough.remove(entry.key, blobSha256Of(entry)); // Damaged on this host's disk: fetch again.
         }
       }
     }
@@ -239,13 +240,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     try {
       checkBlobPayload(entry, view, { checksum });
     } catch (error) {
-      throw isStoreError(error) ? error.withContext({ path: this.transport.describe(blobObjectName(entry.key, entry.blobSha256)) }) : error;
+      throw isStoreError(error) ? error.withContext({ path: this.transport.describe(blobObjectName(entry.key, blobSha256Of(entry))) }) : error;
     }
     if (this.readThrough) {
       // The local copy is an optimisation: a full disk must not fail the read. Unchecked here when
       // the caller verifies: a damaged copy is then dropped through discardLocalCopy, and a reader
       // that leaves the checksum to this store judges every copy it reads.
-      await this.readThrough.write(entry.key, entry.blobSha256, view).catch(() => undefined);
+      await this.readThrough.write(entry.key, blobSha256Of(entry), view).catch(() => undefined);
     }
     return view;
   }
@@ -258,7 +259,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     this.assertOpen();
     const entry = this.state.entries.get(key);
     if (!entry || !this.readThrough) return;
-    await this.readThrough.remove(entry.key, entry.blobSha256);
+    await this.readThrough.remove(entry.key, blobSha256Of(entry));
   }
 
   /**
@@ -451,7 +452,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
     this.assertOpen();
     if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
-    const prepared = inputs.map((input) => prepareAddEntry(input));
+    const prepared = inputs.map((input) => prepareAddEntry(input, { requireBlobSha256: true }));
     for (const { entry } of prepared) for (const slice of entry.sliceKeys) encodeShardName(slice[0]);
     await this.refresh();
     const draft = new StateDraft(this.state);
@@ -482,13 +483,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const limit = this.transport.settings.maxConcurrentRequests;
     // Blob first, then the entry object: a listed entry always has its complete blob.
     await mapLimited(fresh, limit, async ({ entry, payload }) => {
-      await this.transport.putObject(blobObjectName(entry.key, entry.blobSha256), payload);
+      await this.transport.putObject(blobObjectName(entry.key, blobSha256Of(entry)), payload);
       const json = {
         ...entryToDisk(entry),
         slice_keys: [],
         ...(payload.length <= S3_INLINE_PAYLOAD_MAX_BYTES ? { inline_payload: Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('base64') } : {}),
       };
-      await this.transport.putObject(entryObjectName(entry.key, entry.blobSha256), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
+      await this.transport.putObject(entryObjectName(entry.key, blobSha256Of(entry)), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
     });
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
     if (aliasWrites.length > 0) await this.writeAliases(aliasWrites);

@@ -1,6 +1,6 @@
 import { StoreError } from './errors.js';
 import { MAX_SLICE_OFFSET_BYTES } from './limits.js';
-import type { SliceKeyTuple } from './types.js';
+import type { CacheEntry, SliceKeyTuple } from './types.js';
 
 /** `s3://bucket/prefix` split into its parts; `prefix` is '' or ends with '/'. */
 export interface S3Location {
@@ -52,6 +52,16 @@ export const ENTRIES_DIR = 'entries/';
 export const SLICES_DIR = 'slices/';
 
 /** A blob is named by its content key and the SHA-256 of its bytes: two encodings of one tensor never share a name. */
+/**
+ * An S3 cache entry's blob SHA-256, which its object names carry. Never null there: entries are
+ * either made by this store (prepareAddEntry with requireBlobSha256) or read from an entry object
+ * whose name must carry the same digest; a null here is a bug, reported as an invalid entry.
+ */
+export function blobSha256Of(entry: Pick<CacheEntry, 'key' | 'blobSha256'>): string {
+  if (entry.blobSha256 === null) throw new StoreError('ENTRY_INVALID', 'an S3 cache entry needs its blob_sha256', { entry: entry.key });
+  return entry.blobSha256;
+}
+
 export function blobObjectName(key: string, blobSha256: string): string {
   return `${BLOBS_DIR}${key}.${blobSha256}.bin`;
 }

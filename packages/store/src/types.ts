@@ -33,8 +33,12 @@ export interface CacheEntry {
   readonly formatVersion: number;
   /** `xxh32:<8 hex>`: the payload's own checksum, which covers every byte of the blob. */
   readonly blobChecksum: string;
-  /** SHA-256 of the blob file (hex). */
-  readonly blobSha256: string;
+  /**
+   * SHA-256 of the blob file (hex); null when the writer chose not to record one (AddEntryInput
+   * recordBlobSha256: local caches only; the payload's XXH32, `blobChecksum`, still covers every
+   * byte). Entries of an S3 cache always have one: their object names carry it.
+   */
+  readonly blobSha256: string | null;
   /**
    * SHA-256 of the original, uncompressed bytes (hex), when the writer recorded one; null otherwise.
    * The content key (`key`, a SHA-1 of shape, dtype, length and these bytes) identifies the same
@@ -110,6 +114,12 @@ export interface AddEntryInput {
    * store computes it.
    */
   payloadDigest?: PayloadDigest;
+  /**
+   * false: record no `blob_sha256` unless `payloadDigest` brings one (the store then need not hash
+   * the blob; `verify` still checks its XXH32, which covers every byte). The local store only: the
+   * S3 store always records it, because its object names carry it. Default true.
+   */
+  recordBlobSha256?: boolean;
 }
 
 /**

@@ -38,7 +38,8 @@ export interface DiskEntry {
   format_version: number;
   comp_bytes: number;
   blob_checksum: string;
-  blob_sha256: string;
+  /** Absent when the writer recorded none (CacheEntry.blobSha256). */
+  blob_sha256?: string;
   /** Absent when the writer recorded none (CacheEntry.sha256). */
   sha256?: string;
 }
@@ -207,7 +208,9 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
   if (e.blob_checksum !== formatBlobChecksum(meta.checksum)) {
     mismatch(key, 'blob_checksum disagrees with meta.checksum', { blobChecksum: e.blob_checksum, metaChecksum: meta.checksum });
   }
-  if (!isSha256Hex(e.blob_sha256)) mismatch(key, 'blob_sha256 must be 64 lower-case hex digits', { field: 'blob_sha256' });
+  if (e.blob_sha256 !== undefined && !isSha256Hex(e.blob_sha256)) {
+    mismatch(key, 'blob_sha256 must be 64 lower-case hex digits when present', { field: 'blob_sha256' });
+  }
   if (e.sha256 !== undefined && !isSha256Hex(e.sha256)) mismatch(key, 'sha256 must be 64 lower-case hex digits when present', { field: 'sha256' });
   const rawSliceKeys = e.slice_keys === undefined ? [] : e.slice_keys;
   if (!Array.isArray(rawSliceKeys) || rawSliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
@@ -240,7 +243,7 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     shape: Object.freeze([...(e.shape as number[])]),
     formatVersion: meta.version,
     blobChecksum: e.blob_checksum as string,
-    blobSha256: e.blob_sha256 as string,
+    blobSha256: e.blob_sha256 === undefined ? null : (e.blob_sha256 as string),
     sha256: e.sha256 === undefined ? null : (e.sha256 as string),
     sliceKeys: Object.freeze(sliceKeys),
   });
@@ -270,7 +273,7 @@ export function entryToDisk(entry: CacheEntry): DiskEntry {
     format_version: entry.formatVersion,
     comp_bytes: entry.compBytes,
     blob_checksum: entry.blobChecksum,
-    blob_sha256: entry.blobSha256,
+    ...(entry.blobSha256 === null ? {} : { blob_sha256: entry.blobSha256 }),
     ...(entry.sha256 === null ? {} : { sha256: entry.sha256 }),
   };
 }

@@ -80,7 +80,7 @@ describe('the manifest is input', () => {
     ['ENTRY_INVALID', 'blob_checksum', (e) => (e.blob_checksum = 'xxh32:00000000')],
     ['ENTRY_INVALID', 'blob_checksum', (e) => (e.blob_checksum = 'crc32:00000000')],
     ['ENTRY_INVALID', 'sha256', (e) => (e.sha256 = 'abc')],
-    ['ENTRY_INVALID', 'blob_sha256', (e) => delete e.blob_sha256],
+    ['ENTRY_INVALID', 'blob_sha256', (e) => (e.blob_sha256 = 'A'.repeat(64))],
     ['ENTRY_INVALID', 'slice_keys', (e) => (e.slice_keys = [['shard-0', 0, 240], ['shard-0', 0, 240]])],
     ['SIZE_INVALID', 'slice offset', (e) => (e.slice_keys = [['shard-0', -5, 240]])],
     ['ENTRY_INVALID', 'slice_keys', (e) => (e.slice_keys = 'none')],
@@ -596,6 +596,33 @@ describe('verify', () => {
     const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8')) as Loose;
     expect(manifest.entries[t.key]).not.toHaveProperty('sha256');
     expect(manifest.entries[t.key].blob_sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('recordBlobSha256: false records no blob_sha256; the XXH32 still catches a damaged blob', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([40, 30], 9004);
+    await store.addEntry({ ...toInput(t, 'no-blob-sha'), recordBlobSha256: false });
+    const entry = store.getEntry(t.key)!;
+    expect(entry.blobSha256).toBeNull();
+    expect(await store.verify({ decode: true })).toMatchObject({ ok: true, decoded: 1 });
+    await store.close();
+    const manifestPath = join(root, 'manifest.json');
+    const reopened = await openCacheStore(root);
+    expect(reopened.getEntry(t.key)?.blobSha256).toBeNull();
+    await reopened.compact();
+    await reopened.close();
+    const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as Loose;
+    expect(manifest.entries[t.key]).not.toHaveProperty('blob_sha256');
+    // One flipped bit in the sm section: the payload's own checksum (covering every byte) catches it.
+    const blobPath = join(root, entry.blob);
+    const blob = await readFile(blobPath);
+    blob[blob.length - 7]! ^= 0x10;
+    await writeFile(blobPath, blob);
+    const damaged = await openCacheStore(root);
+    expect((await damaged.verify()).problems).toEqual([expect.objectContaining({ key: t.key, code: 'BLOB_CORRUPT' })]);
+    expect((await catchError(() => damaged.readBlob(t.key, new Uint8Array(entry.compBytes)))).code).toBe('BLOB_CORRUPT');
+    await damaged.close();
   });
 
   it('a manifest entry that drops its sha256 still opens (the field is optional)', async () => {

@@ -29,7 +29,7 @@ async function startProxy(onRequest: (req: IncomingMessage, res: ServerResponse)
   };
 }
 
-function blobName(prefix: string, entry: { key: string; blobSha256: string }): string {
+function blobName(prefix: string, entry: { key: string; blobSha256: string | null }): string {
   return `${prefix}blobs/${entry.key}.${entry.blobSha256}.bin`;
 }
 
@@ -103,8 +103,12 @@ describeS3('S3 store against the gateway', () => {
     const shapes = [[0], [1], [7], [3, 5], [64], [65], [2, 3, 37], [1000], [4097]];
     const tensors = shapes.map((shape, i) => makeTensor(shape, 100 + i));
     const writer = await openCacheStore(url(prefix), { create: true });
-    const results = await writer.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`model-0000${i % 2}.safetensors`, i * 65536, t.bytes.length]])));
+    // recordBlobSha256: false is a local-cache choice: S3 object names carry the digest, so it is recorded anyway.
+    const results = await writer.addEntries(
+      tensors.map((t, i) => ({ ...toInput(t, `layer.${i}`, [[`model-0000${i % 2}.safetensors`, i * 65536, t.bytes.length]]), recordBlobSha256: i % 2 === 0 })),
+    );
     expect(results.map((r) => r.added)).toEqual(tensors.map(() => true));
+    for (const t of tensors) expect(writer.getEntry(t.key)?.blobSha256).toMatch(/^[0-9a-f]{64}$/);
     // Re-adding is a no-op.
     expect((await writer.addEntries(tensors.slice(0, 2).map((t) => toInput(t, 'again')))).map((r) => r.added)).toEqual([false, false]);
     const report = await writer.verify({ decode: true });
