@@ -1,5 +1,5 @@
 // Runs the per-tensor work (the content key's SHA-1, exponent histogram + Top-16 codebook, and on
-// the codec path the encoding and the payload's SHA-256) on a pool of worker
+// the codec path the encoding and, for an s3:// cache, the payload's SHA-256) on a pool of worker
 // threads, or on the calling thread for `jobs: 0`. Tensors and payload buffers are views of the
 // build's slab, which the workers share: they read and write them in place. The workers that fit
 // any model start at once (a worker takes ~80 ms of CPU to start); the slab, and the number of

@@ -1,6 +1,6 @@
-// Worker-thread entry: calibrates the tensors the main thread hands it (exponent histogram, Top-16
-// codebook, coverage, and the SHA-256 of a tensor that passes the gate) and, on the codec path,
-// encodes them and takes the payload's SHA-256, one request at a time. Tensors and payloads are
+// Worker-thread entry: keys and calibrates the tensors the main thread hands it (content key;
+// exponent histogram, Top-16 codebook, coverage) and, on the codec path, encodes them and, for an
+// s3:// cache, takes the payload's SHA-256, one request at a time. Tensors and payloads are
 // ranges of the build's slab (shared memory, received once, before any request): read and written
 // in place. The content key (SHA-1) is a request of its own, answered first: the main thread,
 // where the store lives, then sends only the tensors not yet cached back for calibrating.
