@@ -415,7 +415,7 @@ interface TensorContext {
   /**
    * Record each blob's SHA-256 (hashed on the worker that encoded it): an s3:// cache only, whose
    * object names carry it. A local cache rests on the payload's XXH32, which covers every byte and
-   * the store checks on every read; the SHA-256 was 28 % of a build's CPU stages (bench/run-bench.mjs).
+   * the store checks on every read; the SHA-256 was 20 % of a build's CPU stages (bench/run-bench.mjs).
    */
   blobSha256: boolean;
   /** Throws the build's first failure: no commit starts after one. */
