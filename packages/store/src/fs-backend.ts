@@ -57,7 +57,6 @@ function blobOpenError(error: unknown, key: string, path: string): StoreError {
   return toIoError(error, 'cannot open the blob', { entry: key, path });
 }
 
-/** An opened blob must be a regular file of exactly the manifest's size. */
 /** A blob file that ended after `readBytes` of the `expectedBytes` the manifest gives it. */
 function shortBlobError(readBytes: number, expectedBytes: number, path: string): StoreError {
   return new StoreError('BLOB_SIZE_MISMATCH', `file ended after ${readBytes} bytes, ${expectedBytes} expected`, { path, details: { readBytes, expectedBytes } });
@@ -68,6 +67,7 @@ function blobReadError(error: unknown, key: string, path: string): Error {
   return error instanceof StoreError ? error.withContext({ entry: key }) : toIoError(error, 'cannot read the blob', { entry: key, path });
 }
 
+/** An opened blob must be a regular file of exactly the manifest's size. */
 function checkBlobFile(info: { isFile(): boolean; size: number }, expectedBytes: number, key: string, path: string): void {
   if (!info.isFile()) {
     throw new StoreError('UNSAFE_BLOB_PATH', 'blob is not a regular file', { entry: key, path, details: { reason: 'not-a-file' } });
