@@ -549,6 +549,9 @@ async function processKeyedTensor(
       ...(calibrated.payload && calibrated.payloadDigest ? { payloadDigest: calibrated.payloadDigest } : {}),
       ...(context.blobSha256 ? {} : { recordBlobSha256: false }),
       ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
+      // The payload's slab room goes back once its bytes are in the file, not after the fsync,
+      // rename and journal record: the next tensors reuse that (already touched) memory meanwhile.
+      ...(calibrated.payload ? { onPayloadWritten: () => slab.release(out) } : {}),
     });
     if (added) context.storedBytes += payload.byteLength;
     if (added && sliceFree) context.aliased++;
@@ -556,7 +559,8 @@ async function processKeyedTensor(
     // An identical tensor of this run may have been committed first: then this one is 'cached'.
     return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
   } finally {
-    // The store has written (or refused) the payload and keeps no reference to it.
+    // The store has written (or refused) the payload and keeps no reference to it (released
+    // already where onPayloadWritten ran; a second release is a no-op).
     if (calibrated.payload) slab.release(out);
     else context.dropPayload(payload.byteLength);
   }

@@ -32,8 +32,11 @@ export interface StorageBackend {
   createJournal(generation: number, header: Uint8Array): Promise<void>;
   removeJournal(generation: number): Promise<void>;
 
-  /** Writes a payload durably under a temp name (outside the lock; parallel writers). */
-  stageBlob(key: string, payload: Uint8Array): Promise<StagedBlob>;
+  /**
+   * Writes a payload durably under a temp name (outside the lock; parallel writers); calls
+   * `onWritten` once every byte is written and `payload` is no longer read (before the fsync).
+   */
+  stageBlob(key: string, payload: Uint8Array, onWritten?: () => void): Promise<StagedBlob>;
   /** Under the writer lock: moves a staged blob to its final name (replacing an uncommitted leftover). */
   publishStagedBlob(staged: StagedBlob): Promise<void>;
   /** Makes published names durable (one directory sync for many blobs). */

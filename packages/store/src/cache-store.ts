@@ -508,18 +508,18 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // See what other processes added, so existing keys cost no blob write and no lock.
     await this.refresh();
     const seen = new Set<string>();
-    const work: { at: number; entry: CacheEntry; payload: Uint8Array }[] = [];
-    prepared.forEach(({ entry, payload }, at) => {
+    const work: { at: number; entry: CacheEntry; payload: Uint8Array; onPayloadWritten: (() => void) | undefined }[] = [];
+    prepared.forEach(({ entry, payload, onPayloadWritten }, at) => {
       if (this.state.entries.has(entry.key) || seen.has(entry.key)) return;
       seen.add(entry.key);
-      work.push({ at, entry, payload });
+      work.push({ at, entry, payload, onPayloadWritten });
     });
     const results: AddEntryResult[] = prepared.map(({ entry }) => ({ key: entry.key, added: false }));
     if (work.length === 0) return results;
     const staged: StagedBlob[] = [];
     try {
       await mapLimited(work, BLOB_WRITE_CONCURRENCY, async (item) => {
-        staged.push(await this.backend.stageBlob(item.entry.key, item.payload));
+        staged.push(await this.backend.stageBlob(item.entry.key, item.payload, item.onPayloadWritten));
       });
       const byKey = new Map(staged.map((s) => [s.key, s]));
       const added = await new Promise<boolean[]>((resolve, reject) => {

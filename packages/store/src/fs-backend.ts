@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import { lstat, mkdir, open, readdir, realpath, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JournalFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
+import { callHook } from './call-hook.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, takeOpenBlobFile } from './open-blob-files.js';
@@ -238,13 +239,15 @@ export class FsBackend implements StorageBackend {
     });
   }
 
-  async stageBlob(key: string, payload: Uint8Array): Promise<StagedBlob> {
+  async stageBlob(key: string, payload: Uint8Array, onWritten?: () => void): Promise<StagedBlob> {
     const name = tempName('.bin');
     const path = join(this.root, BLOBS, name);
     try {
       const handle = await open(path, 'wx', 0o644);
       try {
         await writeAll(handle, payload, 0);
+        // The bytes are in the page cache: the caller may reuse the payload's memory during the fsync.
+        if (onWritten) callHook(onWritten);
         await handle.sync();
       } finally {
         await handle.close();

@@ -10,6 +10,8 @@ export interface PreparedEntry {
   entry: CacheEntry;
   /** The payload's bytes up to its total size (what the blob holds). */
   payload: Uint8Array;
+  /** AddEntryInput.onPayloadWritten, checked to be a function. */
+  onPayloadWritten: (() => void) | undefined;
 }
 
 function sha256Hex(bytes: Uint8Array): string {
@@ -64,6 +66,10 @@ export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha2
     if (ids.has(id)) throw new StoreError('INVALID_ARGUMENT', `slice ${JSON.stringify(slice)} is listed twice`, { entry: key });
     ids.add(id);
   }
+  const { onPayloadWritten } = input;
+  if (onPayloadWritten !== undefined && typeof onPayloadWritten !== 'function') {
+    throw new StoreError('INVALID_ARGUMENT', 'onPayloadWritten must be a function', { entry: key });
+  }
   const blobBytes = payload.subarray(0, meta.compBytes);
   let blobSha256: string | null;
   if (input.payloadDigest !== undefined) blobSha256 = acceptPayloadDigest(input.payloadDigest, meta, key);
@@ -94,7 +100,7 @@ export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha2
     sha256: sha256 ?? null,
     sliceKeys: Object.freeze(sliceKeys),
   });
-  return { entry, payload: blobBytes };
+  return { entry, payload: blobBytes, onPayloadWritten };
 }
 
 /**

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { callHook } from './call-hook.js';
 import { StoreError, isStoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
@@ -482,13 +483,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const added = new Set(fresh.map((f) => f.entry.key));
     const limit = this.transport.settings.maxConcurrentRequests;
     // Blob first, then the entry object: a listed entry always has its complete blob.
-    await mapLimited(fresh, limit, async ({ entry, payload }) => {
+    await mapLimited(fresh, limit, async ({ entry, payload, onPayloadWritten }) => {
       await this.transport.putObject(blobObjectName(entry.key, blobSha256Of(entry)), payload);
       const json = {
         ...entryToDisk(entry),
         slice_keys: [],
         ...(payload.length <= S3_INLINE_PAYLOAD_MAX_BYTES ? { inline_payload: Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('base64') } : {}),
       };
+      // The blob is stored and its inline copy made: the payload is not read again.
+      if (onPayloadWritten) callHook(onPayloadWritten);
       await this.transport.putObject(entryObjectName(entry.key, blobSha256Of(entry)), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
     });
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.

@@ -120,6 +120,16 @@ export interface AddEntryInput {
    * S3 store always records it, because its object names carry it. Default true.
    */
   recordBlobSha256?: boolean;
+  /**
+   * Called once the store will not read `payload` again: its bytes are in the file system (local
+   * cache: written to the staged blob file, before its fsync, rename and journal record) or stored
+   * (S3). From then on the memory is the caller's again, while the commit completes: a builder
+   * reuses it for the next tensor instead of holding it through the fsync. Called at most once, and
+   * not at all where the store writes nothing for the entry (its key is cached already) or fails
+   * before the payload is written: settling addEntry is what returns the memory then. It must not
+   * throw (what it throws is ignored).
+   */
+  onPayloadWritten?: () => void;
 }
 
 /**

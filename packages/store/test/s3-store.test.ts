@@ -104,10 +104,23 @@ describeS3('S3 store against the gateway', () => {
     const tensors = shapes.map((shape, i) => makeTensor(shape, 100 + i));
     const writer = await openCacheStore(url(prefix), { create: true });
     // recordBlobSha256: false is a local-cache choice: S3 object names carry the digest, so it is recorded anyway.
+    // onPayloadWritten: once per entry, before the entries are listed (committed); the memory is
+    // the caller's again then, so scribbling on it must not change what was stored.
+    const originals = tensors.map((t) => t.payload.slice());
+    const written: [number, boolean][] = [];
     const results = await writer.addEntries(
-      tensors.map((t, i) => ({ ...toInput(t, `layer.${i}`, [[`model-0000${i % 2}.safetensors`, i * 65536, t.bytes.length]]), recordBlobSha256: i % 2 === 0 })),
+      tensors.map((t, i) => ({
+        ...toInput(t, `layer.${i}`, [[`model-0000${i % 2}.safetensors`, i * 65536, t.bytes.length]]),
+        recordBlobSha256: i % 2 === 0,
+        onPayloadWritten: () => {
+          written.push([i, writer.getEntry(t.key) !== undefined]);
+          t.payload.fill(0x5a);
+        },
+      })),
     );
     expect(results.map((r) => r.added)).toEqual(tensors.map(() => true));
+    expect(written.sort((x, y) => x[0] - y[0])).toEqual(tensors.map((_, i) => [i, false]));
+    tensors.forEach((t, i) => (t.payload = originals[i]!));
     for (const t of tensors) expect(writer.getEntry(t.key)?.blobSha256).toMatch(/^[0-9a-f]{64}$/);
     // Re-adding is a no-op.
     expect((await writer.addEntries(tensors.slice(0, 2).map((t) => toInput(t, 'again')))).map((r) => r.added)).toEqual([false, false]);

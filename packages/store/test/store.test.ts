@@ -2,7 +2,7 @@ import { readFile, readdir, stat, writeFile, appendFile } from 'node:fs/promises
 import { join } from 'node:path';
 import { decode, readPayloadMeta, xxh32 } from '@splitzip/codec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openCacheStore } from '../src/index.js';
+import { openCacheStore, type AddEntryInput } from '../src/index.js';
 import { scanJournalRecords, JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -130,6 +130,57 @@ describe('entries', () => {
     await store.close();
     const again = await openCacheStore(root);
     expect(again.lookupBySlice('s.safetensors', 0, 20)?.key).toBe(t.key);
+    await again.close();
+  });
+
+  it('onPayloadWritten hands the payload back once it is in the file, before the commit completes', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const [a, b, c] = [makeTensor([300, 7], 71), makeTensor([513], 72), makeTensor([64], 73)];
+    await store.addEntry(toInput(c, 'present'));
+    const original = a.payload.slice();
+    const calls: string[] = [];
+    const results = await store.addEntries([
+      {
+        ...toInput(a, 'a'),
+        onPayloadWritten: () => {
+          // Not committed yet (no journal record), and the memory is the caller's again: scribble on it.
+          calls.push(`a committed=${store.getEntry(a.key) !== undefined}`);
+          a.payload.fill(0xa5);
+        },
+      },
+      { ...toInput(b, 'b'), onPayloadWritten: () => calls.push('b') },
+      // Already cached, and a duplicate of this batch: nothing written, no call.
+      { ...toInput(c, 'c again'), onPayloadWritten: () => calls.push('c') },
+      { ...toInput(b, 'b again'), onPayloadWritten: () => calls.push('b again') },
+    ]);
+    expect(results.map((r) => r.added)).toEqual([true, true, false, false]);
+    expect(calls.sort()).toEqual(['a committed=false', 'b']);
+    // What was written is the payload as it was when handed over.
+    const view = await store.readBlob(a.key, new Uint8Array(original.length));
+    expect(Buffer.from(view).equals(Buffer.from(original))).toBe(true);
+    expect(await store.verify({ decode: true })).toMatchObject({ ok: true, decoded: 3 });
+    await store.close();
+  });
+
+  it('onPayloadWritten: a hook that throws does not break the commit; one that is not a function is refused', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([40, 3], 74);
+    const bad = { ...toInput(t, 'bad'), onPayloadWritten: 'later' } as unknown as AddEntryInput;
+    expect(await catchError(() => store.addEntry(bad))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('onPayloadWritten') });
+    expect(store.getEntry(t.key)).toBeUndefined();
+    const thrown = {
+      ...toInput(t, 'thrower'),
+      onPayloadWritten: () => {
+        throw new Error('hook failed');
+      },
+    };
+    expect(await store.addEntry(thrown)).toEqual({ key: t.key, added: true });
+    await store.close();
+    const again = await openCacheStore(root);
+    expect(again.getEntry(t.key)?.qualname).toBe('thrower');
+    expect((await again.verify({ decode: true })).ok).toBe(true);
     await again.close();
   });
 
