@@ -236,8 +236,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     let droppedBytes = 0;
     // Raw tensors held (read, keyed, or waiting for or at a worker): at most what keeps every
     // worker's queue full plus the next being read, so the rest of the slab holds payloads that
-    // wait for their commit (on a disk, 3-6x as long as encoding them) instead of reads far ahead,
-    // whose fresh pages cost CPU (~3 ms per MiB here) and do not make the workers any faster.
+    // wait for their write instead of reads far ahead, whose fresh pages cost CPU (~3 ms per MiB
+    // here) and do not make the workers any faster.
     const rawHeld = new Set<Uint8Array>();
     const maxRawAhead = Math.max(1, memory.workers) * REQUESTS_PER_WORKER + RAW_READ_AHEAD;
     const releaseRaw = (raw: Uint8Array): void => {
