@@ -1,5 +1,6 @@
 import { createCodecArena, type CodecArena } from '@splitzip/codec';
 import { RuntimeError } from './errors.js';
+import { mallocUsesHugePages } from './malloc-uses-huge-pages.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
 export const STAGING_ALIGN_BYTES = 256;
@@ -86,6 +87,14 @@ export interface StagingPoolOptions {
    * decode reads and writes in place); it must have room for them. Overrides `shared`/`threads`.
    */
   arena?: CodecArena;
+  /**
+   * Without `arena`: put the slots in a new codec arena of their own (WebAssembly memory, so the
+   * codec's kernels read payloads in place), or in an ordinary (shared) buffer. Default: an arena,
+   * unless this process's malloc gives large buffers huge pages (mallocUsesHugePages), which V8's
+   * WebAssembly memory does not get: a first load's staging then costs fewer page faults than the
+   * kernels' block copies (measured in mallocUsesHugePages' file).
+   */
+  codecArena?: boolean;
 }
 
 function alignUp(value: number, align: number): number {
@@ -114,7 +123,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   const slots: StagingSlot[] = [];
   let allocations = 0;
   let arena = options.arena;
-  if (arena === undefined && slotBytes * slotCount <= MAX_POOL_ARENA_BYTES) {
+  if (arena === undefined && slotBytes * slotCount <= MAX_POOL_ARENA_BYTES && (options.codecArena ?? !mallocUsesHugePages())) {
     // One codec arena for all slots (a plain or shared buffer where WebAssembly SIMD is missing).
     const threads = shared ? (options.threads ?? 0) : 0;
     if (!Number.isSafeInteger(threads) || threads < 0 || threads > 64) {

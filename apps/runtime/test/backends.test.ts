@@ -5,6 +5,7 @@ import { createFileReader } from '../src/create-file-reader.js';
 import { createCodecArena } from '@splitzip/codec';
 import { createStagingPool } from '../src/create-staging-pool.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import { releaseIdleStagingPools } from '../src/idle-staging-pools.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import type { ShardCache } from '../src/open-shard-cache.js';
@@ -110,6 +111,29 @@ describe('decode backends', () => {
       expect(threads.stats().arenaDecodes).toBe(before);
       expect(() => createStagingPool({ slotBytes, slotCount: 64, arena: small })).toThrow(/bytes free/);
     } finally {
+      await threads.close?.();
+    }
+  });
+
+  it('the thread decoder reads payloads from a staging pool outside any codec arena (where malloc gives huge pages)', async () => {
+    const threads = createThreadDecoder({ threads: 2, splitMinValues: 1 << 16, inlineMaxValues: 1024 });
+    await threads.warmUp();
+    const saved = process.env.GLIBC_TUNABLES;
+    try {
+      const pool = createStagingPool({ slotBytes: 1 << 20, slotCount: 4, shared: true, threads: 2, codecArena: false });
+      expect(pool.arena).toBeUndefined();
+      const before = threads.stats().arenaDecodes;
+      expect((await checkAll({ backend: threads, pool, verifyDigest: true })).fromCache).toBe(10);
+      expect(threads.stats().arenaDecodes).toBe(before);
+      // loadModel's own pool follows the process's malloc the same way (a fresh one: idle ones let go).
+      releaseIdleStagingPools();
+      process.env.GLIBC_TUNABLES = 'glibc.malloc.hugetlb=1';
+      expect((await checkAll({ backend: threads, verifyDigest: true })).fromCache).toBe(10);
+      expect(threads.stats().arenaDecodes).toBe(before);
+    } finally {
+      if (saved === undefined) delete process.env.GLIBC_TUNABLES;
+      else process.env.GLIBC_TUNABLES = saved;
+      releaseIdleStagingPools();
       await threads.close?.();
     }
   });

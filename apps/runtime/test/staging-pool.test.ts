@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createStagingPool, STAGING_ALIGN_BYTES, type StagingSlot } from '../src/create-staging-pool.js';
 import { isRuntimeError } from '../src/errors.js';
+import { mallocUsesHugePages } from '../src/malloc-uses-huge-pages.js';
 
 describe('createStagingPool', () => {
   it('rounds slots up to the alignment and places each at an aligned offset', () => {
@@ -179,5 +180,36 @@ describe('createStagingPool', () => {
     const pool = createStagingPool({ slotBytes: 300, slotCount: 2, shared: true });
     const slot = pool.tryAcquire() as StagingSlot;
     expect(slot.bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+
+  it('puts the slots in a codec arena unless told not to, or unless malloc gives huge pages', () => {
+    const saved = process.env.GLIBC_TUNABLES;
+    try {
+      delete process.env.GLIBC_TUNABLES;
+      expect(createStagingPool({ slotBytes: 4096, slotCount: 2 }).arena).toBeDefined();
+      expect(createStagingPool({ slotBytes: 4096, slotCount: 2, shared: true, threads: 2 }).arena).toBeDefined();
+      const plain = createStagingPool({ slotBytes: 4096, slotCount: 2, shared: true, threads: 2, codecArena: false });
+      expect(plain.arena).toBeUndefined();
+      expect((plain.tryAcquire() as StagingSlot).bytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+      // The process's malloc asked for huge pages: plain buffers (which get them) by default.
+      process.env.GLIBC_TUNABLES = 'glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1';
+      expect(createStagingPool({ slotBytes: 4096, slotCount: 2, shared: true, threads: 2 }).arena).toBeUndefined();
+      expect(createStagingPool({ slotBytes: 4096, slotCount: 2 }).arena).toBeUndefined();
+      expect(createStagingPool({ slotBytes: 4096, slotCount: 2, codecArena: true }).arena).toBeDefined();
+    } finally {
+      if (saved === undefined) delete process.env.GLIBC_TUNABLES;
+      else process.env.GLIBC_TUNABLES = saved;
+    }
+  });
+});
+
+describe('mallocUsesHugePages', () => {
+  it('reads glibc.malloc.hugetlb=1 or 2 among the tunables, nothing else', () => {
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.mmap_threshold=33554432:glibc.malloc.hugetlb=2:glibc.malloc.arena_max=1')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=0')).toBe(false);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=10')).toBe(false);
+    expect(mallocUsesHugePages('xglibc.malloc.hugetlb=1')).toBe(false);
+    expect(mallocUsesHugePages('')).toBe(false);
   });
 });
