@@ -8,7 +8,7 @@
 // one can be made, so that the codec's kernels encode tensors and check payloads in place: on a
 // plain SharedArrayBuffer they copy every block in and out of their own memory (V8 copies shared
 // memory with a relaxed memmove: ~0.2 CPU-s per GB of BF16 built, measured).
-import { attachCodecArena, createCodecArena, type CodecArenaShare } from '@splitzip/codec';
+import { attachCodecArena, createCodecArena, mallocUsesHugePages, type CodecArenaShare } from '@splitzip/codec';
 
 export interface SlabPool {
   /**
@@ -63,17 +63,6 @@ export interface SlabOptions {
 }
 
 /**
- * Whether this process's malloc backs large allocations with transparent huge pages
- * (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1` or `=2`, glibc >= 2.35). A plain buffer then gets them
- * and a codec arena (WebAssembly memory, which V8 maps itself) does not: measured on the 1.16 GB
- * model, tmpfs, --jobs 2: 41 k first-touch faults and 2.08 s with a plain slab, 49 k and 2.30 s
- * with the arena, whose in-place encoding saves less (~0.15 CPU-s) than the faults cost here.
- */
-export function mallocUsesHugePages(tunables: string | undefined = process.env.GLIBC_TUNABLES): boolean {
-  return /(^|:)glibc\.malloc\.hugetlb=[12](:|$)/.test(tunables ?? '');
-}
-
-/**
  * The slab's memory for this thread: a codec arena of `cap` bytes (shared with `threads` other
  * threads when there are any), else a plain (Shared)ArrayBuffer: where the arena is not wanted
  * or cannot be made (beyond wasm32's 4 GiB, no WebAssembly SIMD, the address space refused)
@@ -113,7 +102,11 @@ export function attachSlab(share: CodecArenaShare): SharedArrayBuffer {
 
 export function createSlabPool(capBytes: number, options: SlabOptions = {}): SlabPool {
   const cap = alignUp(capBytes);
-  const memory = allocateSlabMemory(cap, options.threads ?? 0, options.arena ?? !mallocUsesHugePages());
+  // Where malloc gives huge pages (codec.mallocUsesHugePages), a plain slab gets them and an arena
+  // does not: measured on the 1.16 GB model, tmpfs, --jobs 2: 41 k first-touch faults and 2.08 s
+  // with a plain slab, 49 k and 2.30 s with the arena, whose in-place encoding saves less (~0.15
+  // CPU-s) than the faults cost here.
+  const memory = allocateSlabMemory(cap, options.threads ?? 0, options.arena ?? !mallocUsesHugePages(process.env.GLIBC_TUNABLES));
   const { buffer, base } = memory;
   // Free ranges, ascending offsets, never adjacent (merged on release); first fit.
   const free: { offset: number; size: number }[] = [{ offset: 0, size: cap }];

@@ -1,6 +1,5 @@
-import { createCodecArena, type CodecArena } from '@splitzip/codec';
+import { createCodecArena, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
 import { RuntimeError } from './errors.js';
-import { mallocUsesHugePages } from './malloc-uses-huge-pages.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
 export const STAGING_ALIGN_BYTES = 256;
@@ -90,9 +89,13 @@ export interface StagingPoolOptions {
   /**
    * Without `arena`: put the slots in a new codec arena of their own (WebAssembly memory, so the
    * codec's kernels read payloads in place), or in an ordinary (shared) buffer. Default: an arena,
-   * unless this process's malloc gives large buffers huge pages (mallocUsesHugePages), which V8's
-   * WebAssembly memory does not get: a first load's staging then costs fewer page faults than the
-   * kernels' block copies (measured in mallocUsesHugePages' file).
+   * unless this process's malloc gives large buffers huge pages (codec `mallocUsesHugePages` of
+   * GLIBC_TUNABLES), which WebAssembly memory does not get. Measured 2026-12-04 with
+   * `hugetlb=1:mmap_threshold=33554432:arena_max=1`, arena against plain shared buffer, 2
+   * alternating runs each: first loads of a fresh process 668-901 against 478-515 ms (1.07 GB
+   * model) and 71-86 against 40-45 ms (default model); later loads equal (300-335 against 307-310,
+   * 13.4-14.3 against 13.0-15.7 ms). Without the tunable the arena stays: later loads 537-676
+   * against 650-709 ms, 15.3-16.4 against 17.3-18.3 ms.
    */
   codecArena?: boolean;
 }
@@ -123,7 +126,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   const slots: StagingSlot[] = [];
   let allocations = 0;
   let arena = options.arena;
-  if (arena === undefined && slotBytes * slotCount <= MAX_POOL_ARENA_BYTES && (options.codecArena ?? !mallocUsesHugePages())) {
+  if (arena === undefined && slotBytes * slotCount <= MAX_POOL_ARENA_BYTES && (options.codecArena ?? !mallocUsesHugePages(process.env.GLIBC_TUNABLES))) {
     // One codec arena for all slots (a plain or shared buffer where WebAssembly SIMD is missing).
     const threads = shared ? (options.threads ?? 0) : 0;
     if (!Number.isSafeInteger(threads) || threads < 0 || threads > 64) {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createStagingPool, STAGING_ALIGN_BYTES, type StagingSlot } from '../src/create-staging-pool.js';
 import { isRuntimeError } from '../src/errors.js';
-import { mallocUsesHugePages } from '../src/malloc-uses-huge-pages.js';
 
 describe('createStagingPool', () => {
   it('rounds slots up to the alignment and places each at an aligned offset', () => {
@@ -203,13 +202,3 @@ describe('createStagingPool', () => {
   });
 });
 
-describe('mallocUsesHugePages', () => {
-  it('reads glibc.malloc.hugetlb=1 or 2 among the tunables, nothing else', () => {
-    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1')).toBe(true);
-    expect(mallocUsesHugePages('glibc.malloc.mmap_threshold=33554432:glibc.malloc.hugetlb=2:glibc.malloc.arena_max=1')).toBe(true);
-    expect(mallocUsesHugePages('glibc.malloc.hugetlb=0')).toBe(false);
-    expect(mallocUsesHugePages('glibc.malloc.hugetlb=10')).toBe(false);
-    expect(mallocUsesHugePages('xglibc.malloc.hugetlb=1')).toBe(false);
-    expect(mallocUsesHugePages('')).toBe(false);
-  });
-});

@@ -42,5 +42,6 @@ export {
   type CodecArenaShare,
 } from './create-codec-arena.js';
 export { attachCodecArena, type AttachedCodecArena } from './attach-codec-arena.js';
+export { mallocUsesHugePages } from './malloc-uses-huge-pages.js';
 export { readEscapeStreams, validatePayloadStructure, type EscapeStreams } from './validate-payload-structure.js';
 export { getCodecBackend, setCodecBackend, type CodecBackendName } from './backend.js';

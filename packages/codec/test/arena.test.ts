@@ -2,6 +2,7 @@
 // bytes and values as the reference, whatever mix of arena and ordinary views.
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  mallocUsesHugePages,
   computePayloadLayout,
   createCodebook,
   createCodecArena,
@@ -193,5 +194,18 @@ describe('createCodecArena', () => {
     expect(arena.zeroCopy).toBe(false);
     setCodecBackend('auto');
     expect(arena.zeroCopy).toBe(true);
+  });
+});
+
+describe('mallocUsesHugePages (where large buffers fault cheaper than in an arena)', () => {
+  it('reads glibc.malloc.hugetlb=1 or 2 among the tunables, nothing else', () => {
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.mmap_threshold=4096:glibc.malloc.hugetlb=2')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.mmap_threshold=33554432:glibc.malloc.hugetlb=2:glibc.malloc.arena_max=1')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=0')).toBe(false);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=10')).toBe(false);
+    expect(mallocUsesHugePages('xglibc.malloc.hugetlb=1')).toBe(false);
+    expect(mallocUsesHugePages('')).toBe(false);
+    expect(mallocUsesHugePages(undefined)).toBe(false);
   });
 });
