@@ -158,11 +158,28 @@ export function defaultJobs(): number {
   return Math.max(1, Math.min(availableParallelism(), 8));
 }
 
+/**
+ * The gate and chunk size of this build: the options where given, else the cache's (its manifest
+ * records them when it is created). A gate other than the cache's is refused: `verify --model`
+ * and the runtime's reports judge "not cached: coverage" by the cache's gate, so tensors gated
+ * differently would read as missing (or cached against it) forever after. A chunk size may differ:
+ * each payload records its own.
+ */
+function resolveCacheSettings(options: BuildCacheOptions, store: CacheStore, cacheDir: string): { coverageMin: number; chunkSize: number } {
+  if (options.coverageMin !== undefined && options.coverageMin !== store.coverageMin) {
+    throw new BuilderError(
+      'SETTINGS_MISMATCH',
+      `the cache ${cacheDir} gates at coverage ${store.coverageMin}, this build asks ${options.coverageMin}: ` +
+        'leave out --coverage-min to use the cache\'s gate, or build into another cache',
+      { file: cacheDir, cacheCoverageMin: store.coverageMin, coverageMin: options.coverageMin },
+    );
+  }
+  return { coverageMin: store.coverageMin, chunkSize: options.chunkSize ?? store.chunkSize };
+}
+
 /** Builds (or completes) the cache for one model and returns the report. */
 export async function buildCache(options: BuildCacheOptions): Promise<BuildReport> {
   const startMs = performance.now();
-  const coverageMin = options.coverageMin ?? DEFAULT_COVERAGE_MIN;
-  const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
   const jobs = options.jobs ?? defaultJobs();
   if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
     throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
@@ -211,9 +228,12 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
     const s3 = isS3Url(options.cacheDir);
     if (!s3) await ensureCacheDir(options.cacheDir);
-    store = await openCacheStore(options.cacheDir, { create: true, coverageMin, chunkSize, ...(s3 ? { s3: { createBucket: true } } : {}) }).catch((error: unknown) => {
+    // A new cache records the options (or the defaults); an existing one keeps its own.
+    const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
+    store = await openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true } } : {}) }).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
+    const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
 
     const results: BuildTensorReport[] = new Array(tensors.length);
     // Memory bound: every tensor in flight holds its raw bytes and a buffer for its worst payload
@@ -537,8 +557,9 @@ async function processKeyedTensor(
       return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes };
     }
     context.checkFailure();
-    // The slice goes in the same commit as the entry when it is free (the usual case).
-    const sliceFree = store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
+    // The slice goes in the same commit as the entry when it is free (the usual case); a zero-byte
+    // slice is never aliased (bindSlice says why).
+    const sliceFree = sizeBytes > 0 && store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
     const { added } = await context.commits.addEntry({
       key,
       qualname: tensor.name,
@@ -588,10 +609,13 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
  */
 async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<void> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  // A zero-byte slice names no bytes: empty tensors next to each other share it, whatever their
+  // shape or dtype, so it identifies none of them. Not aliased; the entry is found by content key,
+  // and a loader has nothing to read for it anyway. (Aliasing the first one made the next, of
+  // another shape, a SLICE_CONFLICT when both were in one commit batch.)
+  if (sizeBytes === 0) return;
   const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
   if (current?.key === key) return;
-  // Empty tensors next to each other share one slice key; whichever holds it decodes to nothing.
-  if (current && sizeBytes === 0) return;
   const bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes });
   if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   context.aliased++;

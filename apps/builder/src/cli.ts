@@ -22,7 +22,8 @@ const onSignal = (signal: NodeJS.Signals): void => {
   interrupts++;
   // First signal: stop at the next safe point (the cache stays valid either way). Second: now.
   if (interrupts > 1) process.exit(signal === 'SIGINT' ? 130 : 143);
-  controller.abort(new Error(`interrupted by ${signal}`));
+  // The reason names the signal: the exit status follows it (130 for SIGINT, 143 for SIGTERM).
+  controller.abort(Object.assign(new Error(`interrupted by ${signal}`), { signal }));
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);

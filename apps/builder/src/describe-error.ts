@@ -55,9 +55,9 @@ export function describeError(error: unknown): string {
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
   const extra: string[] = [];
-  if (file && !fileSaid && !message.includes(file)) extra.push(`file ${file}`);
-  if (tensor && !message.includes(tensor)) extra.push(`tensor ${tensor}`);
-  if (entry && !message.includes(entry)) extra.push(`entry ${entry}`);
+  if (file && !fileSaid && !mentions(message, file)) extra.push(`file ${file}`);
+  if (tensor && !mentions(message, tensor)) extra.push(`tensor ${tensor}`);
+  if (entry && !mentions(message, entry)) extra.push(`entry ${entry}`);
   if (extra.length > 0) message += ` (${extra.join(', ')})`;
   return message.replace(/\s*\n\s*/g, ' ');
 }
@@ -69,6 +69,22 @@ export function systemErrorCode(error: unknown): string | undefined {
     if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
   }
   return undefined;
+}
+
+/** Characters that continue a name: a mention must not have one on either side. */
+const NAME_CHAR = /[\p{L}\p{N}_./-]/u;
+
+/**
+ * Whether `message` names `name` as a whole word: a tensor called `a` is not named by "cannot
+ * write the blob" (a substring test dropped it from such messages).
+ */
+export function mentions(message: string, name: string): boolean {
+  for (let at = message.indexOf(name); at !== -1; at = message.indexOf(name, at + 1)) {
+    const before = at > 0 ? message[at - 1]! : '';
+    const after = message[at + name.length] ?? '';
+    if (!(before && NAME_CHAR.test(before)) && !(after && NAME_CHAR.test(after))) return true;
+  }
+  return false;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

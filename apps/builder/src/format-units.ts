@@ -9,7 +9,9 @@ export function formatBytes(bytes: number): string {
     value /= 1024;
     unit++;
   }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2)} ${BYTE_UNITS[unit]}`;
+  // Whole bytes print as they are; a fraction (a rate below 1 KiB/s) gets the other units' digits.
+  if (unit === 0) return `${Number.isInteger(value) ? value : value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2)} B`;
+  return `${value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2)} ${BYTE_UNITS[unit]}`;
 }
 
 export function formatRate(bytesPerSecond: number): string {

@@ -15,6 +15,8 @@ export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 /** 128 + SIGINT, the shell convention for "stopped by Ctrl-C". */
 export const EXIT_INTERRUPTED = 130;
+/** 128 + SIGTERM. */
+export const EXIT_TERMINATED = 143;
 
 export const VERSION: string = packageJson.version;
 
@@ -53,7 +55,7 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
   const helpFirst = first === '--help' || first === '-h' || first === 'help';
   const commandName = helpFirst ? words[1] : first;
   const command = COMMANDS.find((c) => c.name === commandName);
-  if (helpFirst && !command) {
+  if (helpFirst && !command && commandName === undefined) {
     io.stdout.write(renderMainHelp(COMMANDS, VERSION));
     return EXIT_OK;
   }
@@ -76,7 +78,7 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     }
     io.stderr.write(`${BINARY_NAME} ${command.name}: error: ${describeError(error)}\n`);
     if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
-    if (error instanceof BuilderError && error.code === 'INTERRUPTED') return EXIT_INTERRUPTED;
+    if (error instanceof BuilderError && error.code === 'INTERRUPTED') return error.context.signal === 'SIGTERM' ? EXIT_TERMINATED : EXIT_INTERRUPTED;
     return EXIT_FAILURE;
   }
 }

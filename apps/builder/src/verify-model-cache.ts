@@ -86,14 +86,15 @@ async function checkTensor(
   const bySlice = store.lookupBySlice(shardName, offsetBytes, sizeBytes);
   if (tensor.dtype !== 'BF16' || sizeBytes / 2 > MAX_ELEMENT_COUNT) {
     const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : 'more values than one payload holds';
-    if (bySlice) return { ...base, key: null, status: 'failed', reason: `its slice key is bound to entry ${bySlice.key}, but ${reason}` };
+    // A zero-byte slice is shared by every empty tensor at that offset (older builds bound it to one).
+    if (bySlice && sizeBytes > 0) return { ...base, key: null, status: 'failed', reason: `its slice key is bound to entry ${bySlice.key}, but ${reason}` };
     return { ...base, key: null, status: 'not_cached', reason };
   }
 
   const bytes = await readTensorBytes(model, tensor, buffers.fileBuffer.subarray(0, sizeBytes));
   const key = computeContentKey(bytes, tensor.shape, 'BF16');
   const byKey = store.getEntry(key);
-  if (bySlice && bySlice.key !== key) {
+  if (bySlice && bySlice.key !== key && sizeBytes > 0) {
     return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?)` };
   }
   if (!byKey) {
@@ -103,7 +104,7 @@ async function checkTensor(
     }
     return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
   }
-  // Zero-byte tensors at one offset share a slice key (bound to whichever came first).
+  // Zero-byte slices are not aliased (builds before 2026-12-04 bound one to whichever came first).
   if (!bySlice && sizeBytes > 0) return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };
 
   try {

@@ -1,3 +1,5 @@
+import { isAbsolute, relative, resolve } from 'node:path';
+import { SafetensorsError } from '@splitzip/safetensors';
 import { systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
 
@@ -18,7 +20,7 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
   const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';
   const code = systemErrorCode(error);
   const path = (error as { path?: unknown }).path;
-  const inCache = context.cacheDir !== undefined && (typeof path !== 'string' || path.startsWith(context.cacheDir) || !path);
+  const inCache = context.cacheDir !== undefined && isCacheFailure(error, context.cacheDir);
   if (code && NO_SPACE_CODES.has(code)) {
     return new BuilderError(
       'NO_SPACE',
@@ -49,6 +51,20 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
     { tensor: context.tensor, file: typeof path === 'string' ? path : context.file },
     { cause: error },
   );
+}
+
+/**
+ * Whether a failure is the cache directory's: its path (a Node error's `path`, a typed error's
+ * `file` or `context.path`) lies inside `cacheDir`, compared as absolute paths. Without a path, any
+ * error but the model reader's counts as the cache's (the store's own failures name no file).
+ */
+function isCacheFailure(error: unknown, cacheDir: string): boolean {
+  if (error instanceof SafetensorsError) return false;
+  const e = error as { path?: unknown; file?: unknown; context?: { path?: unknown } } | null;
+  const path = [e?.path, e?.file, e?.context?.path].find((p): p is string => typeof p === 'string' && p.length > 0);
+  if (path === undefined) return true;
+  const inside = relative(resolve(cacheDir), resolve(path));
+  return inside === '' || (!inside.startsWith('..') && !isAbsolute(inside));
 }
 
 /** A tensor's slice key is bound to another entry: say why that happens and what to do. */

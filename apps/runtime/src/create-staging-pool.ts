@@ -110,6 +110,9 @@ function alignUp(value: number, align: number): number {
  * so steady-state loading allocates nothing per tensor.
  */
 export function createStagingPool(options: StagingPoolOptions): StagingPool {
+  if (typeof options !== 'object' || options === null) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'createStagingPool needs options { slotCount, slotBytes }', { options: String(options) });
+  }
   const { slotCount, shared = false } = options;
   if (!Number.isSafeInteger(slotCount) || slotCount < 1 || slotCount > MAX_SLOT_COUNT) {
     throw new RuntimeError('INVALID_ARGUMENT', `slotCount must be an integer in 1..${MAX_SLOT_COUNT}`, { slotCount });
@@ -252,10 +255,11 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       });
     },
     release(slot) {
-      if (slots[slot.id] !== slot || !out[slot.id]) {
-        throw new RuntimeError('SLOT_NOT_OWNED', 'released a staging slot that is not out of this pool', { slotId: slot.id });
+      const id = (slot as StagingSlot | null | undefined)?.id;
+      if (typeof id !== 'number' || slots[id] !== slot || !out[id]) {
+        throw new RuntimeError('SLOT_NOT_OWNED', 'released a staging slot that is not out of this pool', { slotId: id });
       }
-      out[slot.id] = false;
+      out[id] = false;
       inUse -= 1;
       const waiter = waiters.shift();
       if (waiter) {

@@ -16,8 +16,19 @@ function isSliceKey(value: unknown): value is SliceKey {
   return typeof v?.shardName === 'string' && typeof v.offsetBytes === 'number' && typeof v.sizeBytes === 'number';
 }
 
+const NO_BYTES = new Uint8Array(0);
+
 export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined): ServeTarget {
-  const entry = cache?.lookupBySlice(info.slice.shardName, info.slice.offsetBytes, info.slice.sizeBytes);
+  const { shardName, offsetBytes, sizeBytes } = info.slice;
+  // A zero-byte slice is shared by every empty tensor at its offset, whatever its shape or dtype:
+  // it names none of them (builders do not alias it; older ones bound it to the first). Such a
+  // tensor is found by its content key instead, which costs nothing to compute.
+  const entry =
+    sizeBytes === 0
+      ? info.dtype === 'BF16'
+        ? cache?.lookup(NO_BYTES, info.shape, 'BF16')
+        : undefined
+      : cache?.lookupBySlice(shardName, offsetBytes, sizeBytes);
   return { name: info.name, dtype: info.dtype, shape: info.shape, slice: info.slice, model, info, entry };
 }
 
@@ -46,6 +57,9 @@ export function resolveTensorRequest(
   model: SafetensorsModel | undefined,
   cache: ShardCache | undefined,
 ): ServeTarget {
+  if (typeof request !== 'object' || request === null) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'a tensor request is a SliceKey, { model, name } or { model, slice }', { request: String(request) });
+  }
   if (isSliceKey(request)) return resolveSlice(request, model, cache);
   if ('slice' in request && isSliceKey(request.slice)) return resolveSlice(request.slice, request.model, cache);
   if ('name' in request && typeof request.name === 'string' && request.model !== undefined) {

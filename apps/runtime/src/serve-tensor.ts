@@ -86,7 +86,11 @@ export function prepareOutput(target: Uint8Array | undefined, sizeBytes: number,
 /** The caller's buffer for a tensor, checked and cut to its size; undefined when there is none (the runtime allocates one). */
 export function checkOutputBuffer(target: Uint8Array | undefined, sizeBytes: number, name: string): Uint8Array | undefined {
   if (target === undefined) return undefined;
-  if (!(target instanceof Uint8Array) || target.byteLength < sizeBytes) {
+  if (!(target instanceof Uint8Array)) {
+    const kind = target === null ? 'null' : typeof target === 'object' ? ((target as object).constructor?.name ?? 'object') : typeof target;
+    throw new RuntimeError('INVALID_ARGUMENT', `output buffer for ${name} must be a Uint8Array, got ${kind}`, { tensor: name, outputType: kind });
+  }
+  if (target.byteLength < sizeBytes) {
     throw new RuntimeError('OUTPUT_TOO_SMALL', `output buffer for ${name} holds ${target?.byteLength} bytes, the tensor needs ${sizeBytes}`, {
       tensor: name,
       outputBytes: target?.byteLength,
@@ -440,7 +444,9 @@ function describeDecodeFailure(error: unknown, env: ServeEnv, target: ServeTarge
       cause: error,
     });
   }
-  return new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${(error as Error).message}`, {
+  // A backend may throw anything, null included: the failure is reported all the same.
+  const message = error instanceof Error ? error.message : String(error);
+  return new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} failed on ${name}: ${message}`, {
     tensor: name,
     key: entry.key,
     qualname: entry.qualname,

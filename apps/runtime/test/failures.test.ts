@@ -245,6 +245,30 @@ describe('a failing decode backend', () => {
     }
   });
 
+  it('throwing null or undefined is reported as DECODE_FAILED too, and the tensor served raw', async () => {
+    const { cacheDir } = await freshCache();
+    const cache = await openShardCache(cacheDir);
+    try {
+      for (const thrown of [null, undefined]) {
+        const failing: DecodeBackend = {
+          name: 'test:throws-nothing',
+          decode() {
+            throw thrown;
+          },
+        };
+        const loaded = await loadTensor({ model, name: TARGET }, { cache, backend: failing });
+        expect(loaded).toMatchObject({ source: 'raw', report: { reason: 'cache-failed', error: { code: 'DECODE_FAILED' } } });
+        expect(sameBytes(loaded.data, raw.get(TARGET) as Uint8Array)).toBe(true);
+        await expect(loadTensor({ model, name: TARGET }, { cache, backend: failing, cacheOnly: true })).rejects.toMatchObject({
+          code: 'DECODE_FAILED',
+          message: expect.stringContaining(String(thrown)),
+        });
+      }
+    } finally {
+      await cache.close();
+    }
+  });
+
   it('a backend that silently returns wrong values is caught by verifyDigest', async () => {
     const { cacheDir } = await freshCache();
     const cache = await openShardCache(cacheDir);

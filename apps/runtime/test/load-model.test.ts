@@ -11,7 +11,7 @@ import { LARGE_SLOT_MIN_BYTES, SMALL_PAYLOAD_MAX_BYTES } from '../src/serve-tens
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { LoadedTensor } from '../src/types.js';
-import { buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
 
 let cleanup: () => Promise<void>;
 let model: SafetensorsModel;
@@ -376,6 +376,19 @@ describe('loadTensor', () => {
       code: 'OUTPUT_TOO_SMALL',
       details: expect.objectContaining({ tensor: 'layer.0.attn.q', sizeBytes: 2002 }),
     });
+    // Large enough but not a Uint8Array: the type is what is wrong, not the size.
+    for (const [wrong, kind] of [[new Uint16Array(2000), 'Uint16Array'], [new ArrayBuffer(4000), 'ArrayBuffer'], [new DataView(new ArrayBuffer(4000)), 'DataView']] as const) {
+      await expect(loadTensor({ model, name: 'layer.0.attn.q' }, { cache, target: wrong as never })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining(`must be a Uint8Array, got ${kind}`),
+      });
+    }
+  });
+
+  it('refuses a request that is not an object with INVALID_ARGUMENT', async () => {
+    for (const request of [null, undefined, 'embed.weight']) {
+      await expect(loadTensor(request as never, { cache })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
   });
 
   it('gives typed errors naming an unknown tensor, shard or slice', async () => {
@@ -391,5 +404,48 @@ describe('loadTensor', () => {
     });
     await expect(loadTensor({ shardName, offsetBytes: 9, sizeBytes: 2 }, { cache })).rejects.toMatchObject({ code: 'SLICE_NOT_FOUND' });
     await expect(loadTensor({ model, name: 'layer.0.spread' }, { cache, cacheOnly: true })).rejects.toMatchObject({ code: 'NOT_CACHED' });
+  });
+});
+
+describe('empty tensors sharing one offset', () => {
+  // Two empty BF16 tensors of different shapes and an empty F32 one, at one file offset: their
+  // slice key is the same, so it names none of them. Builders leave it unaliased; older ones bound
+  // it to the first. Either way each BF16 one is found by its content key.
+  const tensors = [
+    { name: 'a.weight', dtype: 'BF16' as const, shape: [40, 3], data: bf16Weights(120, 3) },
+    { name: 'z1', dtype: 'BF16' as const, shape: [0], data: new Uint8Array(0) },
+    { name: 'z2', dtype: 'BF16' as const, shape: [0, 5], data: new Uint8Array(0) },
+    { name: 'zf', dtype: 'F32' as const, shape: [2, 0], data: new Uint8Array(0) },
+  ];
+
+  it.each([
+    ['no alias (builders now)', ['z1', 'z2']],
+    ['the first aliased (older builders)', ['z2']],
+  ])('%s: the BF16 ones come from the cache, the F32 one raw, all without a fallback', async (_label, noAlias) => {
+    const temp = await makeTempDir('splitzip-empty-');
+    try {
+      const model = await writeModel(temp.dir, tensors, 1 << 20);
+      const offsets = new Set(model.tensors.filter((t) => t.slice.sizeBytes === 0).map((t) => `${t.slice.shardName}@${t.slice.offsetBytes}`));
+      expect(offsets.size).toBe(1);
+      await buildCache(model, `${temp.dir}/cache`, { noAlias });
+      const cache = await openShardCache(`${temp.dir}/cache`);
+      try {
+        const load = loadModel(model, cache, { backend: 'cpu' });
+        const seen = new Map<string, LoadedTensor>();
+        for await (const tensor of load) seen.set(tensor.name, tensor);
+        expect(load.totals.fallbacks).toBe(0);
+        expect(seen.get('z1')).toMatchObject({ source: 'cache', shape: [0] });
+        expect(seen.get('z2')).toMatchObject({ source: 'cache', shape: [0, 5] });
+        expect(seen.get('zf')).toMatchObject({ source: 'raw', reason: 'dtype' });
+        for (const name of ['z1', 'z2', 'zf']) expect(seen.get(name)?.data.byteLength).toBe(0);
+        const bf16 = loadModel(model, cache, { backend: 'cpu', cacheOnly: true, filter: (t) => t.dtype === 'BF16' });
+        expect((await bf16.drain()).fromCache).toBe(3);
+      } finally {
+        await cache.close();
+        await model.close();
+      }
+    } finally {
+      await temp.cleanup();
+    }
   });
 });

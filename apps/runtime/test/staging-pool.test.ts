@@ -148,6 +148,14 @@ describe('createStagingPool', () => {
     expect(isRuntimeError(caught, 'SLOT_NOT_OWNED')).toBe(true);
     // A fake slot with a valid id is not this pool's either.
     expect(() => pool.release({ id: 0, bytes: new Uint8Array(256) })).toThrow(expect.objectContaining({ code: 'SLOT_NOT_OWNED' }));
+    // Nor is nothing at all (a TypeError from inside the pool before).
+    for (const nothing of [null, undefined]) expect(() => pool.release(nothing as never)).toThrow(expect.objectContaining({ code: 'SLOT_NOT_OWNED' }));
+  });
+
+  it('refuses missing options with INVALID_ARGUMENT', () => {
+    for (const options of [undefined, null, 7]) {
+      expect(() => createStagingPool(options as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    }
   });
 
   it('releases the slot when the scoped callback throws', async () => {

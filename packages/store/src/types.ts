@@ -237,6 +237,8 @@ export interface VerifyOptions {
   /** Also decode every blob and check the result against the content key (and the entry's `sha256`, when it has one). */
   decode?: boolean;
   onProgress?: (progress: VerifyProgress) => void;
+  /** Checked before each entry: once aborted, verify rejects with the signal's reason (a long verify stops at Ctrl-C). */
+  signal?: AbortSignal;
 }
 
 export interface VerifyReport {

@@ -25,6 +25,7 @@ export async function verifyEntries(
   let bytesRead = 0;
   let decoded = 0;
   for (let i = 0; i < entries.length; i++) {
+    options.signal?.throwIfAborted();
     const entry = entries[i]!;
     try {
       // One buffer for all entries: grow only when a bigger blob comes.

@@ -25,8 +25,21 @@ export const buildCommand = defineCommand({
   args: {
     model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
     out: { type: 'string', description: 'Cache directory or s3://bucket/prefix (created if missing, the bucket too)', valueHint: 'cache-dir', required: true },
-    coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
-    chunkSize: { type: 'number', description: 'Values per chunk (power of two)', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
+    coverageMin: {
+      type: 'number',
+      description: `Top-16 coverage gate (default: the cache's; ${DEFAULT_COVERAGE_MIN} for a new cache; another than an existing cache's is refused)`,
+      valueHint: 'fraction',
+      min: 0,
+      max: 1,
+    },
+    chunkSize: {
+      type: 'number',
+      description: `Values per chunk, a power of two, for the tensors this run encodes (default: the cache's; ${DEFAULT_CHUNK_SIZE} for a new cache)`,
+      valueHint: 'n',
+      integer: true,
+      min: MIN_CHUNK_SIZE,
+      max: MAX_CHUNK_SIZE,
+    },
     backend: { type: 'string', description: 'Encoder backend', choices: ENCODE_BACKENDS, default: 'auto' },
     jobs: { type: 'number', description: `Worker threads, at most (0: main thread; default: cores, here ${defaultJobs()})`, valueHint: 'n', integer: true, min: 0, max: 64 },
     inlineMaxMib: {
@@ -42,7 +55,7 @@ export const buildCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
   },
   async run({ args, io, signal, collectGarbage }) {
-    if ((args.chunkSize & (args.chunkSize - 1)) !== 0) {
+    if (args.chunkSize !== undefined && (args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }
     const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
@@ -51,8 +64,8 @@ export const buildCommand = defineCommand({
       report = await buildCache({
         model: args.model,
         cacheDir: args.out,
-        coverageMin: args.coverageMin,
-        chunkSize: args.chunkSize,
+        ...(args.coverageMin === undefined ? {} : { coverageMin: args.coverageMin }),
+        ...(args.chunkSize === undefined ? {} : { chunkSize: args.chunkSize }),
         backend: args.backend as EncodeBackend,
         jobs: args.jobs ?? defaultJobs(),
         inlineMaxBytes: Math.round(args.inlineMaxMib * MIB),

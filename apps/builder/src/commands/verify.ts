@@ -2,6 +2,7 @@ import { openCacheStore, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
+import { interruptedError } from '../throw-if-interrupted.js';
 import { verifyModelCache, type ModelCheckReport } from '../verify-model-cache.js';
 
 export interface VerifyCommandReport {
@@ -16,7 +17,7 @@ export const verifyCommand = defineCommand({
   description: "Check a cache's integrity, and with --model that it serves every tensor of the model bit-exactly",
   notes: [
     'Without --model: every entry has its blob, the right size, a valid header and checksum, and',
-    'decodes to its recorded SHA-256 (skip the decode with --no-decode).',
+    'decodes to the bytes its content key names (skip the decode with --no-decode).',
     'With --model: each tensor of the model is found by its slice key and its content key and decodes',
     'bit-identical to the file, or is reported as not cached with the reason (not BF16, coverage).',
     'Exit code 0 only when all is well.',
@@ -25,7 +26,7 @@ export const verifyCommand = defineCommand({
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
     coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's)", valueHint: 'fraction', min: 0, max: 1 },
-    decode: { type: 'boolean', description: 'Decode every entry and compare its SHA-256', default: true },
+    decode: { type: 'boolean', description: 'Decode every entry and check it against its content key', default: true },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
@@ -34,10 +35,16 @@ export const verifyCommand = defineCommand({
     const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
     let report: VerifyCommandReport;
     try {
-      const storeReport = await store.verify({
-        decode: args.decode,
-        onProgress: (p) => progress.update(p.done, p.total, `entry ${p.done}/${p.total}`),
-      });
+      const storeReport = await store
+        .verify({
+          decode: args.decode,
+          signal,
+          onProgress: (p) => progress.update(p.done, p.total, `entry ${p.done}/${p.total}`),
+        })
+        .catch((error: unknown) => {
+          // Ctrl-C: the store stopped between entries with the signal's reason; say so as every command does.
+          throw signal.aborted ? interruptedError(signal) : error;
+        });
       progress.finish();
       let modelReport: ModelCheckReport | null = null;
       if (args.model !== undefined) {
@@ -65,7 +72,8 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     `cache ${report.cache}: ${s.checked} entries checked, ${s.passed} passed, ${s.decoded} decoded, ` +
       `${formatBytes(s.bytesRead)} read, ${s.problems.length} problems`,
   );
-  for (const p of s.problems) lines.push(`  FAIL entry ${p.key} (${p.qualname}): ${p.code}: ${p.message}`);
+  // A store error's message starts with its code already.
+  for (const p of s.problems) lines.push(`  FAIL entry ${p.key} (${p.qualname}): ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
   const m = report.model;
   if (m) {
     lines.push(

@@ -1,0 +1,125 @@
+// The CLI's error rendering and exit statuses, in process: interrupts (130, 143), help for an
+// unknown command, one-line messages that name the tensor and the right culprit.
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SafetensorsError } from '@splitzip/safetensors';
+import { openCacheStore } from '@splitzip/store';
+import { describeError, mentions } from '../src/describe-error.js';
+import { formatBytes } from '../src/format-units.js';
+import { runCli } from '../src/run-cli.js';
+import { wrapBuildError } from '../src/wrap-build-error.js';
+import { BuilderError } from '../src/errors.js';
+import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-cli-errors-');
+});
+afterAll(async () => temp?.cleanup());
+
+function memoryIo(): { io: { stdout: Writable & { isTTY?: boolean }; stderr: Writable & { isTTY?: boolean } }; out: () => string; err: () => string } {
+  const chunks = { out: [] as string[], err: [] as string[] };
+  const sink = (into: string[]) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        into.push(String(chunk));
+        done();
+      },
+    });
+  return { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) }, out: () => chunks.out.join(''), err: () => chunks.err.join('') };
+}
+
+function abortedBy(signal: 'SIGINT' | 'SIGTERM'): AbortSignal {
+  const controller = new AbortController();
+  controller.abort(Object.assign(new Error(`interrupted by ${signal}`), { signal }));
+  return controller.signal;
+}
+
+describe('interrupts', () => {
+  let cacheDir: string;
+  beforeAll(async () => {
+    const model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('w', [500], 1), gaussianBf16('v', [300], 2)]);
+    cacheDir = join(temp.path, 'cache');
+    const { io } = memoryIo();
+    expect(await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet'], { io })).toBe(0);
+  });
+
+  it('verify stops at Ctrl-C (130) and at SIGTERM (143), saying so on one line', async () => {
+    for (const [name, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+      const { io, out, err } = memoryIo();
+      expect(await runCli(['verify', cacheDir], { io, signal: abortedBy(name) })).toBe(code);
+      expect(err().trim()).toBe(`splitzip verify: error: interrupted by ${name}`);
+      expect(out()).toBe('');
+    }
+  });
+
+  it("the store's verify stops before the next entry once the signal is aborted, with its reason", async () => {
+    const store = await openCacheStore(cacheDir, { create: false });
+    try {
+      const controller = new AbortController();
+      const reason = new Error('stop');
+      let seen = 0;
+      const verifying = store.verify({
+        decode: true,
+        signal: controller.signal,
+        onProgress: () => {
+          seen++;
+          controller.abort(reason);
+        },
+      });
+      await expect(verifying).rejects.toBe(reason);
+      expect(seen).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('build exits 143 for SIGTERM too', async () => {
+    const { io } = memoryIo();
+    const model = await writeSingleFileModel(join(temp.path, 'm2.safetensors'), [gaussianBf16('u', [100], 3)]);
+    expect(await runCli(['build', model, '--out', join(temp.path, 'c2'), '--quiet'], { io, signal: abortedBy('SIGTERM') })).toBe(143);
+  });
+});
+
+describe('help', () => {
+  it('for an unknown command is a usage error, like the unknown command itself', async () => {
+    for (const argv of [['help', 'nope'], ['--help', 'nope'], ['nope']]) {
+      const { io, err } = memoryIo();
+      expect(await runCli(argv, { io }), argv.join(' ')).toBe(2);
+      expect(err()).toMatch(/unknown command 'nope'/);
+    }
+    const { io, out } = memoryIo();
+    expect(await runCli(['help'], { io })).toBe(0);
+    expect(out()).toMatch(/^ {2}build /m);
+  });
+});
+
+describe('error lines', () => {
+  it('name the tensor even when its name occurs inside another word of the message', () => {
+    const error = new BuilderError('TENSOR_FAILED', 'IO_ERROR: cannot write the blob [EACCES]', { tensor: 'a' });
+    expect(describeError(error)).toBe('IO_ERROR: cannot write the blob [EACCES] (tensor a)');
+    expect(mentions('the slice key of tensor z1 (its shard name)', 'z1')).toBe(true);
+    expect(mentions('cannot write the blob', 'a')).toBe(false);
+    expect(mentions('layer.5.weight failed', 'layer.5')).toBe(false);
+    expect(mentions('failed on layer.5.weight', 'layer.5.weight')).toBe(true);
+  });
+
+  it("blame the model, not the cache directory, for a model file that cannot be read", () => {
+    const cause = Object.assign(new Error("EACCES: permission denied, open '/m/x.safetensors'"), { code: 'EACCES', syscall: 'open', path: '/m/x.safetensors' });
+    const unreadable = new SafetensorsError('IO_ERROR', 'file system error EACCES', { file: '/m/x.safetensors', cause });
+    expect(wrapBuildError(unreadable, { cacheDir: 'relative/cache' })).toBe(unreadable);
+    // A Node error inside the cache (given relative, the error's path absolute) is the cache's.
+    const inCache = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: join(process.cwd(), 'relative/cache/blobs/x') });
+    expect(wrapBuildError(inCache, { cacheDir: 'relative/cache' })).toMatchObject({ code: 'NOT_WRITABLE' });
+    const elsewhere = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: '/m/model' });
+    expect(wrapBuildError(elsewhere, { cacheDir: 'relative/cache' })).toBe(elsewhere);
+  });
+
+  it('round a rate below one KiB/s', () => {
+    expect(formatBytes(44.14808229229024)).toBe('44.1 B');
+    expect(formatBytes(0.5)).toBe('0.50 B');
+    expect(formatBytes(512)).toBe('512 B');
+    expect(formatBytes(1536)).toBe('1.50 KiB');
+  });
+});
