@@ -17,6 +17,7 @@ import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
+import { repairCachedBlob } from './repair-cached-blob.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
 export { DEFAULT_COVERAGE_MIN };
@@ -70,6 +71,8 @@ export interface BuildTensorReport {
   coverage: number | null;
   /** Payload bytes of its entry (encoded or cached), else null. */
   compBytes: number | null;
+  /** `--repair` put this cached entry's blob back (it was missing or damaged). */
+  repaired?: true;
 }
 
 export interface BuildReport {
@@ -89,10 +92,12 @@ export interface BuildReport {
   raw_bytes: number;
   /** comp_bytes / raw_bytes, null when nothing is cached. */
   ratio: number | null;
-  /** Payload bytes written by this run (new entries only). */
+  /** Payload bytes written by this run (new entries, and blobs put back by `repair`). */
   stored_bytes: number;
   /** Slice keys bound by this run. */
   aliased: number;
+  /** Cached entries whose missing or damaged blob this run put back (`--repair`; counted in `cached`). */
+  repaired: number;
   backend: string;
   /** Worker threads asked for (--jobs: an upper limit). */
   jobs: number;
@@ -139,6 +144,12 @@ export interface BuildCacheOptions {
    * name and position, and another model may own it.
    */
   rebindSlices?: boolean;
+  /**
+   * Also check the blob of every tensor already cached (a full read with the store's checks, so a
+   * re-run costs a verify's reading) and put back any blob found missing or damaged, from the model
+   * (CacheStore.repairBlob). Off by default: a re-run only looks at the manifest.
+   */
+  repair?: boolean;
   /**
    * Overrides the slab size (raw bytes plus payloads in flight); at least one largest tensor's.
    * Workers are counted against the bound with this slab (at least one runs, even beyond it).
@@ -311,6 +322,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
+      repair: options.repair ?? false,
       blobSha256: s3,
       checkFailure() {
         if (state.failure !== null) throw state.failure;
@@ -432,6 +444,8 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
+  /** Check every cached tensor's blob and put back damaged ones (BuildCacheOptions.repair). */
+  repair: boolean;
   /**
    * Record each blob's SHA-256 (hashed on the worker that encoded it): an s3:// cache only, whose
    * object names carry it. A local cache rests on the payload's XXH32, which covers every byte and
@@ -529,11 +543,20 @@ async function processKeyedTensor(
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
-    releaseRaw(raw);
-    slab.release(out);
+    let repairedBytes = 0;
+    try {
+      if (context.repair) {
+        context.checkFailure();
+        repairedBytes = await repairCachedBlob(store, existing, bytes, out);
+      }
+    } finally {
+      releaseRaw(raw);
+      slab.release(out);
+    }
+    context.storedBytes += repairedBytes;
     context.checkFailure();
     await bindSlice(context, key, tensor);
-    return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes };
+    return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes, ...(repairedBytes > 0 ? { repaired: true as const } : {}) };
   }
   const processor = await context.processor;
   const encoder = context.encoderNow() ?? (await context.encoder);
@@ -666,6 +689,7 @@ function summarize(input: {
     ratio: rawBytes > 0 ? compBytes / rawBytes : null,
     stored_bytes: input.storedBytes,
     aliased: input.aliased,
+    repaired: input.results.filter((t) => t.repaired === true).length,
     backend: input.backend,
     jobs: input.jobs,
     workers: input.workers,

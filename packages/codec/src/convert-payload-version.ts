@@ -20,7 +20,8 @@ export function convertPayloadVersion(payload: Uint8Array, version: number): Uin
   }
   const meta = readPayloadMeta(payload);
   verifyPayloadChecksum(payload, meta);
-  const out = payload.slice(0, meta.compBytes);
+  // A copy (a Buffer's `slice` is a view: the writes below would change the caller's payload).
+  const out = new Uint8Array(payload.subarray(0, meta.compBytes));
   out[HEADER_OFFSET.version] = version & 0xff;
   out[HEADER_OFFSET.version + 1] = version >>> 8;
   writeU32(out, HEADER_OFFSET.checksum, computePayloadChecksum(out, meta.layout, version));

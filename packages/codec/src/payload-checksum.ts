@@ -121,7 +121,8 @@ export function digestStripes(bytes: Uint8Array, from: number, to: number, j: nu
 
 /** XXH32 of the 256-byte header with its checksum field read as zero. */
 export function digestHeader(payload: Uint8Array): number {
-  const header = payload.slice(0, HEADER_BYTES);
+  // A copy: on a Node Buffer `slice` is a view, and the fill below zeroed the caller's checksum field.
+  const header = new Uint8Array(payload.subarray(0, HEADER_BYTES));
   header.fill(0, HEADER_OFFSET.checksum, HEADER_OFFSET.checksum + 4);
   return digestSpan(header, 0, HEADER_BYTES);
 }

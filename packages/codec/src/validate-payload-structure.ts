@@ -17,11 +17,11 @@ export function readEscapeStreams(payload: Uint8Array, meta: PayloadMeta): Escap
   const index =
     indexAt % 4 === 0
       ? new Uint32Array(payload.buffer, indexAt, meta.chunkCount + 1)
-      : new Uint32Array(payload.slice(escapeIndex.offsetBytes, escapeIndex.offsetBytes + escapeIndex.byteLength).buffer);
+      : new Uint32Array(new Uint8Array(payload.subarray(escapeIndex.offsetBytes, escapeIndex.offsetBytes + escapeIndex.byteLength)).buffer);
   const positions =
     posAt % 2 === 0
       ? new Uint16Array(payload.buffer, posAt, meta.escapeCount)
-      : new Uint16Array(payload.slice(escapePositions.offsetBytes, escapePositions.offsetBytes + 2 * meta.escapeCount).buffer);
+      : new Uint16Array(new Uint8Array(payload.subarray(escapePositions.offsetBytes, escapePositions.offsetBytes + 2 * meta.escapeCount)).buffer);
   const exponents = payload.subarray(escapeExponents.offsetBytes, escapeExponents.offsetBytes + meta.escapeCount);
   return { index, positions, exponents };
 }

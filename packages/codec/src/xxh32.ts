@@ -63,7 +63,8 @@ export class Xxh32State {
     this.v4 = v4;
     this.totalBytes += stop - start;
     if (stop < end) {
-      this.tail = bytes.slice(stop, end);
+      // A copy (a Buffer's `slice` is a view): the caller may refill `bytes` before the next update.
+      this.tail = new Uint8Array(bytes.subarray(stop, end));
       this.totalBytes += end - stop;
     }
   }

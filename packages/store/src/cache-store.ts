@@ -1,6 +1,8 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
+import { createHash } from 'node:crypto';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { StoreError, toIoError } from './errors.js';
+import { BLOB_DAMAGE_CODES, checkRepairPayload } from './check-repair-payload.js';
+import { StoreError, isStoreError, toIoError } from './errors.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords } from './journal-format.js';
 import {
   BLOB_WRITE_CONCURRENCY,
@@ -68,6 +70,15 @@ export interface CacheStore {
   discardLocalCopy?(key: string): Promise<void>;
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
   addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]>;
+  /**
+   * Puts back the blob of an entry found missing or damaged (BLOB_MISSING, BLOB_SIZE_MISMATCH,
+   * BLOB_CORRUPT, META_MISMATCH, UNSAFE_BLOB_PATH), from `payload`: exactly the blob the entry
+   * describes, else INVALID_ARGUMENT (the encoder is deterministic: re-encoding the tensor with the
+   * entry's codebook, chunk size and format version gives it). Written atomically, like any blob;
+   * the entry itself does not change. Resolves false, writing nothing, when the stored blob is
+   * intact; ENTRY_NOT_FOUND for an unknown key.
+   */
+  repairBlob(key: string, payload: Uint8Array): Promise<boolean>;
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean>;
   aliasSlices(items: readonly AliasSliceItem[], options?: AliasSlicesOptions): Promise<boolean[]>;
   refresh(): Promise<void>;
@@ -534,6 +545,29 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     }
   }
 
+  async repairBlob(key: string, payload: Uint8Array): Promise<boolean> {
+    this.assertOpen();
+    await this.refresh();
+    const entry = this.state.entries.get(key);
+    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    checkRepairPayload(entry, payload);
+    // A descriptor kept from an earlier read may be of the damaged file: look at the path anew.
+    this.backend.forgetBlob?.(key, entry.blob);
+    if (await isBlobIntact(this.backend, entry)) return false;
+    const staged = await this.backend.stageBlob(key, payload);
+    try {
+      // Under the writer lock, as every blob is published (gc never sees it half-way).
+      await this.writerSession(async () => {
+        await this.backend.publishStagedBlob(staged);
+        await this.backend.syncBlobNames();
+      });
+    } finally {
+      await this.backend.discardStagedBlob(staged);
+    }
+    this.backend.forgetBlob?.(key, entry.blob);
+    return true;
+  }
+
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean> {
     return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes }]).then((results) => results[0]!);
   }
@@ -598,6 +632,19 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       await this.journal?.close();
       this.journal = undefined;
     });
+  }
+}
+
+/** Whether an entry's stored blob reads back whole and as recorded; false for any of BLOB_DAMAGE_CODES. */
+async function isBlobIntact(backend: Pick<StorageBackend, 'readBlobInto'>, entry: CacheEntry): Promise<boolean> {
+  const view = new Uint8Array(entry.compBytes);
+  try {
+    await backend.readBlobInto(entry.key, entry.blob, view);
+    checkBlobPayload(entry, view);
+    return entry.blobSha256 === null || createHash('sha256').update(view).digest('hex') === entry.blobSha256;
+  } catch (error) {
+    if (isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code)) return false;
+    throw error;
   }
 }
 

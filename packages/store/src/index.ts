@@ -24,6 +24,7 @@ export {
   DEFAULT_LOCK_TIMEOUT_MS,
 } from './limits.js';
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles } from './open-blob-files.js';
+export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type {
   CacheEntry,
   PayloadMetaJson,

@@ -160,7 +160,7 @@ export class ReadThroughRanges {
       await write(bytes);
       return;
     }
-    const copy = bytes.slice();
+    const copy = new Uint8Array(bytes); // a copy even of a Buffer, whose `slice` is a view
     this.pendingBytes += copy.length;
     const task = write(copy).finally(() => {
       this.pendingBytes -= copy.length;

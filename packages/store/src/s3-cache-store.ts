@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { BLOB_DAMAGE_CODES, checkRepairPayload } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { StoreError, isStoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS } from './limits.js';
@@ -250,6 +251,27 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await this.readThrough.write(entry.key, blobSha256Of(entry), view).catch(() => undefined);
     }
     return view;
+  }
+
+  async repairBlob(key: string, payload: Uint8Array): Promise<boolean> {
+    this.assertOpen();
+    await this.refresh();
+    const entry = this.state.entries.get(key);
+    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    checkRepairPayload(entry, payload);
+    // The object itself, not an inline or read-through copy: that is what a repair rewrites.
+    const view = new Uint8Array(entry.compBytes);
+    try {
+      await this.readObjectInto(entry, view);
+      checkBlobPayload(entry, view);
+      if (createHash('sha256').update(view).digest('hex') === blobSha256Of(entry)) return false;
+    } catch (error) {
+      if (!(isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code))) throw error;
+    }
+    // One PUT replaces the object whole; readers see the old bytes or the new.
+    await this.transport.putObject(blobObjectName(entry.key, blobSha256Of(entry)), payload);
+    await this.readThrough?.remove(entry.key, blobSha256Of(entry));
+    return true;
   }
 
   /**

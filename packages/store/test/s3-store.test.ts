@@ -219,6 +219,28 @@ describeS3('S3 store against the gateway', () => {
     await Promise.all([store.close(), fresh.close(), viewer.close()]);
   });
 
+  it('repairBlob puts back a corrupted, truncated or missing blob object from its payload, refuses other bytes, and leaves an intact one alone', async () => {
+    const prefix = nextPrefix();
+    const tensors = [0, 1, 2].map((i) => makeTensor([12_000 + i], 70 + i));
+    const store = await openCacheStore(url(prefix), { create: true });
+    await store.addEntries(tensors.map((t, i) => toInput(t, `r${i}`)));
+    const entries = tensors.map((t) => store.getEntry(t.key)!);
+    const flipped = Uint8Array.from(tensors[0]!.payload.subarray(0, entries[0]!.compBytes));
+    flipped[flipped.length - 3]! ^= 0x10;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[0]!), Body: flipped }));
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[1]!), Body: tensors[1]!.payload.subarray(0, 100) }));
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: blobName(prefix, entries[2]!) }));
+    expect((await store.verify()).problems).toHaveLength(3);
+    expect((await catchError(() => store.repairBlob(tensors[0]!.key, tensors[1]!.payload))).code).toBe('INVALID_ARGUMENT');
+    for (const t of tensors) expect(await store.repairBlob(t.key, t.payload.subarray(0, store.getEntry(t.key)!.compBytes))).toBe(true);
+    expect(await store.repairBlob(tensors[0]!.key, tensors[0]!.payload.subarray(0, entries[0]!.compBytes))).toBe(false);
+    const other = await openCacheStore(url(prefix));
+    expect((await other.verify({ decode: true })).ok).toBe(true);
+    const slot = new Uint8Array(1 << 16);
+    for (const t of tensors) expectBitExact(other, t, await other.readBlob(t.key, slot));
+    await Promise.all([store.close(), other.close()]);
+  });
+
   it('small payloads travel inline in their entry objects: read without a GET, checked against the blob, a damaged copy refused and reported', async () => {
     const prefix = nextPrefix();
     const tiny = makeTensor([300], 61);

@@ -51,6 +51,10 @@ export const buildCommand = defineCommand({
       max: 2 ** 30,
     },
     rebind: { type: 'boolean', description: "Move slice keys bound to other entries to this model's tensors (shards replaced in place)" },
+    repair: {
+      type: 'boolean',
+      description: "Also read every cached tensor's blob and put back any that is missing or damaged (what verify reports), from the model",
+    },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
   },
@@ -70,6 +74,7 @@ export const buildCommand = defineCommand({
         jobs: args.jobs ?? defaultJobs(),
         inlineMaxBytes: Math.round(args.inlineMaxMib * MIB),
         rebindSlices: args.rebind,
+        repair: args.repair,
         ...(collectGarbage ? { collectGarbage } : {}),
         signal,
         onProgress(event) {
@@ -114,7 +119,8 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : ''),
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` +
       (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${formatPercent(1 - report.ratio, 1)} smaller)`),
-    `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} new slice aliases`,
+    `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} new slice aliases` +
+      (report.repaired > 0 ? `, ${report.repaired} damaged blobs put back` : ''),
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;

@@ -1,4 +1,4 @@
-import { openCacheStore, type VerifyReport } from '@splitzip/store';
+import { BLOB_DAMAGE_CODES, openCacheStore, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -74,6 +74,9 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
   );
   // A store error's message starts with its code already.
   for (const p of s.problems) lines.push(`  FAIL entry ${p.key} (${p.qualname}): ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
+  if (s.problems.some((p) => BLOB_DAMAGE_CODES.has(p.code))) {
+    lines.push(`  blobs missing or damaged: \`splitzip build <model> --out ${report.cache} --repair\` puts them back from the model`);
+  }
   const m = report.model;
   if (m) {
     lines.push(

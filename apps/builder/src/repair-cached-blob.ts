@@ -1,0 +1,23 @@
+import { convertPayloadVersion, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
+import { BLOB_DAMAGE_CODES, isStoreError, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { viewBf16 } from './tensor-tasks.js';
+
+/**
+ * `build --repair` for a tensor whose entry is already cached: reads its blob with every check the
+ * store makes; when the blob is missing or damaged, encodes the tensor again with the entry's own
+ * codebook, chunk size and format version (the encoder is deterministic, so these are the bytes the
+ * entry was committed with) and has the store put them back. Returns the bytes written, 0 when the
+ * blob was intact. `scratch` holds the read when it is large enough (the tensor's slab room).
+ */
+export async function repairCachedBlob(store: CacheStore, entry: CacheEntry, bytes: Uint8Array, scratch: Uint8Array): Promise<number> {
+  const slot = scratch.byteLength >= entry.compBytes ? scratch.subarray(0, entry.compBytes) : new Uint8Array(entry.compBytes);
+  try {
+    await store.readBlob(entry.key, slot);
+    return 0;
+  } catch (error) {
+    if (!(isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code))) throw error;
+  }
+  let payload = encode(viewBf16(bytes), createCodebook(entry.codebook.exponents), { chunkSize: entry.meta.chunkSize });
+  if (entry.meta.version !== readPayloadMeta(payload).version) payload = convertPayloadVersion(payload, entry.meta.version);
+  return (await store.repairBlob(entry.key, payload)) ? payload.byteLength : 0;
+}

@@ -1,0 +1,123 @@
+// build --repair: blobs deleted, truncated, flipped or swapped for a link after a build are put
+// back from the model, through the real binary; the store's repairBlob refuses any other bytes.
+import { readFile, rm, symlink, truncate, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCodebook, encode } from '@splitzip/codec';
+import { openCacheStore } from '@splitzip/store';
+import { createTempDir, gaussianBf16, outlierBf16, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
+import { snapshotDir, type BuildJson, type VerifyJson } from './helpers/reports.js';
+import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir('splitzip-repair-');
+});
+afterAll(async () => temp?.cleanup());
+
+describe('build --repair', () => {
+  let tensors: TensorData[];
+  let modelPath: string;
+  let cacheDir: string;
+  let first: BuildJson;
+
+  beforeAll(async () => {
+    tensors = [
+      gaussianBf16('a', [300, 7], 1),
+      outlierBf16('b', [4099], 2),
+      gaussianBf16('c', [1025], 3),
+      gaussianBf16('d', [17, 40], 4),
+      gaussianBf16('e', [2000], 5),
+    ];
+    modelPath = await writeSingleFileModel(join(temp.path, 'm.safetensors'), tensors);
+    cacheDir = join(temp.path, 'cache');
+    // A chunk size other than the default: the repair must use the entry's own.
+    ({ json: first } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--chunk-size', '256', '--jobs', '0']));
+    expect(first.encoded).toBe(5);
+  });
+
+  it('puts back a deleted, a truncated, a flipped and a linked blob; a plain re-run does not look, verify does', async () => {
+    const blobOf = (name: string): string => join(cacheDir, 'blobs', `${first.tensors.find((t) => t.name === name)!.key}.bin`);
+    const intact = await readFile(blobOf('e'));
+    await rm(blobOf('a'));
+    await truncate(blobOf('b'), 100);
+    const flipped = await readFile(blobOf('c'));
+    flipped[flipped.length >> 1]! ^= 0x10;
+    await writeFile(blobOf('c'), flipped);
+    // A link to an identical copy elsewhere: the store never follows links.
+    const elsewhere = join(temp.path, 'elsewhere.bin');
+    await writeFile(elsewhere, await readFile(blobOf('d')));
+    await rm(blobOf('d'));
+    await symlink(elsewhere, blobOf('d'));
+
+    const text = await runCli(['verify', cacheDir]);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toContain(`\`splitzip build <model> --out ${cacheDir} --repair\` puts them back`);
+    const { json: broken } = await runJson<VerifyJson>(['verify', cacheDir], 1);
+    expect(broken.store.problems.map((p) => p.code).sort()).toEqual(['BLOB_CORRUPT', 'BLOB_MISSING', 'BLOB_SIZE_MISMATCH', 'UNSAFE_BLOB_PATH']);
+    // Without --repair a re-run reads only the manifest: the damage stays, as documented.
+    const plain = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    expect(plain.json).toMatchObject({ encoded: 0, cached: 5, repaired: 0, stored_bytes: 0 });
+
+    for (const jobs of ['0']) {
+      const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--repair', '--jobs', jobs]);
+      expect(json).toMatchObject({ encoded: 0, cached: 5, repaired: 4 });
+      expect(json.tensors.filter((t) => t.repaired).map((t) => t.name).sort()).toEqual(['a', 'b', 'c', 'd']);
+      expect(json.stored_bytes).toBe(json.tensors.filter((t) => t.repaired).reduce((sum, t) => sum + t.compBytes!, 0));
+    }
+    const { json: verify } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.ok).toBe(true);
+    expect(await readFile(elsewhere)).toEqual(await readFile(blobOf('d'))); // the link's target untouched, the link replaced
+    expect(await readFile(blobOf('e'))).toEqual(intact);
+
+    // Nothing left to repair: nothing written.
+    const before = await snapshotDir(cacheDir);
+    const again = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--repair', '--jobs', '2', '--inline-max-mib', '0']);
+    expect(again.json).toMatchObject({ repaired: 0, stored_bytes: 0 });
+    expect(await snapshotDir(cacheDir)).toEqual(before);
+    const readable = await runCli(['build', modelPath, '--out', cacheDir, '--repair']);
+    expect(readable.stdout).not.toMatch(/put back/);
+  });
+
+  it('works on worker threads too, and says so in the table', async () => {
+    const key = first.tensors.find((t) => t.name === 'e')!.key!;
+    await rm(join(cacheDir, 'blobs', `${key}.bin`));
+    const result = await runCli(['build', modelPath, '--out', cacheDir, '--repair', '--jobs', '2', '--inline-max-mib', '0']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/1 damaged blobs put back/);
+    expect((await runJson<VerifyJson>(['verify', cacheDir])).json.ok).toBe(true);
+  });
+});
+
+describe("the store's repairBlob", () => {
+  it('refuses bytes that are not the entry blob, an unknown key, and writes nothing for an intact blob', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'r.safetensors'), [gaussianBf16('x', [3000], 7), gaussianBf16('y', [3000], 8)]);
+    const cacheDir = join(temp.path, 'cache-r');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    const [x, y] = json.tensors;
+    const store = await openCacheStore(cacheDir, { create: false });
+    try {
+      const entryX = store.getEntry(x!.key!)!;
+      const blobY = await readFile(join(cacheDir, 'blobs', `${y!.key}.bin`));
+      await expect(store.repairBlob(x!.key!, blobY)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      // The same values with another codebook: a valid payload, not this entry's.
+      const values = new Uint16Array(tensors2Values(await readFile(join(cacheDir, 'blobs', `${x!.key}.bin`)), entryX.meta.elementCount));
+      const other = encode(values, createCodebook([...entryX.codebook.exponents].reverse()), { chunkSize: entryX.meta.chunkSize });
+      await expect(store.repairBlob(x!.key!, other)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(store.repairBlob('0'.repeat(40), blobY)).rejects.toMatchObject({ code: 'ENTRY_NOT_FOUND' });
+      const blobX = await readFile(join(cacheDir, 'blobs', `${x!.key}.bin`));
+      expect(await store.repairBlob(x!.key!, blobX)).toBe(false);
+      await rm(join(cacheDir, 'blobs', `${x!.key}.bin`));
+      expect(await store.repairBlob(x!.key!, blobX)).toBe(true);
+      expect(await readFile(join(cacheDir, 'blobs', `${x!.key}.bin`))).toEqual(blobX);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+/** Zeros of the entry's length: any values do for a payload that must be refused. */
+function tensors2Values(_blob: Uint8Array, count: number): Uint16Array {
+  return new Uint16Array(count).fill(0x3c00);
+}

@@ -1,0 +1,28 @@
+import { createHash } from 'node:crypto';
+import { checkBlobPayload } from './check-blob-payload.js';
+import { StoreError, isStoreError } from './errors.js';
+import type { CacheEntry } from './types.js';
+
+/** The codes of a blob that is missing or damaged: what repairBlob can put right. */
+export const BLOB_DAMAGE_CODES: ReadonlySet<string> = new Set(['BLOB_MISSING', 'BLOB_SIZE_MISMATCH', 'BLOB_CORRUPT', 'META_MISMATCH', 'UNSAFE_BLOB_PATH']);
+
+/**
+ * Refuses (INVALID_ARGUMENT) a payload that is not exactly the blob `entry` describes: its size,
+ * header, checksum and every meta field, and its SHA-256 where the entry recorded one. A repair
+ * then rewrites the very bytes the entry was committed with, so every reader's checks still hold.
+ */
+export function checkRepairPayload(entry: CacheEntry, payload: Uint8Array): void {
+  if (!(payload instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'a repair payload is a Uint8Array', { entry: entry.key });
+  try {
+    if (payload.byteLength !== entry.compBytes) {
+      throw new StoreError('BLOB_SIZE_MISMATCH', `payload holds ${payload.byteLength} bytes, the entry ${entry.compBytes}`, { entry: entry.key });
+    }
+    checkBlobPayload(entry, payload);
+    if (entry.blobSha256 !== null && createHash('sha256').update(payload).digest('hex') !== entry.blobSha256) {
+      throw new StoreError('BLOB_CORRUPT', 'payload SHA-256 differs from the entry blob_sha256', { entry: entry.key });
+    }
+  } catch (error) {
+    const reason = isStoreError(error) ? error.reason : (error as Error).message;
+    throw new StoreError('INVALID_ARGUMENT', `the payload is not the blob of entry ${entry.key}: ${reason}`, { entry: entry.key, cause: error });
+  }
+}
