@@ -4,6 +4,7 @@ import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
+import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
@@ -137,9 +138,11 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       await refreshed;
       throw error;
     }
+    const link = linkAbortSignal(options.signal);
     try {
-      yield* loadOpened(model, handle, startMs, refreshed);
+      yield* loadOpened(model, handle, startMs, refreshed, link.signal);
     } finally {
+      link.unlink();
       if (model !== modelOrLocation) await model.close();
     }
   }
@@ -149,6 +152,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     handle: ShardCache | undefined,
     startMs: number,
     refreshed: Promise<{ error: unknown } | undefined> | undefined,
+    signal: AbortSignal | undefined,
   ): AsyncGenerator<LoadedTensor> {
     const refreshFailure = await refreshed;
     if (handle !== undefined && refreshFailure !== undefined) {
@@ -181,7 +185,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       verifyDigest: options.verifyDigest ?? false,
       cacheOnly: options.cacheOnly ?? false,
       explainMisses: options.explainMisses ?? true,
-      signal: options.signal,
+      signal,
       syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
       readWindow,
       onStagingOverflow: () => {
@@ -191,7 +195,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     try {
       const results = runOrderedPipeline(targets, {
         concurrency,
-        signal: options.signal,
+        signal,
         isLight: (target) => target.slice.sizeBytes <= LIGHT_TENSOR_MAX_BYTES,
         run: async (target) => {
           // No `allocate`: the runtime allocates each tensor's buffer where it is first written.

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader } from '../src/create-file-reader.js';
@@ -341,6 +342,41 @@ describe('loadModel', () => {
     expect(load.totals.tensors).toBe(2);
     expect(() => load[Symbol.asyncIterator]()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => loadModel(model, cache, { concurrency: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
+
+describe('loadModel and the caller\'s abort signal', () => {
+  it.each(['cpu', 'threads', 'workers'] as const)('%s: one listener on it at most, none left after, no leak warning, however many waits', async (backend) => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => {
+      warnings.push(warning.name);
+    };
+    process.on('warning', onWarning);
+    try {
+      for (const abortAfter of [Infinity, 2]) {
+        const controller = new AbortController();
+        // One slot for 16 concurrent tensors: most of them wait on the pool, each with a listener.
+        const pool = cache.createStagingPool({ slotCount: 1, shared: backend !== 'cpu' });
+        let seen = 0;
+        const load = loadModel(model, cache, { backend, pool, concurrency: 16, signal: controller.signal });
+        const run = (async () => {
+          for await (const tensor of load) {
+            expect(getEventListeners(controller.signal, 'abort').length).toBeLessThanOrEqual(1);
+            expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+            if (++seen >= abortAfter) controller.abort(new Error('stop'));
+          }
+        })();
+        if (abortAfter === Infinity) await run;
+        else await expect(run).rejects.toMatchObject({ code: 'ABORTED' });
+        expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+        expect(pool.stats().inUse).toBe(0);
+      }
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
 
