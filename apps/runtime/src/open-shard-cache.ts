@@ -116,9 +116,9 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     lookupBySlice: (shardName, offsetBytes, sizeBytes) => store.lookupBySlice(shardName, offsetBytes, sizeBytes),
     getEntry: (key) => store.getEntry(key),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes),
-    readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions),
+    readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
     readBlobSync: store.readBlobSync
-      ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, stagingSlot instanceof Uint8Array ? stagingSlot : stagingSlot.bytes, readOptions)
+      ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)
       : undefined,
     openBlobSync: store.openBlobSync
       ? (key, stagingSlot) => (store.openBlobSync as NonNullable<CacheStore['openBlobSync']>).call(store, key, stagingSlot)
@@ -152,4 +152,11 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     },
     close: () => store.close(),
   };
+}
+
+/** A staging slot's bytes, or the Uint8Array given; anything else goes on to the store, which refuses it (INVALID_ARGUMENT) instead of a TypeError here. */
+function slotBytes(stagingSlot: StagingSlot | Uint8Array): Uint8Array {
+  if (stagingSlot instanceof Uint8Array) return stagingSlot;
+  const bytes = (stagingSlot as StagingSlot | null | undefined)?.bytes;
+  return bytes instanceof Uint8Array ? bytes : (stagingSlot as unknown as Uint8Array);
 }

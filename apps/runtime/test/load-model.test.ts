@@ -421,6 +421,15 @@ describe('loadTensor', () => {
     }
   });
 
+  it("ShardCache.readBlob and readBlobSync refuse a slot that is neither a StagingSlot nor a Uint8Array (INVALID_ARGUMENT, not a TypeError)", async () => {
+    const info = model.getTensor('embed.weight')!;
+    const entry = cache.lookupBySlice(info.slice.shardName, info.slice.offsetBytes, info.slice.sizeBytes)!;
+    for (const slot of [null, undefined, new Uint16Array(entry.compBytes), {}]) {
+      await expect(cache.readBlob(entry.key, slot as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(() => cache.readBlobSync?.(entry.key, slot as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    }
+  });
+
   it('refuses a request that is not an object with INVALID_ARGUMENT', async () => {
     for (const request of [null, undefined, 'embed.weight']) {
       await expect(loadTensor(request as never, { cache })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });

@@ -1,3 +1,4 @@
+import { checkMetaFitsPayload } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -11,6 +12,8 @@ export interface EscapeStreams {
 
 /** Views of the payload's escape sections (copies when the payload's offset breaks alignment). */
 export function readEscapeStreams(payload: Uint8Array, meta: PayloadMeta): EscapeStreams {
+  // A Uint8Array as long as its meta says (TRUNCATED, INVALID_ARGUMENT otherwise), as every function taking `meta` checks.
+  checkMetaFitsPayload(payload, meta);
   const { escapeIndex, escapePositions, escapeExponents } = meta.layout;
   const indexAt = payload.byteOffset + escapeIndex.offsetBytes;
   const posAt = payload.byteOffset + escapePositions.offsetBytes;
@@ -33,6 +36,8 @@ export function readEscapeStreams(payload: Uint8Array, meta: PayloadMeta): Escap
  * `readPayloadMeta`, which has already checked the header and the section layout.
  */
 export function validatePayloadStructure(payload: Uint8Array, meta: PayloadMeta, streams: EscapeStreams): void {
+  // Another kind of view read as undefined or 16-bit codes and passed every code check.
+  checkMetaFitsPayload(payload, meta);
   const { chunkSize, chunkCount, escapeCount, elementCount } = meta;
   const { index, positions } = streams;
   if (index[0] !== 0 || index[chunkCount] !== escapeCount) {

@@ -39,7 +39,8 @@ export class Xxh32State {
     let p = start;
     const stop = start + stripeCount * 16;
     // Aligned fast path through a Uint32Array view (little-endian hosts only).
-    if (LITTLE_ENDIAN && ((bytes.byteOffset + p) & 3) === 0) {
+    // (Not for zero stripes: a view of a detached buffer, length 0, cannot even be constructed.)
+    if (LITTLE_ENDIAN && stripeCount > 0 && ((bytes.byteOffset + p) & 3) === 0) {
       const words = new Uint32Array(bytes.buffer, bytes.byteOffset + p, stripeCount * 4);
       const wn = words.length;
       for (let w = 0; w < wn; w += 4) {

@@ -1,9 +1,9 @@
-// Payloads in Node Buffers, as fs.readFile gives them: a Buffer's `slice` is a view, not a copy,
+// Payloads in Node Buffers (as fs.readFile gives them) and other kinds of arrays: a Buffer's `slice` is a view, not a copy,
 // so any code that copies with `slice` and then writes (or reads `.buffer`) acts on the caller's
 // bytes. Before the fix, verifying a Buffer payload zeroed its stored checksum: a second verify failed.
 import { describe, expect, it } from 'vitest';
 import { Xxh32State } from '../src/xxh32.js';
-import { calibrateCodebook, convertPayloadVersion, decode, encode, readEscapeStreams, readPayloadMeta, verifyPayloadChecksum, xxh32 } from '../src/index.js';
+import { calibrateCodebook, convertPayloadVersion, decode, encode, readEscapeStreams, readPayloadMeta, validatePayloadStructure, verifyPayloadChecksum, xxh32 } from '../src/index.js';
 import { BACKENDS, useBackend } from './backends.js';
 import { createRandom, valuesWithExponents } from './reference.js';
 
@@ -77,5 +77,46 @@ describe('Xxh32State over a reused Buffer', () => {
       reused.fill(0xff);
       expect(state.digest(), `length ${length}`).toBe(xxh32(data.subarray(0, length)));
     }
+  });
+});
+
+describe.each(BACKENDS)('other kinds of arrays (%s)', (backend) => {
+  const values = escapeyValues(3000, 4);
+  const { codebook } = calibrateCodebook(values);
+  const payload = encode(values, codebook, { chunkSize: 256 });
+
+  it('the structure checks refuse a view that is not a Uint8Array, and a payload shorter than its meta', () => {
+    useBackend(backend);
+    const meta = readPayloadMeta(payload);
+    const streams = readEscapeStreams(payload, meta);
+    const codeOf = (fn: () => unknown): string => {
+      try {
+        fn();
+        return 'none';
+      } catch (error) {
+        return (error as { code?: string }).code ?? String(error);
+      }
+    };
+    // Before: a DataView or Uint16Array of the same bytes passed every code check (indexing read undefined or 16-bit codes).
+    for (const wrong of [new DataView(payload.buffer), new Uint16Array(payload.buffer.slice(0, payload.length & ~1)), payload.buffer, null]) {
+      expect(codeOf(() => validatePayloadStructure(wrong as never, meta, streams))).toBe('INVALID_ARGUMENT');
+      expect(codeOf(() => readEscapeStreams(wrong as never, meta))).toBe('INVALID_ARGUMENT');
+    }
+    const detached = new Uint8Array(payload);
+    structuredClone(detached.buffer, { transfer: [detached.buffer] });
+    for (const short of [new Uint8Array(0), detached, payload.subarray(0, payload.length - 1)]) {
+      expect(codeOf(() => readEscapeStreams(short, meta))).toBe('TRUNCATED');
+      expect(codeOf(() => validatePayloadStructure(short, meta, streams))).toBe('TRUNCATED');
+    }
+  });
+
+  it('an emptied (detached) input is an empty one: xxh32, encode', () => {
+    useBackend(backend);
+    const bytes = new Uint8Array(64);
+    structuredClone(bytes.buffer, { transfer: [bytes.buffer] });
+    expect(xxh32(bytes)).toBe(xxh32(new Uint8Array(0)));
+    const tensor = new Uint16Array(64);
+    structuredClone(tensor.buffer, { transfer: [tensor.buffer] });
+    expect(encode(tensor, codebook)).toEqual(encode(new Uint16Array(0), codebook));
   });
 });

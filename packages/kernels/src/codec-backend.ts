@@ -1,5 +1,7 @@
 import { decode, encode } from '@splitzip/codec';
 import type { BackendImpl } from './backend-impl.js';
+import { checkOutput } from './check-output.js';
+import { KernelsError } from './errors.js';
 import { emptyTimings } from './timings.js';
 
 const now = (): number => performance.now();
@@ -24,6 +26,7 @@ export function createCodecBackend(): BackendImpl {
     },
     async decodeToDevice(payload, options) {
       const { values, timings } = await this.decode(payload, undefined, options);
+      let deleted = false;
       return {
         backend: 'codec',
         fallbackReason: null,
@@ -32,12 +35,18 @@ export function createCodecBackend(): BackendImpl {
         layout: 'bf16',
         segments: [{ firstElement: 0, elementCount: values.length, handle: values }],
         timings,
+        // The same contract as the GPU backends' results: a typed error for a wrong or short `out`
+        // (a Uint8Array took each value's low byte before) and for a deleted result.
         async toArray(out?: Uint16Array) {
-          if (!out) return values.slice();
-          out.set(values);
-          return out;
+          if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
+          if (out === undefined) return values.slice();
+          const target = checkOutput(out, values.length);
+          target.set(values);
+          return target;
         },
-        delete() {},
+        delete() {
+          deleted = true;
+        },
       };
     },
     async dispose() {},

@@ -77,7 +77,15 @@ for (const backend of ['codec', 'webasm', 'cpu'] as const) {
       expect(result.layout).toBe(backend === 'codec' ? 'bf16' : 'float');
       expect(result.elementCount).toBe(c.values.length);
       expect(firstMismatch(await result.toArray(), c.values)).toBe(-1);
+      // Into the caller's array: checked as decode checks `out` (every backend alike).
+      const out = new Uint16Array(c.values.length + 2).fill(0xabcd);
+      expect(await result.toArray(out)).toBe(out);
+      expect(firstMismatch(out.subarray(0, c.values.length), c.values)).toBe(-1);
+      expect(Array.from(out.subarray(c.values.length))).toEqual([0xabcd, 0xabcd]);
+      await expect(result.toArray(new Uint8Array(2 * c.values.length) as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(result.toArray(new Uint16Array(c.values.length - 1))).rejects.toMatchObject({ code: 'OUTPUT_TOO_SMALL' });
       result.delete();
+      await expect(result.toArray()).rejects.toMatchObject({ code: 'DISPOSED' });
     });
 
     it('decodes into a longer caller array and leaves the tail alone', async () => {

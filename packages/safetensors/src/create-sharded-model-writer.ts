@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
-import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
+import { checkChunk, createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import type { TensorSpec } from './types.js';
@@ -137,8 +137,10 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     dir: root,
     shards,
     totalBytes,
-    write: (chunk: Uint8Array) =>
-      guard(async () => {
+    // A chunk that is not bytes is refused before anything is written; the writer stays usable.
+    write: async (chunk: Uint8Array) => {
+      checkChunk(chunk, root);
+      return guard(async () => {
         let from = 0;
         while (from < chunk.length) {
           if (shardIndex >= shards.length) {
@@ -153,7 +155,8 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
           from += take;
           await advance();
         }
-      }),
+      });
+    },
     close: () =>
       guard(async () => {
         await advance();

@@ -241,6 +241,23 @@ describe('write -> read round trips', () => {
       const again = await openSafetensorsModel(path);
       expect(Array.from(await readTensorBytes(again, 'y'))).toEqual(Array.from(data.subarray(4000)));
       await again.close();
+
+      // A chunk that is not bytes is refused before anything is counted or written; the writer
+      // goes on (a Uint16Array was counted in elements, each value cut to its low byte).
+      const typed = await createSafetensorsWriter(join(dir, 'typed.safetensors'), specs);
+      for (const wrong of [new Uint16Array(2), new DataView(new ArrayBuffer(4)), new ArrayBuffer(4), [1, 2], null]) {
+        expectCode(await catchErrorAsync(() => typed.write(wrong as never)), 'INVALID_ARGUMENT');
+      }
+      expect(typed.writtenDataBytes).toBe(0);
+      await typed.write(data);
+      await typed.close();
+      const shardedTyped = await createShardedModelWriter(join(dir, 'typed-sharded'), specs, { maxShardBytes: 1000 });
+      expectCode(await catchErrorAsync(() => shardedTyped.write(new Uint16Array(2) as never)), 'INVALID_ARGUMENT');
+      await shardedTyped.write(Buffer.from(data));
+      const written = await shardedTyped.close();
+      const typedModel = await openSafetensorsModel(written.indexPath);
+      expect(Array.from(await readTensorBytes(typedModel, 'y'))).toEqual(Array.from(data.subarray(4000)));
+      await typedModel.close();
     });
   });
 

@@ -135,6 +135,19 @@ describe('malformed-file corpus (in memory)', () => {
     expect(error.offsets?.position).toBe(8 + headerLength + 6);
   });
 
+  it('bytes of another kind than Uint8Array are INVALID_ARGUMENT, not a TypeError or a misread size', () => {
+    const file = buildRawFile(headerText({ a: entry('U8', [4], 0, 4) }), new Uint8Array(4));
+    const header = file.subarray(8, file.length - 4);
+    for (const wrong of [new Uint16Array(file.buffer.slice(0, file.length & ~1)), new DataView(file.buffer), file.buffer, Array.from(file), null]) {
+      expectCode(catchError(() => parseSafetensorsBytes(wrong as never, 'f')), 'INVALID_ARGUMENT');
+      expectCode(catchError(() => parseHeaderLengthPrefix(wrong as never, { fileName: 'f', fileBytes: file.length })), 'INVALID_ARGUMENT');
+      expectCode(catchError(() => parseSafetensorsHeader(wrong as never, { fileName: 'f', fileBytes: file.length })), 'INVALID_ARGUMENT');
+    }
+    // A Buffer and a Uint8ClampedArray are bytes.
+    expect(parseSafetensorsBytes(Buffer.from(file), 'f').tensors).toHaveLength(1);
+    expect(parseSafetensorsHeader(new Uint8ClampedArray(header) as never, { fileName: 'f', fileBytes: file.length }).tensors).toHaveLength(1);
+  });
+
   it('rules apply in the documented order (an earlier rule wins)', () => {
     // Duplicate key and a bad dtype: the duplicate is reported (rule 7 before rule 10).
     const both = buildRawFile('{"a":{"dtype":"ZZ","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"ZZ","shape":[1],"data_offsets":[0,1]}}', new Uint8Array(1));

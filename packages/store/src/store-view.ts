@@ -83,8 +83,11 @@ export function resolveAliasKey(item: AliasSliceItem): string | undefined {
     if (!isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
     return item.key;
   }
-  if (item.key && typeof item.key === 'object') {
-    return isBf16Dtype(item.key.dtype) ? computeContentKey(item.key.bytes, item.key.shape, 'BF16') : undefined;
+  // A tensor reference is { bytes, shape, dtype }: raw bytes alone, or an object missing one of
+  // them, named no tensor and answered false ("no such entry") before.
+  const ref = item.key as { bytes?: unknown; shape?: unknown; dtype?: unknown } | null;
+  if (ref && typeof ref === 'object' && !ArrayBuffer.isView(ref) && ArrayBuffer.isView(ref.bytes) && Array.isArray(ref.shape) && typeof ref.dtype === 'string') {
+    return isBf16Dtype(ref.dtype) ? computeContentKey(ref.bytes as ArrayBufferView, ref.shape as number[], 'BF16') : undefined;
   }
   throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
 }

@@ -292,6 +292,13 @@ describe('slice aliasing', () => {
       expect((await catchError(() => store.aliasSlice(a.key, shard, offset, size))).code).toBe('INVALID_ARGUMENT');
     }
     expect((await catchError(() => store.aliasSlice('not-a-key', 's', 0, 128))).code).toBe('INVALID_ARGUMENT');
+    // Raw bytes, or a reference missing its shape or dtype, name no tensor: refused, not "no such entry" (false).
+    for (const ref of [a.bytes, {}, { bytes: a.bytes }, { bytes: a.bytes, shape: [64] }, { shape: [64], dtype: 'BF16' }]) {
+      expect((await catchError(() => store.aliasSlice(ref as never, 's', 0, 128))).code).toBe('INVALID_ARGUMENT');
+    }
+    // A complete reference works; one of another dtype names a tensor that is never cached.
+    expect(await store.aliasSlice({ bytes: a.bytes, shape: [64], dtype: 'BF16' }, 's', 0, 128)).toBe(true);
+    expect(await store.aliasSlice({ bytes: a.bytes, shape: [32], dtype: 'F32' }, 's', 128, 128)).toBe(false);
     await store.close();
   });
 

@@ -115,7 +115,8 @@ function encodeSections(
   const n = values.length;
   // Fast path: two values per u32 load, two sm bytes per u16 store. Needs aligned views on a
   // little-endian host.
-  const aligned = LITTLE_ENDIAN && (values.byteOffset & 3) === 0 && ((payload.byteOffset + at.sm) & 1) === 0;
+  // n >= 2: no view to make otherwise (and none can be made over a detached, empty input).
+  const aligned = LITTLE_ENDIAN && n >= 2 && (values.byteOffset & 3) === 0 && ((payload.byteOffset + at.sm) & 1) === 0;
   const pairEnd = n & ~1;
   let cp = at.codes;
   let i = 0;
