@@ -1,7 +1,7 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { createHash } from 'node:crypto';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { BLOB_DAMAGE_CODES, checkRepairPayload } from './check-repair-payload.js';
+import { BLOB_DAMAGE_CODES, entryToRepair } from './check-repair-payload.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords } from './journal-format.js';
 import {
@@ -548,9 +548,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   async repairBlob(key: string, payload: Uint8Array): Promise<boolean> {
     this.assertOpen();
     await this.refresh();
-    const entry = this.state.entries.get(key);
-    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
-    checkRepairPayload(entry, payload);
+    const entry = entryToRepair(this.state.entries, key, payload, this.root);
     // A descriptor kept from an earlier read may be of the damaged file: look at the path anew.
     this.backend.forgetBlob?.(key, entry.blob);
     if (await isBlobIntact(this.backend, entry)) return false;

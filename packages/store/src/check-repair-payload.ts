@@ -6,6 +6,14 @@ import type { CacheEntry } from './types.js';
 /** The codes of a blob that is missing or damaged: what repairBlob can put right. */
 export const BLOB_DAMAGE_CODES: ReadonlySet<string> = new Set(['BLOB_MISSING', 'BLOB_SIZE_MISMATCH', 'BLOB_CORRUPT', 'META_MISMATCH', 'UNSAFE_BLOB_PATH']);
 
+/** The entry a repair of `key` puts back, its payload checked (checkRepairPayload); ENTRY_NOT_FOUND for an unknown key. */
+export function entryToRepair(entries: ReadonlyMap<string, CacheEntry>, key: string, payload: Uint8Array, root: string): CacheEntry {
+  const entry = entries.get(key);
+  if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: root });
+  checkRepairPayload(entry, payload);
+  return entry;
+}
+
 /**
  * Refuses (INVALID_ARGUMENT) a payload that is not exactly the blob `entry` describes: its size,
  * header, checksum and every meta field, and its SHA-256 where the entry recorded one. A repair

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { BLOB_DAMAGE_CODES, checkRepairPayload } from './check-repair-payload.js';
+import { BLOB_DAMAGE_CODES, entryToRepair } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { StoreError, isStoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS } from './limits.js';
@@ -256,9 +256,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async repairBlob(key: string, payload: Uint8Array): Promise<boolean> {
     this.assertOpen();
     await this.refresh();
-    const entry = this.state.entries.get(key);
-    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
-    checkRepairPayload(entry, payload);
+    const entry = entryToRepair(this.state.entries, key, payload, this.root);
     // The object itself, not an inline or read-through copy: that is what a repair rewrites.
     const view = new Uint8Array(entry.compBytes);
     try {
