@@ -37,20 +37,29 @@ export interface LoadTensorOptions {
 export async function loadTensor(request: TensorRequest, options: LoadTensorOptions = {}): Promise<LoadedTensor> {
   const target = resolveTensorRequest(request, options.model, options.cache);
   const output = checkOutputBuffer(options.target, target.slice.sizeBytes, target.name);
-  return serveTensor(
-    {
-      cache: options.cache,
-      pool: options.pool,
-      reader: options.reader,
-      backend: resolveDecodeBackend(options.backend),
-      verifyDigest: options.verifyDigest ?? false,
-      cacheOnly: options.cacheOnly ?? false,
-      explainMisses: options.explainMisses ?? true,
-      signal: options.signal,
-      onStagingOverflow: () => undefined,
-    syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
-    },
-    target,
-    output,
-  );
+  const backend = resolveDecodeBackend(options.backend);
+  // A backend made here from a name is closed here, as loadModel does ('threads' is the
+  // process-wide pool, kept): 'workers' left a worker pool behind on every call before (a
+  // thread, four descriptors and ~8 MiB each).
+  const ownBackend = typeof options.backend !== 'object' && (backend as { processWide?: boolean }).processWide !== true;
+  try {
+    return await serveTensor(
+      {
+        cache: options.cache,
+        pool: options.pool,
+        reader: options.reader,
+        backend,
+        verifyDigest: options.verifyDigest ?? false,
+        cacheOnly: options.cacheOnly ?? false,
+        explainMisses: options.explainMisses ?? true,
+        signal: options.signal,
+        onStagingOverflow: () => undefined,
+        syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
+      },
+      target,
+      output,
+    );
+  } finally {
+    if (ownBackend) await backend.close?.();
+  }
 }

@@ -1,4 +1,5 @@
 import { getEventListeners } from 'node:events';
+import { existsSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createFileReader } from '../src/create-file-reader.js';
@@ -371,6 +372,19 @@ describe('loadModel and the caller\'s abort signal', () => {
         expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
         expect(pool.stats().inUse).toBe(0);
       }
+      // Twelve concurrent loads that share one signal: one listener on it between them.
+      const shared = new AbortController();
+      const loads = Array.from({ length: 12 }, () => loadModel(model, cache, { backend, concurrency: 4, signal: shared.signal }).drain());
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(getEventListeners(shared.signal, 'abort').length).toBeLessThanOrEqual(1);
+      await Promise.all(loads);
+      expect(getEventListeners(shared.signal, 'abort')).toHaveLength(0);
+      const aborting = Array.from({ length: 12 }, () => loadModel(model, cache, { backend, concurrency: 4, signal: shared.signal }).drain());
+      shared.abort(new Error('shutdown'));
+      for (const result of await Promise.allSettled(aborting)) {
+        if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'ABORTED' });
+      }
+      expect(getEventListeners(shared.signal, 'abort')).toHaveLength(0);
       // Warnings are emitted on the next tick.
       await new Promise((resolve) => setImmediate(resolve));
       expect(warnings).not.toContain('MaxListenersExceededWarning');
@@ -427,6 +441,39 @@ describe('loadTensor', () => {
     for (const slot of [null, undefined, new Uint16Array(entry.compBytes), {}]) {
       await expect(cache.readBlob(entry.key, slot as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
       expect(() => cache.readBlobSync?.(entry.key, slot as never)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    }
+  });
+
+  it.runIf(existsSync('/proc/self/task'))("with backend 'workers' leaves no worker behind per call (it closes the pool it made)", async () => {
+    const threads = (): number => readdirSync('/proc/self/task').length;
+    // A tensor large enough for the workers to take part (2^21 values the caller decoded alone here).
+    const temp = await makeTempDir('splitzip-workers-');
+    try {
+      const big = await writeModel(temp.dir, [{ name: 'big', dtype: 'BF16', shape: [(1 << 22) + 3], data: bf16Weights((1 << 22) + 3, 21) }], 64 << 20);
+      await buildCache(big, `${temp.dir}/cache`);
+      const bigCache = await openShardCache(`${temp.dir}/cache`);
+      const expected = (await readAllRaw(big)).get('big') as Uint8Array;
+      try {
+        // Shared slots and a shared target: the workers really start (ordinary buffers decode inline).
+        const pool = bigCache.createStagingPool({ slotCount: 1, shared: true });
+        const target = new Uint8Array(new SharedArrayBuffer(expected.length));
+        await loadTensor({ model: big, name: 'big' }, { cache: bigCache, pool, target, backend: 'workers' });
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const before = threads();
+        for (let i = 0; i < 4; i++) {
+          const loaded = await loadTensor({ model: big, name: 'big' }, { cache: bigCache, pool, target, backend: 'workers' });
+          expect(loaded.source).toBe('cache');
+          expect(sameBytes(loaded.data, expected)).toBe(true);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        // Before: one more thread (and ~8 MiB) per call, never given back.
+        expect(threads()).toBeLessThanOrEqual(before + 1);
+      } finally {
+        await bigCache.close();
+        await big.close();
+      }
+    } finally {
+      await temp.cleanup();
     }
   });
 

@@ -137,6 +137,8 @@ interface PoolWorker {
   slot: number;
   busy: number;
   doorbell: Int32Array;
+  /** 1 once the worker's modules are loaded (WorkerStart.ready). */
+  ready: Int32Array;
   jobs: MessagePort;
   replies: MessagePort;
   attached: Set<number>;
@@ -188,11 +190,17 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const spawn = (): PoolWorker => {
     const slot = [...Array(threads).keys()].find((s) => !pool.some((p) => p.slot === s))!;
     const doorbell = new Int32Array(new SharedArrayBuffer(4));
+    const ready = new Int32Array(new SharedArrayBuffer(4));
     const jobChannel = new MessageChannel();
     const replyChannel = new MessageChannel();
-    const start: WorkerStart = { doorbell: doorbell.buffer as SharedArrayBuffer, jobs: jobChannel.port2, replies: replyChannel.port2 };
+    const start: WorkerStart = {
+      doorbell: doorbell.buffer as SharedArrayBuffer,
+      jobs: jobChannel.port2,
+      replies: replyChannel.port2,
+      ready: ready.buffer as SharedArrayBuffer,
+    };
     const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
-    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
+    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
     entry.replies.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
@@ -573,6 +581,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       await queue;
       const workers = pool.splice(0);
       for (const entry of workers) failPending(entry, new KernelsError('DISPOSED', 'worker decoder disposed', {}));
+      // Not while a worker still loads its modules (see WorkerStart.ready); a worker that never
+      // gets there (it died, or its start hangs) is terminated after WORKER_READY_WAIT_MS anyway.
+      await Promise.all(workers.map((entry) => waitUntilReady(entry.ready, WORKER_READY_WAIT_MS)));
       for (const entry of workers) send(entry, { stop: true });
       await Promise.all(workers.map((entry) => entry.worker.terminate()));
       for (const entry of workers) {
@@ -627,6 +638,20 @@ function resolveArena(options: WorkerDecoderOptions, threads: number): CodecAren
     throw new KernelsError('INVALID_ARGUMENT', `arena must be created with threads >= ${threads} (one share per worker)`, { threads });
   }
   return arena;
+}
+
+/** How long dispose() waits for a worker still starting before it terminates it regardless. */
+const WORKER_READY_WAIT_MS = 2000;
+
+/** Resolves once ready[0] is 1, or after `timeoutMs`. */
+async function waitUntilReady(ready: Int32Array, timeoutMs: number): Promise<void> {
+  const until = performance.now() + timeoutMs;
+  while (Atomics.load(ready, 0) === 0) {
+    const left = until - performance.now();
+    if (left <= 0) return;
+    const waiting = waitAsync(ready, 0, 0, Math.min(left, 100));
+    if (waiting.async) await waiting.value;
+  }
 }
 
 /** Atomics.waitAsync (Node ≥ 16; not in the ES2022 lib typings). */

@@ -81,6 +81,9 @@ if (start) {
   const doorbell = new Int32Array(start.doorbell);
   const jobs: MessagePort = start.jobs;
   const replies: MessagePort = start.replies;
+  const ready = new Int32Array(start.ready);
+  Atomics.store(ready, 0, 1);
+  Atomics.notify(ready, 0);
   let seen = 0;
   for (;;) {
     Atomics.wait(doorbell, 0, seen);

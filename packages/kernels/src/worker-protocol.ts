@@ -8,6 +8,12 @@ export interface WorkerStart {
   doorbell: SharedArrayBuffer;
   jobs: MessagePort;
   replies: MessagePort;
+  /**
+   * Int32Array(1) over this: the worker sets it to 1 once its modules are loaded, before it waits
+   * for jobs. dispose() waits for it before terminating: a worker terminated while Node was still
+   * loading its ESM modules left descriptors of those files open (a few per hundred decoders).
+   */
+  ready: SharedArrayBuffer;
 }
 
 /**

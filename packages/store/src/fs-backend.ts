@@ -136,6 +136,8 @@ class FsJournalFile implements JournalFile {
 /** The filesystem backend: `<root>/manifest.json`, `<root>/journal.<G>`, `<root>/blobs/<key>.bin`, `<root>/lock`. */
 export class FsBackend implements StorageBackend {
   private blobsRealPath: string | undefined;
+  /** Set by releaseFiles (the store closed): no descriptor is kept after that. */
+  private released = false;
   /** Staged blobs already renamed to their final name: nothing left to discard. */
   private readonly published = new WeakSet<StagedBlob>();
 
@@ -349,7 +351,8 @@ export class FsBackend implements StorageBackend {
     } catch (error) {
       throw blobReadError(error, key, path);
     } finally {
-      if (keep) keepOpenBlobFile(resolved, fd, target.length);
+      // Not kept once the store closed meanwhile: releaseFiles has run, and nothing would close it.
+      if (keep && !this.released) keepOpenBlobFile(resolved, fd, target.length);
       else await closeAsync(fd).catch(() => undefined);
     }
   }
@@ -377,7 +380,7 @@ export class FsBackend implements StorageBackend {
     } catch (error) {
       throw blobReadError(error, key, path);
     } finally {
-      if (keep) keepOpenBlobFile(resolved, fd, target.length);
+      if (keep && !this.released) keepOpenBlobFile(resolved, fd, target.length);
       else closeSync(fd);
     }
   }
@@ -390,6 +393,9 @@ export class FsBackend implements StorageBackend {
 
   /** See StorageBackend.releaseFiles: every kept descriptor of this cache's blobs is closed. */
   releaseFiles(): void {
+    // A read still in flight (close() does not wait for reads) then closes its descriptor itself
+    // instead of keeping it: kept after this point, nothing would ever close it.
+    this.released = true;
     const dir = this.blobsRealPath;
     if (dir === undefined) return;
     forgetOpenBlobFiles((path) => path.startsWith(`${dir}/`));
@@ -415,13 +421,14 @@ export class FsBackend implements StorageBackend {
     const { path, resolved } = this.blobTarget(key, blob, this.blobsDirectorySync());
     const fd = takeOpenBlobFile(resolved, expectedBytes) ?? this.openChecked(key, path, resolved, expectedBytes);
     let held = true;
+    const isReleased = (): boolean => this.released;
     return {
       fd,
       path,
       release(keep: boolean) {
         if (!held) return;
         held = false;
-        if (keep) keepOpenBlobFile(resolved, fd, expectedBytes);
+        if (keep && !isReleased()) keepOpenBlobFile(resolved, fd, expectedBytes);
         else closeSync(fd);
       },
     };

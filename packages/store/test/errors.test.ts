@@ -328,6 +328,22 @@ describe('readBlob never returns wrong data', () => {
     await store.close();
   });
 
+  it('a store closed while reads are in flight keeps none of their descriptors', async () => {
+    const { root, tensors } = await makeCache(3);
+    const base = countOpenBlobFiles();
+    for (let round = 0; round < 5; round++) {
+      const store = await openCacheStore(root);
+      const reads = tensors.map((t) => store.readBlob(t.key, new Uint8Array(t.payload.length)).then(() => 'ok', (error: { code?: string }) => error.code));
+      // An openBlobSync lent out over the close, given back (keep) after it.
+      const lent = store.openBlobSync!(tensors[0]!.key, new Uint8Array(tensors[0]!.payload.length));
+      await store.close();
+      for (const result of await Promise.all(reads)) expect(['ok', 'STORE_CLOSED']).toContain(result);
+      lent.release();
+      // Before: each read that finished after close kept its descriptor, with no store left to close it.
+      expect(countOpenBlobFiles()).toBe(base);
+    }
+  });
+
   it('readBlob and openBlobSync keep blob files open too: reused, given back closed on failure, dropped when damaged', async () => {
     const { root, tensors } = await makeCache(3);
     const store = await openCacheStore(root);
