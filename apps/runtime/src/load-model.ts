@@ -7,7 +7,7 @@ import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-windo
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
 import type { ShardCache } from './open-shard-cache.js';
-import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, checkOutputBuffer, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
@@ -167,7 +167,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);
     const ownPool = options.pool === undefined && handle !== undefined && entries.length > 0;
     // Backends made here from a name are closed here; 'threads' is the process-wide pool (kept).
-    const ownBackend = typeof options.backend !== 'object' && (backend as { processWide?: boolean }).processWide !== true;
+    const ownBackend = ownsDecodeBackend(options.backend, backend);
     // Worker decoders read payloads without a copy when the slots are shared memory.
     const shared = (backend as { shared?: boolean }).shared === true;
     const largestBytes = handle?.largestPayloadBytes(entries) ?? 0;

@@ -2,7 +2,7 @@ import type { SafetensorsModel } from '@splitzip/safetensors';
 import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
 import type { ShardCache } from './open-shard-cache.js';
-import { resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
@@ -41,7 +41,7 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
   // A backend made here from a name is closed here, as loadModel does ('threads' is the
   // process-wide pool, kept): 'workers' left a worker pool behind on every call before (a
   // thread, four descriptors and ~8 MiB each).
-  const ownBackend = typeof options.backend !== 'object' && (backend as { processWide?: boolean }).processWide !== true;
+  const ownBackend = ownsDecodeBackend(options.backend, backend);
   try {
     return await serveTensor(
       {

@@ -31,3 +31,11 @@ export function resolveDecodeBackend(option: BackendOption | undefined): DecodeB
   }
   throw new RuntimeError('INVALID_ARGUMENT', `unknown decode backend ${String(option)}`, { backend: String(option) });
 }
+
+/**
+ * Whether the caller that resolved `backend` from `option` must close it when done: one made here
+ * from a name ('cpu', 'workers'), not the caller's own object nor the process-wide 'threads' pool.
+ */
+export function ownsDecodeBackend(option: BackendOption | undefined, backend: DecodeBackend): boolean {
+  return typeof option !== 'object' && (backend as { processWide?: boolean }).processWide !== true;
+}

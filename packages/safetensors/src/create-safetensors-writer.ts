@@ -5,6 +5,7 @@ import { commitTemporaryFile, discardTemporaryFile, temporaryPathFor, writeFully
 import { SafetensorsError } from './errors.js';
 import { serializeSafetensorsHeader, type SerializedHeader } from './serialize-safetensors-header.js';
 import type { TensorSpec } from './types.js';
+import { checkByteArray } from './check-byte-array.js';
 
 export interface SafetensorsWriterOptions {
   metadata?: Readonly<Record<string, string>> | null;
@@ -92,7 +93,7 @@ export async function createSafetensorsWriter(path: string, specs: readonly Tens
     },
     write: async (chunk: Uint8Array) => {
       assertOpen();
-      checkChunk(chunk, absolute);
+      checkByteArray(chunk, 'a data chunk', absolute);
       await exclusive(async () => {
         if (written + chunk.length > header.dataBytes) {
           throw new SafetensorsError('WRITE_SIZE_MISMATCH', `got ${written + chunk.length} data bytes, the header announced ${header.dataBytes}`, {
@@ -134,15 +135,4 @@ export async function createSafetensorsWriter(path: string, specs: readonly Tens
     },
     abort,
   };
-}
-
-/**
- * A data chunk is bytes: a Uint8Array (a Buffer is one). Anything else was counted by `.length`
- * (elements, not bytes: a Uint16Array lost each value's high byte) or not at all (NaN).
- */
-export function checkChunk(chunk: unknown, file: string): void {
-  if (!(chunk instanceof Uint8Array)) {
-    const kind = chunk === null ? 'null' : typeof chunk === 'object' ? ((chunk as object).constructor?.name ?? 'object') : typeof chunk;
-    throw new SafetensorsError('INVALID_ARGUMENT', `a data chunk must be a Uint8Array, got ${kind}`, { file });
-  }
 }

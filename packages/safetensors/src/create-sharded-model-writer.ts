@@ -2,7 +2,8 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
-import { checkChunk, createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
+import { checkByteArray } from './check-byte-array.js';
+import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import type { TensorSpec } from './types.js';
@@ -139,7 +140,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     totalBytes,
     // A chunk that is not bytes is refused before anything is written; the writer stays usable.
     write: async (chunk: Uint8Array) => {
-      checkChunk(chunk, root);
+      checkByteArray(chunk, 'a data chunk', root);
       return guard(async () => {
         let from = 0;
         while (from < chunk.length) {

@@ -1,3 +1,4 @@
+import { checkByteArray } from './check-byte-array.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
@@ -25,7 +26,7 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  */
 export function parseHeaderLengthPrefix(prefix: Uint8Array, context: HeaderContext): number {
   const file = context.fileName;
-  checkBytes(prefix, 'prefix', file);
+  checkByteArray(prefix, 'prefix', file);
   if (prefix.length < HEADER_PREFIX_BYTES || context.fileBytes < HEADER_PREFIX_BYTES) {
     throw new SafetensorsError('HEADER_LENGTH_MISSING', `file has ${context.fileBytes} bytes, fewer than the 8-byte header length`, {
       file,
@@ -57,7 +58,7 @@ export function parseHeaderLengthPrefix(prefix: Uint8Array, context: HeaderConte
  */
 export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderContext): ParsedHeader {
   const file = context.fileName;
-  checkBytes(headerBytes, 'headerBytes', file);
+  checkByteArray(headerBytes, 'headerBytes', file);
   const headerLength = headerBytes.length;
   if (headerLength > MAX_HEADER_BYTES) {
     throw new SafetensorsError('HEADER_TOO_LARGE', `header length ${headerLength} exceeds MAX_HEADER_BYTES (${MAX_HEADER_BYTES})`, {
@@ -147,21 +148,10 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
 
 /** Rules 1-16 on a whole file held in memory (tests, browsers). Views, does not copy, the tensor bytes. */
 export function parseSafetensorsBytes(fileBytes: Uint8Array, fileName: string): ParsedHeader {
-  checkBytes(fileBytes, 'fileBytes', fileName);
+  checkByteArray(fileBytes, 'fileBytes', fileName);
   const context = { fileName, fileBytes: fileBytes.length };
   const headerLength = parseHeaderLengthPrefix(fileBytes, context);
   return parseSafetensorsHeader(fileBytes.subarray(HEADER_PREFIX_BYTES, HEADER_PREFIX_BYTES + headerLength), context);
-}
-
-/**
- * The parsers read bytes: a Uint8Array (or a subclass), a Uint8ClampedArray. Other views were measured
- * in elements (a Uint16Array "file" half its size) or not at all, and null threw a TypeError.
- */
-function checkBytes(bytes: unknown, name: string, file: string): void {
-  if (!(bytes instanceof Uint8Array || bytes instanceof Uint8ClampedArray)) {
-    const kind = bytes === null ? 'null' : typeof bytes === 'object' ? ((bytes as object).constructor?.name ?? 'object') : typeof bytes;
-    throw new SafetensorsError('INVALID_ARGUMENT', `${name} must be a Uint8Array, got ${kind}`, { file });
-  }
 }
 
 function validateMetadata(value: unknown, file: string): Record<string, string> {

@@ -1,8 +1,7 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
-import { createHash } from 'node:crypto';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { BLOB_DAMAGE_CODES, entryToRepair } from './check-repair-payload.js';
-import { StoreError, isStoreError, toIoError } from './errors.js';
+import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
+import { StoreError, toIoError } from './errors.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords } from './journal-format.js';
 import {
   BLOB_WRITE_CONCURRENCY,
@@ -551,7 +550,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const entry = entryToRepair(this.state.entries, key, payload, this.root);
     // A descriptor kept from an earlier read may be of the damaged file: look at the path anew.
     this.backend.forgetBlob?.(key, entry.blob);
-    if (await isBlobIntact(this.backend, entry)) return false;
+    if (await storedBlobMatches(entry, payload, (view) => this.backend.readBlobInto(entry.key, entry.blob, view))) return false;
     const staged = await this.backend.stageBlob(key, payload);
     try {
       // Under the writer lock, as every blob is published (gc never sees it half-way).
@@ -630,19 +629,6 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       await this.journal?.close();
       this.journal = undefined;
     });
-  }
-}
-
-/** Whether an entry's stored blob reads back whole and as recorded; false for any of BLOB_DAMAGE_CODES. */
-async function isBlobIntact(backend: Pick<StorageBackend, 'readBlobInto'>, entry: CacheEntry): Promise<boolean> {
-  const view = new Uint8Array(entry.compBytes);
-  try {
-    await backend.readBlobInto(entry.key, entry.blob, view);
-    checkBlobPayload(entry, view);
-    return entry.blobSha256 === null || createHash('sha256').update(view).digest('hex') === entry.blobSha256;
-  } catch (error) {
-    if (isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code)) return false;
-    throw error;
   }
 }
 

@@ -34,3 +34,20 @@ export function checkRepairPayload(entry: CacheEntry, payload: Uint8Array): void
     throw new StoreError('INVALID_ARGUMENT', `the payload is not the blob of entry ${entry.key}: ${reason}`, { entry: entry.key, cause: error });
   }
 }
+
+/**
+ * Whether the stored blob already holds `payload` (checked by checkRepairPayload to be exactly the
+ * entry's blob): `read` fills a view of compBytes with the stored bytes, or throws one of
+ * BLOB_DAMAGE_CODES for a blob missing, short, or not a plain file (then false). Comparing with the
+ * verified payload needs no second checksum or SHA-256 of the stored bytes.
+ */
+export async function storedBlobMatches(entry: CacheEntry, payload: Uint8Array, read: (view: Uint8Array) => Promise<void>): Promise<boolean> {
+  const view = new Uint8Array(entry.compBytes);
+  try {
+    await read(view);
+  } catch (error) {
+    if (isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code)) return false;
+    throw error;
+  }
+  return Buffer.from(view.buffer, view.byteOffset, view.byteLength).equals(payload);
+}

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { BLOB_DAMAGE_CODES, entryToRepair } from './check-repair-payload.js';
+import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { StoreError, isStoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS } from './limits.js';
@@ -258,14 +258,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     await this.refresh();
     const entry = entryToRepair(this.state.entries, key, payload, this.root);
     // The object itself, not an inline or read-through copy: that is what a repair rewrites.
-    const view = new Uint8Array(entry.compBytes);
-    try {
-      await this.readObjectInto(entry, view);
-      checkBlobPayload(entry, view);
-      if (createHash('sha256').update(view).digest('hex') === blobSha256Of(entry)) return false;
-    } catch (error) {
-      if (!(isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code))) throw error;
-    }
+    if (await storedBlobMatches(entry, payload, (view) => this.readObjectInto(entry, view))) return false;
     // One PUT replaces the object whole; readers see the old bytes or the new.
     await this.transport.putObject(blobObjectName(entry.key, blobSha256Of(entry)), payload);
     await this.readThrough?.remove(entry.key, blobSha256Of(entry));
