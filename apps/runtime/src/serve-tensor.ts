@@ -11,7 +11,7 @@ import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo 
 import { computeContentKey, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
-import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
+import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } from './errors.js';
@@ -556,7 +556,13 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
     openMs = performance.now() - openStartMs;
     return { fd: opened.fd, payload: opened.view, out: view?.values, arena: lease.arena, check: { entry: entryFields(entry), blobPath: opened.path } };
   };
-  const running = backend.readDecode({ values: valueCount, staging: threadStaging(pool), open, signal: env.signal });
+  let running: Promise<ReadDecodeResult> | undefined;
+  try {
+    running = backend.readDecode({ values: valueCount, staging: threadStaging(pool), open, signal: env.signal });
+  } catch (error) {
+    // A backend that refuses at once (closed by its owner mid-load) fails like any decode: the tensor goes raw.
+    throw describeDecodeFailure(error, env, target, entry);
+  }
   if (running === undefined) return undefined;
   report.backend = backend.name;
   return running.then(
@@ -586,7 +592,8 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
       if (opened === undefined) {
         abortIfNeeded(env.signal, target.name);
-        throw error instanceof RuntimeError ? error : describeDecodeFailure(error, env, target, entry);
+        // The store's refusals arrive mapped; anything else (a read the closed backend dropped) is the backend's failure.
+        throw error instanceof RuntimeError && error.code === 'ABORTED' ? error : describeDecodeFailure(error, env, target, entry);
       }
       report.blobBytesRead += entry.compBytes;
       // A file that ended early, or could not be read, is the blob's fault.

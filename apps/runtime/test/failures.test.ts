@@ -269,6 +269,30 @@ describe('a failing decode backend', () => {
     }
   });
 
+  it('a thread decoder closed by its owner mid-load fails its tensors as DECODE_FAILED, served raw, and so does a load after close', async () => {
+    const { cacheDir } = await freshCache();
+    const cache = await openShardCache(cacheDir);
+    const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+    try {
+      // Reads queue for the workers at once (up to 8 tensors in flight); closing drops the queued ones.
+      const load = loadModel(model, cache, { backend: threads, concurrency: 8 });
+      let seen = 0;
+      for await (const tensor of load) {
+        if (seen++ === 0) void threads.close?.();
+        expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+      }
+      const failed = load.reports.filter((r) => r.reason === 'cache-failed');
+      expect(failed.length).toBeGreaterThan(0);
+      expect(failed.every((r) => r.error?.code === 'DECODE_FAILED')).toBe(true);
+      const after = await loadTensor({ model, name: TARGET }, { cache, backend: threads });
+      expect(after).toMatchObject({ source: 'raw', report: { reason: 'cache-failed', error: { code: 'DECODE_FAILED' } } });
+      expect(sameBytes(after.data, raw.get(TARGET) as Uint8Array)).toBe(true);
+    } finally {
+      await threads.close?.();
+      await cache.close();
+    }
+  });
+
   it('a backend that silently returns wrong values is caught by verifyDigest', async () => {
     const { cacheDir } = await freshCache();
     const cache = await openShardCache(cacheDir);
