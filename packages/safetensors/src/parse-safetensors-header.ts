@@ -100,15 +100,11 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   }
 
   const record = root as Record<string, unknown>;
-  let metadata: Record<string, string> | null = null;
+  // Rule 8 before any entry, wherever the key sits in the header; then rules 9-14 entry by entry, in header order.
+  const metadata = Object.hasOwn(record, METADATA_KEY) ? validateMetadata(record[METADATA_KEY], file) : null;
   const tensors: ParsedTensorEntry[] = [];
   for (const name of Object.keys(record)) {
-    const value = record[name];
-    if (name === METADATA_KEY) {
-      metadata = validateMetadata(value, file);
-      continue;
-    }
-    tensors.push(validateEntry(name, value, file));
+    if (name !== METADATA_KEY) tensors.push(validateEntry(name, record[name], file));
   }
 
   // Rules 15-16: sorted by (begin, end), the tensors must tile [0, dataBytes) exactly.

@@ -72,6 +72,8 @@ function malformedCorpus(): Case[] {
     { name: 'metadata not an object', bytes: buildRawFile('{"__metadata__":[]}'), code: 'METADATA_INVALID' },
     { name: 'metadata value a number', bytes: buildRawFile('{"__metadata__":{"k":1}}'), code: 'METADATA_INVALID' },
     { name: 'metadata value nested', bytes: buildRawFile('{"__metadata__":{"k":{"x":"y"}}}'), code: 'METADATA_INVALID' },
+    // Rule 8 comes before every entry's rules, wherever __metadata__ sits in the header.
+    { name: 'metadata invalid after a broken entry', bytes: buildRawFile('{"a":{"dtype":"BF16","shape":[1]},"__metadata__":5}'), code: 'METADATA_INVALID' },
     { name: 'entry a string', bytes: buildRawFile('{"a":"x"}'), code: 'TENSOR_ENTRY_INVALID', tensor: 'a' },
     { name: 'entry missing data_offsets', bytes: buildRawFile('{"a":{"dtype":"U8","shape":[0]}}'), code: 'TENSOR_ENTRY_INVALID', tensor: 'a' },
     { name: 'entry extra field', bytes: buildRawFile('{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":1}}'), code: 'TENSOR_ENTRY_INVALID', tensor: 'a' },
