@@ -68,6 +68,8 @@ export interface SafetensorsErrorOffsets {
 export interface SafetensorsErrorContext {
   file?: string;
   tensor?: string;
+  /** The second tensor a rule is about (`DATA_OVERLAP`: the one `tensor` overlaps). */
+  otherTensor?: string;
   offsets?: SafetensorsErrorOffsets;
   cause?: unknown;
 }
@@ -77,6 +79,8 @@ export class SafetensorsError extends Error {
   readonly code: SafetensorsErrorCode;
   readonly file?: string;
   readonly tensor?: string;
+  /** The second tensor a rule is about (`DATA_OVERLAP`: the one `tensor` overlaps). */
+  readonly otherTensor?: string;
   readonly offsets?: SafetensorsErrorOffsets;
 
   constructor(code: SafetensorsErrorCode, message: string, context: SafetensorsErrorContext = {}) {
@@ -91,6 +95,7 @@ export class SafetensorsError extends Error {
     this.code = code;
     if (context.file !== undefined) this.file = context.file;
     if (context.tensor !== undefined) this.tensor = context.tensor;
+    if (context.otherTensor !== undefined) this.otherTensor = context.otherTensor;
     if (context.offsets !== undefined) this.offsets = context.offsets;
   }
 }

@@ -249,21 +249,30 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
   return opened;
 }
 
-/** Rules 19-20: the real path (links resolved) must exist, be a regular file, and stay under rootReal. */
+/**
+ * Rules 19-20. Every directory on the shard's path must resolve inside the model directory (a
+ * linked directory may not lead out of it); the shard file itself may be a link to a regular file
+ * anywhere, which is how the Hugging Face hub cache lays out every snapshot
+ * (`snapshots/<rev>/model-00001-of-00002.safetensors -> ../../blobs/<sha256>`): whoever could
+ * place that link owns the directory, while the names an index gives are checked (rules 17-18b).
+ */
 async function resolveInside(candidate: string, rootReal: string, name: string, file: string, mode: 'index' | 'shard'): Promise<string> {
-  let realPath: string;
-  try {
-    realPath = await realpath(candidate);
-  } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException)?.code;
-    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') {
-      throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${JSON.stringify(name)} does not exist (${code})`, { file, cause });
+  const realOrMissing = async (path: string): Promise<string> => {
+    try {
+      return await realpath(path);
+    } catch (cause) {
+      const code = (cause as NodeJS.ErrnoException)?.code;
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') {
+        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${JSON.stringify(name)} does not exist (${code})`, { file, cause });
+      }
+      return rethrowIo(cause, path);
     }
-    rethrowIo(cause, candidate);
+  };
+  const parentReal = await realOrMissing(dirname(candidate));
+  if (parentReal !== rootReal && !parentReal.startsWith(rootReal + sep)) {
+    throw new SafetensorsError('INDEX_SHARD_OUTSIDE', `shard ${JSON.stringify(name)} lies in ${parentReal}, outside the model directory ${rootReal}`, { file });
   }
-  if (!realPath.startsWith(rootReal + sep)) {
-    throw new SafetensorsError('INDEX_SHARD_OUTSIDE', `shard ${JSON.stringify(name)} resolves to ${realPath}, outside the model directory ${rootReal}`, { file });
-  }
+  const realPath = await realOrMissing(candidate);
   const info = await stat(realPath).catch((cause: unknown) => rethrowIo(cause, realPath));
   if (!info.isFile()) {
     throw new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${JSON.stringify(name)} is not a regular file`, { file });

@@ -110,18 +110,25 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   // Rules 15-16: sorted by (begin, end), the tensors must tile [0, dataBytes) exactly.
   tensors.sort((a, b) => a.dataOffsets[0] - b.dataOffsets[0] || a.dataOffsets[1] - b.dataOffsets[1]);
   let expected = 0;
+  let previous: ParsedTensorEntry | undefined;
   for (const tensor of tensors) {
     const [begin, end] = tensor.dataOffsets;
     if (begin !== expected) {
       const code = begin > expected ? 'DATA_HOLE' : 'DATA_OVERLAP';
-      const what = begin > expected ? `leaves a hole of ${begin - expected} bytes before it` : `overlaps the previous tensor by ${expected - begin} bytes`;
+      // An overlap names both tensors (tied weights saved as one range are the usual cause).
+      const what =
+        begin > expected
+          ? `leaves a hole of ${begin - expected} bytes before it`
+          : `overlaps ${JSON.stringify(previous?.name)} [${previous?.dataOffsets[0]}, ${expected}] by ${expected - begin} bytes`;
       throw new SafetensorsError(code, `data_offsets [${begin}, ${end}] ${what} (expected begin ${expected})`, {
         file,
         tensor: tensor.name,
+        ...(code === 'DATA_OVERLAP' && previous !== undefined ? { otherTensor: previous.name } : {}),
         offsets: { begin, end, expected, actual: begin, position: dataStartBytes + begin },
       });
     }
     expected = end;
+    previous = tensor;
   }
   if (expected !== dataBytes) {
     const last = tensors.length > 0 ? tensors[tensors.length - 1] : undefined;

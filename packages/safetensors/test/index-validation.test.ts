@@ -1,7 +1,7 @@
 import { mkdir, readFile, rename, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openSafetensorsModel, parseSafetensorsIndex, writeSafetensorsFile, writeShardedModel, type SafetensorsErrorCode, type TensorToWrite } from '../src/index.js';
+import { openSafetensorsModel, parseSafetensorsIndex, readTensorBytes, writeSafetensorsFile, writeShardedModel, type SafetensorsErrorCode, type TensorToWrite } from '../src/index.js';
 import { catchError, catchErrorAsync, expectCode, withTempDir } from './helpers.js';
 
 const tensors: TensorToWrite[] = [
@@ -37,7 +37,7 @@ describe('index files', () => {
     });
   });
 
-  it('rejects shard names that leave the model directory: .., absolute, symlinks', async () => {
+  it('rejects shard names that leave the model directory: .., absolute, linked directories', async () => {
     await withTempDir(async (dir) => {
       const { root, indexPath, index } = await makeModel(dir);
       const outside = join(dir, 'outside.safetensors');
@@ -50,18 +50,41 @@ describe('index files', () => {
       await expectIndexError(indexPath, wm('..\\outside.safetensors'), 'INDEX_SHARD_INVALID_NAME', 'a');
       await expectIndexError(indexPath, wm(''), 'INDEX_SHARD_INVALID_NAME', 'a');
       await expectIndexError(indexPath, wm('./model-00001-of-00003.safetensors'), 'INDEX_SHARD_INVALID_NAME', 'a');
-      // A link inside the directory that points outside it.
-      await symlink(outside, join(root, 'link.safetensors'));
-      await expectIndexError(indexPath, wm('link.safetensors'), 'INDEX_SHARD_OUTSIDE', undefined);
-      // A linked directory leading outside.
+      // A linked directory leading outside (a linked file may: the hub cache layout, below).
       await symlink(dir, join(root, 'up'));
       await expectIndexError(indexPath, wm('up/outside.safetensors'), 'INDEX_SHARD_OUTSIDE');
+      await mkdir(join(root, 'sub'));
+      await symlink(dir, join(root, 'sub', 'up'));
+      await expectIndexError(indexPath, wm('sub/up/outside.safetensors'), 'INDEX_SHARD_OUTSIDE');
       // A link that stays inside is fine (and the tensor is read through it).
       await symlink(join(root, 'model-00001-of-00003.safetensors'), join(root, 'inside.safetensors'));
       await writeFile(indexPath, JSON.stringify(wm('inside.safetensors')));
       const model = await openSafetensorsModel(indexPath);
       expect(model.getTensor('a')?.slice.shardName).toBe('inside.safetensors');
       await model.close();
+    });
+  });
+
+  it('opens the Hugging Face hub cache layout: every snapshot file a relative link into ../../blobs', async () => {
+    await withTempDir(async (dir) => {
+      const written = await makeModel(join(dir, 'build'));
+      const hub = join(dir, 'models--org--m');
+      const snapshot = join(hub, 'snapshots', 'rev1');
+      await mkdir(join(hub, 'blobs'), { recursive: true });
+      await mkdir(snapshot, { recursive: true });
+      const files = [written.indexPath, ...written.shardPaths];
+      for (const [i, file] of files.entries()) {
+        const blob = `sha${i}`;
+        await rename(file, join(hub, 'blobs', blob));
+        await symlink(join('..', '..', 'blobs', blob), join(snapshot, file.slice(file.lastIndexOf('/') + 1)));
+      }
+      const indexName = written.indexPath.slice(written.indexPath.lastIndexOf('/') + 1);
+      for (const location of [snapshot, join(snapshot, indexName)]) {
+        const model = await openSafetensorsModel(location);
+        expect(model.shards.map((shard) => shard.name)).toEqual(written.shardPaths.map((p) => p.slice(p.lastIndexOf('/') + 1)));
+        for (const tensor of tensors) expect(await readTensorBytes(model, tensor.name)).toEqual(tensor.data);
+        await model.close();
+      }
     });
   });
 

@@ -137,6 +137,16 @@ describe('malformed-file corpus (in memory)', () => {
     expect(error.offsets?.position).toBe(8 + headerLength + 6);
   });
 
+  it('an overlap names both tensors (tied weights saved as one range)', () => {
+    const error = catchError(() =>
+      parseSafetensorsBytes(buildRawFile(headerText({ 'embed.weight': entry('BF16', [2], 0, 4), 'lm_head.weight': entry('BF16', [2], 0, 4) }), new Uint8Array(4)), 'f'),
+    );
+    expectCode(error, 'DATA_OVERLAP');
+    expect([error.tensor, error.otherTensor].sort()).toEqual(['embed.weight', 'lm_head.weight']);
+    expect(error.message).toContain('embed.weight');
+    expect(error.message).toContain('lm_head.weight');
+  });
+
   it('bytes of another kind than Uint8Array are INVALID_ARGUMENT, not a TypeError or a misread size', () => {
     const file = buildRawFile(headerText({ a: entry('U8', [4], 0, 4) }), new Uint8Array(4));
     const header = file.subarray(8, file.length - 4);
