@@ -5,7 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -94,7 +94,7 @@ export interface BuildReport {
   ratio: number | null;
   /** Payload bytes written by this run (new entries, and blobs put back by `repair`). */
   stored_bytes: number;
-  /** Slice keys bound by this run. */
+  /** Slice bindings this run wrote: new ones, and file stamps added to existing ones. */
   aliased: number;
   /** Cached entries whose missing or damaged blob this run put back (`--repair`; counted in `cached`). */
   repaired: number;
@@ -322,6 +322,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
+      // An s3:// cache records no stamps (the store drops them).
+      shardStamps: new Map(s3 ? [] : model.shards.map((shard) => [shard.name, shard.stamp ?? null])),
       repair: options.repair ?? false,
       blobSha256: s3,
       checkFailure() {
@@ -444,6 +446,8 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
+  /** Each shard's stamp by shard name (SafetensorsShard.stamp), recorded with the slices bound. */
+  shardStamps: ReadonlyMap<string, string | null>;
   /** Check every cached tensor's blob and put back damaged ones (BuildCacheOptions.repair). */
   repair: boolean;
   /**
@@ -592,7 +596,7 @@ async function processKeyedTensor(
       // Hashed by the worker that encoded it; the store accepts it only for this very payload.
       ...(calibrated.payload && calibrated.payloadDigest ? { payloadDigest: calibrated.payloadDigest } : {}),
       ...(context.blobSha256 ? {} : { recordBlobSha256: false }),
-      ...(sliceFree ? { sliceKeys: [[shardName, offsetBytes, sizeBytes] as const] } : {}),
+      ...(sliceFree ? { sliceKeys: [sliceKeyOf(context, tensor)] } : {}),
       // The payload's slab room goes back once its bytes are in the file, not after the fsync,
       // rename and journal record: the next tensors reuse that (already touched) memory meanwhile.
       ...(calibrated.payload ? { onPayloadWritten: () => slab.release(out) } : {}),
@@ -616,6 +620,13 @@ function entryCoverage(entry: CacheEntry): number {
   return elementCount > 0 ? (elementCount - escapeCount) / elementCount : 1;
 }
 
+/** The tensor's slice key with its shard's stamp (SafetensorsShard.stamp), as bindings record it. */
+function sliceKeyOf(context: TensorContext, tensor: TensorInfo): SliceKeyTuple {
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  const stamp = context.shardStamps.get(shardName) ?? undefined;
+  return stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]];
+}
+
 /** Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. */
 function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo): void {
   // The store would refuse the alias too (SLICE_CONFLICT); failing here writes nothing first.
@@ -637,9 +648,12 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   // and a loader has nothing to read for it anyway. (Aliasing the first one made the next, of
   // another shape, a SLICE_CONFLICT when both were in one commit batch.)
   if (sizeBytes === 0) return;
-  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
-  if (current?.key === key) return;
-  const bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes });
+  const stamp = context.shardStamps.get(shardName) ?? undefined;
+  const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+  // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
+  // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
+  if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return;
+  const bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
   if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   context.aliased++;
 }

@@ -11,6 +11,8 @@ export interface AliasRequest {
   shardName: string;
   offsetBytes: number;
   sizeBytes: number;
+  /** The shard's stamp, recorded with the binding. */
+  stamp?: string;
 }
 
 export interface CommitBatcher {

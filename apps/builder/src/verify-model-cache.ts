@@ -83,7 +83,11 @@ async function checkTensor(
 ): Promise<ModelTensorCheck> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
-  const bySlice = store.lookupBySlice(shardName, offsetBytes, sizeBytes);
+  // As the runtime: a binding recorded under another stamp of the shard file is not used (served raw).
+  const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+  const fileStamp = model.shards.find((shard) => shard.name === shardName)?.stamp ?? null;
+  const stale = binding !== undefined && binding.stamps.length > 0 && fileStamp !== null && !binding.stamps.includes(fileStamp);
+  const bySlice = stale ? undefined : binding?.entry;
   if (tensor.dtype !== 'BF16' || sizeBytes / 2 > MAX_ELEMENT_COUNT) {
     const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : 'more values than one payload holds';
     // A zero-byte slice is shared by every empty tensor at that offset (older builds bound it to one).
@@ -105,7 +109,12 @@ async function checkTensor(
     return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
   }
   // Zero-byte slices are not aliased (builds before 2026-12-04 bound one to whichever came first).
-  if (!bySlice && sizeBytes > 0) return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };
+  if (!bySlice && sizeBytes > 0) {
+    const reason = stale
+      ? `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.join(' or ')} and it is ${fileStamp} now (run build${binding.entry.key === key ? '' : ' --rebind'})`
+      : 'in the cache by content key, but its slice key is not aliased';
+    return { ...base, key, status: 'failed', reason };
+  }
 
   try {
     const payload = await store.readBlob(key, buffers.blobSlot);

@@ -1,6 +1,6 @@
 // build -> verify -> inspect -> stats through the real binary, on generated models that have
 // non-BF16 tensors, escape-heavy tensors that fail the gate, duplicates, empty tensors, several shards.
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '@splitzip/store';
@@ -410,9 +410,32 @@ describe('sharded models and a second model sharing tensors', () => {
     const { json } = await runJson<BuildJson>(['build', tunedModel.indexPath, '--out', cacheDir, '--rebind']);
     expect(json.encoded).toBe(1);
     expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', tunedModel.indexPath])).json.ok).toBe(true);
-    // The base model's l1 slice now serves the tuned tensor: verify names it.
+    // The base model's l1 slice is now bound to the tuned tensor under the tuned file's stamp only:
+    // not trusted for the base file (a runtime serves it raw, not the tuned bytes), and verify says
+    // which build mends it. l0, the same bytes in both files, is bound under both files' stamps.
     const { json: baseCheck } = await runJson<VerifyJson>(['verify', cacheDir, '--model', baseModel.indexPath], 1);
-    expect(baseCheck.model!.tensors.find((t) => t.name === 'l1.weight')!.reason).toMatch(/slice key bound to entry/);
+    const baseTensors = new Map(baseCheck.model!.tensors.map((t) => [t.name, t]));
+    expect(baseTensors.get('l1.weight')!.reason).toMatch(/bound when the shard file was .* \(run build --rebind\)/);
+    expect(baseTensors.get('l0.weight')!.status).toBe('ok');
+  });
+
+  it('a copy of a model (new file times) is not trusted until a build adds its files\' stamps; then both copies verify', async () => {
+    const tensors = [gaussianBf16('l0.weight', [64, 64], 601), gaussianBf16('l1.weight', [64, 64], 602)];
+    const originalDir = join(temp.path, 'original');
+    const copyDir = join(temp.path, 'copied');
+    const original = await writeShardedTestModel(originalDir, tensors, 10_000);
+    const cacheDir = join(temp.path, 'cache-copies');
+    await runJson<BuildJson>(['build', original.indexPath, '--out', cacheDir]);
+    await new Promise((resolve) => setTimeout(resolve, 20)); // file times tick coarsely
+    await cp(originalDir, copyDir, { recursive: true });
+    const copyIndex = join(copyDir, 'model.safetensors.index.json');
+    const { json: before } = await runJson<VerifyJson>(['verify', cacheDir, '--model', copyIndex], 1);
+    for (const tensor of before.model!.tensors) expect(tensor.reason).toMatch(/bound when the shard file was .* \(run build\)$/);
+    const { json: build } = await runJson<BuildJson>(['build', copyIndex, '--out', cacheDir]);
+    expect(build).toMatchObject({ encoded: 0, cached: 2, aliased: 2 });
+    for (const index of [copyIndex, original.indexPath]) expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', index])).json.ok).toBe(true);
+    // Nothing left to add: a second build writes nothing.
+    expect((await runJson<BuildJson>(['build', copyIndex, '--out', cacheDir])).json.aliased).toBe(0);
   });
 
   it('verify --model reports a tensor the cache is missing and fails', async () => {

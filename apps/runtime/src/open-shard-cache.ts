@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
+import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
@@ -23,12 +23,16 @@ export interface ShardCache {
   readonly coverageMin: number;
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
+  /** The slice's entry and the shard stamps recorded with the binding (the store's; SliceKeyTuple). */
+  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined;
   getEntry(key: string): CacheEntry | undefined;
+  /** `stamp`: the shard's SafetensorsShard.stamp, recorded with the binding so that loads of a changed file do not trust it. */
   aliasSlice(
     keyOrBytes: string | { bytes: Uint8Array; shape: readonly number[]; dtype: string },
     shardName: string,
     offsetBytes: number,
     sizeBytes: number,
+    stamp?: string,
   ): Promise<boolean>;
   /** Reads and verifies a payload into a staging slot (a pool slot or any Uint8Array); returns the payload view. */
   readBlob(key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
@@ -114,8 +118,9 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     coverageMin,
     lookup: (bytes, shape, dtype) => store.lookup(bytes, shape, dtype),
     lookupBySlice: (shardName, offsetBytes, sizeBytes) => store.lookupBySlice(shardName, offsetBytes, sizeBytes),
+    lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes),
     getEntry: (key) => store.getEntry(key),
-    aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes),
+    aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp),
     readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)

@@ -18,18 +18,41 @@ function isSliceKey(value: unknown): value is SliceKey {
 
 const NO_BYTES = new Uint8Array(0);
 
+/** Each open model's shard stamps by shard name (SafetensorsShard.stamp), built on first use. */
+const shardStamps = new WeakMap<SafetensorsModel, Map<string, string | null>>();
+
+function shardStampOf(model: SafetensorsModel, shardName: string): string | null {
+  let stamps = shardStamps.get(model);
+  if (stamps === undefined) {
+    stamps = new Map(model.shards.map((shard) => [shard.name, shard.stamp ?? null]));
+    shardStamps.set(model, stamps);
+  }
+  return stamps.get(shardName) ?? null;
+}
+
 export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined): ServeTarget {
   const { shardName, offsetBytes, sizeBytes } = info.slice;
+  const target: ServeTarget = { name: info.name, dtype: info.dtype, shape: info.shape, slice: info.slice, model, info, entry: undefined };
+  if (cache === undefined) return target;
   // A zero-byte slice is shared by every empty tensor at its offset, whatever its shape or dtype:
   // it names none of them (builders do not alias it; older ones bound it to the first). Such a
   // tensor is found by its content key instead, which costs nothing to compute.
-  const entry =
-    sizeBytes === 0
-      ? info.dtype === 'BF16'
-        ? cache?.lookup(NO_BYTES, info.shape, 'BF16')
-        : undefined
-      : cache?.lookupBySlice(shardName, offsetBytes, sizeBytes);
-  return { name: info.name, dtype: info.dtype, shape: info.shape, slice: info.slice, model, info, entry };
+  if (sizeBytes === 0) {
+    if (info.dtype === 'BF16') target.entry = cache.lookup(NO_BYTES, info.shape, 'BF16');
+    return target;
+  }
+  const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+  if (binding === undefined) return target;
+  // A binding verified against other files than this one (none of its stamps is the file's now)
+  // is for other bytes, or may be: not trusted. One without stamps, or a file without one, is, as
+  // before stamps existed.
+  const current = binding.stamps.length === 0 ? null : shardStampOf(model, shardName);
+  if (current !== null && !binding.stamps.includes(current)) {
+    target.staleStamp = { recorded: binding.stamps, current };
+    return target;
+  }
+  target.entry = binding.entry;
+  return target;
 }
 
 function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cache: ShardCache | undefined): ServeTarget {

@@ -68,6 +68,12 @@ export interface ServeTarget {
   info: TensorInfo | undefined;
   /** The entry found for the slice (looked up by the caller, once). */
   entry: CacheEntry | undefined;
+  /**
+   * Set when the slice is bound, but under another stamp than its shard file's now (the file
+   * changed, or is another model's of the same name, since the binding was verified): the
+   * binding is not trusted and `entry` is undefined.
+   */
+  staleStamp?: { recorded: readonly string[]; current: string };
 }
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((value, i) => value === b[i]);
@@ -120,6 +126,13 @@ function mapStoreError(error: unknown, entry: CacheEntry): RuntimeError {
 function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
   if (target.dtype !== 'BF16') return { reason: 'dtype', detail: `dtype ${target.dtype} is not BF16` };
   if (env.cache === undefined) return { reason: 'missing', detail: 'no cache' };
+  if (target.staleStamp !== undefined) {
+    const { recorded, current } = target.staleStamp;
+    return {
+      reason: 'stale',
+      detail: `the slice was bound when shard ${target.slice.shardName} was ${recorded.join(' or ')}; it is ${current} now (changed, or another model's file): run the build again to bind it`,
+    };
+  }
   const elementCount = target.slice.sizeBytes / 2;
   if (elementCount > MAX_ELEMENT_COUNT) return { reason: 'missing', detail: `${elementCount} values exceed one payload` };
   if (!env.explainMisses || data === undefined || data.byteLength < 2 || data.byteOffset % 2 !== 0) {

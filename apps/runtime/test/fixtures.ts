@@ -88,6 +88,8 @@ export async function writeModel(dir: string, tensors: FixtureTensor[], maxShard
 
 export interface BuildOptions {
   coverageMin?: number;
+  /** Move slices bound to other bytes (a model rewritten in place). */
+  rebind?: boolean;
   /** Names to leave out of the cache entirely (they become "missing"). */
   skip?: readonly string[];
   /** Names whose entries are added but whose slices are not aliased. */
@@ -101,7 +103,7 @@ export async function buildCache(model: SafetensorsModel, cacheDir: string, opti
   const store = await openCacheStore(cacheDir, { create: true, coverageMin });
   const keys = new Map<string, string>();
   const inputs = new Map<string, AddEntryInput>();
-  const aliases: { key: string; shardName: string; offsetBytes: number; sizeBytes: number }[] = [];
+  const aliases: { key: string; shardName: string; offsetBytes: number; sizeBytes: number; stamp?: string }[] = [];
   try {
     for (const tensor of model.tensors) {
       if (tensor.dtype !== 'BF16' || options.skip?.includes(tensor.name)) continue;
@@ -123,10 +125,12 @@ export async function buildCache(model: SafetensorsModel, cacheDir: string, opti
           sha256: createHash('sha256').update(bytes).digest('hex'),
         });
       }
-      if (!options.noAlias?.includes(tensor.name)) aliases.push({ key, ...tensor.slice });
+      // As the builder: each binding records the stamp of the shard file it was verified against.
+      const stamp = model.shards.find((shard) => shard.name === tensor.slice.shardName)?.stamp ?? undefined;
+      if (!options.noAlias?.includes(tensor.name)) aliases.push({ key, ...tensor.slice, ...(stamp === undefined ? {} : { stamp }) });
     }
     await store.addEntries([...inputs.values()]);
-    await store.aliasSlices(aliases);
+    await store.aliasSlices(aliases, { rebind: options.rebind === true });
   } finally {
     await store.close();
   }

@@ -15,6 +15,8 @@ const SHARD_SUFFIX = '.safetensors';
 /** Positioned reads of one shard: a local file handle, or an object of a ByteSource. */
 interface ShardIo {
   sizeBytes: number;
+  /** SafetensorsShard.stamp. */
+  stamp: string | null;
   /** Fills all of `target` from `positionBytes`; UNEXPECTED_EOF (files) or the source's own error. */
   readAt(target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
   close(): Promise<void>;
@@ -29,6 +31,8 @@ interface OpenedShard {
 /** An object of a ByteSource, opened: its size and positioned reads. */
 export interface ByteSourceObject {
   readonly sizeBytes: number;
+  /** The object's version tag (an S3 ETag), where the source has one: it makes the shard's `stamp`. */
+  readonly etag?: string | undefined;
   /** Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length) of the object. */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
 }
@@ -237,6 +241,7 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
       }
       const io: ShardIo = {
         sizeBytes: object.sizeBytes,
+        stamp: typeof object.etag === 'string' && object.etag.length > 0 ? `${object.sizeBytes}:${object.etag}` : null,
         readAt: (target, positionBytes) => (target.length === 0 ? Promise.resolve() : object.readInto(positionBytes, target)),
         close: async () => undefined,
       };
@@ -295,14 +300,19 @@ async function openShards(locations: readonly { name: string; path: string; real
 async function openShard(name: string, path: string, realPath: string): Promise<OpenedShard> {
   const handle = await open(realPath, 'r').catch((cause: unknown) => rethrowIo(cause, path));
   let size: number;
+  let stamp: string;
   try {
-    size = (await handle.stat()).size;
+    // Of the descriptor every read goes through, so the stamp describes the bytes served.
+    const info = await handle.stat({ bigint: true });
+    size = Number(info.size);
+    stamp = `${info.size}:${info.mtimeNs}`;
   } catch (error) {
     await handle.close().catch(() => undefined);
     return rethrowIo(error, path);
   }
   const io: ShardIo = {
     sizeBytes: size,
+    stamp,
     readAt: (target, positionBytes, tensor) => readFully(handle, target, positionBytes, path, tensor),
     close: () => handle.close(),
   };
@@ -321,7 +331,7 @@ async function readShardHeader(name: string, path: string, io: ShardIo): Promise
     const headerBytes = new Uint8Array(headerLength);
     await io.readAt(headerBytes, HEADER_PREFIX_BYTES);
     const header = parseSafetensorsHeader(headerBytes, context);
-    const shard: SafetensorsShard = { name, path, fileBytes: size, headerBytes: header.headerBytes, metadata: header.metadata };
+    const shard: SafetensorsShard = { name, path, fileBytes: size, headerBytes: header.headerBytes, metadata: header.metadata, stamp: io.stamp };
     return { shard, io, header };
   } catch (error) {
     await io.close().catch(() => undefined);

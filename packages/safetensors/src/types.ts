@@ -50,6 +50,13 @@ export interface SafetensorsShard {
   /** N, the header length (padding included). */
   headerBytes: number;
   metadata: Record<string, string> | null;
+  /**
+   * What the file was when it was opened, as a string that changes whenever its bytes are
+   * rewritten: `<size>:<mtime ns>` for a local file (what make and rsync compare), `<size>:<ETag>`
+   * for an object that has one; null when the source tells nothing. A cache records it with each
+   * slice binding, so that a reader of a changed (or another model's) file does not trust them.
+   */
+  stamp: string | null;
 }
 
 export interface SafetensorsModel {

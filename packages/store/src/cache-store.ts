@@ -21,6 +21,7 @@ import type {
   GcReport,
   ReadBlobOptions,
   OpenedBlob,
+  SliceBinding,
   SliceKeyTuple,
   TensorBytesRef,
   VerifyOptions,
@@ -46,6 +47,8 @@ export interface CacheStore {
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   getEntry(key: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
+  /** lookupBySlice with the shard stamps recorded with the binding (SliceKeyTuple), for a caller that checks them. */
+  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined;
   readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /**
    * readBlob with synchronous file system calls (local caches only; absent on object stores): the
@@ -78,7 +81,7 @@ export interface CacheStore {
    * intact; ENTRY_NOT_FOUND for an unknown key.
    */
   repairBlob(key: string, payload: Uint8Array): Promise<boolean>;
-  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean>;
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string): Promise<boolean>;
   aliasSlices(items: readonly AliasSliceItem[], options?: AliasSlicesOptions): Promise<boolean[]>;
   refresh(): Promise<void>;
   entries(): IterableIterator<CacheEntry>;
@@ -135,8 +138,8 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item:
   return out;
 }
 
-function validateSliceArgs(shardName: string, offsetBytes: number, sizeBytes: number): SliceKeyTuple {
-  return validateSliceKey([shardName, offsetBytes, sizeBytes], undefined, 'INVALID_ARGUMENT');
+function validateSliceArgs(shardName: string, offsetBytes: number, sizeBytes: number, stamp: string | undefined): SliceKeyTuple {
+  return validateSliceKey(stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]], undefined, 'INVALID_ARGUMENT');
 }
 
 export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStore {
@@ -565,15 +568,15 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return true;
   }
 
-  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean> {
-    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes }]).then((results) => results[0]!);
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string): Promise<boolean> {
+    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) }]).then((results) => results[0]!);
   }
 
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
     this.assertOpen();
     if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
     const resolved = items.map((item) => {
-      const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes);
+      const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
       return { key: resolveAliasKey(item), slice };
     });
     await this.refresh();

@@ -17,6 +17,8 @@ export {
   MAX_SHAPE_RANK,
   MAX_QUALNAME_CHARS,
   MAX_SHARD_NAME_CHARS,
+  MAX_SLICE_STAMP_CHARS,
+  MAX_SLICE_STAMPS,
   MAX_SLICE_KEYS_PER_ENTRY,
   MAX_SLICE_OFFSET_BYTES,
   MAX_RAW_BYTES,
@@ -28,6 +30,7 @@ export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type {
   CacheEntry,
   PayloadMetaJson,
+  SliceBinding,
   SliceKeyTuple,
   TensorBytesRef,
   AddEntryInput,

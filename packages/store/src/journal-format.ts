@@ -56,10 +56,9 @@ function encodeOp(op: StoreOp): Uint8Array {
       value = [OP_ADD, op.key, entryToDisk(op.entry)];
       break;
     case 'alias':
-      value = [OP_ALIAS, op.key, op.slice[0], op.slice[1], op.slice[2]];
-      break;
     case 'rebind':
-      value = [OP_REBIND, op.key, op.slice[0], op.slice[1], op.slice[2]];
+      // The binding's stamps, where it has any, are a sixth element (an array: all of them, not a change).
+      value = [op.kind === 'alias' ? OP_ALIAS : OP_REBIND, op.key, ...op.slice];
       break;
     case 'seal':
       value = [OP_SEAL, op.nextGeneration];
@@ -136,7 +135,7 @@ function decodeOp(value: unknown, path: string, offsetBytes: number): StoreOp {
       return { kind: 'add', key, entry: parseDiskEntry(key, value[2]) };
     case OP_ALIAS:
     case OP_REBIND: {
-      if (value.length !== 5 || typeof key !== 'string') return fail('alias must be [2|3, key, shardName, offsetBytes, sizeBytes]');
+      if ((value.length !== 5 && value.length !== 6) || typeof key !== 'string') return fail('alias must be [2|3, key, shardName, offsetBytes, sizeBytes, stamps?]');
       const slice = validateSliceKey(value.slice(2), key, 'ENTRY_INVALID');
       return { kind: kind === OP_ALIAS ? 'alias' : 'rebind', key, slice };
     }

@@ -42,7 +42,7 @@ import type {
   VerifyProblem,
   VerifyReport,
 } from './types.js';
-import { entryToDisk, parseDiskEntry, sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
+import { entryToDisk, parseDiskEntry, sliceId, validateSliceKey, withSliceKeys, withoutStamps } from './validate-entry.js';
 import { verifyEntries } from './verify-entries.js';
 
 /** An entry object holds one entry's JSON (~1 KB; a 4096-character qualname at most). */
@@ -466,7 +466,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
     this.assertOpen();
     if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
-    const prepared = inputs.map((input) => prepareAddEntry(input, { requireBlobSha256: true }));
+    // An S3 cache records no shard stamps (its alias objects' names have no room kept for one).
+    const prepared = inputs.map((input) => {
+      const item = prepareAddEntry(input, { requireBlobSha256: true });
+      return item.entry.sliceKeys.some((s) => s[3] !== undefined) ? { ...item, entry: withSliceKeys(item.entry, item.entry.sliceKeys.map(withoutStamps)) } : item;
+    });
     for (const { entry } of prepared) for (const slice of entry.sliceKeys) encodeShardName(slice[0]);
     await this.refresh();
     const draft = new StateDraft(this.state);
@@ -541,8 +545,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
   }
 
-  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number): Promise<boolean> {
-    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes }]).then((results) => results[0]!);
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, _stamp?: string): Promise<boolean> {
+    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes, }]).then((results) => results[0]!);
   }
 
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {

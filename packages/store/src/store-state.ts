@@ -1,5 +1,5 @@
 import { StoreError } from './errors.js';
-import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
+import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS } from './limits.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
 
@@ -24,12 +24,18 @@ function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: str
   );
 }
 
+/** Who a slice is bound to, and the shard stamps recorded with the binding. */
+export interface SliceOwner {
+  key: string;
+  stamps: readonly string[] | undefined;
+}
+
 /**
- * Slice key → entry key, nested by shard name, offset and size so a lookup hashes two numbers and a
+ * Slice key → its owner, nested by shard name, offset and size so a lookup hashes two numbers and a
  * (usually interned) shard name instead of building a joined string.
  */
 export class SliceIndex {
-  private readonly shards = new Map<string, Map<number, Map<number, string>>>();
+  private readonly shards = new Map<string, Map<number, Map<number, SliceOwner>>>();
   private count = 0;
 
   get size(): number {
@@ -37,16 +43,21 @@ export class SliceIndex {
   }
 
   get(shardName: string, offsetBytes: number, sizeBytes: number): string | undefined {
+    return this.shards.get(shardName)?.get(offsetBytes)?.get(sizeBytes)?.key;
+  }
+
+  getOwner(shardName: string, offsetBytes: number, sizeBytes: number): SliceOwner | undefined {
     return this.shards.get(shardName)?.get(offsetBytes)?.get(sizeBytes);
   }
 
-  set(shardName: string, offsetBytes: number, sizeBytes: number, key: string): void {
+  set(slice: SliceKeyTuple, key: string): void {
+    const [shardName, offsetBytes, sizeBytes, stamps] = slice;
     let offsets = this.shards.get(shardName);
     if (!offsets) this.shards.set(shardName, (offsets = new Map()));
     let sizes = offsets.get(offsetBytes);
     if (!sizes) offsets.set(offsetBytes, (sizes = new Map()));
     if (!sizes.has(sizeBytes)) this.count++;
-    sizes.set(sizeBytes, key);
+    sizes.set(sizeBytes, { key, stamps });
   }
 }
 
@@ -54,6 +65,8 @@ export class SliceIndex {
 export interface StateView {
   getEntry(key: string): CacheEntry | undefined;
   ownerOf(slice: SliceKeyTuple): string | undefined;
+  /** The stamps recorded with the slice's binding (undefined: none, or not bound). */
+  stampsOf(slice: SliceKeyTuple): readonly string[] | undefined;
   sliceCount(key: string): number;
   readonly entryCount: number;
 }
@@ -72,6 +85,10 @@ export class StoreState implements StateView {
 
   ownerOf(slice: SliceKeyTuple): string | undefined {
     return this.sliceOwners.get(slice[0], slice[1], slice[2]);
+  }
+
+  stampsOf(slice: SliceKeyTuple): readonly string[] | undefined {
+    return this.sliceOwners.getOwner(slice[0], slice[1], slice[2])?.stamps;
   }
 
   sliceCount(key: string): number {
@@ -93,7 +110,7 @@ export class StoreState implements StateView {
       for (const slice of entry.sliceKeys) {
         const owner = state.ownerOf(slice);
         if (owner !== undefined && owner !== entry.key) throw sliceConflict(slice, owner, entry.key, context);
-        state.sliceOwners.set(slice[0], slice[1], slice[2], entry.key);
+        state.sliceOwners.set(slice, entry.key);
       }
     }
     return state;
@@ -120,17 +137,22 @@ export class StoreState implements StateView {
     for (const op of ops) {
       if (op.kind === 'add') {
         this.entries.set(op.key, op.entry);
-        for (const slice of op.entry.sliceKeys) this.sliceOwners.set(slice[0], slice[1], slice[2], op.key);
+        for (const slice of op.entry.sliceKeys) this.sliceOwners.set(slice, op.key);
       } else if (op.kind === 'alias' || op.kind === 'rebind') {
         const [shardName, offsetBytes, sizeBytes] = op.slice;
         const owner = this.sliceOwners.get(shardName, offsetBytes, sizeBytes);
+        const same = (s: SliceKeyTuple): boolean => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes;
         if (owner !== undefined && owner !== op.key) {
           const list = listFor(owner);
-          const at = list.findIndex((s) => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes);
+          const at = list.findIndex(same);
           if (at >= 0) list.splice(at, 1);
         }
-        listFor(op.key).push(op.slice);
-        this.sliceOwners.set(shardName, offsetBytes, sizeBytes, op.key);
+        // Bound to this entry already: the op records its stamps in place.
+        const list = listFor(op.key);
+        const at = owner === op.key ? list.findIndex(same) : -1;
+        if (at >= 0) list[at] = op.slice;
+        else list.push(op.slice);
+        this.sliceOwners.set(op.slice, op.key);
       }
     }
     for (const [key, list] of sliceLists) {
@@ -140,7 +162,7 @@ export class StoreState implements StateView {
   }
 }
 
-/** Outcome of planning one alias. */
+/** Outcome of planning one alias ('bound' also when only the binding's stamps change). */
 export type AliasPlan = 'absent' | 'already-bound' | 'bound';
 
 /**
@@ -150,7 +172,7 @@ export type AliasPlan = 'absent' | 'already-bound' | 'bound';
 export class StateDraft implements StateView {
   readonly ops: StoreOp[] = [];
   private readonly added = new Map<string, CacheEntry>();
-  private readonly owners = new Map<string, string>();
+  private readonly owners = new Map<string, SliceOwner>();
   private readonly sliceDelta = new Map<string, number>();
 
   constructor(private readonly parent: StateView) {}
@@ -160,7 +182,13 @@ export class StateDraft implements StateView {
   }
 
   ownerOf(slice: SliceKeyTuple): string | undefined {
-    return this.owners.get(sliceId(...slice)) ?? this.parent.ownerOf(slice);
+    const own = this.owners.get(sliceId(...slice));
+    return own !== undefined ? own.key : this.parent.ownerOf(slice);
+  }
+
+  stampsOf(slice: SliceKeyTuple): readonly string[] | undefined {
+    const own = this.owners.get(sliceId(...slice));
+    return own !== undefined ? own.stamps : this.parent.stampsOf(slice);
   }
 
   sliceCount(key: string): number {
@@ -179,7 +207,7 @@ export class StateDraft implements StateView {
   /** Takes over what a fork of this draft planned. */
   absorb(child: StateDraft): void {
     for (const [key, entry] of child.added) this.added.set(key, entry);
-    for (const [id, key] of child.owners) this.owners.set(id, key);
+    for (const [id, owner] of child.owners) this.owners.set(id, owner);
     for (const [key, delta] of child.sliceDelta) this.sliceDelta.set(key, (this.sliceDelta.get(key) ?? 0) + delta);
     this.ops.push(...child.ops);
   }
@@ -196,7 +224,7 @@ export class StateDraft implements StateView {
     }
     this.added.set(entry.key, entry);
     this.sliceDelta.set(entry.key, entry.sliceKeys.length);
-    for (const slice of entry.sliceKeys) this.owners.set(sliceId(...slice), entry.key);
+    for (const slice of entry.sliceKeys) this.owners.set(sliceId(...slice), { key: entry.key, stamps: slice[3] });
     this.ops.push({ kind: 'add', key: entry.key, entry });
     return true;
   }
@@ -213,7 +241,18 @@ export class StateDraft implements StateView {
       });
     }
     const owner = this.ownerOf(slice);
-    if (owner === key) return 'already-bound';
+    if (owner === key) {
+      // New stamps for the same binding (a copy of the file, a rewrite with these bytes, another
+      // model's file of this name holding them): added, the oldest dropped past MAX_SLICE_STAMPS.
+      const adding = slice[3] ?? [];
+      const current = this.stampsOf(slice) ?? [];
+      if (adding.every((stamp) => current.includes(stamp))) return 'already-bound';
+      const stamps = Object.freeze([...current.filter((stamp) => !adding.includes(stamp)), ...adding].slice(-MAX_SLICE_STAMPS));
+      const restamped = Object.freeze([slice[0], slice[1], slice[2], stamps] as const);
+      this.owners.set(sliceId(...slice), { key, stamps });
+      this.ops.push({ kind: 'alias', key, slice: restamped });
+      return 'bound';
+    }
     if (owner !== undefined && !rebind) throw sliceConflict(slice, owner, key, context);
     // The loader enforces MAX_SLICE_KEYS_PER_ENTRY; refuse here rather than write what cannot be read back.
     if (this.sliceCount(key) >= MAX_SLICE_KEYS_PER_ENTRY) {
@@ -224,7 +263,7 @@ export class StateDraft implements StateView {
     }
     this.sliceDelta.set(key, (this.sliceDelta.get(key) ?? 0) + 1);
     if (owner !== undefined) this.sliceDelta.set(owner, (this.sliceDelta.get(owner) ?? 0) - 1);
-    this.owners.set(sliceId(...slice), key);
+    this.owners.set(sliceId(...slice), { key, stamps: slice[3] });
     this.ops.push({ kind: owner !== undefined ? 'rebind' : 'alias', key, slice });
     return 'bound';
   }

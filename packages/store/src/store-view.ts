@@ -1,8 +1,10 @@
 import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
-import type { AliasSliceItem, CacheEntry } from './types.js';
+import type { AliasSliceItem, CacheEntry, SliceBinding } from './types.js';
 import { isContentKey } from './validate-entry.js';
+
+const NO_STAMPS: readonly string[] = Object.freeze([]);
 
 /** What both stores keep of their cache's defaults. */
 interface StoreDefaults {
@@ -54,6 +56,13 @@ export abstract class StoreView<H extends StoreDefaults> {
     this.assertOpen();
     const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
     return key === undefined ? undefined : this.state.entries.get(key);
+  }
+
+  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined {
+    this.assertOpen();
+    const owner = this.state.sliceOwners.getOwner(shardName, offsetBytes, sizeBytes);
+    const entry = owner === undefined ? undefined : this.state.entries.get(owner.key);
+    return entry === undefined || owner === undefined ? undefined : { entry, stamps: owner.stamps ?? NO_STAMPS };
   }
 
   entries(): IterableIterator<CacheEntry> {

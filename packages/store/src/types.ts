@@ -1,8 +1,21 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { CodebookJson } from '@splitzip/codec';
 
-/** A slice identity as `@splitzip/safetensors` reports it: (shardName, offsetBytes, sizeBytes). */
-export type SliceKeyTuple = readonly [shardName: string, offsetBytes: number, sizeBytes: number];
+/**
+ * A slice identity as `@splitzip/safetensors` reports it: (shardName, offsetBytes, sizeBytes), with
+ * the optional stamps of the shard files the binding was verified against (SafetensorsShard.stamp:
+ * a file's size and modification time, or an object's size and ETag; several when copies of the
+ * file, or another model's file of the same name, hold the same bytes there; the latest
+ * MAX_SLICE_STAMPS are kept). A reader whose shard has a stamp not among them knows the file is
+ * not one the binding was verified against, and does not trust it.
+ */
+export type SliceKeyTuple = readonly [shardName: string, offsetBytes: number, sizeBytes: number, stamps?: readonly string[]];
+
+/** A slice's binding: its entry and the shard stamps recorded with it (empty: none recorded). */
+export interface SliceBinding {
+  entry: CacheEntry;
+  stamps: readonly string[];
+}
 
 /** The payload header fields a manifest records (camelCase here, snake_case on disk). */
 export interface PayloadMetaJson {
@@ -160,6 +173,12 @@ export interface AliasSliceItem {
   shardName: string;
   offsetBytes: number;
   sizeBytes: number;
+  /**
+   * The stamp of the shard file the caller read the bytes from (SliceKeyTuple): recorded with the
+   * binding, and added to its stamps when the slice is bound to this entry already (local caches;
+   * an S3 cache records none).
+   */
+  stamp?: string;
 }
 
 export interface AliasSlicesOptions {

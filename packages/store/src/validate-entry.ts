@@ -8,6 +8,8 @@ import {
   MAX_SHARD_NAME_CHARS,
   MAX_SLICE_KEYS_PER_ENTRY,
   MAX_SLICE_OFFSET_BYTES,
+  MAX_SLICE_STAMP_CHARS,
+  MAX_SLICE_STAMPS,
   READABLE_PAYLOAD_VERSIONS,
 } from './limits.js';
 import type { CacheEntry, PayloadMetaJson, SliceKeyTuple } from './types.js';
@@ -32,7 +34,7 @@ export interface DiskEntry {
     checksum: number;
   };
   raw_bytes: number;
-  slice_keys: [string, number, number][];
+  slice_keys: ([string, number, number] | [string, number, number, string[]])[];
   dtype: 'BF16';
   shape: number[];
   format_version: number;
@@ -62,7 +64,7 @@ export function formatBlobChecksum(checksum: number): string {
 }
 
 /** Separator-free identity of a slice key for maps. */
-export function sliceId(shardName: string, offsetBytes: number, sizeBytes: number): string {
+export function sliceId(shardName: string, offsetBytes: number, sizeBytes: number, _stamps?: readonly string[]): string {
   return `${offsetBytes}:${sizeBytes}:${shardName}`;
 }
 
@@ -110,10 +112,14 @@ function mismatch(key: string, message: string, details: Record<string, unknown>
 
 /** Validates one slice key tuple (from a file or a caller). */
 export function validateSliceKey(value: unknown, key: string | undefined, code: 'ENTRY_INVALID' | 'INVALID_ARGUMENT'): SliceKeyTuple {
-  if (!Array.isArray(value) || value.length !== 3) {
-    throw new StoreError(code, 'a slice key must be [shardName, offsetBytes, sizeBytes]', { entry: key, details: { sliceKey: value } });
+  if (!Array.isArray(value) || (value.length !== 3 && value.length !== 4)) {
+    throw new StoreError(code, 'a slice key must be [shardName, offsetBytes, sizeBytes] or [shardName, offsetBytes, sizeBytes, stamps]', {
+      entry: key,
+      details: { sliceKey: value },
+    });
   }
-  const [shardName, offsetBytes, sizeBytes] = value as unknown[];
+  const [shardName, offsetBytes, sizeBytes, stamps] = value as unknown[];
+  if (value.length === 4) validateStamps(stamps, key, code);
   if (typeof shardName !== 'string' || shardName.length === 0 || shardName.length > MAX_SHARD_NAME_CHARS || shardName.includes('\0')) {
     throw new StoreError(code, `slice shardName must be a non-empty string of at most ${MAX_SHARD_NAME_CHARS} characters without NUL`, {
       entry: key,
@@ -129,7 +135,28 @@ export function validateSliceKey(value: unknown, key: string | undefined, code: 
     }
     throw error;
   }
-  return Object.freeze([shardName, offsetBytes as number, sizeBytes as number] as const);
+  return Object.freeze(
+    value.length === 4
+      ? ([shardName, offsetBytes as number, sizeBytes as number, Object.freeze([...(stamps as string[])])] as const)
+      : ([shardName, offsetBytes as number, sizeBytes as number] as const),
+  );
+}
+
+/** A binding's stamps: 1..MAX_SLICE_STAMPS distinct non-empty strings, each at most MAX_SLICE_STAMP_CHARS, without NUL. */
+function validateStamps(stamps: unknown, key: string | undefined, code: 'ENTRY_INVALID' | 'INVALID_ARGUMENT'): void {
+  const valid =
+    Array.isArray(stamps) &&
+    stamps.length > 0 &&
+    stamps.length <= MAX_SLICE_STAMPS &&
+    new Set(stamps).size === stamps.length &&
+    stamps.every((s) => typeof s === 'string' && s.length > 0 && s.length <= MAX_SLICE_STAMP_CHARS && !s.includes('\0'));
+  if (!valid) {
+    throw new StoreError(
+      code,
+      `slice stamps must be 1 to ${MAX_SLICE_STAMPS} distinct non-empty strings of at most ${MAX_SLICE_STAMP_CHARS} characters without NUL`,
+      { entry: key, details: { stamps: Array.isArray(stamps) ? stamps.slice(0, 4).map((s) => (typeof s === 'string' ? s.slice(0, 100) : s)) : stamps } },
+    );
+  }
 }
 
 function parseMeta(key: string, value: unknown): PayloadMetaJson {
@@ -267,7 +294,8 @@ export function entryToDisk(entry: CacheEntry): DiskEntry {
       checksum: m.checksum,
     },
     raw_bytes: entry.rawBytes,
-    slice_keys: entry.sliceKeys.map((s) => [s[0], s[1], s[2]]),
+    // The seed reads the first three; the stamps, where any were recorded, follow them.
+    slice_keys: entry.sliceKeys.map((s) => (s[3] === undefined ? [s[0], s[1], s[2]] : [s[0], s[1], s[2], [...s[3]]])),
     dtype: entry.dtype,
     shape: [...entry.shape],
     format_version: entry.formatVersion,
@@ -276,6 +304,11 @@ export function entryToDisk(entry: CacheEntry): DiskEntry {
     ...(entry.blobSha256 === null ? {} : { blob_sha256: entry.blobSha256 }),
     ...(entry.sha256 === null ? {} : { sha256: entry.sha256 }),
   };
+}
+
+/** A slice key without its stamps. */
+export function withoutStamps(slice: SliceKeyTuple): SliceKeyTuple {
+  return slice[3] === undefined ? slice : Object.freeze([slice[0], slice[1], slice[2]] as const);
 }
 
 /** A copy of `entry` with different slice keys (entries are immutable snapshots). */

@@ -46,7 +46,7 @@ export function makeTensor(shape: number[], seed: number, chunkSize = 64): TestT
   };
 }
 
-export function toInput(tensor: TestTensor, qualname: string, sliceKeys?: [string, number, number][]): AddEntryInput {
+export function toInput(tensor: TestTensor, qualname: string, sliceKeys?: AddEntryInput["sliceKeys"]): AddEntryInput {
   return { key: tensor.key, qualname, payload: tensor.payload, shape: tensor.shape, dtype: 'BF16', sha256: tensor.sha256, sliceKeys };
 }
 

@@ -2,7 +2,7 @@ import { readFile, readdir, stat, writeFile, appendFile } from 'node:fs/promises
 import { join } from 'node:path';
 import { decode, readPayloadMeta, xxh32 } from '@splitzip/codec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openCacheStore, type AddEntryInput } from '../src/index.js';
+import { MAX_SLICE_STAMP_CHARS, MAX_SLICE_STAMPS, openCacheStore, type AddEntryInput } from '../src/index.js';
 import { scanJournalRecords, JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -278,6 +278,57 @@ describe('slice aliasing', () => {
     const again = await openCacheStore(root);
     expect(again.getEntry(b.key)?.sliceKeys).toEqual([['shard', 0, 128]]);
     await again.close();
+  });
+
+  it('records shard stamps with a binding: added per file, the latest MAX_SLICE_STAMPS kept, reset by a rebind, persisted in journal and manifest', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 32);
+    const b = makeTensor([64], 33);
+    await store.addEntries([{ ...toInput(a, 'a'), sliceKeys: [['shard', 0, 128, ['100:1']]] }, toInput(b, 'b')]);
+    expect(store.lookupSliceBinding('shard', 0, 128)).toMatchObject({ entry: { key: a.key }, stamps: ['100:1'] });
+    // The same file's stamp again writes nothing; another file's (a copy) is added.
+    const journalBytes = async () => (await stat(join(root, `journal.${store.generation}`))).size;
+    const before = await journalBytes();
+    expect(await store.aliasSlice(a.key, 'shard', 0, 128, '100:1')).toBe(true);
+    expect(await store.aliasSlice(a.key, 'shard', 0, 128)).toBe(true);
+    expect(await journalBytes()).toBe(before);
+    expect(await store.aliasSlice(a.key, 'shard', 0, 128, '100:2')).toBe(true);
+    expect(store.lookupSliceBinding('shard', 0, 128)?.stamps).toEqual(['100:1', '100:2']);
+    // A binding without stamps (an alias by a caller that has none) stays without.
+    expect(await store.aliasSlice(a.key, 'shard', 512, 128)).toBe(true);
+    expect(store.lookupSliceBinding('shard', 512, 128)?.stamps).toEqual([]);
+    const reader = await openCacheStore(root);
+    expect(reader.lookupSliceBinding('shard', 0, 128)?.stamps).toEqual(['100:1', '100:2']);
+    // The latest MAX_SLICE_STAMPS are kept.
+    for (let i = 3; i <= MAX_SLICE_STAMPS + 2; i++) await store.aliasSlice(a.key, 'shard', 0, 128, `100:${i}`);
+    const kept = Array.from({ length: MAX_SLICE_STAMPS }, (_, i) => `100:${i + 3}`);
+    expect(store.lookupSliceBinding('shard', 0, 128)?.stamps).toEqual(kept);
+    await reader.refresh();
+    expect(reader.lookupSliceBinding('shard', 0, 128)?.stamps).toEqual(kept);
+    await reader.close();
+    // A rebind to other bytes starts over with the new file's stamp.
+    expect(await store.aliasSlices([{ key: b.key, shardName: 'shard', offsetBytes: 0, sizeBytes: 128, stamp: '100:99' }], { rebind: true })).toEqual([true]);
+    expect(store.lookupSliceBinding('shard', 0, 128)).toMatchObject({ entry: { key: b.key }, stamps: ['100:99'] });
+    await store.close();
+    // Folded into the manifest: the seed's three fields, then the stamps.
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
+    expect(manifest.entries[b.key].slice_keys).toEqual([['shard', 0, 128, ['100:99']]]);
+    expect(manifest.entries[a.key].slice_keys).toEqual([['shard', 512, 128]]);
+    const again = await openCacheStore(root);
+    expect(again.lookupSliceBinding('shard', 0, 128)?.stamps).toEqual(['100:99']);
+    expect(again.lookupSliceBinding('shard', 4096, 128)).toBeUndefined();
+    // Bad stamps are refused, from a caller and from a manifest.
+    for (const stamp of ['', 'a\0b', 'x'.repeat(MAX_SLICE_STAMP_CHARS + 1)]) {
+      expect((await catchError(() => again.aliasSlice(b.key, 'shard', 0, 128, stamp))).code).toBe('INVALID_ARGUMENT');
+    }
+    await again.close();
+    for (const stamps of [[], ['a', 'a'], [7], 'a', Array.from({ length: MAX_SLICE_STAMPS + 1 }, (_, i) => `s${i}`)]) {
+      const bad = structuredClone(manifest);
+      bad.entries[b.key].slice_keys = [['shard', 0, 128, stamps]];
+      await writeFile(join(root, 'manifest.json'), JSON.stringify(bad));
+      expect((await catchError(() => openCacheStore(root))).code).toBe('ENTRY_INVALID');
+    }
   });
 
   it('rejects a slice whose size is not the tensor size (SLICE_SIZE_MISMATCH) and bad slice arguments', async () => {

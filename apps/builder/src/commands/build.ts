@@ -119,7 +119,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : ''),
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` +
       (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${formatPercent(1 - report.ratio, 1)} smaller)`),
-    `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} new slice aliases` +
+    `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
       (report.repaired > 0 ? `, ${report.repaired} damaged blobs put back` : ''),
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}, ${formatWorkers(report)}`,
   );

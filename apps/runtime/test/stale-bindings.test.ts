@@ -1,0 +1,118 @@
+// A slice binding records the stamp of the shard file it was verified against (size + mtime): a
+// model rewritten in place, copied, or another model with the same shard names must never be
+// served the cached bytes of the file the cache was built from.
+import { cp, rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { loadModel } from '../src/load-model.js';
+import { openShardCache } from '../src/open-shard-cache.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+
+let root: string;
+let cleanup: () => Promise<void>;
+beforeAll(async () => {
+  ({ dir: root, cleanup } = await makeTempDir('stale'));
+});
+afterAll(async () => {
+  await cleanup?.();
+});
+
+/** Two BF16 tensors per shard, two shards; `seed` changes the values of `changed` only. */
+function tensors(changedSeed = 0): FixtureTensor[] {
+  return [
+    { name: 'a.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 11) },
+    { name: 'b.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 12 + changedSeed) },
+    { name: 'c.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 13) },
+    { name: 'd.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 14) },
+  ];
+}
+
+/** Loads the whole model through the cache; every tensor must equal the file's bytes. */
+async function loadAndCheck(model: SafetensorsModel, cacheDir: string) {
+  const raw = await readAllRaw(model);
+  const cache = await openShardCache(cacheDir);
+  try {
+    const load = loadModel(model, cache, { verifyDigest: false });
+    for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+    return new Map(load.reports.map((r) => [r.name, r]));
+  } finally {
+    await cache.close();
+  }
+}
+
+describe('slice bindings and the shard files they were verified against', () => {
+  it('a model rewritten in place with other values, same layout and names: served raw (stale), never the cached bytes; a rebuild binds it again', async () => {
+    const modelDir = join(root, 'in-place');
+    const cacheDir = join(root, 'in-place-cache');
+    const v1 = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    expect(v1.shards).toHaveLength(2);
+    await buildCache(v1, cacheDir);
+    await v1.close();
+    // File times are as coarse as the kernel's clock tick: a rewrite in the same tick would keep
+    // them (a real rewrite comes long after its build).
+    await sleep(20);
+    const v2 = await writeModel(modelDir, tensors(100), 2 * 8192 + 1024);
+    try {
+      const reports = await loadAndCheck(v2, cacheDir);
+      // Both files were written again (the second with the same bytes): nothing of them is trusted.
+      for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) {
+        expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(reports.get(name)?.detail).toMatch(/run the build again/);
+      }
+      await buildCache(v2, cacheDir, { rebind: true });
+      const after = await loadAndCheck(v2, cacheDir);
+      for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) expect(after.get(name)).toMatchObject({ source: 'cache', reason: 'cached' });
+    } finally {
+      await v2.close();
+    }
+  });
+
+  it('another model with the same shard names (a fine-tune): its changed slices are raw, and both models load bit-exact from one cache', async () => {
+    const baseDir = join(root, 'base');
+    const tunedDir = join(root, 'tuned');
+    const cacheDir = join(root, 'shared-cache');
+    const base = await writeModel(baseDir, tensors(), 2 * 8192 + 1024);
+    await sleep(20);
+    const tuned = await writeModel(tunedDir, tensors(200), 2 * 8192 + 1024);
+    try {
+      await buildCache(base, cacheDir);
+      const tunedReports = await loadAndCheck(tuned, cacheDir);
+      expect(tunedReports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      // The tuned model's build moves b's slice to its bytes and adds its files' stamps to the rest.
+      await buildCache(tuned, cacheDir, { rebind: true });
+      const tunedAfter = await loadAndCheck(tuned, cacheDir);
+      for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) expect(tunedAfter.get(name)?.source).toBe('cache');
+      const baseAfter = await loadAndCheck(base, cacheDir);
+      expect(baseAfter.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(baseAfter.get(name)?.source).toBe('cache');
+    } finally {
+      await base.close();
+      await tuned.close();
+    }
+  });
+
+  it('a copy of the model (new file times): raw until its build adds its stamps, then both copies load from the cache', async () => {
+    const modelDir = join(root, 'original');
+    const copyDir = join(root, 'copy');
+    const cacheDir = join(root, 'copy-cache');
+    const original = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(original, cacheDir);
+    await sleep(20);
+    await cp(modelDir, copyDir, { recursive: true });
+    const copy = await openSafetensorsModel(copyDir);
+    try {
+      const before = await loadAndCheck(copy, cacheDir);
+      for (const report of before.values()) expect(report).toMatchObject({ source: 'raw', reason: 'stale' });
+      await buildCache(copy, cacheDir);
+      for (const model of [copy, original]) {
+        for (const report of (await loadAndCheck(model, cacheDir)).values()) expect(report.source).toBe('cache');
+      }
+    } finally {
+      await copy.close();
+      await original.close();
+      await rm(copyDir, { recursive: true, force: true });
+    }
+  });
+});
