@@ -442,7 +442,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (toPublish.length > 0) await this.backend.syncBlobNames();
       await this.appendOps(draft.ops);
       this.wrote = true;
-      if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) await this.compactLocked();
+      if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) {
+        // The batch is committed (journalled, durable): a compaction that fails now (a full disk)
+        // must not fail it. Whatever the compaction left is finished by the next writer session.
+        await this.compactLocked().catch(() => undefined);
+      }
     }
     return outcomes;
   }
@@ -465,6 +469,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.backend.createJournal(next, encodeJournalHeader(next));
     // 2. Seal: a reader positioned in this journal always learns about the new generation.
     await this.appendOpsRaw([{ kind: 'seal', nextGeneration: next }]);
+    // From here nothing may be appended to this journal (readers stop at the seal): should the
+    // next steps fail (a full disk), this instance's next writer session finishes the compaction
+    // first, or reloads the generation another writer finished.
+    this.sealSeen = true;
     // 3-4. The new manifest, then the old journal goes.
     await this.finishCompaction();
   }

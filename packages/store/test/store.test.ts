@@ -514,6 +514,35 @@ describe('journal recovery', () => {
     await reader.close();
     await writer.close();
   });
+
+  it('a compaction that fails after its seal (a full disk) loses no later commit and never takes the generation back', async () => {
+    const root = await makeTempDir();
+    const p = await openCacheStore(root, { create: true });
+    const a = makeTensor([64], 120);
+    await p.addEntry(toInput(a, 'a', [['s', 0, 128]]));
+    // The manifest write of P's compaction fails once, after the new journal and the seal are written.
+    const backend = (p as unknown as { backend: { writeManifest(bytes: Uint8Array): Promise<void> } }).backend;
+    const writeManifest = backend.writeManifest.bind(backend);
+    let failures = 1;
+    backend.writeManifest = async (bytes) => {
+      if (failures-- > 0) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+      return writeManifest(bytes);
+    };
+    await expect(p.compact()).rejects.toThrow();
+    // P's next commit finishes the compaction first: nothing goes after the seal, where readers stop.
+    expect(await p.aliasSlice(a.key, 's', 128, 128)).toBe(true);
+    const fresh = await openCacheStore(root);
+    expect(fresh.lookupBySlice('s', 128, 128)?.key).toBe(a.key);
+    const generationSeen = fresh.generation;
+    // Another writer commits; P closes (compacting): the other's commit stays, the generation only grows.
+    expect(await fresh.aliasSlice(a.key, 's', 256, 128)).toBe(true);
+    await fresh.close();
+    await p.close();
+    const last = await openCacheStore(root);
+    expect(last.generation).toBeGreaterThanOrEqual(generationSeen);
+    for (const offset of [0, 128, 256]) expect(last.lookupBySlice('s', offset, 128)?.key, `slice at ${offset}`).toBe(a.key);
+    await last.close();
+  });
 });
 
 describe('payload versions', () => {
