@@ -23,6 +23,12 @@ export interface StorageBackend {
   ensureLayout(): Promise<void>;
   /** manifest.json, or undefined when absent. */
   readManifest(): Promise<Uint8Array | undefined>;
+  /**
+   * Which manifest file is there now (device, inode, size, modification time), undefined when
+   * there is none: a reader compares it with the one it loaded to notice a cache deleted and built
+   * again, or a manifest another writer replaced, without reading it. Synchronous: one stat.
+   */
+  manifestIdentity?(): string | undefined;
   /** Replaces manifest.json atomically and durably. */
   writeManifest(bytes: Uint8Array): Promise<void>;
 

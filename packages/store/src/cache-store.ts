@@ -148,6 +148,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private manifestBytes = 0;
   /** Set when the journal ended with a seal the manifest did not reflect yet. */
   private sealSeen = false;
+  /** manifestIdentity() of the manifest this instance's state comes from (undefined: unknown). */
+  private manifestIdentity: string | undefined;
   private readonly mutex = new Mutex();
   private pendingRefresh: Promise<void> | undefined;
   private queue: CommitRequest[] = [];
@@ -260,6 +262,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async reloadFromDisk(): Promise<void> {
     const manifestPath = this.backend.describe('manifest.json');
     for (let attempt = 0; ; attempt++) {
+      // Before the bytes: a manifest replaced after this stat is seen as a change on the next catch-up.
+      const identity = this.backend.manifestIdentity?.();
       const bytes = await this.backend.readManifest();
       if (!bytes) throw new StoreError('NOT_A_CACHE', 'no manifest.json (open with create: true to make a new cache)', { path: manifestPath });
       const parsed = parseManifest(bytes, manifestPath);
@@ -284,6 +288,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.state = parsed.state;
       this.header = { generation: parsed.generation, chunkSize: parsed.chunkSize, coverageMin: parsed.coverageMin };
       this.manifestBytes = bytes.length;
+      this.manifestIdentity = identity;
       this.sealSeen = false;
       await previous?.close();
       return;
@@ -296,6 +301,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    * Runs under this.mutex.
    */
   private async catchUp(lock: HeldLock | undefined): Promise<void> {
+    // Another manifest file than the one loaded: the cache was deleted and built again (its journal
+    // is not the one this instance holds open), or another writer compacted. Reload either way; a
+    // cache with no manifest at all (deleted, not rebuilt yet) keeps what it has.
+    const identity = this.backend.manifestIdentity?.();
+    if (identity !== undefined && this.manifestIdentity !== undefined && identity !== this.manifestIdentity) await this.reloadFromDisk();
     for (let round = 0; round < 8; round++) {
       if (this.sealSeen) {
         const bytes = await this.backend.readManifest();
@@ -501,6 +511,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const header = { ...this.header, generation: next };
     const bytes = serializeManifest(this.state.entries.values(), header);
     await this.backend.writeManifest(bytes);
+    // Under the writer lock nobody else replaces it: the file just written is this instance's.
+    this.manifestIdentity = this.backend.manifestIdentity?.();
     await this.backend.removeJournal(old);
     const previous = this.journal;
     this.journal = await this.backend.openJournal(next);

@@ -1,4 +1,4 @@
-import { close as closeFd, closeSync, constants, fstat as fstatFd, fstatSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
+import { close as closeFd, closeSync, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { lstat, mkdir, open, readdir, realpath, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -152,6 +152,15 @@ export class FsBackend implements StorageBackend {
       await mkdir(join(this.root, BLOBS), { recursive: true });
     } catch (error) {
       throw toIoError(error, 'cannot create the cache directories', { path: this.root });
+    }
+  }
+
+  manifestIdentity(): string | undefined {
+    try {
+      const info = statSync(join(this.root, MANIFEST), { bigint: true, throwIfNoEntry: false });
+      return info === undefined ? undefined : `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}`;
+    } catch {
+      return undefined;
     }
   }
 

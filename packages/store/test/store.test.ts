@@ -1,4 +1,4 @@
-import { readFile, readdir, stat, writeFile, appendFile } from 'node:fs/promises';
+import { readFile, readdir, rm, stat, writeFile, appendFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decode, readPayloadMeta, xxh32 } from '@splitzip/codec';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -431,6 +431,31 @@ describe('many instances', () => {
     const again = await openCacheStore(root);
     expect(again.getEntry(a.key)?.sliceKeys).toHaveLength(3);
     await again.close();
+  });
+
+  it('a long-lived reader notices a cache deleted and built again at its path (its own journal is gone), and a writer commits into the new one', async () => {
+    const root = await makeTempDir();
+    const a = makeTensor([64], 95);
+    const b = makeTensor([64], 96);
+    const first = await openCacheStore(root, { create: true });
+    await first.addEntry(toInput(a, 'a', [['s', 0, 128]]));
+    await first.close();
+    const reader = await openCacheStore(root);
+    const writer = await openCacheStore(root);
+    expect(reader.lookupBySlice('s', 0, 128)?.key).toBe(a.key);
+    await rm(root, { recursive: true, force: true });
+    await new Promise((resolve) => setTimeout(resolve, 20)); // file times tick coarsely
+    const rebuilt = await openCacheStore(root, { create: true });
+    await rebuilt.addEntry(toInput(b, 'b', [['s', 0, 128]]));
+    await rebuilt.close();
+    await reader.refresh();
+    expect(reader.lookupBySlice('s', 0, 128)?.key).toBe(b.key);
+    expect(reader.getEntry(a.key)).toBeUndefined();
+    // A writer opened on the old cache commits into the new one, where every reader sees it.
+    expect(await writer.aliasSlice(b.key, 's', 128, 128)).toBe(true);
+    const fresh = await openCacheStore(root);
+    expect(fresh.lookupBySlice('s', 128, 128)?.key).toBe(b.key);
+    for (const store of [reader, writer, fresh]) await store.close();
   });
 
   it('refreshes on a timer with refreshIntervalMs', async () => {
