@@ -5,7 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { DEFAULT_COVERAGE_MIN, isS3Url, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -73,6 +73,11 @@ export interface BuildTensorReport {
   compBytes: number | null;
   /** `--repair` put this cached entry's blob back (it was missing or damaged). */
   repaired?: true;
+  /**
+   * Its slice was left unbound: its entry holds MAX_SLICE_KEYS_PER_ENTRY slices already (thousands
+   * of byte-identical tensors). A runtime serves it raw; everything else of the build goes on.
+   */
+  unaliased?: true;
 }
 
 export interface BuildReport {
@@ -98,6 +103,8 @@ export interface BuildReport {
   aliased: number;
   /** Cached entries whose missing or damaged blob this run put back (`--repair`; counted in `cached`). */
   repaired: number;
+  /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
+  unaliased: number;
   backend: string;
   /** Worker threads asked for (--jobs: an upper limit). */
   jobs: number;
@@ -331,6 +338,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       },
       storedBytes: 0,
       aliased: 0,
+      pendingSlices: new Map(),
       dropPayload(bytes) {
         droppedBytes += bytes;
       },
@@ -460,6 +468,8 @@ interface TensorContext {
   checkFailure(): void;
   storedBytes: number;
   aliased: number;
+  /** Aliases of each entry this run has asked for and the store has not committed yet. */
+  pendingSlices: Map<string, number>;
   /** Counts payload bytes left to the GC (encoders that allocate their own payloads). */
   dropPayload(bytes: number): void;
 }
@@ -559,8 +569,15 @@ async function processKeyedTensor(
     }
     context.storedBytes += repairedBytes;
     context.checkFailure();
-    await bindSlice(context, key, tensor);
-    return { ...withKey, status: 'cached', coverage: entryCoverage(existing), compBytes: existing.compBytes, ...(repairedBytes > 0 ? { repaired: true as const } : {}) };
+    const unaliased = await bindSlice(context, key, tensor);
+    return {
+      ...withKey,
+      status: 'cached',
+      coverage: entryCoverage(existing),
+      compBytes: existing.compBytes,
+      ...(repairedBytes > 0 ? { repaired: true as const } : {}),
+      ...(unaliased ? { unaliased: true as const } : {}),
+    };
   }
   const processor = await context.processor;
   const encoder = context.encoderNow() ?? (await context.encoder);
@@ -580,8 +597,8 @@ async function processKeyedTensor(
     const stored = store.getEntry(key);
     if (stored) {
       context.checkFailure();
-      await bindSlice(context, key, tensor);
-      return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes };
+      const unaliased = await bindSlice(context, key, tensor);
+      return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes, ...(unaliased ? { unaliased: true as const } : {}) };
     }
     context.checkFailure();
     // The slice goes in the same commit as the entry when it is free (the usual case); a zero-byte
@@ -602,10 +619,11 @@ async function processKeyedTensor(
       ...(calibrated.payload ? { onPayloadWritten: () => slab.release(out) } : {}),
     });
     if (added) context.storedBytes += payload.byteLength;
+    let unaliased = false;
     if (added && sliceFree) context.aliased++;
-    else await bindSlice(context, key, tensor);
+    else unaliased = await bindSlice(context, key, tensor);
     // An identical tensor of this run may have been committed first: then this one is 'cached'.
-    return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength };
+    return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength, ...(unaliased ? { unaliased: true as const } : {}) };
   } finally {
     // The store has written (or refused) the payload and keeps no reference to it (released
     // already where onPayloadWritten ran; a second release is a no-op).
@@ -641,21 +659,40 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
  * (the shard was replaced in place, or another model's shard has the same name) is a conflict the
  * store refuses; `rebind` moves it, since the bytes just read are what the file holds now.
  */
-async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<void> {
+async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<boolean> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   // A zero-byte slice names no bytes: empty tensors next to each other share it, whatever their
   // shape or dtype, so it identifies none of them. Not aliased; the entry is found by content key,
   // and a loader has nothing to read for it anyway. (Aliasing the first one made the next, of
   // another shape, a SLICE_CONFLICT when both were in one commit batch.)
-  if (sizeBytes === 0) return;
+  if (sizeBytes === 0) return false;
   const stamp = context.shardStamps.get(shardName) ?? undefined;
   const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
   // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
-  if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return;
-  const bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
+  if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return false;
+  if (current?.entry.key !== key) {
+    // Thousands of byte-identical tensors (all-zero or all-one initialisations) would take the
+    // entry past MAX_SLICE_KEYS_PER_ENTRY, which the store refuses: the rest stay unbound (served
+    // raw) rather than failing every run of the build. Committed bindings (the store's, updated
+    // before a commit resolves) plus those in flight: never fewer than the store will hold.
+    const pending = context.pendingSlices.get(key) ?? 0;
+    if ((context.store.getEntry(key)?.sliceKeys.length ?? 0) + pending >= MAX_SLICE_KEYS_PER_ENTRY) return true;
+    context.pendingSlices.set(key, pending + 1);
+  }
+  let bound: boolean;
+  try {
+    bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
+  } finally {
+    if (current?.entry.key !== key) {
+      const left = (context.pendingSlices.get(key) ?? 1) - 1;
+      if (left > 0) context.pendingSlices.set(key, left);
+      else context.pendingSlices.delete(key);
+    }
+  }
   if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   context.aliased++;
+  return false;
 }
 
 const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';
@@ -704,6 +741,7 @@ function summarize(input: {
     stored_bytes: input.storedBytes,
     aliased: input.aliased,
     repaired: input.results.filter((t) => t.repaired === true).length,
+    unaliased: input.results.filter((t) => t.unaliased === true).length,
     backend: input.backend,
     jobs: input.jobs,
     workers: input.workers,

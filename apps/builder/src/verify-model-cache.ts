@@ -4,7 +4,7 @@
 // different bytes) is a failure.
 import { calibrateFromHistogram, countExponents, decode, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, type CacheStore } from '@splitzip/store';
+import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { viewBf16 } from './tensor-tasks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
@@ -109,6 +109,10 @@ async function checkTensor(
     return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
   }
   // Zero-byte slices are not aliased (builds before 2026-12-04 bound one to whichever came first).
+  if (!bySlice && sizeBytes > 0 && !stale && byKey.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY) {
+    // What the build does with the thousands-and-first identical tensor: left unbound, served raw.
+    return { ...base, key, status: 'not_cached', reason: `its entry holds MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slices of identical tensors already` };
+  }
   if (!bySlice && sizeBytes > 0) {
     const reason = stale
       ? `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.join(' or ')} and it is ${fileStamp} now (run build${binding.entry.key === key ? '' : ' --rebind'})`

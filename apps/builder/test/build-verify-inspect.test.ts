@@ -3,7 +3,7 @@
 import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openCacheStore } from '@splitzip/store';
+import { MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '@splitzip/store';
 import {
   createTempDir,
   float32Tensor,
@@ -437,6 +437,23 @@ describe('sharded models and a second model sharing tensors', () => {
     // Nothing left to add: a second build writes nothing.
     expect((await runJson<BuildJson>(['build', copyIndex, '--out', cacheDir])).json.aliased).toBe(0);
   });
+
+  it('more byte-identical tensors than one entry binds slices for: the rest stay unbound (served raw), the build and its re-runs succeed', async () => {
+    const ones = new Uint8Array(128);
+    for (let i = 0; i < 64; i++) ones.set([0x80, 0x3f], 2 * i); // BF16 1.0, little-endian
+    const count = MAX_SLICE_KEYS_PER_ENTRY + 3;
+    const tensors = Array.from({ length: count }, (_, i) => ({ name: `layers.${i}.norm.weight`, dtype: 'BF16' as const, shape: [64], data: ones }));
+    tensors.push(gaussianBf16('last.weight', [32, 32], 701));
+    const modelPath = await writeSingleFileModel(join(temp.path, 'many-identical.safetensors'), tensors);
+    const cacheDir = join(temp.path, 'cache-many-identical');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    expect(json).toMatchObject({ encoded: 2, cached: count - 1, unaliased: 3 });
+    expect(json.tensors.filter((t) => t.unaliased === true)).toHaveLength(3);
+    const { json: verify } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.model!.totals).toMatchObject({ ok: MAX_SLICE_KEYS_PER_ENTRY + 1, not_cached: 3, failed: 0 });
+    const again = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    expect(again.json).toMatchObject({ encoded: 0, aliased: 0, unaliased: 3 });
+  }, 60_000);
 
   it('verify --model reports a tensor the cache is missing and fails', async () => {
     const dir = join(temp.path, 'missing');
