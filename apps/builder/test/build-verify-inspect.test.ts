@@ -442,7 +442,7 @@ describe('sharded models and a second model sharing tensors', () => {
     const ones = new Uint8Array(128);
     for (let i = 0; i < 64; i++) ones.set([0x80, 0x3f], 2 * i); // BF16 1.0, little-endian
     const count = MAX_SLICE_KEYS_PER_ENTRY + 3;
-    const tensors = Array.from({ length: count }, (_, i) => ({ name: `layers.${i}.norm.weight`, dtype: 'BF16' as const, shape: [64], data: ones }));
+    const tensors: TensorData[] = Array.from({ length: count }, (_, i) => ({ name: `layers.${i}.norm.weight`, dtype: 'BF16', shape: [64], data: ones }));
     tensors.push(gaussianBf16('last.weight', [32, 32], 701));
     const modelPath = await writeSingleFileModel(join(temp.path, 'many-identical.safetensors'), tensors);
     const cacheDir = join(temp.path, 'cache-many-identical');
