@@ -5,6 +5,12 @@ import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 
 /**
+ * No links followed; O_NONBLOCK: a FIFO (or device) planted in the directory opens at once instead
+ * of blocking the thread for good, then fails the regular-file check like any other garbage.
+ */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
  * Files up to this size are read with synchronous calls: the open, stat, reads and close of a small
  * local file cost four or five thread-pool round trips (~0.2-1 ms each on 2 busy cores) against
  * ~0.03 ms done at once, and a load reads dozens of them (an S3 model's uncached tensors and heads).
@@ -55,7 +61,7 @@ export class ReadThroughCache {
     if (totalBytes <= READ_THROUGH_SYNC_MAX_BYTES) return this.readFileIntoSync(path, parts, totalBytes, entry);
     let handle;
     try {
-      handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      handle = await open(path, READ_FLAGS);
     } catch (error) {
       if (errnoCode(error) === 'ENOENT' || errnoCode(error) === 'ENOTDIR') return false;
       throw toIoError(error, 'cannot open a read-through file', { entry, path });
@@ -83,7 +89,7 @@ export class ReadThroughCache {
   private readFileIntoSync(path: string, parts: readonly Uint8Array[], totalBytes: number, entry?: string): boolean {
     let fd: number;
     try {
-      fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      fd = openSync(path, READ_FLAGS);
     } catch (error) {
       if (errnoCode(error) === 'ENOENT' || errnoCode(error) === 'ENOTDIR') return false;
       throw toIoError(error, 'cannot open a read-through file', { entry, path });

@@ -1,4 +1,5 @@
 // Raw object ranges in a read-through directory, without a server: identity, integrity, unwritable directories.
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -139,4 +140,14 @@ describe('read-through ranges', () => {
     expect(ranges.accepts(0)).toBe(false);
     expect(ranges.stats().bypassed).toBe(1);
   });
+});
+
+describe('read-through files', () => {
+  it('a FIFO planted in the directory is a miss at once, small file or large (it never blocks a thread)', async () => {
+    const dir = await makeTempDir();
+    const cache = new ReadThroughCache(dir);
+    execFileSync('mkfifo', [join(dir, 'planted')]);
+    // Under READ_THROUGH_SYNC_MAX_BYTES the open is synchronous (it would block the event loop for good), above it a pool thread.
+    for (const bytes of [16, 4 << 20]) expect(await cache.readFileInto('planted', [new Uint8Array(bytes)])).toBe(false);
+  }, 10_000);
 });
