@@ -1,5 +1,5 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import { isS3Url, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
+import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
 
@@ -28,6 +28,9 @@ export interface OpenModelOptions {
  */
 export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   if (typeof location !== 'string' || location.length === 0) throw new RuntimeError('INVALID_ARGUMENT', 'a model location is a path or an s3:// URL', {});
+  if (looksLikeOtherUrl(location)) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${JSON.stringify(location)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes)`, { location });
+  }
   try {
     // s3 and readThroughDir mean nothing for a local model (loadModel passes modelS3 whatever the location).
     if (!isS3Url(location)) return await openSafetensorsModel(location);

@@ -6,7 +6,7 @@ import { FsBackend } from './fs-backend.js';
 import { encodeJournalHeader } from './journal-format.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './limits.js';
 import { isValidChunkSize, isValidCoverage, serializeManifest } from './manifest-format.js';
-import { isS3Url, parseS3Url } from './s3-layout.js';
+import { isS3Url, looksLikeOtherUrl, parseS3Url } from './s3-layout.js';
 import { S3CacheStore } from './s3-cache-store.js';
 import { S3Transport, type ResolvedS3Settings } from './s3-transport.js';
 import type { OpenCacheStoreOptions, S3StoreOptions } from './types.js';
@@ -49,6 +49,11 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   const refreshIntervalMs = options.refreshIntervalMs;
   if (refreshIntervalMs !== undefined && !(Number.isFinite(refreshIntervalMs) && refreshIntervalMs > 0)) {
     throw new StoreError('INVALID_ARGUMENT', 'refreshIntervalMs must be a positive number', { details: { refreshIntervalMs } });
+  }
+  if (looksLikeOtherUrl(root)) {
+    throw new StoreError('INVALID_ARGUMENT', `${JSON.stringify(root)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes); a local directory of that name is refused`, {
+      path: root,
+    });
   }
   if (isS3Url(root)) {
     const location = parseS3Url(root);

@@ -26,6 +26,17 @@ export function isS3Url(root: string): boolean {
   return typeof root === 'string' && root.startsWith('s3://');
 }
 
+/** A scheme of two or more characters then `:/`: `S3://b/p`, `s3:/b/p`, `gs://b` (a drive letter `C:/` is not one). */
+const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]+:\//;
+
+/**
+ * Whether a location that is not an `s3://` URL still looks like a URL (a mistyped `S3://` or
+ * `s3:/`, another scheme): as a local path it would silently name a directory `./S3:/…`.
+ */
+export function looksLikeOtherUrl(location: string): boolean {
+  return typeof location === 'string' && !isS3Url(location) && URL_LIKE.test(location);
+}
+
 /** Parses `s3://bucket[/prefix]`. */
 export function parseS3Url(url: string): S3Location {
   const rest = url.slice('s3://'.length);

@@ -45,6 +45,22 @@ describe('openCacheStore', () => {
     expect(error.path).toBe(join(file, 'manifest.json'));
   });
 
+  it('refuses a mistyped object-store URL instead of making a local directory of that name', async () => {
+    const cwd = process.cwd();
+    const dir = await makeTempDir();
+    process.chdir(dir);
+    try {
+      for (const url of ['S3://bucket/prefix', 's3:/bucket/prefix', 'gs://bucket/prefix', 'https://host/bucket']) {
+        const error = await catchError(() => openCacheStore(url, { create: true }));
+        expect(error.code, url).toBe('INVALID_ARGUMENT');
+        expect(error.message).toMatch(/looks like a URL/);
+      }
+      expect(await readdir(dir)).toEqual([]);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+
   it('validates options', async () => {
     const root = await makeTempDir();
     for (const options of [{ chunkSize: 1000 }, { coverageMin: 1.5 }, { lockTimeoutMs: -1 }, { refreshIntervalMs: 0 }]) {
