@@ -1,5 +1,5 @@
 import { convertPayloadVersion, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
-import { BLOB_DAMAGE_CODES, isStoreError, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { BLOB_DAMAGE_CODES, isS3Url, isStoreError, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { viewBf16 } from './tensor-tasks.js';
 
 /**
@@ -10,12 +10,17 @@ import { viewBf16 } from './tensor-tasks.js';
  * blob was intact. `scratch` holds the read when it is large enough (the tensor's slab room).
  */
 export async function repairCachedBlob(store: CacheStore, entry: CacheEntry, bytes: Uint8Array, scratch: Uint8Array): Promise<number> {
-  const slot = scratch.byteLength >= entry.compBytes ? scratch.subarray(0, entry.compBytes) : new Uint8Array(entry.compBytes);
-  try {
-    await store.readBlob(entry.key, slot);
-    return 0;
-  } catch (error) {
-    if (!(isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code))) throw error;
+  // An s3:// store answers readBlob from an entry's inline copy or this host's read-through copy
+  // when it has one, so a damaged object can read as intact: there the tensor is always encoded
+  // again, and repairBlob compares it with the object itself (writing only when they differ).
+  if (!isS3Url(store.root)) {
+    const slot = scratch.byteLength >= entry.compBytes ? scratch.subarray(0, entry.compBytes) : new Uint8Array(entry.compBytes);
+    try {
+      await store.readBlob(entry.key, slot);
+      return 0;
+    } catch (error) {
+      if (!(isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code))) throw error;
+    }
   }
   let payload = encode(viewBf16(bytes), createCodebook(entry.codebook.exponents), { chunkSize: entry.meta.chunkSize });
   if (entry.meta.version !== readPayloadMeta(payload).version) payload = convertPayloadVersion(payload, entry.meta.version);

@@ -2,6 +2,7 @@
 // into a bucket the build creates, verify it against the files, inspect, a re-run that writes
 // nothing, gc; an unreachable endpoint gives one line and exit 1.
 import { createServer } from 'node:net';
+import { DeleteObjectCommand } from '@aws-sdk/client-s3';
 import { join } from 'node:path';
 import { ensureDefaultModel } from '@splitzip/default-model';
 import { openSafetensorsModel } from '@splitzip/safetensors';
@@ -78,10 +79,24 @@ describeS3('splitzip with an s3:// cache (default model)', () => {
     expect(again).toMatchObject({ encoded: 0, cached: build.encoded + build.cached, stored_bytes: 0, aliased: 0 });
     expect(await listObjects(client!, bucket)).toEqual(objects);
 
+    // --repair puts back blob objects deleted behind the store's back: a small one, whose bytes
+    // also travel inline in its entry object (reads are answered from there), and the largest.
+    const blobs = objects.filter((o) => o.key.startsWith('caches/default/blobs/')).sort((a, b) => a.sizeBytes - b.sizeBytes);
+    const damaged = [blobs[0]!, blobs.at(-1)!];
+    for (const blob of damaged) await client!.send(new DeleteObjectCommand({ Bucket: bucket, Key: blob.key }));
+    const { json: broken } = await runJson<VerifyJson>(['verify', url], 1);
+    expect(broken.store.problems.map((p) => p.code)).toEqual(['BLOB_MISSING', 'BLOB_MISSING']);
+    const { json: repaired } = await runJson<BuildJson>(['build', indexPath, '--out', url, '--repair']);
+    expect(repaired).toMatchObject({ encoded: 0, repaired: 2, stored_bytes: damaged[0]!.sizeBytes + damaged[1]!.sizeBytes });
+    expect((await runJson<VerifyJson>(['verify', url, '--model', indexPath])).json.ok).toBe(true);
+    const restored = await listObjects(client!, bucket);
+    expect((await runJson<BuildJson>(['build', indexPath, '--out', url, '--repair'])).json.repaired).toBe(0);
+    expect(await listObjects(client!, bucket)).toEqual(restored);
+
     // gc finds nothing to remove in a complete cache, even with no minimum age.
     const { json: gc } = await runJson<{ orphanBlobs: string[]; tempFiles: string[]; unknownFiles: string[] }>(['gc', url, '--min-age', '0']);
     expect(gc).toMatchObject({ orphanBlobs: [], tempFiles: [], unknownFiles: [] });
-    expect(await listObjects(client!, bucket)).toEqual(objects);
+    expect(await listObjects(client!, bucket)).toEqual(restored);
   });
 });
 
