@@ -248,7 +248,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     if (!s3) await ensureCacheDir(options.cacheDir);
     // A new cache records the options (or the defaults); an existing one keeps its own.
     const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
-    store = await openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true } } : {}) }).catch((error: unknown) => {
+    store = await openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) }).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);

@@ -1,3 +1,4 @@
+import { isStoreError } from '@splitzip/store';
 import packageJson from '../package.json';
 import { buildCommand } from './commands/build.js';
 import { gcCommand } from './commands/gc.js';
@@ -7,6 +8,7 @@ import { verifyCommand } from './commands/verify.js';
 import type { CommandDef, CommandIo } from './define-command.js';
 import { describeError } from './describe-error.js';
 import { BuilderError, UsageError } from './errors.js';
+import { interruptedError } from './throw-if-interrupted.js';
 import { parseCommandArgs } from './parse-command-args.js';
 import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
 
@@ -71,7 +73,9 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
   try {
     const args = parseCommandArgs(command, words.slice(1));
     return await command.run({ args, io, signal, ...(options.collectGarbage ? { collectGarbage: options.collectGarbage } : {}) });
-  } catch (error) {
+  } catch (caught) {
+    // The store abandoned its S3 requests at the signal (ABORTED): an interrupt, said as every command says it.
+    const error = signal?.aborted && isStoreError(caught) && caught.code === 'ABORTED' ? interruptedError(signal) : caught;
     if (error instanceof UsageError) {
       io.stderr.write(`${BINARY_NAME} ${command.name}: ${error.message}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);
       return EXIT_USAGE;

@@ -1,5 +1,6 @@
 // The CLI's error rendering and exit statuses, in process: interrupts (130, 143), help for an
 // unknown command, one-line messages that name the tensor and the right culprit.
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,6 +81,39 @@ describe('interrupts', () => {
     const model = await writeSingleFileModel(join(temp.path, 'm2.safetensors'), [gaussianBf16('u', [100], 3)]);
     expect(await runCli(['build', model, '--out', join(temp.path, 'c2'), '--quiet'], { io, signal: abortedBy('SIGTERM') })).toBe(143);
   });
+});
+
+describe('interrupts while an S3 endpoint stalls', () => {
+  it('inspect, verify, gc and build stop at SIGTERM (143) though the server never answers', async () => {
+    process.env.AWS_ACCESS_KEY_ID ??= 'test';
+    process.env.AWS_SECRET_ACCESS_KEY ??= 'test';
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    }); // accepts, reads, never answers
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const saved = process.env.AWS_ENDPOINT_URL;
+    process.env.AWS_ENDPOINT_URL = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      const model = await writeSingleFileModel(join(temp.path, 'm3.safetensors'), [gaussianBf16('t', [100], 4)]);
+      for (const argv of [['inspect', 's3://stalled/c'], ['verify', 's3://stalled/c'], ['gc', 's3://stalled/c', '--min-age', '1h'], ['build', model, '--out', 's3://stalled/c', '--quiet']]) {
+        const controller = new AbortController();
+        setTimeout(() => controller.abort(Object.assign(new Error('interrupted by SIGTERM'), { signal: 'SIGTERM' })), 300);
+        const { io, err } = memoryIo();
+        const started = performance.now();
+        const code = await runCli(argv, { io, signal: controller.signal });
+        expect(code, `${argv[0]}: ${err()}`).toBe(143);
+        expect(err().trim(), argv[0]).toBe(`splitzip ${argv[0]}: error: interrupted by SIGTERM`);
+        expect(performance.now() - started).toBeLessThan(10_000);
+      }
+    } finally {
+      if (saved === undefined) delete process.env.AWS_ENDPOINT_URL;
+      else process.env.AWS_ENDPOINT_URL = saved;
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 60_000);
 });
 
 describe('help', () => {

@@ -24,6 +24,8 @@ export type StoreErrorCode =
   | 'IO_ERROR'
   | 'S3_UNAVAILABLE'
   | 'S3_ERROR'
+  /** The S3 store's `signal` fired (S3StoreOptions.signal): a request or its retries were abandoned. */
+  | 'ABORTED'
   /** openS3ObjectSource: the object does not exist. */
   | 'OBJECT_MISSING'
   /** openS3ObjectSource: the object's size is no longer what it was when opened (replaced), or a range runs past its end. */

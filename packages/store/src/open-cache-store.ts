@@ -20,6 +20,12 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
   return value;
 }
 
+/**
+ * Longest one S3 request attempt may take, start to end (default of S3StoreOptions.requestDeadlineMs):
+ * a part is at most 2 × 8 MiB (reads) or 64 MiB (multipart uploads), minutes even at 1 MB/s.
+ */
+export const DEFAULT_REQUEST_DEADLINE_MS = 300_000;
+
 export function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
   return {
     maxConcurrentRequests: positiveInteger(options.maxConcurrentRequests, 8, 'maxConcurrentRequests'),
@@ -28,6 +34,7 @@ export function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
     maxAttempts: positiveInteger(options.maxAttempts, 6, 'maxAttempts'),
     retryBaseDelayMs: positiveInteger(options.retryBaseDelayMs, 100, 'retryBaseDelayMs', 0),
     retryMaxDelayMs: positiveInteger(options.retryMaxDelayMs, 2000, 'retryMaxDelayMs', 0),
+    requestDeadlineMs: positiveInteger(options.requestDeadlineMs, DEFAULT_REQUEST_DEADLINE_MS, 'requestDeadlineMs', 1),
   };
 }
 

@@ -38,6 +38,7 @@ export interface ResolvedS3Settings {
   maxAttempts: number;
   retryBaseDelayMs: number;
   retryMaxDelayMs: number;
+  requestDeadlineMs: number;
 }
 
 const TRANSIENT_ERRNO = new Set([
@@ -248,18 +249,33 @@ export class S3Transport {
     return `${this.location.prefix}${name}`;
   }
 
-  /** Runs one request (each attempt holds a concurrency slot; backoff does not). */
-  private async withRetries<T>(operation: string, name: string, attempt: () => Promise<T>): Promise<T> {
-    const { maxAttempts, retryBaseDelayMs, retryMaxDelayMs } = this.settings;
+  /**
+   * Runs one request (each attempt holds a concurrency slot; backoff does not). Every attempt gets
+   * an abort signal that fires at the store's `signal` (then ABORTED, no more attempts) or at
+   * `requestDeadlineMs` (a server that trickles bytes is never idle long enough for the socket
+   * timeout: the attempt counts as a transient failure).
+   */
+  private async withRetries<T>(operation: string, name: string, attempt: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    const { maxAttempts, retryBaseDelayMs, retryMaxDelayMs, requestDeadlineMs } = this.settings;
+    const caller = this.options.signal;
     let last: unknown;
     for (let n = 0; n < maxAttempts; n++) {
+      this.throwIfAborted(operation, name);
       if (n > 0) {
         const ceiling = Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (n - 1));
-        await sleep(ceiling / 2 + Math.random() * (ceiling / 2));
+        await sleep(ceiling / 2 + Math.random() * (ceiling / 2), undefined, caller ? { signal: caller } : undefined).catch(() => undefined);
+        this.throwIfAborted(operation, name);
       }
+      const deadline = AbortSignal.timeout(requestDeadlineMs);
+      const abortSignal = caller ? AbortSignal.any([caller, deadline]) : deadline;
       try {
-        return await this.limiter.run(attempt);
+        return await this.limiter.run(() => attempt(abortSignal));
       } catch (error) {
+        this.throwIfAborted(operation, name);
+        if (deadline.aborted) {
+          last = new Error(`no complete response within requestDeadlineMs (${requestDeadlineMs} ms)`);
+          continue;
+        }
         if (!isTransientS3Error(error)) throw this.wrap(operation, name, error);
         last = error;
       }
@@ -269,6 +285,14 @@ export class S3Transport {
       `S3 endpoint ${this.endpoint} failed ${operation} ${maxAttempts} times in a row (last: ${describeError(last)}); retry later`,
       { path: this.describe(name), details: { endpoint: this.endpoint, operation, attempts: maxAttempts, bucket: this.location.bucket }, cause: summarizeCause(last) },
     );
+  }
+
+  /** ABORTED, carrying the caller's reason, once the store's `signal` has fired. */
+  private throwIfAborted(operation: string, name: string): void {
+    const signal = this.options.signal;
+    if (signal?.aborted) {
+      throw new StoreError('ABORTED', `S3 ${operation} aborted by the caller`, { path: this.describe(name), details: { operation, reason: signal.reason }, cause: signal.reason });
+    }
   }
 
   private wrap(operation: string, name: string, error: unknown): StoreError {
@@ -284,9 +308,9 @@ export class S3Transport {
   async ensureBucket(): Promise<void> {
     await this.connect();
     const Bucket = this.location.bucket;
-    const exists = await this.withRetries('HeadBucket', '', async () => {
+    const exists = await this.withRetries('HeadBucket', '', async (abortSignal) => {
       try {
-        await this.client.send(new this.s3.HeadBucketCommand({ Bucket }));
+        await this.client.send(new this.s3.HeadBucketCommand({ Bucket }), { abortSignal });
         return true;
       } catch (error) {
         if (isNotFound(error)) return false;
@@ -294,9 +318,9 @@ export class S3Transport {
       }
     });
     if (exists) return;
-    await this.withRetries('CreateBucket', '', async () => {
+    await this.withRetries('CreateBucket', '', async (abortSignal) => {
       try {
-        await this.client.send(new this.s3.CreateBucketCommand({ Bucket }));
+        await this.client.send(new this.s3.CreateBucketCommand({ Bucket }), { abortSignal });
       } catch (error) {
         const name = (error as { name?: unknown }).name;
         // Another process created it first.
@@ -313,7 +337,7 @@ export class S3Transport {
       return;
     }
     const md5 = md5Base64(body);
-    await this.withRetries('PutObject', name, () =>
+    await this.withRetries('PutObject', name, (abortSignal) =>
       this.client.send(
         new this.s3.PutObjectCommand({
           Bucket: this.location.bucket,
@@ -323,6 +347,7 @@ export class S3Transport {
           ContentMD5: md5,
           ContentType: contentType,
         }),
+        { abortSignal },
       ),
     );
   }
@@ -331,8 +356,8 @@ export class S3Transport {
     const Bucket = this.location.bucket;
     const Key = this.objectKey(name);
     const partBytes = Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, this.settings.partSizeBytes * 2));
-    const created = await this.withRetries('CreateMultipartUpload', name, () =>
-      this.client.send(new this.s3.CreateMultipartUploadCommand({ Bucket, Key, ContentType: contentType })),
+    const created = await this.withRetries('CreateMultipartUpload', name, (abortSignal) =>
+      this.client.send(new this.s3.CreateMultipartUploadCommand({ Bucket, Key, ContentType: contentType }), { abortSignal }),
     );
     const UploadId = created.UploadId;
     if (!UploadId) throw new StoreError('S3_ERROR', 'CreateMultipartUpload returned no UploadId', { path: this.describe(name) });
@@ -342,14 +367,14 @@ export class S3Transport {
         Array.from({ length: count }, async (_, i) => {
           const part = body.subarray(i * partBytes, Math.min(body.length, (i + 1) * partBytes));
           const md5 = md5Base64(part);
-          const out = await this.withRetries('UploadPart', name, () =>
-            this.client.send(new this.s3.UploadPartCommand({ Bucket, Key, UploadId, PartNumber: i + 1, Body: toBuffer(part), ContentLength: part.length, ContentMD5: md5 })),
+          const out = await this.withRetries('UploadPart', name, (abortSignal) =>
+            this.client.send(new this.s3.UploadPartCommand({ Bucket, Key, UploadId, PartNumber: i + 1, Body: toBuffer(part), ContentLength: part.length, ContentMD5: md5 }), { abortSignal }),
           );
           return { PartNumber: i + 1, ETag: out.ETag };
         }),
       );
-      await this.withRetries('CompleteMultipartUpload', name, () =>
-        this.client.send(new this.s3.CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: parts } })),
+      await this.withRetries('CompleteMultipartUpload', name, (abortSignal) =>
+        this.client.send(new this.s3.CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: parts } }), { abortSignal }),
       );
     } catch (error) {
       // Best effort; gc aborts what is left (a killed writer cannot run this at all).
@@ -361,10 +386,10 @@ export class S3Transport {
   /** A small whole object (at most `maxBytes`), or undefined when absent. */
   async getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined> {
     await this.connect();
-    return this.withRetries('GetObject', name, async () => {
+    return this.withRetries('GetObject', name, async (abortSignal) => {
       let response;
       try {
-        response = await this.client.send(new this.s3.GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
+        response = await this.client.send(new this.s3.GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal });
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;
@@ -407,7 +432,7 @@ export class S3Transport {
    */
   private async getRangeInto(name: string, target: Uint8Array, start: number, entry: string, totalBytes = target.length, ifMatch?: string): Promise<void> {
     let filled = 0;
-    await this.withRetries('GetObject', name, async () => {
+    await this.withRetries('GetObject', name, async (abortSignal) => {
       const from = start + filled;
       const to = start + target.length - 1;
       const whole = start === 0 && target.length === totalBytes && filled === 0;
@@ -420,6 +445,7 @@ export class S3Transport {
             Range: whole || target.length === 0 ? undefined : `bytes=${from}-${to}`,
             IfMatch: ifMatch,
           }),
+          { abortSignal },
         );
       } catch (error) {
         if (isNotFound(error)) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry, path: this.describe(name) });
@@ -452,9 +478,9 @@ export class S3Transport {
   /** An object's size and ETag, or undefined when it does not exist (HeadObject, retried). */
   async headObject(name: string): Promise<HeadedObject | undefined> {
     await this.connect();
-    return this.withRetries('HeadObject', name, async () => {
+    return this.withRetries('HeadObject', name, async (abortSignal) => {
       try {
-        const out = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }));
+        const out = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal });
         return { sizeBytes: out.ContentLength ?? 0, etag: out.ETag || undefined };
       } catch (error) {
         if (isNotFound(error)) return undefined;
@@ -489,8 +515,8 @@ export class S3Transport {
     const Prefix = this.objectKey(dir);
     let ContinuationToken: string | undefined;
     do {
-      const page = await this.withRetries('ListObjectsV2', dir, () =>
-        this.client.send(new this.s3.ListObjectsV2Command({ Bucket: this.location.bucket, Prefix, ContinuationToken, MaxKeys: 1000 })),
+      const page = await this.withRetries('ListObjectsV2', dir, (abortSignal) =>
+        this.client.send(new this.s3.ListObjectsV2Command({ Bucket: this.location.bucket, Prefix, ContinuationToken, MaxKeys: 1000 }), { abortSignal }),
       );
       for (const object of page.Contents ?? []) {
         if (!object.Key?.startsWith(this.location.prefix)) continue;
@@ -512,7 +538,7 @@ export class S3Transport {
 
   async deleteObject(name: string): Promise<void> {
     await this.connect();
-    await this.withRetries('DeleteObject', name, () => this.client.send(new this.s3.DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) })));
+    await this.withRetries('DeleteObject', name, (abortSignal) => this.client.send(new this.s3.DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal }));
   }
 
   /** Unfinished multipart uploads below the prefix. */
@@ -522,8 +548,8 @@ export class S3Transport {
     let KeyMarker: string | undefined;
     let UploadIdMarker: string | undefined;
     for (;;) {
-      const page = await this.withRetries('ListMultipartUploads', '', () =>
-        this.client.send(new this.s3.ListMultipartUploadsCommand({ Bucket: this.location.bucket, Prefix: this.location.prefix, KeyMarker, UploadIdMarker })),
+      const page = await this.withRetries('ListMultipartUploads', '', (abortSignal) =>
+        this.client.send(new this.s3.ListMultipartUploadsCommand({ Bucket: this.location.bucket, Prefix: this.location.prefix, KeyMarker, UploadIdMarker }), { abortSignal }),
       );
       for (const upload of page.Uploads ?? []) {
         if (!upload.Key || !upload.UploadId) continue;
@@ -538,9 +564,9 @@ export class S3Transport {
 
   async abortMultipartUpload(name: string, uploadId: string): Promise<void> {
     await this.connect();
-    await this.withRetries('AbortMultipartUpload', name, async () => {
+    await this.withRetries('AbortMultipartUpload', name, async (abortSignal) => {
       try {
-        await this.client.send(new this.s3.AbortMultipartUploadCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), UploadId: uploadId }));
+        await this.client.send(new this.s3.AbortMultipartUploadCommand({ Bucket: this.location.bucket, Key: this.objectKey(name), UploadId: uploadId }), { abortSignal });
       } catch (error) {
         if (!isNotFound(error)) throw error;
       }

@@ -233,6 +233,18 @@ export interface S3StoreOptions {
   retryMaxDelayMs?: number;
   /** Socket idle limit of one request; default 30 s. */
   requestTimeoutMs?: number;
+  /**
+   * Longest one attempt of a request may take, start to end (a server trickling bytes is never idle
+   * for `requestTimeoutMs`); an attempt past it is retried like a reset connection. Default 300 s
+   * (DEFAULT_REQUEST_DEADLINE_MS).
+   */
+  requestDeadlineMs?: number;
+  /**
+   * Aborts every request of the store in flight and every backoff wait: they fail with ABORTED
+   * (its `cause` the signal's reason), and no request starts after (a CLI's Ctrl-C, a server's
+   * shutdown). Open the store again for more work.
+   */
+  signal?: AbortSignal;
   /** TCP connect limit; default 3 s. */
   connectTimeoutMs?: number;
   /** A per-host directory of fetched blobs and, for `openS3ObjectSource`, raw object ranges (read-through): checked before use, written atomically. */

@@ -17,7 +17,7 @@ export const gcCommand = defineCommand({
     minAge: { type: 'string', description: 's3:// only: remove orphans older than this (30s, 10m, 1h, 2d)', valueHint: 'duration' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
-  async run({ args, io }) {
+  async run({ args, io, signal }) {
     const s3 = isS3Url(args.cache);
     let minAgeMs: number | undefined;
     if (args.minAge !== undefined) {
@@ -25,7 +25,7 @@ export const gcCommand = defineCommand({
       if (!s3) throw new UsageError("option '--min-age' applies to s3:// caches only", 'gc');
       minAgeMs = parseDurationMs(args.minAge, '--min-age', 'gc');
     }
-    const store = await openCacheStore(args.cache, { create: false });
+    const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
     let report: GcReport;
     try {
       report = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });

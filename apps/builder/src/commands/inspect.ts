@@ -10,8 +10,8 @@ export const inspectCommand = defineCommand({
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     json: { type: 'boolean', description: 'Print { entries: [...], totals: {...} } as JSON on stdout' },
   },
-  async run({ args, io }) {
-    const store = await openCacheStore(args.cache, { create: false });
+  async run({ args, io, signal }) {
+    const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
     let report: InspectReport;
     try {
       report = inspectCache(store, args.cache);

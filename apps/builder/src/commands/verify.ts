@@ -31,7 +31,7 @@ export const verifyCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
-    const store = await openCacheStore(args.cache, { create: false });
+    const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
     const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
     let report: VerifyCommandReport;
     try {

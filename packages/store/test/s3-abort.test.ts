@@ -1,0 +1,67 @@
+// S3 requests that never end (a stalled gateway, a server trickling bytes): the store's signal
+// abandons them at once, and requestDeadlineMs bounds each attempt. Local servers, no gateway.
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openCacheStore } from '../src/index.js';
+import { catchError } from './helpers.js';
+
+const servers: Server[] = [];
+const sockets = new Set<Socket>();
+afterEach(async () => {
+  for (const socket of sockets) socket.destroy();
+  sockets.clear();
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+});
+
+/** A server that reads requests and answers with `respond` (or never). Resolves its endpoint. */
+async function startServer(respond: (socket: Socket) => void): Promise<string> {
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    socket.once('data', () => respond(socket));
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address() as { port: number };
+  return `http://127.0.0.1:${address.port}`;
+}
+
+const credentials = () => {
+  process.env.AWS_ACCESS_KEY_ID ??= 'test';
+  process.env.AWS_SECRET_ACCESS_KEY ??= 'test';
+};
+
+describe('S3 requests that never end', () => {
+  it("the store's signal abandons a request the server never answers: ABORTED, at once", async () => {
+    credentials();
+    const endpoint = await startServer(() => undefined); // reads the request, says nothing
+    const controller = new AbortController();
+    const started = performance.now();
+    setTimeout(() => controller.abort(new Error('shutting down')), 300);
+    const error = await catchError(() => openCacheStore('s3://bucket/prefix', { s3: { endpoint, signal: controller.signal } }));
+    expect(error.code).toBe('ABORTED');
+    expect(performance.now() - started).toBeLessThan(5_000);
+  }, 20_000);
+
+  it('requestDeadlineMs ends an attempt that trickles bytes (never idle for the socket timeout), then retries and gives up', async () => {
+    credentials();
+    const endpoint = await startServer((socket) => {
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nContent-Type: application/xml\r\n\r\n');
+      const timer = setInterval(() => socket.write(' '), 100);
+      socket.on('close', () => clearInterval(timer));
+    });
+    const started = performance.now();
+    const error = await catchError(() =>
+      openCacheStore('s3://bucket/prefix', { s3: { endpoint, requestDeadlineMs: 400, maxAttempts: 2, retryBaseDelayMs: 1 } }),
+    );
+    expect(error.code).toBe('S3_UNAVAILABLE');
+    expect(error.message).toMatch(/requestDeadlineMs/);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  }, 20_000);
+
+  it('refuses a requestDeadlineMs that is not a positive integer', async () => {
+    for (const requestDeadlineMs of [0, -1, 1.5, Number.NaN]) {
+      expect((await catchError(() => openCacheStore('s3://bucket/prefix', { s3: { endpoint: 'http://127.0.0.1:9', requestDeadlineMs } }))).code).toBe('INVALID_ARGUMENT');
+    }
+  });
+});
