@@ -28,6 +28,11 @@ export interface OpenModelOptions {
  */
 export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   if (typeof location !== 'string' || location.length === 0) throw new RuntimeError('INVALID_ARGUMENT', 'a model location is a path or an s3:// URL', {});
+  if (isS3Url(location) && /\.(json|safetensors)$/.test(location)) {
+    throw new RuntimeError('INVALID_ARGUMENT', `an s3:// model is the prefix that holds its shards (and index), e.g. ${location.slice(0, location.lastIndexOf('/') + 1)}, not one of its objects`, {
+      location,
+    });
+  }
   if (looksLikeOtherUrl(location)) {
     throw new RuntimeError('INVALID_ARGUMENT', `${JSON.stringify(location)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes)`, { location });
   }

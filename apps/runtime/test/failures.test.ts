@@ -9,6 +9,7 @@ import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { createFileReader } from '../src/create-file-reader.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
+import { openModel } from '../src/open-model.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
 
@@ -386,5 +387,15 @@ describe('missing shards', () => {
 
   it('a cache directory without a manifest is CACHE_OPEN_FAILED', async () => {
     await expect(openShardCache(join(root, 'no-such-cache'))).rejects.toMatchObject({ code: 'CACHE_OPEN_FAILED' });
+  });
+
+  it('model locations: an s3:// object instead of its prefix, and a mistyped URL, are INVALID_ARGUMENT (nothing is fetched or created)', async () => {
+    for (const location of ['s3://bucket/dir/model.safetensors.index.json', 's3://bucket/dir/model.safetensors']) {
+      await expect(openModel(location)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('s3://bucket/dir/') });
+    }
+    for (const location of ['S3://bucket/dir', 's3:/bucket/dir']) {
+      await expect(openModel(location)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('looks like a URL') });
+      await expect(openShardCache(location)).rejects.toMatchObject({ code: 'CACHE_OPEN_FAILED', cause: expect.objectContaining({ code: 'INVALID_ARGUMENT' }) });
+    }
   });
 });

@@ -297,7 +297,9 @@ export class S3Transport {
 
   private wrap(operation: string, name: string, error: unknown): StoreError {
     if (error instanceof StoreError) return error;
-    return new StoreError('S3_ERROR', `S3 ${operation} failed at ${this.endpoint}: ${describeError(error)}`, {
+    // A 403 says little by itself ("Unknown HTTP 403 UnknownError" from some servers): name the usual cause.
+    const hint = statusOf(error) === 403 ? ' (access denied: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the bucket policy)' : '';
+    return new StoreError('S3_ERROR', `S3 ${operation} failed at ${this.endpoint}: ${describeError(error)}${hint}`, {
       path: this.describe(name),
       details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name },
       cause: summarizeCause(error),

@@ -64,4 +64,12 @@ describe('S3 requests that never end', () => {
       expect((await catchError(() => openCacheStore('s3://bucket/prefix', { s3: { endpoint: 'http://127.0.0.1:9', requestDeadlineMs } }))).code).toBe('INVALID_ARGUMENT');
     }
   });
+
+  it('a 403 names the usual cause (credentials) instead of an unknown error', async () => {
+    credentials();
+    const endpoint = await startServer((socket) => socket.end('HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
+    const error = await catchError(() => openCacheStore('s3://bucket/prefix', { s3: { endpoint, maxAttempts: 1 } }));
+    expect(error.code).toBe('S3_ERROR');
+    expect(error.message).toMatch(/access denied: check AWS_ACCESS_KEY_ID/);
+  }, 20_000);
 });
