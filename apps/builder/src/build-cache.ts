@@ -5,7 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { DEFAULT_COVERAGE_MIN, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
+import { DEFAULT_COVERAGE_MIN, isS3Url, MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -606,7 +606,7 @@ async function processKeyedTensor(
     const sliceFree = sizeBytes > 0 && store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
     const { added } = await context.commits.addEntry({
       key,
-      qualname: tensor.name,
+      qualname: qualnameOf(tensor.name),
       payload,
       shape: [...tensor.shape],
       dtype: 'BF16',
@@ -636,6 +636,14 @@ async function processKeyedTensor(
 function entryCoverage(entry: CacheEntry): number {
   const { elementCount, escapeCount } = entry.meta;
   return elementCount > 0 ? (elementCount - escapeCount) / elementCount : 1;
+}
+
+/**
+ * The entry's qualname: the tensor's name, cut to the store's MAX_QUALNAME_CHARS (a label only:
+ * entries are found by content and slice keys), so a valid file with a longer name still builds.
+ */
+function qualnameOf(name: string): string {
+  return name.length <= MAX_QUALNAME_CHARS ? name : `${name.slice(0, MAX_QUALNAME_CHARS - 1)}…`;
 }
 
 /** The tensor's slice key with its shard's stamp (SafetensorsShard.stamp), as bindings record it. */

@@ -3,7 +3,7 @@
 import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '@splitzip/store';
+import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '@splitzip/store';
 import {
   createTempDir,
   float32Tensor,
@@ -454,6 +454,20 @@ describe('sharded models and a second model sharing tensors', () => {
     const again = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     expect(again.json).toMatchObject({ encoded: 0, aliased: 0, unaliased: 3 });
   }, 60_000);
+
+  it('a tensor name longer than the store keeps (MAX_QUALNAME_CHARS) still builds: the entry is labelled with its cut name', async () => {
+    const long = `model.${'x'.repeat(MAX_QUALNAME_CHARS + 100)}.weight`;
+    const modelPath = await writeSingleFileModel(join(temp.path, 'long-name.safetensors'), [gaussianBf16(long, [32, 32], 801), gaussianBf16('after', [32, 32], 802)]);
+    const cacheDir = join(temp.path, 'cache-long-name');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    expect(json).toMatchObject({ encoded: 2 });
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath])).json.ok).toBe(true);
+    const store = await openCacheStore(cacheDir);
+    const entry = store.getEntry(json.tensors.find((t) => t.name === long)!.key!)!;
+    expect(entry.qualname).toHaveLength(MAX_QUALNAME_CHARS);
+    expect(long.startsWith(entry.qualname.slice(0, -1))).toBe(true);
+    await store.close();
+  });
 
   it('verify --model reports a tensor the cache is missing and fails', async () => {
     const dir = join(temp.path, 'missing');
