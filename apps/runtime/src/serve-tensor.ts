@@ -605,8 +605,9 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
       if (opened === undefined) {
         abortIfNeeded(env.signal, target.name);
-        // The store's refusals arrive mapped; anything else (a read the closed backend dropped) is the backend's failure.
-        throw error instanceof RuntimeError && error.code === 'ABORTED' ? error : describeDecodeFailure(error, env, target, entry);
+        // The store's refusals arrive mapped (kept as they are); anything else (a read the closed backend dropped) is the backend's failure.
+        const passThrough = error instanceof RuntimeError && (error.code === 'ABORTED' || CACHE_FAILURE_CODES.has(error.code));
+        throw passThrough ? error : describeDecodeFailure(error, env, target, entry);
       }
       report.blobBytesRead += entry.compBytes;
       // A file that ended early, or could not be read, is the blob's fault.

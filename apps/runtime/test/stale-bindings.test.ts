@@ -1,11 +1,11 @@
 // A slice binding records the stamp of the shard file it was verified against (size + mtime): a
 // model rewritten in place, copied, or another model with the same shard names must never be
 // served the cached bytes of the file the cache was built from.
-import { cp, rm } from 'node:fs/promises';
+import { cp, readdir, readFile, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
 import { loadModel } from '../src/load-model.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
@@ -113,6 +113,31 @@ describe('slice bindings and the shard files they were verified against', () => 
       await copy.close();
       await original.close();
       await rm(copyDir, { recursive: true, force: true });
+    }
+  });
+
+  it('the object-store copy of a model (a ByteSource, as openS3ObjectSource gives) is served by a cache built from the local files', async () => {
+    const modelDir = join(root, 'local-and-remote');
+    const cacheDir = join(root, 'local-and-remote-cache');
+    const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(local, cacheDir);
+    await local.close();
+    const names = await readdir(modelDir);
+    const source: ByteSource = {
+      url: 's3://bucket/model/',
+      list: async () => names,
+      open: async (name) => {
+        if (!names.includes(name)) return undefined;
+        const bytes = await readFile(join(modelDir, name));
+        // The shape openS3ObjectSource gives, ETag included: it is no stamp of the local files.
+        return { sizeBytes: bytes.length, etag: '"0123456789abcdef"', readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
+      },
+    };
+    const remote = await openSafetensorsModel({ source });
+    try {
+      for (const report of (await loadAndCheck(remote, cacheDir)).values()) expect(report).toMatchObject({ source: 'cache', reason: 'cached' });
+    } finally {
+      await remote.close();
     }
   });
 });

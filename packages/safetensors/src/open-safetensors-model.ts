@@ -31,8 +31,6 @@ interface OpenedShard {
 /** An object of a ByteSource, opened: its size and positioned reads. */
 export interface ByteSourceObject {
   readonly sizeBytes: number;
-  /** The object's version tag (an S3 ETag), where the source has one: it makes the shard's `stamp`. */
-  readonly etag?: string | undefined;
   /** Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length) of the object. */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
 }
@@ -241,7 +239,9 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
       }
       const io: ShardIo = {
         sizeBytes: object.sizeBytes,
-        stamp: typeof object.etag === 'string' && object.etag.length > 0 ? `${object.sizeBytes}:${object.etag}` : null,
+        // None: a cache built from a local copy of the model (the builder reads local files) serves
+        // the object-store copy too, by their common slice identity; an ETag is never a local stamp.
+        stamp: null,
         readAt: (target, positionBytes) => (target.length === 0 ? Promise.resolve() : object.readInto(positionBytes, target)),
         close: async () => undefined,
       };

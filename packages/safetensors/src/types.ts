@@ -52,9 +52,10 @@ export interface SafetensorsShard {
   metadata: Record<string, string> | null;
   /**
    * What the file was when it was opened, as a string that changes whenever its bytes are
-   * rewritten: `<size>:<mtime ns>` for a local file (what make and rsync compare), `<size>:<ETag>`
-   * for an object that has one; null when the source tells nothing. A cache records it with each
-   * slice binding, so that a reader of a changed (or another model's) file does not trust them.
+   * rewritten: `<size>:<mtime ns>` for a local file (what make and rsync compare); null for a model
+   * read from a ByteSource (an object store), whose copy is served by a cache built from the local
+   * files. A cache records it with each slice binding, so that a reader of a changed (or another
+   * model's) file does not trust them.
    */
   stamp: string | null;
 }

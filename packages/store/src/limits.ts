@@ -26,7 +26,7 @@ export const MAX_SHAPE_RANK = 64;
 /** Names, not data. */
 export const MAX_QUALNAME_CHARS = 4096;
 export const MAX_SHARD_NAME_CHARS = 4096;
-/** A shard stamp is a size and a modification time or an ETag (SliceKeyTuple): a few dozen characters. */
+/** A shard stamp is a size and a modification time (SliceKeyTuple): a few dozen characters. */
 export const MAX_SLICE_STAMP_CHARS = 256;
 /** Stamps kept per binding (the latest): copies of a model, or models sharing a shard name, each add one. */
 export const MAX_SLICE_STAMPS = 16;

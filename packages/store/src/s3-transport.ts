@@ -266,13 +266,16 @@ export class S3Transport {
         await sleep(ceiling / 2 + Math.random() * (ceiling / 2), undefined, caller ? { signal: caller } : undefined).catch(() => undefined);
         this.throwIfAborted(operation, name);
       }
-      const deadline = AbortSignal.timeout(requestDeadlineMs);
-      const abortSignal = caller ? AbortSignal.any([caller, deadline]) : deadline;
+      let deadline: AbortSignal | undefined;
       try {
-        return await this.limiter.run(() => attempt(abortSignal));
+        // The deadline starts with the attempt itself, not while it waits for a concurrency slot.
+        return await this.limiter.run(() => {
+          deadline = AbortSignal.timeout(requestDeadlineMs);
+          return attempt(caller ? AbortSignal.any([caller, deadline]) : deadline);
+        });
       } catch (error) {
         this.throwIfAborted(operation, name);
-        if (deadline.aborted) {
+        if (deadline?.aborted) {
           last = new Error(`no complete response within requestDeadlineMs (${requestDeadlineMs} ms)`);
           continue;
         }

@@ -1,13 +1,19 @@
 // S3 requests that never end (a stalled gateway, a server trickling bytes): the store's signal
 // abandons them at once, and requestDeadlineMs bounds each attempt. Local servers, no gateway.
 import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openCacheStore } from '../src/index.js';
+import { openCacheStore, openS3ObjectSource } from '../src/index.js';
 import { catchError } from './helpers.js';
 
 const servers: Server[] = [];
 const sockets = new Set<Socket>();
+const httpServers: HttpServer[] = [];
 afterEach(async () => {
+  for (const server of httpServers.splice(0)) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
   for (const socket of sockets) socket.destroy();
   sockets.clear();
   await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
@@ -71,5 +77,26 @@ describe('S3 requests that never end', () => {
     const error = await catchError(() => openCacheStore('s3://bucket/prefix', { s3: { endpoint, maxAttempts: 1 } }));
     expect(error.code).toBe('S3_ERROR');
     expect(error.message).toMatch(/access denied: check AWS_ACCESS_KEY_ID/);
+  }, 20_000);
+
+  it('requestDeadlineMs counts from the attempt, not from the wait for a concurrency slot: queued requests to a healthy server all succeed', async () => {
+    credentials();
+    const server = createHttpServer((request, response) => {
+      setTimeout(() => {
+        response.writeHead(200, { 'Content-Length': '100', ETag: '"abc"', 'Last-Modified': new Date(0).toUTCString() });
+        response.end(request.method === 'HEAD' ? undefined : Buffer.alloc(100));
+      }, 150);
+    });
+    httpServers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    // One slot, eight requests of 150 ms: the last waits ~1 s for its slot, beyond the 500 ms deadline.
+    const source = openS3ObjectSource('s3://bucket/model/', { endpoint, maxConcurrentRequests: 1, requestDeadlineMs: 500, maxAttempts: 1 });
+    try {
+      const opened = await Promise.all(Array.from({ length: 8 }, (_, i) => source.open(`shard-${i}.safetensors`)));
+      expect(opened.map((object) => object?.sizeBytes)).toEqual(Array(8).fill(100));
+    } finally {
+      await source.close();
+    }
   }, 20_000);
 });
