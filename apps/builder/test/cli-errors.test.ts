@@ -93,8 +93,9 @@ describe('interrupts while an S3 endpoint stalls', () => {
       socket.on('error', () => undefined);
     }); // accepts, reads, never answers
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const saved = process.env.AWS_ENDPOINT_URL;
-    process.env.AWS_ENDPOINT_URL = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    // Both variables the SDK reads (the _S3 one wins where set): every request goes to the silent server.
+    const saved = { AWS_ENDPOINT_URL: process.env.AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3: process.env.AWS_ENDPOINT_URL_S3 };
+    process.env.AWS_ENDPOINT_URL = process.env.AWS_ENDPOINT_URL_S3 = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     try {
       const model = await writeSingleFileModel(join(temp.path, 'm3.safetensors'), [gaussianBf16('t', [100], 4)]);
       for (const argv of [['inspect', 's3://stalled/c'], ['verify', 's3://stalled/c'], ['gc', 's3://stalled/c', '--min-age', '1h'], ['build', model, '--out', 's3://stalled/c', '--quiet']]) {
@@ -108,8 +109,10 @@ describe('interrupts while an S3 endpoint stalls', () => {
         expect(performance.now() - started).toBeLessThan(10_000);
       }
     } finally {
-      if (saved === undefined) delete process.env.AWS_ENDPOINT_URL;
-      else process.env.AWS_ENDPOINT_URL = saved;
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
     }
