@@ -679,7 +679,9 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
   // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
   if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return false;
-  if (current?.entry.key !== key) {
+  // A new binding of the entry (not a stamp added to one it has) counts against its limit.
+  const adds = current?.entry.key !== key;
+  if (adds) {
     // Thousands of byte-identical tensors (all-zero or all-one initialisations) would take the
     // entry past MAX_SLICE_KEYS_PER_ENTRY, which the store refuses: the rest stay unbound (served
     // raw) rather than failing every run of the build. Committed bindings (the store's, updated
@@ -692,7 +694,7 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   try {
     bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
   } finally {
-    if (current?.entry.key !== key) {
+    if (adds) {
       const left = (context.pendingSlices.get(key) ?? 1) - 1;
       if (left > 0) context.pendingSlices.set(key, left);
       else context.pendingSlices.delete(key);

@@ -4,7 +4,7 @@
 // different bytes) is a failure.
 import { calibrateFromHistogram, countExponents, decode, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
+import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { viewBf16 } from './tensor-tasks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
@@ -86,7 +86,7 @@ async function checkTensor(
   // As the runtime: a binding recorded under another stamp of the shard file is not used (served raw).
   const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   const fileStamp = model.shards.find((shard) => shard.name === shardName)?.stamp ?? null;
-  const stale = binding !== undefined && binding.stamps.length > 0 && fileStamp !== null && !binding.stamps.includes(fileStamp);
+  const stale = binding !== undefined && isBindingStale(binding, fileStamp);
   const bySlice = stale ? undefined : binding?.entry;
   if (tensor.dtype !== 'BF16' || sizeBytes / 2 > MAX_ELEMENT_COUNT) {
     const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : 'more values than one payload holds';

@@ -1,4 +1,5 @@
 import type { SafetensorsModel, SliceKey, TensorInfo } from '@splitzip/safetensors';
+import { isBindingStale } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
@@ -43,11 +44,9 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   }
   const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   if (binding === undefined) return target;
-  // A binding verified against other files than this one (none of its stamps is the file's now)
-  // is for other bytes, or may be: not trusted. One without stamps, or a file without one, is, as
-  // before stamps existed.
+  // A binding verified against other files than this one is for other bytes, or may be: not trusted.
   const current = binding.stamps.length === 0 ? null : shardStampOf(model, shardName);
-  if (current !== null && !binding.stamps.includes(current)) {
+  if (current !== null && isBindingStale(binding, current)) {
     target.staleStamp = { recorded: binding.stamps, current };
     return target;
   }

@@ -61,3 +61,4 @@ export {
 } from './open-s3-object-source.js';
 export { MAX_READ_THROUGH_RANGE_BYTES, MAX_PENDING_RANGE_WRITE_BYTES, type ReadThroughRangeStats } from './read-through-ranges.js';
 export { READ_THROUGH_SYNC_MAX_BYTES } from './read-through-cache.js';
+export { isBindingStale } from './is-binding-stale.js';

@@ -53,9 +53,7 @@ export abstract class StoreView<H extends StoreDefaults> {
   }
 
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
-    this.assertOpen();
-    const key = this.state.sliceOwners.get(shardName, offsetBytes, sizeBytes);
-    return key === undefined ? undefined : this.state.entries.get(key);
+    return this.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.entry;
   }
 
   lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined {
