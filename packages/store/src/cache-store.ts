@@ -142,6 +142,9 @@ function validateSliceArgs(shardName: string, offsetBytes: number, sizeBytes: nu
   return validateSliceKey(stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]], undefined, 'INVALID_ARGUMENT');
 }
 
+/** Catch-up rounds a writer holding the lock may need (seal, reload, finish a compaction): more is a bug. */
+const LOCKED_CATCH_UP_ROUNDS = 8;
+
 export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStore {
   private journal: JournalFile | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
@@ -304,14 +307,37 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // Another manifest file than the one loaded: the cache was deleted and built again (its journal
     // is not the one this instance holds open), or another writer compacted. Reload either way; a
     // cache with no manifest at all (deleted, not rebuilt yet) keeps what it has.
+    // `reloaded`: a manifest was read during this call. Without the lock, once that manifest's journal
+    // is applied to its end or its seal, every commit made before this call is in: a later commit
+    // went to a newer generation, made after that read. Chasing on would only add freshness, and
+    // under back-to-back compactions it need never end.
+    let reloaded = false;
+    const reload = async (): Promise<void> => {
+      await this.reloadFromDisk();
+      reloaded = true;
+    };
     const identity = this.backend.manifestIdentity?.();
-    if (identity !== undefined && this.manifestIdentity !== undefined && identity !== this.manifestIdentity) await this.reloadFromDisk();
-    for (let round = 0; round < 8; round++) {
+    if (identity !== undefined && this.manifestIdentity !== undefined && identity !== this.manifestIdentity) await reload();
+    const deadline = Date.now() + this.settings.lockTimeoutMs;
+    for (let round = 0; ; round++) {
+      // Each round past the first follows a compaction or a writer's step. Under the lock nobody else
+      // compacts, so a few rounds always do. Without it, only a journal compacted away between each
+      // manifest read and journal open, round after round, keeps us here: contention, retryable.
+      if (round >= LOCKED_CATCH_UP_ROUNDS) {
+        if (lock) throw new StoreError('JOURNAL_INVALID', 'the journal kept changing generation under the writer lock', { path: this.root });
+        if (Date.now() > deadline) {
+          throw new StoreError('LOCK_TIMEOUT', `the cache was compacted ${round} times while this handle caught up; retry`, {
+            path: this.root,
+            details: { rounds: round, timeoutMs: this.settings.lockTimeoutMs },
+          });
+        }
+      }
       if (this.sealSeen) {
+        if (!lock && reloaded) return;
         const bytes = await this.backend.readManifest();
         const generation = bytes ? peekGeneration(bytes) : undefined;
         if (generation !== undefined && generation > this.header.generation) {
-          await this.reloadFromDisk();
+          await reload();
           continue;
         }
         if (!lock) return; // The compacting writer is between steps (or crashed): look again later.
@@ -324,7 +350,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           const bytes = await this.backend.readManifest();
           const generation = bytes ? peekGeneration(bytes) : undefined;
           if (generation !== undefined && generation !== this.header.generation) {
-            await this.reloadFromDisk();
+            await reload();
             continue;
           }
           this.journal = await this.backend.openJournal(this.header.generation);
@@ -342,7 +368,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (size < this.journalOffset) {
         if (lock) throw new StoreError('JOURNAL_INVALID', `journal shrank to ${size} bytes below the ${this.journalOffset} already applied`, { path: journal.path });
         // Only a writer truncates, and only past what any reader applied: this is not our journal any more.
-        await this.reloadFromDisk();
+        await reload();
         continue;
       }
       if (size - this.journalOffset > MAX_JOURNAL_BYTES) {
@@ -372,7 +398,6 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
       return;
     }
-    throw new StoreError('JOURNAL_INVALID', 'the journal kept changing generation while being read', { path: this.root });
   }
 
   // ---- writing ------------------------------------------------------------------------------

@@ -431,6 +431,71 @@ describe('many instances', () => {
     await writer.close();
   });
 
+  it('a reader\'s refresh ends while another instance compacts at every step it takes', async () => {
+    const root = await makeTempDir();
+    const writer = await openCacheStore(root, { create: true });
+    const reader = await openCacheStore(root);
+    const a = makeTensor([64], 75);
+    await writer.addEntry(toInput(a, 'a'));
+    // Each journal the reader opens is sealed by a compaction before the reader reads it, and the
+    // next generation's too: a refresh that chased every generation would never end.
+    const backend = (reader as unknown as { backend: { openJournal(generation: number): Promise<unknown> } }).backend;
+    const openJournal = backend.openJournal.bind(backend);
+    let compactions = 0;
+    backend.openJournal = async (generation) => {
+      const journal = await openJournal(generation);
+      if (compactions < 20) {
+        compactions++;
+        await writer.aliasSlice(a.key, `churn-${compactions}`, 0, 128);
+        await writer.compact();
+      }
+      return journal;
+    };
+    await writer.aliasSlice(a.key, 'before', 0, 128);
+    await writer.compact();
+    await reader.refresh();
+    // Everything committed before the refresh is in; what came during it may be.
+    expect(reader.lookupBySlice('before', 0, 128)?.key).toBe(a.key);
+    expect(compactions).toBeGreaterThan(0);
+    expect(compactions).toBeLessThan(20);
+    backend.openJournal = openJournal;
+    await reader.refresh();
+    expect(reader.generation).toBe(writer.generation);
+    expect(reader.lookupBySlice(`churn-${compactions}`, 0, 128)?.key).toBe(a.key);
+    await reader.close();
+    await writer.close();
+  });
+
+  it('a reader whose every journal is compacted away before it opens it gives up with a retryable LOCK_TIMEOUT', async () => {
+    const root = await makeTempDir();
+    const writer = await openCacheStore(root, { create: true });
+    const reader = await openCacheStore(root, { lockTimeoutMs: 50 });
+    const a = makeTensor([64], 76);
+    await writer.addEntry(toInput(a, 'a'));
+    const backend = (reader as unknown as { backend: { openJournal(generation: number): Promise<unknown> } }).backend;
+    const openJournal = backend.openJournal.bind(backend);
+    let churn = true;
+    let compactions = 0;
+    backend.openJournal = async (generation) => {
+      if (churn) {
+        compactions++;
+        await writer.aliasSlice(a.key, `churn-${compactions}`, 0, 128);
+        await writer.compact();
+      }
+      return openJournal(generation);
+    };
+    await writer.compact();
+    const error = await catchError(() => reader.refresh());
+    expect(error.code).toBe('LOCK_TIMEOUT');
+    expect((error as { retryable?: boolean }).retryable).toBe(true);
+    expect(error.message).toMatch(/compacted \d+ times/);
+    churn = false;
+    await reader.refresh();
+    expect(reader.lookupBySlice(`churn-${compactions}`, 0, 128)?.key).toBe(a.key);
+    await reader.close();
+    await writer.close();
+  });
+
   it('a second writer instance sees the first one\'s entries before deciding (no lost update)', async () => {
     const root = await makeTempDir();
     const w1 = await openCacheStore(root, { create: true });
