@@ -45,6 +45,8 @@ export type SafetensorsErrorCode =
   | 'TARGET_TOO_SMALL'
   | 'UNEXPECTED_EOF'
   | 'MODEL_CLOSED'
+  /** A shard file's size or modification time changed since the model was opened: its header may no longer describe it. */
+  | 'SHARD_CHANGED'
   | 'INVALID_ARGUMENT'
   // writing
   | 'WRITE_INVALID_TENSOR'

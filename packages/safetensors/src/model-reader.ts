@@ -10,6 +10,8 @@ export const MODEL_READER: unique symbol = Symbol.for('@splitzip/safetensors/mod
 export interface ModelReader {
   /** Fills `target` from a shard at `positionBytes` (file or ByteSource object); MODEL_CLOSED after close(). */
   readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
+  /** The shard's stamp now (readShardStamp); null for ByteSource models, unknown shards and after close(). */
+  stampNow(shardName: string): string | null;
   /**
    * A scratch buffer of at least `minBytes` for iterateTensors' reuse mode: pooled per model so that
    * repeated iterations do not fault in fresh pages each time. Exclusive until given back.

@@ -1,3 +1,4 @@
+import { fstatSync } from 'node:fs';
 import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
@@ -17,6 +18,8 @@ interface ShardIo {
   sizeBytes: number;
   /** SafetensorsShard.stamp. */
   stamp: string | null;
+  /** The stamp now (one fstat of the open descriptor); null where there is none. */
+  stampNow(): string | null;
   /** Fills all of `target` from `positionBytes`; UNEXPECTED_EOF (files) or the source's own error. */
   readAt(target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
   close(): Promise<void>;
@@ -242,6 +245,7 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
         // None: a cache built from a local copy of the model (the builder reads local files) serves
         // the object-store copy too, by their common slice identity; an ETag is never a local stamp.
         stamp: null,
+        stampNow: () => null,
         readAt: (target, positionBytes) => (target.length === 0 ? Promise.resolve() : object.readInto(positionBytes, target)),
         close: async () => undefined,
       };
@@ -310,10 +314,31 @@ async function openShard(name: string, path: string, realPath: string): Promise<
     await handle.close().catch(() => undefined);
     return rethrowIo(error, path);
   }
+  const stampNow = () => {
+    const now = fstatSync(handle.fd, { bigint: true });
+    return `${now.size}:${now.mtimeNs}`;
+  };
   const io: ShardIo = {
     sizeBytes: size,
     stamp,
-    readAt: (target, positionBytes, tensor) => readFully(handle, target, positionBytes, path, tensor),
+    stampNow,
+    readAt: async (target, positionBytes, tensor) => {
+      await readFully(handle, target, positionBytes, path, tensor);
+      // After the read: a file rewritten before or during it gives bytes the header we parsed may
+      // not describe, or a mix of two versions. One fstat (~1 µs) per read.
+      let now: string;
+      try {
+        now = stampNow();
+      } catch (cause) {
+        return rethrowIo(cause, path);
+      }
+      if (now !== stamp) {
+        throw new SafetensorsError('SHARD_CHANGED', `shard ${JSON.stringify(name)} changed since the model was opened (size:mtime ${stamp} -> ${now}): open the model again`, {
+          file: path,
+          ...(tensor !== undefined ? { tensor } : {}),
+        });
+      }
+    },
     close: () => handle.close(),
   };
   return readShardHeader(name, path, io);
@@ -384,6 +409,15 @@ function buildModel(
       pool.push(buffer);
       // Keep the largest few.
       if (pool.length > MAX_POOLED_BUFFERS) pool = pool.sort((a, b) => b.length - a.length).slice(0, MAX_POOLED_BUFFERS);
+    },
+    stampNow(shardName: string): string | null {
+      const io = shardIo.get(shardName);
+      if (closed || !io) return null;
+      try {
+        return io.stampNow();
+      } catch {
+        return null; // Closed under us: the next read says so.
+      }
     },
     readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void> {
       const io = shardIo.get(shardName);

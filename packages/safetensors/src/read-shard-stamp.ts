@@ -1,0 +1,13 @@
+import { getModelReader } from './model-reader.js';
+import type { SafetensorsModel } from './types.js';
+
+/**
+ * A shard's stamp now (`<size>:<mtime ns>` of the descriptor the model reads it through, one fstat),
+ * to compare with `SafetensorsShard.stamp`, the stamp when the model was opened: they differ once the
+ * file was rewritten in place under the open model (reads of it then throw SHARD_CHANGED). Lets a
+ * caller that serves a tensor without reading the shard (from a cache) notice the same change.
+ * null for a model read from a ByteSource, for a shard name the model does not have, and after close().
+ */
+export function readShardStamp(model: SafetensorsModel, shardName: string): string | null {
+  return getModelReader(model).stampNow(shardName);
+}
