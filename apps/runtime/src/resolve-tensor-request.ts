@@ -1,4 +1,4 @@
-import type { SafetensorsModel, SliceKey, TensorInfo } from '@splitzip/safetensors';
+import { readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { isBindingStale } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -31,8 +31,33 @@ function shardStampOf(model: SafetensorsModel, shardName: string): string | null
   return stamps.get(shardName) ?? null;
 }
 
+/**
+ * Throws SHARD_CHANGED when the shard's file was rewritten in place since `model` was opened: the
+ * header the model parsed may not describe it, and a binding's stamp check would compare against
+ * the stamp of a file that is gone. One fstat of the model's descriptor.
+ */
+export function checkShardUnchanged(model: SafetensorsModel, shardName: string, tensor: string): void {
+  const opened = shardStampOf(model, shardName);
+  if (opened === null) return;
+  let now: string | null;
+  try {
+    now = readShardStamp(model, shardName);
+  } catch {
+    return; // Not a model openSafetensorsModel made (a wrapper): no descriptor here; its reads say what they find.
+  }
+  if (now === null || now === opened) return; // null: the model was closed; its reads say so.
+  throw new RuntimeError('SHARD_CHANGED', `shard ${shardName} was rewritten since the model was opened (size:mtime ${opened} -> ${now}): open the model again`, {
+    tensor,
+    shard: shardName,
+    modelRoot: model.rootDir,
+    openedStamp: opened,
+    currentStamp: now,
+  });
+}
+
 export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined): ServeTarget {
   const { shardName, offsetBytes, sizeBytes } = info.slice;
+  checkShardUnchanged(model, shardName, info.name);
   const target: ServeTarget = { name: info.name, dtype: info.dtype, shape: info.shape, slice: info.slice, model, info, entry: undefined };
   if (cache === undefined) return target;
   // A zero-byte slice is shared by every empty tensor at its offset, whatever its shape or dtype:

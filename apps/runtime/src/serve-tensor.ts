@@ -14,7 +14,8 @@ import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-pay
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
-import { CACHE_FAILURE_CODES, describeError, isRetryableError, RuntimeError } from './errors.js';
+import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, RuntimeError } from './errors.js';
+import { checkShardUnchanged } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
@@ -239,10 +240,17 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
   const startMs = performance.now();
   try {
     // The reader seam is for local files; a model opened from a ByteSource (s3://…) reads through it.
-    if (env.reader !== undefined && !isRemoteLocation(info.shardPath)) await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
-    else await readTensorBytes(target.model, info, output);
+    if (env.reader !== undefined && !isRemoteLocation(info.shardPath)) {
+      await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
+      // readTensorBytes checks this after its reads; a custom reader cannot.
+      checkShardUnchanged(target.model, slice.shardName, name);
+    } else await readTensorBytes(target.model, info, output);
   } catch (error) {
+    if (isRuntimeError(error, 'SHARD_CHANGED')) throw error;
     const { code, message } = describeError(error);
+    if (code === 'SHARD_CHANGED') {
+      throw new RuntimeError('SHARD_CHANGED', `cannot read ${name}: ${message}`, { tensor: name, shard: slice.shardName, path: info.shardPath }, { cause: error });
+    }
     throw new RuntimeError('SHARD_READ_FAILED', `cannot read ${name} from shard ${info.shardPath}: ${message}`, {
       tensor: name,
       shard: slice.shardName,

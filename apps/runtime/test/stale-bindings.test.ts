@@ -1,12 +1,14 @@
 // A slice binding records the stamp of the shard file it was verified against (size + mtime): a
 // model rewritten in place, copied, or another model with the same shard names must never be
 // served the cached bytes of the file the cache was built from.
-import { cp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, open, readdir, readFile, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
 import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { createFileReader } from '../src/create-file-reader.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
 
@@ -66,6 +68,49 @@ describe('slice bindings and the shard files they were verified against', () => 
       for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) expect(after.get(name)).toMatchObject({ source: 'cache', reason: 'cached' });
     } finally {
       await v2.close();
+    }
+  });
+
+  it('a model handle kept open while its files are rewritten in place: SHARD_CHANGED for cached and raw tensors alike, never the old cached bytes', async () => {
+    const modelDir = join(root, 'held');
+    const nextDir = join(root, 'held-next');
+    const cacheDir = join(root, 'held-cache');
+    const held = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(held, cacheDir);
+    await sleep(20);
+    const next = await writeModel(nextDir, tensors(300), 2 * 8192 + 1024);
+    const cache = await openShardCache(cacheDir);
+    try {
+      // The held handle serves from the cache while its files are as they were.
+      expect(await loadTensor({ model: held, name: 'b.weight' }, { cache })).toMatchObject({ source: 'cache' });
+      // Same layout, other values, written through the same inodes (not replaced by a rename).
+      for (const shard of held.shards) {
+        const handle = await open(shard.path, 'r+');
+        await handle.write(await readFile(join(nextDir, shard.name)), 0);
+        await handle.close();
+      }
+      for (const name of ['a.weight', 'b.weight']) {
+        await expect(loadTensor({ model: held, name }, { cache }), name).rejects.toMatchObject({ code: 'SHARD_CHANGED', details: { tensor: name } });
+        await expect(loadTensor({ model: held, name }, {}), `${name} without a cache`).rejects.toMatchObject({ code: 'SHARD_CHANGED' });
+        const reader = createFileReader();
+        await expect(loadTensor({ model: held, name }, { reader }), `${name} through a custom reader`).rejects.toMatchObject({ code: 'SHARD_CHANGED' });
+        await reader.close();
+      }
+      await expect(async () => {
+        for await (const _ of loadModel(held, cache)) void _;
+      }).rejects.toMatchObject({ code: 'SHARD_CHANGED' });
+      // Opened again: the new values, served raw (stale) until the cache is built for them.
+      const reopened = await openSafetensorsModel(modelDir);
+      try {
+        const reports = await loadAndCheck(reopened, cacheDir);
+        expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      await cache.close();
+      await held.close();
+      await next.close();
     }
   });
 
