@@ -5,12 +5,15 @@ export interface NodeWebGpuStatus {
   reason: string | null;
 }
 
+type AsyncMethod = (this: object, ...args: unknown[]) => Promise<unknown>;
+
 let installing: Promise<NodeWebGpuStatus> | null = null;
 
 /**
  * gpu.js sees WebGPU only through `navigator.gpu`; in Node this installs Dawn's implementation
- * there (once). The `webgpu` package is imported dynamically: its native binary needs a newer
- * glibc than some hosts have, and a load failure means "webgpu unavailable", never a crash.
+ * there (once), through `tolerateUncapturedErrorHandler`. The `webgpu` package is imported
+ * dynamically: its native binary needs a newer glibc than some hosts have, and a load failure
+ * means "webgpu unavailable", never a crash.
  */
 export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWebGpuStatus> {
   installing ??= (async () => {
@@ -23,7 +26,7 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
         globals: Record<string, unknown>;
       };
       Object.assign(globalThis, dawn.globals);
-      gpu = dawn.create([...flags]);
+      gpu = tolerateUncapturedErrorHandler(dawn.create([...flags]));
     } catch (error) {
       return { available: false, reason: `the webgpu package (Dawn) did not load: ${error instanceof Error ? error.message : String(error)}` };
     }
@@ -33,4 +36,65 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
     return adapter ? { available: true, reason: null } : { available: false, reason: 'Dawn loaded but no WebGPU adapter answered' };
   })();
   return installing;
+}
+
+/**
+ * gpu.js (`WebGPUContext.acquire`) assigns a plain function to `device.onuncapturederror`; Dawn's
+ * Node binding refuses it ("invalid value to onuncapturederror") and gpu.js's shared device
+ * promise rejects, failing every webgpu kernel. So every GPUDevice reached through this `gpu`
+ * (`gpu.requestAdapter()` → `adapter.requestDevice()`) gets an own `onuncapturederror` accessor
+ * whose setter tries the real one and ignores a refusal (only gpu.js's logging of uncaptured
+ * errors is lost; its error scopes still report). The objects stay Dawn's own, so native methods
+ * keep their receivers; only these three own properties are added. Returns `gpu` itself.
+ */
+export function tolerateUncapturedErrorHandler<T extends object>(gpu: T): T {
+  wrapAsyncMethod(gpu, 'requestAdapter', (adapter) => {
+    if (adapter) wrapAsyncMethod(adapter, 'requestDevice', (device) => {
+      if (device) tolerateAssignment(device, 'onuncapturederror');
+    });
+  });
+  return gpu;
+}
+
+/** Makes `target[name](...)` call the original and pass its result to `then` before returning it. */
+function wrapAsyncMethod(target: object, name: string, then: (result: object | null) => void): void {
+  const original = (target as Record<string, unknown>)[name];
+  if (typeof original !== 'function') return;
+  defineOwn(target, name, {
+    value: async function (this: object, ...args: unknown[]) {
+      const result = (await (original as AsyncMethod).apply(this, args)) as object | null;
+      then(result);
+      return result;
+    },
+    writable: true,
+  });
+}
+
+/** An own accessor for `target[name]` forwarding to the real one; a refused assignment is ignored. */
+function tolerateAssignment(target: object, name: string): void {
+  let owner: object | null = target;
+  let real: PropertyDescriptor | undefined;
+  while (owner && !(real = Object.getOwnPropertyDescriptor(owner, name))) owner = Object.getPrototypeOf(owner) as object | null;
+  let stored: unknown = real && 'value' in real ? real.value : null;
+  defineOwn(target, name, {
+    get(this: object) {
+      return real?.get ? real.get.call(this) : stored;
+    },
+    set(this: object, value: unknown) {
+      try {
+        if (real?.set) real.set.call(this, value);
+        else stored = value;
+      } catch {
+        // refused by the binding (Dawn in Node): keep going without the handler
+      }
+    },
+  });
+}
+
+function defineOwn(target: object, name: string, descriptor: PropertyDescriptor): void {
+  try {
+    Object.defineProperty(target, name, { ...descriptor, configurable: true, enumerable: false });
+  } catch {
+    // a frozen object: left as it is (gpu.js then fails as without this wrapper, and falls back)
+  }
 }
