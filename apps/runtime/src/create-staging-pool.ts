@@ -31,7 +31,7 @@ export interface StagingPoolStats {
   /** Buffers allocated since creation: the arena (or one per slot). Never grows after creation. */
   readonly allocations: number;
   readonly acquires: number;
-  /** Acquires that had to wait for a release. */
+  /** Acquires that had to wait for a release (waits that ended in an abort or a close are not acquires). */
   readonly waits: number;
   readonly inUse: number;
   readonly peakInUse: number;
@@ -237,7 +237,6 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
       if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal.reason }));
       if (free.length > 0) return Promise.resolve(take(bytes));
-      waits += 1;
       return new Promise<StagingSlot>((resolve, reject) => {
         const onAbort = () => {
           const index = waiters.indexOf(waiter);
@@ -268,6 +267,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
         if (waiter.bytes !== undefined && waiter.bytes > (touchedBytes[slot.id] as number)) touchedBytes[slot.id] = waiter.bytes;
         out[slot.id] = true;
         acquires += 1;
+        waits += 1; // counted when the wait ends in a slot: an aborted wait acquired nothing
         inUse += 1;
         waiter.resolve(slot);
         return;

@@ -8,6 +8,8 @@ export type RuntimeErrorCode =
   | 'INVALID_ARGUMENT'
   /** The cache directory has no manifest, or the store refused to open it. */
   | 'CACHE_OPEN_FAILED'
+  /** A load, lookup, alias, refresh or pool was asked of a cache handle after its close(). */
+  | 'CACHE_CLOSED'
   /** A slice names a shard the model does not have (or no model was given to find it). */
   | 'SHARD_NOT_FOUND'
   /** A model location (path or s3:// URL) could not be opened as a safetensors model. */
@@ -72,6 +74,17 @@ export const CACHE_FAILURE_CODES: ReadonlySet<RuntimeErrorCode> = new Set<Runtim
   'DIGEST_MISMATCH',
   'SLOT_TOO_SMALL',
 ]);
+
+/**
+ * `error` with `details.tensor` = `tensor` and the message led by the tensor's name: cache errors
+ * are raised where only the entry is known (its qualname is the first tensor built with those
+ * bytes, which may be another name), and a caller of `cacheOnly` needs the tensor it asked for.
+ */
+export function nameTensorInError(error: RuntimeError, tensor: string): RuntimeError {
+  if (error.details.tensor === tensor && error.message.startsWith(`${tensor}: `)) return error;
+  const message = error.message.startsWith(`${tensor}: `) ? error.message : `${tensor}: ${error.message}`;
+  return new RuntimeError(error.code, message, { ...error.details, tensor }, { cause: error.cause ?? error });
+}
 
 export function isRuntimeError(error: unknown, code?: RuntimeErrorCode): error is RuntimeError {
   return error instanceof RuntimeError && (code === undefined || error.code === code);

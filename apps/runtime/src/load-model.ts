@@ -52,7 +52,7 @@ export const LIGHT_TENSOR_MAX_BYTES = 64 * 1024;
 
 export interface LoadModelOptions {
   backend?: BackendOption;
-  /** Tensors in flight (reading or decoding) at once; also the staging slot count. Default 4. */
+  /** Tensors in flight (reading or decoding) at once; also the staging slot count. Default DEFAULT_LOAD_CONCURRENCY (8). */
   concurrency?: number;
   /** Check every decoded tensor against its content key (SHA-1 of shape, dtype and the original bytes). */
   verifyDigest?: boolean;

@@ -1,9 +1,9 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
-import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
+import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
 import type { LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, createTensorReport, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, createTensorReport, explainMiss, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -49,7 +49,7 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
     backend: createCpuDecoder(), // unused: the kernels decode
     verifyDigest: options.verifyDigest ?? false,
     cacheOnly: options.cacheOnly ?? false,
-    explainMisses: false,
+    explainMisses: options.explainMisses ?? true,
     signal: options.signal,
     onStagingOverflow: () => undefined,
     syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
@@ -93,16 +93,23 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
       return { name, dtype, shape, source: 'cache', reason: 'cached', report, device };
     } catch (error) {
       device?.delete();
-      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly || target.info === undefined) throw error;
+      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code)) throw error;
+      if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
       report.detail = `${error.code}: served raw`;
     }
   } else if (env.cacheOnly) {
-    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache`, { tensor: name, dtype, ...slice });
+    const { reason, detail } = explainMiss(target, undefined, env);
+    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${detail})`, { tensor: name, dtype, reason, ...slice });
   }
   const data = prepareOutput(options.target, slice.sizeBytes, name);
   await readRaw(env, target, data, report);
+  if (entry === undefined) {
+    const { reason, detail } = explainMiss(target, data, env);
+    report.reason = reason;
+    report.detail = detail;
+  }
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = data.byteLength;
   return { name, dtype, shape, source: 'raw', reason: report.reason, report, data };

@@ -111,16 +111,37 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     for (const entry of entries) if (entry.compBytes > largest) largest = entry.compBytes;
     return largest;
   };
+  // A closed store says STORE_CLOSED in its own error type; a loader branches on the runtime's. Blob
+  // reads are left as they are: one in flight when the cache closes fails as a cache failure, and
+  // its tensor is served raw.
+  const closedError = (cause: unknown) =>
+    new RuntimeError('CACHE_CLOSED', `the shard cache at ${store.root} is closed`, { root: store.root }, { cause });
+  const mapClosed = (error: unknown) => ((error as { code?: unknown })?.code === 'STORE_CLOSED' ? closedError(error) : error);
+  const guard = <T>(run: () => T): T => {
+    try {
+      return run();
+    } catch (error) {
+      throw mapClosed(error);
+    }
+  };
+  const guardAsync = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (error) {
+      throw mapClosed(error);
+    }
+  };
+  const assertOpen = () => guard(() => store.getEntry(''));
   return {
     root: store.root,
     remote: isS3Url(store.root),
     store,
     coverageMin,
-    lookup: (bytes, shape, dtype) => store.lookup(bytes, shape, dtype),
-    lookupBySlice: (shardName, offsetBytes, sizeBytes) => store.lookupBySlice(shardName, offsetBytes, sizeBytes),
-    lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes),
-    getEntry: (key) => store.getEntry(key),
-    aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp),
+    lookup: (bytes, shape, dtype) => guard(() => store.lookup(bytes, shape, dtype)),
+    lookupBySlice: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupBySlice(shardName, offsetBytes, sizeBytes)),
+    lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)),
+    getEntry: (key) => guard(() => store.getEntry(key)),
+    aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => guardAsync(() => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp)),
     readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)
@@ -129,10 +150,11 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
       ? (key, stagingSlot) => (store.openBlobSync as NonNullable<CacheStore['openBlobSync']>).call(store, key, stagingSlot)
       : undefined,
     discardLocalCopy: (key) => (store.discardLocalCopy ? store.discardLocalCopy(key) : Promise.resolve()),
-    refresh: () => store.refresh(),
+    refresh: () => guardAsync(() => store.refresh()),
     blobPath: (entry) => (isS3Url(store.root) ? `${store.root.endsWith('/') ? store.root : `${store.root}/`}${entry.blob}` : join(store.root, entry.blob)),
     largestPayloadBytes,
     createStagingPool(poolOptions = {}) {
+      assertOpen();
       const slotCount = poolOptions.slotCount ?? 4;
       if (!Number.isSafeInteger(slotCount) || slotCount < 1) {
         throw new RuntimeError('INVALID_ARGUMENT', 'slotCount must be a positive integer', { slotCount });
@@ -144,6 +166,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
       });
     },
     borrowStagingPool({ slotBytes, slotCount, shared = false, threads = 0 }) {
+      assertOpen();
       const pool = takeIdleStagingPool({ slotBytes, slotCount, shared, threads }) ?? createStagingPool({ slotBytes, slotCount, shared, threads });
       let given = false;
       return {

@@ -14,7 +14,7 @@ import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-pay
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
-import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, RuntimeError } from './errors.js';
+import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
 import { checkShardUnchanged } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -107,10 +107,11 @@ export function checkOutputBuffer(target: Uint8Array | undefined, sizeBytes: num
   return target.subarray(0, sizeBytes);
 }
 
-function mapStoreError(error: unknown, entry: CacheEntry): RuntimeError {
+/** A store's error reading `entry` for `tensor` (the tensor loaded, which may be another name for the entry's bytes). */
+function mapStoreError(error: unknown, entry: CacheEntry, tensor: string): RuntimeError {
   if (error instanceof RuntimeError) return error;
   const { code, message } = describeError(error);
-  const context = { key: entry.key, qualname: entry.qualname, storeCode: code };
+  const context = { tensor, key: entry.key, qualname: entry.qualname, storeCode: code };
   if (isRetryableError(error)) {
     return new RuntimeError('CACHE_UNAVAILABLE', `cache entry ${entry.key} (${entry.qualname}): ${message}`, { ...context, retryable: true }, { cause: error });
   }
@@ -124,7 +125,7 @@ function mapStoreError(error: unknown, entry: CacheEntry): RuntimeError {
 }
 
 /** Why a tensor without an entry is not cached. `coverage` needs the bytes (see explainMisses). */
-function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
+export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
   if (target.dtype !== 'BF16') return { reason: 'dtype', detail: `dtype ${target.dtype} is not BF16` };
   if (env.cache === undefined) return { reason: 'missing', detail: 'no cache' };
   if (target.staleStamp !== undefined) {
@@ -136,15 +137,32 @@ function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: Ser
   }
   const elementCount = target.slice.sizeBytes / 2;
   if (elementCount > MAX_ELEMENT_COUNT) return { reason: 'missing', detail: `${elementCount} values exceed one payload` };
-  if (!env.explainMisses || data === undefined || data.byteLength < 2 || data.byteOffset % 2 !== 0) {
+  if (!env.explainMisses || data === undefined || data.byteLength < 2) {
     return { reason: 'missing', detail: 'no entry for this slice' };
   }
   // The builder's gate: Top-16 exponent coverage below coverage_min means it was skipped on purpose.
-  const values = new Uint16Array(data.buffer, data.byteOffset, data.byteLength >>> 1);
-  const { coverage } = calibrateFromHistogram(countExponents(values));
+  const { coverage } = calibrateFromHistogram(countBf16Exponents(data));
   return coverage < env.cache.coverageMin
     ? { reason: 'coverage', detail: `coverage ${coverage.toFixed(4)} < gate ${env.cache.coverageMin}` }
     : { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
+}
+
+/** Values per block when a caller's buffer is not 2-byte aligned (a Uint16Array cannot view it). */
+const UNALIGNED_COUNT_BLOCK_VALUES = 32 * 1024;
+
+/** countExponents over BF16 bytes at any offset: a view where aligned, else block copies through one scratch. */
+function countBf16Exponents(data: Uint8Array): Uint32Array {
+  const count = data.byteLength >>> 1;
+  if (data.byteOffset % 2 === 0) return countExponents(new Uint16Array(data.buffer, data.byteOffset, count));
+  const histogram = new Uint32Array(256);
+  const scratch = new Uint16Array(Math.min(count, UNALIGNED_COUNT_BLOCK_VALUES));
+  const scratchBytes = new Uint8Array(scratch.buffer);
+  for (let from = 0; from < count; from += scratch.length) {
+    const n = Math.min(scratch.length, count - from);
+    scratchBytes.set(data.subarray(from * 2, (from + n) * 2));
+    countExponents(scratch.subarray(0, n), histogram);
+  }
+  return histogram;
 }
 
 function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
@@ -196,9 +214,8 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       return { name, dtype, shape, data: output, source: 'cache', reason: 'cached', report };
     } catch (error) {
       // No raw source (a bare slice without a model) means nothing to fall back to: the cache error stands.
-      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code) || env.cacheOnly || target.info === undefined) {
-        throw error;
-      }
+      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code)) throw error;
+      if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
       report.detail = `${error.code}: served raw`;
@@ -414,7 +431,7 @@ export async function stagePayload(
         const readOptions = { verifyChecksum: !backendVerifies };
         payload = readSync ? cache.readBlobSync!(entry.key, stage, readOptions) : await cache.readBlob(entry.key, stage, readOptions);
       } catch (error) {
-        throw mapStoreError(error, entry);
+        throw mapStoreError(error, entry, target.name);
       } finally {
         releaseWindow?.();
       }
@@ -572,7 +589,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
     try {
       opened = openBlob(entry.key, lease.bytes);
     } catch (error) {
-      throw mapStoreError(error, entry);
+      throw mapStoreError(error, entry, target.name);
     }
     openMs = performance.now() - openStartMs;
     return { fd: opened.fd, payload: opened.view, out: view?.values, arena: lease.arena, check: { entry: entryFields(entry), blobPath: opened.path } };
@@ -619,7 +636,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       }
       report.blobBytesRead += entry.compBytes;
       // A file that ended early, or could not be read, is the blob's fault.
-      throw isBlobReadFailure(error) ? mapStoreError(error, entry) : describeDecodeFailure(error, env, target, entry);
+      throw isBlobReadFailure(error) ? mapStoreError(error, entry, target.name) : describeDecodeFailure(error, env, target, entry);
     },
   );
 }

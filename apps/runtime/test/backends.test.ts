@@ -182,6 +182,16 @@ describe('loadTensorToDevice', () => {
         }
         const norm = await loadTensorToDevice({ model, name: 'layer.0.norm' }, { cache, kernels });
         expect(norm).toMatchObject({ source: 'raw', reason: 'dtype' });
+        // Misses are explained as loadTensor explains them (explainMisses defaults to true).
+        const spread = await loadTensorToDevice({ model, name: 'layer.0.spread' }, { cache, kernels });
+        expect(spread).toMatchObject({ source: 'raw', reason: 'coverage', report: { detail: expect.stringMatching(/^coverage 0\.\d+ < gate/) } });
+        expect(sameBytes(spread.data as Uint8Array, raw.get('layer.0.spread') as Uint8Array)).toBe(true);
+        const unexplained = await loadTensorToDevice({ model, name: 'layer.0.spread' }, { cache, kernels, explainMisses: false });
+        expect(unexplained).toMatchObject({ source: 'raw', reason: 'missing' });
+        await expect(loadTensorToDevice({ model, name: 'layer.0.spread' }, { cache, kernels, cacheOnly: true })).rejects.toMatchObject({
+          code: 'NOT_CACHED',
+          details: { reason: 'missing' },
+        });
         expect(norm.device).toBeUndefined();
         expect(sameBytes(norm.data as Uint8Array, raw.get('layer.0.norm') as Uint8Array)).toBe(true);
       } finally {

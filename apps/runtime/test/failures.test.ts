@@ -153,10 +153,11 @@ describe('a bad blob is reported and served raw, never decoded into wrong data',
           expect(report?.error?.code).toMatch(/^CACHE_(READ_FAILED|ENTRY_MISMATCH)$/);
           expect(totals.fallbacks).toBe(1);
           expect(totals.fromCache).toBe(8); // every other cached tensor still comes from the cache
-          // cacheOnly: the same failure is a typed error naming the entry.
+          // cacheOnly: the same failure is a typed error naming the tensor and the entry.
           await expect(loadTensor({ model, name: TARGET }, { cache, reader, backend, cacheOnly: true })).rejects.toMatchObject({
             code: expect.stringMatching(/^CACHE_(READ_FAILED|ENTRY_MISMATCH)$/),
-            details: expect.objectContaining({ key: keyOf(TARGET) }),
+            message: expect.stringContaining(TARGET),
+            details: expect.objectContaining({ tensor: TARGET, key: keyOf(TARGET) }),
           });
           // A bare slice has no raw source: the cache error is thrown.
           await expect(loadTensor(model.getTensor(TARGET)?.slice as never, { cache, reader, backend })).rejects.toMatchObject({
@@ -383,6 +384,26 @@ describe('missing shards', () => {
     } finally {
       await opened.close();
     }
+  });
+
+  it('a closed cache handle: every later load, lookup, alias, refresh or pool is CACHE_CLOSED, a RuntimeError', async () => {
+    const { cacheDir } = await freshCache();
+    const cache = await openShardCache(cacheDir);
+    await cache.close();
+    const { shardName, offsetBytes, sizeBytes } = model.getTensor(TARGET)!.slice;
+    const rawOnly = model.tensors.find((t) => t.dtype !== 'BF16')!.name;
+    const closed = { code: 'CACHE_CLOSED', name: 'RuntimeError', details: { root: cache.root } };
+    await expect(loadTensor({ model, name: TARGET }, { cache })).rejects.toMatchObject(closed);
+    await expect(loadTensor({ model, name: rawOnly }, { cache })).rejects.toMatchObject(closed);
+    await expect(loadModel(model, cache).drain()).rejects.toMatchObject(closed);
+    await expect(loadModel(model, cache, { refresh: false }).drain()).rejects.toMatchObject(closed);
+    await expect(cache.refresh()).rejects.toMatchObject(closed);
+    await expect(cache.aliasSlice('0'.repeat(40), 'x.safetensors', 0, 2)).rejects.toMatchObject(closed);
+    expect(() => cache.lookupBySlice(shardName, offsetBytes, sizeBytes)).toThrow(expect.objectContaining(closed));
+    expect(() => cache.createStagingPool({ slotCount: 1 })).toThrow(expect.objectContaining(closed));
+    expect(() => cache.borrowStagingPool({ slotBytes: 1024, slotCount: 1 })).toThrow(expect.objectContaining(closed));
+    // Without the cache, the same model still loads raw.
+    expect(sameBytes((await loadTensor({ model, name: TARGET }, {})).data, raw.get(TARGET)!)).toBe(true);
   });
 
   it('a cache directory without a manifest is CACHE_OPEN_FAILED', async () => {

@@ -181,6 +181,8 @@ describe('createStagingPool', () => {
     await expect(pool.acquire()).rejects.toMatchObject({ code: 'POOL_CLOSED' });
     // The aborted waiter did not steal the slot: releasing still works.
     pool.release(held);
+    // Waits that ended without a slot are not counted as acquires that waited.
+    expect(pool.stats()).toMatchObject({ acquires: 1, waits: 0 });
   });
 
   it('backs slots with SharedArrayBuffer when asked', () => {
