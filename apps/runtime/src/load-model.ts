@@ -3,6 +3,7 @@ import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
+import { checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
@@ -108,6 +109,16 @@ export interface ModelLoad extends AsyncIterable<LoadedTensor> {
  * caller keeps (none extra when `allocate` hands out arena views).
  */
 export function loadModel(modelOrLocation: SafetensorsModel | string, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
+  if (typeof modelOrLocation !== 'string') checkModelArgument(modelOrLocation);
+  checkCacheArgument(cache);
+  if (typeof options !== 'object' || options === null) {
+    throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, {});
+  }
+  for (const option of ['allocate', 'filter', 'onTensor'] as const) checkFunctionArgument(options[option], option);
+  checkPoolArgument(options.pool);
+  checkSignalArgument(options.signal);
+  checkByteCountArgument(options.maxStagingBytes, 'maxStagingBytes');
+  checkByteCountArgument(options.syncReadMaxBytes, 'syncReadMaxBytes');
   const concurrency = options.concurrency ?? DEFAULT_LOAD_CONCURRENCY;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > MAX_LOAD_CONCURRENCY) {
     throw new RuntimeError('INVALID_ARGUMENT', `concurrency must be an integer in 1..${MAX_LOAD_CONCURRENCY}`, { concurrency });

@@ -1,6 +1,6 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
 import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
-import type { LoadTensorOptions } from './load-tensor.js';
+import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
 import { checkDigest, createTensorReport, explainMiss, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
@@ -41,6 +41,7 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
   if (kernels === undefined || typeof kernels.decodeToDevice !== 'function') {
     throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
   }
+  checkLoadTensorOptions(options);
   const target = resolveTensorRequest(request, options.model, options.cache);
   const env: ServeEnv = {
     cache: options.cache,

@@ -6,6 +6,20 @@ import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './r
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
+import { RuntimeError } from './errors.js';
+import { checkByteCountArgument, checkCacheArgument, checkModelArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
+
+/** The options loadTensor and loadTensorToDevice share, checked before any work. */
+export function checkLoadTensorOptions(options: LoadTensorOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, {});
+  }
+  checkCacheArgument(options.cache);
+  if (options.model !== undefined) checkModelArgument(options.model);
+  checkPoolArgument(options.pool);
+  checkSignalArgument(options.signal);
+  checkByteCountArgument(options.syncReadMaxBytes, 'syncReadMaxBytes');
+}
 
 export interface LoadTensorOptions {
   /** Read blobs up to this many bytes synchronously from a local cache (see LoadModelOptions). */
@@ -35,6 +49,7 @@ export interface LoadTensorOptions {
  * safetensors shard otherwise. See serveTensor for the failure rules.
  */
 export async function loadTensor(request: TensorRequest, options: LoadTensorOptions = {}): Promise<LoadedTensor> {
+  checkLoadTensorOptions(options);
   const target = resolveTensorRequest(request, options.model, options.cache);
   const output = checkOutputBuffer(options.target, target.slice.sizeBytes, target.name);
   const backend = resolveDecodeBackend(options.backend);

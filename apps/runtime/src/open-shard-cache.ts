@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
+import { checkCoverageArgument } from './check-load-arguments.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
@@ -81,6 +82,11 @@ export interface OpenShardCacheOptions {
  * store that stays unreachable is `CACHE_UNAVAILABLE` (retryable).
  */
 export async function openShardCache(root: string, options: OpenShardCacheOptions = {}): Promise<ShardCache> {
+  if (typeof root !== 'string' || root.length === 0) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'a cache location is a directory path or an s3:// URL', { root: String(root) });
+  }
+  if (typeof options !== 'object' || options === null) throw new RuntimeError('INVALID_ARGUMENT', 'options must be an object', {});
+  checkCoverageArgument(options.coverageMin);
   let store: CacheStore;
   try {
     const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false };
@@ -105,6 +111,7 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
 export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number } = {}): ShardCache {
+  checkCoverageArgument(options.coverageMin);
   const coverageMin = options.coverageMin ?? (store.coverageMin > 0 ? store.coverageMin : DEFAULT_COVERAGE_MIN);
   const largestPayloadBytes = (entries: Iterable<CacheEntry> = store.entries()) => {
     let largest = 0;

@@ -1,6 +1,7 @@
 import { readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { isBindingStale } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
+import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
 
@@ -80,6 +81,9 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
 }
 
 function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cache: ShardCache | undefined): ServeTarget {
+  checkSliceNumber(slice.offsetBytes, 'offsetBytes');
+  checkSliceNumber(slice.sizeBytes, 'sizeBytes');
+  if (model !== undefined) checkModelArgument(model);
   const where = `${slice.shardName}@${slice.offsetBytes}+${slice.sizeBytes}`;
   if (model !== undefined) {
     const info = model.findBySlice(slice);
@@ -110,6 +114,7 @@ export function resolveTensorRequest(
   if (isSliceKey(request)) return resolveSlice(request, model, cache);
   if ('slice' in request && isSliceKey(request.slice)) return resolveSlice(request.slice, request.model, cache);
   if ('name' in request && typeof request.name === 'string' && request.model !== undefined) {
+    checkModelArgument(request.model, 'request.model');
     const info = request.model.getTensor(request.name);
     if (info === undefined) {
       throw new RuntimeError('TENSOR_NOT_FOUND', `model at ${request.model.rootDir} has no tensor named ${request.name}`, {

@@ -11,6 +11,8 @@ import { loadModel } from '../src/load-model.js';
 import type { BackendOption } from '../src/resolve-decode-backend.js';
 import { LARGE_SLOT_MIN_BYTES, SMALL_PAYLOAD_MAX_BYTES } from '../src/serve-tensor.js';
 import { loadTensor } from '../src/load-tensor.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
+import { createKernels } from '@splitzip/kernels/node';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { LoadedTensor } from '../src/types.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, standardTensors, writeModel } from './fixtures.js';
@@ -350,6 +352,46 @@ describe('loadModel', () => {
     expect(load.totals.tensors).toBe(2);
     expect(() => load[Symbol.asyncIterator]()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => loadModel(model, cache, { concurrency: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+});
+
+describe('wrong-typed arguments', () => {
+  const invalid = (option: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', name: 'RuntimeError', message: expect.stringContaining(option) });
+
+  it('loadModel refuses them at once with INVALID_ARGUMENT naming the option, never a TypeError or a silent default', () => {
+    expect(() => loadModel(null as never, cache)).toThrow(invalid('model'));
+    expect(() => loadModel({} as never, cache)).toThrow(invalid('model'));
+    expect(() => loadModel(model, {} as never)).toThrow(invalid('cache'));
+    for (const option of ['allocate', 'filter', 'onTensor'] as const) expect(() => loadModel(model, cache, { [option]: 5 } as never)).toThrow(invalid(option));
+    expect(() => loadModel(model, cache, { pool: {} as never })).toThrow(invalid('pool'));
+    expect(() => loadModel(model, cache, { signal: {} as never })).toThrow(invalid('signal'));
+    for (const value of [-1, Number.NaN, 1.5, '8']) expect(() => loadModel(model, cache, { maxStagingBytes: value as never })).toThrow(invalid('maxStagingBytes'));
+    expect(() => loadModel(model, cache, { syncReadMaxBytes: -1 })).toThrow(invalid('syncReadMaxBytes'));
+    expect(() => loadModel(model, cache, null as never)).toThrow(invalid('options'));
+    // What is documented still works: no cache, Infinity where a bound may be lifted.
+    expect(() => loadModel(model, null, { maxStagingBytes: Infinity, syncReadMaxBytes: 0 })).not.toThrow();
+  });
+
+  it('loadTensor, loadTensorToDevice and openShardCache refuse them with INVALID_ARGUMENT', async () => {
+    const name = 'embed.weight';
+    await expect(loadTensor({ model, name }, { cache: {} as never })).rejects.toEqual(invalid('cache'));
+    await expect(loadTensor({ model, name }, { cache, pool: {} as never })).rejects.toEqual(invalid('pool'));
+    await expect(loadTensor({ model, name }, { cache, signal: {} as never })).rejects.toEqual(invalid('signal'));
+    await expect(loadTensor({ model: {} as never, name }, { cache })).rejects.toEqual(invalid('model'));
+    await expect(loadTensor({ model, name }, null as never)).rejects.toEqual(invalid('options'));
+    const { shardName, offsetBytes, sizeBytes } = model.getTensor(name)!.slice;
+    for (const bad of [-2, Number.NaN, 0.5]) {
+      await expect(loadTensor({ model, slice: { shardName, offsetBytes: bad, sizeBytes } }, { cache })).rejects.toEqual(invalid('offsetBytes'));
+      await expect(loadTensor({ shardName, offsetBytes, sizeBytes: bad }, { cache })).rejects.toEqual(invalid('sizeBytes'));
+    }
+    const kernels = await createKernels({ backend: 'codec' });
+    try {
+      await expect(loadTensorToDevice({ model, name }, { cache, kernels, pool: {} as never })).rejects.toEqual(invalid('pool'));
+    } finally {
+      await kernels.dispose();
+    }
+    await expect(openShardCache(42 as never)).rejects.toEqual(invalid('cache location'));
+    for (const coverageMin of ['x', 5, -1, Number.NaN]) await expect(openShardCache(cacheDir, { coverageMin: coverageMin as never })).rejects.toEqual(invalid('coverageMin'));
   });
 });
 

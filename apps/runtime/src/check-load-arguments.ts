@@ -1,0 +1,83 @@
+import type { SafetensorsModel } from '@splitzip/safetensors';
+import { RuntimeError } from './errors.js';
+
+/**
+ * Shape checks of what a loader passes in, so that a wrong object is INVALID_ARGUMENT naming the
+ * option, not a TypeError from deep inside a load (or a silently ignored setting). Structural: a
+ * wrapper with the same methods is accepted, as the loaders' own test doubles are.
+ */
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value !== 'object') return typeof value;
+  return (value as object).constructor?.name ?? 'object';
+}
+
+function hasMethods(value: unknown, methods: readonly string[]): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const object = value as Record<string, unknown>;
+  return methods.every((method) => typeof object[method] === 'function');
+}
+
+/** A ShardCache (openShardCache), or null / undefined for none. */
+export function checkCacheArgument(cache: unknown, option = 'cache'): void {
+  if (cache === undefined || cache === null) return;
+  if (!hasMethods(cache, ['lookup', 'lookupSliceBinding', 'readBlob', 'refresh', 'largestPayloadBytes', 'borrowStagingPool'])) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a cache handle from openShardCache (or null), got ${kindOf(cache)}`, { option, type: kindOf(cache) });
+  }
+}
+
+/** A model from openSafetensorsModel / openModel. */
+export function checkModelArgument(model: unknown, option = 'model'): asserts model is SafetensorsModel {
+  if (!hasMethods(model, ['getTensor', 'findBySlice']) || !Array.isArray((model as { tensors?: unknown }).tensors)) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a model from openSafetensorsModel or openModel, got ${kindOf(model)}`, { option, type: kindOf(model) });
+  }
+}
+
+/** A StagingPool (createStagingPool / cache.createStagingPool), or undefined. */
+export function checkPoolArgument(pool: unknown): void {
+  if (pool === undefined) return;
+  if (!hasMethods(pool, ['acquire', 'tryAcquire', 'release'])) {
+    throw new RuntimeError('INVALID_ARGUMENT', `pool must be a staging pool from createStagingPool, got ${kindOf(pool)}`, { option: 'pool', type: kindOf(pool) });
+  }
+}
+
+/** An AbortSignal (or one that behaves as one: `aborted` and `addEventListener`), or undefined. */
+export function checkSignalArgument(signal: unknown): void {
+  if (signal === undefined) return;
+  const s = signal as { aborted?: unknown; addEventListener?: unknown; removeEventListener?: unknown } | null;
+  if (typeof s !== 'object' || s === null || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function' || typeof s.removeEventListener !== 'function') {
+    throw new RuntimeError('INVALID_ARGUMENT', `signal must be an AbortSignal, got ${kindOf(signal)}`, { option: 'signal', type: kindOf(signal) });
+  }
+}
+
+/** A callback option, or undefined. */
+export function checkFunctionArgument(value: unknown, option: string): void {
+  if (value !== undefined && typeof value !== 'function') {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a function, got ${kindOf(value)}`, { option, type: kindOf(value) });
+  }
+}
+
+/** A byte count option: a number >= 0 (Infinity allowed where documented), or undefined. */
+export function checkByteCountArgument(value: unknown, option: string, { allowInfinity = true } = {}): void {
+  if (value === undefined) return;
+  const ok = typeof value === 'number' && value >= 0 && (Number.isSafeInteger(value) || (allowInfinity && value === Infinity));
+  if (!ok) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a whole number of bytes >= 0${allowInfinity ? ' (or Infinity)' : ''}, got ${String(value)}`, { option, value: String(value) });
+  }
+}
+
+/** A coverage gate: a number in [0, 1], or undefined. */
+export function checkCoverageArgument(value: unknown, option = 'coverageMin'): void {
+  if (value === undefined) return;
+  if (typeof value !== 'number' || !(value >= 0 && value <= 1)) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a number in 0..1, got ${String(value)}`, { option, value: String(value) });
+  }
+}
+
+/** A slice's offset or size: a whole number of bytes >= 0. */
+export function checkSliceNumber(value: unknown, field: 'offsetBytes' | 'sizeBytes'): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new RuntimeError('INVALID_ARGUMENT', `a slice's ${field} must be a whole number >= 0, got ${String(value)}`, { field, value: String(value) });
+  }
+}
