@@ -104,6 +104,15 @@ function alignUp(value: number, align: number): number {
   return Math.ceil(value / align) * align;
 }
 
+/** Every pool slot ever made, with whether it is out now: a released slot used for a read is refused. */
+const slotIsOut = new WeakMap<StagingSlot, () => boolean>();
+
+/** True for a slot of a pool that is not acquired now (released, or never taken): not the caller's to fill. */
+export function isStagingSlotReleased(slot: StagingSlot): boolean {
+  const isOut = slotIsOut.get(slot);
+  return isOut !== undefined && !isOut();
+}
+
 /**
  * A fixed set of reusable, aligned staging slots with explicit ownership. Every buffer is
  * allocated here, once; acquire/release only move slot indices between a free list and callers,
@@ -174,6 +183,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   // a while), so a sized acquire prefers a slot whose touched part already covers it.
   const touchedBytes = new Array<number>(slotCount).fill(0);
   const out = new Array<boolean>(slotCount).fill(false);
+  for (const slot of slots) slotIsOut.set(slot, () => out[slot.id] === true);
   const waiters: { bytes: number | undefined; resolve: (slot: StagingSlot) => void; reject: (error: unknown) => void; cleanup: () => void }[] = [];
   let closed = false;
   let acquires = 0;

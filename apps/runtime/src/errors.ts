@@ -41,7 +41,7 @@ export type RuntimeErrorCode =
   | 'OUTPUT_TOO_SMALL'
   /** A payload is larger than the staging slot it must be read into. */
   | 'SLOT_TOO_SMALL'
-  /** A staging slot was released twice, or released to a pool that does not own it. */
+  /** A staging slot was released twice, released to a pool that does not own it, or read into while not acquired. */
   | 'SLOT_NOT_OWNED'
   /** The pool was closed while a caller waited for a slot, or used after close. */
   | 'POOL_CLOSED'

@@ -108,6 +108,15 @@ export interface ModelLoad extends AsyncIterable<LoadedTensor> {
  * outputs of at most 4 × `concurrency` tensors are held for in-order delivery beyond what the
  * caller keeps (none extra when `allocate` hands out arena views).
  */
+/**
+ * A model loadModel opened from a location is closed when its load ends (end, break, error, abort).
+ * An iterator dropped between two `next()` calls never ends: its model's files are closed when the
+ * iterator is garbage-collected, here, rather than by Node's own last-resort close (which warns).
+ */
+const abandonedModels = new FinalizationRegistry<SafetensorsModel>((model) => {
+  void model.close().catch(() => undefined);
+});
+
 export function loadModel(modelOrLocation: SafetensorsModel | string, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
   if (typeof modelOrLocation !== 'string') checkModelArgument(modelOrLocation);
   checkCacheArgument(cache);
@@ -134,7 +143,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   const reports: TensorReport[] = [];
   let started = false;
 
-  async function* iterate(): AsyncGenerator<LoadedTensor> {
+  async function* iterate(onOpened: (model: SafetensorsModel) => () => void): AsyncGenerator<LoadedTensor> {
     const startMs = performance.now();
     const handle = cache ?? undefined;
     // The refresh (object-store LISTs) runs while the model opens (its own round trips); settled
@@ -149,11 +158,13 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       await refreshed;
       throw error;
     }
+    const forget = model !== modelOrLocation ? onOpened(model) : undefined;
     const link = linkAbortSignal(options.signal);
     try {
       yield* loadOpened(model, handle, startMs, refreshed, link.signal);
     } finally {
       link.unlink();
+      forget?.();
       if (model !== modelOrLocation) await model.close();
     }
   }
@@ -233,7 +244,11 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     [Symbol.asyncIterator]() {
       if (started) throw new RuntimeError('INVALID_ARGUMENT', 'a ModelLoad can be iterated once; call loadModel again');
       started = true;
-      return iterate();
+      const iterator: AsyncGenerator<LoadedTensor> = iterate((model) => {
+        abandonedModels.register(iterator, model, iterator);
+        return () => abandonedModels.unregister(iterator);
+      });
+      return iterator;
     },
     async drain() {
       for await (const _tensor of this) {

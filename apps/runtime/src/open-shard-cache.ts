@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
-import { createStagingPool, type StagingPool, type StagingSlot } from './create-staging-pool.js';
+import { createStagingPool, isStagingSlotReleased, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
 import { checkCoverageArgument } from './check-load-arguments.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
@@ -149,7 +149,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)),
     getEntry: (key) => guard(() => store.getEntry(key)),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => guardAsync(() => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp)),
-    readBlob: (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
+    readBlob: async (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)
       : undefined,
@@ -192,6 +192,10 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
 /** A staging slot's bytes, or the Uint8Array given; anything else goes on to the store, which refuses it (INVALID_ARGUMENT) instead of a TypeError here. */
 function slotBytes(stagingSlot: StagingSlot | Uint8Array): Uint8Array {
   if (stagingSlot instanceof Uint8Array) return stagingSlot;
+  if (typeof stagingSlot === 'object' && stagingSlot !== null && isStagingSlotReleased(stagingSlot)) {
+    // Another holder may own it now: reading into it would overwrite their payload.
+    throw new RuntimeError('SLOT_NOT_OWNED', `staging slot ${stagingSlot.id} is not acquired (released, or never taken): acquire a slot before reading into it`, { slotId: stagingSlot.id });
+  }
   const bytes = (stagingSlot as StagingSlot | null | undefined)?.bytes;
   return bytes instanceof Uint8Array ? bytes : (stagingSlot as unknown as Uint8Array);
 }

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { buildCache, makeTempDir, standardTensors, writeModel } from './fixtures.js';
@@ -65,5 +65,38 @@ describe('examples/embedded-loader.mjs', () => {
     const { code, stderr } = await runExample([modelIndex, `${cacheDir}-missing`]);
     expect(code).toBe(1);
     expect(stderr).toMatch(/CACHE_OPEN_FAILED/);
+  });
+});
+
+describe('a loadModel iterator dropped mid-load (the built package, in a process with --expose-gc)', () => {
+  it('closes the model it opened from a location when the iterator is collected, without Node\'s fd-on-GC warnings', async () => {
+    const entry = pathToFileURL(fileURLToPath(new URL('../dist/index.js', import.meta.url))).href;
+    const script = `
+      import { readdirSync, readlinkSync } from 'node:fs';
+      const { loadModel, openShardCache } = await import(${JSON.stringify(entry)});
+      const modelDir = ${JSON.stringify(modelIndex.slice(0, modelIndex.lastIndexOf('/')))};
+      const shardFds = () => readdirSync('/proc/self/fd').filter((fd) => { try { return readlinkSync('/proc/self/fd/' + fd).startsWith(modelDir + '/'); } catch { return false; } }).length;
+      const cache = await openShardCache(${JSON.stringify(cacheDir)});
+      for (let i = 0; i < 5; i++) { const it = loadModel(${JSON.stringify(modelIndex)}, cache, { concurrency: 1 })[Symbol.asyncIterator](); await it.next(); }
+      await new Promise((r) => setTimeout(r, 50));
+      const before = shardFds();
+      for (let i = 0; i < 6; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 30)); }
+      console.log(JSON.stringify({ before, after: shardFds() }));
+      await cache.close();
+    `;
+    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (chunk) => (out += chunk));
+      child.stderr.on('data', (chunk) => (err += chunk));
+      child.on('error', reject);
+      child.on('exit', (exitCode) => resolve({ code: exitCode, stdout: out, stderr: err }));
+    });
+    expect(stderr).not.toMatch(/Closing file descriptor/);
+    expect(code, stderr).toBe(0);
+    const { before, after } = JSON.parse(stdout) as { before: number; after: number };
+    // Collected and closed: fewer of the shards' descriptors than the abandoned loads had open.
+    expect(after).toBeLessThan(before);
   });
 });

@@ -493,6 +493,23 @@ describe('loadTensor', () => {
     }
   });
 
+  it('ShardCache.readBlob and readBlobSync refuse a pool slot that is not acquired (SLOT_NOT_OWNED): it may be another holder\'s', async () => {
+    const info = model.getTensor('embed.weight')!;
+    const entry = cache.lookupBySlice(info.slice.shardName, info.slice.offsetBytes, info.slice.sizeBytes)!;
+    const pool = cache.createStagingPool({ slotCount: 1 });
+    const slot = await pool.acquire();
+    expect((await cache.readBlob(entry.key, slot)).byteLength).toBe(entry.compBytes);
+    pool.release(slot);
+    await expect(cache.readBlob(entry.key, slot)).rejects.toMatchObject({ code: 'SLOT_NOT_OWNED', details: { slotId: slot.id } });
+    expect(() => cache.readBlobSync?.(entry.key, slot)).toThrow(expect.objectContaining({ code: 'SLOT_NOT_OWNED' }));
+    // Acquired again, it reads; a slot-shaped object of no pool is still taken at its word.
+    const again = await pool.acquire();
+    expect((await cache.readBlob(entry.key, again)).byteLength).toBe(entry.compBytes);
+    expect((await cache.readBlob(entry.key, { id: 0, bytes: new Uint8Array(entry.compBytes) })).byteLength).toBe(entry.compBytes);
+    pool.release(again);
+    pool.close();
+  });
+
   it.runIf(existsSync('/proc/self/task'))("with backend 'workers' leaves no worker behind per call (it closes the pool it made)", async () => {
     const threads = (): number => readdirSync('/proc/self/task').length;
     // A tensor large enough for the workers to take part (2^21 values the caller decoded alone here).
