@@ -9,10 +9,23 @@ import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './
 export interface CodecArenaShare {
   /** The arena's memory: its `buffer` is a SharedArrayBuffer. */
   readonly buffer: SharedArrayBuffer;
-  /** The WebAssembly memory behind `buffer`; null where the arena is a plain SharedArrayBuffer (no SIMD). */
-  readonly memory: WebAssembly.Memory | null;
+  /**
+   * The WebAssembly memory behind `buffer` (a `WebAssembly.Memory`, typed as `CodecArenaMemory`);
+   * null where the arena is a plain SharedArrayBuffer (no SIMD).
+   */
+  readonly memory: CodecArenaMemory | null;
   /** Start of the scratch area the attaching thread's kernels use (reserved for it alone). */
   readonly scratchBase: number;
+}
+
+/**
+ * The members of a `WebAssembly.Memory` a share's `memory` is typed with, so these declarations
+ * need no DOM lib (Node projects compile against ES2022 + @types/node); the value is always a real
+ * `WebAssembly.Memory`, which `attachCodecArena` checks.
+ */
+export interface CodecArenaMemory {
+  readonly buffer: ArrayBuffer | SharedArrayBuffer;
+  grow(delta: number): number;
 }
 
 export interface CodecArenaOptions {

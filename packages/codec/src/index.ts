@@ -38,6 +38,7 @@ export {
   MAX_ARENA_BYTES,
   MAX_ARENA_THREADS,
   type CodecArena,
+  type CodecArenaMemory,
   type CodecArenaOptions,
   type CodecArenaShare,
 } from './create-codec-arena.js';
