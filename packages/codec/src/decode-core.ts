@@ -49,7 +49,7 @@ export function prepareEscapes(
   out: Uint16Array,
   outOffset: number,
 ): PreparedEscapes {
-  if (end <= start) return NO_ESCAPES;
+  if (end <= start) return meta.elementCount === 0 ? emptyTensorEscapes(payload, meta) : NO_ESCAPES;
   const firstChunk = Math.floor(start / meta.chunkSize);
   const lastChunk = Math.floor((end - 1) / meta.chunkSize);
   const index = escapeIndexWords(payload, meta, firstChunk, lastChunk);
@@ -74,7 +74,14 @@ export function decodeValueRange(
   outOffset: number,
   decoded?: { codesValid: boolean; escapes: PreparedEscapes },
 ): void {
-  if (end <= start) return;
+  if (end <= start) {
+    // An empty tensor's index is its two ends (reader rule 8), checked as for any other tensor.
+    if (meta.elementCount === 0) {
+      const { error } = decoded?.escapes ?? emptyTensorEscapes(payload, meta);
+      if (error !== null) throw error;
+    }
+    return;
+  }
   const { layout, elementCount } = meta;
   const escapes = decoded?.escapes ?? prepareEscapes(payload, meta, start, end, out, outOffset);
   if (escapes.error !== null) throw escapes.error;
@@ -99,6 +106,12 @@ export function decodeValueRange(
   }
   // The escapes of values the kernels did not report (all of them for kernels without reports).
   escapes.apply(end);
+}
+
+/** The escapes of a tensor of no values: none, once its index says so (index[0] = 0 = escape_count). */
+function emptyTensorEscapes(payload: Uint8Array, meta: PayloadMeta): PreparedEscapes {
+  const error = findEscapeError(payload, meta, escapeIndexWords(payload, meta, 0, -1), 0, -1);
+  return error === null ? NO_ESCAPES : { error, apply: NO_ESCAPES.apply };
 }
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;

@@ -128,6 +128,19 @@ describe.each(BACKENDS)('decoding errors on the %s backend', (backend) => {
     expect(codeOf(() => decode(fake))).toBe('BAD_ESCAPE_INDEX');
   });
 
+  it('an empty tensor whose one index entry is not 0 -> BAD_ESCAPE_INDEX (decode, decodeRange, unverified too)', () => {
+    useBackend(backend);
+    const empty = encode(new Uint16Array(0), codebook, { chunkSize: 64 });
+    const emptyMeta = readPayloadMeta(empty);
+    const bad = empty.slice();
+    new DataView(bad.buffer).setUint32(emptyMeta.layout.escapeIndex.offsetBytes, 1, true);
+    const sealed = resealPayload(bad);
+    expect(codeOf(() => decode(sealed))).toBe('BAD_ESCAPE_INDEX');
+    expect(codeOf(() => decode(sealed, undefined, { verify: false }))).toBe('BAD_ESCAPE_INDEX');
+    expect(codeOf(() => decodeRange(sealed, 0, 0))).toBe('BAD_ESCAPE_INDEX');
+    expect(decode(empty).length).toBe(0);
+  });
+
   it('escape positions out of order or outside the chunk -> BAD_ESCAPE_POSITION', () => {
     useBackend(backend);
     const first = new DataView(good.buffer).getUint16(posAt, true);
