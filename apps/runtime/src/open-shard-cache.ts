@@ -138,6 +138,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
       throw mapClosed(error);
     }
   };
+  // Pools are the handle's own: a store lookup (of no key) says whether the store is closed.
   const assertOpen = () => guard(() => store.getEntry(''));
   return {
     root: store.root,
