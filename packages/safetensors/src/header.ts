@@ -11,6 +11,7 @@ export {
   MAX_INDEX_BYTES,
   MAX_READ_CHUNK_BYTES,
   MAX_TENSOR_RANK,
+  STAMP_CHECK_INTERVAL_MS,
 } from './limits.js';
 export { parseHeaderLengthPrefix, parseSafetensorsBytes, parseSafetensorsHeader, type HeaderContext } from './parse-safetensors-header.js';
 export { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';

@@ -2,7 +2,7 @@ import { fstatSync } from 'node:fs';
 import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
-import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES } from './limits.js';
+import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, STAMP_CHECK_INTERVAL_MS } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
 import { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
@@ -318,6 +318,7 @@ async function openShard(name: string, path: string, realPath: string): Promise<
     const now = fstatSync(handle.fd, { bigint: true });
     return `${now.size}:${now.mtimeNs}`;
   };
+  let checkedAtMs = Number.NEGATIVE_INFINITY;
   const io: ShardIo = {
     sizeBytes: size,
     stamp,
@@ -325,7 +326,10 @@ async function openShard(name: string, path: string, realPath: string): Promise<
     readAt: async (target, positionBytes, tensor) => {
       await readFully(handle, target, positionBytes, path, tensor);
       // After the read: a file rewritten before or during it gives bytes the header we parsed may
-      // not describe, or a mix of two versions. One fstat (~1 µs) per read.
+      // not describe, or a mix of two versions. One fstat (~3 µs here), at most once per
+      // STAMP_CHECK_INTERVAL_MS per shard.
+      const atMs = performance.now();
+      if (atMs - checkedAtMs < STAMP_CHECK_INTERVAL_MS) return;
       let now: string;
       try {
         now = stampNow();
@@ -338,6 +342,7 @@ async function openShard(name: string, path: string, realPath: string): Promise<
           ...(tensor !== undefined ? { tensor } : {}),
         });
       }
+      checkedAtMs = atMs;
     },
     close: () => handle.close(),
   };

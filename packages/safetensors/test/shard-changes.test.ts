@@ -1,7 +1,8 @@
 import { open, readFile, rename, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { iterateTensors, openSafetensorsModel, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
+import { STAMP_CHECK_INTERVAL_MS, iterateTensors, openSafetensorsModel, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
 import { catchErrorAsync, createRandom, expectCode, randomBytes, withTempDir } from './helpers.js';
 
 async function writeModel(path: string, seed: number) {
@@ -30,6 +31,7 @@ describe('a shard file that changes under an open model', () => {
         await handle.write(await readFile(join(dir, 'next.safetensors')), 0);
         await handle.close();
         await utimes(path, new Date(), new Date(Date.now() + 5_000));
+        await sleep(STAMP_CHECK_INTERVAL_MS + 5); // a read checks once the last check is that old
         expect(readShardStamp(model, shard.name)).not.toBe(shard.stamp);
         const error = await catchErrorAsync(() => readTensorBytes(model, 'a'));
         expectCode(error, 'SHARD_CHANGED');
@@ -47,6 +49,25 @@ describe('a shard file that changes under an open model', () => {
         await model.close();
       }
       expect(readShardStamp(model, 'model.safetensors')).toBeNull();
+    });
+  });
+
+  it('the check runs at most once per STAMP_CHECK_INTERVAL_MS per shard: the first read after that throws', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'model.safetensors');
+      await writeModel(path, 5);
+      const model = await openSafetensorsModel(path);
+      try {
+        await sleep(STAMP_CHECK_INTERVAL_MS + 5);
+        await readTensorBytes(model, 'b'); // checked now
+        await utimes(path, new Date(), new Date(Date.now() + 5_000));
+        await sleep(STAMP_CHECK_INTERVAL_MS + 5);
+        expectCode(await catchErrorAsync(() => readTensorBytes(model, 'b')), 'SHARD_CHANGED');
+        // It stays refused: a failed check records nothing.
+        expectCode(await catchErrorAsync(() => readTensorBytes(model, 'a')), 'SHARD_CHANGED');
+      } finally {
+        await model.close();
+      }
     });
   });
 
