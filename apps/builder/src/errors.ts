@@ -12,6 +12,7 @@ export type BuilderErrorCode =
   | 'WORKER_FAILED' // an encode worker died
   | 'TENSOR_FAILED' // processing one tensor failed (the cause says why)
   | 'SLICE_CONFLICT' // a tensor's slice key is bound to another entry
+  | 'MODEL_CHANGED' // a shard file was rewritten while the build read it
   | 'SETTINGS_MISMATCH' // --coverage-min differs from the gate the cache was created with
   | 'INTERRUPTED'; // a signal stopped the build
 

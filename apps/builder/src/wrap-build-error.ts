@@ -37,6 +37,18 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
       { cause: error },
     );
   }
+  if (error instanceof SafetensorsError && error.code === 'SHARD_CHANGED') {
+    // The reader's advice ("open the model again") is for a program; a build is rerun. What it
+    // committed before stays valid, and the rerun skips it.
+    const file = error.file ?? context.file;
+    return new BuilderError(
+      'MODEL_CHANGED',
+      `MODEL_CHANGED: ${file ?? 'a shard file'} was rewritten (its size or modification time changed) while the build read it${where}; ` +
+        'entries committed so far stay valid: run the build again once the model is no longer being written',
+      { file, tensor: context.tensor ?? error.tensor },
+      { cause: error },
+    );
+  }
   if ((error as { code?: unknown }).code === 'SLICE_CONFLICT' && context.tensor !== undefined) {
     return sliceConflictError(context.tensor, context.file, error);
   }

@@ -153,6 +153,19 @@ describe('error lines', () => {
     expect(wrapBuildError(elsewhere, { cacheDir: 'relative/cache' })).toBe(elsewhere);
   });
 
+  it('say a shard rewritten during the build means running the build again (not the reader\'s "open the model again")', () => {
+    const changed = new SafetensorsError('SHARD_CHANGED', 'shard "m.safetensors" changed since the model was opened (size:mtime 1:2 -> 1:3): open the model again', {
+      file: '/m/m.safetensors',
+      tensor: 'layer.0.weight',
+    });
+    for (const tensor of [undefined, 'layer.0.weight']) {
+      const wrapped = wrapBuildError(changed, { cacheDir: 'cache', tensor }) as { code: string; message: string; context: { file?: string; tensor?: string }; cause: unknown };
+      expect(wrapped).toMatchObject({ code: 'MODEL_CHANGED', context: { file: '/m/m.safetensors', tensor: 'layer.0.weight' }, cause: changed });
+      expect(wrapped.message).toMatch(/rewritten .* while the build read it.*run the build again/);
+      expect(wrapped.message).not.toMatch(/open the model again/);
+    }
+  });
+
   it('round a rate below one KiB/s', () => {
     expect(formatBytes(44.14808229229024)).toBe('44.1 B');
     expect(formatBytes(0.5)).toBe('0.50 B');

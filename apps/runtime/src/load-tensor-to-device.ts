@@ -42,9 +42,10 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
     throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
   }
   checkLoadTensorOptions(options);
-  const target = resolveTensorRequest(request, options.model, options.cache);
+  const cache = options.cache ?? undefined; // null: no cache
+  const target = resolveTensorRequest(request, options.model, cache);
   const env: ServeEnv = {
-    cache: options.cache,
+    cache,
     pool: options.pool,
     reader: options.reader,
     backend: createCpuDecoder(), // unused: the kernels decode

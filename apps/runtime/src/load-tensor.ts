@@ -24,8 +24,8 @@ export function checkLoadTensorOptions(options: LoadTensorOptions): void {
 export interface LoadTensorOptions {
   /** Read blobs up to this many bytes synchronously from a local cache (see LoadModelOptions). */
   syncReadMaxBytes?: number;
-  /** The cache to try first. Without one, the tensor is read raw. */
-  cache?: ShardCache;
+  /** The cache to try first. Without one (or null), the tensor is read raw. */
+  cache?: ShardCache | null;
   /** For a bare slice: the model that owns the shard (needed for the raw fallback). */
   model?: SafetensorsModel;
   /** Where to put the bytes (at least the tensor's size; the result's `data` is a view of it). */
@@ -50,7 +50,8 @@ export interface LoadTensorOptions {
  */
 export async function loadTensor(request: TensorRequest, options: LoadTensorOptions = {}): Promise<LoadedTensor> {
   checkLoadTensorOptions(options);
-  const target = resolveTensorRequest(request, options.model, options.cache);
+  const cache = options.cache ?? undefined; // null: no cache, as for loadModel
+  const target = resolveTensorRequest(request, options.model, cache);
   const output = checkOutputBuffer(options.target, target.slice.sizeBytes, target.name);
   const backend = resolveDecodeBackend(options.backend);
   // A backend made here from a name is closed here, as loadModel does ('threads' is the
@@ -60,7 +61,7 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
   try {
     return await serveTensor(
       {
-        cache: options.cache,
+        cache,
         pool: options.pool,
         reader: options.reader,
         backend,

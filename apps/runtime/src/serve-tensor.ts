@@ -15,7 +15,7 @@ import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeRe
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
-import { checkShardUnchanged } from './resolve-tensor-request.js';
+import { checkShardPathUnchanged, checkShardUnchanged } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
@@ -259,8 +259,10 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
     // The reader seam is for local files; a model opened from a ByteSource (s3://…) reads through it.
     if (env.reader !== undefined && !isRemoteLocation(info.shardPath)) {
       await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
-      // readTensorBytes checks this after its reads; a custom reader cannot.
+      // readTensorBytes checks the model's descriptor after its reads; a custom reader opens the
+      // path, which a rename may have pointed at another file: the bytes read came from that one.
       checkShardUnchanged(target.model, slice.shardName, name);
+      checkShardPathUnchanged(target.model, slice.shardName, info.shardPath, name);
     } else await readTensorBytes(target.model, info, output);
   } catch (error) {
     if (isRuntimeError(error, 'SHARD_CHANGED')) throw error;

@@ -379,6 +379,8 @@ describe('wrong-typed arguments', () => {
     await expect(loadTensor({ model, name }, { cache, signal: {} as never })).rejects.toEqual(invalid('signal'));
     await expect(loadTensor({ model: {} as never, name }, { cache })).rejects.toEqual(invalid('model'));
     await expect(loadTensor({ model, name }, null as never)).rejects.toEqual(invalid('options'));
+    // cache: null is documented as "no cache", as for loadModel: the tensor is read raw.
+    expect(await loadTensor({ model, name }, { cache: null })).toMatchObject({ source: 'raw', reason: 'missing' });
     const { shardName, offsetBytes, sizeBytes } = model.getTensor(name)!.slice;
     for (const bad of [-2, Number.NaN, 0.5]) {
       await expect(loadTensor({ model, slice: { shardName, offsetBytes: bad, sizeBytes } }, { cache })).rejects.toEqual(invalid('offsetBytes'));

@@ -1,7 +1,7 @@
 // A slice binding records the stamp of the shard file it was verified against (size + mtime): a
 // model rewritten in place, copied, or another model with the same shard names must never be
 // served the cached bytes of the file the cache was built from.
-import { cp, open, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -111,6 +111,32 @@ describe('slice bindings and the shard files they were verified against', () => 
       await cache.close();
       await held.close();
       await next.close();
+    }
+  });
+
+  it('a custom reader (it opens the path) after a shard was replaced by a rename under an open handle: SHARD_CHANGED, never old cached next to new raw', async () => {
+    const modelDir = join(root, 'renamed');
+    const nextDir = join(root, 'renamed-next');
+    const cacheDir = join(root, 'renamed-cache');
+    const held = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(held, cacheDir);
+    await sleep(20);
+    const next = await writeModel(nextDir, tensors(400), 2 * 8192 + 1024);
+    await next.close();
+    const cache = await openShardCache(cacheDir);
+    const reader = createFileReader();
+    try {
+      for (const shard of held.shards) await rename(join(nextDir, shard.name), shard.path);
+      // Without a custom reader the handle reads the files it opened: consistent, old revision.
+      const raw = await readAllRaw(held);
+      expect(sameBytes((await loadTensor({ model: held, name: 'b.weight' }, { cache })).data, raw.get('b.weight')!)).toBe(true);
+      // A raw read through the path reads the new file: refused. (No tensor of this model is raw
+      // through the cache, so ask for one without the cache.)
+      await expect(loadTensor({ model: held, name: 'b.weight' }, { reader })).rejects.toMatchObject({ code: 'SHARD_CHANGED', details: { tensor: 'b.weight' } });
+    } finally {
+      await reader.close();
+      await cache.close();
+      await held.close();
     }
   });
 

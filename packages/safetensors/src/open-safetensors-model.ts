@@ -319,6 +319,7 @@ async function openShard(name: string, path: string, realPath: string): Promise<
     return `${now.size}:${now.mtimeNs}`;
   };
   let checkedAtMs = Number.NEGATIVE_INFINITY;
+  let ioClosed = false;
   const io: ShardIo = {
     sizeBytes: size,
     stamp,
@@ -329,7 +330,8 @@ async function openShard(name: string, path: string, realPath: string): Promise<
       // not describe, or a mix of two versions. One fstat (~3 µs here), at most once per
       // STAMP_CHECK_INTERVAL_MS per shard.
       const atMs = performance.now();
-      if (atMs - checkedAtMs < STAMP_CHECK_INTERVAL_MS) return;
+      // Closed while the read ran: the read completed on the file as opened; there is nothing to stat.
+      if (ioClosed || atMs - checkedAtMs < STAMP_CHECK_INTERVAL_MS) return;
       let now: string;
       try {
         now = stampNow();
@@ -344,7 +346,10 @@ async function openShard(name: string, path: string, realPath: string): Promise<
       }
       checkedAtMs = atMs;
     },
-    close: () => handle.close(),
+    close: () => {
+      ioClosed = true;
+      return handle.close();
+    },
   };
   return readShardHeader(name, path, io);
 }

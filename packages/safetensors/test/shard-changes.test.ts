@@ -71,6 +71,20 @@ describe('a shard file that changes under an open model', () => {
     });
   });
 
+  it('a read in flight when the model closes completes with its bytes (no stamp check on a closed file)', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'model.safetensors');
+      const tensors = await writeModel(path, 6);
+      for (let i = 0; i < 5; i++) {
+        const model = await openSafetensorsModel(path);
+        await sleep(STAMP_CHECK_INTERVAL_MS + 4); // so the read's check is due
+        const read = readTensorBytes(model, 'a');
+        await model.close();
+        expect(await read).toEqual(tensors[0]!.data);
+      }
+    });
+  });
+
   it('replaced by a rename: the open model keeps reading the file it opened, unchanged', async () => {
     await withTempDir(async (dir) => {
       const path = join(dir, 'model.safetensors');
