@@ -19,6 +19,13 @@ function hasMethods(value: unknown, methods: readonly string[]): boolean {
   return methods.every((method) => typeof object[method] === 'function');
 }
 
+/** An options argument: an object (the default `{}` covers undefined). */
+export function checkOptionsArgument(options: unknown): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, { option: 'options' });
+  }
+}
+
 /** A ShardCache (openShardCache), or null / undefined for none. */
 export function checkCacheArgument(cache: unknown, option = 'cache'): void {
   if (cache === undefined || cache === null) return;

@@ -3,7 +3,7 @@ import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
+import { checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
@@ -120,9 +120,7 @@ const abandonedModels = new FinalizationRegistry<SafetensorsModel>((model) => {
 export function loadModel(modelOrLocation: SafetensorsModel | string, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
   if (typeof modelOrLocation !== 'string') checkModelArgument(modelOrLocation);
   checkCacheArgument(cache);
-  if (typeof options !== 'object' || options === null) {
-    throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, {});
-  }
+  checkOptionsArgument(options);
   for (const option of ['allocate', 'filter', 'onTensor'] as const) checkFunctionArgument(options[option], option);
   checkPoolArgument(options.pool);
   checkSignalArgument(options.signal);

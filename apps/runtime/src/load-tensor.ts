@@ -6,14 +6,11 @@ import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './r
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
-import { RuntimeError } from './errors.js';
-import { checkByteCountArgument, checkCacheArgument, checkModelArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
+import { checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
 
 /** The options loadTensor and loadTensorToDevice share, checked before any work. */
 export function checkLoadTensorOptions(options: LoadTensorOptions): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, {});
-  }
+  checkOptionsArgument(options);
   checkCacheArgument(options.cache);
   if (options.model !== undefined) checkModelArgument(options.model);
   checkPoolArgument(options.pool);

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
-import { checkCoverageArgument } from './check-load-arguments.js';
+import { checkCoverageArgument, checkOptionsArgument } from './check-load-arguments.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
@@ -85,7 +85,7 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   if (typeof root !== 'string' || root.length === 0) {
     throw new RuntimeError('INVALID_ARGUMENT', 'a cache location is a directory path or an s3:// URL', { root: String(root) });
   }
-  if (typeof options !== 'object' || options === null) throw new RuntimeError('INVALID_ARGUMENT', 'options must be an object', {});
+  checkOptionsArgument(options);
   checkCoverageArgument(options.coverageMin);
   let store: CacheStore;
   try {

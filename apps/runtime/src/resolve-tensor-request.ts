@@ -1,5 +1,4 @@
-import { statSync } from 'node:fs';
-import { readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { isBindingStale } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
@@ -58,10 +57,6 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
 }
 
 /**
- * `checkedShards`: shards already checked by this call (loadModel resolves every tensor at once:
- * one fstat per shard, not per tensor, at ~3 µs each on this VM; its raw reads check again).
- */
-/**
  * Throws SHARD_CHANGED when the file now at the shard's path is not the one `model` opened: what a
  * reader that opens files by path (a custom `reader`) reads after a rename or an in-place rewrite.
  * One stat of the path.
@@ -69,14 +64,8 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
 export function checkShardPathUnchanged(model: SafetensorsModel, shardName: string, path: string, tensor: string): void {
   const opened = shardStampOf(model, shardName);
   if (opened === null) return;
-  let now: string;
-  try {
-    const info = statSync(path, { bigint: true });
-    now = `${info.size}:${info.mtimeNs}`;
-  } catch {
-    return; // Gone or unreadable: the read itself reports it.
-  }
-  if (now === opened) return;
+  const now = readFileStamp(path);
+  if (now === null || now === opened) return; // null: gone or unreadable; the read itself reports it.
   throw new RuntimeError('SHARD_CHANGED', `the file at ${path} (shard ${shardName}) is not the one the model opened (size:mtime ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,
@@ -87,6 +76,10 @@ export function checkShardPathUnchanged(model: SafetensorsModel, shardName: stri
   });
 }
 
+/**
+ * `checkedShards`: shards already checked by this call (loadModel resolves every tensor at once:
+ * one fstat per shard, not per tensor, at ~3 µs each on this VM; its raw reads check again).
+ */
 export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined, checkedShards?: Set<string>): ServeTarget {
   const { shardName, offsetBytes, sizeBytes } = info.slice;
   if (checkedShards === undefined || !checkedShards.has(shardName)) {

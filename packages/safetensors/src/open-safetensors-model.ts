@@ -2,6 +2,7 @@ import { fstatSync } from 'node:fs';
 import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
+import { formatFileStamp } from './file-stamp.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, STAMP_CHECK_INTERVAL_MS } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
@@ -309,15 +310,12 @@ async function openShard(name: string, path: string, realPath: string): Promise<
     // Of the descriptor every read goes through, so the stamp describes the bytes served.
     const info = await handle.stat({ bigint: true });
     size = Number(info.size);
-    stamp = `${info.size}:${info.mtimeNs}`;
+    stamp = formatFileStamp(info);
   } catch (error) {
     await handle.close().catch(() => undefined);
     return rethrowIo(error, path);
   }
-  const stampNow = () => {
-    const now = fstatSync(handle.fd, { bigint: true });
-    return `${now.size}:${now.mtimeNs}`;
-  };
+  const stampNow = () => formatFileStamp(fstatSync(handle.fd, { bigint: true }));
   let checkedAtMs = Number.NEGATIVE_INFINITY;
   let ioClosed = false;
   const io: ShardIo = {
