@@ -8,7 +8,7 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, type CacheEntry, type OpenedBlob } from '@splitzip/store';
+import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
@@ -142,9 +142,19 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
   }
   // The builder's gate: Top-16 exponent coverage below coverage_min means it was skipped on purpose.
   const { coverage } = calibrateFromHistogram(countBf16Exponents(data));
-  return coverage < env.cache.coverageMin
-    ? { reason: 'coverage', detail: `coverage ${coverage.toFixed(4)} < gate ${env.cache.coverageMin}` }
-    : { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
+  if (coverage < env.cache.coverageMin) return { reason: 'coverage', detail: `coverage ${coverage.toFixed(4)} < gate ${env.cache.coverageMin}` };
+  // The bytes may be cached under another slice: one entry binds at most MAX_SLICE_KEYS_PER_ENTRY
+  // slices of identical tensors (the rest stay unbound), or the build that cached them was of another model.
+  const holder = env.cache.getEntry(computeContentKey(data, target.shape, 'BF16'));
+  if (holder !== undefined) {
+    return {
+      reason: 'missing',
+      detail:
+        `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it ` +
+        `(an entry binds at most ${MAX_SLICE_KEYS_PER_ENTRY} slices of identical tensors; else build this model into the cache)`,
+    };
+  }
+  return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
 }
 
 /** Values per block when a caller's buffer is not 2-byte aligned (a Uint16Array cannot view it). */

@@ -103,6 +103,12 @@ describe('loadModel', () => {
       const escapes = tensors.filter((t) => t.source === 'cache').map((t) => cache.getEntry(t.report.key as string)?.meta.escapeCount ?? 0);
       expect(escapes.filter((count) => count > 0).length).toBeGreaterThanOrEqual(3);
       expect(load.reports.find((r) => r.name === 'layer.0.spread')?.detail).toMatch(/^coverage 0\.\d+ < gate 0\.99$/);
+      // Cached bytes under an unbound slice: the detail names the entry that holds them.
+      const unbound = load.reports.find((r) => r.name === 'layer.1.attn.o');
+      const holder = [...cache.store.entries()].find((e) => e.qualname === 'layer.1.attn.o');
+      expect(holder).toBeDefined();
+      expect(unbound?.detail).toContain(`entry ${holder?.key} (layer.1.attn.o) holds these bytes, but this slice is not bound to it`);
+      expect(load.reports.find((r) => r.name === 'lm_head')?.detail).toMatch(/^no entry for this slice \(coverage 0\.\d+ passes the gate\)$/);
     });
   }
 
