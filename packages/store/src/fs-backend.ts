@@ -1,6 +1,6 @@
 import { close as closeFd, closeSync, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { lstat, mkdir, open, readdir, realpath, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JournalFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
@@ -110,20 +110,32 @@ class FsJournalFile implements JournalFile {
 
   private async writable(): Promise<FileHandle> {
     // Readers may lack write permission; open for writing only when a writer needs it.
-    this.writer ??= await open(this.path, 'r+');
+    try {
+      this.writer ??= await open(this.path, 'r+');
+    } catch (error) {
+      throw toIoError(error, 'cannot open the journal for writing', { path: this.path });
+    }
     return this.writer;
   }
 
   async append(offsetBytes: number, bytes: Uint8Array): Promise<void> {
     const handle = await this.writable();
-    await writeAll(handle, bytes, offsetBytes);
-    await handle.datasync();
+    try {
+      await writeAll(handle, bytes, offsetBytes);
+      await handle.datasync();
+    } catch (error) {
+      throw toIoError(error, 'cannot append to the journal', { path: this.path });
+    }
   }
 
   async truncate(lengthBytes: number): Promise<void> {
     const handle = await this.writable();
-    await handle.truncate(lengthBytes);
-    await handle.sync();
+    try {
+      await handle.truncate(lengthBytes);
+      await handle.sync();
+    } catch (error) {
+      throw toIoError(error, 'cannot cut the journal\'s torn tail', { path: this.path });
+    }
   }
 
   async close(): Promise<void> {
@@ -148,10 +160,25 @@ export class FsBackend implements StorageBackend {
   }
 
   async ensureLayout(): Promise<void> {
-    try {
-      await mkdir(join(this.root, BLOBS), { recursive: true });
-    } catch (error) {
-      throw toIoError(error, 'cannot create the cache directories', { path: this.root });
+    // One level at a time: a recursive mkdir reports ENOENT for any failure below the first level
+    // (ENOSPC, EIO), losing the cause.
+    for (const path of [this.root, join(this.root, BLOBS)]) {
+      try {
+        await mkdir(path);
+      } catch (error) {
+        if (errnoCode(error) === 'EEXIST') {
+          const info = await stat(path).catch(() => undefined);
+          if (info?.isDirectory()) continue;
+          throw toIoError(Object.assign(new Error('not a directory'), { code: 'ENOTDIR' }), 'cannot create the cache directories', { path });
+        }
+        if (path === this.root && errnoCode(error) === 'ENOENT') {
+          await mkdir(path, { recursive: true }).catch((cause: unknown) => {
+            throw toIoError(cause, 'cannot create the cache directories', { path });
+          });
+          continue;
+        }
+        throw toIoError(error, 'cannot create the cache directories', { path });
+      }
     }
   }
 

@@ -801,3 +801,43 @@ describe('gc', () => {
     await store.close();
   });
 });
+
+describe('file system errors name the cache file and keep their errno', () => {
+  it('a journal that cannot be written: IO_ERROR with the journal path (was a bare Node error)', async () => {
+    const { FsBackend } = await import('../src/fs-backend.js');
+    const root = await makeTempDir();
+    const full = join(root, 'journal.1');
+    await symlink('/dev/full', full); // writes fail with ENOSPC
+    const backend = new FsBackend(root);
+    const journal = (await backend.openJournal(1))!;
+    try {
+      const appended = await catchError(() => journal.append(0, new Uint8Array(16)));
+      expect(appended).toMatchObject({ code: 'IO_ERROR', path: full, details: { errno: 'ENOSPC' } });
+      expect(appended.message).toContain('cannot append to the journal [ENOSPC]');
+    } finally {
+      await journal.close();
+    }
+    const dir = join(root, 'journal.2');
+    await mkdir(dir);
+    const notFile = (await backend.openJournal(2))!;
+    try {
+      expect(await catchError(() => notFile.truncate(0))).toMatchObject({ code: 'IO_ERROR', path: dir, details: { errno: 'EISDIR' } });
+    } finally {
+      await notFile.close();
+    }
+  });
+
+  it('cache directories that cannot be made: the real cause, not ENOENT', async () => {
+    const { FsBackend } = await import('../src/fs-backend.js');
+    const root = await makeTempDir();
+    await writeFile(join(root, 'blobs'), 'a file where the blobs directory goes');
+    expect(await catchError(() => new FsBackend(root).ensureLayout())).toMatchObject({ code: 'IO_ERROR', path: join(root, 'blobs'), details: { errno: 'ENOTDIR' } });
+    await writeFile(join(root, 'plain'), '');
+    expect(await catchError(() => new FsBackend(join(root, 'plain', 'cache')).ensureLayout())).toMatchObject({ code: 'IO_ERROR', details: { errno: 'ENOTDIR' } });
+    // A missing parent is still made, and an existing layout is fine.
+    const nested = join(root, 'a', 'b', 'cache');
+    await new FsBackend(nested).ensureLayout();
+    await new FsBackend(nested).ensureLayout();
+    expect(existsSync(join(nested, 'blobs'))).toBe(true);
+  });
+});
