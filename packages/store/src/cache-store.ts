@@ -406,12 +406,18 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async writerSession<T>(task: (lock: HeldLock) => Promise<T>): Promise<T> {
     return this.mutex.run(async () => {
       const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
+      let result: T;
       try {
         await this.catchUp(lock);
-        return await task(lock);
-      } finally {
-        await lock.release();
+        result = await task(lock);
+      } catch (error) {
+        await lock.release().catch(() => undefined);
+        throw error;
       }
+      // The task's work is durable: a lock file that cannot be removed now does not undo it (the
+      // lock is marked abandoned, and this process's next writer session breaks it at once).
+      await lock.release().catch(() => undefined);
+      return result;
     });
   }
 

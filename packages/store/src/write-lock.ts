@@ -140,7 +140,7 @@ async function observeLock(path: string): Promise<ObservedLock | undefined> {
     throw toIoError(error, 'cannot read the lock file', { path });
   }
   const holder = parseHolder(text);
-  if (holder) return { id: holder.token, holder, dead: isHolderDead(holder) };
+  if (holder) return { id: holder.token, holder, dead: abandonedTokens.has(holder.token) || isHolderDead(holder) };
   // Lock files are created complete (link of a written temp file); an unparseable one comes from a
   // power loss or tampering. Give a writer in the middle of something odd time before breaking it.
   return { id: `ino${ino}`, holder: undefined, dead: Date.now() - mtimeMs > UNPARSEABLE_LOCK_STALE_MS };
@@ -224,15 +224,33 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
   }
 }
 
+/**
+ * Tokens of locks this process let go of but could not remove (an I/O error at release): it holds
+ * them no more, so its own next writer session judges them dead and breaks them at once, instead
+ * of waiting lockTimeoutMs behind its own live pid.
+ */
+const abandonedTokens = new Set<string>();
+
+/** Attempts at removing the lock file before it is given up as abandoned (an I/O error may pass). */
+const RELEASE_ATTEMPTS = 3;
+
 /** Removes the lock if it is still ours (never someone else's). */
 async function releaseLock(path: string, token: string): Promise<void> {
-  try {
-    const holder = parseHolder(await readFile(path, 'utf8'));
-    if (holder?.token !== token) return;
-    await unlink(path);
-  } catch (error) {
-    if (errnoCode(error) === 'ENOENT') return;
-    throw toIoError(error, 'cannot release the lock', { path });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const holder = parseHolder(await readFile(path, 'utf8'));
+      if (holder?.token !== token) return;
+      await unlink(path);
+      return;
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT') return;
+      if (attempt < RELEASE_ATTEMPTS) {
+        await sleep(10 * attempt);
+        continue;
+      }
+      abandonedTokens.add(token);
+      throw toIoError(error, 'cannot release the lock', { path });
+    }
   }
 }
 
