@@ -405,6 +405,12 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     if (state.failure !== null) throw state.failure;
     // The workers the processor started (the plan's count; it resolves once the plan is in).
     const workers = (await processorReady.catch(() => null))?.jobs ?? memory.workers;
+    // Every tensor is committed. Closing folds the journal into the manifest (what the seed's
+    // readers read): its failure is the build's (exit 1, the cache stays valid and the next
+    // writer finishes the fold), not a silent success.
+    const closing = store;
+    store = undefined;
+    await closing.close();
 
     return summarize({
       model: options.model,
