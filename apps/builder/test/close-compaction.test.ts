@@ -1,6 +1,7 @@
 // The build's last step folds the journal into the manifest (store.close): an I/O error there is
 // the build's error (it was swallowed: exit 0 with the manifest not written). The file system's
 // rename is wrapped to fail on demand; the build runs in this process (a small model: inline).
+import type * as FsPromises from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openCacheStore } from '@splitzip/store';
@@ -10,7 +11,7 @@ import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from
 const failing = vi.hoisted(() => ({ manifestRenames: 0 }));
 
 vi.mock('node:fs/promises', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('node:fs/promises')>();
+  const actual = await importOriginal<typeof FsPromises>();
   return {
     ...actual,
     rename: async (from: Parameters<typeof actual.rename>[0], to: Parameters<typeof actual.rename>[1]) => {

@@ -2,6 +2,7 @@
 // and this process's next writer session breaks the abandoned lock at once instead of waiting
 // lockTimeoutMs behind its own live pid. The file system's unlink is wrapped to fail on demand.
 import { existsSync } from 'node:fs';
+import type * as FsPromises from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openCacheStore } from '../src/index.js';
@@ -10,7 +11,7 @@ import { makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 const failing = vi.hoisted(() => ({ lockUnlinks: 0 }));
 
 vi.mock('node:fs/promises', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('node:fs/promises')>();
+  const actual = await importOriginal<typeof FsPromises>();
   return {
     ...actual,
     unlink: async (path: Parameters<typeof actual.unlink>[0]) => {
