@@ -124,6 +124,19 @@ function mapStoreError(error: unknown, entry: CacheEntry, tensor: string): Runti
   return new RuntimeError('CACHE_READ_FAILED', `cache entry ${entry.key} (${entry.qualname}): ${message}`, context, { cause: error });
 }
 
+/** Raw sizes of a cache's entries, rebuilt when its entry count changes (entries are only added). */
+const rawSizesByCache = new WeakMap<ShardCache, { entryCount: number; sizes: Set<number> }>();
+
+function cachedRawSizes(cache: ShardCache): Set<number> {
+  const entryCount = cache.store.size;
+  let known = rawSizesByCache.get(cache);
+  if (known?.entryCount !== entryCount) {
+    known = { entryCount, sizes: new Set(Array.from(cache.store.entries(), (entry) => entry.rawBytes)) };
+    rawSizesByCache.set(cache, known);
+  }
+  return known.sizes;
+}
+
 /** Why a tensor without an entry is not cached. `coverage` needs the bytes (see explainMisses). */
 export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
   if (target.dtype !== 'BF16') return { reason: 'dtype', detail: `dtype ${target.dtype} is not BF16` };
@@ -145,7 +158,9 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
   if (coverage < env.cache.coverageMin) return { reason: 'coverage', detail: `coverage ${coverage.toFixed(4)} < gate ${env.cache.coverageMin}` };
   // The bytes may be cached under another slice: one entry binds at most MAX_SLICE_KEYS_PER_ENTRY
   // slices of identical tensors (the rest stay unbound), or the build that cached them was of another model.
-  const holder = env.cache.getEntry(computeContentKey(data, target.shape, 'BF16'));
+  // Hashed only when some entry has this many bytes: a load against a cache of other tensors
+  // must not pay a SHA-1 of every miss on top of the histogram.
+  const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry(computeContentKey(data, target.shape, 'BF16')) : undefined;
   if (holder !== undefined) {
     return {
       reason: 'missing',

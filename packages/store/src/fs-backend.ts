@@ -169,7 +169,7 @@ export class FsBackend implements StorageBackend {
         if (errnoCode(error) === 'EEXIST') {
           const info = await stat(path).catch(() => undefined);
           if (info?.isDirectory()) continue;
-          throw toIoError(Object.assign(new Error('not a directory'), { code: 'ENOTDIR' }), 'cannot create the cache directories', { path });
+          throw new StoreError('IO_ERROR', 'cannot create the cache directories [ENOTDIR]', { path, details: { errno: 'ENOTDIR' } });
         }
         if (path === this.root && errnoCode(error) === 'ENOENT') {
           await mkdir(path, { recursive: true }).catch((cause: unknown) => {
