@@ -43,7 +43,7 @@ export const MAX_GENERATION = 2 ** 32 - 1;
 
 /** Default writer-lock wait before LOCK_TIMEOUT: commits hold it for milliseconds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
-/** Break-lock recursion depth (each level needs one more crash during recovery). */
+/** Break-lock recursion depth (each level needs one more crash during recovery); a dead marker at the deepest level is moved aside and removed. */
 export const MAX_LOCK_BREAK_DEPTH = 4;
 /** A lock file we cannot parse (power loss, tampering) counts as stale after this long. */
 export const UNPARSEABLE_LOCK_STALE_MS = 10_000;

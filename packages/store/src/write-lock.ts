@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { link, open, readFile, unlink, writeFile } from 'node:fs/promises';
+import { link, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { MAX_LOCK_BREAK_DEPTH, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
@@ -162,6 +162,37 @@ async function tryCreateLock(path: string, token: string): Promise<boolean> {
   }
 }
 
+/**
+ * Removes the dead marker instance `id` at the deepest break level, where no further marker
+ * serializes recoverers. The file is moved aside first (rename is atomic), so only the instance that
+ * was moved is judged: if a racing recoverer had already replaced the dead marker with its own live
+ * one, that one is linked back (link never overwrites) and ours is dropped. What is left is a window
+ * of microseconds in which the racer's marker is absent, needing a third recoverer of the same
+ * four-crash chain to hit it; without this, such a chain made every writer fail until it was removed
+ * by hand.
+ */
+async function reapDeadMarker(path: string, id: string, token: string): Promise<void> {
+  const aside = `${path}.reap-${token}`;
+  try {
+    await rename(path, aside);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return;
+    throw toIoError(error, 'cannot move the stale lock-recovery marker aside', { path });
+  }
+  try {
+    const moved = await observeLock(aside);
+    if (moved && moved.id !== id) {
+      await link(aside, path).catch((error) => {
+        if (errnoCode(error) !== 'EEXIST') throw toIoError(error, 'cannot restore a live lock-recovery marker', { path });
+      });
+    }
+  } finally {
+    await unlink(aside).catch((error) => {
+      if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot remove the stale lock-recovery marker', { path: aside });
+    });
+  }
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export interface AcquireLockOptions {
@@ -192,10 +223,9 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
     if (!observed) continue;
     if (observed.dead) {
       if (depth >= MAX_LOCK_BREAK_DEPTH) {
-        throw new StoreError('LOCK_TIMEOUT', `cannot recover the stale lock: ${MAX_LOCK_BREAK_DEPTH} nested break markers`, {
-          path,
-          details: { holder: observed.holder },
-        });
+        // Each level here took one more crash during recovery; there is no deeper marker to queue on.
+        await reapDeadMarker(path, observed.id, token);
+        continue;
       }
       const breakPath = `${path}.break-${observed.id}`;
       const breaker = await acquireLock(breakPath, { timeoutMs: options.timeoutMs, depth: depth + 1 });

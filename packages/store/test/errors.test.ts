@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { crc32 } from 'node:zlib';
 import { existsSync, fstatSync, readdirSync, readlinkSync, readSync, realpathSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
 import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { MAX_LOCK_BREAK_DEPTH } from '../src/limits.js';
 
 afterEach(removeTempDirs);
 
@@ -727,6 +728,22 @@ describe('writer lock', () => {
     expect((await names).filter((n) => n.startsWith('lock'))).toEqual([]);
   });
 
+  it('recovers a chain of break markers as deep as the recursion goes (one crash per level)', async () => {
+    const { root, tensors } = await makeCache();
+    const tokens = ['0123456789abcdef', '1111111111111111', '2222222222222222', '3333333333333333', '4444444444444444'];
+    let name = 'lock';
+    for (const [level, token] of tokens.entries()) {
+      await writeLock(root, { pid: deadPid(), token }, name);
+      if (level < tokens.length - 1) name = `${name}.break-${token}`;
+    }
+    // The last marker written sits at MAX_LOCK_BREAK_DEPTH: nothing deeper can serialize its removal.
+    expect(name.split('.break-').length - 1).toBe(MAX_LOCK_BREAK_DEPTH);
+    const store = await openCacheStore(root, { lockTimeoutMs: 2000 });
+    expect(await store.aliasSlice(tensors[0]!.key, 'deep', 0, 240)).toBe(true);
+    await store.close();
+    expect((await readdir(root)).filter((n) => n.startsWith('lock'))).toEqual([]);
+  });
+
   it('waits for a live holder and then fails with LOCK_TIMEOUT naming it; never breaks a foreign host lock', async () => {
     const { root, tensors } = await makeCache();
     const store = await openCacheStore(root, { lockTimeoutMs: 150, compactOnClose: false });
@@ -782,7 +799,6 @@ describe('gc', () => {
     expect(report.oldJournals.sort()).toEqual(['journal.1', 'journal.7']);
     expect(report.staleLocks).toEqual(['lock.break-bbbbbbbbbbbbbbbb']);
     expect(report.unknownFiles.sort()).toEqual(['blobs/subdir', 'notes.txt']);
-    const { readdir } = await import('node:fs/promises');
     expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.2', 'manifest.json', 'notes.txt']);
     expect((await readdir(join(root, 'blobs'))).sort()).toEqual([`.tmp-${process.ppid}-0123456789abcdef.bin`, `${tensors[0]!.key}.bin`, 'subdir'].sort());
     expect((await store.verify()).ok).toBe(true);
