@@ -113,6 +113,7 @@ describe.each(BACKENDS)('escape patching on the %s backend', (backend) => {
     const { values, exponents } = weightsWithEscapes(size, 77, 5, 12);
     const payload = encode(values, createCodebook(exponents), { chunkSize: 65536 });
     const meta = readPayloadMeta(payload);
+    expect(meta.escapeCount).toBeGreaterThan(size / 5); // every 5th value, and the codebook's cut
     const expectedDigests = computeSegmentDigests(payload, meta, 0, 3);
     const arena = createCodecArena(2 * size + payload.length + (1 << 20));
     const slot = arena.allocate(payload.length);

@@ -16,8 +16,10 @@ export function sameBytes(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
  */
 export function weightsWithEscapes(n: number, seed: number, escapeEvery: number, codebookSize: number): { values: Uint16Array; exponents: number[] } {
   const values = gaussianBf16(n, 0.02, seed);
+  // Calibrated on the weights alone, before the outliers go in: else 3, 200 and 250 (every
+  // escapeEvery-th value) win codebook slots and never escape.
+  const exponents = n === 0 ? [0] : calibrateCodebook(values).codebook.exponents.slice(0, codebookSize);
   const extra = valuesWithExponents(Math.min(n, 4096), [3, 200, 250], seed + 1);
   for (let i = 0; i < n; i += escapeEvery) values[i] = extra[i % extra.length]!;
-  const exponents = n === 0 ? [0] : calibrateCodebook(values).codebook.exponents.slice(0, codebookSize);
   return { values, exponents };
 }

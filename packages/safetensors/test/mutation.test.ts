@@ -81,6 +81,8 @@ describe('seeded mutation sweep', () => {
       const base = seedFile();
       const headerEnd = Number(new DataView(base.buffer).getBigUint64(0, true)) + 8;
       const random = createRandom(99);
+      const rejected = new Map<string, number>();
+      let opened = 0;
       for (let n = 0; n < 300; n++) {
         const mutant = base.slice();
         mutant[Math.floor(random() * headerEnd)] = Math.floor(random() * 256);
@@ -88,11 +90,18 @@ describe('seeded mutation sweep', () => {
         await writeFile(path, mutant);
         try {
           const model = await openSafetensorsModel(path);
+          opened++;
           await model.close();
         } catch (error) {
           if (!(error instanceof SafetensorsError)) throw error;
+          rejected.set(error.code, (rejected.get(error.code) ?? 0) + 1);
         }
       }
+      // The sweep must reach the checks on the file path, not only open harmless mutants.
+      const rejections = [...rejected.values()].reduce((a, b) => a + b, 0);
+      expect(opened + rejections).toBe(300);
+      expect(rejections).toBeGreaterThan(30);
+      expect(rejected.size).toBeGreaterThan(2);
     });
   });
 });

@@ -102,20 +102,24 @@ function buildCases(largeCount) {
     { name: 'three values', values: new Uint16Array([0x3f80, 0xbf00, 0x0001]), codebook: createCodebook([127, 126, 0]) },
     { name: 'six values, the last two escapes', values: new Uint16Array([0x3f80, 0xbf00, 0x3f00, 0x8001, 0x7f80, 0x4000]), codebook: createCodebook([127, 126, 0]) },
     { name: 'single escape', values: new Uint16Array([0x7f80]), codebook: createCodebook([127]) },
-    { name: 'model-like 1,029 values, chunk 128, escapes in the last word', values: withEscapesAt(modelLike(1029, 6), [1024, 1027, 1028]), chunkSize: 128 },
+    // The codebook is calibrated before the markers go in: calibrated after, exponent 250 takes a slot and nothing escapes.
+    { name: 'model-like 1,029 values, chunk 128, escapes in the last word', values: withEscapesAt(modelLike(1029, 6), [1024, 1027, 1028]), codebook: calibrateCodebook(modelLike(1029, 6)).codebook, chunkSize: 128, minEscapes: 3 },
     { name: 'format version 1 payload, model-like 70,001 values', values: modelLike(70001, 4), version1: true },
     { name: 'empty', values: new Uint16Array(0), codebook: createCodebook([127]) },
   ];
   if (largeCount > 0) {
     const large = modelLike(largeCount, 17);
+    const largeBook = calibrateCodebook(large).codebook; // before the markers: 250 stays an escape
     for (let i = 0; i < large.length; i += 4099) large[i] = (large[i] & 0x807f) | (250 << 7);
-    cases.push({ name: `model-like ${largeCount} values (several launches)`, values: large });
+    cases.push({ name: `model-like ${largeCount} values (several launches)`, values: large, codebook: largeBook, minEscapes: Math.ceil(large.length / 4099) });
   }
   for (const c of cases) {
     c.codebook ??= calibrateCodebook(c.values).codebook;
     c.options = c.chunkSize ? { chunkSize: c.chunkSize } : undefined;
     c.encoded = encode(c.values, c.codebook, c.options);
     c.payload = c.version1 ? convertPayloadVersion(c.encoded, 1) : c.encoded;
+    // A case that claims escapes must have them (a fixture that has none checks nothing of the patch path).
+    if (c.minEscapes && readPayloadMeta(c.payload).escapeCount < c.minEscapes) throw new Error(`${c.name}: only ${readPayloadMeta(c.payload).escapeCount} escapes`);
   }
   return cases;
 }
