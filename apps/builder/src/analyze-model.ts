@@ -1,6 +1,7 @@
 // Exponent analysis of a model without writing anything: what the build would do, and why.
-import { calibrateFromHistogram, computePayloadLayout, countExponents, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { calibrateFromHistogram, computePayloadLayout, countExponents } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
+import { isCacheableSize } from './limits.js';
 import { viewBf16 } from './tensor-tasks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 
@@ -32,7 +33,10 @@ export interface ModelStatsReport {
   tensors: TensorStats[];
   totals: {
     tensors: number;
+    /** BF16 tensors analysed: those within MAX_CACHED_TENSOR_BYTES. */
     bf16Tensors: number;
+    /** BF16 tensors above MAX_CACHED_TENSOR_BYTES: not read, and the build skips them (skipped_size). */
+    tooLargeTensors: number;
     encodableTensors: number;
     rawBytes: number;
     bf16Bytes: number;
@@ -59,7 +63,7 @@ export interface AnalyzeModelOptions {
 export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {
   const model = await openSafetensorsModel(modelPath);
   try {
-    const isAnalysed = (dtype: string, sizeBytes: number): boolean => dtype === 'BF16' && sizeBytes / 2 <= MAX_ELEMENT_COUNT;
+    const isAnalysed = (dtype: string, sizeBytes: number): boolean => dtype === 'BF16' && isCacheableSize(sizeBytes);
     let largest = 0;
     let totalBytes = 0;
     for (const t of model.tensors) {
@@ -115,6 +119,7 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
       totals: {
         tensors: tensors.length,
         bf16Tensors: bf16.length,
+        tooLargeTensors: tensors.filter((t) => t.dtype === 'BF16' && t.elementCount === null).length,
         encodableTensors: encodable.length,
         rawBytes: sum(tensors, (t) => t.sizeBytes),
         bf16Bytes: sum(bf16, (t) => t.sizeBytes),

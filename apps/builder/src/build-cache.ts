@@ -3,7 +3,7 @@
 // threads (gpu.js backends encode on the main thread), each entry committed as soon as it is
 // encoded (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
-import { DEFAULT_CHUNK_SIZE, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { DEFAULT_COVERAGE_MIN, isS3Url, MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
@@ -17,6 +17,7 @@ import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
+import { isCacheableSize } from './limits.js';
 import { repairCachedBlob } from './repair-cached-blob.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
@@ -89,7 +90,7 @@ export interface BuildReport {
   cached: number;
   skipped_coverage: number;
   skipped_dtype: number;
-  /** BF16 tensors with more values than one payload holds (MAX_ELEMENT_COUNT). */
+  /** BF16 tensors above MAX_CACHED_TENSOR_BYTES (limits.ts): more than one payload or buffer holds. */
   skipped_size: number;
   /** Payload bytes of every tensor of the model served from the cache (encoded + cached). */
   comp_bytes: number;
@@ -233,7 +234,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     let totalBytes = 0;
     let encodableCount = 0;
     for (const tensor of tensors) {
-      if (tensor.dtype === 'BF16' && tensor.slice.sizeBytes / 2 <= MAX_ELEMENT_COUNT) {
+      if (tensor.dtype === 'BF16' && isCacheableSize(tensor.slice.sizeBytes)) {
         largestBytes = Math.max(largestBytes, tensor.slice.sizeBytes);
         totalBytes += tensor.slice.sizeBytes;
         encodableCount++;
@@ -358,7 +359,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         finish(index, { ...base, status: 'skipped_dtype' });
         continue;
       }
-      if (tensor.slice.sizeBytes / 2 > MAX_ELEMENT_COUNT) {
+      if (!isCacheableSize(tensor.slice.sizeBytes)) {
         finish(index, { ...base, status: 'skipped_size' });
         continue;
       }

@@ -2,10 +2,11 @@
 // and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
 // coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
-import { calibrateFromHistogram, countExponents, decode, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
+import { isCacheableSize, TOO_LARGE_REASON } from './limits.js';
 import { viewBf16 } from './tensor-tasks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 
@@ -42,10 +43,11 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
   const model = await openSafetensorsModel(modelPath);
   try {
     const tensors = model.tensors;
-    const totalBytes = tensors.reduce((sum, t) => sum + (t.dtype === 'BF16' ? t.slice.sizeBytes : 0), 0);
+    const isChecked = (t: (typeof tensors)[number]) => t.dtype === 'BF16' && isCacheableSize(t.slice.sizeBytes);
+    const totalBytes = tensors.reduce((sum, t) => sum + (isChecked(t) ? t.slice.sizeBytes : 0), 0);
     // One buffer each for the file's bytes, the blob and the decoded values, sized once.
     let largestRaw = 0;
-    for (const t of tensors) if (t.dtype === 'BF16') largestRaw = Math.max(largestRaw, t.slice.sizeBytes);
+    for (const t of tensors) if (isChecked(t)) largestRaw = Math.max(largestRaw, t.slice.sizeBytes);
     let largestComp = 0;
     for (const entry of store.entries()) largestComp = Math.max(largestComp, entry.compBytes);
     const fileBuffer = new Uint8Array(largestRaw + (largestRaw & 1));
@@ -58,7 +60,7 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
       throwIfInterrupted(options.signal);
       const check = await checkTensor(store, model, tensor, options.coverageMin, { fileBuffer, blobSlot, decoded });
       checks.push(check);
-      if (tensor.dtype === 'BF16') doneBytes += tensor.slice.sizeBytes;
+      if (isChecked(tensor)) doneBytes += tensor.slice.sizeBytes;
       options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
     }
     const count = (status: ModelTensorStatus): number => checks.filter((c) => c.status === status).length;
@@ -88,8 +90,8 @@ async function checkTensor(
   const fileStamp = model.shards.find((shard) => shard.name === shardName)?.stamp ?? null;
   const stale = binding !== undefined && isBindingStale(binding, fileStamp);
   const bySlice = stale ? undefined : binding?.entry;
-  if (tensor.dtype !== 'BF16' || sizeBytes / 2 > MAX_ELEMENT_COUNT) {
-    const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : 'more values than one payload holds';
+  if (tensor.dtype !== 'BF16' || !isCacheableSize(sizeBytes)) {
+    const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : TOO_LARGE_REASON;
     // A zero-byte slice is shared by every empty tensor at that offset (older builds bound it to one).
     if (bySlice && sizeBytes > 0) return { ...base, key: null, status: 'failed', reason: `its slice key is bound to entry ${bySlice.key}, but ${reason}` };
     return { ...base, key: null, status: 'not_cached', reason };

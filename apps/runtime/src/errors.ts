@@ -37,6 +37,8 @@ export type RuntimeErrorCode =
   | 'DECODE_FAILED'
   /** The decoded bytes do not hash to their entry's content key (the digest of the original bytes). */
   | 'DIGEST_MISMATCH'
+  /** A tensor larger than one buffer can be (Node 20: 4 GiB): the runtime cannot allocate it, nor can a caller. */
+  | 'TENSOR_TOO_LARGE'
   /** A caller-provided output buffer is smaller than the tensor. */
   | 'OUTPUT_TOO_SMALL'
   /** A payload is larger than the staging slot it must be read into. */

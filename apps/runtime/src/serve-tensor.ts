@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer';
 import {
   calibrateFromHistogram,
   countExponents,
@@ -85,9 +86,29 @@ function allocateAligned(bytes: number): Uint8Array {
   return new Uint8Array(padded);
 }
 
+/**
+ * Largest tensor the runtime allocates itself: one typed array (Node 20: 4 GiB). A caller cannot
+ * pass a larger buffer either, so a larger raw tensor is an error naming it instead of a RangeError.
+ */
+export const MAX_TENSOR_BUFFER_BYTES = bufferConstants.MAX_LENGTH;
+
+/** Throws TENSOR_TOO_LARGE when the runtime cannot allocate one buffer of `sizeBytes` for `name`. */
+export function checkAllocatable(sizeBytes: number, name: string): void {
+  if (sizeBytes > MAX_TENSOR_BUFFER_BYTES) {
+    throw new RuntimeError('TENSOR_TOO_LARGE', `${name} is ${sizeBytes} bytes, above the largest buffer this runtime can allocate (${MAX_TENSOR_BUFFER_BYTES} bytes)`, {
+      tensor: name,
+      sizeBytes,
+      limit: MAX_TENSOR_BUFFER_BYTES,
+    });
+  }
+}
+
 /** The destination for a tensor: the caller's buffer (checked) or a fresh one. */
 export function prepareOutput(target: Uint8Array | undefined, sizeBytes: number, name: string): Uint8Array {
-  return checkOutputBuffer(target, sizeBytes, name) ?? new Uint8Array(sizeBytes);
+  const given = checkOutputBuffer(target, sizeBytes, name);
+  if (given !== undefined) return given;
+  checkAllocatable(sizeBytes, name);
+  return new Uint8Array(sizeBytes);
 }
 
 /** The caller's buffer for a tensor, checked and cut to its size; undefined when there is none (the runtime allocates one). */
@@ -226,6 +247,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   const { name, dtype, shape, slice } = target;
   const report = createTensorReport(target, 'missing');
   abortIfNeeded(env.signal, name);
+  if (given === undefined) checkAllocatable(slice.sizeBytes, name);
 
   const entry = target.entry;
   if (entry !== undefined) {

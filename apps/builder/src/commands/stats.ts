@@ -61,7 +61,7 @@ export function renderStatsReport(report: ModelStatsReport): string {
     ),
     '',
     `model     ${report.model}`,
-    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16, ${t.encodableTensors} pass the ${report.coverageMin} coverage gate`,
+    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} pass the ${report.coverageMin} coverage gate`,
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +

@@ -1,0 +1,18 @@
+import { constants } from 'node:buffer';
+import { MAX_ELEMENT_COUNT } from '@splitzip/codec';
+
+/**
+ * Largest BF16 tensor the builder caches, in bytes: one payload's values (MAX_ELEMENT_COUNT), and
+ * no more than one typed array may hold, since build, stats and verify read a tensor into one
+ * buffer (Node 20: 2^32 bytes, i.e. 2^31 values; later Node versions allow the whole payload).
+ * A larger tensor is skipped as too large (`skipped_size`) and served raw by the runtime.
+ */
+export const MAX_CACHED_TENSOR_BYTES = Math.min(2 * MAX_ELEMENT_COUNT, constants.MAX_LENGTH);
+
+/** Whether a BF16 tensor of `sizeBytes` is small enough to cache. */
+export function isCacheableSize(sizeBytes: number): boolean {
+  return sizeBytes <= MAX_CACHED_TENSOR_BYTES;
+}
+
+/** Why a BF16 tensor above MAX_CACHED_TENSOR_BYTES is not cached (verify and inspect say it). */
+export const TOO_LARGE_REASON = `more than ${MAX_CACHED_TENSOR_BYTES} bytes (the largest tensor one buffer or payload holds)`;
