@@ -19,6 +19,7 @@ import {
 } from '@splitzip/codec';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { PayloadEntryFields } from './create-cpu-decoder.js';
+import { MAX_READ_CHUNK_BYTES } from './create-file-reader.js';
 import { RuntimeError } from './errors.js';
 
 /** Where bytes live: a codec arena this thread attached (by id), or a SharedArrayBuffer. */
@@ -79,11 +80,15 @@ function bufferOf(ref: SharedRef): SharedArrayBuffer {
   return arena.buffer;
 }
 
-/** Fills `target` from offset 0 of `fd` (short reads looped); a file that ends early is an error. */
-function readBlobFile(fd: number, target: Uint8Array): void {
+/**
+ * Fills `target` from offset 0 of `fd` (short reads looped); a file that ends early is an error.
+ * Exported for its test. One read asks for at most MAX_READ_CHUNK_BYTES: Node refuses a length
+ * above 2^31 - 1, so a payload of 2-4 GiB could not be read in one call.
+ */
+export function readBlobFile(fd: number, target: Uint8Array, maxReadBytes = MAX_READ_CHUNK_BYTES): void {
   let done = 0;
   while (done < target.length) {
-    const bytesRead = readSync(fd, target, done, target.length - done, done);
+    const bytesRead = readSync(fd, target, done, Math.min(target.length - done, maxReadBytes), done);
     if (bytesRead === 0) {
       throw Object.assign(new Error(`blob file ended after ${done} bytes, ${target.length} expected`), { code: 'BLOB_SIZE_MISMATCH' });
     }
