@@ -2,6 +2,7 @@
 // and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
 // coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
+import { constants } from 'node:buffer';
 import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
@@ -45,13 +46,13 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
     const tensors = model.tensors;
     const isChecked = (t: (typeof tensors)[number]) => t.dtype === 'BF16' && isCacheableSize(t.slice.sizeBytes);
     const totalBytes = tensors.reduce((sum, t) => sum + (isChecked(t) ? t.slice.sizeBytes : 0), 0);
-    // One buffer each for the file's bytes, the blob and the decoded values, sized once.
+    // One buffer each for the file's bytes and the decoded values, sized once. The blob's grows to
+    // the payloads of this model's tensors only: sized from every entry, one entry of another
+    // model (or a damaged manifest's) decided the allocation, up to a RangeError.
     let largestRaw = 0;
     for (const t of tensors) if (isChecked(t)) largestRaw = Math.max(largestRaw, t.slice.sizeBytes);
-    let largestComp = 0;
-    for (const entry of store.entries()) largestComp = Math.max(largestComp, entry.compBytes);
     const fileBuffer = new Uint8Array(largestRaw + (largestRaw & 1));
-    const blobSlot = new Uint8Array(largestComp);
+    const blobSlot = { bytes: new Uint8Array(0) };
     const decoded = new Uint16Array(Math.ceil(largestRaw / 2));
 
     const checks: ModelTensorCheck[] = [];
@@ -81,7 +82,7 @@ async function checkTensor(
   model: Parameters<typeof readTensorBytes>[0],
   tensor: TensorInfo,
   coverageMin: number,
-  buffers: { fileBuffer: Uint8Array; blobSlot: Uint8Array; decoded: Uint16Array },
+  buffers: { fileBuffer: Uint8Array; blobSlot: { bytes: Uint8Array }; decoded: Uint16Array },
 ): Promise<ModelTensorCheck> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
@@ -122,8 +123,14 @@ async function checkTensor(
     return { ...base, key, status: 'failed', reason };
   }
 
+  // The entry was found by this tensor's content key, so it describes these values; a manifest
+  // that says otherwise is damaged, and its sizes must not size a buffer.
+  if (byKey.meta.elementCount !== sizeBytes / 2 || byKey.compBytes > constants.MAX_LENGTH) {
+    return { ...base, key, status: 'failed', reason: `its entry describes ${byKey.meta.elementCount} values in ${byKey.compBytes} bytes, the tensor has ${sizeBytes / 2} values` };
+  }
+  if (buffers.blobSlot.bytes.length < byKey.compBytes) buffers.blobSlot.bytes = new Uint8Array(byKey.compBytes);
   try {
-    const payload = await store.readBlob(key, buffers.blobSlot);
+    const payload = await store.readBlob(key, buffers.blobSlot.bytes);
     const values = decode(payload, buffers.decoded.subarray(0, sizeBytes / 2));
     const decodedBytes = new Uint8Array(values.buffer, values.byteOffset, sizeBytes);
     if (!Buffer.from(decodedBytes.buffer, decodedBytes.byteOffset, sizeBytes).equals(Buffer.from(bytes.buffer, bytes.byteOffset, sizeBytes))) {
