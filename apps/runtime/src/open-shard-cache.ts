@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
-import { createStagingPool, isStagingSlotReleased, type StagingPool, type StagingSlot } from './create-staging-pool.js';
+import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { isRetryableError, RuntimeError } from './errors.js';
 import { checkCoverageArgument, checkOptionsArgument } from './check-load-arguments.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
@@ -50,7 +50,7 @@ export interface ShardCache {
   refresh(): Promise<void>;
   /** Absolute path (or `s3://` URL of the object) of an entry's blob (the store validated the relative path when it loaded the entry). */
   blobPath(entry: CacheEntry): string;
-  /** The largest compressed payload among `entries` (default: all entries), in bytes. */
+  /** The largest compressed payload among `entries` (default: all entries) that a staging slot can hold (MAX_SLOT_BYTES), in bytes. */
   largestPayloadBytes(entries?: Iterable<CacheEntry>): number;
   /** A staging pool whose slots hold the largest payload of the cache (or of `entries`). */
   createStagingPool(options?: { slotCount?: number; entries?: Iterable<CacheEntry>; shared?: boolean }): StagingPool;
@@ -113,9 +113,11 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
 export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number } = {}): ShardCache {
   checkCoverageArgument(options.coverageMin);
   const coverageMin = options.coverageMin ?? (store.coverageMin > 0 ? store.coverageMin : DEFAULT_COVERAGE_MIN);
+  // Entries above MAX_SLOT_BYTES are left out: no slot can hold them (their loads are SLOT_TOO_SMALL,
+  // served raw). Counted in, one such entry (or a damaged manifest's) made every pool INVALID_ARGUMENT.
   const largestPayloadBytes = (entries: Iterable<CacheEntry> = store.entries()) => {
     let largest = 0;
-    for (const entry of entries) if (entry.compBytes > largest) largest = entry.compBytes;
+    for (const entry of entries) if (entry.compBytes > largest && entry.compBytes <= MAX_SLOT_BYTES) largest = entry.compBytes;
     return largest;
   };
   // A closed store says STORE_CLOSED in its own error type; a loader branches on the runtime's. Blob
