@@ -43,6 +43,8 @@ export type SafetensorsErrorCode =
   // reading
   | 'UNKNOWN_TENSOR'
   | 'TARGET_TOO_SMALL'
+  /** The tensor has more bytes than one buffer can hold (MAX_BUFFER_BYTES): it cannot be returned whole. */
+  | 'TENSOR_TOO_LARGE'
   | 'UNEXPECTED_EOF'
   | 'MODEL_CLOSED'
   /** A shard file's size or modification time changed since the model was opened: its header may no longer describe it. */

@@ -10,6 +10,7 @@ export {
   type ShardedModelResult,
   type ShardedModelWriter,
 } from './create-sharded-model-writer.js';
+export { MAX_BUFFER_BYTES } from './node-limits.js';
 export { iterateTensors, type IterateTensorsOptions, type TensorWithBytes } from './iterate-tensors.js';
 export { openSafetensorsModel, type ByteSource, type ByteSourceObject, type OpenFromSourceOptions } from './open-safetensors-model.js';
 export { readFileStamp } from './file-stamp.js';

@@ -1,13 +1,14 @@
 import { SafetensorsError } from './errors.js';
 import { DEFAULT_ITERATE_BUFFER_BYTES } from './limits.js';
-import { allocateUninitialized, getModelReader } from './model-reader.js';
+import { allocateUninitialized, checkFitsOneBuffer, getModelReader } from './model-reader.js';
+import { MAX_BUFFER_BYTES } from './node-limits.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 export interface IterateTensorsOptions {
   /**
-   * Bound of one batch of consecutive tensors read with one positioned read (default 16 MiB). A
-   * tensor larger than this is read alone into a buffer of its own size. At most two batches are
-   * held at a time: the one being yielded and the read-ahead.
+   * Bound of one batch of consecutive tensors read with one positioned read (default 16 MiB; at
+   * most MAX_BUFFER_BYTES). A tensor larger than this is read alone into a buffer of its own size.
+   * At most two batches are held at a time: the one being yielded and the read-ahead.
    */
   maxBufferBytes?: number;
   /**
@@ -35,7 +36,9 @@ interface Batch {
 /**
  * Yields every tensor with its bytes in file order (shard by shard), with bounded memory: consecutive
  * tensors are grouped into batches of at most `maxBufferBytes`, each read with one positioned read,
- * and the next batch is read while the current one is consumed.
+ * and the next batch is read while the current one is consumed. A tensor over MAX_BUFFER_BYTES
+ * cannot be yielded: every tensor before it is, then the iteration throws TENSOR_TOO_LARGE naming it
+ * (a `filter` can leave such tensors out).
  */
 export async function* iterateTensors(model: SafetensorsModel, options: IterateTensorsOptions = {}): AsyncGenerator<TensorWithBytes, void, undefined> {
   const reader = getModelReader(model);
@@ -43,13 +46,18 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
   if (!Number.isSafeInteger(maxBufferBytes) || maxBufferBytes < 1) {
     throw new SafetensorsError('INVALID_ARGUMENT', `maxBufferBytes must be a positive integer, got ${String(maxBufferBytes)}`);
   }
-  const batches = planBatches(model.tensors, maxBufferBytes, options.filter);
+  // No batch of several tensors (nor a reused buffer) may outgrow one buffer; a single tensor that
+  // does fails when reached.
+  const batchBound = Math.min(maxBufferBytes, MAX_BUFFER_BYTES);
+  const batches = planBatches(model.tensors, batchBound, options.filter);
   const reuse = options.reuseBuffers === true;
   const spare: (Uint8Array | undefined)[] = [undefined, undefined];
-  const reuseBytes = reuse ? Math.min(maxBufferBytes, largest(batches)) : 0;
+  const reuseBytes = reuse ? Math.min(batchBound, largest(batches)) : 0;
 
-  const startRead = (index: number): Promise<Uint8Array> => {
+  const readBatch = (index: number): Promise<Uint8Array> => {
     const batch = batches[index] as Batch;
+    // Only a batch of one tensor can be this big (see planBatches' bound above).
+    if (batch.sizeBytes > MAX_BUFFER_BYTES) checkFitsOneBuffer(batch.tensors[0] as TensorInfo);
     let buffer: Uint8Array;
     if (reuse) {
       // Two slots alternate: batch k+1 is read into one while batch k is consumed from the other.
@@ -66,7 +74,18 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
       buffer = allocateUninitialized(batch.sizeBytes);
     }
     const view = buffer.subarray(0, batch.sizeBytes);
-    const read = reader.readAt(batch.shardName, view, batch.positionBytes).then(() => view);
+    return reader.readAt(batch.shardName, view, batch.positionBytes).then(() => view);
+  };
+
+  const startRead = (index: number): Promise<Uint8Array> => {
+    let read: Promise<Uint8Array>;
+    try {
+      read = readBatch(index);
+    } catch (error) {
+      // Thrown while starting the read-ahead of batch k+1: it must surface when that batch is
+      // reached, after batch k has been yielded, not before.
+      read = Promise.reject(error);
+    }
     // A read-ahead may fail while the consumer is busy elsewhere: mark it handled now (it is still
     // rethrown when awaited) so Node never reports an unhandled rejection.
     read.catch(() => undefined);

@@ -1,4 +1,5 @@
 import { SafetensorsError } from './errors.js';
+import { MAX_BUFFER_BYTES } from './node-limits.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 /**
@@ -29,6 +30,18 @@ export const MAX_POOLED_BUFFER_BYTES = 64 << 20;
 export function allocateUninitialized(sizeBytes: number): Uint8Array {
   const buffer = Buffer.allocUnsafeSlow(sizeBytes);
   return new Uint8Array(buffer.buffer, buffer.byteOffset, sizeBytes);
+}
+
+/** TENSOR_TOO_LARGE for a tensor no single buffer can hold: checked before allocating one for it. */
+export function checkFitsOneBuffer(tensor: TensorInfo): void {
+  const { offsetBytes, sizeBytes } = tensor.slice;
+  if (sizeBytes > MAX_BUFFER_BYTES) {
+    throw new SafetensorsError('TENSOR_TOO_LARGE', `tensor has ${sizeBytes} bytes, more than one buffer can hold (MAX_BUFFER_BYTES = ${MAX_BUFFER_BYTES})`, {
+      file: tensor.shardPath,
+      tensor: tensor.name,
+      offsets: { expected: MAX_BUFFER_BYTES, actual: sizeBytes, position: offsetBytes },
+    });
+  }
 }
 
 export function getModelReader(model: SafetensorsModel): ModelReader {

@@ -3,7 +3,7 @@ import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp } from './file-stamp.js';
-import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, STAMP_CHECK_INTERVAL_MS } from './limits.js';
+import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_READ_CHUNK_BYTES, STAMP_CHECK_INTERVAL_MS } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
 import { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
@@ -35,7 +35,7 @@ interface OpenedShard {
 /** An object of a ByteSource, opened: its size and positioned reads. */
 export interface ByteSourceObject {
   readonly sizeBytes: number;
-  /** Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length) of the object. */
+  /** Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length) of the object (never more than MAX_READ_CHUNK_BYTES at once). */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
 }
 
@@ -209,7 +209,7 @@ async function openSourceModel(options: OpenFromSourceOptions): Promise<Safetens
       });
     }
     const bytes = new Uint8Array(indexObject.sizeBytes);
-    if (bytes.length > 0) await indexObject.readInto(0, bytes);
+    await readObjectFully(indexObject, bytes, 0);
     const index = parseSafetensorsIndex(bytes, indexPath);
     const opened = await openSourceShards(source, index.shardNames, indexPath);
     await checkIndexAgainstShards(index, opened, indexPath);
@@ -247,7 +247,7 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
         // the object-store copy too, by their common slice identity; an ETag is never a local stamp.
         stamp: null,
         stampNow: () => null,
-        readAt: (target, positionBytes) => (target.length === 0 ? Promise.resolve() : object.readInto(positionBytes, target)),
+        readAt: (target, positionBytes) => readObjectFully(object, target, positionBytes),
         close: async () => undefined,
       };
       opened.push(await readShardHeader(name, path, io));
@@ -257,6 +257,16 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
     throw error;
   }
   return opened;
+}
+
+/**
+ * Fills `target` from an object in pieces of at most MAX_READ_CHUNK_BYTES, as readFully does for
+ * files: a source may serve readInto with one read(2), which Node refuses (or wraps) at 2 GiB.
+ */
+async function readObjectFully(object: ByteSourceObject, target: Uint8Array, positionBytes: number): Promise<void> {
+  for (let done = 0; done < target.length; done += MAX_READ_CHUNK_BYTES) {
+    await object.readInto(positionBytes + done, target.subarray(done, Math.min(target.length, done + MAX_READ_CHUNK_BYTES)));
+  }
 }
 
 /**

@@ -1,11 +1,11 @@
 import { SafetensorsError } from './errors.js';
-import { getModelReader, resolveTensor } from './model-reader.js';
+import { checkFitsOneBuffer, getModelReader, resolveTensor } from './model-reader.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 /**
  * Reads one tensor's bytes with positioned reads. With `target`, fills its first `sizeBytes` bytes and
  * returns that view (TARGET_TOO_SMALL if it is shorter); without, allocates exactly `sizeBytes`
- * (a size that passed validation).
+ * (a size that passed validation; TENSOR_TOO_LARGE above MAX_BUFFER_BYTES, which no buffer can hold).
  */
 export async function readTensorBytes(model: SafetensorsModel, tensor: TensorInfo | string, target?: Uint8Array): Promise<Uint8Array> {
   const reader = getModelReader(model);
@@ -25,6 +25,7 @@ export async function readTensorBytes(model: SafetensorsModel, tensor: TensorInf
     }
     view = target.subarray(0, sizeBytes);
   } else {
+    checkFitsOneBuffer(info);
     view = new Uint8Array(sizeBytes);
   }
   await reader.readAt(shardName, view, offsetBytes, info.name);
