@@ -2,10 +2,11 @@ import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { StoreError, toIoError } from './errors.js';
-import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords } from './journal-format.js';
+import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords, type JournalScan } from './journal-format.js';
 import {
   BLOB_WRITE_CONCURRENCY,
   COMPACT_MIN_JOURNAL_BYTES,
+  JOURNAL_READ_WINDOW_BYTES,
   MAX_GENERATION,
   MAX_JOURNAL_BYTES,
 } from './limits.js';
@@ -378,19 +379,32 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         });
       }
       if (size > this.journalOffset) {
-        const bytes = await journal.read(this.journalOffset, size - this.journalOffset);
-        const scan = scanJournalRecords(bytes, this.journalOffset, journal.path);
-        for (const record of scan.records) {
-          const seal = record.ops.find((op) => op.kind === 'seal');
-          const ops = record.ops.filter((op) => op.kind !== 'seal');
-          if (ops.length > 0) this.state.applyOps(ops, { source: 'journal', path: journal.path });
-          this.journalOffset = record.endOffset;
-          if (seal) {
-            this.sealSeen = true;
-            break;
+        // Window by window, never the whole tail at once: memory stays at JOURNAL_READ_WINDOW_BYTES
+        // (or one record, at most MAX_JOURNAL_RECORD_BYTES) whatever size the file claims.
+        let stop: JournalScan['stop'] = 'end';
+        let recordBytes = 0;
+        while (this.journalOffset < size && !this.sealSeen) {
+          const start = this.journalOffset;
+          const length = Math.min(size - start, Math.max(JOURNAL_READ_WINDOW_BYTES, recordBytes));
+          const bytes = await journal.read(start, length);
+          const scan = scanJournalRecords(bytes, start, journal.path);
+          for (const record of scan.records) {
+            const seal = record.ops.find((op) => op.kind === 'seal');
+            const ops = record.ops.filter((op) => op.kind !== 'seal');
+            if (ops.length > 0) this.state.applyOps(ops, { source: 'journal', path: journal.path });
+            this.journalOffset = record.endOffset;
+            if (seal) {
+              this.sealSeen = true;
+              break;
+            }
           }
+          stop = scan.stop;
+          // The file ended early (it shrank meanwhile), or the scan stopped at an invalid record, or at
+          // one the file ends inside of: a torn tail. Only a record the window cut is read on.
+          if (bytes.length < length || stop === 'invalid' || (stop === 'incomplete' && start + length >= size)) break;
+          recordBytes = scan.nextRecordBytes ?? 0;
         }
-        if (lock && !this.sealSeen && scan.stop !== 'end') {
+        if (lock && !this.sealSeen && stop !== 'end') {
           // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's torn record.
           await journal.truncate(this.journalOffset);
         }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { JournalFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
+import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, takeOpenBlobFile } from './open-blob-files.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
@@ -32,12 +33,14 @@ async function syncDirectory(path: string): Promise<void> {
   }
 }
 
+/** The whole of `bytes`, in pieces (io-pieces.ts: a blob may be above Node's 2 GiB per call). */
 async function writeAll(handle: FileHandle, bytes: Uint8Array, positionBytes: number | null): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, positionBytes === null ? null : positionBytes + done);
-    done += bytesWritten;
-  }
+  await writeFully(async (source, offset, length, position) => (await handle.write(source, offset, length, position)).bytesWritten, bytes, positionBytes);
+}
+
+/** A FileHandle as a positioned read for readFully. */
+function handleReader(handle: FileHandle): ReadAt {
+  return async (target, offset, length, position) => (await handle.read(target, offset, length, position)).bytesRead;
 }
 
 const BLOB_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
@@ -99,12 +102,7 @@ class FsJournalFile implements JournalFile {
 
   async read(offsetBytes: number, lengthBytes: number): Promise<Uint8Array> {
     const bytes = new Uint8Array(lengthBytes);
-    let done = 0;
-    while (done < lengthBytes) {
-      const { bytesRead } = await this.reader.read(bytes, done, lengthBytes - done, offsetBytes + done);
-      if (bytesRead === 0) break;
-      done += bytesRead;
-    }
+    const done = await readFully(handleReader(this.reader), bytes, offsetBytes);
     return done === lengthBytes ? bytes : bytes.subarray(0, done);
   }
 
@@ -211,13 +209,7 @@ export class FsBackend implements StorageBackend {
         });
       }
       const bytes = new Uint8Array(size);
-      let done = 0;
-      while (done < size) {
-        const { bytesRead } = await handle.read(bytes, done, size - done, done);
-        if (bytesRead === 0) break;
-        done += bytesRead;
-      }
-      return bytes.subarray(0, done);
+      return bytes.subarray(0, await readFully(handleReader(handle), bytes, 0));
     } catch (error) {
       throw toIoError(error, 'cannot read the manifest', { path });
     } finally {
@@ -375,14 +367,9 @@ export class FsBackend implements StorageBackend {
     }
     let keep = false;
     try {
-      let done = 0;
-      while (done < target.length) {
-        const bytesRead = await readAsync(fd, target, done, target.length - done, done);
-        if (bytesRead === 0) {
-          throw shortBlobError(done, target.length, path);
-        }
-        done += bytesRead;
-      }
+      // In pieces: a blob of 2-4 GiB is valid, and Node refuses one read that long.
+      const done = await readFully((into, offset, length, position) => readAsync(fd, into, offset, length, position), target, 0);
+      if (done < target.length) throw shortBlobError(done, target.length, path);
       keep = true;
     } catch (error) {
       throw blobReadError(error, key, path);
@@ -404,14 +391,8 @@ export class FsBackend implements StorageBackend {
     const fd = takeOpenBlobFile(resolved, target.length) ?? this.openChecked(key, path, resolved, target.length);
     let keep = false;
     try {
-      let done = 0;
-      while (done < target.length) {
-        const bytesRead = readSync(fd, target, done, target.length - done, done);
-        if (bytesRead === 0) {
-          throw shortBlobError(done, target.length, path);
-        }
-        done += bytesRead;
-      }
+      const done = readFullySync((into, offset, length, position) => readSync(fd, into, offset, length, position), target, 0);
+      if (done < target.length) throw shortBlobError(done, target.length, path);
       keep = true;
     } catch (error) {
       throw blobReadError(error, key, path);

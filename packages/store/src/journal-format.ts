@@ -161,6 +161,8 @@ export interface JournalScan {
   validEndOffset: number;
   /** Why the scan stopped: at the end of the bytes, at a record not fully there yet, or at an invalid one. */
   stop: 'end' | 'incomplete' | 'invalid';
+  /** With `stop: 'incomplete'`: the whole size of the record cut off, where its header was there to say (at most 12 + MAX_JOURNAL_RECORD_BYTES). */
+  nextRecordBytes?: number;
 }
 
 /**
@@ -185,8 +187,7 @@ export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path:
       break;
     }
     if (bytes.length - at - RECORD_HEADER_BYTES < bodyBytes) {
-      stop = 'incomplete';
-      break;
+      return { records, validEndOffset: records.at(-1)?.endOffset ?? startOffset, stop: 'incomplete', nextRecordBytes: RECORD_HEADER_BYTES + bodyBytes };
     }
     const body = bytes.subarray(at + RECORD_HEADER_BYTES, at + RECORD_HEADER_BYTES + bodyBytes);
     const crc = crc32(body, crc32(bytes.subarray(at + 4, at + 8))) >>> 0;

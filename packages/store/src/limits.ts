@@ -15,8 +15,18 @@ export const MAX_MANIFEST_BYTES = 2 ** 29 - 2 ** 20;
 export const MAX_JOURNAL_RECORD_BYTES = 64 * 2 ** 20;
 /** Records are packed up to this size before a new record starts. */
 export const JOURNAL_RECORD_TARGET_BYTES = 8 * 2 ** 20;
-/** Journals are compacted at a few MiB; anything this big did not come from us. */
-export const MAX_JOURNAL_BYTES = 4 * 2 ** 30;
+/**
+ * Compaction keeps a journal near max(COMPACT_MIN_JOURNAL_BYTES, manifest / 2), at most ~256 MiB
+ * with a MAX_MANIFEST_BYTES manifest, plus the last commit: 1 GiB leaves room for a large commit;
+ * a tail this big did not come from us. Replay reads it in JOURNAL_READ_WINDOW_BYTES windows, so
+ * this bounds the time of a replay, not its memory (4 GiB before: a zero tail of 2 GiB crashed Node).
+ */
+export const MAX_JOURNAL_BYTES = 2 ** 30;
+/**
+ * Journal replay reads the tail in windows of this size (a record that does not fit is read alone,
+ * at most MAX_JOURNAL_RECORD_BYTES): memory stays bounded whatever size the file claims.
+ */
+export const JOURNAL_READ_WINDOW_BYTES = 8 * 2 ** 20;
 /** Compact when the journal exceeds max(this, manifest size / 2): amortised linear manifest writes. */
 export const COMPACT_MIN_JOURNAL_BYTES = 4 * 2 ** 20;
 /** Bounds memory spent on a hostile manifest. */
@@ -40,6 +50,13 @@ export const MAX_RAW_BYTES = 2 * MAX_ELEMENT_COUNT;
 export const MAX_BLOB_BYTES = computePayloadLayout(MAX_ELEMENT_COUNT, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE).totalBytes;
 /** Generations count compactions; the journal header stores a u32. */
 export const MAX_GENERATION = 2 ** 32 - 1;
+
+/**
+ * No single read or write is issued for more than this: Node rejects a length above 2^31 - 1
+ * (ERR_OUT_OF_RANGE) and aborts the process on an async FileHandle.read of 2^31 bytes or more
+ * (an int32 assertion), so blobs of 2-4 GiB and long journal tails are read and written in pieces.
+ */
+export const MAX_IO_PIECE_BYTES = 2 ** 30;
 
 /** Default writer-lock wait before LOCK_TIMEOUT: commits hold it for milliseconds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;

@@ -3,6 +3,7 @@ import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdir, open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
+import { readFully, readFullySync, writeFully } from './io-pieces.js';
 
 /**
  * No links followed; O_NONBLOCK: a FIFO (or device) planted in the directory opens at once instead
@@ -71,13 +72,10 @@ export class ReadThroughCache {
       if (!stat.isFile() || stat.size !== totalBytes) return false;
       let position = 0;
       for (const part of parts) {
-        let at = 0;
-        while (at < part.length) {
-          const { bytesRead } = await handle.read(part, at, part.length - at, position);
-          if (bytesRead === 0) return false;
-          at += bytesRead;
-          position += bytesRead;
-        }
+        // In pieces: a part may be a blob above Node's 2 GiB per read.
+        const bytesRead = await readFully(async (target, offset, length, at) => (await handle.read(target, offset, length, at)).bytesRead, part, position);
+        if (bytesRead < part.length) return false;
+        position += bytesRead;
       }
       return true;
     } finally {
@@ -99,13 +97,9 @@ export class ReadThroughCache {
       if (!stat.isFile() || stat.size !== totalBytes) return false;
       let position = 0;
       for (const part of parts) {
-        let at = 0;
-        while (at < part.length) {
-          const bytesRead = readSync(fd, part, at, part.length - at, position);
-          if (bytesRead === 0) return false;
-          at += bytesRead;
-          position += bytesRead;
-        }
+        const bytesRead = readFullySync((target, offset, length, at) => readSync(fd, target, offset, length, at), part, position);
+        if (bytesRead < part.length) return false;
+        position += bytesRead;
       }
       return true;
     } finally {
@@ -128,12 +122,8 @@ export class ReadThroughCache {
     try {
       let position = 0;
       for (const part of parts) {
-        let at = 0;
-        while (at < part.length) {
-          const { bytesWritten } = await handle.write(part, at, part.length - at, position);
-          at += bytesWritten;
-          position += bytesWritten;
-        }
+        await writeFully(async (source, offset, length, at) => (await handle.write(source, offset, length, at)).bytesWritten, part, position);
+        position += part.length;
       }
       await handle.sync();
     } catch (error) {

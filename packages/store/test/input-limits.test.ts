@@ -1,0 +1,168 @@
+// Inputs that claim sizes the store must not act on blindly: journal tails and blobs above what one
+// read can carry, and other files that are not what their names say. Big files here are sparse.
+import { crc32 } from 'node:zlib';
+import { readFile, truncate, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Packr } from 'msgpackr';
+import { computePayloadLayout } from '@splitzip/codec';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FsCacheStore } from '../src/cache-store.js';
+import { FsBackend } from '../src/fs-backend.js';
+import type { JournalFile } from '../src/backend.js';
+import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
+import { JOURNAL_READ_WINDOW_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES } from '../src/limits.js';
+import { openCacheStore } from '../src/index.js';
+import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+
+afterEach(removeTempDirs);
+
+/** A closed cache holding `count` entries in manifest.json (the journal folded in: journal.2 is its header alone). */
+async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor[] }> {
+  const root = await makeTempDir();
+  const store = await openCacheStore(root, { create: true });
+  const tensors = Array.from({ length: count }, (_, i) => makeTensor([40, 3], 7000 + i));
+  await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`shard-${i}`, 0, 240]])));
+  await store.close();
+  return { root, tensors };
+}
+
+const packr = new Packr({ useRecords: false });
+/** Frames ops as the README documents. */
+function frame(ops: unknown[]): Buffer {
+  const body = packr.pack(ops);
+  const head = Buffer.alloc(12);
+  head.writeUInt32LE(0x524a5a53, 0);
+  head.writeUInt32LE(body.length, 4);
+  head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
+  return Buffer.concat([head, body]);
+}
+
+/** Loads the cache at `root` through a backend that records the length of every journal read. */
+async function loadRecordingReads(root: string): Promise<{ store: FsCacheStore; reads: number[] }> {
+  const reads: number[] = [];
+  class RecordingBackend extends FsBackend {
+    override async openJournal(generation: number): Promise<JournalFile | undefined> {
+      const journal = await super.openJournal(generation);
+      if (!journal) return journal;
+      const read = journal.read.bind(journal);
+      journal.read = (offsetBytes, lengthBytes) => {
+        reads.push(lengthBytes);
+        return read(offsetBytes, lengthBytes);
+      };
+      return journal;
+    }
+  }
+  const store = await FsCacheStore.load(new RecordingBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  return { store, reads };
+}
+
+describe('journal replay reads in bounded windows', () => {
+  it('a zero tail of MAX_JOURNAL_BYTES opens without reading it whole (was one read of the whole tail: 1 GiB of memory, a crash at 2 GiB)', async () => {
+    const { root, tensors } = await makeCache();
+    const path = join(root, 'journal.2');
+    await writeFile(path, Buffer.concat([await readFile(path), frame([[2, tensors[0]!.key, 'before-tail', 240, 240]])]));
+    await truncate(path, 16 + MAX_JOURNAL_BYTES); // sparse: a torn tail of zeros after the record
+    const { store, reads } = await loadRecordingReads(root);
+    expect(store.lookupBySlice('before-tail', 240, 240)?.key).toBe(tensors[0]!.key);
+    expect(Math.max(...reads)).toBeLessThanOrEqual(JOURNAL_READ_WINDOW_BYTES);
+    await store.close();
+  });
+
+  it('SIZE_INVALID, not a crash, when an open handle refreshes over a tail of 2 GiB', async () => {
+    const { root } = await makeCache();
+    const store = await openCacheStore(root, { compactOnClose: false });
+    await truncate(join(root, 'journal.2'), 16 + 2 ** 31);
+    const error = await catchError(() => store.refresh());
+    expect(error.code).toBe('SIZE_INVALID');
+    expect(error.details).toMatchObject({ limit: MAX_JOURNAL_BYTES });
+    await store.close();
+  });
+
+  it('records cut by a window, and a record larger than the window, are read whole and applied in order', async () => {
+    const { root, tensors } = await makeCache(2);
+    const [a, b] = [tensors[0]!.key, tensors[1]!.key];
+    const small = Array.from({ length: 40 }, (_, i) => frame([[2, a, `small-${i}`, 0, 240]]));
+    // One record above the window: the same binding repeated (each a no-op after the first).
+    const repeat = [2, b, 'big', 0, 240];
+    const big = frame(Array.from({ length: Math.ceil((JOURNAL_READ_WINDOW_BYTES * 1.5) / packr.pack(repeat).length) }, () => repeat));
+    expect(big.length).toBeGreaterThan(JOURNAL_READ_WINDOW_BYTES);
+    // A filler record so the window boundary falls inside `big`, then a last record after it.
+    const filler = frame([[2, a, 'x'.repeat(3000), 0, 240]]);
+    const path = join(root, 'journal.2');
+    await writeFile(path, Buffer.concat([await readFile(path), filler, ...small, big, frame([[3, b, 'small-0', 0, 240]]), frame([[2, a, 'last', 0, 240]])]));
+    const { store, reads } = await loadRecordingReads(root);
+    expect(store.lookupBySlice('big', 0, 240)?.key).toBe(b);
+    expect(store.lookupBySlice('small-39', 0, 240)?.key).toBe(a);
+    expect(store.lookupBySlice('small-0', 0, 240)?.key).toBe(b);
+    expect(store.lookupBySlice('last', 0, 240)?.key).toBe(a);
+    expect(reads.filter((n) => n > 16).length).toBeGreaterThan(1);
+    expect(Math.max(...reads)).toBeLessThanOrEqual(big.length);
+    await store.close();
+    // A torn copy of the big record at the end is ignored, and the next writer cuts it.
+    await writeFile(path, Buffer.concat([await readFile(path), big.subarray(0, big.length - 1)]));
+    const again = await openCacheStore(root);
+    expect(again.lookupBySlice('last', 0, 240)?.key).toBe(a);
+    expect(await again.aliasSlice(a, 'after-torn', 0, 240)).toBe(true);
+    await again.close();
+    const reopened = await openCacheStore(root);
+    expect(reopened.lookupBySlice('after-torn', 0, 240)?.key).toBe(a);
+    await reopened.close();
+  });
+});
+
+describe('reads and writes in pieces (Node refuses one call above 2 GiB)', () => {
+  it('a valid blob of 2-4 GiB is read (sparse here: its zero header is BLOB_CORRUPT; was IO_ERROR ERR_OUT_OF_RANGE, never readable)', async () => {
+    const { root } = await makeCache();
+    const n = 1_450_000_000;
+    const key = 'c'.repeat(40);
+    const compBytes = computePayloadLayout(n, 0, 1024).totalBytes;
+    expect(compBytes).toBeGreaterThan(2 ** 31);
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
+    const entry = structuredClone(Object.values(manifest.entries)[0]) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    Object.assign(entry, { blob: `blobs/${key}.bin`, raw_bytes: 2 * n, shape: [n], comp_bytes: compBytes, slice_keys: [] });
+    Object.assign(entry.meta, { element_count: n, chunk_size: 1024, chunk_count: Math.ceil(n / 1024), escape_count: 0, comp_bytes: compBytes, raw_bytes: 2 * n });
+    manifest.entries[key] = entry;
+    await writeFile(join(root, 'manifest.json'), JSON.stringify(manifest));
+    await writeFile(join(root, entry.blob), '');
+    await truncate(join(root, entry.blob), compBytes);
+    const store = await openCacheStore(root);
+    const slot = new Uint8Array(compBytes);
+    expect((await catchError(() => store.readBlob(key, slot))).code).toBe('BLOB_CORRUPT');
+    expect((await catchError(() => store.readBlobSync!(key, slot))).code).toBe('BLOB_CORRUPT');
+    await store.close();
+  });
+
+  /** A file of `bytes` as positioned reads that, like Node, refuse a length above `limit`. */
+  function fakeFile(bytes: Uint8Array, limit: number) {
+    const lengths: number[] = [];
+    const readSync = (target: Uint8Array, offset: number, length: number, position: number): number => {
+      if (length > limit) throw new RangeError(`length ${length} is above ${limit}`);
+      lengths.push(length);
+      const n = Math.max(0, Math.min(length, bytes.length - position));
+      target.set(bytes.subarray(position, position + n), offset);
+      return n;
+    };
+    return { lengths, readSync, read: (target: Uint8Array, offset: number, length: number, position: number) => Promise.resolve(readSync(target, offset, length, position)) };
+  }
+
+  it('readFully / readFullySync / writeFully never ask for more than the piece size, and stop at the end of the file', async () => {
+    expect(MAX_IO_PIECE_BYTES).toBeLessThan(2 ** 31);
+    const data = Uint8Array.from({ length: 1000 }, (_, i) => i & 0xff);
+    const file = fakeFile(data, 64);
+    const target = new Uint8Array(900);
+    expect(await readFully(file.read, target, 50, 64)).toBe(900);
+    expect(target).toEqual(data.subarray(50, 950));
+    expect(Math.max(...file.lengths)).toBe(64);
+    const tail = new Uint8Array(300);
+    expect(readFullySync(file.readSync, tail, 800, 64)).toBe(200);
+    expect(tail.subarray(0, 200)).toEqual(data.subarray(800));
+    const written: [number, number | null][] = [];
+    await writeFully(async (_source, _offset, length, position) => {
+      if (length > 64) throw new RangeError('too long');
+      written.push([length, position]);
+      return Math.min(length, 40); // short writes too
+    }, data, 10, 64);
+    expect(written.reduce((n, [length]) => n + Math.min(length, 40), 0)).toBe(1000);
+    expect(written[1]).toEqual([64, 50]);
+  });
+});
