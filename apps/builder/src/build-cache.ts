@@ -106,7 +106,12 @@ export interface BuildReport {
   repaired: number;
   /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
   unaliased: number;
+  /** The encode backend that ran. */
   backend: string;
+  /** The backend asked for (`--backend`, default `auto`). */
+  backend_requested: string;
+  /** Why the backend asked for did not start (it fell back to `backend`); null when it ran. */
+  fallback_reason: string | null;
   /** Worker threads asked for (--jobs: an upper limit). */
   jobs: number;
   /**
@@ -418,6 +423,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       cache: options.cacheDir,
       results,
       backend: encoder!.backend,
+      backendRequested: options.backend ?? 'auto',
+      fallbackReason: encoder!.fallbackReason,
       jobs,
       workers,
       coverageMin,
@@ -727,6 +734,8 @@ function summarize(input: {
   cache: string;
   results: BuildTensorReport[];
   backend: string;
+  backendRequested: string;
+  fallbackReason: string | null;
   jobs: number;
   workers: number;
   coverageMin: number;
@@ -760,6 +769,8 @@ function summarize(input: {
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
     backend: input.backend,
+    backend_requested: input.backendRequested,
+    fallback_reason: input.fallbackReason,
     jobs: input.jobs,
     workers: input.workers,
     coverage_min: input.coverageMin,

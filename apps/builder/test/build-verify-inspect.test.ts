@@ -253,12 +253,19 @@ describe('a single-file model with every kind of tensor', () => {
       expect(await blobsOf(dir)).toEqual(await blobsOf(reference));
     }
     // No WebGPU adapter here: the build says so and falls back to the codec path.
-    const webgpu = await runCli(['build', modelPath, '--out', join(temp.path, 'cache-backend-webgpu'), '--backend', 'webgpu']);
+    // --quiet drops the bar and the table, never the warning; --json says what was asked and why it fell back.
+    const webgpu = await runCli(['build', modelPath, '--out', join(temp.path, 'cache-backend-webgpu'), '--backend', 'webgpu', '--quiet']);
     expect(webgpu.code).toBe(0);
+    const { json: webgpuReport } = await runJson<BuildJson>(['build', modelPath, '--out', join(temp.path, 'cache-backend-webgpu-json'), '--backend', 'webgpu']);
+    expect(webgpuReport.backend_requested).toBe('webgpu');
     if (!webgpu.stdout.includes('backend webgpu')) {
       expect(webgpu.stderr).toMatch(/^splitzip build: warning: .+; using codec$/m);
-      expect(webgpu.stdout).toContain('backend codec');
+      expect(webgpu.stdout).toContain('backend codec (webgpu did not start)');
+      expect(webgpuReport).toMatchObject({ backend: 'codec', fallback_reason: expect.stringMatching(/./) });
+    } else {
+      expect(webgpuReport.fallback_reason).toBeNull();
     }
+    expect(codecReport).toMatchObject({ backend_requested: 'codec', fallback_reason: null });
   });
 
   it('verify fails, naming the entry, when a blob is corrupted', async () => {
@@ -453,6 +460,11 @@ describe('sharded models and a second model sharing tensors', () => {
     expect(verify.model!.totals).toMatchObject({ ok: MAX_SLICE_KEYS_PER_ENTRY + 1, not_cached: 3, failed: 0 });
     const again = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     expect(again.json).toMatchObject({ encoded: 0, aliased: 0, unaliased: 3 });
+    // The text report says so too (it used to show only "already cached").
+    const text = await runCli(['build', modelPath, '--out', cacheDir]);
+    expect(text.stdout).toContain('; 3 of them left unbound (served raw');
+    expect(text.stdout.match(/cached, unbound/g)).toHaveLength(3);
+    expect(text.stdout).toMatch(/ratio \d+\.\d+ \(\d+\.\d% larger\)/);
   }, 60_000);
 
   it('a tensor name longer than the store keeps (MAX_QUALNAME_CHARS) still builds: the entry is labelled with its cut name', async () => {

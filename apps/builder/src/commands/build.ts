@@ -79,7 +79,9 @@ export const buildCommand = defineCommand({
         signal,
         onProgress(event) {
           if (event.type === 'start') {
-            if (event.fallbackReason && !args.quiet) io.stderr.write(`splitzip build: warning: ${event.fallbackReason}; using ${event.backend}\n`);
+            // Said even with --quiet (which drops the bar and the table only): a backend asked for by
+            // name that did not start changes what ran.
+            if (event.fallbackReason) io.stderr.write(`splitzip build: warning: ${event.fallbackReason}; using ${event.backend}\n`);
             progress.update(0, event.totalBytes);
           } else {
             progress.update(event.doneBytes, event.totalBytes, `${event.doneTensors}/${event.tensorCount} ${event.tensor.name}`);
@@ -103,7 +105,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
-      t.status,
+      t.unaliased ? `${t.status}, unbound` : t.status,
       formatPercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -116,14 +118,20 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cache   ${report.cache}`,
     `tensors ${tensorCount}: ${report.encoded} encoded, ${report.cached} already cached, ` +
       `${report.skipped_coverage} skipped (coverage < ${report.coverage_min}), ${report.skipped_dtype} skipped (not BF16)` +
-      (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : ''),
-    `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` +
-      (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${formatPercent(1 - report.ratio, 1)} smaller)`),
+      (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : '') +
+      // Their bytes are in the cache, but the runtime cannot find them by slice: it reads them raw.
+      (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : ''),
+    `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
       (report.repaired > 0 ? `, ${report.repaired} damaged blobs put back` : ''),
-    `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}, ${formatWorkers(report)}`,
+    `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;
+}
+
+/** `25.0% smaller`, or `689.0% larger` where tiny tensors grew (a payload is at least 1 KiB). */
+function describeRatio(ratio: number): string {
+  return ratio <= 1 ? `${formatPercent(1 - ratio, 1)} smaller` : `${formatPercent(ratio - 1, 1)} larger`;
 }
 
 /** `2 jobs`, or `4 of 8 jobs` where fewer workers ran than asked for (the memory bound, few tensors, or a model small enough for the main thread). */
