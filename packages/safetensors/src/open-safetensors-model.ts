@@ -1,5 +1,5 @@
-import { fstatSync } from 'node:fs';
-import { open, readdir, realpath, stat } from 'node:fs/promises';
+import { constants, fstatSync, type BigIntStats } from 'node:fs';
+import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp } from './file-stamp.js';
@@ -13,6 +13,14 @@ import type { ParsedHeader, SafetensorsModel, SafetensorsShard, SliceKey, Tensor
 const INDEX_SUFFIX = '.safetensors.index.json';
 const DEFAULT_INDEX_NAME = 'model.safetensors.index.json';
 const SHARD_SUFFIX = '.safetensors';
+
+/**
+ * O_NONBLOCK: a FIFO in place of an index or shard opens at once and then fails the regular-file
+ * check, where a plain open(2) would wait for a writer forever, holding one of libuv's four threads
+ * (four such opens stall every file operation of the process). No effect on reads of regular files.
+ * Links are followed: hub snapshots link every file to its blob.
+ */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
 
 /** Positioned reads of one shard: a local file handle, or an object of a ByteSource. */
 interface ShardIo {
@@ -79,6 +87,7 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
     const names = await readdir(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));
     const indexNames = names.filter((name) => name.endsWith(INDEX_SUFFIX)).sort();
     const indexName = indexNames.includes(DEFAULT_INDEX_NAME) ? DEFAULT_INDEX_NAME : indexNames.length === 1 ? indexNames[0] : undefined;
+    // Not stat()ed here: openIndexedModel checks what it actually opened.
     if (indexName !== undefined) return openIndexedModel(resolve(absolute, indexName));
     if (indexNames.length > 1) {
       throw new SafetensorsError('NOT_SAFETENSORS', `directory holds several index files (${indexNames.join(', ')}); open one of them`, { file: absolute });
@@ -94,7 +103,7 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
       const realPath = await resolveInside(candidate, rootReal, name, candidate, 'shard');
       locations.push({ name, path: candidate, realPath });
     }
-    return buildModel(absolute, null, null, await openShards(locations), null);
+    return buildModel(absolute, null, null, await openShards(locations, 'shard'), null);
   }
   if (!info.isFile()) {
     throw new SafetensorsError('NOT_SAFETENSORS', 'path is neither a file nor a directory', { file: absolute });
@@ -102,15 +111,15 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
   if (absolute.endsWith('.json')) return openIndexedModel(absolute);
   const rootDir = dirname(absolute);
   const realPath = await realpath(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));
-  return buildModel(rootDir, null, null, await openShards([{ name: basename(absolute), path: absolute, realPath }]), null);
+  return buildModel(rootDir, null, null, await openShards([{ name: basename(absolute), path: absolute, realPath }], 'shard'), null);
 }
 
 async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
   const rootDir = dirname(indexPath);
-  const handle = await open(indexPath, 'r').catch((cause: unknown) => rethrowIo(cause, indexPath));
+  const { handle, info } = await openRegularFile(indexPath, indexPath, (kind) => new SafetensorsError('NOT_SAFETENSORS', `index is ${kind}, not a regular file`, { file: indexPath }));
   let bytes: Uint8Array;
   try {
-    const { size } = await handle.stat();
+    const size = Number(info.size);
     // Checked before allocating anything from the file's size.
     if (size > MAX_INDEX_BYTES) {
       throw new SafetensorsError('INDEX_TOO_LARGE', `index has ${size} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
@@ -121,7 +130,7 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
     bytes = new Uint8Array(size);
     await readFully(handle, bytes, 0, indexPath);
   } finally {
-    await handle.close();
+    await handle.close().catch(() => undefined);
   }
   const index = parseSafetensorsIndex(bytes, indexPath);
   const rootReal = await realpath(rootDir).catch((cause: unknown) => rethrowIo(cause, rootDir));
@@ -131,7 +140,7 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
     const realPath = await resolveInside(candidate, rootReal, name, indexPath, 'index');
     locations.push({ name, path: candidate, realPath });
   }
-  const opened = await openShards(locations);
+  const opened = await openShards(locations, 'index', indexPath);
   await checkIndexAgainstShards(index, opened, indexPath);
   return buildModel(rootDir, indexPath, index.metadata, opened, indexPath);
 }
@@ -300,10 +309,42 @@ async function resolveInside(candidate: string, rootReal: string, name: string, 
   return realPath;
 }
 
-async function openShards(locations: readonly { name: string; path: string; realPath: string }[]): Promise<OpenedShard[]> {
+/**
+ * Opens `path` (by `realPath`) without blocking and requires a regular file by fstat of that
+ * descriptor, so what is checked is what gets read (a FIFO or directory swapped in after a stat
+ * is still caught). `notAFile` makes the error, given what it is instead ("a FIFO", ...).
+ */
+async function openRegularFile(path: string, realPath: string, notAFile: (kind: string) => SafetensorsError): Promise<{ handle: FileHandle; info: BigIntStats }> {
+  const handle = await open(realPath, OPEN_FLAGS).catch((cause: unknown) => rethrowIo(cause, path));
+  try {
+    const info = await handle.stat({ bigint: true });
+    if (!info.isFile()) throw notAFile(describeFileKind(info));
+    return { handle, info };
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    return rethrowIo(error, path);
+  }
+}
+
+function describeFileKind(info: BigIntStats): string {
+  if (info.isDirectory()) return 'a directory';
+  if (info.isFIFO()) return 'a FIFO';
+  if (info.isSocket()) return 'a socket';
+  if (info.isCharacterDevice() || info.isBlockDevice()) return 'a device';
+  return 'not a file';
+}
+
+/** `mode` and `indexPath` as for resolveInside: which code, and which file, names a shard that is not a file. */
+async function openShards(locations: readonly { name: string; path: string; realPath: string }[], mode: 'index' | 'shard', indexPath?: string): Promise<OpenedShard[]> {
   const opened: OpenedShard[] = [];
   try {
-    for (const location of locations) opened.push(await openShard(location.name, location.path, location.realPath));
+    for (const location of locations) {
+      const notAFile = (kind: string) =>
+        new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${JSON.stringify(location.name)} is ${kind}, not a regular file`, {
+          file: indexPath ?? location.path,
+        });
+      opened.push(await openShard(location.name, location.path, location.realPath, notAFile));
+    }
   } catch (error) {
     await closeAll(opened);
     throw error;
@@ -312,19 +353,12 @@ async function openShards(locations: readonly { name: string; path: string; real
 }
 
 /** Rules 1-16 for one file, reading only the prefix and the (validated-length) header. */
-async function openShard(name: string, path: string, realPath: string): Promise<OpenedShard> {
-  const handle = await open(realPath, 'r').catch((cause: unknown) => rethrowIo(cause, path));
-  let size: number;
-  let stamp: string;
-  try {
-    // Of the descriptor every read goes through, so the stamp describes the bytes served.
-    const info = await handle.stat({ bigint: true });
-    size = Number(info.size);
-    stamp = formatFileStamp(info);
-  } catch (error) {
-    await handle.close().catch(() => undefined);
-    return rethrowIo(error, path);
-  }
+async function openShard(name: string, path: string, realPath: string, notAFile: (kind: string) => SafetensorsError): Promise<OpenedShard> {
+  // resolveInside checked it is a file, by path; this checks the descriptor itself (a swap in between).
+  // Of the descriptor every read goes through, so the stamp describes the bytes served.
+  const { handle, info } = await openRegularFile(path, realPath, notAFile);
+  const size = Number(info.size);
+  const stamp = formatFileStamp(info);
   const stampNow = () => formatFileStamp(fstatSync(handle.fd, { bigint: true }));
   let checkedAtMs = Number.NEGATIVE_INFINITY;
   let ioClosed = false;

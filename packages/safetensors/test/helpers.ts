@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,4 +61,46 @@ export function randomBytes(random: () => number, length: number): Uint8Array {
   const bytes = new Uint8Array(length);
   for (let i = 0; i < length; i++) bytes[i] = Math.floor(random() * 256);
   return bytes;
+}
+
+const fifos: string[] = [];
+
+/** Makes a FIFO (mkfifo(1)), remembered for unblockFifos(). */
+export function makeFifo(path: string): void {
+  execFileSync('mkfifo', [path]);
+  fifos.push(path);
+}
+
+/**
+ * Be the writer every FIFO made by makeFifo() waits for (O_RDWR never blocks on Linux), so that an
+ * open(2) left blocked on one, in a libuv thread, returns: a failing run must not hang the worker.
+ */
+export async function unblockFifos(): Promise<void> {
+  const fds: number[] = [];
+  for (const path of fifos.splice(0)) {
+    try {
+      fds.push(openSync(path, constants.O_RDWR | constants.O_NONBLOCK));
+    } catch {
+      // already gone with its temp dir
+    }
+  }
+  if (fds.length === 0) return;
+  await new Promise((done) => setTimeout(done, 100));
+  for (const fd of fds) closeSync(fd);
+}
+
+/** What `promise` gives, or a failure after `ms` (unblocking the FIFOs first: see unblockFifos). */
+export async function settlesWithin<T>(promise: Promise<T>, ms = 2000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      void unblockFifos();
+      reject(new Error(`did not settle within ${ms} ms (blocked opening a FIFO?)`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([promise, hang]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
