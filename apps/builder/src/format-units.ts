@@ -1,4 +1,5 @@
 // Human-readable numbers for the tables and the progress bar.
+import { displayWidth, padToWidth } from './display-width.js';
 
 const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 
@@ -37,10 +38,11 @@ export function formatPercent(fraction: number | null | undefined, digits = 2): 
 
 /** A plain-text table: left-aligned text columns, right-aligned number columns. */
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[], alignRight: readonly boolean[] = []): string {
-  const widths = header.map((cell, column) => Math.max(cell.length, ...rows.map((row) => (row[column] ?? '').length)));
+  // Widths in terminal columns, so that rows with CJK or emoji tensor names line up.
+  const widths = header.map((cell, column) => rows.reduce((max, row) => Math.max(max, displayWidth(row[column] ?? '')), displayWidth(cell)));
   const line = (row: readonly string[]): string =>
     row
-      .map((cell, column) => (alignRight[column] ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!)))
+      .map((cell, column) => padToWidth(cell, widths[column]!, alignRight[column]))
       .join('  ')
       .trimEnd();
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');

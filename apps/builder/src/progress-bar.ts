@@ -1,8 +1,9 @@
+import { cutToWidth, displayWidth } from './display-width.js';
 import { formatBytes, formatDuration, formatRate } from './format-units.js';
 
 export interface ProgressBar {
-  /** Bytes done out of total; `label` is shown after the numbers (e.g. the tensor name). */
-  update(doneBytes: number, totalBytes: number, label?: string): void;
+  /** Done out of total (bytes, or items with `unit: 'count'`); `label` follows the numbers (e.g. `3/68 tensor name`). */
+  update(done: number, total: number, label?: string): void;
   /** Erases the bar so that what follows starts on a clean line. */
   finish(): void;
 }
@@ -13,6 +14,8 @@ export interface ProgressBarOptions {
   enabled: boolean;
   /** Redraws at most this often; a final update always draws. */
   intervalMs?: number;
+  /** What the numbers count: bytes (default: `1.2 GiB / 2.9 GiB  410 MiB/s`) or items (`12 / 63  8.3/s`). */
+  unit?: 'bytes' | 'count';
   now?: () => number;
 }
 
@@ -20,35 +23,48 @@ const NO_PROGRESS: ProgressBar = { update() {}, finish() {} };
 const BAR_CELLS = 24;
 
 /**
- * A one-line progress bar on a TTY: `[#####.....]  42%  1.2 GiB / 2.9 GiB  410 MiB/s  ETA 00:04  name`.
- * Rate is measured over the whole run so far (steady, not jumpy); ETA from that rate.
+ * A one-line progress bar on a TTY: `[#####.....]  42%  1.2 GiB / 2.9 GiB  410 MiB/s  ETA 00:04  label`.
+ * Rate is measured from the first update (steady, not jumpy); ETA from that rate. A line wider than
+ * the terminal cuts the label from its end (its start, a counter, stays longest), then drops rate
+ * and ETA: a line that wrapped left stale lines behind.
  */
 export function createProgressBar(options: ProgressBarOptions): ProgressBar {
   if (!options.enabled) return NO_PROGRESS;
   const { stream } = options;
   const now = options.now ?? (() => performance.now());
   const intervalMs = options.intervalMs ?? 100;
-  const startMs = now();
+  const counts = options.unit === 'count';
+  const amount = (n: number) => (counts ? String(n) : formatBytes(n));
+  const perSecond = (rate: number) => (counts ? (Number.isFinite(rate) && rate > 0 ? `${rate.toFixed(rate >= 100 ? 0 : 1)}/s` : '-') : formatRate(rate));
+  let startMs: number | undefined;
   let lastDrawMs = -Infinity;
   let drawn = false;
 
   return {
-    update(doneBytes, totalBytes, label = '') {
+    update(done, total, label = '') {
       const t = now();
-      if (t - lastDrawMs < intervalMs && doneBytes < totalBytes) return;
+      startMs ??= t;
+      if (t - lastDrawMs < intervalMs && done < total) return;
       lastDrawMs = t;
-      const fraction = totalBytes > 0 ? Math.min(1, doneBytes / totalBytes) : 1;
+      const fraction = total > 0 ? Math.min(1, done / total) : 1;
       const filled = Math.round(fraction * BAR_CELLS);
       const elapsedS = (t - startMs) / 1000;
-      const rate = elapsedS > 0 ? doneBytes / elapsedS : 0;
-      const etaS = rate > 0 ? (totalBytes - doneBytes) / rate : Number.NaN;
-      let line =
-        `[${'#'.repeat(filled)}${'.'.repeat(BAR_CELLS - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}%  ` +
-        `${formatBytes(doneBytes)} / ${formatBytes(totalBytes)}  ${formatRate(rate)}  ETA ${formatDuration(etaS)}`;
-      if (label) line += `  ${label}`;
-      // A fresh pty (e.g. under `script`) may report 0 columns: fall back to 80.
-      const columns = stream.columns || 80;
-      if (line.length > columns - 1) line = line.slice(0, Math.max(0, columns - 1));
+      const rate = elapsedS > 0 ? done / elapsedS : 0;
+      const etaS = rate > 0 ? (total - done) / rate : Number.NaN;
+      const head = `[${'#'.repeat(filled)}${'.'.repeat(BAR_CELLS - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}%  ${amount(done)} / ${amount(total)}`;
+      const timing = `  ${perSecond(rate)}  ETA ${formatDuration(etaS)}`;
+      // A fresh pty (e.g. under `script`) may report 0 columns: fall back to 80. One column is left
+      // free: writing the last one makes some terminals wrap.
+      const columns = (stream.columns || 80) - 1;
+      const fit = (base: string): string | undefined => {
+        const room = columns - displayWidth(base);
+        if (room < 0) return undefined;
+        // A cut that reaches into the label's first word (a counter: `13/68`) would misread (`13/6`).
+        const firstWord = label.split(' ', 1)[0]!;
+        if (label === '' || room - 2 < displayWidth(firstWord) + 1) return base;
+        return `${base}  ${cutToWidth(label, room - 2)}`;
+      };
+      const line = fit(head + timing) ?? fit(head) ?? cutToWidth(head, columns);
       // \r returns to column 0, ESC[K erases the rest of the previous, possibly longer, line.
       stream.write(`\r${line}\x1b[K`);
       drawn = true;

@@ -32,20 +32,24 @@ export const verifyCommand = defineCommand({
   },
   async run({ args, io, signal }) {
     const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
-    const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
+    const enabled = Boolean(io.stderr.isTTY) && !args.quiet;
+    // One bar per phase: entries are counted, the model's tensors measured in bytes, and each
+    // phase's rate and ETA start with it.
+    let progress = createProgressBar({ stream: io.stderr, enabled, unit: 'count' });
     let report: VerifyCommandReport;
     try {
       const storeReport = await store
         .verify({
           decode: args.decode,
           signal,
-          onProgress: (p) => progress.update(p.done, p.total, `entry ${p.done}/${p.total}`),
+          onProgress: (p) => progress.update(p.done, p.total, 'entries'),
         })
         .catch((error: unknown) => {
           // Ctrl-C: the store stopped between entries with the signal's reason; say so as every command does.
           throw signal.aborted ? interruptedError(signal) : error;
         });
       progress.finish();
+      progress = createProgressBar({ stream: io.stderr, enabled });
       let modelReport: ModelCheckReport | null = null;
       if (args.model !== undefined) {
         modelReport = await verifyModelCache(store, args.model, {

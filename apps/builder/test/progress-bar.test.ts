@@ -1,0 +1,76 @@
+// The progress bar in isolation: a fake terminal stream and clock. Lines never exceed the
+// terminal (wide CJK names and emoji counted as two columns, never split), the label's start (a
+// counter) survives a cut, counts are not shown as bytes, and rate and ETA start with the bar.
+import { describe, expect, it } from 'vitest';
+import { cutToWidth, displayWidth, padToWidth } from '../src/display-width.js';
+import { formatTable } from '../src/format-units.js';
+import { createProgressBar } from '../src/progress-bar.js';
+
+function fakeTerminal(columns: number) {
+  const writes: string[] = [];
+  const stream = Object.assign(
+    {
+      write(chunk: string) {
+        writes.push(chunk);
+        return true;
+      },
+    },
+    { isTTY: true, columns },
+  ) as unknown as NodeJS.WritableStream & { isTTY: boolean; columns: number };
+  // The text of each drawn line, without the \r and the erase-line escape.
+  const eraseLine = `${String.fromCharCode(27)}[K`;
+  const lines = () => writes.map((w) => w.replace(/^\r/, '').replace(eraseLine, '')).filter((l) => l !== '');
+  return { stream, lines };
+}
+
+describe('displayWidth / cutToWidth', () => {
+  it('counts wide characters as two columns and cuts by whole code points', () => {
+    expect(displayWidth('abc')).toBe(3);
+    expect(displayWidth('層.权重')).toBe(7);
+    expect(displayWidth('e\u0301')).toBe(1); // e + combining acute
+    expect(displayWidth('🚀x')).toBe(3);
+    expect(cutToWidth('层层层层', 5)).toBe('层层…');
+    expect(cutToWidth('a🚀🚀', 4)).toBe('a🚀…');
+    expect(cutToWidth('🚀🚀', 2)).toBe('…');
+    expect(cutToWidth('short', 10)).toBe('short');
+    expect(padToWidth('层', 4)).toBe('层  ');
+    expect(padToWidth('1', 3, true)).toBe('  1');
+  });
+
+  it('lines up table rows of CJK names by columns', () => {
+    const table = formatTable(['tensor', 'raw'], [['模型.层.0', '1 B'], ['model.x', '22 B']], [false, true]).split('\n');
+    const ends = table.map((line) => displayWidth(line));
+    expect(new Set(ends).size).toBe(1);
+  });
+});
+
+describe('createProgressBar', () => {
+  it('never draws a line wider than the terminal; the label is cut, its counter kept', () => {
+    for (const columns of [40, 60, 80, 100]) {
+      const { stream, lines } = fakeTerminal(columns);
+      let t = 0;
+      const bar = createProgressBar({ stream, enabled: true, now: () => (t += 200) });
+      bar.update(3 * 2 ** 20, 500 * 2 ** 20, `13/68 模型.层.${'权重'.repeat(20)}.🚀🚀`);
+      bar.update(500 * 2 ** 20, 500 * 2 ** 20, '68/68 done');
+      for (const line of lines()) {
+        expect(displayWidth(line), line).toBeLessThanOrEqual(columns - 1);
+        expect(line).not.toContain('\ufffd');
+      }
+      // Shown whole, or not at all: never a cut counter.
+      expect(lines()[0]).not.toMatch(/ 13\/6?…/);
+      if (columns >= 80) expect(lines()[0]).toMatch(/ETA .* 13\/68/);
+    }
+  });
+
+  it('counts items in count mode, and measures rate from its first update', () => {
+    const { stream, lines } = fakeTerminal(120);
+    let t = 10_000; // created long before its first update: that time must not count
+    const bar = createProgressBar({ stream, enabled: true, unit: 'count', now: () => t });
+    bar.update(0, 63, 'entries');
+    t += 1000;
+    bar.update(10, 63, 'entries');
+    const last = lines().at(-1)!;
+    expect(last).toMatch(/ 10 \/ 63 {2}10\.0\/s {2}ETA 00:05 {2}entries$/);
+    expect(last).not.toMatch(/ B\b/);
+  });
+});
