@@ -44,6 +44,13 @@ function handleReader(handle: FileHandle): ReadAt {
 }
 
 const BLOB_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+/**
+ * The manifest and journals are opened the same way (links allowed): a FIFO planted in place of one
+ * opens at once instead of hanging a thread-pool thread for good, then fails the regular-file check.
+ */
+const FILE_READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+/** The journal's writer: O_RDWR never blocks on a FIFO either, and the file is checked before use. */
+const FILE_WRITE_FLAGS = constants.O_RDWR | constants.O_NONBLOCK;
 
 // Descriptor-level calls (not FileHandle): a blob's descriptor outlives the read that opened it.
 const openAsync = promisify(openFd) as (path: string, flags: number) => Promise<number>;
@@ -108,12 +115,28 @@ class FsJournalFile implements JournalFile {
 
   private async writable(): Promise<FileHandle> {
     // Readers may lack write permission; open for writing only when a writer needs it.
+    if (this.writer) return this.writer;
+    let handle: FileHandle;
     try {
-      this.writer ??= await open(this.path, 'r+');
+      handle = await open(this.path, FILE_WRITE_FLAGS);
     } catch (error) {
       throw toIoError(error, 'cannot open the journal for writing', { path: this.path });
     }
-    return this.writer;
+    try {
+      // Appends go to the very file whose records were read (and checked): nothing else at that path.
+      const [info, read] = await Promise.all([handle.stat(), this.reader.stat()]);
+      if (!info.isFile() || info.dev !== read.dev || info.ino !== read.ino) {
+        throw new StoreError('JOURNAL_INVALID', 'the journal path no longer names the regular file this handle read', {
+          path: this.path,
+          details: { reason: info.isFile() ? 'replaced' : 'not-a-file' },
+        });
+      }
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      throw toIoError(error, 'cannot open the journal for writing', { path: this.path });
+    }
+    this.writer = handle;
+    return handle;
   }
 
   async append(offsetBytes: number, bytes: Uint8Array): Promise<void> {
@@ -193,7 +216,7 @@ export class FsBackend implements StorageBackend {
     const path = join(this.root, MANIFEST);
     let handle: FileHandle;
     try {
-      handle = await open(path, 'r');
+      handle = await open(path, FILE_READ_FLAGS);
     } catch (error) {
       if (errnoCode(error) === 'ENOENT') return undefined;
       // The cache path names a file (or passes through one): not a cache, said as such.
@@ -201,7 +224,11 @@ export class FsBackend implements StorageBackend {
       throw toIoError(error, 'cannot open the manifest', { path });
     }
     try {
-      const { size } = await handle.stat();
+      const info = await handle.stat();
+      if (!info.isFile()) {
+        throw new StoreError('MANIFEST_INVALID', 'manifest.json is not a regular file', { path, details: { reason: 'not-a-file' } });
+      }
+      const { size } = info;
       if (size > MAX_MANIFEST_BYTES) {
         throw new StoreError('SIZE_INVALID', `manifest is ${size} bytes, above MAX_MANIFEST_BYTES (${MAX_MANIFEST_BYTES})`, {
           path,
@@ -238,26 +265,41 @@ export class FsBackend implements StorageBackend {
 
   async openJournal(generation: number): Promise<JournalFile | undefined> {
     const path = join(this.root, journalFileName(generation));
+    let handle: FileHandle;
     try {
-      return new FsJournalFile(generation, path, await open(path, 'r'));
+      handle = await open(path, FILE_READ_FLAGS);
     } catch (error) {
       if (errnoCode(error) === 'ENOENT') return undefined;
       throw toIoError(error, 'cannot open the journal', { path });
     }
+    try {
+      if (!(await handle.stat()).isFile()) {
+        throw new StoreError('JOURNAL_INVALID', 'the journal is not a regular file', { path, details: { reason: 'not-a-file' } });
+      }
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      throw toIoError(error, 'cannot open the journal', { path });
+    }
+    return new FsJournalFile(generation, path, handle);
   }
 
   async createJournal(generation: number, header: Uint8Array): Promise<void> {
     const path = join(this.root, journalFileName(generation));
+    // A temp file renamed over the name: whatever was there (a stale journal, a FIFO that an open
+    // for writing would block on) is replaced, never written through.
+    const temp = join(this.root, tempName('.journal'));
     try {
-      const handle = await open(path, 'w', 0o644);
+      const handle = await open(temp, 'wx', 0o644);
       try {
         await writeAll(handle, header, 0);
         await handle.sync();
       } finally {
         await handle.close();
       }
+      await rename(temp, path);
       await syncDirectory(this.root);
     } catch (error) {
+      await unlink(temp).catch(() => undefined);
       throw toIoError(error, 'cannot create the journal', { path });
     }
   }

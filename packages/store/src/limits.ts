@@ -62,6 +62,13 @@ export const MAX_IO_PIECE_BYTES = 2 ** 30;
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
 /** Break-lock recursion depth (each level needs one more crash during recovery); a dead marker at the deepest level is moved aside and removed. */
 export const MAX_LOCK_BREAK_DEPTH = 4;
+/**
+ * A holder record is ~200 bytes of JSON (a hostname is at most 255 characters): a lock file is read
+ * up to this much, and a larger one, not ours, counts as unparseable instead of being read whole.
+ */
+export const MAX_LOCK_FILE_BYTES = 4096;
+/** Linux's PID_MAX_LIMIT (2^22): no pid is larger, so a lock naming one is not a holder record. */
+export const MAX_PID = 2 ** 22;
 /** A lock file we cannot parse (power loss, tampering) counts as stale after this long. */
 export const UNPARSEABLE_LOCK_STALE_MS = 10_000;
 /** gc removes a temp file of a live (or foreign-host) pid only after this long. */

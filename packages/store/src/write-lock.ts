@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { link, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { constants, readFileSync } from 'node:fs';
+import { link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { StoreError, errnoCode, toIoError } from './errors.js';
-import { MAX_LOCK_BREAK_DEPTH, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
+import { MAX_LOCK_BREAK_DEPTH, MAX_LOCK_FILE_BYTES, MAX_PID, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
 
 /** What a lock file says about its holder. */
 export interface LockHolder {
@@ -59,13 +59,17 @@ export function createToken(): string {
   return randomBytes(8).toString('hex');
 }
 
-function parseHolder(text: string): LockHolder | undefined {
+function parseHolder(text: string | undefined): LockHolder | undefined {
+  if (text === undefined) return undefined;
   try {
     const v = JSON.parse(text) as Partial<LockHolder>;
     if (
       typeof v.pid === 'number' &&
       Number.isSafeInteger(v.pid) &&
       v.pid > 0 &&
+      // No process has a larger pid; kill() cannot even be asked about one ≥ 2^31, so such a holder
+      // could never be judged dead: unparseable instead (stale after UNPARSEABLE_LOCK_STALE_MS).
+      v.pid <= MAX_PID &&
       typeof v.host === 'string' &&
       typeof v.token === 'string' &&
       /^[0-9a-f]{16}$/.test(v.token) &&
@@ -88,6 +92,8 @@ function parseHolder(text: string): LockHolder | undefined {
 
 /** True when `pid` is certainly not running on this host (ESRCH). EPERM means it runs as another user. */
 export function isPidDead(pid: number): boolean {
+  // Above the kernel's limit no process can have it (and kill() refuses a pid ≥ 2^31 outright).
+  if (pid > MAX_PID) return true;
   try {
     process.kill(pid, 0);
     return false;
@@ -119,25 +125,57 @@ interface ObservedLock {
   dead: boolean;
 }
 
-/** Reads the lock at `path`; undefined when it does not exist. */
-async function observeLock(path: string): Promise<ObservedLock | undefined> {
-  let text: string;
-  let ino: number;
-  let mtimeMs: number;
+/**
+ * O_NONBLOCK: a FIFO planted as a lock opens at once instead of hanging the thread (and every writer
+ * behind it), then fails the regular-file check.
+ */
+const LOCK_READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+
+interface LockFileContent {
+  /** The holder record's text; undefined when the file is above MAX_LOCK_FILE_BYTES (not ours: unparseable). */
+  text: string | undefined;
+  ino: number;
+  mtimeMs: number;
+  isFile: boolean;
+}
+
+/** Reads a lock file, at most MAX_LOCK_FILE_BYTES of it; undefined when it does not exist. */
+async function readLockFile(path: string): Promise<LockFileContent | undefined> {
   try {
     // One handle for both, so the inode and the text belong to the same file.
-    const handle = await open(path, 'r');
+    const handle = await open(path, LOCK_READ_FLAGS);
     try {
       const info = await handle.stat();
-      ino = info.ino;
-      mtimeMs = info.mtimeMs;
-      text = await handle.readFile('utf8');
+      if (!info.isFile()) return { text: undefined, ino: info.ino, mtimeMs: info.mtimeMs, isFile: false };
+      const bytes = Buffer.alloc(MAX_LOCK_FILE_BYTES + 1);
+      let done = 0;
+      while (done < bytes.length) {
+        const { bytesRead } = await handle.read(bytes, done, bytes.length - done, done);
+        if (bytesRead === 0) break;
+        done += bytesRead;
+      }
+      const text = done > MAX_LOCK_FILE_BYTES ? undefined : bytes.toString('utf8', 0, done);
+      return { text, ino: info.ino, mtimeMs: info.mtimeMs, isFile: true };
     } finally {
       await handle.close();
     }
   } catch (error) {
     if (errnoCode(error) === 'ENOENT') return undefined;
     throw toIoError(error, 'cannot read the lock file', { path });
+  }
+}
+
+/** Reads the lock at `path`; undefined when it does not exist. */
+async function observeLock(path: string): Promise<ObservedLock | undefined> {
+  const file = await readLockFile(path);
+  if (!file) return undefined;
+  const { text, ino, mtimeMs } = file;
+  if (!file.isFile) {
+    // Not something a writer made, and nothing says who holds it or whether they are alive.
+    throw new StoreError('IO_ERROR', 'the lock file is not a regular file: its holder cannot be judged (remove it by hand)', {
+      path,
+      details: { reason: 'not-a-file' },
+    });
   }
   const holder = parseHolder(text);
   if (holder) return { id: holder.token, holder, dead: abandonedTokens.has(holder.token) || isHolderDead(holder) };
@@ -268,8 +306,8 @@ const RELEASE_ATTEMPTS = 3;
 async function releaseLock(path: string, token: string): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const holder = parseHolder(await readFile(path, 'utf8'));
-      if (holder?.token !== token) return;
+      const file = await readLockFile(path);
+      if (!file || parseHolder(file.text)?.token !== token) return;
       await unlink(path);
       return;
     } catch (error) {

@@ -819,28 +819,27 @@ describe('gc', () => {
 });
 
 describe('file system errors name the cache file and keep their errno', () => {
-  it('a journal that cannot be written: IO_ERROR with the journal path (was a bare Node error)', async () => {
+  it('a journal that cannot be written: IO_ERROR with the journal path (was a bare Node error); one that is not a regular file: JOURNAL_INVALID', async () => {
     const { FsBackend } = await import('../src/fs-backend.js');
     const root = await makeTempDir();
-    const full = join(root, 'journal.1');
-    await symlink('/dev/full', full); // writes fail with ENOSPC
     const backend = new FsBackend(root);
+    await backend.createJournal(1, new Uint8Array(16));
+    const path = join(root, 'journal.1');
     const journal = (await backend.openJournal(1))!;
     try {
-      const appended = await catchError(() => journal.append(0, new Uint8Array(16)));
-      expect(appended).toMatchObject({ code: 'IO_ERROR', path: full, details: { errno: 'ENOSPC' } });
-      expect(appended.message).toContain('cannot append to the journal [ENOSPC]');
+      await unlink(path); // the writer opens the path only when it first appends
+      const appended = await catchError(() => journal.append(16, new Uint8Array(16)));
+      expect(appended).toMatchObject({ code: 'IO_ERROR', path, details: { errno: 'ENOENT' } });
+      expect(appended.message).toContain('cannot open the journal for writing [ENOENT]');
     } finally {
       await journal.close();
     }
+    // A device (writes would fail with ENOSPC) or a directory is refused when opened, naming it.
+    await symlink('/dev/full', path);
+    expect(await catchError(() => backend.openJournal(1))).toMatchObject({ code: 'JOURNAL_INVALID', path, details: { reason: 'not-a-file' } });
     const dir = join(root, 'journal.2');
     await mkdir(dir);
-    const notFile = (await backend.openJournal(2))!;
-    try {
-      expect(await catchError(() => notFile.truncate(0))).toMatchObject({ code: 'IO_ERROR', path: dir, details: { errno: 'EISDIR' } });
-    } finally {
-      await notFile.close();
-    }
+    expect(await catchError(() => backend.openJournal(2))).toMatchObject({ code: 'JOURNAL_INVALID', path: dir, details: { reason: 'not-a-file' } });
   });
 
   it('cache directories that cannot be made: the real cause, not ENOENT', async () => {

@@ -1,7 +1,10 @@
 // Inputs that claim sizes the store must not act on blindly: journal tails and blobs above what one
 // read can carry, and other files that are not what their names say. Big files here are sparse.
 import { crc32 } from 'node:zlib';
-import { readFile, truncate, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, openSync, rmSync } from 'node:fs';
+import { readFile, rm, truncate, utimes, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { computePayloadLayout } from '@splitzip/codec';
@@ -10,7 +13,7 @@ import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import type { JournalFile } from '../src/backend.js';
 import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
-import { JOURNAL_READ_WINDOW_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES } from '../src/limits.js';
+import { JOURNAL_READ_WINDOW_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
@@ -107,6 +110,93 @@ describe('journal replay reads in bounded windows', () => {
     const reopened = await openCacheStore(root);
     expect(reopened.lookupBySlice('after-torn', 0, 240)?.key).toBe(a);
     await reopened.close();
+  });
+});
+
+describe('a FIFO in place of a cache file is a typed error, never a hang', () => {
+  /** Makes `path` a FIFO; the returned function unblocks any thread stuck opening it (the code before the fix) and removes it. */
+  function plantFifo(path: string): () => Promise<void> {
+    rmSync(path, { force: true });
+    execFileSync('mkfifo', [path]);
+    return async () => {
+      // O_RDWR never blocks on a FIFO, and its open lets a blocked open(O_RDONLY) return.
+      const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      closeSync(fd);
+      await rm(path, { force: true });
+    };
+  }
+  /** `promise`, or a HANG error after `ms`. */
+  function within<T>(promise: Promise<T>, ms = 3000): Promise<T> {
+    return Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(Object.assign(new Error('hang'), { code: 'HANG' })), ms).unref())]);
+  }
+
+  it('manifest.json: MANIFEST_INVALID; journal.<G>: JOURNAL_INVALID; lock: IO_ERROR naming it (each hung for good before)', async () => {
+    const { root, tensors } = await makeCache();
+    let unplant = plantFifo(join(root, 'manifest.json'));
+    try {
+      const error = await catchError(() => within(openCacheStore(root)));
+      expect(error.code).toBe('MANIFEST_INVALID');
+      expect(error.details).toMatchObject({ reason: 'not-a-file' });
+    } finally {
+      await unplant();
+    }
+    const { root: root2 } = await makeCache();
+    unplant = plantFifo(join(root2, 'journal.2'));
+    try {
+      const error = await catchError(() => within(openCacheStore(root2)));
+      expect(error.code).toBe('JOURNAL_INVALID');
+      expect(error.path).toBe(join(root2, 'journal.2'));
+    } finally {
+      await unplant();
+    }
+    const { root: root3 } = await makeCache();
+    const store = await openCacheStore(root3, { lockTimeoutMs: 1000, compactOnClose: false });
+    unplant = plantFifo(join(root3, 'lock'));
+    try {
+      const error = await catchError(() => within(store.aliasSlice(tensors[0]!.key, 'blocked', 0, 240)));
+      expect(error.code).toBe('IO_ERROR');
+      expect(error.path).toBe(join(root3, 'lock'));
+      expect(error.details).toMatchObject({ reason: 'not-a-file' });
+    } finally {
+      await unplant();
+    }
+    expect(await store.aliasSlice(tensors[0]!.key, 'unblocked', 0, 240)).toBe(true);
+    await store.close();
+  });
+});
+
+describe('lock files are input', () => {
+  const old = new Date(Date.now() - 60_000);
+  async function writeLock(root: string, holder: Record<string, unknown>): Promise<void> {
+    await writeFile(join(root, 'lock'), JSON.stringify({ host: hostname(), bootId: null, startTicks: null, token: '0123456789abcdef', createdMs: Date.now(), ...holder }));
+  }
+
+  it('a pid above MAX_PID makes the record unparseable: broken once old (was never judged dead: LOCK_TIMEOUT for every writer, forever)', async () => {
+    const { root, tensors } = await makeCache();
+    const store = await openCacheStore(root, { lockTimeoutMs: 300, compactOnClose: false });
+    for (const pid of [2 ** 31, 2 ** 40, MAX_PID + 1]) {
+      await writeLock(root, { pid });
+      expect((await catchError(() => store.aliasSlice(tensors[0]!.key, `pid-${pid}`, 0, 240))).code).toBe('LOCK_TIMEOUT');
+      await utimes(join(root, 'lock'), old, old);
+      expect(await store.aliasSlice(tensors[0]!.key, `pid-${pid}`, 0, 240)).toBe(true);
+    }
+    await store.close();
+  });
+
+  it('a lock file above MAX_LOCK_FILE_BYTES is not read whole: unparseable, broken once old (a 1.1 GiB one was read whole, then IO_ERROR every time)', async () => {
+    const { root, tensors } = await makeCache();
+    const store = await openCacheStore(root, { lockTimeoutMs: 300, compactOnClose: false });
+    await writeLock(root, { pid: process.pid });
+    await truncate(join(root, 'lock'), Math.round(1.1 * 2 ** 30)); // sparse
+    expect((await catchError(() => store.aliasSlice(tensors[0]!.key, 'big-lock', 0, 240))).code).toBe('LOCK_TIMEOUT');
+    await utimes(join(root, 'lock'), old, old);
+    expect(await store.aliasSlice(tensors[0]!.key, 'big-lock', 0, 240)).toBe(true);
+    // Just above the limit: the same (a valid record padded with spaces is still not read).
+    await writeFile(join(root, 'lock'), JSON.stringify({ pid: 1, host: 'x', token: '0123456789abcdef', createdMs: 0 }).padEnd(MAX_LOCK_FILE_BYTES + 1, ' '));
+    await utimes(join(root, 'lock'), old, old);
+    expect(await store.aliasSlice(tensors[0]!.key, 'padded-lock', 0, 240)).toBe(true);
+    await store.close();
   });
 });
 
