@@ -1,13 +1,14 @@
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
+import { quoteValue } from './quote-value.js';
 import type { TensorToWrite } from './types.js';
 
 /** Before anything is written: every tensor's data must be a Uint8Array of exactly shape x dtype bytes. */
 export function checkTensorData(tensors: readonly TensorToWrite[], file: string): void {
   for (const tensor of tensors) {
     if (!(tensor.data instanceof Uint8Array)) {
-      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'data is not a Uint8Array', { file, tensor: String(tensor.name) });
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'data is not a Uint8Array', { file, tensor: typeof tensor.name === 'string' ? tensor.name : quoteValue(tensor.name) });
     }
     if (!isSafetensorsDtype(tensor.dtype) || !Array.isArray(tensor.shape) || !tensor.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
       continue; // the header serializer names the exact problem

@@ -6,6 +6,7 @@ import { checkByteArray } from './check-byte-array.js';
 import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
+import { quoteValue } from './quote-value.js';
 import type { TensorSpec } from './types.js';
 
 export interface ShardedModelOptions {
@@ -54,7 +55,7 @@ export function formatShardName(index: number, count: number, prefix = 'model'):
 /** Greedy split in the given order: a shard takes tensors while its data stays <= maxShardBytes. */
 export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, prefix = 'model'): ShardPlan[] {
   if (!Number.isSafeInteger(maxShardBytes) || maxShardBytes < 1) {
-    throw new SafetensorsError('INVALID_ARGUMENT', `maxShardBytes must be a positive integer, got ${String(maxShardBytes)}`);
+    throw new SafetensorsError('INVALID_ARGUMENT', `maxShardBytes must be a positive integer, got ${quoteValue(maxShardBytes)}`);
   }
   const groups: { tensors: TensorSpec[]; dataBytes: number }[] = [];
   let current: { tensors: TensorSpec[]; dataBytes: number } | undefined;
@@ -63,7 +64,7 @@ export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, 
       ? computeTensorByteSize(spec.shape, spec.dtype).byteSize
       : undefined;
     if (size === undefined) {
-      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'invalid dtype or shape', { tensor: String(spec.name) });
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'invalid dtype or shape', { tensor: typeof spec.name === 'string' ? spec.name : quoteValue(spec.name) });
     }
     if (!current || (current.tensors.length > 0 && current.dataBytes + size > maxShardBytes)) {
       current = { tensors: [], dataBytes: 0 };

@@ -1,3 +1,5 @@
+import { quoteValue } from './quote-value.js';
+
 /** Every way a safetensors file, index or request can be rejected; see README "Validation order". */
 export type SafetensorsErrorCode =
   // header prefix and bytes (rules 1-7)
@@ -90,7 +92,7 @@ export class SafetensorsError extends Error {
   constructor(code: SafetensorsErrorCode, message: string, context: SafetensorsErrorContext = {}) {
     const where = [
       context.file !== undefined ? context.file : undefined,
-      context.tensor !== undefined ? `tensor ${JSON.stringify(context.tensor)}` : undefined,
+      context.tensor !== undefined ? `tensor ${quoteValue(context.tensor)}` : undefined,
     ]
       .filter((part) => part !== undefined)
       .join(', ');

@@ -2,6 +2,7 @@ import { SafetensorsError } from './errors.js';
 import { DEFAULT_ITERATE_BUFFER_BYTES } from './limits.js';
 import { allocateUninitialized, checkFitsOneBuffer, getModelReader } from './model-reader.js';
 import { MAX_BUFFER_BYTES } from './node-limits.js';
+import { quoteValue } from './quote-value.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 export interface IterateTensorsOptions {
@@ -44,7 +45,7 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
   const reader = getModelReader(model);
   const maxBufferBytes = options.maxBufferBytes ?? DEFAULT_ITERATE_BUFFER_BYTES;
   if (!Number.isSafeInteger(maxBufferBytes) || maxBufferBytes < 1) {
-    throw new SafetensorsError('INVALID_ARGUMENT', `maxBufferBytes must be a positive integer, got ${String(maxBufferBytes)}`);
+    throw new SafetensorsError('INVALID_ARGUMENT', `maxBufferBytes must be a positive integer, got ${quoteValue(maxBufferBytes)}`);
   }
   // No batch of several tensors (nor a reused buffer) may outgrow one buffer; a single tensor that
   // does fails when reached.

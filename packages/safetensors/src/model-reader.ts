@@ -1,5 +1,6 @@
 import { SafetensorsError } from './errors.js';
 import { MAX_BUFFER_BYTES } from './node-limits.js';
+import { quoteValue } from './quote-value.js';
 import type { SafetensorsModel, TensorInfo } from './types.js';
 
 /**
@@ -63,7 +64,7 @@ export function resolveTensor(model: SafetensorsModel, tensor: TensorInfo | stri
         found.slice.offsetBytes !== tensor.slice?.offsetBytes ||
         found.slice.sizeBytes !== tensor.slice?.sizeBytes))
   ) {
-    throw new SafetensorsError('UNKNOWN_TENSOR', 'no such tensor in this model', { file: model.rootDir, tensor: String(name) });
+    throw new SafetensorsError('UNKNOWN_TENSOR', 'no such tensor in this model', { file: model.rootDir, tensor: typeof name === 'string' ? name : quoteValue(name) });
   }
   return found;
 }

@@ -7,6 +7,7 @@ import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_READ_CHUNK_BYTES, STAMP_CHECK
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
 import { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
+import { quoteValue } from './quote-value.js';
 import { readFully } from './read-fully.js';
 import type { ParsedHeader, SafetensorsModel, SafetensorsShard, SliceKey, TensorInfo } from './types.js';
 
@@ -212,7 +213,7 @@ async function openSourceModel(options: OpenFromSourceOptions): Promise<Safetens
     if (indexObject === undefined) throw new SafetensorsError('PATH_NOT_FOUND', 'no such index object', { file: indexPath });
     // Checked before allocating anything from the object's size.
     if (!Number.isSafeInteger(indexObject.sizeBytes) || indexObject.sizeBytes < 0 || indexObject.sizeBytes > MAX_INDEX_BYTES) {
-      throw new SafetensorsError('INDEX_TOO_LARGE', `index has ${indexObject.sizeBytes} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
+      throw new SafetensorsError('INDEX_TOO_LARGE', `index has ${quoteValue(indexObject.sizeBytes)} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
         file: indexPath,
         offsets: { expected: MAX_INDEX_BYTES, actual: indexObject.sizeBytes },
       });
@@ -246,9 +247,9 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
     for (const name of names) {
       const object = await source.open(name);
       const path = `${source.url}${name}`;
-      if (object === undefined) throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${JSON.stringify(name)} does not exist`, { file });
+      if (object === undefined) throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist`, { file });
       if (!Number.isSafeInteger(object.sizeBytes) || object.sizeBytes < 0) {
-        throw new SafetensorsError('NOT_SAFETENSORS', `shard ${JSON.stringify(name)} reports an invalid size ${String(object.sizeBytes)}`, { file });
+        throw new SafetensorsError('NOT_SAFETENSORS', `shard ${quoteValue(name)} reports an invalid size ${quoteValue(object.sizeBytes)}`, { file });
       }
       const io: ShardIo = {
         sizeBytes: object.sizeBytes,
@@ -292,19 +293,19 @@ async function resolveInside(candidate: string, rootReal: string, name: string, 
     } catch (cause) {
       const code = (cause as NodeJS.ErrnoException)?.code;
       if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') {
-        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${JSON.stringify(name)} does not exist (${code})`, { file, cause });
+        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist (${code})`, { file, cause });
       }
       return rethrowIo(cause, path);
     }
   };
   const parentReal = await realOrMissing(dirname(candidate));
   if (parentReal !== rootReal && !parentReal.startsWith(rootReal + sep)) {
-    throw new SafetensorsError('INDEX_SHARD_OUTSIDE', `shard ${JSON.stringify(name)} lies in ${parentReal}, outside the model directory ${rootReal}`, { file });
+    throw new SafetensorsError('INDEX_SHARD_OUTSIDE', `shard ${quoteValue(name)} lies in ${parentReal}, outside the model directory ${rootReal}`, { file });
   }
   const realPath = await realOrMissing(candidate);
   const info = await stat(realPath).catch((cause: unknown) => rethrowIo(cause, realPath));
   if (!info.isFile()) {
-    throw new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${JSON.stringify(name)} is not a regular file`, { file });
+    throw new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${quoteValue(name)} is not a regular file`, { file });
   }
   return realPath;
 }
@@ -340,7 +341,7 @@ async function openShards(locations: readonly { name: string; path: string; real
   try {
     for (const location of locations) {
       const notAFile = (kind: string) =>
-        new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${JSON.stringify(location.name)} is ${kind}, not a regular file`, {
+        new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${quoteValue(location.name)} is ${kind}, not a regular file`, {
           file: indexPath ?? location.path,
         });
       opened.push(await openShard(location.name, location.path, location.realPath, notAFile));
@@ -381,7 +382,7 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
         return rethrowIo(cause, path);
       }
       if (now !== stamp) {
-        throw new SafetensorsError('SHARD_CHANGED', `shard ${JSON.stringify(name)} changed since the model was opened (size:mtime ${stamp} -> ${now}): open the model again`, {
+        throw new SafetensorsError('SHARD_CHANGED', `shard ${quoteValue(name)} changed since the model was opened (size:mtime ${stamp} -> ${now}): open the model again`, {
           file: path,
           ...(tensor !== undefined ? { tensor } : {}),
         });
@@ -522,5 +523,5 @@ async function statOrThrow(path: string) {
 function rethrowIo(cause: unknown, file: string): never {
   if (cause instanceof SafetensorsError) throw cause;
   const code = (cause as NodeJS.ErrnoException)?.code ?? 'unknown';
-  throw new SafetensorsError('IO_ERROR', `file system error ${code}: ${cause instanceof Error ? cause.message : String(cause)}`, { file, cause });
+  throw new SafetensorsError('IO_ERROR', `file system error ${code}: ${cause instanceof Error ? cause.message : quoteValue(cause)}`, { file, cause });
 }

@@ -4,6 +4,7 @@ import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
 import { HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
+import { quoteValue } from './quote-value.js';
 import type { ParsedHeader, ParsedTensorEntry } from './types.js';
 
 export interface HeaderContext {
@@ -92,7 +93,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   }
   const duplicate = findDuplicateJsonKey(text);
   if (duplicate) {
-    throw new SafetensorsError('HEADER_DUPLICATE_KEY', `key ${JSON.stringify(duplicate.key)} appears twice in one object of the header`, {
+    throw new SafetensorsError('HEADER_DUPLICATE_KEY', `key ${quoteValue(duplicate.key)} appears twice in one object of the header`, {
       file,
       tensor: duplicate.key,
       offsets: { position: duplicate.position },
@@ -119,7 +120,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
       const what =
         begin > expected
           ? `leaves a hole of ${begin - expected} bytes before it`
-          : `overlaps ${JSON.stringify(previous?.name)} [${previous?.dataOffsets[0]}, ${expected}] by ${expected - begin} bytes`;
+          : `overlaps ${quoteValue(previous?.name)} [${previous?.dataOffsets[0]}, ${expected}] by ${expected - begin} bytes`;
       throw new SafetensorsError(code, `data_offsets [${begin}, ${end}] ${what} (expected begin ${expected})`, {
         file,
         tensor: tensor.name,
@@ -164,7 +165,7 @@ function validateMetadata(value: unknown, file: string): Record<string, string> 
   const out: Record<string, string> = {};
   for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
     if (typeof item !== 'string') {
-      throw new SafetensorsError('METADATA_INVALID', `__metadata__[${JSON.stringify(key)}] is ${typeof item}, not a string`, { file, tensor: METADATA_KEY });
+      throw new SafetensorsError('METADATA_INVALID', `__metadata__[${quoteValue(key)}] is ${typeof item}, not a string`, { file, tensor: METADATA_KEY });
     }
     // defineProperty: a key named "__proto__" stays an own property instead of changing the prototype.
     Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true });
@@ -179,14 +180,14 @@ function validateEntry(name: string, value: unknown, file: string): ParsedTensor
   const entry = value as Record<string, unknown>;
   const keys = Object.keys(entry);
   if (keys.length !== ENTRY_FIELDS || !Object.hasOwn(entry, 'dtype') || !Object.hasOwn(entry, 'shape') || !Object.hasOwn(entry, 'data_offsets')) {
-    throw new SafetensorsError('TENSOR_ENTRY_INVALID', `tensor entry must have exactly dtype, shape and data_offsets (has ${keys.map((k) => JSON.stringify(k)).join(', ')})`, {
+    throw new SafetensorsError('TENSOR_ENTRY_INVALID', `tensor entry must have exactly dtype, shape and data_offsets (has ${quoteValue(keys)})`, {
       file,
       tensor: name,
     });
   }
   const dtype = entry.dtype;
   if (!isSafetensorsDtype(dtype)) {
-    throw new SafetensorsError('TENSOR_UNKNOWN_DTYPE', `unknown dtype ${safeJson(dtype)}`, { file, tensor: name });
+    throw new SafetensorsError('TENSOR_UNKNOWN_DTYPE', `unknown dtype ${quoteValue(dtype)}`, { file, tensor: name });
   }
   const shapeValue = entry.shape;
   if (!Array.isArray(shapeValue) || shapeValue.length > MAX_TENSOR_RANK) {
@@ -199,7 +200,7 @@ function validateEntry(name: string, value: unknown, file: string): ParsedTensor
   for (let d = 0; d < shapeValue.length; d++) {
     const dim: unknown = shapeValue[d];
     if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) {
-      throw new SafetensorsError('TENSOR_INVALID_SHAPE', `shape[${d}] = ${safeJson(dim)} is not a non-negative safe integer`, { file, tensor: name });
+      throw new SafetensorsError('TENSOR_INVALID_SHAPE', `shape[${d}] = ${quoteValue(dim)} is not a non-negative safe integer`, { file, tensor: name });
     }
     shape[d] = dim;
   }
@@ -217,7 +218,7 @@ function validateEntry(name: string, value: unknown, file: string): ParsedTensor
     begin < 0 ||
     end < begin
   ) {
-    throw new SafetensorsError('TENSOR_INVALID_OFFSETS', `data_offsets ${safeJson(offsetsValue)} are not two ordered non-negative safe integers`, {
+    throw new SafetensorsError('TENSOR_INVALID_OFFSETS', `data_offsets ${quoteValue(offsetsValue)} are not two ordered non-negative safe integers`, {
       file,
       tensor: name,
       ...(typeof begin === 'number' && typeof end === 'number' ? { offsets: { begin, end } } : {}),
@@ -248,15 +249,4 @@ function bigToNumber(value: bigint): number {
 
 function describe(cause: unknown): string {
   return cause instanceof Error ? cause.message : String(cause);
-}
-
-/** JSON text of an untrusted value for a message, short and never throwing. */
-function safeJson(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
-  }
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }

@@ -1,6 +1,7 @@
 import { SafetensorsError } from './errors.js';
 import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
 import { MAX_INDEX_BYTES } from './limits.js';
+import { quoteValue } from './quote-value.js';
 
 /** A validated model.safetensors.index.json (before the shards are looked at). */
 export interface ParsedIndex {
@@ -44,7 +45,7 @@ export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): Pars
   }
   const duplicate = findDuplicateJsonKey(text);
   if (duplicate) {
-    throw new SafetensorsError('INDEX_DUPLICATE_KEY', `key ${JSON.stringify(duplicate.key)} appears twice in one object of the index`, {
+    throw new SafetensorsError('INDEX_DUPLICATE_KEY', `key ${quoteValue(duplicate.key)} appears twice in one object of the index`, {
       file,
       tensor: duplicate.key,
       offsets: { position: duplicate.position },
@@ -80,7 +81,7 @@ export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): Pars
 
 /** Rules 17, 18, 18b: a relative path of plain segments, no way up. */
 function checkShardName(shard: string, file: string, tensor: string): void {
-  const shown = JSON.stringify(shard);
+  const shown = quoteValue(shard);
   if (shard.startsWith('/') || /^[A-Za-z]:/.test(shard)) {
     throw new SafetensorsError('INDEX_SHARD_ABSOLUTE', `shard name ${shown} is an absolute path`, { file, tensor });
   }

@@ -2,6 +2,7 @@ import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import { HEADER_ALIGNMENT_BYTES, HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
+import { quoteValue } from './quote-value.js';
 import type { ParsedTensorEntry, TensorSpec } from './types.js';
 
 export interface SerializedHeader {
@@ -34,7 +35,7 @@ export function serializeSafetensorsHeader(
     const metaPieces: string[] = [];
     for (const [key, value] of Object.entries(metadata)) {
       if (typeof value !== 'string') {
-        throw new SafetensorsError('WRITE_INVALID_TENSOR', `metadata ${JSON.stringify(key)} is not a string`, { file: fileName, tensor: '__metadata__' });
+        throw new SafetensorsError('WRITE_INVALID_TENSOR', `metadata ${quoteValue(key)} is not a string`, { file: fileName, tensor: '__metadata__' });
       }
       metaPieces.push(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
     }
@@ -46,12 +47,12 @@ export function serializeSafetensorsHeader(
     if (typeof name !== 'string' || name === '__metadata__' || seen.has(name)) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', typeof name !== 'string' ? 'tensor name is not a string' : name === '__metadata__' ? 'tensor name __metadata__ is reserved' : 'tensor name appears twice', {
         file: fileName,
-        tensor: String(name),
+        tensor: typeof name === 'string' ? name : quoteValue(name),
       });
     }
     seen.add(name);
     if (!isSafetensorsDtype(dtype)) {
-      throw new SafetensorsError('WRITE_INVALID_TENSOR', `unknown dtype ${String(dtype)}`, { file: fileName, tensor: name });
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', `unknown dtype ${quoteValue(dtype)}`, { file: fileName, tensor: name });
     }
     if (!Array.isArray(shape) || shape.length > MAX_TENSOR_RANK || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', 'shape must be at most MAX_TENSOR_RANK non-negative safe integers', { file: fileName, tensor: name });
