@@ -20,8 +20,12 @@ const controller = new AbortController();
 let interrupts = 0;
 const onSignal = (signal: NodeJS.Signals): void => {
   interrupts++;
-  // First signal: stop at the next safe point (the cache stays valid either way). Second: now.
-  if (interrupts > 1) process.exit(signal === 'SIGINT' ? 130 : 143);
+  // First signal: stop at the next safe point (the cache stays valid either way). Second: now,
+  // saying so: writers' temp files may be left (committed entries are safe), and gc removes them.
+  if (interrupts > 1) {
+    process.stderr.write(`\nsplitzip: stopped at once by a second ${signal}; committed entries are kept, and \`splitzip gc <cache>\` removes any temp files left behind\n`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  }
   // The reason names the signal: the exit status follows it (130 for SIGINT, 143 for SIGTERM).
   controller.abort(Object.assign(new Error(`interrupted by ${signal}`), { signal }));
 };

@@ -121,6 +121,8 @@ function convertValue(command: CommandDef, flag: string, spec: ArgSpec, raw: str
     }
     return value;
   }
+  // `--out=` (a variable that expanded to nothing) is a usage error, not a path the store refuses.
+  if (spec.type === 'string' && raw === '') throw new UsageError(`option '--${flag}' needs a value, got an empty one`, command.name);
   if (spec.type === 'string' && spec.choices && !spec.choices.includes(raw)) {
     throw new UsageError(`option '--${flag}' must be one of ${spec.choices.join(', ')}; got '${raw}'`, command.name);
   }

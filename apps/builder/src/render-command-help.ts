@@ -50,7 +50,8 @@ export function renderMainHelp(commands: readonly CommandDef[], version: string)
       ['--debug', 'Print stack traces with errors'],
     ]),
     '',
-    'Exit codes: 0 success, 1 failure (bad input, verify failed), 2 usage error.',
+    'Exit codes: 0 success, 1 failure (bad input, verify failed), 2 usage error,',
+    '            130 / 143 interrupted by SIGINT / SIGTERM (the cache stays valid).',
     `Run '${BINARY_NAME} <command> --help' for a command's options.`,
   ];
   return `${lines.join('\n')}\n`;
@@ -62,14 +63,16 @@ function valueHint(name: string, spec: ArgSpec): string {
 
 function optionLabel(name: string, spec: ArgSpec): string {
   const flag = `--${toFlag(name)}`;
-  if (spec.type === 'boolean') return flag;
+  // On by default: the way to turn it off is what a user looks for.
+  if (spec.type === 'boolean') return spec.default === true ? `--[no-]${toFlag(name)}` : flag;
   if (spec.type === 'string' && spec.choices) return `${flag} <${spec.choices.join('|')}>`;
   return `${flag} <${valueHint(name, spec)}>`;
 }
 
 function describe(spec: ArgSpec): string {
   const parts = [spec.description];
-  if (spec.type !== 'positional' && spec.type !== 'boolean' && spec.default !== undefined) {
+  if (spec.type === 'boolean' && spec.default === true) parts.push('(default: on)');
+  else if (spec.type !== 'positional' && spec.type !== 'boolean' && spec.default !== undefined) {
     parts.push(`(default: ${spec.default})`);
   }
   if ('required' in spec && spec.required) parts.push('(required)');

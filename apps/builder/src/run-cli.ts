@@ -62,11 +62,19 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     return EXIT_OK;
   }
   if (!command) {
-    io.stderr.write(`${BINARY_NAME}: unknown command '${commandName}'\nRun '${BINARY_NAME} --help' for the commands.\n`);
+    // `splitzip --jobs 2 build …`: options follow the command; say so rather than "unknown command".
+    const optionFirst = commandName?.startsWith('-') === true && words.some((word) => COMMANDS.some((c) => c.name === word));
+    const hint = optionFirst ? `options go after the command: ${BINARY_NAME} <command> [arguments] [options]` : `Run '${BINARY_NAME} --help' for the commands.`;
+    io.stderr.write(`${BINARY_NAME}: unknown command '${commandName}'\n${hint}\n`);
     return EXIT_USAGE;
   }
   if (helpFirst || wantsHelp) {
     io.stdout.write(renderCommandHelp(command));
+    return EXIT_OK;
+  }
+  // A global option, listed as such by the main help: after a command too.
+  if (beforeEnd.includes('--version') || beforeEnd.includes('-v')) {
+    io.stdout.write(`${VERSION}\n`);
     return EXIT_OK;
   }
 

@@ -187,4 +187,40 @@ describe('a build stopped by Ctrl-C', () => {
     expect(json.encoded + json.cached).toBe(48);
     expect(json.cached).toBeGreaterThan(0);
   });
+
+  it('a second Ctrl-C stops at once and says what may be left (it exited without a word)', async () => {
+    // Large tensors: the first Ctrl-C waits for the tensor in flight, so the second one comes while
+    // the build still runs. Two signals of one kind pending at once are merged into one by the
+    // kernel: an attempt where that happened (a plain interrupt) is run again, at most 3 times.
+    const tensors = Array.from({ length: 8 }, (_, i) => gaussianBf16(`layer.${i}.weight`, [2048, 2048], 1900 + i));
+    const model = await writeSingleFileModel(join(temp.path, 'sigint2.safetensors'), tensors);
+    const { startCli, collect } = await import('./helpers/run-cli.js');
+    const { waitForBlobs } = await import('./helpers/wait.js');
+    let stderr = '';
+    for (let attempt = 0; attempt < 3 && !stderr.includes('second SIGINT'); attempt++) {
+      const cacheDir = join(temp.path, `cache-sigint2-${attempt}`);
+      const child = startCli(['build', model, '--out', cacheDir, '--jobs', '1', '--inline-max-mib', '0']);
+      const done = collect(child, 60_000);
+      await waitForBlobs(cacheDir, 1, 30_000);
+      child.kill('SIGINT');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      child.kill('SIGINT');
+      const result = await done;
+      expect(result.code, result.stderr).toBe(130);
+      expect((await runJson<VerifyJson>(['verify', cacheDir])).json.ok).toBe(true);
+      stderr = result.stderr;
+    }
+    expect(stderr).toMatch(/stopped at once by a second SIGINT; .*splitzip gc <cache>/);
+  });
+});
+
+describe('a model without tensors', () => {
+  it('builds nothing, with a warning (an index whose weight_map is empty)', async () => {
+    const dir = join(temp.path, 'empty-index');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: {} }));
+    const result = await runCli(['build', dir, '--out', join(temp.path, 'cache-empty-index'), '--quiet']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/^splitzip build: warning: the model .* has no tensors; nothing was cached$/m);
+  });
 });

@@ -8,10 +8,20 @@ const packageVersion = (JSON.parse(readFileSync(new URL('../package.json', impor
 beforeAll(() => assertBuilt());
 
 describe('splitzip usage', () => {
-  it('prints the version', async () => {
+  it('prints the version, before or after a command (a global option)', async () => {
     const result = await runCli(['--version']);
     expect(result.code).toBe(0);
     expect(result.stdout.trim()).toBe(packageVersion);
+    const after = await runCli(['build', '--version']);
+    expect(after.code).toBe(0);
+    expect(after.stdout.trim()).toBe(packageVersion);
+  });
+
+  it('shows how to turn off an option that is on by default, and the interrupt exit codes', async () => {
+    const verify = await runCli(['verify', '--help']);
+    expect(verify.stdout).toMatch(/--\[no-\]decode .*\(default: on\)/);
+    const main = await runCli(['--help']);
+    expect(main.stdout).toMatch(/130 \/ 143 interrupted by SIGINT \/ SIGTERM/);
   });
 
   it('prints the main help with every command, and exits 2 without a command', async () => {
@@ -47,6 +57,8 @@ describe('splitzip usage', () => {
       [['verify'], /missing argument <cache-dir>/],
       [['inspect', 'a', 'b'], /unexpected argument 'b'/],
       [['stats', 'm', '--bogus'], /unknown option '--bogus'/],
+      [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
+      [['--jobs', '2', 'build', 'm.safetensors', '--out', 'c'], /unknown command '--jobs'\noptions go after the command/],
     ];
     for (const [args, pattern] of cases) {
       const result = await runCli(args);

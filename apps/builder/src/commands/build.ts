@@ -91,6 +91,8 @@ export const buildCommand = defineCommand({
     } finally {
       progress.finish();
     }
+    // Not an error (a valid, empty model), but rarely what was meant: an index whose weight_map is empty.
+    if (report.tensors.length === 0) io.stderr.write(`splitzip build: warning: the model ${args.model} has no tensors; nothing was cached\n`);
     if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else io.stdout.write(renderBuildReport(report, { tensors: !args.quiet }));
     return 0;
