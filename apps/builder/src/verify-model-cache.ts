@@ -23,6 +23,16 @@ export interface ModelTensorCheck {
   status: ModelTensorStatus;
   /** Why it is not cached (dtype, coverage, size) or what failed. */
   reason: string | null;
+  /** True where it failed because its shard file changed since its slice was bound (the text report groups these per shard). */
+  stale?: true;
+}
+
+/** `12582912 bytes, modified 2026-12-05T06:12:07.340Z` for a shard stamp `<size>:<mtime ns>` (other forms as they are). */
+export function describeStamp(stamp: string): string {
+  const match = /^(\d+):(\d+)$/.exec(stamp);
+  if (!match) return stamp;
+  const modified = new Date(Number(BigInt(match[2]!) / 1_000_000n));
+  return Number.isNaN(modified.getTime()) ? stamp : `${match[1]} bytes, modified ${modified.toISOString()}`;
 }
 
 export interface ModelCheckReport {
@@ -117,10 +127,11 @@ async function checkTensor(
     return { ...base, key, status: 'not_cached', reason: `its entry holds MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slices of identical tensors already` };
   }
   if (!bySlice && sizeBytes > 0) {
-    const reason = stale
-      ? `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.join(' or ')} and it is ${fileStamp} now (run build${binding.entry.key === key ? '' : ' --rebind'})`
-      : 'in the cache by content key, but its slice key is not aliased';
-    return { ...base, key, status: 'failed', reason };
+    if (stale) {
+      const reason = `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.map(describeStamp).join(' or ')}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now (run build${binding.entry.key === key ? '' : ' --rebind'})`;
+      return { ...base, key, status: 'failed', reason, stale: true };
+    }
+    return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };
   }
 
   // The entry was found by this tensor's content key, so it describes these values; a manifest

@@ -1,6 +1,6 @@
 // build -> verify -> inspect -> stats through the real binary, on generated models that have
 // non-BF16 tensors, escape-heavy tensors that fail the gate, duplicates, empty tensors, several shards.
-import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '@splitzip/store';
@@ -443,6 +443,23 @@ describe('sharded models and a second model sharing tensors', () => {
     for (const index of [copyIndex, original.indexPath]) expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', index])).json.ok).toBe(true);
     // Nothing left to add: a second build writes nothing.
     expect((await runJson<BuildJson>(['build', copyIndex, '--out', cacheDir])).json.aliased).toBe(0);
+  });
+
+  it('a shard touched after the build: verify says so once for the shard, with readable file times', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'touched.safetensors'), [0, 1, 2].map((i) => gaussianBf16(`t${i}.weight`, [64, 64], 611 + i)));
+    const cacheDir = join(temp.path, 'cache-touched');
+    await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    const later = new Date(Date.now() + 60_000);
+    await utimes(modelPath, later, later);
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath], 1);
+    for (const tensor of json.model!.tensors) {
+      expect(tensor).toMatchObject({ status: 'failed', stale: true });
+      expect(tensor.reason).toMatch(/was \d+ bytes, modified \d{4}-\d\d-\d\dT[\d:.]+Z, and it is \d+ bytes, modified \d{4}-/);
+    }
+    const text = await runCli(['verify', cacheDir, '--model', modelPath]);
+    expect(text.code).toBe(1);
+    expect(text.stdout.match(/^ {2}FAIL /gm)).toHaveLength(1);
+    expect(text.stdout).toMatch(/^ {2}FAIL 3 tensors of touched\.safetensors \(its file changed since they were bound; e\.g\. t0\.weight\)/m);
   });
 
   it('more byte-identical tensors than one entry binds slices for: the rest stay unbound (served raw), the build and its re-runs succeed', async () => {

@@ -3,7 +3,7 @@ import { defineCommand } from '../define-command.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { interruptedError } from '../throw-if-interrupted.js';
-import { verifyModelCache, type ModelCheckReport } from '../verify-model-cache.js';
+import { verifyModelCache, type ModelCheckReport, type ModelTensorCheck } from '../verify-model-cache.js';
 
 export interface VerifyCommandReport {
   cache: string;
@@ -87,8 +87,18 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       `model ${m.model}: ${m.totals.tensors} tensors, ${m.totals.ok} cached and bit-identical, ` +
         `${m.totals.not_cached} not cached, ${m.totals.failed} failed`,
     );
-    const failed = m.tensors.filter((t) => t.status === 'failed');
-    for (const t of failed) lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
+    // Tensors failed because their shard file changed: one line per shard (a touched shard of a
+    // thousand tensors printed a thousand lines of the same cause).
+    const staleByShard = new Map<string, ModelTensorCheck[]>();
+    for (const t of m.tensors) if (t.status === 'failed' && t.stale) staleByShard.set(t.shard, [...(staleByShard.get(t.shard) ?? []), t]);
+    for (const [shard, tensors] of staleByShard) {
+      if (tensors.length === 1) continue;
+      lines.push(`  FAIL ${tensors.length} tensors of ${shard} (its file changed since they were bound; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
+    }
+    for (const t of m.tensors) {
+      if (t.status !== 'failed' || (t.stale && (staleByShard.get(t.shard)?.length ?? 0) > 1)) continue;
+      lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
+    }
     // Not cached (served raw): non-BF16 tensors counted per dtype, the rest listed with their reason.
     const byDtype = new Map<string, number>();
     const listed: string[][] = [];
