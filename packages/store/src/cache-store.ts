@@ -30,6 +30,7 @@ import type {
 } from './types.js';
 import { validateSliceKey } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
+import { journalFileName } from './fs-backend.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
@@ -160,6 +161,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private draining: Promise<void> | undefined;
   private wrote = false;
   private timer: NodeJS.Timeout | undefined;
+  /** The generation whose interrupted compaction this writer session's catch-up finished (gc reports it). */
+  private compactionFinishedInSession: number | undefined;
 
   private constructor(
     private readonly backend: StorageBackend,
@@ -342,6 +345,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           continue;
         }
         if (!lock) return; // The compacting writer is between steps (or crashed): look again later.
+        this.compactionFinishedInSession = this.header.generation;
         await this.finishCompaction();
         continue;
       }
@@ -420,6 +424,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async writerSession<T>(task: (lock: HeldLock) => Promise<T>): Promise<T> {
     return this.mutex.run(async () => {
       const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
+      this.compactionFinishedInSession = undefined;
       let result: T;
       try {
         await this.catchUp(lock);
@@ -675,7 +680,41 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   gc(options: GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
-    return this.writerSession((lock) => collectGarbage(this.backend, this.state, this.header.generation, lock, options));
+    if (options.dryRun === true) return this.gcDryRun(options);
+    return this.writerSession((lock) => {
+      const folded = this.compactionFinishedInSession;
+      return collectGarbage(
+        this.backend,
+        this.state,
+        this.header.generation,
+        { recoveredLocks: lock.recovered, finishedCompaction: folded === undefined ? undefined : journalFileName(folded), inspectLock: false },
+        options,
+      );
+    });
+  }
+
+  /**
+   * gc's report without changing anything on disk: no writer lock (taking it recovers a dead
+   * holder's lock, and its catch-up finishes an interrupted compaction), a read-only catch-up, and
+   * what a writer session would have done reported instead of done.
+   */
+  private async gcDryRun(options: GcOptions): Promise<GcReport> {
+    await this.refresh();
+    return this.mutex.run(async () => {
+      let unfolded: number | undefined;
+      if (this.sealSeen) {
+        // A sealed journal whose manifest still names it: a writer session finishes that compaction first.
+        const bytes = await this.backend.readManifest();
+        if (bytes && peekGeneration(bytes) === this.header.generation) unfolded = this.header.generation;
+      }
+      return collectGarbage(
+        this.backend,
+        this.state,
+        unfolded === undefined ? this.header.generation : unfolded + 1,
+        { recoveredLocks: [], finishedCompaction: unfolded === undefined ? undefined : journalFileName(unfolded), inspectLock: true },
+        options,
+      );
+    });
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,7 @@ import { isContentKey } from './validate-entry.js';
 import { TEMP_FILE_MAX_AGE_MS } from './limits.js';
 import type { StoreState } from './store-state.js';
 import type { GcOptions, GcReport } from './types.js';
-import { isPidDead, type HeldLock } from './write-lock.js';
+import { isPidDead } from './write-lock.js';
 
 const TEMP_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}/;
 const JOURNAL_PATTERN = /^journal\.(\d+)$/;
@@ -13,16 +13,27 @@ function relative(file: StoredFile): string {
   return file.dir ? `${file.dir}/${file.name}` : file.name;
 }
 
+/** What the writer session (or, in a dry run, the read-only look) found before gc ran. */
+export interface GcSession {
+  /** Lock files of dead holders recovered to take the writer lock (absolute paths). */
+  recoveredLocks: readonly string[];
+  /** The journal an interrupted compaction folded (or in a dry run would fold): reported, gone once done. */
+  finishedCompaction: string | undefined;
+  /** Dry run, no lock held: judge `lock` itself, whose dead holder a real gc would recover. */
+  inspectLock: boolean;
+}
+
 /**
  * Runs under the writer lock with the state caught up: removes blobs no entry references, temp files
  * of dead writers, journals of other generations and break markers of dead holders. A live writer's
  * staged temp file is kept; its commit re-publishes the blob if this removed an uncommitted name.
+ * A dry run runs without the lock and removes nothing (`generation`: the one a real gc would reach).
  */
 export async function collectGarbage(
   backend: StorageBackend,
   state: StoreState,
   generation: number,
-  lock: HeldLock,
+  session: GcSession,
   options: GcOptions,
 ): Promise<GcReport> {
   const started = performance.now();
@@ -31,10 +42,11 @@ export async function collectGarbage(
     orphanBlobs: [],
     orphanBytes: 0,
     tempFiles: [],
-    oldJournals: [],
-    staleLocks: lock.recovered.map((path) => path.slice(backend.root.length + 1)),
+    oldJournals: session.finishedCompaction === undefined ? [] : [session.finishedCompaction],
+    staleLocks: session.recoveredLocks.map((path) => path.slice(backend.root.length + 1)),
     unknownFiles: [],
     durationMs: 0,
+    ...(session.finishedCompaction === undefined ? {} : { finishedCompaction: session.finishedCompaction }),
   };
   const remove: StoredFile[] = [];
   for (const file of await backend.listFiles()) {
@@ -60,10 +72,14 @@ export async function collectGarbage(
       }
       continue;
     }
-    if (file.name === 'manifest.json' || file.name === 'lock') continue;
+    if (file.name === 'lock') {
+      if (session.inspectLock && (await backend.isLockFileStale(file))) report.staleLocks.push(relative(file));
+      continue;
+    }
+    if (file.name === 'manifest.json') continue;
     const journal = JOURNAL_PATTERN.exec(file.name);
     if (journal) {
-      if (Number(journal[1]) !== generation) {
+      if (Number(journal[1]) !== generation && !report.oldJournals.includes(relative(file))) {
         report.oldJournals.push(relative(file));
         remove.push(file);
       }

@@ -286,7 +286,11 @@ export interface VerifyReport {
 }
 
 export interface GcOptions {
-  /** Report what would be removed without removing anything. */
+  /**
+   * Report what would be removed without changing anything on disk: run without the writer lock,
+   * from a read-only catch-up (a dead holder's lock is reported in staleLocks, not recovered; an
+   * interrupted compaction is reported in finishedCompaction, not finished).
+   */
   dryRun?: boolean;
   /**
    * S3 only: an orphan blob or an unfinished multipart upload is removed only when older than this
@@ -304,8 +308,13 @@ export interface GcReport {
   tempFiles: string[];
   /** Journals of other generations. */
   oldJournals: string[];
-  /** Stale lock files and break markers of dead holders, including one recovered to run gc. */
+  /** Stale lock files and break markers of dead holders, including one recovered to run gc (a dry run: one it would recover). */
   staleLocks: string[];
+  /**
+   * Local caches: the journal whose interrupted compaction (sealed, manifest not yet replaced) gc
+   * finished before looking, or in a dry run would finish; also listed in oldJournals. Absent when none.
+   */
+  finishedCompaction?: string;
   /** Files in the cache that this package did not write (reported, never removed). */
   unknownFiles: string[];
   durationMs: number;

@@ -787,17 +787,22 @@ describe('gc', () => {
     await writeFile(join(root, 'notes.txt'), 'user file');
     await mkdir(join(root, 'blobs', 'subdir'));
     const store = await openCacheStore(root);
+    const listing = async () => [...(await readdir(root)).sort(), ...(await readdir(join(root, 'blobs'))).sort()];
+    const before = await listing();
     const dry = await store.gc({ dryRun: true });
     expect(dry.dryRun).toBe(true);
     expect(dry.orphanBlobs).toEqual([`blobs/${orphanKey}.bin`]);
-    // Running gc at all needs the writer lock, so even a dry run recovers the dead holder's lock.
+    // A dry run takes no writer lock: it reports the dead holder's lock a real gc would recover, and leaves it.
     expect(dry.staleLocks.sort()).toEqual(['lock', 'lock.break-bbbbbbbbbbbbbbbb']);
+    expect(dry.oldJournals.sort()).toEqual(['journal.1', 'journal.7']);
+    expect(dry.finishedCompaction).toBeUndefined();
+    expect(await listing()).toEqual(before);
     const report = await store.gc();
     expect(report.orphanBlobs).toEqual([`blobs/${orphanKey}.bin`]);
     expect(report.orphanBytes).toBe(512);
     expect(report.tempFiles.sort()).toEqual([`.tmp-${dead}-0123456789abcdef.manifest`, `blobs/.tmp-${dead}-0123456789abcdef.bin`].sort());
     expect(report.oldJournals.sort()).toEqual(['journal.1', 'journal.7']);
-    expect(report.staleLocks).toEqual(['lock.break-bbbbbbbbbbbbbbbb']);
+    expect(report.staleLocks.sort()).toEqual(['lock', 'lock.break-bbbbbbbbbbbbbbbb']);
     expect(report.unknownFiles.sort()).toEqual(['blobs/subdir', 'notes.txt']);
     expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.2', 'manifest.json', 'notes.txt']);
     expect((await readdir(join(root, 'blobs'))).sort()).toEqual([`.tmp-${process.ppid}-0123456789abcdef.bin`, `${tensors[0]!.key}.bin`, 'subdir'].sort());

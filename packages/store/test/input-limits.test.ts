@@ -3,7 +3,8 @@
 import { crc32 } from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import { closeSync, constants, openSync, rmSync } from 'node:fs';
-import { readFile, rm, truncate, utimes, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readdir, readFile, rm, stat, truncate, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -196,6 +197,57 @@ describe('lock files are input', () => {
     await writeFile(join(root, 'lock'), JSON.stringify({ pid: 1, host: 'x', token: '0123456789abcdef', createdMs: 0 }).padEnd(MAX_LOCK_FILE_BYTES + 1, ' '));
     await utimes(join(root, 'lock'), old, old);
     expect(await store.aliasSlice(tensors[0]!.key, 'padded-lock', 0, 240)).toBe(true);
+    await store.close();
+  });
+});
+
+describe('gc({ dryRun: true }) changes nothing on disk', () => {
+  /** Every file's name, size, modification time and bytes, to compare before and after. */
+  async function snapshot(root: string): Promise<string[]> {
+    const out: string[] = [];
+    for (const dir of ['', 'blobs']) {
+      for (const name of (await readdir(join(root, dir))).sort()) {
+        if (dir === '' && name === 'blobs') continue;
+        const path = join(root, dir, name);
+        const info = await stat(path);
+        out.push(`${dir}/${name} ${info.size} ${info.mtimeMs} ${createHash('sha256').update(await readFile(path)).digest('hex')}`);
+      }
+    }
+    return out;
+  }
+
+  it('an interrupted compaction is reported, not finished, and no dead lock is recovered (a dry run rewrote manifest.json and deleted the journal, reporting 0 old journals)', async () => {
+    const root = await makeTempDir();
+    await (await openCacheStore(root, { create: true })).close();
+    // A writer whose compaction fails after its seal (a full disk at the manifest write), then dies.
+    class FullDisk extends FsBackend {
+      override writeManifest(): Promise<void> {
+        return Promise.reject(new Error('ENOSPC'));
+      }
+    }
+    const writer = await FsCacheStore.load(new FullDisk(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+    const t = makeTensor([40, 3], 7100);
+    await writer.addEntry(toInput(t, 'folded', [['shard', 0, 240]]));
+    await expect(writer.compact()).rejects.toThrow();
+    await writer.close();
+    await writeFile(join(root, 'lock'), JSON.stringify({ pid: MAX_PID, host: hostname(), bootId: null, startTicks: null, token: 'aaaaaaaaaaaaaaaa', createdMs: 0 }));
+    await writeFile(join(root, 'blobs', `${'d'.repeat(40)}.bin`), Buffer.alloc(64));
+    expect(JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8')).generation).toBe(1);
+
+    const store = await openCacheStore(root, { compactOnClose: false });
+    expect(store.getEntry(t.key)?.qualname).toBe('folded');
+    const before = await snapshot(root);
+    const dry = await store.gc({ dryRun: true });
+    expect(await snapshot(root)).toEqual(before);
+    expect(dry).toMatchObject({ dryRun: true, finishedCompaction: 'journal.1', oldJournals: ['journal.1'], staleLocks: ['lock'], orphanBlobs: [`blobs/${'d'.repeat(40)}.bin`] });
+    expect(store.generation).toBe(1);
+
+    const report = await store.gc();
+    expect(report).toMatchObject({ dryRun: false, finishedCompaction: 'journal.1', oldJournals: ['journal.1'], staleLocks: ['lock'], orphanBlobs: [`blobs/${'d'.repeat(40)}.bin`] });
+    expect(store.generation).toBe(2);
+    expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.2', 'manifest.json']);
+    expect(await store.gc({ dryRun: true })).toMatchObject({ oldJournals: [], staleLocks: [], orphanBlobs: [] });
+    expect((await store.gc({ dryRun: true })).finishedCompaction).toBeUndefined();
     await store.close();
   });
 });
