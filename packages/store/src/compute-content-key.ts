@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { MAX_SHAPE_RANK } from './limits.js';
 
@@ -32,7 +33,7 @@ export function dtypeToTorchText(dtype: string): string {
   const known = DTYPES[dtype];
   if (known && Object.prototype.hasOwnProperty.call(DTYPES, dtype)) return known[0];
   if (TORCH_WIDTHS.has(dtype)) return dtype;
-  throw new StoreError('UNKNOWN_DTYPE', `dtype ${JSON.stringify(dtype)} has no torch dtype text`, { details: { dtype } });
+  throw new StoreError('UNKNOWN_DTYPE', `dtype ${describeValue(dtype)} has no torch dtype text`, { details: { dtype: detailValue(dtype) } });
 }
 
 /** True for BF16 given either way (`BF16` or `torch.bfloat16`). */
@@ -54,7 +55,7 @@ export function countShapeElements(shape: readonly number[], context: { entry?: 
     if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) {
       throw new StoreError('INVALID_ARGUMENT', `shape[${d}] must be a non-negative safe integer`, {
         ...context,
-        details: { dimension: d, value: dim },
+        details: { dimension: d, value: detailValue(dim) },
       });
     }
     count *= dim;

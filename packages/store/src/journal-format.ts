@@ -1,5 +1,6 @@
 import { crc32 } from 'node:zlib';
 import { Packr, Unpackr } from 'msgpackr';
+import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES } from './limits.js';
 import type { StoreOp } from './store-state.js';
@@ -145,7 +146,7 @@ function decodeOp(value: unknown, path: string, offsetBytes: number): StoreOp {
       }
       return { kind: 'seal', nextGeneration: key };
     default:
-      return fail(`unknown operation ${JSON.stringify(kind)}`);
+      return fail(`unknown operation ${describeValue(kind)}`);
   }
 }
 

@@ -1,4 +1,5 @@
 import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES } from './limits.js';
 import { StoreState } from './store-state.js';
@@ -51,20 +52,20 @@ export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
   const m = json as Record<string, unknown>;
   if (m.format !== MANIFEST_FORMAT) {
     const hint = m.format === 1 ? ' (format 1 is the seed Python manifest, without checksums: rebuild the cache)' : '';
-    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${JSON.stringify(m.format)} is not ${MANIFEST_FORMAT}${hint}`, {
+    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${describeValue(m.format)} is not ${MANIFEST_FORMAT}${hint}`, {
       path,
-      details: { format: m.format },
+      details: { format: detailValue(m.format) },
     });
   }
   const generation = m.generation;
   if (typeof generation !== 'number' || !Number.isInteger(generation) || generation < 1 || generation > MAX_GENERATION) {
-    throw new StoreError('MANIFEST_INVALID', `generation must be an integer in 1..${MAX_GENERATION}`, { path, details: { generation } });
+    throw new StoreError('MANIFEST_INVALID', `generation must be an integer in 1..${MAX_GENERATION}`, { path, details: { generation: detailValue(generation) } });
   }
   if (!isValidChunkSize(m.chunk_size)) {
-    throw new StoreError('MANIFEST_INVALID', 'chunk_size must be a power of two in 64..65536', { path, details: { chunkSize: m.chunk_size } });
+    throw new StoreError('MANIFEST_INVALID', 'chunk_size must be a power of two in 64..65536', { path, details: { chunkSize: detailValue(m.chunk_size) } });
   }
   if (!isValidCoverage(m.coverage_min)) {
-    throw new StoreError('MANIFEST_INVALID', 'coverage_min must be a number in 0..1', { path, details: { coverageMin: m.coverage_min } });
+    throw new StoreError('MANIFEST_INVALID', 'coverage_min must be a number in 0..1', { path, details: { coverageMin: detailValue(m.coverage_min) } });
   }
   const entries = m.entries;
   if (entries === null || typeof entries !== 'object' || Array.isArray(entries)) {

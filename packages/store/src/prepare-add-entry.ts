@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
 import { countShapeElements } from './compute-content-key.js';
+import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
 import type { AddEntryInput, CacheEntry, PayloadDigest } from './types.js';
@@ -31,7 +32,7 @@ export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha2
   if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {
     throw new StoreError('INVALID_ARGUMENT', `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { entry: key });
   }
-  if (dtype !== 'BF16') throw new StoreError('INVALID_ARGUMENT', `only BF16 tensors are cached, got ${JSON.stringify(dtype)}`, { entry: key });
+  if (dtype !== 'BF16') throw new StoreError('INVALID_ARGUMENT', `only BF16 tensors are cached, got ${describeValue(dtype)}`, { entry: key });
   if (sha256 != null && !isSha256Hex(sha256)) {
     throw new StoreError('INVALID_ARGUMENT', 'sha256 must be 64 lower-case hex digits when given', { entry: key });
   }

@@ -1,5 +1,6 @@
 import { codebookFromJson, computePayloadLayout, MAX_CHUNK_SIZE, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { countShapeElements } from './compute-content-key.js';
+import { describeValue, detailValue } from './describe-value.js';
 import { StoreError, isStoreError } from './errors.js';
 import {
   MAX_BLOB_BYTES,
@@ -71,19 +72,19 @@ export function sliceId(shardName: string, offsetBytes: number, sizeBytes: numbe
 /** Rejects blob paths that are absolute, contain `..`, or are not exactly `blobs/<key>.bin`. */
 export function validateBlobPath(key: string, blob: unknown): string {
   const fail = (reason: string, message: string): never => {
-    throw new StoreError('UNSAFE_BLOB_PATH', message, { entry: key, details: { reason, blob } });
+    throw new StoreError('UNSAFE_BLOB_PATH', message, { entry: key, details: { reason, blob: detailValue(blob) } });
   };
   if (typeof blob !== 'string' || blob.length === 0 || blob.length > 4096 || blob.includes('\0')) {
     return fail('invalid', 'blob path must be a non-empty string without NUL');
   }
   if (blob.startsWith('/') || blob.startsWith('\\') || /^[A-Za-z]:/.test(blob)) {
-    return fail('absolute', `blob path ${JSON.stringify(blob)} is absolute`);
+    return fail('absolute', `blob path ${describeValue(blob)} is absolute`);
   }
   if (blob.split(/[\\/]/).some((part) => part === '..')) {
-    return fail('dot-dot', `blob path ${JSON.stringify(blob)} contains ".."`);
+    return fail('dot-dot', `blob path ${describeValue(blob)} contains ".."`);
   }
   if (blob !== canonicalBlobPath(key)) {
-    return fail('not-canonical', `blob path ${JSON.stringify(blob)} is not ${canonicalBlobPath(key)}`);
+    return fail('not-canonical', `blob path ${describeValue(blob)} is not ${canonicalBlobPath(key)}`);
   }
   return blob;
 }
@@ -98,9 +99,9 @@ function requireObject(value: unknown, field: string, key: string): Record<strin
 /** A size field: a non-negative integer at most `limit` (named in the error). */
 export function requireSize(value: unknown, field: string, limit: number, limitName: string, key?: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > limit) {
-    throw new StoreError('SIZE_INVALID', `${field} must be an integer in 0..${limitName} (${limit}), got ${String(value)}`, {
+    throw new StoreError('SIZE_INVALID', `${field} must be an integer in 0..${limitName} (${limit}), got ${describeValue(value)}`, {
       entry: key,
-      details: { field, value, limit, limitName },
+      details: { field, value: detailValue(value), limit, limitName },
     });
   }
   return value;
@@ -115,7 +116,7 @@ export function validateSliceKey(value: unknown, key: string | undefined, code: 
   if (!Array.isArray(value) || (value.length !== 3 && value.length !== 4)) {
     throw new StoreError(code, 'a slice key must be [shardName, offsetBytes, sizeBytes] or [shardName, offsetBytes, sizeBytes, stamps]', {
       entry: key,
-      details: { sliceKey: value },
+      details: { sliceKey: detailValue(value) },
     });
   }
   const [shardName, offsetBytes, sizeBytes, stamps] = value as unknown[];
@@ -123,7 +124,7 @@ export function validateSliceKey(value: unknown, key: string | undefined, code: 
   if (typeof shardName !== 'string' || shardName.length === 0 || shardName.length > MAX_SHARD_NAME_CHARS || shardName.includes('\0')) {
     throw new StoreError(code, `slice shardName must be a non-empty string of at most ${MAX_SHARD_NAME_CHARS} characters without NUL`, {
       entry: key,
-      details: { shardName },
+      details: { shardName: detailValue(shardName) },
     });
   }
   try {
@@ -154,7 +155,7 @@ function validateStamps(stamps: unknown, key: string | undefined, code: 'ENTRY_I
     throw new StoreError(
       code,
       `slice stamps must be 1 to ${MAX_SLICE_STAMPS} distinct non-empty strings of at most ${MAX_SLICE_STAMP_CHARS} characters without NUL`,
-      { entry: key, details: { stamps: Array.isArray(stamps) ? stamps.slice(0, 4).map((s) => (typeof s === 'string' ? s.slice(0, 100) : s)) : stamps } },
+      { entry: key, details: { stamps: Array.isArray(stamps) ? stamps.slice(0, 4).map(detailValue) : detailValue(stamps) } },
     );
   }
 }
@@ -163,9 +164,9 @@ function parseMeta(key: string, value: unknown): PayloadMetaJson {
   const m = requireObject(value, 'meta', key);
   // Entries written by an earlier codec keep their payload version; the codec still reads them.
   if (typeof m.version !== 'number' || !READABLE_PAYLOAD_VERSIONS.includes(m.version)) {
-    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `meta.version ${String(m.version)} is not one of ${READABLE_PAYLOAD_VERSIONS.join(', ')}`, {
+    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `meta.version ${describeValue(m.version)} is not one of ${READABLE_PAYLOAD_VERSIONS.join(', ')}`, {
       entry: key,
-      details: { version: m.version },
+      details: { version: detailValue(m.version) },
     });
   }
   const elementCount = requireSize(m.element_count, 'meta.element_count', MAX_ELEMENT_COUNT, 'MAX_ELEMENT_COUNT', key);
@@ -192,7 +193,7 @@ function parseMeta(key: string, value: unknown): PayloadMetaJson {
 /** Validates an untrusted on-disk entry (manifest or journal) and returns the frozen CacheEntry. */
 export function parseDiskEntry(key: string, value: unknown): CacheEntry {
   if (!isContentKey(key)) {
-    throw new StoreError('ENTRY_INVALID', 'entry key must be 40 lower-case hex digits', { entry: key, details: { key } });
+    throw new StoreError('ENTRY_INVALID', 'entry key must be 40 lower-case hex digits', { entry: key, details: { key: detailValue(key) } });
   }
   const e = requireObject(value, 'entry', key);
   // First: the one field that names a file.
@@ -208,18 +209,18 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     throw new StoreError('INVALID_CODEBOOK', `codebook fails validation: ${(error as Error).message}`, { entry: key, cause: error });
   }
   if (typeof e.format_version !== 'number' || !READABLE_PAYLOAD_VERSIONS.includes(e.format_version)) {
-    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `format_version ${String(e.format_version)} is not one of ${READABLE_PAYLOAD_VERSIONS.join(', ')}`, {
+    throw new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `format_version ${describeValue(e.format_version)} is not one of ${READABLE_PAYLOAD_VERSIONS.join(', ')}`, {
       entry: key,
-      details: { formatVersion: e.format_version },
+      details: { formatVersion: detailValue(e.format_version) },
     });
   }
   const meta = parseMeta(key, e.meta);
-  if (meta.version !== e.format_version) mismatch(key, 'format_version disagrees with meta.version', { formatVersion: e.format_version, metaVersion: meta.version });
+  if (meta.version !== e.format_version) mismatch(key, 'format_version disagrees with meta.version', { formatVersion: detailValue(e.format_version), metaVersion: meta.version });
   const rawBytes = requireSize(e.raw_bytes, 'raw_bytes', MAX_RAW_BYTES, 'MAX_RAW_BYTES', key);
   const compBytes = requireSize(e.comp_bytes, 'comp_bytes', MAX_BLOB_BYTES, 'MAX_BLOB_BYTES', key);
   if (rawBytes !== meta.rawBytes) mismatch(key, 'raw_bytes disagrees with meta.raw_bytes', { rawBytes, metaRawBytes: meta.rawBytes });
   if (compBytes !== meta.compBytes) mismatch(key, 'comp_bytes disagrees with meta.comp_bytes', { compBytes, metaCompBytes: meta.compBytes });
-  if (e.dtype !== 'BF16') mismatch(key, `dtype must be "BF16", got ${JSON.stringify(e.dtype)}`, { dtype: e.dtype });
+  if (e.dtype !== 'BF16') mismatch(key, `dtype must be "BF16", got ${describeValue(e.dtype)}`, { dtype: detailValue(e.dtype) });
   let elementCount: number;
   try {
     elementCount = countShapeElements(e.shape as number[], { entry: key });
@@ -227,10 +228,10 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
     throw new StoreError('ENTRY_INVALID', (error as StoreError).reason ?? String(error), { entry: key, cause: error });
   }
   if (elementCount !== meta.elementCount) {
-    mismatch(key, 'shape disagrees with meta.element_count', { shape: e.shape, elementCount: meta.elementCount });
+    mismatch(key, 'shape disagrees with meta.element_count', { shape: detailValue(e.shape), elementCount: meta.elementCount });
   }
   if (typeof e.blob_checksum !== 'string' || !BLOB_CHECKSUM_PATTERN.test(e.blob_checksum)) {
-    mismatch(key, 'blob_checksum must be "xxh32:" and 8 hex digits', { blobChecksum: e.blob_checksum });
+    mismatch(key, 'blob_checksum must be "xxh32:" and 8 hex digits', { blobChecksum: detailValue(e.blob_checksum) });
   }
   if (e.blob_checksum !== formatBlobChecksum(meta.checksum)) {
     mismatch(key, 'blob_checksum disagrees with meta.checksum', { blobChecksum: e.blob_checksum, metaChecksum: meta.checksum });

@@ -252,6 +252,52 @@ describe('gc({ dryRun: true }) changes nothing on disk', () => {
   });
 });
 
+describe('deeply nested values are typed errors with short messages (was RangeError: Maximum call stack size exceeded)', () => {
+  const deep = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
+  const cases: [string, string, (m: Record<string, any>, e: Record<string, any>) => void][] = [ // eslint-disable-line @typescript-eslint/no-explicit-any
+    ['SIZE_INVALID', 'meta.element_count', (_m, e) => (e.meta.element_count = '@DEEP@')],
+    ['ENTRY_INVALID', 'dtype', (_m, e) => (e.dtype = '@DEEP@')],
+    ['UNSUPPORTED_PAYLOAD_VERSION', 'format_version', (_m, e) => (e.format_version = '@DEEP@')],
+    ['UNSUPPORTED_PAYLOAD_VERSION', 'meta.version', (_m, e) => (e.meta.version = '@DEEP@')],
+    ['UNSUPPORTED_FORMAT', 'format', (m) => (m.format = '@DEEP@')],
+    ['MANIFEST_INVALID', 'generation', (m) => (m.generation = '@DEEP@')],
+    ['ENTRY_INVALID', 'a long dtype string', (_m, e) => (e.dtype = 'x'.repeat(1_000_000))],
+  ];
+  for (const [code, what, edit] of cases) {
+    it(`manifest ${what}: ${code}`, async () => {
+      const { root } = await makeCache();
+      const path = join(root, 'manifest.json');
+      const manifest = JSON.parse(await readFile(path, 'utf8'));
+      edit(manifest, Object.values(manifest.entries)[0] as Record<string, unknown>);
+      await writeFile(path, JSON.stringify(manifest).replace('"@DEEP@"', deep(100_000)));
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe(code);
+      expect(error.message.length).toBeLessThan(600);
+      expect(JSON.stringify(error.details).length).toBeLessThan(600);
+    });
+  }
+
+  it('a journal record (valid CRC) whose entry has a dtype nested 4000 deep: ENTRY_INVALID', async () => {
+    const { root, tensors } = await makeCache();
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
+    const key = 'd'.repeat(40);
+    const entry = { ...(manifest.entries[tensors[0]!.key] as Record<string, unknown>), blob: `blobs/${key}.bin`, dtype: 'MARK', slice_keys: [] };
+    const packed = packr.pack([[1, key, entry]]);
+    const at = packed.indexOf(packr.pack('MARK'));
+    const nested = Buffer.concat([Buffer.alloc(4000, 0x91), Buffer.from([0x90])]); // [[[…[]…]]] in MessagePack
+    const body = Buffer.concat([packed.subarray(0, at), nested, packed.subarray(at + packr.pack('MARK').length)]);
+    const head = Buffer.alloc(12);
+    head.writeUInt32LE(0x524a5a53, 0);
+    head.writeUInt32LE(body.length, 4);
+    head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
+    const path = join(root, 'journal.2');
+    await writeFile(path, Buffer.concat([await readFile(path), head, body]));
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('ENTRY_INVALID');
+    expect(error.message).toContain('an array of 1 item');
+  });
+});
+
 describe('reads and writes in pieces (Node refuses one call above 2 GiB)', () => {
   it('a valid blob of 2-4 GiB is read (sparse here: its zero header is BLOB_CORRUPT; was IO_ERROR ERR_OUT_OF_RANGE, never readable)', async () => {
     const { root } = await makeCache();
