@@ -51,6 +51,11 @@ export interface StorageBackend {
   discardStagedBlob(staged: StagedBlob): Promise<void>;
   /** Reads exactly target.length bytes of an entry's blob; BLOB_MISSING, BLOB_SIZE_MISMATCH, UNSAFE_BLOB_PATH. */
   readBlobInto(key: string, blob: string, target: Uint8Array): Promise<void>;
+  /**
+   * Throws what readBlobInto would for a blob that is missing, not a regular file or not of
+   * `expectedBytes`, without reading it: verify looks before it allocates a buffer of that size.
+   */
+  checkBlob?(key: string, blob: string, expectedBytes: number): Promise<void>;
   /** The same with synchronous system calls, where the backend is a local filesystem. */
   readBlobIntoSync?(key: string, blob: string, target: Uint8Array): void;
   /**

@@ -59,12 +59,14 @@ const closeAsync = promisify(closeFd);
 const readAsync = (fd: number, target: Uint8Array, offset: number, length: number, position: number): Promise<number> =>
   new Promise((resolve, reject) => readFd(fd, target, offset, length, position, (error, bytesRead) => (error ? reject(error) : resolve(bytesRead))));
 
+function blobLinkError(key: string, path: string): StoreError {
+  return new StoreError('UNSAFE_BLOB_PATH', 'blob is a link (the store never writes links)', { entry: key, path, details: { reason: 'link' } });
+}
+
 function blobOpenError(error: unknown, key: string, path: string): StoreError {
   const errno = errnoCode(error);
   if (errno === 'ENOENT') return new StoreError('BLOB_MISSING', 'the blob file does not exist', { entry: key, path });
-  if (errno === 'ELOOP') {
-    return new StoreError('UNSAFE_BLOB_PATH', 'blob is a link (the store never writes links)', { entry: key, path, details: { reason: 'link' } });
-  }
+  if (errno === 'ELOOP') return blobLinkError(key, path);
   return toIoError(error, 'cannot open the blob', { entry: key, path });
 }
 
@@ -442,6 +444,19 @@ export class FsBackend implements StorageBackend {
       if (keep && !this.released) keepOpenBlobFile(resolved, fd, target.length);
       else closeSync(fd);
     }
+  }
+
+  /** See StorageBackend.checkBlob: an lstat of the path readBlobInto opens, with its checks. */
+  async checkBlob(key: string, blob: string, expectedBytes: number): Promise<void> {
+    const { path, resolved } = this.blobTarget(key, blob, await this.blobsDirectory());
+    let info;
+    try {
+      info = await lstat(resolved);
+    } catch (error) {
+      throw blobOpenError(error, key, path);
+    }
+    if (info.isSymbolicLink()) throw blobLinkError(key, path);
+    checkBlobFile(info, expectedBytes, key, path);
   }
 
   /** See StorageBackend.forgetBlob: the kept descriptor of this blob, if any, is closed. */

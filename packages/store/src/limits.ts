@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer';
 import { FORMAT_VERSION, MAX_ELEMENT_COUNT, READABLE_FORMAT_VERSIONS, computePayloadLayout, MIN_CHUNK_SIZE } from '@splitzip/codec';
 
 /** The manifest format this package reads and writes (1 was the seed's Python manifest; see README). */
@@ -48,6 +49,8 @@ export const MAX_SLICE_OFFSET_BYTES = Number.MAX_SAFE_INTEGER;
 export const MAX_RAW_BYTES = 2 * MAX_ELEMENT_COUNT;
 /** The largest valid payload: every value an escape at the smallest chunk size. */
 export const MAX_BLOB_BYTES = computePayloadLayout(MAX_ELEMENT_COUNT, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE).totalBytes;
+/** The largest typed array this Node.js can allocate (Node 20: 4 GiB): verify reports a blob above it instead of failing to allocate. */
+export const MAX_BUFFER_BYTES = bufferConstants.MAX_LENGTH;
 /** Generations count compactions; the journal header stores a u32. */
 export const MAX_GENERATION = 2 ** 32 - 1;
 

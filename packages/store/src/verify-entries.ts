@@ -4,7 +4,18 @@ import type { StorageBackend } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { computeContentKey } from './compute-content-key.js';
 import { StoreError } from './errors.js';
+import { MAX_BUFFER_BYTES } from './limits.js';
 import type { CacheEntry, VerifyOptions, VerifyProblem, VerifyReport } from './types.js';
+
+/** Refuses, as a problem of the entry, a buffer this Node.js cannot allocate (Invalid typed array length). */
+function requireBuffer(entry: CacheEntry, what: string, bytes: number): void {
+  if (bytes > MAX_BUFFER_BYTES) {
+    throw new StoreError('SIZE_INVALID', `the ${what} needs ${bytes} bytes, above the largest buffer this Node.js allocates (MAX_BUFFER_BYTES, ${MAX_BUFFER_BYTES})`, {
+      entry: entry.key,
+      details: { bytes, limit: MAX_BUFFER_BYTES },
+    });
+  }
+}
 
 /**
  * Checks every entry: blob present and of the right size, a valid header agreeing with the manifest,
@@ -13,7 +24,7 @@ import type { CacheEntry, VerifyOptions, VerifyProblem, VerifyReport } from './t
  * Problems are collected, not thrown.
  */
 export async function verifyEntries(
-  backend: Pick<StorageBackend, 'readBlobInto'>,
+  backend: Pick<StorageBackend, 'readBlobInto' | 'checkBlob'>,
   entries: readonly CacheEntry[],
   generation: number,
   options: VerifyOptions,
@@ -28,6 +39,11 @@ export async function verifyEntries(
     options.signal?.throwIfAborted();
     const entry = entries[i]!;
     try {
+      // The file first: a manifest may claim any valid size (up to MAX_BLOB_BYTES, ~18 GiB) for a
+      // blob that is missing or shorter, and nothing is allocated for it then.
+      await backend.checkBlob?.(entry.key, entry.blob, entry.compBytes);
+      requireBuffer(entry, 'blob', entry.compBytes);
+      if (options.decode) requireBuffer(entry, 'decoded tensor', entry.rawBytes);
       // One buffer for all entries: grow only when a bigger blob comes.
       if (buffer.length < entry.compBytes) buffer = new Uint8Array(entry.compBytes);
       const view = buffer.subarray(0, entry.compBytes);

@@ -14,7 +14,7 @@ import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import type { JournalFile } from '../src/backend.js';
 import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
-import { JOURNAL_READ_WINDOW_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
+import { JOURNAL_READ_WINDOW_BYTES, MAX_BLOB_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
@@ -295,6 +295,40 @@ describe('deeply nested values are typed errors with short messages (was RangeEr
     const error = await catchError(() => openCacheStore(root));
     expect(error.code).toBe('ENTRY_INVALID');
     expect(error.message).toContain('an array of 1 item');
+  });
+});
+
+describe('verify looks at the blob file before it sizes a buffer', () => {
+  /** Adds a valid manifest entry of `n` BF16 values (all escapes at chunk size 64: the largest payload) under `key`, with no blob. */
+  async function addPhantom(root: string, key: string, n: number): Promise<number> {
+    const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
+    const entry = structuredClone(Object.values(manifest.entries)[0]) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const compBytes = computePayloadLayout(n, n, 64).totalBytes;
+    Object.assign(entry, { blob: `blobs/${key}.bin`, raw_bytes: 2 * n, shape: [n], comp_bytes: compBytes, slice_keys: [] });
+    Object.assign(entry.meta, { element_count: n, chunk_size: 64, chunk_count: Math.ceil(n / 64), escape_count: n, comp_bytes: compBytes, raw_bytes: 2 * n });
+    manifest.entries[key] = entry;
+    await writeFile(join(root, 'manifest.json'), JSON.stringify(manifest));
+    return compBytes;
+  }
+
+  it('an entry claiming MAX_BLOB_BYTES: BLOB_MISSING without its blob, BLOB_SIZE_MISMATCH with a short one, SIZE_INVALID above MAX_BUFFER_BYTES (was IO_ERROR: Invalid typed array length)', async () => {
+    const { root, tensors } = await makeCache();
+    const key = 'b'.repeat(40);
+    const compBytes = await addPhantom(root, key, 2 ** 32 - 1);
+    expect(compBytes).toBe(MAX_BLOB_BYTES);
+    const store = await openCacheStore(root);
+    const problemsOf = async (decode: boolean) => (await store.verify({ decode })).problems.map((p) => [p.key, p.code]);
+    expect(await problemsOf(true)).toEqual([[key, 'BLOB_MISSING']]);
+    const blob = join(root, 'blobs', `${key}.bin`);
+    await writeFile(blob, Buffer.alloc(64));
+    expect(await problemsOf(false)).toEqual([[key, 'BLOB_SIZE_MISMATCH']]);
+    await truncate(blob, compBytes); // sparse
+    const report = await store.verify({ decode: true });
+    expect(report.problems.map((p) => [p.key, p.code])).toEqual([[key, 'SIZE_INVALID']]);
+    expect(report.problems[0]!.message).toContain('MAX_BUFFER_BYTES');
+    expect(report.passed).toBe(1);
+    expect(store.getEntry(tensors[0]!.key)).toBeDefined();
+    await store.close();
   });
 });
 
