@@ -50,6 +50,15 @@ export async function collectGarbage(
   };
   const remove: StoredFile[] = [];
   for (const file of await backend.listFiles()) {
+    if (file.dir === '' && file.name === 'lock') {
+      if (session.inspectLock && (await backend.isLockFileStale(file))) report.staleLocks.push(relative(file));
+      continue;
+    }
+    if (!file.isFile) {
+      // Whatever its name, the store never makes a directory, link or FIFO there: someone else's.
+      report.unknownFiles.push(relative(file));
+      continue;
+    }
     const temp = TEMP_PATTERN.exec(file.name);
     if (temp) {
       const pid = Number(temp[1]);
@@ -70,10 +79,6 @@ export async function collectGarbage(
       } else {
         report.unknownFiles.push(relative(file));
       }
-      continue;
-    }
-    if (file.name === 'lock') {
-      if (session.inspectLock && (await backend.isLockFileStale(file))) report.staleLocks.push(relative(file));
       continue;
     }
     if (file.name === 'manifest.json') continue;

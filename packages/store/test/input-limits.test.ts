@@ -4,7 +4,7 @@ import { crc32 } from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import { closeSync, constants, openSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { readdir, readFile, rm, stat, truncate, utimes, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, rm, stat, symlink, truncate, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -328,6 +328,24 @@ describe('verify looks at the blob file before it sizes a buffer', () => {
     expect(report.problems[0]!.message).toContain('MAX_BUFFER_BYTES');
     expect(report.passed).toBe(1);
     expect(store.getEntry(tensors[0]!.key)).toBeDefined();
+    await store.close();
+  });
+});
+
+describe('gc and files that are not regular files', () => {
+  it('a directory named like an orphan blob, a dead temp file or an old journal is reported unknown and kept (every gc failed with IO_ERROR [ERR_FS_EISDIR])', async () => {
+    const { root } = await makeCache();
+    const names = [`blobs/${'e'.repeat(40)}.bin`, `blobs/.tmp-${MAX_PID + 1}-0123456789abcdef.bin`, 'journal.9', 'lock.break-0123456789abcdef'];
+    for (const name of names) await mkdir(join(root, name));
+    await symlink('/etc/hostname', join(root, 'blobs', `${'f'.repeat(40)}.bin`));
+    const store = await openCacheStore(root);
+    for (const dryRun of [true, false]) {
+      const report = await store.gc({ dryRun });
+      expect(report.unknownFiles.sort()).toEqual([...names, `blobs/${'f'.repeat(40)}.bin`].sort());
+      expect(report).toMatchObject({ orphanBlobs: [], tempFiles: [], oldJournals: [], staleLocks: [] });
+    }
+    for (const name of names) expect((await stat(join(root, name))).isDirectory()).toBe(true);
+    expect((await lstat(join(root, 'blobs', `${'f'.repeat(40)}.bin`))).isSymbolicLink()).toBe(true);
     await store.close();
   });
 });
