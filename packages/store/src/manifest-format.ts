@@ -1,6 +1,7 @@
 import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
+import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
 import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES } from './limits.js';
 import { StoreState } from './store-state.js';
 import type { CacheEntry } from './types.js';
@@ -41,10 +42,22 @@ export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
     });
   }
   let json: unknown;
+  let text: string;
   try {
-    json = JSON.parse(decoder.decode(bytes));
+    text = decoder.decode(bytes);
+    json = JSON.parse(text);
   } catch (error) {
     throw new StoreError('MANIFEST_INVALID', `manifest is not UTF-8 JSON: ${(error as Error).message}`, { path, cause: error });
+  }
+  // JSON.parse keeps a repeated key's last value: a second "entries": {} would empty the cache silently.
+  const duplicate = findDuplicateJsonKey(text);
+  if (duplicate) {
+    const where = duplicate.path.length === 0 ? 'at the top level' : `in ${describeValue(duplicate.path.join('.'))}`;
+    throw new StoreError('MANIFEST_INVALID', `manifest repeats the key ${describeValue(duplicate.key)} ${where}`, {
+      path,
+      entry: duplicate.path[0] === 'entries' && duplicate.path.length > 1 ? String(detailValue(duplicate.path[1])) : undefined,
+      details: { key: detailValue(duplicate.key), keyPath: duplicate.path.slice(0, 8).map(detailValue), offset: duplicate.position },
+    });
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new StoreError('MANIFEST_INVALID', 'manifest must be a JSON object', { path });

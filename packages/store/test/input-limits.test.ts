@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import type { JournalFile } from '../src/backend.js';
+import { findDuplicateJsonKey } from '../src/find-duplicate-json-key.js';
 import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
 import { JOURNAL_READ_WINDOW_BYTES, MAX_BLOB_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
@@ -346,6 +347,43 @@ describe('gc and files that are not regular files', () => {
     }
     for (const name of names) expect((await stat(join(root, name))).isDirectory()).toBe(true);
     expect((await lstat(join(root, 'blobs', `${'f'.repeat(40)}.bin`))).isSymbolicLink()).toBe(true);
+    await store.close();
+  });
+});
+
+describe('a manifest key given twice is MANIFEST_INVALID naming it (JSON.parse kept the last: a second "entries": {} opened an empty cache)', () => {
+  it('findDuplicateJsonKey: any object, escapes, keys inside strings, deep nesting', () => {
+    expect(findDuplicateJsonKey('{"a":1,"b":{"c":[{"d":1,"d":2}]}}')).toMatchObject({ key: 'd', path: ['b', 'c', '[]'] });
+    expect(findDuplicateJsonKey('{"entries":{},"entr\\\\u0069es":{}}')).toBeUndefined();
+    expect(findDuplicateJsonKey('{"entries":{},"entr\\u0069es":{}}')).toMatchObject({ key: 'entries', path: [] });
+    expect(findDuplicateJsonKey('{"a":"\\\\\\"a\\":{","b":["a","a"],"c":{"a":1}}')).toBeUndefined();
+    expect(findDuplicateJsonKey(`{"x":${'['.repeat(100_000)}${']'.repeat(100_000)},"x":1}`)).toMatchObject({ key: 'x' });
+    const many = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, { v: i }]));
+    expect(findDuplicateJsonKey(JSON.stringify(many))).toBeUndefined();
+    expect(findDuplicateJsonKey(`${JSON.stringify(many).slice(0, -1)},"k999":0}`)).toMatchObject({ key: 'k999', path: [] });
+  });
+
+  it('a second "entries", a tensor key given twice, a field given twice in an entry', async () => {
+    const { root, tensors } = await makeCache(2);
+    const path = join(root, 'manifest.json');
+    const text = await readFile(path, 'utf8');
+    const key = tensors[1]!.key;
+    const cases: [string, string, string[]][] = [
+      [text.replace(/}\s*$/, ',"entries":{}}'), 'entries', []],
+      [text.replace(`"${key}":`, `"${key}":{},"${key}":`), key, ['entries']],
+      [text.replace(`"${key}":{`, `"${key}":{"dtype":"F16",`), 'dtype', ['entries', key]],
+    ];
+    for (const [edited, duplicate, keyPath] of cases) {
+      JSON.parse(edited); // valid JSON all the same
+      await writeFile(path, edited);
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe('MANIFEST_INVALID');
+      expect(error.message).toContain(`repeats the key "${duplicate}"`);
+      expect(error.details).toMatchObject({ key: duplicate, keyPath });
+    }
+    await writeFile(path, text);
+    const store = await openCacheStore(root);
+    expect(store.size).toBe(2);
     await store.close();
   });
 });
