@@ -416,6 +416,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // writer finishes the fold), not a silent success.
     const closing = store;
     store = undefined;
+    // A run that stored nothing (every tensor cached) still brings manifest.json up to date when an
+    // earlier writer's fold did not happen (its close failed on a full disk, or it kept it off).
+    if (closing.needsCompaction) await closing.compact();
     await closing.close();
 
     return summarize({

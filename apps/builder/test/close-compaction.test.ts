@@ -51,5 +51,10 @@ describe('the compaction that closes a build', () => {
     await store.close();
     const again = await buildCache({ model: second.indexPath, cacheDir, jobs: 0 });
     expect(again.encoded).toBe(0);
+    // ...and that build, though it stores nothing, finishes the fold: manifest.json (what the seed's
+    // readers read) holds every entry again (it kept the first build's 4).
+    const { readFile } = await import('node:fs/promises');
+    const manifest = JSON.parse(await readFile(join(cacheDir, 'manifest.json'), 'utf8')) as { entries: Record<string, unknown> };
+    expect(Object.keys(manifest.entries)).toHaveLength(7);
   });
 });

@@ -88,6 +88,12 @@ export interface CacheStore {
   refresh(): Promise<void>;
   entries(): IterableIterator<CacheEntry>;
   compact(): Promise<void>;
+  /**
+   * Whether manifest.json lags the cache, as of the last catch-up: journal records not folded into
+   * it yet, or a compaction that was interrupted (a full disk at a build's last step). compact()
+   * brings it up to date; a writer that stores nothing (a re-run build) checks this to do so.
+   */
+  readonly needsCompaction: boolean;
   verify(options?: VerifyOptions): Promise<VerifyReport>;
   gc(options?: GcOptions): Promise<GcReport>;
   close(): Promise<void>;
@@ -571,6 +577,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.manifestBytes = bytes.length;
     this.sealSeen = false;
     await previous?.close();
+  }
+
+  get needsCompaction(): boolean {
+    return this.journalOffset > JOURNAL_HEADER_BYTES || this.sealSeen;
   }
 
   compact(): Promise<void> {

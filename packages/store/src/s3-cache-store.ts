@@ -587,6 +587,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   // ---- maintenance --------------------------------------------------------------------------
 
   /** Nothing to fold: S3 caches have no journal. */
+  readonly needsCompaction = false;
+
+  /** Nothing to fold: S3 caches have no journal. */
   async compact(): Promise<void> {
     this.assertOpen();
   }

@@ -44,6 +44,9 @@ export const gcCommand = defineCommand({
           `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
       ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks].map((path) => `  ${path}`),
     ];
+    if (report.finishedCompaction !== undefined) {
+      lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
+    }
     if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;
