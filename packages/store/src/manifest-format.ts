@@ -1,7 +1,7 @@
 import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
-import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
+import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES } from './limits.js';
 import { StoreState } from './store-state.js';
 import type { CacheEntry } from './types.js';

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import type { JournalFile } from '../src/backend.js';
-import { findDuplicateJsonKey } from '../src/find-duplicate-json-key.js';
+import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
 import { JOURNAL_READ_WINDOW_BYTES, MAX_BLOB_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
