@@ -2,9 +2,8 @@
 // another model, or a damaged manifest's, that claims a huge payload (here 19.6 GB, no blob) is a
 // problem of the cache check, and the model check still reports every tensor. It used to size one
 // buffer from the largest entry of the whole cache and die with a bare RangeError.
-import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { computePayloadLayout, MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { addOversizedManifestEntry } from '@splitzip/test-support/fixtures';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import type { BuildJson, VerifyJson } from './helpers/reports.js';
@@ -23,26 +22,7 @@ it('verify --model reports every tensor when another entry claims a payload no b
   const { json: build } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
   expect(build.encoded).toBe(2);
 
-  // An entry consistent in itself (the store opens it), for the most values a payload holds.
-  const n = MAX_ELEMENT_COUNT;
-  const compBytes = computePayloadLayout(n, n, 64).totalBytes;
-  const key = 'b'.repeat(40);
-  const manifestPath = join(cacheDir, 'manifest.json');
-  const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as { entries: Record<string, unknown> };
-  manifest.entries[key] = {
-    qualname: 'phantom',
-    blob: `blobs/${key}.bin`,
-    codebook: { exponents: [127] },
-    meta: { version: 3, element_count: n, chunk_size: 64, chunk_count: Math.ceil(n / 64), escape_count: n, comp_bytes: compBytes, raw_bytes: 2 * n, checksum: 1 },
-    raw_bytes: 2 * n,
-    slice_keys: [],
-    dtype: 'BF16',
-    shape: [n],
-    format_version: 3,
-    comp_bytes: compBytes,
-    blob_checksum: 'xxh32:00000001',
-  };
-  await writeFile(manifestPath, JSON.stringify(manifest));
+  await addOversizedManifestEntry(cacheDir);
 
   const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath, '--no-decode'], 1);
   expect(json.ok).toBe(false);

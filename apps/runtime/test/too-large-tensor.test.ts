@@ -1,10 +1,11 @@
 // A raw tensor larger than one buffer can be (MAX_TENSOR_BUFFER_BYTES: 4 GiB on Node 20) is a
 // TENSOR_TOO_LARGE naming it, before any read: it used to be a bare RangeError from the
 // runtime's own allocation. The shard is sparse: no disk space, and its bytes are never read.
-import { mkdtemp, open, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSafetensorsModel } from '@splitzip/safetensors';
+import { writeSparseSafetensors } from '@splitzip/test-support/fixtures';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadModel, loadTensor, MAX_TENSOR_BUFFER_BYTES } from '../src/index.js';
 
@@ -14,30 +15,10 @@ beforeAll(async () => {
 });
 afterAll(async () => rm(dir, { recursive: true, force: true }));
 
-async function writeSparseModel(path: string, tensors: Array<[string, number]>): Promise<void> {
-  const header: Record<string, unknown> = {};
-  let offsetBytes = 0;
-  for (const [name, values] of tensors) {
-    header[name] = { dtype: 'BF16', shape: [values], data_offsets: [offsetBytes, offsetBytes + 2 * values] };
-    offsetBytes += 2 * values;
-  }
-  const text = JSON.stringify(header);
-  const json = Buffer.from(text.padEnd(Math.ceil(text.length / 8) * 8));
-  const length = Buffer.alloc(8);
-  length.writeBigUInt64LE(BigInt(json.length));
-  const handle = await open(path, 'w');
-  try {
-    await handle.write(Buffer.concat([length, json]));
-    await handle.truncate(8 + json.length + offsetBytes);
-  } finally {
-    await handle.close();
-  }
-}
-
 it('a raw tensor above MAX_TENSOR_BUFFER_BYTES is TENSOR_TOO_LARGE naming it; loadModel serves the rest with a filter', async () => {
   const hugeValues = Math.floor(MAX_TENSOR_BUFFER_BYTES / 2) + 1024;
   const path = join(dir, 'huge.safetensors');
-  await writeSparseModel(path, [['small', 2048], ['huge', hugeValues]]);
+  await writeSparseSafetensors(path, [['small', 2048], ['huge', hugeValues]]);
   const model = await openSafetensorsModel(path);
   try {
     await expect(loadTensor({ model, name: 'huge' }, { cache: null })).rejects.toMatchObject({
