@@ -1,14 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { crc32 } from 'node:zlib';
 import { existsSync, fstatSync, readdirSync, readlinkSync, readSync, realpathSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
 import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
-import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { catchError, frameJournalRecord, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 import { MAX_LOCK_BREAK_DEPTH } from '../src/limits.js';
 
 afterEach(removeTempDirs);
@@ -168,16 +166,7 @@ describe('the manifest is input', () => {
 });
 
 describe('the journal is input', () => {
-  const packr = new Packr({ useRecords: false });
-  /** Frames a body exactly as the README documents (independent of the package's encoder). */
-  function frame(ops: unknown[]): Buffer {
-    const body = packr.pack(ops);
-    const head = Buffer.alloc(12);
-    head.writeUInt32LE(0x524a5a53, 0);
-    head.writeUInt32LE(body.length, 4);
-    head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
-    return Buffer.concat([head, body]);
-  }
+  const frame = frameJournalRecord;
 
   it('reads records framed as documented', async () => {
     const { root, tensors } = await makeCache();

@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, encode } from '@splitzip/codec';
+import { Packr } from 'msgpackr';
 import { createRandom as createRng } from '@splitzip/test-support/random';
 import { computeContentKey, type AddEntryInput } from '../src/index.js';
 
@@ -69,4 +71,15 @@ export async function catchError(fn: () => unknown): Promise<Error & { code?: st
     return error as Error & { code?: string };
   }
   throw new Error('expected an error, none was thrown');
+}
+
+const journalPackr = new Packr({ useRecords: false });
+/** A journal record of `ops`, framed exactly as the README documents (independent of the package's encoder). */
+export function frameJournalRecord(ops: unknown[]): Buffer {
+  const body = journalPackr.pack(ops);
+  const head = Buffer.alloc(12);
+  head.writeUInt32LE(0x524a5a53, 0);
+  head.writeUInt32LE(body.length, 4);
+  head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
+  return Buffer.concat([head, body]);
 }

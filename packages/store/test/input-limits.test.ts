@@ -17,7 +17,7 @@ import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
 import { JOURNAL_READ_WINDOW_BYTES, MAX_BLOB_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
-import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { catchError, frameJournalRecord, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
 afterEach(removeTempDirs);
 
@@ -32,15 +32,7 @@ async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor
 }
 
 const packr = new Packr({ useRecords: false });
-/** Frames ops as the README documents. */
-function frame(ops: unknown[]): Buffer {
-  const body = packr.pack(ops);
-  const head = Buffer.alloc(12);
-  head.writeUInt32LE(0x524a5a53, 0);
-  head.writeUInt32LE(body.length, 4);
-  head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
-  return Buffer.concat([head, body]);
-}
+const frame = frameJournalRecord;
 
 /** Loads the cache at `root` through a backend that records the length of every journal read. */
 async function loadRecordingReads(root: string): Promise<{ store: FsCacheStore; reads: number[] }> {
