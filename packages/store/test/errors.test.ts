@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
 import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
-import { catchError, frameJournalRecord, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { catchError, frameJournalRecord, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 import { MAX_LOCK_BREAK_DEPTH } from '../src/limits.js';
 
 afterEach(removeTempDirs);
@@ -14,16 +14,6 @@ afterEach(removeTempDirs);
 // Manifests are edited as loose JSON here, on purpose: the point is to write what the types forbid.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Loose = Record<string, any>;
-
-/** A closed cache holding one or more entries in manifest.json (the journal folded in). */
-async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor[] }> {
-  const root = await makeTempDir();
-  const store = await openCacheStore(root, { create: true });
-  const tensors = Array.from({ length: count }, (_, i) => makeTensor([40, 3], 7000 + i));
-  await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`shard-${i}`, 0, 240]])));
-  await store.close();
-  return { root, tensors };
-}
 
 async function editManifest(root: string, edit: (manifest: Loose) => void): Promise<void> {
   const path = join(root, 'manifest.json');

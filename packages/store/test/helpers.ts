@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { calibrateCodebook, encode } from '@splitzip/codec';
 import { Packr } from 'msgpackr';
 import { createRandom as createRng } from '@splitzip/test-support/random';
-import { computeContentKey, type AddEntryInput } from '../src/index.js';
+import { computeContentKey, openCacheStore, type AddEntryInput } from '../src/index.js';
 
 /** Deterministic PRNG (mulberry32, from @splitzip/test-support) so every test input is reproducible. */
 export { createRng };
@@ -82,4 +82,14 @@ export function frameJournalRecord(ops: unknown[]): Buffer {
   head.writeUInt32LE(body.length, 4);
   head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
   return Buffer.concat([head, body]);
+}
+
+/** A closed cache holding `count` entries in manifest.json (the journal folded in: journal.2 is its header alone). */
+export async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor[] }> {
+  const root = await makeTempDir();
+  const store = await openCacheStore(root, { create: true });
+  const tensors = Array.from({ length: count }, (_, i) => makeTensor([40, 3], 7000 + i));
+  await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`shard-${i}`, 0, 240]])));
+  await store.close();
+  return { root, tensors };
 }

@@ -17,19 +17,9 @@ import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import { readFully, readFullySync, writeFully } from '../src/io-pieces.js';
 import { JOURNAL_READ_WINDOW_BYTES, MAX_BLOB_BYTES, MAX_IO_PIECE_BYTES, MAX_JOURNAL_BYTES, MAX_LOCK_FILE_BYTES, MAX_PID } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
-import { catchError, frameJournalRecord, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { catchError, frameJournalRecord, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
 afterEach(removeTempDirs);
-
-/** A closed cache holding `count` entries in manifest.json (the journal folded in: journal.2 is its header alone). */
-async function makeCache(count = 1): Promise<{ root: string; tensors: TestTensor[] }> {
-  const root = await makeTempDir();
-  const store = await openCacheStore(root, { create: true });
-  const tensors = Array.from({ length: count }, (_, i) => makeTensor([40, 3], 7000 + i));
-  await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`shard-${i}`, 0, 240]])));
-  await store.close();
-  return { root, tensors };
-}
 
 const packr = new Packr({ useRecords: false });
 const frame = frameJournalRecord;
