@@ -2,17 +2,22 @@ import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { MAX_READ_CHUNK_BYTES } from './limits.js';
 
 /** A unique temp name in the destination's own directory (so rename() stays on one file system). */
 export function temporaryPathFor(path: string): string {
   return join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
 }
 
-/** Writes all of `bytes` at `position`, retrying short writes. */
-export async function writeFully(handle: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+/**
+ * Writes all of `bytes` at `position`, retrying short writes. One write asks for at most
+ * MAX_READ_CHUNK_BYTES: Node refuses a write length above 2^31 - 1 (ERR_OUT_OF_RANGE), so a
+ * tensor of 2 GiB or more could not be written.
+ */
+export async function writeFully(handle: Pick<FileHandle, 'write'>, bytes: Uint8Array, position: number): Promise<void> {
   let done = 0;
   while (done < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done);
+    const { bytesWritten } = await handle.write(bytes, done, Math.min(bytes.length - done, MAX_READ_CHUNK_BYTES), position + done);
     done += bytesWritten;
   }
 }

@@ -11,7 +11,7 @@ export const MAX_INDEX_BYTES = 100_000_000;
 /** Deepest accepted shape. Real tensors have rank <= 8; this bounds per-tensor work on hostile headers. */
 export const MAX_TENSOR_RANK = 64;
 
-/** Largest single positioned read: Node refuses one read(2) of 2 GiB or more. */
+/** Largest single positioned read or write: Node refuses one read or write of 2 GiB or more (ERR_OUT_OF_RANGE). */
 export const MAX_READ_CHUNK_BYTES = 1 << 30;
 
 /** Default bound of one iterateTensors() batch (two are in flight: the current one and the read-ahead). */

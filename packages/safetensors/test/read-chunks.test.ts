@@ -72,4 +72,24 @@ describe('no single read is longer than MAX_READ_CHUNK_BYTES', () => {
       expect(Math.max(...lengths)).toBeLessThanOrEqual(CHUNK);
     });
   });
+
+  it('writes: no single write is longer either (Node refuses one above 2^31 - 1)', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'w.safetensors');
+      const probe = await open(join(dir, 'probe'), 'w');
+      const prototype = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => unknown };
+      await probe.close();
+      const write = vi.spyOn(prototype, 'write');
+      await writeSafetensorsFile(path, tensors);
+      expect(write.mock.calls.length).toBeGreaterThan(1300 / CHUNK);
+      for (const call of write.mock.calls) expect(call[2]).toBeLessThanOrEqual(CHUNK);
+      write.mockRestore();
+      const model = await openSafetensorsModel(path);
+      try {
+        for (const tensor of tensors) expect(await readTensorBytes(model, tensor.name)).toEqual(tensor.data);
+      } finally {
+        await model.close();
+      }
+    });
+  });
 });
