@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
+import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { StoreError, isStoreError } from './errors.js';
@@ -87,10 +89,20 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 function parseHeaderObject(bytes: Uint8Array, path: string): S3Header {
   let json: Record<string, unknown>;
+  let text: string;
   try {
-    json = JSON.parse(decoder.decode(bytes)) as Record<string, unknown>;
+    text = decoder.decode(bytes);
+    json = JSON.parse(text) as Record<string, unknown>;
   } catch (error) {
     throw new StoreError('MANIFEST_INVALID', `cache.json is not UTF-8 JSON: ${(error as Error).message}`, { path, cause: error });
+  }
+  // As for manifest.json: JSON.parse keeps the last of two equal keys without a word.
+  const duplicate = findDuplicateJsonKey(text);
+  if (duplicate) {
+    throw new StoreError('MANIFEST_INVALID', `cache.json repeats the key ${describeValue(duplicate.key)}`, {
+      path,
+      details: { key: detailValue(duplicate.key), keyPath: duplicate.path.slice(0, 8).map(detailValue), offset: duplicate.position },
+    });
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new StoreError('MANIFEST_INVALID', 'cache.json must be a JSON object', { path });
   if (json.layout !== 's3-objects' || json.format !== S3_LAYOUT_FORMAT) {
@@ -412,10 +424,21 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     try {
       const bytes = await this.readEntryObjectBytes(object, parsedName.key, path);
       let json: unknown;
+      let text: string;
       try {
-        json = JSON.parse(decoder.decode(bytes));
+        text = decoder.decode(bytes);
+        json = JSON.parse(text);
       } catch (error) {
         throw new StoreError('ENTRY_INVALID', `entry object is not UTF-8 JSON: ${(error as Error).message}`, { entry: parsedName.key, path });
+      }
+      // A repeated field would be taken silently (the last one): refused, as in manifest.json.
+      const duplicate = findDuplicateJsonKey(text);
+      if (duplicate) {
+        throw new StoreError('ENTRY_INVALID', `entry object repeats the key ${describeValue(duplicate.key)}`, {
+          entry: parsedName.key,
+          path,
+          details: { key: detailValue(duplicate.key), keyPath: duplicate.path.slice(0, 8).map(detailValue), offset: duplicate.position },
+        });
       }
       const entry = parseDiskEntry(parsedName.key, json);
       if (entry.blobSha256 !== parsedName.blobSha256) {

@@ -216,7 +216,18 @@ describeS3('S3 store against the gateway', () => {
     expect(viewer.getEntry(bad.key)).toBeUndefined();
     const viewerReport = await viewer.verify();
     expect(viewerReport.problems.some((p) => p.key === bad.key && p.code === 'ENTRY_INVALID')).toBe(true);
-    await Promise.all([store.close(), fresh.close(), viewer.close()]);
+
+    // Nor one that repeats a field (JSON.parse would keep the last one silently).
+    const dup = makeTensor([12], 8);
+    await store.addEntry(toInput(dup, 'dup'));
+    const dupName = `${prefix}entries/${dup.key}.${store.getEntry(dup.key)!.blobSha256}.json`;
+    const original = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: dupName }))).Body!.transformToString();
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: dupName, Body: original.replace('{', '{"qualname":"other",') }));
+    const dupViewer = await openCacheStore(url(prefix));
+    expect(dupViewer.getEntry(dup.key)).toBeUndefined();
+    const dupReport = await dupViewer.verify();
+    expect(dupReport.problems.find((p) => p.key === dup.key)).toMatchObject({ code: 'ENTRY_INVALID', message: expect.stringContaining('repeats the key "qualname"') });
+    await Promise.all([store.close(), fresh.close(), viewer.close(), dupViewer.close()]);
   });
 
   it('repairBlob puts back a corrupted, truncated or missing blob object from its payload, refuses other bytes, and leaves an intact one alone', async () => {
