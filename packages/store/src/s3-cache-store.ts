@@ -13,6 +13,7 @@ import { prepareAddEntry } from './prepare-add-entry.js';
 import { ReadThroughCache } from './read-through-cache.js';
 import { ReadThroughRanges, type RangeIdentity } from './read-through-ranges.js';
 import {
+  BLOBS_DIR,
   ENTRIES_DIR,
   HEADER_OBJECT,
   MAX_SLICE_EPOCH,
@@ -620,7 +621,26 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
     this.assertOpen();
     await this.refresh();
+    // One listing of blobs/ gives every blob's size: an entry is checked against it before any
+    // buffer is sized from its comp_bytes (a hostile or damaged entry may claim ~4 GiB for a blob
+    // that does not exist), as the local store checks the file first.
+    const blobSizes = new Map<string, number>();
+    for (const object of await this.transport.list(BLOBS_DIR)) blobSizes.set(object.name, object.sizeBytes);
     const reader = {
+      checkBlob: async (key: string, _blob: string, expectedBytes: number) => {
+        const entry = this.state.entries.get(key);
+        if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key });
+        const name = blobObjectName(entry.key, blobSha256Of(entry));
+        const sizeBytes = blobSizes.get(name);
+        if (sizeBytes === undefined) throw new StoreError('BLOB_MISSING', 'the listing of blobs/ has no blob object for it', { entry: key, path: this.transport.describe(name) });
+        if (sizeBytes !== expectedBytes) {
+          throw new StoreError('BLOB_SIZE_MISMATCH', `the listing of blobs/ gives its blob object ${sizeBytes} bytes, the entry says ${expectedBytes}`, {
+            entry: key,
+            path: this.transport.describe(name),
+            details: { readBytes: sizeBytes, expectedBytes },
+          });
+        }
+      },
       readBlobInto: async (key: string, _blob: string, target: Uint8Array) => {
         const entry = this.state.entries.get(key);
         if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key });
@@ -664,7 +684,27 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const staleUploads = uploads.filter((u) => now - u.initiatedMs >= minAgeMs);
     if (!options.dryRun) {
       const limit = this.transport.settings.maxConcurrentRequests;
-      await mapLimited(orphanBlobs, limit, (name) => this.transport.deleteObject(name));
+      // The listing is minutes old on a big bucket: a writer may have stored this blob again and
+      // committed its entry since (a re-added tensor). Look again just before each delete: skip a
+      // blob whose entry object now exists or which was written again since (younger than
+      // minAgeMs). Deleted unchecked, such a blob left a committed entry without its bytes.
+      const kept = new Set<string>();
+      await mapLimited(orphanBlobs, limit, async (name) => {
+        const parsed = parseBlobObjectName(name)!;
+        const blob = await this.transport.headObject(name);
+        if (blob === undefined) return;
+        const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
+        if (entry !== undefined || Date.now() - blob.lastModifiedMs < minAgeMs) {
+          kept.add(name);
+          return;
+        }
+        await this.transport.deleteObject(name);
+      });
+      if (kept.size > 0) {
+        for (let i = orphanBlobs.length - 1; i >= 0; i--) if (kept.has(orphanBlobs[i]!)) orphanBlobs.splice(i, 1);
+        orphanBytes = 0;
+        for (const object of all) if (orphanBlobs.includes(object.name)) orphanBytes += object.sizeBytes;
+      }
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
     }
     return {

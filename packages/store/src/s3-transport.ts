@@ -29,6 +29,8 @@ export interface HeadedObject {
   sizeBytes: number;
   /** As the server sent it (quotes included); undefined when it sent none. */
   etag: string | undefined;
+  /** Last-Modified (0 when the server sent none). */
+  lastModifiedMs: number;
 }
 
 export interface ResolvedS3Settings {
@@ -486,7 +488,7 @@ export class S3Transport {
     return this.withRetries('HeadObject', name, async (abortSignal) => {
       try {
         const out = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal });
-        return { sizeBytes: out.ContentLength ?? 0, etag: out.ETag || undefined };
+        return { sizeBytes: out.ContentLength ?? 0, etag: out.ETag || undefined, lastModifiedMs: out.LastModified?.getTime() ?? 0 };
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { readFile, writeFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -205,6 +206,10 @@ describeS3('S3 store against the gateway', () => {
     const report = await store.verify();
     expect(report.ok).toBe(false);
     expect(report.problems.map((p) => p.code).sort()).toEqual([...codes].sort());
+    // Found from the blob listing, before a buffer is sized from the entry's comp_bytes (an entry
+    // may claim ~4 GiB for a blob that is not there; verify allocated it first).
+    expect(report.problems.find((p) => p.key === tensors[2]!.key)!.message).toContain('the listing of blobs/ has no blob object for it');
+    expect(report.problems.find((p) => p.key === tensors[1]!.key)!.message).toContain('gives its blob object 100 bytes');
 
     // An entry object that is not valid JSON is never served and is reported.
     const bad = makeTensor([12], 7);
@@ -463,6 +468,30 @@ describeS3('S3 store against the gateway', () => {
     expect(uploads.Uploads ?? []).toEqual([]);
     expect((await store.verify({ decode: true })).ok).toBe(true);
     await store.close();
+  });
+
+  it('gc keeps an orphan blob whose entry a writer commits while gc runs (it deleted it from its stale listing: the committed entry lost its bytes)', async () => {
+    const prefix = nextPrefix();
+    const gcStore = await openCacheStore(url(prefix), { create: true });
+    const tensor = makeTensor([40], 9);
+    const blobName = `${prefix}blobs/${tensor.key}.${createHash('sha256').update(tensor.payload).digest('hex')}.bin`;
+    // Left by a writer that crashed between its blob PUT and its entry PUT.
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName, Body: tensor.payload }));
+    const writer = await openCacheStore(url(prefix));
+    // The rerun commits right after gc's listing was taken, before gc deletes.
+    const transport = (gcStore as unknown as { transport: { list: (dir: string) => Promise<unknown> } }).transport;
+    const list = transport.list.bind(transport);
+    transport.list = async (dir: string) => {
+      const listed = await list(dir);
+      if (dir === '') await writer.addEntry(toInput(tensor, 'rerun'));
+      return listed;
+    };
+    const report = await gcStore.gc({ minAgeMs: 0 });
+    expect(report.orphanBlobs).toEqual([]);
+    const reader = await openCacheStore(url(prefix));
+    expect(reader.getEntry(tensor.key)).toBeDefined();
+    expect((await reader.verify()).ok).toBe(true);
+    await Promise.all([gcStore.close(), writer.close(), reader.close()]);
   });
 
   describe('transient faults', () => {
