@@ -11,6 +11,8 @@ import type { S3StoreOptions } from './types.js';
 
 /** Bounds memory spent on a hostile bucket listing (far above MAX_ENTRIES plus their aliases). */
 export const MAX_LISTED_OBJECTS = 50_000_000;
+/** Empty pages in a row that a truncated listing may return before it is judged stuck (S3 may return a few; never thousands). */
+export const MAX_EMPTY_LIST_PAGES = 100;
 /** S3's own limit on one part (and on a single PUT). */
 const MAX_PART_BYTES = 5 * 2 ** 30;
 const MIN_PART_BYTES = 5 * 2 ** 20;
@@ -521,11 +523,28 @@ export class S3Transport {
     const out: ListedObject[] = [];
     const Prefix = this.objectKey(dir);
     let ContinuationToken: string | undefined;
+    // A listing must make progress: a server (or proxy) that hands back a token it gave before, or
+    // page after page of nothing, looped here forever (15,000 requests a minute, no error).
+    const seenTokens = new Set<string>();
+    let emptyPages = 0;
+    let lastKey = '';
     do {
       const page = await this.withRetries('ListObjectsV2', dir, (abortSignal) =>
         this.client.send(new this.s3.ListObjectsV2Command({ Bucket: this.location.bucket, Prefix, ContinuationToken, MaxKeys: 1000 }), { abortSignal }),
       );
-      for (const object of page.Contents ?? []) {
+      const contents = page.Contents ?? [];
+      emptyPages = contents.length === 0 ? emptyPages + 1 : 0;
+      if (page.IsTruncated && emptyPages > MAX_EMPTY_LIST_PAGES) {
+        throw new StoreError('S3_ERROR', `the listing returned ${emptyPages} empty pages in a row, each saying more follow`, { path: this.describe(dir) });
+      }
+      // Keys come in order (of their UTF-8 bytes): a page that starts at or before the last one
+      // would list objects twice.
+      const firstKey = contents[0]?.Key;
+      if (firstKey !== undefined && lastKey !== '' && Buffer.compare(Buffer.from(firstKey), Buffer.from(lastKey)) <= 0) {
+        throw new StoreError('S3_ERROR', 'the listing went backwards (a page repeated keys of an earlier one)', { path: this.describe(dir) });
+      }
+      lastKey = contents.at(-1)?.Key ?? lastKey;
+      for (const object of contents) {
         if (!object.Key?.startsWith(this.location.prefix)) continue;
         out.push({
           name: object.Key.slice(this.location.prefix.length),
@@ -539,6 +558,10 @@ export class S3Transport {
       }
       ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
       if (page.IsTruncated && !ContinuationToken) throw new StoreError('S3_ERROR', 'a truncated listing without a continuation token', { path: this.describe(dir) });
+      if (ContinuationToken !== undefined) {
+        if (seenTokens.has(ContinuationToken)) throw new StoreError('S3_ERROR', 'the listing handed back a continuation token it gave before', { path: this.describe(dir) });
+        seenTokens.add(ContinuationToken);
+      }
     } while (ContinuationToken);
     return out;
   }
@@ -554,6 +577,8 @@ export class S3Transport {
     const out: { name: string; uploadId: string; initiatedMs: number }[] = [];
     let KeyMarker: string | undefined;
     let UploadIdMarker: string | undefined;
+    // As for list(): markers must move on, or this loops forever.
+    const seenMarkers = new Set<string>();
     for (;;) {
       const page = await this.withRetries('ListMultipartUploads', '', (abortSignal) =>
         this.client.send(new this.s3.ListMultipartUploadsCommand({ Bucket: this.location.bucket, Prefix: this.location.prefix, KeyMarker, UploadIdMarker }), { abortSignal }),
@@ -563,9 +588,15 @@ export class S3Transport {
         out.push({ name: upload.Key.slice(this.location.prefix.length), uploadId: upload.UploadId, initiatedMs: upload.Initiated?.getTime() ?? 0 });
       }
       if (!page.IsTruncated) return out;
+      if (out.length > MAX_LISTED_OBJECTS) {
+        throw new StoreError('SIZE_INVALID', `more than MAX_LISTED_OBJECTS (${MAX_LISTED_OBJECTS}) multipart uploads`, { path: this.describe('') });
+      }
       KeyMarker = page.NextKeyMarker;
       UploadIdMarker = page.NextUploadIdMarker;
       if (!KeyMarker && !UploadIdMarker) return out;
+      const marker = JSON.stringify([KeyMarker ?? '', UploadIdMarker ?? '']);
+      if (seenMarkers.has(marker)) throw new StoreError('S3_ERROR', 'the multipart upload listing handed back markers it gave before', { path: this.describe('') });
+      seenMarkers.add(marker);
     }
   }
 
