@@ -202,9 +202,12 @@ function escapePatcher(
   const { layout, chunkSize } = meta;
   const posAt = layout.escapePositions.offsetBytes;
   const expAt = layout.escapeExponents.offsetBytes;
+  // Ends clamped to escape_count: the index is read in place, so memory changed under a decode
+  // must not make a loop run ~2^32 times.
+  const escapeCount = meta.escapeCount;
   let c = firstChunk;
   let j = index[c]!;
-  let jEnd = index[c + 1]!;
+  let jEnd = Math.min(index[c + 1]!, escapeCount);
   return (endValue) => {
     const limit = Math.min(endValue, end);
     for (;;) {
@@ -226,11 +229,11 @@ function escapePatcher(
       if (next < 0) {
         // None before the limit: resume from the last chunk looked at (all empty up to it).
         c = -next - 1;
-        jEnd = index[c + 1]!;
+        jEnd = Math.min(index[c + 1]!, escapeCount);
         return;
       }
       c = next;
-      jEnd = index[c + 1]!;
+      jEnd = Math.min(index[c + 1]!, escapeCount);
     }
   };
 }

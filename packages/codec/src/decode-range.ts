@@ -1,3 +1,4 @@
+import { checkNoOverlap } from './check-overlap.js';
 import { decodeValueRange } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import { readPayloadMeta } from './read-payload-meta.js';
@@ -25,6 +26,7 @@ export function decodeRange(
     });
   }
   const target = checkOutput(out, count);
+  checkOutputApart(payload, meta.compBytes, target, count);
   if (options?.verify !== false) verifyPayloadChecksum(payload, meta);
   decodeValueRange(payload, meta, start, start + count, target, 0);
   return target;
@@ -42,4 +44,9 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
     });
   }
   return out;
+}
+
+/** INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */
+export function checkOutputApart(payload: Uint8Array, compBytes: number, out: Uint16Array, count: number): void {
+  checkNoOverlap(payload, compBytes, out, 2 * count, 'out overlaps the payload');
 }

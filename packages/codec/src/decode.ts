@@ -1,6 +1,6 @@
 import { kernelsFor } from './backend.js';
 import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
-import { checkOutput, type DecodeOptions } from './decode-range.js';
+import { checkOutput, checkOutputApart, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
 import { readPayloadMeta } from './read-payload-meta.js';
@@ -14,6 +14,7 @@ import { verifyPayloadChecksum } from './verify-payload-checksum.js';
 export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Uint16Array {
   const meta = readPayloadMeta(payload);
   const target = checkOutput(out, meta.elementCount);
+  checkOutputApart(payload, meta.compBytes, target, meta.elementCount);
   if (options?.verify === false) {
     decodeValueRange(payload, meta, 0, meta.elementCount, target, 0);
     return target;
