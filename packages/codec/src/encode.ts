@@ -1,4 +1,5 @@
 import { kernelsFor, type CodecKernels } from './backend.js';
+import { checkNoOverlap } from './check-overlap.js';
 import { layoutFor, isValidChunkSize, type PayloadLayout } from './compute-payload-layout.js';
 import { DEFAULT_CHUNK_SIZE, FORMAT_VERSION, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook, type Codebook } from './create-codebook.js';
@@ -51,6 +52,12 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
   const out = options?.out;
   if (out !== undefined && !(out instanceof Uint8Array)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint8Array', {});
+  }
+  // The kernels would write codes over values they have yet to read: a valid-looking wrong
+  // payload. Only the bytes the largest payload (every value escaped) could use count.
+  if (out !== undefined && out.buffer === values.buffer) {
+    const written = Math.min(out.length, layoutFor(values.length, values.length, chunkSize).totalBytes);
+    checkNoOverlap(values, values.byteLength, out, written, 'out overlaps values');
   }
   const book = ensureCodebook(codebook);
   const n = values.length;

@@ -60,6 +60,34 @@ describe.each(BACKENDS)('overlapping inputs and outputs on the %s backend', (bac
   });
 });
 
+describe.each(BACKENDS)('encode into an out overlapping values on the %s backend', (backend) => {
+  it('-> INVALID_ARGUMENT "out overlaps values", ordinary arrays and arena views', () => {
+    useBackend(backend);
+    const arena = createCodecArena(4 << 20);
+    const bytes = 2 * N + 65536;
+    for (const region of [new Uint8Array(bytes), arena.allocate(bytes)]) {
+      for (const [valuesAt, outAt] of [[0, 0], [0, 2 * N - 256], [4096, 0]] as const) {
+        const vals = new Uint16Array(region.buffer, region.byteOffset + valuesAt, N);
+        vals.set(values);
+        const out = region.subarray(outAt);
+        let error: unknown;
+        try {
+          encode(vals, codebook, { out });
+        } catch (e) {
+          error = e;
+        }
+        expect((error as { code?: string })?.code).toBe('INVALID_ARGUMENT');
+        expect(String((error as Error).message)).toContain('out overlaps values');
+      }
+      // Disjoint halves of one buffer are fine.
+      const vals = new Uint16Array(region.buffer, region.byteOffset, N);
+      vals.set(values);
+      const payload = encode(vals, codebook, { out: region.subarray(2 * N) });
+      expect(Array.from(decode(payload.slice()))).toEqual(Array.from(values));
+    }
+  });
+});
+
 describe('escape patcher', () => {
   it('never runs past escape_count when the in-place escape index changes under it', () => {
     const p = encode(values, codebook, { chunkSize: 64 });
