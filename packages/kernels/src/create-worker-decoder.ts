@@ -171,6 +171,12 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   // Loaders decode many tensors of a few shapes: the header of the last one is not parsed again.
   const readMeta = createMetaReader();
   let disposed = false;
+  // The job in flight (its shared control): dispose() marks it failed so that threads waiting on a
+  // gate or a copy-in that will never come give up, instead of dispose() waiting on it forever.
+  let current: { control: Int32Array; taskCount: number } | null = null;
+  // Set by dispose(): settles once every worker is terminated; memory a job borrowed from the
+  // caller's arena is given back only then (a worker may still write it until it stops).
+  let stopped: Promise<void> | null = null;
 
   const failPending = (worker: PoolWorker, error: Error): void => {
     for (const [id, entry] of pending) {
@@ -369,9 +375,11 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     try {
       return await decodeStaged(meta, target, kind, verify, homes);
     } finally {
+      current = null;
       // Every thread is done with the job's buffers: decodeStaged returns after the last range
-      // and throws only after every worker answered.
-      homes.release();
+      // and throws only after every worker answered (or, when disposed, once they are terminated).
+      if (stopped !== null) void stopped.then(homes.release);
+      else homes.release();
     }
   };
 
@@ -390,6 +398,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const outerTask = kind === 'segments' && homes.copyIn === null && !homes.staged;
     const taskCount = Math.min(units, TASKS_PER_THREAD * (threads + 1)) + (outerTask ? 1 : 0);
     const control = createControl(taskCount);
+    current = { control, taskCount };
     const ready = homes.copyIn && new Int32Array(new SharedArrayBuffer(4 * taskCount));
     const segmentValues = SEGMENT_DIGESTS * units;
     const digests = kind === 'segments' ? new Uint32Array(new SharedArrayBuffer(4 * (segmentValues + (outerTask ? OUTER_DIGESTS : 0)))) : null;
@@ -522,6 +531,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     if (meta.version < 3) {
       // A job of no ranges: the worker claims the checksum, runs it and answers.
       const control = createControl(0);
+      current = { control, taskCount: 0 };
       await postJob({ ...base, control: control.buffer as SharedArrayBuffer, taskCount: 0, kind: 'chunks', verify: true, digests: null }, pool[0]!);
       return;
     }
@@ -530,6 +540,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const units = taskUnits(meta, 'digests');
     const taskCount = Math.min(units, TASKS_PER_THREAD * threads);
     const control = createControl(taskCount);
+    current = { control, taskCount };
     const digests = new Uint32Array(new SharedArrayBuffer(4 * SEGMENT_DIGESTS * Math.max(1, units)));
     const job = {
       ...base,
@@ -562,15 +573,23 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     },
 
     decode(payload, out, decodeOptions) {
-      if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
-      const run = queue.then(() => decodeParallel(payload, out, decodeOptions?.verify !== false));
+      if (disposed) return Promise.reject(disposedError());
+      // Queued calls that had not started when dispose() ran are refused, not run on a dead pool.
+      const run = queue.then(() => (disposed ? Promise.reject(disposedError()) : decodeParallel(payload, out, decodeOptions?.verify !== false)));
       queue = run.catch(() => undefined);
       return run;
     },
 
     verifyChecksum(payload, verifyOptions) {
-      if (disposed) return Promise.reject(new KernelsError('DISPOSED', 'this worker decoder was disposed', {}));
-      const run = queue.then(() => verifyOnWorker(payload, verifyOptions?.gate ?? null));
+      if (disposed) return Promise.reject(disposedError());
+      const run = queue.then(async () => {
+        if (disposed) throw disposedError();
+        try {
+          return await verifyOnWorker(payload, verifyOptions?.gate ?? null);
+        } finally {
+          current = null;
+        }
+      });
       queue = run.catch(() => undefined);
       return run;
     },
@@ -578,9 +597,15 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     async dispose() {
       if (disposed) return;
       disposed = true;
+      let markStopped: () => void = () => undefined;
+      stopped = new Promise<void>((resolve) => (markStopped = resolve));
+      // A job in flight may never finish (a gate never raised, a worker that never answers): its
+      // threads are told to stop and its call rejects with DISPOSED now, before the pool goes.
+      if (current !== null) markFailed(current.control, current.taskCount);
+      for (const entry of pool) failPending(entry, disposedError());
       await queue;
       const workers = pool.splice(0);
-      for (const entry of workers) failPending(entry, new KernelsError('DISPOSED', 'worker decoder disposed', {}));
+      for (const entry of workers) failPending(entry, disposedError());
       // Not while a worker still loads its modules (see WorkerStart.ready); a worker that never
       // gets there (it died, or its start hangs) is terminated after WORKER_READY_WAIT_MS anyway.
       await Promise.all(workers.map((entry) => waitUntilReady(entry.ready, WORKER_READY_WAIT_MS)));
@@ -592,6 +617,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       }
       stage = null;
       arenas.clear();
+      markStopped();
     },
   };
 }
@@ -658,6 +684,10 @@ async function waitUntilReady(ready: Int32Array, timeoutMs: number): Promise<voi
 const waitAsync = (Atomics as unknown as {
   waitAsync(array: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<unknown> | string };
 }).waitAsync.bind(Atomics);
+
+function disposedError(): KernelsError {
+  return new KernelsError('DISPOSED', 'this worker decoder was disposed', {});
+}
 
 function requireArena(arena: CodecArena | null): CodecArena {
   if (arena === null) {

@@ -1,0 +1,46 @@
+import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
+import { describe, expect, it } from 'vitest';
+import { createWorkerDecoder } from '../src/node.js';
+import { modelLikeValues } from './fixtures.js';
+
+const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
+const silentWorkerUrl = new URL('./workers/silent-worker.mjs', import.meta.url);
+
+function sharedPayload(count: number): { values: Uint16Array; payload: Uint8Array } {
+  const values = modelLikeValues(count);
+  const encoded = codecEncode(values, calibrateCodebook(values).codebook);
+  const payload = new Uint8Array(new SharedArrayBuffer(encoded.length));
+  payload.set(encoded);
+  return { values, payload };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('worker decoder dispose() with a job that cannot finish', () => {
+  it('rejects a verifyChecksum whose gate is never raised, and later calls, with DISPOSED', { timeout: 15_000 }, async () => {
+    const { payload } = sharedPayload(2 ** 20 + 5);
+    const d = createWorkerDecoder({ threads: 1, workerUrl });
+    const gate = new Int32Array(new SharedArrayBuffer(4)); // never raised: the caller's upload failed
+    const verifying = d.verifyChecksum(payload, { gate });
+    const later = d.decode(payload);
+    const outcomes = Promise.allSettled([verifying, later]);
+    await sleep(200);
+    await d.dispose();
+    const [first, second] = await outcomes;
+    expect(first.status === 'rejected' && (first.reason as { code?: string }).code).toBe('DISPOSED');
+    expect(second.status === 'rejected' && (second.reason as { code?: string }).code).toBe('DISPOSED');
+  });
+
+  it('rejects a decode whose only worker never answers (callerDecodes: false) with DISPOSED', { timeout: 15_000 }, async () => {
+    const { payload } = sharedPayload(2 ** 20 + 3);
+    const d = createWorkerDecoder({ threads: 1, workerUrl: silentWorkerUrl, minParallelElements: 0, callerDecodes: false });
+    const decoding = d.decode(payload);
+    const outcome = decoding.then(
+      () => 'resolved',
+      (error: { code?: string }) => error.code,
+    );
+    await sleep(300);
+    await d.dispose();
+    expect(await outcome).toBe('DISPOSED');
+  });
+});
