@@ -42,6 +42,9 @@ export function attachCodecArena(share: CodecArenaShare): AttachedCodecArena {
   }
   const kernels = attachWasmKernels(memory as WebAssembly.Memory, scratchBase);
   if (kernels === null) return { buffer, zeroCopy: false };
-  registerArenaKernels(buffer, kernels);
+  // Every thread's scratch area is reserved (at least this thread's, for a share without the field).
+  const reserved = share.reservedBytes;
+  const own = scratchBase + WASM_SCRATCH_BYTES;
+  registerArenaKernels(buffer, kernels, Number.isInteger(reserved) && reserved! > own && reserved! <= buffer.byteLength ? reserved! : own);
   return { buffer, zeroCopy: true };
 }

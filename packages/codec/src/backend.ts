@@ -123,20 +123,49 @@ export function activeKernels(): CodecKernels {
   return loadWasmKernels() ?? jsKernels;
 }
 
-/** Kernels bound to each codec arena's WebAssembly memory, by that memory's buffer. */
-const arenaKernels = new WeakMap<ArrayBufferLike, CodecKernels>();
+/**
+ * Kernels bound to each codec arena's WebAssembly memory, by that memory's buffer, with the bytes
+ * [0, reservedBytes) where the kernels keep their tables, digest lanes and blocks (scratch areas).
+ */
+interface ArenaKernels {
+  readonly kernels: CodecKernels;
+  readonly reservedBytes: number;
+}
+const arenaKernels = new WeakMap<ArrayBufferLike, ArenaKernels>();
 
-export function registerArenaKernels(buffer: ArrayBufferLike, kernels: CodecKernels): void {
-  arenaKernels.set(buffer, kernels);
+export function registerArenaKernels(buffer: ArrayBufferLike, kernels: CodecKernels, reservedBytes: number): void {
+  arenaKernels.set(buffer, { kernels, reservedBytes });
+}
+
+/**
+ * The arena kernels of view's buffer (undefined outside an arena). Throws INVALID_ARGUMENT for a
+ * view that touches the arena's reserved bytes: the kernels would read it as their own scratch and
+ * write their tables over it (wrong values, and decode tables cached wrong for later calls). O(1).
+ */
+export function checkArenaView(view: ArrayBufferView, name: string): CodecKernels | undefined {
+  const arena = arenaKernels.get(view.buffer);
+  if (arena === undefined) return undefined;
+  if (view.byteOffset < arena.reservedBytes && view.byteLength > 0) {
+    throw new SplitZipError('INVALID_ARGUMENT', `${name} overlaps the codec arena's reserved bytes [0, ${arena.reservedBytes}) (use views from arena.allocate)`, {
+      argument: name,
+      byteOffset: view.byteOffset,
+      byteLength: view.byteLength,
+      reservedBytes: arena.reservedBytes,
+    });
+  }
+  return arena.kernels;
 }
 
 /**
  * The kernels for an operation on these views: an arena's own kernels when the first view (else
  * the second) lives in a codec arena, so they work on it in place; else the active kernels.
+ * Either view touching an arena's reserved bytes is INVALID_ARGUMENT (named firstName/secondName).
  */
-export function kernelsFor(first: ArrayBufferView, second?: ArrayBufferView): CodecKernels {
+export function kernelsFor(first: ArrayBufferView, second?: ArrayBufferView, firstName = 'payload', secondName = 'out'): CodecKernels {
+  const a = checkArenaView(first, firstName);
+  const b = second === undefined ? undefined : checkArenaView(second, secondName);
   if (forced === 'js') return jsKernels;
-  return arenaKernels.get(first.buffer) ?? (second && arenaKernels.get(second.buffer)) ?? activeKernels();
+  return a ?? b ?? activeKernels();
 }
 
 /** Which fast path encode/decode use on this platform: 'wasm-simd' where WebAssembly SIMD exists, else 'js'. */

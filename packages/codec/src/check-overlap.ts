@@ -18,6 +18,7 @@ export function checkNoOverlap(
   const outStart = output.byteOffset;
   if (inStart < outStart + writtenBytes && outStart < inStart + readBytes) {
     throw new SplitZipError('INVALID_ARGUMENT', message, {
+      argument: 'out',
       inputByteOffset: inStart,
       inputBytes: readBytes,
       outByteOffset: outStart,

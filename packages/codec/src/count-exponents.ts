@@ -1,4 +1,4 @@
-import { kernelsFor } from './backend.js';
+import { checkArenaView, kernelsFor } from './backend.js';
 import { SplitZipError } from './errors.js';
 import { countExponentsJs } from './js/js-kernels.js';
 
@@ -23,7 +23,8 @@ export function countExponents(values: Uint16Array, histogram?: Uint32Array): Ui
   }
   // The wasm kernel where it pays (an arena's own kernels for a view in a codec arena, in place);
   // both paths give the same counts, each bin mod 2^32 as a Uint32Array store wraps.
-  const kernels = values.length >= WASM_COUNT_MIN_VALUES ? kernelsFor(values) : null;
+  checkArenaView(values, 'values');
+  const kernels = values.length >= WASM_COUNT_MIN_VALUES ? kernelsFor(values, undefined, 'values') : null;
   if (kernels?.countExponents) kernels.countExponents(values, hist);
   else countExponentsJs(values, hist);
   return hist;

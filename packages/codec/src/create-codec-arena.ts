@@ -16,6 +16,11 @@ export interface CodecArenaShare {
   readonly memory: CodecArenaMemory | null;
   /** Start of the scratch area the attaching thread's kernels use (reserved for it alone). */
   readonly scratchBase: number;
+  /**
+   * Bytes [0, reservedBytes) of the memory are the scratch areas of all the arena's threads: no
+   * view passed to encode/decode may touch them (absent in shares made by older versions).
+   */
+  readonly reservedBytes?: number;
 }
 
 /**
@@ -115,7 +120,7 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
     memory = wasm.memory;
     buffer = wasm.memory.buffer;
     base = WASM_SCRATCH_BYTES + threadScratchBytes;
-    registerArenaKernels(buffer, wasm.kernels);
+    registerArenaKernels(buffer, wasm.kernels, base);
     zeroCopy = true;
   } else {
     buffer = shared ? new SharedArrayBuffer(byteLength) : new ArrayBuffer(byteLength);
@@ -177,7 +182,12 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
           threads,
         });
       }
-      return { buffer: buffer as SharedArrayBuffer, memory, scratchBase: memory === null ? 0 : WASM_SCRATCH_BYTES * (1 + index) };
+      return {
+        buffer: buffer as SharedArrayBuffer,
+        memory,
+        scratchBase: memory === null ? 0 : WASM_SCRATCH_BYTES * (1 + index),
+        reservedBytes: base,
+      };
     },
   };
 }

@@ -61,7 +61,7 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
   }
   const book = ensureCodebook(codebook);
   const n = values.length;
-  const kernels = kernelsFor(values, out);
+  const kernels = kernelsFor(values, out, 'values', 'out');
   const escapes = new EscapeList();
   if (out !== undefined) {
     // Codes, sm and escape index sit at offsets that do not depend on the escape count: one pass
@@ -74,16 +74,30 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
     return out.subarray(0, layout.totalBytes);
   }
   // Without `out` the payload is allocated at its exact size, so the count comes first.
-  const escapeCount = hint ?? kernels.countEscapes(values, tablesForCodebook(book.exponents));
-  const layout = layoutFor(n, escapeCount, chunkSize);
-  const payload = new Uint8Array(layout.totalBytes);
-  const digests = encodeSections(kernels, values, book, payload, layout, escapes);
-  if (escapes.count !== escapeCount) {
-    // Only a wrong escapeCount hint gets here: encode again with the count measured.
-    return encode(values, book, { chunkSize });
+  const tables = tablesForCodebook(book.exponents);
+  let escapeCount = hint ?? kernels.countEscapes(values, tables);
+  let list = escapes;
+  for (let attempt = 0; ; attempt++) {
+    const layout = layoutFor(n, escapeCount, chunkSize);
+    const payload = new Uint8Array(layout.totalBytes);
+    const digests = encodeSections(kernels, values, book, payload, layout, list);
+    if (list.count === escapeCount) {
+      finishPayload(payload, n, book, chunkSize, layout, list, digests);
+      return payload;
+    }
+    // A wrong escapeCount hint gets here once: encode again with the count measured. A second
+    // disagreement means the values changed while being read (another thread writing them):
+    // stop, rather than retry without end.
+    if (attempt > 0) {
+      throw new SplitZipError('INVALID_ARGUMENT', 'values changed while encode read them (escape counts of two passes differ)', {
+        argument: 'values',
+        countedEscapes: escapeCount,
+        encodedEscapes: list.count,
+      });
+    }
+    escapeCount = kernels.countEscapes(values, tables);
+    list = new EscapeList();
   }
-  finishPayload(payload, n, book, chunkSize, layout, escapes, digests);
-  return payload;
 }
 
 function checkOutBytes(out: Uint8Array, needed: number): void {

@@ -12,7 +12,10 @@ import {
   readPayloadMeta,
   setCodecBackend,
 } from '../src/index.js';
+import { activeKernels } from '../src/backend.js';
 import { prepareEscapes } from '../src/decode-core.js';
+import { attachCodecArena, countExponents } from '../src/index.js';
+import { vi } from 'vitest';
 import { BACKENDS, codeOf, useBackend } from './backends.js';
 import { weightsWithEscapes } from './fixtures.js';
 
@@ -106,5 +109,68 @@ describe('escape patcher', () => {
     const t = performance.now();
     escapes.apply(N);
     expect(performance.now() - t).toBeLessThan(100);
+  });
+});
+
+describe('views over an arena\'s reserved bytes (the kernels\' scratch areas)', () => {
+  it('decode, encode, countExponents -> INVALID_ARGUMENT naming the argument; later decodes stay right', () => {
+    setCodecBackend('auto');
+    const p = encode(values, codebook);
+    for (const threads of [0, 2]) {
+      const arena = createCodecArena(1 << 20, { threads });
+      const pay = arena.allocate(p.length);
+      pay.set(p);
+      const good = arena.allocateValues(N);
+      expect(Array.from(decode(pay, good))).toEqual(Array.from(values));
+      const reserved = pay.byteOffset; // the first allocation starts where the reserved bytes end
+      for (const at of [0, reserved - 256, reserved - 2]) {
+        const scratchView = new Uint16Array(arena.buffer, at, N);
+        let error: unknown;
+        try {
+          decode(pay, scratchView);
+        } catch (e) {
+          error = e;
+        }
+        expect((error as { code?: string }).code).toBe('INVALID_ARGUMENT');
+        expect((error as { details: { argument: string } }).details.argument).toBe('out');
+        expect(codeOf(() => decodeRange(pay, 0, N, scratchView))).toBe('INVALID_ARGUMENT');
+        expect(codeOf(() => countExponents(new Uint16Array(arena.buffer, at, 2048)))).toBe('INVALID_ARGUMENT');
+        expect(codeOf(() => countExponents(new Uint16Array(arena.buffer, at, 16)))).toBe('INVALID_ARGUMENT');
+        expect(codeOf(() => encode(new Uint16Array(arena.buffer, at, N), codebook))).toBe('INVALID_ARGUMENT');
+        expect(codeOf(() => encode(values, codebook, { out: new Uint8Array(arena.buffer, at, p.length) }))).toBe('INVALID_ARGUMENT');
+      }
+      // The cached decode tables were not touched: valid decodes in this arena are still right.
+      expect(Array.from(decode(pay, good))).toEqual(Array.from(values));
+      expect(Array.from(decode(pay))).toEqual(Array.from(values));
+      expect(Array.from(pay)).toEqual(Array.from(p));
+      if (threads > 0) {
+        // An attached thread's kernels refuse every thread's scratch area, not only their own.
+        const share = arena.share(1);
+        expect(share.reservedBytes).toBe(reserved);
+        attachCodecArena(share);
+        expect(codeOf(() => decode(pay, new Uint16Array(arena.buffer, 0, N)))).toBe('INVALID_ARGUMENT');
+      }
+    }
+  });
+
+  it('encode whose two passes disagree on the escape count retries once, then throws a typed error', () => {
+    setCodecBackend('auto');
+    const kernels = activeKernels();
+    const spy = vi.spyOn(kernels, 'countEscapes').mockReturnValue(3);
+    try {
+      let error: unknown;
+      try {
+        encode(values, codebook);
+      } catch (e) {
+        error = e;
+      }
+      expect((error as { code?: string }).code).toBe('INVALID_ARGUMENT');
+      expect(spy).toHaveBeenCalledTimes(2);
+      // A wrong hint alone costs one more pass, not an error.
+      spy.mockRestore();
+      expect(Array.from(decode(encode(values, codebook, { escapeCount: 3 })))).toEqual(Array.from(values));
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
