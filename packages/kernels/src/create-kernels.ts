@@ -104,7 +104,9 @@ export async function createKernelsFor(
     operation: Operation,
     n: number,
     call: (impl: BackendImpl) => Promise<T>,
+    callerArrays: Readonly<Record<string, unknown>> = {},
   ): Promise<T> {
+    const lengths = Object.entries(callerArrays).map(([name, view]) => [name, view, byteLengthOf(view)] as const);
     if (disposed) throw new KernelsError('DISPOSED', 'this Kernels instance was disposed', {});
     const { impl, reason } = choose(operation, n);
     if (impl === codec) {
@@ -116,7 +118,12 @@ export async function createKernelsFor(
       if (faults.failLaunches) throw new KernelsError('KERNEL_FAILED', 'injected fault: launch failed (device lost)', {});
       return await call(impl);
     } catch (error) {
-      if (isSplitZipError(error) || (isKernelsError(error) && error.code === 'INVALID_ARGUMENT')) throw error;
+      // The caller's mistakes (bad input, arrays transferred mid-call) are errors, not a broken backend.
+      if (isSplitZipError(error) || (isKernelsError(error) && (error.code === 'INVALID_ARGUMENT' || error.code === 'DISPOSED'))) throw error;
+      const changed = lengths.find(([, view, length]) => byteLengthOf(view) !== length);
+      if (changed !== undefined) {
+        throw new KernelsError('INVALID_ARGUMENT', `${changed[0]} was detached or resized while the call was in flight`, { argument: changed[0] });
+      }
       failures.set(impl.name, `${impl.name} failed during ${operation}: ${describe(error)}`);
       const result = await call(codec);
       result.fallbackReason = failures.get(impl.name)!;
@@ -133,15 +140,18 @@ export async function createKernelsFor(
   return {
     backend: initial.impl.name,
     fallbackReason: instanceReason,
-    availableBackends: healthy(),
+    // Current, not a snapshot: a backend that failed after creation is no longer offered.
+    get availableBackends() {
+      return healthy();
+    },
     decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
-      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options));
+      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options), { payload, out });
     },
     encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
-      return run('encode', values?.length ?? 0, (impl) => impl.encode(values, codebook, options));
+      return run('encode', values?.length ?? 0, (impl) => impl.encode(values, codebook, options), { values });
     },
     decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
-      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, options));
+      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, options), { payload });
     },
     async dispose() {
       if (disposed) return;
@@ -206,6 +216,11 @@ function elementCountOf(payload: Uint8Array): number {
   if (!(payload instanceof Uint8Array) || payload.length < 24) return 0;
   const view = new DataView(payload.buffer, payload.byteOffset, 24);
   return view.getUint32(16, true) + view.getUint32(20, true) * 2 ** 32;
+}
+
+/** A view's byteLength (0 once its buffer is detached), or -1 for anything else. */
+function byteLengthOf(view: unknown): number {
+  return ArrayBuffer.isView(view) ? view.byteLength : -1;
 }
 
 function describe(error: unknown): string {

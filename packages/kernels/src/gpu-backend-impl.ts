@@ -45,8 +45,11 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
     timings.validateMs += now() - t;
     let scratch: Float32Array | undefined;
     const launches = countDecodeLaunches(meta.elementCount);
+    const payloadLength = payload.length;
     for (let launch = 0; launch < launches; launch++) {
       t = now();
+      // Later launches read the payload after an await: the caller may have transferred it since.
+      checkIntact(payload, payloadLength, 'payload');
       const inputs = packDecodeLaunch(payload, meta, streams, launch, scratch);
       scratch = inputs.words;
       timings.prepareMs += now() - t;
@@ -68,6 +71,8 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         const t = now();
         try {
           const floats = await gpu.readHandle(handle);
+          // The caller may have transferred `out` while we waited: its mistake, not the backend's.
+          checkOutIntact(target, meta.elementCount);
           // Each float is 2^23 + value: its low 16 bits are the value, so an integer narrowing copy
           // (u32 -> u16 keeps the low half) extracts them.
           target.set(new Uint32Array(floats.buffer, floats.byteOffset, count), first);
@@ -108,6 +113,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
           const target = checkOutput(out, elementCount);
           for (const segment of segments) {
             const floats = await gpu.readHandle(segment.handle);
+            checkOutIntact(target, elementCount);
             target.set(floats.subarray(0, segment.elementCount), segment.firstElement);
           }
           return target;
@@ -145,6 +151,9 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         scratch = floats;
         timings.prepareMs += now() - t;
         const result = await gpu.encodeLaunch(floats, codeTable, chunkSize, timings);
+        // The next launch and the escape scatter below read `values` again: a caller that
+        // transferred it meanwhile would get a valid payload of other values.
+        checkIntact(values, n, 'values');
         wordLaunches.push(result.words.slice(0, Math.ceil(count / 2)));
         const chunk0 = first / chunkSize;
         for (let k = 0; k < Math.ceil(count / chunkSize); k++) escapeCounts[chunk0 + k] = result.escapeCounts[k]!;
@@ -208,6 +217,28 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
       return gpu.dispose();
     },
   };
+}
+
+/** INVALID_ARGUMENT naming `name` when the caller's array was detached or resized during the call. */
+function checkIntact(view: ArrayBufferView & { length: number }, length: number, name: string): void {
+  if (view.length !== length) {
+    throw new KernelsError('INVALID_ARGUMENT', `${name} was detached or resized while the call was in flight`, {
+      argument: name,
+      length: view.length,
+      expected: length,
+    });
+  }
+}
+
+/** `out` detached or shrunk during the call: the codec's OUTPUT_TOO_SMALL, as checkOutput reports it up front. */
+function checkOutIntact(out: Uint16Array, count: number): void {
+  if (out.length < count) {
+    throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed (detached or resized during the call)`, {
+      argument: 'out',
+      outLength: out.length,
+      needed: count,
+    });
+  }
 }
 
 /** The codec's encode argument rules, so a GPU encode rejects exactly what the codec rejects. */
