@@ -66,7 +66,9 @@ export interface CodecArena {
   /**
    * Frees `view`, a view this arena's `allocate`/`allocateValues` returned, if it is the most
    * recent allocation still held (stack order: a borrower that takes room at the top gives it back
-   * without a `reset`). Returns false, freeing nothing, when something was allocated after it.
+   * without a `reset`). Returns false, freeing nothing, when something was allocated after it,
+   * when it was freed already, or when it is only part of an allocation (same start and length as
+   * the allocation required).
    */
   release(view: ArrayBufferView): boolean;
   /** The arena's memory (a SharedArrayBuffer when created with `threads`). */
@@ -127,6 +129,10 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
   }
   const end = base + byteLength;
   let next = base;
+  // Start offsets and byte lengths of the allocations still held, in order: release frees only a
+  // view that is exactly the last one (a part of it would hand out bytes its owner still uses).
+  const heldAt: number[] = [];
+  const heldBytes: number[] = [];
 
   function take(bytes: number, what: string): number {
     if (!Number.isInteger(bytes) || bytes < 0) {
@@ -140,6 +146,8 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
     }
     const at = next;
     next = Math.min(end, Math.ceil((next + bytes) / ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES);
+    heldAt.push(at);
+    heldBytes.push(bytes);
     return at;
   }
 
@@ -162,15 +170,17 @@ export function createCodecArena(byteLength: number, options: CodecArenaOptions 
     },
     reset(): void {
       next = base;
+      heldAt.length = 0;
+      heldBytes.length = 0;
     },
     release(view: ArrayBufferView): boolean {
       if (!ArrayBuffer.isView(view) || view.buffer !== buffer) {
         throw new SplitZipError('INVALID_ARGUMENT', 'release takes a view of this arena', {});
       }
-      const at = view.byteOffset;
-      const top = Math.min(end, Math.ceil((at + view.byteLength) / ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES);
-      if (at < base || (at - base) % ARENA_ALIGN_BYTES !== 0 || top !== next) return false;
-      next = at;
+      const last = heldAt.length - 1;
+      if (last < 0 || view.byteOffset !== heldAt[last] || view.byteLength !== heldBytes[last]) return false;
+      next = heldAt.pop()!;
+      heldBytes.pop();
       return true;
     },
     buffer,

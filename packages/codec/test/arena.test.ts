@@ -188,6 +188,30 @@ describe('createCodecArena', () => {
     expect(codeOf(() => arena.release(createCodecArena(256).allocate(1)))).toBe('INVALID_ARGUMENT');
   });
 
+  it('release refuses part of the latest allocation (its tail or head), so no later allocation aliases it', () => {
+    setCodecBackend('auto');
+    const arena = createCodecArena(4096);
+    const y = arena.allocate(1000);
+    expect(arena.release(y.subarray(256))).toBe(false);
+    expect(arena.release(y.subarray(0, 512))).toBe(false);
+    expect(arena.release(new Uint8Array(arena.buffer, y.byteOffset, 1000 + 24))).toBe(false);
+    expect(arena.usedBytes).toBe(1024);
+    const z = arena.allocate(256);
+    expect(z.byteOffset).toBeGreaterThanOrEqual(y.byteOffset + y.byteLength);
+    // The whole allocation, as another view type of the same bytes, is released in stack order.
+    expect(arena.release(new Uint8Array(arena.buffer, z.byteOffset, 256))).toBe(true);
+    expect(arena.release(new Uint16Array(arena.buffer, y.byteOffset, 500))).toBe(true);
+    expect(arena.usedBytes).toBe(0);
+    // A zero-byte allocation sits at the top like any other.
+    const w = arena.allocate(0);
+    const v = arena.allocate(512);
+    expect(arena.release(w)).toBe(false);
+    expect(arena.release(v)).toBe(true);
+    expect(arena.release(w)).toBe(true);
+    arena.reset();
+    expect(arena.release(v)).toBe(false);
+  });
+
   it('is not zero-copy while the JS backend is forced', () => {
     const arena = createCodecArena(0);
     setCodecBackend('js');
