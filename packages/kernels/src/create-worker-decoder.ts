@@ -360,6 +360,15 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
     const meta = readMeta(payload);
     const n = meta.elementCount;
+    // Before any worker starts: `out` over the payload's bytes would have threads read what others
+    // already overwrote (the escape patcher then ran off on a clobbered index and never returned).
+    if (out instanceof Uint16Array && out.buffer === payload.buffer) {
+      const payloadEnd = payload.byteOffset + meta.compBytes;
+      const outEnd = out.byteOffset + 2 * Math.min(out.length, n);
+      if (out.byteOffset < payloadEnd && payload.byteOffset < outEnd) {
+        throw new KernelsError('INVALID_ARGUMENT', 'out must not overlap the payload', { argument: 'out' });
+      }
+    }
     // Both ordinary: the copies in and out of shared memory, which only this thread can make,
     // take as long as decoding here (measured), so the workers cannot win.
     const bothOrdinary = !isShared(payload) && out !== undefined && !isShared(out);

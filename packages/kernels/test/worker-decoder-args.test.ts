@@ -1,0 +1,31 @@
+import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
+import { describe, expect, it } from 'vitest';
+import { createWorkerDecoder } from '../src/node.js';
+import { modelLikeValues } from './fixtures.js';
+
+const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
+
+const values = modelLikeValues(300_007, 4);
+const payload = codecEncode(values, calibrateCodebook(values).codebook);
+
+describe('worker decoder: out overlapping the payload', () => {
+  it('rejects INVALID_ARGUMENT naming out, before any worker starts', { timeout: 15_000 }, async () => {
+    const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 0, arenaBytes: 4 << 20 });
+    try {
+      const region = d.allocatePayload(2 * values.length);
+      region.set(payload);
+      const pay = region.subarray(0, payload.length);
+      const out = new Uint16Array(region.buffer, region.byteOffset, values.length);
+      await expect(d.decode(pay, out, { verify: false })).rejects.toMatchObject({
+        name: 'KernelsError',
+        code: 'INVALID_ARGUMENT',
+        details: { argument: 'out' },
+      });
+      // The decoder still works afterwards.
+      const good = await d.decode(pay, d.allocateOutput(values.length));
+      expect(Array.from(good)).toEqual(Array.from(values));
+    } finally {
+      await d.dispose();
+    }
+  });
+});
