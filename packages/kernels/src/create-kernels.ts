@@ -41,6 +41,7 @@ export async function createKernelsFor(
   unavailable: Readonly<Record<string, string>> = {},
   hooks: PlatformHooks = {},
 ): Promise<Kernels> {
+  checkOptionsObject(options);
   const requested = options.backend ?? 'auto';
   if (!REQUESTS.includes(requested)) {
     throw new KernelsError('INVALID_ARGUMENT', `unknown backend "${String(requested)}"`, { backend: requested, known: REQUESTS });
@@ -66,6 +67,13 @@ export async function createKernelsFor(
   const failures = new Map<BackendName, string>();
 
   const expected = options.expectedElementCount ?? DEFAULT_EXPECTED_ELEMENTS;
+  // Unchecked, -5 or "x" silently steered auto's size rule.
+  if (!Number.isSafeInteger(expected) || expected < 0) {
+    throw new KernelsError('INVALID_ARGUMENT', 'expectedElementCount must be a non-negative integer', {
+      argument: 'expectedElementCount',
+      expectedElementCount: expected,
+    });
+  }
   const isGpu = (b: BackendName): b is GpuBackendName => b !== 'codec';
   const order = requested === 'auto' ? autoStartOrder(platform, expected) : { always: [], firstOf: [] };
   const wanted: GpuBackendName[] =
@@ -216,6 +224,13 @@ function elementCountOf(payload: Uint8Array): number {
   if (!(payload instanceof Uint8Array) || payload.length < 24) return 0;
   const view = new DataView(payload.buffer, payload.byteOffset, 24);
   return view.getUint32(16, true) + view.getUint32(20, true) * 2 ** 32;
+}
+
+/** options must be an object (or omitted): null is a typed misuse, not a TypeError. */
+export function checkOptionsObject(options: unknown): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new KernelsError('INVALID_ARGUMENT', 'options must be an object or undefined', { argument: 'options' });
+  }
 }
 
 /** A view's byteLength (0 once its buffer is detached), or -1 for anything else. */

@@ -153,13 +153,24 @@ interface Placed<T extends Uint8Array | Uint16Array> {
 
 /** A persistent pool of decode workers (Node only: node:worker_threads). Workers start lazily. */
 export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerDecoder {
+  // null (or a non-object) is a misuse like any other bad option: a typed error, not a TypeError.
+  if (typeof options !== 'object' || options === null) {
+    throw new KernelsError('INVALID_ARGUMENT', 'options must be an object or undefined', { argument: 'options' });
+  }
   const threads = options.threads ?? Math.min(MAX_WORKER_THREADS, Math.max(1, availableParallelism() - 1));
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKER_THREADS) {
     throw new KernelsError('INVALID_ARGUMENT', `threads must be an integer in 1..${MAX_WORKER_THREADS}`, { threads });
   }
   const minParallel = options.minParallelElements ?? DEFAULT_MIN_PARALLEL_ELEMENTS;
+  // Unchecked, -1 or "x" silently changed which path decodes (comparisons with NaN are false).
+  if (!Number.isSafeInteger(minParallel) || minParallel < 0) {
+    throw new KernelsError('INVALID_ARGUMENT', 'minParallelElements must be a non-negative integer', { argument: 'minParallelElements', minParallelElements: minParallel });
+  }
   const callerDecodes = options.callerDecodes ?? true;
   const splitChecksum = options.splitChecksum ?? true;
+  for (const [name, value] of [['callerDecodes', callerDecodes], ['splitChecksum', splitChecksum]] as const) {
+    if (typeof value !== 'boolean') throw new KernelsError('INVALID_ARGUMENT', `${name} must be a boolean`, { argument: name, [name]: value });
+  }
   const workerUrl = options.workerUrl ?? new URL('./decode-worker.js', import.meta.url);
   const userArena = resolveArena(options, threads);
   const arenas = new Map<number, CodecArena>();
@@ -360,6 +371,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
     const meta = readMeta(payload);
     const n = meta.elementCount;
+    // Checked first: isShared(out) below assumes an array (null gave a bare TypeError).
+    if (out !== undefined) checkOutput(out, n);
     // Before any worker starts: `out` over the payload's bytes would have threads read what others
     // already overwrote (the escape patcher then ran off on a clobbered index and never returned).
     if (out instanceof Uint16Array && out.buffer === payload.buffer) {
@@ -664,8 +677,9 @@ function resolveArena(options: WorkerDecoderOptions, threads: number): CodecAren
   }
   const arena = options.arena;
   if (arena === undefined) return null;
-  if (!(arena.buffer instanceof SharedArrayBuffer)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'arena must be shared: createCodecArena(bytes, { threads })', {});
+  // arena?.: null is a misuse reported like any other non-arena, not a TypeError.
+  if (!(arena?.buffer instanceof SharedArrayBuffer)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'arena must be shared: createCodecArena(bytes, { threads })', { argument: 'arena' });
   }
   try {
     arena.share(threads - 1);

@@ -29,3 +29,29 @@ describe('worker decoder: out overlapping the payload', () => {
     }
   });
 });
+
+describe('worker decoder: null and unchecked options are INVALID_ARGUMENT', () => {
+  const invalid = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ argument }) });
+
+  it('createWorkerDecoder(null), arena null, minParallelElements -1 / "x", callerDecodes "no"', () => {
+    const bad: [unknown, string][] = [
+      [null, 'options'],
+      [{ threads: 1, arena: null }, 'arena'],
+      [{ threads: 1, minParallelElements: -1 }, 'minParallelElements'],
+      [{ threads: 1, minParallelElements: 'x' }, 'minParallelElements'],
+      [{ threads: 1, callerDecodes: 'no' }, 'callerDecodes'],
+    ];
+    for (const [options, argument] of bad) {
+      expect(() => createWorkerDecoder(options as never)).toThrow(invalid(argument));
+    }
+  });
+
+  it('decode(payload, null) is INVALID_ARGUMENT, not a TypeError', async () => {
+    const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 0 });
+    try {
+      await expect(d.decode(payload, null as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      await d.dispose();
+    }
+  });
+});
