@@ -1,4 +1,4 @@
-import { checkMetaFitsPayload, decodeValueRange } from './decode-core.js';
+import { checkMetaFitsPayload, checkMetaMatchesHeader, decodeValueRange } from './decode-core.js';
 import { checkOutput, checkOutputApart } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
@@ -15,6 +15,7 @@ export function decodeChunks(
   out: Uint16Array,
 ): void {
   checkMetaFitsPayload(payload, meta);
+  checkMetaMatchesHeader(payload, meta);
   if (
     !Number.isInteger(firstChunk) ||
     !Number.isInteger(chunkCount) ||

@@ -3,10 +3,10 @@
 // outside the payload or the output.
 import { kernelsFor, prepareCodebookTables, type CodebookTables, type ValuesWritten } from './backend.js';
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
-import { MAX_ELEMENT_COUNT } from './constants.js';
+import { HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook } from './create-codebook.js';
 import { SplitZipError } from './errors.js';
-import { readU32 } from './payload-header.js';
+import { readU32, readU64 } from './payload-header.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
 const tablesCache = new Map<string, CodebookTables>();
@@ -299,6 +299,30 @@ export function checkMetaFitsPayload(payload: Uint8Array, meta: PayloadMeta): vo
     throw new SplitZipError('TRUNCATED', 'payload is shorter than its meta says', {
       payloadBytes: payload.length,
       totalBytes: meta.compBytes,
+    });
+  }
+}
+
+/**
+ * For the decoders given a meta (decodeChunks, decodeSegments), after checkMetaFitsPayload: a
+ * self-consistent meta of another payload (or an edited one) would decode with the wrong codebook
+ * or index without a word, so it must say what this payload's header says. O(1). (The checksum
+ * functions leave this to the checksum, which covers the header: a flip there is a mismatch.)
+ */
+export function checkMetaMatchesHeader(payload: Uint8Array, meta: PayloadMeta): void {
+  const h = HEADER_OFFSET;
+  const exponents = meta.codebook.exponents;
+  let same =
+    meta.version === (payload[h.version]! | (payload[h.version + 1]! << 8)) &&
+    meta.elementCount === readU64(payload, h.elementCount) &&
+    meta.chunkSize === readU32(payload, h.chunkSize) &&
+    meta.escapeCount === readU64(payload, h.escapeCount) &&
+    meta.checksum === readU32(payload, h.checksum) &&
+    exponents.length === payload[h.codebookSize];
+  for (let k = 0; same && k < exponents.length; k++) same = exponents[k] === payload[h.codebook + k];
+  if (!same) {
+    throw new SplitZipError('INVALID_ARGUMENT', "meta does not match this payload's header (a meta of another payload?)", {
+      argument: 'meta',
     });
   }
 }

@@ -1,7 +1,7 @@
 import { kernelsFor } from './backend.js';
 import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './check-segment-arguments.js';
 import { SEGMENT_VALUES } from './constants.js';
-import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
+import { checkMetaMatchesHeader, decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { checkOutput, checkOutputApart } from './decode-range.js';
 import { digestSegments } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
@@ -30,6 +30,7 @@ export function decodeSegments(
   options?: DecodeSegmentsOptions,
 ): void {
   const segmentCount = checkSegmentedPayload(payload, meta);
+  checkMetaMatchesHeader(payload, meta);
   checkSegmentRange(firstSegment, endSegment, segmentCount);
   const start = Math.min(meta.elementCount, firstSegment * SEGMENT_VALUES);
   const end = Math.min(meta.elementCount, endSegment * SEGMENT_VALUES);

@@ -174,3 +174,33 @@ describe('views over an arena\'s reserved bytes (the kernels\' scratch areas)', 
     }
   });
 });
+
+describe('a meta that is not this payload\'s', () => {
+  it('decodeChunks and decodeSegments -> INVALID_ARGUMENT for a meta of another payload or an edited one', () => {
+    setCodecBackend('auto');
+    const n = 10000;
+    const a = values.subarray(0, n);
+    const b = a.map((x) => x ^ 0x0080); // same shape, other exponents
+    const pa = encode(a, createCodebook(exponents));
+    const pb = encode(b, createCodebook(exponents.map((e) => e ^ 1)));
+    const metaA = readPayloadMeta(pa);
+    const metaB = readPayloadMeta(pb);
+    expect(metaA.layout).toEqual(metaB.layout); // self-consistent and fits pb: only the header tells
+    const out = new Uint16Array(n);
+    const cases = [
+      metaA,
+      { ...metaB, codebook: metaA.codebook },
+      { ...metaB, checksum: (metaB.checksum + 1) >>> 0 },
+      { ...metaB, version: 2 },
+    ];
+    for (const meta of cases) {
+      expect(codeOf(() => decodeChunks(pb, meta, 0, meta.chunkCount, out))).toBe('INVALID_ARGUMENT');
+      if (meta.version === 3) expect(codeOf(() => decodeSegments(pb, meta, 0, 1, out))).toBe('INVALID_ARGUMENT');
+    }
+    // Its own meta decodes.
+    decodeChunks(pb, metaB, 0, metaB.chunkCount, out);
+    expect(Array.from(out)).toEqual(Array.from(b));
+    decodeSegments(pb, metaB, 0, 1, out);
+    expect(Array.from(out)).toEqual(Array.from(b));
+  });
+});
