@@ -90,8 +90,11 @@ export const MAX_ARENA_BYTES = MAX_WASM_MEMORY_BYTES - WASM_SCRATCH_BYTES;
  * plain ArrayBuffer and encode/decode copy as usual. Memory is reserved up front (virtual; pages
  * are committed on first touch).
  */
-export function createCodecArena(byteLength: number, options: CodecArenaOptions = {}): CodecArena {
-  const threads = options.threads ?? 0;
+export function createCodecArena(byteLength: number, options?: CodecArenaOptions | null): CodecArena {
+  if (options !== undefined && options !== null && typeof options !== 'object') {
+    throw new SplitZipError('INVALID_ARGUMENT', 'arena options must be an object', { argument: 'options' });
+  }
+  const threads = options?.threads ?? 0;
   if (!Number.isInteger(threads) || threads < 0 || threads > MAX_ARENA_THREADS) {
     throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}`, { threads });
   }

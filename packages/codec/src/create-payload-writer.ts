@@ -36,7 +36,18 @@ export function createPayloadWriter(
   }
   const layout = computePayloadLayout(elementCount, escapeCount, chunkSize);
   const book = ensureCodebook(codebook);
-  const bytes = new Uint8Array(layout.totalBytes);
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(layout.totalBytes);
+  } catch (error) {
+    // Above the engine's typed-array limit (or out of memory): a typed error, not a RangeError.
+    throw new SplitZipError('INVALID_ARGUMENT', `cannot allocate a payload of ${layout.totalBytes} bytes`, {
+      argument: 'elementCount',
+      elementCount,
+      totalBytes: layout.totalBytes,
+      cause: String(error),
+    });
+  }
   writePayloadHeader(bytes, elementCount, escapeCount, chunkSize, book, layout);
   const { buffer } = bytes;
   return {

@@ -1,5 +1,5 @@
 import { checkMetaFitsPayload, checkMetaMatchesHeader, decodeValueRange } from './decode-core.js';
-import { checkOutput, checkOutputApart } from './decode-range.js';
+import { checkOutputApart, requireOutput } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -31,7 +31,7 @@ export function decodeChunks(
   }
   const start = firstChunk * meta.chunkSize;
   const end = Math.min(meta.elementCount, (firstChunk + chunkCount) * meta.chunkSize);
-  const target = checkOutput(out, Math.max(0, end - start));
+  const target = requireOutput(out, Math.max(0, end - start));
   checkOutputApart(payload, meta.compBytes, target, end - start);
   decodeValueRange(payload, meta, start, end, target, 0);
 }

@@ -32,6 +32,15 @@ export function decodeRange(
   return target;
 }
 
+/** For the decoders whose `out` is required (decodeChunks, decodeSegments), then as checkOutput. */
+export function requireOutput(out: Uint16Array, count: number): Uint16Array {
+  // Omitted, the values would go to a throwaway array and the call return nothing.
+  if (!(out instanceof Uint16Array)) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array (required)', { argument: 'out' });
+  }
+  return checkOutput(out, count);
+}
+
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
   if (out === undefined) return new Uint16Array(count);
   if (!(out instanceof Uint16Array)) {

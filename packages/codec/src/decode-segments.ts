@@ -2,7 +2,7 @@ import { kernelsFor } from './backend.js';
 import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './check-segment-arguments.js';
 import { SEGMENT_VALUES } from './constants.js';
 import { checkMetaMatchesHeader, decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
-import { checkOutput, checkOutputApart } from './decode-range.js';
+import { checkOutputApart, requireOutput } from './decode-range.js';
 import { digestSegments } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -34,7 +34,7 @@ export function decodeSegments(
   checkSegmentRange(firstSegment, endSegment, segmentCount);
   const start = Math.min(meta.elementCount, firstSegment * SEGMENT_VALUES);
   const end = Math.min(meta.elementCount, endSegment * SEGMENT_VALUES);
-  const target = checkOutput(out, end - start);
+  const target = requireOutput(out, end - start);
   checkOutputApart(payload, meta.compBytes, target, end - start);
   const digests = options?.digests;
   if (digests === undefined) {

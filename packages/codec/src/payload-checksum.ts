@@ -6,6 +6,7 @@
 // round per two groups, and segments hashed by different threads).
 import type { PayloadLayout } from './compute-payload-layout.js';
 import { HEADER_BYTES, HEADER_OFFSET, SEGMENT_DIGESTS, SEGMENT_VALUES } from './constants.js';
+import { SplitZipError } from './errors.js';
 import { Xxh32State } from './xxh32.js';
 
 /** Digests of the codes and sm spans, when a kernel computed them in its own pass. */
@@ -26,6 +27,12 @@ export function countSegments(layout: PayloadLayout): number {
 
 /** Segment k's codes and sm spans [from, to) (FORMAT.md "Version 3: segments"); the last runs to its section span's end. */
 export function computeSegmentSpans(layout: PayloadLayout, k: number): { codes: number; codesEnd: number; sm: number; smEnd: number } {
+  if (layout === null || typeof layout !== 'object' || typeof layout.codes !== 'object' || typeof layout.sm !== 'object' || typeof layout.escapeIndex !== 'object' || layout.codes === null || layout.sm === null || layout.escapeIndex === null) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'layout must be a PayloadLayout (computePayloadLayout)', { argument: 'layout' });
+  }
+  if (!Number.isInteger(k) || k < 0) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'segment must be a non-negative integer', { argument: 'k', k });
+  }
   const last = k === countSegments(layout) - 1;
   const codes = layout.codes.offsetBytes + k * (SEGMENT_VALUES / 2);
   const sm = layout.sm.offsetBytes + k * SEGMENT_VALUES;

@@ -39,7 +39,12 @@ export function validatePayloadStructure(payload: Uint8Array, meta: PayloadMeta,
   // Another kind of view read as undefined or 16-bit codes and passed every code check.
   checkMetaFitsPayload(payload, meta);
   const { chunkSize, chunkCount, escapeCount, elementCount } = meta;
-  const { index, positions } = streams;
+  const index: unknown = streams?.index;
+  const positions: unknown = streams?.positions;
+  // Short or other arrays would read as undefined and pass the index and position checks.
+  if (!(index instanceof Uint32Array) || index.length < chunkCount + 1 || !(positions instanceof Uint16Array) || positions.length < escapeCount) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'streams must be readEscapeStreams(payload, meta)', { argument: 'streams' });
+  }
   if (index[0] !== 0 || index[chunkCount] !== escapeCount) {
     throw new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {
       first: index[0],

@@ -14,7 +14,17 @@ import {
 } from '../src/index.js';
 import { activeKernels } from '../src/backend.js';
 import { prepareEscapes } from '../src/decode-core.js';
-import { attachCodecArena, countExponents } from '../src/index.js';
+import {
+  attachCodecArena,
+  computePayloadLayout,
+  computeSegmentSpans,
+  countExponents,
+  createPayloadWriter,
+  readEscapeStreams,
+  validatePayloadStructure,
+  type EscapeStreams,
+  type PayloadLayout,
+} from '../src/index.js';
 import { vi } from 'vitest';
 import { BACKENDS, codeOf, useBackend } from './backends.js';
 import { weightsWithEscapes } from './fixtures.js';
@@ -202,5 +212,56 @@ describe('a meta that is not this payload\'s', () => {
     expect(Array.from(out)).toEqual(Array.from(b));
     decodeSegments(pb, metaB, 0, 1, out);
     expect(Array.from(out)).toEqual(Array.from(b));
+  });
+});
+
+describe('small argument misuses -> typed errors', () => {
+  it('createCodecArena(n, null) is the default arena; a non-object options is INVALID_ARGUMENT', () => {
+    expect(createCodecArena(1024, null).threads).toBe(0);
+    expect(codeOf(() => createCodecArena(1024, 5 as unknown as object))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('validatePayloadStructure with null / {} / short streams -> INVALID_ARGUMENT', () => {
+    const p = encode(values, codebook);
+    const meta = readPayloadMeta(p);
+    const streams = readEscapeStreams(p, meta);
+    for (const bad of [null, {}, { ...streams, index: streams.index.subarray(1) }, { ...streams, positions: new Uint16Array(0) }]) {
+      expect(codeOf(() => validatePayloadStructure(p, meta, bad as unknown as EscapeStreams))).toBe('INVALID_ARGUMENT');
+    }
+    expect(codeOf(() => validatePayloadStructure(p, meta, streams))).toBe('none');
+  });
+
+  it('computeSegmentSpans(null) and a bad segment -> INVALID_ARGUMENT', () => {
+    const layout = computePayloadLayout(N, 0);
+    expect(codeOf(() => computeSegmentSpans(null as unknown as PayloadLayout, 0))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => computeSegmentSpans({} as unknown as PayloadLayout, 0))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => computeSegmentSpans(layout, -1))).toBe('INVALID_ARGUMENT');
+    expect(computeSegmentSpans(layout, 0).codes).toBe(layout.codes.offsetBytes);
+  });
+
+  it('createPayloadWriter too large to allocate -> INVALID_ARGUMENT with totalBytes', () => {
+    let error: unknown;
+    try {
+      createPayloadWriter(2 ** 32 - 1, 0, codebook);
+    } catch (e) {
+      error = e;
+    }
+    expect((error as { code?: string }).code).toBe('INVALID_ARGUMENT');
+    expect((error as { details: { totalBytes: number } }).details.totalBytes).toBe(computePayloadLayout(2 ** 32 - 1, 0).totalBytes);
+  });
+
+  it('decodeChunks / decodeSegments without out -> INVALID_ARGUMENT', () => {
+    const p = encode(values, codebook);
+    const meta = readPayloadMeta(p);
+    expect(codeOf(() => decodeChunks(p, meta, 0, 1, undefined as unknown as Uint16Array))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => decodeSegments(p, meta, 0, 1, undefined as unknown as Uint16Array))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('encode of a detached Uint16Array -> INVALID_ARGUMENT (an empty one still encodes)', () => {
+    const vals = values.slice(0, 100);
+    structuredClone(vals.buffer, { transfer: [vals.buffer] });
+    expect(codeOf(() => encode(vals, codebook))).toBe('INVALID_ARGUMENT');
+    expect(readPayloadMeta(encode(new Uint16Array(0), codebook)).elementCount).toBe(0);
+    expect(readPayloadMeta(encode(new Uint16Array(new SharedArrayBuffer(0)), codebook)).elementCount).toBe(0);
   });
 });
