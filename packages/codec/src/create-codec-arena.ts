@@ -149,8 +149,11 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     }
     const at = next;
     next = Math.min(end, Math.ceil((next + bytes) / ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES);
-    heldAt.push(at);
-    heldBytes.push(bytes);
+    // A zero-byte allocation holds nothing, so it never blocks releasing the one below it.
+    if (bytes > 0) {
+      heldAt.push(at);
+      heldBytes.push(bytes);
+    }
     return at;
   }
 
@@ -180,6 +183,7 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
       if (!ArrayBuffer.isView(view) || view.buffer !== buffer) {
         throw new SplitZipError('INVALID_ARGUMENT', 'release takes a view of this arena', {});
       }
+      if (view.byteLength === 0) return view.byteOffset === next;
       const last = heldAt.length - 1;
       if (last < 0 || view.byteOffset !== heldAt[last] || view.byteLength !== heldBytes[last]) return false;
       next = heldAt.pop()!;

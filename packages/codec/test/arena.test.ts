@@ -208,6 +208,10 @@ describe('createCodecArena', () => {
     expect(arena.release(w)).toBe(false);
     expect(arena.release(v)).toBe(true);
     expect(arena.release(w)).toBe(true);
+    // ... and never blocks the release of the allocation below it.
+    const u = arena.allocate(300);
+    arena.allocate(0);
+    expect(arena.release(u)).toBe(true);
     arena.reset();
     expect(arena.release(v)).toBe(false);
   });
