@@ -79,29 +79,38 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
   }
   // Without `out` the payload is allocated at its exact size, so the count comes first.
   const tables = tablesForCodebook(book.exponents);
-  let escapeCount = hint ?? kernels.countEscapes(values, tables);
-  let list = escapes;
-  for (let attempt = 0; ; attempt++) {
-    const layout = layoutFor(n, escapeCount, chunkSize);
-    const payload = new Uint8Array(layout.totalBytes);
-    const digests = encodeSections(kernels, values, book, payload, layout, list);
-    if (list.count === escapeCount) {
-      finishPayload(payload, n, book, chunkSize, layout, list, digests);
-      return payload;
-    }
-    // A wrong escapeCount hint gets here once: encode again with the count measured. A second
-    // disagreement means the values changed while being read (another thread writing them):
-    // stop, rather than retry without end.
-    if (attempt > 0) {
-      throw new SplitZipError('INVALID_ARGUMENT', 'values changed while encode read them (escape counts of two passes differ)', {
-        argument: 'values',
-        countedEscapes: escapeCount,
-        encodedEscapes: list.count,
-      });
-    }
-    escapeCount = kernels.countEscapes(values, tables);
-    list = new EscapeList();
-  }
+  const escapeCount = hint ?? kernels.countEscapes(values, tables);
+  const payload = encodeCounted(kernels, values, book, chunkSize, escapeCount, escapes);
+  if (payload !== undefined) return payload;
+  // A wrong escapeCount hint gets here once: encode again with the count measured. A second
+  // disagreement means the values changed while being read (another thread writing them): stop,
+  // rather than retry without end.
+  const measured = kernels.countEscapes(values, tables);
+  const again = new EscapeList();
+  const retried = encodeCounted(kernels, values, book, chunkSize, measured, again);
+  if (retried !== undefined) return retried;
+  throw new SplitZipError('INVALID_ARGUMENT', 'values changed while encode read them (escape counts of two passes differ)', {
+    argument: 'values',
+    countedEscapes: measured,
+    encodedEscapes: again.count,
+  });
+}
+
+/** A payload sized for `escapeCount` escapes, or undefined when the values hold another count. */
+function encodeCounted(
+  kernels: CodecKernels,
+  values: Uint16Array,
+  book: Codebook,
+  chunkSize: number,
+  escapeCount: number,
+  escapes: EscapeList,
+): Uint8Array | undefined {
+  const layout = layoutFor(values.length, escapeCount, chunkSize);
+  const payload = new Uint8Array(layout.totalBytes);
+  const digests = encodeSections(kernels, values, book, payload, layout, escapes);
+  if (escapes.count !== escapeCount) return undefined;
+  finishPayload(payload, values.length, book, chunkSize, layout, escapes, digests);
+  return payload;
 }
 
 function checkOutBytes(out: Uint8Array, needed: number): void {
