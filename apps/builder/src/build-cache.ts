@@ -417,8 +417,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const closing = store;
     store = undefined;
     // A run that stored nothing (every tensor cached) still brings manifest.json up to date when an
-    // earlier writer's fold did not happen (its close failed on a full disk, or it kept it off).
-    if (closing.needsCompaction) await closing.compact();
+    // earlier writer's fold did not happen (its close failed on a full disk, or it kept it off). A
+    // run that wrote has its close fold everything: a compact() here would take the lock twice.
+    const wroteNothing = context.storedBytes === 0 && context.aliased === 0;
+    if (wroteNothing && closing.needsCompaction) await closing.compact();
     await closing.close();
 
     return summarize({

@@ -1,5 +1,5 @@
-import { constants } from 'node:buffer';
 import { MAX_ELEMENT_COUNT } from '@splitzip/codec';
+import { MAX_BUFFER_BYTES } from '@splitzip/safetensors';
 
 /**
  * Largest BF16 tensor the builder caches, in bytes: one payload's values (MAX_ELEMENT_COUNT), and
@@ -7,7 +7,7 @@ import { MAX_ELEMENT_COUNT } from '@splitzip/codec';
  * buffer (Node 20: 2^32 bytes, i.e. 2^31 values; later Node versions allow the whole payload).
  * A larger tensor is skipped as too large (`skipped_size`) and served raw by the runtime.
  */
-export const MAX_CACHED_TENSOR_BYTES = Math.min(2 * MAX_ELEMENT_COUNT, constants.MAX_LENGTH);
+export const MAX_CACHED_TENSOR_BYTES = Math.min(2 * MAX_ELEMENT_COUNT, MAX_BUFFER_BYTES);
 
 /** Whether a BF16 tensor of `sizeBytes` is small enough to cache. */
 export function isCacheableSize(sizeBytes: number): boolean {

@@ -2,9 +2,8 @@
 // and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
 // coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
-import { constants } from 'node:buffer';
 import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
-import { openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
+import { MAX_BUFFER_BYTES, openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { isCacheableSize, TOO_LARGE_REASON } from './limits.js';
@@ -136,7 +135,7 @@ async function checkTensor(
 
   // The entry was found by this tensor's content key, so it describes these values; a manifest
   // that says otherwise is damaged, and its sizes must not size a buffer.
-  if (byKey.meta.elementCount !== sizeBytes / 2 || byKey.compBytes > constants.MAX_LENGTH) {
+  if (byKey.meta.elementCount !== sizeBytes / 2 || byKey.compBytes > MAX_BUFFER_BYTES) {
     return { ...base, key, status: 'failed', reason: `its entry describes ${byKey.meta.elementCount} values in ${byKey.compBytes} bytes, the tensor has ${sizeBytes / 2} values` };
   }
   if (buffers.blobSlot.bytes.length < byKey.compBytes) buffers.blobSlot.bytes = new Uint8Array(byKey.compBytes);

@@ -1,4 +1,3 @@
-import { constants as bufferConstants } from 'node:buffer';
 import {
   calibrateFromHistogram,
   countExponents,
@@ -8,7 +7,7 @@ import {
   type PayloadLayout,
   type PayloadMeta,
 } from '@splitzip/codec';
-import { readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
@@ -87,10 +86,11 @@ function allocateAligned(bytes: number): Uint8Array {
 }
 
 /**
- * Largest tensor the runtime allocates itself: one typed array (Node 20: 4 GiB). A caller cannot
+ * Largest tensor the runtime allocates itself: one typed array (@splitzip/safetensors'
+ * MAX_BUFFER_BYTES; Node 20: 4 GiB). A caller cannot
  * pass a larger buffer either, so a larger raw tensor is an error naming it instead of a RangeError.
  */
-export const MAX_TENSOR_BUFFER_BYTES = bufferConstants.MAX_LENGTH;
+export const MAX_TENSOR_BUFFER_BYTES = MAX_BUFFER_BYTES;
 
 /** Throws TENSOR_TOO_LARGE when the runtime cannot allocate one buffer of `sizeBytes` for `name`. */
 export function checkAllocatable(sizeBytes: number, name: string): void {

@@ -1,4 +1,3 @@
-import { constants as bufferConstants } from 'node:buffer';
 import { FORMAT_VERSION, MAX_ELEMENT_COUNT, READABLE_FORMAT_VERSIONS, computePayloadLayout, MIN_CHUNK_SIZE } from '@splitzip/codec';
 
 /** The manifest format this package reads and writes (1 was the seed's Python manifest; see README). */
@@ -49,8 +48,8 @@ export const MAX_SLICE_OFFSET_BYTES = Number.MAX_SAFE_INTEGER;
 export const MAX_RAW_BYTES = 2 * MAX_ELEMENT_COUNT;
 /** The largest valid payload: every value an escape at the smallest chunk size. */
 export const MAX_BLOB_BYTES = computePayloadLayout(MAX_ELEMENT_COUNT, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE).totalBytes;
-/** The largest typed array this Node.js can allocate (Node 20: 4 GiB): verify reports a blob above it instead of failing to allocate. */
-export const MAX_BUFFER_BYTES = bufferConstants.MAX_LENGTH;
+/** The largest typed array this Node.js can allocate (Node 20: 4 GiB), the safetensors adapter's limit: verify reports a blob above it instead of failing to allocate. */
+export { MAX_BUFFER_BYTES } from '@splitzip/safetensors';
 /** Generations count compactions; the journal header stores a u32. */
 export const MAX_GENERATION = 2 ** 32 - 1;
 

@@ -668,6 +668,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (name) referenced.add(blobObjectName(name.key, name.blobSha256));
     }
     const orphanBlobs: string[] = [];
+    const orphanSizes = new Map<string, number>();
     const unknownFiles: string[] = [];
     let orphanBytes = 0;
     for (const object of all) {
@@ -675,6 +676,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (parseBlobObjectName(object.name)) {
         if (!referenced.has(object.name) && now - object.lastModifiedMs >= minAgeMs) {
           orphanBlobs.push(object.name);
+          orphanSizes.set(object.name, object.sizeBytes);
           orphanBytes += object.sizeBytes;
         }
         continue;
@@ -700,10 +702,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         }
         await this.transport.deleteObject(name);
       });
-      if (kept.size > 0) {
-        for (let i = orphanBlobs.length - 1; i >= 0; i--) if (kept.has(orphanBlobs[i]!)) orphanBlobs.splice(i, 1);
-        orphanBytes = 0;
-        for (const object of all) if (orphanBlobs.includes(object.name)) orphanBytes += object.sizeBytes;
+      for (const name of kept) {
+        orphanBlobs.splice(orphanBlobs.indexOf(name), 1);
+        orphanBytes -= orphanSizes.get(name)!;
       }
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
     }

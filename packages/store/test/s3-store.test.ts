@@ -488,6 +488,7 @@ describeS3('S3 store against the gateway', () => {
     };
     const report = await gcStore.gc({ minAgeMs: 0 });
     expect(report.orphanBlobs).toEqual([]);
+    expect(report.orphanBytes).toBe(0);
     const reader = await openCacheStore(url(prefix));
     expect(reader.getEntry(tensor.key)).toBeDefined();
     expect((await reader.verify()).ok).toBe(true);
