@@ -17,7 +17,7 @@ export {
   type StagingPoolStats,
   type StagingSlot,
 } from './create-staging-pool.js';
-export { DEFAULT_SYNC_READ_MAX_BYTES, MAX_TENSOR_BUFFER_BYTES } from './serve-tensor.js';
+export { CONFIRM_BLOB_ABOVE_BYTES, DEFAULT_SYNC_READ_MAX_BYTES, MAX_TENSOR_BUFFER_BYTES } from './serve-tensor.js';
 export { createFileReader, ReadError, MAX_READ_CHUNK_BYTES, DEFAULT_MAX_IDLE_HANDLES, type ByteReader } from './create-file-reader.js';
 export {
   createPacedReader,

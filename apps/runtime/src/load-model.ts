@@ -1,7 +1,7 @@
 import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
 import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
-import type { StagingPool } from './create-staging-pool.js';
+import { MAX_SLOT_BYTES, type StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
@@ -191,8 +191,8 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     const ownBackend = ownsDecodeBackend(options.backend, backend);
     // Worker decoders read payloads without a copy when the slots are shared memory.
     const shared = (backend as { shared?: boolean }).shared === true;
-    const largestBytes = handle?.largestPayloadBytes(entries) ?? 0;
     const maxStagingBytes = options.maxStagingBytes ?? DEFAULT_MAX_STAGING_BYTES;
+    const largestBytes = ownPool && handle !== undefined ? await largestConfirmedPayloadBytes(handle, entries, maxStagingBytes) : 0;
     const slotCount = Math.max(1, Math.min(concurrency, Math.floor(maxStagingBytes / Math.max(1, largestBytes))));
     // Thread decoders attach to the pool's codec arena: one kernel scratch area per thread.
     const threads = shared ? ((backend as { threads?: number }).threads ?? 0) : 0;
@@ -256,4 +256,25 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       return totals;
     },
   };
+}
+
+/**
+ * The largest payload among `entries` a slot can hold, where one above `capBytes` (which alone
+ * would make a slot larger than the staging cap) counts only once the store confirmed its blob has
+ * that size: a damaged or hostile entry bound to one of the model's tensors could claim ~4.3 bytes
+ * a value and size the pool before its read found the blob missing. An entry that fails the check
+ * is left to its own load, which checks again and serves the tensor raw.
+ */
+async function largestConfirmedPayloadBytes(cache: ShardCache, entries: readonly CacheEntry[], capBytes: number): Promise<number> {
+  const above = entries.filter((entry) => entry.compBytes > capBytes && entry.compBytes <= MAX_SLOT_BYTES).sort((a, b) => b.compBytes - a.compBytes);
+  for (const entry of above) {
+    if (cache.checkBlob === undefined) return entry.compBytes;
+    try {
+      await cache.checkBlob(entry.key);
+      return entry.compBytes;
+    } catch {
+      // Sized without it; its load reports the failure.
+    }
+  }
+  return cache.largestPayloadBytes(above.length === 0 ? entries : entries.filter((entry) => entry.compBytes <= capBytes));
 }

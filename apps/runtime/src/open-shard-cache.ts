@@ -35,6 +35,11 @@ export interface ShardCache {
     sizeBytes: number,
     stamp?: string,
   ): Promise<boolean>;
+  /**
+   * The store's checkBlob: the entry's blob is there with its size (BLOB_MISSING, BLOB_SIZE_MISMATCH
+   * otherwise), without reading it. Optional for caches a caller wraps itself; loads then skip the check.
+   */
+  checkBlob?(key: string): Promise<void>;
   /** Reads and verifies a payload into a staging slot (a pool slot or any Uint8Array); returns the payload view. */
   readBlob(key: string, stagingSlot: StagingSlot | Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /** The store's readBlobSync (local caches only; undefined for object stores). */
@@ -152,6 +157,8 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)),
     getEntry: (key) => guard(() => store.getEntry(key)),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => guardAsync(() => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp)),
+    // Not guarded, like readBlob: a check in flight when the cache closes is a cache failure (served raw).
+    checkBlob: (key) => store.checkBlob(key),
     readBlob: async (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)

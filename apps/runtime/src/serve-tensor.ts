@@ -38,6 +38,13 @@ export { DEFAULT_SYNC_READ_MAX_BYTES };
  */
 export const SMALL_PAYLOAD_MAX_BYTES = 64 * 1024;
 export const LARGE_SLOT_MIN_BYTES = 1024 * 1024;
+/**
+ * A payload staged outside the pool above this size is allocated only once the store has confirmed
+ * its blob has that size (an lstat, or an S3 HEAD): a damaged or hostile manifest entry can claim a
+ * payload up to ~4.3 bytes a value (every value an escape), and the buffer came before the read
+ * that found the blob missing. Below it the check would cost more than the allocation it saves.
+ */
+export const CONFIRM_BLOB_ABOVE_BYTES = 64 * 1024 * 1024;
 
 /** What one load needs; built once per loadTensor/loadModel call and shared by its tensors. */
 export interface ServeEnv {
@@ -428,11 +435,18 @@ export async function stagePayload(
   options: { storeVerifies?: boolean } = {},
 ): Promise<StagedPayload> {
   checkEntryDescribesTarget(target, entry);
+  const cache = env.cache as ShardCache;
+  if ((env.pool === undefined || entry.compBytes > env.pool.slotBytes) && entry.compBytes > CONFIRM_BLOB_ABOVE_BYTES && cache.checkBlob !== undefined) {
+    try {
+      await cache.checkBlob(entry.key);
+    } catch (error) {
+      throw mapStoreError(error, entry, target.name);
+    }
+  }
   // A backend that verifies while decoding gets the checksum (one pass over the payload, not two),
   // unless the caller asks for the store's check (a retry after a local copy failed it).
   const backendVerifies = env.backend.verifiesChecksum === true && options.storeVerifies !== true;
   const context = { tensor: target.name, key: entry.key, qualname: entry.qualname };
-  const cache = env.cache as ShardCache;
   // Small local blobs: one blocking read beats four thread-pool round trips (open, stat, read, close).
   const readSync = env.reader === undefined && cache.readBlobSync !== undefined && entry.compBytes <= env.syncReadMaxBytes;
   // The read's place in the window first, then its staging slot: a slot is taken only when its

@@ -53,6 +53,14 @@ export interface CacheStore {
   lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined;
   readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /**
+   * Confirms, without reading it, that an entry's blob is there with the entry's size (a local
+   * cache: an lstat of the file readBlob opens; S3: the object's HEAD, or the inline copy): throws
+   * what readBlob would (BLOB_MISSING, BLOB_SIZE_MISMATCH, UNSAFE_BLOB_PATH, ENTRY_NOT_FOUND). A
+   * reader that must allocate a buffer of `compBytes` first calls this: a damaged or hostile
+   * manifest can claim any size up to the format's bound.
+   */
+  checkBlob(key: string): Promise<void>;
+  /**
    * readBlob with synchronous file system calls (local caches only; absent on object stores): the
    * same checks and errors, without the four thread-pool round trips per blob, which cost far more
    * than reading a small blob from the page cache. It blocks the calling thread for the read: use
@@ -248,6 +256,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         return view;
       },
     };
+  }
+
+  async checkBlob(key: string): Promise<void> {
+    const entry = this.entryToRead(key);
+    await this.backend.checkBlob?.(key, entry.blob, entry.compBytes);
   }
 
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
-import { mkdir, open, rename, unlink } from 'node:fs/promises';
+import { mkdir, open, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully } from './io-pieces.js';
@@ -40,6 +40,18 @@ export class ReadThroughCache {
   /** Reads the blob's file into target if it exists with exactly target.length bytes; false otherwise. */
   readInto(key: string, blobSha256: string, target: Uint8Array): Promise<boolean> {
     return this.readFileInto(this.blobFileName(key, blobSha256), [target], key);
+  }
+
+  /** True when the blob's file exists as a regular file of exactly `sizeBytes` (contents unchecked, as readInto's). */
+  async hasBlob(key: string, blobSha256: string, sizeBytes: number): Promise<boolean> {
+    const path = join(this.dir, this.blobFileName(key, blobSha256));
+    try {
+      const info = await stat(path);
+      return info.isFile() && info.size === sizeBytes;
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT' || errnoCode(error) === 'ENOTDIR') return false;
+      throw toIoError(error, 'cannot stat a read-through file', { entry: key, path });
+    }
   }
 
   /** Stores a verified blob (temp file, fsync, rename). Errors are the caller's to ignore. */

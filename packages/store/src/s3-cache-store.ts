@@ -222,6 +222,25 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return this.transport.getObjectInto(blobObjectName(entry.key, blobSha256Of(entry)), target, entry.key);
   }
 
+  async checkBlob(key: string): Promise<void> {
+    const entry = this.entryToRead(key);
+    const inlineName = this.chosen.get(entry.key);
+    const inline = inlineName === undefined ? undefined : this.inlinePayloads.get(inlineName);
+    if (inline !== undefined && inline.length === entry.compBytes) return;
+    // A read-through copy serves the read (checked then) even with the object gone, as readBlob does.
+    if (this.readThrough && (await this.readThrough.hasBlob(entry.key, blobSha256Of(entry), entry.compBytes).catch(() => false))) return;
+    const name = blobObjectName(entry.key, blobSha256Of(entry));
+    const head = await this.transport.headObject(name);
+    if (head === undefined) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry: key, path: this.transport.describe(name) });
+    if (head.sizeBytes !== entry.compBytes) {
+      throw new StoreError('BLOB_SIZE_MISMATCH', `the blob object holds ${head.sizeBytes} bytes, the entry says ${entry.compBytes}`, {
+        entry: key,
+        path: this.transport.describe(name),
+        details: { objectBytes: head.sizeBytes, expectedBytes: entry.compBytes },
+      });
+    }
+  }
+
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     // verifyChecksum: false is the caller's promise to verify while decoding and to call

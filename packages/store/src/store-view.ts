@@ -68,12 +68,19 @@ export abstract class StoreView<H extends StoreDefaults> {
     return this.state.entries.values();
   }
 
+  /** The entry a blob read or check names: ENTRY_NOT_FOUND when there is none. */
+  protected entryToRead(key: string): CacheEntry {
+    this.assertOpen();
+    const entry = this.state.entries.get(key);
+    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    return entry;
+  }
+
   /** readBlob's argument checks: the entry, and the slot's first compBytes bytes to read into. */
   protected prepareBlobRead(key: string, stagingSlot: Uint8Array): { entry: CacheEntry; view: Uint8Array } {
     this.assertOpen();
     if (!(stagingSlot instanceof Uint8Array)) throw new StoreError('INVALID_ARGUMENT', 'stagingSlot must be a Uint8Array', { entry: key });
-    const entry = this.state.entries.get(key);
-    if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key, path: this.root });
+    const entry = this.entryToRead(key);
     if (stagingSlot.length < entry.compBytes) {
       throw new StoreError('SLOT_TOO_SMALL', `staging slot holds ${stagingSlot.length} bytes, the payload needs ${entry.compBytes}`, {
         entry: key,

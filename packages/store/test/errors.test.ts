@@ -230,11 +230,17 @@ describe('readBlob never returns wrong data', () => {
       expect(error.code).toBe('BLOB_CORRUPT');
       expect(error.entry).toBe(t.key);
     }
+    // checkBlob looks at the file only: a flipped byte passes it, a wrong size or no file does not.
+    await store.checkBlob(t.key);
     await writeFile(path, Buffer.from(t.payload).subarray(0, 300));
     expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_SIZE_MISMATCH');
+    expect((await catchError(() => store.checkBlob(t.key))).code).toBe('BLOB_SIZE_MISMATCH');
     await unlink(path);
     expect((await catchError(() => store.readBlob(t.key, slot))).code).toBe('BLOB_MISSING');
+    expect((await catchError(() => store.checkBlob(t.key))).code).toBe('BLOB_MISSING');
+    expect((await catchError(() => store.checkBlob('0'.repeat(40)))).code).toBe('ENTRY_NOT_FOUND');
     await writeFile(path, t.payload);
+    await store.checkBlob(t.key);
     expect((await store.readBlob(t.key, slot)).length).toBe(t.payload.length);
     await store.close();
   });

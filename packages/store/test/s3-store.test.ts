@@ -202,6 +202,10 @@ describeS3('S3 store against the gateway', () => {
     expect(codes[0]).toBe('BLOB_CORRUPT');
     expect(codes[1]).toBe('BLOB_SIZE_MISMATCH');
     expect(codes[2]).toBe('BLOB_MISSING');
+    // checkBlob (a HEAD): the size is wrong or the object gone; bytes of the right size pass it.
+    expect((await catchError(() => store.checkBlob(tensors[1]!.key))).code).toBe('BLOB_SIZE_MISMATCH');
+    expect((await catchError(() => store.checkBlob(tensors[2]!.key))).code).toBe('BLOB_MISSING');
+    await store.checkBlob(tensors[0]!.key);
     expect(['META_MISMATCH', 'BLOB_SIZE_MISMATCH']).toContain(codes[3]);
     const report = await store.verify();
     expect(report.ok).toBe(false);
@@ -298,6 +302,7 @@ describeS3('S3 store against the gateway', () => {
     const blobBytes = tiny.payload.slice();
     await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: blobName(prefix, tinyEntry) }));
     expectBitExact(reader, tiny, await reader.readBlob(tiny.key, slot));
+    await reader.checkBlob(tiny.key); // the inline copy answers, as it serves the read
     expect((await reader.verify()).problems.map((p) => p.code)).toEqual(['BLOB_MISSING']);
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobName(prefix, tinyEntry), Body: blobBytes }));
 
@@ -345,6 +350,7 @@ describeS3('S3 store against the gateway', () => {
     await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: object }));
     slot.fill(0);
     expectBitExact(store, t, await store.readBlob(t.key, slot));
+    await store.checkBlob(t.key); // the local copy answers, as it serves the read
     // A damaged local copy is not served: with S3 lacking the object too, the read fails.
     const damaged = Uint8Array.from(original);
     damaged[damaged.length - 1]! ^= 1;
