@@ -40,6 +40,10 @@ export function describeError(error: unknown): string {
   const code = typeof e.code === 'string' ? e.code : undefined;
 
   let message = e.message || e.name;
+  // The other packages' errors say their code first ("NOT_A_CACHE: …"); the builder's own say it too,
+  // so a user can look it up (README) or match it in a script. A usage error and an interruption
+  // are not looked up: their lines say what to do. One that wraps another's already leads with that one's code.
+  if (e.name === 'BuilderError' && code !== undefined && code !== 'INTERRUPTED' && !/^[A-Z][A-Z0-9_]*: /.test(message)) message = `${code}: ${message}`;
   if (code && SYSTEM_ERRORS[code] && typeof e.syscall === 'string') {
     // Node's "ENOSPC: no space left on device, write" reads poorly; say it plainly.
     message = `${SYSTEM_ERRORS[code]}${file ? `: ${file}` : ''}`;

@@ -137,6 +137,9 @@ describe('error lines', () => {
     const error = new BuilderError('TENSOR_FAILED', 'IO_ERROR: cannot write the blob [EACCES]', { tensor: 'a' });
     expect(describeError(error)).toBe('IO_ERROR: cannot write the blob [EACCES] (tensor a)');
     expect(mentions('the slice key of tensor z1 (its shard name)', 'z1')).toBe(true);
+    // The builder's own codes lead its lines, as the store's and the adapter's do (README names SETTINGS_MISMATCH).
+    expect(describeError(new BuilderError('SETTINGS_MISMATCH', 'the cache c gates at coverage 0.99'))).toBe('SETTINGS_MISMATCH: the cache c gates at coverage 0.99');
+    expect(describeError(new BuilderError('INTERRUPTED', 'stopped by SIGINT'))).toBe('stopped by SIGINT');
     expect(mentions('cannot write the blob', 'a')).toBe(false);
     expect(mentions('layer.5.weight failed', 'layer.5')).toBe(false);
     expect(mentions('failed on layer.5.weight', 'layer.5.weight')).toBe(true);

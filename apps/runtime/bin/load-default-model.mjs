@@ -7,8 +7,9 @@
 //                                                     [--backend auto|cpu|threads] [--verify-digest] [--json]
 //   --model  a .safetensors file, a shard directory or an index (default: the built-in default
 //            model, generated if missing by @splitzip/default-model)
-//   --cache  the cache directory (default: <repo>/.cache/splitzip/default)
-//   --build  build (or complete) the cache first with the builder library if needed
+//   --cache  the cache directory (default: <repo>/.cache/default-cache, the one scripts/main.sh builds)
+//   --build  build (or complete) the cache first with the builder library if needed (done anyway
+//            when the cache directory does not exist yet)
 // Exit status: 0 all tensors bit-identical; 1 a mismatch or an error (its typed code is printed).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -39,8 +40,10 @@ async function main() {
     const { ensureDefaultModel } = await import('@splitzip/default-model');
     modelPath = await ensureDefaultModel();
   }
-  const cacheDir = resolve(valueOf('--cache') ?? join(REPO, '.cache', 'splitzip', 'default'));
-  if (args.includes('--build')) {
+  const cacheDir = resolve(valueOf('--cache') ?? join(REPO, '.cache', 'default-cache'));
+  // A first run with no cache builds it: "loads the default model back" needs one. An existing
+  // directory is never built into unasked (a damaged cache is reported, not papered over).
+  if (args.includes('--build') || !existsSync(cacheDir)) {
     const { buildModelCache } = await import('../bench/build-model-cache.mjs');
     await buildModelCache(modelPath, cacheDir);
   }

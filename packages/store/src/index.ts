@@ -24,6 +24,15 @@ export {
   MAX_RAW_BYTES,
   MAX_BLOB_BYTES,
   DEFAULT_LOCK_TIMEOUT_MS,
+  JOURNAL_READ_WINDOW_BYTES,
+  MAX_IO_PIECE_BYTES,
+  MAX_QUOTED_VALUE_CHARS,
+  MAX_LOCK_BREAK_DEPTH,
+  MAX_LOCK_FILE_BYTES,
+  MAX_PID,
+  UNPARSEABLE_LOCK_STALE_MS,
+  TEMP_FILE_MAX_AGE_MS,
+  MAX_BUFFER_BYTES,
 } from './limits.js';
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles } from './open-blob-files.js';
 export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';

@@ -5,9 +5,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
-import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
+import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, MAX_LOCK_BREAK_DEPTH, openCacheStore, TEMP_FILE_MAX_AGE_MS } from '../src/index.js';
 import { catchError, frameJournalRecord, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
-import { MAX_LOCK_BREAK_DEPTH } from '../src/limits.js';
 
 afterEach(removeTempDirs);
 
@@ -794,6 +793,20 @@ describe('gc', () => {
     expect((await store.verify()).ok).toBe(true);
     await store.close();
     await rm(join(root, 'blobs', 'subdir'), { recursive: true });
+  });
+
+  it('removes a live pid\'s temp file once TEMP_FILE_MAX_AGE_MS old (no write takes that long: the pid is a reused one)', async () => {
+    const { root } = await makeCache();
+    const stale = join(root, 'blobs', `.tmp-${process.ppid}-aaaaaaaaaaaaaaaa.bin`);
+    const young = join(root, 'blobs', `.tmp-${process.ppid}-bbbbbbbbbbbbbbbb.bin`);
+    await writeFile(stale, Buffer.alloc(10));
+    await writeFile(young, Buffer.alloc(10));
+    const oldSeconds = (Date.now() - TEMP_FILE_MAX_AGE_MS - 60_000) / 1000;
+    await utimes(stale, oldSeconds, oldSeconds);
+    const store = await openCacheStore(root);
+    expect((await store.gc()).tempFiles).toEqual([`blobs/.tmp-${process.ppid}-aaaaaaaaaaaaaaaa.bin`]);
+    expect((await readdir(join(root, 'blobs'))).filter((name) => name.startsWith('.tmp-'))).toEqual([`.tmp-${process.ppid}-bbbbbbbbbbbbbbbb.bin`]);
+    await store.close();
   });
 
   it('an add racing gc still commits a complete blob', async () => {
