@@ -15,10 +15,12 @@ export default defineConfig([
   {
     // Node build (export condition "node" and the ./node subpath): adds worker threads and Dawn.
     // auto-rule (the ./auto-rule subpath): the measured rule alone, no backend code, for callers
-    // that only need to know what `auto` picks.
-    entry: { node: 'src/node.ts', 'decode-worker': 'src/decode-worker.ts', 'auto-rule': 'src/auto-rule-entry.ts' },
+    // that only need to know what `auto` picks. collect-garbage (./collect-garbage): for other
+    // packages' worker threads that attach codec arenas (the runtime's decode threads), without
+    // loading the kernels into them.
+    entry: { node: 'src/node.ts', 'decode-worker': 'src/decode-worker.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts' },
     format: ['esm', 'cjs'],
-    dts: { entry: { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts' } },
+    dts: { entry: { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts' } },
     sourcemap: true,
     clean: false,
     shims: true,

@@ -9,6 +9,7 @@
 // kernels.
 import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import { attachCodecArena, isSplitZipError, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
+import { collectGarbage } from './collect-garbage.js';
 import { createMetaReader } from './create-meta-reader.js';
 import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
@@ -85,6 +86,7 @@ if (start) {
   Atomics.store(ready, 0, 1);
   Atomics.notify(ready, 0);
   let seen = 0;
+  let detached = false;
   for (;;) {
     Atomics.wait(doorbell, 0, seen);
     seen = Atomics.load(doorbell, 0);
@@ -95,8 +97,14 @@ if (start) {
       else if ('detach' in m) {
         arenas.delete(m.detach);
         attachErrors.delete(m.detach);
+        detached = true;
       }
       else replies.postMessage(runJob(m));
+    }
+    // Idle now: the detached arenas' memory is freed only once this thread collects (see collect-garbage.ts).
+    if (detached) {
+      detached = false;
+      collectGarbage();
     }
   }
 }
