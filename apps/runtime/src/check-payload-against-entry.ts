@@ -1,6 +1,6 @@
 import { readPayloadMeta, verifyPayloadChecksum, type PayloadMeta } from '@splitzip/codec';
 import type { PayloadEntryFields } from './create-cpu-decoder.js';
-import { RuntimeError } from './errors.js';
+import { describeError, RuntimeError } from './errors.js';
 
 /**
  * The checks the store's `readBlob` makes, for payload bytes the runtime read itself (through a
@@ -15,7 +15,7 @@ export function checkPayloadAgainstEntry(payload: Uint8Array, entry: PayloadEntr
   try {
     meta = readPayloadMeta(payload);
   } catch (error) {
-    throw new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: invalid payload header: ${(error as Error).message}`, context, {
+    throw new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: invalid payload header: ${describeError(error).message}`, context, {
       cause: error,
     });
   }
@@ -46,7 +46,7 @@ export function checkPayloadAgainstEntry(payload: Uint8Array, entry: PayloadEntr
   try {
     verifyPayloadChecksum(payload, meta);
   } catch (error) {
-    throw new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${(error as Error).message}`, context, { cause: error });
+    throw new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${describeError(error).message}`, context, { cause: error });
   }
   return meta;
 }

@@ -1,4 +1,5 @@
 import { createCodecArena, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
+import { checkOptionsArgument, checkSignalArgument } from './check-load-arguments.js';
 import { RuntimeError } from './errors.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
@@ -238,12 +239,14 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       return free.length > 0 ? take(bytes) : undefined;
     },
     acquire(acquireOptions = {}) {
-      const { signal, bytes } = acquireOptions;
       try {
-        checkBytesHint(bytes);
+        checkOptionsArgument(acquireOptions);
+        checkSignalArgument(acquireOptions.signal);
+        checkBytesHint(acquireOptions.bytes);
       } catch (error) {
         return Promise.reject(error);
       }
+      const { signal, bytes } = acquireOptions;
       if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
       if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal.reason }));
       if (free.length > 0) return Promise.resolve(take(bytes));

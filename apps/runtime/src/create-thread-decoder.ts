@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena, type PayloadMeta } from '@splitzip/codec';
 import type { DecodeBackend, DecodedBuffer, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
+import { checkOptionsArgument } from './check-load-arguments.js';
 import { RuntimeError, type RuntimeErrorCode } from './errors.js';
 
 /**
@@ -178,6 +179,7 @@ type Placement = { ref: SharedRef; offset: number } | undefined;
  * and never keep the process alive.
  */
 export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadDecoder {
+  checkOptionsArgument(options);
   const threads = options.threads ?? DEFAULT_DECODE_THREADS;
   if (!Number.isSafeInteger(threads) || threads < 1 || threads > 64) {
     throw new RuntimeError('INVALID_ARGUMENT', 'threads must be an integer in 1..64', { threads });

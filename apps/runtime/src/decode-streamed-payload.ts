@@ -12,7 +12,7 @@ import type { CacheEntry } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { ByteReader } from './create-file-reader.js';
-import { RuntimeError } from './errors.js';
+import { describeError, RuntimeError } from './errors.js';
 
 /**
  * Payloads of at least this many checksum segments (2^20 values each) are decoded as they arrive.
@@ -109,13 +109,13 @@ export async function decodeStreamedPayload(
     try {
       await reads;
     } catch (error) {
-      throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${(error as Error).message}`, context, { cause: error });
+      throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${describeError(error).message}`, context, { cause: error });
     }
   };
   const codecFailure = (error: unknown) =>
     error instanceof RuntimeError
       ? error
-      : new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${(error as Error).message}`, { ...context, codecCode: (error as { code?: unknown }).code }, {
+      : new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${describeError(error).message}`, { ...context, codecCode: (error as { code?: unknown } | null)?.code }, {
           cause: error,
         });
   try {

@@ -175,7 +175,7 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
       ...(values ? { values } : {}),
     };
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
+    const code = (error as { code?: unknown } | null)?.code;
     reply = {
       id: message.id,
       ok: false,

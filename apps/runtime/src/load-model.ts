@@ -17,9 +17,9 @@ import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, typ
 function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
   if (error instanceof RuntimeError) return error;
   const retryable = isRetryableError(error);
-  return new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_READ_FAILED', `refresh of the cache at ${cache.root} failed: ${(error as Error).message}`, {
+  return new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_READ_FAILED', `refresh of the cache at ${cache.root} failed: ${describeError(error).message}`, {
     root: cache.root,
-    storeCode: (error as { code?: unknown }).code,
+    storeCode: (error as { code?: unknown } | null)?.code,
     retryable,
   }, { cause: error });
 }
@@ -177,9 +177,11 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     const refreshFailure = await refreshed;
     if (handle !== undefined && refreshFailure !== undefined) {
       const { error } = refreshFailure;
-      // The snapshot already loaded is still correct (raw for slices it does not know), so a load
-      // goes on without the refresh unless only the cache may serve.
-      if (options.cacheOnly || !isRetryableError(error)) throw mapRefreshError(error, handle);
+      // The snapshot already loaded is still correct (raw for slices it does not know; every blob
+      // read is checked), so a load goes on without the refresh unless only the cache may serve or
+      // the handle is closed. That includes a damaged manifest or journal on disk: a cache problem,
+      // reported, as a damaged blob is; it stopped every later load of a long-running loader before.
+      if (options.cacheOnly || (error as { code?: unknown })?.code === 'CACHE_CLOSED') throw mapRefreshError(error, handle);
       totals.refreshError = describeError(error);
     }
     const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;

@@ -1,5 +1,6 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
 import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
+import { checkOptionsArgument } from './check-load-arguments.js';
 import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
@@ -37,8 +38,9 @@ export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'back
  * Failures follow loadTensor's rules: reported and served raw (`data`), or thrown with `cacheOnly`.
  */
 export async function loadTensorToDevice(request: TensorRequest, options: LoadTensorToDeviceOptions): Promise<DeviceTensor> {
+  checkOptionsArgument(options);
   const { kernels } = options;
-  if (kernels === undefined || typeof kernels.decodeToDevice !== 'function') {
+  if (kernels === undefined || kernels === null || typeof kernels.decodeToDevice !== 'function') {
     throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
   }
   checkLoadTensorOptions(options);
@@ -68,7 +70,7 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
       try {
         device = await kernels.decodeToDevice(staged.payload, { verify: false });
       } catch (error) {
-        throw new RuntimeError('DECODE_FAILED', `kernels ${kernels.backend} failed to decode ${name} to the device: ${(error as Error).message}`, {
+        throw new RuntimeError('DECODE_FAILED', `kernels ${kernels.backend} failed to decode ${name} to the device: ${describeError(error).message}`, {
           tensor: name,
           key: entry.key,
           backend: kernels.backend,

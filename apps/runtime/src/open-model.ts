@@ -1,6 +1,6 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
-import { RuntimeError, isRetryableError } from './errors.js';
+import { describeError, RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
 
 export interface OpenModelOptions {
@@ -52,8 +52,8 @@ export async function openModel(location: string, options: OpenModelOptions = {}
     prefetched.release();
     return model;
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
+    const code = (error as { code?: unknown } | null)?.code;
     const retryable = isRetryableError(error);
-    throw new RuntimeError('MODEL_OPEN_FAILED', `cannot open the model at ${location}: ${(error as Error).message}`, { model: location, causeCode: code, retryable }, { cause: error });
+    throw new RuntimeError('MODEL_OPEN_FAILED', `cannot open the model at ${location}: ${describeError(error).message}`, { model: location, causeCode: code, retryable }, { cause: error });
   }
 }

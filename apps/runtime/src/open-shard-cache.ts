@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
-import { isRetryableError, RuntimeError } from './errors.js';
+import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { checkCoverageArgument, checkOptionsArgument } from './check-load-arguments.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
@@ -103,9 +103,9 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
     store = await openCacheStore(root, storeOptions);
   } catch (error) {
     if (error instanceof RuntimeError) throw error;
-    const code = (error as { code?: unknown }).code;
+    const code = (error as { code?: unknown } | null)?.code;
     const retryable = isRetryableError(error);
-    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${(error as Error).message}`, {
+    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeError(error).message}`, {
       root,
       storeCode: code,
       retryable,
@@ -116,6 +116,10 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
 export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number } = {}): ShardCache {
+  if (typeof store !== 'object' || store === null || typeof (store as { entries?: unknown }).entries !== 'function') {
+    throw new RuntimeError('INVALID_ARGUMENT', 'wrapCacheStore needs a CacheStore (openCacheStore from @splitzip/store)', { option: 'store' });
+  }
+  checkOptionsArgument(options);
   checkCoverageArgument(options.coverageMin);
   const coverageMin = options.coverageMin ?? (store.coverageMin > 0 ? store.coverageMin : DEFAULT_COVERAGE_MIN);
   // Entries above MAX_SLOT_BYTES are left out: no slot can hold them (their loads are SLOT_TOO_SMALL,
@@ -172,6 +176,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     largestPayloadBytes,
     createStagingPool(poolOptions = {}) {
       assertOpen();
+      checkOptionsArgument(poolOptions);
       const slotCount = poolOptions.slotCount ?? 4;
       if (!Number.isSafeInteger(slotCount) || slotCount < 1) {
         throw new RuntimeError('INVALID_ARGUMENT', 'slotCount must be a positive integer', { slotCount });

@@ -1,4 +1,5 @@
 import { RuntimeError } from './errors.js';
+import { checkOptionsArgument } from './check-load-arguments.js';
 
 export interface OrderedPipelineOptions<T, R> {
   /** Tasks running (started, not finished) at most. */
@@ -31,6 +32,10 @@ export interface OrderedPipelineOptions<T, R> {
  * still being written after the caller moves on.
  */
 export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: OrderedPipelineOptions<T, R>): AsyncGenerator<R> {
+  if (typeof (items as { [Symbol.iterator]?: unknown } | null)?.[Symbol.iterator] !== 'function') {
+    throw new RuntimeError('INVALID_ARGUMENT', 'items must be iterable', { option: 'items' });
+  }
+  checkOptionsArgument(options);
   const { concurrency, run, signal, isLight } = options;
   const maxPending = options.maxPending ?? 4 * concurrency;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) {

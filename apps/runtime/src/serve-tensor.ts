@@ -478,7 +478,7 @@ export async function stagePayload(
       try {
         await env.reader.readExact(blobPath, payload, 0);
       } catch (error) {
-        throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${(error as Error).message}`, { ...context, blob: blobPath }, {
+        throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${describeError(error).message}`, { ...context, blob: blobPath }, {
           cause: error,
         });
       } finally {
@@ -745,7 +745,7 @@ function threadStaging(pool: StagingPool): ReadDecodeStaging {
 
 /** A decode thread's read that failed (the file ended early, or an I/O error), not its decode. */
 function isBlobReadFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
+  const code = (error as { code?: unknown } | null)?.code;
   return code === 'BLOB_SIZE_MISMATCH' || (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code));
 }
 

@@ -94,7 +94,7 @@ export interface LoadTotals {
   backends: string[];
   /** Payloads larger than the pool's slots, staged in a one-off buffer instead. */
   stagingOverflows: number;
-  /** Set when the refresh at the start of the load failed retryably and the load went on with the cache's snapshot. */
+  /** Set when the refresh at the start of the load failed (store unreachable, manifest or journal damaged) and the load went on with the cache's snapshot. */
   refreshError?: { code: string; message: string };
 }
 

@@ -271,6 +271,30 @@ describe('a failing decode backend', () => {
     }
   });
 
+  it('a custom reader rejecting with null or undefined: the tensor is CACHE_READ_FAILED and served raw (a TypeError escaped the load before)', async () => {
+    const { cacheDir } = await freshCache();
+    const cache = await openShardCache(cacheDir);
+    const files = createFileReader();
+    try {
+      for (const thrown of [null, undefined]) {
+        const reader = {
+          readExact: async (path: string, target: Uint8Array, positionBytes: number) => {
+            if (path.includes('/blobs/')) throw thrown;
+            return files.readExact(path, target, positionBytes);
+          },
+          close: async () => undefined,
+        };
+        const loaded = await loadTensor({ model, name: TARGET }, { cache, reader });
+        expect(loaded).toMatchObject({ source: 'raw', report: { reason: 'cache-failed', error: { code: 'CACHE_READ_FAILED' } } });
+        expect(sameBytes(loaded.data, raw.get(TARGET) as Uint8Array)).toBe(true);
+        for await (const tensor of loadModel(model, cache, { reader })) expect(sameBytes(tensor.data, raw.get(tensor.name) as Uint8Array)).toBe(true);
+      }
+    } finally {
+      await files.close();
+      await cache.close();
+    }
+  });
+
   it('a thread decoder closed by its owner mid-load fails its tensors as DECODE_FAILED, served raw, and so does a load after close', async () => {
     const { cacheDir } = await freshCache();
     const cache = await openShardCache(cacheDir);
