@@ -708,18 +708,22 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // The listing is minutes old on a big bucket: a writer may have stored this blob again and
       // committed its entry since (a re-added tensor). Look again just before each delete: skip a
       // blob whose entry object now exists or which was written again since (younger than
-      // minAgeMs). Deleted unchecked, such a blob left a committed entry without its bytes.
+      // minAgeMs). Deleted unchecked, such a blob left a committed entry without its bytes. The
+      // look is taken again before every DELETE attempt: a retried DELETE (the first one stalled or
+      // got a 5xx while the writer committed) acts on what was seen just before it, not before the first.
       const kept = new Set<string>();
       await mapLimited(orphanBlobs, limit, async (name) => {
         const parsed = parseBlobObjectName(name)!;
-        const blob = await this.transport.headObject(name);
-        if (blob === undefined) return;
-        const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
-        if (entry !== undefined || Date.now() - blob.lastModifiedMs < minAgeMs) {
-          kept.add(name);
-          return;
-        }
-        await this.transport.deleteObject(name);
+        await this.transport.deleteObject(name, async () => {
+          const blob = await this.transport.headObject(name);
+          if (blob === undefined) return false;
+          const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
+          if (entry !== undefined || Date.now() - blob.lastModifiedMs < minAgeMs) {
+            kept.add(name);
+            return false;
+          }
+          return true;
+        });
       });
       for (const name of kept) {
         orphanBlobs.splice(orphanBlobs.indexOf(name), 1);

@@ -122,6 +122,9 @@ function describeError(error: unknown): string {
   return [typeof e?.name === 'string' ? e.name : 'Error', status ? `HTTP ${status}` : '', errno ?? '', String(e?.message ?? '')].filter(Boolean).join(' ');
 }
 
+/** What withRetries returns when its `beforeAttempt` check called the request off. */
+const SKIPPED: unique symbol = Symbol('skipped');
+
 /** A body that ended or broke before its promised length (retried from where it stopped). */
 class BodyInterrupted extends Error {
   override readonly name = 'BodyInterrupted';
@@ -259,7 +262,17 @@ export class S3Transport {
    * `requestDeadlineMs` (a server that trickles bytes is never idle long enough for the socket
    * timeout: the attempt counts as a transient failure).
    */
-  private async withRetries<T>(operation: string, name: string, attempt: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+  private withRetries<T>(operation: string, name: string, attempt: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return this.retryLoop(operation, name, attempt) as Promise<T>;
+  }
+
+  /** withRetries, with an optional check before every attempt that may call the request off (SKIPPED). */
+  private async retryLoop<T>(
+    operation: string,
+    name: string,
+    attempt: (abortSignal: AbortSignal) => Promise<T>,
+    beforeAttempt?: () => Promise<boolean>,
+  ): Promise<T | typeof SKIPPED> {
     const { maxAttempts, retryBaseDelayMs, retryMaxDelayMs, requestDeadlineMs } = this.settings;
     const caller = this.options.signal;
     let last: unknown;
@@ -270,6 +283,8 @@ export class S3Transport {
         await sleep(ceiling / 2 + Math.random() * (ceiling / 2), undefined, caller ? { signal: caller } : undefined).catch(() => undefined);
         this.throwIfAborted(operation, name);
       }
+      // Outside the concurrency slot: the check makes requests of its own.
+      if (beforeAttempt !== undefined && !(await beforeAttempt())) return SKIPPED;
       let deadline: AbortSignal | undefined;
       try {
         // The deadline starts with the attempt itself, not while it waits for a concurrency slot.
@@ -566,9 +581,20 @@ export class S3Transport {
     return out;
   }
 
-  async deleteObject(name: string): Promise<void> {
+  /**
+   * Deletes an object. With `beforeAttempt`, that check runs before every attempt (the first and
+   * each retry, after its backoff): when it says false nothing more is sent and this returns false.
+   * A retried DELETE would otherwise act on what the check saw before the failed attempt.
+   */
+  async deleteObject(name: string, beforeAttempt?: () => Promise<boolean>): Promise<boolean> {
     await this.connect();
-    await this.withRetries('DeleteObject', name, (abortSignal) => this.client.send(new this.s3.DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal }));
+    const out = await this.retryLoop(
+      'DeleteObject',
+      name,
+      (abortSignal) => this.client.send(new this.s3.DeleteObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal }),
+      beforeAttempt,
+    );
+    return out !== SKIPPED;
   }
 
   /** Unfinished multipart uploads below the prefix. */

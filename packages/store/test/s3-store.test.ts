@@ -501,6 +501,38 @@ describeS3('S3 store against the gateway', () => {
     await Promise.all([gcStore.close(), writer.close(), reader.close()]);
   });
 
+  it('gc looks again before a retried DELETE: a blob whose entry is committed while the first DELETE fails (503) is kept', async () => {
+    const prefix = nextPrefix();
+    const tensor = makeTensor([41], 10);
+    const blobKey = `${prefix}blobs/${tensor.key}.${createHash('sha256').update(tensor.payload).digest('hex')}.bin`;
+    // Left by a writer that crashed between its blob PUT and its entry PUT.
+    await (await openCacheStore(url(prefix), { create: true })).close();
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: blobKey, Body: tensor.payload }));
+    const writer = await openCacheStore(url(prefix));
+    let deletes = 0;
+    // The first DELETE of the blob stalls while the rerun commits the same blob and its entry, then fails with 503.
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'DELETE' || !req.url?.includes('/blobs/') || deletes++ > 0) return false;
+      void writer.addEntry(toInput(tensor, 'rerun')).then(() => {
+        res.writeHead(503, { 'content-type': 'application/xml' });
+        res.end('<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>injected</Message></Error>');
+      });
+      return true;
+    });
+    try {
+      const gcStore = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url, retryBaseDelayMs: 5, retryMaxDelayMs: 10 } });
+      const report = await gcStore.gc({ minAgeMs: 0 });
+      expect(report.orphanBlobs).toEqual([]);
+      const reader = await openCacheStore(url(prefix));
+      expect(reader.getEntry(tensor.key)).toBeDefined();
+      expect((await reader.verify()).problems).toEqual([]);
+      expect(deletes).toBe(1);
+      await Promise.all([gcStore.close(), writer.close(), reader.close()]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   describe('transient faults', () => {
     let proxy: { url: string; close(): Promise<void> };
     let proxyUrl: string;
