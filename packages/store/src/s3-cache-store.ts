@@ -670,7 +670,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const extra: VerifyProblem[] = this.problems.map((p) => ({ key: p.key, qualname: this.state.entries.get(p.key)?.qualname ?? '', code: p.code, message: p.message }));
     // An unreachable server is not a verdict on the cache: surface it instead of reporting every entry bad.
     const unavailable = report.problems.find((p) => p.code === 'S3_UNAVAILABLE');
-    if (unavailable) throw new StoreError('S3_UNAVAILABLE', unavailable.message, { path: this.root, details: { endpoint: this.transport.endpoint } });
+    if (unavailable) {
+      // The problem's message is the error's, code included: once is enough.
+      const reason = unavailable.message.startsWith('S3_UNAVAILABLE: ') ? unavailable.message.slice('S3_UNAVAILABLE: '.length) : unavailable.message;
+      throw new StoreError('S3_UNAVAILABLE', reason, { path: this.root, details: { endpoint: this.transport.endpoint } });
+    }
     return { ...report, ok: report.ok && extra.length === 0, problems: [...report.problems, ...extra] };
   }
 

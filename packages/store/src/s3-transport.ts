@@ -16,6 +16,8 @@ export const MAX_EMPTY_LIST_PAGES = 100;
 /** S3's own limit on one part (and on a single PUT). */
 const MAX_PART_BYTES = 5 * 2 ** 30;
 const MIN_PART_BYTES = 5 * 2 ** 20;
+/** How long a failed or aborted multipart upload waits for its AbortMultipartUpload (what is left, gc cleans). */
+export const MULTIPART_CLEANUP_DEADLINE_MS = 3_000;
 
 export interface ListedObject {
   /** Relative to the cache prefix. */
@@ -401,8 +403,12 @@ export class S3Transport {
         this.client.send(new this.s3.CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: parts } }), { abortSignal }),
       );
     } catch (error) {
-      // Best effort; gc aborts what is left (a killed writer cannot run this at all).
-      await this.client.send(new this.s3.AbortMultipartUploadCommand({ Bucket, Key, UploadId })).catch(() => undefined);
+      // Best effort, one attempt of at most MULTIPART_CLEANUP_DEADLINE_MS: gc aborts what is left (a
+      // killed writer cannot run this at all). Unbounded, a caller's abort on a stalling endpoint
+      // waited here for the 30 s socket timeout. Not the caller's signal: it has usually fired already.
+      await this.client
+        .send(new this.s3.AbortMultipartUploadCommand({ Bucket, Key, UploadId }), { abortSignal: AbortSignal.timeout(Math.min(MULTIPART_CLEANUP_DEADLINE_MS, this.settings.requestDeadlineMs)) })
+        .catch(() => undefined);
       throw error;
     }
   }

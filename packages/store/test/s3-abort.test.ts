@@ -4,6 +4,9 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCacheStore, openS3ObjectSource } from '../src/index.js';
+import { resolveS3Settings } from '../src/open-cache-store.js';
+import { parseS3Url } from '../src/s3-layout.js';
+import { S3Transport } from '../src/s3-transport.js';
 import { catchError } from './helpers.js';
 
 const servers: Server[] = [];
@@ -99,4 +102,36 @@ describe('S3 requests that never end', () => {
       await source.close();
     }
   }, 20_000);
+  it('aborting a multipart upload on a stalling server returns promptly: the AbortMultipartUpload cleanup does not wait for the socket timeout', async () => {
+    credentials();
+    const seen: string[] = [];
+    const controller = new AbortController();
+    // Starts the upload, then answers nothing: neither the part nor the cleanup's abort. The caller
+    // aborts (Ctrl-C) once the part is on its way.
+    const server = createHttpServer((request, response) => {
+      const url = new URL(request.url ?? '/', 'http://x');
+      seen.push(`${request.method} ${url.search}`);
+      request.resume();
+      if (request.method === 'PUT') setTimeout(() => controller.abort(new Error('Ctrl-C')), 100);
+      if (request.method === 'POST' && url.searchParams.has('uploads')) {
+        response.writeHead(200, { 'Content-Type': 'application/xml' });
+        response.end('<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>cache/blobs/x</Key><UploadId>U1</UploadId></InitiateMultipartUploadResult>');
+      }
+    });
+    httpServers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const options = { endpoint, region: 'us-east-1', forcePathStyle: true, signal: controller.signal, multipartThresholdBytes: 5 * 2 ** 20 };
+    const transport = new S3Transport(options, parseS3Url('s3://bucket/cache/'), resolveS3Settings(options));
+    try {
+      const started = performance.now();
+      const error = await catchError(() => transport.putObject('blobs/x', new Uint8Array(6 * 2 ** 20)));
+      expect(error.code).toBe('ABORTED');
+      expect(performance.now() - started).toBeLessThan(8_000);
+      // The cleanup was sent (and given up on: gc aborts what is left).
+      expect(seen.some((line) => line.startsWith('DELETE ?uploadId=U1'))).toBe(true);
+    } finally {
+      transport.destroy();
+    }
+  }, 60_000);
 });

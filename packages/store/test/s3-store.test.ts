@@ -533,6 +533,30 @@ describeS3('S3 store against the gateway', () => {
     }
   });
 
+  it('verify with every blob GET answered 503 is S3_UNAVAILABLE (named once), not a report of bad entries', async () => {
+    const prefix = nextPrefix();
+    const tensor = makeTensor([20_000], 11);
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntry(toInput(tensor, 'w'));
+    await writer.close();
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/blobs/')) return false;
+      res.writeHead(503, { 'content-type': 'application/xml' });
+      res.end('<?xml version="1.0"?><Error><Code>SlowDown</Code><Message>injected</Message></Error>');
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url, maxAttempts: 2, retryBaseDelayMs: 5, retryMaxDelayMs: 10 } });
+      const error = await catchError(() => store.verify());
+      expect(error.code).toBe('S3_UNAVAILABLE');
+      expect(error.message.match(/S3_UNAVAILABLE/g)).toHaveLength(1);
+      expect(error.message).toContain(proxy.url);
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   describe('transient faults', () => {
     let proxy: { url: string; close(): Promise<void> };
     let proxyUrl: string;
