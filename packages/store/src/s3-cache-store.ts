@@ -6,7 +6,7 @@ import { checkBlobPayload } from './check-blob-payload.js';
 import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
-import { StoreError, isStoreError } from './errors.js';
+import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
 import { MAX_QUALNAME_CHARS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
@@ -83,6 +83,8 @@ interface ListingProblem {
   key: string;
   code: string;
   message: string;
+  /** Met reading the object (a reply cut short or garbled on the way looks the same): fetched again at the next refresh. */
+  refetch?: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -332,7 +334,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   private async loadListing(): Promise<void> {
     const [entryObjects, sliceObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR)]);
-    const fresh = entryObjects.filter((o) => !this.entryObjects.has(o.name));
+    // New objects, and those whose read failed: one bad reply must not hide an entry for the store's lifetime.
+    const fresh = entryObjects.filter((o) => {
+      const known = this.entryObjects.get(o.name);
+      return known === undefined || (!('blob' in known) && known.refetch === true);
+    });
     await mapLimited(fresh, this.transport.settings.maxConcurrentRequests, async (object) => {
       this.entryObjects.set(object.name, await this.fetchEntryObject(object));
     });
@@ -471,7 +477,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // An unavailable server must fail the refresh (and be retried), not mark the entry bad forever.
       if (isStoreError(error) && (error.retryable || error.code === 'S3_ERROR')) throw error;
       const e = isStoreError(error) ? error.withContext({ path }) : new StoreError('ENTRY_INVALID', String(error), { entry: parsedName.key, path });
-      return { key: parsedName.key, code: e.code, message: e.message };
+      return { key: parsedName.key, code: e.code, message: e.message, refetch: true };
     }
   }
 
@@ -580,6 +586,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const owner = this.state.ownerOf(w.slice);
       if (owner === w.key) continue;
       const conflict = this.conflicts.get(sliceId(...w.slice));
+      // Not bound elsewhere: its own entry object could not be read (damaged, or a bad reply twice).
+      const unreadable = owner === undefined && !conflict && !this.state.entries.has(w.key) ? this.problems.find((p) => p.key === w.key) : undefined;
+      if (unreadable) {
+        throw new StoreError(unreadable.code as StoreErrorCode, `slice ${JSON.stringify(w.slice)} resolves to nothing: the entry object of ${w.key} is not readable (${unreadable.message})`, {
+          entry: w.key,
+          path: this.root,
+          details: { slice: w.slice, requestedKey: w.key },
+        });
+      }
       throw new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(w.slice)} was bound concurrently: it resolves to ${conflict ? `nothing (${conflict.keys.join(' and ')})` : String(owner)}, not ${w.key}`, {
         entry: w.key,
         path: this.root,

@@ -4,7 +4,7 @@ import { Agent as HttpsAgent } from 'node:https';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { StoreError } from './errors.js';
+import { StoreError, isStoreError } from './errors.js';
 import { loadS3Sdk, type S3Sdk } from './load-s3-sdk.js';
 import type { S3Location } from './s3-layout.js';
 import type { S3StoreOptions } from './types.js';
@@ -425,13 +425,20 @@ export class S3Transport {
         throw error;
       }
       const body = response.Body as Readable | undefined;
-      const length = response.ContentLength ?? -1;
+      const length = response.ContentLength;
+      const tooBig = (sizeBytes: number | undefined) =>
+        new StoreError('SIZE_INVALID', `object is ${sizeBytes ?? `more than ${maxBytes}`} bytes, above the ${maxBytes} allowed for it`, {
+          path: this.describe(name),
+          details: { sizeBytes, limit: maxBytes },
+        });
+      if (length === undefined) {
+        // No Content-Length (chunked transfer encoding, valid HTTP/1.1 from S3-compatible servers and
+        // proxies): read what comes, up to the limit. A body cut off is an error of the stream (retried).
+        return readBodyUpTo(body, maxBytes, () => tooBig(undefined));
+      }
       if (length < 0 || length > maxBytes) {
         body?.destroy();
-        throw new StoreError('SIZE_INVALID', `object is ${length} bytes, above the ${maxBytes} allowed for it`, {
-          path: this.describe(name),
-          details: { sizeBytes: length, limit: maxBytes },
-        });
+        throw tooBig(length);
       }
       const target = new Uint8Array(length);
       await readBodyInto(body, target, 0);
@@ -491,6 +498,17 @@ export class S3Transport {
         throw error;
       }
       const body = response.Body as Readable | undefined;
+      if (whole && response.ContentLength === undefined) {
+        // No Content-Length (chunked): the object's size is what arrives. A body that ends cleanly
+        // short is a shorter object; one cut off is an error of the stream (retried, resumed by range).
+        try {
+          await readBodyInto(body, target, filled, (n) => (filled = n));
+        } catch (error) {
+          if (error instanceof BodyInterrupted) throw sizeMismatch(this.describe(name), entry, filled, totalBytes);
+          throw isStoreError(error) ? error.withContext({ entry, path: this.describe(name) }) : error;
+        }
+        return;
+      }
       const objectBytes = whole ? response.ContentLength : parseContentRangeTotal(response.ContentRange);
       if (objectBytes !== totalBytes) {
         body?.destroy();
@@ -660,6 +678,29 @@ function sizeMismatch(path: string, entry: string, objectBytes: number | undefin
 function parseContentRangeTotal(contentRange: string | undefined): number | undefined {
   const m = /^bytes (?:\d+-\d+|\*)\/(\d+)$/.exec(contentRange ?? '');
   return m ? Number(m[1]) : undefined;
+}
+
+/** A whole body of unknown length, refused (tooBig) once it passes `maxBytes`. */
+async function readBodyUpTo(body: Readable | undefined, maxBytes: number, tooBig: () => Error): Promise<Uint8Array> {
+  if (!body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for await (const chunk of body as AsyncIterable<Uint8Array>) {
+      total += chunk.length;
+      if (total > maxBytes) throw tooBig();
+      chunks.push(chunk);
+    }
+  } finally {
+    body.destroy();
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
 }
 
 /**

@@ -71,3 +71,27 @@ describe('S3 listings that make no progress', () => {
     expect(requests()).toBeLessThanOrEqual(3);
   });
 });
+
+describe('small objects sent without Content-Length (chunked)', () => {
+  it('are read whole up to the limit; beyond it SIZE_INVALID', async () => {
+    let size = 40;
+    server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(Buffer.alloc(size >> 1, 0x61));
+      res.end(Buffer.alloc(size - (size >> 1), 0x62));
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as AddressInfo;
+    const options = { endpoint: `http://127.0.0.1:${port}`, region: 'us-east-1', forcePathStyle: true, maxAttempts: 1 };
+    process.env.AWS_ACCESS_KEY_ID ??= 'test';
+    process.env.AWS_SECRET_ACCESS_KEY ??= 'test';
+    const transport = new S3Transport(options, parseS3Url('s3://bucket/cache/'), resolveS3Settings(options));
+    try {
+      expect(Buffer.from((await transport.getSmallObject('cache.json', 50))!).toString()).toBe('a'.repeat(20) + 'b'.repeat(20));
+      size = 51;
+      expect(await catchError(() => transport.getSmallObject('cache.json', 50))).toMatchObject({ code: 'SIZE_INVALID', details: { limit: 50 } });
+    } finally {
+      transport.destroy();
+    }
+  });
+});

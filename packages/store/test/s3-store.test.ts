@@ -30,6 +30,29 @@ async function startProxy(onRequest: (req: IncomingMessage, res: ServerResponse)
   };
 }
 
+/**
+ * Forwards a request to the gateway and hands its reply (headers and whole body) to `edit` before
+ * sending it on, in two writes: without a content-length header Node sends it chunked.
+ */
+function relay(req: IncomingMessage, res: ServerResponse, edit: (headers: Record<string, string | string[] | undefined>, body: Buffer) => Buffer): void {
+  const upstream = new URL(endpoint!);
+  const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+    const chunks: Buffer[] = [];
+    up.on('data', (chunk: Buffer) => chunks.push(chunk));
+    up.on('end', () => {
+      const headers: Record<string, string | string[] | undefined> = { ...up.headers };
+      delete headers['transfer-encoding'];
+      const body = edit(headers, Buffer.concat(chunks));
+      res.writeHead(up.statusCode ?? 502, headers);
+      const half = body.length >> 1;
+      res.write(body.subarray(0, half));
+      res.end(body.subarray(half));
+    });
+  });
+  forward.on('error', () => req.socket.destroy());
+  req.pipe(forward);
+}
+
 function blobName(prefix: string, entry: { key: string; blobSha256: string | null }): string {
   return `${prefix}blobs/${entry.key}.${entry.blobSha256}.bin`;
 }
@@ -551,6 +574,78 @@ describeS3('S3 store against the gateway', () => {
       expect(error.code).toBe('S3_UNAVAILABLE');
       expect(error.message.match(/S3_UNAVAILABLE/g)).toHaveLength(1);
       expect(error.message).toContain(proxy.url);
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('GET replies without Content-Length (chunked) are read: cache.json, entry objects and blobs; a chunked blob that ends short is BLOB_SIZE_MISMATCH', async () => {
+    const prefix = nextPrefix();
+    const small = makeTensor([20_000], 21); // above S3_INLINE_PAYLOAD_MAX_BYTES: its own blob GET
+    const tiny = makeTensor([100], 22); // inline in its entry object
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntries([toInput(small, 'small'), toInput(tiny, 'tiny')]);
+    await writer.close();
+    let mode: 'chunked' | 'short' = 'chunked';
+    let edited = 0;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || req.url?.includes('list-type')) return false;
+      relay(req, res, (headers, body) => {
+        edited++;
+        delete headers['content-length'];
+        return mode === 'short' && req.url?.includes('/blobs/') ? body.subarray(0, body.length - 10) : body;
+      });
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url } });
+      expect(store.size).toBe(2);
+      for (const t of [small, tiny]) expectBitExact(store, t, await store.readBlob(t.key, new Uint8Array(1 << 17)));
+      expect((await store.verify({ decode: true })).problems).toEqual([]);
+      expect(edited).toBeGreaterThanOrEqual(4); // cache.json, two entry objects, blob reads
+      mode = 'short';
+      const entry = store.getEntry(small.key)!;
+      const error = await catchError(() => store.readBlob(small.key, new Uint8Array(1 << 17)));
+      expect(error.code).toBe('BLOB_SIZE_MISMATCH');
+      expect(error.details).toMatchObject({ objectBytes: entry.compBytes - 10, expectedBytes: entry.compBytes });
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('an entry object reply garbled on the way is fetched again at the next refresh (it hid the entry, and its slice said "bound concurrently", for the store\'s lifetime)', async () => {
+    const prefix = nextPrefix();
+    const first = makeTensor([300], 23);
+    const second = makeTensor([301], 24);
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntry(toInput(first, 'first'));
+    await writer.close();
+    let garble = 1;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/entries/') || garble === 0) return false;
+      garble--;
+      relay(req, res, (headers, body) => {
+        const cut = body.subarray(0, 20);
+        headers['content-length'] = String(cut.length);
+        return cut;
+      });
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url } });
+      expect(store.getEntry(first.key)).toBeUndefined(); // the garbled reply is not served
+      await store.refresh();
+      expect(store.getEntry(first.key)).toBeDefined();
+      expectBitExact(store, first, await store.readBlob(first.key, new Uint8Array(1 << 16)));
+      // A writer whose own entry object comes back garbled: not a slice bound elsewhere.
+      garble = 1;
+      const error = await catchError(() => store.addEntry(toInput(second, 'second', [['m.safetensors', 0, second.bytes.length]])));
+      expect(error.code).toBe('ENTRY_INVALID');
+      expect(error.message).toContain('not readable');
+      await store.addEntry(toInput(second, 'second', [['m.safetensors', 0, second.bytes.length]]));
+      expect(store.lookupBySlice('m.safetensors', 0, second.bytes.length)?.key).toBe(second.key);
       await store.close();
     } finally {
       await proxy.close();
