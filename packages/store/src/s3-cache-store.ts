@@ -234,7 +234,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const name = blobObjectName(entry.key, blobSha256Of(entry));
     const head = await this.transport.headObject(name);
     if (head === undefined) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry: key, path: this.transport.describe(name) });
-    if (head.sizeBytes !== entry.compBytes) {
+    // A reply without Content-Length confirms the object is there, not its size: the read checks that.
+    if (head.sizeKnown && head.sizeBytes !== entry.compBytes) {
       throw new StoreError('BLOB_SIZE_MISMATCH', `the blob object holds ${head.sizeBytes} bytes, the entry says ${entry.compBytes}`, {
         entry: key,
         path: this.transport.describe(name),

@@ -30,7 +30,10 @@ export interface ListedObject {
 
 /** What HeadObject says of an object. */
 export interface HeadedObject {
+  /** Content-Length (0 when the server sent none: see sizeKnown). */
   sizeBytes: number;
+  /** False when the reply had no Content-Length (some S3-compatible servers and proxies). */
+  sizeKnown: boolean;
   /** As the server sent it (quotes included); undefined when it sent none. */
   etag: string | undefined;
   /** Last-Modified (0 when the server sent none). */
@@ -529,7 +532,7 @@ export class S3Transport {
     return this.withRetries('HeadObject', name, async (abortSignal) => {
       try {
         const out = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal });
-        return { sizeBytes: out.ContentLength ?? 0, etag: out.ETag || undefined, lastModifiedMs: out.LastModified?.getTime() ?? 0 };
+        return { sizeBytes: out.ContentLength ?? 0, sizeKnown: out.ContentLength !== undefined, etag: out.ETag || undefined, lastModifiedMs: out.LastModified?.getTime() ?? 0 };
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;
