@@ -24,13 +24,13 @@ export interface AttachedCodecArena {
 export function attachCodecArena(share: CodecArenaShare): AttachedCodecArena {
   const memory = share?.memory ?? null;
   if (memory === null) {
-    if (!(share?.buffer instanceof SharedArrayBuffer)) {
+    if (!isSharedArrayBuffer(share?.buffer)) {
       throw new SplitZipError('INVALID_ARGUMENT', 'share.buffer must be a SharedArrayBuffer', {});
     }
     return { buffer: share.buffer, zeroCopy: false };
   }
   const buffer: unknown = memory instanceof WebAssembly.Memory ? memory.buffer : undefined;
-  if (!(buffer instanceof SharedArrayBuffer)) {
+  if (!isSharedArrayBuffer(buffer)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'share.memory must be a shared WebAssembly.Memory', {});
   }
   const scratchBase = share.scratchBase;
@@ -47,4 +47,9 @@ export function attachCodecArena(share: CodecArenaShare): AttachedCodecArena {
   const own = scratchBase + WASM_SCRATCH_BYTES;
   registerArenaKernels(buffer, kernels, Number.isInteger(reserved) && reserved! > own && reserved! <= buffer.byteLength ? reserved! : own);
   return { buffer, zeroCopy: true };
+}
+
+/** `instanceof SharedArrayBuffer` where the global may be missing (a page without cross-origin isolation). */
+function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
+  return typeof SharedArrayBuffer !== 'undefined' && value instanceof SharedArrayBuffer;
 }

@@ -47,7 +47,8 @@ export async function createKernelsFor(
     throw new KernelsError('INVALID_ARGUMENT', `unknown backend "${String(requested)}"`, { backend: requested, known: REQUESTS });
   }
   const arena = options.webgpu?.arena;
-  if (arena !== undefined && !(arena?.buffer instanceof SharedArrayBuffer)) {
+  // Without cross-origin isolation the global SharedArrayBuffer is undefined: `instanceof` would throw a ReferenceError.
+  if (arena !== undefined && !(typeof SharedArrayBuffer !== 'undefined' && arena?.buffer instanceof SharedArrayBuffer)) {
     throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', {});
   }
   const checksumThreads = options.webgpu?.checksumThreads;
