@@ -368,9 +368,17 @@ export async function createWebGpuDecoder(
       entry = { buffer, mapped: Promise.resolve(true) };
       stagings[k] = entry;
     }
-    const range = new Uint8Array(entry.buffer.getMappedRange(0, bytes));
-    for (let i = piece.from; i < piece.to; i++) {
-      for (const w of windowsOf(segment.slices[i]!)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset - piece.dstStart);
+    try {
+      const range = new Uint8Array(entry.buffer.getMappedRange(0, bytes));
+      for (let i = piece.from; i < piece.to; i++) {
+        for (const w of windowsOf(segment.slices[i]!)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset - piece.dstStart);
+      }
+    } catch (error) {
+      // (The caller's payload transferred mid-call, say.) Never leave the staging mapped: the
+      // next call would fail to map it again, and every later call would fall back to the codec.
+      entry.buffer.unmap();
+      entry.mapped = Promise.resolve(false);
+      throw error;
     }
     entry.buffer.unmap();
     return entry.buffer;
@@ -401,9 +409,14 @@ export async function createWebGpuDecoder(
       source = await fillStaging(0, payload, segment, whole);
     } else {
       source = device.createBuffer({ size: roundUp(segment.inputBytes, 4), usage: USAGE.COPY_SRC, mappedAtCreation: true });
-      const range = new Uint8Array(source.getMappedRange(0, roundUp(segment.inputBytes, 4)));
-      for (const slice of segment.slices) {
-        for (const w of windowsOf(slice)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset);
+      try {
+        const range = new Uint8Array(source.getMappedRange(0, roundUp(segment.inputBytes, 4)));
+        for (const slice of segment.slices) {
+          for (const w of windowsOf(slice)) range.set(payload.subarray(w.srcOffset, w.srcOffset + w.bytes), w.dstOffset);
+        }
+      } catch (error) {
+        source.destroy();
+        throw error;
       }
       source.unmap();
     }

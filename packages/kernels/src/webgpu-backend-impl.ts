@@ -1,4 +1,4 @@
-import { readPayloadMeta } from '@splitzip/codec';
+import { readPayloadMeta, SplitZipError } from '@splitzip/codec';
 import type { BackendImpl } from './backend-impl.js';
 import { checkOutput } from './check-output.js';
 import type { WebGpuDecoder } from './create-webgpu-decoder.js';
@@ -44,7 +44,19 @@ export function createWebGpuBackendImpl(decoder: WebGpuDecoder, encoder: Backend
         async toArray(target?: Uint16Array) {
           if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
           const values = checkOutput(target, elementCount);
-          await decoder.readBack(outputs, values);
+          try {
+            await decoder.readBack(outputs, values);
+          } catch (error) {
+            // `out` transferred or shrunk while we read: the caller's error, as on the GL path.
+            if (values.length < elementCount) {
+              throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${values.length} values, ${elementCount} needed (detached or resized during the call)`, {
+                argument: 'out',
+                outLength: values.length,
+                needed: elementCount,
+              });
+            }
+            throw error;
+          }
           return values;
         },
         delete() {

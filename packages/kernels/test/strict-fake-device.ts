@@ -61,6 +61,8 @@ export function createStrictFakeDevice(limits: Partial<GpuDeviceNative['limits']
       for (let j = 0; j < values.length; j++) values[j] = patternAt(id, j);
     }
     let ranges: ArrayBuffer[] = [];
+    /** The byte ranges getMappedRange returned since the mapping: WebGPU refuses an overlapping one. */
+    let returned: [number, number][] = [];
     /** The mapped window [offset, offset + length), to check getMappedRange against. */
     let window: [number, number] = [0, size];
     const buffer: StrictFakeBuffer = {
@@ -96,6 +98,11 @@ export function createStrictFakeDevice(limits: Partial<GpuDeviceNative['limits']
           errors.push(`getMappedRange: buffer ${id} is ${buffer.state}, range ${offset}+${length} outside ${window.join('..')}`);
           throw new Error('OperationError: range not mapped');
         }
+        if (returned.some(([from, to]) => offset < to && from < offset + length)) {
+          errors.push(`getMappedRange: buffer ${id} range ${offset}+${length} overlaps a range returned before`);
+          throw new Error('OperationError: getMappedRange overlaps with previously returned range');
+        }
+        returned.push([offset, offset + length]);
         events.push(`host read ${id}`);
         const range = bytes.slice(offset, offset + length).buffer;
         ranges.push(range);
@@ -108,6 +115,7 @@ export function createStrictFakeDevice(limits: Partial<GpuDeviceNative['limits']
         }
         for (const range of ranges) structuredClone(range, { transfer: [range] }); // detached, as WebGPU does
         ranges = [];
+        returned = [];
         if (buffer.state === 'mapped') events.push(`unmap ${id}`);
         if (buffer.state !== 'destroyed') buffer.state = 'unmapped';
       },
