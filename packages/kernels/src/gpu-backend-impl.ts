@@ -67,6 +67,8 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
       const start = now();
       const meta = readPayloadMeta(payload);
       const target = checkOutput(out, meta.elementCount);
+      // Later launches would read payload bytes the earlier ones overwrote: the codec's rule.
+      checkOutputApart(payload, meta.compBytes, target, meta.elementCount);
       await runDecode(payload, options?.verify !== false, READBACK_BIAS, timings, async (handle, first, count) => {
         const t = now();
         try {
@@ -110,9 +112,12 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         timings,
         async toArray(out?: Uint16Array) {
           if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
+          // The textures went with the instance's context: reading them gives zeros or a TypeError.
+          if (gpu.disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
           const target = checkOutput(out, elementCount);
           for (const segment of segments) {
             const floats = await gpu.readHandle(segment.handle);
+            if (gpu.disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
             checkOutIntact(target, elementCount);
             target.set(floats.subarray(0, segment.elementCount), segment.firstElement);
           }
@@ -154,6 +159,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         // The next launch and the escape scatter below read `values` again: a caller that
         // transferred it meanwhile would get a valid payload of other values.
         checkIntact(values, n, 'values');
+        verifyEncodeSample(gpu.name, values, first, count, chunkSize, codeOfExponent, result);
         wordLaunches.push(result.words.slice(0, Math.ceil(count / 2)));
         const chunk0 = first / chunkSize;
         for (let k = 0; k < Math.ceil(count / chunkSize); k++) escapeCounts[chunk0 + k] = result.escapeCounts[k]!;
@@ -250,6 +256,10 @@ export function checkEncodeArguments(
   if (!(values instanceof Uint16Array)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }
+  if (values.length === 0 && isDetached(values.buffer)) {
+    // A detached array reads as empty: a valid empty payload would hide the caller's bug.
+    throw new SplitZipError('INVALID_ARGUMENT', 'values is a view of a detached ArrayBuffer', { argument: 'values' });
+  }
   if (values.length > MAX_ELEMENT_COUNT) {
     throw new SplitZipError('INVALID_ARGUMENT', `at most ${MAX_ELEMENT_COUNT} values per payload`, { elementCount: values.length });
   }
@@ -260,4 +270,79 @@ export function checkEncodeArguments(
   // Re-validates a codebook that did not come from createCodebook (INVALID_CODEBOOK).
   const book = createCodebook(codebook?.exponents ?? []);
   return { book, chunkSize: size };
+}
+
+/** Whether buffer was detached (transferred); O(1), only asked for an empty view (as the codec's encode). */
+function isDetached(buffer: ArrayBufferLike): boolean {
+  if (buffer.byteLength !== 0) return false;
+  const flag = (buffer as { detached?: unknown }).detached;
+  if (typeof flag === 'boolean') return flag;
+  try {
+    new Uint8Array(buffer);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** The codec's decode rule: INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */
+export function checkOutputApart(payload: Uint8Array, compBytes: number, out: Uint16Array, count: number): void {
+  if (payload.buffer !== out.buffer || compBytes <= 0 || count <= 0) return;
+  const inStart = payload.byteOffset;
+  const outStart = out.byteOffset;
+  if (inStart < outStart + 2 * count && outStart < inStart + compBytes) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'out overlaps the payload', {
+      argument: 'out',
+      inputByteOffset: inStart,
+      inputBytes: compBytes,
+      outByteOffset: outStart,
+      outBytes: 2 * count,
+    });
+  }
+}
+
+/** Chunks of each encode launch whose pair words and escape count the host recomputes. */
+const ENCODE_SAMPLE_CHUNKS = 4;
+
+/**
+ * Recomputes a few whole chunks of an encode launch on the host (first, last and evenly spaced):
+ * a GPU result of zeros (a lost context) or a partial one must not become a valid payload.
+ */
+export function verifyEncodeSample(
+  backend: string,
+  values: Uint16Array,
+  first: number,
+  count: number,
+  chunkSize: number,
+  codeOfExponent: Uint8Array,
+  result: { words: ArrayLike<number>; escapeCounts: ArrayLike<number> },
+): void {
+  const chunks = Math.ceil(count / chunkSize);
+  const picked = new Set<number>();
+  for (let s = 0; s < ENCODE_SAMPLE_CHUNKS; s++) picked.add(Math.floor((s * (chunks - 1)) / Math.max(1, ENCODE_SAMPLE_CHUNKS - 1)));
+  const fail = (what: string, chunk: number): never => {
+    throw new KernelsError('KERNEL_FAILED', `${backend} returned a wrong ${what} in chunk ${(first / chunkSize) + chunk} (host recomputation)`, {
+      backend,
+      chunk: first / chunkSize + chunk,
+    });
+  };
+  for (const k of picked) {
+    const start = k * chunkSize;
+    const end = Math.min(count, start + chunkSize);
+    let escapes = 0;
+    for (let i = start; i < end; i += 2) {
+      const v0 = values[first + i]!;
+      const c0 = codeOfExponent[(v0 >>> 7) & 0xff]!;
+      if (c0 === 16) escapes++;
+      let word = (c0 === 16 ? 0 : c0) | (((v0 >>> 8) & 0x80) | (v0 & 0x7f)) << 8;
+      if (i + 1 < end) {
+        const v1 = values[first + i + 1]!;
+        const c1 = codeOfExponent[(v1 >>> 7) & 0xff]!;
+        if (c1 === 16) escapes++;
+        word += ((c1 === 16 ? 0 : c1) << 4) + ((((v1 >>> 8) & 0x80) | (v1 & 0x7f)) << 16);
+      }
+      if (result.words[i >>> 1] !== word) fail('pair word', k);
+    }
+    if (result.escapeCounts[k] !== escapes) fail('escape count', k);
+  }
 }

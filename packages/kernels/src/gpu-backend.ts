@@ -36,6 +36,8 @@ export interface GpuBackend {
     chunkSize: number,
     timings: StageTimings,
   ): Promise<{ words: Float32Array; escapeCounts: Float32Array }>;
+  /** True once dispose() was called: device results must not be read any more. */
+  readonly disposed: boolean;
   dispose(): Promise<void>;
 }
 
@@ -108,39 +110,74 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
   const drain = async (): Promise<void> => {
     if (context) await context.device.queue.onSubmittedWorkDone();
   };
+  /**
+   * A lost GL context (the browser drops the oldest past ~16 live ones, or WEBGL_lose_context)
+   * makes every launch and readback "succeed" with zeros: after each one, a lost context is a
+   * backend failure, never data.
+   */
+  const checkLost = (): void => {
+    if (disposed) throw new KernelsError('DISPOSED', 'this Kernels instance was disposed', { backend: name });
+    if (context?.isLost) throw new KernelsError('KERNEL_FAILED', `the ${name} device was lost`, { backend: name });
+    for (const kernel of [decodeKernel, pairsKernel, countKernel]) {
+      const gl = (kernel.kernel as { context?: { isContextLost?: () => boolean } } | undefined)?.context;
+      if (typeof gl?.isContextLost === 'function' && gl.isContextLost()) {
+        throw new KernelsError('KERNEL_FAILED', `the ${name} context was lost (the browser dropped it or WEBGL_lose_context)`, { backend: name });
+      }
+    }
+  };
+  let disposed = false;
+  /**
+   * One launch (with its readback) at a time per instance: the webgpu input buffers and each
+   * kernel's output size are shared, so an interleaved call would read another call's values.
+   */
+  let tail: Promise<unknown> = Promise.resolve();
+  const serial = <T>(task: () => Promise<T>): Promise<T> => {
+    const run = tail.then(() => {
+      checkLost();
+      return task();
+    });
+    tail = run.catch(() => undefined);
+    return run;
+  };
 
   return {
     name,
     location: name === 'webgpu' ? 'webgpu-buffer' : onDevice ? 'webgl-texture' : 'host',
 
-    async decodeLaunch(launch, codebook, chunkSize, bias, timings) {
-      let t = now();
-      const args = [
-        inputs.put(0, launch.words),
-        inputs.put(1, launch.escStart),
-        inputs.put(2, launch.escEntries),
-        inputs.put(3, codebook),
-        chunkSize,
-        1 / chunkSize,
-        bias,
-      ];
-      if (context) {
+    decodeLaunch(launch, codebook, chunkSize, bias, timings) {
+      return serial(async () => {
+        let t = now();
+        const args = [
+          inputs.put(0, launch.words),
+          inputs.put(1, launch.escStart),
+          inputs.put(2, launch.escEntries),
+          inputs.put(3, codebook),
+          chunkSize,
+          1 / chunkSize,
+          bias,
+        ];
+        if (context) {
+          await drain();
+          timings.uploadMs += now() - t;
+          t = now();
+        }
+        decodeKernel.setOutput([launch.elementCount]);
+        const handle = await decodeKernel(...args);
         await drain();
-        timings.uploadMs += now() - t;
-        t = now();
-      }
-      decodeKernel.setOutput([launch.elementCount]);
-      const handle = await decodeKernel(...args);
-      await drain();
-      timings.kernelMs += now() - t;
-      checkMode(decodeKernel);
-      return handle;
+        timings.kernelMs += now() - t;
+        checkMode(decodeKernel);
+        checkLost();
+        return handle;
+      });
     },
 
-    async readHandle(handle) {
-      if (handle instanceof Float32Array) return handle;
-      const data = await (handle as { toArray(): Float32Array | Promise<Float32Array> }).toArray();
-      return data;
+    readHandle(handle) {
+      return serial(async () => {
+        if (handle instanceof Float32Array) return handle;
+        const data = await (handle as { toArray(): Float32Array | Promise<Float32Array> }).toArray();
+        checkLost();
+        return data;
+      });
     },
 
     deleteHandle(handle) {
@@ -148,26 +185,38 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
       (handle as { delete(): void }).delete();
     },
 
-    async encodeLaunch(values, codeOfExponent, chunkSize, timings) {
-      let t = now();
-      const valuesArg = inputs.put(4, values);
-      const codeArg = inputs.put(5, codeOfExponent);
-      if (context) {
-        await drain();
-        timings.uploadMs += now() - t;
-        t = now();
-      }
-      pairsKernel.setOutput([Math.ceil(values.length / 2)]);
-      const words = (await pairsKernel(valuesArg, codeArg, values.length)) as Float32Array;
-      countKernel.setOutput([Math.ceil(values.length / chunkSize)]);
-      const escapeCounts = (await countKernel(valuesArg, codeArg, values.length, chunkSize)) as Float32Array;
-      timings.kernelMs += now() - t;
-      checkMode(pairsKernel);
-      checkMode(countKernel);
-      return { words, escapeCounts };
+    encodeLaunch(values, codeOfExponent, chunkSize, timings) {
+      return serial(async () => {
+        let t = now();
+        const valuesArg = inputs.put(4, values);
+        const codeArg = inputs.put(5, codeOfExponent);
+        if (context) {
+          await drain();
+          timings.uploadMs += now() - t;
+          t = now();
+        }
+        pairsKernel.setOutput([Math.ceil(values.length / 2)]);
+        const words = (await pairsKernel(valuesArg, codeArg, values.length)) as Float32Array;
+        countKernel.setOutput([Math.ceil(values.length / chunkSize)]);
+        const escapeCounts = (await countKernel(valuesArg, codeArg, values.length, chunkSize)) as Float32Array;
+        timings.kernelMs += now() - t;
+        checkMode(pairsKernel);
+        checkMode(countKernel);
+        checkLost();
+        return { words, escapeCounts };
+      });
+    },
+
+    get disposed() {
+      return disposed;
     },
 
     async dispose() {
+      if (disposed) return;
+      // Launches already queued finish on live buffers; later ones are DISPOSED.
+      const pending = tail;
+      disposed = true;
+      await pending;
       inputs.dispose();
       await disposeGpu(gpu);
     },

@@ -1,7 +1,7 @@
 // Runs in headless Chromium: checks every backend bit-exact on the same inputs as the Node tests
 // (generated here the same way), through the built browser bundles. window.runChecks(backend)
 // returns a plain report the vitest side asserts on.
-/* global GPU, GPUBuffer, GPUBufferUsage, GPUMapMode */
+/* global GPU, GPUBuffer, GPUBufferUsage, GPUMapMode, HTMLCanvasElement */
 import { calibrateCodebook, convertPayloadVersion, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
 import { createKernels } from '@splitzip/kernels';
 
@@ -475,7 +475,116 @@ async function runBench(backend, elementCount, runs) {
   }
 }
 
+/** Outcome of a promise as a plain string: 'resolved' or the error's code (its name when it has none). */
+async function settle(promise) {
+  try {
+    return { ok: true, value: await promise };
+  } catch (error) {
+    return { ok: false, code: (error && error.code) || (error && error.name) || String(error) };
+  }
+}
+
+/**
+ * Probe findings that only a browser shows: a lost WebGL context, concurrent webgpu encodes,
+ * dispose during a webgpu encode, a GL device result read after dispose. Small tensors.
+ */
+async function runProbeChecks() {
+  const report = { checks: 0, failures: [] };
+  const fail = (message) => report.failures.push(message);
+  const values = modelLike(4097, 3);
+  const book = calibrateCodebook(values).codebook;
+  const payload = encode(values, book);
+
+  for (const backend of ['webgl2', 'webgl']) {
+    // A lost context (the browser drops the oldest past ~16 live ones): every call falls back, never zeros.
+    for (const first of ['encode', 'decode', 'decodeToDevice']) {
+      const contexts = [];
+      const original = HTMLCanvasElement.prototype.getContext;
+      HTMLCanvasElement.prototype.getContext = function (...args) {
+        const context = original.apply(this, args);
+        if (context) contexts.push(context);
+        return context;
+      };
+      let kernels;
+      try {
+        kernels = await createKernels({ backend });
+      } finally {
+        HTMLCanvasElement.prototype.getContext = original;
+      }
+      try {
+        if (kernels.backend !== backend) fail(`${backend}: started ${kernels.backend}`);
+        for (const context of contexts) context.getExtension('WEBGL_lose_context')?.loseContext();
+        if (!contexts.some((c) => c.isContextLost())) fail(`${backend}: no context was lost (${contexts.length} captured)`);
+        let got;
+        if (first === 'encode') {
+          const r = await kernels.encode(values, book);
+          got = firstMismatch(r.payload, payload) === -1 && r.payload.length === payload.length ? null : 'wrong payload';
+          if (r.backend !== 'codec' || !/lost/.test(r.fallbackReason ?? '')) got = `ran on ${r.backend} (${r.fallbackReason})`;
+        } else if (first === 'decode') {
+          const r = await kernels.decode(payload);
+          got = firstMismatch(r.values, values) === -1 ? null : 'wrong values';
+          if (r.backend !== 'codec' || !/lost/.test(r.fallbackReason ?? '')) got = `ran on ${r.backend} (${r.fallbackReason})`;
+        } else {
+          const r = await kernels.decodeToDevice(payload);
+          const back = await r.toArray();
+          r.delete();
+          got = firstMismatch(back, values) === -1 ? null : 'wrong values';
+          if (r.backend !== 'codec' || !/lost/.test(r.fallbackReason ?? '')) got = `ran on ${r.backend} (${r.fallbackReason})`;
+        }
+        report.checks++;
+        if (got) fail(`${backend} lost context, ${first}: ${got}`);
+        if (kernels.availableBackends.includes(backend)) fail(`${backend} lost context, ${first}: still listed`);
+      } finally {
+        await kernels.dispose();
+      }
+    }
+
+    // A device result read after its instance was disposed: DISPOSED, never zeros or a TypeError.
+    for (const readFirst of [true, false]) {
+      const kernels = await createKernels({ backend });
+      const device = await kernels.decodeToDevice(payload);
+      if (readFirst) await device.toArray();
+      await kernels.dispose();
+      const r = await settle(device.toArray());
+      report.checks++;
+      if (r.ok || r.code !== 'DISPOSED') fail(`${backend} toArray after dispose (read first: ${readFirst}): ${r.ok ? 'resolved' : r.code}`);
+    }
+  }
+
+  // webgpu (gpu.js encode kernels): concurrent encodes each get their own payload.
+  const kernels = await createKernels({ backend: 'webgpu' });
+  try {
+    const a = modelLike(1 << 16, 21);
+    const b = modelLike(1 << 16, 22);
+    const bookA = calibrateCodebook(a).codebook;
+    const [ra, rb] = await Promise.all([kernels.encode(a, bookA), kernels.encode(b, bookA)]);
+    report.checks++;
+    for (const [name, r, v] of [['A', ra, a], ['B', rb, b]]) {
+      const want = encode(v, bookA);
+      if (r.backend !== 'webgpu') fail(`webgpu concurrent encode ${name}: ran on ${r.backend} (${r.fallbackReason})`);
+      if (r.payload.length !== want.length || firstMismatch(r.payload, want) !== -1) fail(`webgpu concurrent encode ${name}: wrong payload`);
+    }
+  } finally {
+    await kernels.dispose();
+  }
+  // dispose during an encode (a fresh instance): the call resolves with the right payload or rejects DISPOSED.
+  const disposing = await createKernels({ backend: 'webgpu' });
+  const big = modelLike(1 << 17, 23);
+  const bigBook = calibrateCodebook(big).codebook;
+  const pending = settle(disposing.encode(big, bigBook));
+  await disposing.dispose();
+  const r = await pending;
+  report.checks++;
+  if (r.ok) {
+    const want = encode(big, bigBook);
+    if (r.value.backend !== 'webgpu') fail(`webgpu dispose during encode: ran on ${r.value.backend} (${r.value.fallbackReason})`);
+    if (r.value.payload.length !== want.length || firstMismatch(r.value.payload, want) !== -1) fail(`webgpu dispose during encode: resolved a wrong payload (${r.value.backend})`);
+  } else if (r.code !== 'DISPOSED') fail(`webgpu dispose during encode: ${r.code}`);
+  return report;
+}
+
 window.runChecks = runChecks;
 window.runWebGpuChecks = runWebGpuChecks;
 window.runBench = runBench;
+window.runProbeChecks = runProbeChecks;
 window.pageReady = true;
