@@ -620,7 +620,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       seen.add(entry.key);
       work.push({ at, entry, payload, onPayloadWritten });
     });
-    const results: AddEntryResult[] = prepared.map(({ entry }) => ({ key: entry.key, added: false }));
+    const results: AddEntryResult[] = prepared.map(({ entry }) => ({ key: entry.key, added: false, slicesBound: 0 }));
     if (work.length === 0) return results;
     const staged: StagedBlob[] = [];
     try {
@@ -632,7 +632,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         this.enqueue({ kind: 'add', items: work.map((w) => ({ entry: w.entry, staged: byKey.get(w.entry.key) })), resolve, reject });
       });
       work.forEach((w, i) => {
-        results[w.at] = { key: w.entry.key, added: added[i]! };
+        results[w.at] = { key: w.entry.key, added: added[i]!, slicesBound: added[i] ? w.entry.sliceKeys.length : 0 };
       });
       return results;
     } finally {

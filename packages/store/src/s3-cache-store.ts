@@ -526,8 +526,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const draft = new StateDraft(this.state);
     const context = { source: 'this call', path: this.root };
     const fresh: typeof prepared = [];
-    const aliasWrites: { key: string; slice: SliceKeyTuple; epoch: number }[] = [];
-    for (const item of prepared) {
+    const aliasWrites: { key: string; slice: SliceKeyTuple; epoch: number; at: number }[] = [];
+    for (const [at, item] of prepared.entries()) {
       const { entry } = item;
       const existing = draft.getEntry(entry.key);
       if (!existing) {
@@ -535,7 +535,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         draft.planAdd(withSliceKeys(entry, []), context);
         for (const slice of entry.sliceKeys) {
           // planAdd without slices, then each slice: conflicts are thrown here, before anything is written.
-          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0 });
+          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, at });
         }
         fresh.push(item);
       } else {
@@ -543,7 +543,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         // still unbound; a slice bound elsewhere stays as it is, as re-adding is a no-op.
         for (const slice of entry.sliceKeys) {
           if (draft.ownerOf(slice) !== undefined || this.conflicts.has(sliceId(...slice))) continue;
-          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0 });
+          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, at });
         }
       }
     }
@@ -564,7 +564,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
     if (aliasWrites.length > 0) await this.writeAliases(aliasWrites);
     else if (fresh.length > 0) await this.refresh();
-    return prepared.map(({ entry }) => ({ key: entry.key, added: added.has(entry.key) }));
+    const slicesBound = prepared.map(() => 0);
+    for (const write of aliasWrites) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
+    return prepared.map(({ entry }, at) => ({ key: entry.key, added: added.has(entry.key), slicesBound: slicesBound[at] ?? 0 }));
   }
 
   private assertNoConflict(slice: SliceKeyTuple, key: string): void {

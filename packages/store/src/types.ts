@@ -165,6 +165,12 @@ export interface AddEntryResult {
   key: string;
   /** false when the key was already in the cache (no-op). */
   added: boolean;
+  /**
+   * How many of the input's `sliceKeys` this call bound: all of them with an added entry; for a key
+   * already there, none on a directory cache (the caller aliases them), and on S3 those still
+   * unbound (bound in the same commit: a writer that lost the race for the entry still binds its slice).
+   */
+  slicesBound: number;
 }
 
 export interface AliasSliceItem {

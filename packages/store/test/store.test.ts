@@ -74,7 +74,7 @@ describe('entries', () => {
     const root = await makeTempDir();
     const store = await openCacheStore(root, { create: true });
     const t = makeTensor([33, 65], 1);
-    expect(await store.addEntry(toInput(t, 'model.layers.0.mlp.up_proj'))).toEqual({ key: t.key, added: true });
+    expect(await store.addEntry(toInput(t, 'model.layers.0.mlp.up_proj'))).toEqual({ key: t.key, added: true, slicesBound: 0 });
     const entry = store.lookup(t.bytes, t.shape, 'BF16')!;
     expect(entry.key).toBe(t.key);
     expect(entry).toMatchObject({
@@ -101,16 +101,30 @@ describe('entries', () => {
     await store.close();
   });
 
+  it('says how many of its slice keys an add bound: all with a new entry, none for an existing key (the caller aliases them)', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const t = makeTensor([100], 3);
+    const sliceKeys: [string, number, number][] = [
+      ['s.safetensors', 0, 200],
+      ['t.safetensors', 8, 200],
+    ];
+    expect(await store.addEntry({ ...toInput(t, 'a'), sliceKeys })).toEqual({ key: t.key, added: true, slicesBound: 2 });
+    expect(await store.addEntry({ ...toInput(t, 'a'), sliceKeys: [['u.safetensors', 0, 200]] })).toEqual({ key: t.key, added: false, slicesBound: 0 });
+    expect(store.lookupBySlice('u.safetensors', 0, 200)).toBeUndefined();
+    await store.close();
+  });
+
   it('treats adding an existing key as a no-op that writes nothing', async () => {
     const root = await makeTempDir();
     const store = await openCacheStore(root, { create: true, compactOnClose: false });
     const t = makeTensor([100], 2);
     await store.addEntry(toInput(t, 'a'));
     const before = (await stat(join(root, 'journal.1'))).size;
-    expect(await store.addEntry(toInput(t, 'other-name'))).toEqual({ key: t.key, added: false });
+    expect(await store.addEntry(toInput(t, 'other-name'))).toEqual({ key: t.key, added: false, slicesBound: 0 });
     expect(await store.addEntries([toInput(t, 'x'), toInput(t, 'y')])).toEqual([
-      { key: t.key, added: false },
-      { key: t.key, added: false },
+      { key: t.key, added: false, slicesBound: 0 },
+      { key: t.key, added: false, slicesBound: 0 },
     ]);
     expect((await stat(join(root, 'journal.1'))).size).toBe(before);
     expect(store.getEntry(t.key)?.qualname).toBe('a');
@@ -192,7 +206,7 @@ describe('entries', () => {
         throw new Error('hook failed');
       },
     };
-    expect(await store.addEntry(thrown)).toEqual({ key: t.key, added: true });
+    expect(await store.addEntry(thrown)).toEqual({ key: t.key, added: true, slicesBound: 0 });
     await store.close();
     const again = await openCacheStore(root);
     expect(again.getEntry(t.key)?.qualname).toBe('thrower');
