@@ -623,7 +623,7 @@ async function processKeyedTensor(
     // The slice goes in the same commit as the entry when it is free (the usual case); a zero-byte
     // slice is never aliased (bindSlice says why).
     const sliceFree = sizeBytes > 0 && store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
-    const { added } = await context.commits.addEntry({
+    const { added, slicesBound } = await context.commits.addEntry({
       key,
       qualname: qualnameOf(tensor.name),
       payload,
@@ -640,9 +640,9 @@ async function processKeyedTensor(
     if (added) context.storedBytes += payload.byteLength;
     let unaliased = false;
     // Not added: another writer committed the key first (a concurrent build of a model sharing the
-    // tensor); the store then bound the still-free slice in this very commit. It is this run's
-    // binding all the same (it went uncounted: the report undercounted `aliased` under concurrent builds).
-    if (sliceFree && (added || isBoundHere(context, key, tensor))) context.aliased++;
+    // tensor). An s3:// store then binds the still-free slice in this very commit (slicesBound): this
+    // run's binding all the same (uncounted before: `aliased` came out short under concurrent builds).
+    if (sliceFree && (added || slicesBound > 0)) context.aliased++;
     else unaliased = await bindSlice(context, key, tensor);
     // An identical tensor of this run may have been committed first: then this one is 'cached'.
     return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength, ...(unaliased ? { unaliased: true as const } : {}) };
@@ -673,14 +673,6 @@ function sliceKeyOf(context: TensorContext, tensor: TensorInfo): SliceKeyTuple {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const stamp = context.shardStamps.get(shardName) ?? undefined;
   return stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]];
-}
-
-/** Whether the tensor's slice is bound to `key` with this file's stamp (when it has one). */
-function isBoundHere(context: TensorContext, key: string, tensor: TensorInfo): boolean {
-  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-  const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-  const stamp = context.shardStamps.get(shardName) ?? undefined;
-  return current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp));
 }
 
 /** Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. */

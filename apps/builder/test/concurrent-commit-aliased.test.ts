@@ -12,7 +12,7 @@ import { buildCache } from '../src/build-cache.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
 import { describeS3, dropBucket, rawClient, uniqueBucket } from './helpers/s3.js';
 
-const race = vi.hoisted(() => ({ armed: false, committedFirst: 0 }));
+const race = vi.hoisted(() => ({ armed: false, committedFirst: 0, withSlices: false }));
 
 vi.mock('@splitzip/store', async (importOriginal) => {
   const actual = await importOriginal<typeof Store>();
@@ -20,8 +20,10 @@ vi.mock('@splitzip/store', async (importOriginal) => {
     const other = await actual.openCacheStore(root);
     try {
       for (const input of inputs) {
-        const { key, qualname, payload, shape, dtype } = input;
-        if ((await other.addEntry({ key, qualname: `other/${qualname}`, payload, shape, dtype })).added) race.committedFirst++;
+        const { key, qualname, payload, shape, dtype, sliceKeys } = input;
+        // The other writer is another model (no slices of this one), or this same model (its slices too).
+        const slices = race.withSlices && sliceKeys ? { sliceKeys } : {};
+        if ((await other.addEntry({ key, qualname: `other/${qualname}`, payload, shape, dtype, ...slices })).added) race.committedFirst++;
       }
     } finally {
       await other.close();
@@ -59,10 +61,11 @@ beforeAll(async () => {
 });
 afterAll(async () => temp?.cleanup());
 
-async function buildRacing(cacheDir: string): Promise<void> {
+async function buildRacing(cacheDir: string, withSlices: boolean): Promise<void> {
   const tensors = Array.from({ length: 3 }, (_, i) => gaussianBf16(`layers.${i}.weight`, [64, 70 + i], 700 + i));
-  const { indexPath } = await writeShardedTestModel(join(temp.path, `model-${race.committedFirst}`), tensors, 1_000_000);
+  const { indexPath } = await writeShardedTestModel(join(temp.path, `model-${++models}`), tensors, 1_000_000);
   race.committedFirst = 0;
+  race.withSlices = withSlices;
   // An empty cache first, so the other writer has one to open.
   const { openCacheStore } = await vi.importActual<typeof Store>('@splitzip/store');
   await (await openCacheStore(cacheDir, { create: true, ...(cacheDir.startsWith('s3://') ? { s3: { createBucket: true } } : {}) })).close();
@@ -73,7 +76,8 @@ async function buildRacing(cacheDir: string): Promise<void> {
   expect(race.committedFirst).toBe(3);
   expect(report.tensors.map((t) => t.status)).toEqual(['cached', 'cached', 'cached']);
   expect(report.stored_bytes).toBe(0);
-  expect(report.aliased).toBe(3);
+  // Bound by this build only where the other writer left the slices free.
+  expect(report.aliased).toBe(withSlices ? 0 : 3);
   const store = await openCacheStore(cacheDir);
   try {
     for (const tensor of report.tensors) expect(store.lookupBySlice(tensor.shard, tensor.offsetBytes, tensor.sizeBytes)?.key).toBe(tensor.key);
@@ -81,9 +85,11 @@ async function buildRacing(cacheDir: string): Promise<void> {
     await store.close();
   }
 }
+let models = 0;
 
-it('counts in `aliased` the slices bound after another writer beat this build to the entries (directory cache)', async () => {
-  await buildRacing(join(temp.path, 'cache'));
+it('counts in `aliased` only the bindings this build made, when another writer beat it to the entries (directory cache)', async () => {
+  await buildRacing(join(temp.path, 'cache-a'), false);
+  await buildRacing(join(temp.path, 'cache-b'), true);
 });
 
 describeS3('the same race on an s3:// cache', () => {
@@ -91,7 +97,8 @@ describeS3('the same race on an s3:// cache', () => {
   afterAll(async () => {
     await dropBucket(rawClient(), bucket);
   });
-  it('counts in `aliased` the slices the store bound in a commit another writer beat to the entries', async () => {
-    await buildRacing(`s3://${bucket}/cache`);
+  it('counts in `aliased` the slices the store bound in a commit another writer beat to the entries, and only those', async () => {
+    await buildRacing(`s3://${bucket}/cache-a`, false);
+    await buildRacing(`s3://${bucket}/cache-b`, true);
   }, 60_000);
 });
