@@ -24,6 +24,21 @@ function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
   }, { cause: error });
 }
 
+/** Store error codes of a refresh that found a file of the cache damaged (its snapshot stays usable). */
+const DAMAGED_CACHE_CODES: ReadonlySet<string> = new Set([
+  'MANIFEST_INVALID',
+  'JOURNAL_INVALID',
+  'UNSUPPORTED_FORMAT',
+  'ENTRY_INVALID',
+  'SIZE_INVALID',
+  'INVALID_CODEBOOK',
+  'UNSUPPORTED_PAYLOAD_VERSION',
+  'UNSAFE_BLOB_PATH',
+  'SLICE_CONFLICT',
+  'SLICE_SIZE_MISMATCH',
+  'IO_ERROR',
+]);
+
 /**
  * Tensors being read or decoded at once by default: measured on 2 cores behind a 1 GB/s paced
  * link, 8 keeps the link ~97% busy where 4 left it ~90% (bench/run-bench.mjs).
@@ -178,10 +193,13 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     if (handle !== undefined && refreshFailure !== undefined) {
       const { error } = refreshFailure;
       // The snapshot already loaded is still correct (raw for slices it does not know; every blob
-      // read is checked), so a load goes on without the refresh unless only the cache may serve or
-      // the handle is closed. That includes a damaged manifest or journal on disk: a cache problem,
-      // reported, as a damaged blob is; it stopped every later load of a long-running loader before.
-      if (options.cacheOnly || (error as { code?: unknown })?.code === 'CACHE_CLOSED') throw mapRefreshError(error, handle);
+      // read is checked), so a load goes on without the refresh unless only the cache may serve:
+      // when the store is out of reach, and when a file it reads is damaged on disk (a cache
+      // problem, reported as a damaged blob is; it stopped every later load of a long-running
+      // loader before). Anything else (a closed handle, a store aborted on purpose, a bug) stops it.
+      const code = (error as { code?: unknown } | null)?.code;
+      const goOn = isRetryableError(error) || (typeof code === 'string' && DAMAGED_CACHE_CODES.has(code));
+      if (options.cacheOnly || !goOn) throw mapRefreshError(error, handle);
       totals.refreshError = describeError(error);
     }
     const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;
@@ -194,7 +212,10 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     // Worker decoders read payloads without a copy when the slots are shared memory.
     const shared = (backend as { shared?: boolean }).shared === true;
     const maxStagingBytes = options.maxStagingBytes ?? DEFAULT_MAX_STAGING_BYTES;
-    const largestBytes = ownPool && handle !== undefined ? await largestConfirmedPayloadBytes(handle, entries, maxStagingBytes) : 0;
+    // With the store unreachable (the refresh failed) a check per large entry would only wait out its
+    // retries before the load starts: such entries are left to their own loads, which check them.
+    const confirm = totals.refreshError === undefined;
+    const largestBytes = ownPool && handle !== undefined ? await largestConfirmedPayloadBytes(handle, entries, maxStagingBytes, confirm ? signal : AbortSignal.abort()) : 0;
     const slotCount = Math.max(1, Math.min(concurrency, Math.floor(maxStagingBytes / Math.max(1, largestBytes))));
     // Thread decoders attach to the pool's codec arena: one kernel scratch area per thread.
     const threads = shared ? ((backend as { threads?: number }).threads ?? 0) : 0;
@@ -265,12 +286,14 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
  * would make a slot larger than the staging cap) counts only once the store confirmed its blob has
  * that size: a damaged or hostile entry bound to one of the model's tensors could claim ~4.3 bytes
  * a value and size the pool before its read found the blob missing. An entry that fails the check
- * is left to its own load, which checks again and serves the tensor raw.
+ * is left to its own load, which checks again and serves the tensor raw. An aborted `signal` stops
+ * the checks: the entries not checked are left out the same way.
  */
-async function largestConfirmedPayloadBytes(cache: ShardCache, entries: readonly CacheEntry[], capBytes: number): Promise<number> {
+async function largestConfirmedPayloadBytes(cache: ShardCache, entries: readonly CacheEntry[], capBytes: number, signal: AbortSignal | undefined): Promise<number> {
   const above = entries.filter((entry) => entry.compBytes > capBytes && entry.compBytes <= MAX_SLOT_BYTES).sort((a, b) => b.compBytes - a.compBytes);
   for (const entry of above) {
     if (cache.checkBlob === undefined) return entry.compBytes;
+    if (signal?.aborted) break; // the load is ending (or the store unreachable): no more checks
     try {
       await cache.checkBlob(entry.key);
       return entry.compBytes;

@@ -162,7 +162,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     getEntry: (key) => guard(() => store.getEntry(key)),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => guardAsync(() => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp)),
     // Not guarded, like readBlob: a check in flight when the cache closes is a cache failure (served raw).
-    checkBlob: (key) => store.checkBlob(key),
+    checkBlob: typeof store.checkBlob === 'function' ? (key) => store.checkBlob(key) : undefined,
     readBlob: async (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)

@@ -436,13 +436,8 @@ export async function stagePayload(
 ): Promise<StagedPayload> {
   checkEntryDescribesTarget(target, entry);
   const cache = env.cache as ShardCache;
-  if ((env.pool === undefined || entry.compBytes > env.pool.slotBytes) && entry.compBytes > CONFIRM_BLOB_ABOVE_BYTES && cache.checkBlob !== undefined) {
-    try {
-      await cache.checkBlob(entry.key);
-    } catch (error) {
-      throw mapStoreError(error, entry, target.name);
-    }
-  }
+  const confirming = confirmOwnStage(env, entry, target);
+  if (confirming !== undefined) await confirming;
   // A backend that verifies while decoding gets the checksum (one pass over the payload, not two),
   // unless the caller asks for the store's check (a retry after a local copy failed it).
   const backendVerifies = env.backend.verifiesChecksum === true && options.storeVerifies !== true;
@@ -590,6 +585,20 @@ function valuesFor(output: Uint8Array): { values: Uint16Array; direct: boolean }
   };
 }
 
+/**
+ * Before takeStage allocates a stage of its own (no pool, or a payload larger than its slots) above
+ * CONFIRM_BLOB_ABOVE_BYTES: the store confirms the blob has the entry's size (CONFIRM_BLOB_ABOVE_BYTES says why).
+ */
+function confirmOwnStage(env: ServeEnv, entry: CacheEntry, target: ServeTarget): Promise<void> | undefined {
+  const checkBlob = env.cache?.checkBlob;
+  // Synchronous when there is nothing to check: a wait here reordered the reads of a load (the
+  // largest payload's read is asked first; read-window.test.ts).
+  if (checkBlob === undefined || entry.compBytes <= CONFIRM_BLOB_ABOVE_BYTES || (env.pool !== undefined && entry.compBytes <= env.pool.slotBytes)) return undefined;
+  return checkBlob(entry.key).catch((error: unknown) => {
+    throw mapStoreError(error, entry, target.name);
+  });
+}
+
 /** The streamed cache path (decode-streamed-payload.ts): reads in segment order, each segment decoded as it arrives. */
 async function decodeFromCacheStreamed(
   env: ServeEnv,
@@ -600,6 +609,8 @@ async function decodeFromCacheStreamed(
   report: TensorReport,
 ): Promise<void> {
   checkEntryDescribesTarget(target, entry);
+  const confirming = confirmOwnStage(env, entry, target);
+  if (confirming !== undefined) await confirming;
   const taken = takeStage(env, entry);
   const { stage, release } = taken instanceof Promise ? await taken : taken;
   let releaseWindow: (() => void) | undefined;

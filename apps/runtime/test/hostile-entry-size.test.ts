@@ -8,7 +8,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { computePayloadLayout } from '@splitzip/codec';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CONFIRM_BLOB_ABOVE_BYTES } from '../src/serve-tensor.js';
-import { loadModel, loadTensor, openShardCache, type ShardCache } from '../src/index.js';
+import { createFileReader, loadModel, loadTensor, openShardCache, type ShardCache } from '../src/index.js';
 import { openCachedModel, sameBytes, type CachedModelFixture, type FixtureTensor } from './fixtures.js';
 
 const BIG_VALUES = 20_000_000;
@@ -90,4 +90,29 @@ it('loadTensor allocates no stage outside a pool before the blob is confirmed', 
   expect(largestStageBytes()).toBe(0);
   // The check does not stand in the way of a real blob: the small tensor still comes from the cache.
   expect((await loadTensor({ model: fixture.model, name: 'small' }, { cache: fixture.cache })).source).toBe('cache');
+}, 60_000);
+
+it('a custom reader (the streamed path) allocates no stage before the blob is confirmed either', async () => {
+  const files = createFileReader();
+  let largestTarget = 0;
+  const reader = {
+    readExact: (path: string, target: Uint8Array, positionBytes: number) => {
+      largestTarget = Math.max(largestTarget, target.length);
+      return files.readExact(path, target, positionBytes);
+    },
+    close: () => files.close(),
+  };
+  try {
+    const tensor = await loadTensor({ model: fixture.model, name: 'big' }, { cache: fixture.cache, backend: 'cpu', reader });
+    expect(tensor.source).toBe('raw');
+    expect(tensor.report.error?.message).toMatch(/does not exist/);
+    expect(sameBytes(tensor.data, fixture.raw.get('big') as Uint8Array)).toBe(true);
+    // The raw read of the shard is the reader's too: nothing of the claimed payload's size.
+    expect(largestTarget).toBeLessThan(claimedBytes);
+    const load = loadModel(fixture.model, fixture.cache, { backend: 'cpu', reader, maxStagingBytes: 16 * 1024 * 1024 });
+    for await (const loaded of load) expect(sameBytes(loaded.data, fixture.raw.get(loaded.name) as Uint8Array)).toBe(true);
+    expect(load.totals.stagingOverflows).toBe(0);
+  } finally {
+    await reader.close();
+  }
 }, 60_000);

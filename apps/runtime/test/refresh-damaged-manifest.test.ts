@@ -32,3 +32,15 @@ it('a load goes on with the snapshot when manifest.json is damaged after the cac
   expect(error).toBeInstanceOf(RuntimeError);
   expect((error as RuntimeError).code).toBe('CACHE_READ_FAILED');
 });
+
+it('a refresh failing for another reason (a store aborted on purpose, a bug) still stops the load', async () => {
+  for (const code of ['ABORTED', 'INVALID_ARGUMENT', undefined]) {
+    const failing = { ...fixture.cache, refresh: () => Promise.reject(Object.assign(new Error(`refresh failed (${String(code)})`), { code })) };
+    const error = await loadModel(fixture.model, failing)
+      .drain()
+      .then(() => undefined, (caught: unknown) => caught);
+    expect(error, String(code)).toBeInstanceOf(RuntimeError);
+    expect((error as RuntimeError).code).toBe('CACHE_READ_FAILED');
+    expect((error as RuntimeError).details).toMatchObject({ storeCode: code });
+  }
+});
