@@ -26,7 +26,16 @@ function loadCollector(): (() => void) | null {
   const exposed = (globalThis as { gc?: unknown }).gc;
   if (typeof exposed === 'function') return exposed as () => void; // node --expose-gc
   try {
+    // Already on for the process (set at run time, after this thread started): taken as it is, the
+    // flag left alone.
+    const already = runInNewContext('typeof gc === "function" ? gc : undefined') as unknown;
+    if (typeof already === 'function') return already as () => void;
+  } catch {
+    return null;
+  }
+  try {
     // V8 installs `gc` in the contexts made while the flag is on: one context, then the flag back off.
+    // The flag is the process's: a context another thread makes in between gets a `gc` global too.
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as unknown;
     return typeof gc === 'function' ? (gc as () => void) : null;
