@@ -6,6 +6,7 @@ import { ensureCodebook, type Codebook } from './create-codebook.js';
 import { tablesForCodebook } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import { EscapeList } from './escape-list.js';
+import { isDetachedBuffer } from './is-detached-buffer.js';
 import { computePayloadChecksum, type BulkDigests } from './payload-checksum.js';
 import { writePayloadHeader, writeU32 } from './payload-header.js';
 
@@ -33,7 +34,7 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
   if (!(values instanceof Uint16Array)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }
-  if (values.length === 0 && isDetached(values.buffer)) {
+  if (values.length === 0 && isDetachedBuffer(values.buffer)) {
     // A detached array reads as empty: a valid empty payload would hide the caller's bug.
     throw new SplitZipError('INVALID_ARGUMENT', 'values is a view of a detached ArrayBuffer', { argument: 'values' });
   }
@@ -172,17 +173,4 @@ function finishPayload(
   payload.fill(0, escapeExponents.offsetBytes + escapeExponents.byteLength, layout.totalBytes);
   writePayloadHeader(payload, n, count, chunkSize, book, layout);
   writeU32(payload, HEADER_OFFSET.checksum, computePayloadChecksum(payload, layout, FORMAT_VERSION, digests));
-}
-
-/** Whether buffer was detached (transferred); O(1), only asked for an empty view. */
-function isDetached(buffer: ArrayBufferLike): boolean {
-  if (buffer.byteLength !== 0) return false;
-  const flag = (buffer as { detached?: unknown }).detached;
-  if (typeof flag === 'boolean') return flag;
-  try {
-    new Uint8Array(buffer);
-    return false;
-  } catch {
-    return true;
-  }
 }

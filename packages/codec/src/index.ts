@@ -12,6 +12,9 @@ export {
   SEGMENT_DIGESTS,
 } from './constants.js';
 export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors.js';
+// Argument checks the kernels package applies with the codec's own rules and messages.
+export { checkNoOverlap } from './check-overlap.js';
+export { isDetachedBuffer } from './is-detached-buffer.js';
 export { createCodebook, type Codebook } from './create-codebook.js';
 export { codebookToJson, codebookFromJson, type CodebookJson } from './codebook-json.js';
 export { countExponents } from './count-exponents.js';

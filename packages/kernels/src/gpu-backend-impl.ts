@@ -1,7 +1,9 @@
 import {
+  checkNoOverlap,
   createCodebook,
   createPayloadWriter,
   DEFAULT_CHUNK_SIZE,
+  isDetachedBuffer,
   MAX_CHUNK_SIZE,
   MAX_ELEMENT_COUNT,
   MIN_CHUNK_SIZE,
@@ -256,7 +258,7 @@ export function checkEncodeArguments(
   if (!(values instanceof Uint16Array)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }
-  if (values.length === 0 && isDetached(values.buffer)) {
+  if (values.length === 0 && isDetachedBuffer(values.buffer)) {
     // A detached array reads as empty: a valid empty payload would hide the caller's bug.
     throw new SplitZipError('INVALID_ARGUMENT', 'values is a view of a detached ArrayBuffer', { argument: 'values' });
   }
@@ -272,33 +274,9 @@ export function checkEncodeArguments(
   return { book, chunkSize: size };
 }
 
-/** Whether buffer was detached (transferred); O(1), only asked for an empty view (as the codec's encode). */
-function isDetached(buffer: ArrayBufferLike): boolean {
-  if (buffer.byteLength !== 0) return false;
-  const flag = (buffer as { detached?: unknown }).detached;
-  if (typeof flag === 'boolean') return flag;
-  try {
-    new Uint8Array(buffer);
-    return false;
-  } catch {
-    return true;
-  }
-}
-
 /** The codec's decode rule: INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */
 export function checkOutputApart(payload: Uint8Array, compBytes: number, out: Uint16Array, count: number): void {
-  if (payload.buffer !== out.buffer || compBytes <= 0 || count <= 0) return;
-  const inStart = payload.byteOffset;
-  const outStart = out.byteOffset;
-  if (inStart < outStart + 2 * count && outStart < inStart + compBytes) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'out overlaps the payload', {
-      argument: 'out',
-      inputByteOffset: inStart,
-      inputBytes: compBytes,
-      outByteOffset: outStart,
-      outBytes: 2 * count,
-    });
-  }
+  checkNoOverlap(payload, compBytes, out, 2 * count, 'out overlaps the payload');
 }
 
 /** Chunks of each encode launch whose pair words and escape count the host recomputes. */
