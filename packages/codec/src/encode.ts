@@ -71,7 +71,9 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
   if (out !== undefined) {
     // Codes, sm and escape index sit at offsets that do not depend on the escape count: one pass
     // writes them and collects the escapes; only then is the payload's length known.
-    checkOutBytes(out, layoutFor(n, hint ?? 0, chunkSize).totalBytes);
+    // The escape-free size up front (what the pass writes); the hint is unchecked, so a high one
+    // must not refuse an `out` that holds the payload (it did: OUTPUT_TOO_SMALL).
+    checkOutBytes(out, layoutFor(n, 0, chunkSize).totalBytes);
     const digests = encodeSections(kernels, values, book, out, layoutFor(n, 0, chunkSize), escapes);
     const layout = layoutFor(n, escapes.count, chunkSize);
     checkOutBytes(out, layout.totalBytes);

@@ -162,6 +162,9 @@ describe.each(BACKENDS)('round trips on the %s backend', (backend) => {
       for (const hint of new Set([escapes, 0, Math.max(0, escapes - 1), Math.min(n, escapes + 1), n])) {
         const got = encode(values, codebook, { chunkSize: 64, escapeCount: hint });
         if (!bytesEqual(got, expected)) expect.fail(`n=${n} hint=${hint} (escapes ${escapes})`);
+        // Into an `out` of exactly the payload's size: a hint above the real count refused it (OUTPUT_TOO_SMALL).
+        const into = encode(values, codebook, { chunkSize: 64, escapeCount: hint, out: new Uint8Array(expected.length) });
+        if (!bytesEqual(into, expected)) expect.fail(`into out: n=${n} hint=${hint} (escapes ${escapes})`);
       }
       expect(() => encode(values, codebook, { escapeCount: n + 1 })).toThrow(/INVALID_ARGUMENT/);
       expect(() => encode(values, codebook, { escapeCount: -1 })).toThrow(/INVALID_ARGUMENT/);
