@@ -504,10 +504,18 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
     }
     if (draft.ops.length > 0) {
+      // Each added entry's own blob: the one of the item whose planAdd added it. Two requests of a
+      // batch may add one key with different payloads (another chunk size or codebook), and a
+      // request may have failed as a whole (SLICE_CONFLICT): a map of every item's blob by key
+      // published the last one's under the first one's entry (BLOB_SIZE_MISMATCH on every read).
       const staged = new Map<string, StagedBlob>();
-      for (const request of batch) {
-        if (request.kind === 'add') for (const item of request.items) if (item.staged) staged.set(item.entry.key, item.staged);
-      }
+      batch.forEach((request, at) => {
+        const outcome = outcomes[at];
+        if (request.kind !== 'add' || !Array.isArray(outcome)) return;
+        request.items.forEach((item, i) => {
+          if (outcome[i] === true && item.staged) staged.set(item.entry.key, item.staged);
+        });
+      });
       const toPublish: StagedBlob[] = [];
       for (const op of draft.ops) {
         if (op.kind !== 'add') continue;

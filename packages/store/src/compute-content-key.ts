@@ -59,13 +59,16 @@ export function countShapeElements(shape: readonly number[], context: { entry?: 
       });
     }
     count *= dim;
-    // Once the product leaves the exact range it can never describe real bytes.
-    if (count > Number.MAX_SAFE_INTEGER) {
-      throw new StoreError('INVALID_ARGUMENT', 'shape describes more elements than 2^53 - 1', {
-        ...context,
-        details: { shape: [...shape] },
-      });
-    }
+  }
+  if (shape.includes(0)) return 0; // (the product alone may have passed Infinity, and Infinity × 0 is NaN)
+  // Judged on the whole product: a zero dimension anywhere makes an empty tensor, however large the
+  // product of the dimensions before it (a valid file; [2^27, 2^27, 0] failed whole builds and loads).
+  // Otherwise, once the product leaves the exact range it can never describe real bytes.
+  if (count > Number.MAX_SAFE_INTEGER) {
+    throw new StoreError('INVALID_ARGUMENT', 'shape describes more elements than 2^53 - 1', {
+      ...context,
+      details: { shape: [...shape] },
+    });
   }
   return count;
 }

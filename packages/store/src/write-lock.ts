@@ -38,12 +38,16 @@ function currentBootId(): string | null {
 
 /** A process's start time in clock ticks, or null where /proc is not available. */
 export function readProcessStartTicks(pid: number): number | null {
+  const ticks = Number(readProcessStatFields(pid)?.[19]);
+  return Number.isSafeInteger(ticks) ? ticks : null;
+}
+
+/** Fields 3.. of /proc/<pid>/stat (state first), or null where there is no such file (not Linux, no such pid). */
+function readProcessStatFields(pid: number): string[] | null {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Field 2 (comm) may contain spaces and parentheses; fields resume after the last ')'.
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[19]);
-    return Number.isSafeInteger(ticks) ? ticks : null;
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
@@ -90,16 +94,22 @@ function parseHolder(text: string | undefined): LockHolder | undefined {
   return undefined;
 }
 
-/** True when `pid` is certainly not running on this host (ESRCH). EPERM means it runs as another user. */
+/**
+ * True when `pid` is certainly not running on this host: no such process (ESRCH; EPERM means it runs
+ * as another user), or a zombie, killed and not yet reaped by its parent (state Z or X in
+ * /proc/<pid>/stat). kill(pid, 0) succeeds for a zombie: a writer killed under a supervisor that
+ * does not reap kept its lock (every writer LOCK_TIMEOUT) until the parent waited for it.
+ */
 export function isPidDead(pid: number): boolean {
   // Above the kernel's limit no process can have it (and kill() refuses a pid ≥ 2^31 outright).
   if (pid > MAX_PID) return true;
   try {
     process.kill(pid, 0);
-    return false;
   } catch (error) {
     return errnoCode(error) === 'ESRCH';
   }
+  const state = readProcessStatFields(pid)?.[0];
+  return state === 'Z' || state === 'X';
 }
 
 /**

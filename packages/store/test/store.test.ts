@@ -115,6 +115,27 @@ describe('entries', () => {
     await store.close();
   });
 
+  it('two concurrent adds of one key with different payloads commit the winner with its own blob', async () => {
+    // The same tensor encoded at two chunk sizes: one content key, two payloads. Grouped into one
+    // commit, the entry came from one call and the blob from the other (BLOB_SIZE_MISMATCH on every read).
+    for (const order of [0, 1]) {
+      const root = await makeTempDir();
+      const store = await openCacheStore(root, { create: true });
+      const small = makeTensor([4096], 31, 64);
+      const large = { ...small, payload: makeTensor([4096], 31, 1024).payload };
+      expect(large.payload.length).not.toBe(small.payload.length);
+      const [first, second] = order === 0 ? [small, large] : [large, small];
+      const results = await Promise.all([store.addEntries([toInput(first, 'a')]), store.addEntries([toInput(second, 'b')])]);
+      expect(results.flat().filter((r) => r.added)).toHaveLength(1);
+      const entry = store.getEntry(small.key)!;
+      const view = await store.readBlob(small.key, new Uint8Array(1 << 16));
+      expect(Buffer.from(decode(view).buffer).equals(Buffer.from(small.bytes))).toBe(true);
+      expect(entry.compBytes).toBe((entry.qualname === 'a' ? first : second).payload.length);
+      expect((await store.verify({ decode: true })).problems).toEqual([]);
+      await store.close();
+    }
+  });
+
   it('treats adding an existing key as a no-op that writes nothing', async () => {
     const root = await makeTempDir();
     const store = await openCacheStore(root, { create: true, compactOnClose: false });
