@@ -3,7 +3,7 @@
 // counter) survives a cut, counts are not shown as bytes, and rate and ETA start with the bar.
 import { describe, expect, it } from 'vitest';
 import { cutToWidth, displayWidth, padToWidth } from '../src/display-width.js';
-import { formatTable } from '../src/format-units.js';
+import { formatTable, MAX_TABLE_COLUMN_WIDTH } from '../src/format-units.js';
 import { createProgressBar } from '../src/progress-bar.js';
 
 function fakeTerminal(columns: number) {
@@ -41,6 +41,16 @@ describe('displayWidth / cutToWidth', () => {
     const table = formatTable(['tensor', 'raw'], [['模型.层.0', '1 B'], ['model.x', '22 B']], [false, true]).split('\n');
     const ends = table.map((line) => displayWidth(line));
     expect(new Set(ends).size).toBe(1);
+  });
+
+  it('pads no column past MAX_TABLE_COLUMN_WIDTH: a very long name is printed whole on its own row only', () => {
+    const long = 'n'.repeat(200_000);
+    const rows = [[long, '1 B'], ...Array.from({ length: 300 }, (_, i) => [`t.${i}`, '2 B'])];
+    const table = formatTable(['tensor', 'raw'], rows, [false, true]);
+    expect(table).toContain(long);
+    expect(table.length).toBeLessThan(long.length + 301 * (MAX_TABLE_COLUMN_WIDTH + 20));
+    const short = table.split('\n').filter((line) => line.startsWith('t.'));
+    expect(new Set(short.map((line) => displayWidth(line))).size).toBe(1);
   });
 });
 
