@@ -215,7 +215,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     // With the store unreachable (the refresh failed) a check per large entry would only wait out its
     // retries before the load starts: such entries are left to their own loads, which check them.
     const confirm = totals.refreshError === undefined;
-    const largestBytes = ownPool && handle !== undefined ? await largestConfirmedPayloadBytes(handle, entries, maxStagingBytes, confirm ? signal : AbortSignal.abort()) : 0;
+    const largestBytes = ownPool && handle !== undefined ? await largestConfirmedPayloadBytes(handle, entries, maxStagingBytes, confirm, signal) : 0;
     const slotCount = Math.max(1, Math.min(concurrency, Math.floor(maxStagingBytes / Math.max(1, largestBytes))));
     // Thread decoders attach to the pool's codec arena: one kernel scratch area per thread.
     const threads = shared ? ((backend as { threads?: number }).threads ?? 0) : 0;
@@ -286,14 +286,20 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
  * would make a slot larger than the staging cap) counts only once the store confirmed its blob has
  * that size: a damaged or hostile entry bound to one of the model's tensors could claim ~4.3 bytes
  * a value and size the pool before its read found the blob missing. An entry that fails the check
- * is left to its own load, which checks again and serves the tensor raw. An aborted `signal` stops
- * the checks: the entries not checked are left out the same way.
+ * is left to its own load, which checks again and serves the tensor raw. Without `confirm` (the
+ * store is unreachable) or once `signal` aborts, entries above the cap are left out unchecked the same way.
  */
-async function largestConfirmedPayloadBytes(cache: ShardCache, entries: readonly CacheEntry[], capBytes: number, signal: AbortSignal | undefined): Promise<number> {
+async function largestConfirmedPayloadBytes(
+  cache: ShardCache,
+  entries: readonly CacheEntry[],
+  capBytes: number,
+  confirm: boolean,
+  signal: AbortSignal | undefined,
+): Promise<number> {
   const above = entries.filter((entry) => entry.compBytes > capBytes && entry.compBytes <= MAX_SLOT_BYTES).sort((a, b) => b.compBytes - a.compBytes);
   for (const entry of above) {
     if (cache.checkBlob === undefined) return entry.compBytes;
-    if (signal?.aborted) break; // the load is ending (or the store unreachable): no more checks
+    if (!confirm || signal?.aborted) break; // the store is unreachable, or the load is ending: no more checks
     try {
       await cache.checkBlob(entry.key);
       return entry.compBytes;

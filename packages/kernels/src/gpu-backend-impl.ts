@@ -118,8 +118,8 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
           if (gpu.disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
           const target = checkOutput(out, elementCount);
           for (const segment of segments) {
+            // A dispose meanwhile is DISPOSED from readHandle itself (its checkLost).
             const floats = await gpu.readHandle(segment.handle);
-            if (gpu.disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
             checkOutIntact(target, elementCount);
             target.set(floats.subarray(0, segment.elementCount), segment.firstElement);
           }

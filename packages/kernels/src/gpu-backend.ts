@@ -213,7 +213,7 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
 
     async dispose() {
       if (disposed) return;
-      // Launches already queued finish on live buffers; later ones are DISPOSED.
+      // The launch in progress finishes on live buffers; queued and later ones are DISPOSED (checkLost).
       const pending = tail;
       disposed = true;
       await pending;

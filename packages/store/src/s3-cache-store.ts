@@ -28,6 +28,7 @@ import {
   encodeShardName,
 } from './s3-layout.js';
 import type { ListedObject, S3Transport } from './s3-transport.js';
+import { blobMissing, sizeMismatch } from './s3-transport.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
@@ -233,15 +234,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (this.readThrough && (await this.readThrough.hasBlob(entry.key, blobSha256Of(entry), entry.compBytes).catch(() => false))) return;
     const name = blobObjectName(entry.key, blobSha256Of(entry));
     const head = await this.transport.headObject(name);
-    if (head === undefined) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry: key, path: this.transport.describe(name) });
+    if (head === undefined) throw blobMissing(this.transport.describe(name), key);
     // A reply without Content-Length confirms the object is there, not its size: the read checks that.
-    if (head.sizeKnown && head.sizeBytes !== entry.compBytes) {
-      throw new StoreError('BLOB_SIZE_MISMATCH', `the blob object holds ${head.sizeBytes} bytes, the entry says ${entry.compBytes}`, {
-        entry: key,
-        path: this.transport.describe(name),
-        details: { objectBytes: head.sizeBytes, expectedBytes: entry.compBytes },
-      });
-    }
+    if (head.sizeKnown && head.sizeBytes !== entry.compBytes) throw sizeMismatch(this.transport.describe(name), key, head.sizeBytes, entry.compBytes);
   }
 
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {

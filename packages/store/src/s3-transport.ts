@@ -488,7 +488,7 @@ export class S3Transport {
           { abortSignal },
         );
       } catch (error) {
-        if (isNotFound(error)) throw new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry, path: this.describe(name) });
+        if (isNotFound(error)) throw blobMissing(this.describe(name), entry);
         // Replaced since its ETag was read: every byte of one read comes from one version, or none.
         if (ifMatch !== undefined && statusOf(error) === 412) {
           throw new StoreError('OBJECT_CHANGED', `the object no longer has ETag ${ifMatch} (replaced since it was opened)`, {
@@ -670,7 +670,13 @@ export class S3Transport {
   }
 }
 
-function sizeMismatch(path: string, entry: string, objectBytes: number | undefined, expected: number): StoreError {
+/** BLOB_MISSING for a blob object that is not there (a GET's 404, a HEAD without an answer). */
+export function blobMissing(path: string, entry: string): StoreError {
+  return new StoreError('BLOB_MISSING', 'the blob object does not exist', { entry, path });
+}
+
+/** BLOB_SIZE_MISMATCH for a blob object of another size than its entry says (a GET's or a HEAD's). */
+export function sizeMismatch(path: string, entry: string, objectBytes: number | undefined, expected: number): StoreError {
   return new StoreError('BLOB_SIZE_MISMATCH', `the blob object holds ${String(objectBytes)} bytes, the entry says ${expected}`, {
     entry,
     path,
