@@ -1,3 +1,4 @@
+import { cjsImportMetaUrl } from '@splitzip/tsup-config';
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
@@ -7,7 +8,7 @@ export default defineConfig({
   entry: ['src/index.ts', 'src/cli.ts', 'src/hash-worker.ts'],
   format: ['esm', 'cjs'],
   dts: { entry: 'src/index.ts' },
-  shims: true,
+  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
   sourcemap: true,
   clean: true,
   target: 'es2022',

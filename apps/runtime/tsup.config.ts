@@ -1,3 +1,4 @@
+import { cjsImportMetaUrl } from '@splitzip/tsup-config';
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
@@ -7,7 +8,7 @@ export default defineConfig({
   dts: { entry: { index: 'src/index.ts' } },
   sourcemap: true,
   clean: true,
-  shims: true,
+  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
   target: 'es2022',
   platform: 'node',
 });

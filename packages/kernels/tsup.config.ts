@@ -1,3 +1,4 @@
+import { cjsImportMetaUrl } from '@splitzip/tsup-config';
 import { defineConfig } from 'tsup';
 
 export default defineConfig([
@@ -23,7 +24,7 @@ export default defineConfig([
     dts: { entry: { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts' } },
     sourcemap: true,
     clean: false,
-    shims: true,
+    esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
     target: 'es2022',
     platform: 'node',
     external: ['gpu.js', '@splitzip/codec', 'webgpu'],

@@ -1,3 +1,4 @@
+import { cjsImportMetaUrl } from '@splitzip/tsup-config';
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
@@ -10,5 +11,5 @@ export default defineConfig({
   target: 'es2022',
   platform: 'node',
   // import.meta.url in the CommonJS build (load-s3-sdk.ts requires the SDK relative to this package).
-  shims: true,
+  esbuildOptions: cjsImportMetaUrl,
 });

@@ -1,3 +1,4 @@
+import { cjsImportMetaUrl } from '@splitzip/tsup-config';
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
@@ -8,5 +9,5 @@ export default defineConfig({
   clean: true,
   target: 'es2022',
   platform: 'node',
-  shims: true,
+  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build
 });
