@@ -139,6 +139,8 @@ interface PoolWorker {
   doorbell: Int32Array;
   /** 1 once the worker's modules are loaded (WorkerStart.ready). */
   ready: Int32Array;
+  /** Settles when the worker's thread has exited (a worker whose script failed to load included). */
+  exited: Promise<void>;
   jobs: MessagePort;
   replies: MessagePort;
   attached: Set<number>;
@@ -217,7 +219,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       ready: ready.buffer as SharedArrayBuffer,
     };
     const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
-    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
+    let markExited: () => void = () => undefined;
+    const exited = new Promise<void>((resolve) => (markExited = resolve));
+    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
     entry.replies.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
@@ -235,7 +239,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${error.message}`, {}));
     };
     worker.on('error', onDeath);
-    worker.on('exit', (code: number) => onDeath(new Error(`exit code ${code}`)));
+    worker.on('exit', (code: number) => {
+      markExited();
+      onDeath(new Error(`exit code ${code}`));
+    });
     // After the listeners: a 'message' listener starts and refs its port again.
     worker.unref();
     entry.replies.unref();
@@ -630,7 +637,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       for (const entry of workers) failPending(entry, disposedError());
       // Not while a worker still loads its modules (see WorkerStart.ready); a worker that never
       // gets there (it died, or its start hangs) is terminated after WORKER_READY_WAIT_MS anyway.
-      await Promise.all(workers.map((entry) => waitUntilReady(entry.ready, WORKER_READY_WAIT_MS)));
+      // Referenced meanwhile: Atomics.waitAsync holds no event loop, so with idle (unreferenced)
+      // workers the process could end here with dispose() never settled.
+      for (const entry of workers) entry.worker.ref();
+      await Promise.all(workers.map((entry) => Promise.race([waitUntilReady(entry.ready, WORKER_READY_WAIT_MS), entry.exited])));
       for (const entry of workers) send(entry, { stop: true });
       await Promise.all(workers.map((entry) => entry.worker.terminate()));
       for (const entry of workers) {

@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
 import { createWorkerDecoder } from '../src/node.js';
@@ -42,5 +44,25 @@ describe('worker decoder dispose() with a job that cannot finish', () => {
     await sleep(300);
     await d.dispose();
     expect(await outcome).toBe('DISPOSED');
+  });
+});
+
+describe('worker decoder dispose() after its worker failed to load', () => {
+  // In a process of its own: the failure was the process ending while dispose() was awaited
+  // (Atomics.waitAsync holds no event loop and idle workers are unreferenced), so the code after
+  // it never ran and the exit code was 13 (an unsettled top-level await).
+  it('settles, and the process goes on past it', { timeout: 30_000 }, () => {
+    const script = `
+      import { createWorkerDecoder } from ${JSON.stringify(fileURLToPath(new URL('../dist/node.js', import.meta.url)))};
+      import { calibrateCodebook, encode } from '@splitzip/codec';
+      const values = new Uint16Array(1 << 20).map((_, i) => ((120 + (i % 7)) << 7) | (i & 127));
+      const d = createWorkerDecoder({ threads: 1, minParallelElements: 1, workerUrl: new URL('file:///nonexistent/decode-worker.js') });
+      const out = await d.decode(encode(values, calibrateCodebook(values).codebook));
+      console.log('decoded', out.every((v, i) => v === values[i]));
+      await d.dispose();
+      console.log('disposed');`;
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: fileURLToPath(new URL('..', import.meta.url)), encoding: 'utf8', timeout: 20_000 });
+    expect(result.stdout.trim().split('\n')).toEqual(['decoded true', 'disposed']);
+    expect(result.status).toBe(0);
   });
 });
