@@ -22,7 +22,16 @@ export interface BuilderErrorContext {
   [key: string]: unknown;
 }
 
+// Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
+// its own BuilderError: instances carry this registry symbol so that instanceof holds across copies.
+const BRAND: unique symbol = Symbol.for('@splitzip/builder/BuilderError') as never;
+
 export class BuilderError extends Error {
+  /** True for a BuilderError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === BuilderError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly code: BuilderErrorCode;
   readonly context: BuilderErrorContext;
 
@@ -33,9 +42,22 @@ export class BuilderError extends Error {
     this.context = context;
   }
 }
+Object.defineProperty(BuilderError.prototype, BRAND, { value: true });
+
+/** A BuilderError (UsageError included) from any copy of this package; with `code`, of that code. */
+export function isBuilderError(value: unknown, code?: BuilderErrorCode): value is BuilderError {
+  return value instanceof BuilderError && (code === undefined || value.code === code);
+}
+
+const USAGE_BRAND: unique symbol = Symbol.for('@splitzip/builder/UsageError') as never;
 
 /** A command-line mistake: the CLI prints it with a hint to `--help` and exits 2. */
 export class UsageError extends BuilderError {
+  /** True for a UsageError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === UsageError ? (value as { [USAGE_BRAND]?: unknown } | null | undefined)?.[USAGE_BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly commandName: string | undefined;
 
   constructor(message: string, commandName?: string) {
@@ -44,3 +66,4 @@ export class UsageError extends BuilderError {
     this.commandName = commandName;
   }
 }
+Object.defineProperty(UsageError.prototype, USAGE_BRAND, { value: true });

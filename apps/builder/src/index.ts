@@ -24,7 +24,7 @@ export { verifyModelCache, type ModelCheckReport, type ModelTensorCheck, type Mo
 export { inspectCache, type InspectEntry, type InspectReport } from './inspect-cache.js';
 export { analyzeModel, entropyOf, type ModelStatsReport, type TensorStats, type AnalyzeModelOptions } from './analyze-model.js';
 export { ENCODE_BACKENDS, type EncodeBackend } from './encode-backends.js';
-export { BuilderError, UsageError, type BuilderErrorCode, type BuilderErrorContext } from './errors.js';
+export { BuilderError, UsageError, isBuilderError, type BuilderErrorCode, type BuilderErrorContext } from './errors.js';
 export { describeError } from './describe-error.js';
 export { createProgressBar, type ProgressBar, type ProgressBarOptions } from './progress-bar.js';
 export { runCli, COMMANDS, VERSION, EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, type RunCliOptions } from './run-cli.js';

@@ -52,7 +52,16 @@ export type RuntimeErrorCode =
   /** The GPU consumer path was asked for and no device decoder is available. */
   | 'DEVICE_UNAVAILABLE';
 
+// Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
+// its own RuntimeError: instances carry this registry symbol so that instanceof holds across copies.
+const BRAND: unique symbol = Symbol.for('@splitzip/runtime/RuntimeError') as never;
+
 export class RuntimeError extends Error {
+  /** True for a RuntimeError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === RuntimeError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly code: RuntimeErrorCode;
   readonly details: Readonly<Record<string, unknown>>;
   /** True when the same call may succeed later (an object store that was down): `details.retryable`. */
@@ -66,6 +75,7 @@ export class RuntimeError extends Error {
     this.retryable = details.retryable === true;
   }
 }
+Object.defineProperty(RuntimeError.prototype, BRAND, { value: true });
 
 /** The failures that make a tensor fall back to the raw shard (or throw with `cacheOnly`). */
 export const CACHE_FAILURE_CODES: ReadonlySet<RuntimeErrorCode> = new Set<RuntimeErrorCode>([

@@ -12,8 +12,17 @@ export type SplitZipErrorCode =
   | 'OUTPUT_TOO_SMALL'
   | 'INVALID_ARGUMENT';
 
+// Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
+// its own SplitZipError: instances carry this registry symbol so that instanceof holds across copies.
+const BRAND: unique symbol = Symbol.for('@splitzip/codec/SplitZipError') as never;
+
 /** The one error type this package throws; `code` says what failed, `details` gives the offsets and values. */
 export class SplitZipError extends Error {
+  /** True for a SplitZipError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === SplitZipError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly code: SplitZipErrorCode;
   readonly details: Record<string, unknown>;
 
@@ -24,6 +33,7 @@ export class SplitZipError extends Error {
     this.details = details;
   }
 }
+Object.defineProperty(SplitZipError.prototype, BRAND, { value: true });
 
 export function isSplitZipError(value: unknown): value is SplitZipError {
   return value instanceof SplitZipError;

@@ -7,8 +7,17 @@ export type KernelsErrorCode =
   | 'DISPOSED'
   | 'WORKER_FAILED';
 
+// Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
+// its own KernelsError: instances carry this registry symbol so that instanceof holds across copies.
+const BRAND: unique symbol = Symbol.for('@splitzip/kernels/KernelsError') as never;
+
 /** The one error type this package throws itself; `code` says what failed, `details` gives context. */
 export class KernelsError extends Error {
+  /** True for a KernelsError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === KernelsError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly code: KernelsErrorCode;
   readonly details: Record<string, unknown>;
 
@@ -19,6 +28,7 @@ export class KernelsError extends Error {
     this.details = details;
   }
 }
+Object.defineProperty(KernelsError.prototype, BRAND, { value: true });
 
 export function isKernelsError(value: unknown): value is KernelsError {
   return value instanceof KernelsError;

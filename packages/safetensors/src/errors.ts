@@ -80,8 +80,17 @@ export interface SafetensorsErrorContext {
   cause?: unknown;
 }
 
+// Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
+// its own SafetensorsError: instances carry this registry symbol so that instanceof holds across copies.
+const BRAND: unique symbol = Symbol.for('@splitzip/safetensors/SafetensorsError') as never;
+
 /** The one error type this package throws for bad input, bad requests and I/O surprises. */
 export class SafetensorsError extends Error {
+  /** True for a SafetensorsError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === SafetensorsError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly code: SafetensorsErrorCode;
   readonly file?: string;
   readonly tensor?: string;
@@ -105,6 +114,7 @@ export class SafetensorsError extends Error {
     if (context.offsets !== undefined) this.offsets = context.offsets;
   }
 }
+Object.defineProperty(SafetensorsError.prototype, BRAND, { value: true });
 
 export function isSafetensorsError(value: unknown): value is SafetensorsError {
   return value instanceof SafetensorsError;

@@ -44,8 +44,17 @@ export interface StoreErrorContext {
   cause?: unknown;
 }
 
+// Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
+// its own StoreError: instances carry this registry symbol so that instanceof holds across copies.
+const BRAND: unique symbol = Symbol.for('@splitzip/store/StoreError') as never;
+
 /** The one error type this package throws; `code` says what failed, `entry`/`path`/`details` where. */
 export class StoreError extends Error {
+  /** True for a StoreError from any copy of this package, not only this one. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return this === StoreError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+  }
+
   readonly code: StoreErrorCode;
   readonly entry: string | undefined;
   readonly path: string | undefined;
@@ -80,6 +89,7 @@ export class StoreError extends Error {
     });
   }
 }
+Object.defineProperty(StoreError.prototype, BRAND, { value: true });
 
 export function isStoreError(value: unknown, code?: StoreErrorCode): value is StoreError {
   return value instanceof StoreError && (code === undefined || value.code === code);

@@ -1,0 +1,24 @@
+// A loader that imports the codec while a CommonJS dependency requires it holds two copies of
+// SplitZipError; each must recognise the other's errors. (The shared check in test-support
+// depends on this package, so it is written out here.)
+import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
+import type * as Codec from '../src/index.js';
+
+describe('SplitZipError across the ESM and CommonJS builds', () => {
+  it('instanceof and isSplitZipError hold both ways; look-alikes are not SplitZipErrors', async () => {
+    const esm = (await import(new URL('../dist/index.js', import.meta.url).href)) as typeof Codec;
+    const cjs = createRequire(import.meta.url)('../dist/index.cjs') as typeof Codec;
+    expect(esm.SplitZipError).not.toBe(cjs.SplitZipError);
+    for (const [from, to] of [[esm, cjs], [cjs, esm]] as const) {
+      const error = new from.SplitZipError('TRUNCATED', 'payload ends early');
+      expect(error instanceof to.SplitZipError).toBe(true);
+      expect(to.isSplitZipError(error)).toBe(true);
+    }
+    const lookAlike = Object.assign(new Error('TRUNCATED: payload ends early'), { name: 'SplitZipError', code: 'TRUNCATED' });
+    for (const value of [lookAlike, { ...new esm.SplitZipError('TRUNCATED', 'x') }, null, undefined, 'x', 3]) {
+      expect(value instanceof esm.SplitZipError).toBe(false);
+      expect(esm.isSplitZipError(value)).toBe(false);
+    }
+  });
+});

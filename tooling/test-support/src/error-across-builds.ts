@@ -1,0 +1,37 @@
+// A package's error class as seen from its ESM and its CommonJS build at once.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
+
+type ErrorClass = new (...args: never[]) => Error;
+
+/**
+ * Loads `dist/index.js` and `dist/index.cjs` of the package at `packageRoot` (a loader that imports
+ * it while a CommonJS dependency requires it gets both) and checks that an error made by either
+ * build is an instance of the other's class and passes its `is…` function, and that look-alikes do not.
+ */
+export async function expectErrorClassAcrossBuilds(
+  packageRoot: URL,
+  className: string,
+  isName: string,
+  make: (ErrorType: ErrorClass) => Error,
+): Promise<void> {
+  const esm = (await import(new URL('dist/index.js', packageRoot).href)) as Record<string, unknown>;
+  const cjs = createRequire(fileURLToPath(new URL('package.json', packageRoot)))(fileURLToPath(new URL('dist/index.cjs', packageRoot))) as Record<string, unknown>;
+  const builds = [esm, cjs].map((build) => ({ ErrorType: build[className] as ErrorClass, is: build[isName] as (value: unknown) => boolean }));
+  const [a, b] = builds as [(typeof builds)[0], (typeof builds)[0]];
+  expect(a.ErrorType).not.toBe(b.ErrorType); // two classes indeed
+  for (const [from, to] of [
+    [a, b],
+    [b, a],
+  ] as const) {
+    const error = make(from.ErrorType);
+    expect(error instanceof to.ErrorType).toBe(true);
+    expect(to.is(error)).toBe(true);
+  }
+  const lookAlike = Object.assign(new Error(make(a.ErrorType).message), { name: className, code: (make(a.ErrorType) as { code?: unknown }).code });
+  for (const value of [lookAlike, { ...make(a.ErrorType) }, null, undefined, 'x', 3]) {
+    expect(value instanceof a.ErrorType).toBe(false);
+    expect(a.is(value)).toBe(false);
+  }
+}
