@@ -45,6 +45,8 @@ export type RuntimeErrorCode =
   | 'SLOT_TOO_SMALL'
   /** A staging slot was released twice, released to a pool that does not own it, or read into while not acquired. */
   | 'SLOT_NOT_OWNED'
+  /** A blob read was asked into a staging slot that another blob read is still filling. */
+  | 'SLOT_BUSY'
   /** The pool was closed while a caller waited for a slot, or used after close. */
   | 'POOL_CLOSED'
   /** The caller's AbortSignal fired. */

@@ -4,7 +4,7 @@ import { checkOptionsArgument } from './check-load-arguments.js';
 import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, createTensorReport, explainMiss, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, explainMiss, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -46,6 +46,9 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
   checkLoadTensorOptions(options);
   const cache = options.cache ?? undefined; // null: no cache
   const target = resolveTensorRequest(request, options.model, cache);
+  // Checked now, as loadTensor does, though only a raw fallback writes it: a wrong target must not
+  // pass while the cache serves and fail once an entry goes bad.
+  checkOutputBuffer(options.target, target.slice.sizeBytes, target.name);
   const env: ServeEnv = {
     cache,
     pool: options.pool,
@@ -87,7 +90,17 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
         });
       }
       if (env.verifyDigest) {
-        const values = await device.toArray();
+        let values: Uint16Array;
+        try {
+          values = await device.toArray();
+        } catch (error) {
+          // The kernels disposed, or the device lost, between the decode and this readback.
+          throw new RuntimeError('DECODE_FAILED', `kernels ${kernels.backend} could not read ${name} back to check its digest: ${describeError(error).message}`, {
+            tensor: name,
+            key: entry.key,
+            backend: kernels.backend,
+          }, { cause: error });
+        }
         checkDigest(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), entry, target, report);
       }
       report.source = 'cache';

@@ -163,9 +163,25 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => guardAsync(() => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp)),
     // Not guarded, like readBlob: a check in flight when the cache closes is a cache failure (served raw).
     checkBlob: typeof store.checkBlob === 'function' ? (key) => store.checkBlob(key) : undefined,
-    readBlob: async (key, stagingSlot, readOptions) => store.readBlob(key, slotBytes(stagingSlot), readOptions),
+    readBlob: async (key, stagingSlot, readOptions) => {
+      const bytes = slotBytes(stagingSlot);
+      const unmark = markSlotReading(stagingSlot);
+      try {
+        return await store.readBlob(key, bytes, readOptions);
+      } finally {
+        unmark();
+      }
+    },
     readBlobSync: store.readBlobSync
-      ? (key, stagingSlot, readOptions) => (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, slotBytes(stagingSlot), readOptions)
+      ? (key, stagingSlot, readOptions) => {
+          const bytes = slotBytes(stagingSlot);
+          const unmark = markSlotReading(stagingSlot); // a sync read ends before any other starts
+          try {
+            return (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, bytes, readOptions);
+          } finally {
+            unmark();
+          }
+        }
       : undefined,
     openBlobSync: store.openBlobSync
       ? (key, stagingSlot) => (store.openBlobSync as NonNullable<CacheStore['openBlobSync']>).call(store, key, stagingSlot)
@@ -202,6 +218,25 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     },
     close: () => store.close(),
   };
+}
+
+/**
+ * Slots (or bare buffers) a readBlob is filling now. A second read into one of them overwrote the
+ * first's payload under it: the first failed META_MISMATCH / BLOB_CORRUPT (blaming the cache), or
+ * resolved with the other blob's bytes after its checks had passed.
+ */
+const slotsReading = new WeakSet<object>();
+
+/** Marks `stagingSlot` as being filled until the returned function runs; SLOT_BUSY if it already is. */
+function markSlotReading(stagingSlot: StagingSlot | Uint8Array): () => void {
+  // Not an object: nothing to mark, and the store's argument check says what is wrong.
+  if (typeof stagingSlot !== 'object' || stagingSlot === null) return () => undefined;
+  if (slotsReading.has(stagingSlot)) {
+    const slotId = stagingSlot instanceof Uint8Array ? undefined : stagingSlot.id;
+    throw new RuntimeError('SLOT_BUSY', `staging ${slotId === undefined ? 'buffer' : `slot ${slotId}`} is still being filled by another blob read: wait for it, or use another slot`, { slotId });
+  }
+  slotsReading.add(stagingSlot);
+  return () => slotsReading.delete(stagingSlot);
 }
 
 /** A staging slot's bytes, or the Uint8Array given; anything else goes on to the store, which refuses it (INVALID_ARGUMENT) instead of a TypeError here. */

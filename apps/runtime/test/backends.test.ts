@@ -233,4 +233,34 @@ describe('loadTensorToDevice', () => {
       await real.dispose();
     }
   });
+
+  it('kernels disposed between the decode and the verifyDigest readback: DECODE_FAILED, served raw (was a bare KernelsError)', async () => {
+    const real = await createKernels({ backend: 'webasm' }); // its results are DISPOSED once it is (the codec's stay readable)
+    expect(real.backend).toBe('webasm');
+    const disposedAfterDecode = {
+      backend: real.backend,
+      decodeToDevice: async (payload: Uint8Array) => {
+        const result = await real.decodeToDevice(payload);
+        await real.dispose(); // another part of the app shuts the kernels down
+        return result;
+      },
+    } as unknown as Kernels;
+    const tensor = await loadTensorToDevice({ model, name: 'big' }, { cache, kernels: disposedAfterDecode, verifyDigest: true });
+    expect(tensor).toMatchObject({ source: 'raw', reason: 'cache-failed', report: { error: { code: 'DECODE_FAILED' } } });
+    expect(sameBytes(tensor.data as Uint8Array, raw.get('big') as Uint8Array)).toBe(true);
+  });
+
+  it('a wrong target is refused before any work, whether the cache serves or not (it passed while the entry was good)', async () => {
+    const kernels = await createKernels({ backend: 'codec' });
+    try {
+      const size = (raw.get('big') as Uint8Array).byteLength;
+      await expect(loadTensorToDevice({ model, name: 'big' }, { cache, kernels, target: new Float32Array(size) as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(loadTensorToDevice({ model, name: 'big' }, { cache, kernels, target: new Uint8Array(size - 1) })).rejects.toMatchObject({ code: 'OUTPUT_TOO_SMALL' });
+      const served = await loadTensorToDevice({ model, name: 'big' }, { cache, kernels, target: new Uint8Array(size) });
+      expect(served).toMatchObject({ source: 'cache' });
+      served.device?.delete();
+    } finally {
+      await kernels.dispose();
+    }
+  });
 });

@@ -2,6 +2,7 @@ import { getEventListeners } from 'node:events';
 import { existsSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
+import type { CacheEntry } from '@splitzip/store';
 import { createFileReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
 import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
@@ -515,6 +516,25 @@ describe('loadTensor', () => {
     expect((await cache.readBlob(entry.key, again)).byteLength).toBe(entry.compBytes);
     expect((await cache.readBlob(entry.key, { id: 0, bytes: new Uint8Array(entry.compBytes) })).byteLength).toBe(entry.compBytes);
     pool.release(again);
+    pool.close();
+  });
+
+  it('ShardCache.readBlob into a slot another readBlob is still filling is SLOT_BUSY (the two payloads overwrote each other: META_MISMATCH, BLOB_CORRUPT, or the other blob returned)', async () => {
+    const [a, b] = [...cache.store.entries()].sort((x, y) => y.compBytes - x.compBytes) as [CacheEntry, CacheEntry];
+    const pool = cache.createStagingPool({ slotCount: 1 });
+    const slot = await pool.acquire();
+    const first = cache.readBlob(a.key, slot);
+    await expect(cache.readBlob(b.key, slot)).rejects.toMatchObject({ code: 'SLOT_BUSY', details: { slotId: slot.id } });
+    expect(() => cache.readBlobSync?.(b.key, slot)).toThrow(expect.objectContaining({ code: 'SLOT_BUSY' }));
+    const payload = await first;
+    expect(Buffer.from(payload).equals(Buffer.from(await cache.readBlob(a.key, new Uint8Array(a.compBytes))))).toBe(true);
+    // Once the first read settled, the slot takes the next.
+    expect((await cache.readBlob(b.key, slot)).byteLength).toBe(b.compBytes);
+    const bare = new Uint8Array(a.compBytes);
+    const reading = cache.readBlob(a.key, bare);
+    await expect(cache.readBlob(a.key, bare)).rejects.toMatchObject({ code: 'SLOT_BUSY' });
+    await reading;
+    pool.release(slot);
     pool.close();
   });
 
