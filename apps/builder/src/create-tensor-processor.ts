@@ -10,6 +10,7 @@ import { computeContentKey } from '@splitzip/store/content-key';
 import { BuilderError } from './errors.js';
 import { calibrateAndEncode, type CalibratedPayload, type EncodeInto } from './tensor-tasks.js';
 import { deserializeError, type CalibrateRequest, type WorkerReply, type WorkerRequest } from './worker-messages.js';
+import { workerExecArgv } from '@splitzip/kernels/worker-exec-argv';
 
 type WorkerRequestWithId = Exclude<WorkerRequest, { type: 'slab' }>;
 
@@ -127,7 +128,7 @@ async function createWorkerProcessor(startupJobs: number, planReady: Promise<Wor
   const queue = createSlotQueue<WorkerHandle>([]);
 
   const startWorker = (share: CodecArenaShare | null): WorkerHandle => {
-    const worker = new Worker(workerUrl);
+    const worker = new Worker(workerUrl, { execArgv: workerExecArgv() });
     const handle: WorkerHandle = { worker, pending: new Map(), failure: null, retired: false };
     handles.push(handle);
     const fail = (error: Error): void => {

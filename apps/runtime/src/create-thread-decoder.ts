@@ -7,6 +7,7 @@ import type { DecodeBackend, DecodedBuffer, OpenedPayloadFile, ReadDecodeRequest
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { checkOptionsArgument } from './check-load-arguments.js';
 import { RuntimeError, type RuntimeErrorCode } from './errors.js';
+import { workerExecArgv } from '@splitzip/kernels/worker-exec-argv';
 
 /**
  * Decode threads by default: one per core, at most 4 (decode is memory-bound beyond that). The
@@ -233,7 +234,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const used = new Set(pool.map((w) => w.slot));
     let slot = 0;
     while (used.has(slot)) slot += 1;
-    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false };
+    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl(), { execArgv: workerExecArgv() }), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false };
     entry.worker.on('message', (reply: DecodeThreadReply | DecodeThreadReady) => {
       if ('kind' in reply) {
         entry.ready = true;

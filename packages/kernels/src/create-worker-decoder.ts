@@ -33,6 +33,7 @@ import {
 } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 import type { DecodeOptions } from './types.js';
+import { workerExecArgv } from './worker-exec-argv.js';
 
 /** Below this many values one thread beats the hand-off to workers (measured: 2^20 was slower in parallel). */
 export const DEFAULT_MIN_PARALLEL_ELEMENTS = 2 ** 22;
@@ -218,7 +219,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       replies: replyChannel.port2,
       ready: ready.buffer as SharedArrayBuffer,
     };
-    const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
+    const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2], execArgv: workerExecArgv() });
     let markExited: () => void = () => undefined;
     const exited = new Promise<void>((resolve) => (markExited = resolve));
     const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
