@@ -17,7 +17,7 @@ import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
-import { isCacheableSize } from './limits.js';
+import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { repairCachedBlob } from './repair-cached-blob.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
@@ -205,6 +205,13 @@ function resolveCacheSettings(options: BuildCacheOptions, store: CacheStore, cac
 export async function buildCache(options: BuildCacheOptions): Promise<BuildReport> {
   const startMs = performance.now();
   const jobs = options.jobs ?? defaultJobs();
+  // Unchecked, NaN made NaN workers: none started and the build waited forever for one.
+  if (!Number.isSafeInteger(jobs) || jobs < 0 || jobs > MAX_BUILD_JOBS) {
+    throw new BuilderError('USAGE', `jobs must be an integer from 0 to ${MAX_BUILD_JOBS}, got ${String(jobs)}`);
+  }
+  if (options.maxInFlightBytes !== undefined && !(Number.isSafeInteger(options.maxInFlightBytes) && options.maxInFlightBytes > 0)) {
+    throw new BuilderError('USAGE', `maxInFlightBytes must be a positive integer number of bytes, got ${String(options.maxInFlightBytes)}`);
+  }
   if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
     throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
   }

@@ -9,6 +9,7 @@
 // plain SharedArrayBuffer they copy every block in and out of their own memory (V8 copies shared
 // memory with a relaxed memmove: ~0.2 CPU-s per GB of BF16 built, measured).
 import { attachCodecArena, createCodecArena, mallocUsesHugePages, type CodecArenaShare } from '@splitzip/codec';
+import { BuilderError } from './errors.js';
 
 export interface SlabPool {
   /**
@@ -82,7 +83,19 @@ function allocateSlabMemory(
       // Too large for a wasm32 memory, or the reservation failed: a plain buffer below.
     }
   }
-  const buffer = threads > 0 ? new SharedArrayBuffer(cap) : new ArrayBuffer(cap);
+  let buffer: ArrayBufferLike;
+  try {
+    buffer = threads > 0 ? new SharedArrayBuffer(cap) : new ArrayBuffer(cap);
+  } catch (error) {
+    // A bare "RangeError: Array buffer allocation failed" named nothing a user could change.
+    throw new BuilderError(
+      'OUT_OF_MEMORY',
+      `cannot reserve the build's ${cap}-byte slab (raw tensors and payloads in flight): ${(error as Error).message}; ` +
+        'allow the process more memory (ulimit -v, the container), or ask for a smaller slab (maxInFlightBytes)',
+      { slabBytes: cap },
+      { cause: error },
+    );
+  }
   const share = (index: number): CodecArenaShare => {
     if (!(buffer instanceof SharedArrayBuffer) || !Number.isInteger(index) || index < 0 || index >= threads) {
       throw new RangeError(`share index ${index} is not one of the slab's ${threads} threads`);

@@ -16,3 +16,9 @@ export function isCacheableSize(sizeBytes: number): boolean {
 
 /** Why a BF16 tensor above MAX_CACHED_TENSOR_BYTES is not cached (verify and inspect say it). */
 export const TOO_LARGE_REASON = `more than ${MAX_CACHED_TENSOR_BYTES} bytes (the largest tensor one buffer or payload holds)`;
+
+/**
+ * Most worker threads one build starts (`--jobs`, `BuildCacheOptions.jobs`): each costs ~20 MB of
+ * RSS and a share of the slab's memory bound, and the work is memory-bound well before 64 cores.
+ */
+export const MAX_BUILD_JOBS = 64;

@@ -15,6 +15,11 @@ const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
  */
 export function wrapBuildError(error: unknown, context: { cacheDir?: string; tensor?: string; file?: string }): unknown {
   if (error instanceof BuilderError && (error.context.tensor !== undefined || context.tensor === undefined)) return error;
+  if (error instanceof BuilderError) {
+    // The builder's own failure during one tensor (a worker that died): its code stays (it was
+    // TENSOR_FAILED, the documented WORKER_FAILED only its cause), the tensor is added.
+    return new BuilderError(error.code, `${error.message} (tensor ${context.tensor})`, { ...error.context, tensor: context.tensor, file: error.context.file ?? context.file }, { cause: error.cause });
+  }
   const ownCode = (error as { code?: unknown } | null)?.code;
   if (typeof ownCode === 'string' && S3_CODES.has(ownCode)) return error;
   const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';

@@ -3,6 +3,7 @@ import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from 
 import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
+import { MAX_BUILD_JOBS } from '../limits.js';
 import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
@@ -41,7 +42,7 @@ export const buildCommand = defineCommand({
       max: MAX_CHUNK_SIZE,
     },
     backend: { type: 'string', description: 'Encoder backend', choices: ENCODE_BACKENDS, default: 'auto' },
-    jobs: { type: 'number', description: `Worker threads, at most (0: main thread; default: cores, here ${defaultJobs()})`, valueHint: 'n', integer: true, min: 0, max: 64 },
+    jobs: { type: 'number', description: `Worker threads, at most (0: main thread; default: cores, here ${defaultJobs()})`, valueHint: 'n', integer: true, min: 0, max: MAX_BUILD_JOBS },
     inlineMaxMib: {
       type: 'number',
       description: `Build on the main thread when the model has at most this much BF16 to encode (workers cost more to start than they save; 0: workers whatever the size)`,

@@ -1,0 +1,63 @@
+// buildCache called as a library: options a CLI would have refused, memory it cannot get, workers
+// under a host started with --input-type, and a worker's failure keeping its own code.
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildCache } from '../src/build-cache.js';
+import { BuilderError } from '../src/errors.js';
+import { wrapBuildError } from '../src/wrap-build-error.js';
+import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { assertBuilt } from './helpers/run-cli.js';
+
+let temp: TempDir;
+let model: string;
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir();
+  model = await writeSingleFileModel(join(temp.path, 'model.safetensors'), [0, 1, 2].map((i) => gaussianBf16(`layers.${i}.weight`, [64, 129 + i], 70 + i)));
+});
+afterAll(async () => temp?.cleanup());
+
+describe('buildCache options', () => {
+  it('jobs and maxInFlightBytes that are not whole numbers in range are USAGE errors (NaN hung the build: no worker started, none was awaited in vain)', async () => {
+    for (const jobs of [Number.NaN, 1.5, -1, Number.POSITIVE_INFINITY, 65, '2' as unknown as number]) {
+      await expect(buildCache({ model, cacheDir: join(temp.path, 'jobs'), jobs, inlineMaxBytes: 0 })).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/^jobs must be an integer from 0 to 64/) });
+    }
+    for (const maxInFlightBytes of [Number.NaN, 0, -1, 1.5, 2 ** 53]) {
+      await expect(buildCache({ model, cacheDir: join(temp.path, 'slab'), jobs: 2, inlineMaxBytes: 0, maxInFlightBytes })).rejects.toMatchObject({ code: 'USAGE' });
+    }
+  });
+
+  it('a slab the process cannot reserve is OUT_OF_MEMORY saying what to change (was a bare RangeError)', async () => {
+    // 2^50 bytes: beyond any x86-64 or arm64 user address space, whatever the overcommit policy.
+    const building = buildCache({ model, cacheDir: join(temp.path, 'oom'), jobs: 1, inlineMaxBytes: 0, maxInFlightBytes: 2 ** 50 });
+    await expect(building).rejects.toBeInstanceOf(BuilderError);
+    await expect(building).rejects.toMatchObject({ code: 'OUT_OF_MEMORY', message: expect.stringContaining('maxInFlightBytes'), context: { slabBytes: 2 ** 50 } });
+  });
+});
+
+describe('a worker failure during one tensor', () => {
+  it('keeps its WORKER_FAILED code and gains the tensor (it became TENSOR_FAILED, WORKER_FAILED only in its cause)', () => {
+    const died = new BuilderError('WORKER_FAILED', 'calibration worker exited unexpectedly (code 7)');
+    const wrapped = wrapBuildError(died, { tensor: 'layers.1.weight', file: 'model.safetensors' }) as BuilderError;
+    expect(wrapped).toBeInstanceOf(BuilderError);
+    expect(wrapped.code).toBe('WORKER_FAILED');
+    expect(wrapped.context).toMatchObject({ tensor: 'layers.1.weight', file: 'model.safetensors' });
+    expect(wrapped.message).toContain('layers.1.weight');
+  });
+});
+
+describe('a host process started with --input-type', () => {
+  it('builds with worker threads (each inherited --input-type and failed: TENSOR_FAILED, WORKER_FAILED)', { timeout: 60_000 }, () => {
+    const cacheDir = join(temp.path, 'input-type');
+    const script = `
+      import { buildCache } from ${JSON.stringify(fileURLToPath(new URL('../dist/index.js', import.meta.url)))};
+      try { const report = await buildCache({ model: ${JSON.stringify(model)}, cacheDir: ${JSON.stringify(cacheDir)}, jobs: 2, inlineMaxBytes: 0 }); console.log('encoded', report.encoded, 'workers', report.workers); }
+      catch (error) { console.log(error.code, error.message); }`;
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 50_000 });
+    expect(result.stdout.trim()).toMatch(/^encoded 3 workers [12]$/);
+    expect(readdirSync(join(cacheDir, 'blobs')).length).toBeGreaterThan(0);
+  });
+});
