@@ -1,6 +1,6 @@
 // build --repair: blobs deleted, truncated, flipped or swapped for a link after a build are put
 // back from the model, through the real binary; the store's repairBlob refuses any other bytes.
-import { readFile, rm, symlink, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCodebook, encode } from '@splitzip/codec';
@@ -87,6 +87,22 @@ describe('build --repair', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/1 damaged blobs put back/);
     expect((await runJson<VerifyJson>(['verify', cacheDir])).json.ok).toBe(true);
+  });
+
+  it('puts back a blob whose place a directory took, moving the directory aside whole (it failed: IO_ERROR EISDIR)', async () => {
+    const key = first.tensors.find((t) => t.name === 'c')!.key!;
+    const blob = join(cacheDir, 'blobs', `${key}.bin`);
+    await rm(blob);
+    await mkdir(blob);
+    await writeFile(join(blob, 'kept.txt'), 'not ours to delete');
+    const { json: broken } = await runJson<VerifyJson>(['verify', cacheDir], 1);
+    expect(broken.store.problems.map((p) => p.code)).toEqual(['UNSAFE_BLOB_PATH']);
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--repair', '--jobs', '0']);
+    expect(json).toMatchObject({ repaired: 1 });
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath])).json.ok).toBe(true);
+    const aside = (await readdir(join(cacheDir, 'blobs'))).filter((name) => name.startsWith(`${key}.bin.displaced-`));
+    expect(aside).toHaveLength(1);
+    expect(await readFile(join(cacheDir, 'blobs', aside[0]!, 'kept.txt'), 'utf8')).toBe('not ours to delete');
   });
 });
 

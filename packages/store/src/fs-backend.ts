@@ -338,7 +338,13 @@ export class FsBackend implements StorageBackend {
     const to = join(this.root, BLOBS, `${staged.key}.bin`);
     try {
       // rename replaces an uncommitted leftover (or a planted link itself, never its target).
-      await rename(from, to);
+      await rename(from, to).catch(async (error: unknown) => {
+        if (errnoCode(error) !== 'EISDIR') throw error;
+        // A directory in the blob's place (verify reports it, and says --repair puts the blob back):
+        // moved aside whole, never deleted (gc lists it as unknown), then the blob takes its name.
+        await rename(to, `${to}.displaced-${Date.now()}`);
+        await rename(from, to);
+      });
       this.published.add(staged);
     } catch (error) {
       throw toIoError(error, 'cannot publish the blob', { entry: staged.key, path: to });
