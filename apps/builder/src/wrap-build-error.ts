@@ -7,6 +7,8 @@ const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /** The store's S3 failures are about the endpoint or bucket, not one tensor: they pass through as they are. */
 const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
+/** What V8 and WebAssembly say when a buffer or memory cannot be reserved. */
+const OUT_OF_MEMORY_MESSAGE = /Array buffer allocation failed|could not allocate memory|Out of memory/i;
 
 /**
  * Gives an error the context a user needs (which tensor, which file, which cache) without hiding
@@ -58,9 +60,19 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
     return sliceConflictError(context.tensor, context.file, error);
   }
   if (context.tensor === undefined) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (OUT_OF_MEMORY_MESSAGE.test(message)) {
+    // V8's and WebAssembly's refusals (a ulimit -v, a container): the process's limit, not the
+    // tensor's fault, though it is the tensor the build was on.
+    return new BuilderError(
+      'OUT_OF_MEMORY',
+      `memory could not be reserved while building tensor ${context.tensor}: ${message}; allow the process more memory (ulimit -v, the container) or run fewer workers (--jobs)`,
+      { tensor: context.tensor, file: context.file },
+      { cause: error },
+    );
+  }
   const own = error as { tensor?: unknown; context?: { tensor?: unknown } };
   if (typeof own.tensor === 'string' || typeof own.context?.tensor === 'string') return error;
-  const message = error instanceof Error ? error.message : String(error);
   const typed = (error as { code?: unknown }).code;
   return new BuilderError(
     'TENSOR_FAILED',

@@ -47,6 +47,15 @@ describe('a worker failure during one tensor', () => {
     expect(wrapped.context).toMatchObject({ tensor: 'layers.1.weight', file: 'model.safetensors' });
     expect(wrapped.message).toContain('layers.1.weight');
   });
+
+  it("a worker's failure to reserve memory is OUT_OF_MEMORY, not the tensor's TENSOR_FAILED", () => {
+    for (const message of ['WebAssembly.Memory(): could not allocate memory', 'Array buffer allocation failed']) {
+      const wrapped = wrapBuildError(new RangeError(message), { tensor: 'layers.2.weight' }) as BuilderError;
+      expect(wrapped).toMatchObject({ code: 'OUT_OF_MEMORY', context: { tensor: 'layers.2.weight' } });
+      expect(wrapped.message).toContain('--jobs');
+    }
+    expect(wrapBuildError(new RangeError('offset is out of bounds'), { tensor: 'layers.2.weight' })).toMatchObject({ code: 'TENSOR_FAILED' });
+  });
 });
 
 describe('a host process started with --input-type', () => {
