@@ -1,6 +1,7 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
 import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
-import { checkOptionsArgument } from './check-load-arguments.js';
+import { checkOptionsArgument, checkSignalArgument } from './check-load-arguments.js';
+import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
@@ -39,6 +40,17 @@ export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'back
  */
 export async function loadTensorToDevice(request: TensorRequest, options: LoadTensorToDeviceOptions): Promise<DeviceTensor> {
   checkOptionsArgument(options);
+  checkSignalArgument(options.signal);
+  // One listener on the caller's signal for every load following it (see loadTensor).
+  const linked = linkAbortSignal(options.signal);
+  try {
+    return await serveTensorToDevice(request, options, linked.signal);
+  } finally {
+    linked.unlink();
+  }
+}
+
+async function serveTensorToDevice(request: TensorRequest, options: LoadTensorToDeviceOptions, signal: AbortSignal | undefined): Promise<DeviceTensor> {
   const { kernels } = options;
   if (kernels === undefined || kernels === null || typeof kernels.decodeToDevice !== 'function') {
     throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
@@ -57,7 +69,7 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
     verifyDigest: options.verifyDigest ?? false,
     cacheOnly: options.cacheOnly ?? false,
     explainMisses: options.explainMisses ?? true,
-    signal: options.signal,
+    signal,
     onStagingOverflow: () => undefined,
     syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
   };

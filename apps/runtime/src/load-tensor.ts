@@ -7,6 +7,7 @@ import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-reque
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
 import { checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
+import { linkAbortSignal } from './link-abort-signal.js';
 
 /** The options loadTensor and loadTensorToDevice share, checked before any work. */
 export function checkLoadTensorOptions(options: LoadTensorOptions): void {
@@ -55,6 +56,9 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
   // process-wide pool, kept): 'workers' left a worker pool behind on every call before (a
   // thread, four descriptors and ~8 MiB each).
   const ownBackend = ownsDecodeBackend(options.backend, backend);
+  // One listener on the caller's signal for every load following it (a server passing one
+  // shutdown signal to many concurrent loadTensor calls passed Node's limit of 10 and warned).
+  const linked = linkAbortSignal(options.signal);
   try {
     return await serveTensor(
       {
@@ -65,7 +69,7 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
         verifyDigest: options.verifyDigest ?? false,
         cacheOnly: options.cacheOnly ?? false,
         explainMisses: options.explainMisses ?? true,
-        signal: options.signal,
+        signal: linked.signal,
         onStagingOverflow: () => undefined,
         syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
       },
@@ -73,6 +77,7 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
       output,
     );
   } finally {
+    linked.unlink();
     if (ownBackend) await backend.close?.();
   }
 }

@@ -443,6 +443,30 @@ describe('loadModel and the caller\'s abort signal', () => {
         if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'ABORTED' });
       }
       expect(getEventListeners(shared.signal, 'abort')).toHaveLength(0);
+      // Twelve concurrent loadTensor / loadTensorToDevice calls on one signal and a one-slot pool
+      // (each was a listener of its own: over Node's limit of 10, a warning).
+      const kernels = await createKernels({ backend: 'codec' });
+      const server = new AbortController();
+      const names = model.tensors.filter((t) => t.dtype === 'BF16').map((t) => t.name);
+      const single = cache.createStagingPool({ slotCount: 1, shared: backend !== 'cpu' });
+      const tensorLoads = Array.from({ length: 12 }, (_, i) =>
+        i % 2 === 0
+          ? loadTensor({ model, name: names[i % names.length]! }, { cache, pool: single, backend, signal: server.signal })
+          : loadTensorToDevice({ model, name: names[i % names.length]! }, { cache, pool: single, kernels, signal: server.signal }),
+      );
+      let settled = false;
+      const all = Promise.all(tensorLoads).finally(() => (settled = true));
+      let most = 0;
+      while (!settled) {
+        most = Math.max(most, getEventListeners(server.signal, 'abort').length);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(most).toBe(1);
+      for (const loaded of await all) {
+        if ('device' in loaded) loaded.device?.delete();
+      }
+      expect(getEventListeners(server.signal, 'abort')).toHaveLength(0);
+      await kernels.dispose();
       // Warnings are emitted on the next tick.
       await new Promise((resolve) => setImmediate(resolve));
       expect(warnings).not.toContain('MaxListenersExceededWarning');
