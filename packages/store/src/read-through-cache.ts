@@ -1,9 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
-import { mkdir, open, rename, stat, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully } from './io-pieces.js';
+import { TEMP_FILE_MAX_AGE_MS } from './limits.js';
+import { isPidDead } from './write-lock.js';
+
+/** A temp file of writeFile: `.tmp-<pid>-<12 hex>.bin`. */
+const TEMP_NAME = /^\.tmp-(\d+)-[0-9a-f]{12}\.bin$/;
 
 /**
  * No links followed; O_NONBLOCK: a FIFO (or device) planted in the directory opens at once instead
@@ -26,7 +31,8 @@ export const READ_THROUGH_SYNC_MAX_BYTES = 1024 * 1024;
  * `object.<identity sha256>.bin`: a cache's entry objects, kept whole). Files are written atomically (temp file,
  * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
  * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
- * Nothing here evicts: the directory grows with what was fetched.
+ * Nothing here evicts: the directory grows with what was fetched; temp files of writers that died
+ * are removed by the next handle that writes there.
  */
 export class ReadThroughCache {
   private ready: Promise<void> | undefined;
@@ -121,16 +127,19 @@ export class ReadThroughCache {
 
   /** Writes `parts` one after the other as the file `name`: temp file, fsync, rename. Errors are the caller's to ignore. */
   async writeFile(name: string, parts: readonly Uint8Array[]): Promise<void> {
-    this.ready ??= mkdir(this.dir, { recursive: true }).then(
-      () => undefined,
-      (error: unknown) => {
-        this.ready = undefined; // the next write tries again (the directory may be fixed meanwhile)
-        throw error;
-      },
-    );
-    await this.ready;
     const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.bin`);
-    const handle = await open(temp, 'wx', 0o644);
+    let handle;
+    try {
+      await this.ensureDirectory();
+      handle = await open(temp, 'wx', 0o644);
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+      // The directory was removed since this handle made it (the README allows that at any time):
+      // made again, or every later copy failed and each load fetched everything anew.
+      this.ready = undefined;
+      await this.ensureDirectory();
+      handle = await open(temp, 'wx', 0o644);
+    }
     try {
       let position = 0;
       for (const part of parts) {
@@ -149,6 +158,39 @@ export class ReadThroughCache {
       await unlink(temp).catch(() => undefined);
       throw error;
     });
+  }
+
+  /** Creates the directory once per handle (again after a failure), then clears dead writers' temp files. */
+  private ensureDirectory(): Promise<void> {
+    this.ready ??= mkdir(this.dir, { recursive: true }).then(
+      () => {
+        // Not awaited: a directory of many copies takes a while to list, and nothing waits on it.
+        this.removeDeadTempFiles().catch(() => undefined);
+      },
+      (error: unknown) => {
+        this.ready = undefined; // the next write tries again (the directory may be fixed meanwhile)
+        throw error;
+      },
+    );
+    return this.ready;
+  }
+
+  /**
+   * Removes temp files whose writer is gone: a process killed mid-write leaves its `.tmp-<pid>-…`
+   * behind (up to a blob or a 64 MiB range each), and nothing else ever looks at them. The store's
+   * gc rule: the pid is dead on this host, or the file is older than TEMP_FILE_MAX_AGE_MS.
+   */
+  private async removeDeadTempFiles(): Promise<void> {
+    for (const name of await readdir(this.dir)) {
+      const temp = TEMP_NAME.exec(name);
+      if (temp === null) continue;
+      const pid = Number(temp[1]);
+      if (pid === process.pid) continue;
+      const path = join(this.dir, name);
+      const info = await lstat(path).catch(() => undefined);
+      if (info === undefined || !info.isFile()) continue;
+      if (isPidDead(pid) || Date.now() - info.mtimeMs > TEMP_FILE_MAX_AGE_MS) await unlink(path).catch(() => undefined);
+    }
   }
 
   async removeFile(name: string): Promise<void> {
