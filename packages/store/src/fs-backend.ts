@@ -7,7 +7,7 @@ import { callHook } from './call-hook.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
-import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, takeOpenBlobFile } from './open-blob-files.js';
+import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
 import { canonicalBlobPath } from './validate-entry.js';
 
@@ -404,7 +404,7 @@ export class FsBackend implements StorageBackend {
     let fd = takeOpenBlobFile(resolved, target.length);
     if (fd === undefined) {
       try {
-        fd = await openAsync(resolved, BLOB_OPEN_FLAGS);
+        fd = await openSheddingKeptAsync(() => openAsync(resolved, BLOB_OPEN_FLAGS));
       } catch (error) {
         throw blobOpenError(error, key, path);
       }
@@ -518,7 +518,7 @@ export class FsBackend implements StorageBackend {
   private openChecked(key: string, path: string, resolved: string, expectedBytes: number): number {
     let fd: number;
     try {
-      fd = openSync(resolved, BLOB_OPEN_FLAGS);
+      fd = openSheddingKept(() => openSync(resolved, BLOB_OPEN_FLAGS));
     } catch (error) {
       throw blobOpenError(error, key, path);
     }

@@ -34,7 +34,7 @@ export {
   TEMP_FILE_MAX_AGE_MS,
   MAX_BUFFER_BYTES,
 } from './limits.js';
-export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles } from './open-blob-files.js';
+export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles, keptBlobFilesLimit } from './open-blob-files.js';
 export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type {
   CacheEntry,

@@ -1,4 +1,4 @@
-import { closeSync } from 'node:fs';
+import { closeSync, readFileSync } from 'node:fs';
 
 /**
  * Blob files kept open between reads (FsBackend's readBlobIntoSync, readBlobInto and openBlobSync), process-wide.
@@ -8,10 +8,38 @@ import { closeSync } from 'node:fs';
  * for the whole process, whatever number of stores are open and whether they are closed: 256
  * covers every blob of the 1.07 GB benchmark model (102) and of most models up to a few billion
  * parameters (one blob per tensor), far below the descriptor limits Node runs with (it raises the
- * soft limit to the hard one, thousands at least on current Linux distributions). A load that
- * sweeps more blobs than this reopens them, as before.
+ * soft limit to the hard one, thousands at least on current Linux distributions); under a lower
+ * limit, an eighth of it (keptBlobFilesLimit). A load that sweeps more blobs than this reopens
+ * them, as before.
  */
 export const MAX_OPEN_BLOB_FILES = 256;
+
+/**
+ * The share of the process's descriptor limit kept blob files may take: the rest is for what needs
+ * a descriptor to work at all (a model holds one per shard for its life, the journal, the lock).
+ * At a fixed limit of 1024 (systemd's LimitNOFILE, docker --ulimit) an 800-shard model plus 256
+ * kept blobs left nothing: every later open failed (EMFILE) and a load served 97 % raw.
+ */
+const DESCRIPTOR_SHARE = 1 / 8;
+
+/** The fewest kept, however low the limit or often descriptors ran out: below this keeping saves nothing. */
+const MIN_KEPT_BLOB_FILES = 8;
+
+/** Linux's soft RLIMIT_NOFILE (Node has raised it to the hard limit by now); undefined elsewhere. */
+function readDescriptorLimit(): number | undefined {
+  try {
+    const line = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    return line === null ? undefined : Number(line[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** How many descriptors are kept at most now: MAX_OPEN_BLOB_FILES within the limit's share, halved each time descriptors ran out. */
+let keptLimit = (() => {
+  const limit = readDescriptorLimit();
+  return limit === undefined ? MAX_OPEN_BLOB_FILES : Math.max(MIN_KEPT_BLOB_FILES, Math.min(MAX_OPEN_BLOB_FILES, Math.floor(limit * DESCRIPTOR_SHARE)));
+})();
 
 interface OpenBlobFile {
   fd: number;
@@ -50,7 +78,7 @@ export function keepOpenBlobFile(resolvedPath: string, fd: number, sizeBytes: nu
   openFiles.delete(resolvedPath);
   openFiles.set(resolvedPath, { fd, sizeBytes });
   for (const [path, oldest] of openFiles) {
-    if (openFiles.size <= MAX_OPEN_BLOB_FILES) break;
+    if (openFiles.size <= keptLimit) break;
     openFiles.delete(path);
     closeQuietly(oldest.fd);
   }
@@ -71,6 +99,50 @@ export function forgetOpenBlobFiles(matches: (resolvedPath: string) => boolean):
     openFiles.delete(path);
     closeQuietly(held.fd);
   }
+}
+
+/** Whether an open failed for want of descriptors (this process's, or the whole system's). */
+function isOutOfDescriptors(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'EMFILE' || code === 'ENFILE';
+}
+
+/** Closes every kept descriptor and keeps at most half as many from now on. */
+function shedOpenBlobFiles(): void {
+  keptLimit = Math.max(MIN_KEPT_BLOB_FILES, Math.floor(Math.min(keptLimit, openFiles.size) / 2));
+  for (const held of openFiles.values()) closeQuietly(held.fd);
+  openFiles.clear();
+}
+
+/**
+ * Runs `open` (of a blob file); where the process is out of descriptors, the kept ones, only a
+ * speed-up, are closed and it runs once more. Before, they were never given back: every later open
+ * in the process failed, blob reads, model shards and the writer lock alike.
+ */
+export function openSheddingKept(open: () => number): number {
+  try {
+    return open();
+  } catch (error) {
+    if (!isOutOfDescriptors(error) || openFiles.size === 0) throw error;
+    shedOpenBlobFiles();
+    return open();
+  }
+}
+
+/** openSheddingKept for an asynchronous open. */
+export async function openSheddingKeptAsync(open: () => Promise<number>): Promise<number> {
+  try {
+    return await open();
+  } catch (error) {
+    if (!isOutOfDescriptors(error) || openFiles.size === 0) throw error;
+    shedOpenBlobFiles();
+    return open();
+  }
+}
+
+/** How many blob descriptors are kept at most now (MAX_OPEN_BLOB_FILES, less under a low descriptor limit). */
+export function keptBlobFilesLimit(): number {
+  return keptLimit;
 }
 
 /** Descriptors kept now (for tests and diagnostics). */
