@@ -672,7 +672,13 @@ function entryCoverage(entry: CacheEntry): number {
  * entries are found by content and slice keys), so a valid file with a longer name still builds.
  */
 function qualnameOf(name: string): string {
-  return name.length <= MAX_QUALNAME_CHARS ? name : `${name.slice(0, MAX_QUALNAME_CHARS - 1)}…`;
+  if (name.length <= MAX_QUALNAME_CHARS) return name;
+  let end = MAX_QUALNAME_CHARS - 1;
+  // Never between the halves of a surrogate pair: a lone half is not valid UTF-8, and strict JSON
+  // readers of manifest.json (serde_json, Python's with errors='strict') refuse it.
+  const last = name.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return `${name.slice(0, end)}…`;
 }
 
 /** The tensor's slice key with its shard's stamp (SafetensorsShard.stamp), as bindings record it. */

@@ -498,6 +498,18 @@ describe('sharded models and a second model sharing tensors', () => {
     await store.close();
   });
 
+  it('a long name is cut on a whole character: never half of a surrogate pair (an emoji at the cut left a lone \\ud83d in manifest.json)', async () => {
+    const long = `${'a'.repeat(MAX_QUALNAME_CHARS - 2)}\u{1F600}${'b'.repeat(50)}`;
+    const modelPath = await writeSingleFileModel(join(temp.path, 'emoji-name.safetensors'), [gaussianBf16(long, [16, 16], 803)]);
+    const cacheDir = join(temp.path, 'cache-emoji-name');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    const store = await openCacheStore(cacheDir);
+    const entry = store.getEntry(json.tensors[0]!.key!)!;
+    await store.close();
+    expect(entry.qualname).toBe(`${'a'.repeat(MAX_QUALNAME_CHARS - 2)}…`);
+    expect(Buffer.from(entry.qualname).toString()).toBe(entry.qualname); // survives UTF-8: no lone surrogate
+  });
+
   it('verify --model reports a tensor the cache is missing and fails', async () => {
     const dir = join(temp.path, 'missing');
     const small = await writeSingleFileModel(join(temp.path, 'small.safetensors'), [gaussianBf16('x', [64, 64], 301)]);
