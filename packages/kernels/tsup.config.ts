@@ -18,11 +18,11 @@ export default defineConfig([
     // auto-rule (the ./auto-rule subpath): the measured rule alone, no backend code, for callers
     // that only need to know what `auto` picks. collect-garbage (./collect-garbage): for other
     // packages' worker threads that attach codec arenas (the runtime's decode threads), without
-    // loading the kernels into them. worker-exec-argv (./worker-exec-argv): Node options for other
-    // packages' file workers, likewise without the kernels.
-    entry: { node: 'src/node.ts', 'decode-worker': 'src/decode-worker.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts', 'worker-exec-argv': 'src/worker-exec-argv.ts' },
+    // loading the kernels into them. start-worker (./start-worker): worker threads for other packages,
+    // under the Node options they can run with, likewise without the kernels.
+    entry: { node: 'src/node.ts', 'decode-worker': 'src/decode-worker.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts', 'start-worker': 'src/start-worker.ts' },
     format: ['esm', 'cjs'],
-    dts: { entry: { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts', 'worker-exec-argv': 'src/worker-exec-argv.ts' } },
+    dts: { entry: { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts', 'start-worker': 'src/start-worker.ts' } },
     sourcemap: true,
     clean: false,
     esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)

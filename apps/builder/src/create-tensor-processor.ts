@@ -4,13 +4,13 @@
 // build's slab, which the workers share: they read and write them in place. The workers that fit
 // any model start at once (a worker takes ~80 ms of CPU to start); the slab, and the number of
 // workers that fit this model's memory bound (plan-build-memory.ts), follow once it is sized.
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { CodecArenaShare } from '@splitzip/codec';
 import { computeContentKey } from '@splitzip/store/content-key';
 import { BuilderError } from './errors.js';
 import { calibrateAndEncode, type CalibratedPayload, type EncodeInto } from './tensor-tasks.js';
 import { deserializeError, type CalibrateRequest, type WorkerReply, type WorkerRequest } from './worker-messages.js';
-import { workerExecArgv } from '@splitzip/kernels/worker-exec-argv';
+import { startWorker } from '@splitzip/kernels/start-worker';
 
 type WorkerRequestWithId = Exclude<WorkerRequest, { type: 'slab' }>;
 
@@ -127,8 +127,8 @@ async function createWorkerProcessor(startupJobs: number, planReady: Promise<Wor
   // after it (the build stops at its first failure anyway).
   const queue = createSlotQueue<WorkerHandle>([]);
 
-  const startWorker = (share: CodecArenaShare | null): WorkerHandle => {
-    const worker = new Worker(workerUrl, { execArgv: workerExecArgv() });
+  const addWorker = (share: CodecArenaShare | null): WorkerHandle => {
+    const worker = startWorker(workerUrl);
     const handle: WorkerHandle = { worker, pending: new Map(), failure: null, retired: false };
     handles.push(handle);
     const fail = (error: Error): void => {
@@ -158,7 +158,7 @@ async function createWorkerProcessor(startupJobs: number, planReady: Promise<Wor
     return handle;
   };
 
-  for (let i = 0; i < startupJobs; i++) startWorker(null);
+  for (let i = 0; i < startupJobs; i++) addWorker(null);
   let plan: WorkerPlan;
   try {
     plan = await planReady;
@@ -178,7 +178,7 @@ async function createWorkerProcessor(startupJobs: number, planReady: Promise<Wor
   }
   handles.splice(workers);
   handles.forEach((handle, index) => handle.worker.postMessage({ type: 'slab', share: plan.share(index) }));
-  while (handles.length < workers) startWorker(plan.share(handles.length));
+  while (handles.length < workers) addWorker(plan.share(handles.length));
 
   /** Sends a request to the next free worker and waits for its answer. */
   const ask = async (request: WorkerRequestWithId): Promise<WorkerReply> => {

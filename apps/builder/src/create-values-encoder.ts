@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
 import { createCodebook, encode } from '@splitzip/codec';
 import type { EncodeBackend } from './encode-backends.js';
 import type { EncodeValues } from './tensor-tasks.js';
+import { startWorker } from '@splitzip/kernels/start-worker';
 
 export interface ValuesEncoder {
   /** The backend that actually runs (after `auto` and any start-up fallback). */
@@ -81,7 +81,7 @@ async function probeAutoBackends(): Promise<string[]> {
       await kernels.dispose();
       parentPort.postMessage(names);
     })().catch((error) => parentPort.postMessage({ error: String(error && error.message || error) }));`;
-  const worker = new Worker(source, { eval: true, workerData: kernelsPath });
+  const worker = startWorker(source, { eval: true, workerData: kernelsPath });
   try {
     const answer = await new Promise<unknown>((resolve, reject) => {
       worker.once('message', resolve);

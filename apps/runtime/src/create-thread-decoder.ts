@@ -1,13 +1,13 @@
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena, type PayloadMeta } from '@splitzip/codec';
 import type { DecodeBackend, DecodedBuffer, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { checkOptionsArgument } from './check-load-arguments.js';
 import { RuntimeError, type RuntimeErrorCode } from './errors.js';
-import { workerExecArgv } from '@splitzip/kernels/worker-exec-argv';
+import { startWorker } from '@splitzip/kernels/start-worker';
 
 /**
  * Decode threads by default: one per core, at most 4 (decode is memory-bound beyond that). The
@@ -234,7 +234,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const used = new Set(pool.map((w) => w.slot));
     let slot = 0;
     while (used.has(slot)) slot += 1;
-    const entry: PoolWorker = { worker: new Worker(options.workerUrl ?? defaultWorkerUrl(), { execArgv: workerExecArgv() }), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false };
+    const entry: PoolWorker = { worker: startWorker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false };
     entry.worker.on('message', (reply: DecodeThreadReply | DecodeThreadReady) => {
       if ('kind' in reply) {
         entry.ready = true;

@@ -1,5 +1,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startWorker } from '@splitzip/kernels/start-worker';
 
 /**
  * Why a helper thread: Node's timers count whole milliseconds from the event loop's cached time, so
@@ -77,7 +78,7 @@ function startThread(): TimerThread | undefined {
   if (thread !== undefined || threadFailed) return thread;
   try {
     const shared = new SharedArrayBuffer(16);
-    const worker = new Worker(TIMER_THREAD_SOURCE, { eval: true, workerData: shared });
+    const worker = startWorker(TIMER_THREAD_SOURCE, { eval: true, workerData: shared });
     worker.on('message', (message: unknown) => {
       if (message === 'ready' && thread !== undefined) thread.ready = true;
       armedAtMs = 0; // answered (or just started): the next deadline must be handed over again

@@ -12,7 +12,7 @@ describe('a host process started with --input-type', () => {
       try { await decoder.warmUp(); console.log('threads started'); }
       catch (error) { console.log(error.code, error.message); }
       await decoder.close();`;
-    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    const result = spawnSync(process.execPath, ['--max-old-space-size=512', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
     expect(result.stdout.trim()).toBe('threads started');
     expect(result.status).toBe(0);
   });

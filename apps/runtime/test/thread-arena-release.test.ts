@@ -46,8 +46,12 @@ it('gives a dropped staging arena back on the decode threads too: RSS stays flat
   for (let i = 0; i < 3; i += 1) await loadOnce();
   const before = await settle();
   for (let i = 0; i < LOADS; i += 1) await loadOnce();
-  const after = await settle();
   const stagedBytes = fixture.cache.largestPayloadBytes();
-  // Held on the threads, every load's arena stays: LOADS × (the staged payload, at least) ≈ 150 MB.
-  expect(after - before).toBeLessThan((LOADS * stagedBytes) / 4);
+  const bound = before + (LOADS * stagedBytes) / 4;
+  // Held on the threads, every load's arena stays: LOADS × (the staged payload, at least) ≈ 150 MB,
+  // for good. Given back, it goes once the threads have run their collections, which on a loaded
+  // machine (a CI run beside other suites) may take longer than one settle(): a few more rounds.
+  let after = await settle();
+  for (let round = 0; round < 20 && after >= bound; round += 1) after = await settle();
+  expect(after).toBeLessThan(bound);
 }, 120_000);

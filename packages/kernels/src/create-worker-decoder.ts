@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import {
   createCodecArena,
   decode,
@@ -33,7 +33,7 @@ import {
 } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 import type { DecodeOptions } from './types.js';
-import { workerExecArgv } from './worker-exec-argv.js';
+import { startWorker } from './start-worker.js';
 
 /** Below this many values one thread beats the hand-off to workers (measured: 2^20 was slower in parallel). */
 export const DEFAULT_MIN_PARALLEL_ELEMENTS = 2 ** 22;
@@ -219,7 +219,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       replies: replyChannel.port2,
       ready: ready.buffer as SharedArrayBuffer,
     };
-    const worker = new Worker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2], execArgv: workerExecArgv() });
+    const worker = startWorker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
     let markExited: () => void = () => undefined;
     const exited = new Promise<void>((resolve) => (markExited = resolve));
     const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
