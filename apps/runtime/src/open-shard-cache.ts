@@ -165,7 +165,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     checkBlob: typeof store.checkBlob === 'function' ? (key) => store.checkBlob(key) : undefined,
     readBlob: async (key, stagingSlot, readOptions) => {
       const bytes = slotBytes(stagingSlot);
-      const unmark = markSlotReading(stagingSlot);
+      const unmark = markBytesReading(bytes, stagingSlot);
       try {
         return await store.readBlob(key, bytes, readOptions);
       } finally {
@@ -175,7 +175,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     readBlobSync: store.readBlobSync
       ? (key, stagingSlot, readOptions) => {
           const bytes = slotBytes(stagingSlot);
-          const unmark = markSlotReading(stagingSlot); // a sync read ends before any other starts
+          const unmark = markBytesReading(bytes, stagingSlot); // a sync read ends before any other starts
           try {
             return (store.readBlobSync as NonNullable<CacheStore['readBlobSync']>).call(store, key, bytes, readOptions);
           } finally {
@@ -221,22 +221,29 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
 }
 
 /**
- * Slots (or bare buffers) a readBlob is filling now. A second read into one of them overwrote the
- * first's payload under it: the first failed META_MISMATCH / BLOB_CORRUPT (blaming the cache), or
- * resolved with the other blob's bytes after its checks had passed.
+ * The byte ranges blob reads are filling now, by buffer. A second read into memory a first still
+ * fills overwrote its payload under it: the first failed META_MISMATCH / BLOB_CORRUPT (blaming the
+ * cache), or resolved with the other blob's bytes after its checks had passed. By memory, not by
+ * the object passed: a slot and its `bytes`, or two views of one buffer, are the same bytes.
  */
-const slotsReading = new WeakSet<object>();
+const rangesReading = new WeakMap<ArrayBufferLike, Set<{ start: number; end: number }>>();
 
-/** Marks `stagingSlot` as being filled until the returned function runs; SLOT_BUSY if it already is. */
-function markSlotReading(stagingSlot: StagingSlot | Uint8Array): () => void {
-  // Not an object: nothing to mark, and the store's argument check says what is wrong.
-  if (typeof stagingSlot !== 'object' || stagingSlot === null) return () => undefined;
-  if (slotsReading.has(stagingSlot)) {
-    const slotId = stagingSlot instanceof Uint8Array ? undefined : stagingSlot.id;
-    throw new RuntimeError('SLOT_BUSY', `staging ${slotId === undefined ? 'buffer' : `slot ${slotId}`} is still being filled by another blob read: wait for it, or use another slot`, { slotId });
+/** Marks `bytes` as being filled until the returned function runs; SLOT_BUSY if a read already fills any of it. */
+function markBytesReading(bytes: Uint8Array, stagingSlot: StagingSlot | Uint8Array): () => void {
+  // Not a Uint8Array: nothing to mark, and the store's argument check says what is wrong.
+  if (!(bytes instanceof Uint8Array)) return () => undefined;
+  const range = { start: bytes.byteOffset, end: bytes.byteOffset + bytes.byteLength };
+  let ranges = rangesReading.get(bytes.buffer);
+  for (const other of ranges ?? []) {
+    if (range.start < other.end && other.start < range.end) {
+      const slotId = stagingSlot instanceof Uint8Array ? undefined : stagingSlot.id;
+      throw new RuntimeError('SLOT_BUSY', `staging ${slotId === undefined ? 'buffer' : `slot ${slotId}`} is still being filled by another blob read: wait for it, or use another slot`, { slotId });
+    }
   }
-  slotsReading.add(stagingSlot);
-  return () => slotsReading.delete(stagingSlot);
+  if (ranges === undefined) rangesReading.set(bytes.buffer, (ranges = new Set()));
+  ranges.add(range);
+  const held = ranges;
+  return () => held.delete(range);
 }
 
 /** A staging slot's bytes, or the Uint8Array given; anything else goes on to the store, which refuses it (INVALID_ARGUMENT) instead of a TypeError here. */

@@ -557,7 +557,16 @@ describe('loadTensor', () => {
     const bare = new Uint8Array(a.compBytes);
     const reading = cache.readBlob(a.key, bare);
     await expect(cache.readBlob(a.key, bare)).rejects.toMatchObject({ code: 'SLOT_BUSY' });
+    // The same memory under another name: the slot's own bytes, another view overlapping it.
+    await expect(cache.readBlob(b.key, new Uint8Array(bare.buffer, 8))).rejects.toMatchObject({ code: 'SLOT_BUSY' });
+    const slotReading = cache.readBlob(a.key, slot);
+    await expect(cache.readBlob(b.key, slot.bytes)).rejects.toMatchObject({ code: 'SLOT_BUSY' });
+    await slotReading;
     await reading;
+    // Memory beside a read in flight is free: two halves of one buffer at once.
+    const halves = new Uint8Array(2 * a.compBytes);
+    const both = await Promise.all([cache.readBlob(a.key, halves.subarray(0, a.compBytes)), cache.readBlob(a.key, halves.subarray(a.compBytes))]);
+    expect(both.map((p) => p.byteLength)).toEqual([a.compBytes, a.compBytes]);
     pool.release(slot);
     pool.close();
   });
