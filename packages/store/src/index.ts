@@ -32,6 +32,8 @@ export {
   MAX_PID,
   UNPARSEABLE_LOCK_STALE_MS,
   TEMP_FILE_MAX_AGE_MS,
+  KEPT_BLOB_FILES_DESCRIPTOR_SHARE,
+  MIN_KEPT_BLOB_FILES,
   MAX_BUFFER_BYTES,
 } from './limits.js';
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles, keptBlobFilesLimit } from './open-blob-files.js';

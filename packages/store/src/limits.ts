@@ -80,3 +80,13 @@ export const UNPARSEABLE_LOCK_STALE_MS = 10_000;
 export const TEMP_FILE_MAX_AGE_MS = 24 * 3600_000;
 /** Concurrent blob writes of one addEntries call. */
 export const BLOB_WRITE_CONCURRENCY = 4;
+
+/**
+ * The share of the process's descriptor limit the store's kept blob descriptors (open-blob-files.ts)
+ * may take: the rest is for what needs a descriptor to work at all (a model holds one per shard for
+ * its life, the journal, the lock). At a fixed limit of 1024 (systemd's LimitNOFILE, docker
+ * --ulimit), an 800-shard model beside 256 kept blobs left nothing: every later open failed EMFILE.
+ */
+export const KEPT_BLOB_FILES_DESCRIPTOR_SHARE = 1 / 8;
+/** The fewest blob descriptors kept, however low the limit or often descriptors ran out: below this, keeping saves nothing. */
+export const MIN_KEPT_BLOB_FILES = 8;

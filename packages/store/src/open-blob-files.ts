@@ -1,4 +1,5 @@
 import { closeSync, readFileSync } from 'node:fs';
+import { KEPT_BLOB_FILES_DESCRIPTOR_SHARE, MIN_KEPT_BLOB_FILES } from './limits.js';
 
 /**
  * Blob files kept open between reads (FsBackend's readBlobIntoSync, readBlobInto and openBlobSync), process-wide.
@@ -14,17 +15,6 @@ import { closeSync, readFileSync } from 'node:fs';
  */
 export const MAX_OPEN_BLOB_FILES = 256;
 
-/**
- * The share of the process's descriptor limit kept blob files may take: the rest is for what needs
- * a descriptor to work at all (a model holds one per shard for its life, the journal, the lock).
- * At a fixed limit of 1024 (systemd's LimitNOFILE, docker --ulimit) an 800-shard model plus 256
- * kept blobs left nothing: every later open failed (EMFILE) and a load served 97 % raw.
- */
-const DESCRIPTOR_SHARE = 1 / 8;
-
-/** The fewest kept, however low the limit or often descriptors ran out: below this keeping saves nothing. */
-const MIN_KEPT_BLOB_FILES = 8;
-
 /** Linux's soft RLIMIT_NOFILE (Node has raised it to the hard limit by now); undefined elsewhere. */
 function readDescriptorLimit(): number | undefined {
   try {
@@ -38,7 +28,7 @@ function readDescriptorLimit(): number | undefined {
 /** How many descriptors are kept at most now: MAX_OPEN_BLOB_FILES within the limit's share, halved each time descriptors ran out. */
 let keptLimit = (() => {
   const limit = readDescriptorLimit();
-  return limit === undefined ? MAX_OPEN_BLOB_FILES : Math.max(MIN_KEPT_BLOB_FILES, Math.min(MAX_OPEN_BLOB_FILES, Math.floor(limit * DESCRIPTOR_SHARE)));
+  return limit === undefined ? MAX_OPEN_BLOB_FILES : Math.max(MIN_KEPT_BLOB_FILES, Math.min(MAX_OPEN_BLOB_FILES, Math.floor(limit * KEPT_BLOB_FILES_DESCRIPTOR_SHARE)));
 })();
 
 interface OpenBlobFile {
@@ -107,11 +97,25 @@ function isOutOfDescriptors(error: unknown): boolean {
   return code === 'EMFILE' || code === 'ENFILE';
 }
 
+/** Bumped by every shed: an open that failed for want of descriptors tries again if one came since it started. */
+let shedCount = 0;
+
 /** Closes every kept descriptor and keeps at most half as many from now on. */
 function shedOpenBlobFiles(): void {
-  keptLimit = Math.max(MIN_KEPT_BLOB_FILES, Math.floor(Math.min(keptLimit, openFiles.size) / 2));
+  keptLimit = Math.max(MIN_KEPT_BLOB_FILES, Math.floor(keptLimit / 2));
   for (const held of openFiles.values()) closeQuietly(held.fd);
   openFiles.clear();
+  shedCount += 1;
+}
+
+/** After `open` failed with `error`: whether to run it again (descriptors given back now, or by another open since `shedBefore`). */
+function shedForRetry(error: unknown, shedBefore: number): boolean {
+  if (!isOutOfDescriptors(error)) return false;
+  if (openFiles.size > 0) {
+    shedOpenBlobFiles();
+    return true;
+  }
+  return shedCount !== shedBefore;
 }
 
 /**
@@ -120,22 +124,22 @@ function shedOpenBlobFiles(): void {
  * in the process failed, blob reads, model shards and the writer lock alike.
  */
 export function openSheddingKept(open: () => number): number {
+  const shedBefore = shedCount;
   try {
     return open();
   } catch (error) {
-    if (!isOutOfDescriptors(error) || openFiles.size === 0) throw error;
-    shedOpenBlobFiles();
+    if (!shedForRetry(error, shedBefore)) throw error;
     return open();
   }
 }
 
-/** openSheddingKept for an asynchronous open. */
+/** openSheddingKept for an asynchronous open (opens in flight together: each that ran out tries again after a shed). */
 export async function openSheddingKeptAsync(open: () => Promise<number>): Promise<number> {
+  const shedBefore = shedCount;
   try {
     return await open();
   } catch (error) {
-    if (!isOutOfDescriptors(error) || openFiles.size === 0) throw error;
-    shedOpenBlobFiles();
+    if (!shedForRetry(error, shedBefore)) throw error;
     return open();
   }
 }
