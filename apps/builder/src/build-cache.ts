@@ -671,11 +671,14 @@ function entryCoverage(entry: CacheEntry): number {
  * The entry's qualname: the tensor's name, cut to the store's MAX_QUALNAME_CHARS (a label only:
  * entries are found by content and slice keys), so a valid file with a longer name still builds.
  */
-function qualnameOf(name: string): string {
+function qualnameOf(tensorName: string): string {
+  // A header may name a tensor with a lone surrogate ("\ud83d" is valid JSON): not valid UTF-8, and
+  // strict JSON readers of manifest.json (serde_json, Python's with errors='strict') refuse it.
+  // The label gets U+FFFD in its place (a UTF-8 round trip), as a text editor would show it.
+  const name = Buffer.from(tensorName, 'utf8').toString('utf8');
   if (name.length <= MAX_QUALNAME_CHARS) return name;
   let end = MAX_QUALNAME_CHARS - 1;
-  // Never between the halves of a surrogate pair: a lone half is not valid UTF-8, and strict JSON
-  // readers of manifest.json (serde_json, Python's with errors='strict') refuse it.
+  // Never between the halves of a surrogate pair (a lone half, as above).
   const last = name.charCodeAt(end - 1);
   if (last >= 0xd800 && last <= 0xdbff) end -= 1;
   return `${name.slice(0, end)}…`;

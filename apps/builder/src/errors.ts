@@ -10,7 +10,7 @@ export type BuilderErrorCode =
   | 'NO_SPACE' // the disk filled up while writing the cache
   | 'TENSOR_TOO_LARGE' // more values than one payload can hold
   | 'WORKER_FAILED' // an encode worker died
-  | 'OUT_OF_MEMORY' // memory the build needs could not be reserved (a ulimit, a container, --max-in-flight)
+  | 'OUT_OF_MEMORY' // memory the build needs could not be reserved (a ulimit -v, a container, a large maxInFlightBytes)
   | 'TENSOR_FAILED' // processing one tensor failed (the cause says why)
   | 'SLICE_CONFLICT' // a tensor's slice key is bound to another entry
   | 'MODEL_CHANGED' // a shard file was rewritten while the build read it

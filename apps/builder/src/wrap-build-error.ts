@@ -7,7 +7,7 @@ const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /** The store's S3 failures are about the endpoint or bucket, not one tensor: they pass through as they are. */
 const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
-/** What V8 and WebAssembly say when a buffer or memory cannot be reserved. */
+/** What V8 and WebAssembly say (a RangeError) when a buffer or memory cannot be reserved. */
 const OUT_OF_MEMORY_MESSAGE = /Array buffer allocation failed|could not allocate memory|Out of memory/i;
 
 /**
@@ -17,10 +17,10 @@ const OUT_OF_MEMORY_MESSAGE = /Array buffer allocation failed|could not allocate
  */
 export function wrapBuildError(error: unknown, context: { cacheDir?: string; tensor?: string; file?: string }): unknown {
   if (error instanceof BuilderError && (error.context.tensor !== undefined || context.tensor === undefined)) return error;
-  if (error instanceof BuilderError) {
-    // The builder's own failure during one tensor (a worker that died): its code stays (it was
-    // TENSOR_FAILED, the documented WORKER_FAILED only its cause), the tensor is added.
-    return new BuilderError(error.code, `${error.message} (tensor ${context.tensor})`, { ...error.context, tensor: context.tensor, file: error.context.file ?? context.file }, { cause: error.cause });
+  if (error instanceof BuilderError && error.code === 'WORKER_FAILED') {
+    // A worker that died during this tensor: its code stays (it was TENSOR_FAILED, the documented
+    // WORKER_FAILED only its cause), the tensor is added.
+    return new BuilderError('WORKER_FAILED', `${error.message} (tensor ${context.tensor})`, { ...error.context, tensor: context.tensor, file: error.context.file ?? context.file }, { cause: error });
   }
   const ownCode = (error as { code?: unknown } | null)?.code;
   if (typeof ownCode === 'string' && S3_CODES.has(ownCode)) return error;
@@ -61,12 +61,12 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
   }
   if (context.tensor === undefined) return error;
   const message = error instanceof Error ? error.message : String(error);
-  if (OUT_OF_MEMORY_MESSAGE.test(message)) {
+  if ((error as { name?: unknown } | null)?.name === 'RangeError' && OUT_OF_MEMORY_MESSAGE.test(message)) {
     // V8's and WebAssembly's refusals (a ulimit -v, a container): the process's limit, not the
     // tensor's fault, though it is the tensor the build was on.
     return new BuilderError(
       'OUT_OF_MEMORY',
-      `memory could not be reserved while building tensor ${context.tensor}: ${message}; allow the process more memory (ulimit -v, the container) or run fewer workers (--jobs)`,
+      `memory could not be reserved while building tensor ${context.tensor}: ${message}; allow the process more memory (ulimit -v, the container) or run fewer workers (--jobs, buildCache's jobs)`,
       { tensor: context.tensor, file: context.file },
       { cause: error },
     );

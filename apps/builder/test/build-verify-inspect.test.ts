@@ -510,6 +510,22 @@ describe('sharded models and a second model sharing tensors', () => {
     expect(Buffer.from(entry.qualname).toString()).toBe(entry.qualname); // survives UTF-8: no lone surrogate
   });
 
+  it('a tensor named with a lone surrogate (valid JSON in a header) is labelled with U+FFFD in its place: manifest.json stays valid UTF-8', async () => {
+    const odd = 'layers.\ud83d.weight';
+    const modelPath = await writeSingleFileModel(join(temp.path, 'lone-surrogate.safetensors'), [gaussianBf16(odd, [16, 16], 804)]);
+    const cacheDir = join(temp.path, 'cache-lone-surrogate');
+    const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    expect(json).toMatchObject({ encoded: 1 });
+    const store = await openCacheStore(cacheDir);
+    const entry = store.getEntry(json.tensors[0]!.key!)!;
+    await store.close();
+    expect(entry.qualname).toBe('layers.\ufffd.weight');
+    for (const file of (await readdir(cacheDir)).filter((name) => name === 'manifest.json' || name.startsWith('journal.'))) {
+      expect((await readFile(join(cacheDir, file), 'latin1')).includes('\\ud83d'), file).toBe(false);
+    }
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath])).json.ok).toBe(true);
+  });
+
   it('verify --model reports a tensor the cache is missing and fails', async () => {
     const dir = join(temp.path, 'missing');
     const small = await writeSingleFileModel(join(temp.path, 'small.safetensors'), [gaussianBf16('x', [64, 64], 301)]);

@@ -46,6 +46,9 @@ describe('a worker failure during one tensor', () => {
     expect(wrapped.code).toBe('WORKER_FAILED');
     expect(wrapped.context).toMatchObject({ tensor: 'layers.1.weight', file: 'model.safetensors' });
     expect(wrapped.message).toContain('layers.1.weight');
+    expect(wrapped.cause).toBe(died); // the worker's error whole, stack included
+    // Only a worker's failure: the builder's other errors go on as before.
+    expect(wrapBuildError(new BuilderError('MODEL_CHANGED', 'x', { tensor: 'layers.1.weight' }), { tensor: 'layers.1.weight' })).toMatchObject({ code: 'MODEL_CHANGED' });
   });
 
   it("a worker's failure to reserve memory is OUT_OF_MEMORY, not the tensor's TENSOR_FAILED", () => {
@@ -55,6 +58,8 @@ describe('a worker failure during one tensor', () => {
       expect(wrapped.message).toContain('--jobs');
     }
     expect(wrapBuildError(new RangeError('offset is out of bounds'), { tensor: 'layers.2.weight' })).toMatchObject({ code: 'TENSOR_FAILED' });
+    // Words alone are not a refused reservation: a shard whose bytes say "Out of memory" is not one.
+    expect(wrapBuildError(new Error('Out of memory'), { tensor: 'layers.2.weight' })).toMatchObject({ code: 'TENSOR_FAILED' });
   });
 });
 
