@@ -103,6 +103,11 @@ describe('build --repair', () => {
     const aside = (await readdir(join(cacheDir, 'blobs'))).filter((name) => name.startsWith(`${key}.bin.displaced-`));
     expect(aside).toHaveLength(1);
     expect(await readFile(join(cacheDir, 'blobs', aside[0]!, 'kept.txt'), 'utf8')).toBe('not ours to delete');
+    // gc leaves it where it is, and says so.
+    const gc = await runCli(['gc', cacheDir, '--json']);
+    expect(gc.code).toBe(0);
+    expect(JSON.parse(gc.stdout).unknownFiles).toContain(`blobs/${aside[0]}`);
+    expect((await readdir(join(cacheDir, 'blobs'))).filter((name) => name.startsWith(`${key}.bin.displaced-`))).toEqual(aside);
   });
 });
 

@@ -404,7 +404,7 @@ describe('wrong-typed arguments', () => {
   });
 });
 
-describe('loadModel and the caller\'s abort signal', () => {
+describe('loadModel, loadTensor and loadTensorToDevice and the caller\'s abort signal', () => {
   it.each(['cpu', 'threads', 'workers'] as const)('%s: one listener on it at most, none left after, no leak warning, however many waits', async (backend) => {
     const warnings: string[] = [];
     const onWarning = (warning: Error): void => {

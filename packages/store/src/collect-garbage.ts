@@ -1,9 +1,8 @@
 import type { StorageBackend, StoredFile } from './backend.js';
 import { isContentKey } from './validate-entry.js';
-import { TEMP_FILE_MAX_AGE_MS } from './limits.js';
 import type { StoreState } from './store-state.js';
 import type { GcOptions, GcReport } from './types.js';
-import { isPidDead } from './write-lock.js';
+import { isAbandonedTempFile } from './write-lock.js';
 
 const TEMP_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}/;
 const JOURNAL_PATTERN = /^journal\.(\d+)$/;
@@ -62,7 +61,7 @@ export async function collectGarbage(
     const temp = TEMP_PATTERN.exec(file.name);
     if (temp) {
       const pid = Number(temp[1]);
-      if (pid !== process.pid && (isPidDead(pid) || Date.now() - file.mtimeMs > TEMP_FILE_MAX_AGE_MS)) {
+      if (isAbandonedTempFile(pid, file.mtimeMs)) {
         report.tempFiles.push(relative(file));
         remove.push(file);
       }

@@ -342,7 +342,7 @@ export class FsBackend implements StorageBackend {
         if (errnoCode(error) !== 'EISDIR') throw error;
         // A directory in the blob's place (verify reports it, and says --repair puts the blob back):
         // moved aside whole, never deleted (gc lists it as unknown), then the blob takes its name.
-        await rename(to, `${to}.displaced-${Date.now()}`);
+        await rename(to, `${to}.displaced-${Date.now()}-${createToken()}`);
         await rename(from, to);
       });
       this.published.add(staged);

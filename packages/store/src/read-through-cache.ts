@@ -1,14 +1,19 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully } from './io-pieces.js';
-import { TEMP_FILE_MAX_AGE_MS } from './limits.js';
-import { isPidDead } from './write-lock.js';
+import { isAbandonedTempFile } from './write-lock.js';
 
-/** A temp file of writeFile: `.tmp-<pid>-<12 hex>.bin`. */
-const TEMP_NAME = /^\.tmp-(\d+)-[0-9a-f]{12}\.bin$/;
+/**
+ * A temp file of writeFile: `.tmp-<pid>-<12 hex>.<host>.bin`, where `<host>` is 8 hex digits of the
+ * writer's host name: a directory shared by containers (other pid namespaces) or over NFS would
+ * otherwise see a live writer elsewhere as a dead pid here. Older names carry no host part.
+ */
+const TEMP_NAME = /^\.tmp-(\d+)-[0-9a-f]{12}(?:\.([0-9a-f]{8}))?\.bin$/;
+const HOST_TAG = createHash('sha1').update(hostname()).digest('hex').slice(0, 8);
 
 /**
  * No links followed; O_NONBLOCK: a FIFO (or device) planted in the directory opens at once instead
@@ -127,7 +132,7 @@ export class ReadThroughCache {
 
   /** Writes `parts` one after the other as the file `name`: temp file, fsync, rename. Errors are the caller's to ignore. */
   async writeFile(name: string, parts: readonly Uint8Array[]): Promise<void> {
-    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.bin`);
+    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.${HOST_TAG}.bin`);
     let handle;
     try {
       await this.ensureDirectory();
@@ -178,18 +183,16 @@ export class ReadThroughCache {
   /**
    * Removes temp files whose writer is gone: a process killed mid-write leaves its `.tmp-<pid>-…`
    * behind (up to a blob or a 64 MiB range each), and nothing else ever looks at them. The store's
-   * gc rule: the pid is dead on this host, or the file is older than TEMP_FILE_MAX_AGE_MS.
+   * gc rule (isAbandonedTempFile): a pid of this host that is dead, or older than TEMP_FILE_MAX_AGE_MS.
    */
   private async removeDeadTempFiles(): Promise<void> {
     for (const name of await readdir(this.dir)) {
       const temp = TEMP_NAME.exec(name);
       if (temp === null) continue;
-      const pid = Number(temp[1]);
-      if (pid === process.pid) continue;
       const path = join(this.dir, name);
       const info = await lstat(path).catch(() => undefined);
       if (info === undefined || !info.isFile()) continue;
-      if (isPidDead(pid) || Date.now() - info.mtimeMs > TEMP_FILE_MAX_AGE_MS) await unlink(path).catch(() => undefined);
+      if (isAbandonedTempFile(Number(temp[1]), info.mtimeMs, temp[2] === HOST_TAG)) await unlink(path).catch(() => undefined);
     }
   }
 

@@ -3,7 +3,7 @@ import { constants, readFileSync } from 'node:fs';
 import { link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { StoreError, errnoCode, toIoError } from './errors.js';
-import { MAX_LOCK_BREAK_DEPTH, MAX_LOCK_FILE_BYTES, MAX_PID, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
+import { MAX_LOCK_BREAK_DEPTH, MAX_LOCK_FILE_BYTES, MAX_PID, TEMP_FILE_MAX_AGE_MS, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
 
 /** What a lock file says about its holder. */
 export interface LockHolder {
@@ -110,6 +110,16 @@ export function isPidDead(pid: number): boolean {
   }
   const state = readProcessStatFields(pid)?.[0];
   return state === 'Z' || state === 'X';
+}
+
+/**
+ * A temp file its writer left behind (killed mid-write): not this process's, and its writer is
+ * known dead (`writerOnThisHost`: the pid is one of this host's), or it is older than
+ * TEMP_FILE_MAX_AGE_MS whoever wrote it.
+ */
+export function isAbandonedTempFile(pid: number, mtimeMs: number, writerOnThisHost = true): boolean {
+  if (pid === process.pid && writerOnThisHost) return false;
+  return (writerOnThisHost && isPidDead(pid)) || Date.now() - mtimeMs > TEMP_FILE_MAX_AGE_MS;
 }
 
 /**

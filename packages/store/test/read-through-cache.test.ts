@@ -1,8 +1,9 @@
 // The read-through directory's own upkeep, without a server: a directory removed under a live
 // handle, and temp files left by writers that died.
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ReadThroughCache } from '../src/read-through-cache.js';
@@ -33,19 +34,23 @@ describe('the read-through directory', () => {
     expect(back).toEqual(bytes);
   });
 
-  it("removes dead writers' temp files and old ones, never a live writer's recent one or anything else", async () => {
+  it("removes dead writers' temp files and old ones, never a live writer's recent one, another host's recent one, or anything else", async () => {
     const dir = await makeTempDir();
-    const dead = `.tmp-${deadPid()}-0123456789ab.bin`;
-    const liveRecent = `.tmp-${process.ppid}-0123456789ab.bin`; // our parent: alive
-    const liveOld = `.tmp-${process.ppid}-ba9876543210.bin`;
-    const ours = `.tmp-${process.pid}-0123456789ab.bin`;
+    const host = createHash('sha1').update(hostname()).digest('hex').slice(0, 8);
+    const dead = `.tmp-${deadPid()}-0123456789ab.${host}.bin`;
+    // Another host's writer (a container, NFS): its pid means nothing here, only its age does.
+    const otherHostDead = `.tmp-${deadPid()}-0123456789ab.${host === '00000000' ? '11111111' : '00000000'}.bin`;
+    const untaggedDead = `.tmp-${deadPid()}-0123456789ab.bin`; // an older version's name: age alone
+    const liveRecent = `.tmp-${process.ppid}-0123456789ab.${host}.bin`; // our parent: alive
+    const liveOld = `.tmp-${process.ppid}-ba9876543210.${host}.bin`;
+    const ours = `.tmp-${process.pid}-0123456789ab.${host}.bin`;
     const other = 'range.not-a-temp.bin';
-    for (const name of [dead, liveRecent, liveOld, ours, other]) await writeFile(join(dir, name), 'x');
+    for (const name of [dead, otherHostDead, untaggedDead, liveRecent, liveOld, ours, other]) await writeFile(join(dir, name), 'x');
     const old = (Date.now() - TEMP_FILE_MAX_AGE_MS - 60_000) / 1000;
     await utimes(join(dir, liveOld), old, old);
     const cache = new ReadThroughCache(dir);
     await cache.write(KEY, SHA, new Uint8Array(10)); // the first write of a handle clears them
-    const expected = [liveRecent, ours, other, `${KEY}.${SHA}.bin`].sort();
+    const expected = [otherHostDead, untaggedDead, liveRecent, ours, other, `${KEY}.${SHA}.bin`].sort();
     const listing = async (): Promise<string[]> => (await readdir(dir)).sort();
     // The sweep runs beside the write, not before it.
     for (let i = 0; i < 200 && JSON.stringify(await listing()) !== JSON.stringify(expected); i++) await new Promise((resolve) => setTimeout(resolve, 10));
