@@ -159,10 +159,19 @@ export class ReadThroughCache {
     }
     await handle.close();
     // No directory fsync: a rename lost to a power cut is only a cache miss.
-    await rename(temp, join(this.dir, name)).catch(async (error: unknown) => {
-      await unlink(temp).catch(() => undefined);
-      throw error;
-    });
+    const target = join(this.dir, name);
+    await rename(temp, target)
+      .catch(async (error: unknown) => {
+        if (errnoCode(error) !== 'EISDIR') throw error;
+        // A directory in the copy's place: every load fetched that object anew, for good. Moved
+        // aside whole (never deleted: not ours), as the local store does with a blob's place.
+        await rename(target, `${target}.displaced-${Date.now()}-${randomBytes(4).toString('hex')}`);
+        await rename(temp, target);
+      })
+      .catch(async (error: unknown) => {
+        await unlink(temp).catch(() => undefined);
+        throw error;
+      });
   }
 
   /** Creates the directory once per handle (again after a failure), then clears dead writers' temp files. */

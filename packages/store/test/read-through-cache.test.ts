@@ -2,7 +2,7 @@
 // handle, and temp files left by writers that died.
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -32,6 +32,21 @@ describe('the read-through directory', () => {
     const back = new Uint8Array(1000);
     expect(await cache.readInto(KEY, SHA, back)).toBe(true);
     expect(back).toEqual(bytes);
+  });
+
+  it('puts a copy where a directory took its place, moving the directory aside whole (the copy was never written: every load fetched anew)', async () => {
+    const dir = await makeTempDir();
+    const cache = new ReadThroughCache(dir);
+    await mkdir(join(dir, `${KEY}.${SHA}.bin`));
+    await writeFile(join(dir, `${KEY}.${SHA}.bin`, 'kept.txt'), 'not ours');
+    const bytes = new Uint8Array(randomBytes(100));
+    await cache.write(KEY, SHA, bytes);
+    const back = new Uint8Array(100);
+    expect(await cache.readInto(KEY, SHA, back)).toBe(true);
+    expect(back).toEqual(bytes);
+    const aside = (await readdir(dir)).filter((name) => name.startsWith(`${KEY}.${SHA}.bin.displaced-`));
+    expect(aside).toHaveLength(1);
+    expect(await readFile(join(dir, aside[0]!, 'kept.txt'), 'utf8')).toBe('not ours');
   });
 
   it("removes dead writers' temp files and old ones, never a live writer's recent one, another host's recent one, or anything else", async () => {
