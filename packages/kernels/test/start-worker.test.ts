@@ -1,9 +1,12 @@
 // Workers started by a process run as `node --input-type=module -e …`, with and without
 // per-process options: a worker inherits its parent's options, and --input-type made it fail.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { withoutInputType } from '../src/start-worker.js';
+import { withoutInputType, withoutRefused } from '../src/start-worker.js';
 
 const DIST = fileURLToPath(new URL('../dist/node.js', import.meta.url));
 const START_WORKER = fileURLToPath(new URL('../dist/start-worker.js', import.meta.url));
@@ -19,6 +22,17 @@ describe('withoutInputType', () => {
     expect(withoutInputType(['--input-type', 'module', '--conditions=dev'])).toEqual(['--conditions=dev']);
     expect(withoutInputType(['--no-warnings', '--max-old-space-size=64'])).toBeUndefined();
     expect(withoutInputType([])).toBeUndefined();
+  });
+});
+
+describe('withoutRefused', () => {
+  it('drops each option Node names, with its value where that is the next argument (left behind, it ended the worker\'s option parsing)', () => {
+    const message = 'Initiated Worker with invalid execArgv flags: --title, --v8-pool-size=2';
+    expect(withoutRefused(['--title', 'foo', '--require', './pre.cjs', '--v8-pool-size=2', '-e', 'x'], message)).toEqual(['--require', './pre.cjs', '-e', 'x']);
+    // A value holding ", " is matched whole, not split.
+    expect(withoutRefused(['--title=a, b', '--conditions=dev'], 'Initiated Worker with invalid execArgv flags: --title=a, b')).toEqual(['--conditions=dev']);
+    expect(withoutRefused(['--conditions=dev'], 'something else')).toBeUndefined();
+    expect(withoutRefused(['--conditions=dev'], 'Initiated Worker with invalid execArgv flags: --title')).toBeUndefined();
   });
 });
 
@@ -38,6 +52,33 @@ describe('startWorker in a host started with --input-type', () => {
       expect(status).toBe(0);
     });
   }
+
+  it('keeps the options after a refused one that takes its value separately (a preload after --title foo was lost)', { timeout: 30_000 }, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'splitzip-start-worker-'));
+    try {
+      const preload = join(dir, 'pre.cjs');
+      writeFileSync(preload, 'globalThis.preloaded = true;');
+      const { stdout, status } = runHost(['--title', 'splitzip-test', '--require', preload, '--input-type=module'], `
+        import { startWorker } from ${JSON.stringify(START_WORKER)};
+        const worker = startWorker('require("node:worker_threads").parentPort.postMessage(String(globalThis.preloaded))', { eval: true });
+        worker.on('message', (m) => console.log('preloaded', m));
+        worker.on('error', (e) => console.log('error', e.message));`);
+      expect(stdout).toBe('preloaded true');
+      expect(status).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('starts an eval worker whose CommonJS source would run as a module under NODE_OPTIONS=--input-type=module', { timeout: 30_000 }, () => {
+    const result = spawnSync(process.execPath, ['-e', script], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      encoding: 'utf8',
+      timeout: 20_000,
+      env: { ...process.env, NODE_OPTIONS: '--input-type=module' },
+    });
+    expect(result.stdout.trim()).toBe('file ok | eval ok');
+  });
 
   it('lets the decode workers start (callerDecodes: false: only a worker decodes)', { timeout: 30_000 }, () => {
     const { stdout, status } = runHost(['--max-old-space-size=512', '--input-type', 'module'], `
