@@ -100,22 +100,28 @@ function isOutOfDescriptors(error: unknown): boolean {
 /** Bumped by every shed: an open that failed for want of descriptors tries again if one came since it started. */
 let shedCount = 0;
 
-/** Closes every kept descriptor and keeps at most half as many from now on. */
-function shedOpenBlobFiles(): void {
-  keptLimit = Math.max(MIN_KEPT_BLOB_FILES, Math.floor(keptLimit / 2));
+/** Closes every kept descriptor; with `halve`, keeps at most half as many from now on. */
+function shedOpenBlobFiles(halve: boolean): void {
+  if (halve) keptLimit = Math.max(MIN_KEPT_BLOB_FILES, Math.floor(keptLimit / 2));
   for (const held of openFiles.values()) closeQuietly(held.fd);
   openFiles.clear();
   shedCount += 1;
 }
 
-/** After `open` failed with `error`: whether to run it again (descriptors given back now, or by another open since `shedBefore`). */
+/**
+ * After `open` failed with `error`: whether to run it again. Out of descriptors, it closes what is
+ * kept; the bound is halved only by the first open of a burst to run out (one that started after
+ * the last shed): the others, and reads that put descriptors back meanwhile, halved it again each
+ * (256 to 16 in one burst).
+ */
 function shedForRetry(error: unknown, shedBefore: number): boolean {
   if (!isOutOfDescriptors(error)) return false;
+  const shedSince = shedCount !== shedBefore;
   if (openFiles.size > 0) {
-    shedOpenBlobFiles();
+    shedOpenBlobFiles(!shedSince);
     return true;
   }
-  return shedCount !== shedBefore;
+  return shedSince;
 }
 
 /**

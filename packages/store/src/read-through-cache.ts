@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, readlinkSync, readSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -8,12 +8,30 @@ import { readFully, readFullySync, writeFully } from './io-pieces.js';
 import { isAbandonedTempFile } from './write-lock.js';
 
 /**
- * A temp file of writeFile: `.tmp-<pid>-<12 hex>.<host>.bin`, where `<host>` is 8 hex digits of the
- * writer's host name: a directory shared by containers (other pid namespaces) or over NFS would
- * otherwise see a live writer elsewhere as a dead pid here. Older names carry no host part.
+ * A temp file of writeFile: `.tmp-<pid>-<12 hex>.<tag>.bin`, where `<tag>` is 8 hex digits of where
+ * its pid means something: the host name, the boot and the pid namespace (a directory shared by
+ * containers, which may share a host name but not pids, or over NFS would otherwise see a live
+ * writer elsewhere as a dead pid here). Older names carry no tag.
  */
 const TEMP_NAME = /^\.tmp-(\d+)-[0-9a-f]{12}(?:\.([0-9a-f]{8}))?\.bin$/;
-const HOST_TAG = createHash('sha1').update(hostname()).digest('hex').slice(0, 8);
+export const PID_SPACE_TAG = createHash('sha1').update(`${hostname()}\n${readOrEmpty('/proc/sys/kernel/random/boot_id')}\n${pidNamespace()}`).digest('hex').slice(0, 8);
+
+function readOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** Linux's pid namespace of this process ("pid:[4026531836]"); empty elsewhere. */
+function pidNamespace(): string {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return '';
+  }
+}
 
 /**
  * No links followed; O_NONBLOCK: a FIFO (or device) planted in the directory opens at once instead
@@ -132,7 +150,7 @@ export class ReadThroughCache {
 
   /** Writes `parts` one after the other as the file `name`: temp file, fsync, rename. Errors are the caller's to ignore. */
   async writeFile(name: string, parts: readonly Uint8Array[]): Promise<void> {
-    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.${HOST_TAG}.bin`);
+    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.${PID_SPACE_TAG}.bin`);
     let handle;
     try {
       await this.ensureDirectory();
@@ -201,7 +219,7 @@ export class ReadThroughCache {
       const path = join(this.dir, name);
       const info = await lstat(path).catch(() => undefined);
       if (info === undefined || !info.isFile()) continue;
-      if (isAbandonedTempFile(Number(temp[1]), info.mtimeMs, temp[2] === HOST_TAG)) await unlink(path).catch(() => undefined);
+      if (isAbandonedTempFile(Number(temp[1]), info.mtimeMs, temp[2] === PID_SPACE_TAG)) await unlink(path).catch(() => undefined);
     }
   }
 

@@ -1,12 +1,11 @@
 // The read-through directory's own upkeep, without a server: a directory removed under a live
 // handle, and temp files left by writers that died.
 import { spawnSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ReadThroughCache } from '../src/read-through-cache.js';
+import { PID_SPACE_TAG, ReadThroughCache } from '../src/read-through-cache.js';
 import { TEMP_FILE_MAX_AGE_MS } from '../src/limits.js';
 import { makeTempDir, removeTempDirs } from './helpers.js';
 
@@ -51,9 +50,9 @@ describe('the read-through directory', () => {
 
   it("removes dead writers' temp files and old ones, never a live writer's recent one, another host's recent one, or anything else", async () => {
     const dir = await makeTempDir();
-    const host = createHash('sha1').update(hostname()).digest('hex').slice(0, 8);
+    const host = PID_SPACE_TAG;
     const dead = `.tmp-${deadPid()}-0123456789ab.${host}.bin`;
-    // Another host's writer (a container, NFS): its pid means nothing here, only its age does.
+    // Another pid space's writer (a container, another host over NFS): its pid means nothing here, only its age does.
     const otherHostDead = `.tmp-${deadPid()}-0123456789ab.${host === '00000000' ? '11111111' : '00000000'}.bin`;
     const untaggedDead = `.tmp-${deadPid()}-0123456789ab.bin`; // an older version's name: age alone
     const liveRecent = `.tmp-${process.ppid}-0123456789ab.${host}.bin`; // our parent: alive
