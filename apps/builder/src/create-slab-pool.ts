@@ -91,7 +91,7 @@ function allocateSlabMemory(
     throw new BuilderError(
       'OUT_OF_MEMORY',
       `cannot reserve the build's ${cap}-byte slab (raw tensors and payloads in flight): ${(error as Error).message}; ` +
-        'allow the process more memory (ulimit -v, the container), run fewer workers (--jobs), or, calling buildCache, ask for a smaller slab (maxInFlightBytes)',
+        'allow the process more memory (ulimit -v, the container), or, calling buildCache, ask for a smaller slab (maxInFlightBytes; it is sized from the largest tensor, not the workers)',
       { slabBytes: cap },
       { cause: error },
     );

@@ -22,6 +22,9 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
     // WORKER_FAILED only its cause), the tensor is added.
     return new BuilderError('WORKER_FAILED', `${error.message} (tensor ${context.tensor})`, { ...error.context, tensor: context.tensor, file: error.context.file ?? context.file }, { cause: error });
   }
+  // The builder's other errors say what they are about themselves (INTERRUPTED must stay itself:
+  // the CLI's exit code 130 hangs on it), whichever tensor was in flight.
+  if (error instanceof BuilderError) return error;
   const ownCode = (error as { code?: unknown } | null)?.code;
   if (typeof ownCode === 'string' && S3_CODES.has(ownCode)) return error;
   const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';

@@ -47,8 +47,10 @@ describe('a worker failure during one tensor', () => {
     expect(wrapped.context).toMatchObject({ tensor: 'layers.1.weight', file: 'model.safetensors' });
     expect(wrapped.message).toContain('layers.1.weight');
     expect(wrapped.cause).toBe(died); // the worker's error whole, stack included
-    // Only a worker's failure: the builder's other errors go on as before.
-    expect(wrapBuildError(new BuilderError('MODEL_CHANGED', 'x', { tensor: 'layers.1.weight' }), { tensor: 'layers.1.weight' })).toMatchObject({ code: 'MODEL_CHANGED' });
+    // Only a worker's failure: the builder's other errors, naming no tensor, go on as they are
+    // (INTERRUPTED made TENSOR_FAILED would lose the CLI's exit code 130).
+    const interrupted = new BuilderError('INTERRUPTED', 'stopped by SIGINT', { signal: 'SIGINT' });
+    expect(wrapBuildError(interrupted, { tensor: 'layers.1.weight' })).toBe(interrupted);
   });
 
   it("a worker's failure to reserve memory is OUT_OF_MEMORY, not the tensor's TENSOR_FAILED", () => {
