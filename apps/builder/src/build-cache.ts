@@ -639,7 +639,11 @@ async function processKeyedTensor(
       // Hashed by the worker that encoded it; the store accepts it only for this very payload.
       ...(calibrated.payload && calibrated.payloadDigest ? { payloadDigest: calibrated.payloadDigest } : {}),
       ...(context.blobSha256 ? {} : { recordBlobSha256: false }),
-      ...(sliceFree ? { sliceKeys: [sliceKeyOf(context, tensor)] } : {}),
+      // Free when looked at, but another writer may bind it before this commit (a concurrent build
+      // of a model with the same shard names): then it is left out and bindSlice below decides, by
+      // --rebind, as it would have had the binding been seen here (it failed SLICE_CONFLICT, even
+      // with --rebind).
+      ...(sliceFree ? { sliceKeys: [sliceKeyOf(context, tensor)], leaveTakenSlices: true } : {}),
       // The payload's slab room goes back once its bytes are in the file, not after the fsync,
       // rename and journal record: the next tensors reuse that (already touched) memory meanwhile.
       ...(calibrated.payload ? { onPayloadWritten: () => slab.release(out) } : {}),
@@ -649,7 +653,7 @@ async function processKeyedTensor(
     // Not added: another writer committed the key first (a concurrent build of a model sharing the
     // tensor). An s3:// store then binds the still-free slice in this very commit (slicesBound): this
     // run's binding all the same (uncounted before: `aliased` came out short under concurrent builds).
-    if (sliceFree && (added || slicesBound > 0)) context.aliased++;
+    if (sliceFree && slicesBound > 0) context.aliased++;
     else unaliased = await bindSlice(context, key, tensor);
     // An identical tensor of this run may have been committed first: then this one is 'cached'.
     return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength, ...(unaliased ? { unaliased: true as const } : {}) };

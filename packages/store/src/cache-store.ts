@@ -28,7 +28,7 @@ import type {
   VerifyOptions,
   VerifyReport,
 } from './types.js';
-import { validateSliceKey } from './validate-entry.js';
+import { validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { journalFileName } from './fs-backend.js';
 import { verifyEntries } from './verify-entries.js';
@@ -116,6 +116,10 @@ export interface CacheStoreSettings {
 interface PreparedAdd {
   entry: CacheEntry;
   staged: StagedBlob | undefined;
+  /** AddEntryInput.leaveTakenSlices. */
+  leaveTakenSlices: boolean;
+  /** Set by the commit: the slice keys bound with the entry. */
+  slicesBound?: number;
 }
 
 type CommitRequest =
@@ -494,7 +498,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       const fork = draft.fork();
       try {
         if (request.kind === 'add') {
-          outcomes.push(request.items.map((item) => fork.planAdd(item.entry, context)));
+          outcomes.push(
+            request.items.map((item) => {
+              const entry = item.leaveTakenSlices ? withoutTakenSlices(item.entry, fork) : item.entry;
+              item.slicesBound = entry.sliceKeys.length;
+              return fork.planAdd(entry, context);
+            }),
+          );
         } else {
           outcomes.push(request.items.map((item) => fork.planAlias(item.key, item.slice, request.rebind, context) !== 'absent'));
         }
@@ -628,6 +638,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       seen.add(entry.key);
       work.push({ at, entry, payload, onPayloadWritten });
     });
+    const leaveTaken = (at: number): boolean => inputs[at]?.leaveTakenSlices === true;
     const results: AddEntryResult[] = prepared.map(({ entry }) => ({ key: entry.key, added: false, slicesBound: 0 }));
     if (work.length === 0) return results;
     const staged: StagedBlob[] = [];
@@ -636,11 +647,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         staged.push(await this.backend.stageBlob(item.entry.key, item.payload, item.onPayloadWritten));
       });
       const byKey = new Map(staged.map((s) => [s.key, s]));
+      const items: PreparedAdd[] = work.map((w) => ({ entry: w.entry, staged: byKey.get(w.entry.key), leaveTakenSlices: leaveTaken(w.at) }));
       const added = await new Promise<boolean[]>((resolve, reject) => {
-        this.enqueue({ kind: 'add', items: work.map((w) => ({ entry: w.entry, staged: byKey.get(w.entry.key) })), resolve, reject });
+        this.enqueue({ kind: 'add', items, resolve, reject });
       });
       work.forEach((w, i) => {
-        results[w.at] = { key: w.entry.key, added: added[i]!, slicesBound: added[i] ? w.entry.sliceKeys.length : 0 };
+        results[w.at] = { key: w.entry.key, added: added[i]!, slicesBound: added[i] ? (items[i]!.slicesBound ?? w.entry.sliceKeys.length) : 0 };
       });
       return results;
     } finally {
@@ -778,4 +790,13 @@ function peekGeneration(bytes: Uint8Array): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** `entry` without the slice keys `state` has bound to another entry (AddEntryInput.leaveTakenSlices). */
+function withoutTakenSlices(entry: CacheEntry, state: { ownerOf(slice: SliceKeyTuple): string | undefined }): CacheEntry {
+  const free = entry.sliceKeys.filter((slice) => {
+    const owner = state.ownerOf(slice);
+    return owner === undefined || owner === entry.key;
+  });
+  return free.length === entry.sliceKeys.length ? entry : withSliceKeys(entry, free);
 }

@@ -526,9 +526,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const { entry } = item;
       const existing = draft.getEntry(entry.key);
       if (!existing) {
-        for (const slice of entry.sliceKeys) this.assertNoConflict(slice, entry.key);
+        // leaveTakenSlices: a slice another writer bound meanwhile is left out, not a conflict.
+        const taken = (slice: SliceKeyTuple): boolean => {
+          const owner = draft.ownerOf(slice);
+          return (owner !== undefined && owner !== entry.key) || this.conflicts.has(sliceId(...slice));
+        };
+        const slices = inputs[at]?.leaveTakenSlices === true ? entry.sliceKeys.filter((slice) => !taken(slice)) : entry.sliceKeys;
+        for (const slice of slices) this.assertNoConflict(slice, entry.key);
         draft.planAdd(withSliceKeys(entry, []), context);
-        for (const slice of entry.sliceKeys) {
+        for (const slice of slices) {
           // planAdd without slices, then each slice: conflicts are thrown here, before anything is written.
           if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, at });
         }

@@ -143,6 +143,14 @@ export interface AddEntryInput {
    * throw (what it throws is ignored).
    */
   onPayloadWritten?: () => void;
+  /**
+   * A slice key already bound to another entry by the time the entry commits is left out instead
+   * of failing the add with SLICE_CONFLICT (`slicesBound` says how many were bound). For a caller
+   * that found its slices free before writing the payload, while another writer may bind one of
+   * them meanwhile (two concurrent builds of models sharing shard names): it then decides about
+   * that slice itself (aliasSlices, with `rebind` or not), as it would have had it seen the binding.
+   */
+  leaveTakenSlices?: boolean;
 }
 
 /**
