@@ -22,6 +22,7 @@ import type {
   GcReport,
   ReadBlobOptions,
   OpenedBlob,
+  ReadThroughBlobStats,
   SliceBinding,
   SliceKeyTuple,
   TensorBytesRef,
@@ -80,6 +81,8 @@ export interface CacheStore {
    * read fetches the object, or opens the file, again instead of reusing the damaged bytes.
    */
   discardLocalCopy?(key: string): Promise<void>;
+  /** `s3://` stores with a read-through directory: what it did for blob reads (ReadThroughBlobStats); undefined without one. */
+  readThroughStats?(): ReadThroughBlobStats | undefined;
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
   addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]>;
   /**

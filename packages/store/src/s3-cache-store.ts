@@ -40,6 +40,7 @@ import type {
   CacheEntry,
   GcOptions,
   GcReport,
+  ReadThroughBlobStats,
   SliceKeyTuple,
   TensorBytesRef,
   VerifyOptions,
@@ -172,6 +173,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private problems: ListingProblem[] = [];
   private changes = 0;
   private readonly readThrough: ReadThroughCache | undefined;
+  /** What the read-through directory did for blob reads (readThroughStats). */
+  private readonly blobCopies: ReadThroughBlobStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0 };
   /** Entry objects kept in the read-through directory, as whole-object ranges (`object.<identity sha256>.bin`). */
   private readonly entryCopies: ReadThroughRanges | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -262,10 +265,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (hit) {
         try {
           checkBlobPayload(entry, view, { checksum });
+          this.blobCopies.hits++;
           return view;
         } catch {
+          this.blobCopies.damaged++;
           await this.readThrough.remove(entry.key, blobSha256Of(entry)); // Damaged on this host's disk: fetch again.
         }
+      } else {
+        this.blobCopies.misses++;
       }
     }
     await this.readObjectInto(entry, view);
@@ -278,9 +285,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // The local copy is an optimisation: a full disk must not fail the read. Unchecked here when
       // the caller verifies: a damaged copy is then dropped through discardLocalCopy, and a reader
       // that leaves the checksum to this store judges every copy it reads.
-      await this.readThrough.write(entry.key, blobSha256Of(entry), view).catch(() => undefined);
+      await this.readThrough.write(entry.key, blobSha256Of(entry), view).then(
+        () => void this.blobCopies.written++,
+        () => void this.blobCopies.writeFailures++, // counted, for readThroughStats: the read goes on
+      );
     }
     return view;
+  }
+
+  /** Counts of this store's blob reads through its read-through directory; undefined without one. */
+  readThroughStats(): ReadThroughBlobStats | undefined {
+    return this.readThrough ? { ...this.blobCopies } : undefined;
   }
 
   async repairBlob(key: string, payload: Uint8Array): Promise<boolean> {

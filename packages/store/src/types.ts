@@ -333,3 +333,20 @@ export interface GcReport {
   unknownFiles: string[];
   durationMs: number;
 }
+
+/**
+ * What an `s3://` store's read-through directory did for its blob reads (CacheStore.readThroughStats):
+ * a full disk or an unwritable directory never fails a read, and is seen here instead.
+ */
+export interface ReadThroughBlobStats {
+  /** Reads served from a local copy that passed the checks. */
+  hits: number;
+  /** Reads that found no usable local copy (absent, another size, unreadable). */
+  misses: number;
+  /** Local copies that failed the checks: removed and fetched again. */
+  damaged: number;
+  /** Copies written after a fetch. */
+  written: number;
+  /** Copies that could not be written (full disk, read-only or removed directory): the reads went on. */
+  writeFailures: number;
+}

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import { readFile, writeFile, readdir } from 'node:fs/promises';
+import { readFile, writeFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CreateBucketCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { decode } from '@splitzip/codec';
@@ -384,7 +384,29 @@ describeS3('S3 store against the gateway', () => {
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: object, Body: original }));
     expectBitExact(store, t, await store.readBlob(t.key, slot));
     expect(Buffer.from(await readFile(join(dir, files[0]!))).equals(original)).toBe(true);
+    // Reads: a miss (fetched, written), a hit, a damaged copy (S3 lacking the object), another, then fetched and written.
+    expect(store.readThroughStats?.()).toEqual({ hits: 1, misses: 1, damaged: 2, written: 2, writeFailures: 0 });
     await store.close();
+  });
+
+  it('a read-through copy that cannot be written (directory made unwritable) does not fail the read, and is counted', async () => {
+    const prefix = nextPrefix();
+    const parent = await makeTempDir();
+    const dir = join(parent, 'rt');
+    const t = makeTensor([20_000], 79);
+    const store = await openCacheStore(url(prefix), { create: true, s3: { readThroughDir: dir } });
+    await store.addEntry(toInput(t, 'rt-full'));
+    // A regular file where the directory must go: every write fails (as a full disk does), the read does not.
+    await rm(dir, { recursive: true, force: true });
+    await writeFile(dir, 'not a directory');
+    const slot = new Uint8Array(store.getEntry(t.key)!.compBytes);
+    expectBitExact(store, t, await store.readBlob(t.key, slot));
+    expect(store.readThroughStats?.()).toMatchObject({ hits: 0, written: 0, writeFailures: 1 });
+    await store.close();
+    // Without a directory there is nothing to count.
+    const plain = await openCacheStore(url(prefix));
+    expect(plain.readThroughStats?.()).toBeUndefined();
+    await plain.close();
   });
 
   it('a reader that verifies while decoding gets local copies unchecked and drops a damaged one with discardLocalCopy', async () => {
