@@ -9,6 +9,7 @@ import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.j
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
+import { renameIntoPlace } from './rename-into-place.js';
 import { canonicalBlobPath } from './validate-entry.js';
 
 const MANIFEST = 'manifest.json';
@@ -337,14 +338,8 @@ export class FsBackend implements StorageBackend {
     const from = join(this.root, BLOBS, staged.tempName);
     const to = join(this.root, BLOBS, `${staged.key}.bin`);
     try {
-      // rename replaces an uncommitted leftover (or a planted link itself, never its target).
-      await rename(from, to).catch(async (error: unknown) => {
-        if (errnoCode(error) !== 'EISDIR') throw error;
-        // A directory in the blob's place (verify reports it, and says --repair puts the blob back):
-        // moved aside whole, never deleted (gc lists it as unknown), then the blob takes its name.
-        await rename(to, `${to}.displaced-${Date.now()}-${createToken()}`);
-        await rename(from, to);
-      });
+      // Replaces an uncommitted leftover, a planted link (never its target) or a directory (moved aside).
+      await renameIntoPlace(from, to);
       this.published.add(staged);
     } catch (error) {
       throw toIoError(error, 'cannot publish the blob', { entry: staged.key, path: to });

@@ -1,37 +1,18 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readFileSync, readlinkSync, readSync } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
-import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { lstat, mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully } from './io-pieces.js';
-import { isAbandonedTempFile } from './write-lock.js';
+import { renameIntoPlace } from './rename-into-place.js';
+import { isAbandonedTempFile, pidSpaceTag } from './write-lock.js';
 
 /**
- * A temp file of writeFile: `.tmp-<pid>-<12 hex>.<tag>.bin`, where `<tag>` is 8 hex digits of where
- * its pid means something: the host name, the boot and the pid namespace (a directory shared by
- * containers, which may share a host name but not pids, or over NFS would otherwise see a live
- * writer elsewhere as a dead pid here). Older names carry no tag.
+ * A temp file of writeFile: `.tmp-<pid>-<12 hex>.<tag>.bin`, where `<tag>` is pidSpaceTag(): a
+ * directory shared by containers (which may share a host name but not pids) or over NFS would
+ * otherwise see a live writer elsewhere as a dead pid here. Older names carry no tag.
  */
 const TEMP_NAME = /^\.tmp-(\d+)-[0-9a-f]{12}(?:\.([0-9a-f]{8}))?\.bin$/;
-export const PID_SPACE_TAG = createHash('sha1').update(`${hostname()}\n${readOrEmpty('/proc/sys/kernel/random/boot_id')}\n${pidNamespace()}`).digest('hex').slice(0, 8);
-
-function readOrEmpty(path: string): string {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch {
-    return '';
-  }
-}
-
-/** Linux's pid namespace of this process ("pid:[4026531836]"); empty elsewhere. */
-function pidNamespace(): string {
-  try {
-    return readlinkSync('/proc/self/ns/pid');
-  } catch {
-    return '';
-  }
-}
 
 /**
  * No links followed; O_NONBLOCK: a FIFO (or device) planted in the directory opens at once instead
@@ -150,7 +131,7 @@ export class ReadThroughCache {
 
   /** Writes `parts` one after the other as the file `name`: temp file, fsync, rename. Errors are the caller's to ignore. */
   async writeFile(name: string, parts: readonly Uint8Array[]): Promise<void> {
-    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.${PID_SPACE_TAG}.bin`);
+    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}.${pidSpaceTag()}.bin`);
     let handle;
     try {
       await this.ensureDirectory();
@@ -177,19 +158,10 @@ export class ReadThroughCache {
     }
     await handle.close();
     // No directory fsync: a rename lost to a power cut is only a cache miss.
-    const target = join(this.dir, name);
-    await rename(temp, target)
-      .catch(async (error: unknown) => {
-        if (errnoCode(error) !== 'EISDIR') throw error;
-        // A directory in the copy's place: every load fetched that object anew, for good. Moved
-        // aside whole (never deleted: not ours), as the local store does with a blob's place.
-        await rename(target, `${target}.displaced-${Date.now()}-${randomBytes(4).toString('hex')}`);
-        await rename(temp, target);
-      })
-      .catch(async (error: unknown) => {
-        await unlink(temp).catch(() => undefined);
-        throw error;
-      });
+    await renameIntoPlace(temp, join(this.dir, name)).catch(async (error: unknown) => {
+      await unlink(temp).catch(() => undefined);
+      throw error;
+    });
   }
 
   /** Creates the directory once per handle (again after a failure), then clears dead writers' temp files. */
@@ -219,7 +191,7 @@ export class ReadThroughCache {
       const path = join(this.dir, name);
       const info = await lstat(path).catch(() => undefined);
       if (info === undefined || !info.isFile()) continue;
-      if (isAbandonedTempFile(Number(temp[1]), info.mtimeMs, temp[2] === PID_SPACE_TAG)) await unlink(path).catch(() => undefined);
+      if (isAbandonedTempFile(Number(temp[1]), info.mtimeMs, temp[2] === pidSpaceTag())) await unlink(path).catch(() => undefined);
     }
   }
 

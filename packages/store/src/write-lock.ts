@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { constants, readFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { constants, readFileSync, readlinkSync } from 'node:fs';
 import { link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { StoreError, errnoCode, toIoError } from './errors.js';
@@ -110,6 +110,26 @@ export function isPidDead(pid: number): boolean {
   }
   const state = readProcessStatFields(pid)?.[0];
   return state === 'Z' || state === 'X';
+}
+
+let cachedPidSpaceTag: string | undefined;
+
+/**
+ * 8 hex digits naming where this process's pid means something: its host name, boot and (Linux)
+ * pid namespace. A file name carrying it says whose pid it holds (containers may share a host name
+ * but not pids): only a pid of this tag can be judged dead here.
+ */
+export function pidSpaceTag(): string {
+  if (cachedPidSpaceTag === undefined) {
+    let namespace = '';
+    try {
+      namespace = readlinkSync('/proc/self/ns/pid');
+    } catch {
+      // Not Linux: the host name and boot say it.
+    }
+    cachedPidSpaceTag = createHash('sha1').update(`${hostname()}\n${currentBootId() ?? ''}\n${namespace}`).digest('hex').slice(0, 8);
+  }
+  return cachedPidSpaceTag;
 }
 
 /**

@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PID_SPACE_TAG, ReadThroughCache } from '../src/read-through-cache.js';
+import { ReadThroughCache } from '../src/read-through-cache.js';
+import { pidSpaceTag } from '../src/write-lock.js';
 import { TEMP_FILE_MAX_AGE_MS } from '../src/limits.js';
 import { makeTempDir, removeTempDirs } from './helpers.js';
 
@@ -50,7 +51,7 @@ describe('the read-through directory', () => {
 
   it("removes dead writers' temp files and old ones, never a live writer's recent one, another host's recent one, or anything else", async () => {
     const dir = await makeTempDir();
-    const host = PID_SPACE_TAG;
+    const host = pidSpaceTag();
     const dead = `.tmp-${deadPid()}-0123456789ab.${host}.bin`;
     // Another pid space's writer (a container, another host over NFS): its pid means nothing here, only its age does.
     const otherHostDead = `.tmp-${deadPid()}-0123456789ab.${host === '00000000' ? '11111111' : '00000000'}.bin`;
