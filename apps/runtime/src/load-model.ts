@@ -12,7 +12,7 @@ import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './r
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, checkOutputBuffer, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
-import { addToTotals, createEmptyTotals, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
+import { addToTotals, createEmptyTotals, diffReadThroughStats, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
 
 function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
   if (error instanceof RuntimeError) return error;
@@ -190,6 +190,12 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
     signal: AbortSignal | undefined,
   ): AsyncGenerator<LoadedTensor> {
     const refreshFailure = await refreshed;
+    const readThroughStart = handle?.store.readThroughStats?.();
+    const noteReadThrough = (): void => {
+      const now = readThroughStart && handle?.store.readThroughStats?.();
+      if (now) totals.readThrough = diffReadThroughStats(now, readThroughStart);
+    };
+    noteReadThrough();
     if (handle !== undefined && refreshFailure !== undefined) {
       const { error } = refreshFailure;
       // The snapshot already loaded is still correct (raw for slices it does not know; every blob
@@ -249,11 +255,13 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       for await (const tensor of results) {
         reports.push(tensor.report);
         addToTotals(totals, tensor.report);
+        noteReadThrough();
         totals.wallMs = performance.now() - startMs;
         options.onTensor?.(tensor);
         yield tensor;
       }
     } finally {
+      noteReadThrough();
       totals.wallMs = performance.now() - startMs;
       borrowed?.giveBack();
       if (ownBackend) await backend.close?.();

@@ -1,3 +1,5 @@
+import type { ReadThroughBlobStats } from '@splitzip/store';
+
 /** Where a loaded tensor's bytes came from. */
 export type TensorSource = 'cache' | 'raw';
 
@@ -96,6 +98,24 @@ export interface LoadTotals {
   stagingOverflows: number;
   /** Set when the refresh at the start of the load failed (store unreachable, manifest or journal damaged) and the load went on with the cache's snapshot. */
   refreshError?: { code: string; message: string };
+  /**
+   * `s3://` caches opened with a `readThroughDir`: what that directory did for this load's blob
+   * reads (the store's `readThroughStats()` now, less its counts when the load started; loads that
+   * run at the same time on the same cache count each other's reads). `writeFailures` above 0 means
+   * a full or unwritable directory: the loads go on, fetching from the object store every time.
+   */
+  readThrough?: ReadThroughBlobStats;
+}
+
+/** `now - start`, field by field. */
+export function diffReadThroughStats(now: ReadThroughBlobStats, start: ReadThroughBlobStats): ReadThroughBlobStats {
+  return {
+    hits: now.hits - start.hits,
+    misses: now.misses - start.misses,
+    damaged: now.damaged - start.damaged,
+    written: now.written - start.written,
+    writeFailures: now.writeFailures - start.writeFailures,
+  };
 }
 
 export function createEmptyTotals(): LoadTotals {

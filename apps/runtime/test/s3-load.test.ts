@@ -75,6 +75,7 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
       expect(load.totals.fromCache).toBeGreaterThan(0);
       expect(load.totals.fromRaw).toBeGreaterThan(0);
       expect(load.totals.fallbacks).toBe(0);
+      expect(load.totals.readThrough).toBeUndefined(); // no readThroughDir
       // Bytes fetched: compressed blobs for cached tensors, exact slices for the rest.
       const rawTensors = [...loaded.values()].filter((t) => t.source === 'raw');
       expect(load.totals.bytesReadRaw).toBe(rawTensors.reduce((sum, t) => sum + t.report.sizeBytes, 0));
@@ -105,9 +106,16 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
     const first = await openShardCache(cacheUrl, { readThroughDir });
     let fetchedBlobs: number;
     try {
-      expectBitExact(await collect(loadModel(modelUrl, first)));
+      const load = loadModel(modelUrl, first);
+      expectBitExact(await collect(load));
       // Payloads up to S3_INLINE_PAYLOAD_MAX_BYTES come inline with their entry objects: never fetched, never kept locally.
       fetchedBlobs = [...new Set(keys.values())].filter((key) => first.getEntry(key)!.compBytes > S3_INLINE_PAYLOAD_MAX_BYTES).length;
+      // The load's own counts of the directory: every fetched blob missed, then was kept.
+      expect(load.totals.readThrough).toEqual({ hits: 0, misses: fetchedBlobs, damaged: 0, written: fetchedBlobs, writeFailures: 0 });
+      // A second load on the same handle counts only its own reads: all served from the copies.
+      const again = loadModel(modelUrl, first);
+      await again.drain();
+      expect(again.totals.readThrough).toEqual({ hits: fetchedBlobs, misses: 0, damaged: 0, written: 0, writeFailures: 0 });
     } finally {
       await first.close();
     }
@@ -130,6 +138,8 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
         expectBitExact(await collect(load));
         expect(load.totals.fromCache, backend).toBe(keys.size);
         expect(load.totals.fallbacks, backend).toBe(0);
+        // The damaged copy is seen and replaced, whichever of the two checks it.
+        expect(load.totals.readThrough, backend).toMatchObject({ damaged: 1, written: 1, writeFailures: 0 });
       } finally {
         await second.close();
       }

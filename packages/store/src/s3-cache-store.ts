@@ -318,6 +318,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     this.assertOpen();
     const entry = this.state.entries.get(key);
     if (!entry || !this.readThrough) return;
+    this.blobCopies.damaged++; // found by the caller's checksum: its read was counted a hit
     await this.readThrough.remove(entry.key, blobSha256Of(entry));
   }
 

@@ -339,11 +339,14 @@ export interface GcReport {
  * a full disk or an unwritable directory never fails a read, and is seen here instead.
  */
 export interface ReadThroughBlobStats {
-  /** Reads served from a local copy that passed the checks. */
+  /**
+   * Reads served from a local copy that passed the store's checks (with `verifyChecksum: false` the
+   * payload checksum is left to the caller: a copy it then finds damaged counts here and in `damaged`).
+   */
   hits: number;
   /** Reads that found no usable local copy (absent, another size, unreadable). */
   misses: number;
-  /** Local copies that failed the checks: removed and fetched again. */
+  /** Local copies that failed the store's checks, or the caller's (`discardLocalCopy`): removed and fetched again. */
   damaged: number;
   /** Copies written after a fetch. */
   written: number;

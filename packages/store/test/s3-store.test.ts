@@ -386,6 +386,13 @@ describeS3('S3 store against the gateway', () => {
     expect(Buffer.from(await readFile(join(dir, files[0]!))).equals(original)).toBe(true);
     // Reads: a miss (fetched, written), a hit, a damaged copy (S3 lacking the object), another, then fetched and written.
     expect(store.readThroughStats?.()).toEqual({ hits: 1, misses: 1, damaged: 2, written: 2, writeFailures: 0 });
+    // A caller that verifies the checksum itself (verifyChecksum: false) is served the damaged copy
+    // (a hit by the store's checks); the copy it then discards counts as damaged, and is fetched again.
+    await writeFile(join(dir, files[0]!), damaged);
+    await store.readBlob(t.key, slot, { verifyChecksum: false });
+    await store.discardLocalCopy!(t.key);
+    expectBitExact(store, t, await store.readBlob(t.key, slot));
+    expect(store.readThroughStats?.()).toEqual({ hits: 2, misses: 2, damaged: 3, written: 3, writeFailures: 0 });
     await store.close();
   });
 
