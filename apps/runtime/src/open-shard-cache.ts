@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { isS3Url, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
+import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { checkCoverageArgument, checkOptionsArgument } from './check-load-arguments.js';
@@ -104,6 +104,12 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   } catch (error) {
     if (error instanceof RuntimeError) throw error;
     const code = (error as { code?: unknown } | null)?.code;
+    // The store refused an argument (refreshIntervalMs 0, an s3 setting, a URL-like root): the
+    // caller's mistake, not a missing cache. As CACHE_OPEN_FAILED a loader that runs raw without a
+    // cache silently ran without one over a typo.
+    if (code === 'INVALID_ARGUMENT' && isStoreError(error)) {
+      throw new RuntimeError('INVALID_ARGUMENT', `cannot open the shard cache at ${root}: ${error.message}`, { root, storeCode: code }, { cause: error });
+    }
     const retryable = isRetryableError(error);
     throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeError(error).message}`, {
       root,

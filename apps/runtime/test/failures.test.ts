@@ -440,7 +440,15 @@ describe('missing shards', () => {
     }
     for (const location of ['S3://bucket/dir', 's3:/bucket/dir']) {
       await expect(openModel(location)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('looks like a URL') });
-      await expect(openShardCache(location)).rejects.toMatchObject({ code: 'CACHE_OPEN_FAILED', cause: expect.objectContaining({ code: 'INVALID_ARGUMENT' }) });
+      await expect(openShardCache(location)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('looks like a URL') });
     }
+  });
+
+  it('an option the store refuses is INVALID_ARGUMENT, not CACHE_OPEN_FAILED (which a loader takes for "no cache here")', async () => {
+    const { cacheDir } = await freshCache();
+    for (const refreshIntervalMs of [0, -5, Infinity, 'abc' as never]) {
+      await expect(openShardCache(cacheDir, { refreshIntervalMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('refreshIntervalMs') });
+    }
+    await expect(openShardCache('s3://bucket/cache', { s3: { maxAttempts: 0 } })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
