@@ -1,3 +1,4 @@
+import { realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import { FsCacheStore, type CacheStore } from './cache-store.js';
@@ -78,7 +79,7 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
       throw error;
     }
   }
-  const backend = new FsBackend(resolve(root));
+  let backend = new FsBackend(resolve(root));
   if (options.create && !(await backend.readManifest())) {
     await backend.ensureLayout();
     const lock = await backend.acquireWriteLock(lockTimeoutMs);
@@ -92,6 +93,12 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
       await lock.release();
     }
   }
+  // Pinned to the directory `root` names now, symlinks resolved: a release-style swap of a link to
+  // the cache (`mv -T current.tmp current`) needs a reopen. Unpinned, a refresh read the new cache's
+  // manifest beside the old one's blobs directory (resolved at the first blob read): BLOB_MISSING
+  // naming files that exist. A root that cannot be resolved is left as it is: the load says why.
+  const pinned = await realpath(backend.root).catch(() => undefined);
+  if (pinned !== undefined && pinned !== backend.root) backend = new FsBackend(pinned);
   return FsCacheStore.load(backend, {
     lockTimeoutMs,
     refreshIntervalMs,
