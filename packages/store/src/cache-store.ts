@@ -170,6 +170,8 @@ const LOCKED_CATCH_UP_ROUNDS = 8;
 
 export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStore {
   private journal: JournalFile | undefined;
+  /** Set when a failed append could not be cut back off the journal: every later write throws it. */
+  private journalUnwritable: StoreError | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
   private manifestBytes = 0;
   /** Set when the journal ended with a seal the manifest did not reflect yet. */
@@ -196,7 +198,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   static async load(backend: StorageBackend, settings: CacheStoreSettings): Promise<FsCacheStore> {
     const store = new FsCacheStore(backend, settings);
     await store.reloadFromDisk();
-    await store.catchUp(undefined);
+    try {
+      await store.catchUp(undefined);
+    } catch (error) {
+      await store.journal?.close().catch(() => undefined); // a failed open keeps no descriptor
+      throw error;
+    }
     if (settings.refreshIntervalMs !== undefined) {
       store.timer = setInterval(() => {
         // Errors surface on the next explicit refresh(); a timer has no caller to tell.
@@ -449,6 +456,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   /** Runs `task` holding this instance's mutex and the cross-process writer lock, caught up. */
   private async writerSession<T>(task: (lock: HeldLock) => Promise<T>): Promise<T> {
     return this.mutex.run(async () => {
+      // Before the catch-up, which would apply the record that could not be taken back.
+      if (this.journalUnwritable) throw this.journalUnwritable;
       const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
       this.compactionFinishedInSession = undefined;
       let result: T;
@@ -556,9 +565,36 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const journal = this.journal;
     if (!journal) throw new StoreError('IO_ERROR', 'internal: no journal under the writer lock', { path: this.root });
     const bytes = encodeJournalRecords(ops);
-    await journal.append(this.journalOffset, bytes);
+    await this.appendDurably(journal, bytes);
     this.state.applyChecked(ops);
     this.journalOffset += bytes.length;
+  }
+
+  /**
+   * Appends a record at the end of the valid journal, or takes it back: a write or datasync that
+   * failed may leave its bytes in the file (in the page cache, and Linux marks pages whose writeback
+   * failed clean, so they may never reach the disk). Left there, the next catch-up (this handle's,
+   * another process's, the next writer's) applied the failed commit and appended after it; a crash
+   * then cut the journal at the lost record, losing later commits reported durable. So the tail is
+   * cut back, durably, while the writer lock is still held; if even that fails, this handle writes
+   * no more (IO_ERROR on every write until reopened).
+   */
+  private async appendDurably(journal: JournalFile, bytes: Uint8Array): Promise<void> {
+    if (this.journalUnwritable) throw this.journalUnwritable;
+    try {
+      await journal.append(this.journalOffset, bytes);
+    } catch (error) {
+      try {
+        await journal.truncate(this.journalOffset);
+      } catch (cause) {
+        this.journalUnwritable = new StoreError(
+          'IO_ERROR',
+          'a failed journal append could not be taken back: this handle writes nothing more (reopen the store once the disk is healthy)',
+          { path: journal.path, details: { offsetBytes: this.journalOffset }, cause },
+        );
+      }
+      throw error;
+    }
   }
 
   /** Folds the journal into a new manifest generation (writer lock held, state caught up). */
@@ -580,7 +616,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async appendOpsRaw(ops: StoreOp[]): Promise<void> {
     const journal = this.journal!;
     const bytes = encodeJournalRecords(ops);
-    await journal.append(this.journalOffset, bytes);
+    await this.appendDurably(journal, bytes);
     this.journalOffset += bytes.length;
   }
 

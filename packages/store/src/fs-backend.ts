@@ -1,4 +1,4 @@
-import { close as closeFd, closeSync, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
+import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -7,7 +7,7 @@ import { callHook } from './call-hook.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
-import { forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
+import { closeQuietly, forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
 import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
 import { renameIntoPlace } from './rename-into-place.js';
 import { canonicalBlobPath } from './validate-entry.js';
@@ -107,12 +107,21 @@ class FsJournalFile implements JournalFile {
   async size(): Promise<number> {
     // A direct fstat (microseconds): every load's refresh asks, and a thread-pool round trip cost
     // the loading thread ~0.2 ms of the default model's 12 ms paced load.
-    return fstatSync(this.reader.fd).size;
+    try {
+      return fstatSync(this.reader.fd).size;
+    } catch (error) {
+      throw toIoError(error, 'cannot stat the journal', { path: this.path });
+    }
   }
 
   async read(offsetBytes: number, lengthBytes: number): Promise<Uint8Array> {
     const bytes = new Uint8Array(lengthBytes);
-    const done = await readFully(handleReader(this.reader), bytes, offsetBytes);
+    let done: number;
+    try {
+      done = await readFully(handleReader(this.reader), bytes, offsetBytes);
+    } catch (error) {
+      throw toIoError(error, 'cannot read the journal', { path: this.path });
+    }
     return done === lengthBytes ? bytes : bytes.subarray(0, done);
   }
 
@@ -163,9 +172,13 @@ class FsJournalFile implements JournalFile {
   }
 
   async close(): Promise<void> {
-    await this.writer?.close();
-    await this.reader.close();
+    const writer = this.writer;
     this.writer = undefined;
+    try {
+      await writer?.close();
+    } finally {
+      await this.reader.close(); // also when the writer's close failed
+    }
   }
 }
 
@@ -443,7 +456,7 @@ export class FsBackend implements StorageBackend {
       throw blobReadError(error, key, path);
     } finally {
       if (keep && !this.released) keepOpenBlobFile(resolved, fd, target.length);
-      else closeSync(fd);
+      else closeQuietly(fd);
     }
   }
 
@@ -504,7 +517,7 @@ export class FsBackend implements StorageBackend {
         if (!held) return;
         held = false;
         if (keep && !isReleased()) keepOpenBlobFile(resolved, fd, expectedBytes);
-        else closeSync(fd);
+        else closeQuietly(fd);
       },
     };
   }
@@ -520,7 +533,7 @@ export class FsBackend implements StorageBackend {
     try {
       checkBlobFile(fstatSync(fd), expectedBytes, key, path);
     } catch (error) {
-      closeSync(fd);
+      closeQuietly(fd);
       throw blobReadError(error, key, path);
     }
     return fd;

@@ -40,7 +40,8 @@ interface OpenBlobFile {
 /** By real path; a Map iterates in insertion order, so the least recently used comes first. */
 const openFiles = new Map<string, OpenBlobFile>();
 
-function closeQuietly(fd: number): void {
+/** Closes a read-only descriptor; a failing close (EIO, EBADF) loses nothing, so it must not replace the caller's result or error. */
+export function closeQuietly(fd: number): void {
   try {
     closeSync(fd);
   } catch {
