@@ -1,3 +1,4 @@
+import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { systemErrorCode } from './describe-error.js';
@@ -95,8 +96,19 @@ function isCacheFailure(error: unknown, cacheDir: string): boolean {
   const e = error as { path?: unknown; file?: unknown; context?: { path?: unknown } } | null;
   const path = [e?.path, e?.file, e?.context?.path].find((p): p is string => typeof p === 'string' && p.length > 0);
   if (path === undefined) return true;
-  const inside = relative(resolve(cacheDir), resolve(path));
-  return inside === '' || (!inside.startsWith('..') && !isAbsolute(inside));
+  // The store names files under the directory it opened, symlinks resolved (openCacheStore pins it).
+  return [resolve(cacheDir), realpathOrSelf(resolve(cacheDir))].some((dir) => {
+    const inside = relative(dir, resolve(path));
+    return inside === '' || (!inside.startsWith('..') && !isAbsolute(inside));
+  });
+}
+
+function realpathOrSelf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
 }
 
 /** A tensor's slice key is bound to another entry: say why that happens and what to do. */

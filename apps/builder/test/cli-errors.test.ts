@@ -1,5 +1,6 @@
 // The CLI's error rendering and exit statuses, in process: interrupts (130, 143), help for an
 // unknown command, one-line messages that name the tensor and the right culprit.
+import { mkdir, realpath, symlink } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -154,6 +155,18 @@ describe('error lines', () => {
     expect(wrapBuildError(inCache, { cacheDir: 'relative/cache' })).toMatchObject({ code: 'NOT_WRITABLE' });
     const elsewhere = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: '/m/model' });
     expect(wrapBuildError(elsewhere, { cacheDir: 'relative/cache' })).toBe(elsewhere);
+  });
+
+  it('a cache given through a symlink: an error naming the resolved directory (where the store works) is still the cache\'s', async () => {
+    const temp = await createTempDir('builder-symlinked-cache');
+    try {
+      await mkdir(join(temp.path, 'real-cache'));
+      await symlink('real-cache', join(temp.path, 'cache'));
+      const inCache = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: join(await realpath(join(temp.path, 'real-cache')), 'lock') });
+      expect(wrapBuildError(inCache, { cacheDir: join(temp.path, 'cache') })).toMatchObject({ code: 'NOT_WRITABLE' });
+    } finally {
+      await temp.cleanup();
+    }
   });
 
   it('say a shard rewritten during the build means running the build again (not the reader\'s "open the model again")', () => {
