@@ -1,5 +1,6 @@
 import { close, closeSync, open, openSync, read, readSync } from 'node:fs';
 import { RuntimeError } from './errors.js';
+import { ReadError } from './read-error.js';
 
 /**
  * The runtime's one I/O seam: every byte it reads — shard slices for the raw path, blobs for the
@@ -33,16 +34,6 @@ export const DEFAULT_MAX_IDLE_HANDLES = 32;
 export const DEFAULT_SYNC_READ_MAX_BYTES = 1024 * 1024;
 
 
-export class ReadError extends Error {
-  readonly code: string;
-  readonly path: string;
-  constructor(code: string, message: string, path: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'ReadError';
-    this.code = code;
-    this.path = path;
-  }
-}
 
 interface HandleEntry {
   /** The open descriptor; undefined while an asynchronous open is in flight. */

@@ -8,3 +8,9 @@ describe('RuntimeError across the ESM and CommonJS builds', () => {
     await expectErrorClassAcrossBuilds(new URL('../', import.meta.url), 'RuntimeError', 'isRuntimeError', (ErrorType) => new (ErrorType as unknown as new (code: string, message: string) => Error)('CACHE_CLOSED', 'closed'));
   });
 });
+
+describe('ReadError (createFileReader) across the ESM and CommonJS builds', () => {
+  it('instanceof and isReadError hold both ways; look-alikes are not ReadErrors', async () => {
+    await expectErrorClassAcrossBuilds(new URL('../', import.meta.url), 'ReadError', 'isReadError', (ErrorType) => new (ErrorType as unknown as new (code: string, message: string, path: string) => Error)('UNEXPECTED_EOF', 'ended', '/x'));
+  });
+});
