@@ -3,7 +3,7 @@
 // threads (gpu.js backends encode on the main thread), each entry committed as soon as it is
 // encoded (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
-import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
+import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { DEFAULT_COVERAGE_MIN, isS3Url, MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
@@ -189,6 +189,10 @@ export function defaultJobs(): number {
  * differently would read as missing (or cached against it) forever after. A chunk size may differ:
  * each payload records its own.
  */
+function isValidChunkSize(value: unknown): boolean {
+  return typeof value === 'number' && Number.isInteger(value) && value >= MIN_CHUNK_SIZE && value <= MAX_CHUNK_SIZE && (value & (value - 1)) === 0;
+}
+
 function resolveCacheSettings(options: BuildCacheOptions, store: CacheStore, cacheDir: string): { coverageMin: number; chunkSize: number } {
   if (options.coverageMin !== undefined && options.coverageMin !== store.coverageMin) {
     throw new BuilderError(
@@ -214,6 +218,14 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   }
   if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
     throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
+  }
+  // Checked here, before the cache directory is made: the store refused them only once it was
+  // (its INVALID_ARGUMENT, where every other bad option of a build is USAGE).
+  if (options.coverageMin !== undefined && !(typeof options.coverageMin === 'number' && options.coverageMin >= 0 && options.coverageMin <= 1)) {
+    throw new BuilderError('USAGE', `coverageMin must be a number from 0 to 1, got ${String(options.coverageMin)}`);
+  }
+  if (options.chunkSize !== undefined && !isValidChunkSize(options.chunkSize)) {
+    throw new BuilderError('USAGE', `chunkSize must be a power of two from ${MIN_CHUNK_SIZE} to ${MAX_CHUNK_SIZE}, got ${String(options.chunkSize)}`);
   }
   const signal = options.signal;
   const emit = options.onProgress ?? (() => {});

@@ -4,11 +4,8 @@
 
 export type BuilderErrorCode =
   | 'USAGE' // bad command line: exit 2
-  | 'NOT_FOUND' // a path the user named does not exist
-  | 'UNREADABLE' // a path exists but cannot be read
   | 'NOT_WRITABLE' // the cache directory cannot be created or written
   | 'NO_SPACE' // the disk filled up while writing the cache
-  | 'TENSOR_TOO_LARGE' // more values than one payload can hold
   | 'WORKER_FAILED' // an encode worker died
   | 'OUT_OF_MEMORY' // memory the build needs could not be reserved (a ulimit -v, a container, a large maxInFlightBytes)
   | 'TENSOR_FAILED' // processing one tensor failed (the cause says why)

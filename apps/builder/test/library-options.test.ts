@@ -30,6 +30,19 @@ describe('buildCache options', () => {
     }
   });
 
+  it('coverageMin and chunkSize out of range are USAGE errors, before the cache directory is made (were the store\'s INVALID_ARGUMENT, after it)', async () => {
+    for (const coverageMin of [2, -0.1, Number.NaN, '0.9' as unknown as number]) {
+      const cacheDir = join(temp.path, `gate-${String(coverageMin)}`);
+      await expect(buildCache({ model, cacheDir, jobs: 0, coverageMin })).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/^coverageMin must be a number from 0 to 1/) });
+      expect(readdirSync(temp.path)).not.toContain(`gate-${String(coverageMin)}`);
+    }
+    for (const chunkSize of [3, 32, 1000, 131072, Number.NaN]) {
+      const cacheDir = join(temp.path, `chunk-${String(chunkSize)}`);
+      await expect(buildCache({ model, cacheDir, jobs: 0, chunkSize })).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/^chunkSize must be a power of two from 64 to 65536/) });
+      expect(readdirSync(temp.path)).not.toContain(`chunk-${String(chunkSize)}`);
+    }
+  });
+
   it('a slab the process cannot reserve is OUT_OF_MEMORY saying what to change (was a bare RangeError)', async () => {
     // 2^50 bytes: beyond any x86-64 or arm64 user address space, whatever the overcommit policy.
     const building = buildCache({ model, cacheDir: join(temp.path, 'oom'), jobs: 1, inlineMaxBytes: 0, maxInFlightBytes: 2 ** 50 });
