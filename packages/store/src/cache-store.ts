@@ -808,7 +808,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         await this.compact();
       } catch (error) {
         this.closed = true;
-        await this.journal?.close();
+        this.backend.releaseFiles?.(); // kept blob descriptors too: nothing reads through this handle again
+        await this.journal?.close().catch(() => undefined);
+        this.journal = undefined;
         throw toIoError(error, 'cannot compact on close', { path: this.root });
       }
     }

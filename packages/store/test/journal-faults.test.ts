@@ -10,6 +10,7 @@ import type { JournalFile } from '../src/backend.js';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
+import { countOpenBlobFiles } from '../src/open-blob-files.js';
 import { openCacheStore } from '../src/index.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -140,4 +141,22 @@ it('a journal that fails to stat or read is IO_ERROR naming it (was the raw Node
   expect(failed.code).toBe('IO_ERROR');
   expect(failed.message).toMatch(/cannot read the journal \[EIO\]/);
   expect(closes).toBe(1);
+});
+
+it('a close whose compaction fails still closes the blob descriptors kept for reads', async () => {
+  const { root, tensors } = await makeCache();
+  class NoCompactionBackend extends FsBackend {
+    override async createJournal(generation: number, header: Uint8Array): Promise<void> {
+      if (generation > 2) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+      return super.createJournal(generation, header);
+    }
+  }
+  const store = await FsCacheStore.load(new NoCompactionBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: true });
+  const before = countOpenBlobFiles();
+  const t = tensors[0]!;
+  store.readBlobSync(t.key, new Uint8Array(store.getEntry(t.key)!.compBytes)); // keeps its descriptor
+  expect(countOpenBlobFiles()).toBe(before + 1);
+  await store.addEntry(toInput(makeTensor([8, 8], 9231), 'more')); // something to compact
+  expect((await catchError(() => store.close())).message).toMatch(/cannot compact on close/);
+  expect(countOpenBlobFiles()).toBe(before);
 });
