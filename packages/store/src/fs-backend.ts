@@ -568,6 +568,16 @@ export class FsBackend implements StorageBackend {
 
   async removeFile(file: StoredFile): Promise<void> {
     const path = join(this.root, file.dir, file.name);
+    // An old journal goes only once the manifest that replaced it is durably named: its compaction
+    // may have failed at that very directory sync, and a crash that lost the rename would leave the
+    // old manifest without the journal holding its last commits.
+    if (file.dir === '' && /^journal\.\d+$/.test(file.name)) {
+      try {
+        await syncDirectory(this.root);
+      } catch (error) {
+        throw toIoError(error, 'cannot sync the cache directory before removing an old journal', { path: this.root });
+      }
+    }
     // A removed blob is not read through a kept descriptor afterwards.
     if (file.dir === BLOBS && this.blobsRealPath !== undefined) {
       forgetOpenBlobFile(join(this.blobsRealPath, file.name));
