@@ -10,5 +10,8 @@ export default defineConfig({
   clean: true,
   esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
   target: 'es2022',
+  // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
+  // console.log's output of every error).
+  keepNames: true,
   platform: 'node',
 });

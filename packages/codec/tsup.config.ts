@@ -7,5 +7,8 @@ export default defineConfig({
   sourcemap: true,
   clean: true,
   target: 'es2022',
+  // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
+  // console.log's output of every error).
+  keepNames: true,
   platform: 'neutral',
 });

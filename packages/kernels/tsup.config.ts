@@ -10,6 +10,9 @@ export default defineConfig([
     sourcemap: true,
     clean: true,
     target: 'es2022',
+    // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
+    // console.log's output of every error).
+    keepNames: true,
     platform: 'neutral',
     external: ['gpu.js', '@splitzip/codec'],
   },
@@ -27,6 +30,9 @@ export default defineConfig([
     clean: false,
     esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
     target: 'es2022',
+    // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
+    // console.log's output of every error).
+    keepNames: true,
     platform: 'node',
     external: ['gpu.js', '@splitzip/codec', 'webgpu'],
   },

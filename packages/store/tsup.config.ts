@@ -9,6 +9,9 @@ export default defineConfig({
   sourcemap: true,
   clean: true,
   target: 'es2022',
+  // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
+  // console.log's output of every error).
+  keepNames: true,
   platform: 'node',
   // import.meta.url in the CommonJS build (load-s3-sdk.ts requires the SDK relative to this package).
   esbuildOptions: cjsImportMetaUrl,
