@@ -1,6 +1,7 @@
 // A package's error class as seen from its ESM and its CommonJS build at once.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { inspect } from 'node:util';
 import { expect } from 'vitest';
 
 type ErrorClass = new (...args: never[]) => Error;
@@ -21,6 +22,11 @@ export async function expectErrorClassAcrossBuilds(
   const builds = [esm, cjs].map((build) => ({ ErrorType: build[className] as ErrorClass, is: build[isName] as (value: unknown) => boolean }));
   const [a, b] = builds as [(typeof builds)[0], (typeof builds)[0]];
   expect(a.ErrorType).not.toBe(b.ErrorType); // two classes indeed
+  for (const { ErrorType } of builds) {
+    // The class keeps its name in both builds: console.log (util.inspect) prints it before the message.
+    expect(ErrorType.name).toBe(className);
+    expect(inspect(make(ErrorType)).split('\n')[0]).toMatch(new RegExp(`^${className}\\b`));
+  }
   for (const [from, to] of [
     [a, b],
     [b, a],
