@@ -150,6 +150,21 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item:
   return out;
 }
 
+/** How an alias write that lost a race is settled (S3CacheStore.writeAliases). */
+type AliasWriteMode = 'leave' | 'plain' | 'rebind';
+
+interface AliasWrite {
+  key: string;
+  slice: SliceKeyTuple;
+  epoch: number;
+  mode: AliasWriteMode;
+}
+
+/** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
+const REBIND_ATTEMPTS = 6;
+/** The longest pause before the n-th rebind attempt is n times this (random below it). */
+const REBIND_PAUSE_MS = 50;
+
 /**
  * The cache in an S3 bucket below a prefix: every write is an immutable object (content-addressed
  * blob, one object per entry, one per slice alias), so writers on many hosts need no lock and no
@@ -537,8 +552,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const draft = new StateDraft(this.state);
     const context = { source: 'this call', path: this.root };
     const fresh: typeof prepared = [];
-    const aliasWrites: { key: string; slice: SliceKeyTuple; epoch: number; at: number }[] = [];
+    const aliasWrites: (AliasWrite & { at: number })[] = [];
     for (const [at, item] of prepared.entries()) {
+      // A leaveTakenSlices input's slice that another writer binds meanwhile is left out here too.
+      const mode: AliasWriteMode = inputs[at]?.leaveTakenSlices === true ? 'leave' : 'plain';
       const { entry } = item;
       const existing = draft.getEntry(entry.key);
       if (!existing) {
@@ -552,7 +569,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         draft.planAdd(withSliceKeys(entry, []), context);
         for (const slice of slices) {
           // planAdd without slices, then each slice: conflicts are thrown here, before anything is written.
-          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, at });
+          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, mode, at });
         }
         fresh.push(item);
       } else {
@@ -560,7 +577,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         // still unbound; a slice bound elsewhere stays as it is, as re-adding is a no-op.
         for (const slice of entry.sliceKeys) {
           if (draft.ownerOf(slice) !== undefined || this.conflicts.has(sliceId(...slice))) continue;
-          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, at });
+          if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, mode, at });
         }
       }
     }
@@ -579,10 +596,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await this.transport.putObject(entryObjectName(entry.key, blobSha256Of(entry)), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
     });
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
-    if (aliasWrites.length > 0) await this.writeAliases(aliasWrites);
-    else if (fresh.length > 0) await this.refresh();
+    const bound = aliasWrites.length > 0 ? await this.writeAliases(aliasWrites) : [];
+    if (aliasWrites.length === 0 && fresh.length > 0) await this.refresh();
     const slicesBound = prepared.map(() => 0);
-    for (const write of aliasWrites) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
+    aliasWrites.forEach((write, i) => {
+      if (bound[i]) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
+    });
     return prepared.map(({ entry }, at) => ({ key: entry.key, added: added.has(entry.key), slicesBound: slicesBound[at] ?? 0 }));
   }
 
@@ -597,30 +616,87 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
   }
 
-  /** Writes alias objects, refreshes, and checks that each slice now resolves to its key (a racing writer may have bound it elsewhere). */
-  private async writeAliases(writes: { key: string; slice: SliceKeyTuple; epoch: number }[]): Promise<void> {
-    if (writes.length === 0) return;
-    await mapLimited(writes, this.transport.settings.maxConcurrentRequests, (w) => this.transport.putObject(sliceObjectName(w.slice, w.epoch, w.key), new Uint8Array(0)));
-    await this.refresh();
-    for (const w of writes) {
-      const owner = this.state.ownerOf(w.slice);
-      if (owner === w.key) continue;
-      const conflict = this.conflicts.get(sliceId(...w.slice));
-      // Not bound elsewhere: its own entry object could not be read (damaged, or a bad reply twice).
-      const unreadable = owner === undefined && !conflict && !this.state.entries.has(w.key) ? this.problems.find((p) => p.key === w.key) : undefined;
-      if (unreadable) {
-        throw new StoreError(unreadable.code as StoreErrorCode, `slice ${JSON.stringify(w.slice)} resolves to nothing: the entry object of ${w.key} is not readable (${unreadable.message})`, {
-          entry: w.key,
-          path: this.root,
-          details: { slice: w.slice, requestedKey: w.key },
+  /**
+   * Writes alias objects, refreshes, and checks that each slice now resolves to its key (a racing
+   * writer may have bound it elsewhere). Resolves with, per write, whether its slice is bound to
+   * its key. A write that lost deletes its own alias object (the name is this (slice, epoch, key)'s,
+   * never another key's), so a loser never leaves a conflict behind nor undoes a binding another
+   * writer reported; then by its mode:
+   * - `leave` (addEntries with leaveTakenSlices, or a re-add): false, nothing thrown;
+   * - `plain`: SLICE_CONFLICT, thrown once every write of the call has been settled;
+   * - `rebind`: a same-epoch race with another key is tried again at the top epoch + 1 after a
+   *   random pause (up to REBIND_ATTEMPTS writes), so that of two concurrent rebinds one wins and
+   *   the other counts as moved first, then overridden (last writer wins); a rebind above ours is
+   *   such an override too (true). Still racing after the last attempt: SLICE_CONFLICT.
+   */
+  private async writeAliases(writes: readonly AliasWrite[]): Promise<boolean[]> {
+    const results = writes.map(() => false);
+    if (writes.length === 0) return results;
+    const limit = this.transport.settings.maxConcurrentRequests;
+    let round = writes.map((w, at) => ({ ...w, at }));
+    let failure: StoreError | undefined;
+    for (let attempt = 1; round.length > 0; attempt++) {
+      await mapLimited(round, limit, (w) => this.transport.putObject(sliceObjectName(w.slice, w.epoch, w.key), new Uint8Array(0)));
+      await this.refresh();
+      const lost: ((typeof round)[number] & { error: StoreError })[] = [];
+      for (const w of round) {
+        const id = sliceId(...w.slice);
+        const owner = this.state.ownerOf(w.slice);
+        if (owner === w.key) {
+          results[w.at] = true;
+          continue;
+        }
+        const conflict = this.conflicts.get(id);
+        const top = this.sliceEpochs.get(id);
+        // Not bound elsewhere: its own entry object could not be read (damaged, or a bad reply twice).
+        const unreadable = owner === undefined && !conflict && !this.state.entries.has(w.key) ? this.problems.find((p) => p.key === w.key) : undefined;
+        if (unreadable) {
+          throw new StoreError(unreadable.code as StoreErrorCode, `slice ${JSON.stringify(w.slice)} resolves to nothing: the entry object of ${w.key} is not readable (${unreadable.message})`, {
+            entry: w.key,
+            path: this.root,
+            details: { slice: w.slice, requestedKey: w.key },
+          });
+        }
+        if (w.mode === 'rebind' && top !== undefined && top > w.epoch && !conflict) {
+          // Rebound above this write by a later rebind: this one counts as done, then overridden.
+          results[w.at] = true;
+          continue;
+        }
+        lost.push({
+          ...w,
+          error: new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(w.slice)} was bound concurrently: it resolves to ${conflict ? `nothing (${conflict.keys.join(' and ')} at epoch ${top})` : String(owner)}, not ${w.key}`, {
+            entry: w.key,
+            path: this.root,
+            details: { slice: w.slice, owner, conflictingKeys: conflict?.keys, requestedKey: w.key },
+          }),
         });
       }
-      throw new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(w.slice)} was bound concurrently: it resolves to ${conflict ? `nothing (${conflict.keys.join(' and ')})` : String(owner)}, not ${w.key}`, {
-        entry: w.key,
-        path: this.root,
-        details: { slice: w.slice, owner, conflictingKeys: conflict?.keys, requestedKey: w.key },
-      });
+      if (lost.length === 0) break;
+      // Our own losing alias objects go: the slice is back to the other writer's binding (it may
+      // have reported it already), or, where every racer deletes its own, to nothing.
+      await mapLimited(lost, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
+      const retry = lost.filter((w) => w.mode === 'rebind' && attempt < REBIND_ATTEMPTS);
+      for (const w of lost) {
+        if (w.mode === 'plain' || (w.mode === 'rebind' && !retry.includes(w))) failure ??= w.error;
+      }
+      if (retry.length === 0) break;
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.random() * REBIND_PAUSE_MS * attempt));
+      await this.refresh();
+      round = [];
+      for (const w of retry) {
+        const id = sliceId(...w.slice);
+        if (this.state.ownerOf(w.slice) === w.key) {
+          results[w.at] = true;
+          continue;
+        }
+        const current = this.sliceEpochs.get(id);
+        const epoch = current === undefined ? 0 : current + 1;
+        if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(w.slice)} was rebound MAX_SLICE_EPOCH times`, { entry: w.key });
+        round.push({ ...w, epoch });
+      }
     }
+    if (failure) throw failure;
+    return results;
   }
 
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, _stamp?: string): Promise<boolean> {
@@ -639,7 +715,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     await this.refresh();
     const results = resolved.map(() => false);
     const draft = new StateDraft(this.state);
-    const writes: { key: string; slice: SliceKeyTuple; epoch: number }[] = [];
+    const writes: AliasWrite[] = [];
     const context = { source: 'this call', path: this.root };
     resolved.forEach(({ key, slice }, at) => {
       if (key === undefined || !draft.getEntry(key)) return;
@@ -655,7 +731,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // yet, the two conflict at read time instead of one silently replacing the other.
       const epoch = current === undefined ? 0 : rebind || conflicted ? current + 1 : current;
       if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
-      writes.push({ key, slice, epoch });
+      writes.push({ key, slice, epoch, mode: rebind || conflicted ? 'rebind' : 'plain' });
       results[at] = true;
     });
     await this.writeAliases(writes);

@@ -1,0 +1,176 @@
+// Alias writers racing on one slice of an s3:// cache, with the interleavings forced: each store's
+// alias PUT is held by a hook on its transport until the other writer has reached a given point, so
+// the outcome does not depend on timing. What must hold afterwards: a writer that loses leaves no
+// conflict behind, a binding a writer reported is never undone by a loser, and every slice
+// resolves to a key some writer bound (or to nothing, with the callers told).
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { openCacheStore, type CacheStore } from '../src/index.js';
+import { catchError, makeTensor, toInput } from './helpers.js';
+import { describeS3, dropBucket, rawClient, uniqueBucket } from './s3-helpers.js';
+
+type Put = (name: string, body: Uint8Array, contentType?: string) => Promise<void>;
+
+/** Runs `before` ahead of, and `after` behind, each alias object PUT of this store. */
+function holdAliasPuts(store: CacheStore, hooks: { before?: () => Promise<void>; after?: () => Promise<void> }): void {
+  const transport = (store as unknown as { transport: { putObject: Put } }).transport;
+  const put = transport.putObject.bind(transport);
+  let first = true;
+  transport.putObject = async (name, body, contentType) => {
+    const alias = name.startsWith('slices/') && first;
+    if (alias) first = false;
+    if (alias && hooks.before) await hooks.before();
+    await put(name, body, contentType);
+    if (alias && hooks.after) await hooks.after();
+  };
+}
+
+/** A point both writers must reach before either goes on. */
+function barrier(parties: number): () => Promise<void> {
+  let arrived = 0;
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return () => {
+    if (++arrived === parties) open();
+    return opened;
+  };
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describeS3('S3 store: alias writers racing on one slice', () => {
+  const bucket = uniqueBucket('race');
+  let client: S3Client;
+  let run = 0;
+  const nextUrl = () => `s3://${bucket}/r${run++}/`;
+  const shard = 'model-00001-of-00002.safetensors';
+  const slice = [shard, 608, 80] as const;
+  const item = (key: string) => ({ key, shardName: slice[0], offsetBytes: slice[1], sizeBytes: slice[2] });
+
+  beforeAll(async () => {
+    client = rawClient();
+    await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  });
+  afterAll(async () => {
+    await dropBucket(client, bucket);
+    client.destroy();
+  });
+
+  /** Opens two instances of one new cache; `seed` entries are added first, without slices. */
+  async function twoWriters(seed: ReturnType<typeof makeTensor>[] = []): Promise<{ url: string; a: CacheStore; b: CacheStore }> {
+    const url = nextUrl();
+    const a = await openCacheStore(url, { create: true });
+    if (seed.length > 0) await a.addEntries(seed.map((t, i) => toInput(t, `seed${i}`)));
+    const b = await openCacheStore(url);
+    return { url, a, b };
+  }
+
+  async function settled(url: string): Promise<{ owner: string | undefined; problems: string[] }> {
+    const reader = await openCacheStore(url);
+    try {
+      const report = await reader.verify();
+      return { owner: reader.lookupBySlice(...slice)?.key, problems: report.problems.map((p) => p.code) };
+    } finally {
+      await reader.close();
+    }
+  }
+
+  it('leaveTakenSlices, both alias objects written before either looks: neither fails, each leaves the slice out, no conflict is left', async () => {
+    const [ta, tb] = [makeTensor([40], 501), makeTensor([40], 502)];
+    const { url, a, b } = await twoWriters();
+    const bothWritten = barrier(2);
+    holdAliasPuts(a, { after: bothWritten });
+    holdAliasPuts(b, { after: bothWritten });
+    const [ra, rb] = await Promise.all([
+      a.addEntries([{ ...toInput(ta, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]),
+      b.addEntries([{ ...toInput(tb, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]),
+    ]);
+    expect(ra).toEqual([{ key: ta.key, added: true, slicesBound: 0 }]);
+    expect(rb).toEqual([{ key: tb.key, added: true, slicesBound: 0 }]);
+    expect(await settled(url)).toEqual({ owner: undefined, problems: [] });
+    // The caller then binds it itself (the builder's --rebind), as after a sequential add.
+    expect(await b.aliasSlices([item(tb.key)], { rebind: true })).toEqual([true]);
+    expect(await settled(url)).toEqual({ owner: tb.key, problems: [] });
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('leaveTakenSlices: a writer whose alias lands after another writer reported its binding leaves the slice out and does not undo that binding', async () => {
+    const [ta, tb] = [makeTensor([40], 511), makeTensor([40], 512)];
+    const { url, a, b } = await twoWriters();
+    const bAtAlias = deferred();
+    const aDone = deferred();
+    // B looked (slice free) and wrote its entry; its alias waits until A has finished.
+    holdAliasPuts(b, {
+      before: async () => {
+        bAtAlias.resolve();
+        await aDone.promise;
+      },
+    });
+    const pendingB = b.addEntries([{ ...toInput(tb, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]);
+    await bAtAlias.promise;
+    const ra = await a.addEntries([{ ...toInput(ta, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]);
+    expect(ra).toEqual([{ key: ta.key, added: true, slicesBound: 1 }]);
+    aDone.resolve();
+    expect(await pendingB).toEqual([{ key: tb.key, added: true, slicesBound: 0 }]);
+    // A's reported binding holds: B's alias object is gone.
+    expect(await settled(url)).toEqual({ owner: ta.key, problems: [] });
+    await a.refresh();
+    expect(a.lookupBySlice(...slice)?.key).toBe(ta.key);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('a plain aliasSlices that loses a race throws SLICE_CONFLICT and removes its own alias object: the winner\'s binding stays, or, both losing, no conflict is left', async () => {
+    const [ta, tb] = [makeTensor([40], 521), makeTensor([40], 522)];
+    // A reported its binding before B's alias landed: B fails, A's binding stays.
+    {
+      const { url, a, b } = await twoWriters([ta, tb]);
+      const bAtAlias = deferred();
+      const aDone = deferred();
+      holdAliasPuts(b, {
+        before: async () => {
+          bAtAlias.resolve();
+          await aDone.promise;
+        },
+      });
+      const pendingB = catchError(() => b.aliasSlices([item(tb.key)]));
+      await bAtAlias.promise;
+      expect(await a.aliasSlices([item(ta.key)])).toEqual([true]);
+      aDone.resolve();
+      const error = await pendingB;
+      expect(error).toMatchObject({ code: 'SLICE_CONFLICT', details: { slice: [...slice], requestedKey: tb.key } });
+      expect(await settled(url)).toEqual({ owner: ta.key, problems: [] });
+      await Promise.all([a.close(), b.close()]);
+    }
+    // Both alias objects written before either looks: both fail, the slice is left unbound, not in conflict.
+    {
+      const { url, a, b } = await twoWriters([ta, tb]);
+      const bothWritten = barrier(2);
+      holdAliasPuts(a, { after: bothWritten });
+      holdAliasPuts(b, { after: bothWritten });
+      const errors = await Promise.all([catchError(() => a.aliasSlices([item(ta.key)])), catchError(() => b.aliasSlices([item(tb.key)]))]);
+      expect(errors.map((e) => e.code)).toEqual(['SLICE_CONFLICT', 'SLICE_CONFLICT']);
+      expect(await settled(url)).toEqual({ owner: undefined, problems: [] });
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('two rebinds of one slice written at the same epoch: both succeed and the slice resolves to one of their keys (last writer wins), no conflict left', async () => {
+    const [old, ta, tb] = [makeTensor([40], 531), makeTensor([40], 532), makeTensor([40], 533)];
+    const { url, a, b } = await twoWriters([old, ta, tb]);
+    expect(await a.aliasSlices([item(old.key)])).toEqual([true]);
+    await b.refresh();
+    const bothWritten = barrier(2);
+    holdAliasPuts(a, { after: bothWritten });
+    holdAliasPuts(b, { after: bothWritten });
+    const [ra, rb] = await Promise.all([a.aliasSlices([item(ta.key)], { rebind: true }), b.aliasSlices([item(tb.key)], { rebind: true })]);
+    expect([ra, rb]).toEqual([[true], [true]]);
+    const { owner, problems } = await settled(url);
+    expect(problems).toEqual([]);
+    expect([ta.key, tb.key]).toContain(owner);
+    await Promise.all([a.close(), b.close()]);
+  });
+});
