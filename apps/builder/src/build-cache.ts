@@ -337,6 +337,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 
     // Commits are concurrent: the store merges them into group commits (one record, one fsync).
     const state: { failure: unknown } = { failure: null };
+    // Built on the first SLICE_CONFLICT only.
+    let bySlice: Map<string, TensorInfo> | undefined;
     const context: TensorContext = {
       model,
       store,
@@ -354,6 +356,11 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
+      tensorOfSlice: (shardName, offsetBytes, sizeBytes) => {
+        bySlice ??= new Map(tensors.map((t) => [JSON.stringify([t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes]), t]));
+        const tensor = bySlice.get(JSON.stringify([shardName, offsetBytes, sizeBytes]));
+        return tensor && { name: tensor.name, file: tensor.shardPath };
+      },
       // An s3:// cache records no stamps (the store drops them).
       shardStamps: new Map(s3 ? [] : model.shards.map((shard) => [shard.name, shard.stamp ?? null])),
       repair: options.repair ?? false,
@@ -492,6 +499,8 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
+  /** The model's tensor at a slice key (a store SLICE_CONFLICT names the slice, not the tensor). */
+  tensorOfSlice(shardName: string, offsetBytes: number, sizeBytes: number): { name: string; file: string } | undefined;
   /** Each shard's stamp by shard name (SafetensorsShard.stamp), recorded with the slices bound. */
   shardStamps: ReadonlyMap<string, string | null>;
   /** Check every cached tensor's blob and put back damaged ones (BuildCacheOptions.repair). */
@@ -564,7 +573,7 @@ async function processTensor(
       settle();
     }
   } catch (error) {
-    throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir });
+    throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir, rebind: context.rebind, tensorOfSlice: context.tensorOfSlice });
   }
 }
 

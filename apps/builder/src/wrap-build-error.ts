@@ -11,12 +11,27 @@ const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
 /** What V8 and WebAssembly say (a RangeError) when a buffer or memory cannot be reserved. */
 const OUT_OF_MEMORY_MESSAGE = /Array buffer allocation failed|could not allocate memory|Out of memory/i;
 
+export interface BuildErrorContext {
+  cacheDir?: string;
+  /** The tensor being built when the error came. */
+  tensor?: string;
+  file?: string;
+  /** The build rebinds slices (--rebind): a SLICE_CONFLICT then gets no advice to pass it. */
+  rebind?: boolean;
+  /**
+   * The model's tensor at a slice key, if any: a store SLICE_CONFLICT names its slice (a commit
+   * batch fails every tensor it carried with the one error), and it is that slice's tensor the
+   * message names, not whichever tensor of the batch surfaced the error first.
+   */
+  tensorOfSlice?: (shardName: string, offsetBytes: number, sizeBytes: number) => { name: string; file?: string } | undefined;
+}
+
 /**
  * Gives an error the context a user needs (which tensor, which file, which cache) without hiding
  * its type: typed errors that already name their tensor pass through; a full disk or an unwritable
  * cache becomes a BuilderError saying so; anything else is wrapped once with the tensor's name.
  */
-export function wrapBuildError(error: unknown, context: { cacheDir?: string; tensor?: string; file?: string }): unknown {
+export function wrapBuildError(error: unknown, context: BuildErrorContext): unknown {
   if (error instanceof BuilderError && (error.context.tensor !== undefined || context.tensor === undefined)) return error;
   if (error instanceof BuilderError && error.code === 'WORKER_FAILED') {
     // A worker that died during this tensor: its code stays (it was TENSOR_FAILED, the documented
@@ -61,7 +76,12 @@ export function wrapBuildError(error: unknown, context: { cacheDir?: string; ten
     );
   }
   if ((error as { code?: unknown }).code === 'SLICE_CONFLICT' && context.tensor !== undefined) {
-    return sliceConflictError(context.tensor, context.file, error);
+    const slice = (error as { details?: { slice?: unknown } }).details?.slice;
+    const named =
+      Array.isArray(slice) && typeof slice[0] === 'string' && typeof slice[1] === 'number' && typeof slice[2] === 'number'
+        ? context.tensorOfSlice?.(slice[0], slice[1], slice[2])
+        : undefined;
+    return sliceConflictError(named?.name ?? context.tensor, named ? named.file : context.file, error, { rebind: context.rebind === true });
   }
   if (context.tensor === undefined) return error;
   const message = error instanceof Error ? error.message : String(error);
@@ -111,14 +131,20 @@ function realpathOrSelf(path: string): string {
   }
 }
 
-/** A tensor's slice key is bound to another entry: say why that happens and what to do. */
-export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown): BuilderError {
-  return new BuilderError(
-    'SLICE_CONFLICT',
-    `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to ` +
-      'another entry: the cache holds another model with the same shard names, or the shard was replaced in place. ' +
-      'Use one cache per such model, or pass --rebind to move the slice to this tensor',
-    { tensor, file },
-    cause === undefined ? undefined : { cause },
-  );
+/**
+ * A tensor's slice key is bound to another entry: say why that happens and what to do. With the
+ * store's error as `cause`, its message (which keys, which epoch) follows. With `rebind` the build
+ * moves slices already, so the conflict came from another writer binding the slice at the same
+ * time: no advice to pass --rebind then.
+ */
+export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown, options: { rebind?: boolean } = {}): BuilderError {
+  const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
+  const message = options.rebind
+    ? `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) was bound to another entry ` +
+      `by another writer at the same time, although this build rebinds slices${storeSays}: ` +
+      'another build into this cache shares the shard names; run the build again once it has finished'
+    : `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to ` +
+      'another entry: the cache holds another model with the same shard names, or the shard was replaced in place' +
+      `${storeSays}. Use one cache per such model, or pass --rebind to move the slice to this tensor`;
+  return new BuilderError('SLICE_CONFLICT', message, { tensor, file }, cause === undefined ? undefined : { cause });
 }

@@ -1,0 +1,72 @@
+// A store SLICE_CONFLICT reaching the build through a commit batch: on an s3:// cache one store call
+// carries many tensors, and the batcher fails each of them with the one store error. The message
+// must name the tensor whose slice conflicted (the error's details.slice), keep what the store said,
+// and not advise --rebind to a build that passed it.
+import { StoreError, type AddEntryInput, type CacheStore } from '@splitzip/store';
+import { describe, expect, it } from 'vitest';
+import { createCommitBatcher } from '../src/create-commit-batcher.js';
+import { BuilderError } from '../src/errors.js';
+import { wrapBuildError } from '../src/wrap-build-error.js';
+
+const SHARD = 'model-00001-of-00002.safetensors';
+const TENSORS = [
+  { name: 'layer0.t0.weight', key: 'a'.repeat(40), slice: [SHARD, 0, 608] as const },
+  { name: 'layer0.t1.weight', key: 'b'.repeat(40), slice: [SHARD, 608, 2000] as const },
+];
+const tensorOfSlice = (shardName: string, offsetBytes: number, sizeBytes: number) => {
+  const tensor = TENSORS.find((t) => t.slice[0] === shardName && t.slice[1] === offsetBytes && t.slice[2] === sizeBytes);
+  return tensor && { name: tensor.name, file: `/models/B/${shardName}` };
+};
+
+/** What the s3:// store throws when t1's alias lost a race to another writer's key. */
+function storeConflict(): StoreError {
+  const t1 = TENSORS[1]!;
+  return new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(t1.slice)} was bound concurrently: it resolves to ${'c'.repeat(40)}, not ${t1.key}`, {
+    entry: t1.key,
+    details: { slice: [...t1.slice], owner: 'c'.repeat(40), requestedKey: t1.key },
+  });
+}
+
+describe('SLICE_CONFLICT from a commit batch', () => {
+  it('names the tensor whose slice conflicted, keeps the store message, and gives no --rebind advice with --rebind', async () => {
+    const store = {
+      addEntries: async (inputs: readonly AddEntryInput[]) => {
+        expect(inputs.map((i) => i.qualname)).toEqual(TENSORS.map((t) => t.name));
+        throw storeConflict();
+      },
+    } as unknown as CacheStore;
+    const commits = createCommitBatcher(store, { rebind: true, batch: true });
+    // Both tensors join one batch: both are failed with the one store error.
+    const failures = await Promise.all(
+      TENSORS.map((t) =>
+        commits
+          .addEntry({ key: t.key, qualname: t.name, payload: new Uint8Array(0), shape: [1], dtype: 'BF16', sliceKeys: [[...t.slice]], leaveTakenSlices: true })
+          .then(
+            () => undefined,
+            (error: unknown) => wrapBuildError(error, { tensor: t.name, file: `/models/B/${SHARD}`, rebind: true, tensorOfSlice }),
+          ),
+      ),
+    );
+    for (const failure of failures) {
+      expect(failure).toBeInstanceOf(BuilderError);
+      const error = failure as BuilderError;
+      expect(error.code).toBe('SLICE_CONFLICT');
+      // t0 surfaced it too, but it is t1's slice that conflicted.
+      expect(error.context.tensor).toBe('layer0.t1.weight');
+      expect(error.message).toContain('tensor layer0.t1.weight');
+      expect(error.message).not.toContain('layer0.t0.weight');
+      expect(error.message).toContain('was bound concurrently');
+      expect(error.message).not.toContain('--rebind');
+      expect((error.cause as StoreError).code).toBe('SLICE_CONFLICT');
+    }
+  });
+
+  it('without --rebind the advice stays, still naming the conflicting tensor; an error without a slice names the tensor in hand', () => {
+    const error = wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', rebind: false, tensorOfSlice }) as BuilderError;
+    expect(error).toMatchObject({ code: 'SLICE_CONFLICT', context: { tensor: 'layer0.t1.weight' } });
+    expect(error.message).toContain('pass --rebind');
+    expect(error.message).toContain('was bound concurrently');
+    const plain = new StoreError('SLICE_CONFLICT', 'slice bound elsewhere');
+    expect((wrapBuildError(plain, { tensor: 'layer0.t0.weight', rebind: false, tensorOfSlice }) as BuilderError).context.tensor).toBe('layer0.t0.weight');
+  });
+});
