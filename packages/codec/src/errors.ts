@@ -35,6 +35,7 @@ export class SplitZipError extends Error {
 }
 Object.defineProperty(SplitZipError.prototype, BRAND, { value: true });
 
-export function isSplitZipError(value: unknown): value is SplitZipError {
-  return value instanceof SplitZipError;
+/** A SplitZipError from any copy of this package; with `code`, of that code (as the store's, runtime's and builder's guards). */
+export function isSplitZipError(value: unknown, code?: SplitZipErrorCode): value is SplitZipError {
+  return value instanceof SplitZipError && (code === undefined || value.code === code);
 }

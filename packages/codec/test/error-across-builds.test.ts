@@ -14,7 +14,11 @@ describe('SplitZipError across the ESM and CommonJS builds', () => {
       const error = new from.SplitZipError('TRUNCATED', 'payload ends early');
       expect(error instanceof to.SplitZipError).toBe(true);
       expect(to.isSplitZipError(error)).toBe(true);
+      expect(to.isSplitZipError(error, 'TRUNCATED')).toBe(true);
+      expect(to.isSplitZipError(error, 'OUTPUT_TOO_SMALL')).toBe(false);
     }
+    // The class keeps its name in both builds (console.log prints it).
+    expect([esm.SplitZipError.name, cjs.SplitZipError.name]).toEqual(['SplitZipError', 'SplitZipError']);
     const lookAlike = Object.assign(new Error('TRUNCATED: payload ends early'), { name: 'SplitZipError', code: 'TRUNCATED' });
     for (const value of [lookAlike, { ...new esm.SplitZipError('TRUNCATED', 'x') }, null, undefined, 'x', 3]) {
       expect(value instanceof esm.SplitZipError).toBe(false);

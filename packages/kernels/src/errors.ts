@@ -30,6 +30,7 @@ export class KernelsError extends Error {
 }
 Object.defineProperty(KernelsError.prototype, BRAND, { value: true });
 
-export function isKernelsError(value: unknown): value is KernelsError {
-  return value instanceof KernelsError;
+/** A KernelsError from any copy of this package; with `code`, of that code (as the store's, runtime's and builder's guards). */
+export function isKernelsError(value: unknown, code?: KernelsErrorCode): value is KernelsError {
+  return value instanceof KernelsError && (code === undefined || value.code === code);
 }

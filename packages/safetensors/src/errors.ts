@@ -116,6 +116,7 @@ export class SafetensorsError extends Error {
 }
 Object.defineProperty(SafetensorsError.prototype, BRAND, { value: true });
 
-export function isSafetensorsError(value: unknown): value is SafetensorsError {
-  return value instanceof SafetensorsError;
+/** A SafetensorsError from any copy of this package; with `code`, of that code (as the store's, runtime's and builder's guards). */
+export function isSafetensorsError(value: unknown, code?: SafetensorsErrorCode): value is SafetensorsError {
+  return value instanceof SafetensorsError && (code === undefined || value.code === code);
 }

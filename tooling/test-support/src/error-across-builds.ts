@@ -19,7 +19,7 @@ export async function expectErrorClassAcrossBuilds(
 ): Promise<void> {
   const esm = (await import(new URL('dist/index.js', packageRoot).href)) as Record<string, unknown>;
   const cjs = createRequire(fileURLToPath(new URL('package.json', packageRoot)))(fileURLToPath(new URL('dist/index.cjs', packageRoot))) as Record<string, unknown>;
-  const builds = [esm, cjs].map((build) => ({ ErrorType: build[className] as ErrorClass, is: build[isName] as (value: unknown) => boolean }));
+  const builds = [esm, cjs].map((build) => ({ ErrorType: build[className] as ErrorClass, is: build[isName] as (value: unknown, code?: unknown) => boolean }));
   const [a, b] = builds as [(typeof builds)[0], (typeof builds)[0]];
   expect(a.ErrorType).not.toBe(b.ErrorType); // two classes indeed
   for (const { ErrorType } of builds) {
@@ -34,6 +34,9 @@ export async function expectErrorClassAcrossBuilds(
     const error = make(from.ErrorType);
     expect(error instanceof to.ErrorType).toBe(true);
     expect(to.is(error)).toBe(true);
+    // Every package's guard narrows by code as well.
+    expect(to.is(error, (error as { code?: unknown }).code)).toBe(true);
+    expect(to.is(error, 'NOT_A_CODE')).toBe(false);
   }
   const lookAlike = Object.assign(new Error(make(a.ErrorType).message), { name: className, code: (make(a.ErrorType) as { code?: unknown }).code });
   for (const value of [lookAlike, { ...make(a.ErrorType) }, null, undefined, 'x', 3]) {
