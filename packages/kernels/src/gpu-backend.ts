@@ -113,16 +113,34 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
   /**
    * A lost GL context (the browser drops the oldest past ~16 live ones, or WEBGL_lose_context)
    * makes every launch and readback "succeed" with zeros: after each one, a lost context is a
-   * backend failure, never data.
+   * backend failure, never data. A loss is for good: a context the page restored (it called
+   * preventDefault on the event) answers isContextLost() false again but holds none of the
+   * kernels' programs, textures or framebuffers, so launches there give zeros too. Each GL
+   * canvas is watched from the first launch on (the kernels are built then) and one loss event
+   * fails this instance for good, device results made before it included.
    */
+  let lost = false;
+  const watched = new WeakSet<object>();
+  const onContextLost = (): void => {
+    lost = true;
+  };
   const checkLost = (): void => {
     if (disposed) throw new KernelsError('DISPOSED', 'this Kernels instance was disposed', { backend: name });
     if (context?.isLost) throw new KernelsError('KERNEL_FAILED', `the ${name} device was lost`, { backend: name });
     for (const kernel of [decodeKernel, pairsKernel, countKernel]) {
-      const gl = (kernel.kernel as { context?: { isContextLost?: () => boolean } } | undefined)?.context;
-      if (typeof gl?.isContextLost === 'function' && gl.isContextLost()) {
-        throw new KernelsError('KERNEL_FAILED', `the ${name} context was lost (the browser dropped it or WEBGL_lose_context)`, { backend: name });
+      const gl = (kernel.kernel as { context?: GlContextLike } | undefined)?.context;
+      if (typeof gl?.isContextLost !== 'function') continue;
+      const canvas = gl.canvas;
+      if (canvas && typeof canvas.addEventListener === 'function' && !watched.has(canvas)) {
+        watched.add(canvas);
+        canvas.addEventListener('webglcontextlost', onContextLost);
       }
+      if (gl.isContextLost()) lost = true;
+    }
+    if (lost) {
+      throw new KernelsError('KERNEL_FAILED', `the ${name} context was lost (the browser dropped it or WEBGL_lose_context); a restored context holds none of this instance's kernels`, {
+        backend: name,
+      });
     }
   };
   let disposed = false;
@@ -221,6 +239,12 @@ export async function startGpuBackend(name: GpuBackendName, options: GpuBackendO
       await disposeGpu(gpu);
     },
   };
+}
+
+/** What checkLost reads of a gpu.js kernel's GL context (absent on webgpu, webasm and cpu). */
+interface GlContextLike {
+  isContextLost?: () => boolean;
+  canvas?: { addEventListener?: (type: string, listener: () => void) => void } | null;
 }
 
 async function disposeGpu(gpu: GpuJsInstance): Promise<void> {

@@ -484,9 +484,21 @@ async function settle(promise) {
   }
 }
 
+/** Rejects after `ms` naming what was waited for: a missing browser event must not hang the page. */
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Probe findings that only a browser shows: a lost WebGL context, concurrent webgpu encodes,
- * dispose during a webgpu encode, a GL device result read after dispose. Small tensors.
+ * a restored WebGL context, dispose during a webgpu encode, a GL device result read after
+ * dispose. Small tensors.
  */
 async function runProbeChecks() {
   const report = { checks: 0, failures: [] };
@@ -539,6 +551,63 @@ async function runProbeChecks() {
       }
     }
 
+    // A context the page restored (preventDefault on the loss event) answers isContextLost() false
+    // again but holds none of the instance's programs or textures: still a failure for good, never
+    // zeros, for later calls and for a device result made before the loss.
+    {
+      const contexts = new Set();
+      const original = HTMLCanvasElement.prototype.getContext;
+      HTMLCanvasElement.prototype.getContext = function (...args) {
+        const context = original.apply(this, args);
+        if (context) contexts.add(context);
+        return context;
+      };
+      let kernels;
+      try {
+        kernels = await createKernels({ backend });
+      } finally {
+        HTMLCanvasElement.prototype.getContext = original;
+      }
+      try {
+        const before = await kernels.decode(payload);
+        if (before.backend !== backend || firstMismatch(before.values, values) !== -1) fail(`${backend} restored context: the first decode ran on ${before.backend}`);
+        const held = await kernels.decodeToDevice(payload);
+        // Extensions first: a lost context's getExtension returns null.
+        const lose = [...contexts].map((c) => [c, c.getExtension('WEBGL_lose_context')]).filter(([, ext]) => ext);
+        const events = (type, prevent) =>
+          withTimeout(
+            Promise.all(lose.map(([c]) => new Promise((resolve) => c.canvas.addEventListener(type, (e) => { if (prevent) e.preventDefault(); resolve(); }, { once: true })))),
+            10_000,
+            `${backend} ${type}`,
+          );
+        const lost = events('webglcontextlost', true);
+        for (const [, ext] of lose) ext.loseContext();
+        await lost;
+        // Past the event's dispatch: its default counts as prevented only once every listener ran.
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        const restored = events('webglcontextrestored', false);
+        for (const [, ext] of lose) ext.restoreContext();
+        await restored;
+        if (lose.length === 0 || [...contexts].some((c) => c.isContextLost())) fail(`${backend} restored context: ${lose.length} context(s) lost and restored`);
+        const r = await kernels.decode(payload);
+        report.checks++;
+        if (r.backend !== 'codec' || !/lost/.test(r.fallbackReason ?? '') || firstMismatch(r.values, values) !== -1) {
+          fail(`${backend} restored context, decode: ran on ${r.backend} (${r.fallbackReason}), values ${firstMismatch(r.values, values) === -1 ? 'right' : 'wrong'}`);
+        }
+        const d = await kernels.decodeToDevice(payload);
+        const back = await settle(d.toArray());
+        report.checks++;
+        if (d.backend !== 'codec' || !/lost/.test(d.fallbackReason ?? '') || !back.ok || firstMismatch(back.value, values) !== -1) {
+          fail(`${backend} restored context, decodeToDevice: ran on ${d.backend} (${d.fallbackReason}), toArray ${back.ok ? (firstMismatch(back.value, values) === -1 ? 'right' : 'wrong values') : back.code}`);
+        }
+        const old = await settle(held.toArray());
+        report.checks++;
+        if (old.ok || old.code !== 'KERNEL_FAILED') fail(`${backend} restored context, toArray of a result made before the loss: ${old.ok ? (firstMismatch(old.value, values) === -1 ? 'right values' : 'wrong values') : old.code}`);
+      } finally {
+        await kernels.dispose();
+      }
+    }
+
     // A device result read after its instance was disposed: DISPOSED, never zeros or a TypeError.
     for (const readFirst of [true, false]) {
       const kernels = await createKernels({ backend });
@@ -580,6 +649,7 @@ async function runProbeChecks() {
     if (r.value.backend !== 'webgpu') fail(`webgpu dispose during encode: ran on ${r.value.backend} (${r.value.fallbackReason})`);
     if (r.value.payload.length !== want.length || firstMismatch(r.value.payload, want) !== -1) fail(`webgpu dispose during encode: resolved a wrong payload (${r.value.backend})`);
   } else if (r.code !== 'DISPOSED') fail(`webgpu dispose during encode: ${r.code}`);
+
   return report;
 }
 
