@@ -137,6 +137,9 @@ export interface WebGpuDecoder {
   release(outputs: readonly WebGpuOutput[]): void;
   /** Output buffers kept for reuse now (for tests). */
   readonly pooledBuffers: number;
+  /** True once dispose() was called: later calls reject with DISPOSED. */
+  readonly disposed: boolean;
+  /** Lets the call in progress finish, rejects queued ones with DISPOSED, then destroys the kept buffers. */
   dispose(): Promise<void>;
 }
 
@@ -839,9 +842,17 @@ export async function createWebGpuDecoder(
       return pool.length;
     },
 
+    get disposed() {
+      return disposed;
+    },
+
     async dispose() {
       if (disposed) return;
       disposed = true;
+      // The call in progress still submits and maps the kept buffers: destroyed under it, it failed
+      // with a device error (a false fallback reason, or an untyped rejection from a toArray).
+      // Queued calls see `disposed` and reject with DISPOSED, so the tail settles soon after.
+      await tail;
       readback.destroy();
       for (const buffer of [input, params, hostOutput, hashSpans, hashParams, hashLanes, hashRead, ...stagings.map((e) => e.buffer), ...pool]) buffer?.destroy();
       stagings.length = 0;

@@ -21,8 +21,8 @@ export class KernelsError extends Error {
   readonly code: KernelsErrorCode;
   readonly details: Record<string, unknown>;
 
-  constructor(code: KernelsErrorCode, message: string, details: Record<string, unknown> = {}) {
-    super(`${code}: ${message}`);
+  constructor(code: KernelsErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(`${code}: ${message}`, options);
     this.name = 'KernelsError';
     this.code = code;
     this.details = details;

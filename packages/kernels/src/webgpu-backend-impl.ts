@@ -1,8 +1,8 @@
-import { readPayloadMeta, SplitZipError } from '@splitzip/codec';
+import { isSplitZipError, readPayloadMeta, SplitZipError } from '@splitzip/codec';
 import type { BackendImpl } from './backend-impl.js';
 import { checkOutput } from './check-output.js';
 import type { WebGpuDecoder } from './create-webgpu-decoder.js';
-import { KernelsError } from './errors.js';
+import { isKernelsError, KernelsError } from './errors.js';
 import { emptyTimings } from './timings.js';
 
 const now = (): number => performance.now();
@@ -55,7 +55,12 @@ export function createWebGpuBackendImpl(decoder: WebGpuDecoder, encoder: Backend
                 needed: elementCount,
               });
             }
-            throw error;
+            if (isKernelsError(error) || isSplitZipError(error)) throw error;
+            // A lost device rejects the mapping with a bare DOMException (AbortError): typed here,
+            // as every other failure of this package is.
+            throw decoder.disposed
+              ? new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {}, { cause: error })
+              : new KernelsError('KERNEL_FAILED', `WebGPU readback failed: ${error instanceof Error ? error.message : String(error)}`, { backend: 'webgpu' }, { cause: error });
           }
           return values;
         },

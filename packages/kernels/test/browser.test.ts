@@ -105,7 +105,7 @@ if (!haveChromium) {
       expect(report.segments['readback pieces of 16 bytes, 1 staging(s) model-like 4,097 values, chunk 64']).toBe(1);
     }, 300_000);
 
-    it('probe findings: a lost WebGL context falls back (never zeros), also once restored, concurrent webgpu encodes, dispose during a webgpu encode, GL toArray after dispose', async () => {
+    it('probe findings: a lost WebGL context falls back (never zeros), also once restored, concurrent webgpu encodes, dispose during a webgpu encode, decode and toArray, a lost webgpu device, GL toArray after dispose', async () => {
       const report: { checks: number; failures: string[] } = await withTimeout(
         session.page.evaluate(() => (window as unknown as { runProbeChecks(): Promise<typeof report> }).runProbeChecks(), undefined),
         120_000,
@@ -113,8 +113,8 @@ if (!haveChromium) {
       );
       expect(session.errors).toEqual([]);
       expect(report.failures).toEqual([]);
-      // 2 GL backends x (3 lost-context calls + 3 after a restore + 2 toArray after dispose) + 2 webgpu checks.
-      expect(report.checks).toBe(2 * 8 + 2);
+      // 2 GL backends x (3 lost-context calls + 3 after a restore + 2 toArray after dispose) + 5 webgpu checks.
+      expect(report.checks).toBe(2 * 8 + 5);
     }, 180_000);
   });
 }

@@ -3,7 +3,8 @@
 // reads/writes real bytes; submitting a copy that touches a mapped or pending buffer, mapping a
 // buffer that is not unmapped, or reading a range that is not mapped is a validation error
 // (recorded, and thrown where WebGPU rejects); an unmapped range is detached, so a late read
-// throws. Mappings resolve after a macrotask, in order, as a queue's would. Shaders do not run:
+// throws. Mappings resolve after a macrotask, in order, as a queue's would (one whose buffer was
+// destroyed meanwhile rejects, as WebGPU's does). Shaders do not run:
 // output buffers (STORAGE | COPY_SRC) start filled with a known pattern (`patternAt`) instead.
 import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
 
@@ -85,6 +86,11 @@ export function createStrictFakeDevice(limits: Partial<GpuDeviceNative['limits']
         mapTail = done;
         return done.then(() => {
           pendingMaps--;
+          if (buffer.state === 'destroyed') {
+            // WebGPU rejects a mapping its buffer was destroyed under (AbortError): no revival.
+            events.push(`map ${id} aborted`);
+            throw new Error(`AbortError: buffer ${id} was destroyed before mapping was resolved`);
+          }
           if (fail) {
             buffer.state = 'unmapped';
             throw new Error(`OperationError: mapping buffer ${id} failed (device lost)`);

@@ -497,8 +497,8 @@ function withTimeout(promise, ms, what) {
 
 /**
  * Probe findings that only a browser shows: a lost WebGL context, concurrent webgpu encodes,
- * a restored WebGL context, dispose during a webgpu encode, a GL device result read after
- * dispose. Small tensors.
+ * a restored WebGL context, dispose during a webgpu encode, decode or toArray, a lost WebGPU
+ * device, a GL device result read after dispose. Small tensors (one 2^22 + 3 decode).
  */
 async function runProbeChecks() {
   const report = { checks: 0, failures: [] };
@@ -650,6 +650,40 @@ async function runProbeChecks() {
     if (r.value.payload.length !== want.length || firstMismatch(r.value.payload, want) !== -1) fail(`webgpu dispose during encode: resolved a wrong payload (${r.value.backend})`);
   } else if (r.code !== 'DISPOSED') fail(`webgpu dispose during encode: ${r.code}`);
 
+  // dispose during a native decode (two default slices) and during a toArray: the call finishes
+  // on live buffers or rejects DISPOSED; never a fallback blaming the device, never a bare DOMException.
+  const decodeValues = modelLike(2 ** 22 + 3, 25);
+  const decodePayload = encode(decodeValues, calibrateCodebook(decodeValues).codebook);
+  const decoding = await createKernels({ backend: 'webgpu' });
+  const inFlight = settle(decoding.decode(decodePayload));
+  await decoding.dispose();
+  const d = await inFlight;
+  report.checks++;
+  if (d.ok) {
+    if (d.value.backend !== 'webgpu' || d.value.fallbackReason !== null) fail(`webgpu dispose during decode: ran on ${d.value.backend} (${d.value.fallbackReason})`);
+    if (firstMismatch(d.value.values, decodeValues) !== -1) fail('webgpu dispose during decode: wrong values');
+  } else if (d.code !== 'DISPOSED') fail(`webgpu dispose during decode: ${d.code}`);
+  const reading = await createKernels({ backend: 'webgpu' });
+  const held = await reading.decodeToDevice(payload);
+  const toArray = settle(held.toArray());
+  await reading.dispose();
+  const t = await toArray;
+  report.checks++;
+  if (t.ok ? firstMismatch(t.value, values) !== -1 : t.code !== 'DISPOSED') fail(`webgpu dispose during toArray: ${t.ok ? 'wrong values' : t.code}`);
+
+  // A lost device (page code destroyed gpu.js's shared device; the next acquire makes a new one):
+  // toArray of a result made before is KERNEL_FAILED, not the device's bare AbortError. Last: it
+  // ends the device the instances above shared.
+  const losing = await createKernels({ backend: 'webgpu' });
+  try {
+    const result = await losing.decodeToDevice(payload);
+    await GPU.WebGPUContext.destroy();
+    const lostRead = await settle(result.toArray());
+    report.checks++;
+    if (lostRead.ok || lostRead.code !== 'KERNEL_FAILED') fail(`webgpu toArray after the device was lost: ${lostRead.ok ? 'resolved' : lostRead.code}`);
+  } finally {
+    await losing.dispose();
+  }
   return report;
 }
 
