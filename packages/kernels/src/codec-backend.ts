@@ -8,6 +8,7 @@ const now = (): number => performance.now();
 
 /** The codec's own CPU path (WebAssembly SIMD or tuned JS): the `codec` backend and the fallback. */
 export function createCodecBackend(): BackendImpl {
+  let disposed = false;
   return {
     name: 'codec',
     async decode(payload, out, options) {
@@ -39,6 +40,9 @@ export function createCodecBackend(): BackendImpl {
         // (a Uint8Array took each value's low byte before) and for a deleted result.
         async toArray(out?: Uint16Array) {
           if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
+          // The values are on the host and would still read, but a result must not outlive its
+          // instance on one backend only: code tested on codec would break on a GPU backend.
+          if (disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
           if (out === undefined) return values.slice();
           const target = checkOutput(out, values.length);
           target.set(values);
@@ -49,6 +53,8 @@ export function createCodecBackend(): BackendImpl {
         },
       };
     },
-    async dispose() {},
+    async dispose() {
+      disposed = true;
+    },
   };
 }

@@ -101,6 +101,17 @@ for (const backend of ['cpu', 'webasm'] as const) {
   });
 }
 
+describe('codec: a device result does not outlive its instance', () => {
+  it('toArray of a decodeToDevice result after dispose is DISPOSED, as on the GPU backends', async () => {
+    const kernels = await createKernels({ backend: 'codec' });
+    const device = await kernels.decodeToDevice(payload);
+    expect(await device.toArray()).toEqual(values);
+    await kernels.dispose();
+    await expect(device.toArray()).rejects.toMatchObject({ name: 'KernelsError', code: 'DISPOSED' });
+    await expect(device.toArray(new Uint16Array(values.length))).rejects.toMatchObject({ name: 'KernelsError', code: 'DISPOSED' });
+  });
+});
+
 describe('dispose while an encode is in flight', () => {
   it('cpu: a call caught by dispose between launches rejects DISPOSED', async () => {
     const kernels = await createKernels({ backend: 'cpu' });
