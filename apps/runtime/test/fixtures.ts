@@ -2,7 +2,7 @@
 // store and codec directly (calibrate → gate → encode → addEntries → aliasSlices), so each test
 // controls exactly which tensors are cached.
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, createCodebook, encode } from '@splitzip/codec';
@@ -76,7 +76,8 @@ export function standardTensors(): FixtureTensor[] {
 }
 
 export async function makeTempDir(prefix: string): Promise<{ dir: string; cleanup: () => Promise<void> }> {
-  const dir = await mkdtemp(join(tmpdir(), `runtime-${prefix}-`));
+  // Resolved: a store names files under the directory it resolved at open (TMPDIR may be a link, as on macOS).
+  const dir = await realpath(await mkdtemp(join(tmpdir(), `runtime-${prefix}-`)));
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
 

@@ -2,7 +2,17 @@ import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { StoreError, toIoError } from './errors.js';
-import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, encodeJournalRecords, scanJournalRecords, type JournalScan } from './journal-format.js';
+import {
+  JOURNAL_HEADER_BYTES,
+  checkJournalHeader,
+  encodeJournalHeader,
+  encodeJournalRecords,
+  findRecordMagic,
+  framedRecordBytes,
+  isIntactRecord,
+  scanJournalRecords,
+  type JournalScan,
+} from './journal-format.js';
 import {
   BLOB_WRITE_CONCURRENCY,
   COMPACT_MIN_JOURNAL_BYTES,
@@ -170,6 +180,8 @@ const LOCKED_CATCH_UP_ROUNDS = 8;
 
 export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStore {
   private journal: JournalFile | undefined;
+  /** Set by a catch-up that found a damaged record with an intact one after it (verify reports it). */
+  private journalDamage: StoreError | undefined;
   /** Set when a failed append could not be cut back off the journal: every later write throws it. */
   private journalUnwritable: StoreError | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
@@ -330,6 +342,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.manifestBytes = bytes.length;
       this.manifestIdentity = identity;
       this.sealSeen = false;
+      this.journalDamage = undefined;
       await previous?.close();
       return;
     }
@@ -404,8 +417,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       const journal = this.journal;
       const size = await journal.size();
       if (size < this.journalOffset) {
-        if (lock) throw new StoreError('JOURNAL_INVALID', `journal shrank to ${size} bytes below the ${this.journalOffset} already applied`, { path: journal.path });
-        // Only a writer truncates, and only past what any reader applied: this is not our journal any more.
+        // Not the journal we applied any more: replaced, or a failed append cut back after we read
+        // it (appendDurably), also when we hold the lock now. The files on disk are the truth.
         await reload();
         continue;
       }
@@ -441,9 +454,27 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           if (bytes.length < length || stop === 'invalid' || (stop === 'incomplete' && start + length >= size)) break;
           recordBytes = scan.nextRecordBytes ?? 0;
         }
-        if (lock && !this.sealSeen && stop !== 'end') {
-          // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's torn record.
-          await journal.truncate(this.journalOffset);
+        this.journalDamage = undefined;
+        if (!this.sealSeen && stop !== 'end') {
+          // A crashed writer's torn record is the last thing in the file: a writer appends only after
+          // the record before is durable. An intact record after the bad one means damage (a flipped
+          // bit, a bad sector): cutting it off, as a torn tail is, lost every later commit, and gc then
+          // removed their blobs as orphans. Readers go on with what comes before (the rest is served
+          // raw); writers and gc refuse, and verify reports it.
+          const intactAt = await findIntactRecordAfter(journal, this.journalOffset, size);
+          if (intactAt !== undefined) {
+            const damage = new StoreError(
+              'JOURNAL_INVALID',
+              `the record at offset ${this.journalOffset} is damaged, yet an intact record follows at ${intactAt}: not a crashed writer's torn tail. ` +
+                'Its commits and the later ones are not applied; writers and gc refuse to cut the journal (move it aside and build again to re-add them)',
+              { path: journal.path, details: { offsetBytes: this.journalOffset, intactRecordOffset: intactAt } },
+            );
+            if (lock) throw damage;
+            this.journalDamage = damage;
+          } else if (lock) {
+            // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's torn record.
+            await journal.truncate(this.journalOffset);
+          }
         }
         if (this.sealSeen) continue;
       }
@@ -565,7 +596,24 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const journal = this.journal;
     if (!journal) throw new StoreError('IO_ERROR', 'internal: no journal under the writer lock', { path: this.root });
     const bytes = encodeJournalRecords(ops);
-    await this.appendDurably(journal, bytes);
+    try {
+      await this.appendDurably(journal, bytes);
+    } catch (error) {
+      // A reader that refreshed while the record was in the file may have applied it and moved past
+      // its end: the next record written where it stood would then be read from its middle (and cut
+      // there as a torn tail by that reader's next writer session). Moving to a new generation
+      // before the lock goes makes every reader reload; if that fails too, this handle writes no more.
+      if (!this.journalUnwritable) {
+        await this.compactLocked().catch((cause: unknown) => {
+          this.journalUnwritable = new StoreError(
+            'IO_ERROR',
+            'a failed journal append was taken back, but the cache could not move to a new generation: this handle writes nothing more (reopen the store once the disk is healthy)',
+            { path: journal.path, details: { offsetBytes: this.journalOffset }, cause },
+          );
+        });
+      }
+      throw error;
+    }
     this.state.applyChecked(ops);
     this.journalOffset += bytes.length;
   }
@@ -757,7 +805,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
     this.assertOpen();
     await this.refresh();
-    return verifyEntries(this.backend, [...this.state.entries.values()], this.header.generation, options);
+    const report = await verifyEntries(this.backend, [...this.state.entries.values()], this.header.generation, options);
+    const damage = this.journalDamage;
+    if (damage === undefined) return report;
+    return { ...report, ok: false, problems: [{ key: '', qualname: damage.path ?? 'journal', code: damage.code, message: damage.message }, ...report.problems] };
   }
 
   gc(options: GcOptions = {}): Promise<GcReport> {
@@ -782,6 +833,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    */
   private async gcDryRun(options: GcOptions): Promise<GcReport> {
     await this.refresh();
+    // What gc itself would say: it refuses a damaged journal (its records' blobs are not orphans).
+    if (this.journalDamage) throw this.journalDamage;
     return this.mutex.run(async () => {
       let unfolded: number | undefined;
       if (this.sealSeen) {
@@ -840,4 +893,25 @@ function withoutTakenSlices(entry: CacheEntry, state: { ownerOf(slice: SliceKeyT
     return owner === undefined || owner === entry.key;
   });
   return free.length === entry.sliceKeys.length ? entry : withSliceKeys(entry, free);
+}
+
+/**
+ * The offset of the first intact record (magic, length, CRC) in `journal` after `fromOffset`, below
+ * `sizeBytes`; undefined when none. Reads window by window, and each candidate record alone (at most
+ * MAX_JOURNAL_RECORD_BYTES): memory stays bounded whatever the file holds.
+ */
+async function findIntactRecordAfter(journal: JournalFile, fromOffset: number, sizeBytes: number): Promise<number | undefined> {
+  // Windows overlap by 3 bytes, so a magic that straddles one's end is whole in the next.
+  const step = JOURNAL_READ_WINDOW_BYTES - 3;
+  for (let start = fromOffset + 1; start < sizeBytes; start += step) {
+    const window = await journal.read(start, Math.min(JOURNAL_READ_WINDOW_BYTES, sizeBytes - start));
+    for (const at of findRecordMagic(window, 0)) {
+      if (at >= step && start + step < sizeBytes) break; // the next window sees it
+      const offset = start + at;
+      const total = framedRecordBytes(await journal.read(offset, Math.min(12, sizeBytes - offset)));
+      if (total === undefined || offset + total > sizeBytes) continue;
+      if (isIntactRecord(await journal.read(offset, total))) return offset;
+    }
+  }
+  return undefined;
 }

@@ -212,3 +212,32 @@ export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path:
   }
   return { records, validEndOffset: records.at(-1)?.endOffset ?? startOffset, stop };
 }
+
+const RECORD_MAGIC_BYTES = Buffer.from([0x53, 0x5a, 0x4a, 0x52]); // "SZJR"
+
+/** Offsets (within `bytes`) where a record header's magic starts, from `from` on (a native search: a long tail of zeros costs a memchr, not a loop). */
+export function findRecordMagic(bytes: Uint8Array, from: number): number[] {
+  const found: number[] = [];
+  const haystack = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let at = haystack.indexOf(RECORD_MAGIC_BYTES, Math.max(0, from)); at !== -1; at = haystack.indexOf(RECORD_MAGIC_BYTES, at + 1)) found.push(at);
+  return found;
+}
+
+/**
+ * The whole size of the record whose 12-byte header is `header` (magic and a length within
+ * MAX_JOURNAL_RECORD_BYTES), or undefined when it is not one.
+ */
+export function framedRecordBytes(header: Uint8Array): number | undefined {
+  if (header.length < RECORD_HEADER_BYTES) return undefined;
+  const view = new DataView(header.buffer, header.byteOffset, RECORD_HEADER_BYTES);
+  const bodyBytes = view.getUint32(4, true);
+  if (view.getUint32(0, true) !== RECORD_MAGIC || bodyBytes < 1 || bodyBytes > MAX_JOURNAL_RECORD_BYTES) return undefined;
+  return RECORD_HEADER_BYTES + bodyBytes;
+}
+
+/** True when `record` (header and body, exactly) is a framed record whose CRC holds. */
+export function isIntactRecord(record: Uint8Array): boolean {
+  if (framedRecordBytes(record) !== record.length) return false;
+  const view = new DataView(record.buffer, record.byteOffset, record.byteLength);
+  return (crc32(record.subarray(RECORD_HEADER_BYTES), crc32(record.subarray(4, 8))) >>> 0) === view.getUint32(8, true);
+}

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, encode } from '@splitzip/codec';
@@ -54,7 +54,8 @@ export function toInput(tensor: TestTensor, qualname: string, sliceKeys?: AddEnt
 
 const dirs: string[] = [];
 export async function makeTempDir(prefix = 'splitzip-store-'): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), prefix));
+  // Resolved: a store names files under the directory it resolved at open (TMPDIR may be a link, as on macOS).
+  const dir = await realpath(await mkdtemp(join(tmpdir(), prefix)));
   dirs.push(dir);
   return dir;
 }

@@ -3,7 +3,7 @@
 // see them. The store must take such a record back before it lets go of the writer lock; it was left
 // in the file, applied by the next catch-up (this handle's refresh, any other process), and the next
 // commit went after it: a crash that lost the failed record then cut every later commit with it.
-import { stat } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import type { JournalFile } from '../src/backend.js';
@@ -11,7 +11,7 @@ import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
 import { countOpenBlobFiles } from '../src/open-blob-files.js';
-import { openCacheStore } from '../src/index.js';
+import { openCacheStore, type CacheStore } from '../src/index.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -50,14 +50,16 @@ async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStor
 it('an append whose datasync failed is cut back off the journal: never applied later, and the next commit does not follow it', async () => {
   const { root, tensors } = await makeCache();
   const journalPath = join(root, 'journal.2');
-  const before = (await stat(journalPath)).size;
   const e1 = makeTensor([30, 5], 9201);
   const e2 = makeTensor([20, 9], 9202);
   const faults: Faults = { appends: 1, truncates: false };
   const store = await loadWithFaults(root, faults);
   try {
     expect((await catchError(() => store.addEntry(toInput(e1, 'e1', [['e1.safetensors', 0, e1.bytes.length]])))).code).toBe('EIO');
-    expect((await stat(journalPath)).size).toBe(before);
+    // Cut back, then moved to the next generation (readers that applied the record reload).
+    expect(store.generation).toBe(3);
+    expect((await stat(join(root, 'journal.3'))).size).toBe(JOURNAL_HEADER_BYTES);
+    await expect(stat(journalPath)).rejects.toMatchObject({ code: 'ENOENT' });
     await store.refresh();
     expect(store.getEntry(e1.key)).toBeUndefined();
     const other = await openCacheStore(root, { compactOnClose: false });
@@ -159,4 +161,87 @@ it('a close whose compaction fails still closes the blob descriptors kept for re
   await store.addEntry(toInput(makeTensor([8, 8], 9231), 'more')); // something to compact
   expect((await catchError(() => store.close())).message).toMatch(/cannot compact on close/);
   expect(countOpenBlobFiles()).toBe(before);
+});
+
+it('a damaged record with intact ones after it is not a torn tail: readers go on, verify reports JOURNAL_INVALID, writers and gc refuse to cut it', async () => {
+  const { root, tensors } = await makeCache();
+  const added = [makeTensor([16, 4], 9241), makeTensor([12, 8], 9242), makeTensor([20, 3], 9243)];
+  const writer = await openCacheStore(root, { compactOnClose: false });
+  for (const [i, t] of added.entries()) await writer.addEntry(toInput(t, `later.${i}`)); // one record each
+  await writer.close();
+  const path = join(root, 'journal.2');
+  const intact = await readFile(path);
+  const damaged = Buffer.from(intact);
+  damaged[JOURNAL_HEADER_BYTES + 12 + 40]! ^= 0x01; // one bit in the first record's body
+  await writeFile(path, damaged);
+
+  const store = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(store.getEntry(tensors[0]!.key)).toBeDefined(); // the manifest's entry reads as before
+    for (const t of added) expect(store.getEntry(t.key)).toBeUndefined();
+    const report = await store.verify();
+    expect(report.ok).toBe(false);
+    expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/intact record follows/) });
+    expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9244), 'new')))).code).toBe('JOURNAL_INVALID');
+    expect((await catchError(() => store.gc({ minAgeMs: 0 }))).code).toBe('JOURNAL_INVALID');
+    expect((await catchError(() => store.gc({ dryRun: true }))).code).toBe('JOURNAL_INVALID');
+  } finally {
+    await store.close();
+  }
+  // Nothing was cut or removed: with the bit put back, every commit and its blob is there.
+  expect(Buffer.from(await readFile(path)).equals(damaged)).toBe(true);
+  await writeFile(path, intact);
+  const repaired = await openCacheStore(root);
+  try {
+    for (const t of added) expect(repaired.getEntry(t.key)).toBeDefined();
+    expect((await repaired.verify({ decode: true })).ok).toBe(true);
+  } finally {
+    await repaired.close();
+  }
+});
+
+it('a reader that applied the failed record before it was cut back reloads: later commits, its own and the writer\'s, all stay (found by review)', async () => {
+  const { root } = await makeCache();
+  const hook: { reader?: CacheStore; fail: number } = { fail: 1 };
+  class SlowFailingBackend extends FsBackend {
+    override async openJournal(generation: number): Promise<JournalFile | undefined> {
+      const journal = await super.openJournal(generation);
+      if (!journal) return journal;
+      const append = journal.append.bind(journal);
+      journal.append = async (offsetBytes, bytes) => {
+        await append(offsetBytes, bytes);
+        if (hook.fail <= 0) return;
+        hook.fail -= 1;
+        await hook.reader!.refresh(); // another handle refreshes during the slow, failing datasync
+        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+      };
+      return journal;
+    }
+  }
+  const writer = await FsCacheStore.load(new SlowFailingBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const reader = await openCacheStore(root, { compactOnClose: false });
+  hook.reader = reader;
+  const [e1, e2, e3] = [makeTensor([30, 5], 9301), makeTensor([20, 9], 9302), makeTensor([10, 9], 9303)];
+  try {
+    expect((await catchError(() => writer.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
+    expect(reader.getEntry(e1.key)).toBeDefined(); // it applied the record that was then taken back
+    // A longer record, reported durable: written where the failed one stood, had the cache not moved on.
+    await writer.addEntry(toInput(e2, 'model.layers.0.a.much.longer.qualified.name.weight', [['e2-long-shard-name.safetensors', 0, e2.bytes.length], ['e2-other.safetensors', 128, e2.bytes.length]]));
+    await reader.refresh();
+    expect(reader.getEntry(e1.key)).toBeUndefined();
+    expect(reader.getEntry(e2.key)).toBeDefined();
+    await reader.addEntry(toInput(e3, 'e3'));
+  } finally {
+    await writer.close();
+    await reader.close();
+  }
+  const reopened = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(reopened.getEntry(e1.key)).toBeUndefined();
+    expect(reopened.getEntry(e2.key)).toBeDefined();
+    expect(reopened.getEntry(e3.key)).toBeDefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
+  }
 });
