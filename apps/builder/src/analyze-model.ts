@@ -56,8 +56,8 @@ export interface ModelStatsReport {
 export interface AnalyzeModelOptions {
   coverageMin: number;
   chunkSize: number;
-  signal?: AbortSignal;
-  onProgress?: (event: { doneBytes: number; totalBytes: number; tensor: string }) => void;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
 }
 
 export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {

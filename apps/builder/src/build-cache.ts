@@ -137,45 +137,45 @@ export interface BuildCacheOptions {
    * the bucket are created; endpoint and credentials from the AWS SDK environment variables).
    */
   cacheDir: string;
-  coverageMin?: number;
-  chunkSize?: number;
-  backend?: EncodeBackend;
+  coverageMin?: number | undefined;
+  chunkSize?: number | undefined;
+  backend?: EncodeBackend | undefined;
   /**
    * Worker threads for calibration, digests and (codec path) encoding, at most (fewer where more
    * would not fit the memory bound: see planBuildMemory); 0: all on the calling thread.
    */
-  jobs?: number;
+  jobs?: number | undefined;
   /**
    * A model with at most this many bytes of BF16 to encode runs on the calling thread whatever
    * `jobs` says (workers cost more to start than they save on it): default INLINE_MAX_BUILD_BYTES
    * (128 MiB); 0: workers for every model that has a tensor to encode.
    */
-  inlineMaxBytes?: number;
+  inlineMaxBytes?: number | undefined;
   /**
    * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
    * place). Off by default: the store refuses (SLICE_CONFLICT), since a slice key is only a file
    * name and position, and another model may own it.
    */
-  rebindSlices?: boolean;
+  rebindSlices?: boolean | undefined;
   /**
    * Also check the blob of every tensor already cached (a full read with the store's checks, so a
    * re-run costs a verify's reading) and put back any blob found missing or damaged, from the model
    * (CacheStore.repairBlob). Off by default: a re-run only looks at the manifest.
    */
-  repair?: boolean;
+  repair?: boolean | undefined;
   /**
    * Overrides the slab size (raw bytes plus payloads in flight); at least one largest tensor's.
    * Workers are counted against the bound with this slab (at least one runs, even beyond it).
    */
-  maxInFlightBytes?: number;
-  signal?: AbortSignal;
-  onProgress?: (event: BuildProgressEvent) => void;
+  maxInFlightBytes?: number | undefined;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((event: BuildProgressEvent) => void) | undefined;
   /**
    * Called after large payloads have been written, so that their memory returns at once instead
    * of when V8's heuristics next collect (the heap itself stays tiny, so that can be hundreds of
    * megabytes later). The CLI passes V8's minor GC; without it memory is still bounded, by more.
    */
-  collectGarbage?: () => void;
+  collectGarbage?: (() => void) | undefined;
 }
 
 export function defaultJobs(): number {

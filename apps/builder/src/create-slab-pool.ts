@@ -55,12 +55,12 @@ export function slabBytesOf(sizes: readonly number[]): number {
 
 export interface SlabOptions {
   /** Worker threads that will attach to the slab (0: only this thread uses it, unshared). */
-  threads?: number;
+  threads?: number | undefined;
   /**
    * A codec arena (default: unless glibc's malloc is set to use huge pages, see
    * mallocUsesHugePages), else a plain buffer.
    */
-  arena?: boolean;
+  arena?: boolean | undefined;
 }
 
 /**

@@ -13,10 +13,10 @@ export interface ProgressBarOptions {
   /** False draws nothing at all (not a TTY, `--quiet`, `--json` to a pipe, ...). */
   enabled: boolean;
   /** Redraws at most this often; a final update always draws. */
-  intervalMs?: number;
+  intervalMs?: number | undefined;
   /** What the numbers count: bytes (default: `1.2 GiB / 2.9 GiB  410 MiB/s`) or items (`12 / 63  8.3/s`). */
-  unit?: 'bytes' | 'count';
-  now?: () => number;
+  unit?: 'bytes' | 'count' | undefined;
+  now?: (() => number) | undefined;
 }
 
 const NO_PROGRESS: ProgressBar = { update() {}, finish() {} };

@@ -27,8 +27,8 @@ export const COMMANDS = [buildCommand, verifyCommand, inspectCommand, statsComma
 
 export interface RunCliOptions {
   io: CommandIo;
-  signal?: AbortSignal;
-  collectGarbage?: () => void;
+  signal?: AbortSignal | undefined;
+  collectGarbage?: (() => void) | undefined;
 }
 
 /**

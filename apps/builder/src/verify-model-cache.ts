@@ -45,8 +45,8 @@ export interface ModelCheckReport {
 export interface VerifyModelCacheOptions {
   /** Tensors below this Top-16 coverage are expected to be absent. */
   coverageMin: number;
-  signal?: AbortSignal;
-  onProgress?: (event: { doneBytes: number; totalBytes: number; tensor: string }) => void;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
 }
 
 export async function verifyModelCache(store: CacheStore, modelPath: string, options: VerifyModelCacheOptions): Promise<ModelCheckReport> {

@@ -3,12 +3,12 @@ import type { CacheEntry } from '@splitzip/store';
 
 export interface DecodeCallOptions {
   /** Verify the payload's checksum (only asked of backends with `verifiesChecksum`). */
-  verifyChecksum?: boolean;
+  verifyChecksum?: boolean | undefined;
   /**
    * The codec arena the payload (and maybe `out`) lives in, when it is a staging slot of an arena
    * pool: a backend may decode there in place (thread decoders attach their workers to it).
    */
-  arena?: CodecArena;
+  arena?: CodecArena | undefined;
 }
 
 /**

@@ -48,13 +48,13 @@ interface HandleEntry {
 
 export interface FileReaderOptions {
   /** Idle files kept open (default DEFAULT_MAX_IDLE_HANDLES). */
-  maxIdleHandles?: number;
+  maxIdleHandles?: number | undefined;
   /**
    * Reads up to this many bytes — and the open of their file, when they are its first — are made
    * with synchronous calls (default DEFAULT_SYNC_READ_MAX_BYTES; 0: never, e.g. on a network file
    * system, where an open or read can block for a long time).
    */
-  syncReadMaxBytes?: number;
+  syncReadMaxBytes?: number | undefined;
 }
 
 const openAsync = (path: string) =>

@@ -19,9 +19,9 @@ export interface PacedReaderOptions {
    * 0: none — every read settles no earlier than the instant the link finishes delivering it
    * (a benchmark of small loads wants this: a burst lets its first bytes through free).
    */
-  burstBytes?: number;
+  burstBytes?: number | undefined;
   /** Reads are split into pieces of at most this size, each paced before it is read. */
-  chunkBytes?: number;
+  chunkBytes?: number | undefined;
 }
 
 export interface PacedReader extends ByteReader {

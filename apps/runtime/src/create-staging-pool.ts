@@ -76,17 +76,17 @@ export interface StagingPoolOptions {
   /** Number of slots: how many payloads may be staged at once. */
   slotCount: number;
   /** Back the slots with shared memory (for decoding in worker threads). */
-  shared?: boolean;
+  shared?: boolean | undefined;
   /**
    * With `shared`: decode threads that will attach to the pool's codec arena (each gets a kernel
    * scratch area in it). Default 0: shared memory without attached threads.
    */
-  threads?: number;
+  threads?: number | undefined;
   /**
    * Carve the slots out of this codec arena (e.g. the one the caller's tensors live in, so that
    * decode reads and writes in place); it must have room for them. Overrides `shared`/`threads`.
    */
-  arena?: CodecArena;
+  arena?: CodecArena | undefined;
   /**
    * Without `arena`: put the slots in a new codec arena of their own (WebAssembly memory, so the
    * codec's kernels read payloads in place), or in an ordinary (shared) buffer. Default: an arena,
@@ -98,7 +98,7 @@ export interface StagingPoolOptions {
    * 13.4-14.3 against 13.0-15.7 ms). Without the tunable the arena stays: later loads 537-676
    * against 650-709 ms, 15.3-16.4 against 17.3-18.3 ms.
    */
-  codecArena?: boolean;
+  codecArena?: boolean | undefined;
 }
 
 function alignUp(value: number, align: number): number {

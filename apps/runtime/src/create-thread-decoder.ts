@@ -56,18 +56,18 @@ export const DEFAULT_CALLER_SHARE_MAX_VALUES = 1 << 20;
 export const READ_JOBS_PER_WORKER = 2;
 
 export interface ThreadDecoderOptions {
-  threads?: number;
-  splitMinValues?: number;
+  threads?: number | undefined;
+  splitMinValues?: number | undefined;
   /** Decode tensors below this many values on the calling thread (default DEFAULT_INLINE_MAX_VALUES). */
-  inlineMaxValues?: number;
+  inlineMaxValues?: number | undefined;
   /** Until a worker is ready, decode tensors below this many values on the calling thread (default DEFAULT_STARTUP_INLINE_MAX_VALUES; 0: always wait). */
-  startupInlineMaxValues?: number;
+  startupInlineMaxValues?: number | undefined;
   /** Values of a verified v3 tensor the calling thread decodes beside the workers, at most (default DEFAULT_CALLER_SHARE_MAX_VALUES; below 2^20, one segment: never). */
-  callerShareMaxValues?: number;
+  callerShareMaxValues?: number | undefined;
   /** Read-decode jobs handed to one worker at once (default READ_JOBS_PER_WORKER). */
-  readJobsPerWorker?: number;
+  readJobsPerWorker?: number | undefined;
   /** The worker script (default: decode-thread.js beside the built module). */
-  workerUrl?: URL;
+  workerUrl?: URL | undefined;
 }
 
 export interface ThreadDecoderStats {

@@ -67,43 +67,43 @@ export const MAX_LOAD_CONCURRENCY = 64;
 export const LIGHT_TENSOR_MAX_BYTES = 64 * 1024;
 
 export interface LoadModelOptions {
-  backend?: BackendOption;
+  backend?: BackendOption | undefined;
   /** Tensors in flight (reading or decoding) at once; also the staging slot count. Default DEFAULT_LOAD_CONCURRENCY (8). */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /** Check every decoded tensor against its content key (SHA-1 of shape, dtype and the original bytes). */
-  verifyDigest?: boolean;
+  verifyDigest?: boolean | undefined;
   /** Throw a typed error for any tensor the cache cannot serve, instead of reading it raw. */
-  cacheOnly?: boolean;
+  cacheOnly?: boolean | undefined;
   /** Called with each tensor, in model order, before the iterator yields it. */
-  onTensor?: (tensor: LoadedTensor) => void;
+  onTensor?: ((tensor: LoadedTensor) => void) | undefined;
   /** Where each tensor's bytes go (e.g. a view into a preallocated arena); default: a new buffer per tensor. */
-  allocate?: (tensor: TensorInfo) => Uint8Array;
+  allocate?: ((tensor: TensorInfo) => Uint8Array) | undefined;
   /** Only these tensors (default: all, in model order). */
-  filter?: (tensor: TensorInfo) => boolean;
+  filter?: ((tensor: TensorInfo) => boolean) | undefined;
   /** A staging pool to use (shared across loads); default: one sized from the model's largest entry. */
-  pool?: StagingPool;
+  pool?: StagingPool | undefined;
   /** Custom I/O for both paths (e.g. the pacing reader). */
-  reader?: ByteReader;
+  reader?: ByteReader | undefined;
   /** Cap on the default pool's memory (slot count × largest payload); default 512 MiB. */
-  maxStagingBytes?: number;
+  maxStagingBytes?: number | undefined;
   /** Refresh the cache from other processes before starting. Default true. */
-  refresh?: boolean;
+  refresh?: boolean | undefined;
   /** Tell `coverage` from `missing` for uncached BF16 tensors (a histogram pass over them). Default true. */
-  explainMisses?: boolean;
-  signal?: AbortSignal;
+  explainMisses?: boolean | undefined;
+  signal?: AbortSignal | undefined;
   /**
    * Read blobs up to this many bytes from a local cache with synchronous calls (default
    * DEFAULT_SYNC_READ_MAX_BYTES; 0: never, e.g. on network file systems where a read can block long).
    */
-  syncReadMaxBytes?: number;
+  syncReadMaxBytes?: number | undefined;
   /** When `model` is a location: S3 settings for an `s3://` model (see openModel; `readThroughDir` keeps its fetched ranges on this host). */
-  modelS3?: S3StoreOptions;
+  modelS3?: S3StoreOptions | undefined;
   /**
    * Bytes being read at once, blobs and raw tensors together (default DEFAULT_READ_WINDOW_BYTES
    * with a local cache; unbounded without a cache or with an object-store cache); a read larger
    * than the window runs alone. `Infinity`: every tensor in flight reads at once.
    */
-  readWindowBytes?: number;
+  readWindowBytes?: number | undefined;
 }
 
 /** A whole-model load: iterate it (once) for the tensors; `totals` and `reports` fill as it goes. */

@@ -27,7 +27,7 @@ export interface DeviceTensor {
 
 export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'backend'> {
   /** Read blobs up to this many bytes synchronously from a local cache (see LoadModelOptions). */
-  syncReadMaxBytes?: number;
+  syncReadMaxBytes?: number | undefined;
   /** Kernels from `@splitzip/kernels` (`createKernels`), e.g. the webgpu backend. */
   kernels: Kernels;
 }

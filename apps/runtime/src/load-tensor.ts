@@ -21,25 +21,25 @@ export function checkLoadTensorOptions(options: LoadTensorOptions): void {
 
 export interface LoadTensorOptions {
   /** Read blobs up to this many bytes synchronously from a local cache (see LoadModelOptions). */
-  syncReadMaxBytes?: number;
+  syncReadMaxBytes?: number | undefined;
   /** The cache to try first. Without one (or null), the tensor is read raw. */
-  cache?: ShardCache | null;
+  cache?: ShardCache | null | undefined;
   /** For a bare slice: the model that owns the shard (needed for the raw fallback). */
-  model?: SafetensorsModel;
+  model?: SafetensorsModel | undefined;
   /** Where to put the bytes (at least the tensor's size; the result's `data` is a view of it). */
-  target?: Uint8Array;
+  target?: Uint8Array | undefined;
   /** Staging slots for payloads; without one a payload buffer is allocated for this call. */
-  pool?: StagingPool;
+  pool?: StagingPool | undefined;
   /** Custom I/O for both the blob and the raw read (e.g. the pacing reader). */
-  reader?: ByteReader;
-  backend?: BackendOption;
+  reader?: ByteReader | undefined;
+  backend?: BackendOption | undefined;
   /** Check the decoded bytes against their content key (SHA-1 of shape, dtype and the original bytes). */
-  verifyDigest?: boolean;
+  verifyDigest?: boolean | undefined;
   /** Throw (typed) instead of falling back to the raw shard. */
-  cacheOnly?: boolean;
+  cacheOnly?: boolean | undefined;
   /** For a BF16 tensor with no entry, compute its exponent coverage to tell `coverage` from `missing`. Default true. */
-  explainMisses?: boolean;
-  signal?: AbortSignal;
+  explainMisses?: boolean | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -5,14 +5,14 @@ import { prefetchSourceHeads } from './prefetch-source-heads.js';
 
 export interface OpenModelOptions {
   /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs, `readThroughDir`). */
-  s3?: S3StoreOptions;
+  s3?: S3StoreOptions | undefined;
   /**
    * `s3://` models: a per-host directory of fetched ranges (shard heads, the index, uncached tensors),
    * each checked against its own SHA-256 on every read and named by the object's ETag and size, so a
    * replaced object is fetched again; same as `s3.readThroughDir`, and may be the directory given to
    * `openShardCache` (the file names do not collide).
    */
-  readThroughDir?: string;
+  readThroughDir?: string | undefined;
 }
 
 /**

@@ -72,13 +72,13 @@ export interface ShardCache {
 
 export interface OpenShardCacheOptions {
   /** Coverage gate to explain misses against (default: the manifest's `coverage_min`). */
-  coverageMin?: number;
+  coverageMin?: number | undefined;
   /** Passed to the store: refresh from other processes on a timer. */
-  refreshIntervalMs?: number;
+  refreshIntervalMs?: number | undefined;
   /** `s3://` caches: a per-host directory of fetched blobs (verified by checksum on every read); same as `s3.readThroughDir`. */
-  readThroughDir?: string;
+  readThroughDir?: string | undefined;
   /** `s3://` caches: the store's S3 settings (endpoint, retries, concurrency, part size…); credentials come from the AWS environment. */
-  s3?: S3StoreOptions;
+  s3?: S3StoreOptions | undefined;
 }
 
 /**

@@ -9,15 +9,15 @@ export interface OrderedPipelineOptions<T, R> {
    * Finished tasks wait here for the ones before them: a long task at the head does not stop the
    * others from running, while the results held are still bounded.
    */
-  maxPending?: number;
+  maxPending?: number | undefined;
   run: (item: T, index: number) => Promise<R>;
   /**
    * Items whose task counts toward neither `concurrency` nor `maxPending` (light tasks have a
    * `maxPending` bound of their own): work too small to hold anything worth bounding, which would
    * otherwise take a place that a larger task's read needs.
    */
-  isLight?: (item: T, index: number) => boolean;
-  signal?: AbortSignal;
+  isLight?: ((item: T, index: number) => boolean) | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /**

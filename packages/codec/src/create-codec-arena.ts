@@ -39,7 +39,7 @@ export interface CodecArenaOptions {
    * of which attaches with `attachCodecArena(arena.share(i))` and then encodes and decodes views of
    * the arena in place, as the owner does. Default 0: a private arena.
    */
-  threads?: number;
+  threads?: number | undefined;
 }
 
 /** Threads one shared arena can reserve scratch areas for. */

@@ -6,7 +6,7 @@ import { verifyPayloadChecksum } from './verify-payload-checksum.js';
 
 export interface DecodeOptions {
   /** Check the payload's XXH32 first (default true). It covers the whole payload, even for a small range. */
-  verify?: boolean;
+  verify?: boolean | undefined;
 }
 
 /** Decodes values [start, start + count) into out[0 .. count) (allocated if absent) and returns it. */

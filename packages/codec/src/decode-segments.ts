@@ -11,7 +11,7 @@ export interface DecodeSegmentsOptions {
    * Also compute the segments' checksum digests (6 per segment, as computeSegmentDigests) into
    * this array, in the same pass as the decoding where the kernels can.
    */
-  digests?: Uint32Array;
+  digests?: Uint32Array | undefined;
 }
 
 /**

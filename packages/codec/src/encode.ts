@@ -12,13 +12,13 @@ import { writePayloadHeader, writeU32 } from './payload-header.js';
 
 export interface EncodeOptions {
   /** Values per chunk: a power of two in 64..65536 (default 1024). */
-  chunkSize?: number;
+  chunkSize?: number | undefined;
   /**
    * The number of values whose exponent is not in the codebook, when already known (e.g.
    * `calibrateFromHistogram(...).escapeCount` for these values): saves the counting pass of an
    * encode without `out`. A wrong count costs a second pass, never a wrong payload.
    */
-  escapeCount?: number;
+  escapeCount?: number | undefined;
   /**
    * Encode into this buffer instead of a new one: one pass, no counting pass, no allocation. It
    * must hold the payload (`computePayloadLayout(n, escapeCount).totalBytes`, at least the
@@ -26,7 +26,7 @@ export interface EncodeOptions {
    * Bytes past the payload are left as they were. In a codec arena (with `values` there too) the
    * kernels work in place, without copies.
    */
-  out?: Uint8Array;
+  out?: Uint8Array | undefined;
 }
 
 /** Encodes BF16 bit patterns into one aligned SplitZip payload (FORMAT.md). */

@@ -52,40 +52,40 @@ export const MAX_CHECKSUM_THREADS = 32;
 export const DEFAULT_WEBGPU_UPLOAD: WebGpuUploadMode = 'mapped-staging';
 
 export interface WebGpuDecodeOptions {
-  upload?: WebGpuUploadMode;
+  upload?: WebGpuUploadMode | undefined;
   /** Values per slice (power of two; default 2^22; raised to a chunk, lowered to the device limits). */
-  sliceElements?: number;
+  sliceElements?: number | undefined;
   /** Cap on any one buffer below the device's maxBufferSize (tests use it to force several segments). */
-  maxBufferBytes?: number;
+  maxBufferBytes?: number | undefined;
   /** Cap below the device's maxComputeWorkgroupsPerDimension (tests use it to force 2-D grids). */
-  maxWorkgroupsPerDimension?: number;
+  maxWorkgroupsPerDimension?: number | undefined;
   /** `mapped-staging`: input bytes per upload piece (default PIECE_BYTES, 16 MiB; tests use less to force many pieces). */
-  uploadPieceBytes?: number;
+  uploadPieceBytes?: number | undefined;
   /**
    * Wait for the queue after the upload, so that `uploadMs` and `kernelMs` are each stage's own
    * time. Off by default.
    */
-  drainStages?: boolean;
+  drainStages?: boolean | undefined;
   /**
    * Node: a shared codec arena (`createCodecArena(bytes, { threads: k })`) where payloads are
    * staged. The checksum of a payload in it is checked in place on worker threads (attached to
    * the arena's shares 0..checksumThreads-1: give those to no other thread) while this thread
    * copies the payload into the upload buffer.
    */
-  arena?: CodecArena;
+  arena?: CodecArena | undefined;
   /**
    * Node: check the checksum of payloads in shared memory (`arena`, or any SharedArrayBuffer) on
    * worker threads while this thread uploads (default true). False, and for ordinary arrays and
    * in browsers: on this thread, while the device copies and decodes.
    */
-  checksumWorker?: boolean;
+  checksumWorker?: boolean | undefined;
   /**
    * Node: checksum worker threads. A format-v3 payload's segment digests are computed on all of
    * them at once (each claims segment ranges) and combined on this thread; versions 1 and 2 are
    * hashed by one. Default min(4, cores - 1) (`defaultChecksumThreads()`), lowered to the
    * arena's `threads`; at most MAX_CHECKSUM_THREADS and the arena's `threads`.
    */
-  checksumThreads?: number;
+  checksumThreads?: number | undefined;
   /**
    * Node, format-v3 payloads in shared memory, the default pieced mapped-staging upload: the
    * checksum workers hash each segment only once this thread has copied it into the staging
@@ -93,12 +93,12 @@ export interface WebGpuDecodeOptions {
    * H200 (two runs, RESULTS.md 02:47 and 03:12) neither wins at every size: behind the upload is
    * faster at 2^24 (5.0 vs 5.6, 2.9 vs 3.8 ms), from the start at 2^26 (20.6 vs 21.8, 15.5 vs 16.6 ms).
    */
-  checksumFollowsUpload?: boolean;
+  checksumFollowsUpload?: boolean | undefined;
   /**
    * Keep each slice's bind groups with its output buffer and reuse them when a later call decodes
    * the same geometry into it (default true); false: new bind groups on every call.
    */
-  reuseBindGroups?: boolean;
+  reuseBindGroups?: boolean | undefined;
   /**
    * Format-v3 payloads: the device computes the checksum segments' digests from the bytes it was
    * sent (a WGSL pass per upload piece, behind the decode), and this thread only merges them with
@@ -106,17 +106,17 @@ export interface WebGpuDecodeOptions {
    * payload may be an ordinary array. Applies when the tensor fits one device segment and its
    * slices are whole checksum segments (2^20 values or more); otherwise the host checks as usual.
    */
-  checksumOnDevice?: boolean;
+  checksumOnDevice?: boolean | undefined;
   /** The device checksum pass's loads in flight per thread (1..64; default DEFAULT_HASH_UNROLL). For measurements. */
-  checksumOnDeviceUnroll?: number;
+  checksumOnDeviceUnroll?: number | undefined;
   /**
    * `decode` and `toArray`: bytes per readback piece (a multiple of 16; default
    * DEFAULT_READBACK_PIECE_BYTES, 4 MiB). The device copies the next pieces into kept MAP_READ
    * staging buffers while the host copies the current one out; a size past the tensor reads it in one piece.
    */
-  readbackPieceBytes?: number;
+  readbackPieceBytes?: number | undefined;
   /** Staging buffers in the readback ring (1..8, default DEFAULT_READBACK_STAGINGS, 3): pieces queued ahead of the host. */
-  readbackStagings?: number;
+  readbackStagings?: number | undefined;
 }
 
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */

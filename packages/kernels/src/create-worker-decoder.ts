@@ -62,17 +62,17 @@ export interface WorkerDecoderOptions {
    * Worker threads in the pool; the calling thread decodes too, so a 2-core machine wants 1.
    * Default: available cores - 1, at least 1, at most MAX_WORKER_THREADS.
    */
-  threads?: number;
+  threads?: number | undefined;
   /** Tensors smaller than this decode on the calling thread (default DEFAULT_MIN_PARALLEL_ELEMENTS). */
-  minParallelElements?: number;
+  minParallelElements?: number | undefined;
   /** The worker script (default: decode-worker.js next to this module in dist/). */
-  workerUrl?: URL | string;
+  workerUrl?: URL | string | undefined;
   /**
    * Whether the calling thread works too (default true): it checks the checksum, then claims
    * ranges with the workers. False: it only stages and copies, the workers do the rest (the first
    * to wake checks the checksum) — for machines with a core to spare per worker.
    */
-  callerDecodes?: boolean;
+  callerDecodes?: boolean | undefined;
   /**
    * Format version 1 and 2 payloads with `verify`: check the checksum on one thread while the
    * others decode (true, the default), or decode on the calling thread alone with the codec's
@@ -81,15 +81,15 @@ export interface WorkerDecoderOptions {
    * fused pass (README). Version-3 payloads need neither: every thread decodes and hashes its own
    * checksum segments in one pass.
    */
-  splitChecksum?: boolean;
+  splitChecksum?: boolean | undefined;
   /**
    * A shared codec arena (`createCodecArena(bytes, { threads: k })` with k ≥ `threads`): payloads
    * and outputs that are views of it are decoded in place by every thread, with no copies. The
    * decoder attaches its workers to shares 0..threads-1; attach none of those elsewhere.
    */
-  arena?: CodecArena;
+  arena?: CodecArena | undefined;
   /** Or: the decoder makes such an arena of this many bytes (`decoder.arena`, `allocatePayload`, `allocateOutput`). */
-  arenaBytes?: number;
+  arenaBytes?: number | undefined;
 }
 
 export interface WorkerDecoder {

@@ -43,7 +43,7 @@ export interface GpuBackend {
 
 export interface GpuBackendOptions {
   /** webasm: run under gpu.js's async contract, which splits kernels over a worker pool. */
-  webasmThreads?: boolean;
+  webasmThreads?: boolean | undefined;
 }
 
 /** Whether gpu.js reports the platform support for a mode (webgpu: an adapter must answer). */

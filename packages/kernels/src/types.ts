@@ -81,12 +81,12 @@ export interface DeviceDecodeResult extends BackendReport {
 
 export interface EncodeOptions {
   /** Values per chunk (power of two, 64..65536; default the codec's 1024). */
-  chunkSize?: number;
+  chunkSize?: number | undefined;
 }
 
 export interface DecodeOptions {
   /** Check the payload's XXH32 before decoding (default true). Structure is always checked. */
-  verify?: boolean;
+  verify?: boolean | undefined;
 }
 
 /** Injected faults, for testing the fallback paths; never set them in production. */
@@ -100,19 +100,19 @@ export interface TestFaults {
 }
 
 export interface CreateKernelsOptions {
-  backend?: BackendRequest;
+  backend?: BackendRequest | undefined;
   /**
    * Expected tensor size, for `auto`: the rule picks the backend measured fastest at this size
    * (default 2^20 values). Each call re-applies the rule to its own size among the backends that
    * started.
    */
-  expectedElementCount?: number;
+  expectedElementCount?: number | undefined;
   /** webasm only: split kernels across a worker pool (gpu.js async contract). Default false. */
-  webasmThreads?: boolean;
+  webasmThreads?: boolean | undefined;
   /** webgpu only: how the native decoder uploads and slices (defaults are the measured best). */
-  webgpu?: WebGpuDecodeOptions;
+  webgpu?: WebGpuDecodeOptions | undefined;
   /** Injected faults for tests. */
-  testFaults?: TestFaults;
+  testFaults?: TestFaults | undefined;
 }
 
 export interface Kernels {

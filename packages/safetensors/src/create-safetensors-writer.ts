@@ -8,7 +8,7 @@ import type { TensorSpec } from './types.js';
 import { checkByteArray } from './check-byte-array.js';
 
 export interface SafetensorsWriterOptions {
-  metadata?: Readonly<Record<string, string>> | null;
+  metadata?: Readonly<Record<string, string>> | null | undefined;
 }
 
 /** A streaming writer: the header is fixed up front, the tensors' bytes arrive in order. */

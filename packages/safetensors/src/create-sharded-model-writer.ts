@@ -13,13 +13,13 @@ export interface ShardedModelOptions {
   /** Largest data section of one shard; a tensor larger than this gets a shard of its own. */
   maxShardBytes: number;
   /** `__metadata__` of every shard (e.g. { format: 'pt' }). */
-  shardMetadata?: Readonly<Record<string, string>> | null;
+  shardMetadata?: Readonly<Record<string, string>> | null | undefined;
   /** Extra fields of the index's `metadata` (total_size is always set). */
-  indexMetadata?: Readonly<Record<string, unknown>>;
+  indexMetadata?: Readonly<Record<string, unknown>> | undefined;
   /** Shard file names are `<prefix>-00001-of-00003.safetensors` (default "model"). */
-  shardNamePrefix?: string;
+  shardNamePrefix?: string | undefined;
   /** Default "model.safetensors.index.json". */
-  indexFileName?: string;
+  indexFileName?: string | undefined;
 }
 
 export interface ShardPlan {

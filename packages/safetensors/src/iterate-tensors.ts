@@ -11,14 +11,14 @@ export interface IterateTensorsOptions {
    * most MAX_BUFFER_BYTES). A tensor larger than this is read alone into a buffer of its own size.
    * At most two batches are held at a time: the one being yielded and the read-ahead.
    */
-  maxBufferBytes?: number;
+  maxBufferBytes?: number | undefined;
   /**
    * Reuse two buffers for the whole iteration instead of allocating one per batch. Faster, but each
    * yielded `bytes` view is only valid until the iterator is advanced again.
    */
-  reuseBuffers?: boolean;
+  reuseBuffers?: boolean | undefined;
   /** Only these tensors (still yielded in file order). */
-  filter?: (tensor: TensorInfo) => boolean;
+  filter?: ((tensor: TensorInfo) => boolean) | undefined;
 }
 
 export interface TensorWithBytes {

@@ -69,9 +69,9 @@ export interface ByteSource {
 export interface OpenFromSourceOptions {
   source: ByteSource;
   /** The index object's name; default: the directory rules over `source.list()`. */
-  index?: string;
+  index?: string | undefined;
   /** Close the source with the model (default false: the caller closes it). */
-  ownsSource?: boolean;
+  ownsSource?: boolean | undefined;
 }
 
 /**

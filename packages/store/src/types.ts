@@ -97,7 +97,7 @@ export interface ReadBlobOptions {
    * wrong calls the store's `discardLocalCopy` (the S3 store's read-through copies are then judged
    * by it: a damaged one is dropped and fetched again).
    */
-  verifyChecksum?: boolean;
+  verifyChecksum?: boolean | undefined;
 }
 
 export interface TensorBytesRef {
@@ -197,24 +197,24 @@ export interface AliasSliceItem {
 
 export interface AliasSlicesOptions {
   /** Move slices already bound to another entry instead of throwing SLICE_CONFLICT. */
-  rebind?: boolean;
+  rebind?: boolean | undefined;
 }
 
 export interface OpenCacheStoreOptions {
   /** Create the cache (directories, empty manifest) if it does not exist. */
-  create?: boolean;
+  create?: boolean | undefined;
   /** Recorded in a new manifest (builder default); default 0.99. */
-  coverageMin?: number;
+  coverageMin?: number | undefined;
   /** Recorded in a new manifest (builder default); default the codec's DEFAULT_CHUNK_SIZE. */
-  chunkSize?: number;
+  chunkSize?: number | undefined;
   /** How long a writer waits for a live holder's lock; default 30 s. */
-  lockTimeoutMs?: number;
+  lockTimeoutMs?: number | undefined;
   /** Call refresh() on an unref'd timer every this many ms (off by default). */
-  refreshIntervalMs?: number;
+  refreshIntervalMs?: number | undefined;
   /** Fold the journal into manifest.json on close() if this instance wrote; default true. */
-  compactOnClose?: boolean;
+  compactOnClose?: boolean | undefined;
   /** Settings for `s3://bucket/prefix` roots (ignored for directories). */
-  s3?: S3StoreOptions;
+  s3?: S3StoreOptions | undefined;
 }
 
 /**
@@ -224,45 +224,45 @@ export interface OpenCacheStoreOptions {
  */
 export interface S3StoreOptions {
   /** A ready client (its own endpoint, credentials, retries); the store then adds only its own retries. */
-  client?: S3Client;
+  client?: S3Client | undefined;
   /** Overrides AWS_ENDPOINT_URL(_S3), e.g. `http://127.0.0.1:7480`. */
-  endpoint?: string;
+  endpoint?: string | undefined;
   /** Overrides AWS_REGION; default us-east-1 when neither is set. */
-  region?: string;
+  region?: string | undefined;
   /** Default: true when a custom endpoint is set. */
-  forcePathStyle?: boolean;
+  forcePathStyle?: boolean | undefined;
   /** With `create: true`, also create the bucket when it does not exist. */
-  createBucket?: boolean;
+  createBucket?: boolean | undefined;
   /** Requests in flight per store (GETs, PUTs, LISTs together); default 8. Bounds sockets, not memory: reads land in the caller's slots. */
-  maxConcurrentRequests?: number;
+  maxConcurrentRequests?: number | undefined;
   /** A blob bigger than this is read as parallel ranged GETs of this size; default 8 MiB. */
-  partSizeBytes?: number;
+  partSizeBytes?: number | undefined;
   /** Blobs bigger than this are uploaded in parts (multipart upload); default 64 MiB (S3's minimum part is 5 MiB). */
-  multipartThresholdBytes?: number;
+  multipartThresholdBytes?: number | undefined;
   /** Attempts per request on transient errors (reset, refused, 5xx, throttling); default 6. */
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   /** Backoff before the second attempt, doubled each time (with jitter) up to `retryMaxDelayMs`; default 100. */
-  retryBaseDelayMs?: number;
+  retryBaseDelayMs?: number | undefined;
   /** Default 2000. */
-  retryMaxDelayMs?: number;
+  retryMaxDelayMs?: number | undefined;
   /** Socket idle limit of one request; default 30 s. */
-  requestTimeoutMs?: number;
+  requestTimeoutMs?: number | undefined;
   /**
    * Longest one attempt of a request may take, start to end (a server trickling bytes is never idle
    * for `requestTimeoutMs`); an attempt past it is retried like a reset connection. Default 300 s
    * (DEFAULT_REQUEST_DEADLINE_MS).
    */
-  requestDeadlineMs?: number;
+  requestDeadlineMs?: number | undefined;
   /**
    * Aborts every request of the store in flight and every backoff wait: they fail with ABORTED
    * (its `cause` the signal's reason), and no request starts after (a CLI's Ctrl-C, a server's
    * shutdown). Open the store again for more work.
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** TCP connect limit; default 3 s. */
-  connectTimeoutMs?: number;
+  connectTimeoutMs?: number | undefined;
   /** A per-host directory of fetched blobs and, for `openS3ObjectSource`, raw object ranges (read-through): checked before use, written atomically. */
-  readThroughDir?: string;
+  readThroughDir?: string | undefined;
 }
 
 export interface VerifyProblem {
@@ -280,10 +280,10 @@ export interface VerifyProgress {
 
 export interface VerifyOptions {
   /** Also decode every blob and check the result against the content key (and the entry's `sha256`, when it has one). */
-  decode?: boolean;
-  onProgress?: (progress: VerifyProgress) => void;
+  decode?: boolean | undefined;
+  onProgress?: ((progress: VerifyProgress) => void) | undefined;
   /** Checked before each entry: once aborted, verify rejects with the signal's reason (a long verify stops at Ctrl-C). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export interface VerifyReport {
@@ -305,12 +305,12 @@ export interface GcOptions {
    * from a read-only catch-up (a dead holder's lock is reported in staleLocks, not recovered; an
    * interrupted compaction is reported in finishedCompaction, not finished).
    */
-  dryRun?: boolean;
+  dryRun?: boolean | undefined;
   /**
    * S3 only: an orphan blob or an unfinished multipart upload is removed only when older than this
    * (a writer may be between its blob PUT and its entry PUT); default 1 hour.
    */
-  minAgeMs?: number;
+  minAgeMs?: number | undefined;
 }
 
 export interface GcReport {

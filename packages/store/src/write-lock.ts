@@ -275,7 +275,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 export interface AcquireLockOptions {
   timeoutMs: number;
-  depth?: number;
+  depth?: number | undefined;
 }
 
 /**
