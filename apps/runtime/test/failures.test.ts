@@ -1,4 +1,5 @@
 import { readFile, rename, rm, truncate, unlink, writeFile } from 'node:fs/promises';
+import { writeSignedManifest } from '@splitzip/test-support/manifest';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
@@ -359,7 +360,7 @@ describe('digest verification', () => {
     entry.meta.checksum = forgedMeta.checksum;
     entry.comp_bytes = forgedMeta.compBytes;
     entry.blob_checksum = `xxh32:${forgedMeta.checksum.toString(16).padStart(8, '0')}`;
-    await writeFile(manifestPath, JSON.stringify(manifest));
+    await writeSignedManifest(manifestPath, manifest);
     await rm(blobOf(TARGET));
     await writeFile(blobOf(TARGET), forged.subarray(0, forgedMeta.compBytes));
     const cache = await openShardCache(cacheDir);

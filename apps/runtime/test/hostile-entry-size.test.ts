@@ -4,7 +4,8 @@
 // of that size (loadTensor) before the read found the blob missing. Now a stage above the staging
 // cap (loadModel) or above CONFIRM_BLOB_ABOVE_BYTES (outside a pool) is allocated only once the
 // store confirmed the blob's size; the tensor is served raw, bit-identical, either way.
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
+import { writeSignedManifest } from '@splitzip/test-support/manifest';
 import { computePayloadLayout } from '@splitzip/codec';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CONFIRM_BLOB_ABOVE_BYTES } from '../src/serve-tensor.js';
@@ -36,7 +37,7 @@ beforeAll(async () => {
   const meta = entry.meta as Record<string, unknown>;
   Object.assign(meta, { chunk_size: CHUNK_SIZE, chunk_count: Math.ceil(BIG_VALUES / CHUNK_SIZE), escape_count: BIG_VALUES, comp_bytes: claimedBytes });
   entry.comp_bytes = claimedBytes;
-  await writeFile(`${cacheDir}/manifest.json`, JSON.stringify(manifest));
+  await writeSignedManifest(`${cacheDir}/manifest.json`, manifest);
   await rm(`${cacheDir}/${String(entry.blob)}`);
   expect(key).toMatch(/^[0-9a-f]{40}$/);
   expect(claimedBytes).toBeGreaterThan(CONFIRM_BLOB_ABOVE_BYTES);

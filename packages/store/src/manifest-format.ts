@@ -1,3 +1,4 @@
+import { crc32 } from 'node:zlib';
 import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
@@ -33,6 +34,47 @@ export function isValidCoverage(value: unknown): value is number {
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
+/**
+ * The manifest's own checksum, its last member: `,"body_crc32":"<8 hex>"}` closes the file, and it
+ * is the CRC-32 of the same bytes with that member left out (the text up to it, then `}`). Blobs and
+ * journal records carry checksums; without one here, a single flipped digit in a slice key bound it
+ * to another tensor of the same size, and that tensor was served the wrong bytes with every check
+ * passing. A manifest without the member (written before it existed) is read unchecked; the next
+ * compaction writes one.
+ */
+const CHECKSUM_MEMBER = ',"body_crc32":"';
+const CHECKSUM_MEMBER_BYTES = new TextEncoder().encode(CHECKSUM_MEMBER);
+const CLOSE_BRACE = new Uint8Array([0x7d]);
+
+function manifestBodyCrc32(bytes: Uint8Array, memberAt: number): string {
+  return (crc32(CLOSE_BRACE, crc32(bytes.subarray(0, memberAt))) >>> 0).toString(16).padStart(8, '0');
+}
+
+/** Checks the trailing `body_crc32` member where the manifest has one (see CHECKSUM_MEMBER). */
+function checkManifestChecksum(bytes: Uint8Array, hasMember: boolean, path: string): void {
+  if (!hasMember) return;
+  // The member is the last thing in the file: `,"body_crc32":"xxxxxxxx"}` and an optional newline.
+  let end = bytes.length;
+  if (bytes[end - 1] === 0x0a) end -= 1;
+  const memberAt = end - CHECKSUM_MEMBER_BYTES.length - 8 - 2;
+  const inPlace =
+    memberAt > 0 &&
+    CHECKSUM_MEMBER_BYTES.every((b, i) => bytes[memberAt + i] === b) &&
+    bytes[end - 2] === 0x22 &&
+    bytes[end - 1] === 0x7d;
+  const stated = inPlace ? Buffer.from(bytes.subarray(end - 10, end - 2)).toString('latin1') : '';
+  if (!inPlace || !/^[0-9a-f]{8}$/.test(stated)) {
+    throw new StoreError('MANIFEST_INVALID', 'body_crc32 must be the manifest\'s last member, 8 lower-case hex digits', { path });
+  }
+  const actual = manifestBodyCrc32(bytes, memberAt);
+  if (actual !== stated) {
+    throw new StoreError('MANIFEST_INVALID', `manifest checksum mismatch: body_crc32 says ${stated}, the bytes give ${actual} (damaged on disk, or edited)`, {
+      path,
+      details: { stated, actual },
+    });
+  }
+}
+
 /** Parses and validates an untrusted manifest.json (every entry, slice uniqueness). */
 export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
   if (bytes.length > MAX_MANIFEST_BYTES) {
@@ -63,6 +105,7 @@ export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
     throw new StoreError('MANIFEST_INVALID', 'manifest must be a JSON object', { path });
   }
   const m = json as Record<string, unknown>;
+  checkManifestChecksum(bytes, Object.hasOwn(m, 'body_crc32'), path);
   if (m.format !== MANIFEST_FORMAT) {
     const hint = m.format === 1 ? ' (format 1 is the seed Python manifest, without checksums: rebuild the cache)' : '';
     throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${describeValue(m.format)} is not ${MANIFEST_FORMAT}${hint}`, {
@@ -114,5 +157,12 @@ export function serializeManifest(entries: Iterable<CacheEntry>, header: Manifes
     entries: out,
     generation: header.generation,
   };
-  return new TextEncoder().encode(`${JSON.stringify(manifest)}\n`);
+  const body = new TextEncoder().encode(JSON.stringify(manifest));
+  // `{…}` becomes `{…,"body_crc32":"<crc of {…}>"}`: the body without its last byte, the member, `}`.
+  const memberAt = body.length - 1;
+  const tail = new TextEncoder().encode(`${CHECKSUM_MEMBER}${manifestBodyCrc32(body, memberAt)}"}\n`);
+  const file = new Uint8Array(memberAt + tail.length);
+  file.set(body.subarray(0, memberAt));
+  file.set(tail, memberAt);
+  return file;
 }

@@ -3,6 +3,7 @@ import { existsSync, fstatSync, readdirSync, readlinkSync, readSync, realpathSyn
 import { mkdir, readdir, readFile, rename, rm, symlink, truncate, unlink, utimes, writeFile, copyFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { writeSignedManifest } from '@splitzip/test-support/manifest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
 import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, MAX_LOCK_BREAK_DEPTH, openCacheStore, TEMP_FILE_MAX_AGE_MS } from '../src/index.js';
@@ -18,7 +19,7 @@ async function editManifest(root: string, edit: (manifest: Loose) => void): Prom
   const path = join(root, 'manifest.json');
   const manifest = JSON.parse(await readFile(path, 'utf8'));
   edit(manifest);
-  await writeFile(path, JSON.stringify(manifest));
+  await writeSignedManifest(path, manifest);
 }
 
 function deadPid(): number {
@@ -108,6 +109,34 @@ describe('the manifest is input', () => {
     const error = await catchError(() => openCacheStore(root));
     expect(error.code).toBe('SLICE_CONFLICT');
     expect([tensors[0]!.key, tensors[1]!.key]).toContain(error.entry);
+  });
+
+  it('MANIFEST_INVALID: one changed digit anywhere (a slice key bound to another tensor of the same size was served its bytes); a manifest without body_crc32 (written before it) opens', async () => {
+    const { root, tensors } = await makeCache(2);
+    const path = join(root, 'manifest.json');
+    const signed = await readFile(path, 'utf8');
+    expect(signed).toMatch(/,"body_crc32":"[0-9a-f]{8}"}\n$/);
+    // shard-1's slice key moved to offset 1 (a plausible, unbound slice): no other check can see it.
+    const moved = signed.replace('["shard-1",0,240]', '["shard-1",1,240]');
+    expect(moved).not.toBe(signed);
+    await writeFile(path, moved);
+    const error = await catchError(() => openCacheStore(root));
+    expect(error).toMatchObject({ code: 'MANIFEST_INVALID', path });
+    expect(error.message).toMatch(/checksum mismatch/);
+    // Not the last member, or not 8 hex digits: refused as well.
+    for (const text of [signed.replace(/,"body_crc32":"([0-9a-f]{8})"}\n$/, '}').replace('{"format"', '{"body_crc32":"$1","format"'), signed.replace(/"body_crc32":"[0-9a-f]{8}"/, '"body_crc32":"XYZ"')]) {
+      await writeFile(path, text);
+      expect((await catchError(() => openCacheStore(root))).code).toBe('MANIFEST_INVALID');
+    }
+    // Written before manifests carried one: read unchecked, and the next compaction adds it.
+    const legacy = JSON.parse(signed) as Loose;
+    delete legacy.body_crc32;
+    await writeFile(path, JSON.stringify(legacy));
+    const store = await openCacheStore(root);
+    expect(store.lookupBySlice('shard-1', 0, 240)?.key).toBe(tensors[1]!.key);
+    await store.addEntry(toInput(makeTensor([6, 6], 9251), 'after'));
+    await store.close();
+    expect(await readFile(path, 'utf8')).toMatch(/,"body_crc32":"[0-9a-f]{8}"}\n$/);
   });
 
   const topCases: [string, (m: Loose) => void][] = [

@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { computePayloadLayout } from '@splitzip/codec';
+import { signManifestText, writeSignedManifest } from '@splitzip/test-support/manifest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
@@ -252,7 +253,8 @@ describe('deeply nested values are typed errors with short messages (was RangeEr
       const path = join(root, 'manifest.json');
       const manifest = JSON.parse(await readFile(path, 'utf8'));
       edit(manifest, Object.values(manifest.entries)[0] as Record<string, unknown>);
-      await writeFile(path, JSON.stringify(manifest).replace('"@DEEP@"', deep(100_000)));
+      const { body_crc32: _dropped, ...rest } = manifest;
+      await writeFile(path, signManifestText(JSON.stringify(rest).replace('"@DEEP@"', deep(100_000))));
       const error = await catchError(() => openCacheStore(root));
       expect(error.code).toBe(code);
       expect(error.message.length).toBeLessThan(600);
@@ -290,7 +292,7 @@ describe('verify looks at the blob file before it sizes a buffer', () => {
     Object.assign(entry, { blob: `blobs/${key}.bin`, raw_bytes: 2 * n, shape: [n], comp_bytes: compBytes, slice_keys: [] });
     Object.assign(entry.meta, { element_count: n, chunk_size: 64, chunk_count: Math.ceil(n / 64), escape_count: n, comp_bytes: compBytes, raw_bytes: 2 * n });
     manifest.entries[key] = entry;
-    await writeFile(join(root, 'manifest.json'), JSON.stringify(manifest));
+    await writeSignedManifest(join(root, 'manifest.json'), manifest);
     return compBytes;
   }
 
@@ -382,7 +384,7 @@ describe('reads and writes in pieces (Node refuses one call above 2 GiB)', () =>
     Object.assign(entry, { blob: `blobs/${key}.bin`, raw_bytes: 2 * n, shape: [n], comp_bytes: compBytes, slice_keys: [] });
     Object.assign(entry.meta, { element_count: n, chunk_size: 1024, chunk_count: Math.ceil(n / 1024), escape_count: 0, comp_bytes: compBytes, raw_bytes: 2 * n });
     manifest.entries[key] = entry;
-    await writeFile(join(root, 'manifest.json'), JSON.stringify(manifest));
+    await writeSignedManifest(join(root, 'manifest.json'), manifest);
     await writeFile(join(root, entry.blob), '');
     await truncate(join(root, entry.blob), compBytes);
     const store = await openCacheStore(root);

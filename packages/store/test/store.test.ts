@@ -1,6 +1,7 @@
 import { readFile, readdir, rm, stat, writeFile, appendFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decode, readPayloadMeta, xxh32 } from '@splitzip/codec';
+import { writeSignedManifest } from '@splitzip/test-support/manifest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLICE_STAMP_CHARS, MAX_SLICE_STAMPS, openCacheStore, type AddEntryInput } from '../src/index.js';
 import { scanJournalRecords, JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
@@ -22,7 +23,7 @@ describe('openCacheStore', () => {
     await store.close();
     expect((await readdir(root)).sort()).toEqual(['blobs', 'journal.1', 'manifest.json']);
     const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
-    expect(manifest).toEqual({ format: 2, chunk_size: 2048, coverage_min: 0.95, entries: {}, generation: 1 });
+    expect(manifest).toEqual({ format: 2, chunk_size: 2048, coverage_min: 0.95, entries: {}, generation: 1, body_crc32: expect.stringMatching(/^[0-9a-f]{8}$/) });
     const again = await openCacheStore(root);
     expect(again.chunkSize).toBe(2048);
     expect(again.coverageMin).toBe(0.95);
@@ -377,7 +378,7 @@ describe('slice aliasing', () => {
     for (const stamps of [[], ['a', 'a'], [7], 'a', Array.from({ length: MAX_SLICE_STAMPS + 1 }, (_, i) => `s${i}`)]) {
       const bad = structuredClone(manifest);
       bad.entries[b.key].slice_keys = [['shard', 0, 128, stamps]];
-      await writeFile(join(root, 'manifest.json'), JSON.stringify(bad));
+      await writeSignedManifest(join(root, 'manifest.json'), bad);
       expect((await catchError(() => openCacheStore(root))).code).toBe('ENTRY_INVALID');
     }
   });

@@ -1,5 +1,6 @@
 // Fixtures for the size limits, shared by the builder's and the runtime's suites.
-import { open, readFile, writeFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
+import { writeSignedManifest } from './manifest.js';
 import { computePayloadLayout, MAX_ELEMENT_COUNT } from '@splitzip/codec';
 
 /**
@@ -50,6 +51,6 @@ export async function addOversizedManifestEntry(cacheDir: string): Promise<{ key
     comp_bytes: compBytes,
     blob_checksum: 'xxh32:00000001',
   };
-  await writeFile(manifestPath, JSON.stringify(manifest));
+  await writeSignedManifest(manifestPath, manifest);
   return { key, compBytes };
 }
