@@ -93,6 +93,8 @@ export interface JournalFile {
   readonly path: string;
   size(): Promise<number>;
   read(offsetBytes: number, lengthBytes: number): Promise<Uint8Array>;
+  /** A few bytes read on the calling thread (a record header: checked on every catch-up). */
+  peek(offsetBytes: number, lengthBytes: number): Uint8Array;
   /** Writes `bytes` at `offsetBytes` and makes them durable before resolving. */
   append(offsetBytes: number, bytes: Uint8Array): Promise<void>;
   /** Cuts the journal to `lengthBytes`, durably (a torn tail). */

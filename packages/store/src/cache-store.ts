@@ -4,9 +4,10 @@ import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { StoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
+  JOURNAL_RECORD_HEADER_BYTES,
   checkJournalHeader,
   encodeJournalHeader,
-  encodeJournalRecords,
+  encodeJournalRecordList,
   findRecordMagic,
   framedRecordBytes,
   isIntactRecord,
@@ -180,6 +181,12 @@ const LOCKED_CATCH_UP_ROUNDS = 8;
 
 export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStore {
   private journal: JournalFile | undefined;
+  /**
+   * Where the last record this handle applied (or appended) starts, and its header (magic, length,
+   * CRC). Checked on every catch-up: a failed append cut back after this handle read it, and another
+   * record written in its place, would otherwise be read on from the middle of that one.
+   */
+  private lastRecord: { startOffset: number; header: Uint8Array } | undefined;
   /** Set by a catch-up that found a damaged record with an intact one after it (verify reports it). */
   private journalDamage: StoreError | undefined;
   /** Set when a failed append could not be cut back off the journal: every later write throws it. */
@@ -343,6 +350,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.manifestIdentity = identity;
       this.sealSeen = false;
       this.journalDamage = undefined;
+      this.lastRecord = undefined;
       await previous?.close();
       return;
     }
@@ -416,9 +424,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
       const journal = this.journal;
       const size = await journal.size();
-      if (size < this.journalOffset) {
+      if (size < this.journalOffset || (this.lastRecord !== undefined && !sameBytes(journal.peek(this.lastRecord.startOffset, JOURNAL_RECORD_HEADER_BYTES), this.lastRecord.header))) {
         // Not the journal we applied any more: replaced, or a failed append cut back after we read
-        // it (appendDurably), also when we hold the lock now. The files on disk are the truth.
+        // it (appendDurably) and another record written in its place, which we would read on from
+        // its middle (and, under the lock, cut there as a torn tail). The files on disk are the truth.
         await reload();
         continue;
       }
@@ -442,6 +451,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             const seal = record.ops.find((op) => op.kind === 'seal');
             const ops = record.ops.filter((op) => op.kind !== 'seal');
             if (ops.length > 0) this.state.applyOps(ops, { source: 'journal', path: journal.path });
+            const at = this.journalOffset - start;
+            this.lastRecord = { startOffset: this.journalOffset, header: bytes.slice(at, at + JOURNAL_RECORD_HEADER_BYTES) };
             this.journalOffset = record.endOffset;
             if (seal) {
               this.sealSeen = true;
@@ -455,6 +466,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           recordBytes = scan.nextRecordBytes ?? 0;
         }
         this.journalDamage = undefined;
+        if (lock && !reloaded && !this.sealSeen && stop !== 'end') {
+          // Before anything is cut: scanned from the journal's header under the lock, not from an
+          // offset this handle reached without it.
+          await reload();
+          continue;
+        }
         if (!this.sealSeen && stop !== 'end') {
           // A crashed writer's torn record is the last thing in the file: a writer appends only after
           // the record before is durable. An intact record after the bad one means damage (a flipped
@@ -595,9 +612,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async appendOps(ops: StoreOp[]): Promise<void> {
     const journal = this.journal;
     if (!journal) throw new StoreError('IO_ERROR', 'internal: no journal under the writer lock', { path: this.root });
-    const bytes = encodeJournalRecords(ops);
+    const records = encodeJournalRecordList(ops);
+    let appended: number;
     try {
-      await this.appendDurably(journal, bytes);
+      appended = await this.appendDurably(journal, records);
     } catch (error) {
       // A reader that refreshed while the record was in the file may have applied it and moved past
       // its end: the next record written where it stood would then be read from its middle (and cut
@@ -615,7 +633,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       throw error;
     }
     this.state.applyChecked(ops);
-    this.journalOffset += bytes.length;
+    this.journalOffset += appended;
   }
 
   /**
@@ -627,11 +645,20 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    * cut back, durably, while the writer lock is still held; if even that fails, this handle writes
    * no more (IO_ERROR on every write until reopened).
    */
-  private async appendDurably(journal: JournalFile, bytes: Uint8Array): Promise<void> {
+  private async appendDurably(journal: JournalFile, records: readonly Uint8Array[]): Promise<number> {
     if (this.journalUnwritable) throw this.journalUnwritable;
+    let appended = 0;
     try {
-      await journal.append(this.journalOffset, bytes);
+      // One write and one datasync per record: a crash then tears the last record only, never an
+      // earlier one under a later that survived (which reads as damage, not as a torn tail).
+      for (const record of records) {
+        await journal.append(this.journalOffset + appended, record);
+        this.lastRecord = { startOffset: this.journalOffset + appended, header: record.slice(0, JOURNAL_RECORD_HEADER_BYTES) };
+        appended += record.length;
+      }
+      return appended;
     } catch (error) {
+      this.lastRecord = undefined; // set again by the next catch-up or append
       try {
         await journal.truncate(this.journalOffset);
       } catch (cause) {
@@ -663,9 +690,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   private async appendOpsRaw(ops: StoreOp[]): Promise<void> {
     const journal = this.journal!;
-    const bytes = encodeJournalRecords(ops);
-    await this.appendDurably(journal, bytes);
-    this.journalOffset += bytes.length;
+    this.journalOffset += await this.appendDurably(journal, encodeJournalRecordList(ops));
   }
 
   /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */
@@ -691,6 +716,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const previous = this.journal;
     this.journal = await this.backend.openJournal(next);
     this.journalOffset = JOURNAL_HEADER_BYTES;
+    this.lastRecord = undefined;
     this.header = header;
     this.manifestBytes = bytes.length;
     this.sealSeen = false;
@@ -914,4 +940,8 @@ async function findIntactRecordAfter(journal: JournalFile, fromOffset: number, s
     }
   }
   return undefined;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
 }

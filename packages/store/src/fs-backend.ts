@@ -125,6 +125,17 @@ class FsJournalFile implements JournalFile {
     return done === lengthBytes ? bytes : bytes.subarray(0, done);
   }
 
+  peek(offsetBytes: number, lengthBytes: number): Uint8Array {
+    const bytes = new Uint8Array(lengthBytes);
+    let done: number;
+    try {
+      done = readSync(this.reader.fd, bytes, 0, lengthBytes, offsetBytes);
+    } catch (error) {
+      throw toIoError(error, 'cannot read the journal', { path: this.path });
+    }
+    return done === lengthBytes ? bytes : bytes.subarray(0, done);
+  }
+
   private async writable(): Promise<FileHandle> {
     // Readers may lack write permission; open for writing only when a writer needs it.
     if (this.writer) return this.writer;

@@ -94,6 +94,20 @@ function frameRecord(opBytes: readonly Uint8Array[]): Uint8Array {
  * depends only on earlier ones.
  */
 export function encodeJournalRecords(ops: readonly StoreOp[]): Uint8Array {
+  const records = encodeJournalRecordList(ops);
+  if (records.length === 1) return records[0]!;
+  const total = records.reduce((n, r) => n + r.length, 0);
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const r of records) {
+    out.set(r, at);
+    at += r.length;
+  }
+  return out;
+}
+
+/** The framed records of `ops` (encodeJournalRecords), each on its own. */
+export function encodeJournalRecordList(ops: readonly StoreOp[]): Uint8Array[] {
   const records: Uint8Array[] = [];
   let group: Uint8Array[] = [];
   let groupBytes = 0;
@@ -113,16 +127,11 @@ export function encodeJournalRecords(ops: readonly StoreOp[]): Uint8Array {
     groupBytes += bytes.length;
   }
   if (group.length > 0) records.push(frameRecord(group));
-  if (records.length === 1) return records[0]!;
-  const total = records.reduce((n, r) => n + r.length, 0);
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const r of records) {
-    out.set(r, at);
-    at += r.length;
-  }
-  return out;
+  return records;
 }
+
+/** Bytes of a record's header (magic, length, CRC): what identifies a record at its offset. */
+export const JOURNAL_RECORD_HEADER_BYTES = RECORD_HEADER_BYTES;
 
 function decodeOp(value: unknown, path: string, offsetBytes: number): StoreOp {
   const fail = (message: string): never => {

@@ -53,9 +53,10 @@ function manifestBodyCrc32(bytes: Uint8Array, memberAt: number): string {
 /** Checks the trailing `body_crc32` member where the manifest has one (see CHECKSUM_MEMBER). */
 function checkManifestChecksum(bytes: Uint8Array, hasMember: boolean, path: string): void {
   if (!hasMember) return;
-  // The member is the last thing in the file: `,"body_crc32":"xxxxxxxx"}` and an optional newline.
+  // The member is the last thing in the file: `,"body_crc32":"xxxxxxxx"}`, then only white space
+  // (the store writes one newline; an editor or git may have made it CRLF).
   let end = bytes.length;
-  if (bytes[end - 1] === 0x0a) end -= 1;
+  while (end > 0 && (bytes[end - 1] === 0x0a || bytes[end - 1] === 0x0d || bytes[end - 1] === 0x20 || bytes[end - 1] === 0x09)) end -= 1;
   const memberAt = end - CHECKSUM_MEMBER_BYTES.length - 8 - 2;
   const inPlace =
     memberAt > 0 &&

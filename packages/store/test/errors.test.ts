@@ -124,10 +124,14 @@ describe('the manifest is input', () => {
     expect(error).toMatchObject({ code: 'MANIFEST_INVALID', path });
     expect(error.message).toMatch(/checksum mismatch/);
     // Not the last member, or not 8 hex digits: refused as well.
-    for (const text of [signed.replace(/,"body_crc32":"([0-9a-f]{8})"}\n$/, '}').replace('{"format"', '{"body_crc32":"$1","format"'), signed.replace(/"body_crc32":"[0-9a-f]{8}"/, '"body_crc32":"XYZ"')]) {
+    const stated = /"body_crc32":"([0-9a-f]{8})"/.exec(signed)![1]!;
+    for (const text of [signed.replace(/,"body_crc32":"[0-9a-f]{8}"}\n$/, '}').replace('{"format"', `{"body_crc32":"${stated}","format"`), signed.replace(/"body_crc32":"[0-9a-f]{8}"/, '"body_crc32":"XYZ"')]) {
       await writeFile(path, text);
       expect((await catchError(() => openCacheStore(root))).code).toBe('MANIFEST_INVALID');
     }
+    // Line endings converted (CRLF) or white space after it: still the last member.
+    await writeFile(path, signed.replace(/\n$/, '\r\n  '));
+    await (await openCacheStore(root)).close();
     // Written before manifests carried one: read unchecked, and the next compaction adds it.
     const legacy = JSON.parse(signed) as Loose;
     delete legacy.body_crc32;

@@ -11,6 +11,7 @@ import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
 import { countOpenBlobFiles } from '../src/open-blob-files.js';
+import { JOURNAL_RECORD_TARGET_BYTES } from '../src/limits.js';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -244,4 +245,88 @@ it('a reader that applied the failed record before it was cut back reloads: late
   } finally {
     await reopened.close();
   }
+});
+
+it('a reader whose applied record was cut back and written over, the move to a new generation having failed too, reloads instead of reading on from the middle (found by the second review)', async () => {
+  const { root } = await makeCache();
+  const hook: { reader?: CacheStore; fail: number } = { fail: 2 }; // the commit, then the seal of the move
+  class SickDiskBackend extends FsBackend {
+    override async openJournal(generation: number): Promise<JournalFile | undefined> {
+      const journal = await super.openJournal(generation);
+      if (!journal) return journal;
+      const append = journal.append.bind(journal);
+      journal.append = async (offsetBytes, bytes) => {
+        await append(offsetBytes, bytes);
+        if (hook.fail <= 0) return;
+        hook.fail -= 1;
+        const reader = hook.reader;
+        hook.reader = undefined; // the reader reads during the first failure only
+        await reader?.refresh();
+        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+      };
+      return journal;
+    }
+  }
+  const sick = await FsCacheStore.load(new SickDiskBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const reader = await openCacheStore(root, { compactOnClose: false });
+  hook.reader = reader;
+  const [e1, e2, e3] = [makeTensor([30, 5], 9311), makeTensor([20, 9], 9312), makeTensor([10, 9], 9313)];
+  try {
+    expect((await catchError(() => sick.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
+    expect(sick.generation).toBe(2); // the move failed: the handle writes no more
+    expect((await catchError(() => sick.addEntry(toInput(e2, 'e2')))).message).toMatch(/could not move to a new generation/);
+    expect(reader.getEntry(e1.key)).toBeDefined();
+    // Another process writes a longer record where the failed one stood; then the reader writes.
+    const other = await openCacheStore(root, { compactOnClose: false });
+    await other.addEntry(toInput(e2, 'model.layers.0.a.much.longer.qualified.name.weight', [['e2-long-shard-name.safetensors', 0, e2.bytes.length], ['e2-other.safetensors', 128, e2.bytes.length]]));
+    await other.close();
+    await reader.addEntry(toInput(e3, 'e3'));
+    expect(reader.getEntry(e1.key)).toBeUndefined();
+    expect(reader.getEntry(e2.key)).toBeDefined();
+  } finally {
+    await sick.close().catch(() => undefined);
+    await reader.close();
+  }
+  const reopened = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(reopened.getEntry(e1.key)).toBeUndefined();
+    expect(reopened.getEntry(e2.key)).toBeDefined();
+    expect(reopened.getEntry(e3.key)).toBeDefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
+  }
+});
+
+it('a commit of several records is written record by record, each made durable before the next (a crash tears the last only)', async () => {
+  const { root, tensors } = await makeCache(3);
+  const appends: number[] = [];
+  class CountingBackend extends FsBackend {
+    override async openJournal(generation: number): Promise<JournalFile | undefined> {
+      const journal = await super.openJournal(generation);
+      if (!journal) return journal;
+      const append = journal.append.bind(journal);
+      journal.append = async (offsetBytes, bytes) => {
+        appends.push(bytes.length);
+        return append(offsetBytes, bytes);
+      };
+      return journal;
+    }
+  }
+  const store = await FsCacheStore.load(new CountingBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  try {
+    // ~1 KB an alias: above JOURNAL_RECORD_TARGET_BYTES in one call, so at least two records.
+    const items = Array.from({ length: 9000 }, (_, i) => {
+      const t = tensors[i % 3]!; // MAX_SLICE_KEYS_PER_ENTRY: 3000 each
+      return { key: t.key, shardName: `${'s'.repeat(1000)}-${i}`, offsetBytes: 0, sizeBytes: t.bytes.length };
+    });
+    expect((await store.aliasSlices(items)).every(Boolean)).toBe(true);
+    expect(appends.length).toBeGreaterThanOrEqual(2);
+    expect(Math.max(...appends)).toBeLessThanOrEqual(JOURNAL_RECORD_TARGET_BYTES + 4096);
+  } finally {
+    await store.close();
+  }
+  const reopened = await openCacheStore(root, { compactOnClose: false });
+  expect(reopened.lookupBySlice(`${'s'.repeat(1000)}-8999`, 0, tensors[2]!.bytes.length)?.key).toBe(tensors[2]!.key);
+  await reopened.close();
 });
