@@ -9,7 +9,7 @@ export interface ProgressBar {
 }
 
 export interface ProgressBarOptions {
-  stream: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+  stream: NodeJS.WritableStream & { isTTY?: boolean | undefined; columns?: number | undefined };
   /** False draws nothing at all (not a TTY, `--quiet`, `--json` to a pipe, ...). */
   enabled: boolean;
   /** Redraws at most this often; a final update always draws. */

@@ -1,5 +1,6 @@
 // Options given as explicit `undefined` mean "not given", in the types (for callers compiled with
 // exactOptionalPropertyTypes, which forward their own optional settings) and at run time.
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
@@ -10,10 +11,27 @@ import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { buildCache, makeTempDir, standardTensors, writeModel } from './fixtures.js';
 
+/** The published entry points (types from each package's built declarations). */
+const ENTRIES = ['@splitzip/codec', '@splitzip/kernels', '@splitzip/kernels/node', '@splitzip/safetensors', '@splitzip/store', '@splitzip/runtime', '@splitzip/builder'];
+
+/** A program over one in-memory source file placed in `dir` (so packages resolve from there). */
+function compileVirtual(dir: string, name: string, text: string, options: ts.CompilerOptions): { program: ts.Program; file: string } {
+  const file = join(dir, name);
+  const host = ts.createCompilerHost(options);
+  const readFile = host.readFile.bind(host);
+  const fileExists = host.fileExists.bind(host);
+  const getSourceFile = host.getSourceFile.bind(host);
+  host.readFile = (path) => (path === file ? text : readFile(path));
+  host.fileExists = (path) => path === file || fileExists(path);
+  host.getSourceFile = (path, languageVersion, ...rest) =>
+    path === file ? ts.createSourceFile(path, text, languageVersion, true) : getSourceFile(path, languageVersion, ...rest);
+  return { program: ts.createProgram([file], options, host), file };
+}
+
 describe('explicit undefined options', () => {
-  it('type-check under exactOptionalPropertyTypes for every exported *Options type of every package', () => {
-    const file = fileURLToPath(new URL('./types/explicit-undefined-options.ts', import.meta.url));
-    const program = ts.createProgram([file], {
+  it('type-check under exactOptionalPropertyTypes for every exported *Options type of every package (found in the published declarations)', () => {
+    const here = fileURLToPath(new URL('.', import.meta.url));
+    const options: ts.CompilerOptions = {
       strict: true,
       exactOptionalPropertyTypes: true,
       noEmit: true,
@@ -22,7 +40,41 @@ describe('explicit undefined options', () => {
       module: ts.ModuleKind.NodeNext,
       moduleResolution: ts.ModuleResolutionKind.NodeNext,
       types: ['node'],
+    };
+    // 1. Every exported type whose name ends in "Options", entry by entry.
+    const imports = ENTRIES.map((entry, i) => `import type * as E${i} from '${entry}';`).join('\n');
+    const lister = compileVirtual(here, 'list-options.mts', `${imports}\nexport {};\n`, options);
+    const checker = lister.program.getTypeChecker();
+    const found: { entry: number; name: string; typeParameters: number }[] = [];
+    const listing = lister.program.getSourceFile(lister.file)!;
+    expect(ts.getPreEmitDiagnostics(lister.program, listing).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+    const namespaces = listing.statements.filter(ts.isImportDeclaration).map((declaration) => (declaration.importClause!.namedBindings as ts.NamespaceImport).name);
+    for (const [i, entry] of ENTRIES.entries()) {
+      const moduleSymbol = checker.getAliasedSymbol(checker.getSymbolAtLocation(namespaces[i]!)!);
+      expect(moduleSymbol.flags & ts.SymbolFlags.ValueModule, entry).toBeTruthy();
+      for (const symbol of checker.getExportsOfModule(moduleSymbol)) {
+        const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
+        if (!/Options$/.test(symbol.name) || !(target.flags & (ts.SymbolFlags.Interface | ts.SymbolFlags.TypeAlias))) continue;
+        const declaration = target.declarations?.[0] as ts.InterfaceDeclaration | ts.TypeAliasDeclaration | undefined;
+        found.push({ entry: i, name: symbol.name, typeParameters: declaration?.typeParameters?.length ?? 0 });
+      }
+    }
+    // Every package has them: the list is not empty by mistake.
+    expect(new Set(found.map((f) => ENTRIES[f.entry]))).toEqual(new Set(ENTRIES));
+    expect(found.length).toBeGreaterThanOrEqual(34);
+    // 2. Each one: an object giving every optional property as undefined is one.
+    const checks = found.map(({ entry, name, typeParameters }) => {
+      const args = typeParameters > 0 ? `<${Array.from({ length: typeParameters }, () => 'unknown').join(', ')}>` : '';
+      return `export const check_${entry}_${name}: Accepts<E${entry}.${name}${args}> = true;`;
     });
+    const source = [
+      imports,
+      'type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];',
+      'type AllUndefined<T> = { [K in OptionalKeys<T>]-?: undefined };',
+      'type Accepts<T> = AllUndefined<T> extends Pick<T, OptionalKeys<T>> ? true : false;',
+      ...checks,
+    ].join('\n');
+    const { program } = compileVirtual(here, 'explicit-undefined-options.mts', source, options);
     const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
     expect(diagnostics).toEqual([]);
   }, 120_000);
