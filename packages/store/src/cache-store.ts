@@ -189,6 +189,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private lastRecord: { startOffset: number; header: Uint8Array } | undefined;
   /** Set by a catch-up that found a damaged record with an intact one after it (verify reports it). */
   private journalDamage: StoreError | undefined;
+  /** The failure of the last cut-back of a failed append (appendDurably), until settled. */
+  private cutBackFailure: unknown;
   /** Set when a failed append could not be cut back off the journal: every later write throws it. */
   private journalUnwritable: StoreError | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
@@ -390,6 +392,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           });
         }
       }
+      // The last record this handle applied must still be where it read it (also a seal: one cut
+      // back after a failed sync, trusted, made this handle finish a compaction from a state that
+      // lacked later commits, and remove the journal that held them).
+      if (this.journal !== undefined && this.lastRecord !== undefined && !(await this.lastRecordStillThere(this.journal))) {
+        await reload();
+        continue;
+      }
       if (this.sealSeen) {
         if (!lock && reloaded) return;
         const bytes = await this.backend.readManifest();
@@ -424,10 +433,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
       const journal = this.journal;
       const size = await journal.size();
-      if (size < this.journalOffset || (this.lastRecord !== undefined && !sameBytes(journal.peek(this.lastRecord.startOffset, JOURNAL_RECORD_HEADER_BYTES), this.lastRecord.header))) {
+      if (size < this.journalOffset) {
         // Not the journal we applied any more: replaced, or a failed append cut back after we read
-        // it (appendDurably) and another record written in its place, which we would read on from
-        // its middle (and, under the lock, cut there as a torn tail). The files on disk are the truth.
+        // it (appendDurably). The files on disk are the truth.
         await reload();
         continue;
       }
@@ -497,6 +505,18 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
       return;
     }
+  }
+
+  /**
+   * Whether the last record this handle applied is still in its journal as it was read: the file
+   * reaches past it and the same 12-byte header (magic, length, CRC) is at its offset. A record cut
+   * back after a failed append, and another written in its place, would otherwise be read on from
+   * the middle of the new one (and cut there, under the lock, as a torn tail).
+   */
+  private async lastRecordStillThere(journal: JournalFile): Promise<boolean> {
+    const last = this.lastRecord!;
+    if ((await journal.size()) < this.journalOffset) return false;
+    return sameBytes(journal.peek(last.startOffset, JOURNAL_RECORD_HEADER_BYTES), last.header);
   }
 
   // ---- writing ------------------------------------------------------------------------------
@@ -622,13 +642,17 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       // there as a torn tail by that reader's next writer session). Moving to a new generation
       // before the lock goes makes every reader reload; if that fails too, this handle writes no more.
       if (!this.journalUnwritable) {
+        const cutFailed = this.cutBackFailure !== undefined;
         await this.compactLocked().catch((cause: unknown) => {
           this.journalUnwritable = new StoreError(
             'IO_ERROR',
-            'a failed journal append was taken back, but the cache could not move to a new generation: this handle writes nothing more (reopen the store once the disk is healthy)',
+            cutFailed
+              ? 'a failed journal append could not be taken back, nor the cache moved to a new generation: this handle writes nothing more (reopen the store once the disk is healthy)'
+              : 'a failed journal append was taken back, but the cache could not move to a new generation: this handle writes nothing more (reopen the store once the disk is healthy)',
             { path: journal.path, details: { offsetBytes: this.journalOffset }, cause },
           );
         });
+        this.cutBackFailure = undefined;
       }
       throw error;
     }
@@ -661,12 +685,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.lastRecord = undefined; // set again by the next catch-up or append
       try {
         await journal.truncate(this.journalOffset);
+        this.cutBackFailure = undefined;
       } catch (cause) {
-        this.journalUnwritable = new StoreError(
-          'IO_ERROR',
-          'a failed journal append could not be taken back: this handle writes nothing more (reopen the store once the disk is healthy)',
-          { path: journal.path, details: { offsetBytes: this.journalOffset }, cause },
-        );
+        // Left to appendOps: its move to the next generation writes the seal over the failed
+        // record's start, which takes it back as well; only if that fails too does this handle stop.
+        this.cutBackFailure = cause;
       }
       throw error;
     }
@@ -690,7 +713,19 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   private async appendOpsRaw(ops: StoreOp[]): Promise<void> {
     const journal = this.journal!;
-    this.journalOffset += await this.appendDurably(journal, encodeJournalRecordList(ops));
+    try {
+      this.journalOffset += await this.appendDurably(journal, encodeJournalRecordList(ops));
+    } catch (error) {
+      if (this.cutBackFailure !== undefined) {
+        this.journalUnwritable ??= new StoreError(
+          'IO_ERROR',
+          'a failed journal append could not be taken back: this handle writes nothing more (reopen the store once the disk is healthy)',
+          { path: journal.path, details: { offsetBytes: this.journalOffset }, cause: this.cutBackFailure },
+        );
+        this.cutBackFailure = undefined;
+      }
+      throw error;
+    }
   }
 
   /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */
@@ -701,10 +736,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const existing = await this.backend.openJournal(next);
     let fresh = false;
     if (existing) {
-      const size = await existing.size();
-      const head = await existing.read(0, JOURNAL_HEADER_BYTES);
-      await existing.close();
-      fresh = size === JOURNAL_HEADER_BYTES && Buffer.from(head).equals(Buffer.from(encodeJournalHeader(next)));
+      try {
+        const size = await existing.size();
+        const head = await existing.read(0, JOURNAL_HEADER_BYTES);
+        fresh = size === JOURNAL_HEADER_BYTES && Buffer.from(head).equals(Buffer.from(encodeJournalHeader(next)));
+      } finally {
+        await existing.close();
+      }
     }
     if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
     const header = { ...this.header, generation: next };

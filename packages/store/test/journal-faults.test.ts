@@ -82,22 +82,93 @@ it('an append whose datasync failed is cut back off the journal: never applied l
   }
 });
 
-it('when the failed append cannot be cut back either, the handle refuses every later write (typed)', async () => {
+it('a failed append that cannot be cut back is taken back by the move to the next generation, whose seal is written over it; the handle goes on', async () => {
   const { root } = await makeCache();
   const e1 = makeTensor([30, 5], 9211);
   const e2 = makeTensor([20, 9], 9212);
   const store = await loadWithFaults(root, { appends: 1, truncates: true });
   try {
     expect((await catchError(() => store.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
+    expect(store.generation).toBe(3);
+    expect(store.getEntry(e1.key)).toBeUndefined();
+    await store.addEntry(toInput(e2, 'e2'));
+  } finally {
+    await store.close();
+  }
+  const reopened = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(reopened.getEntry(e1.key)).toBeUndefined();
+    expect(reopened.getEntry(e2.key)).toBeDefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
+  }
+});
+
+it('when neither the cut-back nor the move to the next generation works, the handle refuses every later write (typed)', async () => {
+  const { root, tensors } = await makeCache();
+  const e1 = makeTensor([30, 5], 9213);
+  const e2 = makeTensor([20, 9], 9214);
+  const store = await loadWithFaults(root, { appends: 2, truncates: true }); // the commit, then the move's seal
+  try {
+    expect((await catchError(() => store.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
     const refused = await catchError(() => store.addEntry(toInput(e2, 'e2')));
     expect(refused.code).toBe('IO_ERROR');
-    expect(refused.message).toMatch(/could not be taken back/);
+    expect(refused.message).toMatch(/could not be taken back, nor the cache moved to a new generation/);
     // (Reads may still see the failed record, as other processes do: its blob was made durable
-    // before it; what must not happen is a commit appended after it.)
+    // before it; what must not happen is a commit appended after it by this handle.)
     expect(store.getEntry(e2.key)).toBeUndefined();
-    expect((await catchError(() => store.aliasSlice(e1.key, 'x.safetensors', 0, e1.bytes.length))).message).toMatch(/could not be taken back/);
+    const known = tensors[0]!;
+    expect((await catchError(() => store.aliasSlice(known.key, 'x.safetensors', 0, known.bytes.length))).message).toMatch(/could not be taken back/);
   } finally {
     await store.close().catch(() => undefined);
+  }
+});
+
+it('a seal cut back after its sync failed is not trusted by a reader that read it: it reloads, and finishes no compaction from its stale state (found by the fault sweep)', async () => {
+  const { root } = await makeCache();
+  const first = await openCacheStore(root, { compactOnClose: false });
+  await first.addEntry(toInput(makeTensor([8, 8], 9321), 'in-journal')); // something to compact
+  await first.close();
+  const hook: { reader?: CacheStore } = {};
+  class SealFailsBackend extends FsBackend {
+    override async openJournal(generation: number): Promise<JournalFile | undefined> {
+      const journal = await super.openJournal(generation);
+      if (!journal) return journal;
+      const append = journal.append.bind(journal);
+      journal.append = async (offsetBytes, bytes) => {
+        await append(offsetBytes, bytes);
+        const reader = hook.reader;
+        if (!reader) return;
+        hook.reader = undefined;
+        await reader.refresh(); // it reads the seal while it is in the file
+        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+      };
+      return journal;
+    }
+  }
+  const writer = await FsCacheStore.load(new SealFailsBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const reader = await openCacheStore(root, { compactOnClose: false });
+  const [e2, mine] = [makeTensor([20, 9], 9322), makeTensor([10, 9], 9323)];
+  try {
+    hook.reader = reader;
+    expect((await catchError(() => writer.compact())).code).toBe('EIO');
+    const other = await openCacheStore(root, { compactOnClose: false });
+    await other.addEntry(toInput(e2, 'e2')); // where the seal stood
+    await other.close();
+    await reader.addEntry(toInput(mine, 'mine'));
+    expect(reader.getEntry(e2.key)).toBeDefined();
+  } finally {
+    await writer.close().catch(() => undefined);
+    await reader.close();
+  }
+  const reopened = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(reopened.getEntry(e2.key)).toBeDefined();
+    expect(reopened.getEntry(mine.key)).toBeDefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
   }
 });
 
