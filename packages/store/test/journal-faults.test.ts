@@ -18,13 +18,19 @@ import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './he
 afterEach(removeTempDirs);
 
 interface Faults {
-  /** Appends to fail after their bytes landed (counted down). */
+  /** Appends to fail after their bytes landed, as a failed datasync would (counted down). */
   appends: number;
   /** Fail the truncation that takes a failed append back. */
-  truncates: boolean;
+  truncates?: boolean;
+  /** A handle that refreshes during the next failing append: another process reading meanwhile. */
+  reader?: CacheStore | undefined;
+  /** The length of every append, failed or not. */
+  appended?: number[];
 }
 
-/** A store whose journal appends write their bytes and then fail as a failed datasync would. */
+const eio = (call: string) => Object.assign(new Error(`EIO: i/o error, ${call}`), { code: 'EIO' });
+
+/** A store whose journals fail as `faults` says (read anew at each call, so a test may arm it later). */
 async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStore> {
   class FaultyBackend extends FsBackend {
     override async openJournal(generation: number): Promise<JournalFile | undefined> {
@@ -33,13 +39,17 @@ async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStor
       const append = journal.append.bind(journal);
       const truncate = journal.truncate.bind(journal);
       journal.append = async (offsetBytes, bytes) => {
+        faults.appended?.push(bytes.length);
         await append(offsetBytes, bytes);
         if (faults.appends <= 0) return;
         faults.appends -= 1;
-        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+        const reader = faults.reader;
+        faults.reader = undefined;
+        await reader?.refresh();
+        throw eio('fdatasync');
       };
       journal.truncate = async (lengthBytes) => {
-        if (faults.truncates) throw Object.assign(new Error('EIO: i/o error, ftruncate'), { code: 'EIO' });
+        if (faults.truncates === true) throw eio('ftruncate');
         return truncate(lengthBytes);
       };
       return journal;
@@ -130,28 +140,12 @@ it('a seal cut back after its sync failed is not trusted by a reader that read i
   const first = await openCacheStore(root, { compactOnClose: false });
   await first.addEntry(toInput(makeTensor([8, 8], 9321), 'in-journal')); // something to compact
   await first.close();
-  const hook: { reader?: CacheStore } = {};
-  class SealFailsBackend extends FsBackend {
-    override async openJournal(generation: number): Promise<JournalFile | undefined> {
-      const journal = await super.openJournal(generation);
-      if (!journal) return journal;
-      const append = journal.append.bind(journal);
-      journal.append = async (offsetBytes, bytes) => {
-        await append(offsetBytes, bytes);
-        const reader = hook.reader;
-        if (!reader) return;
-        hook.reader = undefined;
-        await reader.refresh(); // it reads the seal while it is in the file
-        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
-      };
-      return journal;
-    }
-  }
-  const writer = await FsCacheStore.load(new SealFailsBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const faults: Faults = { appends: 0 };
+  const writer = await loadWithFaults(root, faults);
   const reader = await openCacheStore(root, { compactOnClose: false });
   const [e2, mine] = [makeTensor([20, 9], 9322), makeTensor([10, 9], 9323)];
   try {
-    hook.reader = reader;
+    Object.assign(faults, { appends: 1, reader }); // the seal's sync fails while the reader reads it
     expect((await catchError(() => writer.compact())).code).toBe('EIO');
     const other = await openCacheStore(root, { compactOnClose: false });
     await other.addEntry(toInput(e2, 'e2')); // where the seal stood
@@ -274,25 +268,10 @@ it('a damaged record with intact ones after it is not a torn tail: readers go on
 
 it('a reader that applied the failed record before it was cut back reloads: later commits, its own and the writer\'s, all stay (found by review)', async () => {
   const { root } = await makeCache();
-  const hook: { reader?: CacheStore; fail: number } = { fail: 1 };
-  class SlowFailingBackend extends FsBackend {
-    override async openJournal(generation: number): Promise<JournalFile | undefined> {
-      const journal = await super.openJournal(generation);
-      if (!journal) return journal;
-      const append = journal.append.bind(journal);
-      journal.append = async (offsetBytes, bytes) => {
-        await append(offsetBytes, bytes);
-        if (hook.fail <= 0) return;
-        hook.fail -= 1;
-        await hook.reader!.refresh(); // another handle refreshes during the slow, failing datasync
-        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
-      };
-      return journal;
-    }
-  }
-  const writer = await FsCacheStore.load(new SlowFailingBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const faults: Faults = { appends: 1 }; // another handle refreshes during the slow, failing datasync
+  const writer = await loadWithFaults(root, faults);
   const reader = await openCacheStore(root, { compactOnClose: false });
-  hook.reader = reader;
+  faults.reader = reader;
   const [e1, e2, e3] = [makeTensor([30, 5], 9301), makeTensor([20, 9], 9302), makeTensor([10, 9], 9303)];
   try {
     expect((await catchError(() => writer.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
@@ -320,27 +299,10 @@ it('a reader that applied the failed record before it was cut back reloads: late
 
 it('a reader whose applied record was cut back and written over, the move to a new generation having failed too, reloads instead of reading on from the middle (found by the second review)', async () => {
   const { root } = await makeCache();
-  const hook: { reader?: CacheStore; fail: number } = { fail: 2 }; // the commit, then the seal of the move
-  class SickDiskBackend extends FsBackend {
-    override async openJournal(generation: number): Promise<JournalFile | undefined> {
-      const journal = await super.openJournal(generation);
-      if (!journal) return journal;
-      const append = journal.append.bind(journal);
-      journal.append = async (offsetBytes, bytes) => {
-        await append(offsetBytes, bytes);
-        if (hook.fail <= 0) return;
-        hook.fail -= 1;
-        const reader = hook.reader;
-        hook.reader = undefined; // the reader reads during the first failure only
-        await reader?.refresh();
-        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
-      };
-      return journal;
-    }
-  }
-  const sick = await FsCacheStore.load(new SickDiskBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const faults: Faults = { appends: 2 }; // the commit, then the seal of the move; the reader reads during the first
+  const sick = await loadWithFaults(root, faults);
   const reader = await openCacheStore(root, { compactOnClose: false });
-  hook.reader = reader;
+  faults.reader = reader;
   const [e1, e2, e3] = [makeTensor([30, 5], 9311), makeTensor([20, 9], 9312), makeTensor([10, 9], 9313)];
   try {
     expect((await catchError(() => sick.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
@@ -372,19 +334,7 @@ it('a reader whose applied record was cut back and written over, the move to a n
 it('a commit of several records is written record by record, each made durable before the next (a crash tears the last only)', async () => {
   const { root, tensors } = await makeCache(3);
   const appends: number[] = [];
-  class CountingBackend extends FsBackend {
-    override async openJournal(generation: number): Promise<JournalFile | undefined> {
-      const journal = await super.openJournal(generation);
-      if (!journal) return journal;
-      const append = journal.append.bind(journal);
-      journal.append = async (offsetBytes, bytes) => {
-        appends.push(bytes.length);
-        return append(offsetBytes, bytes);
-      };
-      return journal;
-    }
-  }
-  const store = await FsCacheStore.load(new CountingBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+  const store = await loadWithFaults(root, { appends: 0, appended: appends });
   try {
     // ~1 KB an alias: above JOURNAL_RECORD_TARGET_BYTES in one call, so at least two records.
     const items = Array.from({ length: 9000 }, (_, i) => {
