@@ -58,6 +58,18 @@ async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStor
   return FsCacheStore.load(new FaultyBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
 }
 
+/** Reopens the cache at `root` and checks which keys it holds, and that it verifies. */
+async function expectOnReopen(root: string, present: readonly string[], absent: readonly string[] = []): Promise<void> {
+  const reopened = await openCacheStore(root, { compactOnClose: false });
+  try {
+    for (const key of present) expect(reopened.getEntry(key), key).toBeDefined();
+    for (const key of absent) expect(reopened.getEntry(key), key).toBeUndefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
+  }
+}
+
 it('an append whose datasync failed is cut back off the journal: never applied later, and the next commit does not follow it', async () => {
   const { root, tensors } = await makeCache();
   const journalPath = join(root, 'journal.2');
@@ -105,14 +117,7 @@ it('a failed append that cannot be cut back is taken back by the move to the nex
   } finally {
     await store.close();
   }
-  const reopened = await openCacheStore(root, { compactOnClose: false });
-  try {
-    expect(reopened.getEntry(e1.key)).toBeUndefined();
-    expect(reopened.getEntry(e2.key)).toBeDefined();
-    expect((await reopened.verify()).ok).toBe(true);
-  } finally {
-    await reopened.close();
-  }
+  await expectOnReopen(root, [e2.key], [e1.key]);
 });
 
 it('when neither the cut-back nor the move to the next generation works, the handle refuses every later write (typed)', async () => {
@@ -156,14 +161,7 @@ it('a seal cut back after its sync failed is not trusted by a reader that read i
     await writer.close().catch(() => undefined);
     await reader.close();
   }
-  const reopened = await openCacheStore(root, { compactOnClose: false });
-  try {
-    expect(reopened.getEntry(e2.key)).toBeDefined();
-    expect(reopened.getEntry(mine.key)).toBeDefined();
-    expect((await reopened.verify()).ok).toBe(true);
-  } finally {
-    await reopened.close();
-  }
+  await expectOnReopen(root, [e2.key, mine.key]);
 });
 
 it('a journal that fails to stat or read is IO_ERROR naming it (was the raw Node error, which the builder blamed on the model file), and a failed open closes its journal', async () => {
@@ -286,15 +284,7 @@ it('a reader that applied the failed record before it was cut back reloads: late
     await writer.close();
     await reader.close();
   }
-  const reopened = await openCacheStore(root, { compactOnClose: false });
-  try {
-    expect(reopened.getEntry(e1.key)).toBeUndefined();
-    expect(reopened.getEntry(e2.key)).toBeDefined();
-    expect(reopened.getEntry(e3.key)).toBeDefined();
-    expect((await reopened.verify()).ok).toBe(true);
-  } finally {
-    await reopened.close();
-  }
+  await expectOnReopen(root, [e2.key, e3.key], [e1.key]);
 });
 
 it('a reader whose applied record was cut back and written over, the move to a new generation having failed too, reloads instead of reading on from the middle (found by the second review)', async () => {
@@ -320,15 +310,7 @@ it('a reader whose applied record was cut back and written over, the move to a n
     await sick.close().catch(() => undefined);
     await reader.close();
   }
-  const reopened = await openCacheStore(root, { compactOnClose: false });
-  try {
-    expect(reopened.getEntry(e1.key)).toBeUndefined();
-    expect(reopened.getEntry(e2.key)).toBeDefined();
-    expect(reopened.getEntry(e3.key)).toBeDefined();
-    expect((await reopened.verify()).ok).toBe(true);
-  } finally {
-    await reopened.close();
-  }
+  await expectOnReopen(root, [e2.key, e3.key], [e1.key]);
 });
 
 it('a commit of several records is written record by record, each made durable before the next (a crash tears the last only)', async () => {
