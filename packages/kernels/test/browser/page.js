@@ -500,6 +500,23 @@ function withTimeout(promise, ms, what) {
  * a restored WebGL context, dispose during a webgpu encode, decode or toArray, a lost WebGPU
  * device, a GL device result read after dispose. Small tensors (one 2^22 + 3 decode).
  */
+
+/** A kernels instance of `backend`, and the GL contexts it created (gpu.js keeps them to itself). */
+async function createKernelsSeeingContexts(backend) {
+  const contexts = [];
+  const original = HTMLCanvasElement.prototype.getContext;
+  HTMLCanvasElement.prototype.getContext = function (...args) {
+    const context = original.apply(this, args);
+    if (context && !contexts.includes(context)) contexts.push(context);
+    return context;
+  };
+  try {
+    return { kernels: await createKernels({ backend }), contexts };
+  } finally {
+    HTMLCanvasElement.prototype.getContext = original;
+  }
+}
+
 async function runProbeChecks() {
   const report = { checks: 0, failures: [] };
   const fail = (message) => report.failures.push(message);
@@ -510,19 +527,7 @@ async function runProbeChecks() {
   for (const backend of ['webgl2', 'webgl']) {
     // A lost context (the browser drops the oldest past ~16 live ones): every call falls back, never zeros.
     for (const first of ['encode', 'decode', 'decodeToDevice']) {
-      const contexts = [];
-      const original = HTMLCanvasElement.prototype.getContext;
-      HTMLCanvasElement.prototype.getContext = function (...args) {
-        const context = original.apply(this, args);
-        if (context) contexts.push(context);
-        return context;
-      };
-      let kernels;
-      try {
-        kernels = await createKernels({ backend });
-      } finally {
-        HTMLCanvasElement.prototype.getContext = original;
-      }
+      const { kernels, contexts } = await createKernelsSeeingContexts(backend);
       try {
         if (kernels.backend !== backend) fail(`${backend}: started ${kernels.backend}`);
         for (const context of contexts) context.getExtension('WEBGL_lose_context')?.loseContext();
@@ -555,19 +560,7 @@ async function runProbeChecks() {
     // again but holds none of the instance's programs or textures: still a failure for good, never
     // zeros, for later calls and for a device result made before the loss.
     {
-      const contexts = new Set();
-      const original = HTMLCanvasElement.prototype.getContext;
-      HTMLCanvasElement.prototype.getContext = function (...args) {
-        const context = original.apply(this, args);
-        if (context) contexts.add(context);
-        return context;
-      };
-      let kernels;
-      try {
-        kernels = await createKernels({ backend });
-      } finally {
-        HTMLCanvasElement.prototype.getContext = original;
-      }
+      const { kernels, contexts } = await createKernelsSeeingContexts(backend);
       try {
         const before = await kernels.decode(payload);
         if (before.backend !== backend || firstMismatch(before.values, values) !== -1) fail(`${backend} restored context: the first decode ran on ${before.backend}`);
