@@ -189,8 +189,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private lastRecord: { startOffset: number; header: Uint8Array } | undefined;
   /** Set by a catch-up that found a damaged record with an intact one after it (verify reports it). */
   private journalDamage: StoreError | undefined;
-  /** The failure of the last cut-back of a failed append (appendDurably), until settled. */
-  private cutBackFailure: unknown;
+  /** Where the bytes of the last append that failed may end (appendDurably). */
+  private failedAppendEnd = 0;
+  /** Whether the last compactLocked got as far as writing its seal. */
+  private sealAttempted = false;
   /** Set when a failed append could not be cut back off the journal: every later write throws it. */
   private journalUnwritable: StoreError | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
@@ -635,25 +637,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const records = encodeJournalRecordList(ops);
     let appended: number;
     try {
-      appended = await this.appendDurably(journal, records);
+      appended = await this.appendDurably(journal, records, { cutBack: false });
     } catch (error) {
-      // A reader that refreshed while the record was in the file may have applied it and moved past
-      // its end: the next record written where it stood would then be read from its middle (and cut
-      // there as a torn tail by that reader's next writer session). Moving to a new generation
-      // before the lock goes makes every reader reload; if that fails too, this handle writes no more.
-      if (!this.journalUnwritable) {
-        const cutFailed = this.cutBackFailure !== undefined;
-        await this.compactLocked().catch((cause: unknown) => {
-          this.journalUnwritable = new StoreError(
-            'IO_ERROR',
-            cutFailed
-              ? 'a failed journal append could not be taken back, nor the cache moved to a new generation: this handle writes nothing more (reopen the store once the disk is healthy)'
-              : 'a failed journal append was taken back, but the cache could not move to a new generation: this handle writes nothing more (reopen the store once the disk is healthy)',
-            { path: journal.path, details: { offsetBytes: this.journalOffset }, cause },
-          );
-        });
-        this.cutBackFailure = undefined;
-      }
+      await this.fenceFailedAppend(journal, this.failedAppendEnd);
       throw error;
     }
     this.state.applyChecked(ops);
@@ -661,21 +647,53 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
   /**
-   * Appends a record at the end of the valid journal, or takes it back: a write or datasync that
-   * failed may leave its bytes in the file (in the page cache, and Linux marks pages whose writeback
-   * failed clean, so they may never reach the disk). Left there, the next catch-up (this handle's,
-   * another process's, the next writer's) applied the failed commit and appended after it; a crash
-   * then cut the journal at the lost record, losing later commits reported durable. So the tail is
-   * cut back, durably, while the writer lock is still held; if even that fails, this handle writes
-   * no more (IO_ERROR on every write until reopened).
+   * After an append that failed (its write or datasync), with the writer lock held: its bytes may be
+   * in the file (in the page cache; Linux marks pages whose writeback failed clean, so they may never
+   * reach the disk), and a reader that refreshed meanwhile may have applied them and moved past
+   * them. Left there, the next catch-up applied the failed commit and the next commit went after
+   * it: a crash that lost the failed record then cut every later commit with it. Cut back alone,
+   * another record written in its place was read from its middle by such a reader.
+   * So the cache moves to the next generation, with the seal written where the failed commit began
+   * and zeros over the rest of it: no one appends after a seal, every reader stops there, and a reader
+   * whose last record lay in that range sees it changed and reloads. If the seal cannot be written,
+   * the failed bytes are cut back (appendDurably); if that fails too, or the move failed before its
+   * seal, this handle writes nothing more (IO_ERROR on every write until reopened).
    */
-  private async appendDurably(journal: JournalFile, records: readonly Uint8Array[]): Promise<number> {
+  private async fenceFailedAppend(journal: JournalFile, failedEndOffset: number): Promise<void> {
+    if (this.journalUnwritable) return;
+    try {
+      await this.compactLocked(failedEndOffset);
+      return;
+    } catch (moveError) {
+      if (this.journalUnwritable || this.sealSeen) return; // poisoned by the seal's cut-back, or sealed: the next session finishes the move
+      let reason = 'a failed journal append was taken back, but the cache could not move to a new generation';
+      if (!this.sealAttempted) {
+        // The move failed before its seal (the next journal could not be made): cut the bytes back now.
+        try {
+          await journal.truncate(this.journalOffset);
+        } catch {
+          reason = 'a failed journal append could not be taken back, nor the cache moved to a new generation';
+        }
+      }
+      this.journalUnwritable = new StoreError('IO_ERROR', `${reason}: this handle writes nothing more (reopen the store once the disk is healthy)`, {
+        path: journal.path,
+        details: { offsetBytes: this.journalOffset },
+        cause: moveError,
+      });
+    }
+  }
+
+  /**
+   * Appends records at the end of the valid journal, each made durable before the next (a crash then
+   * tears the last only). On a failure `failedAppendEnd` is where the bytes that may have been written
+   * end; with `cutBack` they are cut off again (a failed cut makes this handle stop writing).
+   */
+  private async appendDurably(journal: JournalFile, records: readonly Uint8Array[], options: { cutBack: boolean }): Promise<number> {
     if (this.journalUnwritable) throw this.journalUnwritable;
     let appended = 0;
     try {
-      // One write and one datasync per record: a crash then tears the last record only, never an
-      // earlier one under a later that survived (which reads as damage, not as a torn tail).
       for (const record of records) {
+        this.failedAppendEnd = this.journalOffset + appended + record.length;
         await journal.append(this.journalOffset + appended, record);
         this.lastRecord = { startOffset: this.journalOffset + appended, header: record.slice(0, JOURNAL_RECORD_HEADER_BYTES) };
         appended += record.length;
@@ -683,26 +701,41 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       return appended;
     } catch (error) {
       this.lastRecord = undefined; // set again by the next catch-up or append
-      try {
-        await journal.truncate(this.journalOffset);
-        this.cutBackFailure = undefined;
-      } catch (cause) {
-        // Left to appendOps: its move to the next generation writes the seal over the failed
-        // record's start, which takes it back as well; only if that fails too does this handle stop.
-        this.cutBackFailure = cause;
+      if (options.cutBack) {
+        try {
+          await journal.truncate(this.journalOffset);
+        } catch (cause) {
+          this.journalUnwritable ??= new StoreError(
+            'IO_ERROR',
+            'a failed journal append could not be taken back: this handle writes nothing more (reopen the store once the disk is healthy)',
+            { path: journal.path, details: { offsetBytes: this.journalOffset }, cause },
+          );
+        }
       }
       throw error;
     }
   }
 
-  /** Folds the journal into a new manifest generation (writer lock held, state caught up). */
-  private async compactLocked(): Promise<void> {
+  /**
+   * Folds the journal into a new manifest generation (writer lock held, state caught up). With
+   * `padToOffset` (after a failed append: fenceFailedAppend) the seal is followed by zeros up to it.
+   */
+  private async compactLocked(padToOffset = 0): Promise<void> {
+    this.sealAttempted = false;
     const next = this.header.generation + 1;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
-    // 1. The next journal exists before any manifest names it.
-    await this.backend.createJournal(next, encodeJournalHeader(next));
+    // 1. The next journal exists before any manifest names it. Fencing a failed append, the seal
+    // matters more: a seal without its next journal is an interrupted compaction, which any writer
+    // session finishes (finishCompaction makes the journal), and no one ever appends after a seal,
+    // so the failed commit's bytes can never be followed, nor rewritten in place.
+    try {
+      await this.backend.createJournal(next, encodeJournalHeader(next));
+    } catch (error) {
+      if (padToOffset === 0) throw error;
+    }
     // 2. Seal: a reader positioned in this journal always learns about the new generation.
-    await this.appendOpsRaw([{ kind: 'seal', nextGeneration: next }]);
+    this.sealAttempted = true;
+    await this.appendSeal(next, padToOffset);
     // From here nothing may be appended to this journal (readers stop at the seal): should the
     // next steps fail (a full disk), this instance's next writer session finishes the compaction
     // first, or reloads the generation another writer finished.
@@ -711,21 +744,16 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.finishCompaction();
   }
 
-  private async appendOpsRaw(ops: StoreOp[]): Promise<void> {
-    const journal = this.journal!;
-    try {
-      this.journalOffset += await this.appendDurably(journal, encodeJournalRecordList(ops));
-    } catch (error) {
-      if (this.cutBackFailure !== undefined) {
-        this.journalUnwritable ??= new StoreError(
-          'IO_ERROR',
-          'a failed journal append could not be taken back: this handle writes nothing more (reopen the store once the disk is healthy)',
-          { path: journal.path, details: { offsetBytes: this.journalOffset }, cause: this.cutBackFailure },
-        );
-        this.cutBackFailure = undefined;
-      }
-      throw error;
+  /** The seal record at the end of the valid journal (and zeros after it up to `padToOffset`), durably, or cut back. */
+  private async appendSeal(nextGeneration: number, padToOffset: number): Promise<void> {
+    const [seal] = encodeJournalRecordList([{ kind: 'seal', nextGeneration }]);
+    let bytes = seal!;
+    if (padToOffset > this.journalOffset + bytes.length) {
+      bytes = new Uint8Array(padToOffset - this.journalOffset);
+      bytes.set(seal!);
     }
+    await this.appendDurably(this.journal!, [bytes], { cutBack: true });
+    this.journalOffset += seal!.length; // readers stop at the seal: the zeros after it are never read
   }
 
   /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */

@@ -26,6 +26,11 @@ interface Faults {
   reader?: CacheStore | undefined;
   /** The length of every append, failed or not. */
   appended?: number[];
+  /** Skip this many appends before the failing ones start (the Nth record of a commit fails). */
+  skipAppends?: number;
+  /** Fail making the next generation's journal, or writing the manifest (a move to the next generation). */
+  createJournal?: boolean;
+  writeManifest?: boolean;
 }
 
 const eio = (call: string) => Object.assign(new Error(`EIO: i/o error, ${call}`), { code: 'EIO' });
@@ -42,6 +47,10 @@ async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStor
         faults.appended?.push(bytes.length);
         await append(offsetBytes, bytes);
         if (faults.appends <= 0) return;
+        if ((faults.skipAppends ?? 0) > 0) {
+          faults.skipAppends! -= 1;
+          return;
+        }
         faults.appends -= 1;
         const reader = faults.reader;
         faults.reader = undefined;
@@ -54,8 +63,26 @@ async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStor
       };
       return journal;
     }
+
+    override async createJournal(generation: number, header: Uint8Array): Promise<void> {
+      if (faults.createJournal === true) throw eio('open');
+      return super.createJournal(generation, header);
+    }
+
+    override async writeManifest(bytes: Uint8Array): Promise<void> {
+      if (faults.writeManifest === true) throw eio('rename');
+      return super.writeManifest(bytes);
+    }
   }
   return FsCacheStore.load(new FaultyBackend(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+}
+
+/** About 9 MB of aliases (1 KB shard names) over `tensors` (3 of them): a commit of two journal records. */
+function twoRecordAliases(tensors: readonly { key: string; bytes: Uint8Array }[], letter: string) {
+  return Array.from({ length: 9000 }, (_, i) => {
+    const t = tensors[i % 3]!; // MAX_SLICE_KEYS_PER_ENTRY: 3000 each
+    return { key: t.key, shardName: `${letter.repeat(1000)}-${i}`, offsetBytes: 0, sizeBytes: t.bytes.length };
+  });
 }
 
 /** Reopens the cache at `root` and checks which keys it holds, and that it verifies. */
@@ -129,7 +156,7 @@ it('when neither the cut-back nor the move to the next generation works, the han
     expect((await catchError(() => store.addEntry(toInput(e1, 'e1')))).code).toBe('EIO');
     const refused = await catchError(() => store.addEntry(toInput(e2, 'e2')));
     expect(refused.code).toBe('IO_ERROR');
-    expect(refused.message).toMatch(/could not be taken back, nor the cache moved to a new generation/);
+    expect(refused.message).toMatch(/could not be taken back/);
     // (Reads may still see the failed record, as other processes do: its blob was made durable
     // before it; what must not happen is a commit appended after it by this handle.)
     expect(store.getEntry(e2.key)).toBeUndefined();
@@ -333,3 +360,64 @@ it('a commit of several records is written record by record, each made durable b
   expect(reopened.lookupBySlice(`${'s'.repeat(1000)}-8999`, 0, tensors[2]!.bytes.length)?.key).toBe(tensors[2]!.key);
   await reopened.close();
 });
+
+it('the second record of a failed two-record commit whose cut-back fails: the move seals where the commit began and zeros the rest, so a reader that applied both reloads; no failed op comes back and later commits stay (found by the third review)', async () => {
+  const { root, tensors } = await makeCache(3);
+  const faults: Faults = { appends: 0 };
+  const sick = await loadWithFaults(root, faults);
+  const reader = await openCacheStore(root, { compactOnClose: false });
+  const e3 = makeTensor([10, 9], 9331);
+  const failed = [`${'s'.repeat(1000)}-8999`, 0, tensors[2]!.bytes.length] as const;
+  try {
+    // Record 2 lands and its datasync fails while the reader reads; the cut-back fails; the move's
+    // manifest write fails (its seal is written).
+    Object.assign(faults, { appends: 1, skipAppends: 1, reader, truncates: true, writeManifest: true });
+    expect((await catchError(() => sick.aliasSlices(twoRecordAliases(tensors, 's')))).code).toBe('EIO');
+    expect(reader.lookupBySlice(...failed)).toBeDefined(); // it applied both records
+    await reader.addEntry(toInput(e3, 'e3')); // reported durable
+  } finally {
+    await sick.close().catch(() => undefined);
+    await reader.close();
+  }
+  const writer = await openCacheStore(root, { compactOnClose: false });
+  try {
+    await writer.compact(); // any writer session finishes a move left half done
+    expect(writer.lookupBySlice(...failed), 'never durable').toBeUndefined();
+  } finally {
+    await writer.close();
+  }
+  await expectOnReopen(root, [e3.key]);
+}, 60_000);
+
+it('a failed two-record commit whose move cannot make the next journal is sealed all the same (an interrupted compaction the next writer finishes), so no other commit is written over it where a reader that applied it would miss the change (found by the third review)', async () => {
+  const { root, tensors } = await makeCache(3);
+  const faults: Faults = { appends: 0 };
+  const sick = await loadWithFaults(root, faults);
+  const reader = await openCacheStore(root, { compactOnClose: false });
+  const aItems = twoRecordAliases(tensors, 's');
+  // Another writer's commit: another first record of the same length, the same second one.
+  const bItems = aItems.map((item, i) => (i < 7000 ? { ...item, shardName: item.shardName.replace(/^s+/, 't'.repeat(1000)) } : item));
+  const slice = (letter: string, i: number) => [`${letter.repeat(1000)}-${i}`, 0, tensors[i % 3]!.bytes.length] as const;
+  let otherDurable = false;
+  try {
+    Object.assign(faults, { appends: 1, skipAppends: 1, reader, createJournal: true });
+    expect((await catchError(() => sick.aliasSlices(aItems))).code).toBe('EIO');
+    expect(reader.lookupBySlice(...slice('s', 0))).toBeDefined();
+    // The other writer's disk cannot make files either (its own moves fail).
+    const other = await loadWithFaults(root, { appends: 0, createJournal: true });
+    otherDurable = await other.aliasSlices(bItems).then((bound) => bound.every(Boolean), () => false);
+    await other.close().catch(() => undefined);
+    await reader.compact(); // a writer session: what it folds into the manifest is what it holds
+  } finally {
+    await sick.close().catch(() => undefined);
+    await reader.close();
+  }
+  const again = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(again.lookupBySlice(...slice('s', 0)), 'never durable').toBeUndefined();
+    if (otherDurable) expect(again.lookupBySlice(...slice('t', 0)), 'reported durable').toBeDefined();
+    expect((await again.verify()).ok).toBe(true);
+  } finally {
+    await again.close();
+  }
+}, 60_000);
