@@ -25,6 +25,19 @@ function holdAliasPuts(store: CacheStore, hooks: { before?: () => Promise<void>;
   };
 }
 
+/** Holds `store`'s first alias PUT: `bAtAlias` resolves when it is reached, `aDone.resolve()` lets it go. */
+function holdAliasUntilReleased(store: CacheStore): { bAtAlias: ReturnType<typeof deferred>; aDone: ReturnType<typeof deferred> } {
+  const bAtAlias = deferred();
+  const aDone = deferred();
+  holdAliasPuts(store, {
+    before: async () => {
+      bAtAlias.resolve();
+      await aDone.promise;
+    },
+  });
+  return { bAtAlias, aDone };
+}
+
 /** A point both writers must reach before either goes on. */
 function barrier(parties: number): () => Promise<void> {
   let arrived = 0;
@@ -101,15 +114,8 @@ describeS3('S3 store: alias writers racing on one slice', () => {
   it('leaveTakenSlices: a writer whose alias lands after another writer reported its binding leaves the slice out and does not undo that binding', async () => {
     const [ta, tb] = [makeTensor([40], 511), makeTensor([40], 512)];
     const { url, a, b } = await twoWriters();
-    const bAtAlias = deferred();
-    const aDone = deferred();
     // B looked (slice free) and wrote its entry; its alias waits until A has finished.
-    holdAliasPuts(b, {
-      before: async () => {
-        bAtAlias.resolve();
-        await aDone.promise;
-      },
-    });
+    const { bAtAlias, aDone } = holdAliasUntilReleased(b);
     const pendingB = b.addEntries([{ ...toInput(tb, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]);
     await bAtAlias.promise;
     const ra = await a.addEntries([{ ...toInput(ta, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]);
@@ -128,14 +134,7 @@ describeS3('S3 store: alias writers racing on one slice', () => {
     // A reported its binding before B's alias landed: B fails, A's binding stays.
     {
       const { url, a, b } = await twoWriters([ta, tb]);
-      const bAtAlias = deferred();
-      const aDone = deferred();
-      holdAliasPuts(b, {
-        before: async () => {
-          bAtAlias.resolve();
-          await aDone.promise;
-        },
-      });
+      const { bAtAlias, aDone } = holdAliasUntilReleased(b);
       const pendingB = catchError(() => b.aliasSlices([item(tb.key)]));
       await bAtAlias.promise;
       expect(await a.aliasSlices([item(ta.key)])).toEqual([true]);
