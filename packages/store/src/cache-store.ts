@@ -639,7 +639,19 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     try {
       appended = await this.appendDurably(journal, records, { cutBack: false });
     } catch (error) {
-      await this.fenceFailedAppend(journal, this.failedAppendEnd);
+      // What may be in the file: up to the failed record's end, or less (a disk that filled part
+      // way); under the lock the file's size is as far as any reader can have read.
+      const failedEnd = Math.min(this.failedAppendEnd, await journal.size().catch(() => this.failedAppendEnd));
+      if (failedEnd - this.journalOffset < records[0]!.length) {
+        // Not even the first record is whole: no reader can have applied any of it (length, CRC), so
+        // cutting it back is enough, and needs no space (a full disk, the commonest failure).
+        const cut = await journal.truncate(this.journalOffset).then(
+          () => true,
+          () => false,
+        );
+        if (cut) throw error;
+      }
+      await this.fenceFailedAppend(journal, failedEnd);
       throw error;
     }
     this.state.applyChecked(ops);

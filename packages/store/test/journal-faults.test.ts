@@ -28,6 +28,8 @@ interface Faults {
   appended?: number[];
   /** Skip this many appends before the failing ones start (the Nth record of a commit fails). */
   skipAppends?: number;
+  /** The disk fills at this journal size: an append past it writes what fits, then fails ENOSPC. */
+  capacityBytes?: number;
   /** Fail making the next generation's journal, or writing the manifest (a move to the next generation). */
   createJournal?: boolean;
   writeManifest?: boolean;
@@ -45,6 +47,11 @@ async function loadWithFaults(root: string, faults: Faults): Promise<FsCacheStor
       const truncate = journal.truncate.bind(journal);
       journal.append = async (offsetBytes, bytes) => {
         faults.appended?.push(bytes.length);
+        const room = (faults.capacityBytes ?? Infinity) - offsetBytes;
+        if (bytes.length > room) {
+          if (room > 0) await append(offsetBytes, bytes.subarray(0, room));
+          throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+        }
         await append(offsetBytes, bytes);
         if (faults.appends <= 0) return;
         if ((faults.skipAppends ?? 0) > 0) {
@@ -421,3 +428,21 @@ it('a failed two-record commit whose move cannot make the next journal is sealed
     await again.close();
   }
 }, 60_000);
+
+it('a disk that fills part way through a record: nothing whole was written, so the bytes are cut back and the handle goes on once there is room (found by the fourth review)', async () => {
+  const { root } = await makeCache();
+  const faults: Faults = { appends: 0 };
+  const store = await loadWithFaults(root, faults);
+  const [e1, e2] = [makeTensor([30, 5], 9341), makeTensor([20, 9], 9342)];
+  try {
+    faults.capacityBytes = (await stat(join(root, 'journal.2'))).size + 40; // full 40 bytes into the record
+    expect((await catchError(() => store.addEntry(toInput(e1, 'e1')))).code).toBe('ENOSPC');
+    expect((await stat(join(root, 'journal.2'))).size).toBe(JOURNAL_HEADER_BYTES); // cut back, no move needed
+    faults.capacityBytes = undefined; // room again
+    await store.addEntry(toInput(e2, 'e2'));
+    expect(store.generation).toBe(2);
+  } finally {
+    await store.close();
+  }
+  await expectOnReopen(root, [e2.key], [e1.key]);
+});
