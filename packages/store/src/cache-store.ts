@@ -397,7 +397,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       // The last record this handle applied must still be where it read it (also a seal: one cut
       // back after a failed sync, trusted, made this handle finish a compaction from a state that
       // lacked later commits, and remove the journal that held them).
-      if (this.journal !== undefined && this.lastRecord !== undefined && !(await this.lastRecordStillThere(this.journal))) {
+      if (this.journal !== undefined && this.lastRecord !== undefined && !this.lastRecordStillThere(this.journal)) {
         await reload();
         continue;
       }
@@ -510,14 +510,14 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
   /**
-   * Whether the last record this handle applied is still in its journal as it was read: the file
-   * reaches past it and the same 12-byte header (magic, length, CRC) is at its offset. A record cut
-   * back after a failed append, and another written in its place, would otherwise be read on from
-   * the middle of the new one (and cut there, under the lock, as a torn tail).
+   * Whether the last record this handle applied is still in its journal as it was read: the same
+   * 12-byte header (magic, length, CRC) at its offset (a file cut before it reads short, which
+   * differs too). A record cut back after a failed append, and another written in its place, would
+   * otherwise be read on from the middle of the new one (and cut there, under the lock, as a torn
+   * tail). One small read on the calling thread; catchUp's size check covers a cut after the record.
    */
-  private async lastRecordStillThere(journal: JournalFile): Promise<boolean> {
+  private lastRecordStillThere(journal: JournalFile): boolean {
     const last = this.lastRecord!;
-    if ((await journal.size()) < this.journalOffset) return false;
     return sameBytes(journal.peek(last.startOffset, JOURNAL_RECORD_HEADER_BYTES), last.header);
   }
 
