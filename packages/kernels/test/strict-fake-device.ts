@@ -7,6 +7,7 @@
 // destroyed meanwhile rejects, as WebGPU's does). Shaders do not run:
 // output buffers (STORAGE | COPY_SRC) start filled with a known pattern (`patternAt`) instead.
 import type { GpuBufferNative, GpuDeviceNative } from '../src/webgpu-types.js';
+import type { BackendImpl } from '../src/backend-impl.js';
 
 type MapState = 'unmapped' | 'pending' | 'mapped' | 'destroyed';
 
@@ -187,3 +188,12 @@ export function createStrictFakeDevice(limits: Partial<GpuDeviceNative['limits']
   };
   return device;
 }
+
+/** The encode side of a webgpu backend built on the fake device by a test that only decodes. */
+export const unusedEncoder: BackendImpl = {
+  name: 'webgpu',
+  decode: () => Promise.reject(new Error('unused')),
+  decodeToDevice: () => Promise.reject(new Error('unused')),
+  encode: () => Promise.reject(new Error('unused')),
+  dispose: () => Promise.resolve(),
+};

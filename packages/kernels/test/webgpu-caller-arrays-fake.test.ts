@@ -2,25 +2,16 @@
 // transfers its arrays mid-call: a typed error for the caller, and the backend keeps working.
 import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
-import type { BackendImpl } from '../src/backend-impl.js';
 import { createWebGpuDecoder } from '../src/create-webgpu-decoder.js';
 import { emptyTimings } from '../src/timings.js';
 import { createWebGpuBackendImpl } from '../src/webgpu-backend-impl.js';
 import { modelLikeValues } from './fixtures.js';
 import { codeOf } from './payload-helpers.js';
-import { createStrictFakeDevice } from './strict-fake-device.js';
+import { createStrictFakeDevice, unusedEncoder } from './strict-fake-device.js';
 
 function transfer(buffer: ArrayBufferLike): void {
   structuredClone(buffer, { transfer: [buffer as ArrayBuffer] });
 }
-
-const unusedEncoder: BackendImpl = {
-  name: 'webgpu',
-  decode: () => Promise.reject(new Error('unused')),
-  decodeToDevice: () => Promise.reject(new Error('unused')),
-  encode: () => Promise.reject(new Error('unused')),
-  dispose: () => Promise.resolve(),
-};
 
 describe('webgpu native decoder (strict fake device): caller arrays transferred mid-call', () => {
   const small = { sliceElements: 128, maxBufferBytes: 1 << 12, uploadPieceBytes: 256, checksumOnDevice: false, upload: 'mapped-staging' as const };

@@ -4,21 +4,13 @@
 // only. The browser suite checks the same on real WebGPU (runProbeChecks).
 import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
-import type { BackendImpl } from '../src/backend-impl.js';
 import { createWebGpuDecoder } from '../src/create-webgpu-decoder.js';
 import { emptyTimings } from '../src/timings.js';
 import { createWebGpuBackendImpl } from '../src/webgpu-backend-impl.js';
 import { modelLikeValues } from './fixtures.js';
-import { createStrictFakeDevice, patternAt, type StrictFakeBuffer } from './strict-fake-device.js';
+import { createStrictFakeDevice, patternAt, type StrictFakeBuffer, unusedEncoder } from './strict-fake-device.js';
 
 const MAP_READ_USAGE = 0x1 | 0x8;
-const unusedEncoder: BackendImpl = {
-  name: 'webgpu',
-  decode: () => Promise.reject(new Error('unused')),
-  decodeToDevice: () => Promise.reject(new Error('unused')),
-  encode: () => Promise.reject(new Error('unused')),
-  dispose: () => Promise.resolve(),
-};
 // Many upload pieces and 48-byte readback pieces: a call is a long chain of submits and map round trips.
 const small = { sliceElements: 128, maxBufferBytes: 1 << 12, uploadPieceBytes: 256, readbackPieceBytes: 48, checksumOnDevice: false };
 const payloadOf = (n: number): Uint8Array => {
