@@ -74,3 +74,5 @@ export {
 export { MAX_READ_THROUGH_RANGE_BYTES, MAX_PENDING_RANGE_WRITE_BYTES, type ReadThroughRangeStats } from './read-through-ranges.js';
 export { READ_THROUGH_SYNC_MAX_BYTES } from './read-through-cache.js';
 export { isBindingStale } from './is-binding-stale.js';
+export { classifyBinding, type BindingTrust } from './classify-binding.js';
+export { OBJECT_STAMP_PREFIX, shardStampKind, type ShardStampKind } from './shard-stamp-kind.js';

@@ -1,10 +1,12 @@
+import { classifyBinding } from './classify-binding.js';
 import type { SliceBinding } from './types.js';
 
 /**
  * Whether a slice binding was verified against other files than the one a reader holds
- * (`fileStamp`, its SafetensorsShard.stamp): none of the binding's stamps is the file's. A binding
- * without stamps, or a file without one, is not stale: trusted, as before stamps existed.
+ * (`fileStamp`, its SafetensorsShard.stamp): classifyBinding says 'stale'. Only a file stamp can
+ * make a binding stale (an object stamp not recorded is 'unchecked'), and only against the
+ * binding's file stamps: a binding without any, or a reader without a stamp, is not stale.
  */
 export function isBindingStale(binding: SliceBinding, fileStamp: string | null): boolean {
-  return binding.stamps.length > 0 && fileStamp !== null && !binding.stamps.includes(fileStamp);
+  return classifyBinding(binding, fileStamp) === 'stale';
 }

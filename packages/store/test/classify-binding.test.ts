@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { OBJECT_STAMP_PREFIX, classifyBinding, isBindingStale, shardStampKind, type CacheEntry, type SliceBinding } from '../src/index.js';
+
+const entry = {} as CacheEntry; // classifyBinding looks at the stamps only
+const binding = (...stamps: string[]): SliceBinding => ({ entry, stamps });
+const FILE_A = '4096:1700000000000000000';
+const FILE_B = '4096:1700000000000000001';
+const OBJ_A = 'etag:"0123456789abcdef0123456789abcdef"';
+const OBJ_B = 'etag:"fedcba9876543210fedcba9876543210-3"';
+
+describe('shardStampKind', () => {
+  it('an object stamp starts with etag:, anything else is a file stamp', () => {
+    expect(OBJECT_STAMP_PREFIX).toBe('etag:');
+    expect(shardStampKind(OBJ_A)).toBe('object');
+    expect(shardStampKind('etag:')).toBe('object');
+    expect(shardStampKind(FILE_A)).toBe('file');
+    expect(shardStampKind('ETAG:"x"')).toBe('file');
+    expect(shardStampKind(' etag:"x"')).toBe('file');
+  });
+});
+
+describe('classifyBinding', () => {
+  it('a reader without a stamp trusts every binding', () => {
+    expect(classifyBinding(binding(), null)).toBe('trusted');
+    expect(classifyBinding(binding(FILE_A), null)).toBe('trusted');
+    expect(classifyBinding(binding(OBJ_A), null)).toBe('trusted');
+  });
+
+  it('an object stamp: trusted when recorded, else unchecked, never stale', () => {
+    expect(classifyBinding(binding(OBJ_A), OBJ_A)).toBe('trusted');
+    expect(classifyBinding(binding(FILE_A, OBJ_B, OBJ_A), OBJ_A)).toBe('trusted');
+    expect(classifyBinding(binding(), OBJ_A)).toBe('unchecked');
+    expect(classifyBinding(binding(OBJ_B), OBJ_A)).toBe('unchecked');
+    expect(classifyBinding(binding(FILE_A), OBJ_A)).toBe('unchecked');
+  });
+
+  it('a file stamp is judged by the binding\'s file stamps only', () => {
+    // None recorded (legacy, or only object stamps): trusted, as before stamps.
+    expect(classifyBinding(binding(), FILE_A)).toBe('trusted');
+    expect(classifyBinding(binding(OBJ_A, OBJ_B), FILE_A)).toBe('trusted');
+    // Among them: trusted.
+    expect(classifyBinding(binding(FILE_B, FILE_A), FILE_A)).toBe('trusted');
+    expect(classifyBinding(binding(OBJ_A, FILE_A), FILE_A)).toBe('trusted');
+    // Not among them: stale, object stamps beside them or not.
+    expect(classifyBinding(binding(FILE_B), FILE_A)).toBe('stale');
+    expect(classifyBinding(binding(OBJ_A, FILE_B), FILE_A)).toBe('stale');
+  });
+});
+
+describe('isBindingStale', () => {
+  it('is classifyBinding(...) === "stale"', () => {
+    expect(isBindingStale(binding(FILE_B), FILE_A)).toBe(true);
+    expect(isBindingStale(binding(FILE_A), FILE_A)).toBe(false);
+    expect(isBindingStale(binding(), FILE_A)).toBe(false);
+    expect(isBindingStale(binding(FILE_B), null)).toBe(false);
+    // A binding with only object stamps is not stale for a local file (it was before: any stamp counted).
+    expect(isBindingStale(binding(OBJ_A), FILE_A)).toBe(false);
+    expect(isBindingStale(binding(OBJ_A), OBJ_B)).toBe(false);
+  });
+});
