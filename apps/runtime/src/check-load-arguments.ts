@@ -82,6 +82,12 @@ export function checkCoverageArgument(value: unknown, option = 'coverageMin'): v
   }
 }
 
+/** OpenShardCacheOptions.objectSources: 'check', 'trust', or not given. */
+export function checkObjectSourcesArgument(value: unknown, option = 'objectSources'): void {
+  if (value === undefined || value === 'check' || value === 'trust') return;
+  throw new RuntimeError('INVALID_ARGUMENT', `${option} must be 'check' or 'trust', got ${String(value)}`, { option, value: String(value) });
+}
+
 /** A slice's offset or size: a whole number of bytes >= 0. */
 export function checkSliceNumber(value: unknown, field: 'offsetBytes' | 'sizeBytes'): void {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {

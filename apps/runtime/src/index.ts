@@ -61,6 +61,7 @@ export {
   wrapCacheStore,
   DEFAULT_COVERAGE_MIN,
   type ShardCache,
+  type ObjectSourcePolicy,
   type OpenShardCacheOptions,
 } from './open-shard-cache.js';
 export { MAX_IDLE_POOLS, IDLE_POOL_RELEASE_MS, releaseIdleStagingPools } from './idle-staging-pools.js';

@@ -5,7 +5,7 @@ import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, explainMiss, prepareOutput, readRaw, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, explainMiss, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -134,11 +134,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
   }
   const data = prepareOutput(options.target, slice.sizeBytes, name);
   await readRaw(env, target, data, report);
-  if (entry === undefined) {
-    const { reason, detail } = explainMiss(target, data, env);
-    report.reason = reason;
-    report.detail = detail;
-  }
+  if (entry === undefined) await settleMiss(env, target, data, report);
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = data.byteLength;
   return { name, dtype, shape, source: 'raw', reason: report.reason, report, data };

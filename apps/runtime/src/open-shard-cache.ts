@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkCoverageArgument, checkOptionsArgument } from './check-load-arguments.js';
+import { checkCoverageArgument, checkObjectSourcesArgument, checkOptionsArgument } from './check-load-arguments.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
@@ -22,6 +22,8 @@ export interface ShardCache {
   readonly store: CacheStore;
   /** Coverage gate of the build (the manifest's `coverage_min`), used to explain misses. */
   readonly coverageMin: number;
+  /** OpenShardCacheOptions.objectSources (undefined: 'check'). */
+  readonly objectSources?: ObjectSourcePolicy | undefined;
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
   /** The slice's entry and the shard stamps recorded with the binding (the store's; SliceKeyTuple). */
@@ -70,7 +72,18 @@ export interface ShardCache {
   close(): Promise<void>;
 }
 
+/**
+ * How a binding is used for a shard that is an object (an s3:// model's, stamped `etag:<etag>`)
+ * it was never checked against: `check` reads the tensor raw once, hashes it, and records the
+ * object with the binding when its bytes are the entry's (later loads come from the cache);
+ * `trust` serves the cached bytes unchecked (for a cache only ever used with the model it was
+ * built from, or one the loader cannot write to, where every load would check again).
+ */
+export type ObjectSourcePolicy = 'check' | 'trust';
+
 export interface OpenShardCacheOptions {
+  /** Bindings not yet checked against an object shard (default 'check'): see ObjectSourcePolicy. */
+  objectSources?: ObjectSourcePolicy | undefined;
   /** Coverage gate to explain misses against (default: the manifest's `coverage_min`). */
   coverageMin?: number | undefined;
   /** Passed to the store: refresh from other processes on a timer. */
@@ -92,6 +105,7 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   }
   checkOptionsArgument(options);
   checkCoverageArgument(options.coverageMin);
+  checkObjectSourcesArgument(options.objectSources);
   let store: CacheStore;
   try {
     const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false };
@@ -121,12 +135,13 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
 }
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
-export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number } = {}): ShardCache {
+export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number | undefined; objectSources?: ObjectSourcePolicy | undefined } = {}): ShardCache {
   if (typeof store !== 'object' || store === null || typeof (store as { entries?: unknown }).entries !== 'function') {
     throw new RuntimeError('INVALID_ARGUMENT', 'wrapCacheStore needs a CacheStore (openCacheStore from @splitzip/store)', { option: 'store' });
   }
   checkOptionsArgument(options);
   checkCoverageArgument(options.coverageMin);
+  checkObjectSourcesArgument(options.objectSources);
   const coverageMin = options.coverageMin ?? (store.coverageMin > 0 ? store.coverageMin : DEFAULT_COVERAGE_MIN);
   // Entries above MAX_SLOT_BYTES are left out: no slot can hold them (their loads are SLOT_TOO_SMALL,
   // served raw). Counted in, one such entry (or a damaged manifest's) made every pool INVALID_ARGUMENT.
@@ -162,6 +177,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     remote: isS3Url(store.root),
     store,
     coverageMin,
+    objectSources: options.objectSources ?? 'check',
     lookup: (bytes, shape, dtype) => guard(() => store.lookup(bytes, shape, dtype)),
     lookupBySlice: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupBySlice(shardName, offsetBytes, sizeBytes)),
     lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)),

@@ -1,5 +1,5 @@
 import { readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { isBindingStale } from '@splitzip/store';
+import { classifyBinding } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -97,10 +97,16 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   }
   const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   if (binding === undefined) return target;
+  const current = shardStampOf(model, shardName);
+  const trust = current === null ? 'trusted' : classifyBinding(binding, current);
   // A binding verified against other files than this one is for other bytes, or may be: not trusted.
-  const current = binding.stamps.length === 0 ? null : shardStampOf(model, shardName);
-  if (current !== null && isBindingStale(binding, current)) {
-    target.staleStamp = { recorded: binding.stamps, current };
+  if (trust === 'stale') {
+    target.staleStamp = { recorded: binding.stamps, current: current! };
+    return target;
+  }
+  // An object the binding was never checked against: read raw and checked once (unless the cache trusts objects).
+  if (trust === 'unchecked' && cache.objectSources !== 'trust') {
+    target.unchecked = { entry: binding.entry, stamp: current! };
     return target;
   }
   target.entry = binding.entry;

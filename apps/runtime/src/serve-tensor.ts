@@ -9,6 +9,7 @@ import {
 } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
+import { checkObjectSource } from './check-object-source.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
@@ -82,6 +83,12 @@ export interface ServeTarget {
    * binding is not trusted and `entry` is undefined.
    */
   staleStamp?: { recorded: readonly string[]; current: string };
+  /**
+   * Set when the slice is bound, but its shard is an object (an s3:// model's) whose stamp
+   * (`etag:<etag>`) the binding does not have: `entry` is undefined, the tensor is read raw, and
+   * its bytes are checked against this entry (checkObjectSource).
+   */
+  unchecked?: { entry: CacheEntry; stamp: string };
 }
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((value, i) => value === b[i]);
@@ -169,6 +176,12 @@ function cachedRawSizes(cache: ShardCache): Set<number> {
 export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
   if (target.dtype !== 'BF16') return { reason: 'dtype', detail: `dtype ${target.dtype} is not BF16` };
   if (env.cache === undefined) return { reason: 'missing', detail: 'no cache' };
+  if (target.unchecked !== undefined) {
+    return {
+      reason: 'unchecked',
+      detail: `the slice is bound, but shard object ${target.slice.shardName} (${target.unchecked.stamp}) was not checked against it yet: a load that may read it raw checks it once`,
+    };
+  }
   if (target.staleStamp !== undefined) {
     const { recorded, current } = target.staleStamp;
     return {
@@ -287,14 +300,21 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   abortIfNeeded(env.signal, name);
   const output = given ?? new Uint8Array(slice.sizeBytes);
   await readRaw(env, target, output, report);
-  if (entry === undefined) {
-    const { reason, detail } = explainMiss(target, output, env);
-    report.reason = reason;
-    report.detail = detail;
-  }
+  if (entry === undefined) await settleMiss(env, target, output, report);
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
+}
+
+/** Why a tensor without an entry was read raw; an unchecked binding is checked against the bytes read. */
+export async function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): Promise<void> {
+  if (target.unchecked !== undefined && env.cache !== undefined) {
+    await checkObjectSource(env.cache, target, target.unchecked, data, report);
+    return;
+  }
+  const { reason, detail } = explainMiss(target, data, env);
+  report.reason = reason;
+  report.detail = detail;
 }
 
 export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8Array, report: TensorReport): Promise<void> {

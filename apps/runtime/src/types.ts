@@ -10,13 +10,18 @@ export type TensorSource = 'cache' | 'raw';
  * - `coverage`: BF16 but the build skipped it (its Top-16 exponent coverage was under the gate);
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice);
  * - `stale`: the slice is bound, but under another stamp than its shard file's now (the file was
- *   rewritten, copied, or is another model's of the same name since): not trusted, served raw;
+ *   rewritten, copied, or is another model's of the same name since), or its shard is an object
+ *   whose bytes were checked and are not the entry's: not trusted, served raw;
+ * - `unchecked`: the slice is bound, but its shard is an object (an s3:// model's, stamped by its
+ *   ETag) not yet checked against the binding: served raw, and its bytes hashed; when they are the
+ *   entry's, the object's stamp is recorded with the binding, so later loads of it are `cached`
+ *   (`detail` says whether it was recorded);
  * - `cache-failed`: an entry exists but failed (blob unreadable/corrupt, entry disagreeing with its
  *   blob, decode backend failure, digest mismatch); served raw, and `error` says what happened.
  */
-export type LoadReason = 'cached' | 'dtype' | 'coverage' | 'missing' | 'stale' | 'cache-failed';
+export type LoadReason = 'cached' | 'dtype' | 'coverage' | 'missing' | 'stale' | 'unchecked' | 'cache-failed';
 
-export const LOAD_REASONS: readonly LoadReason[] = ['cached', 'dtype', 'coverage', 'missing', 'stale', 'cache-failed'];
+export const LOAD_REASONS: readonly LoadReason[] = ['cached', 'dtype', 'coverage', 'missing', 'stale', 'unchecked', 'cache-failed'];
 
 /** The per-tensor report. */
 export interface TensorReport {
@@ -123,7 +128,7 @@ export function createEmptyTotals(): LoadTotals {
     tensors: 0,
     fromCache: 0,
     fromRaw: 0,
-    byReason: { cached: 0, dtype: 0, coverage: 0, missing: 0, stale: 0, 'cache-failed': 0 },
+    byReason: { cached: 0, dtype: 0, coverage: 0, missing: 0, stale: 0, unchecked: 0, 'cache-failed': 0 },
     fallbacks: 0,
     bytesRead: 0,
     bytesReadFromCache: 0,

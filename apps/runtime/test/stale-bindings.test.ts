@@ -187,28 +187,110 @@ describe('slice bindings and the shard files they were verified against', () => 
     }
   });
 
-  it('the object-store copy of a model (a ByteSource, as openS3ObjectSource gives) is served by a cache built from the local files', async () => {
+  it('the object-store copy of a model (a ByteSource, as openS3ObjectSource gives) is checked once against a cache built from the local files, then served from it', async () => {
     const modelDir = join(root, 'local-and-remote');
     const cacheDir = join(root, 'local-and-remote-cache');
     const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
     await buildCache(local, cacheDir);
     await local.close();
-    const names = await readdir(modelDir);
-    const source: ByteSource = {
-      url: 's3://bucket/model/',
-      list: async () => names,
-      open: async (name) => {
-        if (!names.includes(name)) return undefined;
-        const bytes = await readFile(join(modelDir, name));
-        // The shape openS3ObjectSource gives, ETag included: it is no stamp of the local files.
-        return { sizeBytes: bytes.length, etag: '"0123456789abcdef"', readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
-      },
-    };
-    const remote = await openSafetensorsModel({ source });
+    const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"0123456789abcdef"') });
     try {
+      expect(remote.shards.every((shard) => shard.stamp === 'etag:"0123456789abcdef"')).toBe(true);
+      // First load: read raw, hashed, and the object recorded with each binding (one commit for the load).
+      const first = await loadAndCheck(remote, cacheDir);
+      for (const report of first.values()) {
+        expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+        expect(report.detail).toMatch(/recorded with the binding/);
+        expect(report.digestMs).toBeGreaterThan(0);
+      }
+      const cache = await openShardCache(cacheDir);
+      const binding = cache.lookupSliceBinding(remote.tensors[0]!.slice.shardName, remote.tensors[0]!.slice.offsetBytes, remote.tensors[0]!.slice.sizeBytes);
+      expect(binding?.stamps).toContain('etag:"0123456789abcdef"');
+      await cache.close();
+      // Later loads (another process: a fresh handle) come from the cache.
       for (const report of (await loadAndCheck(remote, cacheDir)).values()) expect(report).toMatchObject({ source: 'cache', reason: 'cached' });
+      // The local copy is still served from the cache by its file stamps.
+      const again = await openSafetensorsModel(join(modelDir, 'model.safetensors.index.json'));
+      for (const report of (await loadAndCheck(again, cacheDir)).values()) expect(report).toMatchObject({ source: 'cache', reason: 'cached' });
+      await again.close();
     } finally {
       await remote.close();
     }
   });
+
+  it("another model's objects of the same names and layout (a fine-tune in S3) are never served the cached bytes: stale, raw, nothing recorded", async () => {
+    const baseDir = join(root, 'object-base');
+    const tunedDir = join(root, 'object-tuned');
+    const cacheDir = join(root, 'object-base-cache');
+    const base = await writeModel(baseDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(base, cacheDir);
+    await base.close();
+    await (await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024)).close();
+    const tuned = await openSafetensorsModel({ source: await objectSource(tunedDir, '"tuned-etag"') });
+    try {
+      const reports = await loadAndCheck(tuned, cacheDir);
+      // b.weight differs; the other three are the base's bytes, checked and recorded.
+      expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(reports.get('b.weight')?.detail).toMatch(/holds other bytes/);
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      const next = await loadAndCheck(tuned, cacheDir);
+      expect(next.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(next.get(name)).toMatchObject({ source: 'cache', reason: 'cached' });
+      // cacheOnly cannot check an object without reading it: NOT_CACHED, saying why.
+      const cache = await openShardCache(cacheDir);
+      const rejected = loadTensor({ model: tuned, name: 'b.weight' }, { cache, cacheOnly: true });
+      await expect(rejected).rejects.toMatchObject({ code: 'NOT_CACHED', details: { reason: 'unchecked' } });
+      await cache.close();
+      // `objectSources: 'trust'` is the old rule: the binding is served unchecked (here: the base's bytes).
+      const trusting = await openShardCache(cacheDir, { objectSources: 'trust' });
+      const trusted = await loadTensor({ model: tuned, name: 'b.weight' }, { cache: trusting });
+      expect(trusted.report).toMatchObject({ source: 'cache', reason: 'cached' });
+      await trusting.close();
+      await expect(openShardCache(cacheDir, { objectSources: 'never' as 'trust' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      await tuned.close();
+    }
+  });
+
+  it('a check whose record fails (a read-only cache) still serves the right bytes, says so, and checks again next time', async () => {
+    const modelDir = join(root, 'object-readonly');
+    const cacheDir = join(root, 'object-readonly-cache');
+    const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(local, cacheDir);
+    await local.close();
+    const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"ro"') });
+    const raw = await readAllRaw(remote);
+    const cache = await openShardCache(cacheDir);
+    const refuse = Object.assign(new Error('read-only file system'), { code: 'EROFS' });
+    cache.store.aliasSlices = async () => {
+      throw refuse;
+    };
+    try {
+      for (let round = 0; round < 2; round += 1) {
+        const load = loadModel(remote, cache, { verifyDigest: false });
+        for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
+        for (const report of load.reports) {
+          expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+          expect(report.detail).toMatch(/recording that failed \(EROFS/);
+        }
+      }
+    } finally {
+      await cache.close();
+      await remote.close();
+    }
+  });
 });
+
+/** A model directory as an object store gives it (openS3ObjectSource's shape): every object with `etag`. */
+async function objectSource(dir: string, etag: string): Promise<ByteSource> {
+  const names = await readdir(dir);
+  return {
+    url: `s3://bucket/${dir.split('/').pop()}/`,
+    list: async () => names,
+    open: async (name) => {
+      if (!names.includes(name)) return undefined;
+      const bytes = await readFile(join(dir, name));
+      return { sizeBytes: bytes.length, etag, readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
+    },
+  };
+}

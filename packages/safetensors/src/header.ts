@@ -9,8 +9,10 @@ export {
   HEADER_PREFIX_BYTES,
   MAX_HEADER_BYTES,
   MAX_INDEX_BYTES,
+  MAX_OBJECT_STAMP_CHARS,
   MAX_READ_CHUNK_BYTES,
   MAX_TENSOR_RANK,
+  OBJECT_STAMP_PREFIX,
   STAMP_CHECK_INTERVAL_MS,
 } from './limits.js';
 export { parseHeaderLengthPrefix, parseSafetensorsBytes, parseSafetensorsHeader, type HeaderContext } from './parse-safetensors-header.js';

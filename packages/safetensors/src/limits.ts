@@ -30,3 +30,12 @@ export const HEADER_PREFIX_BYTES = 8;
  * every read), and a file's mtime itself moves only once per kernel clock tick (1-10 ms).
  */
 export const STAMP_CHECK_INTERVAL_MS = 1;
+
+/** A shard's stamp for an object of a ByteSource: `etag:` and the object's version (SafetensorsShard.stamp). */
+export const OBJECT_STAMP_PREFIX = 'etag:';
+
+/**
+ * Longest object stamp kept (a cache records at most 256 characters a stamp); an S3 ETag is a
+ * quoted MD5 with a part count, under 50. A longer one gives no stamp (the shard is trusted unchecked).
+ */
+export const MAX_OBJECT_STAMP_CHARS = 256;

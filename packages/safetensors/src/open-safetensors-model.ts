@@ -3,7 +3,7 @@ import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp } from './file-stamp.js';
-import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_READ_CHUNK_BYTES, STAMP_CHECK_INTERVAL_MS } from './limits.js';
+import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_OBJECT_STAMP_CHARS, MAX_READ_CHUNK_BYTES, OBJECT_STAMP_PREFIX, STAMP_CHECK_INTERVAL_MS } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
 import { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
@@ -44,6 +44,11 @@ interface OpenedShard {
 /** An object of a ByteSource, opened: its size and positioned reads. */
 export interface ByteSourceObject {
   readonly sizeBytes: number;
+  /**
+   * The object's version as its store names it (an S3 ETag), when known: the shard's stamp becomes
+   * `etag:<etag>` (SafetensorsShard.stamp). Reads must serve this version or fail.
+   */
+  readonly etag?: string | undefined;
   /** Fills all of `target` with bytes [offsetBytes, offsetBytes + target.length) of the object (never more than MAX_READ_CHUNK_BYTES at once). */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
 }
@@ -253,9 +258,10 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
       }
       const io: ShardIo = {
         sizeBytes: object.sizeBytes,
-        // None: a cache built from a local copy of the model (the builder reads local files) serves
-        // the object-store copy too, by their common slice identity; an ETag is never a local stamp.
-        stamp: null,
+        // A cache built from a local copy of the model (the builder reads local files) has no
+        // object stamp: a reader checks the object's bytes against the binding once, then records it.
+        stamp: objectStamp(object.etag),
+        // The object's reads are conditional on its version (they fail once it is replaced).
         stampNow: () => null,
         readAt: (target, positionBytes) => readObjectFully(object, target, positionBytes),
         close: async () => undefined,
@@ -267,6 +273,13 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
     throw error;
   }
   return opened;
+}
+
+/** `etag:<etag>`, or null where the source gives no version or one too long to record. */
+function objectStamp(etag: string | undefined): string | null {
+  if (typeof etag !== 'string' || etag.length === 0) return null;
+  const stamp = `${OBJECT_STAMP_PREFIX}${etag}`;
+  return stamp.length <= MAX_OBJECT_STAMP_CHARS && !stamp.includes('\0') ? stamp : null;
 }
 
 /**

@@ -1,7 +1,17 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { iterateTensors, openSafetensorsModel, readTensorBytes, writeShardedModel, type ByteSource, type TensorToWrite } from '../src/index.js';
+import {
+  MAX_OBJECT_STAMP_CHARS,
+  OBJECT_STAMP_PREFIX,
+  iterateTensors,
+  openSafetensorsModel,
+  readShardStamp,
+  readTensorBytes,
+  writeShardedModel,
+  type ByteSource,
+  type TensorToWrite,
+} from '../src/index.js';
 import { buildRawFile, catchErrorAsync, createRandom, expectCode, headerText, withTempDir } from './helpers.js';
 
 interface MemorySource extends ByteSource {
@@ -10,7 +20,7 @@ interface MemorySource extends ByteSource {
 }
 
 /** An in-memory ByteSource (what an object store looks like to the adapter), recording every read. */
-function memorySource(objects: Map<string, Uint8Array>, url = 'mem://bucket/model/'): MemorySource {
+function memorySource(objects: Map<string, Uint8Array>, url = 'mem://bucket/model/', etags?: Map<string, string>): MemorySource {
   const source: MemorySource = {
     url,
     reads: [],
@@ -21,6 +31,7 @@ function memorySource(objects: Map<string, Uint8Array>, url = 'mem://bucket/mode
       if (bytes === undefined) return undefined;
       return {
         sizeBytes: bytes.length,
+        ...(etags?.has(name) ? { etag: etags.get(name) } : {}),
         readInto: async (offsetBytes, target) => {
           source.reads.push({ name, offsetBytes, lengthBytes: target.length });
           if (offsetBytes + target.length > bytes.length) throw Object.assign(new Error('range past the end'), { code: 'OBJECT_CHANGED' });
@@ -144,5 +155,27 @@ describe('openSafetensorsModel({ source })', () => {
       await later.close();
       await model.close();
     });
+  });
+
+  it("stamps each shard with its object's version, etag:<etag>, where the source gives one (none where it gives none or one too long)", async () => {
+    const file = (name: string) => buildRawFile(headerText({ [name]: { dtype: 'U8', shape: [3], data_offsets: [0, 3] } }), new Uint8Array([1, 2, 3]));
+    const objects = new Map([
+      ['a.safetensors', file('x')],
+      ['b.safetensors', file('y')],
+      ['c.safetensors', file('z')],
+    ]);
+    const etags = new Map([
+      ['a.safetensors', '"9b2cf535f27731c974343645a3985328"'],
+      ['c.safetensors', `"${'f'.repeat(MAX_OBJECT_STAMP_CHARS)}"`],
+    ]);
+    const model = await openSafetensorsModel({ source: memorySource(objects, undefined, etags) });
+    expect(model.shards.map((shard) => [shard.name, shard.stamp])).toEqual([
+      ['a.safetensors', `${OBJECT_STAMP_PREFIX}"9b2cf535f27731c974343645a3985328"`],
+      ['b.safetensors', null],
+      ['c.safetensors', null],
+    ]);
+    // Reads of an object are conditional on its version: the stamp now is not asked of the source.
+    expect(readShardStamp(model, 'a.safetensors')).toBeNull();
+    await model.close();
   });
 });
