@@ -7,7 +7,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
 import { loadModel } from '../src/load-model.js';
+import { createKernels } from '@splitzip/kernels/node';
 import { loadTensor } from '../src/load-tensor.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { createFileReader } from '../src/create-file-reader.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
@@ -273,6 +275,15 @@ describe('slice bindings and the shard files they were verified against', () => 
           expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
           expect(report.detail).toMatch(/recording that failed \(EROFS/);
         }
+      }
+      // loadTensorToDevice checks the same way: its raw data, and the reason.
+      const kernels = await createKernels({ backend: 'codec' });
+      try {
+        const onDevice = await loadTensorToDevice({ model: remote, name: 'a.weight' }, { cache, kernels });
+        expect(onDevice).toMatchObject({ source: 'raw', reason: 'unchecked' });
+        expect(sameBytes(onDevice.data as Uint8Array, raw.get('a.weight')!)).toBe(true);
+      } finally {
+        await kernels.dispose();
       }
     } finally {
       await cache.close();
