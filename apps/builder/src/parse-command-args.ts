@@ -5,7 +5,8 @@ import { UsageError } from './errors.js';
  * Parses `argv` (the words after the command name) against a command's args spec.
  * Accepts `--name value`, `--name=value`, `--flag`, `--no-flag`, and `--` to end options.
  * Every mistake is a UsageError naming the option, so the CLI can exit 2 with one clear line.
- * `--help`/`-h` are not handled here (the CLI looks for them first).
+ * `--help`/`-h`, `--version`/`-v` are not handled here (the CLI looks for them first:
+ * findGlobalFlags); `--debug` is skipped.
  */
 export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, argv: readonly string[]): ParsedArgs<A> {
   const values: Record<string, unknown> = {};
@@ -23,12 +24,14 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
       optionsEnded = true;
       continue;
     }
+    if (word === DEBUG_FLAG) continue;
     if (!word.startsWith('--')) throw new UsageError(`unknown option '${word}'`, command.name);
 
     const eq = word.indexOf('=');
     let name = eq === -1 ? word.slice(2) : word.slice(2, eq);
     let inlineValue = eq === -1 ? undefined : word.slice(eq + 1);
     let negated = false;
+    const givenName = name;
     let spec = lookupOption(command, name);
     if (spec === undefined && name.startsWith('no-')) {
       const base = lookupOption(command, name.slice(3));
@@ -44,7 +47,7 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
     if (spec.type === 'boolean') {
       if (inlineValue !== undefined) {
         if (negated || !['true', 'false'].includes(inlineValue)) {
-          throw new UsageError(`option '--${name}' takes no value`, command.name);
+          throw new UsageError(`option '--${givenName}' takes no value`, command.name);
         }
         values[key] = inlineValue === 'true';
       } else {
@@ -82,6 +85,31 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
     }
   }
   return values as ParsedArgs<A>;
+}
+
+/** Shows the stack of an error (a global option, anywhere among a command's options). */
+export const DEBUG_FLAG = '--debug';
+
+/**
+ * The global flags among a command's words, found as parseCommandArgs walks them: before `--`,
+ * and not where a word is an option's value (`--out -v` names a directory `-v`; it asks for no version).
+ */
+export function findGlobalFlags(command: CommandDef, argv: readonly string[]): { help: boolean; version: boolean; debug: boolean } {
+  const found = { help: false, version: false, debug: false };
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === '--') break;
+    if (word === '--help' || word === '-h') found.help = true;
+    else if (word === '--version' || word === '-v') found.version = true;
+    else if (word === DEBUG_FLAG) found.debug = true;
+    else if (word.startsWith('--') && !word.includes('=')) {
+      const spec = lookupOption(command, word.slice(2));
+      const next = argv[i + 1];
+      // As parseCommandArgs: a value-taking option takes the next word unless it is another option.
+      if (spec !== undefined && spec.type !== 'boolean' && next !== undefined && !(next.startsWith('--') && next.length > 2)) i++;
+    }
+  }
+  return found;
 }
 
 function lookupOption(command: CommandDef, flag: string): Exclude<ArgSpec, { type: 'positional' }> | undefined {

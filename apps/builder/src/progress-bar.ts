@@ -21,10 +21,13 @@ export interface ProgressBarOptions {
 
 const NO_PROGRESS: ProgressBar = { update() {}, finish() {} };
 const BAR_CELLS = 24;
+/** How long progress is measured before a rate (and an ETA) is shown. */
+const RATE_WINDOW_MS = 1000;
 
 /**
  * A one-line progress bar on a TTY: `[#####.....]  42%  1.2 GiB / 2.9 GiB  410 MiB/s  ETA 00:04  label`.
- * Rate is measured from the first update (steady, not jumpy); ETA from that rate. A line wider than
+ * Rate is measured from the first update (steady, not jumpy), and shown (with the ETA from it)
+ * once RATE_WINDOW_MS have passed: a first small tensor alone, just after start-up, gave an ETA of hours. A line wider than
  * the terminal cuts the label from its end (its start, a counter, stays longest), then drops rate
  * and ETA: a line that wrapped left stale lines behind.
  */
@@ -49,7 +52,7 @@ export function createProgressBar(options: ProgressBarOptions): ProgressBar {
       const fraction = total > 0 ? Math.min(1, done / total) : 1;
       const filled = Math.round(fraction * BAR_CELLS);
       const elapsedS = (t - startMs) / 1000;
-      const rate = elapsedS > 0 ? done / elapsedS : 0;
+      const rate = elapsedS * 1000 >= RATE_WINDOW_MS ? done / elapsedS : 0;
       const etaS = rate > 0 ? (total - done) / rate : Number.NaN;
       const head = `[${'#'.repeat(filled)}${'.'.repeat(BAR_CELLS - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}%  ${amount(done)} / ${amount(total)}`;
       const timing = `  ${perSecond(rate)}  ETA ${formatDuration(etaS)}`;

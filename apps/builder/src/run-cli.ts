@@ -9,7 +9,7 @@ import type { CommandDef, CommandIo } from './define-command.js';
 import { describeError } from './describe-error.js';
 import { BuilderError, UsageError } from './errors.js';
 import { interruptedError } from './throw-if-interrupted.js';
-import { parseCommandArgs } from './parse-command-args.js';
+import { DEBUG_FLAG, findGlobalFlags, parseCommandArgs } from './parse-command-args.js';
 import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
 
 export const EXIT_OK = 0;
@@ -38,11 +38,9 @@ export interface RunCliOptions {
 export async function runCli(argv: readonly string[], options: RunCliOptions): Promise<number> {
   const { io } = options;
   const signal = options.signal ?? new AbortController().signal;
-  const debug = argv.includes('--debug');
-  const words = argv.filter((word) => word !== '--debug');
-  const optionsEnd = words.indexOf('--');
-  const beforeEnd = optionsEnd === -1 ? words : words.slice(0, optionsEnd);
-  const wantsHelp = beforeEnd.includes('--help') || beforeEnd.includes('-h');
+  // `--debug` before the command too (`splitzip --debug build …`).
+  const leadingDebug = argv[0] === DEBUG_FLAG;
+  const words = leadingDebug ? argv.slice(1) : argv;
 
   const first = words[0];
   if (first === undefined) {
@@ -54,10 +52,12 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     return EXIT_OK;
   }
   // `splitzip --help build` and `splitzip help build` are the same as `splitzip build --help`.
-  const helpFirst = first === '--help' || first === '-h' || first === 'help';
+  const isHelpWord = (word: string | undefined) => word === '--help' || word === '-h' || word === 'help';
+  const helpFirst = isHelpWord(first);
   const commandName = helpFirst ? words[1] : first;
   const command = COMMANDS.find((c) => c.name === commandName);
-  if (helpFirst && !command && commandName === undefined) {
+  // `splitzip help`, and `splitzip help help` / `--help --help`: the main help.
+  if (helpFirst && !command && (commandName === undefined || isHelpWord(commandName))) {
     io.stdout.write(renderMainHelp(COMMANDS, VERSION));
     return EXIT_OK;
   }
@@ -68,12 +68,14 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     io.stderr.write(`${BINARY_NAME}: unknown command '${commandName}'\n${hint}\n`);
     return EXIT_USAGE;
   }
-  if (helpFirst || wantsHelp) {
+  const flags = findGlobalFlags(command, words.slice(1));
+  const debug = leadingDebug || flags.debug;
+  if (helpFirst || flags.help) {
     io.stdout.write(renderCommandHelp(command));
     return EXIT_OK;
   }
   // A global option, listed as such by the main help: after a command too.
-  if (beforeEnd.includes('--version') || beforeEnd.includes('-v')) {
+  if (flags.version) {
     io.stdout.write(`${VERSION}\n`);
     return EXIT_OK;
   }

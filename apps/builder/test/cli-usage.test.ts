@@ -44,6 +44,30 @@ describe('splitzip usage', () => {
     expect(viaHelp.stdout).toBe(viaFlag.stdout);
   });
 
+  it('help of help is the main help; -v, -h and --debug as an option value or after -- are not global flags', async () => {
+    for (const args of [['help', 'help'], ['--help', '--help'], ['-h', 'help']]) {
+      const help = await runCli(args);
+      expect(help.code, args.join(' ')).toBe(0);
+      expect(help.stdout).toContain('Usage: splitzip <command>');
+    }
+    // `--model -h` names a model file "-h" (it does not exist): no help, and no version for `--out -v`.
+    const model = await runCli(['verify', 'no-such-cache', '--model', '-h']);
+    expect(model.code).toBe(1);
+    expect(model.stdout).toBe('');
+    expect(model.stderr).toMatch(/NOT_A_CACHE/);
+    const out = await runCli(['inspect', '--', '-v']);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toMatch(/NOT_A_CACHE: .*-v is not a SplitZip cache/);
+    const debugAfterEnd = await runCli(['inspect', '--', '--debug']);
+    expect(debugAfterEnd.stderr).toMatch(/--debug is not a SplitZip cache/);
+    // --debug anywhere before -- (and before the command) still shows the stack.
+    for (const args of [['--debug', 'inspect', 'no-such-cache'], ['inspect', 'no-such-cache', '--debug']]) {
+      const debug = await runCli(args);
+      expect(debug.code, args.join(' ')).toBe(1);
+      expect(debug.stderr, args.join(' ')).toMatch(/\n\s+at /);
+    }
+  });
+
   it('exits 2 with one line naming the problem for usage mistakes', async () => {
     const cases: [string[], RegExp][] = [
       [['frobnicate'], /unknown command 'frobnicate'/],
@@ -57,6 +81,7 @@ describe('splitzip usage', () => {
       [['verify'], /missing argument <cache-dir>/],
       [['inspect', 'a', 'b'], /unexpected argument 'b'/],
       [['stats', 'm', '--bogus'], /unknown option '--bogus'/],
+      [['verify', 'c', '--no-decode=false'], /option '--no-decode' takes no value/],
       [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
       [['--jobs', '2', 'build', 'm.safetensors', '--out', 'c'], /unknown command '--jobs'\noptions go after the command/],
     ];

@@ -72,6 +72,19 @@ describe('createProgressBar', () => {
     }
   });
 
+  it('shows no rate or ETA before a second of progress (a first small tensor gave an ETA of hours)', () => {
+    const { stream, lines } = fakeTerminal(120);
+    let t = 0;
+    const bar = createProgressBar({ stream, enabled: true, now: () => t });
+    bar.update(0, 944 * 2 ** 20, 'start');
+    t += 250;
+    bar.update(4096, 944 * 2 ** 20, 'first');
+    expect(lines().at(-1)).toMatch(/4\.00 KiB \/ 944 MiB {2}- {2}ETA --:-- {2}first$/);
+    t += 750;
+    bar.update(100 * 2 ** 20, 944 * 2 ** 20, 'later');
+    expect(lines().at(-1)).toMatch(/100 MiB \/ 944 MiB {2}100 MiB\/s {2}ETA 00:08 {2}later$/);
+  });
+
   it('counts items in count mode, and measures rate from its first update', () => {
     const { stream, lines } = fakeTerminal(120);
     let t = 10_000; // created long before its first update: that time must not count

@@ -10,10 +10,56 @@
 //   --cache  the cache directory (default: <repo>/.cache/default-cache, the one scripts/main.sh builds)
 //   --build  build (or complete) the cache first with the builder library if needed (done anyway
 //            when the cache directory does not exist yet)
-// Exit status: 0 all tensors bit-identical; 1 a mismatch or an error (its typed code is printed).
+// Exit status: 0 all tensors bit-identical; 1 a mismatch or an error (its typed code is printed);
+// 2 a usage error (an unknown option, a missing value).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage: node apps/runtime/bin/load-default-model.mjs [--model PATH] [--cache DIR] [--build]
+                 [--backend auto|cpu|threads] [--verify-digest] [--json]`;
+const BACKENDS = ['auto', 'cpu', 'threads'];
+
+// Strict: a misspelt option or one without its value is refused, never run as the defaults.
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      model: { type: 'string' },
+      cache: { type: 'string' },
+      build: { type: 'boolean' },
+      backend: { type: 'string' },
+      'verify-digest': { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+    allowPositionals: false,
+  }).values;
+} catch (error) {
+  console.error(`load-default-model: ${error.message}\n${USAGE}`);
+  process.exit(2);
+}
+if (parsed.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+for (const option of ['model', 'cache']) {
+  if (parsed[option] === '') {
+    console.error(`load-default-model: option '--${option}' needs a path\n${USAGE}`);
+    process.exit(2);
+  }
+}
+if (parsed.backend !== undefined && !BACKENDS.includes(parsed.backend)) {
+  console.error(`load-default-model: --backend must be one of ${BACKENDS.join(', ')}, got '${parsed.backend}'\n${USAGE}`);
+  process.exit(2);
+}
+// A reader that stops early (| head) closes the pipe: stop quietly, as the splitzip CLI does.
+process.stdout.on('error', (error) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
 
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 const DIST = fileURLToPath(new URL('../dist/index.js', import.meta.url));
@@ -22,11 +68,6 @@ if (!existsSync(DIST)) {
   process.exit(1);
 }
 
-const args = process.argv.slice(2);
-const valueOf = (flag) => {
-  const i = args.indexOf(flag);
-  return i >= 0 ? args[i + 1] : undefined;
-};
 const formatMb = (bytes) => `${(bytes / 1e6).toFixed(2)} MB`;
 /** The paced rows' link: 1 GB/s, where the runtime's benchmark puts network storage. */
 const LINK_BYTES_PER_S = 1e9;
@@ -35,20 +76,20 @@ async function main() {
   const { createFileReader, createPacedReader, loadModel, openShardCache } = await import(DIST);
   const { openSafetensorsModel, readTensorBytes } = await import('@splitzip/safetensors');
   const { planModelArena } = await import('./plan-model-arena.mjs');
-  let modelPath = valueOf('--model');
+  let modelPath = parsed.model;
   if (modelPath === undefined) {
     const { ensureDefaultModel } = await import('@splitzip/default-model');
     modelPath = await ensureDefaultModel();
   }
-  const cacheDir = resolve(valueOf('--cache') ?? join(REPO, '.cache', 'default-cache'));
+  const cacheDir = resolve(parsed.cache ?? join(REPO, '.cache', 'default-cache'));
   // A first run with no cache builds it: "loads the default model back" needs one. An existing
   // directory is never built into unasked (a damaged cache is reported, not papered over).
-  if (args.includes('--build') || !existsSync(cacheDir)) {
+  if (parsed.build === true || !existsSync(cacheDir)) {
     const { buildModelCache } = await import('../bench/build-model-cache.mjs');
     await buildModelCache(modelPath, cacheDir);
   }
-  const backend = valueOf('--backend') ?? 'auto';
-  const verifyDigest = args.includes('--verify-digest');
+  const backend = parsed.backend ?? 'auto';
+  const verifyDigest = parsed['verify-digest'] === true;
 
   const model = await openSafetensorsModel(modelPath);
   const cache = await openShardCache(cacheDir);
@@ -118,7 +159,7 @@ async function main() {
     }
 
     const fallbacks = load.reports.filter((r) => r.reason === 'cache-failed');
-    if (args.includes('--json')) {
+    if (parsed.json === true) {
       console.log(JSON.stringify({ model: modelPath, cache: cacheDir, rawMs, cacheMs, pacedRawMs, pacedCacheMs, totals, rawTotals, mismatches, fallbacks }));
     } else {
       const reasons = Object.entries(totals.byReason)
@@ -158,7 +199,9 @@ main().then(
     process.exitCode = code;
   },
   (error) => {
-    console.error(`load-default-model: ${error.code ?? error.name}: ${error.message}`);
+    // The packages' errors start their messages with their code already.
+    const code = error.code ?? error.name;
+    console.error(`load-default-model: ${String(error.message).startsWith(`${code}: `) ? error.message : `${code}: ${error.message}`}`);
     process.exitCode = 1;
   },
 );
