@@ -7,7 +7,7 @@ import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
-import { MAX_QUALNAME_CHARS } from './limits.js';
+import { MAX_QUALNAME_CHARS, MAX_SLICE_STAMPS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { ReadThroughCache } from './read-through-cache.js';
@@ -18,15 +18,20 @@ import {
   HEADER_OBJECT,
   MAX_SLICE_EPOCH,
   SLICES_DIR,
+  STAMPS_DIR,
   blobObjectName,
   blobSha256Of,
   entryObjectName,
   parseBlobObjectName,
   parseEntryObjectName,
   parseSliceObjectName,
+  parseStampObjectName,
+  sliceDirName,
   sliceObjectName,
+  stampObjectName,
   encodeShardName,
 } from './s3-layout.js';
+import { shardStampKind } from './shard-stamp-kind.js';
 import type { ListedObject, S3Transport } from './s3-transport.js';
 import { blobMissing, sizeMismatch } from './s3-transport.js';
 import { StateDraft, StoreState } from './store-state.js';
@@ -160,6 +165,33 @@ interface AliasWrite {
   mode: AliasWriteMode;
 }
 
+/** An object stamp to record with a binding (one stamp object), and whether this call wrote the binding's alias. */
+interface StampWrite {
+  slice: SliceKeyTuple;
+  key: string;
+  stamp: string;
+  aliasWritten: boolean;
+}
+
+/** The keys at a slice's highest alias epoch (one binds it; two or more are a conflict), per slice id. */
+function topAliasKeys(names: Iterable<string>): Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }> {
+  const top = new Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }>();
+  for (const name of names) {
+    const parsed = parseSliceObjectName(name);
+    if (!parsed) continue;
+    const id = sliceId(...parsed.slice);
+    const at = top.get(id);
+    if (!at || parsed.epoch > at.epoch) top.set(id, { slice: parsed.slice, epoch: parsed.epoch, keys: new Set([parsed.key]) });
+    else if (parsed.epoch === at.epoch) at.keys.add(parsed.key);
+  }
+  return top;
+}
+
+/** Object stamps of a slice key (file stamps describe one host's file: an S3 cache, shared by hosts, drops them). */
+function objectStampsOf(slice: SliceKeyTuple): string[] {
+  return (slice[3] ?? []).filter((stamp) => shardStampKind(stamp) === 'object');
+}
+
 /** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
 const REBIND_ATTEMPTS = 6;
 /** The longest pause before the n-th rebind attempt is n times this (random below it). */
@@ -167,9 +199,9 @@ const REBIND_PAUSE_MS = 50;
 
 /**
  * The cache in an S3 bucket below a prefix: every write is an immutable object (content-addressed
- * blob, one object per entry, one per slice alias), so writers on many hosts need no lock and no
- * update can be lost. A refresh lists entries/ and slices/ and fetches only entry objects it has
- * not seen. See the README's "S3 layout".
+ * blob, one object per entry, one per slice alias, one per object stamp of a binding), so writers
+ * on many hosts need no lock and no update can be lost. A refresh lists entries/, slices/ and
+ * stamps/ and fetches only entry objects it has not seen. See the README's "S3 layout".
  */
 export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /** Entry objects fetched so far: name → parsed entry (without slices) or the problem it had. */
@@ -186,6 +218,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /** Slices with two keys at their highest epoch: unresolved until a rebind. */
   private conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
   private problems: ListingProblem[] = [];
+  /** Stamps attached to bindings in the current view (a change counts as a change of the view). */
+  private stampCount = 0;
   private changes = 0;
   private readonly readThrough: ReadThroughCache | undefined;
   /** What the read-through directory did for blob reads (readThroughStats). */
@@ -338,7 +372,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /**
-   * Lists entries/ and slices/ and rebuilds the view (fetching only new entry objects). Callers
+   * Lists entries/, slices/ and stamps/ and rebuilds the view (fetching only new entry objects). Callers
    * arriving while one refresh runs share the next one, which starts after theirs was asked for.
    */
   refresh(): Promise<void> {
@@ -360,7 +394,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   private async loadListing(): Promise<void> {
-    const [entryObjects, sliceObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR)]);
+    const [entryObjects, sliceObjects, stampObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR), this.transport.list(STAMPS_DIR)]);
     // New objects, and those whose read failed: one bad reply must not hide an entry for the store's lifetime.
     const fresh = entryObjects.filter((o) => {
       const known = this.entryObjects.get(o.name);
@@ -393,18 +427,24 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (this.chosen.get(parsed.key) === object.name) entries.set(parsed.key, parsed);
     }
     // Aliases: per slice, the keys at its highest epoch; one key binds, two are a conflict.
-    const top = new Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }>();
     for (const object of sliceObjects) {
-      const parsed = parseSliceObjectName(object.name);
+      if (!parseSliceObjectName(object.name)) problems.push({ key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${this.transport.describe(object.name)} below slices/` });
+    }
+    const top = topAliasKeys(sliceObjects.map((o) => o.name));
+    // Object stamps per slice; those of a key the slice is not bound to are ignored.
+    const stampObjectsBySlice = new Map<string, { key: string; stamp: string; name: string; lastModifiedMs: number }[]>();
+    for (const object of stampObjects) {
+      const parsed = parseStampObjectName(object.name);
       if (!parsed) {
-        problems.push({ key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${this.transport.describe(object.name)} below slices/` });
+        problems.push({ key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${this.transport.describe(object.name)} below stamps/` });
         continue;
       }
       const id = sliceId(...parsed.slice);
-      const at = top.get(id);
-      if (!at || parsed.epoch > at.epoch) top.set(id, { slice: parsed.slice, epoch: parsed.epoch, keys: new Set([parsed.key]) });
-      else if (parsed.epoch === at.epoch) at.keys.add(parsed.key);
+      let list = stampObjectsBySlice.get(id);
+      if (!list) stampObjectsBySlice.set(id, (list = []));
+      list.push({ key: parsed.key, stamp: parsed.stamp, name: object.name, lastModifiedMs: object.lastModifiedMs });
     }
+    let stampCount = 0;
     const sliceLists = new Map<string, SliceKeyTuple[]>();
     const epochs = new Map<string, number>();
     const conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
@@ -429,15 +469,28 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       }
       let list = sliceLists.get(key);
       if (!list) sliceLists.set(key, (list = []));
-      list.push(slice);
+      // Oldest first (then by name: S3 times have a second's resolution), the latest MAX_SLICE_STAMPS
+      // kept, as the local store's merge keeps the latest.
+      const stamps = (stampObjectsBySlice.get(id) ?? [])
+        .filter((s) => s.key === key)
+        .sort((a, b) => a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        .slice(-MAX_SLICE_STAMPS)
+        .map((s) => s.stamp);
+      stampCount += stamps.length;
+      list.push(stamps.length === 0 ? slice : Object.freeze([slice[0], slice[1], slice[2], Object.freeze(stamps)] as const));
     }
     const withSlices = [...entries.values()].map((entry) => {
       const list = sliceLists.get(entry.key);
       return list ? withSliceKeys(entry, list) : entry;
     });
     const state = StoreState.fromEntries(withSlices, { source: 'S3 listing', path: this.root });
-    const changed = state.entries.size !== this.state.entries.size || state.sliceOwners.size !== this.state.sliceOwners.size || problems.length !== this.problems.length;
+    const changed =
+      state.entries.size !== this.state.entries.size ||
+      state.sliceOwners.size !== this.state.sliceOwners.size ||
+      problems.length !== this.problems.length ||
+      stampCount !== this.stampCount;
     this.state = state;
+    this.stampCount = stampCount;
     this.sliceEpochs = epochs;
     this.conflicts = conflicts;
     this.problems = problems;
@@ -542,12 +595,25 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
     this.assertOpen();
     if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
-    // An S3 cache records no shard stamps (its alias objects' names have no room kept for one).
+    // Slice keys are planned without stamps (alias objects carry none); their object stamps are
+    // recorded as stamp objects once the slice is bound, their file stamps dropped.
+    const stampsOf = new Map<string, string[]>();
     const prepared = inputs.map((input) => {
       const item = prepareAddEntry(input, { requireBlobSha256: true });
+      for (const slice of item.entry.sliceKeys) {
+        encodeShardName(slice[0]);
+        const stamps = objectStampsOf(slice);
+        if (stamps.length === 0) continue;
+        // Checked before anything is written: a stamp whose object key would not fit is INVALID_ARGUMENT.
+        for (const stamp of stamps) stampObjectName(slice, item.entry.key, stamp, this.transport.location.prefix);
+        stampsOf.set(`${item.entry.key}/${sliceId(...slice)}`, stamps);
+      }
       return item.entry.sliceKeys.some((s) => s[3] !== undefined) ? { ...item, entry: withSliceKeys(item.entry, item.entry.sliceKeys.map(withoutStamps)) } : item;
     });
-    for (const { entry } of prepared) for (const slice of entry.sliceKeys) encodeShardName(slice[0]);
+    const stampWrites: StampWrite[] = [];
+    const wantStamps = (key: string, slice: SliceKeyTuple, aliasWritten: boolean): void => {
+      for (const stamp of stampsOf.get(`${key}/${sliceId(...slice)}`) ?? []) stampWrites.push({ slice, key, stamp, aliasWritten });
+    };
     await this.refresh();
     const draft = new StateDraft(this.state);
     const context = { source: 'this call', path: this.root };
@@ -570,14 +636,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         for (const slice of slices) {
           // planAdd without slices, then each slice: conflicts are thrown here, before anything is written.
           if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, mode, at });
+          wantStamps(entry.key, slice, true);
         }
         fresh.push(item);
       } else {
         // An existing key (a rerun after a crash between the entry and its aliases): bind what is
         // still unbound; a slice bound elsewhere stays as it is, as re-adding is a no-op.
         for (const slice of entry.sliceKeys) {
+          // Bound to this key already: only its stamps may be new.
+          if (draft.ownerOf(slice) === entry.key) wantStamps(entry.key, slice, false);
           if (draft.ownerOf(slice) !== undefined || this.conflicts.has(sliceId(...slice))) continue;
           if (draft.planAlias(entry.key, slice, false, context) === 'bound') aliasWrites.push({ key: entry.key, slice, epoch: 0, mode, at });
+          wantStamps(entry.key, slice, true);
         }
       }
     }
@@ -596,8 +666,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await this.transport.putObject(entryObjectName(entry.key, blobSha256Of(entry)), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
     });
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
-    const bound = aliasWrites.length > 0 ? await this.writeAliases(aliasWrites) : [];
+    const bound = aliasWrites.length > 0 ? await this.settleThenRecordStamps(this.writeAliases(aliasWrites), stampWrites) : [];
     if (aliasWrites.length === 0 && fresh.length > 0) await this.refresh();
+    if (aliasWrites.length === 0) await this.recordStamps(stampWrites);
     const slicesBound = prepared.map(() => 0);
     aliasWrites.forEach((write, i) => {
       if (bound[i]) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
@@ -699,8 +770,44 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return results;
   }
 
-  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, _stamp?: string): Promise<boolean> {
-    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes, }]).then((results) => results[0]!);
+  aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string): Promise<boolean> {
+    return this.aliasSlices([{ key: keyOrBytes, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) }]).then((results) => results[0]!);
+  }
+
+  /**
+   * Waits for an alias write (writeAliases), then records the stamps of the slices bound as asked
+   * (recordStamps), also when the writes end in SLICE_CONFLICT: the other slices of the call stay
+   * bound (batches are not atomic), so their stamps are theirs; then the conflict is thrown.
+   */
+  private async settleThenRecordStamps(aliases: Promise<boolean[]>, stamps: readonly StampWrite[]): Promise<boolean[]> {
+    let results: boolean[];
+    try {
+      results = await aliases;
+    } catch (error) {
+      if (isStoreError(error) && error.code === 'SLICE_CONFLICT') await this.recordStamps(stamps);
+      throw error;
+    }
+    await this.recordStamps(stamps);
+    return results;
+  }
+
+  /**
+   * PUTs the stamp objects of the slices that are now bound to their stamp's key (this instance's
+   * view was refreshed by the caller): one empty object per (slice, key, stamp), so a second write
+   * is harmless. A stamp the binding shows already is not written again, unless this call wrote the
+   * alias (a fresh PUT keeps gc, whose listing may be older than the binding, off the object).
+   * Refreshes afterwards, so that this instance shows the stamps.
+   */
+  private async recordStamps(writes: readonly StampWrite[]): Promise<void> {
+    const names = new Set<string>();
+    for (const w of writes) {
+      if (this.state.ownerOf(w.slice) !== w.key) continue; // lost a race, or left out: not this key's binding
+      if (!w.aliasWritten && (this.state.stampsOf(w.slice) ?? []).includes(w.stamp)) continue;
+      names.add(stampObjectName(w.slice, w.key, w.stamp, this.transport.location.prefix));
+    }
+    if (names.size === 0) return;
+    await mapLimited([...names], this.transport.settings.maxConcurrentRequests, (name) => this.transport.putObject(name, new Uint8Array(0)));
+    await this.refresh();
   }
 
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
@@ -708,23 +815,38 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
-      const slice = validateSliceKey([item.shardName, item.offsetBytes, item.sizeBytes], undefined, 'INVALID_ARGUMENT');
-      encodeShardName(slice[0]);
-      return { key: resolveAliasKey(item), slice };
+      // The stamp is validated as the local store does; only an object stamp is kept (objectStampsOf).
+      const stamped = validateSliceKey(
+        item.stamp === undefined ? [item.shardName, item.offsetBytes, item.sizeBytes] : [item.shardName, item.offsetBytes, item.sizeBytes, [item.stamp]],
+        undefined,
+        'INVALID_ARGUMENT',
+      );
+      encodeShardName(stamped[0]);
+      const key = resolveAliasKey(item);
+      const stamp = objectStampsOf(stamped)[0];
+      // Checked before anything is written: a stamp whose object key would not fit is INVALID_ARGUMENT.
+      if (stamp !== undefined && key !== undefined) stampObjectName(stamped, key, stamp, this.transport.location.prefix);
+      return { key, slice: withoutStamps(stamped), stamp };
     });
     await this.refresh();
     const results = resolved.map(() => false);
     const draft = new StateDraft(this.state);
     const writes: AliasWrite[] = [];
+    const stampWrites: StampWrite[] = [];
     const context = { source: 'this call', path: this.root };
-    resolved.forEach(({ key, slice }, at) => {
+    resolved.forEach(({ key, slice, stamp }, at) => {
       if (key === undefined || !draft.getEntry(key)) return;
       const id = sliceId(...slice);
       const conflicted = this.conflicts.has(id);
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
       const plan = draft.planAlias(key, slice, rebind, context);
       if (plan === 'already-bound') results[at] = true;
-      if (plan !== 'bound' && !conflicted) return;
+      if (plan !== 'bound' && !conflicted) {
+        // Bound to this key already: only the stamp may be new (no alias object to write).
+        if (plan === 'already-bound' && stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
+        return;
+      }
+      if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: true });
       const current = this.sliceEpochs.get(id);
       // A rebind (or settling a conflict) goes one epoch above what is there. A plain alias goes at
       // the current epoch: if an alias object of another key is there whose entry is not listed
@@ -734,7 +856,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       writes.push({ key, slice, epoch, mode: rebind || conflicted ? 'rebind' : 'plain' });
       results[at] = true;
     });
-    await this.writeAliases(writes);
+    if (writes.length > 0) await this.settleThenRecordStamps(this.writeAliases(writes), stampWrites);
+    else await this.recordStamps(stampWrites);
     return results;
   }
 
@@ -797,16 +920,29 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
     const referenced = new Set<string>();
+    const entryKeys = new Set<string>();
     for (const object of all) {
       const name = parseEntryObjectName(object.name);
       if (name) referenced.add(blobObjectName(name.key, name.blobSha256));
+      if (name) entryKeys.add(name.key);
     }
+    // A stamp object lives while its key is among its slice's top-epoch keys (a conflict may be
+    // settled either way) and the key's entry object exists.
+    const tops = topAliasKeys(all.map((o) => o.name));
+    const stampLives = (key: string, topKeys: Set<string> | undefined, hasEntry: boolean): boolean => topKeys?.has(key) === true && hasEntry;
+    const orphanStamps: string[] = [];
     const orphanBlobs: string[] = [];
     const orphanSizes = new Map<string, number>();
     const unknownFiles: string[] = [];
     let orphanBytes = 0;
     for (const object of all) {
       if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name)) continue;
+      const stamp = parseStampObjectName(object.name);
+      if (stamp) {
+        const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key));
+        if (!live && now - object.lastModifiedMs >= minAgeMs) orphanStamps.push(object.name);
+        continue;
+      }
       if (parseBlobObjectName(object.name)) {
         if (!referenced.has(object.name) && now - object.lastModifiedMs >= minAgeMs) {
           orphanBlobs.push(object.name);
@@ -844,6 +980,26 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         orphanBlobs.splice(orphanBlobs.indexOf(name), 1);
         orphanBytes -= orphanSizes.get(name)!;
       }
+      // Likewise for stamp objects: the slice may have been bound to their key again, and the stamp
+      // written again, since the listing. Looked at again before each attempt: the object's age,
+      // its slice's aliases and the key's entry objects.
+      const keptStamps = new Set<string>();
+      await mapLimited(orphanStamps, limit, async (name) => {
+        const parsed = parseStampObjectName(name)!;
+        await this.transport.deleteObject(name, async () => {
+          const head = await this.transport.headObject(name);
+          if (head === undefined) return false;
+          const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
+          const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
+          const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key);
+          if (Date.now() - head.lastModifiedMs < minAgeMs || stampLives(parsed.key, topKeys, hasEntry)) {
+            keptStamps.add(name);
+            return false;
+          }
+          return true;
+        });
+      });
+      for (const name of keptStamps) orphanStamps.splice(orphanStamps.indexOf(name), 1);
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
     }
     return {
@@ -854,6 +1010,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       oldJournals: [],
       staleLocks: [],
       unknownFiles,
+      orphanStamps,
       durationMs: performance.now() - started,
     };
   }

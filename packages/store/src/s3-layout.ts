@@ -1,5 +1,6 @@
 import { StoreError } from './errors.js';
-import { MAX_SLICE_OFFSET_BYTES } from './limits.js';
+import { MAX_SLICE_OFFSET_BYTES, MAX_SLICE_STAMP_CHARS } from './limits.js';
+import { shardStampKind } from './shard-stamp-kind.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 
 /** `s3://bucket/prefix` split into its parts; `prefix` is '' or ends with '/'. */
@@ -61,6 +62,24 @@ export const HEADER_OBJECT = 'cache.json';
 export const BLOBS_DIR = 'blobs/';
 export const ENTRIES_DIR = 'entries/';
 export const SLICES_DIR = 'slices/';
+export const STAMPS_DIR = 'stamps/';
+
+/** S3's limit on an object key (the prefix included), in UTF-8 bytes. */
+export const S3_MAX_OBJECT_KEY_BYTES = 1024;
+/** Characters of base64url (unpadded) for `bytes` bytes. */
+function base64urlChars(bytes: number): number {
+  return Math.ceil((bytes * 4) / 3);
+}
+/** A stamp object's key less its stamp, at its longest: prefix, `stamps/`, shard, `/<offset>-<size>/`, key and `.`. */
+const LONGEST_STAMP_OBJECT_KEY_BEFORE_STAMP =
+  MAX_S3_PREFIX_BYTES + STAMPS_DIR.length + base64urlChars(MAX_S3_SHARD_NAME_BYTES) + 1 + 2 * String(MAX_SLICE_OFFSET_BYTES).length + 2 + 40 + 1;
+/**
+ * An object stamp of at most this many UTF-8 bytes fits every stamp object's key (the longest
+ * prefix, shard name and offsets leave 43): enough for a single-part ETag (`etag:"<32 hex>"`, 39
+ * bytes) and a multipart one of up to 999 parts. A longer stamp (up to MAX_SLICE_STAMP_CHARS) is
+ * stored where its actual key fits S3_MAX_OBJECT_KEY_BYTES, else refused (INVALID_ARGUMENT).
+ */
+export const MAX_S3_STAMP_BYTES = Math.floor(((S3_MAX_OBJECT_KEY_BYTES - LONGEST_STAMP_OBJECT_KEY_BEFORE_STAMP) * 3) / 4);
 
 /** A blob is named by its content key and the SHA-256 of its bytes: two encodings of one tensor never share a name. */
 /**
@@ -84,6 +103,7 @@ export function entryObjectName(key: string, blobSha256: string): string {
 const ENTRY_NAME = /^entries\/([0-9a-f]{40})\.([0-9a-f]{64})\.json$/;
 const BLOB_NAME = /^blobs\/([0-9a-f]{40})\.([0-9a-f]{64})\.bin$/;
 const SLICE_NAME = /^slices\/([A-Za-z0-9_-]+)\/(0|[1-9][0-9]{0,15})-(0|[1-9][0-9]{0,15})\/([0-9]{10})\.([0-9a-f]{40})$/;
+const STAMP_NAME = /^stamps\/([A-Za-z0-9_-]+)\/(0|[1-9][0-9]{0,15})-(0|[1-9][0-9]{0,15})\/([0-9a-f]{40})\.([A-Za-z0-9_-]+)$/;
 
 export function parseEntryObjectName(name: string): { key: string; blobSha256: string } | undefined {
   const m = ENTRY_NAME.exec(name);
@@ -121,15 +141,66 @@ export interface ParsedSliceObject {
   key: string;
 }
 
+/** Decodes canonical base64url of a non-empty UTF-8 text without NUL; undefined otherwise (base64url decoding is lenient). */
+function decodeCanonical(encoded: string): string | undefined {
+  const text = Buffer.from(encoded, 'base64url').toString('utf8');
+  if (text.length === 0 || text.includes('\0') || Buffer.from(text, 'utf8').toString('base64url') !== encoded) return undefined;
+  return text;
+}
+
+/** The slice of a `<base64url shard>/<offset>-<size>` directory; undefined for one this package did not write. */
+function parseSliceDir(encodedShard: string, offset: string, size: string): SliceKeyTuple | undefined {
+  const shardName = decodeCanonical(encodedShard);
+  if (shardName === undefined) return undefined;
+  const offsetBytes = Number(offset);
+  const sizeBytes = Number(size);
+  if (offsetBytes > MAX_SLICE_OFFSET_BYTES || sizeBytes > MAX_SLICE_OFFSET_BYTES) return undefined;
+  return Object.freeze([shardName, offsetBytes, sizeBytes] as const);
+}
+
 /** Parses an alias object's name; undefined for a name this package did not write. */
 export function parseSliceObjectName(name: string): ParsedSliceObject | undefined {
   const m = SLICE_NAME.exec(name);
   if (!m) return undefined;
-  const shardName = Buffer.from(m[1]!, 'base64url').toString('utf8');
-  // base64url decoding is lenient: accept only the canonical encoding of a non-empty name.
-  if (shardName.length === 0 || shardName.includes('\0') || Buffer.from(shardName, 'utf8').toString('base64url') !== m[1]) return undefined;
-  const offsetBytes = Number(m[2]);
-  const sizeBytes = Number(m[3]);
-  if (offsetBytes > MAX_SLICE_OFFSET_BYTES || sizeBytes > MAX_SLICE_OFFSET_BYTES) return undefined;
-  return { slice: Object.freeze([shardName, offsetBytes, sizeBytes] as const), epoch: Number(m[4]), key: m[5]! };
+  const slice = parseSliceDir(m[1]!, m[2]!, m[3]!);
+  return slice === undefined ? undefined : { slice, epoch: Number(m[4]), key: m[5]! };
+}
+
+/** `stamps/<base64url shard>/<offset>-<size>/` — every stamp object of one slice lies below it. */
+export function stampDirName(slice: SliceKeyTuple): string {
+  return `${STAMPS_DIR}${encodeShardName(slice[0])}/${slice[1]}-${slice[2]}/`;
+}
+
+/**
+ * One object stamp recorded with a binding of the slice to `key`: everything in the name, the body
+ * empty. Only object stamps are stored (a file stamp describes one host's file); a stamp that would
+ * make the key longer than S3_MAX_OBJECT_KEY_BYTES below `prefix` is INVALID_ARGUMENT.
+ */
+export function stampObjectName(slice: SliceKeyTuple, key: string, stamp: string, prefix: string): string {
+  const name = `${stampDirName(slice)}${key}.${Buffer.from(stamp, 'utf8').toString('base64url')}`;
+  const keyBytes = Buffer.byteLength(prefix) + Buffer.byteLength(name);
+  if (keyBytes > S3_MAX_OBJECT_KEY_BYTES) {
+    throw new StoreError(
+      'INVALID_ARGUMENT',
+      `stamp ${JSON.stringify(stamp.slice(0, 80))} makes its stamp object's key ${keyBytes} bytes, above S3_MAX_OBJECT_KEY_BYTES (${S3_MAX_OBJECT_KEY_BYTES}); stamps of at most MAX_S3_STAMP_BYTES (${MAX_S3_STAMP_BYTES}) always fit`,
+      { entry: key, details: { slice: [slice[0].slice(0, 100), slice[1], slice[2]], keyBytes, limit: S3_MAX_OBJECT_KEY_BYTES } },
+    );
+  }
+  return name;
+}
+
+export interface ParsedStampObject {
+  slice: SliceKeyTuple;
+  key: string;
+  stamp: string;
+}
+
+/** Parses a stamp object's name; undefined for a name this package did not write (an invalid or non-object stamp included). */
+export function parseStampObjectName(name: string): ParsedStampObject | undefined {
+  const m = STAMP_NAME.exec(name);
+  if (!m) return undefined;
+  const slice = parseSliceDir(m[1]!, m[2]!, m[3]!);
+  const stamp = decodeCanonical(m[5]!);
+  if (slice === undefined || stamp === undefined || stamp.length > MAX_SLICE_STAMP_CHARS || shardStampKind(stamp) !== 'object') return undefined;
+  return { slice, key: m[4]!, stamp };
 }

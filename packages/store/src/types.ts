@@ -189,8 +189,9 @@ export interface AliasSliceItem {
   sizeBytes: number;
   /**
    * The stamp of the shard file the caller read the bytes from (SliceKeyTuple): recorded with the
-   * binding, and added to its stamps when the slice is bound to this entry already (local caches;
-   * an S3 cache records none).
+   * binding, and added to its stamps when the slice is bound to this entry already. An S3 cache
+   * records object stamps only (`etag:<ETag>`, shardStampKind 'object'); a file stamp describes one
+   * host's file and is dropped there.
    */
   stamp?: string;
 }
@@ -307,8 +308,9 @@ export interface GcOptions {
    */
   dryRun?: boolean | undefined;
   /**
-   * S3 only: an orphan blob or an unfinished multipart upload is removed only when older than this
-   * (a writer may be between its blob PUT and its entry PUT); default 1 hour.
+   * S3 only: an orphan blob, an unfinished multipart upload or an orphan stamp object is removed
+   * only when older than this (a writer may be between its blob PUT and its entry PUT, or its alias
+   * and stamp PUTs may be newer than gc's listing); default 1 hour.
    */
   minAgeMs?: number | undefined;
 }
@@ -331,6 +333,12 @@ export interface GcReport {
   finishedCompaction?: string;
   /** Files in the cache that this package did not write (reported, never removed). */
   unknownFiles: string[];
+  /**
+   * S3 caches: stamp objects (relative names) of a binding that is gone (the slice is bound to
+   * another key, or the key's entry object is gone) and older than minAgeMs: removed (a dry run:
+   * would be). Absent for local caches, whose stamps live in the journal with their bindings.
+   */
+  orphanStamps?: string[];
   durationMs: number;
 }
 
