@@ -1,4 +1,4 @@
-import { computeContentKey, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { computeContentKey, isStoreError, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { describeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
@@ -60,10 +60,7 @@ function recordObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: st
     // Checks finishing within one turn of the event loop share a commit.
     setImmediate(() => {
       pendingByStore.delete(store);
-      store.aliasSlices(batch.items).then(
-        (results) => batch.settle.forEach(({ resolve, at }) => resolve(results[at] === true)),
-        (error: unknown) => batch.settle.forEach(({ reject }) => reject(error)),
-      );
+      void flushRecords(store, batch);
     });
   }
   const id = JSON.stringify([item.key, item.shardName, item.offsetBytes, item.sizeBytes, item.stamp]);
@@ -75,4 +72,29 @@ function recordObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: st
   const batch = pending;
   const itemAt = at;
   return new Promise((resolve, reject) => batch.settle.push({ resolve, reject, at: itemAt }));
+}
+
+/**
+ * One aliasSlices call for the batch. A batch the store refuses as a whole for an argument (one
+ * stamp too long for an S3 object key) is recorded item by item, so that one item's refusal is
+ * its own and not every tensor's of the load.
+ */
+async function flushRecords(store: CacheStore, batch: PendingRecords): Promise<void> {
+  let results: boolean[];
+  try {
+    results = await store.aliasSlices(batch.items);
+  } catch (error) {
+    if (batch.items.length === 1 || !isStoreError(error, 'INVALID_ARGUMENT')) {
+      for (const { reject } of batch.settle) reject(error);
+      return;
+    }
+    const outcomes = await Promise.allSettled(batch.items.map((item) => store.aliasSlices([item])));
+    for (const { resolve, reject, at } of batch.settle) {
+      const outcome = outcomes[at]!;
+      if (outcome.status === 'fulfilled') resolve(outcome.value[0] === true);
+      else reject(outcome.reason);
+    }
+    return;
+  }
+  for (const { resolve, at } of batch.settle) resolve(results[at] === true);
 }

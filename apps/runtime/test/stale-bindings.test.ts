@@ -12,6 +12,7 @@ import { loadTensor } from '../src/load-tensor.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { createFileReader } from '../src/create-file-reader.js';
 import { openShardCache } from '../src/open-shard-cache.js';
+import { StoreError } from '@splitzip/store';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
 
 let root: string;
@@ -285,6 +286,37 @@ describe('slice bindings and the shard files they were verified against', () => 
       } finally {
         await kernels.dispose();
       }
+    } finally {
+      await cache.close();
+      await remote.close();
+    }
+  });
+
+  it("one tensor's record the store refuses as an argument (a stamp too long for an S3 key) is that tensor's alone: the load's others are recorded", async () => {
+    const modelDir = join(root, 'object-one-refused');
+    const cacheDir = join(root, 'object-one-refused-cache');
+    const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(local, cacheDir);
+    await local.close();
+    const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"one"') });
+    const refused = remote.getTensor('c.weight')!.slice;
+    const cache = await openShardCache(cacheDir);
+    const aliasSlices = cache.store.aliasSlices.bind(cache.store);
+    const calls: number[] = [];
+    cache.store.aliasSlices = async (items, options) => {
+      calls.push(items.length);
+      if (items.some((item) => item.offsetBytes === refused.offsetBytes && item.shardName === refused.shardName)) {
+        throw new StoreError('INVALID_ARGUMENT', 'the stamp does not fit an object key');
+      }
+      return aliasSlices(items, options);
+    };
+    try {
+      const load = loadModel(remote, cache, { verifyDigest: false, concurrency: 4 });
+      await load.drain();
+      const reports = new Map(load.reports.map((r) => [r.name, r]));
+      expect(reports.get('c.weight')?.detail).toMatch(/recording that failed \(INVALID_ARGUMENT/);
+      for (const name of ['a.weight', 'b.weight', 'd.weight']) expect(reports.get(name)?.detail, name).toMatch(/recorded with the binding/);
+      expect(calls[0]).toBeGreaterThan(1); // a batch, then one call per item
     } finally {
       await cache.close();
       await remote.close();

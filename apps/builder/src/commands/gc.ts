@@ -39,10 +39,11 @@ export const gcCommand = defineCommand({
     const verb = report.dryRun ? 'would remove' : 'removed';
     const lines = [
       s3
-        ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads`
+        ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads, ` +
+          `${report.orphanStamps?.length ?? 0} stamps of gone bindings`
         : `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
           `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
-      ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks].map((path) => `  ${path}`),
+      ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
     ];
     if (report.finishedCompaction !== undefined) {
       lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
