@@ -61,6 +61,8 @@ export async function prefetchSourceHeads(source: ByteSource): Promise<Prefetche
       const { object } = entry;
       return {
         sizeBytes: object.sizeBytes,
+        // The object's version: its shard's stamp (checked against the cache's bindings).
+        ...(object.etag !== undefined ? { etag: object.etag } : {}),
         readInto(offsetBytes, target) {
           const head = entry.head;
           // Both are non-negative safe integers here, so the sum cannot overflow.

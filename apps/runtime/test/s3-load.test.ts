@@ -63,7 +63,22 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
     }
   });
 
-  it('loads the s3:// model with the s3:// cache bit-exact: cached tensors decoded, the rest raw through ranged GETs', async () => {
+  it('loads the s3:// model with the s3:// cache bit-exact: its objects checked once (raw), then cached tensors decoded, the rest raw through ranged GETs', async () => {
+    // The cache was built from the local copy: the first load checks each binding against the
+    // model's objects (read raw, hashed) and records their ETags in the cache.
+    const first = await openShardCache(cacheUrl);
+    try {
+      const checking = loadModel(modelUrl, first, { verifyDigest: true });
+      const loaded = await collect(checking);
+      expectBitExact(loaded);
+      const unchecked = [...loaded.values()].filter((t) => t.reason === 'unchecked');
+      expect(new Set(unchecked.map((t) => t.name))).toEqual(new Set(keys.keys()));
+      for (const t of unchecked) expect(t.report.detail, t.name).toMatch(/recorded with the binding/);
+      const slice = local.getTensor(unchecked[0]!.name)!.slice;
+      expect(first.lookupSliceBinding(slice.shardName, slice.offsetBytes, slice.sizeBytes)?.stamps.some((s) => s.startsWith('etag:'))).toBe(true);
+    } finally {
+      await first.close();
+    }
     const cache = await openShardCache(cacheUrl);
     try {
       expect(cache.remote).toBe(true);
@@ -85,6 +100,51 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
       for (const t of loaded.values()) expect(t.reason === 'cached' || t.reason === 'dtype' || t.reason === 'coverage', `${t.name} ${t.reason}`).toBe(true);
     } finally {
       await cache.close();
+    }
+  });
+
+  it("a fine-tune in S3 with the base's shard names and layout, loaded against the base's s3:// cache: its changed tensor raw (stale), never the base's bytes, on every load and host", async () => {
+    // The tuned copy: the base's files with one cached tensor's low mantissa bits changed in place.
+    const tunedDir = await mkdtemp(join(tmpdir(), 'runtime-s3-tuned-'));
+    try {
+      const changed = local.tensors.find((t) => keys.has(t.name) && t.slice.sizeBytes >= 64)!;
+      for (const name of await readdir(local.rootDir)) {
+        if (!name.endsWith('.safetensors') && !name.endsWith('.json')) continue;
+        const bytes = await readFile(join(local.rootDir, name));
+        if (name === changed.slice.shardName) {
+          const start = local.shards.find((shard) => shard.name === name)!.headerBytes + 8 + changed.slice.offsetBytes;
+          for (let i = 0; i < 64; i += 2) bytes[start + i]! ^= 0x01; // little-endian BF16: the low byte is mantissa
+        }
+        await writeFile(join(tunedDir, name), bytes);
+      }
+      await uploadDirectory(client, bucket, 'models/tuned/', tunedDir);
+      const tunedLocal = await openSafetensorsModel(tunedDir);
+      const tunedTruth = await readAllRaw(tunedLocal);
+      await tunedLocal.close();
+      expect(sameBytes(tunedTruth.get(changed.name)!, truth.get(changed.name)!)).toBe(false);
+      for (let round = 0; round < 2; round += 1) {
+        const cache = await openShardCache(cacheUrl);
+        try {
+          const loaded = await collect(loadModel(`s3://${bucket}/models/tuned`, cache));
+          for (const [name, bytes] of tunedTruth) expect(sameBytes(loaded.get(name)!.data, bytes), `${name} round ${round}`).toBe(true);
+          expect(loaded.get(changed.name)).toMatchObject({ source: 'raw', reason: 'stale' });
+          // Its other tensors are the base's bytes. Those in the changed shard (a new ETag) are checked
+          // and recorded in the first round; the unchanged shards are the base's objects byte for byte
+          // (the same ETag: cached once a load of the base recorded it). All cached in the second round.
+          for (const name of keys.keys()) {
+            if (name === changed.name) continue;
+            const sameShard = local.getTensor(name)!.slice.shardName === changed.slice.shardName;
+            const reason = loaded.get(name)?.reason;
+            if (round === 1) expect(reason, name).toBe('cached');
+            else if (sameShard) expect(reason, name).toBe('unchecked');
+            else expect(['unchecked', 'cached'], name).toContain(reason);
+          }
+        } finally {
+          await cache.close();
+        }
+      }
+    } finally {
+      await rm(tunedDir, { recursive: true, force: true });
     }
   });
 

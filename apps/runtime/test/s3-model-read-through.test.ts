@@ -90,10 +90,15 @@ describeS3('runtime: an s3:// model through a read-through directory', () => {
     expect(first.counts.get('GetObjectCommand')).toBe(1 + shardCount + raw.length);
     expect(await rangeFiles(readThroughDir)).toHaveLength(1 + shardCount + raw.length);
 
+    // The first load of the model's objects checked the cache's bindings against them (raw, then recorded).
+    const unchecked = raw.filter((t) => t.reason === 'unchecked');
+    expect(unchecked.length).toBeGreaterThan(0);
+
     const second = await loadThrough(modelUrl, readThroughDir);
     expectBitExact(second.tensors);
     expect(Object.fromEntries(second.counts)).toEqual({ ListObjectsV2Command: 1 });
-    expect([...second.tensors.values()].filter((t) => t.source === 'raw').length).toBe(raw.length);
+    expect([...second.tensors.values()].filter((t) => t.source === 'raw').length).toBe(raw.length - unchecked.length);
+    for (const t of unchecked) expect(second.tensors.get(t.name)?.reason, t.name).toBe('cached');
   });
 
   it('damaged local copies of model ranges are detected and fetched again, bit-exact', async () => {
