@@ -2,9 +2,9 @@
 // codec's calibration and, on the codec path, the encoding and (for an s3:// cache) the blob's SHA-256. It imports no
 // @splitzip/store main entry (the workers would load its S3 client: +26 MB and ~0.3 CPU-s each);
 // the content key comes from its `content-key` entry, in hash-worker.ts.
-import { createHash } from 'node:crypto';
 import { calibrateFromHistogram, computePayloadLayout, countExponents, createCodebook, encode, readPayloadMeta } from '@splitzip/codec';
 import type { PayloadDigest } from '@splitzip/store';
+import { digestHex } from '@splitzip/store/content-key';
 
 export type EncodeValues = (values: Uint16Array, exponents: readonly number[], chunkSize: number) => Promise<Uint8Array>;
 
@@ -56,7 +56,7 @@ export function calibrateAndEncode(bytes: Uint8Array, coverageMin: number, into?
 /** The store's PayloadDigest of a payload: the header fields name exactly the bytes hashed. */
 export function digestPayload(payload: Uint8Array): PayloadDigest {
   const { checksum, compBytes } = readPayloadMeta(payload);
-  return { sha256: createHash('sha256').update(payload.subarray(0, compBytes)).digest('hex'), checksum, compBytes };
+  return { sha256: digestHex('sha256', payload.subarray(0, compBytes)), checksum, compBytes };
 }
 
 /** A BF16 view of raw little-endian bytes (the buffers here are allocated 2-byte aligned). */

@@ -4,7 +4,7 @@
 // different bytes) is a failure.
 import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, type CacheStore } from '@splitzip/store';
+import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { isCacheableSize, TOO_LARGE_REASON } from './limits.js';
 import { viewBf16 } from './tensor-tasks.js';
@@ -127,7 +127,9 @@ async function checkTensor(
   }
   if (!bySlice && sizeBytes > 0) {
     if (stale) {
-      const reason = `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.map(describeStamp).join(' or ')}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now (run build${binding.entry.key === key ? '' : ' --rebind'})`;
+      // A binding keeps its latest MAX_SLICE_STAMPS stamps: a copy built before newer ones may have been dropped.
+      const full = binding.stamps.length >= MAX_SLICE_STAMPS ? `; a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files, so this one may have been dropped for newer copies` : '';
+      const reason = `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.map(describeStamp).join(' or ')}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now${full} (run build${binding.entry.key === key ? '' : ' --rebind'})`;
       return { ...base, key, status: 'failed', reason, stale: true };
     }
     return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };

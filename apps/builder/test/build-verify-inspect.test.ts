@@ -1,9 +1,9 @@
 // build -> verify -> inspect -> stats through the real binary, on generated models that have
 // non-BF16 tensors, escape-heavy tensors that fail the gate, duplicates, empty tensors, several shards.
-import { cp, readdir, readFile, utimes, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '@splitzip/store';
+import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, openCacheStore } from '@splitzip/store';
 import {
   createTempDir,
   float32Tensor,
@@ -459,7 +459,23 @@ describe('sharded models and a second model sharing tensors', () => {
     const text = await runCli(['verify', cacheDir, '--model', modelPath]);
     expect(text.code).toBe(1);
     expect(text.stdout.match(/^ {2}FAIL /gm)).toHaveLength(1);
-    expect(text.stdout).toMatch(/^ {2}FAIL 3 tensors of touched\.safetensors \(its file changed since they were bound; e\.g\. t0\.weight\)/m);
+    expect(text.stdout).toMatch(/^ {2}FAIL 3 tensors of touched\.safetensors \(its file is not one they were bound against: changed, copied, or another model's; e\.g\. t0\.weight\)/m);
+  });
+
+  it('a copy whose stamp was dropped for newer ones (a binding keeps its latest MAX_SLICE_STAMPS): verify says it may have been, not only that the file changed', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'many-copies.safetensors'), [gaussianBf16('w.weight', [32, 32], 811)]);
+    const cacheDir = join(temp.path, 'cache-many-copies');
+    await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    const { mtime: first } = await stat(modelPath);
+    for (let i = 1; i <= MAX_SLICE_STAMPS; i++) {
+      const at = new Date(first.getTime() + i * 60_000);
+      await utimes(modelPath, at, at);
+      await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    }
+    await utimes(modelPath, first, first);
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath], 1);
+    expect(json.model!.tensors[0]).toMatchObject({ status: 'failed', stale: true });
+    expect(json.model!.tensors[0]!.reason).toMatch(new RegExp(`keeps the stamps of its latest ${MAX_SLICE_STAMPS} files, so this one may have been dropped`));
   });
 
   it('more byte-identical tensors than one entry binds slices for: the rest stay unbound (served raw), the build and its re-runs succeed', async () => {

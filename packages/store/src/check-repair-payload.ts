@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { digestHex } from './hash-bytes.js';
 import { StoreError, isStoreError } from './errors.js';
 import type { CacheEntry } from './types.js';
 
@@ -26,7 +26,7 @@ export function checkRepairPayload(entry: CacheEntry, payload: Uint8Array): void
       throw new StoreError('BLOB_SIZE_MISMATCH', `payload holds ${payload.byteLength} bytes, the entry ${entry.compBytes}`, { entry: entry.key });
     }
     checkBlobPayload(entry, payload);
-    if (entry.blobSha256 !== null && createHash('sha256').update(payload).digest('hex') !== entry.blobSha256) {
+    if (entry.blobSha256 !== null && digestHex('sha256', payload) !== entry.blobSha256) {
       throw new StoreError('BLOB_CORRUPT', 'payload SHA-256 differs from the entry blob_sha256', { entry: entry.key });
     }
   } catch (error) {

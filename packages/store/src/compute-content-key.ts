@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
+import { updateHash } from './hash-bytes.js';
 import { MAX_SHAPE_RANK } from './limits.js';
 
 // safetensors dtype -> [str(torch.dtype), element width in bytes]. F4/F6 have no unpacked torch dtype.
@@ -96,10 +97,6 @@ export function computeContentKey(bytes: ArrayBufferView, shape: readonly number
       details: { byteLength: bytes.byteLength, expectedBytes: elementCount * width, shape: [...shape], dtype },
     });
   }
-  return createHash('sha1')
-    .update(formatPythonShape(shape), 'utf8')
-    .update(dtypeText, 'utf8')
-    .update(String(bytes.byteLength), 'utf8')
-    .update(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength))
-    .digest('hex');
+  const hash = createHash('sha1').update(formatPythonShape(shape), 'utf8').update(dtypeText, 'utf8').update(String(bytes.byteLength), 'utf8');
+  return updateHash(hash, bytes).digest('hex');
 }

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
 import { countShapeElements } from './compute-content-key.js';
+import { digestHex } from './hash-bytes.js';
 import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
@@ -16,7 +16,7 @@ export interface PreparedEntry {
 }
 
 function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
+  return digestHex('sha256', bytes);
 }
 
 /**

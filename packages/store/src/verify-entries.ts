@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { decode } from '@splitzip/codec';
 import type { StorageBackend } from './backend.js';
+import { digestHex } from './hash-bytes.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { computeContentKey } from './compute-content-key.js';
 import { StoreError } from './errors.js';
@@ -51,7 +51,7 @@ export async function verifyEntries(
       bytesRead += view.length;
       checkBlobPayload(entry, view);
       // A blob recorded without its SHA-256 (recordBlobSha256: false) rests on its XXH32 above.
-      if (entry.blobSha256 !== null && createHash('sha256').update(view).digest('hex') !== entry.blobSha256) {
+      if (entry.blobSha256 !== null && digestHex('sha256', view) !== entry.blobSha256) {
         throw new StoreError('BLOB_CORRUPT', 'blob SHA-256 differs from the manifest blob_sha256', { entry: entry.key });
       }
       if (options.decode) {
@@ -74,7 +74,7 @@ export async function verifyEntries(
           });
         }
         if (entry.sha256 !== null) {
-          const digest = createHash('sha256').update(bytes).digest('hex');
+          const digest = digestHex('sha256', bytes);
           if (digest !== entry.sha256) {
             throw new StoreError('DIGEST_MISMATCH', 'decoded tensor SHA-256 differs from the original sha256', {
               entry: entry.key,
