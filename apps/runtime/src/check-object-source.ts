@@ -37,7 +37,8 @@ export async function checkObjectSource(
       : `shard object ${shardName} (${stamp}) checked: its bytes are the entry's, but the binding was gone when recording it`;
   } catch (error) {
     const { code, message } = describeError(error);
-    report.detail = `shard object ${shardName} (${stamp}) checked: its bytes are the entry's, but recording that failed (${code}: ${message}); the next load checks it again`;
+    const said = message.startsWith(`${code}: `) ? message : `${code}: ${message}`;
+    report.detail = `shard object ${shardName} (${stamp}) checked: its bytes are the entry's, but recording that failed (${said}); the next load checks it again`;
   }
 }
 
@@ -75,16 +76,17 @@ function recordObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: st
 }
 
 /**
- * One aliasSlices call for the batch. A batch the store refuses as a whole for an argument (one
- * stamp too long for an S3 object key) is recorded item by item, so that one item's refusal is
- * its own and not every tensor's of the load.
+ * One aliasSlices call for the batch. A batch the store refuses as a whole for one item (a stamp
+ * too long for an S3 object key; a slice another process rebound since the check: the store
+ * persists nothing of a batch with a conflict) is recorded item by item, so that one item's
+ * refusal is its own and not every tensor's of the load.
  */
 async function flushRecords(store: CacheStore, batch: PendingRecords): Promise<void> {
   let results: boolean[];
   try {
     results = await store.aliasSlices(batch.items);
   } catch (error) {
-    if (batch.items.length === 1 || !isStoreError(error, 'INVALID_ARGUMENT')) {
+    if (batch.items.length === 1 || !(isStoreError(error, 'INVALID_ARGUMENT') || isStoreError(error, 'SLICE_CONFLICT'))) {
       for (const { reject } of batch.settle) reject(error);
       return;
     }

@@ -128,7 +128,16 @@ interface PoolWorker {
   lease: { source: object; slot: StagingLease } | undefined;
   /** A slot is being taken for this worker (see pumpQueued). */
   leasing: boolean;
+  /** Settles once the worker is ready or gone (close waits for it: see CLOSE_STARTUP_WAIT_MS). */
+  started: Promise<void>;
 }
+
+/**
+ * close() lets a worker that is still loading its modules finish (up to this long) before it is
+ * terminated: Node leaks the descriptors of the module files a worker terminated mid-load had
+ * open (seen on Node 20: a decoder closed 30 ms after start left ~1 fd a cycle, for good).
+ */
+export const CLOSE_STARTUP_WAIT_MS = 2000;
 
 /** A read-decode job waiting for a worker; it holds no file yet. */
 interface QueuedRead {
@@ -234,10 +243,13 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const used = new Set(pool.map((w) => w.slot));
     let slot = 0;
     while (used.has(slot)) slot += 1;
-    const entry: PoolWorker = { worker: startWorker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false };
+    let markStarted!: () => void;
+    const started = new Promise<void>((resolve) => (markStarted = resolve));
+    const entry: PoolWorker = { worker: startWorker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false, started };
     entry.worker.on('message', (reply: DecodeThreadReply | DecodeThreadReady) => {
       if ('kind' in reply) {
         entry.ready = true;
+        markStarted();
         wakeReadyWaiters();
         pumpReads();
         return;
@@ -260,6 +272,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         lastStartError = error;
       }
       died = true;
+      markStarted();
       const index = pool.indexOf(entry);
       if (index >= 0) pool.splice(index, 1);
       releaseLease(entry);
@@ -745,7 +758,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       for (const queued of readQueue.splice(0)) queued.reject(new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed'));
       wakeReadyWaiters();
       const workers = pool.splice(0);
-      await Promise.all(workers.map((entry) => entry.worker.terminate()));
+      await Promise.all(
+        workers.map(async (entry) => {
+          if (!entry.ready) {
+            let timer: ReturnType<typeof setTimeout> | undefined;
+            await Promise.race([entry.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_STARTUP_WAIT_MS).unref()))]);
+            clearTimeout(timer);
+          }
+          await entry.worker.terminate();
+        }),
+      );
       // After the workers stopped: no read of theirs is still writing into a slot.
       for (const entry of workers) releaseLease(entry);
     },

@@ -724,8 +724,10 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
       if (opened === undefined) {
         abortIfNeeded(env.signal, target.name);
-        // The store's refusals arrive mapped (kept as they are); anything else (a read the closed backend dropped) is the backend's failure.
-        const passThrough = error instanceof RuntimeError && (error.code === 'ABORTED' || CACHE_FAILURE_CODES.has(error.code));
+        // The store's refusals arrive mapped (kept as they are), and the caller's closed pool is the
+        // caller's error (as on the other backends); anything else (a read the closed backend
+        // dropped) is the backend's failure.
+        const passThrough = isRuntimeError(error) && (error.code === 'ABORTED' || error.code === 'POOL_CLOSED' || CACHE_FAILURE_CODES.has(error.code));
         throw passThrough ? error : describeDecodeFailure(error, env, target, entry);
       }
       report.blobBytesRead += entry.compBytes;

@@ -324,6 +324,23 @@ describe('loadModel', () => {
     }
   });
 
+  it('a closed staging pool is POOL_CLOSED on every backend (the decode threads reported it as their own DECODE_FAILED, and the tensor went raw)', async () => {
+    const closed = cache.createStagingPool({ slotCount: 1, shared: true });
+    closed.close();
+    const decoder = createThreadDecoder({ threads: 1, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+    try {
+      for (const backend of ['cpu', decoder] as BackendOption[]) {
+        for (const cacheOnly of [false, true]) {
+          await expect(loadTensor({ model, name: 'embed.weight' }, { cache, pool: closed, backend, cacheOnly }), `${String(backend)} cacheOnly ${cacheOnly}`).rejects.toMatchObject({
+            code: 'POOL_CLOSED',
+          });
+        }
+      }
+    } finally {
+      await decoder.close();
+    }
+  });
+
   it('stages a payload larger than the slots in a one-off buffer and counts it', async () => {
     const tiny = createStagingPool({ slotBytes: 256, slotCount: 1 });
     const load = loadModel(model, cache, { pool: tiny });

@@ -292,9 +292,9 @@ describe('slice bindings and the shard files they were verified against', () => 
     }
   });
 
-  it("one tensor's record the store refuses as an argument (a stamp too long for an S3 key) is that tensor's alone: the load's others are recorded", async () => {
-    const modelDir = join(root, 'object-one-refused');
-    const cacheDir = join(root, 'object-one-refused-cache');
+  it.each(['INVALID_ARGUMENT', 'SLICE_CONFLICT'] as const)("one tensor's record the store refuses (%s: a stamp too long for an S3 key, a slice rebound meanwhile) is that tensor's alone: the load's others are recorded", async (code) => {
+    const modelDir = join(root, `object-one-refused-${code}`);
+    const cacheDir = join(root, `object-one-refused-${code}-cache`);
     const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
     await buildCache(local, cacheDir);
     await local.close();
@@ -306,7 +306,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     cache.store.aliasSlices = async (items, options) => {
       calls.push(items.length);
       if (items.some((item) => item.offsetBytes === refused.offsetBytes && item.shardName === refused.shardName)) {
-        throw new StoreError('INVALID_ARGUMENT', 'the stamp does not fit an object key');
+        throw new StoreError(code, 'refused for one item');
       }
       return aliasSlices(items, options);
     };
@@ -314,12 +314,40 @@ describe('slice bindings and the shard files they were verified against', () => 
       const load = loadModel(remote, cache, { verifyDigest: false, concurrency: 4 });
       await load.drain();
       const reports = new Map(load.reports.map((r) => [r.name, r]));
-      expect(reports.get('c.weight')?.detail).toMatch(/recording that failed \(INVALID_ARGUMENT/);
+      expect(reports.get('c.weight')?.detail).toMatch(new RegExp(`recording that failed \\(${code}: refused for one item\\)`));
       for (const name of ['a.weight', 'b.weight', 'd.weight']) expect(reports.get(name)?.detail, name).toMatch(/recorded with the binding/);
       expect(calls[0]).toBeGreaterThan(1); // a batch, then one call per item
     } finally {
       await cache.close();
       await remote.close();
+    }
+  });
+
+  it("sixteen object versions checked against a binding never push out its file stamps: another model's local file of the same name stays stale", async () => {
+    const baseDir = join(root, 'evict-base');
+    const tunedDir = join(root, 'evict-tuned');
+    const cacheDir = join(root, 'evict-cache');
+    const base = await writeModel(baseDir, tensors(), 2 * 8192 + 1024);
+    await buildCache(base, cacheDir);
+    await base.close();
+    await sleep(20);
+    const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
+    try {
+      expect((await loadAndCheck(tuned, cacheDir)).get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (let version = 0; version < 20; version += 1) {
+        const remote = await openSafetensorsModel({ source: await objectSource(baseDir, `"v${version}"`) });
+        await loadAndCheck(remote, cacheDir);
+        await remote.close();
+      }
+      const cache = await openShardCache(cacheDir);
+      const slice = tuned.getTensor('b.weight')!.slice;
+      const stamps = cache.lookupSliceBinding(slice.shardName, slice.offsetBytes, slice.sizeBytes)!.stamps;
+      await cache.close();
+      expect(stamps.filter((stamp) => stamp.startsWith('etag:')).length).toBeGreaterThan(8);
+      expect(stamps.some((stamp) => !stamp.startsWith('etag:'))).toBe(true);
+      expect((await loadAndCheck(tuned, cacheDir)).get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+    } finally {
+      await tuned.close();
     }
   });
 });

@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { StoreError, isStoreError } from './errors.js';
+import { updateHash } from './hash-bytes.js';
 import { loadS3Sdk, type S3Sdk } from './load-s3-sdk.js';
 import type { S3Location } from './s3-layout.js';
 import type { S3StoreOptions } from './types.js';
@@ -154,7 +155,7 @@ class Limiter {
 }
 
 function md5Base64(bytes: Uint8Array): string {
-  return createHash('md5').update(bytes).digest('base64');
+  return updateHash(createHash('md5'), bytes).digest('base64');
 }
 
 function toBuffer(bytes: Uint8Array): Buffer {

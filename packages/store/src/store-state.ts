@@ -1,5 +1,6 @@
 import { StoreError } from './errors.js';
-import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS } from './limits.js';
+import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
+import { mergeSliceStamps } from './merge-slice-stamps.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
 
@@ -243,11 +244,11 @@ export class StateDraft implements StateView {
     const owner = this.ownerOf(slice);
     if (owner === key) {
       // New stamps for the same binding (a copy of the file, a rewrite with these bytes, another
-      // model's file of this name holding them): added, the oldest dropped past MAX_SLICE_STAMPS.
+      // model's file of this name holding them, an object checked against it): mergeSliceStamps.
       const adding = slice[3] ?? [];
       const current = this.stampsOf(slice) ?? [];
       if (adding.every((stamp) => current.includes(stamp))) return 'already-bound';
-      const stamps = Object.freeze([...current.filter((stamp) => !adding.includes(stamp)), ...adding].slice(-MAX_SLICE_STAMPS));
+      const stamps = mergeSliceStamps(current, adding);
       const restamped = Object.freeze([slice[0], slice[1], slice[2], stamps] as const);
       this.owners.set(sliceId(...slice), { key, stamps });
       this.ops.push({ kind: 'alias', key, slice: restamped });
