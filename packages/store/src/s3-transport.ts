@@ -154,7 +154,8 @@ class Limiter {
   }
 }
 
-function md5Base64(bytes: Uint8Array): string {
+/** The Content-MD5 of a PUT body or part (bodies of 2 GiB and more too: updateHash). */
+export function md5Base64(bytes: Uint8Array): string {
   return updateHash(createHash('md5'), bytes).digest('base64');
 }
 
