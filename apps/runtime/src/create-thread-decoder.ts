@@ -761,6 +761,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       await Promise.all(
         workers.map(async (entry) => {
           if (!entry.ready) {
+            // Workers are unref'd (they never keep a process alive): one that is starting must
+            // while close() waits for it, or a process with nothing else to do exits under an
+            // unsettled close(). It is terminated right after.
+            entry.worker.ref();
             let timer: ReturnType<typeof setTimeout> | undefined;
             await Promise.race([entry.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_STARTUP_WAIT_MS).unref()))]);
             clearTimeout(timer);

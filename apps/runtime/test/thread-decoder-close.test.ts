@@ -31,3 +31,17 @@ it.runIf(process.platform === 'linux')('closing a decoder whose workers are star
   // A descriptor or two of Node's own may come and go; the leak was about one a cycle.
   expect(after).toBeLessThanOrEqual(before + 2);
 }, 150_000);
+
+const CLOSE_WHILE_STARTING = `
+const { createThreadDecoder } = await import(process.argv[1]);
+const decoder = createThreadDecoder({ threads: 2 });
+// Between inlineMaxValues and startupInlineMaxValues: starts the (unref'd) workers, decodes nothing.
+decoder.decodeToNew(new Uint8Array(16), { elementCount: 3 << 20, shape: [3 << 20], dtype: 'BF16' });
+await decoder.close();
+console.log('closed');
+`;
+
+it('close() settles in a process with nothing else to do while its workers start (they are unreferenced; close waits for them)', () => {
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', CLOSE_WHILE_STARTING, DIST], { encoding: 'utf8', timeout: 60_000 });
+  expect(out.trim()).toBe('closed');
+});
