@@ -34,6 +34,16 @@ function tensors(changedSeed = 0): FixtureTensor[] {
   ];
 }
 
+/** The standard model written to `modelDir` and built into `cacheDir` (a base the tests load other copies against). */
+async function writeBuiltModel(modelDir: string, cacheDir: string): Promise<void> {
+  const model = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
+  try {
+    await buildCache(model, cacheDir);
+  } finally {
+    await model.close();
+  }
+}
+
 /** Loads the whole model through the cache; every tensor must equal the file's bytes. */
 async function loadAndCheck(model: SafetensorsModel, cacheDir: string) {
   const raw = await readAllRaw(model);
@@ -193,9 +203,7 @@ describe('slice bindings and the shard files they were verified against', () => 
   it('the object-store copy of a model (a ByteSource, as openS3ObjectSource gives) is checked once against a cache built from the local files, then served from it', async () => {
     const modelDir = join(root, 'local-and-remote');
     const cacheDir = join(root, 'local-and-remote-cache');
-    const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
-    await buildCache(local, cacheDir);
-    await local.close();
+    await writeBuiltModel(modelDir, cacheDir);
     const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"0123456789abcdef"') });
     try {
       expect(remote.shards.every((shard) => shard.stamp === 'etag:"0123456789abcdef"')).toBe(true);
@@ -225,9 +233,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     const baseDir = join(root, 'object-base');
     const tunedDir = join(root, 'object-tuned');
     const cacheDir = join(root, 'object-base-cache');
-    const base = await writeModel(baseDir, tensors(), 2 * 8192 + 1024);
-    await buildCache(base, cacheDir);
-    await base.close();
+    await writeBuiltModel(baseDir, cacheDir);
     await (await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024)).close();
     const tuned = await openSafetensorsModel({ source: await objectSource(tunedDir, '"tuned-etag"') });
     try {
@@ -258,9 +264,7 @@ describe('slice bindings and the shard files they were verified against', () => 
   it('a check whose record fails (a read-only cache) still serves the right bytes, says so, and checks again next time', async () => {
     const modelDir = join(root, 'object-readonly');
     const cacheDir = join(root, 'object-readonly-cache');
-    const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
-    await buildCache(local, cacheDir);
-    await local.close();
+    await writeBuiltModel(modelDir, cacheDir);
     const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"ro"') });
     const raw = await readAllRaw(remote);
     const cache = await openShardCache(cacheDir);
@@ -295,9 +299,7 @@ describe('slice bindings and the shard files they were verified against', () => 
   it.each(['INVALID_ARGUMENT', 'SLICE_CONFLICT'] as const)("one tensor's record the store refuses (%s: a stamp too long for an S3 key, a slice rebound meanwhile) is that tensor's alone: the load's others are recorded", async (code) => {
     const modelDir = join(root, `object-one-refused-${code}`);
     const cacheDir = join(root, `object-one-refused-${code}-cache`);
-    const local = await writeModel(modelDir, tensors(), 2 * 8192 + 1024);
-    await buildCache(local, cacheDir);
-    await local.close();
+    await writeBuiltModel(modelDir, cacheDir);
     const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"one"') });
     const refused = remote.getTensor('c.weight')!.slice;
     const cache = await openShardCache(cacheDir);
@@ -327,9 +329,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     const baseDir = join(root, 'evict-base');
     const tunedDir = join(root, 'evict-tuned');
     const cacheDir = join(root, 'evict-cache');
-    const base = await writeModel(baseDir, tensors(), 2 * 8192 + 1024);
-    await buildCache(base, cacheDir);
-    await base.close();
+    await writeBuiltModel(baseDir, cacheDir);
     await sleep(20);
     const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
     try {

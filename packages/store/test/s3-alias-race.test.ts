@@ -3,11 +3,10 @@
 // the outcome does not depend on timing. What must hold afterwards: a writer that loses leaves no
 // conflict behind, a binding a writer reported is never undone by a loser, and every slice
 // resolves to a key some writer bound (or to nothing, with the callers told).
-import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
-import { describeS3, dropBucket, rawClient, uniqueBucket } from './s3-helpers.js';
+import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 type Put = (name: string, body: Uint8Array, contentType?: string) => Promise<void>;
 
@@ -57,21 +56,14 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 
 describeS3('S3 store: alias writers racing on one slice', () => {
   const bucket = uniqueBucket('race');
-  let client: S3Client;
+  const client = rawClient();
   let run = 0;
   const nextUrl = () => `s3://${bucket}/r${run++}/`;
   const shard = 'model-00001-of-00002.safetensors';
   const slice = [shard, 608, 80] as const;
   const item = (key: string) => ({ key, shardName: slice[0], offsetBytes: slice[1], sizeBytes: slice[2] });
 
-  beforeAll(async () => {
-    client = rawClient();
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  });
-  afterAll(async () => {
-    await dropBucket(client, bucket);
-    client.destroy();
-  });
+  useTestBucket(client, bucket);
 
   /** Opens two instances of one new cache; `seed` entries are added first, without slices. */
   async function twoWriters(seed: ReturnType<typeof makeTensor>[] = []): Promise<{ url: string; a: CacheStore; b: CacheStore }> {

@@ -2,11 +2,11 @@
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CreateBucketCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterEach, expect, it } from 'vitest';
 import { openS3Object, openS3ObjectSource, type S3ObjectSource } from '../src/index.js';
 import { catchError, makeTempDir, removeTempDirs } from './helpers.js';
-import { describeS3, dropBucket, rawClient, uniqueBucket } from './s3-helpers.js';
+import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 afterEach(removeTempDirs);
 
@@ -39,7 +39,7 @@ async function readRanges(source: S3ObjectSource, name: string, ranges: readonly
 
 describeS3('S3 object source against the gateway', () => {
   const bucket = uniqueBucket('objsrc');
-  let client: S3Client;
+  const client = rawClient();
   let run = 0;
   const nextPrefix = () => `t${run++}/`;
   const put = (key: string, body: Uint8Array) => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
@@ -54,14 +54,7 @@ describeS3('S3 object source against the gateway', () => {
     for (let i = 0; i < got.length; i++) expect(Buffer.from(got[i]!).equals(Buffer.from(want[i]!)), `range ${i}`).toBe(true);
   };
 
-  beforeAll(async () => {
-    client = rawClient();
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  });
-  afterAll(async () => {
-    await dropBucket(client, bucket);
-    client.destroy();
-  });
+  useTestBucket(client, bucket);
 
   it('open() gives the ETag the server has (from the LIST, or HeadObject), the same either way', async () => {
     const prefix = nextPrefix();

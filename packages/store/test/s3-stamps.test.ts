@@ -1,8 +1,8 @@
 // Object stamps (etag:<ETag>) of S3 caches: the stamps/ naming, and against the gateway how they
 // are recorded, loaded, capped, hidden by a rebind, collected by gc and reported by verify.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CreateBucketCommand, DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { describe, expect, it } from 'vitest';
 import { MAX_SLICE_STAMPS, MAX_SLICE_STAMP_CHARS, openCacheStore, type CacheStore } from '../src/index.js';
 import {
   MAX_S3_PREFIX_BYTES,
@@ -15,7 +15,7 @@ import {
   stampObjectName,
 } from '../src/s3-layout.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
-import { describeS3, dropBucket, rawClient, uniqueBucket } from './s3-helpers.js';
+import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 const KEY_A = 'a'.repeat(40);
 const etag = (n: number, parts?: number): string => `etag:"${n.toString(16).padStart(32, '0')}${parts === undefined ? '' : `-${parts}`}"`;
@@ -89,20 +89,13 @@ describe('stamp object names', () => {
 
 describeS3('S3 object stamps against the gateway', () => {
   const bucket = uniqueBucket('stamps');
-  let client: S3Client;
+  const client = rawClient();
   let run = 0;
   const url = (prefix: string) => `s3://${bucket}/${prefix}`;
   const nextPrefix = () => `t${run++}/`;
   const SHARD = 'model-00001-of-00001.safetensors';
 
-  beforeAll(async () => {
-    client = rawClient();
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  });
-  afterAll(async () => {
-    await dropBucket(client, bucket);
-    client.destroy();
-  });
+  useTestBucket(client, bucket);
 
   async function listNames(prefix: string, below: string): Promise<string[]> {
     const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}${below}` }));

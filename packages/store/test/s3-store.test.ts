@@ -2,12 +2,12 @@ import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { readFile, writeFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CreateBucketCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { decode } from '@splitzip/codec';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore, S3_INLINE_PAYLOAD_MAX_BYTES, type CacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
-import { describeS3, dropBucket, endpoint, rawClient, uniqueBucket } from './s3-helpers.js';
+import { describeS3, endpoint, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 afterEach(removeTempDirs);
 
@@ -96,19 +96,12 @@ describe('S3 store without a server', () => {
 
 describeS3('S3 store against the gateway', () => {
   const bucket = uniqueBucket('store');
-  let client: S3Client;
+  const client = rawClient();
   let run = 0;
   const url = (prefix: string) => `s3://${bucket}/${prefix}`;
   const nextPrefix = () => `t${run++}/`;
 
-  beforeAll(async () => {
-    client = rawClient();
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  });
-  afterAll(async () => {
-    await dropBucket(client, bucket);
-    client.destroy();
-  });
+  useTestBucket(client, bucket);
 
   it('a missing cache is NOT_A_CACHE; create: true makes one, with the builder defaults', async () => {
     const prefix = nextPrefix();
