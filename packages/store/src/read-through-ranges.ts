@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { normalizeEtag } from './normalize-etag.js';
 import type { ReadThroughCache } from './read-through-cache.js';
 
 /**
@@ -52,11 +53,6 @@ export interface ReadThroughRangeStats {
   writeFailures: number;
   /** Reads never looked up locally: above MAX_READ_THROUGH_RANGE_BYTES, or an object without an ETag. */
   bypassed: number;
-}
-
-/** The ETag without quotes or a weak marker: LIST and HEAD may quote it differently. */
-function normalizeEtag(etag: string): string {
-  return etag.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
 }
 
 function sha256(bytes: Uint8Array): Buffer {

@@ -7,6 +7,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { StoreError, isStoreError } from './errors.js';
 import { updateHash } from './hash-bytes.js';
 import { loadS3Sdk, type S3Sdk } from './load-s3-sdk.js';
+import { normalizeEtag } from './normalize-etag.js';
 import type { S3Location } from './s3-layout.js';
 import type { S3StoreOptions } from './types.js';
 
@@ -503,6 +504,16 @@ export class S3Transport {
         throw error;
       }
       const body = response.Body as Readable | undefined;
+      // A store that ignores If-Match (some S3-compatible servers) answers with the new version:
+      // its ETag says so. Bytes of another version than the one opened (and stamped) never count.
+      if (ifMatch !== undefined && response.ETag !== undefined && normalizeEtag(response.ETag) !== normalizeEtag(ifMatch)) {
+        body?.destroy();
+        throw new StoreError('OBJECT_CHANGED', `the object no longer has ETag ${ifMatch} (replaced since it was opened; the server sent ${response.ETag})`, {
+          entry,
+          path: this.describe(name),
+          details: { etag: ifMatch, got: response.ETag },
+        });
+      }
       if (whole && response.ContentLength === undefined) {
         // No Content-Length (chunked): the object's size is what arrives. A body that ends cleanly
         // short is a shorter object; one cut off is an error of the stream (retried, resumed by range).

@@ -93,6 +93,33 @@ describeS3('S3 object source against the gateway', () => {
     }
   });
 
+  it('a server that ignores If-Match sends the new version: its ETag differs, so OBJECT_CHANGED all the same, never the new bytes', async () => {
+    const prefix = nextPrefix();
+    await put(`${prefix}a.bin`, new Uint8Array(randomBytes(50_000)));
+    // The SDK sends If-Match; this client drops it before the request is built (a non-compliant server).
+    const client = rawClient();
+    client.middlewareStack.add(
+      (next, context) => (args) => {
+        if (context.commandName === 'GetObjectCommand') delete (args.input as { IfMatch?: string }).IfMatch;
+        return next(args);
+      },
+      { step: 'initialize', name: 'dropIfMatch' },
+    );
+    const source = openS3ObjectSource(`s3://${bucket}/${prefix}`, { client });
+    try {
+      await source.list();
+      const object = (await source.open('a.bin'))!;
+      await put(`${prefix}a.bin`, new Uint8Array(randomBytes(50_000)));
+      const error = await catchError(() => object.readInto(100, new Uint8Array(20_000)));
+      expect(error.code).toBe('OBJECT_CHANGED');
+      expect(error.details).toMatchObject({ etag: object.etag });
+      expect((error.details as { got?: string }).got).not.toBe(object.etag);
+    } finally {
+      await source.close();
+      client.destroy();
+    }
+  });
+
   it('read-through: a second source serves the same ranges from local files (its only request is the LIST), bit-exact', async () => {
     const prefix = nextPrefix();
     const bytes = new Uint8Array(randomBytes(600_000));
