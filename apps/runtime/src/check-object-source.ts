@@ -4,20 +4,26 @@ import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
 import type { TensorReport } from './types.js';
 
+/** What a cache handle's object-stamp records came to (ShardCache.flushObjectStamps). */
+export interface ObjectStampStats {
+  /** Stamps recorded with their bindings. */
+  recorded: number;
+  /** Records the store refused or could not make (the bindings stay unchecked: the next load checks again). */
+  failed: number;
+  /** The last failure, while no record has succeeded since. */
+  lastError?: { code: string; message: string } | undefined;
+}
+
 /**
  * A binding not yet checked against its shard's object (an s3:// model's shard, stamped by its
  * ETag): the tensor was read raw into `data`. Its content key is computed; when it is the entry's,
- * the object's stamp is recorded with the binding, so later loads of this object are served from
- * the cache; when it is not, the object holds other bytes (another model's of the same layout) and
- * the tensor stays raw (`stale`). Never throws: a failed record only leaves the binding unchecked.
+ * the object's stamp is queued to be recorded with the binding, so later loads of this object are
+ * served from the cache; when it is not, the object holds other bytes (another model's of the same
+ * layout) and the tensor stays raw (`stale`). The record is not waited for: on a local cache it
+ * takes the writer lock (a stopped builder holds it for the lock timeout), on an s3:// cache it
+ * lists the cache; the load goes on, and the cache's close() waits for it.
  */
-export async function checkObjectSource(
-  cache: ShardCache,
-  target: ServeTarget,
-  unchecked: { entry: CacheEntry; stamp: string },
-  data: Uint8Array,
-  report: TensorReport,
-): Promise<void> {
+export function checkObjectSource(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string }, data: Uint8Array, report: TensorReport): void {
   const { entry, stamp } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const startMs = performance.now();
@@ -30,73 +36,89 @@ export async function checkObjectSource(
     return;
   }
   report.reason = 'unchecked';
-  try {
-    const recorded = await recordObjectStamp(cache.store, { key: entry.key, shardName, offsetBytes, sizeBytes, stamp });
-    report.detail = recorded
-      ? `shard object ${shardName} (${stamp}) checked: its bytes are the entry's; recorded with the binding (later loads come from the cache)`
-      : `shard object ${shardName} (${stamp}) checked: its bytes are the entry's, but the binding was gone when recording it`;
-  } catch (error) {
-    const { code, message } = describeError(error);
-    const said = message.startsWith(`${code}: `) ? message : `${code}: ${message}`;
-    report.detail = `shard object ${shardName} (${stamp}) checked: its bytes are the entry's, but recording that failed (${said}); the next load checks it again`;
-  }
+  const recorder = queueObjectStamp(cache.store, { key: entry.key, shardName, offsetBytes, sizeBytes, stamp });
+  const last = recorder.stats.lastError;
+  report.detail =
+    `shard object ${shardName} (${stamp}) checked: its bytes are the entry's; its stamp is being recorded with the binding (later loads come from the cache)` +
+    (last === undefined ? '' : `; the cache's last record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}), which is why it was checked again`);
 }
 
-interface PendingRecords {
-  items: AliasSliceItem[];
-  /** Item index by slice, key and stamp: concurrent loads of one tensor record it once. */
-  atById: Map<string, number>;
-  settle: { resolve: (bound: boolean) => void; reject: (error: unknown) => void; at: number }[];
+interface StampRecorder {
+  queue: AliasSliceItem[];
+  /** Queued items by slice, key and stamp: concurrent loads of one tensor record it once. */
+  queued: Set<string>;
+  /** The flush in progress; checks that finish meanwhile join its next batch. */
+  flushing: Promise<void> | undefined;
+  stats: ObjectStampStats;
 }
 
-/** Records waiting for the next flush, per store: one aliasSlices call (one commit, or one S3 round) for a whole load's checks. */
-const pendingByStore = new WeakMap<CacheStore, PendingRecords>();
+/** Per store: records wait for the flush in progress, so an s3:// cache lists itself once a batch, not once a tensor. */
+const recorders = new WeakMap<CacheStore, StampRecorder>();
 
-function recordObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): Promise<boolean> {
-  let pending = pendingByStore.get(store);
-  if (pending === undefined) {
-    const batch: PendingRecords = { items: [], atById: new Map(), settle: [] };
-    pending = batch;
-    pendingByStore.set(store, batch);
-    // Checks finishing within one turn of the event loop share a commit.
-    setImmediate(() => {
-      pendingByStore.delete(store);
-      void flushRecords(store, batch);
-    });
+function recorderOf(store: CacheStore): StampRecorder {
+  let recorder = recorders.get(store);
+  if (recorder === undefined) {
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 } };
+    recorders.set(store, recorder);
   }
+  return recorder;
+}
+
+function queueObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
+  const recorder = recorderOf(store);
   const id = JSON.stringify([item.key, item.shardName, item.offsetBytes, item.sizeBytes, item.stamp]);
-  let at = pending.atById.get(id);
-  if (at === undefined) {
-    at = pending.items.push(item) - 1;
-    pending.atById.set(id, at);
+  if (!recorder.queued.has(id)) {
+    recorder.queued.add(id);
+    recorder.queue.push(item);
   }
-  const batch = pending;
-  const itemAt = at;
-  return new Promise((resolve, reject) => batch.settle.push({ resolve, reject, at: itemAt }));
+  recorder.flushing ??= flushObjectStampQueue(store, recorder);
+  return recorder;
+}
+
+/** Records batches until the queue is empty; never rejects (outcomes go to the recorder's stats). */
+async function flushObjectStampQueue(store: CacheStore, recorder: StampRecorder): Promise<void> {
+  try {
+    // Checks finishing within this turn of the event loop share the first batch.
+    await new Promise((resolve) => setImmediate(resolve));
+    while (recorder.queue.length > 0) {
+      const items = recorder.queue.splice(0);
+      recorder.queued.clear();
+      await recordBatch(store, items, recorder.stats);
+    }
+  } finally {
+    recorder.flushing = undefined;
+  }
 }
 
 /**
  * One aliasSlices call for the batch. A batch the store refuses as a whole for one item (a stamp
  * too long for an S3 object key; a slice another process rebound since the check: the store
  * persists nothing of a batch with a conflict) is recorded item by item, so that one item's
- * refusal is its own and not every tensor's of the load.
+ * refusal is its own.
  */
-async function flushRecords(store: CacheStore, batch: PendingRecords): Promise<void> {
-  let results: boolean[];
-  try {
-    results = await store.aliasSlices(batch.items);
-  } catch (error) {
-    if (batch.items.length === 1 || !(isStoreError(error, 'INVALID_ARGUMENT') || isStoreError(error, 'SLICE_CONFLICT'))) {
-      for (const { reject } of batch.settle) reject(error);
-      return;
+async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: ObjectStampStats): Promise<void> {
+  const count = (outcome: PromiseSettledResult<boolean[]>, size: number) => {
+    if (outcome.status === 'fulfilled') {
+      stats.recorded += outcome.value.filter(Boolean).length;
+      stats.lastError = undefined;
+    } else {
+      stats.failed += size;
+      stats.lastError = describeError(outcome.reason);
     }
-    const outcomes = await Promise.allSettled(batch.items.map((item) => store.aliasSlices([item])));
-    for (const { resolve, reject, at } of batch.settle) {
-      const outcome = outcomes[at]!;
-      if (outcome.status === 'fulfilled') resolve(outcome.value[0] === true);
-      else reject(outcome.reason);
-    }
+  };
+  // Called from a promise: a store (a caller's wrapper) that throws synchronously still only rejects.
+  const [whole] = await Promise.allSettled([Promise.resolve().then(() => store.aliasSlices(items))]);
+  const splittable = whole.status === 'rejected' && items.length > 1 && (isStoreError(whole.reason, 'INVALID_ARGUMENT') || isStoreError(whole.reason, 'SLICE_CONFLICT'));
+  if (!splittable) {
+    count(whole, items.length);
     return;
   }
-  for (const { resolve, at } of batch.settle) resolve(results[at] === true);
+  for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item]))))) count(outcome, 1);
+}
+
+/** Waits for the records queued so far (and those queued meanwhile); what they came to. */
+export async function flushObjectStamps(store: CacheStore): Promise<ObjectStampStats> {
+  const recorder = recorderOf(store);
+  while (recorder.flushing !== undefined) await recorder.flushing;
+  return { ...recorder.stats };
 }

@@ -62,6 +62,7 @@ export {
   DEFAULT_COVERAGE_MIN,
   type ShardCache,
   type ObjectSourcePolicy,
+  type ObjectStampStats,
   type OpenShardCacheOptions,
 } from './open-shard-cache.js';
 export { MAX_IDLE_POOLS, IDLE_POOL_RELEASE_MS, releaseIdleStagingPools } from './idle-staging-pools.js';

@@ -134,7 +134,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
   }
   const data = prepareOutput(options.target, slice.sizeBytes, name);
   await readRaw(env, target, data, report);
-  if (entry === undefined) await settleMiss(env, target, data, report);
+  if (entry === undefined) settleMiss(env, target, data, report);
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = data.byteLength;
   return { name, dtype, shape, source: 'raw', reason: report.reason, report, data };

@@ -3,6 +3,8 @@ import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { checkCoverageArgument, checkObjectSourcesArgument, checkOptionsArgument } from './check-load-arguments.js';
+import { flushObjectStamps, type ObjectStampStats } from './check-object-source.js';
+export type { ObjectStampStats };
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
@@ -69,6 +71,12 @@ export interface ShardCache {
    * use (`releaseIdleStagingPools()` drops them at once).
    */
   borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean; threads?: number }): { pool: StagingPool; giveBack(): void };
+  /**
+   * Waits for the object stamps this process's loads queued (the runtime records them with their
+   * bindings in the background: see OpenShardCacheOptions.objectSources) and says what they came
+   * to. close() waits for them too. Optional for caches a caller wraps itself.
+   */
+  flushObjectStamps?(): Promise<ObjectStampStats>;
   close(): Promise<void>;
 }
 
@@ -238,7 +246,12 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
         },
       };
     },
-    close: () => store.close(),
+    flushObjectStamps: () => flushObjectStamps(store),
+    // The stamps queued by this process's loads first (they never reject: failures are counted).
+    close: async () => {
+      await flushObjectStamps(store);
+      await store.close();
+    },
   };
 }
 

@@ -300,16 +300,16 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   abortIfNeeded(env.signal, name);
   const output = given ?? new Uint8Array(slice.sizeBytes);
   await readRaw(env, target, output, report);
-  if (entry === undefined) await settleMiss(env, target, output, report);
+  if (entry === undefined) settleMiss(env, target, output, report);
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
 }
 
 /** Why a tensor without an entry was read raw; an unchecked binding is checked against the bytes read. */
-export async function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): Promise<void> {
+export function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): void {
   if (target.unchecked !== undefined && env.cache !== undefined) {
-    await checkObjectSource(env.cache, target, target.unchecked, data, report);
+    checkObjectSource(env.cache, target, target.unchecked, data, report);
     return;
   }
   const { reason, detail } = explainMiss(target, data, env);

@@ -73,7 +73,8 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
       expectBitExact(loaded);
       const unchecked = [...loaded.values()].filter((t) => t.reason === 'unchecked');
       expect(new Set(unchecked.map((t) => t.name))).toEqual(new Set(keys.keys()));
-      for (const t of unchecked) expect(t.report.detail, t.name).toMatch(/recorded with the binding/);
+      for (const t of unchecked) expect(t.report.detail, t.name).toMatch(/being recorded with the binding/);
+      expect(await first.flushObjectStamps!()).toMatchObject({ recorded: unchecked.length, failed: 0 });
       const slice = local.getTensor(unchecked[0]!.name)!.slice;
       expect(first.lookupSliceBinding(slice.shardName, slice.offsetBytes, slice.sizeBytes)?.stamps.some((s) => s.startsWith('etag:'))).toBe(true);
     } finally {
