@@ -187,6 +187,11 @@ function topAliasKeys(names: Iterable<string>): Map<string, { slice: SliceKeyTup
   return top;
 }
 
+/** Stamp objects oldest first: by LastModified, then by name (S3 times have a second's resolution). */
+function compareStampObjects(a: { lastModifiedMs: number; name: string }, b: { lastModifiedMs: number; name: string }): number {
+  return a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+}
+
 /** Object stamps of a slice key (file stamps describe one host's file: an S3 cache, shared by hosts, drops them). */
 function objectStampsOf(slice: SliceKeyTuple): string[] {
   return (slice[3] ?? []).filter((stamp) => shardStampKind(stamp) === 'object');
@@ -473,7 +478,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // kept, as the local store's merge keeps the latest.
       const stamps = (stampObjectsBySlice.get(id) ?? [])
         .filter((s) => s.key === key)
-        .sort((a, b) => a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        .sort(compareStampObjects)
         .slice(-MAX_SLICE_STAMPS)
         .map((s) => s.stamp);
       stampCount += stamps.length;
@@ -931,6 +936,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const tops = topAliasKeys(all.map((o) => o.name));
     const stampLives = (key: string, topKeys: Set<string> | undefined, hasEntry: boolean): boolean => topKeys?.has(key) === true && hasEntry;
     const orphanStamps: string[] = [];
+    /** Stamp objects of live bindings, per binding: readers take the newest MAX_SLICE_STAMPS. */
+    const liveStamps = new Map<string, ListedObject[]>();
     const orphanBlobs: string[] = [];
     const orphanSizes = new Map<string, number>();
     const unknownFiles: string[] = [];
@@ -941,6 +948,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (stamp) {
         const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key));
         if (!live && now - object.lastModifiedMs >= minAgeMs) orphanStamps.push(object.name);
+        if (live) {
+          const binding = `${sliceId(...stamp.slice)}\n${stamp.key}`;
+          let list = liveStamps.get(binding);
+          if (!list) liveStamps.set(binding, (list = []));
+          list.push(object);
+        }
         continue;
       }
       if (parseBlobObjectName(object.name)) {
@@ -953,6 +966,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       }
       unknownFiles.push(object.name);
     }
+    // Beyond a binding's newest MAX_SLICE_STAMPS (in the order readers take them) a stamp object is
+    // never read again: each re-uploaded model version added one per tensor, listed by every refresh.
+    const supersededStamps = new Set<string>();
+    for (const list of liveStamps.values()) {
+      if (list.length <= MAX_SLICE_STAMPS) continue;
+      list.sort(compareStampObjects);
+      for (const object of list.slice(0, list.length - MAX_SLICE_STAMPS)) {
+        if (now - object.lastModifiedMs >= minAgeMs) supersededStamps.add(object.name);
+      }
+    }
+    orphanStamps.push(...supersededStamps);
     const staleUploads = uploads.filter((u) => now - u.initiatedMs >= minAgeMs);
     if (!options.dryRun) {
       const limit = this.transport.settings.maxConcurrentRequests;
@@ -992,7 +1016,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
           const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
           const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key);
-          if (Date.now() - head.lastModifiedMs < minAgeMs || stampLives(parsed.key, topKeys, hasEntry)) {
+          // A superseded stamp goes unless written again since (a reader checked that version again).
+          const young = Date.now() - head.lastModifiedMs < minAgeMs;
+          if (young || (!supersededStamps.has(name) && stampLives(parsed.key, topKeys, hasEntry))) {
             keptStamps.add(name);
             return false;
           }

@@ -235,7 +235,17 @@ describeS3('S3 object stamps against the gateway', () => {
     await sleep(1100);
     expect(await other.aliasSlice(a.key, SHARD, 0, 80, dropped[0]!)).toBe(true);
     expect(stampsOf(other)).toEqual([...expected.slice(1), dropped[0]]);
-    await Promise.all([store.close(), other.close()]);
+    // gc removes the stamp objects beyond the newest MAX_SLICE_STAMPS (no reader takes them again),
+    // none younger than minAgeMs, and what readers see does not change.
+    expect((await other.gc()).orphanStamps).toEqual([]);
+    const shown = stampsOf(other);
+    const superseded = (await listNames(prefix, 'stamps/')).filter((name) => !shown!.includes(parseStampObjectName(name)!.stamp));
+    expect(superseded).toHaveLength(2);
+    expect([...(await other.gc({ minAgeMs: 0 })).orphanStamps!].sort()).toEqual([...superseded].sort());
+    expect(await listNames(prefix, 'stamps/')).toHaveLength(MAX_SLICE_STAMPS);
+    const after = await openCacheStore(url(prefix));
+    expect(stampsOf(after)).toEqual(shown);
+    await Promise.all([store.close(), other.close(), after.close()]);
   });
 
   it('an unrecognised object below stamps/ is reported by verify, never attached to a binding; gc leaves it as unknown', async () => {
