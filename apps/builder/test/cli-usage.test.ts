@@ -82,6 +82,9 @@ describe('splitzip usage', () => {
       [['inspect', 'a', 'b'], /unexpected argument 'b'/],
       [['stats', 'm', '--bogus'], /unknown option '--bogus'/],
       [['verify', 'c', '--no-decode=false'], /option '--no-decode' takes no value/],
+      [['verify', 'c', '--model', 's3://bucket/model'], /--model is read from local files; s3:\/\/bucket\/model is a URL: download the model first/],
+      [['build', 's3://bucket/model', '--out', 'c'], /<model> is read from local files/],
+      [['stats', 's3://bucket/model'], /<model> is read from local files/],
       [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
       [['--jobs', '2', 'build', 'm.safetensors', '--out', 'c'], /unknown command '--jobs'\noptions go after the command/],
     ];

@@ -1,3 +1,4 @@
+import { checkLocalModel } from '../check-local-model.js';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
 import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
@@ -60,6 +61,7 @@ export const buildCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
   },
   async run({ args, io, signal, collectGarbage }) {
+    checkLocalModel(args.model, 'build');
     if (args.chunkSize !== undefined && (args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }

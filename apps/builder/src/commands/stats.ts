@@ -1,3 +1,4 @@
+import { checkLocalModel } from '../check-local-model.js';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { analyzeModel, type ModelStatsReport } from '../analyze-model.js';
 import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
@@ -17,6 +18,7 @@ export const statsCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
+    checkLocalModel(args.model, 'stats');
     if ((args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'stats');
     }

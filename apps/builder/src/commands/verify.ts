@@ -1,3 +1,4 @@
+import { checkLocalModel } from '../check-local-model.js';
 import { BLOB_DAMAGE_CODES, openCacheStore, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
 import { formatBytes, formatTable } from '../format-units.js';
@@ -31,6 +32,7 @@ export const verifyCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
+    if (args.model !== undefined) checkLocalModel(args.model, 'verify', '--model');
     const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
     const enabled = Boolean(io.stderr.isTTY) && !args.quiet;
     // One bar per phase: entries are counted, the model's tensors measured in bytes, and each
@@ -77,7 +79,11 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       `${formatBytes(s.bytesRead)} read, ${s.problems.length} problems`,
   );
   // A store error's message starts with its code already.
-  for (const p of s.problems) lines.push(`  FAIL entry ${p.key} (${p.qualname}): ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
+  for (const p of s.problems) {
+    // A problem of the cache's layout (an object no entry owns) names no entry.
+    const what = p.key === '' ? 'cache' : `entry ${p.key} (${p.qualname})`;
+    lines.push(`  FAIL ${what}: ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
+  }
   if (s.problems.some((p) => BLOB_DAMAGE_CODES.has(p.code))) {
     lines.push(`  blobs missing or damaged: \`splitzip build <model> --out ${report.cache} --repair\` puts them back from the model`);
   }
