@@ -40,12 +40,12 @@ export function checkObjectSource(cache: ShardCache, target: ServeTarget, unchec
   const last = recorder.stats.lastError;
   report.detail =
     `shard object ${shardName} (${stamp}) checked: its bytes are the entry's; its stamp is being recorded with the binding (later loads come from the cache)` +
-    (last === undefined ? '' : `; the cache's last record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}), which is why it was checked again`);
+    (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, checks are not kept`);
 }
 
 interface StampRecorder {
   queue: AliasSliceItem[];
-  /** Queued items by slice, key and stamp: concurrent loads of one tensor record it once. */
+  /** Items queued or being recorded, by slice, key and stamp: concurrent loads of one tensor record it once. */
   queued: Set<string>;
   /** The flush in progress; checks that finish meanwhile join its next batch. */
   flushing: Promise<void> | undefined;
@@ -66,13 +66,17 @@ function recorderOf(store: CacheStore): StampRecorder {
 
 function queueObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
   const recorder = recorderOf(store);
-  const id = JSON.stringify([item.key, item.shardName, item.offsetBytes, item.sizeBytes, item.stamp]);
+  const id = stampItemId(item);
   if (!recorder.queued.has(id)) {
     recorder.queued.add(id);
     recorder.queue.push(item);
   }
   recorder.flushing ??= flushObjectStampQueue(store, recorder);
   return recorder;
+}
+
+function stampItemId(item: AliasSliceItem): string {
+  return JSON.stringify([item.key, item.shardName, item.offsetBytes, item.sizeBytes, item.stamp]);
 }
 
 /** Records batches until the queue is empty; never rejects (outcomes go to the recorder's stats). */
@@ -82,9 +86,15 @@ async function flushObjectStampQueue(store: CacheStore, recorder: StampRecorder)
     await new Promise((resolve) => setImmediate(resolve));
     while (recorder.queue.length > 0) {
       const items = recorder.queue.splice(0);
-      recorder.queued.clear();
-      await recordBatch(store, items, recorder.stats);
+      try {
+        await recordBatch(store, items, recorder.stats);
+      } finally {
+        // Recorded (or failed): the same stamp checked again later is queued again.
+        for (const item of items) recorder.queued.delete(stampItemId(item));
+      }
     }
+  } catch {
+    // recordBatch settles every store call itself: nothing here is expected to throw.
   } finally {
     recorder.flushing = undefined;
   }
@@ -99,7 +109,8 @@ async function flushObjectStampQueue(store: CacheStore, recorder: StampRecorder)
 async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: ObjectStampStats): Promise<void> {
   const count = (outcome: PromiseSettledResult<boolean[]>, size: number) => {
     if (outcome.status === 'fulfilled') {
-      stats.recorded += outcome.value.filter(Boolean).length;
+      // A caller's wrapper store may answer anything: only `true`s count.
+      stats.recorded += Array.isArray(outcome.value) ? outcome.value.filter((bound) => bound === true).length : 0;
       stats.lastError = undefined;
     } else {
       stats.failed += size;

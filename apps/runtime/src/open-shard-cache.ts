@@ -72,9 +72,9 @@ export interface ShardCache {
    */
   borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean; threads?: number }): { pool: StagingPool; giveBack(): void };
   /**
-   * Waits for the object stamps this process's loads queued (the runtime records them with their
-   * bindings in the background: see OpenShardCacheOptions.objectSources) and says what they came
-   * to. close() waits for them too. Optional for caches a caller wraps itself.
+   * Waits for the object stamps that loads through this handle queued (the runtime records them
+   * with their bindings in the background: see OpenShardCacheOptions.objectSources) and says what
+   * they came to. close() waits for them too. Optional for caches a caller wraps itself.
    */
   flushObjectStamps?(): Promise<ObjectStampStats>;
   close(): Promise<void>;

@@ -968,15 +968,16 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     // Beyond a binding's newest MAX_SLICE_STAMPS (in the order readers take them) a stamp object is
     // never read again: each re-uploaded model version added one per tensor, listed by every refresh.
-    const supersededStamps = new Set<string>();
+    /** Superseded stamp objects, with the LastModified gc listed them with. */
+    const supersededStamps = new Map<string, number>();
     for (const list of liveStamps.values()) {
       if (list.length <= MAX_SLICE_STAMPS) continue;
       list.sort(compareStampObjects);
       for (const object of list.slice(0, list.length - MAX_SLICE_STAMPS)) {
-        if (now - object.lastModifiedMs >= minAgeMs) supersededStamps.add(object.name);
+        if (now - object.lastModifiedMs >= minAgeMs) supersededStamps.set(object.name, object.lastModifiedMs);
       }
     }
-    orphanStamps.push(...supersededStamps);
+    orphanStamps.push(...supersededStamps.keys());
     const staleUploads = uploads.filter((u) => now - u.initiatedMs >= minAgeMs);
     if (!options.dryRun) {
       const limit = this.transport.settings.maxConcurrentRequests;
@@ -1016,9 +1017,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
           const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
           const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key);
-          // A superseded stamp goes unless written again since (a reader checked that version again).
+          // A superseded stamp goes unless written again since it was listed (a reader checked that
+          // version again: it is now the newest), however old that write is.
           const young = Date.now() - head.lastModifiedMs < minAgeMs;
-          if (young || (!supersededStamps.has(name) && stampLives(parsed.key, topKeys, hasEntry))) {
+          const listedMs = supersededStamps.get(name);
+          // To the second: HEAD's Last-Modified is an HTTP date, the listing's may carry milliseconds.
+          const rewritten = listedMs !== undefined && Math.floor(head.lastModifiedMs / 1000) !== Math.floor(listedMs / 1000);
+          if (young || rewritten || (listedMs === undefined && stampLives(parsed.key, topKeys, hasEntry))) {
             keptStamps.add(name);
             return false;
           }

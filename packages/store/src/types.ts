@@ -334,9 +334,10 @@ export interface GcReport {
   /** Files in the cache that this package did not write (reported, never removed). */
   unknownFiles: string[];
   /**
-   * S3 caches: stamp objects (relative names) of a binding that is gone (the slice is bound to
-   * another key, or the key's entry object is gone) and older than minAgeMs: removed (a dry run:
-   * would be). Absent for local caches, whose stamps live in the journal with their bindings.
+   * S3 caches: stamp objects (relative names) no reader takes, older than minAgeMs: those of a
+   * binding that is gone (the slice is bound to another key, or the key's entry object is gone), and
+   * those beyond a binding's newest MAX_SLICE_STAMPS; removed (a dry run: would be). Absent for
+   * local caches, whose stamps live in the journal with their bindings.
    */
   orphanStamps?: string[];
   durationMs: number;

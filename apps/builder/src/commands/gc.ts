@@ -40,7 +40,7 @@ export const gcCommand = defineCommand({
     const lines = [
       s3
         ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads, ` +
-          `${report.orphanStamps?.length ?? 0} stamps of gone bindings`
+          `${report.orphanStamps?.length ?? 0} stamp objects no reader takes`
         : `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
           `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
       ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
