@@ -302,7 +302,10 @@ describe('a failing decode backend', () => {
     const threads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
     try {
       // Reads queue for the workers at once (up to 8 tensors in flight); closing drops the queued ones.
-      const load = loadModel(model, cache, { backend: threads, concurrency: 8 });
+      // One staging slot: the reads behind the first wait for it, so some are still queued when the
+      // first tensor is delivered (with a slot each, all could finish first on a loaded machine).
+      const pool = cache.createStagingPool({ slotCount: 1, shared: true });
+      const load = loadModel(model, cache, { backend: threads, concurrency: 8, pool });
       let seen = 0;
       for await (const tensor of load) {
         if (seen++ === 0) void threads.close?.();
