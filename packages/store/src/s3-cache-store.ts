@@ -32,7 +32,7 @@ import {
   encodeShardName,
 } from './s3-layout.js';
 import { shardStampKind } from './shard-stamp-kind.js';
-import type { ListedObject, S3Transport } from './s3-transport.js';
+import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js';
 import { blobMissing, sizeMismatch } from './s3-transport.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
@@ -935,10 +935,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // settled either way) and the key's entry object exists.
     const tops = topAliasKeys(all.map((o) => o.name));
     const stampLives = (key: string, topKeys: Set<string> | undefined, hasEntry: boolean): boolean => topKeys?.has(key) === true && hasEntry;
-    const orphanStamps: string[] = [];
+    let orphanStamps: string[] = [];
     /** Stamp objects of live bindings, per binding: readers take the newest MAX_SLICE_STAMPS. */
     const liveStamps = new Map<string, ListedObject[]>();
-    const orphanBlobs: string[] = [];
+    let orphanBlobs: string[] = [];
     const orphanSizes = new Map<string, number>();
     const unknownFiles: string[] = [];
     let orphanBytes = 0;
@@ -984,53 +984,30 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // The listing is minutes old on a big bucket: a writer may have stored this blob again and
       // committed its entry since (a re-added tensor). Look again just before each delete: skip a
       // blob whose entry object now exists or which was written again since (younger than
-      // minAgeMs). Deleted unchecked, such a blob left a committed entry without its bytes. The
-      // look is taken again before every DELETE attempt: a retried DELETE (the first one stalled or
-      // got a 5xx while the writer committed) acts on what was seen just before it, not before the first.
-      const kept = new Set<string>();
-      await mapLimited(orphanBlobs, limit, async (name) => {
+      // minAgeMs). Deleted unchecked, such a blob left a committed entry without its bytes.
+      const kept = await this.deleteUnlessKept(orphanBlobs, async (name, blob) => {
         const parsed = parseBlobObjectName(name)!;
-        await this.transport.deleteObject(name, async () => {
-          const blob = await this.transport.headObject(name);
-          if (blob === undefined) return false;
-          const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
-          if (entry !== undefined || Date.now() - blob.lastModifiedMs < minAgeMs) {
-            kept.add(name);
-            return false;
-          }
-          return true;
-        });
+        const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
+        return entry !== undefined || Date.now() - blob.lastModifiedMs < minAgeMs;
       });
-      for (const name of kept) {
-        orphanBlobs.splice(orphanBlobs.indexOf(name), 1);
-        orphanBytes -= orphanSizes.get(name)!;
-      }
+      for (const name of kept) orphanBytes -= orphanSizes.get(name)!;
+      orphanBlobs = orphanBlobs.filter((name) => !kept.has(name));
       // Likewise for stamp objects: the slice may have been bound to their key again, and the stamp
       // written again, since the listing. Looked at again before each attempt: the object's age,
-      // its slice's aliases and the key's entry objects.
-      const keptStamps = new Set<string>();
-      await mapLimited(orphanStamps, limit, async (name) => {
+      // and its slice's aliases and the key's entry objects (a superseded stamp: whether it was
+      // written again since it was listed, however old that write is: a reader checked that version
+      // again, so it is the newest now).
+      const keptStamps = await this.deleteUnlessKept(orphanStamps, async (name, head) => {
+        if (Date.now() - head.lastModifiedMs < minAgeMs) return true;
+        const listedMs = supersededStamps.get(name);
+        // To the second: HEAD's Last-Modified is an HTTP date, the listing's may carry milliseconds.
+        if (listedMs !== undefined) return Math.floor(head.lastModifiedMs / 1000) !== Math.floor(listedMs / 1000);
         const parsed = parseStampObjectName(name)!;
-        await this.transport.deleteObject(name, async () => {
-          const head = await this.transport.headObject(name);
-          if (head === undefined) return false;
-          const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
-          const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
-          const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key);
-          // A superseded stamp goes unless written again since it was listed (a reader checked that
-          // version again: it is now the newest), however old that write is.
-          const young = Date.now() - head.lastModifiedMs < minAgeMs;
-          const listedMs = supersededStamps.get(name);
-          // To the second: HEAD's Last-Modified is an HTTP date, the listing's may carry milliseconds.
-          const rewritten = listedMs !== undefined && Math.floor(head.lastModifiedMs / 1000) !== Math.floor(listedMs / 1000);
-          if (young || rewritten || (listedMs === undefined && stampLives(parsed.key, topKeys, hasEntry))) {
-            keptStamps.add(name);
-            return false;
-          }
-          return true;
-        });
+        const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
+        const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
+        return stampLives(parsed.key, topKeys, entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key));
       });
-      for (const name of keptStamps) orphanStamps.splice(orphanStamps.indexOf(name), 1);
+      orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
     }
     return {
@@ -1044,6 +1021,26 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       orphanStamps,
       durationMs: performance.now() - started,
     };
+  }
+
+  /**
+   * Deletes objects gc found orphaned, bounded in concurrency, each looked at again just before
+   * every DELETE attempt (a retried DELETE acts on what was seen just before it, not before the
+   * first): gone already, or `keep(name, head)` says a writer made it live again since the listing.
+   * Returns the names kept.
+   */
+  private async deleteUnlessKept(names: readonly string[], keep: (name: string, head: HeadedObject) => Promise<boolean>): Promise<Set<string>> {
+    const kept = new Set<string>();
+    await mapLimited(names, this.transport.settings.maxConcurrentRequests, async (name) => {
+      await this.transport.deleteObject(name, async () => {
+        const head = await this.transport.headObject(name);
+        if (head === undefined) return false;
+        if (!(await keep(name, head))) return true;
+        kept.add(name);
+        return false;
+      });
+    });
+    return kept;
   }
 
   async close(): Promise<void> {
