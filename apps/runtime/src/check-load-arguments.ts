@@ -82,8 +82,8 @@ export function checkCoverageArgument(value: unknown, option = 'coverageMin'): v
   }
 }
 
-/** OpenShardCacheOptions.objectSources: 'check', 'trust', or not given. */
-export function checkObjectSourcesArgument(value: unknown, option = 'objectSources'): void {
+/** OpenShardCacheOptions.objectSources or fileSources: 'check', 'trust', or not given. */
+export function checkSourcePolicyArgument(value: unknown, option: 'objectSources' | 'fileSources'): void {
   if (value === undefined || value === 'check' || value === 'trust') return;
   throw new RuntimeError('INVALID_ARGUMENT', `${option} must be 'check' or 'trust', got ${String(value)}`, { option, value: String(value) });
 }

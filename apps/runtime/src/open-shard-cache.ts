@@ -2,8 +2,8 @@ import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkCoverageArgument, checkObjectSourcesArgument, checkOptionsArgument } from './check-load-arguments.js';
-import { flushObjectStamps, type ObjectStampStats } from './check-object-source.js';
+import { checkCoverageArgument, checkOptionsArgument, checkSourcePolicyArgument } from './check-load-arguments.js';
+import { flushObjectStamps, type ObjectStampStats } from './check-source-bytes.js';
 export type { ObjectStampStats };
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
@@ -26,6 +26,8 @@ export interface ShardCache {
   readonly coverageMin: number;
   /** OpenShardCacheOptions.objectSources (undefined: 'check'). */
   readonly objectSources?: ObjectSourcePolicy | undefined;
+  /** OpenShardCacheOptions.fileSources (undefined: 'check'). */
+  readonly fileSources?: ObjectSourcePolicy | undefined;
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
   /** The slice's entry and the shard stamps recorded with the binding (the store's; SliceKeyTuple). */
@@ -72,18 +74,22 @@ export interface ShardCache {
    */
   borrowStagingPool(request: { slotBytes: number; slotCount: number; shared?: boolean; threads?: number }): { pool: StagingPool; giveBack(): void };
   /**
-   * Waits for the object stamps that loads through this handle queued (the runtime records them
-   * with their bindings in the background: see OpenShardCacheOptions.objectSources) and says what
-   * they came to. close() waits for them too. Optional for caches a caller wraps itself.
+   * Waits for the stamps (of objects and of local files) that loads through this handle queued
+   * (the runtime records them with their bindings in the background: see
+   * OpenShardCacheOptions.objectSources and fileSources) and says what they came to. close() waits
+   * for them too. Optional for caches a caller wraps itself.
    */
   flushObjectStamps?(): Promise<ObjectStampStats>;
   close(): Promise<void>;
 }
 
 /**
- * How a binding is used for a shard that is an object (an s3:// model's, stamped `etag:<etag>`)
- * it was never checked against: `check` reads the tensor raw once, hashes it, and records the
- * object with the binding when its bytes are the entry's (later loads come from the cache);
+ * How a binding is used for a shard whose stamp it has no record of (classifyBinding: 'unchecked'):
+ * an object (an s3:// model's, stamped `etag:<etag>`), or a local file (`<size>:<mtime ns>`: a copy
+ * of the model, a file touched since the build, another model's of the same layout, or any local
+ * file against an s3:// cache, whose bindings hold no file stamps of their own). `check` reads the
+ * tensor raw once, hashes it, and records the stamp with the binding when its bytes are the
+ * entry's (later loads come from the cache), or serves it raw (`stale`) when they are not;
  * `trust` serves the cached bytes unchecked (for a cache only ever used with the model it was
  * built from, or one the loader cannot write to, where every load would check again).
  */
@@ -92,6 +98,12 @@ export type ObjectSourcePolicy = 'check' | 'trust';
 export interface OpenShardCacheOptions {
   /** Bindings not yet checked against an object shard (default 'check'): see ObjectSourcePolicy. */
   objectSources?: ObjectSourcePolicy | undefined;
+  /**
+   * Bindings not yet checked against a local shard file (default 'check'): see ObjectSourcePolicy.
+   * An s3:// cache records a checked file's stamp on this host only: in `readThroughDir` (every
+   * process of the host then trusts it), else in this handle (each process checks once).
+   */
+  fileSources?: ObjectSourcePolicy | undefined;
   /** Coverage gate to explain misses against (default: the manifest's `coverage_min`). */
   coverageMin?: number | undefined;
   /** Passed to the store: refresh from other processes on a timer. */
@@ -113,7 +125,8 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   }
   checkOptionsArgument(options);
   checkCoverageArgument(options.coverageMin);
-  checkObjectSourcesArgument(options.objectSources);
+  checkSourcePolicyArgument(options.objectSources, 'objectSources');
+  checkSourcePolicyArgument(options.fileSources, 'fileSources');
   let store: CacheStore;
   try {
     const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false };
@@ -143,13 +156,17 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
 }
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
-export function wrapCacheStore(store: CacheStore, options: { coverageMin?: number | undefined; objectSources?: ObjectSourcePolicy | undefined } = {}): ShardCache {
+export function wrapCacheStore(
+  store: CacheStore,
+  options: { coverageMin?: number | undefined; objectSources?: ObjectSourcePolicy | undefined; fileSources?: ObjectSourcePolicy | undefined } = {},
+): ShardCache {
   if (typeof store !== 'object' || store === null || typeof (store as { entries?: unknown }).entries !== 'function') {
     throw new RuntimeError('INVALID_ARGUMENT', 'wrapCacheStore needs a CacheStore (openCacheStore from @splitzip/store)', { option: 'store' });
   }
   checkOptionsArgument(options);
   checkCoverageArgument(options.coverageMin);
-  checkObjectSourcesArgument(options.objectSources);
+  checkSourcePolicyArgument(options.objectSources, 'objectSources');
+  checkSourcePolicyArgument(options.fileSources, 'fileSources');
   const coverageMin = options.coverageMin ?? (store.coverageMin > 0 ? store.coverageMin : DEFAULT_COVERAGE_MIN);
   // Entries above MAX_SLOT_BYTES are left out: no slot can hold them (their loads are SLOT_TOO_SMALL,
   // served raw). Counted in, one such entry (or a damaged manifest's) made every pool INVALID_ARGUMENT.
@@ -186,6 +203,7 @@ export function wrapCacheStore(store: CacheStore, options: { coverageMin?: numbe
     store,
     coverageMin,
     objectSources: options.objectSources ?? 'check',
+    fileSources: options.fileSources ?? 'check',
     lookup: (bytes, shape, dtype) => guard(() => store.lookup(bytes, shape, dtype)),
     lookupBySlice: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupBySlice(shardName, offsetBytes, sizeBytes)),
     lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)),

@@ -1,5 +1,6 @@
 import { readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding } from '@splitzip/store';
+import { classifyBinding, shardStampKind } from '@splitzip/store';
+import { isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -98,18 +99,22 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   if (binding === undefined) return target;
   const current = shardStampOf(model, shardName);
-  const trust = current === null ? 'trusted' : classifyBinding(binding, current);
-  // A binding verified against other files than this one is for other bytes, or may be: not trusted.
-  if (trust === 'stale') {
-    target.staleStamp = { recorded: binding.stamps, current: current! };
+  if (current === null || classifyBinding(binding, current) === 'trusted') {
+    target.entry = binding.entry;
     return target;
   }
-  // An object the binding was never checked against: read raw and checked once (unless the cache trusts objects).
-  if (trust === 'unchecked' && cache.objectSources !== 'trust') {
-    target.unchecked = { entry: binding.entry, stamp: current! };
+  // A file or object the binding has no record of: read raw and checked once, unless the cache
+  // trusts shards of its kind.
+  if ((shardStampKind(current) === 'object' ? cache.objectSources : cache.fileSources) === 'trust') {
+    target.entry = binding.entry;
     return target;
   }
-  target.entry = binding.entry;
+  // Checked through this store before and found to hold other bytes: raw, without hashing again.
+  if (isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current })) {
+    target.staleStamp = { recorded: binding.stamps, current };
+    return target;
+  }
+  target.unchecked = { entry: binding.entry, stamp: current };
   return target;
 }
 

@@ -9,7 +9,7 @@ import {
 } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { checkObjectSource } from './check-object-source.js';
+import { checkSourceBytes, describeShard } from './check-source-bytes.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
@@ -78,15 +78,15 @@ export interface ServeTarget {
   /** The entry found for the slice (looked up by the caller, once). */
   entry: CacheEntry | undefined;
   /**
-   * Set when the slice is bound, but under another stamp than its shard file's now (the file
-   * changed, or is another model's of the same name, since the binding was verified): the
-   * binding is not trusted and `entry` is undefined.
+   * Set when the slice is bound, but a check through this cache's store found its shard, at its
+   * current stamp, to hold other bytes than the entry (the file changed, or is another model's of
+   * the same name and layout): `entry` is undefined, and the tensor is served raw unhashed.
    */
   staleStamp?: { recorded: readonly string[]; current: string };
   /**
-   * Set when the slice is bound, but its shard is an object (an s3:// model's) whose stamp
-   * (`etag:<etag>`) the binding does not have: `entry` is undefined, the tensor is read raw, and
-   * its bytes are checked against this entry (checkObjectSource).
+   * Set when the slice is bound, but the binding has no record of its shard's stamp (an object's
+   * `etag:<etag>`, or a file's `<size>:<mtime ns>`): `entry` is undefined, the tensor is read raw,
+   * and its bytes are checked against this entry (checkSourceBytes).
    */
   unchecked?: { entry: CacheEntry; stamp: string };
 }
@@ -179,14 +179,14 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
   if (target.unchecked !== undefined) {
     return {
       reason: 'unchecked',
-      detail: `the slice is bound, but shard object ${target.slice.shardName} (${target.unchecked.stamp}) was not checked against it yet: a load that may read it raw checks it once`,
+      detail: `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} was not checked against it yet: a load that may read it raw checks it once`,
     };
   }
   if (target.staleStamp !== undefined) {
     const { recorded, current } = target.staleStamp;
     return {
       reason: 'stale',
-      detail: `the slice was bound when shard ${target.slice.shardName} was ${recorded.join(' or ')}; it is ${current} now (changed, or another model's file): run the build again to bind it`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (checked earlier through this cache; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; run the build again to bind it`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;
@@ -309,7 +309,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
 /** Why a tensor without an entry was read raw; an unchecked binding is checked against the bytes read. */
 export function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): void {
   if (target.unchecked !== undefined && env.cache !== undefined) {
-    checkObjectSource(env.cache, target, target.unchecked, data, report);
+    checkSourceBytes(env.cache, target, target.unchecked, data, report);
     return;
   }
   const { reason, detail } = explainMiss(target, data, env);

@@ -9,13 +9,14 @@ export type TensorSource = 'cache' | 'raw';
  * - `dtype`: not BF16, so never cached (served raw);
  * - `coverage`: BF16 but the build skipped it (its Top-16 exponent coverage was under the gate);
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice);
- * - `stale`: the slice is bound, but under another stamp than its shard file's now (the file was
- *   rewritten, copied, or is another model's of the same name since), or its shard is an object
- *   whose bytes were checked and are not the entry's: not trusted, served raw;
- * - `unchecked`: the slice is bound, but its shard is an object (an s3:// model's, stamped by its
- *   ETag) not yet checked against the binding: served raw, and its bytes hashed; when they are the
- *   entry's, the object's stamp is recorded with the binding, so later loads of it are `cached`
- *   (`detail` says whether it was recorded);
+ * - `stale`: the slice is bound, but its shard (a local file or an s3:// model's object) was checked
+ *   and holds other bytes than the entry (the file was rewritten, or is another model's of the
+ *   same name and layout): served raw;
+ * - `unchecked`: the slice is bound, but the binding has no record of its shard's stamp (an
+ *   object's ETag, or a local file's size and mtime: a copy, a touched file, another model's of
+ *   the same layout, any local file against an s3:// cache): served raw, and its bytes hashed;
+ *   when they are the entry's, the stamp is recorded with the binding, so later loads of it are
+ *   `cached` (`detail` says whether it was recorded), else the tensor is `stale`;
  * - `cache-failed`: an entry exists but failed (blob unreadable/corrupt, entry disagreeing with its
  *   blob, decode backend failure, digest mismatch); served raw, and `error` says what happened.
  */

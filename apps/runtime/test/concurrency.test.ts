@@ -60,7 +60,8 @@ describe('concurrency', () => {
     try {
       const bItems = modelB.tensors
         .filter((t) => keys.has(t.name))
-        .map((t) => ({ key: keys.get(t.name), ...t.slice }));
+        // With B's file stamps, as a builder records them: an alias without one leaves B's files unchecked.
+        .map((t) => ({ key: keys.get(t.name), ...t.slice, stamp: modelB.shards.find((shard) => shard.name === t.slice.shardName)?.stamp }));
       expect(bItems.length).toBe(9);
       const shared = cache.createStagingPool({ slotCount: 2 });
       // Loads repeat until the child is done, so they really overlap its commits.

@@ -1,6 +1,7 @@
-// A slice binding records the stamp of the shard file it was verified against (size + mtime): a
-// model rewritten in place, copied, or another model with the same shard names must never be
-// served the cached bytes of the file the cache was built from.
+// A slice binding records the stamps of the shard files (size + mtime) and objects (ETag) it was
+// verified against: a model rewritten in place, copied, or another model with the same shard names
+// must never be served the cached bytes of the file the cache was built from. A shard whose stamp
+// the binding has no record of is checked once (its bytes hashed), then recorded or served raw.
 import { cp, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
@@ -71,11 +72,16 @@ describe('slice bindings and the shard files they were verified against', () => 
     const v2 = await writeModel(modelDir, tensors(100), 2 * 8192 + 1024);
     try {
       const reports = await loadAndCheck(v2, cacheDir);
-      // Both files were written again (the second with the same bytes): nothing of them is trusted.
-      for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) {
-        expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'stale' });
-        expect(reports.get(name)?.detail).toMatch(/run the build again/);
-      }
+      // Both files were written again: nothing of them is trusted. b.weight has other values (stale);
+      // the others have the same bytes, which their check finds (unchecked, then recorded).
+      expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(reports.get('b.weight')?.detail).toMatch(/^shard file model-00001-of-00002\.safetensors \(\d+:\d+\) holds other bytes/);
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      // A second load through a new handle: the recorded stamps are trusted; b.weight is hashed
+      // again (a mismatch is remembered by the handle that found it only).
+      const second = await loadAndCheck(v2, cacheDir);
+      expect(second.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(second.get(name)).toMatchObject({ source: 'cache', reason: 'cached' });
       await buildCache(v2, cacheDir, { rebind: true });
       const after = await loadAndCheck(v2, cacheDir);
       for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) expect(after.get(name)).toMatchObject({ source: 'cache', reason: 'cached' });
@@ -177,7 +183,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     }
   });
 
-  it('a copy of the model (new file times): raw until its build adds its stamps, then both copies load from the cache', async () => {
+  it('a copy of the model (new file times): checked once, its stamps recorded, then both copies load from the cache', async () => {
     const modelDir = join(root, 'original');
     const copyDir = join(root, 'copy');
     const cacheDir = join(root, 'copy-cache');
@@ -188,8 +194,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     const copy = await openSafetensorsModel(copyDir);
     try {
       const before = await loadAndCheck(copy, cacheDir);
-      for (const report of before.values()) expect(report).toMatchObject({ source: 'raw', reason: 'stale' });
-      await buildCache(copy, cacheDir);
+      for (const report of before.values()) expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
       for (const model of [copy, original]) {
         for (const report of (await loadAndCheck(model, cacheDir)).values()) expect(report.source).toBe('cache');
       }
@@ -401,6 +406,64 @@ describe('slice bindings and the shard files they were verified against', () => 
       expect(stamps.some((stamp) => !stamp.startsWith('etag:'))).toBe(true);
       expect((await loadAndCheck(tuned, cacheDir)).get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
     } finally {
+      await tuned.close();
+    }
+  });
+
+  it("a local fine-tune against bindings without file stamps (a cache built from the model's objects): checked, its changed tensor raw, never the base's bytes", async () => {
+    const baseDir = join(root, 'objects-built-base');
+    const tunedDir = join(root, 'objects-built-tuned');
+    const cacheDir = join(root, 'objects-built-cache');
+    await (await writeModel(baseDir, tensors(), 2 * 8192 + 1024)).close();
+    // Built from the object copy: every binding holds the object's stamp, none a file's (as an
+    // s3:// cache's bindings never do). Such a binding was trusted for any local file of its name.
+    const remote = await openSafetensorsModel({ source: await objectSource(baseDir, '"base-etag"') });
+    await buildCache(remote, cacheDir);
+    await remote.close();
+    const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
+    try {
+      const reports = await loadAndCheck(tuned, cacheDir);
+      expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) {
+        expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
+        expect(reports.get(name)?.detail).toMatch(/^shard file model-0000\d-of-00002\.safetensors \(\d+:\d+\) checked: its bytes are the entry's/);
+      }
+      const next = await loadAndCheck(tuned, cacheDir);
+      expect(next.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(next.get(name)).toMatchObject({ source: 'cache', reason: 'cached' });
+      // `fileSources: 'trust'` is the old rule: a binding is served for a file it has no record of (here: the base's bytes).
+      const trusting = await openShardCache(cacheDir, { fileSources: 'trust' });
+      const trusted = await loadTensor({ model: tuned, name: 'b.weight' }, { cache: trusting });
+      expect(trusted.report).toMatchObject({ source: 'cache', reason: 'cached' });
+      expect(sameBytes(trusted.data, (await readAllRaw(tuned)).get('b.weight') as Uint8Array)).toBe(false);
+      await trusting.close();
+      // objectSources: 'trust' says nothing about files.
+      const objectsTrusted = await openShardCache(cacheDir, { objectSources: 'trust' });
+      expect((await loadTensor({ model: tuned, name: 'b.weight' }, { cache: objectsTrusted })).report).toMatchObject({ source: 'raw', reason: 'stale' });
+      await objectsTrusted.close();
+      await expect(openShardCache(cacheDir, { fileSources: 'yes' as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'fileSources' } });
+    } finally {
+      await tuned.close();
+    }
+  });
+
+  it('a shard found to hold other bytes is remembered by the cache handle: later loads through it serve the tensor raw without hashing it again', async () => {
+    const baseDir = join(root, 'mismatch-base');
+    const tunedDir = join(root, 'mismatch-tuned');
+    const cacheDir = join(root, 'mismatch-cache');
+    await writeBuiltModel(baseDir, cacheDir);
+    const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
+    const cache = await openShardCache(cacheDir);
+    try {
+      const first = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
+      expect(first.report).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(first.report.digestMs).toBeGreaterThan(0);
+      const second = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
+      expect(second.report).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
+      expect(second.report.detail).toMatch(/holds other bytes than the entry its slice is bound to \(checked earlier through this cache; the binding's stamps: \d+:\d+\)/);
+      expect(sameBytes(second.data, (await readAllRaw(tuned)).get('b.weight') as Uint8Array)).toBe(true);
+    } finally {
+      await cache.close();
       await tuned.close();
     }
   });

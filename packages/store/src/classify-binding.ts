@@ -1,28 +1,25 @@
-import { shardStampKind } from './shard-stamp-kind.js';
 import type { SliceBinding } from './types.js';
 
 /**
  * How far a reader may trust a slice binding for the shard it holds:
  * - `trusted`: serve the entry;
- * - `stale`: the binding was verified against other files than this one: serve the tensor raw;
- * - `unchecked`: nothing says either way (an object stamp not recorded yet): the reader checks the
- *   bytes against the entry itself (and may then record the stamp).
+ * - `unchecked`: the binding has no record of this shard's stamp: the reader checks the bytes
+ *   against the entry itself (and may then record the stamp, so that later reads are trusted).
  */
-export type BindingTrust = 'trusted' | 'stale' | 'unchecked';
+export type BindingTrust = 'trusted' | 'unchecked';
 
 /**
  * Classifies a binding against the stamp of the shard a reader holds (`shardStamp`: a file's
  * `<size>:<mtime ns>`, an object's `etag:<ETag>`, null when it has none).
  * - No stamp: trusted, as before stamps existed.
- * - An object stamp is trusted when recorded, else unchecked, never stale: a copy of the same bytes
- *   in another bucket (or written again) has another ETag, so its absence proves nothing.
- * - A file stamp is judged by the binding's file stamps only (object stamps say nothing about local
- *   files): none (a binding from before stamps, or one made from S3) trusted; among them trusted;
- *   else stale.
+ * - A stamp the binding recorded (its build read that file, or a reader checked it): trusted.
+ * - Any other: unchecked. Neither kind proves the bytes differ (a copy of the same bytes has other
+ *   file times, or another ETag), and neither kind may be taken as a match by default: a binding
+ *   without file stamps (made from an object, before stamps, or in an s3:// cache, whose bindings
+ *   hold no file stamps of their own) says nothing about a local file of that name, which may be
+ *   another model's of the same layout (a fine-tune).
  */
 export function classifyBinding(binding: SliceBinding, shardStamp: string | null): BindingTrust {
-  if (shardStamp === null) return 'trusted';
-  if (shardStampKind(shardStamp) === 'object') return binding.stamps.includes(shardStamp) ? 'trusted' : 'unchecked';
-  const fileStamps = binding.stamps.filter((stamp) => shardStampKind(stamp) === 'file');
-  return fileStamps.length === 0 || fileStamps.includes(shardStamp) ? 'trusted' : 'stale';
+  if (shardStamp === null || binding.stamps.includes(shardStamp)) return 'trusted';
+  return 'unchecked';
 }

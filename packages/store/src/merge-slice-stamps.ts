@@ -4,9 +4,9 @@ import { shardStampKind } from './shard-stamp-kind.js';
 /**
  * A binding's stamps after adding `adding` (a copy of the file, an object checked against it): the
  * current ones without those added, then the added ones in their order; past MAX_SLICE_STAMPS the
- * oldest go first, but never the last of its kind: object stamps (one per ETag a reader checked)
- * pushing out a binding's every file stamp made it trusted for any local file of that name
- * (classifyBinding judges a file by the binding's file stamps, and trusts a binding that has none).
+ * oldest go first, but never the last of its kind: `verify --model` judges a local file by the
+ * binding's file stamps (isBindingStale), and object stamps (one per ETag a reader checked) would
+ * push out every one of them.
  * The result is what the journal operation records: readers take it as it is (a reader that merges
  * gets the same list: it has MAX_SLICE_STAMPS stamps whenever any were dropped).
  */

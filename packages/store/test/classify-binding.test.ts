@@ -26,29 +26,29 @@ describe('classifyBinding', () => {
     expect(classifyBinding(binding(OBJ_A), null)).toBe('trusted');
   });
 
-  it('an object stamp: trusted when recorded, else unchecked, never stale', () => {
+  it('a stamp the binding recorded is trusted, whatever its kind', () => {
     expect(classifyBinding(binding(OBJ_A), OBJ_A)).toBe('trusted');
     expect(classifyBinding(binding(FILE_A, OBJ_B, OBJ_A), OBJ_A)).toBe('trusted');
+    expect(classifyBinding(binding(FILE_B, FILE_A), FILE_A)).toBe('trusted');
+    expect(classifyBinding(binding(OBJ_A, FILE_A), FILE_A)).toBe('trusted');
+  });
+
+  it('any other stamp is unchecked, never trusted by default: the reader checks the bytes', () => {
     expect(classifyBinding(binding(), OBJ_A)).toBe('unchecked');
     expect(classifyBinding(binding(OBJ_B), OBJ_A)).toBe('unchecked');
     expect(classifyBinding(binding(FILE_A), OBJ_A)).toBe('unchecked');
-  });
-
-  it('a file stamp is judged by the binding\'s file stamps only', () => {
-    // None recorded (legacy, or only object stamps): trusted, as before stamps.
-    expect(classifyBinding(binding(), FILE_A)).toBe('trusted');
-    expect(classifyBinding(binding(OBJ_A, OBJ_B), FILE_A)).toBe('trusted');
-    // Among them: trusted.
-    expect(classifyBinding(binding(FILE_B, FILE_A), FILE_A)).toBe('trusted');
-    expect(classifyBinding(binding(OBJ_A, FILE_A), FILE_A)).toBe('trusted');
-    // Not among them: stale, object stamps beside them or not.
-    expect(classifyBinding(binding(FILE_B), FILE_A)).toBe('stale');
-    expect(classifyBinding(binding(OBJ_A, FILE_B), FILE_A)).toBe('stale');
+    // A binding without file stamps (legacy, made from an object, or an s3:// cache's) says nothing
+    // about a local file of that name: it was trusted before, and a fine-tune got its base's bytes.
+    expect(classifyBinding(binding(), FILE_A)).toBe('unchecked');
+    expect(classifyBinding(binding(OBJ_A, OBJ_B), FILE_A)).toBe('unchecked');
+    // Other file stamps: unchecked too (a copy of the same bytes has other file times).
+    expect(classifyBinding(binding(FILE_B), FILE_A)).toBe('unchecked');
+    expect(classifyBinding(binding(OBJ_A, FILE_B), FILE_A)).toBe('unchecked');
   });
 });
 
 describe('isBindingStale', () => {
-  it('is classifyBinding(...) === "stale"', () => {
+  it('a local file whose stamp is not among the binding\'s file stamps, when it has some', () => {
     expect(isBindingStale(binding(FILE_B), FILE_A)).toBe(true);
     expect(isBindingStale(binding(FILE_A), FILE_A)).toBe(false);
     expect(isBindingStale(binding(), FILE_A)).toBe(false);

@@ -1,6 +1,6 @@
 // Child process for the concurrency test: aliases slices into a cache from ANOTHER process, in
 // several small commits, while the parent is loading. argv[2]: cache dir; argv[3]: JSON array of
-// { key, shardName, offsetBytes, sizeBytes }. Prints "done <n>" on success.
+// { key, shardName, offsetBytes, sizeBytes, stamp }. Prints "done <n>" on success.
 import { openCacheStore } from '@splitzip/store';
 
 const [cacheDir, itemsJson] = process.argv.slice(2);

@@ -1,10 +1,10 @@
-import { computeContentKey, isStoreError, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { computeContentKey, isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { describeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
 import type { TensorReport } from './types.js';
 
-/** What a cache handle's object-stamp records came to (ShardCache.flushObjectStamps). */
+/** What a cache handle's stamp records came to (ShardCache.flushObjectStamps: object and file stamps alike). */
 export interface ObjectStampStats {
   /** Stamps recorded with their bindings. */
   recorded: number;
@@ -14,32 +14,41 @@ export interface ObjectStampStats {
   lastError?: { code: string; message: string } | undefined;
 }
 
+/** How a report names the shard: an object (an s3:// model's) or a local file. */
+export function describeShard(shardName: string, stamp: string): string {
+  return `${shardStampKind(stamp) === 'object' ? 'shard object' : 'shard file'} ${shardName} (${stamp})`;
+}
+
 /**
- * A binding not yet checked against its shard's object (an s3:// model's shard, stamped by its
- * ETag): the tensor was read raw into `data`. Its content key is computed; when it is the entry's,
- * the object's stamp is queued to be recorded with the binding, so later loads of this object are
- * served from the cache; when it is not, the object holds other bytes (another model's of the same
- * layout) and the tensor stays raw (`stale`). The record is not waited for: on a local cache it
- * takes the writer lock (a stopped builder holds it for the lock timeout), on an s3:// cache it
- * lists the cache; the load goes on, and the cache's close() waits for it.
+ * A binding not yet checked against its shard (classifyBinding: 'unchecked': an object stamped by
+ * its ETag, or a local file whose stamp the binding has no record of): the tensor was read raw
+ * into `data`. Its content key is computed; when it is the entry's, the shard's stamp is queued to
+ * be recorded with the binding, so later loads of this object or file are served from the cache;
+ * when it is not, the shard holds other bytes (another model's of the same layout, or the file
+ * changed) and the tensor stays raw (`stale`); the mismatch is remembered for the handle's store,
+ * so later loads of it are `stale` without hashing again. The record is not waited for: on a local
+ * cache it takes the writer lock (a stopped builder holds it for the lock timeout), on an s3://
+ * cache it lists the cache; the load goes on, and the cache's close() waits for it.
  */
-export function checkObjectSource(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string }, data: Uint8Array, report: TensorReport): void {
+export function checkSourceBytes(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string }, data: Uint8Array, report: TensorReport): void {
   const { entry, stamp } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const startMs = performance.now();
   const key = computeContentKey(data, target.shape, 'BF16');
   report.digestMs += performance.now() - startMs;
   report.key = entry.key;
+  const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
   if (key !== entry.key) {
+    rememberMismatch(cache.store, item);
     report.reason = 'stale';
-    report.detail = `shard object ${shardName} (${stamp}) holds other bytes than the entry its slice is bound to (another model's object of this name and layout?): served raw`;
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout): served raw`;
     return;
   }
   report.reason = 'unchecked';
-  const recorder = queueObjectStamp(cache.store, { key: entry.key, shardName, offsetBytes, sizeBytes, stamp });
+  const recorder = queueStamp(cache.store, item);
   const last = recorder.stats.lastError;
   report.detail =
-    `shard object ${shardName} (${stamp}) checked: its bytes are the entry's; its stamp is being recorded with the binding (later loads come from the cache)` +
+    `${describeShard(shardName, stamp)} checked: its bytes are the entry's; its stamp is being recorded with the binding (later loads come from the cache)` +
     (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, checks are not kept`);
 }
 
@@ -50,7 +59,16 @@ interface StampRecorder {
   /** The flush in progress; checks that finish meanwhile join its next batch. */
   flushing: Promise<void> | undefined;
   stats: ObjectStampStats;
+  /**
+   * Shards found to hold other bytes than their binding's entry, by slice, key and stamp: a stamp
+   * names one version of a file or object, so the answer holds for the store's lifetime (a rebind
+   * changes the key). Bounded: a load of a changed model adds one per tensor.
+   */
+  mismatched: Set<string>;
 }
+
+/** Mismatches remembered per store; past this many the oldest go (a later load hashes them again). */
+const MAX_REMEMBERED_MISMATCHES = 100_000;
 
 /** Per store: records wait for the flush in progress, so an s3:// cache lists itself once a batch, not once a tensor. */
 const recorders = new WeakMap<CacheStore, StampRecorder>();
@@ -58,20 +76,31 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 } };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set() };
     recorders.set(store, recorder);
   }
   return recorder;
 }
 
-function queueObjectStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
+function rememberMismatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): void {
+  const { mismatched } = recorderOf(store);
+  if (mismatched.size >= MAX_REMEMBERED_MISMATCHES) mismatched.delete(mismatched.values().next().value!);
+  mismatched.add(stampItemId(item));
+}
+
+/** Whether a check through this store found the shard (at this stamp) to hold other bytes than the binding's entry. */
+export function isKnownMismatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): boolean {
+  return recorders.get(store)?.mismatched.has(stampItemId(item)) === true;
+}
+
+function queueStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
   const recorder = recorderOf(store);
   const id = stampItemId(item);
   if (!recorder.queued.has(id)) {
     recorder.queued.add(id);
     recorder.queue.push(item);
   }
-  recorder.flushing ??= flushObjectStampQueue(store, recorder);
+  recorder.flushing ??= flushStampQueue(store, recorder);
   return recorder;
 }
 
@@ -80,7 +109,7 @@ function stampItemId(item: AliasSliceItem): string {
 }
 
 /** Records batches until the queue is empty; never rejects (outcomes go to the recorder's stats). */
-async function flushObjectStampQueue(store: CacheStore, recorder: StampRecorder): Promise<void> {
+async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Promise<void> {
   try {
     // Checks finishing within this turn of the event loop share the first batch.
     await new Promise((resolve) => setImmediate(resolve));
