@@ -40,6 +40,14 @@ export const MAX_SHARD_NAME_CHARS = 4096;
 export const MAX_SLICE_STAMP_CHARS = 256;
 /** Stamps kept per binding (the latest): copies of a model, or models sharing a shard name, each add one. */
 export const MAX_SLICE_STAMPS = 16;
+/**
+ * A host-stamp file (host-file-stamps.ts) holds one shard name's records: ~100 bytes a record with
+ * one stamp, ~4.5 KB with MAX_SLICE_STAMPS of them. 8 MiB is a shard of ~80k tensors with a stamp
+ * each, or ~1,800 with every stamp slot full, far above real shards (a shard name like
+ * `model.safetensors` shared by many models adds up: the writer drops the least recently recorded
+ * records to stay below). Checked before a byte is read: the file is read synchronously, whole.
+ */
+export const MAX_HOST_STAMP_FILE_BYTES = 8 * 2 ** 20;
 /** A tensor is bound to a handful of slices (tied weights, copies of a checkpoint); 4096 is generous. */
 export const MAX_SLICE_KEYS_PER_ENTRY = 4096;
 /** Offsets must stay exact in a JS number. */

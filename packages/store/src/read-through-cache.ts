@@ -32,7 +32,8 @@ export const READ_THROUGH_SYNC_MAX_BYTES = 1024 * 1024;
  * A per-host directory of bytes fetched from an object store: cache blobs named like the objects
  * (`<key>.<blob sha256>.bin`, so one directory may serve many caches) and the raw object ranges of
  * `read-through-ranges.ts` (`range.<identity sha256>.bin`: an S3 model's heads and uncached tensors;
- * `object.<identity sha256>.bin`: a cache's entry objects, kept whole). Files are written atomically (temp file,
+ * `object.<identity sha256>.bin`: a cache's entry objects, kept whole) and host file stamps
+ * (`stamps.<shard name sha256>.bin`, host-file-stamps.ts). Files are written atomically (temp file,
  * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
  * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
  * Nothing here evicts: the directory grows with what was fetched; temp files of writers that died
@@ -124,6 +125,32 @@ export class ReadThroughCache {
         position += bytesRead;
       }
       return true;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /**
+   * The whole file `name` when it is a regular file of at most `maxBytes` (checked by fstat before
+   * anything is allocated), with synchronous calls: for small files a synchronous lookup needs.
+   * Undefined when absent, not a regular file, too large or unreadable for any reason: callers
+   * treat such a file as absent (nothing here is trusted, and a lookup must not throw).
+   */
+  readSmallFileSync(name: string, maxBytes: number): Uint8Array | undefined {
+    let fd: number;
+    try {
+      fd = openSync(join(this.dir, name), READ_FLAGS);
+    } catch {
+      return undefined;
+    }
+    try {
+      const stat = fstatSync(fd);
+      if (!stat.isFile() || stat.size > maxBytes) return undefined;
+      const bytes = new Uint8Array(stat.size);
+      const bytesRead = readFullySync((target, offset, length, at) => readSync(fd, target, offset, length, at), bytes, 0);
+      return bytesRead === bytes.length ? bytes : undefined;
+    } catch {
+      return undefined;
     } finally {
       closeSync(fd);
     }

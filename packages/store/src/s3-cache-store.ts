@@ -9,6 +9,7 @@ import { callHook } from './call-hook.js';
 import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_STAMPS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
+import { HostFileStamps, type HostStampWrite } from './host-file-stamps.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { ReadThroughCache } from './read-through-cache.js';
 import { ReadThroughRanges, type RangeIdentity } from './read-through-ranges.js';
@@ -43,6 +44,7 @@ import type {
   AliasSliceItem,
   AliasSlicesOptions,
   CacheEntry,
+  SliceBinding,
   GcOptions,
   GcReport,
   ReadThroughBlobStats,
@@ -165,7 +167,10 @@ interface AliasWrite {
   mode: AliasWriteMode;
 }
 
-/** An object stamp to record with a binding (one stamp object), and whether this call wrote the binding's alias. */
+/**
+ * A stamp to record with a binding (an object stamp: one stamp object; a file stamp: a host stamp),
+ * and whether this call wrote the binding's alias.
+ */
 interface StampWrite {
   slice: SliceKeyTuple;
   key: string;
@@ -192,11 +197,6 @@ function compareStampObjects(a: { lastModifiedMs: number; name: string }, b: { l
   return a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 }
 
-/** Object stamps of a slice key (file stamps describe one host's file: an S3 cache, shared by hosts, drops them). */
-function objectStampsOf(slice: SliceKeyTuple): string[] {
-  return (slice[3] ?? []).filter((stamp) => shardStampKind(stamp) === 'object');
-}
-
 /** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
 const REBIND_ATTEMPTS = 6;
 /** The longest pause before the n-th rebind attempt is n times this (random below it). */
@@ -206,7 +206,8 @@ const REBIND_PAUSE_MS = 50;
  * The cache in an S3 bucket below a prefix: every write is an immutable object (content-addressed
  * blob, one object per entry, one per slice alias, one per object stamp of a binding), so writers
  * on many hosts need no lock and no update can be lost. A refresh lists entries/, slices/ and
- * stamps/ and fetches only entry objects it has not seen. See the README's "S3 layout".
+ * stamps/ and fetches only entry objects it has not seen. File stamps are this host's, kept apart
+ * (HostFileStamps). See the README's "S3 layout".
  */
 export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /** Entry objects fetched so far: name → parsed entry (without slices) or the problem it had. */
@@ -231,6 +232,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private readonly blobCopies: ReadThroughBlobStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0 };
   /** Entry objects kept in the read-through directory, as whole-object ranges (`object.<identity sha256>.bin`). */
   private readonly entryCopies: ReadThroughRanges | undefined;
+  /** File stamps of this host's shard files (a file stamp describes one host's file: never in the bucket). */
+  private readonly hostStamps: HostFileStamps;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
@@ -242,6 +245,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     super({ chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99 });
     this.readThrough = settings.readThroughDir ? new ReadThroughCache(settings.readThroughDir) : undefined;
     this.entryCopies = this.readThrough ? new ReadThroughRanges(this.readThrough, 'object') : undefined;
+    this.hostStamps = new HostFileStamps(this.readThrough);
   }
 
   /** Creates cache.json if asked and missing, then loads everything. */
@@ -269,6 +273,19 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   get root(): string {
     return this.transport.location.url;
+  }
+
+  /** The binding with its object stamps (the bucket's), then this host's file stamps of the slice and its key. */
+  override lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined {
+    const binding = super.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+    if (binding === undefined) return undefined;
+    const host = this.hostStamps.stampsOf(shardName, offsetBytes, sizeBytes, binding.entry.key);
+    return host.length === 0 ? binding : { entry: binding.entry, stamps: Object.freeze([...binding.stamps, ...host]) };
+  }
+
+  /** The entry alone: no host-stamp file is read for it. */
+  override lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
+    return super.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.entry;
   }
 
   /** S3 caches have no manifest generations: this counts the refreshes that changed what this instance sees. */
@@ -382,6 +399,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    */
   refresh(): Promise<void> {
     this.assertOpen();
+    // Host stamps are read again at the next lookup: other processes of this host may have added some.
+    this.hostStamps.forgetLoaded();
     if (this.queued) return this.queued;
     const previous = this.running ?? Promise.resolve();
     const next: Promise<void> = previous
@@ -600,17 +619,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
     this.assertOpen();
     if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
-    // Slice keys are planned without stamps (alias objects carry none); their object stamps are
-    // recorded as stamp objects once the slice is bound, their file stamps dropped.
-    const stampsOf = new Map<string, string[]>();
+    // Slice keys are planned without stamps (alias objects carry none); once the slice is bound,
+    // their object stamps are recorded as stamp objects, their file stamps as host stamps.
+    const stampsOf = new Map<string, readonly string[]>();
     const prepared = inputs.map((input) => {
       const item = prepareAddEntry(input, { requireBlobSha256: true });
       for (const slice of item.entry.sliceKeys) {
         encodeShardName(slice[0]);
-        const stamps = objectStampsOf(slice);
+        const stamps = slice[3] ?? [];
         if (stamps.length === 0) continue;
         // Checked before anything is written: a stamp whose object key would not fit is INVALID_ARGUMENT.
-        for (const stamp of stamps) stampObjectName(slice, item.entry.key, stamp, this.transport.location.prefix);
+        for (const stamp of stamps) if (shardStampKind(stamp) === 'object') stampObjectName(slice, item.entry.key, stamp, this.transport.location.prefix);
         stampsOf.set(`${item.entry.key}/${sliceId(...slice)}`, stamps);
       }
       return item.entry.sliceKeys.some((s) => s[3] !== undefined) ? { ...item, entry: withSliceKeys(item.entry, item.entry.sliceKeys.map(withoutStamps)) } : item;
@@ -797,22 +816,30 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /**
-   * PUTs the stamp objects of the slices that are now bound to their stamp's key (this instance's
-   * view was refreshed by the caller): one empty object per (slice, key, stamp), so a second write
-   * is harmless. A stamp the binding shows already is not written again, unless this call wrote the
-   * alias (a fresh PUT keeps gc, whose listing may be older than the binding, off the object).
-   * Refreshes afterwards, so that this instance shows the stamps.
+   * Records the stamps of the slices that are now bound to their stamp's key (this instance's view
+   * was refreshed by the caller). Object stamps: one empty stamp object per (slice, key, stamp), so
+   * a second write is harmless; a stamp the binding shows already is not written again, unless this
+   * call wrote the alias (a fresh PUT keeps gc, whose listing may be older than the binding, off the
+   * object); then a refresh, so that this instance shows them. File stamps: host stamps
+   * (HostFileStamps), in memory and in the read-through directory, never failing the call.
    */
   private async recordStamps(writes: readonly StampWrite[]): Promise<void> {
     const names = new Set<string>();
+    const hostWrites: HostStampWrite[] = [];
     for (const w of writes) {
       if (this.state.ownerOf(w.slice) !== w.key) continue; // lost a race, or left out: not this key's binding
+      if (shardStampKind(w.stamp) === 'file') {
+        hostWrites.push(w);
+        continue;
+      }
       if (!w.aliasWritten && (this.state.stampsOf(w.slice) ?? []).includes(w.stamp)) continue;
       names.add(stampObjectName(w.slice, w.key, w.stamp, this.transport.location.prefix));
     }
-    if (names.size === 0) return;
-    await mapLimited([...names], this.transport.settings.maxConcurrentRequests, (name) => this.transport.putObject(name, new Uint8Array(0)));
-    await this.refresh();
+    if (names.size > 0) {
+      await mapLimited([...names], this.transport.settings.maxConcurrentRequests, (name) => this.transport.putObject(name, new Uint8Array(0)));
+      await this.refresh();
+    }
+    await this.hostStamps.record(hostWrites);
   }
 
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
@@ -820,7 +847,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
-      // The stamp is validated as the local store does; only an object stamp is kept (objectStampsOf).
+      // The stamp is validated as the local store does: an object stamp goes to the bucket, a file stamp to this host (recordStamps).
       const stamped = validateSliceKey(
         item.stamp === undefined ? [item.shardName, item.offsetBytes, item.sizeBytes] : [item.shardName, item.offsetBytes, item.sizeBytes, [item.stamp]],
         undefined,
@@ -828,9 +855,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       );
       encodeShardName(stamped[0]);
       const key = resolveAliasKey(item);
-      const stamp = objectStampsOf(stamped)[0];
+      const stamp = stamped[3]?.[0];
       // Checked before anything is written: a stamp whose object key would not fit is INVALID_ARGUMENT.
-      if (stamp !== undefined && key !== undefined) stampObjectName(stamped, key, stamp, this.transport.location.prefix);
+      if (stamp !== undefined && key !== undefined && shardStampKind(stamp) === 'object') stampObjectName(stamped, key, stamp, this.transport.location.prefix);
       return { key, slice: withoutStamps(stamped), stamp };
     });
     await this.refresh();

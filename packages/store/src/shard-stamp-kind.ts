@@ -3,7 +3,8 @@ import { OBJECT_STAMP_PREFIX } from '@splitzip/safetensors';
 /**
  * Object stamps name an S3 object's version (`etag:<ETag>`, quotes as S3 gives them); every other
  * stamp is a local file's (`<size>:<mtime ns>`, SafetensorsShard.stamp). A file stamp describes one
- * host's file; an object stamp describes bytes any host reads, so an S3 cache keeps only those.
+ * host's file; an object stamp describes bytes any host reads, so an S3 cache keeps only those in
+ * its bucket (file stamps stay on the host: host-file-stamps.ts).
  */
 export { OBJECT_STAMP_PREFIX };
 

@@ -11,7 +11,10 @@ import type { CodebookJson } from '@splitzip/codec';
  */
 export type SliceKeyTuple = readonly [shardName: string, offsetBytes: number, sizeBytes: number, stamps?: readonly string[]];
 
-/** A slice's binding: its entry and the shard stamps recorded with it (empty: none recorded). */
+/**
+ * A slice's binding: its entry and the shard stamps recorded with it (empty: none recorded). An S3
+ * cache gives the bucket's object stamps, then this host's file stamps of the slice and that entry.
+ */
 export interface SliceBinding {
   entry: CacheEntry;
   stamps: readonly string[];
@@ -190,8 +193,9 @@ export interface AliasSliceItem {
   /**
    * The stamp of the shard file the caller read the bytes from (SliceKeyTuple): recorded with the
    * binding, and added to its stamps when the slice is bound to this entry already. An S3 cache
-   * records object stamps only (`etag:<ETag>`, shardStampKind 'object'); a file stamp describes one
-   * host's file and is dropped there.
+   * records object stamps (`etag:<ETag>`, shardStampKind 'object') in the bucket; a file stamp
+   * describes one host's file, so it records that as a host stamp: in the store's memory and, with
+   * `readThroughDir`, in that per-host directory (README "Host file stamps").
    */
   stamp?: string;
 }

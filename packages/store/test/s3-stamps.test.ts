@@ -103,7 +103,7 @@ describeS3('S3 object stamps against the gateway', () => {
   }
   const stampsOf = (store: CacheStore, offset = 0, size = 80) => store.lookupSliceBinding(SHARD, offset, size)?.stamps;
 
-  it('an object stamp is recorded with the binding, seen by this instance and another; file stamps are still dropped', async () => {
+  it('an object stamp is recorded with the binding, seen by this instance and another; file stamps write no object', async () => {
     const prefix = nextPrefix();
     const a = makeTensor([40], 1);
     const store = await openCacheStore(url(prefix), { create: true });
@@ -117,13 +117,14 @@ describeS3('S3 object stamps against the gateway', () => {
     expect(await store.aliasSlices([{ key: a.key, shardName: SHARD, offsetBytes: 0, sizeBytes: 80, stamp: etag(2) }])).toEqual([true]);
     expect(await listNames(prefix, 'slices/')).toEqual(aliasesBefore);
     expect([...stampsOf(store)!].sort()).toEqual([etag(1), etag(2)]);
-    // A file stamp describes one host's file: dropped, nothing written for it.
+    // A file stamp describes one host's file: nothing written to the bucket for it (this instance
+    // keeps it as a host stamp: s3-host-stamps.test.ts).
     const stampObjects = await listNames(prefix, 'stamps/');
     expect(stampObjects).toHaveLength(2);
     expect(await store.aliasSlice(a.key, SHARD, 0, 80, FILE_STAMP)).toBe(true);
     expect(await store.aliasSlice(a.key, SHARD, 160, 80, FILE_STAMP)).toBe(true);
     expect(await listNames(prefix, 'stamps/')).toEqual(stampObjects);
-    expect(stampsOf(store, 160)).toEqual([]);
+    expect(stampsOf(store, 160)).toEqual([FILE_STAMP]);
     // An invalid stamp is refused as on a local cache; nothing written.
     expect((await catchError(() => store.aliasSlice(a.key, SHARD, 320, 80, ''))).code).toBe('INVALID_ARGUMENT');
     expect(store.lookupBySlice(SHARD, 320, 80)).toBeUndefined();
@@ -138,18 +139,19 @@ describeS3('S3 object stamps against the gateway', () => {
     await Promise.all([store.close(), other.close()]);
   });
 
-  it('addEntries records object stamps of its slice keys (new entry, and a re-add binding or restamping its slices); file stamps dropped', async () => {
+  it('addEntries records object stamps of its slice keys (new entry, and a re-add binding or restamping its slices); file stamps write no object', async () => {
     const prefix = nextPrefix();
     const [a, b] = [makeTensor([40], 3), makeTensor([40], 4)];
     const store = await openCacheStore(url(prefix), { create: true });
     const [added] = await store.addEntries([toInput(a, 'a', [[SHARD, 0, 80, [FILE_STAMP, etag(1)]]])]);
     expect(added).toEqual({ key: a.key, added: true, slicesBound: 1 });
-    expect(stampsOf(store)).toEqual([etag(1)]);
+    expect(stampsOf(store)).toEqual([etag(1), FILE_STAMP]); // the bucket's, then this host's (in memory: no readThroughDir)
     // A re-add of the existing key: a new stamp for the bound slice, and a new slice with its stamp.
     const [again] = await store.addEntries([toInput(a, 'a', [[SHARD, 0, 80, [etag(2)]], [SHARD, 800, 80, [etag(3), FILE_STAMP]]])]);
     expect(again).toEqual({ key: a.key, added: false, slicesBound: 1 });
-    expect([...stampsOf(store)!].sort()).toEqual([etag(1), etag(2)]);
-    expect(stampsOf(store, 800)).toEqual([etag(3)]);
+    expect([...stampsOf(store)!].sort()).toEqual([FILE_STAMP, etag(1), etag(2)]);
+    expect(stampsOf(store, 800)).toEqual([etag(3), FILE_STAMP]);
+    expect(await listNames(prefix, 'stamps/')).toHaveLength(3); // no object for a file stamp
     // leaveTakenSlices: a slice bound to another key is left out, and so is its stamp.
     const [left] = await store.addEntries([{ ...toInput(b, 'b', [[SHARD, 0, 80, [etag(9)]]]), leaveTakenSlices: true }]);
     expect(left).toEqual({ key: b.key, added: true, slicesBound: 0 });
