@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
@@ -149,17 +149,85 @@ describeS3('runtime from S3: the default model and its cache in a bucket', () =>
     }
   });
 
-  it('loads the s3:// model without a cache, and the local model with the s3:// cache, bit-exact', async () => {
+  it('loads the s3:// model without a cache, and the local model with the s3:// cache, bit-exact: its files checked once per host (readThroughDir) or per handle', async () => {
     const rawLoad = loadModel(modelUrl, null);
     expectBitExact(await collect(rawLoad));
     expect(rawLoad.totals.fromRaw).toBe(local.tensors.length);
-    const cache = await openShardCache(cacheUrl);
+    const hostDir = await mkdtemp(join(tmpdir(), 'runtime-s3-host-'));
     try {
-      const mixed = loadModel(local, cache);
-      expectBitExact(await collect(mixed));
-      expect(mixed.totals.fromCache).toBe(keys.size);
+      // The bucket's bindings hold no file stamps: the local files are checked (read raw, hashed)
+      // once, and their stamps kept on this host, in the handle and in its readThroughDir.
+      const cache = await openShardCache(cacheUrl, { readThroughDir: hostDir });
+      try {
+        const first = loadModel(local, cache);
+        expectBitExact(await collect(first));
+        expect(first.totals.fromCache).toBe(0);
+        expect(first.totals.byReason.unchecked).toBe(keys.size);
+        expect(await cache.flushObjectStamps!()).toMatchObject({ recorded: keys.size, failed: 0 });
+        const again = loadModel(local, cache);
+        expectBitExact(await collect(again));
+        expect(again.totals.fromCache).toBe(keys.size);
+      } finally {
+        await cache.close();
+      }
+      // Another process of this host (a new handle on the same directory) trusts them at once.
+      const next = await openShardCache(cacheUrl, { readThroughDir: hostDir });
+      try {
+        const load = loadModel(local, next);
+        expectBitExact(await collect(load));
+        expect(load.totals.fromCache).toBe(keys.size);
+      } finally {
+        await next.close();
+      }
+      // Nothing went to the bucket: a handle without the directory (another host) checks again.
+      const elsewhere = await openShardCache(cacheUrl);
+      try {
+        const load = loadModel(local, elsewhere);
+        expectBitExact(await collect(load));
+        expect(load.totals.byReason.unchecked).toBe(keys.size);
+        // `fileSources: 'trust'`: served unchecked (right only for the files the cache was built from).
+        const trusting = await openShardCache(cacheUrl, { fileSources: 'trust' });
+        const trusted = loadModel(local, trusting);
+        expectBitExact(await collect(trusted));
+        expect(trusted.totals.fromCache).toBe(keys.size);
+        await trusting.close();
+      } finally {
+        await elsewhere.close();
+      }
     } finally {
-      await cache.close();
+      await rm(hostDir, { recursive: true, force: true });
+    }
+  });
+
+  it("a local fine-tune with the base's shard names and layout, loaded against the base's s3:// cache: its changed tensor raw (stale), never the base's bytes", async () => {
+    const tunedDir = await mkdtemp(join(tmpdir(), 'runtime-s3-local-tuned-'));
+    try {
+      await cp(local.rootDir, tunedDir, { recursive: true });
+      // One cached tensor's values changed in place (same size: same header, same layout).
+      const victim = local.tensors.find((t) => keys.has(t.name) && t.slice.sizeBytes >= 64)!;
+      const shardPath = join(tunedDir, victim.slice.shardName);
+      const shardBytes = await readFile(shardPath);
+      const start = victim.slice.offsetBytes; // absolute in the file
+      for (let i = 0; i < 32; i += 2) shardBytes[start + i]! ^= 0x01; // low mantissa bits: coverage unchanged
+      await writeFile(shardPath, shardBytes);
+      const tuned = await openSafetensorsModel(tunedDir);
+      const cache = await openShardCache(cacheUrl);
+      try {
+        const tunedTruth = await readAllRaw(tuned);
+        for (let round = 0; round < 2; round++) {
+          const load = loadModel(tuned, cache);
+          const loaded = await collect(load);
+          for (const [name, bytes] of tunedTruth) expect(sameBytes(loaded.get(name)!.data, bytes), `${name} round ${round}`).toBe(true);
+          expect(loaded.get(victim.name)!.report).toMatchObject({ source: 'raw', reason: 'stale' });
+          expect(load.totals.fromCache).toBe(round === 0 ? 0 : keys.size - 1);
+          await cache.flushObjectStamps!(); // the checked files' stamps, recorded in the background
+        }
+      } finally {
+        await cache.close();
+        await tuned.close();
+      }
+    } finally {
+      await rm(tunedDir, { recursive: true, force: true });
     }
   });
 
