@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { computeContentKey, isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { describeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -34,7 +35,12 @@ export function checkSourceBytes(cache: ShardCache, target: ServeTarget, uncheck
   const { entry, stamp } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const startMs = performance.now();
-  const key = computeContentKey(data, target.shape, 'BF16');
+  let key: string | undefined;
+  try {
+    key = computeContentKey(data, target.shape, 'BF16');
+  } catch {
+    // Bytes that cannot be this shape's BF16 tensor (targetFromInfo sends none here): not the entry's.
+  }
   report.digestMs += performance.now() - startMs;
   report.key = entry.key;
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
@@ -85,12 +91,17 @@ function recorderOf(store: CacheStore): StampRecorder {
 function rememberMismatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): void {
   const { mismatched } = recorderOf(store);
   if (mismatched.size >= MAX_REMEMBERED_MISMATCHES) mismatched.delete(mismatched.values().next().value!);
-  mismatched.add(stampItemId(item));
+  mismatched.add(mismatchId(item));
 }
 
 /** Whether a check through this store found the shard (at this stamp) to hold other bytes than the binding's entry. */
 export function isKnownMismatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): boolean {
-  return recorders.get(store)?.mismatched.has(stampItemId(item)) === true;
+  return recorders.get(store)?.mismatched.has(mismatchId(item)) === true;
+}
+
+/** A remembered mismatch's id: a digest of its item, so that long shard names do not grow the memo. */
+function mismatchId(item: AliasSliceItem): string {
+  return createHash('sha1').update(stampItemId(item)).digest('base64');
 }
 
 function queueStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {

@@ -90,8 +90,10 @@ export interface ShardCache {
  * file against an s3:// cache, whose bindings hold no file stamps of their own). `check` reads the
  * tensor raw once, hashes it, and records the stamp with the binding when its bytes are the
  * entry's (later loads come from the cache), or serves it raw (`stale`) when they are not;
- * `trust` serves the cached bytes unchecked (for a cache only ever used with the model it was
- * built from, or one the loader cannot write to, where every load would check again).
+ * `trust` serves the cached bytes unchecked where the binding has no record of that kind of shard
+ * (for a cache only ever used with the model it was built from; or a `cacheOnly` loader, which
+ * never reads raw, so never checks), but still checks a file the binding was recorded against
+ * other files of (a model rewritten in place, which was `stale` before checks existed).
  */
 export type ObjectSourcePolicy = 'check' | 'trust';
 
@@ -108,7 +110,11 @@ export interface OpenShardCacheOptions {
   coverageMin?: number | undefined;
   /** Passed to the store: refresh from other processes on a timer. */
   refreshIntervalMs?: number | undefined;
-  /** `s3://` caches: a per-host directory of fetched blobs (verified by checksum on every read); same as `s3.readThroughDir`. */
+  /**
+   * `s3://` caches: a per-host directory of fetched blobs (verified by checksum on every read) and
+   * of the stamps of this host's local shard files checked against the cache (trusted as a local
+   * cache's journal would be: keep it private to the host's loaders); same as `s3.readThroughDir`.
+   */
   readThroughDir?: string | undefined;
   /** `s3://` caches: the store's S3 settings (endpoint, retries, concurrency, part size…); credentials come from the AWS environment. */
   s3?: S3StoreOptions | undefined;

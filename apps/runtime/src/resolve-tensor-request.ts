@@ -1,5 +1,5 @@
 import { readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, shardStampKind } from '@splitzip/store';
+import { classifyBinding, isBindingStale, shardStampKind } from '@splitzip/store';
 import { isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
@@ -104,14 +104,21 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     return target;
   }
   // A file or object the binding has no record of: read raw and checked once, unless the cache
-  // trusts shards of its kind.
-  if ((shardStampKind(current) === 'object' ? cache.objectSources : cache.fileSources) === 'trust') {
+  // trusts shards of its kind. 'trust' is the rule from before checks: it serves a binding with no
+  // record of that kind of shard, never one recorded against other files of this name (that was
+  // `stale`, raw: a model rewritten in place must not get its old bytes); such a binding is checked.
+  const policy = shardStampKind(current) === 'object' ? cache.objectSources : cache.fileSources;
+  if (policy === 'trust' && !isBindingStale(binding, current)) {
     target.entry = binding.entry;
     return target;
   }
+  // Another dtype or shape at the slice (another model's tensor): not the entry's bytes, and no
+  // content key of it to compute (the key is of BF16 bytes of one shape). Non-BF16: reason `dtype`.
+  const { entry } = binding;
+  const describes = info.dtype === 'BF16' && entry.rawBytes === sizeBytes && entry.shape.length === info.shape.length && entry.shape.every((n, i) => n === info.shape[i]);
   // Checked through this store before and found to hold other bytes: raw, without hashing again.
-  if (isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current })) {
-    target.staleStamp = { recorded: binding.stamps, current };
+  if (!describes || isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current })) {
+    target.staleStamp = { recorded: binding.stamps, current, found: describes ? 'checked' : 'shape' };
     return target;
   }
   target.unchecked = { entry: binding.entry, stamp: current };

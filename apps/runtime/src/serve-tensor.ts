@@ -82,7 +82,7 @@ export interface ServeTarget {
    * current stamp, to hold other bytes than the entry (the file changed, or is another model's of
    * the same name and layout): `entry` is undefined, and the tensor is served raw unhashed.
    */
-  staleStamp?: { recorded: readonly string[]; current: string };
+  staleStamp?: { recorded: readonly string[]; current: string; found: 'checked' | 'shape' };
   /**
    * Set when the slice is bound, but the binding has no record of its shard's stamp (an object's
    * `etag:<etag>`, or a file's `<size>:<mtime ns>`): `entry` is undefined, the tensor is read raw,
@@ -183,10 +183,11 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
     };
   }
   if (target.staleStamp !== undefined) {
-    const { recorded, current } = target.staleStamp;
+    const { recorded, current, found } = target.staleStamp;
+    const how = found === 'checked' ? 'checked earlier through this cache' : `its entry is a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
     return {
       reason: 'stale',
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (checked earlier through this cache; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; run the build again to bind it`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; run the build again to bind it`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;

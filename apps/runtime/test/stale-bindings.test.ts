@@ -452,6 +452,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     const tunedDir = join(root, 'mismatch-tuned');
     const cacheDir = join(root, 'mismatch-cache');
     await writeBuiltModel(baseDir, cacheDir);
+    await sleep(20); // another file time than the base's (files of one size written in one tick share a stamp)
     const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
     const cache = await openShardCache(cacheDir);
     try {
@@ -465,6 +466,54 @@ describe('slice bindings and the shard files they were verified against', () => 
     } finally {
       await cache.close();
       await tuned.close();
+    }
+  });
+
+  it("fileSources: 'trust' serves a binding with no file stamps, never one recorded against other files (a model rewritten in place): that one is checked", async () => {
+    const modelDir = join(root, 'trust-in-place');
+    const cacheDir = join(root, 'trust-in-place-cache');
+    await writeBuiltModel(modelDir, cacheDir);
+    await sleep(20);
+    const v2 = await writeModel(modelDir, tensors(100), 2 * 8192 + 1024);
+    const cache = await openShardCache(cacheDir, { fileSources: 'trust' });
+    try {
+      const loaded = await loadTensor({ model: v2, name: 'b.weight' }, { cache });
+      expect(loaded.report).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(sameBytes(loaded.data, (await readAllRaw(v2)).get('b.weight') as Uint8Array)).toBe(true);
+    } finally {
+      await cache.close();
+      await v2.close();
+    }
+  });
+
+  it('another model whose tensor at a bound slice has another dtype or shape: served raw (dtype / stale), never hashed as the entry\'s BF16 shape, never a thrown store error', async () => {
+    const baseDir = join(root, 'other-dtype-base');
+    const otherDir = join(root, 'other-dtype');
+    const cacheDir = join(root, 'other-dtype-cache');
+    await writeBuiltModel(baseDir, cacheDir);
+    await sleep(20); // another file time than the base's (files of one size written in one tick share a stamp)
+    // Same names, offsets and sizes (8192 B each): a.weight as F32 [64, 32], b.weight as BF16 [32, 128].
+    const other = await writeModel(
+      otherDir,
+      [
+        { name: 'a.weight', dtype: 'F32', shape: [64, 32], data: bf16Weights(4096, 11) },
+        { name: 'b.weight', dtype: 'BF16', shape: [32, 128], data: bf16Weights(4096, 12) },
+        { name: 'c.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 13) },
+        { name: 'd.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 14) },
+      ],
+      2 * 8192 + 1024,
+    );
+    try {
+      const base = await openSafetensorsModel(baseDir);
+      expect(other.tensors.map((t) => t.slice)).toEqual(base.tensors.map((t) => t.slice));
+      await base.close();
+      const reports = await loadAndCheck(other, cacheDir);
+      expect(reports.get('a.weight')).toMatchObject({ source: 'raw', reason: 'dtype' });
+      expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
+      expect(reports.get('b.weight')?.detail).toMatch(/its entry is a tensor of another shape: not this \[32,128\] one/);
+      for (const name of ['c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
+    } finally {
+      await other.close();
     }
   });
 });

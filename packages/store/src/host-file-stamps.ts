@@ -67,8 +67,9 @@ export function serializeHostStampFile(shardName: string, records: ShardRecords)
 /**
  * The records of a host-stamp file of `shardName`, or undefined when it fails any check (length,
  * magic, digest, UTF-8 JSON without repeated keys, exactly the fields of the format, the shard name,
- * each record's offsets, key and file stamps, no record twice). Never throws: a file in a
- * read-through directory is never trusted, and a refused one counts as absent.
+ * each record's offsets, key and file stamps, no record twice). Never throws: a damaged or foreign
+ * file counts as absent (its stamps are checked again). An intact file is this host's record, as
+ * trusted as a local cache's journal: the directory is the host's own.
  */
 export function parseHostStampFile(bytes: Uint8Array, shardName: string): ShardRecords | undefined {
   try {

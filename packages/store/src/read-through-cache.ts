@@ -34,8 +34,11 @@ export const READ_THROUGH_SYNC_MAX_BYTES = 1024 * 1024;
  * `read-through-ranges.ts` (`range.<identity sha256>.bin`: an S3 model's heads and uncached tensors;
  * `object.<identity sha256>.bin`: a cache's entry objects, kept whole) and host file stamps
  * (`stamps.<shard name sha256>.bin`, host-file-stamps.ts). Files are written atomically (temp file,
- * fsync, rename) and never trusted: the reader checks every byte (payload checksum, or the range
- * file's own SHA-256) after reading one, and a file that fails is removed and fetched again.
+ * fsync, rename). Fetched bytes are never trusted: the reader checks every byte (payload checksum,
+ * or the range file's own SHA-256) after reading one, and a file that fails is removed and fetched
+ * again. Host stamps are different: an intact one is taken as this host's record that a local file
+ * holds a binding's bytes (what a local cache's journal holds), so the directory must be as
+ * private to the host's loaders as a local cache would be.
  * Nothing here evicts: the directory grows with what was fetched; temp files of writers that died
  * are removed by the next handle that writes there.
  */
@@ -134,7 +137,7 @@ export class ReadThroughCache {
    * The whole file `name` when it is a regular file of at most `maxBytes` (checked by fstat before
    * anything is allocated), with synchronous calls: for small files a synchronous lookup needs.
    * Undefined when absent, not a regular file, too large or unreadable for any reason: callers
-   * treat such a file as absent (nothing here is trusted, and a lookup must not throw).
+   * treat such a file as absent (a lookup must not throw).
    */
   readSmallFileSync(name: string, maxBytes: number): Uint8Array | undefined {
     let fd: number;
