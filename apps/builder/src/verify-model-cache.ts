@@ -26,12 +26,22 @@ export interface ModelTensorCheck {
   stale?: true;
 }
 
-/** `12582912 bytes, modified 2026-12-05T06:12:07.340Z` for a shard stamp `<size>:<mtime ns>` (other forms as they are). */
+/**
+ * `12582912 bytes, modified 2026-12-05T06:12:07.340Z, inode 1234 changed 2026-12-05T06:12:07.352Z`
+ * for a shard stamp `<size>:<mtime ns>:<ctime ns>:<inode>` (before 2026-12-05: `<size>:<mtime ns>`,
+ * no inode part); other forms as they are.
+ */
 export function describeStamp(stamp: string): string {
-  const match = /^(\d+):(\d+)$/.exec(stamp);
+  const match = /^(\d+):(\d+)(?::(\d+):(\d+))?$/.exec(stamp);
   if (!match) return stamp;
-  const modified = new Date(Number(BigInt(match[2]!) / 1_000_000n));
-  return Number.isNaN(modified.getTime()) ? stamp : `${match[1]} bytes, modified ${modified.toISOString()}`;
+  const isoOf = (ns: string) => {
+    const date = new Date(Number(BigInt(ns) / 1_000_000n));
+    return Number.isNaN(date.getTime()) ? undefined : date.toISOString();
+  };
+  const modified = isoOf(match[2]!);
+  const changed = match[3] === undefined ? undefined : isoOf(match[3]);
+  if (modified === undefined || (match[3] !== undefined && changed === undefined)) return stamp;
+  return `${match[1]} bytes, modified ${modified}${changed === undefined ? '' : `, inode ${match[4]} changed ${changed}`}`;
 }
 
 export interface ModelCheckReport {

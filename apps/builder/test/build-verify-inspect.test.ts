@@ -456,7 +456,7 @@ describe('sharded models and a second model sharing tensors', () => {
     const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath], 1);
     for (const tensor of json.model!.tensors) {
       expect(tensor).toMatchObject({ status: 'failed', stale: true });
-      expect(tensor.reason).toMatch(/was \d+ bytes, modified \d{4}-\d\d-\d\dT[\d:.]+Z, and it is \d+ bytes, modified \d{4}-/);
+      expect(tensor.reason).toMatch(/was \d+ bytes, modified \d{4}-\d\d-\d\dT[\d:.]+Z, inode \d+ changed \d{4}-\d\d-\d\dT[\d:.]+Z, and it is \d+ bytes, modified \d{4}-/);
     }
     const text = await runCli(['verify', cacheDir, '--model', modelPath]);
     expect(text.code).toBe(1);

@@ -85,7 +85,7 @@ export interface ShardCache {
 
 /**
  * How a binding is used for a shard whose stamp it has no record of (classifyBinding: 'unchecked'):
- * an object (an s3:// model's, stamped `etag:<etag>`), or a local file (`<size>:<mtime ns>`: a copy
+ * an object (an s3:// model's, stamped `etag:<etag>`), or a local file (`<size>:<mtime ns>:<ctime ns>:<inode>`: a copy
  * of the model, a file touched since the build, another model's of the same layout, or any local
  * file against an s3:// cache, whose bindings hold no file stamps of their own). `check` reads the
  * tensor raw once, hashes it, and records the stamp with the binding when its bytes are the

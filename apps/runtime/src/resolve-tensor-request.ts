@@ -1,4 +1,4 @@
-import { readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { isSameFileContentStamp, readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isBindingStale, shardStampKind } from '@splitzip/store';
 import { isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
@@ -47,8 +47,9 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
   } catch {
     return; // Not a model openSafetensorsModel made (a wrapper): no descriptor here; its reads say what they find.
   }
-  if (now === null || now === opened) return; // null: the model was closed; its reads say so.
-  throw new RuntimeError('SHARD_CHANGED', `shard ${shardName} was rewritten since the model was opened (size:mtime ${opened} -> ${now}): open the model again`, {
+  // Its ctime left out: a chmod under the open model changes no byte (isSameFileContentStamp).
+  if (now === null || isSameFileContentStamp(now, opened)) return; // null: the model was closed; its reads say so.
+  throw new RuntimeError('SHARD_CHANGED', `shard ${shardName} was rewritten since the model was opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,
     modelRoot: model.rootDir,
@@ -66,8 +67,10 @@ export function checkShardPathUnchanged(model: SafetensorsModel, shardName: stri
   const opened = shardStampOf(model, shardName);
   if (opened === null) return;
   const now = readFileStamp(path);
+  // The whole stamp, ctime too: another file at the path (an extracted copy, say) may have this
+  // one's size and mtime, and a reader by path would read its bytes.
   if (now === null || now === opened) return; // null: gone or unreadable; the read itself reports it.
-  throw new RuntimeError('SHARD_CHANGED', `the file at ${path} (shard ${shardName}) is not the one the model opened (size:mtime ${opened} -> ${now}): open the model again`, {
+  throw new RuntimeError('SHARD_CHANGED', `the file at ${path} (shard ${shardName}) is not the one the model opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,
     path,

@@ -85,7 +85,7 @@ export interface ServeTarget {
   staleStamp?: { recorded: readonly string[]; current: string; found: 'checked' | 'shape' };
   /**
    * Set when the slice is bound, but the binding has no record of its shard's stamp (an object's
-   * `etag:<etag>`, or a file's `<size>:<mtime ns>`): `entry` is undefined, the tensor is read raw,
+   * `etag:<etag>`, or a file's `<size>:<mtime ns>:<ctime ns>:<inode>`): `entry` is undefined, the tensor is read raw,
    * and its bytes are checked against this entry (checkSourceBytes).
    */
   unchecked?: { entry: CacheEntry; stamp: string };

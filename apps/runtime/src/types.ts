@@ -13,7 +13,7 @@ export type TensorSource = 'cache' | 'raw';
  *   and holds other bytes than the entry (the file was rewritten, or is another model's of the
  *   same name and layout): served raw;
  * - `unchecked`: the slice is bound, but the binding has no record of its shard's stamp (an
- *   object's ETag, or a local file's size and mtime: a copy, a touched file, another model's of
+ *   object's ETag, or a local file's size, times and inode: a copy, a touched file, another model's of
  *   the same layout, any local file against an s3:// cache): served raw, and its bytes hashed;
  *   when they are the entry's, the stamp is recorded with the binding, so later loads of it are
  *   `cached` (`detail` says whether it was recorded), else the tensor is `stale`;

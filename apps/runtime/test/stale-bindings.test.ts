@@ -2,7 +2,7 @@
 // verified against: a model rewritten in place, copied, or another model with the same shard names
 // must never be served the cached bytes of the file the cache was built from. A shard whose stamp
 // the binding has no record of is checked once (its bytes hashed), then recorded or served raw.
-import { cp, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { cp, open, readdir, readFile, rename, rm, utimes } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,7 +75,7 @@ describe('slice bindings and the shard files they were verified against', () => 
       // Both files were written again: nothing of them is trusted. b.weight has other values (stale);
       // the others have the same bytes, which their check finds (unchecked, then recorded).
       expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
-      expect(reports.get('b.weight')?.detail).toMatch(/^shard file model-00001-of-00002\.safetensors \(\d+:\d+\) holds other bytes/);
+      expect(reports.get('b.weight')?.detail).toMatch(/^shard file model-00001-of-00002\.safetensors \(\d+:\d+:\d+:\d+\) holds other bytes/);
       for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
       // A second load through a new handle: the recorded stamps are trusted; b.weight is hashed
       // again (a mismatch is remembered by the handle that found it only).
@@ -426,7 +426,7 @@ describe('slice bindings and the shard files they were verified against', () => 
       expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
       for (const name of ['a.weight', 'c.weight', 'd.weight']) {
         expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
-        expect(reports.get(name)?.detail).toMatch(/^shard file model-0000\d-of-00002\.safetensors \(\d+:\d+\) checked: its bytes are the entry's/);
+        expect(reports.get(name)?.detail).toMatch(/^shard file model-0000\d-of-00002\.safetensors \(\d+:\d+:\d+:\d+\) checked: its bytes are the entry's/);
       }
       const next = await loadAndCheck(tuned, cacheDir);
       expect(next.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
@@ -461,7 +461,7 @@ describe('slice bindings and the shard files they were verified against', () => 
       expect(first.report.digestMs).toBeGreaterThan(0);
       const second = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
       expect(second.report).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
-      expect(second.report.detail).toMatch(/holds other bytes than the entry its slice is bound to \(checked earlier through this cache; the binding's stamps: \d+:\d+\)/);
+      expect(second.report.detail).toMatch(/holds other bytes than the entry its slice is bound to \(checked earlier through this cache; the binding's stamps: \d+:\d+:\d+:\d+\)/);
       expect(sameBytes(second.data, (await readAllRaw(tuned)).get('b.weight') as Uint8Array)).toBe(true);
     } finally {
       await cache.close();
@@ -514,6 +514,28 @@ describe('slice bindings and the shard files they were verified against', () => 
       for (const name of ['c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
     } finally {
       await other.close();
+    }
+  });
+
+  it("a fine-tune whose files have the base's sizes and modification times (touch -r, rsync -t, tar, pinned file systems) is checked, never served the base's bytes", async () => {
+    const baseDir = join(root, 'pinned-base');
+    const tunedDir = join(root, 'pinned-tuned');
+    const cacheDir = join(root, 'pinned-cache');
+    const pinned = new Date(1_700_000_000_000);
+    await (await writeModel(baseDir, tensors(), 2 * 8192 + 1024)).close();
+    for (const name of await readdir(baseDir)) await utimes(join(baseDir, name), pinned, pinned);
+    const base = await openSafetensorsModel(baseDir);
+    await buildCache(base, cacheDir);
+    await base.close();
+    await (await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024)).close();
+    for (const name of await readdir(tunedDir)) await utimes(join(tunedDir, name), pinned, pinned);
+    const tuned = await openSafetensorsModel(tunedDir);
+    try {
+      const reports = await loadAndCheck(tuned, cacheDir);
+      expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
+    } finally {
+      await tuned.close();
     }
   });
 });

@@ -2,7 +2,7 @@ import { constants, fstatSync, type BigIntStats } from 'node:fs';
 import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
-import { formatFileStamp } from './file-stamp.js';
+import { formatFileStamp, isSameFileContentStamp } from './file-stamp.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_OBJECT_STAMP_CHARS, MAX_READ_CHUNK_BYTES, OBJECT_STAMP_PREFIX, STAMP_CHECK_INTERVAL_MS } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
@@ -394,8 +394,8 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
       } catch (cause) {
         return rethrowIo(cause, path);
       }
-      if (now !== stamp) {
-        throw new SafetensorsError('SHARD_CHANGED', `shard ${quoteValue(name)} changed since the model was opened (size:mtime ${stamp} -> ${now}): open the model again`, {
+      if (!isSameFileContentStamp(now, stamp)) {
+        throw new SafetensorsError('SHARD_CHANGED', `shard ${quoteValue(name)} changed since the model was opened (size:mtime:ctime:inode ${stamp} -> ${now}): open the model again`, {
           file: path,
           ...(tensor !== undefined ? { tensor } : {}),
         });

@@ -2,9 +2,10 @@ import { getModelReader } from './model-reader.js';
 import type { SafetensorsModel } from './types.js';
 
 /**
- * A shard's stamp now (`<size>:<mtime ns>` of the descriptor the model reads it through, one fstat),
- * to compare with `SafetensorsShard.stamp`, the stamp when the model was opened: they differ once the
- * file was rewritten in place under the open model (reads of it then throw SHARD_CHANGED). Lets a
+ * A shard's stamp now (`<size>:<mtime ns>:<ctime ns>:<inode>` of the descriptor the model reads it through, one fstat),
+ * to compare with `SafetensorsShard.stamp`, the stamp when the model was opened, by
+ * isSameFileContentStamp: they differ once the file was rewritten in place under the open model
+ * (reads of it then throw SHARD_CHANGED). Compared whole they differ after a chmod or an unlink too. Lets a
  * caller that serves a tensor without reading the shard (from a cache) notice the same change.
  * null for a model read from a ByteSource, for a shard name the model does not have, and after close().
  */

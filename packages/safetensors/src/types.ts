@@ -52,7 +52,7 @@ export interface SafetensorsShard {
   metadata: Record<string, string> | null;
   /**
    * What the file was when it was opened, as a string that changes whenever its bytes are
-   * rewritten: `<size>:<mtime ns>` for a local file (what make and rsync compare); for a model read
+   * rewritten: `<size>:<mtime ns>:<ctime ns>:<inode>` for a local file (formatFileStamp); for a model read
    * from a ByteSource, `etag:<etag>` of an object whose source gives its version (an S3 ETag,
    * OBJECT_STAMP_PREFIX), else null. A cache records it with each slice binding, so that a reader
    * of a changed (or another model's) file or object does not trust them unchecked.

@@ -1,8 +1,8 @@
-import { open, readFile, rename, utimes } from 'node:fs/promises';
+import { chmod, open, readFile, rename, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { STAMP_CHECK_INTERVAL_MS, iterateTensors, openSafetensorsModel, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
+import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, iterateTensors, openSafetensorsModel, readFileStamp, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
 import { catchErrorAsync, createRandom, expectCode, randomBytes, withTempDir } from './helpers.js';
 
 async function writeModel(path: string, seed: number) {
@@ -93,12 +93,60 @@ describe('a shard file that changes under an open model', () => {
       try {
         await writeModel(join(dir, 'next.safetensors'), 4);
         await rename(join(dir, 'next.safetensors'), path);
-        expect(readShardStamp(model, model.shards[0]!.name)).toBe(model.shards[0]!.stamp);
+        // Unlinked by the rename, the opened file's ctime moved; its size and mtime did not.
+        expect(isSameFileContentStamp(readShardStamp(model, model.shards[0]!.name)!, model.shards[0]!.stamp!)).toBe(true);
         expect(await readTensorBytes(model, 'a')).toEqual(before[0]!.data);
         expect(readShardStamp(model, 'no-such-shard')).toBeNull();
       } finally {
         await model.close();
       }
+    });
+  });
+
+  it('a chmod under an open model moves its stamp (ctime), not its bytes: reads go on', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'model.safetensors');
+      const before = await writeModel(path, 5);
+      const model = await openSafetensorsModel(path);
+      try {
+        const opened = model.shards[0]!.stamp!;
+        await sleep(STAMP_CHECK_INTERVAL_MS + 20);
+        await chmod(path, 0o600);
+        const now = readShardStamp(model, model.shards[0]!.name)!;
+        expect(now).not.toBe(opened);
+        expect(isSameFileContentStamp(now, opened)).toBe(true);
+        expect(await readTensorBytes(model, 'a')).toEqual(before[0]!.data);
+      } finally {
+        await model.close();
+      }
+    });
+  });
+});
+
+describe('file stamps', () => {
+  it('are <size>:<mtime ns>:<ctime ns>:<inode>: two files of one size and mtime (touch -r, rsync -t, tar) have other stamps', async () => {
+    await withTempDir(async (dir) => {
+      const a = join(dir, 'a.safetensors');
+      const b = join(dir, 'b.safetensors');
+      await writeModel(a, 6);
+      await sleep(20);
+      await writeModel(b, 7);
+      // One time for both, whole seconds (utimes takes no nanoseconds): as tar or a pinned file system leaves them.
+      const pinned = new Date(1_700_000_000_000);
+      await utimes(a, pinned, pinned);
+      await utimes(b, pinned, pinned);
+      const stampA = readFileStamp(a)!;
+      const stampB = readFileStamp(b)!;
+      const info = await stat(a, { bigint: true });
+      expect(stampA).toBe(`${info.size}:${info.mtimeNs}:${info.ctimeNs}:${info.ino}`);
+      expect(stampB.split(':').slice(0, 2)).toEqual(stampA.split(':').slice(0, 2));
+      expect(stampB).not.toBe(stampA);
+      // Their content parts agree: only a reader of ONE open file compares those alone.
+      expect(isSameFileContentStamp(stampA, stampB)).toBe(true);
+      expect(isSameFileContentStamp('1:2:3:4', '1:3:3:4')).toBe(false);
+      expect(isSameFileContentStamp('1:2:3:4', '1:2:5:6')).toBe(true);
+      expect(isSameFileContentStamp('etag:"x"', 'etag:"x"')).toBe(true);
+      expect(isSameFileContentStamp('etag:"x"', 'etag:"y"')).toBe(false);
     });
   });
 });

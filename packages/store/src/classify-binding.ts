@@ -10,7 +10,7 @@ export type BindingTrust = 'trusted' | 'unchecked';
 
 /**
  * Classifies a binding against the stamp of the shard a reader holds (`shardStamp`: a file's
- * `<size>:<mtime ns>`, an object's `etag:<ETag>`, null when it has none).
+ * `<size>:<mtime ns>:<ctime ns>:<inode>`, an object's `etag:<ETag>`, null when it has none).
  * - No stamp: trusted, as before stamps existed.
  * - A stamp the binding recorded (its build read that file, or a reader checked it): trusted.
  * - Any other: unchecked. Neither kind proves the bytes differ (a copy of the same bytes has other

@@ -2,7 +2,7 @@ import { OBJECT_STAMP_PREFIX } from '@splitzip/safetensors';
 
 /**
  * Object stamps name an S3 object's version (`etag:<ETag>`, quotes as S3 gives them); every other
- * stamp is a local file's (`<size>:<mtime ns>`, SafetensorsShard.stamp). A file stamp describes one
+ * stamp is a local file's (`<size>:<mtime ns>:<ctime ns>:<inode>`, SafetensorsShard.stamp). A file stamp describes one
  * host's file; an object stamp describes bytes any host reads, so an S3 cache keeps only those in
  * its bucket (file stamps stay on the host: host-file-stamps.ts).
  */

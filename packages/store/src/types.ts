@@ -4,7 +4,7 @@ import type { CodebookJson } from '@splitzip/codec';
 /**
  * A slice identity as `@splitzip/safetensors` reports it: (shardName, offsetBytes, sizeBytes), with
  * the optional stamps of the shard files the binding was verified against (SafetensorsShard.stamp:
- * a file's size and modification time; several when copies of the
+ * a file's size, times and inode; several when copies of the
  * file, or another model's file of the same name, hold the same bytes there; the latest
  * MAX_SLICE_STAMPS are kept). A reader whose shard has a stamp not among them knows the file is
  * not one the binding was verified against, and does not trust it.
