@@ -402,8 +402,6 @@ describe('sharded models and a second model sharing tensors', () => {
     const baseDir = join(temp.path, 'base');
     const tunedDir = join(temp.path, 'tuned');
     const baseModel = await writeShardedTestModel(baseDir, base, 10_000);
-    // File times tick coarsely: files of one size written in one tick share a stamp (one file, to a reader).
-    await new Promise((resolve) => setTimeout(resolve, 20));
     const tunedModel = await writeShardedTestModel(tunedDir, tuned, 10_000);
     const cacheDir = join(temp.path, 'cache-conflict');
     await runJson<BuildJson>(['build', baseModel.indexPath, '--out', cacheDir]);

@@ -45,6 +45,17 @@ async function writeBuiltModel(modelDir: string, cacheDir: string): Promise<void
   }
 }
 
+/**
+ * The standard model written and built into a cache, and a fine-tune of it written beside it: the
+ * same shard names and layout, b.weight's values changed. Returns the directories.
+ */
+async function writeBaseAndTuned(prefix: string): Promise<{ baseDir: string; tunedDir: string; cacheDir: string }> {
+  const dirs = { baseDir: join(root, `${prefix}-base`), tunedDir: join(root, `${prefix}-tuned`), cacheDir: join(root, `${prefix}-cache`) };
+  await writeBuiltModel(dirs.baseDir, dirs.cacheDir);
+  await (await writeModel(dirs.tunedDir, tensors(100), 2 * 8192 + 1024)).close();
+  return dirs;
+}
+
 /** Loads the whole model through the cache; every tensor must equal the file's bytes. */
 async function loadAndCheck(model: SafetensorsModel, cacheDir: string) {
   const raw = await readAllRaw(model);
@@ -235,11 +246,7 @@ describe('slice bindings and the shard files they were verified against', () => 
   });
 
   it("another model's objects of the same names and layout (a fine-tune in S3) are never served the cached bytes: stale, raw, nothing recorded", async () => {
-    const baseDir = join(root, 'object-base');
-    const tunedDir = join(root, 'object-tuned');
-    const cacheDir = join(root, 'object-base-cache');
-    await writeBuiltModel(baseDir, cacheDir);
-    await (await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024)).close();
+    const { tunedDir, cacheDir } = await writeBaseAndTuned('object');
     const tuned = await openSafetensorsModel({ source: await objectSource(tunedDir, '"tuned-etag"') });
     try {
       const reports = await loadAndCheck(tuned, cacheDir);
@@ -385,12 +392,8 @@ describe('slice bindings and the shard files they were verified against', () => 
   });
 
   it("sixteen object versions checked against a binding never push out its file stamps: another model's local file of the same name stays stale", async () => {
-    const baseDir = join(root, 'evict-base');
-    const tunedDir = join(root, 'evict-tuned');
-    const cacheDir = join(root, 'evict-cache');
-    await writeBuiltModel(baseDir, cacheDir);
-    await sleep(20);
-    const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
+    const { baseDir, tunedDir, cacheDir } = await writeBaseAndTuned('evict');
+    const tuned = await openSafetensorsModel(tunedDir);
     try {
       expect((await loadAndCheck(tuned, cacheDir)).get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
       for (let version = 0; version < 20; version += 1) {
@@ -448,12 +451,8 @@ describe('slice bindings and the shard files they were verified against', () => 
   });
 
   it('a shard found to hold other bytes is remembered by the cache handle: later loads through it serve the tensor raw without hashing it again', async () => {
-    const baseDir = join(root, 'mismatch-base');
-    const tunedDir = join(root, 'mismatch-tuned');
-    const cacheDir = join(root, 'mismatch-cache');
-    await writeBuiltModel(baseDir, cacheDir);
-    await sleep(20); // another file time than the base's (files of one size written in one tick share a stamp)
-    const tuned = await writeModel(tunedDir, tensors(100), 2 * 8192 + 1024);
+    const { tunedDir, cacheDir } = await writeBaseAndTuned('mismatch');
+    const tuned = await openSafetensorsModel(tunedDir);
     const cache = await openShardCache(cacheDir);
     try {
       const first = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
@@ -491,7 +490,6 @@ describe('slice bindings and the shard files they were verified against', () => 
     const otherDir = join(root, 'other-dtype');
     const cacheDir = join(root, 'other-dtype-cache');
     await writeBuiltModel(baseDir, cacheDir);
-    await sleep(20); // another file time than the base's (files of one size written in one tick share a stamp)
     // Same names, offsets and sizes (8192 B each): a.weight as F32 [64, 32], b.weight as BF16 [32, 128].
     const other = await writeModel(
       otherDir,
