@@ -57,4 +57,15 @@ describe('isBindingStale', () => {
     expect(isBindingStale(binding(OBJ_A), FILE_A)).toBe(false);
     expect(isBindingStale(binding(OBJ_A), OBJ_B)).toBe(false);
   });
+
+  it("a legacy stamp (<size>:<mtime ns>, before 2026-12-05) of the file's size and mtime is not stale; of others it is", () => {
+    const now = '4096:1700000000000000000:1700000000000000123:77';
+    expect(isBindingStale(binding('4096:1700000000000000000'), now)).toBe(false);
+    expect(isBindingStale(binding('4096:1700000000000000001'), now)).toBe(true);
+    expect(isBindingStale(binding('4097:1700000000000000000'), now)).toBe(true);
+    // A new-form stamp of another inode or ctime is another file.
+    expect(isBindingStale(binding('4096:1700000000000000000:1700000000000000123:78'), now)).toBe(true);
+    // classifyBinding never takes a legacy stamp for this file: the loader checks the bytes.
+    expect(classifyBinding(binding('4096:1700000000000000000'), now)).toBe('unchecked');
+  });
 });
