@@ -361,7 +361,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         const tensor = bySlice.get(JSON.stringify([shardName, offsetBytes, sizeBytes]));
         return tensor && { name: tensor.name, file: tensor.shardPath };
       },
-      // An s3:// cache records no stamps (the store drops them).
+      // None for an s3:// cache: it keeps file stamps on the host that gives them only (its
+      // read-through directory, which the builder has none of), so loaders on every host check
+      // the files once anyway.
       shardStamps: new Map(s3 ? [] : model.shards.map((shard) => [shard.name, shard.stamp ?? null])),
       repair: options.repair ?? false,
       blobSha256: s3,

@@ -3,6 +3,7 @@ import { computeContentKey, isStoreError, shardStampKind, type AliasSliceItem, t
 import { describeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
+import { weakFileSystemOf } from './detect-weak-file-system.js';
 import type { TensorReport } from './types.js';
 
 /** What a cache handle's stamp records came to (ShardCache.flushObjectStamps: object and file stamps alike). */
@@ -31,8 +32,8 @@ export function describeShard(shardName: string, stamp: string): string {
  * cache it takes the writer lock (a stopped builder holds it for the lock timeout), on an s3://
  * cache it lists the cache; the load goes on, and the cache's close() waits for it.
  */
-export function checkSourceBytes(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string }, data: Uint8Array, report: TensorReport): void {
-  const { entry, stamp } = unchecked;
+export function checkSourceBytes(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string; weak?: true }, data: Uint8Array, report: TensorReport): void {
+  const { entry, stamp, weak } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const startMs = performance.now();
   let key: string | undefined;
@@ -44,13 +45,19 @@ export function checkSourceBytes(cache: ShardCache, target: ServeTarget, uncheck
   report.digestMs += performance.now() - startMs;
   report.key = entry.key;
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
+  const weakNote = weak === true && target.model !== undefined ? weakFileSystemOf(target.model, shardName) : undefined;
   if (key !== entry.key) {
-    rememberMismatch(cache.store, item);
+    // On a weak file system the stamp names other files too: nothing to remember by it.
+    if (weakNote === undefined) rememberMismatch(cache.store, item);
     report.reason = 'stale';
     report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout): served raw`;
     return;
   }
   report.reason = 'unchecked';
+  if (weakNote !== undefined) {
+    report.detail = `${describeShard(shardName, stamp)} checked: its bytes are the entry's; it is on ${weakNote}, whose file stamps cannot tell two images' files apart, so it is checked at every load (fileSources: 'trust' serves it unchecked)`;
+    return;
+  }
   const recorder = queueStamp(cache.store, item);
   const last = recorder.stats.lastError;
   report.detail =

@@ -209,7 +209,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       totals.refreshError = describeError(error);
     }
     const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;
-    const checkedShards = new Set<string>();
+    const checkedShards = new Map<string, string | null>();
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle, checkedShards));
     const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);
     const ownPool = options.pool === undefined && handle !== undefined && entries.length > 0;

@@ -1,5 +1,6 @@
-import { isSameFileContentStamp, readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, isBindingStale, shardStampKind } from '@splitzip/store';
+import { isSameFileContentStamp, isSameFileIgnoringCtime, readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { classifyBinding, shardStampKind } from '@splitzip/store';
+import { isOnWeakFileSystem } from './detect-weak-file-system.js';
 import { isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
@@ -36,19 +37,22 @@ function shardStampOf(model: SafetensorsModel, shardName: string): string | null
 /**
  * Throws SHARD_CHANGED when the shard's file was rewritten in place since `model` was opened: the
  * header the model parsed may not describe it, and a binding's stamp check would compare against
- * the stamp of a file that is gone. One fstat of the model's descriptor.
+ * the stamp of a file that is gone. One fstat of the model's descriptor. Returns the shard's stamp
+ * now (what a binding is judged by: a chmod, or a rewrite that restored the mtime, moved its ctime
+ * only, and the bytes are checked again), or the stamp it was opened with where none can be read.
  */
-export function checkShardUnchanged(model: SafetensorsModel, shardName: string, tensor: string): void {
+export function checkShardUnchanged(model: SafetensorsModel, shardName: string, tensor: string): string | null {
   const opened = shardStampOf(model, shardName);
-  if (opened === null) return;
+  if (opened === null) return null;
   let now: string | null;
   try {
     now = readShardStamp(model, shardName);
   } catch {
-    return; // Not a model openSafetensorsModel made (a wrapper): no descriptor here; its reads say what they find.
+    return opened; // Not a model openSafetensorsModel made (a wrapper): no descriptor here; its reads say what they find.
   }
+  if (now === null) return opened; // The model was closed; its reads say so.
   // Its ctime left out: a chmod under the open model changes no byte (isSameFileContentStamp).
-  if (now === null || isSameFileContentStamp(now, opened)) return; // null: the model was closed; its reads say so.
+  if (isSameFileContentStamp(now, opened)) return now;
   throw new RuntimeError('SHARD_CHANGED', `shard ${shardName} was rewritten since the model was opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,
@@ -67,9 +71,9 @@ export function checkShardPathUnchanged(model: SafetensorsModel, shardName: stri
   const opened = shardStampOf(model, shardName);
   if (opened === null) return;
   const now = readFileStamp(path);
-  // The whole stamp, ctime too: another file at the path (an extracted copy, say) may have this
-  // one's size and mtime, and a reader by path would read its bytes.
-  if (now === null || now === opened) return; // null: gone or unreadable; the read itself reports it.
+  // The inode too: another file at the path (an extracted copy, say) may have this one's size and
+  // mtime, and a reader by path would read its bytes. Not the ctime: a chmod changes no byte.
+  if (now === null || isSameFileIgnoringCtime(now, opened)) return; // null: gone or unreadable; the read itself reports it.
   throw new RuntimeError('SHARD_CHANGED', `the file at ${path} (shard ${shardName}) is not the one the model opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,
@@ -81,14 +85,16 @@ export function checkShardPathUnchanged(model: SafetensorsModel, shardName: stri
 }
 
 /**
- * `checkedShards`: shards already checked by this call (loadModel resolves every tensor at once:
- * one fstat per shard, not per tensor, at ~3 µs each on this VM; its raw reads check again).
+ * `checkedShards`: shards already checked by this call, with their stamps now (loadModel resolves
+ * every tensor at once: one fstat per shard, not per tensor, at ~3 µs each on this VM; its raw
+ * reads check again).
  */
-export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined, checkedShards?: Set<string>): ServeTarget {
+export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache: ShardCache | undefined, checkedShards?: Map<string, string | null>): ServeTarget {
   const { shardName, offsetBytes, sizeBytes } = info.slice;
-  if (checkedShards === undefined || !checkedShards.has(shardName)) {
-    checkShardUnchanged(model, shardName, info.name);
-    checkedShards?.add(shardName);
+  let current = checkedShards?.get(shardName);
+  if (current === undefined) {
+    current = checkShardUnchanged(model, shardName, info.name);
+    checkedShards?.set(shardName, current);
   }
   const target: ServeTarget = { name: info.name, dtype: info.dtype, shape: info.shape, slice: info.slice, model, info, entry: undefined };
   if (cache === undefined) return target;
@@ -101,17 +107,21 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   }
   const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   if (binding === undefined) return target;
-  const current = shardStampOf(model, shardName);
-  if (current === null || classifyBinding(binding, current) === 'trusted') {
+  const kind = current === null ? undefined : shardStampKind(current);
+  const policy = kind === 'object' ? cache.objectSources : cache.fileSources;
+  // A file on a file system whose metadata cannot tell two files apart (two squashfs images of one
+  // layout give their files one stamp): no stamp is proof; checked at every load, never recorded.
+  const weak = kind === 'file' && policy !== 'trust' && isOnWeakFileSystem(model, shardName);
+  if (current === null || (!weak && classifyBinding(binding, current) === 'trusted')) {
     target.entry = binding.entry;
     return target;
   }
   // A file or object the binding has no record of: read raw and checked once, unless the cache
   // trusts shards of its kind. 'trust' is the rule from before checks: it serves a binding with no
-  // record of that kind of shard, never one recorded against other files of this name (that was
+  // record of that kind of shard, never a file binding recorded against other files (it was
   // `stale`, raw: a model rewritten in place must not get its old bytes); such a binding is checked.
-  const policy = shardStampKind(current) === 'object' ? cache.objectSources : cache.fileSources;
-  if (policy === 'trust' && !isBindingStale(binding, current)) {
+  const hasFileStamps = binding.stamps.some((stamp) => shardStampKind(stamp) === 'file');
+  if (policy === 'trust' && (kind === 'object' || !hasFileStamps)) {
     target.entry = binding.entry;
     return target;
   }
@@ -120,11 +130,12 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   const { entry } = binding;
   const describes = info.dtype === 'BF16' && entry.rawBytes === sizeBytes && entry.shape.length === info.shape.length && entry.shape.every((n, i) => n === info.shape[i]);
   // Checked through this store before and found to hold other bytes: raw, without hashing again.
-  if (!describes || isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current })) {
+  // (Not on a weak file system: the same stamp names other files there.)
+  if (!describes || (!weak && isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current }))) {
     target.staleStamp = { recorded: binding.stamps, current, found: describes ? 'checked' : 'shape' };
     return target;
   }
-  target.unchecked = { entry: binding.entry, stamp: current };
+  target.unchecked = { entry: binding.entry, stamp: current, ...(weak ? { weak: true } : {}) };
   return target;
 }
 

@@ -88,7 +88,8 @@ export interface ServeTarget {
    * `etag:<etag>`, or a file's `<size>:<mtime ns>:<ctime ns>:<inode>`): `entry` is undefined, the tensor is read raw,
    * and its bytes are checked against this entry (checkSourceBytes).
    */
-  unchecked?: { entry: CacheEntry; stamp: string };
+  /** `weak`: the shard is on a file system whose stamps prove nothing (detect-weak-file-system.ts): checked at every load, never recorded. */
+  unchecked?: { entry: CacheEntry; stamp: string; weak?: true };
 }
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((value, i) => value === b[i]);

@@ -1,4 +1,4 @@
-// A slice binding records the stamps of the shard files (size + mtime) and objects (ETag) it was
+// A slice binding records the stamps of the shard files (size, times, inode) and objects (ETag) it was
 // verified against: a model rewritten in place, copied, or another model with the same shard names
 // must never be served the cached bytes of the file the cache was built from. A shard whose stamp
 // the binding has no record of is checked once (its bytes hashed), then recorded or served raw.

@@ -17,19 +17,36 @@ export function formatFileStamp(stats: Pick<BigIntStats, 'size' | 'mtimeNs' | 'c
   return `${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}:${stats.ino}`;
 }
 
-/** A file stamp's size and mtime (`<size>:<mtime ns>`); other stamps as they are. */
-function contentPart(stamp: string): string {
-  const second = stamp.indexOf(':', stamp.indexOf(':') + 1);
-  return second < 0 ? stamp : stamp.slice(0, second);
+/** A file stamp's fields (a legacy `<size>:<mtime ns>` has no ctime and inode); undefined for any other stamp. */
+function parseFileStamp(stamp: string): { size: string; mtime: string; ctime?: string; inode?: string } | undefined {
+  const match = /^(\d+):(\d+)(?::(\d+):(\d+))?$/.exec(stamp);
+  if (!match) return undefined;
+  return { size: match[1]!, mtime: match[2]!, ...(match[3] === undefined ? {} : { ctime: match[3], inode: match[4]! }) };
 }
 
 /**
  * Whether two stamps of ONE open file (its descriptor's) say its bytes are unchanged: size and mtime
  * equal. Its ctime is left out: a chmod, chown, xattr (a backup tool, an SELinux relabel) or an
- * unlink moves it under an open model without touching a byte, and must not fail the model's reads.
+ * unlink moves it under an open model without touching a byte, and must not fail the model's reads
+ * (a reader that serves cached bytes judges them by the stamp now, ctime included: a rewrite that
+ * restores the mtime moves the ctime). Stamps that are not file stamps: equal strings.
  */
 export function isSameFileContentStamp(a: string, b: string): boolean {
-  return contentPart(a) === contentPart(b);
+  const [x, y] = [parseFileStamp(a), parseFileStamp(b)];
+  if (x === undefined || y === undefined) return a === b;
+  return x.size === y.size && x.mtime === y.mtime;
+}
+
+/**
+ * Whether two file stamps name the same file with the same size and mtime, its ctime left out (a
+ * chmod): for a reader that opens a shard by path while the model holds it open (the open
+ * descriptor keeps its inode number from being reused, so another file there has another one).
+ * Stamps that are not file stamps: equal strings.
+ */
+export function isSameFileIgnoringCtime(a: string, b: string): boolean {
+  const [x, y] = [parseFileStamp(a), parseFileStamp(b)];
+  if (x === undefined || y === undefined) return a === b;
+  return x.size === y.size && x.mtime === y.mtime && x.inode === y.inode;
 }
 
 /**

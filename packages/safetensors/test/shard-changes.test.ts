@@ -2,7 +2,7 @@ import { chmod, open, readFile, rename, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, iterateTensors, openSafetensorsModel, readFileStamp, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
+import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, isSameFileIgnoringCtime, iterateTensors, openSafetensorsModel, readFileStamp, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
 import { catchErrorAsync, createRandom, expectCode, randomBytes, withTempDir } from './helpers.js';
 
 async function writeModel(path: string, seed: number) {
@@ -147,6 +147,13 @@ describe('file stamps', () => {
       expect(isSameFileContentStamp('1:2:3:4', '1:2:5:6')).toBe(true);
       expect(isSameFileContentStamp('etag:"x"', 'etag:"x"')).toBe(true);
       expect(isSameFileContentStamp('etag:"x"', 'etag:"y"')).toBe(false);
+      // Not cut at a colon: ETags may hold them.
+      expect(isSameFileContentStamp('etag:"a:1"', 'etag:"a:2"')).toBe(false);
+      // By path: the inode counts, the ctime does not.
+      expect(isSameFileIgnoringCtime(stampA, stampB)).toBe(false);
+      expect(isSameFileIgnoringCtime('1:2:3:4', '1:2:9:4')).toBe(true);
+      expect(isSameFileIgnoringCtime('1:2:3:4', '1:2:3:5')).toBe(false);
+      expect(isSameFileIgnoringCtime('etag:"a:1"', 'etag:"a:2"')).toBe(false);
     });
   });
 });

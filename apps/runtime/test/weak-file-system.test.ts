@@ -1,0 +1,116 @@
+// Shards on a file system whose stamps prove nothing (squashfs and the like: two images of one layout
+// give their files one stamp) are checked at every load and never recorded. The statfs answer is
+// faked here (mounting an image needs root and loop devices); detectWeakFileSystem's table is tested as it is.
+import type * as NodeFs from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { openSafetensorsModel } from '@splitzip/safetensors';
+import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { openShardCache } from '../src/open-shard-cache.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+
+const fake = vi.hoisted(() => ({ weak: new Set<string>() }));
+vi.mock('node:fs', async (importOriginal) => {
+  const fs = await importOriginal<typeof NodeFs>();
+  // squashfs's magic for the shard files of the directories marked weak; the real answer elsewhere.
+  const statfsSync = ((path: string, options?: unknown) => {
+    const real = fs.statfsSync(path, options as never);
+    return [...fake.weak].some((dir) => String(path).startsWith(dir)) ? { ...real, type: 0x73717368 } : real;
+  }) as typeof fs.statfsSync;
+  return { ...fs, default: { ...fs, statfsSync }, statfsSync };
+});
+
+const { weakFileSystemName } = await import('../src/detect-weak-file-system.js');
+
+let root: string;
+let cleanup: () => Promise<void>;
+beforeAll(async () => {
+  ({ dir: root, cleanup } = await makeTempDir('weak-fs'));
+});
+afterAll(async () => {
+  await cleanup?.();
+});
+
+function tensors(seed = 0): FixtureTensor[] {
+  return [
+    { name: 'a.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 31) },
+    { name: 'b.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 32 + seed) },
+  ];
+}
+
+describe('shards on a file system whose stamps prove nothing', () => {
+  it('names the read-only image and FUSE file systems by their statfs magic, and no other', () => {
+    expect(weakFileSystemName(0x73717368)).toBe('squashfs');
+    expect(weakFileSystemName(0xe0f5e1e2)).toBe('erofs');
+    expect(weakFileSystemName(0x9660)).toBe('iso9660');
+    expect(weakFileSystemName(0x65735546)).toBe('fuse');
+    expect(weakFileSystemName(0xef53)).toBeUndefined(); // ext4
+    expect(weakFileSystemName(0x01021994)).toBeUndefined(); // tmpfs
+    expect(weakFileSystemName(0x794c7630)).toBeUndefined(); // overlayfs
+  });
+
+  it('are checked at every load and never recorded; fileSources: trust serves them from the cache', async () => {
+    const dir = join(root, 'image');
+    const cacheDir = join(root, 'image-cache');
+    const model = await writeModel(dir, tensors(), 1 << 20);
+    await buildCache(model, cacheDir); // recorded with the file's stamp, as a build does
+    await model.close();
+    fake.weak.add(dir);
+    const image = await openSafetensorsModel(dir);
+    const truth = await readAllRaw(image);
+    try {
+      for (let round = 0; round < 2; round++) {
+        const cache = await openShardCache(cacheDir);
+        try {
+          const load = loadModel(image, cache);
+          for await (const tensor of load) expect(sameBytes(tensor.data, truth.get(tensor.name) as Uint8Array), tensor.name).toBe(true);
+          for (const report of load.reports) {
+            expect(report, `round ${round}`).toMatchObject({ source: 'raw', reason: 'unchecked' });
+            expect(report.detail).toMatch(/it is on squashfs, whose file stamps cannot tell two images' files apart, so it is checked at every load/);
+          }
+          expect(await cache.flushObjectStamps!()).toMatchObject({ recorded: 0, failed: 0 });
+        } finally {
+          await cache.close();
+        }
+      }
+      const trusting = await openShardCache(cacheDir, { fileSources: 'trust' });
+      try {
+        expect((await loadTensor({ model: image, name: 'a.weight' }, { cache: trusting })).report).toMatchObject({ source: 'cache', reason: 'cached' });
+      } finally {
+        await trusting.close();
+      }
+    } finally {
+      await image.close();
+    }
+  });
+
+  it("another image's file of one layout (a fine-tune) is stale at every load, and never makes the base's own file raw", async () => {
+    const baseDir = join(root, 'base-image');
+    const tunedDir = join(root, 'tuned-image');
+    const cacheDir = join(root, 'images-cache');
+    const base = await writeModel(baseDir, tensors(), 1 << 20);
+    await buildCache(base, cacheDir);
+    await base.close();
+    await (await writeModel(tunedDir, tensors(100), 1 << 20)).close();
+    fake.weak.add(baseDir).add(tunedDir);
+    const tuned = await openSafetensorsModel(tunedDir);
+    const again = await openSafetensorsModel(baseDir);
+    const cache = await openShardCache(cacheDir);
+    try {
+      for (let round = 0; round < 2; round++) {
+        const loaded = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
+        expect(loaded.report).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(loaded.report.digestMs).toBeGreaterThan(0); // hashed each time: no mismatch is remembered by a stamp that names other files
+        expect(sameBytes(loaded.data, tensors(100)[1]!.data)).toBe(true);
+      }
+      const own = await loadTensor({ model: again, name: 'b.weight' }, { cache });
+      expect(own.report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      expect(sameBytes(own.data, tensors()[1]!.data)).toBe(true);
+    } finally {
+      await cache.close();
+      await tuned.close();
+      await again.close();
+    }
+  });
+});
