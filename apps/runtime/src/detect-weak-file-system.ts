@@ -28,8 +28,10 @@ const weakShards = new WeakMap<SafetensorsModel, Map<string, string | null>>();
 
 /**
  * The weak file system (WEAK_FILE_SYSTEM_TYPES) a model's shard file lives on, or undefined: one
- * statfs of its path per model and shard. A shard that cannot be statfs'd is not weak (its reads
- * say what is wrong with it); a model opened from a ByteSource has no path here.
+ * statfs of its path per model and shard. A shard whose path cannot be statfs'd any more (a link
+ * switched or removed, a lazy unmount: the model still reads what it opened) is taken as weak: a
+ * trusted binding never reads the shard, so nothing else would notice. A model opened from a
+ * ByteSource has object stamps, never asked about here.
  */
 export function weakFileSystemOf(model: SafetensorsModel, shardName: string): string | undefined {
   let known = weakShards.get(model);
@@ -38,10 +40,12 @@ export function weakFileSystemOf(model: SafetensorsModel, shardName: string): st
   if (name === undefined) {
     const path = model.shards.find((shard) => shard.name === shardName)?.path;
     name = null;
-    try {
-      if (path !== undefined) name = weakFileSystemName(Number(statfsSync(path).type)) ?? null;
-    } catch {
-      // Not a local path (a ByteSource model's URL), or gone: not weak.
+    if (path !== undefined) {
+      try {
+        name = weakFileSystemName(Number(statfsSync(path).type)) ?? null;
+      } catch {
+        name = 'a file system that cannot be asked (statfs failed)';
+      }
     }
     known.set(shardName, name);
   }

@@ -110,8 +110,10 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   const kind = current === null ? undefined : shardStampKind(current);
   const policy = kind === 'object' ? cache.objectSources : cache.fileSources;
   // A file on a file system whose metadata cannot tell two files apart (two squashfs images of one
-  // layout give their files one stamp): no stamp is proof; checked at every load, never recorded.
-  const weak = kind === 'file' && policy !== 'trust' && isOnWeakFileSystem(model, shardName);
+  // layout give their files one stamp): no stamp is proof; checked at every load (unless the cache
+  // trusts files), never recorded.
+  const onWeak = kind === 'file' && isOnWeakFileSystem(model, shardName);
+  const weak = onWeak && policy !== 'trust';
   if (current === null || (!weak && classifyBinding(binding, current) === 'trusted')) {
     target.entry = binding.entry;
     return target;
@@ -131,11 +133,11 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   const describes = info.dtype === 'BF16' && entry.rawBytes === sizeBytes && entry.shape.length === info.shape.length && entry.shape.every((n, i) => n === info.shape[i]);
   // Checked through this store before and found to hold other bytes: raw, without hashing again.
   // (Not on a weak file system: the same stamp names other files there.)
-  if (!describes || (!weak && isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current }))) {
+  if (!describes || (!onWeak && isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current }))) {
     target.staleStamp = { recorded: binding.stamps, current, found: describes ? 'checked' : 'shape' };
     return target;
   }
-  target.unchecked = { entry: binding.entry, stamp: current, ...(weak ? { weak: true } : {}) };
+  target.unchecked = { entry: binding.entry, stamp: current, ...(onWeak ? { weak: true } : {}) };
   return target;
 }
 

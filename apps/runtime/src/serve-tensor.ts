@@ -10,6 +10,7 @@ import {
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkSourceBytes, describeShard } from './check-source-bytes.js';
+import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
@@ -180,7 +181,10 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
   if (target.unchecked !== undefined) {
     return {
       reason: 'unchecked',
-      detail: `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} was not checked against it yet: a load that may read it raw checks it once`,
+      detail:
+        target.unchecked.weak === true && target.model !== undefined
+          ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${weakFileSystemOf(target.model, target.slice.shardName) ?? 'a file system'} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (fileSources: 'trust' serves it unchecked)`
+          : `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} was not checked against it yet: a load that may read it raw checks it once`,
     };
   }
   if (target.staleStamp !== undefined) {

@@ -39,7 +39,7 @@ async function expectOwnBytes(model: SafetensorsModel, name: string, data: Uint8
 }
 
 describe('stamps that look alike', () => {
-  it('a shard rewritten in place under an open model with its size and mtime kept (cp -p over it, rsync --inplace -t): its cached tensors are checked again, never the old bytes next to new raw ones', async () => {
+  it('a shard rewritten in place under an open model with its size and mtime kept (cp -p over it, rsync --inplace -t): the next load checks its cached tensors again, never serving their old bytes', async () => {
     const dir = join(root, 'in-place');
     const cacheDir = join(root, 'in-place-cache');
     const model = await writeModel(dir, tensors(), 1 << 20);

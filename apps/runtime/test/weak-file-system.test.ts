@@ -10,11 +10,12 @@ import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
 
-const fake = vi.hoisted(() => ({ weak: new Set<string>() }));
+const fake = vi.hoisted(() => ({ weak: new Set<string>(), failing: new Set<string>() }));
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof NodeFs>();
   // squashfs's magic for the shard files of the directories marked weak; the real answer elsewhere.
   const statfsSync = ((path: string, options?: unknown) => {
+    if ([...fake.failing].some((dir) => String(path).startsWith(dir))) throw Object.assign(new Error(`ENOENT: statfs '${String(path)}'`), { code: 'ENOENT' });
     const real = fs.statfsSync(path, options as never);
     return [...fake.weak].some((dir) => String(path).startsWith(dir)) ? { ...real, type: 0x73717368 } : real;
   }) as typeof fs.statfsSync;
@@ -111,6 +112,40 @@ describe('shards on a file system whose stamps prove nothing', () => {
       await cache.close();
       await tuned.close();
       await again.close();
+    }
+  });
+
+  it('cacheOnly: NOT_CACHED at every load, saying fileSources: trust serves it; a shard whose path can no longer be statfs\'d (a link switched, a lazy unmount) is taken as weak', async () => {
+    const dir = join(root, 'cache-only');
+    const cacheDir = join(root, 'cache-only-cache');
+    const model = await writeModel(dir, tensors(), 1 << 20);
+    await buildCache(model, cacheDir);
+    await model.close();
+    fake.weak.add(dir);
+    const image = await openSafetensorsModel(dir);
+    const cache = await openShardCache(cacheDir);
+    try {
+      await loadModel(image, cache).drain(); // a load that reads raw: nothing recorded all the same
+      await expect(loadTensor({ model: image, name: 'a.weight' }, { cache, cacheOnly: true })).rejects.toMatchObject({
+        code: 'NOT_CACHED',
+        details: { reason: 'unchecked' },
+        message: expect.stringMatching(/whose file stamps prove nothing: .*fileSources: 'trust' serves it unchecked/),
+      });
+    } finally {
+      await cache.close();
+      await image.close();
+    }
+    const goneDir = join(root, 'statfs-fails');
+    const goneCache = join(root, 'statfs-fails-cache');
+    const gone = await writeModel(goneDir, tensors(), 1 << 20);
+    await buildCache(gone, goneCache);
+    fake.failing.add(goneDir);
+    const handle = await openShardCache(goneCache);
+    try {
+      expect((await loadTensor({ model: gone, name: 'a.weight' }, { cache: handle })).report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+    } finally {
+      await handle.close();
+      await gone.close();
     }
   });
 });
