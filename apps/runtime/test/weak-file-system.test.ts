@@ -10,16 +10,21 @@ import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
 
-const fake = vi.hoisted(() => ({ weak: new Set<string>(), failing: new Set<string>() }));
+const fake = vi.hoisted(() => ({ weak: new Set<string>(), failing: new Set<string>(), overlays: new Set<string>(), squashfsLowers: new Set<string>(), mountinfo: '' }));
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof NodeFs>();
   // squashfs's magic for the shard files of the directories marked weak; the real answer elsewhere.
   const statfsSync = ((path: string, options?: unknown) => {
     if ([...fake.failing].some((dir) => String(path).startsWith(dir))) throw Object.assign(new Error(`ENOENT: statfs '${String(path)}'`), { code: 'ENOENT' });
+    if (fake.squashfsLowers.has(String(path))) return { ...fs.statfsSync('/'), type: 0x73717368 };
     const real = fs.statfsSync(path, options as never);
+    if ([...fake.overlays].some((dir) => String(path).startsWith(dir))) return { ...real, type: 0x794c7630 };
     return [...fake.weak].some((dir) => String(path).startsWith(dir)) ? { ...real, type: 0x73717368 } : real;
   }) as typeof fs.statfsSync;
-  return { ...fs, default: { ...fs, statfsSync }, statfsSync };
+  // This process's mounts as the test describes them.
+  const readFileSync = ((path: unknown, options?: unknown) =>
+    path === '/proc/self/mountinfo' ? fake.mountinfo : fs.readFileSync(path as never, options as never)) as typeof fs.readFileSync;
+  return { ...fs, default: { ...fs, statfsSync, readFileSync }, statfsSync, readFileSync };
 });
 
 const { weakFileSystemName } = await import('../src/detect-weak-file-system.js');
@@ -146,6 +151,40 @@ describe('shards on a file system whose stamps prove nothing', () => {
     } finally {
       await handle.close();
       await gone.close();
+    }
+  });
+
+  it('an overlay whose lower layer is a squashfs image (Apptainer --overlay) is weak; one whose lower layers this process cannot see (a container\'s, on the host) is not', async () => {
+    const image = join(root, 'overlay-image');
+    const container = join(root, 'overlay-container');
+    const cacheDir = join(root, 'overlay-cache');
+    const model = await writeModel(image, tensors(), 1 << 20);
+    await buildCache(model, cacheDir);
+    await model.close();
+    await (await writeModel(container, tensors(), 1 << 20)).close();
+    fake.overlays.add(image).add(container);
+    fake.squashfsLowers.add('/images/base,v1:layer'); // a comma and a colon in its name, as the kernel and overlay escape them
+    // `<id> <parent> <dev> <root> <mount point> <options> <optional> - <type> <source> <super options>`
+    fake.mountinfo = [
+      '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw',
+      `90 22 0:50 / ${image} rw,relatime - overlay overlay rw,lowerdir=/tmp/upper-note:/images/base\\054v1\\134:layer,upperdir=/u,workdir=/w`,
+      `91 22 0:51 / ${container} rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/ABC:/var/lib/docker/overlay2/l/DEF,upperdir=/u2,workdir=/w2`,
+    ].join('\n');
+    const weakModel = await openSafetensorsModel(image);
+    const plainModel = await openSafetensorsModel(container);
+    const cache = await openShardCache(cacheDir);
+    try {
+      const weak = await loadTensor({ model: weakModel, name: 'a.weight' }, { cache });
+      expect(weak.report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      expect(weak.report.detail).toMatch(/it is on squashfs below an overlay, whose file stamps cannot tell/);
+      // The container's copy is the same bytes: checked once (its own file), then recorded and trusted.
+      expect((await loadTensor({ model: plainModel, name: 'a.weight' }, { cache })).report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      await cache.flushObjectStamps!();
+      expect((await loadTensor({ model: plainModel, name: 'a.weight' }, { cache })).report).toMatchObject({ source: 'cache', reason: 'cached' });
+    } finally {
+      await cache.close();
+      await weakModel.close();
+      await plainModel.close();
     }
   });
 });
