@@ -1,5 +1,5 @@
-import { readFileSync, realpathSync, statfsSync } from 'node:fs';
-import type { SafetensorsModel } from '@splitzip/safetensors';
+import { readFileSync, readlinkSync, realpathSync, statfsSync } from 'node:fs';
+import { readShardDescriptorPath, type SafetensorsModel } from '@splitzip/safetensors';
 
 /**
  * File systems (statfs f_type) whose file metadata cannot tell two files apart: a read-only image's
@@ -7,7 +7,8 @@ import type { SafetensorsModel } from '@splitzip/safetensors';
  * so the same file of two images of one layout (a base model and its fine-tune, each packed as an
  * Apptainer/SIF or snap image, with times pinned as reproducible builds do) has one stamp, and an
  * image mounted where another was may even get its loop device. FUSE passes on whatever its
- * server says. Stamps there prove nothing: a cache binding is checked against the bytes every time.
+ * server says (virtiofs included: its shares are checked at every load too). Stamps there prove
+ * nothing: a cache binding is checked against the bytes every time.
  */
 const WEAK_FILE_SYSTEM_TYPES: ReadonlyMap<number, string> = new Map([
   [0x73717368, 'squashfs'],
@@ -18,8 +19,11 @@ const WEAK_FILE_SYSTEM_TYPES: ReadonlyMap<number, string> = new Map([
   [0x65735546, 'fuse'],
 ]);
 
-/** overlayfs (statfs f_type): weak when one of its lower layers is (an image below a writable layer, as Apptainer's `--overlay`). */
+/** overlayfs (statfs f_type): weak when one of its lower layers is (an image below a writable layer). */
 const OVERLAYFS_TYPE = 0x794c7630;
+
+/** Overlays below overlays followed at most this deep (each level is one more mount to look up). */
+const MAX_OVERLAY_DEPTH = 4;
 
 /** Where the kernel lists this process's mounts, with each overlay's lower directories. */
 export const MOUNTINFO_PATH = '/proc/self/mountinfo';
@@ -29,32 +33,38 @@ export function weakFileSystemName(type: number): string | undefined {
   return WEAK_FILE_SYSTEM_TYPES.get(type);
 }
 
-/** Per open model: shard name → the weak file system's name it lives on, or null. */
-const weakShards = new WeakMap<SafetensorsModel, Map<string, string | null>>();
+/** Per open model: shard name → the weak file system's name it lives on, or null; and the mount table read for it. */
+const weakShards = new WeakMap<SafetensorsModel, { shards: Map<string, string | null>; mounts?: string | null }>();
 
 /**
- * The weak file system (WEAK_FILE_SYSTEM_TYPES) a model's shard file lives on, or undefined: one
- * statfs of its path per model and shard. A shard whose path cannot be statfs'd any more (a link
- * switched or removed, a lazy unmount: the model still reads what it opened) is taken as weak: a
- * trusted binding never reads the shard, so nothing else would notice. A model opened from a
- * ByteSource has object stamps, never asked about here.
+ * The weak file system (WEAK_FILE_SYSTEM_TYPES, or an overlay over one) a model's shard file lives
+ * on, or undefined: one statfs per model and shard, of the file the model holds open
+ * (readShardDescriptorPath: a link switched or a path unmounted since the model opened it does not
+ * matter), else of its path. A shard that cannot be statfs'd is taken as weak: a trusted binding
+ * never reads the shard, so nothing else would notice.
  */
 export function weakFileSystemOf(model: SafetensorsModel, shardName: string): string | undefined {
   let known = weakShards.get(model);
-  if (known === undefined) weakShards.set(model, (known = new Map()));
-  let name = known.get(shardName);
+  if (known === undefined) weakShards.set(model, (known = { shards: new Map() }));
+  let name = known.shards.get(shardName);
   if (name === undefined) {
-    const path = model.shards.find((shard) => shard.name === shardName)?.path;
+    let path: string | null | undefined;
+    try {
+      path = readShardDescriptorPath(model, shardName);
+    } catch {
+      // Not a model openSafetensorsModel made (a wrapper): its path.
+    }
+    path ??= model.shards.find((shard) => shard.name === shardName)?.path;
     name = null;
     if (path !== undefined) {
       try {
         const type = Number(statfsSync(path).type);
-        name = weakFileSystemName(type) ?? (type === OVERLAYFS_TYPE ? weakLowerLayerOf(path) : undefined) ?? null;
+        name = weakFileSystemName(type) ?? (type === OVERLAYFS_TYPE ? weakLowerLayerOf(path, known, 1) : undefined) ?? null;
       } catch {
         name = 'a file system that cannot be asked (statfs failed)';
       }
     }
-    known.set(shardName, name);
+    known.shards.set(shardName, name);
   }
   return name ?? undefined;
 }
@@ -69,22 +79,35 @@ function unescapeMountField(field: string): string {
 }
 
 /**
- * `<weak type> below an overlay` when the overlay mount holding `path` (the longest mount point
- * of an overlay mount above its real path, in MOUNTINFO_PATH) has a lower directory on a weak file
- * system; else undefined: no mountinfo, no such mount, or lower directories this process cannot
- * see (a container's overlay names the host's paths: its layers are ordinary files there).
+ * `<weak type> below an overlay` when the overlay mount holding `path` (the overlay whose mount point
+ * is the longest above its real path, the last listed where several share it: it is on top) has a
+ * lower directory on a weak file system, or on an overlay that has (MAX_OVERLAY_DEPTH); else
+ * undefined. Lower directories this process cannot reach by their absolute paths are not weak: a
+ * container's overlay names the host's paths (its layers are ordinary files there), and so does an
+ * image runtime's after it pivots into the overlay (then its image is not seen: README).
  */
-function weakLowerLayerOf(path: string): string | undefined {
+function weakLowerLayerOf(path: string, known: { mounts?: string | null }, depth: number): string | undefined {
+  if (known.mounts === undefined) {
+    try {
+      known.mounts = readFileSync(MOUNTINFO_PATH, 'utf8');
+    } catch {
+      known.mounts = null;
+    }
+  }
   let real: string;
-  let mounts: string;
   try {
     real = realpathSync(path);
-    mounts = readFileSync(MOUNTINFO_PATH, 'utf8');
   } catch {
-    return undefined;
+    // A descriptor's file that was unlinked: its link names the path it had (with " (deleted)").
+    try {
+      real = readlinkSync(path).replace(/ \(deleted\)$/, '');
+    } catch {
+      return undefined;
+    }
   }
+  if (known.mounts === null) return undefined;
   let best: { point: string; options: string } | undefined;
-  for (const line of mounts.split('\n')) {
+  for (const line of known.mounts.split('\n')) {
     // `<id> <parent> <major:minor> <root> <mount point> <options> [optional…] - <type> <source> <super options>`
     const dash = line.indexOf(' - ');
     if (dash < 0) continue;
@@ -92,18 +115,26 @@ function weakLowerLayerOf(path: string): string | undefined {
     if (type !== 'overlay') continue;
     const point = unescapeMountField(line.slice(0, dash).split(' ')[4] ?? '');
     const inside = point === '/' || real === point || real.startsWith(`${point}/`);
-    if (inside && (best === undefined || point.length > best.point.length)) best = { point, options };
+    if (inside && (best === undefined || point.length >= best.point.length)) best = { point, options };
   }
   if (best === undefined) return undefined;
   // `lowerdir=a:b`, or one `lowerdir+=a` per layer (mount API). The kernel writes a comma in a
   // value as an octal escape; overlay writes a colon in a name as `\:`.
   for (const match of best.options.matchAll(/(?:^|,)lowerdir\+?=([^,]*)/g)) {
-    for (const dir of unescapeMountField(match[1]!).split(/(?<!\\):/)) {
+    for (const escaped of unescapeMountField(match[1]!).split(/(?<!\\):/)) {
+      const dir = escaped.replace(/\\(.)/g, '$1');
+      // A relative lower directory was named from the mounter's working directory, not ours.
+      if (!dir.startsWith('/')) continue;
       try {
-        const name = weakFileSystemName(Number(statfsSync(dir.replace(/\\(.)/g, '$1')).type));
+        const type = Number(statfsSync(dir).type);
+        const name = weakFileSystemName(type);
         if (name !== undefined) return `${name} below an overlay`;
+        if (type === OVERLAYFS_TYPE && depth < MAX_OVERLAY_DEPTH) {
+          const below = weakLowerLayerOf(dir, known, depth + 1);
+          if (below !== undefined) return below;
+        }
       } catch {
-        // Not visible from here: a container's layers, on the host.
+        // Not reachable from here: a container's layers, on the host.
       }
     }
   }

@@ -10,21 +10,34 @@ import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
 
-const fake = vi.hoisted(() => ({ weak: new Set<string>(), failing: new Set<string>(), overlays: new Set<string>(), squashfsLowers: new Set<string>(), mountinfo: '' }));
+const fake = vi.hoisted(() => ({
+  weak: new Set<string>(),
+  failing: new Set<string>(),
+  overlays: new Set<string>(),
+  squashfsLowers: new Set<string>(),
+  overlayLowers: new Set<string>(),
+  mountinfo: '',
+}));
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof NodeFs>();
-  // squashfs's magic for the shard files of the directories marked weak; the real answer elsewhere.
+  const isFake = (path: string) => fake.squashfsLowers.has(path) || fake.overlayLowers.has(path);
+  // squashfs's magic for the shard files of the directories marked weak (and the fake lower
+  // directories), overlay's for those marked so; the real answer elsewhere. A descriptor path
+  // (readShardDescriptorPath) is judged by the file it names.
   const statfsSync = ((path: string, options?: unknown) => {
-    if ([...fake.failing].some((dir) => String(path).startsWith(dir))) throw Object.assign(new Error(`ENOENT: statfs '${String(path)}'`), { code: 'ENOENT' });
-    if (fake.squashfsLowers.has(String(path))) return { ...fs.statfsSync('/'), type: 0x73717368 };
+    const target = String(path).startsWith('/proc/self/fd/') ? fs.realpathSync(String(path)) : String(path);
+    if ([...fake.failing].some((dir) => target.startsWith(dir))) throw Object.assign(new Error(`ENOENT: statfs '${target}'`), { code: 'ENOENT' });
+    if (fake.squashfsLowers.has(target)) return { ...fs.statfsSync('/'), type: 0x73717368 };
+    if (fake.overlayLowers.has(target)) return { ...fs.statfsSync('/'), type: 0x794c7630 };
     const real = fs.statfsSync(path, options as never);
-    if ([...fake.overlays].some((dir) => String(path).startsWith(dir))) return { ...real, type: 0x794c7630 };
-    return [...fake.weak].some((dir) => String(path).startsWith(dir)) ? { ...real, type: 0x73717368 } : real;
+    if ([...fake.overlays].some((dir) => target.startsWith(dir))) return { ...real, type: 0x794c7630 };
+    return [...fake.weak].some((dir) => target.startsWith(dir)) ? { ...real, type: 0x73717368 } : real;
   }) as typeof fs.statfsSync;
+  const realpathSync = ((path: string, options?: unknown) => (isFake(String(path)) ? String(path) : fs.realpathSync(path, options as never))) as typeof fs.realpathSync;
   // This process's mounts as the test describes them.
   const readFileSync = ((path: unknown, options?: unknown) =>
     path === '/proc/self/mountinfo' ? fake.mountinfo : fs.readFileSync(path as never, options as never)) as typeof fs.readFileSync;
-  return { ...fs, default: { ...fs, statfsSync, readFileSync }, statfsSync, readFileSync };
+  return { ...fs, default: { ...fs, statfsSync, readFileSync, realpathSync }, statfsSync, readFileSync, realpathSync };
 });
 
 const { weakFileSystemName } = await import('../src/detect-weak-file-system.js');
@@ -185,6 +198,46 @@ describe('shards on a file system whose stamps prove nothing', () => {
       await cache.close();
       await weakModel.close();
       await plainModel.close();
+    }
+  });
+
+  it('overlays: the one on top where two share a mount point; an overlay below an overlay over an image; relative lower directories are not ours to resolve', async () => {
+    const cases = { stacked: join(root, 'stacked'), nested: join(root, 'nested'), relative: join(root, 'relative') };
+    const cacheDir = join(root, 'overlays-cache');
+    const base = await writeModel(join(root, 'overlays-base'), tensors(), 1 << 20);
+    await buildCache(base, cacheDir);
+    await base.close();
+    for (const dir of Object.values(cases)) {
+      await (await writeModel(dir, tensors(), 1 << 20)).close();
+      fake.overlays.add(dir);
+    }
+    fake.squashfsLowers.add('/img/deep');
+    fake.overlayLowers.add('/ovl/mid');
+    fake.mountinfo = [
+      '22 1 8:1 / / rw - ext4 /dev/sda1 rw',
+      // Two overlays on one mount point: the later is on top (its lower is an image).
+      `100 22 0:60 / ${cases.stacked} rw - overlay overlay rw,lowerdir=/srv/plain,upperdir=/u,workdir=/w`,
+      `101 100 0:61 / ${cases.stacked} rw - overlay overlay rw,lowerdir=/img/deep,upperdir=/u,workdir=/w`,
+      // An overlay whose lower layer is an overlay over an image.
+      `102 22 0:62 / ${cases.nested} rw - overlay overlay rw,lowerdir=/ovl/mid,upperdir=/u,workdir=/w`,
+      '103 22 0:63 / /ovl/mid rw - overlay overlay rw,lowerdir=/img/deep,upperdir=/u,workdir=/w',
+      // A lower directory named relative to the mounter's working directory: not resolved from ours.
+      `104 22 0:64 / ${cases.relative} rw - overlay overlay rw,lowerdir=img/deep,upperdir=/u,workdir=/w`,
+    ].join('\n');
+    const cache = await openShardCache(cacheDir);
+    try {
+      for (const [label, dir] of Object.entries(cases)) {
+        const model = await openSafetensorsModel(dir);
+        try {
+          const { report } = await loadTensor({ model, name: 'a.weight' }, { cache });
+          if (label === 'relative') expect(report.detail ?? '', label).not.toMatch(/below an overlay/);
+          else expect(report.detail, label).toMatch(/it is on squashfs below an overlay/);
+        } finally {
+          await model.close();
+        }
+      }
+    } finally {
+      await cache.close();
     }
   });
 });

@@ -14,6 +14,8 @@ export interface ModelReader {
   readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
   /** The shard's stamp now (readShardStamp); null for ByteSource models, unknown shards and after close(). */
   stampNow(shardName: string): string | null;
+  /** A path naming the shard's open file (readShardDescriptorPath); null for ByteSource models, unknown shards and after close(). */
+  descriptorPath(shardName: string): string | null;
   /**
    * A scratch buffer of at least `minBytes` for iterateTensors' reuse mode: pooled per model so that
    * repeated iterations do not fault in fresh pages each time. Exclusive until given back.

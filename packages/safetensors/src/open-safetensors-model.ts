@@ -30,6 +30,8 @@ interface ShardIo {
   stamp: string | null;
   /** The stamp now (one fstat of the open descriptor); null where there is none. */
   stampNow(): string | null;
+  /** A path naming the open file itself (readShardDescriptorPath); null for an object. */
+  descriptorPath(): string | null;
   /** Fills all of `target` from `positionBytes`; UNEXPECTED_EOF (files) or the source's own error. */
   readAt(target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
   close(): Promise<void>;
@@ -263,6 +265,7 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
         stamp: objectStamp(object.etag),
         // The object's reads are conditional on its version (they fail once it is replaced).
         stampNow: () => null,
+        descriptorPath: () => null,
         readAt: (target, positionBytes) => readObjectFully(object, target, positionBytes),
         close: async () => undefined,
       };
@@ -380,6 +383,9 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
     sizeBytes: size,
     stamp,
     stampNow,
+    // Linux names an open descriptor's file by this magic link (statfs and realpath follow it to
+    // the file itself, renamed, unlinked or lazily unmounted); elsewhere the path is what there is.
+    descriptorPath: () => (ioClosed ? null : process.platform === 'linux' ? `/proc/self/fd/${handle.fd}` : path),
     readAt: async (target, positionBytes, tensor) => {
       await readFully(handle, target, positionBytes, path, tensor);
       // After the read: a file rewritten before or during it gives bytes the header we parsed may
@@ -484,6 +490,10 @@ function buildModel(
       } catch {
         return null; // Closed under us: the next read says so.
       }
+    },
+    descriptorPath(shardName: string): string | null {
+      const io = shardIo.get(shardName);
+      return closed || !io ? null : io.descriptorPath();
     },
     readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void> {
       const io = shardIo.get(shardName);

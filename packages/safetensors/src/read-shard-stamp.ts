@@ -12,3 +12,14 @@ import type { SafetensorsModel } from './types.js';
 export function readShardStamp(model: SafetensorsModel, shardName: string): string | null {
   return getModelReader(model).stampNow(shardName);
 }
+
+/**
+ * A path that names the shard file the model holds open, whatever its path names now (a switched
+ * link, a rename, a lazy unmount): `/proc/self/fd/<fd>` on Linux, which statfs and realpath follow
+ * to the open file; the shard's path elsewhere. For asking the file system about the bytes the
+ * model reads (its type, its mount). null for a model read from a ByteSource, for a shard name the
+ * model does not have, and after close().
+ */
+export function readShardDescriptorPath(model: SafetensorsModel, shardName: string): string | null {
+  return getModelReader(model).descriptorPath(shardName);
+}

@@ -1,8 +1,9 @@
+import { readlinkSync } from 'node:fs';
 import { chmod, open, readFile, rename, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, isSameFileIgnoringCtime, iterateTensors, openSafetensorsModel, readFileStamp, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
+import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, isSameFileIgnoringCtime, iterateTensors, openSafetensorsModel, readFileStamp, readShardDescriptorPath, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
 import { catchErrorAsync, createRandom, expectCode, randomBytes, withTempDir } from './helpers.js';
 
 async function writeModel(path: string, seed: number) {
@@ -97,6 +98,13 @@ describe('a shard file that changes under an open model', () => {
         expect(isSameFileContentStamp(readShardStamp(model, model.shards[0]!.name)!, model.shards[0]!.stamp!)).toBe(true);
         expect(await readTensorBytes(model, 'a')).toEqual(before[0]!.data);
         expect(readShardStamp(model, 'no-such-shard')).toBeNull();
+        // The descriptor path still names the file the model opened, not the one now at its path.
+        const held = readShardDescriptorPath(model, model.shards[0]!.name)!;
+        if (process.platform === 'linux') {
+          expect(held).toMatch(/^\/proc\/self\/fd\/\d+$/);
+          expect(readlinkSync(held)).toMatch(/model\.safetensors \(deleted\)$/);
+        }
+        expect(readShardDescriptorPath(model, 'no-such-shard')).toBeNull();
       } finally {
         await model.close();
       }
