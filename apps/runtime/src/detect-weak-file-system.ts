@@ -40,28 +40,35 @@ const weakShards = new WeakMap<SafetensorsModel, { shards: Map<string, string | 
  * The weak file system (WEAK_FILE_SYSTEM_TYPES, or an overlay over one) a model's shard file lives
  * on, or undefined: one statfs per model and shard, of the file the model holds open
  * (readShardDescriptorPath: a link switched or a path unmounted since the model opened it does not
- * matter), else of its path. A shard that cannot be statfs'd is taken as weak: a trusted binding
- * never reads the shard, so nothing else would notice.
+ * matter), else (no /proc) of its path. A shard that cannot be statfs'd either way is taken as weak:
+ * a trusted binding never reads the shard, so nothing else would notice.
  */
 export function weakFileSystemOf(model: SafetensorsModel, shardName: string): string | undefined {
   let known = weakShards.get(model);
   if (known === undefined) weakShards.set(model, (known = { shards: new Map() }));
   let name = known.shards.get(shardName);
   if (name === undefined) {
-    let path: string | null | undefined;
+    let held: string | null = null;
     try {
-      path = readShardDescriptorPath(model, shardName);
+      held = readShardDescriptorPath(model, shardName);
     } catch {
-      // Not a model openSafetensorsModel made (a wrapper): its path.
+      // Not a model openSafetensorsModel made (a wrapper): its path only.
     }
-    path ??= model.shards.find((shard) => shard.name === shardName)?.path;
+    const path = model.shards.find((shard) => shard.name === shardName)?.path;
     name = null;
-    if (path !== undefined) {
-      try {
-        const type = Number(statfsSync(path).type);
-        name = weakFileSystemName(type) ?? (type === OVERLAYFS_TYPE ? weakLowerLayerOf(path, known, 1) : undefined) ?? null;
-      } catch {
-        name = 'a file system that cannot be asked (statfs failed)';
+    // The open file first; its path where the descriptor cannot be asked (no /proc mounted).
+    const candidates = [held, path].filter((p): p is string => typeof p === 'string');
+    if (candidates.length > 0) {
+      name = 'a file system that cannot be asked (statfs failed)';
+      for (const candidate of candidates) {
+        let type: number;
+        try {
+          type = Number(statfsSync(candidate).type);
+        } catch {
+          continue;
+        }
+        name = weakFileSystemName(type) ?? (type === OVERLAYFS_TYPE ? weakLowerLayerOf(candidate, known, 1) : undefined) ?? null;
+        break;
       }
     }
     known.shards.set(shardName, name);

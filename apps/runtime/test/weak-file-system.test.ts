@@ -16,6 +16,7 @@ const fake = vi.hoisted(() => ({
   overlays: new Set<string>(),
   squashfsLowers: new Set<string>(),
   overlayLowers: new Set<string>(),
+  noProc: new Set<string>(),
   mountinfo: '',
 }));
 vi.mock('node:fs', async (importOriginal) => {
@@ -26,6 +27,8 @@ vi.mock('node:fs', async (importOriginal) => {
   // (readShardDescriptorPath) is judged by the file it names.
   const statfsSync = ((path: string, options?: unknown) => {
     const target = String(path).startsWith('/proc/self/fd/') ? fs.realpathSync(String(path)) : String(path);
+    // A process without /proc: its descriptor paths cannot be asked.
+    if (target !== String(path) && [...fake.noProc].some((dir) => target.startsWith(dir))) throw Object.assign(new Error(`ENOENT: statfs '${String(path)}'`), { code: 'ENOENT' });
     if ([...fake.failing].some((dir) => target.startsWith(dir))) throw Object.assign(new Error(`ENOENT: statfs '${target}'`), { code: 'ENOENT' });
     if (fake.squashfsLowers.has(target)) return { ...fs.statfsSync('/'), type: 0x73717368 };
     if (fake.overlayLowers.has(target)) return { ...fs.statfsSync('/'), type: 0x794c7630 };
@@ -238,6 +241,21 @@ describe('shards on a file system whose stamps prove nothing', () => {
       }
     } finally {
       await cache.close();
+    }
+  });
+
+  it('without /proc (a descriptor path that cannot be asked) the shard\'s path is asked instead: an ordinary file stays trusted', async () => {
+    const dir = join(root, 'no-proc');
+    const cacheDir = join(root, 'no-proc-cache');
+    const model = await writeModel(dir, tensors(), 1 << 20);
+    await buildCache(model, cacheDir);
+    fake.noProc.add(dir);
+    const cache = await openShardCache(cacheDir);
+    try {
+      expect((await loadTensor({ model, name: 'a.weight' }, { cache })).report).toMatchObject({ source: 'cache', reason: 'cached' });
+    } finally {
+      await cache.close();
+      await model.close();
     }
   });
 });
