@@ -3,7 +3,7 @@
 // coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
 import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
-import { MAX_BUFFER_BYTES, openSafetensorsModel, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
+import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { isCacheableSize, TOO_LARGE_REASON } from './limits.js';
@@ -32,16 +32,16 @@ export interface ModelTensorCheck {
  * no inode part); other forms as they are.
  */
 export function describeStamp(stamp: string): string {
-  const match = /^(\d+):(\d+)(?::(\d+):(\d+))?$/.exec(stamp);
-  if (!match) return stamp;
+  const fields = parseFileStamp(stamp);
+  if (!fields) return stamp;
   const isoOf = (ns: string) => {
     const date = new Date(Number(BigInt(ns) / 1_000_000n));
     return Number.isNaN(date.getTime()) ? undefined : date.toISOString();
   };
-  const modified = isoOf(match[2]!);
-  const changed = match[3] === undefined ? undefined : isoOf(match[3]);
-  if (modified === undefined || (match[3] !== undefined && changed === undefined)) return stamp;
-  return `${match[1]} bytes, modified ${modified}${changed === undefined ? '' : `, inode ${match[4]} changed ${changed}`}`;
+  const modified = isoOf(fields.mtimeNs);
+  const changed = fields.ctimeNs === undefined ? undefined : isoOf(fields.ctimeNs);
+  if (modified === undefined || (fields.ctimeNs !== undefined && changed === undefined)) return stamp;
+  return `${fields.size} bytes, modified ${modified}${changed === undefined ? '' : `, inode ${fields.inode} changed ${changed}`}`;
 }
 
 export interface ModelCheckReport {

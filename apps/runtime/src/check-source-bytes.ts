@@ -3,7 +3,6 @@ import { computeContentKey, isStoreError, shardStampKind, type AliasSliceItem, t
 import { describeError } from './errors.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
-import { weakFileSystemOf } from './detect-weak-file-system.js';
 import type { TensorReport } from './types.js';
 
 /** What a cache handle's stamp records came to (ShardCache.flushObjectStamps: object and file stamps alike). */
@@ -32,8 +31,8 @@ export function describeShard(shardName: string, stamp: string): string {
  * cache it takes the writer lock (a stopped builder holds it for the lock timeout), on an s3://
  * cache it lists the cache; the load goes on, and the cache's close() waits for it.
  */
-export function checkSourceBytes(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string; weak?: true }, data: Uint8Array, report: TensorReport): void {
-  const { entry, stamp, weak } = unchecked;
+export function checkSourceBytes(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string; weak?: string }, data: Uint8Array, report: TensorReport): void {
+  const { entry, stamp, weak: weakNote } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const startMs = performance.now();
   let key: string | undefined;
@@ -45,7 +44,6 @@ export function checkSourceBytes(cache: ShardCache, target: ServeTarget, uncheck
   report.digestMs += performance.now() - startMs;
   report.key = entry.key;
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
-  const weakNote = weak === true && target.model !== undefined ? weakFileSystemOf(target.model, shardName) : undefined;
   if (key !== entry.key) {
     // On a weak file system the stamp names other files too: nothing to remember by it.
     if (weakNote === undefined) rememberMismatch(cache.store, item);

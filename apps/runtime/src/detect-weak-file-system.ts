@@ -76,10 +76,6 @@ export function weakFileSystemOf(model: SafetensorsModel, shardName: string): st
   return name ?? undefined;
 }
 
-export function isOnWeakFileSystem(model: SafetensorsModel, shardName: string): boolean {
-  return weakFileSystemOf(model, shardName) !== undefined;
-}
-
 /** A mountinfo field: the kernel writes space, tab, newline and backslash as octal escapes (`\040`). */
 function unescapeMountField(field: string): string {
   return field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));

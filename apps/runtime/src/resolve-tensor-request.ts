@@ -1,10 +1,11 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, shardStampKind } from '@splitzip/store';
-import { isOnWeakFileSystem } from './detect-weak-file-system.js';
+import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
+import { entryDescribesTensor } from './entry-describes-tensor.js';
 import type { ServeTarget } from './serve-tensor.js';
 
 /**
@@ -112,8 +113,8 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // A file on a file system whose metadata cannot tell two files apart (two squashfs images of one
   // layout give their files one stamp): no stamp is proof; checked at every load (unless the cache
   // trusts files), never recorded.
-  const onWeak = kind === 'file' && isOnWeakFileSystem(model, shardName);
-  const weak = onWeak && policy !== 'trust';
+  const onWeak = kind === 'file' ? weakFileSystemOf(model, shardName) : undefined;
+  const weak = onWeak !== undefined && policy !== 'trust';
   if (current === null || (!weak && classifyBinding(binding, current) === 'trusted')) {
     target.entry = binding.entry;
     return target;
@@ -129,15 +130,14 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   }
   // Another dtype or shape at the slice (another model's tensor): not the entry's bytes, and no
   // content key of it to compute (the key is of BF16 bytes of one shape). Non-BF16: reason `dtype`.
-  const { entry } = binding;
-  const describes = info.dtype === 'BF16' && entry.rawBytes === sizeBytes && entry.shape.length === info.shape.length && entry.shape.every((n, i) => n === info.shape[i]);
+  const describes = entryDescribesTensor(binding.entry, target);
   // Checked through this store before and found to hold other bytes: raw, without hashing again.
   // (Not on a weak file system: the same stamp names other files there.)
-  if (!describes || (!onWeak && isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current }))) {
+  if (!describes || (onWeak === undefined && isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current }))) {
     target.staleStamp = { recorded: binding.stamps, current, found: describes ? 'checked' : 'shape' };
     return target;
   }
-  target.unchecked = { entry: binding.entry, stamp: current, ...(onWeak ? { weak: true } : {}) };
+  target.unchecked = { entry: binding.entry, stamp: current, ...(onWeak !== undefined ? { weak: onWeak } : {}) };
   return target;
 }
 

@@ -10,7 +10,7 @@ import {
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkSourceBytes, describeShard } from './check-source-bytes.js';
-import { weakFileSystemOf } from './detect-weak-file-system.js';
+import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
@@ -89,11 +89,11 @@ export interface ServeTarget {
    * `etag:<etag>`, or a file's `<size>:<mtime ns>:<ctime ns>:<inode>`): `entry` is undefined, the tensor is read raw,
    * and its bytes are checked against this entry (checkSourceBytes).
    */
-  /** `weak`: the shard is on a file system whose stamps prove nothing (detect-weak-file-system.ts): checked at every load, never recorded. */
-  unchecked?: { entry: CacheEntry; stamp: string; weak?: true };
+  /** `weak`: the file system (weakFileSystemOf) the shard is on, whose stamps prove nothing: checked at every load, never recorded. */
+  unchecked?: { entry: CacheEntry; stamp: string; weak?: string };
 }
 
-const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((value, i) => value === b[i]);
+
 
 /** A buffer for `bytes` whose byteOffset is 0 and length a multiple of the alignment. */
 function allocateAligned(bytes: number): Uint8Array {
@@ -182,8 +182,8 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
     return {
       reason: 'unchecked',
       detail:
-        target.unchecked.weak === true && target.model !== undefined
-          ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${weakFileSystemOf(target.model, target.slice.shardName) ?? 'a file system'} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (fileSources: 'trust' serves it unchecked)`
+        target.unchecked.weak !== undefined
+          ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (fileSources: 'trust' serves it unchecked)`
           : `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} was not checked against it yet: a load that may read it raw checks it once`,
     };
   }
@@ -385,7 +385,7 @@ export interface StagedPayload {
 /** Refuses an entry that does not describe this very tensor, before any of its bytes are trusted. */
 function checkEntryDescribesTarget(target: ServeTarget, entry: CacheEntry): void {
   const { name, slice } = target;
-  if (entry.dtype !== 'BF16' || target.dtype !== 'BF16' || entry.rawBytes !== slice.sizeBytes || !sameShape(entry.shape, target.shape)) {
+  if (!entryDescribesTensor(entry, target)) {
     throw new RuntimeError(
       'CACHE_ENTRY_MISMATCH',
       `cache entry ${entry.key} (${entry.dtype} ${JSON.stringify(entry.shape)}, ${entry.rawBytes} B) does not describe ${name} (${target.dtype} ${JSON.stringify(target.shape)}, ${slice.sizeBytes} B)`,

@@ -17,11 +17,20 @@ export function formatFileStamp(stats: Pick<BigIntStats, 'size' | 'mtimeNs' | 'c
   return `${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}:${stats.ino}`;
 }
 
-/** A file stamp's fields (a legacy `<size>:<mtime ns>` has no ctime and inode); undefined for any other stamp. */
-function parseFileStamp(stamp: string): { size: string; mtime: string; ctime?: string; inode?: string } | undefined {
+/** A file stamp's fields, as decimal strings (ns values exceed a JS number's exact range). */
+export interface FileStampFields {
+  size: string;
+  mtimeNs: string;
+  /** Absent from a legacy stamp (`<size>:<mtime ns>`, before 2026-12-05), as `inode` is. */
+  ctimeNs?: string;
+  inode?: string;
+}
+
+/** A file stamp's fields (formatFileStamp's, or a legacy `<size>:<mtime ns>`); undefined for any other stamp. */
+export function parseFileStamp(stamp: string): FileStampFields | undefined {
   const match = /^(\d+):(\d+)(?::(\d+):(\d+))?$/.exec(stamp);
   if (!match) return undefined;
-  return { size: match[1]!, mtime: match[2]!, ...(match[3] === undefined ? {} : { ctime: match[3], inode: match[4]! }) };
+  return { size: match[1]!, mtimeNs: match[2]!, ...(match[3] === undefined ? {} : { ctimeNs: match[3], inode: match[4]! }) };
 }
 
 /**
@@ -34,7 +43,7 @@ function parseFileStamp(stamp: string): { size: string; mtime: string; ctime?: s
 export function isSameFileContentStamp(a: string, b: string): boolean {
   const [x, y] = [parseFileStamp(a), parseFileStamp(b)];
   if (x === undefined || y === undefined) return a === b;
-  return x.size === y.size && x.mtime === y.mtime;
+  return x.size === y.size && x.mtimeNs === y.mtimeNs;
 }
 
 /**
@@ -46,7 +55,7 @@ export function isSameFileContentStamp(a: string, b: string): boolean {
 export function isSameFileIgnoringCtime(a: string, b: string): boolean {
   const [x, y] = [parseFileStamp(a), parseFileStamp(b)];
   if (x === undefined || y === undefined) return a === b;
-  return x.size === y.size && x.mtime === y.mtime && x.inode === y.inode;
+  return x.size === y.size && x.mtimeNs === y.mtimeNs && x.inode === y.inode;
 }
 
 /**

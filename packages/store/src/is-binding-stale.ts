@@ -1,8 +1,6 @@
+import { parseFileStamp } from '@splitzip/safetensors';
 import { shardStampKind } from './shard-stamp-kind.js';
 import type { SliceBinding } from './types.js';
-
-/** `<size>:<mtime ns>`, the file stamps of releases before 2026-12-05. */
-const LEGACY_FILE_STAMP = /^\d+:\d+$/;
 
 /**
  * Whether a slice binding was recorded against other local files than the one a reader holds
@@ -18,6 +16,9 @@ export function isBindingStale(binding: SliceBinding, fileStamp: string | null):
   if (fileStamp === null || shardStampKind(fileStamp) !== 'file') return false;
   const fileStamps = binding.stamps.filter((stamp) => shardStampKind(stamp) === 'file');
   if (fileStamps.length === 0 || fileStamps.includes(fileStamp)) return false;
-  const sizeAndMtime = fileStamp.split(':', 2).join(':');
-  return !fileStamps.some((stamp) => LEGACY_FILE_STAMP.test(stamp) && stamp === sizeAndMtime);
+  const now = parseFileStamp(fileStamp);
+  return !fileStamps.some((stamp) => {
+    const recorded = parseFileStamp(stamp);
+    return recorded !== undefined && recorded.ctimeNs === undefined && recorded.size === now?.size && recorded.mtimeNs === now.mtimeNs;
+  });
 }
