@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
-import { computeContentKey, isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
+import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeError } from './errors.js';
+import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
 import type { TensorReport } from './types.js';
@@ -29,19 +31,27 @@ export function describeShard(shardName: string, stamp: string): string {
  * changed) and the tensor stays raw (`stale`); the mismatch is remembered for the handle's store,
  * so later loads of it are `stale` without hashing again. The record is not waited for: on a local
  * cache it takes the writer lock (a stopped builder holds it for the lock timeout), on an s3://
- * cache it lists the cache; the load goes on, and the cache's close() waits for it.
+ * cache it lists the cache; the load goes on, and the cache's close() waits for it. The hash runs on
+ * a decode thread where the backend has one (hashTensorKey).
  */
-export function checkSourceBytes(cache: ShardCache, target: ServeTarget, unchecked: { entry: CacheEntry; stamp: string; weak?: string }, data: Uint8Array, report: TensorReport): void {
+export async function checkSourceBytes(
+  cache: ShardCache,
+  backend: DecodeBackend,
+  target: ServeTarget,
+  unchecked: { entry: CacheEntry; stamp: string; weak?: string },
+  data: Uint8Array,
+  report: TensorReport,
+): Promise<void> {
   const { entry, stamp, weak: weakNote } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
-  const startMs = performance.now();
   let key: string | undefined;
   try {
-    key = computeContentKey(data, target.shape, 'BF16');
+    const hashed = await hashTensorKey(backend, data, target.shape, 'BF16');
+    key = hashed.key;
+    report.digestMs += hashed.cpuMs;
   } catch {
     // Bytes that cannot be this shape's BF16 tensor (targetFromInfo sends none here): not the entry's.
   }
-  report.digestMs += performance.now() - startMs;
   report.key = entry.key;
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
   if (key !== entry.key) {

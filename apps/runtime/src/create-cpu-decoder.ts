@@ -56,7 +56,20 @@ export interface DecodeBackend {
    * calling thread anyway (the caller then allocates and calls `decode`).
    */
   decodeToNew?(payload: Uint8Array, meta: PayloadMeta, options?: DecodeCallOptions): Promise<DecodedBuffer> | undefined;
+  /**
+   * A tensor's content key computed on another thread: SHA-1 over `prefix` (the store's
+   * formatContentKeyPrefix, which checked the tensor) then `bytes`, which must not change until
+   * it settles. Decides at once: undefined, having done nothing, when the caller should hash
+   * itself (a small tensor; no thread ready yet). A rejection leaves the hash to the caller too.
+   */
+  hashContentKey?(bytes: Uint8Array, prefix: string): Promise<HashedContentKey> | undefined;
   close?(): Promise<void>;
+}
+
+/** What hashContentKey resolves to: the key, and the CPU ms its thread spent hashing. */
+export interface HashedContentKey {
+  key: string;
+  busyMs: number;
 }
 
 /** What decodeToNew returns: the values in an ArrayBuffer of their own, and the CPU ms spent. */

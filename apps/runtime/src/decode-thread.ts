@@ -2,8 +2,10 @@
 // verifies its checksum in one pass, decodes a chunk range of it, decodes a segment range of a
 // format-v3 payload and returns that range's checksum digests, or reads a payload from a blob file
 // the loading thread opened and then decodes and verifies it, with payload and output in shared
-// memory (no copies). Memory is either a codec arena this thread attached to (the kernels then work in place)
+// memory (no copies), or hashes a tensor's bytes to its content key, piece by piece (the runtime's
+// check of raw bytes against a cache entry, off the loading thread). Memory is either a codec arena this thread attached to (the kernels then work in place)
 // or a plain SharedArrayBuffer (the kernels copy blocks through their scratch area).
+import { createHash, type Hash } from 'node:crypto';
 import { readSync } from 'node:fs';
 import { parentPort, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import {
@@ -18,6 +20,7 @@ import {
   type CodecArenaShare,
 } from '@splitzip/codec';
 import { collectGarbage } from '@splitzip/kernels/collect-garbage';
+import { updateHash } from '@splitzip/store/content-key';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { PayloadEntryFields } from './create-cpu-decoder.js';
 import { MAX_READ_CHUNK_BYTES } from './create-file-reader.js';
@@ -40,7 +43,13 @@ export interface DecodeThreadJob {
    * read-decode-verify: `payloadLength` bytes read from `fd` (from offset 0) into the payload's
    * place first, then decode-verify (the caller checks the header against its manifest after).
    */
-  kind: 'decode' | 'decode-verify' | 'decode-segments' | 'read-decode-verify';
+  kind: 'decode' | 'decode-verify' | 'decode-segments' | 'read-decode-verify' | 'hash';
+  /**
+   * hash: the payload fields hold one piece of a tensor's bytes. A stream's pieces go to one
+   * thread, in order; the first carries `prefix` (the store's formatContentKeyPrefix), the last
+   * `last`, and its reply the content key (SHA-1 over the prefix, then every piece).
+   */
+  hash?: { stream: number; prefix?: string | undefined; last: boolean } | undefined;
   /** read-decode-verify: an open blob file (the loading thread opened and checked it, and closes it). */
   fd?: number;
   /** read-decode-verify: the manifest entry the header read must agree with, checked before decoding. */
@@ -69,7 +78,7 @@ export interface DecodeThreadReady {
 }
 
 export type DecodeThreadReply =
-  | { id: number; ok: true; busyMs: number; readMs?: number; digests?: Uint32Array<ArrayBuffer>; values?: ArrayBuffer }
+  | { id: number; ok: true; busyMs: number; readMs?: number; digests?: Uint32Array<ArrayBuffer>; values?: ArrayBuffer; key?: string }
   | { id: number; ok: false; error: { code: string; message: string; /** A RuntimeError's details (it is rebuilt as one). */ details?: Record<string, unknown> } };
 
 const arenas = new Map<number, AttachedCodecArena>();
@@ -99,6 +108,8 @@ export function readBlobFile(fd: number, target: Uint8Array, maxReadBytes = MAX_
 
 interface JobResult {
   digests?: Uint32Array<ArrayBuffer> | undefined;
+  /** A hash job's content key (its stream's last piece). */
+  key?: string | undefined;
   /** The values of a job without `out`, in a buffer of their own (transferred back). */
   values?: ArrayBuffer | undefined;
 }
@@ -112,7 +123,27 @@ function runJob(job: DecodeThreadJob): JobResult & { readMs: number } {
     readBlobFile(job.fd as number, payload);
     readMs = performance.now() - readStartMs;
   }
+  if (job.kind === 'hash') return { readMs, key: hashPiece(job, payload) };
   return { readMs, ...decodeJob(job, payload) };
+}
+
+/** Content-key hashes in progress, by stream (at most one a tensor being checked through this thread). */
+const hashes = new Map<number, Hash>();
+
+/** Feeds one piece to its stream's hash; the key after the last piece. */
+function hashPiece(job: DecodeThreadJob, piece: Uint8Array): string | undefined {
+  const { stream, prefix, last } = job.hash ?? { stream: -1, last: true };
+  let hash = hashes.get(stream);
+  if (prefix !== undefined) {
+    hash = createHash('sha1').update(prefix, 'utf8');
+    hashes.set(stream, hash);
+  } else if (hash === undefined) {
+    throw Object.assign(new Error(`hash stream ${stream} has no first piece on this thread`), { code: 'WORKER_ERROR' });
+  }
+  updateHash(hash, piece);
+  if (!last) return undefined;
+  hashes.delete(stream);
+  return hash.digest('hex');
 }
 
 function decodeJob(job: DecodeThreadJob, payload: Uint8Array): JobResult {
@@ -165,7 +196,7 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
   let reply: DecodeThreadReply;
   const startMs = performance.now();
   try {
-    const { digests, readMs, values } = runJob(message);
+    const { digests, readMs, values, key } = runJob(message);
     reply = {
       id: message.id,
       ok: true,
@@ -173,8 +204,11 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
       ...(readMs > 0 ? { readMs } : {}),
       ...(digests ? { digests } : {}),
       ...(values ? { values } : {}),
+      ...(key !== undefined ? { key } : {}),
     };
   } catch (error) {
+    // A failed piece ends its stream (the loading thread hashes the tensor itself).
+    if (message.hash !== undefined) hashes.delete(message.hash.stream);
     const code = (error as { code?: unknown } | null)?.code;
     reply = {
       id: message.id,

@@ -113,7 +113,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
             backend: kernels.backend,
           }, { cause: error });
         }
-        checkDigest(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), entry, target, report);
+        await checkDigest(env.backend, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), entry, target, report);
       }
       report.source = 'cache';
       report.reason = 'cached';
@@ -129,12 +129,12 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       report.detail = `${error.code}: served raw`;
     }
   } else if (env.cacheOnly) {
-    const { reason, detail } = explainMiss(target, undefined, env);
+    const { reason, detail } = await explainMiss(target, undefined, env);
     throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${detail})`, { tensor: name, dtype, reason, ...slice });
   }
   const data = prepareOutput(options.target, slice.sizeBytes, name);
   await readRaw(env, target, data, report);
-  if (entry === undefined) settleMiss(env, target, data, report);
+  if (entry === undefined) await settleMiss(env, target, data, report);
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = data.byteLength;
   return { name, dtype, shape, source: 'raw', reason: report.reason, report, data };

@@ -8,8 +8,9 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
+import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkSourceBytes, describeShard } from './check-source-bytes.js';
+import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
@@ -174,8 +175,11 @@ function cachedRawSizes(cache: ShardCache): Set<number> {
   return known.sizes;
 }
 
-/** Why a tensor without an entry is not cached. `coverage` needs the bytes (see explainMisses). */
-export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): { reason: LoadReason; detail: string } {
+/**
+ * Why a tensor without an entry is not cached. `coverage` needs the bytes (see explainMisses), and
+ * so does the content-key look-up, which hashes them (on a decode thread where the backend has one).
+ */
+export async function explainMiss(target: ServeTarget, data: Uint8Array | undefined, env: ServeEnv): Promise<{ reason: LoadReason; detail: string }> {
   if (target.dtype !== 'BF16') return { reason: 'dtype', detail: `dtype ${target.dtype} is not BF16` };
   if (env.cache === undefined) return { reason: 'missing', detail: 'no cache' };
   if (target.unchecked !== undefined) {
@@ -207,7 +211,7 @@ export function explainMiss(target: ServeTarget, data: Uint8Array | undefined, e
   // slices of identical tensors (the rest stay unbound), or the build that cached them was of another model.
   // Hashed only when some entry has this many bytes: a load against a cache of other tensors
   // must not pay a SHA-1 of every miss on top of the histogram.
-  const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry(computeContentKey(data, target.shape, 'BF16')) : undefined;
+  const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16')).key) : undefined;
   if (holder !== undefined) {
     return {
       reason: 'missing',
@@ -299,26 +303,26 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       }
     }
   } else if (env.cacheOnly) {
-    const { reason, detail } = explainMiss(target, undefined, env);
+    const { reason, detail } = await explainMiss(target, undefined, env);
     throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${detail})`, { tensor: name, dtype, reason, ...slice });
   }
 
   abortIfNeeded(env.signal, name);
   const output = given ?? new Uint8Array(slice.sizeBytes);
   await readRaw(env, target, output, report);
-  if (entry === undefined) settleMiss(env, target, output, report);
+  if (entry === undefined) await settleMiss(env, target, output, report);
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
 }
 
 /** Why a tensor without an entry was read raw; an unchecked binding is checked against the bytes read. */
-export function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): void {
+export async function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): Promise<void> {
   if (target.unchecked !== undefined && env.cache !== undefined) {
-    checkSourceBytes(env.cache, target, target.unchecked, data, report);
+    await checkSourceBytes(env.cache, env.backend, target, target.unchecked, data, report);
     return;
   }
-  const { reason, detail } = explainMiss(target, data, env);
+  const { reason, detail } = await explainMiss(target, data, env);
   report.reason = reason;
   report.detail = detail;
 }
@@ -540,12 +544,12 @@ export async function stagePayload(
 /**
  * Throws DIGEST_MISMATCH unless `bytes` hash to the entry's content key (the SHA-1 of shape, dtype,
  * length and the original bytes that found the entry): one pass, and every entry has one, while
- * the manifest's SHA-256 of the original bytes is optional (store CacheEntry.sha256).
+ * the manifest's SHA-256 of the original bytes is optional (store CacheEntry.sha256). Hashed on a
+ * decode thread where the backend has one (hashTensorKey).
  */
-export function checkDigest(bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport): void {
-  const digestStartMs = performance.now();
-  const actual = computeContentKey(bytes, entry.shape, entry.dtype);
-  report.digestMs += performance.now() - digestStartMs;
+export async function checkDigest(backend: DecodeBackend, bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport): Promise<void> {
+  const { key: actual, cpuMs } = await hashTensorKey(backend, bytes, entry.shape, entry.dtype);
+  report.digestMs += cpuMs;
   if (actual !== entry.key) {
     throw new RuntimeError('DIGEST_MISMATCH', `${target.name}: decoded bytes have content key ${actual}, the entry is ${entry.key}`, {
       tensor: target.name,
@@ -598,7 +602,7 @@ async function decodeFromCache(
   } else {
     output = await decodeFromCacheStaged(env, target, entry, given, report, storeVerifies);
   }
-  if (env.verifyDigest) checkDigest(output, entry, target, report);
+  if (env.verifyDigest) await checkDigest(env.backend, output, entry, target, report);
   return output;
 }
 

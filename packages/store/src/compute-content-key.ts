@@ -89,14 +89,24 @@ export function computeContentKey(bytes: ArrayBufferView, shape: readonly number
   if (!ArrayBuffer.isView(bytes)) {
     throw new StoreError('INVALID_ARGUMENT', 'bytes must be a Uint8Array (or another ArrayBufferView)');
   }
+  const hash = createHash('sha1').update(formatContentKeyPrefix(shape, dtype, bytes.byteLength), 'utf8');
+  return updateHash(hash, bytes).digest('hex');
+}
+
+/**
+ * What the content key hashes before the bytes (str(tuple(shape)), str(dtype), the decimal byte
+ * length, as UTF-8), after the same checks as computeContentKey: SHA-1 over it then the bytes is
+ * the key. For a thread that hashes the bytes where they are, given this text by the thread that
+ * checked the tensor (the runtime's decode threads).
+ */
+export function formatContentKeyPrefix(shape: readonly number[], dtype: string, byteLength: number): string {
   const dtypeText = dtypeToTorchText(dtype);
   const width = TORCH_WIDTHS.get(dtypeText)!;
   const elementCount = countShapeElements(shape);
-  if (elementCount * width !== bytes.byteLength) {
-    throw new StoreError('INVALID_ARGUMENT', `${bytes.byteLength} bytes do not hold a ${dtypeText} tensor of shape ${formatPythonShape(shape)}`, {
-      details: { byteLength: bytes.byteLength, expectedBytes: elementCount * width, shape: [...shape], dtype },
+  if (elementCount * width !== byteLength) {
+    throw new StoreError('INVALID_ARGUMENT', `${byteLength} bytes do not hold a ${dtypeText} tensor of shape ${formatPythonShape(shape)}`, {
+      details: { byteLength, expectedBytes: elementCount * width, shape: [...shape], dtype },
     });
   }
-  const hash = createHash('sha1').update(formatPythonShape(shape), 'utf8').update(dtypeText, 'utf8').update(String(bytes.byteLength), 'utf8');
-  return updateHash(hash, bytes).digest('hex');
+  return `${formatPythonShape(shape)}${dtypeText}${byteLength}`;
 }

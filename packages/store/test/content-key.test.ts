@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { computeContentKey, dtypeToTorchText, formatPythonShape } from '../src/index.js';
+import { createHash } from 'node:crypto';
+import { computeContentKey, dtypeToTorchText, formatContentKeyPrefix, formatPythonShape } from '../src/index.js';
 
 const bf16 = (patterns: number[]) => new Uint8Array(new Uint16Array(patterns).buffer);
 const SIX = bf16([0x3f80, 0xc000, 0x3f00, 0x0000, 0x7fc0, 0x7f80]);
@@ -62,5 +63,14 @@ describe('computeContentKey', () => {
     expect(() => computeContentKey(SIX, new Array(65).fill(1), 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => computeContentKey(SIX, [2 ** 30, 2 ** 30], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => computeContentKey('abc' as unknown as Uint8Array, [3], 'U8')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
+  it('formatContentKeyPrefix: what the key hashes before the bytes (SHA-1 over it then the bytes is the key), with the same checks', () => {
+    expect(formatContentKeyPrefix([2, 3], 'BF16', 12)).toBe('(2, 3)torch.bfloat1612');
+    expect(createHash('sha1').update(formatContentKeyPrefix([2, 3], 'BF16', 12)).update(SIX).digest('hex')).toBe('ba663ec446e5e55438e4c6af922dc05fe49ea3d7');
+    expect(formatContentKeyPrefix([7], 'U8', 7)).toBe('(7,)torch.uint87');
+    expect(() => formatContentKeyPrefix([2, 2], 'BF16', 12)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => formatContentKeyPrefix([2, 3], 'F4', 12)).toThrow(expect.objectContaining({ code: 'UNKNOWN_DTYPE' }));
+    expect(() => formatContentKeyPrefix([2 ** 30, 2 ** 30], 'BF16', 12)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
