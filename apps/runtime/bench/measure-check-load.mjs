@@ -9,8 +9,10 @@
 //   check, threads = the same with the thread decoder's defaults (hashes on the decode threads);
 //   cached         = the next load (stamps recorded): what every later load costs.
 // Tensors go into one preallocated arena, touched once: --arena shared (a codec arena, shared
-// memory: the threads hash in place, as loadModel's own arena) or --arena plain (an ArrayBuffer:
-// the threads get the bytes in 4 MiB pieces copied through shared scratch).
+// memory: the threads hash in place, as for any allocate into a codec arena) or --arena plain (an
+// ArrayBuffer, like the buffers loadModel allocates itself without allocate: the threads get the
+// bytes in 4 MiB pieces copied through shared scratch). Both decoders are warmed up first (a
+// server's warmUp()): the numbers leave out thread start-up.
 // The shards' mtimes are moved forward a second each round (their stamps change; nothing else does).
 // Usage: node bench/measure-check-load.mjs [--rounds 5] [--arena shared|plain] [--model DIR --cache DIR]
 import { statSync, utimesSync } from 'node:fs';

@@ -98,7 +98,7 @@ export interface ThreadDecoderStats {
   callerShares: number;
   /** Tensors a worker read from their blob file and decoded (readDecode). */
   threadReads: number;
-  /** Tensors a worker hashed to their content key (hashContentKey). */
+  /** Tensors sent to a worker to hash to their content key (hashContentKey; one whose worker failed is hashed again by the caller). */
   threadHashes: number;
   /** Workers started (ready or still loading). */
   startedThreads: number;
@@ -361,8 +361,13 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     });
   };
 
-  const takeScratch = (bytes: number): SharedArrayBuffer => {
-    const index = scratch.findIndex((buffer) => buffer.byteLength >= bytes);
+  /** The smallest kept buffer of `bytes` to `maxBytes`, else a new one of `bytes`. */
+  const takeScratch = (bytes: number, maxBytes = Number.POSITIVE_INFINITY): SharedArrayBuffer => {
+    let index = -1;
+    for (let k = 0; k < scratch.length; k += 1) {
+      const size = (scratch[k] as SharedArrayBuffer).byteLength;
+      if (size >= bytes && size <= maxBytes && (index < 0 || size < (scratch[index] as SharedArrayBuffer).byteLength)) index = k;
+    }
     if (index >= 0) return scratch.splice(index, 1)[0] as SharedArrayBuffer;
     scratchAllocations += 1;
     return new SharedArrayBuffer(Math.max(256, bytes));
@@ -416,20 +421,27 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         key = done.key ?? key;
       }
     };
-    for (let from = 0; from < bytes.byteLength && failure === undefined; from += HASH_PIECE_BYTES) {
-      if (inFlight.length >= 2) await settleOldest();
-      if (failure !== undefined) break;
-      // The worker died (or the decoder closed) since the last piece: a piece posted to it now
-      // would never be answered.
-      if (!pool.includes(owner)) {
-        failure = { error: Object.assign(new Error('decode thread died while it hashed a tensor'), { code: 'WORKER_FAILED' }) };
-        break;
+    try {
+      for (let from = 0; from < bytes.byteLength && failure === undefined; from += HASH_PIECE_BYTES) {
+        if (inFlight.length >= 2) await settleOldest();
+        if (failure !== undefined) break;
+        // The worker died (or the decoder closed) since the last piece: a piece posted to it now
+        // would never be answered.
+        if (!pool.includes(owner)) {
+          failure = { error: Object.assign(new Error('decode thread died while it hashed a tensor'), { code: 'WORKER_FAILED' }) };
+          break;
+        }
+        const length = Math.min(HASH_PIECE_BYTES, bytes.byteLength - from);
+        // Piece-sized buffers only, the last piece's too: a piece never takes a decode's
+        // tensor-sized buffer (the next decode would allocate it again, and the pool keeps both).
+        const buffer = takeScratch(HASH_PIECE_BYTES, HASH_PIECE_BYTES);
+        new Uint8Array(buffer, 0, length).set(bytes.subarray(from, from + length));
+        const job = { kind: 'hash', hash: { stream, prefix: from === 0 ? prefix : undefined, last: from + length === bytes.byteLength }, payload: { buffer }, payloadOffset: 0, payloadLength: length } as const;
+        inFlight.push({ outcome: dispatch(job, undefined, owner).then((done) => ({ done }), (error: unknown) => ({ error })), buffer });
       }
-      const length = Math.min(HASH_PIECE_BYTES, bytes.byteLength - from);
-      const buffer = takeScratch(length);
-      new Uint8Array(buffer, 0, length).set(bytes.subarray(from, from + length));
-      const job = { kind: 'hash', hash: { stream, prefix: from === 0 ? prefix : undefined, last: from + length === bytes.byteLength }, payload: { buffer }, payloadOffset: 0, payloadLength: length } as const;
-      inFlight.push({ outcome: dispatch(job, undefined, owner).then((done) => ({ done }), (error: unknown) => ({ error })), buffer });
+    } catch (error) {
+      // A scratch buffer that could not be allocated: the pieces already sent are waited for all the same.
+      failure ??= { error };
     }
     while (inFlight.length > 0) await settleOldest();
     if (failure !== undefined) throw failure.error;
@@ -822,7 +834,9 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     hashContentKey(bytes, prefix) {
       // Small or empty tensors, those that arrive while the workers start, and any after close: the caller's.
       if (closed || bytes.byteLength === 0 || bytes.byteLength < hashInlineMaxBytes) return undefined;
-      startWorkers();
+      // Workers start for a tensor that would start them for its decode (2 × inlineMaxValues bytes,
+      // 4 MiB by default), not for smaller ones: a model of small tensors never pays for their start.
+      if (bytes.byteLength >= 2 * inlineMaxValues) startWorkers();
       if (!pool.some((w) => w.ready)) return undefined;
       return hashOnThread(bytes, prefix);
     },

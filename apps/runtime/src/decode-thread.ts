@@ -193,6 +193,8 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
     detached = true;
     return;
   }
+  // A caller's SharedArrayBuffer (not an arena) stays alive in this thread until it collects.
+  if (message.payload.buffer !== undefined || message.out?.buffer !== undefined) heldSharedBuffers = true;
   let reply: DecodeThreadReply;
   const startMs = performance.now();
   try {
@@ -229,9 +231,22 @@ function handleMessage(port: MessagePort, message: DecodeThreadMessage): void {
 /** An arena was detached since this thread last collected its garbage. */
 let detached = false;
 
+/**
+ * A job named a plain SharedArrayBuffer (the caller's output or tensor, a scratch buffer) since
+ * this thread last collected its garbage: a worker allocates too little for V8 to collect on its
+ * own, so a buffer its caller dropped stayed mapped (a 512 MiB tensor hashed in place kept 512 MB
+ * resident until the decoder closed). Collected once the thread has been idle this long: not
+ * between the jobs of a load.
+ */
+let heldSharedBuffers = false;
+const IDLE_COLLECT_AFTER_MS = 250;
+let idleCollect: ReturnType<typeof setTimeout> | undefined;
+
 const port = parentPort;
 if (port) {
   port.on('message', (first: DecodeThreadMessage) => {
+    if (idleCollect !== undefined) clearTimeout(idleCollect);
+    idleCollect = undefined;
     handleMessage(port, first);
     // Messages already waiting (the next job the loading thread queued while this one ran) are
     // taken here, in order, without a turn of the event loop in between: that turn cost a worker
@@ -242,7 +257,16 @@ if (port) {
     // Idle now: a detached arena's memory is freed only once this thread collects (kernels' collect-garbage.ts).
     if (detached) {
       detached = false;
+      heldSharedBuffers = false;
       collectGarbage();
+    } else if (heldSharedBuffers) {
+      idleCollect = setTimeout(() => {
+        idleCollect = undefined;
+        heldSharedBuffers = false;
+        collectGarbage();
+      }, IDLE_COLLECT_AFTER_MS);
+      // Never what keeps the thread (or its process) alive.
+      idleCollect.unref();
     }
   });
   port.postMessage({ kind: 'ready' } satisfies DecodeThreadReady);

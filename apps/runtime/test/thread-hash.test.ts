@@ -87,6 +87,73 @@ describe('ThreadDecoder.hashContentKey', () => {
   });
 });
 
+describe('memory of hashes on threads', () => {
+  it("pieces take piece-sized scratch, never a decode's tensor-sized one (which the next decode would allocate again)", async () => {
+    const values = new Uint16Array(bf16Weights(1 << 22, 31).buffer); // 8 MiB of values, 4M
+    const { calibrateCodebook, encode, readPayloadMeta } = await import('@splitzip/codec');
+    const payload = encode(values, calibrateCodebook(values).codebook);
+    const meta = readPayloadMeta(payload);
+    const decoder = createThreadDecoder({ threads: 1, hashInlineMaxBytes: 1 });
+    try {
+      await decoder.warmUp();
+      // Plain payload and output: both through scratch, kept for the next decode.
+      const out = new Uint16Array(values.length);
+      await decoder.decode(payload, meta, out, { verifyChecksum: true });
+      const afterDecode = decoder.stats().scratchAllocations;
+      expect(afterDecode).toBe(2);
+      const tensor = randomBytes(2 * HASH_PIECE_BYTES + 3, 32);
+      // The sizes of the shared buffers allocated from here on.
+      const allocated: number[] = [];
+      const Original = globalThis.SharedArrayBuffer;
+      globalThis.SharedArrayBuffer = new Proxy(Original, {
+        construct: (target, args: [number]) => (allocated.push(args[0]), new target(...args)),
+      });
+      try {
+        const hashing = decoder.hashContentKey(tensor, u8Prefix(tensor));
+        const decoding = decoder.decode(payload, meta, out, { verifyChecksum: true });
+        expect((await hashing)?.key).toBe(computeContentKey(tensor, [tensor.length], 'U8'));
+        await decoding;
+      } finally {
+        globalThis.SharedArrayBuffer = Original;
+      }
+      // Two piece buffers are new; the decode found its own two again.
+      expect(decoder.stats().scratchAllocations).toBe(afterDecode + 2);
+      expect(allocated).toEqual([HASH_PIECE_BYTES, HASH_PIECE_BYTES]);
+      expect(sameBytes(new Uint8Array(out.buffer), new Uint8Array(values.buffer))).toBe(true);
+    } finally {
+      await decoder.close();
+    }
+  });
+
+  it('a shared buffer hashed in place is not kept resident by the idle thread once the caller drops it', async () => {
+    const { setFlagsFromString } = await import('node:v8');
+    const { runInNewContext } = await import('node:vm');
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const decoder = createThreadDecoder({ threads: 1, hashInlineMaxBytes: 1 });
+    try {
+      await decoder.warmUp();
+      const residentMiB = () => process.memoryUsage().rss / 2 ** 20;
+      const hashDropped = async () => {
+        const bytes = new Uint8Array(new SharedArrayBuffer(256 << 20));
+        bytes.fill(1);
+        await decoder.hashContentKey(bytes, u8Prefix(bytes));
+      };
+      const before = residentMiB();
+      await hashDropped();
+      const held = residentMiB();
+      expect(held - before).toBeGreaterThan(200);
+      for (let k = 0; k < 20 && residentMiB() - before > 64; k += 1) {
+        gc();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(residentMiB() - before).toBeLessThan(64);
+    } finally {
+      await decoder.close();
+    }
+  });
+});
+
 describe('a hash in pieces when its thread goes away', () => {
   it('closed mid-tensor: the hash settles (rejected, never hanging), and hashTensorKey hashes on the calling thread instead', async () => {
     const bytes = randomBytes(6 * HASH_PIECE_BYTES + 5, 9);
