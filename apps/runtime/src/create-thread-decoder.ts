@@ -357,7 +357,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       pending.set(id, { resolve, reject, owner });
       // Referenced while busy, so the process waits for the answer; idle workers never hold it open.
       if (owner.busy++ === 0) owner.worker.ref();
-      owner.worker.postMessage({ ...job, id } satisfies DecodeThreadJob);
+      try {
+        owner.worker.postMessage({ ...job, id } satisfies DecodeThreadJob);
+      } catch (error) {
+        // Not sent (a value that cannot be cloned): nothing will answer it, so it must not stay
+        // pending, or keep the worker referenced (and the process alive).
+        pending.delete(id);
+        owner.busy -= 1;
+        releaseIdle();
+        reject(error);
+      }
     });
   };
 

@@ -3,7 +3,9 @@
 // the same layout), its verifyDigest option and its miss reports. Every key must be
 // computeContentKey's, whether the bytes are hashed in place (shared memory) or sent in pieces
 // through shared scratch.
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCodecArena } from '@splitzip/codec';
 import { computeContentKey, formatContentKeyPrefix } from '@splitzip/store';
@@ -170,6 +172,26 @@ describe('a hash in pieces when its thread goes away', () => {
     if ('result' in settled) expect(settled.result.key).toBe(expected);
     else expect(settled.error).toMatchObject({ code: 'WORKER_FAILED' });
     expect((await hashTensorKey(closing, bytes, [bytes.length], 'U8')).key).toBe(expected);
+  });
+});
+
+describe('a job the thread decoder cannot send', () => {
+  it('is rejected and leaves the worker unreferenced: the process still exits', () => {
+    // A prefix that cannot be cloned makes postMessage throw inside dispatch (a misuse, but the
+    // same holds for any job that fails to send): it stayed pending, its worker referenced for good.
+    const entry = JSON.stringify(fileURLToPath(new URL('../dist/index.js', import.meta.url)));
+    const script = `
+      import { createThreadDecoder } from ${entry};
+      const decoder = createThreadDecoder({ threads: 1, hashInlineMaxBytes: 1 });
+      await decoder.warmUp();
+      const bytes = new Uint8Array(new SharedArrayBuffer(64));
+      const outcome = await decoder.hashContentKey(bytes, (() => 'x')).then(() => 'resolved', (error) => error.name);
+      console.log(outcome);
+    `;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(run.error).toBeUndefined();
+    expect(run.stdout.trim()).toBe('DataCloneError');
+    expect(run.status).toBe(0);
   });
 });
 
