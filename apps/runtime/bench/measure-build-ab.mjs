@@ -15,7 +15,7 @@ import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import * as current from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
-import { argValue, median } from './bench-helpers.mjs';
+import { argValue, layoutTensorArena, median } from './bench-helpers.mjs';
 
 const args = process.argv.slice(2);
 const baselinePath = argValue('--baseline', undefined);
@@ -31,13 +31,7 @@ const baseline = await import(pathToFileURL(resolve(baselinePath)).href);
 const model = await openSafetensorsModel(modelDir);
 
 // One output arena for both builds: every tensor at its own offset, touched once up front.
-const offsets = new Map();
-let size = 0;
-for (const t of model.tensors) {
-  size = Math.ceil(size / 256) * 256;
-  offsets.set(t.name, size);
-  size += t.slice.sizeBytes;
-}
+const { offsets, size } = layoutTensorArena(model.tensors);
 // Room for the tensors and two pools (DEFAULT_LOAD_CONCURRENCY slots of the largest payload, at most
 // DEFAULT_MAX_STAGING_BYTES each), made once both builds are known.
 const POOL_ROOM_BYTES = 2 * (current.DEFAULT_MAX_STAGING_BYTES + (1 << 20));

@@ -20,7 +20,7 @@ import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import { createThreadDecoder, loadModel, openShardCache } from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
-import { argValue, median } from './bench-helpers.mjs';
+import { argValue, layoutTensorArena, median } from './bench-helpers.mjs';
 
 const ROUNDS = Number(argValue('--rounds', '5'));
 const ARENA = argValue('--arena', 'shared');
@@ -28,13 +28,7 @@ if (ARENA !== 'shared' && ARENA !== 'plain') throw new Error('--arena is shared 
 
 const { modelDir, cacheDir } = await resolveBenchModel(argValue('--model', undefined), argValue('--cache', undefined));
 const model = await openSafetensorsModel(modelDir);
-const offsets = new Map();
-let size = 0;
-for (const t of model.tensors) {
-  size = Math.ceil(size / 256) * 256;
-  offsets.set(t.name, size);
-  size += t.slice.sizeBytes;
-}
+const { offsets, size } = layoutTensorArena(model.tensors);
 const arena = ARENA === 'shared' ? createCodecArena(size + 256).allocate(size) : new Uint8Array(size);
 arena.fill(1);
 const allocate = (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes);

@@ -32,7 +32,7 @@ import {
   resolveDecodeBackend,
 } from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
-import { argValue, median } from './bench-helpers.mjs';
+import { argValue, layoutTensorArena, median } from './bench-helpers.mjs';
 
 const args = process.argv.slice(2);
 const ROUNDS = Number(argValue('--rounds', '15'));
@@ -82,15 +82,9 @@ async function main() {
   const model = await openSafetensorsModel(modelDir);
   const cache = await openShardCache(cacheDir);
   // The arena of run-bench.mjs (--arena codec): tensors and staging slots in one codec arena.
-  const offsets = new Map();
-  let size = 0;
+  const { offsets, size } = layoutTensorArena(model.tensors);
   let largest = 0;
-  for (const t of model.tensors) {
-    size = Math.ceil(size / 256) * 256;
-    offsets.set(t.name, size);
-    size += t.slice.sizeBytes;
-    largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
-  }
+  for (const t of model.tensors) largest = Math.max(largest, cache.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.compBytes ?? 0);
   const slotBytes = Math.max(256, Math.ceil(largest / 256) * 256);
   const slotCount = Math.max(1, Math.min(CONCURRENCY ?? DEFAULT_LOAD_CONCURRENCY, Math.floor(DEFAULT_MAX_STAGING_BYTES / slotBytes)));
   const codecArena = createCodecArena(size + slotBytes * slotCount + 256, { threads: BACKEND_NAME === 'cpu' ? 0 : Math.max(DEFAULT_DECODE_THREADS, Number(THREADS ?? 0)) });
