@@ -24,6 +24,13 @@ export interface ModelTensorCheck {
   reason: string | null;
   /** True where it failed because its shard file changed since its slice was bound (the text report groups these per shard). */
   stale?: true;
+  /**
+   * True where it is ok, but its slice's binding has no record of this shard file (a copy, a touched
+   * file, a cache built before 2026-12-05): the bytes are the entry's, so the runtime serves it from
+   * the cache after checking it once (a raw read and a hash), and a build records it now. `reason`
+   * says so (the text report groups these per shard).
+   */
+  unrecorded?: true;
 }
 
 /**
@@ -105,11 +112,12 @@ async function checkTensor(
 ): Promise<ModelTensorCheck> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
-  // As the runtime: a binding recorded under another stamp of the shard file is not used (served raw).
+  // As the runtime: a binding with no record of this shard file (it has other files' stamps) is
+  // used only for bytes checked to be its entry's (the runtime reads and hashes them once).
   const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   const fileStamp = model.shards.find((shard) => shard.name === shardName)?.stamp ?? null;
-  const stale = binding !== undefined && isBindingStale(binding, fileStamp);
-  const bySlice = stale ? undefined : binding?.entry;
+  const unrecordedFile = binding !== undefined && isBindingStale(binding, fileStamp);
+  let bySlice = unrecordedFile ? undefined : binding?.entry;
   if (tensor.dtype !== 'BF16' || !isCacheableSize(sizeBytes)) {
     const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : TOO_LARGE_REASON;
     // A zero-byte slice is shared by every empty tensor at that offset (older builds bound it to one).
@@ -119,7 +127,19 @@ async function checkTensor(
 
   const bytes = await readTensorBytes(model, tensor, buffers.fileBuffer.subarray(0, sizeBytes));
   const key = computeContentKey(bytes, tensor.shape, 'BF16');
+  // The check the runtime makes at the first load, made here: the bytes are the bound entry's.
+  const unrecorded = unrecordedFile && binding.entry.key === key && sizeBytes > 0;
+  if (unrecorded) bySlice = binding.entry;
+  const stale = unrecordedFile && !unrecorded;
   const byKey = store.getEntry(key);
+  // The file holds other bytes than the entry its slice is bound to, and the binding has no record of it.
+  const staleFailure = (): ModelTensorCheck => ({
+    ...base,
+    key,
+    status: 'failed',
+    reason: `its slice is bound to entry ${binding!.entry.key}, recorded when the shard file was ${binding!.stamps.map(describeStamp).join(' or ')}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now and holds other bytes (changed, or another model's${byKey ? `; they are in the cache as ${key}` : ''}): run build --rebind`,
+    stale: true,
+  });
   if (bySlice && bySlice.key !== key && sizeBytes > 0) {
     return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?)` };
   }
@@ -128,6 +148,7 @@ async function checkTensor(
     if (coverage < coverageMin) {
       return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${coverage.toFixed(6)} < ${coverageMin}` };
     }
+    if (stale && sizeBytes > 0) return staleFailure();
     return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
   }
   // Zero-byte slices are not aliased (builds before 2026-12-04 bound one to whichever came first).
@@ -136,12 +157,7 @@ async function checkTensor(
     return { ...base, key, status: 'not_cached', reason: `its entry holds MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slices of identical tensors already` };
   }
   if (!bySlice && sizeBytes > 0) {
-    if (stale) {
-      // A binding keeps its latest MAX_SLICE_STAMPS stamps: a copy built before newer ones may have been dropped.
-      const full = binding.stamps.length >= MAX_SLICE_STAMPS ? `; a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files, so this one may have been dropped for newer copies` : '';
-      const reason = `in the cache by content key, but its slice was bound when the shard file was ${binding.stamps.map(describeStamp).join(' or ')}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now${full} (run build${binding.entry.key === key ? '' : ' --rebind'})`;
-      return { ...base, key, status: 'failed', reason, stale: true };
-    }
+    if (stale) return staleFailure();
     return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };
   }
 
@@ -160,6 +176,16 @@ async function checkTensor(
     }
   } catch (error) {
     return { ...base, key, status: 'failed', reason: describeError(error) };
+  }
+  if (unrecorded) {
+    const dropped = binding.stamps.length >= MAX_SLICE_STAMPS ? ` (a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files: this one's may have been dropped for newer copies)` : '';
+    return {
+      ...base,
+      key,
+      status: 'ok',
+      reason: `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash) and then serves them from the cache; run build to record the file now`,
+      unrecorded: true,
+    };
   }
   return { ...base, key, status: 'ok', reason: null };
 }

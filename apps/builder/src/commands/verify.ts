@@ -105,6 +105,12 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       if (t.status !== 'failed' || (t.stale && (staleByShard.get(t.shard)?.length ?? 0) > 1)) continue;
       lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
     }
+    // Ok, but their shard file is not recorded yet (a copy, a touched file): one line per shard.
+    const unrecordedByShard = new Map<string, ModelTensorCheck[]>();
+    for (const t of m.tensors) if (t.status === 'ok' && t.unrecorded) unrecordedByShard.set(t.shard, [...(unrecordedByShard.get(t.shard) ?? []), t]);
+    for (const [shard, tensors] of unrecordedByShard) {
+      lines.push(`  note: ${tensors.length === 1 ? `${tensors[0]!.name} of ${shard}` : `${tensors.length} tensors of ${shard} (e.g. ${tensors[0]!.name})`}: ${tensors[0]!.reason}`);
+    }
     // Not cached (served raw): non-BF16 tensors counted per dtype, the rest listed with their reason.
     const byDtype = new Map<string, number>();
     const listed: string[][] = [];
