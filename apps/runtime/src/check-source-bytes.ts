@@ -56,22 +56,31 @@ export async function checkSourceBytes(
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
   if (key !== entry.key) {
     // On a weak file system the stamp names other files too: nothing to remember by it.
-    if (weakNote === undefined) rememberMismatch(cache.store, item);
+    if (weakNote === undefined) rememberCheck(recorderOf(cache.store).mismatched, item);
     report.reason = 'stale';
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout): served raw`;
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout): served raw; ${STALE_REMEDY}`;
     return;
   }
   report.reason = 'unchecked';
   if (weakNote !== undefined) {
-    report.detail = `${describeShard(shardName, stamp)} checked: its bytes are the entry's; it is on ${weakNote}, whose file stamps cannot tell two images' files apart, so it is checked at every load (fileSources: 'trust' serves it unchecked)`;
+    report.detail = `${describeShard(shardName, stamp)} checked: its bytes are the entry's; it is on ${weakNote}, whose file stamps cannot tell two images' files apart, so it is checked at every load (${WEAK_TRUST_NOTE})`;
     return;
   }
+  // Kept by this handle whatever becomes of the record: a cache the loader cannot write to (a
+  // read-only mount shipped beside a copied model) checked every tensor again at every load.
+  rememberCheck(recorderOf(cache.store).matched, item);
   const recorder = queueStamp(cache.store, item);
   const last = recorder.stats.lastError;
   report.detail =
-    `${describeShard(shardName, stamp)} checked: its bytes are the entry's; its stamp is being recorded with the binding (later loads come from the cache)` +
-    (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, checks are not kept`);
+    `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and its stamp is being recorded with the binding for other processes` +
+    (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes check again`);
 }
+
+/** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them). */
+export const STALE_REMEDY = 'a build of this model with --rebind binds it';
+
+/** The hint beside a weak file system's checks: the option exists, and why it is rarely right. */
+export const WEAK_TRUST_NOTE = "fileSources: 'trust' would serve it unchecked, which is wrong wherever images of one layout take each other's place";
 
 interface StampRecorder {
   queue: AliasSliceItem[];
@@ -86,10 +95,15 @@ interface StampRecorder {
    * changes the key). Bounded: a load of a changed model adds one per tensor.
    */
   mismatched: Set<string>;
+  /**
+   * Shards found to hold their binding's entry's bytes, the same way: served from the cache by this
+   * handle from then on, as a recorded stamp is (the record may fail, or not be read back yet).
+   */
+  matched: Set<string>;
 }
 
-/** Mismatches remembered per store; past this many the oldest go (a later load hashes them again). */
-const MAX_REMEMBERED_MISMATCHES = 100_000;
+/** Checks remembered per store, each way; past this many the oldest go (a later load hashes them again). */
+const MAX_REMEMBERED_CHECKS = 100_000;
 
 /** Per store: records wait for the flush in progress, so an s3:// cache lists itself once a batch, not once a tensor. */
 const recorders = new WeakMap<CacheStore, StampRecorder>();
@@ -97,25 +111,31 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set() };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set() };
     recorders.set(store, recorder);
   }
   return recorder;
 }
 
-function rememberMismatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): void {
-  const { mismatched } = recorderOf(store);
-  if (mismatched.size >= MAX_REMEMBERED_MISMATCHES) mismatched.delete(mismatched.values().next().value!);
-  mismatched.add(mismatchId(item));
+function rememberCheck(memo: Set<string>, item: AliasSliceItem & { stamp: string }): void {
+  const id = checkId(item);
+  if (memo.has(id)) return;
+  if (memo.size >= MAX_REMEMBERED_CHECKS) memo.delete(memo.values().next().value!);
+  memo.add(id);
 }
 
 /** Whether a check through this store found the shard (at this stamp) to hold other bytes than the binding's entry. */
 export function isKnownMismatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): boolean {
-  return recorders.get(store)?.mismatched.has(mismatchId(item)) === true;
+  return recorders.get(store)?.mismatched.has(checkId(item)) === true;
 }
 
-/** A remembered mismatch's id: a digest of its item, so that long shard names do not grow the memo. */
-function mismatchId(item: AliasSliceItem): string {
+/** Whether a check through this store found the shard (at this stamp) to hold the binding's entry's bytes. */
+export function isKnownMatch(store: CacheStore, item: AliasSliceItem & { stamp: string }): boolean {
+  return recorders.get(store)?.matched.has(checkId(item)) === true;
+}
+
+/** A remembered check's id: a digest of its item, so that long shard names do not grow the memo. */
+function checkId(item: AliasSliceItem): string {
   return createHash('sha1').update(stampItemId(item)).digest('base64');
 }
 

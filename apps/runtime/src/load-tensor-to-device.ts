@@ -5,7 +5,7 @@ import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, explainMiss, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, explainMiss, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -126,7 +126,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
-      report.detail = `${error.code}: served raw`;
+      report.detail = describeCacheFailure(error);
     }
   } else if (env.cacheOnly) {
     const { reason, detail } = await explainMiss(target, undefined, env);

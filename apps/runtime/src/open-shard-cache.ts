@@ -89,7 +89,8 @@ export interface ShardCache {
  * of the model, a file touched since the build, another model's of the same layout, or any local
  * file against an s3:// cache, whose bindings hold no file stamps of their own). `check` reads the
  * tensor raw once, hashes it, and records the stamp with the binding when its bytes are the
- * entry's (later loads come from the cache), or serves it raw (`stale`) when they are not;
+ * entry's (later loads come from the cache; through this handle even when the record fails), or
+ * serves it raw (`stale`) when they are not;
  * `trust` serves the cached bytes unchecked where the binding has no record of that kind of shard
  * (for a cache only ever used with the model it was built from; or a `cacheOnly` loader, which
  * never reads raw, so never checks), but still checks a file the binding was recorded against

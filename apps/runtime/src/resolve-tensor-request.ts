@@ -1,7 +1,7 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
-import { isKnownMismatch } from './check-source-bytes.js';
+import { isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -133,8 +133,14 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   const describes = entryDescribesTensor(binding.entry, target);
   // Checked through this store before and found to hold other bytes: raw, without hashing again.
   // (Not on a weak file system: the same stamp names other files there.)
-  if (!describes || (onWeak === undefined && isKnownMismatch(cache.store, { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current }))) {
+  const checked = { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current };
+  if (!describes || (onWeak === undefined && isKnownMismatch(cache.store, checked))) {
     target.staleStamp = { recorded: binding.stamps, current, found: describes ? 'checked' : 'shape' };
+    return target;
+  }
+  // Checked through this store before and found to be the entry's bytes: as a recorded stamp.
+  if (onWeak === undefined && isKnownMatch(cache.store, checked)) {
+    target.entry = binding.entry;
     return target;
   }
   target.unchecked = { entry: binding.entry, stamp: current, ...(onWeak !== undefined ? { weak: onWeak } : {}) };

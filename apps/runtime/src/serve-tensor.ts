@@ -9,7 +9,7 @@ import {
 } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { checkSourceBytes, describeShard } from './check-source-bytes.js';
+import { checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE } from './check-source-bytes.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
@@ -187,8 +187,8 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
       reason: 'unchecked',
       detail:
         target.unchecked.weak !== undefined
-          ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (fileSources: 'trust' serves it unchecked)`
-          : `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} was not checked against it yet: a load that may read it raw checks it once`,
+          ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (${WEAK_TRUST_NOTE})`
+          : `the slice is bound, but the binding has no record of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${STALE_REMEDY})`,
     };
   }
   if (target.staleStamp !== undefined) {
@@ -196,7 +196,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const how = found === 'checked' ? 'checked earlier through this cache' : `its entry is a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
     return {
       reason: 'stale',
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; run the build again to bind it`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${STALE_REMEDY}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;
@@ -213,11 +213,12 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   // must not pay a SHA-1 of every miss on top of the histogram.
   const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16')).key) : undefined;
   if (holder !== undefined) {
+    const full = holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY;
     return {
       reason: 'missing',
-      detail:
-        `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it ` +
-        `(an entry binds at most ${MAX_SLICE_KEYS_PER_ENTRY} slices of identical tensors; else build this model into the cache)`,
+      detail: full
+        ? `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it: an entry binds at most ${MAX_SLICE_KEYS_PER_ENTRY} slices of identical tensors, and this one has as many`
+        : `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it (the cache was built from other shard names or offsets, or not from this model): a build of this model binds it`,
     };
   }
   return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
@@ -295,7 +296,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
-      report.detail = `${error.code}: served raw`;
+      report.detail = describeCacheFailure(error);
       // A blob whose bytes failed: a local store drops the file it keeps open for it, so the next
       // load opens the path again (a repaired cache is seen). Object stores handle their copies.
       if ((error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH') && env.cache?.remote === false) {
@@ -314,6 +315,15 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
+}
+
+/**
+ * A cache failure's report detail: the error itself (which blob, what is wrong with it), and for a
+ * blob that could not be read or does not match its entry, the build that puts it back.
+ */
+export function describeCacheFailure(error: RuntimeError): string {
+  const repair = error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH' ? '; if its blob is missing or damaged, `splitzip build <model> --out <cache> --repair` puts it back' : '';
+  return `${error.code}: ${error.message}: served raw${repair}`;
 }
 
 /** Why a tensor without an entry was read raw; an unchecked binding is checked against the bytes read. */

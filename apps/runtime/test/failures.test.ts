@@ -152,6 +152,8 @@ describe('a bad blob is reported and served raw, never decoded into wrong data',
           if (backend !== 'cpu') expect(backend.stats().threadReads - threadReadsBefore).toBeGreaterThanOrEqual(8);
           expect(report).toMatchObject({ source: 'raw', reason: 'cache-failed', key: keyOf(TARGET) });
           expect(report?.error?.code).toMatch(/^CACHE_(READ_FAILED|ENTRY_MISMATCH)$/);
+          // The detail says what failed (it said only the code), and how to put a lost blob back.
+          expect(report?.detail).toBe(`${report?.error?.code}: ${report?.error?.message}: served raw; if its blob is missing or damaged, \`splitzip build <model> --out <cache> --repair\` puts it back`);
           expect(totals.fallbacks).toBe(1);
           expect(totals.fromCache).toBe(8); // every other cached tensor still comes from the cache
           // cacheOnly: the same failure is a typed error naming the tensor and the entry.

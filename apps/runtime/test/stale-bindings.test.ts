@@ -260,7 +260,20 @@ describe('slice bindings and the shard files they were verified against', () => 
       // cacheOnly cannot check an object without reading it: NOT_CACHED, saying why.
       const cache = await openShardCache(cacheDir);
       const rejected = loadTensor({ model: tuned, name: 'b.weight' }, { cache, cacheOnly: true });
-      await expect(rejected).rejects.toMatchObject({ code: 'NOT_CACHED', details: { reason: 'unchecked' } });
+      await expect(rejected).rejects.toMatchObject({
+        code: 'NOT_CACHED',
+        details: { reason: 'unchecked' },
+        message: expect.stringMatching(/the binding has no record of shard object .*, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it \(the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: a build of this model with --rebind binds it\)\)$/),
+      });
+      // The handle that found b.weight stale says so without reading it (the detail names the remedy).
+      const finder = await openShardCache(cacheDir);
+      await loadTensor({ model: tuned, name: 'b.weight' }, { cache: finder });
+      await expect(loadTensor({ model: tuned, name: 'b.weight' }, { cache: finder, cacheOnly: true })).rejects.toMatchObject({
+        code: 'NOT_CACHED',
+        details: { reason: 'stale' },
+        message: expect.stringMatching(/holds other bytes than the entry its slice is bound to \(checked earlier through this cache; .*\): served raw; a build of this model with --rebind binds it\)$/),
+      });
+      await finder.close();
       await cache.close();
       // `objectSources: 'trust'` is the old rule: the binding is served unchecked (here: the base's bytes).
       const trusting = await openShardCache(cacheDir, { objectSources: 'trust' });
@@ -273,52 +286,80 @@ describe('slice bindings and the shard files they were verified against', () => 
     }
   });
 
-  it('a check whose record fails (a read-only cache) still serves the right bytes, checks again next time and says why; a record never holds up a load', async () => {
+  it('a check whose record fails (a read-only cache) still serves the right bytes; the handle keeps the check (later loads from the cache), says why other processes check again; a record never holds up a load', async () => {
     const modelDir = join(root, 'object-readonly');
     const cacheDir = join(root, 'object-readonly-cache');
     await writeBuiltModel(modelDir, cacheDir);
     const remote = await openSafetensorsModel({ source: await objectSource(modelDir, '"ro"') });
+    const other = await openSafetensorsModel({ source: await objectSource(modelDir, '"ro2"') });
     const raw = await readAllRaw(remote);
-    const cache = await openShardCache(cacheDir);
     const refuse = Object.assign(new Error('read-only file system'), { code: 'EROFS' });
-    cache.store.aliasSlices = async () => {
-      throw refuse;
-    };
-    try {
-      for (let round = 0; round < 2; round += 1) {
-        const load = loadModel(remote, cache, { verifyDigest: false });
-        for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
-        for (const report of load.reports) {
-          expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
-          if (round === 1) expect(report.detail).toMatch(/this cache handle's last stamp record failed \(EROFS: read-only file system\): until one succeeds, checks are not kept/);
-        }
-        const stats = await cache.flushObjectStamps!();
-        expect(stats).toMatchObject({ recorded: 0, lastError: { code: 'EROFS' } });
-        expect(stats.failed).toBeGreaterThan(0);
-      }
-      // A store that holds a record up (a writer lock a stopped builder keeps) does not hold up the load.
-      let release!: () => void;
-      const gate = new Promise<void>((resolve) => (release = resolve));
+    const openRefusing = async () => {
+      const cache = await openShardCache(cacheDir);
       cache.store.aliasSlices = async () => {
-        await gate;
-        return [];
+        throw refuse;
       };
-      const started = performance.now();
-      await loadModel(remote, cache, { verifyDigest: false }).drain();
-      expect(performance.now() - started).toBeLessThan(5000);
-      release();
-      // loadTensorToDevice checks the same way: its raw data, and the reason.
-      const kernels = await createKernels({ backend: 'codec' });
+      return cache;
+    };
+    const loadAll = async (model: SafetensorsModel, cache: Awaited<ReturnType<typeof openShardCache>>) => {
+      const load = loadModel(model, cache, { verifyDigest: false });
+      for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
+      return load.reports;
+    };
+    const cache = await openRefusing();
+    try {
+      for (const report of await loadAll(remote, cache)) {
+        expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+        expect(report.detail).toMatch(/checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and its stamp is being recorded/);
+      }
+      const stats = await cache.flushObjectStamps!();
+      expect(stats).toMatchObject({ recorded: 0, lastError: { code: 'EROFS' } });
+      expect(stats.failed).toBeGreaterThan(0);
+      // Nothing recorded, yet this handle serves them from the cache now (they checked every load before).
+      for (const report of await loadAll(remote, cache)) expect(report).toMatchObject({ source: 'cache', reason: 'cached' });
+      // A copy it has not checked (another ETag): checked, and told that other processes will check again.
+      for (const report of await loadAll(other, cache)) {
+        expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
+        expect(report.detail).toMatch(/this cache handle's last stamp record failed \(EROFS: read-only file system\): until one succeeds, other processes check again/);
+      }
+      // Another handle (another process) has no record and no check of its own: it checks.
+      const fresh = await openRefusing();
       try {
-        const onDevice = await loadTensorToDevice({ model: remote, name: 'a.weight' }, { cache, kernels });
-        expect(onDevice).toMatchObject({ source: 'raw', reason: 'unchecked' });
-        expect(sameBytes(onDevice.data as Uint8Array, raw.get('a.weight')!)).toBe(true);
+        for (const report of await loadAll(remote, fresh)) expect(report).toMatchObject({ source: 'raw', reason: 'unchecked' });
       } finally {
-        await kernels.dispose();
+        await fresh.close();
       }
     } finally {
       await cache.close();
+    }
+    // A store that holds a record up (a writer lock a stopped builder keeps) does not hold up the load.
+    const held = await openShardCache(cacheDir);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    held.store.aliasSlices = async () => {
+      await gate;
+      return [];
+    };
+    try {
+      const started = performance.now();
+      await loadModel(remote, held, { verifyDigest: false }).drain();
+      expect(performance.now() - started).toBeLessThan(5000);
+      release();
+    } finally {
+      await held.close();
+    }
+    // loadTensorToDevice checks the same way: its raw data, and the reason.
+    const device = await openRefusing();
+    const kernels = await createKernels({ backend: 'codec' });
+    try {
+      const onDevice = await loadTensorToDevice({ model: remote, name: 'a.weight' }, { cache: device, kernels });
+      expect(onDevice).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      expect(sameBytes(onDevice.data as Uint8Array, raw.get('a.weight')!)).toBe(true);
+    } finally {
+      await kernels.dispose();
+      await device.close();
       await remote.close();
+      await other.close();
     }
   });
 
