@@ -4,7 +4,7 @@
 // different bytes) is a failure.
 import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
-import { computeContentKey, isBindingStale, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, type CacheStore } from '@splitzip/store';
+import { classifyBinding, computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheStore } from '@splitzip/store';
 import { describeError } from './describe-error.js';
 import { isCacheableSize, TOO_LARGE_REASON } from './limits.js';
 import { viewBf16 } from './tensor-tasks.js';
@@ -49,6 +49,13 @@ export function describeStamp(stamp: string): string {
   const changed = fields.ctimeNs === undefined ? undefined : isoOf(fields.ctimeNs);
   if (modified === undefined || (fields.ctimeNs !== undefined && changed === undefined)) return stamp;
   return `${fields.size} bytes, modified ${modified}${changed === undefined ? '' : `, inode ${fields.inode} changed ${changed}`}`;
+}
+
+/** What a binding's stamps say of the shard it was recorded against, for a stale binding's reason. */
+function describeRecorded(stamps: readonly string[]): string {
+  if (stamps.length === 0) return 'recorded without a shard stamp';
+  if (stamps.every((stamp) => shardStampKind(stamp) === 'file')) return `recorded when the shard file was ${stamps.map(describeStamp).join(' or ')}`;
+  return `recorded against ${stamps.map(describeStamp).join(', ')}`;
 }
 
 export interface ModelCheckReport {
@@ -112,11 +119,12 @@ async function checkTensor(
 ): Promise<ModelTensorCheck> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
-  // As the runtime: a binding with no record of this shard file (it has other files' stamps) is
-  // used only for bytes checked to be its entry's (the runtime reads and hashes them once).
+  // As the runtime (classifyBinding): a binding with no record of this shard file (other files'
+  // stamps, stamps of the old form, none at all) is used only for bytes checked to be its entry's
+  // (the runtime reads and hashes them once).
   const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   const fileStamp = model.shards.find((shard) => shard.name === shardName)?.stamp ?? null;
-  const unrecordedFile = binding !== undefined && isBindingStale(binding, fileStamp);
+  const unrecordedFile = binding !== undefined && fileStamp !== null && classifyBinding(binding, fileStamp) !== 'trusted';
   let bySlice = unrecordedFile ? undefined : binding?.entry;
   if (tensor.dtype !== 'BF16' || !isCacheableSize(sizeBytes)) {
     const reason = tensor.dtype !== 'BF16' ? `dtype ${tensor.dtype} is not BF16` : TOO_LARGE_REASON;
@@ -137,7 +145,7 @@ async function checkTensor(
     ...base,
     key,
     status: 'failed',
-    reason: `its slice is bound to entry ${binding!.entry.key}, recorded when the shard file was ${binding!.stamps.map(describeStamp).join(' or ')}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now and holds other bytes (changed, or another model's${byKey ? `; they are in the cache as ${key}` : ''}): run build --rebind`,
+    reason: `its slice is bound to entry ${binding!.entry.key}, ${describeRecorded(binding!.stamps)}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now and holds other bytes (changed, or another model's${byKey ? `; they are in the cache as ${key}` : ''}): run build --rebind`,
     stale: true,
   });
   if (bySlice && bySlice.key !== key && sizeBytes > 0) {
@@ -183,7 +191,7 @@ async function checkTensor(
       ...base,
       key,
       status: 'ok',
-      reason: `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash) and then serves them from the cache; run build to record the file now`,
+      reason: `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; run build to record the file now`,
       unrecorded: true,
     };
   }

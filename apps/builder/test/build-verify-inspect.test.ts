@@ -460,6 +460,41 @@ describe('sharded models and a second model sharing tensors', () => {
     expect((await runJson<BuildJson>(['build', copyIndex, '--out', cacheDir])).json.aliased).toBe(0);
   });
 
+  it('bindings with a stamp of the old form (caches built before 2026-12-05) or none at all: the runtime checks them, so verify notes them (it said plain ok)', async () => {
+    const tensors = [gaussianBf16('old.weight', [64, 64], 631), gaussianBf16('none.weight', [64, 64], 632)];
+    const modelPath = await writeSingleFileModel(join(temp.path, 'old-stamps.safetensors'), tensors);
+    const cacheDir = join(temp.path, 'cache-old-stamps');
+    const { calibrateCodebook, encode } = await import('@splitzip/codec');
+    const { openSafetensorsModel, readTensorBytes } = await import('@splitzip/safetensors');
+    const { computeContentKey } = await import('@splitzip/store');
+    const model = await openSafetensorsModel(modelPath);
+    const store = await openCacheStore(cacheDir, { create: true, coverageMin: 0.99 });
+    try {
+      const shard = model.shards[0]!;
+      const items = [];
+      for (const t of model.tensors) {
+        const bytes = await readTensorBytes(model, t);
+        const values = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
+        const key = computeContentKey(bytes, t.shape, 'BF16');
+        await store.addEntries([{ key, qualname: t.name, payload: encode(values, calibrateCodebook(values).codebook), shape: t.shape, dtype: 'BF16' }]);
+        // The old form: size and mtime only (what builds before 2026-12-05 recorded); or no stamp.
+        items.push({ key, ...t.slice, ...(t.name === 'old.weight' ? { stamp: shard.stamp!.split(':').slice(0, 2).join(':') } : {}) });
+      }
+      await store.aliasSlices(items);
+    } finally {
+      await store.close();
+      await model.close();
+    }
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(json.ok).toBe(true);
+    for (const tensor of json.model!.tensors) expect(tensor, tensor.name).toMatchObject({ status: 'ok', unrecorded: true });
+    // A build records the file's stamp: then nothing to note.
+    await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    const { json: after } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    for (const tensor of after.model!.tensors) expect(tensor, tensor.name).toMatchObject({ status: 'ok', reason: null });
+    expect(after.model!.tensors.some((t) => t.unrecorded)).toBe(false);
+  });
+
   it('a shard touched after the build (same bytes): ok, noted once for the shard with readable file times; rewritten with other bytes: FAIL once for the shard', async () => {
     const modelPath = await writeSingleFileModel(join(temp.path, 'touched.safetensors'), [0, 1, 2].map((i) => gaussianBf16(`t${i}.weight`, [64, 64], 611 + i)));
     const cacheDir = join(temp.path, 'cache-touched');
@@ -486,7 +521,7 @@ describe('sharded models and a second model sharing tensors', () => {
     const failed = await runCli(['verify', cacheDir, '--model', modelPath]);
     expect(failed.code).toBe(1);
     expect(failed.stdout.match(/^ {2}FAIL /gm)).toHaveLength(1);
-    expect(failed.stdout).toMatch(/^ {2}FAIL 3 tensors of touched\.safetensors \(its file is not one they were bound against: changed, copied, or another model's; e\.g\. t0\.weight\)/m);
+    expect(failed.stdout).toMatch(/^ {2}FAIL 3 tensors of touched\.safetensors \(its file holds other bytes than the entries they are bound to: changed, or another model's; e\.g\. t0\.weight\)/m);
   });
 
   it('a copy whose stamp was dropped for newer ones (a binding keeps its latest MAX_SLICE_STAMPS): verify says it may have been, not only that the file is not recorded', async () => {

@@ -93,13 +93,13 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       `model ${m.model}: ${m.totals.tensors} tensors, ${m.totals.ok} cached and bit-identical, ` +
         `${m.totals.not_cached} not cached, ${m.totals.failed} failed`,
     );
-    // Tensors failed because their shard file is not one they were bound against: one line per shard (a touched shard of a
-    // thousand tensors printed a thousand lines of the same cause).
+    // Tensors failed because their shard file holds other bytes than the entries they are bound to: one line per shard (a
+    // rewritten shard of a thousand tensors printed a thousand lines of the same cause).
     const staleByShard = new Map<string, ModelTensorCheck[]>();
     for (const t of m.tensors) if (t.status === 'failed' && t.stale) staleByShard.set(t.shard, [...(staleByShard.get(t.shard) ?? []), t]);
     for (const [shard, tensors] of staleByShard) {
       if (tensors.length === 1) continue;
-      lines.push(`  FAIL ${tensors.length} tensors of ${shard} (its file is not one they were bound against: changed, copied, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
+      lines.push(`  FAIL ${tensors.length} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
     }
     for (const t of m.tensors) {
       if (t.status !== 'failed' || (t.stale && (staleByShard.get(t.shard)?.length ?? 0) > 1)) continue;
