@@ -71,8 +71,13 @@ export async function checkSourceBytes(
   rememberCheck(recorderOf(cache.store).matched, item);
   const recorder = queueStamp(cache.store, item);
   const last = recorder.stats.lastError;
+  // An s3:// cache keeps a file's stamp for this host only (its readThroughDir, where it has one).
+  const where =
+    cache.remote && shardStampKind(stamp) === 'file'
+      ? 'its stamp is being kept for this host (other processes of this host trust it where the cache has a readThroughDir)'
+      : 'its stamp is being recorded with the binding for other processes';
   report.detail =
-    `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and its stamp is being recorded with the binding for other processes` +
+    `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and ${where}` +
     (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes check again`);
 }
 

@@ -197,6 +197,9 @@ function defaultWorkerUrl(): URL {
   return workerUrl;
 }
 
+/** The bytes of a job that sends none (a hash stream's discard). */
+const NO_BYTES = new SharedArrayBuffer(0);
+
 /** Where a view's bytes live for the workers, if they can reach them without a copy. */
 type Placement = { ref: SharedRef; offset: number } | undefined;
 
@@ -363,6 +366,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         // Not sent (a value that cannot be cloned): nothing will answer it, so it must not stay
         // pending, or keep the worker referenced (and the process alive).
         pending.delete(id);
+        jobs -= 1;
         owner.busy -= 1;
         releaseIdle();
         reject(error);
@@ -453,6 +457,11 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       failure ??= { error };
     }
     while (inFlight.length > 0) await settleOldest();
+    // Given up before the last piece: the worker drops the tensor's hash state (it keeps one a stream).
+    if (failure !== undefined && pool.includes(owner)) {
+      const discard = { kind: 'hash', hash: { stream, last: true, discard: true }, payload: { buffer: NO_BYTES }, payloadOffset: 0, payloadLength: 0 } as const;
+      await dispatch(discard, undefined, owner).catch(() => undefined);
+    }
     if (failure !== undefined) throw failure.error;
     return { key: key as string, busyMs };
   };

@@ -49,7 +49,7 @@ export interface DecodeThreadJob {
    * thread, in order; the first carries `prefix` (the store's formatContentKeyPrefix), the last
    * `last`, and its reply the content key (SHA-1 over the prefix, then every piece).
    */
-  hash?: { stream: number; prefix?: string | undefined; last: boolean } | undefined;
+  hash?: { stream: number; prefix?: string | undefined; last: boolean; /** Drop the stream's state (its sender gave up), hash nothing. */ discard?: boolean | undefined } | undefined;
   /** read-decode-verify: an open blob file (the loading thread opened and checked it, and closes it). */
   fd?: number;
   /** read-decode-verify: the manifest entry the header read must agree with, checked before decoding. */
@@ -132,7 +132,11 @@ const hashes = new Map<number, Hash>();
 
 /** Feeds one piece to its stream's hash; the key after the last piece. */
 function hashPiece(job: DecodeThreadJob, piece: Uint8Array): string | undefined {
-  const { stream, prefix, last } = job.hash ?? { stream: -1, last: true };
+  const { stream, prefix, last, discard } = job.hash ?? { stream: -1, last: true };
+  if (discard === true) {
+    hashes.delete(stream);
+    return undefined;
+  }
   let hash = hashes.get(stream);
   if (prefix !== undefined) {
     hash = createHash('sha1').update(prefix, 'utf8');
