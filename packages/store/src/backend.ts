@@ -99,6 +99,11 @@ export interface JournalFile {
   append(offsetBytes: number, bytes: Uint8Array): Promise<void>;
   /** Cuts the journal to `lengthBytes`, durably (a torn tail). */
   truncate(lengthBytes: number): Promise<void>;
+  /**
+   * How many names the file has (a file system's link count; absent: one). More than one: a
+   * hard-linked copy of the cache shares it, and a writer must not append to it.
+   */
+  linkCount?(): number;
   close(): Promise<void>;
 }
 

@@ -533,6 +533,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       let result: T;
       try {
         await this.catchUp(lock);
+        await this.privatizeSharedJournal();
         result = await task(lock);
       } catch (error) {
         await lock.release().catch(() => undefined);
@@ -543,6 +544,35 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       await lock.release().catch(() => undefined);
       return result;
     });
+  }
+
+  /**
+   * Writer lock held, caught up: a journal with another name (a hard-linked copy of the cache, `cp
+   * -al`, or a snapshot tool's) is replaced by a copy of its records this handle has read, before
+   * anything is appended: both caches' writers appended to the one file, each under its own lock,
+   * and each cache read the other's records (entries whose blobs are in the other directory). The
+   * copy is written as a new journal is (a temp file, synced, renamed over the name): a crash
+   * leaves the shared file or the copy, both complete up to this handle's offset. Blobs and
+   * manifests part by themselves: they are only ever replaced by a rename.
+   */
+  private async privatizeSharedJournal(): Promise<void> {
+    const journal = this.journal;
+    if (journal?.linkCount === undefined || journal.linkCount() <= 1) return;
+    const bytes = await journal.read(0, this.journalOffset);
+    if (bytes.length !== this.journalOffset) {
+      throw new StoreError('JOURNAL_INVALID', 'the journal is shorter than the records this handle read from it', {
+        path: journal.path,
+        details: { reason: 'short', readBytes: bytes.length, expectedBytes: this.journalOffset },
+      });
+    }
+    await this.backend.createJournal(journal.generation, bytes);
+    const own = await this.backend.openJournal(journal.generation);
+    if (!own) throw new StoreError('JOURNAL_INVALID', 'the journal copy vanished after it was written', { path: journal.path });
+    this.journal = own;
+    await journal.close();
+    // Then a new generation: this cache's other handles, which hold the shared file open, see
+    // another manifest and reload (they never look at the journal's name otherwise).
+    await this.compactLocked();
   }
 
   private enqueue(request: CommitRequest): void {

@@ -125,6 +125,14 @@ class FsJournalFile implements JournalFile {
     return done === lengthBytes ? bytes : bytes.subarray(0, done);
   }
 
+  linkCount(): number {
+    try {
+      return fstatSync(this.reader.fd).nlink;
+    } catch (error) {
+      throw toIoError(error, 'cannot stat the journal', { path: this.path });
+    }
+  }
+
   peek(offsetBytes: number, lengthBytes: number): Uint8Array {
     const bytes = new Uint8Array(lengthBytes);
     let done: number;
