@@ -498,8 +498,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             );
             if (lock) throw damage;
             this.journalDamage = damage;
-          } else if (lock) {
-            // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's torn record.
+          } else if (lock && !((journal.linkCount?.() ?? 1) > 1)) {
+            // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's
+            // torn record. (Not in a journal with another name: its other cache's writer, under a
+            // lock of its own, may be appending; this cache leaves that file next: privatizeSharedJournal.)
             await journal.truncate(this.journalOffset);
           }
         }
@@ -548,31 +550,20 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   /**
    * Writer lock held, caught up: a journal with another name (a hard-linked copy of the cache, `cp
-   * -al`, or a snapshot tool's) is replaced by a copy of its records this handle has read, before
-   * anything is appended: both caches' writers appended to the one file, each under its own lock,
-   * and each cache read the other's records (entries whose blobs are in the other directory). The
-   * copy is written as a new journal is (a temp file, synced, renamed over the name): a crash
-   * leaves the shared file or the copy, both complete up to this handle's offset. Blobs and
-   * manifests part by themselves: they are only ever replaced by a rename.
+   * -al`, or a snapshot tool's) is left to that other name, and this cache moves to a new
+   * generation written from this handle's state (a fresh journal, then the manifest, then this
+   * name of the old journal unlinked), before anything is appended: both caches' writers appended
+   * to the one file, each under its own lock, and each cache read the other's records (entries
+   * whose blobs are in the other directory). No seal goes into the shared file (the other cache
+   * reads it): the manifest's rename is the one step that moves this cache off it, and other
+   * handles of this cache see the new manifest and reload. A crash before that rename leaves the
+   * link count as it was, and the next writer session does it again.
    */
   private async privatizeSharedJournal(): Promise<void> {
     const journal = this.journal;
     if (journal?.linkCount === undefined || journal.linkCount() <= 1) return;
-    const bytes = await journal.read(0, this.journalOffset);
-    if (bytes.length !== this.journalOffset) {
-      throw new StoreError('JOURNAL_INVALID', 'the journal is shorter than the records this handle read from it', {
-        path: journal.path,
-        details: { reason: 'short', readBytes: bytes.length, expectedBytes: this.journalOffset },
-      });
-    }
-    await this.backend.createJournal(journal.generation, bytes);
-    const own = await this.backend.openJournal(journal.generation);
-    if (!own) throw new StoreError('JOURNAL_INVALID', 'the journal copy vanished after it was written', { path: journal.path });
-    this.journal = own;
-    await journal.close();
-    // Then a new generation: this cache's other handles, which hold the shared file open, see
-    // another manifest and reload (they never look at the journal's name otherwise).
-    await this.compactLocked();
+    if (this.header.generation + 1 > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
+    await this.finishCompaction();
   }
 
   private enqueue(request: CommitRequest): void {
@@ -809,7 +800,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       try {
         const size = await existing.size();
         const head = await existing.read(0, JOURNAL_HEADER_BYTES);
-        fresh = size === JOURNAL_HEADER_BYTES && Buffer.from(head).equals(Buffer.from(encodeJournalHeader(next)));
+        // (And its own: a hard-linked copy of the cache may share one left by a compaction.)
+        fresh = size === JOURNAL_HEADER_BYTES && Buffer.from(head).equals(Buffer.from(encodeJournalHeader(next))) && (existing.linkCount?.() ?? 1) <= 1;
       } finally {
         await existing.close();
       }

@@ -3,11 +3,13 @@
 // rename); the journal was appended in place, so each cache's writer wrote into the other's journal,
 // and each cache read entries whose blobs were in the other directory. A writer now replaces a
 // journal that has another name with its own copy before it appends anything.
-import { link, mkdir, readdir, stat } from 'node:fs/promises';
+import { link, mkdir, readdir, rmdir, stat } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
-import { makeCache, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
+import { createRng, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
 afterAll(removeTempDirs);
 
@@ -83,6 +85,100 @@ describe('a hard-linked copy of a cache', () => {
       expect((await copyAgain.verify()).ok).toBe(true);
     } finally {
       await copyAgain.close();
+    }
+  });
+
+  it('a writer of the original that wrote before the copy (its journal handle open) follows the privatized generation; a privatization that fails changes nothing and is done again', async () => {
+    const { root: original } = await makeCache(1);
+    const early = await openCacheStore(original);
+    const x0 = makeTensor([8, 9], 93);
+    await early.addEntry(toInput(x0, 'early.first')); // its journal write handle is open now
+    const copy = join(await makeTempDir(), 'copy');
+    await linkCopy(original, copy);
+    const { name } = await journalOf(original);
+    const next = `journal.${Number(name.split('.')[1]) + 1}`;
+
+    // The copy's first write cannot make its next journal (a directory in the way): it fails, typed,
+    // and neither cache changes.
+    await mkdir(join(copy, next));
+    const blocked = await openCacheStore(copy);
+    const y0 = makeTensor([8, 10], 94);
+    await expect(blocked.addEntry(toInput(y0, 'copy.blocked'))).rejects.toMatchObject({ code: expect.stringMatching(/^(JOURNAL_INVALID|IO_ERROR)$/) });
+    await blocked.close().catch(() => undefined);
+    expect((await journalOf(original)).links).toBe(2);
+    await rmdir(join(copy, next));
+
+    // The original's new writer privatizes; the early writer's next commit goes to the new generation.
+    const writer = await openCacheStore(original);
+    const x1 = makeTensor([8, 11], 95);
+    await writer.addEntry(toInput(x1, 'original.second'));
+    await writer.close();
+    const x2 = makeTensor([8, 12], 96);
+    await early.addEntry(toInput(x2, 'early.after'));
+    await early.close();
+    // The copy now writes (its journal is its own already: the original left it).
+    const fromCopyWriter = await openCacheStore(copy);
+    await fromCopyWriter.addEntry(toInput(y0, 'copy.after'));
+    await fromCopyWriter.close();
+
+    const a = await openCacheStore(original);
+    const b = await openCacheStore(copy);
+    try {
+      for (const t of [x0, x1, x2]) expect(a.getEntry(t.key)).toBeDefined();
+      expect(a.getEntry(y0.key)).toBeUndefined();
+      expect(b.getEntry(x0.key)).toBeDefined(); // committed before the copy
+      for (const t of [x1, x2]) expect(b.getEntry(t.key)).toBeUndefined();
+      expect(b.getEntry(y0.key)).toBeDefined();
+      expect((await a.verify()).ok).toBe(true);
+      expect((await b.verify()).ok).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("a copy's writer killed at any instant of its first commit: both caches open and verify, the original unchanged", async () => {
+    const { root: original, tensors } = await makeCache(2);
+    const before = await journalOf(original);
+    const entry = JSON.stringify(fileURLToPath(new URL('../dist/index.js', import.meta.url)));
+    const rng = createRng(20261205);
+    for (let trial = 0; trial < 12; trial++) {
+      const copy = join(await makeTempDir(), 'copy');
+      await linkCopy(original, copy);
+      const added = makeTensor([16, 16 + trial], 300 + trial);
+      const script = `
+        import { openCacheStore } from ${entry};
+        const store = await openCacheStore(${JSON.stringify(copy)});
+        process.stdout.write('open\\n');
+        await store.addEntry({ key: ${JSON.stringify(added.key)}, qualname: 'copy.${trial}', payload: new Uint8Array(Buffer.from(${JSON.stringify(Buffer.from(added.payload).toString('base64'))}, 'base64')), shape: ${JSON.stringify(added.shape)}, dtype: 'BF16' });
+        await store.close();
+      `;
+      const delayMs = Math.floor(rng() * 12);
+      await new Promise<void>((resolve, reject) => {
+        const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let timer: NodeJS.Timeout | undefined;
+        child.stdout.on('data', () => (timer ??= setTimeout(() => child.kill('SIGKILL'), delayMs)));
+        child.on('error', reject);
+        child.on('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      const b = await openCacheStore(copy);
+      try {
+        expect((await b.verify()).ok, `trial ${trial}`).toBe(true);
+        for (const t of tensors) expect(b.getEntry(t.key), `trial ${trial}`).toBeDefined();
+      } finally {
+        await b.close();
+      }
+      const a = await openCacheStore(original);
+      try {
+        expect(a.getEntry(added.key), `trial ${trial}`).toBeUndefined();
+        expect((await a.verify()).ok, `trial ${trial}`).toBe(true);
+      } finally {
+        await a.close();
+      }
+      expect((await journalOf(original)).sizeBytes, `trial ${trial}`).toBe(before.sizeBytes);
     }
   });
 });
