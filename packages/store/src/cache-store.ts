@@ -812,15 +812,21 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.backend.writeManifest(bytes);
     // Under the writer lock nobody else replaces it: the file just written is this instance's.
     this.manifestIdentity = this.backend.manifestIdentity?.();
-    await this.backend.removeJournal(old);
+    // The cache is at `next` now, and so is this handle, whatever the steps below do: a handle left
+    // on the old journal (a failed unlink or open) appended where no manifest looks, and after a
+    // move off a shared journal (no seal in it) nothing told it to reload.
     const previous = this.journal;
-    this.journal = await this.backend.openJournal(next);
+    this.journal = undefined;
     this.journalOffset = JOURNAL_HEADER_BYTES;
     this.lastRecord = undefined;
     this.header = header;
     this.manifestBytes = bytes.length;
     this.sealSeen = false;
-    await previous?.close();
+    await previous?.close().catch(() => undefined);
+    // A name of the old journal left by a failure here is gc's (no manifest names it any more).
+    await this.backend.removeJournal(old).catch(() => undefined);
+    // Opened again by the next catch-up if this fails (under the lock it is made again: still empty).
+    this.journal = await this.backend.openJournal(next);
   }
 
   get needsCompaction(): boolean {

@@ -8,6 +8,9 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { JournalFile } from '../src/backend.js';
+import { FsCacheStore } from '../src/cache-store.js';
+import { FsBackend } from '../src/fs-backend.js';
 import { openCacheStore } from '../src/index.js';
 import { createRng, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -179,6 +182,65 @@ describe('a hard-linked copy of a cache', () => {
         await a.close();
       }
       expect((await journalOf(original)).sizeBytes, `trial ${trial}`).toBe(before.sizeBytes);
+    }
+  });
+
+  it.each(['unlink', 'open'] as const)("a step after the new manifest that fails (%s of a journal) leaves the writer at the new generation: its next commits are where the manifest looks", async (step) => {
+    const { root: original } = await makeCache(1);
+    const copy = join(await makeTempDir(), 'copy');
+    await linkCopy(original, copy);
+    const { name } = await journalOf(copy);
+    const generation = Number(name.split('.')[1]);
+    let armed = true;
+    let nextOpens = 0;
+    class FailingOnce extends FsBackend {
+      override async removeJournal(g: number): Promise<void> {
+        if (step === 'unlink' && armed && g === generation) {
+          armed = false;
+          throw Object.assign(new Error('EIO: i/o error, unlink'), { code: 'EIO' });
+        }
+        return super.removeJournal(g);
+      }
+      override async openJournal(g: number): Promise<JournalFile | undefined> {
+        // The second open of the next journal: the one after the new manifest (the first looks for a left-over one).
+        if (step === 'open' && armed && g === generation + 1 && ++nextOpens === 2) {
+          armed = false;
+          throw Object.assign(new Error('EMFILE: too many open files, open'), { code: 'EMFILE' });
+        }
+        return super.openJournal(g);
+      }
+    }
+    const writer = await FsCacheStore.load(new FailingOnce(copy), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+    const first = makeTensor([8, 20], 97);
+    const second = makeTensor([8, 21], 98);
+    const theirs = makeTensor([8, 22], 99);
+    try {
+      // The move itself may fail the first commit (a failed open); the one after must land.
+      await writer.addEntry(toInput(first, 'copy.first')).catch(() => undefined);
+      expect(armed).toBe(false);
+      // Meanwhile the original commits: the old journal is its alone now (link count 1), and it
+      // appends there.
+      const other = await openCacheStore(original, { compactOnClose: false }); // a long-lived writer: no compaction (and no seal) yet
+      await other.addEntry(toInput(theirs, 'original.meanwhile'));
+      await other.close();
+      expect((await writer.addEntry(toInput(second, 'copy.second'))).added).toBe(true);
+      expect(writer.getEntry(theirs.key)).toBeUndefined();
+    } finally {
+      await writer.close();
+    }
+    const b = await openCacheStore(copy);
+    const a = await openCacheStore(original);
+    try {
+      expect(b.getEntry(second.key)).toBeDefined();
+      expect(b.getEntry(theirs.key)).toBeUndefined();
+      expect(a.getEntry(theirs.key)).toBeDefined();
+      expect(a.getEntry(second.key)).toBeUndefined();
+      expect(a.getEntry(first.key)).toBeUndefined();
+      expect((await b.verify()).ok).toBe(true);
+      expect((await a.verify()).ok).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });
