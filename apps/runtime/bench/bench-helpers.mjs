@@ -12,18 +12,3 @@ export function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
-
-/**
- * Where each tensor of `tensors` goes in one arena holding them all: its byte offset by name
- * (256-byte aligned, in model order), and the arena's size.
- */
-export function layoutTensorArena(tensors) {
-  const offsets = new Map();
-  let size = 0;
-  for (const t of tensors) {
-    size = Math.ceil(size / 256) * 256;
-    offsets.set(t.name, size);
-    size += t.slice.sizeBytes;
-  }
-  return { offsets, size };
-}

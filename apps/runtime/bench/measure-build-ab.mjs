@@ -15,7 +15,8 @@ import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import * as current from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
-import { argValue, layoutTensorArena, median } from './bench-helpers.mjs';
+import { argValue, median } from './bench-helpers.mjs';
+import { layoutTensorArena } from '../bin/plan-model-arena.mjs';
 
 const args = process.argv.slice(2);
 const baselinePath = argValue('--baseline', undefined);

@@ -20,7 +20,8 @@ import { createCodecArena } from '@splitzip/codec';
 import { openSafetensorsModel } from '@splitzip/safetensors';
 import { createThreadDecoder, loadModel, openShardCache } from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
-import { argValue, layoutTensorArena, median } from './bench-helpers.mjs';
+import { argValue, median } from './bench-helpers.mjs';
+import { layoutTensorArena } from '../bin/plan-model-arena.mjs';
 
 const ROUNDS = Number(argValue('--rounds', '5'));
 const ARENA = argValue('--arena', 'shared');

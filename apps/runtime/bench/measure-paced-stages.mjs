@@ -32,7 +32,8 @@ import {
   resolveDecodeBackend,
 } from '@splitzip/runtime';
 import { resolveBenchModel } from './build-model-cache.mjs';
-import { argValue, layoutTensorArena, median } from './bench-helpers.mjs';
+import { argValue, median } from './bench-helpers.mjs';
+import { layoutTensorArena } from '../bin/plan-model-arena.mjs';
 
 const args = process.argv.slice(2);
 const ROUNDS = Number(argValue('--rounds', '15'));

@@ -12,13 +12,7 @@ import { createStagingPool, DEFAULT_DECODE_THREADS, DEFAULT_LOAD_CONCURRENCY, DE
  * offset, `allocate` for loadModel and the pool (undefined for 'plain').
  */
 export function planModelArena(tensors, cache, { kind = 'codec', backend = 'auto', concurrency = DEFAULT_LOAD_CONCURRENCY } = {}) {
-  const offsets = new Map();
-  let size = 0;
-  for (const tensor of tensors) {
-    size = Math.ceil(size / 256) * 256;
-    offsets.set(tensor.name, size);
-    size += tensor.slice.sizeBytes;
-  }
+  const { offsets, size } = layoutTensorArena(tensors);
   let arena;
   let pool;
   if (kind === 'codec') {
@@ -34,4 +28,19 @@ export function planModelArena(tensors, cache, { kind = 'codec', backend = 'auto
   }
   arena.fill(0);
   return { arena, offsets, pool, allocate: (t) => arena.subarray(offsets.get(t.name), offsets.get(t.name) + t.slice.sizeBytes) };
+}
+
+/**
+ * Where each tensor of `tensors` goes in one arena holding them all: its byte offset by name
+ * (256-byte aligned, in model order), and the arena's size.
+ */
+export function layoutTensorArena(tensors) {
+  const offsets = new Map();
+  let size = 0;
+  for (const tensor of tensors) {
+    size = Math.ceil(size / 256) * 256;
+    offsets.set(tensor.name, size);
+    size += tensor.slice.sizeBytes;
+  }
+  return { offsets, size };
 }
