@@ -56,6 +56,20 @@ export function randomBytes(count: number, seed: number): Uint8Array {
   return bytes;
 }
 
+/**
+ * A model's and its fine-tune's tensors: BF16 [64, 64] `<name>.weight` for each name, seeded
+ * firstSeed, firstSeed + 1, ...; `changedSeed` moves b.weight's seed (the one tensor a fine-tune
+ * changed, with the same layout and names).
+ */
+export function tunedWeights(names: readonly string[], firstSeed: number, changedSeed = 0): FixtureTensor[] {
+  return names.map((name, k) => ({
+    name: `${name}.weight`,
+    dtype: 'BF16',
+    shape: [64, 64],
+    data: bf16Weights(4096, firstSeed + k + (name === 'b' ? changedSeed : 0)),
+  }));
+}
+
 /** A model exercising every path: cached BF16 (odd sizes, empty, a duplicate), F32, I64, gate-failed BF16. */
 export function standardTensors(): FixtureTensor[] {
   const weights = bf16Weights(5000, 7);

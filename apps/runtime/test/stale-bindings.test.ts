@@ -14,7 +14,7 @@ import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { createFileReader } from '../src/create-file-reader.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { StoreError } from '@splitzip/store';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, tunedWeights, type FixtureTensor } from './fixtures.js';
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -26,14 +26,7 @@ afterAll(async () => {
 });
 
 /** Two BF16 tensors per shard, two shards; `seed` changes the values of `changed` only. */
-function tensors(changedSeed = 0): FixtureTensor[] {
-  return [
-    { name: 'a.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 11) },
-    { name: 'b.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 12 + changedSeed) },
-    { name: 'c.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 13) },
-    { name: 'd.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 14) },
-  ];
-}
+const tensors = (changedSeed = 0): FixtureTensor[] => tunedWeights(['a', 'b', 'c', 'd'], 11, changedSeed);
 
 /** The standard model written to `modelDir` and built into `cacheDir` (a base the tests load other copies against). */
 async function writeBuiltModel(modelDir: string, cacheDir: string): Promise<void> {

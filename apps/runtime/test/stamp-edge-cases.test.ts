@@ -10,7 +10,7 @@ import { openCacheStore } from '@splitzip/store';
 import { createFileReader } from '../src/create-file-reader.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { buildCache, makeTempDir, readAllRaw, sameBytes, tunedWeights, writeModel, type FixtureTensor } from './fixtures.js';
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -22,12 +22,7 @@ afterAll(async () => {
 });
 
 /** One shard, two BF16 tensors; `seed` changes b.weight's values only. */
-function tensors(seed = 0): FixtureTensor[] {
-  return [
-    { name: 'a.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 21) },
-    { name: 'b.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 22 + seed) },
-  ];
-}
+const tensors = (seed = 0): FixtureTensor[] => tunedWeights(['a', 'b'], 21, seed);
 
 /** Sets `path`'s access and modification times to `reference`'s, to the nanosecond (coreutils touch -r). */
 function copyTimes(reference: string, path: string): void {

@@ -15,7 +15,7 @@ import { createThreadDecoder, HASH_PIECE_BYTES } from '../src/create-thread-deco
 import { hashTensorKey } from '../src/hash-tensor-key.js';
 import { loadModel } from '../src/load-model.js';
 import { openShardCache } from '../src/open-shard-cache.js';
-import { bf16Weights, buildCache, makeTempDir, randomBytes, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { bf16Weights, buildCache, makeTempDir, randomBytes, readAllRaw, sameBytes, writeModel, tunedWeights, type FixtureTensor } from './fixtures.js';
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -219,8 +219,7 @@ describe('hashTensorKey', () => {
 
 describe('loads that hash on the decode threads', () => {
   /** Two BF16 tensors per shard, two shards; `changedSeed` changes b.weight only. */
-  const tensors = (changedSeed = 0): FixtureTensor[] =>
-    ['a', 'b', 'c', 'd'].map((name, k) => ({ name: `${name}.weight`, dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 11 + k + (k === 1 ? changedSeed : 0)) }));
+  const tensors = (changedSeed = 0): FixtureTensor[] => tunedWeights(['a', 'b', 'c', 'd'], 11, changedSeed);
 
   it("a copy of the model and a fine-tune of it, checked against the base's cache with every hash on a thread: unchecked then cached, the changed tensor stale, every byte the file's", async () => {
     const base = await writeModel(join(root, 'base'), tensors(), 2 * 8192 + 1024);

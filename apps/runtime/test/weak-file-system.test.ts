@@ -8,7 +8,7 @@ import { openSafetensorsModel } from '@splitzip/safetensors';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { buildCache, makeTempDir, readAllRaw, sameBytes, tunedWeights, writeModel, type FixtureTensor } from './fixtures.js';
 
 const fake = vi.hoisted(() => ({
   weak: new Set<string>(),
@@ -54,12 +54,7 @@ afterAll(async () => {
   await cleanup?.();
 });
 
-function tensors(seed = 0): FixtureTensor[] {
-  return [
-    { name: 'a.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 31) },
-    { name: 'b.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 32 + seed) },
-  ];
-}
+const tensors = (seed = 0): FixtureTensor[] => tunedWeights(['a', 'b'], 31, seed);
 
 describe('shards on a file system whose stamps prove nothing', () => {
   it('names the read-only image and FUSE file systems by their statfs magic, and no other', () => {
