@@ -22,7 +22,7 @@ export async function repairCachedBlob(store: CacheStore, entry: CacheEntry, byt
       if (!(isStoreError(error) && BLOB_DAMAGE_CODES.has(error.code))) throw error;
     }
   }
-  let payload = encode(viewBf16(bytes), createCodebook(entry.codebook.exponents), { chunkSize: entry.meta.chunkSize });
+  let payload: Uint8Array = encode(viewBf16(bytes), createCodebook(entry.codebook.exponents), { chunkSize: entry.meta.chunkSize });
   if (entry.meta.version !== readPayloadMeta(payload).version) payload = convertPayloadVersion(payload, entry.meta.version);
   return (await store.repairBlob(entry.key, payload)) ? payload.byteLength : 0;
 }

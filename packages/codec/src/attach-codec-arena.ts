@@ -1,3 +1,4 @@
+import { isSharedArrayBuffer } from './is-shared-array-buffer.js';
 import { registerArenaKernels } from './backend.js';
 import type { CodecArenaShare } from './create-codec-arena.js';
 import { SplitZipError } from './errors.js';
@@ -47,9 +48,4 @@ export function attachCodecArena(share: CodecArenaShare): AttachedCodecArena {
   const own = scratchBase + WASM_SCRATCH_BYTES;
   registerArenaKernels(buffer, kernels, Number.isInteger(reserved) && reserved! > own && reserved! <= buffer.byteLength ? reserved! : own);
   return { buffer, zeroCopy: true };
-}
-
-/** `instanceof SharedArrayBuffer` where the global may be missing (a page without cross-origin isolation). */
-function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
-  return typeof SharedArrayBuffer !== 'undefined' && value instanceof SharedArrayBuffer;
 }

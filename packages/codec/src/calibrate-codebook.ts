@@ -1,4 +1,5 @@
 import { MAX_CODEBOOK_SIZE } from './constants.js';
+import { isUint32Array } from './typed-array-kind.js';
 import { countExponents } from './count-exponents.js';
 import { createCodebook, type Codebook } from './create-codebook.js';
 import { SplitZipError } from './errors.js';
@@ -19,7 +20,7 @@ export interface CalibrationResult {
  * Exponents that never occur are left out; an all-zero histogram gives `[0]` (coverage 1).
  */
 export function calibrateFromHistogram(histogram: Uint32Array): CalibrationResult {
-  if (!(histogram instanceof Uint32Array) || histogram.length !== 256) {
+  if (!isUint32Array(histogram) || histogram.length !== 256) {
     throw new SplitZipError('INVALID_ARGUMENT', 'histogram must be a Uint32Array of length 256', {});
   }
   const present: number[] = [];

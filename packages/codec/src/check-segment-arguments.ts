@@ -1,5 +1,6 @@
 // Argument checks shared by the segment API (format v3's parallel verification).
 import { SEGMENT_DIGESTS, SEGMENT_VALUES } from './constants.js';
+import { isUint32Array } from './typed-array-kind.js';
 import { checkMetaFitsPayload } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
@@ -44,7 +45,7 @@ export function checkSegmentRange(firstSegment: number, endSegment: number, segm
 
 /** Checks that `digests` is a Uint32Array with room for `segments` segments' digests (exactly, with `exact`). */
 export function checkDigestsArray(digests: unknown, segments: number, exact: boolean): asserts digests is Uint32Array {
-  if (!(digests instanceof Uint32Array)) {
+  if (!isUint32Array(digests)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'digests must be a Uint32Array', {});
   }
   const needed = SEGMENT_DIGESTS * segments;

@@ -1,4 +1,5 @@
 import { checkArenaView, kernelsFor } from './backend.js';
+import { checkReadableView, isUint16Array, isUint32Array } from './typed-array-kind.js';
 import { SplitZipError } from './errors.js';
 import { countExponentsJs } from './js/js-kernels.js';
 
@@ -14,11 +15,13 @@ export const WASM_COUNT_MIN_VALUES = 1024;
  * absent) and returns it; call repeatedly to calibrate over several slices.
  */
 export function countExponents(values: Uint16Array, histogram?: Uint32Array): Uint32Array {
-  if (!(values instanceof Uint16Array)) {
+  if (!isUint16Array(values)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }
+  // An unreadable view reads as empty: counting nothing would calibrate [0] at coverage 1.
+  checkReadableView(values, 'values');
   const hist = histogram ?? new Uint32Array(256);
-  if (!(hist instanceof Uint32Array) || hist.length !== 256) {
+  if (!isUint32Array(hist) || hist.length !== 256) {
     throw new SplitZipError('INVALID_ARGUMENT', 'histogram must be a Uint32Array of length 256', {});
   }
   // The wasm kernel where it pays (an arena's own kernels for a view in a codec arena, in place);

@@ -99,6 +99,13 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}`, { threads });
   }
   const shared = threads > 0;
+  // Shared memory exists only where SharedArrayBuffer does and, on the web, on cross-origin-isolated
+  // pages: elsewhere the wasm path could still make a shared memory that no postMessage can carry.
+  if (shared && (typeof SharedArrayBuffer === 'undefined' || (globalThis as { crossOriginIsolated?: unknown }).crossOriginIsolated === false)) {
+    throw new SplitZipError('INVALID_ARGUMENT', 'a shared arena (threads > 0) needs SharedArrayBuffer, which a web page has only when cross-origin isolated (COOP and COEP headers)', {
+      threads,
+    });
+  }
   // Each attached thread's kernels get a scratch area after the owner's, before the arena space.
   const threadScratchBytes = threads * WASM_SCRATCH_BYTES;
   const maxBytes = MAX_ARENA_BYTES - threadScratchBytes;
@@ -193,6 +200,9 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     buffer,
     threads,
     share(index: number): CodecArenaShare {
+      if (threads === 0) {
+        throw new SplitZipError('INVALID_ARGUMENT', 'this arena is private: share() needs an arena created with { threads }', { index, threads });
+      }
       if (!Number.isInteger(index) || index < 0 || index >= threads) {
         throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads)`, {
           index,

@@ -2,6 +2,7 @@
 // escape stream of every chunk it touches, so no byte of the payload can steer a read or write
 // outside the payload or the output.
 import { kernelsFor, prepareCodebookTables, type CodebookTables, type ValuesWritten } from './backend.js';
+import { isUint8Array } from './typed-array-kind.js';
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
 import { HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
 import { ensureCodebook } from './create-codebook.js';
@@ -275,7 +276,7 @@ function invalidCodeError(
 
 /** Checks that a caller-supplied meta is self-consistent and fits this payload, so offsets derived from it stay inside. */
 export function checkMetaFitsPayload(payload: Uint8Array, meta: PayloadMeta): void {
-  if (!(payload instanceof Uint8Array)) {
+  if (!isUint8Array(payload)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', {});
   }
   if (

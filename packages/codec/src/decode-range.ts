@@ -1,4 +1,7 @@
+import { allocateArray } from './allocate-array.js';
+import { readOptions } from './check-options.js';
 import { checkNoOverlap } from './check-overlap.js';
+import { checkReadableView, isUint16Array } from './typed-array-kind.js';
 import { decodeValueRange } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import { readPayloadMeta } from './read-payload-meta.js';
@@ -10,16 +13,32 @@ export interface DecodeOptions {
 }
 
 /** Decodes values [start, start + count) into out[0 .. count) (allocated if absent) and returns it. */
+export function decodeRange(payload: Uint8Array, start: number, count: number, out?: undefined, options?: DecodeOptions | null): Uint16Array<ArrayBuffer>;
+export function decodeRange<TBuffer extends ArrayBufferLike>(
+  payload: Uint8Array,
+  start: number,
+  count: number,
+  out: Uint16Array<TBuffer>,
+  options?: DecodeOptions | null,
+): Uint16Array<TBuffer>;
+export function decodeRange(payload: Uint8Array, start: number, count: number, out?: Uint16Array, options?: DecodeOptions | null): Uint16Array;
 export function decodeRange(
   payload: Uint8Array,
   start: number,
   count: number,
   out?: Uint16Array,
-  options?: DecodeOptions,
+  decodeOptions?: DecodeOptions | null,
 ): Uint16Array {
   const meta = readPayloadMeta(payload);
-  if (!Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0 || start + count > meta.elementCount) {
-    throw new SplitZipError('INVALID_ARGUMENT', `range [${start}, ${start}+${count}) is outside 0..${meta.elementCount}`, {
+  const options = readOptions(decodeOptions, 'options');
+  if (!Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0) {
+    throw new SplitZipError('INVALID_ARGUMENT', `start and count must be non-negative integers, got ${describeNumber(start)} and ${describeNumber(count)}`, {
+      start,
+      count,
+    });
+  }
+  if (start + count > meta.elementCount) {
+    throw new SplitZipError('INVALID_ARGUMENT', `range [${start}, ${start + count}) is outside the payload's ${meta.elementCount} values`, {
       start,
       count,
       elementCount: meta.elementCount,
@@ -35,17 +54,18 @@ export function decodeRange(
 /** For the decoders whose `out` is required (decodeChunks, decodeSegments), then as checkOutput. */
 export function requireOutput(out: Uint16Array, count: number): Uint16Array {
   // Omitted, the values would go to a throwaway array and the call return nothing.
-  if (!(out instanceof Uint16Array)) {
+  if (!isUint16Array(out)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array (required)', { argument: 'out' });
   }
   return checkOutput(out, count);
 }
 
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
-  if (out === undefined) return new Uint16Array(count);
-  if (!(out instanceof Uint16Array)) {
+  if (out === undefined) return allocateArray(Uint16Array, count, 'the output', 'values');
+  if (!isUint16Array(out)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', {});
   }
+  checkReadableView(out, 'out');
   if (out.length < count) {
     throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed`, {
       outLength: out.length,
@@ -58,4 +78,9 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
 /** INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */
 export function checkOutputApart(payload: Uint8Array, compBytes: number, out: Uint16Array, count: number): void {
   checkNoOverlap(payload, compBytes, out, 2 * count, 'out overlaps the payload');
+}
+
+/** A number as itself, anything else with its type (a string '5' must not read like the number 5). */
+function describeNumber(value: unknown): string {
+  return typeof value === 'number' ? String(value) : `${typeof value} ${JSON.stringify(value) ?? String(value)}`;
 }

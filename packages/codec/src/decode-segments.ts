@@ -3,6 +3,7 @@ import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './c
 import { SEGMENT_VALUES } from './constants.js';
 import { checkMetaMatchesHeader, decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { checkOutputApart, requireOutput } from './decode-range.js';
+import { readOptions } from './check-options.js';
 import { digestSegments } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -27,8 +28,9 @@ export function decodeSegments(
   firstSegment: number,
   endSegment: number,
   out: Uint16Array,
-  options?: DecodeSegmentsOptions,
+  segmentOptions?: DecodeSegmentsOptions | null,
 ): void {
+  const options = readOptions(segmentOptions, 'options');
   const segmentCount = checkSegmentedPayload(payload, meta);
   checkMetaMatchesHeader(payload, meta);
   checkSegmentRange(firstSegment, endSegment, segmentCount);

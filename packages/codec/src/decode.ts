@@ -1,5 +1,6 @@
 import { kernelsFor } from './backend.js';
 import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
+import { readOptions } from './check-options.js';
 import { checkOutput, checkOutputApart, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
@@ -11,8 +12,12 @@ import { verifyPayloadChecksum } from './verify-payload-checksum.js';
  * On an error the contents of `out` are unspecified. When the payload and `out` live in a codec
  * arena the kernels read and write them in place (no copies); they must not overlap.
  */
-export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Uint16Array {
+export function decode(payload: Uint8Array, out?: undefined, options?: DecodeOptions | null): Uint16Array<ArrayBuffer>;
+export function decode<TBuffer extends ArrayBufferLike>(payload: Uint8Array, out: Uint16Array<TBuffer>, options?: DecodeOptions | null): Uint16Array<TBuffer>;
+export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions | null): Uint16Array;
+export function decode(payload: Uint8Array, out?: Uint16Array, decodeOptions?: DecodeOptions | null): Uint16Array {
   const meta = readPayloadMeta(payload);
+  const options = readOptions(decodeOptions, 'options');
   const target = checkOutput(out, meta.elementCount);
   checkOutputApart(payload, meta.compBytes, target, meta.elementCount);
   if (options?.verify === false) {

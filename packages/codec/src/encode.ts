@@ -1,4 +1,7 @@
 import { kernelsFor, type CodecKernels } from './backend.js';
+import { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
+import { allocateArray } from './allocate-array.js';
+import { readOptions } from './check-options.js';
 import { checkNoOverlap } from './check-overlap.js';
 import { layoutFor, isValidChunkSize, type PayloadLayout } from './compute-payload-layout.js';
 import { DEFAULT_CHUNK_SIZE, FORMAT_VERSION, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
@@ -6,7 +9,6 @@ import { ensureCodebook, type Codebook } from './create-codebook.js';
 import { tablesForCodebook } from './decode-core.js';
 import { SplitZipError } from './errors.js';
 import { EscapeList } from './escape-list.js';
-import { isDetachedBuffer } from './is-detached-buffer.js';
 import { computePayloadChecksum, type BulkDigests } from './payload-checksum.js';
 import { writePayloadHeader, writeU32 } from './payload-header.js';
 
@@ -29,21 +31,32 @@ export interface EncodeOptions {
   out?: Uint8Array | undefined;
 }
 
-/** Encodes BF16 bit patterns into one aligned SplitZip payload (FORMAT.md). */
-export function encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Uint8Array {
-  if (!(values instanceof Uint16Array)) {
+/**
+ * Encodes BF16 bit patterns into one aligned SplitZip payload (FORMAT.md). Typed by where the
+ * payload lives: a new payload is a plain ArrayBuffer's (fit for Blob, Response, crypto.subtle),
+ * one encoded into `out` shares out's buffer.
+ */
+export function encode(values: Uint16Array, codebook: Codebook, options?: (EncodeOptions & { out?: undefined }) | null): Uint8Array<ArrayBuffer>;
+export function encode<TBuffer extends ArrayBufferLike>(
+  values: Uint16Array,
+  codebook: Codebook,
+  options: EncodeOptions & { out: Uint8Array<TBuffer> },
+): Uint8Array<TBuffer>;
+export function encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions | null): Uint8Array;
+export function encode(values: Uint16Array, codebook: Codebook, encodeOptions?: EncodeOptions | null): Uint8Array {
+  const options = readOptions(encodeOptions, 'options');
+  if (!isUint16Array(values)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }
-  if (values.length === 0 && isDetachedBuffer(values.buffer)) {
-    // A detached array reads as empty: a valid empty payload would hide the caller's bug.
-    throw new SplitZipError('INVALID_ARGUMENT', 'values is a view of a detached ArrayBuffer', { argument: 'values' });
-  }
+  // A detached or out-of-bounds array reads as empty: a valid empty payload would hide the caller's bug.
+  checkReadableView(values, 'values');
   if (values.length > MAX_ELEMENT_COUNT) {
     throw new SplitZipError('INVALID_ARGUMENT', `at most ${MAX_ELEMENT_COUNT} values per payload`, {
       elementCount: values.length,
     });
   }
-  const chunkSize = options?.chunkSize ?? DEFAULT_CHUNK_SIZE;
+  // Only undefined means the default: a null chunkSize is refused like a null escapeCount.
+  const chunkSize = options?.chunkSize === undefined ? DEFAULT_CHUNK_SIZE : options.chunkSize;
   if (!isValidChunkSize(chunkSize)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { chunkSize });
   }
@@ -55,12 +68,13 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
     });
   }
   const out = options?.out;
-  if (out !== undefined && !(out instanceof Uint8Array)) {
+  if (out !== undefined && !isUint8Array(out)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint8Array', {});
   }
+  if (out !== undefined) checkReadableView(out, 'out');
   // The kernels would write codes over values they have yet to read: a valid-looking wrong
   // payload. Only the bytes the largest payload (every value escaped) could use count.
-  if (out !== undefined && out.buffer === values.buffer) {
+  if (out !== undefined) {
     const written = Math.min(out.length, layoutFor(values.length, values.length, chunkSize).totalBytes);
     checkNoOverlap(values, values.byteLength, out, written, 'out overlaps values');
   }
@@ -109,7 +123,7 @@ function encodeCounted(
   escapes: EscapeList,
 ): Uint8Array | undefined {
   const layout = layoutFor(values.length, escapeCount, chunkSize);
-  const payload = new Uint8Array(layout.totalBytes);
+  const payload = allocateArray(Uint8Array, layout.totalBytes, 'the payload', 'bytes');
   const digests = encodeSections(kernels, values, book, payload, layout, escapes);
   if (escapes.count !== escapeCount) return undefined;
   finishPayload(payload, values.length, book, chunkSize, layout, escapes, digests);

@@ -2,6 +2,7 @@
 // (computeSegmentDigests, decodeSegments) and the "outer" ones — the header's and the three escape
 // sections' — so that no thread has to hash the escape sections after all the others are done.
 import { checkDigestsArray, checkSegmentedPayload } from './check-segment-arguments.js';
+import { isUint32Array } from './typed-array-kind.js';
 import { SplitZipError } from './errors.js';
 import { combineV3Checksum, computeOuterDigestList } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
@@ -47,9 +48,9 @@ export function verifyOuterDigests(payload: Uint8Array, meta: PayloadMeta, segme
 }
 
 function checkOuterArray(digests: unknown, exact: boolean): asserts digests is Uint32Array {
-  if (!(digests instanceof Uint32Array) || (exact ? digests.length !== OUTER_DIGESTS : digests.length < OUTER_DIGESTS)) {
+  if (!isUint32Array(digests) || (exact ? digests.length !== OUTER_DIGESTS : digests.length < OUTER_DIGESTS)) {
     throw new SplitZipError(exact ? 'INVALID_ARGUMENT' : 'OUTPUT_TOO_SMALL', `outer digests must be a Uint32Array of ${exact ? '' : 'at least '}${OUTER_DIGESTS} values`, {
-      digestsLength: digests instanceof Uint32Array ? digests.length : null,
+      digestsLength: isUint32Array(digests) ? digests.length : null,
     });
   }
 }

@@ -9,6 +9,7 @@ import {
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
 import { createCodebook, type Codebook } from './create-codebook.js';
 import { SplitZipError } from './errors.js';
+import { checkReadableView, isUint8Array } from './typed-array-kind.js';
 import { readU32, readU64 } from './payload-header.js';
 
 export interface PayloadMeta {
@@ -31,9 +32,10 @@ const SECTION_NAMES = ['codes', 'sm', 'escapeIndex', 'escapePositions', 'escapeE
 
 /** Reads and validates the header (FORMAT.md reader rules 1-6, in that order); does not check the checksum. */
 export function readPayloadMeta(payload: Uint8Array): PayloadMeta {
-  if (!(payload instanceof Uint8Array)) {
+  if (!isUint8Array(payload)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', {});
   }
+  checkReadableView(payload, 'payload');
   // Rule 1.
   if (payload.length < HEADER_BYTES) {
     throw new SplitZipError('TRUNCATED', `payload is ${payload.length} bytes, shorter than the ${HEADER_BYTES}-byte header`, {

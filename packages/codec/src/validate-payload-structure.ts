@@ -1,4 +1,5 @@
 import { checkMetaFitsPayload } from './decode-core.js';
+import { isUint16Array, isUint32Array } from './typed-array-kind.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -42,7 +43,7 @@ export function validatePayloadStructure(payload: Uint8Array, meta: PayloadMeta,
   const index: unknown = streams?.index;
   const positions: unknown = streams?.positions;
   // Short or other arrays would read as undefined and pass the index and position checks.
-  if (!(index instanceof Uint32Array) || index.length < chunkCount + 1 || !(positions instanceof Uint16Array) || positions.length < escapeCount) {
+  if (!isUint32Array(index) || index.length < chunkCount + 1 || !isUint16Array(positions) || positions.length < escapeCount) {
     throw new SplitZipError('INVALID_ARGUMENT', 'streams must be readEscapeStreams(payload, meta)', { argument: 'streams' });
   }
   if (index[0] !== 0 || index[chunkCount] !== escapeCount) {

@@ -1,4 +1,5 @@
 import { SplitZipError } from './errors.js';
+import { isUint8Array } from './typed-array-kind.js';
 
 // XXH32 primes (xxHash spec).
 const P1 = 0x9e3779b1;
@@ -158,7 +159,7 @@ function readU32(bytes: Uint8Array, p: number): number {
 
 /** XXH32 of `bytes` (seed 0 unless given), as an unsigned 32-bit number. */
 export function xxh32(bytes: Uint8Array, seed = 0): number {
-  if (!(bytes instanceof Uint8Array)) {
+  if (!isUint8Array(bytes)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'xxh32 expects a Uint8Array', {});
   }
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
