@@ -1,11 +1,12 @@
-import { SplitZipError } from '@splitzip/codec';
+import { SplitZipError, checkReadableView, isUint16Array } from '@splitzip/codec';
 
 /** The caller's output array (long enough) or a new one; same rules and errors as the codec's decode. */
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
   if (out === undefined) return new Uint16Array(count);
-  if (!(out instanceof Uint16Array)) {
+  if (!isUint16Array(out)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', {});
   }
+  checkReadableView(out, 'out');
   if (out.length < count) {
     throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed`, {
       outLength: out.length,

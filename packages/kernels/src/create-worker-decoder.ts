@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import {
+  checkNoOverlap,
   createCodecArena,
   decode,
   isSplitZipError,
@@ -383,10 +384,11 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     if (out !== undefined) checkOutput(out, n);
     // Before any worker starts: `out` over the payload's bytes would have threads read what others
     // already overwrote (the escape patcher then ran off on a clobbered index and never returned).
-    if (out instanceof Uint16Array && out.buffer === payload.buffer) {
-      const payloadEnd = payload.byteOffset + meta.compBytes;
-      const outEnd = out.byteOffset + 2 * Math.min(out.length, n);
-      if (out.byteOffset < payloadEnd && payload.byteOffset < outEnd) {
+    // (The codec's rule: also two SharedArrayBuffer objects over one memory, as a posted buffer arrives.)
+    if (out !== undefined) {
+      try {
+        checkNoOverlap(payload, meta.compBytes, out, 2 * Math.min(out.length, n), 'out must not overlap the payload');
+      } catch {
         throw new KernelsError('INVALID_ARGUMENT', 'out must not overlap the payload', { argument: 'out' });
       }
     }

@@ -3,7 +3,8 @@ import {
   createCodebook,
   createPayloadWriter,
   DEFAULT_CHUNK_SIZE,
-  isDetachedBuffer,
+  checkReadableView,
+  isUint16Array,
   MAX_CHUNK_SIZE,
   MAX_ELEMENT_COUNT,
   MIN_CHUNK_SIZE,
@@ -255,13 +256,11 @@ export function checkEncodeArguments(
   codebook: Codebook,
   chunkSize: number | undefined,
 ): { book: Codebook; chunkSize: number } {
-  if (!(values instanceof Uint16Array)) {
+  if (!isUint16Array(values)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }
-  if (values.length === 0 && isDetachedBuffer(values.buffer)) {
-    // A detached array reads as empty: a valid empty payload would hide the caller's bug.
-    throw new SplitZipError('INVALID_ARGUMENT', 'values is a view of a detached ArrayBuffer', { argument: 'values' });
-  }
+  // A detached or out-of-bounds array reads as empty: a valid empty payload would hide the caller's bug.
+  checkReadableView(values, 'values');
   if (values.length > MAX_ELEMENT_COUNT) {
     throw new SplitZipError('INVALID_ARGUMENT', `at most ${MAX_ELEMENT_COUNT} values per payload`, { elementCount: values.length });
   }

@@ -30,6 +30,25 @@ describe('worker decoder: out overlapping the payload', () => {
   });
 });
 
+describe('worker decoder: out over the payload through a second SharedArrayBuffer object', () => {
+  it('is INVALID_ARGUMENT (a buffer posted twice, or structuredClone, is one memory under two objects)', { timeout: 15_000 }, async () => {
+    const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 0 });
+    try {
+      const sab = new SharedArrayBuffer(payload.length + 2 * values.length);
+      const pay = new Uint8Array(sab, 0, payload.length);
+      pay.set(payload);
+      const out = new Uint16Array(structuredClone(sab), 256, values.length);
+      await expect(d.decode(pay, out, { verify: false })).rejects.toMatchObject({ name: 'KernelsError', code: 'INVALID_ARGUMENT', details: { argument: 'out' } });
+      expect(Array.from(pay)).toEqual(Array.from(payload));
+      // Another memory at the same offsets decodes.
+      const apart = new Uint16Array(new SharedArrayBuffer(sab.byteLength), 256, values.length);
+      expect(Array.from(await d.decode(pay, apart))).toEqual(Array.from(values));
+    } finally {
+      await d.dispose();
+    }
+  });
+});
+
 describe('worker decoder: null and unchecked options are INVALID_ARGUMENT', () => {
   const invalid = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ argument }) });
 
