@@ -73,7 +73,7 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
     }
     // One read buffer for the whole model: memory is the largest tensor, whatever the model size.
     const buffer = new Uint8Array(largest);
-    const pooled = new Uint32Array(256);
+    const pooled = createExponentTotals();
     const tensors: TensorStats[] = [];
     let doneBytes = 0;
     for (const tensor of model.tensors) {
@@ -84,21 +84,13 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
         continue;
       }
       const bytes = await readTensorBytes(model, tensor, buffer.subarray(0, tensor.slice.sizeBytes));
-      const histogram = countExponents(viewBf16(bytes));
-      for (let e = 0; e < 256; e++) pooled[e]! += histogram[e]!;
-      const { coverage, escapeCount } = calibrateFromHistogram(histogram);
-      const elementCount = tensor.slice.sizeBytes / 2;
-      const predictedBytes = computePayloadLayout(elementCount, escapeCount, options.chunkSize).totalBytes;
+      const { histogram, ...analysis } = analyzeBf16Bytes(bytes, options.chunkSize);
+      addExponentCounts(pooled, histogram);
       tensors.push({
         ...base,
-        elementCount,
-        distinctExponents: histogram.reduce((n, c) => n + (c > 0 ? 1 : 0), 0),
-        coverage,
-        entropyBits: entropyOf(histogram),
-        escapeCount,
-        predictedBytes,
-        predictedRatio: elementCount > 0 ? predictedBytes / tensor.slice.sizeBytes : null,
-        encodable: coverage >= options.coverageMin,
+        ...analysis,
+        predictedRatio: analysis.elementCount > 0 ? analysis.predictedBytes / tensor.slice.sizeBytes : null,
+        encodable: analysis.coverage >= options.coverageMin,
       });
       doneBytes += tensor.slice.sizeBytes;
       options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
@@ -137,8 +129,49 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
   }
 }
 
+/** The exponent analysis of one BF16 tensor's raw bytes (what `stats` prints per tensor). */
+export interface Bf16BytesAnalysis {
+  /** Values per exponent (the codec's histogram). */
+  histogram: Uint32Array;
+  elementCount: number;
+  distinctExponents: number;
+  coverage: number;
+  entropyBits: number;
+  escapeCount: number;
+  predictedBytes: number;
+}
+
+export function analyzeBf16Bytes(bytes: Uint8Array, chunkSize: number): Bf16BytesAnalysis {
+  const values = viewBf16(bytes);
+  const histogram = countExponents(values);
+  const { coverage, escapeCount } = calibrateFromHistogram(histogram);
+  return {
+    histogram,
+    elementCount: values.length,
+    distinctExponents: histogram.reduce((n, c) => n + (c > 0 ? 1 : 0), 0),
+    coverage,
+    entropyBits: entropyOf(histogram),
+    escapeCount,
+    predictedBytes: computePayloadLayout(values.length, escapeCount, chunkSize).totalBytes,
+  };
+}
+
+/**
+ * Per-exponent value counts summed over a model's tensors. Doubles, not a Uint32Array: one tensor's
+ * counts fit 32 bits (at most MAX_ELEMENT_COUNT values), a model's do not (a 70B-parameter model
+ * holds over 2^32 values of its commonest exponents), and a Uint32Array wrapped them silently,
+ * which skewed the pooled entropy `stats` prints. Exact up to 2^53 values.
+ */
+export function createExponentTotals(): Float64Array {
+  return new Float64Array(256);
+}
+
+export function addExponentCounts(totals: Float64Array, histogram: ArrayLike<number>): void {
+  for (let e = 0; e < 256; e++) totals[e]! += histogram[e] ?? 0;
+}
+
 /** Shannon entropy in bits per value of a histogram (0 for an empty one). */
-export function entropyOf(histogram: Uint32Array): number {
+export function entropyOf(histogram: ArrayLike<number>): number {
   let total = 0;
   for (let i = 0; i < histogram.length; i++) total += histogram[i]!;
   if (total === 0) return 0;

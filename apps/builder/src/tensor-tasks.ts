@@ -59,9 +59,19 @@ export function digestPayload(payload: Uint8Array): PayloadDigest {
   return { sha256: digestHex('sha256', payload.subarray(0, compBytes)), checksum, compBytes };
 }
 
+/**
+ * The BF16 values in `byteLength` raw bytes. Plain arithmetic, never a 32-bit operator: byte counts
+ * reach 2^32 and beyond (the store's MAX_RAW_BYTES is 2 x (2^32 - 1)), and `byteLength >>> 1` made
+ * a tensor of exactly 2^32 bytes (2^31 values) an empty view: its payload held 0 values, which the
+ * store refused after the whole tensor had been read and encoded, and `stats` counted 0 exponents.
+ */
+export function bf16ValueCount(byteLength: number): number {
+  return Math.floor(byteLength / 2);
+}
+
 /** A BF16 view of raw little-endian bytes (the buffers here are allocated 2-byte aligned). */
 export function viewBf16(bytes: Uint8Array): Uint16Array {
-  return new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 1);
+  return new Uint16Array(bytes.buffer, bytes.byteOffset, bf16ValueCount(bytes.byteLength));
 }
 
 /**

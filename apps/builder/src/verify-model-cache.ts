@@ -84,7 +84,8 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
     // model (or a damaged manifest's) decided the allocation, up to a RangeError.
     let largestRaw = 0;
     for (const t of tensors) if (isChecked(t)) largestRaw = Math.max(largestRaw, t.slice.sizeBytes);
-    const fileBuffer = new Uint8Array(largestRaw + (largestRaw & 1));
+    // `% 2`, not `& 1`: sizes here pass 2^32, where a 32-bit operator reads a wrapped value.
+    const fileBuffer = new Uint8Array(largestRaw + (largestRaw % 2));
     const blobSlot = { bytes: new Uint8Array(0) };
     const decoded = new Uint16Array(Math.ceil(largestRaw / 2));
 
