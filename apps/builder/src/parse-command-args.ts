@@ -1,4 +1,5 @@
-import type { ArgSpec, ArgsSpec, CommandDef, ParsedArgs } from './define-command.js';
+import type { ArgSpec, ArgsSpec, CommandDef, NumberArgSpec, ParsedArgs } from './define-command.js';
+import { SIGNED_DECIMAL } from './decimal-number.js';
 import { UsageError } from './errors.js';
 
 /**
@@ -12,6 +13,8 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
   const values: Record<string, unknown> = {};
   const positionalNames = Object.keys(command.args).filter((name) => command.args[name]!.type === 'positional');
   const positionals: string[] = [];
+  // Options that take a value, as given: a second one is refused (`--out a --out b` silently built into b).
+  const valued = new Set<string>();
   let optionsEnded = false;
 
   for (let i = 0; i < argv.length; i++) {
@@ -55,6 +58,8 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
       }
       continue;
     }
+    if (valued.has(key)) throw new UsageError(`option '--${name}' is given more than once`, command.name);
+    valued.add(key);
     if (inlineValue === undefined) {
       const next = argv[i + 1];
       if (next === undefined || (next.startsWith('--') && next.length > 2)) {
@@ -70,7 +75,10 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
     throw new UsageError(`unexpected argument '${positionals[positionalNames.length]}'`, command.name);
   }
   positionalNames.forEach((name, index) => {
-    if (positionals[index] !== undefined) values[name] = positionals[index];
+    const value = positionals[index];
+    // `build "" --out c` (a variable that expanded to nothing) read the current directory as the model.
+    if (value === '') throw new UsageError(`argument <${valueHintOf(command.args[name]!, name)}> needs a value, got an empty one`, command.name);
+    if (value !== undefined) values[name] = value;
   });
 
   for (const [name, spec] of Object.entries(command.args)) {
@@ -79,7 +87,7 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
     else if (spec.type === 'boolean') values[name] = false;
     else if ('required' in spec && spec.required) {
       throw new UsageError(
-        spec.type === 'positional' ? `missing argument <${spec.valueHint ?? name}>` : `missing option '--${toFlag(name)}'`,
+        spec.type === 'positional' ? `missing argument <${valueHintOf(spec, name)}>` : `missing option '--${toFlag(name)}'`,
         command.name,
       );
     }
@@ -131,24 +139,29 @@ function hint(spec: ArgSpec): string {
   return 'valueHint' in spec && spec.valueHint ? ` <${spec.valueHint}>` : '';
 }
 
+function valueHintOf(spec: ArgSpec, name: string): string {
+  return 'valueHint' in spec && spec.valueHint ? spec.valueHint : name;
+}
+
+/**
+ * A numeric option's value: one rule for every numeric option (SIGNED_DECIMAL, then finite, then
+ * the range, then whole where asked): `1e-1` was refused as "not a number" while `.5` and `+2` passed. `-0` is 0 (a `--jobs -0` made -0 workers), and a value
+ * beyond the range says the range rather than "not a whole number" (`--jobs 1e21`).
+ */
+function parseNumberOption(raw: string, spec: Pick<NumberArgSpec, 'min' | 'max' | 'integer'>, flag: string, commandName: string): number {
+  if (!SIGNED_DECIMAL.test(raw)) throw new UsageError(`option '--${flag}' needs a number, got '${raw}'`, commandName);
+  const parsed = Number(raw);
+  // 1e400 is Infinity: a number too large to be one.
+  if (!Number.isFinite(parsed)) throw new UsageError(`option '--${flag}' needs a finite number, got '${raw}'`, commandName);
+  const value = parsed === 0 ? 0 : parsed;
+  if (spec.min !== undefined && value < spec.min) throw new UsageError(`option '--${flag}' must be at least ${spec.min}, got ${raw}`, commandName);
+  if (spec.max !== undefined && value > spec.max) throw new UsageError(`option '--${flag}' must be at most ${spec.max}, got ${raw}`, commandName);
+  if (spec.integer && !Number.isSafeInteger(value)) throw new UsageError(`option '--${flag}' needs a whole number, got '${raw}'`, commandName);
+  return value;
+}
+
 function convertValue(command: CommandDef, flag: string, spec: ArgSpec, raw: string): string | number {
-  if (spec.type === 'number') {
-    // Number('') is 0 and Number('1e3') is 1000: accept only plain decimal numbers.
-    if (!/^[+-]?(\d+\.?\d*|\.\d+)$/.test(raw)) {
-      throw new UsageError(`option '--${flag}' needs a number, got '${raw}'`, command.name);
-    }
-    const value = Number(raw);
-    if (spec.integer && !Number.isSafeInteger(value)) {
-      throw new UsageError(`option '--${flag}' needs a whole number, got '${raw}'`, command.name);
-    }
-    if (spec.min !== undefined && value < spec.min) {
-      throw new UsageError(`option '--${flag}' must be at least ${spec.min}, got ${raw}`, command.name);
-    }
-    if (spec.max !== undefined && value > spec.max) {
-      throw new UsageError(`option '--${flag}' must be at most ${spec.max}, got ${raw}`, command.name);
-    }
-    return value;
-  }
+  if (spec.type === 'number') return parseNumberOption(raw, spec, flag, command.name);
   // `--out=` (a variable that expanded to nothing) is a usage error, not a path the store refuses.
   if (spec.type === 'string' && raw === '') throw new UsageError(`option '--${flag}' needs a value, got an empty one`, command.name);
   if (spec.type === 'string' && spec.choices && !spec.choices.includes(raw)) {

@@ -86,6 +86,9 @@ describe('splitzip usage', () => {
       [['build', 's3://bucket/model', '--out', 'c'], /<model> is read from local files/],
       [['stats', 's3://bucket/model'], /<model> is read from local files/],
       [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
+      [['build', '', '--out', 'c'], /argument <model> needs a value, got an empty one/],
+      [['build', 'm.safetensors', '--out', 'a', '--out', 'b'], /option '--out' is given more than once/],
+      [['build', 'm.safetensors', '--out', 'c', '--chunk-size', '1e400'], /option '--chunk-size' needs a finite number, got '1e400'/],
       [['--jobs', '2', 'build', 'm.safetensors', '--out', 'c'], /unknown command '--jobs'\noptions go after the command/],
     ];
     for (const [args, pattern] of cases) {

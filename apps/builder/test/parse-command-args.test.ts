@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { defineCommand } from '../src/define-command.js';
 import { UsageError } from '../src/errors.js';
 import { parseCommandArgs } from '../src/parse-command-args.js';
+import { parseDurationMs } from '../src/parse-duration.js';
 import { renderCommandHelp } from '../src/render-command-help.js';
 
 const command = defineCommand({
@@ -57,10 +58,47 @@ describe('parseCommandArgs', () => {
     expect(usageError(['m', '--out', 'c', '--coverage-min', '1.5'])).toContain('at most 1');
     expect(usageError(['m', '--out', 'c', '--coverage-min', '-0.1'])).toContain('at least 0');
     expect(usageError(['m', '--out', 'c', '--jobs', '1.5'])).toContain('whole number');
-    expect(usageError(['m', '--out', 'c', '--jobs', '1e3'])).toContain('needs a number');
     expect(usageError(['m', '--out', 'c', '--backend', 'tpu'])).toContain('must be one of auto, cpu');
     expect(usageError(['m', '--out', 'c', '--json=yes'])).toContain('takes no value');
     expect(usageError(['m', '--out', 'c', '--no-out'])).toBe("unknown option '--no-out'");
+  });
+
+  it('takes numbers as JavaScript writes decimals, one rule for every numeric option', () => {
+    const parse = (option: string, raw: string): unknown => (parseCommandArgs(command, ['m', '--out', 'c', option, raw]) as Record<string, unknown>)[option === '--jobs' ? 'jobs' : 'coverageMin'];
+    // `1e-1` was refused as "needs a number" while `.5`, `5.` and `+2` passed.
+    for (const [raw, value] of [['1e-1', 0.1], ['.5', 0.5], ['1.', 1], ['+0.25', 0.25], ['2.5E-1', 0.25], ['0', 0]] as const) expect(parse('--coverage-min', raw), raw).toBe(value);
+    for (const [raw, value] of [['1e3', 1000], ['+2', 2], ['2.0', 2], ['2E1', 20]] as const) expect(parse('--jobs', raw), raw).toBe(value);
+    // -0 is 0, not a negative zero that passes `min: 0`.
+    expect(Object.is(parse('--jobs', '-0'), 0)).toBe(true);
+    expect(Object.is(parse('--coverage-min', '-0.0e5'), 0)).toBe(true);
+    for (const raw of ['NaN', 'Infinity', '-Infinity', '0x10', '0b1', '1e', 'e3', '.', ' 1', '1 ', '1_000', '-', '']) {
+      expect(usageError(['m', '--out', 'c', '--coverage-min', raw]), raw).toContain(`needs a number, got '${raw}'`);
+    }
+    expect(usageError(['m', '--out', 'c', '--jobs', '1e400'])).toBe("option '--jobs' needs a finite number, got '1e400'");
+    // Beyond the range says the range, not "not a whole number".
+    expect(usageError(['m', '--out', 'c', '--coverage-min', '1e21'])).toBe("option '--coverage-min' must be at most 1, got 1e21");
+    expect(usageError(['m', '--out', 'c', '--jobs', '-1e0'])).toBe("option '--jobs' must be at least 0, got -1e0");
+    expect(usageError(['m', '--out', 'c', '--jobs', '1.5e0'])).toBe("option '--jobs' needs a whole number, got '1.5e0'");
+  });
+
+  it('refuses an option with a value given twice, and an empty argument', () => {
+    // `--out a --out b` built into b without a word.
+    expect(usageError(['m', '--out', 'a', '--out', 'b'])).toBe("option '--out' is given more than once");
+    expect(usageError(['m', '--out=a', '--out=a'])).toBe("option '--out' is given more than once");
+    expect(usageError(['m', '--out', 'c', '--jobs', '1', '--jobs=2'])).toBe("option '--jobs' is given more than once");
+    // A flag said twice means the same thing twice.
+    expect(parseCommandArgs(command, ['m', '--out', 'c', '--json', '--json']).json).toBe(true);
+    // `build "" --out c` read the current directory as the model; `--out ''` was refused already.
+    expect(usageError(['', '--out', 'c'])).toBe('argument <model> needs a value, got an empty one');
+    expect(usageError(['--out', 'c', '--', ''])).toBe('argument <model> needs a value, got an empty one');
+  });
+
+  it('takes durations with the same number syntax, unsigned', () => {
+    expect(parseDurationMs('1h', '--min-age', 'gc')).toBe(3_600_000);
+    expect(parseDurationMs('.5h', '--min-age', 'gc')).toBe(1_800_000);
+    expect(parseDurationMs('1e3', '--min-age', 'gc')).toBe(1_000_000);
+    expect(parseDurationMs('1.5e1ms', '--min-age', 'gc')).toBe(15);
+    for (const text of ['-1h', '+1h', '1 week', 'h', '0x10s', 'Infinity']) expect(() => parseDurationMs(text, '--min-age', 'gc'), text).toThrow(/takes a duration/);
   });
 
   it('renders help from the same spec', () => {
