@@ -75,8 +75,11 @@ export interface StorageBackend {
   /** The writer lock (many processes). */
   acquireWriteLock(timeoutMs: number): Promise<HeldLock>;
 
-  /** Everything in the cache, for gc. */
-  listFiles(): Promise<StoredFile[]>;
+  /**
+   * Everything in the cache, for gc; with `only`, the files whose name it accepts (the others are
+   * not even stat'ed: a sweep for temp files need not look at every blob).
+   */
+  listFiles(only?: (name: string) => boolean): Promise<StoredFile[]>;
   removeFile(file: StoredFile): Promise<void>;
   /** Whether a lock or break-marker file belongs to a dead holder. */
   isLockFileStale(file: StoredFile): Promise<boolean>;

@@ -42,6 +42,7 @@ import type {
 } from './types.js';
 import { validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
+import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
@@ -118,6 +119,13 @@ export interface CacheStore {
   readonly needsCompaction: boolean;
   verify(options?: VerifyOptions): Promise<VerifyReport>;
   gc(options?: GcOptions): Promise<GcReport>;
+  /**
+   * Local caches: removes the temp files gc would remove (dead writers', and any older than
+   * TEMP_FILE_MAX_AGE_MS) and nothing else, under the writer lock, which it takes only when there
+   * is one to remove. For a writer cleaning up after a killed one on every run. Absent on `s3://`,
+   * whose gc judges unfinished uploads by age (`minAgeMs`).
+   */
+  removeAbandonedTempFiles?(): Promise<TempFilesReport>;
   close(): Promise<void>;
 }
 
@@ -956,6 +964,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         options,
       );
     });
+  }
+
+  removeAbandonedTempFiles(): Promise<TempFilesReport> {
+    this.assertOpen();
+    return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task()));
   }
 
   /**

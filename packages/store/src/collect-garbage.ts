@@ -2,9 +2,8 @@ import type { StorageBackend, StoredFile } from './backend.js';
 import { isContentKey } from './validate-entry.js';
 import type { StoreState } from './store-state.js';
 import type { GcOptions, GcReport } from './types.js';
-import { isAbandonedTempFile } from './write-lock.js';
+import { isAbandonedTemp, TEMP_FILE_PATTERN } from './remove-abandoned-temp-files.js';
 
-const TEMP_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}/;
 const JOURNAL_PATTERN = /^journal\.(\d+)$/;
 const BLOB_PATTERN = /^([0-9a-f]{40})\.bin$/;
 
@@ -58,10 +57,8 @@ export async function collectGarbage(
       report.unknownFiles.push(relative(file));
       continue;
     }
-    const temp = TEMP_PATTERN.exec(file.name);
-    if (temp) {
-      const pid = Number(temp[1]);
-      if (isAbandonedTempFile(pid, file.mtimeMs)) {
+    if (TEMP_FILE_PATTERN.test(file.name)) {
+      if (isAbandonedTemp(file)) {
         report.tempFiles.push(relative(file));
         remove.push(file);
       }

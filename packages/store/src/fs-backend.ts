@@ -562,7 +562,7 @@ export class FsBackend implements StorageBackend {
     return acquireLock(join(this.root, LOCK), { timeoutMs });
   }
 
-  async listFiles(): Promise<StoredFile[]> {
+  async listFiles(only?: (name: string) => boolean): Promise<StoredFile[]> {
     const out: StoredFile[] = [];
     for (const dir of ['', BLOBS] as const) {
       let names: string[];
@@ -574,6 +574,7 @@ export class FsBackend implements StorageBackend {
       }
       for (const name of names) {
         if (dir === '' && name === BLOBS) continue;
+        if (only !== undefined && !only(name)) continue;
         try {
           const info = await lstat(join(this.root, dir, name));
           out.push({ dir, name, sizeBytes: info.size, mtimeMs: info.mtimeMs, isFile: info.isFile() });

@@ -40,6 +40,7 @@ export {
 } from './limits.js';
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles, keptBlobFilesLimit } from './open-blob-files.js';
 export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
+export type { TempFilesReport } from './remove-abandoned-temp-files.js';
 export type {
   CacheEntry,
   PayloadMetaJson,

@@ -1,0 +1,47 @@
+// The temp files writers killed mid-write leave (a staged blob is up to a whole payload: GBs on big
+// models), judged as gc judges them, and a sweep of those alone that a writer can afford at every
+// run: the builder calls it, so a re-run after a killed build cleans up after it without a gc.
+import type { StorageBackend, StoredFile } from './backend.js';
+import { isAbandonedTempFile } from './write-lock.js';
+
+/** A writer's temp file name: `.tmp-<pid>-<16 hex>` (blobs, manifest, journal, a lock being made). */
+export const TEMP_FILE_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}/;
+
+/**
+ * Whether gc removes `file` as a temp file: a regular file named as a writer's temp file whose
+ * writer is gone (isAbandonedTempFile: its pid is dead on this host, or it is older than
+ * TEMP_FILE_MAX_AGE_MS). The one judgement of gc and removeAbandonedTempFiles.
+ */
+export function isAbandonedTemp(file: StoredFile): boolean {
+  if (!file.isFile) return false;
+  const temp = TEMP_FILE_PATTERN.exec(file.name);
+  return temp !== null && isAbandonedTempFile(Number(temp[1]), file.mtimeMs);
+}
+
+/** What CacheStore.removeAbandonedTempFiles removed. */
+export interface TempFilesReport {
+  /** Relative paths, as GcReport.tempFiles names them. */
+  tempFiles: string[];
+  /** Their size in bytes, together. */
+  tempBytes: number;
+}
+
+/**
+ * Removes the temp files gc would remove, and nothing else (no orphan blob, journal or lock file),
+ * under the writer lock as gc does (`runLocked`: a writer session). Looks without the lock first
+ * and takes it only when there is one to remove, so a writer that calls this on every run waits
+ * for no other writer and stats no blob (only names that look like temp files are looked at).
+ */
+export async function removeAbandonedTempFiles(backend: StorageBackend, runLocked: <T>(task: () => Promise<T>) => Promise<T>): Promise<TempFilesReport> {
+  const list = async (): Promise<StoredFile[]> => (await backend.listFiles((name) => TEMP_FILE_PATTERN.test(name))).filter(isAbandonedTemp);
+  if ((await list()).length === 0) return { tempFiles: [], tempBytes: 0 };
+  return runLocked(async () => {
+    // Judged again: another writer's gc or sweep may have removed some meanwhile.
+    const files = await list();
+    for (const file of files) await backend.removeFile(file);
+    return {
+      tempFiles: files.map((file) => (file.dir ? `${file.dir}/${file.name}` : file.name)),
+      tempBytes: files.reduce((sum, file) => sum + file.sizeBytes, 0),
+    };
+  });
+}
