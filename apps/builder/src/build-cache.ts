@@ -5,7 +5,18 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { DEFAULT_COVERAGE_MIN, isS3Url, MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheEntry, type CacheStore, type SliceKeyTuple } from '@splitzip/store';
+import {
+  DEFAULT_COVERAGE_MIN,
+  isS3Url,
+  isStoreError,
+  MAX_QUALNAME_CHARS,
+  MAX_SLICE_KEYS_PER_ENTRY,
+  openCacheStore,
+  type CacheEntry,
+  type CacheStore,
+  type SliceKeyTuple,
+  type TempFilesReport,
+} from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -106,6 +117,13 @@ export interface BuildReport {
   repaired: number;
   /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
   unaliased: number;
+  /**
+   * Temp files of writers killed mid-write (a staged blob: up to a payload each) this run removed,
+   * those gc would remove (store.removeAbandonedTempFiles), and their bytes; 0 on an s3:// cache,
+   * whose leftovers `gc --min-age` judges by age.
+   */
+  temp_files_removed: number;
+  temp_bytes_removed: number;
   /** The encode backend that ran. */
   backend: string;
   /** The backend asked for (`--backend`, default `auto`). */
@@ -277,6 +295,12 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
+    // A writer killed mid-write (SIGKILL, a crash, a second Ctrl-C) left its staged blobs, up to a
+    // payload each, which only a gc removed: the build removes them now, judged as gc judges them,
+    // beside its first tensors. The writer lock it takes only when there are some is the one its
+    // commits take; a live writer holding it past the timeout leaves them to the next run.
+    const sweep = sweepTempFiles(store);
+    sweep.catch(() => {});
 
     const results: BuildTensorReport[] = new Array(tensors.length);
     // Memory bound: every tensor in flight holds its raw bytes and a buffer for its worst payload
@@ -448,6 +472,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // earlier writer's fold did not happen (its close failed on a full disk, or it kept it off). A
     // run that wrote has its close fold everything: a compact() here would take the lock twice.
     const wroteNothing = context.storedBytes === 0 && context.aliased === 0;
+    const swept = await sweep;
     if (wroteNothing && closing.needsCompaction) await closing.compact();
     await closing.close();
 
@@ -465,6 +490,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       elapsedS: (performance.now() - startMs) / 1000,
       storedBytes: context.storedBytes,
       aliased: context.aliased,
+      swept,
     });
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
@@ -476,6 +502,22 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     await model?.close().catch(() => {});
   }
 }
+
+/**
+ * store.removeAbandonedTempFiles (directory caches): what it removed. LOCK_TIMEOUT is no failure of
+ * the build: another writer holds the lock (its commits would wait for it as well), and the files
+ * stay for the next run or a gc.
+ */
+async function sweepTempFiles(store: CacheStore): Promise<TempFilesReport> {
+  try {
+    return (await store.removeAbandonedTempFiles?.()) ?? NO_TEMP_FILES;
+  } catch (error) {
+    if (isStoreError(error, 'LOCK_TIMEOUT')) return NO_TEMP_FILES;
+    throw error;
+  }
+}
+
+const NO_TEMP_FILES: TempFilesReport = { tempFiles: [], tempBytes: 0 };
 
 interface TensorContext {
   model: SafetensorsModel;
@@ -794,6 +836,7 @@ function summarize(input: {
   elapsedS: number;
   storedBytes: number;
   aliased: number;
+  swept: TempFilesReport;
 }): BuildReport {
   const count = (status: BuildTensorStatus): number => input.results.filter((t) => t.status === status).length;
   let compBytes = 0;
@@ -819,6 +862,8 @@ function summarize(input: {
     aliased: input.aliased,
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
+    temp_files_removed: input.swept.tempFiles.length,
+    temp_bytes_removed: input.swept.tempBytes,
     backend: input.backend,
     backend_requested: input.backendRequested,
     fallback_reason: input.fallbackReason,

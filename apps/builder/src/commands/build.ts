@@ -129,6 +129,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
       (report.repaired > 0 ? `, ${report.repaired} damaged blobs put back` : ''),
+    ...(report.temp_files_removed > 0
+      ? [`cleaned ${report.temp_files_removed} temp ${report.temp_files_removed === 1 ? 'file' : 'files'} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
+      : []),
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;

@@ -1,0 +1,51 @@
+// A build removes the temp files of writers killed mid-write (staged blobs, up to a payload each),
+// as gc would, and says so: after a SIGKILLed build the re-run succeeded and left them until a gc.
+import { spawnSync } from 'node:child_process';
+import { readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import type { BuildJson } from './helpers/reports.js';
+import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir();
+});
+afterAll(async () => temp?.cleanup());
+
+function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
+}
+
+const tempNames = async (cacheDir: string): Promise<string[]> => (await readdir(join(cacheDir, 'blobs'))).filter((name) => name.startsWith('.tmp-')).sort();
+
+describe('build removes dead writers’ temp files', () => {
+  it('removes them on the next build, reports count and bytes, and keeps a live writer’s', async () => {
+    const model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('a', [64, 64], 1), gaussianBf16('b', [64, 32], 2)]);
+    const cacheDir = join(temp.path, 'cache');
+    const first = await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
+    expect(first.json).toMatchObject({ encoded: 2, temp_files_removed: 0, temp_bytes_removed: 0 });
+
+    // What a build SIGKILLed while staging blobs leaves (the store's temp name: pid, 16 hex digits).
+    const dead = deadPid();
+    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-0123456789abcdef.bin`), Buffer.alloc(5000));
+    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-fedcba9876543210.bin`), Buffer.alloc(3000));
+    const live = `.tmp-${process.ppid}-0123456789abcdef.bin`; // a writer still running: not to be touched
+    await writeFile(join(cacheDir, 'blobs', live), Buffer.alloc(10));
+
+    const rerun = await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
+    expect(rerun.json).toMatchObject({ encoded: 0, cached: 2, temp_files_removed: 2, temp_bytes_removed: 8000 });
+    expect(await tempNames(cacheDir)).toEqual([live]);
+
+    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-0000000000000000.bin`), Buffer.alloc(2048));
+    const text = await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^cleaned 1 temp file \(2\.00 KiB\) left by writers killed mid-write$/m);
+    // Nothing left to clean: no line, nothing removed.
+    const again = await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']);
+    expect(again.stdout).not.toMatch(/cleaned/);
+    expect(await tempNames(cacheDir)).toEqual([live]);
+  });
+});
