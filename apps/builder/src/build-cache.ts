@@ -7,6 +7,7 @@ import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/co
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import {
   DEFAULT_COVERAGE_MIN,
+  DEFAULT_LOCK_TIMEOUT_MS,
   isS3Url,
   isStoreError,
   MAX_QUALNAME_CHARS,
@@ -30,6 +31,7 @@ import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { BuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { repairCachedBlob } from './repair-cached-blob.js';
+import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
 export { DEFAULT_COVERAGE_MIN };
@@ -145,7 +147,13 @@ export interface BuildReport {
 
 export type BuildProgressEvent =
   | { type: 'start'; tensorCount: number; totalBytes: number; backend: string; jobs: number; workers: number; fallbackReason: string | null }
-  | { type: 'tensor'; tensor: BuildTensorReport; doneBytes: number; totalBytes: number; doneTensors: number; tensorCount: number };
+  | { type: 'tensor'; tensor: BuildTensorReport; doneBytes: number; totalBytes: number; doneTensors: number; tensorCount: number }
+  /**
+   * The build waits for the cache's writer lock, which another process (`pid` on `host`) has held
+   * for `heldMs` (LOCK_WAIT_NOTICE_MS at least); it gives up after `lockTimeoutMs` (LOCK_TIMEOUT).
+   * Once per holding of the lock; directory caches only (an s3:// cache has no lock).
+   */
+  | { type: 'lock-wait'; pid: number; host: string; heldMs: number; lockTimeoutMs: number };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
@@ -251,6 +259,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 
   let model: SafetensorsModel | undefined;
   let store: CacheStore | undefined;
+  let lockWatch: WriterLockWatch | undefined;
 
   let encoder: ValuesEncoder | undefined;
   // The encoder (under `auto`, the kernels' rule; a probe worker only where the rule may pick a
@@ -289,9 +298,18 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
     const s3 = isS3Url(options.cacheDir);
     if (!s3) await ensureCacheDir(options.cacheDir);
+    // Every call that may wait for the writer lock (creating the cache, the sweep, commits, the
+    // fold at close) is watched: another writer that keeps it (a stopped build) is reported.
+    const watch = s3
+      ? undefined
+      : watchWriterLock(options.cacheDir, {
+          onWait: (holder, heldMs) => emit({ type: 'lock-wait', pid: holder.pid, host: holder.host, heldMs, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS }),
+        });
+    lockWatch = watch;
+    const duringLock = <T>(task: Promise<T>): Promise<T> => watch?.during(task) ?? task;
     // A new cache records the options (or the defaults); an existing one keeps its own.
     const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
-    store = await openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) }).catch((error: unknown) => {
+    store = await duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
@@ -299,7 +317,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // payload each, which only a gc removed: the build removes them now, judged as gc judges them,
     // beside its first tensors. The writer lock it takes only when there are some is the one its
     // commits take; a live writer holding it past the timeout leaves them to the next run.
-    const sweep = sweepTempFiles(store);
+    const sweep = duringLock(sweepTempFiles(store));
     sweep.catch(() => {});
 
     const results: BuildTensorReport[] = new Array(tensors.length);
@@ -366,7 +384,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const context: TensorContext = {
       model,
       store,
-      commits: createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }),
+      commits: watchCommits(createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }), duringLock),
+      duringLock,
       processor: processorReady,
       encoder: encoderReady,
       keyHolders: new Map(),
@@ -473,8 +492,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // run that wrote has its close fold everything: a compact() here would take the lock twice.
     const wroteNothing = context.storedBytes === 0 && context.aliased === 0;
     const swept = await sweep;
-    if (wroteNothing && closing.needsCompaction) await closing.compact();
-    await closing.close();
+    if (wroteNothing && closing.needsCompaction) await duringLock(closing.compact());
+    await duringLock(closing.close());
 
     return summarize({
       model: options.model,
@@ -495,6 +514,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
+    lockWatch?.stop();
     withholdPlan(new BuilderError('INTERRUPTED', 'the build ended before its workers got work'));
     await ready?.then((processor) => processor.close()).catch(() => {});
     await (encoder ?? (await encoderReady.catch(() => undefined)))?.dispose().catch(() => {});
@@ -519,11 +539,21 @@ async function sweepTempFiles(store: CacheStore): Promise<TempFilesReport> {
 
 const NO_TEMP_FILES: TempFilesReport = { tempFiles: [], tempBytes: 0 };
 
+/** The batcher's calls with the writer lock watched while each is pending. */
+function watchCommits(commits: CommitBatcher, duringLock: <T>(task: Promise<T>) => Promise<T>): CommitBatcher {
+  return {
+    addEntry: (input) => duringLock(commits.addEntry(input)),
+    aliasSlice: (item) => duringLock(commits.aliasSlice(item)),
+  };
+}
+
 interface TensorContext {
   model: SafetensorsModel;
   store: CacheStore;
   /** Every write of the build goes through here (group commit: one store call per batch). */
   commits: CommitBatcher;
+  /** Watches the writer lock while a store call that may take it is pending (WriterLockWatch.during). */
+  duringLock<T>(task: Promise<T>): Promise<T>;
   /** Started with the build; awaited only by the first tensor that needs calibrating. */
   processor: Promise<TensorProcessor>;
   /** Likewise for the first tensor to encode. */
@@ -652,7 +682,7 @@ async function processKeyedTensor(
     try {
       if (context.repair) {
         context.checkFailure();
-        repairedBytes = await repairCachedBlob(store, existing, bytes, out);
+        repairedBytes = await context.duringLock(repairCachedBlob(store, existing, bytes, out));
       }
     } finally {
       releaseRaw(raw);

@@ -12,6 +12,7 @@ export type BuilderErrorCode =
   | 'SLICE_CONFLICT' // a tensor's slice key is bound to another entry
   | 'MODEL_CHANGED' // a shard file was rewritten while the build read it
   | 'SETTINGS_MISMATCH' // --coverage-min differs from the gate the cache was created with
+  | 'CACHE_BEING_CREATED' // verify, inspect, gc: no manifest yet, and a running writer holds the lock (it is creating the cache)
   | 'INTERRUPTED'; // a signal stopped the build
 
 export interface BuilderErrorContext {

@@ -6,6 +6,12 @@ export interface ProgressBar {
   update(done: number, total: number, label?: string): void;
   /** Erases the bar so that what follows starts on a clean line. */
   finish(): void;
+  /**
+   * Writes `line` (one line, no newline) on the stream: above the bar, which is drawn again below
+   * it, where there is one; as a plain line where there is none (a pipe, `--quiet`): a notice such
+   * as a wait for another writer's lock, where silence would look like a hang.
+   */
+  note(line: string): void;
 }
 
 export interface ProgressBarOptions {
@@ -19,7 +25,10 @@ export interface ProgressBarOptions {
   now?: (() => number) | undefined;
 }
 
-const NO_PROGRESS: ProgressBar = { update() {}, finish() {} };
+/** No bar: notes are plain lines. */
+function noBar(stream: ProgressBarOptions['stream']): ProgressBar {
+  return { update() {}, finish() {}, note: (line) => void stream.write(`${line}\n`) };
+}
 const BAR_CELLS = 24;
 /** How long progress is measured before a rate (and an ETA) is shown. */
 const RATE_WINDOW_MS = 1000;
@@ -32,8 +41,8 @@ const RATE_WINDOW_MS = 1000;
  * and ETA: a line that wrapped left stale lines behind.
  */
 export function createProgressBar(options: ProgressBarOptions): ProgressBar {
-  if (!options.enabled) return NO_PROGRESS;
   const { stream } = options;
+  if (!options.enabled) return noBar(stream);
   const now = options.now ?? (() => performance.now());
   const intervalMs = options.intervalMs ?? 100;
   const counts = options.unit === 'count';
@@ -42,9 +51,11 @@ export function createProgressBar(options: ProgressBarOptions): ProgressBar {
   let startMs: number | undefined;
   let lastDrawMs = -Infinity;
   let drawn = false;
+  let last: [done: number, total: number, label: string] | undefined;
 
-  return {
+  const bar: ProgressBar = {
     update(done, total, label = '') {
+      last = [done, total, label];
       const t = now();
       startMs ??= t;
       if (t - lastDrawMs < intervalMs && done < total) return;
@@ -76,5 +87,15 @@ export function createProgressBar(options: ProgressBarOptions): ProgressBar {
       if (drawn) stream.write('\r\x1b[K');
       drawn = false;
     },
+    note(line) {
+      const redraw = drawn && last !== undefined;
+      bar.finish();
+      stream.write(`${line}\n`);
+      if (redraw) {
+        lastDrawMs = -Infinity;
+        bar.update(...last!);
+      }
+    },
   };
+  return bar;
 }

@@ -96,4 +96,26 @@ describe('createProgressBar', () => {
     expect(last).toMatch(/ 10 \/ 63 {2}10\.0\/s {2}ETA 00:05 {2}entries$/);
     expect(last).not.toMatch(/ B\b/);
   });
+
+  it('writes a note above the bar and draws the bar again below it; without a bar, a plain line', () => {
+    const { stream } = fakeTerminal(100);
+    const writes: string[] = [];
+    const write = stream.write.bind(stream);
+    stream.write = ((chunk: string) => (writes.push(chunk), write(chunk))) as typeof stream.write;
+    let t = 0;
+    const bar = createProgressBar({ stream, enabled: true, now: () => t });
+    bar.update(10, 100, '1/10 a');
+    t = 5; // within the redraw interval: the note still redraws at once
+    bar.note('splitzip build: waiting for the writer lock of c, held by pid 7');
+    const eraseLine = `${String.fromCharCode(27)}[K`;
+    expect(writes.slice(1, 3)).toEqual([`\r${eraseLine}`, 'splitzip build: waiting for the writer lock of c, held by pid 7\n']);
+    expect(writes[3]!.startsWith('\r[')).toBe(true);
+    expect(writes[3]!.endsWith(`1/10 a${eraseLine}`)).toBe(true);
+
+    const plain = fakeTerminal(100);
+    const off = createProgressBar({ stream: plain.stream, enabled: false });
+    off.update(1, 2, 'x');
+    off.note('a notice');
+    expect(plain.lines()).toEqual(['a notice\n']);
+  });
 });

@@ -1,8 +1,10 @@
-import { isS3Url, openCacheStore, type GcReport } from '@splitzip/store';
+import { DEFAULT_LOCK_TIMEOUT_MS, isS3Url, type GcReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
+import { openExistingCache } from '../open-existing-cache.js';
 import { parseDurationMs } from '../parse-duration.js';
+import { describeLockWait, watchWriterLock } from '../watch-writer-lock.js';
 
 export const gcCommand = defineCommand({
   name: 'gc',
@@ -25,11 +27,19 @@ export const gcCommand = defineCommand({
       if (!s3) throw new UsageError("option '--min-age' applies to s3:// caches only", 'gc');
       minAgeMs = parseDurationMs(args.minAge, '--min-age', 'gc');
     }
-    const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
+    const store = await openExistingCache(args.cache, { signal, command: 'gc' });
+    // A real gc of a directory takes the writer lock: a writer that keeps it (a stopped build) is
+    // named instead of 30 s of silence (a dry run takes no lock).
+    const watch =
+      s3 || args.dryRun
+        ? undefined
+        : watchWriterLock(args.cache, { onWait: (holder) => io.stderr.write(`splitzip gc: ${describeLockWait(args.cache, { ...holder, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS })}\n`) });
     let report: GcReport;
     try {
-      report = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+      const gc = store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+      report = await (watch?.during(gc) ?? gc);
     } finally {
+      watch?.stop();
       await store.close();
     }
     if (args.json) {

@@ -1,5 +1,5 @@
-import { openCacheStore } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
+import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 
@@ -11,7 +11,7 @@ export const inspectCommand = defineCommand({
     json: { type: 'boolean', description: 'Print { entries: [...], totals: {...} } as JSON on stdout' },
   },
   async run({ args, io, signal }) {
-    const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
+    const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
     let report: InspectReport;
     try {
       report = inspectCache(store, args.cache);

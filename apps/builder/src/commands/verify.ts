@@ -1,6 +1,7 @@
 import { checkLocalModel } from '../check-local-model.js';
-import { BLOB_DAMAGE_CODES, openCacheStore, type VerifyReport } from '@splitzip/store';
+import { BLOB_DAMAGE_CODES, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
+import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { interruptedError } from '../throw-if-interrupted.js';
@@ -33,7 +34,7 @@ export const verifyCommand = defineCommand({
   },
   async run({ args, io, signal }) {
     if (args.model !== undefined) checkLocalModel(args.model, 'verify', '--model');
-    const store = await openCacheStore(args.cache, { create: false, s3: { signal } });
+    const store = await openExistingCache(args.cache, { signal, command: 'verify' });
     const enabled = Boolean(io.stderr.isTTY) && !args.quiet;
     // One bar per phase: entries are counted, the model's tensors measured in bytes, and each
     // phase's rate and ETA start with it.

@@ -1,0 +1,99 @@
+// Says when a build waits for another writer's lock: the store waits for it silently (up to its
+// lock timeout, 30 s by default, then LOCK_TIMEOUT), and a stopped writer made a build look hung.
+// The store has no hook for it, so the build watches the lock file while a call that may take the
+// lock is pending, and reports (an event: the library never prints) a holder that keeps it.
+import { describeHolder, isThisProcess, readLockHolder, type LockHolderInfo } from './read-lock-holder.js';
+
+/**
+ * How long one holding of the lock by another process must last, seen while a call of this build
+ * that may take it is pending, before the build says it waits: commits hold it for milliseconds.
+ */
+export const LOCK_WAIT_NOTICE_MS = 1500;
+/** How often the lock file is read while such a call is pending. */
+export const LOCK_WATCH_INTERVAL_MS = 250;
+
+export interface WriterLockWatch {
+  /** Watches the lock while `task` (a store call that may wait for the writer lock) is pending; returns it. */
+  during<T>(task: Promise<T>): Promise<T>;
+  /** Stops watching (idempotent). */
+  stop(): void;
+}
+
+export interface WatchWriterLockOptions {
+  /** Called once per holding of the lock (its token) that lasts LOCK_WAIT_NOTICE_MS while a call waits. */
+  onWait(holder: LockHolderInfo, heldMs: number): void;
+  noticeAfterMs?: number | undefined;
+  intervalMs?: number | undefined;
+  now?: (() => number) | undefined;
+}
+
+/** A watch of the writer lock of the directory cache `cacheDir`. */
+export function watchWriterLock(cacheDir: string, options: WatchWriterLockOptions): WriterLockWatch {
+  const noticeAfterMs = options.noticeAfterMs ?? LOCK_WAIT_NOTICE_MS;
+  const intervalMs = options.intervalMs ?? LOCK_WATCH_INTERVAL_MS;
+  const now = options.now ?? (() => performance.now());
+  let pending = 0;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let reading = false;
+  // The holding seen, since when; and the holdings already reported.
+  let seen: { token: string; sinceMs: number } | undefined;
+  const told = new Set<string>();
+
+  const look = async (): Promise<void> => {
+    if (reading) return;
+    reading = true;
+    try {
+      const holder = await readLockHolder(cacheDir);
+      if (stopped || pending === 0) return;
+      if (holder === undefined || isThisProcess(holder)) {
+        seen = undefined;
+        return;
+      }
+      if (seen?.token !== holder.token) {
+        seen = { token: holder.token, sinceMs: now() };
+        return;
+      }
+      const heldMs = now() - seen.sinceMs;
+      if (heldMs >= noticeAfterMs && !told.has(holder.token)) {
+        told.add(holder.token);
+        options.onWait(holder, heldMs);
+      }
+    } finally {
+      reading = false;
+    }
+  };
+
+  const halt = (): void => {
+    if (timer !== undefined) clearInterval(timer);
+    timer = undefined;
+    seen = undefined;
+  };
+
+  return {
+    during(task) {
+      if (stopped) return task;
+      pending++;
+      if (timer === undefined) {
+        timer = setInterval(() => void look().catch(() => {}), intervalMs);
+        // The watch never keeps the process alive: the call it watches does.
+        timer.unref();
+        void look().catch(() => {});
+      }
+      return task.finally(() => {
+        pending--;
+        if (pending === 0) halt();
+      });
+    },
+    stop() {
+      stopped = true;
+      halt();
+    },
+  };
+}
+
+/** What the CLI says of a wait (`splitzip <command>: ` before it): one line. */
+export function describeLockWait(cache: string, wait: { pid: number; host: string; lockTimeoutMs: number }): string {
+  const holder = describeHolder({ pid: wait.pid, host: wait.host, token: '' });
+  return `waiting for the writer lock of ${cache}, held by ${holder} (another build or gc of this cache, busy or stopped); gives up after ${Math.round(wait.lockTimeoutMs / 1000)} s`;
+}

@@ -1,0 +1,132 @@
+// Another live writer holding the cache's lock (a stopped build): a build waited 30 s in silence
+// before LOCK_TIMEOUT, and verify of a cache being created said NOT_A_CACHE ("run build").
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, unlink, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { assertBuilt, collect, runCli, startCli } from './helpers/run-cli.js';
+import { watchWriterLock } from '../src/watch-writer-lock.js';
+
+let temp: TempDir;
+let model: string;
+const holders: ChildProcess[] = [];
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir();
+  model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('a', [64, 64], 1), gaussianBf16('b', [32, 64], 2)]);
+});
+afterEach(() => {
+  for (const child of holders.splice(0)) child.kill('SIGKILL');
+});
+afterAll(async () => temp?.cleanup());
+
+/** A live process of this host, standing in for a stopped writer. */
+function startHolder(): number {
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 120000)'], { stdio: 'ignore' });
+  holders.push(child);
+  return child.pid!;
+}
+
+/** The store's lock record for `pid` (its README, "Concurrency mechanism"). */
+async function writeLock(cacheDir: string, pid: number, token = '0123456789abcdef'): Promise<void> {
+  await mkdir(cacheDir, { recursive: true });
+  await writeFile(join(cacheDir, 'lock'), JSON.stringify({ pid, host: hostname(), bootId: null, startTicks: null, token, createdMs: Date.now() }));
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms`);
+    await sleep(20);
+  }
+}
+
+describe('watchWriterLock', () => {
+  it('reports a holding of the lock by another process that lasts while a call is pending, once per holding', async () => {
+    const dir = join(temp.path, 'watch');
+    const pid = startHolder();
+    await writeLock(dir, pid, 'aaaaaaaaaaaaaaaa');
+    const waits: [number, number][] = [];
+    const watch = watchWriterLock(dir, { onWait: (holder, heldMs) => waits.push([holder.pid, heldMs]), noticeAfterMs: 100, intervalMs: 10 });
+    // Nothing pending: nothing said, however long it is held.
+    await sleep(200);
+    expect(waits).toEqual([]);
+    await watch.during(sleep(400));
+    expect(waits.map(([p]) => p)).toEqual([pid]);
+    expect(waits[0]![1]).toBeGreaterThanOrEqual(100);
+    // The same holding again: said already. A new one (another token): said.
+    await watch.during(sleep(300));
+    expect(waits).toHaveLength(1);
+    await writeLock(dir, pid, 'bbbbbbbbbbbbbbbb');
+    await watch.during(sleep(400));
+    expect(waits).toHaveLength(2);
+    // This process's own lock (its commit) is no wait.
+    await writeLock(dir, process.pid, 'cccccccccccccccc');
+    await watch.during(sleep(300));
+    expect(waits).toHaveLength(2);
+    watch.stop();
+  });
+});
+
+describe('a build behind another writer’s lock', () => {
+  for (const [what, existing] of [
+    ['creating a cache', false],
+    ['committing to a cache', true],
+  ] as const) {
+    it(`says once, on stderr, which pid it waits for (${what}), and finishes once the lock is gone`, { timeout: 60_000 }, async () => {
+      const cacheDir = join(temp.path, `c-${what.replace(/ /g, '-')}`);
+      if (existing) {
+        // A cache holding one of the two tensors: the build commits the other.
+        const half = await writeSingleFileModel(join(temp.path, 'half.safetensors'), [gaussianBf16('a', [64, 64], 1)]);
+        expect((await runCli(['build', half, '--out', cacheDir, '--quiet'])).code).toBe(0);
+      }
+      const pid = startHolder();
+      await writeLock(cacheDir, pid);
+      const child = startCli(['build', model, '--out', cacheDir, '--quiet']);
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const result = collect(child, 50_000);
+      const started = Date.now();
+      await waitFor(() => stderr.includes('waiting for the writer lock'), 20_000);
+      // After a short delay, not at once, and well before the 30 s timeout.
+      expect(Date.now() - started).toBeGreaterThan(1000);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect(stderr).toBe(`splitzip build: waiting for the writer lock of ${cacheDir}, held by pid ${pid} (another build or gc of this cache, busy or stopped); gives up after 30 s\n`);
+      await unlink(join(cacheDir, 'lock'));
+      const { code, stdout, stderr: allErr } = await result;
+      expect(code).toBe(0);
+      expect(allErr.match(/waiting for the writer lock/g)).toHaveLength(1);
+      expect(stdout).not.toMatch(/waiting/);
+      expect(stdout).toMatch(existing ? /tensors 2: 1 encoded, 1 already cached/ : /tensors 2: 2 encoded/);
+    });
+  }
+
+  it('verify of a directory a running writer is creating says so, naming it; a dead one’s lock is NOT_A_CACHE as before', async () => {
+    const creating = join(temp.path, 'being-created');
+    const pid = startHolder();
+    await writeLock(creating, pid);
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const result = await runCli([command, creating]);
+      expect(result.code, command).toBe(1);
+      expect(result.stderr, command).toBe(
+        `splitzip ${command}: error: CACHE_BEING_CREATED: a cache is being created at ${creating} by pid ${pid}: it holds the cache's writer lock and has not written manifest.json yet (a build starting, or stopped); run ${command} again once it has\n`,
+      );
+    }
+    holders.splice(0).forEach((child) => child.kill('SIGKILL'));
+    await waitFor(() => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 10_000);
+    const dead = await runCli(['verify', creating]);
+    expect(dead.code).toBe(1);
+    expect(dead.stderr).toMatch(/NOT_A_CACHE: .* is not a SplitZip cache \(.*manifest\.json does not exist\); `splitzip build <model> --out /);
+  });
+});
