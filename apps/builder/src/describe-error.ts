@@ -58,12 +58,24 @@ export function describeError(error: unknown): string {
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
+  message = dropRepeats(message);
   const extra: string[] = [];
   if (file && !fileSaid && !mentions(message, file)) extra.push(`file ${file}`);
   if (tensor && !mentions(message, tensor)) extra.push(`tensor ${tensor}`);
   if (entry && !mentions(message, entry)) extra.push(`entry ${entry}`);
   if (extra.length > 0) message += ` (${extra.join(', ')})`;
   return message.replace(/\s*\n\s*/g, ' ');
+}
+
+/**
+ * What a message says twice where a package's words and Node's follow each other, each leading
+ * with the code: `file system error EACCES: EACCES: permission denied, open '/m/x'` after
+ * `IO_ERROR: /m/x: ` says the code once, and the file once (Node's `, open '<path>'` goes where the
+ * line names that path already).
+ */
+export function dropRepeats(message: string): string {
+  const once = message.replace(/\b([A-Z][A-Z0-9_]*): (?=\1: )/g, '');
+  return once.replace(/, [a-z]+ '([^']+)'/g, (said: string, path: string) => (mentions(once.replace(said, ''), path) ? '' : said));
 }
 
 /** The Node system error code (ENOSPC, EACCES, ...) of an error or of its causes. */

@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
-import { describeError, mentions } from '../src/describe-error.js';
+import { describeError, dropRepeats, mentions } from '../src/describe-error.js';
 import { formatBytes } from '../src/format-units.js';
 import { runCli } from '../src/run-cli.js';
 import { wrapBuildError } from '../src/wrap-build-error.js';
@@ -144,6 +144,16 @@ describe('error lines', () => {
     expect(mentions('cannot write the blob', 'a')).toBe(false);
     expect(mentions('layer.5.weight failed', 'layer.5')).toBe(false);
     expect(mentions('failed on layer.5.weight', 'layer.5.weight')).toBe(true);
+  });
+
+  it('say a code and a path once (the adapter\'s words, then Node\'s, each led by the code)', () => {
+    const cause = Object.assign(new Error("EACCES: permission denied, open '/m/x.safetensors'"), { code: 'EACCES', syscall: 'open', path: '/m/x.safetensors' });
+    const unreadable = new SafetensorsError('IO_ERROR', `file system error EACCES: ${cause.message}`, { file: '/m/x.safetensors', cause });
+    // Was: IO_ERROR: /m/x.safetensors: file system error EACCES: EACCES: permission denied, open '/m/x.safetensors'
+    expect(describeError(unreadable)).toBe('IO_ERROR: /m/x.safetensors: file system error EACCES: permission denied');
+    // A path the line does not name otherwise stays; so does a code said once.
+    expect(dropRepeats("IO_ERROR: cannot read the shard: ENOENT: no such file or directory, open '/m/y'")).toBe("IO_ERROR: cannot read the shard: ENOENT: no such file or directory, open '/m/y'");
+    expect(dropRepeats('NO_SPACE: NO_SPACE: disk full')).toBe('NO_SPACE: disk full');
   });
 
   it("blame the model, not the cache directory, for a model file that cannot be read", () => {
