@@ -28,9 +28,9 @@ import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
-import { BuilderError } from './errors.js';
+import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
-import { repairCachedBlob } from './repair-cached-blob.js';
+import { repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
@@ -87,6 +87,8 @@ export interface BuildTensorReport {
   compBytes: number | null;
   /** `--repair` put this cached entry's blob back (it was missing or damaged). */
   repaired?: true;
+  /** With `repaired`: what was wrong with the blob, where known (a directory cache; not on s3://). */
+  repairedBlob?: 'missing' | 'damaged';
   /**
    * Its slice was left unbound: its entry holds MAX_SLICE_KEYS_PER_ENTRY slices already (thousands
    * of byte-identical tensors). A runtime serves it raw; everything else of the build goes on.
@@ -119,6 +121,12 @@ export interface BuildReport {
   repaired: number;
   /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
   unaliased: number;
+  /**
+   * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
+   * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
+   * tensors finished (committed, or skipped) before it stopped.
+   */
+  interrupted?: true;
   /**
    * Temp files of writers killed mid-write (a staged blob: up to a payload each) this run removed,
    * those gc would remove (store.removeAbandonedTempFiles), and their bytes; 0 on an s3:// cache,
@@ -479,9 +487,33 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     if (state.failure === null) await startWhenReady.catch((error: unknown) => (state.failure ??= error));
     signal?.removeEventListener('abort', onAbort);
     if (state.failure === null && signal?.aborted) state.failure = buildInterrupted(signal);
-    if (state.failure !== null) throw state.failure;
     // The workers the processor started (the plan's count; it resolves once the plan is in).
-    const workers = (await processorReady.catch(() => null))?.jobs ?? memory.workers;
+    const workersRan = async (): Promise<number> => (await processorReady.catch(() => null))?.jobs ?? memory.workers;
+    const report = async (swept: TempFilesReport): Promise<BuildReport> =>
+      summarize({
+        model: options.model,
+        cache: options.cacheDir,
+        // Only the tensors finished: an interrupted build's array has holes.
+        results: results.filter((result): result is BuildTensorReport => result !== undefined),
+        backend: encoder?.backend ?? options.backend ?? 'auto',
+        backendRequested: options.backend ?? 'auto',
+        fallbackReason: encoder?.fallbackReason ?? null,
+        jobs,
+        workers: await workersRan(),
+        coverageMin,
+        chunkSize,
+        elapsedS: (performance.now() - startMs) / 1000,
+        storedBytes: context.storedBytes,
+        aliased: context.aliased,
+        swept,
+      });
+    if (state.failure !== null) {
+      const failure = state.failure;
+      // Stopped at a safe point: what it finished is committed, and `build --json` prints this
+      // report of it (it printed nothing) before the error line and exit 130.
+      if (isBuilderError(failure, 'INTERRUPTED')) failure.context.report = { interrupted: true, ...(await report(await sweep.catch(() => NO_TEMP_FILES))) };
+      throw failure;
+    }
     // Every tensor is committed. Closing folds the journal into the manifest (what the seed's
     // readers read): its failure is the build's (exit 1, the cache stays valid and the next
     // writer finishes the fold), not a silent success.
@@ -494,23 +526,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const swept = await sweep;
     if (wroteNothing && closing.needsCompaction) await duringLock(closing.compact());
     await duringLock(closing.close());
-
-    return summarize({
-      model: options.model,
-      cache: options.cacheDir,
-      results,
-      backend: encoder!.backend,
-      backendRequested: options.backend ?? 'auto',
-      fallbackReason: encoder!.fallbackReason,
-      jobs,
-      workers,
-      coverageMin,
-      chunkSize,
-      elapsedS: (performance.now() - startMs) / 1000,
-      storedBytes: context.storedBytes,
-      aliased: context.aliased,
-      swept,
-    });
+    return await report(swept);
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
   } finally {
@@ -678,17 +694,17 @@ async function processKeyedTensor(
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
-    let repairedBytes = 0;
+    let repaired: BlobRepair = { bytes: 0, was: null };
     try {
       if (context.repair) {
         context.checkFailure();
-        repairedBytes = await context.duringLock(repairCachedBlob(store, existing, bytes, out));
+        repaired = await context.duringLock(repairCachedBlob(store, existing, bytes, out));
       }
     } finally {
       releaseRaw(raw);
       slab.release(out);
     }
-    context.storedBytes += repairedBytes;
+    context.storedBytes += repaired.bytes;
     context.checkFailure();
     const unaliased = await bindSlice(context, key, tensor);
     return {
@@ -696,7 +712,7 @@ async function processKeyedTensor(
       status: 'cached',
       coverage: entryCoverage(existing),
       compBytes: existing.compBytes,
-      ...(repairedBytes > 0 ? { repaired: true as const } : {}),
+      ...(repaired.bytes > 0 ? { repaired: true as const, ...(repaired.was === null ? {} : { repairedBlob: repaired.was }) } : {}),
       ...(unaliased ? { unaliased: true as const } : {}),
     };
   }

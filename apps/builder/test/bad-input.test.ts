@@ -5,7 +5,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir } from './helpers/models.js';
-import type { BuildJson, VerifyJson } from './helpers/reports.js';
+import type { BuildJson, InspectJson, VerifyJson } from './helpers/reports.js';
 import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
 
 let temp: TempDir;
@@ -186,6 +186,33 @@ describe('a build stopped by Ctrl-C', () => {
     const { json } = await runJson<BuildJson>(['build', model, '--out', cacheDir]);
     expect(json.encoded + json.cached).toBe(48);
     expect(json.cached).toBeGreaterThan(0);
+  });
+
+  it('with --json prints the report of what it finished, marked interrupted (it printed nothing)', async () => {
+    const tensors = Array.from({ length: 48 }, (_, i) => gaussianBf16(`layer.${i}.weight`, [512, 512], 2900 + i));
+    const model = await writeSingleFileModel(join(temp.path, 'sigint-json.safetensors'), tensors);
+    const cacheDir = join(temp.path, 'cache-sigint-json');
+    const { startCli, collect } = await import('./helpers/run-cli.js');
+    const { waitForBlobs } = await import('./helpers/wait.js');
+    const child = startCli(['build', model, '--out', cacheDir, '--jobs', '1', '--inline-max-mib', '0', '--json']);
+    const done = collect(child, 60_000);
+    await waitForBlobs(cacheDir, 1, 30_000);
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code, result.stderr).toBe(130);
+    expect(result.stderr).toMatch(/^splitzip build: error: interrupted by SIGINT; the cache holds every entry committed so far/);
+    const partial = JSON.parse(result.stdout) as BuildJson;
+    expect(partial.interrupted).toBe(true);
+    expect(partial.tensors.length).toBeGreaterThan(0);
+    expect(partial.tensors.length).toBeLessThan(48);
+    expect(partial.encoded + partial.cached + partial.skipped_coverage + partial.skipped_dtype + partial.skipped_size).toBe(partial.tensors.length);
+    // What it reports encoded is what the cache holds.
+    const { json: inspect } = await runJson<InspectJson>(['inspect', cacheDir]);
+    expect(inspect.entries.map((e) => e.key).sort()).toEqual(partial.tensors.filter((t) => t.status === 'encoded').map((t) => t.key).sort());
+    // A build that finishes says nothing of the kind.
+    const { json } = await runJson<BuildJson>(['build', model, '--out', cacheDir]);
+    expect(json.interrupted).toBeUndefined();
+    expect(json.cached).toBe(partial.encoded);
   });
 
   it('a second Ctrl-C stops at once and says what may be left (it exited without a word)', async () => {

@@ -8,6 +8,7 @@ import { openCacheStore } from '@splitzip/store';
 import { createTempDir, gaussianBf16, outlierBf16, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
 import { snapshotDir, type BuildJson, type VerifyJson } from './helpers/reports.js';
 import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
+import { renderBuildReport } from '../src/commands/build.js';
 
 let temp: TempDir;
 beforeAll(async () => {
@@ -64,6 +65,9 @@ describe('build --repair', () => {
       const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--repair', '--jobs', jobs]);
       expect(json).toMatchObject({ encoded: 0, cached: 5, repaired: 4 });
       expect(json.tensors.filter((t) => t.repaired).map((t) => t.name).sort()).toEqual(['a', 'b', 'c', 'd']);
+      // A deleted blob is missing, not damaged (the text said "4 damaged blobs put back").
+      expect(Object.fromEntries(json.tensors.filter((t) => t.repaired).map((t) => [t.name, t.repairedBlob]))).toEqual({ a: 'missing', b: 'damaged', c: 'damaged', d: 'damaged' });
+      expect(renderBuildReport(json, { tensors: false })).toMatch(/, 4 blobs put back \(1 missing, 3 damaged\)$/m);
       expect(json.stored_bytes).toBe(json.tensors.filter((t) => t.repaired).reduce((sum, t) => sum + t.compBytes!, 0));
     }
     const { json: verify } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
@@ -85,7 +89,7 @@ describe('build --repair', () => {
     await rm(join(cacheDir, 'blobs', `${key}.bin`));
     const result = await runCli(['build', modelPath, '--out', cacheDir, '--repair', '--jobs', '2', '--inline-max-mib', '0']);
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/1 damaged blobs put back/);
+    expect(result.stdout).toMatch(/, 1 blob put back \(missing\)$/m);
     expect((await runJson<VerifyJson>(['verify', cacheDir])).json.ok).toBe(true);
   });
 

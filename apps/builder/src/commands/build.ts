@@ -3,7 +3,7 @@ import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/co
 import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
 import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
 import { defineCommand } from '../define-command.js';
-import { UsageError } from '../errors.js';
+import { isBuilderError, UsageError } from '../errors.js';
 import { MAX_BUILD_JOBS } from '../limits.js';
 import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -95,6 +95,15 @@ export const buildCommand = defineCommand({
           }
         },
       });
+    } catch (error) {
+      // Stopped by a signal at a safe point: with --json, the report of what it finished (with
+      // `interrupted: true`) still goes to stdout; the error line and exit 130 follow as before.
+      const partial = isBuilderError(error, 'INTERRUPTED') ? (error.context.report as BuildReport | undefined) : undefined;
+      if (args.json && partial !== undefined) {
+        progress.finish();
+        io.stdout.write(`${JSON.stringify(partial, null, 2)}\n`);
+      }
+      throw error;
     } finally {
       progress.finish();
     }
@@ -132,13 +141,26 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : ''),
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
-      (report.repaired > 0 ? `, ${report.repaired} damaged blobs put back` : ''),
+      (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
     ...(report.temp_files_removed > 0
       ? [`cleaned ${report.temp_files_removed} temp ${report.temp_files_removed === 1 ? 'file' : 'files'} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
       : []),
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * `1 blob put back (missing)`, `4 blobs put back (1 missing, 3 damaged)`; without the kinds where
+ * they are not known (s3://). A missing blob is not a damaged one (all were "damaged blobs").
+ */
+function describeRepaired(report: BuildReport): string {
+  const count = (was: 'missing' | 'damaged'): number => report.tensors.filter((t) => t.repairedBlob === was).length;
+  const missing = count('missing');
+  const damaged = count('damaged');
+  const kinds =
+    missing + damaged === 1 ? (missing === 1 ? ['missing'] : ['damaged']) : [...(missing > 0 ? [`${missing} missing`] : []), ...(damaged > 0 ? [`${damaged} damaged`] : [])];
+  return `${report.repaired} ${report.repaired === 1 ? 'blob' : 'blobs'} put back${kinds.length > 0 ? ` (${kinds.join(', ')})` : ''}`;
 }
 
 /** `25.0% smaller`, or `689.0% larger` where tiny tensors grew (a payload is at least 1 KiB). */
