@@ -1,6 +1,7 @@
 import { close, closeSync, open, openSync, read, readSync } from 'node:fs';
 import { RuntimeError } from './errors.js';
 import { ReadError } from './read-error.js';
+import { takeTurnIfDue } from './take-turn-if-due.js';
 
 /**
  * The runtime's one I/O seam: every byte it reads — shard slices for the raw path, blobs for the
@@ -140,6 +141,12 @@ export function createFileReader(options: FileReaderOptions = {}): ByteReader {
     async readExact(path, target, positionBytes) {
       if (closed) throw new ReadError('READER_CLOSED', 'reader is closed', path);
       const sync = target.byteLength <= syncReadMaxBytes;
+      if (sync) {
+        // A synchronous read settles at once: reads that follow each other this way never let the
+        // event loop turn (takeTurnIfDue).
+        for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
+        if (closed) throw new ReadError('READER_CLOSED', 'reader is closed', path);
+      }
       const entry = acquire(path, sync);
       try {
         const fd = entry.fd ?? (await (entry.opening as Promise<number>));

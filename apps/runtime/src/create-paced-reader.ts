@@ -1,5 +1,6 @@
 import type { ByteReader } from './create-file-reader.js';
 import { RuntimeError } from './errors.js';
+import { takeTurnIfDue } from './take-turn-if-due.js';
 import { waitUntil } from './wait-until.js';
 
 /** Default pacing granularity: each read is split into pieces of at most this many bytes. */
@@ -125,6 +126,9 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
     },
     async readExact(path, target, positionBytes) {
       for (let done = 0; done < target.byteLength; done += chunkBytes) {
+        // Behind a busy loading thread every deadline has passed and the inner reads are
+        // synchronous: the pieces of every read in flight would follow each other as microtasks.
+        for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
         const length = Math.min(chunkBytes, target.byteLength - done);
         const deliveredAtMs = takeTokens(length, done > 0);
         const copied = inner.readExact(path, target.subarray(done, done + length), positionBytes + done);

@@ -13,6 +13,7 @@ import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { ByteReader } from './create-file-reader.js';
 import { describeError, RuntimeError } from './errors.js';
+import { takeTurnIfDue } from './take-turn-if-due.js';
 
 /**
  * Payloads of at least this many checksum segments (2^20 values each) are decoded as they arrive.
@@ -132,6 +133,8 @@ export async function decodeStreamedPayload(
     for (let k = 0; k < segmentCount; k++) {
       await awaitRead(segmentReads[k]!);
       readsDoneMs = performance.now();
+      // Segments whose bytes are in already follow each other at once: a turn of the event loop between them when one is due.
+      for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
       if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${tensorName} aborted`, { ...context, reason: signal.reason });
       const segmentStartMs = performance.now();
       try {

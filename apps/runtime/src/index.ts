@@ -29,6 +29,7 @@ export {
 } from './create-paced-reader.js';
 export { createReadWindow, DEFAULT_READ_WINDOW_BYTES, type ReadWindow } from './create-read-window.js';
 export { runOrderedPipeline, type OrderedPipelineOptions } from './run-ordered-pipeline.js';
+export { EVENT_LOOP_TURN_BUDGET_MS } from './take-turn-if-due.js';
 export {
   createCpuDecoder,
   DEFAULT_DECODE_SLICE_VALUES,

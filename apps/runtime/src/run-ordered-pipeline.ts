@@ -1,5 +1,6 @@
 import { RuntimeError } from './errors.js';
 import { checkOptionsArgument } from './check-load-arguments.js';
+import { takeTurnIfDue } from './take-turn-if-due.js';
 
 export interface OrderedPipelineOptions<T, R> {
   /** Tasks running (started, not finished) at most. */
@@ -103,9 +104,15 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
         }
         if (window[0] === slot) wakeHead?.();
       };
-      // Start on a microtask so a synchronous throw in `run` becomes a rejection here.
+      // Start on a microtask so a synchronous throw in `run` becomes a rejection here; after a turn
+      // of the event loop when one is due (takeTurnIfDue: tasks whose steps settle at once start
+      // each other without ever returning to the event loop), asked again right before it runs.
+      const start = (): Promise<R> => {
+        const turn = takeTurnIfDue();
+        return turn === undefined ? run(next.value, taskIndex) : turn.then(start);
+      };
       slot.done = Promise.resolve()
-        .then(() => run(next.value, taskIndex))
+        .then(start)
         .then(
           (value) => finish({ ok: true, value }),
           (error: unknown) => finish({ ok: false, error }),

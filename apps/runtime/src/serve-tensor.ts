@@ -21,6 +21,7 @@ import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, n
 import { checkShardPathUnchanged, checkShardUnchanged } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
+import { takeTurnIfDue } from './take-turn-if-due.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
 /**
@@ -328,6 +329,8 @@ export function describeCacheFailure(error: RuntimeError): string {
 
 /** Why a tensor without an entry was read raw; an unchecked binding is checked against the bytes read. */
 export async function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): Promise<void> {
+  // Each step of a tensor's work on this thread first lets the event loop turn when a turn is due (takeTurnIfDue).
+  for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
   if (target.unchecked !== undefined && env.cache !== undefined) {
     await checkSourceBytes(env.cache, env.backend, target, target.unchecked, data, report);
     return;
@@ -346,6 +349,7 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
     });
   }
   const info = target.info;
+  for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
   const granted = acquireWindow(env, output.byteLength);
   const releaseWindow = granted instanceof Promise ? await granted : granted;
   const startMs = performance.now();
@@ -506,6 +510,10 @@ export async function stagePayload(
   try {
     let payload: Uint8Array;
     let meta: PayloadMeta;
+    // A read that settles at once: a turn first when one is due (not counted as I/O).
+    if (readSync) {
+      for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
+    }
     const ioStartMs = performance.now();
     if (env.reader !== undefined && !cache.remote) {
       const blobPath = cache.blobPath(entry);
@@ -558,6 +566,7 @@ export async function stagePayload(
  * decode thread where the backend has one (hashTensorKey).
  */
 export async function checkDigest(backend: DecodeBackend, bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport): Promise<void> {
+  for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
   const { key: actual, cpuMs } = await hashTensorKey(backend, bytes, entry.shape, entry.dtype);
   report.digestMs += cpuMs;
   if (actual !== entry.key) {
@@ -814,6 +823,7 @@ async function decodeFromCacheStaged(
   let retry = false;
   let output = given;
   try {
+    for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
     const decodeStartMs = performance.now();
     report.backend = env.backend.name;
     const options = { verifyChecksum: staged.checksumPending, arena: staged.arena };

@@ -91,6 +91,25 @@ describe('thread decoder: format v3 segments decoded and hashed in parallel', ()
     expect(firstDifference(out.subarray(0, count - 5), values.subarray(0, count - 5))).toBe(-1);
   });
 
+  it('decoded on the calling thread segment by segment (turns between them): exact, and a flipped byte is a checksum failure', async () => {
+    const inline = createThreadDecoder({ threads: 1, inlineMaxValues: count + 1 });
+    try {
+      const out = new Uint16Array(count).fill(0xdead);
+      await inline.decode(payload, meta, out, { verifyChecksum: true });
+      expect(inline.stats()).toMatchObject({ jobs: 0, inlineDecodes: 1 });
+      expect(firstDifference(out, values)).toBe(-1);
+      const corrupt = payload.slice();
+      const at = meta.layout.sm.offsetBytes + 5; // the first segment's: found only once the last is decoded
+      corrupt[at] = (corrupt[at] as number) ^ 0x10;
+      await expect(inline.decode(corrupt, readPayloadMeta(corrupt), new Uint16Array(count), { verifyChecksum: true })).rejects.toMatchObject({
+        code: 'CACHE_READ_FAILED',
+        details: { codecCode: 'CHECKSUM_MISMATCH' },
+      });
+    } finally {
+      await inline.close?.();
+    }
+  });
+
   it('one segment and a tensor just above the split size stay exact', async () => {
     for (const n of [(1 << 16) + 3, SEGMENT_VALUES - 1, SEGMENT_VALUES + 1]) {
       const v = escapeHeavyWeights(n, n);
