@@ -159,15 +159,26 @@ function stampItemId(item: AliasSliceItem): string {
   return JSON.stringify([item.key, item.shardName, item.offsetBytes, item.sizeBytes, item.stamp]);
 }
 
-/** Records batches until the queue is empty; never rejects (outcomes go to the recorder's stats). */
+/**
+ * Records batches until the queue is empty; never rejects (outcomes go to the recorder's stats).
+ * Once a batch has waited the store's lock timeout for a writer lock another live process holds
+ * (LOCK_TIMEOUT), the batches queued behind it in this flush fail at once with the same error:
+ * each waited the whole timeout again, so a load whose checks ended in two batches kept close(),
+ * flushObjectStamps() and a process that never closed waiting twice the documented 30 s.
+ */
 async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Promise<void> {
   try {
     // Checks finishing within this turn of the event loop share the first batch.
     await new Promise((resolve) => setImmediate(resolve));
+    let lockTimeout: unknown;
     while (recorder.queue.length > 0) {
       const items = recorder.queue.splice(0);
       try {
-        await recordBatch(store, items, recorder.stats);
+        if (lockTimeout !== undefined) countFailure(recorder.stats, lockTimeout, items.length);
+        else {
+          const failure = await recordBatch(store, items, recorder.stats);
+          if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
+        }
       } finally {
         // Recorded (or failed): the same stamp checked again later is queued again.
         for (const item of items) recorder.queued.delete(stampItemId(item));
@@ -184,17 +195,18 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
  * One aliasSlices call for the batch. A batch the store refuses as a whole for one item (a stamp
  * too long for an S3 object key; a slice another process rebound since the check: the store
  * persists nothing of a batch with a conflict) is recorded item by item, so that one item's
- * refusal is its own.
+ * refusal is its own. Returns the last failure (undefined when every call succeeded).
  */
-async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: ObjectStampStats): Promise<void> {
+async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: ObjectStampStats): Promise<unknown> {
+  let failure: unknown;
   const count = (outcome: PromiseSettledResult<boolean[]>, size: number) => {
     if (outcome.status === 'fulfilled') {
       // A caller's wrapper store may answer anything: only `true`s count.
       stats.recorded += Array.isArray(outcome.value) ? outcome.value.filter((bound) => bound === true).length : 0;
       stats.lastError = undefined;
     } else {
-      stats.failed += size;
-      stats.lastError = describeError(outcome.reason);
+      failure = outcome.reason;
+      countFailure(stats, outcome.reason, size);
     }
   };
   // Called from a promise: a store (a caller's wrapper) that throws synchronously still only rejects.
@@ -202,9 +214,16 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
   const splittable = whole.status === 'rejected' && items.length > 1 && (isStoreError(whole.reason, 'INVALID_ARGUMENT') || isStoreError(whole.reason, 'SLICE_CONFLICT'));
   if (!splittable) {
     count(whole, items.length);
-    return;
+    return failure;
   }
   for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item]))))) count(outcome, 1);
+  return failure;
+}
+
+/** `size` records failed with `reason` (the handle's last error until a record succeeds). */
+function countFailure(stats: ObjectStampStats, reason: unknown, size: number): void {
+  stats.failed += size;
+  stats.lastError = describeError(reason);
 }
 
 /** Waits for the records queued so far (and those queued meanwhile); what they came to. */
