@@ -14,6 +14,8 @@ export type RuntimeErrorCode =
   | 'SHARD_NOT_FOUND'
   /** A model location (path or s3:// URL) could not be opened as a safetensors model. */
   | 'MODEL_OPEN_FAILED'
+  /** A tensor was asked of a model handle after its close() (open the model again). */
+  | 'MODEL_CLOSED'
   /** A shard file could not be opened or read (deleted, truncated, permission). */
   | 'SHARD_READ_FAILED'
   /**

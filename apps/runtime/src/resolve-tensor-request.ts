@@ -1,4 +1,4 @@
-import { isSameFileContentStamp, isSameFileIgnoringCtime, readFileStamp, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { isSameFileContentStamp, isSameFileIgnoringCtime, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
@@ -51,7 +51,11 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
   } catch {
     return opened; // Not a model openSafetensorsModel made (a wrapper): no descriptor here; its reads say what they find.
   }
-  if (now === null) return opened; // The model was closed; its reads say so.
+  // A local file's stamp cannot be read only once the model is closed (an object's never can).
+  if (now === null) {
+    if (shardStampKind(opened) === 'file') throw modelClosedError(model, tensor);
+    return opened;
+  }
   // Its ctime left out: a chmod under the open model changes no byte (isSameFileContentStamp).
   if (isSameFileContentStamp(now, opened)) return now;
   throw new RuntimeError('SHARD_CHANGED', `shard ${shardName} was rewritten since the model was opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
@@ -61,6 +65,30 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
     openedStamp: opened,
     currentStamp: now,
   });
+}
+
+/** MODEL_CLOSED for a request through `model` after its close(). */
+export function modelClosedError(model: SafetensorsModel, tensor: string, cause?: unknown): RuntimeError {
+  return new RuntimeError('MODEL_CLOSED', `cannot load ${tensor}: the model at ${model.rootDir} is closed (open it again)`, { tensor, modelRoot: model.rootDir }, cause === undefined ? undefined : { cause });
+}
+
+/**
+ * Throws MODEL_CLOSED when `model` was closed: served from the cache, a tensor was otherwise
+ * still loaded through a closed handle, unchecked against its shard (a file rewritten since gave
+ * its old bytes), while its raw read failed. A model of local files says so without a system call
+ * (its descriptor's path is gone once closed); a model read from a ByteSource (an s3:// model)
+ * cannot say, and its raw reads fail MODEL_CLOSED instead.
+ */
+export function checkModelOpen(model: SafetensorsModel, shardName: string, tensor: string): void {
+  const opened = shardStampOf(model, shardName);
+  if (opened === null || shardStampKind(opened) !== 'file') return;
+  let path: string | null;
+  try {
+    path = readShardDescriptorPath(model, shardName);
+  } catch {
+    return; // Not a model openSafetensorsModel made (a wrapper): its reads say what they find.
+  }
+  if (path === null) throw modelClosedError(model, tensor);
 }
 
 /**

@@ -18,7 +18,7 @@ import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeRe
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
-import { checkShardPathUnchanged, checkShardUnchanged } from './resolve-tensor-request.js';
+import { checkModelOpen, checkShardPathUnchanged, checkShardUnchanged, modelClosedError } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
@@ -279,6 +279,8 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   const { name, dtype, shape, slice } = target;
   const report = createTensorReport(target, 'missing');
   abortIfNeeded(env.signal, name);
+  // A load whose model was closed under it: no tensor more, cached or raw.
+  if (target.model !== undefined) checkModelOpen(target.model, slice.shardName, name);
   if (given === undefined) checkAllocatable(slice.sizeBytes, name);
 
   const entry = target.entry;
@@ -363,8 +365,10 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
       checkShardPathUnchanged(target.model, slice.shardName, info.shardPath, name);
     } else await readTensorBytes(target.model, info, output);
   } catch (error) {
-    if (isRuntimeError(error, 'SHARD_CHANGED')) throw error;
+    if (isRuntimeError(error, 'SHARD_CHANGED') || isRuntimeError(error, 'MODEL_CLOSED')) throw error;
     const { code, message } = describeError(error);
+    // The model was closed (a model read from a ByteSource says so only here: checkModelOpen).
+    if (code === 'MODEL_CLOSED') throw modelClosedError(target.model, name, error);
     if (code === 'SHARD_CHANGED') {
       throw new RuntimeError('SHARD_CHANGED', `cannot read ${name}: ${message}`, { tensor: name, shard: slice.shardName, path: info.shardPath }, { cause: error });
     }
