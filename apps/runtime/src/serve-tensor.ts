@@ -10,6 +10,7 @@ import {
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE } from './check-source-bytes.js';
+import { bf16ValueCount } from './bf16-value-count.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
@@ -230,7 +231,7 @@ const UNALIGNED_COUNT_BLOCK_VALUES = 32 * 1024;
 
 /** countExponents over BF16 bytes at any offset: a view where aligned, else block copies through one scratch. */
 function countBf16Exponents(data: Uint8Array): Uint32Array {
-  const count = data.byteLength >>> 1;
+  const count = bf16ValueCount(data.byteLength);
   if (data.byteOffset % 2 === 0) return countExponents(new Uint16Array(data.buffer, data.byteOffset, count));
   const histogram = new Uint32Array(256);
   const scratch = new Uint16Array(Math.min(count, UNALIGNED_COUNT_BLOCK_VALUES));
@@ -633,7 +634,7 @@ async function decodeFromCache(
 function valuesFor(output: Uint8Array): { values: Uint16Array; direct: boolean } {
   const direct = output.byteOffset % 2 === 0;
   return {
-    values: direct ? new Uint16Array(output.buffer, output.byteOffset, output.byteLength >>> 1) : new Uint16Array(output.byteLength >>> 1),
+    values: direct ? new Uint16Array(output.buffer, output.byteOffset, bf16ValueCount(output.byteLength)) : new Uint16Array(bf16ValueCount(output.byteLength)),
     direct,
   };
 }
@@ -707,7 +708,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
   // first written there and nothing is copied here (a fresh buffer filled from shared scratch on
   // this thread took 2.5 s of a 1.07 GB model's first load, its page faults included).
   const view = given === undefined ? undefined : valuesFor(given);
-  const valueCount = target.slice.sizeBytes >>> 1;
+  const valueCount = bf16ValueCount(target.slice.sizeBytes);
   let opened: OpenedBlob | undefined;
   let openMs = 0;
   const open = (lease: StagingLease): OpenedPayloadFile => {
