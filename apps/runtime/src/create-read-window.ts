@@ -1,4 +1,4 @@
-import { RuntimeError } from './errors.js';
+import { abortedError, RuntimeError } from './errors.js';
 
 /**
  * Default bytes a load reads at once (blobs and raw tensors together). Behind a slow link (network
@@ -80,7 +80,7 @@ export function createReadWindow(maxBytes: number): ReadWindow {
     },
     acquire(bytes, signal) {
       if (signal?.aborted) {
-        return Promise.reject(new RuntimeError('ABORTED', 'read aborted while waiting for the read window', { reason: signal.reason }));
+        return Promise.reject(abortedError('read aborted while waiting for the read window', signal));
       }
       if (queue.length === 0 && fits(bytes)) {
         inFlightBytes += bytes;
@@ -101,7 +101,7 @@ export function createReadWindow(maxBytes: number): ReadWindow {
           if (at < 0) return;
           queue.splice(at, 1);
           grantWaiters(); // the reads behind it may fit now
-          waiter.fail(new RuntimeError('ABORTED', 'read aborted while waiting for the read window', { reason: signal?.reason }));
+          waiter.fail(abortedError('read aborted while waiting for the read window', signal));
         };
         signal?.addEventListener('abort', onAbort, { once: true });
         queue.push(waiter);

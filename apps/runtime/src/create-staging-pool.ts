@@ -1,6 +1,6 @@
 import { createCodecArena, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
 import { checkOptionsArgument, checkSignalArgument } from './check-load-arguments.js';
-import { RuntimeError } from './errors.js';
+import { abortedError, RuntimeError } from './errors.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
 export const STAGING_ALIGN_BYTES = 256;
@@ -248,13 +248,13 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       }
       const { signal, bytes } = acquireOptions;
       if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
-      if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal.reason }));
+      if (signal?.aborted) return Promise.reject(abortedError('slot acquire aborted', signal));
       if (free.length > 0) return Promise.resolve(take(bytes));
       return new Promise<StagingSlot>((resolve, reject) => {
         const onAbort = () => {
           const index = waiters.indexOf(waiter);
           if (index >= 0) waiters.splice(index, 1);
-          reject(new RuntimeError('ABORTED', 'slot acquire aborted', { reason: signal?.reason }));
+          reject(abortedError('slot acquire aborted', signal));
         };
         const waiter = {
           bytes,

@@ -6,7 +6,7 @@ import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_
 import type { DecodeBackend, DecodedBuffer, HashedContentKey, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { checkOptionsArgument } from './check-load-arguments.js';
-import { RuntimeError, type RuntimeErrorCode } from './errors.js';
+import { abortedError, RuntimeError, type RuntimeErrorCode } from './errors.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { startWorker } from '@splitzip/kernels/start-worker';
 
@@ -516,7 +516,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     startWorkers();
     if (values < startupInlineMaxValues && !pool.some((w) => w.ready)) return undefined;
     const { signal } = request;
-    if (signal?.aborted) return Promise.reject(new RuntimeError('ABORTED', 'read aborted before it was queued', { reason: signal.reason }));
+    if (signal?.aborted) return Promise.reject(abortedError('read aborted before it was queued', signal));
     return new Promise<ReadDecodeResult>((resolve, reject) => {
       const queued: QueuedRead = { request, resolve, reject };
       if (signal !== undefined) {
@@ -525,7 +525,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
           const index = readQueue.indexOf(queued);
           if (index < 0) return;
           readQueue.splice(index, 1);
-          reject(new RuntimeError('ABORTED', 'read aborted while it waited for a decode thread', { reason: signal.reason }));
+          reject(abortedError('read aborted while it waited for a decode thread', signal));
           pumpReads();
         };
         signal.addEventListener('abort', onAbort, { once: true });

@@ -12,7 +12,7 @@ import type { CacheEntry } from '@splitzip/store';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { ByteReader } from './create-file-reader.js';
-import { describeError, RuntimeError } from './errors.js';
+import { abortedError, describeError, RuntimeError } from './errors.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 
 /**
@@ -135,7 +135,7 @@ export async function decodeStreamedPayload(
       readsDoneMs = performance.now();
       // Segments whose bytes are in already follow each other at once: a turn of the event loop between them when one is due.
       for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
-      if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${tensorName} aborted`, { ...context, reason: signal.reason });
+      if (signal?.aborted) throw abortedError(`load of ${tensorName} aborted`, signal, context);
       const segmentStartMs = performance.now();
       try {
         decodeSegments(payload, meta, k, k + 1, out.subarray(k * SEGMENT_VALUES), { digests: digests.subarray(k * SEGMENT_DIGESTS) });

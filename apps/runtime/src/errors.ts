@@ -102,6 +102,15 @@ export function nameTensorInError(error: RuntimeError, tensor: string): RuntimeE
   return new RuntimeError(error.code, message, { ...error.details, tensor }, { cause: error.cause ?? error });
 }
 
+/**
+ * ABORTED for a load (or a wait of one) whose signal fired: the signal's reason is the error's
+ * standard `cause` (where a caller's `error.cause` finds it) and stays in `details.reason`.
+ */
+export function abortedError(message: string, signal: AbortSignal | undefined, details: Record<string, unknown> = {}): RuntimeError {
+  const reason: unknown = signal?.reason;
+  return new RuntimeError('ABORTED', message, { ...details, reason }, reason === undefined ? undefined : { cause: reason });
+}
+
 export function isRuntimeError(error: unknown, code?: RuntimeErrorCode): error is RuntimeError {
   return error instanceof RuntimeError && (code === undefined || error.code === code);
 }

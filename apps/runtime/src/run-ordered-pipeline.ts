@@ -1,4 +1,4 @@
-import { RuntimeError } from './errors.js';
+import { abortedError, RuntimeError } from './errors.js';
 import { checkOptionsArgument } from './check-load-arguments.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 
@@ -136,7 +136,7 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
     fill();
     while (window.length > 0) {
       if (iterationFailure !== undefined) throw iterationFailure.error;
-      if (signal?.aborted) throw new RuntimeError('ABORTED', 'load aborted', { reason: signal.reason });
+      if (signal?.aborted) throw abortedError('load aborted', signal);
       const settled = await awaitHead();
       if ((window.shift() as (typeof window)[number]).counted) heldCounted -= 1;
       else heldLight -= 1;
@@ -147,7 +147,7 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
       yield settled.value;
     }
     if (iterationFailure !== undefined) throw iterationFailure.error;
-    if (signal?.aborted) throw new RuntimeError('ABORTED', 'load aborted', { reason: signal.reason });
+    if (signal?.aborted) throw abortedError('load aborted', signal);
   } finally {
     stopped = true;
     await Promise.all(window.map((slot) => slot.done));

@@ -18,7 +18,7 @@ import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-pay
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
-import { CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
+import { abortedError, CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
 import { checkModelOpen, checkShardPathUnchanged, checkShardUnchanged, modelClosedError } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -245,7 +245,7 @@ function countBf16Exponents(data: Uint8Array): Uint32Array {
 }
 
 function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
-  if (signal?.aborted) throw new RuntimeError('ABORTED', `load of ${name} aborted`, { tensor: name, reason: signal.reason });
+  if (signal?.aborted) throw abortedError(`load of ${name} aborted`, signal, { tensor: name });
 }
 
 /** A fresh per-tensor report: raw until the cache path succeeds, nothing read or timed yet. */

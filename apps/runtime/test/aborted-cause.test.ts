@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStagingPool } from '../src/create-staging-pool.js';
+import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { openCachedModel, type CachedModelFixture } from './fixtures.js';
+
+// ABORTED carries the signal's reason as its standard `cause` (a caller's `error.cause`), and in
+// `details.reason` as before.
+let fixture: CachedModelFixture;
+beforeAll(async () => {
+  fixture = await openCachedModel('aborted-cause');
+});
+afterAll(async () => {
+  await fixture.close();
+});
+
+describe('ABORTED and the signal reason', () => {
+  it('a signal aborted before the load: loadModel and loadTensor', async () => {
+    const reason = new Error('client went away');
+    const signal = AbortSignal.abort(reason);
+    const fromModel = await loadModel(fixture.model, fixture.cache, { signal }).drain().catch((error: unknown) => error);
+    expect(fromModel).toMatchObject({ code: 'ABORTED', details: { reason } });
+    expect((fromModel as Error).cause).toBe(reason);
+    const fromTensor = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, signal }).catch((error: unknown) => error);
+    expect(fromTensor).toMatchObject({ code: 'ABORTED', details: { reason } });
+    expect((fromTensor as Error).cause).toBe(reason);
+  });
+
+  it('aborted mid-load, and a wait for a staging slot', async () => {
+    const controller = new AbortController();
+    const reason = new Error('shutting down');
+    const midLoad = await loadModel(fixture.model, fixture.cache, { signal: controller.signal, onTensor: () => controller.abort(reason) })
+      .drain()
+      .catch((error: unknown) => error);
+    expect(midLoad).toMatchObject({ code: 'ABORTED' });
+    expect((midLoad as Error).cause).toBe(reason);
+    const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const held = await pool.acquire();
+    const waiting = new AbortController();
+    const acquiring = pool.acquire({ signal: waiting.signal }).catch((error: unknown) => error);
+    waiting.abort('timed out');
+    const error = await acquiring;
+    expect(error).toMatchObject({ code: 'ABORTED', details: { reason: 'timed out' } });
+    expect((error as Error).cause).toBe('timed out');
+    pool.release(held);
+    pool.close?.();
+  });
+});
