@@ -38,6 +38,12 @@ export interface DecodeBackend {
    * custom reader (decode-streamed-payload.ts), the same work done earlier. Absent: never.
    */
   readonly streamMaxValues?: number;
+  /**
+   * True once the backend was closed (or disposed) and decodes nothing more: a load given it
+   * refuses it up front (INVALID_ARGUMENT), instead of a quiet `cache-failed` fallback per tensor.
+   * Absent: the backend cannot say (a closed one then fails each decode, and its tensors go raw).
+   */
+  readonly closed?: boolean;
   decode(payload: Uint8Array, meta: PayloadMeta, out: Uint16Array, options?: DecodeCallOptions): void | number | Promise<void | number>;
   /**
    * Reads a payload from a blob file into staging and decodes it with its checksum verified, both

@@ -33,6 +33,7 @@ export function createKernelsDecoder(kernels: Kernels): DecodeBackend {
  */
 export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): DecodeBackend & { readonly shared: true } {
   let decoder: Promise<WorkerDecoder> | undefined;
+  let closed = false;
   const ensure = () => {
     decoder ??= import('@splitzip/kernels/node').then(({ createWorkerDecoder }) => createWorkerDecoder(options));
     return decoder;
@@ -42,12 +43,17 @@ export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): Dec
     get name() {
       return `workers:${options.threads ?? 'auto'}`;
     },
+    get closed() {
+      return closed;
+    },
     async decode(payload, meta, out) {
+      if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'worker decoder is closed');
       const workers = await ensure();
       const values = await workers.decode(payload.subarray(0, meta.compBytes), out, { verify: false });
       if (values !== out) out.set(values.subarray(0, meta.elementCount));
     },
     async close() {
+      closed = true;
       if (decoder !== undefined) await (await decoder).dispose();
     },
   };

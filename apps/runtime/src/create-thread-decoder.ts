@@ -109,6 +109,8 @@ export interface ThreadDecoderStats {
 
 export interface ThreadDecoder extends DecodeBackend {
   readonly shared: true;
+  /** True once close() was called (warmUp and loads given it refuse it: INVALID_ARGUMENT). */
+  readonly closed: boolean;
   readonly verifiesChecksum: true;
   /** Worker threads (each attaches to a codec arena with its own scratch area, see createCodecArena's `threads`). */
   readonly threads: number;
@@ -731,6 +733,9 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     get name() {
       return `threads:${threads}`;
     },
+    get closed() {
+      return closed;
+    },
     stats: () => ({ jobs, scratchAllocations, arenaDecodes, inlineDecodes, callerShares, threadReads, threadHashes, startedThreads: pool.length, readyThreads: pool.filter((w) => w.ready).length }),
     async warmUp() {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
@@ -925,7 +930,8 @@ let processThreadDecoder: ThreadDecoder | undefined;
  * load (its workers never keep the process alive), never closed.
  */
 export function getSharedThreadDecoder(): ThreadDecoder {
-  // Marked so that loads never close it.
-  processThreadDecoder ??= Object.assign(createThreadDecoder(), { processWide: true as const });
+  // Marked so that loads never close it; one a caller closed all the same is replaced (loads
+  // refuse a closed backend).
+  if (processThreadDecoder === undefined || processThreadDecoder.closed) processThreadDecoder = Object.assign(createThreadDecoder(), { processWide: true as const });
   return processThreadDecoder;
 }

@@ -8,7 +8,7 @@ import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-windo
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
 import type { ShardCache } from './open-shard-cache.js';
-import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+import { checkBackendOpen, ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, checkOutputBuffer, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
@@ -152,6 +152,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   const readWindowBytes = options.readWindowBytes ?? (cache && !cache.remote ? DEFAULT_READ_WINDOW_BYTES : Infinity);
   const readWindow = readWindowBytes === Infinity ? undefined : createReadWindow(readWindowBytes);
   const backend = resolveDecodeBackend(options.backend);
+  checkBackendOpen(backend);
   const totals = createEmptyTotals();
   const reports: TensorReport[] = [];
   let started = false;

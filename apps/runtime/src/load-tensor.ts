@@ -2,7 +2,7 @@ import type { SafetensorsModel } from '@splitzip/safetensors';
 import type { ByteReader } from './create-file-reader.js';
 import type { StagingPool } from './create-staging-pool.js';
 import type { ShardCache } from './open-shard-cache.js';
-import { ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
+import { checkBackendOpen, ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
@@ -52,6 +52,7 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
   const target = resolveTensorRequest(request, options.model, cache);
   const output = checkOutputBuffer(options.target, target.slice.sizeBytes, target.name);
   const backend = resolveDecodeBackend(options.backend);
+  checkBackendOpen(backend);
   // A backend made here from a name is closed here, as loadModel does ('threads' is the
   // process-wide pool, kept): 'workers' left a worker pool behind on every call before (a
   // thread, four descriptors and ~8 MiB each).

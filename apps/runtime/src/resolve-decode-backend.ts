@@ -33,6 +33,17 @@ export function resolveDecodeBackend(option: BackendOption | undefined): DecodeB
 }
 
 /**
+ * INVALID_ARGUMENT for a backend that says it is closed (DecodeBackend.closed: a closed thread
+ * decoder, a closed worker pool): every tensor of a load through it was otherwise a quiet
+ * `cache-failed` (DECODE_FAILED) fallback to raw, as its warmUp() already refused it.
+ */
+export function checkBackendOpen(backend: DecodeBackend): void {
+  if (backend.closed === true) {
+    throw new RuntimeError('INVALID_ARGUMENT', `decode backend ${backend.name} is closed: pass an open one (or a name: 'auto', 'threads', 'cpu')`, { option: 'backend', backend: backend.name });
+  }
+}
+
+/**
  * Whether the caller that resolved `backend` from `option` must close it when done: one made here
  * from a name ('cpu', 'workers'), not the caller's own object nor the process-wide 'threads' pool.
  */

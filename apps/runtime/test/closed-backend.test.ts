@@ -1,0 +1,41 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWorkerPoolDecoder } from '../src/create-kernels-decoder.js';
+import { createThreadDecoder, getSharedThreadDecoder } from '../src/create-thread-decoder.js';
+import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { openCachedModel, type CachedModelFixture } from './fixtures.js';
+
+// A backend that says it is closed is refused up front (INVALID_ARGUMENT, as its warmUp() does):
+// every tensor through it was a quiet `cache-failed` (DECODE_FAILED) fallback to raw.
+let fixture: CachedModelFixture;
+beforeAll(async () => {
+  fixture = await openCachedModel('closed-backend');
+});
+afterAll(async () => {
+  await fixture.close();
+});
+
+const refused = expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ option: 'backend' }) });
+
+describe('a closed decode backend', () => {
+  it('a closed thread decoder or worker pool: loadModel and loadTensor refuse it', async () => {
+    const threads = createThreadDecoder({ threads: 1 });
+    await threads.close();
+    const workers = createWorkerPoolDecoder({ threads: 1 });
+    await workers.close?.();
+    for (const backend of [threads, workers]) {
+      expect(backend.closed).toBe(true);
+      expect(() => loadModel(fixture.model, fixture.cache, { backend })).toThrow(refused);
+      await expect(loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend })).rejects.toEqual(refused);
+    }
+  });
+
+  it("the process-wide decoder behind 'threads', closed by a caller all the same, is replaced", async () => {
+    const shared = getSharedThreadDecoder();
+    expect(shared.closed).toBe(false);
+    await shared.close();
+    const loaded = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend: 'threads' });
+    expect(loaded.report).toMatchObject({ source: 'cache', reason: 'cached' });
+    expect(getSharedThreadDecoder()).not.toBe(shared);
+  });
+});
