@@ -19,10 +19,75 @@ function hasMethods(value: unknown, methods: readonly string[]): boolean {
   return methods.every((method) => typeof object[method] === 'function');
 }
 
-/** An options argument: an object (the default `{}` covers undefined). */
-export function checkOptionsArgument(options: unknown): void {
+/**
+ * The option names of an options type, written out once per function: `Record<keyof T, true>`
+ * makes TypeScript refuse a name the type lacks and require every name it has, so the list cannot
+ * drift from the type.
+ */
+export function optionNames<T extends object>(names: Record<keyof T, true>): readonly string[] {
+  return Object.freeze(Object.keys(names));
+}
+
+/**
+ * An options argument: an object (the default `{}` covers undefined) and, given `known`, with no
+ * other own keys. A misspelt option (`verfyDigest`, `cacheonly`) was ignored, the load ran with
+ * the default, and nothing said so; a cache handle passed where the options go
+ * (`loadTensor(request, cache)`) loaded every tensor raw.
+ */
+export function checkOptionsArgument(options: unknown, known?: readonly string[]): void {
   if (typeof options !== 'object' || options === null) {
     throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, { option: 'options' });
+  }
+  if (known === undefined) return;
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const handle = hasMethods(options, ['lookup', 'readBlob']) ? ' (this looks like a cache handle: pass it as the cache option, { cache })' : '';
+    const near = closestName(key, known);
+    throw new RuntimeError(
+      'INVALID_ARGUMENT',
+      `unknown option ${JSON.stringify(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`}${handle} (known: ${known.join(', ')})`,
+      { option: key, known: [...known] },
+    );
+  }
+}
+
+/** The known name a typo most likely meant: the same letters in another case, or at most 2 edits away. */
+function closestName(name: string, known: readonly string[]): string | undefined {
+  const lower = name.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of known) {
+    const distance = candidate.toLowerCase() === lower ? 0 : editDistance(lower, candidate.toLowerCase(), bestDistance);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/** Levenshtein distance, or `limit` once it is certain to reach it (option names are short). */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) >= limit) return limit;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const value = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      row.push(value);
+      if (value < rowMin) rowMin = value;
+    }
+    if (rowMin >= limit) return limit;
+    previous = row;
+  }
+  return Math.min(previous[b.length]!, limit);
+}
+
+/** A boolean flag, or undefined: a string 'false' is true to an `if`, and turned verification on. */
+export function checkBooleanArgument(value: unknown, option: string): void {
+  if (value !== undefined && typeof value !== 'boolean') {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be true or false, got ${kindOf(value)} ${JSON.stringify(value) ?? String(value)}`, { option, type: kindOf(value) });
   }
 }
 
@@ -46,6 +111,14 @@ export function checkPoolArgument(pool: unknown): void {
   if (pool === undefined) return;
   if (!hasMethods(pool, ['acquire', 'tryAcquire', 'release'])) {
     throw new RuntimeError('INVALID_ARGUMENT', `pool must be a staging pool from createStagingPool, got ${kindOf(pool)}`, { option: 'pool', type: kindOf(pool) });
+  }
+}
+
+/** A ByteReader (createFileReader, createPacedReader, or one with the same methods), or undefined unless `required`. */
+export function checkReaderArgument(reader: unknown, option = 'reader', required = false): void {
+  if (reader === undefined && !required) return;
+  if (!hasMethods(reader, ['readExact', 'close'])) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a ByteReader (readExact and close, e.g. createFileReader()), got ${kindOf(reader)}`, { option, type: kindOf(reader) });
   }
 }
 

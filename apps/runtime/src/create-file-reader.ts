@@ -2,6 +2,7 @@ import { close, closeSync, open, openSync, read, readSync } from 'node:fs';
 import { RuntimeError } from './errors.js';
 import { ReadError } from './read-error.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
+import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
 
 /**
  * The runtime's one I/O seam: every byte it reads — shard slices for the raw path, blobs for the
@@ -88,6 +89,7 @@ const closeQuietly = (entry: HandleEntry, sync: boolean): Promise<void> | undefi
  * {@link DEFAULT_SYNC_READ_MAX_BYTES}), larger ones on the thread pool.
  */
 export function createFileReader(options: FileReaderOptions = {}): ByteReader {
+  checkOptionsArgument(options, optionNames<FileReaderOptions>({ maxIdleHandles: true, syncReadMaxBytes: true }));
   const maxIdleHandles = options.maxIdleHandles ?? DEFAULT_MAX_IDLE_HANDLES;
   const syncReadMaxBytes = options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES;
   if (!Number.isSafeInteger(maxIdleHandles) || maxIdleHandles < 0 || !(syncReadMaxBytes >= 0)) {

@@ -2,6 +2,7 @@ import type { ByteReader } from './create-file-reader.js';
 import { RuntimeError } from './errors.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { waitUntil } from './wait-until.js';
+import { checkOptionsArgument, checkReaderArgument, optionNames } from './check-load-arguments.js';
 
 /** Default pacing granularity: each read is split into pieces of at most this many bytes. */
 export const DEFAULT_PACING_CHUNK_BYTES = 1024 * 1024;
@@ -69,6 +70,8 @@ export interface PacedReader extends ByteReader {
  * cache path, tensor bytes on the raw path — so both paths see the same link.
  */
 export function createPacedReader(inner: ByteReader, options: PacedReaderOptions): PacedReader {
+  checkReaderArgument(inner, 'inner', true);
+  checkOptionsArgument(options, optionNames<PacedReaderOptions>({ bytesPerSecond: true, burstBytes: true, chunkBytes: true }));
   const { bytesPerSecond } = options;
   const chunkBytes = options.chunkBytes ?? DEFAULT_PACING_CHUNK_BYTES;
   const burstBytes = options.burstBytes ?? Math.max(DEFAULT_PACING_BURST_BYTES, chunkBytes);

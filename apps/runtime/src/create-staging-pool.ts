@@ -1,5 +1,5 @@
 import { createCodecArena, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
-import { checkOptionsArgument, checkSignalArgument } from './check-load-arguments.js';
+import { checkBooleanArgument, checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError } from './errors.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
@@ -123,6 +123,9 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   if (typeof options !== 'object' || options === null) {
     throw new RuntimeError('INVALID_ARGUMENT', 'createStagingPool needs options { slotCount, slotBytes }', { options: String(options) });
   }
+  checkOptionsArgument(options, optionNames<StagingPoolOptions>({ slotBytes: true, slotCount: true, shared: true, threads: true, arena: true, codecArena: true }));
+  checkBooleanArgument(options.shared, 'shared');
+  checkBooleanArgument(options.codecArena, 'codecArena');
   const { slotCount, shared = false } = options;
   if (!Number.isSafeInteger(slotCount) || slotCount < 1 || slotCount > MAX_SLOT_COUNT) {
     throw new RuntimeError('INVALID_ARGUMENT', `slotCount must be an integer in 1..${MAX_SLOT_COUNT}`, { slotCount });

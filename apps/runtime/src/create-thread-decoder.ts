@@ -5,7 +5,7 @@ import type { Worker } from 'node:worker_threads';
 import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena, type PayloadMeta } from '@splitzip/codec';
 import type { DecodeBackend, DecodedBuffer, HashedContentKey, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
-import { checkOptionsArgument } from './check-load-arguments.js';
+import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError, type RuntimeErrorCode } from './errors.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { startWorker } from '@splitzip/kernels/start-worker';
@@ -244,8 +244,19 @@ async function decodeInline(payload: Uint8Array, meta: PayloadMeta, out: Uint16A
  * anything else is copied into reused shared scratch buffers. Workers start on the first decode
  * and never keep the process alive.
  */
+const THREAD_DECODER_OPTIONS = optionNames<ThreadDecoderOptions>({
+  threads: true,
+  splitMinValues: true,
+  inlineMaxValues: true,
+  startupInlineMaxValues: true,
+  callerShareMaxValues: true,
+  readJobsPerWorker: true,
+  hashInlineMaxBytes: true,
+  workerUrl: true,
+});
+
 export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadDecoder {
-  checkOptionsArgument(options);
+  checkOptionsArgument(options, THREAD_DECODER_OPTIONS);
   const threads = options.threads ?? DEFAULT_DECODE_THREADS;
   if (!Number.isSafeInteger(threads) || threads < 1 || threads > 64) {
     throw new RuntimeError('INVALID_ARGUMENT', 'threads must be an integer in 1..64', { threads });

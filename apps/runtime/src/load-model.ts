@@ -3,7 +3,7 @@ import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import { MAX_SLOT_BYTES, type StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
+import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
@@ -132,12 +132,33 @@ const abandonedModels = new FinalizationRegistry<SafetensorsModel>((model) => {
   void model.close().catch(() => undefined);
 });
 
+const LOAD_MODEL_OPTIONS = optionNames<LoadModelOptions>({
+  backend: true,
+  concurrency: true,
+  verifyDigest: true,
+  cacheOnly: true,
+  onTensor: true,
+  allocate: true,
+  filter: true,
+  pool: true,
+  reader: true,
+  maxStagingBytes: true,
+  refresh: true,
+  explainMisses: true,
+  signal: true,
+  syncReadMaxBytes: true,
+  modelS3: true,
+  readWindowBytes: true,
+});
+
 export function loadModel(modelOrLocation: SafetensorsModel | string, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
   if (typeof modelOrLocation !== 'string') checkModelArgument(modelOrLocation);
   checkCacheArgument(cache);
-  checkOptionsArgument(options);
+  checkOptionsArgument(options, LOAD_MODEL_OPTIONS);
   for (const option of ['allocate', 'filter', 'onTensor'] as const) checkFunctionArgument(options[option], option);
+  for (const option of ['verifyDigest', 'cacheOnly', 'refresh', 'explainMisses'] as const) checkBooleanArgument(options[option], option);
   checkPoolArgument(options.pool);
+  checkReaderArgument(options.reader);
   checkSignalArgument(options.signal);
   checkByteCountArgument(options.maxStagingBytes, 'maxStagingBytes');
   checkByteCountArgument(options.syncReadMaxBytes, 'syncReadMaxBytes');

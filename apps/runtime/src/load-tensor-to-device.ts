@@ -1,6 +1,6 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
 import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
-import { checkOptionsArgument, checkSignalArgument } from './check-load-arguments.js';
+import { checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
@@ -32,6 +32,20 @@ export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'back
   kernels: Kernels;
 }
 
+const LOAD_TENSOR_TO_DEVICE_OPTIONS = optionNames<LoadTensorToDeviceOptions>({
+  syncReadMaxBytes: true,
+  cache: true,
+  model: true,
+  target: true,
+  pool: true,
+  reader: true,
+  verifyDigest: true,
+  cacheOnly: true,
+  explainMisses: true,
+  signal: true,
+  kernels: true,
+});
+
 /**
  * The device-resident variant of loadTensor: the payload is staged and validated as usual, then
  * decoded by `kernels.decodeToDevice`, so the values reach the GPU in compressed form (1.5 bytes
@@ -55,7 +69,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
   if (kernels === undefined || kernels === null || typeof kernels.decodeToDevice !== 'function') {
     throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
   }
-  checkLoadTensorOptions(options);
+  checkLoadTensorOptions(options, LOAD_TENSOR_TO_DEVICE_OPTIONS);
   const cache = options.cache ?? undefined; // null: no cache
   const target = resolveTensorRequest(request, options.model, cache);
   // Checked now, as loadTensor does, though only a raw fallback writes it: a wrong target must not

@@ -6,15 +6,31 @@ import { checkBackendOpen, ownsDecodeBackend, resolveDecodeBackend, type Backend
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
-import { checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkSignalArgument } from './check-load-arguments.js';
+import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 
-/** The options loadTensor and loadTensorToDevice share, checked before any work. */
-export function checkLoadTensorOptions(options: LoadTensorOptions): void {
-  checkOptionsArgument(options);
+const LOAD_TENSOR_OPTIONS = optionNames<LoadTensorOptions>({
+  syncReadMaxBytes: true,
+  cache: true,
+  model: true,
+  target: true,
+  pool: true,
+  reader: true,
+  backend: true,
+  verifyDigest: true,
+  cacheOnly: true,
+  explainMisses: true,
+  signal: true,
+});
+
+/** The options loadTensor and loadTensorToDevice share, checked before any work (`known`: the caller's option names). */
+export function checkLoadTensorOptions(options: LoadTensorOptions, known: readonly string[] = LOAD_TENSOR_OPTIONS): void {
+  checkOptionsArgument(options, known);
+  for (const option of ['verifyDigest', 'cacheOnly', 'explainMisses'] as const) checkBooleanArgument(options[option], option);
   checkCacheArgument(options.cache);
   if (options.model !== undefined) checkModelArgument(options.model);
   checkPoolArgument(options.pool);
+  checkReaderArgument(options.reader);
   checkSignalArgument(options.signal);
   checkByteCountArgument(options.syncReadMaxBytes, 'syncReadMaxBytes');
 }

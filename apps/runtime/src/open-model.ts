@@ -2,6 +2,7 @@ import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetenso
 import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { describeError, RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
+import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
 
 export interface OpenModelOptions {
   /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs, `readThroughDir`). */
@@ -28,6 +29,7 @@ export interface OpenModelOptions {
  */
 export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
   if (typeof location !== 'string' || location.length === 0) throw new RuntimeError('INVALID_ARGUMENT', 'a model location is a path or an s3:// URL', {});
+  checkOptionsArgument(options, optionNames<OpenModelOptions>({ s3: true, readThroughDir: true }));
   if (isS3Url(location) && /\.(json|safetensors)$/.test(location)) {
     throw new RuntimeError('INVALID_ARGUMENT', `an s3:// model is the prefix that holds its shards (and index), e.g. ${location.slice(0, location.lastIndexOf('/') + 1)}, not one of its objects`, {
       location,

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkCoverageArgument, checkOptionsArgument, checkSourcePolicyArgument } from './check-load-arguments.js';
+import { checkBooleanArgument, checkCoverageArgument, checkOptionsArgument, checkSourcePolicyArgument, optionNames } from './check-load-arguments.js';
 import { flushObjectStamps, type ObjectStampStats } from './check-source-bytes.js';
 export type { ObjectStampStats };
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
@@ -121,6 +121,17 @@ export interface OpenShardCacheOptions {
   s3?: S3StoreOptions | undefined;
 }
 
+const OPEN_SHARD_CACHE_OPTIONS = optionNames<OpenShardCacheOptions>({
+  objectSources: true,
+  fileSources: true,
+  coverageMin: true,
+  refreshIntervalMs: true,
+  readThroughDir: true,
+  s3: true,
+});
+const WRAP_CACHE_STORE_OPTIONS = optionNames<Parameters<typeof wrapCacheStore>[1] & object>({ coverageMin: true, objectSources: true, fileSources: true });
+const CACHE_POOL_OPTIONS = optionNames<NonNullable<Parameters<ShardCache['createStagingPool']>[0]>>({ slotCount: true, entries: true, shared: true });
+
 /**
  * Opens a built cache for loading: a directory, or `s3://bucket/prefix` (delegated to the store's
  * `openCacheStore`, with `s3` and `readThroughDir`). No cache there is `CACHE_OPEN_FAILED`; an object
@@ -130,7 +141,7 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   if (typeof root !== 'string' || root.length === 0) {
     throw new RuntimeError('INVALID_ARGUMENT', 'a cache location is a directory path or an s3:// URL', { root: String(root) });
   }
-  checkOptionsArgument(options);
+  checkOptionsArgument(options, OPEN_SHARD_CACHE_OPTIONS);
   checkCoverageArgument(options.coverageMin);
   checkSourcePolicyArgument(options.objectSources, 'objectSources');
   checkSourcePolicyArgument(options.fileSources, 'fileSources');
@@ -159,7 +170,7 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
       retryable,
     }, { cause: error });
   }
-  return wrapCacheStore(store, options);
+  return wrapCacheStore(store, { coverageMin: options.coverageMin, objectSources: options.objectSources, fileSources: options.fileSources });
 }
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
@@ -170,7 +181,7 @@ export function wrapCacheStore(
   if (typeof store !== 'object' || store === null || typeof (store as { entries?: unknown }).entries !== 'function') {
     throw new RuntimeError('INVALID_ARGUMENT', 'wrapCacheStore needs a CacheStore (openCacheStore from @splitzip/store)', { option: 'store' });
   }
-  checkOptionsArgument(options);
+  checkOptionsArgument(options, WRAP_CACHE_STORE_OPTIONS);
   checkCoverageArgument(options.coverageMin);
   checkSourcePolicyArgument(options.objectSources, 'objectSources');
   checkSourcePolicyArgument(options.fileSources, 'fileSources');
@@ -247,7 +258,8 @@ export function wrapCacheStore(
     largestPayloadBytes,
     createStagingPool(poolOptions = {}) {
       assertOpen();
-      checkOptionsArgument(poolOptions);
+      checkOptionsArgument(poolOptions, CACHE_POOL_OPTIONS);
+      checkBooleanArgument(poolOptions.shared, 'shared');
       const slotCount = poolOptions.slotCount ?? 4;
       if (!Number.isSafeInteger(slotCount) || slotCount < 1) {
         throw new RuntimeError('INVALID_ARGUMENT', 'slotCount must be a positive integer', { slotCount });
