@@ -1,7 +1,7 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
-import { StoreError, toIoError } from './errors.js';
+import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
   JOURNAL_RECORD_HEADER_BYTES,
@@ -126,7 +126,31 @@ export interface CacheStore {
    * whose gc judges unfinished uploads by age (`minAgeMs`).
    */
   removeAbandonedTempFiles?(): Promise<TempFilesReport>;
+  /**
+   * Local caches: when the journal is damaged (a header that is not this generation's, or a
+   * damaged record with intact ones after it: JOURNAL_INVALID, which every writer and gc refuse),
+   * moves the cache to a new generation written from what was readable (the manifest and the
+   * records before the damage), and renames the damaged journal to `journal.<G>.damaged-<ms>`,
+   * kept for inspection (gc lists it under unknownFiles and never removes it). The entries of the
+   * unreadable records are gone from the cache (their tensors are served raw until a build adds
+   * them again; gc removes their blobs as orphans). Resolves null, changing nothing, when the
+   * journal is intact. `splitzip build --repair` calls it.
+   */
+  recoverDamagedJournal?(): Promise<JournalRecovery | null>;
   close(): Promise<void>;
+}
+
+/** What recoverDamagedJournal did. */
+export interface JournalRecovery {
+  /** The damaged journal's path before, and the name it was kept under. */
+  journal: string;
+  keptAs: string;
+  /** The generation the cache moved from (the new one is generation + 1). */
+  generation: number;
+  /** Where the unreadable part began (0: the header itself). */
+  damagedFromOffsetBytes: number;
+  /** The damage as reported (JOURNAL_INVALID). */
+  reason: string;
 }
 
 export interface CacheStoreSettings {
@@ -197,6 +221,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private lastRecord: { startOffset: number; header: Uint8Array } | undefined;
   /** Set by a catch-up that found a damaged record with an intact one after it (verify reports it). */
   private journalDamage: StoreError | undefined;
+  /**
+   * The journal's header is not this generation's (a flipped byte, a file truncated or replaced):
+   * none of its records can be trusted as this cache's, so none are read. Readers serve the
+   * manifest's entries; writers and gc refuse (journalDamage) until recoverDamagedJournal.
+   */
+  private journalHeaderDamaged = false;
   /** Where the bytes of the last append that failed may end (appendDurably). */
   private failedAppendEnd = 0;
   /** Whether the last compactLocked got as far as writing its seal. */
@@ -344,13 +374,25 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         const again = await this.backend.readManifest();
         if (again && !Buffer.from(again).equals(Buffer.from(bytes))) continue;
       }
+      let headerDamage: StoreError | undefined;
       if (journal) {
         try {
           const head = await journal.read(0, JOURNAL_HEADER_BYTES);
           checkJournalHeader(head, parsed.generation, journal.path);
         } catch (error) {
-          await journal.close();
-          throw error;
+          // A header that is not this generation's is damage: the cache opened with its manifest's
+          // entries only (it failed to open at all, and no tool could set the journal aside). A
+          // journal of a newer format (UNSUPPORTED_FORMAT) or one that cannot be read still fails.
+          if (isStoreError(error) && error.code === 'JOURNAL_INVALID') {
+            headerDamage = new StoreError(
+              'JOURNAL_INVALID',
+              `the journal's header is damaged (${error.message}): none of its records are applied; writers and gc refuse until it is set aside (splitzip build --repair)`,
+              { path: journal.path, cause: error, details: { offsetBytes: 0 } },
+            );
+          } else {
+            await journal.close();
+            throw error;
+          }
         }
       }
       const previous = this.journal;
@@ -361,7 +403,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.manifestBytes = bytes.length;
       this.manifestIdentity = identity;
       this.sealSeen = false;
-      this.journalDamage = undefined;
+      this.journalDamage = headerDamage;
+      this.journalHeaderDamaged = headerDamage !== undefined;
       this.lastRecord = undefined;
       await previous?.close();
       return;
@@ -373,7 +416,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    * truncates a torn tail, creates a missing journal and finishes an interrupted compaction.
    * Runs under this.mutex.
    */
-  private async catchUp(lock: HeldLock | undefined): Promise<void> {
+  private async catchUp(lock: HeldLock | undefined, tolerateDamage = false): Promise<void> {
     // Another manifest file than the one loaded: the cache was deleted and built again (its journal
     // is not the one this instance holds open), or another writer compacted. Reload either way; a
     // cache with no manifest at all (deleted, not rebuilt yet) keeps what it has.
@@ -441,6 +484,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           continue;
         }
       }
+      if (this.journalHeaderDamaged) {
+        // Nothing in it is read (see journalHeaderDamaged); a writer stops here unless it is the
+        // one setting the journal aside.
+        if (lock && !tolerateDamage) throw this.journalDamage!;
+        return;
+      }
       const journal = this.journal;
       const size = await journal.size();
       if (size < this.journalOffset) {
@@ -501,10 +550,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             const damage = new StoreError(
               'JOURNAL_INVALID',
               `the record at offset ${this.journalOffset} is damaged, yet an intact record follows at ${intactAt}: not a crashed writer's torn tail. ` +
-                'Its commits and the later ones are not applied; writers and gc refuse to cut the journal (move it aside and build again to re-add them)',
+                'Its commits and the later ones are not applied; writers and gc refuse to cut the journal (recoverDamagedJournal, which splitzip build --repair calls, sets it aside and keeps the commits before it)',
               { path: journal.path, details: { offsetBytes: this.journalOffset, intactRecordOffset: intactAt } },
             );
-            if (lock) throw damage;
+            if (lock && !tolerateDamage) throw damage;
             this.journalDamage = damage;
           } else if (lock && !((journal.linkCount?.() ?? 1) > 1)) {
             // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's
@@ -798,7 +847,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
   /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */
-  private async finishCompaction(): Promise<void> {
+  private async finishCompaction(keepOldAs?: string): Promise<string | undefined> {
     const old = this.header.generation;
     const next = old + 1;
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
@@ -832,9 +881,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.sealSeen = false;
     await previous?.close().catch(() => undefined);
     // A name of the old journal left by a failure here is gc's (no manifest names it any more).
-    await this.backend.removeJournal(old).catch(() => undefined);
+    let kept: string | undefined;
+    if (keepOldAs !== undefined && this.backend.renameJournal) kept = await this.backend.renameJournal(old, keepOldAs).catch(() => undefined);
+    if (kept === undefined) await this.backend.removeJournal(old).catch(() => undefined);
     // Opened again by the next catch-up if this fails (under the lock it is made again: still empty).
     this.journal = await this.backend.openJournal(next);
+    return kept;
   }
 
   get needsCompaction(): boolean {
@@ -970,6 +1022,40 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.assertOpen();
     return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task()));
   }
+  recoverDamagedJournal(): Promise<JournalRecovery | null> {
+    this.assertOpen();
+    return this.mutex.run(async () => {
+      if (this.journalUnwritable) throw this.journalUnwritable;
+      const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
+      try {
+        this.compactionFinishedInSession = undefined;
+        // Caught up as far as the journal can be read: the records before the damage are applied.
+        await this.catchUp(lock, true);
+        const damage = this.journalDamage;
+        if (damage === undefined) return null;
+        if (this.header.generation + 1 > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
+        const generation = this.header.generation;
+        const journalPath = this.journal?.path ?? this.backend.describe(journalFileName(generation));
+        const keptName = `${journalFileName(generation)}.damaged-${Date.now()}`;
+        // The new manifest's rename is the one step that moves the cache off the damaged journal;
+        // a crash before it changes nothing, and one after it leaves the old name to gc.
+        const kept = await this.finishCompaction(keptName);
+        this.journalDamage = undefined;
+        this.journalHeaderDamaged = false;
+        const offset = damage.details.offsetBytes;
+        return {
+          journal: journalPath,
+          keptAs: kept ?? '(removed: it could not be renamed)',
+          generation,
+          damagedFromOffsetBytes: typeof offset === 'number' ? offset : 0,
+          reason: damage.message,
+        };
+      } finally {
+        await lock.release().catch(() => undefined);
+      }
+    });
+  }
+
 
   /**
    * gc's report without changing anything on disk: no writer lock (taking it recovers a dead

@@ -339,6 +339,18 @@ export class FsBackend implements StorageBackend {
     }
   }
 
+  async renameJournal(generation: number, name: string): Promise<string> {
+    const from = join(this.root, journalFileName(generation));
+    const to = join(this.root, name);
+    try {
+      await rename(from, to);
+      await syncDirectory(this.root);
+    } catch (error) {
+      throw toIoError(error, 'cannot rename the journal', { path: from });
+    }
+    return to;
+  }
+
   async removeJournal(generation: number): Promise<void> {
     const path = join(this.root, journalFileName(generation));
     await unlink(path).catch((error) => {

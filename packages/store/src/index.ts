@@ -1,5 +1,5 @@
 export { openCacheStore, DEFAULT_COVERAGE_MIN } from './open-cache-store.js';
-export type { CacheStore } from './cache-store.js';
+export type { CacheStore, JournalRecovery } from './cache-store.js';
 export { computeContentKey, dtypeToTorchText, formatContentKeyPrefix, formatPythonShape, isBf16Dtype } from './compute-content-key.js';
 export { digestHex, updateHash } from './hash-bytes.js';
 export { StoreError, isStoreError, type StoreErrorCode, type StoreErrorContext } from './errors.js';

@@ -1,0 +1,129 @@
+// A damaged journal (its header, or a record with intact ones after it) used to leave a cache that
+// no tool could bring back: a damaged header made every open fail, and every writer, gc and
+// `build --repair` refused a damaged record. Readers now open with what is readable, and
+// recoverDamagedJournal moves the cache to a new generation from it, keeping the damaged file.
+import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
+import { openCacheStore } from '../src/index.js';
+import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
+
+afterEach(removeTempDirs);
+
+/** A cache whose manifest holds one entry and whose journal.2 holds three more, one record each. */
+async function cacheWithJournal() {
+  const { root, tensors } = await makeCache();
+  const added = [makeTensor([16, 4], 9341), makeTensor([12, 8], 9342), makeTensor([20, 3], 9343)];
+  const writer = await openCacheStore(root, { compactOnClose: false });
+  for (const [i, t] of added.entries()) await writer.addEntry(toInput(t, `later.${i}`));
+  await writer.close();
+  return { root, manifestEntry: tensors[0]!, added, journalPath: join(root, 'journal.2') };
+}
+
+const headerDamage: [string, (bytes: Buffer) => Buffer][] = [
+  ['a flipped magic byte', (b) => Object.assign(Buffer.from(b), { [0]: b[0]! ^ 0x20 })],
+  ['another generation', (b) => {
+    const c = Buffer.from(b);
+    c.writeUInt32LE(7, 12);
+    return c;
+  }],
+  ['an empty file', () => Buffer.alloc(0)],
+  ['a file shorter than the header', (b) => b.subarray(0, 10)],
+];
+
+it.each(headerDamage)('a journal header with %s: the cache opens with its manifest, writers refuse, recoverDamagedJournal brings it back', async (_, damage) => {
+  const { root, manifestEntry, added, journalPath } = await cacheWithJournal();
+  const damaged = damage(await readFile(journalPath));
+  await writeFile(journalPath, damaged);
+
+  const store = await openCacheStore(root, { compactOnClose: false });
+  const other = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(store.getEntry(manifestEntry.key)).toBeDefined();
+    for (const t of added) expect(store.getEntry(t.key)).toBeUndefined();
+    const report = await store.verify();
+    expect(report.ok).toBe(false);
+    expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/header is damaged/) });
+    expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9344), 'new')))).code).toBe('JOURNAL_INVALID');
+    expect((await catchError(() => store.gc({ minAgeMs: 0 }))).code).toBe('JOURNAL_INVALID');
+    // Refused writes changed nothing.
+    expect(Buffer.from(await readFile(journalPath)).equals(damaged)).toBe(true);
+
+    const recovery = await store.recoverDamagedJournal!();
+    expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: 0, journal: journalPath });
+    expect(recovery!.keptAs).toMatch(/journal\.2\.damaged-\d+$/);
+    // The damaged bytes are kept, unread, and gc never removes them.
+    expect(Buffer.from(await readFile(recovery!.keptAs)).equals(damaged)).toBe(true);
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    const fresh = makeTensor([4, 4], 9345);
+    await store.addEntry(toInput(fresh, 'after'));
+    expect(await store.recoverDamagedJournal!()).toBeNull();
+    // Another handle follows the new generation.
+    await other.refresh();
+    expect(other.getEntry(fresh.key)).toBeDefined();
+    const gc = await store.gc({ minAgeMs: 0 });
+    expect(gc.unknownFiles.some((name) => name.includes('journal.2.damaged-'))).toBe(true);
+    expect((await readdir(root)).some((name) => name.startsWith('journal.2.damaged-'))).toBe(true);
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+  } finally {
+    await other.close();
+    await store.close();
+  }
+});
+
+it('a damaged record with intact ones after it: recovery keeps the records before it and drops the rest', async () => {
+  const { root, manifestEntry, added, journalPath } = await cacheWithJournal();
+  const intact = await readFile(journalPath);
+  // The second record's body: find it after the first record (12-byte record header + body).
+  const firstLength = intact.readUInt32LE(JOURNAL_HEADER_BYTES + 4);
+  const secondAt = JOURNAL_HEADER_BYTES + 12 + firstLength;
+  const damaged = Buffer.from(intact);
+  damaged[secondAt + 12 + 20]! ^= 0x01;
+  await writeFile(journalPath, damaged);
+
+  const store = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(store.getEntry(added[0]!.key)).toBeDefined();
+    expect(store.getEntry(added[1]!.key)).toBeUndefined();
+    const recovery = await store.recoverDamagedJournal!();
+    expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: secondAt });
+    expect(store.getEntry(manifestEntry.key)).toBeDefined();
+    expect(store.getEntry(added[0]!.key)).toBeDefined();
+    expect(store.getEntry(added[1]!.key)).toBeUndefined();
+    expect(store.getEntry(added[2]!.key)).toBeUndefined();
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+  } finally {
+    await store.close();
+  }
+  // The new generation holds what was readable, for any later open.
+  const reopened = await openCacheStore(root);
+  try {
+    expect(reopened.getEntry(added[0]!.key)).toBeDefined();
+    expect(reopened.getEntry(added[2]!.key)).toBeUndefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
+  }
+});
+
+it('an intact journal: recoverDamagedJournal changes nothing', async () => {
+  const { root, added, journalPath } = await cacheWithJournal();
+  const before = await readFile(journalPath);
+  const store = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(await store.recoverDamagedJournal!()).toBeNull();
+    for (const t of added) expect(store.getEntry(t.key)).toBeDefined();
+  } finally {
+    await store.close();
+  }
+  expect(Buffer.from(await readFile(journalPath)).equals(before)).toBe(true);
+});
+
+it('a journal of a newer format still fails to open (UNSUPPORTED_FORMAT, not damage)', async () => {
+  const { root, journalPath } = await cacheWithJournal();
+  const bytes = Buffer.from(await readFile(journalPath));
+  bytes.writeUInt32LE(99, 8);
+  await writeFile(journalPath, bytes);
+  expect((await catchError(() => openCacheStore(root))).code).toBe('UNSUPPORTED_FORMAT');
+});
