@@ -16,6 +16,7 @@ import {
   type CacheEntry,
   type CacheStore,
   type SliceKeyTuple,
+  type JournalRecovery,
   type TempFilesReport,
 } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
@@ -134,6 +135,12 @@ export interface BuildReport {
    */
   temp_files_removed: number;
   temp_bytes_removed: number;
+  /**
+   * `--repair` found the cache's journal damaged and set it aside (store.recoverDamagedJournal):
+   * where it was kept, and from which byte it could not be read; the entries only it held were
+   * encoded again by this run. Null otherwise.
+   */
+  journal_recovered: JournalRecovery | null;
   /** The encode backend that ran. */
   backend: string;
   /** The backend asked for (`--backend`, default `auto`). */
@@ -321,6 +328,11 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
+    // --repair: a damaged journal (which every commit would refuse) is set aside first; the
+    // entries only it held are then encoded again like any missing tensor.
+    const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
+      throw wrapBuildError(error, { cacheDir: options.cacheDir });
+    }) : null;
     // A writer killed mid-write (SIGKILL, a crash, a second Ctrl-C) left its staged blobs, up to a
     // payload each, which only a gc removed: the build removes them now, judged as gc judges them,
     // beside its first tensors. The writer lock it takes only when there are some is the one its
@@ -506,6 +518,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         storedBytes: context.storedBytes,
         aliased: context.aliased,
         swept,
+        journalRecovery,
       });
     if (state.failure !== null) {
       const failure = state.failure;
@@ -883,6 +896,7 @@ function summarize(input: {
   storedBytes: number;
   aliased: number;
   swept: TempFilesReport;
+  journalRecovery: JournalRecovery | null;
 }): BuildReport {
   const count = (status: BuildTensorStatus): number => input.results.filter((t) => t.status === status).length;
   let compBytes = 0;
@@ -908,6 +922,7 @@ function summarize(input: {
     aliased: input.aliased,
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
+    journal_recovered: input.journalRecovery,
     temp_files_removed: input.swept.tempFiles.length,
     temp_bytes_removed: input.swept.tempBytes,
     backend: input.backend,

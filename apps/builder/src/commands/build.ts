@@ -142,6 +142,12 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
+    ...(report.journal_recovered !== null
+      ? [
+          `journal damaged from byte ${report.journal_recovered.damagedFromOffsetBytes}: set aside as ${report.journal_recovered.keptAs}; ` +
+            'what it held past the damage was encoded again',
+        ]
+      : []),
     ...(report.temp_files_removed > 0
       ? [`cleaned ${report.temp_files_removed} temp ${report.temp_files_removed === 1 ? 'file' : 'files'} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
       : []),

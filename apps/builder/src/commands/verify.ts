@@ -85,6 +85,9 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     const what = p.key === '' ? 'cache' : `entry ${p.key} (${p.qualname})`;
     lines.push(`  FAIL ${what}: ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
   }
+  if (s.problems.some((p) => p.code === 'JOURNAL_INVALID')) {
+    lines.push(`  journal damaged: \`splitzip build <model> --out ${report.cache} --repair\` sets it aside (kept for inspection) and encodes again what it held`);
+  }
   if (s.problems.some((p) => BLOB_DAMAGE_CODES.has(p.code))) {
     lines.push(`  blobs missing or damaged: \`splitzip build <model> --out ${report.cache} --repair\` puts them back from the model`);
   }
