@@ -208,6 +208,9 @@ function validateSliceArgs(shardName: string, offsetBytes: number, sizeBytes: nu
   return validateSliceKey(stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]], undefined, 'INVALID_ARGUMENT');
 }
 
+/** How long removeAbandonedTempFiles waits for the writer lock: a commit holds it for milliseconds. */
+export const SWEEP_LOCK_WAIT_MS = 1000;
+
 /** Catch-up rounds a writer holding the lock may need (seal, reload, finish a compaction): more is a bug. */
 const LOCKED_CATCH_UP_ROUNDS = 8;
 
@@ -583,11 +586,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   // ---- writing ------------------------------------------------------------------------------
 
   /** Runs `task` holding this instance's mutex and the cross-process writer lock, caught up. */
-  private async writerSession<T>(task: (lock: HeldLock) => Promise<T>): Promise<T> {
+  private async writerSession<T>(task: (lock: HeldLock) => Promise<T>, lockTimeoutMs = this.settings.lockTimeoutMs): Promise<T> {
     return this.mutex.run(async () => {
       // Before the catch-up, which would apply the record that could not be taken back.
       if (this.journalUnwritable) throw this.journalUnwritable;
-      const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
+      const lock = await this.backend.acquireWriteLock(lockTimeoutMs);
       this.compactionFinishedInSession = undefined;
       let result: T;
       try {
@@ -1020,8 +1023,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   removeAbandonedTempFiles(): Promise<TempFilesReport> {
     this.assertOpen();
-    return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task()));
+    // A sweep is housekeeping: behind a writer that holds the lock longer than a commit takes, it
+    // gives up (LOCK_TIMEOUT) rather than hold up the build that asked (an interrupted or failed
+    // build waited out the whole lockTimeoutMs for it), and the files wait for the next run.
+    return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task(), Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs)));
   }
+
   recoverDamagedJournal(): Promise<JournalRecovery | null> {
     this.assertOpen();
     return this.mutex.run(async () => {

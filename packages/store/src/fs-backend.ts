@@ -8,7 +8,7 @@ import { StoreError, errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { closeQuietly, forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
-import { acquireLock, createToken, isLockFileStale, type HeldLock } from './write-lock.js';
+import { acquireLock, createToken, isLockFileStale, pidSpaceTag, type HeldLock } from './write-lock.js';
 import { renameIntoPlace } from './rename-into-place.js';
 import { canonicalBlobPath } from './validate-entry.js';
 
@@ -22,7 +22,8 @@ export function journalFileName(generation: number): string {
 
 /** Temp names carry the writer's pid so gc can tell a live writer's file from a dead one's. */
 export function tempName(suffix = ''): string {
-  return `.tmp-${process.pid}-${createToken()}${suffix}`;
+  // The pid space tag: only a writer of this host, boot and pid namespace can be judged dead by its pid.
+  return `.tmp-${process.pid}-${createToken()}.${pidSpaceTag()}${suffix}`;
 }
 
 async function syncDirectory(path: string): Promise<void> {

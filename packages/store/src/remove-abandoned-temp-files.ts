@@ -2,20 +2,27 @@
 // models), judged as gc judges them, and a sweep of those alone that a writer can afford at every
 // run: the builder calls it, so a re-run after a killed build cleans up after it without a gc.
 import type { StorageBackend, StoredFile } from './backend.js';
-import { isAbandonedTempFile } from './write-lock.js';
+import { isAbandonedTempFile, pidSpaceTag } from './write-lock.js';
 
-/** A writer's temp file name: `.tmp-<pid>-<16 hex>` (blobs, manifest, journal, a lock being made). */
-export const TEMP_FILE_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}/;
+/**
+ * A writer's temp file name: `.tmp-<pid>-<16 hex>.<tag>` (blobs, manifest, journal, a lock being
+ * made), `<tag>` the writer's pidSpaceTag(); names from before 2026-12-05 carry none.
+ */
+export const TEMP_FILE_PATTERN = /\.tmp-(\d+)-[0-9a-f]{16}(?:\.([0-9a-f]{8}))?/;
 
 /**
  * Whether gc removes `file` as a temp file: a regular file named as a writer's temp file whose
- * writer is gone (isAbandonedTempFile: its pid is dead on this host, or it is older than
- * TEMP_FILE_MAX_AGE_MS). The one judgement of gc and removeAbandonedTempFiles.
+ * writer is gone (isAbandonedTempFile: its pid is dead here, or it is older than
+ * TEMP_FILE_MAX_AGE_MS). A pid is judged only in a name with this process's pid space tag: a cache
+ * directory shared by containers (one host name, separate pids) or over NFS holds other writers'
+ * temp files, whose pids mean nothing here (a live writer's staged blob, written outside the lock,
+ * was removed as a dead pid's). Other and untagged names go by age. The one judgement of gc and
+ * removeAbandonedTempFiles.
  */
 export function isAbandonedTemp(file: StoredFile): boolean {
   if (!file.isFile) return false;
   const temp = TEMP_FILE_PATTERN.exec(file.name);
-  return temp !== null && isAbandonedTempFile(Number(temp[1]), file.mtimeMs);
+  return temp !== null && isAbandonedTempFile(Number(temp[1]), file.mtimeMs, temp[2] === pidSpaceTag());
 }
 
 /** What CacheStore.removeAbandonedTempFiles removed. */

@@ -227,7 +227,7 @@ async function observeLock(path: string): Promise<ObservedLock | undefined> {
 /** Creates `path` holding our holder record, atomically (link fails with EEXIST like O_EXCL). */
 async function tryCreateLock(path: string, token: string): Promise<boolean> {
   const holder: LockHolder = { ...describeThisProcess(), token, createdMs: Date.now() };
-  const temp = `${path}.tmp-${process.pid}-${token}`;
+  const temp = `${path}.tmp-${process.pid}-${token}.${pidSpaceTag()}`;
   try {
     await writeFile(temp, JSON.stringify(holder), { flag: 'wx' });
     await link(temp, path);

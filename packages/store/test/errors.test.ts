@@ -7,6 +7,7 @@ import { writeSignedManifest } from '@splitzip/test-support/manifest';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decode } from '@splitzip/codec';
 import { countOpenBlobFiles, MAX_BLOB_BYTES, MAX_JOURNAL_BYTES, MAX_MANIFEST_BYTES, MAX_OPEN_BLOB_FILES, MAX_SLICE_KEYS_PER_ENTRY, MAX_LOCK_BREAK_DEPTH, openCacheStore, TEMP_FILE_MAX_AGE_MS } from '../src/index.js';
+import { pidSpaceTag } from '../src/write-lock.js';
 import { catchError, frameJournalRecord, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -804,9 +805,9 @@ describe('gc', () => {
     const dead = deadPid();
     const orphanKey = 'c'.repeat(40);
     await writeFile(join(root, 'blobs', `${orphanKey}.bin`), Buffer.alloc(512));
-    await writeFile(join(root, 'blobs', `.tmp-${dead}-0123456789abcdef.bin`), Buffer.alloc(10));
+    await writeFile(join(root, 'blobs', `.tmp-${dead}-0123456789abcdef.${pidSpaceTag()}.bin`), Buffer.alloc(10));
     await writeFile(join(root, 'blobs', `.tmp-${process.ppid}-0123456789abcdef.bin`), Buffer.alloc(10));
-    await writeFile(join(root, `.tmp-${dead}-0123456789abcdef.manifest`), '{}');
+    await writeFile(join(root, `.tmp-${dead}-0123456789abcdef.${pidSpaceTag()}.manifest`), '{}');
     await writeFile(join(root, 'journal.1'), 'old');
     await writeFile(join(root, 'journal.7'), 'future leftover');
     await writeFile(join(root, 'lock'), JSON.stringify({ pid: dead, host: hostname(), token: 'aaaaaaaaaaaaaaaa', createdMs: 0 }));
@@ -827,7 +828,7 @@ describe('gc', () => {
     const report = await store.gc();
     expect(report.orphanBlobs).toEqual([`blobs/${orphanKey}.bin`]);
     expect(report.orphanBytes).toBe(512);
-    expect(report.tempFiles.sort()).toEqual([`.tmp-${dead}-0123456789abcdef.manifest`, `blobs/.tmp-${dead}-0123456789abcdef.bin`].sort());
+    expect(report.tempFiles.sort()).toEqual([`.tmp-${dead}-0123456789abcdef.${pidSpaceTag()}.manifest`, `blobs/.tmp-${dead}-0123456789abcdef.${pidSpaceTag()}.bin`].sort());
     expect(report.oldJournals.sort()).toEqual(['journal.1', 'journal.7']);
     expect(report.staleLocks.sort()).toEqual(['lock', 'lock.break-bbbbbbbbbbbbbbbb']);
     expect(report.unknownFiles.sort()).toEqual(['blobs/subdir', 'notes.txt']);
