@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pidSpaceTag } from '@splitzip/store';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import type { BuildJson } from './helpers/reports.js';
 import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
@@ -28,18 +29,20 @@ describe('build removes dead writers’ temp files', () => {
     const first = await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
     expect(first.json).toMatchObject({ encoded: 2, temp_files_removed: 0, temp_bytes_removed: 0 });
 
-    // What a build SIGKILLed while staging blobs leaves (the store's temp name: pid, 16 hex digits).
+    // What a build SIGKILLed while staging blobs leaves (the store's temp name: pid, 16 hex digits,
+    // the writer's pid space tag: this host's, as the CLI it runs is on it).
     const dead = deadPid();
-    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-0123456789abcdef.bin`), Buffer.alloc(5000));
-    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-fedcba9876543210.bin`), Buffer.alloc(3000));
-    const live = `.tmp-${process.ppid}-0123456789abcdef.bin`; // a writer still running: not to be touched
+    const tag = pidSpaceTag();
+    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-0123456789abcdef.${tag}.bin`), Buffer.alloc(5000));
+    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-fedcba9876543210.${tag}.bin`), Buffer.alloc(3000));
+    const live = `.tmp-${process.ppid}-0123456789abcdef.${tag}.bin`; // a writer still running: not to be touched
     await writeFile(join(cacheDir, 'blobs', live), Buffer.alloc(10));
 
     const rerun = await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
     expect(rerun.json).toMatchObject({ encoded: 0, cached: 2, temp_files_removed: 2, temp_bytes_removed: 8000 });
     expect(await tempNames(cacheDir)).toEqual([live]);
 
-    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-0000000000000000.bin`), Buffer.alloc(2048));
+    await writeFile(join(cacheDir, 'blobs', `.tmp-${dead}-0000000000000000.${tag}.bin`), Buffer.alloc(2048));
     const text = await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^cleaned 1 temp file \(2\.00 KiB\) left by writers killed mid-write$/m);

@@ -41,6 +41,8 @@ export {
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles, keptBlobFilesLimit } from './open-blob-files.js';
 export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type { TempFilesReport } from './remove-abandoned-temp-files.js';
+// The tag a writer's temp file names carry (removeAbandonedTempFiles judges a pid only in its own).
+export { pidSpaceTag } from './write-lock.js';
 export type {
   CacheEntry,
   PayloadMetaJson,
