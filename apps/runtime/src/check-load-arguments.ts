@@ -117,8 +117,10 @@ export function checkPoolArgument(pool: unknown): void {
 /** A ByteReader (createFileReader, createPacedReader, or one with the same methods), or undefined unless `required`. */
 export function checkReaderArgument(reader: unknown, option = 'reader', required = false): void {
   if (reader === undefined && !required) return;
-  if (!hasMethods(reader, ['readExact', 'close'])) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a ByteReader (readExact and close, e.g. createFileReader()), got ${kindOf(reader)}`, { option, type: kindOf(reader) });
+  // readExact is what a load calls (close is the owner's to call, and the README's ByteReader is
+  // readExact alone): a reader of that one method worked before this check and still does.
+  if (!hasMethods(reader, ['readExact'])) {
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a ByteReader (with readExact, e.g. createFileReader()), got ${kindOf(reader)}`, { option, type: kindOf(reader) });
   }
 }
 

@@ -147,6 +147,8 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
         }
       }
     },
-    close: () => inner.close(),
+    close: async () => {
+      if (typeof inner.close === 'function') await inner.close();
+    },
   };
 }

@@ -51,9 +51,10 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
   } catch {
     return opened; // Not a model openSafetensorsModel made (a wrapper): no descriptor here; its reads say what they find.
   }
-  // A local file's stamp cannot be read only once the model is closed (an object's never can).
+  // No stamp now: the model was closed, or the fstat failed (ESTALE, EIO on network storage: the
+  // read then says what it finds). Only a closed model has no descriptor left (checkModelOpen).
   if (now === null) {
-    if (shardStampKind(opened) === 'file') throw modelClosedError(model, tensor);
+    if (shardStampKind(opened) === 'file') checkModelOpen(model, shardName, tensor);
     return opened;
   }
   // Its ctime left out: a chmod under the open model changes no byte (isSameFileContentStamp).

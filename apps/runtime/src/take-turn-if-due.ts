@@ -1,3 +1,12 @@
+import * as timers from 'node:timers';
+
+/**
+ * setImmediate as it was when this module loaded: a caller's fake timers (vi.useFakeTimers)
+ * replace the global and the timers module's export later, and an immediate scheduled through
+ * them never ran once real timers were back.
+ */
+const scheduleImmediate = timers.setImmediate;
+
 /**
  * Continuous work a load does on the loading thread before it lets the event loop turn (timers,
  * I/O callbacks, the host's own setImmediate callbacks), in milliseconds.
@@ -16,10 +25,19 @@
  */
 export const EVENT_LOOP_TURN_BUDGET_MS = 2;
 
+/**
+ * A turn asked for this long ago that has not come was lost, not late: every await of the load
+ * lets the loop turn, so the immediate fires within one iteration. Its waiters are let go and a
+ * new stretch begins (a load that waited on it hung, and so did every later load in the process).
+ */
+const LOST_TURN_MS = 1000;
+
 /** When the current stretch of work began: the first check since the event loop last turned (undefined: it has turned). */
 let stretchStartMs: number | undefined;
 /** Settles in the next check phase of the event loop, which also marks the stretch over. */
 let nextTurn: Promise<void> | undefined;
+/** Settles nextTurn (kept to let its waiters go if its immediate never runs). */
+let endTurn: (() => void) | undefined;
 
 /**
  * A promise of the event loop's next turn when the work since its last turn has reached
@@ -34,17 +52,28 @@ let nextTurn: Promise<void> | undefined;
  */
 export function takeTurnIfDue(): Promise<void> | undefined {
   const nowMs = performance.now();
+  if (stretchStartMs !== undefined && nowMs - stretchStartMs >= LOST_TURN_MS) endTurn?.();
   if (stretchStartMs === undefined || nextTurn === undefined) {
     stretchStartMs = nowMs;
-    // setImmediate runs after the event loop's timers and I/O polling: when it fires, the loop has
-    // turned, whether or not anyone waited for it.
-    nextTurn = new Promise<void>((resolve) =>
-      setImmediate(() => {
+    let settled = false;
+    const end = (): void => {
+      if (settled) return;
+      settled = true;
+      if (endTurn === end) {
         stretchStartMs = undefined;
         nextTurn = undefined;
-        resolve();
-      }),
-    );
+        endTurn = undefined;
+      }
+      resolveTurn();
+    };
+    let resolveTurn!: () => void;
+    nextTurn = new Promise<void>((resolve) => {
+      resolveTurn = resolve;
+    });
+    endTurn = end;
+    // setImmediate runs after the event loop's timers and I/O polling: when it fires, the loop has
+    // turned, whether or not anyone waited for it.
+    scheduleImmediate(end);
     return undefined;
   }
   return nowMs - stretchStartMs >= EVENT_LOOP_TURN_BUDGET_MS ? nextTurn : undefined;

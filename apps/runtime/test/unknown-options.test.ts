@@ -54,6 +54,13 @@ it('a misspelt option is INVALID_ARGUMENT naming it and the option it was likely
     const handleError = await errorOf(() => loadTensor({ model, name }, cache as never));
     expect(handleError.code).toBe('INVALID_ARGUMENT');
     expect(handleError.message).toContain('cache handle');
+    // A reader is readExact alone (the README's ByteReader; a load never closes it).
+    const files = createFileReader();
+    const readExactOnly = { readExact: (path: string, target: Uint8Array, at: number) => files.readExact(path, target, at) };
+    const viaReader = await loadTensor({ model, name }, { reader: readExactOnly as never });
+    expect(sameBytes(viaReader.data, fixture.raw.get(name)!)).toBe(true);
+    await createPacedReader(readExactOnly as never, { bytesPerSecond: 1e9 }).close();
+    await files.close();
     // Every documented option still passes, given as undefined too.
     const loaded = await loadTensor({ model, name }, { cache, verifyDigest: true, cacheOnly: undefined, explainMisses: false });
     expect(sameBytes(loaded.data, fixture.raw.get(name)!)).toBe(true);
