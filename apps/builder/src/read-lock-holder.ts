@@ -6,7 +6,7 @@ import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { MAX_LOCK_FILE_BYTES } from '@splitzip/store';
+import { isHolderDead, MAX_LOCK_FILE_BYTES } from '@splitzip/store';
 
 /** The writer lock's file in a cache directory (the store's `<root>/lock`). */
 export const LOCK_FILE_NAME = 'lock';
@@ -16,6 +16,9 @@ export interface LockHolderInfo {
   host: string;
   /** Names this holding of the lock: a new one for every time it is taken. */
   token: string;
+  /** The holder's boot and process start, as the store records them (null where it could not). */
+  bootId: string | null;
+  startTicks: number | null;
 }
 
 /**
@@ -34,9 +37,15 @@ export async function readLockHolder(cacheDir: string): Promise<LockHolderInfo |
     const bytes = Buffer.alloc(MAX_LOCK_FILE_BYTES + 1);
     const { bytesRead } = await handle.read(bytes, 0, bytes.length, 0);
     if (bytesRead > MAX_LOCK_FILE_BYTES) return undefined;
-    const record = JSON.parse(bytes.toString('utf8', 0, bytesRead)) as { pid?: unknown; host?: unknown; token?: unknown };
+    const record = JSON.parse(bytes.toString('utf8', 0, bytesRead)) as { pid?: unknown; host?: unknown; token?: unknown; bootId?: unknown; startTicks?: unknown };
     if (!(Number.isSafeInteger(record.pid) && (record.pid as number) > 0 && typeof record.host === 'string' && typeof record.token === 'string')) return undefined;
-    return { pid: record.pid as number, host: record.host, token: record.token };
+    return {
+      pid: record.pid as number,
+      host: record.host,
+      token: record.token,
+      bootId: typeof record.bootId === 'string' ? record.bootId : null,
+      startTicks: Number.isSafeInteger(record.startTicks) ? (record.startTicks as number) : null,
+    };
   } catch {
     return undefined;
   } finally {
@@ -50,21 +59,17 @@ export function isThisProcess(holder: LockHolderInfo): boolean {
 }
 
 /**
- * True when the holder is certainly not running: a process of this host that no longer exists.
- * Another host's holder cannot be judged from here (false).
+ * True when the holder is certainly not running, as the store judges it (isHolderDead): of this
+ * host, and another boot, no such pid, a zombie, or a pid now another process's (a later start).
+ * A pid alone misjudged a build killed before a reboot, or one that ran as pid 1 in a container:
+ * its pid now names another live process, and verify, inspect and gc said "being created" for
+ * ever. Another host's holder cannot be judged from here (false).
  */
 export function isHolderGone(holder: LockHolderInfo): boolean {
-  if (holder.host !== hostname()) return false;
-  try {
-    process.kill(holder.pid, 0);
-    return false;
-  } catch (error) {
-    // EPERM: it runs, as another user.
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
-  }
+  return isHolderDead(holder);
 }
 
 /** `pid 1234`, with the host where it is not this one's. */
-export function describeHolder(holder: LockHolderInfo): string {
+export function describeHolder(holder: Pick<LockHolderInfo, 'pid' | 'host'>): string {
   return holder.host === hostname() ? `pid ${holder.pid}` : `pid ${holder.pid} on ${holder.host}`;
 }

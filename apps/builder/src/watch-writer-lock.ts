@@ -94,6 +94,6 @@ export function watchWriterLock(cacheDir: string, options: WatchWriterLockOption
 
 /** What the CLI says of a wait (`splitzip <command>: ` before it): one line. */
 export function describeLockWait(cache: string, wait: { pid: number; host: string; lockTimeoutMs: number }): string {
-  const holder = describeHolder({ pid: wait.pid, host: wait.host, token: '' });
+  const holder = describeHolder(wait);
   return `waiting for the writer lock of ${cache}, held by ${holder} (another build or gc of this cache, busy or stopped); gives up after ${Math.round(wait.lockTimeoutMs / 1000)} s`;
 }

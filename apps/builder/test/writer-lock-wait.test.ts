@@ -129,4 +129,15 @@ describe('a build behind another writer’s lock', () => {
     expect(dead.code).toBe(1);
     expect(dead.stderr).toMatch(/NOT_A_CACHE: .* is not a SplitZip cache \(.*manifest\.json does not exist\); `splitzip build <model> --out /);
   });
+
+  it('a lock left by a build of an earlier boot names a pid another live process has now: NOT_A_CACHE, not "being created" for ever', async () => {
+    const leftover = join(temp.path, 'earlier-boot');
+    await mkdir(leftover, { recursive: true });
+    // pid 1 is alive (init, or this container's first process); the boot is not this one.
+    await writeFile(join(leftover, 'lock'), JSON.stringify({ pid: 1, host: hostname(), bootId: 'not-this-boot-0000', startTicks: null, token: 'fedcba9876543210', createdMs: Date.now() }));
+    const result = await runCli(['verify', leftover]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/NOT_A_CACHE/);
+    expect(result.stderr).not.toMatch(/being created/);
+  });
 });

@@ -43,6 +43,8 @@ export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type { TempFilesReport } from './remove-abandoned-temp-files.js';
 // The tag a writer's temp file names carry (removeAbandonedTempFiles judges a pid only in its own).
 export { pidSpaceTag } from './write-lock.js';
+// The store's judgement of a lock holder (host, boot, pid, process start), for tools that name one.
+export { isHolderDead } from './write-lock.js';
 export type {
   CacheEntry,
   PayloadMetaJson,
