@@ -2,7 +2,7 @@ import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
 import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
 import { checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
-import { checkLoadTensorOptions, type LoadTensorOptions } from './load-tensor.js';
+import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
 import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, explainMiss, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
@@ -32,19 +32,8 @@ export interface LoadTensorToDeviceOptions extends Omit<LoadTensorOptions, 'back
   kernels: Kernels;
 }
 
-const LOAD_TENSOR_TO_DEVICE_OPTIONS = optionNames<LoadTensorToDeviceOptions>({
-  syncReadMaxBytes: true,
-  cache: true,
-  model: true,
-  target: true,
-  pool: true,
-  reader: true,
-  verifyDigest: true,
-  cacheOnly: true,
-  explainMisses: true,
-  signal: true,
-  kernels: true,
-});
+const { backend: _backend, ...LOAD_TENSOR_SHARED_NAMES } = LOAD_TENSOR_OPTION_NAMES;
+const LOAD_TENSOR_TO_DEVICE_OPTIONS = optionNames<LoadTensorToDeviceOptions>({ ...LOAD_TENSOR_SHARED_NAMES, kernels: true });
 
 /**
  * The device-resident variant of loadTensor: the payload is staged and validated as usual, then

@@ -9,7 +9,8 @@ import type { LoadedTensor } from './types.js';
 import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 
-const LOAD_TENSOR_OPTIONS = optionNames<LoadTensorOptions>({
+/** LoadTensorOptions' names (loadTensorToDevice's are these less backend, plus kernels). */
+export const LOAD_TENSOR_OPTION_NAMES: Record<keyof LoadTensorOptions, true> = {
   syncReadMaxBytes: true,
   cache: true,
   model: true,
@@ -21,7 +22,8 @@ const LOAD_TENSOR_OPTIONS = optionNames<LoadTensorOptions>({
   cacheOnly: true,
   explainMisses: true,
   signal: true,
-});
+};
+const LOAD_TENSOR_OPTIONS = optionNames<LoadTensorOptions>(LOAD_TENSOR_OPTION_NAMES);
 
 /** The options loadTensor and loadTensorToDevice share, checked before any work (`known`: the caller's option names). */
 export function checkLoadTensorOptions(options: LoadTensorOptions, known: readonly string[] = LOAD_TENSOR_OPTIONS): void {

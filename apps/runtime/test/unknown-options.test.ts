@@ -10,6 +10,7 @@ import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { RuntimeError } from '../src/errors.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { openModel } from '../src/open-model.js';
 import { openShardCache, wrapCacheStore } from '../src/open-shard-cache.js';
 import { openCachedModel, sameBytes } from './fixtures.js';
@@ -42,6 +43,8 @@ it('a misspelt option is INVALID_ARGUMENT naming it and the option it was likely
       [() => createFileReader({ syncReadMaxByte: 0 } as never), 'syncReadMaxByte', 'syncReadMaxBytes'],
       [() => createPacedReader(createFileReader(), { bytesPerSecond: 1e9, burst: 0 } as never), 'burst', undefined],
       [() => openModel(fixture.dir + '/model', { readThrough: '/tmp' } as never), 'readThrough', undefined],
+      // loadTensor's options less backend (the kernels decode), plus kernels.
+      [() => loadTensorToDevice({ model, name }, { cache, kernels: { decodeToDevice: () => undefined }, backend: 'cpu' } as never), 'backend', undefined],
     ];
     for (const [run, key, near] of cases) {
       const error = await errorOf(run);
