@@ -37,8 +37,8 @@ export interface StorageBackend {
   /** Creates (or empties) the journal of a generation holding only `header`, durably. */
   createJournal(generation: number, header: Uint8Array): Promise<void>;
   removeJournal(generation: number): Promise<void>;
-  /** Renames a journal to `name` in the cache directory (kept, never read again); resolves its path. */
-  renameJournal?(generation: number, name: string): Promise<string>;
+  /** Gives a journal a second name in the cache directory (kept, never read again; a copy where links fail); resolves its path. */
+  keepJournalCopy?(generation: number, name: string): Promise<string>;
 
   /**
    * Writes a payload durably under a temp name (outside the lock; parallel writers); calls

@@ -12,6 +12,7 @@ import {
   framedRecordBytes,
   isIntactRecord,
   scanJournalRecords,
+  type JournalRecord,
   type JournalScan,
 } from './journal-format.js';
 import {
@@ -149,6 +150,11 @@ export interface JournalRecovery {
   generation: number;
   /** Where the unreadable part began (0: the header itself). */
   damagedFromOffsetBytes: number;
+  /** Intact records past the damage whose ops went into the new generation (each op that still applied). */
+  salvagedRecords: number;
+  /** Records that could not be read (the damaged one, and any other), and ops of salvaged records that no longer applied. */
+  droppedRecords: number;
+  droppedOps: number;
   /** The damage as reported (JOURNAL_INVALID). */
   reason: string;
 }
@@ -850,7 +856,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
   /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */
-  private async finishCompaction(keepOldAs?: string): Promise<string | undefined> {
+  private async finishCompaction(): Promise<void> {
     const old = this.header.generation;
     const next = old + 1;
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
@@ -884,12 +890,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.sealSeen = false;
     await previous?.close().catch(() => undefined);
     // A name of the old journal left by a failure here is gc's (no manifest names it any more).
-    let kept: string | undefined;
-    if (keepOldAs !== undefined && this.backend.renameJournal) kept = await this.backend.renameJournal(old, keepOldAs).catch(() => undefined);
-    if (kept === undefined) await this.backend.removeJournal(old).catch(() => undefined);
+    await this.backend.removeJournal(old).catch(() => undefined);
     // Opened again by the next catch-up if this fails (under the lock it is made again: still empty).
     this.journal = await this.backend.openJournal(next);
-    return kept;
   }
 
   get needsCompaction(): boolean {
@@ -1029,6 +1032,49 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task(), Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs)));
   }
 
+  /**
+   * Applies the intact records (magic, length, CRC, content) of `journal` from `fromOffset` on,
+   * skipping damaged ones, each op on its own: what recoverDamagedJournal keeps past the damage.
+   * Stops at a seal (nothing is appended after one).
+   */
+  private async salvageRecordsAfter(journal: JournalFile, fromOffset: number): Promise<{ salvagedRecords: number; droppedRecords: number; droppedOps: number }> {
+    const size = await journal.size();
+    let salvagedRecords = 0;
+    let droppedRecords = 0;
+    let droppedOps = 0;
+    const context = { source: 'a damaged journal', path: journal.path };
+    let at: number | undefined = Math.max(fromOffset, JOURNAL_HEADER_BYTES);
+    while (at !== undefined && at < size) {
+      const total = size - at >= JOURNAL_RECORD_HEADER_BYTES ? framedRecordBytes(await journal.read(at, JOURNAL_RECORD_HEADER_BYTES)) : undefined;
+      const bytes = total !== undefined && at + total <= size ? await journal.read(at, total) : undefined;
+      let records: JournalRecord[] | undefined;
+      if (bytes !== undefined && isIntactRecord(bytes)) {
+        try {
+          records = scanJournalRecords(bytes, at, journal.path).records;
+        } catch {
+          records = undefined; // a valid CRC over content that is not ops
+        }
+      }
+      if (records === undefined || records.length !== 1) {
+        droppedRecords += 1;
+        at = await findIntactRecordAfter(journal, at, size);
+        continue;
+      }
+      const ops = records[0]!.ops;
+      if (ops.some((op) => op.kind === 'seal')) break;
+      for (const op of ops) {
+        try {
+          this.state.applyOps([op], context);
+        } catch {
+          droppedOps += 1;
+        }
+      }
+      salvagedRecords += 1;
+      at += total!;
+    }
+    return { salvagedRecords, droppedRecords, droppedOps };
+  }
+
   recoverDamagedJournal(): Promise<JournalRecovery | null> {
     this.assertOpen();
     return this.mutex.run(async () => {
@@ -1042,21 +1088,21 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         if (damage === undefined) return null;
         if (this.header.generation + 1 > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
         const generation = this.header.generation;
-        const journalPath = this.journal?.path ?? this.backend.describe(journalFileName(generation));
-        const keptName = `${journalFileName(generation)}.damaged-${Date.now()}`;
-        // The new manifest's rename is the one step that moves the cache off the damaged journal;
-        // a crash before it changes nothing, and one after it leaves the old name to gc.
-        const kept = await this.finishCompaction(keptName);
+        const journal = this.journal;
+        if (journal === undefined || !this.backend.keepJournalCopy) throw damage;
+        const offset = typeof damage.details.offsetBytes === 'number' ? damage.details.offsetBytes : 0;
+        // Every intact record past the damage is salvaged (acknowledged commits: other writers',
+        // and those a writer that had read past the damage kept appending), op by op: an op that
+        // no longer applies (an alias of an entry added in the damaged record) is left out.
+        const salvage = await this.salvageRecordsAfter(journal, offset);
+        // The damaged file gets its second name first: a crash at any later step leaves it kept
+        // (gc would remove a `journal.<G>` no manifest names, and with it the only copy).
+        const keptAs = await this.backend.keepJournalCopy(generation, `${journalFileName(generation)}.damaged-${Date.now()}`);
+        // The new manifest's rename is the one step that moves the cache off the damaged journal.
+        await this.finishCompaction();
         this.journalDamage = undefined;
         this.journalHeaderDamaged = false;
-        const offset = damage.details.offsetBytes;
-        return {
-          journal: journalPath,
-          keptAs: kept ?? '(removed: it could not be renamed)',
-          generation,
-          damagedFromOffsetBytes: typeof offset === 'number' ? offset : 0,
-          reason: damage.message,
-        };
+        return { journal: journal.path, keptAs, generation, damagedFromOffsetBytes: offset, ...salvage, reason: damage.message };
       } finally {
         await lock.release().catch(() => undefined);
       }

@@ -1,6 +1,6 @@
 import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JournalFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
@@ -340,14 +340,18 @@ export class FsBackend implements StorageBackend {
     }
   }
 
-  async renameJournal(generation: number, name: string): Promise<string> {
+  async keepJournalCopy(generation: number, name: string): Promise<string> {
     const from = join(this.root, journalFileName(generation));
     const to = join(this.root, name);
     try {
-      await rename(from, to);
+      // A hard link costs nothing; a file system without them gets a copy (never over a name).
+      await link(from, to).catch(async (error: unknown) => {
+        if (errnoCode(error) === 'EEXIST') throw error;
+        await copyFile(from, to, constants.COPYFILE_EXCL);
+      });
       await syncDirectory(this.root);
     } catch (error) {
-      throw toIoError(error, 'cannot rename the journal', { path: from });
+      throw toIoError(error, 'cannot keep a copy of the damaged journal', { path: from });
     }
     return to;
   }

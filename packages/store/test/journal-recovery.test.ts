@@ -1,7 +1,8 @@
 // A damaged journal (its header, or a record with intact ones after it) used to leave a cache that
 // no tool could bring back: a damaged header made every open fail, and every writer, gc and
-// `build --repair` refused a damaged record. Readers now open with what is readable, and
-// recoverDamagedJournal moves the cache to a new generation from it, keeping the damaged file.
+// `build --repair` refused a damaged record. Readers now open with what they can trust, and
+// recoverDamagedJournal moves the cache to a new generation from everything readable (the
+// records before the damage and every intact one after it), keeping the damaged file.
 import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
@@ -51,8 +52,11 @@ it.each(headerDamage)('a journal header with %s: the cache opens with its manife
     expect(Buffer.from(await readFile(journalPath)).equals(damaged)).toBe(true);
 
     const recovery = await store.recoverDamagedJournal!();
-    expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: 0, journal: journalPath });
     expect(recovery!.keptAs).toMatch(/journal\.2\.damaged-\d+$/);
+    // The records past the header are this cache's commits: every intact one is kept.
+    const intactRecords = damaged.length > JOURNAL_HEADER_BYTES ? 3 : 0;
+    expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: 0, journal: journalPath, salvagedRecords: intactRecords, droppedOps: 0 });
+    for (const t of added) expect(store.getEntry(t.key) !== undefined).toBe(intactRecords === 3);
     // The damaged bytes are kept, unread, and gc never removes them.
     expect(Buffer.from(await readFile(recovery!.keptAs)).equals(damaged)).toBe(true);
     expect((await store.verify({ decode: true })).ok).toBe(true);
@@ -72,7 +76,7 @@ it.each(headerDamage)('a journal header with %s: the cache opens with its manife
   }
 });
 
-it('a damaged record with intact ones after it: recovery keeps the records before it and drops the rest', async () => {
+it('a damaged record with intact ones after it: recovery keeps the records before it and every intact one after it', async () => {
   const { root, manifestEntry, added, journalPath } = await cacheWithJournal();
   const intact = await readFile(journalPath);
   // The second record's body: find it after the first record (12-byte record header + body).
@@ -87,11 +91,11 @@ it('a damaged record with intact ones after it: recovery keeps the records befor
     expect(store.getEntry(added[0]!.key)).toBeDefined();
     expect(store.getEntry(added[1]!.key)).toBeUndefined();
     const recovery = await store.recoverDamagedJournal!();
-    expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: secondAt });
+    expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: secondAt, salvagedRecords: 1, droppedRecords: 1, droppedOps: 0 });
     expect(store.getEntry(manifestEntry.key)).toBeDefined();
     expect(store.getEntry(added[0]!.key)).toBeDefined();
     expect(store.getEntry(added[1]!.key)).toBeUndefined();
-    expect(store.getEntry(added[2]!.key)).toBeUndefined();
+    expect(store.getEntry(added[2]!.key)).toBeDefined();
     expect((await store.verify({ decode: true })).ok).toBe(true);
   } finally {
     await store.close();
@@ -100,7 +104,8 @@ it('a damaged record with intact ones after it: recovery keeps the records befor
   const reopened = await openCacheStore(root);
   try {
     expect(reopened.getEntry(added[0]!.key)).toBeDefined();
-    expect(reopened.getEntry(added[2]!.key)).toBeUndefined();
+    expect(reopened.getEntry(added[1]!.key)).toBeUndefined();
+    expect(reopened.getEntry(added[2]!.key)).toBeDefined();
     expect((await reopened.verify()).ok).toBe(true);
   } finally {
     await reopened.close();
@@ -126,4 +131,33 @@ it('a journal of a newer format still fails to open (UNSUPPORTED_FORMAT, not dam
   bytes.writeUInt32LE(99, 8);
   await writeFile(journalPath, bytes);
   expect((await catchError(() => openCacheStore(root))).code).toBe('UNSUPPORTED_FORMAT');
+});
+
+it('a writer that opened before the damage keeps committing: recovery keeps those acknowledged commits too', async () => {
+  const { root, added, journalPath } = await cacheWithJournal();
+  const early = await openCacheStore(root, { compactOnClose: false });
+  try {
+    const bytes = await readFile(journalPath);
+    bytes[1]! ^= 0x01; // the header's magic
+    await writeFile(journalPath, bytes);
+    // It read the journal before the damage and appends after its last record, as before.
+    const late = makeTensor([6, 6], 9346);
+    expect((await early.addEntry(toInput(late, 'late'))).added).toBe(true);
+    const other = await openCacheStore(root, { compactOnClose: false });
+    try {
+      expect(other.getEntry(late.key)).toBeUndefined();
+      const recovery = await other.recoverDamagedJournal!();
+      expect(recovery).toMatchObject({ salvagedRecords: 4, droppedRecords: 0 });
+      for (const t of [...added, late]) expect(other.getEntry(t.key)).toBeDefined();
+      expect((await other.verify({ decode: true })).ok).toBe(true);
+      const gc = await other.gc({ minAgeMs: 0 });
+      expect(gc.orphanBlobs).toEqual([]);
+    } finally {
+      await other.close();
+    }
+    await early.refresh();
+    expect(early.getEntry(late.key)).toBeDefined();
+  } finally {
+    await early.close();
+  }
 });

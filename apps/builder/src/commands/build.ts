@@ -144,8 +144,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
     ...(report.journal_recovered !== null
       ? [
-          `journal damaged from byte ${report.journal_recovered.damagedFromOffsetBytes}: set aside as ${report.journal_recovered.keptAs}; ` +
-            'what it held past the damage was encoded again',
+          `journal damaged from byte ${report.journal_recovered.damagedFromOffsetBytes}: kept as ${report.journal_recovered.keptAs}; ` +
+            `${report.journal_recovered.salvagedRecords} intact records after it kept, ${report.journal_recovered.droppedRecords} unreadable ` +
+            "(this model's tensors among theirs were encoded again)",
         ]
       : []),
     ...(report.temp_files_removed > 0

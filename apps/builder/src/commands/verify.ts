@@ -86,7 +86,7 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     lines.push(`  FAIL ${what}: ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
   }
   if (s.problems.some((p) => p.code === 'JOURNAL_INVALID')) {
-    lines.push(`  journal damaged: \`splitzip build <model> --out ${report.cache} --repair\` sets it aside (kept for inspection) and encodes again what it held`);
+    lines.push(`  journal damaged: \`splitzip build <model> --out ${report.cache} --repair\` sets it aside (kept for inspection), keeps every intact record and encodes again the model's tensors the rest held`);
   }
   if (s.problems.some((p) => BLOB_DAMAGE_CODES.has(p.code))) {
     lines.push(`  blobs missing or damaged: \`splitzip build <model> --out ${report.cache} --repair\` puts them back from the model`);
