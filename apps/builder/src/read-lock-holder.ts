@@ -19,6 +19,7 @@ export interface LockHolderInfo {
   /** The holder's boot and process start, as the store records them (null where it could not). */
   bootId: string | null;
   startTicks: number | null;
+  pidNamespace: string | null;
 }
 
 /**
@@ -37,7 +38,7 @@ export async function readLockHolder(cacheDir: string): Promise<LockHolderInfo |
     const bytes = Buffer.alloc(MAX_LOCK_FILE_BYTES + 1);
     const { bytesRead } = await handle.read(bytes, 0, bytes.length, 0);
     if (bytesRead > MAX_LOCK_FILE_BYTES) return undefined;
-    const record = JSON.parse(bytes.toString('utf8', 0, bytesRead)) as { pid?: unknown; host?: unknown; token?: unknown; bootId?: unknown; startTicks?: unknown };
+    const record = JSON.parse(bytes.toString('utf8', 0, bytesRead)) as { pid?: unknown; host?: unknown; token?: unknown; bootId?: unknown; startTicks?: unknown; pidNamespace?: unknown };
     if (!(Number.isSafeInteger(record.pid) && (record.pid as number) > 0 && typeof record.host === 'string' && typeof record.token === 'string')) return undefined;
     return {
       pid: record.pid as number,
@@ -45,6 +46,7 @@ export async function readLockHolder(cacheDir: string): Promise<LockHolderInfo |
       token: record.token,
       bootId: typeof record.bootId === 'string' ? record.bootId : null,
       startTicks: Number.isSafeInteger(record.startTicks) ? (record.startTicks as number) : null,
+      pidNamespace: typeof record.pidNamespace === 'string' ? record.pidNamespace : null,
     };
   } catch {
     return undefined;

@@ -12,6 +12,11 @@ export interface LockHolder {
   bootId: string | null;
   /** Process start time in clock ticks since boot (/proc/<pid>/stat field 22), to detect pid reuse. */
   startTicks: number | null;
+  /**
+   * The holder's pid namespace (Linux `/proc/self/ns/pid`, e.g. `pid:[4026531836]`; null where
+   * unknown, and in records from before 2026-12-05): its pid means nothing in another namespace.
+   */
+  pidNamespace: string | null;
   token: string;
   createdMs: number;
 }
@@ -25,7 +30,7 @@ export interface HeldLock {
 }
 
 let cachedBootId: string | null | undefined;
-function currentBootId(): string | null {
+export function currentBootId(): string | null {
   if (cachedBootId === undefined) {
     try {
       cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
@@ -56,7 +61,7 @@ function readProcessStatFields(pid: number): string[] | null {
 let ownStartTicks: number | null | undefined;
 export function describeThisProcess(): Omit<LockHolder, 'token' | 'createdMs'> {
   if (ownStartTicks === undefined) ownStartTicks = readProcessStartTicks(process.pid);
-  return { pid: process.pid, host: hostname(), bootId: currentBootId(), startTicks: ownStartTicks };
+  return { pid: process.pid, host: hostname(), bootId: currentBootId(), startTicks: ownStartTicks, pidNamespace: currentPidNamespace() };
 }
 
 export function createToken(): string {
@@ -84,6 +89,7 @@ function parseHolder(text: string | undefined): LockHolder | undefined {
         host: v.host,
         bootId: typeof v.bootId === 'string' ? v.bootId : null,
         startTicks: typeof v.startTicks === 'number' ? v.startTicks : null,
+        pidNamespace: typeof v.pidNamespace === 'string' ? v.pidNamespace : null,
         token: v.token,
         createdMs: v.createdMs,
       };
@@ -113,6 +119,19 @@ export function isPidDead(pid: number): boolean {
 }
 
 let cachedPidSpaceTag: string | undefined;
+let cachedPidNamespace: string | null | undefined;
+
+/** This process's pid namespace (`/proc/self/ns/pid`'s link text), or null off Linux. */
+export function currentPidNamespace(): string | null {
+  if (cachedPidNamespace === undefined) {
+    try {
+      cachedPidNamespace = readlinkSync('/proc/self/ns/pid');
+    } catch {
+      cachedPidNamespace = null;
+    }
+  }
+  return cachedPidNamespace;
+}
 
 /**
  * 8 hex digits naming where this process's pid means something: its host name, boot and (Linux)
@@ -121,12 +140,8 @@ let cachedPidSpaceTag: string | undefined;
  */
 export function pidSpaceTag(): string {
   if (cachedPidSpaceTag === undefined) {
-    let namespace = '';
-    try {
-      namespace = readlinkSync('/proc/self/ns/pid');
-    } catch {
-      // Not Linux: the host name and boot say it.
-    }
+    // Off Linux no namespace: the host name and boot say it.
+    const namespace = currentPidNamespace() ?? '';
     cachedPidSpaceTag = createHash('sha1').update(`${hostname()}\n${currentBootId() ?? ''}\n${namespace}`).digest('hex').slice(0, 8);
   }
   return cachedPidSpaceTag;
@@ -146,16 +161,27 @@ export function isAbandonedTempFile(pid: number, mtimeMs: number, writerOnThisHo
  * A holder is dead only when we can tell: same host and (another boot, or no such pid, or the pid now
  * belongs to a process that started at another time). A foreign host's lock is never judged dead.
  */
-export function isHolderDead(holder: Pick<LockHolder, 'pid' | 'host' | 'bootId' | 'startTicks'>): boolean {
+export function isHolderDead(holder: Pick<LockHolder, 'pid' | 'host' | 'bootId' | 'startTicks'> & { pidNamespace?: string | null }): boolean {
   if (holder.host !== hostname()) return false;
   const bootId = currentBootId();
   if (holder.bootId && bootId && holder.bootId !== bootId) return true;
+  // Another pid namespace on this host and boot (containers sharing a host name, as with
+  // --network=host, and the cache directory): its pid is not one of ours, so no answer here.
+  // Before, such a live holder read as dead (no such pid here), its lock was broken, and two
+  // writers appended at once. Judged as another host's: never broken automatically.
+  if (isForeignPidNamespace(holder.pidNamespace)) return false;
   if (isPidDead(holder.pid)) return true;
   if (holder.startTicks !== null) {
     const ticks = readProcessStartTicks(holder.pid);
     if (ticks !== null && ticks !== holder.startTicks) return true;
   }
   return false;
+}
+
+/** A recorded pid namespace that is known and not this process's. */
+export function isForeignPidNamespace(pidNamespace: string | null | undefined): boolean {
+  const ours = currentPidNamespace();
+  return typeof pidNamespace === 'string' && ours !== null && pidNamespace !== ours;
 }
 
 interface ObservedLock {
@@ -321,7 +347,10 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
       continue;
     }
     if (Date.now() - started > options.timeoutMs) {
-      throw new StoreError('LOCK_TIMEOUT', `the lock is held by pid ${observed.holder?.pid ?? '?'} on ${observed.holder?.host ?? '?'} for more than ${options.timeoutMs} ms`, {
+      const foreign = isForeignPidNamespace(observed.holder?.pidNamespace)
+        ? ` (in another pid namespace of this host, ${observed.holder!.pidNamespace}: a container sharing this cache; its lock is never broken from here, so if that writer is gone, remove ${path} by hand)`
+        : '';
+      throw new StoreError('LOCK_TIMEOUT', `the lock is held by pid ${observed.holder?.pid ?? '?'} on ${observed.holder?.host ?? '?'} for more than ${options.timeoutMs} ms${foreign}`, {
         path,
         details: { holder: observed.holder, timeoutMs: options.timeoutMs },
       });
