@@ -1,6 +1,7 @@
 import { getCodecBackend, registerArenaKernels } from './backend.js';
 import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
+import { readOptions } from './check-options.js';
 
 /**
  * What another thread needs to work in a shared arena (`arena.share(i)`, posted with postMessage):
@@ -91,10 +92,7 @@ export const MAX_ARENA_BYTES = MAX_WASM_MEMORY_BYTES - WASM_SCRATCH_BYTES;
  * are committed on first touch).
  */
 export function createCodecArena(byteLength: number, options?: CodecArenaOptions | null): CodecArena {
-  if (options !== undefined && options !== null && typeof options !== 'object') {
-    throw new SplitZipError('INVALID_ARGUMENT', 'arena options must be an object', { argument: 'options' });
-  }
-  const threads = options?.threads ?? 0;
+  const threads = readOptions(options, 'options')?.threads ?? 0;
   if (!Number.isInteger(threads) || threads < 0 || threads > MAX_ARENA_THREADS) {
     throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}`, { threads });
   }

@@ -592,7 +592,16 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   // ---- writing ------------------------------------------------------------------------------
 
   /** Runs `task` holding this instance's mutex and the cross-process writer lock, caught up. */
-  private async writerSession<T>(task: (lock: HeldLock) => Promise<T>, lockTimeoutMs = this.settings.lockTimeoutMs): Promise<T> {
+  /**
+   * `lockTimeoutMs`: the wait for the lock (the settings' by default). `recovering`: the session of
+   * recoverDamagedJournal, whose catch-up goes on past a damaged journal (every other writer
+   * refuses it) and which leaves a shared journal as it is (its task reads that journal to salvage
+   * it, and moves the cache to a new generation of its own anyway).
+   */
+  private async writerSession<T>(
+    task: (lock: HeldLock) => Promise<T>,
+    { lockTimeoutMs = this.settings.lockTimeoutMs, recovering = false }: { lockTimeoutMs?: number; recovering?: boolean } = {},
+  ): Promise<T> {
     return this.mutex.run(async () => {
       // Before the catch-up, which would apply the record that could not be taken back.
       if (this.journalUnwritable) throw this.journalUnwritable;
@@ -600,8 +609,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.compactionFinishedInSession = undefined;
       let result: T;
       try {
-        await this.catchUp(lock);
-        await this.privatizeSharedJournal();
+        await this.catchUp(lock, recovering);
+        if (!recovering) await this.privatizeSharedJournal();
         result = await task(lock);
       } catch (error) {
         await lock.release().catch(() => undefined);
@@ -1029,7 +1038,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // A sweep is housekeeping: behind a writer that holds the lock longer than a commit takes, it
     // gives up (LOCK_TIMEOUT) rather than hold up the build that asked (an interrupted or failed
     // build waited out the whole lockTimeoutMs for it), and the files wait for the next run.
-    return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task(), Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs)));
+    return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task(), { lockTimeoutMs: Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs) }));
   }
 
   /**
@@ -1077,13 +1086,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   recoverDamagedJournal(): Promise<JournalRecovery | null> {
     this.assertOpen();
-    return this.mutex.run(async () => {
-      if (this.journalUnwritable) throw this.journalUnwritable;
-      const lock = await this.backend.acquireWriteLock(this.settings.lockTimeoutMs);
-      try {
-        this.compactionFinishedInSession = undefined;
-        // Caught up as far as the journal can be read: the records before the damage are applied.
-        await this.catchUp(lock, true);
+    // Caught up as far as the journal can be read: the records before the damage are applied.
+    return this.writerSession(
+      async () => {
         const damage = this.journalDamage;
         if (damage === undefined) return null;
         if (this.header.generation + 1 > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
@@ -1103,10 +1108,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         this.journalDamage = undefined;
         this.journalHeaderDamaged = false;
         return { journal: journal.path, keptAs, generation, damagedFromOffsetBytes: offset, ...salvage, reason: damage.message };
-      } finally {
-        await lock.release().catch(() => undefined);
-      }
-    });
+      },
+      { recovering: true },
+    );
   }
 
 

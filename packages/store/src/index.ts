@@ -43,8 +43,9 @@ export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type { TempFilesReport } from './remove-abandoned-temp-files.js';
 // The tag a writer's temp file names carry (removeAbandonedTempFiles judges a pid only in its own).
 export { pidSpaceTag } from './write-lock.js';
-// The store's judgement of a lock holder (host, boot, pid, process start), for tools that name one.
-export { isHolderDead } from './write-lock.js';
+// The writer lock's holder as the store reads and judges it (host, boot, pid namespace, pid,
+// process start), for tools that name one: `readWriteLockHolder(join(root, 'lock'))`.
+export { readWriteLockHolder, type LockHolder } from './write-lock.js';
 export type {
   CacheEntry,
   PayloadMetaJson,

@@ -250,6 +250,21 @@ async function observeLock(path: string): Promise<ObservedLock | undefined> {
   return { id: `ino${ino}`, holder: undefined, dead: Date.now() - mtimeMs > UNPARSEABLE_LOCK_STALE_MS };
 }
 
+/**
+ * Who holds the writer lock at `path`, by the store's own reading and judgement, for tools that
+ * name a writer they wait on (the builder's CLI): the holder record and whether it is dead
+ * (isHolderDead, or abandoned by this process). Undefined when there is no lock, or it cannot be
+ * read or parsed (a lock being replaced, a planted FIFO, a damaged record). Never throws.
+ */
+export async function readWriteLockHolder(path: string): Promise<(LockHolder & { dead: boolean }) | undefined> {
+  try {
+    const observed = await observeLock(path);
+    return observed?.holder === undefined ? undefined : { ...observed.holder, dead: observed.dead };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Creates `path` holding our holder record, atomically (link fails with EEXIST like O_EXCL). */
 async function tryCreateLock(path: string, token: string): Promise<boolean> {
   const holder: LockHolder = { ...describeThisProcess(), token, createdMs: Date.now() };
