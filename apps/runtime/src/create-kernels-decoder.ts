@@ -12,6 +12,10 @@ export function createKernelsDecoder(kernels: Kernels): DecodeBackend {
     get name() {
       return `kernels:${kernels.backend}`;
     },
+    // A disposed instance decodes nothing more (DISPOSED): a load refuses it up front (checkBackendOpen).
+    get closed() {
+      return kernels.disposed === true;
+    },
     async decode(payload, meta, out) {
       // The runtime verified the checksum when it staged the payload.
       const result = await kernels.decode(payload, out, { verify: false });

@@ -77,10 +77,11 @@ export function modelClosedError(model: SafetensorsModel, tensor: string, cause?
  * Throws MODEL_CLOSED when `model` was closed: served from the cache, a tensor was otherwise
  * still loaded through a closed handle, unchecked against its shard (a file rewritten since gave
  * its old bytes), while its raw read failed. A model of local files says so without a system call
- * (its descriptor's path is gone once closed); a model read from a ByteSource (an s3:// model)
- * cannot say, and its raw reads fail MODEL_CLOSED instead.
+ * (`model.closed`, which every model openSafetensorsModel makes has, a ByteSource's (s3://) too);
+ * a wrapper without it is asked for its descriptor's path (gone once closed).
  */
 export function checkModelOpen(model: SafetensorsModel, shardName: string, tensor: string): void {
+  if (model.closed === true) throw modelClosedError(model, tensor);
   const opened = shardStampOf(model, shardName);
   if (opened === null || shardStampKind(opened) !== 'file') return;
   let path: string | null;

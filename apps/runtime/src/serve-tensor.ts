@@ -368,7 +368,7 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
   } catch (error) {
     if (isRuntimeError(error, 'SHARD_CHANGED') || isRuntimeError(error, 'MODEL_CLOSED')) throw error;
     const { code, message } = describeError(error);
-    // The model was closed (a model read from a ByteSource says so only here: checkModelOpen).
+    // The model was closed during the read (closed before it: checkModelOpen above).
     if (code === 'MODEL_CLOSED') throw modelClosedError(target.model, name, error);
     if (code === 'SHARD_CHANGED') {
       throw new RuntimeError('SHARD_CHANGED', `cannot read ${name}: ${message}`, { tensor: name, shard: slice.shardName, path: info.shardPath }, { cause: error });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKernels } from '@splitzip/kernels/node';
 import { createWorkerPoolDecoder } from '../src/create-kernels-decoder.js';
 import { createThreadDecoder, getSharedThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
@@ -28,6 +29,15 @@ describe('a closed decode backend', () => {
       expect(() => loadModel(fixture.model, fixture.cache, { backend })).toThrow(refused);
       await expect(loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend })).rejects.toEqual(refused);
     }
+  });
+
+  it('a disposed Kernels instance: refused up front, not a quiet raw fallback per tensor', async () => {
+    const kernels = await createKernels({ backend: 'codec' });
+    const served = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend: kernels });
+    expect(served.report).toMatchObject({ source: 'cache', reason: 'cached' });
+    await kernels.dispose();
+    expect(() => loadModel(fixture.model, fixture.cache, { backend: kernels })).toThrow(refused);
+    await expect(loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend: kernels })).rejects.toEqual(refused);
   });
 
   it("the process-wide decoder behind 'threads', closed by a caller all the same, is replaced", async () => {

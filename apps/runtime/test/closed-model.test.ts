@@ -76,7 +76,7 @@ describe('a model handle after its close()', () => {
     await cache.close();
   });
 
-  it('a model read from a ByteSource (an s3:// model): its raw reads fail MODEL_CLOSED', async () => {
+  it('a model read from a ByteSource (an s3:// model): MODEL_CLOSED for cached and raw tensors alike', async () => {
     const dir = join(root, 'model');
     const names = await readdir(dir);
     const source: ByteSource = {
@@ -89,7 +89,14 @@ describe('a model handle after its close()', () => {
       },
     };
     const model = await openSafetensorsModel({ source });
+    // b.weight: the first test rewrote a.weight's bytes in the shard. An object's first load checks
+    // its bytes against the binding (unchecked, raw); this handle then serves it from the cache.
+    expect((await loadTensor({ model, name: 'b.weight' }, { cache })).report.reason).toBe('unchecked');
+    expect((await loadTensor({ model, name: 'b.weight' }, { cache })).report.source).toBe('cache');
     await model.close();
+    // Before model.closed, a cached tensor still came from the cache through the closed handle.
+    await expect(loadTensor({ model, name: 'b.weight' }, { cache })).rejects.toEqual(closedModel);
+    await expect(loadModel(model, cache).drain()).rejects.toEqual(closedModel);
     await expect(loadTensor({ model, name: 'ids' })).rejects.toEqual(closedModel);
     await expect(loadModel(model, null).drain()).rejects.toEqual(closedModel);
   });

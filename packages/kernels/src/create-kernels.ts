@@ -153,6 +153,9 @@ export async function createKernelsFor(
     get availableBackends() {
       return healthy();
     },
+    get disposed() {
+      return disposed;
+    },
     decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
       return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options), { payload, out });
     },

@@ -96,7 +96,9 @@ describe('fallback to the codec path, with a reason', () => {
 
   it('refuses calls after dispose', async () => {
     const kernels = await createKernels({ backend: 'cpu' });
+    expect(kernels.disposed).toBe(false);
     await kernels.dispose();
+    expect(kernels.disposed).toBe(true);
     await expect(kernels.decode(payload)).rejects.toMatchObject({ code: 'DISPOSED' });
   });
 });

@@ -511,6 +511,9 @@ function buildModel(
     tensors,
     getTensor: (name: string) => byName.get(name),
     findBySlice: (slice: SliceKey) => bySlice.get(sliceKeyText(slice)),
+    get closed() {
+      return closed;
+    },
     close: async () => {
       if (closed) return;
       closed = true;

@@ -73,6 +73,12 @@ export interface SafetensorsModel {
   getTensor(name: string): TensorInfo | undefined;
   /** The tensor with exactly this slice key (zero-byte tensors at one offset share a key: the first wins). */
   findBySlice(slice: SliceKey): TensorInfo | undefined;
+  /**
+   * True once close() was called (set before its files are closed). Every model
+   * openSafetensorsModel returns has it; optional so that a caller's own wrapper type still fits
+   * (absent: the model cannot say, and only its reads fail MODEL_CLOSED).
+   */
+  readonly closed?: boolean;
   /** Closes the shard files; later reads throw MODEL_CLOSED. Idempotent. */
   close(): Promise<void>;
 }

@@ -88,7 +88,9 @@ describe('openSafetensorsModel({ source })', () => {
         expect(Buffer.from(bytes).equals(Buffer.from(await readTensorBytes(local, tensor.name)))).toBe(true);
       }
       expect(iterated.length).toBe(local.tensors.length);
+      expect(remote.closed).toBe(false);
       await remote.close();
+      expect(remote.closed).toBe(true);
       expect(source.closed).toBe(1);
       await expect(readTensorBytes(remote, 'a')).rejects.toMatchObject({ code: 'MODEL_CLOSED' });
       await local.close();

@@ -145,7 +145,9 @@ describe('write -> read round trips', () => {
       expect(small.offsets).toMatchObject({ expected: 1000, actual: 999 });
       expectCode(await catchErrorAsync(() => readTensorBytes(model, 'nope')), 'UNKNOWN_TENSOR');
       expectCode(await catchErrorAsync(() => readTensorBytes(model, { ...model.tensors[0]!, slice: { ...model.tensors[0]!.slice, offsetBytes: 0 } })), 'UNKNOWN_TENSOR');
+      expect(model.closed).toBe(false);
       await model.close();
+      expect(model.closed).toBe(true);
       await model.close();
       expectCode(await catchErrorAsync(() => readTensorBytes(model, 'w')), 'MODEL_CLOSED');
     });
