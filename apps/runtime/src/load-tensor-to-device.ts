@@ -58,6 +58,10 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
   if (kernels === undefined || kernels === null || typeof kernels.decodeToDevice !== 'function') {
     throw new RuntimeError('DEVICE_UNAVAILABLE', 'loadTensorToDevice needs a Kernels instance (createKernels from @splitzip/kernels)', {});
   }
+  // As loadTensor refuses a closed backend: each cached tensor was otherwise a quiet raw fallback.
+  if (kernels.disposed === true) {
+    throw new RuntimeError('INVALID_ARGUMENT', 'the Kernels instance given to loadTensorToDevice was disposed: pass an open one', { option: 'kernels' });
+  }
   checkLoadTensorOptions(options, LOAD_TENSOR_TO_DEVICE_OPTIONS);
   const cache = options.cache ?? undefined; // null: no cache
   const target = resolveTensorRequest(request, options.model, cache);

@@ -4,6 +4,8 @@ import { createWorkerPoolDecoder } from '../src/create-kernels-decoder.js';
 import { createThreadDecoder, getSharedThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
+import { createStagingPool } from '../src/create-staging-pool.js';
 import { openCachedModel, type CachedModelFixture } from './fixtures.js';
 
 // A backend that says it is closed is refused up front (INVALID_ARGUMENT, as its warmUp() does):
@@ -38,6 +40,9 @@ describe('a closed decode backend', () => {
     await kernels.dispose();
     expect(() => loadModel(fixture.model, fixture.cache, { backend: kernels })).toThrow(refused);
     await expect(loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend: kernels })).rejects.toEqual(refused);
+    await expect(loadTensorToDevice({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, kernels })).rejects.toEqual(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', details: { option: 'kernels' } }),
+    );
   });
 
   it("the process-wide decoder behind 'threads', closed by a caller all the same, is replaced", async () => {
@@ -47,5 +52,22 @@ describe('a closed decode backend', () => {
     const loaded = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, backend: 'threads' });
     expect(loaded.report).toMatchObject({ source: 'cache', reason: 'cached' });
     expect(getSharedThreadDecoder()).not.toBe(shared);
+  });
+});
+
+describe('a staging pool too small for an entry', () => {
+  it('is not an error: the payload is staged in a buffer of its own and served from the cache', async () => {
+    const info = fixture.model.getTensor('embed.weight')!;
+    const pool = createStagingPool({ slotBytes: 1024, slotCount: 1 });
+    try {
+      const loaded = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, pool, cacheOnly: true });
+      expect(loaded.report).toMatchObject({ source: 'cache', reason: 'cached' });
+      expect(Buffer.from(loaded.data).equals(Buffer.from(fixture.raw.get(info.name)!))).toBe(true);
+      const load = loadModel(fixture.model, fixture.cache, { pool, cacheOnly: true, filter: (t) => t.name === 'embed.weight' });
+      await load.drain();
+      expect(load.totals.stagingOverflows).toBe(1);
+    } finally {
+      pool.close();
+    }
   });
 });
