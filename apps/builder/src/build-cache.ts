@@ -321,7 +321,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
           onWait: (holder, heldMs) => emit({ type: 'lock-wait', pid: holder.pid, host: holder.host, heldMs, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS }),
         });
     lockWatch = watch;
-    const duringLock = <T>(task: Promise<T>): Promise<T> => watch?.during(task) ?? task;
+    const duringLock = <T>(task: Promise<T>, waitingFrom?: Promise<unknown>): Promise<T> => watch?.during(task, waitingFrom) ?? task;
     // A new cache records the options (or the defaults); an existing one keeps its own.
     const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
     store = await duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
@@ -568,10 +568,28 @@ async function sweepTempFiles(store: CacheStore): Promise<TempFilesReport> {
 
 const NO_TEMP_FILES: TempFilesReport = { tempFiles: [], tempBytes: 0 };
 
-/** The batcher's calls with the writer lock watched while each is pending. */
-function watchCommits(commits: CommitBatcher, duringLock: <T>(task: Promise<T>) => Promise<T>): CommitBatcher {
+/**
+ * The batcher's calls with the writer lock watched while each waits for it: an alias at once; an
+ * entry once its payload is in its staged blob file (the store's onPayloadWritten: the store
+ * writes and fsyncs the blob, then asks for the lock), so another writer's holding while a large
+ * payload is written is not reported as a wait. (The fsync after the write is still counted: the
+ * store has no hook for the lock request itself.)
+ */
+export function watchCommits(commits: CommitBatcher, duringLock: <T>(task: Promise<T>, waitingFrom?: Promise<unknown>) => Promise<T>): CommitBatcher {
   return {
-    addEntry: (input) => duringLock(commits.addEntry(input)),
+    addEntry: (input) => {
+      let markWritten!: () => void;
+      const written = new Promise<void>((resolve) => (markWritten = resolve));
+      const onPayloadWritten = input.onPayloadWritten;
+      const task = commits.addEntry({
+        ...input,
+        onPayloadWritten: () => {
+          markWritten();
+          onPayloadWritten?.();
+        },
+      });
+      return duringLock(task, written);
+    },
     aliasSlice: (item) => duringLock(commits.aliasSlice(item)),
   };
 }

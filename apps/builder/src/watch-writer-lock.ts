@@ -13,8 +13,13 @@ export const LOCK_WAIT_NOTICE_MS = 1500;
 export const LOCK_WATCH_INTERVAL_MS = 250;
 
 export interface WriterLockWatch {
-  /** Watches the lock while `task` (a store call that may wait for the writer lock) is pending; returns it. */
-  during<T>(task: Promise<T>): Promise<T>;
+  /**
+   * Watches the lock while `task` (a store call that may wait for the writer lock) is pending;
+   * returns it. With `waitingFrom`, only once that has resolved: a commit stages its blob (writes
+   * the payload, seconds for a large one) before it asks for the lock, and another writer's
+   * holding meanwhile is no wait of this build's.
+   */
+  during<T>(task: Promise<T>, waitingFrom?: Promise<unknown>): Promise<T>;
   /** Stops watching (idempotent). */
   stop(): void;
 }
@@ -71,16 +76,26 @@ export function watchWriterLock(cacheDir: string, options: WatchWriterLockOption
   };
 
   return {
-    during(task) {
+    during(task, waitingFrom) {
       if (stopped) return task;
-      pending++;
-      if (timer === undefined) {
-        timer = setInterval(() => void look().catch(() => {}), intervalMs);
-        // The watch never keeps the process alive: the call it watches does.
-        timer.unref();
-        void look().catch(() => {});
-      }
+      let settled = false;
+      let counted = false;
+      const count = (): void => {
+        if (settled || stopped) return;
+        counted = true;
+        pending++;
+        if (timer === undefined) {
+          timer = setInterval(() => void look().catch(() => {}), intervalMs);
+          // The watch never keeps the process alive: the call it watches does.
+          timer.unref();
+          void look().catch(() => {});
+        }
+      };
+      if (waitingFrom === undefined) count();
+      else waitingFrom.then(count, () => {});
       return task.finally(() => {
+        settled = true;
+        if (!counted) return;
         pending--;
         if (pending === 0) halt();
       });

@@ -7,6 +7,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import { assertBuilt, collect, runCli, startCli } from './helpers/run-cli.js';
+import type { AddEntryInput, AddEntryResult } from '@splitzip/store';
+import { watchCommits } from '../src/build-cache.js';
+import type { CommitBatcher } from '../src/create-commit-batcher.js';
 import { watchWriterLock } from '../src/watch-writer-lock.js';
 
 let temp: TempDir;
@@ -68,6 +71,58 @@ describe('watchWriterLock', () => {
     await writeLock(dir, process.pid, 'cccccccccccccccc');
     await watch.during(sleep(300));
     expect(waits).toHaveLength(2);
+    watch.stop();
+  });
+});
+
+describe('a commit staging its blob is not waiting for the lock', () => {
+  it('watchWriterLock counts a call only from its waitingFrom on', async () => {
+    const dir = join(temp.path, 'watch-staging');
+    const pid = startHolder();
+    await writeLock(dir, pid, 'dddddddddddddddd');
+    const waits: number[] = [];
+    const watch = watchWriterLock(dir, { onWait: (holder) => waits.push(holder.pid), noticeAfterMs: 300, intervalMs: 10 });
+    // Held all along, but the call asks for the lock only for its last 50 ms: no wait to tell.
+    await watch.during(sleep(450), sleep(400));
+    expect(waits).toEqual([]);
+    // A call whose waitingFrom never comes (an entry already there: no blob, no lock) is never counted.
+    await watch.during(sleep(300), new Promise(() => {}));
+    expect(waits).toEqual([]);
+    // Waiting from 100 ms on, for 700 ms: told.
+    await watch.during(sleep(800), sleep(100));
+    expect(waits).toEqual([pid]);
+    watch.stop();
+  });
+
+  it('a build’s commit is watched only once its payload is written (onPayloadWritten), its alias at once', async () => {
+    const dir = join(temp.path, 'watch-commits');
+    const pid = startHolder();
+    await writeLock(dir, pid, 'eeeeeeeeeeeeeeee');
+    const waits: number[] = [];
+    const watch = watchWriterLock(dir, { onWait: (holder) => waits.push(holder.pid), noticeAfterMs: 300, intervalMs: 10 });
+    const released: string[] = [];
+    // As the directory store: the payload written (400 ms: a large blob), then its hook, then the lock (50 ms).
+    const store: CommitBatcher = {
+      addEntry: async (input: AddEntryInput): Promise<AddEntryResult> => {
+        await sleep(400);
+        input.onPayloadWritten?.();
+        await sleep(50);
+        return { key: input.key, added: true, slicesBound: 1 };
+      },
+      aliasSlice: async () => {
+        await sleep(800);
+        return true;
+      },
+    };
+    const commits = watchCommits(store, (task, waitingFrom) => watch.during(task, waitingFrom));
+    const input = { key: 'k', qualname: 'q', payload: new Uint8Array(0), shape: [0], dtype: 'BF16' as const, onPayloadWritten: () => released.push('slab') };
+    expect(await commits.addEntry(input)).toEqual({ key: 'k', added: true, slicesBound: 1 });
+    // The build's own hook still runs (the payload's slab room goes back there).
+    expect(released).toEqual(['slab']);
+    expect(waits).toEqual([]);
+    // An alias waits for the lock from the start.
+    expect(await commits.aliasSlice({ key: 'k', shardName: 's', offsetBytes: 0, sizeBytes: 2 })).toBe(true);
+    expect(waits).toEqual([pid]);
     watch.stop();
   });
 });
