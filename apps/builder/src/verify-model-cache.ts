@@ -2,12 +2,14 @@
 // and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
 // coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
-import { calibrateFromHistogram, countExponents, decode } from '@splitzip/codec';
-import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, computeContentKey, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheStore } from '@splitzip/store';
+import { calibrateFromHistogram, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
+import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import { classifyBinding, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
 import { describeError } from './describe-error.js';
-import { isCacheableSize, TOO_LARGE_REASON } from './limits.js';
-import { viewBf16 } from './tensor-tasks.js';
+import { BuilderError } from './errors.js';
+import { isCacheableSize, TOO_LARGE_REASON, VERIFY_BLOCK_BYTES } from './limits.js';
+import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 
 export type ModelTensorStatus = 'ok' | 'not_cached' | 'failed';
@@ -31,6 +33,11 @@ export interface ModelTensorCheck {
    * says so (the text report groups these per shard).
    */
   unrecorded?: true;
+  /**
+   * Where it failed because the cache decodes other values than the file holds: the first value
+   * that differs (`index`, of the tensor's values) and its byte offset in the tensor.
+   */
+  firstDifference?: { index: number; offsetBytes: number };
 }
 
 /**
@@ -71,29 +78,57 @@ export interface VerifyModelCacheOptions {
   coverageMin: number;
   signal?: AbortSignal | undefined;
   onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
+  /**
+   * Bytes of a tensor read, hashed, decoded and compared at a time (VERIFY_BLOCK_BYTES). For tests,
+   * which exercise the blocked path on small tensors: a positive even integer.
+   */
+  blockBytes?: number | undefined;
 }
 
 export async function verifyModelCache(store: CacheStore, modelPath: string, options: VerifyModelCacheOptions): Promise<ModelCheckReport> {
+  const blockBytes = options.blockBytes ?? VERIFY_BLOCK_BYTES;
+  if (!Number.isSafeInteger(blockBytes) || blockBytes < 2 || blockBytes % 2 !== 0) {
+    throw new BuilderError('USAGE', `blockBytes must be a positive even integer, got ${String(blockBytes)}`);
+  }
   const model = await openSafetensorsModel(modelPath);
+  const reader = createTensorBlockReader(model);
   try {
     const tensors = model.tensors;
     const isChecked = (t: (typeof tensors)[number]) => t.dtype === 'BF16' && isCacheableSize(t.slice.sizeBytes);
     const totalBytes = tensors.reduce((sum, t) => sum + (isChecked(t) ? t.slice.sizeBytes : 0), 0);
-    // One buffer each for the file's bytes and the decoded values, sized once. The blob's grows to
-    // the payloads of this model's tensors only: sized from every entry, one entry of another
-    // model (or a damaged manifest's) decided the allocation, up to a RangeError.
+    // Blocks of the file's bytes and of decoded values, sized once: a tensor larger than a block is
+    // gone through a block at a time. The blob's buffer grows to the payloads of this model's
+    // tensors only: sized from every entry, one entry of another model (or a damaged manifest's)
+    // decided the allocation, up to a RangeError.
     let largestRaw = 0;
     for (const t of tensors) if (isChecked(t)) largestRaw = Math.max(largestRaw, t.slice.sizeBytes);
-    // `% 2`, not `& 1`: sizes here pass 2^32, where a 32-bit operator reads a wrapped value.
-    const fileBuffer = new Uint8Array(largestRaw + (largestRaw % 2));
+    const block = Math.min(largestRaw, blockBytes);
+    // The second file block only serves the read-ahead of a tensor of several blocks.
+    const buffers: ScanBuffers = {
+      file: [new Uint8Array(block), new Uint8Array(largestRaw > blockBytes ? block : 0)],
+      decoded: new Uint16Array(block / 2),
+    };
     const blobSlot = { bytes: new Uint8Array(0) };
-    const decoded = new Uint16Array(Math.ceil(largestRaw / 2));
+    const held = { tensor: undefined as TensorInfo | undefined };
 
     const checks: ModelTensorCheck[] = [];
     let doneBytes = 0;
     for (const tensor of tensors) {
       throwIfInterrupted(options.signal);
-      const check = await checkTensor(store, model, tensor, options.coverageMin, { fileBuffer, blobSlot, decoded });
+      const context: CheckContext = {
+        store,
+        model,
+        reader,
+        coverageMin: options.coverageMin,
+        blockBytes,
+        buffers,
+        blobSlot,
+        held,
+        signal: options.signal,
+        // Progress within a tensor too: a 4 GiB one is minutes of a still bar otherwise.
+        onBlock: (tensorDoneBytes) => options.onProgress?.({ doneBytes: doneBytes + tensorDoneBytes, totalBytes, tensor: tensor.name }),
+      };
+      const check = await checkTensor(context, tensor);
       checks.push(check);
       if (isChecked(tensor)) doneBytes += tensor.slice.sizeBytes;
       options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
@@ -107,17 +142,42 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
       totals: { tensors: checks.length, ok: count('ok'), not_cached: count('not_cached'), failed: count('failed'), checked_bytes: doneBytes },
     };
   } finally {
+    await reader.close();
     await model.close();
   }
 }
 
-async function checkTensor(
-  store: CacheStore,
-  model: Parameters<typeof readTensorBytes>[0],
-  tensor: TensorInfo,
-  coverageMin: number,
-  buffers: { fileBuffer: Uint8Array; blobSlot: { bytes: Uint8Array }; decoded: Uint16Array },
-): Promise<ModelTensorCheck> {
+interface CheckContext {
+  store: CacheStore;
+  model: SafetensorsModel;
+  reader: TensorBlockReader;
+  coverageMin: number;
+  blockBytes: number;
+  buffers: ScanBuffers;
+  blobSlot: { bytes: Uint8Array };
+  /** The tensor whose bytes the first file block holds whole, if any. */
+  held: { tensor: TensorInfo | undefined };
+  signal: AbortSignal | undefined;
+  onBlock(doneBytes: number): void;
+}
+
+/** Whether an entry's manifest sizes describe a tensor of `sizeBytes` (a damaged one's must not size a buffer). */
+function entryFits(entry: CacheEntry, sizeBytes: number): boolean {
+  return entry.meta.elementCount === sizeBytes / 2 && entry.compBytes <= MAX_BUFFER_BYTES;
+}
+
+/** The entry's payload read by the store (header, manifest and checksum checked), or why it could not be. */
+async function readPayload(context: CheckContext, entry: CacheEntry): Promise<{ payload: Uint8Array } | { error: unknown }> {
+  if (context.blobSlot.bytes.length < entry.compBytes) context.blobSlot.bytes = new Uint8Array(entry.compBytes);
+  try {
+    return { payload: await context.store.readBlob(entry.key, context.blobSlot.bytes) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<ModelTensorCheck> {
+  const { store, model, coverageMin } = context;
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
   // As the runtime (classifyBinding): a binding with no record of this shard file (other files'
@@ -134,8 +194,17 @@ async function checkTensor(
     return { ...base, key: null, status: 'not_cached', reason };
   }
 
-  const bytes = await readTensorBytes(model, tensor, buffers.fileBuffer.subarray(0, sizeBytes));
-  const key = computeContentKey(bytes, tensor.shape, 'BF16');
+  // The decode below is reached only for the entry this slice is bound to (trusted, or found to
+  // hold these very bytes), so that entry's payload is decoded and compared in the same pass as
+  // the bytes are hashed: each block of the file is read once. Without a binding the tensor is
+  // most likely below the gate: its histogram is taken in that pass instead.
+  const candidate = sizeBytes > 0 && binding !== undefined && entryFits(binding.entry, sizeBytes) ? binding.entry : undefined;
+  const candidateRead = candidate === undefined ? undefined : await readPayload(context, candidate);
+  const scan = await scanTensor(context, tensor, {
+    histogram: candidate === undefined,
+    payload: candidateRead !== undefined && 'payload' in candidateRead ? candidateRead.payload : undefined,
+  });
+  const key = scan.key;
   // The check the runtime makes at the first load, made here: the bytes are the bound entry's.
   const unrecorded = unrecordedFile && binding.entry.key === key && sizeBytes > 0;
   if (unrecorded) bySlice = binding.entry;
@@ -153,7 +222,9 @@ async function checkTensor(
     return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?)` };
   }
   if (!byKey) {
-    const { coverage } = calibrateFromHistogram(countExponents(viewBf16(bytes)));
+    // Taken in the scan, or (a binding to other bytes) in a second pass.
+    const histogram = scan.histogram ?? (await scanTensor(context, tensor, { histogram: true })).histogram!;
+    const { coverage } = calibrateFromHistogram(histogram);
     if (coverage < coverageMin) {
       return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${coverage.toFixed(6)} < ${coverageMin}` };
     }
@@ -172,20 +243,19 @@ async function checkTensor(
 
   // The entry was found by this tensor's content key, so it describes these values; a manifest
   // that says otherwise is damaged, and its sizes must not size a buffer.
-  if (byKey.meta.elementCount !== sizeBytes / 2 || byKey.compBytes > MAX_BUFFER_BYTES) {
+  if (!entryFits(byKey, sizeBytes)) {
     return { ...base, key, status: 'failed', reason: `its entry describes ${byKey.meta.elementCount} values in ${byKey.compBytes} bytes, the tensor has ${sizeBytes / 2} values` };
   }
-  if (buffers.blobSlot.bytes.length < byKey.compBytes) buffers.blobSlot.bytes = new Uint8Array(byKey.compBytes);
-  try {
-    const payload = await store.readBlob(key, buffers.blobSlot.bytes);
-    const values = decode(payload, buffers.decoded.subarray(0, sizeBytes / 2));
-    const decodedBytes = new Uint8Array(values.buffer, values.byteOffset, sizeBytes);
-    if (!Buffer.from(decodedBytes.buffer, decodedBytes.byteOffset, sizeBytes).equals(Buffer.from(bytes.buffer, bytes.byteOffset, sizeBytes))) {
-      return { ...base, key, status: 'failed', reason: 'decoded bytes differ from the file' };
-    }
-  } catch (error) {
-    return { ...base, key, status: 'failed', reason: describeError(error) };
+  // The entry compared in the scan (always, but for an empty tensor, which has no binding).
+  let read = candidate?.key === key ? candidateRead! : undefined;
+  let comparison = read === undefined ? undefined : scan.comparison;
+  if (read === undefined) {
+    read = await readPayload(context, byKey);
+    if ('payload' in read) comparison = (await scanTensor(context, tensor, { payload: read.payload })).comparison!;
   }
+  if ('error' in read) return { ...base, key, status: 'failed', reason: describeError(read.error) };
+  const failure = describeMismatch(read.payload, comparison!, scan.blocks);
+  if (failure !== null) return { ...base, key, status: 'failed', ...failure };
   if (unrecorded) {
     const dropped = binding.stamps.length >= MAX_SLICE_STAMPS ? ` (a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files: this one's may have been dropped for newer copies)` : '';
     return {
@@ -197,4 +267,60 @@ async function checkTensor(
     };
   }
   return { ...base, key, status: 'ok', reason: null };
+}
+
+/**
+ * Scans the tensor (scanTensorBlocks). One of a block or less is read whole by the model, into the
+ * first block, where a second pass of its check finds it still; a larger one is read a block at a
+ * time, and its shard's stamp checked after the last.
+ */
+async function scanTensor(context: CheckContext, tensor: TensorInfo, what: { histogram?: boolean; payload?: Uint8Array | undefined }): Promise<TensorScan> {
+  const { sizeBytes } = tensor.slice;
+  const whole = sizeBytes <= context.blockBytes;
+  const read = whole
+    ? async (_from: number, target: Uint8Array): Promise<Uint8Array> => {
+        if (context.held.tensor !== tensor) {
+          context.held.tensor = undefined;
+          await readTensorBytes(context.model, tensor, target);
+          context.held.tensor = tensor;
+        }
+        return target;
+      }
+    : (from: number, target: Uint8Array): Promise<Uint8Array> => {
+        context.held.tensor = undefined;
+        return context.reader.read(tensor, from, target);
+      };
+  const scan = await scanTensorBlocks(tensor.shape, sizeBytes, { blockBytes: context.blockBytes, buffers: context.buffers, read, ...what, signal: context.signal, onBlock: context.onBlock });
+  if (!whole) context.reader.checkUnchanged(tensor);
+  return scan;
+}
+
+/** Why the decoded values fail the check, or null where they are the file's. */
+function describeMismatch(payload: Uint8Array, comparison: DecodedComparison, blocks: number): Pick<ModelTensorCheck, 'reason' | 'firstDifference'> | null {
+  if (comparison.kind === 'same') return null;
+  // The report a whole decode gave: it checks every chunk's escapes before any value, and decodes
+  // every value before the bytes are compared. Block by block, a block may fail before the rule a
+  // later one breaks is seen; the payload's structure, checked whole, names that rule.
+  if (blocks > 1) {
+    const broken = findBrokenDecodeRule(payload);
+    if (broken !== null) return { reason: describeError(broken) };
+  }
+  if (comparison.kind === 'error') return { reason: describeError(comparison.error) };
+  const { index, fileValue, decodedValue } = comparison;
+  const hex = (value: number) => `0x${value.toString(16).padStart(4, '0')}`;
+  return {
+    reason: `decoded bytes differ from the file at value ${index} (byte ${2 * index} of the tensor): the file holds ${hex(fileValue)}, the cache decodes ${hex(decodedValue)}`,
+    firstDifference: { index, offsetBytes: 2 * index },
+  };
+}
+
+/** The first decoding rule (FORMAT.md reader rule 8) the whole payload breaks, in a whole decode's order; null if none. */
+function findBrokenDecodeRule(payload: Uint8Array): unknown {
+  try {
+    const meta = readPayloadMeta(payload);
+    validatePayloadStructure(payload, meta, readEscapeStreams(payload, meta));
+    return null;
+  } catch (error) {
+    return error;
+  }
 }
