@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
-import { describeError } from './errors.js';
+import { describeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
@@ -32,7 +32,10 @@ export function describeShard(shardName: string, stamp: string): string {
  * so later loads of it are `stale` without hashing again. The record is not waited for: on a local
  * cache it takes the writer lock (a stopped builder holds it for the lock timeout), on an s3://
  * cache it lists the cache; the load goes on, and the cache's close() waits for it. The hash runs on
- * a decode thread where the backend has one (hashTensorKey).
+ * a decode thread where the backend has one (hashTensorKey). With `source` (an object's range), a
+ * mismatch is judged only after the range's read-through copy is dropped and it is fetched once
+ * more into `data`: the entry's bytes then are `unchecked` as above; the same other bytes, `stale`;
+ * two reads that differ, SHARD_READ_FAILED (retryable), their copy dropped.
  */
 export async function checkSourceBytes(
   cache: ShardCache,
@@ -41,27 +44,48 @@ export async function checkSourceBytes(
   unchecked: { entry: CacheEntry; stamp: string; weak?: string },
   data: Uint8Array,
   report: TensorReport,
+  source?: SourceRefetch,
 ): Promise<void> {
   const { entry, stamp, weak: weakNote } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
-  let key: string | undefined;
-  try {
-    const hashed = await hashTensorKey(backend, data, target.shape, 'BF16');
-    key = hashed.key;
-    report.digestMs += hashed.cpuMs;
-  } catch {
-    // Bytes that cannot be this shape's BF16 tensor (targetFromInfo sends none here): not the entry's.
-  }
+  const keyOf = async (): Promise<string | undefined> => {
+    try {
+      const hashed = await hashTensorKey(backend, data, target.shape, 'BF16');
+      report.digestMs += hashed.cpuMs;
+      return hashed.key;
+    } catch {
+      return undefined; // bytes that cannot be this shape's BF16 tensor (targetFromInfo sends none here): not the entry's
+    }
+  };
+  let key = await keyOf();
   report.key = entry.key;
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
+  let refetched = false;
+  if (key !== entry.key && source !== undefined) {
+    // An object's bytes may be a read-through copy of a GET body damaged in transit, or such a body
+    // itself: judged on bytes fetched once more, never on the copy's word (its digest only proves
+    // it is what came).
+    const first = key;
+    refetched = await source.refetch();
+    if (refetched) key = await keyOf();
+    if (refetched && key !== entry.key && key !== first) {
+      await source.dropCopy();
+      throw new RuntimeError(
+        'SHARD_READ_FAILED',
+        `${target.name}: two reads of ${describeShard(shardName, stamp)} at ${offsetBytes}+${sizeBytes} gave different bytes, neither the entry's: damaged in transit`,
+        { tensor: target.name, shard: shardName, offsetBytes, sizeBytes, retryable: true },
+      );
+    }
+  }
   if (key !== entry.key) {
     // On a weak file system the stamp names other files too: nothing to remember by it.
     if (weakNote === undefined) rememberCheck(recorderOf(cache.store).mismatched, item);
     report.reason = 'stale';
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout): served raw; ${STALE_REMEDY}`;
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${refetched ? '; the same bytes fetched twice' : ''}): served raw; ${STALE_REMEDY}`;
     return;
   }
   report.reason = 'unchecked';
+  const healed = refetched ? '; its first read (a read-through copy, or a GET body damaged in transit) held other bytes: that copy was dropped and the range fetched again' : '';
   if (weakNote !== undefined) {
     report.detail = `${describeShard(shardName, stamp)} checked: its bytes are the entry's; it is on ${weakNote}, whose file stamps cannot tell two images' files apart, so it is checked at every load (${WEAK_TRUST_NOTE})`;
     return;
@@ -78,7 +102,16 @@ export async function checkSourceBytes(
       : 'its stamp is being recorded with the binding for other processes';
   report.detail =
     `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and ${where}` +
+    healed +
     (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes check again`);
+}
+
+/** A raw read of an object store's range that can be made again (an s3:// model's tensor). */
+export interface SourceRefetch {
+  /** Drops the range's read-through copy and reads it again, into the same bytes; false when nothing could be read anew. */
+  refetch(): Promise<boolean>;
+  /** Drops the range's read-through copy: bytes found wrong must not outlive the check. */
+  dropCopy(): Promise<void>;
 }
 
 /** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them). */

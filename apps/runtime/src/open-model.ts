@@ -1,8 +1,9 @@
-import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { isSafetensorsError, openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
 import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { describeError, RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
 import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
+import { trackSourceRanges, type TrackedSource } from './drop-model-range-copy.js';
 
 export interface OpenModelOptions {
   /** For `s3://` models: the store's S3 settings (retries, concurrency, part size of the ranged GETs, `readThroughDir`). */
@@ -42,20 +43,51 @@ export async function openModel(location: string, options: OpenModelOptions = {}
     // s3 and readThroughDir mean nothing for a local model (loadModel passes modelS3 whatever the location).
     if (!isS3Url(location)) return await openSafetensorsModel(location);
     const s3 = options.readThroughDir !== undefined ? { ...options.s3, readThroughDir: options.readThroughDir } : options.s3;
-    const source = openS3ObjectSource(location.endsWith('/') ? location : `${location}/`, s3);
-    let prefetched;
+    const source = trackSourceRanges(openS3ObjectSource(location.endsWith('/') ? location : `${location}/`, s3));
+    let model: SafetensorsModel;
     try {
-      prefetched = await prefetchSourceHeads(source);
+      model = await openFromSource(source);
     } catch (error) {
-      await source.close();
-      throw error;
+      if (!s3?.readThroughDir || !isSafetensorsError(error)) {
+        await source.close();
+        throw error;
+      }
+      // An index or header that does not parse may be a kept copy of a GET body damaged in transit
+      // (its digest only proves it is what came): dropped, and read once more from the object store.
+      await source.dropRecordedRanges();
+      try {
+        model = await openFromSource(source);
+      } catch (again) {
+        await source.dropRecordedRanges();
+        await source.close();
+        throw again;
+      }
     }
-    const model = await openSafetensorsModel({ source: prefetched, ownsSource: true });
-    prefetched.release();
+    source.stopRecording();
+    source.attachModel(model);
     return model;
   } catch (error) {
     const code = (error as { code?: unknown } | null)?.code;
     const retryable = isRetryableError(error);
     throw new RuntimeError('MODEL_OPEN_FAILED', `cannot open the model at ${location}: ${describeError(error).message}`, { model: location, causeCode: code, retryable }, { cause: error });
+  }
+}
+
+/** The model from `source`'s heads (prefetchSourceHeads); a failed open leaves the source open (the caller may read again). */
+async function openFromSource(source: TrackedSource): Promise<SafetensorsModel> {
+  const prefetched = await prefetchSourceHeads(source);
+  let opened = false;
+  const owned: ByteSource = {
+    url: prefetched.url,
+    list: () => prefetched.list(),
+    open: (name) => prefetched.open(name),
+    close: () => (opened ? prefetched.close?.() : undefined),
+  };
+  try {
+    const model = await openSafetensorsModel({ source: owned, ownsSource: true });
+    opened = true;
+    return model;
+  } finally {
+    prefetched.release();
   }
 }

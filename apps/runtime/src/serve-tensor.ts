@@ -9,7 +9,8 @@ import {
 } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE } from './check-source-bytes.js';
+import { checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
+import { dropModelRangeCopy } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -335,12 +336,29 @@ export async function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8
   // Each step of a tensor's work on this thread first lets the event loop turn when a turn is due (takeTurnIfDue).
   for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
   if (target.unchecked !== undefined && env.cache !== undefined) {
-    await checkSourceBytes(env.cache, env.backend, target, target.unchecked, data, report);
+    await checkSourceBytes(env.cache, env.backend, target, target.unchecked, data, report, objectRefetch(env, target, data, report));
     return;
   }
   const { reason, detail } = await explainMiss(target, data, env);
   report.reason = reason;
   report.detail = detail;
+}
+
+/** How a raw read of an s3:// model's tensor is made again past its read-through copy (checkSourceBytes); undefined for other models. */
+function objectRefetch(env: ServeEnv, target: ServeTarget, data: Uint8Array, report: TensorReport): SourceRefetch | undefined {
+  const { model, slice } = target;
+  if (model === undefined || target.info === undefined || !isRemoteLocation(target.info.shardPath)) return undefined;
+  const dropCopy = () => dropModelRangeCopy(model, slice.shardName, slice.offsetBytes, slice.sizeBytes);
+  return {
+    async refetch() {
+      if (!(await dropCopy())) return false;
+      await readRaw(env, target, data, report);
+      return true;
+    },
+    async dropCopy() {
+      await dropCopy();
+    },
+  };
 }
 
 export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8Array, report: TensorReport): Promise<void> {

@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import { StoreError } from './errors.js';
 import { resolveS3Settings } from './open-cache-store.js';
 import { ReadThroughCache } from './read-through-cache.js';
-import { ReadThroughRanges, type RangeIdentity, type ReadThroughRangeStats } from './read-through-ranges.js';
+import { MAX_READ_THROUGH_RANGE_BYTES, ReadThroughRanges, type RangeIdentity, type ReadThroughRangeStats } from './read-through-ranges.js';
+import { plainMd5Etag } from './s3-cache-store.js';
 import { isS3Url, parseS3Url } from './s3-layout.js';
 import { S3Transport } from './s3-transport.js';
 import type { S3StoreOptions } from './types.js';
@@ -32,6 +34,14 @@ export interface S3Object {
    * version (URL, ETag, size) is served instead, and a fetched range is kept (see openS3ObjectSource).
    */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
+  /**
+   * Drops this host's read-through copy of exactly the range [offsetBytes, offsetBytes + lengthBytes)
+   * (after its write, if one is still running), so the next read of it fetches from the object
+   * store. For a reader that found the range's bytes wrong by a check of its own (a content key, a
+   * parse): the copy's digest only proves they are what a GET returned. Never rejects; nothing to do
+   * without a read-through directory.
+   */
+  dropLocalCopy(offsetBytes: number, lengthBytes: number): Promise<void>;
 }
 
 /** Positioned reads of the objects below one `s3://bucket/prefix`, sharing one client, retries and concurrency cap. */
@@ -68,7 +78,10 @@ export interface S3ObjectSource {
  * up as a local file named by the hash of (bucket, key, ETag, size, offset, length) and
  * served only when its SHA-256 matches the digest it carries (else removed and fetched). A fetched
  * range is written there atomically after the read, in the background; a write that fails (full
- * disk, read-only directory) is counted in `readThroughStats()` and never fails the read.
+ * disk, read-only directory) is counted in `readThroughStats()` and never fails the read. That
+ * digest is taken of the bytes as they came: a GET body damaged in transit would be kept and served
+ * again, so a whole object with a single-part (MD5) ETag is kept only when its MD5 matches (else
+ * fetched once more), and a reader that finds a range wrong calls `dropLocalCopy`.
  */
 export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = {}): S3ObjectSource {
   if (!isS3Url(prefixUrl)) throw new StoreError('INVALID_ARGUMENT', 'an object source is an s3://bucket/prefix URL', { path: String(prefixUrl) });
@@ -102,6 +115,7 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
       if (known === undefined) return undefined;
       const { sizeBytes, etag } = known;
       const url = transport.describe(name);
+      const wholeMd5 = plainMd5Etag(etag);
       const identityOf = (offsetBytes: number, lengthBytes: number): RangeIdentity | undefined => {
         if (ranges === undefined || !ranges.accepts(lengthBytes)) return undefined;
         // Without an ETag a replaced object of the same size could not be told apart: never kept.
@@ -110,6 +124,23 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
           return undefined;
         }
         return { bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes };
+      };
+      const fetchRange = async (offsetBytes: number, target: Uint8Array): Promise<void> => {
+        try {
+          await transport.getRangeOf(name, target, offsetBytes, sizeBytes, name, etag);
+        } catch (error) {
+          if (error instanceof StoreError && error.code === 'BLOB_MISSING') {
+            throw new StoreError('OBJECT_MISSING', 'the object no longer exists', { path: url, cause: error });
+          }
+          if (error instanceof StoreError && error.code === 'BLOB_SIZE_MISMATCH') {
+            throw new StoreError('OBJECT_CHANGED', `the object is no longer ${sizeBytes} bytes long (replaced since it was opened?)`, {
+              path: url,
+              details: { ...error.details, sizeBytes },
+              cause: error,
+            });
+          }
+          throw error;
+        }
       };
       return {
         url,
@@ -125,23 +156,26 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
             });
           }
           const identity = identityOf(offsetBytes, target.length);
-          if (identity !== undefined && ranges !== undefined && (await ranges.readInto(identity, target))) return;
-          try {
-            await transport.getRangeOf(name, target, offsetBytes, sizeBytes, name, etag);
-          } catch (error) {
-            if (error instanceof StoreError && error.code === 'BLOB_MISSING') {
-              throw new StoreError('OBJECT_MISSING', 'the object no longer exists', { path: url, cause: error });
-            }
-            if (error instanceof StoreError && error.code === 'BLOB_SIZE_MISMATCH') {
-              throw new StoreError('OBJECT_CHANGED', `the object is no longer ${sizeBytes} bytes long (replaced since it was opened?)`, {
-                path: url,
-                details: { ...error.details, sizeBytes },
-                cause: error,
-              });
-            }
-            throw error;
+          // The whole object (an index, a small shard): its ETag's MD5 judges the bytes, copied or fetched. Ranges of it, nothing can.
+          const isNotObject = (bytes: Uint8Array) => wholeMd5 !== undefined && offsetBytes === 0 && bytes.length === sizeBytes && md5Hex(bytes) !== wholeMd5;
+          if (identity !== undefined && ranges !== undefined && (await ranges.readInto(identity, target))) {
+            if (!isNotObject(target)) return;
+            await ranges.drop(identity); // kept before copies were checked so
           }
-          if (identity !== undefined && ranges !== undefined) await ranges.keep(identity, target);
+          await fetchRange(offsetBytes, target);
+          if (identity === undefined || ranges === undefined) return;
+          if (isNotObject(target)) {
+            await fetchRange(offsetBytes, target);
+            // Twice not its MD5: served (an ETag of an encrypted object, SSE-KMS or SSE-C, is no MD5 of its bytes), never kept.
+            if (isNotObject(target)) return;
+          }
+          await ranges.keep(identity, target);
+        },
+        async dropLocalCopy(offsetBytes, lengthBytes) {
+          // Only ranges readInto keeps have a copy (no counters moved: nothing is read).
+          const kept = Number.isSafeInteger(offsetBytes) && offsetBytes >= 0 && Number.isSafeInteger(lengthBytes) && lengthBytes > 0 && lengthBytes <= MAX_READ_THROUGH_RANGE_BYTES;
+          if (ranges === undefined || etag === undefined || !kept) return;
+          await ranges.drop({ bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes });
         },
       };
     },
@@ -155,6 +189,10 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
   };
 }
 
+function md5Hex(bytes: Uint8Array): string {
+  return createHash('md5').update(bytes).digest('hex');
+}
+
 /** `s3://bucket/key` as one object: `openS3ObjectSource` of its directory, then `open` of its name. OBJECT_MISSING when absent. */
 export async function openS3Object(url: string, options: S3StoreOptions = {}): Promise<S3Object & { close(): Promise<void> }> {
   if (!isS3Url(url) || url.endsWith('/')) throw new StoreError('INVALID_ARGUMENT', 'an object URL is s3://bucket/key (not ending with /)', { path: String(url) });
@@ -163,7 +201,14 @@ export async function openS3Object(url: string, options: S3StoreOptions = {}): P
   try {
     const object = await source.open(url.slice(slash + 1));
     if (object === undefined) throw new StoreError('OBJECT_MISSING', 'the object does not exist', { path: url });
-    return { url: object.url, sizeBytes: object.sizeBytes, etag: object.etag, readInto: (offsetBytes, target) => object.readInto(offsetBytes, target), close: () => source.close() };
+    return {
+      url: object.url,
+      sizeBytes: object.sizeBytes,
+      etag: object.etag,
+      readInto: (offsetBytes, target) => object.readInto(offsetBytes, target),
+      dropLocalCopy: (offsetBytes, lengthBytes) => object.dropLocalCopy(offsetBytes, lengthBytes),
+      close: () => source.close(),
+    };
   } catch (error) {
     await source.close();
     throw error;

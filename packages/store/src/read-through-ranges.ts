@@ -53,6 +53,8 @@ export interface ReadThroughRangeStats {
   writeFailures: number;
   /** Reads never looked up locally: above MAX_READ_THROUGH_RANGE_BYTES, or an object without an ETag. */
   bypassed: number;
+  /** Range files dropped by their reader (drop): bytes that failed a check the file's own digest cannot make. */
+  dropped: number;
 }
 
 function sha256(bytes: Uint8Array): Buffer {
@@ -73,9 +75,11 @@ function identityDigest(identity: RangeIdentity): Buffer {
  * miss, so unverified bytes are never served. Writes never fail a read: errors are counted.
  */
 export class ReadThroughRanges {
-  private readonly counters: ReadThroughRangeStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0, bypassed: 0 };
+  private readonly counters: ReadThroughRangeStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0, bypassed: 0, dropped: 0 };
   private pendingBytes = 0;
   private readonly pending = new Set<Promise<void>>();
+  /** Background writes by file name: a drop waits for the range's write, so a dropped copy cannot land after it. */
+  private readonly pendingByName = new Map<string, Promise<void>>();
 
   /** `fileTag` starts each file's name (`<tag>.<identity sha256>.bin`): one directory keeps apart the kinds of ranges it holds. */
   constructor(
@@ -161,8 +165,23 @@ export class ReadThroughRanges {
     const task = write(copy).finally(() => {
       this.pendingBytes -= copy.length;
       this.pending.delete(task);
+      if (this.pendingByName.get(name) === task) this.pendingByName.delete(name);
     });
     this.pending.add(task);
+    this.pendingByName.set(name, task);
+  }
+
+  /**
+   * Removes the range's file, after its background write if one is running. For bytes the file's
+   * own digest cannot judge: it only proves they are what was fetched, and a GET body damaged in
+   * transit (right length, wrong bytes) was hashed as it came. The caller found them wrong another
+   * way (a content key, a parse): the next read of the range fetches it again. Never rejects.
+   */
+  async drop(identity: RangeIdentity): Promise<void> {
+    const name = this.fileName(identityDigest(identity));
+    await this.pendingByName.get(name);
+    await this.files.removeFile(name);
+    this.counters.dropped++;
   }
 
   private fileName(identityDigest: Uint8Array): string {

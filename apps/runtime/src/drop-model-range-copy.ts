@@ -1,0 +1,72 @@
+import type { ByteSource, ByteSourceObject, SafetensorsModel } from '@splitzip/safetensors';
+import type { S3Object, S3ObjectSource } from '@splitzip/store';
+
+/** Drops this host's read-through copy of one range of one of a model's objects (S3Object.dropLocalCopy). */
+type DropRangeCopy = (shardName: string, offsetBytes: number, lengthBytes: number) => Promise<void>;
+
+/** Models openModel opened from an object store, with the way to their objects' local copies. */
+const droppers = new WeakMap<SafetensorsModel, DropRangeCopy>();
+
+/**
+ * Drops the read-through copy of a tensor's range of `model`'s shard, so that the next raw read of
+ * it fetches from the object store. False when the model has no such copies to drop (a local
+ * model, one opened from a caller's ByteSource): a read again would return the same bytes.
+ */
+export async function dropModelRangeCopy(model: SafetensorsModel, shardName: string, offsetBytes: number, lengthBytes: number): Promise<boolean> {
+  const drop = droppers.get(model);
+  if (drop === undefined) return false;
+  await drop(shardName, offsetBytes, lengthBytes);
+  return true;
+}
+
+/** An object source whose objects are remembered by name, and whose reads are recorded until `stopRecording()`. */
+export interface TrackedSource extends ByteSource {
+  close(): Promise<void>;
+  /** Drops the local copies of every range read since the source was made (or last dropped). */
+  dropRecordedRanges(): Promise<void>;
+  stopRecording(): void;
+  /** Makes `model`'s tensor ranges droppable through dropModelRangeCopy. */
+  attachModel(model: SafetensorsModel): void;
+}
+
+/**
+ * Wraps an object source for openModel: the ranges an open reads (index, shard heads) are recorded,
+ * so an open that fails to parse what it read drops their copies and reads them once more (a copy
+ * of a GET body damaged in transit was otherwise kept, and failed every later open); the objects
+ * are kept by name for the model's tensors (dropModelRangeCopy).
+ */
+export function trackSourceRanges(source: S3ObjectSource): TrackedSource {
+  const objects = new Map<string, S3Object>();
+  let recorded: { object: S3Object; offsetBytes: number; lengthBytes: number }[] | undefined = [];
+  return {
+    url: source.url,
+    list: () => source.list(),
+    async open(name): Promise<ByteSourceObject | undefined> {
+      const object = await source.open(name);
+      if (object === undefined) return undefined;
+      objects.set(name, object);
+      return {
+        sizeBytes: object.sizeBytes,
+        ...(object.etag !== undefined ? { etag: object.etag } : {}),
+        readInto(offsetBytes, target) {
+          recorded?.push({ object, offsetBytes, lengthBytes: target.length });
+          return object.readInto(offsetBytes, target);
+        },
+      };
+    },
+    close: () => source.close(),
+    async dropRecordedRanges() {
+      const ranges = recorded ?? [];
+      if (recorded !== undefined) recorded = [];
+      await Promise.all(ranges.map(({ object, offsetBytes, lengthBytes }) => object.dropLocalCopy(offsetBytes, lengthBytes)));
+    },
+    stopRecording() {
+      recorded = undefined;
+    },
+    attachModel(model) {
+      droppers.set(model, async (shardName, offsetBytes, lengthBytes) => {
+        await objects.get(shardName)?.dropLocalCopy(offsetBytes, lengthBytes);
+      });
+    },
+  };
+}
