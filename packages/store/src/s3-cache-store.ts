@@ -76,6 +76,25 @@ const MAX_HEADER_OBJECT_BYTES = 64 * 1024;
 export const S3_LAYOUT_FORMAT = 1;
 /** Orphan blobs and unfinished uploads younger than this may belong to a writer still at work. */
 export const DEFAULT_GC_MIN_AGE_MS = 3_600_000;
+/**
+ * The least `minAgeMs` a gc of an S3 cache takes (below it: INVALID_ARGUMENT). Between a blob's PUT
+ * and its entry's PUT a writer's blob is an orphan to gc; that entry PUT ends within the transport's
+ * retry bounds, with the default settings 6 attempts (maxAttempts) of at most 300 s each
+ * (DEFAULT_REQUEST_DEADLINE_MS) plus under 4 s of backoff: ~30 min. Five more minutes for the wait
+ * for a request slot and for skew between gc's clock and the server's Last-Modified. A writer with
+ * larger retry settings needs a larger minAgeMs; a writer stopped (SIGSTOP, a suspended host) for
+ * longer than this can still lose a blob, which `verify` reports and `build --repair` puts back.
+ */
+export const MIN_S3_GC_AGE_MS = 35 * 60_000;
+
+/** GcOptions of an S3 store: GcOptions, and for tests a way under MIN_S3_GC_AGE_MS. */
+export interface S3GcOptions extends GcOptions {
+  /**
+   * Tests only: take a `minAgeMs` below MIN_S3_GC_AGE_MS, for tests that make orphans and collect
+   * them at once with no writer at work. Never for a cache that writers may be using.
+   */
+  allowMinAgeBelowFloorForTests?: boolean | undefined;
+}
 
 export interface S3StoreSettings {
   refreshIntervalMs: number | undefined;
@@ -127,6 +146,28 @@ function parseHeaderObject(bytes: Uint8Array, path: string): S3Header {
 
 export function serializeHeaderObject(header: S3Header): Uint8Array {
   return encoder.encode(`${JSON.stringify({ layout: 's3-objects', format: S3_LAYOUT_FORMAT, chunk_size: header.chunkSize, coverage_min: header.coverageMin })}\n`);
+}
+
+/**
+ * Creates cache.json with `header`'s settings unless one exists, and returns the bytes that hold:
+ * ours, or the existing object's (its settings are the cache's, judged as for any existing cache).
+ * A GET's 404 is no proof of absence (a lagging replica, a proxy, a flaky gateway): an unconditional
+ * PUT after it rewrote an existing cache's settings. So the PUT is conditional (`If-None-Match: *`:
+ * AWS S3 since 2024-08, radosgw, MinIO); refused, the existing object is read, its 404s retried.
+ * A server that does not implement the condition (501) gets a second GET (two 404s in a row), then
+ * a plain PUT and a read-back: of two creators racing there, the later PUT's settings stay and the
+ * other creator reads them back, except where its read-back comes before the later PUT.
+ */
+async function createHeaderObject(transport: S3Transport, header: S3Header): Promise<Uint8Array> {
+  const bytes = serializeHeaderObject(header);
+  const outcome = await transport.putObjectIfAbsent(HEADER_OBJECT, bytes, 'application/json');
+  if (outcome === 'created') return bytes;
+  if (outcome === 'unsupported') {
+    const again = await transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
+    if (again) return again;
+    await transport.putObject(HEADER_OBJECT, bytes, 'application/json');
+  }
+  return (await transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES, { mustExist: true }))!;
 }
 
 /**
@@ -254,13 +295,27 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const path = transport.describe(HEADER_OBJECT);
     if (create?.createBucket) await transport.ensureBucket();
     let bytes = await transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
-    if (!bytes && create) {
-      // Two creators may race: both write a valid header; the builder defaults of the last one stay.
-      bytes = serializeHeaderObject(create);
-      await transport.putObject(HEADER_OBJECT, bytes, 'application/json');
+    if (!bytes && create) bytes = await createHeaderObject(transport, create);
+    if (!bytes) {
+      // A missing bucket reads as a missing cache.json: name the bucket instead.
+      // (Anything but a clear 404 of the bucket, a 403 of a key without HeadBucket say, keeps the plain message.)
+      if (!(await transport.bucketExists().catch(() => true))) {
+        throw new StoreError('NOT_A_CACHE', `the bucket ${transport.location.bucket} does not exist at ${transport.endpoint} (a build with create makes the cache; createBucket makes the bucket too)`, {
+          path,
+          details: { bucket: transport.location.bucket, endpoint: transport.endpoint },
+        });
+      }
+      throw new StoreError('NOT_A_CACHE', 'no cache.json below this prefix (open with create: true to make a new cache)', { path });
     }
-    if (!bytes) throw new StoreError('NOT_A_CACHE', 'no cache.json below this prefix (open with create: true to make a new cache)', { path });
-    store.header = parseHeaderObject(bytes, path);
+    try {
+      store.header = parseHeaderObject(bytes, path);
+    } catch (error) {
+      // A reply cut short or garbled on the way fails the same checks as a damaged object: fetch once
+      // more before judging the object (an invalid one fails twice).
+      const again = await transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
+      if (!again) throw error;
+      store.header = parseHeaderObject(again, path);
+    }
     await store.refresh();
     if (settings.refreshIntervalMs !== undefined) {
       store.timer = setInterval(() => {
@@ -528,7 +583,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * ETag). Entry objects never change, so a host that loaded a cache once reads them without a
    * request each.
    */
-  private async readEntryObjectBytes(object: ListedObject, entryKey: string, path: string): Promise<Uint8Array> {
+  private async readEntryObjectBytes(object: ListedObject, entryKey: string, path: string, fetched: { fromServer: boolean }): Promise<Uint8Array> {
     const md5 = this.entryCopies ? plainMd5Etag(object.etag) : undefined;
     const identity: RangeIdentity | undefined =
       md5 !== undefined && object.sizeBytes > 0 && object.sizeBytes <= MAX_ENTRY_OBJECT_BYTES
@@ -538,6 +593,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const local = new Uint8Array(identity.lengthBytes);
       if (await this.entryCopies!.readInto(identity, local)) return local;
     }
+    fetched.fromServer = true;
     const bytes = await this.transport.getSmallObject(object.name, MAX_ENTRY_OBJECT_BYTES);
     if (!bytes) throw new StoreError('ENTRY_INVALID', 'the entry object vanished between listing and reading', { entry: entryKey, path });
     if (identity !== undefined && bytes.length === identity.lengthBytes && createHash('md5').update(bytes).digest('hex') === md5) {
@@ -546,13 +602,25 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return bytes;
   }
 
+  /**
+   * An entry object parsed, or the problem it has. A reply cut short or garbled on the way fails the
+   * same checks as a damaged object, so one that fails is fetched once more before it is judged (a
+   * damaged object fails twice): one bad reply failed a whole build's alias check.
+   */
   private async fetchEntryObject(object: ListedObject): Promise<CacheEntry | ListingProblem> {
+    const first = await this.fetchEntryObjectOnce(object);
+    if ('blob' in first || !first.fromServer) return first;
+    return this.fetchEntryObjectOnce(object);
+  }
+
+  private async fetchEntryObjectOnce(object: ListedObject): Promise<CacheEntry | (ListingProblem & { fromServer?: boolean })> {
     const name = object.name;
     const parsedName = parseEntryObjectName(name);
     const path = this.transport.describe(name);
     if (!parsedName) return { key: '', code: 'ENTRY_INVALID', message: `unrecognised object ${path} below entries/` };
+    const fetched = { fromServer: false };
     try {
-      const bytes = await this.readEntryObjectBytes(object, parsedName.key, path);
+      const bytes = await this.readEntryObjectBytes(object, parsedName.key, path, fetched);
       let json: unknown;
       let text: string;
       try {
@@ -581,7 +649,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // An unavailable server must fail the refresh (and be retried), not mark the entry bad forever.
       if (isStoreError(error) && (error.retryable || error.code === 'S3_ERROR')) throw error;
       const e = isStoreError(error) ? error.withContext({ path }) : new StoreError('ENTRY_INVALID', String(error), { entry: parsedName.key, path });
-      return { key: parsedName.key, code: e.code, message: e.message, refetch: true };
+      return { key: parsedName.key, code: e.code, message: e.message, refetch: true, fromServer: fetched.fromServer };
     }
   }
 
@@ -743,7 +811,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         }
         const conflict = this.conflicts.get(id);
         const top = this.sliceEpochs.get(id);
-        // Not bound elsewhere: its own entry object could not be read (damaged, or a bad reply twice).
+        // Not bound elsewhere: its own entry object could not be read (damaged, or a bad reply twice in a row: fetchEntryObject).
         const unreadable = owner === undefined && !conflict && !this.state.entries.has(w.key) ? this.problems.find((p) => p.key === w.key) : undefined;
         if (unreadable) {
           throw new StoreError(unreadable.code as StoreErrorCode, `slice ${JSON.stringify(w.slice)} resolves to nothing: the entry object of ${w.key} is not readable (${unreadable.message})`, {
@@ -944,10 +1012,23 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return { ...report, ok: report.ok && extra.length === 0, problems: [...report.problems, ...extra] };
   }
 
-  async gc(options: GcOptions = {}): Promise<GcReport> {
+  async gc(options: S3GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
     const started = performance.now();
     const minAgeMs = options.minAgeMs ?? DEFAULT_GC_MIN_AGE_MS;
+    if (typeof minAgeMs !== 'number' || Number.isNaN(minAgeMs) || minAgeMs < 0) {
+      throw new StoreError('INVALID_ARGUMENT', 'minAgeMs must be a non-negative number of milliseconds', { path: this.root, details: { minAgeMs: detailValue(minAgeMs) } });
+    }
+    // Younger orphans may be blobs of a writer between its blob and entry PUTs: deleting them left
+    // committed entries without their bytes (BLOB_MISSING) while the build reported success. A dry
+    // run is refused too, so that it reports what a real gc of the same options would do.
+    if (minAgeMs < MIN_S3_GC_AGE_MS && options.allowMinAgeBelowFloorForTests !== true) {
+      throw new StoreError(
+        'INVALID_ARGUMENT',
+        `minAgeMs ${minAgeMs} ms is below MIN_S3_GC_AGE_MS (${MIN_S3_GC_AGE_MS} ms, ${MIN_S3_GC_AGE_MS / 60_000} min): a writer may still be between a blob's PUT and its entry's PUT`,
+        { path: this.root, details: { option: 'minAgeMs', minAgeMs, floor: MIN_S3_GC_AGE_MS } },
+      );
+    }
     const now = Date.now();
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);

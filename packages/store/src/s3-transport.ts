@@ -62,6 +62,9 @@ const TRANSIENT_ERRNO = new Set([
   'ENETUNREACH',
   'ENETDOWN',
   'EAI_AGAIN',
+  // An unresolvable endpoint host, like a refused connection: a DNS server or a gateway's name may
+  // come back (a restarting container, a flapping resolver), and the endpoint is named either way.
+  'ENOTFOUND',
   'ERR_STREAM_PREMATURE_CLOSE',
   'UND_ERR_SOCKET',
 ]);
@@ -77,6 +80,7 @@ const TRANSIENT_NAMES = new Set([
   'InternalError',
   'ServiceUnavailable',
   'BodyInterrupted',
+  'ObjectNotFoundYet',
 ]);
 
 function errnoOf(error: unknown): string | undefined {
@@ -95,11 +99,23 @@ function statusOf(error: unknown): number | undefined {
   return typeof status === 'number' ? status : undefined;
 }
 
-/** Connection resets and refusals, timeouts, 5xx, 408/429 and throttling: worth another attempt. */
+/**
+ * A 2xx reply whose body the SDK could not parse (a LIST's XML cut short or garbled on the way: the
+ * SDK's deserializer marks its error with the hidden `$response`). The server said it succeeded;
+ * the bytes did not arrive intact, so another attempt may.
+ */
+function isUndecodableReply(error: unknown): boolean {
+  if (error === null || typeof error !== 'object' || !('$response' in error)) return false;
+  const status = statusOf(error);
+  return status !== undefined && status >= 200 && status < 300;
+}
+
+/** Connection resets and refusals, timeouts, 5xx, 408/429, throttling and 2xx replies that do not parse: worth another attempt. */
 export function isTransientS3Error(error: unknown): boolean {
   if (error instanceof StoreError) return false;
   const status = statusOf(error);
   if (status !== undefined && (status >= 500 || status === 408 || status === 429)) return true;
+  if (isUndecodableReply(error)) return true;
   const name = (error as { name?: unknown } | undefined)?.name;
   if (typeof name === 'string' && TRANSIENT_NAMES.has(name)) return true;
   const errno = errnoOf(error);
@@ -107,6 +123,21 @@ export function isTransientS3Error(error: unknown): boolean {
   const message = String((error as { message?: unknown } | undefined)?.message ?? '');
   // Responses cut off by a dying server surface from node:http with these messages and no code.
   return /socket hang up|aborted|premature close|other side closed|ECONNRESET|ECONNREFUSED/i.test(message);
+}
+
+function isPreconditionFailed(error: unknown): boolean {
+  const name = (error as { name?: unknown } | undefined)?.name;
+  // 412: the object exists. 409 ConditionalRequestConflict (AWS): another conditional write of it is in progress.
+  return statusOf(error) === 412 || statusOf(error) === 409 || name === 'PreconditionFailed' || name === 'ConditionalRequestConflict';
+}
+
+function isNotImplemented(error: unknown): boolean {
+  return statusOf(error) === 501 || (error as { name?: unknown } | undefined)?.name === 'NotImplemented';
+}
+
+/** A 404 of an object that must exist (a conditional create was just refused for it): retried, as a lagging replica. */
+class ObjectNotFoundYet extends Error {
+  override readonly name = 'ObjectNotFoundYet';
 }
 
 function isNotFound(error: unknown): boolean {
@@ -336,11 +367,11 @@ export class S3Transport {
     });
   }
 
-  /** Creates the bucket if it does not exist. */
-  async ensureBucket(): Promise<void> {
+  /** Whether the bucket exists (HeadBucket; a 404 says it does not). */
+  async bucketExists(): Promise<boolean> {
     await this.connect();
     const Bucket = this.location.bucket;
-    const exists = await this.withRetries('HeadBucket', '', async (abortSignal) => {
+    return this.withRetries('HeadBucket', '', async (abortSignal) => {
       try {
         await this.client.send(new this.s3.HeadBucketCommand({ Bucket }), { abortSignal });
         return true;
@@ -349,7 +380,12 @@ export class S3Transport {
         throw error;
       }
     });
-    if (exists) return;
+  }
+
+  /** Creates the bucket if it does not exist. */
+  async ensureBucket(): Promise<void> {
+    const Bucket = this.location.bucket;
+    if (await this.bucketExists()) return;
     await this.withRetries('CreateBucket', '', async (abortSignal) => {
       try {
         await this.client.send(new this.s3.CreateBucketCommand({ Bucket }), { abortSignal });
@@ -382,6 +418,41 @@ export class S3Transport {
         { abortSignal },
       ),
     );
+  }
+
+  /**
+   * PUTs a small object only if no object of that name exists (`If-None-Match: *`, with Content-MD5):
+   * `created`, or `exists` when the server refused (412, or 409 while another conditional write of
+   * it runs), or `unsupported` when the server does not implement the condition (501 NotImplemented:
+   * AWS S3 before August 2024); the caller then needs another way. A server that ignores the header
+   * silently cannot be told apart from `created`.
+   */
+  async putObjectIfAbsent(name: string, body: Uint8Array, contentType = 'application/octet-stream'): Promise<'created' | 'exists' | 'unsupported'> {
+    await this.connect();
+    const md5 = md5Base64(body);
+    return this.withRetries('PutObject', name, async (abortSignal) => {
+      try {
+        await this.client.send(
+          new this.s3.PutObjectCommand({
+            Bucket: this.location.bucket,
+            Key: this.objectKey(name),
+            Body: toBuffer(body),
+            ContentLength: body.length,
+            ContentMD5: md5,
+            ContentType: contentType,
+            IfNoneMatch: '*',
+          }),
+          { abortSignal },
+        );
+        return 'created';
+      } catch (error) {
+        // A retried attempt whose first try created the object (the reply was lost) lands here too:
+        // the caller reads what is there, its own bytes then.
+        if (isPreconditionFailed(error)) return 'exists';
+        if (isNotImplemented(error)) return 'unsupported';
+        throw error;
+      }
+    });
   }
 
   private async putMultipart(name: string, body: Uint8Array, contentType: string): Promise<void> {
@@ -419,14 +490,19 @@ export class S3Transport {
     }
   }
 
-  /** A small whole object (at most `maxBytes`), or undefined when absent. */
-  async getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined> {
+  /**
+   * A small whole object (at most `maxBytes`), or undefined when absent. With `mustExist` (the object
+   * is known to exist: a conditional create was just refused for it) a 404 is retried like a 5xx and
+   * ends, when it persists, in S3_UNAVAILABLE instead of undefined.
+   */
+  async getSmallObject(name: string, maxBytes: number, options: { mustExist?: boolean } = {}): Promise<Uint8Array | undefined> {
     await this.connect();
     return this.withRetries('GetObject', name, async (abortSignal) => {
       let response;
       try {
         response = await this.client.send(new this.s3.GetObjectCommand({ Bucket: this.location.bucket, Key: this.objectKey(name) }), { abortSignal });
       } catch (error) {
+        if (isNotFound(error) && options.mustExist === true) throw new ObjectNotFoundYet('GET answered 404 for an object the server said exists');
         if (isNotFound(error)) return undefined;
         throw error;
       }

@@ -3,6 +3,9 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import { createBucket, dropBucket, uniqueBucketName } from '@splitzip/test-support/s3';
 import { afterAll, beforeAll } from 'vitest';
+import type { CacheStore } from '../src/cache-store.js';
+import type { S3CacheStore } from '../src/s3-cache-store.js';
+import type { GcOptions, GcReport } from '../src/types.js';
 
 export { canControlGateway, cephDir, describeS3, dropBucket, endpoint, gatewayPid, gatewayProblem, rawClient } from '@splitzip/test-support/s3';
 
@@ -20,4 +23,12 @@ export function useTestBucket(client: S3Client, bucket: string): void {
     await dropBucket(client, bucket);
     client.destroy();
   });
+}
+
+/**
+ * gc of an S3 store with a `minAgeMs` below MIN_S3_GC_AGE_MS (default 0), through the store's
+ * test-only option: for tests that make orphans and collect them at once, with no writer at work.
+ */
+export function gcBelowFloorForTests(store: CacheStore, options: GcOptions = {}): Promise<GcReport> {
+  return (store as S3CacheStore).gc({ minAgeMs: 0, ...options, allowMinAgeBelowFloorForTests: true });
 }

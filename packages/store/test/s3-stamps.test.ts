@@ -15,7 +15,7 @@ import {
   stampObjectName,
 } from '../src/s3-layout.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
+import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 const KEY_A = 'a'.repeat(40);
 const etag = (n: number, parts?: number): string => `etag:"${n.toString(16).padStart(32, '0')}${parts === undefined ? '' : `-${parts}`}"`;
@@ -189,14 +189,14 @@ describeS3('S3 object stamps against the gateway', () => {
     const young = await store.gc();
     expect(young.orphanStamps).toEqual([]);
     expect(young.unknownFiles).toEqual([]);
-    const dry = await store.gc({ dryRun: true, minAgeMs: 0 });
+    const dry = await gcBelowFloorForTests(store, { dryRun: true });
     expect([...dry.orphanStamps!].sort()).toEqual([orphanA, noEntry, unbound].sort());
     expect(dry.unknownFiles).toEqual([]);
     expect(await listNames(prefix, 'stamps/')).toHaveLength(5);
-    const done = await store.gc({ minAgeMs: 0 });
+    const done = await gcBelowFloorForTests(store);
     expect([...done.orphanStamps!].sort()).toEqual(dry.orphanStamps!.sort());
     expect(await listNames(prefix, 'stamps/')).toEqual([...live].sort());
-    expect((await store.gc({ minAgeMs: 0 })).orphanStamps).toEqual([]);
+    expect((await gcBelowFloorForTests(store)).orphanStamps).toEqual([]);
     await store.refresh();
     expect(stampsOf(store)).toEqual([etag(2)]);
     expect(stampsOf(store, 80)).toEqual([etag(5)]);
@@ -204,7 +204,7 @@ describeS3('S3 object stamps against the gateway', () => {
 
     // An entry object removed by hand: its stamps go with the binding.
     await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: `${prefix}entries/${b.key}.${store.getEntry(b.key)!.blobSha256}.json` }));
-    expect([...(await store.gc({ minAgeMs: 0 })).orphanStamps!].sort()).toEqual([...live].sort());
+    expect([...(await gcBelowFloorForTests(store)).orphanStamps!].sort()).toEqual([...live].sort());
     expect(await listNames(prefix, 'stamps/')).toEqual([]);
     await Promise.all([store.close(), other.close()]);
   });
@@ -243,7 +243,7 @@ describeS3('S3 object stamps against the gateway', () => {
     const shown = stampsOf(other);
     const superseded = (await listNames(prefix, 'stamps/')).filter((name) => !shown!.includes(parseStampObjectName(name)!.stamp));
     expect(superseded).toHaveLength(2);
-    expect([...(await other.gc({ minAgeMs: 0 })).orphanStamps!].sort()).toEqual([...superseded].sort());
+    expect([...(await gcBelowFloorForTests(other)).orphanStamps!].sort()).toEqual([...superseded].sort());
     expect(await listNames(prefix, 'stamps/')).toHaveLength(MAX_SLICE_STAMPS);
     const after = await openCacheStore(url(prefix));
     expect(stampsOf(after)).toEqual(shown);
@@ -262,7 +262,7 @@ describeS3('S3 object stamps against the gateway', () => {
       }
       return listed;
     };
-    const raced = await after.gc({ minAgeMs: 0 });
+    const raced = await gcBelowFloorForTests(after);
     expect(raced.orphanStamps).not.toContain(stampObjectName([SHARD, 0, 80], a.key, oldest, ''));
     const last = await openCacheStore(url(prefix));
     expect(stampsOf(last)!.at(-1)).toBe(oldest);
@@ -283,7 +283,7 @@ describeS3('S3 object stamps against the gateway', () => {
     expect(report.ok).toBe(false);
     expect(report.problems.map((p) => p.code)).toEqual(strays.map(() => 'ENTRY_INVALID'));
     for (const name of strays) expect(report.problems.some((p) => p.message.includes(name) && p.message.includes('below stamps/'))).toBe(true);
-    const gc = await store.gc({ minAgeMs: 0 });
+    const gc = await gcBelowFloorForTests(store);
     expect([...gc.unknownFiles].sort()).toEqual([...strays].sort());
     expect(gc.orphanStamps).toEqual([]);
     await store.close();

@@ -1,0 +1,205 @@
+// One bad reply of the gateway (a 404 for an object that exists, a body cut short or garbled on
+// the way) is no evidence about the cache: it must neither rewrite the cache's settings nor fail a
+// build, while an object that is really damaged still fails. And gc refuses an age floor under
+// which it would delete the blobs of a writer still at work.
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openCacheStore } from '../src/index.js';
+import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
+import { catchError, makeTensor, removeTempDirs, toInput } from './helpers.js';
+import { answerError, relayCut, startProxy } from './s3-fault-proxy.js';
+import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
+
+afterEach(removeTempDirs);
+
+/** Fast retries: a fault that persists ends in a second or so. */
+const quick = { maxAttempts: 3, retryBaseDelayMs: 5, retryMaxDelayMs: 20 };
+
+describe('S3 endpoint faults without a gateway', () => {
+  it('an endpoint host that does not resolve (ENOTFOUND) is S3_UNAVAILABLE after the retries, like a refused connection', async () => {
+    const error = await catchError(() => openCacheStore('s3://nobody-home/cache', { s3: { endpoint: 'http://splitzip-no-such-host.invalid:9000', ...quick } }));
+    expect(error.code).toBe('S3_UNAVAILABLE');
+    expect((error as { retryable?: boolean }).retryable).toBe(true);
+    expect(error.message).toContain('splitzip-no-such-host.invalid');
+    expect(error.details).toMatchObject({ attempts: 3 });
+  });
+});
+
+describeS3('S3 reply faults', () => {
+  const bucket = uniqueBucket('faults');
+  const client = rawClient();
+  let run = 0;
+  const url = (prefix: string) => `s3://${bucket}/${prefix}`;
+  const nextPrefix = () => `f${run++}/`;
+  const readHeader = async (prefix: string) => JSON.parse(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}cache.json` }))).Body!.transformToString());
+
+  useTestBucket(client, bucket);
+
+  it('a 404 for an existing cache.json makes a creator take the cache\'s settings, never rewrite them', async () => {
+    const prefix = nextPrefix();
+    await (await openCacheStore(url(prefix), { create: true, coverageMin: 0.99, chunkSize: 1024 })).close();
+    let fake404 = 1;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/cache.json') || fake404 === 0) return false;
+      fake404--;
+      answerError(res, 404, 'NoSuchKey');
+      return true;
+    });
+    try {
+      // A build asking another gate: the store reports the cache's, so the builder says SETTINGS_MISMATCH.
+      const store = await openCacheStore(url(prefix), { create: true, coverageMin: 0.5, chunkSize: 256, s3: { endpoint: proxy.url } });
+      expect(fake404).toBe(0);
+      expect([store.coverageMin, store.chunkSize]).toEqual([0.99, 1024]);
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
+    expect(await readHeader(prefix)).toMatchObject({ coverage_min: 0.99, chunk_size: 1024 });
+  });
+
+  it('two creators racing with different settings agree on the one cache.json that stays', async () => {
+    const prefix = nextPrefix();
+    // Both look before either writes (their GETs answer 404 together), then both create.
+    let held: (() => void)[] | undefined = [];
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/cache.json') || held === undefined) return false;
+      held.push(() => answerError(res, 404, 'NoSuchKey'));
+      if (held.length === 2) {
+        for (const answer of held) answer();
+        held = undefined;
+      }
+      return true;
+    });
+    try {
+      const s3 = { endpoint: proxy.url };
+      const [a, b] = await Promise.all([
+        openCacheStore(url(prefix), { create: true, coverageMin: 0.5, s3 }),
+        openCacheStore(url(prefix), { create: true, coverageMin: 0.9, s3 }),
+      ]);
+      const stored = (await readHeader(prefix)).coverage_min;
+      expect([a.coverageMin, b.coverageMin]).toEqual([stored, stored]);
+      await Promise.all([a.close(), b.close()]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a cache.json that exists but keeps answering 404 ends in S3_UNAVAILABLE, never in a new cache.json', async () => {
+    const prefix = nextPrefix();
+    await (await openCacheStore(url(prefix), { create: true, coverageMin: 0.99 })).close();
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/cache.json')) return false;
+      answerError(res, 404, 'NoSuchKey');
+      return true;
+    });
+    try {
+      const error = await catchError(() => openCacheStore(url(prefix), { create: true, coverageMin: 0.5, s3: { endpoint: proxy.url, ...quick } }));
+      expect(error.code).toBe('S3_UNAVAILABLE');
+    } finally {
+      await proxy.close();
+    }
+    expect((await readHeader(prefix)).coverage_min).toBe(0.99);
+  });
+
+  it('a missing bucket is NOT_A_CACHE naming the bucket', async () => {
+    const missing = uniqueBucket('absent');
+    const error = await catchError(() => openCacheStore(`s3://${missing}/cache`));
+    expect(error.code).toBe('NOT_A_CACHE');
+    expect(error.message).toContain(`bucket ${missing} does not exist`);
+    expect(error.details).toMatchObject({ bucket: missing });
+  });
+
+  it('a cache.json reply cut short once is fetched again; a damaged cache.json is still MANIFEST_INVALID', async () => {
+    const prefix = nextPrefix();
+    await (await openCacheStore(url(prefix), { create: true, coverageMin: 0.9 })).close();
+    let cuts = 1;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/cache.json') || cuts === 0) return false;
+      cuts--;
+      relayCut(req, res, 20);
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url } });
+      expect(store.coverageMin).toBe(0.9);
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}cache.json`, Body: '{"layout":"s3-obj' }));
+    expect((await catchError(() => openCacheStore(url(prefix)))).code).toBe('MANIFEST_INVALID');
+  });
+
+  it('a LIST reply cut short or garbled is retried; one that stays garbled is S3_UNAVAILABLE', async () => {
+    const prefix = nextPrefix();
+    const tensor = makeTensor([64], 3);
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntry(toInput(tensor, 't'));
+    await writer.close();
+    let cuts = 2;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('list-type=2') || cuts === 0) return false;
+      cuts--;
+      relayCut(req, res, 120);
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url } });
+      expect(cuts).toBe(0);
+      expect(store.getEntry(tensor.key)).toBeDefined();
+      await store.close();
+      cuts = Number.POSITIVE_INFINITY;
+      const error = await catchError(() => openCacheStore(url(prefix), { s3: { endpoint: proxy.url, ...quick } }));
+      expect(error.code).toBe('S3_UNAVAILABLE');
+      expect(error.details).toMatchObject({ operation: 'ListObjectsV2', attempts: 3 });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a writer whose own entry object comes back cut short once binds its slice; twice in a row it is ENTRY_INVALID', async () => {
+    const prefix = nextPrefix();
+    const first = makeTensor([80], 5);
+    const second = makeTensor([81], 6);
+    let cuts = 0;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/entries/') || cuts === 0) return false;
+      cuts--;
+      relayCut(req, res, 20);
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { create: true, s3: { endpoint: proxy.url } });
+      cuts = 1;
+      await store.addEntry(toInput(first, 'first', [['m.safetensors', 0, first.bytes.length]]));
+      expect(cuts).toBe(0);
+      expect(store.lookupBySlice('m.safetensors', 0, first.bytes.length)?.key).toBe(first.key);
+      cuts = 2;
+      const error = await catchError(() => store.addEntry(toInput(second, 'second', [['m.safetensors', 4096, second.bytes.length]])));
+      expect(error.code).toBe('ENTRY_INVALID');
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('gc refuses a minAgeMs under MIN_S3_GC_AGE_MS (a writer may be between its blob and entry PUTs), dry run too', async () => {
+    const prefix = nextPrefix();
+    const store = await openCacheStore(url(prefix), { create: true });
+    for (const options of [{ minAgeMs: 0 }, { minAgeMs: MIN_S3_GC_AGE_MS - 1 }, { minAgeMs: 1000, dryRun: true }]) {
+      const error = await catchError(() => store.gc(options));
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(error.message).toContain('MIN_S3_GC_AGE_MS');
+      expect(error.details).toEqual({ option: 'minAgeMs', minAgeMs: options.minAgeMs, floor: MIN_S3_GC_AGE_MS });
+    }
+    expect((await catchError(() => store.gc({ minAgeMs: Number.NaN }))).code).toBe('INVALID_ARGUMENT');
+    expect((await store.gc({ minAgeMs: MIN_S3_GC_AGE_MS })).orphanBlobs).toEqual([]);
+    expect((await store.gc()).orphanBlobs).toEqual([]);
+    // The tests' way under the floor, for orphans made on purpose with no writer at work.
+    const orphan = makeTensor([90], 7);
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}blobs/${orphan.key}.${'c'.repeat(64)}.bin`, Body: orphan.payload }));
+    expect((await gcBelowFloorForTests(store)).orphanBlobs).toEqual([`blobs/${orphan.key}.${'c'.repeat(64)}.bin`]);
+    expect((await (store as S3CacheStore).gc({ minAgeMs: 0, allowMinAgeBelowFloorForTests: false }).catch((e: { code: string }) => e.code))).toBe('INVALID_ARGUMENT');
+    await store.close();
+  });
+});
