@@ -18,6 +18,14 @@ export const MAX_EMPTY_LIST_PAGES = 100;
 /** S3's own limit on one part (and on a single PUT). */
 const MAX_PART_BYTES = 5 * 2 ** 30;
 const MIN_PART_BYTES = 5 * 2 ** 20;
+/**
+ * Attempts in a row of one request that got no reply at all (no connection, or no response headers
+ * within the socket idle timeout) before the endpoint is judged dead: S3_UNAVAILABLE. An endpoint
+ * that accepts connections and never answers held verify and open ~200 s in silence (maxAttempts of
+ * 30 s each); this ends them within 2 x requestTimeoutMs (~60 s by default). A reply that arrives
+ * slowly (headers, then a trickling body) is not silent and keeps every attempt.
+ */
+export const MAX_SILENT_ATTEMPTS = 2;
 /** How long a failed or aborted multipart upload waits for its AbortMultipartUpload (what is left, gc cleans). */
 export const MULTIPART_CLEANUP_DEADLINE_MS = 3_000;
 
@@ -80,6 +88,7 @@ const TRANSIENT_NAMES = new Set([
   'InternalError',
   'ServiceUnavailable',
   'BodyInterrupted',
+  'BodyStalled',
   'ObjectNotFoundYet',
 ]);
 
@@ -140,6 +149,14 @@ class ObjectNotFoundYet extends Error {
   override readonly name = 'ObjectNotFoundYet';
 }
 
+/**
+ * The SDK's connect or socket-idle timeout before any response (its request promise rejects with
+ * TimeoutError only until the headers arrive; a body stalled later fails as a reset stream).
+ */
+function isSilentAttempt(error: unknown): boolean {
+  return (error as { name?: unknown } | undefined)?.name === 'TimeoutError' && statusOf(error) === undefined;
+}
+
 function isNotFound(error: unknown): boolean {
   const name = (error as { name?: unknown } | undefined)?.name;
   return statusOf(error) === 404 || name === 'NoSuchKey' || name === 'NotFound';
@@ -166,6 +183,19 @@ const SKIPPED: unique symbol = Symbol('skipped');
 /** A body that ended or broke before its promised length (retried from where it stopped). */
 class BodyInterrupted extends Error {
   override readonly name = 'BodyInterrupted';
+}
+
+/**
+ * A body that went idle past the socket timeout after its headers arrived (the SDK fails it with
+ * the TimeoutError it uses for no reply at all): retried, and not a silent attempt.
+ */
+class BodyStalled extends Error {
+  override readonly name = 'BodyStalled';
+}
+
+/** A stream error of a body: its idle timeout as BodyStalled, anything else as it is. */
+function bodyError(error: unknown): unknown {
+  return (error as { name?: unknown } | undefined)?.name === 'TimeoutError' ? new BodyStalled(String((error as Error).message), { cause: error }) : error;
 }
 
 /** Counting semaphore: at most `limit` requests hold a slot. */
@@ -315,7 +345,10 @@ export class S3Transport {
     const { maxAttempts, retryBaseDelayMs, retryMaxDelayMs, requestDeadlineMs } = this.settings;
     const caller = this.options.signal;
     let last: unknown;
-    for (let n = 0; n < maxAttempts; n++) {
+    let attempts = 0;
+    let silent = 0;
+    for (let n = 0; n < maxAttempts && silent < MAX_SILENT_ATTEMPTS; n++) {
+      attempts = n + 1;
       this.throwIfAborted(operation, name);
       if (n > 0) {
         const ceiling = Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (n - 1));
@@ -334,17 +367,20 @@ export class S3Transport {
       } catch (error) {
         this.throwIfAborted(operation, name);
         if (deadline?.aborted) {
+          silent = 0;
           last = new Error(`no complete response within requestDeadlineMs (${requestDeadlineMs} ms)`);
           continue;
         }
         if (!isTransientS3Error(error)) throw this.wrap(operation, name, error);
+        silent = isSilentAttempt(error) ? silent + 1 : 0;
         last = error;
       }
     }
+    const why = silent >= MAX_SILENT_ATTEMPTS ? `answered nothing to ${operation} ${silent} times in a row (MAX_SILENT_ATTEMPTS)` : `failed ${operation} ${attempts} times in a row`;
     throw new StoreError(
       'S3_UNAVAILABLE',
-      `S3 endpoint ${this.endpoint} failed ${operation} ${maxAttempts} times in a row (last: ${describeError(last)}); retry later`,
-      { path: this.describe(name), details: { endpoint: this.endpoint, operation, attempts: maxAttempts, bucket: this.location.bucket }, cause: summarizeCause(last) },
+      `S3 endpoint ${this.endpoint} ${why} (last: ${describeError(last)}); retry later`,
+      { path: this.describe(name), details: { endpoint: this.endpoint, operation, attempts, bucket: this.location.bucket }, cause: summarizeCause(last) },
     );
   }
 
@@ -789,6 +825,8 @@ async function readBodyUpTo(body: Readable | undefined, maxBytes: number, tooBig
       if (total > maxBytes) throw tooBig();
       chunks.push(chunk);
     }
+  } catch (error) {
+    throw bodyError(error);
   } finally {
     body.destroy();
   }
@@ -822,6 +860,8 @@ async function readBodyInto(body: Readable | undefined, target: Uint8Array, from
       at += chunk.length;
       progress?.(at);
     }
+  } catch (error) {
+    throw bodyError(error);
   } finally {
     body.destroy();
   }

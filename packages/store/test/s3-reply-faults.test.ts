@@ -2,10 +2,12 @@
 // the way) is no evidence about the cache: it must neither rewrite the cache's settings nor fail a
 // build, while an object that is really damaged still fails. And gc refuses an age floor under
 // which it would delete the blobs of a writer still at work.
+import { createServer, type Socket } from 'node:net';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
 import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
+import { MAX_SILENT_ATTEMPTS } from '../src/s3-transport.js';
 import { catchError, makeTensor, removeTempDirs, toInput } from './helpers.js';
 import { answerError, relayCut, startProxy } from './s3-fault-proxy.js';
 import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
@@ -22,6 +24,57 @@ describe('S3 endpoint faults without a gateway', () => {
     expect((error as { retryable?: boolean }).retryable).toBe(true);
     expect(error.message).toContain('splitzip-no-such-host.invalid');
     expect(error.details).toMatchObject({ attempts: 3 });
+  });
+});
+
+/** A TCP server on 127.0.0.1 that does `onConnection` with each socket (and never closes one itself). */
+async function startTcpServer(onConnection: (socket: Socket) => void): Promise<{ url: string; connections: () => number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let count = 0;
+  const server = createServer((socket) => {
+    count++;
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    onConnection(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    connections: () => count,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('S3 endpoints that answer nothing', () => {
+  it('an endpoint that accepts connections and never answers is S3_UNAVAILABLE after MAX_SILENT_ATTEMPTS, not maxAttempts, idle timeouts', async () => {
+    const server = await startTcpServer(() => undefined);
+    try {
+      const error = await catchError(() => openCacheStore('s3://silent/cache', { s3: { endpoint: server.url, maxAttempts: 6, retryBaseDelayMs: 5, retryMaxDelayMs: 10, requestTimeoutMs: 150 } }));
+      expect(error.code).toBe('S3_UNAVAILABLE');
+      expect(error.message).toContain('MAX_SILENT_ATTEMPTS');
+      expect(error.details).toMatchObject({ attempts: MAX_SILENT_ATTEMPTS, endpoint: server.url });
+      expect(server.connections()).toBe(MAX_SILENT_ATTEMPTS);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a reply whose body stalls after its headers keeps every attempt (a slow server is not a dead one)', async () => {
+    const server = await startTcpServer((socket) => {
+      socket.once('data', () => socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"layout"'));
+    });
+    try {
+      const error = await catchError(() => openCacheStore('s3://stalled/cache', { s3: { endpoint: server.url, maxAttempts: 4, retryBaseDelayMs: 5, retryMaxDelayMs: 10, requestTimeoutMs: 150 } }));
+      expect(error.code).toBe('S3_UNAVAILABLE');
+      expect(error.details).toMatchObject({ attempts: 4 });
+      expect(server.connections()).toBe(4);
+    } finally {
+      await server.close();
+    }
   });
 });
 
