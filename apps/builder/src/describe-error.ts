@@ -1,9 +1,12 @@
+import { constants as osConstants } from 'node:os';
+
 // Turns any error (ours, another package's typed error, a Node system error) into one clear line
 // naming the file and the tensor where known. The CLI prints it; `--debug` adds the stack.
 
 interface ErrorLike {
   message?: unknown;
   code?: unknown;
+  errno?: unknown;
   file?: unknown;
   path?: unknown;
   tensor?: unknown;
@@ -58,6 +61,12 @@ export function describeError(error: unknown): string {
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
+  if (code === 'MANIFEST_INVALID' && file && /manifest\.json$/.test(file)) {
+    // Every command refuses such a cache, --repair too: the entries are gone with the manifest
+    // (the blobs alone do not say which tensors they are), so the line says the way out.
+    const dir = file.replace(/[/\\]manifest\.json$/, '');
+    message += `; the cache's index of entries cannot be read, and no command repairs it: move ${dir} aside (or remove it) and build again`;
+  }
   message = dropRepeats(message);
   const extra: string[] = [];
   if (file && !fileSaid && !mentions(message, file)) extra.push(`file ${file}`);
@@ -83,9 +92,15 @@ export function systemErrorCode(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const code = (e as ErrorLike).code;
     if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
+    // libuv has no name for some errnos: Node 20 says "Unknown system error -122" for a full quota.
+    const errno = (e as ErrorLike).errno;
+    if (typeof errno === 'number' && errno === -EDQUOT_ERRNO) return 'EDQUOT';
   }
   return undefined;
 }
+
+/** This platform's EDQUOT (122 on Linux; absent where the system has none). */
+const EDQUOT_ERRNO = osConstants.errno.EDQUOT ?? Number.NaN;
 
 /** Characters that continue a name: a mention must not have one on either side. */
 const NAME_CHAR = /[\p{L}\p{N}_./-]/u;

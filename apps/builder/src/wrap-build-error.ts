@@ -50,7 +50,7 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
   if (code && NO_SPACE_CODES.has(code)) {
     return new BuilderError(
       'NO_SPACE',
-      `no space left on device while writing the cache ${context.cacheDir ?? ''}${where}; entries committed so far stay valid`,
+      `${code === 'EDQUOT' ? 'disk quota exceeded' : 'no space left on device'} while writing the cache ${context.cacheDir ?? ''}${where}; entries committed so far stay valid`,
       { file: context.cacheDir, tensor: context.tensor },
       { cause: error },
     );

@@ -1,6 +1,6 @@
 // The CLI's error rendering and exit statuses, in process: interrupts (130, 143), help for an
 // unknown command, one-line messages that name the tensor and the right culprit.
-import { mkdir, realpath, symlink } from 'node:fs/promises';
+import { mkdir, realpath, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -197,5 +197,21 @@ describe('error lines', () => {
     expect(formatBytes(0.5)).toBe('0.50 B');
     expect(formatBytes(512)).toBe('512 B');
     expect(formatBytes(1536)).toBe('1.50 KiB');
+  });
+});
+
+describe('a damaged manifest', () => {
+  // Every command refuses it, --repair too; the line said what was wrong but not the way out.
+  it('every command names the way out: move the cache aside and build again', async () => {
+    const model = await writeSingleFileModel(join(temp.path, 'damaged-manifest.safetensors'), [gaussianBf16('w', [400], 5)]);
+    const cacheDir = join(temp.path, 'damaged-manifest-cache');
+    expect(await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
+    await writeFile(join(cacheDir, 'manifest.json'), '{"format": 2, "generation": ');
+    for (const argv of [['verify', cacheDir], ['inspect', cacheDir], ['build', model, '--out', cacheDir, '--repair', '--jobs', '0']]) {
+      const { io, err } = memoryIo();
+      expect(await runCli(argv, { io })).toBe(1);
+      expect(err()).toMatch(/MANIFEST_INVALID/);
+      expect(err()).toContain(`move ${cacheDir} aside (or remove it) and build again`);
+    }
   });
 });

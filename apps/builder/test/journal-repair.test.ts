@@ -2,7 +2,7 @@
 // all, so verify, gc and build --repair all failed and only removing the journal by hand helped.
 // Now verify reports it with the way out, a plain build refuses to write past it, and build
 // --repair sets it aside (kept) and builds on, through the real binary.
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
@@ -49,4 +49,27 @@ it('a damaged journal header: verify says so and how to recover, build refuses, 
   // A second --repair finds nothing to recover.
   const { json: again } = await runJson<BuildJson>(['build', secondModel, '--out', cacheDir, '--jobs', '0', '--repair']);
   expect(again.journal_recovered).toBeNull();
+});
+
+it('a missing journal: verify reports it, build refuses, build --repair moves the cache on and says the journal was missing', async () => {
+  const tensors = [gaussianBf16('a', [300, 7], 21), gaussianBf16('b', [1025], 22)];
+  const cacheDir = join(temp.path, 'cache-missing');
+  const model = await writeSingleFileModel(join(temp.path, 'missing.safetensors'), tensors);
+  await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
+  const journal = (await readdir(cacheDir)).find((name) => /^journal\.\d+$/.test(name))!;
+  await rm(join(cacheDir, journal));
+
+  const { json: verified } = await runJson<VerifyJson>(['verify', cacheDir], 1);
+  expect(verified.store.problems.map((p) => p.code)).toEqual(['JOURNAL_INVALID']);
+  // A build with something to write (a model with one more tensor) refuses to write past it.
+  const more = await writeSingleFileModel(join(temp.path, 'missing-more.safetensors'), [...tensors, gaussianBf16('c', [2000], 23)]);
+  const refused = await runCli(['build', more, '--out', cacheDir, '--jobs', '0']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('is missing');
+  const repaired = await runCli(['build', more, '--out', cacheDir, '--jobs', '0', '--repair']);
+  expect(repaired.code).toBe(0);
+  expect(repaired.stdout).toContain('journal missing: the cache moved to a new generation from its manifest');
+  const { json: ok } = await runJson<VerifyJson>(['verify', cacheDir, '--model', more]);
+  expect(ok.store.problems).toEqual([]);
+  expect(ok.model?.totals.ok).toBe(3);
 });

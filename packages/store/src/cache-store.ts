@@ -21,6 +21,8 @@ import {
   JOURNAL_READ_WINDOW_BYTES,
   MAX_GENERATION,
   MAX_JOURNAL_BYTES,
+  MAX_JOURNAL_RECORD_BYTES,
+  TORN_WRITE_SECTOR_BYTES,
 } from './limits.js';
 import { parseManifest, serializeManifest, type ManifestHeader } from './manifest-format.js';
 import { StateDraft, type StoreOp } from './store-state.js';
@@ -143,9 +145,9 @@ export interface CacheStore {
 
 /** What recoverDamagedJournal did. */
 export interface JournalRecovery {
-  /** The damaged journal's path before, and the name it was kept under. */
+  /** The damaged journal's path before, and the name it was kept under (null: it was missing, nothing to keep). */
   journal: string;
-  keptAs: string;
+  keptAs: string | null;
   /** The generation the cache moved from (the new one is generation + 1). */
   generation: number;
   /** Where the unreadable part began (0: the header itself). */
@@ -378,13 +380,25 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (!bytes) throw new StoreError('NOT_A_CACHE', 'no manifest.json (open with create: true to make a new cache)', { path: manifestPath });
       const parsed = parseManifest(bytes, manifestPath);
       const journal = await this.backend.openJournal(parsed.generation);
-      if (!journal && attempt < 5) {
+      let manifestUnchanged = false;
+      if (!journal) {
         // A compaction may have replaced manifest and journal between our two reads: look again.
         const again = await this.backend.readManifest();
-        if (again && !Buffer.from(again).equals(Buffer.from(bytes))) continue;
+        manifestUnchanged = again !== undefined && again !== null && Buffer.from(again).equals(Buffer.from(bytes));
+        if (!manifestUnchanged && attempt < 5) continue;
       }
       let headerDamage: StoreError | undefined;
-      if (journal) {
+      if (!journal && manifestUnchanged) {
+        // Every journal exists before a manifest names it (a cache's creation, each compaction), so
+        // one missing under an unchanged manifest was removed or lost: its records, acknowledged
+        // commits, are gone. It read as empty, and gc then removed their blobs as orphans; now the
+        // cache opens with its manifest's entries, and writers and gc refuse as for a damaged journal.
+        headerDamage = new StoreError(
+          'JOURNAL_INVALID',
+          `${journalFileName(parsed.generation)}, which the manifest names, is missing: the commits since the manifest was written are lost; writers and gc refuse until the cache moves to a new generation (splitzip build --repair)`,
+          { path: this.backend.describe(journalFileName(parsed.generation)), details: { offsetBytes: 0, missing: true } },
+        );
+      } else if (journal) {
         try {
           const head = await journal.read(0, JOURNAL_HEADER_BYTES);
           checkJournalHeader(head, parsed.generation, journal.path);
@@ -475,6 +489,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         continue;
       }
       if (!this.journal) {
+        // Missing under this manifest (reloadFromDisk): readers go on with the manifest; a writer
+        // stops unless it is the one moving the cache to a new generation.
+        if (this.journalHeaderDamaged) {
+          if (lock && !tolerateDamage) throw this.journalDamage!;
+          return;
+        }
         if (!lock) {
           // Absent journal: a compaction raced our open, or the cache was just created. Look again.
           const bytes = await this.backend.readManifest();
@@ -555,12 +575,20 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           // removed their blobs as orphans. Readers go on with what comes before (the rest is served
           // raw); writers and gc refuse, and verify reports it.
           const intactAt = await findIntactRecordAfter(journal, this.journalOffset, size);
-          if (intactAt !== undefined) {
+          // A tail that is whole but fails its CRC, and whose end is not zero-filled from a sector
+          // boundary as an interrupted write leaves it, is damage too: cut as a torn tail, a flipped
+          // bit in the last record silently dropped acknowledged commits, and gc their blobs.
+          const tailDamaged = intactAt === undefined && stop === 'invalid' && !(await isTornWriteShape(journal, this.journalOffset, size));
+          if (intactAt !== undefined || tailDamaged) {
+            const why =
+              intactAt !== undefined
+                ? `an intact record follows at ${intactAt}`
+                : `it is the last thing in the file, whole, yet its end is not zero-filled as an interrupted write leaves it`;
             const damage = new StoreError(
               'JOURNAL_INVALID',
-              `the record at offset ${this.journalOffset} is damaged, yet an intact record follows at ${intactAt}: not a crashed writer's torn tail. ` +
+              `the record at offset ${this.journalOffset} is damaged, and ${why}: not a crashed writer's torn tail. ` +
                 'Its commits and the later ones are not applied; writers and gc refuse to cut the journal (recoverDamagedJournal, which splitzip build --repair calls, sets it aside and keeps the commits before it)',
-              { path: journal.path, details: { offsetBytes: this.journalOffset, intactRecordOffset: intactAt } },
+              { path: journal.path, details: { offsetBytes: this.journalOffset, ...(intactAt !== undefined ? { intactRecordOffset: intactAt } : { tailBytes: size - this.journalOffset }) } },
             );
             if (lock && !tolerateDamage) throw damage;
             this.journalDamage = damage;
@@ -1094,7 +1122,15 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         if (this.header.generation + 1 > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
         const generation = this.header.generation;
         const journal = this.journal;
-        if (journal === undefined || !this.backend.keepJournalCopy) throw damage;
+        if (!this.backend.keepJournalCopy) throw damage;
+        if (journal === undefined) {
+          // A missing journal: nothing to salvage or keep; the new generation holds the manifest's entries.
+          await this.finishCompaction();
+          this.journalDamage = undefined;
+          this.journalHeaderDamaged = false;
+          const path = this.backend.describe(journalFileName(generation));
+          return { journal: path, keptAs: null, generation, damagedFromOffsetBytes: 0, salvagedRecords: 0, droppedRecords: 0, droppedOps: 0, reason: damage.message };
+        }
         const offset = typeof damage.details.offsetBytes === 'number' ? damage.details.offsetBytes : 0;
         // Every intact record past the damage is salvaged (acknowledged commits: other writers',
         // and those a writer that had read past the damage kept appending), op by op: an op that
@@ -1202,6 +1238,26 @@ async function findIntactRecordAfter(journal: JournalFile, fromOffset: number, s
     }
   }
   return undefined;
+}
+
+/**
+ * Whether the journal's invalid tail [fromOffset, sizeBytes) looks like a write a crash
+ * interrupted: a writer appends one record at a time and makes it durable before the next, so a
+ * torn tail is at most one record, and what of it never reached the disk reads as zeros (the file
+ * systems' unwritten extents and newly allocated blocks) from a sector boundary to the end, or is
+ * all zeros. A whole record with a bad CRC and no such zero run is damage at rest.
+ */
+async function isTornWriteShape(journal: JournalFile, fromOffset: number, sizeBytes: number): Promise<boolean> {
+  const tailBytes = sizeBytes - fromOffset;
+  if (tailBytes <= 0) return true;
+  if (tailBytes > JOURNAL_RECORD_HEADER_BYTES + MAX_JOURNAL_RECORD_BYTES) return false;
+  const tail = await journal.read(fromOffset, tailBytes);
+  if (tail.length < tailBytes) return true; // it shrank meanwhile: not judged here
+  let zeroFrom = tail.length;
+  while (zeroFrom > 0 && tail[zeroFrom - 1] === 0) zeroFrom -= 1;
+  if (zeroFrom === 0) return true;
+  const firstSector = Math.ceil((fromOffset + zeroFrom) / TORN_WRITE_SECTOR_BYTES) * TORN_WRITE_SECTOR_BYTES;
+  return firstSector < sizeBytes;
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

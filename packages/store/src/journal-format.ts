@@ -38,6 +38,11 @@ export function checkJournalHeader(bytes: Uint8Array, generation: number, path: 
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, JOURNAL_HEADER_BYTES);
   const version = view.getUint32(8, true);
+  // Older than any journal this store ever wrote (a zeroed or flipped version field): damage, which
+  // the cache can be recovered from. A newer version is another program's format.
+  if (version < JOURNAL_VERSION) {
+    throw new StoreError('JOURNAL_INVALID', `journal version ${version} is older than any journal written (${JOURNAL_VERSION}): damaged`, { path, details: { version } });
+  }
   if (version !== JOURNAL_VERSION) {
     throw new StoreError('UNSUPPORTED_FORMAT', `journal version ${version} is not ${JOURNAL_VERSION}`, { path, details: { version } });
   }

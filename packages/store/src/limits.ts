@@ -27,6 +27,12 @@ export const MAX_JOURNAL_BYTES = 2 ** 30;
  * at most MAX_JOURNAL_RECORD_BYTES): memory stays bounded whatever size the file claims.
  */
 export const JOURNAL_READ_WINDOW_BYTES = 8 * 2 ** 20;
+/**
+ * The unit in which a crash can leave a write unwritten (a disk sector): a torn journal append reads
+ * as zeros from a multiple of this to its end (isTornWriteShape). 512 B, the smallest sector, so a
+ * torn write on a 4 KiB-sector disk qualifies as well.
+ */
+export const TORN_WRITE_SECTOR_BYTES = 512;
 /** Compact when the journal exceeds max(this, manifest size / 2): amortised linear manifest writes. */
 export const COMPACT_MIN_JOURNAL_BYTES = 4 * 2 ** 20;
 /** Bounds memory spent on a hostile manifest. */

@@ -3,9 +3,9 @@
 // `build --repair` refused a damaged record. Readers now open with what they can trust, and
 // recoverDamagedJournal moves the cache to a new generation from everything readable (the
 // records before the damage and every intact one after it), keeping the damaged file.
-import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
 import { openCacheStore } from '../src/index.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
@@ -27,6 +27,11 @@ const headerDamage: [string, (bytes: Buffer) => Buffer][] = [
   ['another generation', (b) => {
     const c = Buffer.from(b);
     c.writeUInt32LE(7, 12);
+    return c;
+  }],
+  ['a zeroed version field (older than any journal written)', (b) => {
+    const c = Buffer.from(b);
+    c.writeUInt32LE(0, 8);
     return c;
   }],
   ['an empty file', () => Buffer.alloc(0)],
@@ -58,7 +63,7 @@ it.each(headerDamage)('a journal header with %s: the cache opens with its manife
     expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: 0, journal: journalPath, salvagedRecords: intactRecords, droppedOps: 0 });
     for (const t of added) expect(store.getEntry(t.key) !== undefined).toBe(intactRecords === 3);
     // The damaged bytes are kept, unread, and gc never removes them.
-    expect(Buffer.from(await readFile(recovery!.keptAs)).equals(damaged)).toBe(true);
+    expect(Buffer.from(await readFile(recovery!.keptAs!)).equals(damaged)).toBe(true);
     expect((await store.verify({ decode: true })).ok).toBe(true);
     const fresh = makeTensor([4, 4], 9345);
     await store.addEntry(toInput(fresh, 'after'));
@@ -159,5 +164,122 @@ it('a writer that opened before the damage keeps committing: recovery keeps thos
     expect(early.getEntry(late.key)).toBeDefined();
   } finally {
     await early.close();
+  }
+});
+
+// The last record of a journal, whole but failing its CRC: a crash leaves an append torn only as
+// zeros from a sector boundary (what never reached the disk), so anything else is damage at rest.
+// It was cut as a torn tail: its acknowledged commits vanished without a word (verify said ok)
+// and gc removed their blobs.
+describe('a damaged last record', () => {
+  /** Offset of the last record of `bytes` (a journal whose records all hold). */
+  function lastRecordAt(bytes: Buffer): number {
+    let at = JOURNAL_HEADER_BYTES;
+    let last = at;
+    while (at < bytes.length) {
+      last = at;
+      at += 12 + bytes.readUInt32LE(at + 4);
+    }
+    return last;
+  }
+
+  it('a flipped bit in it: readers keep what comes before, writers and gc refuse, recovery sets it aside', async () => {
+    const { root, manifestEntry, added, journalPath } = await cacheWithJournal();
+    const damaged = Buffer.from(await readFile(journalPath));
+    const lastAt = lastRecordAt(damaged);
+    damaged[damaged.length - 10]! ^= 0x04;
+    await writeFile(journalPath, damaged);
+
+    const store = await openCacheStore(root, { compactOnClose: false });
+    try {
+      expect(store.getEntry(manifestEntry.key)).toBeDefined();
+      expect(store.getEntry(added[1]!.key)).toBeDefined();
+      expect(store.getEntry(added[2]!.key)).toBeUndefined();
+      const report = await store.verify();
+      expect(report.ok).toBe(false);
+      expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/not zero-filled/) });
+      expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9351), 'new')))).code).toBe('JOURNAL_INVALID');
+      expect((await catchError(() => store.gc({ minAgeMs: 0 }))).code).toBe('JOURNAL_INVALID');
+      // Nothing was cut.
+      expect(Buffer.from(await readFile(journalPath)).equals(damaged)).toBe(true);
+      const recovery = await store.recoverDamagedJournal!();
+      expect(recovery).toMatchObject({ damagedFromOffsetBytes: lastAt, salvagedRecords: 0, droppedRecords: 1 });
+      expect(Buffer.from(await readFile(recovery!.keptAs!)).equals(damaged)).toBe(true);
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+      await store.addEntry(toInput(added[2]!, 'again'));
+    } finally {
+      await store.close();
+    }
+  });
+
+  const tornShapes: [string, (bytes: Buffer, lastAt: number) => Buffer][] = [
+    ['all zeros (the size reached the disk, no byte of the record)', (b, lastAt) => Buffer.concat([b.subarray(0, lastAt), Buffer.alloc(b.length - lastAt)])],
+    ['zeros from a sector boundary inside it to its end', (b, lastAt) => {
+      const c = Buffer.from(b);
+      const boundary = Math.ceil((lastAt + 13) / 512) * 512;
+      c.fill(0, boundary);
+      return c;
+    }],
+  ];
+
+  it.each(tornShapes)('a torn write, %s: cut under the lock as before, the earlier commits kept', async (_, tear) => {
+    const { root, manifestEntry, added, journalPath } = await cacheWithJournal();
+    // A last record longer than a sector, so that a boundary falls inside it.
+    const writer = await openCacheStore(root, { compactOnClose: false });
+    const big = makeTensor([8, 8], 9352);
+    const slices: [string, number, number][] = Array.from({ length: 40 }, (_, i) => [`a-rather-long-shard-name-${i}.safetensors`, 128 * i, 128]);
+    await writer.addEntry(toInput(big, 'big', slices));
+    await writer.close();
+    const bytes = Buffer.from(await readFile(journalPath));
+    const lastAt = lastRecordAt(bytes);
+    expect(bytes.length - lastAt).toBeGreaterThan(1024);
+    const torn = tear(bytes, lastAt);
+    await writeFile(journalPath, torn);
+
+    const store = await openCacheStore(root, { compactOnClose: false });
+    try {
+      expect(store.getEntry(manifestEntry.key)).toBeDefined();
+      for (const t of added) expect(store.getEntry(t.key)).toBeDefined();
+      expect(store.getEntry(big.key)).toBeUndefined();
+      expect((await store.verify()).ok).toBe(true);
+      await store.addEntry(toInput(makeTensor([4, 4], 9353), 'after'));
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+// A journal removed (by hand, a cleanup script, a lost file): every journal exists before a
+// manifest names it, so its absence is a loss, not an empty journal. It read as empty: its
+// commits vanished without a word, a writer made a fresh one, and gc removed their blobs.
+it('a missing journal: the cache opens with its manifest, writers and gc refuse, recovery moves it to a new generation', async () => {
+  const { root, manifestEntry, added, journalPath } = await cacheWithJournal();
+  await rm(journalPath);
+  const store = await openCacheStore(root, { compactOnClose: false });
+  try {
+    expect(store.getEntry(manifestEntry.key)).toBeDefined();
+    for (const t of added) expect(store.getEntry(t.key)).toBeUndefined();
+    const report = await store.verify();
+    expect(report.ok).toBe(false);
+    expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/journal\.2, which the manifest names, is missing/) });
+    expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9361), 'new')))).code).toBe('JOURNAL_INVALID');
+    expect((await catchError(() => store.gc({ minAgeMs: 0 }))).code).toBe('JOURNAL_INVALID');
+    // The refused writer did not make a fresh journal in its place.
+    expect((await readdir(root)).includes('journal.2')).toBe(false);
+    const recovery = await store.recoverDamagedJournal!();
+    expect(recovery).toMatchObject({ generation: 2, keptAs: null, salvagedRecords: 0, droppedRecords: 0 });
+    expect((await store.verify({ decode: true })).ok).toBe(true);
+    await store.addEntry(toInput(added[0]!, 'again'));
+    expect(await store.recoverDamagedJournal!()).toBeNull();
+  } finally {
+    await store.close();
+  }
+  const reopened = await openCacheStore(root);
+  try {
+    expect(reopened.getEntry(added[0]!.key)).toBeDefined();
+    expect((await reopened.verify()).ok).toBe(true);
+  } finally {
+    await reopened.close();
   }
 });

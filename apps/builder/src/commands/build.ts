@@ -144,7 +144,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
     ...(report.journal_recovered !== null
       ? [
-          `journal damaged from byte ${report.journal_recovered.damagedFromOffsetBytes}: kept as ${report.journal_recovered.keptAs}; ` +
+          (report.journal_recovered.keptAs === null
+            ? 'journal missing: the cache moved to a new generation from its manifest; '
+            : `journal damaged from byte ${report.journal_recovered.damagedFromOffsetBytes}: kept as ${report.journal_recovered.keptAs}; `) +
             `${report.journal_recovered.salvagedRecords} intact records after it kept, ${report.journal_recovered.droppedRecords} unreadable ` +
             "(this model's tensors among theirs were encoded again)",
         ]

@@ -1,0 +1,23 @@
+// A full disk quota (EDQUOT) is NO_SPACE, as a full disk is. Node 20's libuv has no name for
+// errno 122: the error's code reads "Unknown system error -122", and the build reported an unknown
+// IO_ERROR ("cannot write the blob [Unknown system error -122]").
+import { constants } from 'node:os';
+import { StoreError } from '@splitzip/store';
+import { expect, it } from 'vitest';
+import { systemErrorCode } from '../src/describe-error.js';
+import { wrapBuildError } from '../src/wrap-build-error.js';
+
+it.runIf(constants.errno.EDQUOT !== undefined)('an EDQUOT that Node cannot name is NO_SPACE, saying the quota is full', () => {
+  const system = Object.assign(new Error('Unknown system error -122: Unknown system error -122, write'), {
+    errno: -constants.errno.EDQUOT!,
+    code: 'Unknown system error -122',
+    syscall: 'write',
+  });
+  const store = new StoreError('IO_ERROR', 'cannot write the blob', { path: '/cache/blobs/x.bin', cause: system });
+  expect(systemErrorCode(store)).toBe('EDQUOT');
+  const wrapped = wrapBuildError(store, { cacheDir: '/cache', tensor: 'w' });
+  expect(wrapped).toMatchObject({ code: 'NO_SPACE', message: expect.stringMatching(/^disk quota exceeded while writing the cache \/cache \(tensor w\)/) });
+  // A named ENOSPC still reads as before.
+  const full = wrapBuildError(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' }), { cacheDir: '/cache' });
+  expect(full).toMatchObject({ code: 'NO_SPACE', message: expect.stringMatching(/^no space left on device/) });
+});
