@@ -1,4 +1,5 @@
 // Exponent analysis of a model without writing anything: what the build would do, and why.
+import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, computePayloadLayout, countExponents } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
 import { isCacheableSize } from './limits.js';
@@ -60,7 +61,10 @@ export interface AnalyzeModelOptions {
   onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
 }
 
+const ANALYZE_MODEL_OPTIONS = optionNamesOf<AnalyzeModelOptions>({ coverageMin: true, chunkSize: true, signal: true, onProgress: true });
+
 export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {
+  checkKnownOptions(options, ANALYZE_MODEL_OPTIONS, 'analyzeModel');
   const model = await openSafetensorsModel(modelPath);
   try {
     const isAnalysed = (dtype: string, sizeBytes: number): boolean => dtype === 'BF16' && isCacheableSize(sizeBytes);

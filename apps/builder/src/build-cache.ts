@@ -29,6 +29,7 @@ import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
+import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
@@ -247,8 +248,25 @@ function resolveCacheSettings(options: BuildCacheOptions, store: CacheStore, cac
 }
 
 /** Builds (or completes) the cache for one model and returns the report. */
+const BUILD_CACHE_OPTIONS = optionNamesOf<BuildCacheOptions>({
+  model: true,
+  cacheDir: true,
+  coverageMin: true,
+  chunkSize: true,
+  backend: true,
+  jobs: true,
+  inlineMaxBytes: true,
+  rebindSlices: true,
+  repair: true,
+  maxInFlightBytes: true,
+  signal: true,
+  onProgress: true,
+  collectGarbage: true,
+});
+
 export async function buildCache(options: BuildCacheOptions): Promise<BuildReport> {
   const startMs = performance.now();
+  checkKnownOptions(options, BUILD_CACHE_OPTIONS, 'buildCache');
   const jobs = options.jobs ?? defaultJobs();
   // Unchecked, NaN made NaN workers: none started and the build waited forever for one.
   if (!Number.isSafeInteger(jobs) || jobs < 0 || jobs > MAX_BUILD_JOBS) {

@@ -2,6 +2,7 @@
 // and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
 // coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
+import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
@@ -85,7 +86,10 @@ export interface VerifyModelCacheOptions {
   blockBytes?: number | undefined;
 }
 
+const VERIFY_MODEL_CACHE_OPTIONS = optionNamesOf<VerifyModelCacheOptions>({ coverageMin: true, signal: true, onProgress: true, blockBytes: true });
+
 export async function verifyModelCache(store: CacheStore, modelPath: string, options: VerifyModelCacheOptions): Promise<ModelCheckReport> {
+  checkKnownOptions(options, VERIFY_MODEL_CACHE_OPTIONS, 'verifyModelCache');
   const blockBytes = options.blockBytes ?? VERIFY_BLOCK_BYTES;
   if (!Number.isSafeInteger(blockBytes) || blockBytes < 2 || blockBytes % 2 !== 0) {
     throw new BuilderError('USAGE', `blockBytes must be a positive even integer, got ${String(blockBytes)}`);

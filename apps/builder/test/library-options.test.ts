@@ -5,7 +5,9 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { analyzeModel } from '../src/analyze-model.js';
 import { buildCache } from '../src/build-cache.js';
+import { verifyModelCache } from '../src/verify-model-cache.js';
 import { BuilderError } from '../src/errors.js';
 import { wrapBuildError } from '../src/wrap-build-error.js';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
@@ -88,5 +90,18 @@ describe('a host process started with --input-type', () => {
     const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 50_000 });
     expect(result.stdout.trim()).toMatch(/^encoded 3 workers [12]$/);
     expect(readdirSync(join(cacheDir, 'blobs')).length).toBeGreaterThan(0);
+  });
+});
+
+describe('unknown options', () => {
+  // A misspelt option was ignored: `rebind: true` (for rebindSlices) built without rebinding.
+  it('buildCache, verifyModelCache and analyzeModel refuse a key they do not take (USAGE), naming the known ones', async () => {
+    await expect(buildCache({ model: 'm', cacheDir: 'c', rebind: true } as never)).rejects.toMatchObject({
+      code: 'USAGE',
+      message: expect.stringMatching(/buildCache: unknown option "rebind" \(known: .*rebindSlices/),
+    });
+    await expect(buildCache(null as never)).rejects.toMatchObject({ code: 'USAGE' });
+    await expect(verifyModelCache({} as never, 'm', { coverageMin: 0.99, blocks: 4 } as never)).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/"blocks"/) });
+    await expect(analyzeModel('m', { coverageMin: 0.99, chunkSize: 1024, chunksize: 64 } as never)).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/"chunksize"/) });
   });
 });
