@@ -169,7 +169,9 @@ export type BuildProgressEvent =
    * for `heldMs` (LOCK_WAIT_NOTICE_MS at least); it gives up after `lockTimeoutMs` (LOCK_TIMEOUT).
    * Once per holding of the lock; directory caches only (an s3:// cache has no lock).
    */
-  | { type: 'lock-wait'; pid: number; host: string; heldMs: number; lockTimeoutMs: number };
+  | { type: 'lock-wait'; pid: number; host: string; heldMs: number; lockTimeoutMs: number }
+  /** The lock file names no holder (unparseable): the store takes it over once UNPARSEABLE_LOCK_STALE_MS old. */
+  | { type: 'lock-unreadable'; heldMs: number };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
@@ -337,6 +339,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       ? undefined
       : watchWriterLock(options.cacheDir, {
           onWait: (holder, heldMs) => emit({ type: 'lock-wait', pid: holder.pid, host: holder.host, heldMs, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS }),
+          onUnreadable: (heldMs) => emit({ type: 'lock-unreadable', heldMs }),
         });
     lockWatch = watch;
     const duringLock = <T>(task: Promise<T>, waitingFrom?: Promise<unknown>): Promise<T> => watch?.during(task, waitingFrom) ?? task;

@@ -2,7 +2,10 @@
 // lock timeout, 30 s by default, then LOCK_TIMEOUT), and a stopped writer made a build look hung.
 // The store has no hook for it, so the build watches the lock file while a call that may take the
 // lock is pending, and reports (an event: the library never prints) a holder that keeps it.
-import { describeHolder, isThisProcess, readLockHolder, type LockHolderInfo } from './read-lock-holder.js';
+import { lstat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { UNPARSEABLE_LOCK_STALE_MS } from '@splitzip/store';
+import { describeHolder, isThisProcess, LOCK_FILE_NAME, readLockHolder, type LockHolderInfo } from './read-lock-holder.js';
 
 /**
  * How long one holding of the lock by another process must last, seen while a call of this build
@@ -27,6 +30,12 @@ export interface WriterLockWatch {
 export interface WatchWriterLockOptions {
   /** Called once per holding of the lock (its token) that lasts LOCK_WAIT_NOTICE_MS while a call waits. */
   onWait(holder: LockHolderInfo, heldMs: number): void;
+  /**
+   * Called once per lock file that names no holder (unparseable: damaged, or not ours) and stays
+   * LOCK_WAIT_NOTICE_MS while a call waits: the store takes such a file over only once it is
+   * UNPARSEABLE_LOCK_STALE_MS old, and the build waited that long in silence.
+   */
+  onUnreadable?: ((heldMs: number) => void) | undefined;
   noticeAfterMs?: number | undefined;
   intervalMs?: number | undefined;
   now?: (() => number) | undefined;
@@ -50,19 +59,23 @@ export function watchWriterLock(cacheDir: string, options: WatchWriterLockOption
     reading = true;
     try {
       const holder = await readLockHolder(cacheDir);
+      // No holder named: no lock file, or one that cannot be parsed (its inode and time name it).
+      const unreadable = holder === undefined ? await lstat(join(cacheDir, LOCK_FILE_NAME)).catch(() => undefined) : undefined;
       if (stopped || pending === 0) return;
-      if (holder === undefined || isThisProcess(holder)) {
+      const token = holder !== undefined ? holder.token : unreadable !== undefined ? `unreadable:${unreadable.ino}:${unreadable.mtimeMs}` : undefined;
+      if (token === undefined || (holder !== undefined && isThisProcess(holder))) {
         seen = undefined;
         return;
       }
-      if (seen?.token !== holder.token) {
-        seen = { token: holder.token, sinceMs: now() };
+      if (seen?.token !== token) {
+        seen = { token, sinceMs: now() };
         return;
       }
       const heldMs = now() - seen.sinceMs;
-      if (heldMs >= noticeAfterMs && !told.has(holder.token)) {
-        told.add(holder.token);
-        options.onWait(holder, heldMs);
+      if (heldMs >= noticeAfterMs && !told.has(token)) {
+        told.add(token);
+        if (holder !== undefined) options.onWait(holder, heldMs);
+        else options.onUnreadable?.(heldMs);
       }
     } finally {
       reading = false;
@@ -105,6 +118,11 @@ export function watchWriterLock(cacheDir: string, options: WatchWriterLockOption
       halt();
     },
   };
+}
+
+/** What the CLI says of a wait on a lock file that names no holder: one line. */
+export function describeUnreadableLockWait(cache: string): string {
+  return `waiting for the writer lock of ${cache}: its lock file names no holder (damaged, or not this tool's), and is taken over once ${Math.round(UNPARSEABLE_LOCK_STALE_MS / 1000)} s old`;
 }
 
 /** What the CLI says of a wait (`splitzip <command>: ` before it): one line. */

@@ -127,6 +127,26 @@ describe('a commit staging its blob is not waiting for the lock', () => {
   });
 });
 
+describe('a build behind a lock file that names no holder', () => {
+  // An unparseable lock (damaged, or another tool's): the store takes it over only once it is
+  // UNPARSEABLE_LOCK_STALE_MS (10 s) old, and the build waited that long saying nothing.
+  it('says so once, on stderr, and finishes once the store took the file over', { timeout: 60_000 }, async () => {
+    const cacheDir = join(temp.path, 'c-unreadable-lock');
+    await mkdir(cacheDir, { recursive: true });
+    await writeFile(join(cacheDir, 'lock'), Buffer.from([0x8f, 0x13, 0x00, 0x7a, 0xfe, 0x21]));
+    const child = startCli(['build', model, '--out', cacheDir, '--quiet']);
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const result = collect(child, 50_000);
+    await waitFor(() => stderr.includes('waiting for the writer lock'), 9_000);
+    expect(stderr).toBe(`splitzip build: waiting for the writer lock of ${cacheDir}: its lock file names no holder (damaged, or not this tool's), and is taken over once 10 s old\n`);
+    const { code, stdout, stderr: allErr } = await result;
+    expect(code).toBe(0);
+    expect(allErr.match(/waiting for the writer lock/g)).toHaveLength(1);
+    expect(stdout).toMatch(/tensors 2: 2 encoded/);
+  });
+});
+
 describe('a build behind another writer’s lock', () => {
   for (const [what, existing] of [
     ['creating a cache', false],

@@ -8,7 +8,7 @@ import { MAX_BUILD_JOBS } from '../limits.js';
 import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
-import { describeLockWait } from '../watch-writer-lock.js';
+import { describeLockWait, describeUnreadableLockWait } from '../watch-writer-lock.js';
 
 const MIB = 1024 * 1024;
 
@@ -90,6 +90,8 @@ export const buildCommand = defineCommand({
           } else if (event.type === 'lock-wait') {
             // Said even with --quiet, as the warning above: a build that waits 30 s in silence looks hung.
             progress.note(`splitzip build: ${describeLockWait(args.out, event)}`);
+          } else if (event.type === 'lock-unreadable') {
+            progress.note(`splitzip build: ${describeUnreadableLockWait(args.out)}`);
           } else {
             progress.update(event.doneBytes, event.totalBytes, `${event.doneTensors}/${event.tensorCount} ${event.tensor.name}`);
           }

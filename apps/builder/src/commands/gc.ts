@@ -4,7 +4,7 @@ import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { parseDurationMs } from '../parse-duration.js';
-import { describeLockWait, watchWriterLock } from '../watch-writer-lock.js';
+import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
 
 export const gcCommand = defineCommand({
   name: 'gc',
@@ -33,7 +33,10 @@ export const gcCommand = defineCommand({
     const watch =
       s3 || args.dryRun
         ? undefined
-        : watchWriterLock(args.cache, { onWait: (holder) => io.stderr.write(`splitzip gc: ${describeLockWait(args.cache, { ...holder, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS })}\n`) });
+        : watchWriterLock(args.cache, {
+            onWait: (holder) => io.stderr.write(`splitzip gc: ${describeLockWait(args.cache, { ...holder, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS })}\n`),
+            onUnreadable: () => io.stderr.write(`splitzip gc: ${describeUnreadableLockWait(args.cache)}\n`),
+          });
     let report: GcReport;
     try {
       const gc = store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
