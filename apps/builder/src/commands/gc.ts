@@ -1,4 +1,4 @@
-import { DEFAULT_LOCK_TIMEOUT_MS, isS3Url, type GcReport } from '@splitzip/store';
+import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, isS3Url, type GcReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
@@ -11,12 +11,13 @@ export const gcCommand = defineCommand({
   description: 'Remove orphan blobs, leftover temp files, stale locks and old journals from a cache',
   notes: [
     'On an s3:// cache: orphan blobs and unfinished multipart uploads older than --min-age (default',
-    '1h: a writer may be between its blob and its entry) are removed; objects it did not write are kept.',
+    '1h, at least 35m: a writer may be between its blob and its entry that long) are removed; objects',
+    'it did not write are kept.',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     dryRun: { type: 'boolean', description: 'Only report what would be removed' },
-    minAge: { type: 'string', description: 's3:// only: remove orphans older than this (30s, 10m, 1h, 2d)', valueHint: 'duration' },
+    minAge: { type: 'string', description: 's3:// only: remove orphans older than this (35m at least; 1h, 2d)', valueHint: 'duration' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
@@ -26,6 +27,13 @@ export const gcCommand = defineCommand({
       // A directory cache judges leftovers by their writer's pid, not by age.
       if (!s3) throw new UsageError("option '--min-age' applies to s3:// caches only", 'gc');
       minAgeMs = parseDurationMs(args.minAge, '--min-age', 'gc');
+      // The store refuses it too (INVALID_ARGUMENT); said here as the usage error it is, before any request.
+      if (minAgeMs < MIN_S3_GC_AGE_MS) {
+        throw new UsageError(
+          `option '--min-age' must be at least ${MIN_S3_GC_AGE_MS / 60_000}m on an s3:// cache: a build may be between a blob's upload and its entry's for that long, and younger orphans may be its blobs (a shorter age deleted a running build's blobs)`,
+          'gc',
+        );
+      }
     }
     const store = await openExistingCache(args.cache, { signal, command: 'gc' });
     // A real gc of a directory takes the writer lock: a writer that keeps it (a stopped build) is
