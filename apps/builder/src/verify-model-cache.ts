@@ -5,7 +5,7 @@
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { classifyBinding, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
 import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
@@ -266,7 +266,11 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
       ...base,
       key,
       status: 'ok',
-      reason: `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; run build to record the file now`,
+      reason: `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; ${
+        isS3Url(context.store.root)
+          ? "an s3:// cache keeps file stamps per host, not in the bucket: a load with a readThroughDir records this file's on this host"
+          : 'run build to record the file now'
+      }`,
       unrecorded: true,
     };
   }

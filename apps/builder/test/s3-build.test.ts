@@ -65,6 +65,11 @@ describeS3('splitzip with an s3:// cache (default model)', () => {
     expect(verify.store.decoded).toBe(build.encoded);
     expect(verify.model!.totals).toMatchObject({ tensors: tensorCount, ok: build.encoded + build.cached, failed: 0 });
     expect(verify.model!.totals.not_cached).toBe(build.skipped_coverage + build.skipped_dtype);
+    // A build into a bucket records no file stamps (bindings there are every host's): the tensors
+    // are ok but unrecorded, and the remedy named is a load on this host, not a build (which records none).
+    const unrecorded = verify.model!.tensors.filter((t) => t.unrecorded === true);
+    expect(unrecorded.length).toBe(build.encoded + build.cached);
+    for (const t of unrecorded) expect(t.reason).toMatch(/an s3:\/\/ cache keeps file stamps per host, not in the bucket: a load with a readThroughDir records this file's on this host$/);
 
     const { json: inspect } = await runJson<InspectJson>(['inspect', url]);
     expect(inspect.cache).toBe(url);
