@@ -125,7 +125,10 @@ export interface Kernels {
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult>;
   encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult>;
   decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult>;
-  /** True once dispose() was called: later calls reject with DISPOSED. */
-  readonly disposed: boolean;
+  /**
+   * True once dispose() was called: later calls reject with DISPOSED. Every instance createKernels
+   * returns has it; optional so that a caller's own implementation or fake still fits.
+   */
+  readonly disposed?: boolean;
   dispose(): Promise<void>;
 }

@@ -22,6 +22,7 @@ import {
   MAX_GENERATION,
   MAX_JOURNAL_BYTES,
   MAX_JOURNAL_RECORD_BYTES,
+  TORN_MIN_ZERO_BYTES,
   TORN_WRITE_SECTOR_BYTES,
 } from './limits.js';
 import { parseManifest, serializeManifest, type ManifestHeader } from './manifest-format.js';
@@ -578,12 +579,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           // A tail that is whole but fails its CRC, and whose end is not zero-filled from a sector
           // boundary as an interrupted write leaves it, is damage too: cut as a torn tail, a flipped
           // bit in the last record silently dropped acknowledged commits, and gc their blobs.
-          const tailDamaged = intactAt === undefined && stop === 'invalid' && !(await isTornWriteShape(journal, this.journalOffset, size));
+          const tailDamaged = intactAt === undefined && !(await isTornWriteShape(journal, this.journalOffset, size, stop));
           if (intactAt !== undefined || tailDamaged) {
             const why =
               intactAt !== undefined
                 ? `an intact record follows at ${intactAt}`
-                : `it is the last thing in the file, whole, yet its end is not zero-filled as an interrupted write leaves it`;
+                : `it is the last thing in the file, whole (its CRC holds over the bytes there, or none of it reads as zeros: what an interrupted write leaves of a sector it never wrote)`;
             const damage = new StoreError(
               'JOURNAL_INVALID',
               `the record at offset ${this.journalOffset} is damaged, and ${why}: not a crashed writer's torn tail. ` +
@@ -1241,23 +1242,45 @@ async function findIntactRecordAfter(journal: JournalFile, fromOffset: number, s
 }
 
 /**
- * Whether the journal's invalid tail [fromOffset, sizeBytes) looks like a write a crash
- * interrupted: a writer appends one record at a time and makes it durable before the next, so a
- * torn tail is at most one record, and what of it never reached the disk reads as zeros (the file
- * systems' unwritten extents and newly allocated blocks) from a sector boundary to the end, or is
- * all zeros. A whole record with a bad CRC and no such zero run is damage at rest.
+ * Whether the journal's invalid or incomplete tail [fromOffset, sizeBytes) can be what a crash
+ * left of an append. A writer appends one record at a time and makes it durable before the next, so
+ * a torn tail is at most one record, and the sectors of it that never reached the disk read as
+ * zeros (unwritten extents, new blocks, the old content past the former end of the file), in any
+ * order the file system persisted them. So it is torn when it is a prefix of a record (the file
+ * ends inside it: a short write) whose bytes do not all hold under its CRC, or when one of its
+ * sectors reads as zeros over at least TORN_MIN_ZERO_BYTES (or the whole tail does). Anything
+ * else is damage at rest: a flipped bit in a whole record, or in its length field (which made a
+ * whole record look cut short: its CRC holds over the bytes there with the true length).
  */
-async function isTornWriteShape(journal: JournalFile, fromOffset: number, sizeBytes: number): Promise<boolean> {
+async function isTornWriteShape(journal: JournalFile, fromOffset: number, sizeBytes: number, stop: 'end' | 'incomplete' | 'invalid'): Promise<boolean> {
   const tailBytes = sizeBytes - fromOffset;
   if (tailBytes <= 0) return true;
   if (tailBytes > JOURNAL_RECORD_HEADER_BYTES + MAX_JOURNAL_RECORD_BYTES) return false;
   const tail = await journal.read(fromOffset, tailBytes);
   if (tail.length < tailBytes) return true; // it shrank meanwhile: not judged here
+  if (stop === 'incomplete') return !isWholeRecordWithDamagedLength(tail);
   let zeroFrom = tail.length;
   while (zeroFrom > 0 && tail[zeroFrom - 1] === 0) zeroFrom -= 1;
   if (zeroFrom === 0) return true;
-  const firstSector = Math.ceil((fromOffset + zeroFrom) / TORN_WRITE_SECTOR_BYTES) * TORN_WRITE_SECTOR_BYTES;
-  return firstSector < sizeBytes;
+  for (let sector = Math.floor(fromOffset / TORN_WRITE_SECTOR_BYTES) * TORN_WRITE_SECTOR_BYTES; sector < sizeBytes; sector += TORN_WRITE_SECTOR_BYTES) {
+    const start = Math.max(sector, fromOffset) - fromOffset;
+    const end = Math.min(sector + TORN_WRITE_SECTOR_BYTES, sizeBytes) - fromOffset;
+    if (end - start >= TORN_MIN_ZERO_BYTES && isAllZero(tail, start, end)) return true;
+  }
+  return false;
+}
+
+/** A record header whose CRC holds over all the bytes after it once its length field says their count. */
+function isWholeRecordWithDamagedLength(tail: Uint8Array): boolean {
+  if (tail.length <= JOURNAL_RECORD_HEADER_BYTES) return false;
+  const record = new Uint8Array(tail); // a copy: the length field is set to what the file holds
+  new DataView(record.buffer).setUint32(4, tail.length - JOURNAL_RECORD_HEADER_BYTES, true);
+  return isIntactRecord(record);
+}
+
+function isAllZero(bytes: Uint8Array, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (bytes[i] !== 0) return false;
+  return true;
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

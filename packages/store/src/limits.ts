@@ -33,6 +33,13 @@ export const JOURNAL_READ_WINDOW_BYTES = 8 * 2 ** 20;
  * torn write on a 4 KiB-sector disk qualifies as well.
  */
 export const TORN_WRITE_SECTOR_BYTES = 512;
+/**
+ * The fewest zero bytes a sector's share of a journal's bad tail must be to count as never written
+ * (isTornWriteShape): a record's own bytes hold short zero runs (a msgpack uint32 such as
+ * `ce 02 00 00 00`), and bit rot in a record whose natural zeros fill its share of its last sector
+ * was cut as a torn write. 16: msgpack ops hold no 16 zero bytes in a row.
+ */
+export const TORN_MIN_ZERO_BYTES = 16;
 /** Compact when the journal exceeds max(this, manifest size / 2): amortised linear manifest writes. */
 export const COMPACT_MIN_JOURNAL_BYTES = 4 * 2 ** 20;
 /** Bounds memory spent on a hostile manifest. */

@@ -23,7 +23,9 @@ const MIN_PART_BYTES = 5 * 2 ** 20;
  * within the socket idle timeout) before the endpoint is judged dead: S3_UNAVAILABLE. An endpoint
  * that accepts connections and never answers held verify and open ~200 s in silence (maxAttempts of
  * 30 s each); this ends them within 2 x requestTimeoutMs (~60 s by default). A reply that arrives
- * slowly (headers, then a trickling body) is not silent and keeps every attempt.
+ * slowly (headers, then a trickling body) is not silent and keeps every attempt, and so does every
+ * request of a transport whose endpoint has answered once (a silent spell of a live endpoint, a
+ * failover, is ridden out on maxAttempts, as a long build needs).
  */
 export const MAX_SILENT_ATTEMPTS = 2;
 /** How long a failed or aborted multipart upload waits for its AbortMultipartUpload (what is left, gc cleans). */
@@ -278,6 +280,8 @@ export class S3Transport {
   private session: { client: S3Client; sdk: S3Sdk } | undefined;
   private connecting: Promise<void> | undefined;
   private destroyed = false;
+  /** Any reply came (a response, an error response): silence is then a blip, not a dead endpoint. */
+  private endpointAnswered = false;
 
   constructor(
     private readonly options: S3StoreOptions,
@@ -347,7 +351,10 @@ export class S3Transport {
     let last: unknown;
     let attempts = 0;
     let silent = 0;
-    for (let n = 0; n < maxAttempts && silent < MAX_SILENT_ATTEMPTS; n++) {
+    // Only an endpoint that has never answered this transport is judged dead early: once it has, a
+    // silent spell is a blip (a failover, a flaky link) that a long build rides out on maxAttempts.
+    const silentCap = (): number => (this.endpointAnswered ? Infinity : MAX_SILENT_ATTEMPTS);
+    for (let n = 0; n < maxAttempts && silent < silentCap(); n++) {
       attempts = n + 1;
       this.throwIfAborted(operation, name);
       if (n > 0) {
@@ -360,10 +367,12 @@ export class S3Transport {
       let deadline: AbortSignal | undefined;
       try {
         // The deadline starts with the attempt itself, not while it waits for a concurrency slot.
-        return await this.limiter.run(() => {
+        const result = await this.limiter.run(() => {
           deadline = AbortSignal.timeout(requestDeadlineMs);
           return attempt(caller ? AbortSignal.any([caller, deadline]) : deadline);
         });
+        this.endpointAnswered = true;
+        return result;
       } catch (error) {
         this.throwIfAborted(operation, name);
         if (deadline?.aborted) {
@@ -373,10 +382,11 @@ export class S3Transport {
         }
         if (!isTransientS3Error(error)) throw this.wrap(operation, name, error);
         silent = isSilentAttempt(error) ? silent + 1 : 0;
+        if (silent === 0) this.endpointAnswered = true;
         last = error;
       }
     }
-    const why = silent >= MAX_SILENT_ATTEMPTS ? `answered nothing to ${operation} ${silent} times in a row (MAX_SILENT_ATTEMPTS)` : `failed ${operation} ${attempts} times in a row`;
+    const why = silent >= silentCap() ? `answered nothing to ${operation} ${silent} times in a row (MAX_SILENT_ATTEMPTS)` : `failed ${operation} ${attempts} times in a row`;
     throw new StoreError(
       'S3_UNAVAILABLE',
       `S3 endpoint ${this.endpoint} ${why} (last: ${describeError(last)}); retry later`,

@@ -197,7 +197,7 @@ describe('a damaged last record', () => {
       expect(store.getEntry(added[2]!.key)).toBeUndefined();
       const report = await store.verify();
       expect(report.ok).toBe(false);
-      expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/not zero-filled/) });
+      expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/it is the last thing in the file, whole/) });
       expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9351), 'new')))).code).toBe('JOURNAL_INVALID');
       expect((await catchError(() => store.gc({ minAgeMs: 0 }))).code).toBe('JOURNAL_INVALID');
       // Nothing was cut.
@@ -212,6 +212,23 @@ describe('a damaged last record', () => {
     }
   });
 
+  it('a flipped bit in its length field that makes it look cut short: damage too (its CRC holds over the bytes there)', async () => {
+    const { root, added, journalPath } = await cacheWithJournal();
+    const damaged = Buffer.from(await readFile(journalPath));
+    const lastAt = lastRecordAt(damaged);
+    damaged[lastAt + 5]! ^= 0x04; // the body length grows by 1,024: past the end of the file
+    await writeFile(journalPath, damaged);
+    const store = await openCacheStore(root, { compactOnClose: false });
+    try {
+      expect(store.getEntry(added[2]!.key)).toBeUndefined();
+      expect((await store.verify()).problems[0]).toMatchObject({ code: 'JOURNAL_INVALID' });
+      expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9354), 'new')))).code).toBe('JOURNAL_INVALID');
+      expect(Buffer.from(await readFile(journalPath)).equals(damaged)).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
   const tornShapes: [string, (bytes: Buffer, lastAt: number) => Buffer][] = [
     ['all zeros (the size reached the disk, no byte of the record)', (b, lastAt) => Buffer.concat([b.subarray(0, lastAt), Buffer.alloc(b.length - lastAt)])],
     ['zeros from a sector boundary inside it to its end', (b, lastAt) => {
@@ -220,6 +237,22 @@ describe('a damaged last record', () => {
       c.fill(0, boundary);
       return c;
     }],
+    // Sectors persist in any order (XFS completes a new block's write, and the file's size, before
+    // the old last block's): the record's share of its first sector reads as the old zeros.
+    ['zeros over its share of its first sector, the rest written', (b, lastAt) => {
+      const c = Buffer.from(b);
+      let boundary = Math.ceil((lastAt + 1) / 512) * 512;
+      if (boundary - lastAt < 16) boundary += 512;
+      c.fill(0, lastAt, boundary);
+      return c;
+    }],
+    ['zeros over one whole sector inside it', (b, lastAt) => {
+      const c = Buffer.from(b);
+      const boundary = Math.ceil((lastAt + 13) / 512) * 512;
+      c.fill(0, boundary, boundary + 512);
+      return c;
+    }],
+    ['cut short (a short write: the file ends inside it)', (b) => b.subarray(0, b.length - 100)],
   ];
 
   it.each(tornShapes)('a torn write, %s: cut under the lock as before, the earlier commits kept', async (_, tear) => {

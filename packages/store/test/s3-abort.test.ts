@@ -8,6 +8,7 @@ import { resolveS3Settings } from '../src/open-cache-store.js';
 import { parseS3Url } from '../src/s3-layout.js';
 import { S3Transport } from '../src/s3-transport.js';
 import { catchError } from './helpers.js';
+import { ensureTestCredentials } from './s3-helpers.js';
 
 const servers: Server[] = [];
 const sockets = new Set<Socket>();
@@ -35,10 +36,7 @@ async function startServer(respond: (socket: Socket) => void): Promise<string> {
   return `http://127.0.0.1:${address.port}`;
 }
 
-const credentials = () => {
-  process.env.AWS_ACCESS_KEY_ID ??= 'test';
-  process.env.AWS_SECRET_ACCESS_KEY ??= 'test';
-};
+const credentials = ensureTestCredentials;
 
 describe('S3 requests that never end', () => {
   it("the store's signal abandons a request the server never answers: ABORTED, at once", async () => {

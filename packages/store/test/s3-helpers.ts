@@ -32,3 +32,12 @@ export function useTestBucket(client: S3Client, bucket: string): void {
 export function gcBelowFloorForTests(store: CacheStore, options: GcOptions = {}): Promise<GcReport> {
   return (store as S3CacheStore).gc({ minAgeMs: 0, ...options, allowMinAgeBelowFloorForTests: true });
 }
+
+/**
+ * Credentials for tests against a local stand-in server (no gateway): the SDK refuses to sign
+ * without any (CredentialsProviderError) on a machine with none in its environment.
+ */
+export function ensureTestCredentials(): void {
+  process.env.AWS_ACCESS_KEY_ID ??= 'test';
+  process.env.AWS_SECRET_ACCESS_KEY ??= 'test';
+}

@@ -4,13 +4,13 @@
 // which it would delete the blobs of a writer still at work.
 import { createServer, type Socket } from 'node:net';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
 import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
 import { MAX_SILENT_ATTEMPTS } from '../src/s3-transport.js';
 import { catchError, makeTensor, removeTempDirs, toInput } from './helpers.js';
 import { answerError, relayCut, startProxy } from './s3-fault-proxy.js';
-import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
+import { describeS3, ensureTestCredentials, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 afterEach(removeTempDirs);
 
@@ -18,6 +18,7 @@ afterEach(removeTempDirs);
 const quick = { maxAttempts: 3, retryBaseDelayMs: 5, retryMaxDelayMs: 20 };
 
 describe('S3 endpoint faults without a gateway', () => {
+  beforeAll(ensureTestCredentials);
   it('an endpoint host that does not resolve (ENOTFOUND) is S3_UNAVAILABLE after the retries, like a refused connection', async () => {
     const error = await catchError(() => openCacheStore('s3://nobody-home/cache', { s3: { endpoint: 'http://splitzip-no-such-host.invalid:9000', ...quick } }));
     expect(error.code).toBe('S3_UNAVAILABLE');
@@ -50,6 +51,7 @@ async function startTcpServer(onConnection: (socket: Socket) => void): Promise<{
 }
 
 describe('S3 endpoints that answer nothing', () => {
+  beforeAll(ensureTestCredentials);
   it('an endpoint that accepts connections and never answers is S3_UNAVAILABLE after MAX_SILENT_ATTEMPTS, not maxAttempts, idle timeouts', async () => {
     const server = await startTcpServer(() => undefined);
     try {
@@ -58,6 +60,25 @@ describe('S3 endpoints that answer nothing', () => {
       expect(error.message).toContain('MAX_SILENT_ATTEMPTS');
       expect(error.details).toMatchObject({ attempts: MAX_SILENT_ATTEMPTS, endpoint: server.url });
       expect(server.connections()).toBe(MAX_SILENT_ATTEMPTS);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('an endpoint that has answered once and then goes silent (a failover, a blip) keeps every attempt', async () => {
+    // A long build rode out ~3 minutes of silence on maxAttempts; capping every request at
+    // MAX_SILENT_ATTEMPTS failed it after ~60 s. The cap is for an endpoint never heard from.
+    let connection = 0;
+    const server = await startTcpServer((socket) => {
+      if (connection++ > 0) return; // silent from the second connection on
+      socket.once('data', () => socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
+    });
+    try {
+      const error = await catchError(() => openCacheStore('s3://blip/cache', { s3: { endpoint: server.url, maxAttempts: 5, retryBaseDelayMs: 5, retryMaxDelayMs: 10, requestTimeoutMs: 150 } }));
+      expect(error.code).toBe('S3_UNAVAILABLE');
+      expect(error.message).not.toContain('MAX_SILENT_ATTEMPTS');
+      expect(error.details).toMatchObject({ attempts: 5 });
+      expect(server.connections()).toBe(5);
     } finally {
       await server.close();
     }
