@@ -1,6 +1,6 @@
 import { mkdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { describeError } from './describe-error.js';
+import { describeError, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
 
 /**
@@ -13,10 +13,10 @@ export async function ensureCacheDir(cacheDir: string): Promise<void> {
   for (let current = resolve(cacheDir); ; current = dirname(current)) {
     const info = await stat(current).catch((error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT') return null;
-      throw notWritable(cacheDir, error);
+      throw cacheDirError(cacheDir, error);
     });
     if (info) {
-      if (!info.isDirectory()) throw notWritable(cacheDir, Object.assign(new Error(`${current} is not a directory`), { code: 'ENOTDIR' }));
+      if (!info.isDirectory()) throw cacheDirError(cacheDir, Object.assign(new Error(`${current} is not a directory`), { code: 'ENOTDIR' }));
       break;
     }
     missing.unshift(current);
@@ -24,12 +24,18 @@ export async function ensureCacheDir(cacheDir: string): Promise<void> {
   }
   for (const path of missing) {
     await mkdir(path).catch((error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EEXIST') throw notWritable(cacheDir, error);
+      if (error.code !== 'EEXIST') throw cacheDirError(cacheDir, error);
     });
   }
 }
 
-function notWritable(cacheDir: string, cause: NodeJS.ErrnoException): BuilderError {
+/** The error for a cache directory that cannot be made or used: NO_SPACE or NOT_WRITABLE. */
+export function cacheDirError(cacheDir: string, cause: NodeJS.ErrnoException): BuilderError {
   const reason = cause.syscall ? describeError(cause) : cause.message;
+  // A full disk or quota is no permission problem: the same NO_SPACE as a write that fills it.
+  const system = systemErrorCode(cause);
+  if (system === 'ENOSPC' || system === 'EDQUOT') {
+    return new BuilderError('NO_SPACE', `cannot create the cache directory ${cacheDir}: ${system === 'EDQUOT' ? 'disk quota exceeded' : 'no space left on device'}`, { file: cacheDir }, { cause });
+  }
   return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${reason}`, { file: cacheDir }, { cause });
 }

@@ -5,6 +5,7 @@ import { constants } from 'node:os';
 import { StoreError } from '@splitzip/store';
 import { expect, it } from 'vitest';
 import { systemErrorCode } from '../src/describe-error.js';
+import { cacheDirError } from '../src/ensure-cache-dir.js';
 import { wrapBuildError } from '../src/wrap-build-error.js';
 
 it.runIf(constants.errno.EDQUOT !== undefined)('an EDQUOT that Node cannot name is NO_SPACE, saying the quota is full', () => {
@@ -20,4 +21,12 @@ it.runIf(constants.errno.EDQUOT !== undefined)('an EDQUOT that Node cannot name 
   // A named ENOSPC still reads as before.
   const full = wrapBuildError(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' }), { cacheDir: '/cache' });
   expect(full).toMatchObject({ code: 'NO_SPACE', message: expect.stringMatching(/^no space left on device/) });
+});
+
+it('a cache directory that cannot be made for a full disk or quota is NO_SPACE, not NOT_WRITABLE', () => {
+  // mkdir failing ENOSPC (a full inode table) or EDQUOT: the build said NOT_WRITABLE, a permission problem.
+  const enospc = Object.assign(new Error('ENOSPC: no space left on device, mkdir'), { code: 'ENOSPC', errno: -28, syscall: 'mkdir' });
+  expect(cacheDirError('/c', enospc)).toMatchObject({ code: 'NO_SPACE', message: 'cannot create the cache directory /c: no space left on device' });
+  const eacces = Object.assign(new Error('EACCES: permission denied, mkdir'), { code: 'EACCES', errno: -13, syscall: 'mkdir' });
+  expect(cacheDirError('/c', eacces)).toMatchObject({ code: 'NOT_WRITABLE' });
 });
