@@ -978,7 +978,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // buffer is sized from its comp_bytes (a hostile or damaged entry may claim ~4 GiB for a blob
     // that does not exist), as the local store checks the file first.
     const blobSizes = new Map<string, number>();
-    for (const object of await this.transport.list(BLOBS_DIR)) blobSizes.set(object.name, object.sizeBytes);
+    const listBlobs = async (): Promise<void> => {
+      blobSizes.clear();
+      for (const object of await this.transport.list(BLOBS_DIR)) blobSizes.set(object.name, object.sizeBytes);
+    };
+    await listBlobs();
     const reader = {
       checkBlob: async (key: string, _blob: string, expectedBytes: number) => {
         const entry = this.state.entries.get(key);
@@ -1000,7 +1004,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         await this.readObjectInto(entry, target);
       },
     };
-    const report = await verifyEntries(reader, [...this.state.entries.values()], this.changes, options);
+    let report = await verifyEntries(reader, [...this.state.entries.values()], this.changes, options);
+    // One bad reply (a body cut or damaged in transit, a listing or a 404 of a moment) is no verdict
+    // on a blob: the entries found bad are checked once more, from a new listing and new reads, and
+    // only what fails again is reported (verify under such faults reported intact blobs damaged).
+    const suspects = [...new Set(report.problems.filter((p) => p.code !== 'S3_UNAVAILABLE').map((p) => p.key))].map((key) => this.state.entries.get(key)).filter((e) => e !== undefined);
+    if (suspects.length > 0) {
+      await listBlobs();
+      const again = await verifyEntries(reader, suspects, this.changes, { ...options, onProgress: undefined });
+      const suspectKeys = new Set(suspects.map((e) => e.key));
+      const problems = [...report.problems.filter((p) => !suspectKeys.has(p.key)), ...again.problems];
+      report = { ...report, ok: problems.length === 0, passed: report.passed + again.passed, decoded: report.decoded + again.decoded, bytesRead: report.bytesRead + again.bytesRead, problems };
+    }
     const extra: VerifyProblem[] = this.problems.map((p) => ({ key: p.key, qualname: this.state.entries.get(p.key)?.qualname ?? '', code: p.code, message: p.message }));
     // An unreachable server is not a verdict on the cache: surface it instead of reporting every entry bad.
     const unavailable = report.problems.find((p) => p.code === 'S3_UNAVAILABLE');

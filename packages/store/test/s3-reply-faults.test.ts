@@ -9,7 +9,7 @@ import { openCacheStore } from '../src/index.js';
 import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
 import { MAX_SILENT_ATTEMPTS } from '../src/s3-transport.js';
 import { catchError, makeTensor, removeTempDirs, toInput } from './helpers.js';
-import { answerError, relayCut, startProxy } from './s3-fault-proxy.js';
+import { answerError, relay, relayCut, startProxy } from './s3-fault-proxy.js';
 import { describeS3, ensureTestCredentials, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 afterEach(removeTempDirs);
@@ -275,5 +275,40 @@ describeS3('S3 reply faults', () => {
     expect((await gcBelowFloorForTests(store)).orphanBlobs).toEqual([`blobs/${orphan.key}.${'c'.repeat(64)}.bin`]);
     expect((await (store as S3CacheStore).gc({ minAgeMs: 0, allowMinAgeBelowFloorForTests: false }).catch((e: { code: string }) => e.code))).toBe('INVALID_ARGUMENT');
     await store.close();
+  });
+
+  it('verify checks a blob found bad once more before reporting it: a body damaged in transit is no damage of the cache', async () => {
+    const prefix = nextPrefix();
+    const tensor = makeTensor([64, 512], 11); // a blob object of its own (above the inline limit)
+    const writer = await openCacheStore(url(prefix), { create: true });
+    await writer.addEntry(toInput(tensor, 'big'));
+    await writer.close();
+    let damage = 1;
+    const proxy = await startProxy((req, res) => {
+      if (req.method !== 'GET' || !req.url?.includes('/blobs/') || damage === 0) return false;
+      damage--;
+      relay(req, res, (_headers, body) => {
+        const bad = Buffer.from(body);
+        bad[bad.length >> 1]! ^= 0x10; // same length, one bit off
+        return bad;
+      });
+      return true;
+    });
+    try {
+      const store = await openCacheStore(url(prefix), { s3: { endpoint: proxy.url } });
+      const report = await store.verify({ decode: true });
+      expect(damage).toBe(0);
+      expect(report.problems).toEqual([]);
+      expect(report).toMatchObject({ ok: true, checked: 1, passed: 1 });
+      // Damaged on every read: still reported.
+      damage = 2;
+      const bad = await store.verify();
+      expect(bad.ok).toBe(false);
+      expect(bad.problems).toHaveLength(1);
+      expect(bad.passed).toBe(0);
+      await store.close();
+    } finally {
+      await proxy.close();
+    }
   });
 });
