@@ -1,3 +1,4 @@
+import { constants as osConstants } from 'node:os';
 export type StoreErrorCode =
   | 'NOT_A_CACHE'
   | 'UNSUPPORTED_FORMAT'
@@ -98,8 +99,14 @@ export function isStoreError(value: unknown, code?: StoreErrorCode): value is St
 /** Node's errno code of a system error, if any. */
 export function errnoCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
+  if (typeof code !== 'string') return undefined;
+  // libuv names no code for some errnos: Node 20 says "Unknown system error -122" for EDQUOT.
+  const unnamed = /^Unknown system error -(\d+)$/.exec(code);
+  return unnamed === null ? code : (ERRNO_NAMES.get(Number(unnamed[1])) ?? code);
 }
+
+/** errno number → name (EDQUOT, …), built once from this platform's constants. */
+const ERRNO_NAMES: ReadonlyMap<number, string> = new Map(Object.entries(osConstants.errno).map(([name, value]) => [value, name]));
 
 /** Wraps an unexpected file-system failure; StoreErrors pass through unchanged. */
 export function toIoError(error: unknown, message: string, context: StoreErrorContext = {}): StoreError {

@@ -1,0 +1,14 @@
+// Node 20's libuv has no name for some errnos: a full quota reads "Unknown system error -122", and
+// the store's IO_ERROR said "[Unknown system error -122]" for a journal append or a directory sync.
+import { constants } from 'node:os';
+import { expect, it } from 'vitest';
+import { errnoCode, toIoError } from '../src/errors.js';
+
+it.runIf(constants.errno.EDQUOT !== undefined)('an errno Node cannot name gets its platform name (EDQUOT), in the code and the message', () => {
+  const quota = Object.assign(new Error('Unknown system error -122: Unknown system error -122, write'), { code: 'Unknown system error -122', errno: -constants.errno.EDQUOT! });
+  expect(errnoCode(quota)).toBe('EDQUOT');
+  const wrapped = toIoError(quota, 'cannot append to the journal', { path: '/c/journal.2' });
+  expect(wrapped).toMatchObject({ code: 'IO_ERROR', message: expect.stringContaining('cannot append to the journal [EDQUOT]'), details: { errno: 'EDQUOT' } });
+  expect(errnoCode(Object.assign(new Error('x'), { code: 'ENOSPC' }))).toBe('ENOSPC');
+  expect(errnoCode(Object.assign(new Error('x'), { code: 'Unknown system error -99999' }))).toBe('Unknown system error -99999');
+});
