@@ -1,8 +1,8 @@
-import { decode } from '@splitzip/codec';
 import type { StorageBackend } from './backend.js';
 import { digestHex } from './hash-bytes.js';
 import { checkBlobPayload } from './check-blob-payload.js';
-import { computeContentKey } from './compute-content-key.js';
+import { formatContentKeyPrefix } from './compute-content-key.js';
+import { hashDecodedBlocks, VERIFY_DECODE_BLOCK_BYTES, type DecodedDigests } from './hash-decoded-blocks.js';
 import { StoreError } from './errors.js';
 import { MAX_BUFFER_BYTES } from './limits.js';
 import type { CacheEntry, VerifyOptions, VerifyProblem, VerifyReport } from './types.js';
@@ -17,22 +17,33 @@ function requireBuffer(entry: CacheEntry, what: string, bytes: number): void {
   }
 }
 
+/** The decode block size given to verifyEntries: an even number of bytes, at least one value. */
+function checkDecodeBlockBytes(bytes: number): number {
+  if (!Number.isSafeInteger(bytes) || bytes < 2 || bytes % 2 !== 0) {
+    throw new StoreError('INVALID_ARGUMENT', `decodeBlockBytes must be an even number of bytes, at least 2, got ${String(bytes)}`, { details: { decodeBlockBytes: bytes } });
+  }
+  return bytes;
+}
+
 /**
  * Checks every entry: blob present and of the right size, a valid header agreeing with the manifest,
  * an intact checksum, the blob's SHA-256 where recorded, and with `decode` the decoded tensor against its content key
- * (and its recorded SHA-256, if any).
- * Problems are collected, not thrown.
+ * (and its recorded SHA-256, if any), decoded and hashed VERIFY_DECODE_BLOCK_BYTES at a time.
+ * Problems are collected, not thrown. `decodeBlockBytes` is for tests (a small even size, so that
+ * small tensors span blocks).
  */
 export async function verifyEntries(
   backend: Pick<StorageBackend, 'readBlobInto' | 'checkBlob'>,
   entries: readonly CacheEntry[],
   generation: number,
   options: VerifyOptions,
+  decodeBlockBytes: number = VERIFY_DECODE_BLOCK_BYTES,
 ): Promise<VerifyReport> {
   const started = performance.now();
   const problems: VerifyProblem[] = [];
   let buffer = new Uint8Array(0);
-  let values = new Uint16Array(0);
+  let block = new Uint16Array(0);
+  const decodeBlockValues = checkDecodeBlockBytes(decodeBlockBytes) / 2;
   let bytesRead = 0;
   let decoded = 0;
   for (let i = 0; i < entries.length; i++) {
@@ -43,7 +54,6 @@ export async function verifyEntries(
       // blob that is missing or shorter, and nothing is allocated for it then.
       await backend.checkBlob?.(entry.key, entry.blob, entry.compBytes);
       requireBuffer(entry, 'blob', entry.compBytes);
-      if (options.decode) requireBuffer(entry, 'decoded tensor', entry.rawBytes);
       // One buffer for all entries: grow only when a bigger blob comes.
       if (buffer.length < entry.compBytes) buffer = new Uint8Array(entry.compBytes);
       const view = buffer.subarray(0, entry.compBytes);
@@ -55,18 +65,23 @@ export async function verifyEntries(
         throw new StoreError('BLOB_CORRUPT', 'blob SHA-256 differs from the manifest blob_sha256', { entry: entry.key });
       }
       if (options.decode) {
-        const count = entry.meta.elementCount;
-        if (values.length < count) values = new Uint16Array(count);
-        const out = values.subarray(0, count);
+        // Block by block: the decoded tensor is never held whole (a 4 GiB one held 4 GiB beside its payload).
+        const blockValues = Math.min(entry.meta.elementCount, decodeBlockValues);
+        if (block.length < blockValues) block = new Uint16Array(blockValues);
+        const tensor = {
+          keyPrefix: formatContentKeyPrefix(entry.shape, entry.dtype, entry.rawBytes),
+          elementCount: entry.meta.elementCount,
+          sha256: entry.sha256 !== null,
+        };
+        let digests: DecodedDigests;
         try {
-          decode(view, out, { verify: false });
+          digests = hashDecodedBlocks(view, tensor, block.subarray(0, blockValues));
         } catch (error) {
           throw new StoreError('BLOB_CORRUPT', `blob does not decode: ${(error as Error).message}`, { entry: entry.key, cause: error });
         }
-        const bytes = new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
         // The content key names these very bytes (with shape and dtype): it is always checked; a
         // recorded SHA-256 of the original bytes too, where the writer kept one.
-        const decodedKey = computeContentKey(bytes, entry.shape, entry.dtype);
+        const decodedKey = digests.key;
         if (decodedKey !== entry.key) {
           throw new StoreError('DIGEST_MISMATCH', 'decoded tensor does not hash to its content key', {
             entry: entry.key,
@@ -74,7 +89,7 @@ export async function verifyEntries(
           });
         }
         if (entry.sha256 !== null) {
-          const digest = digestHex('sha256', bytes);
+          const digest = digests.sha256;
           if (digest !== entry.sha256) {
             throw new StoreError('DIGEST_MISMATCH', 'decoded tensor SHA-256 differs from the original sha256', {
               entry: entry.key,
