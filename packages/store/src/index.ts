@@ -38,6 +38,7 @@ export {
   MIN_KEPT_BLOB_FILES,
   MAX_BUFFER_BYTES,
 } from './limits.js';
+export { VERIFY_DECODE_BLOCK_BYTES } from './hash-decoded-blocks.js';
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles, keptBlobFilesLimit } from './open-blob-files.js';
 export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';
 export type { TempFilesReport } from './remove-abandoned-temp-files.js';
