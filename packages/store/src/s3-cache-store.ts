@@ -1009,7 +1009,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // on a blob: the entries found bad are checked once more, from a new listing and new reads, and
     // only what fails again is reported (verify under such faults reported intact blobs damaged).
     const suspects = [...new Set(report.problems.filter((p) => p.code !== 'S3_UNAVAILABLE').map((p) => p.key))].map((key) => this.state.entries.get(key)).filter((e) => e !== undefined);
-    if (suspects.length > 0) {
+    // (An unreachable server is reported below as it is: nothing to check again.)
+    if (suspects.length > 0 && !report.problems.some((p) => p.code === 'S3_UNAVAILABLE')) {
       await listBlobs();
       const again = await verifyEntries(reader, suspects, this.changes, { ...options, onProgress: undefined });
       const suspectKeys = new Set(suspects.map((e) => e.key));

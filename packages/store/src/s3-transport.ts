@@ -159,6 +159,16 @@ function isSilentAttempt(error: unknown): boolean {
   return (error as { name?: unknown } | undefined)?.name === 'TimeoutError' && statusOf(error) === undefined;
 }
 
+/**
+ * Whether a failed attempt still shows the endpoint answering: an HTTP status, or a reply whose body
+ * broke off or stalled. A refused or reset connection, or a name that did not resolve, shows no
+ * server at work (one refusing while its container restarts may then accept and hang).
+ */
+function isReply(error: unknown): boolean {
+  const name = (error as { name?: unknown } | undefined)?.name;
+  return statusOf(error) !== undefined || name === 'BodyInterrupted' || name === 'BodyStalled';
+}
+
 function isNotFound(error: unknown): boolean {
   const name = (error as { name?: unknown } | undefined)?.name;
   return statusOf(error) === 404 || name === 'NoSuchKey' || name === 'NotFound';
@@ -382,7 +392,7 @@ export class S3Transport {
         }
         if (!isTransientS3Error(error)) throw this.wrap(operation, name, error);
         silent = isSilentAttempt(error) ? silent + 1 : 0;
-        if (silent === 0) this.endpointAnswered = true;
+        if (isReply(error)) this.endpointAnswered = true;
         last = error;
       }
     }
@@ -451,19 +461,20 @@ export class S3Transport {
       return;
     }
     const md5 = md5Base64(body);
-    await this.withRetries('PutObject', name, (abortSignal) =>
-      this.client.send(
-        new this.s3.PutObjectCommand({
-          Bucket: this.location.bucket,
-          Key: this.objectKey(name),
-          Body: toBuffer(body),
-          ContentLength: body.length,
-          ContentMD5: md5,
-          ContentType: contentType,
-        }),
-        { abortSignal },
-      ),
-    );
+    await this.withRetries('PutObject', name, (abortSignal) => this.client.send(this.putObjectCommand(name, body, md5, contentType), { abortSignal }));
+  }
+
+  /** A PutObject of `body` whole, with its Content-MD5 (the server refuses bytes damaged on the way). */
+  private putObjectCommand(name: string, body: Uint8Array, md5: string, contentType: string, condition: { IfNoneMatch?: string } = {}) {
+    return new this.s3.PutObjectCommand({
+      Bucket: this.location.bucket,
+      Key: this.objectKey(name),
+      Body: toBuffer(body),
+      ContentLength: body.length,
+      ContentMD5: md5,
+      ContentType: contentType,
+      ...condition,
+    });
   }
 
   /**
@@ -478,18 +489,7 @@ export class S3Transport {
     const md5 = md5Base64(body);
     return this.withRetries('PutObject', name, async (abortSignal) => {
       try {
-        await this.client.send(
-          new this.s3.PutObjectCommand({
-            Bucket: this.location.bucket,
-            Key: this.objectKey(name),
-            Body: toBuffer(body),
-            ContentLength: body.length,
-            ContentMD5: md5,
-            ContentType: contentType,
-            IfNoneMatch: '*',
-          }),
-          { abortSignal },
-        );
+        await this.client.send(this.putObjectCommand(name, body, md5, contentType, { IfNoneMatch: '*' }), { abortSignal });
         return 'created';
       } catch (error) {
         // A retried attempt whose first try created the object (the reply was lost) lands here too:

@@ -74,13 +74,38 @@ describe('S3 endpoints that answer nothing', () => {
       socket.once('data', () => socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
     });
     try {
-      const error = await catchError(() => openCacheStore('s3://blip/cache', { s3: { endpoint: server.url, maxAttempts: 5, retryBaseDelayMs: 5, retryMaxDelayMs: 10, requestTimeoutMs: 150 } }));
+      // requestTimeoutMs 1 s: the 503 must be read within it on a loaded machine, or it counts as silence.
+      const error = await catchError(() => openCacheStore('s3://blip/cache', { s3: { endpoint: server.url, maxAttempts: 5, retryBaseDelayMs: 5, retryMaxDelayMs: 10, requestTimeoutMs: 1000 } }));
       expect(error.code).toBe('S3_UNAVAILABLE');
       expect(error.message).not.toContain('MAX_SILENT_ATTEMPTS');
       expect(error.details).toMatchObject({ attempts: 5 });
       expect(server.connections()).toBe(5);
     } finally {
       await server.close();
+    }
+  });
+
+  it('a refused connection is no answer: an endpoint that then accepts and hangs is still capped', async () => {
+    // Nobody listens at first (a server restarting), then a server that accepts and never answers.
+    const probe = await startTcpServer(() => undefined);
+    const port = Number(new URL(probe.url).port);
+    await probe.close();
+    const sockets = new Set<Socket>();
+    const hanging = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    });
+    const listening = new Promise<void>((resolve) => setTimeout(() => hanging.listen(port, '127.0.0.1', resolve), 60));
+    try {
+      // The first attempt is refused at once; the retry after it (150-300 ms) finds the hanging server.
+      const error = await catchError(() => openCacheStore('s3://restarting/cache', { s3: { endpoint: probe.url, maxAttempts: 6, retryBaseDelayMs: 300, retryMaxDelayMs: 300, requestTimeoutMs: 150 } }));
+      expect(error.code).toBe('S3_UNAVAILABLE');
+      expect(error.message).toContain('MAX_SILENT_ATTEMPTS');
+      expect(error.details).toMatchObject({ attempts: 1 + MAX_SILENT_ATTEMPTS });
+    } finally {
+      await listening;
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => hanging.close(() => resolve()));
     }
   });
 

@@ -5,7 +5,8 @@ import { expect, it } from 'vitest';
 import { errnoCode, toIoError } from '../src/errors.js';
 
 it.runIf(constants.errno.EDQUOT !== undefined)('an errno Node cannot name gets its platform name (EDQUOT), in the code and the message', () => {
-  const quota = Object.assign(new Error('Unknown system error -122: Unknown system error -122, write'), { code: 'Unknown system error -122', errno: -constants.errno.EDQUOT! });
+  const unnamed = `Unknown system error -${constants.errno.EDQUOT!}`; // what Node 20 says on Linux (122)
+  const quota = Object.assign(new Error(`${unnamed}: ${unnamed}, write`), { code: unnamed, errno: -constants.errno.EDQUOT! });
   expect(errnoCode(quota)).toBe('EDQUOT');
   const wrapped = toIoError(quota, 'cannot append to the journal', { path: '/c/journal.2' });
   expect(wrapped).toMatchObject({ code: 'IO_ERROR', message: expect.stringContaining('cannot append to the journal [EDQUOT]'), details: { errno: 'EDQUOT' } });

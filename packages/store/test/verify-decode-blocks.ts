@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { createCodebook, decode, encode, readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
 import { computeContentKey, type CacheEntry, type CacheStore } from '../src/index.js';
 import type { StorageBackend } from '../src/backend.js';
-import { createRng } from './helpers.js';
+import { createRng, type TestTensor } from './helpers.js';
 
 /** The codebook of these tensors: four exponents, so any other exponent is an escape and a code of 4..15 is invalid. */
 export const CODEBOOK_EXPONENTS = [120, 121, 122, 123];
@@ -14,14 +14,8 @@ const ESCAPE_EXPONENT = 140;
 /** Where the checksum sits in a payload header (FORMAT.md: u32 at byte 252, hashed as zero). */
 const HEADER_CHECKSUM_OFFSET = 252;
 
-export interface BlockTensor {
-  values: Uint16Array;
-  bytes: Uint8Array;
-  shape: number[];
-  key: string;
-  sha256: string;
-  payload: Uint8Array;
-}
+/** A tensor with its key, digest and payload, as the other store tests make them. */
+export type BlockTensor = TestTensor;
 
 /**
  * `count` values of codebook exponents, with escapes at every multiple of each of `boundaries` and
