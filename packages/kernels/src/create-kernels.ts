@@ -7,7 +7,7 @@ import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
 import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
 import type { ChecksumOffload } from './checksum-offload.js';
-import { createWebGpuDecoder, MAX_CHECKSUM_THREADS, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
+import { checkWebGpuDecodeOptions, createWebGpuDecoder, MAX_CHECKSUM_THREADS, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
 import { createWebGpuBackendImpl } from './webgpu-backend-impl.js';
 import type { GpuDeviceNative } from './webgpu-types.js';
 import { getSelfCheckCase } from './self-check.js';
@@ -45,6 +45,10 @@ export async function createKernelsFor(
   const requested = options.backend ?? 'auto';
   if (!REQUESTS.includes(requested)) {
     throw new KernelsError('INVALID_ARGUMENT', `unknown backend "${String(requested)}"`, { backend: requested, known: REQUESTS });
+  }
+  if (options.webgpu !== undefined) checkWebGpuDecodeOptions(options.webgpu);
+  if (options.webasmThreads !== undefined && typeof options.webasmThreads !== 'boolean') {
+    throw new KernelsError('INVALID_ARGUMENT', `webasmThreads must be a boolean, got ${typeof options.webasmThreads}`, { argument: 'webasmThreads' });
   }
   const arena = options.webgpu?.arena;
   // Without cross-origin isolation the global SharedArrayBuffer is undefined: `instanceof` would throw a ReferenceError.
@@ -157,12 +161,16 @@ export async function createKernelsFor(
       return disposed;
     },
     decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
+      // As the codec's: options that are not an object (a stray argument) were ignored here.
+      if (options !== undefined && (typeof options !== 'object' || options === null)) return rejectOptions('decode');
       return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options), { payload, out });
     },
     encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
+      if (options !== undefined && (typeof options !== 'object' || options === null)) return rejectOptions('encode');
       return run('encode', values?.length ?? 0, (impl) => impl.encode(values, codebook, options), { values });
     },
     decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
+      if (options !== undefined && (typeof options !== 'object' || options === null)) return rejectOptions('decodeToDevice');
       return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, options), { payload });
     },
     async dispose() {
@@ -231,6 +239,10 @@ function elementCountOf(payload: Uint8Array): number {
 }
 
 /** options must be an object (or omitted): null is a typed misuse, not a TypeError. */
+function rejectOptions(call: string): Promise<never> {
+  return Promise.reject(new KernelsError('INVALID_ARGUMENT', `${call}: options must be an object or undefined`, { argument: 'options' }));
+}
+
 export function checkOptionsObject(options: unknown): void {
   if (typeof options !== 'object' || options === null) {
     throw new KernelsError('INVALID_ARGUMENT', 'options must be an object or undefined', { argument: 'options' });

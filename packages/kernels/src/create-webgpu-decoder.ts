@@ -210,6 +210,31 @@ function planUploadPieces(segment: DecodeSegmentPlan, pieceBytes: number): Uploa
 }
 
 /**
+ * INVALID_ARGUMENT for a webgpu option out of range: the caller's mistake, checked by createKernels
+ * on every host before any backend starts (inside the backend's start it became a quiet fallback to
+ * the codec, or, under `auto`, to webgl2 with no reason given, and on a host without WebGPU it was
+ * never checked at all).
+ */
+export function checkWebGpuDecodeOptions(options: WebGpuDecodeOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu options must be an object or undefined', { argument: 'webgpu' });
+  }
+  const upload = options.upload ?? DEFAULT_WEBGPU_UPLOAD;
+  if (!WEBGPU_UPLOAD_MODES.includes(upload)) {
+    throw new KernelsError('INVALID_ARGUMENT', `unknown webgpu upload mode "${String(upload)}"`, { upload, known: WEBGPU_UPLOAD_MODES });
+  }
+  const hashUnroll = options.checksumOnDeviceUnroll ?? DEFAULT_HASH_UNROLL;
+  if (!(Number.isInteger(hashUnroll) && hashUnroll >= 1 && hashUnroll <= 64)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.checksumOnDeviceUnroll must be an integer in 1..64', { checksumOnDeviceUnroll: hashUnroll });
+  }
+  const pieceBytes = options.uploadPieceBytes ?? PIECE_BYTES;
+  if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
+  }
+  checkReadbackOptions(options.readbackPieceBytes ?? DEFAULT_READBACK_PIECE_BYTES, options.readbackStagings ?? DEFAULT_READBACK_STAGINGS);
+}
+
+/**
  * Builds the two pipelines on `device` and checks they compiled; throws KERNEL_FAILED otherwise.
  * `offload` (Node's checksum worker) takes the checksums of payloads in shared memory; the
  * decoder owns it and disposes it.
@@ -219,10 +244,8 @@ export async function createWebGpuDecoder(
   options: WebGpuDecodeOptions = {},
   offload: ChecksumOffload | null = null,
 ): Promise<WebGpuDecoder> {
+  checkWebGpuDecodeOptions(options);
   const upload = options.upload ?? DEFAULT_WEBGPU_UPLOAD;
-  if (!WEBGPU_UPLOAD_MODES.includes(upload)) {
-    throw new KernelsError('INVALID_ARGUMENT', `unknown webgpu upload mode "${String(upload)}"`, { upload, known: WEBGPU_UPLOAD_MODES });
-  }
   const limits = {
     maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
     maxBufferSize: Math.min(device.limits.maxBufferSize, options.maxBufferBytes ?? Infinity),
@@ -235,15 +258,8 @@ export async function createWebGpuDecoder(
   const reuseBindGroups = options.reuseBindGroups !== false;
   const checksumOnDevice = options.checksumOnDevice !== false;
   const hashUnroll = options.checksumOnDeviceUnroll ?? DEFAULT_HASH_UNROLL;
-  if (!(Number.isInteger(hashUnroll) && hashUnroll >= 1 && hashUnroll <= 64)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.checksumOnDeviceUnroll must be an integer in 1..64', { checksumOnDeviceUnroll: hashUnroll });
-  }
-  if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
-  }
   const readbackPieceBytes = options.readbackPieceBytes ?? DEFAULT_READBACK_PIECE_BYTES;
   const readbackStagings = options.readbackStagings ?? DEFAULT_READBACK_STAGINGS;
-  checkReadbackOptions(readbackPieceBytes, readbackStagings);
 
   device.pushErrorScope('validation');
   const pipelines: GpuComputePipelineNative[] = [];

@@ -94,6 +94,28 @@ describe('fallback to the codec path, with a reason', () => {
     await expect(createKernels({ backend: 'gl' as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 
+  // A caller's bad option is no broken backend: checked on every host before any backend starts.
+  // Inside webgpu's start it became a quiet fallback to the codec (or, under auto, to webgl2 with no
+  // reason given), and where there is no WebGPU (Node here) it was never checked.
+  it('rejects bad webgpu options, a non-boolean webasmThreads, and call options that are not objects', async () => {
+    const bad = [{ upload: 'bogus' }, { readbackStagings: 99 }, { readbackPieceBytes: 100 }, { checksumOnDeviceUnroll: 0 }, { uploadPieceBytes: -1 }];
+    for (const webgpu of bad) {
+      for (const backend of ['webgpu', 'auto', 'cpu'] as const) {
+        await expect(createKernels({ backend, webgpu: webgpu as never }), JSON.stringify({ backend, webgpu })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      }
+    }
+    await expect(createKernels({ backend: 'cpu', webgpu: 5 as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(createKernels({ backend: 'webasm', webasmThreads: 'yes' as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const kernels = await createKernels({ backend: 'cpu' });
+    try {
+      await expect(kernels.decode(payload, undefined, 5 as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(kernels.decodeToDevice(payload, 'verify' as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(kernels.encode(new Uint16Array(4), calibrateCodebook(new Uint16Array(4)).codebook, 7 as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      await kernels.dispose();
+    }
+  });
+
   it('refuses calls after dispose', async () => {
     const kernels = await createKernels({ backend: 'cpu' });
     expect(kernels.disposed).toBe(false);
