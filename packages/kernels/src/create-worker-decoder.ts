@@ -95,6 +95,14 @@ export interface WorkerDecoderOptions {
 
 export interface WorkerDecoder {
   readonly threads: number;
+  /**
+   * Workers that died (failed to load, threw, exited) since the decoder was made; each call starts
+   * new ones in their place. With `callerDecodes` (default) the calling thread then decodes alone
+   * and every result is still right: this and `lastWorkerFailure` are the only sign of it.
+   */
+  readonly workerDeaths: number;
+  /** Why the last worker died, or null. */
+  readonly lastWorkerFailure: string | null;
   /** The shared arena whose views decode in place (from `arena` or `arenaBytes`), or null. */
   readonly arena: CodecArena | null;
   /** `byteLength` bytes in the arena for a payload (read it or copy it in there); `arena.reset()` frees all. */
@@ -186,6 +194,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   // Loaders decode many tensors of a few shapes: the header of the last one is not parsed again.
   const readMeta = createMetaReader();
   let disposed = false;
+  // Workers that died (not at dispose): with callerDecodes the calling thread decodes alone and
+  // every result is still right, so these are the only sign that the pool does not run.
+  let workerDeaths = 0;
+  let lastWorkerFailure: string | null = null;
   // The job in flight (its shared control): dispose() marks it failed so that threads waiting on a
   // gate or a copy-in that will never come give up, instead of dispose() waiting on it forever.
   let current: { control: Int32Array; taskCount: number } | null = null;
@@ -238,6 +250,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const onDeath = (error: Error): void => {
       const index = pool.indexOf(entry);
       if (index >= 0) pool.splice(index, 1);
+      if (!disposed) {
+        workerDeaths++;
+        lastWorkerFailure = error.message;
+      }
       failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${error.message}`, {}));
     };
     worker.on('error', onDeath);
@@ -595,6 +611,12 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   return {
     threads,
     arena: userArena,
+    get workerDeaths() {
+      return workerDeaths;
+    },
+    get lastWorkerFailure() {
+      return lastWorkerFailure;
+    },
 
     allocatePayload(byteLength) {
       return requireArena(userArena).allocate(byteLength);

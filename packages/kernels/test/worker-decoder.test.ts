@@ -114,3 +114,32 @@ describe('worker-thread decoder', () => {
     expect(() => createWorkerDecoder({ threads: 0 })).toThrow(/threads/);
   });
 });
+
+// Workers that cannot run (a wrong workerUrl, a worker that exits): with callerDecodes the calling
+// thread decodes alone and every result is right, so nothing told the caller the pool was gone.
+describe('a pool whose workers die', () => {
+  it('still decodes bit-exact on the calling thread, and says so in workerDeaths / lastWorkerFailure', async () => {
+    const values = modelLikeValues((1 << 20) + 5, 41);
+    const source = codecEncode(values, calibrateCodebook(values).codebook);
+    const payload = new Uint8Array(new SharedArrayBuffer(source.length));
+    payload.set(source);
+    const broken = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('file:///nonexistent/splitzip-decode-worker.js') });
+    try {
+      expect(broken.workerDeaths).toBe(0);
+      expect(broken.lastWorkerFailure).toBeNull();
+      const decoded = await broken.decode(payload);
+      expect(firstMismatch(decoded, values)).toBe(-1);
+      // The death may be reported just after the call that hit it.
+      for (let i = 0; i < 100 && broken.workerDeaths === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(broken.workerDeaths).toBeGreaterThan(0);
+      expect(broken.lastWorkerFailure).toEqual(expect.any(String));
+    } finally {
+      await broken.dispose();
+    }
+    // A healthy pool reports none, before and after dispose.
+    const healthy = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 0 });
+    await healthy.decode(payload);
+    await healthy.dispose();
+    expect(healthy.workerDeaths).toBe(0);
+  });
+});
