@@ -1,4 +1,4 @@
-import { constants as osConstants } from 'node:os';
+import { errnoCode } from '@splitzip/store';
 
 // Turns any error (ours, another package's typed error, a Node system error) into one clear line
 // naming the file and the tensor where known. The CLI prints it; `--debug` adds the stack.
@@ -6,7 +6,6 @@ import { constants as osConstants } from 'node:os';
 interface ErrorLike {
   message?: unknown;
   code?: unknown;
-  errno?: unknown;
   file?: unknown;
   path?: unknown;
   tensor?: unknown;
@@ -90,17 +89,20 @@ export function dropRepeats(message: string): string {
 /** The Node system error code (ENOSPC, EACCES, ...) of an error or of its causes. */
 export function systemErrorCode(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = (e as ErrorLike).code;
-    if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
-    // libuv has no name for some errnos: Node 20 says "Unknown system error -122" for a full quota.
-    const errno = (e as ErrorLike).errno;
-    if (typeof errno === 'number' && errno === -EDQUOT_ERRNO) return 'EDQUOT';
+    // The store's reading of a code: it names the errnos libuv does not ("Unknown system error -122": EDQUOT).
+    const code = errnoCode(e);
+    if (code !== undefined && /^E[A-Z]+$/.test(code)) return code;
   }
   return undefined;
 }
 
-/** This platform's EDQUOT (122 on Linux; absent where the system has none). */
-const EDQUOT_ERRNO = osConstants.errno.EDQUOT ?? Number.NaN;
+/** The codes of a full disk or quota: NO_SPACE, whatever the write that met them. */
+export const NO_SPACE_CODES: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT']);
+
+/** A system error code in plain words ("no space left on device"), or the code itself. */
+export function describeSystemCode(code: string): string {
+  return SYSTEM_ERRORS[code] ?? code;
+}
 
 /** Characters that continue a name: a mention must not have one on either side. */
 const NAME_CHAR = /[\p{L}\p{N}_./-]/u;

@@ -1,6 +1,6 @@
 import { mkdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { describeError, systemErrorCode } from './describe-error.js';
+import { describeError, describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
 
 /**
@@ -34,8 +34,8 @@ export function cacheDirError(cacheDir: string, cause: NodeJS.ErrnoException): B
   const reason = cause.syscall ? describeError(cause) : cause.message;
   // A full disk or quota is no permission problem: the same NO_SPACE as a write that fills it.
   const system = systemErrorCode(cause);
-  if (system === 'ENOSPC' || system === 'EDQUOT') {
-    return new BuilderError('NO_SPACE', `cannot create the cache directory ${cacheDir}: ${system === 'EDQUOT' ? 'disk quota exceeded' : 'no space left on device'}`, { file: cacheDir }, { cause });
+  if (system !== undefined && NO_SPACE_CODES.has(system)) {
+    return new BuilderError('NO_SPACE', `cannot create the cache directory ${cacheDir}: ${describeSystemCode(system)}`, { file: cacheDir }, { cause });
   }
   return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${reason}`, { file: cacheDir }, { cause });
 }

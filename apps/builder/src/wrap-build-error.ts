@@ -1,10 +1,9 @@
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { SafetensorsError } from '@splitzip/safetensors';
-import { systemErrorCode } from './describe-error.js';
+import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
 
-const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /** The store's S3 failures are about the endpoint or bucket, not one tensor: they pass through as they are. */
 const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
@@ -50,7 +49,7 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
   if (code && NO_SPACE_CODES.has(code)) {
     return new BuilderError(
       'NO_SPACE',
-      `${code === 'EDQUOT' ? 'disk quota exceeded' : 'no space left on device'} while writing the cache ${context.cacheDir ?? ''}${where}; entries committed so far stay valid`,
+      `${describeSystemCode(code)} while writing the cache ${context.cacheDir ?? ''}${where}; entries committed so far stay valid`,
       { file: context.cacheDir, tensor: context.tensor },
       { cause: error },
     );

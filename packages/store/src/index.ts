@@ -2,7 +2,7 @@ export { openCacheStore, DEFAULT_COVERAGE_MIN } from './open-cache-store.js';
 export type { CacheStore, JournalRecovery } from './cache-store.js';
 export { computeContentKey, dtypeToTorchText, formatContentKeyPrefix, formatPythonShape, isBf16Dtype } from './compute-content-key.js';
 export { digestHex, updateHash } from './hash-bytes.js';
-export { StoreError, isStoreError, type StoreErrorCode, type StoreErrorContext } from './errors.js';
+export { StoreError, isStoreError, errnoCode, type StoreErrorCode, type StoreErrorContext } from './errors.js';
 export {
   MANIFEST_FORMAT,
   PAYLOAD_FORMAT_VERSION,

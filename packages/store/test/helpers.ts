@@ -3,7 +3,7 @@ import { crc32 } from 'node:zlib';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { calibrateCodebook, encode } from '@splitzip/codec';
+import { calibrateCodebook, encode, type Codebook } from '@splitzip/codec';
 import { Packr } from 'msgpackr';
 import { createRandom as createRng } from '@splitzip/test-support/random';
 import { computeContentKey, openCacheStore, type AddEntryInput } from '../src/index.js';
@@ -36,8 +36,12 @@ export interface TestTensor {
 export function makeTensor(shape: number[], seed: number, chunkSize = 64): TestTensor {
   const count = shape.reduce((a, b) => a * b, 1);
   const values = makeBf16Values(count, seed);
-  const bytes = new Uint8Array(values.buffer);
-  const { codebook } = calibrateCodebook(values);
+  return toTestTensor(values, shape, calibrateCodebook(values).codebook, chunkSize);
+}
+
+/** `values` of `shape` with their content key, SHA-256 and payload under `codebook`. */
+export function toTestTensor(values: Uint16Array, shape: number[], codebook: Codebook, chunkSize: number): TestTensor {
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
   return {
     values,
     bytes,

@@ -1,11 +1,10 @@
 // Fixtures of the blocked verify decode's tests: tensors with escapes placed where blocks meet,
 // a store of them, and payloads re-signed after an edit (a valid checksum over bytes that break a
 // decoding rule: only a decode finds them).
-import { createHash } from 'node:crypto';
-import { createCodebook, decode, encode, readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
-import { computeContentKey, type CacheEntry, type CacheStore } from '../src/index.js';
+import { createCodebook, decode, readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
+import type { CacheEntry, CacheStore } from '../src/index.js';
 import type { StorageBackend } from '../src/backend.js';
-import { createRng, type TestTensor } from './helpers.js';
+import { createRng, toTestTensor, type TestTensor } from './helpers.js';
 
 /** The codebook of these tensors: four exponents, so any other exponent is an escape and a code of 4..15 is invalid. */
 export const CODEBOOK_EXPONENTS = [120, 121, 122, 123];
@@ -34,16 +33,7 @@ export function makeBlockTensor(count: number, boundaries: readonly number[], se
   };
   for (const b of boundaries) for (let edge = b; edge < count; edge += b) for (const i of [edge - 1, edge, edge + 1]) escape(i);
   escape(count - 1);
-  const bytes = new Uint8Array(values.buffer);
-  const shape = [count];
-  return {
-    values,
-    bytes,
-    shape,
-    key: computeContentKey(bytes, shape, 'BF16'),
-    sha256: createHash('sha256').update(bytes).digest('hex'),
-    payload: encode(values, createCodebook(CODEBOOK_EXPONENTS), { chunkSize }),
-  };
+  return toTestTensor(values, [count], createCodebook(CODEBOOK_EXPONENTS), chunkSize);
 }
 
 /** A backend serving the given payloads by key (verifyEntries reads nothing else). */
