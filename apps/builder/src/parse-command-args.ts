@@ -1,3 +1,4 @@
+import { findClosestName } from '@splitzip/codec';
 import type { ArgSpec, ArgsSpec, CommandDef, NumberArgSpec, ParsedArgs } from './define-command.js';
 import { SIGNED_DECIMAL } from './decimal-number.js';
 import { UsageError } from './errors.js';
@@ -44,7 +45,7 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
         spec = base;
       }
     }
-    if (spec === undefined) throw new UsageError(`unknown option '--${name}'`, command.name);
+    if (spec === undefined) throw new UsageError(`unknown option '--${name}'${suggestFlag(command, name)}`, command.name);
     const key = toKey(command, name);
 
     if (spec.type === 'boolean') {
@@ -129,6 +130,15 @@ function lookupOption(command: CommandDef, flag: string): Exclude<ArgSpec, { typ
 function toKey(command: CommandDef, flag: string): string {
   if (flag in command.args) return flag;
   return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
+
+/** ": did you mean '--coverage-min'?" for a near miss of one of the command's flags, else ''. */
+function suggestFlag(command: CommandDef, flag: string): string {
+  const flags = Object.keys(command.args)
+    .filter((key) => command.args[key]!.type !== 'positional')
+    .map(toFlag);
+  const near = findClosestName(flag, flags);
+  return near === undefined ? '' : `: did you mean '--${near}'?`;
 }
 
 export function toFlag(key: string): string {

@@ -100,6 +100,10 @@ describe('unknown options', () => {
       code: 'USAGE',
       message: expect.stringMatching(/buildCache: unknown option "rebind" \(known: .*rebindSlices/),
     });
+    await expect(buildCache({ model: 'm', cacheDir: 'c', coverageMn: 0.9 } as never)).rejects.toMatchObject({
+      code: 'USAGE',
+      message: expect.stringMatching(/unknown option "coverageMn": did you mean "coverageMin"\?/),
+    });
     await expect(buildCache(null as never)).rejects.toMatchObject({ code: 'USAGE' });
     await expect(verifyModelCache({} as never, 'm', { coverageMin: 0.99, blocks: 4 } as never)).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/"blocks"/) });
     await expect(analyzeModel('m', { coverageMin: 0.99, chunkSize: 1024, chunksize: 64 } as never)).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/"chunksize"/) });

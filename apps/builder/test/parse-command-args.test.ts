@@ -52,6 +52,9 @@ describe('parseCommandArgs', () => {
     expect(usageError(['m', '--out'])).toContain("option '--out' needs a value");
     expect(usageError(['m', '--out', 'c', '--bogus'])).toBe("unknown option '--bogus'");
     expect(usageError(['m', '--out', 'c', '-x'])).toBe("unknown option '-x'");
+    // A near miss names the flag the user most likely meant.
+    expect(usageError(['m', '--out', 'c', '--coverag-min', '0.9'])).toBe("unknown option '--coverag-min': did you mean '--coverage-min'?");
+    expect(usageError(['m', '--ot', 'c'])).toBe("unknown option '--ot': did you mean '--out'?");
     expect(usageError(['m', 'n', '--out', 'c'])).toBe("unexpected argument 'n'");
     expect(usageError(['m', '--out', 'c', '--coverage-min', 'abc'])).toContain("needs a number, got 'abc'");
     expect(usageError(['m', '--out', 'c', '--coverage-min', ''])).toContain('needs a number');

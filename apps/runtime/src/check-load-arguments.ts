@@ -1,3 +1,4 @@
+import { findClosestName } from '@splitzip/codec';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { RuntimeError } from './errors.js';
 
@@ -42,46 +43,13 @@ export function checkOptionsArgument(options: unknown, known?: readonly string[]
   for (const key of Object.keys(options)) {
     if (known.includes(key)) continue;
     const handle = hasMethods(options, ['lookup', 'readBlob']) ? ' (this looks like a cache handle: pass it as the cache option, { cache })' : '';
-    const near = closestName(key, known);
+    const near = findClosestName(key, known);
     throw new RuntimeError(
       'INVALID_ARGUMENT',
       `unknown option ${JSON.stringify(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`}${handle} (known: ${known.join(', ')})`,
       { option: key, known: [...known] },
     );
   }
-}
-
-/** The known name a typo most likely meant: the same letters in another case, or at most 2 edits away. */
-function closestName(name: string, known: readonly string[]): string | undefined {
-  const lower = name.toLowerCase();
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of known) {
-    const distance = candidate.toLowerCase() === lower ? 0 : editDistance(lower, candidate.toLowerCase(), bestDistance);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return best;
-}
-
-/** Levenshtein distance, or `limit` once it is certain to reach it (option names are short). */
-function editDistance(a: string, b: string, limit: number): number {
-  if (Math.abs(a.length - b.length) >= limit) return limit;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    let rowMin = i;
-    for (let j = 1; j <= b.length; j++) {
-      const value = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      row.push(value);
-      if (value < rowMin) rowMin = value;
-    }
-    if (rowMin >= limit) return limit;
-    previous = row;
-  }
-  return Math.min(previous[b.length]!, limit);
 }
 
 /** A boolean flag, or undefined: a string 'false' is true to an `if`, and turned verification on. */

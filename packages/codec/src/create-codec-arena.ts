@@ -1,7 +1,7 @@
 import { getCodecBackend, registerArenaKernels } from './backend.js';
 import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
-import { readOptions } from './check-options.js';
+import { optionNamesOf, readOptions } from './check-options.js';
 
 /**
  * What another thread needs to work in a shared arena (`arena.share(i)`, posted with postMessage):
@@ -42,6 +42,8 @@ export interface CodecArenaOptions {
    */
   threads?: number | undefined;
 }
+
+const ARENA_OPTION_NAMES = optionNamesOf<CodecArenaOptions>({ threads: true });
 
 /** Threads one shared arena can reserve scratch areas for. */
 export const MAX_ARENA_THREADS = 64;
@@ -92,8 +94,10 @@ export const MAX_ARENA_BYTES = MAX_WASM_MEMORY_BYTES - WASM_SCRATCH_BYTES;
  * are committed on first touch).
  */
 export function createCodecArena(byteLength: number, options?: CodecArenaOptions | null): CodecArena {
-  const threads = readOptions(options, 'options')?.threads ?? 0;
-  if (!Number.isInteger(threads) || threads < 0 || threads > MAX_ARENA_THREADS) {
+  // Only undefined means the default: a null thread count is refused like a null chunkSize.
+  const given = readOptions(options, 'options', ARENA_OPTION_NAMES)?.threads;
+  const threads = given === undefined ? 0 : given;
+  if (typeof threads !== 'number' || !Number.isInteger(threads) || threads < 0 || threads > MAX_ARENA_THREADS) {
     throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}`, { threads });
   }
   const shared = threads > 0;

@@ -1,5 +1,5 @@
 import { allocateArray } from './allocate-array.js';
-import { readOptions } from './check-options.js';
+import { optionNamesOf, readOptions } from './check-options.js';
 import { checkNoOverlap } from './check-overlap.js';
 import { checkReadableView, isUint16Array } from './typed-array-kind.js';
 import { decodeValueRange } from './decode-core.js';
@@ -11,6 +11,9 @@ export interface DecodeOptions {
   /** Check the payload's XXH32 first (default true). It covers the whole payload, even for a small range. */
   verify?: boolean | undefined;
 }
+
+/** The keys decode and decodeRange accept. */
+export const DECODE_OPTION_NAMES = optionNamesOf<DecodeOptions>({ verify: true });
 
 /** Decodes values [start, start + count) into out[0 .. count) (allocated if absent) and returns it. */
 export function decodeRange(payload: Uint8Array, start: number, count: number, out?: undefined, options?: DecodeOptions | null): Uint16Array<ArrayBuffer>;
@@ -30,7 +33,7 @@ export function decodeRange(
   decodeOptions?: DecodeOptions | null,
 ): Uint16Array {
   const meta = readPayloadMeta(payload);
-  const options = readOptions(decodeOptions, 'options');
+  const options = readOptions(decodeOptions, 'options', DECODE_OPTION_NAMES);
   if (!Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0) {
     throw new SplitZipError('INVALID_ARGUMENT', `start and count must be non-negative integers, got ${describeNumber(start)} and ${describeNumber(count)}`, {
       start,

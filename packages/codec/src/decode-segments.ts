@@ -3,7 +3,7 @@ import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './c
 import { SEGMENT_VALUES } from './constants.js';
 import { checkMetaMatchesHeader, decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { checkOutputApart, requireOutput } from './decode-range.js';
-import { readOptions } from './check-options.js';
+import { optionNamesOf, readOptions } from './check-options.js';
 import { digestSegments } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -14,6 +14,8 @@ export interface DecodeSegmentsOptions {
    */
   digests?: Uint32Array | undefined;
 }
+
+const DECODE_SEGMENTS_OPTION_NAMES = optionNamesOf<DecodeSegmentsOptions>({ digests: true });
 
 /**
  * Decodes the values of segments [firstSegment, endSegment) of a version-3 payload, values
@@ -30,7 +32,7 @@ export function decodeSegments(
   out: Uint16Array,
   segmentOptions?: DecodeSegmentsOptions | null,
 ): void {
-  const options = readOptions(segmentOptions, 'options');
+  const options = readOptions(segmentOptions, 'options', DECODE_SEGMENTS_OPTION_NAMES);
   const segmentCount = checkSegmentedPayload(payload, meta);
   checkMetaMatchesHeader(payload, meta);
   checkSegmentRange(firstSegment, endSegment, segmentCount);

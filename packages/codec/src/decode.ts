@@ -1,7 +1,7 @@
 import { kernelsFor } from './backend.js';
 import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { readOptions } from './check-options.js';
-import { checkOutput, checkOutputApart, type DecodeOptions } from './decode-range.js';
+import { checkOutput, checkOutputApart, DECODE_OPTION_NAMES, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
 import { readPayloadMeta } from './read-payload-meta.js';
@@ -17,7 +17,7 @@ export function decode<TBuffer extends ArrayBufferLike>(payload: Uint8Array, out
 export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions | null): Uint16Array;
 export function decode(payload: Uint8Array, out?: Uint16Array, decodeOptions?: DecodeOptions | null): Uint16Array {
   const meta = readPayloadMeta(payload);
-  const options = readOptions(decodeOptions, 'options');
+  const options = readOptions(decodeOptions, 'options', DECODE_OPTION_NAMES);
   const target = checkOutput(out, meta.elementCount);
   checkOutputApart(payload, meta.compBytes, target, meta.elementCount);
   if (options?.verify === false) {

@@ -1,7 +1,7 @@
 import { kernelsFor, type CodecKernels } from './backend.js';
 import { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
 import { allocateArray } from './allocate-array.js';
-import { readOptions } from './check-options.js';
+import { optionNamesOf, readOptions } from './check-options.js';
 import { checkNoOverlap } from './check-overlap.js';
 import { layoutFor, isValidChunkSize, type PayloadLayout } from './compute-payload-layout.js';
 import { DEFAULT_CHUNK_SIZE, FORMAT_VERSION, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';
@@ -31,6 +31,8 @@ export interface EncodeOptions {
   out?: Uint8Array | undefined;
 }
 
+const ENCODE_OPTION_NAMES = optionNamesOf<EncodeOptions>({ chunkSize: true, escapeCount: true, out: true });
+
 /**
  * Encodes BF16 bit patterns into one aligned SplitZip payload (FORMAT.md). Typed by where the
  * payload lives: a new payload is a plain ArrayBuffer's (fit for Blob, Response, crypto.subtle),
@@ -44,7 +46,7 @@ export function encode<TBuffer extends ArrayBufferLike>(
 ): Uint8Array<TBuffer>;
 export function encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions | null): Uint8Array;
 export function encode(values: Uint16Array, codebook: Codebook, encodeOptions?: EncodeOptions | null): Uint8Array {
-  const options = readOptions(encodeOptions, 'options');
+  const options = readOptions(encodeOptions, 'options', ENCODE_OPTION_NAMES);
   if (!isUint16Array(values)) {
     throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
   }

@@ -14,6 +14,7 @@ export {
 export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors.js';
 // Argument checks the kernels package applies with the codec's own rules and messages.
 export { checkNoOverlap } from './check-overlap.js';
+export { findClosestName, MAX_SUGGESTION_EDITS } from './find-closest-name.js';
 export { isDetachedBuffer } from './is-detached-buffer.js';
 export { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
 export { createCodebook, type Codebook } from './create-codebook.js';

@@ -11,6 +11,7 @@ import {
   encode,
   readPayloadMeta,
   setCodecBackend,
+  SplitZipError,
 } from '../src/index.js';
 import { activeKernels } from '../src/backend.js';
 import { prepareEscapes } from '../src/decode-core.js';
@@ -263,5 +264,40 @@ describe('small argument misuses -> typed errors', () => {
     expect(codeOf(() => encode(vals, codebook))).toBe('INVALID_ARGUMENT');
     expect(readPayloadMeta(encode(new Uint16Array(0), codebook)).elementCount).toBe(0);
     expect(readPayloadMeta(encode(new Uint16Array(new SharedArrayBuffer(0)), codebook)).elementCount).toBe(0);
+  });
+});
+
+describe('unknown option keys -> INVALID_ARGUMENT naming the key (they gave the defaults silently)', () => {
+  const detailOf = (fn: () => unknown): Record<string, unknown> | undefined => {
+    try {
+      fn();
+    } catch (error) {
+      return error instanceof SplitZipError ? error.details : undefined;
+    }
+    return undefined;
+  };
+
+  it('encode: a misspelt chunkSize is refused with a suggestion, not encoded at the default 1024', () => {
+    expect(() => encode(values, codebook, { chunksize: 4096 } as never)).toThrow(/unknown option "chunksize": did you mean "chunkSize"\?/);
+    expect(detailOf(() => encode(values, codebook, { chunk: 4096 } as never))).toMatchObject({ option: 'chunk' });
+    // Known keys, undefined-valued ones included, still work.
+    expect(readPayloadMeta(encode(values, codebook, { chunkSize: 4096, escapeCount: undefined, out: undefined })).chunkSize).toBe(4096);
+  });
+
+  it('decode, decodeRange, decodeSegments, createCodecArena: the same rule', () => {
+    const p = encode(values, codebook);
+    const meta = readPayloadMeta(p);
+    expect(() => decode(p, undefined, { verfy: false } as never)).toThrow(/did you mean "verify"\?/);
+    expect(codeOf(() => decodeRange(p, 0, 1, undefined, { check: false } as never))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => decodeSegments(p, meta, 0, 1, new Uint16Array(N), { digest: new Uint32Array(64) } as never))).toBe('INVALID_ARGUMENT');
+    expect(() => createCodecArena(1024, { thread: 2 } as never)).toThrow(/did you mean "threads"\?/);
+    // An inherited key is not the caller's: only own keys are checked.
+    expect(decode(p, undefined, Object.create({ stray: 1 }) as object)).toEqual(values);
+  });
+
+  it('createCodecArena: a null or fractional thread count is refused (null was the default arena)', () => {
+    expect(codeOf(() => createCodecArena(1024, { threads: null } as never))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => createCodecArena(1024, { threads: 1.5 }))).toBe('INVALID_ARGUMENT');
+    expect(createCodecArena(1024, { threads: undefined }).threads).toBe(0);
   });
 });
