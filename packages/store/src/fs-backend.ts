@@ -8,6 +8,7 @@ import { StoreError, errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { closeQuietly, forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
+import { removeAbandonedLockTemps } from './remove-abandoned-lock-temps.js';
 import { acquireLock, createToken, isLockFileStale, pidSpaceTag, type HeldLock } from './write-lock.js';
 import { renameIntoPlace } from './rename-into-place.js';
 import { canonicalBlobPath } from './validate-entry.js';
@@ -575,8 +576,12 @@ export class FsBackend implements StorageBackend {
     return fd;
   }
 
-  acquireWriteLock(timeoutMs: number): Promise<HeldLock> {
-    return acquireLock(join(this.root, LOCK), { timeoutMs });
+  async acquireWriteLock(timeoutMs: number): Promise<HeldLock> {
+    const lock = await acquireLock(join(this.root, LOCK), { timeoutMs });
+    // Lock attempts of killed processes (a loader killed while taking the lock): swept here, as
+    // no build or gc may ever run on a cache only loaders use. Never throws.
+    await removeAbandonedLockTemps(lock.path);
+    return lock;
   }
 
   async listFiles(only?: (name: string) => boolean): Promise<StoredFile[]> {
