@@ -86,12 +86,20 @@ export function dropRepeats(message: string): string {
   return once.replace(/, [a-z]+ '([^']+)'/g, (said: string, path: string) => (mentions(once.replace(said, ''), path) ? '' : said));
 }
 
-/** The Node system error code (ENOSPC, EACCES, ...) of an error or of its causes. */
+/**
+ * The Node system error code (ENOSPC, EACCES, ...) of an error or of its causes. The store's
+ * NO_SPACE (a full disk or quota) counts as its errno (`details.errno`; ENOSPC where it names
+ * none), so it reads as NO_SPACE even where its system error did not come along as `cause`.
+ */
 export function systemErrorCode(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     // The store's reading of a code: it names the errnos libuv does not ("Unknown system error -122": EDQUOT).
     const code = errnoCode(e);
     if (code !== undefined && /^E[A-Z]+$/.test(code)) return code;
+    if (code === 'NO_SPACE') {
+      const errno = (e as { details?: { errno?: unknown } }).details?.errno;
+      return typeof errno === 'string' && NO_SPACE_CODES.has(errno) ? errno : 'ENOSPC';
+    }
   }
   return undefined;
 }

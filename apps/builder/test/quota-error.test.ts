@@ -30,3 +30,19 @@ it('a cache directory that cannot be made for a full disk or quota is NO_SPACE, 
   const eacces = Object.assign(new Error('EACCES: permission denied, mkdir'), { code: 'EACCES', errno: -13, syscall: 'mkdir' });
   expect(cacheDirError('/c', eacces)).toMatchObject({ code: 'NOT_WRITABLE' });
 });
+
+it("the store's NO_SPACE is the builder's NO_SPACE, with or without its system error as cause", () => {
+  // The store reports a full disk or quota as NO_SPACE (it was IO_ERROR with the errno in the message).
+  const quota = new StoreError('NO_SPACE', 'cannot write the blob: the disk quota is full [EDQUOT]', { path: '/cache/blobs/x.bin', details: { errno: 'EDQUOT' } });
+  expect(systemErrorCode(quota)).toBe('EDQUOT');
+  expect(wrapBuildError(quota, { cacheDir: '/cache', tensor: 'w' })).toMatchObject({
+    code: 'NO_SPACE',
+    message: expect.stringMatching(/^disk quota exceeded while writing the cache \/cache \(tensor w\); entries committed so far stay valid/),
+  });
+  const full = new StoreError('NO_SPACE', 'cannot create the cache directories: the disk is full', { path: '/c' });
+  expect(cacheDirError('/c', full)).toMatchObject({ code: 'NO_SPACE', message: 'cannot create the cache directory /c: no space left on device' });
+  // With the system error as cause (as the store makes it), the same.
+  const disk = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' });
+  const withCause = new StoreError('NO_SPACE', 'cannot write the blob: the disk is full [ENOSPC]', { details: { errno: 'ENOSPC' }, cause: disk });
+  expect(wrapBuildError(withCause, { cacheDir: '/cache' })).toMatchObject({ code: 'NO_SPACE', message: expect.stringMatching(/^no space left on device while writing the cache/) });
+});

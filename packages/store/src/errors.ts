@@ -23,6 +23,12 @@ export type StoreErrorCode =
   | 'LOCK_TIMEOUT'
   | 'STORE_CLOSED'
   | 'IO_ERROR'
+  /**
+   * A write met a full disk or quota (ENOSPC, EDQUOT; `details.errno` says which): not damage, and
+   * nothing stored is lost (every write goes to a temp file first, removed on failure). Space freed,
+   * the same call may succeed.
+   */
+  | 'NO_SPACE'
   | 'S3_UNAVAILABLE'
   | 'S3_ERROR'
   /** The S3 store's `signal` fired (S3StoreOptions.signal): a request or its retries were abandoned. */
@@ -108,10 +114,21 @@ export function errnoCode(error: unknown): string | undefined {
 /** errno number → name (EDQUOT, …), built once from this platform's constants. */
 const ERRNO_NAMES: ReadonlyMap<number, string> = new Map(Object.entries(osConstants.errno).map(([name, value]) => [value, name]));
 
-/** Wraps an unexpected file-system failure; StoreErrors pass through unchanged. */
+/** The errnos of a full disk (ENOSPC) or quota (EDQUOT): NO_SPACE, not IO_ERROR. */
+const NO_SPACE_ERRNOS: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT']);
+
+/**
+ * Wraps an unexpected file-system failure (IO_ERROR; NO_SPACE for a full disk or quota, so a
+ * caller can tell it from damage by code); StoreErrors pass through unchanged. The errno is in the
+ * message, `details.errno` and `cause`.
+ */
 export function toIoError(error: unknown, message: string, context: StoreErrorContext = {}): StoreError {
   if (error instanceof StoreError) return error;
   const errno = errnoCode(error);
+  if (errno !== undefined && NO_SPACE_ERRNOS.has(errno)) {
+    const full = errno === 'EDQUOT' ? 'the disk quota is full' : 'the disk is full';
+    return new StoreError('NO_SPACE', `${message}: ${full} [${errno}]`, { ...context, details: { ...context.details, errno }, cause: error });
+  }
   return new StoreError('IO_ERROR', `${message}${errno ? ` [${errno}]` : ''}`, {
     ...context,
     details: { ...context.details, errno },

@@ -9,7 +9,8 @@ it.runIf(constants.errno.EDQUOT !== undefined)('an errno Node cannot name gets i
   const quota = Object.assign(new Error(`${unnamed}: ${unnamed}, write`), { code: unnamed, errno: -constants.errno.EDQUOT! });
   expect(errnoCode(quota)).toBe('EDQUOT');
   const wrapped = toIoError(quota, 'cannot append to the journal', { path: '/c/journal.2' });
-  expect(wrapped).toMatchObject({ code: 'IO_ERROR', message: expect.stringContaining('cannot append to the journal [EDQUOT]'), details: { errno: 'EDQUOT' } });
+  // A full quota is NO_SPACE, as a full disk is (an unnamed errno was IO_ERROR before it had a name).
+  expect(wrapped).toMatchObject({ code: 'NO_SPACE', message: expect.stringContaining('cannot append to the journal: the disk quota is full [EDQUOT]'), details: { errno: 'EDQUOT' } });
   expect(errnoCode(Object.assign(new Error('x'), { code: 'ENOSPC' }))).toBe('ENOSPC');
   expect(errnoCode(Object.assign(new Error('x'), { code: 'Unknown system error -99999' }))).toBe('Unknown system error -99999');
 });
