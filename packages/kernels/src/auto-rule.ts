@@ -4,9 +4,13 @@
 // machine, Node and headless Chromium/SwiftShader) and device/run-h200.sh (H200, Node + Dawn);
 // RESULTS.md and README.md hold the tables they were copied from. A backend with no measurement
 // for a platform is never picked by `auto` (no guesses); `codec` is the floor.
+import { checkChoiceOption, checkIntegerOption, describeValue } from './check-options.js';
+import { KernelsError } from './errors.js';
 import type { BackendName } from './types.js';
 
 export type Operation = 'decode' | 'encode' | 'decodeToDevice';
+const OPERATIONS: readonly Operation[] = ['decode', 'encode', 'decodeToDevice'];
+const BACKENDS: readonly BackendName[] = ['webgpu', 'webgl2', 'webgl', 'webasm', 'cpu', 'codec'];
 /** Which measurement set applies: the Node build or the browser build of this package. */
 export type Platform = 'node' | 'browser';
 
@@ -104,6 +108,15 @@ export function pickBackend(
   available: readonly BackendName[],
   table: Record<Platform, readonly ThroughputRow[]> = MEASURED_THROUGHPUT,
 ): BackendName {
+  checkRuleArguments(platform, table);
+  // Unchecked, a misspelt operation picked the codec and a misspelt backend was never picked, unsaid.
+  checkChoiceOption(operation, 'operation', OPERATIONS);
+  // Any integer: a call's count comes from a header not yet validated (the codec then reports it).
+  checkIntegerOption(elementCount, 'elementCount', 0, Infinity);
+  if (!Array.isArray(available)) {
+    throw new KernelsError('INVALID_ARGUMENT', `available must be an array of backend names, got ${describeValue(available)}`, { argument: 'available' });
+  }
+  for (const backend of available) checkChoiceOption(backend, 'available[]', BACKENDS);
   const rows = table[platform].filter((r) => r.operation === operation && available.includes(r.backend));
   let pool = rows;
   if (operation === 'decodeToDevice') {
@@ -131,6 +144,7 @@ export function candidateBackends(
   platform: Platform,
   table: Record<Platform, readonly ThroughputRow[]> = MEASURED_THROUGHPUT,
 ): BackendName[] {
+  checkRuleArguments(platform, table);
   const winners = new Set<BackendName>();
   const rows = table[platform];
   const sizes = [...new Set(rows.map((r) => r.elementCount))];
@@ -143,6 +157,14 @@ export function candidateBackends(
     }
   }
   return [...winners];
+}
+
+/** `table` is an object and `platform` one of its keys ('node', 'browser'): a misspelt one was a bare TypeError. */
+function checkRuleArguments(platform: unknown, table: unknown): void {
+  if (typeof table !== 'object' || table === null) {
+    throw new KernelsError('INVALID_ARGUMENT', `table must be a measurement table like MEASURED_THROUGHPUT, got ${describeValue(table)}`, { argument: 'table' });
+  }
+  checkChoiceOption(platform, 'platform', Object.keys(table));
 }
 
 /** The measured rate at the size nearest in log2 to elementCount. */

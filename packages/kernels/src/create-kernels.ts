@@ -7,13 +7,14 @@ import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
 import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
 import type { ChecksumOffload } from './checksum-offload.js';
-import { checkWebGpuDecodeOptions, createWebGpuDecoder, MAX_CHECKSUM_THREADS, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
+import { checkDecodeOptions, checkEncodeOptions } from './check-call-options.js';
+import { checkCreateKernelsOptions } from './check-kernels-options.js';
+import { createWebGpuDecoder, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
 import { createWebGpuBackendImpl } from './webgpu-backend-impl.js';
 import type { GpuDeviceNative } from './webgpu-types.js';
 import { getSelfCheckCase } from './self-check.js';
 import type {
   BackendName,
-  BackendRequest,
   CreateKernelsOptions,
   DecodeOptions,
   DecodeResult,
@@ -25,8 +26,6 @@ import type {
   TestFaults,
 } from './types.js';
 
-const GPU_BACKENDS: readonly GpuBackendName[] = ['webgpu', 'webgl2', 'webgl', 'webasm', 'cpu'];
-const REQUESTS: readonly BackendRequest[] = [...GPU_BACKENDS, 'codec', 'auto'];
 const DEFAULT_EXPECTED_ELEMENTS = 2 ** 20;
 
 /** What a build adds to the shared core: Node, a worker thread for the webgpu decoder's checksums. */
@@ -41,30 +40,8 @@ export async function createKernelsFor(
   unavailable: Readonly<Record<string, string>> = {},
   hooks: PlatformHooks = {},
 ): Promise<Kernels> {
-  checkOptionsObject(options);
+  checkCreateKernelsOptions(options);
   const requested = options.backend ?? 'auto';
-  if (!REQUESTS.includes(requested)) {
-    throw new KernelsError('INVALID_ARGUMENT', `unknown backend "${String(requested)}"`, { backend: requested, known: REQUESTS });
-  }
-  if (options.webgpu !== undefined) checkWebGpuDecodeOptions(options.webgpu);
-  if (options.webasmThreads !== undefined && typeof options.webasmThreads !== 'boolean') {
-    throw new KernelsError('INVALID_ARGUMENT', `webasmThreads must be a boolean, got ${typeof options.webasmThreads}`, { argument: 'webasmThreads' });
-  }
-  const arena = options.webgpu?.arena;
-  // Without cross-origin isolation the global SharedArrayBuffer is undefined: `instanceof` would throw a ReferenceError.
-  if (arena !== undefined && !(typeof SharedArrayBuffer !== 'undefined' && arena?.buffer instanceof SharedArrayBuffer)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', {});
-  }
-  const checksumThreads = options.webgpu?.checksumThreads;
-  if (checksumThreads !== undefined) {
-    const shares = arena?.threads ?? Infinity;
-    if (!Number.isInteger(checksumThreads) || checksumThreads < 1 || checksumThreads > Math.min(MAX_CHECKSUM_THREADS, shares)) {
-      throw new KernelsError('INVALID_ARGUMENT', `webgpu.checksumThreads must be an integer in 1..${MAX_CHECKSUM_THREADS}, at most the arena's threads`, {
-        checksumThreads,
-        arenaThreads: arena?.threads ?? null,
-      });
-    }
-  }
   const faults = options.testFaults ?? {};
   const codec = createCodecBackend();
   const started = new Map<BackendName, BackendImpl>([['codec', codec]]);
@@ -72,13 +49,6 @@ export async function createKernelsFor(
   const failures = new Map<BackendName, string>();
 
   const expected = options.expectedElementCount ?? DEFAULT_EXPECTED_ELEMENTS;
-  // Unchecked, -5 or "x" silently steered auto's size rule.
-  if (!Number.isSafeInteger(expected) || expected < 0) {
-    throw new KernelsError('INVALID_ARGUMENT', 'expectedElementCount must be a non-negative integer', {
-      argument: 'expectedElementCount',
-      expectedElementCount: expected,
-    });
-  }
   const isGpu = (b: BackendName): b is GpuBackendName => b !== 'codec';
   const order = requested === 'auto' ? autoStartOrder(platform, expected) : { always: [], firstOf: [] };
   const wanted: GpuBackendName[] =
@@ -160,17 +130,16 @@ export async function createKernelsFor(
     get disposed() {
       return disposed;
     },
-    decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
-      // As the codec's: options that are not an object (a stray argument) were ignored here.
-      if (options !== undefined && (typeof options !== 'object' || options === null)) return rejectOptions('decode');
+    async decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
+      checkDecodeOptions(options, 'decode');
       return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options), { payload, out });
     },
-    encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
-      if (options !== undefined && (typeof options !== 'object' || options === null)) return rejectOptions('encode');
+    async encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
+      checkEncodeOptions(options, 'encode');
       return run('encode', values?.length ?? 0, (impl) => impl.encode(values, codebook, options), { values });
     },
-    decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
-      if (options !== undefined && (typeof options !== 'object' || options === null)) return rejectOptions('decodeToDevice');
+    async decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
+      checkDecodeOptions(options, 'decodeToDevice');
       return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, options), { payload });
     },
     async dispose() {
@@ -236,17 +205,6 @@ function elementCountOf(payload: Uint8Array): number {
   if (!(payload instanceof Uint8Array) || payload.length < 24) return 0;
   const view = new DataView(payload.buffer, payload.byteOffset, 24);
   return view.getUint32(16, true) + view.getUint32(20, true) * 2 ** 32;
-}
-
-/** options must be an object (or omitted): null is a typed misuse, not a TypeError. */
-function rejectOptions(call: string): Promise<never> {
-  return Promise.reject(new KernelsError('INVALID_ARGUMENT', `${call}: options must be an object or undefined`, { argument: 'options' }));
-}
-
-export function checkOptionsObject(options: unknown): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new KernelsError('INVALID_ARGUMENT', 'options must be an object or undefined', { argument: 'options' });
-  }
 }
 
 /** A view's byteLength (0 once its buffer is detached), or -1 for anything else. */

@@ -11,6 +11,7 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import type { ChecksumOffload } from './checksum-offload.js';
+import { checkBooleanOption, checkChoiceOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, optionNames } from './check-options.js';
 import { isKernelsError, KernelsError } from './errors.js';
 import { planDeviceChecksum, type DeviceChecksumPlan } from './plan-device-checksum.js';
 import { checkReadbackOptions, createPiecedReadback, DEFAULT_READBACK_PIECE_BYTES, DEFAULT_READBACK_STAGINGS } from './read-back-in-pieces.js';
@@ -119,6 +120,30 @@ export interface WebGpuDecodeOptions {
   readbackStagings?: number | undefined;
 }
 
+const WEBGPU_OPTIONS = optionNames<WebGpuDecodeOptions>({
+  upload: true,
+  sliceElements: true,
+  maxBufferBytes: true,
+  maxWorkgroupsPerDimension: true,
+  uploadPieceBytes: true,
+  drainStages: true,
+  arena: true,
+  checksumWorker: true,
+  checksumThreads: true,
+  checksumFollowsUpload: true,
+  reuseBindGroups: true,
+  checksumOnDevice: true,
+  checksumOnDeviceUnroll: true,
+  readbackPieceBytes: true,
+  readbackStagings: true,
+});
+const WEBGPU_FLAGS = ['drainStages', 'checksumWorker', 'checksumFollowsUpload', 'reuseBindGroups', 'checksumOnDevice'] as const satisfies readonly (keyof WebGpuDecodeOptions)[];
+/** Largest `sliceElements`: the slice plan keeps every slice-local byte offset within a u32. */
+const MAX_SLICE_ELEMENTS = 2 ** 31;
+/** Most loads in flight per thread of the device checksum pass (`checksumOnDeviceUnroll`). */
+const MAX_HASH_UNROLL = 64;
+const isPowerOfTwo = (n: number): boolean => n > 0 && 2 ** Math.round(Math.log2(n)) === n;
+
 /** One output buffer: values [firstElement, firstElement + elementCount) as BF16, two per u32. */
 export interface WebGpuOutput {
   firstElement: number;
@@ -216,21 +241,26 @@ function planUploadPieces(segment: DecodeSegmentPlan, pieceBytes: number): Uploa
  * never checked at all).
  */
 export function checkWebGpuDecodeOptions(options: WebGpuDecodeOptions): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu options must be an object or undefined', { argument: 'webgpu' });
+  checkOptionsObject(options, 'webgpu');
+  checkOptionKeys(options, WEBGPU_OPTIONS, 'createKernels', 'webgpu.');
+  checkChoiceOption(options.upload, 'webgpu.upload', WEBGPU_UPLOAD_MODES);
+  // NaN or null here made the slice plan NaN (no slices, or a null taken as the default).
+  checkIntegerOption(options.sliceElements, 'webgpu.sliceElements', 1, MAX_SLICE_ELEMENTS);
+  if (options.sliceElements !== undefined && !isPowerOfTwo(options.sliceElements)) {
+    throw new KernelsError('INVALID_ARGUMENT', `webgpu.sliceElements must be a power of two, got ${options.sliceElements}`, {
+      argument: 'webgpu.sliceElements',
+      value: String(options.sliceElements),
+    });
   }
-  const upload = options.upload ?? DEFAULT_WEBGPU_UPLOAD;
-  if (!WEBGPU_UPLOAD_MODES.includes(upload)) {
-    throw new KernelsError('INVALID_ARGUMENT', `unknown webgpu upload mode "${String(upload)}"`, { upload, known: WEBGPU_UPLOAD_MODES });
-  }
-  const hashUnroll = options.checksumOnDeviceUnroll ?? DEFAULT_HASH_UNROLL;
-  if (!(Number.isInteger(hashUnroll) && hashUnroll >= 1 && hashUnroll <= 64)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.checksumOnDeviceUnroll must be an integer in 1..64', { checksumOnDeviceUnroll: hashUnroll });
-  }
-  const pieceBytes = options.uploadPieceBytes ?? PIECE_BYTES;
-  if (!(Number.isInteger(pieceBytes) && pieceBytes > 0)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.uploadPieceBytes must be a positive integer', { uploadPieceBytes: pieceBytes });
-  }
+  checkIntegerOption(options.maxBufferBytes, 'webgpu.maxBufferBytes', 1);
+  checkIntegerOption(options.maxWorkgroupsPerDimension, 'webgpu.maxWorkgroupsPerDimension', 1);
+  checkIntegerOption(options.checksumOnDeviceUnroll, 'webgpu.checksumOnDeviceUnroll', 1, MAX_HASH_UNROLL);
+  checkIntegerOption(options.uploadPieceBytes, 'webgpu.uploadPieceBytes', 1);
+  checkIntegerOption(options.checksumThreads, 'webgpu.checksumThreads', 1, MAX_CHECKSUM_THREADS);
+  for (const name of WEBGPU_FLAGS) checkBooleanOption(options[name], `webgpu.${name}`);
+  // null first (it would read as the default below), then the readback's own rules.
+  checkIntegerOption(options.readbackPieceBytes, 'webgpu.readbackPieceBytes', 1);
+  checkIntegerOption(options.readbackStagings, 'webgpu.readbackStagings', 1);
   checkReadbackOptions(options.readbackPieceBytes ?? DEFAULT_READBACK_PIECE_BYTES, options.readbackStagings ?? DEFAULT_READBACK_STAGINGS);
 }
 

@@ -16,6 +16,8 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
+import { checkDecodeOptions } from './check-call-options.js';
+import { checkBooleanOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, describeValue, optionNames } from './check-options.js';
 import { createMetaReader } from './create-meta-reader.js';
 import { KernelsError } from './errors.js';
 import {
@@ -57,6 +59,16 @@ const SPIN_WAIT_MS = 0.25;
 /** Arena ids: the decoder's (caller's) arena, then one per staging arena made. */
 const USER_ARENA_ID = 0;
 const ARENA_ALIGN_BYTES = 256;
+const WORKER_DECODER_OPTIONS = optionNames<WorkerDecoderOptions>({
+  threads: true,
+  minParallelElements: true,
+  workerUrl: true,
+  callerDecodes: true,
+  splitChecksum: true,
+  arena: true,
+  arenaBytes: true,
+});
+const VERIFY_OPTIONS = ['gate'] as const satisfies readonly (keyof NonNullable<Parameters<WorkerDecoder['verifyChecksum']>[1]>)[];
 
 export interface WorkerDecoderOptions {
   /**
@@ -165,24 +177,11 @@ interface Placed<T extends Uint8Array | Uint16Array> {
 
 /** A persistent pool of decode workers (Node only: node:worker_threads). Workers start lazily. */
 export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerDecoder {
-  // null (or a non-object) is a misuse like any other bad option: a typed error, not a TypeError.
-  if (typeof options !== 'object' || options === null) {
-    throw new KernelsError('INVALID_ARGUMENT', 'options must be an object or undefined', { argument: 'options' });
-  }
+  checkWorkerDecoderOptions(options);
   const threads = options.threads ?? Math.min(MAX_WORKER_THREADS, Math.max(1, availableParallelism() - 1));
-  if (!Number.isInteger(threads) || threads < 1 || threads > MAX_WORKER_THREADS) {
-    throw new KernelsError('INVALID_ARGUMENT', `threads must be an integer in 1..${MAX_WORKER_THREADS}`, { threads });
-  }
   const minParallel = options.minParallelElements ?? DEFAULT_MIN_PARALLEL_ELEMENTS;
-  // Unchecked, -1 or "x" silently changed which path decodes (comparisons with NaN are false).
-  if (!Number.isSafeInteger(minParallel) || minParallel < 0) {
-    throw new KernelsError('INVALID_ARGUMENT', 'minParallelElements must be a non-negative integer', { argument: 'minParallelElements', minParallelElements: minParallel });
-  }
   const callerDecodes = options.callerDecodes ?? true;
   const splitChecksum = options.splitChecksum ?? true;
-  for (const [name, value] of [['callerDecodes', callerDecodes], ['splitChecksum', splitChecksum]] as const) {
-    if (typeof value !== 'boolean') throw new KernelsError('INVALID_ARGUMENT', `${name} must be a boolean`, { argument: name, [name]: value });
-  }
   const workerUrl = options.workerUrl ?? new URL('./decode-worker.js', import.meta.url);
   const userArena = resolveArena(options, threads);
   const arenas = new Map<number, CodecArena>();
@@ -628,6 +627,11 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
 
     decode(payload, out, decodeOptions) {
       if (disposed) return Promise.reject(disposedError());
+      try {
+        checkDecodeOptions(decodeOptions, 'decode');
+      } catch (error) {
+        return Promise.reject(error);
+      }
       // Queued calls that had not started when dispose() ran are refused, not run on a dead pool.
       const run = queue.then(() => (disposed ? Promise.reject(disposedError()) : decodeParallel(payload, out, decodeOptions?.verify !== false)));
       queue = run.catch(() => undefined);
@@ -636,6 +640,14 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
 
     verifyChecksum(payload, verifyOptions) {
       if (disposed) return Promise.reject(disposedError());
+      try {
+        if (verifyOptions !== undefined) {
+          checkOptionsObject(verifyOptions, 'options', 'verifyChecksum');
+          checkOptionKeys(verifyOptions, VERIFY_OPTIONS, 'verifyChecksum');
+        }
+      } catch (error) {
+        return Promise.reject(error);
+      }
       const run = queue.then(async () => {
         if (disposed) throw disposedError();
         try {
@@ -696,6 +708,26 @@ function copyInRanges(from: Uint8Array, to: Uint8Array, meta: PayloadMeta, ready
   }
 }
 
+/**
+ * Every option, before anything starts. Only undefined means the default: `threads: null` took
+ * the default count, a misspelt key (`thread: 2`) was ignored, and a `workerUrl` that is neither a
+ * URL nor a string made every worker die at start (with callerDecodes, unnoticed).
+ */
+function checkWorkerDecoderOptions(options: unknown): asserts options is WorkerDecoderOptions {
+  checkOptionsObject(options);
+  checkOptionKeys(options, WORKER_DECODER_OPTIONS, 'createWorkerDecoder');
+  const { threads, minParallelElements, workerUrl, callerDecodes, splitChecksum, arenaBytes } = options as WorkerDecoderOptions;
+  checkIntegerOption(threads, 'threads', 1, MAX_WORKER_THREADS);
+  // Unchecked, -1 or "x" silently changed which path decodes (comparisons with NaN are false).
+  checkIntegerOption(minParallelElements, 'minParallelElements', 0);
+  checkBooleanOption(callerDecodes, 'callerDecodes');
+  checkBooleanOption(splitChecksum, 'splitChecksum');
+  checkIntegerOption(arenaBytes, 'arenaBytes', 0);
+  if (workerUrl !== undefined && typeof workerUrl !== 'string' && !(workerUrl instanceof URL)) {
+    throw new KernelsError('INVALID_ARGUMENT', `workerUrl must be a URL or a string, got ${describeValue(workerUrl)}`, { argument: 'workerUrl', value: describeValue(workerUrl) });
+  }
+}
+
 /** The caller's arena (checked: shared, with a share per worker) or a new one of `arenaBytes`, or null. */
 function resolveArena(options: WorkerDecoderOptions, threads: number): CodecArena | null {
   if (options.arena !== undefined && options.arenaBytes !== undefined) {
@@ -719,7 +751,7 @@ function resolveArena(options: WorkerDecoderOptions, threads: number): CodecAren
   try {
     arena.share(threads - 1);
   } catch {
-    throw new KernelsError('INVALID_ARGUMENT', `arena must be created with threads >= ${threads} (one share per worker)`, { threads });
+    throw new KernelsError('INVALID_ARGUMENT', `arena must be created with threads >= ${threads} (one share per worker)`, { argument: 'arena', threads });
   }
   return arena;
 }

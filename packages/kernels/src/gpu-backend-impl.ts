@@ -264,7 +264,8 @@ export function checkEncodeArguments(
   if (values.length > MAX_ELEMENT_COUNT) {
     throw new SplitZipError('INVALID_ARGUMENT', `at most ${MAX_ELEMENT_COUNT} values per payload`, { elementCount: values.length });
   }
-  const size = chunkSize ?? DEFAULT_CHUNK_SIZE;
+  // Only undefined means the default: a null chunkSize is refused, as by the codec's encode.
+  const size = chunkSize === undefined ? DEFAULT_CHUNK_SIZE : chunkSize;
   if (!Number.isInteger(size) || size < MIN_CHUNK_SIZE || size > MAX_CHUNK_SIZE || (size & (size - 1)) !== 0) {
     throw new SplitZipError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { chunkSize: size });
   }

@@ -1,3 +1,6 @@
+import { describeValue } from './check-options.js';
+import { KernelsError } from './errors.js';
+
 /** Outcome of putting Dawn's WebGPU (npm `webgpu`) behind `navigator.gpu` for gpu.js. */
 export interface NodeWebGpuStatus {
   available: boolean;
@@ -8,14 +11,31 @@ export interface NodeWebGpuStatus {
 type AsyncMethod = (this: object, ...args: unknown[]) => Promise<unknown>;
 
 let installing: Promise<NodeWebGpuStatus> | null = null;
+/** The flags Dawn was created with (the first call's): a later call's cannot reach it. */
+let installedFlags: readonly string[] = [];
 
 /**
  * gpu.js sees WebGPU only through `navigator.gpu`; in Node this installs Dawn's implementation
  * there (once), through `tolerateUncapturedErrorHandler`. The `webgpu` package is imported
  * dynamically: its native binary needs a newer glibc than some hosts have, and a load failure
- * means "webgpu unavailable", never a crash.
+ * means "webgpu unavailable", never a crash. `flags` (Dawn toggles, passed to its `create`) apply
+ * on the first call only; a later call with other flags is INVALID_ARGUMENT.
  */
 export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWebGpuStatus> {
+  // A string was spread into one flag per character; flags after the install were dropped unsaid.
+  if (!Array.isArray(flags) || !flags.every((flag) => typeof flag === 'string')) {
+    return Promise.reject(new KernelsError('INVALID_ARGUMENT', `flags must be an array of strings, got ${describeValue(flags)}`, { argument: 'flags' }));
+  }
+  if (installing !== null && flags.length > 0 && flags.join('\n') !== installedFlags.join('\n')) {
+    return Promise.reject(
+      new KernelsError(
+        'INVALID_ARGUMENT',
+        `Dawn is already installed with flags [${installedFlags.join(', ')}]: flags apply only to the first call (the Node createKernels makes one, with none, for webgpu and auto), so call installNodeWebGpu(flags) before it`,
+        { argument: 'flags', installedFlags: [...installedFlags] },
+      ),
+    );
+  }
+  if (installing === null) installedFlags = Object.freeze([...flags]);
   installing ??= (async () => {
     const scope = globalThis as { navigator?: { gpu?: unknown } };
     if (scope.navigator?.gpu) return { available: true, reason: null };
@@ -26,7 +46,7 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
         globals: Record<string, unknown>;
       };
       Object.assign(globalThis, dawn.globals);
-      gpu = tolerateUncapturedErrorHandler(dawn.create([...flags]));
+      gpu = tolerateUncapturedErrorHandler(dawn.create([...installedFlags]));
     } catch (error) {
       return { available: false, reason: `the webgpu package (Dawn) did not load: ${error instanceof Error ? error.message : String(error)}` };
     }

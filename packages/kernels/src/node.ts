@@ -1,13 +1,15 @@
 // The Node build: everything in index.ts, with `createKernels` using the Node measurements and
 // Dawn's WebGPU (when its binary loads), plus the worker-thread CPU decoder.
 import { createChecksumWorker } from './create-checksum-worker.js';
-import { checkOptionsObject, createKernelsFor } from './create-kernels.js';
+import { checkCreateKernelsOptions } from './check-kernels-options.js';
+import { createKernelsFor } from './create-kernels.js';
 import { installNodeWebGpu } from './install-node-webgpu.js';
 import type { CreateKernelsOptions, Kernels } from './types.js';
 
 /** Node: as the browser build's createKernels, after installing Dawn's WebGPU where it loads. */
 export async function createKernels(options: CreateKernelsOptions = {}): Promise<Kernels> {
-  checkOptionsObject(options);
+  // Before Dawn is installed: `{ backend: null }` or `{ backnd: 'cpu' }` is refused, not taken as auto.
+  checkCreateKernelsOptions(options);
   const backend = options.backend ?? 'auto';
   const unavailable: Record<string, string> = {};
   if (backend === 'webgpu' || backend === 'auto') {

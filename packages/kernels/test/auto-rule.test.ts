@@ -101,3 +101,26 @@ describe('auto rule', () => {
     }
   });
 });
+
+// The user probe: the rule's public functions took a misspelt operation or backend name quietly
+// (the codec was picked, the backend never was) and a misspelt platform was a bare TypeError.
+describe('pickBackend and candidateBackends: misspelt names are INVALID_ARGUMENT', () => {
+  const invalid = (argument: string, suggestion?: string) =>
+    expect.objectContaining({ name: 'KernelsError', code: 'INVALID_ARGUMENT', details: expect.objectContaining({ argument, ...(suggestion ? { suggestion } : {}) }) });
+
+  it.each([
+    [['node', 'decod', 2 ** 24, ['codec', 'webgpu']], 'operation', 'decode'],
+    [['node', 'decodeToDevice', 2 ** 24, ['codec', 'webgpuu']], 'available[]', 'webgpu'],
+    [['nodes', 'decode', 2 ** 24, ['codec']], 'platform', 'node'],
+    [['node', 'decode', Number.NaN, ['codec']], 'elementCount'],
+    [['node', 'decode', 2 ** 24, 'webgpu'], 'available'],
+  ])('pickBackend(%o)', (args, argument, suggestion?: string) => {
+    expect(() => (pickBackend as (...a: unknown[]) => unknown)(...args)).toThrow(invalid(argument, suggestion));
+  });
+
+  it('candidateBackends with a misspelt platform; a header-sized count is still a count', () => {
+    expect(() => candidateBackends('browsr' as never)).toThrow(invalid('platform', 'browser'));
+    // A call's count is read from a header not yet validated: the rule answers, the codec reports.
+    expect(pickBackend('node', 'decode', 2 ** 60, ['codec'])).toBe('codec');
+  });
+});

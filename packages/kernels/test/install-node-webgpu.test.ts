@@ -44,10 +44,12 @@ class FakeGpu {
 }
 
 const created: FakeGpu[] = [];
+const createdWith: string[][] = [];
 vi.mock('webgpu', () => ({
-  create: () => {
+  create: (flags: string[]) => {
     const gpu = new FakeGpu();
     created.push(gpu);
+    createdWith.push(flags);
     return gpu;
   },
   globals: {},
@@ -87,5 +89,24 @@ describe('installNodeWebGpu: a GPUDevice that refuses onuncapturederror', () => 
     expect(() => {
       device.onuncapturederror = null;
     }).not.toThrow();
+  });
+});
+
+// The user probe: flags given after Dawn was installed (createKernels installs it, with none) were
+// dropped without a word, and a string was spread into one flag per character.
+describe('installNodeWebGpu: flags', () => {
+  // Order matters: the test above installed Dawn, with no flags.
+  it('after the install, other flags are INVALID_ARGUMENT; none, or the same, still answer', async () => {
+    expect(createdWith).toEqual([[]]);
+    await expect(installNodeWebGpu(['enable-dawn-features=allow_unsafe_apis'])).rejects.toMatchObject({
+      name: 'KernelsError',
+      code: 'INVALID_ARGUMENT',
+      details: { argument: 'flags', installedFlags: [] },
+    });
+    await expect(installNodeWebGpu('enable-dawn-features=allow_unsafe_apis' as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { argument: 'flags' } });
+    await expect(installNodeWebGpu([7] as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { argument: 'flags' } });
+    expect(await installNodeWebGpu()).toEqual({ available: true, reason: null });
+    expect(await installNodeWebGpu([])).toEqual({ available: true, reason: null });
+    expect(created).toHaveLength(1);
   });
 });

@@ -74,3 +74,51 @@ describe('worker decoder: null and unchecked options are INVALID_ARGUMENT', () =
     }
   });
 });
+
+// The user probe: `threads: null` took the default thread count, a misspelt key was ignored, and
+// `{ verfy: false }` or `{ verify: 'false' }` verified; all quietly.
+describe('worker decoder: unknown keys, null and wrong kinds are INVALID_ARGUMENT naming the option', () => {
+  const named = (argument: string, suggestion?: string) =>
+    expect.objectContaining({
+      code: 'INVALID_ARGUMENT',
+      details: expect.objectContaining({ argument, ...(suggestion === undefined ? {} : { suggestion }) }),
+      ...(suggestion === undefined ? {} : { message: expect.stringContaining(`did you mean "${suggestion}"?`) }),
+    });
+
+  it.each([
+    [{ threads: null }, 'threads'],
+    [{ thread: 2 }, 'thread', 'threads'],
+    [{ threads: 1, minParallelElements: null }, 'minParallelElements'],
+    [{ threads: 1, minParalellElements: 0 }, 'minParalellElements', 'minParallelElements'],
+    [{ threads: 1, callerDecodes: null }, 'callerDecodes'],
+    [{ threads: 1, splitChecksum: null }, 'splitChecksum'],
+    [{ threads: 1, arenaBytes: null }, 'arenaBytes'],
+    [{ threads: 1, arenaBytes: 1.5 }, 'arenaBytes'],
+    [{ threads: 1, workerUrl: 42 }, 'workerUrl'],
+    [{ threads: 1, workerURL: 'x.js' }, 'workerURL', 'workerUrl'],
+  ])('createWorkerDecoder(%o)', (options, argument, suggestion?: string) => {
+    expect(() => createWorkerDecoder(options as never)).toThrow(named(argument, suggestion));
+  });
+
+  it('threads: null says so in the message; known keys set to undefined are the defaults', async () => {
+    expect(() => createWorkerDecoder({ threads: null } as never)).toThrow('threads must be an integer in 1..32, got null');
+    const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: undefined, callerDecodes: undefined, splitChecksum: undefined, arena: undefined, arenaBytes: undefined });
+    await d.dispose();
+  });
+
+  it('decode and verifyChecksum refuse unknown keys, verify given as a string, and null options', async () => {
+    const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 0 });
+    try {
+      await expect(d.decode(payload, undefined, { verfy: false } as never)).rejects.toEqual(named('verfy', 'verify'));
+      await expect(d.decode(payload, undefined, { verify: 'false' } as never)).rejects.toEqual(named('verify'));
+      await expect(d.decode(payload, undefined, null as never)).rejects.toEqual(named('options'));
+      const shared = new Uint8Array(new SharedArrayBuffer(payload.length));
+      shared.set(payload);
+      await expect(d.verifyChecksum(shared, { gates: new Int32Array(new SharedArrayBuffer(4)) } as never)).rejects.toEqual(named('gates', 'gate'));
+      // Still works afterwards.
+      expect(Array.from(await d.decode(payload, undefined, { verify: false }))).toEqual(Array.from(values));
+    } finally {
+      await d.dispose();
+    }
+  });
+});

@@ -1,0 +1,86 @@
+// Up-front checks of the options objects this package takes, so that a misspelt key or a value of
+// the wrong kind is INVALID_ARGUMENT naming the option instead of the default, silently: `{ backnd:
+// 'cpu' }` ran auto, `{ verfy: false }` and `{ verify: 'false' }` verified, `{ threads: null }`
+// took the default thread count. Only undefined means "the default": null is a value, refused
+// where the option takes none. The near name comes from the codec's findClosestName, the one
+// 'did you mean' of the packages (the codec refuses its own unknown keys the same way).
+import { findClosestName } from '@splitzip/codec';
+import { KernelsError } from './errors.js';
+
+/**
+ * The option names of an options type, written once per type: `Record<keyof T, true>` makes
+ * TypeScript refuse a name the type lacks and require every name it has, so the list cannot drift
+ * from the type.
+ */
+export function optionNames<T extends object>(names: Record<keyof T, true>): readonly string[] {
+  return Object.freeze(Object.keys(names));
+}
+
+/** An options argument: an object (undefined, where the caller may leave it out, is handled before). */
+export function checkOptionsObject(options: unknown, argument = 'options', call?: string): asserts options is object {
+  if (typeof options !== 'object' || options === null) {
+    const where = call === undefined ? '' : `${call}: `;
+    throw new KernelsError('INVALID_ARGUMENT', `${where}${argument} must be an object or undefined, got ${describeValue(options)}`, { argument });
+  }
+}
+
+/**
+ * No own key outside `known` (a known key set to undefined is fine). `path` prefixes nested
+ * options' names (`webgpu.`); `call` says whose options they are.
+ */
+export function checkOptionKeys(options: object, known: readonly string[], call: string, path = ''): void {
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const near = findClosestName(key, known);
+    const hint = near === undefined ? '' : `: did you mean "${path}${near}"?`;
+    throw new KernelsError('INVALID_ARGUMENT', `${call}: unknown option "${path}${key}"${hint} (known: ${known.join(', ')})`, {
+      argument: `${path}${key}`,
+      known: [...known],
+      ...(near === undefined ? {} : { suggestion: `${path}${near}` }),
+    });
+  }
+}
+
+/** A flag: true, false or undefined (a string 'false' is true to an `if`). */
+export function checkBooleanOption(value: unknown, argument: string): void {
+  if (value === undefined || typeof value === 'boolean') return;
+  throw new KernelsError('INVALID_ARGUMENT', `${argument} must be true or false, got ${describeValue(value)}`, { argument, value: describeValue(value) });
+}
+
+/** A count or size: an integer in min..max, or undefined (NaN, null, 1.5 and '4' are refused). */
+export function checkIntegerOption(value: unknown, argument: string, min: number, max: number = Number.MAX_SAFE_INTEGER): void {
+  if (value === undefined) return;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max) return;
+  const range = max >= Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in ${min}..${max}`;
+  throw new KernelsError('INVALID_ARGUMENT', `${argument} must be an integer ${range}, got ${describeValue(value)}`, {
+    argument,
+    value: describeValue(value),
+    min,
+    max,
+  });
+}
+
+/** One of a few names, or undefined; a near miss is named (`'atuo'`: did you mean 'auto'?). */
+export function checkChoiceOption(value: unknown, argument: string, choices: readonly string[]): void {
+  if (value === undefined || (typeof value === 'string' && choices.includes(value))) return;
+  const near = typeof value === 'string' ? findClosestName(value, choices) : undefined;
+  const hint = near === undefined ? '' : `: did you mean "${near}"?`;
+  throw new KernelsError('INVALID_ARGUMENT', `${argument} must be one of ${choices.join(', ')}, got ${describeValue(value)}${hint}`, {
+    argument,
+    value: describeValue(value),
+    known: [...choices],
+    ...(near === undefined ? {} : { suggestion: near }),
+  });
+}
+
+/** A value as an error message shows it: strings quoted, so that '4' and 4 differ. */
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value !== 'object') return String(value);
+  if (Array.isArray(value)) return 'an array';
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
+}
