@@ -1,4 +1,4 @@
-import { isSameFileContentStamp, isSameFileIgnoringCtime, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
@@ -57,8 +57,11 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
     if (shardStampKind(opened) === 'file') checkModelOpen(model, shardName, tensor);
     return opened;
   }
-  // Its ctime left out: a chmod under the open model changes no byte (isSameFileContentStamp).
-  if (isSameFileContentStamp(now, opened)) return now;
+  // Its ctime left out: a chmod under the open model changes no byte (isSameFileContentStamp). A
+  // moved ctime is also what a rewrite that restored the mtime leaves (`cp -p`, `rsync --inplace
+  // -t`): its header is read again then (once per new ctime), or the tensor was read at the old
+  // header's offsets.
+  if (isSameFileContentStamp(now, opened) && (now === opened || isShardHeaderUnchanged(model, shardName))) return now;
   throw new RuntimeError('SHARD_CHANGED', `shard ${shardName} was rewritten since the model was opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,
@@ -104,7 +107,9 @@ export function checkShardPathUnchanged(model: SafetensorsModel, shardName: stri
   const now = readFileStamp(path);
   // The inode too: another file at the path (an extracted copy, say) may have this one's size and
   // mtime, and a reader by path would read its bytes. Not the ctime: a chmod changes no byte.
-  if (now === null || isSameFileIgnoringCtime(now, opened)) return; // null: gone or unreadable; the read itself reports it.
+  // null: gone or unreadable; the read itself reports it. A moved ctime: the header is read again
+  // through the model's descriptor (the same file: its inode is the one the model holds open).
+  if (now === null || (isSameFileIgnoringCtime(now, opened) && (now === opened || isShardHeaderUnchanged(model, shardName)))) return;
   throw new RuntimeError('SHARD_CHANGED', `the file at ${path} (shard ${shardName}) is not the one the model opened (size:mtime:ctime:inode ${opened} -> ${now}): open the model again`, {
     tensor,
     shard: shardName,

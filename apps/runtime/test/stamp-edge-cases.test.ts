@@ -64,6 +64,43 @@ describe('stamps that look alike', () => {
     }
   });
 
+  it('a shard rewritten in place under an open model with its size and mtime kept and its tensors in another order: SHARD_CHANGED, with or without a cache or a reader by path, never the old offsets\' bytes', async () => {
+    const dir = join(root, 'reordered');
+    const cacheDir = join(root, 'reordered-cache');
+    const model = await writeModel(dir, tensors(), 1 << 20);
+    const shardPath = model.shards[0]!.path;
+    await buildCache(model, cacheDir);
+    const cache = await openShardCache(cacheDir);
+    try {
+      const reference = join(root, 'reordered-times');
+      await copyFile(shardPath, reference);
+      copyTimes(shardPath, reference);
+      // The same tensors, b first: a header of the same length, each tensor at the other's offsets.
+      const next = await writeModel(join(root, 'reordered-next'), [...tensors()].reverse(), 1 << 20);
+      const bytes = await readFile(next.shards[0]!.path);
+      await next.close();
+      expect(bytes.length).toBe(model.shards[0]!.fileBytes);
+      const handle = await open(shardPath, 'r+');
+      await handle.write(bytes, 0, bytes.length, 0);
+      await handle.close();
+      copyTimes(reference, shardPath);
+      for (const options of [{ cache }, { cache: null }, { cache, reader: createFileReader() }, { cache: null, reader: createFileReader() }]) {
+        await expect(loadTensor({ model, name: 'a.weight' }, options)).rejects.toMatchObject({ code: 'SHARD_CHANGED' });
+      }
+      // A model opened again reads the file as it is now.
+      const again = await openSafetensorsModel(shardPath);
+      try {
+        const loaded = await loadTensor({ model: again, name: 'a.weight' }, { cache });
+        expect(sameBytes(loaded.data, tensors()[0]!.data)).toBe(true);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await cache.close();
+      await model.close();
+    }
+  });
+
   it('a chmod under an open model: no SHARD_CHANGED, with or without a reader that opens the path; the bytes are checked once, then cached again', async () => {
     const dir = join(root, 'chmod');
     const cacheDir = join(root, 'chmod-cache');

@@ -16,6 +16,8 @@ export interface ModelReader {
   stampNow(shardName: string): string | null;
   /** A path naming the shard's open file (readShardDescriptorPath); null for ByteSource models, unknown shards and after close(). */
   descriptorPath(shardName: string): string | null;
+  /** isShardHeaderUnchanged: true for ByteSource models, unknown shards and after close(). */
+  headerUnchanged(shardName: string): boolean;
   /**
    * A scratch buffer of at least `minBytes` for iterateTensors' reuse mode: pooled per model so that
    * repeated iterations do not fault in fresh pages each time. Exclusive until given back.

@@ -1,4 +1,5 @@
-import { constants, fstatSync, type BigIntStats } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { constants, fstatSync, readSync, type BigIntStats } from 'node:fs';
 import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { SafetensorsError } from './errors.js';
@@ -32,6 +33,12 @@ interface ShardIo {
   stampNow(): string | null;
   /** A path naming the open file itself (readShardDescriptorPath); null for an object. */
   descriptorPath(): string | null;
+  /**
+   * Whether the shard still has the prefix and header the model parsed (isShardHeaderUnchanged):
+   * false once its size or mtime moved, or its ctime moved and the header reads otherwise now.
+   * Always true for an object (its reads are conditional on its version).
+   */
+  headerUnchanged(): boolean;
   /** Fills all of `target` from `positionBytes`; UNEXPECTED_EOF (files) or the source's own error. */
   readAt(target: Uint8Array, positionBytes: number, tensor?: string): Promise<void>;
   close(): Promise<void>;
@@ -41,6 +48,8 @@ interface OpenedShard {
   shard: SafetensorsShard;
   io: ShardIo;
   header: ParsedHeader;
+  /** SHA-256 of the prefix and header bytes as parsed. */
+  headerDigest: Buffer;
 }
 
 /** An object of a ByteSource, opened: its size and positioned reads. */
@@ -266,6 +275,7 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
         // The object's reads are conditional on its version (they fail once it is replaced).
         stampNow: () => null,
         descriptorPath: () => null,
+        headerUnchanged: () => true,
         readAt: (target, positionBytes) => readObjectFully(object, target, positionBytes),
         close: async () => undefined,
       };
@@ -379,6 +389,24 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
   const stampNow = () => formatFileStamp(fstatSync(handle.fd, { bigint: true }));
   let checkedAtMs = Number.NEGATIVE_INFINITY;
   let ioClosed = false;
+  // Set once the header is parsed: its bytes' digest and end, and the latest stamp under which the
+  // file was found to hold them (the opened one, until its ctime moves).
+  const parsed: { headerDigest?: Buffer; headerEnd: number } = { headerEnd: 0 };
+  let trustedStamp = stamp;
+  /**
+   * Whether the file at stamp `now` still holds what the model parsed. Size and mtime equal
+   * (isSameFileContentStamp) leave a rewrite that restored the mtime (`cp -p`, `rsync --inplace
+   * -t`, `touch -r`) undetected: its ctime is all that moved, as after a chmod, and the model
+   * read tensors at its old header's offsets. So a moved ctime costs one read of the prefix and
+   * header (small, once per new ctime): the same bytes, and every offset the model knows holds.
+   */
+  const unchangedAt = (now: string): boolean => {
+    if (now === trustedStamp) return true;
+    if (!isSameFileContentStamp(now, stamp)) return false;
+    if (parsed.headerDigest !== undefined && !parsed.headerDigest.equals(digestFileHead(handle.fd, parsed.headerEnd))) return false;
+    trustedStamp = now;
+    return true;
+  };
   const io: ShardIo = {
     sizeBytes: size,
     stamp,
@@ -386,6 +414,14 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
     // Linux names an open descriptor's file by this magic link (statfs and realpath follow it to
     // the file itself, renamed, unlinked or lazily unmounted); elsewhere the path is what there is.
     descriptorPath: () => (ioClosed ? null : process.platform === 'linux' ? `/proc/self/fd/${handle.fd}` : path),
+    headerUnchanged: () => {
+      if (ioClosed) return true; // nothing to read: a closed model's requests say MODEL_CLOSED
+      try {
+        return unchangedAt(stampNow());
+      } catch {
+        return true; // fstat or read failed (closed under us, EIO): the next read says what it finds
+      }
+    },
     readAt: async (target, positionBytes, tensor) => {
       await readFully(handle, target, positionBytes, path, tensor);
       // After the read: a file rewritten before or during it gives bytes the header we parsed may
@@ -395,12 +431,14 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
       // Closed while the read ran: the read completed on the file as opened; there is nothing to stat.
       if (ioClosed || atMs - checkedAtMs < STAMP_CHECK_INTERVAL_MS) return;
       let now: string;
+      let unchanged: boolean;
       try {
         now = stampNow();
+        unchanged = unchangedAt(now);
       } catch (cause) {
         return rethrowIo(cause, path);
       }
-      if (!isSameFileContentStamp(now, stamp)) {
+      if (!unchanged) {
         throw new SafetensorsError('SHARD_CHANGED', `shard ${quoteValue(name)} changed since the model was opened (size:mtime:ctime:inode ${stamp} -> ${now}): open the model again`, {
           file: path,
           ...(tensor !== undefined ? { tensor } : {}),
@@ -413,7 +451,22 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
       return handle.close();
     },
   };
-  return readShardHeader(name, path, io);
+  const opened = await readShardHeader(name, path, io);
+  parsed.headerDigest = opened.headerDigest;
+  parsed.headerEnd = HEADER_PREFIX_BYTES + opened.shard.headerBytes;
+  return opened;
+}
+
+/** SHA-256 of a file's first `sizeBytes` bytes, read now (short reads continued; EOF: what there is). */
+function digestFileHead(fd: number, sizeBytes: number): Buffer {
+  const bytes = Buffer.allocUnsafe(sizeBytes);
+  let done = 0;
+  while (done < sizeBytes) {
+    const n = readSync(fd, bytes, done, sizeBytes - done, done);
+    if (n === 0) break;
+    done += n;
+  }
+  return createHash('sha256').update(bytes.subarray(0, done)).digest();
 }
 
 /** Rules 1-16 for one shard: the 8-byte prefix, then the header (its length validated first). Closes `io` on failure. */
@@ -429,7 +482,8 @@ async function readShardHeader(name: string, path: string, io: ShardIo): Promise
     await io.readAt(headerBytes, HEADER_PREFIX_BYTES);
     const header = parseSafetensorsHeader(headerBytes, context);
     const shard: SafetensorsShard = { name, path, fileBytes: size, headerBytes: header.headerBytes, metadata: header.metadata, stamp: io.stamp };
-    return { shard, io, header };
+    const headerDigest = createHash('sha256').update(prefix.subarray(0, prefixBytes)).update(headerBytes).digest();
+    return { shard, io, header, headerDigest };
   } catch (error) {
     await io.close().catch(() => undefined);
     throw error;
@@ -494,6 +548,10 @@ function buildModel(
     descriptorPath(shardName: string): string | null {
       const io = shardIo.get(shardName);
       return closed || !io ? null : io.descriptorPath();
+    },
+    headerUnchanged(shardName: string): boolean {
+      const io = shardIo.get(shardName);
+      return closed || !io ? true : io.headerUnchanged();
     },
     readAt(shardName: string, target: Uint8Array, positionBytes: number, tensor?: string): Promise<void> {
       const io = shardIo.get(shardName);

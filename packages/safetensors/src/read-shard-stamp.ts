@@ -23,3 +23,16 @@ export function readShardStamp(model: SafetensorsModel, shardName: string): stri
 export function readShardDescriptorPath(model: SafetensorsModel, shardName: string): string | null {
   return getModelReader(model).descriptorPath(shardName);
 }
+
+/**
+ * Whether the shard file the model holds open still has the prefix and header the model parsed,
+ * so every tensor offset it knows still holds: false once its size or mtime moved (as
+ * isSameFileContentStamp judges readShardStamp), or once its ctime moved and the header reads
+ * otherwise now (a rewrite that restored the mtime: `cp -p` or `rsync --inplace -t` over the file,
+ * `touch -r`). Reads the header again only when the ctime moved since it was last found the same.
+ * The model's own reads apply the same rule (SHARD_CHANGED). true for a model read from a
+ * ByteSource, for a shard name the model does not have, and after close().
+ */
+export function isShardHeaderUnchanged(model: SafetensorsModel, shardName: string): boolean {
+  return getModelReader(model).headerUnchanged(shardName);
+}

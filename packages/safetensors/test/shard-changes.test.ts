@@ -1,9 +1,10 @@
+import { execFileSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { chmod, open, readFile, rename, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, isSameFileIgnoringCtime, iterateTensors, openSafetensorsModel, readFileStamp, readShardDescriptorPath, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
+import { STAMP_CHECK_INTERVAL_MS, isSameFileContentStamp, isShardHeaderUnchanged, isSameFileIgnoringCtime, iterateTensors, openSafetensorsModel, readFileStamp, readShardDescriptorPath, readShardStamp, readTensorBytes, writeSafetensorsFile } from '../src/index.js';
 import { catchErrorAsync, createRandom, expectCode, randomBytes, withTempDir } from './helpers.js';
 
 async function writeModel(path: string, seed: number) {
@@ -124,6 +125,70 @@ describe('a shard file that changes under an open model', () => {
         expect(now).not.toBe(opened);
         expect(isSameFileContentStamp(now, opened)).toBe(true);
         expect(await readTensorBytes(model, 'a')).toEqual(before[0]!.data);
+      } finally {
+        await model.close();
+      }
+    });
+  });
+});
+
+describe('a rewrite that restores the mtime (cp -p, rsync --inplace -t, touch -r): only the ctime moves', () => {
+  /** Writes `tensors` over `path` through its inode, then puts its old mtime back to the nanosecond (`touch -r`: utimes takes ms). */
+  async function rewriteKeepingMtime(dir: string, path: string, tensors: Parameters<typeof writeSafetensorsFile>[1]): Promise<void> {
+    const reference = join(dir, 'times.ref');
+    execFileSync('touch', ['-r', path, reference]);
+    await writeSafetensorsFile(join(dir, 'next.safetensors'), tensors);
+    const bytes = await readFile(join(dir, 'next.safetensors'));
+    expect(bytes.length).toBe((await stat(path)).size); // same size: only the header tells
+    const handle = await open(path, 'r+');
+    await handle.write(bytes, 0);
+    await handle.close();
+    execFileSync('touch', ['-r', reference, path]);
+  }
+
+  /** Two tensors of 128 bytes each: in the other order the header has the same length. */
+  async function writeTwins(path: string, seed: number) {
+    const random = createRandom(seed);
+    const tensors = [
+      { name: 'a', dtype: 'BF16' as const, shape: [64], data: randomBytes(random, 128) },
+      { name: 'b', dtype: 'U8' as const, shape: [128], data: randomBytes(random, 128) },
+    ];
+    await writeSafetensorsFile(path, tensors);
+    return tensors;
+  }
+
+  it('another header (its tensors in another order): reads throw SHARD_CHANGED, they read the old offsets before', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'model.safetensors');
+      const before = await writeTwins(path, 7);
+      const model = await openSafetensorsModel(path);
+      try {
+        const name = model.shards[0]!.name;
+        await sleep(STAMP_CHECK_INTERVAL_MS + 20); // a ctime tick later
+        await rewriteKeepingMtime(dir, path, [before[1]!, before[0]!]);
+        const now = readShardStamp(model, name)!;
+        expect(isSameFileContentStamp(now, model.shards[0]!.stamp!)).toBe(true); // size and mtime cannot tell
+        // The old header's offsets of 'a' hold b's bytes now.
+        expectCode(await catchErrorAsync(() => readTensorBytes(model, 'a')), 'SHARD_CHANGED');
+        expect(isShardHeaderUnchanged(model, name)).toBe(false);
+      } finally {
+        await model.close();
+      }
+    });
+  });
+
+  it('the same header, other tensor bytes: reads go on and give the bytes there now; the header is read once per ctime', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'model.safetensors');
+      const before = await writeModel(path, 8);
+      const model = await openSafetensorsModel(path);
+      try {
+        const name = model.shards[0]!.name;
+        await sleep(STAMP_CHECK_INTERVAL_MS + 20);
+        const after = [{ ...before[0]!, data: before[0]!.data.map((b) => b ^ 0x5a) }, before[1]!];
+        await rewriteKeepingMtime(dir, path, after);
+        expect(isShardHeaderUnchanged(model, name)).toBe(true);
+        expect(await readTensorBytes(model, 'a')).toEqual(after[0]!.data);
       } finally {
         await model.close();
       }
