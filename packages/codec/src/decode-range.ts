@@ -15,6 +15,19 @@ export interface DecodeOptions {
 /** The keys decode and decodeRange accept. */
 export const DECODE_OPTION_NAMES = optionNamesOf<DecodeOptions>({ verify: true });
 
+/**
+ * Whether decode options turn the checksum off: `verify: false` only. Anything but a boolean or
+ * undefined is refused: `verify: 'false'` (a flag read from a query string or an env variable)
+ * verified, unlike what its caller meant.
+ */
+export function skipsChecksum(options: DecodeOptions | undefined): boolean {
+  const verify = options?.verify;
+  if (verify !== undefined && typeof verify !== 'boolean') {
+    throw new SplitZipError('INVALID_ARGUMENT', `options.verify must be a boolean (or undefined), got ${verify === null ? 'null' : typeof verify}`, { argument: 'options.verify' });
+  }
+  return verify === false;
+}
+
 /** Decodes values [start, start + count) into out[0 .. count) (allocated if absent) and returns it. */
 export function decodeRange(payload: Uint8Array, start: number, count: number, out?: undefined, options?: DecodeOptions | null): Uint16Array<ArrayBuffer>;
 export function decodeRange<TBuffer extends ArrayBufferLike>(
@@ -49,7 +62,7 @@ export function decodeRange(
   }
   const target = checkOutput(out, count);
   checkOutputApart(payload, meta.compBytes, target, count);
-  if (options?.verify !== false) verifyPayloadChecksum(payload, meta);
+  if (!skipsChecksum(options)) verifyPayloadChecksum(payload, meta);
   decodeValueRange(payload, meta, start, start + count, target, 0);
   return target;
 }

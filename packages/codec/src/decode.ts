@@ -1,7 +1,7 @@
 import { kernelsFor } from './backend.js';
 import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { readOptions } from './check-options.js';
-import { checkOutput, checkOutputApart, DECODE_OPTION_NAMES, type DecodeOptions } from './decode-range.js';
+import { checkOutput, checkOutputApart, DECODE_OPTION_NAMES, skipsChecksum, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
 import { readPayloadMeta } from './read-payload-meta.js';
@@ -20,7 +20,7 @@ export function decode(payload: Uint8Array, out?: Uint16Array, decodeOptions?: D
   const options = readOptions(decodeOptions, 'options', DECODE_OPTION_NAMES);
   const target = checkOutput(out, meta.elementCount);
   checkOutputApart(payload, meta.compBytes, target, meta.elementCount);
-  if (options?.verify === false) {
+  if (skipsChecksum(options)) {
     decodeValueRange(payload, meta, 0, meta.elementCount, target, 0);
     return target;
   }

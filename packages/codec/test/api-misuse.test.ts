@@ -295,6 +295,15 @@ describe('unknown option keys -> INVALID_ARGUMENT naming the key (they gave the 
     expect(decode(p, undefined, Object.create({ stray: 1 }) as object)).toEqual(values);
   });
 
+  it("decode, decodeRange: verify must be a boolean ('false' verified, unlike what its caller meant)", () => {
+    const p = encode(values, codebook);
+    for (const verify of ['false', 0, null]) {
+      expect(codeOf(() => decode(p, undefined, { verify } as never))).toBe('INVALID_ARGUMENT');
+      expect(codeOf(() => decodeRange(p, 0, 1, undefined, { verify } as never))).toBe('INVALID_ARGUMENT');
+    }
+    expect(decode(p, undefined, { verify: undefined })).toEqual(values);
+  });
+
   it('createCodecArena: a null or fractional thread count is refused (null was the default arena)', () => {
     expect(codeOf(() => createCodecArena(1024, { threads: null } as never))).toBe('INVALID_ARGUMENT');
     expect(codeOf(() => createCodecArena(1024, { threads: 1.5 }))).toBe('INVALID_ARGUMENT');
