@@ -77,6 +77,7 @@ export {
   openS3ObjectSource,
   openS3Object,
   MAX_SOURCE_LISTED_OBJECTS,
+  OBJECT_CONFIRM_DELAY_MS,
   type S3Object,
   type S3ObjectSource,
 } from './open-s3-object-source.js';

@@ -1,11 +1,14 @@
 import { createHash } from 'node:crypto';
-import { StoreError } from './errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { StoreError, isStoreError } from './errors.js';
 import { resolveS3Settings } from './open-cache-store.js';
 import { ReadThroughCache } from './read-through-cache.js';
 import { MAX_READ_THROUGH_RANGE_BYTES, ReadThroughRanges, type RangeIdentity, type ReadThroughRangeStats } from './read-through-ranges.js';
 import { plainMd5Etag } from './s3-cache-store.js';
 import { isS3Url, parseS3Url } from './s3-layout.js';
-import { S3Transport } from './s3-transport.js';
+import { normalizeEtag } from './normalize-etag.js';
+import { S3Transport, type HeadedObject } from './s3-transport.js';
+import { countTransitDamage, reportTransitDamage } from './transit-damage.js';
 import type { S3StoreOptions } from './types.js';
 
 /**
@@ -13,6 +16,15 @@ import type { S3StoreOptions } from './types.js';
  * on a hostile or mistaken prefix (a bucket root holding millions of objects).
  */
 export const MAX_SOURCE_LISTED_OBJECTS = 100_000;
+
+/**
+ * How long after a GET said an opened object is gone (404) or changed (412, another ETag or size)
+ * its HeadObject looks again before that is believed. One such answer can be a lagging replica or
+ * a flaky proxy, and it ended a whole model load: an object the HEAD finds with the opened ETag and
+ * size is read once more (If-Match still binds every byte to that version). Long enough for a
+ * proxy's or replica's blip to pass, short beside the load it saves. Once per read, never a loop.
+ */
+export const OBJECT_CONFIRM_DELAY_MS = 500;
 
 /** One object of an S3 prefix, opened for positioned reads. */
 export interface S3Object {
@@ -30,7 +42,9 @@ export interface S3Object {
    * `partSizeBytes` in parallel, retried and resumed like the store's blob reads. `OBJECT_CHANGED`
    * when the range runs past `sizeBytes`, the object no longer has that size or no longer has
    * `etag` (412), `OBJECT_MISSING` when it was deleted, `S3_UNAVAILABLE` (retryable) when the server
-   * stays down. With a read-through directory, a verified local copy of exactly this range of this
+   * stays down. A GET's 404 or 412 (or another ETag) is believed only once a HeadObject
+   * OBJECT_CONFIRM_DELAY_MS later agrees; when it finds the opened version, the read is made once
+   * more. With a read-through directory, a verified local copy of exactly this range of this
    * version (URL, ETag, size) is served instead, and a fetched range is kept (see openS3ObjectSource).
    */
   readInto(offsetBytes: number, target: Uint8Array): Promise<void>;
@@ -42,6 +56,15 @@ export interface S3Object {
    * without a read-through directory.
    */
   dropLocalCopy(offsetBytes: number, lengthBytes: number): Promise<void>;
+  /**
+   * A read of the range gave damaged bytes (two reads of it differed, or the read after a
+   * dropLocalCopy gave what the reader's check wanted): the bad read is the one before the range's
+   * latest dropLocalCopy, else its latest read. Served from a local copy (kept by an earlier source),
+   * that copy was to blame, and it is gone already; fetched by this source, a body was damaged on the
+   * way: the source's reportDamage. The range's current copy is not dropped here (dropLocalCopy is).
+   * Never rejects.
+   */
+  reportDamage(offsetBytes: number, lengthBytes: number): Promise<void>;
 }
 
 /** Positioned reads of the objects below one `s3://bucket/prefix`, sharing one client, retries and concurrency cap. */
@@ -59,6 +82,14 @@ export interface S3ObjectSource {
   open(name: string): Promise<S3Object | undefined>;
   /** Counters of the read-through directory's raw ranges; undefined without `readThroughDir`. */
   readThroughStats(): ReadThroughRangeStats | undefined;
+  /**
+   * Bytes this source returned were found damaged by the caller (an index that parsed only when its
+   * ranges were dropped and read again): unless every range dropped (dropLocalCopy) since the last
+   * report had been served from a local copy (blamed alone), noted against the endpoint
+   * (reportTransitDamage), the read-through ranges this source kept are dropped, and no more are
+   * kept while it is open (`readThroughStats().distrusted`). Never rejects.
+   */
+  reportDamage(): Promise<void>;
   /**
    * Releases the client's sockets at once; the promise settles (never rejects) when the local copies
    * still being written have been. Idempotent; later calls of the other methods throw STORE_CLOSED.
@@ -81,7 +112,10 @@ export interface S3ObjectSource {
  * disk, read-only directory) is counted in `readThroughStats()` and never fails the read. That
  * digest is taken of the bytes as they came: a GET body damaged in transit would be kept and served
  * again, so a whole object with a single-part (MD5) ETag is kept only when its MD5 matches (else
- * fetched once more), and a reader that finds a range wrong calls `dropLocalCopy`.
+ * fetched once more), and a reader that finds a range wrong calls `dropLocalCopy`. A body found
+ * damaged (a whole object not its MD5 that then was, a reader's reportDamage, or any body from the
+ * same endpoint in this process: reportTransitDamage) distrusts the source: the ranges it kept are
+ * dropped and no more are kept while it is open (ranges fetched unchecked came the same way).
  */
 export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = {}): S3ObjectSource {
   if (!isS3Url(prefixUrl)) throw new StoreError('INVALID_ARGUMENT', 'an object source is an s3://bucket/prefix URL', { path: String(prefixUrl) });
@@ -89,6 +123,21 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
   const settings = resolveS3Settings(options);
   const transport = new S3Transport(options, location, settings);
   const ranges = options.readThroughDir ? new ReadThroughRanges(new ReadThroughCache(options.readThroughDir)) : undefined;
+  const damageAtOpen = countTransitDamage(transport.endpoint);
+  /** Ranges are distrusted once a body from this endpoint was found damaged since the source was opened. */
+  const distrustIfDamageSeen = async (): Promise<void> => {
+    if (ranges !== undefined && !ranges.distrusted && countTransitDamage(transport.endpoint) > damageAtOpen) await ranges.distrust();
+  };
+  const reportDamage = async (): Promise<void> => {
+    reportTransitDamage(transport.endpoint);
+    await distrustIfDamageSeen();
+  };
+  // Whether a bad read came from an earlier source's copy or from this source's GET: ranges (object,
+  // offset, length) whose latest read was a local copy, and what each range's latest drop found.
+  // One short entry per range read (a model's tensors: thousands), for the source's lifetime.
+  const servedFromCopy = new Set<string>();
+  const droppedFrom = new Map<string, 'copy' | 'fetched'>();
+  const rangeId = (name: string, offsetBytes: number, lengthBytes: number) => JSON.stringify([name, offsetBytes, lengthBytes]);
   let closed: Promise<void> | undefined;
   // Sizes and ETags from the latest listing: opening a listed object needs no HeadObject round trip.
   let listedObjects = new Map<string, { sizeBytes: number; etag: string | undefined }>();
@@ -125,7 +174,7 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
         }
         return { bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes };
       };
-      const fetchRange = async (offsetBytes: number, target: Uint8Array): Promise<void> => {
+      const fetchOnce = async (offsetBytes: number, target: Uint8Array): Promise<void> => {
         try {
           await transport.getRangeOf(name, target, offsetBytes, sizeBytes, name, etag);
         } catch (error) {
@@ -141,6 +190,49 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
           }
           throw error;
         }
+      };
+      const dropLocalCopy = async (offsetBytes: number, lengthBytes: number): Promise<void> => {
+        const id = rangeId(name, offsetBytes, lengthBytes);
+        droppedFrom.set(id, servedFromCopy.has(id) ? 'copy' : 'fetched');
+        // Only ranges readInto keeps have a copy (no counters moved: nothing is read).
+        const kept = Number.isSafeInteger(offsetBytes) && offsetBytes >= 0 && Number.isSafeInteger(lengthBytes) && lengthBytes > 0 && lengthBytes <= MAX_READ_THROUGH_RANGE_BYTES;
+        if (ranges === undefined || etag === undefined || !kept) return;
+        await ranges.drop({ bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes });
+      };
+      // One HeadObject at a time per object: reads failing together on one blip share it.
+      let confirming: Promise<HeadedObject | undefined> | undefined;
+      const confirmObject = (): Promise<HeadedObject | undefined> => {
+        confirming ??= (async () => {
+          await sleep(OBJECT_CONFIRM_DELAY_MS, undefined, options.signal ? { signal: options.signal } : undefined).catch(() => undefined);
+          return transport.headObject(name); // ABORTED at once when the caller's signal fired
+        })().finally(() => {
+          confirming = undefined;
+        });
+        return confirming;
+      };
+      const fetchRange = async (offsetBytes: number, target: Uint8Array): Promise<void> => {
+        try {
+          await fetchOnce(offsetBytes, target);
+          return;
+        } catch (error) {
+          // Without an ETag no If-Match would bind a second read to the version of the first: believed.
+          if (etag === undefined || !(isStoreError(error, 'OBJECT_MISSING') || isStoreError(error, 'OBJECT_CHANGED'))) throw error;
+          const head = await confirmObject();
+          if (head === undefined) {
+            if (error.code === 'OBJECT_MISSING') throw error;
+            throw new StoreError('OBJECT_MISSING', `the object no longer exists (a GET said: ${error.message})`, { path: url, cause: error });
+          }
+          if (head.etag === undefined || normalizeEtag(head.etag) !== normalizeEtag(etag) || (head.sizeKnown && head.sizeBytes !== sizeBytes)) {
+            if (error.code === 'OBJECT_CHANGED') throw error;
+            throw new StoreError('OBJECT_CHANGED', `the object was replaced since it was opened (a GET answered 404; HeadObject now gives ETag ${String(head.etag)}, ${head.sizeBytes} bytes)`, {
+              path: url,
+              details: { etag, sizeBytes, got: head.etag, gotSizeBytes: head.sizeBytes },
+              cause: error,
+            });
+          }
+        }
+        // The opened version is there: that answer was a blip. Read once more; what fails now is reported.
+        await fetchOnce(offsetBytes, target);
       };
       return {
         url,
@@ -158,32 +250,47 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
           const identity = identityOf(offsetBytes, target.length);
           // The whole object (an index, a small shard): its ETag's MD5 judges the bytes, copied or fetched. Ranges of it, nothing can.
           const isNotObject = (bytes: Uint8Array) => wholeMd5 !== undefined && offsetBytes === 0 && bytes.length === sizeBytes && md5Hex(bytes) !== wholeMd5;
+          const id = rangeId(name, offsetBytes, target.length);
           if (identity !== undefined && ranges !== undefined && (await ranges.readInto(identity, target))) {
-            if (!isNotObject(target)) return;
-            await ranges.drop(identity); // kept before copies were checked so
+            if (!isNotObject(target)) {
+              servedFromCopy.add(id);
+              return;
+            }
+            await ranges.drop(identity); // kept before copies were checked so (an earlier source's fault: this one's bodies are not blamed)
           }
+          servedFromCopy.delete(id);
           await fetchRange(offsetBytes, target);
           if (identity === undefined || ranges === undefined) return;
           if (isNotObject(target)) {
             await fetchRange(offsetBytes, target);
             // Twice not its MD5: served (an ETag of an encrypted object, SSE-KMS or SSE-C, is no MD5 of its bytes), never kept.
             if (isNotObject(target)) return;
+            // Its MD5 the second time: the first body was damaged on the way, and so may be any other.
+            await reportDamage();
           }
+          await distrustIfDamageSeen();
           await ranges.keep(identity, target);
         },
-        async dropLocalCopy(offsetBytes, lengthBytes) {
-          // Only ranges readInto keeps have a copy (no counters moved: nothing is read).
-          const kept = Number.isSafeInteger(offsetBytes) && offsetBytes >= 0 && Number.isSafeInteger(lengthBytes) && lengthBytes > 0 && lengthBytes <= MAX_READ_THROUGH_RANGE_BYTES;
-          if (ranges === undefined || etag === undefined || !kept) return;
-          await ranges.drop({ bucket: location.bucket, key: `${location.prefix}${name}`, etag, sizeBytes, offsetBytes, lengthBytes });
+        dropLocalCopy,
+        async reportDamage(offsetBytes, lengthBytes) {
+          const id = rangeId(name, offsetBytes, lengthBytes);
+          const bad = droppedFrom.get(id) ?? (servedFromCopy.has(id) ? 'copy' : 'fetched');
+          droppedFrom.delete(id);
+          if (bad === 'fetched') await reportDamage();
         },
       };
     },
     readThroughStats: () => ranges?.stats(),
+    async reportDamage() {
+      const copiesAlone = droppedFrom.size > 0 && [...droppedFrom.values()].every((from) => from === 'copy');
+      droppedFrom.clear();
+      if (!copiesAlone) await reportDamage();
+    },
     close() {
       if (closed) return closed;
       transport.destroy();
-      closed = ranges?.settle() ?? Promise.resolve();
+      // Damage seen on the endpoint after this source's last keep drops its ranges all the same.
+      closed = ranges === undefined ? Promise.resolve() : distrustIfDamageSeen().then(() => ranges.settle());
       return closed;
     },
   };
@@ -207,6 +314,7 @@ export async function openS3Object(url: string, options: S3StoreOptions = {}): P
       etag: object.etag,
       readInto: (offsetBytes, target) => object.readInto(offsetBytes, target),
       dropLocalCopy: (offsetBytes, lengthBytes) => object.dropLocalCopy(offsetBytes, lengthBytes),
+      reportDamage: (offsetBytes, lengthBytes) => object.reportDamage(offsetBytes, lengthBytes),
       close: () => source.close(),
     };
   } catch (error) {

@@ -53,8 +53,10 @@ export interface ReadThroughRangeStats {
   writeFailures: number;
   /** Reads never looked up locally: above MAX_READ_THROUGH_RANGE_BYTES, or an object without an ETag. */
   bypassed: number;
-  /** Range files dropped by their reader (drop): bytes that failed a check the file's own digest cannot make. */
+  /** Range files dropped by their reader (drop), or by distrust: bytes that failed a check the file's own digest cannot make, or were kept before such a failure. */
   dropped: number;
+  /** Fetched ranges not kept because the source was distrusted (distrust): served, fetched again next time. */
+  distrusted: number;
 }
 
 function sha256(bytes: Uint8Array): Buffer {
@@ -75,7 +77,14 @@ function identityDigest(identity: RangeIdentity): Buffer {
  * miss, so unverified bytes are never served. Writes never fail a read: errors are counted.
  */
 export class ReadThroughRanges {
-  private readonly counters: ReadThroughRangeStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0, bypassed: 0, dropped: 0 };
+  private readonly counters: ReadThroughRangeStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0, bypassed: 0, dropped: 0, distrusted: 0 };
+  /**
+   * Names of the files this instance wrote (or is writing): what distrust drops. One short name per
+   * range read (a model's tensors: thousands, ~80 bytes each).
+   */
+  private readonly keptNames = new Set<string>();
+  /** Set by distrust: nothing more is kept. */
+  private distrusting: Promise<void> | undefined;
   private pendingBytes = 0;
   private readonly pending = new Set<Promise<void>>();
   /** Background writes by file name: a drop waits for the range's write, so a dropped copy cannot land after it. */
@@ -141,12 +150,17 @@ export class ReadThroughRanges {
    * this resolves. Never rejects: a failed write is counted and the file is simply not there.
    */
   async keep(identity: RangeIdentity, bytes: Uint8Array): Promise<void> {
+    if (this.distrusting !== undefined) {
+      this.counters.distrusted++;
+      return;
+    }
     const digest = identityDigest(identity);
     const header = new Uint8Array(RANGE_FILE_HEADER_BYTES);
     header.set(MAGIC, 0);
     header.set(digest, MAGIC.length);
     header.set(sha256(bytes), MAGIC.length + DIGEST_BYTES);
     const name = this.fileName(digest);
+    this.keptNames.add(name);
     const write = (body: Uint8Array) =>
       this.files.writeFile(name, [header, body]).then(
         () => {
@@ -157,7 +171,14 @@ export class ReadThroughRanges {
         },
       );
     if (this.pendingBytes + bytes.length > MAX_PENDING_RANGE_WRITE_BYTES) {
-      await write(bytes);
+      // Tracked like a background write: a drop or distrust meanwhile waits for it.
+      const inline = write(bytes).finally(() => {
+        this.pending.delete(inline);
+        if (this.pendingByName.get(name) === inline) this.pendingByName.delete(name);
+      });
+      this.pending.add(inline);
+      this.pendingByName.set(name, inline);
+      await inline;
       return;
     }
     const copy = new Uint8Array(bytes); // a copy even of a Buffer, whose `slice` is a view
@@ -182,6 +203,28 @@ export class ReadThroughRanges {
     await this.pendingByName.get(name);
     await this.files.removeFile(name);
     this.counters.dropped++;
+  }
+
+  /**
+   * Drops every file this instance wrote (after its background write), and keeps nothing from now
+   * on (`distrusted` counts what is not kept). For a source one of whose bodies was found damaged in
+   * transit: its other ranges came the same way, and nothing can check them. Files other instances
+   * (earlier loads) wrote stay: each passed its own reads then. Idempotent; never rejects.
+   */
+  distrust(): Promise<void> {
+    this.distrusting ??= (async () => {
+      await this.settle();
+      const names = [...this.keptNames];
+      this.keptNames.clear();
+      await Promise.all(names.map((name) => this.files.removeFile(name)));
+      this.counters.dropped += names.length;
+    })();
+    return this.distrusting;
+  }
+
+  /** True once distrust was called. */
+  get distrusted(): boolean {
+    return this.distrusting !== undefined;
   }
 
   private fileName(identityDigest: Uint8Array): string {

@@ -35,6 +35,7 @@ import {
 import { shardStampKind } from './shard-stamp-kind.js';
 import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js';
 import { blobMissing, sizeMismatch } from './s3-transport.js';
+import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
@@ -405,6 +406,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     try {
       checkBlobPayload(entry, view, { checksum });
     } catch (error) {
+      // Damaged at rest or on the way (one read cannot tell): either way, raw ranges fetched from this
+      // endpoint in this process are not kept (openS3ObjectSource).
+      reportTransitDamage(this.transport.endpoint);
       throw isStoreError(error) ? error.withContext({ path: this.transport.describe(blobObjectName(entry.key, blobSha256Of(entry))) }) : error;
     }
     if (this.readThrough) {
@@ -445,6 +449,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const entry = this.state.entries.get(key);
     if (!entry || !this.readThrough) return;
     this.blobCopies.damaged++; // found by the caller's checksum: its read was counted a hit
+    reportTransitDamage(this.transport.endpoint); // a fetched body, or a copy of one: as in readBlob
     await this.readThrough.remove(entry.key, blobSha256Of(entry));
   }
 

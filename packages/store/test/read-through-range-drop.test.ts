@@ -43,3 +43,32 @@ describe('read-through ranges: drop', () => {
     expect(await rangeFiles(dir)).toEqual([]);
   });
 });
+
+describe('read-through ranges: distrust', () => {
+  it('drops every range this instance kept (a write still running too), keeps no more, and leaves other instances’ files', async () => {
+    const dir = await makeTempDir();
+    const earlier = new ReadThroughRanges(new ReadThroughCache(dir));
+    const old = { ...identity, offsetBytes: 0, lengthBytes: 100 };
+    await earlier.keep(old, new Uint8Array(randomBytes(100)));
+    await earlier.settle();
+
+    const ranges = new ReadThroughRanges(new ReadThroughCache(dir));
+    await ranges.keep(identity, new Uint8Array(randomBytes(identity.lengthBytes)));
+    await ranges.settle();
+    const second = { ...identity, offsetBytes: 10_000 };
+    await ranges.keep(second, new Uint8Array(randomBytes(second.lengthBytes))); // still being written
+    expect(ranges.distrusted).toBe(false);
+    await ranges.distrust();
+    await ranges.settle();
+    expect(ranges.distrusted).toBe(true);
+    expect(await rangeFiles(dir)).toHaveLength(1); // the earlier instance's
+    expect(await ranges.readInto(old, new Uint8Array(100))).toBe(true);
+
+    await ranges.keep(identity, new Uint8Array(randomBytes(identity.lengthBytes)));
+    await ranges.settle();
+    expect(await rangeFiles(dir)).toHaveLength(1);
+    expect(ranges.stats()).toMatchObject({ written: 2, dropped: 2, distrusted: 1 });
+    await ranges.distrust(); // idempotent
+    expect(ranges.stats()).toMatchObject({ dropped: 2 });
+  });
+});
