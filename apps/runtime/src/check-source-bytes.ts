@@ -68,6 +68,8 @@ export async function checkSourceBytes(
     const first = key;
     refetched = await source.refetch();
     if (refetched) key = await keyOf();
+    // Two reads that differ: one was damaged (the other ranges of this source came the same way).
+    if (refetched && key !== first) await source.reportDamage();
     if (refetched && key !== entry.key && key !== first) {
       await source.dropCopy();
       throw new RuntimeError(
@@ -112,6 +114,8 @@ export interface SourceRefetch {
   refetch(): Promise<boolean>;
   /** Drops the range's read-through copy: bytes found wrong must not outlive the check. */
   dropCopy(): Promise<void>;
+  /** The range's bytes were proven damaged (two reads differed): the model's source keeps no more copies (reportModelRangeDamage). */
+  reportDamage(): Promise<void>;
 }
 
 /** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them). */

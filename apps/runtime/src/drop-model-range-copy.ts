@@ -1,8 +1,11 @@
 import type { ByteSource, ByteSourceObject, SafetensorsModel } from '@splitzip/safetensors';
 import type { S3Object, S3ObjectSource } from '@splitzip/store';
 
-/** Drops this host's read-through copy of one range of one of a model's objects (S3Object.dropLocalCopy). */
-type DropRangeCopy = (shardName: string, offsetBytes: number, lengthBytes: number) => Promise<void>;
+/**
+ * Drops this host's read-through copy of one range of one of a model's objects (S3Object.dropLocalCopy),
+ * or, `damaged`, reports its bytes proven damaged (S3Object.reportDamage: the source keeps no more copies).
+ */
+type DropRangeCopy = (shardName: string, offsetBytes: number, lengthBytes: number, damaged: boolean) => Promise<void>;
 
 /** Models openModel opened from an object store, with the way to their objects' local copies. */
 const droppers = new WeakMap<SafetensorsModel, DropRangeCopy>();
@@ -15,8 +18,18 @@ const droppers = new WeakMap<SafetensorsModel, DropRangeCopy>();
 export async function dropModelRangeCopy(model: SafetensorsModel, shardName: string, offsetBytes: number, lengthBytes: number): Promise<boolean> {
   const drop = droppers.get(model);
   if (drop === undefined) return false;
-  await drop(shardName, offsetBytes, lengthBytes);
+  await drop(shardName, offsetBytes, lengthBytes, false);
   return true;
+}
+
+/**
+ * dropModelRangeCopy for a range whose bytes were proven damaged (two reads differed, or a read
+ * again gave the entry's bytes): the model's object source also drops the other ranges it kept in
+ * this open and keeps no more (raw tensors with no entry have no check of their own, and came the
+ * same way). Nothing to do for a model without such copies.
+ */
+export async function reportModelRangeDamage(model: SafetensorsModel, shardName: string, offsetBytes: number, lengthBytes: number): Promise<void> {
+  await droppers.get(model)?.(shardName, offsetBytes, lengthBytes, true);
 }
 
 /** An object source whose objects are remembered by name, and whose reads are recorded until `stopRecording()`. */
@@ -24,6 +37,8 @@ export interface TrackedSource extends ByteSource {
   close(): Promise<void>;
   /** Drops the local copies of every range read since the source was made (or last dropped). */
   dropRecordedRanges(): Promise<void>;
+  /** A body read through the source proved damaged: S3ObjectSource.reportDamage. */
+  reportDamage(): Promise<void>;
   stopRecording(): void;
   /** Makes `model`'s tensor ranges droppable through dropModelRangeCopy. */
   attachModel(model: SafetensorsModel): void;
@@ -60,12 +75,14 @@ export function trackSourceRanges(source: S3ObjectSource): TrackedSource {
       if (recorded !== undefined) recorded = [];
       await Promise.all(ranges.map(({ object, offsetBytes, lengthBytes }) => object.dropLocalCopy(offsetBytes, lengthBytes)));
     },
+    reportDamage: () => source.reportDamage(),
     stopRecording() {
       recorded = undefined;
     },
     attachModel(model) {
-      droppers.set(model, async (shardName, offsetBytes, lengthBytes) => {
-        await objects.get(shardName)?.dropLocalCopy(offsetBytes, lengthBytes);
+      droppers.set(model, async (shardName, offsetBytes, lengthBytes, damaged) => {
+        const object = objects.get(shardName);
+        await (damaged ? object?.reportDamage(offsetBytes, lengthBytes) : object?.dropLocalCopy(offsetBytes, lengthBytes));
       });
     },
   };

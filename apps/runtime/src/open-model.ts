@@ -57,6 +57,9 @@ export async function openModel(location: string, options: OpenModelOptions = {}
       await source.dropRecordedRanges();
       try {
         model = await openFromSource(source);
+        // It parsed when read again: the first bytes were damaged (kept so, or on the way). The
+        // tensors' raw ranges have nothing to check them: this open keeps none (S3ObjectSource.reportDamage).
+        await source.reportDamage();
       } catch (again) {
         await source.dropRecordedRanges();
         await source.close();

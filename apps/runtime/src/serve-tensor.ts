@@ -10,7 +10,7 @@ import {
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
-import { dropModelRangeCopy } from './drop-model-range-copy.js';
+import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -357,6 +357,9 @@ function objectRefetch(env: ServeEnv, target: ServeTarget, data: Uint8Array, rep
     },
     async dropCopy() {
       await dropCopy();
+    },
+    async reportDamage() {
+      await reportModelRangeDamage(model, slice.shardName, slice.offsetBytes, slice.sizeBytes);
     },
   };
 }
