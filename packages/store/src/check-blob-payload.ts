@@ -2,7 +2,8 @@ import { readPayloadMeta, verifyPayloadChecksum, type PayloadMeta } from '@split
 import { StoreError } from './errors.js';
 import type { CacheEntry } from './types.js';
 
-function corrupt(entry: CacheEntry, message: string, error: unknown): StoreError {
+/** BLOB_CORRUPT for a codec error (`details.codecCode`, `cause`). */
+export function blobCorruptError(entry: CacheEntry, message: string, error: unknown): StoreError {
   const codecCode = (error as { code?: unknown })?.code;
   return new StoreError('BLOB_CORRUPT', `${message}: ${(error as Error).message}`, {
     entry: entry.key,
@@ -22,15 +23,21 @@ export function checkBlobPayload(entry: CacheEntry, payload: Uint8Array, options
   try {
     meta = readPayloadMeta(payload);
   } catch (error) {
-    throw corrupt(entry, 'blob header is invalid', error);
+    throw blobCorruptError(entry, 'blob header is invalid', error);
   }
   if (options.checksum !== false) {
     try {
       verifyPayloadChecksum(payload, meta);
     } catch (error) {
-      throw corrupt(entry, 'blob checksum fails', error);
+      throw blobCorruptError(entry, 'blob checksum fails', error);
     }
   }
+  checkMetaAgainstEntry(entry, meta);
+  return meta;
+}
+
+/** META_MISMATCH unless every header field of a blob (`meta`) equals the manifest's: an intact payload of another tensor. */
+export function checkMetaAgainstEntry(entry: CacheEntry, meta: PayloadMeta): void {
   const expected = entry.meta;
   const pairs: [string, unknown, unknown][] = [
     ['version', expected.version, meta.version],
@@ -51,5 +58,4 @@ export function checkBlobPayload(entry: CacheEntry, payload: Uint8Array, options
       });
     }
   }
-  return meta;
 }

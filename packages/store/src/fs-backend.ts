@@ -2,6 +2,7 @@ import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, ope
 import { promisify } from 'node:util';
 import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { BlobRangeReader } from './blob-range-reader.js';
 import type { JournalFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
@@ -495,6 +496,34 @@ export class FsBackend implements StorageBackend {
       if (keep && !this.released) keepOpenBlobFile(resolved, fd, target.length);
       else closeQuietly(fd);
     }
+  }
+
+  /** See BlobRangeSource.openBlobRanges: verify's bounded reads of a large payload (the descriptor is not kept). */
+  async openBlobRanges(key: string, blob: string, expectedBytes: number): Promise<BlobRangeReader> {
+    const { path, resolved } = this.blobTarget(key, blob, await this.blobsDirectory());
+    let fd: number;
+    try {
+      fd = await openSheddingKeptAsync(() => openAsync(resolved, BLOB_OPEN_FLAGS));
+    } catch (error) {
+      throw blobOpenError(error, key, path);
+    }
+    try {
+      checkBlobFile(await fstatAsync(fd), expectedBytes, key, path);
+    } catch (error) {
+      await closeAsync(fd).catch(() => undefined);
+      throw blobReadError(error, key, path);
+    }
+    return {
+      read: async (target, position) => {
+        try {
+          const done = await readFully((into, offset, length, at) => readAsync(fd, into, offset, length, at), target, position);
+          if (done < target.length) throw shortBlobError(position + done, expectedBytes, path);
+        } catch (error) {
+          throw blobReadError(error, key, path);
+        }
+      },
+      close: () => closeAsync(fd).catch(() => undefined),
+    };
   }
 
   /** See StorageBackend.checkBlob: an lstat of the path readBlobInto opens, with its checks. */

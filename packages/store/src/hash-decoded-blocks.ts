@@ -31,6 +31,20 @@ export interface DecodedDigests {
   readonly sha256: string | null;
 }
 
+/** The running hashes of decoded values: the content key's SHA-1 (its prefix hashed first) and, where asked, the SHA-256. */
+export interface DecodedHashes {
+  readonly key: Hash;
+  readonly sha256: Hash | null;
+}
+
+export function startDecodedHashes(tensor: DecodedTensorInfo): DecodedHashes {
+  return { key: createHash('sha1').update(tensor.keyPrefix, 'utf8'), sha256: tensor.sha256 ? createHash('sha256') : null };
+}
+
+export function finishDecodedHashes(hashes: DecodedHashes): DecodedDigests {
+  return { key: hashes.key.digest('hex'), sha256: hashes.sha256 === null ? null : hashes.sha256.digest('hex') };
+}
+
 /**
  * Decodes `payload` (header, checksum and meta already checked: not again per block) into `block`,
  * `block.length` values at a time, and hashes each block. Throws what a whole decode
@@ -38,9 +52,18 @@ export interface DecodedDigests {
  * the same error for the same payload (see firstDecodeError).
  */
 export function hashDecodedBlocks(payload: Uint8Array, tensor: DecodedTensorInfo, block: Uint16Array): DecodedDigests {
-  const n = tensor.elementCount;
-  const keyHash = createHash('sha1').update(tensor.keyPrefix, 'utf8');
-  const shaHash = tensor.sha256 ? createHash('sha256') : null;
+  const hashes = startDecodedHashes(tensor);
+  hashDecodedValues(payload, tensor.elementCount, block, hashes);
+  return finishDecodedHashes(hashes);
+}
+
+/**
+ * hashDecodedBlocks' decoding into running hashes: all `elementCount` values of `payload`, so that
+ * the payloads of a tensor's consecutive parts (verify's bounded reads: verify-blob-in-pieces.ts)
+ * hash as the whole tensor.
+ */
+export function hashDecodedValues(payload: Uint8Array, elementCount: number, block: Uint16Array, hashes: DecodedHashes): void {
+  const n = elementCount;
   const step = block.length;
   if (n > 0 && step === 0) throw new StoreError('INVALID_ARGUMENT', 'block must hold at least one value', { details: { elementCount: n } });
   let start = 0;
@@ -53,10 +76,9 @@ export function hashDecodedBlocks(payload: Uint8Array, tensor: DecodedTensorInfo
     } catch (error) {
       throw firstDecodeError(payload, n, start + step, block, error);
     }
-    updateBoth(keyHash, shaHash, new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+    updateBoth(hashes.key, hashes.sha256, new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
     start += count;
   } while (start < n);
-  return { key: keyHash.digest('hex'), sha256: shaHash === null ? null : shaHash.digest('hex') };
 }
 
 function updateBoth(keyHash: Hash, shaHash: Hash | null, bytes: Uint8Array): void {
@@ -64,7 +86,7 @@ function updateBoth(keyHash: Hash, shaHash: Hash | null, bytes: Uint8Array): voi
   shaHash?.update(bytes);
 }
 
-const ESCAPE_ERROR_CODES: ReadonlySet<unknown> = new Set(['BAD_ESCAPE_INDEX', 'BAD_ESCAPE_POSITION']);
+export const ESCAPE_ERROR_CODES: ReadonlySet<unknown> = new Set(['BAD_ESCAPE_INDEX', 'BAD_ESCAPE_POSITION']);
 
 /**
  * The error a whole decode reports, given a block's: a whole decode checks every chunk's escapes

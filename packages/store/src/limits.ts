@@ -111,3 +111,16 @@ export const BLOB_WRITE_CONCURRENCY = 4;
 export const KEPT_BLOB_FILES_DESCRIPTOR_SHARE = 1 / 8;
 /** The fewest blob descriptors kept, however low the limit or often descriptors ran out: below this, keeping saves nothing. */
 export const MIN_KEPT_BLOB_FILES = 8;
+
+/**
+ * verify reads a blob up to this size whole (as a read does); a larger version-3 payload is read and
+ * checked a checksum segment (2^20 values) at a time (verify-blob-in-pieces.ts), so verify holds at
+ * most about this much of a blob whatever the tensor's size: a 4 GiB tensor's ~3 GiB payload was
+ * read whole. 8 MiB: the whole read of a blob this small costs nothing worth saving.
+ */
+export const VERIFY_WHOLE_BLOB_MAX_BYTES = 8 * 2 ** 20;
+/**
+ * No read of verify's piecewise check asks for more than this: a segment's sm span (2^20 bytes);
+ * its buffers besides are one segment's payload (~1.5 MiB, ~4.6 MiB when every value is an escape).
+ */
+export const VERIFY_READ_PIECE_BYTES = 2 ** 20;
