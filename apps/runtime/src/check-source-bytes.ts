@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { accessSync, constants } from 'node:fs';
 import { isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeError, RuntimeError } from './errors.js';
@@ -97,15 +98,77 @@ export async function checkSourceBytes(
   rememberCheck(recorderOf(cache.store).matched, item);
   const recorder = queueStamp(cache.store, item);
   const last = recorder.stats.lastError;
-  // An s3:// cache keeps a file's stamp for this host only (its readThroughDir, where it has one).
-  const where =
-    cache.remote && shardStampKind(stamp) === 'file'
-      ? 'its stamp is being kept for this host (other processes of this host trust it where the cache has a readThroughDir)'
-      : 'its stamp is being recorded with the binding for other processes';
+  const where = describeStampRecord(cache, stamp);
   report.detail =
     `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and ${where}` +
     healed +
     (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes check again`);
+}
+
+/**
+ * Where a queued stamp record goes, as a report says it: an s3:// cache keeps a file's stamp for
+ * this host only (its readThroughDir, where it has one); a local cache this process cannot write
+ * (a read-only mount, another user's directory) records nothing, which every report of a new
+ * process said was "being recorded" while each of them checked every tensor again.
+ */
+function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp'): string {
+  const subject = what === 'stamp' ? 'its stamp' : 'the binding';
+  if (cache.remote && shardStampKind(stamp) === 'file') {
+    return `${subject} is being kept for this host (other processes of this host trust it where the cache has a readThroughDir)`;
+  }
+  const unwritable = cache.remote ? undefined : unwritableReason(cache);
+  if (unwritable !== undefined) {
+    return `${subject} cannot be recorded: this process cannot write the cache (${unwritable}), so every new process checks it again (one load, or a build of this model, with write access records it)`;
+  }
+  return what === 'stamp' ? 'its stamp is being recorded with the binding for other processes' : 'the binding is being recorded for other processes';
+}
+
+/** Per local cache handle: why this process cannot write its directory (an errno code), or null when it can. One access(2), at first need. */
+const unwritableByCache = new WeakMap<ShardCache, string | null>();
+
+function unwritableReason(cache: ShardCache): string | undefined {
+  let reason = unwritableByCache.get(cache);
+  if (reason === undefined) {
+    try {
+      accessSync(cache.root, constants.W_OK);
+      reason = null;
+    } catch (error) {
+      reason = typeof (error as { code?: unknown }).code === 'string' ? (error as { code: string }).code : 'not writable';
+    }
+    unwritableByCache.set(cache, reason);
+  }
+  return reason ?? undefined;
+}
+
+/**
+ * A tensor whose slice had no binding, read raw, whose content key is an entry's (explainMiss):
+ * the slice is bound to that entry with the shard's stamp, in the background as a checked stamp is
+ * recorded (the cache was built from other shard names or offsets: a renamed shard, a copy of the
+ * model laid out otherwise). The runtime aliased nothing before, and every load read and hashed
+ * every such tensor again (4-5x a raw load) until a build bound them. Remembered by this handle
+ * at once. Returns what the report says of the record.
+ */
+export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: string; stamp: string }): string {
+  const { found } = recorderOf(cache.store);
+  const id = foundSliceId(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
+  if (!found.has(id) && found.size >= MAX_REMEMBERED_CHECKS) found.delete(found.keys().next().value!);
+  found.set(id, item.key);
+  const recorder = queueStamp(cache.store, item);
+  const last = recorder.stats.lastError;
+  const where = describeStampRecord(cache, item.stamp, 'binding');
+  return (
+    `bound now: later loads through this cache handle serve it from the cache, and ${where}` +
+    (last === undefined ? '' : `; but this cache handle's last record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes hash it again`)
+  );
+}
+
+/** The key of the entry bindFoundSlice bound this slice to, through this store, at this stamp of its shard. */
+export function findBoundSlice(store: CacheStore, shardName: string, offsetBytes: number, sizeBytes: number, stamp: string): string | undefined {
+  return recorders.get(store)?.found.get(foundSliceId(shardName, offsetBytes, sizeBytes, stamp));
+}
+
+function foundSliceId(shardName: string, offsetBytes: number, sizeBytes: number, stamp: string): string {
+  return createHash('sha1').update(JSON.stringify([shardName, offsetBytes, sizeBytes, stamp])).digest('base64');
 }
 
 /** A raw read of an object store's range that can be made again (an s3:// model's tensor). */
@@ -142,6 +205,11 @@ interface StampRecorder {
    * handle from then on, as a recorded stamp is (the record may fail, or not be read back yet).
    */
   matched: Set<string>;
+  /**
+   * Slices without a binding found to hold an entry's bytes (bindFoundSlice), by slice and stamp:
+   * the entry's key, so that this handle serves them from the cache before (or without) the record.
+   */
+  found: Map<string, string>;
 }
 
 /** Checks remembered per store, each way; past this many the oldest go (a later load hashes them again). */
@@ -153,7 +221,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set() };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;

@@ -37,6 +37,8 @@ const DAMAGED_CACHE_CODES: ReadonlySet<string> = new Set([
   'SLICE_CONFLICT',
   'SLICE_SIZE_MISMATCH',
   'IO_ERROR',
+  // A full disk or quota (the store's NO_SPACE, IO_ERROR before 2026-12-06): the snapshot still serves.
+  'NO_SPACE',
 ]);
 
 /**

@@ -1,7 +1,7 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
-import { isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
+import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -142,7 +142,17 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     return target;
   }
   const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-  if (binding === undefined) return target;
+  if (binding === undefined) {
+    // A stamp that proves nothing (a weak file system) is never recorded with a binding.
+    if (current !== null && (shardStampKind(current) !== 'file' || weakFileSystemOf(model, shardName) === undefined)) {
+      // Found to hold an entry's bytes by an earlier load through this store: as bound (its record may be under way, or have failed).
+      const key = findBoundSlice(cache.store, shardName, offsetBytes, sizeBytes, current);
+      const found = key === undefined ? undefined : cache.getEntry(key);
+      if (found !== undefined && entryDescribesTensor(found, target)) target.entry = found;
+      else target.unboundStamp = current;
+    }
+    return target;
+  }
   const kind = current === null ? undefined : shardStampKind(current);
   const policy = kind === 'object' ? cache.objectSources : cache.fileSources;
   // A file on a file system whose metadata cannot tell two files apart (two squashfs images of one

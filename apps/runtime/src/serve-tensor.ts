@@ -9,7 +9,7 @@ import {
 } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
+import { bindFoundSlice, checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { hashTensorKey } from './hash-tensor-key.js';
@@ -95,6 +95,11 @@ export interface ServeTarget {
    */
   /** `weak`: the file system (weakFileSystemOf) the shard is on, whose stamps prove nothing: checked at every load, never recorded. */
   unchecked?: { entry: CacheEntry; stamp: string; weak?: string };
+  /**
+   * Set when the slice has no binding and its shard has a stamp that proves something (not on a
+   * weak file system): the stamp a binding made from this tensor's bytes records (bindFoundSlice).
+   */
+  unboundStamp?: string;
 }
 
 
@@ -217,12 +222,16 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16')).key) : undefined;
   if (holder !== undefined) {
     const full = holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY;
-    return {
-      reason: 'missing',
-      detail: full
-        ? `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it: an entry binds at most ${MAX_SLICE_KEYS_PER_ENTRY} slices of identical tensors, and this one has as many`
-        : `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it (the cache was built from other shard names or offsets, or not from this model): a build of this model binds it`,
-    };
+    if (full) {
+      return {
+        reason: 'missing',
+        detail: `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it: an entry binds at most ${MAX_SLICE_KEYS_PER_ENTRY} slices of identical tensors, and this one has as many`,
+      };
+    }
+    const why = `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice was not bound to it (the cache was built from other shard names or offsets, or not from this model)`;
+    const { shardName, offsetBytes, sizeBytes } = target.slice;
+    const bound = target.unboundStamp === undefined ? undefined : bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp });
+    return { reason: 'missing', detail: bound === undefined ? `${why}: a build of this model binds it` : `${why}: ${bound}` };
   }
   return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
 }

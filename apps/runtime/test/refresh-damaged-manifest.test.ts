@@ -44,3 +44,12 @@ it('a refresh failing for another reason (a store aborted on purpose, a bug) sti
     expect((error as RuntimeError).details).toMatchObject({ storeCode: code });
   }
 });
+
+it('a refresh that meets a full disk or quota (the store\'s NO_SPACE) lets the load go on with the snapshot, as IO_ERROR does', async () => {
+  for (const code of ['NO_SPACE', 'IO_ERROR']) {
+    const failing = { ...fixture.cache, refresh: () => Promise.reject(Object.assign(new Error(`${code}: the disk is full`), { code })) };
+    const load = loadModel(fixture.model, failing);
+    for await (const tensor of load) expect(sameBytes(tensor.data, fixture.raw.get(tensor.name) as Uint8Array)).toBe(true);
+    expect(load.totals.refreshError?.code, code).toBe(code);
+  }
+});

@@ -266,8 +266,14 @@ describe('loads that hash on the decode threads', () => {
         const misses = await load(renamed);
         for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) {
           expect(misses.get(name), name).toMatchObject({ source: 'raw', reason: 'missing' });
-          expect(misses.get(name)?.detail, name).toMatch(/^entry [0-9a-f]{40} \(.*\) holds these bytes, but this slice is not bound to it \(the cache was built from other shard names or offsets, or not from this model\): a build of this model binds it$/);
+          expect(misses.get(name)?.detail, name).toMatch(
+            /^entry [0-9a-f]{40} \(.*\) holds these bytes, but this slice was not bound to it \(the cache was built from other shard names or offsets, or not from this model\): bound now: later loads through this cache handle serve it from the cache, and the binding is being recorded for other processes$/,
+          );
         }
+        expect(backend.stats().threadHashes).toBe(16);
+        // Bound by that load (its handle's close waited for the record): the next one hashes nothing.
+        const bound = await load(renamed);
+        for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) expect(bound.get(name), name).toMatchObject({ source: 'cache', reason: 'cached' });
         expect(backend.stats().threadHashes).toBe(16);
       } finally {
         await renamed.close();
