@@ -32,7 +32,8 @@ import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
-import { repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
+import { checkCachedBlob } from './check-cached-blob.js';
+import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
@@ -87,9 +88,12 @@ export interface BuildTensorReport {
   coverage: number | null;
   /** Payload bytes of its entry (encoded or cached), else null. */
   compBytes: number | null;
-  /** `--repair` put this cached entry's blob back (it was missing or damaged). */
+  /**
+   * This run put the cached entry's blob back: any build where a stat showed it missing, of
+   * another size or not a plain file; `--repair` also where its bytes were damaged.
+   */
   repaired?: true;
-  /** With `repaired`: what was wrong with the blob, where known (a directory cache; not on s3://). */
+  /** With `repaired`: what was wrong with the blob, where known (not under `--repair` on s3://). */
   repairedBlob?: 'missing' | 'damaged';
   /**
    * Its slice was left unbound: its entry holds MAX_SLICE_KEYS_PER_ENTRY slices already (thousands
@@ -115,11 +119,11 @@ export interface BuildReport {
   raw_bytes: number;
   /** comp_bytes / raw_bytes, null when nothing is cached. */
   ratio: number | null;
-  /** Payload bytes written by this run (new entries, and blobs put back by `repair`). */
+  /** Payload bytes written by this run (new entries, and blobs put back: `repaired`). */
   stored_bytes: number;
   /** Slice bindings this run wrote: new ones, and file stamps added to existing ones. */
   aliased: number;
-  /** Cached entries whose missing or damaged blob this run put back (`--repair`; counted in `cached`). */
+  /** Cached entries whose missing or damaged blob this run put back (BuildTensorReport.repaired; counted in `cached`). */
   repaired: number;
   /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
   unaliased: number;
@@ -204,7 +208,8 @@ export interface BuildCacheOptions {
   /**
    * Also check the blob of every tensor already cached (a full read with the store's checks, so a
    * re-run costs a verify's reading) and put back any blob found missing or damaged, from the model
-   * (CacheStore.repairBlob). Off by default: a re-run only looks at the manifest.
+   * (CacheStore.repairBlob). Off by default: a re-run stats each cached tensor's blob only
+   * (store.checkBlob), and puts back one missing, of another size, or not a plain file the same way.
    */
   repair?: boolean | undefined;
   /**
@@ -457,6 +462,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       storedBytes: 0,
       aliased: 0,
       pendingSlices: new Map(),
+      blobLooks: new Map(),
       dropPayload(bytes) {
         droppedBytes += bytes;
       },
@@ -645,7 +651,7 @@ interface TensorContext {
   tensorOfSlice(shardName: string, offsetBytes: number, sizeBytes: number): { name: string; file: string } | undefined;
   /** Each shard's stamp by shard name (SafetensorsShard.stamp), recorded with the slices bound. */
   shardStamps: ReadonlyMap<string, string | null>;
-  /** Check every cached tensor's blob and put back damaged ones (BuildCacheOptions.repair). */
+  /** Read every cached tensor's blob and put back damaged ones (BuildCacheOptions.repair); else only stat it. */
   repair: boolean;
   /**
    * Record each blob's SHA-256 (hashed on the worker that encoded it): an s3:// cache only, whose
@@ -659,6 +665,8 @@ interface TensorContext {
   aliased: number;
   /** Aliases of each entry this run has asked for and the store has not committed yet. */
   pendingSlices: Map<string, number>;
+  /** The look at each cached entry's blob this run made, by content key (lookAtBlobOnce). */
+  blobLooks: Map<string, Promise<BlobRepair>>;
   /** Counts payload bytes left to the GC (encoders that allocate their own payloads). */
   dropPayload(bytes: number): void;
 }
@@ -746,12 +754,13 @@ async function processKeyedTensor(
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
-    let repaired: BlobRepair = { bytes: 0, was: null };
+    let repaired: BlobRepair;
     try {
-      if (context.repair) {
-        context.checkFailure();
-        repaired = await context.duringLock(repairCachedBlob(store, existing, bytes, out));
-      }
+      context.checkFailure();
+      // --repair reads the blob whole; every build stats it (a copy of a cache may lack blobs its journal names).
+      repaired = await lookAtBlobOnce(context, key, () =>
+        context.repair ? context.duringLock(repairCachedBlob(store, existing, bytes, out)) : checkCachedBlob(store, existing, bytes, context.duringLock),
+      );
     } finally {
       releaseRaw(raw);
       slab.release(out);
@@ -826,6 +835,22 @@ async function processKeyedTensor(
     if (calibrated.payload) slab.release(out);
     else context.dropPayload(payload.byteLength);
   }
+}
+
+/**
+ * Looks at an entry's blob (`look`) once per run: identical tensors keyed at the same moment on two
+ * workers each found a missing blob and each put it back (counted twice, written twice). A later
+ * tensor of the same entry waits for the first look and reports nothing put back.
+ */
+async function lookAtBlobOnce(context: TensorContext, key: string, look: () => Promise<BlobRepair>): Promise<BlobRepair> {
+  const earlier = context.blobLooks.get(key);
+  if (earlier) {
+    await earlier;
+    return NOT_REPAIRED;
+  }
+  const task = look();
+  context.blobLooks.set(key, task);
+  return await task;
 }
 
 /** Top-16 coverage of a cached tensor, from its payload meta: the values that are not escapes. */

@@ -25,6 +25,16 @@ export async function repairCachedBlob(store: CacheStore, entry: CacheEntry, byt
       was = error.code === 'BLOB_MISSING' ? 'missing' : 'damaged';
     }
   }
+  return putBackBlob(store, entry, bytes, was);
+}
+
+/**
+ * Encodes the tensor `bytes` (whose content key is the entry's) again with the entry's own codebook,
+ * chunk size and format version, and has the store put the blob back (store.repairBlob: it refuses
+ * any other bytes, writes atomically under the writer lock, and writes nothing where the stored
+ * blob is intact).
+ */
+export async function putBackBlob(store: CacheStore, entry: CacheEntry, bytes: Uint8Array, was: BlobRepair['was']): Promise<BlobRepair> {
   let payload: Uint8Array = encode(viewBf16(bytes), createCodebook(entry.codebook.exponents), { chunkSize: entry.meta.chunkSize });
   if (entry.meta.version !== readPayloadMeta(payload).version) payload = convertPayloadVersion(payload, entry.meta.version);
   return (await store.repairBlob(entry.key, payload)) ? { bytes: payload.byteLength, was } : NOT_REPAIRED;
@@ -36,9 +46,10 @@ export interface BlobRepair {
   /**
    * What was wrong with the blob put back: `missing` (BLOB_MISSING), `damaged` (any other of
    * BLOB_DAMAGE_CODES: its size, checksum or meta, a link or a directory in its place); null when
-   * nothing was put back, or on s3://, where the object is compared, not read with the checks.
+   * nothing was put back, or by `--repair` on s3://, where the object is compared, not read with
+   * the checks.
    */
   was: 'missing' | 'damaged' | null;
 }
 
-const NOT_REPAIRED: BlobRepair = { bytes: 0, was: null };
+export const NOT_REPAIRED: BlobRepair = { bytes: 0, was: null };

@@ -17,8 +17,9 @@ export const buildCommand = defineCommand({
   description: 'Encode every BF16 tensor of a safetensors model into a cache (directory or s3://)',
   notes: [
     'Tensors that are not BF16, or whose Top-16 exponent coverage is below the gate, are skipped',
-    '(served raw). Identical tensors are stored once. Re-running finishes what is missing and',
-    'writes nothing new; an interrupted build leaves a valid cache.',
+    '(served raw). Identical tensors are stored once. Re-running finishes what is missing, puts',
+    "back cached tensors' blobs a stat finds missing (or of another size), and writes nothing",
+    'else; an interrupted build leaves a valid cache. --repair also reads every blob.',
     '',
     'Examples:',
     '  splitzip build ./model --out ./cache',
