@@ -15,6 +15,10 @@ import { throwIfInterrupted } from './throw-if-interrupted.js';
 
 export type ModelTensorStatus = 'ok' | 'not_cached' | 'failed';
 
+/** Why a tensor cached by content key with its slice bound to nothing fails, and what binds it (a build aliases it: no blob written). */
+export const UNBOUND_REASON =
+  'in the cache by content key, but its slice key is not aliased (a renamed shard, a tensor moved within its shard, or a build stopped before binding it): run build, which binds it and writes no blob';
+
 export interface ModelTensorCheck {
   name: string;
   dtype: string;
@@ -27,6 +31,12 @@ export interface ModelTensorCheck {
   reason: string | null;
   /** True where it failed because its shard file changed since its slice was bound (the text report groups these per shard). */
   stale?: true;
+  /**
+   * True where it failed because its bytes are cached (by content key) but its slice key is bound
+   * to no entry: a renamed shard, tensors moved within one, a build stopped before binding it. A
+   * plain build binds it, writing no blob (the text report groups these per shard and names it).
+   */
+  unbound?: true;
   /**
    * True where it is ok, but its slice's binding has no record of this shard file (a copy, a touched
    * file, a cache built before 2026-12-05): the bytes are the entry's, so the runtime serves it from
@@ -223,7 +233,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     stale: true,
   });
   if (bySlice && bySlice.key !== key && sizeBytes > 0) {
-    return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?)` };
+    return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?): run build --rebind` };
   }
   if (!byKey) {
     // Taken in the scan, or (a binding to other bytes) in a second pass.
@@ -242,7 +252,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   }
   if (!bySlice && sizeBytes > 0) {
     if (stale) return staleFailure();
-    return { ...base, key, status: 'failed', reason: 'in the cache by content key, but its slice key is not aliased' };
+    return { ...base, key, status: 'failed', reason: UNBOUND_REASON, unbound: true };
   }
 
   // The entry was found by this tensor's content key, so it describes these values; a manifest

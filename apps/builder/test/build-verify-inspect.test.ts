@@ -1,7 +1,7 @@
 // build -> verify -> inspect -> stats through the real binary, on generated models that have
 // non-BF16 tensors, escape-heavy tensors that fail the gate, duplicates, empty tensors, several shards.
-import { cp, readdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { cp, readdir, readFile, rename, stat, utimes, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, openCacheStore } from '@splitzip/store';
 import {
@@ -522,6 +522,58 @@ describe('sharded models and a second model sharing tensors', () => {
     expect(failed.code).toBe(1);
     expect(failed.stdout.match(/^ {2}FAIL /gm)).toHaveLength(1);
     expect(failed.stdout).toMatch(/^ {2}FAIL 3 tensors of touched\.safetensors \(its file holds other bytes than the entries they are bound to: changed, or another model's; e\.g\. t0\.weight\)/m);
+  });
+
+  it('a shard renamed after the build: its tensors FAIL once for the shard, naming the build that binds them; that build writes no blob, and verify passes', async () => {
+    const dir = join(temp.path, 'renamed');
+    const tensors = [0, 1, 2, 3].map((i) => gaussianBf16(`r${i}.weight`, [64, 64], 631 + i));
+    const { indexPath, shardPaths } = await writeShardedTestModel(dir, tensors, 2 * 64 * 64 * 2);
+    expect(shardPaths).toHaveLength(2);
+    const cacheDir = join(temp.path, 'cache-renamed');
+    await runJson<BuildJson>(['build', indexPath, '--out', cacheDir]);
+    // The second shard renamed, and the index with it.
+    const oldName = basename(shardPaths[1]!);
+    await rename(shardPaths[1]!, join(dir, 'renamed-shard.safetensors'));
+    await writeFile(indexPath, (await readFile(indexPath, 'utf8')).replaceAll(oldName, 'renamed-shard.safetensors'));
+
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', indexPath], 1);
+    const failed = json.model!.tensors.filter((t) => t.status === 'failed');
+    expect(failed.map((t) => t.name)).toEqual(['r2.weight', 'r3.weight']);
+    for (const tensor of failed) {
+      expect(tensor).toMatchObject({ shard: 'renamed-shard.safetensors', unbound: true });
+      expect(tensor.reason).toMatch(/its slice key is not aliased \(a renamed shard.*\): run build, which binds it and writes no blob$/);
+    }
+    const text = await runCli(['verify', cacheDir, '--model', indexPath]);
+    expect(text.code).toBe(1);
+    expect(text.stdout.match(/^ {2}FAIL /gm)).toHaveLength(1);
+    expect(text.stdout).toMatch(/^ {2}FAIL 2 tensors of renamed-shard\.safetensors \(e\.g\. r2\.weight\): in the cache by content key, but its slice key is not aliased/m);
+    expect(text.stdout).toContain(`  slices not bound: \`splitzip build ${indexPath} --out ${cacheDir}\` binds them to the entries that hold their bytes (no blob is written)`);
+
+    // The command it names: binds both, writes no blob.
+    const { json: rebuilt } = await runJson<BuildJson>(['build', indexPath, '--out', cacheDir]);
+    expect(rebuilt).toMatchObject({ encoded: 0, cached: 4, aliased: 2, stored_bytes: 0 });
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', indexPath])).json.ok).toBe(true);
+  });
+
+  it('a slice bound, with its file\'s very stamp, to an entry of other bytes: FAIL naming build --rebind, which mends it', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'crossed.safetensors'), [gaussianBf16('a.weight', [64, 64], 641), gaussianBf16('b.weight', [64, 64], 642)]);
+    const cacheDir = join(temp.path, 'cache-crossed');
+    const { json: built } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
+    const [a, b] = built.tensors;
+    const { openSafetensorsModel } = await import('@splitzip/safetensors');
+    const model = await openSafetensorsModel(modelPath);
+    const store = await openCacheStore(cacheDir);
+    try {
+      // a's slice moved to b's entry with the file's current stamp: trusted, but not a's bytes.
+      await store.aliasSlices([{ key: b!.key!, shardName: a!.shard, offsetBytes: a!.offsetBytes, sizeBytes: a!.sizeBytes, stamp: model.shards[0]!.stamp! }], { rebind: true });
+    } finally {
+      await store.close();
+      await model.close();
+    }
+    const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath], 1);
+    expect(json.model!.tensors.find((t) => t.name === 'a.weight')!.reason).toBe(`slice key bound to entry ${b!.key}, but the file now holds ${a!.key} (shard changed since the build?): run build --rebind`);
+    expect((await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind'])).json).toMatchObject({ encoded: 0, aliased: 1, stored_bytes: 0 });
+    expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath])).json.ok).toBe(true);
   });
 
   it('a copy whose stamp was dropped for newer ones (a binding keeps its latest MAX_SLICE_STAMPS): verify says it may have been, not only that the file is not recorded', async () => {

@@ -72,6 +72,14 @@ export const verifyCommand = defineCommand({
   },
 });
 
+/** Failed tensors for which `is` holds, by shard, where a shard has more than one (a single one is listed on its own). */
+function groupFailedByShard(tensors: readonly ModelTensorCheck[], is: (t: ModelTensorCheck) => boolean): Map<string, ModelTensorCheck[]> {
+  const byShard = new Map<string, ModelTensorCheck[]>();
+  for (const t of tensors) if (t.status === 'failed' && is(t)) byShard.set(t.shard, [...(byShard.get(t.shard) ?? []), t]);
+  for (const [shard, group] of byShard) if (group.length === 1) byShard.delete(shard);
+  return byShard;
+}
+
 export function renderVerifyReport(report: VerifyCommandReport): string {
   const lines: string[] = [];
   const s = report.store;
@@ -97,17 +105,24 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       `model ${m.model}: ${m.totals.tensors} tensors, ${m.totals.ok} cached and bit-identical, ` +
         `${m.totals.not_cached} not cached, ${m.totals.failed} failed`,
     );
-    // Tensors failed because their shard file holds other bytes than the entries they are bound to: one line per shard (a
-    // rewritten shard of a thousand tensors printed a thousand lines of the same cause).
-    const staleByShard = new Map<string, ModelTensorCheck[]>();
-    for (const t of m.tensors) if (t.status === 'failed' && t.stale) staleByShard.set(t.shard, [...(staleByShard.get(t.shard) ?? []), t]);
+    // Tensors failed for one cause of their shard file: one line per shard (a rewritten shard of a
+    // thousand tensors printed a thousand lines of the same cause). Stale: the file holds other
+    // bytes than the entries they are bound to; unbound: their bytes are cached, their slices bound
+    // to nothing (a renamed shard).
+    const staleByShard = groupFailedByShard(m.tensors, (t) => t.stale === true);
+    const unboundByShard = groupFailedByShard(m.tensors, (t) => t.unbound === true);
     for (const [shard, tensors] of staleByShard) {
-      if (tensors.length === 1) continue;
       lines.push(`  FAIL ${tensors.length} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
     }
+    for (const [shard, tensors] of unboundByShard) {
+      lines.push(`  FAIL ${tensors.length} tensors of ${shard} (e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
+    }
     for (const t of m.tensors) {
-      if (t.status !== 'failed' || (t.stale && (staleByShard.get(t.shard)?.length ?? 0) > 1)) continue;
+      if (t.status !== 'failed' || (t.stale && staleByShard.has(t.shard)) || (t.unbound && unboundByShard.has(t.shard))) continue;
       lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
+    }
+    if (m.tensors.some((t) => t.status === 'failed' && t.unbound)) {
+      lines.push(`  slices not bound: \`splitzip build ${m.model} --out ${report.cache}\` binds them to the entries that hold their bytes (no blob is written)`);
     }
     // Ok, but their shard file is not recorded yet (a copy, a touched file): one line per shard.
     const unrecordedByShard = new Map<string, ModelTensorCheck[]>();
