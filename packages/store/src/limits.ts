@@ -99,6 +99,14 @@ export const MAX_PID = 2 ** 22;
 export const UNPARSEABLE_LOCK_STALE_MS = 10_000;
 /** gc removes a temp file of a live (or foreign-host) pid only after this long. */
 export const TEMP_FILE_MAX_AGE_MS = 24 * 3600_000;
+
+/**
+ * A lock attempt's temp file younger than this is never swept when the lock is taken, whatever its
+ * pid says: it exists for the milliseconds between its write and its link, so only a killed
+ * attempt's outlives this, and a pid space misjudged (no /proc/self/ns/pid: two containers of one
+ * host name and boot) cannot remove a live attempt's.
+ */
+export const LOCK_TEMP_MIN_AGE_MS = 60_000;
 /** Concurrent blob writes of one addEntries call. */
 export const BLOB_WRITE_CONCURRENCY = 4;
 

@@ -6,6 +6,7 @@ import { readdir, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
+import { LOCK_TEMP_MIN_AGE_MS } from '../src/limits.js';
 import { pidSpaceTag } from '../src/write-lock.js';
 import { makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -32,10 +33,15 @@ it("taking the writer lock removes the lock's abandoned temp files, and only tho
     live: `lock.tmp-${process.pid}-3333333333333333.${tag}`,
     foreign: `lock.tmp-${dead}-4444444444444444.${otherTag}`,
     manifestTemp: `manifest.json.tmp-${dead}-5555555555555555.${tag}`,
+    // A dead pid's attempt made just now: younger than LOCK_TEMP_MIN_AGE_MS, it stays (a pid space
+    // misjudged must not cost a live attempt its temp file, which lives for milliseconds).
+    deadYoung: `lock.tmp-${dead}-6666666666666666.${tag}`,
   };
   for (const name of Object.values(names)) await writeFile(join(root, name), record);
   const old = new Date(Date.now() - 48 * 3600_000);
+  const minuteAgo = new Date(Date.now() - LOCK_TEMP_MIN_AGE_MS - 5_000);
   await utimes(join(root, names.oldUntagged), old, old);
+  for (const name of [names.dead, names.deadBreak, names.live, names.foreign]) await utimes(join(root, name), minuteAgo, minuteAgo);
 
   await store.addEntry(toInput(makeTensor([8, 8], 1), 'w'));
   await store.close();
@@ -44,7 +50,7 @@ it("taking the writer lock removes the lock's abandoned temp files, and only tho
   expect(left).not.toContain(names.dead);
   expect(left).not.toContain(names.deadBreak);
   expect(left).not.toContain(names.oldUntagged);
-  expect(left).toEqual(expect.arrayContaining([names.live, names.foreign, names.manifestTemp]));
+  expect(left).toEqual(expect.arrayContaining([names.live, names.foreign, names.manifestTemp, names.deadYoung]));
 });
 
 it('a sweep that cannot list the directory does not fail the acquisition', async () => {
