@@ -68,7 +68,7 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
     const file = error.file ?? context.file;
     return new BuilderError(
       'MODEL_CHANGED',
-      `MODEL_CHANGED: ${file ?? 'a shard file'} was rewritten (its size or modification time changed) while the build read it${where}; ` +
+      `MODEL_CHANGED: ${file ?? 'a shard file'} was rewritten (its size, modification time or header changed) while the build read it${where}; ` +
         'entries committed so far stay valid: run the build again once the model is no longer being written',
       { file, tensor: context.tensor ?? error.tensor },
       { cause: error },

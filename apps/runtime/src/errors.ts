@@ -19,8 +19,8 @@ export type RuntimeErrorCode =
   /** A shard file could not be opened or read (deleted, truncated, permission). */
   | 'SHARD_READ_FAILED'
   /**
-   * A shard file was rewritten in place (its size or modification time changed) since the model was
-   * opened: neither its cached nor its raw bytes are served through that handle; open the model again.
+   * A shard file was rewritten in place (its size or modification time changed, or its header, the
+   * modification time put back) since the model was opened: neither its cached nor its raw bytes are served through that handle; open the model again.
    */
   | 'SHARD_CHANGED'
   /** A slice `(shardName, offsetBytes, sizeBytes)` matches no tensor of the model and no cache entry. */

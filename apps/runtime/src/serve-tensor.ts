@@ -230,7 +230,12 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     }
     const why = `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice was not bound to it (the cache was built from other shard names or offsets, or not from this model)`;
     const { shardName, offsetBytes, sizeBytes } = target.slice;
-    const bound = target.unboundStamp === undefined ? undefined : bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp });
+    // Only a tensor of the entry's own name: a renamed or re-sharded copy of the model keeps its
+    // tensor names. Bytes cached under another name (a tied weight, or another model's tensor that
+    // happens to match) are left to a build: a bare slice request, which no model checks, follows
+    // whatever its slice is bound to.
+    const bindable = target.unboundStamp !== undefined && holder.qualname === target.name;
+    const bound = bindable ? bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp! }) : undefined;
     return { reason: 'missing', detail: bound === undefined ? `${why}: a build of this model binds it` : `${why}: ${bound}` };
   }
   return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };

@@ -8,7 +8,9 @@ import { chmod } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { isRuntimeError } from '../src/errors.js';
 import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { buildCache, makeTempDir, readAllRaw, sameBytes, tunedWeights, writeModel } from './fixtures.js';
 
@@ -55,6 +57,30 @@ it('a renamed copy of the model: the first load binds each slice it finds cached
     }
   } finally {
     await renamed.close();
+  }
+});
+
+it("bytes cached under another tensor's name are not bound: another model's load must not change what a bare slice of this one is served", async () => {
+  const tensorsA = tensors();
+  const modelA = await writeModel(join(root, 'named-a'), tensorsA, 1 << 20, 'model');
+  const cacheDir = join(root, 'named-cache');
+  await buildCache(modelA, cacheDir, { skip: ['a.weight'] });
+  const sliceA = modelA.tensors.find((t) => t.name === 'a.weight')!.slice;
+  // Model B: the same names and layout, its a.weight holding A's c.weight bytes (cached as c.weight).
+  const modelB = await writeModel(join(root, 'named-b'), tensorsA.map((t) => (t.name === 'a.weight' ? { ...t, data: tensorsA[2]!.data } : t)), 1 << 20, 'model');
+  const cache = await openShardCache(cacheDir);
+  try {
+    const load = loadModel(modelB, cache, { backend: 'cpu' });
+    await load.drain();
+    expect(load.reports.find((r) => r.name === 'a.weight')?.detail).toMatch(/holds these bytes, but this slice was not bound to it .*: a build of this model binds it$/);
+    await cache.flushObjectStamps!(); // b and c: their stamps recorded (unchecked, the entry's bytes)
+    expect(cache.lookupBySlice(sliceA.shardName, sliceA.offsetBytes, sliceA.sizeBytes)).toBeUndefined();
+    const bare = await loadTensor(sliceA, { cache, backend: 'cpu' }).then(() => 'served', (error: unknown) => (isRuntimeError(error) ? error.code : String(error)));
+    expect(bare).toBe('SLICE_NOT_FOUND');
+  } finally {
+    await cache.close();
+    await modelA.close();
+    await modelB.close();
   }
 });
 

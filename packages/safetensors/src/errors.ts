@@ -49,7 +49,10 @@ export type SafetensorsErrorCode =
   | 'TENSOR_TOO_LARGE'
   | 'UNEXPECTED_EOF'
   | 'MODEL_CLOSED'
-  /** A shard file's size or modification time changed since the model was opened: its header may no longer describe it. */
+  /**
+   * A shard file's size or modification time changed since the model was opened (its header may no
+   * longer describe it), or only its ctime moved and its header reads otherwise (the mtime put back).
+   */
   | 'SHARD_CHANGED'
   | 'INVALID_ARGUMENT'
   // writing

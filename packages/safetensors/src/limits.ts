@@ -24,7 +24,8 @@ export const HEADER_ALIGNMENT_BYTES = 8;
 export const HEADER_PREFIX_BYTES = 8;
 
 /**
- * A read checks its shard's stamp (size and mtime of the open file: SHARD_CHANGED when it moved)
+ * A read checks its shard's stamp (size and mtime of the open file, and its header once its ctime
+ * moved: SHARD_CHANGED when they changed)
  * unless a read of that shard checked it less than this long before. The check is an fstat (~3 µs
  * on the 2-core VM, ~7-12 % of a page-cache load of a model of many small tensors when made after
  * every read), and a file's mtime itself moves only once per kernel clock tick (1-10 ms).

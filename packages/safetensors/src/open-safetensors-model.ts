@@ -400,10 +400,15 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
    * read tensors at its old header's offsets. So a moved ctime costs one read of the prefix and
    * header (small, once per new ctime): the same bytes, and every offset the model knows holds.
    */
+  // The first stamp found with another header: the file is not the one parsed, whatever follows.
+  let changedStamp: string | undefined;
   const unchangedAt = (now: string): boolean => {
     if (now === trustedStamp) return true;
-    if (!isSameFileContentStamp(now, stamp)) return false;
-    if (parsed.headerDigest !== undefined && !parsed.headerDigest.equals(digestFileHead(handle.fd, parsed.headerEnd))) return false;
+    if (changedStamp !== undefined || !isSameFileContentStamp(now, stamp)) return false;
+    if (parsed.headerDigest !== undefined && !parsed.headerDigest.equals(digestFileHead(handle.fd, parsed.headerEnd))) {
+      changedStamp = now;
+      return false;
+    }
     trustedStamp = now;
     return true;
   };
