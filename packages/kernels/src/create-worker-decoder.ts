@@ -78,7 +78,10 @@ export interface WorkerDecoderOptions {
   threads?: number | undefined;
   /** Tensors smaller than this decode on the calling thread (default DEFAULT_MIN_PARALLEL_ELEMENTS). */
   minParallelElements?: number | undefined;
-  /** The worker script (default: decode-worker.js next to this module in dist/). */
+  /**
+   * The worker script (default: decode-worker.js next to this module in dist/). In a bundle that
+   * inlined this package: the installed one, `new URL(import.meta.resolve('@splitzip/kernels/decode-worker'))`.
+   */
   workerUrl?: URL | string | undefined;
   /**
    * Whether the calling thread works too (default true): it checks the checksum, then claims
@@ -108,12 +111,14 @@ export interface WorkerDecoderOptions {
 export interface WorkerDecoder {
   readonly threads: number;
   /**
-   * Workers that died (failed to load, threw, exited) since the decoder was made; each call starts
-   * new ones in their place. With `callerDecodes` (default) the calling thread then decodes alone
-   * and every result is still right: this and `lastWorkerFailure` are the only sign of it.
+   * Workers that died (failed to load, threw, exited) since the decoder was made, each once; each
+   * call starts new ones in their place. With `callerDecodes` (default) the calling thread then
+   * decodes alone and every result is still right: this and `lastWorkerFailure` are the only sign
+   * of it. A death that has happened is counted by the time a decode the calling thread finished
+   * alone resolves (a worker still starting then is counted later).
    */
   readonly workerDeaths: number;
-  /** Why the last worker died, or null. */
+  /** Why the last worker died (its error's message, or `exit code N`), or null. */
   readonly lastWorkerFailure: string | null;
   /** The shared arena whose views decode in place (from `arena` or `arenaBytes`), or null. */
   readonly arena: CodecArena | null;
@@ -246,19 +251,24 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (reply.ok) task.resolve();
       else task.reject(rebuildError(reply.error));
     });
-    const onDeath = (error: Error): void => {
+    // A worker that throws (its script failed to load included) emits 'error' and then 'exit':
+    // one death, whose reason is the error's, not "exit code 1" (it counted twice, reason lost).
+    let dead = false;
+    const onDeath = (reason: string): void => {
+      if (dead) return;
+      dead = true;
       const index = pool.indexOf(entry);
       if (index >= 0) pool.splice(index, 1);
       if (!disposed) {
         workerDeaths++;
-        lastWorkerFailure = error.message;
+        lastWorkerFailure = reason;
       }
-      failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${error.message}`, {}));
+      failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${reason}`, {}));
     };
-    worker.on('error', onDeath);
+    worker.on('error', (error: Error) => onDeath(error.message));
     worker.on('exit', (code: number) => {
       markExited();
-      onDeath(new Error(`exit code ${code}`));
+      onDeath(`exit code ${code}`);
     });
     // After the listeners: a 'message' listener starts and refs its port again.
     worker.unref();
@@ -538,6 +548,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       } else if (digests !== null) {
         verifySegmentDigests(local.payload, meta, digests);
       }
+      // The calling thread may have done every range while a worker had not started, or had
+      // died unheard: a death is an event of this thread's loop, so without this turn back-to-back
+      // decodes resolved with workerDeaths still 0. Only while some worker is not ready.
+      if (pool.some((entry) => Atomics.load(entry.ready, 0) === 0)) await hearWorkerEvents();
       return target;
     }
     // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),
@@ -768,6 +782,14 @@ async function waitUntilReady(ready: Int32Array, timeoutMs: number): Promise<voi
     const waiting = waitAsync(ready, 0, 0, Math.min(left, 100));
     if (waiting.async) await waiting.value;
   }
+}
+
+/**
+ * Lets this thread's event loop deliver the workers' 'error' and 'exit' events that have arrived.
+ * Two immediates: called from an I/O callback, the first one runs before the loop polls again.
+ */
+async function hearWorkerEvents(): Promise<void> {
+  for (let turn = 0; turn < 2; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 /** Atomics.waitAsync (Node ≥ 16; not in the ES2022 lib typings). */

@@ -1,0 +1,91 @@
+import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
+import { describe, expect, it } from 'vitest';
+import { createWorkerDecoder, type WorkerDecoder } from '../src/node.js';
+import { modelLikeValues } from './fixtures.js';
+import { firstMismatch } from './reference-decode.js';
+
+const values = modelLikeValues((1 << 20) + 5, 43);
+const source = codecEncode(values, calibrateCodebook(values).codebook);
+const payload = new Uint8Array(new SharedArrayBuffer(source.length));
+payload.set(source);
+
+/** Long enough for a worker thread to start and fail on this loaded 2-core VM (~20-50 ms measured). */
+const WORKER_FAIL_MS = 1500;
+
+/** Blocks this thread (no event-loop turn), so a worker's death arrives but is not yet delivered. */
+function blockFor(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+async function settle(decoder: WorkerDecoder, deaths: number): Promise<void> {
+  for (let i = 0; i < 100 && decoder.workerDeaths < deaths; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  // Any second event of the same death (the 'exit' after an 'error') has come by now too.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+}
+
+// A worker whose script cannot load or throws emits 'error' and then 'exit': it counted as two
+// deaths, and lastWorkerFailure said "exit code 1" instead of why.
+describe('workerDeaths and lastWorkerFailure', () => {
+  const cases = [
+    { name: 'a script that cannot be found', url: new URL('file:///nonexistent/splitzip-decode-worker.js'), reason: /Cannot find module '\/nonexistent\/splitzip-decode-worker\.js'/ },
+    { name: 'a script that throws on load', url: new URL('./workers/throwing-worker.mjs', import.meta.url), reason: /^worker script threw on load$/ },
+  ];
+  for (const { name, url, reason } of cases) {
+    it(`count one death per worker, with its reason: ${name}`, async () => {
+      const decoder = createWorkerDecoder({ threads: 2, minParallelElements: 0, workerUrl: url });
+      try {
+        expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+        await settle(decoder, 2);
+        expect(decoder.workerDeaths).toBe(2);
+        expect(decoder.lastWorkerFailure).toMatch(reason);
+      } finally {
+        await decoder.dispose();
+      }
+    });
+  }
+
+  it('a worker that exits is one death, its exit code the reason', async () => {
+    const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('./workers/exiting-worker.mjs', import.meta.url) });
+    try {
+      await decoder.decode(payload);
+      await settle(decoder, 1);
+      expect(decoder.workerDeaths).toBe(1);
+      expect(decoder.lastWorkerFailure).toBe('exit code 3');
+    } finally {
+      await decoder.dispose();
+    }
+  });
+
+  // The calling thread decoded alone and back-to-back calls resolved before the event loop turned:
+  // the counters stayed 0 however many decodes ran without a worker.
+  it('a death that arrived during a decode the calling thread finished alone is counted when it resolves', async () => {
+    const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('file:///nonexistent/splitzip-decode-worker.js') });
+    try {
+      await decoder.decode(payload);
+      // The worker fails meanwhile; its 'error' event waits for this thread's event loop.
+      blockFor(WORKER_FAIL_MS);
+      const decoded = await decoder.decode(payload);
+      expect(firstMismatch(decoded, values)).toBe(-1);
+      expect(decoder.workerDeaths).toBe(1);
+      expect(decoder.lastWorkerFailure).toMatch(/Cannot find module/);
+    } finally {
+      await decoder.dispose();
+    }
+  });
+});
+
+// A bundle that inlined this package must pass the installed worker script; it had no export of
+// its own (the probe went through package.json's path), so import.meta.resolve could not name it.
+describe('the ./decode-worker subpath', () => {
+  it('names the built worker script, and a decoder given it runs its workers', async () => {
+    const resolved = new URL(import.meta.resolve('@splitzip/kernels/decode-worker'));
+    expect(resolved.href).toBe(new URL('../dist/decode-worker.js', import.meta.url).href);
+    const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, callerDecodes: false, workerUrl: resolved });
+    try {
+      expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+      expect(decoder.workerDeaths).toBe(0);
+    } finally {
+      await decoder.dispose();
+    }
+  });
+});
