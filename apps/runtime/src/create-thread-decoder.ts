@@ -195,9 +195,23 @@ let hasWorkerScript: boolean | undefined;
 function defaultWorkerUrl(): URL {
   if (workerUrl !== undefined) return workerUrl;
   const beside = new URL('./decode-thread.js', import.meta.url);
-  // Running from src/ (tests): the built worker.
-  workerUrl = existsSync(fileURLToPath(beside)) ? beside : new URL('../dist/decode-thread.js', import.meta.url);
+  // Running from src/ (tests): the built worker. Only there: from a bundle, <bundle dir>/../dist/
+  // is unrelated to this package, and a failure naming it sent users looking in the wrong place.
+  const fromSource = import.meta.url.endsWith('.ts') && !existsSync(fileURLToPath(beside));
+  workerUrl = fromSource ? new URL('../dist/decode-thread.js', import.meta.url) : beside;
   return workerUrl;
+}
+
+/**
+ * Why no decode thread can start when the default worker script is missing: where it was looked
+ * for, and what to pass instead (a bundle that inlined the runtime leaves it out).
+ */
+export function describeMissingThreadWorker(): string {
+  return (
+    `the runtime's worker script decode-thread.js is not at ${fileURLToPath(defaultWorkerUrl())} (beside the runtime's module; ` +
+    `a bundle that inlined @splitzip/runtime leaves it out): keep @splitzip/runtime external to the bundle, or pass ` +
+    `backend: createThreadDecoder({ workerUrl: new URL(import.meta.resolve('@splitzip/runtime/decode-thread')) })`
+  );
 }
 
 /** The bytes of a job that sends none (a hash stream's discard). */
@@ -335,7 +349,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       else task.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
     });
     let died = false;
-    const die = (error: Error) => {
+    const die = (cause: Error) => {
+      // The default script missing: say where it was looked for and what to pass, not only
+      // "Cannot find module …" (once: 'error' and 'exit' both land here).
+      const error = !died && !entry.ready && options.workerUrl === undefined && !hasThreadWorker() ? new Error(`${cause.message}: ${describeMissingThreadWorker()}`) : cause;
       // 'error' then 'exit' both land here: the first one says why.
       if (!died && !entry.ready) {
         startFailures += 1;

@@ -6,7 +6,8 @@ import { RuntimeError } from './errors.js';
 
 /**
  * How a caller picks the decoder:
- * - `'auto'` (default): `'threads'` where its worker script is present (the built package), else `'cpu'`;
+ * - `'auto'` (default): `'threads'` where its worker script is present (the built package), else `'cpu'`
+ *   (named so: see createAutoCpuDecoder);
  * - `'cpu'`: the codec's fast path on the calling thread, sliced (see createCpuDecoder);
  * - `'threads'`: the runtime's worker threads verify and decode off the calling thread (one
  *   process-wide pool, see createThreadDecoder) — the choice when reads are slow (network, paced);
@@ -16,12 +17,29 @@ import { RuntimeError } from './errors.js';
  */
 export type BackendOption = 'auto' | 'cpu' | 'threads' | 'workers' | Kernels | DecodeBackend;
 
+/**
+ * What `'auto'` picks without the decode threads' script: the CPU decoder, its name saying so
+ * (`cpu:wasm-simd (auto: no decode-thread.js)`, in each tensor's `backend` and the totals'
+ * `backends`). A bundle that inlined the runtime loses the threads this way; the name was the
+ * plain `'cpu'` one, so nothing told it apart from a load that asked for `'cpu'`.
+ */
+function createAutoCpuDecoder(): DecodeBackend {
+  const cpu = createCpuDecoder();
+  // A getter (the codec's backend is read at each call), kept as it is.
+  const described = Object.getOwnPropertyDescriptor(cpu, 'name');
+  const cpuName = (): string => String(described?.get !== undefined ? described.get.call(cpu) : described?.value);
+  return Object.defineProperty(cpu, 'name', { get: () => `${cpuName()} (${AUTO_WITHOUT_THREADS})`, enumerable: true, configurable: true });
+}
+
+/** The suffix of the backend name `'auto'` gives when it cannot start decode threads. */
+export const AUTO_WITHOUT_THREADS = 'auto: no decode-thread.js';
+
 function isKernels(value: object): value is Kernels {
   return typeof (value as Kernels).decodeToDevice === 'function' && typeof (value as Kernels).dispose === 'function';
 }
 
 export function resolveDecodeBackend(option: BackendOption | undefined): DecodeBackend {
-  if (option === undefined || option === 'auto') return hasThreadWorker() ? getSharedThreadDecoder() : createCpuDecoder();
+  if (option === undefined || option === 'auto') return hasThreadWorker() ? getSharedThreadDecoder() : createAutoCpuDecoder();
   if (option === 'cpu') return createCpuDecoder();
   if (option === 'threads') return getSharedThreadDecoder();
   if (option === 'workers') return createWorkerPoolDecoder();
