@@ -66,6 +66,7 @@ export type {
   GcOptions,
   GcReport,
   S3StoreOptions,
+  S3ClientLike,
   ReadBlobOptions,
   OpenedBlob,
   ReadThroughBlobStats,

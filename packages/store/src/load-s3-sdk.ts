@@ -8,6 +8,27 @@ export interface S3Sdk {
   http: typeof NodeHttp;
 }
 
+/**
+ * The SDK packages s3:// needs, with the ranges this package declares them as optional peer
+ * dependencies (package.json; a test keeps the two equal). Not dependencies: ~22 MB that every
+ * install of a local-cache user downloaded for nothing.
+ */
+export const S3_SDK_PACKAGES = {
+  '@aws-sdk/client-s3': '^3.1175.0',
+  '@smithy/node-http-handler': '^4.14.2',
+} as const;
+
+/** What to run where the SDK is missing (quoted: `^` is special to some shells). */
+export const S3_SDK_INSTALL_COMMAND = `npm i ${Object.entries(S3_SDK_PACKAGES)
+  .map(([name, range]) => `"${name}@${range}"`)
+  .join(' ')}`;
+
+/** Whether loading the SDK failed because a package of it is not installed (not a broken install). */
+export function isSdkMissing(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND';
+}
+
 let loading: Promise<S3Sdk> | undefined;
 
 /**

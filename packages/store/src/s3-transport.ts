@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { StoreError, isStoreError } from './errors.js';
 import { updateHash } from './hash-bytes.js';
-import { loadS3Sdk, type S3Sdk } from './load-s3-sdk.js';
+import { isSdkMissing, loadS3Sdk, S3_SDK_INSTALL_COMMAND, type S3Sdk } from './load-s3-sdk.js';
 import { normalizeEtag } from './normalize-etag.js';
 import type { S3Location } from './s3-layout.js';
 import type { S3StoreOptions } from './types.js';
@@ -254,7 +254,8 @@ const regionOf = (options: S3StoreOptions) => options.region ?? process.env.AWS_
 
 /** The caller's client (`options.client`), or a new one with the store's settings. */
 export function createS3Client(sdk: S3Sdk, options: S3StoreOptions, settings: ResolvedS3Settings): S3Client {
-  if (options.client !== undefined) return options.client;
+  // An S3Client by contract (S3ClientLike only keeps the SDK's types out of the declarations).
+  if (options.client !== undefined) return options.client as S3Client;
   const endpoint = endpointOf(options);
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const connectTimeoutMs = options.connectTimeoutMs ?? 3_000;
@@ -313,7 +314,9 @@ export class S3Transport {
       },
       (error: unknown) => {
         this.connecting = undefined;
-        throw new StoreError('S3_ERROR', `cannot load the AWS SDK for S3: ${describeError(error)}`, {
+        // An optional peer dependency: say what to install, not only what was not found.
+        const advice = isSdkMissing(error) ? `; s3:// caches need it installed beside @splitzip/store: ${S3_SDK_INSTALL_COMMAND}` : '';
+        throw new StoreError('S3_ERROR', `cannot load the AWS SDK for S3: ${describeError(error)}${advice}`, {
           details: { endpoint: this.endpoint },
           cause: summarizeCause(error),
         });

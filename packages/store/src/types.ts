@@ -1,4 +1,3 @@
-import type { S3Client } from '@aws-sdk/client-s3';
 import type { CodebookJson } from '@splitzip/codec';
 
 /**
@@ -223,13 +222,23 @@ export interface OpenCacheStoreOptions {
 }
 
 /**
+ * An `S3Client` of `@aws-sdk/client-s3`, typed by what the store calls on it. The SDK is an optional
+ * peer dependency: naming its type here made these declarations fail to type-check (skipLibCheck
+ * off) wherever it is not installed.
+ */
+export interface S3ClientLike {
+  send(command: never, options?: { abortSignal?: AbortSignal }): Promise<unknown>;
+  destroy(): void;
+}
+
+/**
  * Object-store settings. Endpoint, credentials and region default to the AWS SDK's environment
  * variables (AWS_ENDPOINT_URL[_S3], AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); a custom
  * endpoint switches to path-style addressing.
  */
 export interface S3StoreOptions {
-  /** A ready client (its own endpoint, credentials, retries); the store then adds only its own retries. */
-  client?: S3Client | undefined;
+  /** A ready `S3Client` (its own endpoint, credentials, retries); the store then adds only its own retries. */
+  client?: S3ClientLike | undefined;
   /** Overrides AWS_ENDPOINT_URL(_S3), e.g. `http://127.0.0.1:7480`. */
   endpoint?: string | undefined;
   /** Overrides AWS_REGION; default us-east-1 when neither is set. */
