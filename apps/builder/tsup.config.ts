@@ -1,19 +1,34 @@
 import { cjsImportMetaUrl } from '@splitzip/tsup-config';
-import { defineConfig } from 'tsup';
+import { defineConfig, type Options } from 'tsup';
 
-export default defineConfig({
-  // index: the library (build logic, model analysis, verification) for other apps to reuse;
-  // cli: the `splitzip` binary (its shebang is kept); hash-worker: the worker-thread entry,
-  // loaded by URL next to the module that spawns it, so it must be a file of its own.
-  entry: ['src/index.ts', 'src/cli.ts', 'src/hash-worker.ts'],
-  format: ['esm', 'cjs'],
-  dts: { entry: 'src/index.ts' },
+const common: Options = {
   esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
   sourcemap: true,
-  clean: true,
   target: 'es2022',
   // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
   // console.log's output of every error).
   keepNames: true,
   platform: 'node',
-});
+};
+
+export default defineConfig([
+  {
+    // index: the library (build logic, model analysis, verification) for other apps to reuse;
+    // cli: the `splitzip` binary (its shebang is kept); hash-worker: the worker-thread entry,
+    // loaded by URL next to the module that spawns it, so it must be a file of its own.
+    ...common,
+    entry: ['src/index.ts', 'src/cli.ts', 'src/hash-worker.ts'],
+    format: ['esm'],
+    dts: { entry: 'src/index.ts' },
+    clean: true,
+  },
+  {
+    // CommonJS for `require('@splitzip/builder')` only: the bin is dist/cli.js, and a cli.cjs
+    // (136 KB, the whole builder again) was shipped that nothing ran.
+    ...common,
+    entry: ['src/index.ts', 'src/hash-worker.ts'],
+    format: ['cjs'],
+    dts: { entry: 'src/index.ts' },
+    clean: false,
+  },
+]);
