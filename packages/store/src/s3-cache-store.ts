@@ -272,6 +272,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private readonly readThrough: ReadThroughCache | undefined;
   /** What the read-through directory did for blob reads (readThroughStats). */
   private readonly blobCopies: ReadThroughBlobStats = { hits: 0, misses: 0, damaged: 0, written: 0, writeFailures: 0 };
+  /** Entries whose last read was served from this host's read-through copy (at most one per entry). */
+  private readonly servedFromCopy = new Set<string>();
   /** Entry objects kept in the read-through directory, as whole-object ranges (`object.<identity sha256>.bin`). */
   private readonly entryCopies: ReadThroughRanges | undefined;
   /** File stamps of this host's shard files (a file stamp describes one host's file: never in the bucket). */
@@ -393,6 +395,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         try {
           checkBlobPayload(entry, view, { checksum });
           this.blobCopies.hits++;
+          this.servedFromCopy.add(entry.key);
           return view;
         } catch {
           this.blobCopies.damaged++;
@@ -402,14 +405,25 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         this.blobCopies.misses++;
       }
     }
+    this.servedFromCopy.delete(entry.key);
     await this.readObjectInto(entry, view);
     try {
       checkBlobPayload(entry, view, { checksum });
     } catch (error) {
-      // Damaged at rest or on the way (one read cannot tell): either way, raw ranges fetched from this
-      // endpoint in this process are not kept (openS3ObjectSource).
+      // Damaged on the way or at rest: one read cannot tell, a second can. Fetched again intact, the
+      // first body was damaged in transit, and raw ranges fetched from this endpoint in this process
+      // are not kept (reportTransitDamage: openS3ObjectSource); damaged again, the object itself is,
+      // which says nothing of the endpoint (every load touching it distrusted every model source on
+      // it before). An intact payload of another tensor (META_MISMATCH) is no damage of either kind.
+      const path = this.transport.describe(blobObjectName(entry.key, blobSha256Of(entry)));
+      if (isStoreError(error, 'META_MISMATCH')) throw error.withContext({ path });
+      await this.readObjectInto(entry, view);
+      try {
+        checkBlobPayload(entry, view, { checksum });
+      } catch (again) {
+        throw isStoreError(again) ? again.withContext({ path }) : again;
+      }
       reportTransitDamage(this.transport.endpoint);
-      throw isStoreError(error) ? error.withContext({ path: this.transport.describe(blobObjectName(entry.key, blobSha256Of(entry))) }) : error;
     }
     if (this.readThrough) {
       // The local copy is an optimisation: a full disk must not fail the read. Unchecked here when
@@ -449,7 +463,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const entry = this.state.entries.get(key);
     if (!entry || !this.readThrough) return;
     this.blobCopies.damaged++; // found by the caller's checksum: its read was counted a hit
-    reportTransitDamage(this.transport.endpoint); // a fetched body, or a copy of one: as in readBlob
+    // A fetched body the caller found damaged came that way; a copy of this host's disk blames itself alone.
+    if (!this.servedFromCopy.delete(entry.key)) reportTransitDamage(this.transport.endpoint);
     await this.readThrough.remove(entry.key, blobSha256Of(entry));
   }
 

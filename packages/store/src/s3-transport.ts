@@ -348,8 +348,8 @@ export class S3Transport {
    * `requestDeadlineMs` (a server that trickles bytes is never idle long enough for the socket
    * timeout: the attempt counts as a transient failure).
    */
-  private withRetries<T>(operation: string, name: string, attempt: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
-    return this.retryLoop(operation, name, attempt) as Promise<T>;
+  private withRetries<T>(operation: string, name: string, attempt: (abortSignal: AbortSignal) => Promise<T>, group?: AbortSignal): Promise<T> {
+    return this.retryLoop(operation, name, attempt, undefined, group) as Promise<T>;
   }
 
   /** withRetries, with an optional check before every attempt that may call the request off (SKIPPED). */
@@ -358,6 +358,7 @@ export class S3Transport {
     name: string,
     attempt: (abortSignal: AbortSignal) => Promise<T>,
     beforeAttempt?: () => Promise<boolean>,
+    group?: AbortSignal,
   ): Promise<T | typeof SKIPPED> {
     const { maxAttempts, retryBaseDelayMs, retryMaxDelayMs, requestDeadlineMs } = this.settings;
     const caller = this.options.signal;
@@ -370,10 +371,13 @@ export class S3Transport {
     for (let n = 0; n < maxAttempts && silent < silentCap(); n++) {
       attempts = n + 1;
       this.throwIfAborted(operation, name);
+      throwIfGroupFailed(group);
       if (n > 0) {
         const ceiling = Math.min(retryMaxDelayMs, retryBaseDelayMs * 2 ** (n - 1));
-        await sleep(ceiling / 2 + Math.random() * (ceiling / 2), undefined, caller ? { signal: caller } : undefined).catch(() => undefined);
+        const wake = caller !== undefined && group !== undefined ? AbortSignal.any([caller, group]) : (caller ?? group);
+        await sleep(ceiling / 2 + Math.random() * (ceiling / 2), undefined, wake ? { signal: wake } : undefined).catch(() => undefined);
         this.throwIfAborted(operation, name);
+        throwIfGroupFailed(group);
       }
       // Outside the concurrency slot: the check makes requests of its own.
       if (beforeAttempt !== undefined && !(await beforeAttempt())) return SKIPPED;
@@ -382,12 +386,14 @@ export class S3Transport {
         // The deadline starts with the attempt itself, not while it waits for a concurrency slot.
         const result = await this.limiter.run(() => {
           deadline = AbortSignal.timeout(requestDeadlineMs);
-          return attempt(caller ? AbortSignal.any([caller, deadline]) : deadline);
+          const signals = [caller, deadline, group].filter((signal): signal is AbortSignal => signal !== undefined);
+          return attempt(signals.length === 1 ? deadline : AbortSignal.any(signals));
         });
         this.endpointAnswered = true;
         return result;
       } catch (error) {
         this.throwIfAborted(operation, name);
+        throwIfGroupFailed(group);
         if (deadline?.aborted) {
           silent = 0;
           last = new Error(`no complete response within requestDeadlineMs (${requestDeadlineMs} ms)`);
@@ -591,14 +597,14 @@ export class S3Transport {
     }
     const count = Math.ceil(target.length / part);
     // Every part has its own retries; the limiter bounds how many are in flight.
-    await Promise.all(Array.from({ length: count }, (_, i) => this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), i * part, entry, target.length)));
+    await runPartsTogether(count, (i, group) => this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), i * part, entry, target.length, undefined, group));
   }
 
   /**
    * Fills `target` with object bytes [start, start + target.length); the object must be `totalBytes`
    * long and, with `ifMatch`, still have that ETag (else OBJECT_CHANGED: the server answered 412).
    */
-  private async getRangeInto(name: string, target: Uint8Array, start: number, entry: string, totalBytes = target.length, ifMatch?: string): Promise<void> {
+  private async getRangeInto(name: string, target: Uint8Array, start: number, entry: string, totalBytes = target.length, ifMatch?: string, group?: AbortSignal): Promise<void> {
     let filled = 0;
     await this.withRetries('GetObject', name, async (abortSignal) => {
       const from = start + filled;
@@ -661,7 +667,7 @@ export class S3Transport {
       }
       // Count what arrived even if the body breaks: the next attempt resumes there.
       await readBodyInto(body, target, filled, (n) => (filled = n));
-    });
+    }, group);
   }
 
   /** An object's size and ETag, or undefined when it does not exist (HeadObject, retried). */
@@ -690,10 +696,8 @@ export class S3Transport {
     if (target.length === 0) return;
     const part = this.settings.partSizeBytes;
     const count = Math.ceil(target.length / part);
-    await Promise.all(
-      Array.from({ length: count }, (_, i) =>
-        this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), startBytes + i * part, label, totalBytes, ifMatch),
-      ),
+    await runPartsTogether(count, (i, group) =>
+      this.getRangeInto(name, target.subarray(i * part, Math.min(target.length, (i + 1) * part)), startBytes + i * part, label, totalBytes, ifMatch, group),
     );
   }
 
@@ -879,4 +883,34 @@ async function readBodyInto(body: Readable | undefined, target: Uint8Array, from
     body.destroy();
   }
   if (at !== target.length) throw new BodyInterrupted(`response body ended after ${at - from} of ${target.length - from} bytes`);
+}
+
+/** Thrown into a part whose sibling failed: never seen by callers (runPartsTogether rethrows the first failure). */
+class SiblingFailed extends Error {}
+
+function throwIfGroupFailed(group: AbortSignal | undefined): void {
+  if (group?.aborted) throw new SiblingFailed('a sibling part failed');
+}
+
+/**
+ * Runs `count` parts of one read in parallel, each writing its own span of the caller's buffer.
+ * The first to fail calls the others off (their requests aborted, no more attempts), and the
+ * failure is rethrown only once every part has settled: a part still writing into the buffer after
+ * the read failed wrote into memory its caller had taken back (a retry of the read, another tensor's
+ * staging slot), once a read that failed could be retried (OBJECT_MISSING / OBJECT_CHANGED confirmed
+ * by a HEAD: open-s3-object-source.ts).
+ */
+async function runPartsTogether(count: number, run: (index: number, group: AbortSignal) => Promise<void>): Promise<void> {
+  const group = new AbortController();
+  let first: { error: unknown } | undefined;
+  const parts = Array.from({ length: count }, (_, i) =>
+    run(i, group.signal).catch((error: unknown) => {
+      if (first === undefined && !(error instanceof SiblingFailed)) {
+        first = { error };
+        group.abort();
+      }
+    }),
+  );
+  await Promise.all(parts);
+  if (first !== undefined) throw first.error;
 }

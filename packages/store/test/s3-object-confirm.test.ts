@@ -24,7 +24,7 @@ describeS3('S3 object source: a 404 or an ETag change is confirmed before it is 
    * request to `fault` (which may answer it: true); returns the object opened through the proxy and
    * the requests the proxy saw since (METHOD).
    */
-  async function openThroughProxy(fault: (req: IncomingMessage, res: ServerResponse, seen: string[], key: string) => boolean) {
+  async function openThroughProxy(fault: (req: IncomingMessage, res: ServerResponse, seen: string[], key: string) => boolean, partSizeBytes?: number) {
     const prefix = `t${run++}/`;
     const bytes = new Uint8Array(randomBytes(200_000));
     await put(`${prefix}a.bin`, bytes);
@@ -35,7 +35,7 @@ describeS3('S3 object source: a 404 or an ETag change is confirmed before it is 
       seen.push(req.method ?? '?');
       return fault(req, res, seen, `${prefix}a.bin`);
     });
-    const source = openS3ObjectSource(`s3://${bucket}/${prefix}`, { endpoint: proxy.url, maxAttempts: 2, retryBaseDelayMs: 5, retryMaxDelayMs: 10 });
+    const source = openS3ObjectSource(`s3://${bucket}/${prefix}`, { endpoint: proxy.url, maxAttempts: 2, retryBaseDelayMs: 5, retryMaxDelayMs: 10, ...(partSizeBytes === undefined ? {} : { partSizeBytes }) });
     await source.list();
     const object = (await source.open('a.bin')) as S3Object;
     armed = true;
@@ -148,6 +148,39 @@ describeS3('S3 object source: a 404 or an ETag change is confirmed before it is 
       expect(error.code).toBe('OBJECT_CHANGED');
       expect(error.details).toMatchObject({ etag: t.object.etag, status: 412 });
       expect(t.seen).toEqual(['GET', 'HEAD']);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a read of several parts, one answered 404: the other parts are called off and settled before the read is made again, so none writes into the buffer after readInto returned', async () => {
+    const part = 65_536;
+    let faulted = false;
+    let delayed = false;
+    const t = await openThroughProxy((req, res) => {
+      if (req.method !== 'GET') return false;
+      const from = Number(/bytes=(\d+)-/.exec(req.headers.range ?? '')?.[1] ?? 0);
+      if (from === 0 && !faulted) {
+        faulted = true;
+        answerError(res, 404, 'NoSuchKey');
+        return true;
+      }
+      if (from === part && !delayed) {
+        // The first attempt's second part, slow: it was still writing after the first read failed.
+        delayed = true;
+        setTimeout(() => relay(req, res, (_headers, body) => body), 1_500);
+        return true;
+      }
+      return false;
+    }, part);
+    try {
+      const target = new Uint8Array(t.bytes.length);
+      await t.object.readInto(0, target);
+      expect(Buffer.from(target).equals(Buffer.from(t.bytes))).toBe(true);
+      // The caller takes its buffer back (a staging slot for the next tensor).
+      target.fill(0xaa);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      expect(target.every((byte) => byte === 0xaa)).toBe(true);
     } finally {
       await t.close();
     }

@@ -90,7 +90,7 @@ describeS3('S3 object source: read-through ranges are distrusted once a body fro
     }
   });
 
-  it('a cache blob from the same endpoint that fails its checksum: an object source open meanwhile drops its ranges at close', async () => {
+  it('a cache blob from the same endpoint whose body came damaged (fetched again intact): an object source open meanwhile drops its ranges at close; one damaged at rest (twice the same) blames no endpoint', async () => {
     const { prefix, shard } = await putModel();
     const tensor = makeTensor([64, 512], 11); // a blob object of its own (above the inline limit)
     const writer = await openCacheStore(`s3://${bucket}/${prefix}cache`, { create: true });
@@ -105,18 +105,29 @@ describeS3('S3 object source: read-through ranges are distrusted once a body fro
     });
     const readThroughDir = await makeTempDir();
     try {
-      const source = openS3ObjectSource(`s3://${bucket}/${prefix}`, { endpoint: proxy.url, readThroughDir });
-      await source.list();
-      for (const [offset, length] of RANGES) await readRange(source, 'shard.bin', offset, length);
       const store = await openCacheStore(`s3://${bucket}/${prefix}cache`, { s3: { endpoint: proxy.url } });
-      damage = 1;
+      // Damaged twice alike (as an object damaged in the bucket reads): BLOB_CORRUPT, and no endpoint blamed.
+      const atRest = openS3ObjectSource(`s3://${bucket}/${prefix}`, { endpoint: proxy.url, readThroughDir });
+      await atRest.list();
+      for (const [offset, length] of RANGES) await readRange(atRest, 'shard.bin', offset, length);
+      damage = 2;
       const error = await catchError(() => store.readBlob(tensor.key, new Uint8Array(tensor.payload.length)));
       expect(error.code).toBe('BLOB_CORRUPT');
+      await atRest.close();
+      expect(await rangeFiles(readThroughDir)).toHaveLength(3);
+      expect(atRest.readThroughStats()).toMatchObject({ written: 3, dropped: 0 });
+      // Damaged once: read again intact, served, and the endpoint's transit is distrusted.
+      const source = openS3ObjectSource(`s3://${bucket}/${prefix}`, { endpoint: proxy.url, readThroughDir });
+      await source.list();
+      await readRange(source, 'shard.bin', 300_000, 100_000);
+      damage = 1;
+      const payload = await store.readBlob(tensor.key, new Uint8Array(tensor.payload.length));
+      expect(Buffer.from(payload).equals(Buffer.from(tensor.payload))).toBe(true);
       await store.close();
       expect(Buffer.from(await readRange(source, 'shard.bin', 0, 4096)).equals(shard.subarray(0, 4096))).toBe(true); // a hit, still served
       await source.close();
-      expect(await rangeFiles(readThroughDir)).toEqual([]);
-      expect(source.readThroughStats()).toMatchObject({ written: 3, dropped: 3 });
+      expect(source.readThroughStats()).toMatchObject({ written: 1, dropped: 1 });
+      expect(await rangeFiles(readThroughDir)).toHaveLength(3); // the earlier source's, written before the damage
     } finally {
       await proxy.close();
     }
