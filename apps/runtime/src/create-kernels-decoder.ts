@@ -29,6 +29,9 @@ export function createKernelsDecoder(kernels: Kernels): DecodeBackend {
   };
 }
 
+/** How much of a dead worker's reason a backend name carries (a stack-free message's first line fits). */
+const MAX_FAILURE_CHARS = 160;
+
 /**
  * The kernels package's worker-thread decoder: chunk ranges of each tensor decoded in parallel on
  * `threads` workers, leaving the calling thread free to issue reads. Payloads and outputs in
@@ -37,15 +40,22 @@ export function createKernelsDecoder(kernels: Kernels): DecodeBackend {
  */
 export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): DecodeBackend & { readonly shared: true } {
   let decoder: Promise<WorkerDecoder> | undefined;
+  let started: WorkerDecoder | undefined;
   let closed = false;
   const ensure = () => {
-    decoder ??= import('@splitzip/kernels/node').then(({ createWorkerDecoder }) => createWorkerDecoder(options));
+    decoder ??= import('@splitzip/kernels/node').then(({ createWorkerDecoder }) => (started = createWorkerDecoder(options)));
     return decoder;
   };
   return {
     shared: true,
+    // Dead workers named: the calling thread then decodes alone, every result right, and a bundle
+    // without the worker script (or a worker that throws) looked like a healthy pool in every report.
     get name() {
-      return `workers:${options.threads ?? 'auto'}`;
+      const base = `workers:${options.threads ?? 'auto'}`;
+      const deaths = started?.workerDeaths ?? 0;
+      if (deaths === 0) return base;
+      const why = (started?.lastWorkerFailure ?? 'unknown').slice(0, MAX_FAILURE_CHARS);
+      return `${base} (${deaths} worker${deaths === 1 ? '' : 's'} died, the calling thread decodes: ${why})`;
     },
     get closed() {
       return closed;

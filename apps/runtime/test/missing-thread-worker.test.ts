@@ -62,3 +62,30 @@ describe('the ./decode-thread subpath', () => {
     }
   });
 });
+
+// A worker pool whose script is missing (a bundle) decoded on the calling thread alone, every result
+// right, and named itself `workers:auto` in every report as a healthy pool does.
+describe("backend 'workers' whose workers die", () => {
+  it('is named for it: how many died and why', { timeout: 30_000 }, async () => {
+    const { calibrateCodebook, encode, readPayloadMeta } = await import('@splitzip/codec');
+    const { createWorkerPoolDecoder } = await import('../src/create-kernels-decoder.js');
+    const values = new Uint16Array((1 << 20) + 5);
+    for (let i = 0; i < values.length; i++) values[i] = 0x3c00 + (Math.imul(i, 2654435761) >>> 25);
+    const source = encode(values, calibrateCodebook(values).codebook);
+    const payload = new Uint8Array(new SharedArrayBuffer(source.length));
+    payload.set(source);
+    const decoder = createWorkerPoolDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('file:///nonexistent/splitzip-decode-worker.js') });
+    try {
+      expect(decoder.name).toBe('workers:1');
+      const out = new Uint16Array(new SharedArrayBuffer(values.length * 2));
+      for (let round = 0; round < 50 && !decoder.name.includes('died'); round++) {
+        await decoder.decode(payload, readPayloadMeta(payload), out);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(out).toEqual(values);
+      expect(decoder.name).toMatch(/^workers:1 \(1 worker died, the calling thread decodes: Cannot find module '\/nonexistent\/splitzip-decode-worker\.js'/);
+    } finally {
+      await decoder.close!();
+    }
+  });
+});
