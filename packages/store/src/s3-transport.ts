@@ -315,7 +315,8 @@ export class S3Transport {
       (error: unknown) => {
         this.connecting = undefined;
         // An optional peer dependency: say what to install, not only what was not found.
-        const advice = isSdkMissing(error) ? `; s3:// caches need it installed beside @splitzip/store: ${S3_SDK_INSTALL_COMMAND}` : '';
+        // A global install of the CLI looks in its own prefix: `npm i` in the current directory does not reach it.
+        const advice = isSdkMissing(error) ? `; s3:// needs it installed beside @splitzip/store: ${S3_SDK_INSTALL_COMMAND} (with -g where the splitzip command was installed with -g)` : '';
         throw new StoreError('S3_ERROR', `cannot load the AWS SDK for S3: ${describeError(error)}${advice}`, {
           details: { endpoint: this.endpoint },
           cause: summarizeCause(error),

@@ -51,7 +51,7 @@ describe('the AWS SDK as an optional peer dependency', () => {
         });
         expect(result.stderr).toBe('');
         expect(result.stdout).toMatch(/^S3_ERROR .*cannot load the AWS SDK for S3: .*MODULE_NOT_FOUND.*@aws-sdk\/client-s3/);
-        expect(result.stdout.trim().endsWith(`s3:// caches need it installed beside @splitzip/store: ${S3_SDK_INSTALL_COMMAND}`)).toBe(true);
+        expect(result.stdout.trim().endsWith(`s3:// needs it installed beside @splitzip/store: ${S3_SDK_INSTALL_COMMAND} (with -g where the splitzip command was installed with -g)`)).toBe(true);
       });
     }
   });
