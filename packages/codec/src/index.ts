@@ -26,6 +26,7 @@ export { readPayloadMeta, type PayloadMeta } from './read-payload-meta.js';
 export { verifyPayloadChecksum } from './verify-payload-checksum.js';
 export { convertPayloadVersion } from './convert-payload-version.js';
 export { xxh32 } from './xxh32.js';
+export { createXxh32Stream, type Xxh32Stream } from './create-xxh32-stream.js';
 export { encode, type EncodeOptions } from './encode.js';
 export { decode } from './decode.js';
 export { decodeRange, type DecodeOptions } from './decode-range.js';

@@ -310,3 +310,30 @@ describe('unknown option keys -> INVALID_ARGUMENT naming the key (they gave the 
     expect(createCodecArena(1024, { threads: undefined }).threads).toBe(0);
   });
 });
+
+describe('createXxh32Stream', () => {
+  it('gives the XXH32 of the bytes whatever the pieces, seeds included', async () => {
+    const { createXxh32Stream, xxh32 } = await import('../src/index.js');
+    const bytes = new Uint8Array(1000);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 131 + 7) & 0xff;
+    for (const seed of [0, 1, 0xffffffff]) {
+      for (const length of [0, 1, 15, 16, 17, 255, 256, 1000]) {
+        for (const cut of [1, 5, 16, 33, 256, 1000]) {
+          const stream = createXxh32Stream(seed);
+          for (let at = 0; at < length; at += cut) stream.update(bytes.subarray(at, Math.min(length, at + cut)));
+          expect(stream.digest(), `${length} bytes in pieces of ${cut}, seed ${seed}`).toBe(xxh32(bytes.subarray(0, length), seed));
+        }
+      }
+    }
+  });
+
+  it('refuses a bad seed, a non-Uint8Array and use after digest (INVALID_ARGUMENT)', async () => {
+    const { createXxh32Stream } = await import('../src/index.js');
+    expect(codeOf(() => createXxh32Stream(-1))).toBe('INVALID_ARGUMENT');
+    const stream = createXxh32Stream();
+    expect(codeOf(() => stream.update([1, 2] as unknown as Uint8Array))).toBe('INVALID_ARGUMENT');
+    stream.digest();
+    expect(codeOf(() => stream.update(new Uint8Array(1)))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(() => stream.digest())).toBe('INVALID_ARGUMENT');
+  });
+});

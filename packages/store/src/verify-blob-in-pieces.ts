@@ -10,6 +10,7 @@ import {
   computeSegmentSpans,
   createCodebook,
   createPayloadWriter,
+  createXxh32Stream,
   HEADER_BYTES,
   readPayloadMeta,
   SEGMENT_DIGESTS,
@@ -25,7 +26,6 @@ import { StoreError } from './errors.js';
 import { ESCAPE_ERROR_CODES, finishDecodedHashes, hashDecodedValues, startDecodedHashes, type DecodedDigests, type DecodedTensorInfo } from './hash-decoded-blocks.js';
 import { VERIFY_READ_PIECE_BYTES } from './limits.js';
 import type { CacheEntry } from './types.js';
-import { Xxh32Stream } from './xxh32-stream.js';
 
 export interface PieceCheckOptions {
   /** Decode and hash the tensor (verify({ decode: true })). */
@@ -202,7 +202,7 @@ async function hashEscapeSpans(read: Read, meta: PayloadMeta): Promise<number[]>
   const piece = new Uint8Array(Math.min(VERIFY_READ_PIECE_BYTES, layout.totalBytes - starts[0]!));
   const out: number[] = [];
   for (let s = 0; s < 3; s++) {
-    const hash = new Xxh32Stream();
+    const hash = createXxh32Stream();
     for (let at = starts[s]!; at < starts[s + 1]!; at += piece.length) {
       const part = piece.subarray(0, Math.min(piece.length, starts[s + 1]! - at));
       await read(part, at);

@@ -1,7 +1,7 @@
 // verify read each blob whole: a 4 GiB tensor's ~3 GiB payload was held at once to check its
 // checksum. A large version-3 payload is now read a segment at a time (at most
 // VERIFY_READ_PIECE_BYTES a read), and every kind of damage gets the verdict the whole read gives.
-import { convertPayloadVersion, readPayloadMeta, xxh32 } from '@splitzip/codec';
+import { convertPayloadVersion, createXxh32Stream, readPayloadMeta, xxh32 } from '@splitzip/codec';
 import { rm, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -10,7 +10,6 @@ import { openCacheStore, type CacheEntry, type CacheStore } from '../src/index.j
 import { VERIFY_READ_PIECE_BYTES } from '../src/limits.js';
 import { verifyEntries } from '../src/verify-entries.js';
 import { VERIFY_DECODE_BLOCK_BYTES } from '../src/hash-decoded-blocks.js';
-import { Xxh32Stream } from '../src/xxh32-stream.js';
 import { makeTempDir, removeTempDirs, toInput } from './helpers.js';
 import { makeBlockTensor, resignPayload } from './verify-decode-blocks.js';
 
@@ -191,12 +190,12 @@ describe('verify of a multi-segment payload read in pieces', () => {
   });
 });
 
-it('Xxh32Stream gives the XXH32 of the bytes whatever the pieces', () => {
+it("the codec's createXxh32Stream gives the XXH32 of the bytes whatever the pieces", () => {
   const bytes = new Uint8Array(1000);
   for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 131 + 7) & 0xff;
   for (const length of [0, 1, 15, 16, 17, 255, 256, 1000]) {
     for (const cut of [1, 5, 16, 33, 256]) {
-      const stream = new Xxh32Stream();
+      const stream = createXxh32Stream();
       for (let at = 0; at < length; at += cut) stream.update(bytes.subarray(at, Math.min(length, at + cut)));
       expect(stream.digest(), `${length} bytes in pieces of ${cut}`).toBe(xxh32(bytes.subarray(0, length)));
     }
