@@ -1,4 +1,4 @@
-import { findClosestName } from '@splitzip/codec';
+import { findUnknownOption } from '@splitzip/codec';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { RuntimeError } from './errors.js';
 
@@ -20,14 +20,8 @@ function hasMethods(value: unknown, methods: readonly string[]): boolean {
   return methods.every((method) => typeof object[method] === 'function');
 }
 
-/**
- * The option names of an options type, written out once per function: `Record<keyof T, true>`
- * makes TypeScript refuse a name the type lacks and require every name it has, so the list cannot
- * drift from the type.
- */
-export function optionNames<T extends object>(names: Record<keyof T, true>): readonly string[] {
-  return Object.freeze(Object.keys(names));
-}
+/** The option names of an options type, checked complete by the compiler (the codec's optionNamesOf). */
+export { optionNamesOf as optionNames } from '@splitzip/codec';
 
 /**
  * An options argument: an object (the default `{}` covers undefined) and, given `known`, with no
@@ -40,10 +34,10 @@ export function checkOptionsArgument(options: unknown, known?: readonly string[]
     throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, { option: 'options' });
   }
   if (known === undefined) return;
-  for (const key of Object.keys(options)) {
-    if (known.includes(key)) continue;
+  const unknown = findUnknownOption(options, known);
+  if (unknown !== undefined) {
+    const { key, near } = unknown;
     const handle = hasMethods(options, ['lookup', 'readBlob']) ? ' (this looks like a cache handle: pass it as the cache option, { cache })' : '';
-    const near = findClosestName(key, known);
     throw new RuntimeError(
       'INVALID_ARGUMENT',
       `unknown option ${JSON.stringify(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`}${handle} (known: ${known.join(', ')})`,

@@ -1,5 +1,5 @@
 import { SplitZipError } from './errors.js';
-import { findClosestName } from './find-closest-name.js';
+import { findUnknownOption } from './find-unknown-option.js';
 
 /**
  * An options argument as given: undefined or null for none, else it must be an object whose own
@@ -12,10 +12,9 @@ export function readOptions<T extends object>(options: T | null | undefined, nam
   if (typeof options !== 'object') {
     throw new SplitZipError('INVALID_ARGUMENT', `${name} must be an object (or undefined)`, { argument: name, type: typeof options });
   }
-  // for-in over a small literal allocates nothing (Object.keys would, on every decode call).
-  for (const key in options) {
-    if (!Object.prototype.hasOwnProperty.call(options, key) || (known as readonly string[]).includes(key)) continue;
-    const near = findClosestName(key, known);
+  const unknown = findUnknownOption(options, known);
+  if (unknown !== undefined) {
+    const { key, near } = unknown;
     throw new SplitZipError(
       'INVALID_ARGUMENT',
       `${name}: unknown option ${JSON.stringify(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`} (known: ${known.join(', ')})`,
@@ -23,12 +22,4 @@ export function readOptions<T extends object>(options: T | null | undefined, nam
     );
   }
   return options;
-}
-
-/**
- * The option names of an options type, written out once: `Record<keyof T, true>` makes the
- * compiler refuse a name the type lacks and require every name it has, so the list cannot drift.
- */
-export function optionNamesOf<T extends object>(names: Record<keyof T, true>): readonly (keyof T & string)[] {
-  return Object.freeze(Object.keys(names)) as readonly (keyof T & string)[];
 }

@@ -1,7 +1,8 @@
 import { getCodecBackend, registerArenaKernels } from './backend.js';
 import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
-import { optionNamesOf, readOptions } from './check-options.js';
+import { readOptions } from './check-options.js';
+import { optionNamesOf } from './find-unknown-option.js';
 
 /**
  * What another thread needs to work in a shared arena (`arena.share(i)`, posted with postMessage):

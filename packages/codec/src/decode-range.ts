@@ -1,5 +1,6 @@
 import { allocateArray } from './allocate-array.js';
-import { optionNamesOf, readOptions } from './check-options.js';
+import { readOptions } from './check-options.js';
+import { optionNamesOf } from './find-unknown-option.js';
 import { checkNoOverlap } from './check-overlap.js';
 import { checkReadableView, isUint16Array } from './typed-array-kind.js';
 import { decodeValueRange } from './decode-core.js';

@@ -3,7 +3,8 @@ import { checkDigestsArray, checkSegmentRange, checkSegmentedPayload } from './c
 import { SEGMENT_VALUES } from './constants.js';
 import { checkMetaMatchesHeader, decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { checkOutputApart, requireOutput } from './decode-range.js';
-import { optionNamesOf, readOptions } from './check-options.js';
+import { readOptions } from './check-options.js';
+import { optionNamesOf } from './find-unknown-option.js';
 import { digestSegments } from './payload-checksum.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 

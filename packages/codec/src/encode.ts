@@ -1,7 +1,8 @@
 import { kernelsFor, type CodecKernels } from './backend.js';
 import { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
 import { allocateArray } from './allocate-array.js';
-import { optionNamesOf, readOptions } from './check-options.js';
+import { readOptions } from './check-options.js';
+import { optionNamesOf } from './find-unknown-option.js';
 import { checkNoOverlap } from './check-overlap.js';
 import { layoutFor, isValidChunkSize, type PayloadLayout } from './compute-payload-layout.js';
 import { DEFAULT_CHUNK_SIZE, FORMAT_VERSION, HEADER_OFFSET, MAX_ELEMENT_COUNT } from './constants.js';

@@ -4,17 +4,11 @@
 // took the default thread count. Only undefined means "the default": null is a value, refused
 // where the option takes none. The near name comes from the codec's findClosestName, the one
 // 'did you mean' of the packages (the codec refuses its own unknown keys the same way).
-import { findClosestName } from '@splitzip/codec';
+import { findClosestName, findUnknownOption } from '@splitzip/codec';
 import { KernelsError } from './errors.js';
 
-/**
- * The option names of an options type, written once per type: `Record<keyof T, true>` makes
- * TypeScript refuse a name the type lacks and require every name it has, so the list cannot drift
- * from the type.
- */
-export function optionNames<T extends object>(names: Record<keyof T, true>): readonly string[] {
-  return Object.freeze(Object.keys(names));
-}
+/** The option names of an options type, checked complete by the compiler (the codec's optionNamesOf). */
+export { optionNamesOf as optionNames } from '@splitzip/codec';
 
 /** An options argument: an object (undefined, where the caller may leave it out, is handled before). */
 export function checkOptionsObject(options: unknown, argument = 'options', call?: string): asserts options is object {
@@ -29,9 +23,9 @@ export function checkOptionsObject(options: unknown, argument = 'options', call?
  * options' names (`webgpu.`); `call` says whose options they are.
  */
 export function checkOptionKeys(options: object, known: readonly string[], call: string, path = ''): void {
-  for (const key of Object.keys(options)) {
-    if (known.includes(key)) continue;
-    const near = findClosestName(key, known);
+  const unknown = findUnknownOption(options, known);
+  if (unknown !== undefined) {
+    const { key, near } = unknown;
     const hint = near === undefined ? '' : `: did you mean "${path}${near}"?`;
     throw new KernelsError('INVALID_ARGUMENT', `${call}: unknown option "${path}${key}"${hint} (known: ${known.join(', ')})`, {
       argument: `${path}${key}`,
