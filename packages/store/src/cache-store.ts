@@ -26,7 +26,7 @@ import {
   TORN_WRITE_SECTOR_BYTES,
 } from './limits.js';
 import { parseManifest, serializeManifest, type ManifestHeader } from './manifest-format.js';
-import { StateDraft, type StoreOp } from './store-state.js';
+import { StateDraft, type StoreOp, type StoreState } from './store-state.js';
 import type {
   AddEntryInput,
   AddEntryResult,
@@ -41,9 +41,11 @@ import type {
   SliceBinding,
   SliceKeyTuple,
   TensorBytesRef,
+  UnbindSliceItem,
   VerifyOptions,
   VerifyReport,
 } from './types.js';
+import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
 import { validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
@@ -112,6 +114,14 @@ export interface CacheStore {
   repairBlob(key: string, payload: Uint8Array): Promise<boolean>;
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string): Promise<boolean>;
   aliasSlices(items: readonly AliasSliceItem[], options?: AliasSlicesOptions): Promise<boolean[]>;
+  /**
+   * Removes slice bindings (an item with a `key`: only while the slice is bound to that entry);
+   * resolves how many were removed. Entries stay, findable by content key, and so do their blobs.
+   * A local cache folds the journal into a new manifest without them (a compaction, under the
+   * writer lock: no new journal record, so older releases open the cache); an S3 cache deletes the
+   * slice's alias objects, lower epochs first, and the removed bindings' stamp objects.
+   */
+  unbindSlices(items: readonly UnbindSliceItem[]): Promise<number>;
   refresh(): Promise<void>;
   entries(): IterableIterator<CacheEntry>;
   compact(): Promise<void>;
@@ -856,8 +866,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   /**
    * Folds the journal into a new manifest generation (writer lock held, state caught up). With
    * `padToOffset` (after a failed append: fenceFailedAppend) the seal is followed by zeros up to it.
+   * With `state`, the new manifest holds that state instead of this handle's (unbindSlices: the
+   * same entries, fewer bindings), which becomes this handle's once the manifest is in place.
    */
-  private async compactLocked(padToOffset = 0): Promise<void> {
+  private async compactLocked(padToOffset = 0, state: StoreState = this.state): Promise<void> {
     this.sealAttempted = false;
     const next = this.header.generation + 1;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
@@ -878,7 +890,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // first, or reloads the generation another writer finished.
     this.sealSeen = true;
     // 3-4. The new manifest, then the old journal goes.
-    await this.finishCompaction();
+    await this.finishCompaction(state);
   }
 
   /** The seal record at the end of the valid journal (and zeros after it up to `padToOffset`), durably, or cut back. */
@@ -893,8 +905,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.journalOffset += seal!.length; // readers stop at the seal: the zeros after it are never read
   }
 
-  /** Steps 3-4 of a compaction whose seal is written (also after a crash between the steps). */
-  private async finishCompaction(): Promise<void> {
+  /**
+   * Steps 3-4 of a compaction whose seal is written (also after a crash between the steps), writing
+   * `state` (this handle's unless unbindSlices gives one without some bindings).
+   */
+  private async finishCompaction(state: StoreState = this.state): Promise<void> {
     const old = this.header.generation;
     const next = old + 1;
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
@@ -912,8 +927,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     }
     if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
     const header = { ...this.header, generation: next };
-    const bytes = serializeManifest(this.state.entries.values(), header);
+    const bytes = serializeManifest(state.entries.values(), header);
     await this.backend.writeManifest(bytes);
+    // The manifest in place is the cache's state now (synchronously swapped: lookups see one or the other).
+    this.state = state;
     // Under the writer lock nobody else replaces it: the file just written is this instance's.
     this.manifestIdentity = this.backend.manifestIdentity?.();
     // The cache is at `next` now, and so is this handle, whatever the steps below do: a handle left
@@ -1034,6 +1051,28 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       results[p.at] = bound[i]!;
     });
     return results;
+  }
+
+  /**
+   * Bindings go by a compaction that writes the new manifest without them: no journal operation
+   * removes one (a new record kind would make every older release refuse the journal). The state
+   * without them is swapped in only once that manifest is in place; a crash at any step leaves the
+   * old manifest and its journal (sealed or not: the next writer finishes the fold from them, with
+   * every binding) or the new manifest, and never loses an entry.
+   */
+  async unbindSlices(items: readonly UnbindSliceItem[]): Promise<number> {
+    this.assertOpen();
+    const checked = checkUnbindItems(items);
+    await this.refresh();
+    // Nothing bound (as of now): no lock, no new generation.
+    if (!checked.some((item) => isUnbindable(this.state, item))) return 0;
+    return this.writerSession(async () => {
+      // Caught up under the lock: what other writers bound or rebound meanwhile is judged too.
+      const plan = planUnbind(this.state, checked);
+      if (plan === undefined) return 0;
+      await this.compactLocked(0, plan.state);
+      return plan.removed;
+    });
   }
 
   // ---- maintenance --------------------------------------------------------------------------

@@ -58,6 +58,7 @@ export type {
   PayloadDigest,
   AliasSliceItem,
   AliasSlicesOptions,
+  UnbindSliceItem,
   OpenCacheStoreOptions,
   VerifyOptions,
   VerifyProgress,

@@ -37,6 +37,8 @@ import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js'
 import { blobMissing, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
+import { removeS3SliceBinding } from './s3-unbind-slices.js';
+import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   ReadBlobOptions,
@@ -51,6 +53,7 @@ import type {
   ReadThroughBlobStats,
   SliceKeyTuple,
   TensorBytesRef,
+  UnbindSliceItem,
   VerifyOptions,
   VerifyProblem,
   VerifyReport,
@@ -979,6 +982,25 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (writes.length > 0) await this.settleThenRecordStamps(this.writeAliases(writes), stampWrites);
     else await this.recordStamps(stampWrites);
     return results;
+  }
+
+  /**
+   * Deletes the alias objects of each slice bound (to the item's key, where given) in a fresh
+   * listing, and the stamp objects of the keys they bound (removeS3SliceBinding), then refreshes.
+   * This host's file stamps of those bindings stay in its read-through directory: they say what a
+   * file held at the slice, still true should the slice be bound to that key again.
+   */
+  async unbindSlices(items: readonly UnbindSliceItem[]): Promise<number> {
+    this.assertOpen();
+    const checked = checkUnbindItems(items);
+    for (const item of checked) encodeShardName(item.slice[0]);
+    await this.refresh();
+    // Those bound in this view; each is listed again, alone, before anything of it is deleted.
+    const bound = checked.filter((item) => isUnbindable(this.state, item) || this.conflicts.has(sliceId(...item.slice)));
+    if (bound.length === 0) return 0;
+    const removed = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3SliceBinding(this.transport, item));
+    await this.refresh();
+    return removed.filter(Boolean).length;
   }
 
   // ---- maintenance --------------------------------------------------------------------------

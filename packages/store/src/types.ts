@@ -199,6 +199,21 @@ export interface AliasSliceItem {
   stamp?: string;
 }
 
+/**
+ * A slice binding to remove (CacheStore.unbindSlices): the slice key, and optionally the entry it
+ * must still be bound to.
+ */
+export interface UnbindSliceItem {
+  shardName: string;
+  offsetBytes: number;
+  sizeBytes: number;
+  /**
+   * Remove the binding only while the slice is bound to this entry (content key): a caller that
+   * judged the binding it saw leaves alone one that another writer made since (a rebind).
+   */
+  key?: string | undefined;
+}
+
 export interface AliasSlicesOptions {
   /** Move slices already bound to another entry instead of throwing SLICE_CONFLICT. */
   rebind?: boolean | undefined;

@@ -1,0 +1,62 @@
+// Removing one slice binding of an S3 cache (S3CacheStore.unbindSlices): its alias objects and the
+// stamp objects of the keys they bound. No lock on S3, so the order and the looks before each
+// DELETE are what keep it safe beside writers (README "S3 layout", unbindSlices).
+import type { S3Transport, ListedObject } from './s3-transport.js';
+import { parseSliceObjectName, parseStampObjectName, sliceDirName, stampDirName } from './s3-layout.js';
+import type { CheckedUnbind } from './unbind-slices.js';
+
+/** Whether an object's two Last-Modified readings are one write: to the second (HEAD gives an HTTP date, a listing may give milliseconds). */
+function sameSecond(aMs: number, bMs: number): boolean {
+  return Math.floor(aMs / 1000) === Math.floor(bMs / 1000);
+}
+
+/**
+ * Deletes listed objects, each looked at just before every DELETE attempt: gone already, or
+ * written again since it was listed (another writer made that alias or stamp again: it is theirs
+ * now), it is left. Resolves whether every one of them is gone.
+ */
+async function deleteListed(transport: S3Transport, objects: readonly ListedObject[]): Promise<boolean> {
+  const outcomes = await Promise.all(
+    objects.map(async (object) => {
+      let kept = false;
+      await transport.deleteObject(object.name, async () => {
+        const head = await transport.headObject(object.name);
+        kept = head !== undefined && !sameSecond(head.lastModifiedMs, object.lastModifiedMs);
+        return head !== undefined && !kept;
+      });
+      return !kept;
+    }),
+  );
+  return outcomes.every(Boolean);
+}
+
+/**
+ * Removes the binding of `item.slice` (only while its top epoch binds `item.key`, where given):
+ * the alias objects below the slice's top epoch first, then those at it, so that a reader never
+ * sees an older epoch's key come back as the binding; then the stamp objects of the keys the top
+ * epoch held (a stamp object of a key no alias binds is gc's orphan anyway). An alias object written
+ * again since the listing is left, and with it the binding. Resolves whether this call removed it.
+ * Known gap: a slice in conflict (two keys at its top epoch) resolves to the key whose object goes
+ * last for the moment between the two DELETEs.
+ */
+export async function removeS3SliceBinding(transport: S3Transport, item: CheckedUnbind): Promise<boolean> {
+  const aliases: { object: ListedObject; epoch: number; key: string }[] = [];
+  for (const object of await transport.list(sliceDirName(item.slice))) {
+    const parsed = parseSliceObjectName(object.name);
+    if (parsed) aliases.push({ object, epoch: parsed.epoch, key: parsed.key });
+  }
+  if (aliases.length === 0) return false;
+  const top = Math.max(...aliases.map((a) => a.epoch));
+  const topAliases = aliases.filter((a) => a.epoch === top);
+  const topKeys = new Set(topAliases.map((a) => a.key));
+  // Bound to that key alone (a conflict binds nothing): else not the binding the caller judged.
+  if (item.key !== undefined && (topKeys.size !== 1 || !topKeys.has(item.key))) return false;
+  if (!(await deleteListed(transport, aliases.filter((a) => a.epoch < top).map((a) => a.object)))) return false;
+  if (!(await deleteListed(transport, topAliases.map((a) => a.object)))) return false;
+  const stamps = (await transport.list(stampDirName(item.slice))).filter((object) => {
+    const parsed = parseStampObjectName(object.name);
+    return parsed !== undefined && topKeys.has(parsed.key);
+  });
+  await deleteListed(transport, stamps);
+  return true;
+}
