@@ -898,7 +898,12 @@ async function decodeFromCacheStaged(
       await env.cache.discardLocalCopy(entry.key).catch(() => undefined);
       retry = true;
     }
-    if (!retry) report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
+    if (!retry) {
+      report.decodeMs += typeof busyMs === 'number' ? busyMs : performance.now() - decodeStartMs;
+      // Named again: a name may change in the decode (a worker pool whose workers died as they
+      // started: that decode counted them, and the calling thread decoded the tensor alone).
+      report.backend = env.backend.name;
+    }
   } finally {
     staged.release();
   }

@@ -111,11 +111,13 @@ export interface WorkerDecoderOptions {
 export interface WorkerDecoder {
   readonly threads: number;
   /**
-   * Workers that died (failed to load, threw, exited) since the decoder was made, each once; each
-   * call starts new ones in their place. With `callerDecodes` (default) the calling thread then
-   * decodes alone and every result is still right: this and `lastWorkerFailure` are the only sign
-   * of it. A death that has happened is counted by the time a decode the calling thread finished
-   * alone resolves (a worker still starting then is counted later).
+   * Workers that died (failed to load, threw, exited) since the decoder was made, each once; the
+   * next call starts new ones in their place (after deaths before a worker was ready, a call that
+   * decodes on the calling thread starts none for 1, 2, 4, … up to 64 calls). With `callerDecodes`
+   * (default) the calling thread then decodes alone and every result is still right: this and
+   * `lastWorkerFailure` are the only sign of it. A call resolves only once each worker still
+   * loading is ready or dead (at most 2 s per worker), so a death at start-up is counted by the
+   * call that started the worker, never by a later one.
    */
   readonly workerDeaths: number;
   /** Why the last worker died (its error's message, or `exit code N`), or null. */
@@ -168,6 +170,8 @@ interface PoolWorker {
   ready: Int32Array;
   /** Settles when the worker's thread has exited (a worker whose script failed to load included). */
   exited: Promise<void>;
+  /** A call has waited for this worker's start (awaitStarting): one that hangs is waited for once, not by every call. */
+  startAwaited: boolean;
   jobs: MessagePort;
   replies: MessagePort;
   attached: Set<number>;
@@ -202,6 +206,14 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   // every result is still right, so these are the only sign that the pool does not run.
   let workerDeaths = 0;
   let lastWorkerFailure: string | null = null;
+  // Start-up deaths (before the worker reported ready) in a row, and the calls left that start no
+  // replacement: a script that cannot load fails the same way every time, and a call waits for the
+  // workers it started to be ready or dead (awaitStarting), ~20 ms more per call for a death on the
+  // 2-core VM. Only where the calling thread decodes alone meanwhile (callerDecodes).
+  let startDeathsInARow = 0;
+  let startHeldCalls = 0;
+  let markDisposing: () => void = () => undefined;
+  const disposing = new Promise<void>((resolve) => (markDisposing = resolve));
   // The job in flight (its shared control): dispose() marks it failed so that threads waiting on a
   // gate or a copy-in that will never come give up, instead of dispose() waiting on it forever.
   let current: { control: Int32Array; taskCount: number } | null = null;
@@ -239,7 +251,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const worker = startWorker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
     let markExited: () => void = () => undefined;
     const exited = new Promise<void>((resolve) => (markExited = resolve));
-    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
+    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, startAwaited: false, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
     entry.replies.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
@@ -262,6 +274,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (!disposed) {
         workerDeaths++;
         lastWorkerFailure = reason;
+        if (Atomics.load(ready, 0) === 0) {
+          startDeathsInARow++;
+          startHeldCalls = Math.min(MAX_START_HELD_CALLS, 2 ** (startDeathsInARow - 1));
+        }
       }
       failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${reason}`, {}));
     };
@@ -274,6 +290,46 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     worker.unref();
     entry.replies.unref();
     return entry;
+  };
+
+  /**
+   * Starts workers in the place of missing (dead) ones. After a start-up death, calls that can do
+   * without them (`optional`: the calling thread decodes) start none for a while: 1 call after the
+   * first such death in a row, 2 after the second, doubling up to MAX_START_HELD_CALLS.
+   */
+  const fillPool = (optional: boolean): void => {
+    if (pool.length >= threads) return;
+    if (optional && startHeldCalls > 0) {
+      startHeldCalls--;
+      return;
+    }
+    while (pool.length < threads) pool.push(spawn());
+  };
+
+  /**
+   * Before a call resolves: waits for each worker of the pool still loading to report ready or to
+   * die (onDeath counts it), at most WORKER_READY_WAIT_MS, once per worker. The calling thread may
+   * have done every range while the workers it started were loading: a start-up death was then
+   * counted by a later call, after this one had reported a healthy pool.
+   */
+  const awaitStarting = async (): Promise<void> => {
+    let starting: PoolWorker[] | undefined;
+    for (const entry of pool) {
+      if (Atomics.load(entry.ready, 0) === 1) startDeathsInARow = 0;
+      else if (!entry.startAwaited) (starting ??= []).push(entry);
+    }
+    if (starting === undefined || disposed) return;
+    for (const entry of starting) {
+      entry.startAwaited = true;
+      // Referenced meanwhile: Atomics.waitAsync holds no event loop, and neither does an idle worker.
+      entry.worker.ref();
+    }
+    // An 'error' is counted when it comes; the 'exit' that settles `exited` comes after it.
+    await Promise.race([disposing, Promise.all(starting.map((entry) => Promise.race([waitUntilReady(entry.ready, WORKER_READY_WAIT_MS), entry.exited])))]);
+    for (const entry of starting) {
+      if (entry.busy === 0) entry.worker.unref();
+      if (Atomics.load(entry.ready, 0) === 1) startDeathsInARow = 0;
+    }
   };
 
   const postJob = (job: Omit<DecodeJob, 'id'>, entry: PoolWorker): Promise<void> => {
@@ -447,7 +503,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     verify: boolean,
     homes: ReturnType<typeof stageOrdinary>,
   ): Promise<Uint16Array> => {
-    while (pool.length < threads) pool.push(spawn());
+    fillPool(callerDecodes);
     const units = taskUnits(meta, kind);
     // Both in shared memory (no range copied in or out): one more v3 task, the header's and
     // escape sections' digests, taken by whichever thread gets there (last: it is the smallest),
@@ -548,10 +604,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       } else if (digests !== null) {
         verifySegmentDigests(local.payload, meta, digests);
       }
-      // The calling thread may have done every range while a worker had not started, or had
-      // died unheard: a death is an event of this thread's loop, so without this turn back-to-back
-      // decodes resolved with workerDeaths still 0. Only while some worker is not ready.
-      if (pool.some((entry) => Atomics.load(entry.ready, 0) === 0)) await hearWorkerEvents();
+      // The calling thread may have done every range while a worker was still loading: its
+      // start-up death, if it comes, is this call's (before, a later call's, or none that ran).
+      await awaitStarting();
       return target;
     }
     // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),
@@ -580,7 +635,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const meta = readPayloadMeta(payload);
     const placed = place(payload.subarray(0, meta.compBytes));
     if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
-    while (pool.length < threads) pool.push(spawn());
+    fillPool(false);
     const base = {
       payload: placed.ref,
       payloadOffset: placed.offset,
@@ -668,6 +723,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
           return await verifyOnWorker(payload, verifyOptions?.gate ?? null);
         } finally {
           current = null;
+          // A version-1 or 2 check runs on one worker: the others it started may still be loading.
+          await awaitStarting();
         }
       });
       queue = run.catch(() => undefined);
@@ -677,6 +734,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     async dispose() {
       if (disposed) return;
       disposed = true;
+      markDisposing();
       let markStopped: () => void = () => undefined;
       stopped = new Promise<void>((resolve) => (markStopped = resolve));
       // A job in flight may never finish (a gate never raised, a worker that never answers): its
@@ -770,8 +828,13 @@ function resolveArena(options: WorkerDecoderOptions, threads: number): CodecAren
   return arena;
 }
 
-/** How long dispose() waits for a worker still starting before it terminates it regardless. */
+/**
+ * How long dispose() waits for a worker still starting before it terminates it regardless, and a
+ * call for the workers it started (awaitStarting): ~20-50 ms on the loaded 2-core VM.
+ */
 const WORKER_READY_WAIT_MS = 2000;
+/** At most this many calls in a row start no workers after start-up deaths (fillPool): a start that failed once for a passing cause (memory, threads) is tried again soon enough. */
+const MAX_START_HELD_CALLS = 64;
 
 /** Resolves once ready[0] is 1, or after `timeoutMs`. */
 async function waitUntilReady(ready: Int32Array, timeoutMs: number): Promise<void> {
@@ -782,14 +845,6 @@ async function waitUntilReady(ready: Int32Array, timeoutMs: number): Promise<voi
     const waiting = waitAsync(ready, 0, 0, Math.min(left, 100));
     if (waiting.async) await waiting.value;
   }
-}
-
-/**
- * Lets this thread's event loop deliver the workers' 'error' and 'exit' events that have arrived.
- * Two immediates: called from an I/O callback, the first one runs before the loop polls again.
- */
-async function hearWorkerEvents(): Promise<void> {
-  for (let turn = 0; turn < 2; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 /** Atomics.waitAsync (Node ≥ 16; not in the ES2022 lib typings). */

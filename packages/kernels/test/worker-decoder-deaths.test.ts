@@ -56,6 +56,52 @@ describe('workerDeaths and lastWorkerFailure', () => {
     }
   });
 
+  // A worker still loading when the calling thread had finished the decode alone was counted by a
+  // later call, if any ran: the call that started it reported a healthy pool.
+  const lateCases = [
+    { name: 'throws as it loads', url: new URL('./workers/late-throwing-worker.mjs', import.meta.url), threads: 2, reason: 'worker script threw late on load' },
+    { name: 'exits as it loads (killed during start-up)', url: new URL('./workers/late-exiting-worker.mjs', import.meta.url), threads: 1, reason: 'exit code 7' },
+  ];
+  for (const { name, url, threads, reason } of lateCases) {
+    it(`a worker that ${name}, after the calling thread finished: counted by the call that started it`, async () => {
+      const decoder = createWorkerDecoder({ threads, minParallelElements: 0, workerUrl: url });
+      try {
+        expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+        expect(decoder.workerDeaths).toBe(threads);
+        expect(decoder.lastWorkerFailure).toBe(reason);
+      } finally {
+        await decoder.dispose();
+      }
+    });
+  }
+
+  it('with callerDecodes, workers dead at start are replaced after 1, then 2, then 4 calls: each call that starts one counts its death', async () => {
+    const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('./workers/throwing-worker.mjs', import.meta.url) });
+    try {
+      const counts: number[] = [];
+      for (let call = 0; call < 11; call++) {
+        expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+        counts.push(decoder.workerDeaths);
+      }
+      // Calls 1, 3, 6 and 11 start a worker, which dies at start; the others decode alone.
+      expect(counts).toEqual([1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 4]);
+    } finally {
+      await decoder.dispose();
+    }
+  });
+
+  it('with callerDecodes: false, every call starts its worker again and rejects WORKER_FAILED, its death counted', async () => {
+    const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, callerDecodes: false, workerUrl: new URL('./workers/late-throwing-worker.mjs', import.meta.url) });
+    try {
+      for (let call = 1; call <= 3; call++) {
+        await expect(decoder.decode(payload)).rejects.toMatchObject({ code: 'WORKER_FAILED', message: expect.stringMatching(/worker script threw late on load/) });
+        expect(decoder.workerDeaths).toBe(call);
+      }
+    } finally {
+      await decoder.dispose();
+    }
+  });
+
   // The calling thread decoded alone and back-to-back calls resolved before the event loop turned:
   // the counters stayed 0 however many decodes ran without a worker.
   it('a death that arrived during a decode the calling thread finished alone is counted when it resolves', async () => {
