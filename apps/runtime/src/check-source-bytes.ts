@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { accessSync, constants } from 'node:fs';
 import { isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
+import { describeBuildRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { describeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -84,7 +84,7 @@ export async function checkSourceBytes(
     // On a weak file system the stamp names other files too: nothing to remember by it.
     if (weakNote === undefined) rememberCheck(recorderOf(cache.store).mismatched, item);
     report.reason = 'stale';
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${refetched ? '; the same bytes fetched twice' : ''}): served raw; ${STALE_REMEDY}`;
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${refetched ? '; the same bytes fetched twice' : ''}): served raw; ${describeBuildRemedy(cache, STALE_REMEDY)}`;
     return;
   }
   report.reason = 'unchecked';
@@ -116,28 +116,11 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
   if (cache.remote && shardStampKind(stamp) === 'file') {
     return `${subject} is being kept for this host (other processes of this host trust it where the cache has a readThroughDir)`;
   }
-  const unwritable = cache.remote ? undefined : unwritableReason(cache);
+  const unwritable = findUnwritableReason(cache);
   if (unwritable !== undefined) {
     return `${subject} cannot be recorded: this process cannot write the cache (${unwritable}), so every new process checks it again (one load, or a build of this model, with write access records it)`;
   }
   return what === 'stamp' ? 'its stamp is being recorded with the binding for other processes' : 'the binding is being recorded for other processes';
-}
-
-/** Per local cache handle: why this process cannot write its directory (an errno code), or null when it can. One access(2), at first need. */
-const unwritableByCache = new WeakMap<ShardCache, string | null>();
-
-function unwritableReason(cache: ShardCache): string | undefined {
-  let reason = unwritableByCache.get(cache);
-  if (reason === undefined) {
-    try {
-      accessSync(cache.root, constants.W_OK);
-      reason = null;
-    } catch (error) {
-      reason = typeof (error as { code?: unknown }).code === 'string' ? (error as { code: string }).code : 'not writable';
-    }
-    unwritableByCache.set(cache, reason);
-  }
-  return reason ?? undefined;
 }
 
 /**
@@ -181,7 +164,7 @@ export interface SourceRefetch {
   reportDamage(): Promise<void>;
 }
 
-/** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them). */
+/** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them); describeBuildRemedy says it for a read-only cache. */
 export const STALE_REMEDY = 'a build of this model with --rebind binds it';
 
 /** The hint beside a weak file system's checks: the option exists, and why it is rarely right. */

@@ -133,7 +133,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
-      report.detail = describeCacheFailure(error);
+      report.detail = describeCacheFailure(error, env.cache);
     }
   } else if (env.cacheOnly) {
     const { reason, detail } = await explainMiss(target, undefined, env);

@@ -16,6 +16,7 @@ import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
+import { describeBuildRemedy } from './describe-build-remedy.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
@@ -196,7 +197,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
       detail:
         target.unchecked.weak !== undefined
           ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (${WEAK_TRUST_NOTE})`
-          : `the slice is bound, but the binding has no record of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${STALE_REMEDY})`,
+          : `the slice is bound, but the binding has no record of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, STALE_REMEDY)})`,
     };
   }
   if (target.staleStamp !== undefined) {
@@ -204,7 +205,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const how = found === 'checked' ? 'checked earlier through this cache' : `its entry is a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
     return {
       reason: 'stale',
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${STALE_REMEDY}`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, STALE_REMEDY)}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;
@@ -236,7 +237,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     // whatever its slice is bound to.
     const bindable = target.unboundStamp !== undefined && holder.qualname === target.name;
     const bound = bindable ? bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp! }) : undefined;
-    return { reason: 'missing', detail: bound === undefined ? `${why}: a build of this model binds it` : `${why}: ${bound}` };
+    return { reason: 'missing', detail: bound === undefined ? `${why}: ${describeBuildRemedy(env.cache, 'a build of this model binds it')}` : `${why}: ${bound}` };
   }
   return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
 }
@@ -315,7 +316,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
-      report.detail = describeCacheFailure(error);
+      report.detail = describeCacheFailure(error, env.cache);
       // A blob whose bytes failed: a local store drops the file it keeps open for it, so the next
       // load opens the path again (a repaired cache is seen). Object stores handle their copies.
       if ((error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH') && env.cache?.remote === false) {
@@ -338,10 +339,14 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
 
 /**
  * A cache failure's report detail: the error itself (which blob, what is wrong with it), and for a
- * blob that could not be read or does not match its entry, the build that puts it back.
+ * blob that could not be read or does not match its entry, the build that puts it back (where it
+ * can: describeBuildRemedy).
  */
-export function describeCacheFailure(error: RuntimeError): string {
-  const repair = error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH' ? '; if its blob is missing or damaged, `splitzip build <model> --out <cache> --repair` puts it back' : '';
+export function describeCacheFailure(error: RuntimeError, cache: ShardCache | undefined): string {
+  const repair =
+    error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH'
+      ? `; if its blob is missing or damaged, ${describeBuildRemedy(cache, '`splitzip build <model> --out <cache> --repair` puts it back')}`
+      : '';
   return `${error.code}: ${error.message}: served raw${repair}`;
 }
 
