@@ -1,5 +1,6 @@
 // A summary of what a cache holds: per entry sizes, escape rate and slices; totals.
 import type { CacheStore } from '@splitzip/store';
+import type { ModelBindingsReport } from './judge-model-bindings.js';
 
 export interface InspectEntry {
   key: string;
@@ -32,6 +33,8 @@ export interface InspectReport {
     escapeCount: number;
     escapeRate: number | null;
   };
+  /** With `inspect --model`: the model's bindings judged as `gc --model` would (judgeModelBindings), nothing changed. */
+  bindings?: ModelBindingsReport;
 }
 
 export function inspectCache(store: CacheStore, cacheDir: string): InspectReport {

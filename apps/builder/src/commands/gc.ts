@@ -1,27 +1,46 @@
+import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, isS3Url, type GcReport } from '@splitzip/store';
+import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
+import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
 import { parseDurationMs } from '../parse-duration.js';
+import { renderModelBindings } from '../render-model-bindings.js';
 import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
+
+/** What `gc --json` prints: the store's report, and with --model what became of the model's bindings. */
+export interface GcCommandReport extends GcReport {
+  bindings?: ModelBindingsReport;
+}
 
 export const gcCommand = defineCommand({
   name: 'gc',
-  description: 'Remove orphan blobs, leftover temp files, stale locks and old journals from a cache',
+  description: 'Remove orphan blobs, leftover temp files, stale locks and old journals from a cache, and with --model the bindings the model left behind',
   notes: [
     'On an s3:// cache: orphan blobs and unfinished multipart uploads older than --min-age (default',
     '1h, at least 35m: a writer may be between its blob and its entry that long) are removed; objects',
     'it did not write are kept.',
+    'With --model: of the bindings of the model\'s shard names, those at no tensor\'s span of the file',
+    'now (a re-shard that kept a name, tensors moved within a shard), and those to an entry of another',
+    'dtype or shape than the tensor there, with no record of the file as it is now, are removed; entries',
+    'and blobs stay (found by content key: a load binds a moved tensor again). Bindings of shard names',
+    'not in the model are counted and kept, unless --prune-other-shards.',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     dryRun: { type: 'boolean', description: 'Only report what would be removed' },
     minAge: { type: 'string', description: 's3:// only: remove orphans older than this (35m at least; 1h, 2d)', valueHint: 'duration' },
+    model: { type: 'string', description: 'Also remove the bindings this model left behind (renamed or re-sharded shards, moved tensors)', valueHint: 'model' },
+    pruneOtherShards: { type: 'boolean', description: "With --model: also remove the bindings of shard names the model does not have (other models' too)" },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
     const s3 = isS3Url(args.cache);
+    // Other models' bindings are kept unless asked, and only a model tells which shard names are its own.
+    if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');
+    if (args.model !== undefined) checkLocalModel(args.model, 'gc', '--model');
     let minAgeMs: number | undefined;
     if (args.minAge !== undefined) {
       // A directory cache judges leftovers by their writer's pid, not by age.
@@ -35,23 +54,35 @@ export const gcCommand = defineCommand({
         );
       }
     }
-    const store = await openExistingCache(args.cache, { signal, command: 'gc' });
-    // A real gc of a directory takes the writer lock: a writer that keeps it (a stopped build) is
-    // named instead of 30 s of silence (a dry run takes no lock).
-    const watch =
-      s3 || args.dryRun
-        ? undefined
-        : watchWriterLock(args.cache, {
-            onWait: (holder) => io.stderr.write(`splitzip gc: ${describeLockWait(args.cache, { ...holder, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS })}\n`),
-            onUnreadable: () => io.stderr.write(`splitzip gc: ${describeUnreadableLockWait(args.cache)}\n`),
-          });
-    let report: GcReport;
+    // The model first: one that is not a model, or has a damaged header, fails before the cache is touched.
+    const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
+    let report: GcCommandReport;
     try {
-      const gc = store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
-      report = await (watch?.during(gc) ?? gc);
+      const store = await openExistingCache(args.cache, { signal, command: 'gc' });
+      // A real gc of a directory takes the writer lock: a writer that keeps it (a stopped build) is
+      // named instead of 30 s of silence (a dry run takes no lock).
+      const watch =
+        s3 || args.dryRun
+          ? undefined
+          : watchWriterLock(args.cache, {
+              onWait: (holder) => io.stderr.write(`splitzip gc: ${describeLockWait(args.cache, { ...holder, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS })}\n`),
+              onUnreadable: () => io.stderr.write(`splitzip gc: ${describeUnreadableLockWait(args.cache)}\n`),
+            });
+      try {
+        const work = async (): Promise<GcCommandReport> => {
+          // The bindings first: their removal (a local cache's new generation) leaves gc nothing new to collect, entries and blobs staying.
+          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
+          const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+          return bindings === undefined ? gc : { ...gc, bindings };
+        };
+        const task = work();
+        report = await (watch?.during(task) ?? task);
+      } finally {
+        watch?.stop();
+        await store.close();
+      }
     } finally {
-      watch?.stop();
-      await store.close();
+      await model?.close();
     }
     if (args.json) {
       io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
@@ -70,6 +101,7 @@ export const gcCommand = defineCommand({
       lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
     }
     if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
+    if (report.bindings !== undefined) lines.push(...renderModelBindings(report.bindings, args.cache, verb));
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   },

@@ -1,22 +1,41 @@
+import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { checkLocalModel } from '../check-local-model.js';
+import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
+import { judgeModelBindings } from '../judge-model-bindings.js';
+import { renderModelBindings } from '../render-model-bindings.js';
 
 export const inspectCommand = defineCommand({
   name: 'inspect',
   description: 'Show what a cache holds: totals, ratio, escape rates, entries and their slices',
+  notes: [
+    "With --model: which bindings of the model's shard names are live, unchecked or left behind, and",
+    'how many bindings other shard names have: what `gc --model` would remove (nothing is changed).',
+  ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
-    json: { type: 'boolean', description: 'Print { entries: [...], totals: {...} } as JSON on stdout' },
+    model: { type: 'string', description: 'Judge the bindings against this model, as gc --model would (changes nothing)', valueHint: 'model' },
+    pruneOtherShards: { type: 'boolean', description: "With --model: count the bindings of shard names the model does not have as gc --model --prune-other-shards would" },
+    json: { type: 'boolean', description: 'Print { entries: [...], totals: {...}, bindings? } as JSON on stdout' },
   },
   async run({ args, io, signal }) {
-    const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
+    if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'inspect');
+    if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
+    const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
     let report: InspectReport;
     try {
-      report = inspectCache(store, args.cache);
+      const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
+      try {
+        report = inspectCache(store, args.cache);
+        if (model !== undefined) report.bindings = judgeModelBindings(store, model, args.model!, { pruneOtherShards: args.pruneOtherShards });
+      } finally {
+        await store.close();
+      }
     } finally {
-      await store.close();
+      await model?.close();
     }
     if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else io.stdout.write(renderInspectReport(report));
@@ -44,6 +63,7 @@ export function renderInspectReport(report: InspectReport): string {
     `entries ${t.entries} (${t.slices} slice keys)`,
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
+    ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
 }

@@ -1,0 +1,142 @@
+// Which of a cache's slice bindings a model left behind (`splitzip gc --model`, `inspect --model`).
+// The cache records a binding's shard name, offset, size and the stamps of the files it was
+// checked against, not where the model is: given the model, each binding of one of its shard names
+// is judged against the file as it is now, from its header and stamp alone (no tensor is read).
+import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
+import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
+
+/**
+ * What a binding is to the model:
+ * - `live`: at a tensor's data span of its shard, recorded with the file as it is now (or the
+ *   file has no stamp): loads serve it;
+ * - `unchecked`: at a tensor's span, to an entry of that tensor's dtype and shape, with no record
+ *   of the file as it is now (a copy, a touched or rewritten file, a cache built before stamps):
+ *   only the bytes can tell, and a load checks them once (kept when they are the entry's);
+ * - `leftover`: at no tensor's span of its shard now (a renamed shard's old name is `other-shard`;
+ *   tensors moved within a shard, a re-shard that kept a name): no load of the model looks it up;
+ * - `mismatched`: at a tensor's span, to an entry of another dtype or shape, with no record of the
+ *   file as it is now (another tensor landed there): every load serves that tensor raw;
+ * - `other-shard`: a shard name the model does not have (another model's, sharing the cache, or
+ *   this model's before a rename or re-shard).
+ */
+export type BindingVerdict = 'live' | 'unchecked' | 'leftover' | 'mismatched' | 'other-shard';
+
+/** A binding judged to go (or, in a dry run, that would). */
+export interface PrunedBinding {
+  shardName: string;
+  offsetBytes: number;
+  sizeBytes: number;
+  /** The entry it binds (content key) and that entry's tensor name. */
+  key: string;
+  qualname: string;
+  verdict: Exclude<BindingVerdict, 'live' | 'unchecked'>;
+}
+
+export interface ModelBindingsReport {
+  model: string;
+  /** Nothing was changed (`gc --model --dry-run`, `inspect --model`). */
+  dryRun: boolean;
+  /** Bindings of shard names the model does not have go too. */
+  pruneOtherShards: boolean;
+  /** The model's shard file names, whose bindings are judged against the files. */
+  shards: string[];
+  /** Bindings of the model's shard names, by verdict. */
+  live: number;
+  unchecked: number;
+  leftover: number;
+  mismatched: number;
+  /** Bindings of shard names the model does not have, per name (sorted): kept unless pruneOtherShards. */
+  otherShards: { shardName: string; bindings: number }[];
+  /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
+  prune: PrunedBinding[];
+  /**
+   * How many the store removed: 0 in a dry run; fewer than `prune` lists where a writer bound one
+   * of those slices again, or to another entry, since it was judged (left as it is).
+   */
+  removed: number;
+}
+
+const sameShape = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((value, i) => value === b[i]);
+
+/** The runtime's rule (entryDescribesTensor): only an entry of the tensor's dtype, size and shape can hold its bytes. */
+function entryDescribes(entry: CacheEntry, tensor: TensorInfo): boolean {
+  return entry.dtype === 'BF16' && tensor.dtype === 'BF16' && entry.rawBytes === tensor.slice.sizeBytes && sameShape(entry.shape, tensor.shape);
+}
+
+/**
+ * Judges every binding of `store` against `model` (opened by the caller from `modelPath`): nothing is
+ * read but the model's headers and stamps, and nothing changed (`dryRun: true`, `removed: 0`).
+ */
+export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, modelPath: string, options: { pruneOtherShards: boolean }): ModelBindingsReport {
+  const stamps = new Map(model.shards.map((shard) => [shard.name, shard.stamp]));
+  /** Tensors by shard name and `offset:size` of their data (several only for empty tensors). */
+  const spans = new Map<string, Map<string, TensorInfo[]>>();
+  for (const tensor of model.tensors) {
+    const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+    let byShard = spans.get(shardName);
+    if (!byShard) spans.set(shardName, (byShard = new Map()));
+    const id = `${offsetBytes}:${sizeBytes}`;
+    byShard.set(id, [...(byShard.get(id) ?? []), tensor]);
+  }
+  const report: ModelBindingsReport = {
+    model: modelPath,
+    dryRun: true,
+    pruneOtherShards: options.pruneOtherShards,
+    shards: model.shards.map((shard) => shard.name),
+    live: 0,
+    unchecked: 0,
+    leftover: 0,
+    mismatched: 0,
+    otherShards: [],
+    prune: [],
+    removed: 0,
+  };
+  const others = new Map<string, number>();
+  for (const entry of store.entries()) {
+    for (const [shardName, offsetBytes, sizeBytes] of entry.sliceKeys) {
+      const prune = (verdict: PrunedBinding['verdict']): void => {
+        report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict });
+      };
+      if (!stamps.has(shardName)) {
+        others.set(shardName, (others.get(shardName) ?? 0) + 1);
+        if (options.pruneOtherShards) prune('other-shard');
+        continue;
+      }
+      const tensors = spans.get(shardName)?.get(`${offsetBytes}:${sizeBytes}`);
+      if (tensors === undefined) {
+        report.leftover += 1;
+        prune('leftover');
+        continue;
+      }
+      // With the stamps an S3 cache keeps on this host too (lookupSliceBinding), as a load judges it.
+      const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+      if (binding === undefined || classifyBinding(binding, stamps.get(shardName) ?? null) === 'trusted') {
+        report.live += 1;
+      } else if (tensors.some((tensor) => entryDescribes(entry, tensor))) {
+        report.unchecked += 1;
+      } else {
+        report.mismatched += 1;
+        prune('mismatched');
+      }
+    }
+  }
+  report.otherShards = [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([shardName, bindings]) => ({ shardName, bindings }));
+  return report;
+}
+
+/**
+ * judgeModelBindings, then (unless `dryRun`) removes the bindings it judged to go, in one
+ * unbindSlices call, each only while its slice is still bound to the entry judged: a binding a
+ * writer made since (a load binding a moved tensor) stays.
+ */
+export async function pruneModelBindings(
+  store: CacheStore,
+  model: SafetensorsModel,
+  modelPath: string,
+  options: { dryRun: boolean; pruneOtherShards: boolean },
+): Promise<ModelBindingsReport> {
+  const report = judgeModelBindings(store, model, modelPath, options);
+  if (options.dryRun || report.prune.length === 0) return report;
+  const removed = await store.unbindSlices(report.prune.map(({ shardName, offsetBytes, sizeBytes, key }) => ({ shardName, offsetBytes, sizeBytes, key })));
+  return { ...report, dryRun: false, removed };
+}

@@ -1,0 +1,55 @@
+// The text lines of a ModelBindingsReport, for `gc --model` and `inspect --model`.
+import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
+
+const plural = (count: number, one: string, many = `${one}s`): string => `${count} ${count === 1 ? one : many}`;
+
+const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, string> = {
+  leftover: "at no tensor's span now",
+  mismatched: 'to an entry of another dtype or shape than the tensor there now',
+};
+
+/**
+ * `verb`: what happened to the bindings judged to go ('removed', 'would remove'); `cache`: named in
+ * the command lines the text suggests.
+ */
+export function renderModelBindings(report: ModelBindingsReport, cache: string, verb: string): string[] {
+  const own = report.live + report.unchecked + report.leftover + report.mismatched;
+  const lines = [
+    `model ${report.model}: ${plural(own, 'binding')} of its ${plural(report.shards.length, 'shard name')}: ${report.live} live, ${report.unchecked} unchecked, ` +
+      `${report.leftover} left behind at no tensor's span, ${report.mismatched} to an entry of another dtype or shape than the tensor there`,
+  ];
+  // Per shard name and verdict: a re-shard of a thousand tensors is a line per shard, not a thousand lines (--json lists each).
+  const groups = new Map<string, number>();
+  for (const binding of report.prune) {
+    if (binding.verdict === 'other-shard') continue; // listed with the other shard names below
+    const group = `${binding.shardName}\n${binding.verdict}`;
+    groups.set(group, (groups.get(group) ?? 0) + 1);
+  }
+  const count = report.dryRun ? report.prune.length : report.removed;
+  lines.push(`${verb} ${plural(count, 'binding')}${!report.dryRun && report.removed < report.prune.length ? ` (of ${report.prune.length} judged: the others were bound again meanwhile, and stay)` : ''}${groups.size > 0 ? ':' : ''}`);
+  for (const [group, n] of groups) {
+    const [shardName, verdict] = group.split('\n') as [string, keyof typeof VERDICT_TEXT];
+    lines.push(`  ${shardName}: ${n} ${VERDICT_TEXT[verdict]}`);
+  }
+  if (report.unchecked > 0 && /^s3:\/\//i.test(cache)) {
+    // Builds record no file stamps in a bucket (a file stamp is one host's), and this command keeps none on the host.
+    lines.push(
+      `  kept ${plural(report.unchecked, 'unchecked binding')} (at a tensor's span, to an entry of its shape): an s3:// cache keeps no file stamps in the bucket, so only the bytes tell whether they are the file's; a load checks each once per host`,
+    );
+  } else if (report.unchecked > 0) {
+    lines.push(
+      `  kept ${plural(report.unchecked, 'unchecked binding')} (at a tensor's span, to an entry of its shape, with no record of the file as it is now: a copy, a touched or rewritten file):` +
+        ` a load checks each once and keeps it when the bytes are the entry's; \`splitzip verify ${cache} --model ${report.model}\` names those that are not, and \`splitzip build ${report.model} --out ${cache} --rebind\` rebinds them`,
+    );
+  }
+  if (report.otherShards.length > 0) {
+    const total = report.otherShards.reduce((sum, shard) => sum + shard.bindings, 0);
+    lines.push(
+      report.pruneOtherShards
+        ? `${plural(total, 'binding')} of ${plural(report.otherShards.length, 'shard name')} not in the model (--prune-other-shards: ${report.dryRun ? 'would go' : 'gone'}; a model that uses them binds them again at its next load, by content key, one hash pass):`
+        : `kept ${plural(total, 'binding')} of ${plural(report.otherShards.length, 'shard name')} not in the model (another model's sharing the cache, or this one's before a rename; --prune-other-shards removes them, and a model that uses them binds them again at its next load, by content key, one hash pass):`,
+    );
+    for (const shard of report.otherShards) lines.push(`  ${shard.shardName}: ${shard.bindings}`);
+  }
+  return lines;
+}

@@ -1,0 +1,294 @@
+// gc --model / inspect --model: the bindings a model left behind in its cache (a re-shard under new
+// names, a shard rewritten so that its tensors moved), judged against the model's files and removed
+// (gc), or only counted (inspect, gc --dry-run); entries, blobs and other bindings stay, and the
+// runtime still loads the model bit-exact, binding the moved tensors again by content key.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { writeSafetensorsFile } from '@splitzip/safetensors';
+import { openCacheStore } from '@splitzip/store';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GcCommandReport } from '../src/commands/gc.js';
+import type { ModelBindingsReport } from '../src/judge-model-bindings.js';
+import { createTempDir, float32Tensor, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
+import { snapshotDir, type InspectJson } from './helpers/reports.js';
+import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
+import { describeS3, dropBucket, gatewayProblem, listObjects, rawClient, uniqueBucket } from './helpers/s3.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  assertBuilt();
+  temp = await createTempDir();
+});
+const s3Client = gatewayProblem ? undefined : rawClient();
+const bucket = uniqueBucket('gc-model');
+afterAll(async () => {
+  if (s3Client) {
+    await dropBucket(s3Client, bucket);
+    s3Client.destroy();
+  }
+  await temp?.cleanup();
+});
+
+// a, b and c have one size, c another shape; shard 1 holds a b c d, shard 2 e f g (maxShardBytes).
+const a = gaussianBf16('a.weight', [64, 64], 901);
+const b = gaussianBf16('b.weight', [64, 64], 902);
+const c = gaussianBf16('c.weight', [32, 128], 903);
+const d = gaussianBf16('d.weight', [48, 64], 904);
+const e = gaussianBf16('e.weight', [128, 64], 905);
+const f = gaussianBf16('f.weight', [64, 64], 906);
+const g = float32Tensor('g.bias', [64], 907);
+const TENSORS = [a, b, c, d, e, f, g];
+const SHARD_1 = 'model-00001-of-00002.safetensors';
+
+/** The model in `dir` as two shards (with its index), built into a new cache `cache`. */
+async function buildTwoShardModel(dir: string, cache: string): Promise<void> {
+  await writeShardedTestModel(dir, TENSORS, 4 * 8192);
+  await runJson(['build', dir, '--out', cache, '--quiet']);
+}
+
+/** Every binding of the cache, as `shard@offset+size=qualname`. */
+async function bindingsOf(cache: string): Promise<string[]> {
+  const store = await openCacheStore(cache);
+  try {
+    const out: string[] = [];
+    for (const entry of store.entries()) for (const [shard, offset, size] of entry.sliceKeys) out.push(`${shard}@${offset}+${size}=${entry.qualname}`);
+    return out.sort();
+  } finally {
+    await store.close();
+  }
+}
+
+/** What a model's tensors are, by name: the slices the safetensors reader gives. */
+async function slicesOf(model: string): Promise<Map<string, { shardName: string; offsetBytes: number; sizeBytes: number }>> {
+  const { openSafetensorsModel } = await import('@splitzip/safetensors');
+  const opened = await openSafetensorsModel(model);
+  try {
+    return new Map(opened.tensors.map((t) => [t.name, t.slice]));
+  } finally {
+    await opened.close();
+  }
+}
+
+interface RuntimeLoad {
+  totals: { fromCache: number; fromRaw: number; byReason: Record<string, number> };
+  [Symbol.asyncIterator](): AsyncIterator<{ name: string; data: Uint8Array; reason: string }>;
+}
+interface RuntimeApi {
+  openShardCache(root: string): Promise<{ flushObjectStamps(): Promise<{ recorded: number }>; close(): Promise<void> }>;
+  loadModel(model: string, cache: unknown, options: { backend: 'cpu' }): RuntimeLoad;
+}
+
+/**
+ * The runtime, from its source (vitest compiles it): the builder does not depend on it, and its
+ * package is another's to change. Only its dependencies' builds are needed, which are the builder's too.
+ */
+async function importRuntime(): Promise<RuntimeApi> {
+  const entry = fileURLToPath(new URL('../../runtime/src/index.ts', import.meta.url));
+  return (await import(/* @vite-ignore */ entry)) as RuntimeApi;
+}
+
+/** One load of `model` through `cache` in this process: every tensor's reason, and whether its bytes are the file's. */
+async function loadWithRuntime(runtime: RuntimeApi, cache: string, model: string): Promise<{ reasons: Record<string, string>; fromCache: number }> {
+  const handle = await runtime.openShardCache(cache);
+  try {
+    const load = runtime.loadModel(model, handle, { backend: 'cpu' });
+    const reasons: Record<string, string> = {};
+    for await (const tensor of load) {
+      const expected = TENSORS.find((t) => t.name === tensor.name)!;
+      expect(Buffer.from(tensor.data).equals(Buffer.from(expected.data)), tensor.name).toBe(true);
+      reasons[tensor.name] = tensor.reason;
+    }
+    await handle.flushObjectStamps();
+    return { reasons, fromCache: load.totals.fromCache };
+  } finally {
+    await handle.close();
+  }
+}
+
+describe('a model re-sharded under new names', () => {
+  let model: string;
+  let resharded: string;
+  let cache: string;
+
+  beforeAll(async () => {
+    model = join(temp.path, 'v1');
+    resharded = join(temp.path, 'resharded');
+    cache = join(temp.path, 'cache-resharded');
+    await buildTwoShardModel(model, cache);
+    await writeShardedTestModel(resharded, TENSORS, 2 * 8192);
+  });
+
+  it('inspect --model and gc --model --dry-run count the old names\' bindings per name and change nothing', async () => {
+    const before = await snapshotDir(cache);
+    const { json: inspect } = await runJson<InspectJson>(['inspect', cache, '--model', resharded]);
+    const { json: dry } = await runJson<GcCommandReport>(['gc', cache, '--model', resharded, '--dry-run']);
+    for (const bindings of [inspect.bindings!, dry.bindings!]) {
+      expect(bindings).toMatchObject({ model: resharded, dryRun: true, pruneOtherShards: false, live: 0, unchecked: 0, leftover: 0, mismatched: 0, prune: [], removed: 0 });
+      expect(bindings.shards).toEqual([1, 2, 3, 4].map((n) => `model-0000${n}-of-00004.safetensors`));
+      expect(bindings.otherShards).toEqual([
+        { shardName: SHARD_1, bindings: 4 },
+        { shardName: 'model-00002-of-00002.safetensors', bindings: 2 },
+      ]);
+    }
+    const text = await runCli(['gc', cache, '--model', resharded, '--dry-run']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain('would remove 0 bindings');
+    expect(text.stdout).toMatch(/kept 6 bindings of 2 shard names not in the model .*--prune-other-shards removes them/);
+    expect(text.stdout).toMatch(/^ {2}model-00001-of-00002\.safetensors: 4$/m);
+    const inspectText = await runCli(['inspect', cache, '--model', resharded]);
+    expect(inspectText.stdout).toContain('gc --model would remove 0 bindings');
+    // With the flag, a dry run lists what it would remove.
+    const { json: flagged } = await runJson<GcCommandReport>(['gc', cache, '--model', resharded, '--dry-run', '--prune-other-shards']);
+    expect(flagged.bindings!.prune).toHaveLength(6);
+    expect(new Set(flagged.bindings!.prune.map((p) => p.verdict))).toEqual(new Set(['other-shard']));
+    expect(await snapshotDir(cache)).toEqual(before);
+  });
+
+  it('gc --model keeps other shard names\' bindings; with --prune-other-shards removes them, entries and blobs stay, and the runtime loads bit-exact, binding again by content key', async () => {
+    const { json: kept } = await runJson<GcCommandReport>(['gc', cache, '--model', resharded]);
+    expect(kept.bindings!.removed).toBe(0);
+    expect(await bindingsOf(cache)).toHaveLength(6);
+
+    const blobs = Object.keys(await snapshotDir(cache)).filter((name) => name.startsWith('blobs/')).sort();
+    const { json: pruned } = await runJson<GcCommandReport>(['gc', cache, '--model', resharded, '--prune-other-shards']);
+    expect(pruned.bindings).toMatchObject({ dryRun: false, pruneOtherShards: true, removed: 6 });
+    expect(pruned.orphanBlobs).toEqual([]);
+    expect(await bindingsOf(cache)).toEqual([]);
+    expect(Object.keys(await snapshotDir(cache)).filter((name) => name.startsWith('blobs/')).sort()).toEqual(blobs);
+    const text = await runCli(['gc', cache, '--model', resharded, '--prune-other-shards']);
+    expect(text.stdout).toContain('removed 0 bindings');
+
+    // Every entry is still found by content key: the first load hashes the tensors and binds them, the next is served from the cache.
+    const runtime = await importRuntime();
+    const first = await loadWithRuntime(runtime, cache, resharded);
+    expect(first.fromCache).toBe(0);
+    expect(Object.values(first.reasons).filter((reason) => reason === 'missing')).toHaveLength(6);
+    const second = await loadWithRuntime(runtime, cache, resharded);
+    expect(second.fromCache).toBe(6);
+    expect(await bindingsOf(cache)).toHaveLength(6);
+    const verify = await runCli(['verify', cache, '--model', resharded, '--quiet']);
+    expect(verify.code, verify.stdout).toBe(0);
+  });
+});
+
+describe('a shard rewritten so that its tensors moved, one of them onto another\'s old span', () => {
+  let model: string;
+  let cache: string;
+  let slicesBefore: Map<string, { shardName: string; offsetBytes: number; sizeBytes: number }>;
+
+  beforeAll(async () => {
+    model = join(temp.path, 'shifted');
+    cache = join(temp.path, 'cache-shifted');
+    await buildTwoShardModel(model, cache);
+    slicesBefore = await slicesOf(model);
+    // In place: b c d a. b lands on a's old span (same shape), c on b's (another shape), d and a move to new spans.
+    await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
+    const after = await slicesOf(model);
+    expect(after.get('b.weight')).toEqual(slicesBefore.get('a.weight'));
+    expect(after.get('c.weight')).toEqual(slicesBefore.get('b.weight'));
+  });
+
+  it('gc --model removes the bindings at no tensor\'s span and the one to an entry of another shape, keeps the live and the unchecked ones', async () => {
+    const { json: dry } = await runJson<InspectJson>(['inspect', cache, '--model', model]);
+    const expected = { live: 2, unchecked: 1, leftover: 2, mismatched: 1, otherShards: [] };
+    expect(dry.bindings).toMatchObject(expected);
+    const { json } = await runJson<GcCommandReport>(['gc', cache, '--model', model]);
+    const report: ModelBindingsReport = json.bindings!;
+    expect(report).toMatchObject({ ...expected, dryRun: false, removed: 3 });
+    const old = (name: string) => slicesBefore.get(name)!;
+    expect(report.prune.map((p) => `${p.qualname}@${p.offsetBytes}+${p.sizeBytes}:${p.verdict}`).sort()).toEqual(
+      [
+        `b.weight@${old('b.weight').offsetBytes}+${old('b.weight').sizeBytes}:mismatched`,
+        `c.weight@${old('c.weight').offsetBytes}+${old('c.weight').sizeBytes}:leftover`,
+        `d.weight@${old('d.weight').offsetBytes}+${old('d.weight').sizeBytes}:leftover`,
+      ].sort(),
+    );
+    // What stays: e and f (shard 2, unchanged), and a at its old span, which b holds now (same shape: only the bytes tell).
+    expect(await bindingsOf(cache)).toEqual(
+      [`${SHARD_1}@${old('a.weight').offsetBytes}+${old('a.weight').sizeBytes}=a.weight`, `model-00002-of-00002.safetensors@${old('e.weight').offsetBytes}+${old('e.weight').sizeBytes}=e.weight`, `model-00002-of-00002.safetensors@${old('f.weight').offsetBytes}+${old('f.weight').sizeBytes}=f.weight`].sort(),
+    );
+    const text = await runCli(['gc', cache, '--model', model, '--dry-run']);
+    expect(text.stdout).toContain('would remove 0 bindings');
+    expect(text.stdout).toMatch(/kept 1 unchecked binding .*--rebind/);
+    const verify = await runCli(['verify', cache, '--quiet']);
+    expect(verify.code, verify.stdout).toBe(0);
+
+    // The runtime: c (its slice now unbound) is hashed once and bound by content key, then cached; b stays stale (the runtime's part).
+    const runtime = await importRuntime();
+    const first = await loadWithRuntime(runtime, cache, model);
+    expect(first.reasons).toMatchObject({ 'c.weight': 'missing', 'd.weight': 'missing', 'a.weight': 'missing', 'b.weight': 'stale' });
+    const second = await loadWithRuntime(runtime, cache, model);
+    expect(second.reasons).toMatchObject({ 'a.weight': 'cached', 'c.weight': 'cached', 'd.weight': 'cached', 'e.weight': 'cached', 'f.weight': 'cached', 'b.weight': 'stale' });
+  });
+});
+
+describeS3('an s3:// cache', () => {
+  it('gc --model deletes the alias objects of the bindings a rewritten shard left behind; the bucket keeps no file stamps, so the others count as unchecked', async () => {
+    const model = join(temp.path, 'shifted-s3');
+    const url = `s3://${bucket}/c`;
+    await writeShardedTestModel(model, TENSORS, 4 * 8192);
+    await runJson(['build', model, '--out', url, '--quiet']);
+    await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
+    const aliases = async () => (await listObjects(s3Client!, bucket)).filter((o) => o.key.startsWith('c/slices/')).length;
+    expect(await aliases()).toBe(6);
+    const { json } = await runJson<GcCommandReport>(['gc', url, '--model', model]);
+    expect(json.bindings).toMatchObject({ live: 0, unchecked: 3, leftover: 2, mismatched: 1, removed: 3 });
+    expect(await aliases()).toBe(3);
+    const text = await runCli(['inspect', url, '--model', model]);
+    expect(text.stdout).toContain('gc --model would remove 0 bindings');
+    expect(text.stdout).toContain('an s3:// cache keeps no file stamps in the bucket');
+  });
+});
+
+describe('bad input', () => {
+  let cache: string;
+  beforeAll(async () => {
+    const model = join(temp.path, 'for-bad-input');
+    cache = join(temp.path, 'cache-bad-input');
+    await buildTwoShardModel(model, cache);
+  });
+
+  it('a model that is not one, has no safetensors, or a damaged header: the reader\'s typed error, exit 1, the cache untouched', async () => {
+    const empty = join(temp.path, 'empty-dir');
+    await mkdir(empty);
+    const notModel = join(temp.path, 'notes.txt');
+    await writeFile(notModel, 'hi\n');
+    const damagedDir = join(temp.path, 'damaged');
+    await mkdir(damagedDir);
+    const damaged = join(damagedDir, 'model.safetensors');
+    await writeSafetensorsFile(damaged, [a], { format: 'pt' });
+    const bytes = await readFile(damaged);
+    bytes.write('garbage!', 8);
+    await writeFile(damaged, bytes);
+    const before = await snapshotDir(cache);
+    for (const command of ['gc', 'inspect']) {
+      for (const [modelPath, code] of [
+        [empty, 'NOT_SAFETENSORS'],
+        [notModel, 'HEADER_LENGTH_MISSING'],
+        [damagedDir, 'HEADER_INVALID_JSON'],
+        [join(temp.path, 'missing'), 'PATH_NOT_FOUND'],
+      ] as const) {
+        const result = await runCli([command, cache, '--model', modelPath]);
+        expect(result.code, `${command} ${modelPath}: ${result.stderr}`).toBe(1);
+        expect(result.stderr).toMatch(new RegExp(`^splitzip ${command}: error: ${code}: `));
+        expect(result.stdout).toBe('');
+      }
+    }
+    expect(await snapshotDir(cache)).toEqual(before);
+  });
+
+  it('usage errors (exit 2): an s3:// model, --prune-other-shards without --model, a near-miss flag', async () => {
+    for (const command of ['gc', 'inspect']) {
+      const url = await runCli([command, cache, '--model', 's3://bucket/model']);
+      expect(url.code).toBe(2);
+      expect(url.stderr).toContain('--model is read from local files');
+      const alone = await runCli([command, cache, '--prune-other-shards']);
+      expect(alone.code).toBe(2);
+      expect(alone.stderr).toContain("option '--prune-other-shards' needs '--model <model>'");
+      const typo = await runCli([command, cache, '--model', cache, '--prune-other-shard']);
+      expect(typo.code).toBe(2);
+      expect(typo.stderr).toContain("did you mean '--prune-other-shards'?");
+    }
+  });
+});
