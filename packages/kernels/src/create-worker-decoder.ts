@@ -115,9 +115,11 @@ export interface WorkerDecoder {
    * next call starts new ones in their place (after deaths before a worker was ready, a call that
    * decodes on the calling thread starts none for 1, 2, 4, … up to 64 calls). With `callerDecodes`
    * (default) the calling thread then decodes alone and every result is still right: this and
-   * `lastWorkerFailure` are the only sign of it. A call resolves only once each worker still
-   * loading is ready or dead (at most 2 s per worker), so a death at start-up is counted by the
-   * call that started the worker, never by a later one.
+   * `lastWorkerFailure` are the only sign of it. A death is counted when its event arrives: a
+   * call that finished while its workers were still loading does not wait for them (a first call
+   * would pay their start), so the first death at start-up may be counted after that call; once
+   * one is seen, a call that starts replacements resolves only once each is ready or dead (at most
+   * 2 s per worker), so their deaths are that call's.
    */
   readonly workerDeaths: number;
   /** Why the last worker died (its error's message, or `exit code N`), or null. */
@@ -207,9 +209,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   let workerDeaths = 0;
   let lastWorkerFailure: string | null = null;
   // Start-up deaths (before the worker reported ready) in a row, and the calls left that start no
-  // replacement: a script that cannot load fails the same way every time, and a call waits for the
-  // workers it started to be ready or dead (awaitStarting), ~20 ms more per call for a death on the
-  // 2-core VM. Only where the calling thread decodes alone meanwhile (callerDecodes).
+  // replacement: a script that cannot load fails the same way every time, and after such a death a
+  // call waits for the workers it started to be ready or dead (awaitStarting), ~20 ms more per call
+  // for a death on the 2-core VM. Only where the calling thread decodes alone meanwhile (callerDecodes).
   let startDeathsInARow = 0;
   let startHeldCalls = 0;
   let markDisposing: () => void = () => undefined;
@@ -307,10 +309,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   };
 
   /**
-   * Before a call resolves: waits for each worker of the pool still loading to report ready or to
-   * die (onDeath counts it), at most WORKER_READY_WAIT_MS, once per worker. The calling thread may
-   * have done every range while the workers it started were loading: a start-up death was then
-   * counted by a later call, after this one had reported a healthy pool.
+   * Before a call resolves, after a death at start-up: waits for each worker of the pool still
+   * loading to report ready or to die (onDeath counts it), at most WORKER_READY_WAIT_MS, once per
+   * worker. The calling thread may have done every range while the workers it started were
+   * loading: their deaths are then this call's, not a later call's.
    */
   const awaitStarting = async (): Promise<void> => {
     let starting: PoolWorker[] | undefined;
@@ -319,6 +321,15 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       else if (!entry.startAwaited) (starting ??= []).push(entry);
     }
     if (starting === undefined || disposed) return;
+    // A pool that has seen no death at start-up does not wait: a healthy first call would pay the
+    // rest of its workers' start (12 -> 60 ms for 2^22 values on the 2-core VM) to name a death
+    // that almost never comes. One turn of the loop hears a death already delivered; one still to
+    // come is counted when it arrives (by the next call's report). Once a start has failed, the
+    // calls that start replacements wait for them, so their deaths are theirs.
+    if (startDeathsInARow === 0) {
+      await hearWorkerEvents();
+      return;
+    }
     for (const entry of starting) {
       entry.startAwaited = true;
       // Referenced meanwhile: Atomics.waitAsync holds no event loop, and neither does an idle worker.
@@ -845,6 +856,14 @@ async function waitUntilReady(ready: Int32Array, timeoutMs: number): Promise<voi
     const waiting = waitAsync(ready, 0, 0, Math.min(left, 100));
     if (waiting.async) await waiting.value;
   }
+}
+
+/**
+ * Lets this thread's event loop deliver the workers' 'error' and 'exit' events that have arrived.
+ * Two immediates: called from an I/O callback, the first one runs before the loop polls again.
+ */
+async function hearWorkerEvents(): Promise<void> {
+  for (let turn = 0; turn < 2; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 /** Atomics.waitAsync (Node ≥ 16; not in the ES2022 lib typings). */
