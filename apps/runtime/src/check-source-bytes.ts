@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { isStoreError, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, findUnwritableReason } from './describe-build-remedy.js';
+import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { describeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
@@ -81,10 +82,12 @@ export async function checkSourceBytes(
     }
   }
   if (key !== entry.key) {
-    // On a weak file system the stamp names other files too: nothing to remember by it.
+    // On a weak file system the stamp names other files too: nothing to remember by it, nothing to bind by it.
     if (weakNote === undefined) rememberCheck(recorderOf(cache.store).mismatched, item);
+    // The content key just computed (no second hash) may be an entry's of this tensor's name.
+    const rebound = weakNote === undefined && key !== undefined ? rebindFoundSlice(cache, target, entry.key, key, stamp) : undefined;
     report.reason = 'stale';
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${refetched ? '; the same bytes fetched twice' : ''}): served raw; ${describeBuildRemedy(cache, STALE_REMEDY)}`;
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, STALE_REMEDY)}`;
     return;
   }
   report.reason = 'unchecked';
@@ -124,25 +127,51 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
 }
 
 /**
- * A tensor whose slice had no binding, read raw, whose content key is an entry's (explainMiss):
+ * A tensor whose slice had no binding (or, with `staleKey`, was bound to that entry, whose bytes it
+ * does not hold: rebindFoundSlice), read raw, whose content key is an entry's (explainMiss):
  * the slice is bound to that entry with the shard's stamp, in the background as a checked stamp is
  * recorded (the cache was built from other shard names or offsets: a renamed shard, a copy of the
  * model laid out otherwise). The runtime aliased nothing before, and every load read and hashed
  * every such tensor again (4-5x a raw load) until a build bound them. Remembered by this handle
  * at once. Returns what the report says of the record.
  */
-export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: string; stamp: string }): string {
+export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: string; stamp: string }, staleKey?: string): string {
   const { found } = recorderOf(cache.store);
   const id = foundSliceId(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
   if (!found.has(id) && found.size >= MAX_REMEMBERED_CHECKS) found.delete(found.keys().next().value!);
   found.set(id, item.key);
-  const recorder = queueStamp(cache.store, item);
+  const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { item, from: staleKey });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
   return (
     `bound now: later loads through this cache handle serve it from the cache, and ${where}` +
     (last === undefined ? '' : `; but this cache handle's last record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes hash it again`)
   );
+}
+
+/**
+ * A bound slice whose bytes checkSourceBytes found not to be its entry's (`stale`), hashed to
+ * `key`: when that is an entry of the tensor's own name (bindFoundSlice's rule: a shard rewritten
+ * so that its tensors moved, one onto another's old span with its shape), the slice is bound to it
+ * with the shard's stamp, in the background as bindFoundSlice binds one, and remembered by this
+ * handle at once (findBoundSlice). Before, such a tensor was served raw, and hashed once by every
+ * process, until a build with --rebind. The store's rebind (aliasSlices { rebind }) moves a slice
+ * from whatever entry holds it, so the record is made of two conditional steps instead
+ * (recordRebinds): the slice is unbound only while still bound to `staleKey`, then bound by a
+ * plain alias, which never moves a binding another writer made meanwhile. Not where this process
+ * cannot write the local cache (the stale report names the build that can: describeBuildRemedy),
+ * nor past the store's MAX_SLICE_KEYS_PER_ENTRY. Returns what the report says of it, or undefined
+ * where nothing was bound.
+ */
+export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKey: string, key: string, stamp: string): string | undefined {
+  const holder = cache.getEntry(key);
+  // Bytes cached under another name (a tied weight, another model's tensor that happens to match)
+  // are left to a build: a bare slice request follows whatever its slice is bound to.
+  if (holder === undefined || holder.qualname !== target.name || !entryDescribesTensor(holder, target)) return undefined;
+  if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
+  const { shardName, offsetBytes, sizeBytes } = target.slice;
+  const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);
+  return `its bytes are entry ${key}'s, of this tensor's name, to which the slice is moved from entry ${staleKey} (only while it is still bound to that one): ${bound}`;
 }
 
 /** The key of the entry bindFoundSlice bound this slice to, through this store, at this stamp of its shard. */
@@ -170,8 +199,16 @@ export const STALE_REMEDY = 'a build of this model with --rebind binds it';
 /** The hint beside a weak file system's checks: the option exists, and why it is rarely right. */
 export const WEAK_TRUST_NOTE = "fileSources: 'trust' would serve it unchecked, which is wrong wherever images of one layout take each other's place";
 
+/** A slice to move from the entry `from`, found stale, to `item.key` (rebindFoundSlice). */
+interface QueuedRebind {
+  item: AliasSliceItem & { key: string; stamp: string };
+  from: string;
+}
+
 interface StampRecorder {
   queue: AliasSliceItem[];
+  /** Rebinds to record (recordRebinds), beside the plain records of `queue`. */
+  rebinds: QueuedRebind[];
   /** Items queued or being recorded, by slice, key and stamp: concurrent loads of one tensor record it once. */
   queued: Set<string>;
   /** The flush in progress; checks that finish meanwhile join its next batch. */
@@ -204,7 +241,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map() };
+    recorder = { queue: [], rebinds: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;
@@ -243,6 +280,21 @@ function queueStamp(store: CacheStore, item: AliasSliceItem & { stamp: string })
   return recorder;
 }
 
+function queueRebind(store: CacheStore, rebind: QueuedRebind): StampRecorder {
+  const recorder = recorderOf(store);
+  const id = rebindId(rebind);
+  if (!recorder.queued.has(id)) {
+    recorder.queued.add(id);
+    recorder.rebinds.push(rebind);
+  }
+  recorder.flushing ??= flushStampQueue(store, recorder);
+  return recorder;
+}
+
+function rebindId(rebind: QueuedRebind): string {
+  return JSON.stringify(['rebind', rebind.from, stampItemId(rebind.item)]);
+}
+
 function stampItemId(item: AliasSliceItem): string {
   return JSON.stringify([item.key, item.shardName, item.offsetBytes, item.sizeBytes, item.stamp]);
 }
@@ -259,17 +311,22 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
     // Checks finishing within this turn of the event loop share the first batch.
     await new Promise((resolve) => setImmediate(resolve));
     let lockTimeout: unknown;
-    while (recorder.queue.length > 0) {
+    while (recorder.queue.length > 0 || recorder.rebinds.length > 0) {
       const items = recorder.queue.splice(0);
+      const rebinds = recorder.rebinds.splice(0);
       try {
-        if (lockTimeout !== undefined) countFailure(recorder.stats, lockTimeout, items.length);
-        else {
+        if (lockTimeout === undefined && items.length > 0) {
           const failure = await recordBatch(store, items, recorder.stats);
           if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
-        }
+        } else if (items.length > 0) countFailure(recorder.stats, lockTimeout, items.length);
+        if (lockTimeout === undefined && rebinds.length > 0) {
+          const failure = await recordRebinds(store, rebinds, recorder.stats);
+          if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
+        } else if (rebinds.length > 0) countFailure(recorder.stats, lockTimeout, rebinds.length);
       } finally {
         // Recorded (or failed): the same stamp checked again later is queued again.
         for (const item of items) recorder.queued.delete(stampItemId(item));
+        for (const rebind of rebinds) recorder.queued.delete(rebindId(rebind));
       }
     }
   } catch {
@@ -306,6 +363,38 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
   }
   for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item]))))) count(outcome, 1);
   return failure;
+}
+
+/**
+ * Moves each slice from the entry found stale to the one its bytes are, without a compare-and-swap
+ * in the store: aliasSlices' `rebind` moves a slice from whatever entry holds it, so a binding
+ * another process made since the check (a build, another load) would be overwritten. Instead: one
+ * unbindSlices call, whose items' `key` removes a binding only while it is to the entry judged
+ * stale (a local cache decides under its writer lock, at the price of a manifest rewrite, once per
+ * batch; an S3 cache looks at each alias object just before its DELETE); then a plain aliasSlices
+ * of the slices the store (caught up by the unbind) now shows unbound or bound to the found entry
+ * already, which throws SLICE_CONFLICT rather than move one another writer bound in between. A
+ * slice bound to another entry by then is left as it is (neither recorded nor failed). Between the
+ * two steps, or after a crash or a failure between them, the slice is unbound: a load then finds
+ * the bytes by content key and binds them (bindFoundSlice), as here. Returns the last failure.
+ */
+async function recordRebinds(store: CacheStore, rebinds: readonly QueuedRebind[], stats: ObjectStampStats): Promise<unknown> {
+  const unbinds = rebinds.map(({ item, from }) => ({ shardName: item.shardName, offsetBytes: item.offsetBytes, sizeBytes: item.sizeBytes, key: from }));
+  const [unbound] = await Promise.allSettled([Promise.resolve().then(() => store.unbindSlices(unbinds))]);
+  if (unbound.status === 'rejected') {
+    countFailure(stats, unbound.reason, rebinds.length);
+    return unbound.reason;
+  }
+  const free = rebinds.filter(({ item }) => {
+    let owner: CacheEntry | undefined;
+    try {
+      owner = store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes);
+    } catch {
+      return true; // a caller's wrapper store: the plain alias judges it
+    }
+    return owner === undefined || owner.key === item.key;
+  });
+  return free.length === 0 ? undefined : recordBatch(store, free.map(({ item }) => item), stats);
 }
 
 /** `size` records failed with `reason` (the handle's last error until a record succeeds). */

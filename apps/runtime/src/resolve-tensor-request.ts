@@ -164,6 +164,18 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     target.entry = binding.entry;
     return target;
   }
+  // This file or object, at this stamp, was found by this store to hold an entry's bytes, of this
+  // tensor's name (rebindFoundSlice, or bindFoundSlice before another writer bound the slice):
+  // served from that entry, whatever the binding says until its record lands. Not on a weak file
+  // system, whose stamps name other files too (nothing is remembered by them).
+  if (onWeak === undefined) {
+    const key = findBoundSlice(cache.store, shardName, offsetBytes, sizeBytes, current);
+    const found = key === undefined ? undefined : cache.getEntry(key);
+    if (found !== undefined && entryDescribesTensor(found, target)) {
+      target.entry = found;
+      return target;
+    }
+  }
   // A file or object the binding has no record of: read raw and checked once, unless the cache
   // trusts shards of its kind. 'trust' is the rule from before checks: it serves a binding with no
   // record of that kind of shard, never a file binding recorded against other files (it was

@@ -1,0 +1,303 @@
+// A shard rewritten so that its tensors moved, one landing on another's old span with its shape: the
+// slice's binding names the other tensor's entry, whose bytes it does not hold (`stale`). When its
+// bytes are an entry of the tensor's own name, the load that finds it moves the binding there, only
+// while the slice is still bound to the entry it judged; before, the tensor was served raw, and
+// hashed once by every process, until a build with --rebind. A tied weight (bytes cached under
+// another name) stays stale, and a cache this process cannot write is not written.
+import { spawnSync } from 'node:child_process';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { openCacheStore } from '@splitzip/store';
+import { openSafetensorsModel, writeShardedModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadModel } from '../src/load-model.js';
+import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
+import type { TensorReport } from '../src/types.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, type FixtureTensor } from './fixtures.js';
+import { createBucket, describeS3, dropBucket, rawClient, uniqueBucket } from './helpers/s3.js';
+
+let root: string;
+let cleanup: () => Promise<void>;
+beforeAll(async () => {
+  ({ dir: root, cleanup } = await makeTempDir('rebind-moved'));
+});
+afterAll(async () => {
+  await chmod(join(root, 'read-only', 'cache'), 0o755).catch(() => undefined);
+  await cleanup?.();
+});
+
+/** a and b of one shape, c of another with their size: one shard, a b c. */
+const A: FixtureTensor = { name: 'a.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 61) };
+const B: FixtureTensor = { name: 'b.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 62) };
+const C: FixtureTensor = { name: 'c.weight', dtype: 'BF16', shape: [32, 128], data: bf16Weights(4096, 63) };
+
+async function writeOne(dir: string, tensors: FixtureTensor[]): Promise<void> {
+  await writeShardedModel(dir, tensors, { maxShardBytes: 1 << 20, shardNamePrefix: 'model' });
+}
+
+/**
+ * The model a b c built into `<dir>/cache`, and its rewrite b a c at `<dir>/moved` (the same shard
+ * name: b lands on a's old span, a on b's, both with the other's shape; c stays). Returns the
+ * directories and the entries' keys by name.
+ */
+async function writeBuiltAndMoved(dir: string, cacheDir = join(dir, 'cache')): Promise<{ cacheDir: string; movedDir: string; keys: Map<string, string> }> {
+  await writeOne(join(dir, 'base'), [A, B, C]);
+  const base = await openSafetensorsModel(join(dir, 'base'));
+  const keys = await buildCache(base, cacheDir);
+  await writeOne(join(dir, 'moved'), [B, A, C]);
+  const moved = await openSafetensorsModel(join(dir, 'moved'));
+  expect(moved.getTensor('b.weight')!.slice).toEqual(base.getTensor('a.weight')!.slice);
+  expect(moved.getTensor('a.weight')!.slice).toEqual(base.getTensor('b.weight')!.slice);
+  await Promise.all([base.close(), moved.close()]);
+  expect(keys.size).toBe(3);
+  return { cacheDir, movedDir: join(dir, 'moved'), keys };
+}
+
+/** One load of `model` through `cache`: every tensor bit-exact against the file; the reports by name. */
+async function loadChecked(model: SafetensorsModel, cache: ShardCache): Promise<Map<string, TensorReport>> {
+  const raw = await readAllRaw(model);
+  const load = loadModel(model, cache, { backend: 'cpu' });
+  for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
+  return new Map(load.reports.map((report) => [report.name, report]));
+}
+
+/** The entry key each tensor's slice of `model` is bound to in the cache at `cacheDir`, by name. */
+async function boundKeys(model: SafetensorsModel, cacheDir: string): Promise<Map<string, string | undefined>> {
+  const store = await openCacheStore(cacheDir);
+  try {
+    return new Map(model.tensors.map((t) => [t.name, store.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.key]));
+  } finally {
+    await store.close();
+  }
+}
+
+const BOUND_NOW = /holds other bytes than the entry its slice is bound to .*: served raw; its bytes are entry [0-9a-f]{40}'s, of this tensor's name, to which the slice is moved from entry [0-9a-f]{40} \(only while it is still bound to that one\): bound now: later loads through this cache handle serve it from the cache, and the binding is being recorded for other processes$/;
+
+describe('a tensor moved onto a same-shape tensor\'s old span', () => {
+  it('the first load serves it raw and rebinds its slice to its own entry; the next load through the handle, and a fresh handle once recorded, serve it from the cache', async () => {
+    const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'swap'));
+    const moved = await openSafetensorsModel(movedDir);
+    const first = await openShardCache(cacheDir);
+    // The record held until the next load is done: that load is served by what the handle remembers.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const unbindSlices = first.store.unbindSlices.bind(first.store);
+    first.store.unbindSlices = async (items) => {
+      await held;
+      return unbindSlices(items);
+    };
+    try {
+      const reports = await loadChecked(moved, first);
+      for (const name of ['a.weight', 'b.weight']) {
+        expect(reports.get(name), name).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(reports.get(name)!.detail, name).toMatch(BOUND_NOW);
+        expect(reports.get(name)!.detail).toContain(`its bytes are entry ${keys.get(name)}'s`);
+        expect(reports.get(name)!.digestMs, name).toBeGreaterThan(0);
+      }
+      expect(reports.get('c.weight')).toMatchObject({ source: 'raw', reason: 'unchecked' });
+      // Through the same handle at once, nothing hashed.
+      const again = await loadChecked(moved, first);
+      for (const report of again.values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
+      expect((await boundKeys(moved, cacheDir)).get('b.weight')).toBe(keys.get('a.weight'));
+      release();
+      expect(await first.flushObjectStamps!()).toMatchObject({ recorded: 3, failed: 0 });
+    } finally {
+      release();
+      await first.close();
+    }
+    expect(await boundKeys(moved, cacheDir)).toEqual(keys);
+    // Another process: found by slice, its stamp recorded.
+    const fresh = await openShardCache(cacheDir);
+    try {
+      const later = await loadChecked(moved, fresh);
+      for (const report of later.values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
+    } finally {
+      await fresh.close();
+      await moved.close();
+    }
+  });
+
+  it('bytes cached under another name (a tied weight: a.weight holds b\'s bytes) stay stale, not rebound', async () => {
+    const dir = join(root, 'tied');
+    const { cacheDir, keys } = await writeBuiltAndMoved(dir);
+    await writeOne(join(dir, 'tied'), [{ ...A, data: B.data }, B, C]);
+    const tied = await openSafetensorsModel(join(dir, 'tied'));
+    const cache = await openShardCache(cacheDir);
+    try {
+      const reports = await loadChecked(tied, cache);
+      expect(reports.get('a.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(reports.get('a.weight')!.detail).toMatch(/holds other bytes than the entry its slice is bound to .*: served raw; a build of this model with --rebind binds it$/);
+      expect(await cache.flushObjectStamps!()).toMatchObject({ recorded: 2, failed: 0 }); // b and c: their stamps
+      const again = await loadChecked(tied, cache);
+      expect(again.get('a.weight')).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
+    } finally {
+      await cache.close();
+    }
+    expect((await boundKeys(tied, cacheDir)).get('a.weight')).toBe(keys.get('a.weight'));
+    await tied.close();
+  });
+
+  it('a slice another writer rebound since the check is left to it: the record unbinds only the binding judged stale', async () => {
+    const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'raced'));
+    const moved = await openSafetensorsModel(movedDir);
+    const raced = moved.getTensor('b.weight')!.slice; // a's old span
+    const cache = await openShardCache(cacheDir);
+    // Another process binds a's old span to c's entry (its size) between this load's check and its
+    // record: before the first store call the record makes, whichever it is.
+    let raceRun = false;
+    const race = async () => {
+      if (raceRun) return;
+      raceRun = true;
+      const other = await openCacheStore(cacheDir);
+      await other.aliasSlices([{ key: keys.get('c.weight')!, ...raced }], { rebind: true });
+      await other.close();
+    };
+    const unbindSlices = cache.store.unbindSlices.bind(cache.store);
+    const aliasSlices = cache.store.aliasSlices.bind(cache.store);
+    cache.store.unbindSlices = async (items) => {
+      await race();
+      return unbindSlices(items);
+    };
+    cache.store.aliasSlices = async (items, options) => {
+      await race();
+      return aliasSlices(items, options);
+    };
+    try {
+      const reports = await loadChecked(moved, cache);
+      expect(reports.get('b.weight')!.detail).toMatch(BOUND_NOW);
+      expect(await cache.flushObjectStamps!()).toMatchObject({ failed: 0 });
+    } finally {
+      await cache.close();
+    }
+    const bound = await boundKeys(moved, cacheDir);
+    expect(bound.get('b.weight')).toBe(keys.get('c.weight'));
+    expect(bound.get('a.weight')).toBe(keys.get('a.weight'));
+    await moved.close();
+  });
+
+  it('a cache this process cannot write: nothing is tried, the stale report names the build that can', async () => {
+    const dir = join(root, 'read-only');
+    const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(dir);
+    for (const path of [root, dir]) await chmod(path, 0o755);
+    await chmod(cacheDir, 0o555);
+    const entry = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    const script = `
+      import { openSafetensorsModel } from '@splitzip/safetensors';
+      import { loadModel, openShardCache } from ${JSON.stringify(entry)};
+      const cache = await openShardCache(${JSON.stringify(cacheDir)});
+      let unbinds = 0;
+      const unbindSlices = cache.store.unbindSlices.bind(cache.store);
+      cache.store.unbindSlices = (items) => { unbinds += 1; return unbindSlices(items); };
+      const model = await openSafetensorsModel(${JSON.stringify(movedDir)});
+      const seen = {};
+      for (const label of ['first', 'again']) {
+        const load = loadModel(model, cache, { backend: 'cpu' });
+        await load.drain();
+        seen[label] = Object.fromEntries(load.reports.map((r) => [r.name, { reason: r.reason, detail: r.detail, digestMs: r.digestMs }]));
+      }
+      seen.stats = await cache.flushObjectStamps();
+      seen.unbinds = unbinds;
+      console.log(JSON.stringify(seen));
+      await model.close();
+      await cache.close();
+    `;
+    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000, cwd: fileURLToPath(new URL('..', import.meta.url)), ...asNobody });
+    await chmod(cacheDir, 0o755);
+    expect(result.stderr).toBe('');
+    type Seen = Record<'first' | 'again', Record<string, { reason: string; detail: string; digestMs: number }>> & { stats: { failed: number }; unbinds: number };
+    const seen = JSON.parse(result.stdout) as Seen;
+    expect(seen.unbinds).toBe(0);
+    expect(seen.stats.failed).toBe(1); // c.weight's stamp, as before: only a rebind is not tried
+    for (const name of ['a.weight', 'b.weight']) {
+      expect(seen.first[name]!.reason).toBe('stale');
+      expect(seen.first[name]!.detail).toMatch(/: served raw; a build of this model with --rebind binds it where the cache can be written: this process cannot write this one \((EACCES|EROFS|EPERM)\)/);
+      expect(seen.again[name]).toMatchObject({ reason: 'stale', digestMs: 0 });
+    }
+    const moved = await openSafetensorsModel(movedDir);
+    const bound = await boundKeys(moved, cacheDir);
+    await moved.close();
+    expect(bound.get('b.weight')).toBe(keys.get('a.weight'));
+  });
+
+  it('an s3:// model (objects stamped by ETag): rebound with the object\'s stamp, a fresh handle serves it from the cache', async () => {
+    const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'objects'));
+    const remote = await openSafetensorsModel({ source: await objectSource(movedDir, '"moved"') });
+    const first = await openShardCache(cacheDir);
+    try {
+      const reports = await loadChecked(remote, first);
+      for (const name of ['a.weight', 'b.weight']) expect(reports.get(name)!.detail, name).toMatch(BOUND_NOW);
+      expect(await first.flushObjectStamps!()).toMatchObject({ recorded: 3, failed: 0 });
+      const slice = remote.getTensor('b.weight')!.slice;
+      expect(first.lookupSliceBinding(slice.shardName, slice.offsetBytes, slice.sizeBytes)).toMatchObject({ entry: { key: keys.get('b.weight') }, stamps: ['etag:"moved"'] });
+    } finally {
+      await first.close();
+    }
+    const fresh = await openShardCache(cacheDir);
+    try {
+      for (const report of (await loadChecked(remote, fresh)).values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
+    } finally {
+      await fresh.close();
+      await remote.close();
+    }
+  });
+});
+
+describeS3('an s3:// cache', () => {
+  const bucket = uniqueBucket('rebind-moved');
+  const client = rawClient();
+  beforeAll(async () => {
+    await createBucket(client, bucket);
+  });
+  afterAll(async () => {
+    await dropBucket(client, bucket);
+    client.destroy();
+  });
+
+  it('a local moved model: rebound in the bucket (its file stamp kept for this host), a fresh handle of the host serves it from the cache', async () => {
+    const dir = join(root, 's3-cache');
+    const readThroughDir = await mkdtemp(join(tmpdir(), 'runtime-rebind-rt-'));
+    const cacheUrl = `s3://${bucket}/cache`;
+    const { movedDir, keys } = await writeBuiltAndMoved(dir, cacheUrl);
+    const moved = await openSafetensorsModel(movedDir);
+    try {
+      const first = await openShardCache(cacheUrl, { readThroughDir });
+      try {
+        const reports = await loadChecked(moved, first);
+        for (const name of ['a.weight', 'b.weight']) {
+          expect(reports.get(name), name).toMatchObject({ source: 'raw', reason: 'stale' });
+          expect(reports.get(name)!.detail, name).toMatch(/: bound now: later loads through this cache handle serve it from the cache, and the binding is being kept for this host/);
+        }
+        expect(await first.flushObjectStamps!()).toMatchObject({ recorded: 3, failed: 0 });
+      } finally {
+        await first.close();
+      }
+      const fresh = await openShardCache(cacheUrl, { readThroughDir });
+      try {
+        expect(new Map(moved.tensors.map((t) => [t.name, fresh.lookupBySlice(t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes)?.key]))).toEqual(keys);
+        for (const report of (await loadChecked(moved, fresh)).values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
+      } finally {
+        await fresh.close();
+      }
+    } finally {
+      await moved.close();
+      await rm(readThroughDir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A model directory as an object store gives it (openS3ObjectSource's shape): every object with `etag`. */
+async function objectSource(dir: string, etag: string): Promise<ByteSource> {
+  const names = await readdir(dir);
+  return {
+    url: `s3://bucket/${dir.split('/').pop()}/`,
+    list: async () => names,
+    open: async (name) => {
+      if (!names.includes(name)) return undefined;
+      const bytes = await readFile(join(dir, name));
+      return { sizeBytes: bytes.length, etag, readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
+    },
+  };
+}
