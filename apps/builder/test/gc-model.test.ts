@@ -1,10 +1,10 @@
 // gc --model / inspect --model: the bindings a model left behind in its cache (a re-shard under new
 // names, a shard rewritten so that its tensors moved), judged against the model's files and removed
-// (gc), or only counted (inspect, gc --dry-run); entries, blobs and other bindings stay, and the
-// runtime still loads the model bit-exact, binding the moved tensors again by content key.
+// (gc), or only counted (inspect, gc --dry-run); entries, blobs and other bindings stay. How the
+// runtime then loads those models is the runtime's test (apps/runtime/test/gc-model-loads.test.ts):
+// the builder does not depend on the runtime.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { writeSafetensorsFile } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -70,42 +70,6 @@ async function slicesOf(model: string): Promise<Map<string, { shardName: string;
   }
 }
 
-interface RuntimeLoad {
-  totals: { fromCache: number; fromRaw: number; byReason: Record<string, number> };
-  [Symbol.asyncIterator](): AsyncIterator<{ name: string; data: Uint8Array; reason: string }>;
-}
-interface RuntimeApi {
-  openShardCache(root: string): Promise<{ flushObjectStamps(): Promise<{ recorded: number }>; close(): Promise<void> }>;
-  loadModel(model: string, cache: unknown, options: { backend: 'cpu' }): RuntimeLoad;
-}
-
-/**
- * The runtime, from its source (vitest compiles it): the builder does not depend on it, and its
- * package is another's to change. Only its dependencies' builds are needed, which are the builder's too.
- */
-async function importRuntime(): Promise<RuntimeApi> {
-  const entry = fileURLToPath(new URL('../../runtime/src/index.ts', import.meta.url));
-  return (await import(/* @vite-ignore */ entry)) as RuntimeApi;
-}
-
-/** One load of `model` through `cache` in this process: every tensor's reason, and whether its bytes are the file's. */
-async function loadWithRuntime(runtime: RuntimeApi, cache: string, model: string): Promise<{ reasons: Record<string, string>; fromCache: number }> {
-  const handle = await runtime.openShardCache(cache);
-  try {
-    const load = runtime.loadModel(model, handle, { backend: 'cpu' });
-    const reasons: Record<string, string> = {};
-    for await (const tensor of load) {
-      const expected = TENSORS.find((t) => t.name === tensor.name)!;
-      expect(Buffer.from(tensor.data).equals(Buffer.from(expected.data)), tensor.name).toBe(true);
-      reasons[tensor.name] = tensor.reason;
-    }
-    await handle.flushObjectStamps();
-    return { reasons, fromCache: load.totals.fromCache };
-  } finally {
-    await handle.close();
-  }
-}
-
 describe('a model re-sharded under new names', () => {
   let model: string;
   let resharded: string;
@@ -145,7 +109,7 @@ describe('a model re-sharded under new names', () => {
     expect(await snapshotDir(cache)).toEqual(before);
   });
 
-  it('gc --model keeps other shard names\' bindings; with --prune-other-shards removes them, entries and blobs stay, and the runtime loads bit-exact, binding again by content key', async () => {
+  it('gc --model keeps other shard names\' bindings; with --prune-other-shards removes them, entries and blobs stay, and the cache verifies', async () => {
     const { json: kept } = await runJson<GcCommandReport>(['gc', cache, '--model', resharded]);
     expect(kept.bindings!.removed).toBe(0);
     expect(await bindingsOf(cache)).toHaveLength(6);
@@ -159,15 +123,7 @@ describe('a model re-sharded under new names', () => {
     const text = await runCli(['gc', cache, '--model', resharded, '--prune-other-shards']);
     expect(text.stdout).toContain('removed 0 bindings');
 
-    // Every entry is still found by content key: the first load hashes the tensors and binds them, the next is served from the cache.
-    const runtime = await importRuntime();
-    const first = await loadWithRuntime(runtime, cache, resharded);
-    expect(first.fromCache).toBe(0);
-    expect(Object.values(first.reasons).filter((reason) => reason === 'missing')).toHaveLength(6);
-    const second = await loadWithRuntime(runtime, cache, resharded);
-    expect(second.fromCache).toBe(6);
-    expect(await bindingsOf(cache)).toHaveLength(6);
-    const verify = await runCli(['verify', cache, '--model', resharded, '--quiet']);
+    const verify = await runCli(['verify', cache, '--quiet']);
     expect(verify.code, verify.stdout).toBe(0);
   });
 });
@@ -213,13 +169,6 @@ describe('a shard rewritten so that its tensors moved, one of them onto another\
     expect(text.stdout).toMatch(/kept 1 unchecked binding .*--rebind/);
     const verify = await runCli(['verify', cache, '--quiet']);
     expect(verify.code, verify.stdout).toBe(0);
-
-    // The runtime: c (its slice now unbound) is hashed once and bound by content key, then cached; b stays stale (the runtime's part).
-    const runtime = await importRuntime();
-    const first = await loadWithRuntime(runtime, cache, model);
-    expect(first.reasons).toMatchObject({ 'c.weight': 'missing', 'd.weight': 'missing', 'a.weight': 'missing', 'b.weight': 'stale' });
-    const second = await loadWithRuntime(runtime, cache, model);
-    expect(second.reasons).toMatchObject({ 'a.weight': 'cached', 'c.weight': 'cached', 'd.weight': 'cached', 'e.weight': 'cached', 'f.weight': 'cached', 'b.weight': 'stale' });
   });
 });
 
