@@ -155,7 +155,8 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
  * so that its tensors moved, one onto another's old span with its shape), the slice is bound to it
  * with the shard's stamp, in the background as bindFoundSlice binds one, and remembered by this
  * handle at once (findBoundSlice). Before, such a tensor was served raw, and hashed once by every
- * process, until a build with --rebind. The store's rebind (aliasSlices { rebind }) moves a slice
+ * process, until a build with --rebind. Not when the stale entry is of the tensor's name too
+ * (another revision of it: two models of one layout would take the slice from each other). The store's rebind (aliasSlices { rebind }) moves a slice
  * from whatever entry holds it, so the record is made of two conditional steps instead
  * (recordRebinds): the slice is unbound only while still bound to `staleKey`, then bound by a
  * plain alias, which never moves a binding another writer made meanwhile. Not where this process
@@ -168,6 +169,11 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   // Bytes cached under another name (a tied weight, another model's tensor that happens to match)
   // are left to a build: a bare slice request follows whatever its slice is bound to.
   if (holder === undefined || holder.qualname !== target.name || !entryDescribesTensor(holder, target)) return undefined;
+  // A slice bound to an entry of this tensor's own name holds another revision of this tensor (a
+  // fine-tune and its base of one layout sharing a cache): each load of one would move the slice
+  // back from the other's, a hash and a rebind every time. Left stale, as before; only a binding
+  // another tensor left behind (it moved) is moved.
+  if (cache.getEntry(staleKey)?.qualname === target.name) return undefined;
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);

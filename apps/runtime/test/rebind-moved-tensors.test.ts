@@ -139,6 +139,36 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     await tied.close();
   });
 
+  // A fine-tune and its base, of one layout, in one cache: each slice is bound to one revision's
+  // entry of the tensor's own name. Moving it to the loaded revision's would make every load of
+  // either one a hash and a rebind (the bindings flip back and forth).
+  it('a slice bound to another revision of the tensor (an entry of its own name) stays stale, not rebound', async () => {
+    const dir = join(root, 'revision');
+    const cacheDir = join(dir, 'cache');
+    await writeOne(join(dir, 'base'), [A, B, C]);
+    const base = await openSafetensorsModel(join(dir, 'base'));
+    const baseKeys = await buildCache(base, cacheDir);
+    const tuned = [A, B, C].map((t, i) => ({ ...t, data: bf16Weights(4096, 71 + i) }));
+    await writeOne(join(dir, 'tuned'), tuned);
+    const fine = await openSafetensorsModel(join(dir, 'tuned'));
+    // The fine-tune's entries are cached too (its slices left bound to the base's).
+    const fineKeys = await buildCache(fine, cacheDir, { noAlias: tuned.map((t) => t.name) });
+    const cache = await openShardCache(cacheDir);
+    try {
+      const reports = await loadChecked(fine, cache);
+      for (const name of ['a.weight', 'b.weight', 'c.weight']) {
+        expect(reports.get(name), name).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(reports.get(name)!.detail, name).toMatch(/: served raw; a build of this model with --rebind binds it$/);
+      }
+      await cache.flushObjectStamps!();
+    } finally {
+      await cache.close();
+    }
+    expect(await boundKeys(fine, cacheDir)).toEqual(baseKeys);
+    expect(new Set(fineKeys.values()).size).toBe(3);
+    await Promise.all([base.close(), fine.close()]);
+  });
+
   it('a slice another writer rebound since the check is left to it: the record unbinds only the binding judged stale', async () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'raced'));
     const moved = await openSafetensorsModel(movedDir);
