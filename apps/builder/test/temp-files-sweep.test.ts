@@ -51,4 +51,23 @@ describe('build removes dead writers’ temp files', () => {
     expect(again.stdout).not.toMatch(/cleaned/);
     expect(await tempNames(cacheDir)).toEqual([live]);
   });
+
+  // A killed older build's staged blobs (untagged names, judged by age alone): gc kept them a day
+  // and listed nothing, dry run included, so GBs of them were invisible.
+  it('gc lists the temp files it keeps, with their size and when they go', async () => {
+    const model = await writeSingleFileModel(join(temp.path, 'k.safetensors'), [gaussianBf16('a', [64, 64], 3)]);
+    const cacheDir = join(temp.path, 'cache-kept');
+    await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
+    const legacy = `.tmp-${deadPid()}-0123456789abcdef.bin`;
+    await writeFile(join(cacheDir, 'blobs', legacy), Buffer.alloc(4096));
+    for (const args of [['--dry-run'], []]) {
+      const { json } = await runJson<{ tempFiles: string[]; keptTempFiles: string[]; keptTempBytes: number }>(['gc', cacheDir, ...args]);
+      expect(json).toMatchObject({ tempFiles: [], keptTempFiles: [`blobs/${legacy}`], keptTempBytes: 4096 });
+      const text = await runCli(['gc', cacheDir, ...args]);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/^kept 1 temp file \(4\.00 KiB\) whose writers may still be writing them \(.*\): each goes once 24 h old$/m);
+      expect(text.stdout).toContain(`  blobs/${legacy}`);
+    }
+    expect(await tempNames(cacheDir)).toEqual([legacy]);
+  });
 });

@@ -40,6 +40,8 @@ export async function collectGarbage(
     orphanBlobs: [],
     orphanBytes: 0,
     tempFiles: [],
+    keptTempFiles: [],
+    keptTempBytes: 0,
     oldJournals: session.finishedCompaction === undefined ? [] : [session.finishedCompaction],
     staleLocks: session.recoveredLocks.map((path) => path.slice(backend.root.length + 1)),
     unknownFiles: [],
@@ -61,6 +63,9 @@ export async function collectGarbage(
       if (isAbandonedTemp(file)) {
         report.tempFiles.push(relative(file));
         remove.push(file);
+      } else {
+        report.keptTempFiles!.push(relative(file));
+        report.keptTempBytes! += file.sizeBytes;
       }
       continue;
     }

@@ -350,6 +350,16 @@ export interface GcReport {
   orphanBytes: number;
   /** Temp files left by dead processes (relative paths). */
   tempFiles: string[];
+  /**
+   * Local caches: temp files gc keeps because their writer may still be writing them (relative
+   * paths): a live pid of this pid space, a pid of another (a container or host sharing the
+   * directory), or a name without a pid space tag (releases before 2026-12-05), which only age can
+   * judge; each goes once TEMP_FILE_MAX_AGE_MS old. Listed, a dry run included, so that a killed
+   * older build's staged blobs (GBs on big models) are not invisible for a day. Absent for S3 caches.
+   */
+  keptTempFiles?: string[];
+  /** The size of keptTempFiles together, in bytes. */
+  keptTempBytes?: number;
   /** Journals of other generations. */
   oldJournals: string[];
   /** Stale lock files and break markers of dead holders, including one recovered to run gc (a dry run: one it would recover). */

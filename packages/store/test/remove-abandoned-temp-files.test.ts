@@ -82,7 +82,13 @@ describe('removeAbandonedTempFiles', () => {
     const store = await openCacheStore(root);
     try {
       expect((await store.removeAbandonedTempFiles!()).tempFiles).toEqual([`blobs/${oldForeign}`]);
-      expect((await store.gc({ dryRun: true })).tempFiles).toEqual([]);
+      // Kept, and said so: a killed older build's staged blobs were invisible to gc for a day.
+      const dry = await store.gc({ dryRun: true });
+      expect(dry.tempFiles).toEqual([]);
+      expect([...dry.keptTempFiles!].sort()).toEqual([`blobs/${foreign}`, `blobs/${legacy}`].sort());
+      expect(dry.keptTempBytes).toBe(20);
+      const real = await store.gc();
+      expect([...real.keptTempFiles!].sort()).toEqual([`blobs/${foreign}`, `blobs/${legacy}`].sort());
     } finally {
       await store.close();
     }

@@ -1,5 +1,5 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, isS3Url, type GcReport } from '@splitzip/store';
+import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isS3Url, type GcReport } from '@splitzip/store';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
@@ -99,6 +99,13 @@ export const gcCommand = defineCommand({
     ];
     if (report.finishedCompaction !== undefined) {
       lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
+    }
+    const kept = report.keptTempFiles ?? [];
+    if (kept.length > 0) {
+      lines.push(
+        `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) whose writers may still be writing them (a live process, another pid space, or a release before 2026-12-05, whose names only age can judge): each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
+        ...kept.map((p) => `  ${p}`),
+      );
     }
     if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
     if (report.bindings !== undefined) lines.push(...renderModelBindings(report.bindings, args.cache, verb));
