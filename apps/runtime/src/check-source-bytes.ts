@@ -155,8 +155,10 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
  * so that its tensors moved, one onto another's old span with its shape), the slice is bound to it
  * with the shard's stamp, in the background as bindFoundSlice binds one, and remembered by this
  * handle at once (findBoundSlice). Before, such a tensor was served raw, and hashed once by every
- * process, until a build with --rebind. Not when the stale entry is of the tensor's name too
- * (another revision of it: two models of one layout would take the slice from each other). The store's rebind (aliasSlices { rebind }) moves a slice
+ * process, until a build with --rebind. Only when the stale entry's own tensor is in the model at
+ * a slice no longer bound to it (it moved): not when the stale entry is of the tensor's name too
+ * (another revision of it: two models of one layout would take the slice from each other), nor
+ * when its own tensor is still bound to it (bytes another model shared at this slice). The store's rebind (aliasSlices { rebind }) moves a slice
  * from whatever entry holds it, so the record is made of two conditional steps instead
  * (recordRebinds): the slice is unbound only while still bound to `staleKey`, then bound by a
  * plain alias, which never moves a binding another writer made meanwhile. Not where this process
@@ -173,7 +175,23 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   // fine-tune and its base of one layout sharing a cache): each load of one would move the slice
   // back from the other's, a hash and a rebind every time. Left stale, as before; only a binding
   // another tensor left behind (it moved) is moved.
-  if (cache.getEntry(staleKey)?.qualname === target.name) return undefined;
+  const stale = cache.getEntry(staleKey);
+  if (stale === undefined || stale.qualname === target.name) return undefined;
+  // A move is seen from the stale entry's own tensor: the model has it at another span, whose slice
+  // is not bound to that entry (its bytes went elsewhere). Still bound there, the entry holds bytes
+  // this slice shared in another model (one entry per distinct bytes, named after the first tensor
+  // stored: a base whose t1 equals its t0), and moving the slice would take it from that model for
+  // good (its loads would find it bound to this tensor's entry, of another name than its own
+  // bytes'). Without a model (a bare slice request) nothing shows a move.
+  const own = target.model?.getTensor(stale.qualname);
+  if (own === undefined || !entryDescribesTensor(stale, { dtype: own.dtype, shape: own.shape, slice: own.slice })) return undefined;
+  let ownBinding: string | undefined;
+  try {
+    ownBinding = cache.store.lookupBySlice(own.slice.shardName, own.slice.offsetBytes, own.slice.sizeBytes)?.key;
+  } catch {
+    return undefined; // a caller's store that cannot say: nothing shows a move
+  }
+  if (ownBinding === staleKey) return undefined;
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);

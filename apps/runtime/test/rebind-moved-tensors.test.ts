@@ -169,6 +169,40 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     await Promise.all([base.close(), fine.close()]);
   });
 
+  // One entry per distinct bytes, named after the first tensor stored: a base whose b equals its a
+  // binds b's slice to the entry named a.weight. A fine-tune of its layout (its own b) took that as
+  // a move, and moved the base's slice to its b for good (the base's loads then found it bound to an
+  // entry of b's name: another revision, never moved back).
+  it("a slice bound to another tensor's entry that still holds that tensor (shared bytes) is not taken by a fine-tune's load", async () => {
+    const dir = join(root, 'dedup');
+    const cacheDir = join(dir, 'cache');
+    await writeOne(join(dir, 'base'), [A, { ...B, data: A.data }, C]);
+    await writeOne(join(dir, 'tuned'), [A, { ...B, data: bf16Weights(4096, 81) }, C]);
+    const base = await openSafetensorsModel(join(dir, 'base'));
+    const fine = await openSafetensorsModel(join(dir, 'tuned'));
+    await buildCache(fine, cacheDir);
+    const baseKeys = await buildCache(base, cacheDir, { rebind: true });
+    expect(baseKeys.get('b.weight')).toBe(baseKeys.get('a.weight'));
+    const cache = await openShardCache(cacheDir);
+    try {
+      const reports = await loadChecked(fine, cache);
+      expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(reports.get('b.weight')!.detail).toMatch(/: served raw; a build of this model with --rebind binds it$/);
+      await cache.flushObjectStamps!();
+    } finally {
+      await cache.close();
+    }
+    expect(await boundKeys(base, cacheDir)).toEqual(baseKeys);
+    const again = await openShardCache(cacheDir);
+    try {
+      const reports = await loadChecked(base, again);
+      expect(reports.get('b.weight')).toMatchObject({ source: 'cache', reason: 'cached' });
+    } finally {
+      await again.close();
+      await Promise.all([base.close(), fine.close()]);
+    }
+  });
+
   it('a slice another writer rebound since the check is left to it: the record unbinds only the binding judged stale', async () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'raced'));
     const moved = await openSafetensorsModel(movedDir);
