@@ -136,7 +136,7 @@ export async function pruneModelBindings(
   options: { dryRun: boolean; pruneOtherShards: boolean },
 ): Promise<ModelBindingsReport> {
   const report = judgeModelBindings(store, model, modelPath, options);
-  if (options.dryRun || report.prune.length === 0) return report;
+  if (options.dryRun || report.prune.length === 0) return { ...report, dryRun: options.dryRun };
   const removed = await store.unbindSlices(report.prune.map(({ shardName, offsetBytes, sizeBytes, key }) => ({ shardName, offsetBytes, sizeBytes, key })));
   return { ...report, dryRun: false, removed };
 }

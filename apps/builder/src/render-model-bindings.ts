@@ -26,7 +26,12 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     groups.set(group, (groups.get(group) ?? 0) + 1);
   }
   const count = report.dryRun ? report.prune.length : report.removed;
-  lines.push(`${verb} ${plural(count, 'binding')}${!report.dryRun && report.removed < report.prune.length ? ` (of ${report.prune.length} judged: the others were bound again meanwhile, and stay)` : ''}${groups.size > 0 ? ':' : ''}`);
+  // The store counts what it removed: a binding judged to go that another writer removed, or bound
+  // again, since this command looked is not counted (the lines below list what was judged).
+  const partial = !report.dryRun && report.removed < report.prune.length;
+  lines.push(
+    `${verb} ${plural(count, 'binding')}${partial ? ` (of ${report.prune.length} judged to go: another writer removed or bound the others again since, left as they are)` : ''}${groups.size > 0 ? (partial ? '; judged to go:' : ':') : ''}`,
+  );
   for (const [group, n] of groups) {
     const [shardName, verdict] = group.split('\n') as [string, keyof typeof VERDICT_TEXT];
     lines.push(`  ${shardName}: ${n} ${VERDICT_TEXT[verdict]}`);
