@@ -34,8 +34,9 @@ async function deleteListed(transport: S3Transport, objects: readonly ListedObje
  * Removes the binding of `item.slice` (only while its top epoch binds `item.key`, where given):
  * the alias objects below the slice's top epoch first, then those at it, so that a reader never
  * sees an older epoch's key come back as the binding; then the stamp objects of the keys the top
- * epoch held (a stamp object of a key no alias binds is gc's orphan anyway). An alias object written
- * again since the listing is left, and with it the binding. Resolves whether this call removed it.
+ * epoch held, as listed before the first DELETE (a stamp object of a key no alias binds is gc's
+ * orphan anyway). An alias object written again since the listing is left, and with it the
+ * binding. Resolves whether this call removed it: false when the slice is bound again by then.
  * Known gap: a slice in conflict (two keys at its top epoch) resolves to the key whose object goes
  * last for the moment between the two DELETEs.
  */
@@ -51,12 +52,16 @@ export async function removeS3SliceBinding(transport: S3Transport, item: Checked
   const topKeys = new Set(topAliases.map((a) => a.key));
   // Bound to that key alone (a conflict binds nothing): else not the binding the caller judged.
   if (item.key !== undefined && (topKeys.size !== 1 || !topKeys.has(item.key))) return false;
-  if (!(await deleteListed(transport, aliases.filter((a) => a.epoch < top).map((a) => a.object)))) return false;
-  if (!(await deleteListed(transport, topAliases.map((a) => a.object)))) return false;
+  // The stamps are listed before any alias goes: a writer that binds the slice again once its alias
+  // objects are gone writes a new stamp object, which a listing made after would take (the binding
+  // then stood with no stamps, and every reader hashed it again).
   const stamps = (await transport.list(stampDirName(item.slice))).filter((object) => {
     const parsed = parseStampObjectName(object.name);
     return parsed !== undefined && topKeys.has(parsed.key);
   });
+  if (!(await deleteListed(transport, aliases.filter((a) => a.epoch < top).map((a) => a.object)))) return false;
+  if (!(await deleteListed(transport, topAliases.map((a) => a.object)))) return false;
   await deleteListed(transport, stamps);
-  return true;
+  // Bound again meanwhile (another writer's alias after the DELETEs): not this call's removal.
+  return !(await transport.list(sliceDirName(item.slice))).some((object) => parseSliceObjectName(object.name) !== undefined);
 }
