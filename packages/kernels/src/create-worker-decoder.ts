@@ -276,7 +276,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (!disposed) {
         workerDeaths++;
         lastWorkerFailure = reason;
-        if (Atomics.load(ready, 0) === 0) {
+        // One step of the backoff per round of starts, not per worker: the other workers of the
+        // round that set a hold die while it holds (3 threads held 4 calls, then 32, for 1 and 2).
+        if (Atomics.load(ready, 0) === 0 && startHeldCalls === 0) {
           startDeathsInARow++;
           startHeldCalls = Math.min(MAX_START_HELD_CALLS, 2 ** (startDeathsInARow - 1));
         }

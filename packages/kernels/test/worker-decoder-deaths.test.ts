@@ -76,22 +76,25 @@ describe('workerDeaths and lastWorkerFailure', () => {
     });
   }
 
-  it('with callerDecodes, workers dead at start are replaced after 1, then 2, then 4 calls: each call that starts one waits for it and counts its death', async () => {
-    const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('./workers/throwing-worker.mjs', import.meta.url) });
-    try {
-      const counts: number[] = [];
-      for (let call = 0; call < 11; call++) {
-        expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
-        // The first call does not wait for the worker it started (no death seen yet): its death comes after.
-        if (call === 0) await settle(decoder, 1);
-        counts.push(decoder.workerDeaths);
+  // The backoff stepped once per dead worker: 3 threads held 4 calls after the first round, then 32.
+  for (const threads of [1, 3]) {
+    it(`with callerDecodes, workers dead at start are replaced after 1, then 2, then 4 calls (${threads} threads): each call that starts them waits for them and counts their deaths`, async () => {
+      const decoder = createWorkerDecoder({ threads, minParallelElements: 0, workerUrl: new URL('./workers/throwing-worker.mjs', import.meta.url) });
+      try {
+        const counts: number[] = [];
+        for (let call = 0; call < 11; call++) {
+          expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1);
+          // The first call does not wait for the workers it started (no death seen yet): their deaths come after.
+          if (call === 0) await settle(decoder, threads);
+          counts.push(decoder.workerDeaths);
+        }
+        // Calls 1, 3, 6 and 11 start the workers, which die at start; the others decode alone.
+        expect(counts).toEqual([1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 4].map((rounds) => rounds * threads));
+      } finally {
+        await decoder.dispose();
       }
-      // Calls 1, 3, 6 and 11 start a worker, which dies at start; the others decode alone.
-      expect(counts).toEqual([1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 4]);
-    } finally {
-      await decoder.dispose();
-    }
-  });
+    });
+  }
 
   it('with callerDecodes: false, every call starts its worker again and rejects WORKER_FAILED, its death counted', async () => {
     const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, callerDecodes: false, workerUrl: new URL('./workers/late-throwing-worker.mjs', import.meta.url) });
