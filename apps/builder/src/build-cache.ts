@@ -350,7 +350,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const duringLock = <T>(task: Promise<T>, waitingFrom?: Promise<unknown>): Promise<T> => watch?.during(task, waitingFrom) ?? task;
     // A new cache records the options (or the defaults); an existing one keeps its own.
     const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
-    store = await duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
+    store = await duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(signal ? { signal } : {}), ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     });
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);

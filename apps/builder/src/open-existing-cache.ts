@@ -10,7 +10,8 @@ import { describeHolder, isHolderGone, readLockHolder } from './read-lock-holder
  */
 export async function openExistingCache(cache: string, options: { signal: AbortSignal; command: string }): Promise<CacheStore> {
   try {
-    return await openCacheStore(cache, { create: false, s3: { signal: options.signal } });
+    // The signal ends a directory cache's waits for the writer lock, an s3:// cache's requests (Ctrl-C).
+    return await openCacheStore(cache, { create: false, signal: options.signal, s3: { signal: options.signal } });
   } catch (error) {
     if (!isStoreError(error, 'NOT_A_CACHE') || isS3Url(cache)) throw error;
     const holder = await readLockHolder(cache);

@@ -216,3 +216,31 @@ describe('a build behind another writer’s lock', () => {
     expect(result.stderr).not.toMatch(/being created/);
   });
 });
+
+// Ctrl-C while waiting for a stopped writer's lock: gc ignored it for the whole 30 s wait and ended
+// LOCK_TIMEOUT (exit 1); a build ended at 130 only once its wait was over.
+describe('Ctrl-C while waiting for another writer’s lock', () => {
+  for (const command of ['gc', 'build'] as const) {
+    it(`${command} stops at once, exit 130, the holder's lock left as it is`, { timeout: 60_000 }, async () => {
+      const cacheDir = join(temp.path, `ctrl-c-${command}`);
+      // A cache of one of the two tensors: the build has the other to commit.
+      const half = await writeSingleFileModel(join(temp.path, `ctrl-c-half-${command}.safetensors`), [gaussianBf16('a', [64, 64], 1)]);
+      expect((await runCli(['build', half, '--out', cacheDir, '--quiet'])).code).toBe(0);
+      const pid = startHolder();
+      await writeLock(cacheDir, pid);
+      const args = command === 'gc' ? ['gc', cacheDir] : ['build', model, '--out', cacheDir, '--quiet'];
+      const child = startCli(args);
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      // Well inside the 30 s lock timeout: a Ctrl-C that does not end the wait fails here.
+      const result = collect(child, 20_000);
+      await waitFor(() => stderr.includes('waiting for the writer lock'), 15_000);
+      child.kill('SIGINT');
+      const { code, stderr: allErr } = await result;
+      expect(code, allErr).toBe(130);
+      expect(allErr).not.toMatch(/LOCK_TIMEOUT/);
+      const { readFile } = await import('node:fs/promises');
+      expect(JSON.parse(await readFile(join(cacheDir, 'lock'), 'utf8')).pid).toBe(pid);
+    });
+  }
+});

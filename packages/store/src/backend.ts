@@ -75,7 +75,8 @@ export interface StorageBackend {
   releaseFiles?(): void;
 
   /** The writer lock (many processes). */
-  acquireWriteLock(timeoutMs: number): Promise<HeldLock>;
+  /** `signal` ends a wait for a live holder (ABORTED); a lock taken is the caller's to release. */
+  acquireWriteLock(timeoutMs: number, signal?: AbortSignal): Promise<HeldLock>;
 
   /**
    * Everything in the cache, for gc; with `only`, the files whose name it accepts (the others are

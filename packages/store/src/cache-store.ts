@@ -174,6 +174,8 @@ export interface JournalRecovery {
 
 export interface CacheStoreSettings {
   lockTimeoutMs: number;
+  /** OpenCacheStoreOptions.signal: ends waits for the writer lock. */
+  signal?: AbortSignal | undefined;
   refreshIntervalMs: number | undefined;
   compactOnClose: boolean;
 }
@@ -644,7 +646,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return this.mutex.run(async () => {
       // Before the catch-up, which would apply the record that could not be taken back.
       if (this.journalUnwritable) throw this.journalUnwritable;
-      const lock = await this.backend.acquireWriteLock(lockTimeoutMs);
+      const lock = await this.backend.acquireWriteLock(lockTimeoutMs, this.settings.signal);
       this.compactionFinishedInSession = undefined;
       let result: T;
       try {

@@ -605,8 +605,8 @@ export class FsBackend implements StorageBackend {
     return fd;
   }
 
-  async acquireWriteLock(timeoutMs: number): Promise<HeldLock> {
-    const lock = await acquireLock(join(this.root, LOCK), { timeoutMs });
+  async acquireWriteLock(timeoutMs: number, signal?: AbortSignal): Promise<HeldLock> {
+    const lock = await acquireLock(join(this.root, LOCK), { timeoutMs, signal });
     // Lock attempts of killed processes (a loader killed while taking the lock): swept here, as
     // no build or gc may ever run on a cache only loaders use. Never throws.
     await removeAbandonedLockTemps(lock.path);

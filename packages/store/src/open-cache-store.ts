@@ -82,7 +82,7 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   let backend = new FsBackend(resolve(root));
   if (options.create && !(await backend.readManifest())) {
     await backend.ensureLayout();
-    const lock = await backend.acquireWriteLock(lockTimeoutMs);
+    const lock = await backend.acquireWriteLock(lockTimeoutMs, options.signal);
     try {
       // Another process may have created it while we waited for the lock.
       if (!(await backend.readManifest())) {
@@ -101,6 +101,7 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   if (pinned !== undefined && pinned !== backend.root) backend = new FsBackend(pinned);
   return FsCacheStore.load(backend, {
     lockTimeoutMs,
+    signal: options.signal,
     refreshIntervalMs,
     compactOnClose: options.compactOnClose ?? true,
   });

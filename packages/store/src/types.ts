@@ -232,6 +232,12 @@ export interface OpenCacheStoreOptions {
   refreshIntervalMs?: number | undefined;
   /** Fold the journal into manifest.json on close() if this instance wrote; default true. */
   compactOnClose?: boolean | undefined;
+  /**
+   * Local caches: ends every wait of this handle for the writer lock (a live holder's: up to
+   * `lockTimeoutMs`), which then rejects ABORTED with the signal's reason as its cause (a CLI's
+   * Ctrl-C); work under a lock already taken is never cut. `s3://` caches: `s3.signal`.
+   */
+  signal?: AbortSignal | undefined;
   /** Settings for `s3://bucket/prefix` roots (ignored for directories). */
   s3?: S3StoreOptions | undefined;
 }

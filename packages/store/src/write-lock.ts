@@ -317,6 +317,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export interface AcquireLockOptions {
   timeoutMs: number;
   depth?: number | undefined;
+  /** Ends the wait for a live holder (ABORTED, the signal's reason its cause): a CLI's Ctrl-C. */
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -347,7 +349,7 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
         continue;
       }
       const breakPath = `${path}.break-${observed.id}`;
-      const breaker = await acquireLock(breakPath, { timeoutMs: options.timeoutMs, depth: depth + 1 });
+      const breaker = await acquireLock(breakPath, { timeoutMs: options.timeoutMs, depth: depth + 1, signal: options.signal });
       try {
         const again = await observeLock(path);
         if (again && again.id === observed.id) {
@@ -368,6 +370,14 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
       throw new StoreError('LOCK_TIMEOUT', `the lock is held by pid ${observed.holder?.pid ?? '?'} on ${observed.holder?.host ?? '?'} for more than ${options.timeoutMs} ms${foreign}`, {
         path,
         details: { holder: observed.holder, timeoutMs: options.timeoutMs },
+      });
+    }
+    // Only a wait is cut short: a lock taken is always released by its session.
+    if (options.signal?.aborted) {
+      throw new StoreError('ABORTED', `the wait for the writer lock held by pid ${observed.holder?.pid ?? '?'} on ${observed.holder?.host ?? '?'} was aborted`, {
+        path,
+        details: { holder: observed.holder, reason: options.signal.reason },
+        cause: options.signal.reason,
       });
     }
     // Jittered backoff: commits hold the lock for milliseconds.

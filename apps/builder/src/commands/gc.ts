@@ -8,6 +8,7 @@ import { openExistingCache } from '../open-existing-cache.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
 import { parseDurationMs } from '../parse-duration.js';
 import { renderModelBindings } from '../render-model-bindings.js';
+import { throwIfInterrupted } from '../throw-if-interrupted.js';
 import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
 
 /** What `gc --json` prints: the store's report, and with --model what became of the model's bindings. */
@@ -71,7 +72,10 @@ export const gcCommand = defineCommand({
       try {
         const work = async (): Promise<GcCommandReport> => {
           // The bindings first: their removal (a local cache's new generation) leaves gc nothing new to collect, entries and blobs staying.
+          // Ctrl-C between the steps: each is whole (a prune is one new manifest generation, or none).
+          throwIfInterrupted(signal);
           const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
+          throwIfInterrupted(signal);
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           return bindings === undefined ? gc : { ...gc, bindings };
         };
