@@ -47,6 +47,13 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
         ` a load checks each once and keeps it when the bytes are the entry's; \`splitzip verify ${cache} --model ${report.model}\` names those that are not, and \`splitzip build ${report.model} --out ${cache} --rebind\` rebinds them`,
     );
   }
+  // Another model with the same shard names (model-00001-of-00002.safetensors is common) has all of
+  // its bindings judged left behind: nothing said it was likely the wrong model.
+  if (report.live + report.unchecked === 0 && report.leftover + report.mismatched > 0) {
+    lines.push(
+      `note: none of the model's tensors is bound in this cache: if it is not a model this cache serves, the ${report.dryRun ? 'bindings above would be' : 'bindings removed were'} another model's of the same shard names, which binds them again at its next load (one hash pass each)`,
+    );
+  }
   if (report.otherShards.length > 0) {
     const total = report.otherShards.reduce((sum, shard) => sum + shard.bindings, 0);
     lines.push(

@@ -129,6 +129,27 @@ describe('a model re-sharded under new names', () => {
   });
 });
 
+// The prune ran first, and its writer session recovered a dead writer's lock (or finished an
+// interrupted fold) unreported: the dry run said '1 stale locks', the real run 0.
+describe('gc --model on a cache a dead writer left locked', () => {
+  it('reports the stale lock it recovers, as its dry run does, and prunes', async () => {
+    const model = join(temp.path, 'locked');
+    const cache = join(temp.path, 'cache-locked');
+    await buildTwoShardModel(model, cache);
+    await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
+    const { spawnSync } = await import('node:child_process');
+    const { hostname } = await import('node:os');
+    const dead = spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
+    await writeFile(join(cache, 'lock'), JSON.stringify({ pid: dead, host: hostname(), bootId: null, startTicks: null, token: 'dddddddddddddddd', createdMs: Date.now() }));
+    const { json: dry } = await runJson<GcCommandReport>(['gc', cache, '--model', model, '--dry-run']);
+    expect(dry.staleLocks).toEqual(['lock']);
+    const { json } = await runJson<GcCommandReport>(['gc', cache, '--model', model]);
+    expect(json.staleLocks).toEqual(['lock']);
+    expect(json.bindings).toMatchObject({ dryRun: false, removed: dry.bindings!.prune.length });
+    expect(json.bindings!.removed).toBeGreaterThan(0);
+  });
+});
+
 describe('a shard rewritten so that its tensors moved, one of them onto another\'s old span', () => {
   let model: string;
   let cache: string;

@@ -31,4 +31,12 @@ describe('renderModelBindings', () => {
     const lines = renderModelBindings({ ...report, removed: 3 }, '/c', 'removed');
     expect(lines[1]).toBe('removed 3 bindings:');
   });
+
+  // gc --model given another model of the same shard names removed every binding of the cache's model, saying nothing.
+  it('a model none of whose tensors is bound gets a note that it may be the wrong model', () => {
+    const wrong = { ...report, live: 0, removed: 3 };
+    expect(renderModelBindings(wrong, '/c', 'removed').at(-1)).toMatch(/^note: none of the model's tensors is bound in this cache: .*bindings removed were another model's/);
+    expect(renderModelBindings({ ...wrong, dryRun: true }, '/c', 'would remove').at(-1)).toMatch(/bindings above would be another model's/);
+    expect(renderModelBindings(report, '/c', 'removed').join('\n')).not.toMatch(/^note:/m);
+  });
 });

@@ -205,7 +205,9 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const how = found === 'checked' ? 'checked earlier through this cache' : `its entry is a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
     return {
       reason: 'stale',
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, STALE_REMEDY)}`,
+      // Of another shape, it is never hashed, so no load binds it: `gc --model` removes the binding,
+      // and the next load finds the tensor by content key.
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? STALE_REMEDY : OTHER_SHAPE_REMEDY)}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;
@@ -241,6 +243,9 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   }
   return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
 }
+
+/** A binding to an entry of another shape than the tensor at its slice: what removes it (builder README, gc --model). */
+const OTHER_SHAPE_REMEDY = `\`splitzip gc <cache> --model <model>\` removes the binding (the next load binds the tensor by content key), or ${STALE_REMEDY}`;
 
 /** Values per block when a caller's buffer is not 2-byte aligned (a Uint16Array cannot view it). */
 const UNALIGNED_COUNT_BLOCK_VALUES = 32 * 1024;

@@ -543,6 +543,8 @@ describe('slice bindings and the shard files they were verified against', () => 
       expect(reports.get('a.weight')).toMatchObject({ source: 'raw', reason: 'dtype' });
       expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
       expect(reports.get('b.weight')?.detail).toMatch(/its entry is a tensor of another shape: not this \[32,128\] one/);
+      // Never hashed, so never bound by a load: the remedy names gc --model first (it named only a --rebind build).
+      expect(reports.get('b.weight')?.detail).toMatch(/: served raw; `splitzip gc <cache> --model <model>` removes the binding \(the next load binds the tensor by content key\), or a build of this model with --rebind binds it$/);
       for (const name of ['c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
     } finally {
       await other.close();

@@ -74,9 +74,12 @@ export const gcCommand = defineCommand({
           // The bindings first: their removal (a local cache's new generation) leaves gc nothing new to collect, entries and blobs staying.
           // Ctrl-C between the steps: each is whole (a prune is one new manifest generation, or none).
           throwIfInterrupted(signal);
-          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
-          throwIfInterrupted(signal);
+          // The collection first: it reports what its writer session finishes (an interrupted fold,
+          // a dead writer's lock), which a prune's session before it did unreported, where a dry run
+          // reported it. The prune's new generation removes the journal it folds.
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+          throwIfInterrupted(signal);
+          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
           return bindings === undefined ? gc : { ...gc, bindings };
         };
         const task = work();
