@@ -2,7 +2,7 @@
 // store and codec directly (calibrate → gate → encode → addEntries → aliasSlices), so each test
 // controls exactly which tensors are cached.
 import { createHash } from 'node:crypto';
-import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, createCodebook, encode } from '@splitzip/codec';
@@ -10,6 +10,7 @@ import {
   openSafetensorsModel,
   readTensorBytes,
   writeShardedModel,
+  type ByteSource,
   type SafetensorsDtype,
   type SafetensorsModel,
 } from '@splitzip/safetensors';
@@ -186,6 +187,20 @@ export async function openCachedModel(prefix: string, tensors: FixtureTensor[] =
       await cache.close();
       await model.close();
       await temp.cleanup();
+    },
+  };
+}
+
+/** A model directory as an object store gives it (openS3ObjectSource's shape): every object with `etag`. */
+export async function objectSource(dir: string, etag: string): Promise<ByteSource> {
+  const names = await readdir(dir);
+  return {
+    url: `s3://bucket/${dir.split('/').pop()}/`,
+    list: async () => names,
+    open: async (name) => {
+      if (!names.includes(name)) return undefined;
+      const bytes = await readFile(join(dir, name));
+      return { sizeBytes: bytes.length, etag, readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
     },
   };
 }

@@ -5,17 +5,17 @@
 // hashed once by every process, until a build with --rebind. A tied weight (bytes cached under
 // another name) stays stale, and a cache this process cannot write is not written.
 import { spawnSync } from 'node:child_process';
-import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openCacheStore } from '@splitzip/store';
-import { openSafetensorsModel, writeShardedModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
+import { openSafetensorsModel, writeShardedModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { TensorReport } from '../src/types.js';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, type FixtureTensor } from './fixtures.js';
+import { bf16Weights, buildCache, makeTempDir, objectSource, readAllRaw, sameBytes, type FixtureTensor } from './fixtures.js';
 import { createBucket, describeS3, dropBucket, rawClient, uniqueBucket } from './helpers/s3.js';
 
 let root: string;
@@ -352,16 +352,3 @@ describeS3('an s3:// cache', () => {
   });
 });
 
-/** A model directory as an object store gives it (openS3ObjectSource's shape): every object with `etag`. */
-async function objectSource(dir: string, etag: string): Promise<ByteSource> {
-  const names = await readdir(dir);
-  return {
-    url: `s3://bucket/${dir.split('/').pop()}/`,
-    list: async () => names,
-    open: async (name) => {
-      if (!names.includes(name)) return undefined;
-      const bytes = await readFile(join(dir, name));
-      return { sizeBytes: bytes.length, etag, readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
-    },
-  };
-}

@@ -6,7 +6,7 @@ import { cp, open, readdir, readFile, rename, rm, utimes } from 'node:fs/promise
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
+import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { loadModel } from '../src/load-model.js';
 import { createKernels } from '@splitzip/kernels/node';
 import { loadTensor } from '../src/load-tensor.js';
@@ -14,7 +14,7 @@ import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { createFileReader } from '../src/create-file-reader.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { StoreError } from '@splitzip/store';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, tunedWeights, type FixtureTensor } from './fixtures.js';
+import { bf16Weights, buildCache, makeTempDir, objectSource, readAllRaw, sameBytes, writeModel, tunedWeights, type FixtureTensor } from './fixtures.js';
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -574,16 +574,3 @@ describe('slice bindings and the shard files they were verified against', () => 
   });
 });
 
-/** A model directory as an object store gives it (openS3ObjectSource's shape): every object with `etag`. */
-async function objectSource(dir: string, etag: string): Promise<ByteSource> {
-  const names = await readdir(dir);
-  return {
-    url: `s3://bucket/${dir.split('/').pop()}/`,
-    list: async () => names,
-    open: async (name) => {
-      if (!names.includes(name)) return undefined;
-      const bytes = await readFile(join(dir, name));
-      return { sizeBytes: bytes.length, etag, readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
-    },
-  };
-}
