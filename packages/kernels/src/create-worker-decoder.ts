@@ -174,6 +174,8 @@ interface PoolWorker {
   exited: Promise<void>;
   /** A call has waited for this worker's start (awaitStarting): one that hangs is waited for once, not by every call. */
   startAwaited: boolean;
+  /** The fillPool call that started it: the backoff steps once per round of starts (onDeath). */
+  round: number;
   jobs: MessagePort;
   replies: MessagePort;
   attached: Set<number>;
@@ -214,6 +216,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   // for a death on the 2-core VM. Only where the calling thread decodes alone meanwhile (callerDecodes).
   let startDeathsInARow = 0;
   let startHeldCalls = 0;
+  // Rounds of starts (fillPool calls that spawned), and the last one whose start-up death stepped the backoff.
+  let startRound = 0;
+  let steppedRound = 0;
   let markDisposing: () => void = () => undefined;
   const disposing = new Promise<void>((resolve) => (markDisposing = resolve));
   // The job in flight (its shared control): dispose() marks it failed so that threads waiting on a
@@ -253,7 +258,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const worker = startWorker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
     let markExited: () => void = () => undefined;
     const exited = new Promise<void>((resolve) => (markExited = resolve));
-    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, startAwaited: false, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
+    const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, startAwaited: false, round: startRound, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
     entry.replies.on('message', (reply: DecodeJobReply) => {
       const task = pending.get(reply.id);
       if (!task) return;
@@ -276,9 +281,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       if (!disposed) {
         workerDeaths++;
         lastWorkerFailure = reason;
-        // One step of the backoff per round of starts, not per worker: the other workers of the
-        // round that set a hold die while it holds (3 threads held 4 calls, then 32, for 1 and 2).
-        if (Atomics.load(ready, 0) === 0 && startHeldCalls === 0) {
+        // One step of the backoff per round of starts, not per worker, whenever the round's deaths
+        // arrive (3 threads held 4 calls, then 32, for 1 and 2).
+        if (Atomics.load(ready, 0) === 0 && entry.round > steppedRound) {
+          steppedRound = entry.round;
           startDeathsInARow++;
           startHeldCalls = Math.min(MAX_START_HELD_CALLS, 2 ** (startDeathsInARow - 1));
         }
@@ -307,6 +313,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       startHeldCalls--;
       return;
     }
+    startRound++;
     while (pool.length < threads) pool.push(spawn());
   };
 
@@ -318,17 +325,28 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
    */
   const awaitStarting = async (): Promise<void> => {
     let starting: PoolWorker[] | undefined;
+    let loading = false;
     for (const entry of pool) {
       if (Atomics.load(entry.ready, 0) === 1) startDeathsInARow = 0;
-      else if (!entry.startAwaited) (starting ??= []).push(entry);
+      else {
+        loading = true;
+        if (!entry.startAwaited) (starting ??= []).push(entry);
+      }
     }
-    if (starting === undefined || disposed) return;
+    if (disposed) return;
+    // Workers still loading that no call waits for: one turn of the loop hears a death delivered.
+    if (starting === undefined) {
+      if (loading) await hearWorkerEvents();
+      return;
+    }
     // A pool that has seen no death at start-up does not wait: a healthy first call would pay the
     // rest of its workers' start (12 -> 60 ms for 2^22 values on the 2-core VM) to name a death
     // that almost never comes. One turn of the loop hears a death already delivered; one still to
     // come is counted when it arrives (by the next call's report). Once a start has failed, the
     // calls that start replacements wait for them, so their deaths are theirs.
     if (startDeathsInARow === 0) {
+      // Not waited for later either: a later call that starts none would wait for deaths not its own.
+      for (const entry of starting) entry.startAwaited = true;
       await hearWorkerEvents();
       return;
     }

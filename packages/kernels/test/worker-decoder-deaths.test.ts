@@ -96,6 +96,36 @@ describe('workerDeaths and lastWorkerFailure', () => {
     });
   }
 
+  // The first round is not waited for (no death seen yet), so its deaths arrive across later calls:
+  // the first set a hold, the next call spent it, and the round's other deaths, finding no hold,
+  // stepped the backoff again (3 threads: replacements after 2, 4, 8 calls, not 1, 2, 4).
+  it('the deaths of one round of starts step the backoff once, whenever they arrive', async () => {
+    const { mkdtemp, rm, writeFile } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const gate = await mkdtemp(join(tmpdir(), 'splitzip-gate-'));
+    const before = process.env.SPLITZIP_TEST_GATE_DIR;
+    process.env.SPLITZIP_TEST_GATE_DIR = gate;
+    const release = (n: number) => writeFile(join(gate, `die-${n}`), '');
+    const decoder = createWorkerDecoder({ threads: 3, minParallelElements: 0, workerUrl: new URL('./workers/gated-throwing-worker.mjs', import.meta.url) });
+    try {
+      expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1); // round 1: workers 0-2, not waited for
+      await release(0);
+      await settle(decoder, 1);
+      expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1); // held: starts none
+      await Promise.all([1, 2, 3, 4, 5].map(release)); // round 1's last deaths; round 2's workers die at once
+      await settle(decoder, 3);
+      expect(decoder.workerDeaths).toBe(3);
+      expect(firstMismatch(await decoder.decode(payload), values)).toBe(-1); // round 2, waited for
+      expect(decoder.workerDeaths).toBe(6);
+    } finally {
+      await decoder.dispose();
+      if (before === undefined) delete process.env.SPLITZIP_TEST_GATE_DIR;
+      else process.env.SPLITZIP_TEST_GATE_DIR = before;
+      await rm(gate, { recursive: true, force: true });
+    }
+  });
+
   it('with callerDecodes: false, every call starts its worker again and rejects WORKER_FAILED, its death counted', async () => {
     const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, callerDecodes: false, workerUrl: new URL('./workers/late-throwing-worker.mjs', import.meta.url) });
     try {

@@ -71,7 +71,6 @@ export const gcCommand = defineCommand({
             });
       try {
         const work = async (): Promise<GcCommandReport> => {
-          // The bindings first: their removal (a local cache's new generation) leaves gc nothing new to collect, entries and blobs staying.
           // Ctrl-C between the steps: each is whole (a prune is one new manifest generation, or none).
           throwIfInterrupted(signal);
           // The collection first: it reports what its writer session finishes (an interrupted fold,
