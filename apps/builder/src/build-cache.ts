@@ -564,8 +564,18 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // run that wrote has its close fold everything: a compact() here would take the lock twice.
     const wroteNothing = context.storedBytes === 0 && context.aliased === 0;
     const swept = await sweep;
-    if (wroteNothing && closing.needsCompaction) await duringLock(closing.compact());
-    await duringLock(closing.close());
+    try {
+      if (wroteNothing && closing.needsCompaction) await duringLock(closing.compact());
+      await duringLock(closing.close());
+    } catch (error) {
+      // Ctrl-C while the fold waited for another writer's lock: every tensor is committed (the next
+      // writer folds), so this is a build stopped at a safe point, with its report, as any other.
+      if (!signal?.aborted || !isStoreError(error, 'ABORTED')) throw error;
+      await closing.close().catch(() => undefined);
+      const failure = buildInterrupted(signal);
+      failure.context.report = { interrupted: true, ...(await report(swept)) };
+      throw failure;
+    }
     return await report(swept);
   } catch (error) {
     throw wrapBuildError(error, { cacheDir: options.cacheDir });
@@ -588,7 +598,8 @@ async function sweepTempFiles(store: CacheStore): Promise<TempFilesReport> {
   try {
     return (await store.removeAbandonedTempFiles?.()) ?? NO_TEMP_FILES;
   } catch (error) {
-    if (isStoreError(error, 'LOCK_TIMEOUT')) return NO_TEMP_FILES;
+    // ABORTED: Ctrl-C while waiting for that writer; the build's own steps say so.
+    if (isStoreError(error, 'LOCK_TIMEOUT') || isStoreError(error, 'ABORTED')) return NO_TEMP_FILES;
     throw error;
   }
 }

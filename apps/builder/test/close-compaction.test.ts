@@ -57,4 +57,36 @@ describe('the compaction that closes a build', () => {
     const manifest = JSON.parse(await readFile(join(cacheDir, 'manifest.json'), 'utf8')) as { entries: Record<string, unknown> };
     expect(Object.keys(manifest.entries)).toHaveLength(7);
   });
+  // Ctrl-C while the closing fold waited for another writer's lock: every tensor was committed, yet
+  // the build ended ABORTED with no report (build --json printed nothing); before the signal ended
+  // lock waits, it waited the whole 30 s and failed LOCK_TIMEOUT.
+  it('interrupted while its fold waits for another writer: INTERRUPTED with its report, the cache valid', { timeout: 30_000 }, async () => {
+    const tensors = Array.from({ length: 2 }, (_, i) => gaussianBf16(`w.${i}.weight`, [64, 40 + i], 700 + i));
+    const { indexPath } = await writeShardedTestModel(join(temp.path, 'model-locked'), tensors, 1_000_000);
+    const cacheDir = join(temp.path, 'cache-locked');
+    await buildCache({ model: indexPath, cacheDir, jobs: 0 });
+    // A journal left unfolded (a close that failed), so that a build storing nothing folds it.
+    const more = [gaussianBf16('w.9.weight', [32, 48], 709)];
+    const second = await writeShardedTestModel(join(temp.path, 'model-locked-2'), more, 1_000_000);
+    failing.manifestRenames = 1;
+    await expect(buildCache({ model: second.indexPath, cacheDir, jobs: 0 })).rejects.toMatchObject({ code: 'IO_ERROR' });
+    const { spawn } = await import('node:child_process');
+    const { writeFile } = await import('node:fs/promises');
+    const { hostname } = await import('node:os');
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      await writeFile(join(cacheDir, 'lock'), JSON.stringify({ pid: holder.pid, host: hostname(), bootId: null, startTicks: null, token: 'eeeeeeeeeeeeeeee', createdMs: Date.now() }));
+      const controller = new AbortController();
+      const build = buildCache({ model: second.indexPath, cacheDir, jobs: 0, signal: controller.signal });
+      setTimeout(() => controller.abort(Object.assign(new Error('interrupted by SIGINT'), { signal: 'SIGINT' })), 500);
+      await expect(build).rejects.toMatchObject({ code: 'INTERRUPTED', context: { report: { interrupted: true, encoded: 0 } } });
+    } finally {
+      holder.kill('SIGKILL');
+    }
+    const { unlink } = await import('node:fs/promises');
+    await unlink(join(cacheDir, 'lock'));
+    const store = await openCacheStore(cacheDir);
+    expect(store.size).toBe(3);
+    await store.close();
+  });
 });
