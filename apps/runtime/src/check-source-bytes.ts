@@ -293,26 +293,23 @@ function checkId(item: AliasSliceItem): string {
   return createHash('sha1').update(stampItemId(item)).digest('base64');
 }
 
-function queueStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
+/** Queues a record once per `id` (concurrent loads of one tensor record it once) and starts a flush if none runs. */
+function enqueueRecord(store: CacheStore, id: string, add: (recorder: StampRecorder) => void): StampRecorder {
   const recorder = recorderOf(store);
-  const id = stampItemId(item);
   if (!recorder.queued.has(id)) {
     recorder.queued.add(id);
-    recorder.queue.push(item);
+    add(recorder);
   }
   recorder.flushing ??= flushStampQueue(store, recorder);
   return recorder;
 }
 
+function queueStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
+  return enqueueRecord(store, stampItemId(item), (recorder) => recorder.queue.push(item));
+}
+
 function queueRebind(store: CacheStore, rebind: QueuedRebind): StampRecorder {
-  const recorder = recorderOf(store);
-  const id = rebindId(rebind);
-  if (!recorder.queued.has(id)) {
-    recorder.queued.add(id);
-    recorder.rebinds.push(rebind);
-  }
-  recorder.flushing ??= flushStampQueue(store, recorder);
-  return recorder;
+  return enqueueRecord(store, rebindId(rebind), (recorder) => recorder.rebinds.push(rebind));
 }
 
 function rebindId(rebind: QueuedRebind): string {

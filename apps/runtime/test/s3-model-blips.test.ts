@@ -4,14 +4,14 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { DeleteObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { ensureDefaultModel } from '@splitzip/default-model';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel } from '@splitzip/safetensors';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { isRuntimeError, loadModel, openModel, openShardCache, type LoadedTensor } from '../src/index.js';
 import { buildCache, readAllRaw, sameBytes } from './fixtures.js';
-import { createBucket, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
+import { createBucket, damageFirstChunk, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
 
 /** A gateway client whose GetObject commands go through `intercept` first (which may throw, or change the reply); counts commands by name. */
 function faultyClient(intercept: (input: { Key: string; Range?: string }) => Promise<'damage' | 'pass'>): { client: S3Client; counts: Map<string, number> } {
@@ -26,19 +26,7 @@ function faultyClient(intercept: (input: { Key: string; Range?: string }) => Pro
       const result = await next(args);
       const output = result.output as { Body?: Readable };
       if (verdict !== 'damage' || output.Body === undefined) return result;
-      let first = true;
-      output.Body = output.Body.pipe(
-        new Transform({
-          transform(chunk: Buffer, _encoding, done) {
-            if (first && chunk.length > 0) {
-              chunk = Buffer.from(chunk);
-              chunk[chunk.length >> 1]! ^= 0x5a;
-              first = false;
-            }
-            done(null, chunk);
-          },
-        }),
-      );
+      output.Body = damageFirstChunk(output.Body);
       return result;
     },
     { step: 'initialize', name: 'faults' },

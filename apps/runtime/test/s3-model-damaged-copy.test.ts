@@ -5,14 +5,14 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { ensureDefaultModel } from '@splitzip/default-model';
 import { openSafetensorsModel, readTensorBytes, type SafetensorsModel } from '@splitzip/safetensors';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadModel, openModel, openShardCache, type LoadedTensor } from '../src/index.js';
 import { buildCache, readAllRaw, sameBytes } from './fixtures.js';
-import { createBucket, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
+import { createBucket, damageFirstChunk, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
 
 /** magic (8) | identity digest (32) | content digest (32): read-through-ranges.ts's range file header. */
 const RANGE_HEADER_BYTES = 72;
@@ -32,19 +32,7 @@ function damagingClient(damage: (key: string, range: string | undefined) => bool
       const input = args.input as { Key: string; Range?: string };
       const output = result.output as { Body?: Readable };
       if (output.Body === undefined || !damage(input.Key, input.Range)) return result;
-      let first = true;
-      output.Body = output.Body.pipe(
-        new Transform({
-          transform(chunk: Buffer, _encoding, done) {
-            if (first && chunk.length > 0) {
-              chunk = Buffer.from(chunk);
-              chunk[chunk.length >> 1]! ^= 0x5a;
-              first = false;
-            }
-            done(null, chunk);
-          },
-        }),
-      );
+      output.Body = damageFirstChunk(output.Body);
       return result;
     },
     { step: 'initialize', name: 'damageBodies' },

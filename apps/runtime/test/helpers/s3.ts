@@ -2,6 +2,7 @@
 // the runtime adds its bucket-name prefix and uploading a local model directory.
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { uniqueBucketName } from '@splitzip/test-support/s3';
 
@@ -33,4 +34,21 @@ export async function uploadDirectory(client: S3Client, bucket: string, prefix: 
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${name}`, Body: await readFile(join(dir, name)) }));
   }
   return names;
+}
+
+/** A GET body as a damaged transit gives it: one byte of its first chunk flipped, the rest as sent. */
+export function damageFirstChunk(body: Readable): Readable {
+  let first = true;
+  return body.pipe(
+    new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        if (first && chunk.length > 0) {
+          chunk = Buffer.from(chunk);
+          chunk[chunk.length >> 1]! ^= 0x5a;
+          first = false;
+        }
+        done(null, chunk);
+      },
+    }),
+  );
 }
