@@ -180,7 +180,7 @@ async function main() {
 
   const models = [];
   const defaultDir = DEFAULT_MODEL_DIR ?? (await ensureDefaultModel());
-  models.push({ label: 'default (USE-lite)', path: defaultDir, cacheDir: join(benchRoot, 'cache-default'), rounds: { 'page-cache': 15, 'paced-1GBps': 9 } });
+  models.push({ label: 'default (USE-lite)', path: defaultDir, cacheDir: join(benchRoot, 'cache-default'), rounds: { 'page-cache': 31, 'paced-1GBps': 31 } });
   if (!QUICK) {
     const synthDir = join(MODELS_DIR, `runtime-bench-${SIZE_BYTES}`);
     await generateSyntheticModel(synthDir, { totalBytes: SIZE_BYTES, seed: 7, reuseIfPresent: true });
