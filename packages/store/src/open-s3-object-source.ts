@@ -60,8 +60,9 @@ export interface S3Object {
    * A read of the range gave damaged bytes (two reads of it differed, or the read after a
    * dropLocalCopy gave what the reader's check wanted): the bad read is the one before the range's
    * latest dropLocalCopy, else its latest read. Served from a local copy (kept by an earlier source),
-   * that copy was to blame, and it is gone already; fetched by this source, a body was damaged on the
-   * way: the source's reportDamage. The range's current copy is not dropped here (dropLocalCopy is).
+   * the copies were to blame: every copy this source served is dropped, and it serves none from now
+   * on (the endpoint is not blamed); fetched by this source, a body was damaged on the way: the
+   * source's reportDamage. A range's current copy is otherwise not dropped here (dropLocalCopy is).
    * Never rejects.
    */
   reportDamage(offsetBytes: number, lengthBytes: number): Promise<void>;
@@ -85,9 +86,11 @@ export interface S3ObjectSource {
   /**
    * Bytes this source returned were found damaged by the caller (an index that parsed only when its
    * ranges were dropped and read again): unless every range dropped (dropLocalCopy) since the last
-   * report had been served from a local copy (blamed alone), noted against the endpoint
-   * (reportTransitDamage), the read-through ranges this source kept are dropped, and no more are
-   * kept while it is open (`readThroughStats().distrusted`). Never rejects.
+   * report had been fetched by this source, the local copies it served are dropped and it serves no
+   * more (as reportDamage of a range served from a copy); unless every one had been served from a
+   * copy, noted against the endpoint (reportTransitDamage), the read-through ranges this source kept
+   * are dropped, and no more are kept while it is open (`readThroughStats().distrusted`). No range
+   * dropped since the last report: both. Never rejects.
    */
   reportDamage(): Promise<void>;
   /**
@@ -116,6 +119,11 @@ export interface S3ObjectSource {
  * damaged (a whole object not its MD5 that then was, a reader's reportDamage, or any body from the
  * same endpoint in this process: reportTransitDamage) distrusts the source: the ranges it kept are
  * dropped and no more are kept while it is open (ranges fetched unchecked came the same way).
+ * A local copy found damaged (a reader's reportDamage of a range served from one, a whole object's
+ * copy not its MD5 when the fetched body is) makes every copy the source served suspect (kept by the
+ * same earlier GETs): they are dropped, and later reads fetch (and keep) instead of serving copies.
+ * That blames no endpoint: the damage came with an earlier source's GET, maybe of another process or
+ * endpoint name (copies are shared), and says nothing of the bodies this source fetches.
  */
 export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = {}): S3ObjectSource {
   if (!isS3Url(prefixUrl)) throw new StoreError('INVALID_ARGUMENT', 'an object source is an s3://bucket/prefix URL', { path: String(prefixUrl) });
@@ -137,6 +145,19 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
   // One short entry per range read (a model's tensors: thousands), for the source's lifetime.
   const servedFromCopy = new Set<string>();
   const droppedFrom = new Map<string, 'copy' | 'fetched'>();
+  // The copies this source served and has not dropped. One found damaged makes the others suspect:
+  // the same earlier loads' GETs wrote them, and nothing checks a raw range. Set once: the served
+  // copies are dropped, and no copy is served from then on.
+  const servedCopies = new Map<string, RangeIdentity>();
+  let copiesSuspect: Promise<void> | undefined;
+  const dropServedCopies = (): Promise<void> => {
+    copiesSuspect ??= (async () => {
+      const suspect = [...servedCopies.values()];
+      servedCopies.clear();
+      if (ranges !== undefined) await Promise.all(suspect.map((identity) => ranges.drop(identity)));
+    })();
+    return copiesSuspect;
+  };
   const rangeId = (name: string, offsetBytes: number, lengthBytes: number) => JSON.stringify([name, offsetBytes, lengthBytes]);
   let closed: Promise<void> | undefined;
   // Sizes and ETags from the latest listing: opening a listed object needs no HeadObject round trip.
@@ -194,6 +215,7 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
       const dropLocalCopy = async (offsetBytes: number, lengthBytes: number): Promise<void> => {
         const id = rangeId(name, offsetBytes, lengthBytes);
         droppedFrom.set(id, servedFromCopy.has(id) ? 'copy' : 'fetched');
+        servedCopies.delete(id); // dropped just below
         // Only ranges readInto keeps have a copy (no counters moved: nothing is read).
         const kept = Number.isSafeInteger(offsetBytes) && offsetBytes >= 0 && Number.isSafeInteger(lengthBytes) && lengthBytes > 0 && lengthBytes <= MAX_READ_THROUGH_RANGE_BYTES;
         if (ranges === undefined || etag === undefined || !kept) return;
@@ -251,14 +273,21 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
           // The whole object (an index, a small shard): its ETag's MD5 judges the bytes, copied or fetched. Ranges of it, nothing can.
           const isNotObject = (bytes: Uint8Array) => wholeMd5 !== undefined && offsetBytes === 0 && bytes.length === sizeBytes && md5Hex(bytes) !== wholeMd5;
           const id = rangeId(name, offsetBytes, target.length);
-          if (identity !== undefined && ranges !== undefined && (await ranges.readInto(identity, target))) {
-            if (!isNotObject(target)) {
+          let copyNotObject = false;
+          // Once a copy proved damaged, the others are suspect: fetched instead (the fetched body is kept over the copy).
+          if (identity !== undefined && ranges !== undefined && copiesSuspect === undefined && (await ranges.readInto(identity, target))) {
+            copyNotObject = isNotObject(target);
+            if (!copyNotObject && copiesSuspect === undefined) {
               servedFromCopy.add(id);
+              servedCopies.set(id, identity);
               return;
             }
-            await ranges.drop(identity); // kept before copies were checked so (an earlier source's fault: this one's bodies are not blamed)
+            // Not the object: kept before copies were checked so (an earlier source's fault: this one's bodies are
+            // not blamed). Or found suspect while it was read: not served.
+            await ranges.drop(identity);
           }
           servedFromCopy.delete(id);
+          servedCopies.delete(id);
           await fetchRange(offsetBytes, target);
           if (identity === undefined || ranges === undefined) return;
           if (isNotObject(target)) {
@@ -268,6 +297,8 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
             // Its MD5 the second time: the first body was damaged on the way, and so may be any other.
             await reportDamage();
           }
+          // A copy not the object whose fetched body is: that copy was damaged, and so may be the others served.
+          if (copyNotObject) await dropServedCopies();
           await distrustIfDamageSeen();
           await ranges.keep(identity, target);
         },
@@ -276,21 +307,23 @@ export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = 
           const id = rangeId(name, offsetBytes, lengthBytes);
           const bad = droppedFrom.get(id) ?? (servedFromCopy.has(id) ? 'copy' : 'fetched');
           droppedFrom.delete(id);
-          if (bad === 'fetched') await reportDamage();
+          await (bad === 'fetched' ? reportDamage() : dropServedCopies());
         },
       };
     },
     readThroughStats: () => ranges?.stats(),
     async reportDamage() {
-      const copiesAlone = droppedFrom.size > 0 && [...droppedFrom.values()].every((from) => from === 'copy');
+      // Which dropped range was the bad one is not said: each kind among them is suspect (none dropped: both).
+      const from = new Set(droppedFrom.values());
       droppedFrom.clear();
-      if (!copiesAlone) await reportDamage();
+      if (from.size === 0 || from.has('copy')) await dropServedCopies();
+      if (from.size === 0 || from.has('fetched')) await reportDamage();
     },
     close() {
       if (closed) return closed;
       transport.destroy();
       // Damage seen on the endpoint after this source's last keep drops its ranges all the same.
-      closed = ranges === undefined ? Promise.resolve() : distrustIfDamageSeen().then(() => ranges.settle());
+      closed = ranges === undefined ? Promise.resolve() : Promise.all([distrustIfDamageSeen(), copiesSuspect]).then(() => ranges.settle());
       return closed;
     },
   };
