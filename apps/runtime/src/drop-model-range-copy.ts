@@ -3,7 +3,8 @@ import type { S3Object, S3ObjectSource } from '@splitzip/store';
 
 /**
  * Drops this host's read-through copy of one range of one of a model's objects (S3Object.dropLocalCopy),
- * or, `damaged`, reports its bytes proven damaged (S3Object.reportDamage: the source keeps no more copies).
+ * or, `damaged`, reports its bytes proven damaged (S3Object.reportDamage: bytes the source fetched make it
+ * keep no more copies; bytes it served from a copy make it drop every copy it served and serve no more).
  */
 type DropRangeCopy = (shardName: string, offsetBytes: number, lengthBytes: number, damaged: boolean) => Promise<void>;
 
@@ -24,8 +25,9 @@ export async function dropModelRangeCopy(model: SafetensorsModel, shardName: str
 
 /**
  * dropModelRangeCopy for a range whose bytes were proven damaged (two reads differed, or a read
- * again gave the entry's bytes): the model's object source also drops the other ranges it kept in
- * this open and keeps no more (raw tensors with no entry have no check of their own, and came the
+ * again gave the entry's bytes): fetched in this open, the model's object source also drops the
+ * other ranges it kept in it and keeps no more; served from a local copy, it drops every copy it
+ * served and serves no more (raw tensors with no entry have no check of their own, and came the
  * same way). Nothing to do for a model without such copies.
  */
 export async function reportModelRangeDamage(model: SafetensorsModel, shardName: string, offsetBytes: number, lengthBytes: number): Promise<void> {
