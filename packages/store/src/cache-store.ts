@@ -1,5 +1,6 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
@@ -193,7 +194,8 @@ type CommitRequest =
   | { kind: 'add'; items: PreparedAdd[]; resolve: (added: boolean[]) => void; reject: (error: unknown) => void }
   | {
       kind: 'alias';
-      items: { key: string; slice: SliceKeyTuple }[];
+      /** `moveFrom`: AliasSliceItem.moveFrom (undefined with `rebind`, which moves from anything). */
+      items: { key: string; slice: SliceKeyTuple; moveFrom: string | undefined }[];
       rebind: boolean;
       resolve: (bound: boolean[]) => void;
       reject: (error: unknown) => void;
@@ -725,7 +727,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             }),
           );
         } else {
-          outcomes.push(request.items.map((item) => fork.planAlias(item.key, item.slice, request.rebind, context) !== 'absent'));
+          // A conditional item (moveFrom) is decided here, against the state caught up under the lock.
+          outcomes.push(
+            request.items.map((item) => {
+              const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom);
+              return plan !== 'absent' && plan !== 'taken';
+            }),
+          );
         }
         draft.absorb(fork);
       } catch (error) {
@@ -1030,24 +1038,26 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
     this.assertOpen();
     if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
+    const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
-      return { key: resolveAliasKey(item), slice };
+      return { key: resolveAliasKey(item), slice, moveFrom: checkMoveFrom(item, rebind) };
     });
     await this.refresh();
     const results = resolved.map(() => false);
-    const pending: { at: number; key: string; slice: SliceKeyTuple }[] = [];
+    const pending: { at: number; key: string; slice: SliceKeyTuple; moveFrom: string | undefined }[] = [];
     const draft = new StateDraft(this.state);
-    resolved.forEach(({ key, slice }, at) => {
+    resolved.forEach(({ key, slice, moveFrom }, at) => {
       if (key === undefined) return;
-      // Checks here too, so a conflict or size mismatch fails fast without the lock; absent → false.
-      const plan = draft.planAlias(key, slice, options.rebind === true, { source: 'this call', path: this.root });
+      // Checks here too, so a conflict or size mismatch fails fast without the lock; absent, or a
+      // conditional item's slice bound to a third entry ('taken'), → false. The commit decides again.
+      const plan = draft.planAlias(key, slice, rebind, { source: 'this call', path: this.root }, moveFrom);
       if (plan === 'already-bound') results[at] = true;
-      if (plan === 'bound') pending.push({ at, key, slice });
+      if (plan === 'bound') pending.push({ at, key, slice, moveFrom });
     });
     if (pending.length === 0) return results;
     const bound = await new Promise<boolean[]>((resolve, reject) => {
-      this.enqueue({ kind: 'alias', items: pending.map((p) => ({ key: p.key, slice: p.slice })), rebind: options.rebind === true, resolve, reject });
+      this.enqueue({ kind: 'alias', items: pending.map((p) => ({ key: p.key, slice: p.slice, moveFrom: p.moveFrom })), rebind, resolve, reject });
     });
     pending.forEach((p, i) => {
       results[p.at] = bound[i]!;

@@ -3,6 +3,7 @@ import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { checkMoveFrom } from './check-move-from.js';
 import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
@@ -203,7 +204,7 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item:
 }
 
 /** How an alias write that lost a race is settled (S3CacheStore.writeAliases). */
-type AliasWriteMode = 'leave' | 'plain' | 'rebind';
+type AliasWriteMode = 'leave' | 'plain' | 'rebind' | 'move';
 
 interface AliasWrite {
   key: string;
@@ -809,6 +810,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * never another key's), so a loser never leaves a conflict behind nor undoes a binding another
    * writer reported; then by its mode:
    * - `leave` (addEntries with leaveTakenSlices, or a re-add): false, nothing thrown;
+   * - `move` (aliasSlices items with `moveFrom`): false, nothing thrown, never tried again, also
+   *   when another key was written above it: another writer's binding wins over a conditional one;
    * - `plain`: SLICE_CONFLICT, thrown once every write of the call has been settled;
    * - `rebind`: a same-epoch race with another key is tried again at the top epoch + 1 after a
    *   random pause (up to REBIND_ATTEMPTS writes), so that of two concurrent rebinds one wins and
@@ -949,18 +952,37 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const stamp = stamped[3]?.[0];
       // Checked before anything is written: a stamp whose object key would not fit is INVALID_ARGUMENT.
       if (stamp !== undefined && key !== undefined && shardStampKind(stamp) === 'object') stampObjectName(stamped, key, stamp, this.transport.location.prefix);
-      return { key, slice: withoutStamps(stamped), stamp };
+      return { key, slice: withoutStamps(stamped), stamp, moveFrom: checkMoveFrom(item, rebind) };
     });
     await this.refresh();
     const results = resolved.map(() => false);
     const draft = new StateDraft(this.state);
-    const writes: AliasWrite[] = [];
+    const writes: (AliasWrite & { at: number })[] = [];
     const stampWrites: StampWrite[] = [];
     const context = { source: 'this call', path: this.root };
-    resolved.forEach(({ key, slice, stamp }, at) => {
+    resolved.forEach(({ key, slice, stamp, moveFrom }, at) => {
       if (key === undefined || !draft.getEntry(key)) return;
       const id = sliceId(...slice);
       const conflicted = this.conflicts.has(id);
+      if (moveFrom !== undefined) {
+        // Conditional: judged on this listing. A conflict it did not cause, or a slice bound to a
+        // third key, is another writer's doing: false, nothing written.
+        if (conflicted) return;
+        const owner = draft.ownerOf(slice);
+        const plan = draft.planAlias(key, slice, false, context, moveFrom);
+        if (plan === 'already-bound') {
+          results[at] = true;
+          if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
+        }
+        if (plan !== 'bound') return;
+        if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: true });
+        // Bound to moveFrom: one epoch above it, as a rebind; unbound: where a plain alias goes.
+        const current = this.sliceEpochs.get(id);
+        const epoch = current === undefined ? 0 : owner !== undefined ? current + 1 : current;
+        if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
+        writes.push({ key, slice, epoch, mode: 'move', at });
+        return;
+      }
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
       const plan = draft.planAlias(key, slice, rebind, context);
       if (plan === 'already-bound') results[at] = true;
@@ -976,11 +998,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // yet, the two conflict at read time instead of one silently replacing the other.
       const epoch = current === undefined ? 0 : rebind || conflicted ? current + 1 : current;
       if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
-      writes.push({ key, slice, epoch, mode: rebind || conflicted ? 'rebind' : 'plain' });
-      results[at] = true;
+      writes.push({ key, slice, epoch, mode: rebind || conflicted ? 'rebind' : 'plain', at });
     });
-    if (writes.length > 0) await this.settleThenRecordStamps(this.writeAliases(writes), stampWrites);
-    else await this.recordStamps(stampWrites);
+    if (writes.length === 0) {
+      await this.recordStamps(stampWrites);
+      return results;
+    }
+    // Plain and rebind writes that lose throw; a conditional one that loses answers false.
+    const bound = await this.settleThenRecordStamps(this.writeAliases(writes), stampWrites);
+    writes.forEach((write, i) => {
+      results[write.at] = bound[i] === true;
+    });
     return results;
   }
 

@@ -163,8 +163,11 @@ export class StoreState implements StateView {
   }
 }
 
-/** Outcome of planning one alias ('bound' also when only the binding's stamps change). */
-export type AliasPlan = 'absent' | 'already-bound' | 'bound';
+/**
+ * Outcome of planning one alias ('bound' also when only the binding's stamps change; 'taken': a
+ * conditional alias, `moveFrom`, of a slice bound to a third entry, left as it is).
+ */
+export type AliasPlan = 'absent' | 'already-bound' | 'bound' | 'taken';
 
 /**
  * An overlay over a StoreState that plans ops: it answers "does this key exist / who owns this
@@ -230,8 +233,12 @@ export class StateDraft implements StateView {
     return true;
   }
 
-  /** Plans an alias (or a rebind). Throws SLICE_CONFLICT / SLICE_SIZE_MISMATCH. */
-  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext): AliasPlan {
+  /**
+   * Plans an alias (or a rebind). Throws SLICE_CONFLICT / SLICE_SIZE_MISMATCH. With `moveFrom`
+   * (AliasSliceItem.moveFrom) and no `rebind`, a slice bound to that entry is moved (a 'rebind' op),
+   * and one bound to any entry but `key` and that one is 'taken', planning nothing.
+   */
+  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext, moveFrom?: string): AliasPlan {
     const entry = this.getEntry(key);
     if (!entry) return 'absent';
     if (slice[2] !== entry.rawBytes) {
@@ -254,7 +261,11 @@ export class StateDraft implements StateView {
       this.ops.push({ kind: 'alias', key, slice: restamped });
       return 'bound';
     }
-    if (owner !== undefined && !rebind) throw sliceConflict(slice, owner, key, context);
+    if (owner !== undefined && !rebind && owner !== moveFrom) {
+      // Bound to a third entry: a conditional alias leaves it to that binding's writer.
+      if (moveFrom !== undefined) return 'taken';
+      throw sliceConflict(slice, owner, key, context);
+    }
     // The loader enforces MAX_SLICE_KEYS_PER_ENTRY; refuse here rather than write what cannot be read back.
     if (this.sliceCount(key) >= MAX_SLICE_KEYS_PER_ENTRY) {
       throw new StoreError('SIZE_INVALID', `the entry already has MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, {

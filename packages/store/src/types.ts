@@ -197,6 +197,16 @@ export interface AliasSliceItem {
    * `readThroughDir`, in that per-host directory (README "Host file stamps").
    */
   stamp?: string;
+  /**
+   * A content key: bind the slice only while it is unbound, bound to `key` already (stamps merge as
+   * without it), or bound to this entry, from which it is then moved as `rebind` moves a slice. For
+   * a caller that judged a binding to this entry wrong: a binding another writer made since (to any
+   * other entry) is left as it is, and the item answers false (no SLICE_CONFLICT; the rest of the
+   * batch goes on). A local cache decides it under the writer lock, from the caught-up state; an S3
+   * cache from its listing just before the write, and a write that loses a race is taken back
+   * (README "S3 layout"). With `options.rebind` it changes nothing: that moves from any entry.
+   */
+  moveFrom?: string | undefined;
 }
 
 /**
@@ -215,7 +225,10 @@ export interface UnbindSliceItem {
 }
 
 export interface AliasSlicesOptions {
-  /** Move slices already bound to another entry instead of throwing SLICE_CONFLICT. */
+  /**
+   * Move slices already bound to another entry, whichever it is, instead of throwing SLICE_CONFLICT
+   * (an item's `moveFrom` then changes nothing).
+   */
   rebind?: boolean | undefined;
 }
 
