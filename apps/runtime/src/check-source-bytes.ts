@@ -140,7 +140,7 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
   const id = foundSliceId(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
   if (!found.has(id) && found.size >= MAX_REMEMBERED_CHECKS) found.delete(found.keys().next().value!);
   found.set(id, item.key);
-  const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { item, from: staleKey });
+  const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { ...item, moveFrom: staleKey });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
   return (
@@ -158,13 +158,14 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
  * process, until a build with --rebind. Only when the stale entry's own tensor is in the model at
  * a slice no longer bound to it (it moved): not when the stale entry is of the tensor's name too
  * (another revision of it: two models of one layout would take the slice from each other), nor
- * when its own tensor is still bound to it (bytes another model shared at this slice). The store's rebind (aliasSlices { rebind }) moves a slice
- * from whatever entry holds it, so the record is made of two conditional steps instead
- * (recordRebinds): the slice is unbound only while still bound to `staleKey`, then bound by a
- * plain alias, which never moves a binding another writer made meanwhile. Not where this process
- * cannot write the local cache (the stale report names the build that can: describeBuildRemedy),
- * nor past the store's MAX_SLICE_KEYS_PER_ENTRY. Returns what the report says of it, or undefined
- * where nothing was bound.
+ * when its own tensor is still bound to it (bytes another model shared at this slice). The store's
+ * rebind (aliasSlices { rebind }) moves a slice from whatever entry holds it, a binding another
+ * writer made since this check included, so the record is an aliasSlices item with `moveFrom:
+ * staleKey` instead (QueuedRebind): moved only while still bound to that entry, bound if unbound,
+ * and left alone (false) when bound to any other entry by then; the slice is never unbound on the
+ * way. Not where this process cannot write the local cache (the stale report names the build that
+ * can: describeBuildRemedy), nor past the store's MAX_SLICE_KEYS_PER_ENTRY. Returns what the report
+ * says of it, or undefined where nothing was bound.
  */
 export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKey: string, key: string, stamp: string): string | undefined {
   const holder = cache.getEntry(key);
@@ -223,15 +224,16 @@ export const STALE_REMEDY = 'a build of this model with --rebind binds it';
 /** The hint beside a weak file system's checks: the option exists, and why it is rarely right. */
 export const WEAK_TRUST_NOTE = "fileSources: 'trust' would serve it unchecked, which is wrong wherever images of one layout take each other's place";
 
-/** A slice to move from the entry `from`, found stale, to `item.key` (rebindFoundSlice). */
-interface QueuedRebind {
-  item: AliasSliceItem & { key: string; stamp: string };
-  from: string;
-}
+/**
+ * A slice to move from the entry `moveFrom`, found stale, to `key` (rebindFoundSlice): the store
+ * decides the condition (AliasSliceItem.moveFrom), so a slice another writer bound to a third
+ * entry since the check is left to it, answered false: neither recorded nor failed.
+ */
+type QueuedRebind = AliasSliceItem & { key: string; stamp: string; moveFrom: string };
 
 interface StampRecorder {
   queue: AliasSliceItem[];
-  /** Rebinds to record (recordRebinds), beside the plain records of `queue`. */
+  /** Rebinds to record (conditional aliases, one aliasSlices call a batch), beside the plain records of `queue`. */
   rebinds: QueuedRebind[];
   /** Items queued or being recorded, by slice, key and stamp: concurrent loads of one tensor record it once. */
   queued: Set<string>;
@@ -313,7 +315,7 @@ function queueRebind(store: CacheStore, rebind: QueuedRebind): StampRecorder {
 }
 
 function rebindId(rebind: QueuedRebind): string {
-  return JSON.stringify(['rebind', rebind.from, stampItemId(rebind.item)]);
+  return JSON.stringify(['rebind', rebind.moveFrom, stampItemId(rebind)]);
 }
 
 function stampItemId(item: AliasSliceItem): string {
@@ -341,7 +343,7 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
           if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
         } else if (items.length > 0) countFailure(recorder.stats, lockTimeout, items.length);
         if (lockTimeout === undefined && rebinds.length > 0) {
-          const failure = await recordRebinds(store, rebinds, recorder.stats);
+          const failure = await recordBatch(store, rebinds, recorder.stats);
           if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
         } else if (rebinds.length > 0) countFailure(recorder.stats, lockTimeout, rebinds.length);
       } finally {
@@ -360,8 +362,11 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
 /**
  * One aliasSlices call for the batch. A batch the store refuses as a whole for one item (a stamp
  * too long for an S3 object key; a slice another process rebound since the check: the store
- * persists nothing of a batch with a conflict) is recorded item by item, so that one item's
- * refusal is its own. Returns the last failure (undefined when every call succeeded).
+ * persists nothing of a batch with a conflict; a rebind's `moveFrom` that a store of an older
+ * release ignores, taking it for a plain alias of a bound slice) is recorded item by item, so that
+ * one item's refusal is its own. A rebind whose slice another writer bound to a third entry is
+ * answered false by the store: not counted either way. Returns the last failure (undefined when
+ * every call succeeded).
  */
 async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: ObjectStampStats): Promise<unknown> {
   let failure: unknown;
@@ -384,38 +389,6 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
   }
   for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item]))))) count(outcome, 1);
   return failure;
-}
-
-/**
- * Moves each slice from the entry found stale to the one its bytes are, without a compare-and-swap
- * in the store: aliasSlices' `rebind` moves a slice from whatever entry holds it, so a binding
- * another process made since the check (a build, another load) would be overwritten. Instead: one
- * unbindSlices call, whose items' `key` removes a binding only while it is to the entry judged
- * stale (a local cache decides under its writer lock, at the price of a manifest rewrite, once per
- * batch; an S3 cache looks at each alias object just before its DELETE); then a plain aliasSlices
- * of the slices the store (caught up by the unbind) now shows unbound or bound to the found entry
- * already, which throws SLICE_CONFLICT rather than move one another writer bound in between. A
- * slice bound to another entry by then is left as it is (neither recorded nor failed). Between the
- * two steps, or after a crash or a failure between them, the slice is unbound: a load then finds
- * the bytes by content key and binds them (bindFoundSlice), as here. Returns the last failure.
- */
-async function recordRebinds(store: CacheStore, rebinds: readonly QueuedRebind[], stats: ObjectStampStats): Promise<unknown> {
-  const unbinds = rebinds.map(({ item, from }) => ({ shardName: item.shardName, offsetBytes: item.offsetBytes, sizeBytes: item.sizeBytes, key: from }));
-  const [unbound] = await Promise.allSettled([Promise.resolve().then(() => store.unbindSlices(unbinds))]);
-  if (unbound.status === 'rejected') {
-    countFailure(stats, unbound.reason, rebinds.length);
-    return unbound.reason;
-  }
-  const free = rebinds.filter(({ item }) => {
-    let owner: CacheEntry | undefined;
-    try {
-      owner = store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes);
-    } catch {
-      return true; // a caller's wrapper store: the plain alias judges it
-    }
-    return owner === undefined || owner.key === item.key;
-  });
-  return free.length === 0 ? undefined : recordBatch(store, free.map(({ item }) => item), stats);
 }
 
 /** `size` records failed with `reason` (the handle's last error until a record succeeds). */
