@@ -214,7 +214,7 @@ export interface SourceRefetch {
   refetch(): Promise<boolean>;
   /** Drops the range's read-through copy: bytes found wrong must not outlive the check. */
   dropCopy(): Promise<void>;
-  /** The range's bytes were proven damaged (two reads differed): the model's source keeps no more copies (reportModelRangeDamage). */
+  /** The range's bytes were proven damaged (two reads differed): the model's source keeps no more copies, or, the bad bytes served from a copy, serves none (reportModelRangeDamage). */
   reportDamage(): Promise<void>;
 }
 
