@@ -18,9 +18,14 @@ const BRAND: unique symbol = Symbol.for('@splitzip/codec/SplitZipError') as neve
 
 /** The one error type this package throws; `code` says what failed, `details` gives the offsets and values. */
 export class SplitZipError extends Error {
-  /** True for a SplitZipError from any copy of this package, not only this one. */
+  /**
+   * True for a SplitZipError from any copy of this package, not only this one. `this` is this class
+   * itself when its parent is Error (a subclass's parent is this class). Not `this ===
+   * SplitZipError`: a class body naming its own class makes esbuild rename it (`_SplitZipError`,
+   * which console.log printed) unless keepNames, whose `__name` calls bundlers cannot drop.
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return this === SplitZipError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+    return Object.getPrototypeOf(this) === Error ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
   }
 
   readonly code: SplitZipErrorCode;
