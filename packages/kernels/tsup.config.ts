@@ -10,9 +10,10 @@ export default defineConfig([
     sourcemap: true,
     clean: true,
     target: 'es2022',
-    // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
-    // console.log's output of every error).
-    keepNames: true,
+    // No keepNames in the browser-safe build: its `__name` statements are side effects a browser
+    // app's bundler must keep (every function stayed in the bundle). Names survive without it
+    // (esbuild renames only a class whose body names it; errors.ts avoids that).
+    keepNames: false,
     platform: 'neutral',
     external: ['gpu.js', '@splitzip/codec'],
   },

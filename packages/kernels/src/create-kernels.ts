@@ -6,6 +6,7 @@ import { isKernelsError, KernelsError } from './errors.js';
 import { startGpuBackend, type GpuBackend } from './gpu-backend.js';
 import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
+import { CODE_GENERATION_REFUSED, isCodeGenerationRefused } from './is-code-generation-refused.js';
 import type { ChecksumOffload } from './checksum-offload.js';
 import { checkDecodeOptions, checkEncodeOptions } from './check-call-options.js';
 import { checkCreateKernelsOptions } from './check-kernels-options.js';
@@ -67,7 +68,9 @@ export async function createKernelsFor(
       started.set(name, await startChecked(name, options, faults, hooks));
       if (deviceOnly) deviceStarted = true;
     } catch (error) {
-      failures.set(name, `${name} failed to start: ${describe(error)}`);
+      // gpu.js words a refused `new Function` as a missing method: the cause goes first.
+      const cause = name === 'cpu' && isCodeGenerationRefused() ? `${CODE_GENERATION_REFUSED} (gpu.js said: ${describe(error)})` : describe(error);
+      failures.set(name, `${name} failed to start: ${cause}`);
     }
   }
 

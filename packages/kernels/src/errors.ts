@@ -13,9 +13,13 @@ const BRAND: unique symbol = Symbol.for('@splitzip/kernels/KernelsError') as nev
 
 /** The one error type this package throws itself; `code` says what failed, `details` gives context. */
 export class KernelsError extends Error {
-  /** True for a KernelsError from any copy of this package, not only this one. */
+  /**
+   * True for a KernelsError from any copy of this package, not only this one. `this` is this class
+   * itself when its parent is Error (not `this === KernelsError`: a class body naming its own class
+   * makes esbuild rename it unless keepNames, whose `__name` calls bundlers cannot drop).
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return this === KernelsError ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+    return Object.getPrototypeOf(this) === Error ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
   }
 
   readonly code: KernelsErrorCode;
