@@ -47,7 +47,7 @@ import type {
   VerifyReport,
 } from './types.js';
 import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
-import { validateSliceKey, withSliceKeys } from './validate-entry.js';
+import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
@@ -1047,13 +1047,25 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const results = resolved.map(() => false);
     const pending: { at: number; key: string; slice: SliceKeyTuple; moveFrom: string | undefined }[] = [];
     const draft = new StateDraft(this.state);
+    // An item the draft shows bound to its key by an earlier pending item of this call (the same
+    // slice twice) is answered as that item is in the commit: a conditional one may lose there.
+    const lastPending = new Map<string, number>();
+    const follows: { at: number; pending: number }[] = [];
     resolved.forEach(({ key, slice, moveFrom }, at) => {
       if (key === undefined) return;
       // Checks here too, so a conflict or size mismatch fails fast without the lock; absent, or a
       // conditional item's slice bound to a third entry ('taken'), → false. The commit decides again.
       const plan = draft.planAlias(key, slice, rebind, { source: 'this call', path: this.root }, moveFrom);
-      if (plan === 'already-bound') results[at] = true;
-      if (plan === 'bound') pending.push({ at, key, slice, moveFrom });
+      const id = sliceId(...slice);
+      if (plan === 'already-bound') {
+        results[at] = true;
+        const earlier = lastPending.get(id);
+        if (earlier !== undefined && pending[earlier]!.key === key) follows.push({ at, pending: earlier });
+      }
+      if (plan === 'bound') {
+        lastPending.set(id, pending.length);
+        pending.push({ at, key, slice, moveFrom });
+      }
     });
     if (pending.length === 0) return results;
     const bound = await new Promise<boolean[]>((resolve, reject) => {
@@ -1062,6 +1074,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     pending.forEach((p, i) => {
       results[p.at] = bound[i]!;
     });
+    for (const { at, pending: earlier } of follows) results[at] = bound[earlier] === true;
     return results;
   }
 

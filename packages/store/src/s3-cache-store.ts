@@ -868,7 +868,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       for (const w of lost) {
         if (w.mode === 'plain' || (w.mode === 'rebind' && !retry.includes(w))) failure ??= w.error;
       }
-      if (retry.length === 0) break;
+      if (retry.length === 0) {
+        // Our losing objects are gone: list again, so that this handle shows the winner's binding
+        // rather than the conflict it saw (a lost conditional move returns without a throw; a
+        // caller's next lookupBySlice, verify or stamp record reads this view). Best effort: the
+        // next refresh catches up all the same, and a failing listing must not hide the outcome.
+        await this.refresh().catch(() => undefined);
+        break;
+      }
       await new Promise<void>((resolve) => setTimeout(resolve, Math.random() * REBIND_PAUSE_MS * attempt));
       await this.refresh();
       round = [];
@@ -960,6 +967,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const writes: (AliasWrite & { at: number })[] = [];
     const stampWrites: StampWrite[] = [];
     const context = { source: 'this call', path: this.root };
+    // An item the draft shows bound to its key by an earlier item's write in this call (the same
+    // slice twice, with other stamps) is answered as that write is: a conditional write may lose.
+    const lastWrite = new Map<string, number>();
+    const follows: { at: number; write: number }[] = [];
+    const followEarlierWrite = (id: string, key: string, at: number) => {
+      const write = lastWrite.get(id);
+      if (write !== undefined && writes[write]!.key === key) follows.push({ at, write });
+    };
     resolved.forEach(({ key, slice, stamp, moveFrom }, at) => {
       if (key === undefined || !draft.getEntry(key)) return;
       const id = sliceId(...slice);
@@ -972,6 +987,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const plan = draft.planAlias(key, slice, false, context, moveFrom);
         if (plan === 'already-bound') {
           results[at] = true;
+          followEarlierWrite(id, key, at);
           if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
         }
         if (plan !== 'bound') return;
@@ -980,12 +996,16 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const current = this.sliceEpochs.get(id);
         const epoch = current === undefined ? 0 : owner !== undefined ? current + 1 : current;
         if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
+        lastWrite.set(id, writes.length);
         writes.push({ key, slice, epoch, mode: 'move', at });
         return;
       }
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
       const plan = draft.planAlias(key, slice, rebind, context);
-      if (plan === 'already-bound') results[at] = true;
+      if (plan === 'already-bound') {
+        results[at] = true;
+        followEarlierWrite(id, key, at);
+      }
       if (plan !== 'bound' && !conflicted) {
         // Bound to this key already: only the stamp may be new (no alias object to write).
         if (plan === 'already-bound' && stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
@@ -998,6 +1018,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // yet, the two conflict at read time instead of one silently replacing the other.
       const epoch = current === undefined ? 0 : rebind || conflicted ? current + 1 : current;
       if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
+      lastWrite.set(id, writes.length);
       writes.push({ key, slice, epoch, mode: rebind || conflicted ? 'rebind' : 'plain', at });
     });
     if (writes.length === 0) {
@@ -1009,6 +1030,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     writes.forEach((write, i) => {
       results[write.at] = bound[i] === true;
     });
+    for (const { at, write } of follows) results[at] = bound[write] === true;
     return results;
   }
 

@@ -140,6 +140,35 @@ describe('aliasSlices with moveFrom (directory cache)', () => {
     }
   });
 
+  it('an item repeating an earlier one of the call (the same slice and key) is answered as that one is in the commit: false when the move lost', async () => {
+    const { root, a, b, c } = await makeBoundCache();
+    const store = await openCacheStore(root);
+    const other = await openCacheStore(root);
+    try {
+      const refresh = store.refresh.bind(store);
+      let raced = false;
+      store.refresh = async () => {
+        await refresh();
+        if (raced) return;
+        raced = true;
+        await other.aliasSlices([{ key: c.key, ...S1 }], { rebind: true });
+      };
+      // The look plans the first item's move, so the draft shows the second bound already; the commit sees c.
+      const results = await store.aliasSlices([
+        { key: b.key, ...S1, moveFrom: a.key },
+        { key: b.key, ...S1, moveFrom: a.key },
+        { key: b.key, ...S1, moveFrom: a.key, stamp: FILE_STAMP },
+      ]);
+      expect(ownerOf(store, S1)).toBe(c.key);
+      expect(results).toEqual([false, false, false]);
+      // Not racing, both are true: the move and the repeat that merges its stamp.
+      expect(await store.aliasSlices([{ key: b.key, ...S1, moveFrom: c.key }, { key: b.key, ...S1, moveFrom: c.key, stamp: FILE_STAMP }])).toEqual([true, true]);
+      expect(ownerOf(store, S1)).toBe(b.key);
+    } finally {
+      await Promise.all([store.close(), other.close()]);
+    }
+  });
+
   it('a moveFrom that is not a content key is INVALID_ARGUMENT, before anything is written', async () => {
     const { root, a, b } = await makeBoundCache();
     const store = await openCacheStore(root);

@@ -128,6 +128,22 @@ describeS3('S3 store: aliasSlices with moveFrom', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('a lost move: an item repeating it (other object stamp) answers false too, and the handle shows the winner at once, not the conflict it saw', async () => {
+    const { url, a, b, old, ta, tc } = await makeCache();
+    const ETAG2 = 'etag:"fedcba9876543210fedcba9876543210"';
+    // Another writer's rebind lands and reports before this call's alias PUT (the runtime queues
+    // one item per file stamp: two files of one shard name give two items of one slice).
+    holdAliasPut(b, { before: async () => void (await a.aliasSlices([item(tc.key)], { rebind: true })) });
+    const results = await b.aliasSlices([
+      { ...item(ta.key, SLICE, old.key), stamp: ETAG },
+      { ...item(ta.key, SLICE, old.key), stamp: ETAG2 },
+    ]);
+    expect(results).toEqual([false, false]);
+    expect(b.lookupBySlice(...SLICE)?.key).toBe(tc.key);
+    expect(await settled(url)).toEqual({ owner: tc.key, other: undefined, problems: [] });
+    await Promise.all([a.close(), b.close()]);
+  });
+
   it('two conditional moves from one key to two others: one binding and no conflict left, whichever way they interleave', async () => {
     // One reported before the other's PUT: it stands, the other answers false.
     {
