@@ -363,7 +363,8 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
  * One aliasSlices call for the batch. A batch the store refuses as a whole for one item (a stamp
  * too long for an S3 object key; a slice another process rebound since the check: the store
  * persists nothing of a batch with a conflict; a rebind's `moveFrom` that a store of an older
- * release ignores, taking it for a plain alias of a bound slice) is recorded item by item, so that
+ * release ignores, taking it for a plain alias of a bound slice; an entry another writer took to
+ * MAX_SLICE_KEYS_PER_ENTRY since the check, SIZE_INVALID) is recorded item by item, so that
  * one item's refusal is its own. A rebind whose slice another writer bound to a third entry is
  * answered false by the store: not counted either way. Returns the last failure (undefined when
  * every call succeeded).
@@ -382,7 +383,10 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
   };
   // Called from a promise: a store (a caller's wrapper) that throws synchronously still only rejects.
   const [whole] = await Promise.allSettled([Promise.resolve().then(() => store.aliasSlices(items))]);
-  const splittable = whole.status === 'rejected' && items.length > 1 && (isStoreError(whole.reason, 'INVALID_ARGUMENT') || isStoreError(whole.reason, 'SLICE_CONFLICT'));
+  const splittable =
+    whole.status === 'rejected' &&
+    items.length > 1 &&
+    (isStoreError(whole.reason, 'INVALID_ARGUMENT') || isStoreError(whole.reason, 'SLICE_CONFLICT') || isStoreError(whole.reason, 'SIZE_INVALID'));
   if (!splittable) {
     count(whole, items.length);
     return failure;

@@ -356,7 +356,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     }
   });
 
-  it.each(['INVALID_ARGUMENT', 'SLICE_CONFLICT'] as const)("one tensor's record the store refuses (%s: a stamp too long for an S3 key, a slice rebound meanwhile) is that tensor's alone: the load's others are recorded", async (code) => {
+  it.each(['INVALID_ARGUMENT', 'SLICE_CONFLICT', 'SIZE_INVALID'] as const)("one tensor's record the store refuses (%s: a stamp too long for an S3 key, a slice rebound meanwhile, an entry at MAX_SLICE_KEYS_PER_ENTRY) is that tensor's alone: the load's others are recorded", async (code) => {
     const modelDir = join(root, `object-one-refused-${code}`);
     const cacheDir = join(root, `object-one-refused-${code}-cache`);
     await writeBuiltModel(modelDir, cacheDir);
