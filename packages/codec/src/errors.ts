@@ -20,12 +20,13 @@ const BRAND: unique symbol = Symbol.for('@splitzip/codec/SplitZipError') as neve
 export class SplitZipError extends Error {
   /**
    * True for a SplitZipError from any copy of this package, not only this one. `this` is this class
-   * itself when its parent is Error (a subclass's parent is this class). Not `this ===
+   * itself when its prototype holds the brand as its own (a subclass's inherits it). Not `this ===
    * SplitZipError`: a class body naming its own class makes esbuild rename it (`_SplitZipError`,
-   * which console.log printed) unless keepNames, whose `__name` calls bundlers cannot drop.
+   * which console.log printed) unless keepNames, whose `__name` calls bundlers cannot drop. Nor
+   * the global `Error` as the parent: a polyfill may replace it after this module loaded.
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return Object.getPrototypeOf(this) === Error ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+    return Object.hasOwn(this.prototype, BRAND) ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
   }
 
   readonly code: SplitZipErrorCode;

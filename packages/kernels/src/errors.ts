@@ -15,11 +15,13 @@ const BRAND: unique symbol = Symbol.for('@splitzip/kernels/KernelsError') as nev
 export class KernelsError extends Error {
   /**
    * True for a KernelsError from any copy of this package, not only this one. `this` is this class
-   * itself when its parent is Error (not `this === KernelsError`: a class body naming its own class
-   * makes esbuild rename it unless keepNames, whose `__name` calls bundlers cannot drop).
+   * itself when its prototype holds the brand as its own (a subclass's inherits it); not `this ===
+   * KernelsError` (a class body naming its own class makes esbuild rename it unless keepNames, whose
+   * `__name` calls bundlers cannot drop), nor the global `Error` as the parent (a polyfill may
+   * replace it after this module loaded).
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return Object.getPrototypeOf(this) === Error ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
+    return Object.hasOwn(this.prototype, BRAND) ? (value as { [BRAND]?: unknown } | null | undefined)?.[BRAND] === true : super[Symbol.hasInstance](value);
   }
 
   readonly code: KernelsErrorCode;

@@ -968,12 +968,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const stampWrites: StampWrite[] = [];
     const context = { source: 'this call', path: this.root };
     // An item the draft shows bound to its key by an earlier item's write in this call (the same
-    // slice twice, with other stamps) is answered as that write is: a conditional write may lose.
+    // slice twice, with other stamps) is answered by the view after the writes (writeAliases lists
+    // again): a conditional write may lose, and a lost chain of moves leaves the listing's binding.
     const lastWrite = new Map<string, number>();
-    const follows: { at: number; write: number }[] = [];
-    const followEarlierWrite = (id: string, key: string, at: number) => {
+    const follows: { at: number; key: string; slice: SliceKeyTuple }[] = [];
+    const followEarlierWrite = (id: string, key: string, slice: SliceKeyTuple, at: number) => {
       const write = lastWrite.get(id);
-      if (write !== undefined && writes[write]!.key === key) follows.push({ at, write });
+      if (write !== undefined && writes[write]!.key === key) follows.push({ at, key, slice });
     };
     resolved.forEach(({ key, slice, stamp, moveFrom }, at) => {
       if (key === undefined || !draft.getEntry(key)) return;
@@ -987,7 +988,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const plan = draft.planAlias(key, slice, false, context, moveFrom);
         if (plan === 'already-bound') {
           results[at] = true;
-          followEarlierWrite(id, key, at);
+          followEarlierWrite(id, key, slice, at);
           if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
         }
         if (plan !== 'bound') return;
@@ -1004,7 +1005,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const plan = draft.planAlias(key, slice, rebind, context);
       if (plan === 'already-bound') {
         results[at] = true;
-        followEarlierWrite(id, key, at);
+        followEarlierWrite(id, key, slice, at);
       }
       if (plan !== 'bound' && !conflicted) {
         // Bound to this key already: only the stamp may be new (no alias object to write).
@@ -1030,7 +1031,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     writes.forEach((write, i) => {
       results[write.at] = bound[i] === true;
     });
-    for (const { at, write } of follows) results[at] = bound[write] === true;
+    for (const { at, key, slice } of follows) results[at] = this.state.ownerOf(slice) === key;
     return results;
   }
 

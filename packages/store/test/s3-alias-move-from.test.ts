@@ -144,6 +144,16 @@ describeS3('S3 store: aliasSlices with moveFrom', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('a chain of moves in one call does not chain (one listing): both lose, and an item repeating the key the slice keeps answers true', async () => {
+    const { url, a, b, old, ta } = await makeCache();
+    // ta from old, then old back from ta: both go at the listing's epoch + 1 and lose to each other;
+    // the third item's key is the one the slice keeps, which the view after the writes shows.
+    expect(await b.aliasSlices([item(ta.key, SLICE, old.key), item(old.key, SLICE, ta.key), item(old.key)])).toEqual([false, false, true]);
+    expect(b.lookupBySlice(...SLICE)?.key).toBe(old.key);
+    expect(await settled(url)).toEqual({ owner: old.key, other: undefined, problems: [] });
+    await Promise.all([a.close(), b.close()]);
+  });
+
   it('two conditional moves from one key to two others: one binding and no conflict left, whichever way they interleave', async () => {
     // One reported before the other's PUT: it stands, the other answers false.
     {

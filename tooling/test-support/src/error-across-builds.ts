@@ -27,16 +27,26 @@ export async function expectErrorClassAcrossBuilds(
     expect(ErrorType.name).toBe(className);
     expect(inspect(make(ErrorType)).split('\n')[0]).toMatch(new RegExp(`^${className}\\b`));
   }
-  for (const [from, to] of [
-    [a, b],
-    [b, a],
-  ] as const) {
-    const error = make(from.ErrorType);
-    expect(error instanceof to.ErrorType).toBe(true);
-    expect(to.is(error)).toBe(true);
-    // Every package's guard narrows by code as well.
-    expect(to.is(error, (error as { code?: unknown }).code)).toBe(true);
-    expect(to.is(error, 'NOT_A_CODE')).toBe(false);
+  // Also with the global Error replaced after the packages loaded (a polyfill such as core-js's
+  // error-cause one, or zone.js, may do that): the class's own test must not hang on it.
+  const OriginalError = globalThis.Error;
+  for (const replaced of [false, true]) {
+    if (replaced) globalThis.Error = class extends OriginalError {} as ErrorConstructor;
+    try {
+      for (const [from, to] of [
+        [a, b],
+        [b, a],
+      ] as const) {
+        const error = make(from.ErrorType);
+        expect(error instanceof to.ErrorType, `global Error replaced: ${replaced}`).toBe(true);
+        expect(to.is(error)).toBe(true);
+        // Every package's guard narrows by code as well.
+        expect(to.is(error, (error as { code?: unknown }).code)).toBe(true);
+        expect(to.is(error, 'NOT_A_CODE')).toBe(false);
+      }
+    } finally {
+      globalThis.Error = OriginalError;
+    }
   }
   const lookAlike = Object.assign(new Error(make(a.ErrorType).message), { name: className, code: (make(a.ErrorType) as { code?: unknown }).code });
   for (const value of [lookAlike, { ...make(a.ErrorType) }, null, undefined, 'x', 3]) {
