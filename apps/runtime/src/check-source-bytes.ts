@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
 import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, findUnwritableReason } from './describe-build-remedy.js';
@@ -184,7 +185,8 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   // stored: a base whose t1 equals its t0), and moving the slice would take it from that model for
   // good (its loads would find it bound to this tensor's entry, of another name than its own
   // bytes'). Without a model (a bare slice request) nothing shows a move.
-  const own = target.model?.getTensor(stale.qualname);
+  const model = target.model;
+  const own = model?.getTensor(stale.qualname);
   if (own === undefined || !entryDescribesTensor(stale, { dtype: own.dtype, shape: own.shape, slice: own.slice })) return undefined;
   let ownBinding: string | undefined;
   try {
@@ -192,11 +194,31 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   } catch {
     return undefined; // a caller's store that cannot say: nothing shows a move
   }
-  if (ownBinding === staleKey) return undefined;
+  // Still bound there, unless this handle bound it itself, from that slice's bytes hashed in this
+  // file (bindFoundSlice: the slice was unbound, or held another tensor): then the stale entry's
+  // bytes moved there in this very file, as a move shows when that record has not landed yet (a
+  // shift: a tensor inserted ahead, each landing on the next one's span, the last on a new one).
+  // Judged otherwise, the move hung on the timing of the handle's own background record.
+  if (ownBinding === staleKey && !wasBoundByHandle(cache.store, model!, own.slice, staleKey)) return undefined;
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);
   return `its bytes are entry ${key}'s, of this tensor's name, to which the slice is moved from entry ${staleKey} (only while it is still bound to that one): ${bound}`;
+}
+
+/**
+ * Whether bindFoundSlice bound `slice` of `model` to `key` through this store, at the shard's stamp
+ * when the model was opened or now (a chmod moves the stamp's ctime only).
+ */
+function wasBoundByHandle(store: CacheStore, model: SafetensorsModel, slice: SliceKey, key: string): boolean {
+  const opened = model.shards.find((shard) => shard.name === slice.shardName)?.stamp;
+  let now: string | null | undefined;
+  try {
+    now = readShardStamp(model, slice.shardName);
+  } catch {
+    now = undefined; // a caller's model wrapper: the stamp it was opened with
+  }
+  return [opened, now].some((stamp) => typeof stamp === 'string' && findBoundSlice(store, slice.shardName, slice.offsetBytes, slice.sizeBytes, stamp) === key);
 }
 
 /** The key of the entry bindFoundSlice bound this slice to, through this store, at this stamp of its shard. */

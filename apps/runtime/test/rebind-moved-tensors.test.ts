@@ -119,6 +119,61 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
   });
 
+  it('a shift (a tensor inserted ahead): the tensor landing on a new span, bound first by the handle and its record landed, does not stop the one behind it from moving', async () => {
+    const dir = join(root, 'shift');
+    const cacheDir = join(dir, 'cache');
+    // a b built; then n a b (n of their shape, new bytes): a lands on b's old span, b on a new one.
+    const N: FixtureTensor = { name: 'n.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 64) };
+    await writeOne(join(dir, 'moved'), [N, A, B]);
+    const moved = await openSafetensorsModel(join(dir, 'moved'));
+    // The base's header padded (its metadata) to the moved one's length, as a rewrite with a
+    // fixed-size header leaves it, so that a and b land on the old spans.
+    let base!: SafetensorsModel;
+    for (let pad = 0; ; pad += 1) {
+      await rm(join(dir, 'base'), { recursive: true, force: true });
+      await writeShardedModel(join(dir, 'base'), [A, B], { maxShardBytes: 1 << 20, shardNamePrefix: 'model', shardMetadata: { pad: 'x'.repeat(pad) } });
+      base = await openSafetensorsModel(join(dir, 'base'));
+      if (base.getTensor('a.weight')!.slice.offsetBytes === moved.getTensor('n.weight')!.slice.offsetBytes) break;
+      await base.close();
+      expect(pad).toBeLessThan(256);
+    }
+    const keys = await buildCache(base, cacheDir);
+    expect(moved.getTensor('a.weight')!.slice).toEqual(base.getTensor('b.weight')!.slice);
+    const cache = await openShardCache(cacheDir);
+    const only = async (name: string) => {
+      const raw = await readAllRaw(moved);
+      const load = loadModel(moved, cache, { backend: 'cpu', filter: (t) => t.name === name });
+      for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
+      return load.reports.find((report) => report.name === name)!;
+    };
+    try {
+      // b first (its span was unbound: found by content key and bound), its record landed; then a,
+      // whose span is still bound to b's entry. It was left stale: b's entry looked bound at b's own
+      // span, as bytes another model shares there are (a whole load moved it when a was judged
+      // before b's record landed: the outcome hung on timing).
+      const b = await only('b.weight');
+      expect(b).toMatchObject({ source: 'raw', reason: 'missing' });
+      expect(b.detail).toContain('bound now');
+      await cache.flushObjectStamps!();
+      const a = await only('a.weight');
+      expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(a.detail).toMatch(BOUND_NOW);
+      expect(await cache.flushObjectStamps!()).toMatchObject({ failed: 0 });
+    } finally {
+      await cache.close();
+    }
+    const bound = await boundKeys(moved, cacheDir);
+    expect([bound.get('a.weight'), bound.get('b.weight')]).toEqual([keys.get('a.weight'), keys.get('b.weight')]);
+    const fresh = await openShardCache(cacheDir);
+    try {
+      const reports = await loadChecked(moved, fresh);
+      for (const name of ['a.weight', 'b.weight']) expect(reports.get(name), name).toMatchObject({ source: 'cache', reason: 'cached' });
+    } finally {
+      await fresh.close();
+      await Promise.all([base.close(), moved.close()]);
+    }
+  });
+
   it('bytes cached under another name (a tied weight: a.weight holds b\'s bytes) stay stale, not rebound', async () => {
     const dir = join(root, 'tied');
     const { cacheDir, keys } = await writeBuiltAndMoved(dir);
