@@ -38,7 +38,9 @@ export function describeShard(shardName: string, stamp: string): string {
  * a decode thread where the backend has one (hashTensorKey). With `source` (an object's range), a
  * mismatch is judged only after the range's read-through copy is dropped and it is fetched once
  * more into `data`: the entry's bytes then are `unchecked` as above; the same other bytes, `stale`;
- * two reads that differ, SHARD_READ_FAILED (retryable), their copy dropped.
+ * two reads that differ, SHARD_READ_FAILED (retryable), their copy dropped, unless the second one's
+ * bytes are an entry's that describes the tensor (a tensor moved here by a rewrite): then `stale`
+ * on them, as above (a move it may record).
  */
 export async function checkSourceBytes(
   cache: ShardCache,
@@ -73,7 +75,11 @@ export async function checkSourceBytes(
     if (refetched) key = await keyOf();
     // Two reads that differ: one was damaged (the other ranges of this source came the same way).
     if (refetched && key !== first) await source.reportDamage();
-    if (refetched && key !== entry.key && key !== first) {
+    // Neither the entry's, unless the second read's bytes are another entry's that describes this
+    // tensor (its own, moved here: a rewrite that moved tensors): content-addressed bytes vouch
+    // for themselves, so the first read was the damaged one, and this one is judged as below.
+    const vouched = key === undefined ? undefined : cache.getEntry(key);
+    if (refetched && key !== entry.key && key !== first && (vouched === undefined || !entryDescribesTensor(vouched, target))) {
       await source.dropCopy();
       throw new RuntimeError(
         'SHARD_READ_FAILED',

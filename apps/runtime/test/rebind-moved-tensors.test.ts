@@ -13,10 +13,11 @@ import { openCacheStore } from '@splitzip/store';
 import { openSafetensorsModel, writeShardedModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
+import { openModel } from '../src/open-model.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { TensorReport } from '../src/types.js';
 import { bf16Weights, buildCache, makeTempDir, objectSource, readAllRaw, sameBytes, type FixtureTensor } from './fixtures.js';
-import { createBucket, describeS3, dropBucket, rawClient, uniqueBucket } from './helpers/s3.js';
+import { createBucket, damageCopy, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -376,6 +377,43 @@ describeS3('an s3:// cache', () => {
   afterAll(async () => {
     await dropBucket(client, bucket);
     client.destroy();
+  });
+
+  it("an s3:// model's moved tensor whose kept copy was damaged: the second read's bytes, its own entry's, vouch for themselves; moved, not a failed load", async () => {
+    const dir = join(root, 's3-moved-copy');
+    const readThroughDir = await mkdtemp(join(tmpdir(), 'runtime-rebind-rt-'));
+    const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(dir);
+    await uploadDirectory(client, bucket, 'moved/', movedDir);
+    const modelUrl = `s3://${bucket}/moved/`;
+    try {
+      // Copies kept by a raw read of every tensor (no cache: nothing bound or moved yet); then
+      // a.weight's copy damaged as a GET body damaged in transit would have been kept.
+      const reader = await openModel(modelUrl, { readThroughDir });
+      const truth = await readAllRaw(reader);
+      await reader.close();
+      await damageCopy(readThroughDir, truth.get('a.weight')!, (body) => (body[100]! ^= 0xff));
+      const cache = await openShardCache(cacheDir);
+      try {
+        // The first read (the copy) is neither entry's; the second (fetched) is a.weight's own
+        // entry, moved here. It failed the whole load: SHARD_READ_FAILED, neither read trusted.
+        const load = loadModel(modelUrl, cache, { backend: 'cpu', modelS3: { readThroughDir } });
+        for await (const tensor of load) expect(sameBytes(tensor.data, truth.get(tensor.name)!), tensor.name).toBe(true);
+        const a = load.reports.find((report) => report.name === 'a.weight')!;
+        expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(a.detail).toMatch(BOUND_NOW);
+        expect(await cache.flushObjectStamps!()).toMatchObject({ failed: 0 });
+      } finally {
+        await cache.close();
+      }
+      const remote = await openModel(modelUrl, { readThroughDir });
+      try {
+        expect((await boundKeys(remote, cacheDir)).get('a.weight')).toBe(keys.get('a.weight'));
+      } finally {
+        await remote.close();
+      }
+    } finally {
+      await rm(readThroughDir, { recursive: true, force: true });
+    }
   });
 
   it('a local moved model: rebound in the bucket (its file stamp kept for this host), a fresh handle of the host serves it from the cache', async () => {

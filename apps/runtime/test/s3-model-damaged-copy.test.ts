@@ -1,8 +1,7 @@
 // An s3:// model's bytes damaged in transit (right length, wrong bytes), or kept so in the
 // read-through directory: a tensor bound to a cache entry is judged on bytes fetched once more,
 // never on the copy's word; an index or header that fails is fetched again before the open fails.
-import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -12,10 +11,7 @@ import { openSafetensorsModel, readTensorBytes, type SafetensorsModel } from '@s
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadModel, openModel, openShardCache, type LoadedTensor } from '../src/index.js';
 import { buildCache, readAllRaw, sameBytes } from './fixtures.js';
-import { createBucket, damageFirstChunk, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
-
-/** magic (8) | identity digest (32) | content digest (32): read-through-ranges.ts's range file header. */
-const RANGE_HEADER_BYTES = 72;
+import { createBucket, damageCopy, damageFirstChunk, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
 
 /**
  * A gateway client whose GetObject bodies are damaged (one byte flipped) when `damage(key, range)`
@@ -38,23 +34,6 @@ function damagingClient(damage: (key: string, range: string | undefined) => bool
     { step: 'initialize', name: 'damageBodies' },
   );
   return { client, gets: () => gets };
-}
-
-/**
- * Damages this host's kept copy of `bytes` (a range file whose body is exactly them) as a GET body
- * damaged in transit was kept: other bytes, with their own digest. `edit` changes the body; returns the file's name.
- */
-async function damageCopy(dir: string, bytes: Uint8Array, edit: (body: Buffer) => void): Promise<string> {
-  for (const name of (await readdir(dir)).filter((file) => file.startsWith('range.'))) {
-    const file = await readFile(join(dir, name));
-    if (file.length !== RANGE_HEADER_BYTES + bytes.length || !file.subarray(RANGE_HEADER_BYTES).equals(bytes)) continue;
-    const body = file.subarray(RANGE_HEADER_BYTES);
-    edit(body);
-    createHash('sha256').update(body).digest().copy(file, RANGE_HEADER_BYTES - 32);
-    await writeFile(join(dir, name), file);
-    return name;
-  }
-  throw new Error(`no range file holds those ${bytes.length} bytes`);
 }
 
 describeS3('runtime: an s3:// model whose bytes were damaged in transit, with a read-through directory', () => {

@@ -1,6 +1,7 @@
 // The S3 gateway helpers live in @splitzip/test-support/s3 (shared with the store and builder suites);
 // the runtime adds its bucket-name prefix and uploading a local model directory.
-import { readdir, readFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
@@ -51,4 +52,25 @@ export function damageFirstChunk(body: Readable): Readable {
       },
     }),
   );
+}
+
+/** magic (8) | identity digest (32) | content digest (32): the store's read-through range file header. */
+const RANGE_HEADER_BYTES = 72;
+
+/**
+ * Damages this host's kept copy of `bytes` (a range file under `dir` whose body is exactly them) as a
+ * GET body damaged in transit was kept: other bytes, with their own digest. `edit` changes the body;
+ * returns the file's name.
+ */
+export async function damageCopy(dir: string, bytes: Uint8Array, edit: (body: Buffer) => void): Promise<string> {
+  for (const name of (await readdir(dir)).filter((file) => file.startsWith('range.'))) {
+    const file = await readFile(join(dir, name));
+    if (file.length !== RANGE_HEADER_BYTES + bytes.length || !file.subarray(RANGE_HEADER_BYTES).equals(bytes)) continue;
+    const body = file.subarray(RANGE_HEADER_BYTES);
+    edit(body);
+    createHash('sha256').update(body).digest().copy(file, RANGE_HEADER_BYTES - 32);
+    await writeFile(join(dir, name), file);
+    return name;
+  }
+  throw new Error(`no range file holds those ${bytes.length} bytes`);
 }
