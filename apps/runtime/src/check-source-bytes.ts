@@ -260,7 +260,7 @@ export const WEAK_TRUST_NOTE = "fileSources: 'trust' would serve it unchecked, w
 type QueuedRebind = AliasSliceItem & { key: string; stamp: string; moveFrom: string };
 
 interface StampRecorder {
-  queue: AliasSliceItem[];
+  queue: (AliasSliceItem & { key: string })[];
   /** Rebinds to record (conditional aliases, one aliasSlices call a batch), beside the plain records of `queue`. */
   rebinds: QueuedRebind[];
   /** Items queued or being recorded, by slice, key and stamp: concurrent loads of one tensor record it once. */
@@ -334,7 +334,7 @@ function enqueueRecord(store: CacheStore, id: string, add: (recorder: StampRecor
   return recorder;
 }
 
-function queueStamp(store: CacheStore, item: AliasSliceItem & { stamp: string }): StampRecorder {
+function queueStamp(store: CacheStore, item: AliasSliceItem & { key: string; stamp: string }): StampRecorder {
   return enqueueRecord(store, stampItemId(item), (recorder) => recorder.queue.push(item));
 }
 
@@ -367,7 +367,11 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
       const rebinds = recorder.rebinds.splice(0);
       try {
         if (lockTimeout === undefined && items.length > 0) {
-          const failure = await recordBatch(store, items, recorder.stats);
+          // Conditional (moveFrom: the item's own key, from which nothing moves): a slice another
+          // writer bound to another entry since the check is left to it, answered false, neither
+          // recorded nor failed, as a rebind's is; a plain alias failed SLICE_CONFLICT, counted in
+          // `failed` and named in later reports as this handle's last failed record.
+          const failure = await recordBatch(store, items.map((item) => ({ ...item, moveFrom: item.key })), recorder.stats);
           if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
         } else if (items.length > 0) countFailure(recorder.stats, lockTimeout, items.length);
         if (lockTimeout === undefined && rebinds.length > 0) {

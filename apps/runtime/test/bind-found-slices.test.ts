@@ -124,3 +124,39 @@ it('a cache this process cannot write: the reports say the binding cannot be rec
   expect(seen.copy.fromRaw).toBe(3);
   for (const detail of seen.copy.details) expect(detail).toMatch(/checked: its bytes are the entry's; .*its stamp cannot be recorded: this process cannot write the cache \((EACCES|EROFS|EPERM)\)/);
 });
+
+it("a record another writer's binding overtook (the slice bound to another entry since the check) is left to it: neither recorded nor failed, no SLICE_CONFLICT in later reports", async () => {
+  const base = await writeModel(join(root, 'overtaken-base'), tensors(), 1 << 20, 'model');
+  const cacheDir = join(root, 'overtaken-cache');
+  const keys = await buildCache(base, cacheDir);
+  await base.close();
+  const renamed = await writeModel(join(root, 'overtaken'), tensors(), 1 << 20, 'other');
+  const raw = await readAllRaw(renamed);
+  const cache = await openShardCache(cacheDir);
+  const other = await openShardCache(cacheDir);
+  // The records wait until another writer has bound a.weight's slice to b's entry (a build of
+  // another model of these shard names, say); then they go on.
+  let release!: () => void;
+  const overtaken = new Promise<void>((resolve) => (release = resolve));
+  const aliasSlices = cache.store.aliasSlices.bind(cache.store);
+  cache.store.aliasSlices = async (items, options) => {
+    await overtaken;
+    return aliasSlices(items, options);
+  };
+  try {
+    const load = loadModel(renamed, cache, { backend: 'cpu' });
+    for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!)).toBe(true);
+    const a = renamed.getTensor('a.weight')!.slice;
+    expect(await other.store.aliasSlices([{ key: keys.get('b.weight')!, shardName: a.shardName, offsetBytes: a.offsetBytes, sizeBytes: a.sizeBytes }])).toEqual([true]);
+    release();
+    const stats = await cache.flushObjectStamps!();
+    expect(stats).toMatchObject({ recorded: 2, failed: 0 });
+    expect(stats.lastError).toBeUndefined();
+    await other.store.refresh();
+    expect(other.store.lookupBySlice(a.shardName, a.offsetBytes, a.sizeBytes)?.key).toBe(keys.get('b.weight'));
+  } finally {
+    release();
+    await Promise.all([cache.close(), other.close()]);
+    await renamed.close();
+  }
+});
