@@ -4,48 +4,16 @@
 // false, never retried, never thrown. Interleavings are forced by hooks on the alias PUTs.
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
-import { openCacheStore, type CacheStore } from '../src/index.js';
+import { openCacheStore } from '../src/index.js';
 import { sliceObjectName } from '../src/s3-layout.js';
 import { makeTensor, toInput } from './helpers.js';
+import { barrier, deferred, holdAliasPut } from './s3-alias-hooks.js';
 import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
 const SHARD = 'model-00001-of-00002.safetensors';
 const ETAG = 'etag:"0123456789abcdef0123456789abcdef"';
 const SLICE = [SHARD, 608, 80] as const;
 const OTHER = [SHARD, 688, 80] as const;
-
-type Put = (name: string, body: Uint8Array, contentType?: string) => Promise<void>;
-const transportOf = (store: CacheStore) => (store as unknown as { transport: { putObject: Put } }).transport;
-
-/** Runs `before` ahead of, and `after` behind, this store's first alias object PUT. */
-function holdAliasPut(store: CacheStore, hooks: { before?: () => Promise<void>; after?: () => Promise<void> }): void {
-  const transport = transportOf(store);
-  const put = transport.putObject.bind(transport);
-  let first = true;
-  transport.putObject = async (name, body, contentType) => {
-    const alias = name.startsWith('slices/') && first;
-    if (alias) first = false;
-    if (alias && hooks.before) await hooks.before();
-    await put(name, body, contentType);
-    if (alias && hooks.after) await hooks.after();
-  };
-}
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
-
-/** A point both writers must reach before either goes on. */
-function barrier(parties: number): () => Promise<void> {
-  let arrived = 0;
-  const open = deferred();
-  return () => {
-    if (++arrived === parties) open.resolve();
-    return open.promise;
-  };
-}
 
 describeS3('S3 store: aliasSlices with moveFrom', () => {
   const bucket = uniqueBucket('move-from');

@@ -6,52 +6,20 @@
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
+import { barrier, deferred, holdAliasPut } from './s3-alias-hooks.js';
 import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-type Put = (name: string, body: Uint8Array, contentType?: string) => Promise<void>;
-
-/** Runs `before` ahead of, and `after` behind, each alias object PUT of this store. */
-function holdAliasPuts(store: CacheStore, hooks: { before?: () => Promise<void>; after?: () => Promise<void> }): void {
-  const transport = (store as unknown as { transport: { putObject: Put } }).transport;
-  const put = transport.putObject.bind(transport);
-  let first = true;
-  transport.putObject = async (name, body, contentType) => {
-    const alias = name.startsWith('slices/') && first;
-    if (alias) first = false;
-    if (alias && hooks.before) await hooks.before();
-    await put(name, body, contentType);
-    if (alias && hooks.after) await hooks.after();
-  };
-}
 
 /** Holds `store`'s first alias PUT: `bAtAlias` resolves when it is reached, `aDone.resolve()` lets it go. */
 function holdAliasUntilReleased(store: CacheStore): { bAtAlias: ReturnType<typeof deferred>; aDone: ReturnType<typeof deferred> } {
   const bAtAlias = deferred();
   const aDone = deferred();
-  holdAliasPuts(store, {
+  holdAliasPut(store, {
     before: async () => {
       bAtAlias.resolve();
       await aDone.promise;
     },
   });
   return { bAtAlias, aDone };
-}
-
-/** A point both writers must reach before either goes on. */
-function barrier(parties: number): () => Promise<void> {
-  let arrived = 0;
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return () => {
-    if (++arrived === parties) open();
-    return opened;
-  };
-}
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 describeS3('S3 store: alias writers racing on one slice', () => {
@@ -88,8 +56,8 @@ describeS3('S3 store: alias writers racing on one slice', () => {
     const [ta, tb] = [makeTensor([40], 501), makeTensor([40], 502)];
     const { url, a, b } = await twoWriters();
     const bothWritten = barrier(2);
-    holdAliasPuts(a, { after: bothWritten });
-    holdAliasPuts(b, { after: bothWritten });
+    holdAliasPut(a, { after: bothWritten });
+    holdAliasPut(b, { after: bothWritten });
     const [ra, rb] = await Promise.all([
       a.addEntries([{ ...toInput(ta, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]),
       b.addEntries([{ ...toInput(tb, 'layer0.t1.weight', [[...slice]]), leaveTakenSlices: true }]),
@@ -140,8 +108,8 @@ describeS3('S3 store: alias writers racing on one slice', () => {
     {
       const { url, a, b } = await twoWriters([ta, tb]);
       const bothWritten = barrier(2);
-      holdAliasPuts(a, { after: bothWritten });
-      holdAliasPuts(b, { after: bothWritten });
+      holdAliasPut(a, { after: bothWritten });
+      holdAliasPut(b, { after: bothWritten });
       const errors = await Promise.all([catchError(() => a.aliasSlices([item(ta.key)])), catchError(() => b.aliasSlices([item(tb.key)]))]);
       expect(errors.map((e) => e.code)).toEqual(['SLICE_CONFLICT', 'SLICE_CONFLICT']);
       expect(await settled(url)).toEqual({ owner: undefined, problems: [] });
@@ -155,8 +123,8 @@ describeS3('S3 store: alias writers racing on one slice', () => {
     expect(await a.aliasSlices([item(old.key)])).toEqual([true]);
     await b.refresh();
     const bothWritten = barrier(2);
-    holdAliasPuts(a, { after: bothWritten });
-    holdAliasPuts(b, { after: bothWritten });
+    holdAliasPut(a, { after: bothWritten });
+    holdAliasPut(b, { after: bothWritten });
     const [ra, rb] = await Promise.all([a.aliasSlices([item(ta.key)], { rebind: true }), b.aliasSlices([item(tb.key)], { rebind: true })]);
     expect([ra, rb]).toEqual([[true], [true]]);
     const { owner, problems } = await settled(url);
