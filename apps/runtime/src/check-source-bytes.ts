@@ -66,6 +66,7 @@ export async function checkSourceBytes(
   report.key = entry.key;
   const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
   let refetched = false;
+  let secondVouched = false;
   if (key !== entry.key && source !== undefined) {
     // An object's bytes may be a read-through copy of a GET body damaged in transit, or such a body
     // itself: judged on bytes fetched once more, never on the copy's word (its digest only proves
@@ -75,11 +76,13 @@ export async function checkSourceBytes(
     if (refetched) key = await keyOf();
     // Two reads that differ: one was damaged (the other ranges of this source came the same way).
     if (refetched && key !== first) await source.reportDamage();
-    // Neither the entry's, unless the second read's bytes are another entry's that describes this
-    // tensor (its own, moved here: a rewrite that moved tensors): content-addressed bytes vouch
-    // for themselves, so the first read was the damaged one, and this one is judged as below.
+    // Neither the entry's, unless the second read's bytes are an entry's of this tensor's name and
+    // shape (its own, moved here: a rewrite that moved tensors): content-addressed bytes vouch for
+    // themselves, so the first read was the damaged one, and this one is judged as below. Not an
+    // entry of another name: bytes of another range (a proxy that answered the wrong one) can be.
     const vouched = key === undefined ? undefined : cache.getEntry(key);
-    if (refetched && key !== entry.key && key !== first && (vouched === undefined || !entryDescribesTensor(vouched, target))) {
+    secondVouched = refetched && key !== first && vouched !== undefined && vouched.qualname === target.name && entryDescribesTensor(vouched, target);
+    if (refetched && key !== entry.key && key !== first && !secondVouched) {
       await source.dropCopy();
       throw new RuntimeError(
         'SHARD_READ_FAILED',
@@ -94,7 +97,7 @@ export async function checkSourceBytes(
     // The content key just computed (no second hash) may be an entry's of this tensor's name.
     const rebound = weakNote === undefined && key !== undefined ? rebindFoundSlice(cache, target, entry.key, key, stamp) : undefined;
     report.reason = 'stale';
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, STALE_REMEDY)}`;
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${secondVouched ? '; its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped and the range fetched again' : refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, STALE_REMEDY)}`;
     return;
   }
   report.reason = 'unchecked';
@@ -143,10 +146,15 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
  * at once. Returns what the report says of the record.
  */
 export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: string; stamp: string }, staleKey?: string): string {
-  const { found } = recorderOf(cache.store);
+  const { found, foundBeside } = recorderOf(cache.store);
   const id = foundSliceId(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
-  if (!found.has(id) && found.size >= MAX_REMEMBERED_CHECKS) found.delete(found.keys().next().value!);
+  if (!found.has(id) && found.size >= MAX_REMEMBERED_CHECKS) {
+    const oldest = found.keys().next().value!;
+    found.delete(oldest);
+    foundBeside.delete(oldest);
+  }
   found.set(id, item.key);
+  foundBeside.set(id, new Set((cache.getEntry(item.key)?.sliceKeys ?? []).map(([shardName, offsetBytes, sizeBytes]) => sliceKeyId(shardName, offsetBytes, sizeBytes))));
   const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { ...item, moveFrom: staleKey });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
@@ -201,11 +209,13 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
     return undefined; // a caller's store that cannot say: nothing shows a move
   }
   // Still bound there, unless this handle bound it itself, from that slice's bytes hashed in this
-  // file (bindFoundSlice: the slice was unbound, or held another tensor): then the stale entry's
-  // bytes moved there in this very file, as a move shows when that record has not landed yet (a
-  // shift: a tensor inserted ahead, each landing on the next one's span, the last on a new one).
-  // Judged otherwise, the move hung on the timing of the handle's own background record.
-  if (ownBinding === staleKey && !wasBoundByHandle(cache.store, model!, own.slice, staleKey)) return undefined;
+  // file (bindFoundSlice: the slice was unbound, or held another tensor), while this slice was
+  // bound to the stale entry already: then the stale entry's bytes moved there in this very file,
+  // as a move shows when that record has not landed yet (a shift: a tensor inserted ahead, each
+  // landing on the next one's span, the last on a new one); judged otherwise, the move hung on the
+  // timing of the handle's own record. A binding of this slice made after the handle's (another
+  // model's build binding bytes it shares here) is not evidence of a move.
+  if (ownBinding === staleKey && !wasMovedHere(cache.store, model!, own.slice, staleKey, target.slice)) return undefined;
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);
@@ -214,17 +224,24 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
 
 /**
  * Whether bindFoundSlice bound `slice` of `model` to `key` through this store, at the shard's stamp
- * when the model was opened or now (a chmod moves the stamp's ctime only).
+ * now (else, for a caller's model wrapper with no descriptor, the stamp it was opened with), while
+ * `beside` was bound to `key` already.
  */
-function wasBoundByHandle(store: CacheStore, model: SafetensorsModel, slice: SliceKey, key: string): boolean {
-  const opened = model.shards.find((shard) => shard.name === slice.shardName)?.stamp;
-  let now: string | null | undefined;
+function wasMovedHere(store: CacheStore, model: SafetensorsModel, slice: SliceKey, key: string, beside: SliceKey): boolean {
+  let stamp: string | null | undefined;
   try {
-    now = readShardStamp(model, slice.shardName);
+    stamp = readShardStamp(model, slice.shardName);
   } catch {
-    now = undefined; // a caller's model wrapper: the stamp it was opened with
+    stamp = model.shards.find((shard) => shard.name === slice.shardName)?.stamp;
   }
-  return [opened, now].some((stamp) => typeof stamp === 'string' && findBoundSlice(store, slice.shardName, slice.offsetBytes, slice.sizeBytes, stamp) === key);
+  if (typeof stamp !== 'string') return false;
+  const recorder = recorders.get(store);
+  const id = foundSliceId(slice.shardName, slice.offsetBytes, slice.sizeBytes, stamp);
+  return recorder?.found.get(id) === key && recorder.foundBeside.get(id)?.has(sliceKeyId(beside.shardName, beside.offsetBytes, beside.sizeBytes)) === true;
+}
+
+function sliceKeyId(shardName: string, offsetBytes: number, sizeBytes: number): string {
+  return JSON.stringify([shardName, offsetBytes, sizeBytes]);
 }
 
 /** The key of the entry bindFoundSlice bound this slice to, through this store, at this stamp of its shard. */
@@ -284,6 +301,11 @@ interface StampRecorder {
    * the entry's key, so that this handle serves them from the cache before (or without) the record.
    */
   found: Map<string, string>;
+  /**
+   * By the same ids: the slices (sliceKeyId) that entry was bound at when bindFoundSlice bound this
+   * one to it (rebindFoundSlice's evidence of a move: wasMovedHere).
+   */
+  foundBeside: Map<string, ReadonlySet<string>>;
 }
 
 /** Checks remembered per store, each way; past this many the oldest go (a later load hashes them again). */
@@ -295,7 +317,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], rebinds: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map() };
+    recorder = { queue: [], rebinds: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;

@@ -175,6 +175,52 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
   });
 
+  it("a binding the handle made before another model's build bound bytes it shares: no evidence of a move, the base's shared slice stays its own", async () => {
+    const dir = join(root, 'shared-later');
+    const cacheDir = join(dir, 'cache');
+    // A base whose b equals its a, and a fine-tune of its layout with another b. The cache first
+    // holds a renamed copy of the fine-tune (other shard names): the fine-tune's spans are unbound.
+    const tuned = [A, { ...B, data: bf16Weights(4096, 81) }, C];
+    await writeOne(join(dir, 'base'), [A, { ...B, data: A.data }, C]);
+    await writeOne(join(dir, 'tuned'), tuned);
+    await writeShardedModel(join(dir, 'renamed'), tuned, { maxShardBytes: 1 << 20, shardNamePrefix: 'other' });
+    const renamed = await openSafetensorsModel(join(dir, 'renamed'));
+    await buildCache(renamed, cacheDir);
+    await renamed.close();
+    const base = await openSafetensorsModel(join(dir, 'base'));
+    const fine = await openSafetensorsModel(join(dir, 'tuned'));
+    const cache = await openShardCache(cacheDir);
+    const only = async (model: SafetensorsModel, through: ShardCache, name: string) => {
+      const raw = await readAllRaw(model);
+      const load = loadModel(model, through, { backend: 'cpu', filter: (t) => t.name === name });
+      for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
+      return load.reports.find((report) => report.name === name)!;
+    };
+    try {
+      // The handle finds the fine-tune's a unbound and binds it; then the base is built into the
+      // cache (its a and b both to a's entry); then the handle loads the fine-tune's b.
+      expect(await only(fine, cache, 'a.weight')).toMatchObject({ reason: 'missing' });
+      await cache.flushObjectStamps!();
+      const baseKeys = await buildCache(base, cacheDir, { rebind: true });
+      expect(baseKeys.get('b.weight')).toBe(baseKeys.get('a.weight'));
+      await cache.store.refresh();
+      const b = await only(fine, cache, 'b.weight');
+      expect(b).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(b.detail).toMatch(/: served raw; a build of this model with --rebind binds it$/);
+      await cache.flushObjectStamps!();
+      expect((await boundKeys(base, cacheDir)).get('b.weight')).toBe(baseKeys.get('a.weight'));
+      const fresh = await openShardCache(cacheDir);
+      try {
+        expect(await only(base, fresh, 'b.weight')).toMatchObject({ source: 'cache', reason: 'cached' });
+      } finally {
+        await fresh.close();
+      }
+    } finally {
+      await cache.close();
+      await Promise.all([base.close(), fine.close()]);
+    }
+  });
+
   it('bytes cached under another name (a tied weight: a.weight holds b\'s bytes) stay stale, not rebound', async () => {
     const dir = join(root, 'tied');
     const { cacheDir, keys } = await writeBuiltAndMoved(dir);
@@ -401,6 +447,8 @@ describeS3('an s3:// cache', () => {
         const a = load.reports.find((report) => report.name === 'a.weight')!;
         expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
         expect(a.detail).toMatch(BOUND_NOW);
+        expect(a.detail).toContain('its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped');
+        expect(a.detail).not.toContain('the same bytes fetched twice');
         expect(await cache.flushObjectStamps!()).toMatchObject({ failed: 0 });
       } finally {
         await cache.close();
