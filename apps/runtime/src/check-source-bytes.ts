@@ -224,16 +224,18 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
 
 /**
  * Whether bindFoundSlice bound `slice` of `model` to `key` through this store, at the shard's stamp
- * now (else, for a caller's model wrapper with no descriptor, the stamp it was opened with), while
- * `beside` was bound to `key` already.
+ * now, while `beside` was bound to `key` already.
  */
 function wasMovedHere(store: CacheStore, model: SafetensorsModel, slice: SliceKey, key: string, beside: SliceKey): boolean {
+  // What checkShardUnchanged judges bindings by: the stamp now, else (an object, whose ETag has no
+  // descriptor to ask; a caller's model wrapper) the one it was opened with.
   let stamp: string | null | undefined;
   try {
     stamp = readShardStamp(model, slice.shardName);
   } catch {
-    stamp = model.shards.find((shard) => shard.name === slice.shardName)?.stamp;
+    stamp = undefined;
   }
+  stamp ??= model.shards.find((shard) => shard.name === slice.shardName)?.stamp;
   if (typeof stamp !== 'string') return false;
   const recorder = recorders.get(store);
   const id = foundSliceId(slice.shardName, slice.offsetBytes, slice.sizeBytes, stamp);

@@ -120,13 +120,13 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
   });
 
-  it('a shift (a tensor inserted ahead): the tensor landing on a new span, bound first by the handle and its record landed, does not stop the one behind it from moving', async () => {
-    const dir = join(root, 'shift');
+  it.each(['a local model', 'an object-store model (ETag stamps)'] as const)('a shift (a tensor inserted ahead), %s: the tensor landing on a new span, bound first by the handle and its record landed, does not stop the one behind it from moving', async (kind) => {
+    const dir = join(root, kind === 'a local model' ? 'shift' : 'shift-objects');
     const cacheDir = join(dir, 'cache');
     // a b built; then n a b (n of their shape, new bytes): a lands on b's old span, b on a new one.
     const N: FixtureTensor = { name: 'n.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 64) };
     await writeOne(join(dir, 'moved'), [N, A, B]);
-    const moved = await openSafetensorsModel(join(dir, 'moved'));
+    const moved = kind === 'a local model' ? await openSafetensorsModel(join(dir, 'moved')) : await openSafetensorsModel({ source: await objectSource(join(dir, 'moved'), '"shifted"') });
     // The base's header padded (its metadata) to the moved one's length, as a rewrite with a
     // fixed-size header leaves it, so that a and b land on the old spans.
     let base!: SafetensorsModel;
