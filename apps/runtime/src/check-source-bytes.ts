@@ -154,7 +154,9 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
     foundBeside.delete(oldest);
   }
   found.set(id, item.key);
-  foundBeside.set(id, new Set((cache.getEntry(item.key)?.sliceKeys ?? []).map(([shardName, offsetBytes, sizeBytes]) => sliceKeyId(shardName, offsetBytes, sizeBytes))));
+  const beside = cache.getEntry(item.key)?.sliceKeys ?? [];
+  if (beside.length <= MAX_BESIDE_SLICES) foundBeside.set(id, new Set(beside.map(([shardName, offsetBytes, sizeBytes]) => sliceKeyId(shardName, offsetBytes, sizeBytes))));
+  else foundBeside.delete(id);
   const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { ...item, moveFrom: staleKey });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
@@ -309,6 +311,13 @@ interface StampRecorder {
    */
   foundBeside: Map<string, ReadonlySet<string>>;
 }
+
+/**
+ * The most slices of an entry a found binding keeps as its evidence of a move (foundBeside): an entry
+ * bound at more (a constant tensor many models share) is no moved tensor's, and copies of its list,
+ * one per binding remembered, would grow with MAX_REMEMBERED_CHECKS × MAX_SLICE_KEYS_PER_ENTRY.
+ */
+const MAX_BESIDE_SLICES = 64;
 
 /** Checks remembered per store, each way; past this many the oldest go (a later load hashes them again). */
 const MAX_REMEMBERED_CHECKS = 100_000;

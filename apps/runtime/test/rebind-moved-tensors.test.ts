@@ -76,6 +76,41 @@ async function boundKeys(model: SafetensorsModel, cacheDir: string): Promise<Map
 
 const BOUND_NOW = /holds other bytes than the entry its slice is bound to .*: served raw; its bytes are entry [0-9a-f]{40}'s, of this tensor's name, to which the slice is moved from entry [0-9a-f]{40} \(only while it is still bound to that one\): bound now: later loads through this cache handle serve it from the cache, and the binding is being recorded for other processes$/;
 
+/**
+ * A shift: a b built into `<dir>/cache`, then n a b written over the same shard name (n of their
+ * shape, new bytes), the base's header padded to the same length so that a lands on b's old span
+ * and b on a new one. Returns both models (the moved one local or through an object source), the
+ * entries' keys by name and the cache directory.
+ */
+async function writeShift(dir: string, objects: boolean): Promise<{ base: SafetensorsModel; moved: SafetensorsModel; keys: Map<string, string>; cacheDir: string }> {
+  const cacheDir = join(dir, 'cache');
+  const N: FixtureTensor = { name: 'n.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 64) };
+  await writeOne(join(dir, 'moved'), [N, A, B]);
+  const moved = objects ? await openSafetensorsModel({ source: await objectSource(join(dir, 'moved'), '"shifted"') }) : await openSafetensorsModel(join(dir, 'moved'));
+  // The base's header padded (its metadata) to the moved one's length, as a rewrite with a
+  // fixed-size header leaves it.
+  let base!: SafetensorsModel;
+  for (let pad = 0; ; pad += 1) {
+    await rm(join(dir, 'base'), { recursive: true, force: true });
+    await writeShardedModel(join(dir, 'base'), [A, B], { maxShardBytes: 1 << 20, shardNamePrefix: 'model', shardMetadata: { pad: 'x'.repeat(pad) } });
+    base = await openSafetensorsModel(join(dir, 'base'));
+    if (base.getTensor('a.weight')!.slice.offsetBytes === moved.getTensor('n.weight')!.slice.offsetBytes) break;
+    await base.close();
+    expect(pad).toBeLessThan(256);
+  }
+  const keys = await buildCache(base, cacheDir);
+  expect(moved.getTensor('a.weight')!.slice).toEqual(base.getTensor('b.weight')!.slice);
+  return { base, moved, keys, cacheDir };
+}
+
+/** One load of only `name` of `model` through `cache`: bit-exact against the file; its report. */
+async function loadOnly(model: SafetensorsModel, cache: ShardCache, name: string): Promise<TensorReport> {
+  const raw = await readAllRaw(model);
+  const load = loadModel(model, cache, { backend: 'cpu', filter: (t) => t.name === name });
+  for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
+  return load.reports.find((report) => report.name === name)!;
+}
+
 describe('a tensor moved onto a same-shape tensor\'s old span', () => {
   it('the first load serves it raw and rebinds its slice to its own entry; the next load through the handle, and a fresh handle once recorded, serve it from the cache', async () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'swap'));
@@ -121,32 +156,9 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
   });
 
   it.each(['a local model', 'an object-store model (ETag stamps)'] as const)('a shift (a tensor inserted ahead), %s: the tensor landing on a new span, bound first by the handle and its record landed, does not stop the one behind it from moving', async (kind) => {
-    const dir = join(root, kind === 'a local model' ? 'shift' : 'shift-objects');
-    const cacheDir = join(dir, 'cache');
-    // a b built; then n a b (n of their shape, new bytes): a lands on b's old span, b on a new one.
-    const N: FixtureTensor = { name: 'n.weight', dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 64) };
-    await writeOne(join(dir, 'moved'), [N, A, B]);
-    const moved = kind === 'a local model' ? await openSafetensorsModel(join(dir, 'moved')) : await openSafetensorsModel({ source: await objectSource(join(dir, 'moved'), '"shifted"') });
-    // The base's header padded (its metadata) to the moved one's length, as a rewrite with a
-    // fixed-size header leaves it, so that a and b land on the old spans.
-    let base!: SafetensorsModel;
-    for (let pad = 0; ; pad += 1) {
-      await rm(join(dir, 'base'), { recursive: true, force: true });
-      await writeShardedModel(join(dir, 'base'), [A, B], { maxShardBytes: 1 << 20, shardNamePrefix: 'model', shardMetadata: { pad: 'x'.repeat(pad) } });
-      base = await openSafetensorsModel(join(dir, 'base'));
-      if (base.getTensor('a.weight')!.slice.offsetBytes === moved.getTensor('n.weight')!.slice.offsetBytes) break;
-      await base.close();
-      expect(pad).toBeLessThan(256);
-    }
-    const keys = await buildCache(base, cacheDir);
-    expect(moved.getTensor('a.weight')!.slice).toEqual(base.getTensor('b.weight')!.slice);
+    const { base, moved, keys, cacheDir } = await writeShift(join(root, kind === 'a local model' ? 'shift' : 'shift-objects'), kind !== 'a local model');
     const cache = await openShardCache(cacheDir);
-    const only = async (name: string) => {
-      const raw = await readAllRaw(moved);
-      const load = loadModel(moved, cache, { backend: 'cpu', filter: (t) => t.name === name });
-      for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
-      return load.reports.find((report) => report.name === name)!;
-    };
+    const only = (name: string) => loadOnly(moved, cache, name);
     try {
       // b first (its span was unbound: found by content key and bound), its record landed; then a,
       // whose span is still bound to b's entry. It was left stale: b's entry looked bound at b's own
@@ -175,6 +187,26 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
   });
 
+  it('a shift whose entry is bound at more than MAX_BESIDE_SLICES (64) slices: no evidence kept, the tensor behind stays stale (a constant many models share is no moved tensor)', async () => {
+    const { base, moved, keys, cacheDir } = await writeShift(join(root, 'shift-wide'), false);
+    const store = await openCacheStore(cacheDir);
+    const b = keys.get('b.weight')!;
+    const size = base.getTensor('b.weight')!.slice.sizeBytes;
+    await store.aliasSlices(Array.from({ length: 64 }, (_, i) => ({ key: b, shardName: 'elsewhere.safetensors', offsetBytes: i * size, sizeBytes: size })));
+    await store.close();
+    const cache = await openShardCache(cacheDir);
+    try {
+      expect(await loadOnly(moved, cache, 'b.weight')).toMatchObject({ reason: 'missing' });
+      await cache.flushObjectStamps!();
+      const a = await loadOnly(moved, cache, 'a.weight');
+      expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(a.detail).toMatch(/: served raw; a build of this model with --rebind binds it$/);
+    } finally {
+      await cache.close();
+      await Promise.all([base.close(), moved.close()]);
+    }
+  });
+
   it("a binding the handle made before another model's build bound bytes it shares: no evidence of a move, the base's shared slice stays its own", async () => {
     const dir = join(root, 'shared-later');
     const cacheDir = join(dir, 'cache');
@@ -190,12 +222,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     const base = await openSafetensorsModel(join(dir, 'base'));
     const fine = await openSafetensorsModel(join(dir, 'tuned'));
     const cache = await openShardCache(cacheDir);
-    const only = async (model: SafetensorsModel, through: ShardCache, name: string) => {
-      const raw = await readAllRaw(model);
-      const load = loadModel(model, through, { backend: 'cpu', filter: (t) => t.name === name });
-      for await (const tensor of load) expect(sameBytes(tensor.data, raw.get(tensor.name)!), tensor.name).toBe(true);
-      return load.reports.find((report) => report.name === name)!;
-    };
+    const only = loadOnly;
     try {
       // The handle finds the fine-tune's a unbound and binds it; then the base is built into the
       // cache (its a and b both to a's entry); then the handle loads the fine-tune's b.
