@@ -6,6 +6,13 @@ export interface NodeWebGpuStatus {
   available: boolean;
   /** Why not, when not: the load error of the Dawn binary, or no adapter. */
   reason: string | null;
+  /**
+   * The adapter says it is a software one (`isFallbackAdapter`, on the adapter or its `info`: Mesa's
+   * llvmpipe, SwiftShader, WARP), as Deno's built-in WebGPU answers on a host with no GPU: `auto`
+   * leaves it out (a 2^24-value decode took ~10x the codec's time on llvmpipe); `backend: 'webgpu'`
+   * still uses it.
+   */
+  fallbackAdapter: boolean;
 }
 
 type AsyncMethod = (this: object, ...args: unknown[]) => Promise<unknown>;
@@ -37,8 +44,9 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
   }
   if (installing === null) installedFlags = Object.freeze([...flags]);
   installing ??= (async () => {
-    const scope = globalThis as { navigator?: { gpu?: unknown } };
-    if (scope.navigator?.gpu) return { available: true, reason: null };
+    const scope = globalThis as { navigator?: { gpu?: { requestAdapter(): Promise<unknown> } } };
+    // A runtime's own WebGPU (Deno's), or one the caller installed: asked for an adapter as Dawn's is.
+    if (scope.navigator?.gpu) return describeAdapter(await scope.navigator.gpu.requestAdapter().catch(() => null), 'navigator.gpu is there but');
     let gpu: { requestAdapter(): Promise<unknown> };
     try {
       const dawn = (await import('webgpu')) as unknown as {
@@ -48,14 +56,20 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
       Object.assign(globalThis, dawn.globals);
       gpu = tolerateUncapturedErrorHandler(dawn.create([...installedFlags]));
     } catch (error) {
-      return { available: false, reason: `the webgpu package (Dawn) did not load: ${error instanceof Error ? error.message : String(error)}` };
+      return { available: false, reason: `the webgpu package (Dawn) did not load: ${error instanceof Error ? error.message : String(error)}`, fallbackAdapter: false };
     }
     if (scope.navigator) Object.defineProperty(scope.navigator, 'gpu', { value: gpu, configurable: true });
     else Object.defineProperty(globalThis, 'navigator', { value: { gpu }, configurable: true, writable: true });
-    const adapter = await gpu.requestAdapter().catch(() => null);
-    return adapter ? { available: true, reason: null } : { available: false, reason: 'Dawn loaded but no WebGPU adapter answered' };
+    return describeAdapter(await gpu.requestAdapter().catch(() => null), 'Dawn loaded but');
   })();
   return installing;
+}
+
+/** The status an adapter gives (`null`: none answered; `whose` begins that reason). */
+function describeAdapter(adapter: unknown, whose: string): NodeWebGpuStatus {
+  if (adapter === null || typeof adapter !== 'object') return { available: false, reason: `${whose} no WebGPU adapter answered`, fallbackAdapter: false };
+  const { isFallbackAdapter, info } = adapter as { isFallbackAdapter?: unknown; info?: { isFallbackAdapter?: unknown } | null };
+  return { available: true, reason: null, fallbackAdapter: isFallbackAdapter === true || info?.isFallbackAdapter === true };
 }
 
 /**

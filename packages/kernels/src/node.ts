@@ -15,6 +15,9 @@ export async function createKernels(options: CreateKernelsOptions = {}): Promise
   if (backend === 'webgpu' || backend === 'auto') {
     const status = await installNodeWebGpu();
     if (!status.available) unavailable.webgpu = status.reason ?? 'webgpu unavailable';
+    else if (status.fallbackAdapter && backend === 'auto') {
+      unavailable.webgpu = "the WebGPU adapter is a software one (isFallbackAdapter: llvmpipe, SwiftShader), slower than the codec on the CPU: auto leaves it out (backend: 'webgpu' uses it)";
+    }
   }
   return createKernelsFor('node', options, unavailable, {
     // The webgpu decoder checks checksums of shared-memory payloads on workers while it uploads.

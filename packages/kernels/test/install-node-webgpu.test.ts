@@ -74,7 +74,7 @@ describe('installNodeWebGpu: a GPUDevice that refuses onuncapturederror', () => 
 
   it('through the installed wrapper, acquire() resolves with the real device objects', async () => {
     setNavigatorGpu(undefined);
-    expect(await installNodeWebGpu()).toEqual({ available: true, reason: null });
+    expect(await installNodeWebGpu()).toEqual({ available: true, reason: null, fallbackAdapter: false });
     expect(created).toHaveLength(1);
     const gpu = created[0]!;
     expect((globalThis as { navigator?: { gpu?: unknown } }).navigator?.gpu).toBe(gpu);
@@ -105,8 +105,8 @@ describe('installNodeWebGpu: flags', () => {
     });
     await expect(installNodeWebGpu('enable-dawn-features=allow_unsafe_apis' as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { argument: 'flags' } });
     await expect(installNodeWebGpu([7] as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', details: { argument: 'flags' } });
-    expect(await installNodeWebGpu()).toEqual({ available: true, reason: null });
-    expect(await installNodeWebGpu([])).toEqual({ available: true, reason: null });
+    expect(await installNodeWebGpu()).toEqual({ available: true, reason: null, fallbackAdapter: false });
+    expect(await installNodeWebGpu([])).toEqual({ available: true, reason: null, fallbackAdapter: false });
     expect(created).toHaveLength(1);
   });
 });
