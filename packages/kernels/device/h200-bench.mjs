@@ -78,8 +78,10 @@ async function section(name, fn) {
 
 log(`node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), codec backend ${getCodecBackend()}`);
 const status = await installNodeWebGpu();
-log(`webgpu (Dawn) available: ${status.available}${status.reason ? `: ${status.reason}` : ''}`);
+log(`webgpu (Dawn) available: ${status.available}${status.reason ? `: ${status.reason}` : ''}; software (fallback) adapter: ${status.fallbackAdapter}`);
 if (!status.available) process.exitCode = 1;
+// auto leaves a software adapter out (install-node-webgpu.ts): on the GPU host it must be the hardware one.
+if (status.available) check('the adapter is a hardware one, which auto offers', status.fallbackAdapter === false, 'isFallbackAdapter');
 let device = null;
 if (status.available) {
   const adapter = await navigator.gpu.requestAdapter();
