@@ -32,6 +32,11 @@ const DEFAULT_EXPECTED_ELEMENTS = 2 ** 20;
 /** What a build adds to the shared core: Node, a worker thread for the webgpu decoder's checksums. */
 export interface PlatformHooks {
   createChecksumOffload?: (options: WebGpuDecodeOptions) => ChecksumOffload | null;
+  /**
+   * Backends `auto` offers for decodeToDevice only, each with the reason host decodes and encodes
+   * leave it out (a software WebGPU adapter: Node's createKernels).
+   */
+  deviceOnly?: Readonly<Partial<Record<BackendName, string>>>;
 }
 
 /** Internal entry: the Node and browser builds pass their platform (their measurement set). */
@@ -75,13 +80,17 @@ export async function createKernelsFor(
   }
 
   const healthy = (): BackendName[] => [...started.keys()].filter((b) => !failures.has(b));
+  const deviceOnly = hooks.deviceOnly ?? {};
   /** The backend for one call: the requested one, or auto's rule among healthy backends. */
   const choose = (operation: Operation, n: number): { impl: BackendImpl; reason: string | null } => {
     const preferred: BackendName =
       requested === 'auto' ? pickBackend(platform, operation, n, ['codec', ...wanted]) : requested;
-    const actual: BackendName = requested === 'auto' ? pickBackend(platform, operation, n, healthy()) : preferred;
+    // Host operations under auto leave out what is offered for decodeToDevice only.
+    const offered = (b: BackendName) => operation === 'decodeToDevice' || deviceOnly[b] === undefined;
+    const actual: BackendName = requested === 'auto' ? pickBackend(platform, operation, n, healthy().filter(offered)) : preferred;
     const impl = failures.has(actual) ? codec : (started.get(actual) ?? codec);
-    const reason = impl.name === preferred ? null : (failures.get(preferred) ?? `${preferred} is not available`);
+    const left = requested === 'auto' && !offered(preferred) ? deviceOnly[preferred] : undefined;
+    const reason = impl.name === preferred ? null : (left ?? failures.get(preferred) ?? `${preferred} is not available`);
     return { impl, reason };
   };
 

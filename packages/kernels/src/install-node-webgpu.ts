@@ -9,8 +9,8 @@ export interface NodeWebGpuStatus {
   /**
    * The adapter says it is a software one (`isFallbackAdapter`, on the adapter or its `info`: Mesa's
    * llvmpipe, SwiftShader, WARP), as Deno's built-in WebGPU answers on a host with no GPU: `auto`
-   * leaves it out (a 2^24-value decode took ~10x the codec's time on llvmpipe); `backend: 'webgpu'`
-   * still uses it.
+   * offers it for decodeToDevice only (a 2^24-value decode took ~10x the codec's time on llvmpipe);
+   * `backend: 'webgpu'` uses it for every call.
    */
   fallbackAdapter: boolean;
 }
@@ -46,7 +46,7 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
   installing ??= (async () => {
     const scope = globalThis as { navigator?: { gpu?: { requestAdapter(): Promise<unknown> } } };
     // A runtime's own WebGPU (Deno's), or one the caller installed: asked for an adapter as Dawn's is.
-    if (scope.navigator?.gpu) return describeAdapter(await scope.navigator.gpu.requestAdapter().catch(() => null), 'navigator.gpu is there but');
+    if (scope.navigator?.gpu) return describeAdapter(await requestAdapterOf(scope.navigator.gpu), 'navigator.gpu is there but');
     let gpu: { requestAdapter(): Promise<unknown> };
     try {
       const dawn = (await import('webgpu')) as unknown as {
@@ -60,9 +60,37 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
     }
     if (scope.navigator) Object.defineProperty(scope.navigator, 'gpu', { value: gpu, configurable: true });
     else Object.defineProperty(globalThis, 'navigator', { value: { gpu }, configurable: true, writable: true });
-    return describeAdapter(await gpu.requestAdapter().catch(() => null), 'Dawn loaded but');
+    return describeAdapter(await requestAdapterOf(gpu), 'Dawn loaded but');
   })();
   return installing;
+}
+
+/**
+ * How long an adapter request may take before the answer counts as none: a navigator.gpu that never
+ * answers (a broken driver, a caller's stub) made every createKernels for webgpu or auto wait for ever.
+ */
+export const ADAPTER_REQUEST_TIMEOUT_MS = 10_000;
+
+/**
+ * `gpu.requestAdapter()`, or null where there is no such method, it throws, rejects, answers no
+ * object, or has not answered after ADAPTER_REQUEST_TIMEOUT_MS: a failure here is "no WebGPU", never
+ * an error cached for the process.
+ */
+async function requestAdapterOf(gpu: unknown): Promise<unknown> {
+  const request = (gpu as { requestAdapter?: unknown } | null)?.requestAdapter;
+  if (typeof request !== 'function') return null;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), ADAPTER_REQUEST_TIMEOUT_MS);
+    (timer as { unref?: () => void }).unref?.();
+  });
+  try {
+    return await Promise.race([Promise.resolve().then(() => request.call(gpu) as unknown), timeout]);
+  } catch {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The status an adapter gives (`null`: none answered; `whose` begins that reason). */

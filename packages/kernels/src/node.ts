@@ -12,14 +12,18 @@ export async function createKernels(options: CreateKernelsOptions = {}): Promise
   checkCreateKernelsOptions(options);
   const backend = options.backend ?? 'auto';
   const unavailable: Record<string, string> = {};
+  const deviceOnly: Record<string, string> = {};
   if (backend === 'webgpu' || backend === 'auto') {
     const status = await installNodeWebGpu();
     if (!status.available) unavailable.webgpu = status.reason ?? 'webgpu unavailable';
-    else if (status.fallbackAdapter && backend === 'auto') {
-      unavailable.webgpu = "the WebGPU adapter is a software one (isFallbackAdapter: llvmpipe, SwiftShader), slower than the codec on the CPU: auto leaves it out (backend: 'webgpu' uses it)";
+    else if (status.fallbackAdapter) {
+      // A decode to it on llvmpipe took ~10x the codec's time; a GPU consumer still wants its buffers.
+      deviceOnly.webgpu =
+        "the WebGPU adapter is a software one (isFallbackAdapter: llvmpipe, SwiftShader): auto keeps it for decodeToDevice only, where a GPU consumer wants its buffers, as host decodes and encodes run faster on the codec (backend: 'webgpu' uses it for every call)";
     }
   }
   return createKernelsFor('node', options, unavailable, {
+    deviceOnly,
     // The webgpu decoder checks checksums of shared-memory payloads on workers while it uploads.
     createChecksumOffload: (webgpu) =>
       createChecksumWorker({ ...(webgpu.arena ? { arena: webgpu.arena } : {}), ...(webgpu.checksumThreads ? { threads: webgpu.checksumThreads } : {}) }),
