@@ -30,7 +30,7 @@ export async function createKernels(options: CreateKernelsOptions = {}): Promise
   });
 }
 
-export { installNodeWebGpu, type NodeWebGpuStatus } from './install-node-webgpu.js';
+export { ADAPTER_REQUEST_TIMEOUT_MS, installNodeWebGpu, type NodeWebGpuStatus } from './install-node-webgpu.js';
 export { defaultChecksumThreads } from './create-checksum-worker.js';
 export { MAX_CHECKSUM_THREADS } from './create-webgpu-decoder.js';
 export {
