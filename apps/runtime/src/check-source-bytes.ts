@@ -39,8 +39,8 @@ export function describeShard(shardName: string, stamp: string): string {
  * mismatch is judged only after the range's read-through copy is dropped and it is fetched once
  * more into `data`: the entry's bytes then are `unchecked` as above; the same other bytes, `stale`;
  * two reads that differ, SHARD_READ_FAILED (retryable), their copy dropped, unless the second one's
- * bytes are an entry's that describes the tensor (a tensor moved here by a rewrite): then `stale`
- * on them, as above (a move it may record).
+ * bytes are an entry's of the tensor's own name and shape (a tensor moved here by a rewrite): then
+ * `stale` on them, as above (a move it may record).
  */
 export async function checkSourceBytes(
   cache: ShardCache,
@@ -154,9 +154,10 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
     foundBeside.delete(oldest);
   }
   found.set(id, item.key);
+  // The entry's list as it is now: the store's lists are frozen snapshots, replaced on a change, so
+  // keeping one costs a reference (a copy only for a caller's store whose list is not frozen).
   const beside = cache.getEntry(item.key)?.sliceKeys ?? [];
-  if (beside.length <= MAX_BESIDE_SLICES) foundBeside.set(id, new Set(beside.map(([shardName, offsetBytes, sizeBytes]) => sliceKeyId(shardName, offsetBytes, sizeBytes))));
-  else foundBeside.delete(id);
+  foundBeside.set(id, Object.isFrozen(beside) ? beside : Object.freeze([...beside]));
   const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { ...item, moveFrom: staleKey });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
@@ -241,11 +242,9 @@ function wasMovedHere(store: CacheStore, model: SafetensorsModel, slice: SliceKe
   if (typeof stamp !== 'string') return false;
   const recorder = recorders.get(store);
   const id = foundSliceId(slice.shardName, slice.offsetBytes, slice.sizeBytes, stamp);
-  return recorder?.found.get(id) === key && recorder.foundBeside.get(id)?.has(sliceKeyId(beside.shardName, beside.offsetBytes, beside.sizeBytes)) === true;
-}
-
-function sliceKeyId(shardName: string, offsetBytes: number, sizeBytes: number): string {
-  return JSON.stringify([shardName, offsetBytes, sizeBytes]);
+  // A scan (up to MAX_SLICE_KEYS_PER_ENTRY), on this rare path only: nothing to index per binding.
+  const slices = recorder?.found.get(id) === key ? recorder.foundBeside.get(id) : undefined;
+  return slices?.some(([shardName, offsetBytes, sizeBytes]) => shardName === beside.shardName && offsetBytes === beside.offsetBytes && sizeBytes === beside.sizeBytes) === true;
 }
 
 /** The key of the entry bindFoundSlice bound this slice to, through this store, at this stamp of its shard. */
@@ -306,18 +305,11 @@ interface StampRecorder {
    */
   found: Map<string, string>;
   /**
-   * By the same ids: the slices (sliceKeyId) that entry was bound at when bindFoundSlice bound this
-   * one to it (rebindFoundSlice's evidence of a move: wasMovedHere).
+   * By the same ids: the slices that entry was bound at when bindFoundSlice bound this one to it
+   * (its frozen sliceKeys then: rebindFoundSlice's evidence of a move, wasMovedHere).
    */
-  foundBeside: Map<string, ReadonlySet<string>>;
+  foundBeside: Map<string, CacheEntry['sliceKeys']>;
 }
-
-/**
- * The most slices of an entry a found binding keeps as its evidence of a move (foundBeside): an entry
- * bound at more (a constant tensor many models share) is no moved tensor's, and copies of its list,
- * one per binding remembered, would grow with MAX_REMEMBERED_CHECKS × MAX_SLICE_KEYS_PER_ENTRY.
- */
-const MAX_BESIDE_SLICES = 64;
 
 /** Checks remembered per store, each way; past this many the oldest go (a later load hashes them again). */
 const MAX_REMEMBERED_CHECKS = 100_000;

@@ -187,26 +187,6 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
   });
 
-  it('a shift whose entry is bound at more than MAX_BESIDE_SLICES (64) slices: no evidence kept, the tensor behind stays stale (a constant many models share is no moved tensor)', async () => {
-    const { base, moved, keys, cacheDir } = await writeShift(join(root, 'shift-wide'), false);
-    const store = await openCacheStore(cacheDir);
-    const b = keys.get('b.weight')!;
-    const size = base.getTensor('b.weight')!.slice.sizeBytes;
-    await store.aliasSlices(Array.from({ length: 64 }, (_, i) => ({ key: b, shardName: 'elsewhere.safetensors', offsetBytes: i * size, sizeBytes: size })));
-    await store.close();
-    const cache = await openShardCache(cacheDir);
-    try {
-      expect(await loadOnly(moved, cache, 'b.weight')).toMatchObject({ reason: 'missing' });
-      await cache.flushObjectStamps!();
-      const a = await loadOnly(moved, cache, 'a.weight');
-      expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
-      expect(a.detail).toMatch(/: served raw; a build of this model with --rebind binds it$/);
-    } finally {
-      await cache.close();
-      await Promise.all([base.close(), moved.close()]);
-    }
-  });
-
   it("a binding the handle made before another model's build bound bytes it shares: no evidence of a move, the base's shared slice stays its own", async () => {
     const dir = join(root, 'shared-later');
     const cacheDir = join(dir, 'cache');
@@ -485,6 +465,44 @@ describeS3('an s3:// cache', () => {
         expect((await boundKeys(remote, cacheDir)).get('a.weight')).toBe(keys.get('a.weight'));
       } finally {
         await remote.close();
+      }
+    } finally {
+      await rm(readThroughDir, { recursive: true, force: true });
+    }
+  });
+
+  it("a damaged kept copy whose second read is another name's entry (a tied weight): no self-vouching, SHARD_READ_FAILED; the next load serves it stale", async () => {
+    const dir = join(root, 's3-tied-copy');
+    const readThroughDir = await mkdtemp(join(tmpdir(), 'runtime-rebind-rt-'));
+    const cacheDir = join(dir, 'cache');
+    // Built from a b c; the rewrite's a holds b's bytes (b itself other ones): its span is bound to
+    // a's entry, and its bytes are b's entry, of another name, which could as well be another
+    // range's bytes (a proxy answering the wrong one).
+    await writeOne(join(dir, 'base'), [A, B, C]);
+    const base = await openSafetensorsModel(join(dir, 'base'));
+    await buildCache(base, cacheDir);
+    await base.close();
+    await writeOne(join(dir, 'tied'), [{ ...A, data: B.data }, { ...B, data: bf16Weights(4096, 91) }, C]);
+    await uploadDirectory(client, bucket, 'tied/', join(dir, 'tied'));
+    const modelUrl = `s3://${bucket}/tied/`;
+    try {
+      const reader = await openModel(modelUrl, { readThroughDir });
+      const truth = await readAllRaw(reader);
+      await reader.close();
+      await damageCopy(readThroughDir, truth.get('a.weight')!, (body) => (body[100]! ^= 0xff));
+      const cache = await openShardCache(cacheDir);
+      try {
+        await expect(loadModel(modelUrl, cache, { backend: 'cpu', modelS3: { readThroughDir } }).drain()).rejects.toMatchObject({
+          code: 'SHARD_READ_FAILED',
+          details: { tensor: 'a.weight', retryable: true },
+        });
+        const load = loadModel(modelUrl, cache, { backend: 'cpu', modelS3: { readThroughDir } });
+        for await (const tensor of load) expect(sameBytes(tensor.data, truth.get(tensor.name)!), tensor.name).toBe(true);
+        const a = load.reports.find((report) => report.name === 'a.weight')!;
+        expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(a.detail).toMatch(/the same bytes fetched twice\): served raw; a build of this model with --rebind binds it$/);
+      } finally {
+        await cache.close();
       }
     } finally {
       await rm(readThroughDir, { recursive: true, force: true });
