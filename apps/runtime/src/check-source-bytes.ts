@@ -154,10 +154,12 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
     foundBeside.delete(oldest);
   }
   found.set(id, item.key);
-  // The entry's list as it is now: the store's lists are frozen snapshots, replaced on a change, so
-  // keeping one costs a reference (a copy only for a caller's store whose list is not frozen).
+  // The entry's list as it is now: the store's lists are frozen snapshots, replaced on a change (a
+  // copy only for a caller's store whose list is not frozen). An s3:// cache builds them anew at
+  // each refresh, so each kept one may be a list of its own: bounded by MAX_BESIDE_SLICES.
   const beside = cache.getEntry(item.key)?.sliceKeys ?? [];
-  foundBeside.set(id, Object.isFrozen(beside) ? beside : Object.freeze([...beside]));
+  if (beside.length > MAX_BESIDE_SLICES) foundBeside.delete(id);
+  else foundBeside.set(id, Object.isFrozen(beside) ? beside : Object.freeze([...beside]));
   const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { ...item, moveFrom: staleKey });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
@@ -310,6 +312,14 @@ interface StampRecorder {
    */
   foundBeside: Map<string, CacheEntry['sliceKeys']>;
 }
+
+/**
+ * The most slices of an entry a found binding keeps as its evidence of a move (foundBeside): the
+ * lists kept, one per binding remembered (an s3:// cache's are new at each refresh), stay within
+ * MAX_REMEMBERED_CHECKS × this many slice keys. An entry bound at more (a constant many models
+ * share) gives no such evidence: a tensor moved off its span stays stale until a build --rebind.
+ */
+const MAX_BESIDE_SLICES = 64;
 
 /** Checks remembered per store, each way; past this many the oldest go (a later load hashes them again). */
 const MAX_REMEMBERED_CHECKS = 100_000;

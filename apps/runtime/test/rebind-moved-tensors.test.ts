@@ -187,6 +187,26 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
   });
 
+  it('a shift whose entry is bound at more than MAX_BESIDE_SLICES (64) slices: no evidence kept, the tensor behind stays stale', async () => {
+    const { base, moved, keys, cacheDir } = await writeShift(join(root, 'shift-wide'), false);
+    const store = await openCacheStore(cacheDir);
+    const b = keys.get('b.weight')!;
+    const size = base.getTensor('b.weight')!.slice.sizeBytes;
+    await store.aliasSlices(Array.from({ length: 64 }, (_, i) => ({ key: b, shardName: 'elsewhere.safetensors', offsetBytes: i * size, sizeBytes: size })));
+    await store.close();
+    const cache = await openShardCache(cacheDir);
+    try {
+      expect(await loadOnly(moved, cache, 'b.weight')).toMatchObject({ reason: 'missing' });
+      await cache.flushObjectStamps!();
+      const a = await loadOnly(moved, cache, 'a.weight');
+      expect(a).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(a.detail).toMatch(/: served raw; a build of this model with --rebind binds it$/);
+    } finally {
+      await cache.close();
+      await Promise.all([base.close(), moved.close()]);
+    }
+  });
+
   it("a binding the handle made before another model's build bound bytes it shares: no evidence of a move, the base's shared slice stays its own", async () => {
     const dir = join(root, 'shared-later');
     const cacheDir = join(dir, 'cache');

@@ -80,9 +80,10 @@ async function requestAdapterOf(gpu: unknown): Promise<unknown> {
   const request = (gpu as { requestAdapter?: unknown } | null)?.requestAdapter;
   if (typeof request !== 'function') return null;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  // Not unref'd: in a script with nothing else pending, the process exited before it fired, and
+  // createKernels never answered. Cleared below once the adapter answers.
   const timeout = new Promise<null>((resolve) => {
     timer = setTimeout(() => resolve(null), ADAPTER_REQUEST_TIMEOUT_MS);
-    (timer as { unref?: () => void }).unref?.();
   });
   try {
     return await Promise.race([Promise.resolve().then(() => request.call(gpu) as unknown), timeout]);

@@ -42,6 +42,7 @@ describe("auto and a runtime's software WebGPU adapter", () => {
       const onDevice = await kernels.decodeToDevice(payload);
       expect(onDevice.backend).toBe('codec');
       expect(onDevice.fallbackReason).toMatch(/^webgpu failed to start: /);
+      expect(onDevice.fallbackReason).not.toMatch(/software/);
     } finally {
       await kernels.dispose();
     }
@@ -80,6 +81,20 @@ describe("auto and a runtime's software WebGPU adapter", () => {
     } finally {
       await kernels.dispose();
     }
+  }, 60_000);
+
+  it('in a script with nothing else pending, createKernels still answers after ADAPTER_REQUEST_TIMEOUT_MS (the process does not exit first)', async () => {
+    const script = `
+      Object.defineProperty(globalThis, 'navigator', { value: { gpu: { requestAdapter: () => new Promise(() => {}) } }, configurable: true, writable: true });
+      const { createKernels } = await import(${JSON.stringify(new URL('../dist/node.js', import.meta.url).href)});
+      const kernels = await createKernels({ backend: 'auto' });
+      console.log(JSON.stringify({ backend: kernels.backend }));
+      await kernels.dispose();
+    `;
+    const { execFile } = await import('node:child_process');
+    const { promisify } = await import('node:util');
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]);
+    expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({ backend: 'codec' });
   }, 60_000);
 
   it('a requestAdapter that never answers counts as none after ADAPTER_REQUEST_TIMEOUT_MS', async () => {
