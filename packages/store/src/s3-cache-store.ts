@@ -980,29 +980,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (key === undefined || !draft.getEntry(key)) return;
       const id = sliceId(...slice);
       const conflicted = this.conflicts.has(id);
-      if (moveFrom !== undefined) {
-        // Conditional: judged on this listing. A conflict it did not cause, or a slice bound to a
-        // third key, is another writer's doing: false, nothing written.
-        if (conflicted) return;
-        const owner = draft.ownerOf(slice);
-        const plan = draft.planAlias(key, slice, false, context, moveFrom);
-        if (plan === 'already-bound') {
-          results[at] = true;
-          followEarlierWrite(id, key, slice, at);
-          if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
-        }
-        if (plan !== 'bound') return;
-        if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: true });
-        // Bound to moveFrom: one epoch above it, as a rebind; unbound: where a plain alias goes.
-        const current = this.sliceEpochs.get(id);
-        const epoch = current === undefined ? 0 : owner !== undefined ? current + 1 : current;
-        if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
-        lastWrite.set(id, writes.length);
-        writes.push({ key, slice, epoch, mode: 'move', at });
-        return;
-      }
+      // A conditional item (moveFrom) is judged on this listing: a conflict it did not cause, or a
+      // slice bound to a third key ('taken'), is another writer's doing: false, nothing written.
+      if (conflicted && moveFrom !== undefined) return;
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
-      const plan = draft.planAlias(key, slice, rebind, context);
+      const owner = draft.ownerOf(slice);
+      const plan = draft.planAlias(key, slice, rebind, context, moveFrom);
       if (plan === 'already-bound') {
         results[at] = true;
         followEarlierWrite(id, key, slice, at);
@@ -1014,13 +997,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       }
       if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: true });
       const current = this.sliceEpochs.get(id);
-      // A rebind (or settling a conflict) goes one epoch above what is there. A plain alias goes at
-      // the current epoch: if an alias object of another key is there whose entry is not listed
-      // yet, the two conflict at read time instead of one silently replacing the other.
-      const epoch = current === undefined ? 0 : rebind || conflicted ? current + 1 : current;
+      // A rebind, a conditional move off `moveFrom`, or settling a conflict goes one epoch above
+      // what is there. A plain alias (or a conditional one of an unbound slice) goes at the current
+      // epoch: if an alias object of another key is there whose entry is not listed yet, the two
+      // conflict at read time instead of one silently replacing the other.
+      const above = rebind || conflicted || (moveFrom !== undefined && owner !== undefined);
+      const epoch = current === undefined ? 0 : above ? current + 1 : current;
       if (epoch > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
       lastWrite.set(id, writes.length);
-      writes.push({ key, slice, epoch, mode: rebind || conflicted ? 'rebind' : 'plain', at });
+      writes.push({ key, slice, epoch, mode: moveFrom !== undefined ? 'move' : above ? 'rebind' : 'plain', at });
     });
     if (writes.length === 0) {
       await this.recordStamps(stampWrites);
