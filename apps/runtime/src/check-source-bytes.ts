@@ -160,7 +160,7 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
   const beside = cache.getEntry(item.key)?.sliceKeys ?? [];
   if (beside.length > MAX_BESIDE_SLICES) foundBeside.delete(id);
   else foundBeside.set(id, Object.isFrozen(beside) ? beside : Object.freeze([...beside]));
-  const recorder = staleKey === undefined ? queueStamp(cache.store, item) : queueRebind(cache.store, { ...item, moveFrom: staleKey });
+  const recorder = enqueueRecord(cache.store, { ...item, moveFrom: staleKey ?? item.key });
   const last = recorder.stats.lastError;
   const where = describeStampRecord(cache, item.stamp, 'binding');
   return (
@@ -181,7 +181,7 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
  * when its own tensor is still bound to it (bytes another model shared at this slice). The store's
  * rebind (aliasSlices { rebind }) moves a slice from whatever entry holds it, a binding another
  * writer made since this check included, so the record is an aliasSlices item with `moveFrom:
- * staleKey` instead (QueuedRebind): moved only while still bound to that entry, bound if unbound,
+ * staleKey` instead (QueuedRecord): moved only while still bound to that entry, bound if unbound,
  * and left alone (false) when bound to any other entry by then; the slice is never unbound on the
  * way. Not where this process cannot write the local cache (the stale report names the build that
  * can: describeBuildRemedy), nor past the store's MAX_SLICE_KEYS_PER_ENTRY. Returns what the report
@@ -275,16 +275,17 @@ export const STALE_REMEDY = 'a build of this model with --rebind binds it';
 export const WEAK_TRUST_NOTE = "fileSources: 'trust' would serve it unchecked, which is wrong wherever images of one layout take each other's place";
 
 /**
- * A slice to move from the entry `moveFrom`, found stale, to `key` (rebindFoundSlice): the store
- * decides the condition (AliasSliceItem.moveFrom), so a slice another writer bound to a third
- * entry since the check is left to it, answered false: neither recorded nor failed.
+ * A record: a conditional alias the store decides (AliasSliceItem.moveFrom). A checked stamp or a
+ * found binding carries its own key as `moveFrom` (from which nothing moves); a rebind
+ * (rebindFoundSlice) the stale entry's. Either way a slice another writer bound to a third entry
+ * since the check is left to it, answered false: neither recorded nor failed (a plain alias failed
+ * SLICE_CONFLICT, counted in `failed` and named in later reports as the handle's last failed record).
  */
-type QueuedRebind = AliasSliceItem & { key: string; stamp: string; moveFrom: string };
+type QueuedRecord = AliasSliceItem & { key: string; stamp: string; moveFrom: string };
 
 interface StampRecorder {
-  queue: (AliasSliceItem & { key: string })[];
-  /** Rebinds to record (conditional aliases, one aliasSlices call a batch), beside the plain records of `queue`. */
-  rebinds: QueuedRebind[];
+  /** Records to make, one aliasSlices call a batch. */
+  queue: QueuedRecord[];
   /** Items queued or being recorded, by slice, key and stamp: concurrent loads of one tensor record it once. */
   queued: Set<string>;
   /** The flush in progress; checks that finish meanwhile join its next batch. */
@@ -330,7 +331,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], rebinds: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;
@@ -358,27 +359,24 @@ function checkId(item: AliasSliceItem): string {
   return createHash('sha1').update(stampItemId(item)).digest('base64');
 }
 
-/** Queues a record once per `id` (concurrent loads of one tensor record it once) and starts a flush if none runs. */
-function enqueueRecord(store: CacheStore, id: string, add: (recorder: StampRecorder) => void): StampRecorder {
+/** Queues a record once (concurrent loads of one tensor record it once) and starts a flush if none runs. */
+function enqueueRecord(store: CacheStore, record: QueuedRecord): StampRecorder {
   const recorder = recorderOf(store);
+  const id = recordId(record);
   if (!recorder.queued.has(id)) {
     recorder.queued.add(id);
-    add(recorder);
+    recorder.queue.push(record);
   }
   recorder.flushing ??= flushStampQueue(store, recorder);
   return recorder;
 }
 
 function queueStamp(store: CacheStore, item: AliasSliceItem & { key: string; stamp: string }): StampRecorder {
-  return enqueueRecord(store, stampItemId(item), (recorder) => recorder.queue.push(item));
+  return enqueueRecord(store, { ...item, moveFrom: item.key });
 }
 
-function queueRebind(store: CacheStore, rebind: QueuedRebind): StampRecorder {
-  return enqueueRecord(store, rebindId(rebind), (recorder) => recorder.rebinds.push(rebind));
-}
-
-function rebindId(rebind: QueuedRebind): string {
-  return JSON.stringify(['rebind', rebind.moveFrom, stampItemId(rebind)]);
+function recordId(record: QueuedRecord): string {
+  return JSON.stringify([record.moveFrom, stampItemId(record)]);
 }
 
 function stampItemId(item: AliasSliceItem): string {
@@ -397,26 +395,17 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
     // Checks finishing within this turn of the event loop share the first batch.
     await new Promise((resolve) => setImmediate(resolve));
     let lockTimeout: unknown;
-    while (recorder.queue.length > 0 || recorder.rebinds.length > 0) {
-      const items = recorder.queue.splice(0);
-      const rebinds = recorder.rebinds.splice(0);
+    while (recorder.queue.length > 0) {
+      const records = recorder.queue.splice(0);
       try {
-        if (lockTimeout === undefined && items.length > 0) {
-          // Conditional (moveFrom: the item's own key, from which nothing moves): a slice another
-          // writer bound to another entry since the check is left to it, answered false, neither
-          // recorded nor failed, as a rebind's is; a plain alias failed SLICE_CONFLICT, counted in
-          // `failed` and named in later reports as this handle's last failed record.
-          const failure = await recordBatch(store, items.map((item) => ({ ...item, moveFrom: item.key })), recorder.stats);
+        if (lockTimeout !== undefined) countFailure(recorder.stats, lockTimeout, records.length);
+        else {
+          const failure = await recordBatch(store, records, recorder.stats);
           if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
-        } else if (items.length > 0) countFailure(recorder.stats, lockTimeout, items.length);
-        if (lockTimeout === undefined && rebinds.length > 0) {
-          const failure = await recordBatch(store, rebinds, recorder.stats);
-          if (isStoreError(failure, 'LOCK_TIMEOUT')) lockTimeout = failure;
-        } else if (rebinds.length > 0) countFailure(recorder.stats, lockTimeout, rebinds.length);
+        }
       } finally {
         // Recorded (or failed): the same stamp checked again later is queued again.
-        for (const item of items) recorder.queued.delete(stampItemId(item));
-        for (const rebind of rebinds) recorder.queued.delete(rebindId(rebind));
+        for (const record of records) recorder.queued.delete(recordId(record));
       }
     }
   } catch {
