@@ -452,19 +452,27 @@ describeS3('an s3:// cache', () => {
     client.destroy();
   });
 
+  /**
+   * The model at `modelDir` uploaded under `prefix`, every tensor read raw once through
+   * `readThroughDir` (no cache: nothing bound or moved), then a.weight's kept copy damaged as a GET
+   * body damaged in transit would have been kept. Returns the model's URL and its tensors' bytes.
+   */
+  async function uploadWithDamagedCopy(modelDir: string, prefix: string, readThroughDir: string): Promise<{ modelUrl: string; truth: Map<string, Uint8Array> }> {
+    await uploadDirectory(client, bucket, prefix, modelDir);
+    const modelUrl = `s3://${bucket}/${prefix}`;
+    const reader = await openModel(modelUrl, { readThroughDir });
+    const truth = await readAllRaw(reader);
+    await reader.close();
+    await damageCopy(readThroughDir, truth.get('a.weight')!, (body) => (body[100]! ^= 0xff));
+    return { modelUrl, truth };
+  }
+
   it("an s3:// model's moved tensor whose kept copy was damaged: the second read's bytes, its own entry's, vouch for themselves; moved, not a failed load", async () => {
     const dir = join(root, 's3-moved-copy');
     const readThroughDir = await mkdtemp(join(tmpdir(), 'runtime-rebind-rt-'));
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(dir);
-    await uploadDirectory(client, bucket, 'moved/', movedDir);
-    const modelUrl = `s3://${bucket}/moved/`;
     try {
-      // Copies kept by a raw read of every tensor (no cache: nothing bound or moved yet); then
-      // a.weight's copy damaged as a GET body damaged in transit would have been kept.
-      const reader = await openModel(modelUrl, { readThroughDir });
-      const truth = await readAllRaw(reader);
-      await reader.close();
-      await damageCopy(readThroughDir, truth.get('a.weight')!, (body) => (body[100]! ^= 0xff));
+      const { modelUrl, truth } = await uploadWithDamagedCopy(movedDir, 'moved/', readThroughDir);
       const cache = await openShardCache(cacheDir);
       try {
         // The first read (the copy) is neither entry's; the second (fetched) is a.weight's own
@@ -503,13 +511,8 @@ describeS3('an s3:// cache', () => {
     await buildCache(base, cacheDir);
     await base.close();
     await writeOne(join(dir, 'tied'), [{ ...A, data: B.data }, { ...B, data: bf16Weights(4096, 91) }, C]);
-    await uploadDirectory(client, bucket, 'tied/', join(dir, 'tied'));
-    const modelUrl = `s3://${bucket}/tied/`;
     try {
-      const reader = await openModel(modelUrl, { readThroughDir });
-      const truth = await readAllRaw(reader);
-      await reader.close();
-      await damageCopy(readThroughDir, truth.get('a.weight')!, (body) => (body[100]! ^= 0xff));
+      const { modelUrl, truth } = await uploadWithDamagedCopy(join(dir, 'tied'), 'tied/', readThroughDir);
       const cache = await openShardCache(cacheDir);
       try {
         await expect(loadModel(modelUrl, cache, { backend: 'cpu', modelS3: { readThroughDir } }).drain()).rejects.toMatchObject({
