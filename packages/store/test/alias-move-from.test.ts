@@ -41,6 +41,23 @@ async function journalOps(root: string, generation: number) {
   return scanJournalRecords(bytes.subarray(JOURNAL_HEADER_BYTES), JOURNAL_HEADER_BYTES, 'journal').records.map((r) => r.ops);
 }
 
+/**
+ * Runs `between` once, right after `store`'s next refresh: aliasSlices refreshes, then looks, so
+ * another writer's change made there lands between the caller's look and its commit. Returns
+ * whether it ran.
+ */
+function raceAfterNextRefresh(store: CacheStore, between: () => Promise<void>): () => boolean {
+  const refresh = store.refresh.bind(store);
+  let raced = false;
+  store.refresh = async () => {
+    await refresh();
+    if (raced) return;
+    raced = true;
+    await between();
+  };
+  return () => raced;
+}
+
 describe('aliasSlices with moveFrom (directory cache)', () => {
   it('moves a slice bound to moveFrom: one rebind op appended to the journal, manifest.json untouched; reopened from disk (a replay of that op) it reads back and verifies', async () => {
     const { root, a, b } = await makeBoundCache();
@@ -106,26 +123,16 @@ describe('aliasSlices with moveFrom (directory cache)', () => {
     const other = await openCacheStore(root);
     try {
       // aliasSlices refreshes, then looks (S1 bound to a): the other writer moves S1 to c right after.
-      const refresh = store.refresh.bind(store);
-      let raced = false;
-      store.refresh = async () => {
-        await refresh();
-        if (raced) return;
-        raced = true;
+      const raced = raceAfterNextRefresh(store, async () => {
         expect(await other.aliasSlices([{ key: c.key, ...S1 }], { rebind: true })).toEqual([true]);
-      };
+      });
       expect(await store.aliasSlices([{ key: b.key, ...S1, moveFrom: a.key }])).toEqual([false]);
-      expect(raced).toBe(true);
+      expect(raced()).toBe(true);
       expect(ownerOf(store, S1)).toBe(c.key);
       // Likewise for a slice unbound when looked at: the other writer's plain alias stands.
-      raced = false;
-      const race = other.aliasSlices.bind(other);
-      store.refresh = async () => {
-        await refresh();
-        if (raced) return;
-        raced = true;
-        expect(await race([{ key: a.key, ...S3 }])).toEqual([true]);
-      };
+      raceAfterNextRefresh(store, async () => {
+        expect(await other.aliasSlices([{ key: a.key, ...S3 }])).toEqual([true]);
+      });
       expect(await store.aliasSlices([{ key: b.key, ...S3, moveFrom: c.key }])).toEqual([false]);
       expect(ownerOf(store, S3)).toBe(a.key);
     } finally {
@@ -145,14 +152,7 @@ describe('aliasSlices with moveFrom (directory cache)', () => {
     const store = await openCacheStore(root);
     const other = await openCacheStore(root);
     try {
-      const refresh = store.refresh.bind(store);
-      let raced = false;
-      store.refresh = async () => {
-        await refresh();
-        if (raced) return;
-        raced = true;
-        await other.aliasSlices([{ key: c.key, ...S1 }], { rebind: true });
-      };
+      raceAfterNextRefresh(store, async () => void (await other.aliasSlices([{ key: c.key, ...S1 }], { rebind: true })));
       // The look plans the first item's move, so the draft shows the second bound already; the commit sees c.
       const results = await store.aliasSlices([
         { key: b.key, ...S1, moveFrom: a.key },
