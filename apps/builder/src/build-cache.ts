@@ -13,10 +13,12 @@ import {
   MAX_QUALNAME_CHARS,
   MAX_SLICE_KEYS_PER_ENTRY,
   openCacheStore,
+  recoverDamagedManifest,
   type CacheEntry,
   type CacheStore,
   type SliceKeyTuple,
   type JournalRecovery,
+  type ManifestRecovery,
   type TempFilesReport,
 } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
@@ -146,6 +148,13 @@ export interface BuildReport {
    * encoded again by this run. Null otherwise.
    */
   journal_recovered: JournalRecovery | null;
+  /**
+   * `--repair` found the cache's manifest damaged and salvaged it (store.recoverDamagedManifest):
+   * where the damaged bytes were kept, the entries kept and dropped, the bindings dropped (this
+   * run bound the model's tensors again; other models' tensors are found by content key at their
+   * next load). Null otherwise.
+   */
+  manifest_recovered: ManifestRecovery | null;
   /** The encode backend that ran. */
   backend: string;
   /** The backend asked for (`--backend`, default `auto`). */
@@ -350,8 +359,21 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const duringLock = <T>(task: Promise<T>, waitingFrom?: Promise<unknown>): Promise<T> => watch?.during(task, waitingFrom) ?? task;
     // A new cache records the options (or the defaults); an existing one keeps its own.
     const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
-    store = await duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(signal ? { signal } : {}), ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
-      throw wrapBuildError(error, { cacheDir: options.cacheDir });
+    const openStore = (): Promise<CacheStore> =>
+      duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(signal ? { signal } : {}), ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
+        throw wrapBuildError(error, { cacheDir: options.cacheDir });
+      });
+    // --repair: a damaged manifest (which every open refuses) is salvaged first: the entries that
+    // still check out are kept, without bindings; this model's tensors are then bound again, and
+    // any whose entry was lost are encoded again like any missing tensor.
+    let manifestRecovery: ManifestRecovery | null = null;
+    store = await openStore().catch(async (error: unknown) => {
+      const cause = isBuilderError(error) ? error.cause : error;
+      if (options.repair !== true || s3 || !isStoreError(cause) || cause.code !== 'MANIFEST_INVALID') throw error;
+      manifestRecovery = await duringLock(recoverDamagedManifest(options.cacheDir, signal ? { signal } : {})).catch((recoveryError: unknown) => {
+        throw wrapBuildError(recoveryError, { cacheDir: options.cacheDir });
+      });
+      return openStore();
     });
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
@@ -546,6 +568,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         aliased: context.aliased,
         swept,
         journalRecovery,
+        manifestRecovery,
       });
     if (state.failure !== null) {
       const failure = state.failure;
@@ -972,6 +995,7 @@ function summarize(input: {
   aliased: number;
   swept: TempFilesReport;
   journalRecovery: JournalRecovery | null;
+  manifestRecovery: ManifestRecovery | null;
 }): BuildReport {
   const count = (status: BuildTensorStatus): number => input.results.filter((t) => t.status === status).length;
   let compBytes = 0;
@@ -998,6 +1022,7 @@ function summarize(input: {
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
     journal_recovered: input.journalRecovery,
+    manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,
     temp_bytes_removed: input.swept.tempBytes,
     backend: input.backend,

@@ -60,11 +60,11 @@ export function describeError(error: unknown): string {
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
-  if (code === 'MANIFEST_INVALID' && file && /manifest\.json$/.test(file)) {
-    // Every command refuses such a cache, --repair too: the entries are gone with the manifest
-    // (the blobs alone do not say which tensors they are), so the line says the way out.
+  // Not for something other than a file in the manifest's place (a directory, a FIFO): no build repairs that.
+  if (code === 'MANIFEST_INVALID' && file && /manifest\.json$/.test(file) && context.reason !== 'not-a-file') {
+    // Every other command refuses such a cache: the line says the way out.
     const dir = file.replace(/[/\\]manifest\.json$/, '');
-    message += `; the cache's index of entries cannot be read, and no command repairs it: move ${dir} aside (or remove it) and build again`;
+    message += `; the cache's index of entries cannot be read: \`splitzip build <model> --out ${dir} --repair\` keeps the entries that still check out and binds the model's tensors again`;
   }
   message = dropRepeats(message);
   const extra: string[] = [];

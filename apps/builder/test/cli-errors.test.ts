@@ -201,17 +201,32 @@ describe('error lines', () => {
 });
 
 describe('a damaged manifest', () => {
-  // Every command refuses it, --repair too; the line said what was wrong but not the way out.
-  it('every command names the way out: move the cache aside and build again', async () => {
+  // Every command refused it, --repair too, and the line said to move the cache aside and build
+  // again; now the other commands name `build --repair`, which salvages what it can and builds on.
+  it('verify and inspect name `build --repair`, which brings the cache back (here nothing of the manifest reads)', async () => {
     const model = await writeSingleFileModel(join(temp.path, 'damaged-manifest.safetensors'), [gaussianBf16('w', [400], 5)]);
     const cacheDir = join(temp.path, 'damaged-manifest-cache');
     expect(await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
     await writeFile(join(cacheDir, 'manifest.json'), '{"format": 2, "generation": ');
-    for (const argv of [['verify', cacheDir], ['inspect', cacheDir], ['build', model, '--out', cacheDir, '--repair', '--jobs', '0']]) {
+    for (const argv of [['verify', cacheDir], ['inspect', cacheDir], ['build', model, '--out', cacheDir, '--jobs', '0']]) {
       const { io, err } = memoryIo();
       expect(await runCli(argv, { io })).toBe(1);
       expect(err()).toMatch(/MANIFEST_INVALID/);
-      expect(err()).toContain(`move ${cacheDir} aside (or remove it) and build again`);
+      expect(err()).toContain(`\`splitzip build <model> --out ${cacheDir} --repair\` keeps the entries that still check out`);
     }
+    const repaired = memoryIo();
+    expect(await runCli(['build', model, '--out', cacheDir, '--repair', '--jobs', '0'], { io: repaired.io })).toBe(0);
+    expect(repaired.out()).toMatch(/manifest damaged \(.*\): kept as .*manifest\.json\.damaged-\d+; 0 entries kept/);
+    expect(await runCli(['verify', cacheDir, '--model', model], { io: memoryIo().io })).toBe(0);
+  });
+
+  it('a directory in the manifest\'s place is no damage build --repair can salvage: the line does not offer it', async () => {
+    const model = await writeSingleFileModel(join(temp.path, 'dir-manifest.safetensors'), [gaussianBf16('w', [400], 6)]);
+    const cacheDir = join(temp.path, 'dir-manifest-cache');
+    await mkdir(join(cacheDir, 'manifest.json'), { recursive: true });
+    const { io, err } = memoryIo();
+    expect(await runCli(['build', model, '--out', cacheDir, '--repair', '--jobs', '0'], { io })).toBe(1);
+    expect(err()).toMatch(/MANIFEST_INVALID: manifest\.json is not a regular file/);
+    expect(err()).not.toContain('--repair');
   });
 });

@@ -39,6 +39,8 @@ export interface StorageBackend {
   removeJournal(generation: number): Promise<void>;
   /** Gives a journal a second name in the cache directory (kept, never read again; a copy where links fail); resolves its path. */
   keepJournalCopy?(generation: number, name: string): Promise<string>;
+  /** The same for manifest.json (recoverDamagedManifest keeps the damaged bytes before replacing them). */
+  keepManifestCopy?(name: string): Promise<string>;
 
   /**
    * Writes a payload durably under a temp name (outside the lock; parallel writers); calls

@@ -9,11 +9,8 @@ import {
   checkJournalHeader,
   encodeJournalHeader,
   encodeJournalRecordList,
-  findRecordMagic,
-  framedRecordBytes,
   isIntactRecord,
   scanJournalRecords,
-  type JournalRecord,
   type JournalScan,
 } from './journal-format.js';
 import {
@@ -51,6 +48,7 @@ import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
+import { findIntactRecordAfter, salvageJournalRecords } from './salvage-journal-records.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
@@ -1134,49 +1132,6 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task(), { lockTimeoutMs: Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs) }));
   }
 
-  /**
-   * Applies the intact records (magic, length, CRC, content) of `journal` from `fromOffset` on,
-   * skipping damaged ones, each op on its own: what recoverDamagedJournal keeps past the damage.
-   * Stops at a seal (nothing is appended after one).
-   */
-  private async salvageRecordsAfter(journal: JournalFile, fromOffset: number): Promise<{ salvagedRecords: number; droppedRecords: number; droppedOps: number }> {
-    const size = await journal.size();
-    let salvagedRecords = 0;
-    let droppedRecords = 0;
-    let droppedOps = 0;
-    const context = { source: 'a damaged journal', path: journal.path };
-    let at: number | undefined = Math.max(fromOffset, JOURNAL_HEADER_BYTES);
-    while (at !== undefined && at < size) {
-      const total = size - at >= JOURNAL_RECORD_HEADER_BYTES ? framedRecordBytes(await journal.read(at, JOURNAL_RECORD_HEADER_BYTES)) : undefined;
-      const bytes = total !== undefined && at + total <= size ? await journal.read(at, total) : undefined;
-      let records: JournalRecord[] | undefined;
-      if (bytes !== undefined && isIntactRecord(bytes)) {
-        try {
-          records = scanJournalRecords(bytes, at, journal.path).records;
-        } catch {
-          records = undefined; // a valid CRC over content that is not ops
-        }
-      }
-      if (records === undefined || records.length !== 1) {
-        droppedRecords += 1;
-        at = await findIntactRecordAfter(journal, at, size);
-        continue;
-      }
-      const ops = records[0]!.ops;
-      if (ops.some((op) => op.kind === 'seal')) break;
-      for (const op of ops) {
-        try {
-          this.state.applyOps([op], context);
-        } catch {
-          droppedOps += 1;
-        }
-      }
-      salvagedRecords += 1;
-      at += total!;
-    }
-    return { salvagedRecords, droppedRecords, droppedOps };
-  }
-
   recoverDamagedJournal(): Promise<JournalRecovery | null> {
     this.assertOpen();
     // Caught up as far as the journal can be read: the records before the damage are applied.
@@ -1200,7 +1155,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // Every intact record past the damage is salvaged (acknowledged commits: other writers',
         // and those a writer that had read past the damage kept appending), op by op: an op that
         // no longer applies (an alias of an entry added in the damaged record) is left out.
-        const salvage = await this.salvageRecordsAfter(journal, offset);
+        const salvage = await salvageJournalRecords(journal, offset, this.state);
         // The damaged file gets its second name first: a crash at any later step leaves it kept
         // (gc would remove a `journal.<G>` no manifest names, and with it the only copy).
         const keptAs = await this.backend.keepJournalCopy(generation, `${journalFileName(generation)}.damaged-${Date.now()}`);
@@ -1282,27 +1237,6 @@ function withoutTakenSlices(entry: CacheEntry, state: { ownerOf(slice: SliceKeyT
     return owner === undefined || owner === entry.key;
   });
   return free.length === entry.sliceKeys.length ? entry : withSliceKeys(entry, free);
-}
-
-/**
- * The offset of the first intact record (magic, length, CRC) in `journal` after `fromOffset`, below
- * `sizeBytes`; undefined when none. Reads window by window, and each candidate record alone (at most
- * MAX_JOURNAL_RECORD_BYTES): memory stays bounded whatever the file holds.
- */
-async function findIntactRecordAfter(journal: JournalFile, fromOffset: number, sizeBytes: number): Promise<number | undefined> {
-  // Windows overlap by 3 bytes, so a magic that straddles one's end is whole in the next.
-  const step = JOURNAL_READ_WINDOW_BYTES - 3;
-  for (let start = fromOffset + 1; start < sizeBytes; start += step) {
-    const window = await journal.read(start, Math.min(JOURNAL_READ_WINDOW_BYTES, sizeBytes - start));
-    for (const at of findRecordMagic(window, 0)) {
-      if (at >= step && start + step < sizeBytes) break; // the next window sees it
-      const offset = start + at;
-      const total = framedRecordBytes(await journal.read(offset, Math.min(12, sizeBytes - offset)));
-      if (total === undefined || offset + total > sizeBytes) continue;
-      if (isIntactRecord(await journal.read(offset, total))) return offset;
-    }
-  }
-  return undefined;
 }
 
 /**

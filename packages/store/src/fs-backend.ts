@@ -342,8 +342,17 @@ export class FsBackend implements StorageBackend {
     }
   }
 
-  async keepJournalCopy(generation: number, name: string): Promise<string> {
-    const from = join(this.root, journalFileName(generation));
+  keepJournalCopy(generation: number, name: string): Promise<string> {
+    return this.keepCopy(journalFileName(generation), name, 'cannot keep a copy of the damaged journal');
+  }
+
+  keepManifestCopy(name: string): Promise<string> {
+    return this.keepCopy(MANIFEST, name, 'cannot keep a copy of the damaged manifest');
+  }
+
+  /** A second name for a file of the root, durably: a hard link, or a copy where links fail (never over a name). */
+  private async keepCopy(fromName: string, name: string, what: string): Promise<string> {
+    const from = join(this.root, fromName);
     const to = join(this.root, name);
     try {
       // A hard link costs nothing; a file system without them gets a copy (never over a name).
@@ -353,7 +362,7 @@ export class FsBackend implements StorageBackend {
       });
       await syncDirectory(this.root);
     } catch (error) {
-      throw toIoError(error, 'cannot keep a copy of the damaged journal', { path: from });
+      throw toIoError(error, what, { path: from });
     }
     return to;
   }

@@ -154,6 +154,15 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
             "(this model's tensors among theirs were encoded again)",
         ]
       : []),
+    ...(report.manifest_recovered !== null
+      ? [
+          `manifest damaged (${report.manifest_recovered.reason}): kept as ${report.manifest_recovered.keptAs}; ` +
+            `${report.manifest_recovered.salvagedEntries} entries kept, ${report.manifest_recovered.droppedEntries.length} dropped, ` +
+            `${report.manifest_recovered.droppedBindings} bindings dropped (this model's bound again; other models' are found by content key at their next load), ` +
+            `${report.manifest_recovered.salvagedRecords} journal records kept` +
+            (report.manifest_recovered.defaultedSettings.length > 0 ? `; unreadable settings now the defaults: ${report.manifest_recovered.defaultedSettings.join(', ')}` : ''),
+        ]
+      : []),
     ...(report.temp_files_removed > 0
       ? [`cleaned ${report.temp_files_removed} temp ${report.temp_files_removed === 1 ? 'file' : 'files'} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
       : []),

@@ -1,0 +1,137 @@
+import { MAX_ENTRIES, MAX_GENERATION } from './limits.js';
+import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
+import type { CacheEntry } from './types.js';
+import { parseDiskEntry, withSliceKeys } from './validate-entry.js';
+
+/** What could be read out of a damaged manifest.json (salvageManifest). */
+export interface SalvagedManifest {
+  /** The top-level fields, each where it still reads as a valid value (undefined otherwise). */
+  generation: number | undefined;
+  chunkSize: number | undefined;
+  coverageMin: number | undefined;
+  /**
+   * Every entry whose own text still parses and validates, WITHOUT its slice bindings: the damage
+   * cannot be located (the checksum covers the whole file), and a changed digit in a binding's
+   * offset binds a slice to another tensor of the same size, so no binding is trusted. Candidates
+   * only: the caller checks each against its blob (decoded, content key recomputed) before use.
+   */
+  entries: CacheEntry[];
+  /** Entry texts found that did not parse or validate (their keys where readable). */
+  unreadableEntries: string[];
+  /** Slice bindings the salvaged entries listed, all dropped. */
+  droppedBindings: number;
+}
+
+/** An entry member as the store writes it: `"<40 hex>":{`. Inside a JSON string a quote is escaped, so this matches only structure. */
+const ENTRY_START = /"([0-9a-f]{40})":\{/g;
+
+/**
+ * Reads what can be trusted as a candidate out of manifest bytes that failed their checks: the
+ * whole text through JSON.parse when it still parses (a flipped bit inside a value), else entry by
+ * entry (each `"<key>":{…}` member cut out by a string-aware brace scan and parsed alone), so that
+ * damage in one entry costs that entry only. Never throws on any input.
+ */
+export function salvageManifest(bytes: Uint8Array): SalvagedManifest {
+  // Not fatal: a damaged byte becomes U+FFFD inside its own entry, and the rest still reads.
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
+  const candidates: [string, unknown][] = [];
+  const unreadable: string[] = [];
+  let header: Record<string, unknown> = {};
+  const whole = parseObject(text);
+  const wholeEntries = whole?.entries;
+  if (whole !== undefined && wholeEntries !== null && typeof wholeEntries === 'object' && !Array.isArray(wholeEntries)) {
+    header = whole;
+    for (const [key, value] of Object.entries(wholeEntries as Record<string, unknown>)) candidates.push([key, value]);
+  } else {
+    header = readHeaderMembers(text);
+    ENTRY_START.lastIndex = 0;
+    for (let match = ENTRY_START.exec(text); match !== null && candidates.length < MAX_ENTRIES; match = ENTRY_START.exec(text)) {
+      const open = match.index + match[0].length - 1;
+      const close = findObjectEnd(text, open);
+      const value = close === undefined ? undefined : parseObject(text.slice(open, close + 1));
+      if (value === undefined) {
+        unreadable.push(match[1]!);
+        continue; // the scan goes on from just past this key: the next entry's start is found anew
+      }
+      candidates.push([match[1]!, value]);
+      ENTRY_START.lastIndex = close! + 1;
+    }
+  }
+  const entries = new Map<string, CacheEntry>();
+  let droppedBindings = 0;
+  for (const [key, value] of candidates) {
+    try {
+      const entry = parseDiskEntry(key, value);
+      droppedBindings += entry.sliceKeys.length;
+      // A key listed twice (damage made two entries one key): neither is trusted over the other.
+      if (entries.has(key)) {
+        entries.delete(key);
+        unreadable.push(key);
+        continue;
+      }
+      entries.set(key, withSliceKeys(entry, []));
+    } catch {
+      unreadable.push(key);
+    }
+  }
+  const generation = header.generation;
+  return {
+    generation: typeof generation === 'number' && Number.isInteger(generation) && generation >= 1 && generation <= MAX_GENERATION ? generation : undefined,
+    chunkSize: isValidChunkSize(header.chunk_size) ? header.chunk_size : undefined,
+    coverageMin: isValidCoverage(header.coverage_min) ? header.coverage_min : undefined,
+    entries: [...entries.values()],
+    unreadableEntries: unreadable,
+    droppedBindings,
+  };
+}
+
+function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The top-level members of a manifest whose text no longer parses: the store writes `format`,
+ * `chunk_size`, `coverage_min` before `entries` and `generation` after it (serializeManifest), and
+ * entry objects hold neither a `coverage_min` nor a `generation`. Each is read where it stands.
+ */
+function readHeaderMembers(text: string): Record<string, unknown> {
+  const members: Record<string, unknown> = {};
+  const head = /^\{"format":\d+,"chunk_size":(\d{1,6}),"coverage_min":([0-9.eE+-]{1,32}),"entries":\{/.exec(text);
+  if (head) {
+    members.chunk_size = Number(head[1]);
+    members.coverage_min = Number(head[2]);
+  }
+  // The last `"generation":N` of the file (after every entry); entries have no such member.
+  const tail = /"generation":(\d{1,10})[,}][^"]*(?:"body_crc32":"[0-9a-f]{8}"\}\s*)?$/.exec(text);
+  if (tail) members.generation = Number(tail[1]);
+  return members;
+}
+
+/**
+ * The index of the `}` that closes the object opening at `open`, skipping strings (with their
+ * escapes); undefined when the text ends first.
+ */
+function findObjectEnd(text: string, open: number): number | undefined {
+  let depth = 0;
+  let inString = false;
+  for (let i = open; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+      if (depth === 0) return c === 0x7d ? i : undefined;
+    }
+  }
+  return undefined;
+}

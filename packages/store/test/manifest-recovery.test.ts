@@ -1,0 +1,242 @@
+// A damaged manifest.json (its checksum fails, or its text no longer parses) made every open fail,
+// and no tool brought the cache back: the way out was to remove it and build every model again.
+// recoverDamagedManifest keeps what can be trusted: every entry whose own text still reads and whose
+// blob decodes to its content key (without bindings: the damage cannot be located), and the intact
+// records of the journal; the damaged bytes are kept aside.
+import { cp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FsBackend } from '../src/fs-backend.js';
+import { openCacheStore, recoverDamagedManifest } from '../src/index.js';
+import { recoverManifest } from '../src/recover-damaged-manifest.js';
+import { salvageManifest } from '../src/salvage-manifest.js';
+import { catchError, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+
+afterEach(removeTempDirs);
+
+/** Four entries with one binding each in the manifest, and two more (bound) only in journal.2. */
+async function cacheWithJournal(): Promise<{ root: string; inManifest: TestTensor[]; inJournal: TestTensor[] }> {
+  const { root, tensors: inManifest } = await makeCache(4);
+  const inJournal = [makeTensor([16, 4], 9341), makeTensor([12, 8], 9342)];
+  const writer = await openCacheStore(root, { compactOnClose: false });
+  for (const [i, t] of inJournal.entries()) await writer.addEntry(toInput(t, `later.${i}`, [[`later-shard`, 4096 * i, t.bytes.length]]));
+  await writer.close();
+  return { root, inManifest, inJournal };
+}
+
+async function damageManifest(root: string, edit: (text: string) => string): Promise<Buffer> {
+  const path = join(root, 'manifest.json');
+  const text = (await readFile(path)).toString('utf8');
+  const damaged = Buffer.from(edit(text), 'utf8');
+  expect(damaged.equals(Buffer.from(text, 'utf8'))).toBe(false);
+  await writeFile(path, damaged);
+  return damaged;
+}
+
+/** The text of entry `key` in the manifest, and where it starts. */
+function entryText(text: string, key: string): { at: number; body: string } {
+  const at = text.indexOf(`"${key}":{`);
+  expect(at).toBeGreaterThan(0);
+  const end = text.indexOf('},"', text.indexOf('"blob_checksum"', at));
+  return { at, body: text.slice(at, end + 1) };
+}
+
+describe('recoverDamagedManifest', () => {
+  it('a changed digit in a binding (the text still parses): every entry kept, every manifest binding dropped, the journal records kept', async () => {
+    const { root, inManifest, inJournal } = await cacheWithJournal();
+    // shard-2's offset 0 becomes 1: with the checksum gone, that binding would name another span.
+    const damaged = await damageManifest(root, (text) => text.replace('["shard-2",0,240', '["shard-2",1,240'));
+    expect((await catchError(() => openCacheStore(root))).code).toBe('MANIFEST_INVALID');
+
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({
+      journalGeneration: 2,
+      generation: 3,
+      salvagedEntries: 4,
+      droppedEntries: [],
+      droppedBindings: 4,
+      salvagedRecords: 2,
+      droppedRecords: 0,
+      droppedOps: 0,
+      defaultedSettings: [],
+      reason: expect.stringMatching(/checksum mismatch/),
+    });
+    expect(recovery!.keptAs).toMatch(/manifest\.json\.damaged-\d+$/);
+    expect((await readFile(recovery!.keptAs)).equals(damaged)).toBe(true);
+    const names = await readdir(root);
+    expect(names).toContain('journal.3');
+    expect(names).not.toContain('journal.2');
+
+    const store = await openCacheStore(root);
+    try {
+      for (const t of [...inManifest, ...inJournal]) expect(store.getEntry(t.key)).toBeDefined();
+      for (let i = 0; i < inManifest.length; i++) expect(store.lookupBySlice(`shard-${i}`, 0, 240)).toBeUndefined();
+      // Bindings from the journal's records are checksummed: kept.
+      expect(store.lookupBySlice('later-shard', 0, inJournal[0]!.bytes.length)?.key).toBe(inJournal[0]!.key);
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+      // A writer binds again and the cache goes on.
+      expect(await store.aliasSlice(inManifest[2]!.key, 'shard-2', 0, 240)).toBe(true);
+      const gc = await store.gc({ minAgeMs: 0 });
+      expect(gc.unknownFiles.some((name) => name.includes('manifest.json.damaged-'))).toBe(true);
+      expect(gc.orphanBlobs).toEqual([]);
+    } finally {
+      await store.close();
+    }
+    expect(await recoverDamagedManifest(root)).toBeNull();
+  });
+
+  it('text that no longer parses: only the damaged entry is lost, the rest read entry by entry', async () => {
+    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const victim = inManifest[1]!.key;
+    await damageManifest(root, (text) => {
+      const { at, body } = entryText(text, victim);
+      // A quote in the middle of its codebook becomes a NUL: this entry's braces no longer balance as JSON.
+      const inside = body.indexOf('"exponents"') + 3;
+      return text.slice(0, at + inside) + '\u0000' + text.slice(at + inside + 1);
+    });
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ salvagedEntries: 3, droppedEntries: [victim], droppedBindings: 3, salvagedRecords: 2 });
+    const store = await openCacheStore(root);
+    try {
+      for (const t of [...inManifest, ...inJournal]) expect(store.getEntry(t.key) !== undefined).toBe(t.key !== victim);
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a field changed to another valid value (the original sha256, a codebook exponent) is caught by decoding the blob: that entry is dropped', async () => {
+    const { root, tensors: inManifest } = await makeCache(3);
+    const [a, b] = [inManifest[0]!, inManifest[1]!];
+    await damageManifest(root, (text) => {
+      const flipHex = (c: string): string => (c === '0' ? '1' : '0');
+      const shaAt = text.indexOf(`"sha256":"${a.sha256}"`) + '"sha256":"'.length;
+      let out = text.slice(0, shaAt) + flipHex(text[shaAt]!) + text.slice(shaAt + 1);
+      const { at, body } = entryText(out, b.key);
+      const exp = at + body.indexOf('"exponents":[') + '"exponents":['.length;
+      const close = out.indexOf(']', exp);
+      const first = out.slice(exp, close).split(',');
+      // The first exponent becomes one no value of this tensor has: still a valid codebook.
+      const unused = [...Array(256).keys()].find((e) => !first.includes(String(e)))!;
+      out = out.slice(0, exp) + [String(unused), ...first.slice(1)].join(',') + out.slice(close);
+      return out;
+    });
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery!.salvagedEntries).toBe(1);
+    expect([...recovery!.droppedEntries].sort()).toEqual([a.key, b.key].sort());
+    const store = await openCacheStore(root);
+    try {
+      expect(store.getEntry(inManifest[2]!.key)).toBeDefined();
+      expect(store.getEntry(a.key)).toBeUndefined();
+      expect(store.getEntry(b.key)).toBeUndefined();
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('an entry whose blob is missing or damaged is dropped; its blob file is left for gc', async () => {
+    const { root, tensors: inManifest } = await makeCache(3);
+    await rm(join(root, 'blobs', `${inManifest[0]!.key}.bin`));
+    const blob = join(root, 'blobs', `${inManifest[1]!.key}.bin`);
+    const bytes = await readFile(blob);
+    bytes[bytes.length - 1]! ^= 0x40;
+    await writeFile(blob, bytes);
+    await damageManifest(root, (text) => text.replace('"layer.2"', '"layer.X"'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery!.salvagedEntries).toBe(1);
+    expect(recovery!.droppedEntries.sort()).toEqual([inManifest[0]!.key, inManifest[1]!.key].sort());
+    const store = await openCacheStore(root);
+    try {
+      // The qualname is the one field nothing checks: kept as it reads.
+      expect(store.getEntry(inManifest[2]!.key)?.qualname).toBe('layer.X');
+      expect((await store.verify({ decode: true })).ok).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('an unreadable generation: the one journal of the cache is salvaged; an unreadable chunk_size becomes the default, reported', async () => {
+    const root = await makeTempDir();
+    const creator = await openCacheStore(root, { create: true, chunkSize: 256 });
+    const t = makeTensor([24, 5], 4242);
+    await creator.close();
+    const writer = await openCacheStore(root, { compactOnClose: false });
+    await writer.addEntry(toInput(t, 'only', [['s', 0, t.bytes.length]]));
+    await writer.close();
+    await damageManifest(root, (text) => text.replace('"chunk_size":256', '"chunk_size":255').replace('"generation":1', '"generation":"1'));
+    expect(salvageManifest(await readFile(join(root, 'manifest.json')))).toMatchObject({ generation: undefined, chunkSize: undefined, coverageMin: 0.99 });
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGeneration: 1, generation: 2, salvagedEntries: 0, salvagedRecords: 1, defaultedSettings: ['chunkSize'] });
+    const store = await openCacheStore(root);
+    try {
+      expect(store.lookupBySlice('s', 0, t.bytes.length)?.key).toBe(t.key);
+      expect(store.chunkSize).toBe(1024);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('an intact manifest: null, nothing written, no lock taken; no manifest, a directory in its place, an s3:// URL: typed errors', async () => {
+    const { root } = await makeCache(2);
+    const before = (await readdir(root)).sort();
+    const manifest = await readFile(join(root, 'manifest.json'));
+    expect(await recoverDamagedManifest(root)).toBeNull();
+    expect((await readdir(root)).sort()).toEqual(before);
+    expect((await readFile(join(root, 'manifest.json'))).equals(manifest)).toBe(true);
+
+    const empty = await makeTempDir();
+    expect((await catchError(() => recoverDamagedManifest(empty))).code).toBe('NOT_A_CACHE');
+    await mkdir(join(empty, 'manifest.json'));
+    const notFile = await catchError(() => recoverDamagedManifest(empty));
+    expect(notFile).toMatchObject({ code: 'MANIFEST_INVALID', details: { reason: 'not-a-file' } });
+    expect((await catchError(() => recoverDamagedManifest('s3://bucket/cache'))).code).toBe('INVALID_ARGUMENT');
+    expect((await catchError(() => recoverDamagedManifest(''))).code).toBe('INVALID_ARGUMENT');
+  });
+
+  it('a crash at any step leaves the damaged cache as it was (a rerun recovers it) or the recovered one, opening and verifying', async () => {
+    const { root, inManifest, inJournal } = await cacheWithJournal();
+    await damageManifest(root, (text) => text.replace('["shard-0",0,240', '["shard-0",2,240'));
+    const copies: { step: string; path: string }[] = [];
+    const crashHere = async (step: string): Promise<void> => {
+      const path = `${root}-crash-${copies.length}`;
+      // The dead writer's lock is recovered by the next writer: left out.
+      await cp(root, path, { recursive: true, filter: (source) => !source.endsWith('/lock') });
+      copies.push({ step, path });
+    };
+    const backend = new FsBackend(root);
+    const steps = ['keepManifestCopy', 'createJournal', 'writeManifest', 'removeJournal'] as const;
+    const wrapped = new Proxy(backend, {
+      get(target, name, receiver) {
+        const value: unknown = Reflect.get(target, name, receiver);
+        if (typeof value !== 'function') return value;
+        if (!(steps as readonly (string | symbol)[]).includes(name)) return value.bind(target);
+        return async (...args: unknown[]) => {
+          await crashHere(`before ${String(name)}`);
+          const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          await crashHere(`after ${String(name)}`);
+          return result;
+        };
+      },
+    });
+    const recovery = await recoverManifest(wrapped, { lockTimeoutMs: 5000 });
+    expect(recovery?.salvagedEntries).toBe(4);
+    expect(copies.map((c) => c.step)).toEqual(steps.flatMap((s) => [`before ${s}`, `after ${s}`]));
+    for (const { step, path } of copies) {
+      const committed = step === 'after writeManifest' || step.endsWith('removeJournal');
+      if (!committed) {
+        expect((await catchError(() => openCacheStore(path))).code, step).toBe('MANIFEST_INVALID');
+        expect((await recoverDamagedManifest(path))?.salvagedEntries, step).toBe(4);
+      }
+      const store = await openCacheStore(path);
+      try {
+        for (const t of [...inManifest, ...inJournal]) expect(store.getEntry(t.key), step).toBeDefined();
+        expect((await store.verify({ decode: true })).ok, step).toBe(true);
+      } finally {
+        await store.close();
+      }
+      expect(await recoverDamagedManifest(path), step).toBeNull();
+      await rm(path, { recursive: true, force: true });
+    }
+  });
+});
