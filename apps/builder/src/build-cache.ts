@@ -19,6 +19,7 @@ import {
   type SliceKeyTuple,
   type JournalRecovery,
   type ManifestRecovery,
+  type ManifestRecoveryProgress,
   type TempFilesReport,
 } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
@@ -184,7 +185,12 @@ export type BuildProgressEvent =
    */
   | { type: 'lock-wait'; pid: number; host: string; heldMs: number; lockTimeoutMs: number }
   /** The lock file names no holder (unparseable): the store takes it over once UNPARSEABLE_LOCK_STALE_MS old. */
-  | { type: 'lock-unreadable'; heldMs: number };
+  | { type: 'lock-unreadable'; heldMs: number }
+  /**
+   * `--repair` found the manifest damaged: the entries it still lists are checked against their
+   * blobs (each decoded) before the build starts; first with done 0, then after each entry.
+   */
+  | { type: 'manifest-recovery'; done: number; total: number; doneBytes: number; totalBytes: number };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
@@ -370,7 +376,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     store = await openStore().catch(async (error: unknown) => {
       const cause = isBuilderError(error) ? error.cause : error;
       if (options.repair !== true || s3 || !isStoreError(cause) || cause.code !== 'MANIFEST_INVALID') throw error;
-      manifestRecovery = await duringLock(recoverDamagedManifest(options.cacheDir, signal ? { signal } : {})).catch((recoveryError: unknown) => {
+      const onProgress = (progress: ManifestRecoveryProgress): void => emit({ type: 'manifest-recovery', ...progress });
+      manifestRecovery = await duringLock(recoverDamagedManifest(options.cacheDir, { onProgress, ...(signal ? { signal } : {}) })).catch((recoveryError: unknown) => {
         throw wrapBuildError(recoveryError, { cacheDir: options.cacheDir });
       });
       return openStore();

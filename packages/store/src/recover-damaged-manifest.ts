@@ -21,8 +21,15 @@ export interface RecoverDamagedManifestOptions {
   lockTimeoutMs?: number | undefined;
   /** Ends the wait for the lock, and the blob checks between entries (ABORTED). */
   signal?: AbortSignal | undefined;
-  /** Called after each salvaged entry's blob check (a large cache decodes every blob once). */
-  onProgress?: ((progress: { done: number; total: number }) => void) | undefined;
+  /** Called before the first and after each salvaged entry's blob check (a large cache decodes every blob once): entries and their blob bytes. */
+  onProgress?: ((progress: ManifestRecoveryProgress) => void) | undefined;
+}
+
+export interface ManifestRecoveryProgress {
+  done: number;
+  total: number;
+  doneBytes: number;
+  totalBytes: number;
 }
 
 /** What recoverDamagedManifest did. */
@@ -101,7 +108,15 @@ export async function recoverManifest(
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path });
     // Each candidate decoded whole and its content key recomputed: a field the damage changed
     // (a shape, a digest, a codebook) fails here, never at a load.
-    const report = await verifyEntries(backend, salvage.entries, next, { decode: true, signal: options.signal, onProgress: options.onProgress });
+    const onProgress = options.onProgress;
+    const sizes = new Map(salvage.entries.map((entry) => [entry.key, entry.compBytes]));
+    const progress = { done: 0, total: salvage.entries.length, doneBytes: 0, totalBytes: salvage.entries.reduce((sum, entry) => sum + entry.compBytes, 0) };
+    onProgress?.({ ...progress });
+    const report = await verifyEntries(backend, salvage.entries, next, {
+      decode: true,
+      signal: options.signal,
+      onProgress: onProgress && (({ done, key }) => onProgress({ ...progress, done, doneBytes: (progress.doneBytes += sizes.get(key) ?? 0) })),
+    });
     const failed = new Set(report.problems.map((problem) => problem.key));
     const state = StoreState.fromEntries(
       salvage.entries.filter((entry) => !failed.has(entry.key)),
@@ -129,7 +144,7 @@ export async function recoverManifest(
       droppedBindings: salvage.droppedBindings,
       ...records,
       defaultedSettings,
-      reason: damage.message,
+      reason: damage.reason,
     };
   } finally {
     await journal?.close().catch(() => undefined);

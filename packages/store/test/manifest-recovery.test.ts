@@ -48,7 +48,14 @@ describe('recoverDamagedManifest', () => {
     const damaged = await damageManifest(root, (text) => text.replace('["shard-2",0,240', '["shard-2",1,240'));
     expect((await catchError(() => openCacheStore(root))).code).toBe('MANIFEST_INVALID');
 
-    const recovery = await recoverDamagedManifest(root);
+    const progress: unknown[] = [];
+    const recovery = await recoverDamagedManifest(root, { onProgress: (p) => progress.push(p) });
+    // Before the first check and after each: entries and their blob bytes.
+    const blobBytes = inManifest.map((t) => t.payload.length);
+    const total = blobBytes.reduce((a, b) => a + b, 0);
+    expect(progress).toHaveLength(5);
+    expect(progress[0]).toEqual({ done: 0, total: 4, doneBytes: 0, totalBytes: total });
+    expect(progress[4]).toEqual({ done: 4, total: 4, doneBytes: total, totalBytes: total });
     expect(recovery).toMatchObject({
       journalGeneration: 2,
       generation: 3,
@@ -59,7 +66,7 @@ describe('recoverDamagedManifest', () => {
       droppedRecords: 0,
       droppedOps: 0,
       defaultedSettings: [],
-      reason: expect.stringMatching(/checksum mismatch/),
+      reason: expect.stringMatching(/^manifest checksum mismatch/),
     });
     expect(recovery!.keptAs).toMatch(/manifest\.json\.damaged-\d+$/);
     expect((await readFile(recovery!.keptAs)).equals(damaged)).toBe(true);
