@@ -8,7 +8,9 @@
 //
 // Usage: node examples/embedded-loader.mjs <model path> [<cache dir>] [--verify-digest] [--check] [--json]
 //   --check: afterwards, compare every tensor with the safetensors bytes (a test hook, not a server step)
-// Exits 1 with the typed error's code if loading fails, 3 if --check finds a difference.
+// Exits 1 with the typed error's code if loading fails, 3 if --check finds a difference. A cache that
+// is there but unusable (a damaged manifest: `splitzip build <model> --out <cache> --repair`) is
+// reported on stderr and the model is loaded raw.
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
@@ -84,6 +86,23 @@ function formatBytes(bytes) {
   return bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`;
 }
 
+/**
+ * Opens the shard cache, or, when the cache itself is unusable (damaged, of a newer format, an
+ * object store that stays unreachable), says so on stderr and goes on without it: the weights are
+ * all in the safetensors files, so the server still starts, only slower. No cache at that path
+ * (NOT_A_CACHE: a configuration mistake) and bad arguments stay errors.
+ */
+async function openCacheOrServeRaw(cacheDir) {
+  try {
+    return { cache: await openShardCache(cacheDir), cacheError: null };
+  } catch (error) {
+    const unusable = error?.code === 'CACHE_UNAVAILABLE' || (error?.code === 'CACHE_OPEN_FAILED' && error.details?.storeCode !== 'NOT_A_CACHE');
+    if (!unusable) throw error;
+    console.error(`embedded-loader: warning: the shard cache cannot be used, loading raw safetensors: ${error.code}: ${error.message}`);
+    return { cache: null, cacheError: { code: error.code, storeCode: error.details?.storeCode ?? null, message: error.message } };
+  }
+}
+
 async function main(argv) {
   const positional = argv.filter((arg) => !arg.startsWith('--'));
   const [modelPath, cacheDir] = positional;
@@ -92,7 +111,7 @@ async function main(argv) {
     return 2;
   }
   const model = await openSafetensorsModel(modelPath);
-  const cache = cacheDir === undefined ? null : await openShardCache(cacheDir);
+  const { cache, cacheError } = cacheDir === undefined ? { cache: null, cacheError: null } : await openCacheOrServeRaw(cacheDir);
   try {
     const { weights, arena, totals, reports } = await loadWeights(model, cache, { verifyDigest: argv.includes('--verify-digest') });
     let checked;
@@ -107,7 +126,7 @@ async function main(argv) {
       checked = { tensors: model.tensors.length, mismatches };
     }
     if (argv.includes('--json')) {
-      console.log(JSON.stringify({ tensors: weights.size, arenaBytes: arena.byteLength, totals, reports, checked }));
+      console.log(JSON.stringify({ tensors: weights.size, arenaBytes: arena.byteLength, totals, reports, checked, cacheError }));
       return checked && checked.mismatches.length > 0 ? 3 : 0;
     }
     if (checked) console.log(`  checked ${checked.tensors} tensors against the safetensors bytes: ${checked.mismatches.length} differ`);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { cp, readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
@@ -59,6 +60,21 @@ describe('examples/embedded-loader.mjs', () => {
     const rawOnly = await runExample([modelIndex, '--check', '--json']);
     expect(rawOnly.code).toBe(0);
     expect(JSON.parse(rawOnly.stdout).totals.fromRaw).toBe(12);
+  });
+
+  it('a cache that is there but unusable (a damaged manifest): a warning naming it, and every tensor loaded raw and checked', async () => {
+    const damaged = `${cacheDir}-damaged`;
+    await cp(cacheDir, damaged, { recursive: true });
+    const manifest = await readFile(`${damaged}/manifest.json`);
+    manifest[manifest.length >> 1]! ^= 0x01;
+    await writeFile(`${damaged}/manifest.json`, manifest);
+    const { code, stdout, stderr } = await runExample([modelIndex, damaged, '--check', '--json']);
+    expect(code, stderr).toBe(0);
+    expect(stderr).toMatch(/warning: the shard cache cannot be used, loading raw safetensors: CACHE_OPEN_FAILED: .*MANIFEST_INVALID/);
+    const result = JSON.parse(stdout);
+    expect(result.totals.fromRaw).toBe(12);
+    expect(result.checked).toEqual({ tensors: 12, mismatches: [] });
+    expect(result.cacheError).toMatchObject({ code: 'CACHE_OPEN_FAILED', storeCode: 'MANIFEST_INVALID' });
   });
 
   it('exits 1 with the typed error code for a missing cache', async () => {
