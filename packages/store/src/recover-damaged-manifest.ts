@@ -8,9 +8,10 @@ import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from '.
 import { DEFAULT_LOCK_TIMEOUT_MS, MAX_GENERATION } from './limits.js';
 import { parseManifest, serializeManifest } from './manifest-format.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
-import { salvageManifest } from './salvage-manifest.js';
+import { salvageManifest, type SalvagedManifest } from './salvage-manifest.js';
 import { isS3Url, looksLikeOtherUrl } from './s3-layout.js';
 import { StoreState } from './store-state.js';
+import type { CacheEntry } from './types.js';
 import { verifyEntries } from './verify-entries.js';
 
 /** The seed's coverage gate (open-cache-store's default, repeated: that module imports the S3 store). */
@@ -37,10 +38,17 @@ export interface ManifestRecovery {
   /** The damaged manifest's path, and the name its bytes were kept under (never read again; gc lists it as unknown). */
   manifest: string;
   keptAs: string;
-  /** The journal whose intact records went into the new generation (null: none of this cache's could be told). */
-  journalGeneration: number | null;
-  /** The cache's new generation. */
+  /** The journals whose intact records went into the new generation, oldest first (every `journal.<G>` whose header is its generation's). */
+  journalGenerations: number[];
+  /**
+   * Second names given to journals not wholly salvaged (a record that could not be read, a header
+   * that is not its generation's): gc removes every journal the new manifest does not name.
+   */
+  keptJournals: string[];
+  /** The cache's new generation, and its settings as read (or the defaults: defaultedSettings). */
   generation: number;
+  chunkSize: number;
+  coverageMin: number;
   /** Entries whose text still read and whose blob decodes to their content key (and recorded digests): kept, without bindings. */
   salvagedEntries: number;
   /** Keys of entries whose text could not be read, or whose blob is missing, damaged or another tensor's (where the key itself was readable). */
@@ -64,11 +72,13 @@ export interface ManifestRecovery {
 /**
  * Moves a local cache whose manifest.json fails its checks (MANIFEST_INVALID: a checksum mismatch,
  * text that no longer parses, a bad top-level field) to a new generation holding what can be
- * trusted, under the writer lock: every entry whose own text still reads and whose blob decodes to
- * its content key (recorded digests checked too), without slice bindings, plus the intact records
- * of the cache's journal. The damaged bytes first get a second name (`manifest.json.damaged-<ms>`),
- * then a fresh journal, then the new manifest, whose rename is the one step that commits: a crash
- * at any point leaves the damaged cache as it was (and its kept copy) or the recovered one.
+ * trusted: every entry whose own text still reads and whose blob decodes to its content key
+ * (recorded digests checked too; before the writer lock is taken), without slice bindings, plus,
+ * under the lock, the intact records of every journal of the cache, oldest first. The damaged bytes
+ * first get a second name (`manifest.json.damaged-<ms>`, and `journal.<G>.damaged-<ms>` for a
+ * journal not wholly read), then a fresh journal of a generation above every one there, then the
+ * new manifest, whose rename is the one step that commits: a crash at any point leaves the damaged
+ * cache as it was (and its kept copies) or the recovered one.
  * `null`, changing nothing, when the manifest reads intact. Any other failure to read it
  * (not a file, too large, unreadable, a newer format) is thrown as it is: nothing to salvage there.
  */
@@ -92,64 +102,113 @@ export async function recoverManifest(
   options: RecoverDamagedManifestOptions & { lockTimeoutMs: number },
 ): Promise<ManifestRecovery | null> {
   const path = backend.describe('manifest.json');
-  // Looked at before the lock: an intact or missing manifest takes no lock and changes nothing.
-  if (!isDamaged(await backend.readManifest(), path)) return null;
+  // The entries are checked before the lock (every blob decoded: long on a large cache, and other
+  // writers would time out behind it). Blobs are content-addressed and never rewritten but by
+  // repairBlob, which needs an open store, and none opens this cache: the checks still hold once the
+  // lock is taken, as long as the manifest is the same bytes (else they are made again).
+  let bytes = await backend.readManifest();
+  if (!isDamaged(bytes, path)) return null;
+  let checked = await checkCandidates(backend, bytes!, options);
   const lock = await backend.acquireWriteLock(options.lockTimeoutMs, options.signal);
-  let journal: JournalFile | undefined;
+  const journals: SalvageJournal[] = [];
   try {
     // Again under the lock: another process may have recovered (or rebuilt) it meanwhile.
-    const bytes = await backend.readManifest();
-    const damage = isDamaged(bytes, path);
+    const again = await backend.readManifest();
+    const damage = isDamaged(again, path);
     if (!damage) return null;
-    const salvage = salvageManifest(bytes!);
-    const found = await findJournalToSalvage(backend, salvage.generation);
-    journal = found.journal;
-    const next = found.highest + 1;
+    if (!Buffer.from(again!).equals(Buffer.from(bytes!))) {
+      bytes = again;
+      checked = await checkCandidates(backend, bytes!, options);
+    }
+    const { salvage, entries, dropped } = checked;
+    const state = StoreState.fromEntries(entries, { source: 'a damaged manifest', path });
+    // Every journal of the cache, oldest first, each intact record op by op: the generation the
+    // manifest states cannot be trusted (one flipped digit names another journal), a cache holds
+    // one journal between compactions, and records a later manifest already holds (an old journal
+    // whose removal failed) change nothing or bind a slice a load then checks by its stamps.
+    const found = await listJournals(backend, journals);
+    let salvagedRecords = 0;
+    let droppedRecords = 0;
+    let droppedOps = 0;
+    for (const journal of journals) {
+      const result = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, state);
+      salvagedRecords += result.salvagedRecords;
+      droppedRecords += result.droppedRecords;
+      droppedOps += result.droppedOps;
+      journal.damaged = result.droppedRecords > 0;
+    }
+    const next = Math.max(salvage.generation ?? 1, ...found) + 1;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path });
-    // Each candidate decoded whole and its content key recomputed: a field the damage changed
-    // (a shape, a digest, a codebook) fails here, never at a load.
-    const onProgress = options.onProgress;
-    const sizes = new Map(salvage.entries.map((entry) => [entry.key, entry.compBytes]));
-    const progress = { done: 0, total: salvage.entries.length, doneBytes: 0, totalBytes: salvage.entries.reduce((sum, entry) => sum + entry.compBytes, 0) };
-    onProgress?.({ ...progress });
-    const report = await verifyEntries(backend, salvage.entries, next, {
-      decode: true,
-      signal: options.signal,
-      onProgress: onProgress && (({ done, key }) => onProgress({ ...progress, done, doneBytes: (progress.doneBytes += sizes.get(key) ?? 0) })),
-    });
-    const failed = new Set(report.problems.map((problem) => problem.key));
-    const state = StoreState.fromEntries(
-      salvage.entries.filter((entry) => !failed.has(entry.key)),
-      { source: 'a damaged manifest', path },
-    );
-    const salvagedEntries = state.entries.size;
-    const records = journal === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(journal, JOURNAL_HEADER_BYTES, state);
     options.signal?.throwIfAborted();
-    const keptAs = await backend.keepManifestCopy!(`manifest.json.damaged-${Date.now()}`);
+    const stamp = Date.now();
+    const keptAs = await backend.keepManifestCopy!(`manifest.json.damaged-${stamp}`);
+    // A journal with records that could not be read, and one whose header is not its generation's,
+    // keep a second name too: gc removes every journal the new manifest does not name.
+    const keptJournals: string[] = [];
+    for (const journal of journals.filter((j) => j.damaged)) keptJournals.push(await backend.keepJournalCopy!(journal.generation, `journal.${journal.generation}.damaged-${stamp}`));
+    for (const generation of found.filter((g) => !journals.some((j) => j.generation === g))) {
+      keptJournals.push(await backend.keepJournalCopy!(generation, `journal.${generation}.damaged-${stamp}`));
+    }
     const defaultedSettings = [...(salvage.chunkSize === undefined ? ['chunkSize'] : []), ...(salvage.coverageMin === undefined ? ['coverageMin'] : [])];
     const header = { generation: next, chunkSize: salvage.chunkSize ?? DEFAULT_CHUNK_SIZE, coverageMin: salvage.coverageMin ?? DEFAULT_COVERAGE_MIN };
     await backend.createJournal(next, encodeJournalHeader(next));
     await backend.writeManifest(serializeManifest(state.entries.values(), header));
-    // Committed. The salvaged journal's records are in the new manifest; a failure to remove it leaves it to gc.
-    await journal?.close().catch(() => undefined);
-    if (found.generation !== null) await backend.removeJournal(found.generation).catch(() => undefined);
-    journal = undefined;
+    // Committed. The salvaged journals' records are in the new manifest; one that cannot be removed is gc's.
+    const salvagedGenerations = journals.map((journal) => journal.generation);
+    for (const journal of journals.splice(0)) {
+      await journal.file.close().catch(() => undefined);
+      await backend.removeJournal(journal.generation).catch(() => undefined);
+    }
     return {
       manifest: path,
       keptAs,
-      journalGeneration: found.generation,
+      journalGenerations: salvagedGenerations,
+      keptJournals,
       generation: next,
-      salvagedEntries,
-      droppedEntries: [...salvage.unreadableEntries, ...report.problems.map((problem) => problem.key)],
+      chunkSize: header.chunkSize,
+      coverageMin: header.coverageMin,
+      salvagedEntries: entries.length,
+      droppedEntries: dropped,
       droppedBindings: salvage.droppedBindings,
-      ...records,
+      salvagedRecords,
+      droppedRecords,
+      droppedOps,
       defaultedSettings,
       reason: damage.reason,
     };
   } finally {
-    await journal?.close().catch(() => undefined);
+    for (const journal of journals) await journal.file.close().catch(() => undefined);
     await lock.release().catch(() => undefined);
   }
+}
+
+interface CheckedCandidates {
+  salvage: SalvagedManifest;
+  /** Candidates whose blob decodes to their content key (and recorded digests). */
+  entries: CacheEntry[];
+  /** Keys of the entries left out: unreadable, listed twice, or failing their blob's checks. */
+  dropped: string[];
+}
+
+/** Salvages the candidates and checks each against its blob, decoded whole with its content key recomputed. */
+async function checkCandidates(backend: StorageBackend, bytes: Uint8Array, options: RecoverDamagedManifestOptions): Promise<CheckedCandidates> {
+  const salvage = salvageManifest(bytes);
+  const onProgress = options.onProgress;
+  const sizes = new Map(salvage.entries.map((entry) => [entry.key, entry.compBytes]));
+  const progress = { done: 0, total: salvage.entries.length, doneBytes: 0, totalBytes: salvage.entries.reduce((sum, entry) => sum + entry.compBytes, 0) };
+  onProgress?.({ ...progress });
+  // A field the damage changed to another valid value (a shape, a digest, a codebook) fails here, never at a load.
+  const report = await verifyEntries(backend, salvage.entries, salvage.generation ?? 1, {
+    decode: true,
+    signal: options.signal,
+    onProgress: onProgress && (({ done, key }) => onProgress({ ...progress, done, doneBytes: (progress.doneBytes += sizes.get(key) ?? 0) })),
+  });
+  const failed = new Set(report.problems.map((problem) => problem.key));
+  return {
+    salvage,
+    entries: salvage.entries.filter((entry) => !failed.has(entry.key)),
+    dropped: [...salvage.unreadableEntries, ...failed],
+  };
 }
 
 /** The MANIFEST_INVALID a manifest's bytes fail with, if they do; any other failure is thrown; undefined when intact. */
@@ -164,45 +223,33 @@ function isDamaged(bytes: Uint8Array | undefined, path: string): StoreError | un
   }
 }
 
+interface SalvageJournal {
+  generation: number;
+  file: JournalFile;
+  /** Some of its records could not be read (it is kept under a second name). */
+  damaged: boolean;
+}
+
 /**
- * The journal whose records follow the damaged manifest: the one of the generation it states, when
- * that still reads and the journal's header is that generation's; else, when the generation does
- * not read, the one journal of the cache with a valid header (a cache holds one between
- * compactions); else none (records of one of several cannot be told to be this manifest's).
- * `highest`: the largest generation any journal file or the manifest names, so that the new
- * generation replaces nothing.
+ * The generations of every `journal.<G>` file of the cache (ascending); those whose header is
+ * their generation's are opened into `into`, oldest first (the caller closes them).
  */
-async function findJournalToSalvage(
-  backend: StorageBackend,
-  stated: number | undefined,
-): Promise<{ journal: JournalFile | undefined; generation: number | null; highest: number }> {
+async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Promise<number[]> {
   const files = await backend.listFiles((name) => /^journal\.\d{1,10}$/.test(name));
-  const numbers = files
+  const generations = files
     .filter((file) => file.dir === '' && file.isFile)
     .map((file) => Number(file.name.slice('journal.'.length)))
-    .filter((n) => Number.isInteger(n) && n >= 1 && n <= MAX_GENERATION);
-  const highest = Math.max(stated ?? 1, ...numbers);
-  const tryOpen = async (generation: number): Promise<JournalFile | undefined> => {
-    const journal = await backend.openJournal(generation).catch(() => undefined);
-    if (journal === undefined) return undefined;
+    .filter((n) => Number.isInteger(n) && n >= 1 && n <= MAX_GENERATION)
+    .sort((a, b) => a - b);
+  for (const generation of generations) {
+    const file = await backend.openJournal(generation).catch(() => undefined);
+    if (file === undefined) continue;
     try {
-      checkJournalHeader(await journal.read(0, JOURNAL_HEADER_BYTES), generation, journal.path);
-      return journal;
+      checkJournalHeader(await file.read(0, JOURNAL_HEADER_BYTES), generation, file.path);
+      into.push({ generation, file, damaged: false });
     } catch {
-      await journal.close().catch(() => undefined);
-      return undefined;
+      await file.close().catch(() => undefined);
     }
-  };
-  if (stated !== undefined) {
-    const journal = await tryOpen(stated);
-    return { journal, generation: journal === undefined ? null : stated, highest };
   }
-  const valid: [number, JournalFile][] = [];
-  for (const n of numbers) {
-    const journal = await tryOpen(n);
-    if (journal !== undefined) valid.push([n, journal]);
-  }
-  if (valid.length === 1) return { journal: valid[0]![1], generation: valid[0]![0], highest };
-  for (const [, journal] of valid) await journal.close().catch(() => undefined);
-  return { journal: undefined, generation: null, highest };
+  return generations;
 }

@@ -16,63 +16,65 @@ export interface SalvagedManifest {
    * only: the caller checks each against its blob (decoded, content key recomputed) before use.
    */
   entries: CacheEntry[];
-  /** Entry texts found that did not parse or validate (their keys where readable). */
+  /** Keys of entry texts found that did not parse or validate, or that were found twice. */
   unreadableEntries: string[];
   /** Slice bindings the salvaged entries listed, all dropped. */
   droppedBindings: number;
 }
 
 /** An entry member as the store writes it: `"<40 hex>":{`. Inside a JSON string a quote is escaped, so this matches only structure. */
-const ENTRY_START = /"([0-9a-f]{40})":\{/g;
+const ENTRY_START = /"([0-9a-f]{40})"\s*:\s*\{/g;
 
 /**
- * Reads what can be trusted as a candidate out of manifest bytes that failed their checks: the
- * whole text through JSON.parse when it still parses (a flipped bit inside a value), else entry by
- * entry (each `"<key>":{…}` member cut out by a string-aware brace scan and parsed alone), so that
- * damage in one entry costs that entry only. Never throws on any input.
+ * Reads what can be trusted as a candidate out of manifest bytes that failed their checks, entry by
+ * entry: each `"<key>":{…}` member is cut out and parsed alone, so that damage in one entry costs
+ * that entry only (a flipped bit inside a value, a quote or brace lost). Entries are written one
+ * after another, so one ends before the next one's key: each scan stops there, and the whole pass
+ * reads every character at most twice, whatever the bytes (`stats.scannedChars` counts the
+ * characters the entry scans read). A key found twice (damage gave one entry
+ * another's key) keeps neither. The top-level settings come from JSON.parse of the whole text when
+ * it still parses, else from where the store writes them. Never throws on any input.
  */
-export function salvageManifest(bytes: Uint8Array): SalvagedManifest {
+export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: number }): SalvagedManifest {
   // Not fatal: a damaged byte becomes U+FFFD inside its own entry, and the rest still reads.
   const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
-  const candidates: [string, unknown][] = [];
-  const unreadable: string[] = [];
-  let header: Record<string, unknown> = {};
   const whole = parseObject(text);
-  const wholeEntries = whole?.entries;
-  if (whole !== undefined && wholeEntries !== null && typeof wholeEntries === 'object' && !Array.isArray(wholeEntries)) {
-    header = whole;
-    for (const [key, value] of Object.entries(wholeEntries as Record<string, unknown>)) candidates.push([key, value]);
-  } else {
-    header = readHeaderMembers(text);
-    ENTRY_START.lastIndex = 0;
-    for (let match = ENTRY_START.exec(text); match !== null && candidates.length < MAX_ENTRIES; match = ENTRY_START.exec(text)) {
-      const open = match.index + match[0].length - 1;
-      const close = findObjectEnd(text, open);
-      const value = close === undefined ? undefined : parseObject(text.slice(open, close + 1));
-      if (value === undefined) {
-        unreadable.push(match[1]!);
-        continue; // the scan goes on from just past this key: the next entry's start is found anew
-      }
-      candidates.push([match[1]!, value]);
-      ENTRY_START.lastIndex = close! + 1;
-    }
+  const header = whole ?? readHeaderMembers(text);
+  const starts: { key: string; open: number; at: number }[] = [];
+  ENTRY_START.lastIndex = 0;
+  for (let match = ENTRY_START.exec(text); match !== null && starts.length <= MAX_ENTRIES; match = ENTRY_START.exec(text)) {
+    starts.push({ key: match[1]!, at: match.index, open: match.index + match[0].length - 1 });
   }
+  const unreadable: string[] = [];
   const entries = new Map<string, CacheEntry>();
+  const seen = new Set<string>();
   let droppedBindings = 0;
-  for (const [key, value] of candidates) {
+  for (let i = 0; i < starts.length; i++) {
+    const { key, open } = starts[i]!;
+    const limit = i + 1 < starts.length ? starts[i + 1]!.at : text.length;
+    const close = findObjectEnd(text, open, limit);
+    // (Counted for the test that holds the pass linear: each scan ends by the next entry's key.)
+    if (stats) stats.scannedChars += (close ?? limit - 1) - open + 1;
+    const value = close === undefined ? undefined : parseObject(text.slice(open, close + 1));
+    let entry: CacheEntry | undefined;
     try {
-      const entry = parseDiskEntry(key, value);
-      droppedBindings += entry.sliceKeys.length;
-      // A key listed twice (damage made two entries one key): neither is trusted over the other.
-      if (entries.has(key)) {
-        entries.delete(key);
-        unreadable.push(key);
-        continue;
-      }
-      entries.set(key, withSliceKeys(entry, []));
+      entry = value === undefined ? undefined : parseDiskEntry(key, value);
     } catch {
-      unreadable.push(key);
+      entry = undefined;
     }
+    if (seen.has(key)) {
+      // Listed twice: neither copy is trusted over the other (the one kept before goes too).
+      if (entries.delete(key)) unreadable.push(key);
+      unreadable.push(key);
+      continue;
+    }
+    seen.add(key);
+    if (entry === undefined) {
+      unreadable.push(key);
+      continue;
+    }
+    droppedBindings += entry.sliceKeys.length;
+    entries.set(key, withSliceKeys(entry, []));
   }
   const generation = header.generation;
   return {
@@ -80,7 +82,7 @@ export function salvageManifest(bytes: Uint8Array): SalvagedManifest {
     chunkSize: isValidChunkSize(header.chunk_size) ? header.chunk_size : undefined,
     coverageMin: isValidCoverage(header.coverage_min) ? header.coverage_min : undefined,
     entries: [...entries.values()],
-    unreadableEntries: unreadable,
+    unreadableEntries: [...new Set(unreadable)],
     droppedBindings,
   };
 }
@@ -114,12 +116,12 @@ function readHeaderMembers(text: string): Record<string, unknown> {
 
 /**
  * The index of the `}` that closes the object opening at `open`, skipping strings (with their
- * escapes); undefined when the text ends first.
+ * escapes), looking no further than `limit`; undefined when it is not closed before.
  */
-function findObjectEnd(text: string, open: number): number | undefined {
+function findObjectEnd(text: string, open: number, limit: number): number | undefined {
   let depth = 0;
   let inString = false;
-  for (let i = open; i < text.length; i++) {
+  for (let i = open; i < limit; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
       if (c === 0x5c) i++; // backslash: the next character is escaped

@@ -7,6 +7,7 @@ import { cp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FsBackend } from '../src/fs-backend.js';
+import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
 import { openCacheStore, recoverDamagedManifest } from '../src/index.js';
 import { recoverManifest } from '../src/recover-damaged-manifest.js';
 import { salvageManifest } from '../src/salvage-manifest.js';
@@ -57,7 +58,7 @@ describe('recoverDamagedManifest', () => {
     expect(progress[0]).toEqual({ done: 0, total: 4, doneBytes: 0, totalBytes: total });
     expect(progress[4]).toEqual({ done: 4, total: 4, doneBytes: total, totalBytes: total });
     expect(recovery).toMatchObject({
-      journalGeneration: 2,
+      journalGenerations: [2],
       generation: 3,
       salvagedEntries: 4,
       droppedEntries: [],
@@ -174,13 +175,107 @@ describe('recoverDamagedManifest', () => {
     await damageManifest(root, (text) => text.replace('"chunk_size":256', '"chunk_size":255').replace('"generation":1', '"generation":"1'));
     expect(salvageManifest(await readFile(join(root, 'manifest.json')))).toMatchObject({ generation: undefined, chunkSize: undefined, coverageMin: 0.99 });
     const recovery = await recoverDamagedManifest(root);
-    expect(recovery).toMatchObject({ journalGeneration: 1, generation: 2, salvagedEntries: 0, salvagedRecords: 1, defaultedSettings: ['chunkSize'] });
+    expect(recovery).toMatchObject({ journalGenerations: [1], generation: 2, salvagedEntries: 0, salvagedRecords: 1, defaultedSettings: ['chunkSize'] });
     const store = await openCacheStore(root);
     try {
       expect(store.lookupBySlice('s', 0, t.bytes.length)?.key).toBe(t.key);
       expect(store.chunkSize).toBe(1024);
     } finally {
       await store.close();
+    }
+  });
+
+  it('a generation changed to another number (2 → 3, one bit): the journal is still salvaged, gc removes no blob', async () => {
+    const { root, inManifest, inJournal } = await cacheWithJournal();
+    await damageManifest(root, (text) => text.replace('"generation":2,', '"generation":3,'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGenerations: [2], generation: 4, salvagedRecords: 2, keptJournals: [] });
+    const store = await openCacheStore(root);
+    try {
+      for (const t of [...inManifest, ...inJournal]) expect(store.getEntry(t.key)).toBeDefined();
+      expect((await store.gc({ minAgeMs: 0 })).orphanBlobs).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a truncated manifest whose first recovery failed at the manifest write (an empty newer journal left): the rerun still salvages the records', async () => {
+    const { root, inJournal } = await cacheWithJournal();
+    await damageManifest(root, (text) => text.slice(0, text.length - 80));
+    const failing = new Proxy(new FsBackend(root), {
+      get(target, name, receiver) {
+        const value: unknown = Reflect.get(target, name, receiver);
+        if (name === 'writeManifest') return () => Promise.reject(Object.assign(new Error('no space left on device (a test fault)'), { code: 'ENOSPC' }));
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    await expect(recoverManifest(failing, { lockTimeoutMs: 5000 })).rejects.toThrow(/no space/);
+    expect(await readdir(root)).toContain('journal.3');
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGenerations: [2, 3], salvagedRecords: 2, generation: 4 });
+    const store = await openCacheStore(root);
+    try {
+      for (const t of inJournal) expect(store.getEntry(t.key)).toBeDefined();
+      // The cut took the last entry's end: only its blob is an orphan.
+      expect(recovery!.droppedEntries).toHaveLength(1);
+      expect((await store.gc({ minAgeMs: 0 })).orphanBlobs).toEqual([`blobs/${recovery!.droppedEntries[0]}.bin`]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a journal with a damaged record beside the damaged manifest: its intact records kept, the file kept as journal.<G>.damaged-<ms>', async () => {
+    const { root, inJournal } = await cacheWithJournal();
+    const journalPath = join(root, 'journal.2');
+    const journal = await readFile(journalPath);
+    // A byte inside the first record (after the header): its CRC fails, the second record reads.
+    journal[JOURNAL_HEADER_BYTES + 40]! ^= 0x10;
+    await writeFile(journalPath, journal);
+    await damageManifest(root, (text) => text.replace('"layer.0"', '"layer.O"'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGenerations: [2], salvagedRecords: 1, droppedRecords: 1 });
+    expect(recovery!.keptJournals).toHaveLength(1);
+    expect(recovery!.keptJournals[0]).toMatch(/journal\.2\.damaged-\d+$/);
+    expect((await readFile(recovery!.keptJournals[0]!)).equals(journal)).toBe(true);
+    const store = await openCacheStore(root);
+    try {
+      expect(store.getEntry(inJournal[0]!.key)).toBeUndefined();
+      expect(store.getEntry(inJournal[1]!.key)).toBeDefined();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('one entry given another\'s key by the damage: neither is kept, both reported', async () => {
+    const { root, tensors } = await makeCache(3);
+    const [a, b] = [tensors[0]!.key, tensors[1]!.key];
+    await damageManifest(root, (text) => text.replace(`"${a}":{`, `"${b}":{`));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery!.salvagedEntries).toBe(1);
+    expect(recovery!.droppedEntries).toEqual([b]);
+    const store = await openCacheStore(root);
+    try {
+      expect(store.getEntry(a)).toBeUndefined();
+      expect(store.getEntry(b)).toBeUndefined();
+      expect(store.getEntry(tensors[2]!.key)).toBeDefined();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('salvageManifest on hostile bytes: never throws, and reads each character a bounded number of times (20,000 entry starts that never close)', () => {
+    const starts = Array.from({ length: 20_000 }, (_, i) => `"${i.toString(16).padStart(40, '0')}":{`).join('');
+    const text = `{"format":2,"entries":{${starts}`;
+    const stats = { scannedChars: 0 };
+    const salvage = salvageManifest(Buffer.from(text), stats);
+    // Each start's scan ends at the next one's key: every character is read once (scanning to the
+    // end of the text from each start read ~20,000 times as much, 27 s, under the writer lock).
+    expect(stats.scannedChars).toBeGreaterThan(0);
+    expect(stats.scannedChars).toBeLessThanOrEqual(text.length);
+    expect(salvage.entries).toEqual([]);
+    expect(salvage.unreadableEntries).toHaveLength(20_000);
+    for (const bytes of [Buffer.alloc(0), Buffer.from([0xff, 0xfe, 0x7b]), Buffer.from('[]'), Buffer.from('{"entries":{"' + 'f'.repeat(40) + '":{"qualname":"\\')]) {
+      expect(salvageManifest(bytes).entries).toEqual([]);
     }
   });
 
