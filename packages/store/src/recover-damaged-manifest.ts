@@ -38,11 +38,15 @@ export interface ManifestRecovery {
   /** The damaged manifest's path, and the name its bytes were kept under (never read again; gc lists it as unknown). */
   manifest: string;
   keptAs: string;
-  /** The journals whose intact records went into the new generation, oldest first (every `journal.<G>` whose header is its generation's). */
-  journalGenerations: number[];
   /**
-   * Second names given to journals not wholly salvaged (a record that could not be read, a header
-   * that is not its generation's): gc removes every journal the new manifest does not name.
+   * The journal whose intact records went into the new generation (chooseJournal), null when no
+   * journal of the cache has records or the one with the latest can be told to be superseded.
+   */
+  journalGeneration: number | null;
+  /**
+   * Second names given to journals not wholly salvaged (`journal.<G>.damaged-<ms>`: a record that
+   * could not be read, a header that is not its generation's; `journal.<G>.unsalvaged-<ms>`: records
+   * judged superseded): gc removes every journal the new manifest does not name.
    */
   keptJournals: string[];
   /** The cache's new generation, and its settings as read (or the defaults: defaultedSettings). */
@@ -74,7 +78,7 @@ export interface ManifestRecovery {
  * text that no longer parses, a bad top-level field) to a new generation holding what can be
  * trusted: every entry whose own text still reads and whose blob decodes to its content key
  * (recorded digests checked too; before the writer lock is taken), without slice bindings, plus,
- * under the lock, the intact records of every journal of the cache, oldest first. The damaged bytes
+ * under the lock, the intact records of the journal that follows it (chooseJournal). The damaged bytes
  * first get a second name (`manifest.json.damaged-<ms>`, and `journal.<G>.damaged-<ms>` for a
  * journal not wholly read), then a fresh journal of a generation above every one there, then the
  * new manifest, whose rename is the one step that commits: a crash at any point leaves the damaged
@@ -104,8 +108,9 @@ export async function recoverManifest(
   const path = backend.describe('manifest.json');
   // The entries are checked before the lock (every blob decoded: long on a large cache, and other
   // writers would time out behind it). Blobs are content-addressed and never rewritten but by
-  // repairBlob, which needs an open store, and none opens this cache: the checks still hold once the
-  // lock is taken, as long as the manifest is the same bytes (else they are made again).
+  // repairBlob (only a store opened before the damage could call it meanwhile, at worst dropping
+  // the entry it repairs): the checks still hold once the lock is taken, as long as the manifest is
+  // the same bytes (else they are made again).
   let bytes = await backend.readManifest();
   if (!isDamaged(bytes, path)) return null;
   let checked = await checkCandidates(backend, bytes!, options);
@@ -121,58 +126,64 @@ export async function recoverManifest(
       checked = await checkCandidates(backend, bytes!, options);
     }
     const { salvage, entries, dropped } = checked;
-    const state = StoreState.fromEntries(entries, { source: 'a damaged manifest', path });
-    // Every journal of the cache, oldest first, each intact record op by op: the generation the
-    // manifest states cannot be trusted (one flipped digit names another journal), a cache holds
-    // one journal between compactions, and records a later manifest already holds (an old journal
-    // whose removal failed) change nothing or bind a slice a load then checks by its stamps.
+    const context = { source: 'a damaged manifest', path };
+    let state = StoreState.fromEntries(entries, context);
     const found = await listJournals(backend, journals);
-    let salvagedRecords = 0;
-    let droppedRecords = 0;
-    let droppedOps = 0;
+    // Each journal surveyed first (records, seal), applied to nothing.
     for (const journal of journals) {
-      const result = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, state);
-      salvagedRecords += result.salvagedRecords;
-      droppedRecords += result.droppedRecords;
-      droppedOps += result.droppedOps;
-      journal.damaged = result.droppedRecords > 0;
+      const survey = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, StoreState.fromEntries([], context));
+      journal.records = survey.salvagedRecords + survey.droppedRecords;
+      journal.sealed = survey.sealed;
     }
+    const chosen = chooseJournal(journals, salvage.generation);
+    const records = chosen === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(chosen.file, JOURNAL_HEADER_BYTES, state);
+    // The entries the journal added are checked as the manifest's were (its records have CRCs, their blobs not).
+    const checkedKeys = new Set(entries.map((entry) => entry.key));
+    const added = [...state.entries.values()].filter((entry) => !checkedKeys.has(entry.key));
+    const addedReport = added.length === 0 ? undefined : await verifyEntries(backend, added, 1, { decode: true, signal: options.signal });
+    const addedFailed = new Set(addedReport?.problems.map((problem) => problem.key));
+    if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context);
     const next = Math.max(salvage.generation ?? 1, ...found) + 1;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path });
     options.signal?.throwIfAborted();
     const stamp = Date.now();
     const keptAs = await backend.keepManifestCopy!(`manifest.json.damaged-${stamp}`);
-    // A journal with records that could not be read, and one whose header is not its generation's,
-    // keep a second name too: gc removes every journal the new manifest does not name.
+    // Second names for every journal not wholly salvaged: one with a record that could not be read,
+    // one whose header is not its generation's, one with records this recovery judged superseded
+    // (`unsalvaged`: kept in case it was not). gc removes every journal the new manifest does not name.
     const keptJournals: string[] = [];
-    for (const journal of journals.filter((j) => j.damaged)) keptJournals.push(await backend.keepJournalCopy!(journal.generation, `journal.${journal.generation}.damaged-${stamp}`));
-    for (const generation of found.filter((g) => !journals.some((j) => j.generation === g))) {
-      keptJournals.push(await backend.keepJournalCopy!(generation, `journal.${generation}.damaged-${stamp}`));
+    const keep = async (generation: number, why: string): Promise<void> => {
+      keptJournals.push(await backend.keepJournalCopy!(generation, `journal.${generation}.${why}-${stamp}`));
+    };
+    for (const generation of found) {
+      const journal = journals.find((j) => j.generation === generation);
+      if (journal === undefined) await keep(generation, 'damaged');
+      else if (journal === chosen && records.droppedRecords > 0) await keep(generation, 'damaged');
+      else if (journal !== chosen && journal.records > 0) await keep(generation, 'unsalvaged');
     }
     const defaultedSettings = [...(salvage.chunkSize === undefined ? ['chunkSize'] : []), ...(salvage.coverageMin === undefined ? ['coverageMin'] : [])];
     const header = { generation: next, chunkSize: salvage.chunkSize ?? DEFAULT_CHUNK_SIZE, coverageMin: salvage.coverageMin ?? DEFAULT_COVERAGE_MIN };
     await backend.createJournal(next, encodeJournalHeader(next));
     await backend.writeManifest(serializeManifest(state.entries.values(), header));
-    // Committed. The salvaged journals' records are in the new manifest; one that cannot be removed is gc's.
-    const salvagedGenerations = journals.map((journal) => journal.generation);
-    for (const journal of journals.splice(0)) {
-      await journal.file.close().catch(() => undefined);
-      await backend.removeJournal(journal.generation).catch(() => undefined);
-    }
+    // Committed. The salvaged journal's records are in the new manifest, and every other journal is
+    // empty or kept under a second name: all are removed (one that cannot be is gc's).
+    for (const journal of journals.splice(0)) await journal.file.close().catch(() => undefined);
+    for (const generation of found) await backend.removeJournal(generation).catch(() => undefined);
+    const final = new Set(state.entries.keys());
     return {
       manifest: path,
       keptAs,
-      journalGenerations: salvagedGenerations,
+      journalGeneration: chosen?.generation ?? null,
       keptJournals,
       generation: next,
       chunkSize: header.chunkSize,
       coverageMin: header.coverageMin,
       salvagedEntries: entries.length,
-      droppedEntries: dropped,
+      droppedEntries: [...new Set([...dropped, ...addedFailed])].filter((key) => !final.has(key)),
       droppedBindings: salvage.droppedBindings,
-      salvagedRecords,
-      droppedRecords,
-      droppedOps,
+      salvagedRecords: records.salvagedRecords,
+      droppedRecords: records.droppedRecords,
+      droppedOps: records.droppedOps,
       defaultedSettings,
       reason: damage.reason,
     };
@@ -226,8 +237,30 @@ function isDamaged(bytes: Uint8Array | undefined, path: string): StoreError | un
 interface SalvageJournal {
   generation: number;
   file: JournalFile;
-  /** Some of its records could not be read (it is kept under a second name). */
-  damaged: boolean;
+  /** Records found past the header (intact or not), and whether it ends with a seal. */
+  records: number;
+  sealed: boolean;
+}
+
+/**
+ * The journal whose records follow the damaged manifest. Not simply the generation the manifest
+ * states: that number is read from a file whose checksum failed (one flipped digit names another
+ * journal), and a failed or interrupted recovery or compaction leaves a newer, empty journal beside
+ * the real one. A cache appends to one journal at a time and never to an older one, so the latest
+ * journal with records is the live one, or a sealed one whose compaction was interrupted (its
+ * records are needed: the manifest is its generation's), or an old one whose removal failed after
+ * a compaction finished (its records are in the manifest already, and replaying them would bring
+ * back bindings removed since). The last two differ only in which manifest came after: a sealed
+ * latest journal with a newer, empty journal beside it is taken unless the manifest's stated
+ * generation is readable and newer (then it is superseded). Older journals are superseded.
+ */
+function chooseJournal(journals: readonly SalvageJournal[], stated: number | undefined): SalvageJournal | undefined {
+  const withRecords = journals.filter((journal) => journal.records > 0);
+  const latest = withRecords[withRecords.length - 1];
+  if (latest === undefined) return undefined;
+  const newerExists = journals.some((journal) => journal.generation > latest.generation);
+  if (latest.sealed && newerExists && stated !== undefined && stated > latest.generation) return undefined;
+  return latest;
 }
 
 /**
@@ -235,7 +268,8 @@ interface SalvageJournal {
  * their generation's are opened into `into`, oldest first (the caller closes them).
  */
 async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Promise<number[]> {
-  const files = await backend.listFiles((name) => /^journal\.\d{1,10}$/.test(name));
+  // As journalFileName writes them (no leading zero: `journal.02` is no journal of this cache).
+  const files = await backend.listFiles((name) => /^journal\.[1-9]\d{0,9}$/.test(name));
   const generations = files
     .filter((file) => file.dir === '' && file.isFile)
     .map((file) => Number(file.name.slice('journal.'.length)))
@@ -246,7 +280,7 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
     if (file === undefined) continue;
     try {
       checkJournalHeader(await file.read(0, JOURNAL_HEADER_BYTES), generation, file.path);
-      into.push({ generation, file, damaged: false });
+      into.push({ generation, file, records: 0, sealed: false });
     } catch {
       await file.close().catch(() => undefined);
     }

@@ -16,6 +16,8 @@ export interface JournalSalvage {
   salvagedRecords: number;
   droppedRecords: number;
   droppedOps: number;
+  /** The journal ends with a seal (a compaction began from it): its records are in the next manifest once that is written. */
+  sealed: boolean;
 }
 
 /**
@@ -29,6 +31,7 @@ export async function salvageJournalRecords(journal: JournalFile, fromOffset: nu
   let salvagedRecords = 0;
   let droppedRecords = 0;
   let droppedOps = 0;
+  let sealed = false;
   const context = { source: 'a damaged journal', path: journal.path };
   let at: number | undefined = Math.max(fromOffset, JOURNAL_HEADER_BYTES);
   while (at !== undefined && at < size) {
@@ -48,7 +51,10 @@ export async function salvageJournalRecords(journal: JournalFile, fromOffset: nu
       continue;
     }
     const ops = records[0]!.ops;
-    if (ops.some((op) => op.kind === 'seal')) break;
+    if (ops.some((op) => op.kind === 'seal')) {
+      sealed = true;
+      break;
+    }
     for (const op of ops) {
       try {
         state.applyOps([op], context);
@@ -59,7 +65,7 @@ export async function salvageJournalRecords(journal: JournalFile, fromOffset: nu
     salvagedRecords += 1;
     at += total!;
   }
-  return { salvagedRecords, droppedRecords, droppedOps };
+  return { salvagedRecords, droppedRecords, droppedOps, sealed };
 }
 
 /**
