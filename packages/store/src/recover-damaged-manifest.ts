@@ -243,18 +243,23 @@ interface SalvageJournal {
 }
 
 /**
- * The journal whose records follow the damaged manifest. Not simply the generation the manifest
- * states: that number is read from a file whose checksum failed (one flipped digit names another
- * journal), and a failed or interrupted recovery or compaction leaves a newer, empty journal beside
- * the real one. A cache appends to one journal at a time and never to an older one, so the latest
- * journal with records is the live one, or a sealed one whose compaction was interrupted (its
- * records are needed: the manifest is its generation's), or an old one whose removal failed after
- * a compaction finished (its records are in the manifest already, and replaying them would bring
- * back bindings removed since). The last two differ only in which manifest came after: a sealed
- * latest journal with a newer, empty journal beside it is taken unless the manifest's stated
- * generation is readable and newer (then it is superseded). Older journals are superseded.
+ * The journal whose records follow the damaged manifest. First the journal of the generation the
+ * manifest states, when that still reads and such a journal is there (damage elsewhere in the file,
+ * the usual case): a journal the manifest names is its own, whatever other journals lie beside it (an
+ * old one whose removal failed after a compaction, sealed or not: replaying it brought back a
+ * binding removed since and dropped the one made after it; a newer empty one a failed recovery
+ * left). Else, the stated number being unreadable or naming no journal (one flipped digit: 2 → 3
+ * dropped the real journal's commits, and gc then removed their blobs), the latest journal with
+ * records: a cache appends to one journal at a time, never to an older one, so that is the live one,
+ * or a sealed one whose compaction was interrupted (its records are needed), unless it is sealed
+ * beside a newer, empty journal while the stated number reads newer (a finished compaction whose old
+ * journal was left: superseded). Both a readable stated number that names a stale journal and a stale
+ * journal beside an empty newer one with no readable number take a double failure; then a
+ * superseded journal is replayed, and the bindings it brings back carry the file stamps a load checks.
  */
 function chooseJournal(journals: readonly SalvageJournal[], stated: number | undefined): SalvageJournal | undefined {
+  const named = journals.find((journal) => journal.generation === stated);
+  if (named !== undefined) return named.records > 0 ? named : undefined;
   const withRecords = journals.filter((journal) => journal.records > 0);
   const latest = withRecords[withRecords.length - 1];
   if (latest === undefined) return undefined;

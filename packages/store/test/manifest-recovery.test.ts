@@ -272,6 +272,30 @@ describe('recoverDamagedManifest', () => {
     }
   });
 
+  it('the journal the manifest names is its own: an old unsealed one a failed removal left beside it is not replayed, even when the named one is empty', async () => {
+    const { root, tensors } = await makeCache(2);
+    const writer = await openCacheStore(root, { compactOnClose: false });
+    const old = writer.generation;
+    await writer.aliasSlice(tensors[0]!.key, 'model.safetensors', 1000, 240, '240:1:1:1');
+    // Unsealed, as a move to a new generation without a seal leaves it (a hard-linked copy's, a journal recovery's).
+    const stale = await readFile(join(root, `journal.${old}`));
+    await writer.compact();
+    await writeFile(join(root, `journal.${old}`), stale);
+    // A prune: a manifest-only generation, its journal empty.
+    expect(await writer.unbindSlices([{ shardName: 'model.safetensors', offsetBytes: 1000, sizeBytes: 240 }])).toBe(1);
+    await writer.close();
+    await damageManifest(root, (text) => text.replace('"layer.1"', '"layer.I"'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGeneration: null, salvagedRecords: 0 });
+    expect(recovery!.keptJournals).toEqual([expect.stringMatching(new RegExp(`journal\\.${old}\\.unsalvaged-\\d+$`))]);
+    const store = await openCacheStore(root);
+    try {
+      expect(store.lookupBySlice('model.safetensors', 1000, 240)).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  });
+
   it('an entry the journal added is checked against its blob like the manifest\'s: a damaged one is left out and reported', async () => {
     const { root, inJournal } = await cacheWithJournal();
     const blob = join(root, 'blobs', `${inJournal[1]!.key}.bin`);
