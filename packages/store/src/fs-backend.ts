@@ -241,6 +241,15 @@ export class FsBackend implements StorageBackend {
     }
   }
 
+  /** Makes blobs/ again under an existing root, durably (its name in the root synced). */
+  private async restoreBlobsDirectory(): Promise<void> {
+    const path = join(this.root, BLOBS);
+    await mkdir(path).catch((error: unknown) => {
+      if (errnoCode(error) !== 'EEXIST') throw error;
+    });
+    await syncDirectory(this.root);
+  }
+
   manifestIdentity(): string | undefined {
     try {
       const info = statSync(join(this.root, MANIFEST), { bigint: true, throwIfNoEntry: false });
@@ -378,7 +387,13 @@ export class FsBackend implements StorageBackend {
     const name = tempName('.bin');
     const path = join(this.root, BLOBS, name);
     try {
-      const handle = await open(path, 'wx', 0o644);
+      const handle = await open(path, 'wx', 0o644).catch(async (error: unknown) => {
+        // blobs/ itself gone (removed by hand, left out of a copy): made again as a new cache's is,
+        // so that `build --repair` can put the blobs back, as verify says (it failed ENOENT, for good).
+        if (errnoCode(error) !== 'ENOENT') throw error;
+        await this.restoreBlobsDirectory();
+        return open(path, 'wx', 0o644);
+      });
       try {
         await writeAll(handle, payload, 0);
         // The bytes are in the page cache: the caller may reuse the payload's memory during the fsync.

@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib';
 import { Packr, Unpackr } from 'msgpackr';
 import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
-import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES } from './limits.js';
+import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES, MAX_NEWER_JOURNAL_VERSION } from './limits.js';
 import type { StoreOp } from './store-state.js';
 import { entryToDisk, parseDiskEntry, validateSliceKey } from './validate-entry.js';
 
@@ -43,8 +43,17 @@ export function checkJournalHeader(bytes: Uint8Array, generation: number, path: 
   if (version < JOURNAL_VERSION) {
     throw new StoreError('JOURNAL_INVALID', `journal version ${version} is older than any journal written (${JOURNAL_VERSION}): damaged`, { path, details: { version } });
   }
+  // Far above this one: no release wrote it (versions go up one at a time), a flipped bit did
+  // (1 -> 513): damage too. Every open failed on it as a newer format, and no tool recovered it.
+  if (version > MAX_NEWER_JOURNAL_VERSION) {
+    throw new StoreError('JOURNAL_INVALID', `journal version ${version} is above any a release could have written (${MAX_NEWER_JOURNAL_VERSION}): damaged`, { path, details: { version } });
+  }
   if (version !== JOURNAL_VERSION) {
-    throw new StoreError('UNSUPPORTED_FORMAT', `journal version ${version} is not ${JOURNAL_VERSION}`, { path, details: { version } });
+    throw new StoreError(
+      'UNSUPPORTED_FORMAT',
+      `journal version ${version} is not ${JOURNAL_VERSION}: written by a newer release (if none wrote this cache, the header is damaged: move the journal aside and run \`splitzip build <model> --out <cache> --repair\`, which goes on from the manifest)`,
+      { path, details: { version } },
+    );
   }
   const found = view.getUint32(12, true);
   if (found !== generation) {

@@ -7,6 +7,7 @@ import { readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
+import { MAX_NEWER_JOURNAL_VERSION } from '../src/limits.js';
 import { openCacheStore } from '../src/index.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -27,6 +28,11 @@ const headerDamage: [string, (bytes: Buffer) => Buffer][] = [
   ['another generation', (b) => {
     const c = Buffer.from(b);
     c.writeUInt32LE(7, 12);
+    return c;
+  }],
+  ['a flipped bit in the version field (1 -> 513: above any version a release could write)', (b) => {
+    const c = Buffer.from(b);
+    c[9]! ^= 0x02;
     return c;
   }],
   ['a zeroed version field (older than any journal written)', (b) => {
@@ -130,12 +136,14 @@ it('an intact journal: recoverDamagedJournal changes nothing', async () => {
   expect(Buffer.from(await readFile(journalPath)).equals(before)).toBe(true);
 });
 
-it('a journal of a newer format still fails to open (UNSUPPORTED_FORMAT, not damage)', async () => {
+it('a journal of a newer format still fails to open (UNSUPPORTED_FORMAT, not damage), naming the way out if no newer release wrote it', async () => {
   const { root, journalPath } = await cacheWithJournal();
   const bytes = Buffer.from(await readFile(journalPath));
-  bytes.writeUInt32LE(99, 8);
+  bytes.writeUInt32LE(MAX_NEWER_JOURNAL_VERSION, 8);
   await writeFile(journalPath, bytes);
-  expect((await catchError(() => openCacheStore(root))).code).toBe('UNSUPPORTED_FORMAT');
+  const error = await catchError(() => openCacheStore(root));
+  expect(error.code).toBe('UNSUPPORTED_FORMAT');
+  expect(error.message).toMatch(/written by a newer release \(if none wrote this cache, the header is damaged: move the journal aside/);
 });
 
 it('a writer that opened before the damage keeps committing: recovery keeps those acknowledged commits too', async () => {
