@@ -82,7 +82,10 @@ function parseHolder(text: string | undefined): LockHolder | undefined {
       typeof v.host === 'string' &&
       typeof v.token === 'string' &&
       /^[0-9a-f]{16}$/.test(v.token) &&
-      typeof v.createdMs === 'number'
+      typeof v.createdMs === 'number' &&
+      // As readlink of /proc/self/ns/pid gives it: any other string (a flipped bit) would read as
+      // another container's namespace, whose lock is never broken, so every writer timed out.
+      (v.pidNamespace === undefined || v.pidNamespace === null || (typeof v.pidNamespace === 'string' && PID_NAMESPACE_PATTERN.test(v.pidNamespace)))
     ) {
       return {
         pid: v.pid,
@@ -122,6 +125,9 @@ let cachedPidSpaceTag: string | undefined;
 let cachedPidNamespace: string | null | undefined;
 
 /** This process's pid namespace (`/proc/self/ns/pid`'s link text), or null off Linux. */
+/** The form of a pid namespace recorded in a lock (`pid:[<inode>]`). */
+const PID_NAMESPACE_PATTERN = /^pid:\[\d{1,20}\]$/;
+
 export function currentPidNamespace(): string | null {
   if (cachedPidNamespace === undefined) {
     try {

@@ -4,11 +4,12 @@
 // another pid namespace is now judged as another host's: never broken automatically.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
+import { UNPARSEABLE_LOCK_STALE_MS } from '../src/limits.js';
 import { currentBootId, currentPidNamespace, describeThisProcess, isHolderDead } from '../src/write-lock.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
@@ -37,6 +38,21 @@ it.runIf(existsSync('/proc/self/ns/pid'))('a lock whose holder is in another pid
     // The same record in our namespace is a dead holder's, recovered at once.
     await writeFile(join(root, 'lock'), JSON.stringify({ ...holder(ours), token: 'cdcdcdcdcdcdcdcd', createdMs: Date.now() }));
     expect((await store.addEntry(toInput(makeTensor([4, 4], 9502), 'w2'))).added).toBe(true);
+  } finally {
+    await store.close();
+  }
+});
+
+it('a lock whose pid namespace is not of the form the store writes (a flipped bit) is unparseable, taken over once old enough, not a foreign holder\'s forever', async () => {
+  const { root } = await makeCache();
+  const lock = JSON.stringify({ pid: deadPid(), host: hostname(), bootId: currentBootId(), startTicks: null, pidNamespace: 'pid:[402653183&]', token: 'efefefefefefefef', createdMs: Date.now() });
+  const path = join(root, 'lock');
+  await writeFile(path, lock);
+  const old = new Date(Date.now() - 2 * UNPARSEABLE_LOCK_STALE_MS);
+  await utimes(path, old, old);
+  const store = await openCacheStore(root, { lockTimeoutMs: 2000, compactOnClose: false });
+  try {
+    expect((await store.addEntry(toInput(makeTensor([4, 4], 9503), 'w3'))).added).toBe(true);
   } finally {
     await store.close();
   }
