@@ -50,6 +50,12 @@ export const TORN_MIN_ZERO_BYTES = 16;
 export const COMPACT_MIN_JOURNAL_BYTES = 4 * 2 ** 20;
 /** Bounds memory spent on a hostile manifest. */
 export const MAX_ENTRIES = 10_000_000;
+/**
+ * Fewer bytes than any entry the store writes takes in a manifest (its blob path alone is 57, with
+ * codebook, meta, digests and names ~350): salvageManifest refuses bytes holding more entry starts
+ * than this size allows (a hostile file of 10M empty entries ran it out of memory).
+ */
+export const MIN_ENTRY_TEXT_BYTES = 256;
 /** PyTorch's own limit on tensor dimensions. */
 export const MAX_SHAPE_RANK = 64;
 /** Names, not data. */

@@ -46,7 +46,8 @@ export interface ManifestRecovery {
   /**
    * Second names given to journals not wholly salvaged (`journal.<G>.damaged-<ms>`: a record that
    * could not be read, a header that is not its generation's; `journal.<G>.unsalvaged-<ms>`: records
-   * judged superseded): gc removes every journal the new manifest does not name.
+   * judged superseded, of which only the entries were taken): gc removes every journal the new
+   * manifest does not name.
    */
   keptJournals: string[];
   /** The cache's new generation, and its settings as read (or the defaults: defaultedSettings). */
@@ -64,6 +65,9 @@ export interface ManifestRecovery {
    * `splitzip build <model> --repair` binds a model's at once.
    */
   droppedBindings: number;
+  /** Entries added from journals other than the chosen one (kept as `unsalvaged`), without their bindings. */
+  otherJournalEntries: number;
+  /** The chosen journal's records applied, unreadable, and ops that no longer applied. */
   salvagedRecords: number;
   droppedRecords: number;
   droppedOps: number;
@@ -137,6 +141,16 @@ export async function recoverManifest(
     }
     const chosen = chooseJournal(journals, salvage.generation);
     const records = chosen === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(chosen.file, JOURNAL_HEADER_BYTES, state);
+    // From every other journal with records, its entries without their bindings (after the chosen
+    // one's, whose adds carry bindings): which journal follows the manifest can be misjudged (a
+    // finished and an interrupted compaction leave the same files, told apart only by the damaged
+    // generation), and an entry is content-addressed and checked against its blob below, so no
+    // acknowledged entry is lost either way; a binding not taken is made again by the next load.
+    const before = state.entries.size;
+    for (const journal of journals) {
+      if (journal !== chosen && journal.records > 0) await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, state, { entriesOnly: true });
+    }
+    const otherJournalEntries = state.entries.size - before;
     // The entries the journal added are checked as the manifest's were (its records have CRCs, their blobs not).
     const checkedKeys = new Set(entries.map((entry) => entry.key));
     const added = [...state.entries.values()].filter((entry) => !checkedKeys.has(entry.key));
@@ -181,6 +195,7 @@ export async function recoverManifest(
       salvagedEntries: entries.length,
       droppedEntries: [...new Set([...dropped, ...addedFailed])].filter((key) => !final.has(key)),
       droppedBindings: salvage.droppedBindings,
+      otherJournalEntries,
       salvagedRecords: records.salvagedRecords,
       droppedRecords: records.droppedRecords,
       droppedOps: records.droppedOps,

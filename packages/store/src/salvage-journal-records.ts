@@ -10,6 +10,7 @@ import {
 } from './journal-format.js';
 import { JOURNAL_READ_WINDOW_BYTES } from './limits.js';
 import type { StoreState } from './store-state.js';
+import { withSliceKeys } from './validate-entry.js';
 
 /** What salvageJournalRecords applied and left out. */
 export interface JournalSalvage {
@@ -22,11 +23,16 @@ export interface JournalSalvage {
 
 /**
  * Applies to `state` the intact records (magic, length, CRC, content) of `journal` from `fromOffset`
- * on, skipping damaged ones, each op on its own (one that no longer applies is left out): what
+ * on (with `entriesOnly`, only their entries, without bindings), skipping damaged ones, each op on its own (one that no longer applies is left out): what
  * recoverDamagedJournal keeps past the damage, and what recoverDamagedManifest keeps of the journal
  * beside a damaged manifest. Stops at a seal (nothing is appended after one).
  */
-export async function salvageJournalRecords(journal: JournalFile, fromOffset: number, state: StoreState): Promise<JournalSalvage> {
+export async function salvageJournalRecords(
+  journal: JournalFile,
+  fromOffset: number,
+  state: StoreState,
+  { entriesOnly = false }: { entriesOnly?: boolean } = {},
+): Promise<JournalSalvage> {
   const size = await journal.size();
   let salvagedRecords = 0;
   let droppedRecords = 0;
@@ -56,8 +62,12 @@ export async function salvageJournalRecords(journal: JournalFile, fromOffset: nu
       break;
     }
     for (const op of ops) {
+      // entriesOnly: the entries a journal added, without their bindings (recoverDamagedManifest, for
+      // a journal judged superseded: an entry is content-addressed and checked against its blob, a
+      // binding is not to be brought back).
+      if (entriesOnly && op.kind !== 'add') continue;
       try {
-        state.applyOps([op], context);
+        state.applyOps([entriesOnly && op.kind === 'add' ? { ...op, entry: withSliceKeys(op.entry, []) } : op], context);
       } catch {
         droppedOps += 1;
       }

@@ -1,4 +1,5 @@
-import { MAX_ENTRIES, MAX_GENERATION } from './limits.js';
+import { StoreError } from './errors.js';
+import { MAX_ENTRIES, MAX_GENERATION, MIN_ENTRY_TEXT_BYTES } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
 import type { CacheEntry } from './types.js';
 import { parseDiskEntry, withSliceKeys } from './validate-entry.js';
@@ -33,25 +34,36 @@ const ENTRY_START = /"([0-9a-f]{40})"\s*:\s*\{/g;
  * reads every character at most twice, whatever the bytes (`stats.scannedChars` counts the
  * characters the entry scans read). A key found twice (damage gave one entry
  * another's key) keeps neither. The top-level settings come from JSON.parse of the whole text when
- * it still parses, else from where the store writes them. Never throws on any input.
+ * it still parses, else from where the store writes them. Throws only MANIFEST_INVALID, for bytes
+ * holding more entry starts than entries of the store's could fill (MIN_ENTRY_TEXT_BYTES each):
+ * no manifest of ours, and salvaging millions of fake ones ran out of memory.
  */
 export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: number }): SalvagedManifest {
   // Not fatal: a damaged byte becomes U+FFFD inside its own entry, and the rest still reads.
   const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
+  // Only the three settings are kept of a whole parse (a large manifest's objects would double the memory).
   const whole = parseObject(text);
-  const header = whole ?? readHeaderMembers(text);
-  const starts: { key: string; open: number; at: number }[] = [];
-  ENTRY_START.lastIndex = 0;
-  for (let match = ENTRY_START.exec(text); match !== null && starts.length <= MAX_ENTRIES; match = ENTRY_START.exec(text)) {
-    starts.push({ key: match[1]!, at: match.index, open: match.index + match[0].length - 1 });
-  }
-  const unreadable: string[] = [];
+  const header: Record<string, unknown> = whole ? { generation: whole.generation, chunk_size: whole.chunk_size, coverage_min: whole.coverage_min } : readHeaderMembers(text);
+  const maxStarts = Math.min(MAX_ENTRIES, Math.ceil(text.length / MIN_ENTRY_TEXT_BYTES));
+  const unreadable = new Set<string>();
   const entries = new Map<string, CacheEntry>();
   const seen = new Set<string>();
   let droppedBindings = 0;
-  for (let i = 0; i < starts.length; i++) {
-    const { key, open } = starts[i]!;
-    const limit = i + 1 < starts.length ? starts[i + 1]!.at : text.length;
+  let starts = 0;
+  ENTRY_START.lastIndex = 0;
+  // Each start is found when the one before it is read (its scan stops there): one at a time.
+  let next = ENTRY_START.exec(text);
+  while (next !== null) {
+    const match = next;
+    if (++starts > maxStarts) {
+      throw new StoreError('MANIFEST_INVALID', `more than ${maxStarts} entry starts in ${bytes.length} bytes: not a manifest the store wrote, nothing to salvage`, {
+        details: { starts, bytes: bytes.length },
+      });
+    }
+    const key = match[1]!;
+    const open = match.index + match[0].length - 1;
+    next = ENTRY_START.exec(text);
+    const limit = next === null ? text.length : next.index;
     const close = findObjectEnd(text, open, limit);
     // (Counted for the test that holds the pass linear: each scan ends by the next entry's key.)
     if (stats) stats.scannedChars += (close ?? limit - 1) - open + 1;
@@ -64,13 +76,13 @@ export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: numbe
     }
     if (seen.has(key)) {
       // Listed twice: neither copy is trusted over the other (the one kept before goes too).
-      if (entries.delete(key)) unreadable.push(key);
-      unreadable.push(key);
+      entries.delete(key);
+      unreadable.add(key);
       continue;
     }
     seen.add(key);
     if (entry === undefined) {
-      unreadable.push(key);
+      unreadable.add(key);
       continue;
     }
     droppedBindings += entry.sliceKeys.length;
@@ -82,7 +94,7 @@ export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: numbe
     chunkSize: isValidChunkSize(header.chunk_size) ? header.chunk_size : undefined,
     coverageMin: isValidCoverage(header.coverage_min) ? header.coverage_min : undefined,
     entries: [...entries.values()],
-    unreadableEntries: [...new Set(unreadable)],
+    unreadableEntries: [...unreadable],
     droppedBindings,
   };
 }
