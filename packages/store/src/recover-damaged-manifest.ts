@@ -157,7 +157,10 @@ export async function recoverManifest(
     const addedReport = added.length === 0 ? undefined : await verifyEntries(backend, added, 1, { decode: true, signal: options.signal });
     const addedFailed = new Set(addedReport?.problems.map((problem) => problem.key));
     if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context);
-    const next = Math.max(salvage.generation ?? 1, ...found) + 1;
+    // Above the stated generation and every journal of this cache (a stray file far above, whose
+    // header is not its generation's, is stepped over, not counted: it made the number overflow).
+    let next = Math.max(salvage.generation ?? 1, ...journals.map((journal) => journal.generation)) + 1;
+    while (found.includes(next)) next++;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path });
     options.signal?.throwIfAborted();
     const stamp = Date.now();

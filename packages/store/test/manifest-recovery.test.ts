@@ -325,6 +325,21 @@ describe('recoverDamagedManifest', () => {
     }
   });
 
+  it('a stray journal file far above every generation (its header not its own) is kept aside and stepped over, not counted', async () => {
+    const { root, inJournal } = await cacheWithJournal();
+    await writeFile(join(root, 'journal.4294967295'), Buffer.from('not a journal of this cache'));
+    await damageManifest(root, (text) => text.replace('"layer.0"', '"layer.o"'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGeneration: 2, generation: 3, salvagedRecords: 2 });
+    expect(recovery!.keptJournals).toEqual([expect.stringMatching(/journal\.4294967295\.damaged-\d+$/)]);
+    const store = await openCacheStore(root);
+    try {
+      for (const t of inJournal) expect(store.getEntry(t.key)).toBeDefined();
+    } finally {
+      await store.close();
+    }
+  });
+
   it('an entry the journal added is checked against its blob like the manifest\'s: a damaged one is left out and reported', async () => {
     const { root, inJournal } = await cacheWithJournal();
     const blob = join(root, 'blobs', `${inJournal[1]!.key}.bin`);
