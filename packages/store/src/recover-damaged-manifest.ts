@@ -65,7 +65,12 @@ export interface ManifestRecovery {
    * `splitzip build <model> --repair` binds a model's at once.
    */
   droppedBindings: number;
-  /** Entries added from journals other than the chosen one (kept as `unsalvaged`), without their bindings. */
+  /**
+   * Entries kept from the chosen journal's records, and from the other journals (kept as
+   * `unsalvaged`; without their bindings), each after its blob check. With salvagedEntries (the
+   * manifest's): every entry of the recovered cache.
+   */
+  journalEntries: number;
   otherJournalEntries: number;
   /** The chosen journal's records applied, unreadable, and ops that no longer applied. */
   salvagedRecords: number;
@@ -146,17 +151,19 @@ export async function recoverManifest(
     // finished and an interrupted compaction leave the same files, told apart only by the damaged
     // generation), and an entry is content-addressed and checked against its blob below, so no
     // acknowledged entry is lost either way; a binding not taken is made again by the next load.
-    const before = state.entries.size;
+    const checkedKeys = new Set(entries.map((entry) => entry.key));
+    const fromChosen = new Set([...state.entries.keys()].filter((key) => !checkedKeys.has(key)));
     for (const journal of journals) {
       if (journal !== chosen && journal.records > 0) await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, state, { entriesOnly: true });
     }
-    const otherJournalEntries = state.entries.size - before;
-    // The entries the journal added are checked as the manifest's were (its records have CRCs, their blobs not).
-    const checkedKeys = new Set(entries.map((entry) => entry.key));
+    // The entries the journals added are checked as the manifest's were (records have CRCs, their blobs not).
     const added = [...state.entries.values()].filter((entry) => !checkedKeys.has(entry.key));
     const addedReport = added.length === 0 ? undefined : await verifyEntries(backend, added, 1, { decode: true, signal: options.signal });
     const addedFailed = new Set(addedReport?.problems.map((problem) => problem.key));
     if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context);
+    // Counted once every check is done: entries from the chosen journal, and from the others.
+    const journalEntries = [...fromChosen].filter((key) => !addedFailed.has(key)).length;
+    const otherJournalEntries = added.filter((entry) => !fromChosen.has(entry.key) && !addedFailed.has(entry.key)).length;
     // Above the stated generation and every journal of this cache (a stray file far above, whose
     // header is not its generation's, is stepped over, not counted: it made the number overflow).
     let next = Math.max(salvage.generation ?? 1, ...journals.map((journal) => journal.generation)) + 1;
@@ -198,6 +205,7 @@ export async function recoverManifest(
       salvagedEntries: entries.length,
       droppedEntries: [...new Set([...dropped, ...addedFailed])].filter((key) => !final.has(key)),
       droppedBindings: salvage.droppedBindings,
+      journalEntries,
       otherJournalEntries,
       salvagedRecords: records.salvagedRecords,
       droppedRecords: records.droppedRecords,
@@ -277,7 +285,11 @@ interface SalvageJournal {
  */
 function chooseJournal(journals: readonly SalvageJournal[], stated: number | undefined): SalvageJournal | undefined {
   const named = journals.find((journal) => journal.generation === stated);
-  if (named !== undefined) return named.records > 0 ? named : undefined;
+  // Not when a newer journal has records: writers append to journal G+1 only once a manifest names
+  // G+1, so the named one is then an old journal left behind and the number a damaged one (a
+  // rebind made since was lost to the old binding: review).
+  const newerWithRecords = named !== undefined && journals.some((journal) => journal.generation > named.generation && journal.records > 0);
+  if (named !== undefined && !newerWithRecords) return named.records > 0 ? named : undefined;
   const withRecords = journals.filter((journal) => journal.records > 0);
   const latest = withRecords[withRecords.length - 1];
   if (latest === undefined) return undefined;

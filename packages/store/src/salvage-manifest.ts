@@ -56,7 +56,7 @@ export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: numbe
   while (next !== null) {
     const match = next;
     if (++starts > maxStarts) {
-      throw new StoreError('MANIFEST_INVALID', `more than ${maxStarts} entry starts in ${bytes.length} bytes: not a manifest the store wrote, nothing to salvage`, {
+      throw new StoreError('MANIFEST_INVALID', `more than ${maxStarts} entry starts in ${bytes.length} bytes: not a manifest the store wrote, nothing to salvage (move the cache aside and build again)`, {
         details: { starts, bytes: bytes.length },
       });
     }

@@ -314,7 +314,7 @@ describe('recoverDamagedManifest', () => {
     // The one digit that makes the two states (interrupted, or finished with journal.2 left) alike.
     await damageManifest(root, (text) => text.replace('"generation":2,', '"generation":3,'));
     const recovery = await recoverDamagedManifest(root);
-    expect(recovery).toMatchObject({ journalGeneration: null, otherJournalEntries: 2, droppedEntries: [] });
+    expect(recovery).toMatchObject({ journalGeneration: null, salvagedEntries: 4, journalEntries: 0, otherJournalEntries: 2, droppedEntries: [] });
     const reopened = await openCacheStore(root);
     try {
       for (const t of [...inManifest, ...inJournal]) expect(reopened.getEntry(t.key)).toBeDefined();
@@ -340,6 +340,32 @@ describe('recoverDamagedManifest', () => {
     }
   });
 
+  it('a generation flipped onto an old journal left behind while a newer journal has records: the newer one is replayed (a rebind made since stays)', async () => {
+    const { root, tensors } = await makeCache(2);
+    const [a, b] = [tensors[0]!, tensors[1]!];
+    class FailingRemove extends FsBackend {
+      override async removeJournal(): Promise<void> {
+        throw new StoreError('IO_ERROR', 'cannot remove the old journal (a test fault)');
+      }
+    }
+    const writer = await FsCacheStore.load(new FailingRemove(root), { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false });
+    const old = writer.generation;
+    await writer.aliasSlices([{ key: a.key, shardName: 'model.safetensors', offsetBytes: 1000, sizeBytes: 240, stamp: '240:1:1:1' }]);
+    await writer.compact();
+    await writer.aliasSlices([{ key: b.key, shardName: 'model.safetensors', offsetBytes: 1000, sizeBytes: 240, stamp: '240:2:2:2' }], { rebind: true });
+    await writer.close();
+    await damageManifest(root, (text) => text.replace(`"generation":${old + 1},`, `"generation":${old},`));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGeneration: old + 1, salvagedRecords: 1 });
+    expect(recovery!.keptJournals).toEqual([expect.stringMatching(new RegExp(`journal\\.${old}\\.unsalvaged-\\d+$`))]);
+    const store = await openCacheStore(root);
+    try {
+      expect(store.lookupBySlice('model.safetensors', 1000, 240)?.key).toBe(b.key);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('an entry the journal added is checked against its blob like the manifest\'s: a damaged one is left out and reported', async () => {
     const { root, inJournal } = await cacheWithJournal();
     const blob = join(root, 'blobs', `${inJournal[1]!.key}.bin`);
@@ -348,7 +374,8 @@ describe('recoverDamagedManifest', () => {
     await writeFile(blob, bytes);
     await damageManifest(root, (text) => text.replace('"layer.0"', '"layer.Q"'));
     const recovery = await recoverDamagedManifest(root);
-    expect(recovery).toMatchObject({ salvagedEntries: 4, salvagedRecords: 2, droppedEntries: [inJournal[1]!.key] });
+    // Counted after the checks: 4 from the manifest + 1 from the journal = the cache's 5.
+    expect(recovery).toMatchObject({ salvagedEntries: 4, journalEntries: 1, otherJournalEntries: 0, salvagedRecords: 2, droppedEntries: [inJournal[1]!.key] });
     const store = await openCacheStore(root);
     try {
       expect(store.getEntry(inJournal[0]!.key)).toBeDefined();

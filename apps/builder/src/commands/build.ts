@@ -164,7 +164,8 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
             `${report.manifest_recovered.salvagedEntries} entries kept, ${report.manifest_recovered.droppedEntries.length} dropped, ` +
             `${report.manifest_recovered.droppedBindings} bindings dropped (this model's bound again; other models' are found by content key at their next load), ` +
             `${report.manifest_recovered.salvagedRecords} journal records kept` +
-            (report.manifest_recovered.otherJournalEntries > 0 ? `, ${report.manifest_recovered.otherJournalEntries} entries from older journals` : '') +
+            (report.manifest_recovered.journalEntries > 0 ? `, ${report.manifest_recovered.journalEntries} entries from it` : '') +
+            (report.manifest_recovered.otherJournalEntries > 0 ? `, ${report.manifest_recovered.otherJournalEntries} entries from other journals` : '') +
             (report.manifest_recovered.keptJournals.length > 0 ? ` (journals kept aside: ${report.manifest_recovered.keptJournals.join(', ')})` : '') +
             `; settings as read: coverage_min ${report.manifest_recovered.coverageMin}, chunk_size ${report.manifest_recovered.chunkSize}` +
             (report.manifest_recovered.defaultedSettings.length > 0 ? `; unreadable settings now the defaults: ${report.manifest_recovered.defaultedSettings.join(', ')}` : ''),
