@@ -10,10 +10,11 @@ export const READABLE_PAYLOAD_VERSIONS: readonly number[] = READABLE_FORMAT_VERS
 export const JOURNAL_VERSION = 1;
 /**
  * The highest journal version read as a newer release's format (UNSUPPORTED_FORMAT); above it the
- * header is damaged (JOURNAL_INVALID, recoverable): versions go up one at a time, and a flipped bit
- * of 1 gives 513 or 2^25 + 1, which no release will write.
+ * header is damaged (JOURNAL_INVALID, recoverable): versions go up one at a time, a release that
+ * writes a newer journal writes a newer manifest format too (which older releases refuse first:
+ * "Mixing releases"), and one flipped bit of 1 gives 3, 5, 9, … 513, which no release will write.
  */
-export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION + 15;
+export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION + 1;
 
 /** About 1 KB per entry: room for ~500k entries, far above any model; also below V8's ~2^29-character string limit, so JSON.parse can take it. */
 export const MAX_MANIFEST_BYTES = 2 ** 29 - 2 ** 20;

@@ -141,7 +141,7 @@ export async function recoverManifest(
     // Each journal surveyed first (records, seal), applied to nothing.
     for (const journal of journals) {
       const survey = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, StoreState.fromEntries([], context));
-      journal.records = survey.salvagedRecords + survey.droppedRecords;
+      journal.records = survey.salvagedRecords;
       journal.sealed = survey.sealed;
     }
     const chosen = chooseJournal(journals, salvage.generation);
@@ -166,7 +166,7 @@ export async function recoverManifest(
     const otherJournalEntries = added.filter((entry) => !fromChosen.has(entry.key) && !addedFailed.has(entry.key)).length;
     // Above the stated generation and every journal of this cache (a stray file far above, whose
     // header is not its generation's, is stepped over, not counted: it made the number overflow).
-    let next = Math.max(salvage.generation ?? 1, ...journals.map((journal) => journal.generation)) + 1;
+    let next = Math.max(salvage.generation ?? 1, ...journals.filter((journal) => !journal.headerDamaged || journal === chosen).map((journal) => journal.generation)) + 1;
     while (found.includes(next)) next++;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path });
     options.signal?.throwIfAborted();
@@ -181,7 +181,7 @@ export async function recoverManifest(
     };
     for (const generation of found) {
       const journal = journals.find((j) => j.generation === generation);
-      if (journal === undefined) await keep(generation, 'damaged');
+      if (journal === undefined || journal.headerDamaged) await keep(generation, 'damaged');
       else if (journal === chosen && records.droppedRecords > 0) await keep(generation, 'damaged');
       else if (journal !== chosen && journal.records > 0) await keep(generation, 'unsalvaged');
     }
@@ -263,7 +263,9 @@ function isDamaged(bytes: Uint8Array | undefined, path: string): StoreError | un
 interface SalvageJournal {
   generation: number;
   file: JournalFile;
-  /** Records found past the header (intact or not), and whether it ends with a seal. */
+  /** Its header is not its generation's: its records, each with its own CRC, are still read (as recoverDamagedJournal does). */
+  headerDamaged: boolean;
+  /** Intact records past the header, and whether it ends with a seal. */
   records: number;
   sealed: boolean;
 }
@@ -299,8 +301,9 @@ function chooseJournal(journals: readonly SalvageJournal[], stated: number | und
 }
 
 /**
- * The generations of every `journal.<G>` file of the cache (ascending); those whose header is
- * their generation's are opened into `into`, oldest first (the caller closes them).
+ * The generations of every `journal.<G>` file of the cache (ascending); those that open (a header
+ * that is their generation's, or a damaged one; not a newer format) go into `into`, oldest first
+ * (the caller closes them).
  */
 async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Promise<number[]> {
   // As journalFileName writes them (no leading zero: `journal.02` is no journal of this cache).
@@ -313,12 +316,18 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
   for (const generation of generations) {
     const file = await backend.openJournal(generation).catch(() => undefined);
     if (file === undefined) continue;
+    let headerDamaged = false;
     try {
       checkJournalHeader(await file.read(0, JOURNAL_HEADER_BYTES), generation, file.path);
-      into.push({ generation, file, records: 0, sealed: false });
-    } catch {
-      await file.close().catch(() => undefined);
+    } catch (error) {
+      // A newer release's journal is not ours to read; a damaged header still has records to salvage.
+      if (!(isStoreError(error) && error.code === 'JOURNAL_INVALID')) {
+        await file.close().catch(() => undefined);
+        continue;
+      }
+      headerDamaged = true;
     }
+    into.push({ generation, file, headerDamaged, records: 0, sealed: false });
   }
   return generations;
 }

@@ -2,7 +2,7 @@ import { StoreError } from './errors.js';
 import { MAX_ENTRIES, MAX_GENERATION, MIN_ENTRY_TEXT_BYTES } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
 import type { CacheEntry } from './types.js';
-import { parseDiskEntry, withSliceKeys } from './validate-entry.js';
+import { parseDiskEntry } from './validate-entry.js';
 
 /** What could be read out of a damaged manifest.json (salvageManifest). */
 export interface SalvagedManifest {
@@ -69,8 +69,11 @@ export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: numbe
     if (stats) stats.scannedChars += (close ?? limit - 1) - open + 1;
     const value = close === undefined ? undefined : parseObject(text.slice(open, close + 1));
     let entry: CacheEntry | undefined;
+    let bindings = 0;
     try {
-      entry = value === undefined ? undefined : parseDiskEntry(key, value);
+      // Its bindings are dropped anyway: damage confined to them costs the entry nothing (it did).
+      if (value !== undefined && Array.isArray(value.slice_keys)) bindings = value.slice_keys.length;
+      entry = value === undefined ? undefined : parseDiskEntry(key, { ...value, slice_keys: [] });
     } catch {
       entry = undefined;
     }
@@ -85,8 +88,8 @@ export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: numbe
       unreadable.add(key);
       continue;
     }
-    droppedBindings += entry.sliceKeys.length;
-    entries.set(key, withSliceKeys(entry, []));
+    droppedBindings += bindings;
+    entries.set(key, entry);
   }
   const generation = header.generation;
   return {

@@ -30,6 +30,11 @@ const headerDamage: [string, (bytes: Buffer) => Buffer][] = [
     c.writeUInt32LE(7, 12);
     return c;
   }],
+  ['a flipped bit in the version field (1 -> 3: above the one newer version a release could write)', (b) => {
+    const c = Buffer.from(b);
+    c[8]! ^= 0x02;
+    return c;
+  }],
   ['a flipped bit in the version field (1 -> 513: above any version a release could write)', (b) => {
     const c = Buffer.from(b);
     c[9]! ^= 0x02;

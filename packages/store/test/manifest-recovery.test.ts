@@ -366,6 +366,38 @@ describe('recoverDamagedManifest', () => {
     }
   });
 
+  it('the manifest and the journal header both damaged: the journal\'s records are still salvaged (each has its CRC), the journal kept aside', async () => {
+    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const journalPath = join(root, 'journal.2');
+    const journal = await readFile(journalPath);
+    journal[9]! ^= 0x02; // the version field: 1 -> 513
+    await writeFile(journalPath, journal);
+    await damageManifest(root, (text) => text.replace('"layer.3"', '"layer.E"'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ journalGeneration: 2, salvagedRecords: 2, journalEntries: 2 });
+    expect(recovery!.keptJournals).toEqual([expect.stringMatching(/journal\.2\.damaged-\d+$/)]);
+    const store = await openCacheStore(root);
+    try {
+      for (const t of [...inManifest, ...inJournal]) expect(store.getEntry(t.key)).toBeDefined();
+      expect(store.lookupBySlice('later-shard', 0, inJournal[0]!.bytes.length)?.key).toBe(inJournal[0]!.key);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('damage confined to an entry\'s bindings costs the entry nothing (they are dropped anyway)', async () => {
+    const { root, tensors } = await makeCache(3);
+    await damageManifest(root, (text) => text.replace('["shard-1",0,240', '["shard-1",0,"240"'));
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery).toMatchObject({ salvagedEntries: 3, droppedEntries: [], droppedBindings: 3 });
+    const store = await openCacheStore(root);
+    try {
+      for (const t of tensors) expect(store.getEntry(t.key)).toBeDefined();
+    } finally {
+      await store.close();
+    }
+  });
+
   it('an entry the journal added is checked against its blob like the manifest\'s: a damaged one is left out and reported', async () => {
     const { root, inJournal } = await cacheWithJournal();
     const blob = join(root, 'blobs', `${inJournal[1]!.key}.bin`);
