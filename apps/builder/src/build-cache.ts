@@ -372,16 +372,18 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // --repair: a damaged manifest (which every open refuses) is salvaged first: the entries that
     // still check out are kept, without bindings; this model's tensors are then bound again, and
     // any whose entry was lost are encoded again like any missing tensor.
+    // An intact manifest that is an older copy put back beside a newer journal holding commits is
+    // recovered the same way (the open would succeed, and the first compaction set those aside).
     let manifestRecovery: ManifestRecovery | null = null;
-    store = await openStore().catch(async (error: unknown) => {
-      const cause = isBuilderError(error) ? error.cause : error;
-      if (options.repair !== true || s3 || !isStoreError(cause) || cause.code !== 'MANIFEST_INVALID') throw error;
+    if (options.repair === true && !s3) {
       const onProgress = (progress: ManifestRecoveryProgress): void => emit({ type: 'manifest-recovery', ...progress });
-      manifestRecovery = await duringLock(recoverDamagedManifest(options.cacheDir, { onProgress, ...(signal ? { signal } : {}) })).catch((recoveryError: unknown) => {
-        throw wrapBuildError(recoveryError, { cacheDir: options.cacheDir });
+      manifestRecovery = await duringLock(recoverDamagedManifest(options.cacheDir, { onProgress, ...(signal ? { signal } : {}) })).catch((error: unknown) => {
+        // No cache there yet: the open below makes one.
+        if (isStoreError(error) && error.code === 'NOT_A_CACHE') return null;
+        throw wrapBuildError(error, { cacheDir: options.cacheDir });
       });
-      return openStore();
-    });
+    }
+    store = await openStore();
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.

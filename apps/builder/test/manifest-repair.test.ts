@@ -2,7 +2,9 @@
 // and the way out was to remove it and build every model again. build --repair now salvages it
 // through the real binary: the entries that still decode to their content keys are kept (a second
 // model sharing the cache is not encoded again), the bindings are made again per model.
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { calibrateCodebook, encode } from '@splitzip/codec';
+import { computeContentKey, openCacheStore } from '@splitzip/store';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
@@ -50,4 +52,45 @@ it('a flipped bit in the manifest of a cache two models share: build --repair ke
   expect(other).toMatchObject({ encoded: 0, cached: 3, manifest_recovered: null });
   const { json: otherOk } = await runJson<VerifyJson>(['verify', cacheDir, '--model', second]);
   expect(otherOk.model?.totals.ok).toBe(3);
+});
+
+it('an older copy of the manifest put back beside a newer journal holding commits: verify and gc say so, build --repair replays the journal', async () => {
+  const first = await writeSingleFileModel(join(temp.path, 'older-first.safetensors'), [gaussianBf16('a', [300, 7], 51)]);
+  const second = await writeSingleFileModel(join(temp.path, 'older-second.safetensors'), [gaussianBf16('b', [2000], 52)]);
+  const cacheDir = join(temp.path, 'older-cache');
+  await runJson<BuildJson>(['build', first, '--out', cacheDir, '--jobs', '0']);
+  const saved = new Map<string, Buffer>();
+  for (const name of await readdir(cacheDir)) if (name === 'manifest.json' || /^journal\.\d+$/.test(name)) saved.set(name, await readFile(join(cacheDir, name)));
+  await runJson<BuildJson>(['build', second, '--out', cacheDir, '--jobs', '0']);
+  // A commit after the second build's compaction, left in the journal (a loader's binding, say).
+  const extra = gaussianBf16('c', [64, 9], 53);
+  const store = await openCacheStore(cacheDir, { compactOnClose: false });
+  const bytes = extra.data;
+  const values = new Uint16Array(bytes.slice().buffer);
+  const payload = encode(values, calibrateCodebook(values).codebook);
+  const key = computeContentKey(bytes, extra.shape, 'BF16');
+  await store.addEntry({ key, qualname: 'c', payload, shape: extra.shape, dtype: 'BF16', sliceKeys: [['elsewhere.safetensors', 0, bytes.length]] });
+  await store.close();
+  // The backup put back: the first build's manifest and journal.
+  for (const [name, data] of saved) await writeFile(join(cacheDir, name), data);
+
+  const verified = await runCli(['verify', cacheDir]);
+  expect(verified.code).toBe(1);
+  expect(verified.stdout).toMatch(/older than .*journal\.\d+, which holds commits/);
+  expect(verified.stdout).toContain('--repair` keeps its entries that check out and replays the newer journal');
+  const gc = await runCli(['gc', cacheDir]);
+  expect(gc.code).toBe(1);
+  expect(gc.stderr).toContain('gc refuses');
+
+  const { json: repaired } = await runJson<BuildJson>(['build', first, '--out', cacheDir, '--jobs', '0', '--repair']);
+  expect(repaired.manifest_recovered).toMatchObject({ journalEntries: 1, reason: expect.stringMatching(/an older copy put back/) });
+  const after = await openCacheStore(cacheDir);
+  try {
+    expect(after.getEntry(key)).toBeDefined();
+  } finally {
+    await after.close();
+  }
+  expect((await runCli(['gc', cacheDir])).code).toBe(0);
+  const { json: ok } = await runJson<VerifyJson>(['verify', cacheDir, '--model', first]);
+  expect(ok.store.problems).toEqual([]);
 });

@@ -49,6 +49,7 @@ import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
 import { findIntactRecordAfter, salvageJournalRecords } from './salvage-journal-records.js';
+import { findNewerJournal } from './find-newer-journal.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
@@ -886,6 +887,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // session finishes (finishCompaction makes the journal), and no one ever appends after a seal,
     // so the failed commit's bytes can never be followed, nor rewritten in place.
     try {
+      await this.keepDisplacedJournal(next);
       await this.backend.createJournal(next, encodeJournalHeader(next));
     } catch (error) {
       if (padToOffset === 0) throw error;
@@ -933,7 +935,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         await existing.close();
       }
     }
-    if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
+    if (!fresh) {
+      await this.keepDisplacedJournal(next);
+      await this.backend.createJournal(next, encodeJournalHeader(next));
+    }
     const header = { ...this.header, generation: next };
     const bytes = serializeManifest(state.entries.values(), header);
     await this.backend.writeManifest(bytes);
@@ -956,6 +961,26 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.backend.removeJournal(old).catch(() => undefined);
     // Opened again by the next catch-up if this fails (under the lock it is made again: still empty).
     this.journal = await this.backend.openJournal(next);
+  }
+
+  /**
+   * Before the journal of `generation` is made anew: one already there holding more than a header
+   * is kept under a second name (`journal.<G>.displaced-<ms>`). A compaction never writes a record
+   * into the next journal before a manifest names it, so such records were committed after a newer
+   * manifest than the one in place, an older copy put back (by hand, a backup tool): those commits
+   * are only there, and the journal was replaced silently. findNewerJournal (verify,
+   * recoverDamagedManifest) finds the journal while it is still in place.
+   */
+  private async keepDisplacedJournal(generation: number): Promise<void> {
+    const journal = await this.backend.openJournal(generation).catch(() => undefined);
+    if (journal === undefined) return;
+    let size: number;
+    try {
+      size = await journal.size();
+    } finally {
+      await journal.close().catch(() => undefined);
+    }
+    if (size > JOURNAL_HEADER_BYTES) await this.backend.keepJournalCopy?.(generation, `${journalFileName(generation)}.displaced-${Date.now()}`);
   }
 
   get needsCompaction(): boolean {
@@ -1104,9 +1129,20 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.assertOpen();
     await this.refresh();
     const report = await verifyEntries(this.backend, [...this.state.entries.values()], this.header.generation, options);
+    const problems = [...report.problems];
     const damage = this.journalDamage;
-    if (damage === undefined) return report;
-    return { ...report, ok: false, problems: [{ key: '', qualname: damage.path ?? 'journal', code: damage.code, message: damage.message }, ...report.problems] };
+    if (damage !== undefined) problems.unshift({ key: '', qualname: damage.path ?? 'journal', code: damage.code, message: damage.message });
+    // Commits in a journal newer than the manifest: it is an older copy put back (recoverDamagedManifest).
+    const newer = await findNewerJournal(this.backend, this.header.generation);
+    if (newer !== undefined) {
+      problems.unshift({
+        key: '',
+        qualname: this.backend.describe('manifest.json'),
+        code: 'MANIFEST_INVALID',
+        message: `the manifest (generation ${this.header.generation}) is older than ${newer.path}, which holds commits made after a newer manifest: an older copy put back; those commits are not applied (recoverDamagedManifest, splitzip build --repair, replays them)`,
+      });
+    }
+    return problems.length === report.problems.length ? report : { ...report, ok: false, problems };
   }
 
   gc(options: GcOptions = {}): Promise<GcReport> {

@@ -1,3 +1,6 @@
+import { StoreError } from './errors.js';
+import { findNewerJournal } from './find-newer-journal.js';
+import { JOURNAL_HEADER_BYTES } from './journal-format.js';
 import type { StorageBackend, StoredFile } from './backend.js';
 import { isContentKey } from './validate-entry.js';
 import type { StoreState } from './store-state.js';
@@ -34,6 +37,16 @@ export async function collectGarbage(
   session: GcSession,
   options: GcOptions,
 ): Promise<GcReport> {
+  // Beside an older copy of the manifest put back, the blobs of the newer journal's entries read as
+  // orphans (and were removed, losing those commits for good): no gc until recoverDamagedManifest.
+  const newer = await findNewerJournal(backend, generation);
+  if (newer !== undefined) {
+    throw new StoreError(
+      'MANIFEST_INVALID',
+      `gc refuses: the manifest (generation ${generation}) is older than ${newer.path}, which holds commits made after a newer manifest (an older copy put back), and their blobs would read as orphans; \`splitzip build <model> --out <cache> --repair\` (recoverDamagedManifest) replays them first`,
+      { path: backend.describe('manifest.json'), details: { reason: 'older-copy', generation, newerJournal: newer.generation } },
+    );
+  }
   const started = performance.now();
   const report: GcReport = {
     dryRun: options.dryRun === true,
@@ -85,6 +98,14 @@ export async function collectGarbage(
     if (file.name === 'manifest.json') continue;
     const journal = JOURNAL_PATTERN.exec(file.name);
     if (journal) {
+      // A newer journal holding records is no leftover: the manifest beside it is an older copy
+      // (restored by hand or a backup tool) and those commits are only there; kept, for
+      // `splitzip build --repair` (recoverDamagedManifest). Only an empty one (a compaction's, not
+      // yet named) is removed.
+      if (Number(journal[1]) > generation && file.sizeBytes > JOURNAL_HEADER_BYTES) {
+        report.unknownFiles.push(relative(file));
+        continue;
+      }
       if (Number(journal[1]) !== generation && !report.oldJournals.includes(relative(file))) {
         report.oldJournals.push(relative(file));
         remove.push(file);

@@ -7,6 +7,7 @@ import { FsBackend } from './fs-backend.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from './journal-format.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, MAX_GENERATION } from './limits.js';
 import { parseManifest, serializeManifest } from './manifest-format.js';
+import { findNewerJournal } from './find-newer-journal.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
 import { salvageManifest, type SalvagedManifest } from './salvage-manifest.js';
 import { isS3Url, looksLikeOtherUrl } from './s3-layout.js';
@@ -121,14 +122,14 @@ export async function recoverManifest(
   // the entry it repairs): the checks still hold once the lock is taken, as long as the manifest is
   // the same bytes (else they are made again).
   let bytes = await backend.readManifest();
-  if (!isDamaged(bytes, path)) return null;
+  if (!(await findDamage(backend, bytes, path))) return null;
   let checked = await checkCandidates(backend, bytes!, options);
   const lock = await backend.acquireWriteLock(options.lockTimeoutMs, options.signal);
   const journals: SalvageJournal[] = [];
   try {
     // Again under the lock: another process may have recovered (or rebuilt) it meanwhile.
     const again = await backend.readManifest();
-    const damage = isDamaged(again, path);
+    const damage = await findDamage(backend, again, path);
     if (!damage) return null;
     if (!Buffer.from(again!).equals(Buffer.from(bytes!))) {
       bytes = again;
@@ -248,16 +249,28 @@ async function checkCandidates(backend: StorageBackend, bytes: Uint8Array, optio
   };
 }
 
-/** The MANIFEST_INVALID a manifest's bytes fail with, if they do; any other failure is thrown; undefined when intact. */
-function isDamaged(bytes: Uint8Array | undefined, path: string): StoreError | undefined {
+/**
+ * The MANIFEST_INVALID a manifest's bytes fail with, if they do, or, for an intact manifest, the
+ * one of an older copy put back beside a newer journal holding commits (findNewerJournal: those
+ * commits are only there, and a writer's next compaction replaced that journal, gc removed it);
+ * any other failure is thrown; undefined when all is well.
+ */
+async function findDamage(backend: StorageBackend, bytes: Uint8Array | undefined, path: string): Promise<StoreError | undefined> {
   if (bytes === undefined) throw new StoreError('NOT_A_CACHE', 'no manifest.json: nothing to recover (a missing manifest is no damaged one)', { path });
+  let generation: number;
   try {
-    parseManifest(bytes, path);
-    return undefined;
+    generation = parseManifest(bytes, path).generation;
   } catch (error) {
     if (isStoreError(error) && error.code === 'MANIFEST_INVALID') return error;
     throw error;
   }
+  const newer = await findNewerJournal(backend, generation);
+  if (newer === undefined) return undefined;
+  return new StoreError(
+    'MANIFEST_INVALID',
+    `the manifest (generation ${generation}) is older than ${newer.path}, which holds commits made after a newer manifest: an older copy put back`,
+    { path, details: { reason: 'older-copy', generation, newerJournal: newer.generation } },
+  );
 }
 
 interface SalvageJournal {

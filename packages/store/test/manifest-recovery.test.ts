@@ -460,6 +460,65 @@ describe('recoverDamagedManifest', () => {
     expect(error).toMatchObject({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/not a manifest the store wrote/) });
   });
 
+  describe('an older copy of the manifest put back beside a newer journal holding commits', () => {
+    /** journal.3 holds one commit (a bound entry) made after manifest 3; manifest 2 and journal.2 as a backup kept them are put back. */
+    async function restoredOlderCopy() {
+      const { root, inManifest, inJournal } = await cacheWithJournal();
+      const [oldManifest, oldJournal] = [await readFile(join(root, 'manifest.json')), await readFile(join(root, 'journal.2'))];
+      const writer = await openCacheStore(root, { compactOnClose: false });
+      await writer.compact();
+      const late = makeTensor([10, 10], 9350);
+      await writer.addEntry(toInput(late, 'late', [['late-shard', 0, late.bytes.length]]));
+      await writer.close();
+      const newerJournal = await readFile(join(root, 'journal.3'));
+      await writeFile(join(root, 'manifest.json'), oldManifest);
+      await writeFile(join(root, 'journal.2'), oldJournal);
+      return { root, inManifest, inJournal, late, newerJournal };
+    }
+
+    it('verify says so, gc keeps the newer journal, and recoverDamagedManifest replays it', async () => {
+      const { root, inManifest, inJournal, late } = await restoredOlderCopy();
+      const store = await openCacheStore(root, { compactOnClose: false });
+      try {
+        expect(store.getEntry(late.key)).toBeUndefined();
+        const report = await store.verify();
+        expect(report.ok).toBe(false);
+        expect(report.problems[0]).toMatchObject({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/older than .*journal\.3, which holds commits/) });
+        // gc would read the newer journal's blobs as orphans: it refuses, removing nothing.
+        for (const dryRun of [true, false]) {
+          const error = await catchError(() => store.gc({ minAgeMs: 0, dryRun }));
+          expect(error).toMatchObject({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/gc refuses: .*older copy put back/) });
+        }
+        expect(await readdir(root)).toContain('journal.3');
+        expect(await readdir(join(root, 'blobs'))).toContain(`${late.key}.bin`);
+      } finally {
+        await store.close();
+      }
+      const recovery = await recoverDamagedManifest(root);
+      expect(recovery).toMatchObject({ journalGeneration: 3, journalEntries: 1, otherJournalEntries: 2, droppedEntries: [], reason: expect.stringMatching(/an older copy put back/) });
+      const recovered = await openCacheStore(root);
+      try {
+        for (const t of [...inManifest, ...inJournal, late]) expect(recovered.getEntry(t.key)).toBeDefined();
+        expect(recovered.lookupBySlice('late-shard', 0, late.bytes.length)?.key).toBe(late.key);
+        expect((await recovered.verify({ decode: true })).ok).toBe(true);
+      } finally {
+        await recovered.close();
+      }
+    });
+
+    it('a writer that compacts it anyway keeps the newer journal aside (journal.3.displaced-<ms>) instead of replacing it', async () => {
+      const { root, newerJournal } = await restoredOlderCopy();
+      const writer = await openCacheStore(root, { compactOnClose: false });
+      const more = makeTensor([6, 7], 9351);
+      await writer.addEntry(toInput(more, 'more'));
+      await writer.compact();
+      await writer.close();
+      const kept = (await readdir(root)).filter((name) => /^journal\.3\.displaced-\d+$/.test(name));
+      expect(kept).toHaveLength(1);
+      expect((await readFile(join(root, kept[0]!))).equals(newerJournal)).toBe(true);
+    });
+  });
+
   it('an intact manifest: null, nothing written, no lock taken; no manifest, a directory in its place, an s3:// URL: typed errors', async () => {
     const { root } = await makeCache(2);
     const before = (await readdir(root)).sort();

@@ -95,7 +95,7 @@ export const buildCommand = defineCommand({
             progress.note(`splitzip build: ${describeUnreadableLockWait(args.out)}`);
           } else if (event.type === 'manifest-recovery') {
             // Said even with --quiet: the cache was damaged, and a large one takes a while to check.
-            if (event.done === 0) progress.note(`splitzip build: the cache's manifest is damaged: checking the ${event.total} entries it still lists against their blobs`);
+            if (event.done === 0) progress.note(`splitzip build: the cache's manifest is damaged (or an older copy): checking the ${event.total} entries it still lists against their blobs`);
             progress.update(event.doneBytes, event.totalBytes, `${event.done}/${event.total} salvaged entries checked`);
           } else {
             progress.update(event.doneBytes, event.totalBytes, `${event.doneTensors}/${event.tensorCount} ${event.tensor.name}`);

@@ -93,6 +93,9 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     const what = p.key === '' ? 'cache' : `entry ${p.key} (${p.qualname})`;
     lines.push(`  FAIL ${what}: ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
   }
+  if (s.problems.some((p) => p.code === 'MANIFEST_INVALID')) {
+    lines.push(`  manifest older than the journal beside it: \`splitzip build <model> --out ${report.cache} --repair\` keeps its entries that check out and replays the newer journal's commits`);
+  }
   if (s.problems.some((p) => p.code === 'JOURNAL_INVALID')) {
     lines.push(`  journal damaged: \`splitzip build <model> --out ${report.cache} --repair\` sets it aside (kept for inspection), keeps every intact record and encodes again the model's tensors the rest held`);
   }
