@@ -27,6 +27,12 @@ export async function findNewerJournal(backend: StorageBackend, generation: numb
       const size = await journal.size();
       const total = framedRecordBytes(await journal.read(JOURNAL_HEADER_BYTES, JOURNAL_RECORD_HEADER_BYTES));
       if (total !== undefined && JOURNAL_HEADER_BYTES + total <= size && isIntactRecord(await journal.read(JOURNAL_HEADER_BYTES, total))) {
+        // The manifest read now, after the records were seen: a writer names a journal in a
+        // manifest before it appends there, so a healthy cache's manifest names this one or a later
+        // one by now (a compaction and a commit that ran after the caller read its generation: a
+        // reader's verify, a dry-run gc). Only a manifest still older is an older copy.
+        const onDisk = await backend.readManifest().catch(() => undefined);
+        if (onDisk !== undefined && (readGeneration(onDisk) ?? 0) >= n) return undefined;
         return { generation: n, path: journal.path };
       }
     } catch {
@@ -36,4 +42,14 @@ export async function findNewerJournal(backend: StorageBackend, generation: numb
     }
   }
   return undefined;
+}
+
+/** The `generation` of manifest bytes, undefined when they do not parse. */
+function readGeneration(bytes: Uint8Array): number | undefined {
+  try {
+    const value = (JSON.parse(new TextDecoder().decode(bytes)) as { generation?: unknown } | null)?.generation;
+    return typeof value === 'number' ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FsCacheStore } from '../src/cache-store.js';
 import { StoreError } from '../src/errors.js';
 import { FsBackend } from '../src/fs-backend.js';
+import { findNewerJournal } from '../src/find-newer-journal.js';
 import { JOURNAL_HEADER_BYTES } from '../src/journal-format.js';
 import { MIN_ENTRY_TEXT_BYTES } from '../src/limits.js';
 import { openCacheStore, recoverDamagedManifest } from '../src/index.js';
@@ -504,6 +505,19 @@ describe('recoverDamagedManifest', () => {
       } finally {
         await recovered.close();
       }
+    });
+
+    it('a healthy cache read by a caller behind it (a compaction and a commit since it read generation 2) is no older copy: the manifest on disk names the journal', async () => {
+      const { root } = await cacheWithJournal();
+      const writer = await openCacheStore(root, { compactOnClose: false });
+      await writer.compact();
+      const late = makeTensor([10, 10], 9352);
+      await writer.addEntry(toInput(late, 'late'));
+      await writer.close();
+      expect(await findNewerJournal(new FsBackend(root), 2)).toBeUndefined();
+      // The same files with the older manifest put back: found.
+      await writeFile(join(root, 'manifest.json'), (await readFile(join(root, 'manifest.json'), 'utf8')).replace('"generation":3', '"generation":2'));
+      expect(await findNewerJournal(new FsBackend(root), 2)).toMatchObject({ generation: 3 });
     });
 
     it('a writer that compacts it anyway keeps the newer journal aside (journal.3.displaced-<ms>) instead of replacing it', async () => {
