@@ -81,9 +81,14 @@ it('an older copy of the manifest put back beside a newer journal holding commit
   const gc = await runCli(['gc', cacheDir]);
   expect(gc.code).toBe(1);
   expect(gc.stderr).toContain('gc refuses');
+  // A plain build that writes (the second model's entries are not in the copy) commits, then refuses to compact at its close.
+  const plain = await runCli(['build', second, '--out', cacheDir, '--jobs', '0']);
+  expect(plain.code).toBe(1);
+  expect(plain.stderr).toContain('writers refuse to compact over it');
 
   const { json: repaired } = await runJson<BuildJson>(['build', first, '--out', cacheDir, '--jobs', '0', '--repair']);
-  expect(repaired.manifest_recovered).toMatchObject({ journalEntries: 1, reason: expect.stringMatching(/an older copy put back/) });
+  // The newer journal's commit, and the plain build's entries from the copy's own journal.
+  expect(repaired.manifest_recovered).toMatchObject({ journalEntries: 1, otherJournalEntries: 1, reason: expect.stringMatching(/an older copy put back/) });
   const after = await openCacheStore(cacheDir);
   try {
     expect(after.getEntry(key)).toBeDefined();

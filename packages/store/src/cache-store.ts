@@ -886,9 +886,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // matters more: a seal without its next journal is an interrupted compaction, which any writer
     // session finishes (finishCompaction makes the journal), and no one ever appends after a seal,
     // so the failed commit's bytes can never be followed, nor rewritten in place.
+    // Fencing a failed append, the seal still goes in, and finishCompaction then refuses (the
+    // newer journal stays in place for recoverDamagedManifest).
+    const refusal = await this.refusalOverNewerJournal();
+    if (refusal !== undefined && padToOffset === 0) throw refusal;
     try {
-      await this.keepDisplacedJournal(next);
-      await this.backend.createJournal(next, encodeJournalHeader(next));
+      if (refusal === undefined) await this.backend.createJournal(next, encodeJournalHeader(next));
     } catch (error) {
       if (padToOffset === 0) throw error;
     }
@@ -935,10 +938,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         await existing.close();
       }
     }
-    if (!fresh) {
-      await this.keepDisplacedJournal(next);
-      await this.backend.createJournal(next, encodeJournalHeader(next));
-    }
+    const refusal = await this.refusalOverNewerJournal();
+    if (refusal !== undefined) throw refusal;
+    if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
     const header = { ...this.header, generation: next };
     const bytes = serializeManifest(state.entries.values(), header);
     await this.backend.writeManifest(bytes);
@@ -964,23 +966,22 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
   /**
-   * Before the journal of `generation` is made anew: one already there holding more than a header
-   * is kept under a second name (`journal.<G>.displaced-<ms>`). A compaction never writes a record
-   * into the next journal before a manifest names it, so such records were committed after a newer
-   * manifest than the one in place, an older copy put back (by hand, a backup tool): those commits
-   * are only there, and the journal was replaced silently. findNewerJournal (verify,
-   * recoverDamagedManifest) finds the journal while it is still in place.
+   * Before a compaction makes the next journal: a journal newer than the manifest holding commits
+   * (findNewerJournal) means the manifest is an older copy put back (by hand, a backup tool), and
+   * those commits are only there. A compaction would replace that journal or leave it behind as an
+   * old one, and gc would then remove their blobs as orphans (review: keeping it under a second
+   * name only delayed the loss to the next gc). So writers refuse to compact, as gc does, until
+   * recoverDamagedManifest (`splitzip build --repair`) replays it; their commits stay in this
+   * manifest's journal meanwhile.
    */
-  private async keepDisplacedJournal(generation: number): Promise<void> {
-    const journal = await this.backend.openJournal(generation).catch(() => undefined);
-    if (journal === undefined) return;
-    let size: number;
-    try {
-      size = await journal.size();
-    } finally {
-      await journal.close().catch(() => undefined);
-    }
-    if (size > JOURNAL_HEADER_BYTES) await this.backend.keepJournalCopy?.(generation, `${journalFileName(generation)}.displaced-${Date.now()}`);
+  private async refusalOverNewerJournal(): Promise<StoreError | undefined> {
+    const newer = await findNewerJournal(this.backend, this.header.generation);
+    if (newer === undefined) return undefined;
+    return new StoreError(
+      'MANIFEST_INVALID',
+      `the manifest (generation ${this.header.generation}) is older than ${newer.path}, which holds commits made after a newer manifest (an older copy put back): writers refuse to compact over it; \`splitzip build <model> --out <cache> --repair\` (recoverDamagedManifest) replays it`,
+      { path: this.backend.describe('manifest.json'), details: { reason: 'older-copy', generation: this.header.generation, newerJournal: newer.generation } },
+    );
   }
 
   get needsCompaction(): boolean {

@@ -3,7 +3,7 @@
 // recoverDamagedManifest keeps what can be trusted: every entry whose own text still reads and whose
 // blob decodes to its content key (without bindings: the damage cannot be located), and the intact
 // records of the journal; the damaged bytes are kept aside.
-import { cp, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, link, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FsCacheStore } from '../src/cache-store.js';
@@ -520,16 +520,34 @@ describe('recoverDamagedManifest', () => {
       expect(await findNewerJournal(new FsBackend(root), 2)).toMatchObject({ generation: 3 });
     });
 
-    it('a writer that compacts it anyway keeps the newer journal aside (journal.3.displaced-<ms>) instead of replacing it', async () => {
-      const { root, newerJournal } = await restoredOlderCopy();
-      const writer = await openCacheStore(root, { compactOnClose: false });
+    it('writers refuse to compact over it (close, gc of a hard-linked copy): the newer journal stays in place, the writer\'s commit too, and recovery keeps both', async () => {
+      const { root, late, newerJournal } = await restoredOlderCopy();
+      const writer = await openCacheStore(root);
       const more = makeTensor([6, 7], 9351);
       await writer.addEntry(toInput(more, 'more'));
-      await writer.compact();
-      await writer.close();
-      const kept = (await readdir(root)).filter((name) => /^journal\.3\.displaced-\d+$/.test(name));
-      expect(kept).toHaveLength(1);
-      expect((await readFile(join(root, kept[0]!))).equals(newerJournal)).toBe(true);
+      expect(await catchError(() => writer.compact())).toMatchObject({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/writers refuse to compact over it/) });
+      expect((await catchError(() => writer.close())).code).toBe('MANIFEST_INVALID');
+      // A snapshot tool's hard link to the journal: gc's writer session moves off a shared journal by
+      // a compaction, which ran before gc's own check and let it remove the newer commit's blob.
+      await link(join(root, 'journal.2'), `${root}-journal-snapshot`);
+      const gcHandle = await openCacheStore(root, { compactOnClose: false });
+      try {
+        expect((await catchError(() => gcHandle.gc({ minAgeMs: 0 }))).code).toBe('MANIFEST_INVALID');
+      } finally {
+        await gcHandle.close();
+      }
+      await rm(`${root}-journal-snapshot`);
+      expect((await readFile(join(root, 'journal.3'))).equals(newerJournal)).toBe(true);
+      expect(await readdir(join(root, 'blobs'))).toContain(`${late.key}.bin`);
+      const recovery = await recoverDamagedManifest(root);
+      expect(recovery).toMatchObject({ journalGeneration: 3, journalEntries: 1 });
+      const store = await openCacheStore(root);
+      try {
+        for (const t of [late, more]) expect(store.getEntry(t.key)).toBeDefined();
+        expect((await store.verify({ decode: true })).ok).toBe(true);
+      } finally {
+        await store.close();
+      }
     });
   });
 
