@@ -82,9 +82,10 @@ export interface StorageBackend {
 
   /**
    * Everything in the cache, for gc; with `only`, the files whose name it accepts (the others are
-   * not even stat'ed: a sweep for temp files need not look at every blob).
+   * not even stat'ed: a sweep for temp files need not look at every blob); `rootOnly`: not blobs/ at
+   * all (journals: a compaction looks for them, and blobs/ may hold a million names).
    */
-  listFiles(only?: (name: string) => boolean): Promise<StoredFile[]>;
+  listFiles(only?: (name: string) => boolean, options?: { rootOnly?: boolean }): Promise<StoredFile[]>;
   removeFile(file: StoredFile): Promise<void>;
   /** Whether a lock or break-marker file belongs to a dead holder. */
   isLockFileStale(file: StoredFile): Promise<boolean>;

@@ -13,7 +13,7 @@ const JOURNAL_NAME = /^journal\.([1-9]\d{0,9})$/;
  * what an interrupted compaction leaves). Undefined when there is none.
  */
 export async function findNewerJournal(backend: StorageBackend, generation: number): Promise<{ generation: number; path: string } | undefined> {
-  const files = await backend.listFiles((name) => JOURNAL_NAME.test(name));
+  const files = await backend.listFiles((name) => JOURNAL_NAME.test(name), { rootOnly: true });
   const newer = files
     .filter((file) => file.dir === '' && file.isFile && file.sizeBytes > JOURNAL_HEADER_BYTES + JOURNAL_RECORD_HEADER_BYTES)
     .map((file) => Number(JOURNAL_NAME.exec(file.name)![1]))

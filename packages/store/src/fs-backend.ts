@@ -637,9 +637,9 @@ export class FsBackend implements StorageBackend {
     return lock;
   }
 
-  async listFiles(only?: (name: string) => boolean): Promise<StoredFile[]> {
+  async listFiles(only?: (name: string) => boolean, { rootOnly = false }: { rootOnly?: boolean } = {}): Promise<StoredFile[]> {
     const out: StoredFile[] = [];
-    for (const dir of ['', BLOBS] as const) {
+    for (const dir of rootOnly ? ([''] as const) : (['', BLOBS] as const)) {
       let names: string[];
       try {
         names = await readdir(join(this.root, dir));

@@ -320,7 +320,7 @@ function chooseJournal(journals: readonly SalvageJournal[], stated: number | und
  */
 async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Promise<number[]> {
   // As journalFileName writes them (no leading zero: `journal.02` is no journal of this cache).
-  const files = await backend.listFiles((name) => /^journal\.[1-9]\d{0,9}$/.test(name));
+  const files = await backend.listFiles((name) => /^journal\.[1-9]\d{0,9}$/.test(name), { rootOnly: true });
   const generations = files
     .filter((file) => file.dir === '' && file.isFile)
     .map((file) => Number(file.name.slice('journal.'.length)))
