@@ -61,7 +61,8 @@ export function describeError(error: unknown): string {
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
   // Not for something other than a file in the manifest's place (a directory, a FIFO): no build repairs that.
-  if (code === 'MANIFEST_INVALID' && file && /manifest\.json$/.test(file) && context.reason !== 'not-a-file') {
+  // Nor for an older copy put back (its manifest reads fine, and its message names the way out).
+  if (code === 'MANIFEST_INVALID' && file && /manifest\.json$/.test(file) && context.reason !== 'not-a-file' && context.reason !== 'older-copy') {
     // Every other command refuses such a cache: the line says the way out.
     const dir = file.replace(/[/\\]manifest\.json$/, '');
     message += `; the cache's index of entries cannot be read: \`splitzip build <model> --out ${dir} --repair\` keeps the entries that still check out and binds the model's tensors again`;

@@ -81,10 +81,13 @@ it('an older copy of the manifest put back beside a newer journal holding commit
   const gc = await runCli(['gc', cacheDir]);
   expect(gc.code).toBe(1);
   expect(gc.stderr).toContain('gc refuses');
+  // Its manifest reads fine: no "cannot be read" sentence beside the error's own way out.
+  expect(gc.stderr).not.toContain('cannot be read');
   // A plain build that writes (the second model's entries are not in the copy) commits, then refuses to compact at its close.
   const plain = await runCli(['build', second, '--out', cacheDir, '--jobs', '0']);
   expect(plain.code).toBe(1);
   expect(plain.stderr).toContain('writers refuse to compact over it');
+  expect(plain.stderr).not.toContain('cannot be read');
 
   const { json: repaired } = await runJson<BuildJson>(['build', first, '--out', cacheDir, '--jobs', '0', '--repair']);
   // The newer journal's commit, and the plain build's entries from the copy's own journal.
