@@ -46,6 +46,19 @@ function entryText(text: string, key: string): { at: number; body: string } {
   return { at, body: text.slice(at, end + 1) };
 }
 
+/** Asserts who the slice the binding tests use (model.safetensors @1000, 240 B) is bound to in the recovered cache. */
+async function expectSliceOwner(root: string, key: string | undefined): Promise<void> {
+  const store = await openCacheStore(root);
+  try {
+    expect(store.lookupBySlice('model.safetensors', 1000, 240)?.key).toBe(key);
+  } finally {
+    await store.close();
+  }
+}
+
+/** A kept journal's name: one whose bindings were judged superseded. */
+const unsalvaged = (generation: number): unknown => expect.stringMatching(new RegExp(`journal\\.${generation}\\.unsalvaged-\\d+$`));
+
 describe('recoverDamagedManifest', () => {
   it('a changed digit in a binding (the text still parses): every entry kept, every manifest binding dropped, the journal records kept', async () => {
     const { root, inManifest, inJournal } = await cacheWithJournal();
@@ -267,13 +280,8 @@ describe('recoverDamagedManifest', () => {
     const recovery = await recoverDamagedManifest(root);
     expect(recovery).toMatchObject({ journalGeneration: old + 2, salvagedRecords: 1, droppedOps: 0 });
     // Kept in case the judgement was wrong, never replayed.
-    expect(recovery!.keptJournals).toEqual([expect.stringMatching(new RegExp(`journal\\.${old}\\.unsalvaged-\\d+$`))]);
-    const store = await openCacheStore(root);
-    try {
-      expect(store.lookupBySlice('model.safetensors', 1000, 240)?.key).toBe(b.key);
-    } finally {
-      await store.close();
-    }
+    expect(recovery!.keptJournals).toEqual([unsalvaged(old)]);
+    await expectSliceOwner(root, b.key);
   });
 
   it('the journal the manifest names is its own: an old unsealed one a failed removal left beside it is not replayed, even when the named one is empty', async () => {
@@ -291,13 +299,8 @@ describe('recoverDamagedManifest', () => {
     await damageManifest(root, (text) => text.replace('"layer.1"', '"layer.I"'));
     const recovery = await recoverDamagedManifest(root);
     expect(recovery).toMatchObject({ journalGeneration: null, salvagedRecords: 0 });
-    expect(recovery!.keptJournals).toEqual([expect.stringMatching(new RegExp(`journal\\.${old}\\.unsalvaged-\\d+$`))]);
-    const store = await openCacheStore(root);
-    try {
-      expect(store.lookupBySlice('model.safetensors', 1000, 240)).toBeUndefined();
-    } finally {
-      await store.close();
-    }
+    expect(recovery!.keptJournals).toEqual([unsalvaged(old)]);
+    await expectSliceOwner(root, undefined);
   });
 
   it('a compaction interrupted after its seal (journal sealed, the next one empty) and a generation flipped onto the empty one: the sealed journal\'s entries are still kept, gc removes no blob', async () => {
@@ -358,13 +361,8 @@ describe('recoverDamagedManifest', () => {
     await damageManifest(root, (text) => text.replace(`"generation":${old + 1},`, `"generation":${old},`));
     const recovery = await recoverDamagedManifest(root);
     expect(recovery).toMatchObject({ journalGeneration: old + 1, salvagedRecords: 1 });
-    expect(recovery!.keptJournals).toEqual([expect.stringMatching(new RegExp(`journal\\.${old}\\.unsalvaged-\\d+$`))]);
-    const store = await openCacheStore(root);
-    try {
-      expect(store.lookupBySlice('model.safetensors', 1000, 240)?.key).toBe(b.key);
-    } finally {
-      await store.close();
-    }
+    expect(recovery!.keptJournals).toEqual([unsalvaged(old)]);
+    await expectSliceOwner(root, b.key);
   });
 
   it('the manifest and the journal header both damaged: the journal\'s records are still salvaged (each has its CRC), the journal kept aside', async () => {
