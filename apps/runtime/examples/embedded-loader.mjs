@@ -89,14 +89,20 @@ function formatBytes(bytes) {
 /**
  * Opens the shard cache, or, when the cache itself is unusable (damaged, of a newer format, an
  * object store that stays unreachable), says so on stderr and goes on without it: the weights are
- * all in the safetensors files, so the server still starts, only slower. No cache at that path
- * (NOT_A_CACHE: a configuration mistake) and bad arguments stay errors.
+ * all in the safetensors files, so the server still starts, only slower. Everything else (no cache
+ * at that path, a permission, bad credentials, bad arguments) stays an error.
  */
+/** Store codes of a cache that is there but cannot be used as it is: `splitzip build --repair` is for them. */
+const CACHE_STATE_CODES = new Set(['MANIFEST_INVALID', 'JOURNAL_INVALID', 'UNSUPPORTED_FORMAT', 'SIZE_INVALID']);
+
 async function openCacheOrServeRaw(cacheDir) {
   try {
     return { cache: await openShardCache(cacheDir), cacheError: null };
   } catch (error) {
-    const unusable = error?.code === 'CACHE_UNAVAILABLE' || (error?.code === 'CACHE_OPEN_FAILED' && error.details?.storeCode !== 'NOT_A_CACHE');
+    // Only what the cache's own state explains (damage, a newer format, an unreachable object store)
+    // runs raw; a configuration mistake (no cache at the path, a permission, bad credentials, no
+    // descriptor left, an unknown failure) stops the server.
+    const unusable = error?.code === 'CACHE_UNAVAILABLE' || (error?.code === 'CACHE_OPEN_FAILED' && CACHE_STATE_CODES.has(error.details?.storeCode));
     if (!unusable) throw error;
     console.error(`embedded-loader: warning: the shard cache cannot be used, loading raw safetensors: ${error.code}: ${error.message}`);
     return { cache: null, cacheError: { code: error.code, storeCode: error.details?.storeCode ?? null, message: error.message } };

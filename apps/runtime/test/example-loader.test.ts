@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { cp, readFile, writeFile } from 'node:fs/promises';
+import { cp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SafetensorsModel } from '@splitzip/safetensors';
@@ -75,6 +75,17 @@ describe('examples/embedded-loader.mjs', () => {
     expect(result.totals.fromRaw).toBe(12);
     expect(result.checked).toEqual({ tensors: 12, mismatches: [] });
     expect(result.cacheError).toMatchObject({ code: 'CACHE_OPEN_FAILED', storeCode: 'MANIFEST_INVALID' });
+  });
+
+  it('a cache it cannot read (an I/O error: here a manifest link that loops) is a configuration mistake: exit 1, not a raw load', async () => {
+    const broken = `${cacheDir}-loop`;
+    await cp(cacheDir, broken, { recursive: true });
+    await rm(`${broken}/manifest.json`);
+    await symlink('manifest.json', `${broken}/manifest.json`);
+    const { code, stderr } = await runExample([modelIndex, broken, '--json']);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/CACHE_OPEN_FAILED/);
+    expect(stderr).not.toMatch(/loading raw safetensors/);
   });
 
   it('exits 1 with the typed error code for a missing cache', async () => {

@@ -124,14 +124,18 @@ export function isPidDead(pid: number): boolean {
 let cachedPidSpaceTag: string | undefined;
 let cachedPidNamespace: string | null | undefined;
 
-/** This process's pid namespace (`/proc/self/ns/pid`'s link text), or null off Linux. */
 /** The form of a pid namespace recorded in a lock (`pid:[<inode>]`). */
 const PID_NAMESPACE_PATTERN = /^pid:\[\d{1,20}\]$/;
 
+/**
+ * This process's pid namespace (`/proc/self/ns/pid`'s link text), or null off Linux, and null for
+ * a link text of another form: a record of it would be unparseable to every reader, this writer too.
+ */
 export function currentPidNamespace(): string | null {
   if (cachedPidNamespace === undefined) {
     try {
-      cachedPidNamespace = readlinkSync('/proc/self/ns/pid');
+      const text = readlinkSync('/proc/self/ns/pid');
+      cachedPidNamespace = PID_NAMESPACE_PATTERN.test(text) ? text : null;
     } catch {
       cachedPidNamespace = null;
     }
