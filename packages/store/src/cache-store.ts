@@ -23,7 +23,7 @@ import {
   TORN_MIN_ZERO_BYTES,
   TORN_WRITE_SECTOR_BYTES,
 } from './limits.js';
-import { parseManifest, serializeManifest, type ManifestHeader } from './manifest-format.js';
+import { parseManifest, peekGeneration, serializeManifest, type ManifestHeader } from './manifest-format.js';
 import { StateDraft, type StoreOp, type StoreState } from './store-state.js';
 import type {
   AddEntryInput,
@@ -903,7 +903,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // first, or reloads the generation another writer finished.
     this.sealSeen = true;
     // 3-4. The new manifest, then the old journal goes.
-    await this.finishCompaction(state);
+    // The newer-journal check above is this compaction's (a refusal found fencing a failed append is
+    // made here, by finishCompaction's own).
+    await this.finishCompaction(state, refusal === undefined);
   }
 
   /** The seal record at the end of the valid journal (and zeros after it up to `padToOffset`), durably, or cut back. */
@@ -922,7 +924,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    * Steps 3-4 of a compaction whose seal is written (also after a crash between the steps), writing
    * `state` (this handle's unless unbindSlices gives one without some bindings).
    */
-  private async finishCompaction(state: StoreState = this.state): Promise<void> {
+  private async finishCompaction(state: StoreState = this.state, newerJournalChecked = false): Promise<void> {
     const old = this.header.generation;
     const next = old + 1;
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
@@ -938,7 +940,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         await existing.close();
       }
     }
-    const refusal = await this.refusalOverNewerJournal();
+    const refusal = newerJournalChecked ? undefined : await this.refusalOverNewerJournal();
     if (refusal !== undefined) throw refusal;
     if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
     const header = { ...this.header, generation: next };
@@ -1254,16 +1256,6 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       await this.journal?.close();
       this.journal = undefined;
     });
-  }
-}
-
-/** The generation of a manifest without validating the rest (validation happens on reload). */
-function peekGeneration(bytes: Uint8Array): number | undefined {
-  try {
-    const value = (JSON.parse(new TextDecoder().decode(bytes)) as { generation?: unknown }).generation;
-    return typeof value === 'number' ? value : undefined;
-  } catch {
-    return undefined;
   }
 }
 

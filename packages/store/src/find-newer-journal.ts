@@ -1,9 +1,20 @@
 import type { StorageBackend } from './backend.js';
 import { JOURNAL_HEADER_BYTES, JOURNAL_RECORD_HEADER_BYTES, checkJournalHeader, framedRecordBytes, isIntactRecord } from './journal-format.js';
 import { MAX_GENERATION } from './limits.js';
+import { peekGeneration } from './manifest-format.js';
 
-/** As journalFileName writes them (no leading zero). */
+/** As journalFileName writes them (no leading zero: `journal.02` is no journal of this cache). */
 const JOURNAL_NAME = /^journal\.([1-9]\d{0,9})$/;
+
+/** Every `journal.<G>` file in the cache's root (not blobs/), oldest first, with its size. */
+export async function listJournalFiles(backend: StorageBackend): Promise<{ generation: number; sizeBytes: number }[]> {
+  const files = await backend.listFiles((name) => JOURNAL_NAME.test(name), { rootOnly: true });
+  return files
+    .filter((file) => file.dir === '' && file.isFile)
+    .map((file) => ({ generation: Number(JOURNAL_NAME.exec(file.name)![1]), sizeBytes: file.sizeBytes }))
+    .filter(({ generation }) => generation <= MAX_GENERATION)
+    .sort((a, b) => a.generation - b.generation);
+}
 
 /**
  * A journal of a generation above `generation` whose header is its own and whose first record is
@@ -13,12 +24,9 @@ const JOURNAL_NAME = /^journal\.([1-9]\d{0,9})$/;
  * what an interrupted compaction leaves). Undefined when there is none.
  */
 export async function findNewerJournal(backend: StorageBackend, generation: number): Promise<{ generation: number; path: string } | undefined> {
-  const files = await backend.listFiles((name) => JOURNAL_NAME.test(name), { rootOnly: true });
-  const newer = files
-    .filter((file) => file.dir === '' && file.isFile && file.sizeBytes > JOURNAL_HEADER_BYTES + JOURNAL_RECORD_HEADER_BYTES)
-    .map((file) => Number(JOURNAL_NAME.exec(file.name)![1]))
-    .filter((n) => n > generation && n <= MAX_GENERATION)
-    .sort((a, b) => a - b);
+  const newer = (await listJournalFiles(backend))
+    .filter((file) => file.generation > generation && file.sizeBytes > JOURNAL_HEADER_BYTES + JOURNAL_RECORD_HEADER_BYTES)
+    .map((file) => file.generation);
   for (const n of newer) {
     const journal = await backend.openJournal(n).catch(() => undefined);
     if (journal === undefined) continue;
@@ -32,7 +40,7 @@ export async function findNewerJournal(backend: StorageBackend, generation: numb
         // one by now (a compaction and a commit that ran after the caller read its generation: a
         // reader's verify, a dry-run gc). Only a manifest still older is an older copy.
         const onDisk = await backend.readManifest().catch(() => undefined);
-        if (onDisk !== undefined && (readGeneration(onDisk) ?? 0) >= n) return undefined;
+        if (onDisk !== undefined && (peekGeneration(onDisk) ?? 0) >= n) return undefined;
         return { generation: n, path: journal.path };
       }
     } catch {
@@ -44,12 +52,3 @@ export async function findNewerJournal(backend: StorageBackend, generation: numb
   return undefined;
 }
 
-/** The `generation` of manifest bytes, undefined when they do not parse. */
-function readGeneration(bytes: Uint8Array): number | undefined {
-  try {
-    const value = (JSON.parse(new TextDecoder().decode(bytes)) as { generation?: unknown } | null)?.generation;
-    return typeof value === 'number' ? value : undefined;
-  } catch {
-    return undefined;
-  }
-}

@@ -167,3 +167,13 @@ export function serializeManifest(entries: Iterable<CacheEntry>, header: Manifes
   file.set(tail, memberAt);
   return file;
 }
+
+/** The generation of manifest bytes without validating the rest (validation happens on a load); undefined when they do not parse. */
+export function peekGeneration(bytes: Uint8Array): number | undefined {
+  try {
+    const value = (JSON.parse(new TextDecoder().decode(bytes)) as { generation?: unknown } | null)?.generation;
+    return typeof value === 'number' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -7,7 +7,7 @@ import { FsBackend } from './fs-backend.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from './journal-format.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, MAX_GENERATION } from './limits.js';
 import { parseManifest, serializeManifest } from './manifest-format.js';
-import { findNewerJournal } from './find-newer-journal.js';
+import { findNewerJournal, listJournalFiles } from './find-newer-journal.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
 import { salvageManifest, type SalvagedManifest } from './salvage-manifest.js';
 import { isS3Url, looksLikeOtherUrl } from './s3-layout.js';
@@ -319,13 +319,7 @@ function chooseJournal(journals: readonly SalvageJournal[], stated: number | und
  * (the caller closes them).
  */
 async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Promise<number[]> {
-  // As journalFileName writes them (no leading zero: `journal.02` is no journal of this cache).
-  const files = await backend.listFiles((name) => /^journal\.[1-9]\d{0,9}$/.test(name), { rootOnly: true });
-  const generations = files
-    .filter((file) => file.dir === '' && file.isFile)
-    .map((file) => Number(file.name.slice('journal.'.length)))
-    .filter((n) => Number.isInteger(n) && n >= 1 && n <= MAX_GENERATION)
-    .sort((a, b) => a - b);
+  const generations = (await listJournalFiles(backend)).map((file) => file.generation);
   for (const generation of generations) {
     const file = await backend.openJournal(generation).catch(() => undefined);
     if (file === undefined) continue;
