@@ -150,7 +150,11 @@ describe('a plain build (no --repair)', () => {
     await rm(blobOf('q'));
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
     expect(json).toMatchObject({ encoded: 0, cached: 3, repaired: 1, stored_bytes: blobs.q.byteLength, aliased: 0 });
-    expect(json.tensors.filter((t) => t.repaired).map((t) => [t.name, t.repairedBlob])).toEqual([['q', 'missing']]);
+    // Put back once, by whichever of the two identical tensors reached it first: their reads finish
+    // in either order (q2 first failed a clean-clone CI run on 2026-12-06).
+    const repairedBy = json.tensors.filter((t) => t.repaired).map((t) => [t.name, t.repairedBlob]);
+    expect(repairedBy).toHaveLength(1);
+    expect([[['q', 'missing']], [['q2', 'missing']]]).toContainEqual(repairedBy);
     // Nothing missing: nothing written.
     const before = await snapshotDir(cacheDir);
     expect((await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0'])).json).toMatchObject({ repaired: 0, stored_bytes: 0 });
