@@ -219,6 +219,10 @@ describe('createPacedReader', () => {
     // 256 KiB at 1 MiB/s: a quarter of a second of link, one piece.
     const paced = createPacedReader(inner, { bytesPerSecond: 1024 * 1024, burstBytes: 0 });
     const target = new Uint8Array(256 * 1024);
+    // Let the event loop turn first: a read checks for a due turn before each piece, and the work
+    // of the tests before this one (no turn between tests) could make one due on a loaded machine
+    // (a clean-clone CI run asked the inner reader only after the turn, and this failed).
+    await new Promise((resolve) => setImmediate(resolve));
     const reading = paced.readExact(file, target, 0);
     expect(sizes).toEqual([256 * 1024]); // asked of the inner reader at once, not once delivered
     await reading;
