@@ -147,7 +147,10 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   checkSourcePolicyArgument(options.fileSources, 'fileSources');
   let store: CacheStore;
   try {
-    const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false };
+    // A loader writes little (the bindings and file stamps it learns): its close folds the journal
+    // into the manifest only once that is worth a rewrite of the whole manifest (1.3 s and 150 MB
+    // at 64,000 entries, on every close of a process that bound one slice).
+    const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false, compactOnClose: 'when-due' };
     if (options.refreshIntervalMs !== undefined) Object.assign(storeOptions, { refreshIntervalMs: options.refreshIntervalMs });
     if (options.s3 !== undefined || options.readThroughDir !== undefined) {
       if (!isS3Url(root)) throw new RuntimeError('INVALID_ARGUMENT', 's3 and readThroughDir apply to s3:// caches only', { root });

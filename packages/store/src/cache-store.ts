@@ -15,6 +15,8 @@ import {
 } from './journal-format.js';
 import {
   BLOB_WRITE_CONCURRENCY,
+  CLOSE_COMPACT_MANIFEST_DIVISOR,
+  CLOSE_COMPACT_MIN_JOURNAL_BYTES,
   COMPACT_MIN_JOURNAL_BYTES,
   JOURNAL_READ_WINDOW_BYTES,
   MAX_GENERATION,
@@ -177,7 +179,7 @@ export interface CacheStoreSettings {
   /** OpenCacheStoreOptions.signal: ends waits for the writer lock. */
   signal?: AbortSignal | undefined;
   refreshIntervalMs: number | undefined;
-  compactOnClose: boolean;
+  compactOnClose: boolean | 'when-due';
 }
 
 interface PreparedAdd {
@@ -1235,11 +1237,19 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     });
   }
 
+  /** OpenCacheStoreOptions.compactOnClose for a handle that wrote. */
+  private isCompactionDueOnClose(): boolean {
+    const policy = this.settings.compactOnClose;
+    if (policy !== 'when-due') return policy;
+    const recordBytes = this.journalOffset - JOURNAL_HEADER_BYTES;
+    return recordBytes > Math.max(CLOSE_COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / CLOSE_COMPACT_MANIFEST_DIVISOR);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     if (this.timer) clearInterval(this.timer);
     await this.draining;
-    if (this.wrote && this.settings.compactOnClose) {
+    if (this.wrote && this.isCompactionDueOnClose()) {
       try {
         await this.compact();
       } catch (error) {

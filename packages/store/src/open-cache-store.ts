@@ -54,6 +54,10 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   if (!Number.isFinite(lockTimeoutMs) || lockTimeoutMs < 0) {
     throw new StoreError('INVALID_ARGUMENT', 'lockTimeoutMs must be a non-negative number', { details: { lockTimeoutMs } });
   }
+  const compactOnClose = options.compactOnClose ?? true;
+  if (compactOnClose !== true && compactOnClose !== false && compactOnClose !== 'when-due') {
+    throw new StoreError('INVALID_ARGUMENT', "compactOnClose must be true, false or 'when-due'", { details: { compactOnClose: String(compactOnClose) } });
+  }
   const refreshIntervalMs = options.refreshIntervalMs;
   if (refreshIntervalMs !== undefined && !(Number.isFinite(refreshIntervalMs) && refreshIntervalMs > 0)) {
     throw new StoreError('INVALID_ARGUMENT', 'refreshIntervalMs must be a positive number', { details: { refreshIntervalMs } });
@@ -103,6 +107,6 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
     lockTimeoutMs,
     signal: options.signal,
     refreshIntervalMs,
-    compactOnClose: options.compactOnClose ?? true,
+    compactOnClose,
   });
 }
