@@ -5,6 +5,7 @@ import { StoreError } from './errors.js';
 import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES } from './limits.js';
 import { StoreState } from './store-state.js';
+import { StringPool } from './string-pool.js';
 import type { CacheEntry } from './types.js';
 import { entryToDisk, parseDiskEntry } from './validate-entry.js';
 
@@ -136,9 +137,11 @@ export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
     });
   }
   const parsed: CacheEntry[] = [];
+  // Every binding repeats its shard's name and stamps: one copy of each for the whole manifest.
+  const pool = new StringPool();
   for (const key of keys) {
     try {
-      parsed.push(parseDiskEntry(key, (entries as Record<string, unknown>)[key]));
+      parsed.push(parseDiskEntry(key, (entries as Record<string, unknown>)[key], pool));
     } catch (error) {
       throw error instanceof StoreError ? error.withContext({ entry: key, path }) : error;
     }

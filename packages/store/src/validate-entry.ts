@@ -13,6 +13,7 @@ import {
   MAX_SLICE_STAMPS,
   READABLE_PAYLOAD_VERSIONS,
 } from './limits.js';
+import type { StringPool } from './string-pool.js';
 import type { CacheEntry, PayloadMetaJson, SliceKeyTuple } from './types.js';
 
 const KEY_PATTERN = /^[0-9a-f]{40}$/;
@@ -111,8 +112,8 @@ function mismatch(key: string, message: string, details: Record<string, unknown>
   throw new StoreError('ENTRY_INVALID', message, { entry: key, details });
 }
 
-/** Validates one slice key tuple (from a file or a caller). */
-export function validateSliceKey(value: unknown, key: string | undefined, code: 'ENTRY_INVALID' | 'INVALID_ARGUMENT'): SliceKeyTuple {
+/** Validates one slice key tuple (from a file or a caller); `pool` shares its shard name and stamps with other entries'. */
+export function validateSliceKey(value: unknown, key: string | undefined, code: 'ENTRY_INVALID' | 'INVALID_ARGUMENT', pool?: StringPool): SliceKeyTuple {
   if (!Array.isArray(value) || (value.length !== 3 && value.length !== 4)) {
     throw new StoreError(code, 'a slice key must be [shardName, offsetBytes, sizeBytes] or [shardName, offsetBytes, sizeBytes, stamps]', {
       entry: key,
@@ -136,10 +137,11 @@ export function validateSliceKey(value: unknown, key: string | undefined, code: 
     }
     throw error;
   }
+  const name = pool ? pool.intern(shardName) : shardName;
   return Object.freeze(
     value.length === 4
-      ? ([shardName, offsetBytes as number, sizeBytes as number, Object.freeze([...(stamps as string[])])] as const)
-      : ([shardName, offsetBytes as number, sizeBytes as number] as const),
+      ? ([name, offsetBytes as number, sizeBytes as number, pool ? pool.internStamps(stamps as string[]) : Object.freeze([...(stamps as string[])])] as const)
+      : ([name, offsetBytes as number, sizeBytes as number] as const),
   );
 }
 
@@ -190,8 +192,11 @@ function parseMeta(key: string, value: unknown): PayloadMetaJson {
   return Object.freeze({ version: m.version, elementCount, chunkSize, chunkCount, escapeCount, compBytes, rawBytes, checksum });
 }
 
-/** Validates an untrusted on-disk entry (manifest or journal) and returns the frozen CacheEntry. */
-export function parseDiskEntry(key: string, value: unknown): CacheEntry {
+/**
+ * Validates an untrusted on-disk entry (manifest or journal) and returns the frozen CacheEntry;
+ * `pool` (one per parse of many entries) shares the strings its bindings repeat.
+ */
+export function parseDiskEntry(key: string, value: unknown, pool?: StringPool): CacheEntry {
   if (!isContentKey(key)) {
     throw new StoreError('ENTRY_INVALID', 'entry key must be 40 lower-case hex digits', { entry: key, details: { key: detailValue(key) } });
   }
@@ -247,7 +252,7 @@ export function parseDiskEntry(key: string, value: unknown): CacheEntry {
   const seen = new Set<string>();
   const sliceKeys: SliceKeyTuple[] = [];
   for (const raw of rawSliceKeys as unknown[]) {
-    const slice = validateSliceKey(raw, key, 'ENTRY_INVALID');
+    const slice = validateSliceKey(raw, key, 'ENTRY_INVALID', pool);
     if (slice[2] !== rawBytes) {
       throw new StoreError('SLICE_SIZE_MISMATCH', `slice ${JSON.stringify(slice)} has ${slice[2]} bytes, the entry ${rawBytes}`, {
         entry: key,
