@@ -41,9 +41,7 @@ const ENTRY_START = /"([0-9a-f]{40})"\s*:\s*\{/g;
 export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: number }): SalvagedManifest {
   // Not fatal: a damaged byte becomes U+FFFD inside its own entry, and the rest still reads.
   const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
-  // Only the three settings are kept of a whole parse (a large manifest's objects would double the memory).
-  const whole = parseObject(text);
-  const header: Record<string, unknown> = whole ? { generation: whole.generation, chunk_size: whole.chunk_size, coverage_min: whole.coverage_min } : readHeaderMembers(text);
+  const header = readSettings(text);
   const maxStarts = Math.min(MAX_ENTRIES, Math.ceil(text.length / MIN_ENTRY_TEXT_BYTES));
   const unreadable = new Set<string>();
   const entries = new Map<string, CacheEntry>();
@@ -100,6 +98,16 @@ export function salvageManifest(bytes: Uint8Array, stats?: { scannedChars: numbe
     unreadableEntries: [...unreadable],
     droppedBindings,
   };
+}
+
+/**
+ * The three settings, from JSON.parse of the whole text when it still parses, else where the store
+ * writes them. A function of its own so that the parsed manifest (objects several times the text's
+ * size) is garbage before the entry pass: held in salvageManifest's frame, it stayed alive to the end.
+ */
+function readSettings(text: string): Record<string, unknown> {
+  const whole = parseObject(text);
+  return whole ? { generation: whole.generation, chunk_size: whole.chunk_size, coverage_min: whole.coverage_min } : readHeaderMembers(text);
 }
 
 function parseObject(text: string): Record<string, unknown> | undefined {
