@@ -13,6 +13,7 @@ import {
   scanJournalRecords,
   type JournalScan,
 } from './journal-format.js';
+import { sameBytes } from './same-bytes.js';
 import {
   BLOB_WRITE_CONCURRENCY,
   CLOSE_COMPACT_MANIFEST_DIVISOR,
@@ -400,7 +401,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (!journal) {
         // A compaction may have replaced manifest and journal between our two reads: look again.
         const again = await this.backend.readManifest();
-        manifestUnchanged = again !== undefined && again !== null && Buffer.from(again).equals(Buffer.from(bytes));
+        manifestUnchanged = again !== undefined && again !== null && sameBytes(again, bytes);
         if (!manifestUnchanged && attempt < 5) continue;
       }
       let headerDamage: StoreError | undefined;
@@ -937,7 +938,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         const size = await existing.size();
         const head = await existing.read(0, JOURNAL_HEADER_BYTES);
         // (And its own: a hard-linked copy of the cache may share one left by a compaction.)
-        fresh = size === JOURNAL_HEADER_BYTES && Buffer.from(head).equals(Buffer.from(encodeJournalHeader(next))) && (existing.linkCount?.() ?? 1) <= 1;
+        fresh = size === JOURNAL_HEADER_BYTES && sameBytes(head, encodeJournalHeader(next)) && (existing.linkCount?.() ?? 1) <= 1;
       } finally {
         await existing.close();
       }
@@ -1320,6 +1321,3 @@ function isAllZero(bytes: Uint8Array, start: number, end: number): boolean {
   return true;
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((byte, i) => byte === b[i]);
-}

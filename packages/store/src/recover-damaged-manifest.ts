@@ -10,6 +10,7 @@ import { parseManifest, serializeManifest } from './manifest-format.js';
 import { findNewerJournal, listJournalFiles } from './find-newer-journal.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
 import { salvageManifest, type SalvagedManifest } from './salvage-manifest.js';
+import { sameBytes } from './same-bytes.js';
 import { isS3Url, looksLikeOtherUrl } from './s3-layout.js';
 import { StoreState } from './store-state.js';
 import type { CacheEntry } from './types.js';
@@ -131,7 +132,7 @@ export async function recoverManifest(
     const again = await backend.readManifest();
     const damage = await findDamage(backend, again, path);
     if (!damage) return null;
-    if (!Buffer.from(again!).equals(Buffer.from(bytes!))) {
+    if (!sameBytes(again!, bytes!)) {
       bytes = again;
       checked = await checkCandidates(backend, bytes!, options);
     }
