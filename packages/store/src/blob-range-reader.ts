@@ -18,4 +18,8 @@ export interface BlobRangeSource {
 }
 
 /** The backend verify reads blobs through. */
-export type VerifyBackend = Pick<StorageBackend, 'readBlobInto' | 'checkBlob'> & BlobRangeSource;
+export type VerifyBackend = Pick<StorageBackend, 'readBlobInto' | 'checkBlob'> &
+  BlobRangeSource & {
+    /** Entries verify checks at once through it; VERIFY_CONCURRENCY when not given. */
+    readonly verifyConcurrency?: number | undefined;
+  };

@@ -155,3 +155,22 @@ export const VERIFY_WHOLE_BLOB_MAX_BYTES = 8 * 2 ** 20;
  * its buffers besides are one segment's payload (~1.5 MiB, ~4.6 MiB when every value is an escape).
  */
 export const VERIFY_READ_PIECE_BYTES = 2 ** 20;
+/**
+ * Entries verify checks at once (a backend may name its own: S3, its maxConcurrentRequests, which
+ * its transport keeps to anyway). A check waits on ~5 thread-pool round trips (lstat, open, fstat,
+ * read, close) with the CPU idle between them: one at a time, `verify --no-decode` of 64k small
+ * entries spent half of its 23 s idle. 8: twice libuv's 4 threads, so the pool stays busy while
+ * the main thread hashes and decodes; more only queues there (and holds buffers meanwhile).
+ */
+export const VERIFY_CONCURRENCY = 8;
+/**
+ * The most bytes verify's buffers hold together (VerifyMemory): the blobs read whole and decode
+ * blocks of the entries in flight, a reservation of VERIFY_WHOLE_BLOB_MAX_BYTES for each piecewise
+ * check (it makes its own buffers, ~7 MiB at most), and buffers kept for reuse; an entry waits
+ * for room. 32 MiB: ~3.5 times what one entry needs at most (a VERIFY_WHOLE_BLOB_MAX_BYTES blob and
+ * a VERIFY_DECODE_BLOCK_BYTES block, or a piecewise check), so large entries are checked three at a
+ * time and small ones VERIFY_CONCURRENCY at a time. A blob above it (read whole only where the
+ * backend reads no parts, S3, or in versions 1 and 2) is read into one more buffer, kept for those
+ * and lent to one at a time, as verify's one buffer was: at most this plus the largest such blob.
+ */
+export const VERIFY_IN_FLIGHT_BYTES = 32 * 2 ** 20;

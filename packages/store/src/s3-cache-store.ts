@@ -1062,6 +1062,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     };
     await listBlobs();
     const reader = {
+      // The transport keeps to this many requests at once: more entries in flight would only wait there.
+      verifyConcurrency: this.transport.settings.maxConcurrentRequests,
       checkBlob: async (key: string, _blob: string, expectedBytes: number) => {
         const entry = this.state.entries.get(key);
         if (!entry) throw new StoreError('ENTRY_NOT_FOUND', 'no entry with this key', { entry: key });
