@@ -86,9 +86,17 @@ export interface StorageBackend {
    * all (journals: a compaction looks for them, and blobs/ may hold a million names).
    */
   listFiles(only?: (name: string) => boolean, options?: { rootOnly?: boolean }): Promise<StoredFile[]>;
-  removeFile(file: StoredFile): Promise<void>;
+  /**
+   * Everything in the cache, as listFiles without `only`, by name and type alone (the directory
+   * listing's file types: nothing is stat'ed). gc looks up the size and age of the few files it
+   * judges by them (statFile): an lstat of every blob was most of its time on a large cache.
+   */
+  listFileNames(): Promise<ListedFile[]>;
+  /** A listed file with its size and modification time, as listFiles gives it; undefined when it is gone. */
+  statFile(file: ListedFile): Promise<StoredFile | undefined>;
+  removeFile(file: ListedFile): Promise<void>;
   /** Whether a lock or break-marker file belongs to a dead holder. */
-  isLockFileStale(file: StoredFile): Promise<boolean>;
+  isLockFileStale(file: ListedFile): Promise<boolean>;
 }
 
 export interface StagedBlob {
@@ -116,11 +124,16 @@ export interface JournalFile {
   close(): Promise<void>;
 }
 
-export interface StoredFile {
+/** A file of the cache by name and type (listFileNames). */
+export interface ListedFile {
   /** '' for the root, 'blobs' for blobs/. */
   dir: '' | 'blobs';
   name: string;
+  /** A regular file: not a directory, a link or a FIFO. */
+  isFile: boolean;
+}
+
+export interface StoredFile extends ListedFile {
   sizeBytes: number;
   mtimeMs: number;
-  isFile: boolean;
 }

@@ -1,7 +1,7 @@
 import { StoreError } from './errors.js';
 import { findNewerJournal } from './find-newer-journal.js';
 import { JOURNAL_HEADER_BYTES } from './journal-format.js';
-import type { StorageBackend, StoredFile } from './backend.js';
+import type { ListedFile, StorageBackend } from './backend.js';
 import { isContentKey } from './validate-entry.js';
 import type { StoreState } from './store-state.js';
 import type { GcOptions, GcReport } from './types.js';
@@ -10,7 +10,7 @@ import { isAbandonedTemp, TEMP_FILE_PATTERN } from './remove-abandoned-temp-file
 const JOURNAL_PATTERN = /^journal\.(\d+)$/;
 const BLOB_PATTERN = /^([0-9a-f]{40})\.bin$/;
 
-function relative(file: StoredFile): string {
+function relative(file: ListedFile): string {
   return file.dir ? `${file.dir}/${file.name}` : file.name;
 }
 
@@ -61,8 +61,24 @@ export async function collectGarbage(
     durationMs: 0,
     ...(session.finishedCompaction === undefined ? {} : { finishedCompaction: session.finishedCompaction }),
   };
-  const remove: StoredFile[] = [];
-  for (const file of await backend.listFiles()) {
+  const remove: ListedFile[] = [];
+  // Judged by size or age, so looked up (an lstat each): the root's few files, temp files and
+  // orphan blobs. Not the blobs entries reference: an lstat each was most of gc's time on a large cache.
+  const needsStat = (file: ListedFile): boolean => {
+    if (file.dir === '' || TEMP_FILE_PATTERN.test(file.name)) return true;
+    const blob = BLOB_PATTERN.exec(file.name);
+    return blob !== null && isContentKey(blob[1]) && !state.entries.has(blob[1]);
+  };
+  for (const listed of await backend.listFileNames()) {
+    if (!needsStat(listed)) {
+      // In blobs/: a blob an entry references (kept), or a name of no blob (someone else's, as is anything there not a regular file).
+      const blob = BLOB_PATTERN.exec(listed.name);
+      if (!listed.isFile || blob === null || !isContentKey(blob[1])) report.unknownFiles.push(relative(listed));
+      continue;
+    }
+    // Undefined: removed since it was listed (as a file gone before its lstat always was).
+    const file = await backend.statFile(listed);
+    if (file === undefined) continue;
     if (file.dir === '' && file.name === 'lock') {
       if (session.inspectLock && (await backend.isLockFileStale(file))) report.staleLocks.push(relative(file));
       continue;

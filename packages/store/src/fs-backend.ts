@@ -1,9 +1,9 @@
-import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
+import { close as closeFd, constants, type Dirent, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BlobRangeReader } from './blob-range-reader.js';
-import type { JournalFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
+import type { JournalFile, ListedFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
 import { StoreError, errnoCode, toIoError } from './errors.js';
 import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
@@ -639,29 +639,50 @@ export class FsBackend implements StorageBackend {
 
   async listFiles(only?: (name: string) => boolean, { rootOnly = false }: { rootOnly?: boolean } = {}): Promise<StoredFile[]> {
     const out: StoredFile[] = [];
+    for (const file of await this.listNames(only, rootOnly)) {
+      const stored = await this.statFile(file);
+      if (stored !== undefined) out.push(stored);
+    }
+    return out;
+  }
+
+  listFileNames(): Promise<ListedFile[]> {
+    return this.listNames(undefined, false);
+  }
+
+  /** The root's names (and blobs/'s, unless `rootOnly`) that `only` accepts, typed as the directory lists them (Node lstats a name of unknown type itself). */
+  private async listNames(only: ((name: string) => boolean) | undefined, rootOnly: boolean): Promise<ListedFile[]> {
+    const out: ListedFile[] = [];
     for (const dir of rootOnly ? ([''] as const) : (['', BLOBS] as const)) {
-      let names: string[];
+      let entries: Dirent[];
       try {
-        names = await readdir(join(this.root, dir));
+        entries = await readdir(join(this.root, dir), { withFileTypes: true });
       } catch (error) {
         if (errnoCode(error) === 'ENOENT') continue;
         throw toIoError(error, 'cannot list the cache', { path: join(this.root, dir) });
       }
-      for (const name of names) {
-        if (dir === '' && name === BLOBS) continue;
-        if (only !== undefined && !only(name)) continue;
-        try {
-          const info = await lstat(join(this.root, dir, name));
-          out.push({ dir, name, sizeBytes: info.size, mtimeMs: info.mtimeMs, isFile: info.isFile() });
-        } catch (error) {
-          if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot stat a cache file', { path: join(this.root, dir, name) });
-        }
+      for (const entry of entries) {
+        if (dir === '' && entry.name === BLOBS) continue;
+        if (only !== undefined && !only(entry.name)) continue;
+        out.push({ dir, name: entry.name, isFile: entry.isFile() });
       }
     }
     return out;
   }
 
-  async removeFile(file: StoredFile): Promise<void> {
+  async statFile(file: ListedFile): Promise<StoredFile | undefined> {
+    const path = join(this.root, file.dir, file.name);
+    try {
+      const info = await lstat(path);
+      return { dir: file.dir, name: file.name, sizeBytes: info.size, mtimeMs: info.mtimeMs, isFile: info.isFile() };
+    } catch (error) {
+      // Removed since it was listed (another gc, a writer's temp file renamed into place).
+      if (errnoCode(error) === 'ENOENT') return undefined;
+      throw toIoError(error, 'cannot stat a cache file', { path });
+    }
+  }
+
+  async removeFile(file: ListedFile): Promise<void> {
     const path = join(this.root, file.dir, file.name);
     // An old journal goes only once the manifest that replaced it is durably named: its compaction
     // may have failed at that very directory sync, and a crash that lost the rename would leave the
@@ -684,7 +705,7 @@ export class FsBackend implements StorageBackend {
     }
   }
 
-  isLockFileStale(file: StoredFile): Promise<boolean> {
+  isLockFileStale(file: ListedFile): Promise<boolean> {
     return isLockFileStale(join(this.root, file.dir, file.name));
   }
 }
