@@ -55,6 +55,14 @@ export {
  * slab: many small tensors in flight let the store group their commits (one record, one fsync).
  */
 export const MAX_TENSORS_IN_FLIGHT = 32;
+/**
+ * Cached tensors whose only work left is their alias's commit (no slab memory or payload held), at
+ * most, beyond MAX_TENSORS_IN_FLIGHT: the next tensors are read and keyed meanwhile, and every alias
+ * that becomes ready while a commit runs goes into the next one (the store's group commit: one
+ * journal record and fsync). Within MAX_TENSORS_IN_FLIGHT, a second model's cached tensors made one
+ * commit per ~16 tensors here.
+ */
+export const MAX_ALIASES_IN_FLIGHT = 1024;
 /** Raw tensors read ahead of the workers' queues (RAW_READ_AHEAD + jobs x REQUESTS_PER_WORKER held at most). */
 export const RAW_READ_AHEAD = 2;
 /** Payload bytes freed between two collectGarbage calls, at least (gpu.js backends allocate their payloads). */
@@ -454,6 +462,16 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       else early.push(event);
     };
 
+    // Wakes the admission loop when a tensor leaves the in-flight limit: it finished, or it waits
+    // only for its alias's commit (context.aliasesInFlight).
+    let wakeAdmission: (() => void) | null = null;
+    const admissionChange = (): Promise<void> => new Promise((resolve) => (wakeAdmission = resolve));
+    const admissionChanged = (): void => {
+      const wake = wakeAdmission;
+      wakeAdmission = null;
+      wake?.();
+    };
+
     // Commits are concurrent: the store merges them into group commits (one record, one fsync).
     const state: { failure: unknown } = { failure: null };
     // Built on the first SLICE_CONFLICT only.
@@ -493,6 +511,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       storedBytes: 0,
       aliased: 0,
       pendingSlices: new Map(),
+      aliasesInFlight: 0,
+      admissionChanged,
       blobLooks: new Map(),
       dropPayload(bytes) {
         droppedBytes += bytes;
@@ -505,6 +525,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     const active = new Set<Promise<void>>();
+    const admissible = (): boolean =>
+      active.size - context.aliasesInFlight < MAX_TENSORS_IN_FLIGHT && active.size < MAX_TENSORS_IN_FLIGHT + MAX_ALIASES_IN_FLIGHT && rawHeld.size < maxRawAhead;
 
     for (let index = 0; index < tensors.length && state.failure === null; index++) {
       const tensor = tensors[index]!;
@@ -520,10 +542,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       const sizes = sizesOf(tensor.slice.sizeBytes);
       let views: Uint8Array[] | null = null;
       while (state.failure === null) {
-        if (active.size < MAX_TENSORS_IN_FLIGHT && rawHeld.size < maxRawAhead) views = slab.tryAcquire(sizes);
+        if (admissible()) views = slab.tryAcquire(sizes);
         // The slab holds a largest tensor's pair when empty: with nothing in flight this succeeds.
         if (views !== null || active.size === 0) break;
-        await Promise.race([...active, slab.changed()]);
+        await Promise.race([admissionChange(), slab.changed()]);
       }
       if (views === null) {
         if (state.failure === null) state.failure = new BuilderError('TENSOR_FAILED', `internal: tensor ${tensor.name} does not fit the build's memory`, { tensor: tensor.name });
@@ -548,6 +570,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         releaseRaw(raw);
         slab.release(out);
         active.delete(tracked);
+        admissionChanged();
       });
       active.add(tracked);
     }
@@ -706,12 +729,22 @@ interface TensorContext {
   checkFailure(): void;
   storedBytes: number;
   aliased: number;
-  /** Aliases of each entry this run has asked for and the store has not committed yet. */
-  pendingSlices: Map<string, number>;
+  /** New bindings of each entry this run has asked for and not seen answered yet. */
+  pendingSlices: Map<string, PendingSlices>;
+  /** Cached tensors waiting for their alias's commit only, outside MAX_TENSORS_IN_FLIGHT (MAX_ALIASES_IN_FLIGHT). */
+  aliasesInFlight: number;
+  /** Tells the admission loop that a tensor left the in-flight limit. */
+  admissionChanged(): void;
   /** The look at each cached entry's blob this run made, by content key (lookAtBlobOnce). */
   blobLooks: Map<string, Promise<BlobRepair>>;
   /** Counts payload bytes left to the GC (encoders that allocate their own payloads). */
   dropPayload(bytes: number): void;
+}
+
+interface PendingSlices {
+  count: number;
+  /** Tensors waiting for one of them to be answered (bindSlice). */
+  waiting: (() => void)[];
 }
 
 type BaseReport = Omit<BuildTensorReport, 'status'>;
@@ -758,12 +791,18 @@ async function processTensor(
     const holder = { index, done: new Promise<void>((resolve) => (settle = resolve)) };
     holders.push(holder);
     context.keyHolders.set(key, holders);
-    try {
-      return await processKeyedTensor(context, index, tensor, signal, raw, out, bytes, key, withKey);
-    } finally {
+    let held = true;
+    const releaseKey = (): void => {
+      if (!held) return;
+      held = false;
       holders.splice(holders.indexOf(holder), 1);
       if (holders.length === 0) context.keyHolders.delete(key);
       settle();
+    };
+    try {
+      return await processKeyedTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
+    } finally {
+      releaseKey();
     }
   } catch (error) {
     throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir, rebind: context.rebind, tensorOfSlice: context.tensorOfSlice });
@@ -790,6 +829,7 @@ async function processKeyedTensor(
   bytes: Uint8Array,
   key: string,
   withKey: BaseReport,
+  releaseKey: () => void,
 ): Promise<BuildTensorReport> {
   const { store, slab, releaseRaw } = context;
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
@@ -810,7 +850,20 @@ async function processKeyedTensor(
     }
     context.storedBytes += repaired.bytes;
     context.checkFailure();
-    const unaliased = await bindSlice(context, key, tensor);
+    // The entry is committed and its blob looked at: identical tensors behind this one go on now,
+    // so their aliases are in flight together (one journal record and fsync for all of them)
+    // rather than each waiting for the one before it to commit.
+    releaseKey();
+    // Holding no slab memory and no payload, this tensor leaves the in-flight limit while its alias
+    // commits: the next tensors are read meanwhile, and their aliases join the next commit.
+    context.aliasesInFlight++;
+    context.admissionChanged();
+    let unaliased: boolean;
+    try {
+      unaliased = await bindSlice(context, key, tensor);
+    } finally {
+      context.aliasesInFlight--;
+    }
     return {
       ...withKey,
       status: 'cached',
@@ -838,6 +891,7 @@ async function processKeyedTensor(
     const stored = store.getEntry(key);
     if (stored) {
       context.checkFailure();
+      releaseKey();
       const unaliased = await bindSlice(context, key, tensor);
       return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes, ...(unaliased ? { unaliased: true as const } : {}) };
     }
@@ -869,7 +923,10 @@ async function processKeyedTensor(
     // tensor). An s3:// store then binds the still-free slice in this very commit (slicesBound): this
     // run's binding all the same (uncounted before: `aliased` came out short under concurrent builds).
     if (sliceFree && slicesBound > 0) context.aliased++;
-    else unaliased = await bindSlice(context, key, tensor);
+    else {
+      releaseKey();
+      unaliased = await bindSlice(context, key, tensor);
+    }
     // An identical tensor of this run may have been committed first: then this one is 'cached'.
     return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength, ...(unaliased ? { unaliased: true as const } : {}) };
   } finally {
@@ -948,29 +1005,42 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   // another shape, a SLICE_CONFLICT when both were in one commit batch.)
   if (sizeBytes === 0) return false;
   const stamp = context.shardStamps.get(shardName) ?? undefined;
-  const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-  // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
-  // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
-  if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return false;
-  // A new binding of the entry (not a stamp added to one it has) counts against its limit.
-  const adds = current?.entry.key !== key;
-  if (adds) {
-    // Thousands of byte-identical tensors (all-zero or all-one initialisations) would take the
-    // entry past MAX_SLICE_KEYS_PER_ENTRY, which the store refuses: the rest stay unbound (served
-    // raw) rather than failing every run of the build. Committed bindings (the store's, updated
-    // before a commit resolves) plus those in flight: never fewer than the store will hold.
-    const pending = context.pendingSlices.get(key) ?? 0;
-    if ((context.store.getEntry(key)?.sliceKeys.length ?? 0) + pending >= MAX_SLICE_KEYS_PER_ENTRY) return true;
-    context.pendingSlices.set(key, pending + 1);
+  let pending: PendingSlices | undefined;
+  for (;;) {
+    const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+    // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
+    // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
+    if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return false;
+    // A stamp added to a binding the entry has: no new binding.
+    if (current?.entry.key === key) break;
+    // A new binding counts against the entry's limit. Thousands of byte-identical tensors (all-zero
+    // or all-one initialisations) would take the entry past MAX_SLICE_KEYS_PER_ENTRY, which the
+    // store refuses: the rest stay unbound (served raw) rather than failing every run of the build.
+    // Committed bindings (the store's, updated before a commit resolves) plus those in flight are
+    // never fewer than the store will hold; but an alias counts in both from its commit until its
+    // call returns here (with many in flight, 24 tensors were left unbound where 3 had to be). So a
+    // tensor is left unbound only once the committed ones alone fill the entry, and one that does
+    // not fit beside those in flight waits for one of them.
+    const committed = context.store.getEntry(key)?.sliceKeys.length ?? 0;
+    if (committed >= MAX_SLICE_KEYS_PER_ENTRY) return true;
+    const inFlight = context.pendingSlices.get(key);
+    if (committed + (inFlight?.count ?? 0) < MAX_SLICE_KEYS_PER_ENTRY) {
+      pending = inFlight ?? { count: 0, waiting: [] };
+      pending.count++;
+      context.pendingSlices.set(key, pending);
+      break;
+    }
+    await new Promise<void>((resolve) => inFlight!.waiting.push(resolve));
+    context.checkFailure();
   }
   let bound: boolean;
   try {
     bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
   } finally {
-    if (adds) {
-      const left = (context.pendingSlices.get(key) ?? 1) - 1;
-      if (left > 0) context.pendingSlices.set(key, left);
-      else context.pendingSlices.delete(key);
+    if (pending) {
+      pending.count--;
+      if (pending.count === 0) context.pendingSlices.delete(key);
+      for (const wake of pending.waiting.splice(0)) wake();
     }
   }
   if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });

@@ -13,6 +13,7 @@ export {
   RSS_BOUND_LARGEST_FACTOR,
   RSS_HEADROOM_BYTES,
   MAX_TENSORS_IN_FLIGHT,
+  MAX_ALIASES_IN_FLIGHT,
   type BuildCacheOptions,
   type BuildReport,
   type BuildTensorReport,
