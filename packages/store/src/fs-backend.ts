@@ -1,4 +1,4 @@
-import { close as closeFd, constants, type Dirent, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
+import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -654,17 +654,17 @@ export class FsBackend implements StorageBackend {
   private async listNames(only: ((name: string) => boolean) | undefined, rootOnly: boolean): Promise<ListedFile[]> {
     const out: ListedFile[] = [];
     for (const dir of rootOnly ? ([''] as const) : (['', BLOBS] as const)) {
-      let entries: Dirent[];
+      let entries: { name: string; isFile: boolean }[] | undefined;
       try {
-        entries = await readdir(join(this.root, dir), { withFileTypes: true });
+        entries = await listTypedNames(join(this.root, dir));
       } catch (error) {
-        if (errnoCode(error) === 'ENOENT') continue;
         throw toIoError(error, 'cannot list the cache', { path: join(this.root, dir) });
       }
+      if (entries === undefined) continue;
       for (const entry of entries) {
         if (dir === '' && entry.name === BLOBS) continue;
         if (only !== undefined && !only(entry.name)) continue;
-        out.push({ dir, name: entry.name, isFile: entry.isFile() });
+        out.push({ dir, name: entry.name, isFile: entry.isFile });
       }
     }
     return out;
@@ -708,4 +708,36 @@ export class FsBackend implements StorageBackend {
   isLockFileStale(file: ListedFile): Promise<boolean> {
     return isLockFileStale(join(this.root, file.dir, file.name));
   }
+}
+
+/**
+ * A directory's names with whether each is a plain file, or undefined when the directory does not
+ * exist. Where the file system gives no types in its listing (ext4 without `filetype`, XFS with
+ * ftype=0, many FUSE and NFS mounts) Node lstats each name itself and rejects the whole listing with
+ * ENOENT when one of them is gone by then (a lock or temp file renamed away): read as "no such
+ * directory", that hid journals and orphan blobs from gc and from the newer-journal check. So an
+ * ENOENT is followed by a plain listing and an lstat per name, a name gone meanwhile skipped.
+ */
+async function listTypedNames(path: string): Promise<{ name: string; isFile: boolean }[] | undefined> {
+  try {
+    return (await readdir(path, { withFileTypes: true })).map((entry) => ({ name: entry.name, isFile: entry.isFile() }));
+  } catch (error) {
+    if (errnoCode(error) !== 'ENOENT') throw error;
+  }
+  let names: string[];
+  try {
+    names = await readdir(path);
+  } catch (error) {
+    if (errnoCode(error) === 'ENOENT') return undefined;
+    throw error;
+  }
+  const out: { name: string; isFile: boolean }[] = [];
+  for (const name of names) {
+    try {
+      out.push({ name, isFile: (await lstat(join(path, name))).isFile() });
+    } catch (error) {
+      if (errnoCode(error) !== 'ENOENT') throw error;
+    }
+  }
+  return out;
 }
