@@ -1242,6 +1242,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private isCompactionDueOnClose(): boolean {
     const policy = this.settings.compactOnClose;
     if (policy !== 'when-due') return policy;
+    // A compaction of this handle's that failed after sealing its journal: close finishes it, as always.
+    if (this.sealSeen) return true;
     const recordBytes = this.journalOffset - JOURNAL_HEADER_BYTES;
     return recordBytes > Math.max(CLOSE_COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / CLOSE_COMPACT_MANIFEST_DIVISOR);
   }

@@ -70,6 +70,11 @@ interface EntryCheck {
   decodeBlockValues: number;
   wholeBlobMaxBytes: number;
   countRead: (bytes: number) => void;
+  /**
+   * VerifyOptions.signal, checked once a check has its memory, before it reads: a check started
+   * beside others may wait there long (behind a large blob), and once aborted it reads nothing.
+   */
+  signal: AbortSignal | undefined;
 }
 
 /** `values` decode values at the start of `buffer` (which starts at an even offset of its memory). */
@@ -99,6 +104,7 @@ async function checkEntry(check: EntryCheck, entry: CacheEntry): Promise<boolean
     // size. The check makes its own buffers: reserved as much as a whole read at the threshold (more than they take).
     const lease = await memory.take(blockBytes, VERIFY_WHOLE_BLOB_MAX_BYTES);
     try {
+      check.signal?.throwIfAborted();
       const result = await checkLargeBlob(backend, entry, check.decode ? tensor : undefined, blockOf(lease.buffer, blockValues), check.countRead);
       if (result !== 'whole') {
         digests = result;
@@ -115,6 +121,7 @@ async function checkEntry(check: EntryCheck, entry: CacheEntry): Promise<boolean
     const apart = blockBytes + entry.compBytes > VERIFY_IN_FLIGHT_BYTES;
     const lease = await memory.take(apart ? entry.compBytes : blockBytes + entry.compBytes);
     try {
+      check.signal?.throwIfAborted();
       const block = apart ? new Uint16Array(blockValues) : blockOf(lease.buffer, blockValues);
       const at = apart ? 0 : blockBytes;
       const view = lease.buffer.subarray(at, at + entry.compBytes);
@@ -193,6 +200,7 @@ export async function verifyEntries(
     decodeBlockValues,
     wholeBlobMaxBytes,
     countRead: (bytes) => (bytesRead += bytes),
+    signal: options.signal,
   };
   const found: (VerifyProblem | undefined)[] = new Array<VerifyProblem | undefined>(entries.length).fill(undefined);
   await forEachLimited(
@@ -203,6 +211,8 @@ export async function verifyEntries(
       try {
         if (await checkEntry(check, entry)) decoded++;
       } catch (error) {
+        // Aborted before its read: verify rejects with the reason (never a problem of this entry).
+        if (options.signal?.aborted === true && error === options.signal.reason) throw error;
         found[i] = {
           key: entry.key,
           qualname: entry.qualname,
