@@ -62,21 +62,25 @@ export async function collectGarbage(
     ...(session.finishedCompaction === undefined ? {} : { finishedCompaction: session.finishedCompaction }),
   };
   const remove: ListedFile[] = [];
-  // Judged by size or age, so looked up (an lstat each): the root's few files, temp files and
-  // orphan blobs. Not the blobs entries reference: an lstat each was most of gc's time on a large cache.
-  const needsStat = (file: ListedFile): boolean => {
-    if (file.dir === '' || TEMP_FILE_PATTERN.test(file.name)) return true;
-    const blob = BLOB_PATTERN.exec(file.name);
-    return blob !== null && isContentKey(blob[1]) && !state.entries.has(blob[1]);
-  };
   for (const listed of await backend.listFileNames()) {
-    if (!needsStat(listed)) {
-      // In blobs/: a blob an entry references (kept), or a name of no blob (someone else's, as is anything there not a regular file).
+    if (listed.dir === 'blobs' && !TEMP_FILE_PATTERN.test(listed.name)) {
+      // Blobs are judged by name and type; only an orphan's size is looked up (an lstat of every
+      // blob was most of gc's time on a large cache). Anything else there is someone else's.
       const blob = BLOB_PATTERN.exec(listed.name);
-      if (!listed.isFile || blob === null || !isContentKey(blob[1])) report.unknownFiles.push(relative(listed));
+      if (!listed.isFile || blob === null || !isContentKey(blob[1])) {
+        report.unknownFiles.push(relative(listed));
+        continue;
+      }
+      if (state.entries.has(blob[1])) continue;
+      // Undefined: removed since it was listed (as a file gone before its lstat always was).
+      const orphan = await backend.statFile(listed);
+      if (orphan === undefined) continue;
+      report.orphanBlobs.push(relative(orphan));
+      report.orphanBytes += orphan.sizeBytes;
+      remove.push(orphan);
       continue;
     }
-    // Undefined: removed since it was listed (as a file gone before its lstat always was).
+    // The root's few files and temp files: judged by size or age.
     const file = await backend.statFile(listed);
     if (file === undefined) continue;
     if (file.dir === '' && file.name === 'lock') {
@@ -95,19 +99,6 @@ export async function collectGarbage(
       } else {
         report.keptTempFiles!.push(relative(file));
         report.keptTempBytes! += file.sizeBytes;
-      }
-      continue;
-    }
-    if (file.dir === 'blobs') {
-      const blob = BLOB_PATTERN.exec(file.name);
-      if (blob && isContentKey(blob[1])) {
-        if (!state.entries.has(blob[1])) {
-          report.orphanBlobs.push(relative(file));
-          report.orphanBytes += file.sizeBytes;
-          remove.push(file);
-        }
-      } else {
-        report.unknownFiles.push(relative(file));
       }
       continue;
     }
