@@ -52,7 +52,7 @@ import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
 import { findIntactRecordAfter, salvageJournalRecords } from './salvage-journal-records.js';
-import { findNewerJournal } from './find-newer-journal.js';
+import { findNewerJournal, olderManifestCopyError } from './find-newer-journal.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
@@ -982,11 +982,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async refusalOverNewerJournal(): Promise<StoreError | undefined> {
     const newer = await findNewerJournal(this.backend, this.header.generation);
     if (newer === undefined) return undefined;
-    return new StoreError(
-      'MANIFEST_INVALID',
-      `the manifest (generation ${this.header.generation}) is older than ${newer.path}, which holds commits made after a newer manifest (an older copy put back): writers refuse to compact over it; \`splitzip build <model> --out <cache> --repair\` (recoverDamagedManifest) replays it`,
-      { path: this.backend.describe('manifest.json'), details: { reason: 'older-copy', generation: this.header.generation, newerJournal: newer.generation } },
-    );
+    return olderManifestCopyError(this.backend.describe('manifest.json'), this.header.generation, newer, {
+      consequence: 'writers refuse to compact over it; `splitzip build <model> --out <cache> --repair` (recoverDamagedManifest) replays it',
+    });
   }
 
   get needsCompaction(): boolean {
@@ -1141,12 +1139,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // Commits in a journal newer than the manifest: it is an older copy put back (recoverDamagedManifest).
     const newer = await findNewerJournal(this.backend, this.header.generation);
     if (newer !== undefined) {
-      problems.unshift({
-        key: '',
-        qualname: this.backend.describe('manifest.json'),
-        code: 'MANIFEST_INVALID',
-        message: `the manifest (generation ${this.header.generation}) is older than ${newer.path}, which holds commits made after a newer manifest: an older copy put back; those commits are not applied (recoverDamagedManifest, splitzip build --repair, replays them)`,
+      const error = olderManifestCopyError(this.backend.describe('manifest.json'), this.header.generation, newer, {
+        consequence: 'those commits are not applied (recoverDamagedManifest, splitzip build --repair, replays them)',
       });
+      problems.unshift({ key: '', qualname: this.backend.describe('manifest.json'), code: error.code, message: error.message });
     }
     return problems.length === report.problems.length ? report : { ...report, ok: false, problems };
   }

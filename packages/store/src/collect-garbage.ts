@@ -1,5 +1,4 @@
-import { StoreError } from './errors.js';
-import { findNewerJournal } from './find-newer-journal.js';
+import { findNewerJournal, olderManifestCopyError } from './find-newer-journal.js';
 import { JOURNAL_HEADER_BYTES } from './journal-format.js';
 import type { ListedFile, StorageBackend } from './backend.js';
 import { isContentKey } from './validate-entry.js';
@@ -41,11 +40,10 @@ export async function collectGarbage(
   // orphans (and were removed, losing those commits for good): no gc until recoverDamagedManifest.
   const newer = await findNewerJournal(backend, generation);
   if (newer !== undefined) {
-    throw new StoreError(
-      'MANIFEST_INVALID',
-      `gc refuses: the manifest (generation ${generation}) is older than ${newer.path}, which holds commits made after a newer manifest (an older copy put back), and their blobs would read as orphans; \`splitzip build <model> --out <cache> --repair\` (recoverDamagedManifest) replays them first`,
-      { path: backend.describe('manifest.json'), details: { reason: 'older-copy', generation, newerJournal: newer.generation } },
-    );
+    throw olderManifestCopyError(backend.describe('manifest.json'), generation, newer, {
+      lead: 'gc refuses: ',
+      consequence: 'the blobs of those commits would read as orphans; `splitzip build <model> --out <cache> --repair` (recoverDamagedManifest) replays them first',
+    });
   }
   const started = performance.now();
   const report: GcReport = {

@@ -1,4 +1,5 @@
 import type { StorageBackend } from './backend.js';
+import { StoreError } from './errors.js';
 import { JOURNAL_HEADER_BYTES, JOURNAL_RECORD_HEADER_BYTES, checkJournalHeader, framedRecordBytes, isIntactRecord } from './journal-format.js';
 import { MAX_GENERATION } from './limits.js';
 import { peekGeneration } from './manifest-format.js';
@@ -52,3 +53,20 @@ export async function findNewerJournal(backend: StorageBackend, generation: numb
   return undefined;
 }
 
+/**
+ * MANIFEST_INVALID for a manifest (at `path`, of `generation`) that is an older copy put back beside
+ * `newer` (findNewerJournal), as gc, a compaction, verify and the recovery's own check report it:
+ * `lead` opens the message (who refuses), `consequence` follows it (what is refused or left undone).
+ */
+export function olderManifestCopyError(
+  path: string,
+  generation: number,
+  newer: { generation: number; path: string },
+  { lead = '', consequence }: { lead?: string; consequence?: string } = {},
+): StoreError {
+  return new StoreError(
+    'MANIFEST_INVALID',
+    `${lead}the manifest (generation ${generation}) is older than ${newer.path}, which holds commits made after a newer manifest: an older copy put back${consequence === undefined ? '' : `; ${consequence}`}`,
+    { path, details: { reason: 'older-copy', generation, newerJournal: newer.generation } },
+  );
+}

@@ -7,7 +7,7 @@ import { FsBackend } from './fs-backend.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from './journal-format.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, MAX_GENERATION } from './limits.js';
 import { parseManifest, serializeManifest } from './manifest-format.js';
-import { findNewerJournal, listJournalFiles } from './find-newer-journal.js';
+import { findNewerJournal, listJournalFiles, olderManifestCopyError } from './find-newer-journal.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
 import { salvageManifest, type SalvagedManifest } from './salvage-manifest.js';
 import { sameBytes } from './same-bytes.js';
@@ -267,11 +267,7 @@ async function findDamage(backend: StorageBackend, bytes: Uint8Array | undefined
   }
   const newer = await findNewerJournal(backend, generation);
   if (newer === undefined) return undefined;
-  return new StoreError(
-    'MANIFEST_INVALID',
-    `the manifest (generation ${generation}) is older than ${newer.path}, which holds commits made after a newer manifest: an older copy put back`,
-    { path, details: { reason: 'older-copy', generation, newerJournal: newer.generation } },
-  );
+  return olderManifestCopyError(path, generation, newer);
 }
 
 interface SalvageJournal {
