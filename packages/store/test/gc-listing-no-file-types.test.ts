@@ -25,9 +25,9 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   return { ...actual, readdir, default: { ...actual, readdir } };
 });
 
-const { readdir, readFile, writeFile } = await import('node:fs/promises');
+const { readdir, writeFile } = await import('node:fs/promises');
 const { openCacheStore } = await import('../src/index.js');
-const { makeCache, makeTensor, removeTempDirs, toInput } = await import('./helpers.js');
+const { makeCache, makeRestoredOlderCopy, removeTempDirs } = await import('./helpers.js');
 
 afterEach(async () => {
   churn.dirs.clear();
@@ -49,20 +49,7 @@ it('gc reports an orphan blob while a staged temp blob in blobs/ is renamed away
 });
 
 it('gc beside an older manifest copy still refuses when a root file comes and goes during its journal listing (else it deletes the newer commits\' blobs)', async () => {
-  // As manifest-recovery.test.ts restoredOlderCopy: journal.3 holds a commit made after manifest 3; manifest 2 put back.
-  const { root } = await makeCache(4);
-  const writer0 = await openCacheStore(root, { compactOnClose: false });
-  const mid = makeTensor([16, 4], 9341);
-  await writer0.addEntry(toInput(mid, 'mid', [['mid-shard', 0, mid.bytes.length]]));
-  await writer0.close();
-  const [oldManifest, oldJournal] = [await readFile(join(root, 'manifest.json')), await readFile(join(root, 'journal.2'))];
-  const writer = await openCacheStore(root, { compactOnClose: false });
-  await writer.compact();
-  const late = makeTensor([10, 10], 9350);
-  await writer.addEntry(toInput(late, 'late', [['late-shard', 0, late.bytes.length]]));
-  await writer.close();
-  await writeFile(join(root, 'manifest.json'), oldManifest);
-  await writeFile(join(root, 'journal.2'), oldJournal);
+  const { root, late } = await makeRestoredOlderCopy();
   const store = await openCacheStore(root, { compactOnClose: false });
   try {
     churn.dirs.add(root);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, encode, type Codebook } from '@splitzip/codec';
@@ -97,4 +97,32 @@ export async function makeCache(count = 1): Promise<{ root: string; tensors: Tes
   await store.addEntries(tensors.map((t, i) => toInput(t, `layer.${i}`, [[`shard-${i}`, 0, 240]])));
   await store.close();
   return { root, tensors };
+}
+
+/** Four entries with one binding each in the manifest, and two more (bound) only in journal.2. */
+export async function makeCacheWithJournal(): Promise<{ root: string; inManifest: TestTensor[]; inJournal: TestTensor[] }> {
+  const { root, tensors: inManifest } = await makeCache(4);
+  const inJournal = [makeTensor([16, 4], 9341), makeTensor([12, 8], 9342)];
+  const writer = await openCacheStore(root, { compactOnClose: false });
+  for (const [i, t] of inJournal.entries()) await writer.addEntry(toInput(t, `later.${i}`, [[`later-shard`, 4096 * i, t.bytes.length]]));
+  await writer.close();
+  return { root, inManifest, inJournal };
+}
+
+/**
+ * An older copy of the manifest put back beside a newer journal holding commits: journal.3 holds
+ * one commit (`late`, bound) made after manifest 3; manifest 2 and journal.2 as a backup kept them are put back.
+ */
+export async function makeRestoredOlderCopy(): Promise<{ root: string; inManifest: TestTensor[]; inJournal: TestTensor[]; late: TestTensor; newerJournal: Buffer }> {
+  const { root, inManifest, inJournal } = await makeCacheWithJournal();
+  const [oldManifest, oldJournal] = [await readFile(join(root, 'manifest.json')), await readFile(join(root, 'journal.2'))];
+  const writer = await openCacheStore(root, { compactOnClose: false });
+  await writer.compact();
+  const late = makeTensor([10, 10], 9350);
+  await writer.addEntry(toInput(late, 'late', [['late-shard', 0, late.bytes.length]]));
+  await writer.close();
+  const newerJournal = await readFile(join(root, 'journal.3'));
+  await writeFile(join(root, 'manifest.json'), oldManifest);
+  await writeFile(join(root, 'journal.2'), oldJournal);
+  return { root, inManifest, inJournal, late, newerJournal };
 }

@@ -15,19 +15,9 @@ import { MIN_ENTRY_TEXT_BYTES } from '../src/limits.js';
 import { openCacheStore, recoverDamagedManifest } from '../src/index.js';
 import { recoverManifest } from '../src/recover-damaged-manifest.js';
 import { salvageManifest } from '../src/salvage-manifest.js';
-import { catchError, makeCache, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { catchError, makeCache, makeCacheWithJournal, makeRestoredOlderCopy, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
 afterEach(removeTempDirs);
-
-/** Four entries with one binding each in the manifest, and two more (bound) only in journal.2. */
-async function cacheWithJournal(): Promise<{ root: string; inManifest: TestTensor[]; inJournal: TestTensor[] }> {
-  const { root, tensors: inManifest } = await makeCache(4);
-  const inJournal = [makeTensor([16, 4], 9341), makeTensor([12, 8], 9342)];
-  const writer = await openCacheStore(root, { compactOnClose: false });
-  for (const [i, t] of inJournal.entries()) await writer.addEntry(toInput(t, `later.${i}`, [[`later-shard`, 4096 * i, t.bytes.length]]));
-  await writer.close();
-  return { root, inManifest, inJournal };
-}
 
 async function damageManifest(root: string, edit: (text: string) => string): Promise<Buffer> {
   const path = join(root, 'manifest.json');
@@ -61,7 +51,7 @@ const unsalvaged = (generation: number): unknown => expect.stringMatching(new Re
 
 describe('recoverDamagedManifest', () => {
   it('a changed digit in a binding (the text still parses): every entry kept, every manifest binding dropped, the journal records kept', async () => {
-    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const { root, inManifest, inJournal } = await makeCacheWithJournal();
     // shard-2's offset 0 becomes 1: with the checksum gone, that binding would name another span.
     const damaged = await damageManifest(root, (text) => text.replace('["shard-2",0,240', '["shard-2",1,240'));
     expect((await catchError(() => openCacheStore(root))).code).toBe('MANIFEST_INVALID');
@@ -111,7 +101,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('text that no longer parses: only the damaged entry is lost, the rest read entry by entry', async () => {
-    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const { root, inManifest, inJournal } = await makeCacheWithJournal();
     const victim = inManifest[1]!.key;
     await damageManifest(root, (text) => {
       const { at, body } = entryText(text, victim);
@@ -203,7 +193,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('a generation changed to another number (2 → 3, one bit): the journal is still salvaged, gc removes no blob', async () => {
-    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const { root, inManifest, inJournal } = await makeCacheWithJournal();
     await damageManifest(root, (text) => text.replace('"generation":2,', '"generation":3,'));
     const recovery = await recoverDamagedManifest(root);
     expect(recovery).toMatchObject({ journalGeneration: 2, generation: 4, salvagedRecords: 2, keptJournals: [] });
@@ -217,7 +207,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('a truncated manifest whose first recovery failed at the manifest write (an empty newer journal left): the rerun still salvages the records', async () => {
-    const { root, inJournal } = await cacheWithJournal();
+    const { root, inJournal } = await makeCacheWithJournal();
     await damageManifest(root, (text) => text.slice(0, text.length - 80));
     const failing = new Proxy(new FsBackend(root), {
       get(target, name, receiver) {
@@ -242,7 +232,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('a journal with a damaged record beside the damaged manifest: its intact records kept, the file kept as journal.<G>.damaged-<ms>', async () => {
-    const { root, inJournal } = await cacheWithJournal();
+    const { root, inJournal } = await makeCacheWithJournal();
     const journalPath = join(root, 'journal.2');
     const journal = await readFile(journalPath);
     // A byte inside the first record (after the header): its CRC fails, the second record reads.
@@ -304,7 +294,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('a compaction interrupted after its seal (journal sealed, the next one empty) and a generation flipped onto the empty one: the sealed journal\'s entries are still kept, gc removes no blob', async () => {
-    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const { root, inManifest, inJournal } = await makeCacheWithJournal();
     class FailingManifest extends FsBackend {
       override async writeManifest(): Promise<void> {
         throw new StoreError('IO_ERROR', 'cannot write the manifest (a test fault)');
@@ -330,7 +320,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('a stray journal file far above every generation (its header not its own) is kept aside and stepped over, not counted', async () => {
-    const { root, inJournal } = await cacheWithJournal();
+    const { root, inJournal } = await makeCacheWithJournal();
     await writeFile(join(root, 'journal.4294967295'), Buffer.from('not a journal of this cache'));
     await damageManifest(root, (text) => text.replace('"layer.0"', '"layer.o"'));
     const recovery = await recoverDamagedManifest(root);
@@ -366,7 +356,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('the manifest and the journal header both damaged: the journal\'s records are still salvaged (each has its CRC), the journal kept aside', async () => {
-    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const { root, inManifest, inJournal } = await makeCacheWithJournal();
     const journalPath = join(root, 'journal.2');
     const journal = await readFile(journalPath);
     journal[9]! ^= 0x02; // the version field: 1 -> 513
@@ -398,7 +388,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('an entry the journal added is checked against its blob like the manifest\'s: a damaged one is left out and reported', async () => {
-    const { root, inJournal } = await cacheWithJournal();
+    const { root, inJournal } = await makeCacheWithJournal();
     const blob = join(root, 'blobs', `${inJournal[1]!.key}.bin`);
     const bytes = await readFile(blob);
     bytes[bytes.length - 1]! ^= 0x01;
@@ -460,23 +450,8 @@ describe('recoverDamagedManifest', () => {
   });
 
   describe('an older copy of the manifest put back beside a newer journal holding commits', () => {
-    /** journal.3 holds one commit (a bound entry) made after manifest 3; manifest 2 and journal.2 as a backup kept them are put back. */
-    async function restoredOlderCopy() {
-      const { root, inManifest, inJournal } = await cacheWithJournal();
-      const [oldManifest, oldJournal] = [await readFile(join(root, 'manifest.json')), await readFile(join(root, 'journal.2'))];
-      const writer = await openCacheStore(root, { compactOnClose: false });
-      await writer.compact();
-      const late = makeTensor([10, 10], 9350);
-      await writer.addEntry(toInput(late, 'late', [['late-shard', 0, late.bytes.length]]));
-      await writer.close();
-      const newerJournal = await readFile(join(root, 'journal.3'));
-      await writeFile(join(root, 'manifest.json'), oldManifest);
-      await writeFile(join(root, 'journal.2'), oldJournal);
-      return { root, inManifest, inJournal, late, newerJournal };
-    }
-
     it('verify says so, gc keeps the newer journal, and recoverDamagedManifest replays it', async () => {
-      const { root, inManifest, inJournal, late } = await restoredOlderCopy();
+      const { root, inManifest, inJournal, late } = await makeRestoredOlderCopy();
       const store = await openCacheStore(root, { compactOnClose: false });
       try {
         expect(store.getEntry(late.key)).toBeUndefined();
@@ -506,7 +481,7 @@ describe('recoverDamagedManifest', () => {
     });
 
     it('a healthy cache read by a caller behind it (a compaction and a commit since it read generation 2) is no older copy: the manifest on disk names the journal', async () => {
-      const { root } = await cacheWithJournal();
+      const { root } = await makeCacheWithJournal();
       const writer = await openCacheStore(root, { compactOnClose: false });
       await writer.compact();
       const late = makeTensor([10, 10], 9352);
@@ -519,7 +494,7 @@ describe('recoverDamagedManifest', () => {
     });
 
     it('writers refuse to compact over it (close, gc of a hard-linked copy): the newer journal stays in place, the writer\'s commit too, and recovery keeps both', async () => {
-      const { root, late, newerJournal } = await restoredOlderCopy();
+      const { root, late, newerJournal } = await makeRestoredOlderCopy();
       const writer = await openCacheStore(root);
       const more = makeTensor([6, 7], 9351);
       await writer.addEntry(toInput(more, 'more'));
@@ -568,7 +543,7 @@ describe('recoverDamagedManifest', () => {
   });
 
   it('a crash at any step leaves the damaged cache as it was (a rerun recovers it) or the recovered one, opening and verifying', async () => {
-    const { root, inManifest, inJournal } = await cacheWithJournal();
+    const { root, inManifest, inJournal } = await makeCacheWithJournal();
     await damageManifest(root, (text) => text.replace('["shard-0",0,240', '["shard-0",2,240'));
     const copies: { step: string; path: string }[] = [];
     const crashHere = async (step: string): Promise<void> => {
