@@ -111,6 +111,12 @@ export interface BuildTensorReport {
    * of byte-identical tensors). A runtime serves it raw; everything else of the build goes on.
    */
   unaliased?: true;
+  /**
+   * With `unaliased` (a `rebindSlices` build): the entry its slice was bound to before, whose bytes
+   * the file no longer holds (a shard changed in place); this run removed that binding, since the
+   * slice could not move to the full entry.
+   */
+  unboundFrom?: string;
 }
 
 export interface BuildReport {
@@ -138,6 +144,8 @@ export interface BuildReport {
   repaired: number;
   /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
   unaliased: number;
+  /** Of those, tensors whose slice's binding to the bytes the file held before this run removed (BuildTensorReport.unboundFrom). */
+  unbound_stale: number;
   /**
    * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
    * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
@@ -684,6 +692,7 @@ export function watchCommits(commits: CommitBatcher, duringLock: <T>(task: Promi
       return duringLock(task, written);
     },
     aliasSlice: (item) => duringLock(commits.aliasSlice(item)),
+    unbindSlice: (item) => duringLock(commits.unbindSlice(item)),
   };
 }
 
@@ -858,9 +867,9 @@ async function processKeyedTensor(
     // commits: the next tensors are read meanwhile, and their aliases join the next commit.
     context.aliasesInFlight++;
     context.admissionChanged();
-    let unaliased: boolean;
+    let bound: SliceOutcome;
     try {
-      unaliased = await bindSlice(context, key, tensor);
+      bound = await bindSlice(context, key, tensor);
     } finally {
       context.aliasesInFlight--;
     }
@@ -870,7 +879,7 @@ async function processKeyedTensor(
       coverage: entryCoverage(existing),
       compBytes: existing.compBytes,
       ...(repaired.bytes > 0 ? { repaired: true as const, ...(repaired.was === null ? {} : { repairedBlob: repaired.was }) } : {}),
-      ...(unaliased ? { unaliased: true as const } : {}),
+      ...bound,
     };
   }
   const processor = await context.processor;
@@ -892,8 +901,8 @@ async function processKeyedTensor(
     if (stored) {
       context.checkFailure();
       releaseKey();
-      const unaliased = await bindSlice(context, key, tensor);
-      return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes, ...(unaliased ? { unaliased: true as const } : {}) };
+      const bound = await bindSlice(context, key, tensor);
+      return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes, ...bound };
     }
     context.checkFailure();
     // The slice goes in the same commit as the entry when it is free (the usual case); a zero-byte
@@ -918,17 +927,17 @@ async function processKeyedTensor(
       ...(calibrated.payload ? { onPayloadWritten: () => slab.release(out) } : {}),
     });
     if (added) context.storedBytes += payload.byteLength;
-    let unaliased = false;
+    let bound: SliceOutcome = {};
     // Not added: another writer committed the key first (a concurrent build of a model sharing the
     // tensor). An s3:// store then binds the still-free slice in this very commit (slicesBound): this
     // run's binding all the same (uncounted before: `aliased` came out short under concurrent builds).
     if (sliceFree && slicesBound > 0) context.aliased++;
     else {
       releaseKey();
-      unaliased = await bindSlice(context, key, tensor);
+      bound = await bindSlice(context, key, tensor);
     }
     // An identical tensor of this run may have been committed first: then this one is 'cached'.
-    return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength, ...(unaliased ? { unaliased: true as const } : {}) };
+    return { ...withKey, coverage, status: added ? 'encoded' : 'cached', compBytes: payload.byteLength, ...bound };
   } finally {
     // The store has written (or refused) the payload and keeps no reference to it (released
     // already where onPayloadWritten ran; a second release is a no-op).
@@ -992,25 +1001,28 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
   throw sliceConflictError(tensor.name, tensor.shardPath);
 }
 
+/** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
+type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom'>;
+
 /**
  * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry
  * (the shard was replaced in place, or another model's shard has the same name) is a conflict the
  * store refuses; `rebind` moves it, since the bytes just read are what the file holds now.
  */
-async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<boolean> {
+async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   // A zero-byte slice names no bytes: empty tensors next to each other share it, whatever their
   // shape or dtype, so it identifies none of them. Not aliased; the entry is found by content key,
   // and a loader has nothing to read for it anyway. (Aliasing the first one made the next, of
   // another shape, a SLICE_CONFLICT when both were in one commit batch.)
-  if (sizeBytes === 0) return false;
+  if (sizeBytes === 0) return {};
   const stamp = context.shardStamps.get(shardName) ?? undefined;
   let pending: PendingSlices | undefined;
   for (;;) {
     const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
     // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
     // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
-    if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return false;
+    if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return {};
     // A stamp added to a binding the entry has: no new binding.
     if (current?.entry.key === key) break;
     // A new binding counts against the entry's limit. Thousands of byte-identical tensors (all-zero
@@ -1022,7 +1034,7 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     // tensor is left unbound only once the committed ones alone fill the entry, and one that does
     // not fit beside those in flight waits for one of them.
     const committed = context.store.getEntry(key)?.sliceKeys.length ?? 0;
-    if (committed >= MAX_SLICE_KEYS_PER_ENTRY) return true;
+    if (committed >= MAX_SLICE_KEYS_PER_ENTRY) return await leaveSliceUnbound(context, tensor, current?.entry.key);
     const inFlight = context.pendingSlices.get(key);
     if (committed + (inFlight?.count ?? 0) < MAX_SLICE_KEYS_PER_ENTRY) {
       pending = inFlight ?? { count: 0, waiting: [] };
@@ -1045,7 +1057,25 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   }
   if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   context.aliased++;
-  return false;
+  return {};
+}
+
+/**
+ * The tensor's entry is full: its slice stays unbound (served raw). A binding of the slice to
+ * another entry names other bytes than the file holds now (changed in place, or another model's
+ * shard of that name): with `rebind`, which would have moved it, it is removed, so that no reader
+ * (a loader that checks no stamps, verify, inspect) is pointed at them; left, it was. Without
+ * `rebind` it got here only by another writer's binding since checkSliceConflict looked: the
+ * SLICE_CONFLICT the store gives an alias onto a slice of another entry.
+ */
+async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, boundTo: string | undefined): Promise<SliceOutcome> {
+  if (boundTo === undefined) return { unaliased: true };
+  if (!context.rebind) throw sliceConflictError(tensor.name, tensor.shardPath);
+  context.checkFailure();
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  // Only while it is bound to that entry: a binding another writer made since stays.
+  const removed = await context.commits.unbindSlice({ key: boundTo, shardName, offsetBytes, sizeBytes });
+  return removed ? { unaliased: true, unboundFrom: boundTo } : { unaliased: true };
 }
 
 const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';
@@ -1100,6 +1130,7 @@ function summarize(input: {
     aliased: input.aliased,
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
+    unbound_stale: input.results.filter((t) => t.unboundFrom !== undefined).length,
     journal_recovered: input.journalRecovery,
     manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,

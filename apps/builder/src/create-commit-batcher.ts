@@ -3,7 +3,9 @@
 // O(objects) per tensor; calls made while a commit runs are merged into the next one instead. On a
 // directory the store groups concurrent calls itself (one journal record and fsync for all of
 // them), and each call there stages its own blob, so a write that fails (ENOSPC) fails only its
-// own tensor while the others commit: calls go straight through (`batch: false`).
+// own tensor while the others commit: calls go straight through (`batch: false`). Removals of
+// bindings are merged on both: the store does not group those (a directory cache rewrites its
+// manifest for each unbindSlices call).
 import type { AddEntryInput, AddEntryResult, CacheStore } from '@splitzip/store';
 
 export interface AliasRequest {
@@ -15,11 +17,24 @@ export interface AliasRequest {
   stamp?: string;
 }
 
+/** A binding to remove: the slice, and the entry it must still be bound to (UnbindSliceItem.key). */
+export interface UnbindRequest {
+  key: string;
+  shardName: string;
+  offsetBytes: number;
+  sizeBytes: number;
+}
+
 export interface CommitBatcher {
   /** Commits the entry with the next batch; resolves with its own result. */
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
   /** Binds the slice with the next batch; false when the entry is absent. */
   aliasSlice(item: AliasRequest): Promise<boolean>;
+  /**
+   * Removes the slice's binding to `item.key` with the next batch; resolves whether the slice is
+   * bound to that entry no more (false: another writer bound it there again meanwhile).
+   */
+  unbindSlice(item: UnbindRequest): Promise<boolean>;
 }
 
 interface Pending<I, R> {
@@ -30,14 +45,9 @@ interface Pending<I, R> {
 
 /** `rebind` applies to every alias of the build (the CLI's --rebind). */
 export function createCommitBatcher(store: CacheStore, options: { rebind: boolean; batch: boolean }): CommitBatcher {
-  if (!options.batch) {
-    return {
-      addEntry: (input) => store.addEntry(input),
-      aliasSlice: async (item) => (await store.aliasSlices([item], { rebind: options.rebind }))[0]!,
-    };
-  }
   let adds: Pending<AddEntryInput, AddEntryResult>[] = [];
   let aliases: Pending<AliasRequest, boolean>[] = [];
+  let unbinds: Pending<UnbindRequest, boolean>[] = [];
   let running: Promise<void> | undefined;
 
   const settle = <I, R>(batch: Pending<I, R>[], results: Promise<R[]>): Promise<void> =>
@@ -49,14 +59,17 @@ export function createCommitBatcher(store: CacheStore, options: { rebind: boolea
   const flush = async (): Promise<void> => {
     // Let the calls of this turn of the event loop join the batch.
     await new Promise<void>((resolve) => setImmediate(resolve));
-    while (adds.length > 0 || aliases.length > 0) {
+    while (adds.length > 0 || aliases.length > 0 || unbinds.length > 0) {
       const addBatch = adds;
       const aliasBatch = aliases;
+      const unbindBatch = unbinds;
       adds = [];
       aliases = [];
+      unbinds = [];
       // Entries first: an alias may name an entry of the same batch.
       if (addBatch.length > 0) await settle(addBatch, store.addEntries(addBatch.map((p) => p.input)));
       if (aliasBatch.length > 0) await settle(aliasBatch, store.aliasSlices(aliasBatch.map((p) => p.input), { rebind: options.rebind }));
+      if (unbindBatch.length > 0) await settle(unbindBatch, unbindAll(store, unbindBatch.map((p) => p.input)));
     }
     running = undefined;
   };
@@ -68,7 +81,16 @@ export function createCommitBatcher(store: CacheStore, options: { rebind: boolea
     });
 
   return {
-    addEntry: (input) => enqueue(adds, input),
-    aliasSlice: (item) => enqueue(aliases, item),
+    addEntry: options.batch ? (input) => enqueue(adds, input) : (input) => store.addEntry(input),
+    aliasSlice: options.batch
+      ? (item) => enqueue(aliases, item)
+      : async (item) => (await store.aliasSlices([item], { rebind: options.rebind }))[0]!,
+    unbindSlice: (item) => enqueue(unbinds, item),
   };
+}
+
+/** One unbindSlices call; each item's answer from the store's state after it (caught up by the call). */
+async function unbindAll(store: CacheStore, items: readonly UnbindRequest[]): Promise<boolean[]> {
+  await store.unbindSlices(items.map(({ key, shardName, offsetBytes, sizeBytes }) => ({ key, shardName, offsetBytes, sizeBytes })));
+  return items.map((item) => store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes)?.key !== item.key);
 }

@@ -113,6 +113,7 @@ describe('a commit staging its blob is not waiting for the lock', () => {
         await sleep(800);
         return true;
       },
+      unbindSlice: async () => true,
     };
     const commits = watchCommits(store, (task, waitingFrom) => watch.during(task, waitingFrom));
     const input = { key: 'k', qualname: 'q', payload: new Uint8Array(0), shape: [0], dtype: 'BF16' as const, onPayloadWritten: () => released.push('slab') };

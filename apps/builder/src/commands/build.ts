@@ -130,7 +130,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
-      t.unaliased ? `${t.status}, unbound` : t.status,
+      t.unaliased ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}` : t.status,
       formatPercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -145,7 +145,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       `${report.skipped_coverage} skipped (coverage < ${report.coverage_min}), ${report.skipped_dtype} skipped (not BF16)` +
       (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : '') +
       // Their bytes are in the cache, but the runtime cannot find them by slice: it reads them raw.
-      (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : ''),
+      (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : '') +
+      // --rebind: their slices' bindings to the bytes the files held before are gone with them.
+      (report.unbound_stale > 0 ? `, their ${report.unbound_stale} stale binding${report.unbound_stale === 1 ? '' : 's'} to other bytes removed` : ''),
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),

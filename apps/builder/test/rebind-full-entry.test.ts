@@ -1,0 +1,183 @@
+// `build --rebind` of a shard changed in place, where a tensor's new bytes are those of an entry
+// that holds MAX_SLICE_KEYS_PER_ENTRY bindings already: the slice cannot move to that entry, and
+// its binding to the entry of the old bytes was left in place (the report said `unaliased`, verify
+// failed it as stale, and only the loaders' stamp check kept them from serving the old bytes). The
+// build now removes that binding (the store's unbindSlices). The full entry is made cheaply: one
+// tensor built, the rest of its bindings added with one aliasSlices call on made-up slices.
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type * as Store from '@splitzip/store';
+import { MAX_SLICE_KEYS_PER_ENTRY, openCacheStore, type CacheStore, type UnbindSliceItem } from '@splitzip/store';
+import { buildCache, type BuildReport } from '../src/build-cache.js';
+import { renderBuildReport } from '../src/commands/build.js';
+import { createCommitBatcher } from '../src/create-commit-batcher.js';
+import { verifyModelCache } from '../src/verify-model-cache.js';
+import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
+
+const seen = vi.hoisted(() => ({
+  /** The build's store answers lookupBySlice with nothing: as if another writer bound the slice after the build looked. */
+  hideSlices: false,
+}));
+
+vi.mock('@splitzip/store', async (importOriginal) => {
+  const actual = await importOriginal<typeof Store>();
+  return {
+    ...actual,
+    openCacheStore: async (...args: Parameters<typeof actual.openCacheStore>) => {
+      const store = await actual.openCacheStore(...args);
+      return new Proxy(store, {
+        get(target, property) {
+          if (property === 'lookupBySlice' && seen.hideSlices) return () => undefined;
+          const value = Reflect.get(target, property, target) as unknown;
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+    },
+  };
+});
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir();
+});
+afterAll(async () => temp?.cleanup());
+
+const VALUES = 64;
+/** 64 BF16 1.0 values: the bytes of the full entry. */
+function onesTensor(name: string): TensorData {
+  const data = new Uint8Array(2 * VALUES);
+  for (let i = 0; i < VALUES; i++) data.set([0x80, 0x3f], 2 * i);
+  return { name, dtype: 'BF16', shape: [VALUES], data };
+}
+
+interface Fixture {
+  cacheDir: string;
+  modelPath: string;
+  onesKey: string;
+  /** The entry a.weight's bytes had before the file changed, and a.weight's slice. */
+  oldKey: string;
+  slice: { shardName: string; offsetBytes: number; sizeBytes: number };
+}
+
+/**
+ * A cache whose all-ones entry holds MAX_SLICE_KEYS_PER_ENTRY bindings, and model.safetensors built
+ * into it, then rewritten in place with a.weight's bytes all ones (b.weight unchanged).
+ */
+async function prepare(name: string): Promise<Fixture> {
+  const dir = join(temp.path, name);
+  const cacheDir = join(dir, 'cache');
+  await mkdir(dir);
+  const filler = await buildCache({ model: await writeSingleFileModel(join(dir, 'filler.safetensors'), [onesTensor('ones')]), cacheDir, jobs: 0 });
+  const onesKey = filler.tensors[0]!.key!;
+  const store = await openCacheStore(cacheDir);
+  const sizeBytes = 2 * VALUES;
+  const copies = Array.from({ length: MAX_SLICE_KEYS_PER_ENTRY - 1 }, (_, i) => ({ key: onesKey, shardName: 'copies.safetensors', offsetBytes: sizeBytes * i, sizeBytes }));
+  expect((await store.aliasSlices(copies)).every(Boolean)).toBe(true);
+  expect(store.getEntry(onesKey)!.sliceKeys).toHaveLength(MAX_SLICE_KEYS_PER_ENTRY);
+  await store.close();
+
+  const modelPath = join(dir, 'model.safetensors');
+  const b = gaussianBf16('b.weight', [VALUES], 12);
+  await writeSingleFileModel(modelPath, [gaussianBf16('a.weight', [VALUES], 11), b]);
+  const first = await buildCache({ model: modelPath, cacheDir, jobs: 0 });
+  expect(first).toMatchObject({ encoded: 2, aliased: 2, unaliased: 0 });
+  const a = first.tensors.find((t) => t.name === 'a.weight')!;
+  // Same shape and dtype: the header, and so a.weight's slice, stay as they were.
+  await writeSingleFileModel(modelPath, [onesTensor('a.weight'), b]);
+  return { cacheDir, modelPath, onesKey, oldKey: a.key!, slice: { shardName: a.shard, offsetBytes: a.offsetBytes, sizeBytes: a.sizeBytes } };
+}
+
+async function withStore<T>(cacheDir: string, use: (store: CacheStore) => Promise<T> | T): Promise<T> {
+  const store = await openCacheStore(cacheDir);
+  try {
+    return await use(store);
+  } finally {
+    await store.close();
+  }
+}
+
+function tensorOf(report: BuildReport, name: string): BuildReport['tensors'][number] {
+  return report.tensors.find((t) => t.name === name)!;
+}
+
+describe('build --rebind onto an entry with MAX_SLICE_KEYS_PER_ENTRY bindings', () => {
+  it('leaves the slice unbound and removes its binding to the old bytes (it was left bound to them); verify then says not cached, not stale', async () => {
+    const { cacheDir, modelPath, onesKey, oldKey, slice } = await prepare('rebind');
+    // Without --rebind the changed slice is refused, as before: nothing of the tensor is written.
+    await expect(buildCache({ model: modelPath, cacheDir, jobs: 0 })).rejects.toMatchObject({ code: 'SLICE_CONFLICT' });
+
+    const report = await buildCache({ model: modelPath, cacheDir, jobs: 0, rebindSlices: true });
+    await withStore(cacheDir, async (store) => {
+      // It was left bound to the old entry.
+      expect(store.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes)).toBeUndefined();
+      // The old entry stays (found by content key, its blob kept); only the binding went.
+      expect(store.getEntry(oldKey)!.sliceKeys).toEqual([]);
+      expect(store.getEntry(onesKey)!.sliceKeys).toHaveLength(MAX_SLICE_KEYS_PER_ENTRY);
+      const verify = await verifyModelCache(store, modelPath, { coverageMin: store.coverageMin });
+      expect(verify.totals).toMatchObject({ ok: 1, not_cached: 1, failed: 0 });
+      expect(verify.tensors.find((t) => t.name === 'a.weight')).toMatchObject({ status: 'not_cached', reason: expect.stringContaining('MAX_SLICE_KEYS_PER_ENTRY') });
+    });
+    expect(tensorOf(report, 'a.weight')).toMatchObject({ status: 'cached', key: onesKey, unaliased: true, unboundFrom: oldKey });
+    expect(tensorOf(report, 'b.weight').unboundFrom).toBeUndefined();
+    expect(report).toMatchObject({ encoded: 0, cached: 2, unaliased: 1, unbound_stale: 1 });
+    const text = renderBuildReport(report, { tensors: true });
+    expect(text).toContain('; 1 of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already), their 1 stale binding to other bytes removed');
+    expect(text).toMatch(/a\.weight .* cached, unbound \(stale binding removed\)/);
+
+    // A re-run finds nothing to remove: still unbound, nothing written.
+    const again = await buildCache({ model: modelPath, cacheDir, jobs: 0, rebindSlices: true });
+    expect(again).toMatchObject({ unaliased: 1, unbound_stale: 0, aliased: 0, stored_bytes: 0 });
+    expect(tensorOf(again, 'a.weight').unboundFrom).toBeUndefined();
+  });
+
+  it('without --rebind, a slice another writer bound to other bytes after the build looked is SLICE_CONFLICT (was left bound, the tensor reported unaliased), and that binding stays', async () => {
+    const { cacheDir, modelPath, oldKey, slice } = await prepare('no-rebind');
+    seen.hideSlices = true;
+    try {
+      await expect(buildCache({ model: modelPath, cacheDir, jobs: 0 })).rejects.toMatchObject({ code: 'SLICE_CONFLICT', context: { tensor: 'a.weight' } });
+    } finally {
+      seen.hideSlices = false;
+    }
+    await withStore(cacheDir, (store) => expect(store.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes)?.key).toBe(oldKey));
+  });
+});
+
+describe('the commit batcher removes bindings in batches', () => {
+  it.each([false, true])('unbind calls made while one runs go into one store call (batch: %s); each answers whether its binding is gone', async (batch) => {
+    const bound = new Map([
+      ['s:0', 'a'.repeat(40)],
+      ['s:2', 'b'.repeat(40)],
+      ['s:4', 'c'.repeat(40)],
+    ]);
+    const calls: UnbindSliceItem[][] = [];
+    const store = {
+      unbindSlices: async (items: readonly UnbindSliceItem[]) => {
+        calls.push([...items]);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        let removed = 0;
+        for (const item of items) {
+          const id = `${item.shardName}:${item.offsetBytes}`;
+          // s:4: another writer bound it to that entry again before the call returned.
+          if (bound.get(id) === item.key && id !== 's:4' && bound.delete(id)) removed++;
+        }
+        return removed;
+      },
+      lookupBySlice: (shardName: string, offsetBytes: number) => {
+        const key = bound.get(`${shardName}:${offsetBytes}`);
+        return key === undefined ? undefined : { key };
+      },
+    } as unknown as CacheStore;
+    const commits = createCommitBatcher(store, { rebind: true, batch });
+    const first = commits.unbindSlice({ key: 'a'.repeat(40), shardName: 's', offsetBytes: 0, sizeBytes: 2 });
+    // The first call runs: these wait for it, then go together.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const rest = [
+      commits.unbindSlice({ key: 'b'.repeat(40), shardName: 's', offsetBytes: 2, sizeBytes: 2 }),
+      commits.unbindSlice({ key: 'c'.repeat(40), shardName: 's', offsetBytes: 4, sizeBytes: 2 }),
+    ];
+    expect(await Promise.all([first, ...rest])).toEqual([true, true, false]);
+    expect(calls.map((items) => items.length)).toEqual([1, 2]);
+    expect(bound).toEqual(new Map([['s:4', 'c'.repeat(40)]]));
+  });
+});
