@@ -31,8 +31,9 @@ export interface CommitBatcher {
   /** Binds the slice with the next batch; false when the entry is absent. */
   aliasSlice(item: AliasRequest): Promise<boolean>;
   /**
-   * Removes the slice's binding to `item.key` with the next batch; resolves whether the slice is
-   * bound to that entry no more (false: another writer bound it there again meanwhile).
+   * Removes the slice's binding to `item.key` with the next batch; resolves whether this call
+   * removed it: false where the slice is bound after it (another writer moved it to another entry,
+   * or bound it there again meanwhile), or the store removed nothing (another writer did first).
    */
   unbindSlice(item: UnbindRequest): Promise<boolean>;
 }
@@ -89,8 +90,13 @@ export function createCommitBatcher(store: CacheStore, options: { rebind: boolea
   };
 }
 
-/** One unbindSlices call; each item's answer from the store's state after it (caught up by the call). */
+/**
+ * One unbindSlices call; each item's answer from the store's state after it (caught up by the call):
+ * removed where its slice is unbound now, not where it is bound to any entry (the store removes only
+ * a binding to `item.key`; another writer's --rebind may have moved it). The store counts removals,
+ * not which: a call that removed none answers false for all.
+ */
 async function unbindAll(store: CacheStore, items: readonly UnbindRequest[]): Promise<boolean[]> {
-  await store.unbindSlices(items.map(({ key, shardName, offsetBytes, sizeBytes }) => ({ key, shardName, offsetBytes, sizeBytes })));
-  return items.map((item) => store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes)?.key !== item.key);
+  const removed = await store.unbindSlices(items.map(({ key, shardName, offsetBytes, sizeBytes }) => ({ key, shardName, offsetBytes, sizeBytes })));
+  return items.map((item) => removed > 0 && store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes) === undefined);
 }

@@ -18,6 +18,8 @@ import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir, type T
 const seen = vi.hoisted(() => ({
   /** The build's store answers lookupBySlice with nothing: as if another writer bound the slice after the build looked. */
   hideSlices: false,
+  /** Run before the build's unbindSlices call: another writer acting after the build looked. */
+  beforeUnbind: undefined as (() => Promise<void>) | undefined,
 }));
 
 vi.mock('@splitzip/store', async (importOriginal) => {
@@ -29,6 +31,14 @@ vi.mock('@splitzip/store', async (importOriginal) => {
       return new Proxy(store, {
         get(target, property) {
           if (property === 'lookupBySlice' && seen.hideSlices) return () => undefined;
+          const beforeUnbind = seen.beforeUnbind;
+          if (property === 'unbindSlices' && beforeUnbind) {
+            return async (items: readonly UnbindSliceItem[]) => {
+              seen.beforeUnbind = undefined;
+              await beforeUnbind();
+              return target.unbindSlices(items);
+            };
+          }
           const value = Reflect.get(target, property, target) as unknown;
           return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
         },
@@ -131,6 +141,29 @@ describe('build --rebind onto an entry with MAX_SLICE_KEYS_PER_ENTRY bindings', 
     expect(tensorOf(again, 'a.weight').unboundFrom).toBeUndefined();
   });
 
+  it('a slice another writer moved to a third entry before the removal keeps that binding and is not reported as removed (it was: unboundFrom, unbound_stale 1)', async () => {
+    const { cacheDir, modelPath, oldKey, slice } = await prepare('moved-meanwhile');
+    let thirdKey = '';
+    // Another writer's --rebind (b.weight's bytes are another model's at this slice) moves it off the old entry.
+    seen.beforeUnbind = () =>
+      withStore(cacheDir, async (other) => {
+        thirdKey = [...other.entries()].find((entry) => entry.key !== oldKey && entry.rawBytes === slice.sizeBytes && entry.sliceKeys.length === 1)!.key;
+        expect(await other.aliasSlices([{ key: thirdKey, ...slice }], { rebind: true })).toEqual([true]);
+      });
+    let report: BuildReport;
+    try {
+      report = await buildCache({ model: modelPath, cacheDir, jobs: 0, rebindSlices: true });
+    } finally {
+      seen.beforeUnbind = undefined;
+    }
+    expect(thirdKey).not.toBe('');
+    await withStore(cacheDir, (store) => expect(store.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes)?.key).toBe(thirdKey));
+    expect(tensorOf(report, 'a.weight')).toMatchObject({ status: 'cached', unaliased: true });
+    expect(tensorOf(report, 'a.weight').unboundFrom).toBeUndefined();
+    expect(report).toMatchObject({ unaliased: 1, unbound_stale: 0 });
+    expect(renderBuildReport(report, { tensors: true })).not.toContain('stale binding');
+  });
+
   it('without --rebind, a slice another writer bound to other bytes after the build looked is SLICE_CONFLICT (was left bound, the tensor reported unaliased), and that binding stays', async () => {
     const { cacheDir, modelPath, oldKey, slice } = await prepare('no-rebind');
     seen.hideSlices = true;
@@ -144,6 +177,20 @@ describe('build --rebind onto an entry with MAX_SLICE_KEYS_PER_ENTRY bindings', 
 });
 
 describe('the commit batcher removes bindings in batches', () => {
+  it.each([
+    ['moved to another entry by another writer', { key: 'd'.repeat(40) }],
+    ['removed first by another writer (a concurrent build of this model)', undefined],
+  ])('a binding the store call did not remove answers false: %s (answered true)', async (_, boundAfter) => {
+    const store = {
+      unbindSlices: async () => 0,
+      lookupBySlice: () => boundAfter,
+    } as unknown as CacheStore;
+    for (const batch of [false, true]) {
+      const commits = createCommitBatcher(store, { rebind: true, batch });
+      expect(await commits.unbindSlice({ key: 'a'.repeat(40), shardName: 's', offsetBytes: 0, sizeBytes: 2 })).toBe(false);
+    }
+  });
+
   it.each([false, true])('unbind calls made while one runs go into one store call (batch: %s); each answers whether its binding is gone', async (batch) => {
     const bound = new Map([
       ['s:0', 'a'.repeat(40)],
