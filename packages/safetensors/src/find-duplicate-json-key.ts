@@ -7,6 +7,14 @@ export interface DuplicateJsonKey {
   path: string[];
 }
 
+/** What scanJsonValue found: where the value ends, and the first key repeated inside it. */
+export interface JsonValueScan {
+  /** One past the value's last character (where the scan stopped, when it found a duplicate). */
+  end: number;
+  /** The first key repeated in one of its objects; `path` starts inside the value. */
+  duplicate: DuplicateJsonKey | undefined;
+}
+
 /**
  * The first key that appears twice in the same object of `text`, at any depth, which must be valid
  * JSON (parse it first). JSON.parse keeps the last value of a repeated key without a word: a header
@@ -16,6 +24,21 @@ export interface DuplicateJsonKey {
  * 170-430 ms here against 480-730 ms for its JSON.parse (a bare loop over its characters: 100-150 ms).
  */
 export function findDuplicateJsonKey(text: string): DuplicateJsonKey | undefined {
+  return scanJson(text, 0, false).duplicate;
+}
+
+/**
+ * Finds the end of the JSON value that starts at `from` (white space before it is skipped) and
+ * the first key repeated in it, in one pass over that value only: for a reader that parses a large
+ * document a piece at a time (JSON.parse of each piece), so that each piece's tree dies young. The
+ * value must be valid JSON: for invalid text the end is wherever the scan stopped, and the caller's
+ * JSON.parse of the piece (or of the text around it) is what refuses it.
+ */
+export function scanJsonValue(text: string, from: number): JsonValueScan {
+  return scanJson(text, from, true);
+}
+
+function scanJson(text: string, from: number, oneValue: boolean): JsonValueScan {
   // Per open container: keys seen (an array while small, then a Set), or null for an array.
   const stack: (string[] | Set<string> | null)[] = [];
   // Per open container: the key it is the value of (undefined for an array element or the top level).
@@ -23,30 +46,17 @@ export function findDuplicateJsonKey(text: string): DuplicateJsonKey | undefined
   let lastKey: string | undefined;
   let expectKey = false;
   const length = text.length;
-  let nextBackslash = indexOrLength(text, '\\', 0);
-  let i = 0;
+  let i = from;
   while (i < length) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
-      let end = indexOrLength(text, '"', i + 1);
-      let escaped = false;
-      if (nextBackslash < end) {
-        // This string holds an escape: walk it to find its real end.
-        escaped = true;
-        end = i + 1;
-        while (end < length) {
-          const d = text.charCodeAt(end);
-          if (d === 0x5c /* \ */) end += 2;
-          else if (d === 0x22) break;
-          else end += 1;
-        }
-        nextBackslash = indexOrLength(text, '\\', end + 1);
-      }
+      const end = findStringEnd(text, i);
       const keys = stack.length > 0 ? stack[stack.length - 1] : null;
       if (expectKey && keys) {
-        const key = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : text.slice(i + 1, end);
+        const raw = text.slice(i + 1, end);
+        const key = raw.includes('\\') ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
         if (Array.isArray(keys) ? keys.includes(key) : keys.has(key)) {
-          return { key, position: i, path: names.slice(1).map((name) => name ?? '[]') };
+          return { end: i, duplicate: { key, position: i, path: names.slice(1).map((name) => name ?? '[]') } };
         }
         if (Array.isArray(keys)) {
           keys.push(key);
@@ -59,6 +69,7 @@ export function findDuplicateJsonKey(text: string): DuplicateJsonKey | undefined
         expectKey = false;
       }
       i = end + 1;
+      if (oneValue && stack.length === 0) return { end: Math.min(i, length), duplicate: undefined };
       continue;
     }
     if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
@@ -70,15 +81,40 @@ export function findDuplicateJsonKey(text: string): DuplicateJsonKey | undefined
       stack.pop();
       names.pop();
       expectKey = false;
+      if (oneValue && stack.length === 0) return { end: i + 1, duplicate: undefined };
     } else if (c === 0x2c /* , */) {
       expectKey = stack.length > 0 && stack[stack.length - 1] !== null;
+    } else if (oneValue && stack.length === 0 && !isJsonWhiteSpace(c)) {
+      // A number or literal at the top: it runs to the next delimiter.
+      while (i < length && !isDelimiter(text.charCodeAt(i))) i += 1;
+      return { end: i, duplicate: undefined };
     }
     i += 1;
   }
-  return undefined;
+  return { end: length, duplicate: undefined };
 }
 
-function indexOrLength(text: string, needle: string, from: number): number {
-  const at = text.indexOf(needle, from);
-  return at < 0 ? text.length : at;
+/** The index of the quote that closes the string opening at `start` (text.length when there is none). */
+function findStringEnd(text: string, start: number): number {
+  const length = text.length;
+  let end = text.indexOf('"', start + 1);
+  if (end < 0) return length;
+  // A quote after anything but a backslash closes the string; otherwise walk the escapes.
+  if (text.charCodeAt(end - 1) !== 0x5c /* \ */) return end;
+  end = start + 1;
+  while (end < length) {
+    const d = text.charCodeAt(end);
+    if (d === 0x5c) end += 2;
+    else if (d === 0x22) return end;
+    else end += 1;
+  }
+  return length;
+}
+
+function isJsonWhiteSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+function isDelimiter(c: number): boolean {
+  return c === 0x2c /* , */ || c === 0x7d /* } */ || c === 0x5d /* ] */ || isJsonWhiteSpace(c);
 }

@@ -2,7 +2,7 @@
 export { computeTensorByteSize, type TensorByteSize } from './compute-tensor-byte-size.js';
 export { DTYPE_BITS, SAFETENSORS_DTYPES, isSafetensorsDtype, type SafetensorsDtype } from './dtypes.js';
 export { SafetensorsError, isSafetensorsError, type SafetensorsErrorCode, type SafetensorsErrorOffsets } from './errors.js';
-export { findDuplicateJsonKey, type DuplicateJsonKey } from './find-duplicate-json-key.js';
+export { findDuplicateJsonKey, scanJsonValue, type DuplicateJsonKey, type JsonValueScan } from './find-duplicate-json-key.js';
 export {
   DEFAULT_ITERATE_BUFFER_BYTES,
   HEADER_ALIGNMENT_BYTES,

@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SafetensorsError, findDuplicateJsonKey, openSafetensorsModel, parseSafetensorsBytes, parseSafetensorsIndex, serializeSafetensorsHeader } from '../src/index.js';
+import { SafetensorsError, findDuplicateJsonKey, openSafetensorsModel, scanJsonValue, parseSafetensorsBytes, parseSafetensorsIndex, serializeSafetensorsHeader } from '../src/index.js';
 import { createRandom, randomBytes, withTempDir } from './helpers.js';
 
 /** A valid file with a varied header: several dtypes, metadata, an empty tensor. */
@@ -175,9 +175,26 @@ describe('findDuplicateJsonKey', () => {
       const expected = reference(text);
       const actual = findDuplicateJsonKey(text)?.key;
       expect(actual, text).toBe(expected);
+      // The same value as a piece of a larger document: its end, and the same first duplicate.
+      const scan = scanJsonValue(`[ ${text} ,7]`, 1);
+      expect(scan.duplicate?.key, text).toBe(expected);
+      if (expected === undefined) expect(scan.end, text).toBe(2 + text.length);
       if (expected !== undefined) duplicates++;
     }
     expect(duplicates).toBeGreaterThan(100);
+  });
+
+  it('scanJsonValue: ends a number, literal, string or container where it ends, and reports a duplicate inside only', () => {
+    const text = '{"a": -12.5e3 ,"b":true,"c":"x\\\\\\"}\\\\","d":{"e":[{"f":1,"f":2}]},"g":{"h":1}, "h":2}';
+    expect(JSON.parse(text)).toBeTruthy();
+    const valueAt = (key: string) => text.indexOf(':', text.indexOf(`"${key}"`)) + 1;
+    expect(text.slice(valueAt('a'), scanJsonValue(text, valueAt('a')).end)).toBe(' -12.5e3');
+    expect(text.slice(valueAt('b'), scanJsonValue(text, valueAt('b')).end)).toBe('true');
+    expect(JSON.parse(text.slice(valueAt('c'), scanJsonValue(text, valueAt('c')).end))).toBe('x\\"}\\');
+    expect(scanJsonValue(text, valueAt('d'))).toMatchObject({ duplicate: { key: 'f', path: ['e', '[]'], position: text.indexOf('"f":2') } });
+    // Keys of the object around the value are not its keys: "h" is repeated only outside it.
+    expect(scanJsonValue(text, valueAt('g'))).toEqual({ end: text.indexOf(', "h"'), duplicate: undefined });
+    expect(findDuplicateJsonKey(text)?.key).toBe('f');
   });
 
   it('is linear: a 10 MB header with 200,000 keys scans quickly', () => {
