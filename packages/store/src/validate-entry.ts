@@ -1,4 +1,4 @@
-import { codebookFromJson, computePayloadLayout, MAX_CHUNK_SIZE, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE } from '@splitzip/codec';
+import { codebookFromJson, computePayloadLayout, type CodebookJson, MAX_CHUNK_SIZE, MAX_ELEMENT_COUNT, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { countShapeElements } from './compute-content-key.js';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError, isStoreError } from './errors.js';
@@ -70,24 +70,29 @@ export function sliceId(shardName: string, offsetBytes: number, sizeBytes: numbe
   return `${offsetBytes}:${sizeBytes}:${shardName}`;
 }
 
+/** A path part `..` (parts split at `/` or a backslash). */
+const DOT_DOT_PART = /(?:^|[\\/])\.\.(?:[\\/]|$)/;
+
 /** Rejects blob paths that are absolute, contain `..`, or are not exactly `blobs/<key>.bin`. */
 export function validateBlobPath(key: string, blob: unknown): string {
-  const fail = (reason: string, message: string): never => {
-    throw new StoreError('UNSAFE_BLOB_PATH', message, { entry: key, details: { reason, blob: detailValue(blob) } });
-  };
   if (typeof blob !== 'string' || blob.length === 0 || blob.length > 4096 || blob.includes('\0')) {
-    return fail('invalid', 'blob path must be a non-empty string without NUL');
+    return unsafeBlobPath(key, blob, 'invalid', 'blob path must be a non-empty string without NUL');
   }
   if (blob.startsWith('/') || blob.startsWith('\\') || /^[A-Za-z]:/.test(blob)) {
-    return fail('absolute', `blob path ${describeValue(blob)} is absolute`);
+    return unsafeBlobPath(key, blob, 'absolute', `blob path ${describeValue(blob)} is absolute`);
   }
-  if (blob.split(/[\\/]/).some((part) => part === '..')) {
-    return fail('dot-dot', `blob path ${describeValue(blob)} contains ".."`);
+  if (DOT_DOT_PART.test(blob)) {
+    return unsafeBlobPath(key, blob, 'dot-dot', `blob path ${describeValue(blob)} contains ".."`);
   }
   if (blob !== canonicalBlobPath(key)) {
-    return fail('not-canonical', `blob path ${describeValue(blob)} is not ${canonicalBlobPath(key)}`);
+    return unsafeBlobPath(key, blob, 'not-canonical', `blob path ${describeValue(blob)} is not ${canonicalBlobPath(key)}`);
   }
   return blob;
+}
+
+// Not a closure in validateBlobPath: a manifest's open calls that once per entry.
+function unsafeBlobPath(key: string, blob: unknown, reason: string, message: string): never {
+  throw new StoreError('UNSAFE_BLOB_PATH', message, { entry: key, details: { reason, blob: detailValue(blob) } });
 }
 
 function requireObject(value: unknown, field: string, key: string): Record<string, unknown> {
@@ -151,7 +156,7 @@ function validateStamps(stamps: unknown, key: string | undefined, code: 'ENTRY_I
     Array.isArray(stamps) &&
     stamps.length > 0 &&
     stamps.length <= MAX_SLICE_STAMPS &&
-    new Set(stamps).size === stamps.length &&
+    (stamps.length === 1 || new Set(stamps).size === stamps.length) &&
     stamps.every((s) => typeof s === 'string' && s.length > 0 && s.length <= MAX_SLICE_STAMP_CHARS && !s.includes('\0'));
   if (!valid) {
     throw new StoreError(
@@ -207,9 +212,11 @@ export function parseDiskEntry(key: string, value: unknown, pool?: StringPool): 
   if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {
     mismatch(key, `qualname must be a string of at most ${MAX_QUALNAME_CHARS} characters`, { field: 'qualname' });
   }
-  let codebookExponents: number[];
+  let codebook: CodebookJson;
   try {
-    codebookExponents = [...codebookFromJson(e.codebook).exponents];
+    // The codec's own frozen copy, kept as is (decode knows it as checked), one per distinct list.
+    const checked = codebookFromJson(e.codebook);
+    codebook = pool ? pool.internCodebook(checked) : (checked as CodebookJson);
   } catch (error) {
     throw new StoreError('INVALID_CODEBOOK', `codebook fails validation: ${(error as Error).message}`, { entry: key, cause: error });
   }
@@ -249,7 +256,8 @@ export function parseDiskEntry(key: string, value: unknown, pool?: StringPool): 
   if (!Array.isArray(rawSliceKeys) || rawSliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
     mismatch(key, `slice_keys must be an array of at most ${MAX_SLICE_KEYS_PER_ENTRY} slice keys`, { field: 'slice_keys' });
   }
-  const seen = new Set<string>();
+  // Most entries have one slice key: no set of them to check for a repeat.
+  const seen = rawSliceKeys.length > 1 ? new Set<string>() : undefined;
   const sliceKeys: SliceKeyTuple[] = [];
   for (const raw of rawSliceKeys as unknown[]) {
     const slice = validateSliceKey(raw, key, 'ENTRY_INVALID', pool);
@@ -259,16 +267,18 @@ export function parseDiskEntry(key: string, value: unknown, pool?: StringPool): 
         details: { slice, rawBytes },
       });
     }
-    const id = sliceId(...slice);
-    if (seen.has(id)) mismatch(key, `slice_keys lists ${JSON.stringify(slice)} twice`, { slice });
-    seen.add(id);
+    if (seen) {
+      const id = sliceId(...slice);
+      if (seen.has(id)) mismatch(key, `slice_keys lists ${JSON.stringify(slice)} twice`, { slice });
+      seen.add(id);
+    }
     sliceKeys.push(slice);
   }
   return Object.freeze({
     key,
     qualname: qualname as string,
     blob,
-    codebook: Object.freeze({ exponents: Object.freeze(codebookExponents) as number[] }),
+    codebook,
     meta,
     rawBytes,
     compBytes,

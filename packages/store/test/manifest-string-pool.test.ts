@@ -47,6 +47,22 @@ describe('parseManifest string pool', () => {
     expect(read[3]!.sliceKeys[0]).toHaveLength(3);
   });
 
+  it('gives entries with the same codebook one frozen codebook object, and keeps other codebooks apart', async () => {
+    const [a, b, c] = await readEntries(3);
+    const sameAsA = (entry: CacheEntry): CacheEntry => Object.freeze({ ...entry, codebook: { exponents: [...a!.codebook.exponents] } });
+    const other = [...a!.codebook.exponents].reverse();
+    const written = [a!, sameAsA(b!), Object.freeze({ ...c!, codebook: { exponents: other } })];
+    const header = { generation: 3, chunkSize: 64, coverageMin: 0.99 };
+    const parsed = parseManifest(serializeManifest(written, header), 'manifest.json');
+    const read = written.map((entry) => parsed.state.entries.get(entry.key)!);
+
+    expect(read).toEqual(written);
+    expect(read[1]!.codebook).toBe(read[0]!.codebook);
+    expect(read[2]!.codebook).not.toBe(read[0]!.codebook);
+    expect(read[2]!.codebook.exponents).toEqual(other);
+    expect(Object.isFrozen(read[0]!.codebook) && Object.isFrozen(read[0]!.codebook.exponents)).toBe(true);
+  });
+
   it('tells stamp lists apart whose joined text would be the same without a separator', () => {
     const pool = new StringPool();
     const split = pool.internStamps(['ab', 'c']);
