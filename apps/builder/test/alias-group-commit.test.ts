@@ -47,36 +47,27 @@ async function countJournalRecords(root: string, generation: number): Promise<nu
 }
 
 vi.mock('@splitzip/store', async (importOriginal) => {
-  const actual = await importOriginal<typeof Store>();
-  return {
-    ...actual,
-    openCacheStore: async (...args: Parameters<typeof actual.openCacheStore>) => {
-      const store = await actual.openCacheStore(...args);
-      return new Proxy(store, {
-        get(target, property) {
-          if (property === 'aliasSlices' && gate.releaseAt > 0) {
-            return async (...call: Parameters<Store.CacheStore['aliasSlices']>) => {
-              await new Promise<void>((resolve) => {
-                gate.waiting.push(resolve);
-                gate.maxWaiting = Math.max(gate.maxWaiting, gate.waiting.length);
-                if (gate.waiting.length >= gate.releaseAt) releaseAll();
-                else gate.timer ??= setTimeout(releaseAll, RELEASE_AFTER_MS);
-              });
-              return target.aliasSlices(...call);
-            };
-          }
-          if (property === 'close' && gate.releaseAt > 0) {
-            return async () => {
-              gate.journalRecords = await countJournalRecords(target.root, target.generation);
-              return target.close();
-            };
-          }
-          const value = Reflect.get(target, property, target) as unknown;
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
-    },
-  };
+  const { mockStoreModule } = await import('./helpers/intercept-store.js');
+  return mockStoreModule(await importOriginal<typeof Store>(), (property, target) => {
+    if (property === 'aliasSlices' && gate.releaseAt > 0) {
+      return async (...call: Parameters<Store.CacheStore['aliasSlices']>) => {
+        await new Promise<void>((resolve) => {
+          gate.waiting.push(resolve);
+          gate.maxWaiting = Math.max(gate.maxWaiting, gate.waiting.length);
+          if (gate.waiting.length >= gate.releaseAt) releaseAll();
+          else gate.timer ??= setTimeout(releaseAll, RELEASE_AFTER_MS);
+        });
+        return target.aliasSlices(...call);
+      };
+    }
+    if (property === 'close' && gate.releaseAt > 0) {
+      return async () => {
+        gate.journalRecords = await countJournalRecords(target.root, target.generation);
+        return target.close();
+      };
+    }
+    return undefined;
+  });
 });
 
 let temp: TempDir;

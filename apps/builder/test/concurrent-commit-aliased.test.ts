@@ -29,30 +29,22 @@ vi.mock('@splitzip/store', async (importOriginal) => {
       await other.close();
     }
   };
-  return {
-    ...actual,
-    openCacheStore: async (...args: Parameters<typeof actual.openCacheStore>) => {
-      const store = await actual.openCacheStore(...args);
-      return new Proxy(store, {
-        get(target, property) {
-          if (property === 'addEntries' && race.armed) {
-            return async (inputs: Store.AddEntryInput[]) => {
-              await commitFirst(target.root, inputs);
-              return target.addEntries(inputs);
-            };
-          }
-          if (property === 'addEntry' && race.armed) {
-            return async (input: Store.AddEntryInput) => {
-              await commitFirst(target.root, [input]);
-              return target.addEntry(input);
-            };
-          }
-          const value = Reflect.get(target, property, target) as unknown;
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
-    },
-  };
+  const { mockStoreModule } = await import('./helpers/intercept-store.js');
+  return mockStoreModule(actual, (property, target) => {
+    if (property === 'addEntries' && race.armed) {
+      return async (inputs: Store.AddEntryInput[]) => {
+        await commitFirst(target.root, inputs);
+        return target.addEntries(inputs);
+      };
+    }
+    if (property === 'addEntry' && race.armed) {
+      return async (input: Store.AddEntryInput) => {
+        await commitFirst(target.root, [input]);
+        return target.addEntry(input);
+      };
+    }
+    return undefined;
+  });
 });
 
 let temp: TempDir;

@@ -23,28 +23,19 @@ const seen = vi.hoisted(() => ({
 }));
 
 vi.mock('@splitzip/store', async (importOriginal) => {
-  const actual = await importOriginal<typeof Store>();
-  return {
-    ...actual,
-    openCacheStore: async (...args: Parameters<typeof actual.openCacheStore>) => {
-      const store = await actual.openCacheStore(...args);
-      return new Proxy(store, {
-        get(target, property) {
-          if (property === 'lookupBySlice' && seen.hideSlices) return () => undefined;
-          const beforeUnbind = seen.beforeUnbind;
-          if (property === 'unbindSlices' && beforeUnbind) {
-            return async (items: readonly UnbindSliceItem[]) => {
-              seen.beforeUnbind = undefined;
-              await beforeUnbind();
-              return target.unbindSlices(items);
-            };
-          }
-          const value = Reflect.get(target, property, target) as unknown;
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
-    },
-  };
+  const { mockStoreModule } = await import('./helpers/intercept-store.js');
+  return mockStoreModule(await importOriginal<typeof Store>(), (property, target) => {
+    if (property === 'lookupBySlice' && seen.hideSlices) return () => undefined;
+    const beforeUnbind = seen.beforeUnbind;
+    if (property === 'unbindSlices' && beforeUnbind) {
+      return async (items: readonly UnbindSliceItem[]) => {
+        seen.beforeUnbind = undefined;
+        await beforeUnbind();
+        return target.unbindSlices(items);
+      };
+    }
+    return undefined;
+  });
 });
 
 let temp: TempDir;
