@@ -157,7 +157,7 @@ function validateStamps(stamps: unknown, key: string | undefined, code: 'ENTRY_I
     stamps.length > 0 &&
     stamps.length <= MAX_SLICE_STAMPS &&
     (stamps.length === 1 || new Set(stamps).size === stamps.length) &&
-    stamps.every((s) => typeof s === 'string' && s.length > 0 && s.length <= MAX_SLICE_STAMP_CHARS && !s.includes('\0'));
+    areValidStamps(stamps);
   if (!valid) {
     throw new StoreError(
       code,
@@ -165,6 +165,16 @@ function validateStamps(stamps: unknown, key: string | undefined, code: 'ENTRY_I
       { entry: key, details: { stamps: Array.isArray(stamps) ? stamps.slice(0, 4).map(detailValue) : detailValue(stamps) } },
     );
   }
+}
+
+// By index, not every(): every skips a caller's array's holes, and a hole was written as a stamp
+// (null in the manifest, which then failed to open).
+function areValidStamps(stamps: readonly unknown[]): boolean {
+  for (let i = 0; i < stamps.length; i++) {
+    const s = stamps[i];
+    if (typeof s !== 'string' || s.length === 0 || s.length > MAX_SLICE_STAMP_CHARS || s.includes('\0')) return false;
+  }
+  return true;
 }
 
 function parseMeta(key: string, value: unknown): PayloadMetaJson {

@@ -1,0 +1,30 @@
+// A caller's slice stamps are checked element by element, holes included: Array.prototype.every
+// skips an array's holes, so `new Array(1)` as stamps passed validation, the store wrote `undefined`
+// as a stamp (null in the manifest), and the cache then failed to open (ENTRY_INVALID).
+import { afterAll, describe, expect, it } from 'vitest';
+import { openCacheStore } from '../src/index.js';
+import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
+
+afterAll(removeTempDirs);
+
+describe('slice stamps with holes', () => {
+  it('are refused (INVALID_ARGUMENT) and nothing is written: the cache opens as before', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const kept = makeTensor([40, 3], 8201);
+    await store.addEntry(toInput(kept, 'kept', [['s.safetensors', 0, 240, ['240:1']]]));
+    const holeOnly = new Array<string>(1);
+    const holeAfter = Object.assign(new Array<string>(2), { 0: '240:2' });
+    for (const [i, stamps] of [holeOnly, holeAfter].entries()) {
+      const tensor = makeTensor([40, 3], 8210 + i);
+      const error = await catchError(() => store.addEntry(toInput(tensor, `holey.${i}`, [['s.safetensors', 240 * (i + 1), 240, stamps]])));
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(store.getEntry(tensor.key)).toBeUndefined();
+    }
+    await store.close();
+    const reopened = await openCacheStore(root);
+    expect([...reopened.entries()].map((entry) => entry.key)).toEqual([kept.key]);
+    expect(reopened.lookupSliceBinding('s.safetensors', 0, 240)?.stamps).toEqual(['240:1']);
+    await reopened.close();
+  });
+});
