@@ -51,7 +51,10 @@ export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha2
       details: { shape: [...shape], payloadElements: meta.elementCount },
     });
   }
-  const sliceKeys = (input.sliceKeys ?? []).map((s) => validateSliceKey(s, key, 'INVALID_ARGUMENT'));
+  const rawSliceKeys: unknown = input.sliceKeys ?? [];
+  if (!Array.isArray(rawSliceKeys)) throw new StoreError('INVALID_ARGUMENT', 'sliceKeys must be an array of slice keys', { entry: key });
+  // Array.from, not map: map skips an array's holes, and a hole then failed below as a TypeError.
+  const sliceKeys = Array.from(rawSliceKeys as unknown[], (s) => validateSliceKey(s, key, 'INVALID_ARGUMENT'));
   if (sliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
     throw new StoreError('INVALID_ARGUMENT', `more than MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, { entry: key });
   }

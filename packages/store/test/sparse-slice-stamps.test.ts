@@ -27,4 +27,16 @@ describe('slice stamps with holes', () => {
     expect(reopened.lookupSliceBinding('s.safetensors', 0, 240)?.stamps).toEqual(['240:1']);
     await reopened.close();
   });
+
+  it('sliceKeys with a hole, or not an array, are INVALID_ARGUMENT (a TypeError before)', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const tensor = makeTensor([40, 3], 8220);
+    for (const sliceKeys of [new Array(1), 'abc', { length: 1 }]) {
+      const error = await catchError(() => store.addEntry({ ...toInput(tensor, 'holey'), sliceKeys: sliceKeys as never }));
+      expect(error.code).toBe('INVALID_ARGUMENT');
+    }
+    expect(store.getEntry(tensor.key)).toBeUndefined();
+    await store.close();
+  });
 });
