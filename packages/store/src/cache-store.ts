@@ -2,6 +2,7 @@ import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
+import { checkCallItems } from './check-call-items.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
@@ -1004,7 +1005,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
     this.assertOpen();
-    if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
+    checkCallItems(inputs, 'addEntries', 'an AddEntryInput object');
     const prepared = inputs.map((input) => prepareAddEntry(input));
     // See what other processes added, so existing keys cost no blob write and no lock.
     await this.refresh();
@@ -1064,7 +1065,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
     this.assertOpen();
-    if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
+    checkCallItems(items, 'aliasSlices', 'an AliasSliceItem object ({ key, shardName, offsetBytes, sizeBytes, stamp? })');
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);

@@ -7,6 +7,7 @@ import { checkMoveFrom } from './check-move-from.js';
 import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
+import { checkCallItems } from './check-call-items.js';
 import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_STAMPS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
@@ -710,7 +711,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   async addEntries(inputs: readonly AddEntryInput[]): Promise<AddEntryResult[]> {
     this.assertOpen();
-    if (!Array.isArray(inputs)) throw new StoreError('INVALID_ARGUMENT', 'addEntries takes an array');
+    checkCallItems(inputs, 'addEntries', 'an AddEntryInput object');
     // Slice keys are planned without stamps (alias objects carry none); once the slice is bound,
     // their object stamps are recorded as stamp objects, their file stamps as host stamps.
     const stampsOf = new Map<string, readonly string[]>();
@@ -945,7 +946,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
     this.assertOpen();
-    if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'aliasSlices takes an array');
+    checkCallItems(items, 'aliasSlices', 'an AliasSliceItem object ({ key, shardName, offsetBytes, sizeBytes, stamp? })');
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       // The stamp is validated as the local store does: an object stamp goes to the bucket, a file stamp to this host (recordStamps).

@@ -39,4 +39,29 @@ describe('slice stamps with holes', () => {
     expect(store.getEntry(tensor.key)).toBeUndefined();
     await store.close();
   });
+
+  it('addEntries / aliasSlices items with a hole, or not objects, are INVALID_ARGUMENT naming the item (a hole came back as a hole, nothing done; null was a TypeError)', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const tensor = makeTensor([40, 3], 8230);
+    const added = await store.addEntry(toInput(tensor, 'kept'));
+    expect(added.added).toBe(true);
+    const good = { key: tensor.key, shardName: 's.safetensors', offsetBytes: 0, sizeBytes: 240 };
+    const calls: [string, () => Promise<unknown>][] = [
+      ['addEntries', () => store.addEntries(new Array(1))],
+      ['addEntries', () => store.addEntries([toInput(makeTensor([40, 3], 8231), 'other'), null as never])],
+      ['aliasSlices', () => store.aliasSlices(new Array(1))],
+      ['aliasSlices', () => store.aliasSlices([good, 7 as never])],
+      ['aliasSlices', () => store.aliasSlices([null as never])],
+    ];
+    for (const [method, call] of calls) {
+      const error = await catchError(call);
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(error.message).toMatch(new RegExp(`${method} item \\d must be`));
+    }
+    // Nothing of the refused calls was done: the good items beside the bad ones included.
+    expect([...store.entries()].map((entry) => entry.key)).toEqual([tensor.key]);
+    expect(store.lookupBySlice('s.safetensors', 0, 240)).toBeUndefined();
+    await store.close();
+  });
 });
