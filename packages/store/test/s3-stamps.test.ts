@@ -128,6 +128,13 @@ describeS3('S3 object stamps against the gateway', () => {
     // An invalid stamp is refused as on a local cache; nothing written.
     expect((await catchError(() => store.aliasSlice(a.key, SHARD, 320, 80, ''))).code).toBe('INVALID_ARGUMENT');
     expect(store.lookupBySlice(SHARD, 320, 80)).toBeUndefined();
+    // So are items that are holes or not objects, the good one beside them not written either.
+    const good = { key: a.key, shardName: SHARD, offsetBytes: 320, sizeBytes: 80 };
+    for (const items of [new Array(1), [good, null], [good, 'x']]) {
+      expect((await catchError(() => store.aliasSlices(items as never))).message).toMatch(/INVALID_ARGUMENT: aliasSlices item \d must be/);
+    }
+    expect((await catchError(() => store.addEntries(new Array(1)))).message).toMatch(/INVALID_ARGUMENT: addEntries item 0 must be/);
+    expect(store.lookupBySlice(SHARD, 320, 80)).toBeUndefined();
     // A second instance loads them from the listing.
     const other = await openCacheStore(url(prefix));
     expect([...stampsOf(other)!].sort()).toEqual([etag(1), etag(2)]);
