@@ -229,18 +229,17 @@ function readEntriesInPieces(text: string, start: number, path: string): { state
   let i = skipJsonWhiteSpace(text, start + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return { state, end: i + 1 };
   for (;;) {
-    // A key that is not 40 hex digits fails parseDiskEntry (a quote in it, its JSON.parse). Parsed,
-    // not sliced: a slice of the text kept as the entry's key would keep all of the text alive.
-    if (text.charCodeAt(i) !== 0x22 /* " */) return undefined;
-    const keyEnd = text.indexOf('"', i + 1);
+    // A plain key, as the store writes them (one that is not 40 hex digits fails parseDiskEntry).
+    // Parsed, not sliced: a slice of the text kept as the entry's key would keep all of the text alive.
+    const keyEnd = plainKeyEnd(text, i);
     if (keyEnd < 0) return undefined;
-    const key: unknown = JSON.parse(text.slice(i, keyEnd + 1));
-    if (typeof key !== 'string') return undefined;
+    const key = JSON.parse(text.slice(i, keyEnd + 1)) as string;
     i = skipJsonWhiteSpace(text, keyEnd + 1);
     if (text.charCodeAt(i) !== 0x3a /* : */) return undefined;
     i = skipJsonWhiteSpace(text, i + 1);
     const scan = scanJsonValue(text, i);
-    if (scan.duplicate || state.entries.has(key) || state.entries.size >= MAX_ENTRIES) return undefined;
+    // Too many entries: addLoadedEntry throws, and the tree parse reports it.
+    if (scan.duplicate || state.entries.has(key)) return undefined;
     state.addLoadedEntry(parseDiskEntry(key, JSON.parse(text.slice(i, scan.end)), pool), context);
     i = skipJsonWhiteSpace(text, scan.end);
     const c = text.charCodeAt(i);
