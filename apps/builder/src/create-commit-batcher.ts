@@ -97,6 +97,6 @@ export function createCommitBatcher(store: CacheStore, options: { rebind: boolea
  * not which: a call that removed none answers false for all.
  */
 async function unbindAll(store: CacheStore, items: readonly UnbindRequest[]): Promise<boolean[]> {
-  const removed = await store.unbindSlices(items.map(({ key, shardName, offsetBytes, sizeBytes }) => ({ key, shardName, offsetBytes, sizeBytes })));
+  const removed = await store.unbindSlices(items);
   return items.map((item) => removed > 0 && store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes) === undefined);
 }
