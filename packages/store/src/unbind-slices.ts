@@ -1,5 +1,6 @@
 // Removing slice bindings (CacheStore.unbindSlices): the arguments' checks, shared by both stores,
 // and the local store's plan, a state without those bindings that a compaction writes.
+import { checkCallItems } from './check-call-items.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
 import type { SliceKeyTuple, UnbindSliceItem } from './types.js';
@@ -16,11 +17,10 @@ export interface CheckedUnbind {
  * (the first one's `key` counts), so each binding is removed, and counted, once.
  */
 export function checkUnbindItems(items: readonly UnbindSliceItem[]): CheckedUnbind[] {
-  if (!Array.isArray(items)) throw new StoreError('INVALID_ARGUMENT', 'unbindSlices takes an array');
+  checkCallItems(items, 'unbindSlices', 'an UnbindSliceItem object ({ shardName, offsetBytes, sizeBytes, key? })');
   const seen = new Set<string>();
   const checked: CheckedUnbind[] = [];
   for (const item of items) {
-    if (item === null || typeof item !== 'object') throw new StoreError('INVALID_ARGUMENT', 'an unbindSlices item must be { shardName, offsetBytes, sizeBytes, key? }');
     const slice = validateSliceKey([item.shardName, item.offsetBytes, item.sizeBytes], undefined, 'INVALID_ARGUMENT');
     if (item.key !== undefined && !isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
     const id = sliceId(...slice);

@@ -137,6 +137,7 @@ describe('unbindSlices (directory cache)', () => {
     const cases: unknown[] = [
       'model-00001-of-00002.safetensors',
       [null],
+      new Array(1),
       [{ shardName: '', offsetBytes: 100, sizeBytes: 480 }],
       [{ shardName: 'model-00001-of-00002.safetensors', offsetBytes: -1, sizeBytes: 480 }],
       [{ shardName: 'model-00001-of-00002.safetensors', offsetBytes: 100, sizeBytes: 1.5 }],
