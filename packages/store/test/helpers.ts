@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { calibrateCodebook, encode, type Codebook } from '@splitzip/codec';
 import { Packr } from 'msgpackr';
+import { afterAll } from 'vitest';
 import { createRandom as createRng } from '@splitzip/test-support/random';
 import { computeContentKey, openCacheStore, type AddEntryInput } from '../src/index.js';
 
@@ -57,6 +58,10 @@ export function toInput(tensor: TestTensor, qualname: string, sliceKeys?: AddEnt
 }
 
 const dirs: string[] = [];
+// Every test file that imports this module removes what makeTempDir made at its end, whether or not
+// it calls removeTempDirs itself (two files did not, and each run left ~18 caches in the temp dir).
+afterAll(() => removeTempDirs());
+
 export async function makeTempDir(prefix = 'splitzip-store-'): Promise<string> {
   // Resolved: a store names files under the directory it resolved at open (TMPDIR may be a link, as on macOS).
   const dir = await realpath(await mkdtemp(join(tmpdir(), prefix)));
