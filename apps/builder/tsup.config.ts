@@ -24,9 +24,10 @@ export default defineConfig([
   },
   {
     // CommonJS for `require('@splitzip/builder')` only: the bin is dist/cli.js, and a cli.cjs
-    // (136 KB, the whole builder again) was shipped that nothing ran.
+    // (136 KB, the whole builder again) was shipped that nothing ran; so was a hash-worker.cjs (the
+    // CommonJS build starts dist/hash-worker.js too: import.meta.url, shimmed).
     ...common,
-    entry: ['src/index.ts', 'src/hash-worker.ts'],
+    entry: ['src/index.ts'],
     format: ['cjs'],
     dts: { entry: 'src/index.ts' },
     clean: false,

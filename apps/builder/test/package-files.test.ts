@@ -13,9 +13,12 @@ describe('the built package', () => {
     expect(existsSync(fileURLToPath(new URL('dist/index.d.cts', root)))).toBe(true);
   });
 
-  // A CommonJS copy of the whole CLI (136 KB, 320 KB with its map) was built and shipped, and nothing ran it.
-  it('ships no CommonJS copy of the CLI', () => {
+  // A CommonJS copy of the whole CLI (136 KB, 320 KB with its map) was built and shipped, and nothing
+  // ran it; so was one of the hash worker (both builds start dist/hash-worker.js).
+  it('ships no CommonJS copy of the CLI or of its worker', () => {
     expect(manifest.bin.splitzip).toBe('./dist/cli.js');
     expect(existsSync(fileURLToPath(new URL('dist/cli.cjs', root)))).toBe(false);
+    expect(existsSync(fileURLToPath(new URL('dist/hash-worker.js', root)))).toBe(true);
+    expect(existsSync(fileURLToPath(new URL('dist/hash-worker.cjs', root)))).toBe(false);
   });
 });
