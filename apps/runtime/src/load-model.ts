@@ -76,11 +76,16 @@ export interface LoadModelOptions {
   verifyDigest?: boolean | undefined;
   /** Throw a typed error for any tensor the cache cannot serve, instead of reading it raw. */
   cacheOnly?: boolean | undefined;
-  /** Called with each tensor, in model order, before the iterator yields it. */
-  onTensor?: ((tensor: LoadedTensor) => void) | undefined;
+  /**
+   * Called with each tensor, in model order, before the iterator yields it. When it returns a
+   * promise (an async function: an upload of the tensor to a device), the load waits for it before
+   * the next tensor is delivered, and its rejection fails the load as a throw does. (Two members,
+   * not one returning `void | PromiseLike<void>`: that type refused `(t) => seen.push(t)`.)
+   */
+  onTensor?: ((tensor: LoadedTensor) => void) | ((tensor: LoadedTensor) => PromiseLike<void>) | undefined;
   /** Where each tensor's bytes go (e.g. a view into a preallocated arena); default: a new buffer per tensor. */
   allocate?: ((tensor: TensorInfo) => Uint8Array) | undefined;
-  /** Only these tensors (default: all, in model order). */
+  /** Only these tensors (default: all, in model order); decided synchronously (a returned promise is INVALID_ARGUMENT). */
   filter?: ((tensor: TensorInfo) => boolean) | undefined;
   /** A staging pool to use (shared across loads); default: one sized from the model's largest entry. */
   pool?: StagingPool | undefined;
@@ -232,7 +237,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       if (options.cacheOnly || !goOn) throw mapRefreshError(error, handle);
       totals.refreshError = describeError(error);
     }
-    const infos = options.filter ? model.tensors.filter(options.filter) : model.tensors;
+    const infos = options.filter ? filterTensors(model.tensors, options.filter) : model.tensors;
     const checkedShards = new Map<string, string | null>();
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle, checkedShards));
     const entries = targets.map((target) => target.entry).filter((entry): entry is CacheEntry => entry !== undefined);
@@ -281,7 +286,11 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
         addToTotals(totals, tensor.report);
         noteReadThrough();
         totals.wallMs = performance.now() - startMs;
-        options.onTensor?.(tensor);
+        // A promise from onTensor (an upload) is awaited before the next delivery; the reads and
+        // decodes already started go on meanwhile, within the pipeline's bounds. A rejection
+        // leaves through here as a throw does, so the same cleanup follows.
+        const delivered = options.onTensor?.(tensor);
+        if (isThenable(delivered)) await delivered;
         yield tensor;
       }
     } finally {
@@ -311,6 +320,28 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       return totals;
     },
   };
+}
+
+/** A promise or any object with a `then` method (what `await` would wait for). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+}
+
+/**
+ * `tensors` that `filter` keeps. A filter that returns a promise (an async function) is refused:
+ * a promise is truthy, so every tensor was kept whatever it would have decided.
+ */
+function filterTensors(tensors: readonly TensorInfo[], filter: (tensor: TensorInfo) => boolean): TensorInfo[] {
+  return tensors.filter((tensor, index, all) => {
+    const keep: unknown = (filter as (tensor: TensorInfo, index: number, all: readonly TensorInfo[]) => unknown)(tensor, index, all);
+    if (!isThenable(keep)) return keep as boolean;
+    // Its outcome is not waited for: a rejection must not be unhandled either.
+    if (keep instanceof Promise) keep.catch(() => undefined);
+    throw new RuntimeError('INVALID_ARGUMENT', `filter returned a promise for ${tensor.name}: it must decide synchronously (return true or false, not an async function)`, {
+      option: 'filter',
+      tensor: tensor.name,
+    });
+  });
 }
 
 /**
