@@ -167,13 +167,26 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
       throw new RuntimeError('INVALID_ARGUMENT', `cannot open the shard cache at ${root}: ${error.message}`, { root, storeCode: code }, { cause: error });
     }
     const retryable = isRetryableError(error);
-    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeError(error).message}`, {
+    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeOpenFailure(error, root)}`, {
       root,
       storeCode: code,
       retryable,
     }, { cause: error });
   }
   return wrapCacheStore(store, { coverageMin: options.coverageMin, objectSources: options.objectSources, fileSources: options.fileSources });
+}
+
+/**
+ * What a store's refusal to open `root` says to a loader. A missing cache's store hint, `open with
+ * create: true` (or `a build with create` for an s3:// bucket), names an option openShardCache
+ * does not take (a loader opens what a build made): it becomes the build that makes one.
+ */
+function describeOpenFailure(error: unknown, root: string): string {
+  if (!isStoreError(error) || error.code !== 'NOT_A_CACHE' || !/\bcreate\b/.test(error.reason)) return describeError(error).message;
+  const reason = error.reason.replace(/\s*\([^()]*\bcreate\b[^()]*\)\s*$/, '');
+  const where = [error.entry !== undefined ? `entry ${error.entry}` : '', error.path !== undefined ? `file ${error.path}` : ''].filter(Boolean).join(', ');
+  const bucket = /\bbucket\b/.test(reason) ? ' (which makes the bucket too)' : '';
+  return `${error.code}: ${reason}${where ? ` (${where})` : ''}: build one with \`splitzip build <model> --out ${root}\`${bucket}`;
 }
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */
