@@ -5,7 +5,7 @@ import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, explainMiss, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, notCachedError, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -136,8 +136,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       report.detail = describeCacheFailure(error, env.cache);
     }
   } else if (env.cacheOnly) {
-    const { reason, detail } = await explainMiss(target, undefined, env);
-    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${detail})`, { tensor: name, dtype, reason, ...slice });
+    throw await notCachedError(target, env);
   }
   const data = prepareOutput(options.target, slice.sizeBytes, name);
   await readRaw(env, target, data, report);

@@ -212,6 +212,14 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   }
   const elementCount = target.slice.sizeBytes / 2;
   if (elementCount > MAX_ELEMENT_COUNT) return { reason: 'missing', detail: `${elementCount} values exceed one payload` };
+  // cacheOnly: only the bytes' histogram tells a tensor the build skipped for its coverage from one
+  // not built, and the cache records no skips: such a load reads no raw bytes, so it cannot say which.
+  if (data === undefined && target.info !== undefined) {
+    return {
+      reason: 'missing',
+      detail: `no entry for this slice: either the build skipped it for its Top-16 exponent coverage (under the gate ${env.cache.coverageMin}: no build caches it) or no build of this model cached it (${describeBuildRemedy(env.cache, `\`splitzip build <model> --out ${env.cache.root}\` does`)}); only its raw bytes tell which, and a cacheOnly load reads none: a load without cacheOnly reports it as \`coverage\` or \`missing\``,
+    };
+  }
   if (!env.explainMisses || data === undefined || data.byteLength < 2) {
     return { reason: 'missing', detail: 'no entry for this slice' };
   }
@@ -329,8 +337,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       }
     }
   } else if (env.cacheOnly) {
-    const { reason, detail } = await explainMiss(target, undefined, env);
-    throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${detail})`, { tensor: name, dtype, reason, ...slice });
+    throw await notCachedError(target, env);
   }
 
   abortIfNeeded(env.signal, name);
@@ -340,6 +347,17 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
+}
+
+/**
+ * `cacheOnly`'s NOT_CACHED for a tensor without an entry: why (explainMiss, without the raw bytes
+ * such a load never reads), and for a tensor that is not BF16, that no build can change it.
+ */
+export async function notCachedError(target: ServeTarget, env: ServeEnv): Promise<RuntimeError> {
+  const { name, dtype, slice } = target;
+  const { reason, detail } = await explainMiss(target, undefined, env);
+  const why = reason === 'dtype' ? `${detail}: only BF16 tensors are cached, so no build makes it servable with cacheOnly (leave it out, or load it without cacheOnly)` : detail;
+  return new RuntimeError('NOT_CACHED', `${name} is not in the cache (${why})`, { tensor: name, dtype, reason, ...slice });
 }
 
 /**
