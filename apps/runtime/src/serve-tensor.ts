@@ -366,6 +366,10 @@ export async function notCachedError(target: ServeTarget, env: ServeEnv): Promis
  * can: describeBuildRemedy).
  */
 export function describeCacheFailure(error: RuntimeError, cache: ShardCache | undefined): string {
+  // A handle closed under the load (the store's STORE_CLOSED) says nothing about the blob.
+  if (error.details.storeCode === 'STORE_CLOSED') {
+    return `${error.code}: ${error.message}: served raw; the cache handle was closed (\`cache.close()\`) while this load still read from it: nothing is wrong with the cache, and a load through an open handle serves the tensor from it`;
+  }
   const repair =
     error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH'
       ? `; if its blob is missing or damaged, ${describeBuildRemedy(cache, '`splitzip build <model> --out <cache> --repair` puts it back')}`
