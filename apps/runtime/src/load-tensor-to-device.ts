@@ -5,7 +5,7 @@ import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, notCachedError, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -127,9 +127,10 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       report.bytesRead = report.blobBytesRead;
       report.bytesProduced = slice.sizeBytes;
       return { name, dtype, shape, source: 'cache', reason: 'cached', report, device };
-    } catch (error) {
+    } catch (thrown) {
       device?.delete();
-      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code)) throw error;
+      if (!(thrown instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(thrown.code)) throw thrown;
+      const error = nameEntryAndBlob(thrown, target, entry, env.cache);
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);

@@ -323,9 +323,10 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       report.bytesRead = report.blobBytesRead;
       report.bytesProduced = output.byteLength;
       return { name, dtype, shape, data: output, source: 'cache', reason: 'cached', report };
-    } catch (error) {
+    } catch (thrown) {
       // No raw source (a bare slice without a model) means nothing to fall back to: the cache error stands.
-      if (!(error instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(error.code)) throw error;
+      if (!(thrown instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(thrown.code)) throw thrown;
+      const error = nameEntryAndBlob(thrown, target, entry, env.cache);
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
       report.reason = 'cache-failed';
       report.error = describeError(error);
@@ -347,6 +348,29 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
+}
+
+/**
+ * A blob's failure (`CACHE_READ_FAILED`, `CACHE_ENTRY_MISMATCH`) with its entry and blob named, as
+ * the store's errors name them: a checksum found wrong while decoding (the decode threads, a
+ * backend that verifies as it decodes, a custom reader's bytes) named only the tensor, which may
+ * be another name for the entry's bytes. `details.blob` is the blob's path (or s3:// URL).
+ */
+export function nameEntryAndBlob(error: RuntimeError, target: ServeTarget, entry: CacheEntry, cache: ShardCache | undefined): RuntimeError {
+  if ((error.code !== 'CACHE_READ_FAILED' && error.code !== 'CACHE_ENTRY_MISMATCH') || error.details.storeCode === 'STORE_CLOSED') return error;
+  const blob = cache?.blobPath(entry);
+  const namesEntry = error.message.includes(`cache entry ${entry.key}`);
+  const namesBlob = blob === undefined || error.message.includes(blob);
+  if (namesEntry && namesBlob && error.details.blob !== undefined) return error;
+  // `<tensor>: cache entry <key> (<qualname>): blob <path>: <what is wrong>`, the parts it lacked added.
+  const lead = error.message.startsWith(`${target.name}: `) ? `${target.name}: ` : '';
+  const head = `cache entry ${entry.key} (${entry.qualname}): `;
+  let body = error.message.slice(lead.length);
+  const hadHead = body.startsWith(head);
+  if (hadHead) body = body.slice(head.length);
+  if (!namesBlob) body = `blob ${blob}: ${body}`;
+  if (hadHead || !namesEntry) body = `${head}${body}`;
+  return new RuntimeError(error.code, `${lead}${body}`, { ...error.details, key: entry.key, qualname: entry.qualname, ...(blob === undefined ? {} : { blob }) }, { cause: error.cause ?? error });
 }
 
 /**
