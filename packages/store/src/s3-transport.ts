@@ -425,7 +425,14 @@ export class S3Transport {
   private wrap(operation: string, name: string, error: unknown): StoreError {
     if (error instanceof StoreError) return error;
     // A 403 says little by itself ("Unknown HTTP 403 UnknownError" from some servers): name the usual cause.
-    const hint = statusOf(error) === 403 ? ' (access denied: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the bucket policy)' : '';
+    // No credentials found at all: the SDK's message lists no source to set (a pipeline run without
+    // the gateway's environment got only "Could not load credentials from any providers").
+    const hint =
+      statusOf(error) === 403
+        ? ' (access denied: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the bucket policy)'
+        : (error as { name?: unknown } | null)?.name === 'CredentialsProviderError'
+          ? ' (no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), and AWS_ENDPOINT_URL for a gateway that is not AWS)'
+          : '';
     return new StoreError('S3_ERROR', `S3 ${operation} failed at ${this.endpoint}: ${describeError(error)}${hint}`, {
       path: this.describe(name),
       details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name },
