@@ -335,8 +335,13 @@ function filterTensors(tensors: readonly TensorInfo[], filter: (tensor: TensorIn
   return tensors.filter((tensor, index, all) => {
     const keep: unknown = (filter as (tensor: TensorInfo, index: number, all: readonly TensorInfo[]) => unknown)(tensor, index, all);
     if (!isThenable(keep)) return keep as boolean;
-    // Its outcome is not waited for: a rejection must not be unhandled either.
-    if (keep instanceof Promise) keep.catch(() => undefined);
+    // Its outcome is not waited for: a rejection must not be unhandled either (any thenable: a
+    // promise of another realm is not `instanceof Promise`).
+    try {
+      keep.then(undefined, () => undefined);
+    } catch {
+      // A `then` that throws: nothing pending to leave unhandled.
+    }
     throw new RuntimeError('INVALID_ARGUMENT', `filter returned a promise for ${tensor.name}: it must decide synchronously (return true or false, not an async function)`, {
       option: 'filter',
       tensor: tensor.name,

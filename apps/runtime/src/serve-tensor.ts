@@ -362,6 +362,12 @@ export function nameEntryAndBlob(error: RuntimeError, target: ServeTarget, entry
   const namesEntry = error.message.includes(`cache entry ${entry.key}`);
   const namesBlob = blob === undefined || error.message.includes(blob);
   if (namesEntry && namesBlob && error.details.blob !== undefined) return error;
+  const details = { ...error.details, key: entry.key, qualname: entry.qualname, ...(blob === undefined ? {} : { blob }) };
+  // An entry that does not describe the tensor (checkEntryDescribesTarget) names the entry in its own
+  // words: the manifest disagrees, not the blob, so no blob goes into the message.
+  if (namesEntry && !error.message.includes(`cache entry ${entry.key} (${entry.qualname}): `)) {
+    return new RuntimeError(error.code, error.message, details, { cause: error.cause ?? error });
+  }
   // `<tensor>: cache entry <key> (<qualname>): blob <path>: <what is wrong>`, the parts it lacked added.
   const lead = error.message.startsWith(`${target.name}: `) ? `${target.name}: ` : '';
   const head = `cache entry ${entry.key} (${entry.qualname}): `;
@@ -370,7 +376,7 @@ export function nameEntryAndBlob(error: RuntimeError, target: ServeTarget, entry
   if (hadHead) body = body.slice(head.length);
   if (!namesBlob) body = `blob ${blob}: ${body}`;
   if (hadHead || !namesEntry) body = `${head}${body}`;
-  return new RuntimeError(error.code, `${lead}${body}`, { ...error.details, key: entry.key, qualname: entry.qualname, ...(blob === undefined ? {} : { blob }) }, { cause: error.cause ?? error });
+  return new RuntimeError(error.code, `${lead}${body}`, details, { cause: error.cause ?? error });
 }
 
 /**
@@ -643,7 +649,8 @@ export async function stagePayload(
       meta = readPayloadMeta(payload);
     }
     if (meta.elementCount * 2 !== target.slice.sizeBytes) {
-      throw new RuntimeError('CACHE_ENTRY_MISMATCH', `blob of ${entry.key} holds ${meta.elementCount} values, ${target.name} has ${target.slice.sizeBytes / 2}`, context);
+      // Worded to follow the entry and blob that nameEntryAndBlob puts in front of it.
+      throw new RuntimeError('CACHE_ENTRY_MISMATCH', `its payload holds ${meta.elementCount} values, ${target.name} has ${target.slice.sizeBytes / 2}`, context);
     }
     abortIfNeeded(env.signal, target.name);
     // Left to the backend: bytes the runtime read itself, and blobs the store read unverified for it.

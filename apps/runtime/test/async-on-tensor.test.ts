@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCpuDecoder, type DecodeBackend } from '../src/create-cpu-decoder.js';
 import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
@@ -190,5 +191,25 @@ describe('an async filter', () => {
     expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'filter' } });
     // A turn for an unhandled rejection to be reported (vitest fails the run on one).
     await new Promise((resolve) => setTimeout(resolve, 20));
+  });
+
+  // `instanceof Promise` missed a promise of another realm (a vm context, an iframe's bundle), whose
+  // rejection then went unhandled.
+  it('one that rejects with a promise of another realm leaves no unhandled rejection either', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const error = await loadModel(fixture.model, fixture.cache, {
+        filter: () => runInNewContext('Promise.reject(new Error("filter of another realm failed"))') as unknown,
+      } as never)
+        .drain()
+        .catch((reason: unknown) => reason);
+      expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'filter' } });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 });

@@ -8,6 +8,9 @@ import { createThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
+import { nameEntryAndBlob, type ServeTarget } from '../src/serve-tensor.js';
+import { RuntimeError } from '../src/errors.js';
+import type { CacheEntry } from '@splitzip/store';
 import { bf16Weights, buildCache, makeTempDir, writeModel } from './fixtures.js';
 
 // A blob whose checksum fails is named, entry key and blob file, on every path that can find it:
@@ -90,4 +93,26 @@ describe('a checksum failure names the entry and its blob', () => {
       }
     });
   }
+});
+
+describe('nameEntryAndBlob', () => {
+  const entry = { key: 'k1', qualname: 'q' } as unknown as CacheEntry;
+  const target = { name: 'alias' } as unknown as ServeTarget;
+  const store = { blobPath: () => '/c/blobs/k1.bin' } as unknown as ShardCache;
+
+  // The manifest's entry disagreeing with the tensor is not the blob's fault: the message read
+  // `blob /c/blobs/k1.bin: cache entry k1 (…) does not describe alias`.
+  it('leaves an entry-level mismatch in its own words, the blob only in details', () => {
+    const message = 'cache entry k1 (BF16 [2], 4 B) does not describe alias (BF16 [1], 2 B)';
+    const named = nameEntryAndBlob(new RuntimeError('CACHE_ENTRY_MISMATCH', message, { tensor: 'alias' }), target, entry, store);
+    expect(named.message).toBe(message);
+    expect(named.details).toMatchObject({ tensor: 'alias', key: 'k1', qualname: 'q', blob: '/c/blobs/k1.bin' });
+  });
+
+  // A payload whose header disagrees with the tensor (serve-tensor's element-count check, behind the
+  // store's own checks) read `cache entry k1 (q): blob P: blob of k1 holds …`: blob and key twice.
+  it('names a payload mismatch once, entry then blob', () => {
+    const raw = new RuntimeError('CACHE_ENTRY_MISMATCH', 'its payload holds 3 values, alias has 1', {});
+    expect(nameEntryAndBlob(raw, target, entry, store).message).toBe('cache entry k1 (q): blob /c/blobs/k1.bin: its payload holds 3 values, alias has 1');
+  });
 });
