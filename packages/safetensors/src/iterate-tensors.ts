@@ -49,6 +49,9 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
   }
   // No batch of several tensors (nor a reused buffer) may outgrow one buffer; a single tensor that
   // does fails when reached.
+  if (options.filter !== undefined && typeof options.filter !== 'function') {
+    throw new SafetensorsError('INVALID_ARGUMENT', `filter must be a function, got ${quoteValue(options.filter)}`);
+  }
   const batchBound = Math.min(maxBufferBytes, MAX_BUFFER_BYTES);
   const batches = planBatches(model.tensors, batchBound, options.filter);
   const reuse = options.reuseBuffers === true;
@@ -112,11 +115,28 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
   }
 }
 
+/**
+ * `filter`'s verdict on `tensor`. One that returns a promise (an async function) is refused: a
+ * promise is truthy, so every tensor was read whatever it would have decided.
+ */
+function keepTensor(filter: (tensor: TensorInfo) => boolean, tensor: TensorInfo): boolean {
+  const keep: unknown = filter(tensor);
+  const then = (keep as { then?: unknown } | null | undefined)?.then;
+  if (typeof then !== 'function') return Boolean(keep);
+  try {
+    // Not waited for: its rejection must not go unhandled.
+    (keep as PromiseLike<unknown>).then(undefined, () => undefined);
+  } catch {
+    // A `then` that throws leaves nothing pending.
+  }
+  throw new SafetensorsError('INVALID_ARGUMENT', 'filter returned a promise: it must decide synchronously (return true or false, not an async function)', { tensor: tensor.name });
+}
+
 function planBatches(tensors: readonly TensorInfo[], maxBufferBytes: number, filter?: (tensor: TensorInfo) => boolean): Batch[] {
   const batches: Batch[] = [];
   let current: Batch | undefined;
   for (const tensor of tensors) {
-    if (filter && !filter(tensor)) {
+    if (filter && !keepTensor(filter, tensor)) {
       current = undefined; // a skipped tensor breaks contiguity
       continue;
     }

@@ -14,6 +14,7 @@ import {
   writeSafetensorsFile,
   writeShardedModel,
   type SafetensorsDtype,
+  type TensorInfo,
   type TensorToWrite,
 } from '../src/index.js';
 import { catchErrorAsync, createRandom, expectCode, randomBytes, withTempDir } from './helpers.js';
@@ -201,6 +202,15 @@ describe('write -> read round trips', () => {
         for await (const _ of iterateTensors(model)) break;
         expectCode(await catchErrorAsync(async () => {
           for await (const _ of iterateTensors(model, { maxBufferBytes: 0 })) break;
+        }), 'INVALID_ARGUMENT');
+        // An async filter: its promise is truthy, so every tensor was read whatever it decided.
+        const asyncFilter = await catchErrorAsync(async () => {
+          for await (const _ of iterateTensors(model, { filter: (async (t: TensorInfo) => t.name === 't7') as never })) break;
+        });
+        expectCode(asyncFilter, 'INVALID_ARGUMENT');
+        expect(asyncFilter.tensor).toBe('t0');
+        expectCode(await catchErrorAsync(async () => {
+          for await (const _ of iterateTensors(model, { filter: 'all' as never })) break;
         }), 'INVALID_ARGUMENT');
       } finally {
         await model.close();
