@@ -47,7 +47,10 @@ export interface ModelStatsReport {
     predictedRatio: number | null;
     /** Entropy of the exponents of all BF16 values together, bits per value. */
     entropyBits: number | null;
-    /** Bytes an ideal entropy coder of the exponents would need (sign+mantissa byte + H bits). */
+    /**
+     * Bytes an ideal entropy coder of each tensor's exponents would need (sign+mantissa byte + H
+     * bits per value), over the tensors the build would encode: the same ones as `predictedBytes`.
+     */
     entropyBoundBytes: number;
     escapeCount: number;
     elementCount: number;
@@ -123,7 +126,9 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
         predictedBytes,
         predictedRatio: encodableBytes > 0 ? predictedBytes / encodableBytes : null,
         entropyBits: pooledEntropy,
-        entropyBoundBytes: Math.ceil(sum(bf16, (t) => ((t.elementCount ?? 0) * (8 + (t.entropyBits ?? 0))) / 8)),
+        // Over the tensors `predictedBytes` covers: summed over every BF16 tensor, skipped ones
+        // included, the bound came out above the prediction it is there to be compared with.
+        entropyBoundBytes: Math.ceil(sum(encodable, (t) => ((t.elementCount ?? 0) * (8 + (t.entropyBits ?? 0))) / 8)),
         escapeCount: sum(bf16, (t) => t.escapeCount ?? 0),
         elementCount,
       },

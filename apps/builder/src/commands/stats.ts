@@ -14,7 +14,7 @@ export const statsCommand = defineCommand({
     model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
     coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
     chunkSize: { type: 'number', description: 'Values per chunk for the predicted size', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
-    json: { type: 'boolean', description: 'Print { tensors: [...], totals: {...} } as JSON on stdout' },
+    json: { type: 'boolean', description: 'Print { model, coverageMin, chunkSize, tensors: [...], totals: {...} } as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
@@ -67,7 +67,7 @@ export function renderStatsReport(report: ModelStatsReport): string {
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +
-      `entropy bound ${formatBytes(t.entropyBoundBytes)}; ${t.escapeCount} escapes of ${t.elementCount} values`,
+      `entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} predicted; ${t.escapeCount} escapes of ${t.elementCount} values`,
   ];
   return `${lines.join('\n')}\n`;
 }
