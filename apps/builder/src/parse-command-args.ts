@@ -50,8 +50,10 @@ export function parseCommandArgs<A extends ArgsSpec>(command: CommandDef<A>, arg
 
     if (spec.type === 'boolean') {
       if (inlineValue !== undefined) {
-        if (negated || !['true', 'false'].includes(inlineValue)) {
-          throw new UsageError(`option '--${givenName}' takes no value`, command.name);
+        if (negated) throw new UsageError(`option '--${givenName}' takes no value`, command.name);
+        // `--json=yes` said "takes no value", though `--json=true` is taken: say what is.
+        if (!['true', 'false'].includes(inlineValue)) {
+          throw new UsageError(`option '--${givenName}' takes true or false (--${givenName}=true|false), or no value (--${givenName}, --no-${givenName}); got '${inlineValue}'`, command.name);
         }
         values[key] = inlineValue === 'true';
       } else {

@@ -13,7 +13,7 @@ const DURATION = new RegExp(`^(${UNSIGNED_DECIMAL_SOURCE})(ms|s|m|h|d)?$`);
  */
 export function parseDurationMs(text: string, flag: string, commandName: string): number {
   const match = DURATION.exec(text.trim());
-  if (!match) throw new UsageError(`option '${flag}' takes a duration like 30s, 10m, 1h or 2d, got '${text}'`, commandName);
+  if (!match) throw new UsageError(`option '${flag}' takes a duration like 45m, 90m, 1.5h or 2d (a number and ms, s, m, h or d; a bare number is seconds), got '${text}'`, commandName);
   const ms = Number(match[1]) * UNIT_MS[match[2] ?? 's']!;
   if (!Number.isFinite(ms) || ms > Number.MAX_SAFE_INTEGER) throw new UsageError(`option '${flag}' is too large: '${text}'`, commandName);
   return Math.round(ms);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MIN_S3_GC_AGE_MS } from '@splitzip/store';
 import { defineCommand } from '../src/define-command.js';
 import { UsageError } from '../src/errors.js';
 import { parseCommandArgs } from '../src/parse-command-args.js';
@@ -21,6 +22,16 @@ const command = defineCommand({
     return 0;
   },
 });
+
+function usageErrorOf(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(UsageError);
+    return (error as Error).message;
+  }
+  throw new Error('no UsageError');
+}
 
 function usageError(argv: string[]): string {
   try {
@@ -62,7 +73,9 @@ describe('parseCommandArgs', () => {
     expect(usageError(['m', '--out', 'c', '--coverage-min', '-0.1'])).toContain('at least 0');
     expect(usageError(['m', '--out', 'c', '--jobs', '1.5'])).toContain('whole number');
     expect(usageError(['m', '--out', 'c', '--backend', 'tpu'])).toContain('must be one of auto, cpu');
-    expect(usageError(['m', '--out', 'c', '--json=yes'])).toContain('takes no value');
+    // `--json=true` is taken: `--json=yes` says what is (it said "takes no value").
+    expect(usageError(['m', '--out', 'c', '--json=yes'])).toBe("option '--json' takes true or false (--json=true|false), or no value (--json, --no-json); got 'yes'");
+    expect(usageError(['m', '--out', 'c', '--no-json=true'])).toBe("option '--no-json' takes no value");
     expect(usageError(['m', '--out', 'c', '--no-out'])).toBe("unknown option '--no-out'");
   });
 
@@ -102,6 +115,10 @@ describe('parseCommandArgs', () => {
     expect(parseDurationMs('1e3', '--min-age', 'gc')).toBe(1_000_000);
     expect(parseDurationMs('1.5e1ms', '--min-age', 'gc')).toBe(15);
     for (const text of ['-1h', '+1h', '1 week', 'h', '0x10s', 'Infinity']) expect(() => parseDurationMs(text, '--min-age', 'gc'), text).toThrow(/takes a duration/);
+    // Its examples are durations --min-age takes (at least 35m): 30s and 10m were refused as too short.
+    const examples = /like (.*?) \(/.exec(usageErrorOf(() => parseDurationMs('soon', '--min-age', 'gc')))![1]!.split(/, | or /);
+    expect(examples.length).toBeGreaterThan(1);
+    for (const example of examples) expect(parseDurationMs(example, '--min-age', 'gc'), example).toBeGreaterThanOrEqual(MIN_S3_GC_AGE_MS);
   });
 
   it('renders help from the same spec', () => {
