@@ -10,6 +10,7 @@ import {
   DEFAULT_LOCK_TIMEOUT_MS,
   isS3Url,
   isStoreError,
+  looksLikeOtherUrl,
   MAX_QUALNAME_CHARS,
   MAX_SLICE_KEYS_PER_ENTRY,
   openCacheStore,
@@ -23,6 +24,7 @@ import {
   type TempFilesReport,
 } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
+import { checkCacheOutsideModel } from './check-cache-outside-model.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
 import { createSlabPool, slabBytesOf, type SlabPool } from './create-slab-pool.js';
@@ -324,6 +326,14 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   if (options.chunkSize !== undefined && !isValidChunkSize(options.chunkSize)) {
     throw new BuilderError('USAGE', `chunkSize must be a power of two from ${MIN_CHUNK_SIZE} to ${MAX_CHUNK_SIZE}, got ${String(options.chunkSize)}`);
   }
+  // Before the cache directory is made: `S3://b/p` was created as a local `./S3:/b/p`, then refused by the store.
+  if (looksLikeOtherUrl(options.cacheDir)) {
+    throw new BuilderError(
+      'USAGE',
+      `cacheDir ${JSON.stringify(options.cacheDir)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes); a local directory of that name is refused`,
+      { file: options.cacheDir },
+    );
+  }
   const signal = options.signal;
   const emit = options.onProgress ?? (() => {});
   throwIfAborted(signal);
@@ -368,6 +378,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     ready = processorReady;
     // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
     const s3 = isS3Url(options.cacheDir);
+    if (!s3) await checkCacheOutsideModel(options.cacheDir, options.model, model);
     if (!s3) await ensureCacheDir(options.cacheDir);
     // Every call that may wait for the writer lock (creating the cache, the sweep, commits, the
     // fold at close) is watched: another writer that keeps it (a stopped build) is reported.

@@ -2,7 +2,8 @@
 // The `splitzip` binary. The only place that touches process.exitCode and signals.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { runCli } from './run-cli.js';
+import { renderErrorJson } from './render-error-json.js';
+import { readInvocation, runCli } from './run-cli.js';
 
 // The build's payloads are large ArrayBuffers on a tiny heap: V8 collects them late, which shows
 // as tens to hundreds of MB of RSS. A minor GC after each large write frees them at once (~0.1 ms;
@@ -16,6 +17,7 @@ const collectGarbage = typeof v8gc === 'function' ? () => v8gc({ type: 'minor' }
 // process; on a command line that buries the one-line result. A user's explicit setting wins.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
+const argv = process.argv.slice(2);
 const controller = new AbortController();
 let interrupts = 0;
 const onSignal = (signal: NodeJS.Signals): void => {
@@ -23,7 +25,12 @@ const onSignal = (signal: NodeJS.Signals): void => {
   // First signal: stop at the next safe point (the cache stays valid either way). Second: now,
   // saying so: writers' temp files may be left (committed entries are safe), and gc removes them.
   if (interrupts > 1) {
-    process.stderr.write(`\nsplitzip: stopped at once by a second ${signal}; committed entries are kept, and \`splitzip gc <cache>\` removes any temp files left behind\n`);
+    const invocation = readInvocation(argv);
+    const message = `stopped at once by a second ${signal}; committed entries are kept, and \`splitzip gc <cache>\` removes any temp files left behind`;
+    // On a TTY the progress bar may be mid-line; elsewhere a leading newline was a stray blank line.
+    const prefix = invocation.command === undefined ? 'splitzip' : `splitzip ${invocation.command}`;
+    process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}${prefix}: ${message}\n`);
+    if (invocation.json) process.stdout.write(renderErrorJson(Object.assign(new Error(message), { code: 'INTERRUPTED', context: { signal } }), message));
     process.exit(signal === 'SIGINT' ? 130 : 143);
   }
   // The reason names the signal: the exit status follows it (130 for SIGINT, 143 for SIGTERM).
@@ -38,7 +45,7 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error;
 });
 
-runCli(process.argv.slice(2), {
+runCli(argv, {
   io: { stdout: process.stdout, stderr: process.stderr },
   signal: controller.signal,
   ...(collectGarbage ? { collectGarbage } : {}),

@@ -56,7 +56,12 @@ export function describeError(error: unknown): string {
     fileSaid = true;
     // The store words this for library callers ("open with create: true"); a CLI user needs the command.
     const dir = file.replace(/[/\\](manifest|cache)\.json$/, '');
-    message = /not a directory/.test(e.message)
+    // A model's directory given as the cache (openExistingCache marks it): building into it would put
+    // the cache's files beside the shards; checking a cache against it is what was likely meant.
+    const command = typeof context.command === 'string' ? context.command : 'verify';
+    message = context.reason === 'model-directory'
+      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip ${command} <cache> --model ${dir}\``
+      : /not a directory/.test(e.message)
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
   }
@@ -127,6 +132,12 @@ export function mentions(message: string, name: string): boolean {
     if (!(before && NAME_CHAR.test(before)) && !(after && NAME_CHAR.test(after))) return true;
   }
   return false;
+}
+
+function describeModelFiles(files: unknown): string {
+  const names = Array.isArray(files) ? files.filter((f): f is string => typeof f === 'string') : [];
+  if (names.length === 0) return 'safetensors files';
+  return names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

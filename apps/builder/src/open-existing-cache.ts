@@ -1,4 +1,5 @@
-import { isS3Url, isStoreError, openCacheStore, type CacheStore } from '@splitzip/store';
+import { readdir } from 'node:fs/promises';
+import { isS3Url, isStoreError, openCacheStore, StoreError, type CacheStore } from '@splitzip/store';
 import { BuilderError } from './errors.js';
 import { describeHolder, isHolderGone, readLockHolder } from './read-lock-holder.js';
 
@@ -15,7 +16,7 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
   } catch (error) {
     if (!isStoreError(error, 'NOT_A_CACHE') || isS3Url(cache)) throw error;
     const holder = await readLockHolder(cache);
-    if (holder === undefined || isHolderGone(holder)) throw error;
+    if (holder === undefined || isHolderGone(holder)) throw await markModelDirectory(error, cache, options.command);
     throw new BuilderError(
       'CACHE_BEING_CREATED',
       `a cache is being created at ${cache} by ${describeHolder(holder)}: it holds the cache's writer lock and has not written manifest.json yet (a build starting, or stopped); run ${options.command} again once it has`,
@@ -23,4 +24,21 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
       { cause: error },
     );
   }
+}
+
+/**
+ * NOT_A_CACHE for a directory that holds a model (`*.safetensors`, an index) and no manifest: the
+ * same code, with `details.reason` 'model-directory' and the command, so that the line says it
+ * looks like a model and names `splitzip verify <cache> --model <dir>` (it said to build a cache
+ * into it, which would put the cache's files beside the shards). Any other NOT_A_CACHE as it is.
+ */
+async function markModelDirectory(error: StoreError, cache: string, command: string): Promise<StoreError> {
+  const names = await readdir(cache).catch(() => [] as string[]);
+  const modelFiles = names.filter((name) => name.endsWith('.safetensors') || name.endsWith('.index.json')).sort();
+  if (modelFiles.length === 0) return error;
+  return new StoreError('NOT_A_CACHE', `${cache} holds a model (${modelFiles.slice(0, 3).join(', ')}${modelFiles.length > 3 ? ', …' : ''}) and no manifest.json`, {
+    ...(error.path === undefined ? {} : { path: error.path }),
+    details: { ...error.details, reason: 'model-directory', command, modelDir: cache, modelFiles },
+    cause: error,
+  });
 }

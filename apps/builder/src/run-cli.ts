@@ -1,3 +1,4 @@
+import { findClosestName } from '@splitzip/codec';
 import { isStoreError } from '@splitzip/store';
 import packageJson from '../package.json';
 import { buildCommand } from './commands/build.js';
@@ -7,7 +8,8 @@ import { statsCommand } from './commands/stats.js';
 import { verifyCommand } from './commands/verify.js';
 import type { CommandDef, CommandIo } from './define-command.js';
 import { describeError } from './describe-error.js';
-import { BuilderError, UsageError } from './errors.js';
+import { BuilderError, isBuilderError, UsageError } from './errors.js';
+import { renderErrorJson } from './render-error-json.js';
 import { interruptedError } from './throw-if-interrupted.js';
 import { DEBUG_FLAG, findGlobalFlags, parseCommandArgs } from './parse-command-args.js';
 import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
@@ -52,20 +54,21 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     return EXIT_OK;
   }
   // `splitzip --help build` and `splitzip help build` are the same as `splitzip build --help`.
-  const isHelpWord = (word: string | undefined) => word === '--help' || word === '-h' || word === 'help';
   const helpFirst = isHelpWord(first);
   const commandName = helpFirst ? words[1] : first;
-  const command = COMMANDS.find((c) => c.name === commandName);
+  const command = findCommand(commandName);
   // `splitzip help`, and `splitzip help help` / `--help --help`: the main help.
   if (helpFirst && !command && (commandName === undefined || isHelpWord(commandName))) {
     io.stdout.write(renderMainHelp(COMMANDS, VERSION));
     return EXIT_OK;
   }
   if (!command) {
-    // `splitzip --jobs 2 build …`: options follow the command; say so rather than "unknown command".
-    const optionFirst = commandName?.startsWith('-') === true && words.some((word) => COMMANDS.some((c) => c.name === word));
-    const hint = optionFirst ? `options go after the command: ${BINARY_NAME} <command> [arguments] [options]` : `Run '${BINARY_NAME} --help' for the commands.`;
-    io.stderr.write(`${BINARY_NAME}: unknown command '${commandName}'\n${hint}\n`);
+    io.stderr.write(`${describeUnknownCommand(commandName!, words)}\n`);
+    return EXIT_USAGE;
+  }
+  // `splitzip help build extra`: help takes one command (the extra word was dropped silently).
+  if (helpFirst && words.length > 2) {
+    io.stderr.write(`${BINARY_NAME}: unexpected argument '${words[2]}': '${BINARY_NAME} ${first} <command>' takes one command\nRun '${BINARY_NAME} --help' for the commands.\n`);
     return EXIT_USAGE;
   }
   const flags = findGlobalFlags(command, words.slice(1));
@@ -80,19 +83,65 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     return EXIT_OK;
   }
 
+  // Set once the arguments parse: an error exit then prints its JSON document too.
+  let json = false;
   try {
     const args = parseCommandArgs(command, words.slice(1));
+    json = (args as { json?: unknown }).json === true;
     return await command.run({ args, io, signal, ...(options.collectGarbage ? { collectGarbage: options.collectGarbage } : {}) });
   } catch (caught) {
     // The store abandoned its S3 requests at the signal (ABORTED): an interrupt, said as every command says it.
     const error = signal?.aborted && isStoreError(caught) && caught.code === 'ABORTED' ? interruptedError(signal) : caught;
-    if (error instanceof UsageError) {
-      io.stderr.write(`${BINARY_NAME} ${command.name}: ${error.message}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);
+    // A library's USAGE (an --out inside the model, say) is a usage error as the parser's are.
+    const usage = error instanceof UsageError || isBuilderError(error, 'USAGE');
+    const message = usage ? (error as Error).message : describeError(error);
+    // With --json, stdout holds one JSON document whatever the exit (`> report.json` was left empty).
+    if (json) io.stdout.write(renderErrorJson(error, message));
+    if (usage) {
+      io.stderr.write(`${BINARY_NAME} ${command.name}: ${message}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);
       return EXIT_USAGE;
     }
-    io.stderr.write(`${BINARY_NAME} ${command.name}: error: ${describeError(error)}\n`);
+    io.stderr.write(`${BINARY_NAME} ${command.name}: error: ${message}\n`);
     if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
     if (error instanceof BuilderError && error.code === 'INTERRUPTED') return error.context.signal === 'SIGTERM' ? EXIT_TERMINATED : EXIT_INTERRUPTED;
     return EXIT_FAILURE;
+  }
+}
+
+const isHelpWord = (word: string | undefined): boolean => word === '--help' || word === '-h' || word === 'help';
+
+function findCommand(name: string | undefined): CommandDef | undefined {
+  return COMMANDS.find((c) => c.name === name);
+}
+
+/**
+ * The lines for a first word that names no command: a near miss of a command's name suggests it
+ * (`buld` → `build`), as a near miss of an option's does; an option is called one (`--bogus` was
+ * an "unknown command"), and one before a command says that options follow it.
+ */
+function describeUnknownCommand(name: string, words: readonly string[]): string {
+  const names = COMMANDS.map((c) => c.name);
+  if (name.startsWith('-')) {
+    const commandAfter = words.some((word) => names.includes(word));
+    const hint = commandAfter ? `options go after the command: ${BINARY_NAME} <command> [arguments] [options]` : `Run '${BINARY_NAME} --help' for the commands and their options.`;
+    return `${BINARY_NAME}: unknown option '${name}'\n${hint}`;
+  }
+  const near = findClosestName(name, names);
+  return `${BINARY_NAME}: unknown command '${name}'${near === undefined ? '' : `: did you mean '${near}'?`}\nRun '${BINARY_NAME} --help' for the commands.`;
+}
+
+/**
+ * The command a command line runs and whether it asked for --json, as far as argv tells without
+ * running it (undefined and false where it does not parse): the CLI's signal handler names the
+ * command and answers --json for a second signal, which exits at once.
+ */
+export function readInvocation(argv: readonly string[]): { command: string | undefined; json: boolean } {
+  const words = argv[0] === DEBUG_FLAG ? argv.slice(1) : argv;
+  const command = isHelpWord(words[0]) ? undefined : findCommand(words[0]);
+  if (command === undefined) return { command: undefined, json: false };
+  try {
+    return { command: command.name, json: (parseCommandArgs(command, words.slice(1)) as { json?: unknown }).json === true };
+  } catch {
+    return { command: command.name, json: false };
   }
 }

@@ -201,8 +201,11 @@ describe('a build stopped by Ctrl-C', () => {
     const result = await done;
     expect(result.code, result.stderr).toBe(130);
     expect(result.stderr).toMatch(/^splitzip build: error: interrupted by SIGINT; the cache holds every entry committed so far/);
-    const partial = JSON.parse(result.stdout) as BuildJson;
+    // One document: the report of what it finished, with the error every --json error exit prints.
+    const partial = JSON.parse(result.stdout) as BuildJson & { error?: unknown };
     expect(partial.interrupted).toBe(true);
+    expect(Object.keys(partial)[0]).toBe('interrupted');
+    expect(partial.error).toEqual({ code: 'INTERRUPTED', message: expect.stringMatching(/^interrupted by SIGINT; the cache holds every entry committed so far/), signal: 'SIGINT' });
     expect(partial.tensors.length).toBeGreaterThan(0);
     expect(partial.tensors.length).toBeLessThan(48);
     expect(partial.encoded + partial.cached + partial.skipped_coverage + partial.skipped_dtype + partial.skipped_size).toBe(partial.tensors.length);
@@ -238,6 +241,8 @@ describe('a build stopped by Ctrl-C', () => {
       stderr = result.stderr;
     }
     expect(stderr).toMatch(/stopped at once by a second SIGINT; .*splitzip gc <cache>/);
+    // Not a TTY: no blank line first (one is for a progress bar mid-line), and the command's prefix.
+    expect(stderr).toMatch(/^splitzip build: stopped at once by a second SIGINT; /);
   });
 });
 

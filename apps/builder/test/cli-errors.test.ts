@@ -1,8 +1,8 @@
 // The CLI's error rendering and exit statuses, in process: interrupts (130, 143), help for an
 // unknown command, one-line messages that name the tensor and the right culprit.
-import { mkdir, realpath, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, realpath, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SafetensorsError } from '@splitzip/safetensors';
@@ -12,7 +12,8 @@ import { formatBytes } from '../src/format-units.js';
 import { runCli } from '../src/run-cli.js';
 import { wrapBuildError } from '../src/wrap-build-error.js';
 import { BuilderError } from '../src/errors.js';
-import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { buildCache } from '../src/build-cache.js';
 
 let temp: TempDir;
 beforeAll(async () => {
@@ -53,6 +54,20 @@ describe('interrupts', () => {
       expect(await runCli(['verify', cacheDir], { io, signal: abortedBy(name) })).toBe(code);
       expect(err().trim()).toBe(`splitzip verify: error: interrupted by ${name}`);
       expect(out()).toBe('');
+    }
+  });
+
+  it('inspect, stats and gc stop at Ctrl-C (130) and SIGTERM (143) once the cache is open, as verify does (inspect printed its whole report, exit 0)', async () => {
+    const model = join(temp.path, 'm.safetensors');
+    for (const argv of [['inspect', cacheDir], ['inspect', cacheDir, '--json'], ['inspect', cacheDir, '--model', model], ['stats', model], ['gc', cacheDir, '--dry-run']]) {
+      for (const [name, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+        const { io, out, err } = memoryIo();
+        expect(await runCli(argv, { io, signal: abortedBy(name) }), `${argv.join(' ')} ${name}: ${err()}`).toBe(code);
+        expect(err().trim()).toBe(`splitzip ${argv[0]}: error: interrupted by ${name}`);
+        // --json: the one document is the error's, no report.
+        if (argv.includes('--json')) expect(JSON.parse(out())).toEqual({ error: { code: 'INTERRUPTED', message: `interrupted by ${name}`, signal: name } });
+        else expect(out()).toBe('');
+      }
     }
   });
 
@@ -130,6 +145,118 @@ describe('help', () => {
     const { io, out } = memoryIo();
     expect(await runCli(['help'], { io })).toBe(0);
     expect(out()).toMatch(/^ {2}build /m);
+  });
+});
+
+describe('a mistyped command', () => {
+  it('suggests the command most likely meant, as a mistyped option does; an option first is called one', async () => {
+    for (const argv of [['buld'], ['help', 'buld'], ['--help', 'verfy']]) {
+      const { io, err } = memoryIo();
+      expect(await runCli(argv, { io }), argv.join(' ')).toBe(2);
+      const near = argv.at(-1) === 'buld' ? 'build' : 'verify';
+      expect(err()).toContain(`splitzip: unknown command '${argv.at(-1)}': did you mean '${near}'?`);
+    }
+    const bogus = memoryIo();
+    expect(await runCli(['--bogus'], { io: bogus.io })).toBe(2);
+    expect(bogus.err()).toMatch(/^splitzip: unknown option '--bogus'\n/);
+    expect(bogus.err()).not.toContain('unknown command');
+    const before = memoryIo();
+    expect(await runCli(['--jobs', '2', 'build', 'm', '--out', 'c'], { io: before.io })).toBe(2);
+    expect(before.err()).toBe("splitzip: unknown option '--jobs'\noptions go after the command: splitzip <command> [arguments] [options]\n");
+  });
+
+  it('help takes one command: `help build extra` is a usage error (the extra word was dropped)', async () => {
+    for (const argv of [['help', 'build', 'extra'], ['--help', 'gc', 'x', 'y']]) {
+      const { io, out, err } = memoryIo();
+      expect(await runCli(argv, { io }), argv.join(' ')).toBe(2);
+      expect(err()).toContain(`unexpected argument '${argv[2]}'`);
+      expect(out()).toBe('');
+    }
+  });
+});
+
+describe('a cache directory in the model', () => {
+  it("is refused (USAGE, exit 2) naming both paths, before anything is made: the model's directory, one inside it, through a symlink, a file model's directory", async () => {
+    const dir = join(temp.path, 'model-tree');
+    const { indexPath } = await writeShardedTestModel(dir, [gaussianBf16('a', [400], 21), gaussianBf16('b', [400], 22)], 900);
+    await mkdir(join(dir, 'sub'));
+    await symlink(dir, join(temp.path, 'model-link'));
+    await mkdir(join(temp.path, 'file-model'));
+    const file = await writeSingleFileModel(join(temp.path, 'file-model', 'm.safetensors'), [gaussianBf16('w', [200], 23)]);
+    const realDir = await realpath(dir);
+    const cases: [string, string][] = [
+      [dir, dir],
+      [indexPath, dir],
+      [dir, join(dir, 'cache')],
+      [dir, join(dir, 'sub', 'new', 'cache')],
+      [dir, join(temp.path, 'model-link', 'cache')],
+      [join(temp.path, 'model-link'), join(dir, 'sub')],
+      [file, join(temp.path, 'file-model')],
+    ];
+    for (const [model, out] of cases) {
+      const before = await readdir(dirname(model === file ? file : dir), { recursive: true });
+      const { io, err } = memoryIo();
+      expect(await runCli(['build', model, '--out', out, '--jobs', '0', '--quiet'], { io }), `${model} --out ${out}: ${err()}`).toBe(2);
+      expect(err(), out).toMatch(/^splitzip build: the cache directory .* (is the model's directory|is inside the model's directory|is the directory of the model's file) /);
+      expect(err(), out).toContain(out);
+      expect(err(), out).toContain(model === file ? await realpath(dirname(file)) : realDir);
+      expect(await readdir(dirname(model === file ? file : dir), { recursive: true }), out).toEqual(before);
+    }
+    // The library refuses it the same way.
+    await expect(buildCache({ model: dir, cacheDir: join(dir, 'cache'), jobs: 0 })).rejects.toMatchObject({ code: 'USAGE', context: { modelDir: realDir } });
+    // Beside a single file's directory, and outside the model, is fine.
+    expect(await runCli(['build', file, '--out', join(temp.path, 'file-model', 'cache'), '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
+    expect(await runCli(['build', dir, '--out', join(temp.path, 'model-tree-cache'), '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
+  });
+
+  it('verify, inspect and gc given a model directory say it looks like one and name `<command> <cache> --model <dir>` (not a build into it)', async () => {
+    const dir = join(temp.path, 'model-as-cache');
+    await writeShardedTestModel(dir, [gaussianBf16('a', [400], 31), gaussianBf16('b', [400], 32)], 900);
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const { io, err } = memoryIo();
+      expect(await runCli([command, dir], { io }), err()).toBe(1);
+      expect(err()).toMatch(new RegExp(`^splitzip ${command}: error: NOT_A_CACHE: .*model-as-cache is not a SplitZip cache: it looks like a model directory: it holds model-00001-of-00002\\.safetensors, `));
+      expect(err()).toContain(`\`splitzip ${command} <cache> --model ${dir}\``);
+      expect(err()).not.toContain('makes one');
+    }
+    // A directory without a model keeps its hint to build one.
+    const { io, err } = memoryIo();
+    expect(await runCli(['verify', temp.path + '/no-such'], { io })).toBe(1);
+    expect(err()).toContain('makes one');
+  });
+});
+
+describe('--json on an error exit', () => {
+  it('prints one JSON document with the error on stdout (it printed nothing), the line on stderr as before', async () => {
+    const model = await writeSingleFileModel(join(temp.path, 'json-errors.safetensors'), [gaussianBf16('w', [300], 11)]);
+    const missing = join(temp.path, 'no-such-cache');
+    const cases: [string[], number, string][] = [
+      [['build', join(temp.path, 'no-such-model.safetensors'), '--out', join(temp.path, 'json-c1'), '--json'], 1, 'PATH_NOT_FOUND'],
+      // A usage error found once --json was parsed.
+      [['build', model, '--out', join(temp.path, 'json-c2'), '--chunk-size', '1000', '--json'], 2, 'USAGE'],
+      [['verify', missing, '--json'], 1, 'NOT_A_CACHE'],
+      [['inspect', missing, '--json'], 1, 'NOT_A_CACHE'],
+      [['gc', missing, '--json'], 1, 'NOT_A_CACHE'],
+      [['stats', join(temp.path, 'no-such-model.safetensors'), '--json'], 1, 'PATH_NOT_FOUND'],
+      [['gc', 's3://bucket/c', '--min-age', '1m', '--json'], 2, 'USAGE'],
+    ];
+    for (const [argv, code, errorCode] of cases) {
+      const { io, out, err } = memoryIo();
+      expect(await runCli(argv, { io }), `${argv.join(' ')}: ${err()}`).toBe(code);
+      const document = JSON.parse(out()) as { error: { code: string; message: string } };
+      expect(Object.keys(document), argv.join(' ')).toEqual(['error']);
+      expect(document.error.code, argv.join(' ')).toBe(errorCode);
+      // The message is stderr's line after its prefix.
+      expect(err(), argv.join(' ')).toContain(`splitzip ${argv[0]}: ${code === 1 ? 'error: ' : ''}${document.error.message}\n`);
+    }
+    // The context of a typed error comes along (a store error's path).
+    const { io, out } = memoryIo();
+    await runCli(['verify', missing, '--json'], { io });
+    expect((JSON.parse(out()) as { error: { path: string } }).error.path).toBe(join(missing, 'manifest.json'));
+    // A usage error before --json is parsed has nothing to answer: stdout stays empty.
+    const early = memoryIo();
+    expect(await runCli(['build', model, '--jobs', 'many', '--json'], { io: early.io })).toBe(2);
+    expect(early.out()).toBe('');
   });
 });
 

@@ -1,6 +1,9 @@
 // Help, version and usage errors of the real binary: exit codes 0 and 2, one clear line.
 import { readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { createTempDir, gaussianBf16, writeSingleFileModel } from './helpers/models.js';
 import { assertBuilt, runCli } from './helpers/run-cli.js';
 
 const packageVersion = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -68,6 +71,26 @@ describe('splitzip usage', () => {
     }
   });
 
+  it('refuses an --out that looks like a URL but is no s3:// one (exit 2) and makes nothing (./S3:/bkt/p was made, then refused)', async () => {
+    const temp = await createTempDir('splitzip-url-out-');
+    try {
+      const model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('w', [100], 1)]);
+      for (const out of ['S3://bkt/p', 's3:/bkt/p', 'gs://bkt/p', 'https://x/y']) {
+        const result = await runCli(['build', model, '--out', out, '--quiet'], { cwd: temp.path });
+        expect(result.code, `${out}: ${result.stderr}`).toBe(2);
+        expect(result.stderr).toContain(`splitzip build: --out ${out} looks like a URL, but object stores are s3://bucket/prefix`);
+        expect(await readdir(temp.path), out).toEqual(['m.safetensors']);
+      }
+    } finally {
+      await temp.cleanup();
+    }
+  });
+
+  it('says every top-level field of the --json output in inspect and stats help', async () => {
+    expect((await runCli(['inspect', '--help'])).stdout).toContain('Print { cache, entries: [...], totals: {...}, bindings? } as JSON');
+    expect((await runCli(['stats', '--help'])).stdout).toContain('Print { model, coverageMin, chunkSize, tensors: [...], totals: {...} } as JSON');
+  });
+
   it('exits 2 with one line naming the problem for usage mistakes', async () => {
     const cases: [string[], RegExp][] = [
       [['frobnicate'], /unknown command 'frobnicate'/],
@@ -89,7 +112,13 @@ describe('splitzip usage', () => {
       [['build', '', '--out', 'c'], /argument <model> needs a value, got an empty one/],
       [['build', 'm.safetensors', '--out', 'a', '--out', 'b'], /option '--out' is given more than once/],
       [['build', 'm.safetensors', '--out', 'c', '--chunk-size', '1e400'], /option '--chunk-size' needs a finite number, got '1e400'/],
-      [['--jobs', '2', 'build', 'm.safetensors', '--out', 'c'], /unknown command '--jobs'\noptions go after the command/],
+      [['--jobs', '2', 'build', 'm.safetensors', '--out', 'c'], /unknown option '--jobs'\noptions go after the command/],
+      // Bucket names S3 refuses: usage errors as a bad --out is (they were exit 1, after the model was read).
+      [['build', 'm.safetensors', '--out', 's3://b/p'], /--out s3:\/\/b\/p: bucket name "b" is not a valid S3 bucket name/],
+      [['build', 'm.safetensors', '--out', 's3://'], /--out s3:\/\/: bucket name "" is not a valid S3 bucket name/],
+      [['verify', 's3://Bad_Bucket/c'], /<cache-dir> s3:\/\/Bad_Bucket\/c: bucket name "Bad_Bucket" is not a valid S3 bucket name/],
+      [['inspect', 's3:/bucket/c'], /<cache-dir> s3:\/bucket\/c looks like a URL/],
+      [['gc', 'S3://bucket/c'], /<cache-dir> S3:\/\/bucket\/c looks like a URL/],
     ];
     for (const [args, pattern] of cases) {
       const result = await runCli(args);

@@ -1,7 +1,7 @@
 // buildCache called as a library: options a CLI would have refused, memory it cannot get, workers
 // under a host started with --input-type, and a worker's failure keeping its own code.
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,6 +42,19 @@ describe('buildCache options', () => {
       const cacheDir = join(temp.path, `chunk-${String(chunkSize)}`);
       await expect(buildCache({ model, cacheDir, jobs: 0, chunkSize })).rejects.toMatchObject({ code: 'USAGE', message: expect.stringMatching(/^chunkSize must be a power of two from 64 to 65536/) });
       expect(readdirSync(temp.path)).not.toContain(`chunk-${String(chunkSize)}`);
+    }
+  });
+
+  it('a cacheDir that looks like a URL but is no s3:// one is USAGE, before a local directory of that name is made (it was, then the store refused it)', async () => {
+    // Relative: a URL-like name is one only at the start. A scheme of this test's own, so the old code's directory is known.
+    const scheme = `splitzip-test-${process.pid}`;
+    try {
+      for (const cacheDir of [`${scheme}://bkt/p`, `${scheme}:/bkt/p`]) {
+        await expect(buildCache({ model, cacheDir, jobs: 0 })).rejects.toMatchObject({ code: 'USAGE', message: expect.stringContaining('looks like a URL') });
+        expect(readdirSync(process.cwd())).not.toContain(`${scheme}:`);
+      }
+    } finally {
+      rmSync(join(process.cwd(), `${scheme}:`), { recursive: true, force: true });
     }
   });
 

@@ -1,9 +1,10 @@
+import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
 import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
 import { defineCommand } from '../define-command.js';
-import { isBuilderError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { MAX_BUILD_JOBS } from '../limits.js';
 import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -64,11 +65,14 @@ export const buildCommand = defineCommand({
   },
   async run({ args, io, signal, collectGarbage }) {
     checkLocalModel(args.model, 'build');
+    checkCacheLocation(args.out, 'build', '--out');
     if (args.chunkSize !== undefined && (args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }
     const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
     let report: BuildReport;
+    // Stopped by a signal at a safe point, the error carries the report of what it finished (with
+    // `interrupted: true`): with --json the CLI prints it, with the error, as its one document.
     try {
       report = await buildCache({
         model: args.model,
@@ -102,15 +106,6 @@ export const buildCommand = defineCommand({
           }
         },
       });
-    } catch (error) {
-      // Stopped by a signal at a safe point: with --json, the report of what it finished (with
-      // `interrupted: true`) still goes to stdout; the error line and exit 130 follow as before.
-      const partial = isBuilderError(error, 'INTERRUPTED') ? (error.context.report as BuildReport | undefined) : undefined;
-      if (args.json && partial !== undefined) {
-        progress.finish();
-        io.stdout.write(`${JSON.stringify(partial, null, 2)}\n`);
-      }
-      throw error;
     } finally {
       progress.finish();
     }

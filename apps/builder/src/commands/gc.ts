@@ -1,5 +1,6 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
 import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isS3Url, type GcReport } from '@splitzip/store';
+import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
@@ -38,6 +39,7 @@ export const gcCommand = defineCommand({
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
+    checkCacheLocation(args.cache, 'gc', '<cache-dir>');
     const s3 = isS3Url(args.cache);
     // Other models' bindings are kept unless asked, and only a model tells which shard names are its own.
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');

@@ -1,4 +1,5 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
@@ -7,6 +8,7 @@ import { formatBytes, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 import { judgeModelBindings } from '../judge-model-bindings.js';
 import { renderModelBindings } from '../render-model-bindings.js';
+import { throwIfInterrupted } from '../throw-if-interrupted.js';
 
 export const inspectCommand = defineCommand({
   name: 'inspect',
@@ -19,9 +21,10 @@ export const inspectCommand = defineCommand({
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'Judge the bindings against this model, as gc --model would (changes nothing)', valueHint: 'model' },
     pruneOtherShards: { type: 'boolean', description: "With --model: count the bindings of shard names the model does not have as gc --model --prune-other-shards would" },
-    json: { type: 'boolean', description: 'Print { entries: [...], totals: {...}, bindings? } as JSON on stdout' },
+    json: { type: 'boolean', description: 'Print { cache, entries: [...], totals: {...}, bindings? } as JSON on stdout' },
   },
   async run({ args, io, signal }) {
+    checkCacheLocation(args.cache, 'inspect', '<cache-dir>');
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'inspect');
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
@@ -29,8 +32,12 @@ export const inspectCommand = defineCommand({
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
       try {
+        // Ctrl-C once the cache is open: stop as every command does (it printed the whole report, exit 0).
+        throwIfInterrupted(signal);
         report = inspectCache(store, args.cache);
+        throwIfInterrupted(signal);
         if (model !== undefined) report.bindings = judgeModelBindings(store, model, args.model!, { pruneOtherShards: args.pruneOtherShards });
+        throwIfInterrupted(signal);
       } finally {
         await store.close();
       }

@@ -1,3 +1,4 @@
+import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { BLOB_DAMAGE_CODES, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
@@ -33,6 +34,7 @@ export const verifyCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
+    checkCacheLocation(args.cache, 'verify', '<cache-dir>');
     if (args.model !== undefined) checkLocalModel(args.model, 'verify', '--model');
     const store = await openExistingCache(args.cache, { signal, command: 'verify' });
     const enabled = Boolean(io.stderr.isTTY) && !args.quiet;

@@ -1,0 +1,39 @@
+import { realpath } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import type { SafetensorsModel } from '@splitzip/safetensors';
+import { BuilderError } from './errors.js';
+
+/**
+ * USAGE for a cache directory that is the model's directory or inside it (a directory of shards or
+ * an index: the model's tree), or, for a single `.safetensors` file, the directory holding it. The
+ * cache's files landed beside the shards, and `gc` then listed the shards as files the cache did not
+ * write. Judged on real paths (symlinks resolved); a cache directory not made yet by its nearest
+ * existing parent. Checked before the cache directory is made.
+ */
+export async function checkCacheOutsideModel(cacheDir: string, modelPath: string, model: SafetensorsModel): Promise<void> {
+  const modelDir = await realpath(model.rootDir).catch(() => model.rootDir);
+  const cacheReal = await resolveNearestReal(resolve(cacheDir));
+  const rel = relative(modelDir, cacheReal);
+  const isModelDir = rel === '';
+  // A directory or an index: the model is the tree; a single file only shares its directory.
+  const isTree = model.indexPath !== null || resolve(modelPath) === model.rootDir;
+  const isInside = !isModelDir && isTree && !rel.startsWith('..') && !isAbsolute(rel);
+  if (!isModelDir && !isInside) return;
+  const where = isModelDir ? (isTree ? "is the model's directory" : "is the directory of the model's file") : "is inside the model's directory";
+  throw new BuilderError(
+    'USAGE',
+    `the cache directory ${cacheDir}${cacheReal === cacheDir ? '' : ` (${cacheReal})`} ${where} ${modelDir}: its files would land beside the shards, and gc would list the shards as files the cache did not write; choose a directory outside the model`,
+    { file: cacheDir, model: modelPath, modelDir },
+  );
+}
+
+/** The real path of `path`, or of its nearest existing parent with the missing rest appended. */
+async function resolveNearestReal(path: string): Promise<string> {
+  const missing: string[] = [];
+  for (let current = path; ; current = dirname(current)) {
+    const real = await realpath(current).catch(() => undefined);
+    if (real !== undefined) return missing.length === 0 ? real : join(real, ...missing.reverse());
+    if (dirname(current) === current) return path;
+    missing.push(basename(current));
+  }
+}
