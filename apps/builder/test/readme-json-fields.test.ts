@@ -1,0 +1,81 @@
+// The README documents every field the commands' --json output has (users parse them): each
+// command's block there must name every top-level field emitted, and those of the objects and
+// list items within, as `"field"`.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../src/run-cli.js';
+import { createTempDir, escapeHeavyBf16, float32Tensor, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+
+const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+/** The README's ```jsonc block whose first line is `// splitzip <command> --json…`. */
+function readmeBlock(command: string): string {
+  const blocks = [...README.matchAll(/```jsonc\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  const block = blocks.find((b) => b.startsWith(`// splitzip ${command} --json`));
+  if (block === undefined) throw new Error(`README has no \`\`\`jsonc block starting "// splitzip ${command} --json"`);
+  return block;
+}
+
+/** Field paths of a document: top level, then the fields of each object or first object list item within. */
+function fieldsOf(document: Record<string, unknown>): { path: string; name: string }[] {
+  const fields: { path: string; name: string }[] = [];
+  for (const [name, value] of Object.entries(document)) {
+    fields.push({ path: name, name });
+    const inner = Array.isArray(value) ? value.find((item) => typeof item === 'object' && item !== null && !Array.isArray(item)) : value;
+    if (typeof inner !== 'object' || inner === null || Array.isArray(inner)) continue;
+    for (const child of Object.keys(inner)) fields.push({ path: `${name}.${child}`, name: child });
+  }
+  return fields;
+}
+
+async function runJson(argv: string[]): Promise<{ code: number; document: Record<string, unknown> }> {
+  let out = '';
+  const sink = (write: (text: string) => void) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        write(String(chunk));
+        done();
+      },
+    });
+  const code = await runCli([...argv, '--json'], { io: { stdout: sink((text) => (out += text)), stderr: sink(() => {}) } });
+  return { code, document: JSON.parse(out) as Record<string, unknown> };
+}
+
+let temp: TempDir;
+let model: string;
+let cacheDir: string;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-readme-json-');
+  model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('a', [64, 64], 1), escapeHeavyBf16('b', [2048], 2), float32Tensor('c', [16], 3), gaussianBf16('d', [300], 4)]);
+  cacheDir = join(temp.path, 'cache');
+});
+afterAll(async () => temp?.cleanup());
+
+describe('the README lists every --json field', () => {
+  it.each([
+    ['build', () => ['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']],
+    ['verify', () => ['verify', cacheDir, '--model', model]],
+    ['inspect', () => ['inspect', cacheDir, '--model', model]],
+    ['stats', () => ['stats', model]],
+    ['gc', () => ['gc', cacheDir, '--model', model]],
+  ] as const)('of %s', async (command, argv) => {
+    if (command !== 'build') await runJson(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']);
+    const { code, document } = await runJson([...argv()]);
+    expect(code).toBe(0);
+    const block = readmeBlock(command);
+    // inspect --model's bindings are gc --json's, documented once there.
+    const bindings = command === 'inspect' ? readmeBlock('gc') : block;
+    const missing = fieldsOf(document).filter(({ path, name }) => !(path.startsWith('bindings.') ? bindings : block).includes(`"${name}"`));
+    expect(missing.map((f) => f.path)).toEqual([]);
+  });
+
+  it('of an error exit', async () => {
+    const { code, document } = await runJson(['verify', join(temp.path, 'no-such-cache')]);
+    expect(code).toBe(1);
+    const block = readmeBlock('<command>');
+    expect(fieldsOf(document).map((f) => f.path)).toEqual(['error', 'error.code', 'error.message', 'error.path']);
+    expect(fieldsOf(document).filter(({ name }) => !block.includes(`"${name}"`)).map((f) => f.path)).toEqual([]);
+  });
+});
