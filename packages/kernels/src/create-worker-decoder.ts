@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { isAbsolute } from 'node:path';
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import {
   checkNoOverlap,
@@ -81,6 +82,8 @@ export interface WorkerDecoderOptions {
   /**
    * The worker script (default: decode-worker.js next to this module in dist/). In a bundle that
    * inlined this package: the installed one, `new URL(import.meta.resolve('@splitzip/kernels/decode-worker'))`.
+   * What Node's Worker takes: a file: or data: URL object, or a path, absolute or ./ or ../
+   * relative (a file: URL as a string is refused: INVALID_ARGUMENT).
    */
   workerUrl?: URL | string | undefined;
   /**
@@ -243,7 +246,23 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     Atomics.notify(entry.doorbell, 0);
   };
 
-  const spawn = (): PoolWorker => {
+  /**
+   * Counts a worker's death (not one at dispose). One step of the backoff per round of starts,
+   * not per worker, whenever the round's deaths arrive (3 threads held 4 calls, then 32, for 1 and 2).
+   */
+  const countDeath = (reason: string, atStart: boolean, round: number): void => {
+    if (disposed) return;
+    workerDeaths++;
+    lastWorkerFailure = reason;
+    if (atStart && round > steppedRound) {
+      steppedRound = round;
+      startDeathsInARow++;
+      startHeldCalls = Math.min(MAX_START_HELD_CALLS, 2 ** (startDeathsInARow - 1));
+    }
+  };
+
+  /** A new worker, or null when `new Worker` threw (counted as a death at start, as a script that cannot be found). */
+  const spawn = (): PoolWorker | null => {
     const slot = [...Array(threads).keys()].find((s) => !pool.some((p) => p.slot === s))!;
     const doorbell = new Int32Array(new SharedArrayBuffer(4));
     const ready = new Int32Array(new SharedArrayBuffer(4));
@@ -255,7 +274,18 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       replies: replyChannel.port2,
       ready: ready.buffer as SharedArrayBuffer,
     };
-    const worker = startWorker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
+    let worker: Worker;
+    try {
+      worker = startWorker(workerUrl, { workerData: start, transferList: [jobChannel.port2, replyChannel.port2] });
+    } catch (error) {
+      // Refused before any thread ran (a script Node will not take, no thread to be had): it threw
+      // out of every parallel decode, an untyped TypeError, even where the calling thread could
+      // decode alone. Now it is a death like any other.
+      jobChannel.port1.close();
+      replyChannel.port1.close();
+      countDeath(error instanceof Error ? error.message : String(error), true, startRound);
+      return null;
+    }
     let markExited: () => void = () => undefined;
     const exited = new Promise<void>((resolve) => (markExited = resolve));
     const entry: PoolWorker = { worker, slot, busy: 0, doorbell, ready, exited, startAwaited: false, round: startRound, jobs: jobChannel.port1, replies: replyChannel.port1, attached: new Set() };
@@ -278,18 +308,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       dead = true;
       const index = pool.indexOf(entry);
       if (index >= 0) pool.splice(index, 1);
-      if (!disposed) {
-        workerDeaths++;
-        lastWorkerFailure = reason;
-        // One step of the backoff per round of starts, not per worker, whenever the round's deaths
-        // arrive (3 threads held 4 calls, then 32, for 1 and 2).
-        if (Atomics.load(ready, 0) === 0 && entry.round > steppedRound) {
-          steppedRound = entry.round;
-          startDeathsInARow++;
-          startHeldCalls = Math.min(MAX_START_HELD_CALLS, 2 ** (startDeathsInARow - 1));
-        }
-      }
-      failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${reason}`, {}));
+      countDeath(reason, Atomics.load(ready, 0) === 0, entry.round);
+      failPending(entry, new KernelsError('WORKER_FAILED', `decode worker died: ${reason}`, { reason }));
     };
     worker.on('error', (error: Error) => onDeath(error.message));
     worker.on('exit', (code: number) => {
@@ -314,7 +334,17 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       return;
     }
     startRound++;
-    while (pool.length < threads) pool.push(spawn());
+    for (let missing = threads - pool.length; missing > 0; missing--) {
+      const entry = spawn();
+      if (entry !== null) pool.push(entry);
+    }
+  };
+
+  /** Without a live worker (every start refused), a call that needs one: WORKER_FAILED with the reason. */
+  const requireWorker = (): void => {
+    if (pool.length > 0) return;
+    const reason = lastWorkerFailure ?? 'no worker started';
+    throw new KernelsError('WORKER_FAILED', `no decode worker could start: ${reason}`, { reason });
   };
 
   /**
@@ -535,6 +565,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     homes: ReturnType<typeof stageOrdinary>,
   ): Promise<Uint16Array> => {
     fillPool(callerDecodes);
+    if (!callerDecodes) requireWorker();
     const units = taskUnits(meta, kind);
     // Both in shared memory (no range copied in or out): one more v3 task, the header's and
     // escape sections' digests, taken by whichever thread gets there (last: it is the smallest),
@@ -667,6 +698,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     const placed = place(payload.subarray(0, meta.compBytes));
     if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
     fillPool(false);
+    requireWorker();
     const base = {
       payload: placed.ref,
       payloadOffset: placed.offset,
@@ -829,6 +861,25 @@ function checkWorkerDecoderOptions(options: unknown): asserts options is WorkerD
   if (workerUrl !== undefined && typeof workerUrl !== 'string' && !(workerUrl instanceof URL)) {
     throw new KernelsError('INVALID_ARGUMENT', `workerUrl must be a URL or a string, got ${describeValue(workerUrl)}`, { argument: 'workerUrl', value: describeValue(workerUrl) });
   }
+  if (workerUrl !== undefined) checkWorkerScript(workerUrl);
+}
+
+/**
+ * A worker script Node's `Worker` takes: a path, absolute or `./`/`../` relative (to the working
+ * directory), or a `file:` or `data:` URL object. Any other made `new Worker` throw on every call
+ * (ERR_WORKER_PATH, ERR_INVALID_URL_SCHEME): an untyped TypeError from every parallel decode.
+ */
+function checkWorkerScript(workerUrl: URL | string): void {
+  const refuse = (why: string): never => {
+    throw new KernelsError('INVALID_ARGUMENT', `workerUrl ${why}, got ${describeValue(String(workerUrl))}`, { argument: 'workerUrl', value: String(workerUrl) });
+  };
+  if (workerUrl instanceof URL) {
+    if (workerUrl.protocol !== 'file:' && workerUrl.protocol !== 'data:') refuse(`must be a file: or data: URL (a Worker loads no ${workerUrl.protocol} script)`);
+    return;
+  }
+  // Node's own rule (lib/internal/worker.js): a string is a path, never a URL.
+  if (/^(file|data):/i.test(workerUrl)) refuse('as a string is a path, not a URL: pass new URL(...) for a file: or data: URL');
+  if (!isAbsolute(workerUrl) && !/^\.\.?[\\/]/.test(workerUrl)) refuse('must be an absolute path or one starting with ./ or ../ (from the working directory), or a URL');
 }
 
 /** The caller's arena (checked: shared, with a share per worker) or a new one of `arenaBytes`, or null. */

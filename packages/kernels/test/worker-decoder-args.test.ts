@@ -1,5 +1,8 @@
 import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createChecksumWorker } from '../src/create-checksum-worker.js';
 import { createWorkerDecoder } from '../src/node.js';
 import { modelLikeValues } from './fixtures.js';
 
@@ -119,6 +122,38 @@ describe('worker decoder: unknown keys, null and wrong kinds are INVALID_ARGUMEN
       expect(Array.from(await d.decode(payload, undefined, { verify: false }))).toEqual(Array.from(values));
     } finally {
       await d.dispose();
+    }
+  });
+});
+
+// The user probe: a workerUrl that Node's Worker refuses (a 'file:' URL as a string, a bare file
+// name, an https: URL) was taken, and `new Worker` then threw out of every parallel decode an
+// untyped TypeError (ERR_WORKER_PATH, ERR_INVALID_URL_SCHEME), with callerDecodes too.
+describe('worker decoder: a workerUrl Node cannot start is INVALID_ARGUMENT up front', () => {
+  const fileHref = new URL('../dist/decode-worker.js', import.meta.url).href;
+  it.each([
+    [fileHref, /as a string is a path, not a URL: pass new URL\(\.\.\.\)/],
+    ['decode-worker.js', /must be an absolute path or one starting with \.\/ or \.\.\//],
+    ['data:text/javascript,1', /pass new URL/],
+    [new URL('https://example.com/decode-worker.js'), /must be a file: or data: URL \(a Worker loads no https: script\)/],
+  ])('createWorkerDecoder({ workerUrl: %s }) and createChecksumWorker', (url, message) => {
+    const expected = expect.objectContaining({ name: 'KernelsError', code: 'INVALID_ARGUMENT', message: expect.stringMatching(message), details: expect.objectContaining({ argument: 'workerUrl', value: String(url) }) });
+    expect(() => createWorkerDecoder({ threads: 1, workerUrl: url })).toThrow(expected);
+    expect(() => createChecksumWorker({ threads: 1, workerUrl: url })).toThrow(expected);
+  });
+
+  it('takes an absolute path, a ./ relative one and a file: URL, and decodes with them', async () => {
+    const fromCwd = relative(process.cwd(), fileURLToPath(workerUrl));
+    const dotted = fromCwd.startsWith('..') ? fromCwd : `./${fromCwd}`;
+    for (const url of [fileURLToPath(workerUrl), dotted, workerUrl]) {
+      const d = createWorkerDecoder({ threads: 1, workerUrl: url, minParallelElements: 0, callerDecodes: false });
+      try {
+        const shared = new Uint8Array(new SharedArrayBuffer(payload.length));
+        shared.set(payload);
+        expect(Array.from(await d.decode(shared))).toEqual(Array.from(values));
+      } finally {
+        await d.dispose();
+      }
     }
   });
 });
