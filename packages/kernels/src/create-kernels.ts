@@ -8,6 +8,7 @@ import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
 import { CODE_GENERATION_REFUSED, isCodeGenerationRefused } from './is-code-generation-refused.js';
 import type { ChecksumOffload } from './checksum-offload.js';
+import { checkDecodeArguments, checkEncodeArguments } from './check-call-arguments.js';
 import { checkDecodeOptions, checkEncodeOptions } from './check-call-options.js';
 import { checkCreateKernelsOptions } from './check-kernels-options.js';
 import { createWebGpuDecoder, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
@@ -142,17 +143,23 @@ export async function createKernelsFor(
     get disposed() {
       return disposed;
     },
+    // Each call's arguments are checked here, by the codec's rules, before any backend sees them:
+    // bad input is the codec's typed error on every backend, never a backend marked failed.
     async decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
       checkDecodeOptions(options, 'decode');
-      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, options), { payload, out });
+      const { elementCount } = checkDecodeArguments(payload, out);
+      return run('decode', elementCount, (impl) => impl.decode(payload, out, options), { payload, out });
     },
     async encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
       checkEncodeOptions(options, 'encode');
-      return run('encode', values?.length ?? 0, (impl) => impl.encode(values, codebook, options), { values });
+      // The checked codebook and chunk size go on: a caller's getter is read once, here.
+      const { book, chunkSize } = checkEncodeArguments(values, codebook, options?.chunkSize);
+      return run('encode', values.length, (impl) => impl.encode(values, book, { chunkSize }), { values });
     },
     async decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
       checkDecodeOptions(options, 'decodeToDevice');
-      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, options), { payload });
+      const { elementCount } = checkDecodeArguments(payload, undefined);
+      return run('decodeToDevice', elementCount, (impl) => impl.decodeToDevice(payload, options), { payload });
     },
     async dispose() {
       if (disposed) return;
@@ -210,13 +217,6 @@ function firstDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
   if (a.length !== b.length) return Math.min(a.length, b.length);
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
   return -1;
-}
-
-/** The element count from the header when it parses (for auto's size rule); 0 otherwise (the backend then reports the error). */
-function elementCountOf(payload: Uint8Array): number {
-  if (!(payload instanceof Uint8Array) || payload.length < 24) return 0;
-  const view = new DataView(payload.buffer, payload.byteOffset, 24);
-  return view.getUint32(16, true) + view.getUint32(20, true) * 2 ** 32;
 }
 
 /** A view's byteLength (0 once its buffer is detached), or -1 for anything else. */

@@ -1,21 +1,13 @@
 import {
-  checkNoOverlap,
-  createCodebook,
   createPayloadWriter,
-  DEFAULT_CHUNK_SIZE,
-  checkReadableView,
-  isUint16Array,
-  MAX_CHUNK_SIZE,
-  MAX_ELEMENT_COUNT,
-  MIN_CHUNK_SIZE,
   readEscapeStreams,
   readPayloadMeta,
   SplitZipError,
   validatePayloadStructure,
   verifyPayloadChecksum,
-  type Codebook,
 } from '@splitzip/codec';
 import type { BackendImpl } from './backend-impl.js';
+import { checkEncodeArguments, checkOutputApart } from './check-call-arguments.js';
 import { checkOutput } from './check-output.js';
 import { KernelsError } from './errors.js';
 import type { GpuBackend } from './gpu-backend.js';
@@ -248,35 +240,6 @@ function checkOutIntact(out: Uint16Array, count: number): void {
       needed: count,
     });
   }
-}
-
-/** The codec's encode argument rules, so a GPU encode rejects exactly what the codec rejects. */
-export function checkEncodeArguments(
-  values: Uint16Array,
-  codebook: Codebook,
-  chunkSize: number | undefined,
-): { book: Codebook; chunkSize: number } {
-  if (!isUint16Array(values)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
-  }
-  // A detached or out-of-bounds array reads as empty: a valid empty payload would hide the caller's bug.
-  checkReadableView(values, 'values');
-  if (values.length > MAX_ELEMENT_COUNT) {
-    throw new SplitZipError('INVALID_ARGUMENT', `at most ${MAX_ELEMENT_COUNT} values per payload`, { elementCount: values.length });
-  }
-  // Only undefined means the default: a null chunkSize is refused, as by the codec's encode.
-  const size = chunkSize === undefined ? DEFAULT_CHUNK_SIZE : chunkSize;
-  if (!Number.isInteger(size) || size < MIN_CHUNK_SIZE || size > MAX_CHUNK_SIZE || (size & (size - 1)) !== 0) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { chunkSize: size });
-  }
-  // Re-validates a codebook that did not come from createCodebook (INVALID_CODEBOOK).
-  const book = createCodebook(codebook?.exponents ?? []);
-  return { book, chunkSize: size };
-}
-
-/** The codec's decode rule: INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */
-export function checkOutputApart(payload: Uint8Array, compBytes: number, out: Uint16Array, count: number): void {
-  checkNoOverlap(payload, compBytes, out, 2 * count, 'out overlaps the payload');
 }
 
 /** Chunks of each encode launch whose pair words and escape count the host recomputes. */

@@ -33,3 +33,52 @@ describe('kernels take the codec\'s array rules', () => {
     }
   });
 });
+
+// The user probe: encode(v, { get exponents() { throw } }) on cpu or webasm rejected with the
+// caller's own error, and the backend was then taken for broken (every later call ran on codec,
+// fallbackReason "cpu failed during encode: boom"); encode(v, undefined) said "must hold 1..16
+// exponents" where the codec says what is wrong.
+describe('a caller\'s bad codebook or arguments never mark a backend failed', () => {
+  const values = modelLikeValues(5_003, 9);
+  const { codebook } = calibrateCodebook(values);
+  const payload = codecEncode(values, codebook);
+  const boom = new Error('boom');
+  const cases: [string, () => [unknown, unknown, unknown?]][] = [
+    ['no codebook', () => [values, undefined]],
+    ['a null codebook', () => [values, null]],
+    ['a Proxy whose every key is undefined', () => [values, new Proxy({}, { get: () => undefined })]],
+    ['exponents that are a string', () => [values, { exponents: 'ab' }]],
+    ['a codebook whose exponents getter throws', () => [values, { get exponents(): never { throw boom; } }]],
+    ['an options object whose chunkSize getter throws', () => [values, codebook, { get chunkSize(): never { throw boom; } }]],
+  ];
+  const outcome = (error: unknown) => ({ name: (error as Error).name, code: (error as { code?: unknown }).code, message: (error as Error).message });
+
+  it.each(['cpu', 'webasm', 'codec'] as const)('%s: rejects as the codec does, and the next calls still run on it', async (backend) => {
+    const kernels = await createKernels({ backend });
+    try {
+      for (const [name, args] of cases) {
+        const [v, book, options] = args();
+        let expected: unknown;
+        try {
+          codecEncode(v as Uint16Array, book as never, options as never);
+        } catch (error) {
+          expected = outcome(error);
+        }
+        expect(expected, name).toBeDefined();
+        const got = await kernels.encode(v as Uint16Array, book as never, options as never).then(
+          () => 'resolved',
+          (error: unknown) => outcome(error),
+        );
+        expect(got, name).toEqual(expected);
+      }
+      expect(kernels.availableBackends).toContain(backend);
+      const decoded = await kernels.decode(payload);
+      expect([decoded.backend, decoded.fallbackReason]).toEqual([backend, null]);
+      const encoded = await kernels.encode(values, codebook);
+      expect([encoded.backend, encoded.fallbackReason]).toEqual([backend, null]);
+      expect(Array.from(encoded.payload)).toEqual(Array.from(payload));
+    } finally {
+      await kernels.dispose();
+    }
+  });
+});
