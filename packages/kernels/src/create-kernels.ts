@@ -128,15 +128,22 @@ export async function createKernelsFor(
   }
 
   let disposed = false;
-  const initial = choose('decode', expected);
-  const requestedName = requested === 'auto' ? initial.impl.name : requested;
-  const instanceReason =
-    requested === 'auto' ? initial.reason : requestedName === initial.impl.name ? null : (failures.get(requested) ?? null);
+  /** The backend a decode of `expectedElementCount` values runs on now, and why it is not the one asked for. */
+  const current = (): { backend: BackendName; reason: string | null } => {
+    const { impl, reason } = choose('decode', expected);
+    if (requested === 'auto') return { backend: impl.name, reason };
+    return { backend: impl.name, reason: impl.name === requested ? null : (failures.get(requested) ?? null) };
+  };
 
   return {
-    backend: initial.impl.name,
-    fallbackReason: instanceReason,
-    // Current, not a snapshot: a backend that failed after creation is no longer offered.
+    // Current, not snapshots: after a backend failed during a call, every call runs on codec, and
+    // these named the failed backend with no reason.
+    get backend() {
+      return current().backend;
+    },
+    get fallbackReason() {
+      return current().reason;
+    },
     get availableBackends() {
       return healthy();
     },

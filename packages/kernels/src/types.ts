@@ -116,9 +116,13 @@ export interface CreateKernelsOptions {
 }
 
 export interface Kernels {
-  /** The backend this instance uses for its calls (after start-up fallbacks). */
+  /**
+   * The backend this instance uses for its calls now: after start-up fallbacks, and after a
+   * backend failed during a call (then `codec`). Under `auto`, the one its rule picks for a decode
+   * of `expectedElementCount` values.
+   */
   readonly backend: BackendName;
-  /** Why `backend` differs from the one requested; null when it does not. */
+  /** Why `backend` differs from the one requested (a start-up failure, or a failure during a call); null when it does not. */
   readonly fallbackReason: string | null;
   /** Backends that passed their start-up self-check in this instance. */
   readonly availableBackends: readonly BackendName[];

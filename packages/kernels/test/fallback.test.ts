@@ -46,10 +46,15 @@ describe('fallback to the codec path, with a reason', () => {
     const kernels = await createKernels({ backend: 'webasm', testFaults: { failLaunches: true } });
     try {
       expect(kernels.backend).toBe('webasm');
+      expect(kernels.fallbackReason).toBeNull();
       const first = await kernels.decode(payload);
       expect(first.backend).toBe('codec');
       expect(first.fallbackReason).toMatch(/webasm failed during decode: .*device lost/);
       expect(firstMismatch(first.values, values)).toBe(-1);
+      // The instance says so too (it named webasm, with no reason, while every call ran on codec).
+      expect(kernels.backend).toBe('codec');
+      expect(kernels.fallbackReason).toBe(first.fallbackReason);
+      expect(kernels.availableBackends).toEqual(['codec']);
       const second = await kernels.encode(values, codebook);
       expect(second.backend).toBe('codec');
       expect(second.fallbackReason).toMatch(/webasm failed during decode/);
