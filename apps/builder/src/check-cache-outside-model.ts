@@ -1,5 +1,5 @@
 import { realpath } from 'node:fs/promises';
-import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { BuilderError } from './errors.js';
 
@@ -17,12 +17,15 @@ export async function checkCacheOutsideModel(cacheDir: string, modelPath: string
   const isModelDir = rel === '';
   // A directory or an index: the model is the tree; a single file only shares its directory.
   const isTree = model.indexPath !== null || resolve(modelPath) === model.rootDir;
-  const isInside = !isModelDir && isTree && !rel.startsWith('..') && !isAbsolute(rel);
+  // `..` itself or a `../` path leaves the model; a child named `..cache` does not.
+  const leaves = rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel);
+  const isInside = !isModelDir && isTree && !leaves;
   if (!isModelDir && !isInside) return;
   const where = isModelDir ? (isTree ? "is the model's directory" : "is the directory of the model's file") : "is inside the model's directory";
+  const harm = isModelDir ? 'its files would land beside the shards' : "it would be part of the model's tree";
   throw new BuilderError(
     'USAGE',
-    `the cache directory ${cacheDir}${cacheReal === cacheDir ? '' : ` (${cacheReal})`} ${where} ${modelDir}: its files would land beside the shards, and gc would list the shards as files the cache did not write; choose a directory outside the model`,
+    `the cache directory ${cacheDir}${cacheReal === cacheDir ? '' : ` (${cacheReal})`} ${where} ${modelDir}: ${harm}, and gc would list the model's files as files the cache did not write; choose a directory outside the model (a cache an older release built there moves as a whole: \`mv <cache> <outside>\`, then build with --out <outside>)`,
     { file: cacheDir, model: modelPath, modelDir },
   );
 }

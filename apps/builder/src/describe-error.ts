@@ -57,10 +57,10 @@ export function describeError(error: unknown): string {
     // The store words this for library callers ("open with create: true"); a CLI user needs the command.
     const dir = file.replace(/[/\\](manifest|cache)\.json$/, '');
     // A model's directory given as the cache (openExistingCache marks it): building into it would put
-    // the cache's files beside the shards; checking a cache against it is what was likely meant.
-    const command = typeof context.command === 'string' ? context.command : 'verify';
+    // the cache's files beside the shards; checking a cache against it is what was likely meant
+    // (verify, whatever the command: `gc --model` would remove bindings, not check them).
     message = context.reason === 'model-directory'
-      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip ${command} <cache> --model ${dir}\``
+      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip verify <cache> --model ${dir}\``
       : /not a directory/.test(e.message)
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;

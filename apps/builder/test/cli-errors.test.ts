@@ -192,6 +192,8 @@ describe('a cache directory in the model', () => {
       [dir, join(temp.path, 'model-link', 'cache')],
       [join(temp.path, 'model-link'), join(dir, 'sub')],
       [file, join(temp.path, 'file-model')],
+      // A child whose name starts with `..` is inside (relative() gives '..cache', not a `../` path).
+      [dir, join(dir, '..cache')],
     ];
     for (const [model, out] of cases) {
       const before = await readdir(dirname(model === file ? file : dir), { recursive: true });
@@ -204,19 +206,23 @@ describe('a cache directory in the model', () => {
     }
     // The library refuses it the same way.
     await expect(buildCache({ model: dir, cacheDir: join(dir, 'cache'), jobs: 0 })).rejects.toMatchObject({ code: 'USAGE', context: { modelDir: realDir } });
-    // Beside a single file's directory, and outside the model, is fine.
+    // Beside a single file's directory, and outside the model (a sibling whose name extends the
+    // model's, a path through `..`), is fine.
     expect(await runCli(['build', file, '--out', join(temp.path, 'file-model', 'cache'), '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
+    expect(await runCli(['build', dir, '--out', `${dir}2`, '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
+    expect(await runCli(['build', dir, '--out', join(dir, '..', 'model-tree-up'), '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
     expect(await runCli(['build', dir, '--out', join(temp.path, 'model-tree-cache'), '--jobs', '0', '--quiet'], { io: memoryIo().io })).toBe(0);
   });
 
-  it('verify, inspect and gc given a model directory say it looks like one and name `<command> <cache> --model <dir>` (not a build into it)', async () => {
+  // The hint names verify whatever the command: `gc <cache> --model <dir>` removes bindings.
+  it('verify, inspect and gc given a model directory say it looks like one and name `verify <cache> --model <dir>` (not a build into it)', async () => {
     const dir = join(temp.path, 'model-as-cache');
     await writeShardedTestModel(dir, [gaussianBf16('a', [400], 31), gaussianBf16('b', [400], 32)], 900);
     for (const command of ['verify', 'inspect', 'gc']) {
       const { io, err } = memoryIo();
       expect(await runCli([command, dir], { io }), err()).toBe(1);
       expect(err()).toMatch(new RegExp(`^splitzip ${command}: error: NOT_A_CACHE: .*model-as-cache is not a SplitZip cache: it looks like a model directory: it holds model-00001-of-00002\\.safetensors, `));
-      expect(err()).toContain(`\`splitzip ${command} <cache> --model ${dir}\``);
+      expect(err()).toContain(`\`splitzip verify <cache> --model ${dir}\``);
       expect(err()).not.toContain('makes one');
     }
     // A directory without a model keeps its hint to build one.

@@ -1,6 +1,6 @@
 // The README documents every field the commands' --json output has (users parse them): each
-// command's block there must name every top-level field emitted, and those of the objects and
-// list items within, as `"field"`.
+// command's block there must name every field emitted, at every depth (objects and list items
+// within), as `"field"`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -18,14 +18,22 @@ function readmeBlock(command: string): string {
   return block;
 }
 
-/** Field paths of a document: top level, then the fields of each object or first object list item within. */
-function fieldsOf(document: Record<string, unknown>): { path: string; name: string }[] {
+/** Field paths of a document at every depth: the fields of each object, and of every object item of a list. */
+function fieldsOf(document: Record<string, unknown>, prefix = ''): { path: string; name: string }[] {
   const fields: { path: string; name: string }[] = [];
   for (const [name, value] of Object.entries(document)) {
-    fields.push({ path: name, name });
-    const inner = Array.isArray(value) ? value.find((item) => typeof item === 'object' && item !== null && !Array.isArray(item)) : value;
-    if (typeof inner !== 'object' || inner === null || Array.isArray(inner)) continue;
-    for (const child of Object.keys(inner)) fields.push({ path: `${name}.${child}`, name: child });
+    const path = `${prefix}${name}`;
+    fields.push({ path, name });
+    const items = Array.isArray(value) ? value : [value];
+    const seen = new Set<string>();
+    for (const item of items) {
+      if (typeof item !== 'object' || item === null || Array.isArray(item)) continue;
+      for (const field of fieldsOf(item as Record<string, unknown>, `${path}.`)) {
+        if (seen.has(field.path)) continue;
+        seen.add(field.path);
+        fields.push(field);
+      }
+    }
   }
   return fields;
 }

@@ -29,6 +29,6 @@ describe('stats totals', () => {
     expect(t.entropyBoundBytes).toBe(Math.ceil((encoded!.elementCount! * (8 + encoded!.entropyBits!)) / 8));
     // A bound, below what the codec is predicted to write for the same tensors.
     expect(t.entropyBoundBytes).toBeLessThanOrEqual(t.predictedBytes);
-    expect(renderStatsReport(report)).toContain(`entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} predicted`);
+    expect(renderStatsReport(report)).toContain(`entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} encoded (predicted ${formatBytes(t.predictedBytes)})`);
   });
 });

@@ -67,7 +67,7 @@ export function renderStatsReport(report: ModelStatsReport): string {
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +
-      `entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} predicted; ${t.escapeCount} escapes of ${t.elementCount} values`,
+      `entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} encoded (predicted ${formatBytes(t.predictedBytes)}); ${t.escapeCount} escapes of ${t.elementCount} values`,
   ];
   return `${lines.join('\n')}\n`;
 }
