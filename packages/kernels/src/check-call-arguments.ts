@@ -8,6 +8,7 @@ import {
   createCodebook,
   DEFAULT_CHUNK_SIZE,
   isUint16Array,
+  isUint8Array,
   MAX_CHUNK_SIZE,
   MAX_ELEMENT_COUNT,
   MIN_CHUNK_SIZE,
@@ -18,8 +19,14 @@ import {
 } from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
 
+/** The codec's first payload rule (readPayloadMeta's), its error naming the argument. */
+export function checkPayloadArray(payload: Uint8Array): void {
+  if (!isUint8Array(payload)) throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', { argument: 'payload' });
+}
+
 /** The codec's decode rules, in its order: the header, then `out` (kind, length, apart from the payload). */
 export function checkDecodeArguments(payload: Uint8Array, out: Uint16Array | undefined): PayloadMeta {
+  checkPayloadArray(payload);
   const meta = readPayloadMeta(payload);
   if (out !== undefined) {
     checkOutput(out, meta.elementCount);

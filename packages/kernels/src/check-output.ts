@@ -4,7 +4,7 @@ import { SplitZipError, checkReadableView, isUint16Array } from '@splitzip/codec
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
   if (out === undefined) return new Uint16Array(count);
   if (!isUint16Array(out)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', {});
+    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', { argument: 'out' });
   }
   checkReadableView(out, 'out');
   if (out.length < count) {

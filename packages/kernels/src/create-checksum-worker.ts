@@ -28,11 +28,11 @@ export function defaultChecksumThreads(): number {
 export function createChecksumWorker(options: { arena?: CodecArena; threads?: number; workerUrl?: URL | string } = {}): ChecksumOffload {
   const { arena, workerUrl } = options;
   if (arena !== undefined && !(arena.buffer instanceof SharedArrayBuffer)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', {});
+    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', { argument: 'webgpu.arena' });
   }
   const threads = options.threads ?? Math.max(1, Math.min(defaultChecksumThreads(), arena?.threads ?? Infinity));
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_CHECKSUM_THREADS) {
-    throw new KernelsError('INVALID_ARGUMENT', `webgpu.checksumThreads must be an integer in 1..${MAX_CHECKSUM_THREADS}`, { checksumThreads: threads });
+    throw new KernelsError('INVALID_ARGUMENT', `webgpu.checksumThreads must be an integer in 1..${MAX_CHECKSUM_THREADS}`, { argument: 'webgpu.checksumThreads', checksumThreads: threads });
   }
   const pool = createWorkerDecoder({ threads, ...(arena ? { arena } : {}), ...(workerUrl ? { workerUrl } : {}) });
   return {

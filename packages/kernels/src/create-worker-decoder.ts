@@ -2,7 +2,6 @@ import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import {
-  checkNoOverlap,
   createCodecArena,
   decode,
   isSplitZipError,
@@ -16,6 +15,7 @@ import {
   type CodecArena,
   type PayloadMeta,
 } from '@splitzip/codec';
+import { checkOutputApart, checkPayloadArray } from './check-call-arguments.js';
 import { checkOutput } from './check-output.js';
 import { checkDecodeOptions } from './check-call-options.js';
 import { checkBooleanOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, describeValue, optionNames } from './check-options.js';
@@ -520,6 +520,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   let queue: Promise<unknown> = Promise.resolve();
 
   const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
+    checkPayloadArray(payload);
     const meta = readMeta(payload);
     const n = meta.elementCount;
     // Checked first: isShared(out) below assumes an array (null gave a bare TypeError).
@@ -527,13 +528,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     // Before any worker starts: `out` over the payload's bytes would have threads read what others
     // already overwrote (the escape patcher then ran off on a clobbered index and never returned).
     // (The codec's rule: also two SharedArrayBuffer objects over one memory, as a posted buffer arrives.)
-    if (out !== undefined) {
-      try {
-        checkNoOverlap(payload, meta.compBytes, out, 2 * Math.min(out.length, n), 'out must not overlap the payload');
-      } catch {
-        throw new KernelsError('INVALID_ARGUMENT', 'out must not overlap the payload', { argument: 'out' });
-      }
-    }
+    // The codec's error, as the codec's decode and every Kernels backend throw it (SplitZipError:
+    // the codec's array rules are the codec's errors; KernelsError for this package's own).
+    if (out !== undefined) checkOutputApart(payload, meta.compBytes, out, n);
     // Both ordinary: the copies in and out of shared memory, which only this thread can make,
     // take as long as decoding here (measured), so the workers cannot win.
     const bothOrdinary = !isShared(payload) && out !== undefined && !isShared(out);
@@ -692,11 +689,12 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const verifyOnWorker = async (payload: Uint8Array, gate: Int32Array | null): Promise<void> => {
     // Arguments first, before any header is read or memory allocated.
     if (gate !== null && !(gate instanceof Int32Array && gate.buffer instanceof SharedArrayBuffer && gate.length === 1)) {
-      throw new KernelsError('INVALID_ARGUMENT', 'gate must be an Int32Array(1) over a SharedArrayBuffer', {});
+      throw new KernelsError('INVALID_ARGUMENT', 'gate must be an Int32Array(1) over a SharedArrayBuffer', { argument: 'gate' });
     }
+    checkPayloadArray(payload);
     const meta = readPayloadMeta(payload);
     const placed = place(payload.subarray(0, meta.compBytes));
-    if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', {});
+    if (placed === null) throw new KernelsError('INVALID_ARGUMENT', 'verifyChecksum needs a payload in shared memory', { argument: 'payload' });
     fillPool(false);
     requireWorker();
     const base = {
@@ -885,13 +883,14 @@ function checkWorkerScript(workerUrl: URL | string): void {
 /** The caller's arena (checked: shared, with a share per worker) or a new one of `arenaBytes`, or null. */
 function resolveArena(options: WorkerDecoderOptions, threads: number): CodecArena | null {
   if (options.arena !== undefined && options.arenaBytes !== undefined) {
-    throw new KernelsError('INVALID_ARGUMENT', 'pass arena or arenaBytes, not both', {});
+    throw new KernelsError('INVALID_ARGUMENT', 'pass arena or arenaBytes, not both', { argument: 'arena' });
   }
   if (options.arenaBytes !== undefined) {
     try {
       return createCodecArena(options.arenaBytes, { threads });
     } catch (error) {
       throw new KernelsError('INVALID_ARGUMENT', `could not create a ${options.arenaBytes}-byte shared arena: ${String(error)}`, {
+        argument: 'arenaBytes',
         arenaBytes: options.arenaBytes,
       });
     }
@@ -948,7 +947,7 @@ function disposedError(): KernelsError {
 
 function requireArena(arena: CodecArena | null): CodecArena {
   if (arena === null) {
-    throw new KernelsError('INVALID_ARGUMENT', 'this decoder has no arena: create it with arena or arenaBytes', {});
+    throw new KernelsError('INVALID_ARGUMENT', 'this decoder has no arena: create it with arena or arenaBytes', { argument: 'arena' });
   }
   return arena;
 }
@@ -967,5 +966,5 @@ function rebuildError(error: Extract<DecodeJobReply, { ok: false }>['error']): E
     const message = error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message;
     return new SplitZipError(error.splitZipCode, message, error.details);
   }
-  return new KernelsError('WORKER_FAILED', `decode worker failed: ${error.message}`, {});
+  return new KernelsError('WORKER_FAILED', `decode worker failed: ${error.message}`, { reason: error.message });
 }

@@ -82,3 +82,21 @@ describe('a caller\'s bad codebook or arguments never mark a backend failed', ()
     }
   });
 });
+
+describe('Kernels: INVALID_ARGUMENT names its argument', () => {
+  const values = modelLikeValues(2_001, 5);
+  const payload = codecEncode(values, calibrateCodebook(values).codebook);
+  it.each(['codec', 'cpu'] as const)('%s: out and payload of the wrong kind', async (backend) => {
+    const kernels = await createKernels({ backend });
+    try {
+      const named = (argument: string) => expect.objectContaining({ name: 'SplitZipError', code: 'INVALID_ARGUMENT', details: expect.objectContaining({ argument }) });
+      await expect(kernels.decode(payload, [] as never)).rejects.toEqual(named('out'));
+      await expect(kernels.decode(new Uint16Array(8) as never)).rejects.toEqual(named('payload'));
+      await expect(kernels.decodeToDevice(null as never)).rejects.toEqual(named('payload'));
+      const device = await kernels.decodeToDevice(payload);
+      await expect(device.toArray({} as never)).rejects.toEqual(named('out'));
+    } finally {
+      await kernels.dispose();
+    }
+  });
+});

@@ -1,9 +1,9 @@
-import { calibrateCodebook, encode as codecEncode } from '@splitzip/codec';
+import { calibrateCodebook, createCodecArena, encode as codecEncode } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createChecksumWorker } from '../src/create-checksum-worker.js';
-import { createWorkerDecoder } from '../src/node.js';
+import { createKernels, createWorkerDecoder } from '../src/node.js';
 import { modelLikeValues } from './fixtures.js';
 
 const workerUrl = new URL('../dist/decode-worker.js', import.meta.url);
@@ -19,11 +19,21 @@ describe('worker decoder: out overlapping the payload', () => {
       region.set(payload);
       const pay = region.subarray(0, payload.length);
       const out = new Uint16Array(region.buffer, region.byteOffset, values.length);
+      // The codec's error, as every Kernels backend throws it for the same mistake (it was a KernelsError here).
       await expect(d.decode(pay, out, { verify: false })).rejects.toMatchObject({
-        name: 'KernelsError',
+        name: 'SplitZipError',
         code: 'INVALID_ARGUMENT',
+        message: 'INVALID_ARGUMENT: out overlaps the payload',
         details: { argument: 'out' },
       });
+      const kernels = await createKernels({ backend: 'codec' });
+      await expect(kernels.decode(pay, out, { verify: false })).rejects.toMatchObject({
+        name: 'SplitZipError',
+        code: 'INVALID_ARGUMENT',
+        message: 'INVALID_ARGUMENT: out overlaps the payload',
+        details: { argument: 'out' },
+      });
+      await kernels.dispose();
       // The decoder still works afterwards.
       const good = await d.decode(pay, d.allocateOutput(values.length));
       expect(Array.from(good)).toEqual(Array.from(values));
@@ -41,7 +51,7 @@ describe('worker decoder: out over the payload through a second SharedArrayBuffe
       const pay = new Uint8Array(sab, 0, payload.length);
       pay.set(payload);
       const out = new Uint16Array(structuredClone(sab), 256, values.length);
-      await expect(d.decode(pay, out, { verify: false })).rejects.toMatchObject({ name: 'KernelsError', code: 'INVALID_ARGUMENT', details: { argument: 'out' } });
+      await expect(d.decode(pay, out, { verify: false })).rejects.toMatchObject({ name: 'SplitZipError', code: 'INVALID_ARGUMENT', details: { argument: 'out' } });
       expect(Array.from(pay)).toEqual(Array.from(payload));
       // Another memory at the same offsets decodes.
       const apart = new Uint16Array(new SharedArrayBuffer(sab.byteLength), 256, values.length);
@@ -155,5 +165,32 @@ describe('worker decoder: a workerUrl Node cannot start is INVALID_ARGUMENT up f
         await d.dispose();
       }
     }
+  });
+});
+
+// INVALID_ARGUMENT names the argument on every path (these had empty details).
+describe('worker decoder: every INVALID_ARGUMENT names its argument', () => {
+  const named = (argument: string) => expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ argument }) });
+
+  it('out of the wrong kind, payload of the wrong kind, arena and arenaBytes both, an ordinary payload to verifyChecksum, a bad gate, no arena', async () => {
+    expect(() => createWorkerDecoder({ threads: 1, workerUrl, arena: createCodecArena(1 << 16, { threads: 1 }), arenaBytes: 1 << 16 })).toThrow(named('arena'));
+    const d = createWorkerDecoder({ threads: 1, workerUrl, minParallelElements: 0 });
+    try {
+      await expect(d.decode(payload, [] as never)).rejects.toEqual(named('out'));
+      await expect(d.decode(new Uint16Array(8) as never)).rejects.toEqual(named('payload'));
+      await expect(d.verifyChecksum(payload)).rejects.toEqual(named('payload'));
+      await expect(d.verifyChecksum({} as never)).rejects.toEqual(named('payload'));
+      const shared = new Uint8Array(new SharedArrayBuffer(payload.length));
+      shared.set(payload);
+      await expect(d.verifyChecksum(shared, { gate: new Int32Array(1) })).rejects.toEqual(named('gate'));
+      expect(() => d.allocateOutput(4)).toThrow(named('arena'));
+    } finally {
+      await d.dispose();
+    }
+  });
+
+  it('createChecksumWorker: a thread count out of range, an arena that is not shared', () => {
+    expect(() => createChecksumWorker({ threads: 0 })).toThrow(named('webgpu.checksumThreads'));
+    expect(() => createChecksumWorker({ arena: { buffer: new ArrayBuffer(8) } as never })).toThrow(named('webgpu.arena'));
   });
 });

@@ -130,7 +130,11 @@ describe('workerDeaths and lastWorkerFailure', () => {
     const decoder = createWorkerDecoder({ threads: 1, minParallelElements: 0, callerDecodes: false, workerUrl: new URL('./workers/late-throwing-worker.mjs', import.meta.url) });
     try {
       for (let call = 1; call <= 3; call++) {
-        await expect(decoder.decode(payload)).rejects.toMatchObject({ code: 'WORKER_FAILED', message: expect.stringMatching(/worker script threw late on load/) });
+        await expect(decoder.decode(payload)).rejects.toMatchObject({
+          code: 'WORKER_FAILED',
+          message: expect.stringMatching(/worker script threw late on load/),
+          details: { reason: expect.stringMatching(/worker script threw late on load/) },
+        });
         expect(decoder.workerDeaths).toBe(call);
       }
     } finally {
