@@ -161,7 +161,12 @@ export interface WorkerDecoder {
    * segment count in the end.
    */
   verifyChecksum(payload: Uint8Array, options?: { gate?: Int32Array }): Promise<void>;
-  /** Terminates the workers; idempotent. */
+  /**
+   * Terminates the workers; idempotent. Calls not yet started, and later ones, reject DISPOSED; a
+   * call in flight waiting for its workers is stopped and rejects DISPOSED (`out` may hold part of
+   * the values). Resolves once that call settled and the workers are gone. Idle workers are
+   * unref'd: a process exits without dispose().
+   */
   dispose(): Promise<void>;
 }
 
