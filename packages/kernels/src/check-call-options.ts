@@ -8,11 +8,14 @@ const DECODE_OPTIONS = optionNames<DecodeOptions>({ verify: true });
 const ENCODE_OPTIONS = optionNames<EncodeOptions>({ chunkSize: true });
 
 /** decode's and decodeToDevice's options (the Kernels instance's and the worker decoder's). */
-export function checkDecodeOptions(options: unknown, call: string): void {
-  if (options === undefined) return;
+export function checkDecodeOptions(options: unknown, call: string): DecodeOptions | undefined {
+  if (options === undefined) return undefined;
   checkOptionsObject(options, 'options', call);
   checkOptionKeys(options, DECODE_OPTIONS, call);
-  checkBooleanOption((options as DecodeOptions).verify, 'verify');
+  // Read once: the options as checked go on, so a getter is never read again by a backend.
+  const verify = (options as DecodeOptions).verify;
+  checkBooleanOption(verify, 'verify');
+  return verify === undefined ? {} : { verify };
 }
 
 /** encode's options; chunkSize's value is the codec's to judge (SplitZipError, as the codec's encode). */

@@ -1,4 +1,4 @@
-import { isSplitZipError, type Codebook } from '@splitzip/codec';
+import { isSplitZipError, isUint16Array, isUint8Array, SplitZipError, type Codebook } from '@splitzip/codec';
 import { autoStartOrder, pickBackend, type Operation, type Platform } from './auto-rule.js';
 import type { BackendImpl } from './backend-impl.js';
 import { createCodecBackend } from './codec-backend.js';
@@ -8,7 +8,7 @@ import { createGpuBackendImpl } from './gpu-backend-impl.js';
 import { gpujs } from './gpu-js.js';
 import { CODE_GENERATION_REFUSED, isCodeGenerationRefused } from './is-code-generation-refused.js';
 import type { ChecksumOffload } from './checksum-offload.js';
-import { checkDecodeArguments, checkEncodeArguments } from './check-call-arguments.js';
+import { checkDecodeArguments, checkEncodeArguments, checkPayloadArray } from './check-call-arguments.js';
 import { checkDecodeOptions, checkEncodeOptions } from './check-call-options.js';
 import { checkCreateKernelsOptions } from './check-kernels-options.js';
 import { createWebGpuDecoder, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
@@ -101,15 +101,18 @@ export async function createKernelsFor(
     n: number,
     call: (impl: BackendImpl) => Promise<T>,
     callerArrays: Readonly<Record<string, unknown>> = {},
+    checkArguments?: () => void,
   ): Promise<T> {
     const lengths = Object.entries(callerArrays).map(([name, view]) => [name, view, byteLengthOf(view)] as const);
-    if (disposed) throw new KernelsError('DISPOSED', 'this Kernels instance was disposed', {});
     const { impl, reason } = choose(operation, n);
     if (impl === codec) {
       const result = await call(codec);
       result.fallbackReason = reason;
       return result;
     }
+    // The codec's rules before another backend, which would take a caller's exception for its own
+    // failure; the codec applies them itself (checked twice, a header parse cost small decodes ~20 %).
+    checkArguments?.();
     try {
       if (faults.failLaunches) throw new KernelsError('KERNEL_FAILED', 'injected fault: launch failed (device lost)', {});
       return await call(impl);
@@ -128,6 +131,10 @@ export async function createKernelsFor(
   }
 
   let disposed = false;
+  /** DISPOSED before the arguments are looked at, as the options are: a disposed instance takes no call. */
+  const assertNotDisposed = (): void => {
+    if (disposed) throw new KernelsError('DISPOSED', 'this Kernels instance was disposed', {});
+  };
   /** The backend a decode of `expectedElementCount` values runs on now, and why it is not the one asked for. */
   const current = (): { backend: BackendName; reason: string | null } => {
     const { impl, reason } = choose('decode', expected);
@@ -153,20 +160,25 @@ export async function createKernelsFor(
     // Each call's arguments are checked here, by the codec's rules, before any backend sees them:
     // bad input is the codec's typed error on every backend, never a backend marked failed.
     async decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
-      checkDecodeOptions(options, 'decode');
-      const { elementCount } = checkDecodeArguments(payload, out);
-      return run('decode', elementCount, (impl) => impl.decode(payload, out, options), { payload, out });
+      const read = checkDecodeOptions(options, 'decode');
+      assertNotDisposed();
+      checkPayloadArray(payload);
+      // Its kind before the header (the codec looks after it), so the codec path names it too.
+      if (out !== undefined && !isUint16Array(out)) throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', { argument: 'out' });
+      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, read), { payload, out }, () => void checkDecodeArguments(payload, out));
     },
     async encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
       checkEncodeOptions(options, 'encode');
+      assertNotDisposed();
       // The checked codebook and chunk size go on: a caller's getter is read once, here.
       const { book, chunkSize } = checkEncodeArguments(values, codebook, options?.chunkSize);
       return run('encode', values.length, (impl) => impl.encode(values, book, { chunkSize }), { values });
     },
     async decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult> {
-      checkDecodeOptions(options, 'decodeToDevice');
-      const { elementCount } = checkDecodeArguments(payload, undefined);
-      return run('decodeToDevice', elementCount, (impl) => impl.decodeToDevice(payload, options), { payload });
+      const read = checkDecodeOptions(options, 'decodeToDevice');
+      assertNotDisposed();
+      checkPayloadArray(payload);
+      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, read), { payload }, () => void checkDecodeArguments(payload, undefined));
     },
     async dispose() {
       if (disposed) return;
@@ -224,6 +236,13 @@ function firstDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
   if (a.length !== b.length) return Math.min(a.length, b.length);
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
   return -1;
+}
+
+/** The element count from the header when it has one (for auto's size rule); 0 otherwise (the checks then report the error). */
+function elementCountOf(payload: Uint8Array): number {
+  if (!isUint8Array(payload) || payload.length < 24) return 0;
+  const view = new DataView(payload.buffer, payload.byteOffset, 24);
+  return view.getUint32(16, true) + view.getUint32(20, true) * 2 ** 32;
 }
 
 /** A view's byteLength (0 once its buffer is detached), or -1 for anything else. */

@@ -762,13 +762,14 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
 
     decode(payload, out, decodeOptions) {
       if (disposed) return Promise.reject(disposedError());
+      let read: DecodeOptions | undefined;
       try {
-        checkDecodeOptions(decodeOptions, 'decode');
+        read = checkDecodeOptions(decodeOptions, 'decode');
       } catch (error) {
         return Promise.reject(error);
       }
       // Queued calls that had not started when dispose() ran are refused, not run on a dead pool.
-      const run = queue.then(() => (disposed ? Promise.reject(disposedError()) : decodeParallel(payload, out, decodeOptions?.verify !== false)));
+      const run = queue.then(() => (disposed ? Promise.reject(disposedError()) : decodeParallel(payload, out, read?.verify !== false)));
       queue = run.catch(() => undefined);
       return run;
     },
@@ -798,7 +799,8 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     },
 
     async dispose() {
-      if (disposed) return;
+      // A second dispose() settles with the first, once every worker is terminated (it returned at once).
+      if (disposed) return stopped ?? undefined;
       disposed = true;
       markDisposing();
       let markStopped: () => void = () => undefined;

@@ -124,7 +124,7 @@ export interface Kernels {
   readonly backend: BackendName;
   /** Why `backend` differs from the one requested (a start-up failure, or a failure during a call); null when it does not. */
   readonly fallbackReason: string | null;
-  /** Backends that passed their start-up self-check in this instance. */
+  /** Backends that passed their start-up self-check in this instance and have not failed during a call since. */
   readonly availableBackends: readonly BackendName[];
   decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult>;
   encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult>;

@@ -100,3 +100,39 @@ describe('Kernels: INVALID_ARGUMENT names its argument', () => {
     }
   });
 });
+
+// The review: decode passed the caller's options object on, so a backend read `verify` again and a
+// getter that threw there marked the backend failed; a disposed instance answered a bad argument
+// with that argument's error instead of DISPOSED.
+describe('kernels calls after the review', () => {
+  const values = modelLikeValues(4099, 5);
+  const { codebook } = calibrateCodebook(values);
+  const payload = codecEncode(values, codebook);
+  it.each(['codec', 'cpu'] as const)('%s: decode reads its options once; a getter that throws later never marks the backend failed', async (backend) => {
+    const kernels = await createKernels({ backend });
+    try {
+      let reads = 0;
+      const options = {
+        get verify() {
+          reads += 1;
+          if (reads > 1) throw new Error('read twice');
+          return true;
+        },
+      };
+      const { values: decoded } = await kernels.decode(payload, undefined, options);
+      expect(Array.from(decoded)).toEqual(Array.from(values));
+      expect(kernels.availableBackends).toContain(backend);
+      expect(kernels.backend).toBe(backend);
+    } finally {
+      await kernels.dispose();
+    }
+  });
+
+  it.each(['codec', 'cpu'] as const)('%s: a disposed instance answers DISPOSED whatever the arguments', async (backend) => {
+    const kernels = await createKernels({ backend });
+    await kernels.dispose();
+    await expect(kernels.decode(new Uint8Array(8))).rejects.toMatchObject({ code: 'DISPOSED' });
+    await expect(kernels.decodeToDevice(null as never)).rejects.toMatchObject({ code: 'DISPOSED' });
+    await expect(kernels.encode(values, undefined as never)).rejects.toMatchObject({ code: 'DISPOSED' });
+  });
+});

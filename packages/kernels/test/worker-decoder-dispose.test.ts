@@ -45,6 +45,19 @@ describe('worker decoder dispose() with a job that cannot finish', () => {
     await d.dispose();
     expect(await outcome).toBe('DISPOSED');
   });
+
+  // A second dispose() returned at once, while the first still waited for the call and the workers.
+  it('settles a second dispose() only with the first', { timeout: 15_000 }, async () => {
+    const { payload } = sharedPayload(2 ** 20 + 3);
+    const d = createWorkerDecoder({ threads: 1, workerUrl: silentWorkerUrl, minParallelElements: 0, callerDecodes: false });
+    d.decode(payload).catch(() => undefined);
+    await sleep(300);
+    const order: string[] = [];
+    const first = d.dispose().then(() => void order.push('first'));
+    const second = d.dispose().then(() => void order.push('second'));
+    await Promise.all([first, second]);
+    expect(order).toEqual(['first', 'second']);
+  });
 });
 
 describe('worker decoder dispose() after its worker failed to load', () => {
