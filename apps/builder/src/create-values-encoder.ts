@@ -44,8 +44,14 @@ export async function createValuesEncoder(requested: EncodeBackend): Promise<Val
   const { createKernels } = await import('@splitzip/kernels/node');
   const kernels = await createKernels({ backend: requested });
   return {
-    backend: kernels.backend,
-    fallbackReason: kernels.fallbackReason,
+    // Read when asked, as the kernels report them: after a backend fails mid-build every encode runs
+    // on codec, and the report named the failed backend with no reason.
+    get backend() {
+      return kernels.backend;
+    },
+    get fallbackReason() {
+      return kernels.fallbackReason;
+    },
     encode: async (values, exponents, chunkSize) => (await kernels.encode(values, createCodebook(exponents), { chunkSize })).payload,
     isCodec: false,
     dispose: () => kernels.dispose(),

@@ -38,6 +38,22 @@ vi.mock('@splitzip/kernels/auto-rule', async (importOriginal) => {
   };
 });
 
+// A Kernels instance whose backend fails over to codec mid-build (`kernels.failed`), as the real
+// one reports it since its backend and fallbackReason are read when asked.
+const kernels = vi.hoisted(() => ({ failed: false }));
+vi.mock('@splitzip/kernels/node', () => ({
+  createKernels: async () => ({
+    get backend() {
+      return kernels.failed ? 'codec' : 'cpu';
+    },
+    get fallbackReason() {
+      return kernels.failed ? 'cpu failed during encode: device lost' : null;
+    },
+    encode: async () => ({ payload: new Uint8Array(0) }),
+    dispose: async () => undefined,
+  }),
+}));
+
 const { codecEncoder, createValuesEncoder, ruleEncodesWithCodecOnly } = await import('../src/create-values-encoder.js');
 const { calibrateAndEncode, digestPayload } = await import('../src/tensor-tasks.js');
 
@@ -58,6 +74,17 @@ describe('createValuesEncoder("auto")', () => {
     expect(await ruleEncodesWithCodecOnly()).toBe(false);
     await expect(createValuesEncoder('auto')).rejects.toThrow(/probe worker started/);
     expect(workerStarts.count).toBe(1);
+  });
+
+  // The encoder copied them when made: a build whose backend failed mid-way reported that backend
+  // with no reason, while every encode ran on codec.
+  it('reports the kernels\' backend and fallback reason as they are now, not as they were at its start', async () => {
+    kernels.failed = false;
+    const encoder = await createValuesEncoder('cpu');
+    expect([encoder.backend, encoder.fallbackReason]).toEqual(['cpu', null]);
+    kernels.failed = true;
+    expect([encoder.backend, encoder.fallbackReason]).toEqual(['codec', 'cpu failed during encode: device lost']);
+    await encoder.dispose();
   });
 
   it('is the codec for `codec` without consulting anything', async () => {
