@@ -15,7 +15,6 @@ import {
   readPayloadMeta,
   SplitZipError,
   type Codebook,
-  type PayloadMeta,
 } from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
 
@@ -25,14 +24,13 @@ export function checkPayloadArray(payload: Uint8Array): void {
 }
 
 /** The codec's decode rules, in its order: the header, then `out` (kind, length, apart from the payload). */
-export function checkDecodeArguments(payload: Uint8Array, out: Uint16Array | undefined): PayloadMeta {
+export function checkDecodeArguments(payload: Uint8Array, out: Uint16Array | undefined): void {
   checkPayloadArray(payload);
   const meta = readPayloadMeta(payload);
   if (out !== undefined) {
     checkOutput(out, meta.elementCount);
     checkOutputApart(payload, meta.compBytes, out, meta.elementCount);
   }
-  return meta;
 }
 
 /**

@@ -3,9 +3,7 @@ import { SplitZipError, checkReadableView, isUint16Array } from '@splitzip/codec
 /** The caller's output array (long enough) or a new one; same rules and errors as the codec's decode. */
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
   if (out === undefined) return new Uint16Array(count);
-  if (!isUint16Array(out)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', { argument: 'out' });
-  }
+  checkOutputKind(out);
   checkReadableView(out, 'out');
   if (out.length < count) {
     throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed`, {
@@ -14,4 +12,9 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
     });
   }
   return out;
+}
+
+/** The codec's first rule on a caller's `out`: a Uint16Array (of any realm), when one is given. */
+export function checkOutputKind(out: Uint16Array | undefined): void {
+  if (out !== undefined && !isUint16Array(out)) throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', { argument: 'out' });
 }

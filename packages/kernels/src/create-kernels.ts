@@ -1,4 +1,4 @@
-import { isSplitZipError, isUint16Array, isUint8Array, SplitZipError, type Codebook } from '@splitzip/codec';
+import { isSplitZipError, isUint8Array, type Codebook } from '@splitzip/codec';
 import { autoStartOrder, pickBackend, type Operation, type Platform } from './auto-rule.js';
 import type { BackendImpl } from './backend-impl.js';
 import { createCodecBackend } from './codec-backend.js';
@@ -10,6 +10,7 @@ import { CODE_GENERATION_REFUSED, isCodeGenerationRefused } from './is-code-gene
 import type { ChecksumOffload } from './checksum-offload.js';
 import { checkDecodeArguments, checkEncodeArguments, checkPayloadArray } from './check-call-arguments.js';
 import { checkDecodeOptions, checkEncodeOptions } from './check-call-options.js';
+import { checkOutputKind } from './check-output.js';
 import { checkCreateKernelsOptions } from './check-kernels-options.js';
 import { createWebGpuDecoder, type WebGpuDecodeOptions } from './create-webgpu-decoder.js';
 import { createWebGpuBackendImpl } from './webgpu-backend-impl.js';
@@ -157,15 +158,16 @@ export async function createKernelsFor(
     get disposed() {
       return disposed;
     },
-    // Each call's arguments are checked here, by the codec's rules, before any backend sees them:
-    // bad input is the codec's typed error on every backend, never a backend marked failed.
+    // Each call's arguments are checked by the codec's rules before a backend other than codec sees
+    // them (the codec checks them itself): bad input is the codec's typed error on every backend,
+    // never a backend marked failed.
     async decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
       const read = checkDecodeOptions(options, 'decode');
       assertNotDisposed();
       checkPayloadArray(payload);
       // Its kind before the header (the codec looks after it), so the codec path names it too.
-      if (out !== undefined && !isUint16Array(out)) throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', { argument: 'out' });
-      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, read), { payload, out }, () => void checkDecodeArguments(payload, out));
+      checkOutputKind(out);
+      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, read), { payload, out }, () => checkDecodeArguments(payload, out));
     },
     async encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
       checkEncodeOptions(options, 'encode');
@@ -178,7 +180,7 @@ export async function createKernelsFor(
       const read = checkDecodeOptions(options, 'decodeToDevice');
       assertNotDisposed();
       checkPayloadArray(payload);
-      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, read), { payload }, () => void checkDecodeArguments(payload, undefined));
+      return run('decodeToDevice', elementCountOf(payload), (impl) => impl.decodeToDevice(payload, read), { payload }, () => checkDecodeArguments(payload, undefined));
     },
     async dispose() {
       if (disposed) return;
