@@ -24,6 +24,7 @@ import {
   type TempFilesReport,
 } from '@splitzip/store';
 import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
+import { describeUrlLikeLocation } from './check-cache-location.js';
 import { checkCacheOutsideModel } from './check-cache-outside-model.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -328,11 +329,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   }
   // Before the cache directory is made: `S3://b/p` was created as a local `./S3:/b/p`, then refused by the store.
   if (looksLikeOtherUrl(options.cacheDir)) {
-    throw new BuilderError(
-      'USAGE',
-      `cacheDir ${JSON.stringify(options.cacheDir)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes); a local directory of that name is refused`,
-      { file: options.cacheDir },
-    );
+    throw new BuilderError('USAGE', describeUrlLikeLocation('cacheDir', JSON.stringify(options.cacheDir)), { file: options.cacheDir });
   }
   const signal = options.signal;
   const emit = options.onProgress ?? (() => {});
