@@ -6,8 +6,15 @@ import { defineConfig, type Options } from 'tsup';
 // for callers that only need to know what `auto` picks. collect-garbage (./collect-garbage): for
 // other packages' worker threads that attach codec arenas (the runtime's decode threads), without
 // loading the kernels into them. start-worker (./start-worker): worker threads for other packages,
-// under the Node options they can run with, likewise without the kernels.
-const nodeEntries = { node: 'src/node.ts', 'auto-rule': 'src/auto-rule-entry.ts', 'collect-garbage': 'src/collect-garbage.ts', 'start-worker': 'src/start-worker.ts' };
+// under the Node options they can run with, likewise without the kernels. worker-decoder
+// (./worker-decoder): the worker-thread decoder without gpu.js, for the runtime's 'workers' backend.
+const nodeEntries = {
+  node: 'src/node.ts',
+  'auto-rule': 'src/auto-rule-entry.ts',
+  'collect-garbage': 'src/collect-garbage.ts',
+  'start-worker': 'src/start-worker.ts',
+  'worker-decoder': 'src/worker-decoder-entry.ts',
+};
 
 const nodeBuild: Options = {
   dts: { entry: nodeEntries },

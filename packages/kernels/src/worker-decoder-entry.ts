@@ -1,0 +1,11 @@
+// The `./worker-decoder` export: the worker-thread decoder alone, without gpu.js or Dawn (`./node`
+// loads gpu.js, about 135 ms), so that a loader can create the pool, and have its options checked,
+// when its caller asks for it instead of at the first decode.
+export {
+  createWorkerDecoder,
+  DEFAULT_MIN_PARALLEL_ELEMENTS,
+  MAX_WORKER_THREADS,
+  type WorkerDecoder,
+  type WorkerDecoderOptions,
+} from './create-worker-decoder.js';
+export { KernelsError, isKernelsError, type KernelsErrorCode } from './errors.js';
