@@ -1,4 +1,5 @@
-import type { Kernels, WorkerDecoder, WorkerDecoderOptions } from '@splitzip/kernels/node';
+import type { Kernels } from '@splitzip/kernels/node';
+import { createWorkerDecoder, type WorkerDecoderOptions } from '@splitzip/kernels/worker-decoder';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { RuntimeError } from './errors.js';
 
@@ -36,25 +37,23 @@ const MAX_FAILURE_CHARS = 160;
  * The kernels package's worker-thread decoder: chunk ranges of each tensor decoded in parallel on
  * `threads` workers, leaving the calling thread free to issue reads. Payloads and outputs in
  * SharedArrayBuffers avoid its copies (loadModel backs its staging pool with one for this backend).
- * The workers start on the first decode.
+ * The pool is created here, so its options are checked here (a bad `workerUrl` or `threads` threw
+ * only at the first decode, which a load reported as each tensor's `cache-failed`); its workers
+ * start on the first decode.
  */
 export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): DecodeBackend & { readonly shared: true } {
-  let decoder: Promise<WorkerDecoder> | undefined;
-  let started: WorkerDecoder | undefined;
+  const workers = createWorkerDecoder(options);
+  // Read once, after the kernels checked it (a getter could answer differently later).
+  const base = `workers:${options.threads ?? 'auto'}`;
   let closed = false;
-  const ensure = () => {
-    decoder ??= import('@splitzip/kernels/node').then(({ createWorkerDecoder }) => (started = createWorkerDecoder(options)));
-    return decoder;
-  };
   return {
     shared: true,
     // Dead workers named: the calling thread then decodes alone, every result right, and a bundle
     // without the worker script (or a worker that throws) looked like a healthy pool in every report.
     get name() {
-      const base = `workers:${options.threads ?? 'auto'}`;
-      const deaths = started?.workerDeaths ?? 0;
+      const deaths = workers.workerDeaths;
       if (deaths === 0) return base;
-      const why = (started?.lastWorkerFailure ?? 'unknown').slice(0, MAX_FAILURE_CHARS);
+      const why = (workers.lastWorkerFailure ?? 'unknown').slice(0, MAX_FAILURE_CHARS);
       return `${base} (${deaths} worker${deaths === 1 ? '' : 's'} died, the calling thread decodes: ${why})`;
     },
     get closed() {
@@ -62,13 +61,12 @@ export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): Dec
     },
     async decode(payload, meta, out) {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'worker decoder is closed');
-      const workers = await ensure();
       const values = await workers.decode(payload.subarray(0, meta.compBytes), out, { verify: false });
       if (values !== out) out.set(values.subarray(0, meta.elementCount));
     },
     async close() {
       closed = true;
-      if (decoder !== undefined) await (await decoder).dispose();
+      await workers.dispose();
     },
   };
 }
