@@ -1,11 +1,14 @@
-import { mkdir } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { writeFileAtomic } from './atomic-file.js';
+import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
 import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
+import { MAX_INDEX_BYTES } from './limits.js';
+import { parseSafetensorsIndex } from './parse-safetensors-index.js';
 import { quoteValue } from './quote-value.js';
 import type { TensorSpec } from './types.js';
 
@@ -40,9 +43,12 @@ export interface ShardedModelWriter {
   /** Sum of all tensors' sizes (the index's metadata.total_size). */
   readonly totalBytes: number;
   write(chunk: Uint8Array): Promise<void>;
-  /** Commits the last shards, then the index (written last: it only ever names complete shards). */
+  /**
+   * Stages the last shards, then replaces the directory's model: old shards and index removed, the
+   * new shards renamed into place, the index written last (see commitShards).
+   */
   close(): Promise<ShardedModelResult>;
-  /** Removes the shard being written; shards already committed stay, no index is written. */
+  /** Removes every shard written so far (staged under hidden temp names): the directory is left as it was. */
   abort(): Promise<void>;
 }
 
@@ -78,12 +84,23 @@ export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, 
 }
 
 /**
+ * Test seam: called before each file operation of the commit (close()), with the step's name. A
+ * test observes the directory there, as a reader or a crash at that instant would find it.
+ */
+let commitStepObserver: ((step: string) => Promise<void> | void) | undefined;
+export function setCommitStepObserver(observer: ((step: string) => Promise<void> | void) | undefined): void {
+  commitStepObserver = observer;
+}
+
+/**
  * Starts writing a sharded model into `dir` (created if missing): shards per planShards(), each
- * written atomically, then `model.safetensors.index.json` with metadata.total_size and weight_map.
+ * written to a hidden temp name and fsynced; close() then replaces whatever model the directory
+ * held (commitShards) and writes `model.safetensors.index.json` (metadata.total_size, weight_map) last.
  */
 export async function createShardedModelWriter(dir: string, specs: readonly TensorSpec[], options: ShardedModelOptions): Promise<ShardedModelWriter> {
   const root = resolve(dir);
-  const shards = planShards(specs, options.maxShardBytes, options.shardNamePrefix ?? 'model');
+  const prefix = options.shardNamePrefix ?? 'model';
+  const shards = planShards(specs, options.maxShardBytes, prefix);
   const names = new Set<string>();
   for (const spec of specs) {
     if (names.has(spec.name)) throw new SafetensorsError('WRITE_INVALID_TENSOR', 'tensor name appears twice', { file: root, tensor: spec.name });
@@ -92,6 +109,9 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   const totalBytes = shards.reduce((sum, shard) => sum + shard.dataBytes, 0);
   await mkdir(root, { recursive: true });
   const shardPaths = shards.map((shard) => join(root, shard.name));
+  // Hidden names that no reader takes for a shard (they do not end with .safetensors).
+  const stagedPaths = shardPaths.map((path) => temporaryPathFor(path));
+  const indexPath = join(root, options.indexFileName ?? 'model.safetensors.index.json');
   let shardIndex = 0;
   let writer: SafetensorsWriter | undefined;
   let state: 'open' | 'closed' | 'aborted' = 'open';
@@ -99,7 +119,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   const current = async (): Promise<SafetensorsWriter> => {
     if (!writer) {
       const shard = shards[shardIndex] as ShardPlan;
-      writer = await createSafetensorsWriter(shardPaths[shardIndex] as string, shard.tensors, { metadata: options.shardMetadata ?? null });
+      writer = await createSafetensorsWriter(stagedPaths[shardIndex] as string, shard.tensors, { metadata: options.shardMetadata ?? null });
     }
     return writer;
   };
@@ -108,6 +128,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     state = 'aborted';
     await writer?.abort();
     writer = undefined;
+    await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
   };
   let busy = false;
   const guard = async <T>(work: () => Promise<T>): Promise<T> => {
@@ -124,7 +145,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
       busy = false;
     }
   };
-  // Commits every finished shard (zero-byte shards included) and moves on.
+  // Stages every finished shard (zero-byte shards included) and moves on.
   const advance = async (): Promise<void> => {
     while (shardIndex < shards.length) {
       const w = await current();
@@ -165,17 +186,75 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
         if (shardIndex < shards.length) {
           const w = await current();
           throw new SafetensorsError('WRITE_SIZE_MISMATCH', `shard ${shards[shardIndex]?.name} got ${w.writtenDataBytes} of ${w.header.dataBytes} data bytes`, {
-            file: w.path,
+            file: join(root, shards[shardIndex]?.name ?? ''),
             offsets: { expected: w.header.dataBytes, actual: w.writtenDataBytes },
           });
         }
-        const indexPath = join(root, options.indexFileName ?? 'model.safetensors.index.json');
+        await commitShards(root, prefix, stagedPaths, shardPaths, indexPath);
+        await commitStepObserver?.('write-index');
         await writeFileAtomic(indexPath, new TextEncoder().encode(formatIndex(shards, totalBytes, options.indexMetadata)));
         state = 'closed';
         return { indexPath, shardPaths };
       }),
     abort,
   };
+}
+
+/**
+ * Replaces the directory's model by the staged shards so that a reader (or a crash) at any instant
+ * finds the old model, the new one, or a state it refuses, never a mix: first every old shard goes
+ * (those the old index names, and every `<prefix>-NNNNN-of-MMMMM.safetensors`) while the old index
+ * still names them (INDEX_SHARD_MISSING), then the old index; the new shards are renamed in order, so
+ * until the last one the numbered set is incomplete (rule 20b, SHARD_SET_INCOMPLETE). The caller
+ * writes the new index last.
+ */
+async function commitShards(root: string, prefix: string, stagedPaths: readonly string[], shardPaths: readonly string[], indexPath: string): Promise<void> {
+  const doomed = new Set<string>();
+  for (const name of await readOldIndexShardNames(indexPath)) doomed.add(name);
+  const numbered = new RegExp(`^${escapeRegExp(prefix)}-\\d+-of-\\d+\\.safetensors$`);
+  for (const name of await readdir(root)) if (numbered.test(name)) doomed.add(name);
+  for (const name of doomed) {
+    await commitStepObserver?.(`remove-shard ${name}`);
+    await unlinkIfPresent(join(root, name));
+  }
+  await commitStepObserver?.('remove-index');
+  await unlinkIfPresent(indexPath);
+  await syncDirectory(root);
+  for (const [i, staged] of stagedPaths.entries()) {
+    await commitStepObserver?.(`rename-shard ${i + 1}`);
+    await rename(staged, shardPaths[i] as string);
+  }
+  await syncDirectory(root);
+}
+
+/** The .safetensors files an existing index names (none where it is missing or unreadable). */
+async function readOldIndexShardNames(indexPath: string): Promise<string[]> {
+  let handle: FileHandle | undefined;
+  try {
+    // O_NONBLOCK and a regular-file check: a FIFO there would block readFile forever.
+    handle = await open(indexPath, constants.O_RDONLY | constants.O_NONBLOCK);
+    const info = await handle.stat();
+    if (!info.isFile() || info.size > MAX_INDEX_BYTES) return [];
+    const index = parseSafetensorsIndex(await handle.readFile(), indexPath);
+    // Rules 17-18b held: relative names inside the directory.
+    return index.shardNames.filter((name) => name.endsWith('.safetensors'));
+  } catch {
+    return [];
+  } finally {
+    await handle?.close().catch(() => undefined);
+  }
+}
+
+async function unlinkIfPresent(path: string): Promise<void> {
+  try {
+    await unlink(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException)?.code !== 'ENOENT') throw error;
+  }
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 /** The index text; built by hand so weight_map keeps the tensors' order (integer-like names included). */

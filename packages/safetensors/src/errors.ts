@@ -37,6 +37,8 @@ export type SafetensorsErrorCode =
   | 'INDEX_SHARD_MISSING'
   | 'INDEX_TENSOR_MISSING'
   | 'INDEX_TENSOR_UNLISTED'
+  /** A directory without index holds an incomplete or mixed set of numbered shards (rule 20b). */
+  | 'SHARD_SET_INCOMPLETE'
   // model level
   | 'DUPLICATE_TENSOR_NAME'
   | 'PATH_NOT_FOUND'

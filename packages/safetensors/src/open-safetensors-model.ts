@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { constants, fstatSync, readSync, type BigIntStats } from 'node:fs';
 import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
+import { checkShardNumbering } from './check-shard-numbering.js';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp, isSameFileContentStamp } from './file-stamp.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_OBJECT_STAMP_CHARS, MAX_READ_CHUNK_BYTES, OBJECT_STAMP_PREFIX, STAMP_CHECK_INTERVAL_MS } from './limits.js';
@@ -113,6 +114,7 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
     if (shardNames.length === 0) {
       throw new SafetensorsError('NOT_SAFETENSORS', 'directory holds no .safetensors file and no index', { file: absolute });
     }
+    checkShardNumbering(shardNames, absolute);
     const rootReal = await realpath(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));
     const locations: { name: string; path: string; realPath: string }[] = [];
     for (const name of shardNames) {
@@ -221,6 +223,7 @@ async function openSourceModel(options: OpenFromSourceOptions): Promise<Safetens
       }
     }
     if (indexName === undefined) {
+      checkShardNumbering(shardNames, rootDir);
       const model = buildModel(rootDir, null, null, await openSourceShards(source, shardNames, rootDir), null);
       return withSourceClose(model, options);
     }

@@ -1,0 +1,114 @@
+import { readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
+import { createShardedModelWriter, isSafetensorsError, openSafetensorsModel, readTensorBytes, writeSafetensorsFile, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+
+const names = ['a', 'b', 'c'];
+const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
+
+/** What a reader finds in `dir`: 'old' (every byte 1), 'new' (every byte 2), 'refused <code>', or 'MIXED ...'. */
+async function observe(dir: string): Promise<string> {
+  let model;
+  try {
+    model = await openSafetensorsModel(dir);
+  } catch (error) {
+    if (isSafetensorsError(error)) return `refused ${error.code}`;
+    throw error;
+  }
+  try {
+    const fills = new Set<number>();
+    for (const tensor of model.tensors) for (const byte of await readTensorBytes(model, tensor)) fills.add(byte);
+    const complete = model.tensors.map((t) => t.name).join() === names.join();
+    if (complete && fills.size === 1 && fills.has(1)) return 'old';
+    if (complete && fills.size === 1 && fills.has(2)) return 'new';
+    return `MIXED ${model.tensors.map((t) => t.name).join()} bytes ${[...fills].join('/')}`;
+  } finally {
+    await model.close();
+  }
+}
+
+afterEach(() => setCommitStepObserver(undefined));
+
+describe('overwriting a sharded model', () => {
+  it('abort midway leaves the old model intact and no temp file (shards were committed one by one before)', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+      const before = (await readdir(root)).sort();
+      const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes: 4 });
+      await writer.write(new Uint8Array(6).fill(2)); // shard 1 complete, shard 2 half
+      expect(await observe(root)).toBe('old');
+      await writer.abort();
+      expect(await observe(root)).toBe('old');
+      expect((await readdir(root)).sort()).toEqual(before);
+    });
+  });
+
+  it('a failed write (too many bytes) after a complete shard leaves the old model intact', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+      const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes: 4 });
+      expectCode(await catchErrorAsync(() => writer.write(new Uint8Array(13).fill(2))), 'WRITE_SIZE_MISMATCH');
+      expect(await observe(root)).toBe('old');
+      expect((await readdir(root)).filter((n) => n.includes('.tmp-'))).toEqual([]);
+    });
+  });
+
+  // Old: 3 shards of 4 bytes. New: 3 shards again (same names) or 2 shards (other names).
+  for (const newMaxShardBytes of [4, 8]) {
+    it(`a reader at every commit step, or a failure there, finds the old model, the new one, or refuses (new maxShardBytes ${newMaxShardBytes})`, async () => {
+      await withTempDir(async (dir) => {
+        const root = join(dir, 'm');
+        const seen: string[] = [];
+        await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+        setCommitStepObserver(async (step) => void seen.push(`${step}: ${await observe(root)}`));
+        await writeShardedModel(root, tensors(2), { maxShardBytes: newMaxShardBytes });
+        setCommitStepObserver(undefined);
+        expect(await observe(root)).toBe('new');
+        expect(seen.length).toBeGreaterThan(5);
+        for (const line of seen) expect(line).toMatch(/: (old|new|refused [A-Z_]+)$/);
+        // Before anything is removed, the old model; after the last rename, the new one.
+        expect(seen[0]).toMatch(/: old$/);
+        expect(seen.at(-1)).toMatch(/^write-index: new$/);
+
+        // A failure at step k (as a crash there): never a mix afterwards, no temp left.
+        for (let k = 0; k < seen.length; k += 1) {
+          await rm(root, { recursive: true, force: true });
+          await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+          let calls = 0;
+          setCommitStepObserver(() => {
+            if (calls++ === k) throw new Error(`fault at step ${k}`);
+          });
+          await expect(writeShardedModel(root, tensors(2), { maxShardBytes: newMaxShardBytes })).rejects.toThrow(`fault at step ${k}`);
+          setCommitStepObserver(undefined);
+          expect(await observe(root)).toMatch(/^(old|new|refused [A-Z_]+)$/);
+          if (k === 0) expect(await observe(root)).toBe('old');
+          expect((await readdir(root)).filter((n) => n.includes('.tmp-'))).toEqual([]);
+        }
+      });
+    });
+  }
+
+  it('a directory without index refuses an incomplete or mixed numbered set (SHARD_SET_INCOMPLETE, naming the file)', async () => {
+    await withTempDir(async (dir) => {
+      const one = (name: string) => writeSafetensorsFile(join(dir, name), [{ name, dtype: 'U8', shape: [1], data: new Uint8Array(1) }]);
+      await one('model-00001-of-00003.safetensors');
+      await one('model-00003-of-00003.safetensors');
+      const missing = await catchErrorAsync(() => openSafetensorsModel(dir));
+      expectCode(missing, 'SHARD_SET_INCOMPLETE');
+      expect(missing.message).toContain('model-00002-of-00003.safetensors');
+      await one('model-00002-of-00002.safetensors');
+      const mixed = await catchErrorAsync(() => openSafetensorsModel(dir));
+      expectCode(mixed, 'SHARD_SET_INCOMPLETE');
+      expect(mixed.message).toContain('model-00002-of-00002.safetensors');
+      await rm(join(dir, 'model-00002-of-00002.safetensors'));
+      await one('model-00002-of-00003.safetensors');
+      await writeFile(join(dir, 'notes.txt'), 'x');
+      await one('other.safetensors');
+      expect((await openSafetensorsModel(dir)).tensors.map((t) => t.name)).toHaveLength(4);
+    });
+  });
+});
