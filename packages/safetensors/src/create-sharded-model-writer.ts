@@ -10,6 +10,7 @@ import { SafetensorsError } from './errors.js';
 import { MAX_INDEX_BYTES } from './limits.js';
 import { parseSafetensorsIndex } from './parse-safetensors-index.js';
 import { quoteValue } from './quote-value.js';
+import { serializeSafetensorsHeader } from './serialize-safetensors-header.js';
 import type { TensorSpec } from './types.js';
 
 export interface ShardedModelOptions {
@@ -107,11 +108,22 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     names.add(spec.name);
   }
   const totalBytes = shards.reduce((sum, shard) => sum + shard.dataBytes, 0);
-  await mkdir(root, { recursive: true });
   const shardPaths = shards.map((shard) => join(root, shard.name));
+  const indexPath = join(root, options.indexFileName ?? 'model.safetensors.index.json');
+  // Every shard's header and the index are checked before anything is written: a bad name or
+  // metadata in shard 2 was found only once shard 1 was on disk, and bad indexMetadata after commit.
+  for (const [i, shard] of shards.entries()) serializeSafetensorsHeader(shard.tensors, options.shardMetadata ?? null, shardPaths[i]);
+  const indexBytes = new TextEncoder().encode(formatIndex(shards, totalBytes, checkIndexMetadata(options.indexMetadata, indexPath)));
+  if (indexBytes.length > MAX_INDEX_BYTES) {
+    throw new SafetensorsError('INDEX_TOO_LARGE', `index would have ${indexBytes.length} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
+      file: indexPath,
+      offsets: { expected: MAX_INDEX_BYTES, actual: indexBytes.length },
+    });
+  }
+  parseSafetensorsIndex(indexBytes, indexPath);
+  await mkdir(root, { recursive: true });
   // Hidden names that no reader takes for a shard (they do not end with .safetensors).
   const stagedPaths = shardPaths.map((path) => temporaryPathFor(path));
-  const indexPath = join(root, options.indexFileName ?? 'model.safetensors.index.json');
   let shardIndex = 0;
   let writer: SafetensorsWriter | undefined;
   let state: 'open' | 'closed' | 'aborted' = 'open';
@@ -192,7 +204,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
         }
         await commitShards(root, prefix, stagedPaths, shardPaths, indexPath);
         await commitStepObserver?.('write-index');
-        await writeFileAtomic(indexPath, new TextEncoder().encode(formatIndex(shards, totalBytes, options.indexMetadata)));
+        await writeFileAtomic(indexPath, indexBytes);
         state = 'closed';
         return { indexPath, shardPaths };
       }),
@@ -255,6 +267,28 @@ async function unlinkIfPresent(path: string): Promise<void> {
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * indexMetadata: absent, or a plain object whose values JSON can write (`undefined`, a function or
+ * a symbol wrote an index the reader refuses; a BigInt threw a TypeError after the commit).
+ */
+function checkIndexMetadata(value: unknown, file: string): Readonly<Record<string, unknown>> | undefined {
+  if (value === undefined || value === null) return undefined;
+  const prototype: unknown = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  if (typeof value !== 'object' || (prototype !== Object.prototype && prototype !== null)) {
+    throw new SafetensorsError('INVALID_ARGUMENT', `indexMetadata must be a plain object, got ${quoteValue(value)}`, { file });
+  }
+  for (const [key, item] of Object.entries(value)) {
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(item);
+    } catch (cause) {
+      throw new SafetensorsError('INVALID_ARGUMENT', `indexMetadata ${quoteValue(key)} cannot be written as JSON (${cause instanceof Error ? cause.message : String(cause)})`, { file, cause });
+    }
+    if (json === undefined) throw new SafetensorsError('INVALID_ARGUMENT', `indexMetadata ${quoteValue(key)} is ${quoteValue(item)}, which JSON cannot write`, { file });
+  }
+  return value as Readonly<Record<string, unknown>>;
 }
 
 /** The index text; built by hand so weight_map keeps the tensors' order (integer-like names included). */
