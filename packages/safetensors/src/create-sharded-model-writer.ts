@@ -8,7 +8,7 @@ import { createSafetensorsWriter, type SafetensorsWriter } from './create-safete
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import { MAX_INDEX_BYTES } from './limits.js';
-import { parseSafetensorsIndex } from './parse-safetensors-index.js';
+import { checkShardName, parseSafetensorsIndex } from './parse-safetensors-index.js';
 import { quoteValue } from './quote-value.js';
 import { serializeSafetensorsHeader } from './serialize-safetensors-header.js';
 import type { TensorSpec } from './types.js';
@@ -61,6 +61,7 @@ export function formatShardName(index: number, count: number, prefix = 'model'):
 
 /** Greedy split in the given order: a shard takes tensors while its data stays <= maxShardBytes. */
 export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, prefix = 'model'): ShardPlan[] {
+  checkFileNameOption(prefix, 'shardNamePrefix');
   if (!Number.isSafeInteger(maxShardBytes) || maxShardBytes < 1) {
     throw new SafetensorsError('INVALID_ARGUMENT', `maxShardBytes must be a positive integer, got ${quoteValue(maxShardBytes)}`);
   }
@@ -109,7 +110,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   }
   const totalBytes = shards.reduce((sum, shard) => sum + shard.dataBytes, 0);
   const shardPaths = shards.map((shard) => join(root, shard.name));
-  const indexPath = join(root, options.indexFileName ?? 'model.safetensors.index.json');
+  const indexPath = join(root, checkFileNameOption(options.indexFileName ?? 'model.safetensors.index.json', 'indexFileName'));
   // Every shard's header and the index are checked before anything is written: a bad name or
   // metadata in shard 2 was found only once shard 1 was on disk, and bad indexMetadata after commit.
   for (const [i, shard] of shards.entries()) serializeSafetensorsHeader(shard.tensors, options.shardMetadata ?? null, shardPaths[i]);
@@ -267,6 +268,27 @@ async function unlinkIfPresent(path: string): Promise<void> {
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * shardNamePrefix and indexFileName name files in the model directory: one plain segment (rules
+ * 17-18b, and no `/`); '../esc' wrote outside it.
+ */
+function checkFileNameOption(value: unknown, option: string): string {
+  let reason: string | undefined;
+  if (typeof value !== 'string') reason = `is ${quoteValue(value)}, not a string`;
+  else if (value.includes('/')) reason = 'has a /';
+  else {
+    try {
+      checkShardName(value, option, option);
+    } catch (error) {
+      reason = error instanceof SafetensorsError ? `is not a plain file name (${error.code})` : 'is not a plain file name';
+    }
+  }
+  if (reason !== undefined) {
+    throw new SafetensorsError('INVALID_ARGUMENT', `${option} ${quoteValue(value)} ${reason}: it must be one plain file name in the model directory`);
+  }
+  return value as string;
 }
 
 /**

@@ -80,7 +80,7 @@ export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): Pars
 }
 
 /** Rules 17, 18, 18b: a relative path of plain segments, no way up. */
-function checkShardName(shard: string, file: string, tensor: string): void {
+export function checkShardName(shard: string, file: string, tensor: string): void {
   const shown = quoteValue(shard);
   if (shard.startsWith('/') || /^[A-Za-z]:/.test(shard)) {
     throw new SafetensorsError('INDEX_SHARD_ABSOLUTE', `shard name ${shown} is an absolute path`, { file, tensor });

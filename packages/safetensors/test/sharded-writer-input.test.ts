@@ -32,4 +32,31 @@ describe('sharded writer input', () => {
       expect(await readdir(root)).toHaveLength(2);
     });
   });
+
+  it('shardNamePrefix and indexFileName are one plain file name: nothing is written outside the directory', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'sub', 'm');
+      const bad: Partial<ShardedModelOptions>[] = [
+        { shardNamePrefix: '../esc' },
+        { shardNamePrefix: 'a/b' },
+        { shardNamePrefix: '' },
+        { shardNamePrefix: '..' },
+        { shardNamePrefix: 'a\\b' },
+        { shardNamePrefix: 5 as never },
+        { indexFileName: '../idx.json' },
+        { indexFileName: '/tmp/idx.json' },
+        { indexFileName: '.' },
+        { indexFileName: '' },
+      ];
+      for (const options of bad) {
+        const error = await catchErrorAsync(() => writeShardedModel(root, [ok('a')], { maxShardBytes: 2, ...options }));
+        expectCode(error, 'INVALID_ARGUMENT');
+        expect(error.message).toMatch(/shardNamePrefix|indexFileName/);
+      }
+      expect(existsSync(join(dir, 'sub'))).toBe(false);
+      expect(await readdir(dir)).toEqual([]);
+      const { indexPath, shardPaths } = await writeShardedModel(root, [ok('a')], { maxShardBytes: 2, shardNamePrefix: 'w.v2', indexFileName: 'w.safetensors.index.json' });
+      expect([indexPath, ...shardPaths]).toEqual([join(root, 'w.safetensors.index.json'), join(root, 'w.v2-00001-of-00001.safetensors')]);
+    });
+  });
 });
