@@ -2,6 +2,7 @@ import { getCodecBackend, registerArenaKernels } from './backend.js';
 import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
 import { readOptions } from './check-options.js';
+import { renewShare } from './arena-share-lock.js';
 import { optionNamesOf } from './find-unknown-option.js';
 
 /**
@@ -23,6 +24,11 @@ export interface CodecArenaShare {
    * view passed to encode/decode may touch them (absent in shares made by older versions).
    */
   readonly reservedBytes?: number;
+  /**
+   * How many times the owner has handed this share out (`arena.share(i)`): an attachment made from
+   * an earlier one is retired (absent in shares made by older versions).
+   */
+  readonly generation?: number;
 }
 
 /**
@@ -79,7 +85,11 @@ export interface CodecArena {
   readonly buffer: ArrayBufferLike;
   /** Other threads this arena reserved scratch areas for (0: a private arena). */
   readonly threads: number;
-  /** For thread `index` (0 ≤ index < threads): what it passes to `attachCodecArena`. */
+  /**
+   * For thread `index` (0 ≤ index < threads): what it passes to `attachCodecArena`. Each call hands
+   * share `index` out afresh and retires the attachments made from earlier ones (their calls throw
+   * INVALID_ARGUMENT): call it for a thread that replaces one only after that one exited.
+   */
   share(index: number): CodecArenaShare;
 }
 
@@ -122,6 +132,7 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
   let base = 0;
   let zeroCopy = false;
   let memory: WebAssembly.Memory | null = null;
+  let shareWords: Int32Array | null = null;
   let wasm: ReturnType<typeof createWasmKernels>;
   try {
     wasm = createWasmKernels(threadScratchBytes + byteLength, { shared });
@@ -137,6 +148,7 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     base = WASM_SCRATCH_BYTES + threadScratchBytes;
     registerArenaKernels(buffer, wasm.kernels, base);
     zeroCopy = true;
+    if (shared) shareWords = new Int32Array(buffer, 0, WASM_SCRATCH_BYTES / 4);
   } else {
     buffer = shared ? new SharedArrayBuffer(byteLength) : new ArrayBuffer(byteLength);
   }
@@ -212,11 +224,13 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
           threads,
         });
       }
+      if (shareWords === null) return { buffer: buffer as SharedArrayBuffer, memory, scratchBase: 0, reservedBytes: base };
       return {
         buffer: buffer as SharedArrayBuffer,
         memory,
-        scratchBase: memory === null ? 0 : WASM_SCRATCH_BYTES * (1 + index),
+        scratchBase: WASM_SCRATCH_BYTES * (1 + index),
         reservedBytes: base,
+        generation: renewShare(shareWords, index),
       };
     },
   };

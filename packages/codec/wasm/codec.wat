@@ -16,6 +16,7 @@
 ;;   80 codes stream 1, 96 sm stream 2, 112 sm stream 3 (an odd group's chains)
 ;;   1024..1535 encode tables: up to 16 windows x 32 bytes (see $lookup)
 ;;   1536..1599 escape scratch: 32 exponents then 32 (code + 1) bytes of one group
+;;   2048..3087 a shared arena's share locks (owner's area only; src/arena-share-lock.ts), unused here
 ;;   4096..   block buffers, placed by the JS side
 (module
   (import "env" "memory" (memory 1))

@@ -8,6 +8,7 @@ import type { EscapeList } from '../escape-list.js';
 import { countSegments, computeSegmentSpans, type BulkDigests } from '../payload-checksum.js';
 import { SEGMENT_DIGESTS, SEGMENT_VALUES } from '../constants.js';
 import { Xxh32State } from '../xxh32.js';
+import type { ShareLock } from '../arena-share-lock.js';
 import { CODEC_WASM_BASE64, CODEC_WASM_SHARED_BASE64 } from './codec-wasm.generated.js';
 
 interface CodecExports {
@@ -174,13 +175,13 @@ export function createWasmKernels(
  * thread) that use the scratch area at `scratchBase` (WASM_SCRATCH_BYTES long, reserved for this
  * thread by the memory's owner). Null where WebAssembly SIMD is unavailable.
  */
-export function attachWasmKernels(memory: WebAssembly.Memory, scratchBase: number): CodecKernels | null {
+export function attachWasmKernels(memory: WebAssembly.Memory, scratchBase: number, lock?: ShareLock): CodecKernels | null {
   const module = compileModule(true);
   if (module === null) return null;
-  return bindKernels(module, memory, scratchBase);
+  return bindKernels(module, memory, scratchBase, lock);
 }
 
-function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, base: number): CodecKernels {
+function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, base: number, lock?: ShareLock): CodecKernels {
   const ex = new WebAssembly.Instance(module, { env: { memory, base: new WebAssembly.Global({ value: 'i32', mutable: false }, base) } })
     .exports as unknown as CodecExports;
   // This instance's scratch addresses (the fixed map, moved to its area of the memory).
@@ -609,7 +610,7 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     }
   }
 
-  return {
+  const kernels: CodecKernels = {
     name: 'wasm-simd',
     countExponents,
     decodeValues,
@@ -619,5 +620,34 @@ function bindKernels(module: WebAssembly.Module, memory: WebAssembly.Memory, bas
     decodeAllWithDigests,
     segmentDigests,
     decodeSegmentsWithDigests,
+  };
+  if (lock === undefined) return kernels;
+  /**
+   * An attached thread's calls hold its share's lock: the scratch area is this share's alone while
+   * a call runs. Tables cached by this instance are loaded again when another attachment of the
+   * share used the area since.
+   */
+  const guard = <A extends unknown[], R>(kernel: (...args: A) => R) =>
+    (...args: A): R => {
+      if (lock.enter()) {
+        decodeTablesFor = null;
+        encodeTablesFor = null;
+      }
+      try {
+        return kernel(...args);
+      } finally {
+        lock.leave();
+      }
+    };
+  return {
+    name: 'wasm-simd',
+    countExponents: guard(countExponents),
+    decodeValues: guard(decodeValues),
+    countEscapes: guard(countEscapes),
+    encodeSections: guard(encodeSections),
+    bulkDigests: guard(bulkDigests),
+    decodeAllWithDigests: guard(decodeAllWithDigests),
+    segmentDigests: guard(segmentDigests),
+    decodeSegmentsWithDigests: guard(decodeSegmentsWithDigests),
   };
 }
