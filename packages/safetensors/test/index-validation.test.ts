@@ -103,6 +103,8 @@ describe('index files', () => {
       await expectIndexError(pair.indexPath, { weight_map: withoutB }, 'INDEX_TENSOR_UNLISTED', 'b');
       // ... or lists under another shard.
       await expectIndexError(pair.indexPath, { weight_map: { ...pairIndex.weight_map, b: 'model-00002-of-00002.safetensors' } }, 'INDEX_TENSOR_UNLISTED', 'b');
+      // Rule 22 before 23: with both broken (b unlisted, ghost missing), b is reported.
+      await expectIndexError(pair.indexPath, { weight_map: { ...withoutB, ghost: 'model-00002-of-00002.safetensors' } }, 'INDEX_TENSOR_UNLISTED', 'b');
       // Moving a tensor to a shard that lacks it, the other shard dropping out: missing.
       await expectIndexError(indexPath, { ...index, weight_map: { ...index.weight_map, c: 'model-00001-of-00003.safetensors' } }, 'INDEX_TENSOR_MISSING', 'c');
     });
