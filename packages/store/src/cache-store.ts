@@ -22,6 +22,7 @@ import {
   COMPACT_MIN_JOURNAL_BYTES,
   JOURNAL_READ_WINDOW_BYTES,
   MAX_GENERATION,
+  MAX_MANIFEST_BYTES,
   MAX_JOURNAL_BYTES,
   MAX_JOURNAL_RECORD_BYTES,
   TORN_MIN_ZERO_BYTES,
@@ -56,6 +57,7 @@ import { findIntactRecordAfter, salvageJournalRecords } from './salvage-journal-
 import { findNewerJournal, olderManifestCopyError } from './find-newer-journal.js';
 import { verifyEntries } from './verify-entries.js';
 import { prepareAddEntry } from './prepare-add-entry.js';
+import { estimateManifestGrowthBytes } from './estimate-manifest-growth.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type { HeldLock } from './write-lock.js';
 
@@ -718,28 +720,43 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const draft = new StateDraft(this.state);
     const outcomes: (boolean[] | Error)[] = [];
     const context = { source: 'this call', path: this.root };
+    // The manifest a compaction would write now, estimated: the journal's record bytes stand in for
+    // what its records add (the same fields, in MessagePack), until a compaction makes it exact.
+    let manifestEstimate = this.manifestBytes + (this.journalOffset - JOURNAL_HEADER_BYTES);
+    let estimateExact = this.journalOffset === JOURNAL_HEADER_BYTES && !this.sealSeen;
     for (const request of batch) {
       const fork = draft.fork();
       try {
+        let outcome: boolean[];
         if (request.kind === 'add') {
-          outcomes.push(
-            request.items.map((item) => {
-              const entry = item.leaveTakenSlices ? withoutTakenSlices(item.entry, fork) : item.entry;
-              item.slicesBound = entry.sliceKeys.length;
-              return fork.planAdd(entry, context);
-            }),
-          );
+          outcome = request.items.map((item) => {
+            const entry = item.leaveTakenSlices ? withoutTakenSlices(item.entry, fork) : item.entry;
+            item.slicesBound = entry.sliceKeys.length;
+            return fork.planAdd(entry, context);
+          });
         } else {
           // A conditional item (moveFrom) is decided here, against the state caught up under the lock.
-          outcomes.push(
-            request.items.map((item) => {
-              const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom);
-              return plan !== 'absent' && plan !== 'taken';
-            }),
-          );
+          outcome = request.items.map((item) => {
+            const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom);
+            return plan !== 'absent' && plan !== 'taken';
+          });
         }
+        const growth = estimateManifestGrowthBytes(fork.ops);
+        if (manifestEstimate + growth > MAX_MANIFEST_BYTES && !estimateExact) {
+          // Near the limit: fold the journal (which ends this session's batch, unjournalled, if it
+          // fails: nothing may be appended after a seal) and judge by the manifest's own size.
+          await this.compactLocked().catch((error: unknown) => {
+            throw new BatchAbort(error);
+          });
+          estimateExact = true;
+          manifestEstimate = this.manifestBytes + estimateManifestGrowthBytes(draft.ops);
+        }
+        if (manifestEstimate + growth > MAX_MANIFEST_BYTES) throw commitTooLarge(request.kind, manifestEstimate + growth, request.items);
+        manifestEstimate += growth;
+        outcomes.push(outcome);
         draft.absorb(fork);
       } catch (error) {
+        if (error instanceof BatchAbort) throw error.cause;
         outcomes.push(error instanceof Error ? error : new Error(String(error)));
       }
     }
@@ -886,6 +903,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.sealAttempted = false;
     const next = this.header.generation + 1;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
+    // 0. The new manifest's bytes, before anything changes: one the reader would refuse (above
+    // MAX_MANIFEST_BYTES) is SIZE_INVALID here, the old manifest and journal untouched. Found after
+    // the seal, every later session would retry the fold, and written, the cache never opened again.
+    const manifest = serializeManifest(state.entries.values(), { ...this.header, generation: next });
     // 1. The next journal exists before any manifest names it. Fencing a failed append, the seal
     // matters more: a seal without its next journal is an interrupted compaction, which any writer
     // session finishes (finishCompaction makes the journal), and no one ever appends after a seal,
@@ -909,7 +930,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // 3-4. The new manifest, then the old journal goes.
     // The newer-journal check above is this compaction's (a refusal found fencing a failed append is
     // made here, by finishCompaction's own).
-    await this.finishCompaction(state, refusal === undefined);
+    await this.finishCompaction(state, refusal === undefined, manifest);
   }
 
   /** The seal record at the end of the valid journal (and zeros after it up to `padToOffset`), durably, or cut back. */
@@ -928,7 +949,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    * Steps 3-4 of a compaction whose seal is written (also after a crash between the steps), writing
    * `state` (this handle's unless unbindSlices gives one without some bindings).
    */
-  private async finishCompaction(state: StoreState = this.state, newerJournalChecked = false): Promise<void> {
+  private async finishCompaction(state: StoreState = this.state, newerJournalChecked = false, manifest?: Uint8Array): Promise<void> {
     const old = this.header.generation;
     const next = old + 1;
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
@@ -948,7 +969,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     if (refusal !== undefined) throw refusal;
     if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
     const header = { ...this.header, generation: next };
-    const bytes = serializeManifest(state.entries.values(), header);
+    const bytes = manifest ?? serializeManifest(state.entries.values(), header);
     await this.backend.writeManifest(bytes);
     // The manifest in place is the cache's state now (synchronously swapped: lookups see one or the other).
     this.state = state;
@@ -1267,6 +1288,21 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.journal = undefined;
     });
   }
+}
+
+/** A failure that ends a whole commit batch (not one request's outcome). */
+class BatchAbort {
+  constructor(readonly cause: unknown) {}
+}
+
+/** SIZE_INVALID for a request whose commit would take the manifest above MAX_MANIFEST_BYTES. */
+function commitTooLarge(kind: 'add' | 'alias', manifestBytes: number, items: readonly ({ entry: CacheEntry } | { key: string })[]): StoreError {
+  const keys = items.map((item) => ('entry' in item ? item.entry.key : item.key));
+  return new StoreError(
+    'SIZE_INVALID',
+    `${kind === 'add' ? 'adding' : 'binding'} this would take the manifest to about ${manifestBytes} bytes, above MAX_MANIFEST_BYTES (${MAX_MANIFEST_BYTES}), which no reader opens: refused, nothing stored (unbind slices, or use another cache)`,
+    { ...(keys.length === 1 ? { entry: keys[0] } : {}), details: { manifestBytes, limit: MAX_MANIFEST_BYTES } },
+  );
 }
 
 /** `entry` without the slice keys `state` has bound to another entry (AddEntryInput.leaveTakenSlices). */

@@ -269,7 +269,11 @@ function plainKeyEnd(text: string, start: number): number {
   return -1;
 }
 
-/** Serialises the state as a format-2 manifest (the seed's fields first). */
+/**
+ * Serialises the state as a format-2 manifest (the seed's fields first). SIZE_INVALID, before a
+ * byte is written, for one the reader would refuse (above MAX_MANIFEST_BYTES: the cache never
+ * opened again, and recoverDamagedManifest could not help) or V8 cannot build (a RangeError).
+ */
 export function serializeManifest(entries: Iterable<CacheEntry>, header: ManifestHeader): Uint8Array {
   const out: Record<string, unknown> = {};
   for (const entry of entries) out[entry.key] = entryToDisk(entry);
@@ -280,7 +284,16 @@ export function serializeManifest(entries: Iterable<CacheEntry>, header: Manifes
     entries: out,
     generation: header.generation,
   };
-  const body = new TextEncoder().encode(JSON.stringify(manifest));
+  let body: Uint8Array;
+  try {
+    body = new TextEncoder().encode(JSON.stringify(manifest));
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    throw manifestTooLarge(undefined, error);
+  }
+  // The body's closing `}` gives way to CHECKSUM_MEMBER, 8 hex digits, `"}` and a newline.
+  const fileBytes = body.length - 1 + CHECKSUM_MEMBER.length + 11;
+  if (fileBytes > MAX_MANIFEST_BYTES) throw manifestTooLarge(fileBytes);
   // `{…}` becomes `{…,"body_crc32":"<crc of {…}>"}`: the body without its last byte, the member, `}`.
   const memberAt = body.length - 1;
   const tail = new TextEncoder().encode(`${CHECKSUM_MEMBER}${manifestBodyCrc32(body, memberAt)}"}\n`);
@@ -288,6 +301,16 @@ export function serializeManifest(entries: Iterable<CacheEntry>, header: Manifes
   file.set(body.subarray(0, memberAt));
   file.set(tail, memberAt);
   return file;
+}
+
+/** SIZE_INVALID for a manifest this package would write and then refuse to read (`bytes` undefined: too long for a string). */
+export function manifestTooLarge(bytes: number | undefined, cause?: unknown): StoreError {
+  const size = bytes === undefined ? 'longer than a JavaScript string can hold' : `${bytes} bytes`;
+  return new StoreError(
+    'SIZE_INVALID',
+    `the manifest would be ${size}, above MAX_MANIFEST_BYTES (${MAX_MANIFEST_BYTES}), which no reader opens: not written (unbind slices, or use another cache)`,
+    { details: { ...(bytes === undefined ? {} : { manifestBytes: bytes }), limit: MAX_MANIFEST_BYTES }, cause },
+  );
 }
 
 /** The generation of manifest bytes without validating the rest (validation happens on a load); undefined when they do not parse. */

@@ -1,0 +1,129 @@
+// A manifest above MAX_MANIFEST_BYTES is refused by every reader (SIZE_INVALID), and adds within every
+// per-value limit can add up to one: it was written, and the cache never opened again (nor could
+// recoverDamagedManifest mend it). The limit is lowered here through the limits module, for the
+// writer and the reader alike, so no test writes half a gigabyte.
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type * as Limits from '../src/limits.js';
+import { catchError, makeTempDir, makeTensor, toInput } from './helpers.js';
+
+const limit = vi.hoisted(() => ({ bytes: 24 * 1024 }));
+vi.mock('../src/limits.js', async (importOriginal) => {
+  const original = await importOriginal<typeof Limits>();
+  return {
+    ...original,
+    get MAX_MANIFEST_BYTES() {
+      return limit.bytes;
+    },
+  };
+});
+
+const { openCacheStore, recoverDamagedManifest } = await import('../src/index.js');
+const { serializeManifest } = await import('../src/manifest-format.js');
+
+const LIMIT_BYTES = 24 * 1024;
+afterEach(() => {
+  limit.bytes = LIMIT_BYTES;
+  vi.restoreAllMocks();
+});
+
+/** Slice keys of ~300 bytes each (long shard names, each its own: the manifest pools repeated ones), all within the per-value limits. */
+function bulkySlices(first: number, count: number): [string, number, number][] {
+  return Array.from({ length: count }, (_, i) => [`shard-${first + i}-${'s'.repeat(280)}`, 0, 128]);
+}
+
+describe('MAX_MANIFEST_BYTES on the writing side', () => {
+  it('refuses the add that would take the manifest above the limit (SIZE_INVALID), and the cache still opens', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    let refused: Awaited<ReturnType<typeof catchError>> | undefined;
+    let added = 0;
+    for (let i = 0; i < 40 && refused === undefined; i++) {
+      const tensor = makeTensor([64], 700 + i);
+      try {
+        await store.addEntries([toInput(tensor, `t${i}`, bulkySlices(i * 10, 10))]);
+        added += 1; // journalled: the estimate stands on the journal's bytes until a compaction near the limit
+      } catch (error) {
+        refused = error as typeof refused;
+      }
+    }
+    expect(refused?.code).toBe('SIZE_INVALID');
+    expect(refused?.details).toMatchObject({ limit: LIMIT_BYTES });
+    expect(store.size).toBe(added);
+    await store.close();
+    const size = (await readFile(join(root, 'manifest.json'))).length;
+    expect(size).toBeLessThanOrEqual(LIMIT_BYTES);
+    const reopened = await openCacheStore(root);
+    expect(reopened.size).toBe(added);
+    await reopened.close();
+  });
+
+  it('refuses an alias that would take it above the limit, before journalling it', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const tensor = makeTensor([64], 800);
+    await store.addEntries([toInput(tensor, 't')]);
+    let refused: Awaited<ReturnType<typeof catchError>> | undefined;
+    for (let i = 0; i < 200 && refused === undefined; i++) {
+      refused = await store
+        .aliasSlices(bulkySlices(i * 4, 4).map(([shardName, offsetBytes, sizeBytes]) => ({ key: tensor.key, shardName, offsetBytes, sizeBytes })))
+        .then(() => undefined, (error: unknown) => error as typeof refused);
+    }
+    expect(refused?.code).toBe('SIZE_INVALID');
+    await store.close();
+    const reopened = await openCacheStore(root);
+    expect(reopened.size).toBe(1);
+    await reopened.close();
+    expect((await readFile(join(root, 'manifest.json'))).length).toBeLessThanOrEqual(LIMIT_BYTES);
+  });
+
+  it('a compaction that would write a manifest above the limit is SIZE_INVALID, old manifest and journal untouched', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    for (let i = 0; i < 4; i++) await store.addEntries([toInput(makeTensor([64], 900 + i), `t${i}`, bulkySlices(i * 10, 10))]);
+    const manifestBefore = await readFile(join(root, 'manifest.json'));
+    const journalBefore = await readFile(join(root, `journal.${store.generation}`));
+    limit.bytes = 4096; // what the journal holds no longer fits
+    const error = await catchError(() => store.compact());
+    expect(error.code).toBe('SIZE_INVALID');
+    expect(error.message).toContain('MAX_MANIFEST_BYTES');
+    expect(error.details).toMatchObject({ limit: 4096 });
+    expect(await readFile(join(root, 'manifest.json'))).toEqual(manifestBefore);
+    expect(await readFile(join(root, `journal.${store.generation}`))).toEqual(journalBefore);
+    await store.close();
+    limit.bytes = LIMIT_BYTES;
+    const reopened = await openCacheStore(root);
+    expect(reopened.size).toBe(4);
+    await reopened.close();
+  });
+
+  it('recoverDamagedManifest refuses to write a manifest above the limit too', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    for (let i = 0; i < 4; i++) await store.addEntries([toInput(makeTensor([64], 950 + i), `t${i}`, bulkySlices(i * 10, 10))]);
+    await store.close();
+    // Damaged (its checksum no longer holds), so that recovery has a manifest to write.
+    const damaged = Buffer.from(await readFile(join(root, 'manifest.json')));
+    damaged[damaged.length - 4] = damaged[damaged.length - 4] === 0x30 ? 0x31 : 0x30;
+    await writeFile(join(root, 'manifest.json'), damaged);
+    const manifestBefore = await readFile(join(root, 'manifest.json'));
+    limit.bytes = 4096;
+    const error = await catchError(() => recoverDamagedManifest(root));
+    expect(error.code).toBe('SIZE_INVALID');
+    expect(await readFile(join(root, 'manifest.json'))).toEqual(manifestBefore);
+  });
+
+  it("JSON.stringify's RangeError (a string too long for V8) is SIZE_INVALID", () => {
+    vi.spyOn(JSON, 'stringify').mockImplementationOnce(() => {
+      throw new RangeError('Invalid string length');
+    });
+    let error: unknown;
+    try {
+      serializeManifest([], { generation: 2, chunkSize: 64, coverageMin: 0.99 });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toMatchObject({ code: 'SIZE_INVALID', details: { limit: LIMIT_BYTES } });
+  });
+});
