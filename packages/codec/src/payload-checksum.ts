@@ -33,7 +33,13 @@ export function computeSegmentSpans(layout: PayloadLayout, k: number): { codes: 
   if (!Number.isInteger(k) || k < 0) {
     throw new SplitZipError('INVALID_ARGUMENT', 'segment must be a non-negative integer', { argument: 'k', k });
   }
-  const last = k === countSegments(layout) - 1;
+  // Past the last segment the spans would run beyond the sections (and totalBytes).
+  const count = countSegments(layout);
+  if (!(k < count)) {
+    const range = count > 0 ? `an integer in 0..${count - 1} (the layout's segments)` : 'absent: a layout of 0 values has no segments';
+    throw new SplitZipError('INVALID_ARGUMENT', `segment ${k} is out of range: it must be ${range}`, { argument: 'k', k, segmentCount: count });
+  }
+  const last = k === count - 1;
   const codes = layout.codes.offsetBytes + k * (SEGMENT_VALUES / 2);
   const sm = layout.sm.offsetBytes + k * SEGMENT_VALUES;
   return {

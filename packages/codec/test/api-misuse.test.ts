@@ -240,6 +240,14 @@ describe('small argument misuses -> typed errors', () => {
     expect(computeSegmentSpans(layout, 0).codes).toBe(layout.codes.offsetBytes);
   });
 
+  it('computeSegmentSpans past the last segment -> INVALID_ARGUMENT (its spans ran past totalBytes)', () => {
+    const layout = computePayloadLayout(5000, 0);
+    expect(computeSegmentSpans(layout, 0).smEnd).toBeLessThanOrEqual(layout.totalBytes);
+    for (const k of [1, 1e9]) expect(codeOf(() => computeSegmentSpans(layout, k))).toBe('INVALID_ARGUMENT');
+    expect(() => computeSegmentSpans(layout, 1)).toThrow(/segment 1 is out of range: it must be an integer in 0\.\.0/);
+    expect(() => computeSegmentSpans(computePayloadLayout(0, 0), 0)).toThrow(/INVALID_ARGUMENT: .*a layout of 0 values has no segments/);
+  });
+
   it('createPayloadWriter too large to allocate -> INVALID_ARGUMENT with totalBytes', () => {
     let error: unknown;
     try {
