@@ -107,6 +107,11 @@ export const MAX_IO_PIECE_BYTES = 2 ** 30;
 /** Longest text of an untrusted string quoted in an error message (describe-value.ts): enough to recognise it. */
 export const MAX_QUOTED_VALUE_CHARS = 80;
 
+/**
+ * The longest refreshIntervalMs: Node's timer limit (2^31 - 1 ms, ~24.8 days). Above it
+ * setInterval fires every millisecond instead (with a TimeoutOverflowWarning on stderr).
+ */
+export const MAX_REFRESH_INTERVAL_MS = 2 ** 31 - 1;
 /** Default writer-lock wait before LOCK_TIMEOUT: commits hold it for milliseconds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
 /** Break-lock recursion depth (each level needs one more crash during recovery); a dead marker at the deepest level is moved aside and removed. */

@@ -5,7 +5,7 @@ import { FsCacheStore, type CacheStore } from './cache-store.js';
 import { StoreError } from './errors.js';
 import { FsBackend } from './fs-backend.js';
 import { encodeJournalHeader } from './journal-format.js';
-import { DEFAULT_LOCK_TIMEOUT_MS } from './limits.js';
+import { DEFAULT_LOCK_TIMEOUT_MS, MAX_REFRESH_INTERVAL_MS } from './limits.js';
 import { isValidChunkSize, isValidCoverage, serializeManifest } from './manifest-format.js';
 import { isS3Url, looksLikeOtherUrl, parseS3Url } from './s3-layout.js';
 import { S3CacheStore } from './s3-cache-store.js';
@@ -59,8 +59,10 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
     throw new StoreError('INVALID_ARGUMENT', "compactOnClose must be true, false or 'when-due'", { details: { compactOnClose: String(compactOnClose) } });
   }
   const refreshIntervalMs = options.refreshIntervalMs;
-  if (refreshIntervalMs !== undefined && !(Number.isFinite(refreshIntervalMs) && refreshIntervalMs > 0)) {
-    throw new StoreError('INVALID_ARGUMENT', 'refreshIntervalMs must be a positive number', { details: { refreshIntervalMs } });
+  if (refreshIntervalMs !== undefined && !(Number.isFinite(refreshIntervalMs) && refreshIntervalMs > 0 && refreshIntervalMs <= MAX_REFRESH_INTERVAL_MS)) {
+    throw new StoreError('INVALID_ARGUMENT', `refreshIntervalMs must be a positive number of milliseconds up to MAX_REFRESH_INTERVAL_MS (${MAX_REFRESH_INTERVAL_MS}, Node's timer limit)`, {
+      details: { refreshIntervalMs, limit: MAX_REFRESH_INTERVAL_MS },
+    });
   }
   if (looksLikeOtherUrl(root)) {
     throw new StoreError('INVALID_ARGUMENT', `${JSON.stringify(root)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes); a local directory of that name is refused`, {
