@@ -1,11 +1,13 @@
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
+import { checkTensorSpecs } from './check-tensor-specs.js';
 import { SafetensorsError } from './errors.js';
 import { quoteValue } from './quote-value.js';
 import type { TensorToWrite } from './types.js';
 
 /** Before anything is written: every tensor's data must be a Uint8Array of exactly shape x dtype bytes. */
 export function checkTensorData(tensors: readonly TensorToWrite[], file: string): void {
+  checkTensorSpecs(tensors, file);
   for (const tensor of tensors) {
     if (!(tensor.data instanceof Uint8Array)) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', 'data is not a Uint8Array', { file, tensor: typeof tensor.name === 'string' ? tensor.name : quoteValue(tensor.name) });

@@ -1,11 +1,13 @@
 import type { FileHandle } from 'node:fs/promises';
-import { open } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { commitTemporaryFile, discardTemporaryFile, temporaryPathFor, writeFully } from './atomic-file.js';
 import { SafetensorsError } from './errors.js';
 import { serializeSafetensorsHeader, type SerializedHeader } from './serialize-safetensors-header.js';
 import type { TensorSpec } from './types.js';
 import { checkByteArray } from './check-byte-array.js';
+import { quoteValue } from './quote-value.js';
+import { rethrowIo } from './rethrow-io.js';
 
 export interface SafetensorsWriterOptions {
   metadata?: Readonly<Record<string, string>> | null | undefined;
@@ -35,10 +37,18 @@ const COALESCE_BYTES = 4 << 20;
  * then the destination is untouched; on any failure the temp file is removed.
  */
 export async function createSafetensorsWriter(path: string, specs: readonly TensorSpec[], options: SafetensorsWriterOptions = {}): Promise<SafetensorsWriter> {
+  if (typeof path !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', `path must be a string, got ${quoteValue(path)}`);
   const absolute = resolve(path);
+  if (options === null || typeof options !== 'object') {
+    throw new SafetensorsError('INVALID_ARGUMENT', `options must be an object { metadata? }, got ${quoteValue(options)}`, { file: absolute });
+  }
   const header = serializeSafetensorsHeader(specs, options.metadata ?? null, absolute);
+  // Refused before anything is written (the rename at the end failed with a raw EISDIR).
+  const existing = await stat(absolute).catch(() => undefined);
+  if (existing?.isDirectory()) throw new SafetensorsError('IO_ERROR', 'destination is a directory (EISDIR)', { file: absolute });
   const temporaryPath = temporaryPathFor(absolute);
-  let handle: FileHandle | undefined = await open(temporaryPath, 'wx');
+  // A missing directory was a raw ENOENT naming the temp file: IO_ERROR names the destination.
+  let handle: FileHandle | undefined = await open(temporaryPath, 'wx').catch((cause: unknown) => rethrowIo(cause, absolute));
   let state: 'open' | 'closed' | 'aborted' = 'open';
   let written = 0;
   let position = 0;
@@ -62,7 +72,7 @@ export async function createSafetensorsWriter(path: string, specs: readonly Tens
       return await work();
     } catch (error) {
       await abort();
-      throw error;
+      return rethrowIo(error, absolute);
     }
   };
   let busy = false;

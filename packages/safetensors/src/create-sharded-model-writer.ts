@@ -10,6 +10,8 @@ import { SafetensorsError } from './errors.js';
 import { MAX_INDEX_BYTES } from './limits.js';
 import { checkShardName, parseSafetensorsIndex } from './parse-safetensors-index.js';
 import { quoteValue } from './quote-value.js';
+import { rethrowIo } from './rethrow-io.js';
+import { checkTensorSpecs } from './check-tensor-specs.js';
 import { serializeSafetensorsHeader } from './serialize-safetensors-header.js';
 import type { TensorSpec } from './types.js';
 
@@ -62,6 +64,7 @@ export function formatShardName(index: number, count: number, prefix = 'model'):
 /** Greedy split in the given order: a shard takes tensors while its data stays <= maxShardBytes. */
 export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, prefix = 'model'): ShardPlan[] {
   checkFileNameOption(prefix, 'shardNamePrefix');
+  checkTensorSpecs(specs, '<planShards>');
   if (!Number.isSafeInteger(maxShardBytes) || maxShardBytes < 1) {
     throw new SafetensorsError('INVALID_ARGUMENT', `maxShardBytes must be a positive integer, got ${quoteValue(maxShardBytes)}`);
   }
@@ -100,7 +103,12 @@ export function setCommitStepObserver(observer: ((step: string) => Promise<void>
  * held (commitShards) and writes `model.safetensors.index.json` (metadata.total_size, weight_map) last.
  */
 export async function createShardedModelWriter(dir: string, specs: readonly TensorSpec[], options: ShardedModelOptions): Promise<ShardedModelWriter> {
+  if (typeof dir !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', `dir must be a path, got ${quoteValue(dir)}`);
   const root = resolve(dir);
+  if (options === null || typeof options !== 'object') {
+    throw new SafetensorsError('INVALID_ARGUMENT', `options must be an object { maxShardBytes, ... }, got ${quoteValue(options)}`, { file: root });
+  }
+  checkTensorSpecs(specs, root);
   const prefix = options.shardNamePrefix ?? 'model';
   const shards = planShards(specs, options.maxShardBytes, prefix);
   const names = new Set<string>();
@@ -122,7 +130,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     });
   }
   parseSafetensorsIndex(indexBytes, indexPath);
-  await mkdir(root, { recursive: true });
+  await mkdir(root, { recursive: true }).catch((cause: unknown) => rethrowIo(cause, root));
   // Hidden names that no reader takes for a shard (they do not end with .safetensors).
   const stagedPaths = shardPaths.map((path) => temporaryPathFor(path));
   let shardIndex = 0;
@@ -153,7 +161,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
       return await work();
     } catch (error) {
       await abort();
-      throw error;
+      return rethrowIo(error, root);
     } finally {
       busy = false;
     }

@@ -11,6 +11,7 @@ import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safeten
 import { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
 import { quoteValue } from './quote-value.js';
 import { readFully } from './read-fully.js';
+import { rethrowIo } from './rethrow-io.js';
 import type { ParsedHeader, SafetensorsModel, SafetensorsShard, SliceKey, TensorInfo } from './types.js';
 
 const INDEX_SUFFIX = '.safetensors.index.json';
@@ -211,7 +212,11 @@ async function openSourceModel(options: OpenFromSourceOptions): Promise<Safetens
     let shardNames: string[] = [];
     if (indexName === undefined) {
       // Only top-level objects count, as in a directory.
-      const names = (await source.list()).filter((name) => !name.includes('/'));
+      const listed: unknown = await source.list();
+      if (!Array.isArray(listed) || !listed.every((name) => typeof name === 'string')) {
+        throw new SafetensorsError('INVALID_ARGUMENT', `source.list() returned ${quoteValue(listed)}, not an array of names`, { file: rootDir });
+      }
+      const names = (listed as string[]).filter((name) => !name.includes('/'));
       const indexNames = names.filter((name) => name.endsWith(INDEX_SUFFIX)).sort();
       indexName = indexNames.includes(DEFAULT_INDEX_NAME) ? DEFAULT_INDEX_NAME : indexNames.length === 1 ? indexNames[0] : undefined;
       if (indexName === undefined && indexNames.length > 1) {
@@ -610,10 +615,4 @@ async function statOrThrow(path: string) {
     }
     return rethrowIo(cause, path);
   }
-}
-
-function rethrowIo(cause: unknown, file: string): never {
-  if (cause instanceof SafetensorsError) throw cause;
-  const code = (cause as NodeJS.ErrnoException)?.code ?? 'unknown';
-  throw new SafetensorsError('IO_ERROR', `file system error ${code}: ${cause instanceof Error ? cause.message : quoteValue(cause)}`, { file, cause });
 }

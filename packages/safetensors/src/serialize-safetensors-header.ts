@@ -1,3 +1,4 @@
+import { checkTensorSpecs } from './check-tensor-specs.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
@@ -27,6 +28,7 @@ export function serializeSafetensorsHeader(
   metadata?: Readonly<Record<string, string>> | null,
   fileName = '<header>',
 ): SerializedHeader {
+  checkTensorSpecs(specs, fileName);
   const seen = new Set<string>();
   const tensors: ParsedTensorEntry[] = [];
   // Built as text pieces: JSON.stringify of a plain object would reorder integer-like names.

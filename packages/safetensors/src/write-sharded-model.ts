@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { checkTensorData } from './check-tensor-data.js';
 import { createShardedModelWriter, type ShardedModelOptions, type ShardedModelResult } from './create-sharded-model-writer.js';
 import type { TensorToWrite } from './types.js';
@@ -7,7 +8,7 @@ import type { TensorToWrite } from './types.js';
  * maxShardBytes, tensors in the given order) plus model.safetensors.index.json, every file atomic.
  */
 export async function writeShardedModel(dir: string, tensors: readonly TensorToWrite[], options: ShardedModelOptions): Promise<ShardedModelResult> {
-  checkTensorData(tensors, dir);
+  checkTensorData(tensors, typeof dir === 'string' ? resolve(dir) : String(dir));
   const writer = await createShardedModelWriter(dir, tensors, options);
   try {
     for (const tensor of tensors) await writer.write(tensor.data);
