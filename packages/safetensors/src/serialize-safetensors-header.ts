@@ -33,7 +33,12 @@ export function serializeSafetensorsHeader(
   const tensors: ParsedTensorEntry[] = [];
   // Built as text pieces: JSON.stringify of a plain object would reorder integer-like names.
   const pieces: string[] = [];
-  if (metadata) {
+  if (metadata !== null && metadata !== undefined) {
+    // A string, an array or a Map was written as {"0":"p","1":"t"}, {"0":...} or {}.
+    const prototype: unknown = typeof metadata === 'object' ? Object.getPrototypeOf(metadata) : undefined;
+    if (typeof metadata !== 'object' || (prototype !== Object.prototype && prototype !== null)) {
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', `metadata must be a plain object of strings, got ${quoteValue(metadata)}`, { file: fileName, tensor: '__metadata__' });
+    }
     const metaPieces: string[] = [];
     for (const [key, value] of Object.entries(metadata)) {
       if (typeof value !== 'string') {

@@ -61,4 +61,21 @@ describe('writers give typed errors naming the target', () => {
     expectCode(error, 'INVALID_ARGUMENT');
     expect(error.file).toBe('mem://m/');
   });
+
+  it('metadata that is not a plain object of strings is refused, not mangled', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'x.safetensors');
+      for (const metadata of ['pt', ['x'], new Map([['a', 'b']]), 5, { k: 1 }, { k: undefined }]) {
+        const error = await catchErrorAsync(() => writeSafetensorsFile(path, [ok], metadata as never));
+        expectCode(error, 'WRITE_INVALID_TENSOR');
+        expect(error.tensor).toBe('__metadata__');
+        expectCode(await catchErrorAsync(() => writeShardedModel(join(dir, 'm'), [ok], { maxShardBytes: 2, shardMetadata: metadata as never })), 'WRITE_INVALID_TENSOR');
+      }
+      expect(await readdir(dir)).toEqual([]);
+      await writeSafetensorsFile(path, [ok], Object.assign(Object.create(null) as Record<string, string>, { format: 'pt' }));
+      const model = await openSafetensorsModel(path);
+      expect(model.shards[0]?.metadata).toEqual({ format: 'pt' });
+      await model.close();
+    });
+  });
 });
