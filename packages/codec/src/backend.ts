@@ -1,5 +1,6 @@
 // Kernel selection: the fast paths (WebAssembly SIMD, tuned JS) behind one internal interface.
 import type { PayloadLayout } from './compute-payload-layout.js';
+import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import type { EscapeList } from './escape-list.js';
 import { jsKernels } from './js/js-kernels.js';
@@ -186,7 +187,7 @@ export function setCodecBackend(backend: CodecBackendName | 'auto'): void {
     }
     forced = null;
   } else {
-    throw new SplitZipError('INVALID_ARGUMENT', `unknown codec backend ${String(backend)}`, { backend });
+    throw new SplitZipError('INVALID_ARGUMENT', `unknown codec backend ${describeValue(backend)} (one of 'wasm-simd', 'js', 'auto')`, { backend });
   }
 }
 

@@ -2,6 +2,7 @@
 import { SEGMENT_DIGESTS, SEGMENT_VALUES } from './constants.js';
 import { isUint32Array } from './typed-array-kind.js';
 import { checkMetaFitsPayload } from './decode-core.js';
+import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -35,7 +36,7 @@ export function checkSegmentRange(firstSegment: number, endSegment: number, segm
     firstSegment > endSegment ||
     endSegment > segmentCount
   ) {
-    throw new SplitZipError('INVALID_ARGUMENT', `segments [${firstSegment}, ${endSegment}) are outside 0..${segmentCount}`, {
+    throw new SplitZipError('INVALID_ARGUMENT', `segments [${describeValue(firstSegment)}, ${describeValue(endSegment)}) are outside 0..${segmentCount}`, {
       firstSegment,
       endSegment,
       segmentCount,

@@ -1,4 +1,5 @@
 import { HEADER_OFFSET, READABLE_FORMAT_VERSIONS } from './constants.js';
+import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
 import { writeU32 } from './payload-header.js';
@@ -14,9 +15,10 @@ import { verifyPayloadChecksum } from './verify-payload-checksum.js';
  */
 export function convertPayloadVersion(payload: Uint8Array, version: number): Uint8Array {
   if (!READABLE_FORMAT_VERSIONS.includes(version)) {
-    throw new SplitZipError('INVALID_ARGUMENT', `cannot convert to format version ${String(version)} (only ${READABLE_FORMAT_VERSIONS.join(', ')})`, {
-      version,
-    });
+    const versions = READABLE_FORMAT_VERSIONS.join(', ');
+    // A string '2' is not the version 2: said so, not "cannot convert to format version 2".
+    const message = typeof version === 'number' ? `cannot convert to format version ${version} (only ${versions})` : `version must be the number ${versions.replace(/, (\d+)$/, ' or $1')}, got ${describeValue(version)}`;
+    throw new SplitZipError('INVALID_ARGUMENT', message, { version });
   }
   const meta = readPayloadMeta(payload);
   verifyPayloadChecksum(payload, meta);

@@ -1,5 +1,6 @@
 import { checkMetaFitsPayload, checkMetaMatchesHeader, decodeValueRange } from './decode-core.js';
 import { checkOutputApart, requireOutput } from './decode-range.js';
+import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import type { PayloadMeta } from './read-payload-meta.js';
 
@@ -23,7 +24,7 @@ export function decodeChunks(
     chunkCount < 0 ||
     firstChunk + chunkCount > meta.chunkCount
   ) {
-    throw new SplitZipError('INVALID_ARGUMENT', `chunks [${firstChunk}, ${firstChunk}+${chunkCount}) outside 0..${meta.chunkCount}`, {
+    throw new SplitZipError('INVALID_ARGUMENT', `chunks [${describeValue(firstChunk)}, ${describeValue(firstChunk)}+${describeValue(chunkCount)}) outside 0..${meta.chunkCount}`, {
       firstChunk,
       chunkCount,
       payloadChunkCount: meta.chunkCount,

@@ -4,6 +4,7 @@ import { optionNamesOf } from './find-unknown-option.js';
 import { checkNoOverlap } from './check-overlap.js';
 import { checkReadableView, isUint16Array } from './typed-array-kind.js';
 import { decodeValueRange } from './decode-core.js';
+import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import { readPayloadMeta } from './read-payload-meta.js';
 import { verifyPayloadChecksum } from './verify-payload-checksum.js';
@@ -49,7 +50,7 @@ export function decodeRange(
   const meta = readPayloadMeta(payload);
   const options = readOptions(decodeOptions, 'options', DECODE_OPTION_NAMES);
   if (!Number.isInteger(start) || !Number.isInteger(count) || start < 0 || count < 0) {
-    throw new SplitZipError('INVALID_ARGUMENT', `start and count must be non-negative integers, got ${describeNumber(start)} and ${describeNumber(count)}`, {
+    throw new SplitZipError('INVALID_ARGUMENT', `start and count must be non-negative integers, got ${describeValue(start)} and ${describeValue(count)}`, {
       start,
       count,
     });
@@ -95,9 +96,4 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
 /** INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */
 export function checkOutputApart(payload: Uint8Array, compBytes: number, out: Uint16Array, count: number): void {
   checkNoOverlap(payload, compBytes, out, 2 * count, 'out overlaps the payload');
-}
-
-/** A number as itself, anything else with its type (a string '5' must not read like the number 5). */
-function describeNumber(value: unknown): string {
-  return typeof value === 'number' ? String(value) : `${typeof value} ${JSON.stringify(value) ?? String(value)}`;
 }

@@ -6,10 +6,13 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import {
   calibrateCodebook,
+  computeSegmentDigests,
+  convertPayloadVersion,
   countExponents,
   createCodebook,
   createCodecArena,
   decode,
+  decodeChunks,
   decodeRange,
   decodeSegments,
   encode,
@@ -149,6 +152,43 @@ describe('options', () => {
   it("decodeRange names a non-number start or count by its type ('5' is not 5)", () => {
     expect(errorOf(() => decodeRange(payload, '5' as never, 1)).message).toContain("string \"5\"");
     expect(errorOf(() => decodeRange(payload, 0, N + 1)).message).toContain(`outside the payload's ${N} values`);
+  });
+
+  it('a BigInt, Symbol, null-prototype object or cyclic object as a count, bound, version or backend is a SplitZipError naming it, not a TypeError', () => {
+    const meta = readPayloadMeta(payload);
+    const out = new Uint16Array(N);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    const cases: [unknown, string][] = [
+      [10n, 'bigint 10n'],
+      [Symbol('s'), 'symbol Symbol(s)'],
+      [Object.create(null), 'object [null prototype]'],
+      [cyclic, 'object [object Object]'],
+      [{ a: 1 }, 'object {"a":1}'],
+    ];
+    for (const [bad, shown] of cases) {
+      const calls: (() => unknown)[] = [
+        () => decodeRange(payload, bad as never, 2),
+        () => decodeRange(payload, 0, bad as never),
+        () => decodeChunks(payload, meta, bad as never, 1, out),
+        () => decodeChunks(payload, meta, 0, bad as never, out),
+        () => decodeSegments(payload, meta, bad as never, 1, out),
+        () => computeSegmentDigests(payload, meta, 0, bad as never),
+        () => convertPayloadVersion(payload, bad as never),
+        () => setCodecBackend(bad as never),
+      ];
+      for (const call of calls) {
+        const error = errorOf(call);
+        expect(error.code).toBe('INVALID_ARGUMENT');
+        expect(error.message).toContain(shown);
+      }
+    }
+  });
+
+  it("convertPayloadVersion(p, '2') says the version must be a number, not that version 2 cannot be converted to", () => {
+    const { message } = errorOf(() => convertPayloadVersion(payload, '2' as never));
+    expect(message).toContain('version must be the number 1, 2 or 3, got string "2"');
+    expect(errorOf(() => convertPayloadVersion(payload, 4)).message).toContain('cannot convert to format version 4 (only 1, 2, 3)');
   });
 });
 
