@@ -3,6 +3,7 @@ import { checkBlobPayload } from './check-blob-payload.js';
 import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { checkCallItems } from './check-call-items.js';
+import { checkOptionsObject, checkVerifyOptions } from './check-options.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
@@ -1153,6 +1154,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
     this.assertOpen();
+    checkVerifyOptions(options);
     await this.refresh();
     const report = await verifyEntries(this.backend, [...this.state.entries.values()], this.header.generation, options);
     const problems = [...report.problems];
@@ -1171,6 +1173,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   gc(options: GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
+    checkOptionsObject(options, 'gc');
     if (options.dryRun === true) return this.gcDryRun(options);
     return this.writerSession((lock) => {
       const folded = this.compactionFinishedInSession;

@@ -8,6 +8,7 @@ import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { checkCallItems } from './check-call-items.js';
+import { checkOptionsObject, checkVerifyOptions } from './check-options.js';
 import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_STAMPS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
@@ -1052,6 +1053,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   async verify(options: VerifyOptions = {}): Promise<VerifyReport> {
     this.assertOpen();
+    checkVerifyOptions(options);
     await this.refresh();
     // One listing of blobs/ gives every blob's size: an entry is checked against it before any
     // buffer is sized from its comp_bytes (a hostile or damaged entry may claim ~4 GiB for a blob
@@ -1111,6 +1113,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   async gc(options: S3GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
+    checkOptionsObject(options, 'gc');
     const started = performance.now();
     const minAgeMs = options.minAgeMs ?? DEFAULT_GC_MIN_AGE_MS;
     if (typeof minAgeMs !== 'number' || Number.isNaN(minAgeMs) || minAgeMs < 0) {
