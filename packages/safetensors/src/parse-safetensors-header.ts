@@ -3,6 +3,7 @@ import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
+import { findLoneSurrogateString } from './find-lone-surrogate.js';
 import { HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
 import { quoteValue } from './quote-value.js';
 import type { ParsedHeader, ParsedTensorEntry } from './types.js';
@@ -87,6 +88,11 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
     root = JSON.parse(text);
   } catch (cause) {
     throw new SafetensorsError('HEADER_INVALID_JSON', `header is not JSON (${describe(cause)})`, { file, cause });
+  }
+  // As the reference implementation (serde_json refuses an escaped lone surrogate): such a name is no Unicode text.
+  const lone = findLoneSurrogateString(text, root);
+  if (lone !== undefined) {
+    throw new SafetensorsError('HEADER_INVALID_JSON', `header is not JSON text: string ${quoteValue(lone)} holds a lone surrogate escape`, { file });
   }
   if (root === null || typeof root !== 'object' || Array.isArray(root)) {
     throw new SafetensorsError('HEADER_NOT_OBJECT', `header is JSON ${root === null ? 'null' : Array.isArray(root) ? 'array' : typeof root}, not an object`, { file });

@@ -1,5 +1,6 @@
 import { SafetensorsError } from './errors.js';
 import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
+import { findLoneSurrogateString } from './find-lone-surrogate.js';
 import { MAX_INDEX_BYTES } from './limits.js';
 import { quoteValue } from './quote-value.js';
 
@@ -39,6 +40,10 @@ export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): Pars
     root = JSON.parse(text);
   } catch (cause) {
     throw new SafetensorsError('INDEX_INVALID_JSON', `index is not JSON (${cause instanceof Error ? cause.message : String(cause)})`, { file, cause });
+  }
+  const lone = findLoneSurrogateString(text, root);
+  if (lone !== undefined) {
+    throw new SafetensorsError('INDEX_INVALID_JSON', `index is not JSON text: string ${quoteValue(lone)} holds a lone surrogate escape`, { file });
   }
   if (root === null || typeof root !== 'object' || Array.isArray(root)) {
     throw new SafetensorsError('INDEX_NOT_OBJECT', 'index is not a JSON object', { file });

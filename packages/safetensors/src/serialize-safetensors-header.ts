@@ -1,6 +1,7 @@
 import { checkTensorSpecs } from './check-tensor-specs.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
+import { hasLoneSurrogate } from './find-lone-surrogate.js';
 import { SafetensorsError } from './errors.js';
 import { HEADER_ALIGNMENT_BYTES, HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
 import { quoteValue } from './quote-value.js';
@@ -44,6 +45,9 @@ export function serializeSafetensorsHeader(
       if (typeof value !== 'string') {
         throw new SafetensorsError('WRITE_INVALID_TENSOR', `metadata ${quoteValue(key)} is not a string`, { file: fileName, tensor: '__metadata__' });
       }
+      if (hasLoneSurrogate(key) || hasLoneSurrogate(value)) {
+        throw new SafetensorsError('WRITE_INVALID_TENSOR', `metadata ${quoteValue(key)} holds a lone surrogate (not Unicode text; readers refuse it)`, { file: fileName, tensor: '__metadata__' });
+      }
       metaPieces.push(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
     }
     pieces.push(`"__metadata__":{${metaPieces.join(',')}}`);
@@ -58,6 +62,9 @@ export function serializeSafetensorsHeader(
       });
     }
     seen.add(name);
+    if (hasLoneSurrogate(name)) {
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'tensor name holds a lone surrogate (not Unicode text; readers refuse it)', { file: fileName, tensor: name });
+    }
     if (!isSafetensorsDtype(dtype)) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', `unknown dtype ${quoteValue(dtype)}`, { file: fileName, tensor: name });
     }
