@@ -236,4 +236,23 @@ describe('mallocUsesHugePages (where large buffers fault cheaper than in an aren
     expect(mallocUsesHugePages('')).toBe(false);
     expect(mallocUsesHugePages(undefined)).toBe(false);
   });
+
+  it('reads the string as glibc does: the last setting of a repeated tunable counts, an ill-formed string sets nothing', () => {
+    // elf/dl-tunables.c (parse_tunables_string, glibc >= 2.39): a repeated name keeps its last value.
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1:glibc.malloc.hugetlb=0')).toBe(false);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=0:glibc.malloc.hugetlb=2')).toBe(true);
+    // Numbers as _dl_strtoul reads them (octal after a 0, hex after 0x).
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=01')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=0x2')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1x')).toBe(false);
+    // Parts without '=' before a ':' are skipped; a '=' in a value, or a string ending in a part
+    // without '=' (a trailing ':' too), makes glibc ignore the whole string.
+    expect(mallocUsesHugePages('junk:glibc.malloc.hugetlb=1')).toBe(true);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1:junk')).toBe(false);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1:')).toBe(false);
+    expect(mallocUsesHugePages('glibc.malloc.hugetlb=1:glibc.malloc.check=1=2')).toBe(false);
+    // glibc.rtld.enable_secure=1 makes glibc ignore every tunable.
+    expect(mallocUsesHugePages('glibc.rtld.enable_secure=1:glibc.malloc.hugetlb=1')).toBe(false);
+    expect(mallocUsesHugePages(5 as never)).toBe(false);
+  });
 });
