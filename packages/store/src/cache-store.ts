@@ -3,7 +3,7 @@ import { checkBlobPayload } from './check-blob-payload.js';
 import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { checkCallItems } from './check-call-items.js';
-import { checkOptionsObject, checkVerifyOptions } from './check-options.js';
+import { checkGcOptions, checkVerifyOptions } from './check-options.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
@@ -1173,7 +1173,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
 
   gc(options: GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
-    checkOptionsObject(options, 'gc');
+    checkGcOptions(options);
     if (options.dryRun === true) return this.gcDryRun(options);
     return this.writerSession((lock) => {
       const folded = this.compactionFinishedInSession;

@@ -5,10 +5,10 @@
 // TypeError. Only undefined means "the default": null is a value, refused where an option takes
 // none. The near name comes from the codec's findClosestName, the one "did you mean" of the
 // packages. Each call is checked once (a for-in over a small literal), not per item of a batch.
-import { findUnknownOption } from '@splitzip/codec';
+import { findUnknownOption, optionNamesOf } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
-import type { VerifyOptions } from './types.js';
+import type { GcOptions, VerifyOptions } from './types.js';
 
 /** An options argument: an object (undefined, where the caller may leave it out, is handled before: a default `= {}`). */
 export function checkOptionsObject(options: unknown, call: string, argument = 'options'): asserts options is object {
@@ -63,4 +63,16 @@ export function checkVerifyOptions(options: unknown): asserts options is VerifyO
   checkBooleanOption(decode, 'decode', 'verify');
   checkFunctionOption(onProgress, 'onProgress', 'verify');
   checkSignalOption(signal, 'signal', 'verify');
+}
+
+const GC_OPTIONS = optionNamesOf<GcOptions>({ dryRun: true, minAgeMs: true });
+
+/**
+ * gc's options, before anything is removed: `gc({ dryrun: true })` (misspelt) or `gc({ dryRun:
+ * 'true' })` ran a real gc that deleted files. `extra`: a store's own names (the S3 store's test switch).
+ */
+export function checkGcOptions(options: unknown, extra: readonly string[] = []): asserts options is GcOptions {
+  checkOptionsObject(options, 'gc');
+  checkOptionKeys(options, extra.length === 0 ? GC_OPTIONS : [...GC_OPTIONS, ...extra], 'gc');
+  checkBooleanOption((options as GcOptions).dryRun, 'dryRun', 'gc');
 }

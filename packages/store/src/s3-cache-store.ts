@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
+import { DEFAULT_CHUNK_SIZE, optionNamesOf } from '@splitzip/codec';
 import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
@@ -8,7 +8,7 @@ import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { checkCallItems } from './check-call-items.js';
-import { checkOptionsObject, checkVerifyOptions } from './check-options.js';
+import { checkBooleanOption, checkGcOptions, checkVerifyOptions } from './check-options.js';
 import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_STAMPS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
@@ -93,6 +93,9 @@ export const DEFAULT_GC_MIN_AGE_MS = 3_600_000;
  * longer than this can still lose a blob, which `verify` reports and `build --repair` puts back.
  */
 export const MIN_S3_GC_AGE_MS = 35 * 60_000;
+
+/** S3GcOptions' names beyond GcOptions'. */
+const S3_GC_EXTRA_OPTIONS = optionNamesOf<Omit<S3GcOptions, keyof GcOptions>>({ allowMinAgeBelowFloorForTests: true });
 
 /** GcOptions of an S3 store: GcOptions, and for tests a way under MIN_S3_GC_AGE_MS. */
 export interface S3GcOptions extends GcOptions {
@@ -1113,7 +1116,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   async gc(options: S3GcOptions = {}): Promise<GcReport> {
     this.assertOpen();
-    checkOptionsObject(options, 'gc');
+    checkGcOptions(options, S3_GC_EXTRA_OPTIONS);
+    checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'gc');
     const started = performance.now();
     const minAgeMs = options.minAgeMs ?? DEFAULT_GC_MIN_AGE_MS;
     if (typeof minAgeMs !== 'number' || Number.isNaN(minAgeMs) || minAgeMs < 0) {

@@ -1,5 +1,8 @@
 // Options of the store's calls are checked before anything is read or written: a value of the
 // wrong kind, or a misspelt key, is INVALID_ARGUMENT naming the option.
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openCacheStore, recoverDamagedManifest, type CacheStore, type VerifyOptions } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, toInput } from './helpers.js';
@@ -43,6 +46,27 @@ describe('values of the wrong kind', () => {
       expect(error.code, call).toBe('INVALID_ARGUMENT');
       expect(error.message, call).toContain(call);
     }
+    await store.close();
+  });
+});
+
+describe('gc refuses what it does not take before removing anything', () => {
+  it('gc({ dryrun: true }) (misspelt) and gc({ dryRun: "true" }) are INVALID_ARGUMENT, not a real gc that deletes files', async () => {
+    const { root, store } = await makeStore();
+    const orphan = join(root, 'blobs', `${'a'.repeat(40)}.bin`);
+    await writeFile(orphan, 'x');
+    const misspelt = await catchError(() => store.gc({ dryrun: true } as never));
+    expect(misspelt.code).toBe('INVALID_ARGUMENT');
+    expect(misspelt.message).toContain('did you mean "dryRun"');
+    expect(misspelt.details).toMatchObject({ option: 'dryrun', suggestion: 'dryRun' });
+    for (const dryRun of ['true', 1, null]) {
+      const error = await catchError(() => store.gc({ dryRun } as never));
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(error.details).toMatchObject({ option: 'dryRun' });
+    }
+    expect(existsSync(orphan)).toBe(true);
+    expect((await store.gc({ dryRun: true })).orphanBlobs).toHaveLength(1);
+    expect(existsSync(orphan)).toBe(true);
     await store.close();
   });
 });
