@@ -81,6 +81,8 @@ export interface SafetensorsErrorContext {
   tensor?: string;
   /** The second tensor a rule is about (`DATA_OVERLAP`: the one `tensor` overlaps). */
   otherTensor?: string;
+  /** The JSON key a rule is about where it is no tensor name (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
+  key?: string;
   offsets?: SafetensorsErrorOffsets;
   cause?: unknown;
 }
@@ -101,6 +103,8 @@ export class SafetensorsError extends Error {
   readonly tensor?: string;
   /** The second tensor a rule is about (`DATA_OVERLAP`: the one `tensor` overlaps). */
   readonly otherTensor?: string;
+  /** The JSON key a rule is about (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
+  readonly key?: string;
   readonly offsets?: SafetensorsErrorOffsets;
 
   constructor(code: SafetensorsErrorCode, message: string, context: SafetensorsErrorContext = {}) {
@@ -116,6 +120,7 @@ export class SafetensorsError extends Error {
     if (context.file !== undefined) this.file = context.file;
     if (context.tensor !== undefined) this.tensor = context.tensor;
     if (context.otherTensor !== undefined) this.otherTensor = context.otherTensor;
+    if (context.key !== undefined) this.key = context.key;
     if (context.offsets !== undefined) this.offsets = context.offsets;
   }
 }

@@ -99,9 +99,14 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   }
   const duplicate = findDuplicateJsonKey(text);
   if (duplicate) {
-    throw new SafetensorsError('HEADER_DUPLICATE_KEY', `key ${quoteValue(duplicate.key)} appears twice in one object of the header`, {
+    // `tensor` is the tensor whose entry (or name) repeats; a key of __metadata__ has none. `key` is the key.
+    const owner = duplicate.path.length === 0 ? duplicate.key : duplicate.path[0];
+    const tensor = owner === '__metadata__' ? undefined : owner;
+    const where = duplicate.path.length === 0 ? 'the header' : tensor === undefined ? '__metadata__' : `the entry of tensor ${quoteValue(tensor)}`;
+    throw new SafetensorsError('HEADER_DUPLICATE_KEY', `key ${quoteValue(duplicate.key)} appears twice in one object of ${where}`, {
       file,
-      tensor: duplicate.key,
+      ...(tensor !== undefined ? { tensor } : {}),
+      key: duplicate.key,
       offsets: { position: duplicate.position },
     });
   }

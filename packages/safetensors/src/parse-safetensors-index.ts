@@ -50,9 +50,12 @@ export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): Pars
   }
   const duplicate = findDuplicateJsonKey(text);
   if (duplicate) {
+    // Only a key of weight_map is a tensor name.
+    const inWeightMap = duplicate.path.length === 1 && duplicate.path[0] === 'weight_map';
     throw new SafetensorsError('INDEX_DUPLICATE_KEY', `key ${quoteValue(duplicate.key)} appears twice in one object of the index`, {
       file,
-      tensor: duplicate.key,
+      ...(inWeightMap ? { tensor: duplicate.key } : {}),
+      key: duplicate.key,
       offsets: { position: duplicate.position },
     });
   }

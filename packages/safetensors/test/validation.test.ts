@@ -10,6 +10,7 @@ import {
   parseHeaderLengthPrefix,
   parseSafetensorsBytes,
   parseSafetensorsHeader,
+  parseSafetensorsIndex,
   serializeSafetensorsHeader,
   type SafetensorsErrorCode,
 } from '../src/index.js';
@@ -68,7 +69,7 @@ function malformedCorpus(): Case[] {
       code: 'HEADER_DUPLICATE_KEY',
       tensor: 'ab',
     },
-    { name: 'duplicate key inside an entry', bytes: buildRawFile('{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}', new Uint8Array(1)), code: 'HEADER_DUPLICATE_KEY', tensor: 'dtype' },
+    { name: 'duplicate key inside an entry', bytes: buildRawFile('{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}', new Uint8Array(1)), code: 'HEADER_DUPLICATE_KEY', tensor: 'a' },
     { name: 'duplicate __metadata__', bytes: buildRawFile('{"__metadata__":{},"__metadata__":{}}'), code: 'HEADER_DUPLICATE_KEY' },
     { name: 'metadata not an object', bytes: buildRawFile('{"__metadata__":[]}'), code: 'METADATA_INVALID' },
     { name: 'metadata value a number', bytes: buildRawFile('{"__metadata__":{"k":1}}'), code: 'METADATA_INVALID' },
@@ -257,5 +258,25 @@ describe('header serialization', () => {
 
   it('the header parser re-checks its length against the file size', () => {
     expectCode(catchError(() => parseSafetensorsHeader(enc('{}'), { fileName: 'f', fileBytes: 9 })), 'HEADER_OUT_OF_BOUNDS');
+  });
+
+  it('a repeated key: `tensor` is the tensor concerned (none in __metadata__), `key` the key', () => {
+    const cases: [string, string | undefined, string][] = [
+      ['{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}', 'a', 'dtype'],
+      ['{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', 'a', 'a'],
+      ['{"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', undefined, 'k'],
+      ['{"__metadata__":{},"__metadata__":{}}', undefined, '__metadata__'],
+    ];
+    for (const [text, tensor, key] of cases) {
+      const error = catchError(() => parseSafetensorsBytes(buildRawFile(text.padEnd(Math.ceil(text.length / 8) * 8, ' '), new Uint8Array(1)), 'f'));
+      expectCode(error, 'HEADER_DUPLICATE_KEY');
+      expect(error.tensor).toBe(tensor);
+      expect(error.key).toBe(key);
+    }
+    const index = (text: string) => catchError(() => parseSafetensorsIndex(new TextEncoder().encode(text), 'i'));
+    const inMap = index('{"weight_map":{"a":"m.safetensors","a":"m.safetensors"}}');
+    expect([inMap.code, inMap.tensor, inMap.key]).toEqual(['INDEX_DUPLICATE_KEY', 'a', 'a']);
+    const inMetadata = index('{"metadata":{"total_size":1,"total_size":2},"weight_map":{}}');
+    expect([inMetadata.code, inMetadata.tensor, inMetadata.key]).toEqual(['INDEX_DUPLICATE_KEY', undefined, 'total_size']);
   });
 });
