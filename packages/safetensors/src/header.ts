@@ -15,6 +15,7 @@ export {
   OBJECT_STAMP_PREFIX,
   STAMP_CHECK_INTERVAL_MS,
 } from './limits.js';
+export { MAX_QUOTED_CHARS } from './quote-value.js';
 export { parseHeaderLengthPrefix, parseSafetensorsBytes, parseSafetensorsHeader, type HeaderContext } from './parse-safetensors-header.js';
 export { parseSafetensorsIndex, type ParsedIndex } from './parse-safetensors-index.js';
 export { serializeSafetensorsHeader, type SerializedHeader } from './serialize-safetensors-header.js';
