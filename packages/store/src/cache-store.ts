@@ -3,7 +3,7 @@ import { checkBlobPayload } from './check-blob-payload.js';
 import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { checkCallItems } from './check-call-items.js';
-import { checkGcOptions, checkVerifyOptions } from './check-options.js';
+import { checkAliasOptions, checkGcOptions, checkItemFields, checkReadBlobOptions, checkVerifyOptions } from './check-options.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
@@ -316,7 +316,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
 
-  readBlobSync(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Uint8Array {
+  readBlobSync(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Uint8Array {
+    checkReadBlobOptions(options, 'readBlobSync');
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     const backend = this.backend;
     if (backend.readBlobIntoSync === undefined) throw new StoreError('INVALID_ARGUMENT', 'this store cannot read synchronously', { entry: key });
@@ -325,9 +326,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   }
 
   /** readBlob's payload checks; a blob that fails them is not read through a kept descriptor again (a repaired file replaces it). */
-  private checkReadBlob(entry: CacheEntry, view: Uint8Array, options: ReadBlobOptions): Uint8Array {
+  private checkReadBlob(entry: CacheEntry, view: Uint8Array, options: ReadBlobOptions | undefined): Uint8Array {
     try {
-      checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+      checkBlobPayload(entry, view, { checksum: options?.verifyChecksum !== false });
     } catch (error) {
       this.backend.forgetBlob?.(entry.key, entry.blob);
       throw error;
@@ -352,9 +353,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       view,
       close: () => file.release(false),
       release: () => file.release(true),
-      finish(options: ReadBlobOptions = {}) {
+      finish(options?: ReadBlobOptions) {
         try {
-          checkBlobPayload(entry, view, { checksum: options.verifyChecksum !== false });
+          checkReadBlobOptions(options, 'finish');
+          checkBlobPayload(entry, view, { checksum: options?.verifyChecksum !== false });
         } catch (error) {
           file.release(false);
           throw error;
@@ -370,7 +372,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.backend.checkBlob?.(key, entry.blob, entry.compBytes);
   }
 
-  async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
+  async readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array> {
+    checkReadBlobOptions(options, 'readBlob');
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     await this.backend.readBlobInto(key, entry.blob, view);
     return this.checkReadBlob(entry, view, options);
@@ -1088,6 +1091,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
     this.assertOpen();
     checkCallItems(items, 'aliasSlices', 'an AliasSliceItem object ({ key, shardName, offsetBytes, sizeBytes, stamp? })');
+    checkAliasOptions(options);
+    checkItemFields(items, 'aliasSlices');
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);

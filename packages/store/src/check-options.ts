@@ -8,7 +8,18 @@
 import { findUnknownOption, optionNamesOf } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
-import type { GcOptions, VerifyOptions } from './types.js';
+import type { RecoverDamagedManifestOptions } from './recover-damaged-manifest.js';
+import type {
+  AddEntryInput,
+  AliasSliceItem,
+  AliasSlicesOptions,
+  GcOptions,
+  OpenCacheStoreOptions,
+  ReadBlobOptions,
+  S3StoreOptions,
+  UnbindSliceItem,
+  VerifyOptions,
+} from './types.js';
 
 /** An options argument: an object (undefined, where the caller may leave it out, is handled before: a default `= {}`). */
 export function checkOptionsObject(options: unknown, call: string, argument = 'options'): asserts options is object {
@@ -20,12 +31,12 @@ export function checkOptionsObject(options: unknown, call: string, argument = 'o
 }
 
 /** No own key outside `known` (a known key set to undefined is fine); `path` prefixes nested options' names (`s3.`). */
-export function checkOptionKeys(options: object, known: readonly string[], call: string, path = ''): void {
+export function checkOptionKeys(options: object, known: readonly string[], call: string, path = '', noun = 'option'): void {
   const unknown = findUnknownOption(options, known);
   if (unknown === undefined) return;
   const { key, near } = unknown;
   const hint = near === undefined ? '' : `: did you mean "${path}${near}"?`;
-  throw new StoreError('INVALID_ARGUMENT', `${call}: unknown option "${path}${key}"${hint} (known: ${known.join(', ')})`, {
+  throw new StoreError('INVALID_ARGUMENT', `${call}: unknown ${noun} "${path}${key}"${hint} (known: ${known.join(', ')})`, {
     details: { option: `${path}${key}`, known: [...known], ...(near === undefined ? {} : { suggestion: `${path}${near}` }) },
   });
 }
@@ -56,9 +67,12 @@ function invalidOption(call: string, option: string, expected: string, value: un
   });
 }
 
+const VERIFY_OPTIONS = optionNamesOf<VerifyOptions>({ decode: true, onProgress: true, signal: true });
+
 /** verify's options (both stores). */
 export function checkVerifyOptions(options: unknown): asserts options is VerifyOptions {
   checkOptionsObject(options, 'verify');
+  checkOptionKeys(options, VERIFY_OPTIONS, 'verify');
   const { decode, onProgress, signal } = options as VerifyOptions;
   checkBooleanOption(decode, 'decode', 'verify');
   checkFunctionOption(onProgress, 'onProgress', 'verify');
@@ -75,4 +89,117 @@ export function checkGcOptions(options: unknown, extra: readonly string[] = []):
   checkOptionsObject(options, 'gc');
   checkOptionKeys(options, extra.length === 0 ? GC_OPTIONS : [...GC_OPTIONS, ...extra], 'gc');
   checkBooleanOption((options as GcOptions).dryRun, 'dryRun', 'gc');
+}
+
+const OPEN_OPTIONS = optionNamesOf<OpenCacheStoreOptions>({
+  create: true,
+  coverageMin: true,
+  chunkSize: true,
+  lockTimeoutMs: true,
+  refreshIntervalMs: true,
+  compactOnClose: true,
+  signal: true,
+  s3: true,
+});
+const S3_OPTIONS = optionNamesOf<S3StoreOptions>({
+  client: true,
+  endpoint: true,
+  region: true,
+  forcePathStyle: true,
+  createBucket: true,
+  maxConcurrentRequests: true,
+  partSizeBytes: true,
+  multipartThresholdBytes: true,
+  maxAttempts: true,
+  retryBaseDelayMs: true,
+  retryMaxDelayMs: true,
+  requestTimeoutMs: true,
+  requestDeadlineMs: true,
+  signal: true,
+  connectTimeoutMs: true,
+  readThroughDir: true,
+});
+
+/** openCacheStore's options (`s3` too, where given: directories ignore its values, not its spelling). Numbers and compactOnClose are checked where they are read. */
+export function checkOpenOptions(options: unknown): asserts options is OpenCacheStoreOptions {
+  const call = 'openCacheStore';
+  checkOptionsObject(options, call);
+  checkOptionKeys(options, OPEN_OPTIONS, call);
+  const { create, signal, s3 } = options as OpenCacheStoreOptions;
+  checkBooleanOption(create, 'create', call);
+  checkSignalOption(signal, 'signal', call);
+  if (s3 === undefined) return;
+  checkOptionsObject(s3, call, 's3');
+  checkOptionKeys(s3, S3_OPTIONS, call, 's3.');
+  checkBooleanOption(s3.forcePathStyle, 's3.forcePathStyle', call);
+  checkBooleanOption(s3.createBucket, 's3.createBucket', call);
+  checkSignalOption(s3.signal, 's3.signal', call);
+}
+
+const RECOVER_OPTIONS = optionNamesOf<RecoverDamagedManifestOptions>({ lockTimeoutMs: true, signal: true, onProgress: true });
+
+/** recoverDamagedManifest's options (lockTimeoutMs is checked where it is read). */
+export function checkRecoverOptions(options: unknown): asserts options is RecoverDamagedManifestOptions {
+  const call = 'recoverDamagedManifest';
+  checkOptionsObject(options, call);
+  checkOptionKeys(options, RECOVER_OPTIONS, call);
+  const { signal, onProgress } = options as RecoverDamagedManifestOptions;
+  checkSignalOption(signal, 'signal', call);
+  checkFunctionOption(onProgress, 'onProgress', call);
+}
+
+const READ_BLOB_OPTIONS = optionNamesOf<ReadBlobOptions>({ verifyChecksum: true });
+
+/**
+ * readBlob's (readBlobSync's, an opened blob's finish's) options, before the read. Called per
+ * tensor: a for-in over a one-key literal, nothing allocated; undefined is not looked at.
+ */
+export function checkReadBlobOptions(options: unknown, call: string): void {
+  if (options === undefined) return;
+  checkOptionsObject(options, call);
+  checkOptionKeys(options, READ_BLOB_OPTIONS, call);
+  checkBooleanOption((options as ReadBlobOptions).verifyChecksum, 'verifyChecksum', call);
+}
+
+const ALIAS_OPTIONS = optionNamesOf<AliasSlicesOptions>({ rebind: true });
+
+/** aliasSlices' options. */
+export function checkAliasOptions(options: unknown): asserts options is AliasSlicesOptions {
+  checkOptionsObject(options, 'aliasSlices');
+  checkOptionKeys(options, ALIAS_OPTIONS, 'aliasSlices');
+  checkBooleanOption((options as AliasSlicesOptions).rebind, 'rebind', 'aliasSlices');
+}
+
+const ADD_ENTRY_FIELDS = optionNamesOf<AddEntryInput>({
+  key: true,
+  qualname: true,
+  payload: true,
+  shape: true,
+  dtype: true,
+  sha256: true,
+  sliceKeys: true,
+  payloadDigest: true,
+  recordBlobSha256: true,
+  onPayloadWritten: true,
+  leaveTakenSlices: true,
+});
+const ALIAS_ITEM_FIELDS = optionNamesOf<AliasSliceItem>({ key: true, shardName: true, offsetBytes: true, sizeBytes: true, stamp: true, moveFrom: true });
+const UNBIND_ITEM_FIELDS = optionNamesOf<UnbindSliceItem>({ shardName: true, offsetBytes: true, sizeBytes: true, key: true });
+
+/**
+ * An addEntries input's field names and flags (called by prepareAddEntry, once per item, with the
+ * item's other checks): `slicekeys` committed the entry with its slices unbound.
+ */
+export function checkAddEntryFields(input: object): void {
+  const call = 'addEntries';
+  checkOptionKeys(input, ADD_ENTRY_FIELDS, call, '', 'field');
+  const { recordBlobSha256, leaveTakenSlices } = input as AddEntryInput;
+  checkBooleanOption(recordBlobSha256, 'recordBlobSha256', call);
+  checkBooleanOption(leaveTakenSlices, 'leaveTakenSlices', call);
+}
+
+/** The field names of a batch's items (aliasSlices, unbindSlices), item by item: `movefrom` made a conditional alias a plain one. */
+export function checkItemFields(items: readonly object[], method: 'aliasSlices' | 'unbindSlices'): void {
+  const known = method === 'aliasSlices' ? ALIAS_ITEM_FIELDS : UNBIND_ITEM_FIELDS;
+  for (let i = 0; i < items.length; i++) checkOptionKeys(items[i]!, known, `${method} item ${i}`, '', 'field');
 }

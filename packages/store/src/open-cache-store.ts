@@ -2,7 +2,7 @@ import { realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import { FsCacheStore, type CacheStore } from './cache-store.js';
-import { checkOptionsObject, checkSignalOption } from './check-options.js';
+import { checkOpenOptions } from './check-options.js';
 import { StoreError } from './errors.js';
 import { FsBackend } from './fs-backend.js';
 import { encodeJournalHeader } from './journal-format.js';
@@ -47,8 +47,7 @@ export function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
  */
 export async function openCacheStore(root: string, options: OpenCacheStoreOptions = {}): Promise<CacheStore> {
   if (typeof root !== 'string' || root.length === 0) throw new StoreError('INVALID_ARGUMENT', 'root must be a directory path');
-  checkOptionsObject(options, 'openCacheStore');
-  checkSignalOption(options.signal, 'signal', 'openCacheStore');
+  checkOpenOptions(options);
   const chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
   const coverageMin = options.coverageMin ?? DEFAULT_COVERAGE_MIN;
   if (!isValidChunkSize(chunkSize)) throw new StoreError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { details: { chunkSize } });

@@ -1,5 +1,6 @@
 import { readPayloadMeta, verifyPayloadChecksum } from '@splitzip/codec';
 import { countShapeElements } from './compute-content-key.js';
+import { checkAddEntryFields } from './check-options.js';
 import { digestHex } from './hash-bytes.js';
 import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
@@ -27,6 +28,7 @@ function sha256Hex(bytes: Uint8Array): string {
 
 export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha256?: boolean } = {}): PreparedEntry {
   if (input === null || typeof input !== 'object') throw new StoreError('INVALID_ARGUMENT', 'addEntry input must be an object');
+  checkAddEntryFields(input);
   const { key, qualname, payload, shape, dtype, sha256 } = input;
   if (!isContentKey(key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits (computeContentKey)', { details: { key } });
   if (typeof qualname !== 'string' || qualname.length > MAX_QUALNAME_CHARS) {

@@ -2,7 +2,7 @@ import { realpath } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { JournalFile, StorageBackend } from './backend.js';
-import { checkFunctionOption, checkOptionsObject, checkSignalOption } from './check-options.js';
+import { checkRecoverOptions } from './check-options.js';
 import { StoreError, isStoreError } from './errors.js';
 import { FsBackend } from './fs-backend.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from './journal-format.js';
@@ -103,9 +103,7 @@ export async function recoverDamagedManifest(root: string, options: RecoverDamag
   if (isS3Url(root) || looksLikeOtherUrl(root)) {
     throw new StoreError('INVALID_ARGUMENT', 'recoverDamagedManifest repairs local caches: an s3:// cache keeps each entry in an object of its own, with no manifest file', { path: root });
   }
-  checkOptionsObject(options, 'recoverDamagedManifest');
-  checkSignalOption(options.signal, 'signal', 'recoverDamagedManifest');
-  checkFunctionOption(options.onProgress, 'onProgress', 'recoverDamagedManifest');
+  checkRecoverOptions(options);
   const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
   if (!Number.isFinite(lockTimeoutMs) || lockTimeoutMs < 0) {
     throw new StoreError('INVALID_ARGUMENT', 'lockTimeoutMs must be a non-negative number', { details: { lockTimeoutMs } });

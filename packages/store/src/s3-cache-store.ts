@@ -8,7 +8,7 @@ import { describeValue, detailValue } from './describe-value.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { callHook } from './call-hook.js';
 import { checkCallItems } from './check-call-items.js';
-import { checkBooleanOption, checkGcOptions, checkVerifyOptions } from './check-options.js';
+import { checkAliasOptions, checkBooleanOption, checkGcOptions, checkItemFields, checkReadBlobOptions, checkVerifyOptions } from './check-options.js';
 import { StoreError, isStoreError, type StoreErrorCode } from './errors.js';
 import { MAX_QUALNAME_CHARS, MAX_SLICE_STAMPS } from './limits.js';
 import { isValidChunkSize, isValidCoverage } from './manifest-format.js';
@@ -381,6 +381,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   async readBlob(key: string, stagingSlot: Uint8Array, options: ReadBlobOptions = {}): Promise<Uint8Array> {
+    checkReadBlobOptions(options, 'readBlob');
     const { entry, view } = this.prepareBlobRead(key, stagingSlot);
     // verifyChecksum: false is the caller's promise to verify while decoding and to call
     // discardLocalCopy on a mismatch: one pass over the payload instead of two.
@@ -951,6 +952,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   async aliasSlices(items: readonly AliasSliceItem[], options: AliasSlicesOptions = {}): Promise<boolean[]> {
     this.assertOpen();
     checkCallItems(items, 'aliasSlices', 'an AliasSliceItem object ({ key, shardName, offsetBytes, sizeBytes, stamp? })');
+    checkAliasOptions(options);
+    checkItemFields(items, 'aliasSlices');
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       // The stamp is validated as the local store does: an object stamp goes to the bucket, a file stamp to this host (recordStamps).

@@ -1,5 +1,6 @@
 // Removing slice bindings (CacheStore.unbindSlices): the arguments' checks, shared by both stores,
 // and the local store's plan, a state without those bindings that a compaction writes.
+import { checkItemFields } from './check-options.js';
 import { checkCallItems } from './check-call-items.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
@@ -18,6 +19,7 @@ export interface CheckedUnbind {
  */
 export function checkUnbindItems(items: readonly UnbindSliceItem[]): CheckedUnbind[] {
   checkCallItems(items, 'unbindSlices', 'an UnbindSliceItem object ({ shardName, offsetBytes, sizeBytes, key? })');
+  checkItemFields(items, 'unbindSlices');
   const seen = new Set<string>();
   const checked: CheckedUnbind[] = [];
   for (const item of items) {

@@ -70,3 +70,58 @@ describe('gc refuses what it does not take before removing anything', () => {
     await store.close();
   });
 });
+
+describe('unknown option keys and item fields', () => {
+  /** INVALID_ARGUMENT naming `option`, with `suggestion` where one is near. */
+  async function expectRefused(run: () => unknown, option: string, suggestion?: string): Promise<void> {
+    const error = await catchError(run);
+    expect(error.code, option).toBe('INVALID_ARGUMENT');
+    expect(error.details, option).toMatchObject({ option, ...(suggestion === undefined ? {} : { suggestion }) });
+    if (suggestion !== undefined) expect(error.message).toContain(`did you mean "${suggestion}"`);
+  }
+
+  it('openCacheStore and recoverDamagedManifest refuse a misspelt key or a string flag, creating nothing', async () => {
+    const { root, store } = await makeStore();
+    await store.close();
+    const fresh = await makeTempDir();
+    await expectRefused(() => openCacheStore(fresh, { creat: true } as never), 'creat', 'create');
+    await expectRefused(() => openCacheStore(fresh, { create: 'true' } as never), 'create');
+    await expectRefused(() => openCacheStore(fresh, 'create' as never), 'options');
+    expect(existsSync(join(fresh, 'manifest.json'))).toBe(false);
+    await expectRefused(() => openCacheStore(root, { lockTimeoutMS: 1 } as never), 'lockTimeoutMS', 'lockTimeoutMs');
+    await expectRefused(() => openCacheStore(root, { s3: { regoin: 'x' } } as never), 's3.regoin', 's3.region');
+    await expectRefused(() => recoverDamagedManifest(root, { lockTimeoutMS: 1 } as never), 'lockTimeoutMS', 'lockTimeoutMs');
+  });
+
+  it('addEntries refuses a misspelt field (slicekeys committed the entry with its slices unbound) and string flags, storing nothing', async () => {
+    const { store } = await makeStore();
+    const tensor = makeTensor([64], 2);
+    await expectRefused(() => store.addEntries([{ ...toInput(tensor, 'b'), slicekeys: [['t', 0, 128]] } as never]), 'slicekeys', 'sliceKeys');
+    await expectRefused(() => store.addEntries([{ ...toInput(tensor, 'b'), recordBlobSha256: 'no' } as never]), 'recordBlobSha256');
+    await expectRefused(() => store.addEntries([{ ...toInput(tensor, 'b'), leaveTakenSlices: 'yes' } as never]), 'leaveTakenSlices');
+    expect(store.size).toBe(1);
+    expect(store.getEntry(tensor.key)).toBeUndefined();
+    await store.close();
+  });
+
+  it('aliasSlices, unbindSlices, verify and readBlob refuse misspelt keys and string flags', async () => {
+    const { store } = await makeStore();
+    const [entry] = [...store.entries()];
+    const other = makeTensor([64], 3);
+    await store.addEntries([toInput(other, 'c')]);
+    const item = { key: entry!.key, shardName: 'n', offsetBytes: 0, sizeBytes: 128 };
+    await expectRefused(() => store.aliasSlices([{ ...item, movefrom: other.key } as never]), 'movefrom', 'moveFrom');
+    await expectRefused(() => store.aliasSlices([item], { rebnd: true } as never), 'rebnd', 'rebind');
+    await expectRefused(() => store.aliasSlices([item], { rebind: 'yes' } as never), 'rebind');
+    expect(store.lookupBySlice('n', 0, 128)).toBeUndefined();
+    await expectRefused(() => store.unbindSlices([{ shardname: 's', offsetBytes: 0, sizeBytes: 128 } as never]), 'shardname', 'shardName');
+    expect(store.lookupBySlice('s', 0, 128)?.key).toBe(entry!.key);
+    await expectRefused(() => store.verify({ decod: true } as never), 'decod', 'decode');
+    const slot = new Uint8Array(1 << 16);
+    await expectRefused(() => store.readBlob(entry!.key, slot, { verifychecksum: false } as never), 'verifychecksum', 'verifyChecksum');
+    await expectRefused(() => store.readBlob(entry!.key, slot, { verifyChecksum: 'no' } as never), 'verifyChecksum');
+    await expectRefused(() => store.readBlobSync!(entry!.key, slot, { verifychecksum: false } as never), 'verifychecksum', 'verifyChecksum');
+    expect((await store.readBlob(entry!.key, slot, { verifyChecksum: false })).length).toBe(entry!.compBytes);
+    await store.close();
+  });
+});
