@@ -3,6 +3,7 @@ import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
+import { findFloatSpelledNumbers } from './find-float-spelled-numbers.js';
 import { findLoneSurrogateString } from './find-lone-surrogate.js';
 import { HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
 import { quoteValue } from './quote-value.js';
@@ -115,8 +116,9 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   // Rule 8 before any entry, wherever the key sits in the header; then rules 9-14 entry by entry, in header order.
   const metadata = Object.hasOwn(record, METADATA_KEY) ? validateMetadata(record[METADATA_KEY], file) : null;
   const tensors: ParsedTensorEntry[] = [];
+  const floatSpelled = findFloatSpelledNumbers(text);
   for (const name of Object.keys(record)) {
-    if (name !== METADATA_KEY) tensors.push(validateEntry(name, record[name], file));
+    if (name !== METADATA_KEY) tensors.push(validateEntry(name, record[name], file, floatSpelled?.get(name)));
   }
 
   // Rules 15-16: sorted by (begin, end), the tensors must tile [0, dataBytes) exactly.
@@ -184,7 +186,8 @@ function validateMetadata(value: unknown, file: string): Record<string, string> 
   return out;
 }
 
-function validateEntry(name: string, value: unknown, file: string): ParsedTensorEntry {
+/** `floatSpelled`: the entry's fields holding a number spelled 1.0 or 1e0 (findFloatSpelledNumbers). */
+function validateEntry(name: string, value: unknown, file: string, floatSpelled: ReadonlySet<string> | undefined): ParsedTensorEntry {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new SafetensorsError('TENSOR_ENTRY_INVALID', 'tensor entry is not an object', { file, tensor: name });
   }
@@ -215,6 +218,9 @@ function validateEntry(name: string, value: unknown, file: string): ParsedTensor
     }
     shape[d] = dim;
   }
+  if (floatSpelled?.has('shape')) {
+    throw new SafetensorsError('TENSOR_INVALID_SHAPE', 'shape spells a number with a fraction or exponent (1.0, 1e0): not an integer as the reference implementation reads it', { file, tensor: name });
+  }
   const offsetsValue = entry.data_offsets;
   if (!Array.isArray(offsetsValue) || offsetsValue.length !== 2) {
     throw new SafetensorsError('TENSOR_INVALID_OFFSETS', 'data_offsets is not an array of two integers', { file, tensor: name });
@@ -233,6 +239,13 @@ function validateEntry(name: string, value: unknown, file: string): ParsedTensor
       file,
       tensor: name,
       ...(typeof begin === 'number' && typeof end === 'number' ? { offsets: { begin, end } } : {}),
+    });
+  }
+  if (floatSpelled?.has('data_offsets')) {
+    throw new SafetensorsError('TENSOR_INVALID_OFFSETS', 'data_offsets spells a number with a fraction or exponent (1.0, 1e0): not an integer as the reference implementation reads it', {
+      file,
+      tensor: name,
+      offsets: { begin, end },
     });
   }
   const size = computeTensorByteSize(shape, dtype);
