@@ -52,6 +52,8 @@ interface OpenedShard {
   header: ParsedHeader;
   /** SHA-256 of the prefix and header bytes as parsed. */
   headerDigest: Buffer;
+  /** `<dev>:<inode>` of a local file as opened (checkStillInPlace); none for an object. */
+  fileId?: string;
 }
 
 /** An object of a ByteSource, opened: its size and positioned reads. */
@@ -123,7 +125,9 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
       const realPath = await resolveInside(candidate, rootReal, name, candidate, 'shard');
       locations.push({ name, path: candidate, realPath });
     }
-    return buildModel(absolute, null, null, await openShards(locations, 'shard'), null);
+    const opened = await openShards(locations, 'shard');
+    await checkStillInPlace(opened, undefined, absolute);
+    return buildModel(absolute, null, null, opened, null);
   }
   if (!info.isFile()) {
     throw new SafetensorsError('NOT_SAFETENSORS', 'path is neither a file nor a directory', { file: absolute });
@@ -162,6 +166,7 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
   }
   const opened = await openShards(locations, 'index', indexPath);
   await checkIndexAgainstShards(index, opened, indexPath);
+  await checkStillInPlace(opened, { path: indexPath, fileId: `${fileIdOf(info)}:${info.size}:${info.mtimeNs}` }, indexPath);
   return buildModel(rootDir, indexPath, index.metadata, opened, indexPath);
 }
 
@@ -465,9 +470,39 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
     },
   };
   const opened = await readShardHeader(name, path, io);
+  opened.fileId = fileIdOf(info);
   parsed.headerDigest = opened.headerDigest;
   parsed.headerEnd = HEADER_PREFIX_BYTES + opened.shard.headerBytes;
   return opened;
+}
+
+function fileIdOf(info: BigIntStats): string {
+  return `${info.dev}:${info.ino}`;
+}
+
+/**
+ * After every shard is open: the index's path (same file, size and mtime) and each shard's path
+ * (same file) still name what was opened. A sharded writer that replaced the model while it was
+ * being opened (the old index read, then a shard of the new model opened beside an old one) would
+ * otherwise give a mix: SHARD_CHANGED, open the model again. One stat per file. Closes on failure.
+ */
+async function checkStillInPlace(opened: readonly OpenedShard[], index: { path: string; fileId: string } | undefined, file: string): Promise<void> {
+  const moved = (what: string) =>
+    new SafetensorsError('SHARD_CHANGED', `${what} was replaced while the model was being opened (a writer replaced the model): open the model again`, { file });
+  try {
+    if (index !== undefined) {
+      const now = await stat(index.path, { bigint: true }).catch(() => undefined);
+      if (now === undefined || `${fileIdOf(now)}:${now.size}:${now.mtimeNs}` !== index.fileId) throw moved('the index');
+    }
+    for (const { shard, fileId } of opened) {
+      if (fileId === undefined) continue;
+      const now = await stat(shard.path, { bigint: true }).catch(() => undefined);
+      if (now === undefined || fileIdOf(now) !== fileId) throw moved(`shard ${quoteValue(shard.name)}`);
+    }
+  } catch (error) {
+    await closeAll(opened);
+    throw error;
+  }
 }
 
 /** SHA-256 of a file's first `sizeBytes` bytes, read now (short reads continued; EOF: what there is). */
