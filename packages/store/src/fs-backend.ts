@@ -1,7 +1,7 @@
 import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { BlobRangeReader } from './blob-range-reader.js';
 import type { JournalFile, ListedFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
@@ -266,8 +266,17 @@ export class FsBackend implements StorageBackend {
       handle = await open(path, FILE_READ_FLAGS);
     } catch (error) {
       if (errnoCode(error) === 'ENOENT') return undefined;
-      // The cache path names a file (or passes through one): not a cache, said as such.
-      if (errnoCode(error) === 'ENOTDIR') throw new StoreError('NOT_A_CACHE', 'the cache path is a file, not a directory', { path });
+      // The cache path names a file (or passes through one): not a cache, said as such, naming the
+      // path given (not `<it>/manifest.json`: for a cache's own manifest.json that read
+      // `.../manifest.json/manifest.json`).
+      if (errnoCode(error) === 'ENOTDIR') {
+        const manifestGiven = basename(this.root) === MANIFEST;
+        throw new StoreError(
+          'NOT_A_CACHE',
+          `the cache path is a file, not a directory: pass the cache directory${manifestGiven ? ` (${dirname(this.root)}, not its ${MANIFEST})` : ''}`,
+          { path: this.root },
+        );
+      }
       throw toIoError(error, 'cannot open the manifest', { path });
     }
     try {

@@ -58,7 +58,11 @@ export function prepareAddEntry(input: AddEntryInput, options: { requireBlobSha2
   // Array.from, not map: map skips an array's holes, and a hole then failed below as a TypeError.
   const sliceKeys = Array.from(rawSliceKeys as unknown[], (s) => validateSliceKey(s, key, 'INVALID_ARGUMENT'));
   if (sliceKeys.length > MAX_SLICE_KEYS_PER_ENTRY) {
-    throw new StoreError('INVALID_ARGUMENT', `more than MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, { entry: key });
+    // SIZE_INVALID, as an alias past the limit is (callers tell the two cases by that code).
+    throw new StoreError('SIZE_INVALID', `more than MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, {
+      entry: key,
+      details: { limit: MAX_SLICE_KEYS_PER_ENTRY, sliceKeys: sliceKeys.length },
+    });
   }
   const ids = new Set<string>();
   for (const slice of sliceKeys) {

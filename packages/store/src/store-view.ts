@@ -2,9 +2,25 @@ import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
 import type { AliasSliceItem, CacheEntry, SliceBinding } from './types.js';
-import { isContentKey } from './validate-entry.js';
+import { describeValue, detailValue } from './describe-value.js';
+import { MAX_SHARD_NAME_CHARS } from './limits.js';
+import { isContentKey, validateSliceKey } from './validate-entry.js';
 
 const NO_STAMPS: readonly string[] = Object.freeze([]);
+
+/** validateSliceKey's rule without its allocations, for the common valid case (NUL in a name is left to it). */
+function isPlainSliceKey(shardName: unknown, offsetBytes: unknown, sizeBytes: unknown): boolean {
+  return (
+    typeof shardName === 'string' &&
+    shardName.length > 0 &&
+    shardName.length <= MAX_SHARD_NAME_CHARS &&
+    !shardName.includes('\0') &&
+    Number.isSafeInteger(offsetBytes) &&
+    (offsetBytes as number) >= 0 &&
+    Number.isSafeInteger(sizeBytes) &&
+    (sizeBytes as number) >= 0
+  );
+}
 
 /** What both stores keep of their cache's defaults. */
 interface StoreDefaults {
@@ -49,7 +65,11 @@ export abstract class StoreView<H extends StoreDefaults> {
 
   getEntry(key: string): CacheEntry | undefined {
     this.assertOpen();
-    return this.state.entries.get(key);
+    const entry = this.state.entries.get(key);
+    // Checked on a miss only (a hit was a valid key): a number is a caller's bug, not a miss. A
+    // string that is no content key is one (`getEntry('')` is how a caller asks "still open?").
+    if (entry === undefined && typeof key !== 'string') throw new StoreError('INVALID_ARGUMENT', `getEntry: key must be a string, got ${describeValue(key)}`, { details: { key: detailValue(key) } });
+    return entry;
   }
 
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined {
@@ -60,7 +80,13 @@ export abstract class StoreView<H extends StoreDefaults> {
     this.assertOpen();
     const owner = this.state.sliceOwners.getOwner(shardName, offsetBytes, sizeBytes);
     const entry = owner === undefined ? undefined : this.state.entries.get(owner.key);
-    return entry === undefined || owner === undefined ? undefined : { entry, stamps: owner.stamps ?? NO_STAMPS };
+    if (entry === undefined || owner === undefined) {
+      // Checked on a miss only, so a hit costs nothing more: a slice aliasSlices would refuse
+      // (NaN, a negative or fractional offset, a shard name of no string) is INVALID_ARGUMENT as there.
+      if (!isPlainSliceKey(shardName, offsetBytes, sizeBytes)) validateSliceKey([shardName, offsetBytes, sizeBytes], undefined, 'INVALID_ARGUMENT');
+      return undefined;
+    }
+    return { entry, stamps: owner.stamps ?? NO_STAMPS };
   }
 
   entries(): IterableIterator<CacheEntry> {
