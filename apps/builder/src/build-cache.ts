@@ -981,9 +981,9 @@ function entryCoverage(entry: CacheEntry): number {
  * entries are found by content and slice keys), so a valid file with a longer name still builds.
  */
 function qualnameOf(tensorName: string): string {
-  // A header may name a tensor with a lone surrogate ("\ud83d" is valid JSON): not valid UTF-8, and
-  // strict JSON readers of manifest.json (serde_json, Python's with errors='strict') refuse it.
-  // The label gets U+FFFD in its place (a UTF-8 round trip), as a text editor would show it.
+  // A lone surrogate is no UTF-8, and strict JSON readers of manifest.json (serde_json, Python's with
+  // errors='strict') refuse it. The safetensors reader refuses a header naming one; this UTF-8 round
+  // trip (U+FFFD in its place) keeps any other source of names from writing one.
   const name = Buffer.from(tensorName, 'utf8').toString('utf8');
   if (name.length <= MAX_QUALNAME_CHARS) return name;
   let end = MAX_QUALNAME_CHARS - 1;
