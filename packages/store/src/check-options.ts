@@ -4,7 +4,8 @@
 // `verify({ signal: {} })` reported every blob as IO_ERROR damage, `verify(null)` was a bare
 // TypeError. Only undefined means "the default": null is a value, refused where an option takes
 // none. The near name comes from the codec's findClosestName, the one "did you mean" of the
-// packages. Each call is checked once (a for-in over a small literal), not per item of a batch.
+// packages. A call's options are checked once per call (a for-in over a small literal); a batch's item
+// fields with each item's other checks, which cost far more (a payload's checksum, a slice key).
 import { findUnknownOption, optionNamesOf } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
