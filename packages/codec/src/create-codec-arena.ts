@@ -3,6 +3,7 @@ import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
 import { readOptions } from './check-options.js';
 import { renewShare } from './arena-share-lock.js';
+import { describeValue } from './describe-value.js';
 import { optionNamesOf } from './find-unknown-option.js';
 
 /**
@@ -91,6 +92,13 @@ export interface CodecArena {
    * INVALID_ARGUMENT): call it for a thread that replaces one only after that one exited.
    */
   share(index: number): CodecArenaShare;
+  /**
+   * `share(index)` for `holder` (an object standing for one thread: a pool's record of a worker),
+   * or null when share `index` was last handed out to this very holder (its attachment is still
+   * the current one). For pools that use an arena in turn with other pools (two decoders over one
+   * staging arena): a worker attaches again only when another took its share since.
+   */
+  shareFor(index: number, holder: object): CodecArenaShare | null;
 }
 
 /** Allocations are aligned like payload sections, so a payload placed here keeps its alignment. */
@@ -158,6 +166,8 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
   // view that is exactly the last one (a part of it would hand out bytes its owner still uses).
   const heldAt: number[] = [];
   const heldBytes: number[] = [];
+  // Who each share was last handed to through shareFor (undefined after a plain share()).
+  const holders: (WeakRef<object> | undefined)[] = [];
 
   function take(bytes: number, what: string): number {
     if (!Number.isInteger(bytes) || bytes < 0) {
@@ -215,23 +225,42 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     buffer,
     threads,
     share(index: number): CodecArenaShare {
-      if (threads === 0) {
-        throw new SplitZipError('INVALID_ARGUMENT', 'this arena is private: share() needs an arena created with { threads }', { index, threads });
+      checkShareIndex(index);
+      holders[index] = undefined;
+      return makeShare(index);
+    },
+    shareFor(index: number, holder: object): CodecArenaShare | null {
+      checkShareIndex(index);
+      if (typeof holder !== 'object' || holder === null) {
+        throw new SplitZipError('INVALID_ARGUMENT', `shareFor's holder must be an object, got ${describeValue(holder)}`, { argument: 'holder' });
       }
-      if (!Number.isInteger(index) || index < 0 || index >= threads) {
-        throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads)`, {
-          index,
-          threads,
-        });
-      }
-      if (shareWords === null) return { buffer: buffer as SharedArrayBuffer, memory, scratchBase: 0, reservedBytes: base };
-      return {
-        buffer: buffer as SharedArrayBuffer,
-        memory,
-        scratchBase: WASM_SCRATCH_BYTES * (1 + index),
-        reservedBytes: base,
-        generation: renewShare(shareWords, index),
-      };
+      if (holders[index]?.deref() === holder) return null;
+      // Weak: a holder whose thread is gone is not kept alive by the arena.
+      holders[index] = new WeakRef(holder);
+      return makeShare(index);
     },
   };
+
+  function checkShareIndex(index: number): void {
+    if (threads === 0) {
+      throw new SplitZipError('INVALID_ARGUMENT', 'this arena is private: share() needs an arena created with { threads }', { index, threads });
+    }
+    if (!Number.isInteger(index) || index < 0 || index >= threads) {
+      throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads)`, {
+        index,
+        threads,
+      });
+    }
+  }
+
+  function makeShare(index: number): CodecArenaShare {
+    if (shareWords === null) return { buffer: buffer as SharedArrayBuffer, memory, scratchBase: 0, reservedBytes: base };
+    return {
+      buffer: buffer as SharedArrayBuffer,
+      memory,
+      scratchBase: WASM_SCRATCH_BYTES * (1 + index),
+      reservedBytes: base,
+      generation: renewShare(shareWords, index),
+    };
+  }
 }

@@ -92,3 +92,28 @@ describe('one share of a shared arena in two threads', () => {
     }
   }, 60_000);
 });
+
+// Two pools using one arena in turn (the runtime's idle staging arena under two thread decoders):
+// with share(i) alone each took the share from the other's worker, which then failed for good.
+describe('shareFor: hand a share out again only when another holder took it since', () => {
+  it('null for the holder it was last handed to; a fresh share after another holder or a plain share()', () => {
+    const arena = createCodecArena(1 << 20, { threads: 2 });
+    const [a, b] = [{}, {}];
+    const first = arena.shareFor(0, a)!;
+    expect(first).toMatchObject({ generation: 1 });
+    expect(arena.shareFor(0, a)).toBeNull();
+    expect(arena.shareFor(1, a)).toMatchObject({ generation: 1 }); // per share
+    expect(arena.shareFor(0, b)).toMatchObject({ generation: 2 });
+    expect(arena.shareFor(0, a)).toMatchObject({ generation: 3 });
+    arena.share(0);
+    expect(arena.shareFor(0, a)).toMatchObject({ generation: 5 });
+  });
+
+  it('refuses a holder that is not an object and a share index out of range, as share() does', () => {
+    const arena = createCodecArena(1 << 16, { threads: 1 });
+    expect(() => arena.shareFor(0, 'worker' as never)).toThrow(/INVALID_ARGUMENT: shareFor's holder must be an object, got string "worker"/);
+    expect(() => arena.shareFor(1, {})).toThrow(/INVALID_ARGUMENT: share index must be an integer in 0\.\.0/);
+    expect(() => arena.shareFor('constructor' as never, {})).toThrow(/INVALID_ARGUMENT: share index/);
+    expect(() => createCodecArena(1 << 16).shareFor(0, {})).toThrow(/INVALID_ARGUMENT: this arena is private/);
+  });
+});
