@@ -408,9 +408,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const owner = to ?? pickWorker();
     if (arena !== undefined) {
       const arenaId = idOfArena(arena);
-      if (!owner.attached.has(arenaId)) {
+      // Staging arenas outlive a load (idle pools): another decoder's worker may have taken this
+      // slot's share since, retiring this worker's attachment; shareFor says when to attach again.
+      const share = arena.shareFor(owner.slot, owner);
+      if (share !== null) {
         owner.attached.add(arenaId);
-        owner.worker.postMessage({ kind: 'attach', arenaId, share: arena.share(owner.slot) } satisfies DecodeThreadMessage);
+        owner.worker.postMessage({ kind: 'attach', arenaId, share } satisfies DecodeThreadMessage);
       }
     }
     const id = nextId++;
