@@ -400,10 +400,13 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
 
   const postJob = (job: Omit<DecodeJob, 'id'>, entry: PoolWorker): Promise<void> => {
     for (const ref of [job.payload, job.out]) {
-      if ('arena' in ref && !entry.attached.has(ref.arena)) {
-        send(entry, { attach: ref.arena, share: arenas.get(ref.arena)!.share(entry.slot) });
-        entry.attached.add(ref.arena);
-      }
+      if (!('arena' in ref)) continue;
+      // A user's arena may serve another decoder in turn, whose worker took this slot's share
+      // since (retiring this worker's attachment): shareFor says when to attach again.
+      const share = arenas.get(ref.arena)!.shareFor(entry.slot, entry);
+      if (share === null) continue;
+      send(entry, { attach: ref.arena, share });
+      entry.attached.add(ref.arena);
     }
     const id = nextId++;
     return new Promise<void>((resolve, reject) => {
@@ -908,9 +911,9 @@ function resolveArena(options: WorkerDecoderOptions, threads: number): CodecAren
   if (!(arena?.buffer instanceof SharedArrayBuffer)) {
     throw new KernelsError('INVALID_ARGUMENT', 'arena must be shared: createCodecArena(bytes, { threads })', { argument: 'arena' });
   }
-  try {
-    arena.share(threads - 1);
-  } catch {
+  // Not arena.share(threads - 1): that hands the share out again, retiring a worker of another
+  // decoder attached with it.
+  if (typeof arena.threads !== 'number' || arena.threads < threads || typeof arena.shareFor !== 'function') {
     throw new KernelsError('INVALID_ARGUMENT', `arena must be created with threads >= ${threads} (one share per worker)`, { argument: 'arena', threads });
   }
   return arena;

@@ -258,3 +258,35 @@ describe('worker-thread decoder with a shared codec arena', () => {
     await plain.dispose();
   });
 });
+
+// Two decoders over one caller's arena, used in turn. Creating the second one handed a share out
+// again (its options check called arena.share), and its decodes took the first one's shares: the
+// first decoder's workers were then refused ("share … was handed out again") for good.
+describe('two worker decoders over one caller arena, in turn', () => {
+  it('each decodes right after the other used the arena, and creating one retires nothing', async () => {
+    const arena = createCodecArena(24 << 20, { threads: 2 });
+    const options = { arena, threads: 2, callerDecodes: false, minParallelElements: 1, workerUrl };
+    const first = createWorkerDecoder(options);
+    const values = modelLikeValues(1_000_003, 9);
+    const source = codecEncode(values, calibrateCodebook(values).codebook);
+    const payload = arena.allocate(source.length);
+    payload.set(source);
+    const out = arena.allocateValues(values.length);
+    const expected = referenceDecode(source);
+    let second: WorkerDecoder | undefined;
+    try {
+      for (const step of ['first', 'create second', 'first', 'second', 'first', 'second'] as const) {
+        if (step === 'create second') {
+          second = createWorkerDecoder(options);
+          continue;
+        }
+        out.fill(0xdead);
+        await (step === 'first' ? first : second!).decode(payload, out, { verify: true });
+        expect(firstMismatch(out, expected), step).toBe(-1);
+      }
+    } finally {
+      await first.dispose();
+      await second?.dispose();
+    }
+  }, 60_000);
+});
