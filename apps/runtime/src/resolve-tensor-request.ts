@@ -1,5 +1,5 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, shardStampKind } from '@splitzip/store';
+import { classifyBinding, isStoreError, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
@@ -220,11 +220,25 @@ function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cach
     }
     throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no tensor of shard ${slice.shardName}`, { ...slice });
   }
-  const entry = cache?.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes);
+  const entry = lookupSlice(cache, slice, where);
   if (entry === undefined) {
     throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no cache entry, and no model was given to read it raw`, { ...slice });
   }
   return { name: entry.qualname, dtype: entry.dtype, shape: entry.shape, slice, model: undefined, info: undefined, entry };
+}
+
+/**
+ * The cache entry bound to a caller's slice. The store refuses a shard name no slice key can have
+ * (empty, over its length limit, a NUL: INVALID_ARGUMENT): a RuntimeError here, as every error of
+ * this package is, where a StoreError escaped (it was a quiet miss before the store checked).
+ */
+function lookupSlice(cache: ShardCache | undefined, slice: SliceKey, where: string): ReturnType<ShardCache['lookupBySlice']> {
+  try {
+    return cache?.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes);
+  } catch (error) {
+    if (!isStoreError(error, 'INVALID_ARGUMENT')) throw error;
+    throw new RuntimeError('INVALID_ARGUMENT', `slice ${where}: ${error.message}`, { ...slice }, { cause: error });
+  }
 }
 
 export function resolveTensorRequest(

@@ -658,6 +658,18 @@ describe('loadTensor', () => {
     await expect(loadTensor({ shardName, offsetBytes: 9, sizeBytes: 2 }, { cache })).rejects.toMatchObject({ code: 'SLICE_NOT_FOUND' });
     await expect(loadTensor({ model, name: 'layer.0.spread' }, { cache, cacheOnly: true })).rejects.toMatchObject({ code: 'NOT_CACHED' });
   });
+
+  // The store refuses a shard name no slice key can have (since 2026-12-06; a miss before): that
+  // StoreError escaped loadTensor, whose errors are RuntimeErrors.
+  it('refuses a slice whose shard name no slice key can have, as a RuntimeError', async () => {
+    for (const shardName of ['', 'x'.repeat(5000), 'a\0b']) {
+      const error = await loadTensor({ shardName, offsetBytes: 0, sizeBytes: 2 }, { cache }).then(
+        () => undefined,
+        (failure: unknown) => failure,
+      );
+      expect(error, JSON.stringify(shardName.slice(0, 8))).toMatchObject({ name: 'RuntimeError', code: 'INVALID_ARGUMENT', details: { shardName, offsetBytes: 0, sizeBytes: 2 } });
+    }
+  });
 });
 
 describe('empty tensors sharing one offset', () => {
