@@ -185,6 +185,22 @@ describe('options', () => {
     }
   });
 
+  // A typed array of 2^24 values as a start took 12.8 s to be JSON'd into the message; a huge
+  // BigInt or Symbol description was shown whole (a 200 KB message).
+  it('a large array, typed array, BigInt or Symbol is shown short: tag and length, or cut to 60 characters', () => {
+    const cases: [unknown, string][] = [
+      [new Uint16Array(1 << 24), 'object [object Uint16Array] of length 16777216'],
+      [new Array(100_000).fill(7), 'object [object Array] of length 100000'],
+      [10n ** 5000n, `bigint 1${'0'.repeat(56)}...`],
+      [Symbol('y'.repeat(10_000)), `symbol Symbol(${'y'.repeat(50)}...`],
+    ];
+    for (const [bad, shown] of cases) {
+      const { message } = errorOf(() => decodeRange(payload, bad as never, 2));
+      expect(message).toContain(shown);
+      expect(message.length).toBeLessThan(200);
+    }
+  });
+
   it("convertPayloadVersion(p, '2') says the version must be a number, not that version 2 cannot be converted to", () => {
     const { message } = errorOf(() => convertPayloadVersion(payload, '2' as never));
     expect(message).toContain('version must be the number 1, 2 or 3, got string "2"');
