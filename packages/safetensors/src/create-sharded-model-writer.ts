@@ -48,10 +48,14 @@ export interface ShardedModelWriter {
   write(chunk: Uint8Array): Promise<void>;
   /**
    * Stages the last shards, then replaces the directory's model: old shards and index removed, the
-   * new shards renamed into place, the index written last (see commitShards).
+   * new shards renamed into place, the index written last (see commitModel). A failure once an old
+   * file is gone is retried; WRITE_INCOMPLETE where that fails (the staged shards are kept).
    */
   close(): Promise<ShardedModelResult>;
-  /** Removes every shard written so far (staged under hidden temp names): the directory is left as it was. */
+  /**
+   * Removes every shard written so far (staged under hidden temp names): the directory is left as it
+   * was. After a close() that failed past its point of no return (WRITE_INCOMPLETE) it removes nothing.
+   */
   abort(): Promise<void>;
 }
 
@@ -136,6 +140,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   let shardIndex = 0;
   let writer: SafetensorsWriter | undefined;
   let state: 'open' | 'closed' | 'aborted' = 'open';
+  const progress: CommitProgress = { changed: false, renamed: 0 };
 
   const current = async (): Promise<SafetensorsWriter> => {
     if (!writer) {
@@ -149,6 +154,8 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     state = 'aborted';
     await writer?.abort();
     writer = undefined;
+    // Past the commit's point of no return the staged shards may be the only copy of any model.
+    if (progress.changed) return;
     await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
   };
   let busy = false;
@@ -211,9 +218,11 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
             offsets: { expected: w.header.dataBytes, actual: w.writtenDataBytes },
           });
         }
-        await commitShards(root, prefix, stagedPaths, shardPaths, indexPath);
-        await commitStepObserver?.('write-index');
-        await writeFileAtomic(indexPath, indexBytes);
+        await commitModel(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress).catch(async (error: unknown) => {
+          // Before the first old file went, the old model is whole: abort() removes the temps.
+          if (!progress.changed) throw error;
+          await rollForward(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress, error);
+        });
         state = 'closed';
         return { indexPath, shardPaths };
       }),
@@ -221,31 +230,93 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   };
 }
 
+/** How far a commit went, so that a retry resumes it: `changed` once the directory no longer holds the old model whole. */
+interface CommitProgress {
+  changed: boolean;
+  /** The old files to remove, fixed at the first attempt (the old index goes during it). */
+  doomed?: string[];
+  /** How many staged shards are in place. */
+  renamed: number;
+}
+
+/** Attempts of the commit after a failure past its point of no return, before WRITE_INCOMPLETE. */
+const ROLL_FORWARD_ATTEMPTS = 2;
+
 /**
  * Replaces the directory's model by the staged shards so that a reader (or a crash) at any instant
  * finds the old model, the new one, or a state it refuses, never a mix: first every old shard goes
  * (those the old index names, and every `<prefix>-NNNNN-of-MMMMM.safetensors`) while the old index
  * still names them (INDEX_SHARD_MISSING), then the old index; the new shards are renamed in order, so
- * until the last one the numbered set is incomplete (rule 20b, SHARD_SET_INCOMPLETE). The caller
- * writes the new index last.
+ * until the last one the numbered set is incomplete (rule 20b, SHARD_SET_INCOMPLETE); the index is
+ * written last. Resumable: a second call with the same `progress` goes on where the first failed.
  */
-async function commitShards(root: string, prefix: string, stagedPaths: readonly string[], shardPaths: readonly string[], indexPath: string): Promise<void> {
-  const doomed = new Set<string>();
-  for (const name of await readOldIndexShardNames(indexPath)) doomed.add(name);
-  const numbered = new RegExp(`^${escapeRegExp(prefix)}-\\d+-of-\\d+\\.safetensors$`);
-  for (const name of await readdir(root)) if (numbered.test(name)) doomed.add(name);
-  for (const name of doomed) {
-    await commitStepObserver?.(`remove-shard ${name}`);
-    await unlinkIfPresent(join(root, name));
+async function commitModel(
+  root: string,
+  prefix: string,
+  stagedPaths: readonly string[],
+  shardPaths: readonly string[],
+  indexPath: string,
+  indexBytes: Uint8Array,
+  progress: CommitProgress,
+): Promise<void> {
+  if (progress.renamed === 0) {
+    if (progress.doomed === undefined) {
+      const doomed = new Set<string>(await readOldIndexShardNames(indexPath));
+      const numbered = new RegExp(`^${escapeRegExp(prefix)}-\\d+-of-\\d+\\.safetensors$`);
+      for (const name of await readdir(root)) if (numbered.test(name)) doomed.add(name);
+      progress.doomed = [...doomed];
+    }
+    for (const name of progress.doomed) {
+      await commitStepObserver?.(`remove-shard ${name}`);
+      if (await unlinkIfPresent(join(root, name))) progress.changed = true;
+    }
+    await commitStepObserver?.('remove-index');
+    if (await unlinkIfPresent(indexPath)) progress.changed = true;
+    await syncDirectory(root);
   }
-  await commitStepObserver?.('remove-index');
-  await unlinkIfPresent(indexPath);
-  await syncDirectory(root);
-  for (const [i, staged] of stagedPaths.entries()) {
-    await commitStepObserver?.(`rename-shard ${i + 1}`);
-    await rename(staged, shardPaths[i] as string);
+  for (; progress.renamed < stagedPaths.length; progress.renamed += 1) {
+    await commitStepObserver?.(`rename-shard ${progress.renamed + 1}`);
+    await rename(stagedPaths[progress.renamed] as string, shardPaths[progress.renamed] as string);
+    progress.changed = true;
   }
   await syncDirectory(root);
+  await commitStepObserver?.('write-index');
+  await writeFileAtomic(indexPath, indexBytes);
+}
+
+/**
+ * A commit failed past its point of no return (an old file removed, or a new shard in place):
+ * removing the staged shards then would lose both models, so the commit is resumed instead; where
+ * that fails too, WRITE_INCOMPLETE lists the staged shards not in place (temp file, final name).
+ */
+async function rollForward(
+  root: string,
+  prefix: string,
+  stagedPaths: readonly string[],
+  shardPaths: readonly string[],
+  indexPath: string,
+  indexBytes: Uint8Array,
+  progress: CommitProgress,
+  firstError: unknown,
+): Promise<void> {
+  let lastError = firstError;
+  for (let attempt = 0; attempt < ROLL_FORWARD_ATTEMPTS; attempt += 1) {
+    try {
+      await commitModel(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress);
+      return;
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  const staged = stagedPaths.slice(progress.renamed).map((temporaryPath, i) => ({ temporaryPath, path: shardPaths[progress.renamed + i] as string }));
+  const reason = lastError instanceof Error ? lastError.message : quoteValue(lastError);
+  const list = staged.map(({ temporaryPath, path }) => `${temporaryPath} -> ${path}`).join(', ');
+  throw new SafetensorsError(
+    'WRITE_INCOMPLETE',
+    `the model is incomplete: the old model was removed and the new one could not be put in place (${reason}); ` +
+      `${staged.length > 0 ? `its staged shards, the only copy of them, are kept: ${list}; ` : ''}the index ${indexPath} was not written: write the model again (its temp files are not removed)`,
+    { file: root, staged, cause: lastError },
+  );
 }
 
 /** The .safetensors files an existing index names (none where it is missing or unreadable). */
@@ -266,11 +337,14 @@ async function readOldIndexShardNames(indexPath: string): Promise<string[]> {
   }
 }
 
-async function unlinkIfPresent(path: string): Promise<void> {
+/** true when it removed the file, false when there was none. */
+async function unlinkIfPresent(path: string): Promise<boolean> {
   try {
     await unlink(path);
+    return true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException)?.code !== 'ENOENT') throw error;
+    return false;
   }
 }
 

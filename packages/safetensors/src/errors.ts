@@ -60,6 +60,12 @@ export type SafetensorsErrorCode =
   // writing
   | 'WRITE_INVALID_TENSOR'
   | 'WRITE_SIZE_MISMATCH'
+  /**
+   * A sharded writer's commit failed after it had removed part of the old model and could not roll
+   * forward: the directory holds no complete model; `staged` lists the new shards' temp files (the
+   * only copy of them) and their final names.
+   */
+  | 'WRITE_INCOMPLETE'
   | 'WRITER_CLOSED';
 
 /** Byte positions involved in a failure. Header-relative unless the name says otherwise. */
@@ -84,7 +90,15 @@ export interface SafetensorsErrorContext {
   /** The JSON key a rule is about where it is no tensor name (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
   key?: string;
   offsets?: SafetensorsErrorOffsets;
+  /** `WRITE_INCOMPLETE`: each new shard not yet in place, its temp file and its final path. */
+  staged?: readonly StagedShardFile[];
   cause?: unknown;
+}
+
+/** A sharded writer's staged shard: its hidden temp file and the path it was to be renamed to. */
+export interface StagedShardFile {
+  temporaryPath: string;
+  path: string;
 }
 
 // Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
@@ -106,6 +120,8 @@ export class SafetensorsError extends Error {
   /** The JSON key a rule is about (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
   readonly key?: string;
   readonly offsets?: SafetensorsErrorOffsets;
+  /** `WRITE_INCOMPLETE`: each new shard not yet in place, its temp file and its final path. */
+  readonly staged?: readonly StagedShardFile[];
 
   constructor(code: SafetensorsErrorCode, message: string, context: SafetensorsErrorContext = {}) {
     const where = [
@@ -122,6 +138,7 @@ export class SafetensorsError extends Error {
     if (context.otherTensor !== undefined) this.otherTensor = context.otherTensor;
     if (context.key !== undefined) this.key = context.key;
     if (context.offsets !== undefined) this.offsets = context.offsets;
+    if (context.staged !== undefined) this.staged = context.staged;
   }
 }
 Object.defineProperty(SafetensorsError.prototype, BRAND, { value: true });

@@ -1,7 +1,7 @@
 // Pure entry (no Node imports): header parsing and serialization, usable in browsers.
 export { computeTensorByteSize, type TensorByteSize } from './compute-tensor-byte-size.js';
 export { DTYPE_BITS, SAFETENSORS_DTYPES, isSafetensorsDtype, type SafetensorsDtype } from './dtypes.js';
-export { SafetensorsError, isSafetensorsError, type SafetensorsErrorCode, type SafetensorsErrorOffsets } from './errors.js';
+export { SafetensorsError, isSafetensorsError, type SafetensorsErrorCode, type SafetensorsErrorOffsets, type StagedShardFile } from './errors.js';
 export { findDuplicateJsonKey, scanJsonValue, type DuplicateJsonKey, type JsonValueScan } from './find-duplicate-json-key.js';
 export {
   DEFAULT_ITERATE_BUFFER_BYTES,
