@@ -1,6 +1,6 @@
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
@@ -134,6 +134,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     });
   }
   parseSafetensorsIndex(indexBytes, indexPath);
+  await refuseOtherModelFiles(root, prefix, indexPath);
   await mkdir(root, { recursive: true }).catch((cause: unknown) => rethrowIo(cause, root));
   // Hidden names that no reader takes for a shard (they do not end with .safetensors).
   const stagedPaths = shardPaths.map((path) => temporaryPathFor(path));
@@ -260,12 +261,8 @@ async function commitModel(
   progress: CommitProgress,
 ): Promise<void> {
   if (progress.renamed === 0) {
-    if (progress.doomed === undefined) {
-      const doomed = new Set<string>(await readOldIndexShardNames(indexPath));
-      const numbered = new RegExp(`^${escapeRegExp(prefix)}-\\d+-of-\\d+\\.safetensors$`);
-      for (const name of await readdir(root)) if (numbered.test(name)) doomed.add(name);
-      progress.doomed = [...doomed];
-    }
+    // Checked again here, before anything is removed: such a file may have come since the start.
+    progress.doomed ??= await refuseOtherModelFiles(root, prefix, indexPath);
     for (const name of progress.doomed) {
       await commitStepObserver?.(`remove-shard ${name}`);
       if (await unlinkIfPresent(join(root, name))) progress.changed = true;
@@ -317,6 +314,38 @@ async function rollForward(
       `${staged.length > 0 ? `its staged shards, the only copy of them, are kept: ${list}; ` : ''}the index ${indexPath} was not written: write the model again (its temp files are not removed)`,
     { file: root, staged, cause: lastError },
   );
+}
+
+/**
+ * The old model's files this write replaces (the shards the index of the same name names, every
+ * `<prefix>-NNNNN-of-MMMMM.safetensors`); WRITE_OTHER_MODEL_FILE where the directory holds any
+ * other `*.safetensors` or `*.safetensors.index.json`: a stale `model.safetensors`, shards of another
+ * prefix or an index of another name would stay beside the new model, and a reader (or HF
+ * transformers, which prefers `model.safetensors`) would open them or a mix. Other files
+ * (config.json, a tokenizer) are left alone. A missing directory holds nothing.
+ */
+async function refuseOtherModelFiles(root: string, prefix: string, indexPath: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(root);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException)?.code === 'ENOENT') return [];
+    return rethrowIo(error, root);
+  }
+  const indexName = basename(indexPath);
+  const replaced = new Set<string>(names.includes(indexName) ? await readOldIndexShardNames(indexPath) : []);
+  const numbered = new RegExp(`^${escapeRegExp(prefix)}-\\d+-of-\\d+\\.safetensors$`);
+  for (const name of names) {
+    if (numbered.test(name)) replaced.add(name);
+    else if (name !== indexName && !replaced.has(name) && (name.endsWith('.safetensors') || name.endsWith('.safetensors.index.json'))) {
+      throw new SafetensorsError(
+        'WRITE_OTHER_MODEL_FILE',
+        `the directory holds ${quoteValue(name)}, a model file this write would not replace (a reader would open it or a mix with the new model): remove it or write into another directory`,
+        { file: join(root, name) },
+      );
+    }
+  }
+  return [...replaced];
 }
 
 /** The .safetensors files an existing index names (none where it is missing or unreadable). */

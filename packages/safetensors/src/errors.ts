@@ -61,6 +61,11 @@ export type SafetensorsErrorCode =
   | 'WRITE_INVALID_TENSOR'
   | 'WRITE_SIZE_MISMATCH'
   /**
+   * A sharded writer's directory holds a model file this write would not replace (a single
+   * `model.safetensors`, shards of another prefix, an index of another name): a reader would open a mix.
+   */
+  | 'WRITE_OTHER_MODEL_FILE'
+  /**
    * A sharded writer's commit failed after it had removed part of the old model and could not roll
    * forward: the directory holds no complete model; `staged` lists the new shards' temp files (the
    * only copy of them) and their final names.

@@ -137,6 +137,43 @@ describe('overwriting a sharded model', () => {
     });
   });
 
+  it('a directory with a model file the write would not replace is refused before anything is written (WRITE_OTHER_MODEL_FILE)', async () => {
+    const write = (dir: string, options: { shardNamePrefix?: string; indexFileName?: string } = {}) =>
+      writeShardedModel(dir, tensors(2), { maxShardBytes: 4, ...options });
+    const expectRefused = async (dir: string, file: string, options?: { shardNamePrefix?: string; indexFileName?: string }) => {
+      const before = (await readdir(dir)).sort();
+      const error = await catchErrorAsync(() => write(dir, options));
+      expectCode(error, 'WRITE_OTHER_MODEL_FILE');
+      expect(error.file).toBe(join(dir, file));
+      expect((await readdir(dir)).sort()).toEqual(before);
+    };
+    // A: a single model.safetensors (HF transformers would load it, not the shards).
+    await withTempDir(async (dir) => {
+      await writeSafetensorsFile(join(dir, 'model.safetensors'), tensors(1));
+      await writeFile(join(dir, 'config.json'), '{}');
+      await expectRefused(dir, 'model.safetensors');
+    });
+    // D2: shards and index of another prefix and name.
+    await withTempDir(async (dir) => {
+      await writeShardedModel(dir, tensors(1), { maxShardBytes: 4, shardNamePrefix: 'old', indexFileName: 'old.safetensors.index.json' });
+      await expectRefused(dir, 'old-00001-of-00003.safetensors', { shardNamePrefix: 'new', indexFileName: 'new.safetensors.index.json' });
+    });
+    // D3: the same shard prefix under an index of another name.
+    await withTempDir(async (dir) => {
+      await writeShardedModel(dir, tensors(1), { maxShardBytes: 4 });
+      await expectRefused(dir, 'model.safetensors.index.json', { indexFileName: 'new.safetensors.index.json' });
+    });
+    // Non-model files are allowed, and the model of the same names is replaced.
+    await withTempDir(async (dir) => {
+      await writeShardedModel(dir, tensors(1), { maxShardBytes: 4 });
+      await writeFile(join(dir, 'config.json'), '{}');
+      await writeFile(join(dir, 'tokenizer.json'), '{}');
+      await write(dir, {});
+      expect(await observe(dir)).toBe('new');
+      expect((await readdir(dir)).filter((n) => n.endsWith('.json')).sort()).toEqual(['config.json', 'model.safetensors.index.json', 'tokenizer.json']);
+    });
+  });
+
   it('a directory without index refuses an incomplete or mixed numbered set (SHARD_SET_INCOMPLETE, naming the file)', async () => {
     await withTempDir(async (dir) => {
       const one = (name: string) => writeSafetensorsFile(join(dir, name), [{ name, dtype: 'U8', shape: [1], data: new Uint8Array(1) }]);
