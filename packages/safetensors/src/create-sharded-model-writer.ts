@@ -143,40 +143,61 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   let state: 'open' | 'closed' | 'aborted' = 'open';
   const progress: CommitProgress = { changed: false, renamed: 0 };
 
+  // Once abort() was called (or a call failed) the work in flight stops at its next step.
+  const checkOpen = (): void => {
+    if (state !== 'open') throw new SafetensorsError('WRITER_CLOSED', `writer is ${state}`, { file: root });
+  };
   const current = async (): Promise<SafetensorsWriter> => {
+    checkOpen();
     if (!writer) {
       const shard = shards[shardIndex] as ShardPlan;
       writer = await createSafetensorsWriter(stagedPaths[shardIndex] as string, shard.tensors, { metadata: options.shardMetadata ?? null });
     }
     return writer;
   };
+  let discarded: Promise<void> | undefined;
+  const discard = (): Promise<void> =>
+    (discarded ??= (async () => {
+      if (state === 'closed') return;
+      state = 'aborted';
+      await writer?.abort();
+      writer = undefined;
+      // Past the commit's point of no return the staged shards may be the only copy of any model.
+      if (progress.changed) return;
+      await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
+    })());
+  let inFlight: Promise<unknown> | undefined;
   const abort = async (): Promise<void> => {
-    if (state !== 'open') return;
+    if (state === 'closed') return;
     state = 'aborted';
-    await writer?.abort();
-    writer = undefined;
-    // Past the commit's point of no return the staged shards may be the only copy of any model.
-    if (progress.changed) return;
-    await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
+    // A write() in flight may be creating a shard's temp file: removing the temps before it stops
+    // left them behind (13 runs of 20).
+    await inFlight?.catch(() => undefined);
+    await discard();
   };
-  let busy = false;
   const guard = async <T>(work: () => Promise<T>): Promise<T> => {
-    if (state !== 'open') throw new SafetensorsError('WRITER_CLOSED', `writer is ${state}`, { file: root });
+    checkOpen();
     // Bytes must arrive in order: a second call while one is in flight is a caller bug.
-    if (busy) throw new SafetensorsError('INVALID_ARGUMENT', 'write() or close() called before the previous call finished', { file: root });
-    busy = true;
+    if (inFlight) throw new SafetensorsError('INVALID_ARGUMENT', 'write() or close() called before the previous call finished', { file: root });
+    const run = (async () => {
+      try {
+        return await work();
+      } catch (error) {
+        await discard();
+        return rethrowIo(error, root);
+      }
+    })();
+    inFlight = run;
     try {
-      return await work();
-    } catch (error) {
-      await abort();
-      return rethrowIo(error, root);
+      return await run;
     } finally {
-      busy = false;
+      inFlight = undefined;
     }
   };
   // Stages every finished shard (zero-byte shards included) and moves on.
   const advance = async (): Promise<void> => {
     while (shardIndex < shards.length) {
+      checkOpen();
       const w = await current();
       if (w.writtenDataBytes < w.header.dataBytes) return;
       await w.close();
@@ -219,6 +240,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
             offsets: { expected: w.header.dataBytes, actual: w.writtenDataBytes },
           });
         }
+        checkOpen();
         await commitModel(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress).catch(async (error: unknown) => {
           // Before the first old file went, the old model is whole: abort() removes the temps.
           if (!progress.changed) throw error;

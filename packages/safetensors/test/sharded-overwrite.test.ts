@@ -46,6 +46,28 @@ describe('overwriting a sharded model', () => {
     });
   });
 
+  it('abort() during a write() in flight waits for it, then removes every temp (the write fails WRITER_CLOSED)', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+      const before = (await readdir(root)).sort();
+      // At every point of the write: abort() right away, and after each of a few turns of the event loop.
+      for (let turns = 0; turns < 12; turns += 1) {
+        const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes: 4 });
+        const writing = writer.write(new Uint8Array(12).fill(2)).then(
+          () => 'written',
+          (error: unknown) => (isSafetensorsError(error) ? error.code : String(error)),
+        );
+        for (let i = 0; i < turns; i += 1) await new Promise((done) => setImmediate(done));
+        await writer.abort();
+        expect(await writing).toMatch(/^(written|WRITER_CLOSED)$/);
+        expect((await readdir(root)).sort()).toEqual(before);
+        expect(await observe(root)).toBe('old');
+        await expect(writer.write(new Uint8Array(1))).rejects.toMatchObject({ code: 'WRITER_CLOSED' });
+      }
+    });
+  });
+
   it('a failed write (too many bytes) after a complete shard leaves the old model intact', async () => {
     await withTempDir(async (dir) => {
       const root = join(dir, 'm');
