@@ -2,6 +2,7 @@ import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSafetensorsWriter, createShardedModelWriter, openSafetensorsModel, writeSafetensorsFile, writeShardedModel, type ByteSource, type TensorToWrite } from '../src/index.js';
+import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
 
 const ok: TensorToWrite = { name: 'a', dtype: 'U8', shape: [2], data: new Uint8Array(2) };
@@ -52,6 +53,27 @@ describe('writers give typed errors naming the target', () => {
       expectCode(await catchErrorAsync(() => writeShardedModel(dir, [ok], undefined as never)), 'INVALID_ARGUMENT');
       expectCode(await catchErrorAsync(() => createSafetensorsWriter(path, [ok], null as never)), 'INVALID_ARGUMENT');
       expect(await readdir(dir)).toEqual([]);
+    });
+  });
+
+  it('only file-system errors (a string errno code) become IO_ERROR: another error passes unchanged', async () => {
+    await withTempDir(async (dir) => {
+      // A programming error at a commit step (the test seam) was IO_ERROR "file system error unknown".
+      setCommitStepObserver(() => {
+        throw new TypeError('a bug, not the file system');
+      });
+      const bug: unknown = await writeShardedModel(dir, [{ name: 'a', dtype: 'U8', shape: [1], data: new Uint8Array(1) }], { maxShardBytes: 4 }).catch((error: unknown) => error);
+      setCommitStepObserver(undefined);
+      expect(bug).toBeInstanceOf(TypeError);
+      expect((bug as TypeError).message).toBe('a bug, not the file system');
+      expect(await readdir(dir)).toEqual([]);
+      setCommitStepObserver(() => {
+        throw Object.assign(new Error('no space (simulated)'), { code: 'ENOSPC' });
+      });
+      const full = await catchErrorAsync(() => writeShardedModel(dir, [{ name: 'a', dtype: 'U8', shape: [1], data: new Uint8Array(1) }], { maxShardBytes: 4 }));
+      setCommitStepObserver(undefined);
+      expectCode(full, 'IO_ERROR');
+      expect(full.message).toContain('ENOSPC');
     });
   });
 
