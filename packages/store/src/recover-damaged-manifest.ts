@@ -174,6 +174,11 @@ export async function recoverManifest(
     while (found.includes(next)) next++;
     if (next > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path });
     options.signal?.throwIfAborted();
+    const defaultedSettings = [...(salvage.chunkSize === undefined ? ['chunkSize'] : []), ...(salvage.coverageMin === undefined ? ['coverageMin'] : [])];
+    const header = { generation: next, chunkSize: salvage.chunkSize ?? DEFAULT_CHUNK_SIZE, coverageMin: salvage.coverageMin ?? DEFAULT_COVERAGE_MIN };
+    // Serialised before anything changes: one above MAX_MANIFEST_BYTES is SIZE_INVALID with no copy
+    // kept and no journal made (each failed attempt left another set of them).
+    const manifest = serializeManifest(state.entries.values(), header);
     const stamp = Date.now();
     const keptAs = await backend.keepManifestCopy!(`manifest.json.damaged-${stamp}`);
     // Second names for every journal not wholly salvaged: one with a record that could not be read,
@@ -189,10 +194,8 @@ export async function recoverManifest(
       else if (journal === chosen && records.droppedRecords > 0) await keep(generation, 'damaged');
       else if (journal !== chosen && journal.records > 0) await keep(generation, 'unsalvaged');
     }
-    const defaultedSettings = [...(salvage.chunkSize === undefined ? ['chunkSize'] : []), ...(salvage.coverageMin === undefined ? ['coverageMin'] : [])];
-    const header = { generation: next, chunkSize: salvage.chunkSize ?? DEFAULT_CHUNK_SIZE, coverageMin: salvage.coverageMin ?? DEFAULT_COVERAGE_MIN };
     await backend.createJournal(next, encodeJournalHeader(next));
-    await backend.writeManifest(serializeManifest(state.entries.values(), header));
+    await backend.writeManifest(manifest);
     // Committed. The salvaged journal's records are in the new manifest, and every other journal is
     // empty or kept under a second name: all are removed (one that cannot be is gc's).
     for (const journal of journals.splice(0)) await journal.file.close().catch(() => undefined);

@@ -2,7 +2,7 @@
 // per-value limit can add up to one: it was written, and the cache never opened again (nor could
 // recoverDamagedManifest mend it). The limit is lowered here through the limits module, for the
 // writer and the reader alike, so no test writes half a gigabyte.
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type * as Limits from '../src/limits.js';
@@ -125,5 +125,22 @@ describe('MAX_MANIFEST_BYTES on the writing side', () => {
       error = caught;
     }
     expect(error).toMatchObject({ code: 'SIZE_INVALID', details: { limit: LIMIT_BYTES } });
+  });
+
+  it("recoverDamagedManifest's SIZE_INVALID comes before anything changes (no kept copy, no new journal)", async () => {
+    limit.bytes = 1024 * 1024;
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    await store.addEntries([toInput(makeTensor([64], 7000), 't')]);
+    await store.compact();
+    for (let i = 1; i < 30; i++) await store.addEntries([toInput(makeTensor([64], 7000 + i), `t${i}`)]);
+    await store.close();
+    const damaged = Buffer.from(await readFile(join(root, 'manifest.json')));
+    damaged[damaged.length - 4] = damaged[damaged.length - 4] === 0x30 ? 0x31 : 0x30;
+    await writeFile(join(root, 'manifest.json'), damaged);
+    limit.bytes = 8192;
+    const before = (await readdir(root)).sort();
+    for (let attempt = 0; attempt < 2; attempt++) expect((await catchError(() => recoverDamagedManifest(root))).code).toBe('SIZE_INVALID');
+    expect((await readdir(root)).sort()).toEqual(before);
   });
 });
