@@ -956,6 +956,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async finishCompaction(state: StoreState = this.state, newerJournalChecked = false, manifest?: Uint8Array): Promise<void> {
     const old = this.header.generation;
     const next = old + 1;
+    const header = { ...this.header, generation: next };
+    // Before any file changes: a manifest above MAX_MANIFEST_BYTES is SIZE_INVALID with nothing made.
+    const bytes = manifest ?? serializeManifest(state.entries.values(), header);
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
     const existing = await this.backend.openJournal(next);
     let fresh = false;
@@ -972,8 +975,6 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const refusal = newerJournalChecked ? undefined : await this.refusalOverNewerJournal();
     if (refusal !== undefined) throw refusal;
     if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
-    const header = { ...this.header, generation: next };
-    const bytes = manifest ?? serializeManifest(state.entries.values(), header);
     await this.backend.writeManifest(bytes);
     // The manifest in place is the cache's state now (synchronously swapped: lookups see one or the other).
     this.state = state;
@@ -1212,7 +1213,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         const journal = this.journal;
         if (!this.backend.keepJournalCopy) throw damage;
         if (journal === undefined) {
-          // A missing journal: nothing to salvage or keep; the new generation holds the manifest's entries.
+          // A missing journal: nothing to salvage or keep; the new generation holds the manifest's entries
+          // (serialised by finishCompaction before it makes any file).
           await this.finishCompaction();
           this.journalDamage = undefined;
           this.journalHeaderDamaged = false;
@@ -1224,11 +1226,14 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // and those a writer that had read past the damage kept appending), op by op: an op that
         // no longer applies (an alias of an entry added in the damaged record) is left out.
         const salvage = await salvageJournalRecords(journal, offset, this.state);
+        // The new manifest's bytes before any file changes: one above MAX_MANIFEST_BYTES is
+        // SIZE_INVALID here (each failed attempt kept another copy of the damaged journal, and made the next one).
+        const manifest = serializeManifest(this.state.entries.values(), { ...this.header, generation: generation + 1 });
         // The damaged file gets its second name first: a crash at any later step leaves it kept
         // (gc would remove a `journal.<G>` no manifest names, and with it the only copy).
         const keptAs = await this.backend.keepJournalCopy(generation, `${journalFileName(generation)}.damaged-${Date.now()}`);
         // The new manifest's rename is the one step that moves the cache off the damaged journal.
-        await this.finishCompaction();
+        await this.finishCompaction(this.state, false, manifest);
         this.journalDamage = undefined;
         this.journalHeaderDamaged = false;
         return { journal: journal.path, keptAs, generation, damagedFromOffsetBytes: offset, ...salvage, reason: damage.message };

@@ -143,4 +143,25 @@ describe('MAX_MANIFEST_BYTES on the writing side', () => {
     for (let attempt = 0; attempt < 2; attempt++) expect((await catchError(() => recoverDamagedManifest(root))).code).toBe('SIZE_INVALID');
     expect((await readdir(root)).sort()).toEqual(before);
   });
+
+  it("recoverDamagedJournal's SIZE_INVALID leaves no file behind (no kept copy, no next journal)", async () => {
+    limit.bytes = 1024 * 1024;
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    for (let i = 0; i < 30; i++) await store.addEntries([toInput(makeTensor([64], 6000 + i), `t${i}`, [[`s-${i}.safetensors`, 0, 128]])]);
+    await store.compact();
+    await store.addEntries([toInput(makeTensor([64], 6100), 'late')]);
+    const generation = store.generation;
+    await store.close();
+    const journalPath = join(root, `journal.${generation}`);
+    const journal = Buffer.from(await readFile(journalPath));
+    journal[8] = journal[8]! ^ 0xff; // the header's generation is no longer this one's
+    await writeFile(journalPath, journal);
+    const damaged = await openCacheStore(root, { compactOnClose: false });
+    limit.bytes = 4096;
+    const before = (await readdir(root)).sort();
+    for (let attempt = 0; attempt < 2; attempt++) expect((await catchError(() => damaged.recoverDamagedJournal!())).code).toBe('SIZE_INVALID');
+    expect((await readdir(root)).sort()).toEqual(before);
+    await damaged.close();
+  });
 });
