@@ -1,10 +1,10 @@
 /**
  * For each top-level key of a JSON object text (a header's tensor names), the fields of its value
- * that hold a number spelled with a fraction or an exponent (`1.0`, `1e0`, `4E2`): JSON.parse makes
- * integers of them, while the reference implementation (serde into usize) refuses them in `shape`
- * and `data_offsets`. undefined when there is none. `text` must be valid JSON (parsed already). One
+ * that hold a number spelled with a fraction or an exponent (`1.0`, `1e0`, `4E2`) or as `-0`: JSON.parse
+ * makes integers of them (0 of -0), while the reference implementation (serde into usize) refuses
+ * them in `shape` and `data_offsets` (serde_json reads -0 as a float). undefined when there is none. `text` must be valid JSON (parsed already). One
  * pass, no recursion; strings skipped with indexOf (a '.' or an 'e' after a digit outside strings
- * only occurs in numbers: "true" and "false" have no digit before their e).
+ * only occurs in numbers: "true" and "false" have no digit before their e; a '-' only starts one).
  */
 export function findFloatSpelledNumbers(text: string): Map<string, Set<string>> | undefined {
   let found: Map<string, Set<string>> | undefined;
@@ -36,7 +36,7 @@ export function findFloatSpelledNumbers(text: string): Map<string, Set<string>> 
       expectKey = false;
     } else if (c === 0x2c /* , */) {
       expectKey = containers[containers.length - 1] === true;
-    } else if (c === 0x2e /* . */ || ((c === 0x65 || c === 0x45) /* e E */ && isDigit(text.charCodeAt(i - 1)))) {
+    } else if (c === 0x2e /* . */ || ((c === 0x65 || c === 0x45) /* e E */ && isDigit(text.charCodeAt(i - 1))) || (c === 0x2d /* - */ && text.charCodeAt(i + 1) === 0x30 /* 0 */)) {
       if (containers.length >= 2) {
         found ??= new Map();
         let fields = found.get(topKey);

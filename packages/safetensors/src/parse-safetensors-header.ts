@@ -186,7 +186,7 @@ function validateMetadata(value: unknown, file: string): Record<string, string> 
   return out;
 }
 
-/** `floatSpelled`: the entry's fields holding a number spelled 1.0 or 1e0 (findFloatSpelledNumbers). */
+/** `floatSpelled`: the entry's fields holding a number spelled 1.0, 1e0 or -0 (findFloatSpelledNumbers). */
 function validateEntry(name: string, value: unknown, file: string, floatSpelled: ReadonlySet<string> | undefined): ParsedTensorEntry {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new SafetensorsError('TENSOR_ENTRY_INVALID', 'tensor entry is not an object', { file, tensor: name });
@@ -219,7 +219,7 @@ function validateEntry(name: string, value: unknown, file: string, floatSpelled:
     shape[d] = dim;
   }
   if (floatSpelled?.has('shape')) {
-    throw new SafetensorsError('TENSOR_INVALID_SHAPE', 'shape spells a number with a fraction or exponent (1.0, 1e0): not an integer as the reference implementation reads it', { file, tensor: name });
+    throw new SafetensorsError('TENSOR_INVALID_SHAPE', 'shape spells a number with a fraction or exponent (1.0, 1e0) or as -0: not an integer as the reference implementation reads it', { file, tensor: name });
   }
   const offsetsValue = entry.data_offsets;
   if (!Array.isArray(offsetsValue) || offsetsValue.length !== 2) {
@@ -242,7 +242,7 @@ function validateEntry(name: string, value: unknown, file: string, floatSpelled:
     });
   }
   if (floatSpelled?.has('data_offsets')) {
-    throw new SafetensorsError('TENSOR_INVALID_OFFSETS', 'data_offsets spells a number with a fraction or exponent (1.0, 1e0): not an integer as the reference implementation reads it', {
+    throw new SafetensorsError('TENSOR_INVALID_OFFSETS', 'data_offsets spells a number with a fraction or exponent (1.0, 1e0) or as -0: not an integer as the reference implementation reads it', {
       file,
       tensor: name,
       offsets: { begin, end },

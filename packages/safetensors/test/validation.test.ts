@@ -280,13 +280,18 @@ describe('header serialization', () => {
     expect([inMetadata.code, inMetadata.tensor, inMetadata.key]).toEqual(['INDEX_DUPLICATE_KEY', undefined, 'total_size']);
   });
 
-  it('a shape or data_offsets number spelled 1.0 or 1e0 is refused, as by the reference implementation (rules 11, 12)', () => {
+  it('a shape or data_offsets number spelled 1.0, 1e0 or -0 is refused, as by the reference implementation (rules 11, 12)', () => {
     const file = (text: string) => buildRawFile(text.padEnd(Math.ceil((8 + text.length) / 8) * 8 - 8, ' '), new Uint8Array(4));
     const cases: [string, SafetensorsErrorCode][] = [
       ['{"a":{"dtype":"U8","shape":[4.0],"data_offsets":[0,4]}}', 'TENSOR_INVALID_SHAPE'],
       ['{"a":{"dtype":"U8","shape":[2,2e0],"data_offsets":[0,4]}}', 'TENSOR_INVALID_SHAPE'],
       ['{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4E0]}}', 'TENSOR_INVALID_OFFSETS'],
       ['{"__metadata__":{"v":"1.0"},"a.1e5":{"data_offsets":[0.0,4],"dtype":"U8","shape":[4]}}', 'TENSOR_INVALID_OFFSETS'],
+      // -0: serde_json reads it as a float, JSON.parse as 0 (accepted until 2026-12-07).
+      ['{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,4]}}', 'TENSOR_INVALID_SHAPE'],
+      ['{"a":{"dtype":"U8","shape":[4,-0],"data_offsets":[0,0]}}', 'TENSOR_INVALID_SHAPE'],
+      ['{"a":{"dtype":"U8","shape":[4],"data_offsets":[-0,4]}}', 'TENSOR_INVALID_OFFSETS'],
+      ['{"a-0":{"dtype":"U8","shape":[0],"data_offsets":[-0,-0]},"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}', 'TENSOR_INVALID_OFFSETS'],
     ];
     for (const [text, code] of cases) {
       const error = catchError(() => parseSafetensorsBytes(file(text), 'f'));
@@ -294,7 +299,7 @@ describe('header serialization', () => {
       expect(error.tensor).toMatch(/^a/);
     }
     // In names and metadata strings, "1.0" and "1e5" are just text.
-    const ok = parseSafetensorsBytes(file('{"__metadata__":{"v":"1.0e3"},"w.1e5.0":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}'), 'f');
+    const ok = parseSafetensorsBytes(file('{"__metadata__":{"v":"1.0e3","w":"-0"},"w.1e5.0-0":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}'), 'f');
     expect(ok.tensors[0]?.shape).toEqual([4]);
   });
 });
