@@ -267,6 +267,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private journalUnwritable: StoreError | undefined;
   private journalOffset = JOURNAL_HEADER_BYTES;
   private manifestBytes = 0;
+  /**
+   * At most how many bytes the journal's applied records add to the manifest a compaction writes
+   * (estimateManifestGrowthBytes): kept as records are appended, and for other writers' records,
+   * read by catch-up into journalOpsUncounted, counted by the next writer session (readers never).
+   */
+  private journalGrowthBytes = 0;
+  private journalOpsUncounted: StoreOp[][] = [];
   /** Set when the journal ended with a seal the manifest did not reflect yet. */
   private sealSeen = false;
   /** manifestIdentity() of the manifest this instance's state comes from (undefined: unknown). */
@@ -445,6 +452,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       const previous = this.journal;
       this.journal = journal;
       this.journalOffset = JOURNAL_HEADER_BYTES;
+      this.journalGrowthBytes = 0;
+      this.journalOpsUncounted = [];
       this.state = parsed.state;
       this.header = { generation: parsed.generation, chunkSize: parsed.chunkSize, coverageMin: parsed.coverageMin };
       this.manifestBytes = bytes.length;
@@ -570,7 +579,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           for (const record of scan.records) {
             const seal = record.ops.find((op) => op.kind === 'seal');
             const ops = record.ops.filter((op) => op.kind !== 'seal');
-            if (ops.length > 0) this.state.applyOps(ops, { source: 'journal', path: journal.path });
+            if (ops.length > 0) {
+              this.state.applyOps(ops, { source: 'journal', path: journal.path });
+              this.journalOpsUncounted.push(ops);
+            }
             const at = this.journalOffset - start;
             this.lastRecord = { startOffset: this.journalOffset, header: bytes.slice(at, at + JOURNAL_RECORD_HEADER_BYTES) };
             this.journalOffset = record.endOffset;
@@ -724,10 +736,14 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const draft = new StateDraft(this.state);
     const outcomes: (boolean[] | Error)[] = [];
     const context = { source: 'this call', path: this.root };
-    // The manifest a compaction would write now, estimated: the journal's record bytes stand in for
-    // what its records add (the same fields, in MessagePack), until a compaction makes it exact.
-    let manifestEstimate = this.manifestBytes + (this.journalOffset - JOURNAL_HEADER_BYTES);
-    let estimateExact = this.journalOffset === JOURNAL_HEADER_BYTES && !this.sealSeen;
+    // At most the manifest a compaction would write now: the manifest's bytes, and what the
+    // journal's records add (their JSON text, an upper bound), until a compaction makes it exact.
+    const journalGrowth = this.countJournalGrowth();
+    let manifestEstimate = this.manifestBytes + journalGrowth;
+    let estimateExact = journalGrowth === 0 && !this.sealSeen;
+    // A compaction near the limit that failed before its seal: the later requests that need one fail with its error.
+    let foldError: unknown;
+    let batchGrowth = 0;
     for (const request of batch) {
       const fork = draft.fork();
       try {
@@ -746,17 +762,27 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           });
         }
         const growth = estimateManifestGrowthBytes(fork.ops);
-        if (manifestEstimate + growth > MAX_MANIFEST_BYTES && !estimateExact) {
-          // Near the limit: fold the journal (which ends this session's batch, unjournalled, if it
-          // fails: nothing may be appended after a seal) and judge by the manifest's own size.
-          await this.compactLocked().catch((error: unknown) => {
-            throw new BatchAbort(error);
-          });
+        // (A request that adds nothing, growth 0, is never refused nor made to wait for a fold.)
+        if (growth > 0 && manifestEstimate + growth > MAX_MANIFEST_BYTES && !estimateExact) {
+          // Near the limit: fold the journal and judge by the manifest's own size. A fold that fails
+          // before its seal (SIZE_INVALID: the journal's entries were already too many, a full disk)
+          // fails this request only, journal untouched; once the seal was tried, nothing may be
+          // appended (readers stop at a seal): the whole batch ends, unjournalled, and the next
+          // session finishes the fold.
+          if (foldError !== undefined) throw foldError;
+          try {
+            await this.compactLocked();
+          } catch (error) {
+            if (this.sealAttempted) throw new BatchAbort(error);
+            foldError = error;
+            throw error;
+          }
           estimateExact = true;
-          manifestEstimate = this.manifestBytes + estimateManifestGrowthBytes(draft.ops);
+          manifestEstimate = this.manifestBytes + batchGrowth;
         }
-        if (manifestEstimate + growth > MAX_MANIFEST_BYTES) throw commitTooLarge(request.kind, manifestEstimate + growth, request.items);
+        if (growth > 0 && manifestEstimate + growth > MAX_MANIFEST_BYTES) throw commitTooLarge(request.kind, manifestEstimate + growth, request.items);
         manifestEstimate += growth;
+        batchGrowth += growth;
         outcomes.push(outcome);
         draft.absorb(fork);
       } catch (error) {
@@ -788,7 +814,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       // nobody committed, so a committed blob is never replaced. One directory sync for all of them.
       await mapLimited(toPublish, BLOB_WRITE_CONCURRENCY, (blob) => this.backend.publishStagedBlob(blob));
       if (toPublish.length > 0) await this.backend.syncBlobNames();
-      await this.appendOps(draft.ops);
+      await this.appendOps(draft.ops, batchGrowth);
       this.wrote = true;
       if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) {
         // The batch is committed (journalled, durable): a compaction that fails now (a full disk)
@@ -799,8 +825,18 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return outcomes;
   }
 
-  /** Appends ops as records at the end of the valid journal, durably, then applies them. */
-  private async appendOps(ops: StoreOp[]): Promise<void> {
+  /**
+   * The journal's journalGrowthBytes, with the records catch-up applied since counted now: O(new
+   * ops), under the writer lock (readers, which never need it, pay nothing).
+   */
+  private countJournalGrowth(): number {
+    for (const ops of this.journalOpsUncounted) this.journalGrowthBytes += estimateManifestGrowthBytes(ops);
+    this.journalOpsUncounted = [];
+    return this.journalGrowthBytes;
+  }
+
+  /** Appends ops (adding at most `growthBytes` to the manifest) as records at the end of the valid journal, durably, then applies them. */
+  private async appendOps(ops: StoreOp[], growthBytes: number): Promise<void> {
     const journal = this.journal;
     if (!journal) throw new StoreError('IO_ERROR', 'internal: no journal under the writer lock', { path: this.root });
     const records = encodeJournalRecordList(ops);
@@ -825,6 +861,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     }
     this.state.applyChecked(ops);
     this.journalOffset += appended;
+    this.journalGrowthBytes += growthBytes;
   }
 
   /**
@@ -986,6 +1023,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const previous = this.journal;
     this.journal = undefined;
     this.journalOffset = JOURNAL_HEADER_BYTES;
+    this.journalGrowthBytes = 0;
+    this.journalOpsUncounted = [];
     this.lastRecord = undefined;
     this.header = header;
     this.manifestBytes = bytes.length;

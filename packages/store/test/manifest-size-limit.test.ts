@@ -21,6 +21,8 @@ vi.mock('../src/limits.js', async (importOriginal) => {
 
 const { openCacheStore, recoverDamagedManifest } = await import('../src/index.js');
 const { serializeManifest } = await import('../src/manifest-format.js');
+const { estimateManifestGrowthBytes } = await import('../src/estimate-manifest-growth.js');
+const { FsBackend } = await import('../src/fs-backend.js');
 
 const LIMIT_BYTES = 24 * 1024;
 afterEach(() => {
@@ -163,5 +165,101 @@ describe('MAX_MANIFEST_BYTES on the writing side', () => {
     for (let attempt = 0; attempt < 2; attempt++) expect((await catchError(() => damaged.recoverDamagedJournal!())).code).toBe('SIZE_INVALID');
     expect((await readdir(root)).sort()).toEqual(before);
     await damaged.close();
+  });
+
+  it('the estimate is an upper bound: no add is journalled that the next compaction could not fold (JSON is larger than the journal)', async () => {
+    limit.bytes = 64 * 1024;
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    let refused: Awaited<ReturnType<typeof catchError>> | undefined;
+    for (let i = 0; i < 400 && refused === undefined; i++) {
+      refused = await store
+        .addEntries([toInput(makeTensor([64], 5000 + i), `model.layers.${i}.mlp.weight`, [['model-00001-of-00002.safetensors', i * 128, 128]])])
+        .then(() => undefined, (error: unknown) => error as typeof refused);
+      // Every add accepted: the manifest a compaction writes now still fits (serializeManifest refuses one that does not).
+      if (refused === undefined) serializeManifest(store.entries(), { generation: store.generation + 1, chunkSize: store.chunkSize, coverageMin: store.coverageMin });
+    }
+    expect(refused?.code).toBe('SIZE_INVALID');
+    await store.compact(); // it was SIZE_INVALID: the journal held more than any manifest could
+    expect((await readFile(join(root, 'manifest.json'))).length).toBeLessThanOrEqual(limit.bytes);
+    await store.close();
+  });
+
+  it("counts another writer's journalled adds too (read by catch-up)", async () => {
+    limit.bytes = 64 * 1024;
+    const root = await makeTempDir();
+    const first = await openCacheStore(root, { create: true, compactOnClose: false });
+    const second = await openCacheStore(root, { compactOnClose: false });
+    const add = (store: typeof first, i: number) =>
+      store.addEntries([toInput(makeTensor([64], 5500 + i), `model.layers.${i}.mlp.weight`, [[`model-${i}-of-99999.safetensors`, i * 128, 128]])]);
+    // The first writer fills the journal to about half the limit; the second, caught up on it, goes on.
+    let i = 0;
+    for (; i < 60; i++) await add(first, i);
+    let refused: Awaited<ReturnType<typeof catchError>> | undefined;
+    for (; i < 400 && refused === undefined; i++) {
+      refused = await add(second, i).then(() => undefined, (error: unknown) => error as typeof refused);
+      if (refused === undefined) serializeManifest(second.entries(), { generation: second.generation + 1, chunkSize: second.chunkSize, coverageMin: second.coverageMin });
+    }
+    expect(refused?.code).toBe('SIZE_INVALID');
+    expect(first.generation).toBe(1); // (no compaction by the first writer made the second's estimate exact)
+    await second.compact();
+    await second.close();
+    await first.close();
+  });
+
+  it('counts a slice tuple as its JSON: escaped shard names, long numbers, stamps', () => {
+    const cases = [
+      ['\x01'.repeat(100), 0, 128],
+      ['s', Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER - 1],
+      ['sh"ard\\é', 12, 34, ['a\n', 'st"amp', 'x'.repeat(40)]],
+    ] as const;
+    for (const slice of cases) {
+      const json = Buffer.byteLength(JSON.stringify(slice)) + 1; // with its comma
+      expect(estimateManifestGrowthBytes([{ kind: 'alias', key: 'k', slice }])).toBe(json);
+      expect(estimateManifestGrowthBytes([{ kind: 'rebind', key: 'k', slice }])).toBe(json);
+    }
+  });
+
+  it('refuses aliases of escaped shard names before the manifest they make is too large (estimated at their JSON length)', async () => {
+    limit.bytes = 16 * 1024;
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const tensor = makeTensor([64], 8000);
+    await store.addEntries([toInput(tensor, 't')]);
+    await store.compact();
+    let refused: Awaited<ReturnType<typeof catchError>> | undefined;
+    for (let i = 0; i < 6 && refused === undefined; i++) {
+      refused = await store
+        .aliasSlices([{ key: tensor.key, shardName: `${i}${'\x01'.repeat(1000)}`, offsetBytes: 0, sizeBytes: 128 }])
+        .then(() => undefined, (error: unknown) => error as typeof refused);
+    }
+    expect(refused?.code).toBe('SIZE_INVALID');
+    await store.compact(); // SIZE_INVALID before: 1,000 bytes estimated, 6,000 written
+    await store.close();
+  });
+
+  it('a compaction near the limit that fails before its seal fails only the request that needed it; the rest of the batch commits', async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    const tensor = makeTensor([64], 8100);
+    await store.addEntries([toInput(tensor, 't')]);
+    await store.compact();
+    await store.aliasSlices([{ key: tensor.key, shardName: 'first', offsetBytes: 0, sizeBytes: 128 }]); // the estimate is not exact now
+    limit.bytes = (await readFile(join(root, 'manifest.json'))).length + 2000;
+    const full = Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+    vi.spyOn(FsBackend.prototype, 'createJournal').mockRejectedValueOnce(full);
+    // One group-committed batch: the small alias fits the estimate, the large one needs a compaction, which fails.
+    const [small, large] = await Promise.allSettled([
+      store.aliasSlices([{ key: tensor.key, shardName: 'small', offsetBytes: 0, sizeBytes: 128 }]),
+      store.aliasSlices([{ key: tensor.key, shardName: 'l'.repeat(3000), offsetBytes: 0, sizeBytes: 128 }]),
+    ]);
+    expect(small).toEqual({ status: 'fulfilled', value: [true] });
+    expect(large).toMatchObject({ status: 'rejected', reason: full });
+    await store.close();
+    limit.bytes = LIMIT_BYTES;
+    const reopened = await openCacheStore(root);
+    expect(reopened.lookupBySlice('small', 0, 128)?.key).toBe(tensor.key);
+    expect(reopened.getEntry(tensor.key)?.sliceKeys).toHaveLength(2);
+    await reopened.close();
   });
 });
