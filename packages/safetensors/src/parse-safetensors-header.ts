@@ -2,8 +2,7 @@ import { checkByteArray } from './check-byte-array.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
-import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
-import { findFloatSpelledNumbers } from './find-float-spelled-numbers.js';
+import { scanSafetensorsHeaderJson } from './find-duplicate-json-key.js';
 import { findLoneSurrogateString } from './find-lone-surrogate.js';
 import { HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
 import { quoteValue } from './quote-value.js';
@@ -98,7 +97,8 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   if (root === null || typeof root !== 'object' || Array.isArray(root)) {
     throw new SafetensorsError('HEADER_NOT_OBJECT', `header is JSON ${root === null ? 'null' : Array.isArray(root) ? 'array' : typeof root}, not an object`, { file });
   }
-  const duplicate = findDuplicateJsonKey(text);
+  // One pass over the text: repeated keys, and numbers spelled 1.0, 1e0 or -0 (rules 11-12).
+  const { duplicate, floatSpelled } = scanSafetensorsHeaderJson(text);
   if (duplicate) {
     // `tensor` is the tensor whose entry (or name) repeats; a key of __metadata__ has none. `key` is the key.
     const owner = duplicate.path.length === 0 ? duplicate.key : duplicate.path[0];
@@ -116,7 +116,6 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
   // Rule 8 before any entry, wherever the key sits in the header; then rules 9-14 entry by entry, in header order.
   const metadata = Object.hasOwn(record, METADATA_KEY) ? validateMetadata(record[METADATA_KEY], file) : null;
   const tensors: ParsedTensorEntry[] = [];
-  const floatSpelled = findFloatSpelledNumbers(text);
   for (const name of Object.keys(record)) {
     if (name !== METADATA_KEY) tensors.push(validateEntry(name, record[name], file, floatSpelled?.get(name)));
   }
@@ -186,7 +185,7 @@ function validateMetadata(value: unknown, file: string): Record<string, string> 
   return out;
 }
 
-/** `floatSpelled`: the entry's fields holding a number spelled 1.0, 1e0 or -0 (findFloatSpelledNumbers). */
+/** `floatSpelled`: the entry's fields holding a number spelled 1.0, 1e0 or -0 (scanSafetensorsHeaderJson). */
 function validateEntry(name: string, value: unknown, file: string, floatSpelled: ReadonlySet<string> | undefined): ParsedTensorEntry {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new SafetensorsError('TENSOR_ENTRY_INVALID', 'tensor entry is not an object', { file, tensor: name });
