@@ -4,7 +4,7 @@ import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises
 import { basename, dirname, resolve, sep } from 'node:path';
 import { checkShardNumbering } from './check-shard-numbering.js';
 import { SafetensorsError } from './errors.js';
-import { formatFileStamp, isSameFileContentStamp } from './file-stamp.js';
+import { formatFileStamp, isSameFileContentStamp, isSameFileIgnoringCtime } from './file-stamp.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_OBJECT_STAMP_CHARS, MAX_READ_CHUNK_BYTES, OBJECT_STAMP_PREFIX, STAMP_CHECK_INTERVAL_MS } from './limits.js';
 import { MAX_POOLED_BUFFERS, MAX_POOLED_BUFFER_BYTES, MODEL_READER, allocateUninitialized, type ModelReader } from './model-reader.js';
 import { parseHeaderLengthPrefix, parseSafetensorsHeader } from './parse-safetensors-header.js';
@@ -52,7 +52,7 @@ interface OpenedShard {
   header: ParsedHeader;
   /** SHA-256 of the prefix and header bytes as parsed. */
   headerDigest: Buffer;
-  /** `<dev>:<inode>` of a local file as opened (checkStillInPlace); none for an object. */
+  /** The file stamp of a local file as opened, its descriptor's (checkStillInPlace); none for an object. */
   fileId?: string;
 }
 
@@ -166,7 +166,7 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
   }
   const opened = await openShards(locations, 'index', indexPath);
   await checkIndexAgainstShards(index, opened, indexPath);
-  await checkStillInPlace(opened, { path: indexPath, fileId: `${fileIdOf(info)}:${info.size}:${info.mtimeNs}` }, indexPath);
+  await checkStillInPlace(opened, { path: indexPath, fileId: formatFileStamp(info) }, indexPath);
   return buildModel(rootDir, indexPath, index.metadata, opened, indexPath);
 }
 
@@ -470,35 +470,45 @@ async function openShard(name: string, path: string, realPath: string, notAFile:
     },
   };
   const opened = await readShardHeader(name, path, io);
-  opened.fileId = fileIdOf(info);
+  opened.fileId = formatFileStamp(info);
   parsed.headerDigest = opened.headerDigest;
   parsed.headerEnd = HEADER_PREFIX_BYTES + opened.shard.headerBytes;
   return opened;
 }
 
-function fileIdOf(info: BigIntStats): string {
-  return `${info.dev}:${info.ino}`;
-}
+/** At most this many stat calls of checkStillInPlace at once (a model of 1000 shards). */
+const STILL_IN_PLACE_CONCURRENCY = 16;
 
 /**
- * After every shard is open: the index's path (same file, size and mtime) and each shard's path
- * (same file) still name what was opened. A sharded writer that replaced the model while it was
- * being opened (the old index read, then a shard of the new model opened beside an old one) would
- * otherwise give a mix: SHARD_CHANGED, open the model again. One stat per file. Closes on failure.
+ * After every shard is open: the index's path and each shard's path still name the file that was
+ * opened, with the size and mtime it had (isSameFileIgnoringCtime: inode, size, mtime; the device
+ * is left out, as file-stamp.ts does: overlayfs and old kernels report another one for fstat than
+ * for stat). A sharded writer that replaced the model while it was being opened (the old index
+ * read, then a shard of the new model opened beside an old one) would otherwise give a mix:
+ * SHARD_CHANGED, open the model again. One stat per file, STILL_IN_PLACE_CONCURRENCY at once.
+ * Closes on failure.
  */
 async function checkStillInPlace(opened: readonly OpenedShard[], index: { path: string; fileId: string } | undefined, file: string): Promise<void> {
   const moved = (what: string) =>
     new SafetensorsError('SHARD_CHANGED', `${what} was replaced while the model was being opened (a writer replaced the model): open the model again`, { file });
+  const isInPlace = async (path: string, fileId: string): Promise<boolean> => {
+    const now = await stat(path, { bigint: true }).catch(() => undefined);
+    return now !== undefined && isSameFileIgnoringCtime(formatFileStamp(now), fileId);
+  };
   try {
-    if (index !== undefined) {
-      const now = await stat(index.path, { bigint: true }).catch(() => undefined);
-      if (now === undefined || `${fileIdOf(now)}:${now.size}:${now.mtimeNs}` !== index.fileId) throw moved('the index');
-    }
-    for (const { shard, fileId } of opened) {
-      if (fileId === undefined) continue;
-      const now = await stat(shard.path, { bigint: true }).catch(() => undefined);
-      if (now === undefined || fileIdOf(now) !== fileId) throw moved(`shard ${quoteValue(shard.name)}`);
-    }
+    if (index !== undefined && !(await isInPlace(index.path, index.fileId))) throw moved('the index');
+    const local = opened.filter((item) => item.fileId !== undefined);
+    let next = 0;
+    let firstMoved: number | undefined;
+    const worker = async (): Promise<void> => {
+      while (next < local.length && firstMoved === undefined) {
+        const at = next++;
+        const { shard, fileId } = local[at] as OpenedShard;
+        if (!(await isInPlace(shard.path, fileId as string))) firstMoved = Math.min(firstMoved ?? at, at);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(STILL_IN_PLACE_CONCURRENCY, local.length) }, worker));
+    if (firstMoved !== undefined) throw moved(`shard ${quoteValue((local[firstMoved] as OpenedShard).shard.name)}`);
   } catch (error) {
     await closeAll(opened);
     throw error;

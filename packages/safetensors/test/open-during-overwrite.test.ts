@@ -1,3 +1,4 @@
+import type { BigIntStats } from 'node:fs';
 import * as fsPromises from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -8,6 +9,8 @@ import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
 // the open of a path ending in `trigger`, before that open.
 let trigger: string | undefined;
 let hook: (() => Promise<void>) | undefined;
+// What a bigint stat() by path reports, changed (an overlayfs device number, a size).
+let alterStat: ((path: string, stats: BigIntStats) => BigIntStats) | undefined;
 vi.mock('node:fs/promises', async (importOriginal) => {
   const actual = await importOriginal<typeof fsPromises>();
   return {
@@ -20,11 +23,16 @@ vi.mock('node:fs/promises', async (importOriginal) => {
       }
       return (actual.open as (...args: unknown[]) => Promise<unknown>)(path, ...rest);
     },
+    stat: async (path: string, ...rest: unknown[]) => {
+      const stats = await (actual.stat as (...args: unknown[]) => Promise<unknown>)(path, ...rest);
+      return alterStat !== undefined && typeof (stats as { dev?: unknown }).dev === 'bigint' ? alterStat(String(path), stats as BigIntStats) : stats;
+    },
   };
 });
 afterEach(() => {
   trigger = undefined;
   hook = undefined;
+  alterStat = undefined;
 });
 
 const tensors = (fill: number): TensorToWrite[] => ['a', 'b'].map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
@@ -54,6 +62,24 @@ describe('a model replaced while it is being opened', () => {
         expect(model.tensors.map((t) => t.name)).toEqual(['a', 'b']);
         await model.close();
       }
+    });
+  });
+
+  it('the final check compares what the file stamp does (inode, size, mtime; no device): another device number from stat is the same file', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+      // overlayfs and old kernels report another device for stat(path) than for fstat: not a change.
+      alterStat = (_path, stats) => Object.assign(Object.create(Object.getPrototypeOf(stats) as object) as BigIntStats, stats, { dev: stats.dev + 1n });
+      const model = await openSafetensorsModel(root);
+      expect(model.tensors.map((t) => t.name)).toEqual(['a', 'b']);
+      await model.close();
+      // A shard whose size moved between its open and the check (rewritten in place) is a change.
+      alterStat = (path, stats) =>
+        path.endsWith('model-00002-of-00002.safetensors') ? Object.assign(Object.create(Object.getPrototypeOf(stats) as object) as BigIntStats, stats, { size: stats.size + 1n }) : stats;
+      const resized = await catchErrorAsync(() => openSafetensorsModel(root));
+      expectCode(resized, 'SHARD_CHANGED');
+      expect(resized.message).toContain('model-00002-of-00002.safetensors');
     });
   });
 });
