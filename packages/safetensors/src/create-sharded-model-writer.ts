@@ -241,10 +241,11 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
           });
         }
         checkOpen();
-        await commitModel(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress).catch(async (error: unknown) => {
+        const plan: CommitPlan = { root, prefix, stagedPaths, shardPaths, indexPath, indexBytes };
+        await commitModel(plan, progress).catch(async (error: unknown) => {
           // Before the first old file went, the old model is whole: abort() removes the temps.
           if (!progress.changed) throw error;
-          await rollForward(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress, error);
+          await rollForward(plan, progress, error);
         });
         state = 'closed';
         return { indexPath, shardPaths };
@@ -254,6 +255,16 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
 }
 
 /** How far a commit went, so that a retry resumes it: `changed` once the directory no longer holds the old model whole. */
+/** What a commit puts in place: staged shard i goes to shardPaths[i], then the index. */
+interface CommitPlan {
+  root: string;
+  prefix: string;
+  stagedPaths: readonly string[];
+  shardPaths: readonly string[];
+  indexPath: string;
+  indexBytes: Uint8Array;
+}
+
 interface CommitProgress {
   changed: boolean;
   /** The old files to remove, fixed at the first attempt (the old index goes during it). */
@@ -273,15 +284,8 @@ const ROLL_FORWARD_ATTEMPTS = 2;
  * until the last one the numbered set is incomplete (rule 20b, SHARD_SET_INCOMPLETE); the index is
  * written last. Resumable: a second call with the same `progress` goes on where the first failed.
  */
-async function commitModel(
-  root: string,
-  prefix: string,
-  stagedPaths: readonly string[],
-  shardPaths: readonly string[],
-  indexPath: string,
-  indexBytes: Uint8Array,
-  progress: CommitProgress,
-): Promise<void> {
+async function commitModel(plan: CommitPlan, progress: CommitProgress): Promise<void> {
+  const { root, prefix, stagedPaths, shardPaths, indexPath, indexBytes } = plan;
   if (progress.renamed === 0) {
     // Checked again here, before anything is removed: such a file may have come since the start.
     progress.doomed ??= await refuseOtherModelFiles(root, prefix, indexPath);
@@ -308,20 +312,12 @@ async function commitModel(
  * removing the staged shards then would lose both models, so the commit is resumed instead; where
  * that fails too, WRITE_INCOMPLETE lists the staged shards not in place (temp file, final name).
  */
-async function rollForward(
-  root: string,
-  prefix: string,
-  stagedPaths: readonly string[],
-  shardPaths: readonly string[],
-  indexPath: string,
-  indexBytes: Uint8Array,
-  progress: CommitProgress,
-  firstError: unknown,
-): Promise<void> {
+async function rollForward(plan: CommitPlan, progress: CommitProgress, firstError: unknown): Promise<void> {
+  const { root, stagedPaths, shardPaths, indexPath } = plan;
   let lastError = firstError;
   for (let attempt = 0; attempt < ROLL_FORWARD_ATTEMPTS; attempt += 1) {
     try {
-      await commitModel(root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, progress);
+      await commitModel(plan, progress);
       return;
     } catch (error) {
       lastError = error;
