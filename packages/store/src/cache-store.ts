@@ -62,6 +62,9 @@ import { estimateManifestGrowthBytes } from './estimate-manifest-growth.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type { HeldLock } from './write-lock.js';
 
+/** Digits of the longest generation number a manifest can carry (the size estimate allows for it). */
+const MAX_GENERATION_DIGITS = String(MAX_GENERATION).length;
+
 /** The cache as one process sees it. Safe to share across concurrent async calls. */
 export interface CacheStore {
   readonly root: string;
@@ -739,7 +742,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // At most the manifest a compaction would write now: the manifest's bytes, and what the
     // journal's records add (their JSON text, an upper bound), until a compaction makes it exact.
     const journalGrowth = this.countJournalGrowth();
-    let manifestEstimate = this.manifestBytes + journalGrowth;
+    // The manifest a compaction writes carries a later generation, whose number may have more
+    // digits (9 -> 10): the estimate allows for the longest one.
+    let manifestEstimate = this.manifestBytes + MAX_GENERATION_DIGITS + journalGrowth;
     let estimateExact = journalGrowth === 0 && !this.sealSeen;
     // A compaction near the limit that failed before its seal: the later requests that need one fail with its error.
     let foldError: unknown;
@@ -778,7 +783,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             throw error;
           }
           estimateExact = true;
-          manifestEstimate = this.manifestBytes + batchGrowth;
+          manifestEstimate = this.manifestBytes + MAX_GENERATION_DIGITS + batchGrowth;
         }
         if (growth > 0 && manifestEstimate + growth > MAX_MANIFEST_BYTES) throw commitTooLarge(request.kind, manifestEstimate + growth, request.items);
         manifestEstimate += growth;

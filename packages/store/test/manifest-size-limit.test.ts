@@ -185,6 +185,48 @@ describe('MAX_MANIFEST_BYTES on the writing side', () => {
     await store.close();
   });
 
+  // Found in review: the estimate measured the manifest at this generation, and the compaction
+  // writes the next one, whose number may be a digit longer (9 -> 10): an add accepted at exactly
+  // the limit then made every compaction SIZE_INVALID.
+  it('allows for a longer generation number: an add accepted at generation 9 still folds at 10', async () => {
+    limit.bytes = 1024 * 1024;
+    const toGeneration9 = async (root: string) => {
+      const store = await openCacheStore(root, { create: true, compactOnClose: false });
+      for (let i = 0; store.generation < 9; i++) {
+        await store.addEntries([toInput(makeTensor([64], 100 + i), `t${i}`)]);
+        await store.compact();
+      }
+      return store;
+    };
+    // The size of the manifest at generation 10 with one more entry: measured on a scratch cache.
+    const scratchRoot = await makeTempDir();
+    const scratch = await toGeneration9(scratchRoot);
+    await scratch.addEntries([toInput(makeTensor([64], 999), 'last')]);
+    await scratch.compact();
+    const atTen = (await readFile(join(scratchRoot, 'manifest.json'))).length;
+    await scratch.close();
+
+    const root = await makeTempDir();
+    const store = await toGeneration9(root);
+    expect(store.generation).toBe(9);
+    for (const bytes of [atTen - 1, atTen, atTen + 32]) {
+      limit.bytes = bytes;
+      const refused = await store.addEntries([toInput(makeTensor([64], 999), 'last')]).then(
+        () => undefined,
+        (error: unknown) => error as { code?: string },
+      );
+      if (refused !== undefined) {
+        expect(refused.code, `limit ${bytes}`).toBe('SIZE_INVALID');
+        continue;
+      }
+      await store.compact(); // every add the estimate accepts folds
+      expect((await readFile(join(root, 'manifest.json'))).length).toBeLessThanOrEqual(bytes);
+      break;
+    }
+    expect(store.generation).toBe(10);
+    await store.close();
+  });
+
   it("counts another writer's journalled adds too (read by catch-up)", async () => {
     limit.bytes = 64 * 1024;
     const root = await makeTempDir();
