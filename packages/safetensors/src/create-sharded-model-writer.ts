@@ -267,6 +267,8 @@ interface CommitPlan {
 
 interface CommitProgress {
   changed: boolean;
+  /** Whether an old file was removed (the message says so only then). */
+  removedOld?: boolean;
   /** The old files to remove, fixed at the first attempt (the old index goes during it). */
   doomed?: string[];
   /** How many staged shards are in place. */
@@ -291,10 +293,10 @@ async function commitModel(plan: CommitPlan, progress: CommitProgress): Promise<
     progress.doomed ??= await refuseOtherModelFiles(root, prefix, indexPath);
     for (const name of progress.doomed) {
       await commitStepObserver?.(`remove-shard ${name}`);
-      if (await unlinkIfPresent(join(root, name))) progress.changed = true;
+      if (await unlinkIfPresent(join(root, name))) progress.changed = progress.removedOld = true;
     }
     await commitStepObserver?.('remove-index');
-    if (await unlinkIfPresent(indexPath)) progress.changed = true;
+    if (await unlinkIfPresent(indexPath)) progress.changed = progress.removedOld = true;
     await syncDirectory(root);
   }
   for (; progress.renamed < stagedPaths.length; progress.renamed += 1) {
@@ -326,10 +328,14 @@ async function rollForward(plan: CommitPlan, progress: CommitProgress, firstErro
   const staged = stagedPaths.slice(progress.renamed).map((temporaryPath, i) => ({ temporaryPath, path: shardPaths[progress.renamed + i] as string }));
   const reason = lastError instanceof Error ? lastError.message : quoteValue(lastError);
   const list = staged.map(({ temporaryPath, path }) => `${temporaryPath} -> ${path}`).join(', ');
+  const removed = progress.removedOld === true ? 'the old model was removed and ' : '';
+  const where =
+    staged.length > 0
+      ? `${removed}the new one could not be put in place (${reason}); its staged shards, the only copy of them, are kept: ${list}; `
+      : `${removed}every new shard is in place, but (${reason}) `;
   throw new SafetensorsError(
     'WRITE_INCOMPLETE',
-    `the model is incomplete: the old model was removed and the new one could not be put in place (${reason}); ` +
-      `${staged.length > 0 ? `its staged shards, the only copy of them, are kept: ${list}; ` : ''}the index ${indexPath} was not written: write the model again (its temp files are not removed)`,
+    `the model is incomplete: ${where}the index ${indexPath} was not written: write the model again${staged.length > 0 ? ' (its temp files are not removed)' : ''}`,
     { file: root, staged, cause: lastError },
   );
 }

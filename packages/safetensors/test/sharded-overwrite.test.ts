@@ -141,6 +141,23 @@ describe('overwriting a sharded model', () => {
     });
   });
 
+  // WRITE_INCOMPLETE said "the old model was removed" in an empty directory, and "could not be put
+  // in place" when only the index was missing.
+  it('WRITE_INCOMPLETE says what is so: no old model to remove; every shard in place but the index', async () => {
+    await withTempDir(async (dir) => {
+      setCommitStepObserver((step) => {
+        if (step === 'write-index') throw Object.assign(new Error('no space (simulated)'), { code: 'ENOSPC' });
+      });
+      const error = await catchErrorAsync(() => writeShardedModel(dir, tensors(2), { maxShardBytes: 4 }));
+      setCommitStepObserver(undefined);
+      expectCode(error, 'WRITE_INCOMPLETE');
+      expect((error as { staged?: unknown[] }).staged).toEqual([]);
+      expect(error.message).not.toContain('old model');
+      expect(error.message).toContain('every new shard is in place, but');
+      expect(await observe(dir)).toBe('new');
+    });
+  });
+
   it('a one-off failure after the old shards went rolls forward: the new model is written', async () => {
     await withTempDir(async (dir) => {
       await writeShardedModel(dir, tensors(1), { maxShardBytes: 4 });

@@ -77,6 +77,23 @@ describe('writers give typed errors naming the target', () => {
     });
   });
 
+  // Node's refusal of a path argument (ERR_INVALID_ARG_VALUE, a TypeError with a string code) was
+  // reported as IO_ERROR "file system error ERR_INVALID_ARG_VALUE".
+  it("a NUL byte in a path is INVALID_ARGUMENT naming it, not a file system error", async () => {
+    await withTempDir(async (dir) => {
+      const tensorsToWrite = [{ name: 'a', dtype: 'U8' as const, shape: [1], data: new Uint8Array(1) }];
+      for (const write of [
+        () => writeShardedModel(join(dir, 'a\0b'), tensorsToWrite, { maxShardBytes: 4 }),
+        () => writeSafetensorsFile(join(dir, 'a\0b.safetensors'), tensorsToWrite),
+      ]) {
+        const error = await catchErrorAsync(write);
+        expectCode(error, 'INVALID_ARGUMENT');
+        expect(error.message).toMatch(/null bytes|NUL/);
+      }
+      expect(await readdir(dir)).toEqual([]);
+    });
+  });
+
   it('a ByteSource whose list() returns no array is INVALID_ARGUMENT', async () => {
     const source: ByteSource = { url: 'mem://m/', list: async () => null as never, open: async () => undefined };
     const error = await catchErrorAsync(() => openSafetensorsModel({ source }));
