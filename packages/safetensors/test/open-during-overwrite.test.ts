@@ -1,3 +1,4 @@
+import type * as fs from 'node:fs';
 import type { BigIntStats } from 'node:fs';
 import * as fsPromises from 'node:fs/promises';
 import { join } from 'node:path';
@@ -26,6 +27,17 @@ vi.mock('node:fs/promises', async (importOriginal) => {
     stat: async (path: string, ...rest: unknown[]) => {
       const stats = await (actual.stat as (...args: unknown[]) => Promise<unknown>)(path, ...rest);
       return alterStat !== undefined && typeof (stats as { dev?: unknown }).dev === 'bigint' ? alterStat(String(path), stats as BigIntStats) : stats;
+    },
+  };
+});
+// The final in-place check stats synchronously.
+vi.mock('node:fs', async (importOriginal) => {
+  const actual = await importOriginal<typeof fs>();
+  return {
+    ...actual,
+    statSync: (path: string, ...rest: unknown[]) => {
+      const stats = (actual.statSync as (...args: unknown[]) => unknown)(path, ...rest);
+      return alterStat !== undefined && typeof (stats as { dev?: unknown } | undefined)?.dev === 'bigint' ? alterStat(String(path), stats as BigIntStats) : stats;
     },
   };
 });
