@@ -287,7 +287,7 @@ describe('header serialization', () => {
       ['{"a":{"dtype":"U8","shape":[2,2e0],"data_offsets":[0,4]}}', 'TENSOR_INVALID_SHAPE'],
       ['{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4E0]}}', 'TENSOR_INVALID_OFFSETS'],
       ['{"__metadata__":{"v":"1.0"},"a.1e5":{"data_offsets":[0.0,4],"dtype":"U8","shape":[4]}}', 'TENSOR_INVALID_OFFSETS'],
-      // -0: serde_json reads it as a float, JSON.parse as 0 (accepted until 2026-12-07).
+      // -0: serde_json reads it as a float, JSON.parse as 0 (accepted until 2026-12-06).
       ['{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,4]}}', 'TENSOR_INVALID_SHAPE'],
       ['{"a":{"dtype":"U8","shape":[4,-0],"data_offsets":[0,0]}}', 'TENSOR_INVALID_SHAPE'],
       ['{"a":{"dtype":"U8","shape":[4],"data_offsets":[-0,4]}}', 'TENSOR_INVALID_OFFSETS'],
