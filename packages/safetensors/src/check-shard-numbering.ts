@@ -4,6 +4,11 @@ import { quoteValue } from './quote-value.js';
 /** Hugging Face shard naming: `<prefix>-NNNNN-of-MMMMM.safetensors`. */
 const NUMBERED_SHARD = /^(.+)-(\d+)-of-(\d+)\.safetensors$/;
 
+/** The prefix of a numbered shard's name (`model` of `model-00001-of-00003.safetensors`), or undefined for another name. */
+export function numberedShardPrefix(name: string): string | undefined {
+  return NUMBERED_SHARD.exec(name)?.[1];
+}
+
 /**
  * Rule 20b, for a directory (or source) without index: its numbered shards must form complete
  * sets, every NNNNN from 1 to MMMMM and one MMMMM per prefix. A sharded write replaced, aborted or

@@ -9,6 +9,7 @@ import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
 import { MAX_INDEX_BYTES } from './limits.js';
 import { checkShardName, parseSafetensorsIndex } from './parse-safetensors-index.js';
+import { numberedShardPrefix } from './check-shard-numbering.js';
 import { quoteValue } from './quote-value.js';
 import { rethrowIo } from './rethrow-io.js';
 import { checkTensorSpecs } from './check-tensor-specs.js';
@@ -254,7 +255,6 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   };
 }
 
-/** How far a commit went, so that a retry resumes it: `changed` once the directory no longer holds the old model whole. */
 /** What a commit puts in place: staged shard i goes to shardPaths[i], then the index. */
 interface CommitPlan {
   root: string;
@@ -265,6 +265,7 @@ interface CommitPlan {
   indexBytes: Uint8Array;
 }
 
+/** How far a commit went, so that a retry resumes it: `changed` once the directory no longer holds the old model whole. */
 interface CommitProgress {
   changed: boolean;
   /** Whether an old file was removed (the message says so only then). */
@@ -358,9 +359,8 @@ async function refuseOtherModelFiles(root: string, prefix: string, indexPath: st
   }
   const indexName = basename(indexPath);
   const replaced = new Set<string>(names.includes(indexName) ? await readOldIndexShardNames(indexPath) : []);
-  const numbered = new RegExp(`^${escapeRegExp(prefix)}-\\d+-of-\\d+\\.safetensors$`);
   for (const name of names) {
-    if (numbered.test(name)) replaced.add(name);
+    if (numberedShardPrefix(name) === prefix) replaced.add(name);
     else if (name !== indexName && !replaced.has(name) && (name.endsWith('.safetensors') || name.endsWith('.safetensors.index.json'))) {
       throw new SafetensorsError(
         'WRITE_OTHER_MODEL_FILE',
@@ -399,10 +399,6 @@ async function unlinkIfPresent(path: string): Promise<boolean> {
     if ((error as NodeJS.ErrnoException)?.code !== 'ENOENT') throw error;
     return false;
   }
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 /**
