@@ -33,13 +33,8 @@ export async function createKernels(options: CreateKernelsOptions = {}): Promise
 export { ADAPTER_REQUEST_TIMEOUT_MS, installNodeWebGpu, type NodeWebGpuStatus } from './install-node-webgpu.js';
 export { defaultChecksumThreads } from './create-checksum-worker.js';
 export { MAX_CHECKSUM_THREADS } from './create-webgpu-decoder.js';
-export {
-  createWorkerDecoder,
-  DEFAULT_MIN_PARALLEL_ELEMENTS,
-  MAX_WORKER_THREADS,
-  type WorkerDecoder,
-  type WorkerDecoderOptions,
-} from './create-worker-decoder.js';
+// createWorkerDecoder and its constants and types: the ./worker-decoder subpath's list, kept in one place.
+export * from './worker-decoder-entry.js';
 export { KernelsError, isKernelsError, type KernelsErrorCode } from './errors.js';
 export { pickBackend, candidateBackends, MEASURED_THROUGHPUT, type Operation, type Platform, type ThroughputRow } from './auto-rule.js';
 export { LAUNCH_MAX_ELEMENTS } from './kernel-sources.js';
