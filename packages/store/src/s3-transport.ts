@@ -1,6 +1,4 @@
 import { createHash } from 'node:crypto';
-import { Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -273,8 +271,8 @@ export function createS3Client(sdk: S3Sdk, options: S3StoreOptions, settings: Re
     requestHandler: new sdk.http.NodeHttpHandler({
       connectionTimeout: connectTimeoutMs,
       socketTimeout: requestTimeoutMs,
-      httpAgent: new HttpAgent(agentOptions),
-      httpsAgent: new HttpsAgent(agentOptions),
+      httpAgent: new sdk.agents.HttpAgent(agentOptions),
+      httpsAgent: new sdk.agents.HttpsAgent(agentOptions),
     }),
   });
 }

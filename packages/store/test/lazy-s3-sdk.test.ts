@@ -52,6 +52,21 @@ describe('the AWS SDK loads on first S3 use only', () => {
     }
   });
 
+  it("a local cache session loads neither node:http nor node:https (~25 ms of every start-up, the S3 transport's agents alone needed them)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'splitzip-lazy-sdk-'));
+    try {
+      const { status, stdout, stderr } = runChild(`
+        const cache = await store.openCacheStore(${JSON.stringify(join(dir, 'cache'))}, { create: true });
+        await cache.close();
+        console.log(JSON.stringify(process.moduleLoadList.filter((name) => /^NativeModule (http|https)$/.test(name))));`);
+      expect(stderr).toBe('');
+      expect(status).toBe(0);
+      expect(JSON.parse(stdout.trim())).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('an s3:// cache without a loadable SDK fails with a typed S3_ERROR', () => {
     const { status, stdout, stderr } = runChild(`
       try { await store.openCacheStore('s3://bucket/prefix'); console.log('opened'); }
