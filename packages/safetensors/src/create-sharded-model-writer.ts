@@ -4,6 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
+import { buildCommitRecord, commitRecordNameFor, findCommitRecordNames, markCommitInFlight, newWriterId, serializeCommitRecord } from './commit-record.js';
 import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
@@ -50,7 +51,8 @@ export interface ShardedModelWriter {
   /**
    * Stages the last shards, then replaces the directory's model: old shards and index removed, the
    * new shards renamed into place, the index written last (see commitModel). A failure once an old
-   * file is gone is retried; WRITE_INCOMPLETE where that fails (the staged shards are kept).
+   * file is gone is retried; WRITE_INCOMPLETE where that fails (the staged shards and the commit
+   * record are kept: resumeShardedModelWrite() finishes the commit).
    */
   close(): Promise<ShardedModelResult>;
   /**
@@ -102,6 +104,11 @@ export function setCommitStepObserver(observer: ((step: string) => Promise<void>
   commitStepObserver = observer;
 }
 
+/** Calls the test seam's observer (the writer's commit and resumeShardedModelWrite's steps). */
+export async function observeCommitStep(step: string): Promise<void> {
+  await commitStepObserver?.(step);
+}
+
 /**
  * Starts writing a sharded model into `dir` (created if missing): shards per planShards(), each
  * written to a hidden temp name and fsynced; close() then replaces whatever model the directory
@@ -126,7 +133,10 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   const indexPath = join(root, checkFileNameOption(options.indexFileName ?? 'model.safetensors.index.json', 'indexFileName'));
   // Every shard's header and the index are checked before anything is written: a bad name or
   // metadata in shard 2 was found only once shard 1 was on disk, and bad indexMetadata after commit.
-  for (const [i, shard] of shards.entries()) serializeSafetensorsHeader(shard.tensors, options.shardMetadata ?? null, shardPaths[i]);
+  const shardFileBytes = shards.map((shard, i) => {
+    const header = serializeSafetensorsHeader(shard.tensors, options.shardMetadata ?? null, shardPaths[i]);
+    return header.dataStartBytes + header.dataBytes;
+  });
   const indexBytes = new TextEncoder().encode(formatIndex(shards, totalBytes, checkIndexMetadata(options.indexMetadata, indexPath)));
   if (indexBytes.length > MAX_INDEX_BYTES) {
     throw new SafetensorsError('INDEX_TOO_LARGE', `index would have ${indexBytes.length} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
@@ -143,6 +153,8 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   let writer: SafetensorsWriter | undefined;
   let state: 'open' | 'closed' | 'aborted' = 'open';
   const progress: CommitProgress = { changed: false, renamed: 0 };
+  const recordPath = join(root, commitRecordNameFor(basename(indexPath)));
+  const writerId = newWriterId();
 
   // Once abort() was called (or a call failed) the work in flight stops at its next step.
   const checkOpen = (): void => {
@@ -166,6 +178,11 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
       // Past the commit's point of no return the staged shards may be the only copy of any model.
       if (progress.changed) return;
       await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
+      // Written before the first old file is removed: with the old model whole, it goes with the temps.
+      if (progress.recorded === true) {
+        await unlink(recordPath).catch(() => undefined);
+        await syncDirectory(root).catch(() => undefined);
+      }
     })());
   let inFlight: Promise<unknown> | undefined;
   const abort = async (): Promise<void> => {
@@ -242,12 +259,18 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
           });
         }
         checkOpen();
-        const plan: CommitPlan = { root, prefix, stagedPaths, shardPaths, indexPath, indexBytes };
-        await commitModel(plan, progress).catch(async (error: unknown) => {
-          // Before the first old file went, the old model is whole: abort() removes the temps.
-          if (!progress.changed) throw error;
-          await rollForward(plan, progress, error);
-        });
+        const plan: CommitPlan = { root, prefix, stagedPaths, shardPaths, shardFileBytes, indexPath, indexBytes, recordPath, writerId };
+        // While this commit runs, resumeShardedModelWrite() in this process takes its record for a live writer's.
+        markCommitInFlight(writerId, true);
+        try {
+          await commitModel(plan, progress).catch(async (error: unknown) => {
+            // Before the first old file went, the old model is whole: abort() removes the temps.
+            if (!progress.changed) throw error;
+            await rollForward(plan, progress, error);
+          });
+        } finally {
+          markCommitInFlight(writerId, false);
+        }
         state = 'closed';
         return { indexPath, shardPaths };
       }),
@@ -261,8 +284,13 @@ interface CommitPlan {
   prefix: string;
   stagedPaths: readonly string[];
   shardPaths: readonly string[];
+  /** Each staged shard's file size (header and data), for the commit record. */
+  shardFileBytes: readonly number[];
   indexPath: string;
   indexBytes: Uint8Array;
+  /** The commit record (`.<index name>.commit`) and the writer's id in it. */
+  recordPath: string;
+  writerId: string;
 }
 
 /** How far a commit went, so that a retry resumes it: `changed` once the directory no longer holds the old model whole. */
@@ -274,6 +302,10 @@ interface CommitProgress {
   doomed?: string[];
   /** How many staged shards are in place. */
   renamed: number;
+  /** Whether the commit record was written (before the first old file is removed). */
+  recorded?: boolean;
+  /** Whether the new index was written (only the record's removal left). */
+  indexWritten?: boolean;
 }
 
 /** Attempts of the commit after a failure past its point of no return, before WRITE_INCOMPLETE. */
@@ -285,13 +317,28 @@ const ROLL_FORWARD_ATTEMPTS = 2;
  * (those the old index names, and every `<prefix>-NNNNN-of-MMMMM.safetensors`) while the old index
  * still names them (INDEX_SHARD_MISSING), then the old index; the new shards are renamed in order, so
  * until the last one the numbered set is incomplete (rule 20b, SHARD_SET_INCOMPLETE); the index is
- * written last. Resumable: a second call with the same `progress` goes on where the first failed.
+ * written last. Before the first old file goes, a commit record (`.<index name>.commit`: the old
+ * files, each staged shard's temp and final name and size, the new index) is written atomically;
+ * it is removed once the index is in place: a process killed in between leaves it, and
+ * resumeShardedModelWrite() finishes the commit from it. Resumable: a second call with the same
+ * `progress` goes on where the first failed.
  */
 async function commitModel(plan: CommitPlan, progress: CommitProgress): Promise<void> {
-  const { root, prefix, stagedPaths, shardPaths, indexPath, indexBytes } = plan;
+  const { root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, recordPath } = plan;
   if (progress.renamed === 0) {
     // Checked again here, before anything is removed: such a file may have come since the start.
     progress.doomed ??= await refuseOtherModelFiles(root, prefix, indexPath);
+    if (progress.recorded !== true) {
+      const record = buildCommitRecord({
+        writerId: plan.writerId,
+        indexFileName: basename(indexPath),
+        remove: progress.doomed,
+        shards: stagedPaths.map((path, i) => ({ staged: basename(path), name: basename(shardPaths[i] as string), bytes: plan.shardFileBytes[i] as number })),
+        indexBytes,
+      });
+      await writeFileAtomic(recordPath, serializeCommitRecord(record, recordPath));
+      progress.recorded = true;
+    }
     for (const name of progress.doomed) {
       await commitStepObserver?.(`remove-shard ${name}`);
       if (await unlinkIfPresent(join(root, name))) progress.changed = progress.removedOld = true;
@@ -308,6 +355,10 @@ async function commitModel(plan: CommitPlan, progress: CommitProgress): Promise<
   await syncDirectory(root);
   await commitStepObserver?.('write-index');
   await writeFileAtomic(indexPath, indexBytes);
+  progress.indexWritten = true;
+  await commitStepObserver?.('remove-commit-record');
+  await unlinkIfPresent(recordPath);
+  await syncDirectory(root);
 }
 
 /**
@@ -329,6 +380,10 @@ async function rollForward(plan: CommitPlan, progress: CommitProgress, firstErro
   const staged = stagedPaths.slice(progress.renamed).map((temporaryPath, i) => ({ temporaryPath, path: shardPaths[progress.renamed + i] as string }));
   const reason = lastError instanceof Error ? lastError.message : quoteValue(lastError);
   const list = staged.map(({ temporaryPath, path }) => `${temporaryPath} -> ${path}`).join(', ');
+  const resume = `resumeShardedModelWrite(${quoteValue(root)}) finishes the commit from its record ${plan.recordPath}`;
+  if (progress.indexWritten === true) {
+    throw new SafetensorsError('WRITE_INCOMPLETE', `the new model is in place, but its commit record could not be removed (${reason}): ${resume}`, { file: root, staged, cause: lastError });
+  }
   const removed = progress.removedOld === true ? 'the old model was removed and ' : '';
   const where =
     staged.length > 0
@@ -336,7 +391,7 @@ async function rollForward(plan: CommitPlan, progress: CommitProgress, firstErro
       : `${removed}every new shard is in place, but (${reason}) `;
   throw new SafetensorsError(
     'WRITE_INCOMPLETE',
-    `the model is incomplete: ${where}the index ${indexPath} was not written: write the model again${staged.length > 0 ? ' (its temp files are not removed)' : ''}`,
+    `the model is incomplete: ${where}the index ${indexPath} was not written: ${resume}, or write the model again${staged.length > 0 ? ' (its temp files are not removed)' : ''}`,
     { file: root, staged, cause: lastError },
   );
 }
@@ -358,6 +413,14 @@ async function refuseOtherModelFiles(root: string, prefix: string, indexPath: st
     return rethrowIo(error, root);
   }
   const indexName = basename(indexPath);
+  const [record] = findCommitRecordNames(names);
+  if (record !== undefined) {
+    throw new SafetensorsError(
+      'WRITE_COMMIT_PENDING',
+      `the directory holds the commit record ${quoteValue(record)} of a sharded write interrupted during its commit (or committing now): finish it with resumeShardedModelWrite(${quoteValue(root)}) (or remove that write's files) first`,
+      { file: join(root, record) },
+    );
+  }
   const replaced = new Set<string>(names.includes(indexName) ? await readOldIndexShardNames(indexPath) : []);
   for (const name of names) {
     if (numberedShardPrefix(name) === prefix) replaced.add(name);
@@ -391,7 +454,7 @@ async function readOldIndexShardNames(indexPath: string): Promise<string[]> {
 }
 
 /** true when it removed the file, false when there was none. */
-async function unlinkIfPresent(path: string): Promise<boolean> {
+export async function unlinkIfPresent(path: string): Promise<boolean> {
   try {
     await unlink(path);
     return true;
@@ -405,7 +468,7 @@ async function unlinkIfPresent(path: string): Promise<boolean> {
  * shardNamePrefix and indexFileName name files in the model directory: one plain segment (rules
  * 17-18b, and no `/`); '../esc' wrote outside it.
  */
-function checkFileNameOption(value: unknown, option: string): string {
+export function checkFileNameOption(value: unknown, option: string): string {
   let reason: string | undefined;
   if (typeof value !== 'string') reason = `is ${quoteValue(value)}, not a string`;
   else if (value.includes('/')) reason = 'has a /';

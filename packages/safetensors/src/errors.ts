@@ -71,7 +71,21 @@ export type SafetensorsErrorCode =
    * only copy of them) and their final names.
    */
   | 'WRITE_INCOMPLETE'
-  | 'WRITER_CLOSED';
+  | 'WRITER_CLOSED'
+  /**
+   * A sharded writer's directory holds a commit record (`.<index name>.commit`): a write was
+   * interrupted during its commit (or is committing now); resumeShardedModelWrite() finishes it.
+   */
+  | 'WRITE_COMMIT_PENDING'
+  // resuming an interrupted commit (resumeShardedModelWrite)
+  /** The directory holds no commit record: nothing to resume. */
+  | 'COMMIT_RECORD_MISSING'
+  /** The commit record is damaged (too large, not JSON, a field out of its rules, named in `key`): nothing was changed. */
+  | 'COMMIT_RECORD_INVALID'
+  /** The record's writer still runs on this host (its pid is alive): it may be committing now. */
+  | 'COMMIT_IN_PROGRESS'
+  /** A staged shard is neither under its temp name nor in place with its recorded size: nothing was changed. */
+  | 'COMMIT_SHARD_MISSING';
 
 /** Byte positions involved in a failure. Header-relative unless the name says otherwise. */
 export interface SafetensorsErrorOffsets {

@@ -10,7 +10,8 @@ export {
   type ShardedModelResult,
   type ShardedModelWriter,
 } from './create-sharded-model-writer.js';
-export { MAX_BUFFER_BYTES } from './node-limits.js';
+export { MAX_BUFFER_BYTES, MAX_COMMIT_RECORD_BYTES } from './node-limits.js';
+export { resumeShardedModelWrite, type ResumeShardedModelWriteOptions } from './resume-sharded-model-write.js';
 export { iterateTensors, type IterateTensorsOptions, type TensorWithBytes } from './iterate-tensors.js';
 export { openSafetensorsModel, type ByteSource, type ByteSourceObject, type OpenFromSourceOptions } from './open-safetensors-model.js';
 export { isSameFileContentStamp, isSameFileIgnoringCtime, parseFileStamp, readFileStamp, type FileStampFields } from './file-stamp.js';

@@ -7,3 +7,9 @@ import { constants } from 'node:buffer';
  * (node:buffer): it stays out of ./limits.js, which the browser-safe ./header entry reaches.
  */
 export const MAX_BUFFER_BYTES: number = constants.MAX_LENGTH;
+
+/**
+ * Largest sharded-write commit record read (`.<index name>.commit`): it holds the new index's text
+ * (at most MAX_INDEX_BYTES, up to twice that once escaped as a JSON string) and a few names per shard.
+ */
+export const MAX_COMMIT_RECORD_BYTES = 256_000_000;

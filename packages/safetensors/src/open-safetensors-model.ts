@@ -3,6 +3,7 @@ import { constants, fstatSync, readSync, statSync, type BigIntStats } from 'node
 import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { checkShardNumbering } from './check-shard-numbering.js';
+import { listCommitRecords } from './commit-record.js';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp, isSameFileContentStamp, isSameFileIgnoringCtime } from './file-stamp.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_OBJECT_STAMP_CHARS, MAX_READ_CHUNK_BYTES, OBJECT_STAMP_PREFIX, STAMP_CHECK_INTERVAL_MS } from './limits.js';
@@ -103,6 +104,37 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
   if (typeof path === 'object' && path !== null) return openSourceModel(path);
   if (typeof path !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', 'a model is a path or { source }');
   const absolute = resolve(path);
+  try {
+    return await openModelAtPath(absolute);
+  } catch (error) {
+    throw await explainInterruptedCommit(error, absolute);
+  }
+}
+
+/** The codes a directory gives while a sharded writer commits (or once one was killed doing so). */
+const COMMIT_STATE_CODES: ReadonlySet<string> = new Set(['INDEX_SHARD_MISSING', 'SHARD_SET_INCOMPLETE', 'NOT_SAFETENSORS', 'PATH_NOT_FOUND', 'SHARD_CHANGED']);
+
+/**
+ * A failed open of a directory (or of a file in it) that holds a sharded writer's commit record: the
+ * message (same code) says a write was interrupted during its commit, or is committing now, and
+ * names resumeShardedModelWrite. Looked for only here, on the failure path.
+ */
+async function explainInterruptedCommit(error: unknown, absolute: string): Promise<unknown> {
+  if (!(error instanceof SafetensorsError) || !COMMIT_STATE_CODES.has(error.code)) return error;
+  // A missing path is a file of the directory above it (a removed index) only where it is named like one.
+  const named = absolute.endsWith('.json') || absolute.endsWith(SHARD_SUFFIX);
+  const dir = await stat(absolute).then(
+    (info) => (info.isDirectory() ? absolute : dirname(absolute)),
+    () => (named ? dirname(absolute) : undefined),
+  );
+  if (dir === undefined) return error;
+  const [record] = await listCommitRecords(dir);
+  if (record === undefined) return error;
+  error.message += `; the directory holds ${quoteValue(record)}: a sharded write into it was interrupted during its commit (or is committing now): resumeShardedModelWrite(${quoteValue(dir)}) finishes it`;
+  return error;
+}
+
+async function openModelAtPath(absolute: string): Promise<SafetensorsModel> {
   const info = await statOrThrow(absolute);
   if (info.isDirectory()) {
     const names = await readdir(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));

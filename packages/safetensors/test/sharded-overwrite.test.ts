@@ -94,7 +94,9 @@ describe('overwriting a sharded model', () => {
         for (const line of seen) expect(line).toMatch(/: (old|new|refused [A-Z_]+)$/);
         // Before anything is removed, the old model; after the last rename, the new one.
         expect(seen[0]).toMatch(/: old$/);
-        expect(seen.at(-1)).toMatch(/^write-index: new$/);
+        // The index is written over the complete new numbered set; then the commit record goes.
+        expect(seen.at(-2)).toMatch(/^write-index: new$/);
+        expect(seen.at(-1)).toMatch(/^remove-commit-record: new$/);
 
         // A failure at step k: before the first old file is removed, the write fails and the old
         // model stays; after it, the commit rolls forward and the new model is in place. No temp left.

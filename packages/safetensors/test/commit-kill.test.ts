@@ -1,0 +1,100 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { readFile, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { isSafetensorsError, openSafetensorsModel, readTensorBytes, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const worker = join(here, 'fixtures', 'commit-kill-worker.mjs');
+const names = ['a', 'b', 'c'];
+const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
+
+beforeAll(() => {
+  if (!existsSync(join(here, '..', 'dist', 'index.js'))) throw new Error('build the package first (pnpm turbo run build --filter @splitzip/safetensors)');
+});
+
+/** Runs the worker (an overwrite of `root` with the new model); with `stopAt`, SIGKILLs it before its commit's operation `stopAt`. */
+function runWorker(root: string, stopAt: number, maxShardBytes: number): Promise<{ ops: string[]; signal: NodeJS.Signals | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [worker, root, String(stopAt), String(maxShardBytes)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (stdout.split('\n').some((line) => line.startsWith(`op ${stopAt} `))) child.kill('SIGKILL');
+    });
+    child.on('error', reject);
+    child.on('exit', (_code, signal) => resolve({ ops: stdout.split('\n').filter((line) => line.startsWith('op ')), signal, stderr }));
+  });
+}
+
+async function snapshot(dir: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const name of (await readdir(dir)).sort()) out[name] = (await readFile(join(dir, name))).toString('hex');
+  return out;
+}
+
+/** The fill of every tensor byte a reader finds ('old' 1, 'new' 2), or the error's message. */
+async function observe(root: string): Promise<string> {
+  let model;
+  try {
+    model = await openSafetensorsModel(root);
+  } catch (error) {
+    if (isSafetensorsError(error)) return error.message;
+    throw error;
+  }
+  try {
+    const fills = new Set<number>();
+    for (const tensor of model.tensors) for (const byte of await readTensorBytes(model, tensor)) fills.add(byte);
+    return fills.size === 1 && model.tensors.length === 3 ? (fills.has(1) ? 'old' : 'new') : 'MIXED';
+  } finally {
+    await model.close();
+  }
+}
+
+describe('a sharded writer killed (SIGKILL) during its commit', () => {
+  it('leaves a directory that resumeShardedModelWrite() finishes, byte for byte, at every operation of the commit', async () => {
+    await withTempDir(async (dir) => {
+      const reference = join(dir, 'reference');
+      await writeShardedModel(reference, tensors(2), { maxShardBytes: 8 });
+      const expected = await snapshot(reference);
+      const root = join(dir, 'm');
+      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+      const full = await runWorker(root, -1, 8);
+      expect(full.stderr).toBe('');
+      expect(await snapshot(root)).toEqual(expected);
+      // op 0 puts the commit record in place; then old shards and index go, new shards come, the index, the record goes.
+      expect(full.ops[0]).toMatch(/^op 0 rename \.\.model\.safetensors\.index\.json\.commit\.tmp-/);
+      expect(full.ops.at(-1)).toMatch(/ unlink \.model\.safetensors\.index\.json\.commit$/);
+      let refused = 0;
+      for (let stopAt = 0; stopAt < full.ops.length; stopAt += 1) {
+        await rm(root, { recursive: true, force: true });
+        await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+        const run = await runWorker(root, stopAt, 8);
+        expect(run.signal, full.ops[stopAt]).toBe('SIGKILL');
+        const seen = await observe(root);
+        if (stopAt === 0) {
+          // Killed before its record was in place: the old model is whole, there is nothing to resume.
+          expect(seen).toBe('old');
+          expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root)), 'COMMIT_RECORD_MISSING');
+          continue;
+        }
+        if (seen !== 'old' && seen !== 'new') {
+          expect(seen, full.ops[stopAt]).toContain(`resumeShardedModelWrite("${root}") finishes it`);
+          refused += 1;
+        }
+        // The killed writer's pid is dead: no option needed.
+        await resumeShardedModelWrite(root);
+        // Every file as an uninterrupted write leaves it, and nothing else (the killed writer's index temp removed).
+        expect(await snapshot(root), full.ops[stopAt]).toEqual(expected);
+        expect(await observe(root)).toBe('new');
+        expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root)), 'COMMIT_RECORD_MISSING');
+      }
+      expect(refused).toBeGreaterThan(2);
+    });
+  });
+});
