@@ -38,7 +38,7 @@ export function parseHeaderLengthPrefix(prefix: Uint8Array, context: HeaderConte
   const view = new DataView(prefix.buffer, prefix.byteOffset, HEADER_PREFIX_BYTES);
   const length = view.getBigUint64(0, true);
   if (length > BigInt(MAX_HEADER_BYTES)) {
-    throw new SafetensorsError('HEADER_TOO_LARGE', `header length ${length} exceeds MAX_HEADER_BYTES (${MAX_HEADER_BYTES})`, {
+    throw new SafetensorsError('HEADER_TOO_LARGE', `header length ${length} exceeds MAX_HEADER_BYTES (${MAX_HEADER_BYTES})${describeTextPrefix(prefix)}`, {
       file,
       offsets: { expected: MAX_HEADER_BYTES, actual: bigToNumber(length) },
     });
@@ -52,6 +52,28 @@ export function parseHeaderLengthPrefix(prefix: Uint8Array, context: HeaderConte
     });
   }
   return headerBytes;
+}
+
+/** Printable ASCII, tab, LF, CR: what a text file's first bytes are, and a length prefix's never are. */
+function isTextByte(byte: number): boolean {
+  return (byte >= 0x20 && byte < 0x7f) || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+}
+
+/**
+ * For HEADER_TOO_LARGE only (the rule and its order unchanged): 8 text bytes read as a length are
+ * always over MAX_HEADER_BYTES (the top byte is >= 0x09). A Git LFS pointer (`version https://git-lfs...`)
+ * or an HTML error page saved under a `.safetensors` name is the usual cause; the message says so.
+ */
+function describeTextPrefix(prefix: Uint8Array): string {
+  const first = prefix.subarray(0, HEADER_PREFIX_BYTES);
+  if (!first.every(isTextByte)) return '';
+  const text = String.fromCharCode(...first);
+  const guess = text.startsWith('version ')
+    ? 'a Git LFS pointer: run `git lfs pull` (or download the file itself)'
+    : text.trimStart().startsWith('<')
+      ? 'an HTML or error page saved in place of the file: download it again'
+      : 'a Git LFS pointer (run `git lfs pull`) or an HTML/error page (download it again)';
+  return `; the file starts with text (${quoteValue(text)}), not a safetensors length prefix: it looks like ${guess}`;
 }
 
 /**
@@ -153,7 +175,8 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
         offsets: { expected: dataBytes, actual: expected, position: dataStartBytes + expected },
       });
     }
-    throw new SafetensorsError('DATA_OUT_OF_BOUNDS', `tensors end at ${expected}, past the ${dataBytes}-byte data section`, {
+    // The header is whole (rules 1-15 held) but the data is short: the file was cut off.
+    throw new SafetensorsError('DATA_OUT_OF_BOUNDS', `tensors end at ${expected}, past the ${dataBytes}-byte data section: the file looks truncated (an interrupted download or copy?); fetch it again`, {
       file,
       ...lastContext,
       offsets: { ...(last ? { begin: last.dataOffsets[0], end: last.dataOffsets[1] } : {}), expected: dataBytes, actual: expected },
