@@ -4,6 +4,7 @@ import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises
 import { basename, dirname, resolve, sep } from 'node:path';
 import { checkShardNumbering } from './check-shard-numbering.js';
 import { listCommitRecords } from './commit-record.js';
+import { describeCandidateModels, describeSubdirectoryModels, isModelFileName } from './describe-model-tree.js';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp, isSameFileContentStamp, isSameFileIgnoringCtime } from './file-stamp.js';
 import { HEADER_PREFIX_BYTES, MAX_INDEX_BYTES, MAX_OBJECT_STAMP_CHARS, MAX_READ_CHUNK_BYTES, OBJECT_STAMP_PREFIX, STAMP_CHECK_INTERVAL_MS } from './limits.js';
@@ -18,6 +19,8 @@ import type { ParsedHeader, SafetensorsModel, SafetensorsShard, SliceKey, Tensor
 const INDEX_SUFFIX = '.safetensors.index.json';
 const DEFAULT_INDEX_NAME = 'model.safetensors.index.json';
 const SHARD_SUFFIX = '.safetensors';
+/** A diffusers pipeline's root file: each component (unet/, vae/, ...) is a model of its own. */
+const PIPELINE_INDEX_NAME = 'model_index.json';
 
 /**
  * O_NONBLOCK: a FIFO in place of an index or shard opens at once and then fails the regular-file
@@ -147,7 +150,8 @@ async function openModelAtPath(absolute: string): Promise<SafetensorsModel> {
     }
     const shardNames = names.filter((name) => name.endsWith(SHARD_SUFFIX)).sort();
     if (shardNames.length === 0) {
-      throw new SafetensorsError('NOT_SAFETENSORS', 'directory holds no .safetensors file and no index', { file: absolute });
+      const tree = describeSubdirectoryModels(await findSubdirectoryModels(absolute, names), names.includes(PIPELINE_INDEX_NAME));
+      throw new SafetensorsError('NOT_SAFETENSORS', `directory holds no .safetensors file and no index${tree}`, { file: absolute });
     }
     checkShardNumbering(shardNames, absolute);
     const rootReal = await realpath(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));
@@ -159,7 +163,13 @@ async function openModelAtPath(absolute: string): Promise<SafetensorsModel> {
     }
     const opened = await openShards(locations, 'shard');
     await checkStillInPlace(opened, undefined, absolute);
-    return buildModel(absolute, null, null, opened, null);
+    try {
+      return buildModel(absolute, null, null, opened, null);
+    } catch (error) {
+      const candidates = error instanceof SafetensorsError && error.code === 'DUPLICATE_TENSOR_NAME' ? describeCandidateModels(names) : undefined;
+      if (candidates !== undefined) (error as SafetensorsError).message += candidates;
+      throw error;
+    }
   }
   if (!info.isFile()) {
     throw new SafetensorsError('NOT_SAFETENSORS', 'path is neither a file nor a directory', { file: absolute });
@@ -168,6 +178,19 @@ async function openModelAtPath(absolute: string): Promise<SafetensorsModel> {
   const rootDir = dirname(absolute);
   const realPath = await realpath(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));
   return buildModel(rootDir, null, null, await openShards([{ name: basename(absolute), path: absolute, realPath }], 'shard'), null);
+}
+
+/**
+ * The subdirectories (one level down, links followed) of a directory that holds a model file
+ * (describeSubdirectoryModels): only on the failure path. One that cannot be read is left out.
+ */
+async function findSubdirectoryModels(absolute: string, names: readonly string[]): Promise<string[]> {
+  const found: string[] = [];
+  for (const name of names) {
+    const inner = await readdir(resolve(absolute, name)).catch(() => undefined);
+    if (inner?.some(isModelFileName)) found.push(name);
+  }
+  return found;
 }
 
 async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
@@ -261,7 +284,14 @@ async function openSourceModel(options: OpenFromSourceOptions): Promise<Safetens
       }
       shardNames = names.filter((name) => name.endsWith(SHARD_SUFFIX)).sort();
       if (indexName === undefined && shardNames.length === 0) {
-        throw new SafetensorsError('NOT_SAFETENSORS', 'source holds no .safetensors object and no index', { file: rootDir });
+        // One level down: `unet/x.safetensors` names the subdirectory `unet`.
+        const subdirectories = new Set<string>();
+        for (const name of listed as string[]) {
+          const parts = name.split('/');
+          if (parts.length === 2 && parts[0] !== '' && isModelFileName(parts[1] as string)) subdirectories.add(parts[0] as string);
+        }
+        const tree = describeSubdirectoryModels([...subdirectories], names.includes(PIPELINE_INDEX_NAME));
+        throw new SafetensorsError('NOT_SAFETENSORS', `source holds no .safetensors object and no index${tree}`, { file: rootDir });
       }
     }
     if (indexName === undefined) {
