@@ -225,6 +225,13 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
   return buildModel(rootDir, indexPath, index.metadata, opened, indexPath);
 }
 
+/**
+ * Rule 22's what-to-do: an index that disagrees with its shards is of another revision than they are
+ * (left from an earlier write or download), and which of them is right cannot be told from here.
+ */
+const INDEX_MISMATCH_ADVICE =
+  'the index does not describe its shards (an index and shards of two revisions of the model: one left from an earlier download or write): download the index and its shards again from one revision, or, where the shards are right, list the tensor in weight_map under ';
+
 /** Rules 22-23: weight_map and the shards' headers must agree exactly (closes the shards on failure). */
 async function checkIndexAgainstShards(index: ParsedIndex, opened: OpenedShard[], indexPath: string): Promise<void> {
   try {
@@ -236,7 +243,7 @@ async function checkIndexAgainstShards(index: ParsedIndex, opened: OpenedShard[]
         if (listed !== shard.name) {
           throw new SafetensorsError(
             'INDEX_TENSOR_UNLISTED',
-            listed === undefined ? `tensor of shard ${shard.name} is missing from weight_map` : `tensor of shard ${shard.name} is listed under shard ${listed}`,
+            `${listed === undefined ? `tensor of shard ${shard.name} is missing from weight_map` : `tensor of shard ${shard.name} is listed under shard ${listed}`}: ${INDEX_MISMATCH_ADVICE}${shard.name}`,
             { file: indexPath, tensor: tensor.name, offsets: { begin: tensor.dataOffsets[0], end: tensor.dataOffsets[1] } },
           );
         }

@@ -130,3 +130,20 @@ describe('directories that hold several models', () => {
     });
   });
 });
+
+describe('an index that omits a tensor its shard holds', () => {
+  it('INDEX_TENSOR_UNLISTED (rule 22, kept) says what to do', async () => {
+    await withTempDir(async (dir) => {
+      // One shard holding a and b; the index keeps naming the shard (through a).
+      const { indexPath } = await writeShardedModel(dir, tensors, { maxShardBytes: 16 });
+      const index = JSON.parse(await readFile(indexPath, 'utf8')) as { weight_map: Record<string, string> };
+      delete index.weight_map.b;
+      await writeFile(indexPath, JSON.stringify(index));
+      const error = await catchErrorAsync(() => openSafetensorsModel(dir));
+      expectCode(error, 'INDEX_TENSOR_UNLISTED');
+      expect(error.tensor).toBe('b');
+      expect(error.message).toContain('download the index and its shards again from one revision');
+      expect(error.message).toContain('list the tensor in weight_map under model-00001-of-00001.safetensors');
+    });
+  });
+});
