@@ -4,6 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
+import { checkRemovalsInside } from './check-removal-inside.js';
 import { buildCommitRecord, commitRecordNameFor, findCommitRecordNames, markCommitInFlight, newWriterId, serializeCommitRecord } from './commit-record.js';
 import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
@@ -402,7 +403,8 @@ async function rollForward(plan: CommitPlan, progress: CommitProgress, firstErro
  * other `*.safetensors` or `*.safetensors.index.json`: a stale `model.safetensors`, shards of another
  * prefix or an index of another name would stay beside the new model, and a reader (or HF
  * transformers, which prefers `model.safetensors`) would open them or a mix. Other files
- * (config.json, a tokenizer) are left alone. A missing directory holds nothing.
+ * (config.json, a tokenizer) are left alone. A missing directory holds nothing. INDEX_SHARD_OUTSIDE
+ * where an old shard's directory resolves outside the directory (checkRemovalsInside).
  */
 async function refuseOtherModelFiles(root: string, prefix: string, indexPath: string): Promise<string[]> {
   let names: string[];
@@ -432,6 +434,7 @@ async function refuseOtherModelFiles(root: string, prefix: string, indexPath: st
       );
     }
   }
+  await checkRemovalsInside(root, [...replaced], indexPath);
   return [...replaced];
 }
 

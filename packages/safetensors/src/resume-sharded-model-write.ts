@@ -1,6 +1,7 @@
 import { lstat, readdir, rename } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { syncDirectory, writeFileAtomic } from './atomic-file.js';
+import { checkRemovalsInside } from './check-removal-inside.js';
 import { commitRecordNameFor, isCommitWriterAlive, listCommitRecords, readCommitRecord } from './commit-record.js';
 import { checkFileNameOption, observeCommitStep, unlinkIfPresent, type ShardedModelResult } from './create-sharded-model-writer.js';
 import { SafetensorsError } from './errors.js';
@@ -57,7 +58,9 @@ export async function resumeShardedModelWrite(dir: string, options: ResumeSharde
   const indexPath = join(root, record.indexFileName);
   const shardPaths = record.shards.map((shard) => join(root, shard.name));
   try {
-    // Checked before anything changes: a shard whose temp is gone must be in place with its size.
+    // Checked before anything changes: every old file to remove lies inside the directory (no linked
+    // directory on its path), and a shard whose temp is gone must be in place with its size.
+    await checkRemovalsInside(root, record.remove, recordPath);
     const pending: boolean[] = [];
     for (const [i, shard] of record.shards.entries()) {
       const staged = await sizeOf(join(root, shard.staged));
