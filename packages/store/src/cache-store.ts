@@ -24,6 +24,7 @@ import {
   JOURNAL_READ_WINDOW_BYTES,
   MAX_GENERATION,
   MAX_MANIFEST_BYTES,
+  MAX_UNCOUNTED_JOURNAL_OPS,
   MAX_JOURNAL_BYTES,
   MAX_JOURNAL_RECORD_BYTES,
   TORN_MIN_ZERO_BYTES,
@@ -273,10 +274,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   /**
    * At most how many bytes the journal's applied records add to the manifest a compaction writes
    * (estimateManifestGrowthBytes): kept as records are appended, and for other writers' records,
-   * read by catch-up into journalOpsUncounted, counted by the next writer session (readers never).
+   * read by catch-up into journalOpsUncounted, counted by the next writer session (a reader only
+   * when more than MAX_UNCOUNTED_JOURNAL_OPS are waiting).
    */
   private journalGrowthBytes = 0;
   private journalOpsUncounted: StoreOp[][] = [];
+  /** The ops in journalOpsUncounted; above MAX_UNCOUNTED_JOURNAL_OPS they are counted at once. */
+  private journalOpsUncountedCount = 0;
   /** Set when the journal ended with a seal the manifest did not reflect yet. */
   private sealSeen = false;
   /** manifestIdentity() of the manifest this instance's state comes from (undefined: unknown). */
@@ -457,6 +461,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.journalOffset = JOURNAL_HEADER_BYTES;
       this.journalGrowthBytes = 0;
       this.journalOpsUncounted = [];
+      this.journalOpsUncountedCount = 0;
       this.state = parsed.state;
       this.header = { generation: parsed.generation, chunkSize: parsed.chunkSize, coverageMin: parsed.coverageMin };
       this.manifestBytes = bytes.length;
@@ -585,6 +590,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             if (ops.length > 0) {
               this.state.applyOps(ops, { source: 'journal', path: journal.path });
               this.journalOpsUncounted.push(ops);
+              this.journalOpsUncountedCount += ops.length;
+              // A reader that never writes would keep every op of other writers until a reload.
+              if (this.journalOpsUncountedCount > MAX_UNCOUNTED_JOURNAL_OPS) this.countJournalGrowth();
             }
             const at = this.journalOffset - start;
             this.lastRecord = { startOffset: this.journalOffset, header: bytes.slice(at, at + JOURNAL_RECORD_HEADER_BYTES) };
@@ -837,6 +845,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private countJournalGrowth(): number {
     for (const ops of this.journalOpsUncounted) this.journalGrowthBytes += estimateManifestGrowthBytes(ops);
     this.journalOpsUncounted = [];
+    this.journalOpsUncountedCount = 0;
     return this.journalGrowthBytes;
   }
 
@@ -1030,6 +1039,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.journalOffset = JOURNAL_HEADER_BYTES;
     this.journalGrowthBytes = 0;
     this.journalOpsUncounted = [];
+    this.journalOpsUncountedCount = 0;
     this.lastRecord = undefined;
     this.header = header;
     this.manifestBytes = bytes.length;

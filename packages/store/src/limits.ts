@@ -18,6 +18,13 @@ export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION + 1;
 
 /** About 1 KB per entry: room for ~500k entries, far above any model; also below V8's ~2^29-character string limit, so JSON.parse can take it. */
 export const MAX_MANIFEST_BYTES = 2 ** 29 - 2 ** 20;
+/**
+ * Other writers' journal ops a handle keeps, uncounted, for the estimate of the manifest a
+ * compaction would write (counted when it next writes, so readers skip the work): above this they
+ * are counted at once. Before, a long-lived reader (a runtime refreshing while builds run) kept
+ * every op until the next compaction, up to a journal's worth of objects.
+ */
+export const MAX_UNCOUNTED_JOURNAL_OPS = 4096;
 /** One record holds a byte-bounded group of operations (see JOURNAL_RECORD_TARGET_BYTES); far above that. */
 export const MAX_JOURNAL_RECORD_BYTES = 64 * 2 ** 20;
 /** Records are packed up to this size before a new record starts. */
