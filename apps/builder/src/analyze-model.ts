@@ -23,7 +23,10 @@ export interface TensorStats {
   /** The payload size the codec would produce (computePayloadLayout). */
   predictedBytes: number | null;
   predictedRatio: number | null;
-  /** Would the build encode it (BF16, coverage at or above the gate, size within limits)? */
+  /**
+   * Would the build encode it (BF16, coverage at or above the gate, size within limits, and its
+   * predicted payload smaller than its raw bytes: else the build skips it as skipped_no_gain)?
+   */
   encodable: boolean;
 }
 
@@ -38,6 +41,8 @@ export interface ModelStatsReport {
     bf16Tensors: number;
     /** BF16 tensors above MAX_CACHED_TENSOR_BYTES: not read, and the build skips them (skipped_size). */
     tooLargeTensors: number;
+    /** BF16 tensors that pass the coverage gate but whose payload would not be smaller than their raw bytes (skipped_no_gain). */
+    noGainTensors: number;
     encodableTensors: number;
     rawBytes: number;
     bf16Bytes: number;
@@ -97,7 +102,7 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
         ...base,
         ...analysis,
         predictedRatio: analysis.elementCount > 0 ? analysis.predictedBytes / tensor.slice.sizeBytes : null,
-        encodable: analysis.coverage >= options.coverageMin,
+        encodable: analysis.coverage >= options.coverageMin && analysis.predictedBytes < tensor.slice.sizeBytes,
       });
       doneBytes += tensor.slice.sizeBytes;
       options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
@@ -119,6 +124,7 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
         tensors: tensors.length,
         bf16Tensors: bf16.length,
         tooLargeTensors: tensors.filter((t) => t.dtype === 'BF16' && t.elementCount === null).length,
+        noGainTensors: tensors.filter((t) => t.coverage !== null && t.coverage >= options.coverageMin && !t.encodable).length,
         encodableTensors: encodable.length,
         rawBytes: sum(tensors, (t) => t.sizeBytes),
         bf16Bytes: sum(bf16, (t) => t.sizeBytes),

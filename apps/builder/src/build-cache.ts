@@ -38,6 +38,7 @@ import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
+import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
@@ -82,7 +83,7 @@ export function inFlightBytesOf(sizeBytes: number, coverageMin: number, chunkSiz
   return sizeBytes + Math.ceil(payload);
 }
 
-export type BuildTensorStatus = 'encoded' | 'cached' | 'skipped_coverage' | 'skipped_dtype' | 'skipped_size';
+export type BuildTensorStatus = 'encoded' | 'cached' | 'skipped_coverage' | 'skipped_dtype' | 'skipped_size' | 'skipped_no_gain';
 
 export interface BuildTensorReport {
   name: string;
@@ -133,6 +134,12 @@ export interface BuildReport {
   skipped_dtype: number;
   /** BF16 tensors above MAX_CACHED_TENSOR_BYTES (limits.ts): more than one payload or buffer holds. */
   skipped_size: number;
+  /**
+   * BF16 tensors whose payload would not be smaller than their raw bytes (check-payload-gain.ts:
+   * under 1,409 values none is, the payload's header, codebook and chunk index outweighing them;
+   * escapes make larger ones so too): served raw.
+   */
+  skipped_no_gain: number;
   /** Payload bytes of every tensor of the model served from the cache (encoded + cached). */
   comp_bytes: number;
   /** Raw bytes of the same tensors. */
@@ -555,6 +562,11 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         finish(index, { ...base, status: 'skipped_size' });
         continue;
       }
+      // No payload of it, not even one without escapes, is smaller than its raw bytes: not read.
+      if (!canPayloadShrink(tensor.slice.sizeBytes, chunkSize)) {
+        finish(index, { ...base, status: 'skipped_no_gain' });
+        continue;
+      }
       const sizes = sizesOf(tensor.slice.sizeBytes);
       let views: Uint8Array[] | null = null;
       while (state.failure === null) {
@@ -897,6 +909,8 @@ async function processKeyedTensor(
   const calibrated = await processor.calibrate(bytes, context.coverageMin, into);
   const { coverage, exponents } = calibrated;
   if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage' };
+  // Its escapes make the payload no smaller than the raw bytes (the codec path has encoded it already: wasted, but small).
+  if (!isPayloadSmaller(sizeBytes, calibrated.escapeCount, context.chunkSize)) return { ...withKey, coverage, status: 'skipped_no_gain' };
   context.checkFailure();
   const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
   // The raw bytes are free: only the payload stays in flight while it is written.
@@ -1131,6 +1145,7 @@ function summarize(input: {
     skipped_coverage: count('skipped_coverage'),
     skipped_dtype: count('skipped_dtype'),
     skipped_size: count('skipped_size'),
+    skipped_no_gain: count('skipped_no_gain'),
     comp_bytes: compBytes,
     raw_bytes: rawBytes,
     ratio: rawBytes > 0 ? compBytes / rawBytes : null,

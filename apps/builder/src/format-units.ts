@@ -37,6 +37,31 @@ export function formatPercent(fraction: number | null | undefined, digits = 2): 
 }
 
 /**
+ * A coverage fraction to `digits` decimals, rounded down: a value under a gate never prints as the
+ * gate (0.98999977 made `0.990000 < 0.99` and `99.000% … skip`). Exact: the printed decimal, read
+ * back, is at most `value`.
+ */
+export function formatCoverage(value: number, digits: number): string {
+  const scale = 10 ** digits;
+  let units = Math.floor(value * scale);
+  // value * scale is rounded: step to the largest decimal of this many digits not above `value`.
+  if (units / scale > value) units -= 1;
+  else if ((units + 1) / scale <= value) units += 1;
+  return (units / scale).toFixed(digits);
+}
+
+/** A coverage as a percentage with `digits` decimals, rounded down (formatCoverage). */
+export function formatCoveragePercent(fraction: number | null | undefined, digits = 2): string {
+  if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return '-';
+  const text = formatCoverage(fraction, digits + 2);
+  const sign = text.startsWith('-') ? '-' : '';
+  const [whole = '0', decimals = ''] = text.replace('-', '').split('.');
+  // Move the point two places: exact on the string, no float arithmetic (which could round up again).
+  const percent = `${whole}${decimals.slice(0, 2)}`.replace(/^0+(?=\d)/, '');
+  return `${sign}${percent}${digits > 0 ? `.${decimals.slice(2)}` : ''}%`;
+}
+
+/**
  * Widest a table column is padded to, in terminal columns. A longer cell (a tensor name of 4 KB, say)
  * is printed whole and only its own row goes out of line: padded to it, every row of a model with
  * one 200,000-character name took 200 KB (61 MB of table for 300 rows).

@@ -1,6 +1,6 @@
 // Checks a cache against a model: every tensor is found by its slice key and by its content key
 // and decodes bit-identical to the file, or is not cached for a stated reason (not BF16, below the
-// coverage gate, too large). Anything else (missing, unaliased, bound to other bytes, corrupt,
+// coverage gate, too large, a payload no smaller than its raw bytes). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
@@ -10,6 +10,8 @@ import { createTensorBlockReader, type TensorBlockReader } from './create-tensor
 import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
 import { isCacheableSize, TOO_LARGE_REASON, VERIFY_BLOCK_BYTES } from './limits.js';
+import { canPayloadShrink, describeNoGain, isPayloadSmaller } from './check-payload-gain.js';
+import { formatCoverage } from './format-units.js';
 import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 
@@ -85,7 +87,10 @@ export interface ModelCheckReport {
 }
 
 export interface VerifyModelCacheOptions {
-  /** Tensors below this Top-16 coverage are expected to be absent. */
+  /**
+   * Tensors below this Top-16 coverage are expected to be absent: the cache's gate, or one above
+   * it (a gate below the cache's is refused, USAGE: no build into this cache stores those tensors).
+   */
   coverageMin: number;
   signal?: AbortSignal | undefined;
   onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
@@ -103,6 +108,15 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
   const blockBytes = options.blockBytes ?? VERIFY_BLOCK_BYTES;
   if (!Number.isSafeInteger(blockBytes) || blockBytes < 2 || blockBytes % 2 !== 0) {
     throw new BuilderError('USAGE', `blockBytes must be a positive even integer, got ${String(blockBytes)}`);
+  }
+  // Under the cache's gate, tensors between the two would be "missing: run build", but no build
+  // into this cache stores them (a build with that gate is refused, SETTINGS_MISMATCH).
+  if (typeof options.coverageMin === 'number' && options.coverageMin < store.coverageMin) {
+    throw new BuilderError(
+      'USAGE',
+      `coverageMin ${options.coverageMin} is below the cache's gate: the cache gates at ${store.coverageMin}, and no build into it stores a tensor under that (a build with another gate is refused: SETTINGS_MISMATCH); judge by the cache's gate (leave --coverage-min out), or by one above it`,
+      { file: store.root },
+    );
   }
   const model = await openSafetensorsModel(modelPath);
   const reader = createTensorBlockReader(model);
@@ -238,10 +252,12 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   if (!byKey) {
     // Taken in the scan, or (a binding to other bytes) in a second pass.
     const histogram = scan.histogram ?? (await scanTensor(context, tensor, { histogram: true })).histogram!;
-    const { coverage } = calibrateFromHistogram(histogram);
+    const { coverage, escapeCount } = calibrateFromHistogram(histogram);
     if (coverage < coverageMin) {
-      return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${coverage.toFixed(6)} < ${coverageMin}` };
+      return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin}` };
     }
+    // What the build skips (skipped_no_gain); not stale either: nothing of it is served from the cache.
+    if (!isPayloadSmaller(sizeBytes, escapeCount, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, escapeCount, store.chunkSize) };
     if (stale && sizeBytes > 0) return staleFailure();
     return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
   }
@@ -252,6 +268,8 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   }
   if (!bySlice && sizeBytes > 0) {
     if (stale) return staleFailure();
+    // A build skips it unread (skipped_no_gain): its bytes are cached for another tensor, and stay unbound.
+    if (!canPayloadShrink(sizeBytes, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, 0, store.chunkSize) };
     return { ...base, key, status: 'failed', reason: UNBOUND_REASON, unbound: true };
   }
 

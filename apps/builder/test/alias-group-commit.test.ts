@@ -89,7 +89,7 @@ async function buildGated(model: string, cacheDir: string, releaseAt: number, si
 
 /** Models A and B: the same tensors under other shard names (B's entries all cached once A is built). */
 async function writeSharedModels(name: string, count: number): Promise<{ a: string; b: string }> {
-  const tensors = Array.from({ length: count }, (_, i) => gaussianBf16(`layers.${i}.weight`, [16, 16], 1000 + i));
+  const tensors = Array.from({ length: count }, (_, i) => gaussianBf16(`layers.${i}.weight`, [64, 64], 1000 + i));
   const a = await writeShardedTestModel(join(temp.path, `${name}-a`), tensors, 1_000_000, 'model-a');
   const b = await writeShardedTestModel(join(temp.path, `${name}-b`), tensors, 1_000_000, 'model-b');
   return { a: a.indexPath, b: b.indexPath };
@@ -98,7 +98,7 @@ async function writeSharedModels(name: string, count: number): Promise<{ a: stri
 describe('aliases of cached entries are committed together', () => {
   it('identical tensors do not wait for each other’s alias: far fewer journal records than tensors', { timeout: 60_000 }, async () => {
     const count = 48;
-    const first = gaussianBf16('layers.0.weight', [16, 16], 901);
+    const first = gaussianBf16('layers.0.weight', [64, 64], 901);
     const tensors = Array.from({ length: count }, (_, i) => copyTensor(`layers.${i}.weight`, first));
     const { indexPath } = await writeShardedTestModel(join(temp.path, 'identical'), tensors, 1_000_000);
     const cacheDir = join(temp.path, 'cache-identical');

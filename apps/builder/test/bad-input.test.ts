@@ -208,7 +208,7 @@ describe('a build stopped by Ctrl-C', () => {
     expect(partial.error).toEqual({ code: 'INTERRUPTED', message: expect.stringMatching(/^interrupted by SIGINT; the cache holds every entry committed so far/), signal: 'SIGINT' });
     expect(partial.tensors.length).toBeGreaterThan(0);
     expect(partial.tensors.length).toBeLessThan(48);
-    expect(partial.encoded + partial.cached + partial.skipped_coverage + partial.skipped_dtype + partial.skipped_size).toBe(partial.tensors.length);
+    expect(partial.encoded + partial.cached + partial.skipped_coverage + partial.skipped_dtype + partial.skipped_size + partial.skipped_no_gain).toBe(partial.tensors.length);
     // What it reports encoded is what the cache holds.
     const { json: inspect } = await runJson<InspectJson>(['inspect', cacheDir]);
     expect(inspect.entries.map((e) => e.key).sort()).toEqual(partial.tensors.filter((t) => t.status === 'encoded').map((t) => t.key).sort());

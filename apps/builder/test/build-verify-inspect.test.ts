@@ -32,7 +32,8 @@ function checkBuildSums(report: BuildJson, tensorCount: number): void {
   expect(report.cached).toBe(count('cached'));
   expect(report.skipped_coverage).toBe(count('skipped_coverage'));
   expect(report.skipped_dtype).toBe(count('skipped_dtype'));
-  expect(report.encoded + report.cached + report.skipped_coverage + report.skipped_dtype + report.skipped_size).toBe(tensorCount);
+  expect(report.skipped_no_gain).toBe(count('skipped_no_gain'));
+  expect(report.encoded + report.cached + report.skipped_coverage + report.skipped_dtype + report.skipped_size + report.skipped_no_gain).toBe(tensorCount);
   const served = report.tensors.filter((t) => t.status === 'encoded' || t.status === 'cached');
   expect(report.comp_bytes).toBe(served.reduce((sum, t) => sum + t.compBytes!, 0));
   expect(report.raw_bytes).toBe(served.reduce((sum, t) => sum + t.sizeBytes, 0));
@@ -42,6 +43,8 @@ function checkBuildSums(report: BuildJson, tensorCount: number): void {
     else expect(t.dtype).toBe('BF16');
     if (t.status === 'skipped_coverage') expect(t.coverage!).toBeLessThan(0.99);
     if (t.status === 'encoded' || t.status === 'cached') expect(t.compBytes).toBeGreaterThan(0);
+    // Stored only where it shrinks (check-payload-gain.ts).
+    if (t.status === 'encoded') expect(t.compBytes).toBeLessThan(t.sizeBytes);
   }
 }
 
@@ -68,16 +71,19 @@ describe('a single-file model with every kind of tensor', () => {
     expect(byName.get('model.layers.0.mlp.router.weight')!.coverage!).toBeLessThan(0.2);
     expect(first.skipped_dtype).toBe(2);
     expect(first.skipped_coverage).toBe(1);
-    // 8 BF16 tensors pass the gate, lm_head is an exact copy of the embedding: 7 entries.
-    expect(first.encoded).toBe(7);
+    // The empty and the 1-value tensors: no payload is smaller than their raw bytes (0 and 2), skipped unread.
+    expect(first.skipped_no_gain).toBe(2);
+    expect(byName.get('model.empty.weight')!.status).toBe('skipped_no_gain');
+    expect(byName.get('model.scalar')!.status).toBe('skipped_no_gain');
+    // 6 BF16 tensors pass the gate and shrink, lm_head is an exact copy of the embedding: 5 entries.
+    expect(first.encoded).toBe(5);
     expect(first.cached).toBe(1);
     expect(byName.get('lm_head.weight')!.key).toBe(byName.get('model.embed_tokens.weight')!.key);
-    // Every slice but the empty tensor's (a zero-byte slice names no tensor: not aliased).
-    expect(first.aliased).toBe(7);
-    // Keys are the seed's content keys, computed here independently.
+    expect(first.aliased).toBe(6);
+    // Keys are the seed's content keys, computed here independently (none for tensors not read).
     for (const tensor of tensors) {
       const row = byName.get(tensor.name)!;
-      if (tensor.dtype === 'BF16') expect(row.key).toBe(seedContentKey(tensor));
+      if (tensor.dtype === 'BF16' && row.status !== 'skipped_no_gain') expect(row.key).toBe(seedContentKey(tensor));
       else expect(row.key).toBeNull();
     }
   });
@@ -86,7 +92,7 @@ describe('a single-file model with every kind of tensor', () => {
     const store = await openCacheStore(cacheDir);
     try {
       const entries = [...store.entries()];
-      expect(entries).toHaveLength(7);
+      expect(entries).toHaveLength(5);
       for (const entry of entries) {
         expect(entry.sha256).toBeNull();
         expect(entry.blobSha256).toBeNull();
@@ -114,19 +120,21 @@ describe('a single-file model with every kind of tensor', () => {
     const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
     expect(json.ok).toBe(true);
     expect(json.store.ok).toBe(true);
-    expect(json.store.checked).toBe(7);
-    expect(json.model!.totals).toEqual({ tensors: 11, ok: 8, not_cached: 3, failed: 0, checked_bytes: expect.any(Number) });
+    expect(json.store.checked).toBe(5);
+    expect(json.model!.totals).toEqual({ tensors: 11, ok: 6, not_cached: 5, failed: 0, checked_bytes: expect.any(Number) });
     const reasons = json.model!.tensors.filter((t) => t.status === 'not_cached').map((t) => `${t.name}: ${t.reason}`);
     expect(reasons).toEqual([
       expect.stringMatching(/router.weight: Top-16 coverage 0\.\d+ < 0\.99/),
       expect.stringMatching(/input_layernorm.weight: dtype F32 is not BF16/),
       expect.stringMatching(/position_ids: dtype I64 is not BF16/),
+      expect.stringMatching(/empty.weight: its payload would be \d+ bytes, not smaller than its 0 raw bytes \(the cache stores only tensors that shrink\)/),
+      expect.stringMatching(/scalar: its payload would be \d+ bytes, not smaller than its 2 raw bytes/),
     ]);
   });
 
   it('inspects: one entry per distinct tensor, every slice alias listed, totals add up', async () => {
     const { json } = await runJson<InspectJson>(['inspect', cacheDir]);
-    expect(json.entries).toHaveLength(7);
+    expect(json.entries).toHaveLength(5);
     const built = first.tensors.filter((t) => t.status === 'encoded' || t.status === 'cached');
     for (const row of built) {
       const entry = json.entries.find((e) => e.key === row.key)!;
@@ -137,8 +145,8 @@ describe('a single-file model with every kind of tensor', () => {
     }
     const embedEntry = json.entries.find((e) => e.key === seedContentKey(tensors[0]!))!;
     expect(embedEntry.slices).toHaveLength(2);
-    expect(json.totals.entries).toBe(7);
-    expect(json.totals.slices).toBe(7);
+    expect(json.totals.entries).toBe(5);
+    expect(json.totals.slices).toBe(6);
     expect(json.totals.rawBytes).toBe(json.entries.reduce((s, e) => s + e.rawBytes, 0));
     expect(json.totals.compBytes).toBe(json.entries.reduce((s, e) => s + e.compBytes, 0));
     expect(json.totals.escapeCount).toBe(json.entries.reduce((s, e) => s + e.escapeCount, 0));
@@ -151,7 +159,7 @@ describe('a single-file model with every kind of tensor', () => {
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     checkBuildSums(json, tensors.length);
     expect(json.encoded).toBe(0);
-    expect(json.cached).toBe(8);
+    expect(json.cached).toBe(6);
     expect(json.stored_bytes).toBe(0);
     expect(json.aliased).toBe(0);
     expect(json.comp_bytes).toBe(first.comp_bytes);
@@ -182,7 +190,8 @@ describe('a single-file model with every kind of tensor', () => {
     expect(q.entropyBits!).toBeGreaterThan(1);
     expect(q.entropyBits!).toBeLessThan(4);
     expect(json.totals.tensors).toBe(11);
-    expect(json.totals.encodableTensors).toBe(8);
+    expect(json.totals.encodableTensors).toBe(6);
+    expect(json.totals.noGainTensors).toBe(2);
     expect(json.totals.predictedBytes).toBe(first.comp_bytes);
     expect(json.totals.encodableBytes).toBe(first.raw_bytes);
   });
@@ -192,30 +201,35 @@ describe('a single-file model with every kind of tensor', () => {
     expect(build.code).toBe(0);
     expect(build.stdout).toMatch(/^tensor\s+dtype\s+shape\s+raw\s+status\s+coverage\s+comp\s+ratio/m);
     expect(build.stdout).toMatch(/model\.layers\.0\.mlp\.router\.weight\s+BF16\s+\[17,129\].*skipped_coverage/);
-    expect(build.stdout).toContain('tensors 11: 0 encoded, 8 already cached, 1 skipped (coverage < 0.99), 2 skipped (not BF16)');
+    expect(build.stdout).toContain('tensors 11: 0 encoded, 6 already cached, 1 skipped (coverage < 0.99), 2 skipped (not BF16), 2 skipped (would not shrink)');
+    expect(build.stdout).toMatch(/model\.scalar\s+BF16\s+\[1\].*skipped_no_gain/);
     expect(build.stderr).toBe('');
     const verify = await runCli(['verify', cacheDir, '--model', modelPath]);
     expect(verify.code).toBe(0);
-    expect(verify.stdout).toMatch(/11 tensors, 8 cached and bit-identical, 3 not cached, 0 failed/);
+    expect(verify.stdout).toMatch(/11 tensors, 6 cached and bit-identical, 5 not cached, 0 failed/);
     expect(verify.stdout.trim().endsWith('OK')).toBe(true);
     const inspect = await runCli(['inspect', cacheDir]);
-    expect(inspect.stdout).toMatch(/entries 7 \(7 slice keys\)/);
+    expect(inspect.stdout).toMatch(/entries 5 \(6 slice keys\)/);
     const stats = await runCli(['stats', modelPath]);
-    expect(stats.stdout).toMatch(/tensors\s+11: 9 BF16, 8 pass the 0.99 coverage gate/);
+    expect(stats.stdout).toMatch(/tensors\s+11: 9 BF16, 6 pass the 0.99 coverage gate and shrink \(2 more pass it but would not shrink/);
+    expect(stats.stdout).toMatch(/model\.scalar\s+BF16\s+\[1\].*skip: no gain/);
   });
 
-  it('a lower gate encodes the escape-heavy tensor too, bit-exactly', async () => {
+  it('a lower gate passes the escape-heavy tensor, whose payload would be larger than raw: skipped_no_gain once calibrated, verify says why', async () => {
     const lowGateCache = join(temp.path, 'cache-low-gate');
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', lowGateCache, '--coverage-min', '0', '--chunk-size', '64', '--jobs', '0']);
     checkBuildSums(json, tensors.length);
     expect(json.skipped_coverage).toBe(0);
-    expect(json.encoded).toBe(8);
+    expect(json.encoded).toBe(5);
+    expect(json.skipped_no_gain).toBe(3);
     const router = json.tensors.find((t) => t.name.endsWith('router.weight'))!;
-    // Nearly every value escapes: the payload is larger than the raw tensor.
-    expect(router.compBytes!).toBeGreaterThan(router.sizeBytes);
+    // Nearly every value escapes: its payload would be larger than the raw tensor (it was stored, ~1.3x raw).
+    expect(router).toMatchObject({ status: 'skipped_no_gain', compBytes: null, key: seedContentKey(tensors.find((t) => t.name === router.name)!) });
+    expect(router.coverage!).toBeLessThan(0.2);
     const { json: verify } = await runJson<VerifyJson>(['verify', lowGateCache, '--model', modelPath, '--coverage-min', '0']);
     expect(verify.ok).toBe(true);
-    expect(verify.model!.totals.ok).toBe(9);
+    expect(verify.model!.totals.ok).toBe(6);
+    expect(verify.model!.tensors.find((t) => t.name === router.name)!.reason).toMatch(/^its payload would be \d+ bytes, not smaller than its 4386 raw bytes/);
   });
 
   it('--jobs 0, 1, 2 and 8 produce the same entries; --jobs 8 runs only the workers that fit the bound', async () => {
@@ -375,25 +389,28 @@ describe('sharded models and a second model sharing tensors', () => {
     expect(again.aliased).toBe(0);
 
     // Model B: the shared tensors under other names, in another layout, plus new ones.
-    const modelB = [gaussianBf16('b_new.weight', [40, 41], 201), ...shared.map((t) => ({ ...t, name: `renamed.${t.name}` })), gaussianBf16('b_new2.weight', [3, 5], 202)];
+    const modelB = [gaussianBf16('b_new.weight', [40, 81], 201), ...shared.map((t) => ({ ...t, name: `renamed.${t.name}` })), gaussianBf16('b_new2.weight', [3, 5], 202)];
     const dirB = join(temp.path, 'sharded-b');
     const b = await writeShardedTestModel(dirB, modelB, 30_000, 'other');
     const { json: bReport } = await runJson<BuildJson>(['build', b.indexPath, '--out', cacheDir]);
     checkBuildSums(bReport, modelB.length);
-    expect(bReport.encoded).toBe(2);
+    // b_new2 (15 values) would not shrink: skipped.
+    expect(bReport.encoded).toBe(1);
+    expect(bReport.skipped_no_gain).toBe(1);
     expect(bReport.cached).toBe(3);
     expect(bReport.stored_bytes).toBe(bReport.tensors.filter((t) => t.status === 'encoded').reduce((s, t) => s + t.compBytes!, 0));
 
-    for (const path of [indexPath, b.indexPath]) {
+    for (const [path, notCached] of [[indexPath, 0], [b.indexPath, 1]] as const) {
       const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', path]);
       expect(json.ok).toBe(true);
       expect(json.model!.totals.failed).toBe(0);
-      expect(json.model!.totals.not_cached).toBe(0);
+      expect(json.model!.totals.not_cached).toBe(notCached);
     }
     const { json: inspect } = await runJson<InspectJson>(['inspect', cacheDir]);
-    expect(inspect.totals.entries).toBe(7);
+    // b_new2 is not stored (no gain).
+    expect(inspect.totals.entries).toBe(6);
     // Shared entries carry one slice per model.
-    expect(inspect.totals.slices).toBe(10);
+    expect(inspect.totals.slices).toBe(9);
   });
 
   it('a fine-tune with the same shard names conflicts on changed slices unless --rebind', async () => {
@@ -577,7 +594,7 @@ describe('sharded models and a second model sharing tensors', () => {
   });
 
   it('a copy whose stamp was dropped for newer ones (a binding keeps its latest MAX_SLICE_STAMPS): verify says it may have been, not only that the file is not recorded', async () => {
-    const modelPath = await writeSingleFileModel(join(temp.path, 'many-copies.safetensors'), [gaussianBf16('w.weight', [32, 32], 811)]);
+    const modelPath = await writeSingleFileModel(join(temp.path, 'many-copies.safetensors'), [gaussianBf16('w.weight', [64, 64], 811)]);
     const cacheDir = join(temp.path, 'cache-many-copies');
     await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     const { mtime: first } = await stat(modelPath);
@@ -593,11 +610,12 @@ describe('sharded models and a second model sharing tensors', () => {
   });
 
   it('more byte-identical tensors than one entry binds slices for: the rest stay unbound (served raw), the build and its re-runs succeed', async () => {
-    const ones = new Uint8Array(128);
-    for (let i = 0; i < 64; i++) ones.set([0x80, 0x3f], 2 * i); // BF16 1.0, little-endian
+    // 2048 values: large enough that a payload is smaller than the raw bytes (the build stores no others).
+    const ones = new Uint8Array(4096);
+    for (let i = 0; i < 2048; i++) ones.set([0x80, 0x3f], 2 * i); // BF16 1.0, little-endian
     const count = MAX_SLICE_KEYS_PER_ENTRY + 3;
-    const tensors: TensorData[] = Array.from({ length: count }, (_, i) => ({ name: `layers.${i}.norm.weight`, dtype: 'BF16', shape: [64], data: ones }));
-    tensors.push(gaussianBf16('last.weight', [32, 32], 701));
+    const tensors: TensorData[] = Array.from({ length: count }, (_, i) => ({ name: `layers.${i}.norm.weight`, dtype: 'BF16', shape: [2048], data: ones }));
+    tensors.push(gaussianBf16('last.weight', [64, 64], 701));
     const modelPath = await writeSingleFileModel(join(temp.path, 'many-identical.safetensors'), tensors);
     const cacheDir = join(temp.path, 'cache-many-identical');
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
@@ -611,12 +629,12 @@ describe('sharded models and a second model sharing tensors', () => {
     const text = await runCli(['build', modelPath, '--out', cacheDir]);
     expect(text.stdout).toContain('; 3 of them left unbound (served raw');
     expect(text.stdout.match(/cached, unbound/g)).toHaveLength(3);
-    expect(text.stdout).toMatch(/ratio \d+\.\d+ \(\d+\.\d% larger\)/);
+    expect(text.stdout).toMatch(/ratio \d+\.\d+ \(\d+\.\d% smaller\)/);
   }, 60_000);
 
   it('a tensor name longer than the store keeps (MAX_QUALNAME_CHARS) still builds: the entry is labelled with its cut name', async () => {
     const long = `model.${'x'.repeat(MAX_QUALNAME_CHARS + 100)}.weight`;
-    const modelPath = await writeSingleFileModel(join(temp.path, 'long-name.safetensors'), [gaussianBf16(long, [32, 32], 801), gaussianBf16('after', [32, 32], 802)]);
+    const modelPath = await writeSingleFileModel(join(temp.path, 'long-name.safetensors'), [gaussianBf16(long, [64, 64], 801), gaussianBf16('after', [64, 64], 802)]);
     const cacheDir = join(temp.path, 'cache-long-name');
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     expect(json).toMatchObject({ encoded: 2 });
@@ -630,7 +648,7 @@ describe('sharded models and a second model sharing tensors', () => {
 
   it('a long name is cut on a whole character: never half of a surrogate pair (an emoji at the cut left a lone \\ud83d in manifest.json)', async () => {
     const long = `${'a'.repeat(MAX_QUALNAME_CHARS - 2)}\u{1F600}${'b'.repeat(50)}`;
-    const modelPath = await writeSingleFileModel(join(temp.path, 'emoji-name.safetensors'), [gaussianBf16(long, [16, 16], 803)]);
+    const modelPath = await writeSingleFileModel(join(temp.path, 'emoji-name.safetensors'), [gaussianBf16(long, [64, 64], 803)]);
     const cacheDir = join(temp.path, 'cache-emoji-name');
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     const store = await openCacheStore(cacheDir);

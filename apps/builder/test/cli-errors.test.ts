@@ -42,7 +42,7 @@ function abortedBy(signal: 'SIGINT' | 'SIGTERM'): AbortSignal {
 describe('interrupts', () => {
   let cacheDir: string;
   beforeAll(async () => {
-    const model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('w', [500], 1), gaussianBf16('v', [300], 2)]);
+    const model = await writeSingleFileModel(join(temp.path, 'm.safetensors'), [gaussianBf16('w', [4000], 1), gaussianBf16('v', [3000], 2)]);
     cacheDir = join(temp.path, 'cache');
     const { io } = memoryIo();
     expect(await runCli(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet'], { io })).toBe(0);

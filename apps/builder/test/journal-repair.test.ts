@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(async () => temp?.cleanup());
 
 it('a damaged journal header: verify says so and how to recover, build refuses, build --repair sets it aside and builds', async () => {
-  const first = [gaussianBf16('a', [300, 7], 11), gaussianBf16('b', [1025], 12)];
+  const first = [gaussianBf16('a', [300, 7], 11), gaussianBf16('b', [2050], 12)];
   const cacheDir = join(temp.path, 'cache');
   const firstModel = await writeSingleFileModel(join(temp.path, 'first.safetensors'), first);
   await runJson<BuildJson>(['build', firstModel, '--out', cacheDir, '--jobs', '0']);
@@ -52,7 +52,7 @@ it('a damaged journal header: verify says so and how to recover, build refuses, 
 });
 
 it('a missing journal: verify reports it, build refuses, build --repair moves the cache on and says the journal was missing', async () => {
-  const tensors = [gaussianBf16('a', [300, 7], 21), gaussianBf16('b', [1025], 22)];
+  const tensors = [gaussianBf16('a', [300, 7], 21), gaussianBf16('b', [2050], 22)];
   const cacheDir = join(temp.path, 'cache-missing');
   const model = await writeSingleFileModel(join(temp.path, 'missing.safetensors'), tensors);
   await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);

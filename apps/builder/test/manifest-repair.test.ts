@@ -20,8 +20,8 @@ afterAll(async () => temp?.cleanup());
 
 it('a flipped bit in the manifest of a cache two models share: build --repair keeps every entry, binds the model again, and the other model needs no encoding', async () => {
   const shared = gaussianBf16('shared', [300, 7], 31);
-  const first = await writeSingleFileModel(join(temp.path, 'first.safetensors'), [shared, gaussianBf16('a', [1025], 32)]);
-  const second = await writeSingleFileModel(join(temp.path, 'second.safetensors'), [gaussianBf16('b', [2000], 33), shared, gaussianBf16('c', [64, 9], 34)]);
+  const first = await writeSingleFileModel(join(temp.path, 'first.safetensors'), [shared, gaussianBf16('a', [2050], 32)]);
+  const second = await writeSingleFileModel(join(temp.path, 'second.safetensors'), [gaussianBf16('b', [2000], 33), shared, gaussianBf16('c', [64, 36], 34)]);
   const cacheDir = join(temp.path, 'cache');
   await runJson<BuildJson>(['build', first, '--out', cacheDir, '--jobs', '0']);
   await runJson<BuildJson>(['build', second, '--out', cacheDir, '--jobs', '0']);
@@ -63,7 +63,7 @@ it('an older copy of the manifest put back beside a newer journal holding commit
   for (const name of await readdir(cacheDir)) if (name === 'manifest.json' || /^journal\.\d+$/.test(name)) saved.set(name, await readFile(join(cacheDir, name)));
   await runJson<BuildJson>(['build', second, '--out', cacheDir, '--jobs', '0']);
   // A commit after the second build's compaction, left in the journal (a loader's binding, say).
-  const extra = gaussianBf16('c', [64, 9], 53);
+  const extra = gaussianBf16('c', [64, 36], 53);
   const store = await openCacheStore(cacheDir, { compactOnClose: false });
   const bytes = extra.data;
   const values = new Uint16Array(bytes.slice().buffer);

@@ -15,7 +15,7 @@ beforeAll(async () => {
 afterAll(async () => temp?.cleanup());
 
 it('blobs/ removed: verify says what is missing and names --repair, which puts every blob back', async () => {
-  const model = await writeSingleFileModel(join(temp.path, 'model.safetensors'), [gaussianBf16('a', [300, 7], 41), gaussianBf16('b', [1025], 42)]);
+  const model = await writeSingleFileModel(join(temp.path, 'model.safetensors'), [gaussianBf16('a', [300, 7], 41), gaussianBf16('b', [2050], 42)]);
   const cacheDir = join(temp.path, 'cache');
   await runJson<BuildJson>(['build', model, '--out', cacheDir, '--jobs', '0']);
   await rm(join(cacheDir, 'blobs'), { recursive: true });

@@ -44,8 +44,9 @@ beforeAll(async () => {
 });
 afterAll(async () => temp?.cleanup());
 
-const VALUES = 64;
-/** 64 BF16 1.0 values: the bytes of the full entry. */
+// Large enough that a payload is smaller than the raw bytes (the build stores no others).
+const VALUES = 2048;
+/** 2048 BF16 1.0 values: the bytes of the full entry. */
 function onesTensor(name: string): TensorData {
   const data = new Uint8Array(2 * VALUES);
   for (let i = 0; i < VALUES; i++) data.set([0x80, 0x3f], 2 * i);

@@ -28,8 +28,8 @@ describe('build --repair', () => {
     tensors = [
       gaussianBf16('a', [300, 7], 1),
       outlierBf16('b', [4099], 2),
-      gaussianBf16('c', [1025], 3),
-      gaussianBf16('d', [17, 40], 4),
+      gaussianBf16('c', [2050], 3),
+      gaussianBf16('d', [17, 160], 4),
       gaussianBf16('e', [2000], 5),
     ];
     modelPath = await writeSingleFileModel(join(temp.path, 'm.safetensors'), tensors);

@@ -6,7 +6,7 @@ import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { MAX_BUILD_JOBS } from '../limits.js';
-import { formatBytes, formatPercent, formatRate, formatTable } from '../format-units.js';
+import { formatBytes, formatCoveragePercent, formatPercent, formatRate, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
 import { describeLockWait, describeUnreadableLockWait } from '../watch-writer-lock.js';
@@ -17,8 +17,9 @@ export const buildCommand = defineCommand({
   name: 'build',
   description: 'Encode every BF16 tensor of a safetensors model into a cache (directory or s3://)',
   notes: [
-    'Tensors that are not BF16, or whose Top-16 exponent coverage is below the gate, are skipped',
-    '(served raw). Identical tensors are stored once. Re-running finishes what is missing, puts',
+    'Tensors that are not BF16, whose Top-16 exponent coverage is below the gate, or whose payload',
+    'would not be smaller than their raw bytes (under ~1,400 values), are skipped (served raw).',
+    'Identical tensors are stored once. Re-running finishes what is missing, puts',
     "back cached tensors' blobs a stat finds missing (or of another size), and writes nothing",
     'else; an interrupted build leaves a valid cache. --repair also reads every blob.',
     '',
@@ -126,7 +127,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
       t.unaliased ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}` : t.status,
-      formatPercent(t.coverage),
+      formatCoveragePercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
     ]);
@@ -139,10 +140,15 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `tensors ${tensorCount}: ${report.encoded} encoded, ${report.cached} already cached, ` +
       `${report.skipped_coverage} skipped (coverage < ${report.coverage_min}), ${report.skipped_dtype} skipped (not BF16)` +
       (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : '') +
+      (report.skipped_no_gain > 0 ? `, ${report.skipped_no_gain} skipped (would not shrink)` : '') +
       // Their bytes are in the cache, but the runtime cannot find them by slice: it reads them raw.
       (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : '') +
       // --rebind: their slices' bindings to the bytes the files held before are gone with them.
       (report.unbound_stale > 0 ? `, their ${report.unbound_stale} stale binding${report.unbound_stale === 1 ? '' : 's'} to other bytes removed` : ''),
+    // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
+    ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
+      ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
+      : []),
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
@@ -174,6 +180,13 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;
+}
+
+/** `12 F32, 3 F16`: the model's tensors per dtype, commonest first. */
+function describeDtypes(report: BuildReport): string {
+  const counts = new Map<string, number>();
+  for (const t of report.tensors) counts.set(t.dtype, (counts.get(t.dtype) ?? 0) + 1);
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([dtype, n]) => `${n} ${dtype}`).join(', ');
 }
 
 /**

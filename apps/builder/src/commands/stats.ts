@@ -4,7 +4,7 @@ import { analyzeModel, type ModelStatsReport } from '../analyze-model.js';
 import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
-import { formatBytes, formatPercent, formatTable } from '../format-units.js';
+import { formatBytes, formatCoveragePercent, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 
 export const statsCommand = defineCommand({
@@ -48,11 +48,11 @@ export function renderStatsReport(report: ModelStatsReport): string {
     `[${t.shape.join(',')}]`,
     formatBytes(t.sizeBytes),
     dash(t.distinctExponents, String),
-    formatPercent(t.coverage, 3),
+    formatCoveragePercent(t.coverage, 3),
     dash(t.entropyBits, (x) => x.toFixed(3)),
     dash(t.predictedBytes, formatBytes),
     dash(t.predictedRatio, (x) => x.toFixed(3)),
-    t.dtype !== 'BF16' ? 'skip: dtype' : t.encodable ? 'encode' : t.coverage === null ? 'skip: size' : 'skip: coverage',
+    t.dtype !== 'BF16' ? 'skip: dtype' : t.encodable ? 'encode' : t.coverage === null ? 'skip: size' : t.coverage < report.coverageMin ? 'skip: coverage' : 'skip: no gain',
   ]);
   const t = report.totals;
   const lines = [
@@ -63,7 +63,8 @@ export function renderStatsReport(report: ModelStatsReport): string {
     ),
     '',
     `model     ${report.model}`,
-    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} pass the ${report.coverageMin} coverage gate`,
+    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} pass the ${report.coverageMin} coverage gate and shrink` +
+      (t.noGainTensors > 0 ? ` (${t.noGainTensors} more pass it but would not shrink: payload not smaller than raw)` : ''),
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +

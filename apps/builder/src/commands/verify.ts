@@ -2,6 +2,7 @@ import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { BLOB_DAMAGE_CODES, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
+import { UsageError } from '../errors.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -28,7 +29,7 @@ export const verifyCommand = defineCommand({
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
-    coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's)", valueHint: 'fraction', min: 0, max: 1 },
+    coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's; not below it)", valueHint: 'fraction', min: 0, max: 1 },
     decode: { type: 'boolean', description: 'Decode every entry and check it against its content key', default: true },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar' },
@@ -43,6 +44,13 @@ export const verifyCommand = defineCommand({
     let progress = createProgressBar({ stream: io.stderr, enabled, unit: 'count' });
     let report: VerifyCommandReport;
     try {
+      // verifyModelCache refuses it too; said here before the store's verify, in the option's name.
+      if (args.coverageMin !== undefined && args.coverageMin < store.coverageMin) {
+        throw new UsageError(
+          `option '--coverage-min' ${args.coverageMin} is below the cache's gate: the cache gates at ${store.coverageMin}, and no build into it stores a tensor under that (a build with another gate is refused: SETTINGS_MISMATCH), so those tensors could never be cached; leave it out to judge by the cache's gate, or give one above it`,
+          'verify',
+        );
+      }
       const storeReport = await store
         .verify({
           decode: args.decode,

@@ -1,0 +1,22 @@
+// Whether caching a BF16 tensor saves anything: its payload (FORMAT.md: a header, the codebook,
+// chunk index and section padding besides the values) must be smaller than its raw bytes. A tensor
+// of under 1,409 values never is, at any chunk size (64 raw bytes made a 1 KiB payload): the build skips it
+// (`skipped_no_gain`), stats, verify and the runtime say so.
+import { computePayloadLayout } from '@splitzip/codec';
+import { bf16ValueCount } from './tensor-tasks.js';
+
+/** Whether the payload of `rawBytes` of BF16 with `escapeCount` escapes, in chunks of `chunkSize` values, is smaller than the raw bytes. */
+export function isPayloadSmaller(rawBytes: number, escapeCount: number, chunkSize: number): boolean {
+  return computePayloadLayout(bf16ValueCount(rawBytes), escapeCount, chunkSize).totalBytes < rawBytes;
+}
+
+/** Whether any payload of the tensor can be smaller than its raw bytes (none with zero escapes: skipped before reading it). */
+export function canPayloadShrink(rawBytes: number, chunkSize: number): boolean {
+  return isPayloadSmaller(rawBytes, 0, chunkSize);
+}
+
+/** Why a tensor whose payload would not be smaller than its raw bytes is not cached (verify says it). */
+export function describeNoGain(rawBytes: number, escapeCount: number, chunkSize: number): string {
+  const payloadBytes = computePayloadLayout(bf16ValueCount(rawBytes), escapeCount, chunkSize).totalBytes;
+  return `its payload would be ${payloadBytes} bytes, not smaller than its ${rawBytes} raw bytes (the cache stores only tensors that shrink)`;
+}
