@@ -39,6 +39,7 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
+import { findOtherFilesBindings } from './judge-model-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
@@ -216,7 +217,14 @@ export type BuildProgressEvent =
    * `--repair` found the manifest damaged: the entries it still lists are checked against their
    * blobs (each decoded) before the build starts; first with done 0, then after each entry.
    */
-  | { type: 'manifest-recovery'; done: number; total: number; doneBytes: number; totalBytes: number };
+  | { type: 'manifest-recovery'; done: number; total: number; doneBytes: number; totalBytes: number }
+  /**
+   * Before any tensor: the cache holds `bindings` of this model's shard name `shardName` that
+   * `gc --model` of it would remove (at spans or of shapes its tensors do not have), recorded only
+   * with other files of that name than `file` (judge-model-bindings.ts, isFromOtherFile): another
+   * model's sharing the shard name, most likely. Directory caches only (a bucket keeps no file stamps).
+   */
+  | { type: 'shard-name-shared'; shardName: string; file: string; bindings: number };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
@@ -416,6 +424,13 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     }
     store = await openStore();
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
+    // One pass over the cache's bindings (no tensor read): text_encoder/model.safetensors and
+    // text_encoder_2/model.safetensors built into one cache each lose theirs to the other's gc --model.
+    if (!s3) {
+      for (const shared of findOtherFilesBindings(store, model)) {
+        emit({ type: 'shard-name-shared', ...shared, file: model.shards.find((shard) => shard.name === shared.shardName)?.path ?? shared.shardName });
+      }
+    }
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {

@@ -2,7 +2,7 @@
 // The cache records a binding's shard name, offset, size and the stamps of the files it was
 // checked against, not where the model is: given the model, each binding of one of its shard names
 // is judged against the file as it is now, from its header and stamp alone (no tensor is read).
-import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
+import { parseFileStamp, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
 
 /**
@@ -30,6 +30,14 @@ export interface PrunedBinding {
   key: string;
   qualname: string;
   verdict: Exclude<BindingVerdict, 'live' | 'unchecked'>;
+  /**
+   * Of a `leftover` or `mismatched` binding: it was recorded only with files other than this
+   * model's shard of that name (other inode numbers): another model's file of the same shard name
+   * sharing the cache (`text_encoder/model.safetensors` and `text_encoder_2/model.safetensors`), or
+   * this model's earlier file replaced by a new one (a download, a save by rename). The stamps
+   * cannot tell which: they hold no path (isFromOtherFile).
+   */
+  otherFile?: true;
 }
 
 export interface ModelBindingsReport {
@@ -49,6 +57,8 @@ export interface ModelBindingsReport {
   otherShards: { shardName: string; bindings: number }[];
   /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
   prune: PrunedBinding[];
+  /** Of `prune`, those recorded only with other files of that shard name than this model's (PrunedBinding.otherFile). */
+  otherFiles: number;
   /**
    * How many the store removed: 0 in a dry run; fewer than `prune` lists where a writer bound one
    * of those slices again, or to another entry, since it was judged (left as it is).
@@ -89,13 +99,17 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
     mismatched: 0,
     otherShards: [],
     prune: [],
+    otherFiles: 0,
     removed: 0,
   };
   const others = new Map<string, number>();
   for (const entry of store.entries()) {
     for (const [shardName, offsetBytes, sizeBytes] of entry.sliceKeys) {
       const prune = (verdict: PrunedBinding['verdict']): void => {
-        report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict });
+        // Read only for the bindings that go: a model's live ones are most of them.
+        const fromOther = verdict !== 'other-shard' && isFromOtherFile(store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [], stamps.get(shardName) ?? null);
+        if (fromOther) report.otherFiles += 1;
+        report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict, ...(fromOther ? { otherFile: true as const } : {}) });
       };
       if (!stamps.has(shardName)) {
         others.set(shardName, (others.get(shardName) ?? 0) + 1);
@@ -122,6 +136,35 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
   }
   report.otherShards = [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([shardName, bindings]) => ({ shardName, bindings }));
   return report;
+}
+
+/**
+ * Per shard name of the model, the bindings `gc --model` of it would remove that were recorded only
+ * with other files of that name (PrunedBinding.otherFile): most likely another model's sharing the
+ * shard name, which a build of this model says before it binds its own (names with none left out).
+ */
+export function findOtherFilesBindings(store: CacheStore, model: SafetensorsModel): { shardName: string; bindings: number }[] {
+  const counts = new Map<string, number>();
+  for (const binding of judgeModelBindings(store, model, '', { pruneOtherShards: false }).prune) {
+    if (binding.otherFile) counts.set(binding.shardName, (counts.get(binding.shardName) ?? 0) + 1);
+  }
+  return [...counts].map(([shardName, bindings]) => ({ shardName, bindings }));
+}
+
+/**
+ * Whether a binding's recorded stamps are all of other files than `current` (the model's shard of
+ * that name as it is now): file stamps with an inode number, none of them `current`'s. The same
+ * inode is the same file, rewritten in place (this model's, at this path); another inode is another
+ * file, at another path (another model's of this shard name) or at this one (this model's, replaced
+ * by a new file: a download, a save by rename), which no stamp tells apart (they record no path).
+ * Inode numbers of two file systems may coincide: such a file counts as this one. False where it
+ * cannot say (no stamps, stamps of the old form or an object's, a model with no file stamps).
+ */
+export function isFromOtherFile(recorded: readonly string[], current: string | null): boolean {
+  const inode = current === null ? undefined : parseFileStamp(current)?.inode;
+  if (inode === undefined) return false;
+  const inodes = recorded.map((stamp) => parseFileStamp(stamp)?.inode);
+  return inodes.length > 0 && inodes.every((other) => other !== undefined && other !== inode);
 }
 
 /**

@@ -36,6 +36,13 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     const [shardName, verdict] = group.split('\n') as [string, keyof typeof VERDICT_TEXT];
     lines.push(`  ${shardName}: ${n} ${VERDICT_TEXT[verdict]}`);
   }
+  // A shared shard name (text_encoder/model.safetensors and text_encoder_2/model.safetensors in one
+  // cache): the other model's bindings are judged left behind. The stamps tell another file, not whose.
+  if (report.otherFiles > 0) {
+    lines.push(
+      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): a model whose bindings ${report.dryRun ? 'these are would bind them' : 'these were binds them'} again at its next load, one hash pass each; keep models whose shard names collide in caches of their own`,
+    );
+  }
   if (report.unchecked > 0 && /^s3:\/\//i.test(cache)) {
     // Builds record no file stamps in a bucket (a file stamp is one host's), and this command keeps none on the host.
     lines.push(

@@ -17,6 +17,7 @@ const report: ModelBindingsReport = {
   mismatched: 0,
   otherShards: [],
   prune: [judged(0), judged(8), judged(16)],
+  otherFiles: 0,
   removed: 1,
 };
 

@@ -98,6 +98,13 @@ export const buildCommand = defineCommand({
             progress.note(`splitzip build: ${describeLockWait(args.out, event)}`);
           } else if (event.type === 'lock-unreadable') {
             progress.note(`splitzip build: ${describeUnreadableLockWait(args.out)}`);
+          } else if (event.type === 'shard-name-shared') {
+            // Human output only: a --json run's one document is the report.
+            if (!args.json) {
+              progress.note(
+                `splitzip build: warning: the cache holds ${event.bindings} binding${event.bindings === 1 ? '' : 's'} of shard name ${event.shardName} recorded from another file than ${event.file} (another model's file of that name, or an earlier copy of this one replaced by a new file), at spans or of shapes this model's tensors do not have: \`splitzip gc ${args.out} --model\` of either model removes the other's (which binds them again at its next load, one hash pass each); keep models whose shard names collide in caches of their own`,
+              );
+            }
           } else if (event.type === 'manifest-recovery') {
             // Said even with --quiet: the cache was damaged, and a large one takes a while to check.
             if (event.done === 0) progress.note(`splitzip build: the cache's manifest is damaged (or an older copy): checking the ${event.total} entries it still lists against their blobs`);

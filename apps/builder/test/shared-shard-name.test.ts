@@ -1,0 +1,72 @@
+// Two models whose shards have one name (text_encoder/model.safetensors and
+// text_encoder_2/model.safetensors, as in a diffusers pipeline) built into one cache: gc --model of
+// either judges the other's bindings left behind and removes them. The cache records stamps, not
+// paths, so it cannot tell another model's file from this model's earlier file replaced by a new
+// one; it now says how many it removes were recorded from another file, and a build says so first.
+import { mkdir, writeFile, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../src/run-cli.js';
+import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-shared-shard-name-');
+});
+afterAll(async () => temp?.cleanup());
+
+async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const chunks = { out: [] as string[], err: [] as string[] };
+  const sink = (into: string[]) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        into.push(String(chunk));
+        done();
+      },
+    });
+  const code = await runCli(argv, { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) } });
+  return { code, out: chunks.out.join(''), err: chunks.err.join('') };
+}
+
+describe('two models with one shard name in one cache', () => {
+  it('build warns of the other file\'s bindings; gc --model says how many it removes came from another file', async () => {
+    await mkdir(join(temp.path, 'text_encoder'));
+    await mkdir(join(temp.path, 'text_encoder_2'));
+    const first = await writeSingleFileModel(join(temp.path, 'text_encoder', 'model.safetensors'), [gaussianBf16('a.weight', [64, 64], 1), gaussianBf16('b.weight', [64, 64], 2)]);
+    const second = await writeSingleFileModel(join(temp.path, 'text_encoder_2', 'model.safetensors'), [gaussianBf16('c.weight', [64, 96], 3), gaussianBf16('d.weight', [64, 96], 4), gaussianBf16('e.weight', [64, 96], 5)]);
+    const cacheDir = join(temp.path, 'cache');
+    const built = await run(['build', first, '--out', cacheDir, '--quiet']);
+    expect(built.code).toBe(0);
+    expect(built.err).toBe('');
+    // --json: the report only.
+    const json = await run(['build', second, '--out', join(temp.path, 'cache-json-copy'), '--json']);
+    expect(json.err).toBe('');
+    const text = await run(['build', second, '--out', cacheDir, '--quiet']);
+    expect(text.code).toBe(0);
+    expect(text.err).toContain(`splitzip build: warning: the cache holds 2 bindings of shard name model.safetensors recorded from another file than ${second} (another model's file of that name`);
+
+    const dry = await run(['gc', cacheDir, '--model', second, '--dry-run', '--json']);
+    const bindings = (JSON.parse(dry.out) as { bindings: { leftover: number; otherFiles: number; prune: { otherFile?: true }[] } }).bindings;
+    expect(bindings).toMatchObject({ leftover: 2, otherFiles: 2 });
+    expect(bindings.prune.every((binding) => binding.otherFile === true)).toBe(true);
+    const gc = await run(['gc', cacheDir, '--model', second]);
+    expect(gc.out).toContain('  2 of them were bound from another file of that shard name than this model\'s (another inode');
+  });
+
+  it('bindings this model\'s own file left behind (rewritten in place, tensors moved) are not counted as another file\'s', async () => {
+    await mkdir(join(temp.path, 'own'));
+    const path = join(temp.path, 'own', 'model.safetensors');
+    await writeSingleFileModel(path, [gaussianBf16('a.weight', [64, 64], 1), gaussianBf16('b.weight', [64, 64], 2)]);
+    const cacheDir = join(temp.path, 'cache-own');
+    expect((await run(['build', path, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    // The same file (same inode) rewritten with another first tensor: b.weight moves.
+    const moved = join(temp.path, 'own-moved.safetensors');
+    await writeSingleFileModel(moved, [gaussianBf16('a.weight', [64, 96], 6), gaussianBf16('b.weight', [64, 64], 2)]);
+    await writeFile(path, await readFile(moved));
+    const text = await run(['build', path, '--out', cacheDir, '--quiet']);
+    expect(text.err).not.toContain('recorded from another file');
+    const dry = await run(['gc', cacheDir, '--model', path, '--dry-run', '--json']);
+    expect((JSON.parse(dry.out) as { bindings: { leftover: number; otherFiles: number } }).bindings).toMatchObject({ leftover: 2, otherFiles: 0 });
+  });
+});
