@@ -12,6 +12,8 @@ import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@spl
 import { bindFoundSlice, checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
+import { describeNoGain } from './check-payload-gain.js';
+import { formatCoverage } from './format-coverage.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
@@ -212,20 +214,26 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   }
   const elementCount = target.slice.sizeBytes / 2;
   if (elementCount > MAX_ELEMENT_COUNT) return { reason: 'missing', detail: `${elementCount} values exceed one payload` };
+  // Not even a payload without escapes is smaller than its raw bytes: no build stores it (decided
+  // without its bytes, as the build does; cacheOnly too).
+  const chunkSize = env.cache.store.chunkSize;
+  const noGain = describeNoGain(target.slice.sizeBytes, 0, chunkSize);
+  if (noGain !== null) return { reason: 'no-gain', detail: noGain };
   // cacheOnly: only the bytes' histogram tells a tensor the build skipped for its coverage from one
   // not built, and the cache records no skips: such a load reads no raw bytes, so it cannot say which.
   if (data === undefined && target.info !== undefined) {
     return {
       reason: 'missing',
-      detail: `no entry for this slice: either the build skipped it for its Top-16 exponent coverage (under the gate ${env.cache.coverageMin}: no build caches it) or no build of this model cached it (${describeBuildRemedy(env.cache, `\`splitzip build <model> --out ${env.cache.root}\` does`)}); only its raw bytes tell which, and a cacheOnly load reads none: a load without cacheOnly reports it as \`coverage\` or \`missing\``,
+      detail: `no entry for this slice: either the build skipped it for its Top-16 exponent coverage (under the gate ${env.cache.coverageMin}: no build caches it) or for its escapes (its payload would not be smaller than its raw bytes), or no build of this model cached it (${describeBuildRemedy(env.cache, `\`splitzip build <model> --out ${env.cache.root}\` does`)}); only its raw bytes tell which, and a cacheOnly load reads none: a load without cacheOnly reports it as \`coverage\`, \`no-gain\` or \`missing\``,
     };
   }
   if (!env.explainMisses || data === undefined || data.byteLength < 2) {
     return { reason: 'missing', detail: 'no entry for this slice' };
   }
   // The builder's gate: Top-16 exponent coverage below coverage_min means it was skipped on purpose.
-  const { coverage } = calibrateFromHistogram(countBf16Exponents(data));
-  if (coverage < env.cache.coverageMin) return { reason: 'coverage', detail: `coverage ${coverage.toFixed(4)} < gate ${env.cache.coverageMin}` };
+  const { coverage, escapeCount } = calibrateFromHistogram(countBf16Exponents(data));
+  // Rounded down: a coverage under the gate never prints as the gate.
+  if (coverage < env.cache.coverageMin) return { reason: 'coverage', detail: `coverage ${formatCoverage(coverage, 6)} < gate ${env.cache.coverageMin}` };
   // The bytes may be cached under another slice: one entry binds at most MAX_SLICE_KEYS_PER_ENTRY
   // slices of identical tensors (the rest stay unbound), or the build that cached them was of another model.
   // Hashed only when some entry has this many bytes: a load against a cache of other tensors
@@ -249,7 +257,10 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const bound = bindable ? bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp! }) : undefined;
     return { reason: 'missing', detail: bound === undefined ? `${why}: ${describeBuildRemedy(env.cache, 'a build of this model binds it')}` : `${why}: ${bound}` };
   }
-  return { reason: 'missing', detail: `no entry for this slice (coverage ${coverage.toFixed(4)} passes the gate)` };
+  // Its escapes make the payload no smaller than the raw bytes: the build skipped it (skipped_no_gain).
+  const escapesNoGain = describeNoGain(data.byteLength, escapeCount, chunkSize);
+  if (escapesNoGain !== null) return { reason: 'no-gain', detail: escapesNoGain };
+  return { reason: 'missing', detail: `no entry for this slice (coverage ${formatCoverage(coverage, 6)} passes the gate)` };
 }
 
 /** A binding to an entry of another shape than the tensor at its slice: what removes it (builder README, gc --model). */

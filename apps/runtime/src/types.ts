@@ -8,6 +8,9 @@ export type TensorSource = 'cache' | 'raw';
  * - `cached`: decoded from its cache entry;
  * - `dtype`: not BF16, so never cached (served raw);
  * - `coverage`: BF16 but the build skipped it (its Top-16 exponent coverage was under the gate);
+ * - `no-gain`: BF16 but the build skipped it: its payload would not be smaller than its raw bytes
+ *   (under 1,409 values, the payload's header and codebook outweigh them; the cache stores only
+ *   tensors that shrink);
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice);
  * - `stale`: the slice is bound, but its shard (a local file or an s3:// model's object) was checked
  *   and holds other bytes than the entry (the file was rewritten, or is another model's of the
@@ -20,9 +23,9 @@ export type TensorSource = 'cache' | 'raw';
  * - `cache-failed`: an entry exists but failed (blob unreadable/corrupt, entry disagreeing with its
  *   blob, decode backend failure, digest mismatch); served raw, and `error` says what happened.
  */
-export type LoadReason = 'cached' | 'dtype' | 'coverage' | 'missing' | 'stale' | 'unchecked' | 'cache-failed';
+export type LoadReason = 'cached' | 'dtype' | 'coverage' | 'no-gain' | 'missing' | 'stale' | 'unchecked' | 'cache-failed';
 
-export const LOAD_REASONS: readonly LoadReason[] = ['cached', 'dtype', 'coverage', 'missing', 'stale', 'unchecked', 'cache-failed'];
+export const LOAD_REASONS: readonly LoadReason[] = ['cached', 'dtype', 'coverage', 'no-gain', 'missing', 'stale', 'unchecked', 'cache-failed'];
 
 /** The per-tensor report. */
 export interface TensorReport {
@@ -129,7 +132,7 @@ export function createEmptyTotals(): LoadTotals {
     tensors: 0,
     fromCache: 0,
     fromRaw: 0,
-    byReason: { cached: 0, dtype: 0, coverage: 0, missing: 0, stale: 0, unchecked: 0, 'cache-failed': 0 },
+    byReason: { cached: 0, dtype: 0, coverage: 0, 'no-gain': 0, missing: 0, stale: 0, unchecked: 0, 'cache-failed': 0 },
     fallbacks: 0,
     bytesRead: 0,
     bytesReadFromCache: 0,

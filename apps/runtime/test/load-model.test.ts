@@ -99,7 +99,7 @@ describe('loadModel', () => {
       const { totals } = load;
       expect(totals.tensors).toBe(12);
       expect(totals.fromCache).toBe(7);
-      expect(totals.byReason).toEqual({ cached: 7, dtype: 2, coverage: 1, missing: 2, stale: 0, unchecked: 0, 'cache-failed': 0 });
+      expect(totals.byReason).toEqual({ cached: 7, dtype: 2, coverage: 1, 'no-gain': 0, missing: 2, stale: 0, unchecked: 0, 'cache-failed': 0 });
       const cachedRaw = tensors.filter((t) => t.source === 'cache').reduce((sum, t) => sum + t.data.byteLength, 0);
       const uncachedRaw = tensors.filter((t) => t.source === 'raw').reduce((sum, t) => sum + t.data.byteLength, 0);
       expect(totals.bytesProduced).toBe(cachedRaw + uncachedRaw);
