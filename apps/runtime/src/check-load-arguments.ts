@@ -63,6 +63,15 @@ export function checkCacheArgument(cache: unknown, option = 'cache'): void {
 
 /** A model from openSafetensorsModel / openModel. */
 export function checkModelArgument(model: unknown, option = 'model'): asserts model is SafetensorsModel {
+  // A location is what loadModel takes (it opens and closes the model for its one load): say what
+  // a single-tensor call takes instead, rather than only "got string".
+  if (typeof model === 'string') {
+    throw new RuntimeError(
+      'INVALID_ARGUMENT',
+      `${option} must be an open model, got the location ${JSON.stringify(model)}: open it once with \`await openModel(${JSON.stringify(model)})\` (or openSafetensorsModel), pass that to every load, and close it when done (only loadModel takes a location, opening and closing the model for that one load)`,
+      { option, type: 'string', location: model },
+    );
+  }
   if (!hasMethods(model, ['getTensor', 'findBySlice']) || !Array.isArray((model as { tensors?: unknown }).tensors)) {
     throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a model from openSafetensorsModel or openModel, got ${kindOf(model)}`, { option, type: kindOf(model) });
   }

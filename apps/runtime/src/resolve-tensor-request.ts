@@ -1,8 +1,10 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { findClosestName } from '@splitzip/codec';
 import { classifyBinding, isStoreError, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
+import { describeOpenedModel } from './describe-opened-model.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -73,7 +75,8 @@ export function checkShardUnchanged(model: SafetensorsModel, shardName: string, 
 
 /** MODEL_CLOSED for a request through `model` after its close(). */
 export function modelClosedError(model: SafetensorsModel, tensor: string, cause?: unknown): RuntimeError {
-  return new RuntimeError('MODEL_CLOSED', `cannot load ${tensor}: the model at ${model.rootDir} is closed (open it again)`, { tensor, modelRoot: model.rootDir }, cause === undefined ? undefined : { cause });
+  const opened = describeOpenedModel(model);
+  return new RuntimeError('MODEL_CLOSED', `cannot load ${tensor}: the ${opened.text} is closed (open it again)`, { tensor, modelRoot: model.rootDir, modelPath: opened.modelPath }, cause === undefined ? undefined : { cause });
 }
 
 /**
@@ -213,9 +216,13 @@ function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cach
     const info = model.findBySlice(slice);
     if (info !== undefined) return targetFromInfo(model, info, cache);
     if (!model.shards.some((shard) => shard.name === slice.shardName)) {
-      throw new RuntimeError('SHARD_NOT_FOUND', `model at ${model.rootDir} has no shard named ${slice.shardName}`, {
+      const opened = describeOpenedModel(model);
+      const near = findClosestName(slice.shardName, model.shards.map((shard) => shard.name));
+      throw new RuntimeError('SHARD_NOT_FOUND', `${opened.text} has no shard named ${slice.shardName}${near === undefined ? '' : `: did you mean ${near}?`}`, {
         ...slice,
         modelRoot: model.rootDir,
+        modelPath: opened.modelPath,
+        ...(near === undefined ? {} : { suggestion: near }),
       });
     }
     throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no tensor of shard ${slice.shardName}`, { ...slice });
@@ -255,9 +262,14 @@ export function resolveTensorRequest(
     checkModelArgument(request.model, 'request.model');
     const info = request.model.getTensor(request.name);
     if (info === undefined) {
-      throw new RuntimeError('TENSOR_NOT_FOUND', `model at ${request.model.rootDir} has no tensor named ${request.name}`, {
+      const opened = describeOpenedModel(request.model);
+      // The nearest name a typo likely meant (as the CLI suggests options), only on this error path.
+      const near = findClosestName(request.name, request.model.tensors.map((t) => t.name));
+      throw new RuntimeError('TENSOR_NOT_FOUND', `${opened.text} has no tensor named ${request.name}${near === undefined ? '' : `: did you mean ${near}?`}`, {
         tensor: request.name,
         modelRoot: request.model.rootDir,
+        modelPath: opened.modelPath,
+        ...(near === undefined ? {} : { suggestion: near }),
       });
     }
     return targetFromInfo(request.model, info, cache);
