@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { constants, readFileSync, readlinkSync } from 'node:fs';
-import { open, readdir, type FileHandle } from 'node:fs/promises';
+import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { numberedShardPrefix } from './check-shard-numbering.js';
@@ -25,12 +25,25 @@ const WRITER_ID_PATTERN = /^[0-9a-f]{32}$/;
 const STAGED_NAME_PATTERN = /^\.(.+)\.tmp-\d{1,10}-[0-9a-f]{12}$/;
 /** `.<indexFileName>.commit` */
 const RECORD_NAME_PATTERN = /^\.(.+)\.commit$/;
+/** How every record's text starts (JSON.stringify(record, null, 1), `format` first): tells it from an unrelated `.<x>.commit` file. */
+const RECORD_TEXT_START = `{\n "format": "${COMMIT_RECORD_FORMAT}",`;
+/** A file name (one path segment) longer than this is ENAMETOOLONG on Linux and macOS (NAME_MAX). */
+const MAX_NAME_SEGMENT_BYTES = 255;
+/** A path longer than this is ENAMETOOLONG (Linux PATH_MAX 4096, its NUL included). */
+const MAX_PATH_BYTES = 4095;
+/** An inode number (bigint stat), in decimal: above 2^53 on some file systems. */
+const INO_PATTERN = /^\d{1,20}$/;
 
-/** One staged shard of a commit: its hidden temp's name, its final name, its file size. */
+/**
+ * One staged shard of a commit: its hidden temp's name, its final name, its file size and its inode
+ * number (decimal; rename keeps it: proves that a file under the final name is this temp renamed,
+ * not an old shard of the same name and size).
+ */
 export interface CommitRecordShard {
   staged: string;
   name: string;
   bytes: number;
+  ino: string;
 }
 
 /**
@@ -61,26 +74,58 @@ export function commitRecordNameFor(indexFileName: string): string {
   return `.${indexFileName}.commit`;
 }
 
-/** The commit records among a directory's names. */
-export function findCommitRecordNames(names: readonly string[]): string[] {
-  return names.filter((name) => RECORD_NAME_PATTERN.test(name)).sort();
+/**
+ * The commit records among a directory's names: `.<indexFileName>.commit` for a plain index name,
+ * whose text starts as a record's does (a hidden `*.commit` file of something else is none).
+ */
+export async function findCommitRecordNames(dir: string, names: readonly string[]): Promise<string[]> {
+  const found: string[] = [];
+  for (const name of names) {
+    const indexFileName = RECORD_NAME_PATTERN.exec(name)?.[1];
+    if (indexFileName !== undefined && isPlainName(indexFileName) && (await startsLikeRecord(join(dir, name)))) found.push(name);
+  }
+  return found.sort();
 }
 
 /** The commit records in `dir` (none where it cannot be listed). */
 export async function listCommitRecords(dir: string): Promise<string[]> {
-  return findCommitRecordNames(await readdir(dir).catch(() => []));
+  return findCommitRecordNames(dir, await readdir(dir).catch(() => []));
 }
 
-/** Commits of this process (writer ids) not yet settled: a record of one of them is no abandoned one. */
-const commitsInFlight = new Set<string>();
+async function startsLikeRecord(path: string): Promise<boolean> {
+  let handle: FileHandle | undefined;
+  try {
+    // O_NONBLOCK: a FIFO of that name opens at once and is no regular file.
+    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    if (!(await handle.stat()).isFile()) return false;
+    const start = new Uint8Array(RECORD_TEXT_START.length);
+    const { bytesRead } = await handle.read(start, 0, start.length, 0);
+    return new TextDecoder().decode(start.subarray(0, bytesRead)) === RECORD_TEXT_START;
+  } catch {
+    return false;
+  } finally {
+    await handle?.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Commits and resumes of this module instance (ids) that settled: a record or lock of this process
+ * (same pid) is a live one's unless its id is here. Another instance (a worker thread, the CJS
+ * copy of this package) has its own set: to it, this process's commits are alive.
+ */
+const settledCommits = new Set<string>();
 
 export function newWriterId(): string {
   return randomBytes(16).toString('hex');
 }
 
-export function markCommitInFlight(writerId: string, inFlight: boolean): void {
-  if (inFlight) commitsInFlight.add(writerId);
-  else commitsInFlight.delete(writerId);
+export function markCommitSettled(writerId: string): void {
+  settledCommits.add(writerId);
+}
+
+/** The staged shards' inode numbers (decimal), for the record. */
+export async function readInodeNumbers(paths: readonly string[]): Promise<string[]> {
+  return Promise.all(paths.map(async (path) => String((await stat(path, { bigint: true })).ino)));
 }
 
 export function buildCommitRecord(fields: { writerId: string; indexFileName: string; remove: readonly string[]; shards: readonly CommitRecordShard[]; indexBytes: Uint8Array }): CommitRecord {
@@ -159,6 +204,11 @@ export async function readCommitRecord(file: string, recordName: string): Promis
   if (typeof indexFileName !== 'string' || !isPlainName(indexFileName) || commitRecordNameFor(indexFileName) !== recordName) {
     throw invalid('indexFileName', `is ${quoteValue(indexFileName)}, not the plain file name this record (${quoteValue(recordName)}) is named after`);
   }
+  // Every name is checked for length here, before resume removes anything: a name the file system
+  // refuses (ENAMETOOLONG) failed only after the old files before it were gone, on every run.
+  const dir = dirname(file);
+  const longIndex = findLongName(dir, [indexFileName, `.${indexFileName}.tmp-${MAX_PID}-000000000000`]);
+  if (longIndex !== undefined) throw invalid('indexFileName', `is ${quoteValue(indexFileName)}, ${describeLongName(dir, longIndex)}`);
   // The new shards: one complete numbered set, in order, each staged under temporaryPathFor()'s name.
   if (!Array.isArray(value.shards) || value.shards.length === 0) throw invalid('shards', 'is not a non-empty array');
   const shards: CommitRecordShard[] = [];
@@ -168,8 +218,8 @@ export async function readCommitRecord(file: string, recordName: string): Promis
     const field = `shards[${i}]`;
     if (item === null || typeof item !== 'object' || Array.isArray(item)) throw invalid(field, 'is not an object');
     const shard = item as Record<string, unknown>;
-    if (Object.keys(shard).some((key) => key !== 'staged' && key !== 'name' && key !== 'bytes')) throw invalid(field, 'has a field other than staged, name, bytes');
-    const { name, staged, bytes: size } = shard;
+    if (Object.keys(shard).some((key) => key !== 'staged' && key !== 'name' && key !== 'bytes' && key !== 'ino')) throw invalid(field, 'has a field other than staged, name, bytes, ino');
+    const { name, staged, bytes: size, ino } = shard;
     const count = value.shards.length;
     const expected = prefix !== undefined && isPlainName(prefix) ? `${prefix}-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.safetensors` : undefined;
     if (typeof name !== 'string' || name !== expected) throw invalid(`${field}.name`, `is ${quoteValue(name)}, not shard ${i + 1} of ${count} of one numbered set`);
@@ -177,8 +227,11 @@ export async function readCommitRecord(file: string, recordName: string): Promis
       throw invalid(`${field}.staged`, `is ${quoteValue(staged)}, not a temp name of ${quoteValue(name)} (.<name>.tmp-<pid>-<12 hex>)`);
     }
     if (!Number.isSafeInteger(size) || (size as number) < 8) throw invalid(`${field}.bytes`, `is ${quoteValue(size)}, not a shard's file size`);
+    if (typeof ino !== 'string' || !INO_PATTERN.test(ino)) throw invalid(`${field}.ino`, `is ${quoteValue(ino)}, not an inode number in decimal`);
+    const long = findLongName(dir, [staged, name]);
+    if (long !== undefined) throw invalid(`${field}.${long === staged ? 'staged' : 'name'}`, `is ${quoteValue(long)}, ${describeLongName(dir, long)}`);
     finals.add(name);
-    shards.push({ name, staged, bytes: size as number });
+    shards.push({ name, staged, bytes: size as number, ino });
   }
   if (new Set(shards.map((shard) => shard.staged)).size !== shards.length) throw invalid('shards', 'names one temp file twice');
   if (!Array.isArray(value.remove)) throw invalid('remove', 'is not an array');
@@ -189,6 +242,7 @@ export async function readCommitRecord(file: string, recordName: string): Promis
     // the writer removes the shards an old index names, in a subdirectory too.
     if (typeof name !== 'string' || !name.endsWith('.safetensors') || !isRelativeName(name)) throw invalid(field, `is ${quoteValue(name)}, not the name of a .safetensors file inside the directory`);
     if (remove.includes(name)) throw invalid(field, `names ${quoteValue(name)} twice`);
+    if (findLongName(dir, [name]) !== undefined) throw invalid(field, `is ${quoteValue(name)}, ${describeLongName(dir, name)}`);
     remove.push(name);
   }
   if (typeof value.index !== 'string') throw invalid('index', 'is not a string');
@@ -220,6 +274,19 @@ export async function readCommitRecord(file: string, recordName: string): Promis
   };
 }
 
+const utf8Bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+/** The first name (relative to `root`) with a segment over MAX_NAME_SEGMENT_BYTES or a path over MAX_PATH_BYTES. */
+function findLongName(root: string, names: readonly string[]): string | undefined {
+  return names.find((name) => name.split('/').some((segment) => utf8Bytes(segment) > MAX_NAME_SEGMENT_BYTES) || utf8Bytes(join(root, name)) > MAX_PATH_BYTES);
+}
+
+function describeLongName(root: string, name: string): string {
+  return name.split('/').some((segment) => utf8Bytes(segment) > MAX_NAME_SEGMENT_BYTES)
+    ? `whose name has a segment over ${MAX_NAME_SEGMENT_BYTES} bytes (no file can have it)`
+    : `whose path in ${root} is over ${MAX_PATH_BYTES} bytes (no file can have it)`;
+}
+
 /** One plain file name: no `/`, `\`, NUL, not `.`, `..` or empty (the writer's shardNamePrefix/indexFileName rule). */
 function isPlainName(name: string): boolean {
   return !name.includes('/') && isRelativeName(name);
@@ -234,33 +301,48 @@ function isRelativeName(name: string): boolean {
   }
 }
 
+/** Who holds a commit (a record's writer, a commit lock's holder): its process and its id. */
+export interface CommitHolder {
+  pid: number;
+  host: string;
+  pidNamespace: string | null;
+  writerId: string;
+}
+
 /**
- * Whether the record's writer may still be committing: its pid names a live process (not a zombie)
- * of this host and pid namespace — in this process, a commit of this package not yet settled.
- * Advisory: a pid is reused, and another host's or container's process cannot be seen (false).
+ * Whether a commit's holder may still run: 'unseen' where its `host` or `pidNamespace` is not this
+ * process's (its process cannot be seen); else 'alive' where its pid is a live process (not a
+ * zombie) — this very process unless this module instance saw the commit settle —, 'dead' otherwise.
+ * Advisory: a pid is reused.
  */
-export function isCommitWriterAlive(record: CommitRecord): boolean {
-  if (record.host !== hostname() || record.pidNamespace !== currentPidNamespace()) return false;
-  if (record.pid === process.pid) return commitsInFlight.has(record.writerId);
+export function judgeCommitHolder(holder: CommitHolder): 'alive' | 'dead' | 'unseen' {
+  if (holder.host !== hostname() || holder.pidNamespace !== currentPidNamespace()) return 'unseen';
+  // A worker thread or another copy of this package in this process commits with its own module state.
+  if (holder.pid === process.pid) return settledCommits.has(holder.writerId) ? 'dead' : 'alive';
   try {
-    process.kill(record.pid, 0);
+    process.kill(holder.pid, 0);
   } catch (error) {
     // EPERM: it runs, as another user.
-    if ((error as NodeJS.ErrnoException)?.code !== 'EPERM') return false;
+    if ((error as NodeJS.ErrnoException)?.code !== 'EPERM') return 'dead';
   }
   try {
     // A zombie (killed, not yet reaped) answers kill(pid, 0).
-    const stat = readFileSync(`/proc/${record.pid}/stat`, 'utf8');
+    const stat = readFileSync(`/proc/${holder.pid}/stat`, 'utf8');
     const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
+    return state !== 'Z' && state !== 'X' ? 'alive' : 'dead';
   } catch {
-    return true;
+    return 'alive';
   }
+}
+
+/** Whether the record's writer may still be committing (judgeCommitHolder; one that cannot be seen is taken for gone). */
+export function isCommitWriterAlive(record: CommitRecord): boolean {
+  return judgeCommitHolder(record) === 'alive';
 }
 
 let pidNamespace: string | null | undefined;
 /** `/proc/self/ns/pid`'s link text (`pid:[<inode>]`), null off Linux. */
-function currentPidNamespace(): string | null {
+export function currentPidNamespace(): string | null {
   if (pidNamespace === undefined) {
     try {
       const text = readlinkSync('/proc/self/ns/pid');
@@ -270,4 +352,21 @@ function currentPidNamespace(): string | null {
     }
   }
   return pidNamespace;
+}
+
+/** A commit lock's text as a holder (undefined where it is none: empty, cut short, damaged). */
+export function parseCommitHolder(text: string): CommitHolder | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const { pid, host, pidNamespace, writerId } = value as Record<string, unknown>;
+  if (!Number.isSafeInteger(pid) || (pid as number) < 1 || (pid as number) > MAX_PID) return undefined;
+  if (typeof host !== 'string' || host.length > MAX_HOST_CHARS) return undefined;
+  if (pidNamespace !== null && !(typeof pidNamespace === 'string' && PID_NAMESPACE_PATTERN.test(pidNamespace))) return undefined;
+  if (typeof writerId !== 'string' || !WRITER_ID_PATTERN.test(writerId)) return undefined;
+  return { pid: pid as number, host, pidNamespace: pidNamespace as string | null, writerId };
 }

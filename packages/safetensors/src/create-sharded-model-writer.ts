@@ -5,7 +5,8 @@ import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
 import { checkRemovalsInside } from './check-removal-inside.js';
-import { buildCommitRecord, commitRecordNameFor, findCommitRecordNames, markCommitInFlight, newWriterId, serializeCommitRecord } from './commit-record.js';
+import { acquireCommitLock } from './commit-lock.js';
+import { buildCommitRecord, commitRecordNameFor, findCommitRecordNames, markCommitSettled, newWriterId, readInodeNumbers, serializeCommitRecord } from './commit-record.js';
 import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
@@ -53,7 +54,8 @@ export interface ShardedModelWriter {
    * Stages the last shards, then replaces the directory's model: old shards and index removed, the
    * new shards renamed into place, the index written last (see commitModel). A failure once an old
    * file is gone is retried; WRITE_INCOMPLETE where that fails (the staged shards and the commit
-   * record are kept: resumeShardedModelWrite() finishes the commit).
+   * record are kept: resumeShardedModelWrite() finishes the commit). COMMIT_IN_PROGRESS, with nothing
+   * removed, where the directory's commit lock is held (another writer's commit, a resume).
    */
   close(): Promise<ShardedModelResult>;
   /**
@@ -178,12 +180,14 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
       writer = undefined;
       // Past the commit's point of no return the staged shards may be the only copy of any model.
       if (progress.changed) return;
-      await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
-      // Written before the first old file is removed: with the old model whole, it goes with the temps.
+      // Written before the first old file is removed: with the old model whole, it goes before the
+      // temps (the commit removes it under its lock; this is where that failed). A kill between
+      // leaves temps without a record, never a record whose temps are partly gone.
       if (progress.recorded === true) {
         await unlink(recordPath).catch(() => undefined);
         await syncDirectory(root).catch(() => undefined);
       }
+      await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));
     })());
   let inFlight: Promise<unknown> | undefined;
   const abort = async (): Promise<void> => {
@@ -261,8 +265,8 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
         }
         checkOpen();
         const plan: CommitPlan = { root, prefix, stagedPaths, shardPaths, shardFileBytes, indexPath, indexBytes, recordPath, writerId };
-        // While this commit runs, resumeShardedModelWrite() in this process takes its record for a live writer's.
-        markCommitInFlight(writerId, true);
+        // Until this commit settles, resumeShardedModelWrite() in this process (any module instance)
+        // takes its record and lock for a live writer's.
         try {
           await commitModel(plan, progress).catch(async (error: unknown) => {
             // Before the first old file went, the old model is whole: abort() removes the temps.
@@ -270,7 +274,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
             await rollForward(plan, progress, error);
           });
         } finally {
-          markCommitInFlight(writerId, false);
+          markCommitSettled(writerId);
         }
         state = 'closed';
         return { indexPath, shardPaths };
@@ -303,7 +307,7 @@ interface CommitProgress {
   doomed?: string[];
   /** How many staged shards are in place. */
   renamed: number;
-  /** Whether the commit record was written (before the first old file is removed). */
+  /** Whether the commit record may be in place (set before it is written, cleared once removed). */
   recorded?: boolean;
   /** Whether the new index was written (only the record's removal left). */
   indexWritten?: boolean;
@@ -321,24 +325,48 @@ const ROLL_FORWARD_ATTEMPTS = 2;
  * written last. Before the first old file goes, a commit record (`.<index name>.commit`: the old
  * files, each staged shard's temp and final name and size, the new index) is written atomically;
  * it is removed once the index is in place: a process killed in between leaves it, and
- * resumeShardedModelWrite() finishes the commit from it. Resumable: a second call with the same
- * `progress` goes on where the first failed.
+ * resumeShardedModelWrite() finishes the commit from it. All of it runs under the commit lock
+ * (commit-lock.ts). Resumable: a second call with the same `progress` goes on where the first failed.
  */
 async function commitModel(plan: CommitPlan, progress: CommitProgress): Promise<void> {
+  // Held from before the record is written until it is removed: a resume (or a commit of another
+  // writer, another copy of this package) meanwhile removed this commit's new files as old ones.
+  const lock = await acquireCommitLock(plan.root, basename(plan.indexPath), plan.writerId, false);
+  try {
+    await commitUnderLock(plan, progress);
+  } catch (error) {
+    // Failed with the old model whole: its record goes first, under the lock, then abort() removes
+    // the temps; a resume started later finds no record (not one whose temps go while it runs).
+    if (!progress.changed && progress.recorded === true) {
+      await unlinkIfPresent(plan.recordPath)
+        .then(() => syncDirectory(plan.root))
+        .then(() => (progress.recorded = false))
+        .catch(() => undefined);
+    }
+    throw error;
+  } finally {
+    await lock.release();
+  }
+}
+
+async function commitUnderLock(plan: CommitPlan, progress: CommitProgress): Promise<void> {
   const { root, prefix, stagedPaths, shardPaths, indexPath, indexBytes, recordPath } = plan;
   if (progress.renamed === 0) {
     // Checked again here, before anything is removed: such a file may have come since the start.
     progress.doomed ??= await refuseOtherModelFiles(root, prefix, indexPath);
     if (progress.recorded !== true) {
+      const inodes = await readInodeNumbers(stagedPaths);
       const record = buildCommitRecord({
         writerId: plan.writerId,
         indexFileName: basename(indexPath),
         remove: progress.doomed,
-        shards: stagedPaths.map((path, i) => ({ staged: basename(path), name: basename(shardPaths[i] as string), bytes: plan.shardFileBytes[i] as number })),
+        shards: stagedPaths.map((path, i) => ({ staged: basename(path), name: basename(shardPaths[i] as string), bytes: plan.shardFileBytes[i] as number, ino: inodes[i] as string })),
         indexBytes,
       });
-      await writeFileAtomic(recordPath, serializeCommitRecord(record, recordPath));
+      const bytes = serializeCommitRecord(record, recordPath);
+      // Before the write: its directory's fsync may fail after the rename put the record in place.
       progress.recorded = true;
+      await writeFileAtomic(recordPath, bytes);
     }
     for (const name of progress.doomed) {
       await commitStepObserver?.(`remove-shard ${name}`);
@@ -415,7 +443,9 @@ async function refuseOtherModelFiles(root: string, prefix: string, indexPath: st
     return rethrowIo(error, root);
   }
   const indexName = basename(indexPath);
-  const [record] = findCommitRecordNames(names);
+  // This write's own record name blocks whatever it holds (the commit would replace it).
+  const ownRecord = commitRecordNameFor(indexName);
+  const [record] = names.includes(ownRecord) ? [ownRecord] : await findCommitRecordNames(root, names);
   if (record !== undefined) {
     throw new SafetensorsError(
       'WRITE_COMMIT_PENDING',

@@ -82,7 +82,10 @@ export type SafetensorsErrorCode =
   | 'COMMIT_RECORD_MISSING'
   /** The commit record is damaged (too large, not JSON, a field out of its rules, named in `key`): nothing was changed. */
   | 'COMMIT_RECORD_INVALID'
-  /** The record's writer still runs on this host (its pid is alive): it may be committing now. */
+  /**
+   * The record's writer still runs on this host (its pid is alive), or the commit lock is held
+   * (another resume, a writer committing; a taker that cannot be seen): nothing was changed.
+   */
   | 'COMMIT_IN_PROGRESS'
   /** A staged shard is neither under its temp name nor in place with its recorded size: nothing was changed. */
   | 'COMMIT_SHARD_MISSING';

@@ -57,44 +57,53 @@ async function observe(root: string): Promise<string> {
 }
 
 describe('a sharded writer killed (SIGKILL) during its commit', () => {
-  it('leaves a directory that resumeShardedModelWrite() finishes, byte for byte, at every operation of the commit', async () => {
-    await withTempDir(async (dir) => {
-      const reference = join(dir, 'reference');
-      await writeShardedModel(reference, tensors(2), { maxShardBytes: 8 });
-      const expected = await snapshot(reference);
-      const root = join(dir, 'm');
-      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
-      const full = await runWorker(root, -1, 8);
-      expect(full.stderr).toBe('');
-      expect(await snapshot(root)).toEqual(expected);
-      // op 0 puts the commit record in place; then old shards and index go, new shards come, the index, the record goes.
-      expect(full.ops[0]).toMatch(/^op 0 rename \.\.model\.safetensors\.index\.json\.commit\.tmp-/);
-      expect(full.ops.at(-1)).toMatch(/ unlink \.model\.safetensors\.index\.json\.commit$/);
-      let refused = 0;
-      for (let stopAt = 0; stopAt < full.ops.length; stopAt += 1) {
-        await rm(root, { recursive: true, force: true });
+  // 8: 3 old shards -> 2 new ones; 4: 3 -> 3 of the same names and shapes (an old shard looks like a new one in place).
+  for (const maxShardBytes of [8, 4]) {
+    it(`leaves a directory that resumeShardedModelWrite() finishes, byte for byte, at every operation of the commit (new maxShardBytes ${maxShardBytes})`, async () => {
+      await withTempDir(async (dir) => {
+        const reference = join(dir, 'reference');
+        await writeShardedModel(reference, tensors(2), { maxShardBytes });
+        const expected = await snapshot(reference);
+        const root = join(dir, 'm');
         await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
-        const run = await runWorker(root, stopAt, 8);
-        expect(run.signal, full.ops[stopAt]).toBe('SIGKILL');
-        const seen = await observe(root);
-        if (stopAt === 0) {
-          // Killed before its record was in place: the old model is whole, there is nothing to resume.
-          expect(seen).toBe('old');
+        const full = await runWorker(root, -1, maxShardBytes);
+        expect(full.stderr).toBe('');
+        expect(await snapshot(root)).toEqual(expected);
+        // op 0 puts the commit record in place; then old shards and index go, new shards come, the
+        // index, the record goes; last, the commit lock is released.
+        expect(full.ops[0]).toMatch(/^op 0 rename \.\.model\.safetensors\.index\.json\.commit\.tmp-/);
+        expect(full.ops.at(-2)).toMatch(/ unlink \.model\.safetensors\.index\.json\.commit$/);
+        expect(full.ops.at(-1)).toMatch(/ unlink \.model\.safetensors\.index\.json\.commit\.lock$/);
+        let refused = 0;
+        for (let stopAt = 0; stopAt < full.ops.length; stopAt += 1) {
+          await rm(root, { recursive: true, force: true });
+          await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+          const run = await runWorker(root, stopAt, maxShardBytes);
+          expect(run.signal, full.ops[stopAt]).toBe('SIGKILL');
+          const seen = await observe(root);
+          if (stopAt === 0 || stopAt === full.ops.length - 1) {
+            // Killed before its record was in place (the old model whole) or after it was removed
+            // (the new one whole, its dead lock left: the next commit breaks it): nothing to resume.
+            expect(seen).toBe(stopAt === 0 ? 'old' : 'new');
+            expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root)), 'COMMIT_RECORD_MISSING');
+            continue;
+          }
+          if (seen !== 'old' && seen !== 'new') {
+            expect(seen, full.ops[stopAt]).toContain(`resumeShardedModelWrite("${root}") finishes it`);
+            refused += 1;
+          }
+          // The killed writer's pid is dead: no option needed (its lock is broken).
+          await resumeShardedModelWrite(root);
+          // Every file as an uninterrupted write leaves it, and nothing else (the killed writer's temps and lock removed).
+          expect(await snapshot(root), full.ops[stopAt]).toEqual(expected);
+          expect(await observe(root)).toBe('new');
           expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root)), 'COMMIT_RECORD_MISSING');
-          continue;
         }
-        if (seen !== 'old' && seen !== 'new') {
-          expect(seen, full.ops[stopAt]).toContain(`resumeShardedModelWrite("${root}") finishes it`);
-          refused += 1;
-        }
-        // The killed writer's pid is dead: no option needed.
-        await resumeShardedModelWrite(root);
-        // Every file as an uninterrupted write leaves it, and nothing else (the killed writer's index temp removed).
-        expect(await snapshot(root), full.ops[stopAt]).toEqual(expected);
-        expect(await observe(root)).toBe('new');
-        expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root)), 'COMMIT_RECORD_MISSING');
-      }
-      expect(refused).toBeGreaterThan(2);
+        expect(refused).toBeGreaterThan(2);
+        // The lock a writer killed after its commit left is a dead one's: the next write breaks it.
+        await writeShardedModel(root, tensors(2), { maxShardBytes });
+        expect(await snapshot(root)).toEqual(expected);
+      });
     });
-  });
+  }
 });

@@ -19,13 +19,16 @@ import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
 const names = ['a', 'b', 'c'];
 const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
 const RECORD = '.model.safetensors.index.json.commit';
+const LOCK = '.model.safetensors.index.json.commit.lock';
+/** How a record's text starts (a hidden `*.commit` file that does not is no record). */
+const RECORD_START = '{\n "format": "splitzip-sharded-model-commit",';
 
 afterEach(() => setCommitStepObserver(undefined));
 
 /** Every file of a directory, name -> bytes (hex), sorted by name. */
-async function snapshot(dir: string, skip?: string): Promise<Record<string, string>> {
+async function snapshot(dir: string, ...skip: string[]): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const name of (await readdir(dir)).sort()) if (name !== skip) out[name] = (await readFile(join(dir, name))).toString('hex');
+  for (const name of (await readdir(dir)).sort()) if (!skip.includes(name)) out[name] = (await readFile(join(dir, name))).toString('hex');
   return out;
 }
 
@@ -212,6 +215,11 @@ describe('resumeShardedModelWrite', () => {
         ['remove[0]', { remove: ['x\0.safetensors'] }],
         ['remove[0]', { remove: ['config.json'] }],
         ['remove[1]', { remove: ['a.safetensors', 'a.safetensors'] }],
+        // No file can have such a name (ENAMETOOLONG): refused before the real one before it is removed.
+        ['remove[1]', { remove: ['model-00001-of-00003.safetensors', `${'a'.repeat(300)}.safetensors`] }],
+        ['remove[1]', { remove: ['model-00001-of-00003.safetensors', `${'d/'.repeat(2100)}x.safetensors`] }],
+        ['shards[0].ino', { shards: [{ ...shard0, ino: 7 }, ...(good.shards as unknown[]).slice(1)] }],
+        ['shards[0].ino', { shards: [{ ...shard0, ino: undefined }, ...(good.shards as unknown[]).slice(1)] }],
         ['shards', { shards: [] }],
         ['shards[0]', { shards: [7] }],
         ['shards[0].name', { shards: [{ ...shard0, name: '../x' }, ...(good.shards as unknown[]).slice(1)] }],
@@ -251,16 +259,18 @@ describe('resumeShardedModelWrite', () => {
         await killWriterAtStep(root, 5, 4); // shard 1 in place
         const now = JSON.parse(await readFile(recordPath, 'utf8')) as { shards: { staged: string }[] };
         await damage(now.shards.map((shard) => join(root, shard.staged)));
-        const damaged = await snapshot(root);
+        // The stopped writer's lock aside (writerStopped breaks it): nothing else changes.
+        const damaged = await snapshot(root, LOCK);
         const error = await catchErrorAsync(() => resumeShardedModelWrite(root, { writerStopped: true }));
         expectCode(error, 'COMMIT_SHARD_MISSING');
-        expect(await snapshot(root)).toEqual(damaged);
+        expect(error.message).toContain('write the model again');
+        expect(await snapshot(root, LOCK)).toEqual(damaged);
       }
       await killWriterAtStep(root, 5, 4);
       await truncate(join(root, 'model-00001-of-00003.safetensors'), 10);
-      const damaged = await snapshot(root);
+      const damaged = await snapshot(root, LOCK);
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root, { writerStopped: true })), 'COMMIT_SHARD_MISSING');
-      expect(await snapshot(root)).toEqual(damaged);
+      expect(await snapshot(root, LOCK)).toEqual(damaged);
     });
   });
 
@@ -276,6 +286,9 @@ describe('resumeShardedModelWrite', () => {
         const recordPath = join(root, RECORD);
         const record = JSON.parse(await readFile(recordPath, 'utf8')) as Record<string, unknown>;
         await writeFile(recordPath, JSON.stringify({ ...record, pid }));
+        // As a writer of that pid killed during its commit leaves it: its lock too.
+        const lock = JSON.parse(await readFile(join(root, LOCK), 'utf8')) as Record<string, unknown>;
+        await writeFile(join(root, LOCK), JSON.stringify({ ...lock, pid }));
         if (alive) {
           const error = await catchErrorAsync(() => resumeShardedModelWrite(root));
           expectCode(error, 'COMMIT_IN_PROGRESS');
@@ -294,12 +307,59 @@ describe('resumeShardedModelWrite', () => {
       await writeShardedModel(dir, tensors(1), { maxShardBytes: 4 });
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(dir)), 'COMMIT_RECORD_MISSING');
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(join(dir, 'missing'))), 'COMMIT_RECORD_MISSING');
-      await writeFile(join(dir, '.a.json.commit'), '{}');
-      await writeFile(join(dir, '.b.json.commit'), '{}');
+      await writeFile(join(dir, '.a.json.commit'), RECORD_START);
+      await writeFile(join(dir, '.b.json.commit'), RECORD_START);
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(dir)), 'INVALID_ARGUMENT');
       const error = await catchErrorAsync(() => resumeShardedModelWrite(dir, { indexFileName: 'a.json' }));
       expectCode(error, 'COMMIT_RECORD_INVALID');
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(dir, { indexFileName: '../x' })), 'INVALID_ARGUMENT');
+    });
+  });
+
+  it('a temp gone while an old shard of the same name and size is there (an abort killed halfway) is COMMIT_SHARD_MISSING: the old model kept, no mix', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      // Record written, nothing removed; 3 old shards -> 3 new ones of the same names and sizes.
+      await killWriterAtStep(root, 0, 4);
+      const record = JSON.parse(await readFile(join(root, RECORD), 'utf8')) as { shards: { staged: string }[] };
+      await unlink(join(root, (record.shards[1] as { staged: string }).staged));
+      const before = await snapshot(root, LOCK);
+      const error = await catchErrorAsync(() => resumeShardedModelWrite(root, { writerStopped: true }));
+      expectCode(error, 'COMMIT_SHARD_MISSING');
+      expect(error.message).toContain('not that temp renamed');
+      expect(error.message).toContain('the old model is whole: remove the record');
+      expect(await snapshot(root, LOCK)).toEqual(before);
+      expect(await observe(root)).toBe('old');
+    });
+  });
+
+  it("removes every temp of the index and of the record (a killed resume's or writer's, of any pid)", async () => {
+    await withTempDir(async (dir) => {
+      const reference = await referenceModel(dir, 4);
+      const root = join(dir, 'm');
+      await killWriterAtStep(root, 3, 4);
+      for (const name of ['.model.safetensors.index.json.tmp-12345-0123456789ab', '..model.safetensors.index.json.commit.tmp-4321-abcdef012345', `${LOCK}.stale-77-0123456789ab`]) {
+        await writeFile(join(root, name), 'x');
+      }
+      await resumeShardedModelWrite(root, { writerStopped: true });
+      expect(await snapshot(root)).toEqual(reference);
+    });
+  });
+
+  it('an unrelated hidden *.commit file is no record: it blocks no writer and adds no hint; without a record an open says nothing of one', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+      await writeFile(join(root, '.notes.commit'), 'my own file');
+      await writeShardedModel(root, tensors(2), { maxShardBytes: 4 });
+      expect(await observe(root)).toBe('new');
+      expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root)), 'COMMIT_RECORD_MISSING');
+      await unlink(join(root, 'model-00002-of-00003.safetensors'));
+      const seen = await observe(root);
+      expect(seen).toContain('INDEX_SHARD_MISSING');
+      expect(seen).not.toContain('resumeShardedModelWrite');
+      await unlink(join(root, '.notes.commit'));
+      expect(await observe(root)).not.toContain('resumeShardedModelWrite');
     });
   });
 });
