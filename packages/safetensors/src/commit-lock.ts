@@ -92,7 +92,7 @@ function lockHeld(path: string, holder: CommitHolder | undefined, state: 'alive'
         : `pid ${holder?.pid}, alive on this host`;
   return new SafetensorsError(
     'COMMIT_IN_PROGRESS',
-    `the commit lock ${quoteValue(path)} is held by ${who}: a writer or resume of this directory may be committing now; once none runs, resumeShardedModelWrite(dir, { writerStopped: true }) breaks it`,
+    `the commit lock ${quoteValue(path)} is held by ${who}: a writer or resume of this directory may be committing now; once none runs, resumeShardedModelWrite(dir, { writerStopped: true }) breaks it (where a commit record is there; else remove the lock file)`,
     { file: path },
   );
 }
