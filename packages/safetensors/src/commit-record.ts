@@ -109,11 +109,16 @@ async function startsLikeRecord(path: string): Promise<boolean> {
 }
 
 /**
- * Commits and resumes of this module instance (ids) that settled: a record or lock of this process
- * (same pid) is a live one's unless its id is here. Another instance (a worker thread, the CJS
- * copy of this package) has its own set: to it, this process's commits are alive.
+ * Commits and resumes of this module instance (ids) that settled leaving a record or lock behind
+ * (a failed commit, a release that failed): a record or lock of this process (same pid) is a live
+ * one's unless its id is here. A commit that leaves nothing adds no id, a resume that finishes a
+ * record drops its writer's, and at most MAX_SETTLED_IDS are kept (the oldest dropped: its
+ * leftovers are then taken for a live commit's, COMMIT_IN_PROGRESS until writerStopped, never
+ * broken wrongly). Another instance (a worker thread, the CJS copy of this package) has its own
+ * set: to it, this process's commits are alive.
  */
 const settledCommits = new Set<string>();
+const MAX_SETTLED_IDS = 4096;
 
 export function newWriterId(): string {
   return randomBytes(16).toString('hex');
@@ -121,6 +126,17 @@ export function newWriterId(): string {
 
 export function markCommitSettled(writerId: string): void {
   settledCommits.add(writerId);
+  if (settledCommits.size > MAX_SETTLED_IDS) settledCommits.delete(settledCommits.values().next().value as string);
+}
+
+/** Drops a settled id whose record and lock are gone. */
+export function forgetCommitSettled(writerId: string): void {
+  settledCommits.delete(writerId);
+}
+
+/** How many settled ids this module instance keeps (tests). */
+export function countSettledCommits(): number {
+  return settledCommits.size;
 }
 
 /** The staged shards' inode numbers (decimal), for the record. */

@@ -5,7 +5,7 @@ import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
 import { checkRemovalsInside } from './check-removal-inside.js';
-import { acquireCommitLock } from './commit-lock.js';
+import { acquireCommitLock, checkCommitLockFree } from './commit-lock.js';
 import { buildCommitRecord, commitRecordNameFor, findCommitRecordNames, markCommitSettled, newWriterId, readInodeNumbers, serializeCommitRecord } from './commit-record.js';
 import { createSafetensorsWriter, type SafetensorsWriter } from './create-safetensors-writer.js';
 import { isSafetensorsDtype } from './dtypes.js';
@@ -149,6 +149,9 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   }
   parseSafetensorsIndex(indexBytes, indexPath);
   await refuseOtherModelFiles(root, prefix, indexPath);
+  // A held commit lock (another writer's commit, a resume) was found only at close(), once every
+  // byte was written: refused now, as a record is. A dead holder's lock the commit breaks.
+  await checkCommitLockFree(root, basename(indexPath));
   await mkdir(root, { recursive: true }).catch((cause: unknown) => rethrowIo(cause, root));
   // Hidden names that no reader takes for a shard (they do not end with .safetensors).
   const stagedPaths = shardPaths.map((path) => temporaryPathFor(path));
@@ -274,7 +277,8 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
             await rollForward(plan, progress, error);
           });
         } finally {
-          markCommitSettled(writerId);
+          // Only where its record or lock may be left: a resume in this process then takes them for a settled commit's.
+          if (progress.recorded === true || progress.lockLeft === true) markCommitSettled(writerId);
         }
         state = 'closed';
         return { indexPath, shardPaths };
@@ -311,6 +315,8 @@ interface CommitProgress {
   recorded?: boolean;
   /** Whether the new index was written (only the record's removal left). */
   indexWritten?: boolean;
+  /** Whether the last release of the commit lock failed (the lock may be left). */
+  lockLeft?: boolean;
 }
 
 /** Attempts of the commit after a failure past its point of no return, before WRITE_INCOMPLETE. */
@@ -345,7 +351,7 @@ async function commitModel(plan: CommitPlan, progress: CommitProgress): Promise<
     }
     throw error;
   } finally {
-    await lock.release();
+    progress.lockLeft = !(await lock.release());
   }
 }
 
@@ -387,6 +393,7 @@ async function commitUnderLock(plan: CommitPlan, progress: CommitProgress): Prom
   progress.indexWritten = true;
   await commitStepObserver?.('remove-commit-record');
   await unlinkIfPresent(recordPath);
+  progress.recorded = false;
   await syncDirectory(root);
 }
 
@@ -449,7 +456,7 @@ async function refuseOtherModelFiles(root: string, prefix: string, indexPath: st
   if (record !== undefined) {
     throw new SafetensorsError(
       'WRITE_COMMIT_PENDING',
-      `the directory holds the commit record ${quoteValue(record)} of a sharded write interrupted during its commit (or committing now): finish it with resumeShardedModelWrite(${quoteValue(root)}) (or remove that write's files) first`,
+      `the directory holds the commit record ${quoteValue(record)} of a sharded write interrupted during its commit (or committing now): finish it with resumeShardedModelWrite(${quoteValue(root)}) first (do not remove that write's files: its staged temps may be the only copy of the new model)`,
       { file: join(root, record) },
     );
   }

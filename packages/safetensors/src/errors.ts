@@ -87,7 +87,11 @@ export type SafetensorsErrorCode =
    * (another resume, a writer committing; a taker that cannot be seen): nothing was changed.
    */
   | 'COMMIT_IN_PROGRESS'
-  /** A staged shard is neither under its temp name nor in place with its recorded size: nothing was changed. */
+  /**
+   * A staged shard is neither under its temp name with its recorded size nor in place with it (the
+   * temp renamed: its recorded inode number, or in a copy of the directory the order of the renames):
+   * nothing was changed. The message removes temps only where the old model is whole.
+   */
   | 'COMMIT_SHARD_MISSING';
 
 /** Byte positions involved in a failure. Header-relative unless the name says otherwise. */

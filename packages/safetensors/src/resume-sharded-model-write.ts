@@ -1,9 +1,9 @@
-import { lstat, readdir, rename } from 'node:fs/promises';
+import { lstat, readFile, readdir, rename } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { syncDirectory, writeFileAtomic } from './atomic-file.js';
 import { checkRemovalsInside } from './check-removal-inside.js';
 import { acquireCommitLock, isStaleLockName } from './commit-lock.js';
-import { commitRecordNameFor, isCommitWriterAlive, listCommitRecords, markCommitSettled, newWriterId, readCommitRecord, type CommitRecord } from './commit-record.js';
+import { commitRecordNameFor, forgetCommitSettled, isCommitWriterAlive, listCommitRecords, markCommitSettled, newWriterId, readCommitRecord, type CommitRecord, type CommitRecordShard } from './commit-record.js';
 import { checkFileNameOption, observeCommitStep, unlinkIfPresent, type ShardedModelResult } from './create-sharded-model-writer.js';
 import { SafetensorsError } from './errors.js';
 import { quoteValue } from './quote-value.js';
@@ -70,10 +70,12 @@ export async function resumeShardedModelWrite(dir: string, options: ResumeSharde
   try {
     const record = await readRecord();
     refuseLiveWriter(record);
-    return await finishCommit(root, record, recordPath);
+    const result = await finishCommit(root, record, recordPath);
+    // Its record is gone and its lock was broken: this process no longer needs to know it settled.
+    forgetCommitSettled(record.writerId);
+    return result;
   } finally {
-    await lock.release();
-    markCommitSettled(resumeId);
+    if (!(await lock.release())) markCommitSettled(resumeId);
   }
 }
 
@@ -83,34 +85,40 @@ async function finishCommit(root: string, record: CommitRecord, recordPath: stri
   try {
     // Everything that can fail is checked before the first removal: every old file to remove lies
     // inside the directory (no linked directory on its path) and can be looked at; each staged
-    // shard is under its temp name or, its temp gone, in place: the very file (its inode) with its size.
+    // shard is under its temp name or, its temp gone, in place (findShardProblem) with its size.
     await checkRemovalsInside(root, record.remove, recordPath);
     const presentOld: string[] = [];
     for (const name of record.remove) if ((await inspect(join(root, name))) !== undefined) presentOld.push(name);
-    const indexThere = (await inspect(indexPath)) !== undefined;
-    const pending: boolean[] = [];
-    for (const [i, shard] of record.shards.entries()) {
-      const staged = await inspect(join(root, shard.staged));
-      const placed = staged === undefined ? await inspect(shardPaths[i] as string) : undefined;
-      const found = staged ?? placed;
-      if (found === undefined || found.size !== shard.bytes || found.ino !== shard.ino) {
-        const what =
-          staged !== undefined
-            ? `its temp ${quoteValue(shard.staged)} has ${staged.size} bytes${staged.ino === shard.ino ? '' : ' and is another file'}`
-            : placed !== undefined
-              ? `its temp is gone and the file in its place (${placed.size} bytes) is ${placed.ino === shard.ino ? 'of another size' : 'not that temp renamed (an old shard, or another file)'}`
-              : 'neither its temp nor a file in its place exists';
-        const oldWhole = pending.every((isPending) => isPending) && presentOld.length === record.remove.length && indexThere;
-        const advice = oldWhole
-          ? `no old file was removed, so the old model is whole: remove the record ${quoteValue(recordPath)} and the staged temps (.<shard name>.tmp-<pid>-<12 hex>) to keep it, then write the model again`
-          : 'the new model cannot be finished from this record: write the model again (remove the record and any staged temps first)';
-        throw new SafetensorsError('COMMIT_SHARD_MISSING', `staged shard ${quoteValue(shard.name)} should have ${shard.bytes} bytes, but ${what}; nothing was changed; ${advice}`, {
-          file: shardPaths[i] as string,
-          offsets: { expected: shard.bytes, ...(found !== undefined ? { actual: found.size } : {}) },
-        });
-      }
-      pending.push(staged !== undefined);
+    const shards = await Promise.all(
+      record.shards.map(async (shard, i) => {
+        const staged = await inspect(join(root, shard.staged));
+        const placed = staged === undefined ? await inspect(shardPaths[i] as string) : undefined;
+        return { staged, placed };
+      }),
+    );
+    // Whether the index there is the old one: the new one is written after the last rename, so with
+    // a shard still staged it is; with none, it is unless it holds the new index's text.
+    const indexFound = await inspect(indexPath);
+    const indexOld =
+      indexFound !== undefined && (shards.some((item) => item.staged !== undefined) || !(indexFound.size === record.indexBytes && (await readFile(indexPath, 'utf8')) === record.index));
+    const problem = findShardProblem(record, shards, presentOld, indexOld);
+    if (problem !== undefined) {
+      const { i, what } = problem;
+      const shard = record.shards[i] as CommitRecordShard;
+      const found = shards[i]?.staged ?? shards[i]?.placed;
+      // The old model is whole only where nothing was removed: every old file and the index there,
+      // every new shard still under its temp name. Otherwise the temps may be the only copy of it.
+      const oldWhole = presentOld.length === record.remove.length && indexOld && shards.every((item, j) => item.staged !== undefined || j === i);
+      const left = record.shards.filter((_, j) => shards[j]?.staged !== undefined).map((item) => `${item.staged} -> ${item.name}`);
+      const advice = oldWhole
+        ? `no old file was removed, so the old model is whole: remove the record ${quoteValue(recordPath)} and the staged temps (.<shard name>.tmp-<pid>-<12 hex>) to keep it, then write the model again`
+        : `the old model is no longer whole and the staged temps may be the only copy of the new one: keep them; where this directory is a copy, resume in the original one, or rename each staged temp to its final name${left.length > 0 ? ` (${left.join(', ')})` : ''} and run resumeShardedModelWrite again; where a shard is damaged, write the model again (keep these files until it is written)`;
+      throw new SafetensorsError('COMMIT_SHARD_MISSING', `staged shard ${quoteValue(shard.name)} should have ${shard.bytes} bytes, but ${what}; nothing was changed; ${advice}`, {
+        file: shardPaths[i] as string,
+        offsets: { expected: shard.bytes, ...(found !== undefined ? { actual: found.size } : {}) },
+      });
     }
+    const pending = shards.map((item) => item.staged !== undefined);
     // The writer renames only once every old file is gone (and fsynced): with a shard in place, an old
     // file of the same name is that new shard.
     const inPlace = new Set(record.shards.filter((_, i) => pending[i] !== true).map((shard) => shard.name));
@@ -154,11 +162,52 @@ function isCommitTempName(name: string, indexFileName: string): boolean {
   return tempOf(indexFileName) || tempOf(commitRecordNameFor(indexFileName)) || isStaleLockName(name, indexFileName);
 }
 
+interface ShardFound {
+  /** The file under its temp name, where there is one. */
+  staged: FileFound | undefined;
+  /** Its temp gone: the file under its final name, where there is one. */
+  placed: FileFound | undefined;
+}
+
+/**
+ * The first staged shard resume cannot take (its index and why), else undefined. A shard under its
+ * temp name is taken by that name (random, the writer's) and its size: its inode number differs in
+ * a copy of the directory (cp -a, rsync, a restore) and adds nothing. A file under the final name
+ * (its temp gone) is the temp renamed where it is that very file (its recorded inode number) with
+ * its size; where the inode differs (a copy, or an old shard of that name and size), it is taken
+ * only where the commit's renames provably happened: the shards in place are a prefix of the list,
+ * every later one is still a temp, the old index is gone (the new one may be there) and no old file
+ * but those in place is there (the writer renames in order, only once every old file and the old
+ * index are gone).
+ */
+function findShardProblem(record: CommitRecord, shards: readonly ShardFound[], presentOld: readonly string[], indexOld: boolean): { i: number; what: string } | undefined {
+  const placedCount = shards.findIndex((item) => item.staged !== undefined);
+  const prefix = placedCount === -1 ? shards.length : placedCount;
+  const inOrder = shards.every((item, j) => (j < prefix ? item.staged === undefined : item.staged !== undefined));
+  const placedNames = new Set(record.shards.slice(0, prefix).map((shard) => shard.name));
+  const renamesHappened = inOrder && !indexOld && presentOld.every((name) => placedNames.has(name));
+  for (const [i, shard] of record.shards.entries()) {
+    const { staged, placed } = shards[i] as ShardFound;
+    if (staged !== undefined) {
+      if (staged.size !== shard.bytes) return { i, what: `its temp ${quoteValue(shard.staged)} has ${staged.size} bytes` };
+      continue;
+    }
+    if (placed === undefined) return { i, what: 'neither its temp nor a file in its place exists' };
+    if (placed.size !== shard.bytes) return { i, what: `its temp is gone and the file in its place has ${placed.size} bytes` };
+    if (placed.ino !== shard.ino && !renamesHappened) {
+      return { i, what: 'its temp is gone and the file in its place is not that temp renamed (another inode number) while the commit had not provably renamed it (an old shard, or a copy of the directory taken before its renames)' };
+    }
+  }
+  return undefined;
+}
+
+type FileFound = { size: number; ino: string };
+
 /**
  * A regular file's size and inode number (decimal); undefined where there is none. Anything else
  * there (a directory) or a failing lstat fails before anything is removed.
  */
-async function inspect(path: string): Promise<{ size: number; ino: string } | undefined> {
+async function inspect(path: string): Promise<FileFound | undefined> {
   let info;
   try {
     info = await lstat(path, { bigint: true });

@@ -1,0 +1,106 @@
+import { execFileSync } from 'node:child_process';
+import { readFile, readdir, rm, truncate, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
+import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+
+const names = ['a', 'b', 'c'];
+const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
+const RECORD = '.model.safetensors.index.json.commit';
+const LOCK = '.model.safetensors.index.json.commit.lock';
+
+afterEach(() => setCommitStepObserver(undefined));
+
+/** Every file, name -> bytes (hex); the commit lock aside (writerStopped breaks the stopped writer's). */
+async function snapshot(dir: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const name of (await readdir(dir)).sort()) if (name !== LOCK) out[name] = (await readFile(join(dir, name))).toString('hex');
+  return out;
+}
+
+/** Overwrites the old model (3 shards) in `root` and stops the commit for good before its step `k` (as a kill -9). */
+async function stopWriterAtStep(root: string, k: number): Promise<void> {
+  await rm(root, { recursive: true, force: true });
+  await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
+  let calls = 0;
+  let stopped!: () => void;
+  const reached = new Promise<void>((done) => (stopped = done));
+  setCommitStepObserver(() => {
+    if (calls++ < k) return undefined;
+    stopped();
+    return new Promise<void>(() => undefined);
+  });
+  const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes: 4 });
+  await writer.write(new Uint8Array(12).fill(2));
+  void writer.close();
+  await reached;
+  setCommitStepObserver(undefined);
+}
+
+/** `cp -a`: every file a new inode number, names, bytes and times kept (a backup, another disk, a restore). */
+async function copyDirectory(from: string, to: string): Promise<void> {
+  await rm(to, { recursive: true, force: true });
+  execFileSync('cp', ['-a', from, to]);
+}
+
+describe('resumeShardedModelWrite of a copied directory', () => {
+  it('finishes the commit in a copy (cp -a) stopped at every step: staged temps by name and size, shards in place by the order of the renames', async () => {
+    await withTempDir(async (dir) => {
+      const reference = join(dir, 'reference');
+      await writeShardedModel(reference, tensors(2), { maxShardBytes: 4 });
+      const expected = await snapshot(reference);
+      const steps: string[] = [];
+      const probe = join(dir, 'probe');
+      await writeShardedModel(probe, tensors(1), { maxShardBytes: 4 });
+      setCommitStepObserver((step) => void steps.push(step));
+      await writeShardedModel(probe, tensors(2), { maxShardBytes: 4 });
+      setCommitStepObserver(undefined);
+      expect(steps).toContain('rename-shard 2');
+      const root = join(dir, 'm');
+      const copy = join(dir, 'copy');
+      for (let k = 0; k < steps.length; k += 1) {
+        await stopWriterAtStep(root, k);
+        await copyDirectory(root, copy);
+        // The stopped writer is this process's: writerStopped says it runs no more.
+        await resumeShardedModelWrite(copy, { writerStopped: true });
+        expect(await snapshot(copy), steps[k]).toEqual(expected);
+        expect((await readdir(copy)).filter((name) => name.startsWith(LOCK)), steps[k]).toEqual([]);
+      }
+    });
+  });
+
+  it("a copy whose shard in place cannot be told from an old one is refused, the old model kept; the advice removes temps only while the old model is whole", async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      const copy = join(dir, 'copy');
+      // Record written, nothing removed, then temp 2 gone (an abort killed halfway): old shard 2, same
+      // name and size, under the final name; index and old shards there: no rename happened.
+      await stopWriterAtStep(root, 0);
+      await copyDirectory(root, copy);
+      const record = JSON.parse(await readFile(join(copy, RECORD), 'utf8')) as { shards: { staged: string; name: string }[] };
+      await unlink(join(copy, (record.shards[1] as { staged: string }).staged));
+      const before = await snapshot(copy);
+      let error = await catchErrorAsync(() => resumeShardedModelWrite(copy, { writerStopped: true }));
+      expectCode(error, 'COMMIT_SHARD_MISSING');
+      expect(error.message).toContain('the old model is whole: remove the record');
+      expect(await snapshot(copy)).toEqual(before);
+
+      // Old shards removed and shard 1 in place, then temp 3 damaged: the temps are the only copy of
+      // the new shards; the message must not tell to remove them.
+      const renameStep = 4; // remove-shard x3, remove-index, then rename-shard 1 (stopped before rename-shard 2)
+      await stopWriterAtStep(root, renameStep + 1);
+      await copyDirectory(root, copy);
+      const now = JSON.parse(await readFile(join(copy, RECORD), 'utf8')) as { shards: { staged: string; name: string }[] };
+      await truncate(join(copy, (now.shards[2] as { staged: string }).staged), 10);
+      const damaged = await snapshot(copy);
+      error = await catchErrorAsync(() => resumeShardedModelWrite(copy, { writerStopped: true }));
+      expectCode(error, 'COMMIT_SHARD_MISSING');
+      expect(error.message).not.toMatch(/remove the record|remove[^;]*temps/);
+      expect(error.message).toContain('keep them');
+      expect(error.message).toContain(`${(now.shards[1] as { staged: string }).staged} -> model-00002-of-00003.safetensors`);
+      expect(await snapshot(copy)).toEqual(damaged);
+    });
+  });
+});
