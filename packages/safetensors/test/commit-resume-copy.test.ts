@@ -21,7 +21,7 @@ async function snapshot(dir: string): Promise<Record<string, string>> {
 }
 
 /** Overwrites the old model (3 shards) in `root` and stops the commit for good before its step `k` (as a kill -9). */
-async function stopWriterAtStep(root: string, k: number): Promise<void> {
+async function stopWriterAtStep(root: string, k: number, maxShardBytes = 4): Promise<void> {
   await rm(root, { recursive: true, force: true });
   await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
   let calls = 0;
@@ -32,7 +32,7 @@ async function stopWriterAtStep(root: string, k: number): Promise<void> {
     stopped();
     return new Promise<void>(() => undefined);
   });
-  const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes: 4 });
+  const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes });
   await writer.write(new Uint8Array(12).fill(2));
   void writer.close();
   await reached;
@@ -46,30 +46,33 @@ async function copyDirectory(from: string, to: string): Promise<void> {
 }
 
 describe('resumeShardedModelWrite of a copied directory', () => {
-  it('finishes the commit in a copy (cp -a) stopped at every step: staged temps by name and size, shards in place by the order of the renames', async () => {
-    await withTempDir(async (dir) => {
-      const reference = join(dir, 'reference');
-      await writeShardedModel(reference, tensors(2), { maxShardBytes: 4 });
-      const expected = await snapshot(reference);
-      const steps: string[] = [];
-      const probe = join(dir, 'probe');
-      await writeShardedModel(probe, tensors(1), { maxShardBytes: 4 });
-      setCommitStepObserver((step) => void steps.push(step));
-      await writeShardedModel(probe, tensors(2), { maxShardBytes: 4 });
-      setCommitStepObserver(undefined);
-      expect(steps).toContain('rename-shard 2');
-      const root = join(dir, 'm');
-      const copy = join(dir, 'copy');
-      for (let k = 0; k < steps.length; k += 1) {
-        await stopWriterAtStep(root, k);
-        await copyDirectory(root, copy);
-        // The stopped writer is this process's: writerStopped says it runs no more.
-        await resumeShardedModelWrite(copy, { writerStopped: true });
-        expect(await snapshot(copy), steps[k]).toEqual(expected);
-        expect((await readdir(copy)).filter((name) => name.startsWith(LOCK)), steps[k]).toEqual([]);
-      }
+  // 4: 3 old shards -> 3 new ones of the same names and sizes; 8: 3 -> 2.
+  for (const maxShardBytes of [4, 8]) {
+    it(`finishes the commit in a copy (cp -a) stopped at every step: staged temps by name and size, shards in place by the order of the renames (new maxShardBytes ${maxShardBytes})`, async () => {
+      await withTempDir(async (dir) => {
+        const reference = join(dir, 'reference');
+        await writeShardedModel(reference, tensors(2), { maxShardBytes });
+        const expected = await snapshot(reference);
+        const steps: string[] = [];
+        const probe = join(dir, 'probe');
+        await writeShardedModel(probe, tensors(1), { maxShardBytes: 4 });
+        setCommitStepObserver((step) => void steps.push(step));
+        await writeShardedModel(probe, tensors(2), { maxShardBytes });
+        setCommitStepObserver(undefined);
+        expect(steps).toContain('rename-shard 2');
+        const root = join(dir, 'm');
+        const copy = join(dir, 'copy');
+        for (let k = 0; k < steps.length; k += 1) {
+          await stopWriterAtStep(root, k, maxShardBytes);
+          await copyDirectory(root, copy);
+          // The stopped writer is this process's: writerStopped says it runs no more.
+          await resumeShardedModelWrite(copy, { writerStopped: true });
+          expect(await snapshot(copy), steps[k]).toEqual(expected);
+          expect((await readdir(copy)).filter((name) => name.startsWith(LOCK)), steps[k]).toEqual([]);
+        }
+      });
     });
-  });
+  }
 
   it("a copy whose shard in place cannot be told from an old one is refused, the old model kept; the advice removes temps only while the old model is whole", async () => {
     await withTempDir(async (dir) => {
