@@ -3,6 +3,7 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, computePayloadLayout, countExponents } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
 import { isCacheableSize } from './limits.js';
+import { canPayloadShrink } from './check-payload-gain.js';
 import { viewBf16 } from './tensor-tasks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 
@@ -23,17 +24,26 @@ export interface TensorStats {
   /** The payload size the codec would produce (computePayloadLayout). */
   predictedBytes: number | null;
   predictedRatio: number | null;
+  /** Its predicted payload is smaller than its raw bytes (BF16 tensors analysed only, null otherwise). */
+  shrinks: boolean | null;
   /**
-   * Would the build encode it (BF16, coverage at or above the gate, size within limits, and its
-   * predicted payload smaller than its raw bytes: else the build skips it as skipped_no_gain)?
+   * Would the build encode it: BF16, size within limits, coverage at or above the gate, and, with
+   * `skipNoGain` (build --skip-no-gain), its predicted payload smaller than its raw bytes?
    */
   encodable: boolean;
+  /**
+   * What the build reports for it: 'encode' (or cached), else its skip, in the build's order: dtype,
+   * size, then (skipNoGain) no gain where no payload of it can shrink, coverage, no gain from its escapes.
+   */
+  verdict: 'encode' | 'skip_dtype' | 'skip_size' | 'skip_coverage' | 'skip_no_gain';
 }
 
 export interface ModelStatsReport {
   model: string;
   coverageMin: number;
   chunkSize: number;
+  /** The build predicted is one with --skip-no-gain. */
+  skipNoGain: boolean;
   tensors: TensorStats[];
   totals: {
     tensors: number;
@@ -41,8 +51,14 @@ export interface ModelStatsReport {
     bf16Tensors: number;
     /** BF16 tensors above MAX_CACHED_TENSOR_BYTES: not read, and the build skips them (skipped_size). */
     tooLargeTensors: number;
-    /** BF16 tensors that pass the coverage gate but whose payload would not be smaller than their raw bytes (skipped_no_gain). */
+    /**
+     * BF16 tensors whose payload would not be smaller than their raw bytes, counted as a build with
+     * --skip-no-gain counts skipped_no_gain (its order: one under 1,409 values whatever its coverage,
+     * else one that passes the gate); without skipNoGain the build encodes those that pass the gate.
+     */
     noGainTensors: number;
+    /** BF16 tensors the build skips for coverage (its skipped_coverage, in its order). */
+    coverageSkippedTensors: number;
     encodableTensors: number;
     rawBytes: number;
     bf16Bytes: number;
@@ -65,11 +81,25 @@ export interface ModelStatsReport {
 export interface AnalyzeModelOptions {
   coverageMin: number;
   chunkSize: number;
+  /** Predict a build with --skip-no-gain (BuildCacheOptions.skipNoGain); off by default, as the build. */
+  skipNoGain?: boolean | undefined;
   signal?: AbortSignal | undefined;
   onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
 }
 
-const ANALYZE_MODEL_OPTIONS = optionNamesOf<AnalyzeModelOptions>({ coverageMin: true, chunkSize: true, signal: true, onProgress: true });
+const ANALYZE_MODEL_OPTIONS = optionNamesOf<AnalyzeModelOptions>({ coverageMin: true, chunkSize: true, skipNoGain: true, signal: true, onProgress: true });
+
+/**
+ * The build's verdict on an analysed BF16 tensor, in its order (build-cache.ts): with skipNoGain one
+ * of which no payload can shrink is skipped unread before its coverage is known, then the gate, then
+ * a payload its escapes keep from shrinking. verify --model and the runtime give reasons in this order.
+ */
+function judgeBf16Tensor(sizeBytes: number, coverage: number, shrinks: boolean, options: AnalyzeModelOptions): TensorStats['verdict'] {
+  if (options.skipNoGain === true && !canPayloadShrink(sizeBytes, options.chunkSize)) return 'skip_no_gain';
+  if (coverage < options.coverageMin) return 'skip_coverage';
+  if (options.skipNoGain === true && !shrinks) return 'skip_no_gain';
+  return 'encode';
+}
 
 export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {
   checkKnownOptions(options, ANALYZE_MODEL_OPTIONS, 'analyzeModel');
@@ -92,17 +122,22 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
       throwIfInterrupted(options.signal);
       const base = { name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], shard: tensor.slice.shardName, sizeBytes: tensor.slice.sizeBytes };
       if (!isAnalysed(tensor.dtype, tensor.slice.sizeBytes)) {
-        tensors.push({ ...base, elementCount: null, distinctExponents: null, coverage: null, entropyBits: null, escapeCount: null, predictedBytes: null, predictedRatio: null, encodable: false });
+        const verdict = tensor.dtype !== 'BF16' ? 'skip_dtype' : 'skip_size';
+        tensors.push({ ...base, elementCount: null, distinctExponents: null, coverage: null, entropyBits: null, escapeCount: null, predictedBytes: null, predictedRatio: null, shrinks: null, encodable: false, verdict });
         continue;
       }
       const bytes = await readTensorBytes(model, tensor, buffer.subarray(0, tensor.slice.sizeBytes));
       const { histogram, ...analysis } = analyzeBf16Bytes(bytes, options.chunkSize);
       addExponentCounts(pooled, histogram);
+      const shrinks = analysis.predictedBytes < tensor.slice.sizeBytes;
+      const verdict = judgeBf16Tensor(tensor.slice.sizeBytes, analysis.coverage, shrinks, options);
       tensors.push({
         ...base,
         ...analysis,
         predictedRatio: analysis.elementCount > 0 ? analysis.predictedBytes / tensor.slice.sizeBytes : null,
-        encodable: analysis.coverage >= options.coverageMin && analysis.predictedBytes < tensor.slice.sizeBytes,
+        shrinks,
+        encodable: verdict === 'encode',
+        verdict,
       });
       doneBytes += tensor.slice.sizeBytes;
       options.onProgress?.({ doneBytes, totalBytes, tensor: tensor.name });
@@ -119,12 +154,15 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
       model: modelPath,
       coverageMin: options.coverageMin,
       chunkSize: options.chunkSize,
+      skipNoGain: options.skipNoGain === true,
       tensors,
       totals: {
         tensors: tensors.length,
         bf16Tensors: bf16.length,
         tooLargeTensors: tensors.filter((t) => t.dtype === 'BF16' && t.elementCount === null).length,
-        noGainTensors: tensors.filter((t) => t.coverage !== null && t.coverage >= options.coverageMin && !t.encodable).length,
+        // Those an opted-in build skips for no gain: one order (judgeBf16Tensor's), whatever this report predicts.
+        noGainTensors: bf16.filter((t) => judgeBf16Tensor(t.sizeBytes, t.coverage!, t.shrinks!, { ...options, skipNoGain: true }) === 'skip_no_gain').length,
+        coverageSkippedTensors: tensors.filter((t) => t.verdict === 'skip_coverage').length,
         encodableTensors: encodable.length,
         rawBytes: sum(tensors, (t) => t.sizeBytes),
         bf16Bytes: sum(bf16, (t) => t.sizeBytes),

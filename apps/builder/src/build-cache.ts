@@ -117,9 +117,9 @@ export interface BuildTensorReport {
    */
   unaliased?: true;
   /**
-   * With `unaliased` (a `rebindSlices` build): the entry its slice was bound to before, whose bytes
-   * the file no longer holds (a shard changed in place); this run removed that binding, since the
-   * slice could not move to the full entry.
+   * A `rebindSlices` build, with `unaliased` or a skipped_* status: the entry its slice was bound to
+   * before, whose bytes the file no longer holds (a shard changed in place); this run removed that
+   * binding, since the slice could not move to the full entry, or the tensor is not cached.
    */
   unboundFrom?: string;
 }
@@ -262,6 +262,14 @@ export interface BuildCacheOptions {
    */
   repair?: boolean | undefined;
   /**
+   * Skip a BF16 tensor whose payload would not be smaller than its raw bytes (skipped_no_gain):
+   * unread where no payload of it can be (under 1,409 values at the default chunk size) and its
+   * slice is not bound in the cache, else once calibrated (its escape count). Off by default: the
+   * build encodes every BF16 tensor that passes the gate (issue #6), so that a runtime's cacheOnly
+   * load of a model whose every tensor is BF16 finds each of them in the cache.
+   */
+  skipNoGain?: boolean | undefined;
+  /**
    * Overrides the slab size (raw bytes plus payloads in flight); at least one largest tensor's.
    * Workers are counted against the bound with this slab (at least one runs, even beyond it).
    */
@@ -313,6 +321,7 @@ const BUILD_CACHE_OPTIONS = optionNamesOf<BuildCacheOptions>({
   jobs: true,
   inlineMaxBytes: true,
   rebindSlices: true,
+  skipNoGain: true,
   repair: true,
   maxInFlightBytes: true,
   signal: true,
@@ -331,6 +340,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   if (options.maxInFlightBytes !== undefined && !(Number.isSafeInteger(options.maxInFlightBytes) && options.maxInFlightBytes > 0)) {
     throw new BuilderError('USAGE', `maxInFlightBytes must be a positive integer number of bytes, got ${String(options.maxInFlightBytes)}`);
   }
+  if (options.skipNoGain !== undefined && typeof options.skipNoGain !== 'boolean') {
+    throw new BuilderError('USAGE', `skipNoGain must be a boolean, got ${String(options.skipNoGain)}`);
+  }
+  const skipNoGain = options.skipNoGain ?? false;
   if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
     throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
   }
@@ -532,6 +545,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
+      skipNoGain,
       tensorOfSlice: (shardName, offsetBytes, sizeBytes) => {
         bySlice ??= new Map(tensors.map((t) => [JSON.stringify([t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes]), t]));
         const tensor = bySlice.get(JSON.stringify([shardName, offsetBytes, sizeBytes]));
@@ -577,8 +591,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         finish(index, { ...base, status: 'skipped_size' });
         continue;
       }
-      // No payload of it, not even one without escapes, is smaller than its raw bytes: not read.
-      if (!canPayloadShrink(tensor.slice.sizeBytes, chunkSize)) {
+      // No payload of it, not even one without escapes, is smaller than its raw bytes: not read,
+      // unless its slice is bound (an older build's entry, or a stale binding): that goes through
+      // processTensor as any other (cached and its blob looked at, its stamp, --repair, --rebind).
+      if (skipNoGain && !canPayloadShrink(tensor.slice.sizeBytes, chunkSize) && context.store.lookupBySlice(tensor.slice.shardName, tensor.slice.offsetBytes, tensor.slice.sizeBytes) === undefined) {
         finish(index, { ...base, status: 'skipped_no_gain' });
         continue;
       }
@@ -757,6 +773,8 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
+  /** BuildCacheOptions.skipNoGain. */
+  skipNoGain: boolean;
   /** The model's tensor at a slice key (a store SLICE_CONFLICT names the slice, not the tensor). */
   tensorOfSlice(shardName: string, offsetBytes: number, sizeBytes: number): { name: string; file: string } | undefined;
   /** Each shard's stamp by shard name (SafetensorsShard.stamp), recorded with the slices bound. */
@@ -923,9 +941,14 @@ async function processKeyedTensor(
   const into = encoder.isCodec ? { out, chunkSize: context.chunkSize, digest: context.blobSha256 } : undefined;
   const calibrated = await processor.calibrate(bytes, context.coverageMin, into);
   const { coverage, exponents } = calibrated;
-  if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage' };
-  // Its escapes make the payload no smaller than the raw bytes (the codec path has encoded it already: wasted, but small).
-  if (!isPayloadSmaller(sizeBytes, calibrated.escapeCount, context.chunkSize)) return { ...withKey, coverage, status: 'skipped_no_gain' };
+  // In the order of the unread skip above: no payload of it can shrink, then the gate, then its escapes
+  // (the codec path has encoded it already: wasted, but small). A skipped tensor's slice bound to
+  // other bytes is removed under --rebind (unbindStaleSlice).
+  if (context.skipNoGain && !canPayloadShrink(sizeBytes, context.chunkSize)) return { ...withKey, coverage, status: 'skipped_no_gain', ...(await unbindStaleSlice(context, key, tensor)) };
+  if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage', ...(await unbindStaleSlice(context, key, tensor)) };
+  if (context.skipNoGain && !isPayloadSmaller(sizeBytes, calibrated.escapeCount, context.chunkSize)) {
+    return { ...withKey, coverage, status: 'skipped_no_gain', ...(await unbindStaleSlice(context, key, tensor)) };
+  }
   context.checkFailure();
   const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
   // The raw bytes are free: only the payload stays in flight while it is written.
@@ -1113,6 +1136,23 @@ async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, bou
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: boundTo, shardName, offsetBytes, sizeBytes });
   return removed ? { unaliased: true, unboundFrom: boundTo } : { unaliased: true };
+}
+
+/**
+ * A tensor this run skips (coverage, no gain) whose slice is bound to another entry: the file held
+ * those bytes once (a shard changed in place). Without `rebind` checkSliceConflict refused it
+ * (SLICE_CONFLICT); with it the binding is removed, since nothing binds the slice anew, and left it
+ * pointed every reader at other bytes, a binding no run could clear (and verify took for the skip).
+ */
+async function unbindStaleSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  if (!context.rebind || sizeBytes === 0) return {};
+  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
+  if (current === undefined || current.key === key) return {};
+  context.checkFailure();
+  // Only while it is bound to that entry: a binding another writer made since stays.
+  const removed = await context.commits.unbindSlice({ key: current.key, shardName, offsetBytes, sizeBytes });
+  return removed ? { unboundFrom: current.key } : {};
 }
 
 const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';

@@ -1,7 +1,8 @@
 // Whether caching a BF16 tensor saves anything: its payload (FORMAT.md: a header, the codebook,
 // chunk index and section padding besides the values) must be smaller than its raw bytes. A tensor
-// of under 1,409 values never is, at any chunk size (64 raw bytes made a 1 KiB payload): the build skips it
-// (`skipped_no_gain`), stats, verify and the runtime say so.
+// of under 1,409 values never is, at any chunk size, nor one of 1,537-1,664 at the default chunk size
+// (section padding; 64 raw bytes made a 1 KiB payload): a build with
+// --skip-no-gain skips it (`skipped_no_gain`); stats shows it, verify and the runtime say so of one not cached.
 import { computePayloadLayout } from '@splitzip/codec';
 import { bf16ValueCount } from './tensor-tasks.js';
 
@@ -18,5 +19,5 @@ export function canPayloadShrink(rawBytes: number, chunkSize: number): boolean {
 /** Why a tensor whose payload would not be smaller than its raw bytes is not cached (verify says it). */
 export function describeNoGain(rawBytes: number, escapeCount: number, chunkSize: number): string {
   const payloadBytes = computePayloadLayout(bf16ValueCount(rawBytes), escapeCount, chunkSize).totalBytes;
-  return `its payload would be ${payloadBytes} bytes, not smaller than its ${rawBytes} raw bytes (the cache stores only tensors that shrink)`;
+  return `would not shrink (skipped by build --skip-no-gain): its payload would be ${payloadBytes} bytes, not smaller than its ${rawBytes} raw bytes`;
 }

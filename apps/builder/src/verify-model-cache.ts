@@ -253,12 +253,20 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     // Taken in the scan, or (a binding to other bytes) in a second pass.
     const histogram = scan.histogram ?? (await scanTensor(context, tensor, { histogram: true })).histogram!;
     const { coverage, escapeCount } = calibrateFromHistogram(histogram);
+    // Before the reasons a build skips it for: a binding of its slice to other bytes is served to
+    // every reader that checks no stamps, and `build --rebind` removes it (it hid behind the skip).
+    if (stale && sizeBytes > 0) return staleFailure();
+    // The build's order (build-cache.ts, analyze-model.ts judgeBf16Tensor): no payload of it can
+    // shrink (skipped unread by build --skip-no-gain), the gate, then its escapes (--skip-no-gain).
+    if (!canPayloadShrink(sizeBytes, store.chunkSize)) {
+      // A default build skips it for its coverage instead (it encodes tensors that do not shrink).
+      const underGate = coverage < coverageMin ? `; its Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin} too (what a build without it skips it for)` : '';
+      return { ...base, key, status: 'not_cached', reason: `${describeNoGain(sizeBytes, 0, store.chunkSize)}${underGate}` };
+    }
     if (coverage < coverageMin) {
       return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin}` };
     }
-    // What the build skips (skipped_no_gain); not stale either: nothing of it is served from the cache.
     if (!isPayloadSmaller(sizeBytes, escapeCount, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, escapeCount, store.chunkSize) };
-    if (stale && sizeBytes > 0) return staleFailure();
     return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
   }
   // Zero-byte slices are not aliased (builds before 2026-12-04 bound one to whichever came first).
@@ -268,7 +276,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   }
   if (!bySlice && sizeBytes > 0) {
     if (stale) return staleFailure();
-    // A build skips it unread (skipped_no_gain): its bytes are cached for another tensor, and stay unbound.
+    // A build --skip-no-gain skips it unread (skipped_no_gain): its bytes are cached for another tensor, and stay unbound.
     if (!canPayloadShrink(sizeBytes, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, 0, store.chunkSize) };
     return { ...base, key, status: 'failed', reason: UNBOUND_REASON, unbound: true };
   }

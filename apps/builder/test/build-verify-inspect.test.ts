@@ -43,8 +43,6 @@ function checkBuildSums(report: BuildJson, tensorCount: number): void {
     else expect(t.dtype).toBe('BF16');
     if (t.status === 'skipped_coverage') expect(t.coverage!).toBeLessThan(0.99);
     if (t.status === 'encoded' || t.status === 'cached') expect(t.compBytes).toBeGreaterThan(0);
-    // Stored only where it shrinks (check-payload-gain.ts).
-    if (t.status === 'encoded') expect(t.compBytes).toBeLessThan(t.sizeBytes);
   }
 }
 
@@ -71,19 +69,16 @@ describe('a single-file model with every kind of tensor', () => {
     expect(byName.get('model.layers.0.mlp.router.weight')!.coverage!).toBeLessThan(0.2);
     expect(first.skipped_dtype).toBe(2);
     expect(first.skipped_coverage).toBe(1);
-    // The empty and the 1-value tensors: no payload is smaller than their raw bytes (0 and 2), skipped unread.
-    expect(first.skipped_no_gain).toBe(2);
-    expect(byName.get('model.empty.weight')!.status).toBe('skipped_no_gain');
-    expect(byName.get('model.scalar')!.status).toBe('skipped_no_gain');
-    // 6 BF16 tensors pass the gate and shrink, lm_head is an exact copy of the embedding: 5 entries.
-    expect(first.encoded).toBe(5);
+    // 8 BF16 tensors pass the gate, lm_head is an exact copy of the embedding: 7 entries.
+    expect(first.encoded).toBe(7);
     expect(first.cached).toBe(1);
     expect(byName.get('lm_head.weight')!.key).toBe(byName.get('model.embed_tokens.weight')!.key);
-    expect(first.aliased).toBe(6);
-    // Keys are the seed's content keys, computed here independently (none for tensors not read).
+    // Every slice but the empty tensor's (a zero-byte slice names no tensor: not aliased).
+    expect(first.aliased).toBe(7);
+    // Keys are the seed's content keys, computed here independently.
     for (const tensor of tensors) {
       const row = byName.get(tensor.name)!;
-      if (tensor.dtype === 'BF16' && row.status !== 'skipped_no_gain') expect(row.key).toBe(seedContentKey(tensor));
+      if (tensor.dtype === 'BF16') expect(row.key).toBe(seedContentKey(tensor));
       else expect(row.key).toBeNull();
     }
   });
@@ -92,7 +87,7 @@ describe('a single-file model with every kind of tensor', () => {
     const store = await openCacheStore(cacheDir);
     try {
       const entries = [...store.entries()];
-      expect(entries).toHaveLength(5);
+      expect(entries).toHaveLength(7);
       for (const entry of entries) {
         expect(entry.sha256).toBeNull();
         expect(entry.blobSha256).toBeNull();
@@ -120,21 +115,19 @@ describe('a single-file model with every kind of tensor', () => {
     const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
     expect(json.ok).toBe(true);
     expect(json.store.ok).toBe(true);
-    expect(json.store.checked).toBe(5);
-    expect(json.model!.totals).toEqual({ tensors: 11, ok: 6, not_cached: 5, failed: 0, checked_bytes: expect.any(Number) });
+    expect(json.store.checked).toBe(7);
+    expect(json.model!.totals).toEqual({ tensors: 11, ok: 8, not_cached: 3, failed: 0, checked_bytes: expect.any(Number) });
     const reasons = json.model!.tensors.filter((t) => t.status === 'not_cached').map((t) => `${t.name}: ${t.reason}`);
     expect(reasons).toEqual([
       expect.stringMatching(/router.weight: Top-16 coverage 0\.\d+ < 0\.99/),
       expect.stringMatching(/input_layernorm.weight: dtype F32 is not BF16/),
       expect.stringMatching(/position_ids: dtype I64 is not BF16/),
-      expect.stringMatching(/empty.weight: its payload would be \d+ bytes, not smaller than its 0 raw bytes \(the cache stores only tensors that shrink\)/),
-      expect.stringMatching(/scalar: its payload would be \d+ bytes, not smaller than its 2 raw bytes/),
     ]);
   });
 
   it('inspects: one entry per distinct tensor, every slice alias listed, totals add up', async () => {
     const { json } = await runJson<InspectJson>(['inspect', cacheDir]);
-    expect(json.entries).toHaveLength(5);
+    expect(json.entries).toHaveLength(7);
     const built = first.tensors.filter((t) => t.status === 'encoded' || t.status === 'cached');
     for (const row of built) {
       const entry = json.entries.find((e) => e.key === row.key)!;
@@ -145,8 +138,8 @@ describe('a single-file model with every kind of tensor', () => {
     }
     const embedEntry = json.entries.find((e) => e.key === seedContentKey(tensors[0]!))!;
     expect(embedEntry.slices).toHaveLength(2);
-    expect(json.totals.entries).toBe(5);
-    expect(json.totals.slices).toBe(6);
+    expect(json.totals.entries).toBe(7);
+    expect(json.totals.slices).toBe(7);
     expect(json.totals.rawBytes).toBe(json.entries.reduce((s, e) => s + e.rawBytes, 0));
     expect(json.totals.compBytes).toBe(json.entries.reduce((s, e) => s + e.compBytes, 0));
     expect(json.totals.escapeCount).toBe(json.entries.reduce((s, e) => s + e.escapeCount, 0));
@@ -159,7 +152,7 @@ describe('a single-file model with every kind of tensor', () => {
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir]);
     checkBuildSums(json, tensors.length);
     expect(json.encoded).toBe(0);
-    expect(json.cached).toBe(6);
+    expect(json.cached).toBe(8);
     expect(json.stored_bytes).toBe(0);
     expect(json.aliased).toBe(0);
     expect(json.comp_bytes).toBe(first.comp_bytes);
@@ -190,8 +183,7 @@ describe('a single-file model with every kind of tensor', () => {
     expect(q.entropyBits!).toBeGreaterThan(1);
     expect(q.entropyBits!).toBeLessThan(4);
     expect(json.totals.tensors).toBe(11);
-    expect(json.totals.encodableTensors).toBe(6);
-    expect(json.totals.noGainTensors).toBe(2);
+    expect(json.totals.encodableTensors).toBe(8);
     expect(json.totals.predictedBytes).toBe(first.comp_bytes);
     expect(json.totals.encodableBytes).toBe(first.raw_bytes);
   });
@@ -201,35 +193,30 @@ describe('a single-file model with every kind of tensor', () => {
     expect(build.code).toBe(0);
     expect(build.stdout).toMatch(/^tensor\s+dtype\s+shape\s+raw\s+status\s+coverage\s+comp\s+ratio/m);
     expect(build.stdout).toMatch(/model\.layers\.0\.mlp\.router\.weight\s+BF16\s+\[17,129\].*skipped_coverage/);
-    expect(build.stdout).toContain('tensors 11: 0 encoded, 6 already cached, 1 skipped (coverage < 0.99), 2 skipped (not BF16), 2 skipped (would not shrink)');
-    expect(build.stdout).toMatch(/model\.scalar\s+BF16\s+\[1\].*skipped_no_gain/);
+    expect(build.stdout).toContain('tensors 11: 0 encoded, 8 already cached, 1 skipped (coverage < 0.99), 2 skipped (not BF16)');
     expect(build.stderr).toBe('');
     const verify = await runCli(['verify', cacheDir, '--model', modelPath]);
     expect(verify.code).toBe(0);
-    expect(verify.stdout).toMatch(/11 tensors, 6 cached and bit-identical, 5 not cached, 0 failed/);
+    expect(verify.stdout).toMatch(/11 tensors, 8 cached and bit-identical, 3 not cached, 0 failed/);
     expect(verify.stdout.trim().endsWith('OK')).toBe(true);
     const inspect = await runCli(['inspect', cacheDir]);
-    expect(inspect.stdout).toMatch(/entries 5 \(6 slice keys\)/);
+    expect(inspect.stdout).toMatch(/entries 7 \(7 slice keys\)/);
     const stats = await runCli(['stats', modelPath]);
-    expect(stats.stdout).toMatch(/tensors\s+11: 9 BF16, 6 pass the 0.99 coverage gate and shrink \(2 more pass it but would not shrink/);
-    expect(stats.stdout).toMatch(/model\.scalar\s+BF16\s+\[1\].*skip: no gain/);
+    expect(stats.stdout).toMatch(/tensors\s+11: 9 BF16, 8 pass the 0.99 coverage gate/);
   });
 
-  it('a lower gate passes the escape-heavy tensor, whose payload would be larger than raw: skipped_no_gain once calibrated, verify says why', async () => {
+  it('a lower gate encodes the escape-heavy tensor too, bit-exactly', async () => {
     const lowGateCache = join(temp.path, 'cache-low-gate');
     const { json } = await runJson<BuildJson>(['build', modelPath, '--out', lowGateCache, '--coverage-min', '0', '--chunk-size', '64', '--jobs', '0']);
     checkBuildSums(json, tensors.length);
     expect(json.skipped_coverage).toBe(0);
-    expect(json.encoded).toBe(5);
-    expect(json.skipped_no_gain).toBe(3);
+    expect(json.encoded).toBe(8);
     const router = json.tensors.find((t) => t.name.endsWith('router.weight'))!;
-    // Nearly every value escapes: its payload would be larger than the raw tensor (it was stored, ~1.3x raw).
-    expect(router).toMatchObject({ status: 'skipped_no_gain', compBytes: null, key: seedContentKey(tensors.find((t) => t.name === router.name)!) });
-    expect(router.coverage!).toBeLessThan(0.2);
+    // Nearly every value escapes: the payload is larger than the raw tensor.
+    expect(router.compBytes!).toBeGreaterThan(router.sizeBytes);
     const { json: verify } = await runJson<VerifyJson>(['verify', lowGateCache, '--model', modelPath, '--coverage-min', '0']);
     expect(verify.ok).toBe(true);
-    expect(verify.model!.totals.ok).toBe(6);
-    expect(verify.model!.tensors.find((t) => t.name === router.name)!.reason).toMatch(/^its payload would be \d+ bytes, not smaller than its 4386 raw bytes/);
+    expect(verify.model!.totals.ok).toBe(9);
   });
 
   it('--jobs 0, 1, 2 and 8 produce the same entries; --jobs 8 runs only the workers that fit the bound', async () => {
@@ -394,23 +381,20 @@ describe('sharded models and a second model sharing tensors', () => {
     const b = await writeShardedTestModel(dirB, modelB, 30_000, 'other');
     const { json: bReport } = await runJson<BuildJson>(['build', b.indexPath, '--out', cacheDir]);
     checkBuildSums(bReport, modelB.length);
-    // b_new2 (15 values) would not shrink: skipped.
-    expect(bReport.encoded).toBe(1);
-    expect(bReport.skipped_no_gain).toBe(1);
+    expect(bReport.encoded).toBe(2);
     expect(bReport.cached).toBe(3);
     expect(bReport.stored_bytes).toBe(bReport.tensors.filter((t) => t.status === 'encoded').reduce((s, t) => s + t.compBytes!, 0));
 
-    for (const [path, notCached] of [[indexPath, 0], [b.indexPath, 1]] as const) {
+    for (const path of [indexPath, b.indexPath]) {
       const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', path]);
       expect(json.ok).toBe(true);
       expect(json.model!.totals.failed).toBe(0);
-      expect(json.model!.totals.not_cached).toBe(notCached);
+      expect(json.model!.totals.not_cached).toBe(0);
     }
     const { json: inspect } = await runJson<InspectJson>(['inspect', cacheDir]);
-    // b_new2 is not stored (no gain).
-    expect(inspect.totals.entries).toBe(6);
+    expect(inspect.totals.entries).toBe(7);
     // Shared entries carry one slice per model.
-    expect(inspect.totals.slices).toBe(9);
+    expect(inspect.totals.slices).toBe(10);
   });
 
   it('a fine-tune with the same shard names conflicts on changed slices unless --rebind', async () => {

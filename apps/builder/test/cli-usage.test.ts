@@ -88,7 +88,7 @@ describe('splitzip usage', () => {
 
   it('says every top-level field of the --json output in inspect and stats help', async () => {
     expect((await runCli(['inspect', '--help'])).stdout).toContain('Print { cache, entries: [...], totals: {...}, bindings? } as JSON');
-    expect((await runCli(['stats', '--help'])).stdout).toContain('Print { model, coverageMin, chunkSize, tensors: [...], totals: {...} } as JSON');
+    expect((await runCli(['stats', '--help'])).stdout).toContain('Print { model, coverageMin, chunkSize, skipNoGain, tensors: [...], totals: {...} } as JSON');
   });
 
   it('exits 2 with one line naming the problem for usage mistakes', async () => {

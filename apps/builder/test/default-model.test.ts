@@ -30,12 +30,12 @@ describe('the default model', () => {
     const { json: build } = await runJson<BuildJson>(['build', indexPath, '--out', cacheDir]);
     expect(build.tensors).toHaveLength(tensorCount);
     expect(build.skipped_dtype).toBe(tensorCount - bf16Count);
-    expect(build.encoded + build.cached + build.skipped_coverage + build.skipped_no_gain).toBe(bf16Count);
-    // Real weights: most BF16 bytes pass the gate and compress to ~3/4; a few real tensors escape, and
-    // its norms, biases and scalars (up to 1,536 values) would not shrink: skipped, served raw.
-    expect(build.skipped_no_gain).toBeGreaterThan(0);
-    const bf16Bytes = build.tensors.filter((t) => t.dtype === 'BF16').reduce((s, t) => s + t.sizeBytes, 0);
-    expect(build.raw_bytes).toBeGreaterThan(bf16Bytes * 0.9);
+    expect(build.encoded + build.cached + build.skipped_coverage).toBe(bf16Count);
+    // Real weights: most BF16 tensors pass the gate and compress to ~3/4; a few real tensors escape.
+    // Its norms, biases and scalars would not shrink, but a default build encodes them all the same
+    // (only build --skip-no-gain skips them): a cacheOnly load of the model finds every one.
+    expect(build.skipped_no_gain).toBe(0);
+    expect(build.encoded).toBeGreaterThan(bf16Count / 2);
     expect(build.ratio!).toBeGreaterThan(0.7);
     expect(build.ratio!).toBeLessThan(0.8);
     expect(new Set(build.tensors.map((t) => t.shard)).size).toBeGreaterThanOrEqual(2);
@@ -43,7 +43,7 @@ describe('the default model', () => {
     const { json: verify } = await runJson<VerifyJson>(['verify', cacheDir, '--model', indexPath]);
     expect(verify.ok).toBe(true);
     expect(verify.model!.totals).toMatchObject({ tensors: tensorCount, ok: build.encoded + build.cached, failed: 0 });
-    expect(verify.model!.totals.not_cached).toBe(build.skipped_coverage + build.skipped_dtype + build.skipped_no_gain);
+    expect(verify.model!.totals.not_cached).toBe(build.skipped_coverage + build.skipped_dtype);
 
     const { json: inspect } = await runJson<InspectJson>(['inspect', cacheDir]);
     expect(inspect.totals.entries).toBe(build.encoded);

@@ -3,7 +3,7 @@
 // either judges the other's bindings left behind and removes them. The cache records stamps, not
 // paths, so it cannot tell another model's file from this model's earlier file replaced by a new
 // one; it now says how many it removes were recorded from another file, and a build says so first.
-import { mkdir, writeFile, readFile } from 'node:fs/promises';
+import { cp, mkdir, writeFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,9 +39,13 @@ describe('two models with one shard name in one cache', () => {
     const built = await run(['build', first, '--out', cacheDir, '--quiet']);
     expect(built.code).toBe(0);
     expect(built.err).toBe('');
-    // --json: the report only.
-    const json = await run(['build', second, '--out', join(temp.path, 'cache-json-copy'), '--json']);
+    // --json: the report only, into a copy of the shared cache (a fresh cache has nothing to warn of).
+    const jsonCache = join(temp.path, 'cache-json-copy');
+    await cp(cacheDir, jsonCache, { recursive: true });
+    const json = await run(['build', second, '--out', jsonCache, '--json']);
+    expect(json.code).toBe(0);
     expect(json.err).toBe('');
+    expect(JSON.parse(json.out)).toMatchObject({ encoded: 3 });
     const text = await run(['build', second, '--out', cacheDir, '--quiet']);
     expect(text.code).toBe(0);
     expect(text.err).toContain(`splitzip build: warning: the cache holds 2 bindings of shard name model.safetensors recorded from another file than ${second} (another model's file of that name`);

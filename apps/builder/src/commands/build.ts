@@ -17,8 +17,10 @@ export const buildCommand = defineCommand({
   name: 'build',
   description: 'Encode every BF16 tensor of a safetensors model into a cache (directory or s3://)',
   notes: [
-    'Tensors that are not BF16, whose Top-16 exponent coverage is below the gate, or whose payload',
-    'would not be smaller than their raw bytes (under ~1,400 values), are skipped (served raw).',
+    'Tensors that are not BF16 or whose Top-16 exponent coverage is below the gate are skipped',
+    '(served raw); with --skip-no-gain, those whose payload would not be smaller than their raw',
+    'bytes too (under 1,409 values, 1,537-1,664 at the default chunk size, or for their escapes):',
+    'a runtime cacheOnly load then finds them missing.',
     'Identical tensors are stored once. Re-running finishes what is missing, puts',
     "back cached tensors' blobs a stat finds missing (or of another size), and writes nothing",
     'else; an interrupted build leaves a valid cache. --repair also reads every blob.',
@@ -61,6 +63,10 @@ export const buildCommand = defineCommand({
       type: 'boolean',
       description: "Also read every cached tensor's blob and put back any that is missing or damaged (what verify reports), from the model",
     },
+    skipNoGain: {
+      type: 'boolean',
+      description: 'Skip tensors whose payload would not be smaller than their raw bytes (skipped_no_gain; a cacheOnly load of them then fails)',
+    },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
   },
@@ -85,6 +91,7 @@ export const buildCommand = defineCommand({
         inlineMaxBytes: Math.round(args.inlineMaxMib * MIB),
         rebindSlices: args.rebind,
         repair: args.repair,
+        skipNoGain: args.skipNoGain ?? false,
         ...(collectGarbage ? { collectGarbage } : {}),
         signal,
         onProgress(event) {
@@ -127,13 +134,15 @@ export const buildCommand = defineCommand({
 
 export function renderBuildReport(report: BuildReport, options: { tensors: boolean }): string {
   const lines: string[] = [];
+  const unboundUnaliased = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased === true).length;
+  const unboundSkipped = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true).length;
   if (options.tensors) {
     const rows = report.tensors.map((t) => [
       t.name,
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
-      t.unaliased ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}` : t.status,
+      t.unaliased ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}` : t.unboundFrom === undefined ? t.status : `${t.status} (stale binding removed)`,
       formatCoveragePercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -151,7 +160,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       // Their bytes are in the cache, but the runtime cannot find them by slice: it reads them raw.
       (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : '') +
       // --rebind: their slices' bindings to the bytes the files held before are gone with them.
-      (report.unbound_stale > 0 ? `, their ${report.unbound_stale} stale binding${report.unbound_stale === 1 ? '' : 's'} to other bytes removed` : ''),
+      (unboundUnaliased > 0 ? `, their ${unboundUnaliased} stale binding${unboundUnaliased === 1 ? '' : 's'} to other bytes removed` : '') +
+      // --rebind: a skipped tensor's slice bound to bytes the file held before: nothing binds it anew.
+      (unboundSkipped > 0 ? `; ${unboundSkipped} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
     // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
     ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]

@@ -1,6 +1,6 @@
 import { checkLocalModel } from '../check-local-model.js';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
-import { analyzeModel, type ModelStatsReport } from '../analyze-model.js';
+import { analyzeModel, type ModelStatsReport, type TensorStats } from '../analyze-model.js';
 import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
@@ -14,7 +14,8 @@ export const statsCommand = defineCommand({
     model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
     coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
     chunkSize: { type: 'number', description: 'Values per chunk for the predicted size', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
-    json: { type: 'boolean', description: 'Print { model, coverageMin, chunkSize, tensors: [...], totals: {...} } as JSON on stdout' },
+    skipNoGain: { type: 'boolean', description: 'Predict a build --skip-no-gain: tensors whose payload would not be smaller than raw are skipped' },
+    json: { type: 'boolean', description: 'Print { model, coverageMin, chunkSize, skipNoGain, tensors: [...], totals: {...} } as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
@@ -28,6 +29,7 @@ export const statsCommand = defineCommand({
       report = await analyzeModel(args.model, {
         coverageMin: args.coverageMin,
         chunkSize: args.chunkSize,
+        skipNoGain: args.skipNoGain ?? false,
         signal,
         onProgress: (p) => progress.update(p.doneBytes, p.totalBytes, p.tensor),
       });
@@ -39,6 +41,14 @@ export const statsCommand = defineCommand({
     return 0;
   },
 });
+
+const VERDICT_TEXT: Record<TensorStats['verdict'], string> = {
+  encode: 'encode',
+  skip_dtype: 'skip: dtype',
+  skip_size: 'skip: size',
+  skip_coverage: 'skip: coverage',
+  skip_no_gain: 'skip: no gain',
+};
 
 export function renderStatsReport(report: ModelStatsReport): string {
   const dash = (v: number | null, f: (x: number) => string): string => (v === null ? '-' : f(v));
@@ -52,19 +62,22 @@ export function renderStatsReport(report: ModelStatsReport): string {
     dash(t.entropyBits, (x) => x.toFixed(3)),
     dash(t.predictedBytes, formatBytes),
     dash(t.predictedRatio, (x) => x.toFixed(3)),
-    t.dtype !== 'BF16' ? 'skip: dtype' : t.encodable ? 'encode' : t.coverage === null ? 'skip: size' : t.coverage < report.coverageMin ? 'skip: coverage' : 'skip: no gain',
+    t.shrinks === null ? '-' : t.shrinks ? 'yes' : 'no',
+    VERDICT_TEXT[t.verdict],
   ]);
   const t = report.totals;
   const lines = [
     formatTable(
-      ['tensor', 'dtype', 'shape', 'raw', 'exps', 'top16', 'H(exp)', 'predicted', 'ratio', 'build'],
+      ['tensor', 'dtype', 'shape', 'raw', 'exps', 'top16', 'H(exp)', 'predicted', 'ratio', 'shrinks', 'build'],
       rows,
-      [false, false, false, true, true, true, true, true, true, false],
+      [false, false, false, true, true, true, true, true, true, false, false],
     ),
     '',
     `model     ${report.model}`,
-    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} pass the ${report.coverageMin} coverage gate and shrink` +
-      (t.noGainTensors > 0 ? ` (${t.noGainTensors} more pass it but would not shrink: payload not smaller than raw)` : ''),
+    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} ` +
+      (report.skipNoGain
+        ? `pass the ${report.coverageMin} coverage gate and shrink` + (t.noGainTensors > 0 ? `, ${t.noGainTensors} skipped: would not shrink (--skip-no-gain)` : '')
+        : `pass the ${report.coverageMin} coverage gate` + (t.noGainTensors > 0 ? `; ${t.noGainTensors} would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)` : '')),
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +

@@ -1,0 +1,196 @@
+// The no-gain skip is opt-in (build --skip-no-gain): a default build encodes every BF16 tensor that
+// passes the gate, tiny or not (issue #6's contract; a runtime cacheOnly load of an all-BF16 model
+// needs them). With the option, build, stats, verify --model (and the runtime) give one reason in
+// one order; a bound slice is never skipped unread; a skipped tensor's stale binding is removed by
+// --rebind and reported by verify.
+import { cp, rm, utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openCacheStore } from '@splitzip/store';
+import { runCli } from '../src/run-cli.js';
+import { createTempDir, escapeHeavyBf16, gaussianBf16, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
+import type { BuildJson, StatsJson, VerifyJson } from './helpers/reports.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-skip-no-gain-');
+});
+afterAll(async () => temp?.cleanup());
+
+async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const chunks = { out: [] as string[], err: [] as string[] };
+  const sink = (into: string[]): Writable =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        into.push(String(chunk));
+        done();
+      },
+    });
+  const code = await runCli(argv, { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) } });
+  return { code, out: chunks.out.join(''), err: chunks.err.join('') };
+}
+
+async function runJson<T>(argv: string[], code = 0): Promise<T> {
+  const result = await run([...argv, '--json', '--quiet']);
+  expect(result.code, result.err).toBe(code);
+  return JSON.parse(result.out) as T;
+}
+
+/** `count` values over 16 exponents (100..115) but `escapes` of them over rarer ones (1..90). */
+function withEscapes(name: string, count: number, escapes: number): TensorData {
+  const values = new Uint16Array(count);
+  for (let i = 0; i < count; i++) values[i] = ((i < escapes ? 1 + (i % 90) : 100 + (i % 16)) << 7) | (i & 0x7f);
+  return { name, dtype: 'BF16', shape: [count], data: new Uint8Array(values.buffer) };
+}
+
+// big: shrinks; norm (768 values): no payload of it shrinks; tiny.lowcov (512 values): neither
+// shrinks nor passes the gate; escaping (1,500 values, 1 escape, coverage 0.9993): would shrink but
+// for its one escape; five (~5 % escapes, coverage 0.94995): under the default gate, shrinks.
+const tensors = (seed: number): TensorData[] => [
+  gaussianBf16('big.weight', [64, 64], seed),
+  gaussianBf16('norm.weight', [768], seed + 1),
+  escapeHeavyBf16('tiny.lowcov', [512], seed + 2),
+  withEscapes('escaping.weight', 1500, 1),
+  withEscapes('five.weight', 4096, 205),
+];
+const NO_GAIN_REASON = /^would not shrink \(skipped by build --skip-no-gain\): its payload would be \d+ bytes, not smaller than its \d+ raw bytes/;
+
+describe('a default build', () => {
+  it('encodes every BF16 tensor that passes the gate, tiny or not (skipped_no_gain 0); stats flags those that would not shrink', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'default.safetensors'), tensors(1));
+    const cacheDir = join(temp.path, 'cache-default');
+    const build = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    const status = Object.fromEntries(build.tensors.map((t) => [t.name, t.status]));
+    expect(status).toEqual({ 'big.weight': 'encoded', 'norm.weight': 'encoded', 'tiny.lowcov': 'skipped_coverage', 'escaping.weight': 'encoded', 'five.weight': 'skipped_coverage' });
+    expect(build).toMatchObject({ encoded: 3, skipped_coverage: 2, skipped_no_gain: 0 });
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.ok).toBe(true);
+    expect(verify.model!.totals).toMatchObject({ ok: 3, not_cached: 2, failed: 0 });
+    // No build caches the tiny tensor under the gate; verify names both reasons, the opted-in build's first.
+    const tiny = verify.model!.tensors.find((t) => t.name === 'tiny.lowcov')!;
+    expect(tiny.reason).toMatch(NO_GAIN_REASON);
+    expect(tiny.reason).toMatch(/; its Top-16 coverage 0\.\d+ < 0\.99 too/);
+
+    const stats = await runJson<StatsJson>(['stats', modelPath]);
+    expect(stats.skipNoGain).toBe(false);
+    expect(stats.tensors.map((t) => [t.name, t.verdict, t.shrinks])).toEqual([
+      ['big.weight', 'encode', true],
+      ['norm.weight', 'encode', false],
+      ['tiny.lowcov', 'skip_coverage', false],
+      ['escaping.weight', 'encode', false],
+      ['five.weight', 'skip_coverage', true],
+    ]);
+    expect(stats.totals).toMatchObject({ encodableTensors: build.encoded, coverageSkippedTensors: build.skipped_coverage, noGainTensors: 3 });
+    const text = await run(['stats', modelPath, '--quiet']);
+    expect(text.out).toMatch(/^tensor\s+dtype\s+shape\s+raw\s+exps\s+top16\s+H\(exp\)\s+predicted\s+ratio\s+shrinks\s+build/m);
+    expect(text.out).toMatch(/norm\.weight\s+BF16\s+\[768\].*\sno\s+encode/);
+    expect(text.out).toContain('5 BF16, 3 pass the 0.99 coverage gate; 3 would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)');
+  });
+
+  it('a lower gate encodes a tensor the default gate skips (~5 % escapes) that still shrinks, also with --skip-no-gain', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'low-gate.safetensors'), tensors(11));
+    const cacheDir = join(temp.path, 'cache-low-gate');
+    const build = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--coverage-min', '0.9', '--skip-no-gain', '--jobs', '0']);
+    const five = build.tensors.find((t) => t.name === 'five.weight')!;
+    expect(five.status).toBe('encoded');
+    expect(five.coverage!).toBeLessThan(0.99);
+    expect(five.compBytes!).toBeLessThan(five.sizeBytes);
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.ok).toBe(true);
+    expect(verify.model!.tensors.find((t) => t.name === 'five.weight')!.status).toBe('ok');
+  });
+});
+
+describe('build --skip-no-gain', () => {
+  it('skips what would not shrink, in one order with stats --skip-no-gain and verify --model: their totals agree', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'opt-in.safetensors'), tensors(21));
+    const cacheDir = join(temp.path, 'cache-opt-in');
+    const build = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--jobs', '0']);
+    const status = Object.fromEntries(build.tensors.map((t) => [t.name, t.status]));
+    // tiny.lowcov: no payload of it shrinks, decided unread, before its coverage.
+    expect(status).toEqual({ 'big.weight': 'encoded', 'norm.weight': 'skipped_no_gain', 'tiny.lowcov': 'skipped_no_gain', 'escaping.weight': 'skipped_no_gain', 'five.weight': 'skipped_coverage' });
+    expect(build).toMatchObject({ encoded: 1, skipped_coverage: 1, skipped_no_gain: 3 });
+
+    const stats = await runJson<StatsJson>(['stats', modelPath, '--skip-no-gain']);
+    expect(stats.skipNoGain).toBe(true);
+    expect(Object.fromEntries(stats.tensors.map((t) => [t.name, t.verdict]))).toEqual({
+      'big.weight': 'encode',
+      'norm.weight': 'skip_no_gain',
+      'tiny.lowcov': 'skip_no_gain',
+      'escaping.weight': 'skip_no_gain',
+      'five.weight': 'skip_coverage',
+    });
+    expect(stats.totals).toMatchObject({ encodableTensors: build.encoded, noGainTensors: build.skipped_no_gain, coverageSkippedTensors: build.skipped_coverage });
+
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.ok).toBe(true);
+    const notCached = verify.model!.tensors.filter((t) => t.status === 'not_cached');
+    expect(notCached.filter((t) => NO_GAIN_REASON.test(t.reason ?? '')).map((t) => t.name)).toEqual(['norm.weight', 'tiny.lowcov', 'escaping.weight']);
+    expect(notCached.filter((t) => /^Top-16 coverage/.test(t.reason ?? '')).map((t) => t.name)).toEqual(['five.weight']);
+  });
+
+  it('over a default build: a bound tiny tensor is not skipped unread but cached, its missing blob put back', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'upgrade.safetensors'), tensors(31));
+    const cacheDir = join(temp.path, 'cache-upgrade');
+    const first = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    const normKey = first.tensors.find((t) => t.name === 'norm.weight')!.key!;
+    await rm(join(cacheDir, 'blobs', `${normKey}.bin`));
+    const again = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--jobs', '0']);
+    const byName = new Map(again.tensors.map((t) => [t.name, t]));
+    expect(byName.get('norm.weight')).toMatchObject({ status: 'cached', repaired: true, repairedBlob: 'missing' });
+    expect(byName.get('escaping.weight')!.status).toBe('cached');
+    // Not bound (the default build skipped it for coverage): skipped unread.
+    expect(byName.get('tiny.lowcov')!.status).toBe('skipped_no_gain');
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.ok).toBe(true);
+    expect(verify.model!.totals).toMatchObject({ ok: 3, failed: 0 });
+  });
+});
+
+describe('a skipped tensor whose slice is bound to bytes the file held before', () => {
+  it('fails verify (run build --rebind), and build --rebind removes the binding (coverage and no-gain skips)', async () => {
+    // w: passes the gate, then rewritten under it; n: a 768-value norm a default build cached, then changed.
+    const modelPath = await writeSingleFileModel(join(temp.path, 'stale.safetensors'), [gaussianBf16('w.weight', [64, 64], 41), gaussianBf16('n.weight', [768], 42)]);
+    const cacheDir = join(temp.path, 'cache-stale');
+    const first = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    expect(first.encoded).toBe(2);
+    const oldKeys = Object.fromEntries(first.tensors.map((t) => [t.name, t.key]));
+    // Rewritten in place: the same layout, other bytes (a later mtime, so its stamp differs).
+    await writeSingleFileModel(modelPath, [escapeHeavyBf16('w.weight', [64, 64], 43), gaussianBf16('n.weight', [768], 44)]);
+    const later = new Date(Date.now() + 10_000);
+    await utimes(modelPath, later, later);
+    const keep = join(temp.path, 'cache-stale-kept');
+    await cp(cacheDir, keep, { recursive: true });
+
+    const before = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath], 1);
+    const w = before.model!.tensors.find((t) => t.name === 'w.weight')!;
+    expect(w).toMatchObject({ status: 'failed', stale: true });
+    expect(w.reason).toMatch(/run build --rebind$/);
+    // Without --rebind: the build refuses (it never skipped past a binding to other bytes).
+    const refused = await run(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--quiet']);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(/SLICE_CONFLICT/);
+
+    const rebind = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--rebind', '--jobs', '0']);
+    const byName = new Map(rebind.tensors.map((t) => [t.name, t]));
+    expect(byName.get('w.weight')).toMatchObject({ status: 'skipped_coverage', unboundFrom: oldKeys['w.weight'] });
+    expect(byName.get('n.weight')).toMatchObject({ status: 'skipped_no_gain', unboundFrom: oldKeys['n.weight'] });
+    expect(rebind.unbound_stale).toBe(2);
+    const store = await openCacheStore(cacheDir);
+    try {
+      expect(store.lookupBySlice('stale.safetensors', first.tensors[0]!.offsetBytes, first.tensors[0]!.sizeBytes)).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+    const after = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(after.ok).toBe(true);
+    expect(after.model!.totals).toMatchObject({ not_cached: 2, failed: 0 });
+
+    // The text report names them.
+    const text = await run(['build', modelPath, '--out', keep, '--rebind']);
+    expect(text.code).toBe(0);
+    expect(text.out).toMatch(/w\.weight\s+BF16\s+\[64,64\]\s+\S+ \S+\s+skipped_coverage \(stale binding removed\)/);
+    expect(text.out).toContain('; 1 skipped tensor\'s stale binding to other bytes removed');
+  });
+});
