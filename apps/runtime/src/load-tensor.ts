@@ -30,7 +30,8 @@ export function checkLoadTensorOptions(options: LoadTensorOptions, known: readon
   checkOptionsArgument(options, known);
   for (const option of ['verifyDigest', 'cacheOnly', 'explainMisses'] as const) checkBooleanArgument(options[option], option);
   checkCacheArgument(options.cache);
-  if (options.model !== undefined) checkModelArgument(options.model);
+  // Named as the request's model is (`request.model`): one wording for both places a model goes.
+  if (options.model !== undefined) checkModelArgument(options.model, 'options.model');
   checkPoolArgument(options.pool);
   checkReaderArgument(options.reader);
   checkSignalArgument(options.signal);

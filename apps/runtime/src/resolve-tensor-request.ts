@@ -207,10 +207,11 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   return target;
 }
 
-function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cache: ShardCache | undefined): ServeTarget {
+/** `modelOption`: where the caller passed `model`, as errors name it (`request.model` or `options.model`). */
+function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cache: ShardCache | undefined, modelOption: 'request.model' | 'options.model'): ServeTarget {
   checkSliceNumber(slice.offsetBytes, 'offsetBytes');
   checkSliceNumber(slice.sizeBytes, 'sizeBytes');
-  if (model !== undefined) checkModelArgument(model);
+  if (model !== undefined) checkModelArgument(model, modelOption);
   const where = `${slice.shardName}@${slice.offsetBytes}+${slice.sizeBytes}`;
   if (model !== undefined) {
     const info = model.findBySlice(slice);
@@ -256,8 +257,8 @@ export function resolveTensorRequest(
   if (typeof request !== 'object' || request === null) {
     throw new RuntimeError('INVALID_ARGUMENT', 'a tensor request is a SliceKey, { model, name } or { model, slice }', { request: String(request) });
   }
-  if (isSliceKey(request)) return resolveSlice(request, model, cache);
-  if ('slice' in request && isSliceKey(request.slice)) return resolveSlice(request.slice, request.model, cache);
+  if (isSliceKey(request)) return resolveSlice(request, model, cache, 'options.model');
+  if ('slice' in request && isSliceKey(request.slice)) return resolveSlice(request.slice, request.model, cache, 'request.model');
   if ('name' in request && typeof request.name === 'string' && request.model !== undefined) {
     checkModelArgument(request.model, 'request.model');
     const info = request.model.getTensor(request.name);

@@ -214,8 +214,9 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   }
   const elementCount = target.slice.sizeBytes / 2;
   if (elementCount > MAX_ELEMENT_COUNT) return { reason: 'missing', detail: `${elementCount} values exceed one payload` };
-  // Not even a payload without escapes is smaller than its raw bytes: no build stores it (decided
-  // without its bytes, as the build does; cacheOnly too).
+  // Not even a payload without escapes is smaller than its raw bytes: a build --skip-no-gain skips it
+  // unread (decided without its bytes, as that build does; cacheOnly too). First, in the build's
+  // order: such a build never looks at its coverage (verify --model and stats --skip-no-gain agree).
   const chunkSize = env.cache.store.chunkSize;
   const noGain = describeNoGain(target.slice.sizeBytes, 0, chunkSize);
   if (noGain !== null) return { reason: 'no-gain', detail: noGain };
@@ -257,7 +258,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const bound = bindable ? bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp! }) : undefined;
     return { reason: 'missing', detail: bound === undefined ? `${why}: ${describeBuildRemedy(env.cache, 'a build of this model binds it')}` : `${why}: ${bound}` };
   }
-  // Its escapes make the payload no smaller than the raw bytes: the build skipped it (skipped_no_gain).
+  // Its escapes make the payload no smaller than the raw bytes: a build --skip-no-gain skipped it (skipped_no_gain).
   const escapesNoGain = describeNoGain(data.byteLength, escapeCount, chunkSize);
   if (escapesNoGain !== null) return { reason: 'no-gain', detail: escapesNoGain };
   return { reason: 'missing', detail: `no entry for this slice (coverage ${formatCoverage(coverage, 6)} passes the gate)` };

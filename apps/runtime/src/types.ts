@@ -8,9 +8,9 @@ export type TensorSource = 'cache' | 'raw';
  * - `cached`: decoded from its cache entry;
  * - `dtype`: not BF16, so never cached (served raw);
  * - `coverage`: BF16 but the build skipped it (its Top-16 exponent coverage was under the gate);
- * - `no-gain`: BF16 but the build skipped it: its payload would not be smaller than its raw bytes
- *   (under 1,409 values, the payload's header and codebook outweigh them; the cache stores only
- *   tensors that shrink);
+ * - `no-gain`: BF16 but a build with --skip-no-gain skipped it: its payload would not be smaller
+ *   than its raw bytes (under 1,409 values, and 1,537-1,664 at the default chunk size, the payload's
+ *   header, codebook and section padding outweigh them; else its escapes); a default build caches it;
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice);
  * - `stale`: the slice is bound, but its shard (a local file or an s3:// model's object) was checked
  *   and holds other bytes than the entry (the file was rewritten, or is another model's of the

@@ -1,23 +1,37 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
-import { openCachedModel, type CachedModelFixture } from './fixtures.js';
+import { openCachedModel, standardTensors, type CachedModelFixture } from './fixtures.js';
 
-// A BF16 tensor whose payload would not be smaller than its raw bytes (under ~1,400 values at any
-// chunk size) is not stored by the builder (skipped_no_gain): a miss of one is `no-gain`, not
-// `missing` (which named a build that would never cache it). Entries an older build stored for
-// such tensors keep being served.
+// A BF16 tensor whose payload would not be smaller than its raw bytes (under 1,409 values at any
+// chunk size, else for its escapes) is not stored by a build with --skip-no-gain (skipped_no_gain):
+// a miss of one is `no-gain`, not `missing` (which named a build that would never cache it). Entries
+// a default build stores for such tensors are served.
 let fixture: CachedModelFixture;
+
+/**
+ * 1,500 values (a payload without escapes would shrink) over 16 exponents, and one value of a 17th:
+ * coverage 1499/1500 passes the gate, but its one escape pads the payload past its 3,000 raw bytes.
+ */
+function oneEscapeTensor(): Uint8Array {
+  const values = new Uint16Array(1500);
+  for (let i = 0; i < values.length; i++) values[i] = ((112 + (i % 16)) << 7) | (i & 0x7f);
+  values[values.length - 1] = (140 << 7) | 1;
+  return new Uint8Array(values.buffer);
+}
+
 beforeAll(async () => {
-  // layer.0.attn.k (231 values) and layer.1.one (1 value) left out, as the builder leaves them;
-  // layer.0.attn.q (1001 values, no gain either) stored, as a build before the rule stored it.
-  fixture = await openCachedModel('no-gain-reason', undefined, { skip: ['layer.0.attn.k', 'layer.1.one'] });
+  // layer.0.attn.k (231 values), layer.1.one (1 value) and escaping (1,500 values, 1 escape) left
+  // out, as a build --skip-no-gain leaves them; layer.0.attn.q (1001 values, no gain either) stored,
+  // as a default build stores it.
+  const tensors = [...standardTensors(), { name: 'layer.2.escaping', dtype: 'BF16' as const, shape: [1500], data: oneEscapeTensor() }];
+  fixture = await openCachedModel('no-gain-reason', tensors, { skip: ['layer.0.attn.k', 'layer.1.one', 'layer.2.escaping'] });
 });
 afterAll(async () => {
   await fixture.close();
 });
 
-const NO_GAIN = /^its payload would be \d+ bytes, not smaller than its (462|2) raw bytes: the cache does not store tensors that would not shrink \(the build skips them as skipped_no_gain\)$/;
+const NO_GAIN = /^would not shrink: its payload would be \d+ bytes, not smaller than its (462|2) raw bytes; a build with --skip-no-gain skips such tensors \(skipped_no_gain\), a build without it caches them$/;
 
 describe('a tensor too small to shrink', () => {
   it.each([true, false])('is `no-gain` with the payload and raw sizes (explainMisses %s: decided without its bytes); a stored one is served', async (explainMisses) => {
@@ -30,6 +44,17 @@ describe('a tensor too small to shrink', () => {
     }
     expect(byName.get('layer.0.attn.q')).toMatchObject({ source: 'cache', reason: 'cached' });
     expect(load.totals.byReason['no-gain']).toBe(2);
+  });
+
+  it('a tensor that would shrink but for its escapes: `no-gain` from the histogram pass (explainMisses), naming the escape count; `missing` without it', async () => {
+    const explained = loadModel(fixture.model, fixture.cache, { filter: (t) => t.name === 'layer.2.escaping' });
+    await explained.drain();
+    expect(explained.reports[0]).toMatchObject({ source: 'raw', reason: 'no-gain' });
+    expect(explained.reports[0]!.detail).toMatch(/^would not shrink: its payload would be \d+ bytes, not smaller than its 3000 raw bytes \(1 escapes\); a build with --skip-no-gain skips such tensors/);
+    // Its size alone does not tell: without the histogram pass it is only not in the cache.
+    const unexplained = loadModel(fixture.model, fixture.cache, { explainMisses: false, filter: (t) => t.name === 'layer.2.escaping' });
+    await unexplained.drain();
+    expect(unexplained.reports[0]).toMatchObject({ source: 'raw', reason: 'missing' });
   });
 
   it('cacheOnly: NOT_CACHED with reason no-gain', async () => {

@@ -54,9 +54,16 @@ describe('TENSOR_NOT_FOUND', () => {
 describe('a model location passed to loadTensor', () => {
   it('says to open it first (only loadModel takes a location)', async () => {
     const location = join(temp.dir, 'single', 'model.safetensors');
-    for (const call of [() => loadTensor({ model: location as never, name: 'embed.weight' }), () => loadTensor({ shardName: 'model.safetensors', offsetBytes: 0, sizeBytes: 2 }, { model: location as never })]) {
+    const calls: [string, () => Promise<unknown>][] = [
+      ['request.model', () => loadTensor({ model: location as never, name: 'embed.weight' })],
+      ['request.model', () => loadTensor({ model: location as never, slice: { shardName: 'model.safetensors', offsetBytes: 0, sizeBytes: 2 } })],
+      // The option is named as the request's field is: `options.model` (it said `model`).
+      ['options.model', () => loadTensor({ shardName: 'model.safetensors', offsetBytes: 0, sizeBytes: 2 }, { model: location as never })],
+    ];
+    for (const [option, call] of calls) {
       const error = await call().catch((e: unknown) => e);
-      expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { type: 'string', location } });
+      expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option, type: 'string', location } });
+      expect((error as Error).message).toMatch(new RegExp(`^${option.replace('.', '\\.')} must be an open model, got the location `));
       expect((error as Error).message).toContain(`must be an open model, got the location ${JSON.stringify(location)}: open it once with \`await openModel(${JSON.stringify(location)})\``);
     }
   });
