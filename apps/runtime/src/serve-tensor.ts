@@ -219,7 +219,17 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   // order: such a build never looks at its coverage (verify --model and stats --skip-no-gain agree).
   const chunkSize = env.cache.store.chunkSize;
   const noGain = describeNoGain(target.slice.sizeBytes, 0, chunkSize);
-  if (noGain !== null) return { reason: 'no-gain', detail: noGain };
+  if (noGain !== null) {
+    // Under the gate, a default build skips it for its coverage (skipped_coverage), and verify --model
+    // names that first: `coverage`, with the no-gain fact as a note. Only the bytes tell.
+    if (env.explainMisses && data !== undefined && data.byteLength >= 2) {
+      const { coverage } = calibrateFromHistogram(countBf16Exponents(data));
+      if (coverage < env.cache.coverageMin) {
+        return { reason: 'coverage', detail: `coverage ${formatCoverage(coverage, 6)} < gate ${env.cache.coverageMin} (no build caches it); it ${noGain}` };
+      }
+    }
+    return { reason: 'no-gain', detail: noGain };
+  }
   // cacheOnly: only the bytes' histogram tells a tensor the build skipped for its coverage from one
   // not built, and the cache records no skips: such a load reads no raw bytes, so it cannot say which.
   if (data === undefined && target.info !== undefined) {

@@ -10,7 +10,8 @@ export type TensorSource = 'cache' | 'raw';
  * - `coverage`: BF16 but the build skipped it (its Top-16 exponent coverage was under the gate);
  * - `no-gain`: BF16 but a build with --skip-no-gain skipped it: its payload would not be smaller
  *   than its raw bytes (under 1,409 values, and 1,537-1,664 at the default chunk size, the payload's
- *   header, codebook and section padding outweigh them; else its escapes); a default build caches it;
+ *   header, codebook and section padding outweigh them; else its escapes); a default build caches it
+ *   if its coverage passes the gate (one under it, its bytes at hand, is `coverage`, as that build says);
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice);
  * - `stale`: the slice is bound, but its shard (a local file or an s3:// model's object) was checked
  *   and holds other bytes than the entry (the file was rewritten, or is another model's of the

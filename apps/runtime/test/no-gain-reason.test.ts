@@ -20,18 +20,27 @@ function oneEscapeTensor(): Uint8Array {
   return new Uint8Array(values.buffer);
 }
 
+/** 768 values over 32 exponents (a bias of the default model's kind): coverage 0.5, under the gate, and too small to shrink. */
+function lowCoverageTinyTensor(): Uint8Array {
+  const values = new Uint16Array(768);
+  for (let i = 0; i < values.length; i++) values[i] = ((100 + (i % 32)) << 7) | (i & 0x7f);
+  return new Uint8Array(values.buffer);
+}
+
 beforeAll(async () => {
   // layer.0.attn.k (231 values), layer.1.one (1 value) and escaping (1,500 values, 1 escape) left
   // out, as a build --skip-no-gain leaves them; layer.0.attn.q (1001 values, no gain either) stored,
   // as a default build stores it.
-  const tensors = [...standardTensors(), { name: 'layer.2.escaping', dtype: 'BF16' as const, shape: [1500], data: oneEscapeTensor() }];
-  fixture = await openCachedModel('no-gain-reason', tensors, { skip: ['layer.0.attn.k', 'layer.1.one', 'layer.2.escaping'] });
+  const tensors = [...standardTensors(), { name: 'layer.2.escaping', dtype: 'BF16' as const, shape: [1500], data: oneEscapeTensor() },
+    { name: 'layer.2.lowcov', dtype: 'BF16' as const, shape: [768], data: lowCoverageTinyTensor() },
+  ];
+  fixture = await openCachedModel('no-gain-reason', tensors, { skip: ['layer.0.attn.k', 'layer.1.one', 'layer.2.escaping', 'layer.2.lowcov'] });
 });
 afterAll(async () => {
   await fixture.close();
 });
 
-const NO_GAIN = /^would not shrink: its payload would be \d+ bytes, not smaller than its (462|2) raw bytes; a build with --skip-no-gain skips such tensors \(skipped_no_gain\), a build without it caches them$/;
+const NO_GAIN = /^would not shrink: its payload would be \d+ bytes, not smaller than its (462|2) raw bytes; a build with --skip-no-gain skips such tensors \(skipped_no_gain\), a build without it caches them if their coverage passes the gate$/;
 
 describe('a tensor too small to shrink', () => {
   it.each([true, false])('is `no-gain` with the payload and raw sizes (explainMisses %s: decided without its bytes); a stored one is served', async (explainMisses) => {
@@ -55,6 +64,17 @@ describe('a tensor too small to shrink', () => {
     const unexplained = loadModel(fixture.model, fixture.cache, { explainMisses: false, filter: (t) => t.name === 'layer.2.escaping' });
     await unexplained.drain();
     expect(unexplained.reports[0]).toMatchObject({ source: 'raw', reason: 'missing' });
+  });
+
+  it('one under the gate too: `coverage` where its bytes are at hand (as a default build, skipped_coverage, and verify name it), the no-gain fact a note; `no-gain` without them', async () => {
+    const explained = loadModel(fixture.model, fixture.cache, { filter: (t) => t.name === 'layer.2.lowcov' });
+    await explained.drain();
+    expect(explained.reports[0]).toMatchObject({ source: 'raw', reason: 'coverage' });
+    expect(explained.reports[0]!.detail).toMatch(/^coverage 0\.5(0*) < gate 0\.99 \(no build caches it\); it would not shrink: its payload would be \d+ bytes, not smaller than its 1536 raw bytes; /);
+    const unexplained = loadModel(fixture.model, fixture.cache, { explainMisses: false, filter: (t) => t.name === 'layer.2.lowcov' });
+    await unexplained.drain();
+    expect(unexplained.reports[0]).toMatchObject({ source: 'raw', reason: 'no-gain' });
+    expect(unexplained.reports[0]!.detail).toMatch(/a build without it caches them if their coverage passes the gate$/);
   });
 
   it('cacheOnly: NOT_CACHED with reason no-gain', async () => {
