@@ -39,7 +39,7 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
-import { findOtherFilesBindings } from './judge-model-bindings.js';
+import { findOtherFilesBindings, isFromOtherFile } from './judge-model-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
@@ -594,7 +594,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       // No payload of it, not even one without escapes, is smaller than its raw bytes: not read,
       // unless its slice is bound (an older build's entry, or a stale binding): that goes through
       // processTensor as any other (cached and its blob looked at, its stamp, --repair, --rebind).
-      if (skipNoGain && !canPayloadShrink(tensor.slice.sizeBytes, chunkSize) && context.store.lookupBySlice(tensor.slice.shardName, tensor.slice.offsetBytes, tensor.slice.sizeBytes) === undefined) {
+      // An empty tensor's slice is never bound, and reading it costs nothing: it goes through too, so
+      // the entry a default build made is cached and its missing blob put back (--repair) as there.
+      if (skipNoGain && tensor.slice.sizeBytes > 0 && !canPayloadShrink(tensor.slice.sizeBytes, chunkSize) && context.store.lookupBySlice(tensor.slice.shardName, tensor.slice.offsetBytes, tensor.slice.sizeBytes) === undefined) {
         finish(index, { ...base, status: 'skipped_no_gain' });
         continue;
       }
@@ -1147,12 +1149,16 @@ async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, bou
 async function unbindStaleSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   if (!context.rebind || sizeBytes === 0) return {};
-  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
-  if (current === undefined || current.key === key) return {};
+  const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+  if (current === undefined || current.entry.key === key) return {};
+  // Recorded only with other files of this shard name (another model's, text_encoder and
+  // text_encoder_2): that model's binding, not this file's past; removed, that model's loads bound
+  // it again and the two undid each other. Removed where its stamps name this file or none.
+  if (isFromOtherFile(current.stamps, context.shardStamps.get(shardName) ?? null)) return {};
   context.checkFailure();
   // Only while it is bound to that entry: a binding another writer made since stays.
-  const removed = await context.commits.unbindSlice({ key: current.key, shardName, offsetBytes, sizeBytes });
-  return removed ? { unboundFrom: current.key } : {};
+  const removed = await context.commits.unbindSlice({ key: current.entry.key, shardName, offsetBytes, sizeBytes });
+  return removed ? { unboundFrom: current.entry.key } : {};
 }
 
 const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';

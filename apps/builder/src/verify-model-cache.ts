@@ -12,6 +12,7 @@ import { BuilderError } from './errors.js';
 import { isCacheableSize, TOO_LARGE_REASON, VERIFY_BLOCK_BYTES } from './limits.js';
 import { canPayloadShrink, describeNoGain, isPayloadSmaller } from './check-payload-gain.js';
 import { formatCoverage } from './format-units.js';
+import { isFromOtherFile } from './judge-model-bindings.js';
 import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 
@@ -92,6 +93,12 @@ export interface VerifyModelCacheOptions {
    * it (a gate below the cache's is refused, USAGE: no build into this cache stores those tensors).
    */
   coverageMin: number;
+  /**
+   * Judge as a build --skip-no-gain decides (a tensor whose payload would not be smaller than its
+   * raw bytes is `not_cached`); without it, as a default build, which caches such a tensor if it
+   * passes the gate (one not cached is `missing`). The cache records neither.
+   */
+  skipNoGain?: boolean | undefined;
   signal?: AbortSignal | undefined;
   onProgress?: ((event: { doneBytes: number; totalBytes: number; tensor: string }) => void) | undefined;
   /**
@@ -101,7 +108,7 @@ export interface VerifyModelCacheOptions {
   blockBytes?: number | undefined;
 }
 
-const VERIFY_MODEL_CACHE_OPTIONS = optionNamesOf<VerifyModelCacheOptions>({ coverageMin: true, signal: true, onProgress: true, blockBytes: true });
+const VERIFY_MODEL_CACHE_OPTIONS = optionNamesOf<VerifyModelCacheOptions>({ coverageMin: true, skipNoGain: true, signal: true, onProgress: true, blockBytes: true });
 
 export async function verifyModelCache(store: CacheStore, modelPath: string, options: VerifyModelCacheOptions): Promise<ModelCheckReport> {
   checkKnownOptions(options, VERIFY_MODEL_CACHE_OPTIONS, 'verifyModelCache');
@@ -148,6 +155,7 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
         model,
         reader,
         coverageMin: options.coverageMin,
+        skipNoGain: options.skipNoGain === true,
         blockBytes,
         buffers,
         blobSlot,
@@ -180,6 +188,7 @@ interface CheckContext {
   model: SafetensorsModel;
   reader: TensorBlockReader;
   coverageMin: number;
+  skipNoGain: boolean;
   blockBytes: number;
   buffers: ScanBuffers;
   blobSlot: { bytes: Uint8Array };
@@ -205,7 +214,7 @@ async function readPayload(context: CheckContext, entry: CacheEntry): Promise<{ 
 }
 
 async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<ModelTensorCheck> {
-  const { store, model, coverageMin } = context;
+  const { store, model, coverageMin, skipNoGain } = context;
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const base = { name: tensor.name, dtype: tensor.dtype, shard: shardName, offsetBytes, sizeBytes };
   // As the runtime (classifyBinding): a binding with no record of this shard file (other files'
@@ -255,19 +264,34 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     const { coverage, escapeCount } = calibrateFromHistogram(histogram);
     // Before the reasons a build skips it for: a binding of its slice to other bytes is served to
     // every reader that checks no stamps, and `build --rebind` removes it (it hid behind the skip).
-    if (stale && sizeBytes > 0) return staleFailure();
-    // The build's order (build-cache.ts, analyze-model.ts judgeBf16Tensor): no payload of it can
-    // shrink (skipped unread by build --skip-no-gain), the gate, then its escapes (--skip-no-gain).
-    if (!canPayloadShrink(sizeBytes, store.chunkSize)) {
-      // A default build skips it for its coverage instead (it encodes tensors that do not shrink).
+    // Not one recorded only with other files of this shard name (another model's, as
+    // text_encoder and text_encoder_2): that model's binding, which build --rebind of this one keeps.
+    const otherFile = stale && sizeBytes > 0 && isFromOtherFile(binding!.stamps, fileStamp);
+    const skipped = (reason: string): ModelTensorCheck => ({
+      ...base,
+      key,
+      status: 'not_cached',
+      reason: otherFile ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another model's, kept` : reason,
+    });
+    const shrinks = canPayloadShrink(sizeBytes, store.chunkSize);
+    // The build's order (build-cache.ts, analyze-model.ts judgeBf16Tensor): with --skip-no-gain, no
+    // payload of it can shrink (skipped unread), the gate, then its escapes; a default build: the gate.
+    if (skipNoGain && !shrinks) {
       const underGate = coverage < coverageMin ? `; its Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin} too (what a build without it skips it for)` : '';
-      return { ...base, key, status: 'not_cached', reason: `${describeNoGain(sizeBytes, 0, store.chunkSize)}${underGate}` };
+      return stale && !otherFile ? staleFailure() : skipped(`${describeNoGain(sizeBytes, 0, store.chunkSize)}${underGate}`);
     }
     if (coverage < coverageMin) {
-      return { ...base, key, status: 'not_cached', reason: `Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin}` };
+      // As a default build names it (skipped_coverage), and the runtime with its bytes (`coverage`).
+      const noGain = shrinks ? '' : `; ${describeNoGain(sizeBytes, 0, store.chunkSize)} too`;
+      return stale && !otherFile ? staleFailure() : skipped(`Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin}${noGain}`);
     }
-    if (!isPayloadSmaller(sizeBytes, escapeCount, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, escapeCount, store.chunkSize) };
-    return { ...base, key, status: 'failed', reason: 'missing: passes the coverage gate but is not in the cache (run build)' };
+    const gains = isPayloadSmaller(sizeBytes, escapeCount, store.chunkSize);
+    if (skipNoGain && !gains) return stale && !otherFile ? staleFailure() : skipped(describeNoGain(sizeBytes, escapeCount, store.chunkSize));
+    // One a build caches: its bytes are bound only once build --rebind moves the binding.
+    if (stale) return staleFailure();
+    // A default build caches it, whether it shrinks or not: missing, unless judged as --skip-no-gain.
+    const optIn = gains ? '' : '; it would not shrink: verify --skip-no-gain judges a cache built with --skip-no-gain, which skips it';
+    return { ...base, key, status: 'failed', reason: `missing: passes the coverage gate but is not in the cache (run build)${optIn}` };
   }
   // Zero-byte slices are not aliased (builds before 2026-12-04 bound one to whichever came first).
   if (!bySlice && sizeBytes > 0 && !stale && byKey.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY) {
@@ -277,7 +301,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   if (!bySlice && sizeBytes > 0) {
     if (stale) return staleFailure();
     // A build --skip-no-gain skips it unread (skipped_no_gain): its bytes are cached for another tensor, and stay unbound.
-    if (!canPayloadShrink(sizeBytes, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, 0, store.chunkSize) };
+    if (skipNoGain && !canPayloadShrink(sizeBytes, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, 0, store.chunkSize) };
     return { ...base, key, status: 'failed', reason: UNBOUND_REASON, unbound: true };
   }
 

@@ -3,7 +3,7 @@
 // needs them). With the option, build, stats, verify --model (and the runtime) give one reason in
 // one order; a bound slice is never skipped unread; a skipped tensor's stale binding is removed by
 // --rebind and reported by verify.
-import { cp, rm, utimes } from 'node:fs/promises';
+import { cp, mkdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,10 +67,13 @@ describe('a default build', () => {
     const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
     expect(verify.ok).toBe(true);
     expect(verify.model!.totals).toMatchObject({ ok: 3, not_cached: 2, failed: 0 });
-    // No build caches the tiny tensor under the gate; verify names both reasons, the opted-in build's first.
+    // No build caches the tiny tensor under the gate; verify names both reasons, a default build's first
+    // (skipped_coverage, as the runtime's `coverage`), the opted-in build's first with --skip-no-gain.
     const tiny = verify.model!.tensors.find((t) => t.name === 'tiny.lowcov')!;
-    expect(tiny.reason).toMatch(NO_GAIN_REASON);
-    expect(tiny.reason).toMatch(/; its Top-16 coverage 0\.\d+ < 0\.99 too/);
+    expect(tiny.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99; would not shrink \(skipped by build --skip-no-gain\): .* too$/);
+    const optIn = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath, '--skip-no-gain']);
+    expect(optIn.model!.tensors.find((t) => t.name === 'tiny.lowcov')!.reason).toMatch(NO_GAIN_REASON);
+    expect(optIn.model!.tensors.find((t) => t.name === 'tiny.lowcov')!.reason).toMatch(/; its Top-16 coverage 0\.\d+ < 0\.99 too/);
 
     const stats = await runJson<StatsJson>(['stats', modelPath]);
     expect(stats.skipNoGain).toBe(false);
@@ -85,7 +88,15 @@ describe('a default build', () => {
     const text = await run(['stats', modelPath, '--quiet']);
     expect(text.out).toMatch(/^tensor\s+dtype\s+shape\s+raw\s+exps\s+top16\s+H\(exp\)\s+predicted\s+ratio\s+shrinks\s+build/m);
     expect(text.out).toMatch(/norm\.weight\s+BF16\s+\[768\].*\sno\s+encode/);
-    expect(text.out).toContain('5 BF16, 3 pass the 0.99 coverage gate; 3 would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)');
+    // tiny.lowcov is not one: a default build skips it for coverage.
+    expect(text.out).toContain('5 BF16, 3 pass the 0.99 coverage gate; 2 of them would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)');
+  });
+
+  it('says how much larger the cached tensors are where tiny ones grew', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'tiny-only.safetensors'), [gaussianBf16('norm.weight', [768], 71), gaussianBf16('bias', [128], 72)]);
+    const text = await run(['build', modelPath, '--out', join(temp.path, 'cache-tiny-only'), '--quiet']);
+    expect(text.code, text.err).toBe(0);
+    expect(text.out).toMatch(/^cached .*, ratio \d+\.\d{4} \(\d+\.\d% larger\)$/m);
   });
 
   it('a lower gate encodes a tensor the default gate skips (~5 % escapes) that still shrinks, also with --skip-no-gain', async () => {
@@ -96,7 +107,7 @@ describe('a default build', () => {
     expect(five.status).toBe('encoded');
     expect(five.coverage!).toBeLessThan(0.99);
     expect(five.compBytes!).toBeLessThan(five.sizeBytes);
-    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath, '--skip-no-gain']);
     expect(verify.ok).toBe(true);
     expect(verify.model!.tensors.find((t) => t.name === 'five.weight')!.status).toBe('ok');
   });
@@ -123,7 +134,12 @@ describe('build --skip-no-gain', () => {
     });
     expect(stats.totals).toMatchObject({ encodableTensors: build.encoded, noGainTensors: build.skipped_no_gain, coverageSkippedTensors: build.skipped_coverage });
 
-    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    // Judged as a default build, what it skipped would be missing: the cache records no --skip-no-gain.
+    const asDefault = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath], 1);
+    expect(asDefault.model!.tensors.find((t) => t.name === 'norm.weight')).toMatchObject({ status: 'failed' });
+    expect(asDefault.model!.tensors.find((t) => t.name === 'norm.weight')!.reason).toMatch(/^missing: .*\(run build\); it would not shrink: verify --skip-no-gain judges/);
+    expect(asDefault.model!.tensors.find((t) => t.name === 'tiny.lowcov')!.status).toBe('not_cached');
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath, '--skip-no-gain']);
     expect(verify.ok).toBe(true);
     const notCached = verify.model!.tensors.filter((t) => t.status === 'not_cached');
     expect(notCached.filter((t) => NO_GAIN_REASON.test(t.reason ?? '')).map((t) => t.name)).toEqual(['norm.weight', 'tiny.lowcov', 'escaping.weight']);
@@ -146,6 +162,23 @@ describe('build --skip-no-gain', () => {
     expect(verify.ok).toBe(true);
     expect(verify.model!.totals).toMatchObject({ ok: 3, failed: 0 });
   });
+
+  it('--repair over a default build puts back an empty tensor\'s missing blob (its slice is never bound: it was skipped unread)', async () => {
+    const modelPath = await writeSingleFileModel(join(temp.path, 'empty.safetensors'), [gaussianBf16('big.weight', [64, 64], 61), { name: 'empty.weight', dtype: 'BF16', shape: [0, 4], data: new Uint8Array(0) }]);
+    const cacheDir = join(temp.path, 'cache-empty');
+    const first = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    const empty = first.tensors.find((t) => t.name === 'empty.weight')!;
+    expect(empty.status).toBe('encoded');
+    await rm(join(cacheDir, 'blobs', `${empty.key!}.bin`));
+    const again = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--repair', '--jobs', '0']);
+    expect(again.tensors.find((t) => t.name === 'empty.weight')).toMatchObject({ status: 'cached', repaired: true, repairedBlob: 'missing' });
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath, '--skip-no-gain']);
+    expect(verify.ok).toBe(true);
+    expect(verify.model!.totals).toMatchObject({ ok: 2, failed: 0 });
+    // A fresh build --skip-no-gain still skips it (nothing to put back).
+    const fresh = await runJson<BuildJson>(['build', modelPath, '--out', join(temp.path, 'cache-empty-fresh'), '--skip-no-gain', '--jobs', '0']);
+    expect(fresh.tensors.find((t) => t.name === 'empty.weight')!.status).toBe('skipped_no_gain');
+  });
 });
 
 describe('a skipped tensor whose slice is bound to bytes the file held before', () => {
@@ -156,8 +189,10 @@ describe('a skipped tensor whose slice is bound to bytes the file held before', 
     const first = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
     expect(first.encoded).toBe(2);
     const oldKeys = Object.fromEntries(first.tensors.map((t) => [t.name, t.key]));
-    // Rewritten in place: the same layout, other bytes (a later mtime, so its stamp differs).
-    await writeSingleFileModel(modelPath, [escapeHeavyBf16('w.weight', [64, 64], 43), gaussianBf16('n.weight', [768], 44)]);
+    // Rewritten in place (the same inode: a file replaced by rename reads as another model's of that
+    // name): the same layout, other bytes (a later mtime, so its stamp differs).
+    const next = await writeSingleFileModel(join(temp.path, 'stale-next.safetensors'), [escapeHeavyBf16('w.weight', [64, 64], 43), gaussianBf16('n.weight', [768], 44)]);
+    await writeFile(modelPath, await readFile(next));
     const later = new Date(Date.now() + 10_000);
     await utimes(modelPath, later, later);
     const keep = join(temp.path, 'cache-stale-kept');
@@ -183,7 +218,7 @@ describe('a skipped tensor whose slice is bound to bytes the file held before', 
     } finally {
       await store.close();
     }
-    const after = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    const after = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath, '--skip-no-gain']);
     expect(after.ok).toBe(true);
     expect(after.model!.totals).toMatchObject({ not_cached: 2, failed: 0 });
 
@@ -192,5 +227,36 @@ describe('a skipped tensor whose slice is bound to bytes the file held before', 
     expect(text.code).toBe(0);
     expect(text.out).toMatch(/w\.weight\s+BF16\s+\[64,64\]\s+\S+ \S+\s+skipped_coverage \(stale binding removed\)/);
     expect(text.out).toContain('; 1 skipped tensor\'s stale binding to other bytes removed');
+  });
+});
+
+describe('two models of one shard name in one cache (text_encoder, text_encoder_2)', () => {
+  it("build --rebind of one keeps the other's binding of a slice it skips, and verify of it gives the skip reason (they undid each other)", async () => {
+    // n.weight: passes the gate in A, under it in B (same layout): B's skipped slice is bound to A's entry.
+    await mkdir(join(temp.path, 'hub', 'text_encoder'), { recursive: true });
+    await mkdir(join(temp.path, 'hub', 'text_encoder_2'), { recursive: true });
+    const a = await writeSingleFileModel(join(temp.path, 'hub', 'text_encoder', 'model.safetensors'), [gaussianBf16('w.weight', [64, 64], 51), gaussianBf16('n.weight', [64, 64], 52)]);
+    const b = await writeSingleFileModel(join(temp.path, 'hub', 'text_encoder_2', 'model.safetensors'), [gaussianBf16('w.weight', [64, 64], 51), escapeHeavyBf16('n.weight', [64, 64], 53)]);
+    const cacheDir = join(temp.path, 'cache-shared-name');
+    const first = await runJson<BuildJson>(['build', a, '--out', cacheDir, '--jobs', '0']);
+    const n = first.tensors.find((t) => t.name === 'n.weight')!;
+    const rebind = await runJson<BuildJson>(['build', b, '--out', cacheDir, '--rebind', '--jobs', '0']);
+    const bn = rebind.tensors.find((t) => t.name === 'n.weight')!;
+    expect(bn.status).toBe('skipped_coverage');
+    expect(bn.unboundFrom).toBeUndefined();
+    expect(rebind.unbound_stale ?? 0).toBe(0);
+    const store = await openCacheStore(cacheDir);
+    try {
+      expect(store.lookupBySlice('model.safetensors', n.offsetBytes, n.sizeBytes)?.key).toBe(n.key);
+    } finally {
+      await store.close();
+    }
+    const verifyB = await runJson<VerifyJson>(['verify', cacheDir, '--model', b]);
+    expect(verifyB.ok).toBe(true);
+    const skipped = verifyB.model!.tensors.find((t) => t.name === 'n.weight')!;
+    expect(skipped.status).toBe('not_cached');
+    expect(skipped.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99; its slice is bound to entry \w+ from another file of shard name model\.safetensors \(.*\): another model's, kept$/);
+    const verifyA = await runJson<VerifyJson>(['verify', cacheDir, '--model', a]);
+    expect(verifyA.model!.totals).toMatchObject({ ok: 2, failed: 0 });
   });
 });

@@ -66,6 +66,9 @@ export function renderStatsReport(report: ModelStatsReport): string {
     VERDICT_TEXT[t.verdict],
   ]);
   const t = report.totals;
+  // Those a default build encodes: one under the gate it skips for coverage (totals.noGainTensors
+  // counts as --skip-no-gain does, which skips such a one unread for no gain).
+  const encodedNoGain = report.tensors.filter((tensor) => tensor.verdict === 'encode' && tensor.shrinks === false).length;
   const lines = [
     formatTable(
       ['tensor', 'dtype', 'shape', 'raw', 'exps', 'top16', 'H(exp)', 'predicted', 'ratio', 'shrinks', 'build'],
@@ -77,7 +80,7 @@ export function renderStatsReport(report: ModelStatsReport): string {
     `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} ` +
       (report.skipNoGain
         ? `pass the ${report.coverageMin} coverage gate and shrink` + (t.noGainTensors > 0 ? `, ${t.noGainTensors} skipped: would not shrink (--skip-no-gain)` : '')
-        : `pass the ${report.coverageMin} coverage gate` + (t.noGainTensors > 0 ? `; ${t.noGainTensors} would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)` : '')),
+        : `pass the ${report.coverageMin} coverage gate` + (encodedNoGain > 0 ? `; ${encodedNoGain} of them would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)` : '')),
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +

@@ -30,6 +30,10 @@ export const verifyCommand = defineCommand({
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
     coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's; not below it)", valueHint: 'fraction', min: 0, max: 1 },
+    skipNoGain: {
+      type: 'boolean',
+      description: 'With --model: judge a cache built with --skip-no-gain (a tensor that would not shrink is not_cached, not missing)',
+    },
     decode: { type: 'boolean', description: 'Decode every entry and check it against its content key', default: true },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
     quiet: { type: 'boolean', description: 'No progress bar' },
@@ -67,6 +71,7 @@ export const verifyCommand = defineCommand({
       if (args.model !== undefined) {
         modelReport = await verifyModelCache(store, args.model, {
           coverageMin: args.coverageMin ?? store.coverageMin,
+          skipNoGain: args.skipNoGain ?? false,
           signal,
           onProgress: (p) => progress.update(p.doneBytes, p.totalBytes, p.tensor),
         });
