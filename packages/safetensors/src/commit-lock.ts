@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { link, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { basename, dirname, join } from 'node:path';
-import { syncDirectory } from './atomic-file.js';
+import { basename, join } from 'node:path';
 import { currentPidNamespace, judgeCommitHolder, markCommitSettled, newWriterId, parseCommitHolder, type CommitHolder } from './commit-record.js';
 import { SafetensorsError } from './errors.js';
 import { quoteValue } from './quote-value.js';
@@ -24,12 +23,15 @@ export function commitLockNameFor(indexFileName: string): string {
 
 /**
  * Leftovers of the lock a commit of this index no longer needs (a resume removes them under the
- * lock): `.<index>.commit.lock.stale-<pid>-<12 hex>` (a break sub-lock moved aside), and
+ * lock): `.<index>.commit.lock.stale-<pid>-<12 hex>` (a break sub-lock moved aside),
  * `.<index>.commit.lock.tmp-<pid>-<12 hex>`, `.<index>.commit.lock.break.tmp-<pid>-<12 hex>` (a
- * lock's text before its link, of a process killed there).
+ * lock's text before its link, of a process killed there), and the break sub-lock
+ * `.<index>.commit.lock.break` itself (under the lock no break is needed, and a breaker removes only
+ * the text it judged dead, never a lock taken since).
  */
 export function isStaleLockName(name: string, indexFileName: string): boolean {
   const lock = commitLockNameFor(indexFileName);
+  if (name === `${lock}.break`) return true;
   for (const kind of ['.stale-', '.tmp-', '.break.tmp-']) {
     const prefix = `${lock}${kind}`;
     if (name.startsWith(prefix) && /^\d{1,10}-[0-9a-f]{12}$/.test(name.slice(prefix.length))) return true;
@@ -81,9 +83,10 @@ export async function acquireCommitLock(root: string, indexFileName: string, hol
 }
 
 /**
- * COMMIT_IN_PROGRESS where the commit lock of `indexFileName` is held by a holder that is not dead
- * (a writer checks this when it is created: a held lock was found only at close(), after the whole
- * model was written). A dead holder's lock is left for the commit to break.
+ * COMMIT_IN_PROGRESS where the commit lock of `indexFileName` is held by a holder that is not dead,
+ * or is dead while its break sub-lock is held by one that is not (a writer checks this when it is
+ * created: a held lock was found only at close(), after the whole model was written). A dead
+ * holder's lock is left for the commit to break.
  */
 export async function checkCommitLockFree(root: string, indexFileName: string): Promise<void> {
   const path = join(root, commitLockNameFor(indexFileName));
@@ -97,12 +100,20 @@ export async function checkCommitLockFree(root: string, indexFileName: string): 
   if (found === undefined) return;
   const state = found.holder === undefined ? 'unreadable' : judgeCommitHolder(found.holder);
   if (state !== 'dead') throw lockHeld(root, path, found.holder, state);
+  // The commit would have to break it: a break sub-lock it cannot move aside stops that at close().
+  const sub = await readLock(`${path}.break`);
+  if (sub === undefined) return;
+  const subState = sub.holder === undefined ? 'unreadable' : judgeCommitHolder(sub.holder);
+  if (subState !== 'dead') throw lockHeld(root, `${path}.break`, sub.holder, subState);
 }
 
 /**
  * Removes the lock's temps (`<lock>.tmp-*`, `<lock>.break.tmp-*`, of any pid) of takers killed
- * before removing theirs; best effort. A live taker's temp removed meanwhile makes its link fail
- * (ENOENT), read as held: it is, by this taker.
+ * before removing theirs, and the break sub-lock (`<lock>.break`: one left by a breaker killed after
+ * its unlink of the dead lock, of another pid namespace, or of a live breaker about to release it);
+ * best effort. A live taker's temp removed meanwhile makes its link fail (ENOENT), read as held: it
+ * is, by this taker. A live breaker whose sub-lock is removed finds the lock taken anew (not the text
+ * it judged dead) and leaves it.
  */
 async function removeLockTemps(root: string, indexFileName: string): Promise<void> {
   const lock = commitLockNameFor(indexFileName);
@@ -136,7 +147,9 @@ async function createLockFile(path: string, text: string): Promise<boolean> {
       if (code === 'EEXIST' || code === 'ENOENT') return false;
       throw error;
     }
-    await syncDirectory(dirname(path));
+    // No directory fsync: the lock orders live processes only. After a crash none runs, and a lock
+    // name lost is a released lock; its text is fsynced before the link, so a name that survives
+    // never lacks it.
     return true;
   } catch (error) {
     return rethrowIo(error, path);
@@ -176,9 +189,10 @@ function lockHeld(root: string, path: string, holder: CommitHolder | undefined, 
       : state === 'unseen'
         ? `pid ${holder?.pid} of host ${quoteValue(holder?.host)}${holder?.pidNamespace === null ? '' : ` in pid namespace ${holder?.pidNamespace}`}, a process this one cannot see`
         : `pid ${holder?.pid}, alive on this host`;
+  const what = path.endsWith('.break') ? 'break lock' : 'commit lock';
   return new SafetensorsError(
     'COMMIT_IN_PROGRESS',
-    `the commit lock ${quoteValue(path)} is held by ${who}: a writer or resume of this directory may be committing now; once none runs, resumeShardedModelWrite(${quoteValue(root)}, { writerStopped: true }) breaks it (where a commit record is there; else remove the lock file)`,
+    `the ${what} ${quoteValue(path)} is held by ${who}: a writer or resume of this directory may be committing now; once none runs, resumeShardedModelWrite(${quoteValue(root)}, { writerStopped: true }) breaks it (where a commit record is there; else remove the lock file)`,
     { file: path },
   );
 }
@@ -209,8 +223,11 @@ async function readLock(path: string): Promise<{ holder: CommitHolder | undefine
  * removed only where it still holds `deadText` (a lock taken meanwhile, even on the very inode
  * number the dead one had, is left alone; only a breaker under the sub-lock removes another's lock,
  * so it cannot change between that read and the unlink). A sub-lock whose holder is dead (or, with
- * `breakAny`, cannot be seen) is moved aside (one breaker gets it) and removed where it holds the
- * text judged dead, else linked back. Returns once the lock was looked at under the sub-lock.
+ * `breakAny`, any sub-lock) is moved aside (one breaker gets it) and removed where it holds the text
+ * judged dead; where it holds another (a live breaker took it meanwhile) this breaker stops,
+ * COMMIT_IN_PROGRESS, and leaves the moved file to a resume's cleanup: linking it back let two
+ * breakers run at once and could leave a live process's sub-lock for good. Returns once the lock
+ * was looked at under the sub-lock.
  */
 async function breakLock(path: string, deadText: string, breakAny: boolean): Promise<void> {
   const breakPath = `${path}.break`;
@@ -237,19 +254,24 @@ async function breakLock(path: string, deadText: string, breakAny: boolean): Pro
     const found = await readLock(breakPath);
     if (found === undefined) continue;
     const state = found.holder === undefined ? 'unreadable' : judgeCommitHolder(found.holder);
-    if (state === 'dead' || (breakAny && state !== 'alive')) {
+    if (state === 'dead' || breakAny) {
       await removeAside(breakPath, found.text);
       continue;
     }
     await new Promise((done) => setTimeout(done, BREAK_WAIT_MS));
   }
-  throw new SafetensorsError('COMMIT_IN_PROGRESS', `the break lock ${quoteValue(breakPath)} stayed held while the commit lock was to be broken: another writer or resume of this directory runs; try again once it finished`, { file: breakPath });
+  throw new SafetensorsError(
+    'COMMIT_IN_PROGRESS',
+    `the break lock ${quoteValue(breakPath)} stayed held while the commit lock was to be broken: another writer or resume of this directory may run; once none runs, pass { writerStopped: true } to resumeShardedModelWrite (or remove that file)`,
+    { file: breakPath },
+  );
 }
 
 /**
  * Removes the dead sub-lock at `path` (text `deadText`): renamed aside (atomic: of two breakers only
- * one gets the file), removed where the file moved holds `deadText`, else (a live breaker's, taken
- * after another breaker removed the dead one) linked back.
+ * one gets the file), removed where the file moved holds `deadText`; else (a live breaker's, taken
+ * after another breaker removed the dead one) COMMIT_IN_PROGRESS, the moved file left for a resume's
+ * cleanup (that breaker goes on; this one must not run beside it).
  */
 async function removeAside(path: string, deadText: string): Promise<void> {
   const aside = `${path.slice(0, -'.break'.length)}.stale-${process.pid}-${randomBytes(6).toString('hex')}`;
@@ -262,9 +284,7 @@ async function removeAside(path: string, deadText: string): Promise<void> {
   }
   const moved = await readLock(aside);
   if (moved !== undefined && moved.text !== deadText) {
-    await link(aside, path).catch((error: unknown) => {
-      if ((error as NodeJS.ErrnoException)?.code !== 'EEXIST') return rethrowIo(error, path);
-    });
+    throw new SafetensorsError('COMMIT_IN_PROGRESS', `the break lock ${quoteValue(path)} was taken by another breaker while this one moved the dead one aside: another writer or resume of this directory breaks the commit lock now; try again once it finished`, { file: path });
   }
   await unlink(aside).catch(() => undefined);
 }

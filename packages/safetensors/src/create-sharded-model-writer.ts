@@ -185,9 +185,21 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
       if (progress.changed) return;
       // Written before the first old file is removed: with the old model whole, it goes before the
       // temps (the commit removes it under its lock; this is where that failed). A kill between
-      // leaves temps without a record, never a record whose temps are partly gone.
+      // leaves temps without a record, never a record whose temps are partly gone. A record that
+      // stays keeps its temps: it names them, and a resume needs them all.
       if (progress.recorded === true) {
-        await unlink(recordPath).catch(() => undefined);
+        try {
+          await unlink(recordPath);
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException)?.code !== 'ENOENT') {
+            const code = (error as NodeJS.ErrnoException)?.code ?? 'unknown';
+            throw new SafetensorsError(
+              'IO_ERROR',
+              `file system error ${code} removing the commit record ${quoteValue(recordPath)} of a failed write; its staged temps are kept (it names them): resumeShardedModelWrite(${quoteValue(root)}) finishes the write, or remove the record, then the temps, to keep the old model`,
+              { file: recordPath, cause: error },
+            );
+          }
+        }
         await syncDirectory(root).catch(() => undefined);
       }
       await Promise.all(stagedPaths.map((path) => unlink(path).catch(() => undefined)));

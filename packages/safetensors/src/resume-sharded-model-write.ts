@@ -143,7 +143,7 @@ async function finishCommit(root: string, record: CommitRecord, recordPath: stri
     await writeFileAtomic(indexPath, new TextEncoder().encode(record.index));
     // Under the lock no commit of this index runs: every temp of the index (a killed writer's or
     // resume's) and of the record (a writer killed before putting it in place), and every stale
-    // lock moved aside, is garbage.
+    // lock moved aside and break sub-lock, is garbage.
     for (const name of await readdir(root)) {
       if (isCommitTempName(name, record.indexFileName)) await unlinkIfPresent(join(root, name));
     }
@@ -156,7 +156,7 @@ async function finishCommit(root: string, record: CommitRecord, recordPath: stri
   return { indexPath, shardPaths };
 }
 
-/** `.<index>.tmp-<pid>-<12 hex>`, `..<index>.commit.tmp-<pid>-<12 hex>`, `.<index>.commit.lock.stale-<pid>-<12 hex>`. */
+/** `.<index>.tmp-<pid>-<12 hex>`, `..<index>.commit.tmp-<pid>-<12 hex>`, `.<index>.commit.lock.stale-<pid>-<12 hex>`, `.<index>.commit.lock.break` (isStaleLockName). */
 function isCommitTempName(name: string, indexFileName: string): boolean {
   const tempOf = (final: string): boolean => name.startsWith(`.${final}.tmp-`) && /^\d{1,10}-[0-9a-f]{12}$/.test(name.slice(final.length + 6));
   return tempOf(indexFileName) || tempOf(commitRecordNameFor(indexFileName)) || isStaleLockName(name, indexFileName);

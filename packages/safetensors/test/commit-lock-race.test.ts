@@ -1,9 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import fsp, { readFile, readdir, stat, writeFile } from 'node:fs/promises';
-import { syncBuiltinESMExports } from 'node:module';
+import { readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { setCommitLockStepObserver } from '../src/commit-lock.js';
 import { countSettledCommits } from '../src/commit-record.js';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
 import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
@@ -15,11 +15,9 @@ const RECORD = '.model.safetensors.index.json.commit';
 const LOCK = '.model.safetensors.index.json.commit.lock';
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
-const original = { open: fsp.open, rename: fsp.rename, lstat: fsp.lstat };
 afterEach(() => {
   setCommitStepObserver(undefined);
-  Object.assign(fsp, original);
-  syncBuiltinESMExports();
+  setCommitLockStepObserver(undefined);
 });
 
 async function snapshot(dir: string): Promise<Record<string, string>> {
@@ -52,57 +50,123 @@ async function leaveDeadCommit(root: string, pid: number): Promise<void> {
 const deadPid = (): number => spawnSync(process.execPath, ['-e', '']).pid as number;
 
 describe('breaking a dead commit lock', () => {
-  it('two resumes that both find the dead lock: one breaks and takes it, the other does not proceed, even where the new lock gets the dead one\'s inode number', async () => {
+  it('two resumes that both find the dead lock: the breaker slow between its read of the dead lock and its unlink leaves the lock another took meanwhile (one goes on)', async () => {
     await withTempDir(async (dir) => {
       const reference = join(dir, 'reference');
       await writeShardedModel(reference, tensors(2), { maxShardBytes: 4 });
       const root = join(dir, 'm');
       await leaveDeadCommit(root, deadPid());
       const lockPath = join(root, LOCK);
-      const deadIno = (await stat(lockPath, { bigint: true })).ino;
-      // Both resumes read the dead lock before either breaks it (the first two reads wait for each other).
-      let reads = 0;
-      let bothRead!: () => void;
-      const barrier = new Promise<void>((done) => (bothRead = done));
-      // ext4 hands a freed inode number out again at once: the lock taken after the break gets the
-      // dead lock's number (mapped here, so that it does on any file system).
-      let takenIno: bigint | undefined;
-      const remap = <T extends { ino: bigint | number }>(info: T): T => (takenIno !== undefined && info.ino === takenIno ? Object.assign(Object.create(Object.getPrototypeOf(info) as object) as T, info, { ino: deadIno }) : info);
-      let breaks = 0;
-      Object.assign(fsp, {
-        open: async (path: string, flags: string | number, ...rest: unknown[]) => {
-          if (String(path) === lockPath && typeof flags === 'number' && reads < 2) {
-            reads += 1;
-            if (reads === 2) bothRead();
-            await Promise.race([barrier, sleep(2000)]);
-          }
-          const handle = await (original.open as (...args: unknown[]) => Promise<fsp.FileHandle>)(path, flags, ...rest);
-          if (String(path) === lockPath && flags === 'wx') {
-            takenIno = (await handle.stat({ bigint: true })).ino;
-            const stat = handle.stat.bind(handle);
-            Object.assign(handle, { stat: async (options?: { bigint?: boolean }) => remap(await stat(options as { bigint: true })) });
-          }
-          return handle;
-        },
-        lstat: async (path: string, ...rest: unknown[]) => remap(await (original.lstat as (...args: unknown[]) => Promise<{ ino: bigint }>)(path, ...rest)),
-        rename: async (from: string, to: string) => {
-          // The second breaker moves the lock aside once the first one has taken it anew (a slow disk).
-          if (String(from) === lockPath && String(to).includes('.stale-') && ++breaks === 2) {
-            for (let i = 0; i < 200 && !existsSync(lockPath); i += 1) await sleep(5);
-          }
-          return original.rename(from, to);
-        },
+      const deadText = await readFile(lockPath, 'utf8');
+      // The first breaker to reach the unlink of the dead lock waits (a slow disk) until the lock is
+      // there again, taken anew: without the break sub-lock the other breaker removed the dead lock
+      // and took it meanwhile, and this unlink removed that new lock (both went on).
+      let removes = 0;
+      let takenAnew = false;
+      setCommitLockStepObserver(async (step) => {
+        if (step !== `remove ${LOCK}` || ++removes !== 1) return;
+        for (let i = 0; i < 100 && !takenAnew; i += 1) {
+          takenAnew = existsSync(lockPath) && (await readFile(lockPath, 'utf8').catch(() => deadText)) !== deadText;
+          if (!takenAnew) await sleep(5);
+        }
       });
-      syncBuiltinESMExports();
-      const outcomes = await Promise.allSettled([resumeShardedModelWrite(root), resumeShardedModelWrite(root)]);
-      Object.assign(fsp, original);
-      syncBuiltinESMExports();
-      expect(reads).toBe(2);
+      // The resume that goes on waits at its first step until the other gave up: a step of the
+      // other meanwhile is two resumes committing at once (which one finishes first is timing).
+      let settled = 0;
+      let waiting = false;
+      let concurrent = false;
+      setCommitStepObserver(async (step) => {
+        if (!step.startsWith('resume-')) return;
+        if (waiting) {
+          concurrent = true;
+          return;
+        }
+        waiting = true;
+        for (let i = 0; i < 200 && settled === 0 && !concurrent; i += 1) await sleep(5);
+        setCommitStepObserver(undefined);
+        waiting = false;
+      });
+      const outcomes = await Promise.allSettled([resumeShardedModelWrite(root), resumeShardedModelWrite(root)].map((run) => run.finally(() => (settled += 1))));
+      setCommitLockStepObserver(undefined);
+      const codes = outcomes.map((outcome) => (outcome.status === 'fulfilled' ? 'resumed' : (outcome.reason as { code?: string }).code)).sort();
+      expect(concurrent).toBe(false);
+      expect(codes.filter((code) => code === 'resumed')).toHaveLength(1);
       // The other met the lock held (or, waiting for the break sub-lock, found the commit finished).
+      expect(['COMMIT_IN_PROGRESS', 'COMMIT_RECORD_MISSING']).toContain(codes.find((code) => code !== 'resumed'));
+      expect(await snapshot(root)).toEqual(await snapshot(reference));
+    });
+  });
+
+  it('a break sub-lock named by a live process (a breaker killed after its unlink, its pid reused) blocks no taker of a free lock, and writerStopped moves it aside; the message names it', async () => {
+    await withTempDir(async (dir) => {
+      const reference = join(dir, 'reference');
+      await writeShardedModel(reference, tensors(2), { maxShardBytes: 4 });
+      const root = join(dir, 'm');
+      await leaveDeadCommit(root, deadPid());
+      const lock = JSON.parse(await readFile(join(root, LOCK), 'utf8')) as Record<string, unknown>;
+      const liveBreak = JSON.stringify({ ...lock, pid: process.ppid, writerId: 'b'.repeat(32) });
+      await writeFile(join(root, `${LOCK}.break`), liveBreak);
+      const error = await catchErrorAsync(() => resumeShardedModelWrite(root));
+      expectCode(error, 'COMMIT_IN_PROGRESS');
+      expect(error.message).toContain(`${LOCK}.break`);
+      expect(error.message).toContain('writerStopped: true');
+      await resumeShardedModelWrite(root, { writerStopped: true });
+      expect(await snapshot(root)).toEqual(await snapshot(reference));
+      // Left with no lock there: the next taker links the lock and removes the sub-lock.
+      await writeFile(join(root, `${LOCK}.break`), liveBreak);
+      await writeShardedModel(root, tensors(3), { maxShardBytes: 4 });
+      expect((await readdir(root)).filter((name) => name.startsWith(LOCK))).toEqual([]);
+    });
+  });
+
+  it('a writer is refused when it is created where the dead lock it would break has a break sub-lock of another pid namespace', async () => {
+    await withTempDir(async (dir) => {
+      const root = join(dir, 'm');
+      await leaveDeadCommit(root, deadPid());
+      await unlink(join(root, RECORD));
+      const lock = JSON.parse(await readFile(join(root, LOCK), 'utf8')) as Record<string, unknown>;
+      await writeFile(join(root, `${LOCK}.break`), JSON.stringify({ ...lock, pidNamespace: 'pid:[1]', writerId: 'c'.repeat(32) }));
+      const error = await catchErrorAsync(() => createShardedModelWriter(root, tensors(3), { maxShardBytes: 4 }));
+      expectCode(error, 'COMMIT_IN_PROGRESS');
+      expect(error.message).toContain(`${LOCK}.break`);
+    });
+  });
+
+  it('a breaker that moves aside a sub-lock another breaker took meanwhile stops and never links it back (a live process\'s sub-lock left for good)', async () => {
+    await withTempDir(async (dir) => {
+      const reference = join(dir, 'reference');
+      await writeShardedModel(reference, tensors(2), { maxShardBytes: 4 });
+      const root = join(dir, 'm');
+      await leaveDeadCommit(root, deadPid());
+      const breakPath = join(root, `${LOCK}.break`);
+      const lock = JSON.parse(await readFile(join(root, LOCK), 'utf8')) as Record<string, unknown>;
+      await writeFile(breakPath, JSON.stringify({ ...lock, pid: deadPid(), writerId: 'd'.repeat(32) }));
+      // Both resumes judge the dead sub-lock dead; the second moves it aside only once the first has
+      // moved it and taken it anew (a slow disk), and reads what it moved only once the first broke
+      // the lock and took it (its sub-lock released): linked back, that sub-lock named a live
+      // process for good and every later break, also with writerStopped, was COMMIT_IN_PROGRESS.
+      const lockPath = join(root, LOCK);
+      const deadText = await readFile(lockPath, 'utf8');
+      let asides = 0;
+      setCommitLockStepObserver(async (step) => {
+        if (step === `aside ${LOCK}.break` && ++asides === 2) for (let i = 0; i < 200 && !existsSync(breakPath); i += 1) await sleep(2);
+        if (step.startsWith(`read ${LOCK}.stale-`) && asides === 2) {
+          for (let i = 0; i < 200; i += 1) {
+            if (existsSync(lockPath) && (await readFile(lockPath, 'utf8').catch(() => deadText)) !== deadText) break;
+            await sleep(5);
+          }
+        }
+      });
+      const outcomes = await Promise.allSettled([resumeShardedModelWrite(root), resumeShardedModelWrite(root)]);
+      setCommitLockStepObserver(undefined);
+      expect(asides).toBe(2);
       const codes = outcomes.map((outcome) => (outcome.status === 'fulfilled' ? 'resumed' : (outcome.reason as { code?: string }).code)).sort();
       expect(codes.filter((code) => code === 'resumed')).toHaveLength(1);
       expect(['COMMIT_IN_PROGRESS', 'COMMIT_RECORD_MISSING']).toContain(codes.find((code) => code !== 'resumed'));
-      expect(await snapshot(root)).toEqual(await snapshot(reference));
+      expect(existsSync(breakPath)).toBe(false);
+      const model = await snapshot(root);
+      for (const name of Object.keys(model)) if (name.startsWith(`${LOCK}.stale-`)) delete model[name];
+      expect(model).toEqual(await snapshot(reference));
     });
   });
 

@@ -5,6 +5,8 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { acquireCommitLock } from '../src/commit-lock.js';
+import { newWriterId } from '../src/commit-record.js';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
 import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
@@ -143,6 +145,19 @@ describe('the commit lock', () => {
       const before = await snapshot(root);
       expectCode(await catchErrorAsync(() => writeShardedModel(root, tensors(2), { maxShardBytes: 4 })), 'COMMIT_IN_PROGRESS');
       expect(await snapshot(root)).toEqual(before);
+    });
+  });
+
+  it('a holder whose lock was broken (writerStopped) and taken by another does not remove the new holder\'s lock on release', async () => {
+    await withTempDir(async (dir) => {
+      const index = 'model.safetensors.index.json';
+      const first = await acquireCommitLock(dir, index, newWriterId(), false);
+      const secondId = newWriterId();
+      const second = await acquireCommitLock(dir, index, secondId, true);
+      expect(await first.release()).toBe(false);
+      expect((JSON.parse(await readFile(join(dir, LOCK), 'utf8')) as { writerId: string }).writerId).toBe(secondId);
+      expect(await second.release()).toBe(true);
+      expect(existsSync(join(dir, LOCK))).toBe(false);
     });
   });
 });

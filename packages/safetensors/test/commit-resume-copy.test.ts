@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFile, readdir, rm, truncate, unlink } from 'node:fs/promises';
+import { copyFile, readFile, readdir, rename, rm, truncate, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
@@ -104,6 +104,57 @@ describe('resumeShardedModelWrite of a copied directory', () => {
       expect(error.message).toContain('keep them');
       expect(error.message).toContain(`${(now.shards[1] as { staged: string }).staged} -> model-00002-of-00003.safetensors`);
       expect(await snapshot(copy)).toEqual(damaged);
+    });
+  });
+
+  // Each part of the rule that takes a shard in place of another inode ("the renames provably
+  // happened"), alone: a state where only that part tells that they did not.
+  describe('a shard in place of another inode is refused, nothing changed, where', () => {
+    type Record = { shards: { staged: string; name: string }[] };
+    const refuse = async (copy: string): Promise<void> => {
+      const before = await snapshot(copy);
+      expectCode(await catchErrorAsync(() => resumeShardedModelWrite(copy, { writerStopped: true })), 'COMMIT_SHARD_MISSING');
+      expect(await snapshot(copy)).toEqual(before);
+    };
+
+    it('an old file not in place is there (index gone, shards in order)', async () => {
+      await withTempDir(async (dir) => {
+        const old = join(dir, 'old');
+        await writeShardedModel(old, tensors(1), { maxShardBytes: 4 });
+        const root = join(dir, 'm');
+        const copy = join(dir, 'copy');
+        await stopWriterAtStep(root, 5); // shard 1 in place, 2 and 3 staged, old files and index gone
+        await copyDirectory(root, copy);
+        await copyFile(join(old, 'model-00003-of-00003.safetensors'), join(copy, 'model-00003-of-00003.safetensors'));
+        await refuse(copy);
+      });
+    });
+
+    it('the old index is there (shards in order, no old file but those in place)', async () => {
+      await withTempDir(async (dir) => {
+        const old = join(dir, 'old');
+        await writeShardedModel(old, tensors(1), { maxShardBytes: 4 });
+        const root = join(dir, 'm');
+        const copy = join(dir, 'copy');
+        await stopWriterAtStep(root, 5);
+        await copyDirectory(root, copy);
+        await copyFile(join(old, 'model.safetensors.index.json'), join(copy, 'model.safetensors.index.json'));
+        await refuse(copy);
+      });
+    });
+
+    it('a shard is in place after one still staged (index and old files gone)', async () => {
+      await withTempDir(async (dir) => {
+        const root = join(dir, 'm');
+        const copy = join(dir, 'copy');
+        await stopWriterAtStep(root, 5, 8); // 3 -> 2 shards (other names): shard 1 in place, 2 staged
+        await copyDirectory(root, copy);
+        const record = JSON.parse(await readFile(join(copy, RECORD), 'utf8')) as Record;
+        const [first, second] = record.shards as [Record['shards'][number], Record['shards'][number]];
+        await rename(join(copy, first.name), join(copy, first.staged));
+        await rename(join(copy, second.staged), join(copy, second.name));
+        await refuse(copy);
+      });
     });
   });
 });
