@@ -1,16 +1,15 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, readdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { isSafetensorsError, openSafetensorsModel, readTensorBytes, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { resumeShardedModelWrite, writeShardedModel } from '../src/index.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+import { observe, snapshot, tensors } from './commit-fixtures.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const worker = join(here, 'fixtures', 'commit-kill-worker.mjs');
-const names = ['a', 'b', 'c'];
-const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
 
 beforeAll(() => {
   if (!existsSync(join(here, '..', 'dist', 'index.js'))) throw new Error('build the package first (pnpm turbo run build --filter @splitzip/safetensors)');
@@ -32,29 +31,7 @@ function runWorker(root: string, stopAt: number, maxShardBytes: number): Promise
   });
 }
 
-async function snapshot(dir: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const name of (await readdir(dir)).sort()) out[name] = (await readFile(join(dir, name))).toString('hex');
-  return out;
-}
 
-/** The fill of every tensor byte a reader finds ('old' 1, 'new' 2), or the error's message. */
-async function observe(root: string): Promise<string> {
-  let model;
-  try {
-    model = await openSafetensorsModel(root);
-  } catch (error) {
-    if (isSafetensorsError(error)) return error.message;
-    throw error;
-  }
-  try {
-    const fills = new Set<number>();
-    for (const tensor of model.tensors) for (const byte of await readTensorBytes(model, tensor)) fills.add(byte);
-    return fills.size === 1 && model.tensors.length === 3 ? (fills.has(1) ? 'old' : 'new') : 'MIXED';
-  } finally {
-    await model.close();
-  }
-}
 
 describe('a sharded writer killed (SIGKILL) during its commit', () => {
   // 8: 3 old shards -> 2 new ones; 4: 3 -> 3 of the same names and shapes (an old shard looks like a new one in place).

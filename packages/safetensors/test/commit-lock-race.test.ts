@@ -6,13 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { setCommitLockStepObserver } from '../src/commit-lock.js';
 import { countSettledCommits } from '../src/commit-record.js';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
-import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel } from '../src/index.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+import { LOCK, RECORD, snapshot, tensors } from './commit-fixtures.js';
 
-const names = ['a', 'b', 'c'];
-const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
-const RECORD = '.model.safetensors.index.json.commit';
-const LOCK = '.model.safetensors.index.json.commit.lock';
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 afterEach(() => {
@@ -20,11 +17,6 @@ afterEach(() => {
   setCommitLockStepObserver(undefined);
 });
 
-async function snapshot(dir: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const name of (await readdir(dir)).sort()) out[name] = (await readFile(join(dir, name))).toString('hex');
-  return out;
-}
 
 /** A writer of the new model stopped for good before removing old shard 2, then its record and lock made a dead pid's (a kill -9). */
 async function leaveDeadCommit(root: string, pid: number): Promise<void> {

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,25 +8,17 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { acquireCommitLock } from '../src/commit-lock.js';
 import { newWriterId } from '../src/commit-record.js';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
-import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel } from '../src/index.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+import { LOCK, RECORD, snapshot, tensors } from './commit-fixtures.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
-const names = ['a', 'b', 'c'];
-const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
-const RECORD = '.model.safetensors.index.json.commit';
-const LOCK = '.model.safetensors.index.json.commit.lock';
 
 beforeAll(() => {
   if (!existsSync(join(here, '..', 'dist', 'index.cjs'))) throw new Error('build the package first (pnpm turbo run build --filter @splitzip/safetensors)');
 });
 afterEach(() => setCommitStepObserver(undefined));
 
-async function snapshot(dir: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const name of (await readdir(dir)).sort()) out[name] = (await readFile(join(dir, name))).toString('hex');
-  return out;
-}
 
 /** Overwrites the old model in `root` and holds the commit at its first step `step` (returns the commit's release and its outcome). */
 async function holdWriterAt(root: string, step: string): Promise<{ release: () => void; closed: Promise<unknown> }> {

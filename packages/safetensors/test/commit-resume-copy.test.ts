@@ -3,41 +3,14 @@ import { copyFile, readFile, readdir, rename, rm, truncate, unlink } from 'node:
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
-import { createShardedModelWriter, resumeShardedModelWrite, writeShardedModel, type TensorToWrite } from '../src/index.js';
+import { resumeShardedModelWrite, writeShardedModel } from '../src/index.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+import { LOCK, RECORD, snapshot, stopWriterAtStep, tensors } from './commit-fixtures.js';
 
-const names = ['a', 'b', 'c'];
-const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
-const RECORD = '.model.safetensors.index.json.commit';
-const LOCK = '.model.safetensors.index.json.commit.lock';
 
 afterEach(() => setCommitStepObserver(undefined));
 
-/** Every file, name -> bytes (hex); the commit lock aside (writerStopped breaks the stopped writer's). */
-async function snapshot(dir: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const name of (await readdir(dir)).sort()) if (name !== LOCK) out[name] = (await readFile(join(dir, name))).toString('hex');
-  return out;
-}
 
-/** Overwrites the old model (3 shards) in `root` and stops the commit for good before its step `k` (as a kill -9). */
-async function stopWriterAtStep(root: string, k: number, maxShardBytes = 4): Promise<void> {
-  await rm(root, { recursive: true, force: true });
-  await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
-  let calls = 0;
-  let stopped!: () => void;
-  const reached = new Promise<void>((done) => (stopped = done));
-  setCommitStepObserver(() => {
-    if (calls++ < k) return undefined;
-    stopped();
-    return new Promise<void>(() => undefined);
-  });
-  const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes });
-  await writer.write(new Uint8Array(12).fill(2));
-  void writer.close();
-  await reached;
-  setCommitStepObserver(undefined);
-}
 
 /** `cp -a`: every file a new inode number, names, bytes and times kept (a backup, another disk, a restore). */
 async function copyDirectory(from: string, to: string): Promise<void> {
@@ -52,7 +25,7 @@ describe('resumeShardedModelWrite of a copied directory', () => {
       await withTempDir(async (dir) => {
         const reference = join(dir, 'reference');
         await writeShardedModel(reference, tensors(2), { maxShardBytes });
-        const expected = await snapshot(reference);
+        const expected = await snapshot(reference, LOCK);
         const steps: string[] = [];
         const probe = join(dir, 'probe');
         await writeShardedModel(probe, tensors(1), { maxShardBytes: 4 });
@@ -67,7 +40,7 @@ describe('resumeShardedModelWrite of a copied directory', () => {
           await copyDirectory(root, copy);
           // The stopped writer is this process's: writerStopped says it runs no more.
           await resumeShardedModelWrite(copy, { writerStopped: true });
-          expect(await snapshot(copy), steps[k]).toEqual(expected);
+          expect(await snapshot(copy, LOCK), steps[k]).toEqual(expected);
           expect((await readdir(copy)).filter((name) => name.startsWith(LOCK)), steps[k]).toEqual([]);
         }
       });
@@ -84,11 +57,11 @@ describe('resumeShardedModelWrite of a copied directory', () => {
       await copyDirectory(root, copy);
       const record = JSON.parse(await readFile(join(copy, RECORD), 'utf8')) as { shards: { staged: string; name: string }[] };
       await unlink(join(copy, (record.shards[1] as { staged: string }).staged));
-      const before = await snapshot(copy);
+      const before = await snapshot(copy, LOCK);
       let error = await catchErrorAsync(() => resumeShardedModelWrite(copy, { writerStopped: true }));
       expectCode(error, 'COMMIT_SHARD_MISSING');
       expect(error.message).toContain('the old model is whole: remove the record');
-      expect(await snapshot(copy)).toEqual(before);
+      expect(await snapshot(copy, LOCK)).toEqual(before);
 
       // Old shards removed and shard 1 in place, then temp 3 damaged: the temps are the only copy of
       // the new shards; the message must not tell to remove them.
@@ -97,13 +70,13 @@ describe('resumeShardedModelWrite of a copied directory', () => {
       await copyDirectory(root, copy);
       const now = JSON.parse(await readFile(join(copy, RECORD), 'utf8')) as { shards: { staged: string; name: string }[] };
       await truncate(join(copy, (now.shards[2] as { staged: string }).staged), 10);
-      const damaged = await snapshot(copy);
+      const damaged = await snapshot(copy, LOCK);
       error = await catchErrorAsync(() => resumeShardedModelWrite(copy, { writerStopped: true }));
       expectCode(error, 'COMMIT_SHARD_MISSING');
       expect(error.message).not.toMatch(/remove the record|remove[^;]*temps/);
       expect(error.message).toContain('keep them');
       expect(error.message).toContain(`${(now.shards[1] as { staged: string }).staged} -> model-00002-of-00003.safetensors`);
-      expect(await snapshot(copy)).toEqual(damaged);
+      expect(await snapshot(copy, LOCK)).toEqual(damaged);
     });
   });
 
@@ -112,9 +85,9 @@ describe('resumeShardedModelWrite of a copied directory', () => {
   describe('a shard in place of another inode is refused, nothing changed, where', () => {
     type Record = { shards: { staged: string; name: string }[] };
     const refuse = async (copy: string): Promise<void> => {
-      const before = await snapshot(copy);
+      const before = await snapshot(copy, LOCK);
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(copy, { writerStopped: true })), 'COMMIT_SHARD_MISSING');
-      expect(await snapshot(copy)).toEqual(before);
+      expect(await snapshot(copy, LOCK)).toEqual(before);
     };
 
     it('an old file not in place is there (index gone, shards in order)', async () => {

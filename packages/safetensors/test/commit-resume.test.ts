@@ -1,36 +1,23 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFile, readdir, rm, truncate, unlink, writeFile } from 'node:fs/promises';
+import { readFile, readdir, truncate, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { setCommitStepObserver } from '../src/create-sharded-model-writer.js';
 import {
   MAX_COMMIT_RECORD_BYTES,
   createShardedModelWriter,
-  isSafetensorsError,
-  openSafetensorsModel,
-  readTensorBytes,
   resumeShardedModelWrite,
   writeShardedModel,
-  type TensorToWrite,
 } from '../src/index.js';
 import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+import { LOCK, RECORD, observe, snapshot, stopWriterAtStep, tensors } from './commit-fixtures.js';
 
-const names = ['a', 'b', 'c'];
-const tensors = (fill: number): TensorToWrite[] => names.map((name) => ({ name, dtype: 'U8', shape: [4], data: new Uint8Array(4).fill(fill) }));
-const RECORD = '.model.safetensors.index.json.commit';
-const LOCK = '.model.safetensors.index.json.commit.lock';
 /** How a record's text starts (a hidden `*.commit` file that does not is no record). */
 const RECORD_START = '{\n "format": "splitzip-sharded-model-commit",';
 
 afterEach(() => setCommitStepObserver(undefined));
 
-/** Every file of a directory, name -> bytes (hex), sorted by name. */
-async function snapshot(dir: string, ...skip: string[]): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const name of (await readdir(dir)).sort()) if (!skip.includes(name)) out[name] = (await readFile(join(dir, name))).toString('hex');
-  return out;
-}
 
 /** The new model as an uninterrupted write leaves it: every file, byte for byte. */
 async function referenceModel(dir: string, maxShardBytes: number): Promise<Record<string, string>> {
@@ -50,45 +37,7 @@ async function commitSteps(dir: string, maxShardBytes: number): Promise<string[]
   return steps;
 }
 
-/**
- * Writes the old model (3 shards) into `root`, then overwrites it and stops the commit for good
- * at its step `k`: the observer never returns, so no cleanup or retry runs, as after a kill -9.
- */
-async function killWriterAtStep(root: string, k: number, maxShardBytes: number): Promise<void> {
-  await rm(root, { recursive: true, force: true });
-  await writeShardedModel(root, tensors(1), { maxShardBytes: 4 });
-  let calls = 0;
-  let stopped!: () => void;
-  const reached = new Promise<void>((done) => (stopped = done));
-  setCommitStepObserver(() => {
-    if (calls++ < k) return undefined;
-    stopped();
-    return new Promise<void>(() => undefined);
-  });
-  const writer = await createShardedModelWriter(root, tensors(2), { maxShardBytes });
-  await writer.write(new Uint8Array(12).fill(2));
-  void writer.close();
-  await reached;
-  setCommitStepObserver(undefined);
-}
 
-/** What a reader finds: 'old', 'new', or the error's message. */
-async function observe(root: string): Promise<string> {
-  let model;
-  try {
-    model = await openSafetensorsModel(root);
-  } catch (error) {
-    if (isSafetensorsError(error)) return error.message;
-    throw error;
-  }
-  try {
-    const fills = new Set<number>();
-    for (const tensor of model.tensors) for (const byte of await readTensorBytes(model, tensor)) fills.add(byte);
-    return fills.size === 1 && model.tensors.length === 3 ? (fills.has(1) ? 'old' : 'new') : 'MIXED';
-  } finally {
-    await model.close();
-  }
-}
 
 describe('resumeShardedModelWrite', () => {
   for (const maxShardBytes of [4, 8]) {
@@ -101,7 +50,7 @@ describe('resumeShardedModelWrite', () => {
         const root = join(dir, 'm');
         let refused = 0;
         for (let k = 0; k < steps.length; k += 1) {
-          await killWriterAtStep(root, k, maxShardBytes);
+          await stopWriterAtStep(root, k, maxShardBytes);
           expect((await readdir(root)).includes(RECORD), steps[k]).toBe(true);
           // Opened by the directory or by its index's path (gone once the old index was removed).
           for (const seen of [await observe(root), await observe(join(root, 'model.safetensors.index.json'))]) {
@@ -134,7 +83,7 @@ describe('resumeShardedModelWrite', () => {
       let tried = 0;
       for (let k = 0; k < steps.length; k += 1) {
         for (let j = 0; ; j += 1) {
-          await killWriterAtStep(root, k, 8);
+          await stopWriterAtStep(root, k, 8);
           let calls = 0;
           setCommitStepObserver(() => {
             if (calls++ === j) throw new Error('killed (simulated)');
@@ -190,7 +139,7 @@ describe('resumeShardedModelWrite', () => {
   it('a damaged record (each field) or a shard gone is a typed error and changes nothing', async () => {
     await withTempDir(async (dir) => {
       const root = join(dir, 'm');
-      await killWriterAtStep(root, 4, 4); // old model gone, shard 1 about to be renamed
+      await stopWriterAtStep(root, 4, 4); // old model gone, shard 1 about to be renamed
       const recordPath = join(root, RECORD);
       const good = JSON.parse(await readFile(recordPath, 'utf8')) as Record<string, unknown>;
       const shard0 = (good.shards as Record<string, unknown>[])[0] as Record<string, unknown>;
@@ -256,7 +205,7 @@ describe('resumeShardedModelWrite', () => {
 
       // A staged shard gone, or of another size, in place or not: COMMIT_SHARD_MISSING, nothing changed.
       for (const damage of [(paths: string[]) => truncate(paths[1] as string, 10), (paths: string[]) => unlink(paths[2] as string)]) {
-        await killWriterAtStep(root, 5, 4); // shard 1 in place
+        await stopWriterAtStep(root, 5, 4); // shard 1 in place
         const now = JSON.parse(await readFile(recordPath, 'utf8')) as { shards: { staged: string }[] };
         await damage(now.shards.map((shard) => join(root, shard.staged)));
         // The stopped writer's lock aside (writerStopped breaks it): nothing else changes.
@@ -266,7 +215,7 @@ describe('resumeShardedModelWrite', () => {
         expect(error.message).toContain('write the model again');
         expect(await snapshot(root, LOCK)).toEqual(damaged);
       }
-      await killWriterAtStep(root, 5, 4);
+      await stopWriterAtStep(root, 5, 4);
       await truncate(join(root, 'model-00001-of-00003.safetensors'), 10);
       const damaged = await snapshot(root, LOCK);
       expectCode(await catchErrorAsync(() => resumeShardedModelWrite(root, { writerStopped: true })), 'COMMIT_SHARD_MISSING');
@@ -282,7 +231,7 @@ describe('resumeShardedModelWrite', () => {
         [process.ppid, true],
         [spawnSync(process.execPath, ['-e', '']).pid, false],
       ] as const) {
-        await killWriterAtStep(root, 2, 4);
+        await stopWriterAtStep(root, 2, 4);
         const recordPath = join(root, RECORD);
         const record = JSON.parse(await readFile(recordPath, 'utf8')) as Record<string, unknown>;
         await writeFile(recordPath, JSON.stringify({ ...record, pid }));
@@ -320,7 +269,7 @@ describe('resumeShardedModelWrite', () => {
     await withTempDir(async (dir) => {
       const root = join(dir, 'm');
       // Record written, nothing removed; 3 old shards -> 3 new ones of the same names and sizes.
-      await killWriterAtStep(root, 0, 4);
+      await stopWriterAtStep(root, 0, 4);
       const record = JSON.parse(await readFile(join(root, RECORD), 'utf8')) as { shards: { staged: string }[] };
       await unlink(join(root, (record.shards[1] as { staged: string }).staged));
       const before = await snapshot(root, LOCK);
@@ -337,7 +286,7 @@ describe('resumeShardedModelWrite', () => {
     await withTempDir(async (dir) => {
       const reference = await referenceModel(dir, 4);
       const root = join(dir, 'm');
-      await killWriterAtStep(root, 3, 4);
+      await stopWriterAtStep(root, 3, 4);
       for (const name of ['.model.safetensors.index.json.tmp-12345-0123456789ab', '..model.safetensors.index.json.commit.tmp-4321-abcdef012345', `${LOCK}.stale-77-0123456789ab`]) {
         await writeFile(join(root, name), 'x');
       }
