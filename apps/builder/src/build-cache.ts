@@ -255,6 +255,14 @@ export interface BuildCacheOptions {
    */
   rebindSlices?: boolean | undefined;
   /**
+   * With `rebindSlices`: also remove a skipped tensor's binding to other bytes that was recorded
+   * only with other files of its shard name, which a plain rebind keeps as possibly another model's
+   * (text_encoder/ and text_encoder_2/ sharing `model.safetensors`). For this model's shard replaced
+   * by a new file (a download, a save by rename: another inode), whose old binding nothing else
+   * removes. Off by default; the stamps cannot tell the two apart (they record no path).
+   */
+  rebindOtherFiles?: boolean | undefined;
+  /**
    * Also check the blob of every tensor already cached (a full read with the store's checks, so a
    * re-run costs a verify's reading) and put back any blob found missing or damaged, from the model
    * (CacheStore.repairBlob). Off by default: a re-run stats each cached tensor's blob only
@@ -321,6 +329,7 @@ const BUILD_CACHE_OPTIONS = optionNamesOf<BuildCacheOptions>({
   jobs: true,
   inlineMaxBytes: true,
   rebindSlices: true,
+  rebindOtherFiles: true,
   skipNoGain: true,
   repair: true,
   maxInFlightBytes: true,
@@ -344,6 +353,12 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     throw new BuilderError('USAGE', `skipNoGain must be a boolean, got ${String(options.skipNoGain)}`);
   }
   const skipNoGain = options.skipNoGain ?? false;
+  if (options.rebindOtherFiles !== undefined && typeof options.rebindOtherFiles !== 'boolean') {
+    throw new BuilderError('USAGE', `rebindOtherFiles must be a boolean, got ${String(options.rebindOtherFiles)}`);
+  }
+  if (options.rebindOtherFiles === true && options.rebindSlices !== true) {
+    throw new BuilderError('USAGE', 'rebindOtherFiles removes bindings as rebindSlices does: it needs rebindSlices (--rebind-other-files needs --rebind)');
+  }
   if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
     throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
   }
@@ -545,6 +560,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
+      rebindOtherFiles: options.rebindOtherFiles ?? false,
       skipNoGain,
       tensorOfSlice: (shardName, offsetBytes, sizeBytes) => {
         bySlice ??= new Map(tensors.map((t) => [JSON.stringify([t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes]), t]));
@@ -775,6 +791,8 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
+  /** BuildCacheOptions.rebindOtherFiles (with rebind). */
+  rebindOtherFiles: boolean;
   /** BuildCacheOptions.skipNoGain. */
   skipNoGain: boolean;
   /** The model's tensor at a slice key (a store SLICE_CONFLICT names the slice, not the tensor). */
@@ -1153,8 +1171,9 @@ async function unbindStaleSlice(context: TensorContext, key: string, tensor: Ten
   if (current === undefined || current.entry.key === key) return {};
   // Recorded only with other files of this shard name (another model's, text_encoder and
   // text_encoder_2): that model's binding, not this file's past; removed, that model's loads bound
-  // it again and the two undid each other. Removed where its stamps name this file or none.
-  if (isFromOtherFile(current.stamps, context.shardStamps.get(shardName) ?? null)) return {};
+  // it again and the two undid each other. Removed where its stamps name this file or none, or
+  // with rebindOtherFiles (this model's shard replaced by a new file: nothing else removes it).
+  if (!context.rebindOtherFiles && isFromOtherFile(current.stamps, context.shardStamps.get(shardName) ?? null)) return {};
   context.checkFailure();
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: current.entry.key, shardName, offsetBytes, sizeBytes });

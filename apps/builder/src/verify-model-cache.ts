@@ -271,7 +271,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
       ...base,
       key,
       status: 'not_cached',
-      reason: otherFile ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another model's, kept` : reason,
+      reason: otherFile ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another model's, kept; or this model's shard before it was replaced by a new file (a download), which \`build --rebind --rebind-other-files\` removes` : reason,
     });
     const shrinks = canPayloadShrink(sizeBytes, store.chunkSize);
     // The build's order (build-cache.ts, analyze-model.ts judgeBf16Tensor): with --skip-no-gain, no

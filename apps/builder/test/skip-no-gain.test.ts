@@ -3,7 +3,7 @@
 // needs them). With the option, build, stats, verify --model (and the runtime) give one reason in
 // one order; a bound slice is never skipped unread; a skipped tensor's stale binding is removed by
 // --rebind and reported by verify.
-import { cp, mkdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -255,8 +255,42 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     expect(verifyB.ok).toBe(true);
     const skipped = verifyB.model!.tensors.find((t) => t.name === 'n.weight')!;
     expect(skipped.status).toBe('not_cached');
-    expect(skipped.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99; its slice is bound to entry \w+ from another file of shard name model\.safetensors \(.*\): another model's, kept$/);
+    expect(skipped.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99; its slice is bound to entry \w+ from another file of shard name model\.safetensors \(.*\): another model's, kept; or this model's shard before it was replaced by a new file \(a download\), which `build --rebind --rebind-other-files` removes$/);
     const verifyA = await runJson<VerifyJson>(['verify', cacheDir, '--model', a]);
     expect(verifyA.model!.totals).toMatchObject({ ok: 2, failed: 0 });
   });
+
+  it('its shard replaced by a new file (a download: another inode): --rebind keeps the binding, --rebind --rebind-other-files removes it', async () => {
+    const dir = join(temp.path, 'replaced');
+    await mkdir(dir, { recursive: true });
+    const modelPath = await writeSingleFileModel(join(dir, 'model.safetensors'), [gaussianBf16('w.weight', [64, 64], 61), gaussianBf16('n.weight', [64, 64], 62)]);
+    const cacheDir = join(temp.path, 'cache-replaced');
+    const first = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--jobs', '0']);
+    const n = first.tensors.find((t) => t.name === 'n.weight')!;
+    // The new revision, written beside and renamed over the old file: n.weight now under the gate.
+    const next = await writeSingleFileModel(join(dir, 'next.safetensors'), [gaussianBf16('w.weight', [64, 64], 61), escapeHeavyBf16('n.weight', [64, 64], 63)]);
+    await rename(next, modelPath);
+    const boundKey = async (): Promise<string | undefined> => {
+      const store = await openCacheStore(cacheDir);
+      try {
+        return store.lookupBySlice('model.safetensors', n.offsetBytes, n.sizeBytes)?.key;
+      } finally {
+        await store.close();
+      }
+    };
+    const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(verify.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/which `build --rebind --rebind-other-files` removes$/);
+    const kept = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind', '--jobs', '0']);
+    expect(kept.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage' });
+    expect(await boundKey()).toBe(n.key);
+    const usage = await run(['build', modelPath, '--out', cacheDir, '--rebind-other-files', '--quiet']);
+    expect(usage.code).toBe(2);
+    expect(usage.err).toMatch(/'--rebind-other-files' needs --rebind/);
+    const removed = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind', '--rebind-other-files', '--jobs', '0']);
+    expect(removed.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', unboundFrom: n.key });
+    expect(await boundKey()).toBeUndefined();
+    const after = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
+    expect(after.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99$/);
+  });
 });
+

@@ -59,6 +59,10 @@ export const buildCommand = defineCommand({
       max: 2 ** 30,
     },
     rebind: { type: 'boolean', description: "Move slice keys bound to other entries to this model's tensors (shards replaced in place)" },
+    rebindOtherFiles: {
+      type: 'boolean',
+      description: "With --rebind: also remove a skipped tensor's binding recorded only with other files of its shard name (this model's shard replaced by a download), which --rebind keeps as possibly another model's",
+    },
     repair: {
       type: 'boolean',
       description: "Also read every cached tensor's blob and put back any that is missing or damaged (what verify reports), from the model",
@@ -76,6 +80,9 @@ export const buildCommand = defineCommand({
     if (args.chunkSize !== undefined && (args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }
+    if (args.rebindOtherFiles === true && args.rebind !== true) {
+      throw new UsageError("option '--rebind-other-files' needs --rebind (it removes bindings as --rebind does, also those recorded only with other files of a shard name)", 'build');
+    }
     const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
     let report: BuildReport;
     // Stopped by a signal at a safe point, the error carries the report of what it finished (with
@@ -90,6 +97,7 @@ export const buildCommand = defineCommand({
         jobs: args.jobs ?? defaultJobs(),
         inlineMaxBytes: Math.round(args.inlineMaxMib * MIB),
         rebindSlices: args.rebind,
+        ...(args.rebindOtherFiles === true ? { rebindOtherFiles: true } : {}),
         repair: args.repair,
         skipNoGain: args.skipNoGain ?? false,
         ...(collectGarbage ? { collectGarbage } : {}),
