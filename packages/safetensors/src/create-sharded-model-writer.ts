@@ -175,7 +175,8 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
     return writer;
   };
   let discarded: Promise<void> | undefined;
-  const discard = (): Promise<void> =>
+  /** `failure`: the error that failed the write, kept as the cause where the record cannot be removed. */
+  const discard = (failure?: unknown): Promise<void> =>
     (discarded ??= (async () => {
       if (state === 'closed') return;
       state = 'aborted';
@@ -193,10 +194,12 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
         } catch (error) {
           if ((error as NodeJS.ErrnoException)?.code !== 'ENOENT') {
             const code = (error as NodeJS.ErrnoException)?.code ?? 'unknown';
+            // The write's own failure is the cause (why it failed); the record's unlink error is named.
+            const why = failure instanceof Error ? `: ${failure.message}` : '';
             throw new SafetensorsError(
               'IO_ERROR',
-              `file system error ${code} removing the commit record ${quoteValue(recordPath)} of a failed write; its staged temps are kept (it names them): resumeShardedModelWrite(${quoteValue(root)}) finishes the write, or remove the record, then the temps, to keep the old model`,
-              { file: recordPath, cause: error },
+              `the write failed${why}; and file system error ${code} removing its commit record ${quoteValue(recordPath)}: its staged temps are kept (it names them): resumeShardedModelWrite(${quoteValue(root)}) finishes the write, or remove the record, then the temps, to keep the old model`,
+              { file: recordPath, cause: failure ?? error },
             );
           }
         }
@@ -221,7 +224,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
       try {
         return await work();
       } catch (error) {
-        await discard();
+        await discard(error);
         return rethrowIo(error, root);
       }
     })();

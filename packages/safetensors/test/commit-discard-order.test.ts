@@ -59,6 +59,11 @@ describe('a commit that fails before its first old file goes', () => {
       failUnlinkOf = undefined;
       expectCode(error, 'IO_ERROR');
       expect(error.message).toContain('.model.safetensors.index.json.commit');
+      // Why the write failed stays the cause (the record's unlink error is named in the message).
+      const causes: string[] = [];
+      for (let at: unknown = (error as { cause?: unknown }).cause; at instanceof Error; at = (at as { cause?: unknown }).cause) causes.push(at.message);
+      expect(causes.join(' | ')).toContain('EIO (simulated)');
+      expect(error.message).toMatch(/the write failed: .*; and file system error \w+ removing its commit record/);
       const record = JSON.parse(await readFile(join(root, '.model.safetensors.index.json.commit'), 'utf8')) as { shards: { staged: string }[] };
       const left = await readdir(root);
       for (const shard of record.shards) expect(left).toContain(shard.staged);
