@@ -3,7 +3,6 @@
 import { mkdir, readdir, realpath, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
@@ -13,6 +12,7 @@ import { runCli } from '../src/run-cli.js';
 import { wrapBuildError } from '../src/wrap-build-error.js';
 import { BuilderError } from '../src/errors.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { memoryIo } from './helpers/run-in-process.js';
 import { buildCache } from '../src/build-cache.js';
 
 let temp: TempDir;
@@ -20,18 +20,6 @@ beforeAll(async () => {
   temp = await createTempDir('splitzip-cli-errors-');
 });
 afterAll(async () => temp?.cleanup());
-
-function memoryIo(): { io: { stdout: Writable & { isTTY?: boolean }; stderr: Writable & { isTTY?: boolean } }; out: () => string; err: () => string } {
-  const chunks = { out: [] as string[], err: [] as string[] };
-  const sink = (into: string[]) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        into.push(String(chunk));
-        done();
-      },
-    });
-  return { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) }, out: () => chunks.out.join(''), err: () => chunks.err.join('') };
-}
 
 function abortedBy(signal: 'SIGINT' | 'SIGTERM'): AbortSignal {
   const controller = new AbortController();

@@ -2,34 +2,15 @@
 // just under the gate (printed as the gate itself), a model with no BF16 tensor (an empty cache,
 // silently), and a verify gate under the cache's (tensors no build stores called "missing: run build").
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../src/run-cli.js';
 import { createTempDir, float32Tensor, int64Tensor, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
+import { runInProcess as run } from './helpers/run-in-process.js';
 
 let temp: TempDir;
 beforeAll(async () => {
   temp = await createTempDir('splitzip-gate-dtype-');
 });
 afterAll(async () => temp?.cleanup());
-
-function memoryIo(): { io: { stdout: Writable; stderr: Writable }; out: () => string; err: () => string } {
-  const chunks = { out: [] as string[], err: [] as string[] };
-  const sink = (into: string[]) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        into.push(String(chunk));
-        done();
-      },
-    });
-  return { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) }, out: () => chunks.out.join(''), err: () => chunks.err.join('') };
-}
-
-async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const { io, out, err } = memoryIo();
-  const code = await runCli(argv, { io });
-  return { code, out: out(), err: err() };
-}
 
 /**
  * 2,500,000 BF16 values whose Top-16 exponents cover 1 - 25,001/2,500,000 = 0.9899996 of them: under

@@ -5,29 +5,15 @@
 // one; it now says how many it removes were recorded from another file, and a build says so first.
 import { cp, mkdir, writeFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../src/run-cli.js';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { runInProcess as run } from './helpers/run-in-process.js';
 
 let temp: TempDir;
 beforeAll(async () => {
   temp = await createTempDir('splitzip-shared-shard-name-');
 });
 afterAll(async () => temp?.cleanup());
-
-async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const chunks = { out: [] as string[], err: [] as string[] };
-  const sink = (into: string[]) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        into.push(String(chunk));
-        done();
-      },
-    });
-  const code = await runCli(argv, { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) } });
-  return { code, out: chunks.out.join(''), err: chunks.err.join('') };
-}
 
 describe('two models with one shard name in one cache', () => {
   it('build warns of the other file\'s bindings; gc --model says how many it removes came from another file', async () => {

@@ -5,11 +5,10 @@
 // --rebind and reported by verify.
 import { cp, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '@splitzip/store';
-import { runCli } from '../src/run-cli.js';
 import { createTempDir, escapeHeavyBf16, gaussianBf16, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
+import { runInProcess as run } from './helpers/run-in-process.js';
 import type { BuildJson, StatsJson, VerifyJson } from './helpers/reports.js';
 
 let temp: TempDir;
@@ -17,19 +16,6 @@ beforeAll(async () => {
   temp = await createTempDir('splitzip-skip-no-gain-');
 });
 afterAll(async () => temp?.cleanup());
-
-async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const chunks = { out: [] as string[], err: [] as string[] };
-  const sink = (into: string[]): Writable =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        into.push(String(chunk));
-        done();
-      },
-    });
-  const code = await runCli(argv, { io: { stdout: sink(chunks.out), stderr: sink(chunks.err) } });
-  return { code, out: chunks.out.join(''), err: chunks.err.join('') };
-}
 
 async function runJson<T>(argv: string[], code = 0): Promise<T> {
   const result = await run([...argv, '--json', '--quiet']);
