@@ -106,6 +106,9 @@ describe('splitzip usage', () => {
       [['stats', 'm', '--bogus'], /unknown option '--bogus'/],
       [['verify', 'c', '--no-decode=false'], /option '--no-decode' takes no value/],
       [['verify', 'c', '--model', 's3://bucket/model'], /--model is read from local files; s3:\/\/bucket\/model is a URL: download the model first/],
+      // They judge a model's tensors: without --model they changed nothing (exit 0) before 2026-12-06.
+      [['verify', 'c', '--coverage-min', '0.995'], /option '--coverage-min' judges the tensors of a model: give --model <model> with it/],
+      [['verify', 'c', '--skip-no-gain'], /option '--skip-no-gain' judges the tensors of a model: give --model <model> with it/],
       [['build', 's3://bucket/model', '--out', 'c'], /<model> is read from local files/],
       [['stats', 's3://bucket/model'], /<model> is read from local files/],
       [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
