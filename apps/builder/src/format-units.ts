@@ -1,5 +1,6 @@
 // Human-readable numbers for the tables and the progress bar.
 import { displayWidth, padToWidth } from './display-width.js';
+import { formatCoverage } from '@splitzip/codec';
 
 const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 
@@ -34,20 +35,6 @@ export function formatDuration(seconds: number): string {
 export function formatPercent(fraction: number | null | undefined, digits = 2): string {
   if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return '-';
   return `${(fraction * 100).toFixed(digits)}%`;
-}
-
-/**
- * A coverage fraction to `digits` decimals, rounded down: a value under a gate never prints as the
- * gate (0.98999977 made `0.990000 < 0.99` and `99.000% … skip`). Exact: the printed decimal, read
- * back, is at most `value`.
- */
-export function formatCoverage(value: number, digits: number): string {
-  const scale = 10 ** digits;
-  let units = Math.floor(value * scale);
-  // value * scale is rounded: step to the largest decimal of this many digits not above `value`.
-  if (units / scale > value) units -= 1;
-  else if ((units + 1) / scale <= value) units += 1;
-  return (units / scale).toFixed(digits);
 }
 
 /** A coverage as a percentage with `digits` decimals, rounded down (formatCoverage). */

@@ -3,7 +3,7 @@
 // coverage gate, too large, a payload no smaller than its raw bytes). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
-import { calibrateFromHistogram, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
+import { calibrateFromHistogram, formatCoverage, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
@@ -11,7 +11,6 @@ import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
 import { isCacheableSize, TOO_LARGE_REASON, VERIFY_BLOCK_BYTES } from './limits.js';
 import { canPayloadShrink, describeNoGain, isPayloadSmaller } from './check-payload-gain.js';
-import { formatCoverage } from './format-units.js';
 import { isFromOtherFile } from './judge-model-bindings.js';
 import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';

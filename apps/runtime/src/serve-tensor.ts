@@ -1,6 +1,7 @@
 import {
   calibrateFromHistogram,
   countExponents,
+  formatCoverage,
   MAX_ELEMENT_COUNT,
   readPayloadMeta,
   type CodecArena,
@@ -13,7 +14,6 @@ import { bindFoundSlice, checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRU
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { describeNoGain } from './check-payload-gain.js';
-import { formatCoverage } from './format-coverage.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';

@@ -15,6 +15,7 @@ export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors
 // Argument checks the kernels package applies with the codec's own rules and messages.
 export { checkNoOverlap } from './check-overlap.js';
 export { findClosestName, MAX_SUGGESTION_EDITS } from './find-closest-name.js';
+export { formatCoverage } from './format-coverage.js';
 export { findUnknownOption, optionNamesOf, type UnknownOption } from './find-unknown-option.js';
 export { isDetachedBuffer } from './is-detached-buffer.js';
 export { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';

@@ -1,7 +1,8 @@
 /**
- * A coverage fraction to `digits` decimals, rounded down: a value under the gate never prints as
- * the gate (0.98999977 made `coverage 0.9900 < gate 0.99`). Exact: the printed decimal, read back,
- * is at most `value`.
+ * A Top-16 coverage fraction (calibrateCodebook's `coverage`) to `digits` decimals for a message,
+ * rounded down: a value under a gate never prints as the gate (0.98999977 printed as `0.990000 <
+ * 0.99`). Exact: the printed decimal, read back, is at most `value`. Shared by the builder and the
+ * runtime, whose reasons name the same coverage alike.
  */
 export function formatCoverage(value: number, digits: number): string {
   const scale = 10 ** digits;
