@@ -38,6 +38,8 @@ import type {
   AliasSliceItem,
   AliasSlicesOptions,
   CacheEntry,
+  DropUnboundEntriesOptions,
+  DropUnboundEntriesReport,
   GcOptions,
   GcReport,
   ReadBlobOptions,
@@ -51,6 +53,7 @@ import type {
   VerifyReport,
 } from './types.js';
 import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
+import { checkDropUnboundOptions, findUnboundEntries, planDropUnbound, reportDrop } from './drop-unbound-entries.js';
 import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
@@ -133,6 +136,16 @@ export interface CacheStore {
    * slice's alias objects, lower epochs first, and the removed bindings' stamp objects.
    */
   unbindSlices(items: readonly UnbindSliceItem[]): Promise<number>;
+  /**
+   * Removes the entries no slice is bound to (not one slice key), and their blobs; resolves what
+   * went (DropUnboundEntriesReport). A local cache judges them under the writer lock, caught up (an
+   * entry another writer bound meanwhile stays), writes a new manifest generation without them (a
+   * compaction, as unbindSlices), and only then unlinks their blobs: a crash in between leaves
+   * orphan blobs, which `gc` removes. A handle that still holds the older generation may find such
+   * a blob gone (BLOB_MISSING: a reader then reads the tensor raw). `dryRun`: no lock, nothing
+   * changed. `s3://`: INVALID_ARGUMENT (not supported yet: no writer lock).
+   */
+  dropUnboundEntries(options?: DropUnboundEntriesOptions): Promise<DropUnboundEntriesReport>;
   refresh(): Promise<void>;
   entries(): IterableIterator<CacheEntry>;
   compact(): Promise<void>;
@@ -1207,6 +1220,42 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (plan === undefined) return 0;
       await this.compactLocked(0, plan.state);
       return plan.removed;
+    });
+  }
+
+  /**
+   * Entries go as bindings do (unbindSlices): by a compaction writing the new manifest without
+   * them, swapped into this handle once it is in place. Their blobs are unlinked after that, still
+   * under the lock (a writer adding the same key again publishes its blob after this session, not
+   * before an unlink of it); a crash before the manifest's rename keeps every entry and blob, one
+   * after it leaves orphan blobs for gc.
+   */
+  async dropUnboundEntries(options: DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
+    this.assertOpen();
+    checkDropUnboundOptions(options);
+    await this.refresh();
+    if (options.dryRun === true) {
+      // What the real drop would say: its writer session refuses a damaged journal.
+      if (this.journalDamage) throw this.journalDamage;
+      return reportDrop(findUnboundEntries(this.state), true);
+    }
+    // None unbound (as of now): no lock, no new generation.
+    if (findUnboundEntries(this.state).length === 0) return reportDrop([], false);
+    return this.writerSession(async () => {
+      // Caught up under the lock: an entry another writer bound meanwhile is kept.
+      const plan = planDropUnbound(this.state);
+      if (plan === undefined) return reportDrop([], false);
+      await this.compactLocked(0, plan.state);
+      const blobsLeft: string[] = [];
+      for (const entry of plan.dropped) {
+        try {
+          await this.backend.removeFile({ dir: 'blobs', name: `${entry.key}.bin`, isFile: true });
+        } catch {
+          // The entry is gone already: its blob is an orphan now, gc's to remove.
+          blobsLeft.push(entry.blob);
+        }
+      }
+      return reportDrop(plan.dropped, false, blobsLeft);
     });
   }
 

@@ -42,6 +42,7 @@ import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { removeS3SliceBinding } from './s3-unbind-slices.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
+import { checkDropUnboundOptions, dropUnboundOnS3Error } from './drop-unbound-entries.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   ReadBlobOptions,
@@ -50,6 +51,8 @@ import type {
   AliasSliceItem,
   AliasSlicesOptions,
   CacheEntry,
+  DropUnboundEntriesOptions,
+  DropUnboundEntriesReport,
   SliceBinding,
   GcOptions,
   GcReport,
@@ -1045,6 +1048,16 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const removed = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3SliceBinding(this.transport, item));
     await this.refresh();
     return removed.filter(Boolean).length;
+  }
+
+  /**
+   * Refused, before any request (options checked first): with no writer lock, a build may alias a
+   * slice to an entry between the listing that found it unbound and its deletion (dropUnboundOnS3Error).
+   */
+  async dropUnboundEntries(options: DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
+    this.assertOpen();
+    checkDropUnboundOptions(options);
+    throw dropUnboundOnS3Error(this.root);
   }
 
   // ---- maintenance --------------------------------------------------------------------------

@@ -353,6 +353,38 @@ export interface VerifyReport {
   durationMs: number;
 }
 
+/** CacheStore.dropUnboundEntries' options. */
+export interface DropUnboundEntriesOptions {
+  /**
+   * Report the entries that would go without changing anything: no writer lock, judged from a
+   * read-only catch-up (a writer may bind one of them before a real drop, which then keeps it).
+   */
+  dryRun?: boolean | undefined;
+}
+
+/** An entry dropUnboundEntries removed (or in a dry run would remove). */
+export interface DroppedEntry {
+  key: string;
+  qualname: string;
+  /** Its blob's size: what removing it reclaims. */
+  compBytes: number;
+}
+
+/** What dropUnboundEntries did. */
+export interface DropUnboundEntriesReport {
+  dryRun: boolean;
+  /** How many entries went (would go): `entries.length`. */
+  count: number;
+  entries: DroppedEntry[];
+  /** Their blobs' sizes together. */
+  reclaimedBytes: number;
+  /**
+   * Blob files of removed entries that could not be unlinked after the new manifest was in place
+   * (relative paths): orphans now, which `gc` removes. Empty in a dry run.
+   */
+  blobsLeft: string[];
+}
+
 export interface GcOptions {
   /**
    * Report what would be removed without changing anything on disk: run without the writer lock,

@@ -1,0 +1,52 @@
+// Removing the entries no slice is bound to (CacheStore.dropUnboundEntries): the options' checks,
+// the local store's plan (a state without those entries, which a compaction writes), its report,
+// and the refusal of `s3://` caches.
+import { checkBooleanOption, checkOptionKeys, checkOptionsObject } from './check-options.js';
+import { StoreError } from './errors.js';
+import { StoreState } from './store-state.js';
+import type { CacheEntry, DroppedEntry, DropUnboundEntriesOptions, DropUnboundEntriesReport } from './types.js';
+
+const DROP_OPTIONS: readonly (keyof DropUnboundEntriesOptions)[] = ['dryRun'];
+
+/** Checks dropUnboundEntries' options (INVALID_ARGUMENT, as for gc). */
+export function checkDropUnboundOptions(options: unknown): asserts options is DropUnboundEntriesOptions {
+  checkOptionsObject(options, 'dropUnboundEntries');
+  checkOptionKeys(options, DROP_OPTIONS, 'dropUnboundEntries');
+  checkBooleanOption((options as DropUnboundEntriesOptions).dryRun, 'dryRun', 'dropUnboundEntries');
+}
+
+/** The entries of `state` with no slice key at all, in the state's order. */
+export function findUnboundEntries(state: StoreState): CacheEntry[] {
+  return Array.from(state.entries.values()).filter((entry) => entry.sliceKeys.length === 0);
+}
+
+/**
+ * `state` without its unbound entries (every bound entry, and its bindings, as they are); undefined
+ * when there is none. The state it returns is new; `state` is not changed (the caller swaps it in
+ * once the manifest holding it is in place).
+ */
+export function planDropUnbound(state: StoreState): { state: StoreState; dropped: CacheEntry[] } | undefined {
+  const dropped = findUnboundEntries(state);
+  if (dropped.length === 0) return undefined;
+  const kept = Array.from(state.entries.values()).filter((entry) => entry.sliceKeys.length > 0);
+  return { state: StoreState.fromEntries(kept, { source: 'dropUnboundEntries' }), dropped };
+}
+
+/** The report of a drop of `dropped` (`blobsLeft`: blob files that could not be removed). */
+export function reportDrop(dropped: readonly CacheEntry[], dryRun: boolean, blobsLeft: string[] = []): DropUnboundEntriesReport {
+  const entries: DroppedEntry[] = dropped.map(({ key, qualname, compBytes }) => ({ key, qualname, compBytes }));
+  return { dryRun, count: entries.length, entries, reclaimedBytes: entries.reduce((sum, entry) => sum + entry.compBytes, 0), blobsLeft };
+}
+
+/**
+ * What an `s3://` cache answers. It has no writer lock: a build may alias a slice to an entry (found
+ * by content key) between the listing that judged the entry unbound and the entry's deletion, and
+ * that binding would then name an entry that is gone.
+ */
+export function dropUnboundOnS3Error(root: string): StoreError {
+  return new StoreError(
+    'INVALID_ARGUMENT',
+    'dropUnboundEntries is not supported on s3:// caches yet: they have no writer lock, and a build may bind a slice to an entry while it is deleted (unbindSlices and gc work there)',
+    { path: root, details: { operation: 'dropUnboundEntries' } },
+  );
+}

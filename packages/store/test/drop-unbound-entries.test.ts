@@ -1,0 +1,240 @@
+// dropUnboundEntries on a directory cache: exactly the entries no slice is bound to go, with their
+// blobs; bound ones stay; a dry run changes nothing; a second run removes none; an entry another
+// writer binds before the drop's lock is kept; a handle holding the older generation finds the blob
+// gone (BLOB_MISSING, a reader's raw fallback) or reads it through a kept descriptor; s3:// refuses.
+import { existsSync } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HeldLock } from '../src/write-lock.js';
+import { FsCacheStore } from '../src/cache-store.js';
+import { FsBackend } from '../src/fs-backend.js';
+import { S3CacheStore } from '../src/s3-cache-store.js';
+import { openCacheStore, type CacheStore } from '../src/index.js';
+import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+
+afterEach(removeTempDirs);
+
+const SHARD = 'model-00001-of-00001.safetensors';
+const SETTINGS = { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false };
+
+/**
+ * Five entries: t0 bound twice, t1 once, t2 and t3 never bound, t4 bound and then unbound (so the
+ * manifest is a later generation and the journal holds a record too).
+ */
+async function makeMixedCache(): Promise<{ root: string; tensors: TestTensor[]; bound: TestTensor[]; unbound: TestTensor[] }> {
+  const root = await makeTempDir();
+  const tensors = Array.from({ length: 5 }, (_, i) => makeTensor([40, 6], 500 + i));
+  const store = await openCacheStore(root, { create: true, compactOnClose: false });
+  await store.addEntries([
+    toInput(tensors[0]!, 't0', [[SHARD, 0, 480], ['other.safetensors', 0, 480]]),
+    toInput(tensors[1]!, 't1', [[SHARD, 480, 480]]),
+    toInput(tensors[4]!, 't4', [[SHARD, 960, 480]]),
+  ]);
+  expect(await store.unbindSlices([{ shardName: SHARD, offsetBytes: 960, sizeBytes: 480 }])).toBe(1);
+  await store.addEntries([toInput(tensors[2]!, 't2'), toInput(tensors[3]!, 't3')]);
+  await store.close();
+  return { root, tensors, bound: [tensors[0]!, tensors[1]!], unbound: [tensors[2]!, tensors[3]!, tensors[4]!] };
+}
+
+const blobPath = (root: string, t: TestTensor): string => join(root, 'blobs', `${t.key}.bin`);
+
+async function snapshot(root: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const dir of ['', 'blobs']) {
+    for (const name of await readdir(join(root, dir))) {
+      const path = join(root, dir, name);
+      if ((await stat(path)).isFile()) out[join(dir, name)] = (await readFile(path)).toString('base64');
+    }
+  }
+  return out;
+}
+
+describe('dropUnboundEntries', () => {
+  it('removes exactly the unbound entries and their blobs, keeps the bound ones and their bindings; a second run removes none', async () => {
+    const { root, tensors, bound, unbound } = await makeMixedCache();
+    const store = await openCacheStore(root, { compactOnClose: false });
+    const generation = store.generation;
+    const report = await store.dropUnboundEntries();
+    expect(report.dryRun).toBe(false);
+    expect(report.count).toBe(3);
+    expect(report.blobsLeft).toEqual([]);
+    expect(report.entries.map((e) => e.key).sort()).toEqual(unbound.map((t) => t.key).sort());
+    expect(report.entries.map((e) => e.qualname).sort()).toEqual(['t2', 't3', 't4']);
+    const sizes = unbound.map((t) => t.payload.length);
+    expect(report.reclaimedBytes).toBe(sizes.reduce((a, b) => a + b, 0));
+    expect(report.entries.map((e) => e.compBytes).reduce((a, b) => a + b, 0)).toBe(report.reclaimedBytes);
+    // One new generation, swapped into this handle.
+    expect(store.generation).toBe(generation + 1);
+    expect(store.size).toBe(2);
+    for (const t of unbound) {
+      expect(store.getEntry(t.key), t.key).toBeUndefined();
+      expect(existsSync(blobPath(root, t)), t.key).toBe(false);
+    }
+    for (const t of bound) expect(existsSync(blobPath(root, t))).toBe(true);
+    expect(store.lookupBySlice(SHARD, 0, 480)?.key).toBe(tensors[0]!.key);
+    expect(store.lookupBySlice('other.safetensors', 0, 480)?.key).toBe(tensors[0]!.key);
+    expect(store.lookupBySlice(SHARD, 480, 480)?.key).toBe(tensors[1]!.key);
+    // A second run: nothing unbound, no lock, no new generation.
+    expect(await store.dropUnboundEntries()).toEqual({ dryRun: false, count: 0, entries: [], reclaimedBytes: 0, blobsLeft: [] });
+    expect(store.generation).toBe(generation + 1);
+    await store.close();
+    // Another handle sees the same: the bound entries, verified, and no orphan for gc.
+    const reopened = await openCacheStore(root, { compactOnClose: false });
+    expect([...reopened.entries()].map((e) => e.qualname).sort()).toEqual(['t0', 't1']);
+    expect((await reopened.verify({ decode: true })).problems).toEqual([]);
+    const gc = await reopened.gc();
+    expect(gc.orphanBlobs).toEqual([]);
+    await reopened.close();
+  });
+
+  it('a dry run reports the same entries and changes nothing on disk or in the handle', async () => {
+    const { root, unbound } = await makeMixedCache();
+    const before = await snapshot(root);
+    const store = await openCacheStore(root, { compactOnClose: false });
+    const generation = store.generation;
+    const dry = await store.dropUnboundEntries({ dryRun: true });
+    expect(dry).toMatchObject({ dryRun: true, count: 3, blobsLeft: [] });
+    expect(dry.entries.map((e) => e.key).sort()).toEqual(unbound.map((t) => t.key).sort());
+    expect(store.generation).toBe(generation);
+    expect(store.size).toBe(5);
+    expect(await snapshot(root)).toEqual(before);
+    const real = await store.dropUnboundEntries();
+    expect({ ...real, dryRun: true }).toEqual(dry);
+    await store.close();
+  });
+
+  it('an entry another writer binds before the drop takes the lock is judged under the lock, and kept', async () => {
+    const { root, tensors } = await makeMixedCache();
+    const other = await openCacheStore(root, { compactOnClose: false });
+    let bindFirst = true;
+    class BindBeforeLock extends FsBackend {
+      override async acquireWriteLock(timeoutMs: number, signal?: AbortSignal): Promise<HeldLock> {
+        // Between the drop's look (t2 unbound) and its lock, another process binds t2.
+        if (bindFirst) {
+          bindFirst = false;
+          expect(await other.aliasSlice(tensors[2]!.key, SHARD, 1440, 480)).toBe(true);
+        }
+        return super.acquireWriteLock(timeoutMs, signal);
+      }
+    }
+    const store = await FsCacheStore.load(new BindBeforeLock(root), SETTINGS);
+    const report = await store.dropUnboundEntries();
+    expect(bindFirst).toBe(false);
+    expect(report.entries.map((e) => e.qualname).sort()).toEqual(['t3', 't4']);
+    expect(store.lookupBySlice(SHARD, 1440, 480)?.key).toBe(tensors[2]!.key);
+    expect(existsSync(blobPath(root, tensors[2]!))).toBe(true);
+    await store.close();
+    await other.close();
+    const reopened = await openCacheStore(root);
+    expect([...reopened.entries()].map((e) => e.qualname).sort()).toEqual(['t0', 't1', 't2']);
+    expect((await reopened.verify({ decode: true })).ok).toBe(true);
+    await reopened.close();
+  });
+
+  it('a blob that cannot be unlinked is reported in blobsLeft (the entry is gone), and gc removes it as an orphan', async () => {
+    const { root, unbound } = await makeMixedCache();
+    class FailingUnlink extends FsBackend {
+      override async removeFile(file: Parameters<FsBackend['removeFile']>[0]): Promise<void> {
+        if (file.name === `${unbound[0]!.key}.bin`) throw new Error('EACCES (a test fault)');
+        return super.removeFile(file);
+      }
+    }
+    const store = await FsCacheStore.load(new FailingUnlink(root), SETTINGS);
+    const report = await store.dropUnboundEntries();
+    expect(report.count).toBe(3);
+    expect(report.blobsLeft).toEqual([`blobs/${unbound[0]!.key}.bin`]);
+    expect(store.getEntry(unbound[0]!.key)).toBeUndefined();
+    await store.close();
+    const writer = await openCacheStore(root);
+    expect((await writer.verify()).problems).toEqual([]);
+    expect((await writer.gc()).orphanBlobs).toEqual([`blobs/${unbound[0]!.key}.bin`]);
+    expect(existsSync(blobPath(root, unbound[0]!))).toBe(false);
+    await writer.close();
+  });
+
+  it('bad options are INVALID_ARGUMENT, before anything changes', async () => {
+    const { root } = await makeMixedCache();
+    const store = await openCacheStore(root);
+    expect(await catchError(() => store.dropUnboundEntries({ dryrun: true } as never))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('did you mean "dryRun"') });
+    expect(await catchError(() => store.dropUnboundEntries({ dryRun: 'yes' } as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(await catchError(() => store.dropUnboundEntries(null as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(store.size).toBe(5);
+    await store.close();
+    expect(await catchError(() => store.dropUnboundEntries())).toMatchObject({ code: 'STORE_CLOSED' });
+  });
+});
+
+describe('a handle still holding the older generation', () => {
+  it('finds a dropped entry whose blob is gone: BLOB_MISSING (a reader falls back to raw), and after a refresh no entry', async () => {
+    const { root, unbound } = await makeMixedCache();
+    const reader: CacheStore = await openCacheStore(root, { compactOnClose: false });
+    const dropper = await openCacheStore(root, { compactOnClose: false });
+    expect((await dropper.dropUnboundEntries()).count).toBe(3);
+    await dropper.close();
+    const t = unbound[0]!;
+    // No refresh yet: the old state still names the entry.
+    expect(reader.getEntry(t.key)?.key).toBe(t.key);
+    const slot = new Uint8Array(t.payload.length);
+    expect(await catchError(() => reader.checkBlob(t.key))).toMatchObject({ code: 'BLOB_MISSING' });
+    expect(await catchError(() => reader.readBlob(t.key, slot))).toMatchObject({ code: 'BLOB_MISSING' });
+    expect(await catchError(() => reader.readBlobSync!(t.key, slot))).toMatchObject({ code: 'BLOB_MISSING' });
+    await reader.refresh();
+    expect(reader.getEntry(t.key)).toBeUndefined();
+    await reader.close();
+  });
+
+  it('reads a blob it keeps open (a synchronous read before the drop) with its right bytes', async () => {
+    const { root, unbound } = await makeMixedCache();
+    const reader = await openCacheStore(root, { compactOnClose: false });
+    const t = unbound[1]!;
+    const slot = new Uint8Array(t.payload.length);
+    expect(Buffer.from(reader.readBlobSync!(t.key, slot))).toEqual(Buffer.from(t.payload));
+    const dropper = await openCacheStore(root, { compactOnClose: false });
+    await dropper.dropUnboundEntries();
+    await dropper.close();
+    expect(existsSync(blobPath(root, t))).toBe(false);
+    // The unlinked file's bytes, checked as ever: never other bytes.
+    slot.fill(0);
+    expect(Buffer.from(reader.readBlobSync!(t.key, slot))).toEqual(Buffer.from(t.payload));
+    await reader.close();
+  });
+});
+
+describe('a build beside the drop, that found the entry by content key before it', () => {
+  it('sees its blob missing and cannot put it back (ENTRY_NOT_FOUND), its alias resolves false binding nothing, and an addEntry with the slice puts entry and blob back', async () => {
+    const { root, unbound } = await makeMixedCache();
+    const t = unbound[0]!;
+    const build = await openCacheStore(root, { compactOnClose: false });
+    // The build's look: cached (found by content key), not yet aliased.
+    expect(build.lookup(t.bytes, t.shape, 'BF16')?.key).toBe(t.key);
+    const gc = await openCacheStore(root, { compactOnClose: false });
+    expect((await gc.dropUnboundEntries()).count).toBe(3);
+    await gc.close();
+    // The build's check of the cached blob, and its put-back: the entry is gone under it.
+    expect(await catchError(() => build.checkBlob(t.key))).toMatchObject({ code: 'BLOB_MISSING' });
+    expect(await catchError(() => build.repairBlob(t.key, t.payload))).toMatchObject({ code: 'ENTRY_NOT_FOUND' });
+    // The alias: judged under the lock, caught up; a missing entry is bound to nothing (no error, no record).
+    expect(await build.aliasSlices([{ key: t.key, shardName: SHARD, offsetBytes: 1440, sizeBytes: 480 }])).toEqual([false]);
+    expect(build.lookupBySlice(SHARD, 1440, 480)).toBeUndefined();
+    expect(build.getEntry(t.key)).toBeUndefined();
+    // What a build must do then: store the tensor again (its bytes give the same entry and blob).
+    expect(await build.addEntry(toInput(t, 't2', [[SHARD, 1440, 480]]))).toMatchObject({ added: true, slicesBound: 1 });
+    await build.close();
+    const reopened = await openCacheStore(root);
+    expect(reopened.lookupBySlice(SHARD, 1440, 480)?.key).toBe(t.key);
+    expect((await reopened.verify({ decode: true })).problems).toEqual([]);
+    await reopened.close();
+  });
+});
+
+describe('s3:// caches', () => {
+  it('refuse with INVALID_ARGUMENT naming why (no writer lock), before any request; bad options are checked first', async () => {
+    // The method touches no transport: a store object without one shows it makes no request.
+    const store = Object.create(S3CacheStore.prototype, { root: { value: 's3://bucket/cache/' }, closed: { value: false } }) as S3CacheStore;
+    const error = await catchError(() => store.dropUnboundEntries({ dryRun: true }));
+    expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', path: 's3://bucket/cache/', details: { operation: 'dropUnboundEntries' } });
+    expect(error.message).toMatch(/not supported on s3:\/\/ caches yet: they have no writer lock, and a build may bind a slice to an entry while it is deleted/);
+    expect(await catchError(() => store.dropUnboundEntries({ force: true } as never))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('unknown option "force"') });
+  });
+});
