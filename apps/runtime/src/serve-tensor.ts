@@ -350,9 +350,15 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       if (!(thrown instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(thrown.code)) throw thrown;
       const error = nameEntryAndBlob(thrown, target, entry, env.cache);
       if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
-      report.reason = 'cache-failed';
-      report.error = describeError(error);
-      report.detail = describeCacheFailure(error, env.cache);
+      if (await isEntryDropped(env.cache, error, entry.key)) {
+        // Not a failure of the cache: the tensor is not cached any more (the refreshed state says so).
+        report.reason = 'missing';
+        report.detail = `its entry ${entry.key} was removed from the cache (\`splitzip gc --drop-unbound-entries\`) after this handle's last refresh: served raw`;
+      } else {
+        report.reason = 'cache-failed';
+        report.error = describeError(error);
+        report.detail = describeCacheFailure(error, env.cache);
+      }
       // A blob whose bytes failed: a local store drops the file it keeps open for it, so the next
       // load opens the path again (a repaired cache is seen). Object stores handle their copies.
       if ((error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH') && env.cache?.remote === false) {
@@ -370,6 +376,21 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = output.byteLength;
   return { name, dtype, shape, data: output, source: 'raw', reason: report.reason, report };
+}
+
+/**
+ * Whether a blob found missing belongs to an entry a gc removed (dropUnboundEntries) since this
+ * handle's state was read: after a refresh the cache no longer holds the key. A refresh that fails
+ * says nothing: the failure stands as it was (`cache-failed`).
+ */
+async function isEntryDropped(cache: ShardCache | undefined, error: RuntimeError, key: string): Promise<boolean> {
+  if (cache === undefined || error.code !== 'CACHE_READ_FAILED' || error.details.storeCode !== 'BLOB_MISSING') return false;
+  try {
+    await cache.refresh();
+  } catch {
+    return false;
+  }
+  return cache.getEntry(key) === undefined;
 }
 
 /**
