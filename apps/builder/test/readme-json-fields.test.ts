@@ -67,7 +67,7 @@ describe('the README lists every --json field', () => {
     ['verify', () => ['verify', cacheDir, '--model', model]],
     ['inspect', () => ['inspect', cacheDir, '--model', model]],
     ['stats', () => ['stats', model]],
-    ['gc', () => ['gc', cacheDir, '--model', model]],
+    ['gc', () => ['gc', cacheDir, '--model', model, '--drop-unbound-entries']],
   ] as const)('of %s', async (command, argv) => {
     if (command !== 'build') await runJson(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']);
     const { code, document } = await runJson([...argv()]);

@@ -1,8 +1,9 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isS3Url, type GcReport } from '@splitzip/store';
+import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isS3Url, type DropUnboundEntriesReport, type GcReport } from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand } from '../define-command.js';
+import { dropUnboundEntries } from '../drop-unbound-entries.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
@@ -12,14 +13,19 @@ import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
 import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
 
-/** What `gc --json` prints: the store's report, and with --model what became of the model's bindings. */
+/**
+ * What `gc --json` prints: the store's report, with --model what became of the model's bindings,
+ * and with --drop-unbound-entries the entries removed (a dry run: that would be).
+ */
 export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
+  unboundEntries?: DropUnboundEntriesReport;
 }
 
 export const gcCommand = defineCommand({
   name: 'gc',
-  description: 'Remove orphan blobs, leftover temp files, stale locks and old journals from a cache, and with --model the bindings the model left behind',
+  description:
+    'Remove orphan blobs, leftover temp files, stale locks and old journals from a cache, with --model the bindings the model left behind, and with --drop-unbound-entries the entries no slice is bound to',
   notes: [
     'On an s3:// cache: orphan blobs and unfinished multipart uploads older than --min-age (default',
     '1h, at least 35m: a writer may be between its blob and its entry that long) are removed; objects',
@@ -27,8 +33,15 @@ export const gcCommand = defineCommand({
     'With --model: of the bindings of the model\'s shard names, those at no tensor\'s span of the file',
     'now (a re-shard that kept a name, tensors moved within a shard), and those to an entry of another',
     'dtype or shape than the tensor there, with no record of the file as it is now, are removed; entries',
-    'and blobs stay (found by content key: a load binds a moved tensor again). Bindings of shard names',
+    'and blobs stay (found by content key: a load binds a moved tensor again), unless',
+    '--drop-unbound-entries removes those left with no binding. Bindings of shard names',
     'not in the model are counted and kept, unless --prune-other-shards.',
+    'With --drop-unbound-entries (directory caches): after the --model prune, the entries no slice is',
+    'bound to any more (fine-tune revisions, re-exported models) are removed with their blobs, under the',
+    'writer lock: one new manifest generation, then the blobs; --dry-run counts what the prune would',
+    'leave unbound too. A build running beside it that found such an entry by content key fails as it',
+    'binds it (the entry vanished): run it again, it stores the tensor anew. Not on s3:// caches yet',
+    '(no writer lock there: a build may bind an entry while it is deleted).',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
@@ -36,6 +49,7 @@ export const gcCommand = defineCommand({
     minAge: { type: 'string', description: 's3:// only: remove orphans older than this (35m at least; 1h, 2d)', valueHint: 'duration' },
     model: { type: 'string', description: 'Also remove the bindings this model left behind (renamed or re-sharded shards, moved tensors)', valueHint: 'model' },
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove the bindings of shard names the model does not have (other models' too)" },
+    dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs (directory caches)' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
@@ -43,6 +57,13 @@ export const gcCommand = defineCommand({
     const s3 = isS3Url(args.cache);
     // Other models' bindings are kept unless asked, and only a model tells which shard names are its own.
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');
+    // Said before any request: an s3:// cache has no writer lock to judge entries under.
+    if (args.dropUnboundEntries && s3) {
+      throw new UsageError(
+        "option '--drop-unbound-entries' is not supported on s3:// caches yet: they have no writer lock, and a build may bind a slice to an entry while gc deletes it",
+        'gc',
+      );
+    }
     if (args.model !== undefined) checkLocalModel(args.model, 'gc', '--model');
     let minAgeMs: number | undefined;
     if (args.minAge !== undefined) {
@@ -81,7 +102,11 @@ export const gcCommand = defineCommand({
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
           const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
-          return bindings === undefined ? gc : { ...gc, bindings };
+          throwIfInterrupted(signal);
+          // After the prune: entries whose every binding it removed go in this same run. Their blobs
+          // are the drop's (after its manifest): no orphan is left for the next gc.
+          const unboundEntries = args.dropUnboundEntries ? await dropUnboundEntries(store, { dryRun: args.dryRun === true, prune: bindings?.prune ?? [] }) : undefined;
+          return { ...gc, ...(bindings === undefined ? {} : { bindings }), ...(unboundEntries === undefined ? {} : { unboundEntries }) };
         };
         const task = work();
         report = await (watch?.during(task) ?? task);
@@ -117,6 +142,11 @@ export const gcCommand = defineCommand({
     }
     if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
     if (report.bindings !== undefined) lines.push(...renderModelBindings(report.bindings, args.cache, verb));
+    const dropped = report.unboundEntries;
+    if (dropped !== undefined) {
+      lines.push(`${verb} ${dropped.count} unbound entr${dropped.count === 1 ? 'y' : 'ies'} (${formatBytes(dropped.reclaimedBytes)})`, ...dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
+      if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
+    }
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   },

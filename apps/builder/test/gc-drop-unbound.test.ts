@@ -1,0 +1,136 @@
+// gc --drop-unbound-entries: the entries no slice is bound to go, with their blobs (a fine-tune's
+// build --rebind leaves the old revision's tensor unbound), after the --model prune of the same run
+// (so the entries it leaves unbound go too, and a dry run counts them); text and --json reports; a
+// second run removes none; on s3:// a usage error before any request. Run in this process.
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { openCacheStore } from '@splitzip/store';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GcCommandReport } from '../src/commands/gc.js';
+import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
+import { runInProcess } from './helpers/run-in-process.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-gc-drop-');
+});
+afterAll(async () => temp?.cleanup());
+
+const a = gaussianBf16('a.weight', [64, 64], 1101);
+const b = gaussianBf16('b.weight', [64, 64], 1102);
+const b2 = gaussianBf16('b.weight', [64, 64], 1199); // the fine-tune's b
+const c = gaussianBf16('c.weight', [32, 64], 1103);
+
+async function build(model: string, cache: string, ...extra: string[]): Promise<void> {
+  const result = await runInProcess(['build', model, '--out', cache, '--jobs', '0', '--quiet', ...extra]);
+  expect(result.code, result.err).toBe(0);
+}
+
+async function gcJson(...args: string[]): Promise<GcCommandReport> {
+  const result = await runInProcess(['gc', ...args, '--json']);
+  expect(result.code, result.err).toBe(0);
+  return JSON.parse(result.out) as GcCommandReport;
+}
+
+async function qualnames(cache: string): Promise<string[]> {
+  const store = await openCacheStore(cache);
+  try {
+    return [...store.entries()].map((e) => `${e.qualname}:${e.sliceKeys.length}`).sort();
+  } finally {
+    await store.close();
+  }
+}
+
+/** A cache of model v1 (a b c), then its fine-tune v2 (b changed, same files) built with --rebind: v1's b entry is bound to nothing. */
+async function fineTunedCache(name: string): Promise<{ cache: string; v1: string; v2: string; oldB: string }> {
+  const v1 = join(temp.path, `${name}-v1`);
+  const v2 = join(temp.path, `${name}-v2`);
+  const cache = join(temp.path, `${name}-cache`);
+  await writeShardedTestModel(v1, [a, b, c], 2 * 8192);
+  await writeShardedTestModel(v2, [a, b2, c], 2 * 8192);
+  await build(v1, cache);
+  const store = await openCacheStore(cache);
+  const oldB = [...store.entries()].find((e) => e.qualname === 'b.weight')!.key;
+  await store.close();
+  await build(v2, cache, '--rebind');
+  expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
+  return { cache, v1, v2, oldB };
+}
+
+describe('gc --drop-unbound-entries', () => {
+  it('removes the old revision\'s unbound entry and its blob, keeps the bound ones; text report; a dry run first changes nothing; a rerun removes none', async () => {
+    const { cache, oldB } = await fineTunedCache('text');
+    const dry = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
+    expect(dry.code, dry.err).toBe(0);
+    expect(dry.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
+    expect(dry.out).toContain(`  ${oldB} b.weight (`);
+    expect(existsSync(join(cache, 'blobs', `${oldB}.bin`))).toBe(true);
+    expect(await qualnames(cache)).toHaveLength(4);
+
+    const real = await runInProcess(['gc', cache, '--drop-unbound-entries']);
+    expect(real.code, real.err).toBe(0);
+    expect(real.out).toMatch(/^removed 0 orphan blobs/m);
+    expect(real.out).toMatch(/^removed 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
+    expect(existsSync(join(cache, 'blobs', `${oldB}.bin`))).toBe(false);
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+    expect((await readdir(join(cache, 'blobs'))).length).toBe(3);
+
+    const again = await runInProcess(['gc', cache, '--drop-unbound-entries']);
+    expect(again.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
+    const verify = await runInProcess(['verify', cache, '--json']);
+    expect(verify.code, verify.err).toBe(0);
+  });
+
+  it('--json: unboundEntries with the entries, their bytes and no blob left; absent without the option', async () => {
+    const { cache, oldB } = await fineTunedCache('json');
+    const plain = await gcJson(cache);
+    expect(plain.unboundEntries).toBeUndefined();
+    const report = await gcJson(cache, '--drop-unbound-entries');
+    expect(report.unboundEntries).toEqual({
+      dryRun: false,
+      count: 1,
+      entries: [{ key: oldB, qualname: 'b.weight', compBytes: expect.any(Number) }],
+      reclaimedBytes: report.unboundEntries!.entries[0]!.compBytes,
+      blobsLeft: [],
+    });
+    expect(report.orphanBlobs).toEqual([]);
+  });
+
+  it('after the --model prune of the same run: the entries it leaves unbound go too, and the dry run counts them', async () => {
+    // The cache of v1; the model re-sharded under new names: --prune-other-shards removes every binding of the old names.
+    const v1 = join(temp.path, 'model-v1');
+    const resharded = join(temp.path, 'model-resharded');
+    const cache = join(temp.path, 'model-cache');
+    await writeShardedTestModel(v1, [a, b, c], 2 * 8192);
+    await writeShardedTestModel(resharded, [a, b, c], 2 * 8192, 'renamed');
+    await build(v1, cache);
+    const dry = await gcJson(cache, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries', '--dry-run');
+    expect(dry.bindings).toMatchObject({ dryRun: true, removed: 0 });
+    expect(dry.bindings!.prune).toHaveLength(3);
+    expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 3 });
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+
+    const real = await gcJson(cache, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries');
+    expect(real.bindings).toMatchObject({ removed: 3 });
+    expect(real.unboundEntries).toMatchObject({ dryRun: false, count: 3, blobsLeft: [] });
+    expect({ ...real.unboundEntries, dryRun: true }).toEqual(dry.unboundEntries);
+    expect(await qualnames(cache)).toEqual([]);
+    expect(await readdir(join(cache, 'blobs'))).toEqual([]);
+    // The next build of the re-sharded model stores its tensors again.
+    await build(resharded, cache);
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+  });
+
+  it('on an s3:// cache is a usage error (exit 2) naming why, before any request', async () => {
+    const why = /option '--drop-unbound-entries' is not supported on s3:\/\/ caches yet: they have no writer lock, and a build may bind a slice to an entry while gc deletes it/;
+    const result = await runInProcess(['gc', 's3://bucket/cache', '--drop-unbound-entries', '--dry-run']);
+    expect(result.code).toBe(2);
+    expect(result.out).toBe('');
+    expect(result.err).toMatch(why);
+    // --json: the error document (a usage error found after parsing).
+    const json = await runInProcess(['gc', 's3://bucket/cache', '--drop-unbound-entries', '--json']);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.out)).toMatchObject({ error: { code: 'USAGE', message: expect.stringMatching(why) } });
+  });
+});
