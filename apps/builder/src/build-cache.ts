@@ -73,6 +73,11 @@ export const RAW_READ_AHEAD = 2;
 /** Payload bytes freed between two collectGarbage calls, at least (gpu.js backends allocate their payloads). */
 export const GC_EVERY_MIN_BYTES = 4 * 1024 * 1024;
 
+/** The slab views a tensor of `sizeBytes` takes in flight: its raw bytes and its worst payload. */
+function slabSizesOf(sizeBytes: number, coverageMin: number, chunkSize: number): number[] {
+  return [sizeBytes, worstPayloadBytes(sizeBytes / 2, coverageMin, chunkSize)];
+}
+
 /**
  * Memory one tensor holds while in flight: its raw bytes plus the largest payload a tensor passing
  * the gate can have (per value: 4-bit code + sign/mantissa byte, plus 3 bytes per escape, at most
@@ -96,7 +101,8 @@ export interface BuildTensorReport {
   dtype: string;
   shape: number[];
   /**
-   * encoded: stored by this run; cached: its entry was already there (an earlier run, another
+   * encoded: stored by this run (also one found cached whose entry a gc --drop-unbound-entries
+   * removed before this run bound it: stored again); cached: its entry was already there (an earlier run, another
    * model, or an identical tensor earlier in this model); skipped_*: served raw (the reason).
    */
   status: BuildTensorStatus;
@@ -492,7 +498,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Memory bound: every tensor in flight holds its raw bytes and a buffer for its worst payload
     // in the slab, allocated at admission (so admitted work never waits for memory); the raw
     // bytes go back once encoded, the payload's once committed.
-    const sizesOf = (sizeBytes: number): number[] => [sizeBytes, worstPayloadBytes(sizeBytes / 2, coverageMin, chunkSize)];
+    const sizesOf = (sizeBytes: number): number[] => slabSizesOf(sizeBytes, coverageMin, chunkSize);
     // The slab and the workers share the bound on peak RSS: the slab keeps its size, workers run as
     // far as they fit (jobs is an upper limit).
     const memory: BuildMemoryPlan = planBuildMemory({
@@ -917,7 +923,11 @@ async function waitForEarlierHolders(context: TensorContext, key: string, index:
   }
 }
 
-/** processTensor once the content key is known (`key` is registered in keyHolders). */
+/**
+ * processTensor once the content key is known (`key` is registered in keyHolders). An entry this
+ * run found that went from the cache before the tensor was bound to it (EntryGone: a `gc
+ * --drop-unbound-entries` beside the build) makes the tensor a miss: stored again (storeGoneTensor).
+ */
 async function processKeyedTensor(
   context: TensorContext,
   index: number,
@@ -930,8 +940,107 @@ async function processKeyedTensor(
   withKey: BaseReport,
   releaseKey: () => void,
 ): Promise<BuildTensorReport> {
+  try {
+    return await aliasOrStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
+  } catch (error) {
+    if (!(error instanceof EntryGone)) throw error;
+    // Its slab views went back as the attempt ended. The key goes too before any wait for new ones:
+    // an identical tensor waiting for it may hold the slab room they need.
+    releaseKey();
+    // The look at the gone entry's blob (failed, or of a blob since unlinked) says nothing of a new one.
+    context.blobLooks.delete(key);
+    return await storeGoneTensor(context, index, tensor, signal, key, withKey);
+  }
+}
+
+/**
+ * The tensor's entry was in the cache when this run looked it up, and went before the build bound
+ * its slice or put its blob back: a `gc --drop-unbound-entries` removed it as bound to nothing (the
+ * store's alias then answers false, its repairBlob ENTRY_NOT_FOUND). Only thrown once a refresh
+ * finds no entry of the key (isEntryGone); processKeyedTensor catches it.
+ */
+class EntryGone extends Error {
+  constructor(readonly key: string) {
+    super(`entry ${key} went from the cache`);
+  }
+}
+
+/** Whether the store, caught up, holds no entry of `key` (a false alias or ENTRY_NOT_FOUND of a gone entry). */
+async function isEntryGone(context: TensorContext, key: string): Promise<boolean> {
+  await context.store.refresh();
+  return context.store.getEntry(key) === undefined;
+}
+
+/**
+ * A tensor whose entry went from the cache after this run found it (EntryGone), stored as a miss:
+ * read again into new slab views (the first ones went back with the attempt), its content key
+ * checked against the one found (the file may have been rewritten since), encoded and added with its
+ * slice. Once only: an entry that goes again (a gc looping beside the build) fails the build.
+ */
+async function storeGoneTensor(
+  context: TensorContext,
+  index: number,
+  tensor: TensorInfo,
+  signal: AbortSignal | undefined,
+  key: string,
+  withKey: BaseReport,
+): Promise<BuildTensorReport> {
+  const [raw, out] = (await acquireSlabViews(context, slabSizesOf(tensor.slice.sizeBytes, context.coverageMin, context.chunkSize))) as [Uint8Array, Uint8Array];
+  try {
+    const bytes = await readTensorBytes(context.model, tensor, raw);
+    throwIfAborted(signal);
+    if ((await (await context.processor).computeKey(bytes, tensor.shape)) !== key) {
+      throw new BuilderError(
+        'MODEL_CHANGED',
+        `MODEL_CHANGED: ${tensor.shardPath} was rewritten while the build read it (tensor ${tensor.name} read again holds other bytes); ` +
+          'entries committed so far stay valid: run the build again once the model is no longer being written',
+        { file: tensor.shardPath, tensor: tensor.name },
+      );
+    }
+    return await encodeAndStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, () => {});
+  } catch (error) {
+    if (!(error instanceof EntryGone)) throw error;
+    throw new BuilderError(
+      'NOT_WRITABLE',
+      `entry ${key} of tensor ${tensor.name} went from the cache twice while this build stored it: a gc --drop-unbound-entries ` +
+        'beside the build removed it as bound to no slice, and again once stored anew; entries committed so far stay valid: ' +
+        'run the build again once the gc has finished',
+      { tensor: tensor.name, file: context.cacheDir },
+    );
+  } finally {
+    context.releaseRaw(raw);
+    context.slab.release(out);
+  }
+}
+
+/**
+ * Slab views of these sizes, waiting for room (tensors in flight give theirs back as they finish;
+ * an empty slab always holds a tensor's pair). For storeGoneTensor only: admission takes the
+ * views of every other tensor.
+ */
+async function acquireSlabViews(context: TensorContext, sizes: readonly number[]): Promise<Uint8Array[]> {
+  for (;;) {
+    context.checkFailure();
+    const views = context.slab.tryAcquire(sizes);
+    if (views !== null) return views;
+    await context.slab.changed();
+  }
+}
+
+/** processKeyedTensor's attempt: a cached tensor is aliased (its blob looked at first), a new one encoded and stored. */
+async function aliasOrStoreTensor(
+  context: TensorContext,
+  index: number,
+  tensor: TensorInfo,
+  signal: AbortSignal | undefined,
+  raw: Uint8Array,
+  out: Uint8Array,
+  bytes: Uint8Array,
+  key: string,
+  withKey: BaseReport,
+  releaseKey: () => void,
+): Promise<BuildTensorReport> {
   const { store, slab, releaseRaw } = context;
-  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   await waitForEarlierHolders(context, key, index);
   throwIfAborted(signal);
   const existing = store.getEntry(key);
@@ -943,6 +1052,10 @@ async function processKeyedTensor(
       repaired = await lookAtBlobOnce(context, key, () =>
         context.repair ? context.duringLock(repairCachedBlob(store, existing, bytes, out)) : checkCachedBlob(store, existing, bytes, context.duringLock),
       );
+    } catch (error) {
+      // Its blob was unlinked with the entry (a gc --drop-unbound-entries since the lookup): stored again.
+      if (isStoreError(error, 'ENTRY_NOT_FOUND') && (await isEntryGone(context, key))) throw new EntryGone(key);
+      throw error;
     } finally {
       releaseRaw(raw);
       slab.release(out);
@@ -972,6 +1085,24 @@ async function processKeyedTensor(
       ...bound,
     };
   }
+  return await encodeAndStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
+}
+
+/** A tensor not cached when looked up: calibrated (the gate), encoded into `out`, and stored with its slice. */
+async function encodeAndStoreTensor(
+  context: TensorContext,
+  index: number,
+  tensor: TensorInfo,
+  signal: AbortSignal | undefined,
+  raw: Uint8Array,
+  out: Uint8Array,
+  bytes: Uint8Array,
+  key: string,
+  withKey: BaseReport,
+  releaseKey: () => void,
+): Promise<BuildTensorReport> {
+  const { store, slab, releaseRaw } = context;
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const processor = await context.processor;
   const encoder = context.encoderNow() ?? (await context.encoder);
   // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
@@ -1175,7 +1306,11 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
       for (const wake of pending.waiting.splice(0)) wake();
     }
   }
-  if (!bound) throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
+  if (!bound) {
+    // A gc --drop-unbound-entries removed the entry (bound to nothing) since this run found it.
+    if (await isEntryGone(context, key)) throw new EntryGone(key);
+    throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
+  }
   context.aliased++;
   return {};
 }

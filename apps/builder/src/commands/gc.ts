@@ -39,8 +39,9 @@ export const gcCommand = defineCommand({
     'With --drop-unbound-entries (directory caches): after the --model prune, the entries no slice is',
     'bound to any more (fine-tune revisions, re-exported models) are removed with their blobs, under the',
     'writer lock: one new manifest generation, then the blobs; --dry-run counts what the prune would',
-    'leave unbound too. A build running beside it that found such an entry by content key fails as it',
-    'binds it (the entry vanished): run it again, it stores the tensor anew. Not on s3:// caches yet',
+    'leave unbound too. A build running beside it that found such an entry by content key and then',
+    'finds it gone stores the tensor anew (encoded, exit 0); it fails only where that entry goes again',
+    '(a gc looping beside it): run it again then. Not on s3:// caches yet',
     '(no writer lock there: a build may bind an entry while it is deleted).',
   ],
   args: {
