@@ -1139,16 +1139,20 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.backend.forgetBlob?.(key, entry.blob);
     if (await storedBlobMatches(entry, payload, (view) => this.backend.readBlobInto(entry.key, entry.blob, view))) return false;
     const staged = await this.backend.stageBlob(key, payload);
+    let repaired = entry;
     try {
       // Under the writer lock, as every blob is published (gc never sees it half-way).
       await this.writerSession(async () => {
+        // Caught up: an entry removed since the look above (dropUnboundEntries, a rebuilt cache) is
+        // unknown as any other key, and gets no blob (it would be an orphan, and the repair a lie).
+        repaired = entryToRepair(this.state.entries, key, payload, this.root);
         await this.backend.publishStagedBlob(staged);
         await this.backend.syncBlobNames();
       });
     } finally {
       await this.backend.discardStagedBlob(staged);
     }
-    this.backend.forgetBlob?.(key, entry.blob);
+    this.backend.forgetBlob?.(key, repaired.blob);
     return true;
   }
 
@@ -1239,8 +1243,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (this.journalDamage) throw this.journalDamage;
       return reportDrop(findUnboundEntries(this.state), true);
     }
-    // None unbound (as of now): no lock, no new generation.
-    if (findUnboundEntries(this.state).length === 0) return reportDrop([], false);
+    // None unbound (as of now): no lock, no new generation. Not with a damaged journal: the writer
+    // session refuses it (judged under the lock), as the dry run does; "none" would be an answer
+    // about the part of the cache before the damage.
+    if (findUnboundEntries(this.state).length === 0 && this.journalDamage === undefined) return reportDrop([], false);
     return this.writerSession(async () => {
       // Caught up under the lock: an entry another writer bound meanwhile is kept.
       const plan = planDropUnbound(this.state);

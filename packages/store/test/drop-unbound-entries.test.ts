@@ -1,9 +1,11 @@
 // dropUnboundEntries on a directory cache: exactly the entries no slice is bound to go, with their
 // blobs; bound ones stay; a dry run changes nothing; a second run removes none; an entry another
 // writer binds before the drop's lock is kept; a handle holding the older generation finds the blob
-// gone (BLOB_MISSING, a reader's raw fallback) or reads it through a kept descriptor; s3:// refuses.
+// gone (BLOB_MISSING, a reader's raw fallback) or reads it through a kept descriptor; a repairBlob
+// the drop overtakes between its look and its lock finds the entry gone (ENTRY_NOT_FOUND, no orphan
+// blob); a damaged journal makes the real run refuse as the dry run does; s3:// refuses.
 import { existsSync } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HeldLock } from '../src/write-lock.js';
@@ -225,6 +227,65 @@ describe('a build beside the drop, that found the entry by content key before it
     expect(reopened.lookupBySlice(SHARD, 1440, 480)?.key).toBe(t.key);
     expect((await reopened.verify({ decode: true })).problems).toEqual([]);
     await reopened.close();
+  });
+});
+
+describe('a repairBlob racing the drop', () => {
+  it('finds the entry gone under the lock (caught up): ENTRY_NOT_FOUND, no blob published, no orphan left', async () => {
+    const root = await makeTempDir();
+    const t = makeTensor([40, 6], 520);
+    const setup = await openCacheStore(root, { create: true, compactOnClose: false });
+    await setup.addEntries([toInput(t, 'u')]); // unbound
+    await setup.close();
+    await rm(blobPath(root, t)); // a lost blob: what build --repair puts back
+    let dropped = false;
+    class DropWhileStaging extends FsBackend {
+      override async stageBlob(...args: Parameters<FsBackend['stageBlob']>): ReturnType<FsBackend['stageBlob']> {
+        // After the repair's look (entry there, blob missing), before its lock: the drop runs.
+        if (!dropped) {
+          dropped = true;
+          const gc = await openCacheStore(root, { compactOnClose: false });
+          expect((await gc.dropUnboundEntries()).count).toBe(1);
+          await gc.close();
+        }
+        return super.stageBlob(...args);
+      }
+    }
+    const store = await FsCacheStore.load(new DropWhileStaging(root), SETTINGS);
+    expect(await catchError(() => store.repairBlob(t.key, t.payload))).toMatchObject({ code: 'ENTRY_NOT_FOUND', entry: t.key });
+    expect(dropped).toBe(true);
+    expect(store.getEntry(t.key)).toBeUndefined();
+    expect(existsSync(blobPath(root, t))).toBe(false);
+    expect(await readdir(join(root, 'blobs'))).toEqual([]);
+    await store.close();
+    const reopened = await openCacheStore(root);
+    expect(reopened.size).toBe(0);
+    expect((await reopened.gc({ dryRun: true })).orphanBlobs).toEqual([]);
+    await reopened.close();
+  });
+});
+
+describe('a damaged journal', () => {
+  it('makes the real drop refuse as the dry run does (JOURNAL_INVALID) when nothing is unbound, changing nothing', async () => {
+    const root = await makeTempDir();
+    const t = makeTensor([40, 6], 521);
+    const setup = await openCacheStore(root, { create: true, compactOnClose: false });
+    await setup.addEntries([toInput(t, 'b', [[SHARD, 0, 480]])]);
+    await setup.compact();
+    const generation = setup.generation;
+    await setup.close();
+    await rm(join(root, `journal.${generation}`)); // its records, acknowledged commits, lost
+    const before = await snapshot(root);
+    const store = await openCacheStore(root, { compactOnClose: false });
+    const dry = await catchError(() => store.dropUnboundEntries({ dryRun: true }));
+    expect(dry).toMatchObject({ code: 'JOURNAL_INVALID', details: { missing: true } });
+    const real = await catchError(() => store.dropUnboundEntries());
+    expect(real).toMatchObject({ code: 'JOURNAL_INVALID', details: { missing: true } });
+    expect(real.message).toBe(dry.message);
+    expect(store.generation).toBe(generation);
+    expect(store.size).toBe(1);
+    await store.close();
+    expect(await snapshot(root)).toEqual(before);
   });
 });
 
