@@ -1,11 +1,11 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
-import { CACHE_FAILURE_CODES, describeError, nameTensorInError, RuntimeError } from './errors.js';
+import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
 import { checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOptions } from './load-tensor.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, describeCacheFailure, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -130,11 +130,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
     } catch (thrown) {
       device?.delete();
       if (!(thrown instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(thrown.code)) throw thrown;
-      const error = nameEntryAndBlob(thrown, target, entry, env.cache);
-      if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
-      report.reason = 'cache-failed';
-      report.error = describeError(error);
-      report.detail = describeCacheFailure(error, env.cache);
+      await settleCacheFailure(env, target, entry, nameEntryAndBlob(thrown, target, entry, env.cache), report);
     }
   } else if (env.cacheOnly) {
     throw await notCachedError(target, env);

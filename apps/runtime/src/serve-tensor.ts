@@ -348,17 +348,7 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
     } catch (thrown) {
       // No raw source (a bare slice without a model) means nothing to fall back to: the cache error stands.
       if (!(thrown instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(thrown.code)) throw thrown;
-      const error = nameEntryAndBlob(thrown, target, entry, env.cache);
-      if (env.cacheOnly || target.info === undefined) throw nameTensorInError(error, name);
-      if (await isEntryDropped(env.cache, error, entry.key)) {
-        // Not a failure of the cache: the tensor is not cached any more (the refreshed state says so).
-        report.reason = 'missing';
-        report.detail = `its entry ${entry.key} was removed from the cache (\`splitzip gc --drop-unbound-entries\`) after this handle's last refresh: served raw`;
-      } else {
-        report.reason = 'cache-failed';
-        report.error = describeError(error);
-        report.detail = describeCacheFailure(error, env.cache);
-      }
+      const error = await settleCacheFailure(env, target, entry, nameEntryAndBlob(thrown, target, entry, env.cache), report);
       // A blob whose bytes failed: a local store drops the file it keeps open for it, so the next
       // load opens the path again (a repaired cache is seen). Object stores handle their copies.
       if ((error.code === 'CACHE_READ_FAILED' || error.code === 'CACHE_ENTRY_MISMATCH') && env.cache?.remote === false) {
@@ -379,9 +369,46 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
 }
 
 /**
- * Whether a blob found missing belongs to an entry a gc removed (dropUnboundEntries) since this
- * handle's state was read: after a refresh the cache no longer holds the key. A refresh that fails
- * says nothing: the failure stands as it was (`cache-failed`).
+ * What a cache failure of `entry` (named: nameEntryAndBlob) makes of the tensor, on every load path.
+ * A blob missing because its entry is gone from the cache (isEntryDropped) is not a failure: the
+ * tensor is not cached any more, so it is `missing` (read raw), and with `cacheOnly` `NOT_CACHED`
+ * (`reason: 'missing'`), as for any tensor without an entry; no `--repair` hint, which cannot bring
+ * back a removed entry. Any other failure is thrown with `cacheOnly` or without a raw source (a bare
+ * slice), else reported `cache-failed`. Returns the error for the caller's clean-up when the tensor
+ * is to be read raw.
+ */
+export async function settleCacheFailure(env: ServeEnv, target: ServeTarget, entry: CacheEntry, error: RuntimeError, report: TensorReport): Promise<RuntimeError> {
+  const { name, dtype, slice } = target;
+  // A bare slice has nothing to read raw: its cache error stands, whatever became of the entry.
+  if (target.info === undefined) throw nameTensorInError(error, name);
+  if (await isEntryDropped(env.cache, error, entry.key)) {
+    const why = describeDroppedEntry(entry.key);
+    if (env.cacheOnly) throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${why})`, { tensor: name, dtype, reason: 'missing', key: entry.key, ...slice }, { cause: error });
+    report.reason = 'missing';
+    report.detail = `${why}: served raw`;
+    return error;
+  }
+  if (env.cacheOnly) throw nameTensorInError(error, name);
+  report.reason = 'cache-failed';
+  report.error = describeError(error);
+  report.detail = describeCacheFailure(error, env.cache);
+  return error;
+}
+
+/**
+ * Why a tensor whose entry the refreshed state lacks is not cached. Every way an entry goes is
+ * named, not only the gc: the store removes entries in `dropUnboundEntries` (`splitzip gc
+ * --drop-unbound-entries`) and `recoverDamagedManifest` (those it cannot trust), and a cache deleted
+ * and built again lacks any its new build did not store.
+ */
+export function describeDroppedEntry(key: string): string {
+  return `its entry ${key} was removed from the cache since this handle's last refresh (by \`splitzip gc --drop-unbound-entries\`, a damaged manifest's recovery, or the cache deleted and built again)`;
+}
+
+/**
+ * Whether a blob found missing belongs to an entry removed from the cache (describeDroppedEntry)
+ * since this handle's state was read: after a refresh the cache no longer holds the key. A refresh
+ * that fails says nothing: the failure stands as it was (`cache-failed`).
  */
 async function isEntryDropped(cache: ShardCache | undefined, error: RuntimeError, key: string): Promise<boolean> {
   if (cache === undefined || error.code !== 'CACHE_READ_FAILED' || error.details.storeCode !== 'BLOB_MISSING') return false;

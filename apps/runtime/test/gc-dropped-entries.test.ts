@@ -3,12 +3,18 @@
 // start while the gc ran is the same, but its read-ahead makes the timing a race): a tensor bound in that state to an entry the gc removed finds the blob gone.
 // It is served raw, bit-exact, as `missing` with a detail naming the removal (the refreshed state no
 // longer holds the entry), not as a `cache-failed` failure with a repair hint; the next load is a
-// plain miss. A blob that is missing while its entry is still there stays `cache-failed`.
+// plain miss. With `cacheOnly` it is NOT_CACHED (`missing`), as any tensor without an entry, on
+// every load path (it was the cache error, CACHE_READ_FAILED with a --repair hint); loadTensorToDevice
+// serves it as loadModel does. A blob that is missing while its entry is still there stays `cache-failed`.
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createKernels } from '@splitzip/kernels/node';
 import { openCacheStore } from '@splitzip/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
+import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { LoadReason } from '../src/types.js';
 import { openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } from './fixtures.js';
 
@@ -32,6 +38,10 @@ async function dropTensorEntry(f: CachedModelFixture, name: string): Promise<str
   }
 }
 
+/** Every way an entry goes, named: not only the gc. */
+const droppedWhy = (key: string): string =>
+  `its entry ${key} was removed from the cache since this handle's last refresh (by \`splitzip gc --drop-unbound-entries\`, a damaged manifest's recovery, or the cache deleted and built again)`;
+
 async function loadAll(f: CachedModelFixture, options: Parameters<typeof loadModel>[2]): Promise<{ reasons: Record<string, LoadReason>; details: Record<string, string>; fallbacks: number }> {
   const load = loadModel(f.model, f.cache, options);
   for await (const tensor of load) expect(sameBytes(tensor.data, f.raw.get(tensor.name)!), tensor.name).toBe(true);
@@ -49,7 +59,7 @@ describe('a load through a handle that has not seen the gc', () => {
       const key = await dropTensorEntry(fixture, 'a.weight');
       const first = await loadAll(fixture, { refresh: false, ...(backend === undefined ? {} : { backend }) });
       expect(first.reasons).toEqual({ 'a.weight': 'missing', 'b.weight': 'cached', 'c.weight': 'cached' });
-      expect(first.details['a.weight']).toBe(`its entry ${key} was removed from the cache (\`splitzip gc --drop-unbound-entries\`) after this handle's last refresh: served raw`);
+      expect(first.details['a.weight']).toBe(`${droppedWhy(key)}: served raw`);
       expect(first.fallbacks).toBe(0);
       // The handle refreshed on the way: the next load is a plain miss.
       const second = await loadAll(fixture, { refresh: false, ...(backend === undefined ? {} : { backend }) });
@@ -57,6 +67,39 @@ describe('a load through a handle that has not seen the gc', () => {
       expect(second.details['a.weight']).toMatch(/^no entry for this slice/);
     });
   }
+});
+
+describe('cacheOnly, through a handle that has not seen the gc', () => {
+  it('loadTensor, loadTensorToDevice and loadModel throw NOT_CACHED (missing) naming the removal, no --repair hint; without cacheOnly the device path serves it raw as missing', async () => {
+    fixture = await openCachedModel('gc-dropped-cache-only', tunedWeights(['a', 'b', 'c'], 4200));
+    const kernels = await createKernels({ backend: 'cpu' });
+    const { model } = fixture;
+    // One handle per load path, each opened before the gc: each is the first to find the blob gone.
+    const handles: ShardCache[] = [];
+    for (let i = 0; i < 4; i++) handles.push(await openShardCache(join(fixture.dir, 'cache')));
+    try {
+      const key = await dropTensorEntry(fixture, 'a.weight');
+      const slice = model.tensors.find((t) => t.name === 'a.weight')!.slice;
+      const errors = [
+        await loadTensor({ model, name: 'a.weight' }, { cache: handles[0]!, cacheOnly: true }).catch((error: unknown) => error),
+        await loadTensorToDevice({ model, name: 'a.weight' }, { cache: handles[1]!, cacheOnly: true, kernels }).catch((error: unknown) => error),
+        await loadModel(model, handles[2]!, { cacheOnly: true, refresh: false, filter: (t) => t.name === 'a.weight' }).drain().catch((error: unknown) => error),
+      ] as (Error & { code: string; details: Record<string, unknown> })[];
+      for (const error of errors) {
+        expect(error).toMatchObject({ code: 'NOT_CACHED', details: { tensor: 'a.weight', reason: 'missing', key, ...slice } });
+        expect(error.message).toBe(`a.weight is not in the cache (${droppedWhy(key)})`);
+        expect(error.message).not.toContain('--repair');
+      }
+      const device = await loadTensorToDevice({ model, name: 'a.weight' }, { cache: handles[3]!, kernels });
+      expect(device.source).toBe('raw');
+      expect(device.reason).toBe('missing');
+      expect(device.report.detail).toBe(`${droppedWhy(key)}: served raw`);
+      expect(device.report.error).toBeUndefined();
+      expect(sameBytes(device.data!, fixture.raw.get('a.weight')!)).toBe(true);
+    } finally {
+      for (const handle of handles) await handle.close();
+    }
+  });
 });
 
 it('a blob missing while its entry is still there stays cache-failed, with its repair hint', async () => {
