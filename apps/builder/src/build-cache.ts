@@ -128,15 +128,6 @@ export interface BuildTensorReport {
    * binding, since the slice could not move to the full entry, or the tensor is not cached.
    */
   unboundFrom?: string;
-  /**
-   * A build without `rebindSlices`, of a tensor this run cached (encoded or cached): its slice is
-   * bound to this entry (other bytes), recorded only with other files of its shard name than this
-   * model's (isFromOtherFile: another model's file of that name, as text_encoder/model.safetensors
-   * beside text_encoder_2/model.safetensors; or this model's shard before a new file replaced it).
-   * The binding is left as it is and the tensor is stored by content key only: a load of this model
-   * finds the slice bound to other bytes, reads the tensor raw and hashes it (`stale`).
-   */
-  sliceTakenBy?: string;
 }
 
 export interface BuildReport {
@@ -172,11 +163,6 @@ export interface BuildReport {
   unaliased: number;
   /** Of those, tensors whose slice's binding to the bytes the file held before this run removed (BuildTensorReport.unboundFrom). */
   unbound_stale: number;
-  /**
-   * Tensors stored by content key whose slice this run left bound to another file's entry of their
-   * shard name (BuildTensorReport.sliceTakenBy; without `rebindSlices` only).
-   */
-  slices_taken_by_other_files: number;
   /**
    * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
    * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
@@ -270,11 +256,8 @@ export interface BuildCacheOptions {
   inlineMaxBytes?: number | undefined;
   /**
    * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
-   * place). Off by default, since a slice key is only a file name and position, and another model
-   * may own it: a binding recorded only with other files of the shard name (another model's of that
-   * name, isFromOtherFile) is left as it is, the tensor stored by content key only
-   * (BuildTensorReport.sliceTakenBy); any other (this very file changed in place, or one whose
-   * stamps cannot tell: none, an older form, an s3:// cache's) fails the build (SLICE_CONFLICT).
+   * place). Off by default: the store refuses (SLICE_CONFLICT), since a slice key is only a file
+   * name and position, and another model may own it.
    */
   rebindSlices?: boolean | undefined;
   /**
@@ -1220,42 +1203,22 @@ function sliceKeyOf(context: TensorContext, tensor: TensorInfo): SliceKeyTuple {
   return stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]];
 }
 
-/**
- * Refuses early (before anything is written) a slice bound to other bytes, unless rebinding or the
- * binding is another file's of this shard name (isTakenByOtherFile: the tensor goes on, and
- * bindSlice leaves the binding as it is).
- */
+/** Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. */
 function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo): void {
   // The store would refuse the alias too (SLICE_CONFLICT); failing here writes nothing first.
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-  const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-  if (!current || current.entry.key === key || sizeBytes === 0 || context.rebind) return;
-  if (isTakenByOtherFile(context, shardName, current.stamps)) return;
+  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
+  if (!current || current.key === key || sizeBytes === 0 || context.rebind) return;
   throw sliceConflictError(tensor.name, tensor.shardPath);
 }
 
-/**
- * Whether a binding of this shard name to other bytes was recorded only with other files of that
- * name than this model's (isFromOtherFile): another model's file of the name (a diffusers pipeline's
- * text_encoder/ and text_encoder_2/ both hold model.safetensors) or this model's shard before a new
- * file replaced it (a download), which the stamps cannot tell apart. Left as it is by a build without
- * --rebind: moving it would take the slice from that model, whose loads would then read those tensors
- * raw. A binding from this very file (its inode: changed in place) names bytes it held before: still
- * SLICE_CONFLICT, as is one whose stamps cannot tell (none, an older form, an s3:// cache's).
- */
-function isTakenByOtherFile(context: TensorContext, shardName: string, stamps: readonly string[]): boolean {
-  return isFromOtherFile(stamps, context.shardStamps.get(shardName) ?? null);
-}
-
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
-type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'sliceTakenBy'>;
+type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom'>;
 
 /**
  * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry
  * (the shard was replaced in place, or another model's shard has the same name) is a conflict the
- * store refuses; `rebind` moves it, since the bytes just read are what the file holds now. Without
- * `rebind`, one recorded only with other files of the shard name (isTakenByOtherFile) is left as
- * it is: the tensor is stored by content key only (`sliceTakenBy`).
+ * store refuses; `rebind` moves it, since the bytes just read are what the file holds now.
  */
 async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
@@ -1273,9 +1236,6 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return {};
     // A stamp added to a binding the entry has: no new binding.
     if (current?.entry.key === key) break;
-    // Another file's binding of this shard name (checkSliceConflict let the tensor through; or it
-    // was made after that look, by a build of the other model into this cache at the same time).
-    if (current !== undefined && !context.rebind && isTakenByOtherFile(context, shardName, current.stamps)) return { sliceTakenBy: current.entry.key };
     // A new binding counts against the entry's limit. Thousands of byte-identical tensors (all-zero
     // or all-one initialisations) would take the entry past MAX_SLICE_KEYS_PER_ENTRY, which the
     // store refuses: the rest stay unbound (served raw) rather than failing every run of the build.
@@ -1409,7 +1369,6 @@ function summarize(input: {
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
     unbound_stale: input.results.filter((t) => t.unboundFrom !== undefined).length,
-    slices_taken_by_other_files: input.results.filter((t) => t.sliceTakenBy !== undefined).length,
     journal_recovered: input.journalRecovery,
     manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,

@@ -298,19 +298,6 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     return { ...base, key, status: 'not_cached', reason: `its entry holds MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slices of identical tensors already` };
   }
   if (!bySlice && sizeBytes > 0) {
-    // A binding recorded only with other files of this shard name (another model's, as text_encoder
-    // and text_encoder_2): a build without --rebind leaves it and stores this tensor by content key
-    // (sliceTakenBy); the runtime serves it raw (stale). Not cached, not a failure of this model.
-    if (stale && isFromOtherFile(binding!.stamps, fileStamp)) {
-      return {
-        ...base,
-        key,
-        status: 'not_cached',
-        reason:
-          `in the cache by content key, but its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): ` +
-          "another model's, kept (a load serves this tensor raw, checked by its hash), or this model's shard before a new file replaced it (a download): build --rebind moves the binding to this model",
-      };
-    }
     if (stale) return staleFailure();
     // A build --skip-no-gain skips it unread (skipped_no_gain): its bytes are cached for another tensor, and stay unbound.
     if (skipNoGain && !canPayloadShrink(sizeBytes, store.chunkSize)) return { ...base, key, status: 'not_cached', reason: describeNoGain(sizeBytes, 0, store.chunkSize) };

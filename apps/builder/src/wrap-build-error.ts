@@ -131,11 +131,10 @@ function realpathOrSelf(path: string): string {
 }
 
 /**
- * A tensor's slice key is bound to another entry, and the build does not leave it (build-cache.ts,
- * isTakenByOtherFile: bindings recorded only from other files of the shard name are left as they
- * are): say why that happens and what to do. With the store's error as `cause`, its message
- * (which keys, which epoch) follows. With `rebind` the build moves slices already, so the conflict
- * came from another writer binding the slice at the same time: no advice to pass --rebind then.
+ * A tensor's slice key is bound to another entry: say why that happens and what to do. With the
+ * store's error as `cause`, its message (which keys, which epoch) follows. With `rebind` the build
+ * moves slices already, so the conflict came from another writer binding the slice at the same
+ * time: no advice to pass --rebind then.
  */
 export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown, options: { rebind?: boolean } = {}): BuilderError {
   const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
@@ -144,8 +143,10 @@ export function sliceConflictError(tensor: string, file: string | undefined, cau
       `by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
     : `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to ` +
-      "another entry: the shard was changed in place since it was bound, or the binding's stamps cannot tell it from another model's " +
-      'with the same shard names (no file stamps: an s3:// cache, a cache built before stamps; a binding recorded only from other files ' +
-      `of the shard name is left as it is, the tensor stored by content key)${storeSays}. Use one cache per such model, or pass --rebind to move the slice to this tensor`;
+      'another entry, of other bytes: the cache holds another model with the same shard names and layout (a fine-tune beside ' +
+      "its base, a diffusers pipeline's text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was " +
+      `replaced (rewritten in place, or a new revision downloaded)${storeSays}. Another model's file still in use: give ` +
+      "each such model a cache of its own (one cache binds a slice to one of them, and loads serve the other's tensors " +
+      'there raw); a replaced shard: pass --rebind to move the slice to this tensor';
   return new BuilderError('SLICE_CONFLICT', message, { tensor, file }, cause === undefined ? undefined : { cause });
 }

@@ -397,7 +397,7 @@ describe('sharded models and a second model sharing tensors', () => {
     expect(inspect.totals.slices).toBe(10);
   });
 
-  it('a fine-tune with the same shard names: its changed slices stay bound to the base (another file\'s), its tensors stored by content key, unless --rebind', async () => {
+  it('a fine-tune with the same shard names conflicts on changed slices unless --rebind', async () => {
     const base = [gaussianBf16('l0.weight', [64, 64], 501), gaussianBf16('l1.weight', [64, 64], 502)];
     const tuned = [base[0]!, gaussianBf16('l1.weight', [64, 64], 503)];
     const baseDir = join(temp.path, 'base');
@@ -407,30 +407,24 @@ describe('sharded models and a second model sharing tensors', () => {
     const cacheDir = join(temp.path, 'cache-conflict');
     await runJson<BuildJson>(['build', baseModel.indexPath, '--out', cacheDir]);
 
-    // Before 2026-12-07 this stopped SLICE_CONFLICT (exit 1) and advised --rebind: the base's
-    // binding of l1's slice was recorded only from the base's file, another file of that shard name.
-    const { json: kept, result } = await runJson<BuildJson>(['build', tunedModel.indexPath, '--out', cacheDir]);
-    expect(kept).toMatchObject({ encoded: 1, cached: 1, slices_taken_by_other_files: 1 });
-    expect(kept.tensors.find((t) => t.name === 'l1.weight')!.sliceTakenBy).toMatch(/^[0-9a-f]{40}$/);
-    expect(result.stderr).toBe('');
-    const text = await runCli(['build', tunedModel.indexPath, '--out', cacheDir, '--quiet']);
-    expect(text.code).toBe(0);
-    expect(text.stderr).toContain('splitzip build: note: 1 tensor of shard name model-00002-of-00002.safetensors stored by content key only');
+    const refused = await runCli(['build', tunedModel.indexPath, '--out', cacheDir]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/SLICE_CONFLICT/);
+    expect(refused.stderr).toContain('l1.weight');
+    expect(refused.stderr).toContain('--rebind');
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
     expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', baseModel.indexPath])).json.ok).toBe(true);
-    const { json: tunedCheck } = await runJson<VerifyJson>(['verify', cacheDir, '--model', tunedModel.indexPath]);
-    expect(tunedCheck.model!.tensors.find((t) => t.name === 'l1.weight')).toMatchObject({ status: 'not_cached', reason: expect.stringContaining('from another file of shard name') });
 
     const { json } = await runJson<BuildJson>(['build', tunedModel.indexPath, '--out', cacheDir, '--rebind']);
-    expect(json).toMatchObject({ encoded: 0, cached: 2, slices_taken_by_other_files: 0 });
+    expect(json.encoded).toBe(1);
     expect((await runJson<VerifyJson>(['verify', cacheDir, '--model', tunedModel.indexPath])).json.ok).toBe(true);
     // The base model's l1 slice is now bound to the tuned tensor under the tuned file's stamp only:
     // not trusted for the base file (a runtime serves it raw, not the tuned bytes), and verify says
-    // so: not cached, another file's binding (its bytes by content key), which build --rebind of the
-    // base moves back. l0, the same bytes in both files, is bound under both files' stamps.
-    const { json: baseCheck } = await runJson<VerifyJson>(['verify', cacheDir, '--model', baseModel.indexPath]);
+    // which build mends it. l0, the same bytes in both files, is bound under both files' stamps.
+    const { json: baseCheck } = await runJson<VerifyJson>(['verify', cacheDir, '--model', baseModel.indexPath], 1);
     const baseTensors = new Map(baseCheck.model!.tensors.map((t) => [t.name, t]));
-    expect(baseTensors.get('l1.weight')).toMatchObject({ status: 'not_cached' });
-    expect(baseTensors.get('l1.weight')!.reason).toMatch(/^in the cache by content key, but its slice is bound to entry [0-9a-f]{40} from another file of shard name .*build --rebind moves the binding to this model/);
+    expect(baseTensors.get('l1.weight')).toMatchObject({ status: 'failed', stale: true });
+    expect(baseTensors.get('l1.weight')!.reason).toMatch(/^its slice is bound to entry [0-9a-f]{40}, recorded when the shard file was .* and holds other bytes \(changed, or another model's; they are in the cache as [0-9a-f]{40}\): run build --rebind$/);
     expect(baseTensors.get('l0.weight')!.status).toBe('ok');
   });
 

@@ -134,8 +134,6 @@ export const buildCommand = defineCommand({
     }
     // Not an error (a valid, empty model), but rarely what was meant: an index whose weight_map is empty.
     if (report.tensors.length === 0) io.stderr.write(`splitzip build: warning: the model ${args.model} has no tensors; nothing was cached\n`);
-    // Human output only, as the shard-name warning: a --json run has slices_taken_by_other_files and sliceTakenBy.
-    if (!args.json) for (const line of describeSlicesTaken(report, args.out)) io.stderr.write(`${line}\n`);
     if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else io.stdout.write(renderBuildReport(report, { tensors: !args.quiet }));
     return 0;
@@ -152,13 +150,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
-      t.unaliased
-        ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}`
-        : t.unboundFrom !== undefined
-          ? `${t.status} (stale binding removed)`
-          : t.sliceTakenBy !== undefined
-            ? `${t.status}, slice taken by another file`
-            : t.status,
+      t.unaliased ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}` : t.unboundFrom === undefined ? t.status : `${t.status} (stale binding removed)`,
       formatCoveragePercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -178,11 +170,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       // --rebind: their slices' bindings to the bytes the files held before are gone with them.
       (unboundUnaliased > 0 ? `, their ${unboundUnaliased} stale binding${unboundUnaliased === 1 ? '' : 's'} to other bytes removed` : '') +
       // --rebind: a skipped tensor's slice bound to bytes the file held before: nothing binds it anew.
-      (unboundSkipped > 0 ? `; ${unboundSkipped} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : '') +
-      // Without --rebind: their slices stay bound to another file's entries of the shard name (stderr says more).
-      (report.slices_taken_by_other_files > 0
-        ? `; ${report.slices_taken_by_other_files} of them stored by content key only (${report.slices_taken_by_other_files === 1 ? 'its slice is' : 'their slices are'} bound to another file's entries of the shard name)`
-        : ''),
+      (unboundSkipped > 0 ? `; ${unboundSkipped} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
     // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
     ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
@@ -218,24 +206,6 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
   );
   return `${lines.join('\n')}\n`;
-}
-
-/**
- * Once per shard name: tensors this run stored by content key only, their slices left bound to
- * another file's entries of that name (BuildTensorReport.sliceTakenBy), and what that costs a load.
- */
-export function describeSlicesTaken(report: BuildReport, cacheDir: string): string[] {
-  const byShard = new Map<string, number>();
-  for (const t of report.tensors) if (t.sliceTakenBy !== undefined) byShard.set(t.shard, (byShard.get(t.shard) ?? 0) + 1);
-  return [...byShard].map(([shard, count]) => {
-    const [them, slices] = count === 1 ? ['it', 'its slice (shard name, offset, size) is'] : ['them', 'their slices (shard name, offset, size) are'];
-    return (
-      `splitzip build: note: ${count} ${count === 1 ? 'tensor' : 'tensors'} of shard name ${shard} stored by content key only: ${slices} bound in ${cacheDir} to other bytes, ` +
-      "recorded only from another file of that name (another model's, as a diffusers pipeline's text_encoder/ and text_encoder_2/ both hold model.safetensors; or this model's shard before a new file replaced it), and left to it. " +
-      `A load of ${report.model} serves ${them} raw, bit-exact (reason stale: the first load through a cache handle reads and hashes ${them}, SHA-1, where a slice lookup would do; a cacheOnly load fails, NOT_CACHED); ` +
-      "build --rebind moves the bindings to this model (then the other model's loads pay that), or keep such models in caches of their own"
-    );
-  });
 }
 
 /** `12 F32, 3 F16`: the model's tensors per dtype, commonest first. */
