@@ -1,6 +1,6 @@
 // gc --drop-unbound-entries: the entries no slice is bound to go, with their blobs (a fine-tune's
-// build --rebind leaves the old revision's tensor unbound), after the --model prune of the same run
-// (so the entries it leaves unbound go too, and a dry run counts them); text and --json reports; a
+// build --rebind leaves the old revision's tensor unbound), before the --model prune of the same run
+// (the entries it leaves unbound stay until the next run: a build binds them again); text and --json reports; a
 // second run removes none; on s3:// a usage error before any request. Run in this process.
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
@@ -97,7 +97,7 @@ describe('gc --drop-unbound-entries', () => {
     expect(report.orphanBlobs).toEqual([]);
   });
 
-  it('after the --model prune of the same run: the entries it leaves unbound go too, and the dry run counts them', async () => {
+  it('before the --model prune of the same run: the entries it leaves unbound stay (a moved tensor is bound again by content key), and the next run removes those still unbound', async () => {
     // The cache of v1; the model re-sharded under new names: --prune-other-shards removes every binding of the old names.
     const v1 = join(temp.path, 'model-v1');
     const resharded = join(temp.path, 'model-resharded');
@@ -108,18 +108,29 @@ describe('gc --drop-unbound-entries', () => {
     const dry = await gcJson(cache, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries', '--dry-run');
     expect(dry.bindings).toMatchObject({ dryRun: true, removed: 0 });
     expect(dry.bindings!.prune).toHaveLength(3);
-    expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 3 });
-    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+    expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 0 });
 
     const real = await gcJson(cache, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries');
     expect(real.bindings).toMatchObject({ removed: 3 });
-    expect(real.unboundEntries).toMatchObject({ dryRun: false, count: 3, blobsLeft: [] });
+    expect(real.unboundEntries).toMatchObject({ dryRun: false, count: 0 });
     expect({ ...real.unboundEntries, dryRun: true }).toEqual(dry.unboundEntries);
-    expect(await qualnames(cache)).toEqual([]);
-    expect(await readdir(join(cache, 'blobs'))).toEqual([]);
-    // The next build of the re-sharded model stores its tensors again.
-    await build(resharded, cache);
+    // The re-sharded model's tensors are those entries' bytes: still there, unbound.
+    expect(await qualnames(cache)).toEqual(['a.weight:0', 'b.weight:0', 'c.weight:0']);
+    expect(await readdir(join(cache, 'blobs'))).toHaveLength(3);
+    // Its build finds them by content key and binds them: nothing encoded again; the next drop removes none.
+    const rebuilt = await runInProcess(['build', resharded, '--out', cache, '--jobs', '0', '--json']);
+    expect(rebuilt.code, rebuilt.err).toBe(0);
+    expect(JSON.parse(rebuilt.out)).toMatchObject({ encoded: 0, cached: 3 });
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+    expect((await gcJson(cache, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 0 });
+
+    // Without the rebuild, the next run removes the entries the prune left unbound.
+    const other = join(temp.path, 'model-cache-2');
+    await build(v1, other);
+    await gcJson(other, '--model', resharded, '--prune-other-shards');
+    expect((await gcJson(other, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 3, blobsLeft: [] });
+    expect(await qualnames(other)).toEqual([]);
+    expect(await readdir(join(other, 'blobs'))).toEqual([]);
   });
 
   it('on an s3:// cache is a usage error (exit 2) naming why, before any request', async () => {

@@ -15,9 +15,18 @@ export function checkDropUnboundOptions(options: unknown): asserts options is Dr
   checkBooleanOption((options as DropUnboundEntriesOptions).dryRun, 'dryRun', 'dropUnboundEntries');
 }
 
-/** The entries of `state` with no slice key at all, in the state's order. */
+/**
+ * Whether dropUnboundEntries removes `entry`: no slice key at all, and not an empty tensor's (no
+ * slice names one, since a zero-byte slice identifies no bytes: a build stores it unbound, by
+ * content key, and would store it again after every drop, for the few bytes of its blob).
+ */
+function isDroppable(entry: CacheEntry): boolean {
+  return entry.sliceKeys.length === 0 && entry.rawBytes > 0;
+}
+
+/** The entries of `state` dropUnboundEntries removes (isDroppable), in the state's order. */
 export function findUnboundEntries(state: StoreState): CacheEntry[] {
-  return Array.from(state.entries.values()).filter((entry) => entry.sliceKeys.length === 0);
+  return Array.from(state.entries.values()).filter(isDroppable);
 }
 
 /**
@@ -28,7 +37,7 @@ export function findUnboundEntries(state: StoreState): CacheEntry[] {
 export function planDropUnbound(state: StoreState): { state: StoreState; dropped: CacheEntry[] } | undefined {
   const dropped = findUnboundEntries(state);
   if (dropped.length === 0) return undefined;
-  const kept = Array.from(state.entries.values()).filter((entry) => entry.sliceKeys.length > 0);
+  const kept = Array.from(state.entries.values()).filter((entry) => !isDroppable(entry));
   return { state: StoreState.fromEntries(kept, { source: 'dropUnboundEntries' }), dropped };
 }
 

@@ -155,6 +155,21 @@ describe('dropUnboundEntries', () => {
     await writer.close();
   });
 
+  it("keeps an empty tensor's entry (no slice can name it: a build stores it unbound, and would again after every drop)", async () => {
+    const root = await makeTempDir();
+    const empty = makeTensor([0, 6], 531);
+    const unbound = makeTensor([40, 6], 532);
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    await store.addEntries([toInput(empty, 'empty'), toInput(unbound, 'gone')]);
+    expect((await store.dropUnboundEntries({ dryRun: true })).entries.map((e) => e.qualname)).toEqual(['gone']);
+    const report = await store.dropUnboundEntries();
+    expect(report.entries.map((e) => e.qualname)).toEqual(['gone']);
+    expect(store.getEntry(empty.key)?.qualname).toBe('empty');
+    expect(existsSync(blobPath(root, empty))).toBe(true);
+    expect((await store.dropUnboundEntries()).count).toBe(0);
+    await store.close();
+  });
+
   it('bad options are INVALID_ARGUMENT, before anything changes', async () => {
     const { root } = await makeMixedCache();
     const store = await openCacheStore(root);

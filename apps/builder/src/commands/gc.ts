@@ -3,7 +3,6 @@ import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isS3Ur
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand } from '../define-command.js';
-import { dropUnboundEntries } from '../drop-unbound-entries.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
@@ -33,15 +32,15 @@ export const gcCommand = defineCommand({
     'With --model: of the bindings of the model\'s shard names, those at no tensor\'s span of the file',
     'now (a re-shard that kept a name, tensors moved within a shard), and those to an entry of another',
     'dtype or shape than the tensor there, with no record of the file as it is now, are removed; entries',
-    'and blobs stay (found by content key: a load binds a moved tensor again), unless',
-    '--drop-unbound-entries removes those left with no binding. Bindings of shard names',
-    'not in the model are counted and kept, unless --prune-other-shards.',
-    'With --drop-unbound-entries (directory caches): after the --model prune, the entries no slice is',
-    'bound to any more (fine-tune revisions, re-exported models) are removed with their blobs, under the',
-    'writer lock: one new manifest generation, then the blobs; --dry-run counts what the prune would',
-    'leave unbound too. A build running beside it that found such an entry by content key and then',
-    'finds it gone stores the tensor anew (encoded, exit 0); it fails only where that entry goes again',
-    '(a gc looping beside it): run it again then. Not on s3:// caches yet',
+    'and blobs stay (found by content key: a load or build binds a moved tensor again). Bindings of',
+    'shard names not in the model are counted and kept, unless --prune-other-shards.',
+    'With --drop-unbound-entries (directory caches): before the --model prune, the entries no slice is',
+    'bound to (fine-tune revisions, re-exported models) are removed with their blobs, under the writer',
+    'lock: one new manifest generation, then the blobs. Entries whose last binding the prune of the',
+    'same run removes stay until the next run (a load of the model binds its moved tensors among them',
+    'again first). Entries of empty tensors stay. A build running beside it that found such an entry',
+    'by content key and then finds it gone stores the tensor anew (encoded, exit 0); it fails only',
+    'where that entry goes again (a gc looping beside it): run it again then. Not on s3:// caches yet',
     '(no writer lock there: a build may bind an entry while it is deleted).',
   ],
   args: {
@@ -102,11 +101,13 @@ export const gcCommand = defineCommand({
           // reported it. The prune's new generation removes the journal it folds.
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
-          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
+          // Before the prune: an entry whose last binding this run's prune removes may be a tensor
+          // of the model that moved (a re-shard, a rename), which its next load or build binds
+          // again by content key; it stays until the next run. Its blobs are the drop's (after its
+          // manifest): no orphan is left for the next gc.
+          const unboundEntries = args.dropUnboundEntries ? await store.dropUnboundEntries({ dryRun: args.dryRun === true }) : undefined;
           throwIfInterrupted(signal);
-          // After the prune: entries whose every binding it removed go in this same run. Their blobs
-          // are the drop's (after its manifest): no orphan is left for the next gc.
-          const unboundEntries = args.dropUnboundEntries ? await dropUnboundEntries(store, { dryRun: args.dryRun === true, prune: bindings?.prune ?? [] }) : undefined;
+          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
           return { ...gc, ...(bindings === undefined ? {} : { bindings }), ...(unboundEntries === undefined ? {} : { unboundEntries }) };
         };
         const task = work();
