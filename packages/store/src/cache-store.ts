@@ -1216,8 +1216,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.assertOpen();
     const checked = checkUnbindItems(items);
     await this.refresh();
-    // Nothing bound (as of now): no lock, no new generation.
-    if (!checked.some((item) => isUnbindable(this.state, item))) return 0;
+    if (checked.length === 0) return 0;
+    // Nothing bound (as of now): no lock, no new generation. Not with a damaged or missing journal:
+    // its unapplied records may bind these slices, and 0 would tell the caller they are unbound; the
+    // writer session refuses it, as for a slice bound in the part read (as dropUnboundEntries does).
+    if (!checked.some((item) => isUnbindable(this.state, item)) && this.journalDamage === undefined) return 0;
     return this.writerSession(async () => {
       // Caught up under the lock: what other writers bound or rebound meanwhile is judged too.
       const plan = planUnbind(this.state, checked);

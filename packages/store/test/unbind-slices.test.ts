@@ -1,6 +1,8 @@
 // unbindSlices on a directory cache: the bindings named go, by a compaction that writes the new
 // manifest without them (no new journal record kind); entries, blobs and every other binding stay.
-import { readdir, readFile, stat } from 'node:fs/promises';
+// A damaged or missing journal makes it refuse (JOURNAL_INVALID) also where nothing is bound in
+// the part it read: its unapplied records may bind the slices.
+import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
@@ -128,6 +130,58 @@ describe('unbindSlices (directory cache)', () => {
     // Bound again without a stamp: the removed binding's stamps did not come back with it.
     expect(reopened.lookupSliceBinding('model-00001-of-00002.safetensors', 100, 480)?.stamps).toEqual([]);
     await reopened.close();
+  });
+
+  it('a damaged journal: refuses (JOURNAL_INVALID) where the part read binds nothing named, as where it does; writes nothing', async () => {
+    const { root, a, c } = await makeBoundCache();
+    const writer = await openCacheStore(root, { compactOnClose: false });
+    const generation = writer.generation;
+    // Record 1 binds `c` to a new slice; record 2, intact, follows the damage made below.
+    expect(await writer.aliasSlice(c.key, 'model-00002-of-00002.safetensors', 0, 480)).toBe(true);
+    await writer.addEntry(toInput(makeTensor([12, 8], 14), 'd.weight'));
+    await writer.close();
+    const path = join(root, `journal.${generation}`);
+    const intact = await readFile(path);
+    const damaged = Buffer.from(intact);
+    damaged[JOURNAL_HEADER_BYTES + 12 + 40]! ^= 0x01; // one bit in record 1's body
+    await writeFile(path, damaged);
+    const before = await readFile(join(root, 'manifest.json'));
+
+    const store = await openCacheStore(root, { compactOnClose: false });
+    expect(store.lookupBySlice('model-00002-of-00002.safetensors', 0, 480)).toBeUndefined(); // as the part read has it
+    // Bound only in the unapplied record: 0 told the caller (gc --model's prune) it was unbound.
+    const unread = await catchError(() => store.unbindSlices([{ shardName: 'model-00002-of-00002.safetensors', offsetBytes: 0, sizeBytes: 480, key: c.key }]));
+    expect(unread).toMatchObject({ code: 'JOURNAL_INVALID', details: { offsetBytes: JOURNAL_HEADER_BYTES } });
+    // Bound in the part read: the writer session refused it already.
+    const read = await catchError(() => store.unbindSlices([{ shardName: 'model-00001-of-00002.safetensors', offsetBytes: 100, sizeBytes: 480 }]));
+    expect(read.message).toBe(unread.message);
+    expect(await store.unbindSlices([])).toBe(0); // asks nothing
+    expect(store.generation).toBe(generation);
+    await store.close();
+    expect((await readFile(join(root, 'manifest.json'))).equals(before)).toBe(true);
+    expect(Buffer.from(await readFile(path)).equals(damaged)).toBe(true);
+    // With the bit put back, the slice is bound to `c`: the refusal kept the caller from a wrong 0.
+    await writeFile(path, intact);
+    const repaired = await openCacheStore(root);
+    expect(repaired.lookupBySlice('model-00002-of-00002.safetensors', 0, 480)?.key).toBe(c.key);
+    expect(repaired.lookupBySlice('model-00001-of-00002.safetensors', 100, 480)?.key).toBe(a.key);
+    await repaired.close();
+  });
+
+  it('a missing journal: refuses (JOURNAL_INVALID, missing) where the manifest binds nothing named, writes nothing', async () => {
+    const { root } = await makeBoundCache();
+    const setup = await openCacheStore(root, { compactOnClose: false });
+    const generation = setup.generation;
+    await setup.close();
+    await rm(join(root, `journal.${generation}`)); // its records, acknowledged commits, lost
+    const before = await readFile(join(root, 'manifest.json'));
+    const store = await openCacheStore(root, { compactOnClose: false });
+    const error = await catchError(() => store.unbindSlices([{ shardName: 'elsewhere.safetensors', offsetBytes: 0, sizeBytes: 480 }]));
+    expect(error).toMatchObject({ code: 'JOURNAL_INVALID', details: { missing: true } });
+    expect(store.generation).toBe(generation);
+    await store.close();
+    expect((await readFile(join(root, 'manifest.json'))).equals(before)).toBe(true);
+    expect(await readdir(root)).not.toContain(`journal.${generation}`);
   });
 
   it('refuses bad input with INVALID_ARGUMENT before changing anything', async () => {
