@@ -373,15 +373,22 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
  * A blob missing because its entry is gone from the cache (isEntryDropped) is not a failure: the
  * tensor is not cached any more, so it is `missing` (read raw), and with `cacheOnly` `NOT_CACHED`
  * (`reason: 'missing'`), as for any tensor without an entry; no `--repair` hint, which cannot bring
- * back a removed entry. Any other failure is thrown with `cacheOnly` or without a raw source (a bare
- * slice), else reported `cache-failed`. Returns the error for the caller's clean-up when the tensor
+ * back a removed entry. A bare slice (no raw source) whose entry is gone is `SLICE_NOT_FOUND`, as a
+ * slice the cache does not have. Any other failure is thrown with `cacheOnly` or without a raw
+ * source, else reported `cache-failed`. Returns the error for the caller's clean-up when the tensor
  * is to be read raw.
  */
 export async function settleCacheFailure(env: ServeEnv, target: ServeTarget, entry: CacheEntry, error: RuntimeError, report: TensorReport): Promise<RuntimeError> {
   const { name, dtype, slice } = target;
-  // A bare slice has nothing to read raw: its cache error stands, whatever became of the entry.
-  if (target.info === undefined) throw nameTensorInError(error, name);
-  if (await isEntryDropped(env.cache, error, entry.key)) {
+  const dropped = await isEntryDropped(env.cache, error, entry.key);
+  if (target.info === undefined) {
+    // A bare slice has nothing to read raw. Its entry gone, the slice is one the cache does not have
+    // (decided on the entry, as for a model's tensor: a binding made since the refresh is the next
+    // request's); any other failure of the entry stands.
+    if (dropped) throw droppedSliceError(slice, entry.key, error);
+    throw nameTensorInError(error, name);
+  }
+  if (dropped) {
     const why = describeDroppedEntry(entry.key);
     if (env.cacheOnly) throw new RuntimeError('NOT_CACHED', `${name} is not in the cache (${why})`, { tensor: name, dtype, reason: 'missing', key: entry.key, ...slice }, { cause: error });
     report.reason = 'missing';
@@ -403,6 +410,15 @@ export async function settleCacheFailure(env: ServeEnv, target: ServeTarget, ent
  */
 export function describeDroppedEntry(key: string): string {
   return `its entry ${key} was removed from the cache since this handle's last refresh (by \`splitzip gc --drop-unbound-entries\`, a damaged manifest's recovery, or the cache deleted and built again)`;
+}
+
+/**
+ * SLICE_NOT_FOUND for a bare slice whose entry was removed since the handle's last refresh: what
+ * resolveSlice throws for a slice no entry is bound to, with the removal named (`details.key`).
+ */
+function droppedSliceError(slice: SliceKey, key: string, cause: RuntimeError): RuntimeError {
+  const where = `${slice.shardName}@${slice.offsetBytes}+${slice.sizeBytes}`;
+  return new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no cache entry (${describeDroppedEntry(key)}), and no model was given to read it raw`, { ...slice, key }, { cause });
 }
 
 /**

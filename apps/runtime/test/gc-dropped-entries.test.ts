@@ -5,7 +5,9 @@
 // longer holds the entry), not as a `cache-failed` failure with a repair hint; the next load is a
 // plain miss. With `cacheOnly` it is NOT_CACHED (`missing`), as any tensor without an entry, on
 // every load path (it was the cache error, CACHE_READ_FAILED with a --repair hint); loadTensorToDevice
-// serves it as loadModel does. A blob that is missing while its entry is still there stays `cache-failed`.
+// serves it as loadModel does. A bare slice request (no model to read raw from) is SLICE_NOT_FOUND,
+// as a slice the cache does not have, naming the removal (it was the cache error with a --repair
+// hint). A blob that is missing while its entry is still there stays `cache-failed`.
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createKernels } from '@splitzip/kernels/node';
@@ -96,6 +98,42 @@ describe('cacheOnly, through a handle that has not seen the gc', () => {
       expect(device.report.detail).toBe(`${droppedWhy(key)}: served raw`);
       expect(device.report.error).toBeUndefined();
       expect(sameBytes(device.data!, fixture.raw.get('a.weight')!)).toBe(true);
+    } finally {
+      for (const handle of handles) await handle.close();
+    }
+  });
+});
+
+describe('a bare slice request, through a handle that has not seen the gc', () => {
+  it('loadTensor and loadTensorToDevice throw SLICE_NOT_FOUND naming the removal, cacheOnly or not, no --repair hint; the next request is a plain SLICE_NOT_FOUND', async () => {
+    fixture = await openCachedModel('gc-dropped-bare-slice', tunedWeights(['a', 'b', 'c'], 4400));
+    const kernels = await createKernels({ backend: 'cpu' });
+    const slice = fixture.model.tensors.find((t) => t.name === 'a.weight')!.slice;
+    const handles: ShardCache[] = [];
+    for (let i = 0; i < 4; i++) handles.push(await openShardCache(join(fixture.dir, 'cache')));
+    try {
+      for (const handle of handles) expect(handle.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes)).toBeDefined();
+      const key = await dropTensorEntry(fixture, 'a.weight');
+      const errors = [
+        await loadTensor({ ...slice }, { cache: handles[0]! }).catch((error: unknown) => error),
+        await loadTensor({ ...slice }, { cache: handles[1]!, cacheOnly: true }).catch((error: unknown) => error),
+        await loadTensorToDevice({ ...slice }, { cache: handles[2]!, kernels }).catch((error: unknown) => error),
+        await loadTensorToDevice({ ...slice }, { cache: handles[3]!, kernels, cacheOnly: true }).catch((error: unknown) => error),
+      ] as (Error & { code: string; details: Record<string, unknown> })[];
+      const where = `${slice.shardName}@${slice.offsetBytes}+${slice.sizeBytes}`;
+      for (const error of errors) {
+        expect(error).toMatchObject({ code: 'SLICE_NOT_FOUND', details: { ...slice, key } });
+        expect(error.message).toBe(`slice ${where} matches no cache entry (${droppedWhy(key)}), and no model was given to read it raw`);
+        expect(error.message).not.toContain('--repair');
+      }
+      // The handle refreshed on the way: the next request is an unbound slice's.
+      const again = (await loadTensor({ ...slice }, { cache: handles[0]! }).catch((error: unknown) => error)) as Error & { code: string };
+      expect(again).toMatchObject({ code: 'SLICE_NOT_FOUND', message: `slice ${where} matches no cache entry, and no model was given to read it raw` });
+      // The other tensors' slices are served from the cache as before.
+      const b = fixture.model.tensors.find((t) => t.name === 'b.weight')!.slice;
+      const served = await loadTensor({ ...b }, { cache: handles[0]! });
+      expect(served.source).toBe('cache');
+      expect(sameBytes(served.data, fixture.raw.get('b.weight')!)).toBe(true);
     } finally {
       for (const handle of handles) await handle.close();
     }
