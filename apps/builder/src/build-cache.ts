@@ -470,6 +470,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
       throw wrapBuildError(error, { cacheDir: options.cacheDir });
     }) : null;
+    // Without --repair, a damaged journal fails the build now, as its first commit would: a build
+    // with nothing to write commits nothing, and exited 0 over a cache whose unapplied records its
+    // loads never see (only verify said so).
+    if (options.repair !== true && store.journalDamage !== undefined) throw wrapBuildError(store.journalDamage, { cacheDir: options.cacheDir });
     // A writer killed mid-write (SIGKILL, a crash, a second Ctrl-C) left its staged blobs, up to a
     // payload each, which only a gc removed: the build removes them now, judged as gc judges them,
     // beside its first tensors. The writer lock it takes only when there are some is the one its

@@ -1,6 +1,6 @@
 // A cache whose journal header is damaged (a flipped byte, a truncated file) could not be opened at
 // all, so verify, gc and build --repair all failed and only removing the journal by hand helped.
-// Now verify reports it with the way out, a plain build refuses to write past it, and build
+// Now verify reports it with the way out, a plain build refuses (also one with nothing to write), and build
 // --repair sets it aside (kept) and builds on, through the real binary.
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -30,6 +30,12 @@ it('a damaged journal header: verify says so and how to recover, build refuses, 
   expect(verified.store.problems.map((p) => p.code)).toEqual(['JOURNAL_INVALID']);
   const text = await runCli(['verify', cacheDir]);
   expect(text.stdout).toContain(`\`splitzip build <model> --out ${cacheDir} --repair\` sets it aside`);
+
+  // A build with nothing to write (the same model) refuses too: it exited 0, over records its loads never see.
+  const same = await runCli(['build', firstModel, '--out', cacheDir, '--jobs', '0']);
+  expect(same.code).toBe(1);
+  expect(same.stderr).toContain('JOURNAL_INVALID');
+  expect(same.stderr).toContain('splitzip build --repair');
 
   const second = [...first, gaussianBf16('c', [2000], 13)];
   const secondModel = await writeSingleFileModel(join(temp.path, 'second.safetensors'), second);
@@ -66,6 +72,10 @@ it('a missing journal: verify reports it, build refuses, build --repair moves th
   const refused = await runCli(['build', more, '--out', cacheDir, '--jobs', '0']);
   expect(refused.code).toBe(1);
   expect(refused.stderr).toContain('is missing');
+  // And one with nothing to write (the model built).
+  const same = await runCli(['build', model, '--out', cacheDir, '--jobs', '0']);
+  expect(same.code).toBe(1);
+  expect(same.stderr).toContain('is missing');
   const repaired = await runCli(['build', more, '--out', cacheDir, '--jobs', '0', '--repair']);
   expect(repaired.code).toBe(0);
   expect(repaired.stdout).toContain('journal missing: the cache moved to a new generation from its manifest');

@@ -155,6 +155,13 @@ export interface CacheStore {
    * brings it up to date; a writer that stores nothing (a re-run build) checks this to do so.
    */
   readonly needsCompaction: boolean;
+  /**
+   * Local caches: the damage the last catch-up found in the journal (JOURNAL_INVALID: a damaged
+   * header, a damaged record with intact ones after it, a missing journal), which every writer
+   * session and gc refuse until recoverDamagedJournal; undefined for a healthy journal (and on
+   * `s3://`). A writer with nothing to write takes no lock, so it checks this to refuse as well.
+   */
+  readonly journalDamage?: StoreError | undefined;
   verify(options?: VerifyOptions): Promise<VerifyReport>;
   gc(options?: GcOptions): Promise<GcReport>;
   /**
@@ -269,11 +276,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    */
   private lastRecord: { startOffset: number; header: Uint8Array } | undefined;
   /** Set by a catch-up that found a damaged record with an intact one after it (verify reports it). */
-  private journalDamage: StoreError | undefined;
+  private damage: StoreError | undefined;
   /**
    * The journal's header is not this generation's (a flipped byte, a file truncated or replaced):
    * none of its records can be trusted as this cache's, so none are read. Readers serve the
-   * manifest's entries; writers and gc refuse (journalDamage) until recoverDamagedJournal.
+   * manifest's entries; writers and gc refuse (damage) until recoverDamagedJournal.
    */
   private journalHeaderDamaged = false;
   /** Where the bytes of the last append that failed may end (appendDurably). */
@@ -480,7 +487,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.manifestBytes = bytes.length;
       this.manifestIdentity = identity;
       this.sealSeen = false;
-      this.journalDamage = headerDamage;
+      this.damage = headerDamage;
       this.journalHeaderDamaged = headerDamage !== undefined;
       this.lastRecord = undefined;
       await previous?.close();
@@ -546,7 +553,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // Missing under this manifest (reloadFromDisk): readers go on with the manifest; a writer
         // stops unless it is the one moving the cache to a new generation.
         if (this.journalHeaderDamaged) {
-          if (lock && !tolerateDamage) throw this.journalDamage!;
+          if (lock && !tolerateDamage) throw this.damage!;
           return;
         }
         if (!lock) {
@@ -570,7 +577,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (this.journalHeaderDamaged) {
         // Nothing in it is read (see journalHeaderDamaged); a writer stops here unless it is the
         // one setting the journal aside.
-        if (lock && !tolerateDamage) throw this.journalDamage!;
+        if (lock && !tolerateDamage) throw this.damage!;
         return;
       }
       const journal = this.journal;
@@ -621,7 +628,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           if (bytes.length < length || stop === 'invalid' || (stop === 'incomplete' && start + length >= size)) break;
           recordBytes = scan.nextRecordBytes ?? 0;
         }
-        this.journalDamage = undefined;
+        this.damage = undefined;
         if (lock && !reloaded && !this.sealSeen && stop !== 'end') {
           // Before anything is cut: scanned from the journal's header under the lock, not from an
           // offset this handle reached without it.
@@ -651,7 +658,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
               { path: journal.path, details: { offsetBytes: this.journalOffset, ...(intactAt !== undefined ? { intactRecordOffset: intactAt } : { tailBytes: size - this.journalOffset }) } },
             );
             if (lock && !tolerateDamage) throw damage;
-            this.journalDamage = damage;
+            this.damage = damage;
           } else if (lock && !((journal.linkCount?.() ?? 1) > 1)) {
             // Under the lock nobody is writing: an invalid or incomplete tail is a crashed writer's
             // torn record. (Not in a journal with another name: its other cache's writer, under a
@@ -1085,6 +1092,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return this.journalOffset > JOURNAL_HEADER_BYTES || this.sealSeen;
   }
 
+  get journalDamage(): StoreError | undefined {
+    return this.damage;
+  }
+
   compact(): Promise<void> {
     this.assertOpen();
     return this.writerSession(async () => {
@@ -1220,7 +1231,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // Nothing bound (as of now): no lock, no new generation. Not with a damaged or missing journal:
     // its unapplied records may bind these slices, and 0 would tell the caller they are unbound; the
     // writer session refuses it, as for a slice bound in the part read (as dropUnboundEntries does).
-    if (!checked.some((item) => isUnbindable(this.state, item)) && this.journalDamage === undefined) return 0;
+    if (!checked.some((item) => isUnbindable(this.state, item)) && this.damage === undefined) return 0;
     return this.writerSession(async () => {
       // Caught up under the lock: what other writers bound or rebound meanwhile is judged too.
       const plan = planUnbind(this.state, checked);
@@ -1243,13 +1254,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.refresh();
     if (options.dryRun === true) {
       // What the real drop would say: its writer session refuses a damaged journal.
-      if (this.journalDamage) throw this.journalDamage;
+      if (this.damage) throw this.damage;
       return reportDrop(findUnboundEntries(this.state), true);
     }
     // None unbound (as of now): no lock, no new generation. Not with a damaged journal: the writer
     // session refuses it (judged under the lock), as the dry run does; "none" would be an answer
     // about the part of the cache before the damage.
-    if (findUnboundEntries(this.state).length === 0 && this.journalDamage === undefined) return reportDrop([], false);
+    if (findUnboundEntries(this.state).length === 0 && this.damage === undefined) return reportDrop([], false);
     return this.writerSession(async () => {
       // Caught up under the lock: an entry another writer bound meanwhile is kept.
       const plan = planDropUnbound(this.state);
@@ -1276,7 +1287,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.refresh();
     const report = await verifyEntries(this.backend, [...this.state.entries.values()], this.header.generation, options);
     const problems = [...report.problems];
-    const damage = this.journalDamage;
+    const damage = this.damage;
     if (damage !== undefined) problems.unshift({ key: '', qualname: damage.path ?? 'journal', code: damage.code, message: damage.message });
     // Commits in a journal newer than the manifest: it is an older copy put back (recoverDamagedManifest).
     const newer = await findNewerJournal(this.backend, this.header.generation);
@@ -1318,7 +1329,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // Caught up as far as the journal can be read: the records before the damage are applied.
     return this.writerSession(
       async () => {
-        const damage = this.journalDamage;
+        const damage = this.damage;
         if (damage === undefined) return null;
         if (this.header.generation + 1 > MAX_GENERATION) throw new StoreError('SIZE_INVALID', 'manifest generation would exceed MAX_GENERATION', { path: this.root });
         const generation = this.header.generation;
@@ -1328,7 +1339,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           // A missing journal: nothing to salvage or keep; the new generation holds the manifest's entries
           // (serialised by finishCompaction before it makes any file).
           await this.finishCompaction();
-          this.journalDamage = undefined;
+          this.damage = undefined;
           this.journalHeaderDamaged = false;
           const path = this.backend.describe(journalFileName(generation));
           return { journal: path, keptAs: null, generation, damagedFromOffsetBytes: 0, salvagedRecords: 0, droppedRecords: 0, droppedOps: 0, reason: damage.message };
@@ -1346,7 +1357,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         const keptAs = await this.backend.keepJournalCopy(generation, `${journalFileName(generation)}.damaged-${Date.now()}`);
         // The new manifest's rename is the one step that moves the cache off the damaged journal.
         await this.finishCompaction(this.state, false, manifest);
-        this.journalDamage = undefined;
+        this.damage = undefined;
         this.journalHeaderDamaged = false;
         return { journal: journal.path, keptAs, generation, damagedFromOffsetBytes: offset, ...salvage, reason: damage.message };
       },
@@ -1363,7 +1374,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
   private async gcDryRun(options: GcOptions): Promise<GcReport> {
     await this.refresh();
     // What gc itself would say: it refuses a damaged journal (its records' blobs are not orphans).
-    if (this.journalDamage) throw this.journalDamage;
+    if (this.damage) throw this.damage;
     return this.mutex.run(async () => {
       let unfolded: number | undefined;
       if (this.sealSeen) {

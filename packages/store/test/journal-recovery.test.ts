@@ -62,6 +62,9 @@ it.each(headerDamage)('a journal header with %s: the cache opens with its manife
     const report = await store.verify();
     expect(report.ok).toBe(false);
     expect(report.problems[0]).toMatchObject({ code: 'JOURNAL_INVALID', message: expect.stringMatching(/header is damaged/) });
+    // What a writer with nothing to write checks (splitzip build): the same damage, on every handle.
+    expect(store.journalDamage).toMatchObject({ code: 'JOURNAL_INVALID', message: report.problems[0]!.message });
+    expect(other.journalDamage?.code).toBe('JOURNAL_INVALID');
     expect((await catchError(() => store.addEntry(toInput(makeTensor([4, 4], 9344), 'new')))).code).toBe('JOURNAL_INVALID');
     expect((await catchError(() => store.gc({ minAgeMs: 0 }))).code).toBe('JOURNAL_INVALID');
     // Refused writes changed nothing.
@@ -73,6 +76,7 @@ it.each(headerDamage)('a journal header with %s: the cache opens with its manife
     const intactRecords = damaged.length > JOURNAL_HEADER_BYTES ? 3 : 0;
     expect(recovery).toMatchObject({ generation: 2, damagedFromOffsetBytes: 0, journal: journalPath, salvagedRecords: intactRecords, droppedOps: 0 });
     for (const t of added) expect(store.getEntry(t.key) !== undefined).toBe(intactRecords === 3);
+    expect(store.journalDamage).toBeUndefined();
     // The damaged bytes are kept, unread, and gc never removes them.
     expect(Buffer.from(await readFile(recovery!.keptAs!)).equals(damaged)).toBe(true);
     expect((await store.verify({ decode: true })).ok).toBe(true);
@@ -82,6 +86,7 @@ it.each(headerDamage)('a journal header with %s: the cache opens with its manife
     // Another handle follows the new generation.
     await other.refresh();
     expect(other.getEntry(fresh.key)).toBeDefined();
+    expect(other.journalDamage).toBeUndefined();
     const gc = await store.gc({ minAgeMs: 0 });
     expect(gc.unknownFiles.some((name) => name.includes('journal.2.damaged-'))).toBe(true);
     expect((await readdir(root)).some((name) => name.startsWith('journal.2.damaged-'))).toBe(true);
