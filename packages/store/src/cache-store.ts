@@ -53,7 +53,7 @@ import type {
   VerifyReport,
 } from './types.js';
 import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
-import { checkDropUnboundOptions, findUnboundEntries, planDropUnbound, reportDrop } from './drop-unbound-entries.js';
+import { checkDropUnboundOptions, checkNoKeptDamagedManifest, findUnboundEntries, planDropUnbound, reportDrop } from './drop-unbound-entries.js';
 import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
@@ -1252,6 +1252,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.assertOpen();
     checkDropUnboundOptions(options);
     await this.refresh();
+    // A salvaged manifest's entries lost their bindings: refused before anything is judged unbound.
+    await checkNoKeptDamagedManifest(this.backend);
     if (options.dryRun === true) {
       // What the real drop would say: its writer session refuses a damaged journal.
       if (this.damage) throw this.damage;
@@ -1262,6 +1264,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // about the part of the cache before the damage.
     if (findUnboundEntries(this.state).length === 0 && this.damage === undefined) return reportDrop([], false);
     return this.writerSession(async () => {
+      // Again under the lock: a recovery (which takes it) may have run since the look above.
+      await checkNoKeptDamagedManifest(this.backend);
       // Caught up under the lock: an entry another writer bound meanwhile is kept.
       const plan = planDropUnbound(this.state);
       if (plan === undefined) return reportDrop([], false);

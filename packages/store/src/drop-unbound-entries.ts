@@ -1,6 +1,7 @@
 // Removing the entries no slice is bound to (CacheStore.dropUnboundEntries): the options' checks,
 // the local store's plan (a state without those entries, which a compaction writes), its report,
 // and the refusal of `s3://` caches.
+import type { StorageBackend } from './backend.js';
 import { checkBooleanOption, checkOptionKeys, checkOptionsObject } from './check-options.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
@@ -45,6 +46,28 @@ export function planDropUnbound(state: StoreState): { state: StoreState; dropped
 export function reportDrop(dropped: readonly CacheEntry[], dryRun: boolean, blobsLeft: string[] = []): DropUnboundEntriesReport {
   const entries: DroppedEntry[] = dropped.map(({ key, qualname, compBytes }) => ({ key, qualname, compBytes }));
   return { dryRun, count: entries.length, entries, reclaimedBytes: entries.reduce((sum, entry) => sum + entry.compBytes, 0), blobsLeft };
+}
+
+/** The second name recoverDamagedManifest gives the damaged manifest (`manifest.json.damaged-<ms>`). */
+const KEPT_DAMAGED_MANIFEST = /^manifest\.json\.damaged-\d+$/;
+
+/**
+ * MANIFEST_INVALID (`details.reason: 'damaged-copy-kept'`) while the cache's root holds a damaged
+ * manifest's kept copy; undefined when it holds none. The recovery that kept it salvaged the
+ * entries without their slice bindings, and only the model it ran for was bound again: every other
+ * model's entries look unbound until its own build binds them, and a drop would remove them all.
+ */
+export async function checkNoKeptDamagedManifest(backend: StorageBackend): Promise<void> {
+  const kept = (await backend.listFiles((name) => KEPT_DAMAGED_MANIFEST.test(name), { rootOnly: true })).filter((file) => file.dir === '');
+  if (kept.length === 0) return;
+  const names = kept.map((file) => file.name).sort();
+  const path = backend.describe(names[0]!);
+  throw new StoreError(
+    'MANIFEST_INVALID',
+    `dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy (${names.join(', ')}): its recovery kept the entries without their slice bindings, so the entries of every model but the one repaired look unbound and would all be removed; ` +
+      'each model sharing the cache binds its entries again with `splitzip build <model> --out <cache> --repair`; then move or remove the kept manifest.json.damaged-* copy (after inspecting it) and run it again',
+    { path, details: { reason: 'damaged-copy-kept', keptCopies: names } },
+  );
 }
 
 /**

@@ -3,16 +3,17 @@
 // writer binds before the drop's lock is kept; a handle holding the older generation finds the blob
 // gone (BLOB_MISSING, a reader's raw fallback) or reads it through a kept descriptor; a repairBlob
 // the drop overtakes between its look and its lock finds the entry gone (ENTRY_NOT_FOUND, no orphan
-// blob); a damaged journal makes the real run refuse as the dry run does; s3:// refuses.
+// blob); a damaged journal makes the real run refuse as the dry run does; a damaged manifest's kept
+// copy (its recovery kept the entries without their bindings) makes both refuse; s3:// refuses.
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HeldLock } from '../src/write-lock.js';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import { S3CacheStore } from '../src/s3-cache-store.js';
-import { openCacheStore, type CacheStore } from '../src/index.js';
+import { openCacheStore, recoverDamagedManifest, type CacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -301,6 +302,69 @@ describe('a damaged journal', () => {
     expect(store.size).toBe(1);
     await store.close();
     expect(await snapshot(root)).toEqual(before);
+  });
+});
+
+describe("a damaged manifest's kept copy", () => {
+  /** A cache of two bound entries whose manifest was damaged and recovered: entries kept, bindings gone. */
+  async function makeRecoveredCache(): Promise<{ root: string; keptAs: string }> {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true, compactOnClose: false });
+    await store.addEntries([toInput(makeTensor([40, 6], 530), 'a', [[SHARD, 0, 480]]), toInput(makeTensor([40, 6], 531), 'b', [[SHARD, 480, 480]])]);
+    await store.compact();
+    await store.close();
+    const path = join(root, 'manifest.json');
+    const text = await readFile(path, 'utf8');
+    const damaged = text.replace(`["${SHARD}",480,480`, `["${SHARD}",481,480`);
+    expect(damaged).not.toBe(text);
+    await writeFile(path, damaged);
+    const recovery = await recoverDamagedManifest(root);
+    expect(recovery?.salvagedEntries).toBe(2);
+    return { root, keptAs: recovery!.keptAs };
+  }
+
+  it('makes the drop and its dry run refuse (MANIFEST_INVALID, saying why and how to go on), removing nothing; once the copy is moved away the drop runs', async () => {
+    const { root, keptAs } = await makeRecoveredCache();
+    const before = await snapshot(root);
+    const store = await openCacheStore(root, { compactOnClose: false });
+    // Every salvaged entry looks unbound: the drop would remove the whole cache.
+    expect([...store.entries()].every((e) => e.sliceKeys.length === 0)).toBe(true);
+    for (const dryRun of [true, false]) {
+      const error = await catchError(() => store.dropUnboundEntries({ dryRun }));
+      expect(error).toMatchObject({ code: 'MANIFEST_INVALID', path: keptAs, details: { reason: 'damaged-copy-kept' } });
+      expect(error.message).toMatch(/without their slice bindings/);
+      expect(error.message).toMatch(/splitzip build <model> --out <cache> --repair/);
+      expect(error.message).toMatch(/move or remove the kept manifest\.json\.damaged-\* copy/);
+    }
+    expect(store.size).toBe(2);
+    await store.close();
+    expect(await snapshot(root)).toEqual(before);
+    await rename(keptAs, join(await makeTempDir(), 'kept-manifest.json'));
+    const again = await openCacheStore(root, { compactOnClose: false });
+    expect((await again.dropUnboundEntries()).count).toBe(2);
+    await again.close();
+  });
+
+  it('refuses under the lock where a recovery kept a copy between the look and the lock', async () => {
+    const { root, keptAs } = await makeRecoveredCache();
+    const aside = join(await makeTempDir(), 'kept-manifest.json');
+    await rename(keptAs, aside);
+    let putBack = true;
+    class KeepBeforeLock extends FsBackend {
+      override async acquireWriteLock(timeoutMs: number, signal?: AbortSignal): Promise<HeldLock> {
+        if (putBack) {
+          putBack = false;
+          await rename(aside, keptAs);
+        }
+        return super.acquireWriteLock(timeoutMs, signal);
+      }
+    }
+    const store = await FsCacheStore.load(new KeepBeforeLock(root), SETTINGS);
+    const error = await catchError(() => store.dropUnboundEntries());
+    expect(putBack).toBe(false);
+    expect(error).toMatchObject({ code: 'MANIFEST_INVALID', details: { reason: 'damaged-copy-kept' } });
+    expect(store.size).toBe(2);
+    await store.close();
   });
 });
 
