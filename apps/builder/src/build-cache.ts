@@ -112,7 +112,8 @@ export interface BuildTensorReport {
   compBytes: number | null;
   /**
    * This run put the cached entry's blob back: any build where a stat showed it missing, of
-   * another size or not a plain file; `--repair` also where its bytes were damaged.
+   * another size or not a plain file; `--repair` also where its bytes were damaged. Kept on a
+   * tensor stored anew because a gc --drop-unbound-entries then removed the entry (`encoded`).
    */
   repaired?: true;
   /** With `repaired`: what was wrong with the blob, where known (not under `--repair` on s3://). */
@@ -153,11 +154,17 @@ export interface BuildReport {
   raw_bytes: number;
   /** comp_bytes / raw_bytes, null when nothing is cached. */
   ratio: number | null;
-  /** Payload bytes written by this run (new entries, and blobs put back: `repaired`). */
+  /**
+   * Payload bytes written by this run (new entries, and blobs put back: `repaired`), each once: a
+   * blob put back whose entry a gc --drop-unbound-entries then removed counts as the entry stored anew.
+   */
   stored_bytes: number;
   /** Slice bindings this run wrote: new ones, and file stamps added to existing ones. */
   aliased: number;
-  /** Cached entries whose missing or damaged blob this run put back (BuildTensorReport.repaired; counted in `cached`). */
+  /**
+   * Cached entries whose missing or damaged blob this run put back (BuildTensorReport.repaired; counted
+   * in `cached`, or in `encoded` where a gc --drop-unbound-entries then removed the entry: stored anew).
+   */
   repaired: number;
   /** Tensors whose slice was left unbound (BuildTensorReport.unaliased). */
   unaliased: number;
@@ -560,6 +567,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       processor: processorReady,
       encoder: encoderReady,
       keyHolders: new Map(),
+      keyTenants: new Map(),
       // Every backend writes the same payload bytes: under `auto`, tensors ready before the probe
       // has answered are encoded by the codec (what the rule picks for encoding on this machine
       // class anyway) instead of waiting for it; a backend asked for by name is waited for.
@@ -792,6 +800,11 @@ interface TensorContext {
    * report does not depend on timing and nothing is encoded twice.
    */
   keyHolders: Map<string, { index: number; done: Promise<void> }[]>;
+  /**
+   * The same, held until the tensor is done, also while it stores anew a tensor whose entry went
+   * (storeGoneTensor: keyHolders gave its key back by then, a wait there could hold up the slab).
+   */
+  keyTenants: Map<string, { index: number; done: Promise<void> }[]>;
   /** The encoder to use without waiting, if any. */
   encoderNow(): ValuesEncoder | null;
   slab: SlabPool;
@@ -891,10 +904,12 @@ async function processTensor(
       if (holders.length === 0) context.keyHolders.delete(key);
       settle();
     };
+    const leaveTenants = joinKeyGroup(context.keyTenants, key, index);
     try {
       return await processKeyedTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
     } finally {
       releaseKey();
+      leaveTenants();
     }
   } catch (error) {
     throw wrapBuildError(error, { tensor: tensor.name, file: tensor.shardPath, cacheDir: context.cacheDir, rebind: context.rebind, tensorOfSlice: context.tensorOfSlice });
@@ -902,12 +917,34 @@ async function processTensor(
 }
 
 /** Waits until no tensor earlier in the model with this content key is in flight. */
-async function waitForEarlierHolders(context: TensorContext, key: string, index: number): Promise<void> {
+function waitForEarlierHolders(context: TensorContext, key: string, index: number): Promise<void> {
+  return waitForEarlierInGroup(context.keyHolders, key, index);
+}
+
+/** Waits until `group` holds no tensor of `key` earlier in the model than `index`. */
+async function waitForEarlierInGroup(group: Map<string, { index: number; done: Promise<void> }[]>, key: string, index: number): Promise<void> {
   for (;;) {
-    const earlier = context.keyHolders.get(key)?.find((holder) => holder.index < index);
+    const earlier = group.get(key)?.find((member) => member.index < index);
     if (!earlier) return;
     await earlier.done;
   }
+}
+
+/** Puts the tensor at `index` in `group` under `key`; the function returned takes it out (once). */
+function joinKeyGroup(group: Map<string, { index: number; done: Promise<void> }[]>, key: string, index: number): () => void {
+  let settle = (): void => {};
+  const members = group.get(key) ?? [];
+  const member = { index, done: new Promise<void>((resolve) => (settle = resolve)) };
+  members.push(member);
+  group.set(key, members);
+  let joined = true;
+  return () => {
+    if (!joined) return;
+    joined = false;
+    members.splice(members.indexOf(member), 1);
+    if (members.length === 0) group.delete(key);
+    settle();
+  };
 }
 
 /**
@@ -936,17 +973,24 @@ async function processKeyedTensor(
     releaseKey();
     // The look at the gone entry's blob (failed, or of a blob since unlinked) says nothing of a new one.
     context.blobLooks.delete(key);
-    return await storeGoneTensor(context, index, tensor, signal, key, withKey);
+    // A blob this run put back went with the entry: its bytes are not in the cache, the ones
+    // stored anew are (counted once, by the store below); the tensor still says it was put back.
+    context.storedBytes -= error.repaired.bytes;
+    return await storeGoneTensor(context, index, tensor, signal, key, withKey, error.repaired);
   }
 }
 
 /**
  * The tensor's entry was in the cache when this run looked it up, and went before the build bound
- * its slice or put its blob back: a `gc --drop-unbound-entries` removed it as bound to nothing (the
- * store's alias then answers false, its repairBlob ENTRY_NOT_FOUND). Only thrown once a refresh
- * finds no entry of the key (isEntryGone); processKeyedTensor catches it.
+ * its slice: a `gc --drop-unbound-entries` removed it as bound to nothing (the store's alias then
+ * answers false). Only thrown once a refresh finds no entry of the key (isEntryGone);
+ * processKeyedTensor catches it. (One gone before its blob was put back, repairBlob's
+ * ENTRY_NOT_FOUND, is no EntryGone: aliasOrStoreTensor stores it as a miss with the views at hand.)
  */
 class EntryGone extends Error {
+  /** The blob this run had put back for the entry before it went (counted in storedBytes), if any. */
+  repaired: BlobRepair = NOT_REPAIRED;
+
   constructor(readonly key: string) {
     super(`entry ${key} went from the cache`);
   }
@@ -962,7 +1006,12 @@ async function isEntryGone(context: TensorContext, key: string): Promise<boolean
  * A tensor whose entry went from the cache after this run found it (EntryGone), stored as a miss:
  * read again into new slab views (the first ones went back with the attempt), its content key
  * checked against the one found (the file may have been rewritten since), encoded and added with its
- * slice. Once only: an entry that goes again (a gc looping beside the build) fails the build.
+ * slice. Identical tensors earlier in the model finish first: of those whose entry went, the first
+ * in model order stores it again (`encoded`), each later one finds it stored and binds its slice
+ * (`cached`), so the report does not depend on timing (one keyed only after the entry went, later
+ * in the model, may still store it first: it waits for no gone tensor). `repair`: the blob this run
+ * had put back before the entry went (the report keeps `repaired`). Once only: an entry that goes
+ * again fails the build.
  */
 async function storeGoneTensor(
   context: TensorContext,
@@ -971,9 +1020,26 @@ async function storeGoneTensor(
   signal: AbortSignal | undefined,
   key: string,
   withKey: BaseReport,
+  repair: BlobRepair,
 ): Promise<BuildTensorReport> {
-  const [raw, out] = (await acquireSlabViews(context, slabSizesOf(tensor.slice.sizeBytes, context.coverageMin, context.chunkSize))) as [Uint8Array, Uint8Array];
+  const repairedFields = repair.bytes > 0 ? { repaired: true as const, ...(repair.was === null ? {} : { repairedBlob: repair.was }) } : {};
+  let views: Uint8Array[] | undefined;
   try {
+    // Waited for holding no slab views: an earlier gone one may need room for its own. They never
+    // wait for a later tensor (keyHolders and this wait go by model order), so this ends.
+    await waitForEarlierInGroup(context.keyTenants, key, index);
+    throwIfAborted(signal);
+    if (context.store.getEntry(key) === undefined) views = await acquireSlabViews(context, slabSizesOf(tensor.slice.sizeBytes, context.coverageMin, context.chunkSize));
+    // Looked up again with the views held: an identical tensor of this run stored it meanwhile (or
+    // another writer did). Bound to that entry, nothing read or encoded again.
+    const stored = context.store.getEntry(key);
+    if (stored) {
+      releaseSlabViews(context, views);
+      context.checkFailure();
+      const bound = await bindSlice(context, key, tensor);
+      return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes, ...repairedFields, ...bound };
+    }
+    const [raw, out] = views as [Uint8Array, Uint8Array];
     const bytes = await readTensorBytes(context.model, tensor, raw);
     throwIfAborted(signal);
     if ((await (await context.processor).computeKey(bytes, tensor.shape)) !== key) {
@@ -984,20 +1050,30 @@ async function storeGoneTensor(
         { file: tensor.shardPath, tensor: tensor.name },
       );
     }
-    return await encodeAndStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, () => {});
+    return { ...(await encodeAndStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, () => {})), ...repairedFields };
   } catch (error) {
     if (!(error instanceof EntryGone)) throw error;
+    // Stored anew with its slice in one commit, an entry is bound: a drop removes it again only
+    // where that binding was not made with it (another writer added the key unbound first, or the
+    // slice was held by another entry, which --rebind then moves it from in a commit of its own).
     throw new BuilderError(
       'NOT_WRITABLE',
       `entry ${key} of tensor ${tensor.name} went from the cache twice while this build stored it: a gc --drop-unbound-entries ` +
-        'beside the build removed it as bound to no slice, and again once stored anew; entries committed so far stay valid: ' +
-        'run the build again once the gc has finished',
+        'beside the build removed it as bound to no slice, and again before this build bound the slice to it once stored anew ' +
+        '(another writer had added the entry without a binding first, or --rebind was moving the slice from another entry); ' +
+        'entries committed so far stay valid: run the build again once the gc has finished',
       { tensor: tensor.name, file: context.cacheDir },
     );
   } finally {
-    context.releaseRaw(raw);
-    context.slab.release(out);
+    releaseSlabViews(context, views);
   }
+}
+
+/** Gives back storeGoneTensor's views, if it took them (a second release is a no-op). */
+function releaseSlabViews(context: TensorContext, views: Uint8Array[] | undefined): void {
+  if (views === undefined) return;
+  context.releaseRaw(views[0]!);
+  context.slab.release(views[1]!);
 }
 
 /**
@@ -1032,7 +1108,8 @@ async function aliasOrStoreTensor(
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
-    let repaired: BlobRepair;
+    let repaired: BlobRepair | undefined;
+    let gone = false;
     try {
       context.checkFailure();
       // --repair reads the blob whole; every build stats it (a copy of a cache may lack blobs its journal names).
@@ -1040,12 +1117,21 @@ async function aliasOrStoreTensor(
         context.repair ? context.duringLock(repairCachedBlob(store, existing, bytes, out)) : checkCachedBlob(store, existing, bytes, context.duringLock),
       );
     } catch (error) {
-      // Its blob was unlinked with the entry (a gc --drop-unbound-entries since the lookup): stored again.
-      if (isStoreError(error, 'ENTRY_NOT_FOUND') && (await isEntryGone(context, key))) throw new EntryGone(key);
-      throw error;
+      // Its blob was unlinked with the entry (a gc --drop-unbound-entries since the lookup): a miss.
+      if (!(isStoreError(error, 'ENTRY_NOT_FOUND') && (await isEntryGone(context, key)))) throw error;
+      gone = true;
     } finally {
-      releaseRaw(raw);
-      slab.release(out);
+      if (!gone) {
+        releaseRaw(raw);
+        slab.release(out);
+      }
+    }
+    if (repaired === undefined) {
+      // Stored as any miss, from the bytes and views at hand, the key still held: identical tensors
+      // behind this one wait for it and bind its new entry (the first in model order is encoded).
+      // The failed look says nothing of the new blob.
+      context.blobLooks.delete(key);
+      return await encodeAndStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
     }
     context.storedBytes += repaired.bytes;
     context.checkFailure();
@@ -1060,6 +1146,10 @@ async function aliasOrStoreTensor(
     let bound: SliceOutcome;
     try {
       bound = await bindSlice(context, key, tensor);
+    } catch (error) {
+      // The blob put back went with the entry (processKeyedTensor takes it out of storedBytes).
+      if (error instanceof EntryGone) error.repaired = repaired;
+      throw error;
     } finally {
       context.aliasesInFlight--;
     }

@@ -4,15 +4,17 @@
 // blob, before its alias (false: NOT_WRITABLE "vanished"), after an addEntry that found the entry
 // another writer had just added (added: false, then the alias), and after the encode path's second
 // look found it. The build stores the tensor again (encoded, with its slice) and exits 0; an entry
-// that goes again after that (a gc looping beside the build) fails it, once, with a message saying
-// so. The other writer and the gc are second store handles in this process, run from the build's
+// that goes again after that (a gc and another writer re-adding it unbound, looping beside the
+// build) fails it, once, with a message saying so. Identical tensors that lose the entry together store it once, the first in model order
+// (`encoded`), the others bound to it (`cached`); a blob put back before the drop is counted once.
+// The other writer and the gc are second store handles in this process, run from the build's
 // store calls (helpers/intercept-store.ts).
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type * as Store from '@splitzip/store';
 import type { BuildReport } from '../src/build-cache.js';
-import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { copyTensor, createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import { runInProcess } from './helpers/run-in-process.js';
 
 /** What runs before the build's next call of each store method, with its arguments (one-shot unless `loop`). */
@@ -76,11 +78,12 @@ interface Fixture {
   cache: string;
 }
 
-/** A one-tensor model and a cache, empty or holding the tensor's entry bound to nothing (`unbound`). */
-async function prepare(unbound: boolean): Promise<Fixture> {
+/** A model (one tensor, or `copies` of it) and a cache, empty or holding the tensor's entry bound to nothing (`unbound`). */
+async function prepare(unbound: boolean, copies = 1): Promise<Fixture> {
   const dir = join(temp.path, `case-${++models}`);
   await mkdir(dir);
-  const model = await writeSingleFileModel(join(dir, 'model.safetensors'), [TENSOR]);
+  const tensors = [TENSOR, ...Array.from({ length: copies - 1 }, (_, i) => copyTensor(`layers.${i + 1}.weight`, TENSOR))];
+  const model = await writeSingleFileModel(join(dir, 'model.safetensors'), tensors);
   const cache = join(dir, 'cache');
   if (!unbound) {
     await (await actual.openCacheStore(cache, { create: true })).close();
@@ -90,7 +93,7 @@ async function prepare(unbound: boolean): Promise<Fixture> {
   expect(built.code, built.err).toBe(0);
   const store = await actual.openCacheStore(cache);
   const [entry] = [...store.entries()];
-  expect(await store.unbindSlices(entry!.sliceKeys.map(([shardName, offsetBytes, sizeBytes]) => ({ shardName, offsetBytes, sizeBytes })))).toBe(1);
+  expect(await store.unbindSlices(entry!.sliceKeys.map(([shardName, offsetBytes, sizeBytes]) => ({ shardName, offsetBytes, sizeBytes })))).toBe(copies);
   await store.close();
   return { model, cache };
 }
@@ -238,5 +241,75 @@ describe('a build whose cached entry a gc --drop-unbound-entries removes after t
     const store = await actual.openCacheStore(fixture.cache);
     expect([...store.entries()].map((e) => e.sliceKeys.length)).toEqual([0]);
     await store.close();
+  });
+});
+
+describe('identical tensors whose entry a gc --drop-unbound-entries removes', () => {
+  /** Counts the build's addEntry calls (each stores a payload it read and encoded). */
+  function countAdds(): { adds: number } {
+    const counter = { adds: 0 };
+    const count = async (): Promise<void> => {
+      counter.adds++;
+      race.before.set('addEntry', count);
+    };
+    race.before.set('addEntry', count);
+    return counter;
+  }
+
+  function expectFirstEncoded(report: BuildReport, copies: number): void {
+    expect(report.tensors.map((t) => t.status)).toEqual(['encoded', ...Array<string>(copies - 1).fill('cached')]);
+    expect(report.stored_bytes).toBe(report.tensors[0]!.compBytes);
+    expect(report.aliased).toBe(copies);
+  }
+
+  it.each([
+    ['its blob check', 'checkBlob', []],
+    ["--repair's read of the blob", 'readBlob', ['--repair']],
+  ])('before %s: stored once, by the first in model order; the others bind it (cached)', async (_what, method, extra) => {
+    const fixture = await prepare(true, 3);
+    const counter = countAdds();
+    race.before.set(method, dropUnbound(fixture.cache));
+    const { code, report, err } = await buildJson(fixture, ...extra);
+    expect(code, err).toBe(0);
+    expect(race.dropped).toBe(1);
+    expectFirstEncoded(report!, 3);
+    // Read and encoded once (each identical tensor encoded it again and added it: added false).
+    expect(counter.adds).toBe(1);
+    await expectStoredAndBound(fixture, report!);
+  });
+
+  it('with their aliases in flight when the drop runs: the first in model order is encoded, the others cached', async () => {
+    const fixture = await prepare(true, 8);
+    const counter = countAdds();
+    // Every alias of the first attempt waits for the one drop (each alias is its own commit on a
+    // directory cache): none binds the entry before it goes.
+    const drop = dropUnbound(fixture.cache);
+    let dropped: Promise<void> | undefined;
+    race.loop = true;
+    race.before.set('aliasSlices', () => (dropped ??= drop()));
+    const { code, report, err } = await buildJson(fixture);
+    expect(code, err).toBe(0);
+    expect(race.dropped).toBe(1);
+    expectFirstEncoded(report!, 8);
+    expect(counter.adds).toBe(1);
+    await expectStoredAndBound(fixture, report!);
+  });
+});
+
+describe('a blob put back and then removed with its entry before the alias', () => {
+  it('is counted once in stored_bytes, and the tensor stored anew still says its blob was put back', async () => {
+    const fixture = await prepare(true);
+    const store = await actual.openCacheStore(fixture.cache);
+    const [entry] = [...store.entries()];
+    await store.close();
+    await rm(join(fixture.cache, 'blobs', `${entry!.key}.bin`));
+    race.before.set('aliasSlices', dropUnbound(fixture.cache));
+    const { code, report, err } = await buildJson(fixture);
+    expect(code, err).toBe(0);
+    expect(race.dropped).toBe(1);
+    expectEncodedAgain(report!);
+    expect(report!.repaired).toBe(1);
+    expect(report!.tensors[0]).toMatchObject({ repaired: true, repairedBlob: 'missing' });
+    await expectStoredAndBound(fixture, report!);
   });
 });

@@ -1,9 +1,11 @@
 // gc --drop-unbound-entries: the entries no slice is bound to go, with their blobs (a fine-tune's
 // build --rebind leaves the old revision's tensor unbound), before the --model prune of the same run
 // (the entries it leaves unbound stay until the next run: a build binds them again); text and --json reports; a
-// second run removes none; on s3:// a usage error before any request. Run in this process.
+// second run removes none; refused (exit 1, nothing removed) while a damaged manifest's kept copy
+// says build --repair salvaged the cache without its bindings; on s3:// a usage error before any
+// request. Run in this process.
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openCacheStore } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -131,6 +133,43 @@ describe('gc --drop-unbound-entries', () => {
     expect((await gcJson(other, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 3, blobsLeft: [] });
     expect(await qualnames(other)).toEqual([]);
     expect(await readdir(join(other, 'blobs'))).toEqual([]);
+  });
+
+  it("after build --repair salvaged a damaged manifest, refuses (exit 1) until the kept copy is moved, removing no other model's entries", async () => {
+    const modelA = join(temp.path, 'salvage-a');
+    const modelB = join(temp.path, 'salvage-b');
+    const cache = join(temp.path, 'salvage-cache');
+    await writeShardedTestModel(modelA, [a], 8192);
+    await writeShardedTestModel(modelB, [b, c], 8192);
+    await build(modelA, cache);
+    await build(modelB, cache);
+    const manifest = join(cache, 'manifest.json');
+    const text = await readFile(manifest, 'utf8');
+    // One changed digit: the checksum fails, every command refuses the manifest until --repair.
+    const damaged = text.replace(/("comp_bytes":\s*)(\d)/, (_m, lead: string, digit: string) => `${lead}${(Number(digit) + 1) % 10}`);
+    expect(damaged).not.toBe(text);
+    await writeFile(manifest, damaged);
+    await build(modelA, cache, '--repair');
+    const salvaged = await qualnames(cache);
+    // Model B's entries kept, bound to nothing: B's own build --repair binds them again.
+    expect(salvaged).toEqual(expect.arrayContaining(['a.weight:1', 'b.weight:0']));
+    const kept = (await readdir(cache)).filter((name) => name.startsWith('manifest.json.damaged-'));
+    expect(kept).toHaveLength(1);
+    for (const dryRun of [['--dry-run'], []]) {
+      const refused = await runInProcess(['gc', cache, '--drop-unbound-entries', ...dryRun]);
+      expect(refused.code, refused.err).toBe(1);
+      expect(refused.err).toMatch(/MANIFEST_INVALID: dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy/);
+      expect(refused.err).toMatch(/splitzip build <model> --out <cache> --repair/);
+      expect(refused.err).toMatch(/then move or remove the kept manifest\.json\.damaged-\* copy \(after inspecting it\)/);
+    }
+    expect(await qualnames(cache)).toEqual(salvaged);
+    // As it says: B bound again, the copy moved away; then the drop removes nothing of either model.
+    await build(modelB, cache, '--repair');
+    const aside = join(temp.path, 'salvage-kept');
+    await mkdir(aside);
+    await rename(join(cache, kept[0]!), join(aside, kept[0]!));
+    expect((await gcJson(cache, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 0 });
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
   });
 
   it('on an s3:// cache is a usage error (exit 2) naming why, before any request', async () => {
