@@ -346,7 +346,8 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
       report.bytesProduced = output.byteLength;
       return { name, dtype, shape, data: output, source: 'cache', reason: 'cached', report };
     } catch (thrown) {
-      // No raw source (a bare slice without a model) means nothing to fall back to: the cache error stands.
+      // Only a cache failure is settled (a raw read, or with no raw source, a bare slice, an error:
+      // the cache error, or SLICE_NOT_FOUND for an entry removed since the refresh); others stand.
       if (!(thrown instanceof RuntimeError) || !CACHE_FAILURE_CODES.has(thrown.code)) throw thrown;
       const error = await settleCacheFailure(env, target, entry, nameEntryAndBlob(thrown, target, entry, env.cache), report);
       // A blob whose bytes failed: a local store drops the file it keeps open for it, so the next
@@ -424,10 +425,12 @@ function droppedSliceError(slice: SliceKey, key: string, cause: RuntimeError): R
 /**
  * Whether a blob found missing belongs to an entry removed from the cache (describeDroppedEntry)
  * since this handle's state was read: after a refresh the cache no longer holds the key. A refresh
- * that fails says nothing: the failure stands as it was (`cache-failed`).
+ * that fails says nothing: the failure stands as it was (`cache-failed`). Not asked of an `s3://`
+ * cache: no store call removes its entries (dropUnboundEntries and recoverDamagedManifest refuse
+ * there), and its refresh is a listing of the whole prefix, for every blob found missing.
  */
 async function isEntryDropped(cache: ShardCache | undefined, error: RuntimeError, key: string): Promise<boolean> {
-  if (cache === undefined || error.code !== 'CACHE_READ_FAILED' || error.details.storeCode !== 'BLOB_MISSING') return false;
+  if (cache === undefined || cache.remote || error.code !== 'CACHE_READ_FAILED' || error.details.storeCode !== 'BLOB_MISSING') return false;
   try {
     await cache.refresh();
   } catch {

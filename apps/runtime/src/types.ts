@@ -14,7 +14,7 @@ export type TensorSource = 'cache' | 'raw';
  *   if its coverage passes the gate (one under it, its bytes at hand, is `coverage`, as that build says);
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice), or
  *   its entry's blob was gone and a refresh found the entry removed since this handle's snapshot
- *   (`splitzip gc --drop-unbound-entries`, a damaged manifest's recovery, a rebuilt cache; `detail`
+ *   (a local cache: `splitzip gc --drop-unbound-entries`, a damaged manifest's recovery, a rebuilt cache; `detail`
  *   says so; with `cacheOnly`, NOT_CACHED): served raw;
  * - `stale`: the slice is bound, but its shard (a local file or an s3:// model's object) was checked
  *   and holds other bytes than the entry (the file was rewritten, or is another model's of the

@@ -7,7 +7,8 @@
 // every load path (it was the cache error, CACHE_READ_FAILED with a --repair hint); loadTensorToDevice
 // serves it as loadModel does. A bare slice request (no model to read raw from) is SLICE_NOT_FOUND,
 // as a slice the cache does not have, naming the removal (it was the cache error with a --repair
-// hint). A blob that is missing while its entry is still there stays `cache-failed`.
+// hint). A blob that is missing while its entry is still there stays `cache-failed`, and on an
+// s3:// cache (no store call removes entries there) a missing blob is not refreshed for.
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createKernels } from '@splitzip/kernels/node';
@@ -148,4 +149,31 @@ it('a blob missing while its entry is still there stays cache-failed, with its r
   expect(result.reasons['b.weight']).toBe('cache-failed');
   expect(result.details['b.weight']).toMatch(/BLOB_MISSING.*--repair/);
   expect(result.fallbacks).toBe(1);
+});
+
+it('on an s3:// cache (a handle that says remote) a missing blob is cache-failed without a refresh: no store call removes entries there, and its refresh lists the whole prefix', async () => {
+  fixture = await openCachedModel('gc-dropped-remote', tunedWeights(['a', 'b', 'c'], 4500));
+  const handle = await openShardCache(join(fixture.dir, 'cache'));
+  try {
+    // A local handle saying it is remote: the entry goes as on a local cache, so a refresh would
+    // find it gone; an s3:// handle does not look.
+    await dropTensorEntry(fixture, 'a.weight');
+    let refreshes = 0;
+    const remote: ShardCache = {
+      ...handle,
+      remote: true,
+      refresh: async () => {
+        refreshes++;
+        await handle.refresh();
+      },
+    };
+    const load = loadModel(fixture.model, remote, { refresh: false, backend: 'cpu' });
+    for await (const tensor of load) expect(sameBytes(tensor.data, fixture.raw.get(tensor.name)!), tensor.name).toBe(true);
+    const a = load.reports.find((r) => r.name === 'a.weight')!;
+    expect(a.reason).toBe('cache-failed');
+    expect(a.detail).toMatch(/BLOB_MISSING/);
+    expect(refreshes).toBe(0);
+  } finally {
+    await handle.close();
+  }
 });
