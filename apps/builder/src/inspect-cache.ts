@@ -1,5 +1,5 @@
 // A summary of what a cache holds: per entry sizes, escape rate and slices; totals.
-import type { CacheStore } from '@splitzip/store';
+import { isDroppableEntry, type CacheStore } from '@splitzip/store';
 import type { ModelBindingsReport } from './judge-model-bindings.js';
 
 export interface InspectEntry {
@@ -32,6 +32,10 @@ export interface InspectReport {
     elementCount: number;
     escapeCount: number;
     escapeRate: number | null;
+    /** Entries bound to no slice, found by content key only, which gc --drop-unbound-entries removes (isDroppableEntry: empty tensors' stay). */
+    unboundEntries: number;
+    /** Their payload bytes: what that drop reclaims. */
+    unboundCompBytes: number;
   };
   /** With `inspect --model`: the model's bindings judged as `gc --model` would (judgeModelBindings), nothing changed. */
   bindings?: ModelBindingsReport;
@@ -39,7 +43,13 @@ export interface InspectReport {
 
 export function inspectCache(store: CacheStore, cacheDir: string): InspectReport {
   const entries: InspectEntry[] = [];
+  let unboundEntries = 0;
+  let unboundCompBytes = 0;
   for (const entry of store.entries()) {
+    if (isDroppableEntry(entry)) {
+      unboundEntries++;
+      unboundCompBytes += entry.compBytes;
+    }
     const { elementCount, escapeCount, chunkSize } = entry.meta;
     entries.push({
       key: entry.key,
@@ -75,6 +85,8 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
       elementCount,
       escapeCount,
       escapeRate: elementCount > 0 ? escapeCount / elementCount : null,
+      unboundEntries,
+      unboundCompBytes,
     },
   };
 }

@@ -63,6 +63,12 @@ async function fineTunedCache(name: string): Promise<{ cache: string; v1: string
 describe('gc --drop-unbound-entries', () => {
   it('removes the old revision\'s unbound entry and its blob, keeps the bound ones; text report; a dry run first changes nothing; a rerun removes none', async () => {
     const { cache, oldB } = await fineTunedCache('text');
+    // inspect counts them, and names the command.
+    const inspected = await runInProcess(['inspect', cache]);
+    expect(inspected.out).toMatch(new RegExp(`^unbound 1 entry bound to no slice \\(\\d+(\\.\\d+)? KiB\\): found by content key only; splitzip gc ${cache} --drop-unbound-entries removes them$`, 'm'));
+    const inspectedJson = JSON.parse((await runInProcess(['inspect', cache, '--json'])).out) as { totals: { unboundEntries: number; unboundCompBytes: number } };
+    expect(inspectedJson.totals.unboundEntries).toBe(1);
+    expect(inspectedJson.totals.unboundCompBytes).toBe((await gcJson(cache, '--drop-unbound-entries', '--dry-run')).unboundEntries!.reclaimedBytes);
     const dry = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
     expect(dry.code, dry.err).toBe(0);
     expect(dry.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
@@ -78,6 +84,7 @@ describe('gc --drop-unbound-entries', () => {
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
     expect((await readdir(join(cache, 'blobs'))).length).toBe(3);
 
+    expect((await runInProcess(['inspect', cache])).out).not.toMatch(/^unbound /m);
     const again = await runInProcess(['gc', cache, '--drop-unbound-entries']);
     expect(again.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
     const verify = await runInProcess(['verify', cache, '--json']);
@@ -155,6 +162,9 @@ describe('gc --drop-unbound-entries', () => {
     expect(salvaged).toEqual(expect.arrayContaining(['a.weight:1', 'b.weight:0']));
     const kept = (await readdir(cache)).filter((name) => name.startsWith('manifest.json.damaged-'));
     expect(kept).toHaveLength(1);
+    // An orphan blob: the refused run fails before its collection removes it.
+    const orphan = join(cache, 'blobs', `${'e'.repeat(40)}.bin`);
+    await writeFile(orphan, 'not a blob');
     for (const dryRun of [['--dry-run'], []]) {
       const refused = await runInProcess(['gc', cache, '--drop-unbound-entries', ...dryRun]);
       expect(refused.code, refused.err).toBe(1);
@@ -163,6 +173,7 @@ describe('gc --drop-unbound-entries', () => {
       expect(refused.err).toMatch(/then move or remove the kept manifest\.json\.damaged-\* copy \(after inspecting it\)/);
     }
     expect(await qualnames(cache)).toEqual(salvaged);
+    expect(existsSync(orphan)).toBe(true);
     // As it says: B bound again, the copy moved away; then the drop removes nothing of either model.
     await build(modelB, cache, '--repair');
     const aside = join(temp.path, 'salvage-kept');

@@ -17,17 +17,17 @@ export function checkDropUnboundOptions(options: unknown): asserts options is Dr
 }
 
 /**
- * Whether dropUnboundEntries removes `entry`: no slice key at all, and not an empty tensor's (no
- * slice names one, since a zero-byte slice identifies no bytes: a build stores it unbound, by
- * content key, and would store it again after every drop, for the few bytes of its blob).
+ * Whether dropUnboundEntries removes `entry` (splitzip inspect counts them): no slice key at all,
+ * and not an empty tensor's (no slice names one, since a zero-byte slice identifies no bytes: a
+ * build stores it unbound, by content key, and would store it again after every drop).
  */
-function isDroppable(entry: CacheEntry): boolean {
+export function isDroppableEntry(entry: CacheEntry): boolean {
   return entry.sliceKeys.length === 0 && entry.rawBytes > 0;
 }
 
-/** The entries of `state` dropUnboundEntries removes (isDroppable), in the state's order. */
+/** The entries of `state` dropUnboundEntries removes (isDroppableEntry), in the state's order. */
 export function findUnboundEntries(state: StoreState): CacheEntry[] {
-  return Array.from(state.entries.values()).filter(isDroppable);
+  return Array.from(state.entries.values()).filter(isDroppableEntry);
 }
 
 /**
@@ -38,7 +38,7 @@ export function findUnboundEntries(state: StoreState): CacheEntry[] {
 export function planDropUnbound(state: StoreState): { state: StoreState; dropped: CacheEntry[] } | undefined {
   const dropped = findUnboundEntries(state);
   if (dropped.length === 0) return undefined;
-  const kept = Array.from(state.entries.values()).filter((entry) => !isDroppable(entry));
+  const kept = Array.from(state.entries.values()).filter((entry) => !isDroppableEntry(entry));
   return { state: StoreState.fromEntries(kept, { source: 'dropUnboundEntries' }), dropped };
 }
 

@@ -1,5 +1,6 @@
 export { openCacheStore, DEFAULT_COVERAGE_MIN } from './open-cache-store.js';
 export type { CacheStore, JournalRecovery } from './cache-store.js';
+export { isDroppableEntry } from './drop-unbound-entries.js';
 export { recoverDamagedManifest, type ManifestRecovery, type ManifestRecoveryProgress, type RecoverDamagedManifestOptions } from './recover-damaged-manifest.js';
 export { computeContentKey, dtypeToTorchText, formatContentKeyPrefix, formatPythonShape, isBf16Dtype } from './compute-content-key.js';
 export { digestHex, updateHash } from './hash-bytes.js';

@@ -103,6 +103,9 @@ export const gcCommand = defineCommand({
           // The collection first: it reports what its writer session finishes (an interrupted fold,
           // a dead writer's lock), which a prune's session before it did unreported, where a dry run
           // reported it. The prune's new generation removes the journal it folds.
+          // A drop the store refuses (a damaged manifest's kept copy, a damaged journal) fails the
+          // command before the collection changes anything: its dry run is a look, no lock.
+          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true });
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
           // Before the prune: an entry whose last binding this run's prune removes may be a tensor

@@ -70,6 +70,10 @@ export function renderInspectReport(report: InspectReport): string {
     `entries ${t.entries} (${t.slices} slice keys)`,
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
+    // Only where there are some: found by content key only, they are what a drop reclaims.
+    ...(t.unboundEntries === 0
+      ? []
+      : [`unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; splitzip gc ${report.cache} --drop-unbound-entries removes them`]),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
