@@ -8,7 +8,9 @@
 # A/B against a baseline build packed into the carried app as node_modules/@splitzip/kernels-old
 # (dist and package.json of the older kernels, added to kernels-app.tar.xz by hand): both builds in
 # the same rounds, pinned (measure-worker-decoder.mjs --baseline, cold in-arena rows, verified and
-# off, AB_ROUNDS rounds; then the current build against itself, the noise floor), then the whole pinned table of the current build:
+# off, AB_ROUNDS rounds; then the current build against itself, the noise floor), then the whole pinned table of the current build.
+# The second copy is itself 30-45% slower (two module instances): compare a change against a copy of the
+# unchanged build run the same way (RESULTS.md, 2026-12-07), not against the current build's own rows:
 #   bash packages/kernels/device/run-worker-bench.sh ab [ab-rounds] [rounds] [log2 sizes...]
 set -euo pipefail
 AB=0
