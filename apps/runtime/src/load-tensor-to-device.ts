@@ -3,6 +3,7 @@ import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
 import { checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOptions } from './load-tensor.js';
+import { resolveReboundSlice } from './resolve-rebound-slice.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
 import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
@@ -47,7 +48,14 @@ export async function loadTensorToDevice(request: TensorRequest, options: LoadTe
   // One listener on the caller's signal for every load following it (see loadTensor).
   const linked = linkAbortSignal(options.signal);
   try {
-    return await serveTensorToDevice(request, options, linked.signal);
+    try {
+      return await serveTensorToDevice(request, options, linked.signal);
+    } catch (error) {
+      // A bare slice whose entry went, bound to another entry by now: served from that one, once
+      // (serveTensorToDevice resolves the request again).
+      if (resolveReboundSlice(error, request, options.model, options.cache ?? undefined) === undefined) throw error;
+      return await serveTensorToDevice(request, options, linked.signal);
+    }
   } finally {
     linked.unlink();
   }

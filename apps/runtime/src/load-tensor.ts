@@ -4,7 +4,8 @@ import type { StagingPool } from './create-staging-pool.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { checkBackendOpen, ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
-import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { resolveReboundSlice } from './resolve-rebound-slice.js';
+import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES, type ServeEnv } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
 import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
@@ -80,22 +81,26 @@ export async function loadTensor(request: TensorRequest, options: LoadTensorOpti
   // shutdown signal to many concurrent loadTensor calls passed Node's limit of 10 and warned).
   const linked = linkAbortSignal(options.signal);
   try {
-    return await serveTensor(
-      {
-        cache,
-        pool: options.pool,
-        reader: options.reader,
-        backend,
-        verifyDigest: options.verifyDigest ?? false,
-        cacheOnly: options.cacheOnly ?? false,
-        explainMisses: options.explainMisses ?? true,
-        signal: linked.signal,
-        onStagingOverflow: () => undefined,
-        syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
-      },
-      target,
-      output,
-    );
+    const env: ServeEnv = {
+      cache,
+      pool: options.pool,
+      reader: options.reader,
+      backend,
+      verifyDigest: options.verifyDigest ?? false,
+      cacheOnly: options.cacheOnly ?? false,
+      explainMisses: options.explainMisses ?? true,
+      signal: linked.signal,
+      onStagingOverflow: () => undefined,
+      syncReadMaxBytes: options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES,
+    };
+    try {
+      return await serveTensor(env, target, output);
+    } catch (error) {
+      // A bare slice whose entry went, bound to another entry by now: served from that one, once.
+      const again = resolveReboundSlice(error, request, options.model, cache);
+      if (again === undefined) throw error;
+      return await serveTensor(env, again, output);
+    }
   } finally {
     linked.unlink();
     if (ownBackend) await backend.close?.();

@@ -7,7 +7,8 @@
 // every load path (it was the cache error, CACHE_READ_FAILED with a --repair hint); loadTensorToDevice
 // serves it as loadModel does. A bare slice request (no model to read raw from) is SLICE_NOT_FOUND,
 // as a slice the cache does not have, naming the removal (it was the cache error with a --repair
-// hint). A blob that is missing while its entry is still there stays `cache-failed`, and on an
+// hint), unless the refreshed cache binds the slice to another entry (a build --rebind moved it, then
+// the gc removed the old entry): served from that entry. A blob that is missing while its entry is still there stays `cache-failed`, and on an
 // s3:// cache (no store call removes entries there) a missing blob is not refreshed for.
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -19,7 +20,7 @@ import { loadTensor } from '../src/load-tensor.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import type { LoadReason } from '../src/types.js';
-import { openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } from './fixtures.js';
+import { buildCache, openCachedModel, readAllRaw, sameBytes, tunedWeights, writeModel, type CachedModelFixture } from './fixtures.js';
 
 let fixture: CachedModelFixture | undefined;
 afterEach(async () => {
@@ -137,6 +138,40 @@ describe('a bare slice request, through a handle that has not seen the gc', () =
       expect(sameBytes(served.data, fixture.raw.get('b.weight')!)).toBe(true);
     } finally {
       for (const handle of handles) await handle.close();
+    }
+  });
+});
+
+describe('a bare slice whose entry went because the slice was moved to other bytes (build --rebind, then the gc)', () => {
+  it('loadTensor and loadTensorToDevice serve the entry the refreshed cache binds it to, from the cache (they failed SLICE_NOT_FOUND saying no entry matched)', async () => {
+    fixture = await openCachedModel('gc-dropped-rebound', tunedWeights(['a', 'b', 'c'], 4600));
+    const kernels = await createKernels({ backend: 'cpu' });
+    const slice = fixture.model.tensors.find((t) => t.name === 'b.weight')!.slice;
+    const handles = [await openShardCache(join(fixture.dir, 'cache')), await openShardCache(join(fixture.dir, 'cache'))];
+    // The fine-tune: b changed, the same file name and layout, built with --rebind into the cache.
+    const tunedDir = join(fixture.dir, 'tuned');
+    const tuned = await writeModel(tunedDir, tunedWeights(['a', 'b', 'c'], 4600, 77));
+    try {
+      const oldKey = handles[0]!.lookupBySlice(slice.shardName, slice.offsetBytes, slice.sizeBytes)!.key;
+      const keys = await buildCache(tuned, join(fixture.dir, 'cache'), { rebind: true });
+      const store = await openCacheStore(join(fixture.dir, 'cache'), { compactOnClose: false });
+      try {
+        expect((await store.dropUnboundEntries()).entries.map((e) => e.key)).toEqual([oldKey]);
+      } finally {
+        await store.close();
+      }
+      const expected = (await readAllRaw(tuned)).get('b.weight')!;
+      const host = await loadTensor({ ...slice }, { cache: handles[0]! });
+      expect(host.source).toBe('cache');
+      expect(host.report.key).toBe(keys.get('b.weight'));
+      expect(sameBytes(host.data, expected)).toBe(true);
+      const device = await loadTensorToDevice({ ...slice }, { cache: handles[1]!, kernels });
+      expect(device.source).toBe('cache');
+      expect(sameBytes(new Uint8Array((await device.device!.toArray()).buffer), expected)).toBe(true);
+      device.device!.delete();
+    } finally {
+      for (const handle of handles) await handle.close();
+      await tuned.close();
     }
   });
 });
