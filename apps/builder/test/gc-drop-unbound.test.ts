@@ -174,6 +174,8 @@ describe('gc --drop-unbound-entries', () => {
     }
     expect(await qualnames(cache)).toEqual(salvaged);
     expect(existsSync(orphan)).toBe(true);
+    // inspect does not advise the drop it refuses.
+    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound \d+ entr(y|ies) bound to no slice .*--drop-unbound-entries refuses to remove them for now \(MANIFEST_INVALID: it says why\)$/m);
     // As it says: B bound again, the copy moved away; then the drop removes nothing of either model.
     await build(modelB, cache, '--repair');
     const aside = join(temp.path, 'salvage-kept');

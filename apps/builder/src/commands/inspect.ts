@@ -1,4 +1,5 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { isS3Url, isStoreError } from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
@@ -29,6 +30,7 @@ export const inspectCommand = defineCommand({
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
     let report: InspectReport;
+    let dropRefusal: string | undefined;
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
       try {
@@ -38,6 +40,15 @@ export const inspectCommand = defineCommand({
         throwIfInterrupted(signal);
         if (model !== undefined) report.bindings = judgeModelBindings(store, model, args.model!, { pruneOtherShards: args.pruneOtherShards });
         throwIfInterrupted(signal);
+        // The text names the command that removes unbound entries: not where it would refuse (a
+        // damaged manifest's kept copy, whose unbound entries are other models' salvaged ones; a
+        // damaged journal). Its dry run is a look: no lock, nothing changed.
+        if (!args.json && report.totals.unboundEntries > 0 && !isS3Url(args.cache)) {
+          dropRefusal = await store.dropUnboundEntries({ dryRun: true }).then(
+            () => undefined,
+            (error: unknown) => (isStoreError(error) ? error.code : undefined),
+          );
+        }
       } finally {
         await store.close();
       }
@@ -45,12 +56,13 @@ export const inspectCommand = defineCommand({
       await model?.close();
     }
     if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-    else io.stdout.write(renderInspectReport(report));
+    else io.stdout.write(renderInspectReport(report, dropRefusal));
     return 0;
   },
 });
 
-export function renderInspectReport(report: InspectReport): string {
+/** The text report; `dropRefusal`: the code of the store's refusal of gc --drop-unbound-entries, if it refuses now. */
+export function renderInspectReport(report: InspectReport, dropRefusal?: string): string {
   const rows = report.entries.map((e) => [
     e.qualname,
     e.key.slice(0, 12),
@@ -73,7 +85,14 @@ export function renderInspectReport(report: InspectReport): string {
     // Only where there are some: found by content key only, they are what a drop reclaims.
     ...(t.unboundEntries === 0
       ? []
-      : [`unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; splitzip gc ${report.cache} --drop-unbound-entries removes them`]),
+      : [
+          `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; ` +
+            (isS3Url(report.cache)
+              ? 'gc --drop-unbound-entries does not remove them on s3:// caches yet'
+              : dropRefusal !== undefined
+                ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${dropRefusal}: it says why)`
+                : `splitzip gc ${report.cache} --drop-unbound-entries removes them`),
+        ]),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
