@@ -11,7 +11,8 @@ import { openCacheStore } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GcCommandReport } from '../src/commands/gc.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
-import { runInProcess } from './helpers/run-in-process.js';
+import { memoryIo, runInProcess } from './helpers/run-in-process.js';
+import { runCli } from '../src/run-cli.js';
 
 let temp: TempDir;
 beforeAll(async () => {
@@ -65,7 +66,7 @@ describe('gc --drop-unbound-entries', () => {
     const { cache, oldB } = await fineTunedCache('text');
     // inspect counts them, and names the command.
     const inspected = await runInProcess(['inspect', cache]);
-    expect(inspected.out).toMatch(new RegExp(`^unbound 1 entry bound to no slice \\(\\d+(\\.\\d+)? KiB\\): found by content key only; splitzip gc ${cache} --drop-unbound-entries removes them$`, 'm'));
+    expect(inspected.out).toMatch(new RegExp(`^unbound 1 entry bound to no slice \\(\\d+(\\.\\d+)? KiB\\): found by content key only; splitzip gc ${cache} --drop-unbound-entries removes them \\(build each model that uses the cache first: one whose shards were renamed binds its tensors among them again\\)$`, 'm'));
     const inspectedJson = JSON.parse((await runInProcess(['inspect', cache, '--json'])).out) as { totals: { unboundEntries: number; unboundCompBytes: number } };
     expect(inspectedJson.totals.unboundEntries).toBe(1);
     expect(inspectedJson.totals.unboundCompBytes).toBe((await gcJson(cache, '--drop-unbound-entries', '--dry-run')).unboundEntries!.reclaimedBytes);
@@ -119,9 +120,13 @@ describe('gc --drop-unbound-entries', () => {
     expect(dry.bindings!.prune).toHaveLength(3);
     expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 0 });
 
+    const dryText = await runInProcess(['gc', cache, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries', '--dry-run']);
+    expect(dryText.out).not.toMatch(/^kept \d+ entr/m);
     const real = await gcJson(cache, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries');
     expect(real.bindings).toMatchObject({ removed: 3 });
     expect(real.unboundEntries).toMatchObject({ dryRun: false, count: 0 });
+    // The entries the prune left unbound are counted, so the run does not read as if there were none.
+    expect(real.unboundAfterPrune).toEqual({ count: 3, compBytes: expect.any(Number) });
     expect({ ...real.unboundEntries, dryRun: true }).toEqual(dry.unboundEntries);
     // The re-sharded model's tensors are those entries' bytes: still there, unbound.
     expect(await qualnames(cache)).toEqual(['a.weight:0', 'b.weight:0', 'c.weight:0']);
@@ -136,7 +141,10 @@ describe('gc --drop-unbound-entries', () => {
     // Without the rebuild, the next run removes the entries the prune left unbound.
     const other = join(temp.path, 'model-cache-2');
     await build(v1, other);
-    await gcJson(other, '--model', resharded, '--prune-other-shards');
+    const pruned = await runInProcess(['gc', other, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries']);
+    expect(pruned.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
+    expect(pruned.out).toContain(`kept 3 entries (`);
+    expect(pruned.out).toContain(`) the prune left bound to no slice, for the next --drop-unbound-entries: build the model first (splitzip build ${resharded} --out ${other}), which binds its moved tensors among them instead of encoding them again`);
     expect((await gcJson(other, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 3, blobsLeft: [] });
     expect(await qualnames(other)).toEqual([]);
     expect(await readdir(join(other, 'blobs'))).toEqual([]);
@@ -182,6 +190,31 @@ describe('gc --drop-unbound-entries', () => {
     await mkdir(aside);
     await rename(join(cache, kept[0]!), join(aside, kept[0]!));
     expect((await gcJson(cache, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 0 });
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+  });
+
+  it('Ctrl-C during the drop (which runs to its end) says what the drop removed, and the prune does not run', async () => {
+    const { cache, v2 } = await fineTunedCache('interrupt');
+    const probe = await openCacheStore(cache);
+    const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (...args: unknown[]) => Promise<unknown> };
+    await probe.close();
+    const original = proto.dropUnboundEntries;
+    const controller = new AbortController();
+    proto.dropUnboundEntries = async function (this: unknown, ...args: unknown[]) {
+      const result = await original.apply(this, args);
+      // The real drop finishing, then a Ctrl-C: before the prune.
+      if ((args[0] as { dryRun?: boolean } | undefined)?.dryRun !== true) controller.abort(new Error('interrupted by SIGINT'));
+      return result;
+    };
+    try {
+      const { io, out, err } = memoryIo();
+      const code = await runCli(['gc', cache, '--model', v2, '--drop-unbound-entries'], { io, signal: controller.signal });
+      expect(code, err()).toBe(130);
+      expect(out()).toBe('');
+      expect(err()).toMatch(/interrupted by SIGINT: stopped after removing 1 unbound entry \(\d+(\.\d+)? KiB\) and their blobs; the --model prune did not run/);
+    } finally {
+      proto.dropUnboundEntries = original;
+    }
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
   });
 

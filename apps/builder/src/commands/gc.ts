@@ -1,5 +1,5 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isS3Url, type DropUnboundEntriesReport, type GcReport } from '@splitzip/store';
+import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isDroppableEntry, isS3Url, type CacheStore, type DropUnboundEntriesReport, type GcReport } from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand } from '../define-command.js';
@@ -19,6 +19,20 @@ import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '.
 export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
   unboundEntries?: DropUnboundEntriesReport;
+  /** With --drop-unbound-entries and --model: the entries bound to no slice once the prune ran (kept for the next drop). */
+  unboundAfterPrune?: { count: number; compBytes: number };
+}
+
+/** The entries a drop would remove now (the store's rule), counted. */
+function countUnbound(store: CacheStore): { count: number; compBytes: number } {
+  let count = 0;
+  let compBytes = 0;
+  for (const entry of store.entries()) {
+    if (!isDroppableEntry(entry)) continue;
+    count++;
+    compBytes += entry.compBytes;
+  }
+  return { count, compBytes };
 }
 
 export const gcCommand = defineCommand({
@@ -113,9 +127,25 @@ export const gcCommand = defineCommand({
           // again by content key; it stays until the next run. Its blobs are the drop's (after its
           // manifest): no orphan is left for the next gc.
           const unboundEntries = args.dropUnboundEntries ? await store.dropUnboundEntries({ dryRun: args.dryRun === true }) : undefined;
-          throwIfInterrupted(signal);
+          // A Ctrl-C during the drop (which runs to its end) says what the drop did: the bare
+          // "interrupted" read as if nothing had been removed.
+          throwIfInterrupted(
+            signal,
+            unboundEntries === undefined || unboundEntries.dryRun || unboundEntries.count === 0
+              ? ''
+              : `: stopped after removing ${unboundEntries.count} unbound entr${unboundEntries.count === 1 ? 'y' : 'ies'} (${formatBytes(unboundEntries.reclaimedBytes)}) and their blobs${model === undefined ? '' : '; the --model prune did not run'}`,
+          );
           const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
-          return { ...gc, ...(bindings === undefined ? {} : { bindings }), ...(unboundEntries === undefined ? {} : { unboundEntries }) };
+          // Entries the prune left with no binding stay for the next drop: counted, so that the
+          // run does not read as if there were none (a build of the model binds its moved tensors
+          // among them; a drop first makes that build encode them again).
+          const leftUnbound = unboundEntries === undefined || bindings === undefined || args.dryRun ? undefined : countUnbound(store);
+          return {
+            ...gc,
+            ...(bindings === undefined ? {} : { bindings }),
+            ...(unboundEntries === undefined ? {} : { unboundEntries }),
+            ...(leftUnbound === undefined ? {} : { unboundAfterPrune: leftUnbound }),
+          };
         };
         const task = work();
         report = await (watch?.during(task) ?? task);
@@ -155,6 +185,13 @@ export const gcCommand = defineCommand({
     if (dropped !== undefined) {
       lines.push(`${verb} ${dropped.count} unbound entr${dropped.count === 1 ? 'y' : 'ies'} (${formatBytes(dropped.reclaimedBytes)})`, ...dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
       if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
+    }
+    const left = report.unboundAfterPrune;
+    if (left !== undefined && left.count > 0) {
+      lines.push(
+        `kept ${left.count} entr${left.count === 1 ? 'y' : 'ies'} (${formatBytes(left.compBytes)}) the prune left bound to no slice, for the next --drop-unbound-entries: ` +
+          `build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`,
+      );
     }
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;

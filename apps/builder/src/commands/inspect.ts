@@ -91,7 +91,7 @@ export function renderInspectReport(report: InspectReport, dropRefusal?: string)
               ? 'gc --drop-unbound-entries does not remove them on s3:// caches yet'
               : dropRefusal !== undefined
                 ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${dropRefusal}: it says why)`
-                : `splitzip gc ${report.cache} --drop-unbound-entries removes them`),
+                : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
         ]),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
