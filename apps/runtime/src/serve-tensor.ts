@@ -384,8 +384,8 @@ export async function settleCacheFailure(env: ServeEnv, target: ServeTarget, ent
   const dropped = await isEntryDropped(env.cache, error, entry.key);
   if (target.info === undefined) {
     // A bare slice has nothing to read raw. Its entry gone, the slice is one the cache does not have
-    // (decided on the entry, as for a model's tensor: a binding made since the refresh is the next
-    // request's); any other failure of the entry stands.
+    // (decided on the entry, as for a model's tensor; loadTensor and loadTensorToDevice then serve a
+    // binding the refresh found to another entry: resolveReboundSlice); any other failure stands.
     if (dropped) throw droppedSliceError(slice, entry.key, error);
     throw nameTensorInError(error, name);
   }
