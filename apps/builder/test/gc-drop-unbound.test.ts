@@ -126,7 +126,7 @@ describe('gc --drop-unbound-entries', () => {
     expect(real.bindings).toMatchObject({ removed: 3 });
     expect(real.unboundEntries).toMatchObject({ dryRun: false, count: 0 });
     // The entries the prune left unbound are counted, so the run does not read as if there were none.
-    expect(real.unboundAfterPrune).toEqual({ count: 3, compBytes: expect.any(Number) });
+    expect(real.unboundAfterPrune).toEqual({ count: 3, compBytes: expect.any(Number), ofModel: 3 });
     expect({ ...real.unboundEntries, dryRun: true }).toEqual(dry.unboundEntries);
     // The re-sharded model's tensors are those entries' bytes: still there, unbound.
     expect(await qualnames(cache)).toEqual(['a.weight:0', 'b.weight:0', 'c.weight:0']);
@@ -144,7 +144,7 @@ describe('gc --drop-unbound-entries', () => {
     const pruned = await runInProcess(['gc', other, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries']);
     expect(pruned.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
     expect(pruned.out).toContain(`kept 3 entries (`);
-    expect(pruned.out).toContain(`) the prune left bound to no slice, for the next --drop-unbound-entries: build the model first (splitzip build ${resharded} --out ${other}), which binds its moved tensors among them instead of encoding them again`);
+    expect(pruned.out).toContain(`) bound to no slice once the prune ran, for the next --drop-unbound-entries; all are named as this model's tensors: build the model first (splitzip build ${resharded} --out ${other}), which binds its moved tensors among them instead of encoding them again`);
     expect((await gcJson(other, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 3, blobsLeft: [] });
     expect(await qualnames(other)).toEqual([]);
     expect(await readdir(join(other, 'blobs'))).toEqual([]);
@@ -191,6 +191,20 @@ describe('gc --drop-unbound-entries', () => {
     await rename(join(cache, kept[0]!), join(aside, kept[0]!));
     expect((await gcJson(cache, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 0 });
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+  });
+
+  it("--prune-other-shards: another model's entries the prune left unbound are counted without advising this model's build", async () => {
+    const m1 = join(temp.path, 'own-m1');
+    const m2 = join(temp.path, 'own-m2');
+    const cache = join(temp.path, 'own-cache');
+    await writeShardedTestModel(m1, [a, b, c], 2 * 8192);
+    await writeShardedTestModel(m2, [gaussianBf16('x.weight', [64, 64], 1201)], 2 * 8192, 'other');
+    await build(m1, cache);
+    await build(m2, cache);
+    const run = await runInProcess(['gc', cache, '--model', m1, '--prune-other-shards', '--drop-unbound-entries']);
+    expect(run.code, run.err).toBe(0);
+    expect(run.out).toMatch(/^kept 1 entry \(\d+(\.\d+)? KiB\) bound to no slice once the prune ran, for the next --drop-unbound-entries$/m);
+    expect(run.out).not.toContain('build the model first');
   });
 
   it('Ctrl-C during the drop (which runs to its end) says what the drop removed, and the prune does not run', async () => {

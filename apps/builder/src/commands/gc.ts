@@ -19,20 +19,30 @@ import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '.
 export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
   unboundEntries?: DropUnboundEntriesReport;
-  /** With --drop-unbound-entries and --model: the entries bound to no slice once the prune ran (kept for the next drop). */
-  unboundAfterPrune?: { count: number; compBytes: number };
+  /**
+   * With --drop-unbound-entries and --model: the entries bound to no slice once the prune ran (kept
+   * for the next drop); `ofModel` of them named as the model's tensors.
+   */
+  unboundAfterPrune?: { count: number; compBytes: number; ofModel: number };
 }
 
-/** The entries a drop would remove now (the store's rule), counted. */
-function countUnbound(store: CacheStore): { count: number; compBytes: number } {
+/**
+ * The entries a drop would remove now (the store's rule), counted; `ofModel`: those named as one of
+ * the model's tensors (its moved tensors among them: a build of it binds them again), the rest
+ * other models' (--prune-other-shards) or older revisions'.
+ */
+function countUnbound(store: CacheStore, model: SafetensorsModel): { count: number; compBytes: number; ofModel: number } {
+  const names = new Set(model.tensors.map((tensor) => tensor.name));
   let count = 0;
   let compBytes = 0;
+  let ofModel = 0;
   for (const entry of store.entries()) {
     if (!isDroppableEntry(entry)) continue;
     count++;
     compBytes += entry.compBytes;
+    if (names.has(entry.qualname)) ofModel++;
   }
-  return { count, compBytes };
+  return { count, compBytes, ofModel };
 }
 
 export const gcCommand = defineCommand({
@@ -120,6 +130,7 @@ export const gcCommand = defineCommand({
           // A drop the store refuses (a damaged manifest's kept copy, a damaged journal) fails the
           // command before the collection changes anything: its dry run is a look, no lock.
           if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true });
+          throwIfInterrupted(signal);
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
           // Before the prune: an entry whose last binding this run's prune removes may be a tensor
@@ -139,7 +150,7 @@ export const gcCommand = defineCommand({
           // Entries the prune left with no binding stay for the next drop: counted, so that the
           // run does not read as if there were none (a build of the model binds its moved tensors
           // among them; a drop first makes that build encode them again).
-          const leftUnbound = unboundEntries === undefined || bindings === undefined || args.dryRun ? undefined : countUnbound(store);
+          const leftUnbound = unboundEntries === undefined || model === undefined || bindings === undefined || args.dryRun ? undefined : countUnbound(store, model);
           return {
             ...gc,
             ...(bindings === undefined ? {} : { bindings }),
@@ -189,8 +200,10 @@ export const gcCommand = defineCommand({
     const left = report.unboundAfterPrune;
     if (left !== undefined && left.count > 0) {
       lines.push(
-        `kept ${left.count} entr${left.count === 1 ? 'y' : 'ies'} (${formatBytes(left.compBytes)}) the prune left bound to no slice, for the next --drop-unbound-entries: ` +
-          `build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`,
+        `kept ${left.count} entr${left.count === 1 ? 'y' : 'ies'} (${formatBytes(left.compBytes)}) bound to no slice once the prune ran, for the next --drop-unbound-entries` +
+          (left.ofModel === 0
+            ? ''
+            : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`),
       );
     }
     io.stdout.write(`${lines.join('\n')}\n`);

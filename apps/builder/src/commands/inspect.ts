@@ -30,7 +30,7 @@ export const inspectCommand = defineCommand({
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
     let report: InspectReport;
-    let dropRefusal: string | undefined;
+    let dropRefusal: string | false | undefined;
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
       try {
@@ -44,9 +44,11 @@ export const inspectCommand = defineCommand({
         // damaged manifest's kept copy, whose unbound entries are other models' salvaged ones; a
         // damaged journal). Its dry run is a look: no lock, nothing changed.
         if (!args.json && report.totals.unboundEntries > 0 && !isS3Url(args.cache)) {
+          // Only the drop's own refusals are named as such; any other failure of the look leaves
+          // the line without advice (dropAdvice false).
           dropRefusal = await store.dropUnboundEntries({ dryRun: true }).then(
             () => undefined,
-            (error: unknown) => (isStoreError(error) ? error.code : undefined),
+            (error: unknown) => (isStoreError(error, 'MANIFEST_INVALID') || isStoreError(error, 'JOURNAL_INVALID') ? error.code : false),
           );
         }
       } finally {
@@ -61,8 +63,11 @@ export const inspectCommand = defineCommand({
   },
 });
 
-/** The text report; `dropRefusal`: the code of the store's refusal of gc --drop-unbound-entries, if it refuses now. */
-export function renderInspectReport(report: InspectReport, dropRefusal?: string): string {
+/**
+ * The text report; `dropRefusal`: the code of the store's refusal of gc --drop-unbound-entries, if it
+ * refuses now (false: the look failed otherwise, and the line gives no advice).
+ */
+export function renderInspectReport(report: InspectReport, dropRefusal?: string | false): string {
   const rows = report.entries.map((e) => [
     e.qualname,
     e.key.slice(0, 12),
@@ -89,7 +94,9 @@ export function renderInspectReport(report: InspectReport, dropRefusal?: string)
           `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; ` +
             (isS3Url(report.cache)
               ? 'gc --drop-unbound-entries does not remove them on s3:// caches yet'
-              : dropRefusal !== undefined
+              : dropRefusal === false
+                ? 'gc --drop-unbound-entries removes them'
+                : dropRefusal !== undefined
                 ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${dropRefusal}: it says why)`
                 : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
         ]),
