@@ -140,7 +140,13 @@ describe('breaking a dead commit lock', () => {
       const lockPath = join(root, LOCK);
       const deadText = await readFile(lockPath, 'utf8');
       let asides = 0;
+      let breakReads = 0;
       setCommitLockStepObserver(async (step) => {
+        if (step === `read ${LOCK}.break`) breakReads += 1;
+        // The first aside waits until both resumes read the dead sub-lock: under load (CI runs the
+        // packages' suites side by side on 2 cores) the first resume broke, resumed and released
+        // before the second looked, and the interleaving under test never happened (asides 1).
+        if (step === `aside ${LOCK}.break` && asides === 0) for (let i = 0; i < 1000 && breakReads < 2; i += 1) await sleep(5);
         if (step === `aside ${LOCK}.break` && ++asides === 2) for (let i = 0; i < 200 && !existsSync(breakPath); i += 1) await sleep(2);
         if (step.startsWith(`read ${LOCK}.stale-`) && asides === 2) {
           for (let i = 0; i < 200; i += 1) {
