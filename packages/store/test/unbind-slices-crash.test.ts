@@ -2,12 +2,12 @@
 // step of the prune's compaction (a copy taken there, the dead writer's lock left out as its
 // recovery would), and a prune whose manifest write fails. Each opens, verifies, holds every entry
 // and either every binding or none of those removed; the next writer finishes from there.
-import { cp, readdir, rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import { afterEach, expect, it } from 'vitest';
-import type { JournalFile } from '../src/backend.js';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import { openCacheStore, StoreError, type CacheStore } from '../src/index.js';
+import { createCrashCopyBackend } from './crash-copies.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -52,45 +52,8 @@ async function checkCrashCopy(copy: string, tensors: readonly TestTensor[], step
 
 it('a crash at any step of the prune leaves a cache that opens, verifies, loses no entry, and holds every binding or none of those removed; a writer then finishes, and a rerun prunes', async () => {
   const { root, tensors } = await makeCache();
-  const copies: { step: string; path: string }[] = [];
-  /** Copies the cache as it is now, as a crash here would leave it (the dead writer's lock is recovered by the next writer: left out). */
-  const crashHere = async (step: string): Promise<void> => {
-    const path = `${root}-crash-${copies.length}`;
-    await cp(root, path, { recursive: true, filter: (source) => !source.endsWith('/lock') });
-    copies.push({ step, path });
-  };
-  class CrashPoints extends FsBackend {
-    override async openJournal(generation: number): Promise<JournalFile | undefined> {
-      const journal = await super.openJournal(generation);
-      if (!journal) return journal;
-      const append = journal.append.bind(journal);
-      journal.append = async (offsetBytes, bytes) => {
-        await crashHere(`before appending ${bytes.length} bytes to journal.${generation}`);
-        await append(offsetBytes, bytes);
-        await crashHere(`after appending to journal.${generation}`);
-      };
-      return journal;
-    }
-
-    override async createJournal(generation: number, header: Uint8Array): Promise<void> {
-      await crashHere(`before creating journal.${generation}`);
-      await super.createJournal(generation, header);
-      await crashHere(`after creating journal.${generation}`);
-    }
-
-    override async writeManifest(bytes: Uint8Array): Promise<void> {
-      await crashHere('before writing the manifest');
-      await super.writeManifest(bytes);
-      await crashHere('after writing the manifest');
-    }
-
-    override async removeJournal(generation: number): Promise<void> {
-      await crashHere(`before removing journal.${generation}`);
-      await super.removeJournal(generation);
-      await crashHere(`after removing journal.${generation}`);
-    }
-  }
-  const store = await FsCacheStore.load(new CrashPoints(root), SETTINGS);
+  const { backend, copies } = createCrashCopyBackend(root);
+  const store = await FsCacheStore.load(backend, SETTINGS);
   expect(await store.unbindSlices(REMOVED.map((_b, i) => ({ shardName: SHARD, offsetBytes: i * 480, sizeBytes: 480 })))).toBe(3);
   await store.close();
   // Every step of a compaction: the next journal, the seal, the manifest, the old journal's removal
