@@ -891,19 +891,7 @@ async function processTensor(
     throwIfAborted(signal);
     checkSliceConflict(context, key, tensor);
     const withKey = { ...base, key };
-    let settle = (): void => {};
-    const holders = context.keyHolders.get(key) ?? [];
-    const holder = { index, done: new Promise<void>((resolve) => (settle = resolve)) };
-    holders.push(holder);
-    context.keyHolders.set(key, holders);
-    let held = true;
-    const releaseKey = (): void => {
-      if (!held) return;
-      held = false;
-      holders.splice(holders.indexOf(holder), 1);
-      if (holders.length === 0) context.keyHolders.delete(key);
-      settle();
-    };
+    const releaseKey = joinKeyGroup(context.keyHolders, key, index);
     const leaveTenants = joinKeyGroup(context.keyTenants, key, index);
     try {
       return await processKeyedTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
