@@ -1,5 +1,6 @@
 // A summary of what a cache holds: per entry sizes, escape rate and slices; totals.
 import { isDroppableEntry, type CacheStore } from '@splitzip/store';
+import type { DropRefusal } from './find-drop-refusal.js';
 import type { ModelBindingsReport } from './judge-model-bindings.js';
 
 export interface InspectEntry {
@@ -36,6 +37,12 @@ export interface InspectReport {
     unboundEntries: number;
     /** Their payload bytes: what that drop reclaims. */
     unboundCompBytes: number;
+    /**
+     * `splitzip inspect` only (inspectCache asks the store nothing and leaves it out): the store's
+     * refusal of gc --drop-unbound-entries now (findDropRefusal: a damaged manifest's kept copy, a
+     * damaged journal, a store that cannot drop), null where it would run.
+     */
+    dropRefusal?: DropRefusal | null;
   };
   /** With `inspect --model`: the model's bindings judged as `gc --model` would (judgeModelBindings), nothing changed. */
   bindings?: ModelBindingsReport;

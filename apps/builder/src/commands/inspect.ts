@@ -1,9 +1,9 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import { isS3Url, isStoreError } from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
+import { findDropRefusal } from '../find-drop-refusal.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
@@ -30,7 +30,6 @@ export const inspectCommand = defineCommand({
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
     let report: InspectReport;
-    let dropRefusal: string | false | undefined;
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
       try {
@@ -40,17 +39,11 @@ export const inspectCommand = defineCommand({
         throwIfInterrupted(signal);
         if (model !== undefined) report.bindings = judgeModelBindings(store, model, args.model!, { pruneOtherShards: args.pruneOtherShards });
         throwIfInterrupted(signal);
-        // The text names the command that removes unbound entries: not where it would refuse (a
-        // damaged manifest's kept copy, whose unbound entries are other models' salvaged ones; a
-        // damaged journal). Its dry run is a look: no lock, nothing changed.
-        if (!args.json && report.totals.unboundEntries > 0 && !isS3Url(args.cache)) {
-          // Only the drop's own refusals are named as such; any other failure of the look leaves
-          // the line without advice (dropAdvice false).
-          dropRefusal = await store.dropUnboundEntries({ dryRun: true }).then(
-            () => undefined,
-            (error: unknown) => (isStoreError(error, 'MANIFEST_INVALID') || isStoreError(error, 'JOURNAL_INVALID') ? error.code : false),
-          );
-        }
+        // Whether gc --drop-unbound-entries would refuse now (a damaged manifest's kept copy, whose
+        // unbound entries are other models' salvaged ones; a damaged journal; a store that cannot
+        // drop): the store's dry run answers, a look with no lock that changes nothing. The text
+        // names the command only where it would run.
+        report.totals.dropRefusal = await findDropRefusal(store);
       } finally {
         await store.close();
       }
@@ -58,16 +51,13 @@ export const inspectCommand = defineCommand({
       await model?.close();
     }
     if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-    else io.stdout.write(renderInspectReport(report, dropRefusal));
+    else io.stdout.write(renderInspectReport(report));
     return 0;
   },
 });
 
-/**
- * The text report; `dropRefusal`: the code of the store's refusal of gc --drop-unbound-entries, if it
- * refuses now (false: the look failed otherwise, and the line gives no advice).
- */
-export function renderInspectReport(report: InspectReport, dropRefusal?: string | false): string {
+/** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
+export function renderInspectReport(report: InspectReport): string {
   const rows = report.entries.map((e) => [
     e.qualname,
     e.key.slice(0, 12),
@@ -92,12 +82,10 @@ export function renderInspectReport(report: InspectReport, dropRefusal?: string 
       ? []
       : [
           `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; ` +
-            (isS3Url(report.cache)
-              ? 'gc --drop-unbound-entries does not remove them on s3:// caches yet'
-              : dropRefusal === false
-                ? 'gc --drop-unbound-entries removes them'
-                : dropRefusal !== undefined
-                ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${dropRefusal}: it says why)`
+            (t.dropRefusal === undefined
+              ? 'gc --drop-unbound-entries removes them'
+              : t.dropRefusal !== null
+                ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${t.dropRefusal.code}: it says why)`
                 : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
         ]),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),

@@ -1,0 +1,94 @@
+// inspect --json says whether gc --drop-unbound-entries would be refused now (totals.dropRefusal:
+// the store's dry run's error, { code, message }, or null): only the text said so before. The
+// answer is the store's, for s3:// caches too (the text said "not on s3:// yet" whatever the store
+// answered). Run in this process.
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { StoreError, type CacheStore } from '@splitzip/store';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { renderInspectReport } from '../src/commands/inspect.js';
+import { findDropRefusal } from '../src/find-drop-refusal.js';
+import type { InspectReport } from '../src/inspect-cache.js';
+import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
+import { runInProcess } from './helpers/run-in-process.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-inspect-refusal-');
+});
+afterAll(async () => temp?.cleanup());
+
+async function inspectJson(cache: string): Promise<InspectReport> {
+  const result = await runInProcess(['inspect', cache, '--json']);
+  expect(result.code, result.err).toBe(0);
+  return JSON.parse(result.out) as InspectReport;
+}
+
+/** A cache of v1 and its fine-tune v2 built with --rebind: v1's b entry is bound to nothing. */
+async function fineTunedCache(name: string): Promise<string> {
+  const v1 = join(temp.path, `${name}-v1`);
+  const v2 = join(temp.path, `${name}-v2`);
+  const cache = join(temp.path, `${name}-cache`);
+  await writeShardedTestModel(v1, [gaussianBf16('a.weight', [64, 64], 1401), gaussianBf16('b.weight', [64, 64], 1402)], 8192);
+  await writeShardedTestModel(v2, [gaussianBf16('a.weight', [64, 64], 1401), gaussianBf16('b.weight', [64, 64], 1499)], 8192);
+  for (const [model, extra] of [[v1, []], [v2, ['--rebind']]] as const) {
+    const built = await runInProcess(['build', model, '--out', cache, '--jobs', '0', '--quiet', ...extra]);
+    expect(built.code, built.err).toBe(0);
+  }
+  return cache;
+}
+
+describe('inspect --json totals.dropRefusal', () => {
+  it('null where the drop would run; the store\'s MANIFEST_INVALID while a damaged manifest\'s kept copy is there; null again once it is gone', async () => {
+    const cache = await fineTunedCache('kept');
+    const clean = await inspectJson(cache);
+    expect(clean.totals.unboundEntries).toBe(1);
+    expect(clean.totals.dropRefusal).toBeNull();
+
+    const kept = join(cache, 'manifest.json.damaged-1765000000000');
+    await writeFile(kept, await readFile(join(cache, 'manifest.json')));
+    const refused = await inspectJson(cache);
+    expect(refused.totals.dropRefusal).toEqual({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy \(manifest\.json\.damaged-1765000000000\)/) });
+    // The text says the same, from the same answer.
+    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound 1 entry bound to no slice .*--drop-unbound-entries refuses to remove them for now \(MANIFEST_INVALID: it says why\)$/m);
+    // As gc itself answers.
+    const gc = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
+    expect(gc.code).toBe(1);
+    expect(gc.err).toContain(refused.totals.dropRefusal!.message);
+  });
+
+  it('a damaged journal: JOURNAL_INVALID, also with no entry unbound (the drop refuses all the same)', async () => {
+    const cache = join(temp.path, 'journal-cache');
+    const model = join(temp.path, 'journal-model');
+    await writeShardedTestModel(model, [gaussianBf16('a.weight', [64, 64], 1411)], 8192);
+    const built = await runInProcess(['build', model, '--out', cache, '--jobs', '0', '--quiet']);
+    expect(built.code, built.err).toBe(0);
+    const journal = (await readdir(cache)).find((name) => /^journal\.\d+$/.test(name))!;
+    const bytes = await readFile(join(cache, journal));
+    bytes[3]! ^= 0x40; // the magic
+    await writeFile(join(cache, journal), bytes);
+    const report = await inspectJson(cache);
+    expect(report.totals.unboundEntries).toBe(0);
+    expect(report.totals.dropRefusal).toMatchObject({ code: 'JOURNAL_INVALID' });
+  });
+
+  it("is the store's answer, not the cache's kind: an s3:// store that drops is not said to refuse", async () => {
+    const refusing = { dropUnboundEntries: () => Promise.reject(new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries is not supported here', { path: 's3://b/c' })) } as unknown as CacheStore;
+    expect(await findDropRefusal(refusing)).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('dropUnboundEntries is not supported here') });
+    const dropping = { dropUnboundEntries: () => Promise.resolve({ dryRun: true, count: 1, entries: [], reclaimedBytes: 0, blobsLeft: [] }) } as unknown as CacheStore;
+    expect(await findDropRefusal(dropping)).toBeNull();
+    // A bug is no refusal: thrown.
+    const broken = { dropUnboundEntries: () => Promise.reject(new TypeError('boom')) } as unknown as CacheStore;
+    await expect(findDropRefusal(broken)).rejects.toThrow('boom');
+
+    const report = (dropRefusal: InspectReport['totals']['dropRefusal']): InspectReport => ({
+      cache: 's3://b/c',
+      entries: [],
+      totals: { entries: 1, slices: 0, rawBytes: 8192, compBytes: 7000, ratio: 0.85, elementCount: 4096, escapeCount: 0, escapeRate: 0, unboundEntries: 1, unboundCompBytes: 7000, dropRefusal },
+    });
+    expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them (build each model');
+    expect(renderInspectReport(report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here' }))).toContain(
+      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries refuses to remove them for now (INVALID_ARGUMENT: it says why)',
+    );
+  });
+});
