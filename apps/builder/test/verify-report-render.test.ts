@@ -9,6 +9,7 @@ describe('renderVerifyReport', () => {
       cache: 's3://b/c',
       ok: false,
       model: null,
+      leftovers: null,
       store: {
         ok: false,
         checked: 1,

@@ -1,12 +1,13 @@
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
-import { BLOB_DAMAGE_CODES, type VerifyReport } from '@splitzip/store';
+import { BLOB_DAMAGE_CODES, DEFAULT_GC_MIN_AGE_MS, isS3Url, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
+import { findCacheLeftovers, type CacheLeftovers } from '../find-cache-leftovers.js';
 import { UsageError } from '../errors.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatTable } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
-import { interruptedError } from '../throw-if-interrupted.js';
+import { interruptedError, throwIfInterrupted } from '../throw-if-interrupted.js';
 import { verifyModelCache, type ModelCheckReport, type ModelTensorCheck } from '../verify-model-cache.js';
 
 export interface VerifyCommandReport {
@@ -14,6 +15,12 @@ export interface VerifyCommandReport {
   ok: boolean;
   store: VerifyReport;
   model: ModelCheckReport | null;
+  /**
+   * What `splitzip gc` would clear, found by its dry run (orphan blobs, a dead writer's lock): notes,
+   * not problems (`ok` does not depend on them); null where gc refuses to look (a damaged journal, an
+   * older manifest copy: problems above).
+   */
+  leftovers: CacheLeftovers | null;
 }
 
 export const verifyCommand = defineCommand({
@@ -24,7 +31,8 @@ export const verifyCommand = defineCommand({
     'decodes to the bytes its content key names (skip the decode with --no-decode).',
     'With --model: each tensor of the model is found by its slice key and its content key and decodes',
     'bit-identical to the file, or is reported as not cached with the reason (not BF16, coverage).',
-    'Exit code 0 only when all is well.',
+    'Exit code 0 only when all is well. Orphan blobs and a dead writer\'s lock (a gc or build stopped at',
+    'once) are noted, naming `splitzip gc`, without failing the check.',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
@@ -70,6 +78,9 @@ export const verifyCommand = defineCommand({
           throw signal.aborted ? interruptedError(signal) : error;
         });
       progress.finish();
+      // gc's dry run (one listing of the cache, no lock): what the next gc clears, noted.
+      const leftovers = await findCacheLeftovers(store);
+      throwIfInterrupted(signal);
       progress = createProgressBar({ stream: io.stderr, enabled });
       let modelReport: ModelCheckReport | null = null;
       if (args.model !== undefined) {
@@ -80,7 +91,7 @@ export const verifyCommand = defineCommand({
           onProgress: (p) => progress.update(p.doneBytes, p.totalBytes, p.tensor),
         });
       }
-      report = { cache: args.cache, ok: storeReport.ok && (modelReport?.ok ?? true), store: storeReport, model: modelReport };
+      report = { cache: args.cache, ok: storeReport.ok && (modelReport?.ok ?? true), store: storeReport, model: modelReport, leftovers };
     } finally {
       progress.finish();
       await store.close();
@@ -97,6 +108,28 @@ function groupFailedByShard(tensors: readonly ModelTensorCheck[], is: (t: ModelT
   for (const t of tensors) if (t.status === 'failed' && is(t)) byShard.set(t.shard, [...(byShard.get(t.shard) ?? []), t]);
   for (const [shard, group] of byShard) if (group.length === 1) byShard.delete(shard);
   return byShard;
+}
+
+/** verify's notes of what gc clears: no damage, so no FAIL (a cache with them alone is OK). */
+function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): string[] {
+  if (leftovers === null) return [];
+  const lines: string[] = [];
+  const blobs = leftovers.orphanBlobs.length;
+  if (blobs > 0) {
+    lines.push(
+      `  note: ${blobs} orphan blob${blobs === 1 ? '' : 's'} (${formatBytes(leftovers.orphanBytes)}) no entry references` +
+        (isS3Url(cache) ? `, older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h` : '') +
+        ` (a gc or build stopped at once, a crash, or a build not yet committed): \`splitzip gc ${cache}\` removes them`,
+    );
+  }
+  const locks = leftovers.staleLocks.length;
+  if (locks > 0) {
+    lines.push(
+      `  note: ${locks === 1 ? 'a stale lock of a dead writer' : `${locks} stale locks of dead writers`} (${leftovers.staleLocks.join(', ')}): ` +
+        `\`splitzip gc ${cache}\` removes ${locks === 1 ? 'it' : 'them'} (the next writer also recovers the lock)`,
+    );
+  }
+  return lines;
 }
 
 export function renderVerifyReport(report: VerifyCommandReport): string {
@@ -121,6 +154,7 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
   if (s.problems.some((p) => BLOB_DAMAGE_CODES.has(p.code))) {
     lines.push(`  blobs missing or damaged: \`splitzip build <model> --out ${report.cache} --repair\` puts them back from the model`);
   }
+  lines.push(...renderLeftovers(report.cache, report.leftovers));
   const m = report.model;
   if (m) {
     lines.push(

@@ -1,0 +1,121 @@
+// verify notes what a gc or writer stopped at once leaves for the next gc (a second Ctrl-C during
+// gc --drop-unbound-entries: blobs of entries already gone from the manifest, the writer lock of a
+// dead pid), naming `splitzip gc`, without failing the check (exit 0, "ok": true); it said nothing of
+// them before. Found by gc's dry run; null where gc refuses to look (a damaged journal). Run in this process.
+import { spawnSync } from 'node:child_process';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { openCacheStore } from '@splitzip/store';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { VerifyCommandReport } from '../src/commands/verify.js';
+import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
+import { runInProcess } from './helpers/run-in-process.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-verify-leftovers-');
+});
+afterAll(async () => temp?.cleanup());
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  return runInProcess(argv);
+}
+
+async function verifyJson(cache: string, expectedCode = 0): Promise<VerifyCommandReport> {
+  const result = await run('verify', cache, '--json');
+  expect(result.code, result.err).toBe(expectedCode);
+  return JSON.parse(result.out) as VerifyCommandReport;
+}
+
+/** The pid of a process of this host that has exited. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', '']);
+  expect(child.status).toBe(0);
+  return child.pid;
+}
+
+/**
+ * A cache of model v1 and its fine-tune v2 (b changed) built with --rebind, then gc
+ * --drop-unbound-entries stopped at once after its manifest: v1's b entry is gone, its blob is still
+ * there, and so is the lock of the gc's dead process.
+ */
+async function cacheLeftByStoppedDrop(name: string): Promise<{ cache: string; orphan: string; orphanBytes: number }> {
+  const v1 = join(temp.path, `${name}-v1`);
+  const v2 = join(temp.path, `${name}-v2`);
+  const cache = join(temp.path, `${name}-cache`);
+  await writeShardedTestModel(v1, [gaussianBf16('a.weight', [64, 64], 1301), gaussianBf16('b.weight', [64, 64], 1302)], 8192);
+  await writeShardedTestModel(v2, [gaussianBf16('a.weight', [64, 64], 1301), gaussianBf16('b.weight', [64, 64], 1399)], 8192);
+  for (const [model, extra] of [[v1, []], [v2, ['--rebind']]] as const) {
+    const built = await run('build', model, '--out', cache, '--jobs', '0', '--quiet', ...extra);
+    expect(built.code, built.err).toBe(0);
+  }
+  const store = await openCacheStore(cache);
+  const oldB = [...store.entries()].find((e) => e.sliceKeys.length === 0)!.key;
+  await store.close();
+  const orphan = `blobs/${oldB}.bin`;
+  const bytes = await readFile(join(cache, orphan));
+  const dropped = await run('gc', cache, '--drop-unbound-entries');
+  expect(dropped.code, dropped.err).toBe(0);
+  // What the exit at once left: the blob not yet unlinked, the lock of the process that is gone.
+  await writeFile(join(cache, orphan), bytes);
+  await writeFile(join(cache, 'lock'), JSON.stringify({ pid: deadPid(), host: hostname(), bootId: null, startTicks: null, token: '0123456789abcdef', createdMs: Date.now() }));
+  return { cache, orphan, orphanBytes: bytes.length };
+}
+
+describe('verify notes what gc clears', () => {
+  it('orphan blobs and a dead writer\'s lock: notes naming splitzip gc, exit 0 and "ok" as for a clean cache; gone once gc ran', async () => {
+    const { cache, orphan, orphanBytes } = await cacheLeftByStoppedDrop('stopped');
+    const text = await run('verify', cache);
+    expect(text.code, text.err).toBe(0);
+    expect(text.out).toMatch(new RegExp(`^  note: 1 orphan blob \\(\\d+(\\.\\d+)? KiB\\) no entry references \\(a gc or build stopped at once, a crash, or a build not yet committed\\): \`splitzip gc ${cache}\` removes them$`, 'm'));
+    expect(text.out).toContain(`  note: a stale lock of a dead writer (lock): \`splitzip gc ${cache}\` removes it (the next writer also recovers the lock)\n`);
+    expect(text.out).not.toContain('FAIL');
+    expect(text.out.trimEnd().split('\n').at(-1)).toBe('OK');
+
+    const json = await verifyJson(cache);
+    expect(json.ok).toBe(true);
+    expect(json.store.problems).toEqual([]);
+    expect(json.leftovers).toEqual({ orphanBlobs: [orphan], orphanBytes, staleLocks: ['lock'] });
+
+    // As the notes say: gc removes both, and verify says nothing more.
+    const gc = await run('gc', cache);
+    expect(gc.code, gc.err).toBe(0);
+    expect(await readdir(cache)).not.toContain('lock');
+    const after = await run('verify', cache);
+    expect(after.code, after.err).toBe(0);
+    expect(after.out).not.toContain('note:');
+    expect((await verifyJson(cache)).leftovers).toEqual({ orphanBlobs: [], orphanBytes: 0, staleLocks: [] });
+  });
+
+  it('with --model too, and beside a failed check: the notes do not change the exit code', async () => {
+    const { cache } = await cacheLeftByStoppedDrop('failing');
+    const store = await openCacheStore(cache);
+    const bound = [...store.entries()].find((e) => e.qualname === 'a.weight')!.key;
+    await store.close();
+    // A bound entry's blob gone: a real problem (exit 1), the notes as before.
+    await writeFile(join(cache, 'blobs', `${bound}.bin`), 'damaged');
+    const json = await verifyJson(cache, 1);
+    expect(json.ok).toBe(false);
+    expect(json.store.problems.map((p) => p.key)).toEqual([bound]);
+    expect(json.leftovers?.staleLocks).toEqual(['lock']);
+    expect(json.leftovers?.orphanBlobs).toHaveLength(1);
+    const model = join(temp.path, 'failing-v2');
+    const withModel = await run('verify', cache, '--model', model);
+    expect(withModel.code).toBe(1);
+    expect(withModel.out).toMatch(/^ {2}note: 1 orphan blob /m);
+    expect(withModel.out.trimEnd().split('\n').at(-1)).toBe('FAILED');
+  });
+
+  it('a damaged journal, which gc refuses to look beside: "leftovers" null, no note, exit 1 for the damage as before', async () => {
+    const { cache } = await cacheLeftByStoppedDrop('journal');
+    const journal = (await readdir(cache)).find((name) => /^journal\.\d+$/.test(name))!;
+    const bytes = await readFile(join(cache, journal));
+    bytes[3]! ^= 0x40; // the magic
+    await writeFile(join(cache, journal), bytes);
+    const json = await verifyJson(cache, 1);
+    expect(json.store.problems.map((p) => p.code)).toEqual(['JOURNAL_INVALID']);
+    expect(json.leftovers).toBeNull();
+    expect((await run('verify', cache)).out).not.toContain('note:');
+  });
+});
