@@ -143,7 +143,9 @@ export interface CacheStore {
    * compaction, as unbindSlices), and only then unlinks their blobs: a crash in between leaves
    * orphan blobs, which `gc` removes. A handle that still holds the older generation may find such
    * a blob gone (BLOB_MISSING: a reader then reads the tensor raw). `dryRun`: no lock, nothing
-   * changed. `s3://`: INVALID_ARGUMENT (not supported yet: no writer lock).
+   * changed. `s3://` (no writer lock): old unbound entry objects (`minAgeMs`) are deleted, slices/
+   * listed again and an entry a writer bound meanwhile put back, then the others' blobs deleted,
+   * each looked at first (README "S3 layout", Removing entries).
    */
   dropUnboundEntries(options?: DropUnboundEntriesOptions): Promise<DropUnboundEntriesReport>;
   refresh(): Promise<void>;

@@ -1,18 +1,19 @@
 // Removing the entries no slice is bound to (CacheStore.dropUnboundEntries): the options' checks,
-// the local store's plan (a state without those entries, which a compaction writes), its report,
-// and the refusal of `s3://` caches.
+// the local store's plan (a state without those entries, which a compaction writes) and its report
+// (the S3 store's steps: s3-drop-unbound-entries.ts).
+import { optionNamesOf } from '@splitzip/codec';
 import type { StorageBackend } from './backend.js';
 import { checkBooleanOption, checkOptionKeys, checkOptionsObject } from './check-options.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
 import type { CacheEntry, DroppedEntry, DropUnboundEntriesOptions, DropUnboundEntriesReport } from './types.js';
 
-const DROP_OPTIONS: readonly (keyof DropUnboundEntriesOptions)[] = ['dryRun'];
+const DROP_OPTIONS = optionNamesOf<DropUnboundEntriesOptions>({ dryRun: true, minAgeMs: true });
 
-/** Checks dropUnboundEntries' options (INVALID_ARGUMENT, as for gc). */
-export function checkDropUnboundOptions(options: unknown): asserts options is DropUnboundEntriesOptions {
+/** Checks dropUnboundEntries' options (INVALID_ARGUMENT, as for gc); `extra`: a store's own option names. */
+export function checkDropUnboundOptions(options: unknown, extra: readonly string[] = []): asserts options is DropUnboundEntriesOptions {
   checkOptionsObject(options, 'dropUnboundEntries');
-  checkOptionKeys(options, DROP_OPTIONS, 'dropUnboundEntries');
+  checkOptionKeys(options, extra.length === 0 ? DROP_OPTIONS : [...DROP_OPTIONS, ...extra], 'dropUnboundEntries');
   checkBooleanOption((options as DropUnboundEntriesOptions).dryRun, 'dryRun', 'dropUnboundEntries');
 }
 
@@ -67,18 +68,5 @@ export async function checkNoKeptDamagedManifest(backend: StorageBackend): Promi
     `dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy (${names.join(', ')}): its recovery kept the entries without their slice bindings, so the entries of every model but the one repaired look unbound and would all be removed; ` +
       'each model sharing the cache binds its entries again with `splitzip build <model> --out <cache> --repair`; then move or remove the kept manifest.json.damaged-* copy (after inspecting it) and run it again',
     { path, details: { reason: 'damaged-copy-kept', keptCopies: names } },
-  );
-}
-
-/**
- * What an `s3://` cache answers. It has no writer lock: a build may alias a slice to an entry (found
- * by content key) between the listing that judged the entry unbound and the entry's deletion, and
- * that binding would then name an entry that is gone.
- */
-export function dropUnboundOnS3Error(root: string): StoreError {
-  return new StoreError(
-    'INVALID_ARGUMENT',
-    'dropUnboundEntries is not supported on s3:// caches yet: they have no writer lock, and a build may bind a slice to an entry while it is deleted (unbindSlices and gc work there)',
-    { path: root, details: { operation: 'dropUnboundEntries' } },
   );
 }

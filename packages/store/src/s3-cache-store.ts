@@ -34,15 +34,18 @@ import {
   sliceObjectName,
   stampObjectName,
   encodeShardName,
+  topAliasKeys,
 } from './s3-layout.js';
 import { shardStampKind } from './shard-stamp-kind.js';
+import { mapLimited } from './map-limited.js';
 import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js';
 import { blobMissing, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { removeS3SliceBinding } from './s3-unbind-slices.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
-import { checkDropUnboundOptions, dropUnboundOnS3Error } from './drop-unbound-entries.js';
+import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
+import { dropS3UnboundEntries, findS3UnboundEntries } from './s3-drop-unbound-entries.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   ReadBlobOptions,
@@ -99,6 +102,15 @@ export const MIN_S3_GC_AGE_MS = 35 * 60_000;
 
 /** S3GcOptions' names beyond GcOptions'. */
 const S3_GC_EXTRA_OPTIONS = optionNamesOf<Omit<S3GcOptions, keyof GcOptions>>({ allowMinAgeBelowFloorForTests: true });
+
+/** S3DropUnboundEntriesOptions' names beyond DropUnboundEntriesOptions'. */
+const S3_DROP_EXTRA_OPTIONS = optionNamesOf<Omit<S3DropUnboundEntriesOptions, keyof DropUnboundEntriesOptions>>({ allowMinAgeBelowFloorForTests: true });
+
+/** DropUnboundEntriesOptions of an S3 store: and for tests a way under MIN_S3_GC_AGE_MS, as gc's. */
+export interface S3DropUnboundEntriesOptions extends DropUnboundEntriesOptions {
+  /** Tests only, as S3GcOptions': a `minAgeMs` below MIN_S3_GC_AGE_MS. Never for a cache that writers may be using. */
+  allowMinAgeBelowFloorForTests?: boolean | undefined;
+}
 
 /** GcOptions of an S3 store: GcOptions, and for tests a way under MIN_S3_GC_AGE_MS. */
 export interface S3GcOptions extends GcOptions {
@@ -192,25 +204,6 @@ export function plainMd5Etag(etag: string | undefined): string | undefined {
   return match ? match[1]!.toLowerCase() : undefined;
 }
 
-async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  let failed: unknown;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length && failed === undefined) {
-      const at = next++;
-      try {
-        out[at] = await task(items[at]!);
-      } catch (error) {
-        failed ??= error;
-      }
-    }
-  });
-  await Promise.all(workers);
-  if (failed !== undefined) throw failed;
-  return out;
-}
-
 /** How an alias write that lost a race is settled (S3CacheStore.writeAliases). */
 type AliasWriteMode = 'leave' | 'plain' | 'rebind' | 'move';
 
@@ -230,20 +223,6 @@ interface StampWrite {
   key: string;
   stamp: string;
   aliasWritten: boolean;
-}
-
-/** The keys at a slice's highest alias epoch (one binds it; two or more are a conflict), per slice id. */
-function topAliasKeys(names: Iterable<string>): Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }> {
-  const top = new Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }>();
-  for (const name of names) {
-    const parsed = parseSliceObjectName(name);
-    if (!parsed) continue;
-    const id = sliceId(...parsed.slice);
-    const at = top.get(id);
-    if (!at || parsed.epoch > at.epoch) top.set(id, { slice: parsed.slice, epoch: parsed.epoch, keys: new Set([parsed.key]) });
-    else if (parsed.epoch === at.epoch) at.keys.add(parsed.key);
-  }
-  return top;
 }
 
 /** Stamp objects oldest first: by LastModified, then by name (S3 times have a second's resolution). */
@@ -822,6 +801,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * - `move` (aliasSlices items with `moveFrom`): false, nothing thrown, never tried again, also
    *   when another key was written above it: another writer's binding wins over a conditional one;
    * - `plain`: SLICE_CONFLICT, thrown once every write of the call has been settled;
+   * - any mode whose entry object is gone after the PUT (dropUnboundEntries since this call's
+   *   listing): its alias object goes too, and false, nothing thrown, as a local store answers;
    * - `rebind`: a same-epoch race with another key is tried again at the top epoch + 1 after a
    *   random pause (up to REBIND_ATTEMPTS writes), so that of two concurrent rebinds one wins and
    *   the other counts as moved first, then overridden (last writer wins); a rebind above ours is
@@ -837,6 +818,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await mapLimited(round, limit, (w) => this.transport.putObject(sliceObjectName(w.slice, w.epoch, w.key), new Uint8Array(0)));
       await this.refresh();
       const lost: ((typeof round)[number] & { error: StoreError })[] = [];
+      const gone: (typeof round)[number][] = [];
       for (const w of round) {
         const id = sliceId(...w.slice);
         const owner = this.state.ownerOf(w.slice);
@@ -860,6 +842,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           results[w.at] = true;
           continue;
         }
+        // Its entry object is gone (a dropUnboundEntries since this call's listing found it): not
+        // bound, as a local store answers for a gone entry; the caller stores it again. (One that
+        // drop puts back, having seen this alias, is bound to nothing once ours goes: still false.)
+        if (owner === undefined && !conflict && !this.state.entries.has(w.key)) {
+          gone.push(w);
+          continue;
+        }
         lost.push({
           ...w,
           error: new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(w.slice)} was bound concurrently: it resolves to ${conflict ? `nothing (${conflict.keys.join(' and ')} at epoch ${top})` : String(owner)}, not ${w.key}`, {
@@ -869,7 +858,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           }),
         });
       }
-      if (lost.length === 0) break;
+      // An alias of a gone entry goes too: left, it bound the slice to nothing, and to the entry
+      // once a writer stores that key again, unasked.
+      if (gone.length > 0) await mapLimited(gone, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
+      if (lost.length === 0) {
+        if (gone.length > 0) await this.refresh().catch(() => undefined);
+        break;
+      }
       // Our own losing alias objects go: the slice is back to the other writer's binding (it may
       // have reported it already), or, where every racer deletes its own, to nothing.
       await mapLimited(lost, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
@@ -1051,13 +1046,28 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /**
-   * Refused, before any request (options checked first): with no writer lock, a build may alias a
-   * slice to an entry between the listing that found it unbound and its deletion (dropUnboundOnS3Error).
+   * No writer lock here: one listing of the whole prefix judges, then each entry object goes
+   * (looked at first), slices/ is listed again and an entry a writer bound meanwhile is put back,
+   * and only then do the other entries' blobs go (s3-drop-unbound-entries.ts). `minAgeMs` as gc's.
    */
-  async dropUnboundEntries(options: DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
+  async dropUnboundEntries(options: S3DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
     this.assertOpen();
-    checkDropUnboundOptions(options);
-    throw dropUnboundOnS3Error(this.root);
+    checkDropUnboundOptions(options, S3_DROP_EXTRA_OPTIONS);
+    checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'dropUnboundEntries');
+    const minAgeMs = this.checkMinAgeMs(options);
+    // Parses every entry object (the listing below judges by their fields); one listed only after
+    // it is younger than any minAgeMs allows, and stays.
+    await this.refresh();
+    const now = Date.now();
+    const entryOf = (name: string): CacheEntry | undefined => {
+      const parsed = this.entryObjects.get(name);
+      return parsed !== undefined && 'blob' in parsed ? parsed : undefined;
+    };
+    const candidates = findS3UnboundEntries(await this.transport.list(''), entryOf, now, minAgeMs);
+    if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
+    const report = await dropS3UnboundEntries(this.transport, candidates, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    await this.refresh();
+    return report;
   }
 
   // ---- maintenance --------------------------------------------------------------------------
@@ -1130,18 +1140,19 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return { ...report, ok: report.ok && extra.length === 0, problems: [...report.problems, ...extra] };
   }
 
-  async gc(options: S3GcOptions = {}): Promise<GcReport> {
-    this.assertOpen();
-    checkGcOptions(options, S3_GC_EXTRA_OPTIONS);
-    checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'gc');
-    const started = performance.now();
+  /**
+   * gc's and dropUnboundEntries' `minAgeMs` (default DEFAULT_GC_MIN_AGE_MS), INVALID_ARGUMENT when
+   * not a non-negative number or below MIN_S3_GC_AGE_MS (unless allowMinAgeBelowFloorForTests).
+   */
+  private checkMinAgeMs(options: { minAgeMs?: number | undefined; allowMinAgeBelowFloorForTests?: boolean | undefined }): number {
     const minAgeMs = options.minAgeMs ?? DEFAULT_GC_MIN_AGE_MS;
     if (typeof minAgeMs !== 'number' || Number.isNaN(minAgeMs) || minAgeMs < 0) {
       throw new StoreError('INVALID_ARGUMENT', 'minAgeMs must be a non-negative number of milliseconds', { path: this.root, details: { minAgeMs: detailValue(minAgeMs) } });
     }
-    // Younger orphans may be blobs of a writer between its blob and entry PUTs: deleting them left
-    // committed entries without their bytes (BLOB_MISSING) while the build reported success. A dry
-    // run is refused too, so that it reports what a real gc of the same options would do.
+    // Younger orphans may be blobs of a writer between its blob and entry PUTs (younger unbound
+    // entries: between its entry and alias PUTs): deleting them left committed entries without
+    // their bytes (BLOB_MISSING) while the build reported success. A dry run is refused too, so
+    // that it reports what a real run of the same options would do.
     if (minAgeMs < MIN_S3_GC_AGE_MS && options.allowMinAgeBelowFloorForTests !== true) {
       throw new StoreError(
         'INVALID_ARGUMENT',
@@ -1149,6 +1160,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         { path: this.root, details: { option: 'minAgeMs', minAgeMs, floor: MIN_S3_GC_AGE_MS } },
       );
     }
+    return minAgeMs;
+  }
+
+  async gc(options: S3GcOptions = {}): Promise<GcReport> {
+    this.assertOpen();
+    checkGcOptions(options, S3_GC_EXTRA_OPTIONS);
+    checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'gc');
+    const started = performance.now();
+    const minAgeMs = this.checkMinAgeMs(options);
     const now = Date.now();
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);

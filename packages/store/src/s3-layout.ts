@@ -2,6 +2,7 @@ import { StoreError } from './errors.js';
 import { MAX_SLICE_OFFSET_BYTES, MAX_SLICE_STAMP_CHARS } from './limits.js';
 import { shardStampKind } from './shard-stamp-kind.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
+import { sliceId } from './validate-entry.js';
 
 /** `s3://bucket/prefix` split into its parts; `prefix` is '' or ends with '/'. */
 export interface S3Location {
@@ -203,4 +204,18 @@ export function parseStampObjectName(name: string): ParsedStampObject | undefine
   const stamp = decodeCanonical(m[5]!);
   if (slice === undefined || stamp === undefined || stamp.length > MAX_SLICE_STAMP_CHARS || shardStampKind(stamp) !== 'object') return undefined;
   return { slice, key: m[4]!, stamp };
+}
+
+/** The keys at a slice's highest alias epoch (one binds it; two or more are a conflict), per slice id. */
+export function topAliasKeys(names: Iterable<string>): Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }> {
+  const top = new Map<string, { slice: SliceKeyTuple; epoch: number; keys: Set<string> }>();
+  for (const name of names) {
+    const parsed = parseSliceObjectName(name);
+    if (!parsed) continue;
+    const id = sliceId(...parsed.slice);
+    const at = top.get(id);
+    if (!at || parsed.epoch > at.epoch) top.set(id, { slice: parsed.slice, epoch: parsed.epoch, keys: new Set([parsed.key]) });
+    else if (parsed.epoch === at.epoch) at.keys.add(parsed.key);
+  }
+  return top;
 }

@@ -360,6 +360,12 @@ export interface DropUnboundEntriesOptions {
    * read-only catch-up (a writer may bind one of them before a real drop, which then keeps it).
    */
   dryRun?: boolean | undefined;
+  /**
+   * S3 only: an entry object is removed only when older than this (a writer's addEntries PUTs its
+   * entry object before its aliases, and a younger unbound one may be between the two); default 1
+   * hour, at least MIN_S3_GC_AGE_MS, as for gc. A local cache judges under its writer lock: ignored.
+   */
+  minAgeMs?: number | undefined;
 }
 
 /** An entry dropUnboundEntries removed (or in a dry run would remove). */

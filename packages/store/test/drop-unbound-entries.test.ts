@@ -4,7 +4,8 @@
 // gone (BLOB_MISSING, a reader's raw fallback) or reads it through a kept descriptor; a repairBlob
 // the drop overtakes between its look and its lock finds the entry gone (ENTRY_NOT_FOUND, no orphan
 // blob); a damaged journal makes the real run refuse as the dry run does; a damaged manifest's kept
-// copy (its recovery kept the entries without their bindings) makes both refuse; s3:// refuses.
+// copy (its recovery kept the entries without their bindings) makes both refuse; s3:// checks its
+// options first (the S3 drop: s3-drop-unbound-entries.test.ts).
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -369,12 +370,15 @@ describe("a damaged manifest's kept copy", () => {
 });
 
 describe('s3:// caches', () => {
-  it('refuse with INVALID_ARGUMENT naming why (no writer lock), before any request; bad options are checked first', async () => {
-    // The method touches no transport: a store object without one shows it makes no request.
+  it('check the options before any request (unknown names, a minAgeMs below MIN_S3_GC_AGE_MS); the drop itself: s3-drop-unbound-entries.test.ts', async () => {
+    // The method touches no transport before its checks: a store object without one shows it.
     const store = Object.create(S3CacheStore.prototype, { root: { value: 's3://bucket/cache/' }, closed: { value: false } }) as S3CacheStore;
-    const error = await catchError(() => store.dropUnboundEntries({ dryRun: true }));
-    expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', path: 's3://bucket/cache/', details: { operation: 'dropUnboundEntries' } });
-    expect(error.message).toMatch(/not supported on s3:\/\/ caches yet: they have no writer lock, and a build may bind a slice to an entry while it is deleted/);
     expect(await catchError(() => store.dropUnboundEntries({ force: true } as never))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('unknown option "force"') });
+    expect(await catchError(() => store.dropUnboundEntries({ dryRun: true, minAgeMs: 60_000 }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      path: 's3://bucket/cache/',
+      details: { option: 'minAgeMs', minAgeMs: 60_000, floor: 35 * 60_000 },
+    });
+    expect(await catchError(() => store.dropUnboundEntries({ minAgeMs: -1 }))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('non-negative') });
   });
 });
