@@ -1302,7 +1302,7 @@ type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom'>;
  * (the shard was replaced in place, or another model's shard has the same name) is a conflict the
  * store refuses; `rebind` moves it, since the bytes just read are what the file holds now.
  */
-async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
+async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo, attempt = 1): Promise<SliceOutcome> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   // A zero-byte slice names no bytes: empty tensors next to each other share it, whatever their
   // shape or dtype, so it identifies none of them. Not aliased; the entry is found by content key,
@@ -1351,6 +1351,10 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   if (!bound) {
     // A gc --drop-unbound-entries removed the entry (bound to nothing) since this run found it.
     if (await isEntryGone(context, key)) throw new EntryGone(key);
+    // There again: an s3:// drop deleted it, then saw this run's alias in its second listing and put
+    // the entry back, while the store, finding it gone after the PUT, took the alias back (false).
+    // Bound once more; a second false with the entry there fails as before.
+    if (attempt === 1) return bindSlice(context, key, tensor, 2);
     throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   }
   context.aliased++;

@@ -7,6 +7,9 @@
 // that goes again after that (a gc and another writer re-adding it unbound, looping beside the
 // build) fails it, once, with a message saying so. Identical tensors that lose the entry together store it once, the first in model order
 // (`encoded`), the others bound to it (`cached`); a blob put back before the drop is counted once.
+// A false alias with the entry still there (an s3:// drop put it back) is bound once more; twice
+// fails. On s3:// (the gateway): a drop between the build's alias listing and its alias PUT (the
+// store answers false, it threw SLICE_CONFLICT) or before the alias: stored again, exit 0.
 // The other writer and the gc are second store handles in this process, run from the build's
 // store calls (helpers/intercept-store.ts).
 import { mkdir, rm } from 'node:fs/promises';
@@ -16,6 +19,7 @@ import type * as Store from '@splitzip/store';
 import type { BuildReport } from '../src/build-cache.js';
 import { copyTensor, createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import { runInProcess } from './helpers/run-in-process.js';
+import { describeS3, dropBucket, rawClient, uniqueBucket } from './helpers/s3.js';
 
 /** What runs before the build's next call of each store method, with its arguments (one-shot unless `loop`). */
 const race = vi.hoisted(() => ({
@@ -28,6 +32,8 @@ const race = vi.hoisted(() => ({
   dropped: 0,
   /** The method the build's next call of it reaches instead of the store's (once). */
   answer: new Map<string, (...args: unknown[]) => Promise<unknown>>(),
+  /** s3://: what runs before the build's next alias object PUT (after its aliasSlices listed the cache), once. */
+  beforeAliasPut: undefined as (() => Promise<void>) | undefined,
 }));
 
 vi.mock('@splitzip/store', async (importOriginal) => {
@@ -38,6 +44,19 @@ vi.mock('@splitzip/store', async (importOriginal) => {
         if (key !== race.hideOnce) return target.getEntry(key);
         race.hideOnce = undefined;
         return undefined;
+      };
+    }
+    if (property === 'aliasSlices' && race.beforeAliasPut !== undefined) {
+      // The S3 store's transport, reached below the proxy: its calls from inside aliasSlices are its own.
+      const transport = (target as unknown as { transport: { putObject: (name: string, ...rest: unknown[]) => Promise<void> } }).transport;
+      const put = transport.putObject.bind(transport);
+      transport.putObject = async (name, ...rest) => {
+        const before = name.startsWith('slices/') ? race.beforeAliasPut : undefined;
+        if (before !== undefined) {
+          race.beforeAliasPut = undefined;
+          await before();
+        }
+        return put(name, ...rest);
       };
     }
     const answer = typeof property === 'string' ? race.answer.get(property) : undefined;
@@ -68,6 +87,7 @@ beforeEach(() => {
   race.loop = false;
   race.hideOnce = undefined;
   race.dropped = 0;
+  race.beforeAliasPut = undefined;
 });
 
 let models = 0;
@@ -78,13 +98,16 @@ interface Fixture {
   cache: string;
 }
 
-/** A model (one tensor, or `copies` of it) and a cache, empty or holding the tensor's entry bound to nothing (`unbound`). */
-async function prepare(unbound: boolean, copies = 1): Promise<Fixture> {
+/**
+ * A model (one tensor, or `copies` of it) and a cache, empty or holding the tensor's entry bound to
+ * nothing (`unbound`); `s3Cache`: the cache's s3:// URL instead of a directory.
+ */
+async function prepare(unbound: boolean, copies = 1, s3Cache?: string): Promise<Fixture> {
   const dir = join(temp.path, `case-${++models}`);
   await mkdir(dir);
   const tensors = [TENSOR, ...Array.from({ length: copies - 1 }, (_, i) => copyTensor(`layers.${i + 1}.weight`, TENSOR))];
   const model = await writeSingleFileModel(join(dir, 'model.safetensors'), tensors);
-  const cache = join(dir, 'cache');
+  const cache = s3Cache ?? join(dir, 'cache');
   if (!unbound) {
     await (await actual.openCacheStore(cache, { create: true })).close();
     return { model, cache };
@@ -103,7 +126,9 @@ function dropUnbound(cache: string): () => Promise<void> {
   return async () => {
     const gc = await actual.openCacheStore(cache);
     try {
-      race.dropped += (await gc.dropUnboundEntries()).count;
+      // s3://: the entry was made a moment ago; no writer is at work but the build under test.
+      const options = actual.isS3Url(cache) ? ({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true } as Store.S3DropUnboundEntriesOptions) : {};
+      race.dropped += (await gc.dropUnboundEntries(options)).count;
     } finally {
       await gc.close();
     }
@@ -224,7 +249,17 @@ describe('a build whose cached entry a gc --drop-unbound-entries removes after t
     expect(err).toMatch(/run the build again once the gc has finished/);
   });
 
-  it('an ENTRY_NOT_FOUND or a false alias while the entry is still there (a refresh finds it) fails as before: nothing encoded again', async () => {
+  it('a false alias while the entry is still there (an s3:// drop put it back after the store took the alias back) is bound once more: cached, exit 0', async () => {
+    const fixture = await prepare(true);
+    race.answer.set('aliasSlices', async () => [false]);
+    const { code, report, err } = await buildJson(fixture);
+    expect(code, err).toBe(0);
+    expect(report!.tensors.map((t) => t.status)).toEqual(['cached']);
+    expect(report!).toMatchObject({ encoded: 0, stored_bytes: 0, aliased: 1 });
+    await expectStoredAndBound(fixture, report!);
+  });
+
+  it('an ENTRY_NOT_FOUND, or a false alias twice while the entry is still there (a refresh finds it), fails as before: nothing encoded again', async () => {
     const fixture = await prepare(true);
     const { StoreError } = actual;
     race.answer.set('checkBlob', async () => {
@@ -233,7 +268,12 @@ describe('a build whose cached entry a gc --drop-unbound-entries removes after t
     const blobCheck = await buildJson(fixture);
     expect(blobCheck.code).toBe(1);
     expect(blobCheck.err).toMatch(/ENTRY_NOT_FOUND: no entry with this key \(a test fault\)/);
-    race.answer.set('aliasSlices', async () => [false]);
+    // Twice in a row: once is an s3:// drop that put the entry back after the store took its alias
+    // back (below), bound once more.
+    race.answer.set('aliasSlices', async () => {
+      race.answer.set('aliasSlices', async () => [false]);
+      return [false];
+    });
     const alias = await buildJson(fixture);
     expect(alias.code).toBe(1);
     expect(alias.err).toMatch(/NOT_WRITABLE: entry [0-9a-f]{40} vanished from the cache while aliasing its slice/);
@@ -310,6 +350,36 @@ describe('a blob put back and then removed with its entry before the alias', () 
     expectEncodedAgain(report!);
     expect(report!.repaired).toBe(1);
     expect(report!.tensors[0]).toMatchObject({ repaired: true, repairedBlob: 'missing' });
+    await expectStoredAndBound(fixture, report!);
+  });
+});
+
+describeS3('on an s3:// cache (no writer lock): a build whose cached entry the drop removes', () => {
+  const bucket = uniqueBucket('dropunb');
+  let caseNo = 0;
+  afterAll(async () => {
+    const client = rawClient();
+    await dropBucket(client, bucket);
+    client.destroy();
+  });
+
+  it("between its alias listing and its alias PUT: the store takes the alias back and answers false (it threw SLICE_CONFLICT), and the build stores the tensor again, exit 0", async () => {
+    const fixture = await prepare(true, 1, `s3://${bucket}/case-${++caseNo}`);
+    race.beforeAliasPut = dropUnbound(fixture.cache);
+    const { code, report, err } = await buildJson(fixture);
+    expect(code, err).toBe(0);
+    expect(race.dropped).toBe(1);
+    expectEncodedAgain(report!);
+    await expectStoredAndBound(fixture, report!);
+  });
+
+  it('before the alias (its listing finds the entry gone): the same', async () => {
+    const fixture = await prepare(true, 1, `s3://${bucket}/case-${++caseNo}`);
+    race.before.set('aliasSlices', dropUnbound(fixture.cache));
+    const { code, report, err } = await buildJson(fixture);
+    expect(code, err).toBe(0);
+    expect(race.dropped).toBe(1);
+    expectEncodedAgain(report!);
     await expectStoredAndBound(fixture, report!);
   });
 });
