@@ -1,4 +1,4 @@
-import { computeContentKey, isBf16Dtype } from './compute-content-key.js';
+import { computeContentKey, dtypeToTorchText, isBf16Dtype } from './compute-content-key.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
 import type { AliasSliceItem, CacheEntry, SliceBinding } from './types.js';
@@ -59,7 +59,7 @@ export abstract class StoreView<H extends StoreDefaults> {
 
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined {
     this.assertOpen();
-    if (!isBf16Dtype(dtype)) return undefined;
+    if (!isBf16Dtype(dtype)) return missForOtherDtype(dtype);
     return this.state.entries.get(computeContentKey(bytes, shape, 'BF16'));
   }
 
@@ -117,6 +117,16 @@ export abstract class StoreView<H extends StoreDefaults> {
   }
 }
 
+/**
+ * The answer for a dtype other than BF16: a miss (never cached) when it is a dtype the content key
+ * knows (`F32`, `torch.float32`), else UNKNOWN_DTYPE. A misspelt BF16 (`bf16`, `bfloat16`) read
+ * as a plain miss before, so a caller's cache never hit and nothing said why.
+ */
+function missForOtherDtype(dtype: unknown): undefined {
+  dtypeToTorchText(dtype as string);
+  return undefined;
+}
+
 /** The content key an alias item names (undefined for non-BF16 bytes, which are never cached). */
 export function resolveAliasKey(item: AliasSliceItem): string | undefined {
   if (typeof item.key === 'string') {
@@ -127,7 +137,7 @@ export function resolveAliasKey(item: AliasSliceItem): string | undefined {
   // them, named no tensor and answered false ("no such entry") before.
   const ref = item.key as { bytes?: unknown; shape?: unknown; dtype?: unknown } | null;
   if (ref && typeof ref === 'object' && !ArrayBuffer.isView(ref) && ArrayBuffer.isView(ref.bytes) && Array.isArray(ref.shape) && typeof ref.dtype === 'string') {
-    return isBf16Dtype(ref.dtype) ? computeContentKey(ref.bytes as ArrayBufferView, ref.shape as number[], 'BF16') : undefined;
+    return isBf16Dtype(ref.dtype) ? computeContentKey(ref.bytes as ArrayBufferView, ref.shape as number[], 'BF16') : missForOtherDtype(ref.dtype);
   }
   throw new StoreError('INVALID_ARGUMENT', 'alias key must be a content key or { bytes, shape, dtype }');
 }

@@ -24,6 +24,27 @@ describe('lookups refuse what aliasSlices refuses', () => {
   });
 });
 
+describe('lookup by a dtype name', () => {
+  it("a string that is no dtype ('bf16', 'bfloat16', 'nonsense') is UNKNOWN_DTYPE, in lookup and an alias by tensor (it read as a miss); a known non-BF16 dtype stays a miss", async () => {
+    const root = await makeTempDir();
+    const store = await openCacheStore(root, { create: true });
+    const tensor = makeTensor([64], 1);
+    await store.addEntries([toInput(tensor, 'a')]);
+    for (const dtype of ['bf16', 'bfloat16', 'nonsense', 'torch.bf16', '']) {
+      const error = await catchError(() => store.lookup(tensor.bytes, tensor.shape, dtype));
+      expect(error.code).toBe('UNKNOWN_DTYPE');
+      expect(error.message).toContain(JSON.stringify(dtype));
+      const aliasError = await catchError(() => store.aliasSlices([{ key: { bytes: tensor.bytes, shape: tensor.shape, dtype }, shardName: 's', offsetBytes: 0, sizeBytes: 128 }]));
+      expect(aliasError.code).toBe('UNKNOWN_DTYPE');
+    }
+    for (const dtype of ['F32', 'torch.float32', 'F16', 'torch.float16', 'U16']) expect(store.lookup(tensor.bytes, tensor.shape, dtype)).toBeUndefined();
+    expect(await store.aliasSlices([{ key: { bytes: tensor.bytes, shape: tensor.shape, dtype: 'F16' }, shardName: 's', offsetBytes: 0, sizeBytes: 128 }])).toEqual([false]);
+    expect(store.lookup(tensor.bytes, tensor.shape, 'BF16')?.key).toBe(tensor.key);
+    expect(store.lookup(tensor.bytes, tensor.shape, 'torch.bfloat16')?.key).toBe(tensor.key);
+    await store.close();
+  });
+});
+
 describe('one code for one limit', () => {
   it('an add with more than MAX_SLICE_KEYS_PER_ENTRY slice keys is SIZE_INVALID, as an alias past it is', async () => {
     const root = await makeTempDir();
