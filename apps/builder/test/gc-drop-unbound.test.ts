@@ -2,8 +2,8 @@
 // build --rebind leaves the old revision's tensor unbound), before the --model prune of the same run
 // (the entries it leaves unbound stay until the next run: a build binds them again); text and --json reports; a
 // second run removes none; refused (exit 1, nothing removed) while a damaged manifest's kept copy
-// says build --repair salvaged the cache without its bindings; on s3:// a usage error before any
-// request. Run in this process.
+// says build --repair salvaged the cache without its bindings. On s3:// (the gateway): only entries
+// older than --min-age go, which the command hands the store. Run in this process.
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import type { GcCommandReport } from '../src/commands/gc.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
 import { memoryIo, runInProcess } from './helpers/run-in-process.js';
 import { runCli } from '../src/run-cli.js';
+import { describeS3, dropBucket, listObjects, rawClient, uniqueBucket } from './helpers/s3.js';
 
 let temp: TempDir;
 beforeAll(async () => {
@@ -45,11 +46,14 @@ async function qualnames(cache: string): Promise<string[]> {
   }
 }
 
-/** A cache of model v1 (a b c), then its fine-tune v2 (b changed, same files) built with --rebind: v1's b entry is bound to nothing. */
-async function fineTunedCache(name: string): Promise<{ cache: string; v1: string; v2: string; oldB: string }> {
+/**
+ * A cache of model v1 (a b c), then its fine-tune v2 (b changed, same files) built with --rebind:
+ * v1's b entry is bound to nothing. `cacheUrl`: an s3:// cache instead of a directory.
+ */
+async function fineTunedCache(name: string, cacheUrl?: string): Promise<{ cache: string; v1: string; v2: string; oldB: string }> {
   const v1 = join(temp.path, `${name}-v1`);
   const v2 = join(temp.path, `${name}-v2`);
-  const cache = join(temp.path, `${name}-cache`);
+  const cache = cacheUrl ?? join(temp.path, `${name}-cache`);
   await writeShardedTestModel(v1, [a, b, c], 2 * 8192);
   await writeShardedTestModel(v2, [a, b2, c], 2 * 8192);
   await build(v1, cache);
@@ -231,16 +235,56 @@ describe('gc --drop-unbound-entries', () => {
     }
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
   });
+});
 
-  it('on an s3:// cache is a usage error (exit 2) naming why, before any request', async () => {
-    const why = /option '--drop-unbound-entries' is not supported on s3:\/\/ caches yet: they have no writer lock, and a build may bind a slice to an entry while gc deletes it/;
-    const result = await runInProcess(['gc', 's3://bucket/cache', '--drop-unbound-entries', '--dry-run']);
-    expect(result.code).toBe(2);
-    expect(result.out).toBe('');
-    expect(result.err).toMatch(why);
-    // --json: the error document (a usage error found after parsing).
-    const json = await runInProcess(['gc', 's3://bucket/cache', '--drop-unbound-entries', '--json']);
-    expect(json.code).toBe(2);
-    expect(JSON.parse(json.out)).toMatchObject({ error: { code: 'USAGE', message: expect.stringMatching(why) } });
+describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
+  const bucket = uniqueBucket('gcdrop');
+  afterAll(async () => {
+    const client = rawClient();
+    await dropBucket(client, bucket);
+    client.destroy();
+  });
+
+  it('removes the unbound entries older than --min-age (default 1h) with their blobs; young ones stay; verify passes', async () => {
+    const { cache, v2, oldB } = await fineTunedCache('s3', `s3://${bucket}/drop`);
+    // Just built: younger than any --min-age the command takes, so nothing goes.
+    const young = await gcJson(cache, '--drop-unbound-entries');
+    expect(young.unboundEntries).toMatchObject({ dryRun: false, count: 0, blobsLeft: [] });
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
+    // The store's drop, taken below the floor (the entries are a moment old): what the command asks of it is recorded.
+    const probe = await openCacheStore(cache);
+    const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: Record<string, unknown>) => Promise<unknown> };
+    await probe.close();
+    const original = proto.dropUnboundEntries;
+    const asked: Record<string, unknown>[] = [];
+    proto.dropUnboundEntries = async function (this: unknown, options: Record<string, unknown> = {}) {
+      asked.push(options);
+      return original.call(this, { ...options, minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    };
+    try {
+      const dry = await gcJson(cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m');
+      expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, entries: [{ key: oldB, qualname: 'b.weight' }] });
+      expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
+      const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--min-age', '40m']);
+      expect(text.code, text.err).toBe(0);
+      expect(text.out).toMatch(new RegExp(`^removed 1 unbound entry \\(\\d+(\\.\\d+)? KiB\\)\\n  ${oldB} b\\.weight `, 'm'));
+    } finally {
+      proto.dropUnboundEntries = original;
+    }
+    // --min-age is the drop's too; a real run makes no dry-run look first on s3:// (one call each).
+    expect(asked).toEqual([
+      { dryRun: true, minAgeMs: 40 * 60_000 },
+      { dryRun: false, minAgeMs: 40 * 60_000 },
+    ]);
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
+    const verify = await runInProcess(['verify', cache, '--model', v2]);
+    expect(verify.code, verify.out + verify.err).toBe(0);
+    const client = rawClient();
+    const objects = await listObjects(client, bucket);
+    client.destroy();
+    // Its entry object and blob are gone (v1's alias below the slice's top epoch stays: it binds nothing).
+    expect(objects.filter((o) => o.key.includes(oldB) && !o.key.includes('/slices/'))).toEqual([]);
+    expect(objects.filter((o) => o.key.includes('/entries/'))).toHaveLength(3);
   });
 });
+

@@ -58,9 +58,11 @@ export const gcCommand = defineCommand({
     'dtype or shape than the tensor there, with no record of the file as it is now, are removed; entries',
     'and blobs stay (found by content key: a load or build binds a moved tensor again). Bindings of',
     'shard names not in the model are counted and kept, unless --prune-other-shards.',
-    'With --drop-unbound-entries (directory caches): before the --model prune, the entries no slice is',
-    'bound to (fine-tune revisions, re-exported models) are removed with their blobs, under the writer',
-    'lock: one new manifest generation, then the blobs. Entries whose last binding the prune of the',
+    'With --drop-unbound-entries: before the --model prune, the entries no slice is bound to (fine-tune',
+    'revisions, re-exported models) are removed with their blobs: on a directory under the writer lock',
+    '(one new manifest generation, then the blobs); on s3:// (no lock) those older than --min-age, each',
+    'entry object deleted, the aliases listed again and an entry bound meanwhile put back, then the',
+    'blobs, each looked at just before. Entries whose last binding the prune of the',
     'same run removes stay until the next run (a build of the model, or a load where it can bind them,',
     'binds its moved tensors among them again first). Entries of empty tensors stay. A build running',
     'beside it that found such an entry by content key and then finds it gone stores the tensor anew',
@@ -68,16 +70,15 @@ export const gcCommand = defineCommand({
     'that binding (another writer added it unbound first, or --rebind moves the slice): run it again',
     'then. Refused while the cache holds a damaged manifest\'s kept copy (manifest.json.damaged-*): its',
     "recovery kept the entries without their bindings; bind each model again with 'splitzip build",
-    "<model> --out <cache> --repair', then move or remove the copy. Not on s3:// caches yet (no writer",
-    'lock there: a build may bind an entry while it is deleted).',
+    "<model> --out <cache> --repair', then move or remove the copy.",
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     dryRun: { type: 'boolean', description: 'Only report what would be removed' },
-    minAge: { type: 'string', description: 's3:// only: remove orphans older than this (35m at least; 1h, 2d)', valueHint: 'duration' },
+    minAge: { type: 'string', description: 's3:// only: remove orphans (and with --drop-unbound-entries unbound entries) older than this (35m at least; 1h, 2d)', valueHint: 'duration' },
     model: { type: 'string', description: 'Also remove the bindings this model left behind (renamed or re-sharded shards, moved tensors)', valueHint: 'model' },
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove the bindings of shard names the model does not have (other models' too)" },
-    dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs (directory caches)' },
+    dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
@@ -85,13 +86,6 @@ export const gcCommand = defineCommand({
     const s3 = isS3Url(args.cache);
     // Other models' bindings are kept unless asked, and only a model tells which shard names are its own.
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');
-    // Said before any request: an s3:// cache has no writer lock to judge entries under.
-    if (args.dropUnboundEntries && s3) {
-      throw new UsageError(
-        "option '--drop-unbound-entries' is not supported on s3:// caches yet: they have no writer lock, and a build may bind a slice to an entry while gc deletes it",
-        'gc',
-      );
-    }
     if (args.model !== undefined) checkLocalModel(args.model, 'gc', '--model');
     let minAgeMs: number | undefined;
     if (args.minAge !== undefined) {
@@ -129,7 +123,8 @@ export const gcCommand = defineCommand({
           // reported it. The prune's new generation removes the journal it folds.
           // A drop the store refuses (a damaged manifest's kept copy, a damaged journal) fails the
           // command before the collection changes anything: its dry run is a look, no lock.
-          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true });
+          // (An s3:// drop refuses nothing the usage checks above did not: no look needed there.)
+          if (args.dropUnboundEntries && !args.dryRun && !s3) await store.dropUnboundEntries({ dryRun: true });
           throwIfInterrupted(signal);
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
@@ -137,7 +132,8 @@ export const gcCommand = defineCommand({
           // of the model that moved (a re-shard, a rename), which its next load or build binds
           // again by content key; it stays until the next run. Its blobs are the drop's (after its
           // manifest): no orphan is left for the next gc.
-          const unboundEntries = args.dropUnboundEntries ? await store.dropUnboundEntries({ dryRun: args.dryRun === true }) : undefined;
+          // On s3:// only entry objects older than --min-age go (a writer PUTs its entry before its aliases).
+          const unboundEntries = args.dropUnboundEntries ? await store.dropUnboundEntries({ dryRun: args.dryRun === true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) }) : undefined;
           // A Ctrl-C during the drop (which runs to its end) says what the drop did: the bare
           // "interrupted" read as if nothing had been removed.
           throwIfInterrupted(
