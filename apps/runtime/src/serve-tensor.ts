@@ -426,8 +426,10 @@ function droppedSliceError(slice: SliceKey, key: string, cause: RuntimeError): R
  * Whether a blob found missing belongs to an entry removed from the cache (describeDroppedEntry)
  * since this handle's state was read: after a refresh the cache no longer holds the key. A refresh
  * that fails says nothing: the failure stands as it was (`cache-failed`). Not asked of an `s3://`
- * cache: no store call removes its entries (dropUnboundEntries and recoverDamagedManifest refuse
- * there), and its refresh is a listing of the whole prefix, for every blob found missing.
+ * cache: its refresh is a listing of the whole prefix, for every blob found missing. Its entries go
+ * only by dropUnboundEntries (recoverDamagedManifest is local), and only unbound ones older than
+ * its minAgeMs: a handle reaches one only through a binding removed or moved since its view (an
+ * unbind, a rebind), and such a load stays `cache-failed`, served raw.
  */
 async function isEntryDropped(cache: ShardCache | undefined, error: RuntimeError, key: string): Promise<boolean> {
   if (cache === undefined || cache.remote || error.code !== 'CACHE_READ_FAILED' || error.details.storeCode !== 'BLOB_MISSING') return false;
