@@ -13,10 +13,26 @@ export interface ByteReader {
   /**
    * Fills all of `target` from `path` starting at `positionBytes`. Rejects with an error whose
    * `code` is `'UNEXPECTED_EOF'` if the file ends first, or with the file system's error.
+   * `options.signal` (passed when the load has a signal) asks the read to stop: a reader should
+   * reject soon after it fires and write no more into `target`. The load does not wait for it: it
+   * rejects ABORTED at once and keeps the memory the read was given out of reuse until the read
+   * settles (a staging slot), but a caller's own output buffer may still be written into by a
+   * reader that ignores the signal.
    */
-  readExact(path: string, target: Uint8Array, positionBytes: number): Promise<void>;
+  readExact(path: string, target: Uint8Array, positionBytes: number, options?: ByteReadOptions): Promise<void>;
   /** Closes cached file handles. In-flight reads finish first. */
   close(): Promise<void>;
+}
+
+/** What a load passes to one `readExact`. */
+export interface ByteReadOptions {
+  /** The load's abort signal: stop reading when it fires. */
+  signal?: AbortSignal | undefined;
+}
+
+/** ReadError ABORTED for a read whose signal fired (its reason as the cause). */
+function readAbortedError(path: string, signal: AbortSignal): ReadError {
+  return new ReadError('ABORTED', `${path}: read aborted`, path, signal.reason === undefined ? undefined : { cause: signal.reason });
 }
 
 /** One `read(2)` stays below Node's 2 GiB single-read limit. */
@@ -140,20 +156,28 @@ export function createFileReader(options: FileReaderOptions = {}): ByteReader {
   };
 
   return {
-    async readExact(path, target, positionBytes) {
+    async readExact(path, target, positionBytes, readOptions) {
       if (closed) throw new ReadError('READER_CLOSED', 'reader is closed', path);
+      const signal = readOptions?.signal;
+      const stopIfAborted = () => {
+        if (signal?.aborted === true) throw readAbortedError(path, signal);
+      };
+      stopIfAborted();
       const sync = target.byteLength <= syncReadMaxBytes;
       if (sync) {
         // A synchronous read settles at once: reads that follow each other this way never let the
         // event loop turn (takeTurnIfDue).
         for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
         if (closed) throw new ReadError('READER_CLOSED', 'reader is closed', path);
+        stopIfAborted();
       }
       const entry = acquire(path, sync);
       try {
         const fd = entry.fd ?? (await (entry.opening as Promise<number>));
         let done = 0;
         while (done < target.byteLength) {
+          // Between pieces (after the open, before each read(2)): one already asked of the thread pool cannot be called back.
+          stopIfAborted();
           const length = Math.min(target.byteLength - done, MAX_READ_CHUNK_BYTES);
           const bytesRead = sync
             ? readSync(fd, target, done, length, positionBytes + done)

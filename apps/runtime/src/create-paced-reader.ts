@@ -1,5 +1,6 @@
 import type { ByteReader } from './create-file-reader.js';
 import { RuntimeError } from './errors.js';
+import { ReadError } from './read-error.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { waitUntil } from './wait-until.js';
 import { checkOptionsArgument, checkReaderArgument, optionNames } from './check-load-arguments.js';
@@ -127,14 +128,18 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
     get linkFreeAtMs() {
       return tatMs;
     },
-    async readExact(path, target, positionBytes) {
+    async readExact(path, target, positionBytes, readOptions) {
+      const signal = readOptions?.signal;
       for (let done = 0; done < target.byteLength; done += chunkBytes) {
         // Behind a busy loading thread every deadline has passed and the inner reads are
         // synchronous: the pieces of every read in flight would follow each other as microtasks.
         for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
         const length = Math.min(chunkBytes, target.byteLength - done);
         const deliveredAtMs = takeTokens(length, done > 0);
-        const copied = inner.readExact(path, target.subarray(done, done + length), positionBytes + done);
+        // The signal goes to the inner reader, and stops this one between its pieces.
+        if (signal?.aborted === true) throw new ReadError('ABORTED', `${path}: read aborted`, path, signal.reason === undefined ? undefined : { cause: signal.reason });
+        const piece = target.subarray(done, done + length);
+        const copied = readOptions === undefined ? inner.readExact(path, piece, positionBytes + done) : inner.readExact(path, piece, positionBytes + done, readOptions);
         if (done + length >= target.byteLength) {
           // The last piece: the read settles once the link has delivered it (and it is copied).
           await Promise.all([copied, waitUntil(deliveredAtMs)]);

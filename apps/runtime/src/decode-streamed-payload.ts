@@ -13,6 +13,7 @@ import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import type { ByteReader } from './create-file-reader.js';
 import { abortedError, describeError, RuntimeError } from './errors.js';
+import { readExactAbortable } from './read-exact-abortable.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 
 /**
@@ -59,7 +60,9 @@ export interface StreamedDecodeResult {
  * (hashing it in the same pass) as soon as its two spans are in. The checksum, combined from the
  * segment digests and the other sections', is checked before returning: until then `out` holds
  * unverified values, and on any failure the caller must not use them. Every read has settled
- * before this returns or throws, so the staging memory is free to reuse.
+ * before this returns or throws, so the staging memory is free to reuse; except on an abort, which
+ * ends it at once (a reader may ignore the signal): then `onAbandoned` gets a promise of the reads
+ * left in flight settling, and `payload` must stay out of reuse until it resolves.
  *
  * Throws `CACHE_READ_FAILED` for a read that fails or a payload that fails a check or its
  * checksum, `CACHE_ENTRY_MISMATCH` when the blob's header disagrees with the entry, `ABORTED`.
@@ -73,11 +76,13 @@ export async function decodeStreamedPayload(
   out: Uint16Array,
   tensorName: string,
   signal?: AbortSignal,
+  onAbandoned?: (settled: Promise<void>) => void,
 ): Promise<StreamedDecodeResult> {
   const context = { tensor: tensorName, key: entry.key, qualname: entry.qualname, blob: blobPath };
   const startMs = performance.now();
   let readsDoneMs = startMs;
-  const read = (from: number, to: number) => reader.readExact(blobPath, payload.subarray(from, to), from);
+  // Each read ends with the load's abort (ABORTED), whether or not the reader honours the signal.
+  const read = (from: number, to: number) => readExactAbortable(reader, blobPath, payload.subarray(from, to), from, signal, tensorName);
   const segmentCount = Math.ceil(entry.meta.elementCount / SEGMENT_VALUES);
   // Every read issued, to be settled on every way out: one still in flight would write into a slot
   // given to another tensor. Once `stopped`, no further read starts.
@@ -86,8 +91,8 @@ export async function decodeStreamedPayload(
   const issue = (from: number, to: number) => {
     if (stopped) throw new RuntimeError('ABORTED', 'streamed read stopped', context);
     const reading = read(from, to);
-    issued.push(reading);
-    return reading;
+    issued.push(reading.settled);
+    return reading.done;
   };
   const head = issue(0, layout.codes.offsetBytes);
   const escapes = issue(layout.escapeIndex.offsetBytes, layout.totalBytes);
@@ -110,6 +115,7 @@ export async function decodeStreamedPayload(
     try {
       await reads;
     } catch (error) {
+      if (error instanceof RuntimeError && error.code === 'ABORTED') throw error;
       throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${describeError(error).message}`, context, { cause: error });
     }
   };
@@ -154,10 +160,15 @@ export async function decodeStreamedPayload(
     return { meta, decodeMs, ioMs: readsDoneMs - startMs };
   } finally {
     stopped = true;
-    for (let settledUpTo = 0; settledUpTo < issued.length; ) {
-      const batch = issued.slice(settledUpTo);
-      settledUpTo = issued.length;
-      await Promise.allSettled(batch);
-    }
+    const settleAll = async () => {
+      for (let settledUpTo = 0; settledUpTo < issued.length; ) {
+        const batch = issued.slice(settledUpTo);
+        settledUpTo = issued.length;
+        await Promise.all(batch);
+      }
+    };
+    // Aborted: the caller is told at once, and the slot waits for the reads instead.
+    if (signal?.aborted === true && onAbandoned !== undefined) onAbandoned(settleAll());
+    else await settleAll();
   }
 }

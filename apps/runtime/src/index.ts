@@ -18,7 +18,7 @@ export {
   type StagingSlot,
 } from './create-staging-pool.js';
 export { CONFIRM_BLOB_ABOVE_BYTES, DEFAULT_SYNC_READ_MAX_BYTES, MAX_TENSOR_BUFFER_BYTES } from './serve-tensor.js';
-export { createFileReader, MAX_READ_CHUNK_BYTES, DEFAULT_MAX_IDLE_HANDLES, type ByteReader } from './create-file-reader.js';
+export { createFileReader, MAX_READ_CHUNK_BYTES, DEFAULT_MAX_IDLE_HANDLES, type ByteReader, type ByteReadOptions } from './create-file-reader.js';
 export { ReadError, isReadError, type ReadErrorCode } from './read-error.js';
 export {
   createPacedReader,

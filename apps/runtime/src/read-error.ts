@@ -3,7 +3,9 @@ export type ReadErrorCode =
   /** The file ended before the bytes asked for: a truncated shard. */
   | 'UNEXPECTED_EOF'
   /** `readExact` after the reader's `close()`. */
-  | 'READER_CLOSED';
+  | 'READER_CLOSED'
+  /** The read's `signal` fired: it stopped between its pieces (`cause`: the signal's reason). */
+  | 'ABORTED';
 
 // As RuntimeError's: instanceof holds across the package's ESM and CommonJS copies.
 const BRAND: unique symbol = Symbol.for('@splitzip/runtime/ReadError') as never;

@@ -26,6 +26,7 @@ import { abortedError, CACHE_FAILURE_CODES, describeError, isRetryableError, isR
 import { checkModelOpen, checkShardPathUnchanged, checkShardUnchanged, modelClosedError } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
+import { readExactAbortable } from './read-exact-abortable.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
@@ -547,14 +548,17 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
   try {
     // The reader seam is for local files; a model opened from a ByteSource (s3://…) reads through it.
     if (env.reader !== undefined && !isRemoteLocation(info.shardPath)) {
-      await env.reader.readExact(info.shardPath, output, slice.offsetBytes);
+      // Ended by the load's abort even where the reader ignores the signal: a caller's buffer may
+      // then still be written into by that read (README, `signal`); a buffer of the runtime's own
+      // is dropped with the load.
+      await readExactAbortable(env.reader, info.shardPath, output, slice.offsetBytes, env.signal, name).done;
       // readTensorBytes checks the model's descriptor after its reads; a custom reader opens the
       // path, which a rename may have pointed at another file: the bytes read came from that one.
       checkShardUnchanged(target.model, slice.shardName, name);
       checkShardPathUnchanged(target.model, slice.shardName, info.shardPath, name);
     } else await readTensorBytes(target.model, info, output);
   } catch (error) {
-    if (isRuntimeError(error, 'SHARD_CHANGED') || isRuntimeError(error, 'MODEL_CLOSED')) throw error;
+    if (isRuntimeError(error, 'SHARD_CHANGED') || isRuntimeError(error, 'MODEL_CLOSED') || isRuntimeError(error, 'ABORTED')) throw error;
     const { code, message } = describeError(error);
     // The model was closed during the read (closed before it: checkModelOpen above).
     if (code === 'MODEL_CLOSED') throw modelClosedError(target.model, name, error);
@@ -699,7 +703,14 @@ export async function stagePayload(
     releaseWindow?.();
     throw error;
   }
-  const { stage, release, arena } = taken;
+  const { stage, arena } = taken;
+  // A custom reader's read that the load's abort left behind (it ignores the signal): the slot is
+  // quarantined, given back to the pool only once that read has settled, never while it may still write.
+  let unsettledRead: Promise<void> | undefined;
+  const release = () => {
+    if (unsettledRead === undefined) taken.release();
+    else void unsettledRead.then(taken.release);
+  };
   try {
     let payload: Uint8Array;
     let meta: PayloadMeta;
@@ -711,9 +722,14 @@ export async function stagePayload(
     if (env.reader !== undefined && !cache.remote) {
       const blobPath = cache.blobPath(entry);
       payload = stage.subarray(0, entry.compBytes);
+      const reading = readExactAbortable(env.reader, blobPath, payload, 0, env.signal, target.name);
+      unsettledRead = reading.settled;
       try {
-        await env.reader.readExact(blobPath, payload, 0);
+        await reading.done;
+        unsettledRead = undefined;
       } catch (error) {
+        if (isRuntimeError(error, 'ABORTED')) throw error;
+        unsettledRead = undefined;
         throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${describeError(error).message}`, { ...context, blob: blobPath }, {
           cause: error,
         });
@@ -857,6 +873,8 @@ async function decodeFromCacheStreamed(
   const taken = takeStage(env, entry);
   const { stage, release } = taken instanceof Promise ? await taken : taken;
   let releaseWindow: (() => void) | undefined;
+  // Reads an abort left in flight (a reader that ignores the signal): the slot waits for them.
+  let unsettledReads: Promise<void> | undefined;
   try {
     const granted = acquireWindow(env, entry.compBytes);
     releaseWindow = granted instanceof Promise ? await granted : granted;
@@ -865,7 +883,9 @@ async function decodeFromCacheStreamed(
     report.backend = env.backend.name;
     report.streamed = true;
     const payload = stage.subarray(0, entry.compBytes);
-    const { decodeMs, ioMs } = await decodeStreamedPayload(env.reader as ByteReader, blobPath, payload, entry, layout, values, target.name, env.signal).finally(() => {
+    const { decodeMs, ioMs } = await decodeStreamedPayload(env.reader as ByteReader, blobPath, payload, entry, layout, values, target.name, env.signal, (settled) => {
+      unsettledReads = settled;
+    }).finally(() => {
       report.blobBytesRead += entry.compBytes;
     });
     report.ioMs += ioMs;
@@ -873,7 +893,8 @@ async function decodeFromCacheStreamed(
     if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
   } finally {
     releaseWindow?.();
-    release();
+    if (unsettledReads === undefined) release();
+    else void unsettledReads.then(release);
   }
 }
 

@@ -10,6 +10,7 @@ import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createCpuDecoder, type DecodeBackend } from '../src/create-cpu-decoder.js';
 import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
@@ -238,20 +239,26 @@ describe('a streamed payload that fails is never used', () => {
   });
 });
 
-it('an abort mid-payload rejects with ABORTED once no read of the blob is in flight', async () => {
+it('an abort mid-payload rejects with ABORTED at once, though a read ignoring the signal stalls; the slot waits for that read', async () => {
   const cache = await freshCache();
-  const { blob } = entryOf(cache, 'three');
+  const { blob, entry } = entryOf(cache, 'three');
   const layout = await layoutOf(blob);
   const controller = new AbortController();
   const segment1 = computeSegmentSpans(layout, 1).codes;
   const inner = createFileReader();
   let inFlight = 0;
+  let unstall: (() => void) | undefined;
+  const signals: unknown[] = [];
   const reader: ByteReader = {
-    async readExact(path, target, positionBytes) {
-      if (path === blob && positionBytes === segment1) controller.abort(new Error('stop'));
+    async readExact(path, target, positionBytes, options) {
+      signals.push(options?.signal);
       inFlight += 1;
       try {
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        // Segment 1's codes span stalls (a hung mount) and ignores the signal.
+        if (path === blob && positionBytes === segment1) {
+          controller.abort(new Error('stop'));
+          await new Promise<void>((resolve) => (unstall = resolve));
+        }
         await inner.readExact(path, target, positionBytes);
       } finally {
         inFlight -= 1;
@@ -259,11 +266,21 @@ it('an abort mid-payload rejects with ABORTED once no read of the blob is in fli
     },
     close: () => inner.close(),
   };
+  const pool = createStagingPool({ slotBytes: entry.compBytes + 4096, slotCount: 1 });
   try {
-    const loading = loadTensor({ model, name: 'three' }, { cache, reader, backend: createCpuDecoder(), signal: controller.signal });
+    const loading = loadTensor({ model, name: 'three' }, { cache, reader, pool, backend: createCpuDecoder(), signal: controller.signal });
     await expect(loading).rejects.toMatchObject({ code: 'ABORTED', details: expect.objectContaining({ tensor: 'three' }) });
+    // Every read was told of the load's signal (its own, following the caller's).
+    expect(signals.every((signal) => signal instanceof AbortSignal)).toBe(true);
+    // The stalled read may still write into the payload's slot: quarantined until it settles.
+    expect(inFlight).toBeGreaterThanOrEqual(1);
+    expect(pool.tryAcquire()).toBeUndefined();
+    unstall!();
+    const slot = await pool.acquire();
     expect(inFlight).toBe(0);
+    pool.release(slot);
   } finally {
+    pool.close();
     await reader.close();
     await cache.close();
   }
