@@ -1,8 +1,8 @@
 // dropUnboundEntries on an s3:// cache (no writer lock): exactly the old unbound entries go, with
 // their blobs; bound, conflicted, empty-tensor and young entries stay; a dry run changes nothing.
 // Beside writers: an alias written between the drop's DELETE and its second listing puts the entry
-// back (its blob kept); one written after it answers false (the writer's own alias goes); a blob a
-// writer stored again after the listing is kept. The cache verifies after each.
+// back (its blob kept); one written after it answers false (the writer's own alias goes); an entry
+// object or a blob a writer stored again after the listing is kept. The cache verifies after each.
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
@@ -187,6 +187,29 @@ describeS3('S3 store: dropUnboundEntries', () => {
     await expectVerifies(url);
     await aliasing.close();
     await adding.close();
+    await store.close();
+  });
+
+  it('keeps an entry object written again after the listing (Last-Modified changed: a writer added that key anew), and its blob', async () => {
+    const { prefix, url, store, b, c } = await makeCache();
+    const transport = transportOf(store) as Transport & { getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined> };
+    const get = transport.getSmallObject.bind(transport);
+    transport.getSmallObject = async (name, maxBytes) => {
+      if (name === entryName(b)) {
+        // A second later (Last-Modified has a second's resolution), the same object PUT again.
+        const bytes = await get(name, maxBytes);
+        await sleep(1100);
+        await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${name}`, Body: bytes }));
+      }
+      return get(name, maxBytes);
+    };
+    const report = await dropBelowFloor(store);
+    expect(report.entries.map((x) => x.key)).toEqual([c.key]);
+    const names = await listNames(prefix);
+    expect(names).toContain(entryName(b));
+    expect(names).toContain(blobName(b));
+    expect(names).not.toContain(entryName(c));
+    await expectVerifies(url);
     await store.close();
   });
 
