@@ -11,7 +11,7 @@ import type { ShardCache } from './open-shard-cache.js';
 import { checkBackendOpen, ownsDecodeBackend, resolveDecodeBackend, type BackendOption } from './resolve-decode-backend.js';
 import { targetFromInfo } from './resolve-tensor-request.js';
 import { runOrderedPipeline } from './run-ordered-pipeline.js';
-import { DEFAULT_SYNC_READ_MAX_BYTES, checkOutputBuffer, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
+import { DEFAULT_SYNC_READ_MAX_BYTES, checkAllocatedBuffer, serveTensor, type ServeEnv, type ServeTarget } from './serve-tensor.js';
 import { addToTotals, createEmptyTotals, diffReadThroughStats, type LoadedTensor, type LoadTotals, type TensorReport } from './types.js';
 
 function mapRefreshError(error: unknown, cache: ShardCache): RuntimeError {
@@ -278,7 +278,9 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
         isLight: (target) => target.slice.sizeBytes <= LIGHT_TENSOR_MAX_BYTES,
         run: async (target) => {
           // No `allocate`: the runtime allocates each tensor's buffer where it is first written.
-          return serveTensor(env, target, checkOutputBuffer(options.allocate?.(target.info as TensorInfo), target.slice.sizeBytes, target.name));
+          const { allocate } = options;
+          const given = allocate === undefined ? undefined : checkAllocatedBuffer(allocate(target.info as TensorInfo), target.slice.sizeBytes, target.name);
+          return serveTensor(env, target, given);
         },
       });
       for await (const tensor of results) {

@@ -157,6 +157,22 @@ export function checkOutputBuffer(target: Uint8Array | undefined, sizeBytes: num
   return target.subarray(0, sizeBytes);
 }
 
+/**
+ * What `allocate` returned for a tensor, checked as an output buffer. Undefined is refused as null
+ * is: a callback that forgets a name (`views.get(name)` of a map missing it) would have the tensor
+ * land in a buffer of the runtime's own, the caller's arena view left as it was, with no error.
+ */
+export function checkAllocatedBuffer(allocated: Uint8Array | undefined, sizeBytes: number, name: string): Uint8Array {
+  if (allocated === undefined) {
+    throw new RuntimeError(
+      'INVALID_ARGUMENT',
+      `allocate returned undefined for ${name}: it must return a Uint8Array of at least ${sizeBytes} bytes (leave allocate out for the runtime to allocate every tensor)`,
+      { option: 'allocate', tensor: name, outputType: 'undefined', sizeBytes },
+    );
+  }
+  return checkOutputBuffer(allocated, sizeBytes, name) as Uint8Array;
+}
+
 /** A store's error reading `entry` for `tensor` (the tensor loaded, which may be another name for the entry's bytes). */
 function mapStoreError(error: unknown, entry: CacheEntry, tensor: string): RuntimeError {
   if (error instanceof RuntimeError) return error;
