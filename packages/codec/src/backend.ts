@@ -5,7 +5,7 @@ import { SplitZipError } from './errors.js';
 import type { EscapeList } from './escape-list.js';
 import { jsKernels } from './js/js-kernels.js';
 import type { BulkDigests } from './payload-checksum.js';
-import { createWasmKernels } from './wasm/wasm-kernels.js';
+import { createWasmKernels, wasmCompileRefusal } from './wasm/wasm-kernels.js';
 
 export type CodecBackendName = 'wasm-simd' | 'js';
 
@@ -183,7 +183,13 @@ export function setCodecBackend(backend: CodecBackendName | 'auto'): void {
   else if (backend === 'js') forced = 'js';
   else if (backend === 'wasm-simd') {
     if (loadWasmKernels() === null) {
-      throw new SplitZipError('INVALID_ARGUMENT', 'WebAssembly SIMD is not available on this platform', { backend });
+      const refusal = wasmCompileRefusal();
+      if (refusal === undefined) throw new SplitZipError('INVALID_ARGUMENT', 'WebAssembly SIMD is not available on this platform', { backend });
+      throw new SplitZipError(
+        'INVALID_ARGUMENT',
+        `WebAssembly compilation was refused (${refusal}); on a web page, a Content Security Policy whose script-src lacks 'wasm-unsafe-eval' does this`,
+        { backend, cause: refusal },
+      );
     }
     forced = null;
   } else {

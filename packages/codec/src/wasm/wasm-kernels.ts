@@ -116,11 +116,33 @@ function decodeBase64(text: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
+/**
+ * Why the engine refused to compile the embedded module where it validates SIMD ("CompileError:
+ * WebAssembly.Module(): Refused to compile ..."): a page's Content Security Policy without
+ * 'wasm-unsafe-eval' does that, and "SIMD is not available" would send its author the wrong way.
+ * Undefined while nothing was refused.
+ */
+let compileRefusal: string | undefined;
+
+export function wasmCompileRefusal(): string | undefined {
+  return compileRefusal;
+}
+
+function describeRefusal(error: unknown): string {
+  try {
+    const { name, message } = error as { name?: unknown; message?: unknown };
+    return typeof message === 'string' ? `${typeof name === 'string' ? name : 'Error'}: ${message}` : String(error);
+  } catch {
+    return 'an error that cannot be read';
+  }
+}
+
 /** Capability check (not environment sniffing): does this engine validate a SIMD module? */
 export function isWasmSimdSupported(): boolean {
   try {
     return typeof WebAssembly === 'object' && WebAssembly.validate(SIMD_PROBE);
-  } catch {
+  } catch (error) {
+    compileRefusal = describeRefusal(error);
     return false;
   }
 }
@@ -135,7 +157,8 @@ function compileModule(shared: boolean): WebAssembly.Module | null {
     if (isWasmSimdSupported()) {
       try {
         compiled[kind] = new WebAssembly.Module(decodeBase64(shared ? CODEC_WASM_SHARED_BASE64 : CODEC_WASM_BASE64));
-      } catch {
+      } catch (error) {
+        compileRefusal = describeRefusal(error);
         compiled[kind] = null;
       }
     }
