@@ -3,6 +3,7 @@
 // and the caller's view stayed zero with no error.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
+import type { ShardCache } from '../src/open-shard-cache.js';
 import { openCachedModel, type CachedModelFixture } from './fixtures.js';
 
 let fixture: CachedModelFixture;
@@ -14,8 +15,8 @@ afterAll(async () => {
 });
 
 it.each([
-  ['from the cache', () => fixture.cache],
-  ['raw', () => null],
+  ['from the cache', (): ShardCache | null => fixture.cache],
+  ['raw', (): ShardCache | null => null],
 ] as const)('allocate returning undefined for one tensor, %s: INVALID_ARGUMENT naming it', async (_label, cacheOf) => {
   const [forgotten, ...rest] = fixture.model.tensors;
   const views = new Map(rest.map((t) => [t.name, new Uint8Array(t.slice.sizeBytes)]));

@@ -22,6 +22,8 @@ export { checkReadableView, isUint16Array, isUint8Array } from './typed-array-ki
 export { createCodebook, type Codebook } from './create-codebook.js';
 export { codebookToJson, codebookFromJson, type CodebookJson } from './codebook-json.js';
 export { countExponents } from './count-exponents.js';
+export { bf16FromFloat32 } from './bf16-from-float32.js';
+export { float32FromBf16 } from './float32-from-bf16.js';
 export { calibrateCodebook, calibrateFromHistogram, type CalibrationResult } from './calibrate-codebook.js';
 export { computePayloadLayout, type PayloadLayout, type PayloadSection } from './compute-payload-layout.js';
 export { readPayloadMeta, type PayloadMeta } from './read-payload-meta.js';
