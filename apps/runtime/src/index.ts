@@ -6,6 +6,7 @@ export {
   CACHE_FAILURE_CODES,
   type RuntimeErrorCode,
 } from './errors.js';
+export { StoreError, isStoreError, type StoreErrorCode } from '@splitzip/store';
 export {
   createStagingPool,
   STAGING_ALIGN_BYTES,
