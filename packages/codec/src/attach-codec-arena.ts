@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { isSharedArrayBuffer } from './is-shared-array-buffer.js';
 import { registerArenaKernels } from './backend.js';
 import { createShareLock } from './arena-share-lock.js';
@@ -29,13 +30,13 @@ export function attachCodecArena(share: CodecArenaShare): AttachedCodecArena {
   const memory = share?.memory ?? null;
   if (memory === null) {
     if (!isSharedArrayBuffer(share?.buffer)) {
-      throw new SplitZipError('INVALID_ARGUMENT', 'share.buffer must be a SharedArrayBuffer', {});
+      throw argumentTypeError('share.buffer', 'a SharedArrayBuffer', share?.buffer);
     }
     return { buffer: share.buffer, zeroCopy: false };
   }
   const buffer: unknown = memory instanceof WebAssembly.Memory ? memory.buffer : undefined;
   if (!isSharedArrayBuffer(buffer)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'share.memory must be a shared WebAssembly.Memory', {});
+    throw argumentTypeError('share.memory', 'a shared WebAssembly.Memory', memory);
   }
   const scratchBase = share.scratchBase;
   const index = scratchBase / WASM_SCRATCH_BYTES - 1;

@@ -1,8 +1,8 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { MAX_CODEBOOK_SIZE } from './constants.js';
 import { isUint32Array } from './typed-array-kind.js';
 import { countExponents } from './count-exponents.js';
 import { createCodebook, type Codebook } from './create-codebook.js';
-import { SplitZipError } from './errors.js';
 
 export interface CalibrationResult {
   codebook: Codebook;
@@ -21,7 +21,7 @@ export interface CalibrationResult {
  */
 export function calibrateFromHistogram(histogram: Uint32Array): CalibrationResult {
   if (!isUint32Array(histogram) || histogram.length !== 256) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'histogram must be a Uint32Array of length 256', {});
+    throw argumentTypeError('histogram', 'a Uint32Array of length 256', histogram);
   }
   const present: number[] = [];
   let total = 0;

@@ -1,3 +1,4 @@
+import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import { findUnknownOption } from './find-unknown-option.js';
 
@@ -10,7 +11,11 @@ import { findUnknownOption } from './find-unknown-option.js';
 export function readOptions<T extends object>(options: T | null | undefined, name: string, known: readonly (keyof T & string)[]): T | undefined {
   if (options === undefined || options === null) return undefined;
   if (typeof options !== 'object') {
-    throw new SplitZipError('INVALID_ARGUMENT', `${name} must be an object (or undefined)`, { argument: name, type: typeof options });
+    throw new SplitZipError('INVALID_ARGUMENT', `${name} must be an object (or undefined), got ${describeValue(options)}`, {
+      argument: name,
+      type: typeof options,
+      got: describeValue(options),
+    });
   }
   const unknown = findUnknownOption(options, known);
   if (unknown !== undefined) {

@@ -1,4 +1,5 @@
 // Argument checks shared by the segment API (format v3's parallel verification).
+import { argumentTypeError } from './argument-type-error.js';
 import { SEGMENT_DIGESTS, SEGMENT_VALUES } from './constants.js';
 import { isUint32Array } from './typed-array-kind.js';
 import { checkMetaFitsPayload } from './decode-core.js';
@@ -47,7 +48,7 @@ export function checkSegmentRange(firstSegment: number, endSegment: number, segm
 /** Checks that `digests` is a Uint32Array with room for `segments` segments' digests (exactly, with `exact`). */
 export function checkDigestsArray(digests: unknown, segments: number, exact: boolean): asserts digests is Uint32Array {
   if (!isUint32Array(digests)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'digests must be a Uint32Array', {});
+    throw argumentTypeError('digests', 'a Uint32Array', digests);
   }
   const needed = SEGMENT_DIGESTS * segments;
   if (exact ? digests.length !== needed : digests.length < needed) {

@@ -1,3 +1,4 @@
+import { describeValue } from './describe-value.js';
 import {
   DEFAULT_CHUNK_SIZE,
   HEADER_BYTES,
@@ -61,18 +62,18 @@ export function computePayloadLayout(
   chunkSize: number = DEFAULT_CHUNK_SIZE,
 ): PayloadLayout {
   if (!Number.isInteger(elementCount) || elementCount < 0 || elementCount > MAX_ELEMENT_COUNT) {
-    throw new SplitZipError('INVALID_ARGUMENT', `elementCount must be an integer in 0..${MAX_ELEMENT_COUNT}`, {
+    throw new SplitZipError('INVALID_ARGUMENT', `elementCount must be an integer in 0..${MAX_ELEMENT_COUNT}, got ${describeValue(elementCount)}`, {
       elementCount,
     });
   }
   if (!Number.isInteger(escapeCount) || escapeCount < 0 || escapeCount > elementCount) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'escapeCount must be an integer in 0..elementCount', {
+    throw new SplitZipError('INVALID_ARGUMENT', `escapeCount must be an integer in 0..elementCount, got ${describeValue(escapeCount)}`, {
       escapeCount,
       elementCount,
     });
   }
   if (!isValidChunkSize(chunkSize)) {
-    throw new SplitZipError('INVALID_ARGUMENT', `chunkSize must be a power of two in ${MIN_CHUNK_SIZE}..${MAX_CHUNK_SIZE}`, {
+    throw new SplitZipError('INVALID_ARGUMENT', `chunkSize must be a power of two in ${MIN_CHUNK_SIZE}..${MAX_CHUNK_SIZE}, got ${describeValue(chunkSize)}`, {
       chunkSize,
     });
   }

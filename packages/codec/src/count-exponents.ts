@@ -1,6 +1,6 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { checkArenaView, kernelsFor } from './backend.js';
 import { checkReadableView, isUint16Array, isUint32Array } from './typed-array-kind.js';
-import { SplitZipError } from './errors.js';
 import { countExponentsJs } from './js/js-kernels.js';
 
 /**
@@ -16,14 +16,12 @@ export const WASM_COUNT_MIN_VALUES = 1024;
  */
 export function countExponents(values: Uint16Array, histogram?: Uint32Array): Uint32Array {
   if (!isUint16Array(values)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
+    throw argumentTypeError('values', 'a Uint16Array of BF16 bit patterns', values);
   }
   // An unreadable view reads as empty: counting nothing would calibrate [0] at coverage 1.
   checkReadableView(values, 'values');
   const hist = histogram ?? new Uint32Array(256);
-  if (!isUint32Array(hist) || hist.length !== 256) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'histogram must be a Uint32Array of length 256', {});
-  }
+  if (!isUint32Array(hist) || hist.length !== 256) throw argumentTypeError('histogram', 'a Uint32Array of length 256', histogram);
   // The wasm kernel where it pays (an arena's own kernels for a view in a codec arena, in place);
   // both paths give the same counts, each bin mod 2^32 as a Uint32Array store wraps.
   checkArenaView(values, 'values');

@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { getCodecBackend, registerArenaKernels } from './backend.js';
 import { SplitZipError } from './errors.js';
 import { MAX_WASM_MEMORY_BYTES, WASM_SCRATCH_BYTES, createWasmKernels } from './wasm/wasm-kernels.js';
@@ -213,7 +214,7 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     },
     release(view: ArrayBufferView): boolean {
       if (!ArrayBuffer.isView(view) || view.buffer !== buffer) {
-        throw new SplitZipError('INVALID_ARGUMENT', 'release takes a view of this arena', {});
+        throw argumentTypeError('view', 'a view of this arena (from allocate or allocateValues)', view);
       }
       if (view.byteLength === 0) return view.byteOffset === next;
       const last = heldAt.length - 1;

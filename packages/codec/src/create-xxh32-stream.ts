@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { SplitZipError } from './errors.js';
 import { isUint8Array } from './typed-array-kind.js';
 import { Xxh32State } from './xxh32.js';
@@ -25,7 +26,7 @@ export function createXxh32Stream(seed = 0): Xxh32Stream {
   let done = false;
   return {
     update(bytes: Uint8Array): void {
-      if (!isUint8Array(bytes)) throw new SplitZipError('INVALID_ARGUMENT', 'bytes must be a Uint8Array', {});
+      if (!isUint8Array(bytes)) throw argumentTypeError('bytes', 'a Uint8Array', bytes);
       if (done) throw new SplitZipError('INVALID_ARGUMENT', 'update after digest', {});
       let p = 0;
       if (pendingBytes > 0) {

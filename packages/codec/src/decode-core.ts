@@ -1,6 +1,7 @@
 // The one decoder behind decode, decodeRange and decodeChunks: validates the escape index and
 // escape stream of every chunk it touches, so no byte of the payload can steer a read or write
 // outside the payload or the output.
+import { argumentTypeError } from './argument-type-error.js';
 import { kernelsFor, prepareCodebookTables, type CodebookTables, type ValuesWritten } from './backend.js';
 import { isUint8Array } from './typed-array-kind.js';
 import { isValidChunkSize, layoutFor, type PayloadLayout } from './compute-payload-layout.js';
@@ -277,7 +278,7 @@ function invalidCodeError(
 /** Checks that a caller-supplied meta is self-consistent and fits this payload, so offsets derived from it stay inside. */
 export function checkMetaFitsPayload(payload: Uint8Array, meta: PayloadMeta): void {
   if (!isUint8Array(payload)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', {});
+    throw argumentTypeError('payload', 'a Uint8Array', payload);
   }
   if (
     meta === null ||
@@ -293,7 +294,7 @@ export function checkMetaFitsPayload(payload: Uint8Array, meta: PayloadMeta): vo
     !sameLayout(meta.layout, layoutFor(meta.elementCount, meta.escapeCount, meta.chunkSize)) ||
     meta.compBytes !== meta.layout.totalBytes
   ) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'meta is not a PayloadMeta from readPayloadMeta', {});
+    throw argumentTypeError('meta', 'a PayloadMeta from readPayloadMeta', meta);
   }
   ensureCodebook(meta.codebook);
   if (payload.length < meta.compBytes) {

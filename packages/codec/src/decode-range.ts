@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { allocateArray } from './allocate-array.js';
 import { readOptions } from './check-options.js';
 import { optionNamesOf } from './find-unknown-option.js';
@@ -25,7 +26,7 @@ export const DECODE_OPTION_NAMES = optionNamesOf<DecodeOptions>({ verify: true }
 export function skipsChecksum(options: DecodeOptions | undefined): boolean {
   const verify = options?.verify;
   if (verify !== undefined && typeof verify !== 'boolean') {
-    throw new SplitZipError('INVALID_ARGUMENT', `options.verify must be a boolean (or undefined), got ${verify === null ? 'null' : typeof verify}`, { argument: 'options.verify' });
+    throw new SplitZipError('INVALID_ARGUMENT', `options.verify must be a boolean (or undefined), got ${describeValue(verify)}`, { argument: 'options.verify' });
   }
   return verify === false;
 }
@@ -73,16 +74,14 @@ export function decodeRange(
 export function requireOutput(out: Uint16Array, count: number): Uint16Array {
   // Omitted, the values would go to a throwaway array and the call return nothing.
   if (!isUint16Array(out)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array (required)', { argument: 'out' });
+    throw argumentTypeError('out', 'a Uint16Array (required)', out, optionsAsOutHint(out));
   }
   return checkOutput(out, count);
 }
 
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
   if (out === undefined) return allocateArray(Uint16Array, count, 'the output', 'values');
-  if (!isUint16Array(out)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', {});
-  }
+  if (!isUint16Array(out)) throw argumentTypeError('out', 'a Uint16Array', out, optionsAsOutHint(out));
   checkReadableView(out, 'out');
   if (out.length < count) {
     throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed`, {
@@ -91,6 +90,21 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
     });
   }
   return out;
+}
+
+/**
+ * A hint for options passed where `out` goes (`decode(p, { verify: false })`): an object whose own
+ * keys are all option names, so the caller meant `decode(p, undefined, { verify: false })`.
+ */
+function optionsAsOutHint(out: unknown): string {
+  if (out === null || typeof out !== 'object' || ArrayBuffer.isView(out)) return '';
+  try {
+    const keys = Object.keys(out);
+    if (keys.length === 0 || !keys.every((key) => (DECODE_OPTION_NAMES as readonly string[]).includes(key))) return '';
+  } catch {
+    return '';
+  }
+  return ' (it looks like options were passed as out: options come after out, e.g. decode(payload, undefined, { verify: false }))';
 }
 
 /** INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */

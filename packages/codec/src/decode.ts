@@ -8,7 +8,10 @@ import { readPayloadMeta } from './read-payload-meta.js';
 import { verifyPayloadChecksum } from './verify-payload-checksum.js';
 
 /**
- * Decodes a whole payload into `out` (allocated if absent; may be longer) and returns it.
+ * Decodes a whole payload into `out` (allocated if absent, at the payload's length) and returns
+ * `out` itself, not a view of it: a longer `out` comes back whole, the values in its first
+ * `meta.elementCount` elements and its tail as it was; take `out.subarray(0, n)` for the values
+ * alone (unlike `encode` with `out` and `decodeRange`, which return trimmed views).
  * On an error the contents of `out` are unspecified. When the payload and `out` live in a codec
  * arena the kernels read and write them in place (no copies); they must not overlap.
  */

@@ -1,3 +1,5 @@
+import { describeValue } from './describe-value.js';
+import { argumentTypeError } from './argument-type-error.js';
 import { kernelsFor, type CodecKernels } from './backend.js';
 import { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
 import { allocateArray } from './allocate-array.js';
@@ -49,7 +51,7 @@ export function encode(values: Uint16Array, codebook: Codebook, options?: Encode
 export function encode(values: Uint16Array, codebook: Codebook, encodeOptions?: EncodeOptions | null): Uint8Array {
   const options = readOptions(encodeOptions, 'options', ENCODE_OPTION_NAMES);
   if (!isUint16Array(values)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', {});
+    throw argumentTypeError('values', 'a Uint16Array of BF16 bit patterns', values);
   }
   // A detached or out-of-bounds array reads as empty: a valid empty payload would hide the caller's bug.
   checkReadableView(values, 'values');
@@ -61,18 +63,19 @@ export function encode(values: Uint16Array, codebook: Codebook, encodeOptions?: 
   // Only undefined means the default: a null chunkSize is refused like a null escapeCount.
   const chunkSize = options?.chunkSize === undefined ? DEFAULT_CHUNK_SIZE : options.chunkSize;
   if (!isValidChunkSize(chunkSize)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { chunkSize });
+    throw new SplitZipError('INVALID_ARGUMENT', `chunkSize must be a power of two in 64..65536, got ${describeValue(chunkSize)}`, { chunkSize, got: describeValue(chunkSize) });
   }
   const hint = options?.escapeCount;
   if (hint !== undefined && (!Number.isInteger(hint) || hint < 0 || hint > values.length)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'escapeCount must be an integer in 0..values.length', {
+    throw new SplitZipError('INVALID_ARGUMENT', `escapeCount must be an integer in 0..${values.length} (values.length), got ${describeValue(hint)}`, {
       escapeCount: hint,
+      got: describeValue(hint),
       elementCount: values.length,
     });
   }
   const out = options?.out;
   if (out !== undefined && !isUint8Array(out)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint8Array', {});
+    throw argumentTypeError('options.out', 'a Uint8Array', out);
   }
   if (out !== undefined) checkReadableView(out, 'out');
   // The kernels would write codes over values they have yet to read: a valid-looking wrong
@@ -90,10 +93,16 @@ export function encode(values: Uint16Array, codebook: Codebook, encodeOptions?: 
     // writes them and collects the escapes; only then is the payload's length known.
     // The escape-free size up front (what the pass writes); the hint is unchecked, so a high one
     // must not refuse an `out` that holds the payload (it did: OUTPUT_TOO_SMALL).
-    checkOutBytes(out, layoutFor(n, 0, chunkSize).totalBytes);
-    const digests = encodeSections(kernels, values, book, out, layoutFor(n, 0, chunkSize), escapes);
+    const escapeFree = layoutFor(n, 0, chunkSize);
+    if (out.length < escapeFree.totalBytes) {
+      // The error names the payload's real size, not the escape-free one (a caller who retried
+      // with that was refused again): counting costs one pass, on this error path only.
+      const counted = kernels.countEscapes(values, tablesForCodebook(book.exponents));
+      throw outTooSmall(out, Math.max(escapeFree.totalBytes, layoutFor(n, counted, chunkSize).totalBytes), counted, chunkSize);
+    }
+    const digests = encodeSections(kernels, values, book, out, escapeFree, escapes);
     const layout = layoutFor(n, escapes.count, chunkSize);
-    checkOutBytes(out, layout.totalBytes);
+    if (out.length < layout.totalBytes) throw outTooSmall(out, layout.totalBytes, escapes.count, chunkSize);
     finishPayload(out, values.length, book, chunkSize, layout, escapes, digests);
     return out.subarray(0, layout.totalBytes);
   }
@@ -133,13 +142,13 @@ function encodeCounted(
   return payload;
 }
 
-function checkOutBytes(out: Uint8Array, needed: number): void {
-  if (out.length < needed) {
-    throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} bytes, the payload needs ${needed}`, {
-      outBytes: out.length,
-      needed,
-    });
-  }
+/** OUTPUT_TOO_SMALL for an `out` shorter than the payload, with its exact size and how to get it up front. */
+function outTooSmall(out: Uint8Array, needed: number, escapeCount: number, chunkSize: number): SplitZipError {
+  return new SplitZipError(
+    'OUTPUT_TOO_SMALL',
+    `out holds ${out.length} bytes, the payload needs ${needed} (${escapeCount} escapes; computePayloadLayout(n, escapeCount, chunkSize).totalBytes gives the size before encoding)`,
+    { outBytes: out.length, needed, escapeCount, chunkSize },
+  );
 }
 
 function encodeSections(

@@ -4,6 +4,7 @@
 // (two chains of one round per 32 values instead of one chain of two, which bounded v1's speed);
 // version 3 per segment of 2^20 values, codes as 2 and sm as 4 stripe streams (every chain one
 // round per two groups, and segments hashed by different threads).
+import { argumentTypeError } from './argument-type-error.js';
 import type { PayloadLayout } from './compute-payload-layout.js';
 import { HEADER_BYTES, HEADER_OFFSET, SEGMENT_DIGESTS, SEGMENT_VALUES } from './constants.js';
 import { SplitZipError } from './errors.js';
@@ -28,7 +29,7 @@ export function countSegments(layout: PayloadLayout): number {
 /** Segment k's codes and sm spans [from, to) (FORMAT.md "Version 3: segments"); the last runs to its section span's end. */
 export function computeSegmentSpans(layout: PayloadLayout, k: number): { codes: number; codesEnd: number; sm: number; smEnd: number } {
   if (layout === null || typeof layout !== 'object' || typeof layout.codes !== 'object' || typeof layout.sm !== 'object' || typeof layout.escapeIndex !== 'object' || layout.codes === null || layout.sm === null || layout.escapeIndex === null) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'layout must be a PayloadLayout (computePayloadLayout)', { argument: 'layout' });
+    throw argumentTypeError('layout', 'a PayloadLayout (computePayloadLayout)', layout);
   }
   if (!Number.isInteger(k) || k < 0) {
     throw new SplitZipError('INVALID_ARGUMENT', 'segment must be a non-negative integer', { argument: 'k', k });

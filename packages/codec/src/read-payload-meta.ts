@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import {
   READABLE_FORMAT_VERSIONS,
   HEADER_BYTES,
@@ -33,7 +34,7 @@ const SECTION_NAMES = ['codes', 'sm', 'escapeIndex', 'escapePositions', 'escapeE
 /** Reads and validates the header (FORMAT.md reader rules 1-6, in that order); does not check the checksum. */
 export function readPayloadMeta(payload: Uint8Array): PayloadMeta {
   if (!isUint8Array(payload)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', {});
+    throw argumentTypeError('payload', 'a Uint8Array', payload);
   }
   checkReadableView(payload, 'payload');
   // Rule 1.

@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { checkMetaFitsPayload } from './decode-core.js';
 import { isUint16Array, isUint32Array } from './typed-array-kind.js';
 import { SplitZipError } from './errors.js';
@@ -44,7 +45,7 @@ export function validatePayloadStructure(payload: Uint8Array, meta: PayloadMeta,
   const positions: unknown = streams?.positions;
   // Short or other arrays would read as undefined and pass the index and position checks.
   if (!isUint32Array(index) || index.length < chunkCount + 1 || !isUint16Array(positions) || positions.length < escapeCount) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'streams must be readEscapeStreams(payload, meta)', { argument: 'streams' });
+    throw argumentTypeError('streams', 'readEscapeStreams(payload, meta)', streams);
   }
   if (index[0] !== 0 || index[chunkCount] !== escapeCount) {
     throw new SplitZipError('BAD_ESCAPE_INDEX', 'escape index must start at 0 and end at escape_count', {

@@ -1,3 +1,4 @@
+import { argumentTypeError } from './argument-type-error.js';
 import { SplitZipError } from './errors.js';
 import { isUint8Array } from './typed-array-kind.js';
 
@@ -160,7 +161,7 @@ function readU32(bytes: Uint8Array, p: number): number {
 /** XXH32 of `bytes` (seed 0 unless given), as an unsigned 32-bit number. */
 export function xxh32(bytes: Uint8Array, seed = 0): number {
   if (!isUint8Array(bytes)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'xxh32 expects a Uint8Array', {});
+    throw argumentTypeError('bytes', 'a Uint8Array', bytes);
   }
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
     throw new SplitZipError('INVALID_ARGUMENT', 'xxh32 seed must be an integer in 0..2^32-1', { seed });

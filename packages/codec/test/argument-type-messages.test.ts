@@ -1,0 +1,81 @@
+// Wrong argument types at every public entry: INVALID_ARGUMENT whose message shows the caller's
+// value with its type (the README's promise), in `details.got` too. Before, "out must be a
+// Uint16Array" with empty details left a caller of decode(p, { verify: false }) guessing.
+import { describe, expect, it } from 'vitest';
+import {
+  calibrateCodebook,
+  calibrateFromHistogram,
+  computeSegmentSpans,
+  countExponents,
+  createCodebook,
+  createCodecArena,
+  createXxh32Stream,
+  decode,
+  decodeChunks,
+  decodeRange,
+  encode,
+  readPayloadMeta,
+  validatePayloadStructure,
+  verifySegmentDigests,
+  xxh32,
+  type SplitZipError,
+} from '../src/index.js';
+
+const values = new Uint16Array([0x3f80, 0x4000, 0xc040, 0x0000]);
+const codebook = createCodebook([127, 128]);
+const payload = encode(values, codebook);
+const meta = readPayloadMeta(payload);
+
+function refusal(run: () => unknown): SplitZipError {
+  try {
+    run();
+  } catch (error) {
+    return error as SplitZipError;
+  }
+  throw new Error('no error');
+}
+
+const CASES: [string, () => unknown, string][] = [
+  ['decode payload', () => decode([1, 2, 3] as never), 'payload must be a Uint8Array, got object [object Array] of length 3'],
+  ['decode out', () => decode(payload, new Uint8Array(8) as never), 'out must be a Uint16Array, got object [object Uint8Array] of length 8'],
+  ['decodeRange out', () => decodeRange(payload, 0, 2, 'buffer' as never), 'out must be a Uint16Array, got string "buffer"'],
+  ['decodeChunks out', () => decodeChunks(payload, meta, 0, 1, null as never), 'out must be a Uint16Array (required), got null'],
+  ['decodeChunks meta', () => decodeChunks(payload, 5 as never, 0, 1, new Uint16Array(4)), 'meta must be a PayloadMeta from readPayloadMeta, got 5'],
+  ['readPayloadMeta', () => readPayloadMeta('SZBF' as never), 'payload must be a Uint8Array, got string "SZBF"'],
+  ['encode values', () => encode([1, 2] as never, codebook), 'values must be a Uint16Array of BF16 bit patterns, got object [object Array] of length 2'],
+  ['encode out', () => encode(values, codebook, { out: new Uint16Array(4096) as never }), 'options.out must be a Uint8Array, got object [object Uint16Array] of length 4096'],
+  ['encode options', () => encode(values, codebook, 4096 as never), 'options must be an object (or undefined), got 4096'],
+  ['encode escapeCount', () => encode(values, codebook, { escapeCount: '0' as never }), 'escapeCount must be an integer in 0..4 (values.length), got string "0"'],
+  ['encode codebook', () => encode(values, 'top16' as never), 'codebook must be an object with an exponents array, got string "top16"'],
+  ['calibrateCodebook', () => calibrateCodebook(new Float32Array(2) as never), 'values must be a Uint16Array of BF16 bit patterns, got object [object Float32Array] of length 2'],
+  ['calibrateFromHistogram', () => calibrateFromHistogram(new Uint32Array(255)), 'histogram must be a Uint32Array of length 256, got object [object Uint32Array] of length 255'],
+  ['countExponents histogram', () => countExponents(values, [0] as never), 'histogram must be a Uint32Array of length 256, got object [object Array] of length 1'],
+  ['verifySegmentDigests digests', () => verifySegmentDigests(payload, meta, 7n as never), 'digests must be a Uint32Array, got bigint 7n'],
+  ['xxh32', () => xxh32('abc' as never), 'bytes must be a Uint8Array, got string "abc"'],
+  ['xxh32 stream', () => createXxh32Stream().update(undefined as never), 'bytes must be a Uint8Array, got undefined'],
+  ['validatePayloadStructure streams', () => validatePayloadStructure(payload, meta, {} as never), 'streams must be readEscapeStreams(payload, meta), got object {}'],
+  ['computeSegmentSpans layout', () => computeSegmentSpans('layout' as never, 0), 'layout must be a PayloadLayout (computePayloadLayout), got string "layout"'],
+  ['arena release', () => createCodecArena(4096).release(new Uint8Array(4)), 'view must be a view of this arena (from allocate or allocateValues), got object [object Uint8Array] of length 4'],
+];
+
+describe('wrong argument types show the value passed, with its type', () => {
+  it.each(CASES)('%s', (_, run, expected) => {
+    const error = refusal(run);
+    expect(error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_CODEBOOK').toBe(true);
+    expect(error.message).toContain(expected);
+    expect(typeof error.details.got).toBe('string');
+    expect(error.message).toContain(error.details.got as string);
+  });
+
+  it('decode(p, { verify: false }) says options look passed as out', () => {
+    for (const run of [() => decode(payload, { verify: false } as never), () => decodeRange(payload, 0, 2, { verify: true } as never)]) {
+      const error = refusal(run);
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(error.message).toContain('out must be a Uint16Array, got object {"verify":');
+      expect(error.message).toContain('it looks like options were passed as out');
+      expect(error.details).toMatchObject({ argument: 'out' });
+    }
+    // Not for an object that is no options object.
+    expect(refusal(() => decode(payload, { length: 4 } as never)).message).not.toContain('looks like options');
+  });
+});
