@@ -9,7 +9,7 @@
 // as a slice the cache does not have, naming the removal (it was the cache error with a --repair
 // hint), unless the refreshed cache binds the slice to another entry (a build --rebind moved it, then
 // the gc removed the old entry): served from that entry. A blob that is missing while its entry is still there stays `cache-failed`, and on an
-// s3:// cache (no store call removes entries there) a missing blob is not refreshed for.
+// s3:// cache (its refresh lists the whole prefix) a missing blob is not refreshed for.
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createKernels } from '@splitzip/kernels/node';
@@ -186,7 +186,7 @@ it('a blob missing while its entry is still there stays cache-failed, with its r
   expect(result.fallbacks).toBe(1);
 });
 
-it('on an s3:// cache (a handle that says remote) a missing blob is cache-failed without a refresh: no store call removes entries there, and its refresh lists the whole prefix', async () => {
+it('on an s3:// cache (a handle that says remote) a missing blob is cache-failed without a refresh: its refresh lists the whole prefix, and a drop there removes only entries bound to nothing', async () => {
   fixture = await openCachedModel('gc-dropped-remote', tunedWeights(['a', 'b', 'c'], 4500));
   const handle = await openShardCache(join(fixture.dir, 'cache'));
   try {
