@@ -140,3 +140,13 @@ export function checkSliceNumber(value: unknown, field: 'offsetBytes' | 'sizeByt
     throw new RuntimeError('INVALID_ARGUMENT', `a slice's ${field} must be a whole number >= 0, got ${String(value)}`, { field, value: String(value) });
   }
 }
+
+/**
+ * `cacheOnly` with no cache (absent or null): INVALID_ARGUMENT at the call. Every tensor of such a
+ * load failed NOT_CACHED "(no cache)" one by one, as if the cache lacked it.
+ */
+export function checkCacheOnlyHasCache(cacheOnly: unknown, cache: unknown, where: string): void {
+  if (cacheOnly === true && (cache === undefined || cache === null)) {
+    throw new RuntimeError('INVALID_ARGUMENT', `cacheOnly needs a cache: ${where} (without one every tensor is read raw, which cacheOnly forbids)`, { option: 'cacheOnly', cache: cache === null ? 'null' : 'undefined' });
+  }
+}

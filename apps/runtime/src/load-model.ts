@@ -3,7 +3,7 @@ import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import { MAX_SLOT_BYTES, type StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
+import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkCacheOnlyHasCache, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
@@ -164,6 +164,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   checkOptionsArgument(options, LOAD_MODEL_OPTIONS);
   for (const option of ['allocate', 'filter', 'onTensor'] as const) checkFunctionArgument(options[option], option);
   for (const option of ['verifyDigest', 'cacheOnly', 'refresh', 'explainMisses'] as const) checkBooleanArgument(options[option], option);
+  checkCacheOnlyHasCache(options.cacheOnly, cache, 'pass one as loadModel(model, cache, { cacheOnly: true })');
   checkPoolArgument(options.pool);
   checkReaderArgument(options.reader);
   checkSignalArgument(options.signal);

@@ -7,7 +7,7 @@ import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-reque
 import { resolveReboundSlice } from './resolve-rebound-slice.js';
 import { checkOutputBuffer, serveTensor, DEFAULT_SYNC_READ_MAX_BYTES, type ServeEnv } from './serve-tensor.js';
 import type { LoadedTensor } from './types.js';
-import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
+import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkCacheOnlyHasCache, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 
 /** LoadTensorOptions' names (loadTensorToDevice's are these less backend, plus kernels). */
@@ -31,6 +31,7 @@ export function checkLoadTensorOptions(options: LoadTensorOptions, known: readon
   checkOptionsArgument(options, known);
   for (const option of ['verifyDigest', 'cacheOnly', 'explainMisses'] as const) checkBooleanArgument(options[option], option);
   checkCacheArgument(options.cache);
+  checkCacheOnlyHasCache(options.cacheOnly, options.cache, 'pass it as the cache option, { cache, cacheOnly: true }');
   // Named as the request's model is (`request.model`): one wording for both places a model goes.
   if (options.model !== undefined) checkModelArgument(options.model, 'options.model');
   checkPoolArgument(options.pool);

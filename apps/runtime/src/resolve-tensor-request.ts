@@ -5,6 +5,7 @@ import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { describeOpenedModel } from './describe-opened-model.js';
+import { describeTensorRequest } from './describe-tensor-request.js';
 import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -255,7 +256,7 @@ export function resolveTensorRequest(
   cache: ShardCache | undefined,
 ): ServeTarget {
   if (typeof request !== 'object' || request === null) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'a tensor request is a SliceKey, { model, name } or { model, slice }', { request: String(request) });
+    throw invalidRequestError(request);
   }
   if (isSliceKey(request)) return resolveSlice(request, model, cache, 'options.model');
   if ('slice' in request && isSliceKey(request.slice)) return resolveSlice(request.slice, request.model, cache, 'request.model');
@@ -275,5 +276,11 @@ export function resolveTensorRequest(
     }
     return targetFromInfo(request.model, info, cache);
   }
-  throw new RuntimeError('INVALID_ARGUMENT', 'a tensor request is a SliceKey, { model, name } or { model, slice }', {});
+  throw invalidRequestError(request);
+}
+
+/** INVALID_ARGUMENT for a request of none of the accepted shapes, naming what was received. */
+function invalidRequestError(request: unknown): RuntimeError {
+  const { received, hint } = describeTensorRequest(request);
+  return new RuntimeError('INVALID_ARGUMENT', `a tensor request is a SliceKey, { model, name } or { model, slice }, got ${received}${hint}`, { option: 'request', received });
 }

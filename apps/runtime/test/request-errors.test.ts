@@ -87,3 +87,37 @@ describe('a coverage just under the gate', () => {
     }
   });
 });
+
+describe('a request of no accepted shape, and cacheOnly without a cache', () => {
+  it('INVALID_ARGUMENT shows what was received, and the missing model of a request by name', async () => {
+    const model = await writeModel(join(temp.dir, 'shapes'), tensors);
+    try {
+      const byName = await loadTensor({ name: 'embed.weight' } as never, { model }).catch((error: unknown) => error);
+      expect(byName).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'request', received: '{ name: string "embed.weight" }' } });
+      expect((byName as Error).message).toContain('got { name: string "embed.weight" }: a request by name carries its model, { model, name }');
+      const numbered = await loadTensor({ model, name: 5 } as never).catch((error: unknown) => error);
+      expect((numbered as Error).message).toContain('got { model: ');
+      expect((numbered as Error).message).toContain('name: 5 }: name must be a string');
+      const text = await loadTensor('embed.weight' as never, { model }).catch((error: unknown) => error);
+      expect(text).toMatchObject({ code: 'INVALID_ARGUMENT', details: { received: 'string "embed.weight"' } });
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('cacheOnly with no cache (absent or null) is INVALID_ARGUMENT at the call, not NOT_CACHED per tensor', async () => {
+    const model = await writeModel(join(temp.dir, 'cache-only'), tensors);
+    try {
+      for (const cache of [undefined, null]) {
+        const one = await loadTensor({ model, name: 'embed.weight' }, { cache, cacheOnly: true }).catch((error: unknown) => error);
+        expect(one).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'cacheOnly' } });
+        expect((one as Error).message).toContain('cacheOnly needs a cache');
+        expect(() => loadModel(model, cache, { cacheOnly: true })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ option: 'cacheOnly' }) }));
+      }
+      // cacheOnly: false without a cache is a raw load, as before.
+      expect((await loadTensor({ model, name: 'embed.weight' }, { cacheOnly: false })).source).toBe('raw');
+    } finally {
+      await model.close();
+    }
+  });
+});
