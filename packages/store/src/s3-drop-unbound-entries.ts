@@ -69,30 +69,42 @@ export async function dropS3UnboundEntries(
   maxEntryObjectBytes: number,
 ): Promise<DropUnboundEntriesReport> {
   const limit = transport.settings.maxConcurrentRequests;
+  // A failure (the server unreachable, say) stops the DELETEs, not step 2 for those done: a writer
+  // may have bound one of them meanwhile. The first is thrown after that, and no blob goes.
+  let failure: { error: unknown } | undefined;
   // Per candidate (in their order, for a report that does not depend on timing): its bytes once deleted.
   const outcomes = await mapLimited(candidates, limit, async (candidate): Promise<(S3UnboundCandidate & { bytes: Uint8Array }) | undefined> => {
+    if (failure !== undefined) return undefined;
     const { object } = candidate;
-    const bytes = await transport.getSmallObject(object.name, maxEntryObjectBytes);
-    if (bytes === undefined) return undefined;
     let sent = false;
     let kept = false;
-    await transport.deleteObject(object.name, async () => {
-      const head = await transport.headObject(object.name);
-      // Gone before any DELETE of ours: another drop's (it puts it back if need be).
-      if (head === undefined) return false;
-      kept = !sameSecond(head.lastModifiedMs, object.lastModifiedMs);
-      if (kept) return false;
-      sent = true;
-      return true;
-    });
-    // A retry that finds it gone may follow our own DELETE, whose reply was lost: counted as ours.
-    return sent && !kept ? { ...candidate, bytes } : undefined;
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await transport.getSmallObject(object.name, maxEntryObjectBytes);
+      if (bytes === undefined) return undefined;
+      await transport.deleteObject(object.name, async () => {
+        const head = await transport.headObject(object.name);
+        // Gone before any DELETE of ours: another drop's (it puts it back if need be).
+        if (head === undefined) return false;
+        kept = !sameSecond(head.lastModifiedMs, object.lastModifiedMs);
+        if (kept) return false;
+        sent = true;
+        return true;
+      });
+    } catch (error) {
+      failure ??= { error };
+    }
+    // A retry that finds it gone may follow our own DELETE, whose reply was lost (or a failed
+    // attempt may have deleted it): counted as ours.
+    return sent && !kept && bytes !== undefined ? { ...candidate, bytes } : undefined;
   });
   const deleted = outcomes.filter((outcome) => outcome !== undefined);
-  if (deleted.length === 0) return reportDrop([], false);
+  if (deleted.length === 0 && failure === undefined) return reportDrop([], false);
   const boundNow = boundKeysOf((await transport.list(SLICES_DIR)).map((object) => object.name));
   const restored = deleted.filter(({ entry }) => boundNow.has(entry.key));
   await mapLimited(restored, limit, ({ object, bytes }) => transport.putObject(object.name, bytes, 'application/json'));
+  // Their blobs stay (orphans now, gc's): the report of this drop is the error.
+  if (failure !== undefined) throw failure.error;
   const rest = deleted.filter(({ entry }) => !boundNow.has(entry.key));
   const blobsLeft: string[] = [];
   const blobKept = await mapLimited(rest, limit, async ({ object }) => {

@@ -9,6 +9,7 @@ import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-s
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import type { S3CacheStore, S3DropUnboundEntriesOptions } from '../src/s3-cache-store.js';
+import { StoreError } from '../src/errors.js';
 import { sliceObjectName } from '../src/s3-layout.js';
 import type { DropUnboundEntriesReport } from '../src/types.js';
 import { barrier, deferred, holdAliasPut } from './s3-alias-hooks.js';
@@ -187,6 +188,36 @@ describeS3('S3 store: dropUnboundEntries', () => {
     await expectVerifies(url);
     await aliasing.close();
     await adding.close();
+    await store.close();
+  });
+
+  it("a DELETE that fails stops the drop after its second listing: an entry bound meanwhile is put back, no blob goes, and the error is thrown", async () => {
+    const { prefix, url, store, b, c } = await makeCache();
+    const transport = transportOf(store);
+    const del = transport.deleteObject.bind(transport);
+    const deletedB = deferred();
+    transport.deleteObject = async (name, beforeAttempt) => {
+      if (name === entryName(c)) {
+        // Once b's entry object is gone: a writer binds b (it had found it), and c's DELETE fails.
+        await deletedB.promise;
+        await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${sliceObjectName([SHARD, 400, 80], 0, b.key)}`, Body: new Uint8Array(0) }));
+        throw new StoreError('S3_UNAVAILABLE', 'DeleteObject failed (a test fault)');
+      }
+      const done = await del(name, beforeAttempt);
+      if (name === entryName(b)) deletedB.resolve();
+      return done;
+    };
+    const error = await catchError(() => dropBelowFloor(store));
+    expect(error).toMatchObject({ code: 'S3_UNAVAILABLE', message: expect.stringContaining('a test fault') });
+    const names = await listNames(prefix);
+    for (const t of [b, c]) {
+      expect(names).toContain(entryName(t));
+      expect(names).toContain(blobName(t));
+    }
+    const reader = await openCacheStore(url);
+    expect(reader.lookupBySlice(SHARD, 400, 80)?.key).toBe(b.key);
+    await reader.close();
+    await expectVerifies(url);
     await store.close();
   });
 
