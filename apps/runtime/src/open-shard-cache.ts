@@ -1,3 +1,4 @@
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
 import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
@@ -167,10 +168,12 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
       throw new RuntimeError('INVALID_ARGUMENT', `cannot open the shard cache at ${root}: ${error.message}`, { root, storeCode: code }, { cause: error });
     }
     const retryable = isRetryableError(error);
-    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeOpenFailure(error, root)}`, {
+    const modelFiles = isStoreError(error, 'NOT_A_CACHE') && !isS3Url(root) ? await findModelFiles(root) : [];
+    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeOpenFailure(error, root, modelFiles)}`, {
       root,
       storeCode: code,
       retryable,
+      ...(modelFiles.length > 0 ? { reason: 'model-directory', modelFiles } : {}),
     }, { cause: error });
   }
   return wrapCacheStore(store, { coverageMin: options.coverageMin, objectSources: options.objectSources, fileSources: options.fileSources });
@@ -181,12 +184,27 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
  * create: true` (or `a build with create` for an s3:// bucket), names an option openShardCache
  * does not take (a loader opens what a build made): it becomes the build that makes one.
  */
-function describeOpenFailure(error: unknown, root: string): string {
+function describeOpenFailure(error: unknown, root: string, modelFiles: readonly string[]): string {
+  if (isStoreError(error, 'MANIFEST_INVALID') && !isS3Url(root) && error.details.reason !== 'not-a-file' && error.details.reason !== 'older-copy') {
+    // A cut-off or damaged manifest (a full disk, a copy stopped part way): the builder's way out, as `splitzip verify` names it.
+    return `${describeError(error).message}; the cache's index of entries cannot be read: \`splitzip verify ${root}\` says what is damaged, and \`splitzip build <model> --out ${root} --repair\` keeps the entries that still check out and binds the model's tensors again`;
+  }
+  if (modelFiles.length > 0) {
+    // Building into it (the hint below) would put the cache's files beside the shards.
+    const shown = modelFiles.length > 3 ? `${modelFiles.slice(0, 3).join(', ')} and ${modelFiles.length - 3} more` : modelFiles.join(', ');
+    return `NOT_A_CACHE: ${root} is not a SplitZip cache: it looks like a model directory (it holds ${shown}, and no manifest.json): pass the cache's directory (the --out of the build that made it), or make one for this model in a directory of its own: \`splitzip build ${root} --out <cache dir>\``;
+  }
   if (!isStoreError(error) || error.code !== 'NOT_A_CACHE' || !/\bcreate\b/.test(error.reason)) return describeError(error).message;
   const reason = error.reason.replace(/\s*\([^()]*\bcreate\b[^()]*\)\s*$/, '');
   const where = [error.entry !== undefined ? `entry ${error.entry}` : '', error.path !== undefined ? `file ${error.path}` : ''].filter(Boolean).join(', ');
   const bucket = /\bbucket\b/.test(reason) ? ' (which makes the bucket too)' : '';
   return `${error.code}: ${reason}${where ? ` (${where})` : ''}: build one with \`splitzip build <model> --out ${root}\`${bucket}`;
+}
+
+/** The safetensors files and indexes in `root` (a model's directory given as the cache), sorted; none when it cannot be listed. */
+async function findModelFiles(root: string): Promise<string[]> {
+  const names = await readdir(root).catch(() => [] as string[]);
+  return names.filter((name) => name.endsWith('.safetensors') || name.endsWith('.safetensors.index.json')).sort();
 }
 
 /** Wraps an already-open store (a builder that just wrote it, a test) as a runtime cache handle. */

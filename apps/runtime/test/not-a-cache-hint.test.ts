@@ -1,9 +1,9 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as store from '@splitzip/store';
 import { openShardCache } from '../src/open-shard-cache.js';
-import { makeTempDir } from './fixtures.js';
+import { buildCache, makeTempDir, standardTensors, writeModel } from './fixtures.js';
 
 // A location that holds no cache: the store's hint, "open with create: true", names an option
 // openShardCache refuses (a loader opens what a build made). The runtime's message names the build
@@ -71,5 +71,34 @@ describe('openShardCache where there is no cache', () => {
       message: `cannot open the shard cache at s3://weights/cache: NOT_A_CACHE: ${said}: build one with \`splitzip build <model> --out s3://weights/cache\`${bucket}`,
     });
     expect((error as Error).cause).toBe(refusal);
+  });
+});
+
+describe('a model directory given as the cache, and a cut-off manifest', () => {
+  it('a model directory: it looks like one, and no build into it is suggested', async () => {
+    const dir = join(root, 'a-model');
+    const model = await writeModel(dir, standardTensors());
+    await model.close();
+    const error = (await openShardCache(dir).catch((reason: unknown) => reason)) as Error & { details: Record<string, unknown> };
+    expect(error).toMatchObject({ code: 'CACHE_OPEN_FAILED', details: { storeCode: 'NOT_A_CACHE', reason: 'model-directory' } });
+    expect(error.details.modelFiles).toEqual(expect.arrayContaining([expect.stringMatching(/\.safetensors$/)]));
+    expect(error.message).toContain('it looks like a model directory');
+    expect(error.message).toContain(`\`splitzip build ${dir} --out <cache dir>\``);
+    expect(error.message).not.toContain(`--out ${dir}`);
+  });
+
+  it('a cut-off or empty manifest names verify and build --repair', async () => {
+    const model = await writeModel(join(root, 'cut-model'), standardTensors());
+    const dir = join(root, 'cut-cache');
+    await buildCache(model, dir);
+    await model.close();
+    const manifest = await readFile(join(dir, 'manifest.json'));
+    for (const damaged of [manifest.subarray(0, manifest.length >> 1), new Uint8Array(0)]) {
+      await writeFile(join(dir, 'manifest.json'), damaged);
+      const error = (await openShardCache(dir).catch((reason: unknown) => reason)) as Error;
+      expect(error).toMatchObject({ code: 'CACHE_OPEN_FAILED', details: { storeCode: 'MANIFEST_INVALID' } });
+      expect(error.message).toContain(`\`splitzip verify ${dir}\``);
+      expect(error.message).toContain(`\`splitzip build <model> --out ${dir} --repair\``);
+    }
   });
 });
