@@ -89,14 +89,15 @@ export function parseManifest(bytes: Uint8Array, path: string): ParsedManifest {
   try {
     text = decoder.decode(bytes);
   } catch (error) {
-    throw notJson(error, path);
+    throw new StoreError('MANIFEST_INVALID', `manifest is not valid UTF-8: ${(error as Error).message}`, { path, cause: error });
   }
   // Anything odd (an error to report included) is left to the whole-tree parse, which says what.
   return parseManifestInPieces(text, bytes, path) ?? parseManifestTree(text, bytes, path);
 }
 
+/** Text that decoded as UTF-8 but does not parse (a file cut off part way, an empty one): JSON, not its encoding, is what is wrong. */
 function notJson(error: unknown, path: string): StoreError {
-  return new StoreError('MANIFEST_INVALID', `manifest is not UTF-8 JSON: ${(error as Error).message}`, { path, cause: error });
+  return new StoreError('MANIFEST_INVALID', `manifest is not valid JSON: ${(error as Error).message}`, { path, cause: error });
 }
 
 /** The manifest parsed as one JSON tree, with every check in order: the reference, and what reports a problem. */
