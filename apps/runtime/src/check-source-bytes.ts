@@ -119,6 +119,28 @@ export async function checkSourceBytes(
 }
 
 /**
+ * A local cache whose journal the store found damaged (JOURNAL_INVALID: its header, or a record
+ * with intact ones after it), which refuses every write (the stamps and bindings loads record
+ * included) until `splitzip build --repair` sets it aside; undefined for a healthy journal and on
+ * `s3://`. The message names the damage and the commands that report and repair it.
+ */
+export function describeJournalDamage(cache: ShardCache): { code: string; message: string } | undefined {
+  let damage: unknown;
+  try {
+    damage = cache.store.journalDamage;
+  } catch {
+    return undefined; // a caller's wrapper store without it
+  }
+  if (damage === undefined || damage === null) return undefined;
+  const { code, message } = describeError(damage);
+  const said = message.startsWith(`${code}: `) ? message : `${code}: ${message}`;
+  return {
+    code,
+    message: `the cache's journal is damaged (${said}), and the store refuses every write to it until it is set aside: \`splitzip verify ${cache.root}\` reports it, \`splitzip build <model> --out ${cache.root} --repair\` sets it aside (the entries of its unreadable records are lost)`,
+  };
+}
+
+/**
  * Where a queued stamp record goes, as a report says it: an s3:// cache keeps a file's stamp for
  * this host only (its readThroughDir, where it has one); a local cache this process cannot write
  * (a read-only mount, another user's directory) records nothing, which every report of a new
@@ -132,6 +154,11 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
   const unwritable = findUnwritableReason(cache);
   if (unwritable !== undefined) {
     return `${subject} cannot be recorded: this process cannot write the cache (${unwritable}), so every new process checks it again (one load, or a build of this model, with write access records it)`;
+  }
+  const damage = describeJournalDamage(cache);
+  if (damage !== undefined) {
+    // Every record would fail JOURNAL_INVALID: every process re-hashed every tensor, told its stamp was being recorded.
+    return `${subject} cannot be recorded: ${damage.message}, so every new process checks it again`;
   }
   return what === 'stamp' ? 'its stamp is being recorded with the binding for other processes' : 'the binding is being recorded for other processes';
 }

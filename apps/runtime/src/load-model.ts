@@ -3,6 +3,7 @@ import type { CacheEntry, S3StoreOptions } from '@splitzip/store';
 import type { ByteReader } from './create-file-reader.js';
 import { MAX_SLOT_BYTES, type StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
+import { describeJournalDamage } from './check-source-bytes.js';
 import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkCacheOnlyHasCache, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { linkAbortSignal } from './link-abort-signal.js';
@@ -238,6 +239,8 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       if (options.cacheOnly || !goOn) throw mapRefreshError(error, handle);
       totals.refreshError = describeError(error);
     }
+    const journalDamage = handle === undefined ? undefined : describeJournalDamage(handle);
+    if (journalDamage !== undefined) totals.journalDamage = journalDamage;
     const infos = options.filter ? filterTensors(model.tensors, options.filter) : model.tensors;
     const checkedShards = new Map<string, string | null>();
     const targets: ServeTarget[] = infos.map((info) => targetFromInfo(model, info, handle, checkedShards));

@@ -112,6 +112,13 @@ export interface LoadTotals {
   /** Set when the refresh at the start of the load failed (store unreachable, manifest or journal damaged) and the load went on with the cache's snapshot. */
   refreshError?: { code: string; message: string };
   /**
+   * Set when the local cache's journal is damaged (JOURNAL_INVALID, as the store found it at this
+   * load's start): the cache still serves what it can read, but records nothing (the stamps and
+   * bindings loads learn), so every process checks those tensors again; the message names
+   * `splitzip verify` and `splitzip build --repair`.
+   */
+  journalDamage?: { code: string; message: string };
+  /**
    * `s3://` caches opened with a `readThroughDir`: what that directory did for this load's blob
    * reads (the store's `readThroughStats()` now, less its counts when the load started; loads that
    * run at the same time on the same cache count each other's reads). `writeFailures` above 0 means
