@@ -1,3 +1,4 @@
+import { isSafetensorsDtype } from '@splitzip/safetensors';
 import { computeContentKey, dtypeToTorchText, isBf16Dtype } from './compute-content-key.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
@@ -118,12 +119,14 @@ export abstract class StoreView<H extends StoreDefaults> {
 }
 
 /**
- * The answer for a dtype other than BF16: a miss (never cached) when it is a dtype the content key
- * knows (`F32`, `torch.float32`), else UNKNOWN_DTYPE. A misspelt BF16 (`bf16`, `bfloat16`) read
- * as a plain miss before, so a caller's cache never hit and nothing said why.
+ * The answer for a dtype other than BF16: a miss (never cached) for any safetensors dtype (the
+ * sub-byte F4, F6_E2M3, F6_E3M2 included, which the content key's torch table leaves out: an MXFP4
+ * model's loader looks each tensor up) or a `torch.*` text the content key knows (`torch.float32`),
+ * else UNKNOWN_DTYPE. A misspelt BF16 (`bf16`, `bfloat16`) read as a plain miss before, so a
+ * caller's cache never hit and nothing said why.
  */
 function missForOtherDtype(dtype: unknown): undefined {
-  dtypeToTorchText(dtype as string);
+  if (!isSafetensorsDtype(dtype)) dtypeToTorchText(dtype as string);
   return undefined;
 }
 

@@ -1,6 +1,7 @@
 // Places where one call refused what another took silently, or said it in other words.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { SAFETENSORS_DTYPES } from '@splitzip/safetensors';
 import { describe, expect, it } from 'vitest';
 import { MAX_SLICE_KEYS_PER_ENTRY, openCacheStore } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, toInput } from './helpers.js';
@@ -25,7 +26,7 @@ describe('lookups refuse what aliasSlices refuses', () => {
 });
 
 describe('lookup by a dtype name', () => {
-  it("a string that is no dtype ('bf16', 'bfloat16', 'nonsense') is UNKNOWN_DTYPE, in lookup and an alias by tensor (it read as a miss); a known non-BF16 dtype stays a miss", async () => {
+  it("a string that is no dtype ('bf16', 'bfloat16', 'nonsense') is UNKNOWN_DTYPE, in lookup and an alias by tensor (it read as a miss); every other safetensors dtype (F4, F6_E2M3, F6_E3M2 too) and known torch text stays a miss", async () => {
     const root = await makeTempDir();
     const store = await openCacheStore(root, { create: true });
     const tensor = makeTensor([64], 1);
@@ -37,8 +38,14 @@ describe('lookup by a dtype name', () => {
       const aliasError = await catchError(() => store.aliasSlices([{ key: { bytes: tensor.bytes, shape: tensor.shape, dtype }, shardName: 's', offsetBytes: 0, sizeBytes: 128 }]));
       expect(aliasError.code).toBe('UNKNOWN_DTYPE');
     }
-    for (const dtype of ['F32', 'torch.float32', 'F16', 'torch.float16', 'U16']) expect(store.lookup(tensor.bytes, tensor.shape, dtype)).toBeUndefined();
-    expect(await store.aliasSlices([{ key: { bytes: tensor.bytes, shape: tensor.shape, dtype: 'F16' }, shardName: 's', offsetBytes: 0, sizeBytes: 128 }])).toEqual([false]);
+    // Every safetensors dtype is a miss, the sub-byte ones (F4, F6_*: no torch text in the content
+    // key's table) too: an MXFP4 model's loader looks each of its tensors up.
+    for (const dtype of [...SAFETENSORS_DTYPES.filter((d) => d !== 'BF16'), 'torch.float32', 'torch.float16']) {
+      expect(store.lookup(tensor.bytes, tensor.shape, dtype), dtype).toBeUndefined();
+      expect(store.lookup(tensor.bytes, [128], dtype), dtype).toBeUndefined();
+      expect(await store.aliasSlices([{ key: { bytes: tensor.bytes, shape: [128], dtype }, shardName: 's', offsetBytes: 0, sizeBytes: 128 }]), dtype).toEqual([false]);
+    }
+    expect(SAFETENSORS_DTYPES).toEqual(expect.arrayContaining(['F4', 'F6_E2M3', 'F6_E3M2']));
     expect(store.lookup(tensor.bytes, tensor.shape, 'BF16')?.key).toBe(tensor.key);
     expect(store.lookup(tensor.bytes, tensor.shape, 'torch.bfloat16')?.key).toBe(tensor.key);
     await store.close();
