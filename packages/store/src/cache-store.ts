@@ -143,9 +143,11 @@ export interface CacheStore {
    * compaction, as unbindSlices), and only then unlinks their blobs: a crash in between leaves
    * orphan blobs, which `gc` removes. A handle that still holds the older generation may find such
    * a blob gone (BLOB_MISSING: a reader then reads the tensor raw). `dryRun`: no lock, nothing
-   * changed. `s3://` (no writer lock): old unbound entry objects (`minAgeMs`) are deleted, slices/
-   * listed again and an entry a writer bound meanwhile put back, then the others' blobs deleted,
-   * each looked at first (README "S3 layout", Removing entries).
+   * changed. `s3://` (no writer lock): only with `exclusive: true` (nothing else writes meanwhile;
+   * a dry run needs none) and on a cache with no object younger than `minAgeMs`; old unbound entry
+   * objects are deleted, slices/ listed again and an entry bound meanwhile put back (a safety net,
+   * not a guarantee), then the others' blobs deleted, each looked at first (README "S3 layout",
+   * Removing entries).
    */
   dropUnboundEntries(options?: DropUnboundEntriesOptions): Promise<DropUnboundEntriesReport>;
   refresh(): Promise<void>;

@@ -4,17 +4,29 @@
 import { optionNamesOf } from '@splitzip/codec';
 import type { StorageBackend } from './backend.js';
 import { checkBooleanOption, checkOptionKeys, checkOptionsObject } from './check-options.js';
+import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { StoreState } from './store-state.js';
 import type { CacheEntry, DroppedEntry, DropUnboundEntriesOptions, DropUnboundEntriesReport } from './types.js';
 
-const DROP_OPTIONS = optionNamesOf<DropUnboundEntriesOptions>({ dryRun: true, minAgeMs: true });
+const DROP_OPTIONS = optionNamesOf<DropUnboundEntriesOptions>({ dryRun: true, minAgeMs: true, exclusive: true });
 
-/** Checks dropUnboundEntries' options (INVALID_ARGUMENT, as for gc); `extra`: a store's own option names. */
+/**
+ * Checks dropUnboundEntries' options (INVALID_ARGUMENT, as for gc), for both stores: a local cache
+ * ignores `minAgeMs` and `exclusive`, but a caller passing `'1h'` or `'yes'` means something, and is
+ * told; `extra`: a store's own option names.
+ */
 export function checkDropUnboundOptions(options: unknown, extra: readonly string[] = []): asserts options is DropUnboundEntriesOptions {
   checkOptionsObject(options, 'dropUnboundEntries');
   checkOptionKeys(options, extra.length === 0 ? DROP_OPTIONS : [...DROP_OPTIONS, ...extra], 'dropUnboundEntries');
-  checkBooleanOption((options as DropUnboundEntriesOptions).dryRun, 'dryRun', 'dropUnboundEntries');
+  const { dryRun, exclusive, minAgeMs } = options as DropUnboundEntriesOptions;
+  checkBooleanOption(dryRun, 'dryRun', 'dropUnboundEntries');
+  checkBooleanOption(exclusive, 'exclusive', 'dropUnboundEntries');
+  if (minAgeMs !== undefined && (typeof minAgeMs !== 'number' || Number.isNaN(minAgeMs) || minAgeMs < 0)) {
+    throw new StoreError('INVALID_ARGUMENT', `dropUnboundEntries: minAgeMs must be a non-negative number of milliseconds or undefined, got ${describeValue(minAgeMs)}`, {
+      details: { option: 'minAgeMs', value: detailValue(minAgeMs) },
+    });
+  }
 }
 
 /**

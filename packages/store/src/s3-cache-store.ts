@@ -45,7 +45,7 @@ import { StateDraft, StoreState } from './store-state.js';
 import { removeS3SliceBinding } from './s3-unbind-slices.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
-import { dropS3UnboundEntries, findS3UnboundEntries } from './s3-drop-unbound-entries.js';
+import { checkS3CacheQuiet, dropS3UnboundEntries, findS3UnboundEntries, s3DropNeedsExclusive } from './s3-drop-unbound-entries.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   ReadBlobOptions,
@@ -1046,24 +1046,32 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /**
-   * No writer lock here: one listing of the whole prefix judges, then each entry object goes
-   * (looked at first), slices/ is listed again and an entry a writer bound meanwhile is put back,
-   * and only then do the other entries' blobs go (s3-drop-unbound-entries.ts). `minAgeMs` as gc's.
+   * No writer lock here, so a real drop needs the caller's `exclusive: true` (nothing else writes to
+   * the cache meanwhile: the steps below do not close every race with another gc, drop or writer)
+   * and a cache quiet for `minAgeMs` (checkS3CacheQuiet, on the listing that judges). Then one
+   * listing of the whole prefix judges, each entry object goes (looked at first), slices/ is listed
+   * again and an entry bound meanwhile is put back (a safety net for a wrong assurance, not a
+   * guarantee), and only then do the other entries' blobs go (s3-drop-unbound-entries.ts).
+   * `minAgeMs` as gc's.
    */
   async dropUnboundEntries(options: S3DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
     this.assertOpen();
     checkDropUnboundOptions(options, S3_DROP_EXTRA_OPTIONS);
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'dropUnboundEntries');
     const minAgeMs = this.checkMinAgeMs(options);
+    if (options.dryRun !== true && options.exclusive !== true) throw s3DropNeedsExclusive(this.root);
     // Parses every entry object (the listing below judges by their fields); one listed only after
     // it is younger than any minAgeMs allows, and stays.
     await this.refresh();
     const now = Date.now();
+    const [listing, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
+    // The dry run refuses as the real run would (as for a minAgeMs below the floor).
+    checkS3CacheQuiet(listing, uploads, now, minAgeMs, this.root);
     const entryOf = (name: string): CacheEntry | undefined => {
       const parsed = this.entryObjects.get(name);
       return parsed !== undefined && 'blob' in parsed ? parsed : undefined;
     };
-    const candidates = findS3UnboundEntries(await this.transport.list(''), entryOf, now, minAgeMs);
+    const candidates = findS3UnboundEntries(listing, entryOf, now, minAgeMs);
     if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
     const report = await dropS3UnboundEntries(this.transport, candidates, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     await this.refresh();

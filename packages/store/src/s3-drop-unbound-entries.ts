@@ -1,10 +1,11 @@
 // Removing the entries no slice is bound to from an S3 cache (S3CacheStore.dropUnboundEntries). No
-// writer lock there: the order of the steps and a look before each DELETE keep it safe beside
-// writers (README "S3 layout", dropUnboundEntries).
+// writer lock there: the caller asserts the cache is quiet (`exclusive`), the store refuses one
+// written to lately, and the order of the steps and a look before each DELETE are a safety net for
+// a wrong assurance, not a guarantee (README "S3 layout", Removing entries).
 import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
-import { isStoreError } from './errors.js';
+import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
-import { SLICES_DIR, blobObjectName, entryObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
+import { BLOBS_DIR, ENTRIES_DIR, SLICES_DIR, STAMPS_DIR, blobObjectName, entryObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
 import type { ListedObject, S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 
@@ -12,6 +13,68 @@ import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 export interface S3UnboundCandidate {
   object: ListedObject;
   entry: CacheEntry;
+}
+
+/**
+ * INVALID_ARGUMENT (`details.reason: 'exclusive-required'`) for a real S3 drop without `exclusive:
+ * true`. Without a lock the drop's steps leave races that lose data beside another gc, another drop
+ * or a writer (a blob deleted under an entry put back, a reported binding missed and its entry
+ * deleted for good): closing them needs a protocol change, so the drop runs only where the caller
+ * says nothing else writes.
+ */
+export function s3DropNeedsExclusive(root: string): StoreError {
+  return new StoreError(
+    'INVALID_ARGUMENT',
+    'dropUnboundEntries on an s3:// cache needs `exclusive: true` (splitzip gc: --exclusive): the assurance that nothing else writes to the cache during the drop (no build, no gc, no other drop, no loader with write access: loaders record stamps and may move slices), which the store cannot check; ' +
+      "beside any of them the drop can lose data (a gc or a second drop may delete the blob of an entry this drop puts back for a writer; a writer's binding may be missed and its entry deleted for good). " +
+      'Stop them, then run it with exclusive; a dry run (dryRun: true) needs no assurance',
+    { path: root, details: { option: 'exclusive', reason: 'exclusive-required' } },
+  );
+}
+
+/** The top-level folders a writer writes to: an object there younger than minAgeMs is a writer at work. */
+const WRITTEN_DIRS = [ENTRIES_DIR, SLICES_DIR, STAMPS_DIR, BLOBS_DIR];
+
+/** An age for a message: ms, s, min or h. */
+function formatAge(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 120_000) return `${Math.round(ms / 1000)} s`;
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
+  return `${(ms / 3_600_000).toFixed(1)} h`;
+}
+
+/**
+ * Refuses (INVALID_ARGUMENT, `details.reason: 'recent-writes'`) a drop of a cache written to within
+ * `minAgeMs` of `nowMs`: any object of `listing` under entries/, slices/, stamps/ or blobs/, or any
+ * unfinished multipart upload, that young. A build writes continuously and a loader records stamps,
+ * so such an object says the cache was not quiet lately, whatever `exclusive` asserts. The message
+ * counts them and gives the newest one's age.
+ */
+export function checkS3CacheQuiet(
+  listing: readonly ListedObject[],
+  uploads: readonly { name: string; initiatedMs: number }[],
+  nowMs: number,
+  minAgeMs: number,
+  root: string,
+): void {
+  const young = listing.filter((object) => WRITTEN_DIRS.some((dir) => object.name.startsWith(dir)) && nowMs - object.lastModifiedMs < minAgeMs);
+  const youngUploads = uploads.filter((upload) => nowMs - upload.initiatedMs < minAgeMs);
+  if (young.length === 0 && youngUploads.length === 0) return;
+  const newest = [...young.map((o) => ({ name: o.name, atMs: o.lastModifiedMs })), ...youngUploads.map((u) => ({ name: u.name, atMs: u.initiatedMs }))].reduce((a, b) => (b.atMs > a.atMs ? b : a));
+  // Clocks differ: an object "from the future" is as young as can be.
+  const newestAgeMs = Math.max(0, nowMs - newest.atMs);
+  const what = [
+    young.length === 0 ? '' : `${young.length} object${young.length === 1 ? '' : 's'} under entries/, slices/, stamps/ or blobs/`,
+    youngUploads.length === 0 ? '' : `${youngUploads.length} unfinished upload${youngUploads.length === 1 ? '' : 's'}`,
+  ]
+    .filter(Boolean)
+    .join(' and ');
+  throw new StoreError(
+    'INVALID_ARGUMENT',
+    `dropUnboundEntries refuses: the cache was written to recently, ${what} younger than minAgeMs (${formatAge(minAgeMs)}), the newest ${formatAge(newestAgeMs)} old (${newest.name}): ` +
+      'a build, a loader recording stamps or another maintenance run was at work, and the drop needs the cache quiet; stop every writer and run it again once nothing has been written for minAgeMs',
+    { path: root, details: { reason: 'recent-writes', recentObjects: young.length, recentUploads: youngUploads.length, newestAgeMs, newestObject: newest.name, minAgeMs } },
+  );
 }
 
 /** Every key at some slice's top alias epoch: bound (a conflicted slice's keys all count, either may win its rebind). */
@@ -60,7 +123,10 @@ export function findS3UnboundEntries(
  *    orphan's: kept when an entry object of it exists again or the blob is younger than `minAgeMs`
  *    (a writer stored the key again).
  * A writer whose alias lands after step 2 finds its entry gone and answers false (writeAliases),
- * and a build stores the tensor again. The report names the entries that went and stayed gone.
+ * and a build stores the tensor again. The report names the entries this drop deleted and did not
+ * put back, whose blobs no writer stored again: the cache's state after it only while nothing else
+ * ran (`exclusive`): another drop may put back an entry counted here. If step 1 fails and the
+ * listing of step 2 fails too, the first failure is thrown, the second in its details.
  */
 export async function dropS3UnboundEntries(
   transport: S3Transport,
@@ -100,7 +166,15 @@ export async function dropS3UnboundEntries(
   });
   const deleted = outcomes.filter((outcome) => outcome !== undefined);
   if (deleted.length === 0 && failure === undefined) return reportDrop([], false);
-  const boundNow = boundKeysOf((await transport.list(SLICES_DIR)).map((object) => object.name));
+  let listedAgain: ListedObject[];
+  try {
+    listedAgain = await transport.list(SLICES_DIR);
+  } catch (error) {
+    // The first failure says why the drop stopped; the listing's only that nothing was put back.
+    if (failure === undefined) throw error;
+    throw withRelistFailure(failure.error, error, deleted.length);
+  }
+  const boundNow = boundKeysOf(listedAgain.map((object) => object.name));
   const restored = deleted.filter(({ entry }) => boundNow.has(entry.key));
   await mapLimited(restored, limit, ({ object, bytes }) => transport.putObject(object.name, bytes, 'application/json'));
   // Their blobs stay (orphans now, gc's): the report of this drop is the error.
@@ -128,4 +202,20 @@ export async function dropS3UnboundEntries(
   // A blob stored again by a writer (the key is back): nothing of that entry went.
   const dropped = rest.filter((_, at) => !blobKept[at]).map(({ entry }) => entry);
   return reportDrop(dropped, false, blobsLeft.sort());
+}
+
+/**
+ * The DELETE failure `first` that stopped a drop, once the listing of slices/ after it failed too
+ * (`second`): the same code and cause, its message saying that `deletedCount` entry objects were
+ * deleted and not checked for bindings made meanwhile, `details.relistError` the second failure.
+ * Not a StoreError (a bug): thrown as it is.
+ */
+function withRelistFailure(first: unknown, second: unknown, deletedCount: number): unknown {
+  if (!isStoreError(first)) return first;
+  const relistError = isStoreError(second) ? { code: second.code, message: second.message } : { message: String(second) };
+  return new StoreError(
+    first.code,
+    `${first.reason}; slices/ could not be listed again after it either (${relistError.message}): ${deletedCount} entry object${deletedCount === 1 ? '' : 's'} deleted by this drop ${deletedCount === 1 ? 'was' : 'were'} not checked for a binding made meanwhile; no blob was deleted (those entries' blobs are orphans now: gc removes them)`,
+    { entry: first.entry, path: first.path, details: { ...first.details, relistError, deletedEntries: deletedCount }, cause: first.cause },
+  );
 }

@@ -363,9 +363,23 @@ export interface DropUnboundEntriesOptions {
   /**
    * S3 only: an entry object is removed only when older than this (a writer's addEntries PUTs its
    * entry object before its aliases, and a younger unbound one may be between the two); default 1
-   * hour, at least MIN_S3_GC_AGE_MS, as for gc. A local cache judges under its writer lock: ignored.
+   * hour, at least MIN_S3_GC_AGE_MS, as for gc. A local cache judges under its writer lock: ignored
+   * (but checked: a non-negative number). On S3 it is also the quiet period: the drop refuses when
+   * the first listing has any object under entries/, slices/, stamps/ or blobs/ (or an unfinished
+   * upload) younger than this, a sign of a writer at work.
    */
   minAgeMs?: number | undefined;
+  /**
+   * S3 only, required there for a real drop (a dry run does not need it; without it:
+   * INVALID_ARGUMENT, `details.reason: 'exclusive-required'`, before any request): the caller's
+   * assurance that nothing else writes to the cache during the drop: no build, no gc, no other drop,
+   * no loader with write access (loaders record stamps and may move slices). The store cannot check
+   * it. Without a lock, a drop beside those can lose data: a gc or a second drop may delete the
+   * blob of an entry this drop puts back for a writer, and a writer's reported binding may be
+   * missed and its entry deleted for good (README "S3 layout", Removing entries). A local cache
+   * takes its writer lock instead: the option is ignored there (but must be a boolean).
+   */
+  exclusive?: boolean | undefined;
 }
 
 /** An entry dropUnboundEntries removed (or in a dry run would remove). */

@@ -5,7 +5,7 @@
 // object or a blob a writer stored again after the listing is kept. The cache verifies after each.
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import type { S3CacheStore, S3DropUnboundEntriesOptions } from '../src/s3-cache-store.js';
@@ -25,9 +25,22 @@ type Transport = {
 };
 const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
 
-/** A drop with a `minAgeMs` below MIN_S3_GC_AGE_MS (default 0): no writer is at work but the test's own. */
+/**
+ * A drop with a `minAgeMs` below MIN_S3_GC_AGE_MS (default 0) and `exclusive: true`: no writer is at
+ * work but the test's own (those beside it break that assurance on purpose: the safety net's cases).
+ */
 function dropBelowFloor(store: CacheStore, options: S3DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
-  return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, ...options, allowMinAgeBelowFloorForTests: true });
+  return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, exclusive: true, ...options, allowMinAgeBelowFloorForTests: true });
+}
+
+/** Counts the transport's DELETE and PUT calls (a refusal must come before either). */
+function countWrites(store: CacheStore): { deletes: string[]; puts: string[] } {
+  const transport = transportOf(store);
+  const [del, put] = [transport.deleteObject.bind(transport), transport.putObject.bind(transport)];
+  const seen = { deletes: [] as string[], puts: [] as string[] };
+  transport.deleteObject = (name, beforeAttempt) => (seen.deletes.push(name), del(name, beforeAttempt));
+  transport.putObject = (name, body, contentType) => (seen.puts.push(name), put(name, body, contentType));
+  return seen;
 }
 
 describeS3('S3 store: dropUnboundEntries', () => {
@@ -93,17 +106,52 @@ describeS3('S3 store: dropUnboundEntries', () => {
     await store.close();
   });
 
-  it('keeps unbound entries younger than minAgeMs; a minAgeMs below MIN_S3_GC_AGE_MS is refused without the test option', async () => {
+  it('refuses a real drop without exclusive: true before any DELETE or PUT (INVALID_ARGUMENT naming the option and why); a dry run needs none', async () => {
     const { prefix, store } = await makeCache();
     const before = await listNames(prefix);
-    expect(await dropBelowFloor(store, { minAgeMs: 3_600_000 })).toMatchObject({ count: 0 });
+    const writes = countWrites(store);
+    const options = { minAgeMs: 0, allowMinAgeBelowFloorForTests: true };
+    for (const exclusive of [undefined, false]) {
+      const refused = await catchError(() => (store as S3CacheStore).dropUnboundEntries({ ...options, exclusive }));
+      expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'exclusive', reason: 'exclusive-required' } });
+      expect(refused.message).toMatch(/needs `exclusive: true`.*no build, no gc, no other drop, no loader with write access.*cannot check/);
+    }
+    expect(await catchError(() => (store as S3CacheStore).dropUnboundEntries({ ...options, exclusive: 'yes' } as never))).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'exclusive' } });
+    expect(writes).toEqual({ deletes: [], puts: [] });
     expect(await listNames(prefix)).toEqual(before);
-    const refused = await catchError(() => store.dropUnboundEntries({ minAgeMs: 60_000 }));
+    // A dry run reports without the assurance; the real run with it removes what it reported.
+    const dry = await (store as S3CacheStore).dropUnboundEntries({ ...options, dryRun: true });
+    expect(dry).toMatchObject({ dryRun: true, count: 2 });
+    expect(await (store as S3CacheStore).dropUnboundEntries({ ...options, exclusive: true })).toEqual({ ...dry, dryRun: false });
+    await store.close();
+  });
+
+  it('refuses, even with exclusive and in a dry run, a cache with an object under entries/, slices/, stamps/ or blobs/ younger than minAgeMs (a writer at work lately), naming the count and the newest age; a minAgeMs below the floor is refused without the test option', async () => {
+    const { prefix, url, store } = await makeCache();
+    const before = await listNames(prefix);
+    const writes = countWrites(store);
+    // Just built: every object is younger than a minute.
+    for (const dryRun of [false, true]) {
+      const refused = await catchError(() => dropBelowFloor(store, { minAgeMs: 60_000, dryRun }));
+      expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', recentObjects: before.length - 1, recentUploads: 0, minAgeMs: 60_000 } });
+      expect(refused.message).toMatch(/written to recently, \d+ objects under entries\/, slices\/, stamps\/ or blobs\/ younger than minAgeMs \(60 s\), the newest \d+ (ms|s) old/);
+    }
+    expect(writes).toEqual({ deletes: [], puts: [] });
+    expect(await listNames(prefix)).toEqual(before);
+    // Quiet long enough (Last-Modified has a second's resolution), then a loader records one stamp.
+    await sleep(2600);
+    expect(await dropBelowFloor(store, { minAgeMs: 1500, dryRun: true })).toMatchObject({ count: 2 });
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}stamps/recorded-by-a-loader`, Body: new Uint8Array(1) }));
+    expect(await catchError(() => dropBelowFloor(store, { minAgeMs: 1500 }))).toMatchObject({ details: { reason: 'recent-writes', recentObjects: 1, newestObject: 'stamps/recorded-by-a-loader' } });
+    expect(writes).toEqual({ deletes: [], puts: [] });
+    // (Not a stamp name verify takes: it goes before the check below.)
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: `${prefix}stamps/recorded-by-a-loader` }));
+    // A minAgeMs every object is older than: the drop runs.
+    expect(await dropBelowFloor(store, { minAgeMs: 0 })).toMatchObject({ dryRun: false, count: 2 });
+    const refused = await catchError(() => store.dropUnboundEntries({ minAgeMs: 60_000, exclusive: true }));
     expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'minAgeMs', floor: 35 * 60_000 } });
     expect(await catchError(() => store.dropUnboundEntries({ force: true } as never))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('unknown option "force"') });
-    // The default (1 h) judges every entry here young: none goes.
-    expect(await store.dropUnboundEntries()).toMatchObject({ dryRun: false, count: 0 });
-    expect(await listNames(prefix)).toEqual(before);
+    await expectVerifies(url);
     await store.close();
   });
 
@@ -218,6 +266,36 @@ describeS3('S3 store: dropUnboundEntries', () => {
     expect(reader.lookupBySlice(SHARD, 400, 80)?.key).toBe(b.key);
     await reader.close();
     await expectVerifies(url);
+    await store.close();
+  });
+
+  it('a DELETE that fails and the second listing failing too: the first failure is thrown, saying the listing failed after it (details.relistError); no blob goes', async () => {
+    const { prefix, store, b, c } = await makeCache();
+    const transport = transportOf(store);
+    const [del, list] = [transport.deleteObject.bind(transport), transport.list.bind(transport)];
+    const deletedB = deferred();
+    let deleting = false;
+    transport.deleteObject = async (name, beforeAttempt) => {
+      deleting = true;
+      if (name === entryName(c)) {
+        await deletedB.promise;
+        throw new StoreError('S3_UNAVAILABLE', 'DeleteObject failed (a test fault)');
+      }
+      const done = await del(name, beforeAttempt);
+      if (name === entryName(b)) deletedB.resolve();
+      return done;
+    };
+    transport.list = async (dir) => {
+      if (dir === 'slices/' && deleting) throw new StoreError('S3_ERROR', 'ListObjectsV2 failed (a second test fault)');
+      return list(dir);
+    };
+    const error = await catchError(() => dropBelowFloor(store));
+    expect(error).toMatchObject({ code: 'S3_UNAVAILABLE', details: { relistError: { code: 'S3_ERROR', message: expect.stringContaining('a second test fault') }, deletedEntries: 1 } });
+    expect(error.message).toMatch(/a test fault\); slices\/ could not be listed again after it either \(.*a second test fault.*\): 1 entry object deleted by this drop was not checked/);
+    const names = await listNames(prefix);
+    expect(names).not.toContain(entryName(b));
+    for (const t of [b, c]) expect(names).toContain(blobName(t));
+    expect(names).toContain(entryName(c));
     await store.close();
   });
 
