@@ -15,18 +15,27 @@ export function checkNoOverlap(
   writtenBytes: number,
   message: string,
 ): void {
-  if (readBytes <= 0 || writtenBytes <= 0) return;
-  const inStart = input.byteOffset;
-  const outStart = output.byteOffset;
-  if (!(inStart < outStart + writtenBytes && outStart < inStart + readBytes)) return;
-  if (input.buffer !== output.buffer && !isSameSharedMemory(input.buffer, output.buffer, Math.max(inStart, outStart))) return;
+  if (!sharesBytes(input, readBytes, output, writtenBytes)) return;
   throw new SplitZipError('INVALID_ARGUMENT', message, {
     argument: 'out',
-    inputByteOffset: inStart,
+    inputByteOffset: input.byteOffset,
     inputBytes: readBytes,
-    outByteOffset: outStart,
+    outByteOffset: output.byteOffset,
     outBytes: writtenBytes,
   });
+}
+
+/**
+ * Whether bytes [0, readBytes) of `input` and [0, writtenBytes) of `output` are (in part) the same
+ * memory: one buffer, or two SharedArrayBuffer objects over one memory (probed as below, through a
+ * byte of the output, which the caller is about to overwrite). O(1).
+ */
+export function sharesBytes(input: ArrayBufferView, readBytes: number, output: ArrayBufferView, writtenBytes: number): boolean {
+  if (readBytes <= 0 || writtenBytes <= 0) return false;
+  const inStart = input.byteOffset;
+  const outStart = output.byteOffset;
+  if (!(inStart < outStart + writtenBytes && outStart < inStart + readBytes)) return false;
+  return input.buffer === output.buffer || isSameSharedMemory(input.buffer, output.buffer, Math.max(inStart, outStart));
 }
 
 /**

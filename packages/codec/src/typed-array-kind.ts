@@ -32,7 +32,7 @@ export function isUint32Array(value: unknown): value is Uint32Array {
  * otherwise pass for an empty tensor. `includes` validates the view first (and throws for both);
  * on an empty view it then has nothing to scan, so this is O(1).
  */
-export function isUnreadableView(view: Uint8Array | Uint16Array | Uint32Array): boolean {
+export function isUnreadableView(view: Uint8Array | Uint16Array | Uint32Array | Float32Array): boolean {
   if (view.length !== 0) return false;
   try {
     view.includes(0);
@@ -43,7 +43,7 @@ export function isUnreadableView(view: Uint8Array | Uint16Array | Uint32Array): 
 }
 
 /** INVALID_ARGUMENT for a view that cannot be read (isUnreadableView), naming the argument. */
-export function checkReadableView(view: Uint8Array | Uint16Array | Uint32Array, argument: string): void {
+export function checkReadableView(view: Uint8Array | Uint16Array | Uint32Array | Float32Array, argument: string): void {
   if (isUnreadableView(view)) {
     throw new SplitZipError('INVALID_ARGUMENT', `${argument} cannot be read: its ArrayBuffer was detached (transferred) or shrank below the view`, {
       argument,

@@ -127,3 +127,91 @@ describe('bf16FromFloat32', () => {
     expect(error(() => float32FromBf16(new Uint16Array(3), new Float32Array(2))).code).toBe('OUTPUT_TOO_SMALL');
   });
 });
+
+/** Every placement of an n-value input and its output in one small buffer, and what went wrong (none expected). */
+function placementFailures(
+  inputBytesPerValue: number,
+  outputBytesPerValue: number,
+  run: (buffer: ArrayBufferLike, outBuffer: ArrayBufferLike, valuesAt: number, outAt: number, n: number) => string | undefined,
+): string[] {
+  const BUFFER_BYTES = 72;
+  const failures: string[] = [];
+  for (const kind of ['ArrayBuffer', 'SharedArrayBuffer', 'two SharedArrayBuffer objects over one memory'] as const) {
+    for (const n of [1, 2, 3, 5, 8]) {
+      for (let valuesAt = 0; valuesAt + n * inputBytesPerValue <= BUFFER_BYTES; valuesAt += inputBytesPerValue) {
+        for (let outAt = 0; outAt + n * outputBytesPerValue <= BUFFER_BYTES; outAt += outputBytesPerValue) {
+          const buffer = kind === 'ArrayBuffer' ? new ArrayBuffer(BUFFER_BYTES) : new SharedArrayBuffer(BUFFER_BYTES);
+          // A structured clone of a SharedArrayBuffer is a second object over the same memory.
+          const outBuffer = kind === 'two SharedArrayBuffer objects over one memory' ? structuredClone(buffer) : buffer;
+          new Uint8Array(buffer).fill(0xa5);
+          const wrong = run(buffer, outBuffer, valuesAt, outAt, n);
+          if (wrong !== undefined) failures.push(`${kind}, n ${n}, values at byte ${valuesAt}, out at byte ${outAt}: ${wrong}`);
+        }
+      }
+    }
+  }
+  return failures;
+}
+
+// Out sharing bytes with values (the same start: in place) was read after being overwritten:
+// float32FromBf16 in place turned [1, 2, 3, 4] into [1, 1, 0, 1]; bf16FromFloat32 into an out
+// starting 4 or more bytes after values changed values still to be rounded.
+describe('out sharing bytes with values', () => {
+  it('float32FromBf16 gives the oracle for every placement of values and out in one buffer (or two SharedArrayBuffer objects over it)', () => {
+    const patterns = new Uint16Array(edgeAndRandomBits(64).buffer); // halves of float32 patterns: NaNs, zeros, anything
+    const failures = placementFailures(2, 4, (buffer, outBuffer, valuesAt, outAt, n) => {
+      const values = new Uint16Array(buffer, valuesAt, n);
+      values.set(patterns.subarray(valuesAt + outAt, valuesAt + outAt + n));
+      const expected = Array.from(values, (p) => (p << 16) >>> 0);
+      const out = new Float32Array(outBuffer, outAt, n);
+      if (float32FromBf16(values, out) !== out) return 'out not returned';
+      const got = Array.from(new Uint32Array(outBuffer, outAt, n));
+      return got.every((bits, i) => bits === expected[i]) ? undefined : `${got.map((b) => b.toString(16)).join()} for ${expected.map((b) => b.toString(16)).join()}`;
+    });
+    expect(failures).toEqual([]);
+    const inPlace = new Uint16Array([0x3f80, 0x4000, 0x4040, 0x4080, 0, 0, 0, 0]);
+    expect([...float32FromBf16(inPlace.subarray(0, 4), new Float32Array(inPlace.buffer, 0, 4))]).toEqual([1, 2, 3, 4]);
+  });
+
+  it('bf16FromFloat32 gives the oracle for every placement of values and out in one buffer (or two SharedArrayBuffer objects over it)', () => {
+    const inputs = edgeAndRandomBits(64);
+    const failures = placementFailures(4, 2, (buffer, outBuffer, valuesAt, outAt, n) => {
+      const bits = new Uint32Array(buffer, valuesAt, n);
+      bits.set(inputs.subarray(valuesAt / 4 + outAt / 2, valuesAt / 4 + outAt / 2 + n));
+      const expected = Array.from(bits, (x) => oracleBf16(x));
+      const out = new Uint16Array(outBuffer, outAt, n);
+      if (bf16FromFloat32(new Float32Array(buffer, valuesAt, n), out) !== out) return 'out not returned';
+      const got = Array.from(out);
+      return got.every((p, i) => p === expected[i]) ? undefined : `${got.map((p) => p.toString(16)).join()} for ${expected.map((p) => p.toString(16)).join()}`;
+    });
+    expect(failures).toEqual([]);
+  });
+
+  it('a values or out whose buffer was detached is INVALID_ARGUMENT naming it (bf16FromFloat32 threw a TypeError, float32FromBf16 returned an empty array or said OUTPUT_TOO_SMALL)', () => {
+    const refusal = (run: () => unknown): SplitZipError => {
+      try {
+        run();
+      } catch (caught) {
+        return caught as SplitZipError;
+      }
+      throw new Error('no error');
+    };
+    const detached = <T extends { buffer: ArrayBufferLike }>(view: T): T => {
+      structuredClone(view.buffer, { transfer: [view.buffer as ArrayBuffer] });
+      return view;
+    };
+    const cases: [string, () => unknown][] = [
+      ['values', () => bf16FromFloat32(detached(new Float32Array(4)))],
+      ['values', () => float32FromBf16(detached(new Uint16Array(4)))],
+      ['out', () => bf16FromFloat32(new Float32Array(2), detached(new Uint16Array(2)))],
+      ['out', () => float32FromBf16(new Uint16Array(2), detached(new Float32Array(2)))],
+      ['out', () => float32FromBf16(new Uint16Array(0), detached(new Float32Array(2)))],
+    ];
+    for (const [argument, run] of cases) {
+      const error = refusal(run);
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(error.message).toContain(`${argument} cannot be read`);
+      expect(error.details).toMatchObject({ argument });
+    }
+  });
+});
