@@ -42,6 +42,8 @@ export function readExactAbortable(
   const done = new Promise<void>((resolve, reject) => {
     const onAbort = () => reject(abortedError(`load of ${tensorName} aborted`, signal, { tensor: tensorName, path }));
     signal.addEventListener('abort', onAbort, { once: true });
+    // Aborted inside the reader's synchronous part (before the listener was there): no event comes.
+    if (signal.aborted) onAbort();
     reading.then(
       () => {
         signal.removeEventListener('abort', onAbort);
