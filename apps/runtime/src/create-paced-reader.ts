@@ -134,10 +134,11 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
         // Behind a busy loading thread every deadline has passed and the inner reads are
         // synchronous: the pieces of every read in flight would follow each other as microtasks.
         for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
+        // The signal goes to the inner reader, and stops this one between its pieces: before the
+        // piece takes its tokens, so a piece never read charges no link time to the other reads.
+        if (signal?.aborted === true) throw new ReadError('ABORTED', `${path}: read aborted`, path, signal.reason === undefined ? undefined : { cause: signal.reason });
         const length = Math.min(chunkBytes, target.byteLength - done);
         const deliveredAtMs = takeTokens(length, done > 0);
-        // The signal goes to the inner reader, and stops this one between its pieces.
-        if (signal?.aborted === true) throw new ReadError('ABORTED', `${path}: read aborted`, path, signal.reason === undefined ? undefined : { cause: signal.reason });
         const piece = target.subarray(done, done + length);
         const copied = readOptions === undefined ? inner.readExact(path, piece, positionBytes + done) : inner.readExact(path, piece, positionBytes + done, readOptions);
         if (done + length >= target.byteLength) {

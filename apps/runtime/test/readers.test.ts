@@ -248,6 +248,38 @@ describe('createPacedReader', () => {
     await paced.close();
   });
 
+  it('an aborted read takes no tokens for pieces it does not read: the link is left as it was for the reads sharing it', async () => {
+    const chunkBytes = 64 * 1024;
+    const base = createFileReader();
+    const controller = new AbortController();
+    let pieces = 0;
+    let linkFreeAtFirstPieceMs = -1;
+    const inner: ByteReader = {
+      async readExact(path, target, position) {
+        pieces += 1;
+        linkFreeAtFirstPieceMs = paced.linkFreeAtMs;
+        controller.abort(new Error('stop')); // during the first piece: the read stops after it
+        await base.readExact(path, target, position);
+      },
+      close: () => base.close(),
+    };
+    const paced = createPacedReader(inner, { bytesPerSecond: 1e12, chunkBytes });
+    try {
+      // Aborted before it starts: nothing granted, the link's schedule untouched.
+      await expect(paced.readExact(file, new Uint8Array(4 * chunkBytes), 0, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ABORTED' });
+      expect(pieces).toBe(0);
+      expect(paced.grantedBytes).toBe(0);
+      expect(paced.linkFreeAtMs).toBe(0);
+      // Aborted during its first piece: that piece (read) is charged, the three it does not read are not.
+      await expect(paced.readExact(file, new Uint8Array(4 * chunkBytes), 0, { signal: controller.signal })).rejects.toMatchObject({ code: 'ABORTED' });
+      expect(pieces).toBe(1);
+      expect(paced.grantedBytes).toBe(chunkBytes);
+      expect(paced.linkFreeAtMs).toBe(linkFreeAtFirstPieceMs);
+    } finally {
+      await paced.close();
+    }
+  });
+
   it('rejects bad options', () => {
     const inner = createFileReader();
     expect(() => createPacedReader(inner, { bytesPerSecond: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
