@@ -61,8 +61,9 @@ export interface StreamedDecodeResult {
  * segment digests and the other sections', is checked before returning: until then `out` holds
  * unverified values, and on any failure the caller must not use them. Every read has settled
  * before this returns or throws, so the staging memory is free to reuse; except on an abort, which
- * ends it at once (a reader may ignore the signal): then `onAbandoned` gets a promise of the reads
- * left in flight settling, and `payload` must stay out of reuse until it resolves.
+ * ends it at once (a reader may ignore the signal), also while a decode that failed otherwise waits
+ * for its reads: then `onAbandoned` gets a promise of the reads left in flight settling, and
+ * `payload` must stay out of reuse until it resolves.
  *
  * Throws `CACHE_READ_FAILED` for a read that fails or a payload that fails a check or its
  * checksum, `CACHE_ENTRY_MISMATCH` when the blob's header disagrees with the entry, `ABORTED`.
@@ -115,7 +116,8 @@ export async function decodeStreamedPayload(
     try {
       await reads;
     } catch (error) {
-      if (error instanceof RuntimeError && error.code === 'ABORTED') throw error;
+      // The load's abort, not the reader's own: a reader's ABORTED (its own timeout) fails the read.
+      if (signal?.aborted === true) throw error instanceof RuntimeError && error.code === 'ABORTED' ? error : abortedError(`load of ${tensorName} aborted`, signal, context);
       throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${describeError(error).message}`, context, { cause: error });
     }
   };
@@ -125,7 +127,22 @@ export async function decodeStreamedPayload(
       : new RuntimeError('CACHE_READ_FAILED', `blob ${blobPath}: ${describeError(error).message}`, { ...context, codecCode: (error as { code?: unknown } | null)?.code }, {
           cause: error,
         });
-  try {
+  // Every read issued settled (or, on an abort, handed to onAbandoned): on every way out.
+  const settleIssued = async () => {
+    stopped = true;
+    const settleAll = async () => {
+      for (let settledUpTo = 0; settledUpTo < issued.length; ) {
+        const batch = issued.slice(settledUpTo);
+        settledUpTo = issued.length;
+        await Promise.all(batch);
+      }
+    };
+    // Aborted: the caller is told at once, and the slot waits for the reads instead.
+    if (signal === undefined || onAbandoned === undefined) await settleAll();
+    else if (signal.aborted) onAbandoned(settleAll());
+    else if (!(await settleUnlessAborted(settleAll(), signal, onAbandoned))) throw abortedError(`load of ${tensorName} aborted`, signal, context);
+  };
+  const decodeAll = async (): Promise<StreamedDecodeResult> => {
     await awaitRead(Promise.all([head, escapes]));
     let meta: PayloadMeta;
     try {
@@ -158,17 +175,35 @@ export async function decodeStreamedPayload(
     }
     decodeMs += performance.now() - combineStartMs;
     return { meta, decodeMs, ioMs: readsDoneMs - startMs };
+  };
+  let result: StreamedDecodeResult;
+  try {
+    result = await decodeAll();
+  } catch (error) {
+    await settleIssued(); // throws ABORTED instead of `error` when the abort comes first
+    throw error;
+  }
+  await settleIssued();
+  return result;
+}
+
+/**
+ * Waits for `settled` (every read issued) unless `signal` fires first: then `onAbandoned` gets it
+ * and this returns false. A decode that failed otherwise (a read error, a header that disagrees)
+ * waits for its reads before it throws, and one read ignoring the signal held the load past its
+ * abort. Returns true once the reads have settled with no abort: the decode's own outcome stands.
+ */
+async function settleUnlessAborted(settled: Promise<void>, signal: AbortSignal, onAbandoned: (settled: Promise<void>) => void): Promise<boolean> {
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<false>((resolve) => {
+    onAbort = () => resolve(false);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    const allSettled = await Promise.race([settled.then(() => true as const), aborted]);
+    if (!allSettled) onAbandoned(settled);
+    return allSettled;
   } finally {
-    stopped = true;
-    const settleAll = async () => {
-      for (let settledUpTo = 0; settledUpTo < issued.length; ) {
-        const batch = issued.slice(settledUpTo);
-        settledUpTo = issued.length;
-        await Promise.all(batch);
-      }
-    };
-    // Aborted: the caller is told at once, and the slot waits for the reads instead.
-    if (signal?.aborted === true && onAbandoned !== undefined) onAbandoned(settleAll());
-    else await settleAll();
+    signal.removeEventListener('abort', onAbort!);
   }
 }

@@ -316,6 +316,11 @@ function abortIfNeeded(signal: AbortSignal | undefined, name: string) {
   if (signal?.aborted) throw abortedError(`load of ${name} aborted`, signal, { tensor: name });
 }
 
+/** What a read that failed once the load's `signal` fired throws: its ABORTED (readExactAbortable's), or one made now. */
+function loadAbortedError(error: unknown, signal: AbortSignal, name: string): RuntimeError {
+  return isRuntimeError(error, 'ABORTED') ? error : abortedError(`load of ${name} aborted`, signal, { tensor: name });
+}
+
 /** A fresh per-tensor report: raw until the cache path succeeds, nothing read or timed yet. */
 export function createTensorReport(target: ServeTarget, reason: LoadReason): TensorReport {
   const { name, dtype, shape, slice } = target;
@@ -574,7 +579,9 @@ export async function readRaw(env: ServeEnv, target: ServeTarget, output: Uint8A
       checkShardPathUnchanged(target.model, slice.shardName, info.shardPath, name);
     } else await readTensorBytes(target.model, info, output);
   } catch (error) {
-    if (isRuntimeError(error, 'SHARD_CHANGED') || isRuntimeError(error, 'MODEL_CLOSED') || isRuntimeError(error, 'ABORTED')) throw error;
+    if (isRuntimeError(error, 'SHARD_CHANGED') || isRuntimeError(error, 'MODEL_CLOSED')) throw error;
+    // The load's abort; a reader's own ABORTED (its own timeout) is a read that failed, as any.
+    if (env.signal?.aborted === true) throw loadAbortedError(error, env.signal, name);
     const { code, message } = describeError(error);
     // The model was closed during the read (closed before it: checkModelOpen above).
     if (code === 'MODEL_CLOSED') throw modelClosedError(target.model, name, error);
@@ -744,7 +751,9 @@ export async function stagePayload(
         await reading.done;
         unsettledRead = undefined;
       } catch (error) {
-        if (isRuntimeError(error, 'ABORTED')) throw error;
+        // The load's abort: the read may be in flight still. A reader's own ABORTED (its own
+        // timeout) is a read that failed, and settled, as any.
+        if (env.signal?.aborted === true) throw loadAbortedError(error, env.signal, target.name);
         unsettledRead = undefined;
         throw new RuntimeError('CACHE_READ_FAILED', `cannot read blob ${blobPath}: ${describeError(error).message}`, { ...context, blob: blobPath }, {
           cause: error,
