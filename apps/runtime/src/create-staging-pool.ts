@@ -36,6 +36,12 @@ export interface StagingPoolStats {
   readonly waits: number;
   readonly inUse: number;
   readonly peakInUse: number;
+  /**
+   * Of `inUse`, slots a load gave up while a read into them may still write (an abort left behind
+   * a custom reader's read that ignores the signal): each comes back once that read settles. A
+   * load waiting for a slot while these are out waits on that reader.
+   */
+  readonly quarantinedSlots: number;
 }
 
 export interface StagingPool {
@@ -107,6 +113,25 @@ function alignUp(value: number, align: number): number {
 
 /** Every pool slot ever made, with whether it is out now: a released slot used for a read is refused. */
 const slotIsOut = new WeakMap<StagingSlot, () => boolean>();
+
+/** Per pool: gives a slot back once a read into it settles, counted meanwhile (releaseStagingSlotWhenSettled). */
+const quarantinersOf = new WeakMap<StagingPool, (slot: StagingSlot, settled: Promise<unknown>) => void>();
+
+/**
+ * Gives `slot` (out of `pool`) back once `settled` settles: a read the load's abort left behind (a
+ * custom reader that ignores the signal) may write into it until then. Meanwhile the pool's stats
+ * count it in `quarantinedSlots`. Throws `SLOT_NOT_OWNED` as `release` does.
+ */
+export function releaseStagingSlotWhenSettled(pool: StagingPool, slot: StagingSlot, settled: Promise<unknown>): void {
+  const quarantine = quarantinersOf.get(pool);
+  if (quarantine === undefined) {
+    // A pool of the caller's own making (not createStagingPool's): released as it is, later.
+    const release = () => pool.release(slot);
+    void settled.then(release, release);
+    return;
+  }
+  quarantine(slot, settled);
+}
 
 /** True for a slot of a pool that is not acquired now (released, or never taken): not the caller's to fill. */
 export function isStagingSlotReleased(slot: StagingSlot): boolean {
@@ -194,6 +219,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   let waits = 0;
   let inUse = 0;
   let peakInUse = 0;
+  let quarantinedSlots = 0;
 
   const checkBytesHint = (bytes: number | undefined): void => {
     if (bytes !== undefined && (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > slotBytes)) {
@@ -299,7 +325,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       }
     },
     stats() {
-      return { slotCount, slotBytes, allocations, acquires, waits, inUse, peakInUse };
+      return { slotCount, slotBytes, allocations, acquires, waits, inUse, peakInUse, quarantinedSlots };
     },
     close() {
       closed = true;
@@ -309,5 +335,17 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       }
     },
   };
+  quarantinersOf.set(pool, (slot, settled) => {
+    const id = (slot as StagingSlot | null | undefined)?.id;
+    if (typeof id !== 'number' || slots[id] !== slot || !out[id]) {
+      throw new RuntimeError('SLOT_NOT_OWNED', 'quarantined a staging slot that is not out of this pool', { slotId: id });
+    }
+    quarantinedSlots += 1;
+    const release = () => {
+      quarantinedSlots -= 1;
+      pool.release(slot);
+    };
+    void settled.then(release, release);
+  });
   return pool;
 }

@@ -21,7 +21,7 @@ import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-pay
 import { describeBuildRemedy } from './describe-build-remedy.js';
 import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
-import { STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
+import { releaseStagingSlotWhenSettled, STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { abortedError, CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
 import { checkModelOpen, checkShardPathUnchanged, checkShardUnchanged, modelClosedError } from './resolve-tensor-request.js';
 import type { ReadWindow } from './create-read-window.js';
@@ -647,6 +647,8 @@ interface Stage {
   stage: Uint8Array;
   /** Gives the slot back to the pool (idempotent; nothing for a buffer of its own). */
   release(): void;
+  /** As `release`, once `settled` settles: a read left in flight may write into the slot until then (quarantined: the pool's stats count it). */
+  releaseWhenSettled(settled: Promise<void>): void;
   arena: CodecArena | undefined;
 }
 
@@ -659,22 +661,28 @@ function takeStage(env: ServeEnv, entry: CacheEntry): Stage | Promise<Stage> {
   // Values a shared-memory backend decodes on the calling thread (anything, for the others).
   const inlineBelowValues = env.backend.shared === true ? (env.backend.inlineMaxValues ?? 0) : Infinity;
   if (pool !== undefined && entry.compBytes <= SMALL_PAYLOAD_MAX_BYTES && pool.slotBytes >= LARGE_SLOT_MIN_BYTES && entry.rawBytes / 2 < inlineBelowValues) {
-    return { stage: allocateAligned(entry.compBytes), release: () => undefined, arena: undefined };
+    return { stage: allocateAligned(entry.compBytes), release: () => undefined, releaseWhenSettled: () => undefined, arena: undefined };
   }
   if (pool === undefined || entry.compBytes > pool.slotBytes) {
     env.onStagingOverflow();
-    return { stage: allocateAligned(entry.compBytes), release: () => undefined, arena: undefined };
+    return { stage: allocateAligned(entry.compBytes), release: () => undefined, releaseWhenSettled: () => undefined, arena: undefined };
   }
   const stageOf = (taken: StagingSlot): Stage => {
     let slot: StagingSlot | undefined = taken;
+    const giveUp = (): StagingSlot | undefined => {
+      const held = slot;
+      slot = undefined;
+      return held;
+    };
     return {
       stage: taken.bytes,
       release: () => {
-        if (slot !== undefined) {
-          const held = slot;
-          slot = undefined;
-          pool.release(held);
-        }
+        const held = giveUp();
+        if (held !== undefined) pool.release(held);
+      },
+      releaseWhenSettled: (settled) => {
+        const held = giveUp();
+        if (held !== undefined) releaseStagingSlotWhenSettled(pool, held, settled);
       },
       arena: pool.arena,
     };
@@ -732,7 +740,7 @@ export async function stagePayload(
   let unsettledRead: Promise<void> | undefined;
   const release = () => {
     if (unsettledRead === undefined) taken.release();
-    else void unsettledRead.then(taken.release);
+    else taken.releaseWhenSettled(unsettledRead);
   };
   try {
     let payload: Uint8Array;
@@ -896,7 +904,8 @@ async function decodeFromCacheStreamed(
   const confirming = confirmOwnStage(env, entry, target);
   if (confirming !== undefined) await confirming;
   const taken = takeStage(env, entry);
-  const { stage, release } = taken instanceof Promise ? await taken : taken;
+  const staged = taken instanceof Promise ? await taken : taken;
+  const { stage } = staged;
   let releaseWindow: (() => void) | undefined;
   // Reads an abort left in flight (a reader that ignores the signal): the slot waits for them.
   let unsettledReads: Promise<void> | undefined;
@@ -918,8 +927,8 @@ async function decodeFromCacheStreamed(
     if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
   } finally {
     releaseWindow?.();
-    if (unsettledReads === undefined) release();
-    else void unsettledReads.then(release);
+    if (unsettledReads === undefined) staged.release();
+    else staged.releaseWhenSettled(unsettledReads);
   }
 }
 

@@ -96,9 +96,11 @@ it('an abort while the failed decode waits for its stalled reads: ABORTED at onc
     await expect(loading).rejects.toMatchObject({ code: 'ABORTED', details: expect.objectContaining({ tensor: 'three' }) });
     expect(stalled.inFlight()).toBeGreaterThan(0);
     expect(pool.tryAcquire()).toBeUndefined();
+    expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
     stalled.unstall();
     const slot = await pool.acquire();
     expect(stalled.inFlight()).toBe(0);
+    expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 0 });
     pool.release(slot);
   } finally {
     stalled.unstall();

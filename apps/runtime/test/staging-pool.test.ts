@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createStagingPool, STAGING_ALIGN_BYTES, type StagingSlot } from '../src/create-staging-pool.js';
+import { createStagingPool, releaseStagingSlotWhenSettled, STAGING_ALIGN_BYTES, type StagingSlot } from '../src/create-staging-pool.js';
 import { isRuntimeError } from '../src/errors.js';
 
 describe('createStagingPool', () => {
@@ -183,6 +183,22 @@ describe('createStagingPool', () => {
     pool.release(held);
     // Waits that ended without a slot are not counted as acquires that waited.
     expect(pool.stats()).toMatchObject({ acquires: 1, waits: 0 });
+  });
+
+  it('a slot released once a read settles is counted quarantined until then, and goes to the next waiter', async () => {
+    const pool = createStagingPool({ slotBytes: 256, slotCount: 1 });
+    const slot = pool.tryAcquire() as StagingSlot;
+    let settle!: () => void;
+    releaseStagingSlotWhenSettled(pool, slot, new Promise<void>((resolve) => (settle = resolve)));
+    expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
+    const waiting = pool.acquire();
+    settle();
+    expect(await waiting).toBe(slot);
+    expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 0, waits: 1 });
+    pool.release(slot);
+    // Not out: refused as release refuses it, and not counted.
+    expect(() => releaseStagingSlotWhenSettled(pool, slot, Promise.resolve())).toThrow(expect.objectContaining({ code: 'SLOT_NOT_OWNED' }));
+    expect(pool.stats()).toMatchObject({ inUse: 0, quarantinedSlots: 0 });
   });
 
   it('backs slots with SharedArrayBuffer when asked', () => {

@@ -68,9 +68,12 @@ describe('a stalled read that ignores the signal', () => {
       expect(stalled.signals.every((signal) => signal instanceof AbortSignal && signal.aborted)).toBe(true);
       expect(stalled.inFlight()).toBe(1);
       expect(pool.tryAcquire()).toBeUndefined();
+      // The pool's stats say why a load waiting for a slot waits: on that read.
+      expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
       stalled.unstall();
       const slot = await pool.acquire();
       expect(stalled.inFlight()).toBe(0);
+      expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 0 });
       pool.release(slot);
     } finally {
       stalled.unstall();
