@@ -43,6 +43,12 @@ export interface InspectReport {
      * damaged journal, a store that cannot drop), null where it would run.
      */
     dropRefusal?: DropRefusal | null;
+    /**
+     * `splitzip inspect` only: true on an s3:// cache, where gc --drop-unbound-entries runs only with
+     * --exclusive (the user's word that nothing else writes to the cache during the drop: no lock
+     * there) and its dry run, which dropRefusal asks, needs no such word; false on a directory.
+     */
+    dropNeedsExclusive?: boolean;
   };
   /** With `inspect --model`: the model's bindings judged as `gc --model` would (judgeModelBindings), nothing changed. */
   bindings?: ModelBindingsReport;

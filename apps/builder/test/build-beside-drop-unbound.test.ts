@@ -126,8 +126,9 @@ function dropUnbound(cache: string): () => Promise<void> {
   return async () => {
     const gc = await actual.openCacheStore(cache);
     try {
-      // s3://: the entry was made a moment ago; no writer is at work but the build under test.
-      const options = actual.isS3Url(cache) ? ({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true } as Store.S3DropUnboundEntriesOptions) : {};
+      // s3://: the entry was made a moment ago; exclusive is claimed falsely on purpose: the build
+      // under test runs beside it, to exercise the writer's side (the safety net for such a mistake).
+      const options = actual.isS3Url(cache) ? ({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true, exclusive: true } as Store.S3DropUnboundEntriesOptions) : {};
       race.dropped += (await gc.dropUnboundEntries(options)).count;
     } finally {
       await gc.close();

@@ -2,8 +2,10 @@
 // build --rebind leaves the old revision's tensor unbound), before the --model prune of the same run
 // (the entries it leaves unbound stay until the next run: a build binds them again); text and --json reports; a
 // second run removes none; refused (exit 1, nothing removed) while a damaged manifest's kept copy
-// says build --repair salvaged the cache without its bindings. On s3:// (the gateway): only entries
-// older than --min-age go, which the command hands the store. Run in this process.
+// says build --repair salvaged the cache without its bindings. On s3:// (the gateway): only with
+// --exclusive (a usage error without, before any request), refused on a cache written to within
+// --min-age, only entries older than --min-age go, which the command hands the store; --exclusive on
+// a directory is a usage error. Run in this process.
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -94,6 +96,14 @@ describe('gc --drop-unbound-entries', () => {
     expect(again.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
     const verify = await runInProcess(['verify', cache, '--json']);
     expect(verify.code, verify.err).toBe(0);
+  });
+
+  it('--exclusive on a directory cache is a usage error (its drop takes the writer lock), exit 2, nothing removed', async () => {
+    const { cache } = await fineTunedCache('exclusive-dir');
+    const result = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive']);
+    expect(result.code, result.err).toBe(2);
+    expect(result.err).toContain("option '--exclusive' applies to s3:// caches only: a directory cache's drop takes its writer lock");
+    expect(await qualnames(cache)).toHaveLength(4);
   });
 
   it('--json: unboundEntries with the entries, their bytes and no blob left; absent without the option', async () => {
@@ -245,11 +255,28 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     client.destroy();
   });
 
-  it('removes the unbound entries older than --min-age (default 1h) with their blobs; young ones stay; verify passes', async () => {
+  it('usage errors before any request: --drop-unbound-entries without --exclusive (naming it and why), --exclusive without --drop-unbound-entries', async () => {
+    // A bucket that does not exist: any request would fail otherwise (exit 1, not 2).
+    const missing = `s3://${uniqueBucket('gcdropnone')}/cache`;
+    const refused = await runInProcess(['gc', missing, '--drop-unbound-entries']);
+    expect(refused.code, refused.err).toBe(2);
+    expect(refused.err).toMatch(/'--drop-unbound-entries' on an s3:\/\/ cache needs '--exclusive': your word that no build, gc, other drop or loader with write access .* runs against s3:\/\/\S+ during the drop, which gc cannot check/);
+    expect(refused.err).toContain("--drop-unbound-entries --exclusive'; '--dry-run' needs no '--exclusive'");
+    const alone = await runInProcess(['gc', missing, '--exclusive']);
+    expect(alone.code, alone.err).toBe(2);
+    expect(alone.err).toContain("option '--exclusive' needs '--drop-unbound-entries'");
+  });
+
+  it('removes the unbound entries older than --min-age (default 1h) with their blobs, with --exclusive; a cache written to within --min-age is refused (exit 1, nothing removed); verify passes', async () => {
     const { cache, v2, oldB } = await fineTunedCache('s3', `s3://${bucket}/drop`);
-    // Just built: younger than any --min-age the command takes, so nothing goes.
-    const young = await gcJson(cache, '--drop-unbound-entries');
-    expect(young.unboundEntries).toMatchObject({ dryRun: false, count: 0, blobsLeft: [] });
+    // Just built: written to within any --min-age the command takes, so the drop refuses, before
+    // the collection (its dry-run look), and its --dry-run refuses as well.
+    for (const extra of [['--exclusive'], ['--dry-run']]) {
+      const young = await runInProcess(['gc', cache, '--drop-unbound-entries', ...extra]);
+      expect(young.code, young.err).toBe(1);
+      expect(young.err).toMatch(/INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, \d+ objects under entries\/, slices\/, stamps\/ or blobs\/ younger than minAgeMs \(60 min\)/);
+      expect(young.out).toBe('');
+    }
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
     // The store's drop, taken below the floor (the entries are a moment old): what the command asks of it is recorded.
     const probe = await openCacheStore(cache);
@@ -265,16 +292,18 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
       const dry = await gcJson(cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m');
       expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, entries: [{ key: oldB, qualname: 'b.weight' }] });
       expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
-      const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--min-age', '40m']);
+      const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--min-age', '40m']);
       expect(text.code, text.err).toBe(0);
       expect(text.out).toMatch(new RegExp(`^removed 1 unbound entry \\(\\d+(\\.\\d+)? KiB\\)\\n  ${oldB} b\\.weight `, 'm'));
     } finally {
       proto.dropUnboundEntries = original;
     }
-    // --min-age is the drop's too; a real run makes no dry-run look first on s3:// (one call each).
+    // --min-age is the drop's too, --exclusive the real drop's only; a real run looks first (a dry
+    // run: a cache written to lately fails it before the collection).
     expect(asked).toEqual([
       { dryRun: true, minAgeMs: 40 * 60_000 },
-      { dryRun: false, minAgeMs: 40 * 60_000 },
+      { dryRun: true, minAgeMs: 40 * 60_000 },
+      { dryRun: false, exclusive: true, minAgeMs: 40 * 60_000 },
     ]);
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
     const verify = await runInProcess(['verify', cache, '--model', v2]);

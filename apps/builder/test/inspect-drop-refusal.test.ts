@@ -44,6 +44,8 @@ describe('inspect --json totals.dropRefusal', () => {
     const clean = await inspectJson(cache);
     expect(clean.totals.unboundEntries).toBe(1);
     expect(clean.totals.dropRefusal).toBeNull();
+    // A directory's drop takes the writer lock: no --exclusive to ask for.
+    expect(clean.totals.dropNeedsExclusive).toBe(false);
 
     const kept = join(cache, 'manifest.json.damaged-1765000000000');
     await writeFile(kept, await readFile(join(cache, 'manifest.json')));
@@ -89,6 +91,12 @@ describe('inspect --json totals.dropRefusal', () => {
     expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them (build each model');
     expect(renderInspectReport(report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here' }))).toContain(
       'found by content key only; splitzip gc s3://b/c --drop-unbound-entries refuses to remove them for now (INVALID_ARGUMENT: it says why)',
+    );
+    // s3://: the dry run answered (no --exclusive needed for it), the real drop needs --exclusive: said so.
+    const s3 = report(null);
+    s3.totals.dropNeedsExclusive = true;
+    expect(renderInspectReport(s3)).toContain(
+      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access',
     );
   });
 });

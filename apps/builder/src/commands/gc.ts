@@ -45,6 +45,29 @@ function countUnbound(store: CacheStore, model: SafetensorsModel): { count: numb
   return { count, compBytes, ofModel };
 }
 
+/**
+ * --exclusive's usage rules, before any request: on s3:// a real --drop-unbound-entries needs it (no
+ * lock there: the drop is safe only where nothing else writes, which only the user can say); it
+ * asserts something of a drop, so it is an error without one, and on a directory, whose drop takes
+ * the writer lock (a user passing it there expects it to matter, and it would not).
+ */
+function checkExclusive(args: { exclusive?: boolean | undefined; dropUnboundEntries?: boolean | undefined; dryRun?: boolean | undefined; cache: string }, s3: boolean): void {
+  if (args.exclusive && !s3) {
+    throw new UsageError("option '--exclusive' applies to s3:// caches only: a directory cache's drop takes its writer lock, which keeps builds and other gc runs out", 'gc');
+  }
+  if (args.exclusive && !args.dropUnboundEntries) throw new UsageError("option '--exclusive' needs '--drop-unbound-entries': it is what that drop needs on s3://", 'gc');
+  if (s3 && args.dropUnboundEntries && !args.dryRun && !args.exclusive) {
+    throw new UsageError(
+      `'--drop-unbound-entries' on an s3:// cache needs '--exclusive': your word that no build, gc, other drop or loader with write access (loaders record stamps and may move slices) runs against ${args.cache} during the drop, which gc cannot check. ` +
+        "There is no lock there, and beside any of them the drop can lose data (a gc or a second drop may delete the blob of an entry it puts back for a build; a build's binding may be missed and its entry deleted for good). " +
+        "Stop them, then run 'splitzip gc " +
+        args.cache +
+        " --drop-unbound-entries --exclusive'; '--dry-run' needs no '--exclusive'",
+      'gc',
+    );
+  }
+}
+
 export const gcCommand = defineCommand({
   name: 'gc',
   description:
@@ -60,17 +83,24 @@ export const gcCommand = defineCommand({
     'shard names not in the model are counted and kept, unless --prune-other-shards.',
     'With --drop-unbound-entries: before the --model prune, the entries no slice is bound to (fine-tune',
     'revisions, re-exported models) are removed with their blobs: on a directory under the writer lock',
-    '(one new manifest generation, then the blobs); on s3:// (no lock) those older than --min-age, each',
-    'entry object deleted, the aliases listed again and an entry bound meanwhile put back, then the',
-    'blobs, each looked at just before. Entries whose last binding the prune of the same run removes',
-    'stay until the next run (a build of the model, or a load where it can bind them, binds its moved',
-    'tensors among them again first). Entries of empty tensors stay. A build running beside it that',
-    'found such an entry by content key and then finds it gone stores the tensor anew (encoded, with',
-    'its slice in one commit, exit 0); it fails only where the entry goes again before that binding',
+    '(one new manifest generation, then the blobs). Entries whose last binding the prune of the same run',
+    'removes stay until the next run (a build of the model, or a load where it can bind them, binds its',
+    'moved tensors among them again first). Entries of empty tensors stay. A build running beside it',
+    'that found such an entry by content key and then finds it gone stores the tensor anew (encoded,',
+    'with its slice in one commit, exit 0); it fails only where the entry goes again before that binding',
     '(another writer added it unbound first, or --rebind moves the slice): run it again then. Refused',
     "while the cache holds a damaged manifest's kept copy (manifest.json.damaged-*): its recovery kept",
     "the entries without their bindings; bind each model again with 'splitzip build <model> --out",
     "<cache> --repair', then move or remove the copy.",
+    'On s3:// the drop needs --exclusive: your word that no build, gc, other drop or loader with write',
+    'access (loaders record stamps and may move slices) runs against the cache meanwhile, which gc',
+    'cannot check. There is no lock there, and beside any of them the drop can lose data: a gc or a',
+    "second drop may delete the blob of an entry it puts back for a build, and a build's binding may be",
+    'missed and its entry deleted for good. It refuses a cache with any object younger than --min-age',
+    '(a build or loader at work lately), its --dry-run too; the dry run needs no --exclusive. Then',
+    'entry objects older than --min-age go, the aliases are listed again and an entry bound meanwhile is',
+    'put back (a safety net for a mistake, not a guarantee), then their blobs. A directory cache refuses',
+    '--exclusive: its writer lock keeps builds out.',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
@@ -79,6 +109,7 @@ export const gcCommand = defineCommand({
     model: { type: 'string', description: 'Also remove the bindings this model left behind (renamed or re-sharded shards, moved tensors)', valueHint: 'model' },
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove the bindings of shard names the model does not have (other models' too)" },
     dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
+    exclusive: { type: 'boolean', description: 's3:// with --drop-unbound-entries, required there: assert that nothing else (no build, gc, other drop, loader with write access) uses the cache during the drop' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
@@ -86,6 +117,7 @@ export const gcCommand = defineCommand({
     const s3 = isS3Url(args.cache);
     // Other models' bindings are kept unless asked, and only a model tells which shard names are its own.
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');
+    checkExclusive(args, s3);
     if (args.model !== undefined) checkLocalModel(args.model, 'gc', '--model');
     let minAgeMs: number | undefined;
     if (args.minAge !== undefined) {
@@ -121,10 +153,10 @@ export const gcCommand = defineCommand({
           // The collection first: it reports what its writer session finishes (an interrupted fold,
           // a dead writer's lock), which a prune's session before it did unreported, where a dry run
           // reported it. The prune's new generation removes the journal it folds.
-          // A drop the store refuses (a damaged manifest's kept copy, a damaged journal) fails the
-          // command before the collection changes anything: its dry run is a look, no lock.
-          // (An s3:// drop refuses nothing the usage checks above did not: no look needed there.)
-          if (args.dropUnboundEntries && !args.dryRun && !s3) await store.dropUnboundEntries({ dryRun: true });
+          // A drop the store refuses (a damaged manifest's kept copy, a damaged journal; on s3:// a
+          // cache written to within --min-age) fails the command before the collection changes
+          // anything: its dry run is a look, no lock.
+          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
@@ -133,7 +165,10 @@ export const gcCommand = defineCommand({
           // again by content key; it stays until the next run. Its blobs are the drop's (after its
           // manifest): no orphan is left for the next gc.
           // On s3:// only entry objects older than --min-age go (a writer PUTs its entry before its aliases).
-          const unboundEntries = args.dropUnboundEntries ? await store.dropUnboundEntries({ dryRun: args.dryRun === true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) }) : undefined;
+          // --exclusive (s3:// only, checked above) is the user's word the store needs there.
+          const unboundEntries = args.dropUnboundEntries
+            ? await store.dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) })
+            : undefined;
           // A Ctrl-C during the drop (which runs to its end) says what the drop did: the bare
           // "interrupted" read as if nothing had been removed.
           throwIfInterrupted(

@@ -1,4 +1,5 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
+import { isS3Url } from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
@@ -44,6 +45,8 @@ export const inspectCommand = defineCommand({
         // drop): the store's dry run answers, a look with no lock that changes nothing. The text
         // names the command only where it would run.
         report.totals.dropRefusal = await findDropRefusal(store);
+        // The dry run above needs no --exclusive; the real drop on s3:// does (gc refuses without it).
+        report.totals.dropNeedsExclusive = isS3Url(args.cache);
       } finally {
         await store.close();
       }
@@ -86,7 +89,9 @@ export function renderInspectReport(report: InspectReport): string {
               ? 'gc --drop-unbound-entries removes them'
               : t.dropRefusal !== null
                 ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${t.dropRefusal.code}: it says why)`
-                : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
+                : t.dropNeedsExclusive === true
+                  ? `splitzip gc ${report.cache} --drop-unbound-entries --exclusive removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
+                  : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
         ]),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
