@@ -1,4 +1,5 @@
 import { findUnknownOption } from '@splitzip/codec';
+import { describeField } from './describe-tensor-request.js';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { RuntimeError } from './errors.js';
 
@@ -49,7 +50,9 @@ export function checkOptionsArgument(options: unknown, known?: readonly string[]
 /** A boolean flag, or undefined: a string 'false' is true to an `if`, and turned verification on. */
 export function checkBooleanArgument(value: unknown, option: string): void {
   if (value !== undefined && typeof value !== 'boolean') {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be true or false, got ${kindOf(value)} ${JSON.stringify(value) ?? String(value)}`, { option, type: kindOf(value) });
+    // Bounded: a whole object serialized here made a message its size (and a cycle or BigInt threw).
+    const shown = typeof value === 'number' ? `number ${value}` : describeField(value);
+    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be true or false, got ${shown}`, { option, type: kindOf(value) });
   }
 }
 

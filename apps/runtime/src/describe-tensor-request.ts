@@ -1,8 +1,11 @@
 /** Characters of a caller's string a message shows (a huge string would make a message its size). */
 const MAX_SHOWN_CHARS = 60;
 
-/** A field's value for a message: a string quoted with its type, a number as itself, an object by its class. */
-function describeField(value: unknown): string {
+/**
+ * A caller's value for a message, bounded whatever its size: a string quoted (cut) with its type, a
+ * number as itself, an object by its class (a typed array or array with its length).
+ */
+export function describeField(value: unknown): string {
   switch (typeof value) {
     case 'string':
       return `string ${JSON.stringify(value.length > MAX_SHOWN_CHARS ? `${value.slice(0, MAX_SHOWN_CHARS - 3)}...` : value)}`;
@@ -11,7 +14,9 @@ function describeField(value: unknown): string {
     case 'object':
       if (value === null) return 'null';
       try {
-        return (value as object).constructor?.name ?? 'object';
+        const name = (value as object).constructor?.name ?? 'object';
+        if (ArrayBuffer.isView(value) && 'length' in value) return `${name} of length ${String(value.length)}`;
+        return Array.isArray(value) ? `${name} of length ${value.length}` : name;
       } catch {
         return 'object';
       }
@@ -29,6 +34,8 @@ const MAX_SHOWN_FIELDS = 6;
  */
 export function describeTensorRequest(request: unknown): { received: string; hint: string } {
   if (typeof request !== 'object' || request === null) return { received: describeField(request), hint: '' };
+  // Not by its keys: a typed array's are one per element (Object.keys of a tensor's data passed by mistake).
+  if (ArrayBuffer.isView(request) || Array.isArray(request) || request instanceof ArrayBuffer) return { received: describeField(request), hint: '' };
   let keys: string[];
   try {
     keys = Object.keys(request);
