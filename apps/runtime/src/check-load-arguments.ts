@@ -12,7 +12,11 @@ import { RuntimeError } from './errors.js';
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value !== 'object') return typeof value;
-  return (value as object).constructor?.name ?? 'object';
+  try {
+    return (value as object).constructor?.name ?? 'object';
+  } catch {
+    return 'object'; // a Proxy whose get trap throws: still INVALID_ARGUMENT, not the trap's error
+  }
 }
 
 function hasMethods(value: unknown, methods: readonly string[]): boolean {

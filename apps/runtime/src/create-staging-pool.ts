@@ -127,7 +127,9 @@ export function releaseStagingSlotWhenSettled(pool: StagingPool, slot: StagingSl
   if (quarantine === undefined) {
     // A pool of the caller's own making (not createStagingPool's): released as it is, later.
     const release = () => pool.release(slot);
-    void settled.then(release, release);
+    // The load has ended: a throwing release of the caller's pool has no one to go to, and
+    // unhandled it would end the process (Node's default for unhandled rejections).
+    void settled.then(release, release).catch(() => undefined);
     return;
   }
   quarantine(slot, settled);

@@ -15,10 +15,18 @@ describe('bounded argument messages', () => {
     expect(message.length).toBeLessThan(400);
   });
 
-  it('a boolean option given a cyclic object or a BigInt is INVALID_ARGUMENT with a short message', () => {
+  it('a boolean option given a cyclic object, a BigInt or a Proxy whose get trap throws is INVALID_ARGUMENT with a short message', () => {
     const cyclic: Record<string, unknown> = { a: 1 };
     cyclic.self = cyclic;
-    for (const value of [cyclic, 10n, new Float32Array(1_000_000)]) {
+    const trapping = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('trap');
+        },
+      },
+    );
+    for (const value of [cyclic, 10n, new Float32Array(1_000_000), trapping]) {
       let caught: unknown;
       try {
         createStagingPool({ slotBytes: 1024, slotCount: 1, shared: value as never });

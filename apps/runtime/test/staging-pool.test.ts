@@ -201,6 +201,33 @@ describe('createStagingPool', () => {
     expect(pool.stats()).toMatchObject({ inUse: 0, quarantinedSlots: 0 });
   });
 
+  it("a caller-made pool whose release throws, given a slot once its read settles, leaves no unhandled rejection", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const inner = createStagingPool({ slotBytes: 256, slotCount: 1 });
+      const slot = inner.tryAcquire() as StagingSlot;
+      let releases = 0;
+      // Not createStagingPool's own object: released as it is, once the read settles.
+      const callerPool = {
+        ...inner,
+        release: () => {
+          releases += 1;
+          throw new Error('caller pool refuses');
+        },
+      };
+      releaseStagingSlotWhenSettled(callerPool as never, slot, Promise.reject(new Error('read failed')));
+      for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(releases).toBe(1);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('backs slots with SharedArrayBuffer when asked', () => {
     const pool = createStagingPool({ slotBytes: 300, slotCount: 2, shared: true });
     const slot = pool.tryAcquire() as StagingSlot;
