@@ -7,7 +7,13 @@ const MAX_SHOWN_CHARS = 60;
  */
 const MAX_LISTED_ITEMS = MAX_SHOWN_CHARS / 2;
 
-const cut = (text: string): string => (text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS - 3)}...` : text);
+/** Cut to MAX_SHOWN_CHARS, never between the two halves of a surrogate pair (half an emoji shows as U+FFFD). */
+const cut = (text: string): string => {
+  if (text.length <= MAX_SHOWN_CHARS) return text;
+  const end = MAX_SHOWN_CHARS - 3;
+  const last = text.charCodeAt(end - 1);
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end)}...`;
+};
 
 /** Thrown by the writer once MAX_SHOWN_CHARS are written: what is written so far is shown, cut. */
 const FULL = Symbol('full');
@@ -135,7 +141,14 @@ function writeJsonPrefix(root: object): string {
 function toJsonValue(value: unknown, key: string): unknown {
   if (typeof value !== 'object' || value === null || describeSized(value) !== undefined) return value;
   const toJSON = (value as { toJSON?: unknown }).toJSON;
-  return typeof toJSON === 'function' ? (toJSON as (key: string) => unknown).call(value, key) : value;
+  return unbox(typeof toJSON === 'function' ? (toJSON as (key: string) => unknown).call(value, key) : value);
+}
+
+/** A Number, String, Boolean or BigInt object as its primitive, as JSON.stringify takes it (`new Number(5)` is 5). */
+function unbox(value: unknown): unknown {
+  if (value instanceof Number || value instanceof String || value instanceof Boolean) return value.valueOf();
+  if (typeof BigInt === 'function' && value instanceof BigInt) return value.valueOf();
+  return value;
 }
 
 /** `Uint16Array(length 4000000)` for a typed array, DataView, ArrayBuffer or long array; undefined for anything else. */

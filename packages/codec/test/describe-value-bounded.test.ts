@@ -85,3 +85,22 @@ describe('an object holding large values is described without reading them', () 
     expect(describedAs({ get bad(): never { throw new Error('getter') } }).got).toBe('object [object Object]');
   });
 });
+
+describe('ordinary values read as JSON.stringify reads them', () => {
+  it('boxed primitives are their primitive (new Number(5) is 5), at the top and inside an object', () => {
+    expect(describedAs({ n: new Number(5), b: new Boolean(false), s: new String('ab') }).got).toBe('object {"n":5,"b":false,"s":"ab"}');
+    expect(describedAs(new Number(3)).got).toBe('object 3');
+    expect(describedAs(new String('ab')).got).toBe('object "ab"');
+  });
+
+  it('a cut never splits a surrogate pair (half an emoji)', () => {
+    for (let pad = 40; pad < 60; pad++) {
+      const { got } = describedAs({ s: `${'x'.repeat(pad)}${'\u{1F600}'.repeat(10)}` });
+      const text = String(got);
+      expect(text.endsWith('...')).toBe(true);
+      const last = text.charCodeAt(text.length - 4);
+      // The character before "..." is no lone high surrogate.
+      expect(last >= 0xd800 && last <= 0xdbff).toBe(false);
+    }
+  });
+});
