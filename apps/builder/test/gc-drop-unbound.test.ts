@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { openCacheStore } from '@splitzip/store';
+import { openCacheStore, StoreError } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GcCommandReport } from '../src/commands/gc.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
@@ -141,7 +141,7 @@ describe('gc --drop-unbound-entries', () => {
     expect(real.unboundEntries).toMatchObject({ dryRun: false, count: 0 });
     // The entries the prune left unbound are counted, so the run does not read as if there were none.
     expect(real.unboundAfterPrune).toEqual({ count: 3, compBytes: expect.any(Number), ofModel: 3 });
-    expect({ ...real.unboundEntries, dryRun: true }).toEqual(dry.unboundEntries);
+    expect({ ...real.unboundEntries, dryRun: true, needsExclusive: false }).toEqual(dry.unboundEntries);
     // The re-sharded model's tensors are those entries' bytes: still there, unbound.
     expect(await qualnames(cache)).toEqual(['a.weight:0', 'b.weight:0', 'c.weight:0']);
     expect(await readdir(join(cache, 'blobs'))).toHaveLength(3);
@@ -197,7 +197,7 @@ describe('gc --drop-unbound-entries', () => {
     expect(await qualnames(cache)).toEqual(salvaged);
     expect(existsSync(orphan)).toBe(true);
     // inspect does not advise the drop it refuses.
-    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound \d+ entr(y|ies) bound to no slice .*--drop-unbound-entries refuses to remove them for now \(MANIFEST_INVALID: it says why\)$/m);
+    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound \d+ entr(y|ies) bound to no slice .*--drop-unbound-entries refuses to remove them for now: MANIFEST_INVALID: dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy /m);
     // As it says: B bound again, the copy moved away; then the drop removes nothing of either model.
     await build(modelB, cache, '--repair');
     const aside = join(temp.path, 'salvage-kept');
@@ -245,6 +245,56 @@ describe('gc --drop-unbound-entries', () => {
     }
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
   });
+
+  it("a real drop that fails after the collection ran keeps the collection's report (text and --json), then the store's error, exit 1", async () => {
+    const { cache, v2 } = await fineTunedCache('late-refusal');
+    const probe = await openCacheStore(cache);
+    const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: { dryRun?: boolean }) => Promise<unknown> };
+    await probe.close();
+    const original = proto.dropUnboundEntries;
+    // Its dry run answers; the real drop, after the collection, is refused (as an s3:// drop is when a writer started in between).
+    proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
+      if (options.dryRun === true) return original.call(this, options);
+      throw new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries refuses: the cache was written to recently (a test)', { path: cache, details: { reason: 'recent-writes' } });
+    };
+    const orphans = ['e', 'f'].map((c) => join(cache, 'blobs', `${c.repeat(40)}.bin`));
+    try {
+      await writeFile(orphans[0]!, 'not a blob');
+      const text = await runInProcess(['gc', cache, '--model', v2, '--drop-unbound-entries']);
+      expect(text.code, text.err).toBe(1);
+      expect(text.out).toMatch(/^removed 1 orphan blobs \(10 B\), 0 temp files/m);
+      expect(text.out).toContain(`  blobs/${'e'.repeat(40)}.bin`);
+      expect(text.out).not.toMatch(/unbound entr/);
+      expect(text.err).toContain(
+        'splitzip gc: error: INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently (a test)',
+      );
+      expect(text.err).toContain('; the collection ran before it (the report says what it removed); the --model prune did not run');
+      expect(existsSync(orphans[0]!)).toBe(false);
+
+      await writeFile(orphans[1]!, 'not a blob');
+      const json = await runInProcess(['gc', cache, '--drop-unbound-entries', '--json']);
+      expect(json.code, json.err).toBe(1);
+      const document = JSON.parse(json.out) as GcCommandReport & { error: { code: string; message: string; reason: string } };
+      expect(document.dryRun).toBe(false);
+      expect(document.orphanBlobs).toEqual([`blobs/${'f'.repeat(40)}.bin`]);
+      expect(document.unboundEntries).toBeUndefined();
+      expect(document.error).toMatchObject({ code: 'INVALID_ARGUMENT', reason: 'recent-writes', message: expect.stringContaining('the collection ran before it') });
+      expect(json.err).toContain(document.error.message);
+    } finally {
+      proto.dropUnboundEntries = original;
+    }
+    // Nothing of the drop or the prune happened.
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
+  });
+
+  it('a dry run says the real run needs no --exclusive on a directory (--json: unboundEntries.needsExclusive false)', async () => {
+    const { cache } = await fineTunedCache('dry-dir');
+    const dry = await gcJson(cache, '--drop-unbound-entries', '--dry-run');
+    expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, needsExclusive: false });
+    expect((await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run'])).out).not.toContain('--exclusive');
+    // A real run's report has no such field: it ran.
+    expect((await gcJson(cache, '--drop-unbound-entries')).unboundEntries).not.toHaveProperty('needsExclusive');
+  });
 });
 
 describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
@@ -278,11 +328,36 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
       expect(young.out).toBe('');
     }
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
-    // The store's drop, taken below the floor (the entries are a moment old): what the command asks of it is recorded.
+    // inspect quotes that refusal, and names the command line that gives it (with --exclusive: without, a usage error).
+    const inspected = await runInProcess(['inspect', cache]);
+    const quoted = new RegExp(`^unbound 1 entry bound to no slice .*; splitzip gc ${cache} --drop-unbound-entries --exclusive refuses to remove them for now: (INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, .*)$`, 'm').exec(inspected.out);
+    expect(quoted, inspected.out).not.toBeNull();
+    const asTold = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive']);
+    expect(asTold.code, asTold.err).toBe(1);
+    // The same refusal (its ages and counts are the moment's).
+    expect(asTold.err.replace(/\d+/g, 'N')).toContain(quoted![1]!.replace(/\d+/g, 'N'));
     const probe = await openCacheStore(cache);
     const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: Record<string, unknown>) => Promise<unknown> };
     await probe.close();
     const original = proto.dropUnboundEntries;
+    // A writer between the dry-run look and the real drop: the look answers (a stub), the store's
+    // real drop refuses the cache just written to, after the collection ran; its report is kept.
+    proto.dropUnboundEntries = async function (this: unknown, options: Record<string, unknown> = {}) {
+      return options.dryRun === true ? { dryRun: true, count: 0, entries: [], reclaimedBytes: 0, blobsLeft: [] } : original.call(this, options);
+    };
+    try {
+      const late = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive']);
+      expect(late.code, late.err).toBe(1);
+      expect(late.out, late.err).toMatch(/^removed 0 orphan blobs \(0 B\), 0 unfinished uploads, 0 stamp objects no reader takes$/m);
+      expect(late.err).toMatch(/INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, .*; the collection ran before it \(the report says what it removed\)$/m);
+      const lateJson = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--json']);
+      expect(lateJson.code, lateJson.err).toBe(1);
+      expect(JSON.parse(lateJson.out)).toMatchObject({ dryRun: false, orphanBlobs: [], orphanStamps: [], error: { code: 'INVALID_ARGUMENT', reason: 'recent-writes' } });
+    } finally {
+      proto.dropUnboundEntries = original;
+    }
+    expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
+    // The store's drop, taken below the floor (the entries are a moment old): what the command asks of it is recorded.
     const asked: Record<string, unknown>[] = [];
     proto.dropUnboundEntries = async function (this: unknown, options: Record<string, unknown> = {}) {
       asked.push(options);
@@ -290,7 +365,14 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     };
     try {
       const dry = await gcJson(cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m');
-      expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, entries: [{ key: oldB, qualname: 'b.weight' }] });
+      // The real run needs --exclusive (and a quiet cache): the dry run says so.
+      expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, entries: [{ key: oldB, qualname: 'b.weight' }], needsExclusive: true });
+      const dryText = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m']);
+      expect(dryText.code, dryText.err).toBe(0);
+      expect(dryText.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
+      expect(dryText.out).toMatch(
+        /^the real run \(this command without --dry-run\) needs --exclusive: your word that no build, gc, other drop or loader with write access uses the cache during the drop \(see splitzip gc --help\); it refuses a cache written to within --min-age \(40m\) before it runs, as this dry run would$/m,
+      );
       expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
       const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--min-age', '40m']);
       expect(text.code, text.err).toBe(0);
@@ -301,6 +383,7 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     // --min-age is the drop's too, --exclusive the real drop's only; a real run looks first (a dry
     // run: a cache written to lately fails it before the collection).
     expect(asked).toEqual([
+      { dryRun: true, minAgeMs: 40 * 60_000 },
       { dryRun: true, minAgeMs: 40 * 60_000 },
       { dryRun: true, minAgeMs: 40 * 60_000 },
       { dryRun: false, exclusive: true, minAgeMs: 40 * 60_000 },

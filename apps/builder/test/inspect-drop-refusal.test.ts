@@ -52,7 +52,10 @@ describe('inspect --json totals.dropRefusal', () => {
     const refused = await inspectJson(cache);
     expect(refused.totals.dropRefusal).toEqual({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy \(manifest\.json\.damaged-1765000000000\)/) });
     // The text says the same, from the same answer.
-    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound 1 entry bound to no slice .*--drop-unbound-entries refuses to remove them for now \(MANIFEST_INVALID: it says why\)$/m);
+    // The text quotes the same answer: why, and what to do.
+    const text = (await runInProcess(['inspect', cache])).out;
+    expect(text).toMatch(/^unbound 1 entry bound to no slice .*found by content key only; splitzip gc \S+ --drop-unbound-entries refuses to remove them for now: MANIFEST_INVALID: dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy/m);
+    expect(text).toContain(`refuses to remove them for now: ${refused.totals.dropRefusal!.message}\n`);
     // As gc itself answers.
     const gc = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
     expect(gc.code).toBe(1);
@@ -90,8 +93,19 @@ describe('inspect --json totals.dropRefusal', () => {
     });
     expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them (build each model');
     expect(renderInspectReport(report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here' }))).toContain(
-      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries refuses to remove them for now (INVALID_ARGUMENT: it says why)',
+      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries refuses to remove them for now: INVALID_ARGUMENT: not here\n',
     );
+    // On s3:// the command line it names is the one that gives that refusal: with --exclusive (without, a usage error).
+    const young = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, 3 objects … (file s3://b/c)' });
+    young.totals.dropNeedsExclusive = true;
+    expect(renderInspectReport(young)).toContain(
+      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive refuses to remove them for now: INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, 3 objects … (file s3://b/c)\n',
+    );
+    // A long one is cut at a word, and says where it is whole.
+    const long = report({ code: 'MANIFEST_INVALID', message: `MANIFEST_INVALID: kept copies (${Array.from({ length: 200 }, (_, i) => `manifest.json.damaged-${i}`).join(', ')})` });
+    const line = renderInspectReport(long).split('\n').find((l) => l.startsWith('unbound '))!;
+    expect(line).toMatch(/refuses to remove them for now: MANIFEST_INVALID: kept copies \(manifest\.json\.damaged-0, .*manifest\.json\.damaged-\d+, … \(whole in inspect --json: totals\.dropRefusal\.message\)$/);
+    expect(line.length).toBeLessThan(1000);
     // s3://: the dry run answered (no --exclusive needed for it), the real drop needs --exclusive: said so.
     const s3 = report(null);
     s3.totals.dropNeedsExclusive = true;

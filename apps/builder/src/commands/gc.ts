@@ -1,13 +1,27 @@
 import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetensors';
-import { DEFAULT_LOCK_TIMEOUT_MS, MIN_S3_GC_AGE_MS, TEMP_FILE_MAX_AGE_MS, isDroppableEntry, isS3Url, type CacheStore, type DropUnboundEntriesReport, type GcReport } from '@splitzip/store';
+import {
+  DEFAULT_LOCK_TIMEOUT_MS,
+  DEFAULT_GC_MIN_AGE_MS,
+  MIN_S3_GC_AGE_MS,
+  TEMP_FILE_MAX_AGE_MS,
+  isDroppableEntry,
+  isS3Url,
+  isStoreError,
+  type CacheStore,
+  type DropUnboundEntriesReport,
+  type GcReport,
+  type StoreError,
+} from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
-import { defineCommand } from '../define-command.js';
+import { defineCommand, type CommandIo } from '../define-command.js';
+import { describeError } from '../describe-error.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
 import { parseDurationMs } from '../parse-duration.js';
+import { renderErrorJson } from '../render-error-json.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
 import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
@@ -18,7 +32,12 @@ import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '.
  */
 export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
-  unboundEntries?: DropUnboundEntriesReport;
+  /**
+   * `needsExclusive`, dry runs only: whether the real run needs --exclusive (true on s3://, where it
+   * also refuses a cache written to within --min-age; false on a directory, whose drop takes the
+   * writer lock).
+   */
+  unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: boolean };
   /**
    * With --drop-unbound-entries and --model: the entries bound to no slice once the prune ran (kept
    * for the next drop); `ofModel` of them named as the model's tensors.
@@ -147,7 +166,7 @@ export const gcCommand = defineCommand({
               onUnreadable: () => io.stderr.write(`splitzip gc: ${describeUnreadableLockWait(args.cache)}\n`),
             });
       try {
-        const work = async (): Promise<GcCommandReport> => {
+        const work = async (): Promise<GcCommandReport | DropFailure> => {
           // Ctrl-C between the steps: each is whole (a prune is one new manifest generation, or none).
           throwIfInterrupted(signal);
           // The collection first: it reports what its writer session finishes (an interrupted fold,
@@ -166,9 +185,20 @@ export const gcCommand = defineCommand({
           // manifest): no orphan is left for the next gc.
           // On s3:// only entry objects older than --min-age go (a writer PUTs its entry before its aliases).
           // --exclusive (s3:// only, checked above) is the user's word the store needs there.
-          const unboundEntries = args.dropUnboundEntries
-            ? await store.dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) })
-            : undefined;
+          let unboundEntries: GcCommandReport['unboundEntries'];
+          if (args.dropUnboundEntries) {
+            try {
+              unboundEntries = await store.dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+            } catch (error) {
+              // The real collection above has changed the cache: a drop the store refuses now (on
+              // s3:// a writer started since its dry run: recent-writes) must not cost its report.
+              // An interrupt (ABORTED) is the CLI's; a dry run changed nothing.
+              if (args.dryRun || !isStoreError(error) || signal.aborted) throw error;
+              return { dropFailure: error, collection: gc };
+            }
+            // Dry runs only: what the real run needs (on s3:// --exclusive and a quiet cache).
+            if (args.dryRun) unboundEntries = { ...unboundEntries, needsExclusive: s3 };
+          }
           // A Ctrl-C during the drop (which runs to its end) says what the drop did: the bare
           // "interrupted" read as if nothing had been removed.
           throwIfInterrupted(
@@ -190,7 +220,9 @@ export const gcCommand = defineCommand({
           };
         };
         const task = work();
-        report = await (watch?.during(task) ?? task);
+        const outcome = await (watch?.during(task) ?? task);
+        if ('dropFailure' in outcome) return reportDropFailure(outcome, { io, json: args.json === true, s3, modelPrune: model !== undefined });
+        report = outcome;
       } finally {
         watch?.stop();
         await store.close();
@@ -203,30 +235,19 @@ export const gcCommand = defineCommand({
       return 0;
     }
     const verb = report.dryRun ? 'would remove' : 'removed';
-    const lines = [
-      s3
-        ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads, ` +
-          `${report.orphanStamps?.length ?? 0} stamp objects no reader takes`
-        : `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
-          `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
-      ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
-    ];
-    if (report.finishedCompaction !== undefined) {
-      lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
-    }
-    const kept = report.keptTempFiles ?? [];
-    if (kept.length > 0) {
-      lines.push(
-        `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) whose writers may still be writing them (a live process, another pid space, or a release before 2026-12-05, whose names only age can judge): each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
-        ...kept.map((p) => `  ${p}`),
-      );
-    }
-    if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
+    const lines = renderCollection(report, s3);
     if (report.bindings !== undefined) lines.push(...renderModelBindings(report.bindings, args.cache, verb));
     const dropped = report.unboundEntries;
     if (dropped !== undefined) {
       lines.push(`${verb} ${dropped.count} unbound entr${dropped.count === 1 ? 'y' : 'ies'} (${formatBytes(dropped.reclaimedBytes)})`, ...dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
       if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
+      // The dry run needs no --exclusive; without this line the real run's usage error came as a surprise.
+      if (dropped.needsExclusive === true) {
+        lines.push(
+          `the real run (this command without --dry-run) needs --exclusive: your word that no build, gc, other drop or loader with write access uses the cache during the drop (see splitzip gc --help); ` +
+            `it refuses a cache written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)}) before it runs, as this dry run would`,
+        );
+      }
     }
     const left = report.unboundAfterPrune;
     if (left !== undefined && left.count > 0) {
@@ -241,3 +262,60 @@ export const gcCommand = defineCommand({
     return 0;
   },
 });
+
+/** A real drop the store refused (or failed) after the real collection ran: what that removed is still reported. */
+interface DropFailure {
+  dropFailure: StoreError;
+  collection: GcReport;
+}
+
+/** The collection's text lines (the store's gc report): what every run prints first. */
+function renderCollection(report: GcReport, s3: boolean): string[] {
+  const verb = report.dryRun ? 'would remove' : 'removed';
+  const lines = [
+    s3
+      ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads, ` +
+        `${report.orphanStamps?.length ?? 0} stamp objects no reader takes`
+      : `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
+        `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
+    ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
+  ];
+  if (report.finishedCompaction !== undefined) {
+    lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
+  }
+  const kept = report.keptTempFiles ?? [];
+  if (kept.length > 0) {
+    lines.push(
+      `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) whose writers may still be writing them (a live process, another pid space, or a release before 2026-12-05, whose names only age can judge): each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
+      ...kept.map((p) => `  ${p}`),
+    );
+  }
+  if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
+  return lines;
+}
+
+/**
+ * A real drop that failed after the collection: the collection's report (text on stdout; --json:
+ * its fields with `error` added, one document, as an interrupted build's), then the store's error
+ * with what ran and what did not, exit 1. It was thrown away before: the user was never told what
+ * the collection removed.
+ */
+function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json: boolean; s3: boolean; modelPrune: boolean }): number {
+  const { dropFailure: error, collection } = failure;
+  const message = `${describeError(error)}; the collection ran before it (the report says what it removed)${options.modelPrune ? '; the --model prune did not run' : ''}`;
+  if (options.json) {
+    const carrier = { code: error.code, path: error.path, entry: error.entry, details: error.details, context: { report: collection } };
+    options.io.stdout.write(renderErrorJson(carrier, message));
+  } else {
+    options.io.stdout.write(`${renderCollection(collection, options.s3).join('\n')}\n`);
+  }
+  options.io.stderr.write(`splitzip gc: error: ${message}\n`);
+  return 1;
+}
+
+/** --min-age as a user writes it: 1h, 40m, 2400s. */
+function formatMinAge(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
+  return `${Math.round(ms / 1000)}s`;
+}

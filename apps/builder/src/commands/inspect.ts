@@ -59,6 +59,20 @@ export const inspectCommand = defineCommand({
   },
 });
 
+/**
+ * The most of the store's refusal the unbound line quotes: its refusals say why and what to do in
+ * about 450 characters; one naming many files (kept manifest copies) is cut there, whole in --json.
+ */
+const MAX_REFUSAL_TEXT_CHARS = 600;
+
+/** The refusal's message, cut at a word where longer than MAX_REFUSAL_TEXT_CHARS (naming where it is whole). */
+function shortenRefusal(message: string): string {
+  if (message.length <= MAX_REFUSAL_TEXT_CHARS) return message;
+  const cut = message.slice(0, MAX_REFUSAL_TEXT_CHARS);
+  const space = cut.lastIndexOf(' ');
+  return `${(space > MAX_REFUSAL_TEXT_CHARS / 2 ? cut.slice(0, space) : cut).trimEnd()} … (whole in inspect --json: totals.dropRefusal.message)`;
+}
+
 /** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
 export function renderInspectReport(report: InspectReport): string {
   const rows = report.entries.map((e) => [
@@ -88,7 +102,7 @@ export function renderInspectReport(report: InspectReport): string {
             (t.dropRefusal === undefined
               ? 'gc --drop-unbound-entries removes them'
               : t.dropRefusal !== null
-                ? `splitzip gc ${report.cache} --drop-unbound-entries refuses to remove them for now (${t.dropRefusal.code}: it says why)`
+                ? `splitzip gc ${report.cache} --drop-unbound-entries${t.dropNeedsExclusive === true ? ' --exclusive' : ''} refuses to remove them for now: ${shortenRefusal(t.dropRefusal.message)}`
                 : t.dropNeedsExclusive === true
                   ? `splitzip gc ${report.cache} --drop-unbound-entries --exclusive removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
                   : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
