@@ -4,9 +4,10 @@
 // a wrong assurance, not a guarantee (README "S3 layout", Removing entries).
 import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
+import { formatAge } from './format-age.js';
 import { mapLimited } from './map-limited.js';
 import { BLOBS_DIR, ENTRIES_DIR, SLICES_DIR, STAMPS_DIR, blobObjectName, entryObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import type { ListedObject, S3Transport } from './s3-transport.js';
+import { describeClockOffset, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 
 /** An entry object the drop judged unbound, with the listing's look at it. */
@@ -35,34 +36,65 @@ export function s3DropNeedsExclusive(root: string): StoreError {
 /** The top-level folders a writer writes to: an object there younger than minAgeMs is a writer at work. */
 const WRITTEN_DIRS = [ENTRIES_DIR, SLICES_DIR, STAMPS_DIR, BLOBS_DIR];
 
-/** An age for a message: ms, s, min or h. */
-function formatAge(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 120_000) return `${Math.round(ms / 1000)} s`;
-  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
-  return `${(ms / 3_600_000).toFixed(1)} h`;
+/**
+ * How far ahead of the judging clock a Last-Modified may be and still be "just now": the server
+ * sends its Date and Last-Modified to the second, and the SDK's offset takes a reply's Date against
+ * this machine's clock on its arrival, so an object written a moment ago may read up to ~1 s (plus
+ * the request's latency) in the future. Beyond this, the clocks disagree and the message says so.
+ */
+export const CLOCK_READING_SLACK_MS = 5_000;
+
+/**
+ * An offset between this machine's clock and the server's worth naming in a refusal (ages are
+ * judged on the server's clock, so it changed nothing, but the machine's clock wants fixing): well
+ * above the second the Date header's resolution and a request's latency account for.
+ */
+export const CLOCK_OFFSET_NOTED_MS = 60_000;
+
+/**
+ * The clock the drop judges ages by: now on the server's clock as its replies tell
+ * (S3Transport.serverNowMs) and the offset applied to this machine's to get it (0: none known).
+ */
+export interface JudgingClock {
+  nowMs: number;
+  offsetMs: number;
+}
+
+/** The newest young object's age for the refusal: in ms, or how far its Last-Modified is in the future and whose clock to check. */
+function describeNewest(name: string, ageMs: number, offsetMs: number): string {
+  if (ageMs >= -CLOCK_READING_SLACK_MS) return `the newest ${formatAge(Math.max(0, ageMs))} old (${name})`;
+  const ahead = formatAge(-ageMs);
+  // No offset known: this machine's clock is all there is to blame. With one, the server's own
+  // Date and Last-Modified disagree (nodes behind one endpoint with different clocks, or a proxy's Date).
+  return offsetMs === 0
+    ? `the newest (${name}) with a Last-Modified ${ahead} ahead of this machine's clock: check its clock`
+    : `the newest (${name}) with a Last-Modified ${ahead} ahead of the server's time as its replies' Date header gives it: check the server's clocks (its nodes', a proxy's)`;
 }
 
 /**
  * Refuses (INVALID_ARGUMENT, `details.reason: 'recent-writes'`) a drop of a cache written to within
- * `minAgeMs` of `nowMs`: any object of `listing` under entries/, slices/, stamps/ or blobs/, or any
+ * `minAgeMs` of `clock.nowMs`: any object of `listing` under entries/, slices/, stamps/ or blobs/, or any
  * unfinished multipart upload, that young. A build writes continuously and a loader records stamps,
  * so such an object says the cache was not quiet lately, whatever `exclusive` asserts. The message
- * counts them and gives the newest one's age.
+ * counts them and gives the newest one's age, or, where its Last-Modified is ahead of `clock`, by
+ * how much and whose clock to check; and the offset of this machine's clock to the server's when
+ * it is large (ages are judged on the server's: `clock`).
  */
 export function checkS3CacheQuiet(
   listing: readonly ListedObject[],
   uploads: readonly { name: string; initiatedMs: number }[],
-  nowMs: number,
+  clock: JudgingClock,
   minAgeMs: number,
   root: string,
 ): void {
+  const { nowMs, offsetMs } = clock;
   const young = listing.filter((object) => WRITTEN_DIRS.some((dir) => object.name.startsWith(dir)) && nowMs - object.lastModifiedMs < minAgeMs);
   const youngUploads = uploads.filter((upload) => nowMs - upload.initiatedMs < minAgeMs);
   if (young.length === 0 && youngUploads.length === 0) return;
   const newest = [...young.map((o) => ({ name: o.name, atMs: o.lastModifiedMs })), ...youngUploads.map((u) => ({ name: u.name, atMs: u.initiatedMs }))].reduce((a, b) => (b.atMs > a.atMs ? b : a));
-  // Clocks differ: an object "from the future" is as young as can be.
-  const newestAgeMs = Math.max(0, nowMs - newest.atMs);
+  // Negative: its Last-Modified is ahead of the clock judged by (as young as can be, and a clock is wrong).
+  const newestAgeMs = nowMs - newest.atMs;
+  const offsetNote = Math.abs(offsetMs) >= CLOCK_OFFSET_NOTED_MS ? ` (ages are judged on the server's clock: this machine's is ${describeClockOffset(offsetMs)}, fix it)` : '';
   const what = [
     young.length === 0 ? '' : `${young.length} object${young.length === 1 ? '' : 's'} under entries/, slices/, stamps/ or blobs/`,
     youngUploads.length === 0 ? '' : `${youngUploads.length} unfinished upload${youngUploads.length === 1 ? '' : 's'}`,
@@ -71,9 +103,9 @@ export function checkS3CacheQuiet(
     .join(' and ');
   throw new StoreError(
     'INVALID_ARGUMENT',
-    `dropUnboundEntries refuses: the cache was written to recently, ${what} younger than minAgeMs (${formatAge(minAgeMs)}), the newest ${formatAge(newestAgeMs)} old (${newest.name}): ` +
+    `dropUnboundEntries refuses: the cache was written to recently, ${what} younger than minAgeMs (${formatAge(minAgeMs)}), ${describeNewest(newest.name, newestAgeMs, offsetMs)}${offsetNote}: ` +
       'a build, a loader recording stamps or another maintenance run was at work, and the drop needs the cache quiet; stop every writer and run it again once nothing has been written for minAgeMs',
-    { path: root, details: { reason: 'recent-writes', recentObjects: young.length, recentUploads: youngUploads.length, newestAgeMs, newestObject: newest.name, minAgeMs } },
+    { path: root, details: { reason: 'recent-writes', recentObjects: young.length, recentUploads: youngUploads.length, newestAgeMs, newestObject: newest.name, minAgeMs, clockOffsetMs: offsetMs } },
   );
 }
 
@@ -189,7 +221,7 @@ export async function dropS3UnboundEntries(
       await transport.deleteObject(blob, async () => {
         const head = await transport.headObject(blob);
         if (head === undefined) return false;
-        kept = Date.now() - head.lastModifiedMs < minAgeMs || (await transport.headObject(entryObjectName(name.key, name.blobSha256))) !== undefined;
+        kept = transport.serverNowMs() - head.lastModifiedMs < minAgeMs || (await transport.headObject(entryObjectName(name.key, name.blobSha256))) !== undefined;
         return !kept;
       });
     } catch (error) {

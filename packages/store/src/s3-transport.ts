@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { StoreError, isStoreError } from './errors.js';
+import { formatAge } from './format-age.js';
 import { updateHash } from './hash-bytes.js';
 import { isSdkMissing, loadS3Sdk, S3_SDK_INSTALL_COMMAND, type S3Sdk } from './load-s3-sdk.js';
 import { normalizeEtag } from './normalize-etag.js';
@@ -165,6 +166,32 @@ function isSilentAttempt(error: unknown): boolean {
 function isReply(error: unknown): boolean {
   const name = (error as { name?: unknown } | undefined)?.name;
   return statusOf(error) !== undefined || name === 'BodyInterrupted' || name === 'BodyStalled';
+}
+
+/**
+ * An offset the SDK keeps below this is noise, not skew: it takes a reply's Date header (to the
+ * second) against this machine's clock on the reply's arrival, so clocks that agree read up to a
+ * second and a request's latency apart. This machine's clock is then used as it is: the server's
+ * Date read a second low made an object written a moment ago look written in the future.
+ */
+export const CLOCK_OFFSET_NOISE_MS = 2_000;
+
+/** The S3 codes of a request signed at a time too far from the server's (15 min on AWS). */
+const CLOCK_SKEW_NAMES = new Set(['RequestTimeTooSkewed', 'RequestExpired', 'RequestInTheFuture']);
+
+/**
+ * A request refused for its signing time (a 403 like a denied one): a wrong clock, not wrong
+ * credentials. The SDK corrects its signing clock from that reply's Date header
+ * (client.config.systemClockOffset), so one more attempt is signed on the server's time.
+ */
+export function isClockSkewError(error: unknown): boolean {
+  const name = (error as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && CLOCK_SKEW_NAMES.has(name);
+}
+
+/** A clock offset (the server's time minus this machine's) for a message: "2.0 h ahead of the server's". */
+export function describeClockOffset(offsetMs: number): string {
+  return `${formatAge(Math.abs(offsetMs))} ${offsetMs < 0 ? 'ahead of' : 'behind'} the server's`;
 }
 
 function isNotFound(error: unknown): boolean {
@@ -332,6 +359,26 @@ export class S3Transport {
     return (this.session as { sdk: S3Sdk }).sdk.s3;
   }
 
+  /**
+   * The server's time minus this machine's, in ms, as the SDK keeps it to sign requests
+   * (client.config.systemClockOffset, updated from every reply's Date header); 0 when it is within
+   * CLOCK_OFFSET_NOISE_MS, before any request, for a client that keeps none (a caller's stand-in)
+   * or one built with disableClockSkewCorrection.
+   */
+  clockOffsetMs(): number {
+    const offset = (this.session?.client as { config?: { systemClockOffset?: unknown } } | undefined)?.config?.systemClockOffset;
+    return typeof offset === 'number' && Number.isFinite(offset) && Math.abs(offset) >= CLOCK_OFFSET_NOISE_MS ? offset : 0;
+  }
+
+  /**
+   * Now on the server's clock, as far as its replies tell (clockOffsetMs): what an object's
+   * Last-Modified is compared with. This machine's clock alone made every object look older by its
+   * skew, and gc and the drop deleted a running writer's fresh objects once that passed minAgeMs.
+   */
+  serverNowMs(): number {
+    return Date.now() + this.clockOffsetMs();
+  }
+
   /** `s3://bucket/prefix/name`, for messages. */
   describe(name: string): string {
     return `${this.location.url}${name}`;
@@ -364,10 +411,14 @@ export class S3Transport {
     let last: unknown;
     let attempts = 0;
     let silent = 0;
+    // One more attempt after a clock-skew refusal: the SDK has corrected its signing clock from that
+    // reply's Date header, so it goes through unless the skew is the client's to keep (no correction).
+    let attemptsAllowed = maxAttempts;
+    let skewRetried = false;
     // Only an endpoint that has never answered this transport is judged dead early: once it has, a
     // silent spell is a blip (a failover, a flaky link) that a long build rides out on maxAttempts.
     const silentCap = (): number => (this.endpointAnswered ? Infinity : MAX_SILENT_ATTEMPTS);
-    for (let n = 0; n < maxAttempts && silent < silentCap(); n++) {
+    for (let n = 0; n < attemptsAllowed && silent < silentCap(); n++) {
       attempts = n + 1;
       this.throwIfAborted(operation, name);
       throwIfGroupFailed(group);
@@ -398,6 +449,14 @@ export class S3Transport {
           last = new Error(`no complete response within requestDeadlineMs (${requestDeadlineMs} ms)`);
           continue;
         }
+        if (isClockSkewError(error) && !skewRetried) {
+          skewRetried = true;
+          attemptsAllowed++;
+          silent = 0;
+          this.endpointAnswered = true;
+          last = error;
+          continue;
+        }
         if (!isTransientS3Error(error)) throw this.wrap(operation, name, error);
         silent = isSilentAttempt(error) ? silent + 1 : 0;
         if (isReply(error)) this.endpointAnswered = true;
@@ -425,15 +484,16 @@ export class S3Transport {
     // A 403 says little by itself ("Unknown HTTP 403 UnknownError" from some servers): name the usual cause.
     // No credentials found at all: the SDK's message lists no source to set (a pipeline run without
     // the gateway's environment got only "Could not load credentials from any providers").
-    const hint =
-      statusOf(error) === 403
+    const hint = isClockSkewError(error)
+      ? ` (this machine's clock differs from the server's by more than S3 allows (15 min on AWS)${this.clockOffsetMs() === 0 ? '' : `: it is ${describeClockOffset(this.clockOffsetMs())} by its replies' Date`}; fix the clock (NTP): the credentials were not judged)`
+      : statusOf(error) === 403
         ? ' (access denied: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the bucket policy)'
         : (error as { name?: unknown } | null)?.name === 'CredentialsProviderError'
           ? ' (no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), and AWS_ENDPOINT_URL for a gateway that is not AWS)'
           : '';
     return new StoreError('S3_ERROR', `S3 ${operation} failed at ${this.endpoint}: ${describeError(error)}${hint}`, {
       path: this.describe(name),
-      details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name },
+      details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name, ...(isClockSkewError(error) ? { clockOffsetMs: this.clockOffsetMs() } : {}) },
       cause: summarizeCause(error),
     });
   }

@@ -1,0 +1,128 @@
+// An S3 cache's ages (gc's orphans, the drop's quiet check and its candidates) are judged on the
+// server's clock, as the SDK corrects it from each reply's Date header: this machine's clock ahead
+// by more than minAgeMs made a just-written cache look old (the drop deleted a writer's young
+// unbound entry, gc a running build's fresh blob). A request refused for its signing time
+// (RequestTimeTooSkewed) is retried once on the corrected clock, and one that stays refused names
+// the clock, not the credentials. A Last-Modified in the future says whose clock to check.
+import { HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { afterEach, expect, it, vi } from 'vitest';
+import { openCacheStore, type CacheStore } from '../src/index.js';
+import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
+import { catchError, makeTensor, toInput } from './helpers.js';
+import { describeS3, endpoint, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
+
+const HOUR_MS = 3_600_000;
+
+/** This machine's clock (Date.now, which the SDK signs with) moved by `shiftMs`; `undo` adds to it per call. */
+function shiftClock(shiftMs: number, undo: () => number = () => 0): void {
+  const real = Date.now.bind(Date);
+  vi.spyOn(Date, 'now').mockImplementation(() => real() + shiftMs + undo());
+}
+
+/** The SDK client the store's transport made (to read or defeat its clock correction). */
+function clientOf(store: CacheStore): S3Client {
+  return (store as unknown as { transport: { session: { client: S3Client } } }).transport.session.client;
+}
+
+describeS3('S3 store: ages on the server clock', () => {
+  const bucket = uniqueBucket('skew');
+  const client = rawClient();
+  let run = 0;
+  useTestBucket(client, bucket);
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  /** A cache just written: one bound entry, one unbound (between its entry and alias PUTs, say), and a fresh orphan blob. */
+  async function freshCache(options: { client?: S3Client } = {}): Promise<{ store: CacheStore; prefix: string; orphan: string }> {
+    const prefix = `run${run++}/`;
+    const store = await openCacheStore(`s3://${bucket}/${prefix}`, { create: true, ...(options.client ? { s3: { client: options.client } } : {}) });
+    const [a, b, c] = [1, 2, 3].map((seed) => makeTensor([40, 1], 900 + seed + run * 10));
+    await store.addEntries([toInput(a!, 'a.weight', [['m.safetensors', 0, 80]]), toInput(b!, 'b.weight')]);
+    const orphan = `blobs/${c!.key}.${'c'.repeat(64)}.bin`;
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${orphan}`, Body: c!.payload }));
+    return { store, prefix, orphan };
+  }
+
+  it('clock 2 h ahead: the drop refuses a just-written cache (recent-writes, naming the offset) and gc keeps its fresh orphan blob', async () => {
+    const { store, prefix, orphan } = await freshCache();
+    shiftClock(2 * HOUR_MS);
+    try {
+      // A warm-up request: any skew correction has happened after it (it failed before the retry).
+      await store.refresh().catch(() => undefined);
+      const refused = await catchError(() => (store as S3CacheStore).dropUnboundEntries({ exclusive: true }));
+      expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', recentObjects: expect.any(Number) } });
+      expect(refused.message).toContain("this machine's is 2.0 h ahead of the server's");
+      const report = await (store as S3CacheStore).gc({ minAgeMs: MIN_S3_GC_AGE_MS });
+      expect(report.orphanBlobs).toEqual([]);
+    } finally {
+      vi.restoreAllMocks();
+    }
+    await client.send(new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}${orphan}` }));
+    expect((await store.verify()).ok).toBe(true);
+    await store.close();
+  }, 60_000);
+
+  it('clock 2 h ahead: the first request, refused RequestTimeTooSkewed, is retried once on the clock the SDK corrected', async () => {
+    const { store } = await freshCache();
+    shiftClock(2 * HOUR_MS);
+    await store.refresh();
+    const report = await (store as S3CacheStore).gc({ minAgeMs: MIN_S3_GC_AGE_MS, dryRun: true });
+    expect(report.orphanBlobs).toEqual([]);
+    vi.restoreAllMocks();
+    await store.close();
+  }, 60_000);
+
+  it('a skew the SDK cannot correct: S3_ERROR names the clock, not the credentials', async () => {
+    const { store } = await freshCache();
+    const sdk = clientOf(store);
+    // Each correction the SDK makes is undone: every request is signed 2 h ahead.
+    shiftClock(2 * HOUR_MS, () => -((sdk.config as { systemClockOffset?: number }).systemClockOffset ?? 0));
+    const error = await catchError(() => store.refresh());
+    vi.restoreAllMocks();
+    expect(error).toMatchObject({ code: 'S3_ERROR', details: { s3Code: 'RequestTimeTooSkewed', status: 403 } });
+    expect(error.message).toContain("this machine's clock differs from the server's by more than S3 allows");
+    // The offset the SDK holds (the test's undoing makes it grow with each correction).
+    expect(error.message).toMatch(/it is [\d.]+ h ahead of the server's by its replies' Date/);
+    expect(error.message).not.toContain('access denied');
+    await store.close();
+  }, 60_000);
+
+  it('clock 1 h behind: the refusal gives the newest object its true age and names the clock', async () => {
+    const { store } = await freshCache();
+    shiftClock(-HOUR_MS);
+    try {
+      await store.refresh().catch(() => undefined);
+      const refused = await catchError(() => (store as S3CacheStore).dropUnboundEntries({ dryRun: true }));
+      expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes' } });
+      expect(refused.message).toContain("this machine's is 60 min behind the server's");
+      // Judged on the server's clock: written moments ago, not an hour in the future (nor "0 ms" for it).
+      expect(Math.abs(refused.details!.newestAgeMs as number)).toBeLessThan(60_000);
+    } finally {
+      vi.restoreAllMocks();
+    }
+    await store.close();
+  }, 60_000);
+
+  it('no correction known (a client built with disableClockSkewCorrection), clock 1 h behind: Last-Modified is ahead of this machine\'s clock, check it', async () => {
+    const own = new S3Client({
+      endpoint,
+      forcePathStyle: true,
+      region: process.env.AWS_REGION ?? 'us-east-1',
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+      disableClockSkewCorrection: true,
+    });
+    const { store } = await freshCache({ client: own });
+    shiftClock(-HOUR_MS);
+    try {
+      const refused = await catchError(() => (store as S3CacheStore).dropUnboundEntries({ dryRun: true }));
+      expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', clockOffsetMs: 0 } });
+      expect(refused.message).toMatch(/with a Last-Modified (59|60) min ahead of this machine's clock: check its clock/);
+      expect(refused.message).not.toContain('0 ms old');
+    } finally {
+      vi.restoreAllMocks();
+    }
+    await store.close();
+  }, 60_000);
+});
