@@ -4,10 +4,15 @@
 // unbound entry, gc a running build's fresh blob). A request refused for its signing time
 // (RequestTimeTooSkewed) is retried once on the corrected clock, and one that stays refused names
 // the clock, not the credentials. A Last-Modified in the future says whose clock to check.
+import { createHash } from 'node:crypto';
 import { HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, expect, it, vi } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
+import { dropS3UnboundEntries } from '../src/s3-drop-unbound-entries.js';
+import { blobObjectName, entryObjectName, stampObjectName } from '../src/s3-layout.js';
+import type { HeadedObject, ListedObject, S3Transport } from '../src/s3-transport.js';
+import type { CacheEntry } from '../src/types.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
 import { describeS3, endpoint, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
@@ -23,6 +28,36 @@ function shiftClock(shiftMs: number, undo: () => number = () => 0): void {
 function clientOf(store: CacheStore): S3Client {
   return (store as unknown as { transport: { session: { client: S3Client } } }).transport.session.client;
 }
+
+it("the drop's look before a blob DELETE judges the blob's age on the transport's server clock (this machine 2 h ahead: a blob stored again a second ago stays)", async () => {
+  const t = makeTensor([40, 1], 990);
+  const sha = createHash('sha256').update(t.payload).digest('hex');
+  const [entryName, blobName] = [entryObjectName(t.key, sha), blobObjectName(t.key, sha)];
+  const serverNowMs = (): number => Date.now() - 2 * HOUR_MS;
+  const listed: ListedObject = { name: entryName, sizeBytes: 10, lastModifiedMs: serverNowMs() - 3 * HOUR_MS, etag: undefined };
+  // The blob was stored again (a writer re-adding the key) a second ago on the server's clock.
+  const blobWrittenMs = serverNowMs() - 1000;
+  const present = new Set([entryName, blobName]);
+  const head = (name: string): HeadedObject | undefined =>
+    present.has(name) ? { sizeBytes: 10, sizeKnown: true, etag: undefined, lastModifiedMs: name === entryName ? listed.lastModifiedMs : blobWrittenMs } : undefined;
+  const transport = {
+    settings: { maxConcurrentRequests: 2 },
+    serverNowMs,
+    getSmallObject: async () => new Uint8Array(10),
+    headObject: async (name: string) => head(name),
+    deleteObject: async (name: string, beforeAttempt?: () => Promise<boolean>) => {
+      if (beforeAttempt !== undefined && !(await beforeAttempt())) return false;
+      present.delete(name);
+      return true;
+    },
+    list: async () => [],
+    putObject: async () => undefined,
+  } as unknown as S3Transport;
+  const entry = { key: t.key, qualname: 't.weight', compBytes: 10 } as CacheEntry;
+  const report = await dropS3UnboundEntries(transport, [{ object: listed, entry }], MIN_S3_GC_AGE_MS, 1 << 20);
+  expect(present.has(blobName)).toBe(true);
+  expect(report.count).toBe(0);
+});
 
 describeS3('S3 store: ages on the server clock', () => {
   const bucket = uniqueBucket('skew');
@@ -60,6 +95,26 @@ describeS3('S3 store: ages on the server clock', () => {
     }
     await client.send(new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}${orphan}` }));
     expect((await store.verify()).ok).toBe(true);
+    await store.close();
+  }, 60_000);
+
+  it("clock 2 h ahead: gc's look before each DELETE judges on the server's clock too: an orphan blob and stamp the listing saw old, written again since, stay", async () => {
+    const { store, prefix, orphan } = await freshCache();
+    const stamp = stampObjectName(['m.safetensors', 4000, 80], 'c'.repeat(40), `etag:"${'7'.repeat(32)}"`, prefix);
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${stamp}`, Body: new Uint8Array(0) }));
+    // The listing saw older versions of both (3 h old on any clock): each was written again since.
+    const transport = (store as unknown as { transport: { list(dir: string): Promise<ListedObject[]> } }).transport;
+    const list = transport.list.bind(transport);
+    transport.list = async (dir) => (await list(dir)).map((o) => (o.name === orphan || o.name === stamp ? { ...o, lastModifiedMs: o.lastModifiedMs - 3 * HOUR_MS } : o));
+    shiftClock(2 * HOUR_MS);
+    try {
+      await store.refresh().catch(() => undefined);
+      const report = await (store as S3CacheStore).gc({ minAgeMs: MIN_S3_GC_AGE_MS });
+      expect([report.orphanBlobs, report.orphanStamps]).toEqual([[], []]);
+    } finally {
+      vi.restoreAllMocks();
+    }
+    for (const name of [orphan, stamp]) await client.send(new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}${name}` }));
     await store.close();
   }, 60_000);
 
