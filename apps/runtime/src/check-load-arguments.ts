@@ -22,7 +22,11 @@ function kindOf(value: unknown): string {
 function hasMethods(value: unknown, methods: readonly string[]): boolean {
   if (typeof value !== 'object' || value === null) return false;
   const object = value as Record<string, unknown>;
-  return methods.every((method) => typeof object[method] === 'function');
+  try {
+    return methods.every((method) => typeof object[method] === 'function');
+  } catch {
+    return false; // a Proxy whose get trap throws is no handle: INVALID_ARGUMENT, not the trap's error
+  }
 }
 
 /** The option names of an options type, checked complete by the compiler (the codec's optionNamesOf). */
@@ -39,7 +43,13 @@ export function checkOptionsArgument(options: unknown, known?: readonly string[]
     throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, { option: 'options' });
   }
   if (known === undefined) return;
-  const unknown = findUnknownOption(options, known);
+  let unknown: ReturnType<typeof findUnknownOption>;
+  try {
+    unknown = findUnknownOption(options, known);
+  } catch {
+    // Its keys cannot be read (a Proxy whose ownKeys or get trap throws).
+    throw new RuntimeError('INVALID_ARGUMENT', 'options must be a plain object whose keys can be read (reading them threw)', { option: 'options' });
+  }
   if (unknown !== undefined) {
     const { key, near } = unknown;
     const handle = hasMethods(options, ['lookup', 'readBlob']) ? ' (this looks like a cache handle: pass it as the cache option, { cache })' : '';

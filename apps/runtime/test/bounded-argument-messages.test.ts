@@ -48,3 +48,26 @@ describe('bounded argument messages', () => {
     }
   });
 });
+
+describe('options a Proxy whose traps throw', () => {
+  const throwing = (trap: 'get' | 'ownKeys'): object =>
+    new Proxy(
+      {},
+      {
+        [trap]() {
+          throw new Error(`${trap} trap`);
+        },
+      },
+    );
+
+  it('a cache option whose get trap throws is INVALID_ARGUMENT naming the cache option, not the trap error', async () => {
+    const error = await loadTensor({ shardName: 'a.safetensors', offsetBytes: 0, sizeBytes: 2 }, { cache: throwing('get') as never }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect((error as Error).message).toMatch(/^cache must be a cache handle/);
+  });
+
+  it('options whose keys cannot be read are INVALID_ARGUMENT', async () => {
+    const error = await loadTensor({ shardName: 'a.safetensors', offsetBytes: 0, sizeBytes: 2 }, throwing('ownKeys') as never).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'options' } });
+  });
+});
