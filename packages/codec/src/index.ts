@@ -14,6 +14,8 @@ export {
 export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors.js';
 // Argument checks the kernels package applies with the codec's own rules and messages.
 export { checkNoOverlap } from './check-overlap.js';
+export { argumentTypeError } from './argument-type-error.js';
+export { describeValue } from './describe-value.js';
 export { findClosestName, MAX_SUGGESTION_EDITS } from './find-closest-name.js';
 export { formatCoverage } from './format-coverage.js';
 export { findUnknownOption, optionNamesOf, type UnknownOption } from './find-unknown-option.js';
