@@ -4,8 +4,7 @@
 // machine, Node and headless Chromium/SwiftShader) and device/run-h200.sh (H200, Node + Dawn);
 // RESULTS.md and README.md hold the tables they were copied from. A backend with no measurement
 // for a platform is never picked by `auto` (no guesses); `codec` is the floor.
-import { checkChoiceOption, checkIntegerOption, describeValue } from './check-options.js';
-import { KernelsError } from './errors.js';
+import { checkChoiceOption, checkIntegerOption, kernelsArgumentTypeError } from './check-options.js';
 import type { BackendName } from './types.js';
 
 export type Operation = 'decode' | 'encode' | 'decodeToDevice';
@@ -114,7 +113,7 @@ export function pickBackend(
   // Any integer: a call's count comes from a header not yet validated (the codec then reports it).
   checkIntegerOption(elementCount, 'elementCount', 0, Infinity);
   if (!Array.isArray(available)) {
-    throw new KernelsError('INVALID_ARGUMENT', `available must be an array of backend names, got ${describeValue(available)}`, { argument: 'available' });
+    throw kernelsArgumentTypeError('available', 'an array of backend names', available);
   }
   for (const backend of available) checkChoiceOption(backend, 'available[]', BACKENDS);
   const rows = table[platform].filter((r) => r.operation === operation && available.includes(r.backend));
@@ -162,7 +161,7 @@ export function candidateBackends(
 /** `table` is an object and `platform` one of its keys ('node', 'browser'): a misspelt one was a bare TypeError. */
 function checkRuleArguments(platform: unknown, table: unknown): void {
   if (typeof table !== 'object' || table === null) {
-    throw new KernelsError('INVALID_ARGUMENT', `table must be a measurement table like MEASURED_THROUGHPUT, got ${describeValue(table)}`, { argument: 'table' });
+    throw kernelsArgumentTypeError('table', 'a measurement table like MEASURED_THROUGHPUT', table);
   }
   checkChoiceOption(platform, 'platform', Object.keys(table));
 }

@@ -3,10 +3,12 @@
 // error on every backend, and never reaches a backend, whose untyped errors mark it broken (a
 // codebook whose `exponents` getter threw sent every later call to codec).
 import {
+  argumentTypeError,
   checkNoOverlap,
   checkReadableView,
   createCodebook,
   DEFAULT_CHUNK_SIZE,
+  describeValue,
   isUint16Array,
   isUint8Array,
   MAX_CHUNK_SIZE,
@@ -18,9 +20,9 @@ import {
 } from '@splitzip/codec';
 import { checkOutput } from './check-output.js';
 
-/** The codec's first payload rule (readPayloadMeta's), its error naming the argument. */
+/** The codec's first payload rule (readPayloadMeta's), its error naming the argument and showing what came. */
 export function checkPayloadArray(payload: Uint8Array): void {
-  if (!isUint8Array(payload)) throw new SplitZipError('INVALID_ARGUMENT', 'payload must be a Uint8Array', { argument: 'payload' });
+  if (!isUint8Array(payload)) throw argumentTypeError('payload', 'a Uint8Array', payload);
 }
 
 /** The codec's decode rules, in its order: the header, then `out` (kind, length, apart from the payload). */
@@ -39,7 +41,7 @@ export function checkDecodeArguments(payload: Uint8Array, out: Uint16Array | und
  */
 export function checkEncodeArguments(values: Uint16Array, codebook: Codebook, chunkSize: number | undefined): { book: Codebook; chunkSize: number } {
   if (!isUint16Array(values)) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'values must be a Uint16Array of BF16 bit patterns', { argument: 'values' });
+    throw argumentTypeError('values', 'a Uint16Array of BF16 bit patterns', values);
   }
   // A detached or out-of-bounds array reads as empty: a valid empty payload would hide the caller's bug.
   checkReadableView(values, 'values');
@@ -49,11 +51,15 @@ export function checkEncodeArguments(values: Uint16Array, codebook: Codebook, ch
   // Only undefined means the default: a null chunkSize is refused, as by the codec's encode.
   const size = chunkSize === undefined ? DEFAULT_CHUNK_SIZE : chunkSize;
   if (!Number.isInteger(size) || size < MIN_CHUNK_SIZE || size > MAX_CHUNK_SIZE || (size & (size - 1)) !== 0) {
-    throw new SplitZipError('INVALID_ARGUMENT', 'chunkSize must be a power of two in 64..65536', { argument: 'chunkSize', chunkSize: size });
+    throw new SplitZipError('INVALID_ARGUMENT', `chunkSize must be a power of two in 64..65536, got ${describeValue(size)}`, {
+      argument: 'chunkSize',
+      chunkSize: size,
+      got: describeValue(size),
+    });
   }
   // The codec's ensureCodebook: a missing codebook said "must hold 1..16 exponents" ({ size: 0 }).
   if (codebook === null || typeof codebook !== 'object') {
-    throw new SplitZipError('INVALID_CODEBOOK', 'codebook must be an object with an exponents array', {});
+    throw new SplitZipError('INVALID_CODEBOOK', `codebook must be an object with an exponents array, got ${describeValue(codebook)}`, { got: describeValue(codebook) });
   }
   return { book: createCodebook(codebook.exponents), chunkSize: size };
 }

@@ -1,6 +1,6 @@
 // createKernels' options, checked before any backend starts: a caller's bad option is an error
 // on every host, never a quiet default or a backend that "failed to start".
-import { checkBooleanOption, checkChoiceOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, optionNames } from './check-options.js';
+import { checkBooleanOption, checkChoiceOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, kernelsArgumentTypeError, optionNames } from './check-options.js';
 import { checkWebGpuDecodeOptions, MAX_CHECKSUM_THREADS } from './create-webgpu-decoder.js';
 import { KernelsError } from './errors.js';
 import type { BackendRequest, CreateKernelsOptions, TestFaults } from './types.js';
@@ -28,7 +28,7 @@ export function checkCreateKernelsOptions(options: unknown): asserts options is 
   const { arena, checksumThreads } = webgpu;
   // Without cross-origin isolation the global SharedArrayBuffer is undefined: `instanceof` would throw a ReferenceError.
   if (arena !== undefined && !(typeof SharedArrayBuffer !== 'undefined' && arena?.buffer instanceof SharedArrayBuffer)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', { argument: 'webgpu.arena' });
+    throw kernelsArgumentTypeError('webgpu.arena', 'a shared arena: createCodecArena(bytes, { threads: 1 or more })', arena);
   }
   checkIntegerOption(checksumThreads, 'webgpu.checksumThreads', 1, MAX_CHECKSUM_THREADS);
   if (checksumThreads !== undefined && arena !== undefined && checksumThreads > arena.threads) {

@@ -4,17 +4,35 @@
 // took the default thread count. Only undefined means "the default": null is a value, refused
 // where the option takes none. The near name comes from the codec's findClosestName, the one
 // 'did you mean' of the packages (the codec refuses its own unknown keys the same way).
-import { findClosestName, findUnknownOption } from '@splitzip/codec';
+import { describeValue, findClosestName, findUnknownOption } from '@splitzip/codec';
 import { KernelsError } from './errors.js';
 
 /** The option names of an options type, checked complete by the compiler (the codec's optionNamesOf). */
 export { optionNamesOf as optionNames } from '@splitzip/codec';
 
+/**
+ * A caller's value as every message here shows it: the codec's describeValue (`string "4"`, `object
+ * {"a":1}`, cut to 60 characters; a typed array by tag and length, never read item by item). This
+ * package's own quoted a string whole (a 1 MB workerUrl made a 1 MB message) and said only "an
+ * object" of an object.
+ */
+export { describeValue } from '@splitzip/codec';
+
+/**
+ * KernelsError INVALID_ARGUMENT for an argument of the wrong type: the codec's argumentTypeError
+ * message (`arena must be a shared arena, got object {}`), the value shown in `details.got`, as a
+ * KernelsError because the rule is this package's.
+ */
+export function kernelsArgumentTypeError(argument: string, expected: string, value: unknown, details: Record<string, unknown> = {}): KernelsError {
+  const got = describeValue(value);
+  return new KernelsError('INVALID_ARGUMENT', `${argument} must be ${expected}, got ${got}`, { argument, got, ...details });
+}
+
 /** An options argument: an object (undefined, where the caller may leave it out, is handled before). */
 export function checkOptionsObject(options: unknown, argument = 'options', call?: string): asserts options is object {
   if (typeof options !== 'object' || options === null) {
     const where = call === undefined ? '' : `${call}: `;
-    throw new KernelsError('INVALID_ARGUMENT', `${where}${argument} must be an object or undefined, got ${describeValue(options)}`, { argument });
+    throw new KernelsError('INVALID_ARGUMENT', `${where}${argument} must be an object or undefined, got ${describeValue(options)}`, { argument, got: describeValue(options) });
   }
 }
 
@@ -38,7 +56,7 @@ export function checkOptionKeys(options: object, known: readonly string[], call:
 /** A flag: true, false or undefined (a string 'false' is true to an `if`). */
 export function checkBooleanOption(value: unknown, argument: string): void {
   if (value === undefined || typeof value === 'boolean') return;
-  throw new KernelsError('INVALID_ARGUMENT', `${argument} must be true or false, got ${describeValue(value)}`, { argument, value: describeValue(value) });
+  throw kernelsArgumentTypeError(argument, 'true or false', value, { value: describeValue(value) });
 }
 
 /** A count or size: an integer in min..max, or undefined (NaN, null, 1.5 and '4' are refused). */
@@ -48,6 +66,7 @@ export function checkIntegerOption(value: unknown, argument: string, min: number
   const range = max >= Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in ${min}..${max}`;
   throw new KernelsError('INVALID_ARGUMENT', `${argument} must be an integer ${range}, got ${describeValue(value)}`, {
     argument,
+    got: describeValue(value),
     value: describeValue(value),
     min,
     max,
@@ -61,20 +80,9 @@ export function checkChoiceOption(value: unknown, argument: string, choices: rea
   const hint = near === undefined ? '' : `: did you mean "${near}"?`;
   throw new KernelsError('INVALID_ARGUMENT', `${argument} must be one of ${choices.join(', ')}, got ${describeValue(value)}${hint}`, {
     argument,
+    got: describeValue(value),
     value: describeValue(value),
     known: [...choices],
     ...(near === undefined ? {} : { suggestion: near }),
   });
-}
-
-/** A value as an error message shows it: strings quoted, so that '4' and 4 differ. */
-export function describeValue(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'function') return 'a function';
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value !== 'object') return String(value);
-  if (Array.isArray(value)) return 'an array';
-  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  return typeof name === 'string' && name !== 'Object' ? `a ${name}` : 'an object';
 }

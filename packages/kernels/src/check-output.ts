@@ -1,4 +1,4 @@
-import { SplitZipError, checkReadableView, isUint16Array } from '@splitzip/codec';
+import { SplitZipError, argumentTypeError, checkReadableView, isUint16Array } from '@splitzip/codec';
 
 /** The caller's output array (long enough) or a new one; same rules and errors as the codec's decode. */
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
@@ -14,7 +14,7 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
   return out;
 }
 
-/** The codec's first rule on a caller's `out`: a Uint16Array (of any realm), when one is given. */
+/** The codec's first rule on a caller's `out`: a Uint16Array (of any realm), when one is given; its message shows what came. */
 export function checkOutputKind(out: Uint16Array | undefined): void {
-  if (out !== undefined && !isUint16Array(out)) throw new SplitZipError('INVALID_ARGUMENT', 'out must be a Uint16Array', { argument: 'out' });
+  if (out !== undefined && !isUint16Array(out)) throw argumentTypeError('out', 'a Uint16Array', out);
 }

@@ -3,7 +3,7 @@ import type { CodecArena } from '@splitzip/codec';
 import type { ChecksumOffload } from './checksum-offload.js';
 import { MAX_CHECKSUM_THREADS } from './create-webgpu-decoder.js';
 import { createWorkerDecoder } from './create-worker-decoder.js';
-import { KernelsError } from './errors.js';
+import { kernelsArgumentTypeError } from './check-options.js';
 
 /**
  * Checksum threads by default: a format-v3 payload's segments are hashed on this many workers at
@@ -28,11 +28,11 @@ export function defaultChecksumThreads(): number {
 export function createChecksumWorker(options: { arena?: CodecArena; threads?: number; workerUrl?: URL | string } = {}): ChecksumOffload {
   const { arena, workerUrl } = options;
   if (arena !== undefined && !(arena.buffer instanceof SharedArrayBuffer)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'webgpu.arena must be a shared arena: createCodecArena(bytes, { threads: 1 or more })', { argument: 'webgpu.arena' });
+    throw kernelsArgumentTypeError('webgpu.arena', 'a shared arena: createCodecArena(bytes, { threads: 1 or more })', arena);
   }
   const threads = options.threads ?? Math.max(1, Math.min(defaultChecksumThreads(), arena?.threads ?? Infinity));
   if (!Number.isInteger(threads) || threads < 1 || threads > MAX_CHECKSUM_THREADS) {
-    throw new KernelsError('INVALID_ARGUMENT', `webgpu.checksumThreads must be an integer in 1..${MAX_CHECKSUM_THREADS}`, { argument: 'webgpu.checksumThreads', checksumThreads: threads });
+    throw kernelsArgumentTypeError('webgpu.checksumThreads', `an integer in 1..${MAX_CHECKSUM_THREADS}`, threads, { checksumThreads: threads });
   }
   const pool = createWorkerDecoder({ threads, ...(arena ? { arena } : {}), ...(workerUrl ? { workerUrl } : {}) });
   return {

@@ -11,7 +11,7 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import type { ChecksumOffload } from './checksum-offload.js';
-import { checkBooleanOption, checkChoiceOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, optionNames } from './check-options.js';
+import { checkBooleanOption, checkChoiceOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, kernelsArgumentTypeError, optionNames } from './check-options.js';
 import { isKernelsError, KernelsError } from './errors.js';
 import { planDeviceChecksum, type DeviceChecksumPlan } from './plan-device-checksum.js';
 import { checkReadbackOptions, createPiecedReadback, DEFAULT_READBACK_PIECE_BYTES, DEFAULT_READBACK_STAGINGS } from './read-back-in-pieces.js';
@@ -247,10 +247,7 @@ export function checkWebGpuDecodeOptions(options: WebGpuDecodeOptions): void {
   // NaN or null here made the slice plan NaN (no slices, or a null taken as the default).
   checkIntegerOption(options.sliceElements, 'webgpu.sliceElements', 1, MAX_SLICE_ELEMENTS);
   if (options.sliceElements !== undefined && !isPowerOfTwo(options.sliceElements)) {
-    throw new KernelsError('INVALID_ARGUMENT', `webgpu.sliceElements must be a power of two, got ${options.sliceElements}`, {
-      argument: 'webgpu.sliceElements',
-      value: String(options.sliceElements),
-    });
+    throw kernelsArgumentTypeError('webgpu.sliceElements', 'a power of two', options.sliceElements, { value: String(options.sliceElements) });
   }
   checkIntegerOption(options.maxBufferBytes, 'webgpu.maxBufferBytes', 1);
   checkIntegerOption(options.maxWorkgroupsPerDimension, 'webgpu.maxWorkgroupsPerDimension', 1);

@@ -18,7 +18,7 @@ import {
 import { checkOutputApart, checkPayloadArray } from './check-call-arguments.js';
 import { checkOutput } from './check-output.js';
 import { checkDecodeOptions } from './check-call-options.js';
-import { checkBooleanOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, describeValue, optionNames } from './check-options.js';
+import { checkBooleanOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, describeValue, kernelsArgumentTypeError, optionNames } from './check-options.js';
 import { createMetaReader } from './create-meta-reader.js';
 import { KernelsError } from './errors.js';
 import {
@@ -697,7 +697,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const verifyOnWorker = async (payload: Uint8Array, gate: Int32Array | null): Promise<void> => {
     // Arguments first, before any header is read or memory allocated.
     if (gate !== null && !(gate instanceof Int32Array && gate.buffer instanceof SharedArrayBuffer && gate.length === 1)) {
-      throw new KernelsError('INVALID_ARGUMENT', 'gate must be an Int32Array(1) over a SharedArrayBuffer', { argument: 'gate' });
+      throw kernelsArgumentTypeError('gate', 'an Int32Array(1) over a SharedArrayBuffer', gate);
     }
     checkPayloadArray(payload);
     const meta = readPayloadMeta(payload);
@@ -867,7 +867,7 @@ function checkWorkerDecoderOptions(options: unknown): asserts options is WorkerD
   checkBooleanOption(splitChecksum, 'splitChecksum');
   checkIntegerOption(arenaBytes, 'arenaBytes', 0);
   if (workerUrl !== undefined && typeof workerUrl !== 'string' && !(workerUrl instanceof URL)) {
-    throw new KernelsError('INVALID_ARGUMENT', `workerUrl must be a URL or a string, got ${describeValue(workerUrl)}`, { argument: 'workerUrl', value: describeValue(workerUrl) });
+    throw kernelsArgumentTypeError('workerUrl', 'a URL or a string', workerUrl, { value: describeValue(workerUrl) });
   }
   if (workerUrl !== undefined) checkWorkerScript(workerUrl);
 }
@@ -879,7 +879,9 @@ function checkWorkerDecoderOptions(options: unknown): asserts options is WorkerD
  */
 function checkWorkerScript(workerUrl: URL | string): void {
   const refuse = (why: string): never => {
-    throw new KernelsError('INVALID_ARGUMENT', `workerUrl ${why}, got ${describeValue(String(workerUrl))}`, { argument: 'workerUrl', value: String(workerUrl) });
+    // Shown cut (a data: URL's script can be megabytes); details.value keeps the caller's text as it was.
+    const got = describeValue(String(workerUrl));
+    throw new KernelsError('INVALID_ARGUMENT', `workerUrl ${why}, got ${got}`, { argument: 'workerUrl', got, value: String(workerUrl) });
   };
   if (workerUrl instanceof URL) {
     if (workerUrl.protocol !== 'file:' && workerUrl.protocol !== 'data:') refuse(`must be a file: or data: URL (a Worker loads no ${workerUrl.protocol} script)`);
@@ -909,7 +911,7 @@ function resolveArena(options: WorkerDecoderOptions, threads: number): CodecAren
   if (arena === undefined) return null;
   // arena?.: null is a misuse reported like any other non-arena, not a TypeError.
   if (!(arena?.buffer instanceof SharedArrayBuffer)) {
-    throw new KernelsError('INVALID_ARGUMENT', 'arena must be shared: createCodecArena(bytes, { threads })', { argument: 'arena' });
+    throw kernelsArgumentTypeError('arena', 'shared: createCodecArena(bytes, { threads })', arena);
   }
   // Not arena.share(threads - 1): that hands the share out again, retiring a worker of another
   // decoder attached with it.

@@ -1,4 +1,4 @@
-import { describeValue } from './check-options.js';
+import { kernelsArgumentTypeError } from './check-options.js';
 import { KernelsError } from './errors.js';
 
 /** Outcome of putting Dawn's WebGPU (npm `webgpu`) behind `navigator.gpu` for gpu.js. */
@@ -31,7 +31,7 @@ let installedFlags: readonly string[] = [];
 export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWebGpuStatus> {
   // A string was spread into one flag per character; flags after the install were dropped unsaid.
   if (!Array.isArray(flags) || !flags.every((flag) => typeof flag === 'string')) {
-    return Promise.reject(new KernelsError('INVALID_ARGUMENT', `flags must be an array of strings, got ${describeValue(flags)}`, { argument: 'flags' }));
+    return Promise.reject(kernelsArgumentTypeError('flags', 'an array of strings', flags));
   }
   if (installing !== null && flags.length > 0 && flags.join('\n') !== installedFlags.join('\n')) {
     return Promise.reject(

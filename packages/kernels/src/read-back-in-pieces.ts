@@ -1,4 +1,4 @@
-import { KernelsError } from './errors.js';
+import { kernelsArgumentTypeError } from './check-options.js';
 import { MAP_MODE, USAGE, type GpuBufferNative, type GpuDeviceNative } from './webgpu-types.js';
 
 /**
@@ -48,10 +48,10 @@ interface Piece {
 /** Checks the options; throws INVALID_ARGUMENT for a piece size or ring size out of range. */
 export function checkReadbackOptions(pieceBytes: number, stagings: number): void {
   if (!(Number.isInteger(pieceBytes) && pieceBytes >= PIECE_ALIGN_BYTES && pieceBytes % PIECE_ALIGN_BYTES === 0)) {
-    throw new KernelsError('INVALID_ARGUMENT', `webgpu.readbackPieceBytes must be a positive multiple of ${PIECE_ALIGN_BYTES}`, { argument: 'webgpu.readbackPieceBytes', readbackPieceBytes: pieceBytes });
+    throw kernelsArgumentTypeError('webgpu.readbackPieceBytes', `a positive multiple of ${PIECE_ALIGN_BYTES}`, pieceBytes, { readbackPieceBytes: pieceBytes });
   }
   if (!(Number.isInteger(stagings) && stagings >= 1 && stagings <= MAX_READBACK_STAGINGS)) {
-    throw new KernelsError('INVALID_ARGUMENT', `webgpu.readbackStagings must be an integer in 1..${MAX_READBACK_STAGINGS}`, { argument: 'webgpu.readbackStagings', readbackStagings: stagings });
+    throw kernelsArgumentTypeError('webgpu.readbackStagings', `an integer in 1..${MAX_READBACK_STAGINGS}`, stagings, { readbackStagings: stagings });
   }
 }
 

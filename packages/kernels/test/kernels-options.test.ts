@@ -78,7 +78,7 @@ describe('createKernels: null, NaN, fractions and strings where a number, flag o
   });
 
   it('the message names the option and shows the value as given', async () => {
-    await expect(createKernels({ backend: 'codec', expectedElementCount: '4' as never })).rejects.toThrow('expectedElementCount must be an integer >= 0, got "4"');
+    await expect(createKernels({ backend: 'codec', expectedElementCount: '4' as never })).rejects.toThrow('expectedElementCount must be an integer >= 0, got string "4"');
     await expect(createKernels({ backend: 'codec', webgpu: { sliceElements: Number.NaN } })).rejects.toThrow('webgpu.sliceElements must be an integer in 1..2147483648, got NaN');
   });
 });
