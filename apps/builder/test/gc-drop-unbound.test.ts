@@ -287,6 +287,39 @@ describe('gc --drop-unbound-entries', () => {
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
   });
 
+  it('a drop failure whose cache then fails to close is still one --json document (the close named in its error)', async () => {
+    const { cache } = await fineTunedCache('late-refusal-close');
+    const probe = await openCacheStore(cache);
+    const proto = Object.getPrototypeOf(probe) as {
+      dropUnboundEntries: (options?: { dryRun?: boolean }) => Promise<unknown>;
+      close: () => Promise<void>;
+    };
+    await probe.close();
+    const originalDrop = proto.dropUnboundEntries;
+    const originalClose = proto.close;
+    proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
+      if (options.dryRun === true) return originalDrop.call(this, options);
+      throw new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries refuses (a test)', { path: cache, details: { reason: 'recent-writes' } });
+    };
+    // The real close runs (the lock goes), then fails as a compaction on close can (ENOSPC).
+    proto.close = async function (this: unknown) {
+      await originalClose.call(this);
+      throw new StoreError('IO_ERROR', 'compaction on close failed (a test)', { path: cache });
+    };
+    try {
+      const json = await runInProcess(['gc', cache, '--drop-unbound-entries', '--json']);
+      expect(json.code, json.err).toBe(1);
+      // One document: JSON.parse of the whole output fails on two.
+      const document = JSON.parse(json.out) as GcCommandReport & { error: { code: string; message: string } };
+      expect(document.orphanBlobs).toEqual([]);
+      expect(document.error.code).toBe('INVALID_ARGUMENT');
+      expect(document.error.message).toContain('closing the cache failed too: IO_ERROR: compaction on close failed (a test)');
+    } finally {
+      proto.dropUnboundEntries = originalDrop;
+      proto.close = originalClose;
+    }
+  });
+
   it('a dry run says the real run needs no --exclusive on a directory (--json: unboundEntries.needsExclusive false)', async () => {
     const { cache } = await fineTunedCache('dry-dir');
     const dry = await gcJson(cache, '--drop-unbound-entries', '--dry-run');

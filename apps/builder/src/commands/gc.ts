@@ -153,7 +153,10 @@ export const gcCommand = defineCommand({
     }
     // The model first: one that is not a model, or has a damaged header, fails before the cache is touched.
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
-    let report: GcCommandReport;
+    let report: GcCommandReport | undefined;
+    // Reported once the cache is closed, as a report is: a close that throws (a directory store's
+    // compaction on close) while it was printed inside made a second --json document.
+    let failure: DropFailure | undefined;
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'gc' });
       // A real gc of a directory takes the writer lock: a writer that keeps it (a stopped build) is
@@ -221,15 +224,23 @@ export const gcCommand = defineCommand({
         };
         const task = work();
         const outcome = await (watch?.during(task) ?? task);
-        if ('dropFailure' in outcome) return reportDropFailure(outcome, { io, json: args.json === true, s3, modelPrune: model !== undefined });
-        report = outcome;
+        if ('dropFailure' in outcome) failure = outcome;
+        else report = outcome;
       } finally {
         watch?.stop();
-        await store.close();
+        if (failure === undefined) await store.close();
+        else {
+          const pending = failure;
+          await store.close().catch((closeError: unknown) => {
+            pending.closeError = closeError;
+          });
+        }
       }
     } finally {
       await model?.close();
     }
+    if (failure !== undefined) return reportDropFailure(failure, { io, json: args.json === true, s3, modelPrune: model !== undefined });
+    if (report === undefined) throw new Error('gc: no report and no failure'); // unreachable: work() returns one of them
     if (args.json) {
       io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       return 0;
@@ -267,6 +278,8 @@ export const gcCommand = defineCommand({
 interface DropFailure {
   dropFailure: StoreError;
   collection: GcReport;
+  /** The cache's close failing after it (told in the same message: one document). */
+  closeError?: unknown;
 }
 
 /** The collection's text lines (the store's gc report): what every run prints first. */
@@ -302,7 +315,9 @@ function renderCollection(report: GcReport, s3: boolean): string[] {
  */
 function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json: boolean; s3: boolean; modelPrune: boolean }): number {
   const { dropFailure: error, collection } = failure;
-  const message = `${describeError(error)}; the collection ran before it (the report says what it removed)${options.modelPrune ? '; the --model prune did not run' : ''}`;
+  const message =
+    `${describeError(error)}; the collection ran before it (the report says what it removed)${options.modelPrune ? '; the --model prune did not run' : ''}` +
+    (failure.closeError === undefined ? '' : `; closing the cache failed too: ${describeError(failure.closeError)}`);
   if (options.json) {
     const carrier = { code: error.code, path: error.path, entry: error.entry, details: error.details, context: { report: collection } };
     options.io.stdout.write(renderErrorJson(carrier, message));

@@ -68,7 +68,9 @@ const MAX_REFUSAL_TEXT_CHARS = 600;
 /** The refusal's message, cut at a word where longer than MAX_REFUSAL_TEXT_CHARS (naming where it is whole). */
 function shortenRefusal(message: string): string {
   if (message.length <= MAX_REFUSAL_TEXT_CHARS) return message;
-  const cut = message.slice(0, MAX_REFUSAL_TEXT_CHARS);
+  // Not between the halves of a surrogate pair (half an emoji of a path shows as U+FFFD).
+  const last = message.charCodeAt(MAX_REFUSAL_TEXT_CHARS - 1);
+  const cut = message.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_REFUSAL_TEXT_CHARS - 1 : MAX_REFUSAL_TEXT_CHARS);
   const space = cut.lastIndexOf(' ');
   return `${(space > MAX_REFUSAL_TEXT_CHARS / 2 ? cut.slice(0, space) : cut).trimEnd()} … (whole in inspect --json: totals.dropRefusal.message)`;
 }
