@@ -45,7 +45,10 @@ export function checkOptionKeys(options: object, known: readonly string[], call:
   if (unknown !== undefined) {
     const { key, near } = unknown;
     const hint = near === undefined ? '' : `: did you mean "${path}${near}"?`;
-    throw new KernelsError('INVALID_ARGUMENT', `${call}: unknown option "${path}${key}"${hint} (known: ${known.join(', ')})`, {
+    // Quoted and cut as describeValue cuts a string (without its type: a key is always one): a
+    // 1 MB key made a 1 MB message.
+    const shown = describeValue(`${path}${key}`).slice('string '.length);
+    throw new KernelsError('INVALID_ARGUMENT', `${call}: unknown option ${shown}${hint} (known: ${known.join(', ')})`, {
       argument: `${path}${key}`,
       known: [...known],
       ...(near === undefined ? {} : { suggestion: `${path}${near}` }),

@@ -83,6 +83,17 @@ describe('a wrong-type argument is refused showing what came, with its type', ()
   });
 });
 
+describe('an unknown option key is quoted cut', () => {
+  it('createKernels and createWorkerDecoder with a 1 MB key: the message shows 60 characters of it', async () => {
+    for (const run of [() => createKernels({ [huge]: 1 } as never), () => createWorkerDecoder({ [huge]: 1 } as never)]) {
+      const error = await refusal(run);
+      expect(error.code).toBe('INVALID_ARGUMENT');
+      expect(error.message).toContain(`unknown option "${'x'.repeat(57)}..." (known: `);
+      expect(error.message.length).toBeLessThanOrEqual(MAX_MESSAGE_CHARS);
+    }
+  });
+});
+
 describe('a large value inside an object is described without reading its items', () => {
   it('a 10M-item array and a 10M-value typed array inside an object (a Proxy counting reads): only the shown keys are read', async () => {
     let itemReads = 0;
