@@ -2,6 +2,9 @@ import { describeValue } from './describe-value.js';
 import { SplitZipError } from './errors.js';
 import { findUnknownOption } from './find-unknown-option.js';
 
+/** An unknown key's characters kept in details.option (the message shows 60). */
+const MAX_KEY_DETAIL_CHARS = 200;
+
 /**
  * An options argument as given: undefined or null for none, else it must be an object whose own
  * keys are all in `known`. A number or string where options go (`encode(values, book, 4096)`) or
@@ -22,8 +25,9 @@ export function readOptions<T extends object>(options: T | null | undefined, nam
     const { key, near } = unknown;
     throw new SplitZipError(
       'INVALID_ARGUMENT',
-      `${name}: unknown option ${JSON.stringify(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`} (known: ${known.join(', ')})`,
-      { argument: name, option: key, known: [...known] },
+      // The key as describeValue shows a string (quoted, cut to 60 characters): a 1 MB key made a 1 MB message.
+      `${name}: unknown option ${describeValue(key).slice('string '.length)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`} (known: ${known.join(', ')})`,
+      { argument: name, option: key.length > MAX_KEY_DETAIL_CHARS ? `${key.slice(0, MAX_KEY_DETAIL_CHARS)}...` : key, known: [...known] },
     );
   }
   return options;

@@ -292,6 +292,19 @@ describe('unknown option keys -> INVALID_ARGUMENT naming the key (they gave the 
     expect(readPayloadMeta(encode(values, codebook, { chunkSize: 4096, escapeCount: undefined, out: undefined })).chunkSize).toBe(4096);
   });
 
+  it('a huge unknown key is shown cut (60 characters in the message, 200 in details), not whole', () => {
+    const key = `k${'x'.repeat(1_000_000)}`;
+    let message = '';
+    try {
+      encode(values, codebook, { [key]: 1 } as never);
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/unknown option "kxxx+\.\.\."/);
+    expect(message.length).toBeLessThan(300);
+    expect(String(detailOf(() => encode(values, codebook, { [key]: 1 } as never))?.option).length).toBeLessThanOrEqual(203);
+  });
+
   it('decode, decodeRange, decodeSegments, createCodecArena: the same rule', () => {
     const p = encode(values, codebook);
     const meta = readPayloadMeta(p);
