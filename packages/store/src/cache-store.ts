@@ -56,6 +56,7 @@ import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
 import { checkDropUnboundOptions, checkNoKeptDamagedManifest, findUnboundEntries, planDropUnbound, reportDrop } from './drop-unbound-entries.js';
 import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
+import { removeFilesLimited } from './remove-files-limited.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
 import { findIntactRecordAfter, salvageJournalRecords } from './salvage-journal-records.js';
@@ -1274,15 +1275,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       const plan = planDropUnbound(this.state);
       if (plan === undefined) return reportDrop([], false);
       await this.compactLocked(0, plan.state);
-      const blobsLeft: string[] = [];
-      for (const entry of plan.dropped) {
-        try {
-          await this.backend.removeFile({ dir: 'blobs', name: `${entry.key}.bin`, isFile: true });
-        } catch {
-          // The entry is gone already: its blob is an orphan now, gc's to remove.
-          blobsLeft.push(entry.blob);
-        }
-      }
+      // A few at once (an unlink mostly waits on the file system); every one is tried, and a blob
+      // whose unlink failed is reported in the entries' order: its entry is gone already, so the
+      // blob is an orphan now, gc's to remove.
+      const blobs = plan.dropped.map((entry) => ({ dir: 'blobs' as const, name: `${entry.key}.bin`, isFile: true }));
+      const failed = await removeFilesLimited(this.backend, blobs, { stopAtFailure: false });
+      const blobsLeft = plan.dropped.filter((_, index) => failed[index]).map((entry) => entry.blob);
       return reportDrop(plan.dropped, false, blobsLeft);
     });
   }

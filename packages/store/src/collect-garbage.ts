@@ -5,6 +5,7 @@ import { isContentKey } from './validate-entry.js';
 import type { StoreState } from './store-state.js';
 import type { GcOptions, GcReport } from './types.js';
 import { isAbandonedTemp, TEMP_FILE_PATTERN } from './remove-abandoned-temp-files.js';
+import { removeFilesLimited } from './remove-files-limited.js';
 
 const JOURNAL_PATTERN = /^journal\.(\d+)$/;
 const BLOB_PATTERN = /^([0-9a-f]{40})\.bin$/;
@@ -126,7 +127,9 @@ export async function collectGarbage(
     }
     report.unknownFiles.push(relative(file));
   }
-  if (!report.dryRun) for (const file of remove) await backend.removeFile(file);
+  // A few at once (an unlink mostly waits on the file system), stopping at a failure as a loop
+  // would: its error (the first in the listing's order) is gc's.
+  if (!report.dryRun) await removeFilesLimited(backend, remove, { stopAtFailure: true });
   report.durationMs = performance.now() - started;
   return report;
 }

@@ -23,6 +23,7 @@ export function createCrashCopyBackend(root: string): { backend: FsBackend; copi
     await cp(root, path, { recursive: true, filter: (source) => !source.endsWith('/lock') });
     copies.push({ step, path });
   };
+  let removals: Promise<void> = Promise.resolve();
   class CrashPoints extends FsBackend {
     override async openJournal(generation: number): Promise<JournalFile | undefined> {
       const journal = await super.openJournal(generation);
@@ -54,10 +55,16 @@ export function createCrashCopyBackend(root: string): { backend: FsBackend; copi
       await crashHere(`after removing journal.${generation}`);
     }
 
-    override async removeFile(file: ListedFile): Promise<void> {
-      await crashHere(`before removing ${file.dir}/${file.name.slice(0, 8)}`);
-      await super.removeFile(file);
-      await crashHere(`after removing ${file.dir}/${file.name.slice(0, 8)}`);
+    override removeFile(file: ListedFile): Promise<void> {
+      // The store unlinks blobs a few at once: taken one removal at a time (in the order they
+      // start), each copy is the cache between two whole steps, and the steps come in order.
+      const removed = removals.then(async () => {
+        await crashHere(`before removing ${file.dir}/${file.name.slice(0, 8)}`);
+        await super.removeFile(file);
+        await crashHere(`after removing ${file.dir}/${file.name.slice(0, 8)}`);
+      });
+      removals = removed.catch(() => undefined);
+      return removed;
     }
   }
   return { backend: new CrashPoints(root), copies };
