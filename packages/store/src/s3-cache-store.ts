@@ -1065,9 +1065,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     await this.refresh();
     const listingStarted = performance.now();
     const [listing, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
-    const now = this.judgingNowMs(listingStarted);
+    const now = this.listingNowMs(listingStarted);
     // The dry run refuses as the real run would (as for a minAgeMs below the floor).
-    checkS3CacheQuiet(listing, uploads, { nowMs: now, offsetMs: this.transport.clockOffsetMs() }, minAgeMs, this.root);
+    checkS3CacheQuiet(listing, uploads, { nowMs: now, offsetMs: this.transport.clockOffsetMs(), appliedOffsetMs: this.transport.judgingOffsetMs() }, minAgeMs, this.root);
     const entryOf = (name: string): CacheEntry | undefined => {
       const parsed = this.entryObjects.get(name);
       return parsed !== undefined && 'blob' in parsed ? parsed : undefined;
@@ -1174,12 +1174,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   /**
    * The "now" a listing's ages are judged by: the moment it started (`startedMs`, performance.now():
-   * an object listed late is not aged by the listing's own minutes), on the server's clock as the
-   * listing's replies last corrected it (S3Transport.serverNowMs; a first request refused for skew,
-   * or this machine's clock stepped meanwhile, is corrected only by then).
+   * an object listed late is not aged by the listing's own minutes), on the earlier of this
+   * machine's clock and the server's as the listing's replies last told it (S3Transport.judgingNowMs;
+   * a first request refused for skew, or this machine's clock stepped meanwhile, is corrected only by then).
    */
-  private judgingNowMs(startedMs: number): number {
-    return this.transport.serverNowMs() - (performance.now() - startedMs);
+  private listingNowMs(startedMs: number): number {
+    return this.transport.judgingNowMs() - (performance.now() - startedMs);
   }
 
   async gc(options: S3GcOptions = {}): Promise<GcReport> {
@@ -1191,7 +1191,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const listingStarted = performance.now();
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
-    const now = this.judgingNowMs(listingStarted);
+    const now = this.listingNowMs(listingStarted);
     const referenced = new Set<string>();
     const entryKeys = new Set<string>();
     for (const object of all) {
@@ -1256,7 +1256,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const kept = await this.deleteUnlessKept(orphanBlobs, async (name, blob) => {
         const parsed = parseBlobObjectName(name)!;
         const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
-        return entry !== undefined || this.transport.serverNowMs() - blob.lastModifiedMs < minAgeMs;
+        return entry !== undefined || this.transport.judgingNowMs() - blob.lastModifiedMs < minAgeMs;
       });
       for (const name of kept) orphanBytes -= orphanSizes.get(name)!;
       orphanBlobs = orphanBlobs.filter((name) => !kept.has(name));
@@ -1266,7 +1266,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // written again since it was listed, however old that write is: a reader checked that version
       // again, so it is the newest now).
       const keptStamps = await this.deleteUnlessKept(orphanStamps, async (name, head) => {
-        if (this.transport.serverNowMs() - head.lastModifiedMs < minAgeMs) return true;
+        if (this.transport.judgingNowMs() - head.lastModifiedMs < minAgeMs) return true;
         const listedMs = supersededStamps.get(name);
         // To the second: HEAD's Last-Modified is an HTTP date, the listing's may carry milliseconds.
         if (listedMs !== undefined) return Math.floor(head.lastModifiedMs / 1000) !== Math.floor(listedMs / 1000);

@@ -46,29 +46,44 @@ export const CLOCK_READING_SLACK_MS = 5_000;
 
 /**
  * An offset between this machine's clock and the server's worth naming in a refusal (ages are
- * judged on the server's clock, so it changed nothing, but the machine's clock wants fixing): well
- * above the second the Date header's resolution and a request's latency account for.
+ * judged on the earlier of the two, so it deleted nothing, but one clock wants fixing): well above
+ * the second the Date header's resolution and a request's latency account for.
  */
 export const CLOCK_OFFSET_NOTED_MS = 60_000;
 
 /**
- * The clock the drop judges ages by: now on the server's clock as its replies tell
- * (S3Transport.serverNowMs) and the offset applied to this machine's to get it (0: none known).
+ * The clock the drop judges ages by: `nowMs`, the earlier of this machine's clock and the server's
+ * as its replies' Date header gives it (S3Transport.judgingNowMs), with `appliedOffsetMs` added to
+ * this machine's clock to get it (S3Transport.judgingOffsetMs: 0 or below), and `offsetMs`, the
+ * server's time minus this machine's (S3Transport.clockOffsetMs, 0: none known), for the message.
  */
 export interface JudgingClock {
   nowMs: number;
   offsetMs: number;
+  appliedOffsetMs: number;
 }
 
 /** The newest young object's age for the refusal: in ms, or how far its Last-Modified is in the future and whose clock to check. */
-function describeNewest(name: string, ageMs: number, offsetMs: number): string {
+function describeNewest(name: string, ageMs: number, appliedOffsetMs: number): string {
   if (ageMs >= -CLOCK_READING_SLACK_MS) return `the newest ${formatAge(Math.max(0, ageMs))} old (${name})`;
   const ahead = formatAge(-ageMs);
-  // No offset known: this machine's clock is all there is to blame. With one, the server's own
-  // Date and Last-Modified disagree (nodes behind one endpoint with different clocks, or a proxy's Date).
-  return offsetMs === 0
+  // Judged on this machine's clock (no offset known, or the server's Date is later still): it is
+  // behind the clock that stamped Last-Modified. Judged on the server's Date (this machine's clock
+  // is later): the server's own Date and Last-Modified disagree (nodes behind one endpoint with
+  // different clocks, or a proxy's Date).
+  return appliedOffsetMs === 0
     ? `the newest (${name}) with a Last-Modified ${ahead} ahead of this machine's clock: check its clock`
     : `the newest (${name}) with a Last-Modified ${ahead} ahead of the server's time as its replies' Date header gives it: check the server's clocks (its nodes', a proxy's)`;
+}
+
+/** Which clock judged the ages and which to fix, for an offset of CLOCK_OFFSET_NOTED_MS or more. */
+function describeJudgingClock(offsetMs: number): string {
+  const offset = describeClockOffset(offsetMs);
+  // The server's Date ahead may be this machine's clock behind or a Date from another clock than
+  // Last-Modified's (a proxy's, a node's): the message cannot tell which.
+  return offsetMs < 0
+    ? `ages are judged on the server's clock, the earlier: this machine's is ${offset}, fix it`
+    : `ages are judged on this machine's clock, the earlier: this machine's is ${offset} by its replies' Date header; fix this machine's clock, or the server's if its Date runs ahead (a proxy's, a node's)`;
 }
 
 /**
@@ -87,14 +102,14 @@ export function checkS3CacheQuiet(
   minAgeMs: number,
   root: string,
 ): void {
-  const { nowMs, offsetMs } = clock;
+  const { nowMs, offsetMs, appliedOffsetMs } = clock;
   const young = listing.filter((object) => WRITTEN_DIRS.some((dir) => object.name.startsWith(dir)) && nowMs - object.lastModifiedMs < minAgeMs);
   const youngUploads = uploads.filter((upload) => nowMs - upload.initiatedMs < minAgeMs);
   if (young.length === 0 && youngUploads.length === 0) return;
   const newest = [...young.map((o) => ({ name: o.name, atMs: o.lastModifiedMs })), ...youngUploads.map((u) => ({ name: u.name, atMs: u.initiatedMs }))].reduce((a, b) => (b.atMs > a.atMs ? b : a));
   // Negative: its Last-Modified is ahead of the clock judged by (as young as can be, and a clock is wrong).
   const newestAgeMs = nowMs - newest.atMs;
-  const offsetNote = Math.abs(offsetMs) >= CLOCK_OFFSET_NOTED_MS ? ` (ages are judged on the server's clock: this machine's is ${describeClockOffset(offsetMs)}, fix it)` : '';
+  const offsetNote = Math.abs(offsetMs) < CLOCK_OFFSET_NOTED_MS ? '' : ` (${describeJudgingClock(offsetMs)})`;
   const what = [
     young.length === 0 ? '' : `${young.length} object${young.length === 1 ? '' : 's'} under entries/, slices/, stamps/ or blobs/`,
     youngUploads.length === 0 ? '' : `${youngUploads.length} unfinished upload${youngUploads.length === 1 ? '' : 's'}`,
@@ -103,7 +118,7 @@ export function checkS3CacheQuiet(
     .join(' and ');
   throw new StoreError(
     'INVALID_ARGUMENT',
-    `dropUnboundEntries refuses: the cache was written to recently, ${what} younger than minAgeMs (${formatAge(minAgeMs)}), ${describeNewest(newest.name, newestAgeMs, offsetMs)}${offsetNote}: ` +
+    `dropUnboundEntries refuses: the cache was written to recently, ${what} younger than minAgeMs (${formatAge(minAgeMs)}), ${describeNewest(newest.name, newestAgeMs, appliedOffsetMs)}${offsetNote}: ` +
       'a build, a loader recording stamps or another maintenance run was at work, and the drop needs the cache quiet; stop every writer and run it again once nothing has been written for minAgeMs',
     { path: root, details: { reason: 'recent-writes', recentObjects: young.length, recentUploads: youngUploads.length, newestAgeMs, newestObject: newest.name, minAgeMs, clockOffsetMs: offsetMs } },
   );
@@ -221,7 +236,7 @@ export async function dropS3UnboundEntries(
       await transport.deleteObject(blob, async () => {
         const head = await transport.headObject(blob);
         if (head === undefined) return false;
-        kept = transport.serverNowMs() - head.lastModifiedMs < minAgeMs || (await transport.headObject(entryObjectName(name.key, name.blobSha256))) !== undefined;
+        kept = transport.judgingNowMs() - head.lastModifiedMs < minAgeMs || (await transport.headObject(entryObjectName(name.key, name.blobSha256))) !== undefined;
         return !kept;
       });
     } catch (error) {

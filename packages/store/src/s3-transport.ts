@@ -169,10 +169,14 @@ function isReply(error: unknown): boolean {
 }
 
 /**
- * An offset the SDK keeps below this is noise, not skew: it takes a reply's Date header (to the
- * second) against this machine's clock on the reply's arrival, so clocks that agree read up to a
- * second and a request's latency apart. This machine's clock is then used as it is: the server's
- * Date read a second low made an object written a moment ago look written in the future.
+ * A negative clock offset (this machine's clock ahead of the server's Date) smaller than this is
+ * noise, not skew, and not applied to the ages judged (S3Transport.judgingNowMs): the SDK takes a
+ * reply's Date header (to the second, rounded down) against this machine's clock on the reply's
+ * arrival, so clocks that agree read up to a second and a request's latency below 0. Applied, it
+ * made an object written a moment ago look written in the future, younger than a minAgeMs of 0
+ * (tests collect at once with allowMinAgeBelowFloorForTests). Not applying it judges by this
+ * machine's clock, as before server time was known: an age at most this much longer than the
+ * server's clock gives, nothing next to MIN_S3_GC_AGE_MS. A positive offset is never applied.
  */
 export const CLOCK_OFFSET_NOISE_MS = 2_000;
 
@@ -182,11 +186,15 @@ const CLOCK_SKEW_NAMES = new Set(['RequestTimeTooSkewed', 'RequestExpired', 'Req
 /**
  * A request refused for its signing time (a 403 like a denied one): a wrong clock, not wrong
  * credentials. The SDK corrects its signing clock from that reply's Date header
- * (client.config.systemClockOffset), so one more attempt is signed on the server's time.
+ * (client.config.systemClockOffset), so one more attempt is signed on the server's time. A reply
+ * without a body (HeadObject's: Ceph refuses it as 'Unknown', 403) names no code, but the SDK marks
+ * the correction it made from it (`$metadata.clockSkewCorrected`); only a 403 counts: a 404
+ * (HeadBucket of a missing bucket) also carries the mark when the clocks differ.
  */
 export function isClockSkewError(error: unknown): boolean {
   const name = (error as { name?: unknown } | undefined)?.name;
-  return typeof name === 'string' && CLOCK_SKEW_NAMES.has(name);
+  if (typeof name === 'string' && CLOCK_SKEW_NAMES.has(name)) return true;
+  return statusOf(error) === 403 && (error as { $metadata?: { clockSkewCorrected?: unknown } } | undefined)?.$metadata?.clockSkewCorrected === true;
 }
 
 /** A clock offset (the server's time minus this machine's) for a message: "2.0 h ahead of the server's". */
@@ -361,22 +369,36 @@ export class S3Transport {
 
   /**
    * The server's time minus this machine's, in ms, as the SDK keeps it to sign requests
-   * (client.config.systemClockOffset, updated from every reply's Date header); 0 when it is within
-   * CLOCK_OFFSET_NOISE_MS, before any request, for a client that keeps none (a caller's stand-in)
-   * or one built with disableClockSkewCorrection.
+   * (client.config.systemClockOffset, updated from every reply's Date header), for messages; 0
+   * before any request, for a client that keeps none (a caller's stand-in) or one built with
+   * disableClockSkewCorrection. Ages are judged by judgingNowMs, which applies it only when it is
+   * CLOCK_OFFSET_NOISE_MS or more below 0.
    */
   clockOffsetMs(): number {
     const offset = (this.session?.client as { config?: { systemClockOffset?: unknown } } | undefined)?.config?.systemClockOffset;
-    return typeof offset === 'number' && Number.isFinite(offset) && Math.abs(offset) >= CLOCK_OFFSET_NOISE_MS ? offset : 0;
+    return typeof offset === 'number' && Number.isFinite(offset) ? offset : 0;
   }
 
   /**
-   * Now on the server's clock, as far as its replies tell (clockOffsetMs): what an object's
-   * Last-Modified is compared with. This machine's clock alone made every object look older by its
-   * skew, and gc and the drop deleted a running writer's fresh objects once that passed minAgeMs.
+   * The offset judgingNowMs applies to this machine's clock: clockOffsetMs when it is
+   * CLOCK_OFFSET_NOISE_MS or more below 0 (this machine's clock ahead of the server's), else 0.
    */
-  serverNowMs(): number {
-    return Date.now() + this.clockOffsetMs();
+  judgingOffsetMs(): number {
+    const offset = this.clockOffsetMs();
+    return offset <= -CLOCK_OFFSET_NOISE_MS ? offset : 0;
+  }
+
+  /**
+   * Now for judging an object's age against its Last-Modified: the earlier of this machine's clock
+   * and the server's as its replies' Date header gives it (judgingOffsetMs). An age only decides
+   * what may be deleted, and a clock read late makes objects look older than they are: this
+   * machine's clock ahead of the server's made gc and the drop delete a running writer's fresh
+   * objects, and so did a Date header from a clock ahead of the one that stamps Last-Modified (a
+   * proxy such as nginx sets its own Date; nodes behind a load balancer with differing clocks). The
+   * earlier clock judges no object older than this machine's clock alone did.
+   */
+  judgingNowMs(): number {
+    return Date.now() + this.judgingOffsetMs();
   }
 
   /** `s3://bucket/prefix/name`, for messages. */

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, expect, it, vi } from 'vitest';
-import { openCacheStore, type CacheStore } from '../src/index.js';
+import { openCacheStore, openS3Object, type CacheStore } from '../src/index.js';
 import { MIN_S3_GC_AGE_MS, type S3CacheStore } from '../src/s3-cache-store.js';
 import { dropS3UnboundEntries } from '../src/s3-drop-unbound-entries.js';
 import { blobObjectName, entryObjectName, stampObjectName } from '../src/s3-layout.js';
@@ -29,7 +29,7 @@ function clientOf(store: CacheStore): S3Client {
   return (store as unknown as { transport: { session: { client: S3Client } } }).transport.session.client;
 }
 
-it("the drop's look before a blob DELETE judges the blob's age on the transport's server clock (this machine 2 h ahead: a blob stored again a second ago stays)", async () => {
+it("the drop's look before a blob DELETE judges the blob's age on the transport's judging clock (this machine 2 h ahead: a blob stored again a second ago stays)", async () => {
   const t = makeTensor([40, 1], 990);
   const sha = createHash('sha256').update(t.payload).digest('hex');
   const [entryName, blobName] = [entryObjectName(t.key, sha), blobObjectName(t.key, sha)];
@@ -42,7 +42,7 @@ it("the drop's look before a blob DELETE judges the blob's age on the transport'
     present.has(name) ? { sizeBytes: 10, sizeKnown: true, etag: undefined, lastModifiedMs: name === entryName ? listed.lastModifiedMs : blobWrittenMs } : undefined;
   const transport = {
     settings: { maxConcurrentRequests: 2 },
-    serverNowMs,
+    judgingNowMs: serverNowMs,
     getSmallObject: async () => new Uint8Array(10),
     headObject: async (name: string) => head(name),
     deleteObject: async (name: string, beforeAttempt?: () => Promise<boolean>) => {
@@ -143,7 +143,34 @@ describeS3('S3 store: ages on the server clock', () => {
     await store.close();
   }, 60_000);
 
-  it('clock 1 h behind: the refusal gives the newest object its true age and names the clock', async () => {
+  it('clock 2 h ahead: a HeadObject first (its 403 has no body, so no RequestTimeTooSkewed) is retried once on the clock the SDK corrected', async () => {
+    const { store, prefix, orphan } = await freshCache();
+    await store.close();
+    shiftClock(2 * HOUR_MS);
+    try {
+      // openS3Object's first request is a HEAD of the object.
+      const object = await openS3Object(`s3://${bucket}/${prefix}${orphan}`);
+      expect(object.sizeBytes).toBeGreaterThan(0);
+      await object.close();
+    } finally {
+      vi.restoreAllMocks();
+    }
+  }, 60_000);
+
+  it('a skew the SDK cannot correct, met by a HeadObject: S3_ERROR names the clock, not the credentials', async () => {
+    const { store, prefix, orphan } = await freshCache();
+    await store.close();
+    const own = new S3Client({ endpoint, forcePathStyle: true, region: process.env.AWS_REGION ?? 'us-east-1', maxAttempts: 1, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+    shiftClock(2 * HOUR_MS, () => -((own.config as { systemClockOffset?: number }).systemClockOffset ?? 0));
+    const error = await catchError(() => openS3Object(`s3://${bucket}/${prefix}${orphan}`, { client: own }));
+    vi.restoreAllMocks();
+    own.destroy();
+    expect(error).toMatchObject({ code: 'S3_ERROR', details: { operation: 'HeadObject', status: 403 } });
+    expect(error.message).toContain("this machine's clock differs from the server's by more than S3 allows");
+    expect(error.message).not.toContain('access denied');
+  }, 60_000);
+
+  it('clock 1 h behind: the refusal names the clock and the offset that gives the newest object its true age', async () => {
     const { store } = await freshCache();
     shiftClock(-HOUR_MS);
     try {
@@ -151,8 +178,11 @@ describeS3('S3 store: ages on the server clock', () => {
       const refused = await catchError(() => (store as S3CacheStore).dropUnboundEntries({ dryRun: true }));
       expect(refused).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes' } });
       expect(refused.message).toContain("this machine's is 60 min behind the server's");
-      // Judged on the server's clock: written moments ago, not an hour in the future (nor "0 ms" for it).
-      expect(Math.abs(refused.details!.newestAgeMs as number)).toBeLessThan(60_000);
+      // Judged on this machine's clock, the earlier: an hour in the future (not "0 ms old"), and
+      // written moments ago on the server's clock (the raw offset, which the message names).
+      expect(refused.message).toMatch(/with a Last-Modified (59|60) min ahead of this machine's clock: check its clock/);
+      const { newestAgeMs, clockOffsetMs } = refused.details as { newestAgeMs: number; clockOffsetMs: number };
+      expect(Math.abs(newestAgeMs + clockOffsetMs)).toBeLessThan(60_000);
     } finally {
       vi.restoreAllMocks();
     }
