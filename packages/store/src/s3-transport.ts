@@ -180,6 +180,13 @@ function isReply(error: unknown): boolean {
  */
 export const CLOCK_OFFSET_NOISE_MS = 2_000;
 
+/**
+ * The smallest clock offset at which a code-less 403 the SDK marked clockSkewCorrected is taken for
+ * a refused signing time: servers accept 15 min (AWS, Ceph), a minute less for the Date header's
+ * resolution and transit.
+ */
+export const CLOCK_SKEW_MARK_MIN_MS = 14 * 60_000;
+
 /** The S3 codes of a request signed at a time too far from the server's (15 min on AWS). */
 const CLOCK_SKEW_NAMES = new Set(['RequestTimeTooSkewed', 'RequestExpired', 'RequestInTheFuture']);
 
@@ -191,10 +198,19 @@ const CLOCK_SKEW_NAMES = new Set(['RequestTimeTooSkewed', 'RequestExpired', 'Req
  * the correction it made from it (`$metadata.clockSkewCorrected`); only a 403 counts: a 404
  * (HeadBucket of a missing bucket) also carries the mark when the clocks differ.
  */
-export function isClockSkewError(error: unknown): boolean {
+export function isClockSkewError(error: unknown, clockOffsetMs: number): boolean {
   const name = (error as { name?: unknown } | undefined)?.name;
   if (typeof name === 'string' && CLOCK_SKEW_NAMES.has(name)) return true;
-  return statusOf(error) === 403 && (error as { $metadata?: { clockSkewCorrected?: unknown } } | undefined)?.$metadata?.clockSkewCorrected === true;
+  // The SDK marks every reply once the offset is 4 min or more and moved at all (it moves by
+  // milliseconds each reply), denied ones too: the mark alone made a real AccessDenied read as a
+  // clock problem. Only a reply naming no code, with an offset past what S3 accepts, is one.
+  const named = typeof name === 'string' && name !== 'Unknown' && name !== 'UnknownError';
+  return (
+    !named &&
+    statusOf(error) === 403 &&
+    Math.abs(clockOffsetMs) >= CLOCK_SKEW_MARK_MIN_MS &&
+    (error as { $metadata?: { clockSkewCorrected?: unknown } } | undefined)?.$metadata?.clockSkewCorrected === true
+  );
 }
 
 /** A clock offset (the server's time minus this machine's) for a message: "2.0 h ahead of the server's". */
@@ -471,7 +487,7 @@ export class S3Transport {
           last = new Error(`no complete response within requestDeadlineMs (${requestDeadlineMs} ms)`);
           continue;
         }
-        if (isClockSkewError(error) && !skewRetried) {
+        if (isClockSkewError(error, this.clockOffsetMs()) && !skewRetried) {
           skewRetried = true;
           attemptsAllowed++;
           silent = 0;
@@ -506,7 +522,7 @@ export class S3Transport {
     // A 403 says little by itself ("Unknown HTTP 403 UnknownError" from some servers): name the usual cause.
     // No credentials found at all: the SDK's message lists no source to set (a pipeline run without
     // the gateway's environment got only "Could not load credentials from any providers").
-    const hint = isClockSkewError(error)
+    const hint = isClockSkewError(error, this.clockOffsetMs())
       ? ` (this machine's clock differs from the server's by more than S3 allows (15 min on AWS)${this.clockOffsetMs() === 0 ? '' : `: it is ${describeClockOffset(this.clockOffsetMs())} by its replies' Date`}; fix the clock (NTP): the credentials were not judged)`
       : statusOf(error) === 403
         ? ' (access denied: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the bucket policy)'
@@ -515,7 +531,7 @@ export class S3Transport {
           : '';
     return new StoreError('S3_ERROR', `S3 ${operation} failed at ${this.endpoint}: ${describeError(error)}${hint}`, {
       path: this.describe(name),
-      details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name, ...(isClockSkewError(error) ? { clockOffsetMs: this.clockOffsetMs() } : {}) },
+      details: { endpoint: this.endpoint, operation, status: statusOf(error), s3Code: (error as { name?: unknown })?.name, ...(isClockSkewError(error, this.clockOffsetMs()) ? { clockOffsetMs: this.clockOffsetMs() } : {}) },
       cause: summarizeCause(error),
     });
   }

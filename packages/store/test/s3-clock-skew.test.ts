@@ -5,6 +5,7 @@
 // (RequestTimeTooSkewed) is retried once on the corrected clock, and one that stays refused names
 // the clock, not the credentials. A Last-Modified in the future says whose clock to check.
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, expect, it, vi } from 'vitest';
 import { openCacheStore, openS3Object, type CacheStore } from '../src/index.js';
@@ -57,6 +58,35 @@ it("the drop's look before a blob DELETE judges the blob's age on the transport'
   const report = await dropS3UnboundEntries(transport, [{ object: listed, entry }], MIN_S3_GC_AGE_MS, 1 << 20);
   expect(present.has(blobName)).toBe(true);
   expect(report.count).toBe(0);
+});
+
+it("a denied HeadObject (a 403 with no body) whose replies' Date runs 10 min ahead is access denied, asked once: the SDK's clockSkewCorrected mark alone is no clock problem", async () => {
+  let requests = 0;
+  // Every reply: 403, no body, a Date 10 min ahead (a proxy's clock, or this machine 10 min behind:
+  // within what S3 accepts, so the credentials were judged). The SDK marks each such reply corrected.
+  const requestHandler = {
+    handle: async () => {
+      requests += 1;
+      return { response: { statusCode: 403, headers: { date: new Date(Date.now() + 10 * 60_000).toUTCString() }, body: Readable.from([]) } };
+    },
+  };
+  const client = new S3Client({
+    region: 'us-east-1',
+    endpoint: 'http://127.0.0.1:1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+    requestHandler: requestHandler as never,
+    maxAttempts: 1,
+  });
+  try {
+    const error = await catchError(() => openS3Object('s3://denied-bucket/some/object.safetensors', { client }));
+    expect(error).toMatchObject({ code: 'S3_ERROR', details: { status: 403 } });
+    expect(error.message).toContain('access denied');
+    expect(error.message).not.toContain('clock');
+    expect(requests).toBe(1);
+  } finally {
+    client.destroy();
+  }
 });
 
 describeS3('S3 store: ages on the server clock', () => {
