@@ -40,6 +40,9 @@ export function checkOptionsObject(options: unknown, argument = 'options', call?
  * No own key outside `known` (a known key set to undefined is fine). `path` prefixes nested
  * options' names (`webgpu.`); `call` says whose options they are.
  */
+/** An unknown key's characters kept in details.argument (the message shows 60). */
+const MAX_KEY_DETAIL_CHARS = 200;
+
 export function checkOptionKeys(options: object, known: readonly string[], call: string, path = ''): void {
   const unknown = findUnknownOption(options, known);
   if (unknown !== undefined) {
@@ -49,7 +52,8 @@ export function checkOptionKeys(options: object, known: readonly string[], call:
     // 1 MB key made a 1 MB message.
     const shown = describeValue(`${path}${key}`).slice('string '.length);
     throw new KernelsError('INVALID_ARGUMENT', `${call}: unknown option ${shown}${hint} (known: ${known.join(', ')})`, {
-      argument: `${path}${key}`,
+      // Cut too (200 characters, as the codec's details.option): details travel into logs and --json.
+      argument: `${path}${key}`.length > MAX_KEY_DETAIL_CHARS ? `${`${path}${key}`.slice(0, MAX_KEY_DETAIL_CHARS)}...` : `${path}${key}`,
       known: [...known],
       ...(near === undefined ? {} : { suggestion: `${path}${near}` }),
     });

@@ -90,6 +90,8 @@ describe('an unknown option key is quoted cut', () => {
       expect(error.code).toBe('INVALID_ARGUMENT');
       expect(error.message).toContain(`unknown option "${'x'.repeat(57)}..." (known: `);
       expect(error.message.length).toBeLessThanOrEqual(MAX_MESSAGE_CHARS);
+      // Details too (they go into logs and --json whole): 200 characters and the ellipsis.
+      expect(String((error as { details?: { argument?: unknown } }).details?.argument).length).toBeLessThanOrEqual(203);
     }
   });
 });
