@@ -8,11 +8,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SEGMENT_VALUES } from '@splitzip/codec';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { createCpuDecoder } from '../src/create-cpu-decoder.js';
-import { createFileReader, type ByteReader } from '../src/create-file-reader.js';
 import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, writeModel, type FixtureTensor } from './fixtures.js';
+import { createStallingReader } from './stalling-reader.js';
 
 const S = SEGMENT_VALUES;
 // Three segments: decoded as they stream in (format v3, at least two segments).
@@ -46,34 +46,17 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A reader whose blob read at 0 (the payload's head) fails, and whose other blob reads stall until `unstall()`, ignoring the signal. */
 function createFailingStalledReader() {
-  const inner = createFileReader();
-  const gates: (() => void)[] = [];
   let headFailed = false;
-  let inFlight = 0;
-  const reader: ByteReader = {
-    async readExact(path, target, positionBytes) {
-      await turn();
-      if (path.endsWith('.bin') && positionBytes === 0) {
-        headFailed = true;
-        throw Object.assign(new Error('injected head failure'), { code: 'EIO' });
-      }
-      if (!path.endsWith('.bin')) return inner.readExact(path, target, positionBytes);
-      inFlight += 1;
-      try {
-        await new Promise<void>((resolve) => gates.push(resolve));
-        await inner.readExact(path, target, positionBytes);
-      } finally {
-        inFlight -= 1;
-      }
-    },
-    close: () => inner.close(),
-  };
-  return {
-    reader,
-    headFailed: () => headFailed,
-    inFlight: () => inFlight,
-    unstall: () => gates.splice(0).forEach((open) => open()),
-  };
+  const stalling = createStallingReader(async (path, positionBytes) => {
+    await turn();
+    if (path.endsWith('.bin') && positionBytes === 0) {
+      headFailed = true;
+      throw Object.assign(new Error('injected head failure'), { code: 'EIO' });
+    }
+    // Not a blob (the shards, read raw): read at once.
+    return !path.endsWith('.bin');
+  });
+  return { ...stalling, headFailed: () => headFailed };
 }
 
 /** Until the head read has failed and its failure has reached the decode's wait for its other reads. */

@@ -13,6 +13,7 @@ import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { isReadError } from '../src/read-error.js';
 import { makeTempDir, openCachedModel, type CachedModelFixture } from './fixtures.js';
+import { createStallingReader, type StallingReader } from './stalling-reader.js';
 
 let fixture: CachedModelFixture;
 beforeAll(async () => {
@@ -23,31 +24,7 @@ afterAll(async () => {
 });
 
 /** A reader whose reads never settle until `unstall()`, ignoring the signal they are given. */
-function createStalledReader() {
-  const inner = createFileReader();
-  const gates: (() => void)[] = [];
-  const signals: unknown[] = [];
-  let inFlight = 0;
-  const reader: ByteReader = {
-    async readExact(path, target, positionBytes, options) {
-      signals.push(options?.signal);
-      inFlight += 1;
-      try {
-        await new Promise<void>((resolve) => gates.push(resolve));
-        await inner.readExact(path, target, positionBytes);
-      } finally {
-        inFlight -= 1;
-      }
-    },
-    close: () => inner.close(),
-  };
-  return {
-    reader,
-    signals,
-    inFlight: () => inFlight,
-    unstall: () => gates.splice(0).forEach((open) => open()),
-  };
-}
+const createStalledReader = (): StallingReader => createStallingReader();
 
 /** Aborts `controller` once `reads()` reads have been asked (the load is stalled in them). */
 async function abortWhenStalled(controller: AbortController, reads: () => number): Promise<void> {

@@ -1,0 +1,36 @@
+// A ByteReader for abort tests: its reads stall until `unstall()`, ignoring the signal they are
+// given (a hung network mount, a remote adapter on a dead connection), and it records each read's
+// signal and how many are in flight. `readFirst` runs before each read and may throw to fail it or
+// return true to read without stalling.
+import { createFileReader, type ByteReader, type ByteReadOptions } from '../src/create-file-reader.js';
+
+export interface StallingReader {
+  reader: ByteReader;
+  /** The signal each read was given, in call order. */
+  signals: unknown[];
+  inFlight(): number;
+  /** Lets every stalled read go on (each then reads its bytes). */
+  unstall(): void;
+}
+
+export function createStallingReader(readFirst?: (path: string, positionBytes: number) => Promise<boolean | void>): StallingReader {
+  const inner = createFileReader();
+  const gates: (() => void)[] = [];
+  const signals: unknown[] = [];
+  let inFlight = 0;
+  const reader: ByteReader = {
+    async readExact(path: string, target: Uint8Array, positionBytes: number, options?: ByteReadOptions) {
+      signals.push(options?.signal);
+      if ((await readFirst?.(path, positionBytes)) === true) return inner.readExact(path, target, positionBytes);
+      inFlight += 1;
+      try {
+        await new Promise<void>((resolve) => gates.push(resolve));
+        await inner.readExact(path, target, positionBytes);
+      } finally {
+        inFlight -= 1;
+      }
+    },
+    close: () => inner.close(),
+  };
+  return { reader, signals, inFlight: () => inFlight, unstall: () => gates.splice(0).forEach((open) => open()) };
+}
