@@ -41,7 +41,7 @@ describeS3('verify and inspect of an s3:// cache', () => {
 
     const { json: verified } = await runJson<VerifyJson>(['verify', url]);
     expect(verified.ok).toBe(true);
-    expect(verified.leftovers).toEqual({ orphanBlobs: [], orphanBytes: 0, staleLocks: [] });
+    expect(verified.leftovers).toEqual({ orphanBlobs: [], orphanBytes: 0, staleLocks: [], tempFiles: [] });
     const text = await runCli(['verify', url]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).not.toContain('note:');

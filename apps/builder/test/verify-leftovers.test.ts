@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { openCacheStore } from '@splitzip/store';
+import { openCacheStore, pidSpaceTag } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerifyCommandReport } from '../src/commands/verify.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
@@ -63,6 +63,14 @@ async function cacheLeftByStoppedDrop(name: string): Promise<{ cache: string; or
   return { cache, orphan, orphanBytes: bytes.length };
 }
 
+/** What a writer killed mid-write (kill -9 of a build) leaves besides: its staged blobs, `count` temp files named with its dead pid. */
+async function addDeadWritersTempFiles(cache: string, count: number): Promise<string[]> {
+  const pid = deadPid();
+  const names = Array.from({ length: count }, (_, i) => `blobs/.tmp-${pid}-${i.toString(16).padStart(16, '0')}.${pidSpaceTag()}.bin`);
+  for (const name of names) await writeFile(join(cache, name), Buffer.alloc(1000));
+  return names.sort();
+}
+
 describe('verify notes what gc clears', () => {
   it('orphan blobs and a dead writer\'s lock: notes naming splitzip gc, exit 0 and "ok" as for a clean cache; gone once gc ran', async () => {
     const { cache, orphan, orphanBytes } = await cacheLeftByStoppedDrop('stopped');
@@ -76,7 +84,7 @@ describe('verify notes what gc clears', () => {
     const json = await verifyJson(cache);
     expect(json.ok).toBe(true);
     expect(json.store.problems).toEqual([]);
-    expect(json.leftovers).toEqual({ orphanBlobs: [orphan], orphanBytes, staleLocks: ['lock'] });
+    expect(json.leftovers).toEqual({ orphanBlobs: [orphan], orphanBytes, staleLocks: ['lock'], tempFiles: [] });
 
     // As the notes say: gc removes both, and verify says nothing more.
     const gc = await run('gc', cache);
@@ -85,7 +93,24 @@ describe('verify notes what gc clears', () => {
     const after = await run('verify', cache);
     expect(after.code, after.err).toBe(0);
     expect(after.out).not.toContain('note:');
-    expect((await verifyJson(cache)).leftovers).toEqual({ orphanBlobs: [], orphanBytes: 0, staleLocks: [] });
+    expect((await verifyJson(cache)).leftovers).toEqual({ orphanBlobs: [], orphanBytes: 0, staleLocks: [], tempFiles: [] });
+  });
+
+  it("a killed build's temp files (blobs/.tmp-<dead pid>-*): noted and in leftovers.tempFiles, as gc then removes them; exit 0", async () => {
+    const { cache } = await cacheLeftByStoppedDrop('killed');
+    const temps = await addDeadWritersTempFiles(cache, 10);
+    const json = await verifyJson(cache);
+    expect(json.ok).toBe(true);
+    expect([...json.leftovers!.tempFiles].sort()).toEqual(temps);
+    const text = await run('verify', cache);
+    expect(text.code, text.err).toBe(0);
+    expect(text.out).toMatch(new RegExp(`^  note: 10 temp files of writers killed mid-write \\(blobs/\\.tmp-\\d+-\\S+, blobs/\\.tmp-\\d+-\\S+, blobs/\\.tmp-\\d+-\\S+ and 7 more\\): \`splitzip gc ${cache}\` removes them$`, 'm'));
+    expect(text.out.trimEnd().split('\n').at(-1)).toBe('OK');
+    // The ones gc removes.
+    const gc = await run('gc', cache, '--json');
+    expect(gc.code, gc.err).toBe(0);
+    expect([...(JSON.parse(gc.out) as { tempFiles: string[] }).tempFiles].sort()).toEqual(temps);
+    expect((await verifyJson(cache)).leftovers?.tempFiles).toEqual([]);
   });
 
   it('with --model too, and beside a failed check: the notes do not change the exit code', async () => {

@@ -122,6 +122,14 @@ function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): strin
         ` (a gc or build stopped at once, a crash, or a build not yet committed): \`splitzip gc ${cache}\` removes them`,
     );
   }
+  const temps = leftovers.tempFiles.length;
+  if (temps > 0) {
+    lines.push(
+      isS3Url(cache)
+        ? `  note: ${temps} unfinished upload${temps === 1 ? '' : 's'} older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h (a writer stopped mid-upload): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`
+        : `  note: ${temps} temp file${temps === 1 ? '' : 's'} of writers killed mid-write (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`,
+    );
+  }
   const locks = leftovers.staleLocks.length;
   if (locks > 0) {
     lines.push(
@@ -130,6 +138,15 @@ function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): strin
     );
   }
   return lines;
+}
+
+/** The most temp file names a note lists: a killed build leaves one per blob it was writing (--jobs of them), maybe more. */
+const MAX_LISTED_TEMP_FILES = 3;
+
+/** Temp file names for a note: the first MAX_LISTED_TEMP_FILES, then how many more (all in --json: leftovers.tempFiles). */
+function formatTempList(paths: readonly string[]): string {
+  const shown = paths.slice(0, MAX_LISTED_TEMP_FILES).join(', ');
+  return paths.length <= MAX_LISTED_TEMP_FILES ? shown : `${shown} and ${paths.length - MAX_LISTED_TEMP_FILES} more`;
 }
 
 export function renderVerifyReport(report: VerifyCommandReport): string {
