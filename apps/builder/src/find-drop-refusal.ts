@@ -1,11 +1,19 @@
 // Whether `gc --drop-unbound-entries` would be refused now, in the store's own words: its dry run
 // (a look: no lock, nothing changed) answers with the error the real drop would fail with.
 import { isStoreError, type CacheStore } from '@splitzip/store';
+import { describeRecentWritesWait } from './describe-recent-writes.js';
 
 /** The store's refusal of dropUnboundEntries: its error's code and message (as `--json` errors and verify's problems name them). */
 export interface DropRefusal {
   code: string;
   message: string;
+  /** The store error's details (on s3:// for a cache written to lately: reason 'recent-writes', newestAgeMs, minAgeMs, newestObject, …). */
+  details?: Record<string, unknown>;
+  /**
+   * 'recent-writes' only: the CLI's sentence of when gc --drop-unbound-entries would pass (the UTC
+   * time its newest object reaches --min-age, and with the shortest --min-age), as gc's error says it.
+   */
+  wait?: string;
 }
 
 /**
@@ -13,14 +21,16 @@ export interface DropRefusal {
  * journal: JOURNAL_INVALID; a store that cannot drop, such as an s3:// one before it could:
  * its own error), or null where its dry run answers with a report. Asked of the store rather than
  * judged from the cache's kind, so that a store that learns to drop is reported as dropping.
+ * `minAgeMs`: s3:// only, inspect --min-age (the store's default where absent), as gc's would judge.
  * Errors that are not the store's (a bug) are thrown.
  */
-export async function findDropRefusal(store: CacheStore): Promise<DropRefusal | null> {
+export async function findDropRefusal(store: CacheStore, options: { minAgeMs?: number | undefined } = {}): Promise<DropRefusal | null> {
   try {
-    await store.dropUnboundEntries({ dryRun: true });
+    await store.dropUnboundEntries({ dryRun: true, ...(options.minAgeMs === undefined ? {} : { minAgeMs: options.minAgeMs }) });
     return null;
   } catch (error) {
     if (!isStoreError(error)) throw error;
-    return { code: error.code, message: error.message };
+    const wait = describeRecentWritesWait(error, Date.now());
+    return { code: error.code, message: error.message, details: error.details, ...(wait === null ? {} : { wait }) };
   }
 }

@@ -684,7 +684,7 @@ describe('gc', () => {
     await writeFile(orphan, new Uint8Array(512));
     const result = await runCli(['gc', cacheDir]);
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/removed 1 orphan blobs/);
+    expect(result.stdout).toMatch(/removed 1 orphan blob\b/);
     expect(await readdir(join(cacheDir, 'blobs'))).not.toContain(`${'0'.repeat(40)}.bin`);
     const { json } = await runJson<VerifyJson>(['verify', cacheDir, '--model', model]);
     expect(json.ok).toBe(true);

@@ -262,7 +262,7 @@ describe('gc --drop-unbound-entries', () => {
       await writeFile(orphans[0]!, 'not a blob');
       const text = await runInProcess(['gc', cache, '--model', v2, '--drop-unbound-entries']);
       expect(text.code, text.err).toBe(1);
-      expect(text.out).toMatch(/^removed 1 orphan blobs \(10 B\), 0 temp files/m);
+      expect(text.out).toMatch(/^removed 1 orphan blob \(10 B\), 0 temp files/m);
       expect(text.out).toContain(`  blobs/${'e'.repeat(40)}.bin`);
       expect(text.out).not.toMatch(/unbound entr/);
       expect(text.err).toContain(

@@ -50,7 +50,7 @@ describe('inspect --json totals.dropRefusal', () => {
     const kept = join(cache, 'manifest.json.damaged-1765000000000');
     await writeFile(kept, await readFile(join(cache, 'manifest.json')));
     const refused = await inspectJson(cache);
-    expect(refused.totals.dropRefusal).toEqual({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy \(manifest\.json\.damaged-1765000000000\)/) });
+    expect(refused.totals.dropRefusal).toEqual({ code: 'MANIFEST_INVALID', details: expect.any(Object), message: expect.stringMatching(/dropUnboundEntries refuses while the cache holds a damaged manifest's kept copy \(manifest\.json\.damaged-1765000000000\)/) });
     // The text says the same, from the same answer.
     // The text quotes the same answer: why, and what to do.
     const text = (await runInProcess(['inspect', cache])).out;
@@ -79,7 +79,7 @@ describe('inspect --json totals.dropRefusal', () => {
 
   it("is the store's answer, not the cache's kind: an s3:// store that drops is not said to refuse", async () => {
     const refusing = { dropUnboundEntries: () => Promise.reject(new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries is not supported here', { path: 's3://b/c' })) } as unknown as CacheStore;
-    expect(await findDropRefusal(refusing)).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('dropUnboundEntries is not supported here') });
+    expect(await findDropRefusal(refusing)).toEqual({ code: 'INVALID_ARGUMENT', details: {}, message: expect.stringContaining('dropUnboundEntries is not supported here') });
     const dropping = { dropUnboundEntries: () => Promise.resolve({ dryRun: true, count: 1, entries: [], reclaimedBytes: 0, blobsLeft: [] }) } as unknown as CacheStore;
     expect(await findDropRefusal(dropping)).toBeNull();
     // A bug is no refusal: thrown.
@@ -101,6 +101,13 @@ describe('inspect --json totals.dropRefusal', () => {
     expect(renderInspectReport(young)).toContain(
       'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive refuses to remove them for now: INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, 3 objects … (file s3://b/c)\n',
     );
+    // The s3:// recent-writes refusal: the CLI's sentence of when a retry passes after the store's
+    // message, and the command line with inspect's --min-age (the one that gives that refusal).
+    const recent = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently (file s3://b/c)', details: { reason: 'recent-writes' }, wait: 'the cache must stay quiet (…) until 2026-12-07 04:50:00 UTC' });
+    recent.totals.dropNeedsExclusive = true;
+    expect(renderInspectReport(recent, { minAgeMs: 35 * 60_000 })).toContain(
+      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive --min-age 35m refuses to remove them for now: INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently (file s3://b/c); the cache must stay quiet (…) until 2026-12-07 04:50:00 UTC\n',
+    );
     // A long one is cut at a word, and says where it is whole.
     const long = report({ code: 'MANIFEST_INVALID', message: `MANIFEST_INVALID: kept copies (${Array.from({ length: 200 }, (_, i) => `manifest.json.damaged-${i}`).join(', ')})` });
     const line = renderInspectReport(long).split('\n').find((l) => l.startsWith('unbound '))!;
@@ -112,5 +119,6 @@ describe('inspect --json totals.dropRefusal', () => {
     expect(renderInspectReport(s3)).toContain(
       'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access',
     );
+    expect(renderInspectReport(s3, { minAgeMs: 2 * 3_600_000 })).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive --min-age 2h removes them, run only while');
   });
 });

@@ -2,7 +2,6 @@ import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetenso
 import {
   DEFAULT_LOCK_TIMEOUT_MS,
   DEFAULT_GC_MIN_AGE_MS,
-  MIN_S3_GC_AGE_MS,
   TEMP_FILE_MAX_AGE_MS,
   isDroppableEntry,
   isS3Url,
@@ -16,11 +15,12 @@ import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand, type CommandIo } from '../define-command.js';
 import { describeError } from '../describe-error.js';
+import { addRecentWritesWait, formatMinAge } from '../describe-recent-writes.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
-import { parseDurationMs } from '../parse-duration.js';
+import { parseS3MinAgeMs } from '../parse-min-age.js';
 import { renderErrorJson } from '../render-error-json.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
@@ -138,19 +138,7 @@ export const gcCommand = defineCommand({
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');
     checkExclusive(args, s3);
     if (args.model !== undefined) checkLocalModel(args.model, 'gc', '--model');
-    let minAgeMs: number | undefined;
-    if (args.minAge !== undefined) {
-      // A directory cache judges leftovers by their writer's pid, not by age.
-      if (!s3) throw new UsageError("option '--min-age' applies to s3:// caches only", 'gc');
-      minAgeMs = parseDurationMs(args.minAge, '--min-age', 'gc');
-      // The store refuses it too (INVALID_ARGUMENT); said here as the usage error it is, before any request.
-      if (minAgeMs < MIN_S3_GC_AGE_MS) {
-        throw new UsageError(
-          `option '--min-age' must be at least ${MIN_S3_GC_AGE_MS / 60_000}m on an s3:// cache: a build may be between a blob's upload and its entry's for that long, and younger orphans may be its blobs (a shorter age deleted a running build's blobs)`,
-          'gc',
-        );
-      }
-    }
+    const minAgeMs = parseS3MinAgeMs(args.minAge, s3, 'gc');
     // The model first: one that is not a model, or has a damaged header, fails before the cache is touched.
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
     let report: GcCommandReport | undefined;
@@ -178,7 +166,8 @@ export const gcCommand = defineCommand({
           // A drop the store refuses (a damaged manifest's kept copy, a damaged journal; on s3:// a
           // cache written to within --min-age) fails the command before the collection changes
           // anything: its dry run is a look, no lock.
-          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+          // A refusal for recent writes says when a retry passes (the store's message names its option, not a time).
+          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) }).catch(rethrowWithWait);
           throwIfInterrupted(signal);
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
@@ -191,7 +180,9 @@ export const gcCommand = defineCommand({
           let unboundEntries: GcCommandReport['unboundEntries'];
           if (args.dropUnboundEntries) {
             try {
-              unboundEntries = await store.dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+              unboundEntries = await store
+                .dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) })
+                .catch(rethrowWithWait);
             } catch (error) {
               // The real collection above has changed the cache: a drop the store refuses now (on
               // s3:// a writer started since its dry run: recent-writes) must not cost its report.
@@ -287,10 +278,10 @@ function renderCollection(report: GcReport, s3: boolean): string[] {
   const verb = report.dryRun ? 'would remove' : 'removed';
   const lines = [
     s3
-      ? `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} unfinished uploads, ` +
-        `${report.orphanStamps?.length ?? 0} stamp objects no reader takes`
-      : `${verb} ${report.orphanBlobs.length} orphan blobs (${formatBytes(report.orphanBytes)}), ${report.tempFiles.length} temp files, ` +
-        `${report.oldJournals.length} old journals, ${report.staleLocks.length} stale locks`,
+      ? `${verb} ${countOf(report.orphanBlobs.length, 'orphan blob')} (${formatBytes(report.orphanBytes)}), ${countOf(report.tempFiles.length, 'unfinished upload')}, ` +
+        `${countOf(report.orphanStamps?.length ?? 0, 'stamp object')} no reader takes`
+      : `${verb} ${countOf(report.orphanBlobs.length, 'orphan blob')} (${formatBytes(report.orphanBytes)}), ${countOf(report.tempFiles.length, 'temp file')}, ` +
+        `${countOf(report.oldJournals.length, 'old journal')}, ${countOf(report.staleLocks.length, 'stale lock')}`,
     ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
   ];
   if (report.finishedCompaction !== undefined) {
@@ -328,9 +319,12 @@ function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json:
   return 1;
 }
 
-/** --min-age as a user writes it: 1h, 40m, 2400s. */
-function formatMinAge(ms: number): string {
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
-  return `${Math.round(ms / 1000)}s`;
+/** `1 orphan blob`, `2 orphan blobs`, `0 orphan blobs`. */
+function countOf(count: number, singular: string): string {
+  return `${count} ${singular}${count === 1 ? '' : 's'}`;
+}
+
+/** Throws the error, a 'recent-writes' refusal with the CLI's sentence of when a retry passes. */
+function rethrowWithWait(error: unknown): never {
+  throw addRecentWritesWait(error);
 }

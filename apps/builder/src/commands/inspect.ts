@@ -5,10 +5,12 @@ import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
 import { findDropRefusal } from '../find-drop-refusal.js';
+import { formatMinAge } from '../describe-recent-writes.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 import { judgeModelBindings } from '../judge-model-bindings.js';
+import { parseS3MinAgeMs } from '../parse-min-age.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
 
@@ -18,10 +20,13 @@ export const inspectCommand = defineCommand({
   notes: [
     "With --model: which bindings of the model's shard names are live, unchecked or left behind, and",
     'how many bindings other shard names have: what `gc --model` would remove (nothing is changed).',
+    'On an s3:// cache, whether gc --drop-unbound-entries would refuse a cache written to lately is',
+    'judged at --min-age (default 1h, at least 35m), as gc with the same --min-age judges it.',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'Judge the bindings against this model, as gc --model would (changes nothing)', valueHint: 'model' },
+    minAge: { type: 'string', description: "s3:// only: judge gc --drop-unbound-entries --min-age <duration> (35m at least; default 1h)", valueHint: 'duration' },
     pruneOtherShards: { type: 'boolean', description: "With --model: count the bindings of shard names the model does not have as gc --model --prune-other-shards would" },
     json: { type: 'boolean', description: 'Print { cache, entries: [...], totals: {...}, bindings? } as JSON on stdout' },
   },
@@ -29,6 +34,7 @@ export const inspectCommand = defineCommand({
     checkCacheLocation(args.cache, 'inspect', '<cache-dir>');
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'inspect');
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
+    const minAgeMs = parseS3MinAgeMs(args.minAge, isS3Url(args.cache), 'inspect');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
     let report: InspectReport;
     try {
@@ -44,7 +50,7 @@ export const inspectCommand = defineCommand({
         // unbound entries are other models' salvaged ones; a damaged journal; a store that cannot
         // drop): the store's dry run answers, a look with no lock that changes nothing. The text
         // names the command only where it would run.
-        report.totals.dropRefusal = await findDropRefusal(store);
+        report.totals.dropRefusal = await findDropRefusal(store, { minAgeMs });
         // The dry run above needs no --exclusive; the real drop on s3:// does (gc refuses without it).
         report.totals.dropNeedsExclusive = isS3Url(args.cache);
       } finally {
@@ -54,7 +60,7 @@ export const inspectCommand = defineCommand({
       await model?.close();
     }
     if (args.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-    else io.stdout.write(renderInspectReport(report));
+    else io.stdout.write(renderInspectReport(report, { minAgeMs }));
     return 0;
   },
 });
@@ -76,7 +82,7 @@ function shortenRefusal(message: string): string {
 }
 
 /** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
-export function renderInspectReport(report: InspectReport): string {
+export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined } = {}): string {
   const rows = report.entries.map((e) => [
     e.qualname,
     e.key.slice(0, 12),
@@ -89,6 +95,8 @@ export function renderInspectReport(report: InspectReport): string {
     e.slices.map(([shard, offset, size]) => `${shard}@${offset}+${size}`).join(' ') || '-',
   ]);
   const t = report.totals;
+  // The gc command line the line names: the one that gives the refusal or runs (s3://: with --exclusive, and inspect's --min-age).
+  const minAge = options.minAgeMs === undefined ? '' : ` --min-age ${formatMinAge(options.minAgeMs)}`;
   const lines = [
     formatTable(['tensor', 'key', 'shape', 'raw', 'comp', 'ratio', 'escapes', 'codes', 'slices'], rows, [false, false, false, true, true, true, true, true, false]),
     '',
@@ -104,9 +112,10 @@ export function renderInspectReport(report: InspectReport): string {
             (t.dropRefusal === undefined
               ? 'gc --drop-unbound-entries removes them'
               : t.dropRefusal !== null
-                ? `splitzip gc ${report.cache} --drop-unbound-entries${t.dropNeedsExclusive === true ? ' --exclusive' : ''} refuses to remove them for now: ${shortenRefusal(t.dropRefusal.message)}`
+                ? `splitzip gc ${report.cache} --drop-unbound-entries${t.dropNeedsExclusive === true ? ' --exclusive' : ''}${minAge} refuses to remove them for now: ${shortenRefusal(t.dropRefusal.message)}` +
+                  (t.dropRefusal.wait === undefined ? '' : `; ${t.dropRefusal.wait}`)
                 : t.dropNeedsExclusive === true
-                  ? `splitzip gc ${report.cache} --drop-unbound-entries --exclusive removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
+                  ? `splitzip gc ${report.cache} --drop-unbound-entries --exclusive${minAge} removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
                   : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
         ]),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
