@@ -3,7 +3,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { renderErrorJson } from './render-error-json.js';
-import { readInvocation, runCli } from './run-cli.js';
+import { describeSecondSignal, readInvocation, runCli } from './run-cli.js';
 
 // The build's payloads are large ArrayBuffers on a tiny heap: V8 collects them late, which shows
 // as tens to hundreds of MB of RSS. A minor GC after each large write frees them at once (~0.1 ms;
@@ -23,10 +23,11 @@ let interrupts = 0;
 const onSignal = (signal: NodeJS.Signals): void => {
   interrupts++;
   // First signal: stop at the next safe point (the cache stays valid either way). Second: now,
-  // saying so: writers' temp files may be left (committed entries are safe), and gc removes them.
+  // saying so, and what the command may leave behind (a build's temp files, a gc's orphan blobs
+  // and lock) with the command that clears it.
   if (interrupts > 1) {
     const invocation = readInvocation(argv);
-    const message = `stopped at once by a second ${signal}; committed entries are kept, and \`splitzip gc <cache>\` removes any temp files left behind`;
+    const message = describeSecondSignal(invocation, signal);
     // On a TTY the progress bar may be mid-line; elsewhere a leading newline was a stray blank line.
     const prefix = invocation.command === undefined ? 'splitzip' : `splitzip ${invocation.command}`;
     process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}${prefix}: ${message}\n`);

@@ -61,6 +61,8 @@ export function describeError(error: unknown): string {
     // (verify, whatever the command: `gc --model` would remove bindings, not check them).
     message = context.reason === 'model-directory'
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip verify <cache> --model ${dir}\``
+      : context.reason === 'parent-is-file' && typeof context.parentFile === 'string'
+      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it does not exist, and a parent of it, ${context.parentFile}, is a file, not a directory`
       : /not a directory/.test(e.message)
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;

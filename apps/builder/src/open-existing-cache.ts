@@ -1,4 +1,5 @@
-import { readdir } from 'node:fs/promises';
+import { lstat, readdir, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, StoreError, type CacheStore } from '@splitzip/store';
 import { BuilderError } from './errors.js';
 import { describeHolder, isHolderGone, readLockHolder } from './read-lock-holder.js';
@@ -16,7 +17,7 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
   } catch (error) {
     if (!isStoreError(error, 'NOT_A_CACHE') || isS3Url(cache)) throw error;
     const holder = await readLockHolder(cache);
-    if (holder === undefined || isHolderGone(holder)) throw await markModelDirectory(error, cache, options.command);
+    if (holder === undefined || isHolderGone(holder)) throw await markParentFile(error, cache) ?? await markModelDirectory(error, cache, options.command);
     throw new BuilderError(
       'CACHE_BEING_CREATED',
       `a cache is being created at ${cache} by ${describeHolder(holder)}: it holds the cache's writer lock and has not written manifest.json yet (a build starting, or stopped); run ${options.command} again once it has`,
@@ -24,6 +25,31 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
       { cause: error },
     );
   }
+}
+
+/**
+ * NOT_A_CACHE for a path under a regular file (`afile/sub`, ENOTDIR): the same code, with
+ * `details.reason` 'parent-is-file' and `details.parentFile` naming that file, where the line said
+ * the path itself was a file (it does not exist). Undefined for any other path.
+ */
+async function markParentFile(error: StoreError, cache: string): Promise<StoreError | undefined> {
+  const failure = await lstat(cache).then(
+    () => undefined,
+    (e: unknown) => (e as { code?: unknown }).code,
+  );
+  if (failure !== 'ENOTDIR') return undefined;
+  // The nearest ancestor that exists is the file in the way.
+  for (let dir = dirname(resolve(cache)); dir !== dirname(dir); dir = dirname(dir)) {
+    const stats = await stat(dir).catch(() => undefined);
+    if (stats === undefined) continue;
+    if (stats.isDirectory()) return undefined;
+    return new StoreError('NOT_A_CACHE', `${cache} does not exist: its parent ${dir} is a file, not a directory`, {
+      ...(error.path === undefined ? {} : { path: error.path }),
+      details: { ...error.details, reason: 'parent-is-file', parentFile: dir },
+      cause: error,
+    });
+  }
+  return undefined;
 }
 
 /**

@@ -11,6 +11,7 @@ import { describeError } from './describe-error.js';
 import { BuilderError, isBuilderError, UsageError } from './errors.js';
 import { renderErrorJson } from './render-error-json.js';
 import { interruptedError } from './throw-if-interrupted.js';
+import { wrapCacheWriteError } from './wrap-build-error.js';
 import { DEBUG_FLAG, findGlobalFlags, parseCommandArgs } from './parse-command-args.js';
 import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
 
@@ -85,13 +86,22 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
 
   // Set once the arguments parse: an error exit then prints its JSON document too.
   let json = false;
+  // gc writes the cache (its lock, a new manifest): a read-only one is NOT_WRITABLE, as build says.
+  let writtenCache: string | undefined;
   try {
     const args = parseCommandArgs(command, words.slice(1));
     json = (args as { json?: unknown }).json === true;
+    const cache = (args as { cache?: unknown; dryRun?: unknown }).cache;
+    if (command.name === 'gc' && typeof cache === 'string') writtenCache = cache;
     return await command.run({ args, io, signal, ...(options.collectGarbage ? { collectGarbage: options.collectGarbage } : {}) });
   } catch (caught) {
     // The store abandoned its S3 requests at the signal (ABORTED): an interrupt, said as every command says it.
-    const error = signal?.aborted && isStoreError(caught) && caught.code === 'ABORTED' ? interruptedError(signal) : caught;
+    const error =
+      signal?.aborted && isStoreError(caught) && caught.code === 'ABORTED'
+        ? interruptedError(signal)
+        : writtenCache === undefined
+          ? caught
+          : wrapCacheWriteError(caught, writtenCache);
     // A library's USAGE (an --out inside the model, say) is a usage error as the parser's are.
     const usage = error instanceof UsageError || isBuilderError(error, 'USAGE');
     const message = usage ? (error as Error).message : describeError(error);
@@ -130,18 +140,58 @@ function describeUnknownCommand(name: string, words: readonly string[]): string 
   return `${BINARY_NAME}: unknown command '${name}'${near === undefined ? '' : `: did you mean '${near}'?`}\nRun '${BINARY_NAME} --help' for the commands.`;
 }
 
+/** What argv tells of a command line without running it (see readInvocation). */
+export interface Invocation {
+  command: string | undefined;
+  json: boolean;
+  /** The cache it works on (build's --out, the others' positional), where argv parses. */
+  cache?: string;
+  /** gc --drop-unbound-entries (its stop at once may leave the dropped entries' blobs). */
+  dropUnboundEntries?: boolean;
+  dryRun?: boolean;
+}
+
 /**
- * The command a command line runs and whether it asked for --json, as far as argv tells without
- * running it (undefined and false where it does not parse): the CLI's signal handler names the
- * command and answers --json for a second signal, which exits at once.
+ * The command a command line runs, whether it asked for --json, and its cache, as far as argv
+ * tells without running it (undefined and false where it does not parse): the CLI's signal handler
+ * names the command and the cache and answers --json for a second signal, which exits at once.
  */
-export function readInvocation(argv: readonly string[]): { command: string | undefined; json: boolean } {
+export function readInvocation(argv: readonly string[]): Invocation {
   const words = argv[0] === DEBUG_FLAG ? argv.slice(1) : argv;
   const command = isHelpWord(words[0]) ? undefined : findCommand(words[0]);
   if (command === undefined) return { command: undefined, json: false };
   try {
-    return { command: command.name, json: (parseCommandArgs(command, words.slice(1)) as { json?: unknown }).json === true };
+    const args = parseCommandArgs(command, words.slice(1)) as { json?: unknown; out?: unknown; cache?: unknown; dropUnboundEntries?: unknown; dryRun?: unknown };
+    const cache = command.name === 'build' ? args.out : args.cache;
+    return {
+      command: command.name,
+      json: args.json === true,
+      ...(typeof cache === 'string' ? { cache } : {}),
+      ...(args.dropUnboundEntries === true ? { dropUnboundEntries: true } : {}),
+      ...(args.dryRun === true ? { dryRun: true } : {}),
+    };
   } catch {
     return { command: command.name, json: false };
   }
+}
+
+/**
+ * The line for a second signal, which exits at once: what that may leave in the cache depends on
+ * the command. A build leaves its writers' temp files (committed entries are whole); a gc may
+ * leave the blobs of entries its drop already removed from the manifest (orphans) and its own
+ * writer lock, dead with it. Each names the command that clears it, with the real cache path.
+ */
+export function describeSecondSignal(invocation: Invocation, signal: string): string {
+  const stopped = `stopped at once by a second ${signal}`;
+  const cache = invocation.cache ?? '<cache>';
+  if (invocation.command === 'build') return `${stopped}; committed entries are kept, and \`${BINARY_NAME} gc ${cache}\` removes any temp files left behind`;
+  if (invocation.command === 'gc') {
+    if (invocation.dryRun) return `${stopped}; a dry run changes nothing`;
+    const orphans = invocation.dropUnboundEntries ? 'the blobs of entries it had dropped (orphans: no entry references them)' : 'blobs it had not removed yet';
+    return (
+      `${stopped}; the cache stays valid, but may hold ${orphans}, temp files, and this process's writer lock (its holder now dead): ` +
+      `the next \`${BINARY_NAME} gc ${cache}\` removes them (\`${BINARY_NAME} verify ${cache}\` notes them)`
+    );
+  }
+  return stopped;
 }

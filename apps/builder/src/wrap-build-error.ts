@@ -5,8 +5,18 @@ import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-
 import { BuilderError } from './errors.js';
 
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
-/** The store's S3 failures are about the endpoint or bucket, not one tensor: they pass through as they are. */
-const S3_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR']);
+/**
+ * The store's failures that are about the cache, not the tensor in flight, pass through as they
+ * are: S3's (the endpoint or bucket) and LOCK_TIMEOUT (another writer holds the lock). As
+ * TENSOR_FAILED their code was lost to a script that branches on it.
+ */
+const CACHE_WIDE_CODES = new Set(['S3_UNAVAILABLE', 'S3_ERROR', 'LOCK_TIMEOUT']);
+/**
+ * The errnos that say the cache cannot be written at all, whichever write met them (a blob's with
+ * a tensor in flight, the lock file's): NOT_WRITABLE. The store's IO_ERROR carries them in its
+ * cause (and details.errno). ENOTDIR, EEXIST, EISDIR are the directory's own only when making it.
+ */
+const CACHE_NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS']);
 /** What V8 and WebAssembly say (a RangeError) when a buffer or memory cannot be reserved. */
 const OUT_OF_MEMORY_MESSAGE = /Array buffer allocation failed|could not allocate memory|Out of memory/i;
 
@@ -41,7 +51,7 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
   // the CLI's exit code 130 hangs on it), whichever tensor was in flight.
   if (error instanceof BuilderError) return error;
   const ownCode = (error as { code?: unknown } | null)?.code;
-  if (typeof ownCode === 'string' && S3_CODES.has(ownCode)) return error;
+  if (typeof ownCode === 'string' && CACHE_WIDE_CODES.has(ownCode)) return error;
   const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';
   const code = systemErrorCode(error);
   const path = (error as { path?: unknown }).path;
@@ -54,11 +64,11 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
       { cause: error },
     );
   }
-  if (code && NOT_WRITABLE_CODES.has(code) && context.tensor === undefined && inCache) {
+  if (code && inCache && (context.tensor === undefined ? NOT_WRITABLE_CODES : CACHE_NOT_WRITABLE_CODES).has(code)) {
     return new BuilderError(
       'NOT_WRITABLE',
       `cannot write the cache directory ${context.cacheDir}: ${(error as Error).message}`,
-      { file: context.cacheDir },
+      { file: context.cacheDir, ...(context.tensor === undefined ? {} : { tensor: context.tensor }) },
       { cause: error },
     );
   }
@@ -103,6 +113,17 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
     { tensor: context.tensor, file: typeof path === 'string' ? path : context.file },
     { cause: error },
   );
+}
+
+/**
+ * A cache command's write that met a read-only or forbidden cache directory (gc's lock file, say):
+ * NOT_WRITABLE, as build says it; anything else as it is.
+ */
+export function wrapCacheWriteError(error: unknown, cacheDir: string): unknown {
+  if (error instanceof BuilderError) return error;
+  const code = systemErrorCode(error);
+  if (code === undefined || !CACHE_NOT_WRITABLE_CODES.has(code) || !isCacheFailure(error, cacheDir)) return error;
+  return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${(error as Error).message}`, { file: cacheDir }, { cause: error });
 }
 
 /**

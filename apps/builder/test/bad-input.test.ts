@@ -113,6 +113,15 @@ describe('bad model input', () => {
       expect(result.stderr).toContain(`${file} is not a SplitZip cache (it is a file, not a directory)`);
       expect(result.stderr).not.toContain('makes one');
     }
+    // A path under that file: it does not exist, and it is its parent that is the file (it was
+    // called a file itself).
+    const under = join(file, 'sub', 'cache');
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const result = await runCli([command, under]);
+      expectOneLineError(result, /NOT_A_CACHE/);
+      expect(result.stderr).toContain(`${under} is not a SplitZip cache: it does not exist, and a parent of it, ${file}, is a file, not a directory`);
+      expect(result.stderr).not.toContain('(it is a file');
+    }
   });
 });
 
@@ -132,6 +141,27 @@ describe('a cache that cannot be written', () => {
       expectOneLineError(result, /cannot write the cache directory .*ro\/cache.*read-only|EROFS/);
     } finally {
       execFileSync('umount', [mountPoint]);
+    }
+  });
+
+  it.skipIf(!isRoot)('a cache made read-only (a bind mount remounted ro): build --json and gc say NOT_WRITABLE, not TENSOR_FAILED or IO_ERROR', async () => {
+    const cacheDir = join(temp.path, 'ro-cache');
+    expect((await runJson<BuildJson>(['build', goodModel, '--out', cacheDir])).json.encoded).toBe(2);
+    const other = await writeSingleFileModel(join(temp.path, 'ro-other.safetensors'), [gaussianBf16('x0', [64, 64], 31), gaussianBf16('x1', [64, 48], 32)]);
+    expect(tryMount(['--bind', cacheDir, cacheDir])).toBe(true);
+    try {
+      expect(tryMount(['-o', 'remount,bind,ro', cacheDir])).toBe(true);
+      // Was: {"code":"TENSOR_FAILED","message":"IO_ERROR: cannot write the blob [EROFS] … (tensor x0)"}.
+      const { result, json } = await runJson<{ error: { code: string; message: string } }>(['build', other, '--out', cacheDir, '--json', '--jobs', '0'], 1);
+      expect(json.error.code, result.stderr).toBe('NOT_WRITABLE');
+      expect(json.error.message).toContain(`cannot write the cache directory ${cacheDir}`);
+      expect(json.error.message).toMatch(/EROFS/);
+      // Was: IO_ERROR: cannot create the lock file [EROFS].
+      const gc = await runJson<{ error: { code: string; message: string } }>(['gc', cacheDir, '--json'], 1);
+      expect(gc.json.error.code, gc.result.stderr).toBe('NOT_WRITABLE');
+      expect(gc.result.stderr).toMatch(/^splitzip gc: error: NOT_WRITABLE: cannot write the cache directory .*EROFS/);
+    } finally {
+      execFileSync('umount', [cacheDir]);
     }
   });
 
@@ -240,9 +270,46 @@ describe('a build stopped by Ctrl-C', () => {
       expect((await runJson<VerifyJson>(['verify', cacheDir])).json.ok).toBe(true);
       stderr = result.stderr;
     }
-    expect(stderr).toMatch(/stopped at once by a second SIGINT; .*splitzip gc <cache>/);
+    // The real cache path, not a placeholder.
+    expect(stderr).toContain('stopped at once by a second SIGINT; committed entries are kept, and `splitzip gc ');
+    expect(stderr).toMatch(/`splitzip gc \S*cache-sigint2-\d` removes any temp files left behind/);
     // Not a TTY: no blank line first (one is for a progress bar mid-line), and the command's prefix.
     expect(stderr).toMatch(/^splitzip build: stopped at once by a second SIGINT; /);
+  });
+});
+
+describe('a second signal during gc --drop-unbound-entries', () => {
+  it("says what a gc may leave (orphan blobs of dropped entries, its lock) and names the cache (it said a build's words, `<cache>`)", { timeout: 90_000 }, async () => {
+    const { spawn } = await import('node:child_process');
+    const { hostname } = await import('node:os');
+    const { startCli, collect } = await import('./helpers/run-cli.js');
+    const cacheDir = join(temp.path, 'gc-signal2');
+    expect((await runCli(['build', goodModel, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    // A live writer holds the lock: the gc waits for it, so the signals come while it runs.
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 120000)'], { stdio: 'ignore' });
+    try {
+      await writeFile(join(cacheDir, 'lock'), JSON.stringify({ pid: holder.pid, host: hostname(), bootId: null, startTicks: null, token: '0123456789abcdef', createdMs: Date.now() }));
+      let stderr = '';
+      // Two signals of one kind pending at once merge into one: SIGTERM then SIGINT cannot. An
+      // attempt whose second came after the exit (a plain interrupt) is run again, at most 3 times.
+      for (let attempt = 0; attempt < 3 && !stderr.includes('second SIGINT'); attempt++) {
+        const child = startCli(['gc', cacheDir, '--drop-unbound-entries']);
+        let seen = '';
+        child.stderr!.on('data', (chunk: Buffer) => (seen += chunk.toString()));
+        const done = collect(child, 60_000);
+        for (let i = 0; i < 1500 && !seen.includes('waiting for the writer lock'); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+        child.kill('SIGTERM');
+        child.kill('SIGINT');
+        stderr = (await done).stderr;
+      }
+      expect(stderr).toContain(
+        `splitzip gc: stopped at once by a second SIGINT; the cache stays valid, but may hold the blobs of entries it had dropped (orphans: no entry references them), temp files, and this process's writer lock (its holder now dead): the next \`splitzip gc ${cacheDir}\` removes them (\`splitzip verify ${cacheDir}\` notes them)`,
+      );
+      expect(stderr).not.toContain('<cache>');
+      expect(stderr).not.toContain('committed entries are kept');
+    } finally {
+      holder.kill('SIGKILL');
+    }
   });
 });
 

@@ -5,7 +5,7 @@ import { createServer, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SafetensorsError } from '@splitzip/safetensors';
-import { openCacheStore } from '@splitzip/store';
+import { openCacheStore, StoreError } from '@splitzip/store';
 import { describeError, dropRepeats, mentions } from '../src/describe-error.js';
 import { formatBytes } from '../src/format-units.js';
 import { runCli } from '../src/run-cli.js';
@@ -286,6 +286,22 @@ describe('error lines', () => {
     expect(wrapBuildError(inCache, { cacheDir: 'relative/cache' })).toMatchObject({ code: 'NOT_WRITABLE' });
     const elsewhere = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: '/m/model' });
     expect(wrapBuildError(elsewhere, { cacheDir: 'relative/cache' })).toBe(elsewhere);
+  });
+
+  it("a read-only cache or another writer's lock met while a tensor was in flight: NOT_WRITABLE and LOCK_TIMEOUT, not TENSOR_FAILED", () => {
+    const cacheDir = join(temp.path, 'ro-cache');
+    for (const errno of ['EROFS', 'EACCES']) {
+      const cause = Object.assign(new Error(`${errno}: refused, open '${cacheDir}/blobs/ab/x.tmp'`), { code: errno, syscall: 'open', path: join(cacheDir, 'blobs/ab/x.tmp') });
+      const store = new StoreError('IO_ERROR', `cannot write the blob [${errno}]`, { entry: 'e1', path: join(cacheDir, 'blobs/ab/x'), details: { errno }, cause });
+      const wrapped = wrapBuildError(store, { cacheDir, tensor: 'layer.0.weight', file: '/m/model.safetensors' });
+      expect(wrapped).toMatchObject({ code: 'NOT_WRITABLE', context: { tensor: 'layer.0.weight', file: cacheDir } });
+      expect((wrapped as Error).message).toContain(`cannot write the cache directory ${cacheDir}: IO_ERROR: cannot write the blob [${errno}]`);
+    }
+    // The same errno on a model's file stays the model's.
+    const model = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: '/m/model.safetensors' });
+    expect(wrapBuildError(model, { cacheDir, tensor: 'w' })).toMatchObject({ code: 'TENSOR_FAILED' });
+    const lock = new StoreError('LOCK_TIMEOUT', 'the writer lock is held by pid 123 for 30 s', { path: join(cacheDir, 'lock') });
+    expect(wrapBuildError(lock, { cacheDir, tensor: 'layer.0.weight' })).toBe(lock);
   });
 
   it('a cache given through a symlink: an error naming the resolved directory (where the store works) is still the cache\'s', async () => {
