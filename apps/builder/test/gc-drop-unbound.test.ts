@@ -369,6 +369,14 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     expect(asTold.code, asTold.err).toBe(1);
     // The same refusal (its ages and counts are the moment's).
     expect(asTold.err.replace(/\d+/g, 'N')).toContain(quoted![1]!.replace(/\d+/g, 'N'));
+    // inspect --min-age judges as gc --min-age does (it judged at the default 1 h whatever gc was given).
+    const inspected35 = await runInProcess(['inspect', cache, '--min-age', '35m', '--json']);
+    expect(inspected35.code, inspected35.err).toBe(0);
+    expect((JSON.parse(inspected35.out) as { totals: { dropRefusal: unknown } }).totals.dropRefusal).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', minAgeMs: 35 * 60_000 }, wait: expect.stringContaining('(35m) old') });
+    const gc35 = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '35m']);
+    expect(gc35.code).toBe(1);
+    expect(gc35.err).toMatch(/younger than minAgeMs \(35 min\).*; the cache must stay quiet \(no build, gc, or loader recording stamps\) until \S+ \S+ UTC, when its newest object is --min-age \(35m\) old/);
+    expect((await runInProcess(['inspect', cache, '--min-age', '35m'])).out).toMatch(new RegExp(`; splitzip gc ${cache} --drop-unbound-entries --exclusive --min-age 35m refuses to remove them for now: .*younger than minAgeMs \\(35 min\\).*; the cache must stay quiet`));
     const probe = await openCacheStore(cache);
     const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: Record<string, unknown>) => Promise<unknown> };
     await probe.close();
