@@ -152,12 +152,12 @@ describe('a cache that cannot be written', () => {
     try {
       expect(tryMount(['-o', 'remount,bind,ro', cacheDir])).toBe(true);
       // Was: {"code":"TENSOR_FAILED","message":"IO_ERROR: cannot write the blob [EROFS] … (tensor x0)"}.
-      const { result, json } = await runJson<{ error: { code: string; message: string } }>(['build', other, '--out', cacheDir, '--json', '--jobs', '0'], 1);
+      const { result, json } = await runJson<{ error: { code: string; message: string } }>(['build', other, '--out', cacheDir, '--jobs', '0'], 1);
       expect(json.error.code, result.stderr).toBe('NOT_WRITABLE');
       expect(json.error.message).toContain(`cannot write the cache directory ${cacheDir}`);
       expect(json.error.message).toMatch(/EROFS/);
       // Was: IO_ERROR: cannot create the lock file [EROFS].
-      const gc = await runJson<{ error: { code: string; message: string } }>(['gc', cacheDir, '--json'], 1);
+      const gc = await runJson<{ error: { code: string; message: string } }>(['gc', cacheDir], 1);
       expect(gc.json.error.code, gc.result.stderr).toBe('NOT_WRITABLE');
       expect(gc.result.stderr).toMatch(/^splitzip gc: error: NOT_WRITABLE: cannot write the cache directory .*EROFS/);
     } finally {
@@ -275,6 +275,26 @@ describe('a build stopped by Ctrl-C', () => {
     expect(stderr).toMatch(/`splitzip gc \S*cache-sigint2-\d` removes any temp files left behind/);
     // Not a TTY: no blank line first (one is for a progress bar mid-line), and the command's prefix.
     expect(stderr).toMatch(/^splitzip build: stopped at once by a second SIGINT; /);
+  });
+});
+
+describe("another writer's lock held past the store's 30 s wait", () => {
+  it('build --json says LOCK_TIMEOUT, not TENSOR_FAILED (the commit of the tensor in flight met it)', { timeout: 120_000 }, async () => {
+    const { spawn } = await import('node:child_process');
+    const { hostname } = await import('node:os');
+    const cacheDir = join(temp.path, 'lock-held');
+    expect((await runCli(['build', goodModel, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    const other = await writeSingleFileModel(join(temp.path, 'lock-other.safetensors'), [gaussianBf16('y0', [64, 64], 41)]);
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 120000)'], { stdio: 'ignore' });
+    try {
+      await writeFile(join(cacheDir, 'lock'), JSON.stringify({ pid: holder.pid, host: hostname(), bootId: null, startTicks: null, token: '0123456789abcdef', createdMs: Date.now() }));
+      const { result, json } = await runJson<{ error: { code: string; message: string } }>(['build', other, '--out', cacheDir, '--jobs', '0'], 1);
+      // Was: {"code":"TENSOR_FAILED","message":"LOCK_TIMEOUT: … (tensor y0)"}.
+      expect(json.error.code, result.stderr).toBe('LOCK_TIMEOUT');
+      expect(result.stderr).toMatch(/^splitzip build: error: LOCK_TIMEOUT: /m);
+    } finally {
+      holder.kill('SIGKILL');
+    }
   });
 });
 
