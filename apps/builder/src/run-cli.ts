@@ -91,8 +91,9 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
   try {
     const args = parseCommandArgs(command, words.slice(1));
     json = (args as { json?: unknown }).json === true;
-    const cache = (args as { cache?: unknown; dryRun?: unknown }).cache;
-    if (command.name === 'gc' && typeof cache === 'string') writtenCache = cache;
+    const { cache, dryRun } = args as { cache?: unknown; dryRun?: unknown };
+    // A dry run writes nothing: a refused read there stays the store's error.
+    if (command.name === 'gc' && typeof cache === 'string' && dryRun !== true) writtenCache = cache;
     return await command.run({ args, io, signal, ...(options.collectGarbage ? { collectGarbage: options.collectGarbage } : {}) });
   } catch (caught) {
     // The store abandoned its S3 requests at the signal (ABORTED): an interrupt, said as every command says it.

@@ -1,5 +1,6 @@
 import { realpathSync } from 'node:fs';
-import { isAbsolute, relative, resolve } from 'node:path';
+import { basename, isAbsolute, relative, resolve } from 'node:path';
+import { isS3Url } from '@splitzip/store';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
@@ -64,7 +65,7 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
       { cause: error },
     );
   }
-  if (code && inCache && (context.tensor === undefined ? NOT_WRITABLE_CODES : CACHE_NOT_WRITABLE_CODES).has(code)) {
+  if (code && inCache && (context.tensor === undefined ? NOT_WRITABLE_CODES.has(code) : CACHE_NOT_WRITABLE_CODES.has(code) && isWriteFailure(error))) {
     return new BuilderError(
       'NOT_WRITABLE',
       `cannot write the cache directory ${context.cacheDir}: ${(error as Error).message}`,
@@ -121,9 +122,38 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
  */
 export function wrapCacheWriteError(error: unknown, cacheDir: string): unknown {
   if (error instanceof BuilderError) return error;
+  // An s3:// cache's errors (a connect EACCES under S3_UNAVAILABLE) and the lock's timeout say what they are.
+  if (isS3Url(cacheDir)) return error;
+  const ownCode = (error as { code?: unknown } | null)?.code;
+  if (typeof ownCode === 'string' && CACHE_WIDE_CODES.has(ownCode)) return error;
   const code = systemErrorCode(error);
-  if (code === undefined || !CACHE_NOT_WRITABLE_CODES.has(code) || !isCacheFailure(error, cacheDir)) return error;
+  if (code === undefined || !CACHE_NOT_WRITABLE_CODES.has(code) || !isCacheFailure(error, cacheDir) || !isWriteFailure(error)) return error;
   return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${(error as Error).message}`, { file: cacheDir }, { cause: error });
+}
+
+/** The system calls that change a directory or a file: their EACCES or EPERM is a cache that cannot be written. */
+const WRITE_SYSCALLS = new Set(['mkdir', 'rename', 'unlink', 'rmdir', 'link', 'symlink', 'write', 'copyfile', 'ftruncate', 'fsync', 'utime', 'chmod']);
+
+/**
+ * Whether the system error under `error` (its cause chain) came from a write: EROFS always; EACCES
+ * or EPERM of a call that writes, or of an `open` of a file only writers open (the writer lock, a
+ * temp file). A read refused (another user's manifest of mode 0600) is no NOT_WRITABLE: it stays
+ * the store's IO_ERROR, as verify and inspect say it.
+ */
+function isWriteFailure(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const { code, syscall, path } = e as { code?: unknown; syscall?: unknown; path?: unknown };
+    if (code === 'EROFS') return true;
+    if (typeof syscall !== 'string') continue;
+    if (WRITE_SYSCALLS.has(syscall)) return true;
+    if (syscall === 'open' && typeof path === 'string') {
+      const name = basename(path);
+      return name.startsWith('lock') || name.includes('.tmp');
+    }
+    return false;
+  }
+  // No system call named: the store's own reading of the errno (EROFS found above) cannot tell.
+  return false;
 }
 
 /**

@@ -9,7 +9,7 @@ import { openCacheStore, StoreError } from '@splitzip/store';
 import { describeError, dropRepeats, mentions } from '../src/describe-error.js';
 import { formatBytes } from '../src/format-units.js';
 import { runCli } from '../src/run-cli.js';
-import { wrapBuildError } from '../src/wrap-build-error.js';
+import { wrapBuildError, wrapCacheWriteError } from '../src/wrap-build-error.js';
 import { BuilderError } from '../src/errors.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import { memoryIo } from './helpers/run-in-process.js';
@@ -302,6 +302,22 @@ describe('error lines', () => {
     expect(wrapBuildError(model, { cacheDir, tensor: 'w' })).toMatchObject({ code: 'TENSOR_FAILED' });
     const lock = new StoreError('LOCK_TIMEOUT', 'the writer lock is held by pid 123 for 30 s', { path: join(cacheDir, 'lock') });
     expect(wrapBuildError(lock, { cacheDir, tensor: 'layer.0.weight' })).toBe(lock);
+  });
+
+  it('a refused read in the cache (another user\'s manifest of mode 0600) stays the store\'s error, and an s3:// cache\'s errors are never NOT_WRITABLE', () => {
+    const cacheDir = join(temp.path, 'shared-cache');
+    const readCause = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: join(cacheDir, 'manifest.json') });
+    const read = new StoreError('IO_ERROR', 'cannot read manifest.json', { path: join(cacheDir, 'manifest.json'), cause: readCause });
+    expect(wrapCacheWriteError(read, cacheDir)).toBe(read);
+    expect(wrapBuildError(read, { cacheDir, tensor: 'w' })).toMatchObject({ code: 'TENSOR_FAILED' });
+    // The lock file's creation is a write: NOT_WRITABLE.
+    const lockCause = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: join(cacheDir, 'lock') });
+    expect(wrapCacheWriteError(new StoreError('IO_ERROR', 'cannot create the lock file', { path: join(cacheDir, 'lock'), cause: lockCause }), cacheDir)).toMatchObject({ code: 'NOT_WRITABLE' });
+    // A connect EACCES under S3_UNAVAILABLE is the endpoint's, not a read-only cache.
+    const connect = Object.assign(new Error('connect EACCES 10.0.0.1:443'), { code: 'EACCES', syscall: 'connect' });
+    const s3 = new StoreError('S3_UNAVAILABLE', 'cannot reach the endpoint', { cause: new TypeError('fetch failed', { cause: connect }) });
+    expect(wrapCacheWriteError(s3, 's3://bucket/prefix')).toBe(s3);
+    expect(wrapCacheWriteError(s3, cacheDir)).toBe(s3);
   });
 
   it('a cache given through a symlink: an error naming the resolved directory (where the store works) is still the cache\'s', async () => {

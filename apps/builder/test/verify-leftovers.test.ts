@@ -104,7 +104,7 @@ describe('verify notes what gc clears', () => {
     expect([...json.leftovers!.tempFiles].sort()).toEqual(temps);
     const text = await run('verify', cache);
     expect(text.code, text.err).toBe(0);
-    expect(text.out).toMatch(new RegExp(`^  note: 10 temp files of writers killed mid-write \\(blobs/\\.tmp-\\d+-\\S+, blobs/\\.tmp-\\d+-\\S+, blobs/\\.tmp-\\d+-\\S+ and 7 more\\): \`splitzip gc ${cache}\` removes them$`, 'm'));
+    expect(text.out).toMatch(new RegExp(`^  note: 10 temp files of dead writers or older than 24 h \\(blobs/\\.tmp-\\d+-\\S+, blobs/\\.tmp-\\d+-\\S+, blobs/\\.tmp-\\d+-\\S+ and 7 more\\): \`splitzip gc ${cache}\` removes them$`, 'm'));
     expect(text.out.trimEnd().split('\n').at(-1)).toBe('OK');
     // The ones gc removes.
     const gc = await run('gc', cache, '--json');

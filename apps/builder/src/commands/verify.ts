@@ -127,7 +127,7 @@ function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): strin
     lines.push(
       isS3Url(cache)
         ? `  note: ${temps} unfinished upload${temps === 1 ? '' : 's'} older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h (a writer stopped mid-upload): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`
-        : `  note: ${temps} temp file${temps === 1 ? '' : 's'} of writers killed mid-write (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`,
+        : `  note: ${temps} temp file${temps === 1 ? '' : 's'} of dead writers or older than 24 h (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`,
     );
   }
   const locks = leftovers.staleLocks.length;
