@@ -26,9 +26,10 @@ describe('a cache closed mid-load', () => {
       backend,
       pool,
       // Called as each tensor starts, after every lookup: the handle closes under the load.
-      allocate: () => {
+      // (A buffer of the tensor's size: undefined is INVALID_ARGUMENT since 2026-12-07.)
+      allocate: (info) => {
         closing ??= cache.close();
-        return undefined as never;
+        return new Uint8Array(info.slice.sizeBytes);
       },
     });
     const delivered = new Map<string, Uint8Array>();
