@@ -39,7 +39,7 @@ import {
 import { shardStampKind } from './shard-stamp-kind.js';
 import { mapLimited } from './map-limited.js';
 import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js';
-import { blobMissing, sizeMismatch } from './s3-transport.js';
+import { blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { removeS3SliceBinding } from './s3-unbind-slices.js';
@@ -1268,8 +1268,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const keptStamps = await this.deleteUnlessKept(orphanStamps, async (name, head) => {
         if (this.transport.judgingNowMs() - head.lastModifiedMs < minAgeMs) return true;
         const listedMs = supersededStamps.get(name);
-        // To the second: HEAD's Last-Modified is an HTTP date, the listing's may carry milliseconds.
-        if (listedMs !== undefined) return Math.floor(head.lastModifiedMs / 1000) !== Math.floor(listedMs / 1000);
+        if (listedMs !== undefined) return !sameSecond(head.lastModifiedMs, listedMs);
         const parsed = parseStampObjectName(name)!;
         const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
         const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;

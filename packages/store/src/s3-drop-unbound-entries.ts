@@ -7,7 +7,7 @@ import { StoreError, isStoreError } from './errors.js';
 import { formatAge } from './format-age.js';
 import { mapLimited } from './map-limited.js';
 import { BLOBS_DIR, ENTRIES_DIR, SLICES_DIR, STAMPS_DIR, blobObjectName, entryObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import { describeClockOffset, type ListedObject, type S3Transport } from './s3-transport.js';
+import { describeClockOffset, sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 
 /** An entry object the drop judged unbound, with the listing's look at it. */
@@ -129,11 +129,6 @@ function boundKeysOf(names: Iterable<string>): Set<string> {
   const keys = new Set<string>();
   for (const { keys: top } of topAliasKeys(names).values()) for (const key of top) keys.add(key);
   return keys;
-}
-
-/** Whether an object's two Last-Modified readings are one write: to the second (HEAD gives an HTTP date, a listing may give milliseconds). */
-function sameSecond(aMs: number, bMs: number): boolean {
-  return Math.floor(aMs / 1000) === Math.floor(bMs / 1000);
 }
 
 /**

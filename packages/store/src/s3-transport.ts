@@ -180,6 +180,11 @@ function isReply(error: unknown): boolean {
  */
 export const CLOCK_OFFSET_NOISE_MS = 2_000;
 
+/** Whether an object's two Last-Modified readings are one write: to the second (HEAD gives an HTTP date, a listing may give milliseconds). */
+export function sameSecond(aMs: number, bMs: number): boolean {
+  return Math.floor(aMs / 1000) === Math.floor(bMs / 1000);
+}
+
 /**
  * The smallest clock offset at which a code-less 403 the SDK marked clockSkewCorrected is taken for
  * a refused signing time: servers accept 15 min (AWS, Ceph), a minute less for the Date header's

@@ -1,14 +1,9 @@
 // Removing one slice binding of an S3 cache (S3CacheStore.unbindSlices): its alias objects and the
 // stamp objects of the keys they bound. No lock on S3, so the order and the looks before each
 // DELETE are what keep it safe beside writers (README "S3 layout", unbindSlices).
-import type { S3Transport, ListedObject } from './s3-transport.js';
+import { sameSecond, type S3Transport, type ListedObject } from './s3-transport.js';
 import { parseSliceObjectName, parseStampObjectName, sliceDirName, stampDirName } from './s3-layout.js';
 import type { CheckedUnbind } from './unbind-slices.js';
-
-/** Whether an object's two Last-Modified readings are one write: to the second (HEAD gives an HTTP date, a listing may give milliseconds). */
-function sameSecond(aMs: number, bMs: number): boolean {
-  return Math.floor(aMs / 1000) === Math.floor(bMs / 1000);
-}
 
 /**
  * Deletes listed objects, each looked at just before every DELETE attempt: gone already, or
