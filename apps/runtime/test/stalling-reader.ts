@@ -2,7 +2,9 @@
 // given (a hung network mount, a remote adapter on a dead connection), and it records each read's
 // signal and how many are in flight. `readFirst` runs before each read and may throw to fail it or
 // return true to read without stalling.
+import { expect } from 'vitest';
 import { createFileReader, type ByteReader, type ByteReadOptions } from '../src/create-file-reader.js';
+import type { StagingPool } from '../src/create-staging-pool.js';
 
 export interface StallingReader {
   reader: ByteReader;
@@ -33,4 +35,19 @@ export function createStallingReader(readFirst?: (path: string, positionBytes: n
     close: () => inner.close(),
   };
   return { reader, signals, inFlight: () => inFlight, unstall: () => gates.splice(0).forEach((open) => open()) };
+}
+
+/**
+ * After the load's abort: the one slot of `pool` a stalled read may still write into stays out of
+ * the pool, counted in its stats (why a load waiting for a slot waits), until `unstall()`; then the
+ * read ends and the slot comes back.
+ */
+export async function expectSlotHeldUntilUnstalled(pool: StagingPool, stalled: StallingReader): Promise<void> {
+  expect(pool.tryAcquire()).toBeUndefined();
+  expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
+  stalled.unstall();
+  const slot = await pool.acquire();
+  expect(stalled.inFlight()).toBe(0);
+  expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 0 });
+  pool.release(slot);
 }
