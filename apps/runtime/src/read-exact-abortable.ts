@@ -39,11 +39,14 @@ export function readExactAbortable(
     () => undefined,
   );
   if (signal === undefined) return { done: reading, settled };
+  const aborted = () => abortedError(`load of ${tensorName} aborted`, signal, { tensor: tensorName, path });
+  // Aborted inside the reader's synchronous part: no event comes, and a listener added now would
+  // stay on the signal until the read settles (never, for a read that stalls ignoring it).
+  if (signal.aborted) return { done: Promise.reject(aborted()), settled };
   const done = new Promise<void>((resolve, reject) => {
-    const onAbort = () => reject(abortedError(`load of ${tensorName} aborted`, signal, { tensor: tensorName, path }));
+    // Removed by the abort (once) or by the read's settling, whichever comes first.
+    const onAbort = () => reject(aborted());
     signal.addEventListener('abort', onAbort, { once: true });
-    // Aborted inside the reader's synchronous part (before the listener was there): no event comes.
-    if (signal.aborted) onAbort();
     reading.then(
       () => {
         signal.removeEventListener('abort', onAbort);
