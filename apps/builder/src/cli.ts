@@ -2,8 +2,6 @@
 // The `splitzip` binary. The only place that touches process.exitCode and signals.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { renderErrorJson } from './render-error-json.js';
-import { describeSecondSignal, readInvocation, runCli } from './run-cli.js';
 
 // The build's payloads are large ArrayBuffers on a tiny heap: V8 collects them late, which shows
 // as tens to hundreds of MB of RSS. A minor GC after each large write frees them at once (~0.1 ms;
@@ -19,20 +17,29 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 const argv = process.argv.slice(2);
 const controller = new AbortController();
+// The CLI itself (every command, the store, the codec) is loaded after the signal handlers are set:
+// a Ctrl-C while it loaded killed the process (exit 130) without the JSON document --json promises.
+const cliModule = import('./run-cli.js');
+const jsonModule = import('./render-error-json.js');
+// Set once runCli returned: its document (with --json) is out, and a late second signal adds none.
+let finished = false;
 let interrupts = 0;
 const onSignal = (signal: NodeJS.Signals): void => {
   interrupts++;
   // First signal: stop at the next safe point (the cache stays valid either way). Second: now,
   // saying so, and what the command may leave behind (a build's temp files, a gc's orphan blobs
-  // and lock) with the command that clears it.
+  // and lock) with the command that clears it (once the CLI has loaded, which reads argv for that).
   if (interrupts > 1) {
-    const invocation = readInvocation(argv);
-    const message = describeSecondSignal(invocation, signal);
-    // On a TTY the progress bar may be mid-line; elsewhere a leading newline was a stray blank line.
-    const prefix = invocation.command === undefined ? 'splitzip' : `splitzip ${invocation.command}`;
-    process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}${prefix}: ${message}\n`);
-    if (invocation.json) process.stdout.write(renderErrorJson(Object.assign(new Error(message), { code: 'INTERRUPTED', context: { signal } }), message));
-    process.exit(signal === 'SIGINT' ? 130 : 143);
+    void Promise.all([cliModule, jsonModule]).then(([{ describeSecondSignal, readInvocation }, { renderErrorJson }]) => {
+      const invocation = readInvocation(argv);
+      const message = describeSecondSignal(invocation, signal);
+      // On a TTY the progress bar may be mid-line; elsewhere a leading newline was a stray blank line.
+      const prefix = invocation.command === undefined ? 'splitzip' : `splitzip ${invocation.command}`;
+      process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}${prefix}: ${message}\n`);
+      if (invocation.json && !finished) process.stdout.write(renderErrorJson(Object.assign(new Error(message), { code: 'INTERRUPTED', context: { signal } }), message));
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+    return;
   }
   // The reason names the signal: the exit status follows it (130 for SIGINT, 143 for SIGTERM).
   controller.abort(Object.assign(new Error(`interrupted by ${signal}`), { signal }));
@@ -46,17 +53,23 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error;
 });
 
-runCli(argv, {
-  io: { stdout: process.stdout, stderr: process.stderr },
-  signal: controller.signal,
-  ...(collectGarbage ? { collectGarbage } : {}),
-}).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    // runCli renders every error itself; reaching here is a bug in the CLI.
-    process.stderr.write(`splitzip: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+cliModule
+  .then(({ runCli }) =>
+    runCli(argv, {
+      io: { stdout: process.stdout, stderr: process.stderr },
+      signal: controller.signal,
+      ...(collectGarbage ? { collectGarbage } : {}),
+    }),
+  )
+  .then(
+    (code) => {
+      finished = true;
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      finished = true;
+      // runCli renders every error itself; reaching here is a bug in the CLI (or it failed to load).
+      process.stderr.write(`splitzip: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );

@@ -123,6 +123,30 @@ export function findGlobalFlags(command: CommandDef, argv: readonly string[]): {
   return found;
 }
 
+/**
+ * Whether a command line asks for JSON (`--json`, `--json=true`; the last of `--json` and
+ * `--no-json` wins), found as findGlobalFlags walks the words: read where the words do not parse,
+ * so that a usage error still prints its JSON document (`gc --bogus --json > r.json` left it empty).
+ * `--json=yes` asks for it too: its usage error is that document. False for a command without --json.
+ */
+export function findJsonRequest(command: CommandDef, argv: readonly string[]): boolean {
+  if (lookupOption(command, 'json')?.type !== 'boolean') return false;
+  let json = false;
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === '--') break;
+    if (word === '--json' || word.startsWith('--json=')) json = word !== '--json=false';
+    else if (word === '--no-json') json = false;
+    else if (word.startsWith('--') && !word.includes('=')) {
+      const spec = lookupOption(command, word.slice(2));
+      const next = argv[i + 1];
+      // As parseCommandArgs: a value-taking option takes the next word unless it is another option.
+      if (spec !== undefined && spec.type !== 'boolean' && next !== undefined && !(next.startsWith('--') && next.length > 2)) i++;
+    }
+  }
+  return json;
+}
+
 function lookupOption(command: CommandDef, flag: string): Exclude<ArgSpec, { type: 'positional' }> | undefined {
   const spec = command.args[toKey(command, flag)];
   return spec === undefined || spec.type === 'positional' ? undefined : spec;

@@ -10,9 +10,9 @@ import type { CommandDef, CommandIo } from './define-command.js';
 import { describeError } from './describe-error.js';
 import { BuilderError, isBuilderError, UsageError } from './errors.js';
 import { renderErrorJson } from './render-error-json.js';
-import { interruptedError } from './throw-if-interrupted.js';
+import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { wrapCacheWriteError } from './wrap-build-error.js';
-import { DEBUG_FLAG, findGlobalFlags, parseCommandArgs } from './parse-command-args.js';
+import { DEBUG_FLAG, findGlobalFlags, findJsonRequest, parseCommandArgs } from './parse-command-args.js';
 import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
 
 export const EXIT_OK = 0;
@@ -84,8 +84,9 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     return EXIT_OK;
   }
 
-  // Set once the arguments parse: an error exit then prints its JSON document too.
-  let json = false;
+  // Read from the words before they parse: a usage error prints its JSON document too (the parsed
+  // value replaces it once they do).
+  let json = findJsonRequest(command, words.slice(1));
   // gc writes the cache (its lock, a new manifest): a read-only one is NOT_WRITABLE, as build says.
   let writtenCache: string | undefined;
   try {
@@ -94,6 +95,8 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     const { cache, dryRun } = args as { cache?: unknown; dryRun?: unknown };
     // A dry run writes nothing: a refused read there stays the store's error.
     if (command.name === 'gc' && typeof cache === 'string' && dryRun !== true) writtenCache = cache;
+    // A signal before the command began (while the CLI loaded): it stops here, as it would at its first step.
+    throwIfInterrupted(signal);
     return await command.run({ args, io, signal, ...(options.collectGarbage ? { collectGarbage: options.collectGarbage } : {}) });
   } catch (caught) {
     // The store abandoned its S3 requests at the signal (ABORTED): an interrupt, said as every command says it.
@@ -172,7 +175,7 @@ export function readInvocation(argv: readonly string[]): Invocation {
       ...(args.dryRun === true ? { dryRun: true } : {}),
     };
   } catch {
-    return { command: command.name, json: false };
+    return { command: command.name, json: findJsonRequest(command, words.slice(1)) };
   }
 }
 
