@@ -245,6 +245,8 @@ const REBIND_PAUSE_MS = 50;
 export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /** Entry objects fetched so far: name → parsed entry (without slices) or the problem it had. */
   private readonly entryObjects = new Map<string, CacheEntry | ListingProblem>();
+  /** The entry object names of the last listing (entryObjects keeps every name ever fetched). */
+  private listedEntryObjects = new Set<string>();
   /** Checked inline payloads by entry object name (the blob's bytes: SHA-256 equal to the name's), and their total. */
   private readonly inlinePayloads = new Map<string, Uint8Array>();
   private inlineBytes = 0;
@@ -257,6 +259,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /** Slices with two keys at their highest epoch: unresolved until a rebind. */
   private conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
   private problems: ListingProblem[] = [];
+  /** The server answered 501 to a conditional PUT: entry objects are PUT plainly from then on. */
+  private conditionalPutUnsupported = false;
   /** Stamps attached to bindings in the current view (a change counts as a change of the view). */
   private stampCount = 0;
   private changes = 0;
@@ -496,6 +500,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     });
     // From here on everything is synchronous: readers never see a half-built view.
     const listed = new Set(entryObjects.map((o) => o.name));
+    this.listedEntryObjects = listed;
     const problems: ListingProblem[] = [];
     const entries = new Map<string, CacheEntry>();
     for (const [key, name] of [...this.chosen]) {
@@ -722,7 +727,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const draft = new StateDraft(this.state);
     const context = { source: 'this call', path: this.root };
     const fresh: typeof prepared = [];
-    const aliasWrites: (AliasWrite & { at: number })[] = [];
+    let aliasWrites: (AliasWrite & { at: number })[] = [];
     for (const [at, item] of prepared.entries()) {
       // A leaveTakenSlices input's slice that another writer binds meanwhile is left out here too.
       const mode: AliasWriteMode = inputs[at]?.leaveTakenSlices === true ? 'leave' : 'plain';
@@ -757,6 +762,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     const added = new Set(fresh.map((f) => f.entry.key));
     const limit = this.transport.settings.maxConcurrentRequests;
+    // Entry objects another writer created since this call's listing (the same key and blob: the same name).
+    const foundExisting: { key: string; name: string; body: Uint8Array }[] = [];
     // Blob first, then the entry object: a listed entry always has its complete blob.
     await mapLimited(fresh, limit, async ({ entry, payload, onPayloadWritten }) => {
       await this.transport.putObject(blobObjectName(entry.key, blobSha256Of(entry)), payload);
@@ -767,8 +774,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       };
       // The blob is stored and its inline copy made: the payload is not read again.
       if (onPayloadWritten) callHook(onPayloadWritten);
-      await this.transport.putObject(entryObjectName(entry.key, blobSha256Of(entry)), encoder.encode(`${JSON.stringify(json)}\n`), 'application/json');
+      const name = entryObjectName(entry.key, blobSha256Of(entry));
+      const body = encoder.encode(`${JSON.stringify(json)}\n`);
+      if (await this.putEntryObjectIfAbsent(name, body)) return;
+      foundExisting.push({ key: entry.key, name, body });
     });
+    if (foundExisting.length > 0) {
+      aliasWrites = await this.settleExistingEntryObjects(foundExisting, added, aliasWrites);
+    }
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
     const bound = aliasWrites.length > 0 ? await this.settleThenRecordStamps(this.writeAliases(aliasWrites), stampWrites) : [];
     if (aliasWrites.length === 0 && fresh.length > 0) await this.refresh();
@@ -778,6 +791,55 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (bound[i]) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
     });
     return prepared.map(({ entry }, at) => ({ key: entry.key, added: added.has(entry.key), slicesBound: slicesBound[at] ?? 0 }));
+  }
+
+  /**
+   * PUTs a new entry object only where none of its name exists (`If-None-Match: *`): true when this
+   * call created it, false when one was there (another writer of the same key and blob since this
+   * call's listing: it counts the entry as added, this call does not). A server without the
+   * condition (501) gets a plain PUT, as before 2026-12-07 (two racing writers may then both count it).
+   */
+  private async putEntryObjectIfAbsent(name: string, body: Uint8Array): Promise<boolean> {
+    if (!this.conditionalPutUnsupported) {
+      const outcome = await this.transport.putObjectIfAbsent(name, body, 'application/json');
+      if (outcome !== 'unsupported') return outcome === 'created';
+      this.conditionalPutUnsupported = true;
+    }
+    await this.transport.putObject(name, body, 'application/json');
+    return true;
+  }
+
+  /**
+   * Entry objects refused as existing, judged on a new listing: a valid one (its key and blob are
+   * in its name, which fetchEntryObject checks) makes this call a re-add of an existing key (not
+   * added; its alias writes only for slices still unbound, as for a key found at the listing). One
+   * this version cannot read (damaged, or a layout it refuses) is replaced by a plain PUT, as before
+   * the condition (a writer repairs it, counted as added); one not listed (a 409 of a conditional
+   * write that then failed) is PUT conditionally once more. Returns the alias writes left.
+   */
+  private async settleExistingEntryObjects<W extends AliasWrite>(found: readonly { key: string; name: string; body: Uint8Array }[], added: Set<string>, aliasWrites: W[]): Promise<W[]> {
+    await this.refresh();
+    const existing = new Set<string>();
+    let replaced = false;
+    await mapLimited(found, this.transport.settings.maxConcurrentRequests, async ({ key, name, body }) => {
+      const listed = this.listedEntryObjects.has(name) ? this.entryObjects.get(name) : undefined;
+      if (listed !== undefined && 'blob' in listed) {
+        added.delete(key);
+        existing.add(key);
+      } else if (listed !== undefined) {
+        await this.transport.putObject(name, body, 'application/json');
+        replaced = true;
+      } else if (await this.putEntryObjectIfAbsent(name, body)) {
+        replaced = true;
+      } else {
+        added.delete(key);
+        existing.add(key);
+      }
+    });
+    if (replaced) await this.refresh();
+    // As for a key found at the listing: a slice bound already (to this key by the other writer, or
+    // to another) or in conflict is left as it is.
+    return aliasWrites.filter((w) => !existing.has(w.key) || (this.state.ownerOf(w.slice) === undefined && !this.conflicts.has(sliceId(...w.slice))));
   }
 
   private assertNoConflict(slice: SliceKeyTuple, key: string): void {
