@@ -3,6 +3,7 @@ import { constants, readFileSync, readlinkSync } from 'node:fs';
 import { link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { StoreError, errnoCode, toIoError } from './errors.js';
+import { lockTimeoutError } from './lock-timeout-error.js';
 import { MAX_LOCK_BREAK_DEPTH, MAX_LOCK_FILE_BYTES, MAX_PID, TEMP_FILE_MAX_AGE_MS, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
 
 /** What a lock file says about its holder. */
@@ -373,14 +374,9 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
       }
       continue;
     }
-    if (Date.now() - started > options.timeoutMs) {
-      const foreign = isForeignPidNamespace(observed.holder?.pidNamespace)
-        ? ` (in another pid namespace of this host, ${observed.holder!.pidNamespace}: a container sharing this cache; its lock is never broken from here, so if that writer is gone, remove ${path} by hand)`
-        : '';
-      throw new StoreError('LOCK_TIMEOUT', `the lock is held by pid ${observed.holder?.pid ?? '?'} on ${observed.holder?.host ?? '?'} for more than ${options.timeoutMs} ms${foreign}`, {
-        path,
-        details: { holder: observed.holder, timeoutMs: options.timeoutMs },
-      });
+    const waitedMs = Date.now() - started;
+    if (waitedMs > options.timeoutMs) {
+      throw lockTimeoutError(path, observed.holder, { timeoutMs: options.timeoutMs, waitedMs, foreignNamespace: isForeignPidNamespace(observed.holder?.pidNamespace) });
     }
     // Only a wait is cut short: a lock taken is always released by its session.
     if (options.signal?.aborted) {

@@ -1,0 +1,58 @@
+// The LOCK_TIMEOUT a writer gets after waiting lockTimeoutMs for another holder's lock: who holds
+// it, in human units how long this waited, and what to do next, which depends on where the holder is.
+import { hostname } from 'node:os';
+import { StoreError } from './errors.js';
+import { formatAge } from './format-age.js';
+import { UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
+import type { LockHolder } from './write-lock.js';
+
+/**
+ * Why the holder's lock was not taken over (`details.holderState`): `running` (this host's live
+ * process), `other-host`, `other-pid-namespace` (a container sharing the host name), `unparseable`
+ * (no holder named, taken over once UNPARSEABLE_LOCK_STALE_MS old).
+ */
+export type LockHolderState = 'running' | 'other-host' | 'other-pid-namespace' | 'unparseable';
+
+/** How long to wait longer: the option, since the CLI has no flag for it. */
+const WAIT_LONGER = 'or open the store with a longer lockTimeoutMs';
+
+/**
+ * LOCK_TIMEOUT for the lock at `path` held by `holder` (undefined: unparseable) after `waitedMs`
+ * of waiting (more than `timeoutMs`). `foreignNamespace`: the holder's pid namespace is not ours.
+ */
+export function lockTimeoutError(
+  path: string,
+  holder: LockHolder | undefined,
+  options: { timeoutMs: number; waitedMs: number; foreignNamespace: boolean },
+): StoreError {
+  const { timeoutMs, waitedMs, foreignNamespace } = options;
+  const holderState: LockHolderState =
+    holder === undefined ? 'unparseable' : foreignNamespace ? 'other-pid-namespace' : holder.host !== hostname() ? 'other-host' : 'running';
+  const waited = `for more than ${formatAge(timeoutMs)}`;
+  const removeByHand = `if that writer is gone, remove ${path} by hand (no writer ever breaks such a lock; \`splitzip gc\` neither)`;
+  let message: string;
+  switch (holderState) {
+    case 'unparseable':
+      message =
+        `the lock is held ${waited} by a lock file that names no holder (damaged, or not a writer's): ` +
+        `it is taken over once ${formatAge(UNPARSEABLE_LOCK_STALE_MS)} old; try again then, ${WAIT_LONGER}`;
+      break;
+    case 'other-pid-namespace':
+      message =
+        `the lock is held by pid ${holder!.pid} on ${holder!.host} ${waited} (in another pid namespace of this host, ${holder!.pidNamespace}: ` +
+        `a container sharing this cache; its pid cannot be checked from here): ${removeByHand}; if it is still running, wait for it to finish, ${WAIT_LONGER}`;
+      break;
+    case 'other-host':
+      message =
+        `the lock is held by pid ${holder!.pid} on ${holder!.host} ${waited} (another host: its pid cannot be checked from here, so its lock is never taken over): ` +
+        `${removeByHand}, the host down or the process crashed there; if it is still running, wait for it to finish, ${WAIT_LONGER}`;
+      break;
+    case 'running':
+      message =
+        `the lock is held by pid ${holder!.pid} on ${holder!.host} (this host) ${waited}, and that process is running: ` +
+        'another build, gc or loader writing to this cache, or a stopped or hung process; wait for it to finish and try again ' +
+        `(a process ended or killed leaves a lock the next writer takes over at once), ${WAIT_LONGER}`;
+      break;
+  }
+  return new StoreError('LOCK_TIMEOUT', message, { path, details: { holder, holderState, timeoutMs, waitedMs } });
+}
