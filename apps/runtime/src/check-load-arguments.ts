@@ -1,5 +1,4 @@
-import { findUnknownOption } from '@splitzip/codec';
-import { describeField } from './describe-tensor-request.js';
+import { describeValue, findUnknownOption } from '@splitzip/codec';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { RuntimeError } from './errors.js';
 
@@ -17,6 +16,27 @@ function kindOf(value: unknown): string {
   } catch {
     return 'object'; // a Proxy whose get trap throws: still INVALID_ARGUMENT, not the trap's error
   }
+}
+
+/**
+ * INVALID_ARGUMENT for an option of the wrong type or value, the value shown as the codec's
+ * describeValue shows it (`got string "false"`, `got object {"a":1}`, bounded whatever its size:
+ * the format of every package's argument messages; `String(value)` of a 16M-item array made a
+ * message of that size), in `details.got` too; `details.type` is its class or typeof.
+ */
+export function argumentError(option: string, expected: string, value: unknown, details: Record<string, unknown> = {}): RuntimeError {
+  const got = describeValue(value);
+  return new RuntimeError('INVALID_ARGUMENT', `${option} must be ${expected}, got ${got}`, { option, type: kindOf(value), got, ...details });
+}
+
+/** A caller's string quoted and cut as describeValue shows it, without its `string ` prefix. */
+export function quoteBounded(text: string): string {
+  return describeValue(text).slice('string '.length);
+}
+
+/** A caller's string cut as describeValue cuts it, unquoted (a name in running text); anything else as describeValue shows it. */
+export function cutBounded(text: unknown): string {
+  return typeof text === 'string' ? describeValue(text).slice('string "'.length, -1) : describeValue(text);
 }
 
 function hasMethods(value: unknown, methods: readonly string[]): boolean {
@@ -40,7 +60,7 @@ export { optionNamesOf as optionNames } from '@splitzip/codec';
  */
 export function checkOptionsArgument(options: unknown, known?: readonly string[]): void {
   if (typeof options !== 'object' || options === null) {
-    throw new RuntimeError('INVALID_ARGUMENT', `options must be an object, got ${options === null ? 'null' : typeof options}`, { option: 'options' });
+    throw argumentError('options', 'an object', options);
   }
   if (known === undefined) return;
   let unknown: ReturnType<typeof findUnknownOption>;
@@ -55,7 +75,7 @@ export function checkOptionsArgument(options: unknown, known?: readonly string[]
     const handle = hasMethods(options, ['lookup', 'readBlob']) ? ' (this looks like a cache handle: pass it as the cache option, { cache })' : '';
     throw new RuntimeError(
       'INVALID_ARGUMENT',
-      `unknown option ${JSON.stringify(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`}${handle} (known: ${known.join(', ')})`,
+      `unknown option ${quoteBounded(key)}${near === undefined ? '' : `: did you mean ${JSON.stringify(near)}?`}${handle} (known: ${known.join(', ')})`,
       { option: key, known: [...known] },
     );
   }
@@ -64,9 +84,7 @@ export function checkOptionsArgument(options: unknown, known?: readonly string[]
 /** A boolean flag, or undefined: a string 'false' is true to an `if`, and turned verification on. */
 export function checkBooleanArgument(value: unknown, option: string): void {
   if (value !== undefined && typeof value !== 'boolean') {
-    // Bounded: a whole object serialized here made a message its size (and a cycle or BigInt threw).
-    const shown = typeof value === 'number' ? `number ${value}` : describeField(value);
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be true or false, got ${shown}`, { option, type: kindOf(value) });
+    throw argumentError(option, 'true or false', value);
   }
 }
 
@@ -74,7 +92,7 @@ export function checkBooleanArgument(value: unknown, option: string): void {
 export function checkCacheArgument(cache: unknown, option = 'cache'): void {
   if (cache === undefined || cache === null) return;
   if (!hasMethods(cache, ['lookup', 'lookupSliceBinding', 'readBlob', 'refresh', 'largestPayloadBytes', 'borrowStagingPool'])) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a cache handle from openShardCache (or null), got ${kindOf(cache)}`, { option, type: kindOf(cache) });
+    throw argumentError(option, 'a cache handle from openShardCache (or null)', cache);
   }
 }
 
@@ -85,12 +103,12 @@ export function checkModelArgument(model: unknown, option = 'model'): asserts mo
   if (typeof model === 'string') {
     throw new RuntimeError(
       'INVALID_ARGUMENT',
-      `${option} must be an open model, got the location ${JSON.stringify(model)}: open it once with \`await openModel(${JSON.stringify(model)})\` (or openSafetensorsModel), pass that to every load, and close it when done (only loadModel takes a location, opening and closing the model for that one load)`,
+      `${option} must be an open model, got the location ${quoteBounded(model)}: open it once with \`await openModel(${quoteBounded(model)})\` (or openSafetensorsModel), pass that to every load, and close it when done (only loadModel takes a location, opening and closing the model for that one load)`,
       { option, type: 'string', location: model },
     );
   }
   if (!hasMethods(model, ['getTensor', 'findBySlice']) || !Array.isArray((model as { tensors?: unknown }).tensors)) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a model from openSafetensorsModel or openModel, got ${kindOf(model)}`, { option, type: kindOf(model) });
+    throw argumentError(option, 'a model from openSafetensorsModel or openModel', model);
   }
 }
 
@@ -98,7 +116,7 @@ export function checkModelArgument(model: unknown, option = 'model'): asserts mo
 export function checkPoolArgument(pool: unknown): void {
   if (pool === undefined) return;
   if (!hasMethods(pool, ['acquire', 'tryAcquire', 'release'])) {
-    throw new RuntimeError('INVALID_ARGUMENT', `pool must be a staging pool from createStagingPool, got ${kindOf(pool)}`, { option: 'pool', type: kindOf(pool) });
+    throw argumentError('pool', 'a staging pool from createStagingPool', pool);
   }
 }
 
@@ -108,7 +126,7 @@ export function checkReaderArgument(reader: unknown, option = 'reader', required
   // readExact is what a load calls (close is the owner's to call, and the README's ByteReader is
   // readExact alone): a reader of that one method worked before this check and still does.
   if (!hasMethods(reader, ['readExact'])) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a ByteReader (with readExact, e.g. createFileReader()), got ${kindOf(reader)}`, { option, type: kindOf(reader) });
+    throw argumentError(option, 'a ByteReader (with readExact, e.g. createFileReader())', reader);
   }
 }
 
@@ -117,14 +135,14 @@ export function checkSignalArgument(signal: unknown): void {
   if (signal === undefined) return;
   const s = signal as { aborted?: unknown; addEventListener?: unknown; removeEventListener?: unknown } | null;
   if (typeof s !== 'object' || s === null || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function' || typeof s.removeEventListener !== 'function') {
-    throw new RuntimeError('INVALID_ARGUMENT', `signal must be an AbortSignal, got ${kindOf(signal)}`, { option: 'signal', type: kindOf(signal) });
+    throw argumentError('signal', 'an AbortSignal', signal);
   }
 }
 
 /** A callback option, or undefined. */
 export function checkFunctionArgument(value: unknown, option: string): void {
   if (value !== undefined && typeof value !== 'function') {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a function, got ${kindOf(value)}`, { option, type: kindOf(value) });
+    throw argumentError(option, 'a function', value);
   }
 }
 
@@ -133,7 +151,7 @@ export function checkByteCountArgument(value: unknown, option: string, { allowIn
   if (value === undefined) return;
   const ok = typeof value === 'number' && value >= 0 && (Number.isSafeInteger(value) || (allowInfinity && value === Infinity));
   if (!ok) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a whole number of bytes >= 0${allowInfinity ? ' (or Infinity)' : ''}, got ${String(value)}`, { option, value: String(value) });
+    throw argumentError(option, `a whole number of bytes >= 0${allowInfinity ? ' (or Infinity)' : ''}`, value);
   }
 }
 
@@ -141,20 +159,21 @@ export function checkByteCountArgument(value: unknown, option: string, { allowIn
 export function checkCoverageArgument(value: unknown, option = 'coverageMin'): void {
   if (value === undefined) return;
   if (typeof value !== 'number' || !(value >= 0 && value <= 1)) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${option} must be a number in 0..1, got ${String(value)}`, { option, value: String(value) });
+    throw argumentError(option, 'a number in 0..1', value);
   }
 }
 
 /** OpenShardCacheOptions.objectSources or fileSources: 'check', 'trust', or not given. */
 export function checkSourcePolicyArgument(value: unknown, option: 'objectSources' | 'fileSources'): void {
   if (value === undefined || value === 'check' || value === 'trust') return;
-  throw new RuntimeError('INVALID_ARGUMENT', `${option} must be 'check' or 'trust', got ${String(value)}`, { option, value: String(value) });
+  throw argumentError(option, "'check' or 'trust'", value);
 }
 
 /** A slice's offset or size: a whole number of bytes >= 0. */
 export function checkSliceNumber(value: unknown, field: 'offsetBytes' | 'sizeBytes'): void {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw new RuntimeError('INVALID_ARGUMENT', `a slice's ${field} must be a whole number >= 0, got ${String(value)}`, { field, value: String(value) });
+    const got = describeValue(value);
+    throw new RuntimeError('INVALID_ARGUMENT', `a slice's ${field} must be a whole number >= 0, got ${got}`, { field, type: kindOf(value), got });
   }
 }
 

@@ -1,4 +1,4 @@
-import { createCodecArena, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
+import { createCodecArena, describeValue, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
 import { checkBooleanArgument, checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError } from './errors.js';
 
@@ -148,7 +148,8 @@ export function isStagingSlotReleased(slot: StagingSlot): boolean {
  */
 export function createStagingPool(options: StagingPoolOptions): StagingPool {
   if (typeof options !== 'object' || options === null) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'createStagingPool needs options { slotCount, slotBytes }', { options: String(options) });
+    const got = describeValue(options);
+    throw new RuntimeError('INVALID_ARGUMENT', `createStagingPool needs options { slotCount, slotBytes }, got ${got}`, { option: 'options', got });
   }
   checkOptionsArgument(options, optionNames<StagingPoolOptions>({ slotBytes: true, slotCount: true, shared: true, threads: true, arena: true, codecArena: true }));
   checkBooleanArgument(options.shared, 'shared');

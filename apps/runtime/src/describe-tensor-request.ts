@@ -1,46 +1,28 @@
-/** Characters of a caller's string a message shows (a huge string would make a message its size). */
-const MAX_SHOWN_CHARS = 60;
-
-/**
- * A caller's value for a message, bounded whatever its size: a string quoted (cut) with its type, a
- * number as itself, an object by its class (a typed array or array with its length).
- */
-export function describeField(value: unknown): string {
-  switch (typeof value) {
-    case 'string':
-      return `string ${JSON.stringify(value.length > MAX_SHOWN_CHARS ? `${value.slice(0, MAX_SHOWN_CHARS - 3)}...` : value)}`;
-    case 'number':
-      return String(value);
-    case 'object':
-      if (value === null) return 'null';
-      try {
-        const name = (value as object).constructor?.name ?? 'object';
-        if (ArrayBuffer.isView(value) && 'length' in value) return `${name} of length ${String(value.length)}`;
-        return Array.isArray(value) ? `${name} of length ${value.length}` : name;
-      } catch {
-        return 'object';
-      }
-    default:
-      return typeof value;
-  }
-}
+import { describeValue } from '@splitzip/codec';
 
 /** Fields of a request shown at most (a model handle or any other object passed by mistake has many). */
 const MAX_SHOWN_FIELDS = 6;
 
 /**
+ * Characters of the fields listed, past which the rest are left out (`…`): each value is bounded
+ * (describeValue, ~70 characters), but six objects' JSON made a message of 500.
+ */
+const MAX_LISTED_CHARS = 160;
+
+/**
  * A tensor request that is none of the accepted shapes, for INVALID_ARGUMENT: what was received
- * (`{ name: string "w" }`, `string "w"`, `null`) and, for the usual slips, what is missing.
+ * (`{ name: string "w" }`, `string "w"`, `null`), each value as the codec's describeValue shows it
+ * (the format of every package's argument messages), and, for the usual slips, what is missing.
  */
 export function describeTensorRequest(request: unknown): { received: string; hint: string } {
-  if (typeof request !== 'object' || request === null) return { received: describeField(request), hint: '' };
+  if (typeof request !== 'object' || request === null) return { received: describeValue(request), hint: '' };
   // Not by its keys: a typed array's are one per element (Object.keys of a tensor's data passed by mistake).
-  if (ArrayBuffer.isView(request) || Array.isArray(request) || request instanceof ArrayBuffer) return { received: describeField(request), hint: '' };
+  if (ArrayBuffer.isView(request) || Array.isArray(request) || request instanceof ArrayBuffer) return { received: describeValue(request), hint: '' };
   let keys: string[];
   try {
     keys = Object.keys(request);
   } catch {
-    return { received: 'object', hint: '' };
+    return { received: describeValue(request), hint: '' }; // a Proxy whose ownKeys trap throws: by its tag
   }
   const record = request as Record<string, unknown>;
   const read = (key: string): unknown => {
@@ -50,8 +32,18 @@ export function describeTensorRequest(request: unknown): { received: string; hin
       return undefined;
     }
   };
-  const shown = keys.slice(0, MAX_SHOWN_FIELDS).map((key) => `${key}: ${describeField(read(key))}`);
-  if (keys.length > MAX_SHOWN_FIELDS) shown.push('…');
+  const shown: string[] = [];
+  let listedChars = 0;
+  for (const key of keys) {
+    if (shown.length === MAX_SHOWN_FIELDS || listedChars > MAX_LISTED_CHARS) {
+      shown.push('…');
+      break;
+    }
+    // The key cut as describeValue cuts a string (without its quotes): a 1 MB key made a 1 MB message.
+    const field = `${describeValue(key).slice('string "'.length, -1)}: ${describeValue(read(key))}`;
+    shown.push(field);
+    listedChars += field.length;
+  }
   const received = `{ ${shown.join(', ')} }`;
   let hint = '';
   const name = read('name');

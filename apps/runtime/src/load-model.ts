@@ -4,7 +4,7 @@ import type { ByteReader } from './create-file-reader.js';
 import { MAX_SLOT_BYTES, type StagingPool } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { describeJournalDamage } from './check-source-bytes.js';
-import { checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkCacheOnlyHasCache, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
+import { argumentError, checkBooleanArgument, checkByteCountArgument, checkCacheArgument, checkCacheOnlyHasCache, checkFunctionArgument, checkModelArgument, checkOptionsArgument, checkPoolArgument, checkReaderArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { createReadWindow, DEFAULT_READ_WINDOW_BYTES } from './create-read-window.js';
 import { linkAbortSignal } from './link-abort-signal.js';
 import { openModel } from './open-model.js';
@@ -173,7 +173,7 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   checkByteCountArgument(options.syncReadMaxBytes, 'syncReadMaxBytes');
   const concurrency = options.concurrency ?? DEFAULT_LOAD_CONCURRENCY;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > MAX_LOAD_CONCURRENCY) {
-    throw new RuntimeError('INVALID_ARGUMENT', `concurrency must be an integer in 1..${MAX_LOAD_CONCURRENCY}`, { concurrency });
+    throw argumentError('concurrency', `an integer in 1..${MAX_LOAD_CONCURRENCY}`, concurrency);
   }
   // The window lets decoding start early behind one shared link (a local disk, network storage). By
   // default it is off where it cannot help: a load without a cache decodes nothing (serializing its

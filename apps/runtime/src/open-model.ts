@@ -1,8 +1,9 @@
+import { describeValue } from '@splitzip/codec';
 import { isSafetensorsError, openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
 import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { describeError, RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
-import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
+import { checkOptionsArgument, optionNames, quoteBounded } from './check-load-arguments.js';
 import { trackSourceRanges, type TrackedSource } from './drop-model-range-copy.js';
 
 export interface OpenModelOptions {
@@ -29,15 +30,18 @@ export interface OpenModelOptions {
  * `MODEL_OPEN_FAILED` wraps the adapter's typed error; an unreachable object store is retryable.
  */
 export async function openModel(location: string, options: OpenModelOptions = {}): Promise<SafetensorsModel> {
-  if (typeof location !== 'string' || location.length === 0) throw new RuntimeError('INVALID_ARGUMENT', 'a model location is a path or an s3:// URL', {});
+  if (typeof location !== 'string' || location.length === 0) {
+    const got = describeValue(location);
+    throw new RuntimeError('INVALID_ARGUMENT', `a model location is a path or an s3:// URL, got ${got}`, { option: 'location', got });
+  }
   checkOptionsArgument(options, optionNames<OpenModelOptions>({ s3: true, readThroughDir: true }));
   if (isS3Url(location) && /\.(json|safetensors)$/.test(location)) {
-    throw new RuntimeError('INVALID_ARGUMENT', `an s3:// model is the prefix that holds its shards (and index), e.g. ${location.slice(0, location.lastIndexOf('/') + 1)}, not one of its objects`, {
+    throw new RuntimeError('INVALID_ARGUMENT', `an s3:// model is the prefix that holds its shards (and index), e.g. ${quoteBounded(location.slice(0, location.lastIndexOf('/') + 1))}, not one of its objects`, {
       location,
     });
   }
   if (looksLikeOtherUrl(location)) {
-    throw new RuntimeError('INVALID_ARGUMENT', `${JSON.stringify(location)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes)`, { location });
+    throw new RuntimeError('INVALID_ARGUMENT', `${quoteBounded(location)} looks like a URL, but object stores are s3://bucket/prefix (lower case, two slashes)`, { location });
   }
   try {
     // s3 and readThroughDir mean nothing for a local model (loadModel passes modelS3 whatever the location).

@@ -1,3 +1,4 @@
+import { describeValue } from '@splitzip/codec';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
@@ -140,7 +141,8 @@ const CACHE_POOL_OPTIONS = optionNames<NonNullable<Parameters<ShardCache['create
  */
 export async function openShardCache(root: string, options: OpenShardCacheOptions = {}): Promise<ShardCache> {
   if (typeof root !== 'string' || root.length === 0) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'a cache location is a directory path or an s3:// URL', { root: String(root) });
+    const got = describeValue(root);
+    throw new RuntimeError('INVALID_ARGUMENT', `a cache location is a directory path or an s3:// URL, got ${got}`, { option: 'root', got });
   }
   checkOptionsArgument(options, OPEN_SHARD_CACHE_OPTIONS);
   checkCoverageArgument(options.coverageMin);

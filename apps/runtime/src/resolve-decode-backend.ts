@@ -2,6 +2,7 @@ import type { Kernels } from '@splitzip/kernels/node';
 import { createCpuDecoder, type DecodeBackend } from './create-cpu-decoder.js';
 import { createKernelsDecoder, createWorkerPoolDecoder } from './create-kernels-decoder.js';
 import { getSharedThreadDecoder, hasThreadWorker } from './create-thread-decoder.js';
+import { argumentError } from './check-load-arguments.js';
 import { RuntimeError } from './errors.js';
 
 /**
@@ -47,7 +48,8 @@ export function resolveDecodeBackend(option: BackendOption | undefined): DecodeB
     if (isKernels(option)) return createKernelsDecoder(option);
     if (typeof option.decode === 'function') return option;
   }
-  throw new RuntimeError('INVALID_ARGUMENT', `unknown decode backend ${String(option)}`, { backend: String(option) });
+  // Bounded: String() of an array passed by mistake joined every item into the message.
+  throw argumentError('backend', "'auto', 'cpu', 'threads', 'workers', a DecodeBackend or Kernels", option);
 }
 
 /**

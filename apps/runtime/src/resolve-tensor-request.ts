@@ -6,7 +6,7 @@ import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-by
 import { RuntimeError } from './errors.js';
 import { describeOpenedModel } from './describe-opened-model.js';
 import { describeTensorRequest } from './describe-tensor-request.js';
-import { checkModelArgument, checkSliceNumber } from './check-load-arguments.js';
+import { checkModelArgument, checkSliceNumber, cutBounded } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import type { ServeTarget } from './serve-tensor.js';
@@ -213,21 +213,23 @@ function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cach
   checkSliceNumber(slice.offsetBytes, 'offsetBytes');
   checkSliceNumber(slice.sizeBytes, 'sizeBytes');
   if (model !== undefined) checkModelArgument(model, modelOption);
-  const where = `${slice.shardName}@${slice.offsetBytes}+${slice.sizeBytes}`;
+  // The shard name cut as describeValue cuts a string: a caller's 1 MB name made a 1 MB message.
+  const shard = cutBounded(slice.shardName);
+  const where = `${shard}@${slice.offsetBytes}+${slice.sizeBytes}`;
   if (model !== undefined) {
     const info = model.findBySlice(slice);
     if (info !== undefined) return targetFromInfo(model, info, cache);
     if (!model.shards.some((shard) => shard.name === slice.shardName)) {
       const opened = describeOpenedModel(model);
       const near = findClosestName(slice.shardName, model.shards.map((shard) => shard.name));
-      throw new RuntimeError('SHARD_NOT_FOUND', `${opened.text} has no shard named ${slice.shardName}${near === undefined ? '' : `: did you mean ${near}?`}`, {
+      throw new RuntimeError('SHARD_NOT_FOUND', `${opened.text} has no shard named ${shard}${near === undefined ? '' : `: did you mean ${near}?`}`, {
         ...slice,
         modelRoot: model.rootDir,
         modelPath: opened.modelPath,
         ...(near === undefined ? {} : { suggestion: near }),
       });
     }
-    throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no tensor of shard ${slice.shardName}`, { ...slice });
+    throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no tensor of shard ${shard}`, { ...slice });
   }
   const entry = lookupSlice(cache, slice, where);
   if (entry === undefined) {

@@ -1,6 +1,7 @@
 import {
   calibrateFromHistogram,
   countExponents,
+  describeValue,
   formatCoverage,
   MAX_ELEMENT_COUNT,
   readPayloadMeta,
@@ -145,7 +146,8 @@ export function checkOutputBuffer(target: Uint8Array | undefined, sizeBytes: num
   if (target === undefined) return undefined;
   if (!(target instanceof Uint8Array)) {
     const kind = target === null ? 'null' : typeof target === 'object' ? ((target as object).constructor?.name ?? 'object') : typeof target;
-    throw new RuntimeError('INVALID_ARGUMENT', `output buffer for ${name} must be a Uint8Array, got ${kind}`, { tensor: name, outputType: kind });
+    const got = describeValue(target);
+    throw new RuntimeError('INVALID_ARGUMENT', `output buffer for ${name} must be a Uint8Array, got ${got}`, { tensor: name, outputType: kind, got });
   }
   if (target.byteLength < sizeBytes) {
     throw new RuntimeError('OUTPUT_TOO_SMALL', `output buffer for ${name} holds ${target?.byteLength} bytes, the tensor needs ${sizeBytes}`, {

@@ -543,7 +543,7 @@ describe('loadTensor', () => {
       details: expect.objectContaining({ tensor: 'layer.0.attn.q', sizeBytes: 2002 }),
     });
     // Large enough but not a Uint8Array: the type is what is wrong, not the size.
-    for (const [wrong, kind] of [[new Uint16Array(2000), 'Uint16Array'], [new ArrayBuffer(4000), 'ArrayBuffer'], [new DataView(new ArrayBuffer(4000)), 'DataView']] as const) {
+    for (const [wrong, kind] of [[new Uint16Array(2000), 'object [object Uint16Array] of length 2000'], [new ArrayBuffer(4000), 'object ArrayBuffer(byteLength 4000)'], [new DataView(new ArrayBuffer(4000)), 'object [object DataView]']] as const) {
       await expect(loadTensor({ model, name: 'layer.0.attn.q' }, { cache, target: wrong as never })).rejects.toMatchObject({
         code: 'INVALID_ARGUMENT',
         message: expect.stringContaining(`must be a Uint8Array, got ${kind}`),
