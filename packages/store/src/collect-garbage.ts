@@ -1,3 +1,4 @@
+import { asWriteError } from './errors.js';
 import { findNewerJournal, olderManifestCopyError } from './find-newer-journal.js';
 import { JOURNAL_HEADER_BYTES } from './journal-format.js';
 import type { ListedFile, StorageBackend } from './backend.js';
@@ -129,7 +130,9 @@ export async function collectGarbage(
   }
   // A few at once (an unlink mostly waits on the file system), stopping at a failure as a loop
   // would: its error (the first in the listing's order) is gc's.
-  if (!report.dryRun) await removeFilesLimited(backend, remove, { stopAtFailure: true });
+  // A removal the file system refused (a read-only blobs/, another user's files) is NOT_WRITABLE,
+  // as the lock's creation says it: gc writes the cache.
+  if (!report.dryRun) await removeFilesLimited(backend, remove, { stopAtFailure: true }).catch((error: unknown) => Promise.reject(asWriteError(error)));
   report.durationMs = performance.now() - started;
   return report;
 }

@@ -29,6 +29,12 @@ export type StoreErrorCode =
    * the same call may succeed.
    */
   | 'NO_SPACE'
+  /**
+   * A write to a local cache was refused (EROFS: a read-only mount, even as root; EACCES/EPERM: the
+   * directory's permissions): `details.errno`, `details.syscall`, `details.path`. A writer (gc, a
+   * drop, a build's commit) needs write access to the cache directory; readers do not.
+   */
+  | 'NOT_WRITABLE'
   | 'S3_UNAVAILABLE'
   | 'S3_ERROR'
   /** The S3 store's `signal` fired (S3StoreOptions.signal): a request or its retries were abandoned. */
@@ -135,3 +141,46 @@ export function toIoError(error: unknown, message: string, context: StoreErrorCo
     cause: error,
   });
 }
+
+/**
+ * The errnos of a write the file system refused: a read-only mount (EROFS) or permissions (EACCES,
+ * EPERM). EPERM of link() is no refusal of the directory: it is a file system without hard links.
+ */
+const REFUSED_WRITE_ERRNOS: ReadonlySet<string> = new Set(['EROFS', 'EACCES', 'EPERM']);
+
+function isRefusedWrite(error: unknown): boolean {
+  const errno = errnoCode(error);
+  if (errno === undefined || !REFUSED_WRITE_ERRNOS.has(errno)) return false;
+  return !(errno === 'EPERM' && (error as { syscall?: unknown }).syscall === 'link');
+}
+
+/**
+ * toIoError for a call that writes the cache (creates, renames or removes a file there): a write the
+ * file system refused (EROFS, EACCES, EPERM) is NOT_WRITABLE, with the errno, the system call and
+ * the path in `details`, as the CLI says it; anything else as toIoError has it. Only for writes: a
+ * refused read (another user's manifest of mode 0600) stays IO_ERROR; StoreErrors pass through.
+ */
+export function toWriteError(error: unknown, message: string, context: StoreErrorContext = {}): StoreError {
+  if (error instanceof StoreError) return error;
+  if (!isRefusedWrite(error)) return toIoError(error, message, context);
+  const errno = errnoCode(error)!;
+  const syscall = (error as { syscall?: unknown }).syscall;
+  const why = errno === 'EROFS' ? 'the file system is read-only' : 'permission denied';
+  return new StoreError('NOT_WRITABLE', `${message}: this process cannot write the cache directory, ${why} [${errno}]`, {
+    ...context,
+    details: { ...context.details, errno, ...(typeof syscall === 'string' ? { syscall } : {}), ...(context.path === undefined ? {} : { path: context.path }) },
+    cause: error,
+  });
+}
+
+/**
+ * A write's IO_ERROR (toIoError's, from a backend call that writes: a removal) whose system error
+ * was a refused write, as toWriteError gives it; any other error unchanged.
+ */
+export function asWriteError(error: StoreError): StoreError;
+export function asWriteError(error: unknown): unknown;
+export function asWriteError(error: unknown): unknown {
+  if (!(error instanceof StoreError) || error.code !== 'IO_ERROR' || !isRefusedWrite(error.cause)) return error;
+  return toWriteError(error.cause, error.reason.replace(/ \[E[A-Z]+\]$/, ''), { entry: error.entry, path: error.path, details: error.details });
+}
+

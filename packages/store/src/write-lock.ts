@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants, readFileSync, readlinkSync } from 'node:fs';
 import { link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { StoreError, errnoCode, toIoError } from './errors.js';
+import { StoreError, errnoCode, toIoError, toWriteError } from './errors.js';
 import { lockTimeoutError } from './lock-timeout-error.js';
 import { MAX_LOCK_BREAK_DEPTH, MAX_LOCK_FILE_BYTES, MAX_PID, TEMP_FILE_MAX_AGE_MS, UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
 
@@ -286,7 +286,7 @@ async function tryCreateLock(path: string, token: string): Promise<boolean> {
     return true;
   } catch (error) {
     if (errnoCode(error) === 'EEXIST') return false;
-    throw toIoError(error, 'cannot create the lock file', { path });
+    throw toWriteError(error, 'cannot create the lock file', { path });
   } finally {
     await unlink(temp).catch(() => undefined);
   }
@@ -307,18 +307,18 @@ async function reapDeadMarker(path: string, id: string, token: string): Promise<
     await rename(path, aside);
   } catch (error) {
     if (errnoCode(error) === 'ENOENT') return;
-    throw toIoError(error, 'cannot move the stale lock-recovery marker aside', { path });
+    throw toWriteError(error, 'cannot move the stale lock-recovery marker aside', { path });
   }
   try {
     const moved = await observeLock(aside);
     if (moved && moved.id !== id) {
       await link(aside, path).catch((error) => {
-        if (errnoCode(error) !== 'EEXIST') throw toIoError(error, 'cannot restore a live lock-recovery marker', { path });
+        if (errnoCode(error) !== 'EEXIST') throw toWriteError(error, 'cannot restore a live lock-recovery marker', { path });
       });
     }
   } finally {
     await unlink(aside).catch((error) => {
-      if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot remove the stale lock-recovery marker', { path: aside });
+      if (errnoCode(error) !== 'ENOENT') throw toWriteError(error, 'cannot remove the stale lock-recovery marker', { path: aside });
     });
   }
 }
@@ -365,7 +365,7 @@ export async function acquireLock(path: string, options: AcquireLockOptions): Pr
         const again = await observeLock(path);
         if (again && again.id === observed.id) {
           await unlink(path).catch((error) => {
-            if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot remove the stale lock', { path });
+            if (errnoCode(error) !== 'ENOENT') throw toWriteError(error, 'cannot remove the stale lock', { path });
           });
           recovered.push(path, ...breaker.recovered);
         }
@@ -417,7 +417,7 @@ async function releaseLock(path: string, token: string): Promise<void> {
         continue;
       }
       abandonedTokens.add(token);
-      throw toIoError(error, 'cannot release the lock', { path });
+      throw toWriteError(error, 'cannot release the lock', { path });
     }
   }
 }

@@ -1,0 +1,139 @@
+// gc and dropUnboundEntries on a cache this process cannot write: the store said IO_ERROR ("cannot
+// create the lock file [EROFS]"), where the CLI says NOT_WRITABLE; now the store's code is
+// NOT_WRITABLE too, with the errno, the system call and the path in `details`. A refused read
+// stays IO_ERROR, and a dry run (which writes nothing) still answers.
+//
+// Read-only is made as it happens: a read-only bind mount as root (who writes through any mode
+// bits), mode 0555 otherwise; skipped only as root where mount is not allowed (no CAP_SYS_ADMIN).
+import { execFileSync } from 'node:child_process';
+import { chmod, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openCacheStore, StoreError } from '../src/index.js';
+import { asWriteError, toWriteError } from '../src/errors.js';
+import { catchError, makeCache, makeTensor, toInput } from './helpers.js';
+
+const isRoot = process.getuid?.() === 0;
+
+/** Makes `dir` read-only for this process; resolves the undo, or undefined where it cannot (root without mount). */
+async function makeReadOnly(dir: string): Promise<(() => Promise<void>) | undefined> {
+  if (!isRoot) {
+    await chmod(dir, 0o555);
+    return () => chmod(dir, 0o755);
+  }
+  try {
+    execFileSync('mount', ['--bind', dir, dir], { stdio: 'ignore' });
+  } catch {
+    return undefined;
+  }
+  try {
+    execFileSync('mount', ['-o', 'remount,bind,ro', dir], { stdio: 'ignore' });
+  } catch {
+    execFileSync('umount', [dir]);
+    return undefined;
+  }
+  return async () => {
+    execFileSync('umount', [dir]);
+  };
+}
+
+function expectNotWritable(error: Error & { code?: string; path?: string; details?: Record<string, unknown> }, path: string): void {
+  expect(error, error.message).toBeInstanceOf(StoreError);
+  expect(error.code, error.message).toBe('NOT_WRITABLE');
+  expect(error.path).toBe(path);
+  expect(error.details).toMatchObject({ errno: isRoot ? 'EROFS' : 'EACCES', path });
+  expect(typeof error.details!.syscall).toBe('string');
+  expect(error.message).toContain(`this process cannot write the cache directory, ${isRoot ? 'the file system is read-only [EROFS]' : 'permission denied [EACCES]'}`);
+  expect((error.cause as { code?: string }).code).toBe(isRoot ? 'EROFS' : 'EACCES');
+}
+
+describe('a cache this process cannot write', () => {
+  it('gc: NOT_WRITABLE naming the lock file (was IO_ERROR); its dry run still reports', async (context) => {
+    const { root } = await makeCache(2);
+    const undo = await makeReadOnly(root);
+    if (undo === undefined) return context.skip('root without mount: no way to make a directory read-only here');
+    try {
+      const store = await openCacheStore(root);
+      try {
+        expect((await store.gc({ dryRun: true })).orphanBlobs).toEqual([]);
+        expectNotWritable(await catchError(() => store.gc()), join(root, 'lock'));
+        expect((await catchError(() => store.gc())).message).toMatch(/^NOT_WRITABLE: cannot create the lock file: /);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await undo();
+    }
+  });
+
+  it('dropUnboundEntries: NOT_WRITABLE, nothing removed; its dry run lists the unbound entry', async (context) => {
+    const { root } = await makeCache(1);
+    const unbound = makeTensor([24, 5], 4711);
+    const writer = await openCacheStore(root);
+    await writer.addEntry(toInput(unbound, 'unbound.weight'));
+    await writer.close();
+    const manifest = await readFile(join(root, 'manifest.json'));
+    const undo = await makeReadOnly(root);
+    if (undo === undefined) return context.skip('root without mount: no way to make a directory read-only here');
+    try {
+      const store = await openCacheStore(root);
+      try {
+        expect((await store.dropUnboundEntries({ dryRun: true })).entries.map((entry) => entry.key)).toEqual([unbound.key]);
+        expectNotWritable(await catchError(() => store.dropUnboundEntries()), join(root, 'lock'));
+        expect(store.getEntry(unbound.key)).toBeDefined();
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await undo();
+    }
+    expect(await readFile(join(root, 'manifest.json'))).toEqual(manifest);
+  });
+
+  it("gc whose lock is taken but whose orphan blob cannot be removed (blobs/ read-only): NOT_WRITABLE naming the blob", async (context) => {
+    const { root } = await makeCache(1);
+    const orphan = join(root, 'blobs', `${'ab'.repeat(20)}.bin`);
+    await writeFile(orphan, 'not referenced by any entry');
+    const undo = await makeReadOnly(join(root, 'blobs'));
+    if (undo === undefined) return context.skip('root without mount: no way to make a directory read-only here');
+    try {
+      const store = await openCacheStore(root);
+      try {
+        expectNotWritable(await catchError(() => store.gc()), orphan);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await undo();
+    }
+    // The lock was released; with blobs/ writable again gc removes the orphan.
+    const store = await openCacheStore(root);
+    expect((await store.gc()).orphanBlobs).toEqual([`blobs/${'ab'.repeat(20)}.bin`]);
+    await store.close();
+  });
+});
+
+describe('toWriteError / asWriteError', () => {
+  const systemError = (code: string, syscall: string) => Object.assign(new Error(`${code}: x, ${syscall} '/c/f'`), { code, syscall, path: '/c/f' });
+
+  it('a refused write is NOT_WRITABLE; EPERM of link (no hard links there), ENOSPC and other errnos are not', () => {
+    for (const code of ['EROFS', 'EACCES', 'EPERM']) {
+      expect(toWriteError(systemError(code, 'unlink'), 'cannot remove', { path: '/c/f' })).toMatchObject({ code: 'NOT_WRITABLE', path: '/c/f', details: { errno: code, syscall: 'unlink', path: '/c/f' } });
+    }
+    expect(toWriteError(systemError('EPERM', 'link'), 'cannot create the lock file')).toMatchObject({ code: 'IO_ERROR', details: { errno: 'EPERM' } });
+    expect(toWriteError(systemError('ENOSPC', 'write'), 'cannot create the lock file')).toMatchObject({ code: 'NO_SPACE' });
+    expect(toWriteError(systemError('EIO', 'unlink'), 'cannot remove')).toMatchObject({ code: 'IO_ERROR', details: { errno: 'EIO' } });
+    // A StoreError (a refused read of the lock, say) passes through as it is.
+    const read = new StoreError('IO_ERROR', 'cannot read the lock file [EACCES]', { cause: systemError('EACCES', 'open') });
+    expect(toWriteError(read, 'cannot release the lock')).toBe(read);
+  });
+
+  it("asWriteError turns a removal's IO_ERROR of a refused write into NOT_WRITABLE, keeping its message and path", () => {
+    const removal = new StoreError('IO_ERROR', 'cannot remove a cache file [EACCES]', { path: '/c/blobs/x.bin', details: { errno: 'EACCES' }, cause: systemError('EACCES', 'rm') });
+    const mapped = asWriteError(removal);
+    expect(mapped).toMatchObject({ code: 'NOT_WRITABLE', path: '/c/blobs/x.bin', details: { errno: 'EACCES', syscall: 'rm', path: '/c/blobs/x.bin' } });
+    expect(mapped.message).toBe('NOT_WRITABLE: cannot remove a cache file: this process cannot write the cache directory, permission denied [EACCES] (file /c/blobs/x.bin)');
+    const other = new StoreError('IO_ERROR', 'cannot remove a cache file [EIO]', { cause: systemError('EIO', 'rm') });
+    expect(asWriteError(other)).toBe(other);
+  });
+});
