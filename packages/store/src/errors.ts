@@ -166,7 +166,7 @@ export function toWriteError(error: unknown, message: string, context: StoreErro
   const errno = errnoCode(error)!;
   const syscall = (error as { syscall?: unknown }).syscall;
   const why = errno === 'EROFS' ? 'the file system is read-only' : 'permission denied';
-  return new StoreError('NOT_WRITABLE', `${message}: this process cannot write the cache directory, ${why} [${errno}]`, {
+  return new StoreError('NOT_WRITABLE', `${message}: ${why} [${errno}]`, {
     ...context,
     details: { ...context.details, errno, ...(typeof syscall === 'string' ? { syscall } : {}), ...(context.path === undefined ? {} : { path: context.path }) },
     cause: error,

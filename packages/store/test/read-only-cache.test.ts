@@ -43,7 +43,7 @@ function expectNotWritable(error: Error & { code?: string; path?: string; detail
   expect(error.path).toBe(path);
   expect(error.details).toMatchObject({ errno: isRoot ? 'EROFS' : 'EACCES', path });
   expect(typeof error.details!.syscall).toBe('string');
-  expect(error.message).toContain(`this process cannot write the cache directory, ${isRoot ? 'the file system is read-only [EROFS]' : 'permission denied [EACCES]'}`);
+  expect(error.message).toContain(`: ${isRoot ? 'the file system is read-only [EROFS]' : 'permission denied [EACCES]'}`);
   expect((error.cause as { code?: string }).code).toBe(isRoot ? 'EROFS' : 'EACCES');
 }
 
@@ -132,7 +132,7 @@ describe('toWriteError / asWriteError', () => {
     const removal = new StoreError('IO_ERROR', 'cannot remove a cache file [EACCES]', { path: '/c/blobs/x.bin', details: { errno: 'EACCES' }, cause: systemError('EACCES', 'rm') });
     const mapped = asWriteError(removal);
     expect(mapped).toMatchObject({ code: 'NOT_WRITABLE', path: '/c/blobs/x.bin', details: { errno: 'EACCES', syscall: 'rm', path: '/c/blobs/x.bin' } });
-    expect(mapped.message).toBe('NOT_WRITABLE: cannot remove a cache file: this process cannot write the cache directory, permission denied [EACCES] (file /c/blobs/x.bin)');
+    expect(mapped.message).toBe('NOT_WRITABLE: cannot remove a cache file: permission denied [EACCES] (file /c/blobs/x.bin)');
     const other = new StoreError('IO_ERROR', 'cannot remove a cache file [EIO]', { cause: systemError('EIO', 'rm') });
     expect(asWriteError(other)).toBe(other);
   });
