@@ -75,6 +75,7 @@ export type {
   VerifyReport,
   GcOptions,
   GcReport,
+  GcKeptYoung,
   S3StoreOptions,
   S3ClientLike,
   ReadBlobOptions,

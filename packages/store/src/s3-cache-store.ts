@@ -58,6 +58,7 @@ import type {
   DropUnboundEntriesReport,
   SliceBinding,
   GcOptions,
+  GcKeptYoung,
   GcReport,
   ReadThroughBlobStats,
   SliceKeyTuple,
@@ -1272,12 +1273,16 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const orphanSizes = new Map<string, number>();
     const unknownFiles: string[] = [];
     let orphanBytes = 0;
+    /** What was left as younger than minAgeMs (GcReport.keptYoung). */
+    const keptYoung: GcKeptYoung = { orphanBlobs: 0, orphanBytes: 0, tempFiles: 0, orphanStamps: 0 };
+    const old = (lastModifiedMs: number): boolean => now - lastModifiedMs >= minAgeMs;
     for (const object of all) {
       if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name)) continue;
       const stamp = parseStampObjectName(object.name);
       if (stamp) {
         const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key));
-        if (!live && now - object.lastModifiedMs >= minAgeMs) orphanStamps.push(object.name);
+        if (!live && old(object.lastModifiedMs)) orphanStamps.push(object.name);
+        else if (!live) keptYoung.orphanStamps++;
         if (live) {
           const binding = `${sliceId(...stamp.slice)}\n${stamp.key}`;
           let list = liveStamps.get(binding);
@@ -1287,10 +1292,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         continue;
       }
       if (parseBlobObjectName(object.name)) {
-        if (!referenced.has(object.name) && now - object.lastModifiedMs >= minAgeMs) {
+        if (!referenced.has(object.name) && old(object.lastModifiedMs)) {
           orphanBlobs.push(object.name);
           orphanSizes.set(object.name, object.sizeBytes);
           orphanBytes += object.sizeBytes;
+        } else if (!referenced.has(object.name)) {
+          keptYoung.orphanBlobs++;
+          keptYoung.orphanBytes += object.sizeBytes;
         }
         continue;
       }
@@ -1304,23 +1312,38 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (list.length <= MAX_SLICE_STAMPS) continue;
       list.sort(compareStampObjects);
       for (const object of list.slice(0, list.length - MAX_SLICE_STAMPS)) {
-        if (now - object.lastModifiedMs >= minAgeMs) supersededStamps.set(object.name, object.lastModifiedMs);
+        if (old(object.lastModifiedMs)) supersededStamps.set(object.name, object.lastModifiedMs);
+        else keptYoung.orphanStamps++;
       }
     }
     orphanStamps.push(...supersededStamps.keys());
-    const staleUploads = uploads.filter((u) => now - u.initiatedMs >= minAgeMs);
+    const staleUploads = uploads.filter((u) => old(u.initiatedMs));
+    keptYoung.tempFiles = uploads.length - staleUploads.length;
     if (!options.dryRun) {
       const limit = this.transport.settings.maxConcurrentRequests;
       // The listing is minutes old on a big bucket: a writer may have stored this blob again and
       // committed its entry since (a re-added tensor). Look again just before each delete: skip a
       // blob whose entry object now exists or which was written again since (younger than
       // minAgeMs). Deleted unchecked, such a blob left a committed entry without its bytes.
+      // Written again since the listing: counted in keptYoung (the last look's verdict, per object).
+      const young = new Set<string>();
+      const youngNow = (name: string, head: HeadedObject): boolean => {
+        const isYoung = this.transport.judgingNowMs() - head.lastModifiedMs < minAgeMs;
+        if (isYoung) young.add(name);
+        else young.delete(name);
+        return isYoung;
+      };
       const kept = await this.deleteUnlessKept(orphanBlobs, async (name, blob) => {
         const parsed = parseBlobObjectName(name)!;
         const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
-        return entry !== undefined || this.transport.judgingNowMs() - blob.lastModifiedMs < minAgeMs;
+        return entry !== undefined || youngNow(name, blob);
       });
-      for (const name of kept) orphanBytes -= orphanSizes.get(name)!;
+      for (const name of kept) {
+        orphanBytes -= orphanSizes.get(name)!;
+        if (!young.has(name)) continue;
+        keptYoung.orphanBlobs++;
+        keptYoung.orphanBytes += orphanSizes.get(name)!;
+      }
       orphanBlobs = orphanBlobs.filter((name) => !kept.has(name));
       // Likewise for stamp objects: the slice may have been bound to their key again, and the stamp
       // written again, since the listing. Looked at again before each attempt: the object's age,
@@ -1328,7 +1351,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // written again since it was listed, however old that write is: a reader checked that version
       // again, so it is the newest now).
       const keptStamps = await this.deleteUnlessKept(orphanStamps, async (name, head) => {
-        if (this.transport.judgingNowMs() - head.lastModifiedMs < minAgeMs) return true;
+        if (youngNow(name, head)) return true;
         const listedMs = supersededStamps.get(name);
         if (listedMs !== undefined) return !sameSecond(head.lastModifiedMs, listedMs);
         const parsed = parseStampObjectName(name)!;
@@ -1337,6 +1360,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         return stampLives(parsed.key, topKeys, entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key));
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
+      for (const name of keptStamps) if (young.has(name)) keptYoung.orphanStamps++;
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
     }
     return {
@@ -1348,6 +1372,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       staleLocks: [],
       unknownFiles,
       orphanStamps,
+      keptYoung,
       durationMs: performance.now() - started,
     };
   }

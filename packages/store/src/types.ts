@@ -455,7 +455,24 @@ export interface GcReport {
    * local caches, whose stamps live in the journal with their bindings.
    */
   orphanStamps?: string[];
+  /**
+   * S3 caches: what gc left because it was younger than minAgeMs (a writer may still be between its
+   * blob and entry PUTs, an upload may still be running, a binding may still be being written), so
+   * that a dry run shows what a later gc may take: counts of what would otherwise be in orphanBlobs
+   * (and their bytes), tempFiles and orphanStamps, as of the listing; a real run adds those it
+   * listed as old enough but found written again when it looked just before deleting. Absent for
+   * local caches.
+   */
+  keptYoung?: GcKeptYoung;
   durationMs: number;
+}
+
+/** GcReport.keptYoung: counts of what an S3 gc kept as younger than minAgeMs. */
+export interface GcKeptYoung {
+  orphanBlobs: number;
+  orphanBytes: number;
+  tempFiles: number;
+  orphanStamps: number;
 }
 
 /**
