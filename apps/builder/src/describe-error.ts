@@ -1,4 +1,5 @@
 import { errnoCode } from '@splitzip/store';
+import { describeLockTimeout } from './describe-lock-timeout.js';
 
 // Turns any error (ours, another package's typed error, a Node system error) into one clear line
 // naming the file and the tensor where known. The CLI prints it; `--debug` adds the stack.
@@ -66,6 +67,13 @@ export function describeError(error: unknown): string {
       : /not a directory/.test(e.message)
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
       : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
+  }
+  if (code === 'LOCK_TIMEOUT' && file) {
+    const line = describeLockTimeout(file, context);
+    if (line !== undefined) {
+      message = line;
+      fileSaid = true;
+    }
   }
   // Not for something other than a file in the manifest's place (a directory, a FIFO): no build repairs that.
   // Nor for an older copy put back (its manifest reads fine, and its message names the way out).

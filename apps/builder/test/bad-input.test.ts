@@ -292,6 +292,9 @@ describe("another writer's lock held past the store's 30 s wait", () => {
       // Was: {"code":"TENSOR_FAILED","message":"LOCK_TIMEOUT: … (tensor y0)"}.
       expect(json.error.code, result.stderr).toBe('LOCK_TIMEOUT');
       expect(result.stderr).toMatch(/^splitzip build: error: LOCK_TIMEOUT: /m);
+      // The CLI's words: the wait once, in seconds, the holder to check and what to run after.
+      expect(json.error.message).toMatch(new RegExp(`^LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of .*, held by pid ${holder.pid} on .*\\(this host; .*\`ps -p ${holder.pid}\`\\); .*\`splitzip gc `));
+      expect(json.error.message.match(/\b30 s\b/g)).toHaveLength(1);
     } finally {
       holder.kill('SIGKILL');
     }

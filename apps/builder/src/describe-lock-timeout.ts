@@ -1,0 +1,54 @@
+import { dirname } from 'node:path';
+import { UNPARSEABLE_LOCK_STALE_MS } from '@splitzip/store';
+
+// The store words LOCK_TIMEOUT for library callers ("open the store with a longer lockTimeoutMs");
+// a CLI user has no such option, and needs the command to run or the process to check.
+
+interface LockTimeoutDetails {
+  holder?: { pid?: unknown; host?: unknown; pidNamespace?: unknown } | null;
+  holderState?: unknown;
+  timeoutMs?: unknown;
+}
+
+/**
+ * The CLI's line for the store's LOCK_TIMEOUT at `lockPath` (`details`: holder, holderState,
+ * timeoutMs): who holds the lock and where, the wait once and in seconds, and the next step for
+ * where the holder is. Undefined where the details are not the store's (its message is kept then).
+ */
+export function describeLockTimeout(lockPath: string, details: LockTimeoutDetails): string | undefined {
+  const { holder, holderState, timeoutMs } = details;
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs)) return undefined;
+  const cache = dirname(lockPath);
+  const waited = `after waiting ${formatSeconds(timeoutMs)}`;
+  // Every writer takes over the lock of a dead holder of this host at once; gc removes it too.
+  const retry = `run this again (\`splitzip gc ${cache}\` removes a dead holder's lock)`;
+  if (holderState === 'unparseable') {
+    return (
+      `LOCK_TIMEOUT: gave up ${waited} for the writer lock of ${cache}: its lock file names no holder (damaged, or not a writer's); ` +
+      `it is taken over once ${formatSeconds(UNPARSEABLE_LOCK_STALE_MS)} old: ${retry}`
+    );
+  }
+  if (holder === null || holder === undefined || typeof holder.pid !== 'number' || typeof holder.host !== 'string') return undefined;
+  const who = `pid ${holder.pid} on ${holder.host}`;
+  const stem = `LOCK_TIMEOUT: gave up ${waited} for the writer lock of ${cache}, held by ${who}`;
+  // A holder whose pid cannot be checked from here: nothing takes its lock over, gc neither.
+  const byHand = `if it still runs, let it finish and run this again; if it is gone, remove ${lockPath} by hand (neither a writer nor \`splitzip gc\` takes over such a lock)`;
+  switch (holderState) {
+    case 'running':
+      return (
+        `${stem} (this host; a live process: another build, gc or loader of this cache, or a stopped or hung one: \`ps -p ${holder.pid}\`); ` +
+        `let it finish, or end it, then ${retry}`
+      );
+    case 'other-host':
+      return `${stem} (another host: its pid cannot be checked from here): ${byHand}`;
+    case 'other-pid-namespace':
+      return `${stem} (another pid namespace of this host: a container sharing this cache, whose pid cannot be checked from here): ${byHand}`;
+    default:
+      return undefined;
+  }
+}
+
+/** `30 s`, `1.5 s`: the CLI's waits in seconds. */
+function formatSeconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(1))} s`;
+}

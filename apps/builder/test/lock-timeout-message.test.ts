@@ -1,0 +1,52 @@
+// The CLI's LOCK_TIMEOUT line: the store's message is worded for library callers ("open the store
+// with a longer lockTimeoutMs", no such CLI option); the CLI says the wait once, in seconds, who
+// holds the lock where, and the next step (the process to check, the command to run).
+import { StoreError } from '@splitzip/store';
+import { describe, expect, it } from 'vitest';
+import { describeError } from '../src/describe-error.js';
+
+const lockPath = '/caches/c1/lock';
+const holder = { pid: 4242, host: 'node-7', bootId: null, startTicks: null, pidNamespace: null, token: '0123456789abcdef', createdMs: 0 };
+
+/** A LOCK_TIMEOUT as the store throws it: its message (any wording) and its details. */
+function lockTimeout(holderState: string, message: string, holderRecord: typeof holder | undefined = holder): StoreError {
+  return new StoreError('LOCK_TIMEOUT', message, { path: lockPath, details: { holder: holderRecord, holderState, timeoutMs: 30_000, waitedMs: 30_012 } });
+}
+
+/** How many times a line states the wait: "30 s", "30000 ms", "30,000 ms". */
+const countWaits = (line: string): number => line.match(/\b30(?:[,.]?000)? ?(?:s|ms)\b/g)?.length ?? 0;
+
+describe('LOCK_TIMEOUT in the CLI', () => {
+  it('a live holder of this host: the wait once in seconds, the pid to check, and what to run after', () => {
+    const line = describeError(lockTimeout('running', 'the lock is held by pid 4242 on node-7 (this host) for more than 30000 ms, and that process is running; or open the store with a longer lockTimeoutMs'));
+    expect(line).toBe(
+      'LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of /caches/c1, held by pid 4242 on node-7 (this host; a live process: another build, gc or loader of this cache, ' +
+        'or a stopped or hung one: `ps -p 4242`); let it finish, or end it, then run this again (`splitzip gc /caches/c1` removes a dead holder\'s lock)',
+    );
+    expect(countWaits(line)).toBe(1);
+    expect(line).not.toMatch(/lockTimeoutMs/);
+  });
+
+  it('a holder elsewhere (another host, another pid namespace): remove the lock by hand if it is gone, gc does not', () => {
+    for (const [state, where] of [['other-host', 'another host'], ['other-pid-namespace', 'another pid namespace of this host']] as const) {
+      const line = describeError(lockTimeout(state, 'the lock is held by pid 4242 on node-7 for more than 30 s (…): … or open the store with a longer lockTimeoutMs'));
+      expect(line, state).toContain(`held by pid 4242 on node-7 (${where}`);
+      expect(line, state).toContain(`if it is gone, remove ${lockPath} by hand (neither a writer nor \`splitzip gc\` takes over such a lock)`);
+      expect(countWaits(line), state).toBe(1);
+      expect(line, state).not.toMatch(/lockTimeoutMs/);
+    }
+  });
+
+  it('a lock file that names no holder: when it is taken over, and what to run', () => {
+    const line = describeError(lockTimeout('unparseable', 'the lock is held for more than 30 s by a lock file that names no holder …', undefined));
+    expect(line).toBe(
+      "LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of /caches/c1: its lock file names no holder (damaged, or not a writer's); it is taken over once 10 s old: " +
+        "run this again (`splitzip gc /caches/c1` removes a dead holder's lock)",
+    );
+  });
+
+  it("a LOCK_TIMEOUT without the store's details keeps the store's message", () => {
+    const bare = new StoreError('LOCK_TIMEOUT', 'the writer lock is held by pid 123 for 30 s', { path: lockPath });
+    expect(describeError(bare)).toBe(`LOCK_TIMEOUT: the writer lock is held by pid 123 for 30 s (file ${lockPath})`);
+  });
+});
