@@ -1,4 +1,5 @@
 import type { DeviceDecodeResult, Kernels } from '@splitzip/kernels/node';
+import type { SafetensorsDtype } from '@splitzip/safetensors';
 import { CACHE_FAILURE_CODES, describeError, RuntimeError } from './errors.js';
 import { checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { linkAbortSignal } from './link-abort-signal.js';
@@ -17,7 +18,8 @@ import type { LoadReason, TensorReport, TensorSource } from './types.js';
  */
 export interface DeviceTensor {
   name: string;
-  dtype: string;
+  /** The safetensors dtype (LoadedTensor's). */
+  dtype: SafetensorsDtype;
   shape: readonly number[];
   source: TensorSource;
   reason: LoadReason;

@@ -9,7 +9,7 @@ import {
   type PayloadLayout,
   type PayloadMeta,
 } from '@splitzip/codec';
-import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { bindFoundSlice, checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
@@ -79,7 +79,7 @@ export interface ServeEnv {
 /** A tensor to serve: from a model (raw fallback possible) or a cache entry alone (bare slice). */
 export interface ServeTarget {
   name: string;
-  dtype: string;
+  dtype: SafetensorsDtype;
   shape: readonly number[];
   slice: SliceKey;
   /** Present when the tensor belongs to an open model: the raw source. */

@@ -1,3 +1,4 @@
+import type { SafetensorsDtype } from '@splitzip/safetensors';
 import type { ReadThroughBlobStats } from '@splitzip/store';
 
 /** Where a loaded tensor's bytes came from. */
@@ -34,7 +35,8 @@ export const LOAD_REASONS: readonly LoadReason[] = ['cached', 'dtype', 'coverage
 /** The per-tensor report. */
 export interface TensorReport {
   name: string;
-  dtype: string;
+  /** The safetensors dtype, typed as its union (a loader maps it to its device format exhaustively). */
+  dtype: SafetensorsDtype;
   shape: readonly number[];
   source: TensorSource;
   reason: LoadReason;
@@ -79,7 +81,8 @@ export interface TensorReport {
 /** A loaded tensor: its bytes and its report. `data` is exactly `sizeBytes` long. */
 export interface LoadedTensor {
   name: string;
-  dtype: string;
+  /** The safetensors dtype, typed as its union (a loader maps it to its device format exhaustively). */
+  dtype: SafetensorsDtype;
   shape: readonly number[];
   data: Uint8Array;
   source: TensorSource;
