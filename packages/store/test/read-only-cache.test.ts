@@ -5,15 +5,20 @@
 //
 // Read-only is made as it happens: a read-only bind mount as root (who writes through any mode
 // bits), mode 0555 otherwise; skipped only as root where mount is not allowed (no CAP_SYS_ADMIN).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openCacheStore, StoreError } from '../src/index.js';
 import { asWriteError, toWriteError } from '../src/errors.js';
+import { pidSpaceTag } from '../src/write-lock.js';
 import { catchError, makeCache, makeTensor, toInput } from './helpers.js';
 
 const isRoot = process.getuid?.() === 0;
+
+function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
+}
 
 /** Makes `dir` read-only for this process; resolves the undo, or undefined where it cannot (root without mount). */
 async function makeReadOnly(dir: string): Promise<(() => Promise<void>) | undefined> {
@@ -110,6 +115,23 @@ describe('a cache this process cannot write', () => {
     const store = await openCacheStore(root);
     expect((await store.gc()).orphanBlobs).toEqual([`blobs/${'ab'.repeat(20)}.bin`]);
     await store.close();
+  });
+  it("removeAbandonedTempFiles whose dead writer's staged blob cannot be removed (blobs/ read-only): NOT_WRITABLE naming it", async (context) => {
+    const { root } = await makeCache(1);
+    const staged = join(root, 'blobs', `.tmp-${deadPid()}-${'cd'.repeat(8)}.${pidSpaceTag()}.bin`);
+    await writeFile(staged, 'a dead writer\'s staged blob');
+    const undo = await makeReadOnly(join(root, 'blobs'));
+    if (undo === undefined) return context.skip('root without mount: no way to make a directory read-only here');
+    try {
+      const store = await openCacheStore(root);
+      try {
+        expectNotWritable(await catchError(() => store.removeAbandonedTempFiles!()), staged);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await undo();
+    }
   });
 });
 
