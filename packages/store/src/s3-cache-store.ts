@@ -231,6 +231,11 @@ function compareStampObjects(a: { lastModifiedMs: number; name: string }, b: { l
   return a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 }
 
+/** Whether an alias object is below its slice's top epoch (`topEpoch`: undefined, none listed). */
+function aliasShadowed(alias: { epoch: number }, topEpoch: number | undefined): boolean {
+  return topEpoch !== undefined && alias.epoch < topEpoch;
+}
+
 /** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
 const REBIND_ATTEMPTS = 6;
 /** The longest pause before the n-th rebind attempt is n times this (random below it). */
@@ -1274,8 +1279,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const unknownFiles: string[] = [];
     let orphanBytes = 0;
     /** What was left as younger than minAgeMs (GcReport.keptYoung). */
-    const keptYoung: GcKeptYoung = { orphanBlobs: 0, orphanBytes: 0, tempFiles: 0, orphanStamps: 0 };
+    const keptYoung: GcKeptYoung = { orphanBlobs: 0, orphanBytes: 0, tempFiles: 0, orphanStamps: 0, orphanAliases: 0 };
     const old = (lastModifiedMs: number): boolean => now - lastModifiedMs >= minAgeMs;
+    // Alias objects below their slice's top epoch whose key has no entry object (dropped): they bind
+    // nothing now, and would bind that key again, unasked, should the objects above them go.
+    let orphanAliases: string[] = [];
+    for (const object of all) {
+      const alias = parseSliceObjectName(object.name);
+      if (!alias || entryKeys.has(alias.key) || !aliasShadowed(alias, tops.get(sliceId(...alias.slice))?.epoch)) continue;
+      if (old(object.lastModifiedMs)) orphanAliases.push(object.name);
+      else keptYoung.orphanAliases++;
+    }
     for (const object of all) {
       if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name)) continue;
       const stamp = parseStampObjectName(object.name);
@@ -1361,6 +1375,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
       for (const name of keptStamps) if (young.has(name)) keptYoung.orphanStamps++;
+      // Alias objects: looked at again before each attempt (the object's age, its slice's aliases
+      // and the key's entry objects): kept where it is at its slice's top epoch now (the objects
+      // above it went) or its key has an entry object again (a writer stored it again).
+      const keptAliases = await this.deleteUnlessKept(orphanAliases, async (name, head) => {
+        if (youngNow(name, head)) return true;
+        const parsed = parseSliceObjectName(name)!;
+        const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
+        const top = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.epoch;
+        return !aliasShadowed(parsed, top) || entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key);
+      });
+      orphanAliases = orphanAliases.filter((name) => !keptAliases.has(name));
+      for (const name of keptAliases) if (young.has(name)) keptYoung.orphanAliases++;
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
     }
     return {
@@ -1372,6 +1398,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       staleLocks: [],
       unknownFiles,
       orphanStamps,
+      orphanAliases,
       keptYoung,
       durationMs: performance.now() - started,
     };

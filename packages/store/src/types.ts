@@ -456,12 +456,19 @@ export interface GcReport {
    */
   orphanStamps?: string[];
   /**
+   * S3 caches: alias objects (relative names) below their slice's top epoch whose key has no entry
+   * object (an entry dropUnboundEntries removed), older than minAgeMs: they bind nothing, and would
+   * bind that key again should the objects above them go; removed (a dry run: would be). Absent for
+   * local caches.
+   */
+  orphanAliases?: string[];
+  /**
    * S3 caches: what gc left because it was younger than minAgeMs (a writer may still be between its
    * blob and entry PUTs, an upload may still be running, a binding may still be being written), so
    * that a dry run shows what a later gc may take: counts of what would otherwise be in orphanBlobs
-   * (and their bytes), tempFiles and orphanStamps, as of the listing; a real run adds those it
-   * listed as old enough but found written again when it looked just before deleting. Absent for
-   * local caches.
+   * (and their bytes), tempFiles, orphanStamps and orphanAliases, as of the listing; a real run adds
+   * those it listed as old enough but found written again when it looked just before deleting.
+   * Absent for local caches.
    */
   keptYoung?: GcKeptYoung;
   durationMs: number;
@@ -473,6 +480,7 @@ export interface GcKeptYoung {
   orphanBytes: number;
   tempFiles: number;
   orphanStamps: number;
+  orphanAliases: number;
 }
 
 /**

@@ -30,13 +30,13 @@ describeS3('S3 store: gc reports what it kept as younger than minAgeMs', () => {
     // A stamp object of a binding that does not exist (no alias, no entry).
     const stamp = stampObjectName([shard, 0, 68], orphan.key, `etag:"${'c'.repeat(32)}"`, prefix);
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${stamp}`, Body: new Uint8Array(0) }));
-    const expected = { orphanBlobs: 1, orphanBytes: orphan.payload.length, tempFiles: 1, orphanStamps: 1 };
+    const expected = { orphanBlobs: 1, orphanBytes: orphan.payload.length, tempFiles: 1, orphanStamps: 1, orphanAliases: 0 };
     const dry = await store.gc({ dryRun: true, minAgeMs: HOUR_MS });
     expect(dry).toMatchObject({ orphanBlobs: [], tempFiles: [], orphanStamps: [], keptYoung: expected });
     const real = await store.gc({ minAgeMs: HOUR_MS });
     expect(real).toMatchObject({ orphanBlobs: [], tempFiles: [], orphanStamps: [], keptYoung: expected });
     const old = await gcBelowFloorForTests(store);
-    expect(old).toMatchObject({ orphanBlobs: [blob], orphanStamps: [stamp], keptYoung: { orphanBlobs: 0, orphanBytes: 0, tempFiles: 0, orphanStamps: 0 } });
+    expect(old).toMatchObject({ orphanBlobs: [blob], orphanStamps: [stamp], keptYoung: { orphanBlobs: 0, orphanBytes: 0, tempFiles: 0, orphanStamps: 0, orphanAliases: 0 } });
     expect(old.tempFiles).toHaveLength(1);
     await store.close();
   });
