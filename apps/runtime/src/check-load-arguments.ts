@@ -24,9 +24,9 @@ function kindOf(value: unknown): string {
  * the format of every package's argument messages; `String(value)` of a 16M-item array made a
  * message of that size), in `details.got` too; `details.type` is its class or typeof.
  */
-export function argumentError(option: string, expected: string, value: unknown, details: Record<string, unknown> = {}): RuntimeError {
+export function argumentError(option: string, expected: string, value: unknown, hint = ''): RuntimeError {
   const got = describeValue(value);
-  return new RuntimeError('INVALID_ARGUMENT', `${option} must be ${expected}, got ${got}`, { option, type: kindOf(value), got, ...details });
+  return new RuntimeError('INVALID_ARGUMENT', `${option} must be ${expected}, got ${got}${hint}`, { option, type: kindOf(value), got });
 }
 
 /** A caller's string quoted and cut as describeValue shows it, without its `string ` prefix. */
@@ -88,11 +88,27 @@ export function checkBooleanArgument(value: unknown, option: string): void {
   }
 }
 
-/** A ShardCache (openShardCache), or null / undefined for none. */
-export function checkCacheArgument(cache: unknown, option = 'cache'): void {
+/**
+ * A ShardCache (openShardCache), or null / undefined for none. `optionsOf`: the options of the
+ * call whose positional cache this is (loadModel's): an object holding one of them is the options
+ * passed a place early (`loadModel(model, { cache })`), and the message says so.
+ */
+export function checkCacheArgument(cache: unknown, option = 'cache', optionsOf?: { call: string; known: readonly string[] }): void {
   if (cache === undefined || cache === null) return;
   if (!hasMethods(cache, ['lookup', 'lookupSliceBinding', 'readBlob', 'refresh', 'largestPayloadBytes', 'borrowStagingPool'])) {
-    throw argumentError(option, 'a cache handle from openShardCache (or null)', cache);
+    const looksLikeOptions = optionsOf !== undefined && hasOwnKeyOf(cache, optionsOf.known);
+    const hint = looksLikeOptions ? ` (this looks like ${optionsOf.call}'s options: pass them third, ${optionsOf.call}(model, cache, options), with null for the cache to load raw)` : '';
+    throw argumentError(option, 'a cache handle from openShardCache (or null)', cache, hint);
+  }
+}
+
+/** Whether `value` is an object with an own key among `keys` (false where its keys cannot be read). */
+function hasOwnKeyOf(value: unknown, keys: readonly string[]): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  try {
+    return keys.some((key) => Object.prototype.hasOwnProperty.call(value, key));
+  } catch {
+    return false; // a Proxy whose trap throws
   }
 }
 

@@ -161,7 +161,8 @@ const LOAD_MODEL_OPTIONS = optionNames<LoadModelOptions>({
 
 export function loadModel(modelOrLocation: SafetensorsModel | string, cache: ShardCache | null | undefined, options: LoadModelOptions = {}): ModelLoad {
   if (typeof modelOrLocation !== 'string') checkModelArgument(modelOrLocation);
-  checkCacheArgument(cache);
+  // `cache` too: loadTensor's options hold it, and `loadModel(model, { cache })` is that habit.
+  checkCacheArgument(cache, 'cache', { call: 'loadModel', known: [...LOAD_MODEL_OPTIONS, 'cache'] });
   checkOptionsArgument(options, LOAD_MODEL_OPTIONS);
   for (const option of ['allocate', 'filter', 'onTensor'] as const) checkFunctionArgument(options[option], option);
   for (const option of ['verifyDigest', 'cacheOnly', 'refresh', 'explainMisses'] as const) checkBooleanArgument(options[option], option);

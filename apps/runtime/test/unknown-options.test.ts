@@ -94,3 +94,18 @@ it("boolean flags must be booleans ('false' is true to an if), and a reader must
     await fixture.close();
   }
 });
+
+it("loadModel's options passed second, where the cache goes (loadModel(model, { cache })): INVALID_ARGUMENT saying to pass them third", async () => {
+  const fixture = await openCachedModel('options-as-cache');
+  try {
+    for (const options of [{ cache: fixture.cache }, { concurrency: 4 }, { verifyDigest: true, backend: 'cpu' }]) {
+      const error = await errorOf(() => loadModel(fixture.model, options as never));
+      expect(error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'cache' } });
+      expect(error.message).toContain("this looks like loadModel's options: pass them third, loadModel(model, cache, options), with null for the cache to load raw");
+    }
+    // An object that holds no option of loadModel's: no such guess.
+    expect((await errorOf(() => loadModel(fixture.model, { lookup: 1 } as never))).message).not.toContain('looks like');
+  } finally {
+    await fixture.close();
+  }
+});
