@@ -1,3 +1,4 @@
+import { describeValue } from '@splitzip/codec';
 /**
  * Typed errors of the runtime. Every error has a string `code` and a `details` object naming the
  * thing it is about (tensor name, shard file, slice, cache key, sizes), so a caller can branch on
@@ -108,7 +109,24 @@ export function nameTensorInError(error: RuntimeError, tensor: string): RuntimeE
  */
 export function abortedError(message: string, signal: AbortSignal | undefined, details: Record<string, unknown> = {}): RuntimeError {
   const reason: unknown = signal?.reason;
-  return new RuntimeError('ABORTED', message, { ...details, reason }, reason === undefined ? undefined : { cause: reason });
+  // The reason in the message too (bounded): a loader that logs `code: message` saw only "load
+  // aborted", not whose abort it was (its shutdown, a timeout signal's TimeoutError).
+  const why = reason === undefined ? '' : ` (the signal's reason: ${describeAbortReason(reason)})`;
+  return new RuntimeError('ABORTED', `${message}${why}`, { ...details, reason }, reason === undefined ? undefined : { cause: reason });
+}
+
+/** An abort reason for a message: an Error (or DOMException) by its name and message, cut as describeValue cuts; anything else as describeValue shows it. */
+function describeAbortReason(reason: unknown): string {
+  try {
+    const { name, message } = (typeof reason === 'object' && reason !== null ? reason : {}) as { name?: unknown; message?: unknown };
+    if (typeof message === 'string') {
+      const text = typeof name === 'string' && name !== '' ? `${name}: ${message}` : message;
+      return describeValue(text).slice('string "'.length, -1);
+    }
+  } catch {
+    // A Proxy whose get trap throws: shown by describeValue.
+  }
+  return describeValue(reason);
 }
 
 export function isRuntimeError(error: unknown, code?: RuntimeErrorCode): error is RuntimeError {

@@ -15,12 +15,23 @@ afterAll(async () => {
 });
 
 describe('ABORTED and the signal reason', () => {
+  it("the reason in the message, bounded: a timeout signal's, a huge one", async () => {
+    const timedOut = AbortSignal.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+    const error = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, signal: timedOut }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ABORTED' });
+    expect((error as Error).message).toContain("(the signal's reason: TimeoutError: The operation was aborted due to timeout)");
+    const huge = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { signal: AbortSignal.abort(new Error('x'.repeat(1_000_000))) }).catch((e: unknown) => e);
+    expect((huge as Error).message.length).toBeLessThan(200);
+  });
+
   it('a signal aborted before the load: loadModel and loadTensor', async () => {
     const reason = new Error('client went away');
     const signal = AbortSignal.abort(reason);
     const fromModel = await loadModel(fixture.model, fixture.cache, { signal }).drain().catch((error: unknown) => error);
     expect(fromModel).toMatchObject({ code: 'ABORTED', details: { reason } });
     expect((fromModel as Error).cause).toBe(reason);
+    // In the message too: a loader logging `code: message` sees whose abort it was.
+    expect((fromModel as Error).message).toMatch(/ \(the signal's reason: Error: client went away\)$/);
     const fromTensor = await loadTensor({ model: fixture.model, name: 'embed.weight' }, { cache: fixture.cache, signal }).catch((error: unknown) => error);
     expect(fromTensor).toMatchObject({ code: 'ABORTED', details: { reason } });
     expect((fromTensor as Error).cause).toBe(reason);
@@ -42,6 +53,7 @@ describe('ABORTED and the signal reason', () => {
     const error = await acquiring;
     expect(error).toMatchObject({ code: 'ABORTED', details: { reason: 'timed out' } });
     expect((error as Error).cause).toBe('timed out');
+    expect((error as Error).message).toBe('slot acquire aborted (the signal\'s reason: string "timed out")');
     pool.release(held);
     pool.close?.();
   });
