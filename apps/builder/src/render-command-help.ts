@@ -1,7 +1,13 @@
 import type { ArgSpec, CommandDef } from './define-command.js';
+import { displayWidth } from './display-width.js';
 import { toFlag } from './parse-command-args.js';
 
 export const BINARY_NAME = 'splitzip';
+
+/** Columns a help line takes at most: a description past it goes on indented lines of its own. */
+export const HELP_WIDTH_COLUMNS = 100;
+/** The longest `<a|b|c>` label: longer lists go into the description (they pushed every description right). */
+const CHOICES_LABEL_MAX_COLUMNS = 26;
 
 /** `--help` text of one command, generated from its args spec. */
 export function renderCommandHelp(command: CommandDef): string {
@@ -25,7 +31,7 @@ export function renderCommandHelp(command: CommandDef): string {
     lines.push(...table(positionals.map(([name, spec]) => [`<${valueHint(name, spec)}>`, spec.description])));
     lines.push('');
   }
-  const optionRows = options.map(([name, spec]): [string, string] => [optionLabel(name, spec), describe(spec)]);
+  const optionRows = options.map(([name, spec]): [string, string] => [optionLabel(name, spec), describe(spec, name)]);
   optionRows.push(['--debug', 'Print stack traces with errors']);
   optionRows.push(['-h, --help', 'Show this help']);
   lines.push('Options:', ...table(optionRows));
@@ -65,12 +71,15 @@ function optionLabel(name: string, spec: ArgSpec): string {
   const flag = `--${toFlag(name)}`;
   // On by default: the way to turn it off is what a user looks for.
   if (spec.type === 'boolean') return spec.default === true ? `--[no-]${toFlag(name)}` : flag;
-  if (spec.type === 'string' && spec.choices) return `${flag} <${spec.choices.join('|')}>`;
+  if (spec.type === 'string' && spec.choices && choicesLabel(flag, spec.choices).length <= CHOICES_LABEL_MAX_COLUMNS) return choicesLabel(flag, spec.choices);
   return `${flag} <${valueHint(name, spec)}>`;
 }
 
-function describe(spec: ArgSpec): string {
+const choicesLabel = (flag: string, choices: readonly string[]): string => `${flag} <${choices.join('|')}>`;
+
+function describe(spec: ArgSpec, name = ''): string {
   const parts = [spec.description];
+  if (spec.type === 'string' && spec.choices && choicesLabel(`--${toFlag(name)}`, spec.choices).length > CHOICES_LABEL_MAX_COLUMNS) parts[0] = `${spec.description}: ${spec.choices.join(', ')}`;
   if (spec.type === 'boolean' && spec.default === true) parts.push('(default: on)');
   else if (spec.type !== 'positional' && spec.type !== 'boolean' && spec.default !== undefined) {
     parts.push(`(default: ${spec.default})`);
@@ -79,7 +88,26 @@ function describe(spec: ArgSpec): string {
   return parts.join(' ');
 }
 
+/** Two columns; a right cell past HELP_WIDTH_COLUMNS wraps at spaces onto lines indented to it. */
 function table(rows: readonly (readonly [string, string])[]): string[] {
   const width = Math.max(0, ...rows.map(([left]) => left.length));
-  return rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right}`);
+  const indent = width + 4;
+  return rows.flatMap(([left, right]) => {
+    const [first = '', ...rest] = wrapWords(right, Math.max(HELP_WIDTH_COLUMNS - indent, 20));
+    return [`  ${left.padEnd(width)}  ${first}`, ...rest.map((line) => `${' '.repeat(indent)}${line}`)];
+  });
+}
+
+/** `text` as lines of at most `columns` (a word longer than that stands alone). */
+function wrapWords(text: string, columns: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line !== '' && displayWidth(line) + 1 + displayWidth(word) > columns) {
+      lines.push(line);
+      line = word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines;
 }

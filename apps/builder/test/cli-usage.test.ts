@@ -86,9 +86,26 @@ describe('splitzip usage', () => {
     }
   });
 
+  it('keeps every help line within 100 columns, each option on one line, and gc --help short with a pointer to the README', async () => {
+    for (const args of [['--help'], ...['build', 'verify', 'inspect', 'stats', 'gc'].map((name) => [name, '--help'])]) {
+      const lines = (await runCli(args)).stdout.trimEnd().split('\n');
+      for (const line of lines) expect(line.length, `${args.join(' ')}: ${line}`).toBeLessThanOrEqual(100);
+      // No description wrapped onto a line of its own: each option is one line.
+      expect(lines.filter((line) => /^ {8,}\S/.test(line) && !/^ {8,}(130|splitzip)/.test(line)), args.join(' ')).toEqual([]);
+    }
+    // gc --help was 46 lines of explanations: they are the README's, and the help points there.
+    const gc = (await runCli(['gc', '--help'])).stdout.trimEnd().split('\n');
+    expect(gc.length).toBeLessThanOrEqual(22);
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const sections = [...gc.at(-1)!.matchAll(/"([^"]+)"/g)].map((match) => match[1]!);
+    expect(gc.at(-1)).toMatch(/^More: README of @splitzip\/builder, /);
+    expect(sections).toEqual(["Pruning a model's bindings", 'Removing unbound entries']);
+    for (const section of sections) expect(readme).toContain(`### ${section}\n`);
+  });
+
   it('says every top-level field of the --json output in inspect and stats help', async () => {
-    expect((await runCli(['inspect', '--help'])).stdout).toContain('Print { cache, entries: [...], totals: {...}, bindings? } as JSON');
-    expect((await runCli(['stats', '--help'])).stdout).toContain('Print { model, coverageMin, chunkSize, skipNoGain, tensors: [...], totals: {...} } as JSON');
+    expect((await runCli(['inspect', '--help'])).stdout).toContain('Print { cache, entries, totals, bindings? } as JSON');
+    expect((await runCli(['stats', '--help'])).stdout).toContain('As JSON: { model, coverageMin, chunkSize, skipNoGain, tensors, totals }');
   });
 
   it('exits 2 with one line naming the problem for usage mistakes', async () => {

@@ -129,4 +129,23 @@ describe('parseCommandArgs', () => {
     expect(help).toContain('--backend <auto|cpu>');
     expect(help).toContain('--help');
   });
+
+  it('help: a long list of choices goes into the description, and a description past 100 columns wraps under itself', () => {
+    const wide = defineCommand({
+      name: 'wide',
+      description: 'A command of long options',
+      args: {
+        backend: { type: 'string', description: 'Encoder backend', choices: ['auto', 'cpu', 'webasm', 'webgpu', 'codec'], default: 'auto' },
+        chatty: { type: 'boolean', description: `Says a lot: ${'word '.repeat(30).trim()}` },
+      },
+      run: async () => 0,
+    });
+    const lines = renderCommandHelp(wide).split('\n');
+    // `<auto|cpu|webasm|webgpu|codec>` pushed every description 42 columns right.
+    expect(lines).toContain('  --backend <backend>  Encoder backend: auto, cpu, webasm, webgpu, codec (default: auto)');
+    const chatty = lines.findIndex((line) => line.startsWith('  --chatty'));
+    expect(lines[chatty + 1]).toMatch(/^ {23}word/);
+    for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(100);
+    expect(lines.slice(chatty, chatty + 3).join(' ').replace(/\s+/g, ' ')).toContain(`Says a lot: ${'word '.repeat(30).trim()}`);
+  });
 });

@@ -26,9 +26,9 @@ export const inspectCommand = defineCommand({
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'Judge the bindings against this model, as gc --model would (changes nothing)', valueHint: 'model' },
-    minAge: { type: 'string', description: "s3:// only: judge gc --drop-unbound-entries --min-age <duration> (35m at least; default 1h)", valueHint: 'duration' },
-    pruneOtherShards: { type: 'boolean', description: "With --model: count the bindings of shard names the model does not have as gc --model --prune-other-shards would" },
-    json: { type: 'boolean', description: 'Print { cache, entries: [...], totals: {...}, bindings? } as JSON on stdout' },
+    minAge: { type: 'string', description: 's3:// only: judge the drop as gc --min-age would (default 1h, at least 35m)', valueHint: 'duration' },
+    pruneOtherShards: { type: 'boolean', description: 'With --model: judge as gc --model --prune-other-shards would' },
+    json: { type: 'boolean', description: 'Print { cache, entries, totals, bindings? } as JSON on stdout' },
   },
   async run({ args, io, signal }) {
     checkCacheLocation(args.cache, 'inspect', '<cache-dir>');

@@ -14,8 +14,8 @@ export const statsCommand = defineCommand({
     model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
     coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
     chunkSize: { type: 'number', description: 'Values per chunk for the predicted size', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
-    skipNoGain: { type: 'boolean', description: 'Predict a build --skip-no-gain: tensors whose payload would not be smaller than raw are skipped' },
-    json: { type: 'boolean', description: 'Print { model, coverageMin, chunkSize, skipNoGain, tensors: [...], totals: {...} } as JSON on stdout' },
+    skipNoGain: { type: 'boolean', description: 'Predict a build --skip-no-gain (tensors that would not shrink skipped)' },
+    json: { type: 'boolean', description: 'As JSON: { model, coverageMin, chunkSize, skipNoGain, tensors, totals }' },
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {

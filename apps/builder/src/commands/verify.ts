@@ -25,7 +25,7 @@ export interface VerifyCommandReport {
 
 export const verifyCommand = defineCommand({
   name: 'verify',
-  description: "Check a cache's integrity, and with --model that it serves every tensor of the model bit-exactly",
+  description: "Check a cache's integrity, and with --model that it serves the model bit-exactly",
   notes: [
     'Without --model: every entry has its blob, the right size, a valid header and checksum, and',
     'decodes to the bytes its content key names (skip the decode with --no-decode).',
@@ -37,10 +37,10 @@ export const verifyCommand = defineCommand({
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
     model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
-    coverageMin: { type: 'number', description: "Gate below which a tensor is expected to be absent (default: the cache's; not below it)", valueHint: 'fraction', min: 0, max: 1 },
+    coverageMin: { type: 'number', description: "Judge by this coverage gate (default and at least: the cache's)", valueHint: 'fraction', min: 0, max: 1 },
     skipNoGain: {
       type: 'boolean',
-      description: 'With --model: judge a cache built with --skip-no-gain (a tensor that would not shrink is not_cached, not missing)',
+      description: 'With --model: judge a cache built with --skip-no-gain',
     },
     decode: { type: 'boolean', description: 'Decode every entry and check it against its content key', default: true },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
