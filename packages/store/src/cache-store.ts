@@ -886,6 +886,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       // What may be in the file: up to the failed record's end, or less (a disk that filled part
       // way); under the lock the file's size is as far as any reader can have read.
       const failedEnd = Math.min(this.failedAppendEnd, await journal.size().catch(() => this.failedAppendEnd));
+      // Nothing of it reached the file (a journal this process may not open for writing: NOT_WRITABLE):
+      // nothing to take back. A cut-back or fence would fail the same way and end this handle's writes.
+      if (failedEnd === this.journalOffset) throw error;
       if (failedEnd - this.journalOffset < records[0]!.length) {
         // Not even the first record is whole: no reader can have applied any of it (length, CRC), so
         // cutting it back is enough, and needs no space (a full disk, the commonest failure).

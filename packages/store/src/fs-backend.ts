@@ -5,7 +5,7 @@ import { basename, dirname, join } from 'node:path';
 import type { BlobRangeReader } from './blob-range-reader.js';
 import type { JournalFile, ListedFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
 import { callHook } from './call-hook.js';
-import { StoreError, errnoCode, toIoError } from './errors.js';
+import { StoreError, errnoCode, toIoError, toWriteError } from './errors.js';
 import { readFully, readFullySync, writeFully, type ReadAt } from './io-pieces.js';
 import { MAX_MANIFEST_BYTES } from './limits.js';
 import { closeQuietly, forgetOpenBlobFile, forgetOpenBlobFiles, keepOpenBlobFile, openSheddingKept, openSheddingKeptAsync, takeOpenBlobFile } from './open-blob-files.js';
@@ -154,7 +154,7 @@ class FsJournalFile implements JournalFile {
     try {
       handle = await open(this.path, FILE_WRITE_FLAGS);
     } catch (error) {
-      throw toIoError(error, 'cannot open the journal for writing', { path: this.path });
+      throw toWriteError(error, 'cannot open the journal for writing', { path: this.path });
     }
     try {
       // Appends go to the very file whose records were read (and checked): nothing else at that path.
@@ -179,7 +179,7 @@ class FsJournalFile implements JournalFile {
       await writeAll(handle, bytes, offsetBytes);
       await handle.datasync();
     } catch (error) {
-      throw toIoError(error, 'cannot append to the journal', { path: this.path });
+      throw toWriteError(error, 'cannot append to the journal', { path: this.path });
     }
   }
 
@@ -189,7 +189,7 @@ class FsJournalFile implements JournalFile {
       await handle.truncate(lengthBytes);
       await handle.sync();
     } catch (error) {
-      throw toIoError(error, 'cannot cut the journal\'s torn tail', { path: this.path });
+      throw toWriteError(error, 'cannot cut the journal\'s torn tail', { path: this.path });
     }
   }
 
@@ -205,6 +205,7 @@ class FsJournalFile implements JournalFile {
 }
 
 /** The filesystem backend: `<root>/manifest.json`, `<root>/journal.<G>`, `<root>/blobs/<key>.bin`, `<root>/lock`. */
+// Its writes' failures go through toWriteError (a refused one is NOT_WRITABLE, as the lock's), its reads' toIoError.
 export class FsBackend implements StorageBackend {
   private blobsRealPath: string | undefined;
   /** Set by releaseFiles (the store closed): no descriptor is kept after that. */
@@ -232,11 +233,11 @@ export class FsBackend implements StorageBackend {
         }
         if (path === this.root && errnoCode(error) === 'ENOENT') {
           await mkdir(path, { recursive: true }).catch((cause: unknown) => {
-            throw toIoError(cause, 'cannot create the cache directories', { path });
+            throw toWriteError(cause, 'cannot create the cache directories', { path });
           });
           continue;
         }
-        throw toIoError(error, 'cannot create the cache directories', { path });
+        throw toWriteError(error, 'cannot create the cache directories', { path });
       }
     }
   }
@@ -315,7 +316,7 @@ export class FsBackend implements StorageBackend {
       await syncDirectory(this.root);
     } catch (error) {
       await unlink(temp).catch(() => undefined);
-      throw toIoError(error, 'cannot write the manifest', { path });
+      throw toWriteError(error, 'cannot write the manifest', { path });
     }
   }
 
@@ -356,7 +357,7 @@ export class FsBackend implements StorageBackend {
       await syncDirectory(this.root);
     } catch (error) {
       await unlink(temp).catch(() => undefined);
-      throw toIoError(error, 'cannot create the journal', { path });
+      throw toWriteError(error, 'cannot create the journal', { path });
     }
   }
 
@@ -380,7 +381,7 @@ export class FsBackend implements StorageBackend {
       });
       await syncDirectory(this.root);
     } catch (error) {
-      throw toIoError(error, what, { path: from });
+      throw toWriteError(error, what, { path: from });
     }
     return to;
   }
@@ -388,7 +389,7 @@ export class FsBackend implements StorageBackend {
   async removeJournal(generation: number): Promise<void> {
     const path = join(this.root, journalFileName(generation));
     await unlink(path).catch((error) => {
-      if (errnoCode(error) !== 'ENOENT') throw toIoError(error, 'cannot remove the old journal', { path });
+      if (errnoCode(error) !== 'ENOENT') throw toWriteError(error, 'cannot remove the old journal', { path });
     });
   }
 
@@ -413,7 +414,7 @@ export class FsBackend implements StorageBackend {
       }
     } catch (error) {
       await unlink(path).catch(() => undefined);
-      throw toIoError(error, 'cannot write the blob', { entry: key, path });
+      throw toWriteError(error, 'cannot write the blob', { entry: key, path });
     }
     return { key, tempName: name };
   }
@@ -426,7 +427,7 @@ export class FsBackend implements StorageBackend {
       await renameIntoPlace(from, to);
       this.published.add(staged);
     } catch (error) {
-      throw toIoError(error, 'cannot publish the blob', { entry: staged.key, path: to });
+      throw toWriteError(error, 'cannot publish the blob', { entry: staged.key, path: to });
     }
   }
 
@@ -435,7 +436,7 @@ export class FsBackend implements StorageBackend {
     try {
       await syncDirectory(path);
     } catch (error) {
-      throw toIoError(error, 'cannot sync the blobs directory', { path });
+      throw toWriteError(error, 'cannot sync the blobs directory', { path });
     }
   }
 
@@ -700,7 +701,7 @@ export class FsBackend implements StorageBackend {
       try {
         await syncDirectory(this.root);
       } catch (error) {
-        throw toIoError(error, 'cannot sync the cache directory before removing an old journal', { path: this.root });
+        throw toWriteError(error, 'cannot sync the cache directory before removing an old journal', { path: this.root });
       }
     }
     // A removed blob is not read through a kept descriptor afterwards.
@@ -710,7 +711,7 @@ export class FsBackend implements StorageBackend {
     try {
       await rm(path, { force: true });
     } catch (error) {
-      throw toIoError(error, 'cannot remove a cache file', { path });
+      throw toWriteError(error, 'cannot remove a cache file', { path });
     }
   }
 
