@@ -55,3 +55,18 @@ export function addRecentWritesWait(error: unknown): unknown {
   wrapped.message = `${error.message}; ${sentence}`;
   return wrapped;
 }
+
+/**
+ * The short form of describeRecentWritesWait for a report's indented line: when a retry passes
+ * (from the refusal's `details`: newestAgeMs, minAgeMs, judged at about `nowMs`), or null where
+ * the details are not a 'recent-writes' refusal's.
+ */
+export function describeRecentWritesRetry(details: Record<string, unknown> | undefined, nowMs: number): string | null {
+  if (details?.reason !== 'recent-writes') return null;
+  const { newestAgeMs, minAgeMs } = details;
+  if (typeof newestAgeMs !== 'number' || typeof minAgeMs !== 'number') return null;
+  const floorAtMs = nowMs + MIN_S3_GC_AGE_MS - newestAgeMs;
+  const floor = formatMinAge(MIN_S3_GC_AGE_MS);
+  const shortest = minAgeMs <= MIN_S3_GC_AGE_MS ? '' : floorAtMs <= nowMs ? `; --min-age ${floor} would pass now` : `; --min-age ${floor}: ${formatUtc(floorAtMs)}`;
+  return `retry once the cache stayed quiet until ${formatUtc(nowMs + minAgeMs - newestAgeMs)} (--min-age ${formatMinAge(minAgeMs)})${shortest}`;
+}

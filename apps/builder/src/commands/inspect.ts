@@ -5,7 +5,8 @@ import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
 import { findDropRefusal } from '../find-drop-refusal.js';
-import { formatMinAge } from '../describe-recent-writes.js';
+import { describeRecentWritesRetry, formatMinAge } from '../describe-recent-writes.js';
+import { cutToWidth, displayWidth } from '../display-width.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
@@ -66,23 +67,33 @@ export const inspectCommand = defineCommand({
 });
 
 /**
- * The most of the store's refusal the unbound line quotes: its refusals say why and what to do in
- * about 450 characters; one naming many files (kept manifest copies) is cut there, whole in --json.
+ * The most columns the unbound line takes where it quotes the store's refusal: that message (about
+ * 450 characters, more where it names many files) made a ~600-character line; it is whole in
+ * --json (`totals.dropRefusal.message`).
  */
-const MAX_REFUSAL_TEXT_CHARS = 600;
+const MAX_REFUSAL_LINE_COLUMNS = 160;
+/** Where a cut refusal is whole. */
+const REFUSAL_WHOLE_AT = ' (inspect --json)';
 
-/** The refusal's message, cut at a word where longer than MAX_REFUSAL_TEXT_CHARS (naming where it is whole). */
-function shortenRefusal(message: string): string {
-  if (message.length <= MAX_REFUSAL_TEXT_CHARS) return message;
-  // Not between the halves of a surrogate pair (half an emoji of a path shows as U+FFFD).
-  const last = message.charCodeAt(MAX_REFUSAL_TEXT_CHARS - 1);
-  const cut = message.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_REFUSAL_TEXT_CHARS - 1 : MAX_REFUSAL_TEXT_CHARS);
+/**
+ * `head` and the refusal's message (its "dropUnboundEntries refuses" lead-in dropped: the line says
+ * that), cut at a word to MAX_REFUSAL_LINE_COLUMNS; its code kept, whatever `head`'s length.
+ */
+function fitRefusal(head: string, message: string): string {
+  const reason = message.replace(/^([A-Z][A-Z0-9_]*: )dropUnboundEntries refuses:? /, '$1');
+  const line = `${head}${reason}`;
+  if (displayWidth(line) <= MAX_REFUSAL_LINE_COLUMNS) return line;
+  const code = /^[A-Z][A-Z0-9_]*(?=: )/.exec(reason)?.[0] ?? '';
+  const room = Math.max(MAX_REFUSAL_LINE_COLUMNS - displayWidth(head) - displayWidth(REFUSAL_WHOLE_AT), code.length + 2);
+  const cut = cutToWidth(reason, room);
+  // At a word where one ends in the second half (cutToWidth already ends it in "…").
   const space = cut.lastIndexOf(' ');
-  return `${(space > MAX_REFUSAL_TEXT_CHARS / 2 ? cut.slice(0, space) : cut).trimEnd()} … (whole in inspect --json: totals.dropRefusal.message)`;
+  const text = space > room / 2 ? `${cut.slice(0, space)} …` : cut;
+  return `${head}${text}${REFUSAL_WHOLE_AT}`;
 }
 
 /** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
-export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined } = {}): string {
+export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined; nowMs?: number } = {}): string {
   const rows = report.entries.map((e) => [
     e.qualname,
     e.key.slice(0, 12),
@@ -105,20 +116,33 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
     // Only where there are some: found by content key only, they are what a drop reclaims.
-    ...(t.unboundEntries === 0
-      ? []
-      : [
-          `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; ` +
-            (t.dropRefusal === undefined
-              ? 'gc --drop-unbound-entries removes them'
-              : t.dropRefusal !== null
-                ? `splitzip gc ${report.cache} --drop-unbound-entries${t.dropNeedsExclusive === true ? ' --exclusive' : ''}${minAge} refuses to remove them for now: ${shortenRefusal(t.dropRefusal.message)}` +
-                  (t.dropRefusal.wait === undefined ? '' : `; ${t.dropRefusal.wait}`)
-                : t.dropNeedsExclusive === true
-                  ? `splitzip gc ${report.cache} --drop-unbound-entries --exclusive${minAge} removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
-                  : `splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`),
-        ]),
+    ...(t.unboundEntries === 0 ? [] : renderUnbound(report, minAge, options.nowMs ?? Date.now())),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The unbound line: the entries and what gc --drop-unbound-entries does with them (the command
+ * line that runs, or gives the refusal: on s3:// with --exclusive and inspect's --min-age); a
+ * refusal is one line of at most MAX_REFUSAL_LINE_COLUMNS, and an indented one of when a retry passes.
+ */
+function renderUnbound(report: InspectReport, minAge: string, nowMs: number): string[] {
+  const t = report.totals;
+  const head = `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
+  const exclusive = t.dropNeedsExclusive === true ? ' --exclusive' : '';
+  if (t.dropRefusal === undefined) return [`${head}gc --drop-unbound-entries removes them`];
+  if (t.dropRefusal !== null) {
+    const refusal = t.dropRefusal;
+    // Shorter than the others: the reason needs the room.
+    const counted = `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} (${formatBytes(t.unboundCompBytes)})`;
+    const line = fitRefusal(`${counted}: gc --drop-unbound-entries${exclusive}${minAge} refuses now: `, refusal.message);
+    const retry = describeRecentWritesRetry(refusal.details, nowMs) ?? refusal.wait;
+    return retry === undefined ? [line] : [line, `  ${retry}`];
+  }
+  return [
+    t.dropNeedsExclusive === true
+      ? `${head}splitzip gc ${report.cache} --drop-unbound-entries --exclusive${minAge} removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
+      : `${head}splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`,
+  ];
 }
