@@ -56,7 +56,19 @@ export function formatCoveragePercent(fraction: number | null | undefined, digit
 export const MAX_TABLE_COLUMN_WIDTH = 160;
 
 /** A plain-text table: left-aligned text columns, right-aligned number columns. */
-export function formatTable(header: readonly string[], rows: readonly (readonly string[])[], alignRight: readonly boolean[] = []): string {
+export function formatTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+  alignRight: readonly boolean[] = [],
+  options: { maxLineColumns?: number } = {},
+): string {
+  const flat = formatFlatTable(header, rows, alignRight);
+  const max = options.maxLineColumns;
+  if (max === undefined || header.length < 2 || flat.split('\n').every((line) => displayWidth(line) <= max)) return flat;
+  return formatStackedTable(header, rows, alignRight, max);
+}
+
+function formatFlatTable(header: readonly string[], rows: readonly (readonly string[])[], alignRight: readonly boolean[]): string {
   // Widths in terminal columns, so that rows with CJK or emoji tensor names line up.
   const widths = header.map((cell, column) =>
     Math.min(MAX_TABLE_COLUMN_WIDTH, rows.reduce((max, row) => Math.max(max, displayWidth(row[column] ?? '')), displayWidth(cell))),
@@ -67,4 +79,52 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
       .join('  ')
       .trimEnd();
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...rows.map(line)].join('\n');
+}
+
+/**
+ * The table for a terminal where its rows would pass `maxLineColumns` (long tensor names, many
+ * slices): each row's first cell whole on a line of its own, the other cells as a table indented
+ * below it, the last of them wrapped at spaces under itself. Nothing is cut.
+ */
+function formatStackedTable(header: readonly string[], rows: readonly (readonly string[])[], alignRight: readonly boolean[], maxLineColumns: number): string {
+  const INDENT = '  ';
+  const rest = (row: readonly string[]): string[] => row.slice(1);
+  const restAlign = alignRight.slice(1);
+  const restHeader = rest(header);
+  const last = restHeader.length - 1;
+  const widths = restHeader.map((cell, column) =>
+    column === last ? 0 : Math.min(MAX_TABLE_COLUMN_WIDTH, rows.reduce((max, row) => Math.max(max, displayWidth(row[column + 1] ?? '')), displayWidth(cell))),
+  );
+  const lastStart = INDENT.length + widths.slice(0, last).reduce((sum, width) => sum + width + 2, 0);
+  const lastRoom = Math.max(maxLineColumns - lastStart, 20);
+  const lastWidth = Math.min(lastRoom, Math.max(displayWidth(restHeader[last]!), ...rows.map((row) => Math.min(lastRoom, displayWidth(row[last + 1] ?? '')))));
+  const lines = (cells: readonly string[]): string[] => {
+    const wrapped = wrapAtSpaces(cells[last] ?? '', lastRoom);
+    // A last cell with a word wider than its column (one long slice) goes below the row, whole.
+    const below = wrapped.some((line) => displayWidth(line) > lastRoom);
+    const [first = '', ...more] = below ? [''] : wrapped;
+    const head = cells.map((cell, column) => (column === last ? first : padToWidth(cell, widths[column]!, restAlign[column]))).join('  ');
+    const under = below ? wrapAtSpaces(cells[last] ?? '', maxLineColumns - 2 * INDENT.length).map((line) => `${INDENT}${INDENT}${line}`) : more.map((line) => `${' '.repeat(lastStart)}${line}`);
+    return [`${INDENT}${head}`.trimEnd(), ...under];
+  };
+  return [
+    header[0]!,
+    ...lines(restHeader),
+    `${INDENT}${[...widths.slice(0, last), lastWidth].map((width) => '-'.repeat(width)).join('  ')}`,
+    ...rows.flatMap((row) => [row[0] ?? '', ...lines(rest(row))]),
+  ].join('\n');
+}
+
+/** `text` in lines of at most `columns` columns, broken at spaces (a longer word stands alone, whole). */
+export function wrapAtSpaces(text: string, columns: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line !== '' && displayWidth(line) + 1 + displayWidth(word) > columns) {
+      lines.push(line);
+      line = word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines;
 }

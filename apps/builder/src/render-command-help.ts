@@ -1,5 +1,5 @@
 import type { ArgSpec, CommandDef } from './define-command.js';
-import { displayWidth } from './display-width.js';
+import { wrapAtSpaces } from './format-units.js';
 import { toFlag } from './parse-command-args.js';
 
 export const BINARY_NAME = 'splitzip';
@@ -93,21 +93,7 @@ function table(rows: readonly (readonly [string, string])[]): string[] {
   const width = Math.max(0, ...rows.map(([left]) => left.length));
   const indent = width + 4;
   return rows.flatMap(([left, right]) => {
-    const [first = '', ...rest] = wrapWords(right, Math.max(HELP_WIDTH_COLUMNS - indent, 20));
+    const [first = '', ...rest] = wrapAtSpaces(right, Math.max(HELP_WIDTH_COLUMNS - indent, 20));
     return [`  ${left.padEnd(width)}  ${first}`, ...rest.map((line) => `${' '.repeat(indent)}${line}`)];
   });
-}
-
-/** `text` as lines of at most `columns` (a word longer than that stands alone). */
-function wrapWords(text: string, columns: number): string[] {
-  const lines: string[] = [];
-  let line = '';
-  for (const word of text.split(' ')) {
-    if (line !== '' && displayWidth(line) + 1 + displayWidth(word) > columns) {
-      lines.push(line);
-      line = word;
-    } else line = line === '' ? word : `${line} ${word}`;
-  }
-  lines.push(line);
-  return lines;
 }

@@ -54,6 +54,32 @@ describe('displayWidth / cutToWidth', () => {
   });
 });
 
+describe('formatTable with maxLineColumns', () => {
+  // inspect's table of a model with long tensor names and verify --model's reasons ran to ~300 columns.
+  const name = `module/Encoder/${'Layer_0/TransformerLayer/'.repeat(4)}dense/kernel`;
+  it('stays flat where it fits; else each first cell whole on its own line, the rest within the width, nothing cut', () => {
+    const short = formatTable(['tensor', 'raw', 'slices'], [['a.weight', '8 B', 'm.safetensors@0+8']], [false, true, false], { maxLineColumns: 120 });
+    expect(short).toBe(formatTable(['tensor', 'raw', 'slices'], [['a.weight', '8 B', 'm.safetensors@0+8']], [false, true, false]));
+    const slices = Array.from({ length: 6 }, (_, i) => `model-0000${i}-of-00006.safetensors@${i * 1_000_000}+4096`).join(' ');
+    const lines = formatTable(['tensor', 'raw', 'slices'], [[name, '8 KiB', slices], ['b', '1 B', 'one@0+1']], [false, true, false], { maxLineColumns: 120 }).split('\n');
+    expect(lines.slice(0, 2)).toEqual(['tensor', '    raw  slices']);
+    expect(lines).toContain(name);
+    for (const line of lines) if (line !== name) expect(line.length, line).toBeLessThanOrEqual(120);
+    // Every slice is there, each whole.
+    expect(lines.join(' ').split(/\s+/).filter((word) => word.includes('@'))).toEqual([...slices.split(' '), 'one@0+1']);
+  });
+
+  it('wraps a long last cell under itself, and puts one too wide for its column below the row', () => {
+    const reason = `Top-16 coverage 0.949218 < 0.99; ${'would not shrink '.repeat(10).trim()}`;
+    const lines = formatTable(['tensor', 'reason'], [[name, reason]], [], { maxLineColumns: 60 }).split('\n');
+    expect(lines[0]).toBe('tensor');
+    expect(lines.slice(3).join(' ').replace(/\s+/g, ' ')).toBe(`${name} ${reason}`);
+    for (const line of lines.slice(4)) expect(line.length).toBeLessThanOrEqual(60);
+    const wide = formatTable(['tensor', 'key', 'slice'], [[name, 'abcdef', 'x'.repeat(70)]], [], { maxLineColumns: 60 }).split('\n');
+    expect(wide.slice(3)).toEqual([name, '  abcdef', `    ${'x'.repeat(70)}`]);
+  });
+});
+
 describe('createProgressBar', () => {
   it('never draws a line wider than the terminal; the label is cut, its counter kept', () => {
     for (const columns of [40, 60, 80, 100]) {

@@ -92,6 +92,9 @@ function fitRefusal(head: string, message: string): string {
   return `${head}${text}${REFUSAL_WHOLE_AT}`;
 }
 
+/** Where the entries table stacks its rows (a long tensor name on a line of its own): a terminal's width, about. */
+const TABLE_MAX_COLUMNS = 120;
+
 /** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
 export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined; nowMs?: number } = {}): string {
   const rows = report.entries.map((e) => [
@@ -109,7 +112,7 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
   // The gc command line the line names: the one that gives the refusal or runs (s3://: with --exclusive, and inspect's --min-age).
   const minAge = options.minAgeMs === undefined ? '' : ` --min-age ${formatMinAge(options.minAgeMs)}`;
   const lines = [
-    formatTable(['tensor', 'key', 'shape', 'raw', 'comp', 'ratio', 'escapes', 'codes', 'slices'], rows, [false, false, false, true, true, true, true, true, false]),
+    formatTable(['tensor', 'key', 'shape', 'raw', 'comp', 'ratio', 'escapes', 'codes', 'slices'], rows, [false, false, false, true, true, true, true, true, false], { maxLineColumns: TABLE_MAX_COLUMNS }),
     '',
     `cache   ${report.cache}`,
     `entries ${t.entries} (${t.slices} slice keys)`,

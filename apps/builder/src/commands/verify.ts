@@ -216,7 +216,8 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     }
     if (listed.length > 0) {
       lines.push('  not cached, BF16:');
-      lines.push(...formatTable(['tensor', 'reason'], listed).split('\n').map((l) => `    ${l}`));
+      // Within 120 columns where the names allow: a long name stacks its reason below it (4 columns of indent).
+      lines.push(...formatTable(['tensor', 'reason'], listed, [], { maxLineColumns: 116 }).split('\n').map((l) => `    ${l}`));
     }
   }
   lines.push(report.ok ? 'OK' : 'FAILED');
