@@ -94,7 +94,7 @@ describe('inspect --json totals.dropRefusal', () => {
       entries: [],
       totals: { entries: 1, slices: 0, rawBytes: 8192, compBytes: 7000, ratio: 0.85, elementCount: 4096, escapeCount: 0, escapeRate: 0, unboundEntries: 1, unboundCompBytes: 7000, dropRefusal },
     });
-    expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them (build each model');
+    expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them\n  build each model');
     expect(renderInspectReport(report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here' }))).toContain('\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries refuses now: INVALID_ARGUMENT: not here\n');
     // On s3:// the command line it names is the one that gives that refusal: with --exclusive (without, a usage error).
     const young = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, 3 objects … (file s3://b/c)' });
@@ -126,8 +126,8 @@ describe('inspect --json totals.dropRefusal', () => {
     const s3 = report(null);
     s3.totals.dropNeedsExclusive = true;
     expect(renderInspectReport(s3)).toContain(
-      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access',
+      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive removes them\n  run it only while nothing else uses the cache (no build, gc, other drop or loader with write access)\n  build each model',
     );
-    expect(renderInspectReport(s3, { minAgeMs: 2 * 3_600_000 })).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive --min-age 2h removes them, run only while');
+    expect(renderInspectReport(s3, { minAgeMs: 2 * 3_600_000 })).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive --min-age 2h removes them\n  run it only while');
   });
 });

@@ -143,9 +143,13 @@ function renderUnbound(report: InspectReport, minAge: string, nowMs: number): st
     const retry = describeRecentWritesRetry(refusal.details, nowMs) ?? refusal.wait;
     return retry === undefined ? [line] : [line, `  ${retry}`];
   }
-  return [
-    t.dropNeedsExclusive === true
-      ? `${head}splitzip gc ${report.cache} --drop-unbound-entries --exclusive${minAge} removes them, run only while nothing else uses the cache (no build, gc, other drop or loader with write access: see splitzip gc --help; build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`
-      : `${head}splitzip gc ${report.cache} --drop-unbound-entries removes them (build each model that uses the cache first: one whose shards were renamed binds its tensors among them again)`,
-  ];
+  // The command on the line, its conditions indented below it (one line of ~300 columns before).
+  const buildFirst = '  build each model that uses the cache first: one whose shards were renamed binds its tensors among them again';
+  return t.dropNeedsExclusive === true
+    ? [
+        `${head}splitzip gc ${report.cache} --drop-unbound-entries --exclusive${minAge} removes them`,
+        '  run it only while nothing else uses the cache (no build, gc, other drop or loader with write access)',
+        buildFirst,
+      ]
+    : [`${head}splitzip gc ${report.cache} --drop-unbound-entries removes them`, buildFirst];
 }
