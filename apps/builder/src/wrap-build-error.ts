@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { basename, isAbsolute, relative, resolve } from 'node:path';
-import { isS3Url } from '@splitzip/store';
+import { isS3Url, isStoreError, type StoreError } from '@splitzip/store';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
@@ -65,10 +65,13 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
       { cause: error },
     );
   }
-  if (code && inCache && (context.tensor === undefined ? NOT_WRITABLE_CODES.has(code) : CACHE_NOT_WRITABLE_CODES.has(code) && isWriteFailure(error))) {
+  if (
+    (inCache && isStoreNotWritable(error)) ||
+    (code && inCache && (context.tensor === undefined ? NOT_WRITABLE_CODES.has(code) : CACHE_NOT_WRITABLE_CODES.has(code) && isWriteFailure(error)))
+  ) {
     return new BuilderError(
       'NOT_WRITABLE',
-      `cannot write the cache directory ${context.cacheDir}: ${(error as Error).message}`,
+      `cannot write the cache directory ${context.cacheDir}: ${describeWriteCause(error)}`,
       { file: context.cacheDir, ...(context.tensor === undefined ? {} : { tensor: context.tensor }) },
       { cause: error },
     );
@@ -127,8 +130,24 @@ export function wrapCacheWriteError(error: unknown, cacheDir: string): unknown {
   const ownCode = (error as { code?: unknown } | null)?.code;
   if (typeof ownCode === 'string' && CACHE_WIDE_CODES.has(ownCode)) return error;
   const code = systemErrorCode(error);
-  if (code === undefined || !CACHE_NOT_WRITABLE_CODES.has(code) || !isCacheFailure(error, cacheDir) || !isWriteFailure(error)) return error;
-  return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${(error as Error).message}`, { file: cacheDir }, { cause: error });
+  const refused = isStoreNotWritable(error) || (code !== undefined && CACHE_NOT_WRITABLE_CODES.has(code) && isWriteFailure(error));
+  if (!refused || !isCacheFailure(error, cacheDir)) return error;
+  return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${describeWriteCause(error)}`, { file: cacheDir }, { cause: error });
+}
+
+/** The store's own NOT_WRITABLE (a write its directory cache refused, since 2026-12-07): a write failure whatever its errno. */
+function isStoreNotWritable(error: unknown): error is StoreError {
+  return isStoreError(error, 'NOT_WRITABLE');
+}
+
+/**
+ * The cause after "cannot write the cache directory X: ": a store NOT_WRITABLE by its reason and
+ * path, without its code (the wrapper's says it; it was said twice) or the "(file …)" the line's
+ * describeError would otherwise repeat; any other error's message whole (an IO_ERROR keeps its code).
+ */
+function describeWriteCause(error: unknown): string {
+  if (isStoreNotWritable(error)) return error.path === undefined ? error.reason : `${error.reason} (${error.path})`;
+  return (error as Error).message;
 }
 
 /** The system calls that change a directory or a file: their EACCES or EPERM is a cache that cannot be written. */

@@ -160,6 +160,15 @@ describe('a cache that cannot be written', () => {
       const gc = await runJson<{ error: { code: string; message: string } }>(['gc', cacheDir], 1);
       expect(gc.json.error.code, gc.result.stderr).toBe('NOT_WRITABLE');
       expect(gc.result.stderr).toMatch(/^splitzip gc: error: NOT_WRITABLE: cannot write the cache directory .*EROFS/);
+      // The store's NOT_WRITABLE (since 2026-12-07) passes through with its code and path once. Was:
+      // "NOT_WRITABLE: cannot write the cache directory X: NOT_WRITABLE: cannot create the lock file: … [EROFS] (file X/lock)".
+      expect(gc.result.stderr).toBe(
+        `splitzip gc: error: NOT_WRITABLE: cannot write the cache directory ${cacheDir}: cannot create the lock file: the file system is read-only [EROFS] (${join(cacheDir, 'lock')})\n`,
+      );
+      for (const message of [json.error.message, gc.json.error.message]) {
+        expect(message.match(/NOT_WRITABLE/g), message).toHaveLength(1);
+        expect(message).not.toContain('(file ');
+      }
     } finally {
       execFileSync('umount', [cacheDir]);
     }

@@ -290,13 +290,30 @@ describe('error lines', () => {
 
   it("a read-only cache or another writer's lock met while a tensor was in flight: NOT_WRITABLE and LOCK_TIMEOUT, not TENSOR_FAILED", () => {
     const cacheDir = join(temp.path, 'ro-cache');
-    for (const errno of ['EROFS', 'EACCES']) {
+    // As the store says it since 2026-12-07 (toWriteError): NOT_WRITABLE, its code and path said once on the line.
+    for (const [errno, why] of [['EROFS', 'the file system is read-only'], ['EACCES', 'permission denied']] as const) {
+      const blob = join(cacheDir, 'blobs/ab/x');
       const cause = Object.assign(new Error(`${errno}: refused, open '${cacheDir}/blobs/ab/x.tmp'`), { code: errno, syscall: 'open', path: join(cacheDir, 'blobs/ab/x.tmp') });
-      const store = new StoreError('IO_ERROR', `cannot write the blob [${errno}]`, { entry: 'e1', path: join(cacheDir, 'blobs/ab/x'), details: { errno }, cause });
+      const store = new StoreError('NOT_WRITABLE', `cannot write the blob: ${why} [${errno}]`, { entry: 'e1', path: blob, details: { errno, syscall: 'open', path: blob }, cause });
       const wrapped = wrapBuildError(store, { cacheDir, tensor: 'layer.0.weight', file: '/m/model.safetensors' });
       expect(wrapped).toMatchObject({ code: 'NOT_WRITABLE', context: { tensor: 'layer.0.weight', file: cacheDir } });
-      expect((wrapped as Error).message).toContain(`cannot write the cache directory ${cacheDir}: IO_ERROR: cannot write the blob [${errno}]`);
+      // Was: "NOT_WRITABLE: cannot write the cache directory X: NOT_WRITABLE: cannot write the blob: … (entry e1, file X/blobs/ab/x)".
+      expect(describeError(wrapped)).toBe(`NOT_WRITABLE: cannot write the cache directory ${cacheDir}: cannot write the blob: ${why} [${errno}] (${blob}) (tensor layer.0.weight)`);
+      const lock = join(cacheDir, 'lock');
+      const lockError = new StoreError('NOT_WRITABLE', `cannot create the lock file: ${why} [${errno}]`, { path: lock, details: { errno, syscall: 'open', path: lock }, cause });
+      expect(describeError(wrapCacheWriteError(lockError, cacheDir))).toBe(`NOT_WRITABLE: cannot write the cache directory ${cacheDir}: cannot create the lock file: ${why} [${errno}] (${lock})`);
     }
+    // An older store's IO_ERROR with a refused write's errno: still NOT_WRITABLE, its message whole.
+    const oldCause = Object.assign(new Error("EROFS: read-only file system, open 'x.tmp'"), { code: 'EROFS', syscall: 'open', path: join(cacheDir, 'blobs/ab/x.tmp') });
+    const old = new StoreError('IO_ERROR', 'cannot write the blob [EROFS]', { entry: 'e1', path: join(cacheDir, 'blobs/ab/x'), details: { errno: 'EROFS' }, cause: oldCause });
+    expect((wrapBuildError(old, { cacheDir, tensor: 'w' }) as Error).message).toContain(`cannot write the cache directory ${cacheDir}: IO_ERROR: cannot write the blob [EROFS]`);
+    // A genuine IO_ERROR (EIO: a failing disk, not a refused write) is no NOT_WRITABLE: the tensor's failure, the store's code kept.
+    const eio = Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO', syscall: 'write', path: join(cacheDir, 'blobs/ab/x.tmp') });
+    const io = new StoreError('IO_ERROR', 'cannot write the blob [EIO]', { entry: 'e1', path: join(cacheDir, 'blobs/ab/x'), details: { errno: 'EIO' }, cause: eio });
+    const ioWrapped = wrapBuildError(io, { cacheDir, tensor: 'layer.0.weight' });
+    expect(ioWrapped).toMatchObject({ code: 'TENSOR_FAILED', context: { tensor: 'layer.0.weight' } });
+    expect((ioWrapped as Error).message).toMatch(/^IO_ERROR: cannot write the blob \[EIO\]/);
+    expect(wrapCacheWriteError(io, cacheDir)).toBe(io);
     // The same errno on a model's file stays the model's.
     const model = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES', syscall: 'open', path: '/m/model.safetensors' });
     expect(wrapBuildError(model, { cacheDir, tensor: 'w' })).toMatchObject({ code: 'TENSOR_FAILED' });
