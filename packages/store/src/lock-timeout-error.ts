@@ -26,8 +26,10 @@ export function lockTimeoutError(
   options: { timeoutMs: number; waitedMs: number; foreignNamespace: boolean },
 ): StoreError {
   const { timeoutMs, waitedMs, foreignNamespace } = options;
+  // The host first, as isHolderDead judges it: a holder in a container of another host has a pid
+  // namespace unlike ours too, and was said to be in "another pid namespace of this host".
   const holderState: LockHolderState =
-    holder === undefined ? 'unparseable' : foreignNamespace ? 'other-pid-namespace' : holder.host !== hostname() ? 'other-host' : 'running';
+    holder === undefined ? 'unparseable' : holder.host !== hostname() ? 'other-host' : foreignNamespace ? 'other-pid-namespace' : 'running';
   const waited = `for more than ${formatAge(timeoutMs)}`;
   const removeByHand = `if that writer is gone, remove ${path} by hand (no writer ever breaks such a lock; \`splitzip gc\` neither)`;
   let message: string;

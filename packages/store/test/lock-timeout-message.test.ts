@@ -61,6 +61,24 @@ describe('LOCK_TIMEOUT says how long in human units and what to do next', () => 
     }
   });
 
+  it("another host's holder in a container (another pid namespace) is another host's, not 'another pid namespace of this host'", async () => {
+    // The holder's namespace differs from ours wherever it runs in a container; its host name says
+    // it is not this host (isHolderDead judges the host first, as the message must).
+    const { root } = await makeCache();
+    const holder = holderRecord({ pid: 7, host: 'some-other-host', pidNamespace: 'pid:[4026532000]' });
+    await writeFile(join(root, 'lock'), JSON.stringify(holder));
+    const store = await openCacheStore(root, { lockTimeoutMs: 120 });
+    try {
+      const error = await catchError(() => store.gc());
+      expect(error.code).toBe('LOCK_TIMEOUT');
+      expect(error.message).toContain('on some-other-host for more than 120 ms (another host');
+      expect(error.message).not.toContain('of this host');
+      expect(error.details).toMatchObject({ holder, holderState: 'other-host' });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('the default 30 s reads "30 s", not "30000 ms"; a holder in another pid namespace and an unparseable lock say theirs', () => {
     const path = '/c/lock';
     const running = lockTimeoutError(path, holderRecord({ pid: 42 }), { timeoutMs: 30_000, waitedMs: 30_004, foreignNamespace: false });
