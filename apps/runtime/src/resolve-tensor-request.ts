@@ -269,7 +269,7 @@ export function resolveTensorRequest(
       const opened = describeOpenedModel(request.model);
       // The nearest name a typo likely meant (as the CLI suggests options), only on this error path.
       const near = findClosestName(request.name, request.model.tensors.map((t) => t.name));
-      throw new RuntimeError('TENSOR_NOT_FOUND', `${opened.text} has no tensor named ${request.name}${near === undefined ? '' : `: did you mean ${near}?`}`, {
+      throw new RuntimeError('TENSOR_NOT_FOUND', `${opened.text} has no tensor named ${showTensorName(request.name)}${near === undefined ? '' : `: did you mean ${near}?`}`, {
         tensor: request.name,
         modelRoot: request.model.rootDir,
         modelPath: opened.modelPath,
@@ -279,6 +279,20 @@ export function resolveTensorRequest(
     return targetFromInfo(request.model, info, cache);
   }
   throw invalidRequestError(request);
+}
+
+/**
+ * Characters of a requested tensor name a message shows: real names, TF-style paths included, are
+ * under ~250 and shown whole (a typo must be visible); a caller's 1 MB string made a 1 MB message.
+ */
+const MAX_SHOWN_TENSOR_NAME_CHARS = 512;
+
+/** A requested tensor name for a message: whole, or cut with its length (details.tensor keeps it whole). */
+function showTensorName(name: string): string {
+  if (name.length <= MAX_SHOWN_TENSOR_NAME_CHARS) return name;
+  const last = name.charCodeAt(MAX_SHOWN_TENSOR_NAME_CHARS - 1);
+  const end = last >= 0xd800 && last <= 0xdbff ? MAX_SHOWN_TENSOR_NAME_CHARS - 1 : MAX_SHOWN_TENSOR_NAME_CHARS; // not between a surrogate pair's halves
+  return `${name.slice(0, end)}... (${name.length} characters)`;
 }
 
 /** INVALID_ARGUMENT for a request of none of the accepted shapes, naming what was received. */
