@@ -416,9 +416,12 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
       const dryText = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m']);
       expect(dryText.code, dryText.err).toBe(0);
       expect(dryText.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
-      expect(dryText.out).toMatch(
-        /^the real run \(this command without --dry-run\) needs --exclusive: your word that no build, gc, other drop or loader with write access uses the cache during the drop \(see splitzip gc --help\); it refuses a cache written to within --min-age \(40m\) before it runs, as this dry run would$/m,
+      // Two lines within 160 columns (one of ~330 before): the rule, then, indented, the refusal.
+      expect(dryText.out).toContain(
+        '\nthe real run (without --dry-run) needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile\n' +
+          '  it refuses a cache written to within --min-age (40m), as this dry run would; see splitzip gc --help\n',
       );
+      for (const line of dryText.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(160);
       expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
       const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--min-age', '40m']);
       expect(text.code, text.err).toBe(0);

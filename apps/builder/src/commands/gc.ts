@@ -206,14 +206,14 @@ export const gcCommand = defineCommand({
     } finally {
       await model?.close();
     }
-    if (failure !== undefined) return reportDropFailure(failure, { io, json: args.json === true, s3, modelPrune: model !== undefined });
+    if (failure !== undefined) return reportDropFailure(failure, { io, json: args.json === true, s3, modelPrune: model !== undefined, minAgeMs: minAgeMs ?? DEFAULT_GC_MIN_AGE_MS });
     if (report === undefined) throw new Error('gc: no report and no failure'); // unreachable: work() returns one of them
     if (args.json) {
       io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       return 0;
     }
     const verb = report.dryRun ? 'would remove' : 'removed';
-    const lines = renderCollection(report, s3);
+    const lines = renderCollection(report, s3, minAgeMs ?? DEFAULT_GC_MIN_AGE_MS);
     if (report.bindings !== undefined) lines.push(...renderModelBindings(report.bindings, args.cache, verb));
     const dropped = report.unboundEntries;
     if (dropped !== undefined) {
@@ -221,9 +221,10 @@ export const gcCommand = defineCommand({
       if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
       // The dry run needs no --exclusive; without this line the real run's usage error came as a surprise.
       if (dropped.needsExclusive === true) {
+        // Two lines of at most 160 columns (one of ~330 before): the rule, then the refusal.
         lines.push(
-          `the real run (this command without --dry-run) needs --exclusive: your word that no build, gc, other drop or loader with write access uses the cache during the drop (see splitzip gc --help); ` +
-            `it refuses a cache written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)}) before it runs, as this dry run would`,
+          'the real run (without --dry-run) needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile',
+          `  it refuses a cache written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)}), as this dry run would; see splitzip gc --help`,
         );
       }
     }
@@ -250,7 +251,7 @@ interface DropFailure {
 }
 
 /** The collection's text lines (the store's gc report): what every run prints first. */
-function renderCollection(report: GcReport, s3: boolean): string[] {
+function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): string[] {
   const verb = report.dryRun ? 'would remove' : 'removed';
   const lines = [
     s3
@@ -260,6 +261,21 @@ function renderCollection(report: GcReport, s3: boolean): string[] {
         `${countOf(report.oldJournals.length, 'old journal')}, ${countOf(report.staleLocks.length, 'stale lock')}`,
     ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
   ];
+  // S3 only, each only when non-zero: the dropped keys' alias objects, and what --min-age kept
+  // (a dry run that listed nothing read as if the cache held nothing for a later gc).
+  const aliases = report.orphanAliases ?? [];
+  if (aliases.length > 0) lines.push(`${verb} ${countOf(aliases.length, 'alias object')} of dropped entries (below their slices' binding)`, ...aliases.map((path) => `  ${path}`));
+  const young = report.keptYoung;
+  const youngParts =
+    young === undefined
+      ? []
+      : [
+          young.orphanBlobs > 0 ? `${countOf(young.orphanBlobs, 'orphan blob')} (${formatBytes(young.orphanBytes)})` : '',
+          young.tempFiles > 0 ? countOf(young.tempFiles, 'unfinished upload') : '',
+          young.orphanStamps > 0 ? countOf(young.orphanStamps, 'stamp object') : '',
+          young.orphanAliases > 0 ? countOf(young.orphanAliases, 'alias object') : '',
+        ].filter(Boolean);
+  if (youngParts.length > 0) lines.push(`${report.dryRun ? 'would keep' : 'kept'} ${youngParts.join(', ')} younger than --min-age (${formatMinAge(minAgeMs)}): a later gc removes them`);
   if (report.finishedCompaction !== undefined) {
     lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
   }
@@ -280,7 +296,7 @@ function renderCollection(report: GcReport, s3: boolean): string[] {
  * with what ran and what did not, exit 1. It was thrown away before: the user was never told what
  * the collection removed.
  */
-function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json: boolean; s3: boolean; modelPrune: boolean }): number {
+function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json: boolean; s3: boolean; modelPrune: boolean; minAgeMs: number }): number {
   const { dropFailure: error, collection } = failure;
   const message =
     `${describeError(error)}; the collection ran before it (the report says what it removed)${options.modelPrune ? '; the --model prune did not run' : ''}` +
@@ -289,7 +305,7 @@ function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json:
     const carrier = { code: error.code, path: error.path, entry: error.entry, details: error.details, context: { report: collection } };
     options.io.stdout.write(renderErrorJson(carrier, message));
   } else {
-    options.io.stdout.write(`${renderCollection(collection, options.s3).join('\n')}\n`);
+    options.io.stdout.write(`${renderCollection(collection, options.s3, options.minAgeMs).join('\n')}\n`);
   }
   options.io.stderr.write(`splitzip gc: error: ${message}\n`);
   return 1;
