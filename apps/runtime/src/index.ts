@@ -7,6 +7,8 @@ export {
   type RuntimeErrorCode,
 } from './errors.js';
 export { StoreError, isStoreError, type StoreErrorCode } from '@splitzip/store';
+// Types a loader names (a dtype map, a model or slice passed around) without depending on @splitzip/safetensors itself (pnpm's strict node_modules).
+export type { SafetensorsDtype, SafetensorsModel, SliceKey, TensorInfo } from '@splitzip/safetensors';
 export {
   createStagingPool,
   STAGING_ALIGN_BYTES,
