@@ -119,8 +119,10 @@ export function abortedError(message: string, signal: AbortSignal | undefined, d
 function describeAbortReason(reason: unknown): string {
   try {
     const { name, message } = (typeof reason === 'object' && reason !== null ? reason : {}) as { name?: unknown; message?: unknown };
-    if (typeof message === 'string') {
-      const text = typeof name === 'string' && name !== '' ? `${name}: ${message}` : message;
+    const named = typeof name === 'string' && name !== '' ? name : undefined;
+    // `new Error()`'s empty message: its name alone ("Error", not "Error: "); neither: by describeValue.
+    if (typeof message === 'string' && (message !== '' || named !== undefined)) {
+      const text = named === undefined ? message : message === '' ? named : `${named}: ${message}`;
       return describeValue(text).slice('string "'.length, -1);
     }
   } catch {

@@ -24,6 +24,13 @@ describe('ABORTED and the signal reason', () => {
     expect((huge as Error).message.length).toBeLessThan(200);
   });
 
+  it('a reason without a message: its name alone, not "Error: "', async () => {
+    const messageOf = async (reason: unknown) =>
+      ((await loadTensor({ model: fixture.model, name: 'embed.weight' }, { signal: AbortSignal.abort(reason) }).catch((e: unknown) => e)) as Error).message;
+    expect(await messageOf(new Error())).toMatch(/ \(the signal's reason: Error\)$/);
+    expect(await messageOf(new RangeError(''))).toMatch(/ \(the signal's reason: RangeError\)$/);
+  });
+
   it('a signal aborted before the load: loadModel and loadTensor', async () => {
     const reason = new Error('client went away');
     const signal = AbortSignal.abort(reason);
