@@ -23,6 +23,8 @@ const cliModule = import('./run-cli.js');
 const jsonModule = import('./render-error-json.js');
 // Set once runCli returned: its document (with --json) is out, and a late second signal adds none.
 let finished = false;
+// Set as runCli starts: a command may have begun work that a second signal stops at once.
+let loaded = false;
 let interrupts = 0;
 const onSignal = (signal: NodeJS.Signals): void => {
   interrupts++;
@@ -30,6 +32,9 @@ const onSignal = (signal: NodeJS.Signals): void => {
   // saying so, and what the command may leave behind (a build's temp files, a gc's orphan blobs
   // and lock) with the command that clears it (once the CLI has loaded, which reads argv for that).
   if (interrupts > 1) {
+    // While the CLI loads no command has begun: the first signal stops it before its first step, with
+    // its one document (a second here printed another, and cleanup advice for work never done).
+    if (!loaded) return;
     void Promise.all([cliModule, jsonModule]).then(([{ describeSecondSignal, readInvocation }, { renderErrorJson }]) => {
       const invocation = readInvocation(argv);
       const message = describeSecondSignal(invocation, signal);
@@ -54,13 +59,14 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 });
 
 cliModule
-  .then(({ runCli }) =>
-    runCli(argv, {
+  .then(({ runCli }) => {
+    loaded = true;
+    return runCli(argv, {
       io: { stdout: process.stdout, stderr: process.stderr },
       signal: controller.signal,
       ...(collectGarbage ? { collectGarbage } : {}),
-    }),
-  )
+    });
+  })
   .then(
     (code) => {
       finished = true;

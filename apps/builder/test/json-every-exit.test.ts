@@ -78,4 +78,30 @@ describe('a signal while the CLI loads', () => {
       }
     });
   }
+
+  it('two SIGINTs while it loads: one INTERRUPTED document, exit 130, no cleanup advice for work never begun', { timeout: 30_000 }, async () => {
+    const holdDir = join(temp.path, 'hold-twice');
+    await mkdir(holdDir);
+    const child = spawn(process.execPath, ['--import', new URL('./helpers/hold-cli-load.mjs', import.meta.url).href, CLI_PATH, 'gc', cacheDir, '--json'], {
+      env: { ...process.env, SPLITZIP_TEST_HOLD_DIR: holdDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const result = collect(child, 25_000);
+    for (let waited = 0; !existsSync(join(holdDir, 'held')); waited += 10) {
+      if (waited > 20_000) throw new Error('the CLI never loaded its runCli module');
+      await sleep(10);
+    }
+    // Both signals reach the process while its CLI is held (the pauses let each be handled first).
+    child.kill('SIGINT');
+    await sleep(200);
+    child.kill('SIGINT');
+    await sleep(200);
+    await writeFile(join(holdDir, 'release'), '');
+    const { code, signal, stdout, stderr } = await result;
+    expect(signal, stderr).toBeNull();
+    expect(code, stderr).toBe(130);
+    // The HEAD before this test printed two documents (the second with gc's cleanup advice).
+    expect(JSON.parse(stdout)).toEqual({ error: { code: 'INTERRUPTED', message: 'interrupted by SIGINT', signal: 'SIGINT' } });
+    expect(stderr).toBe('splitzip gc: error: interrupted by SIGINT\n');
+  });
 });
