@@ -97,7 +97,8 @@ function formatStackedTable(header: readonly string[], rows: readonly (readonly 
   );
   const lastStart = INDENT.length + widths.slice(0, last).reduce((sum, width) => sum + width + 2, 0);
   const lastRoom = Math.max(maxLineColumns - lastStart, 20);
-  const lastWidth = Math.min(lastRoom, Math.max(displayWidth(restHeader[last]!), ...rows.map((row) => Math.min(lastRoom, displayWidth(row[last + 1] ?? '')))));
+  // A reduce, not Math.max(...rows): a spread of 125,000 rows or more threw a RangeError.
+  const lastWidth = rows.reduce((max, row) => Math.max(max, Math.min(lastRoom, displayWidth(row[last + 1] ?? ''))), Math.min(lastRoom, displayWidth(restHeader[last]!)));
   const lines = (cells: readonly string[]): string[] => {
     const wrapped = wrapAtSpaces(cells[last] ?? '', lastRoom);
     // A last cell with a word wider than its column (one long slice) goes below the row, whole.

@@ -78,6 +78,15 @@ describe('formatTable with maxLineColumns', () => {
     const wide = formatTable(['tensor', 'key', 'slice'], [[name, 'abcdef', 'x'.repeat(70)]], [], { maxLineColumns: 60 }).split('\n');
     expect(wide.slice(3)).toEqual([name, '  abcdef', `    ${'x'.repeat(70)}`]);
   });
+
+  it('stacks a table of 200,000 rows (a cache of several large MoE models): no argument-count limit', () => {
+    // The last column's width was Math.max(...rows): a RangeError (call stack) past ~125,000 rows.
+    const rows = Array.from({ length: 200_000 }, (_, i) => [`t${i}`, '1 B', `s@${i}+1`]);
+    rows[0] = [name, '1 B', 's@0+1'];
+    const lines = formatTable(['tensor', 'raw', 'slices'], rows, [false, true, false], { maxLineColumns: 60 }).split('\n');
+    expect(lines.slice(3, 5)).toEqual([name, '  1 B  s@0+1']);
+    expect(lines.at(-2)).toBe('t199999');
+  });
 });
 
 describe('createProgressBar', () => {
