@@ -28,4 +28,30 @@ describe('renderVerifyReport', () => {
     expect(text).toContain('  FAIL cache: ENTRY_INVALID: unrecognised object s3://b/c/stamps/x below stamps/');
     expect(text).not.toContain('()');
   });
+
+  it('lists 80,000 tensors not cached, stacked under long names (a large MoE model below the gate)', () => {
+    // Each stacked row is two lines or more: lines.push(...160,000 lines) threw a RangeError (call stack).
+    const long = `model.layers.0.mlp.experts.0.${'very_long_projection_name.'.repeat(4)}weight`;
+    const tensors = Array.from({ length: 80_000 }, (_, i) => ({
+      name: i === 0 ? long : `t${i}`,
+      dtype: 'BF16',
+      shard: 'm.safetensors',
+      offsetBytes: 0,
+      sizeBytes: 2,
+      key: null,
+      status: 'not_cached' as const,
+      reason: 'Top-16 coverage 0.9 < 0.99',
+    }));
+    const text = renderVerifyReport({
+      cache: 'c',
+      ok: true,
+      leftovers: null,
+      store: { ok: true, checked: 0, passed: 0, decoded: 0, bytesRead: 0, generation: 0, durationMs: 1, problems: [] },
+      model: { model: 'm', ok: true, coverageMin: 0.99, tensors, totals: { tensors: 80_000, ok: 0, not_cached: 80_000, failed: 0, checked_bytes: 0 } },
+    });
+    const lines = text.split('\n');
+    expect(lines).toContain(`    ${long}`);
+    expect(lines).toContain('    t79999');
+    expect(lines.at(-2)).toBe('OK');
+  });
 });

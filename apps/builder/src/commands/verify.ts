@@ -217,7 +217,8 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     if (listed.length > 0) {
       lines.push('  not cached, BF16:');
       // Within 120 columns where the names allow: a long name stacks its reason below it (4 columns of indent).
-      lines.push(...formatTable(['tensor', 'reason'], listed, [], { maxLineColumns: 116 }).split('\n').map((l) => `    ${l}`));
+      // One push a line: a spread of a large model's list (150,000 lines stacked) threw a RangeError.
+      for (const line of formatTable(['tensor', 'reason'], listed, [], { maxLineColumns: 116 }).split('\n')) lines.push(`    ${line}`);
     }
   }
   lines.push(report.ok ? 'OK' : 'FAILED');
