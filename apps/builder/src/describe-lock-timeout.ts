@@ -23,10 +23,16 @@ export function describeLockTimeout(lockPath: string, details: LockTimeoutDetail
   // Every writer takes over the lock of a dead holder of this host at once; gc removes it too.
   const retry = `run this again (\`splitzip gc ${cache}\` removes a dead holder's lock)`;
   if (holderState === 'unparseable') {
-    return (
-      `LOCK_TIMEOUT: gave up ${waited} for the writer lock of ${cache}: its lock file names no holder (damaged, or not a writer's); ` +
-      `it is taken over once ${formatSeconds(UNPARSEABLE_LOCK_STALE_MS)} old: ${retry}`
-    );
+    const head = `LOCK_TIMEOUT: gave up ${waited} for the writer lock of ${cache}: its lock file names no holder (damaged, or not a writer's)`;
+    // The wait outlasted the age at which such a lock is taken over (the CLI's 30 s against 10 s), so
+    // it never reached that age: "run this again" gave the same line for ever (a future mtime).
+    if (timeoutMs > UNPARSEABLE_LOCK_STALE_MS) {
+      return (
+        `${head} and stayed younger than ${formatSeconds(UNPARSEABLE_LOCK_STALE_MS)}, the age at which it is taken over, all that time: its modification time is ahead of this host's clock, ` +
+        `or something keeps rewriting it; if no build or gc of this cache is running, remove ${lockPath} by hand`
+      );
+    }
+    return `${head}; it is taken over once ${formatSeconds(UNPARSEABLE_LOCK_STALE_MS)} old: ${retry}`;
   }
   if (holder === null || holder === undefined || typeof holder.pid !== 'number' || typeof holder.host !== 'string') return undefined;
   const who = `pid ${holder.pid} on ${holder.host}`;
