@@ -101,6 +101,8 @@ describe('splitzip usage', () => {
     expect(gc.at(-1)).toMatch(/^More: README of @splitzip\/builder, /);
     expect(sections).toEqual(["Pruning a model's bindings", 'Removing unbound entries']);
     for (const section of sections) expect(readme).toContain(`### ${section}\n`);
+    // Shorter, but still saying that on a shared cache it removes other models' bindings.
+    expect(gc.find((line) => line.startsWith('  --prune-other-shards '))).toMatch(/other models' too\)$/);
   });
 
   it('says every top-level field of the --json output in inspect and stats help', async () => {

@@ -102,7 +102,8 @@ export const gcCommand = defineCommand({
     dryRun: { type: 'boolean', description: 'Only report what would be removed' },
     minAge: { type: 'string', description: 's3:// only: keep objects younger than this (default 1h, at least 35m)', valueHint: 'duration' },
     model: { type: 'string', description: 'Also remove the bindings this model left behind (moved tensors, re-shards)', valueHint: 'model' },
-    pruneOtherShards: { type: 'boolean', description: 'With --model: also remove bindings of shard names it lacks' },
+    // "other models'": on a shared cache these are mostly theirs (82d1782's shorter text lost it).
+    pruneOtherShards: { type: 'boolean', description: "With --model: also remove other shard names' bindings (other models' too)" },
     dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
     exclusive: { type: 'boolean', description: 's3:// drop only, required there: assert that nothing else uses the cache' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
