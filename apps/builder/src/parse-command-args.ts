@@ -147,6 +147,21 @@ export function findJsonRequest(command: CommandDef, argv: readonly string[]): b
   return json;
 }
 
+/**
+ * Whether a command line that names no command (yet) asks for JSON: `splitzip frob --json`,
+ * `splitzip --version --json`. No spec says which words are option values here, so any `--json`
+ * or `--json=<not false>` before `--` asks, and the last of it and `--no-json` / `--json=false` wins.
+ */
+export function findLeadingJsonRequest(argv: readonly string[]): boolean {
+  let json = false;
+  for (const word of argv) {
+    if (word === '--') break;
+    if (word === '--json' || word.startsWith('--json=')) json = word !== '--json=false';
+    else if (word === '--no-json') json = false;
+  }
+  return json;
+}
+
 function lookupOption(command: CommandDef, flag: string): Exclude<ArgSpec, { type: 'positional' }> | undefined {
   const spec = command.args[toKey(command, flag)];
   return spec === undefined || spec.type === 'positional' ? undefined : spec;

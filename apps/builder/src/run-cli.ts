@@ -12,7 +12,7 @@ import { BuilderError, isBuilderError, UsageError } from './errors.js';
 import { renderErrorJson } from './render-error-json.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { wrapCacheWriteError } from './wrap-build-error.js';
-import { DEBUG_FLAG, findGlobalFlags, findJsonRequest, parseCommandArgs } from './parse-command-args.js';
+import { DEBUG_FLAG, findGlobalFlags, findJsonRequest, findLeadingJsonRequest, parseCommandArgs } from './parse-command-args.js';
 import { BINARY_NAME, renderCommandHelp, renderMainHelp } from './render-command-help.js';
 
 export const EXIT_OK = 0;
@@ -45,48 +45,48 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
   const leadingDebug = argv[0] === DEBUG_FLAG;
   const words = leadingDebug ? argv.slice(1) : argv;
 
-  const first = words[0];
-  if (first === undefined) {
+  // With --json, stdout holds exactly one JSON document on every exit, these before a command too:
+  // the version, help (its text on stderr), no command, an unknown one (stdout was empty or text).
+  // No command's spec is known here, so any `--json` word asks (findLeadingJsonRequest).
+  const mainJson = findLeadingJsonRequest(words);
+  const usageBeforeCommand = (message: string, hint: string): number => {
+    if (mainJson) io.stdout.write(renderErrorJson(new UsageError(message), message));
+    io.stderr.write(`${BINARY_NAME}: ${message}\n${hint}\n`);
+    return EXIT_USAGE;
+  };
+  // The words that choose the path here, without the global flags (`--json --version`, `help build --json`).
+  const mainWords = words.filter((word) => !isGlobalWord(word));
+  if (mainWords.length === 0) {
     io.stderr.write(renderMainHelp(COMMANDS, VERSION));
+    if (mainJson) io.stdout.write(renderErrorJson(new BuilderError('USAGE', 'missing command', { commands: COMMANDS.map((c) => c.name) }), 'missing command'));
     return EXIT_USAGE;
   }
-  if (first === '--version' || first === '-v') {
-    io.stdout.write(`${VERSION}\n`);
-    return EXIT_OK;
-  }
+  if (isVersionWord(mainWords[0])) return writeVersion(io, mainJson);
+  const first = words[0]!;
   // `splitzip --help build` and `splitzip help build` are the same as `splitzip build --help`.
-  const helpFirst = isHelpWord(first);
-  const commandName = helpFirst ? words[1] : first;
+  const helpFirst = isHelpWord(mainWords[0]);
+  const commandName = helpFirst ? mainWords[1] : first;
   const command = findCommand(commandName);
   // `splitzip help`, and `splitzip help help` / `--help --help`: the main help.
-  if (helpFirst && !command && (commandName === undefined || isHelpWord(commandName))) {
-    io.stdout.write(renderMainHelp(COMMANDS, VERSION));
-    return EXIT_OK;
-  }
+  if (helpFirst && !command && (commandName === undefined || isHelpWord(commandName))) return writeHelp(io, renderMainHelp(COMMANDS, VERSION), mainJson);
   if (!command) {
-    io.stderr.write(`${describeUnknownCommand(commandName!, words)}\n`);
-    return EXIT_USAGE;
+    const { message, hint } = describeUnknownCommand(commandName!, words);
+    return usageBeforeCommand(message, hint);
   }
   // `splitzip help build extra`: help takes one command (the extra word was dropped silently).
-  if (helpFirst && words.length > 2) {
-    io.stderr.write(`${BINARY_NAME}: unexpected argument '${words[2]}': '${BINARY_NAME} ${first} <command>' takes one command\nRun '${BINARY_NAME} --help' for the commands.\n`);
-    return EXIT_USAGE;
+  if (helpFirst && mainWords.length > 2) {
+    return usageBeforeCommand(`unexpected argument '${mainWords[2]}': '${BINARY_NAME} ${mainWords[0]} <command>' takes one command`, `Run '${BINARY_NAME} --help' for the commands.`);
   }
+  if (helpFirst) return writeHelp(io, renderCommandHelp(command), mainJson);
   const flags = findGlobalFlags(command, words.slice(1));
   const debug = leadingDebug || flags.debug;
-  if (helpFirst || flags.help) {
-    io.stdout.write(renderCommandHelp(command));
-    return EXIT_OK;
-  }
-  // A global option, listed as such by the main help: after a command too.
-  if (flags.version) {
-    io.stdout.write(`${VERSION}\n`);
-    return EXIT_OK;
-  }
-
   // Read from the words before they parse: a usage error prints its JSON document too (the parsed
   // value replaces it once they do).
   let json = findJsonRequest(command, words.slice(1));
+  if (flags.help) return writeHelp(io, renderCommandHelp(command), json);
+  // A global option, listed as such by the main help: after a command too.
+  if (flags.version) return writeVersion(io, json);
+
   // gc writes the cache (its lock, a new manifest): a read-only one is NOT_WRITABLE, as build says.
   let writtenCache: string | undefined;
   try {
@@ -123,6 +123,29 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
 }
 
 const isHelpWord = (word: string | undefined): boolean => word === '--help' || word === '-h' || word === 'help';
+const isVersionWord = (word: string | undefined): boolean => word === '--version' || word === '-v';
+/** `--json`, `--no-json`, `--json=true|false`, `--debug`: taken before the command only where no command runs. */
+const isGlobalWord = (word: string): boolean => word === DEBUG_FLAG || word === '--json' || word === '--no-json' || word === '--json=true' || word === '--json=false';
+
+/** `--version`: with --json the document `{ "version": "0.51.0" }`, as every other stdout of --json is one. */
+function writeVersion(io: CommandIo, json: boolean): number {
+  io.stdout.write(json ? `${JSON.stringify({ version: VERSION }, null, 2)}\n` : `${VERSION}\n`);
+  return EXIT_OK;
+}
+
+/**
+ * Help is for people: with --json its text goes to stderr, where a terminal still shows it, and
+ * stdout holds the document `{ "help": "<the text>" }` (the text was stdout, which then did not parse).
+ */
+function writeHelp(io: CommandIo, text: string, json: boolean): number {
+  if (!json) {
+    io.stdout.write(text);
+    return EXIT_OK;
+  }
+  io.stderr.write(text);
+  io.stdout.write(`${JSON.stringify({ help: text }, null, 2)}\n`);
+  return EXIT_OK;
+}
 
 function findCommand(name: string | undefined): CommandDef | undefined {
   return COMMANDS.find((c) => c.name === name);
@@ -133,15 +156,15 @@ function findCommand(name: string | undefined): CommandDef | undefined {
  * (`buld` → `build`), as a near miss of an option's does; an option is called one (`--bogus` was
  * an "unknown command"), and one before a command says that options follow it.
  */
-function describeUnknownCommand(name: string, words: readonly string[]): string {
+function describeUnknownCommand(name: string, words: readonly string[]): { message: string; hint: string } {
   const names = COMMANDS.map((c) => c.name);
   if (name.startsWith('-')) {
     const commandAfter = words.some((word) => names.includes(word));
     const hint = commandAfter ? `options go after the command: ${BINARY_NAME} <command> [arguments] [options]` : `Run '${BINARY_NAME} --help' for the commands and their options.`;
-    return `${BINARY_NAME}: unknown option '${name}'\n${hint}`;
+    return { message: `unknown option '${name}'`, hint };
   }
   const near = findClosestName(name, names);
-  return `${BINARY_NAME}: unknown command '${name}'${near === undefined ? '' : `: did you mean '${near}'?`}\nRun '${BINARY_NAME} --help' for the commands.`;
+  return { message: `unknown command '${name}'${near === undefined ? '' : `: did you mean '${near}'?`}`, hint: `Run '${BINARY_NAME} --help' for the commands.` };
 }
 
 /** What argv tells of a command line without running it (see readInvocation). */

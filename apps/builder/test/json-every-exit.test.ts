@@ -1,8 +1,9 @@
 // With --json, every exit of the real binary prints exactly one JSON document on stdout: a usage
-// error (the parser's: `gc --bogus --json > r.json` left r.json empty) and a signal that came while
+// error (the parser's: `gc --bogus --json > r.json` left r.json empty), one before any command (an
+// unknown command, none at all), --version and --help (text before), and a signal that came while
 // the CLI was still loading (it killed the process before any handler was set: no document).
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -43,6 +44,83 @@ describe('--json usage errors', () => {
       const result = await runCli(argv);
       expect(result.code, argv.join(' ')).toBe(2);
       expect(result.stdout, argv.join(' ')).toBe('');
+    }
+  });
+});
+
+describe('--json before or without a command', () => {
+  // Paths taken before a command's options parse: an unknown command left stdout empty, the version
+  // and help were text on stdout (`splitzip --version --json` printed `0.51.0`), no command nothing.
+  const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+  it.each([
+    [['frob', '--json'], "unknown command 'frob'", "Run 'splitzip --help' for the commands."],
+    [['buld', '--json=true'], "unknown command 'buld': did you mean 'build'?", "Run 'splitzip --help' for the commands."],
+    [['help', 'frob', '--json'], "unknown command 'frob'", "Run 'splitzip --help' for the commands."],
+    [['--bogus', '--json'], "unknown option '--bogus'", "Run 'splitzip --help' for the commands and their options."],
+    [['--json', 'gc', '/tmp/x'], "unknown option '--json'", 'options go after the command: splitzip <command> [arguments] [options]'],
+    [['help', 'build', 'extra', '--json'], "unexpected argument 'extra': 'splitzip help <command>' takes one command", "Run 'splitzip --help' for the commands."],
+  ])('%j: one USAGE document on stdout, the text on stderr, exit 2', async (argv, message, hint) => {
+    const result = await runCli(argv);
+    expect(result.code, result.stderr).toBe(2);
+    expect(JSON.parse(result.stdout)).toEqual({ error: { code: 'USAGE', message } });
+    expect(result.stderr).toBe(`splitzip: ${message}\n${hint}\n`);
+  });
+
+  it('an unknown command without --json (or with it turned off) prints nothing on stdout, as before', async () => {
+    for (const argv of [['frob'], ['frob', '--json', '--no-json'], ['frob', '--', '--json']]) {
+      const result = await runCli(argv);
+      expect(result.code, argv.join(' ')).toBe(2);
+      expect(result.stdout, argv.join(' ')).toBe('');
+      expect(result.stderr, argv.join(' ')).toBe("splitzip: unknown command 'frob'\nRun 'splitzip --help' for the commands.\n");
+    }
+  });
+
+  it('no command: the main help on stderr, exit 2, and with --json a USAGE document listing the commands', async () => {
+    const plain = await runCli([]);
+    expect(plain.code).toBe(2);
+    expect(plain.stdout).toBe('');
+    expect(plain.stderr).toMatch(/^splitzip \S+: build, verify/);
+    for (const argv of [['--json'], ['--debug', '--json'], ['--json=true']]) {
+      const result = await runCli(argv);
+      expect(result.code, argv.join(' ')).toBe(2);
+      expect(JSON.parse(result.stdout)).toEqual({ error: { code: 'USAGE', message: 'missing command', commands: ['build', 'verify', 'inspect', 'stats', 'gc'] } });
+      expect(result.stderr).toBe(plain.stderr);
+    }
+  });
+
+  it('--version with --json prints { "version" } and exits 0; without it the bare version, as before', async () => {
+    for (const argv of [['--version', '--json'], ['-v', '--json'], ['--json', '--version'], ['build', '--version', '--json'], ['gc', '--json', '-v']]) {
+      const result = await runCli(argv);
+      expect(result.code, argv.join(' ')).toBe(0);
+      expect(JSON.parse(result.stdout), argv.join(' ')).toEqual({ version });
+      expect(result.stderr, argv.join(' ')).toBe('');
+    }
+    for (const argv of [['--version'], ['build', '--version'], ['--version', '--json', '--no-json']]) {
+      const result = await runCli(argv);
+      expect(result.stdout, argv.join(' ')).toBe(`${version}\n`);
+    }
+  });
+
+  it('help with --json: the text on stderr, { "help": text } on stdout, exit 0; without it the text on stdout, as before', async () => {
+    const buildHelp = await runCli(['build', '--help']);
+    const mainHelp = await runCli(['--help']);
+    expect(buildHelp.code).toBe(0);
+    expect(buildHelp.stdout).toMatch(/^splitzip build: /);
+    expect(mainHelp.stdout).toMatch(/^splitzip \S+: build, verify/);
+    const cases: [string[], string][] = [
+      [['build', '--help', '--json'], buildHelp.stdout],
+      [['build', '--json', '-h'], buildHelp.stdout],
+      [['help', 'build', '--json'], buildHelp.stdout],
+      [['--help', 'build', '--json'], buildHelp.stdout],
+      [['--help', '--json'], mainHelp.stdout],
+      [['help', '--json'], mainHelp.stdout],
+    ];
+    for (const [argv, text] of cases) {
+      const result = await runCli(argv);
+      expect(result.code, argv.join(' ')).toBe(0);
+      expect(JSON.parse(result.stdout), argv.join(' ')).toEqual({ help: text });
+      expect(result.stderr, argv.join(' ')).toBe(text);
     }
   });
 });
