@@ -57,9 +57,10 @@ export function addRecentWritesWait(error: unknown): unknown {
 }
 
 /**
- * The short form of describeRecentWritesWait for a report's indented line: when a retry passes
- * (from the refusal's `details`: newestAgeMs, minAgeMs, judged at about `nowMs`), or null where
- * the details are not a 'recent-writes' refusal's.
+ * The short form of describeRecentWritesWait for a report's indented line (gc's dry run, inspect's
+ * unbound line): when a retry passes (from the refusal's `details`: newestAgeMs, minAgeMs, judged
+ * at about `nowMs`), and when with the shortest --min-age; null where the details are not a
+ * 'recent-writes' refusal's. At most ~113 columns with its indent: those lines keep within 120.
  */
 export function describeRecentWritesRetry(details: Record<string, unknown> | undefined, nowMs: number): string | null {
   if (details?.reason !== 'recent-writes') return null;
@@ -67,6 +68,11 @@ export function describeRecentWritesRetry(details: Record<string, unknown> | und
   if (typeof newestAgeMs !== 'number' || typeof minAgeMs !== 'number') return null;
   const floorAtMs = nowMs + MIN_S3_GC_AGE_MS - newestAgeMs;
   const floor = formatMinAge(MIN_S3_GC_AGE_MS);
-  const shortest = minAgeMs <= MIN_S3_GC_AGE_MS ? '' : floorAtMs <= nowMs ? `; --min-age ${floor} would pass now` : `; --min-age ${floor}: ${formatUtc(floorAtMs)}`;
-  return `retry once the cache stayed quiet until ${formatUtc(nowMs + minAgeMs - newestAgeMs)} (--min-age ${formatMinAge(minAgeMs)})${shortest}`;
+  const shortest = minAgeMs <= MIN_S3_GC_AGE_MS ? '' : floorAtMs <= nowMs ? `; --min-age ${floor} would pass now` : `; --min-age ${floor} waits least: ${formatUtc(floorAtMs)}`;
+  return `retry if quiet until ${formatUtc(nowMs + minAgeMs - newestAgeMs)} (--min-age ${formatMinAge(minAgeMs)})${shortest}`;
+}
+
+/** Whether `details` are the s3:// drop's 'recent-writes' refusal's (a cache written to within --min-age). */
+export function isRecentWritesRefusal(details: Record<string, unknown> | undefined): boolean {
+  return details?.reason === 'recent-writes';
 }

@@ -114,9 +114,21 @@ describe('inspect --json totals.dropRefusal', () => {
     // else a short one from them: when --min-age passes, and when the shortest does.
     recent.totals.dropRefusal!.details = { reason: 'recent-writes', newestAgeMs: 10 * 60_000, minAgeMs: 3_600_000 };
     const nowMs = Date.UTC(2026, 11, 7, 4, 0, 0);
-    expect(renderInspectReport(recent, { minAgeMs: 3_600_000, nowMs })).toContain(
-      '\n  retry once the cache stayed quiet until 2026-12-07 04:50:00 UTC (--min-age 1h); --min-age 35m: 2026-12-07 04:25:00 UTC\n',
+    // Building first (an interrupted build binds its entries when it runs again), then when: three
+    // lines within 120 columns, in the CLI's words (one of ~160 quoting the store's before).
+    const recentText = renderInspectReport(recent, { minAgeMs: 3_600_000, nowMs });
+    expect(recentText).toContain(
+      '\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --exclusive --min-age 1h refuses now (written to lately)\n' +
+        '  build each model that uses the cache again first (an interrupted build leaves entries unbound until it runs again)\n' +
+        '  retry if quiet until 2026-12-07 04:50:00 UTC (--min-age 1h); --min-age 35m waits least: 2026-12-07 04:25:00 UTC\n',
     );
+    for (const l of recentText.split('\n')) expect(l.length, l).toBeLessThanOrEqual(120);
+    expect(recentText).not.toMatch(/dropUnboundEntries|minAgeMs/);
+    // Past the shortest's time, and at the shortest.
+    recent.totals.dropRefusal!.details = { reason: 'recent-writes', newestAgeMs: 40 * 60_000, minAgeMs: 3_600_000 };
+    expect(renderInspectReport(recent, { minAgeMs: 3_600_000, nowMs })).toContain('\n  retry if quiet until 2026-12-07 04:20:00 UTC (--min-age 1h); --min-age 35m would pass now\n');
+    recent.totals.dropRefusal!.details = { reason: 'recent-writes', newestAgeMs: 10 * 60_000, minAgeMs: 35 * 60_000 };
+    expect(renderInspectReport(recent, { minAgeMs: 35 * 60_000, nowMs })).toContain('\n  retry if quiet until 2026-12-07 04:25:00 UTC (--min-age 35m)\n');
     // A long one is cut at a word, and says where it is whole.
     const long = report({ code: 'MANIFEST_INVALID', message: `MANIFEST_INVALID: kept copies (${Array.from({ length: 200 }, (_, i) => `manifest.json.damaged-${i}`).join(', ')})` });
     const line = renderInspectReport(long).split('\n').find((l) => l.startsWith('unbound '))!;

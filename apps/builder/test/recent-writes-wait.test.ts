@@ -3,6 +3,7 @@
 // Run in this process (gc on a directory cache whose store is made to refuse as an s3:// one does).
 import { MIN_S3_GC_AGE_MS, StoreError, openCacheStore, type CacheStore } from '@splitzip/store';
 import { join } from 'node:path';
+import type { GcCommandReport } from '../src/commands/gc.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addRecentWritesWait, describeRecentWritesWait } from '../src/describe-recent-writes.js';
 import { findDropRefusal } from '../src/find-drop-refusal.js';
@@ -76,10 +77,24 @@ describe("the drop's recent-writes refusal says when a retry passes", () => {
     };
     try {
       let start = Date.now();
-      const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
+      const text = await runInProcess(['gc', cache, '--drop-unbound-entries']);
       expect(text.code).toBe(1);
       expect(text.err).toContain(`INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently (a test) (file ${cache}); the cache must stay quiet (no build, gc, or loader recording stamps) until `);
       near(offsets(text.err, start), Date.now(), start);
+
+      // Its dry run reports (exit 0; it failed as the real run before), the refusal and when a
+      // retry passes on lines of their own, and in --json as unboundEntries.dropRefusal.
+      start = Date.now();
+      const dry = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
+      expect(dry.code, dry.err).toBe(0);
+      const retry = /^the real run would be refused now: the cache was written to within --min-age \(1h\)\n {2}retry if quiet until (\S+ \S+) UTC \(--min-age 1h\); --min-age 35m waits least: (\S+ \S+) UTC$/m.exec(dry.out);
+      expect(retry, dry.out).not.toBeNull();
+      near([retry![1]!, retry![2]!].map((t) => Date.parse(`${t.replace(' ', 'T')}Z`) - start), Date.now(), start);
+      const dryJson = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--json']);
+      expect(dryJson.code, dryJson.err).toBe(0);
+      const dropRefusal = (JSON.parse(dryJson.out) as GcCommandReport).unboundEntries!.dropRefusal!;
+      expect(dropRefusal).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', newestAgeMs: 10 * MIN, minAgeMs: 60 * MIN } });
+      near(offsets(dropRefusal.wait!, start), Date.now(), start);
 
       start = Date.now();
       const json = await runInProcess(['gc', cache, '--drop-unbound-entries', '--json']);

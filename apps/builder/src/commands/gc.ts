@@ -15,7 +15,8 @@ import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand, type CommandIo } from '../define-command.js';
 import { describeError } from '../describe-error.js';
-import { addRecentWritesWait, formatMinAge } from '../describe-recent-writes.js';
+import { addRecentWritesWait, describeRecentWritesRetry, describeRecentWritesWait, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
+import type { DropRefusal } from '../find-drop-refusal.js';
 import { UsageError } from '../errors.js';
 import { formatBytes } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
@@ -35,9 +36,11 @@ export interface GcCommandReport extends GcReport {
   /**
    * `needsExclusive`, dry runs only: whether the real run needs --exclusive (true on s3://, where it
    * also refuses a cache written to within --min-age; false on a directory, whose drop takes the
-   * writer lock).
+   * writer lock). `dropRefusal`, dry runs on s3:// only: the real run would be refused now (the cache
+   * was written to within --min-age), as inspect's totals.dropRefusal says it; the entries are those
+   * it would drop once quiet.
    */
-  unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: boolean };
+  unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: boolean; dropRefusal?: DropRefusal };
   /**
    * With --drop-unbound-entries and --model: the entries bound to no slice once the prune ran (kept
    * for the next drop); `ofModel` of them named as the model's tensors.
@@ -76,12 +79,11 @@ function checkExclusive(args: { exclusive?: boolean | undefined; dropUnboundEntr
   }
   if (args.exclusive && !args.dropUnboundEntries) throw new UsageError("option '--exclusive' needs '--drop-unbound-entries': it is what that drop needs on s3://", 'gc');
   if (s3 && args.dropUnboundEntries && !args.dryRun && !args.exclusive) {
+    // Two lines (one of ~600 columns before): the option and why in a few words, then where the
+    // rest is (what a drop beside a writer loses: README "Removing unbound entries").
     throw new UsageError(
-      `'--drop-unbound-entries' on an s3:// cache needs '--exclusive': your word that no build, gc, other drop or loader with write access (loaders record stamps and may move slices) runs against ${args.cache} during the drop, which gc cannot check. ` +
-        "There is no lock there, and beside any of them the drop can lose data (a gc or a second drop may delete the blob of an entry it puts back for a build; a build's binding may be missed and its entry deleted for good). " +
-        "Stop them, then run 'splitzip gc " +
-        args.cache +
-        " --drop-unbound-entries --exclusive'; '--dry-run' needs no '--exclusive'",
+      "'--drop-unbound-entries' on an s3:// cache needs '--exclusive': your word that nothing else writes to it meanwhile (no lock there)\n" +
+        `see 'splitzip gc --help' and README "Removing unbound entries"; '--dry-run' needs no '--exclusive'`,
       'gc',
     );
   }
@@ -155,7 +157,9 @@ export const gcCommand = defineCommand({
           // On s3:// only entry objects older than --min-age go (a writer PUTs its entry before its aliases).
           // --exclusive (s3:// only, checked above) is the user's word the store needs there.
           let unboundEntries: GcCommandReport['unboundEntries'];
-          if (args.dropUnboundEntries) {
+          if (args.dropUnboundEntries && args.dryRun) {
+            unboundEntries = { ...(await dryRunDrop(store, minAgeMs)), needsExclusive: s3 };
+          } else if (args.dropUnboundEntries) {
             try {
               unboundEntries = await store
                 .dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) })
@@ -164,11 +168,9 @@ export const gcCommand = defineCommand({
               // The real collection above has changed the cache: a drop the store refuses now (on
               // s3:// a writer started since its dry run: recent-writes) must not cost its report.
               // An interrupt (ABORTED) is the CLI's; a dry run changed nothing.
-              if (args.dryRun || !isStoreError(error) || signal.aborted) throw error;
+              if (!isStoreError(error) || signal.aborted) throw error;
               return { dropFailure: error, collection: gc };
             }
-            // Dry runs only: what the real run needs (on s3:// --exclusive and a quiet cache).
-            if (args.dryRun) unboundEntries = { ...unboundEntries, needsExclusive: s3 };
           }
           // A Ctrl-C during the drop (which runs to its end) says what the drop did: the bare
           // "interrupted" read as if nothing had been removed.
@@ -222,11 +224,16 @@ export const gcCommand = defineCommand({
       if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
       // The dry run needs no --exclusive; without this line the real run's usage error came as a surprise.
       if (dropped.needsExclusive === true) {
-        // Two lines of at most 160 columns (one of ~330 before): the rule, then the refusal.
-        lines.push(
-          'the real run (without --dry-run) needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile',
-          `  it refuses a cache written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)}), as this dry run would; see splitzip gc --help`,
-        );
+        lines.push('the real run (without --dry-run) needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile');
+      }
+      // Lines within 120 columns: the refusal now, when a retry passes (a dry run exited 1 with the
+      // store's ~760-column message before, even with nothing to drop).
+      const retry = dropped.dropRefusal === undefined ? null : describeRecentWritesRetry(dropped.dropRefusal.details, Date.now());
+      if (retry !== null) {
+        const refused = `would be refused now: the cache was written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)})`;
+        lines.push(dropped.needsExclusive === true ? `  and ${refused}` : `the real run ${refused}`, `  ${retry}`);
+      } else if (dropped.needsExclusive === true) {
+        lines.push(`  it refuses a cache written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)}); see splitzip gc --help`);
       }
     }
     const left = report.unboundAfterPrune;
@@ -238,10 +245,45 @@ export const gcCommand = defineCommand({
             : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`),
       );
     }
+    if (report.dryRun && listsAnything(report)) lines.push('run without --dry-run to remove them');
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   },
 });
+
+/** Whether a dry run's report names anything the real run would remove (its last line then says how). */
+function listsAnything(report: GcCommandReport): boolean {
+  return (
+    report.orphanBlobs.length + report.tempFiles.length + report.oldJournals.length + report.staleLocks.length + (report.orphanStamps?.length ?? 0) + (report.orphanAliases?.length ?? 0) > 0 ||
+    report.finishedCompaction !== undefined ||
+    (report.bindings?.prune.length ?? 0) > 0 ||
+    (report.unboundEntries?.count ?? 0) > 0
+  );
+}
+
+/**
+ * The drop's dry run: the store's report, or where the store refuses it for recent writes (s3://:
+ * the cache was written to within --min-age; a dry run refuses as the real one would), the entries
+ * it would drop once quiet (isDroppableEntry over the entries, as inspect counts them), with the
+ * refusal. Any other refusal (a damaged manifest's kept copy, a damaged journal) is thrown.
+ */
+async function dryRunDrop(store: CacheStore, minAgeMs: number | undefined): Promise<DropUnboundEntriesReport & { dropRefusal?: DropRefusal }> {
+  try {
+    return await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
+  } catch (error) {
+    if (!isStoreError(error) || !isRecentWritesRefusal(error.details)) rethrowWithWait(error);
+    const entries = [...store.entries()].filter(isDroppableEntry).map(({ key, qualname, compBytes }) => ({ key, qualname, compBytes }));
+    const wait = describeRecentWritesWait(error, Date.now());
+    return {
+      dryRun: true,
+      count: entries.length,
+      entries,
+      reclaimedBytes: entries.reduce((sum, entry) => sum + entry.compBytes, 0),
+      blobsLeft: [],
+      dropRefusal: { code: error.code, message: error.message, details: error.details, ...(wait === null ? {} : { wait }) },
+    };
+  }
+}
 
 /** A real drop the store refused (or failed) after the real collection ran: what that removed is still reported. */
 interface DropFailure {
@@ -283,7 +325,8 @@ function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): stri
   const kept = report.keptTempFiles ?? [];
   if (kept.length > 0) {
     lines.push(
-      `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) whose writers may still be writing them (a live process, another pid space, or a release before 2026-12-05, whose names only age can judge): each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
+      // Within 120 columns (~210 before); which writers, and why only age judges them: README's gc row.
+      `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) a writer may still be writing: each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
       ...kept.map((p) => `  ${p}`),
     );
   }

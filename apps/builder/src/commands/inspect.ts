@@ -5,7 +5,7 @@ import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
 import { findDropRefusal } from '../find-drop-refusal.js';
-import { describeRecentWritesRetry, formatMinAge } from '../describe-recent-writes.js';
+import { describeRecentWritesRetry, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
 import { cutToWidth, displayWidth } from '../display-width.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { formatBytes, formatPercent, formatTable } from '../format-units.js';
@@ -139,6 +139,17 @@ function renderUnbound(report: InspectReport, minAge: string, nowMs: number): st
     const refusal = t.dropRefusal;
     // Shorter than the others: the reason needs the room.
     const counted = `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} (${formatBytes(t.unboundCompBytes)})`;
+    // A cache written to lately (s3://): mostly a build at work or interrupted, whose next run binds
+    // its entries; that first, then when a retry passes. Three lines within 120 columns, where the
+    // store's quoted message made one of ~160 naming its library option.
+    const retryAt = describeRecentWritesRetry(refusal.details, nowMs);
+    if (isRecentWritesRefusal(refusal.details) && retryAt !== null) {
+      return [
+        `${counted}: gc --drop-unbound-entries${exclusive}${minAge} refuses now (written to lately)`,
+        '  build each model that uses the cache again first (an interrupted build leaves entries unbound until it runs again)',
+        `  ${retryAt}`,
+      ];
+    }
     const line = fitRefusal(`${counted}: gc --drop-unbound-entries${exclusive}${minAge} refuses now: `, refusal.message);
     const retry = describeRecentWritesRetry(refusal.details, nowMs) ?? refusal.wait;
     return retry === undefined ? [line] : [line, `  ${retry}`];
