@@ -389,7 +389,7 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
       /\n {2}and would be refused now: the cache was written to within --min-age \(1h\)\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 1h\); --min-age 35m waits least: \S+ \S+ UTC\nrun without --dry-run to remove them\n$/,
     );
     expect(youngDry.out + youngDry.err).not.toMatch(/dropUnboundEntries|minAgeMs/);
-    for (const line of youngDry.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(140);
+    for (const line of youngDry.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(120);
     const youngDryJson = await gcJson(cache, '--drop-unbound-entries', '--dry-run');
     expect(youngDryJson.unboundEntries).toMatchObject({
       dryRun: true,
@@ -455,12 +455,12 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
       const dryText = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m']);
       expect(dryText.code, dryText.err).toBe(0);
       expect(dryText.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
-      // Two lines within 160 columns (one of ~330 before): the rule, then, indented, the refusal.
+      // Lines within 120 columns (one of ~330 before): the rule, then, indented, the refusal.
       expect(dryText.out).toContain(
-        '\nthe real run (without --dry-run) needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile\n' +
+        '\nthe real run needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile\n' +
           '  it refuses a cache written to within --min-age (40m); see splitzip gc --help\nrun without --dry-run to remove them\n',
       );
-      for (const line of dryText.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(160);
+      for (const line of dryText.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(120);
       expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
       const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--min-age', '40m']);
       expect(text.code, text.err).toBe(0);

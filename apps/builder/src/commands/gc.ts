@@ -224,7 +224,7 @@ export const gcCommand = defineCommand({
       if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
       // The dry run needs no --exclusive; without this line the real run's usage error came as a surprise.
       if (dropped.needsExclusive === true) {
-        lines.push('the real run (without --dry-run) needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile');
+        lines.push('the real run needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile');
       }
       // Lines within 120 columns: the refusal now, when a retry passes (a dry run exited 1 with the
       // store's ~760-column message before, even with nothing to drop).
