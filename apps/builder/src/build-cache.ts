@@ -42,6 +42,7 @@ import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
 import { findOtherFilesBindings, isFromOtherFile } from './judge-model-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
+import { isWriterLockHeldElsewhere } from './is-writer-lock-held-elsewhere.js';
 import { watchWriterLock, type WriterLockWatch } from './watch-writer-lock.js';
 
 /** The seed's gate (the store's default): encode only tensors whose Top-16 exponents cover 99 %. */
@@ -484,8 +485,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // A writer killed mid-write (SIGKILL, a crash, a second Ctrl-C) left its staged blobs, up to a
     // payload each, which only a gc removed: the build removes them now, judged as gc judges them,
     // beside its first tensors. The writer lock it takes only when there are some is the one its
-    // commits take; a live writer holding it past the timeout leaves them to the next run.
-    const sweep = duringLock(sweepTempFiles(store));
+    // commits take; behind another writer's lock it leaves them to the next run (sweepTempFiles).
+    const sweep = duringLock(sweepTempFiles(store, s3 ? undefined : options.cacheDir));
     sweep.catch(() => {});
 
     const results: BuildTensorReport[] = new Array(tensors.length);
@@ -740,12 +741,17 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
 }
 
 /**
- * store.removeAbandonedTempFiles (directory caches): what it removed. LOCK_TIMEOUT is no failure of
- * the build: another writer holds the lock (its commits would wait for it as well), and the files
- * stay for the next run or a gc.
+ * store.removeAbandonedTempFiles (directory caches): what it removed. Another writer holding the
+ * lock (`cacheDir`'s lock file names a live one) is no failure of the build, and the files stay for
+ * the next run or a gc: the sweep is skipped, not waited for. It waited for the lock (the store's
+ * SWEEP_LOCK_WAIT_MS, before 2026-12-05 the whole lock timeout) holding the store's writer mutex,
+ * and the commits' whole lock timeout began only after it: a build behind a stopped writer waited
+ * for the lock longer than LOCK_TIMEOUT's waitedMs and message said (61 s against 30 s). Its
+ * LOCK_TIMEOUT (a writer that took the lock just after the look) is no failure either.
  */
-async function sweepTempFiles(store: CacheStore): Promise<TempFilesReport> {
+async function sweepTempFiles(store: CacheStore, cacheDir: string | undefined): Promise<TempFilesReport> {
   try {
+    if (cacheDir !== undefined && (await isWriterLockHeldElsewhere(cacheDir))) return NO_TEMP_FILES;
     return (await store.removeAbandonedTempFiles?.()) ?? NO_TEMP_FILES;
   } catch (error) {
     // ABORTED: Ctrl-C while waiting for that writer; the build's own steps say so.
