@@ -217,11 +217,15 @@ export const gcCommand = defineCommand({
     }
     const verb = report.dryRun ? 'would remove' : 'removed';
     const lines = renderCollection(report, s3, minAgeMs ?? DEFAULT_GC_MIN_AGE_MS);
-    if (report.bindings !== undefined) lines.push(...renderModelBindings(report.bindings, args.cache, verb));
+    if (report.bindings !== undefined) appendLines(lines, renderModelBindings(report.bindings, args.cache, verb));
     const dropped = report.unboundEntries;
     if (dropped !== undefined) {
-      lines.push(`${verb} ${dropped.count} unbound entr${dropped.count === 1 ? 'y' : 'ies'} (${formatBytes(dropped.reclaimedBytes)})`, ...dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
-      if (dropped.blobsLeft.length > 0) lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`, ...dropped.blobsLeft.map((p) => `  ${p}`));
+      lines.push(`${verb} ${dropped.count} unbound entr${dropped.count === 1 ? 'y' : 'ies'} (${formatBytes(dropped.reclaimedBytes)})`);
+      appendLines(lines, dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
+      if (dropped.blobsLeft.length > 0) {
+        lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`);
+        appendLines(lines, dropped.blobsLeft.map((p) => `  ${p}`));
+      }
       // The dry run needs no --exclusive; without this line the real run's usage error came as a surprise.
       if (dropped.needsExclusive === true) {
         lines.push('the real run needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile');
@@ -294,7 +298,7 @@ interface DropFailure {
 }
 
 /** The collection's text lines (the store's gc report): what every run prints first. */
-function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): string[] {
+export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): string[] {
   const verb = report.dryRun ? 'would remove' : 'removed';
   const lines = [
     s3
@@ -307,7 +311,10 @@ function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): stri
   // S3 only, each only when non-zero: the dropped keys' alias objects, and what --min-age kept
   // (a dry run that listed nothing read as if the cache held nothing for a later gc).
   const aliases = report.orphanAliases ?? [];
-  if (aliases.length > 0) lines.push(`${verb} ${countOf(aliases.length, 'alias object')} of dropped entries (below their slices' binding)`, ...aliases.map((path) => `  ${path}`));
+  if (aliases.length > 0) {
+    lines.push(`${verb} ${countOf(aliases.length, 'alias object')} of dropped entries (below their slices' binding)`);
+    appendLines(lines, aliases.map((path) => `  ${path}`));
+  }
   const young = report.keptYoung;
   const youngParts =
     young === undefined
@@ -327,11 +334,19 @@ function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): stri
     lines.push(
       // Within 120 columns (~210 before); which writers, and why only age judges them: README's gc row.
       `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) a writer may still be writing: each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
-      ...kept.map((p) => `  ${p}`),
     );
+    appendLines(lines, kept.map((p) => `  ${p}`));
   }
-  if (report.unknownFiles.length > 0) lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`, ...report.unknownFiles.map((p) => `  ${p}`));
+  if (report.unknownFiles.length > 0) {
+    lines.push(`left ${report.unknownFiles.length} ${s3 ? 'objects' : 'files'} the cache did not write:`);
+    appendLines(lines, report.unknownFiles.map((p) => `  ${p}`));
+  }
   return lines;
+}
+
+/** One push per line: push(...lines) throws RangeError past ~125,000 arguments (a drop of that many entries). */
+function appendLines(lines: string[], more: readonly string[]): void {
+  for (const line of more) lines.push(line);
 }
 
 /**
