@@ -14,6 +14,7 @@ describe('gc report rendering of very long lists', () => {
   it('renders 200,000 alias objects, kept temp files and unknown files, each on a line', () => {
     const report: GcReport = {
       dryRun: false,
+      durationMs: 1,
       orphanBlobs: [],
       orphanBytes: 0,
       tempFiles: [],
