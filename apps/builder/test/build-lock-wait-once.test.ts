@@ -5,7 +5,7 @@
 // opens get a 1 s lock timeout, so the wait is short; what is asserted is that the sweep never waits
 // for the lock, and that waitedMs accounts for the build's time (up to its own short work).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, expect, it, vi } from 'vitest';
@@ -92,5 +92,23 @@ it('behind a live writer’s lock, the sweep does not wait for it: one LOCK_TIME
   const report = await buildCache({ model, cacheDir, jobs: 0 });
   expect(sweeps.outcomes).toEqual(['removed 2']);
   expect(report).toMatchObject({ temp_files_removed: 2, temp_bytes_removed: 300 });
+  expect(await tempNames(cacheDir)).toEqual([]);
+});
+
+it('an old lock file that names no holder (a power loss) does not stop the sweep: the store takes it over, as a dead holder’s', { timeout: 30_000 }, async () => {
+  const cacheDir = join(temp.path, 'cache-unparseable');
+  const model = await writeSingleFileModel(join(temp.path, 'u.safetensors'), [gaussianBf16('a', [64, 64], 1), gaussianBf16('b', [32, 64], 2)]);
+  await buildCache({ model, cacheDir, jobs: 0 });
+  // Every tensor cached: the build commits nothing, so only its sweep would take the lock over.
+  await writeFile(join(cacheDir, 'lock'), 'not a holder record');
+  const hourAgo = new Date(Date.now() - 3600_000);
+  await utimes(join(cacheDir, 'lock'), hourAgo, hourAgo);
+  const dead = `.tmp-${spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid}-3333333333333333.${pidSpaceTag()}.bin`;
+  await writeFile(join(cacheDir, 'blobs', dead), Buffer.alloc(200));
+
+  sweeps.outcomes = [];
+  const report = await buildCache({ model, cacheDir, jobs: 0 });
+  expect(sweeps.outcomes).toEqual(['removed 1']);
+  expect(report).toMatchObject({ temp_files_removed: 1, temp_bytes_removed: 200 });
   expect(await tempNames(cacheDir)).toEqual([]);
 });
