@@ -386,7 +386,7 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     expect(youngDry.code, youngDry.err).toBe(0);
     expect(youngDry.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)\n {2}\S+ b\.weight /m);
     expect(youngDry.out).toMatch(
-      /\n {2}and would be refused now: the cache was written to within --min-age \(1h\)\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 1h\); --min-age 35m waits least: \S+ \S+ UTC\nrun without --dry-run to remove them\n$/,
+      /\n {2}and would be refused now: the cache was written to within --min-age \(1h\)\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 1h\); --min-age 35m waits least: \S+ \S+ UTC\nrun without --dry-run, with --exclusive, to remove them\n$/,
     );
     expect(youngDry.out + youngDry.err).not.toMatch(/dropUnboundEntries|minAgeMs/);
     for (const line of youngDry.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(120);
@@ -416,7 +416,7 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     expect(gc35.code).toBe(1);
     expect(gc35.err).toMatch(/younger than minAgeMs \(35 min\).*; the cache must stay quiet \(no build, gc, or loader recording stamps\) until \S+ \S+ UTC, when its newest object is --min-age \(35m\) old/);
     // Its dry run at 35m: the shortest, no "waits least".
-    expect((await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '35m'])).out).toMatch(/\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 35m\)\nrun without --dry-run to remove them\n$/);
+    expect((await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '35m'])).out).toMatch(/\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 35m\)\nrun without --dry-run, with --exclusive, to remove them\n$/);
     // The text: the gc line judged at 35m, and when a retry passes on an indented line.
     expect((await runInProcess(['inspect', cache, '--min-age', '35m'])).out).toMatch(
       /^unbound 1 entry \([^)]+\): gc --drop-unbound-entries --exclusive --min-age 35m refuses now \(written to lately\)\n {2}build each .*\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 35m\)\n/m,
@@ -458,7 +458,7 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
       // Lines within 120 columns (one of ~330 before): the rule, then, indented, the refusal.
       expect(dryText.out).toContain(
         '\nthe real run needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile\n' +
-          '  it refuses a cache written to within --min-age (40m); see splitzip gc --help\nrun without --dry-run to remove them\n',
+          '  it refuses a cache written to within --min-age (40m); see splitzip gc --help\nrun without --dry-run, with --exclusive, to remove them\n',
       );
       for (const line of dryText.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(120);
       expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);

@@ -249,7 +249,8 @@ export const gcCommand = defineCommand({
             : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`),
       );
     }
-    if (report.dryRun && listsAnything(report)) lines.push('run without --dry-run to remove them');
+    // On s3:// the real drop without --exclusive is a usage error: the last line names it.
+    if (report.dryRun && listsAnything(report)) lines.push(report.unboundEntries?.needsExclusive === true ? 'run without --dry-run, with --exclusive, to remove them' : 'run without --dry-run to remove them');
     io.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   },
