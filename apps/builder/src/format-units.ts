@@ -129,3 +129,46 @@ export function wrapAtSpaces(text: string, columns: number): string[] {
   lines.push(line);
   return lines;
 }
+
+/** The widest line of the text reports (build, stats, verify): a terminal's 120 columns. */
+export const REPORT_LINE_COLUMNS = 120;
+
+/** `6,973,573`: a count with thousands separators, as every count of the text reports reads. */
+export function formatCount(count: number): string {
+  return Number.isFinite(count) ? count.toLocaleString('en-US', { maximumFractionDigits: 20 }) : String(count);
+}
+
+/** `1 problem`, `2 problems`, `1,024 entries`: a count and its noun, singular for one. */
+export function formatCountOf(count: number, one: string, many = `${one}s`): string {
+  return `${formatCount(count)} ${count === 1 ? one : many}`;
+}
+
+/**
+ * `text` as lines of at most `columns` columns, broken at spaces, every line after the first
+ * indented by `hangIndent`. A word wider than a line (a long tensor name) stays on the line it
+ * starts, whole, where that is a short label's; else a line of its own: nothing is cut, and `FAIL`
+ * is not left alone above the name it is about.
+ */
+/** The widest label (`FAIL`, `note:`) a word wider than a line still follows on its line. */
+const WRAP_LABEL_COLUMNS = 8;
+
+export function wrapHanging(text: string, hangIndent: string, columns = REPORT_LINE_COLUMNS): string[] {
+  // A leading indent is kept on the first line (split at spaces, it would be empty words).
+  const lead = /^ */.exec(text)![0];
+  const lines: string[] = [];
+  let line = lead;
+  let start = lead.length;
+  const room = Math.max(columns - displayWidth(hangIndent), 20);
+  for (const word of text.slice(lead.length).split(' ')) {
+    const width = displayWidth(word);
+    // One wider than a line starts its own, but for after a short label (`FAIL`, `note:`).
+    const used = displayWidth(line) - start;
+    if (used > 0 && displayWidth(line) + 1 + width > columns && (width <= room || used > WRAP_LABEL_COLUMNS)) {
+      lines.push(line);
+      line = `${hangIndent}${word}`;
+      start = hangIndent.length;
+    } else line = displayWidth(line) === start ? `${line}${word}` : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines;
+}

@@ -3,7 +3,7 @@
 // coverage gate, too large, a payload no smaller than its raw bytes). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
-import { calibrateFromHistogram, formatCoverage, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
+import { calibrateFromHistogram, computePayloadLayout, formatCoverage, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
@@ -14,6 +14,8 @@ import { canPayloadShrink, describeNoGain, isPayloadSmaller } from './check-payl
 import { isFromOtherFile } from './judge-model-bindings.js';
 import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
+import { formatCount } from './format-units.js';
+import { bf16ValueCount } from './tensor-tasks.js';
 
 export type ModelTensorStatus = 'ok' | 'not_cached' | 'failed';
 
@@ -281,7 +283,8 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     }
     if (coverage < coverageMin) {
       // As a default build names it (skipped_coverage), and the runtime with its bytes (`coverage`).
-      const noGain = shrinks ? '' : `; ${describeNoGain(sizeBytes, 0, store.chunkSize)} too`;
+      // A sentence: `…, and it would not shrink either (…)` (it ended `…raw bytes too`).
+      const noGain = shrinks ? '' : `, and it would not shrink either (${describePayloadSize(sizeBytes, store.chunkSize)})`;
       return stale && !otherFile ? staleFailure() : skipped(`Top-16 coverage ${formatCoverage(coverage, 6)} < ${coverageMin}${noGain}`);
     }
     const gains = isPayloadSmaller(sizeBytes, escapeCount, store.chunkSize);
@@ -325,11 +328,11 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
       ...base,
       key,
       status: 'ok',
-      reason: `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; ${
-        isS3Url(context.store.root)
-          ? "an s3:// cache keeps file stamps per host, not in the bucket: a load with a readThroughDir records this file's on this host"
-          : 'run build to record the file now'
-      }`,
+      // An s3:// cache's bindings carry no local file stamp by design (a stamp is one host's): no copy
+      // or touched file to guess at there.
+      reason: isS3Url(context.store.root)
+        ? "its bytes are the entry's; an s3:// cache keeps no local file stamps in the bucket (by design: a stamp is one host's file), so a load checks them once per host (a raw read and a hash) and then serves them from the cache; a load with a readThroughDir records this file's stamp on that host"
+        : `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; run build to record the file now`,
       unrecorded: true,
     };
   }
@@ -390,4 +393,10 @@ function findBrokenDecodeRule(payload: Uint8Array): unknown {
   } catch (error) {
     return error;
   }
+}
+
+/** `its payload would be 1,024 bytes, not smaller than its 64 raw bytes` (with no escapes: the smallest it can be). */
+function describePayloadSize(rawBytes: number, chunkSize: number): string {
+  const payloadBytes = computePayloadLayout(bf16ValueCount(rawBytes), 0, chunkSize).totalBytes;
+  return `its payload would be ${formatCount(payloadBytes)} bytes, not smaller than its ${formatCount(rawBytes)} raw bytes`;
 }

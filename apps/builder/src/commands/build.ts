@@ -6,7 +6,7 @@ import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { MAX_BUILD_JOBS } from '../limits.js';
-import { formatBytes, formatCoveragePercent, formatPercent, formatRate, formatTable } from '../format-units.js';
+import { formatBytes, formatCount, formatCountOf, formatCoveragePercent, formatPercent, formatRate, formatTable, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
 import { describeLockWait, describeUnreadableLockWait } from '../watch-writer-lock.js';
@@ -155,13 +155,20 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
     ]);
-    lines.push(formatTable(['tensor', 'dtype', 'shape', 'raw', 'status', 'coverage', 'comp', 'ratio'], rows, [false, false, false, true, false, true, true, true]), '');
+    // Within 120 columns: a row that would not fit has its name on a line of its own (as inspect's).
+    lines.push(
+      formatTable(['tensor', 'dtype', 'shape', 'raw', 'status', 'coverage', 'comp', 'ratio'], rows, [false, false, false, true, false, true, true, true], {
+        maxLineColumns: REPORT_LINE_COLUMNS,
+      }),
+      '',
+    );
   }
   const tensorCount = report.tensors.length;
-  lines.push(
+  const summary = [
+
     `model   ${report.model}`,
     `cache   ${report.cache}`,
-    `tensors ${tensorCount}: ${report.encoded} encoded, ${report.cached} already cached, ` +
+    `tensors ${formatCount(tensorCount)}: ${formatCount(report.encoded)} encoded, ${report.cached} already cached, ` +
       `${report.skipped_coverage} skipped (coverage < ${report.coverage_min}), ${report.skipped_dtype} skipped (not BF16)` +
       (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : '') +
       (report.skipped_no_gain > 0 ? `, ${report.skipped_no_gain} skipped (would not shrink)` : '') +
@@ -176,7 +183,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
       : []),
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
-    `wrote   ${formatBytes(report.stored_bytes)} in ${report.encoded} new entries, ${report.aliased} slice bindings` +
+    `wrote   ${formatBytes(report.stored_bytes)} in ${formatCountOf(report.encoded, 'new entry', 'new entries')}, ${formatCountOf(report.aliased, 'slice binding')}` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
     ...(report.journal_recovered !== null
       ? [
@@ -204,7 +211,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       ? [`cleaned ${report.temp_files_removed} temp ${report.temp_files_removed === 1 ? 'file' : 'files'} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
       : []),
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
-  );
+  ];
+  // Each summary line within 120 columns, wrapped under its value (8 columns: `tensors `).
+  for (const line of summary) lines.push(...wrapHanging(line, ' '.repeat(8)));
   return `${lines.join('\n')}\n`;
 }
 
@@ -233,9 +242,14 @@ function describeRatio(ratio: number): string {
   return ratio <= 1 ? `${formatPercent(1 - ratio, 1)} smaller` : `${formatPercent(ratio - 1, 1)} larger`;
 }
 
-/** `2 jobs`, or `4 of 8 jobs` where fewer workers ran than asked for (the memory bound, few tensors, or a model small enough for the main thread). */
+/**
+ * The worker threads that encoded (`jobs`: --jobs, at most; `workers`: those that ran): `2 worker
+ * threads`, `4 of 8 worker threads` where fewer ran (the memory bound, few tensors), or the main
+ * thread where none did (--jobs 0, or a model small enough that workers cost more than they save).
+ */
 function formatWorkers(report: BuildReport): string {
-  return report.workers === report.jobs ? `${report.jobs} jobs` : `${report.workers} of ${report.jobs} jobs`;
+  if (report.workers === 0) return report.jobs === 0 ? 'encoded on the main thread (--jobs 0)' : `encoded on the main thread (0 of ${formatCountOf(report.jobs, 'worker thread')} used)`;
+  return report.workers === report.jobs ? formatCountOf(report.jobs, 'worker thread') : `${formatCount(report.workers)} of ${formatCountOf(report.jobs, 'worker thread')}`;
 }
 
 function sumBf16Bytes(report: BuildReport): number {

@@ -4,7 +4,7 @@ import { analyzeModel, type ModelStatsReport, type TensorStats } from '../analyz
 import { DEFAULT_COVERAGE_MIN } from '../build-cache.js';
 import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
-import { formatBytes, formatCoveragePercent, formatTable } from '../format-units.js';
+import { formatBytes, formatCount, formatCoveragePercent, formatTable, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 
 export const statsCommand = defineCommand({
@@ -74,17 +74,20 @@ export function renderStatsReport(report: ModelStatsReport): string {
       ['tensor', 'dtype', 'shape', 'raw', 'exps', 'top16', 'H(exp)', 'predicted', 'ratio', 'shrinks', 'build'],
       rows,
       [false, false, false, true, true, true, true, true, true, false, false],
+      // Within 120 columns: a row that would not fit has its name on a line of its own (as inspect's).
+      { maxLineColumns: REPORT_LINE_COLUMNS },
     ),
     '',
     `model     ${report.model}`,
-    `tensors   ${t.tensors}: ${t.bf16Tensors} BF16${t.tooLargeTensors > 0 ? ` (and ${t.tooLargeTensors} too large to cache)` : ''}, ${t.encodableTensors} ` +
+    `tensors   ${formatCount(t.tensors)}: ${formatCount(t.bf16Tensors)} BF16${t.tooLargeTensors > 0 ? ` (and ${formatCount(t.tooLargeTensors)} too large to cache)` : ''}, ${formatCount(t.encodableTensors)} ` +
       (report.skipNoGain
-        ? `pass the ${report.coverageMin} coverage gate and shrink` + (t.noGainTensors > 0 ? `, ${t.noGainTensors} skipped: would not shrink (--skip-no-gain)` : '')
-        : `pass the ${report.coverageMin} coverage gate` + (encodedNoGain > 0 ? `; ${encodedNoGain} of them would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)` : '')),
+        ? `pass the ${report.coverageMin} coverage gate and shrink` + (t.noGainTensors > 0 ? `, ${formatCount(t.noGainTensors)} skipped: would not shrink (--skip-no-gain)` : '')
+        : `pass the ${report.coverageMin} coverage gate` + (encodedNoGain > 0 ? `; ${formatCount(encodedNoGain)} of them would not shrink (payload not smaller than raw: encoded all the same, build --skip-no-gain skips them)` : '')),
     `raw       ${formatBytes(t.rawBytes)} (${formatBytes(t.bf16Bytes)} BF16)`,
     `predicted ${formatBytes(t.encodableBytes)} -> ${formatBytes(t.predictedBytes)}` + (t.predictedRatio === null ? '' : `, ratio ${t.predictedRatio.toFixed(4)}`),
     `exponents entropy ${t.entropyBits === null ? '-' : t.entropyBits.toFixed(3)} bits/value (all BF16 values); ` +
-      `entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} encoded (predicted ${formatBytes(t.predictedBytes)}); ${t.escapeCount} escapes of ${t.elementCount} values`,
+      `entropy bound ${formatBytes(t.entropyBoundBytes)} for the ${formatBytes(t.encodableBytes)} encoded (predicted ${formatBytes(t.predictedBytes)}); ${formatCount(t.escapeCount)} escapes of ${formatCount(t.elementCount)} values`,
   ];
-  return `${lines.join('\n')}\n`;
+  // Each line within 120 columns, wrapped under its value (10 columns: `predicted `); the table is one already.
+  return `${lines.flatMap((line, index) => (index === 0 ? [line] : wrapHanging(line, ' '.repeat(10)))).join('\n')}\n`;
 }

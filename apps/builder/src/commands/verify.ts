@@ -5,7 +5,8 @@ import { defineCommand } from '../define-command.js';
 import { findCacheLeftovers, type CacheLeftovers } from '../find-cache-leftovers.js';
 import { UsageError } from '../errors.js';
 import { openExistingCache } from '../open-existing-cache.js';
-import { formatBytes, formatTable } from '../format-units.js';
+import { displayWidth } from '../display-width.js';
+import { formatBytes, formatCount, formatCountOf, formatTable, REPORT_LINE_COLUMNS, wrapAtSpaces, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { interruptedError, throwIfInterrupted } from '../throw-if-interrupted.js';
 import { verifyModelCache, type ModelCheckReport, type ModelTensorCheck } from '../verify-model-cache.js';
@@ -110,6 +111,17 @@ function groupFailedByShard(tensors: readonly ModelTensorCheck[], is: (t: ModelT
   return byShard;
 }
 
+/** Where a wrapped `  note:` or `  FAIL` line goes on: under its text. */
+const NOTE_INDENT = ' '.repeat(8);
+
+/**
+ * `'./my model'` for `./my model`: a path as a shell reads it back, in a command line the report
+ * suggests (plain where no character of it is special to a shell).
+ */
+function quoteForShell(path: string): string {
+  return /^[\w./:@%+=,-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
+}
+
 /** verify's notes of what gc clears: no damage, so no FAIL (a cache with them alone is OK). */
 function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): string[] {
   if (leftovers === null) return [];
@@ -119,25 +131,26 @@ function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): strin
     lines.push(
       `  note: ${blobs} orphan blob${blobs === 1 ? '' : 's'} (${formatBytes(leftovers.orphanBytes)}) no entry references` +
         (isS3Url(cache) ? `, older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h` : '') +
-        ` (a gc or build stopped at once, a crash, or a build not yet committed): \`splitzip gc ${cache}\` removes them`,
+        ` (a gc or build stopped at once, a crash, or a build not yet committed): \`splitzip gc ${quoteForShell(cache)}\` removes them`,
     );
   }
   const temps = leftovers.tempFiles.length;
   if (temps > 0) {
     lines.push(
       isS3Url(cache)
-        ? `  note: ${temps} unfinished upload${temps === 1 ? '' : 's'} older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h (a writer stopped mid-upload): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`
-        : `  note: ${temps} temp file${temps === 1 ? '' : 's'} of dead writers or older than 24 h (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${cache}\` removes ${temps === 1 ? 'it' : 'them'}`,
+        ? `  note: ${temps} unfinished upload${temps === 1 ? '' : 's'} older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h (a writer stopped mid-upload): \`splitzip gc ${quoteForShell(cache)}\` removes ${temps === 1 ? 'it' : 'them'}`
+        : `  note: ${temps} temp file${temps === 1 ? '' : 's'} of dead writers or older than 24 h (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${quoteForShell(cache)}\` removes ${temps === 1 ? 'it' : 'them'}`,
     );
   }
   const locks = leftovers.staleLocks.length;
   if (locks > 0) {
     lines.push(
       `  note: ${locks === 1 ? 'a stale lock of a dead writer' : `${locks} stale locks of dead writers`} (${leftovers.staleLocks.join(', ')}): ` +
-        `\`splitzip gc ${cache}\` removes ${locks === 1 ? 'it' : 'them'} (the next writer also recovers the lock)`,
+        `\`splitzip gc ${quoteForShell(cache)}\` removes ${locks === 1 ? 'it' : 'them'} (the next writer also recovers the lock)`,
     );
   }
-  return lines;
+  // Each within 120 columns, wrapped under its text.
+  return lines.flatMap((line) => wrapHanging(line, NOTE_INDENT));
 }
 
 /** The most temp file names a note lists: a killed build leaves one per blob it was writing (--jobs of them), maybe more. */
@@ -153,30 +166,44 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
   const lines: string[] = [];
   const s = report.store;
   lines.push(
-    `cache ${report.cache}: ${s.checked} entries checked, ${s.passed} passed, ${s.decoded} decoded, ` +
-      `${formatBytes(s.bytesRead)} read, ${s.problems.length} problems`,
+    `cache ${report.cache}: ${formatCountOf(s.checked, 'entry', 'entries')} checked, ${formatCount(s.passed)} passed, ${formatCount(s.decoded)} decoded, ` +
+      `${formatBytes(s.bytesRead)} read, ${formatCountOf(s.problems.length, 'problem')}`,
   );
   // A store error's message starts with its code already.
   for (const p of s.problems) {
     // A problem of the cache's layout (an object no entry owns) names no entry.
     const what = p.key === '' ? 'cache' : `entry ${p.key} (${p.qualname})`;
-    lines.push(`  FAIL ${what}: ${p.message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${p.message}`);
+    // The store's message names the entry again (`(entry <key>, file …)`): once is enough.
+    const message = p.key === '' ? p.message : p.message.replace(`(entry ${p.key}, `, '(').replace(` (entry ${p.key})`, '');
+    lines.push(...wrapHanging(`  FAIL ${what}: ${message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${message}`, NOTE_INDENT));
   }
+  // The model to repair from: the one given with --model, else a placeholder.
+  const model = report.model === null ? '<model>' : quoteForShell(report.model.model);
   if (s.problems.some((p) => p.code === 'MANIFEST_INVALID')) {
-    lines.push(`  manifest older than the journal beside it: \`splitzip build <model> --out ${report.cache} --repair\` keeps its entries that check out and replays the newer journal's commits`);
+    lines.push(`  manifest older than the journal beside it: \`splitzip build ${model} --out ${quoteForShell(report.cache)} --repair\` keeps its entries that check out and replays the newer journal's commits`);
   }
   if (s.problems.some((p) => p.code === 'JOURNAL_INVALID')) {
-    lines.push(`  journal damaged: \`splitzip build <model> --out ${report.cache} --repair\` sets it aside (kept for inspection), keeps every intact record and encodes again the model's tensors the rest held`);
+    lines.push(`  journal damaged: \`splitzip build ${model} --out ${quoteForShell(report.cache)} --repair\` sets it aside (kept for inspection), keeps every intact record and encodes again the model's tensors the rest held`);
   }
   if (s.problems.some((p) => BLOB_DAMAGE_CODES.has(p.code))) {
-    lines.push(`  blobs missing or damaged: \`splitzip build <model> --out ${report.cache} --repair\` puts them back from the model`);
+    lines.push(`  blobs missing or damaged: \`splitzip build ${model} --out ${quoteForShell(report.cache)} --repair\` puts them back from the model`);
+  }
+  // The hints above within 120 columns as well (the FAIL lines are wrapped already).
+  for (let index = 0; index < lines.length; index++) {
+    if (displayWidth(lines[index]!) <= REPORT_LINE_COLUMNS || lines[index]!.startsWith('  FAIL') || lines[index]!.startsWith(NOTE_INDENT)) continue;
+    const wrapped = wrapHanging(lines[index]!, index === 0 ? '  ' : '    ');
+    lines.splice(index, 1, ...wrapped);
+    index += wrapped.length - 1;
   }
   lines.push(...renderLeftovers(report.cache, report.leftovers));
   const m = report.model;
   if (m) {
     lines.push(
-      `model ${m.model}: ${m.totals.tensors} tensors, ${m.totals.ok} cached and bit-identical, ` +
-        `${m.totals.not_cached} not cached, ${m.totals.failed} failed`,
+      ...wrapHanging(
+        `model ${m.model}: ${formatCountOf(m.totals.tensors, 'tensor')}, ${formatCount(m.totals.ok)} cached and bit-identical, ` +
+          `${formatCount(m.totals.not_cached)} not cached, ${formatCount(m.totals.failed)} failed`,
+        '  ',
+      ),
     );
     // Tensors failed for one cause of their shard file: one line per shard (a rewritten shard of a
     // thousand tensors printed a thousand lines of the same cause). Stale: the file holds other
@@ -185,24 +212,30 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     const staleByShard = groupFailedByShard(m.tensors, (t) => t.stale === true);
     const unboundByShard = groupFailedByShard(m.tensors, (t) => t.unbound === true);
     for (const [shard, tensors] of staleByShard) {
-      lines.push(`  FAIL ${tensors.length} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
+      lines.push(...wrapHanging(`  FAIL ${tensors.length} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT));
     }
     for (const [shard, tensors] of unboundByShard) {
-      lines.push(`  FAIL ${tensors.length} tensors of ${shard} (e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`);
+      lines.push(...wrapHanging(`  FAIL ${tensors.length} tensors of ${shard} (e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT));
     }
     for (const t of m.tensors) {
       if (t.status !== 'failed' || (t.stale && staleByShard.has(t.shard)) || (t.unbound && unboundByShard.has(t.shard))) continue;
-      lines.push(`  FAIL ${t.name} (${t.shard} @ ${t.offsetBytes}, ${t.sizeBytes} bytes): ${t.reason}`);
+      lines.push(...wrapHanging(`  FAIL ${t.name} (${t.shard} @ ${formatCount(t.offsetBytes)}, ${formatCountOf(t.sizeBytes, 'byte')}): ${t.reason}`, NOTE_INDENT));
     }
     if (m.tensors.some((t) => t.status === 'failed' && t.unbound)) {
-      lines.push(`  slices not bound: \`splitzip build ${m.model} --out ${report.cache}\` binds them to the entries that hold their bytes (no blob is written)`);
+      lines.push(...wrapHanging(`  slices not bound: \`splitzip build ${quoteForShell(m.model)} --out ${quoteForShell(report.cache)}\` binds them to the entries that hold their bytes (no blob is written)`, NOTE_INDENT));
     }
     // Ok, but their shard file is not recorded yet (a copy, a touched file): one line per shard.
     const unrecordedByShard = new Map<string, ModelTensorCheck[]>();
     for (const t of m.tensors) if (t.status === 'ok' && t.unrecorded) unrecordedByShard.set(t.shard, [...(unrecordedByShard.get(t.shard) ?? []), t]);
-    for (const [shard, tensors] of unrecordedByShard) {
-      lines.push(`  note: ${tensors.length === 1 ? `${tensors[0]!.name} of ${shard}` : `${tensors.length} tensors of ${shard} (e.g. ${tensors[0]!.name})`}: ${tensors[0]!.reason}`);
+    // A line each, under one that says why: the whole reason (the stamps) is in --json, and the README.
+    if (unrecordedByShard.size > 0) {
+      lines.push(
+        isS3Url(report.cache)
+          ? '  note: cached; an s3:// cache keeps no local file stamps (by design), so a load checks these once per host:'
+          : '  note: cached, but no record of the file as it is now (a load checks their bytes once; `splitzip build` records it):',
+      );
     }
+    for (const [shard, tensors] of unrecordedByShard) lines.push(...wrapHanging(`    ${shard}: ${formatCountOf(tensors.length, 'tensor')}`, NOTE_INDENT));
     // Not cached (served raw): non-BF16 tensors counted per dtype, the rest listed with their reason.
     const byDtype = new Map<string, number>();
     const listed: string[][] = [];
@@ -212,13 +245,22 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       else listed.push([t.name, t.reason ?? '']);
     }
     if (byDtype.size > 0) {
-      lines.push(`  not cached, not BF16: ${[...byDtype].map(([dtype, n]) => `${n} ${dtype}`).join(', ')}`);
+      lines.push(...wrapHanging(`  not cached, not BF16: ${[...byDtype].map(([dtype, n]) => `${formatCount(n)} ${dtype}`).join(', ')}`, '    '));
     }
     if (listed.length > 0) {
       lines.push('  not cached, BF16:');
-      // Within 120 columns where the names allow: a long name stacks its reason below it (4 columns of indent).
-      // One push a line: a spread of a large model's list (150,000 lines stacked) threw a RangeError.
-      for (const line of formatTable(['tensor', 'reason'], listed, [], { maxLineColumns: 116 }).split('\n')) lines.push(`    ${line}`);
+      // A table within 120 columns where the names allow; else each name whole on its line, its reason
+      // wrapped below it (the stacked table's `tensor` / `reason` / `------` header read as a stray row).
+      // One push a line: a spread of a large model's list (150,000 lines) threw a RangeError.
+      const table = formatTable(['tensor', 'reason'], listed, []);
+      if (table.split('\n').every((line) => displayWidth(line) <= REPORT_LINE_COLUMNS - 4)) {
+        for (const line of table.split('\n')) lines.push(`    ${line}`);
+      } else {
+        for (const [name, reason] of listed) {
+          lines.push(`    ${name}`);
+          for (const line of wrapAtSpaces(reason!, REPORT_LINE_COLUMNS - 6)) lines.push(`      ${line}`);
+        }
+      }
     }
   }
   lines.push(report.ok ? 'OK' : 'FAILED');
