@@ -1,7 +1,7 @@
 // The text lines of a ModelBindingsReport, for `gc --model` and `inspect --model`.
+// `1 binding`, `2 bindings`, with thousands separators, as every count of the text reports.
+import { formatCountOf as plural } from './format-units.js';
 import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
-
-const plural = (count: number, one: string, many = `${one}s`): string => `${count} ${count === 1 ? one : many}`;
 
 const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, string> = {
   leftover: "at no tensor's span now",

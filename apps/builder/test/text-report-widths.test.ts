@@ -7,6 +7,8 @@ import { cp, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ensureDefaultModel } from '@splitzip/default-model';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BuildReport } from '../src/build-cache.js';
+import { renderBuildReport } from '../src/commands/build.js';
 import { renderVerifyReport, type VerifyCommandReport } from '../src/commands/verify.js';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import { runInProcess } from './helpers/run-in-process.js';
@@ -132,5 +134,15 @@ describe('build text report counts', () => {
     expect(built.code, built.err).toBe(0);
     expect(built.out).toMatch(/^wrote {3}.* in 1 new entry, 1 slice binding$/m);
     expect(built.out).toMatch(/, encoded on the main thread \(--jobs 0\)$/m);
+  });
+
+  it("a damaged journal's recovery: 1 intact record, and counts past 999 with separators", async () => {
+    const path = await writeSingleFileModel(join(temp.path, 'two.safetensors'), [gaussianBf16('w', [64, 64], 8)]);
+    const built = await runInProcess(['build', path, '--out', join(temp.path, 'c-two'), '--quiet', '--jobs', '0', '--json']);
+    expect(built.code, built.err).toBe(0);
+    const report = JSON.parse(built.out) as BuildReport;
+    const journal = { journal: 'journal.1', keptAs: 'journal.1.damaged', generation: 1, damagedFromOffsetBytes: 10, salvagedRecords: 1, droppedRecords: 1_234, droppedOps: 1, reason: 'x' };
+    const text = renderBuildReport({ ...report, journal_recovered: journal }, { tensors: false }).replace(/\n {8}/g, ' ');
+    expect(text).toContain('1 intact record after it kept, 1,234 unreadable');
   });
 });

@@ -168,8 +168,8 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
 
     `model   ${report.model}`,
     `cache   ${report.cache}`,
-    `tensors ${formatCount(tensorCount)}: ${formatCount(report.encoded)} encoded, ${report.cached} already cached, ` +
-      `${report.skipped_coverage} skipped (coverage < ${report.coverage_min}), ${report.skipped_dtype} skipped (not BF16)` +
+    `tensors ${formatCount(tensorCount)}: ${formatCount(report.encoded)} encoded, ${formatCount(report.cached)} already cached, ` +
+      `${formatCount(report.skipped_coverage)} skipped (coverage < ${report.coverage_min}), ${formatCount(report.skipped_dtype)} skipped (not BF16)` +
       (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : '') +
       (report.skipped_no_gain > 0 ? `, ${report.skipped_no_gain} skipped (would not shrink)` : '') +
       // Their bytes are in the cache, but the runtime cannot find them by slice: it reads them raw.
@@ -190,25 +190,25 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
           (report.journal_recovered.keptAs === null
             ? 'journal missing: the cache moved to a new generation from its manifest; '
             : `journal damaged from byte ${report.journal_recovered.damagedFromOffsetBytes}: kept as ${report.journal_recovered.keptAs}; `) +
-            `${report.journal_recovered.salvagedRecords} intact records after it kept, ${report.journal_recovered.droppedRecords} unreadable ` +
+            `${formatCountOf(report.journal_recovered.salvagedRecords, 'intact record')} after it kept, ${formatCount(report.journal_recovered.droppedRecords)} unreadable ` +
             "(this model's tensors among theirs were encoded again)",
         ]
       : []),
     ...(report.manifest_recovered !== null
       ? [
           `manifest damaged (${report.manifest_recovered.reason}): kept as ${report.manifest_recovered.keptAs}; ` +
-            `${report.manifest_recovered.salvagedEntries} entries kept, ${report.manifest_recovered.droppedEntries.length} dropped, ` +
-            `${report.manifest_recovered.droppedBindings} bindings dropped (this model's bound again; other models' are found by content key at their next load), ` +
-            `${report.manifest_recovered.salvagedRecords} journal records kept` +
-            (report.manifest_recovered.journalEntries > 0 ? `, ${report.manifest_recovered.journalEntries} entries from it` : '') +
-            (report.manifest_recovered.otherJournalEntries > 0 ? `, ${report.manifest_recovered.otherJournalEntries} entries from other journals` : '') +
+            `${formatCountOf(report.manifest_recovered.salvagedEntries, 'entry', 'entries')} kept, ${formatCount(report.manifest_recovered.droppedEntries.length)} dropped, ` +
+            `${formatCountOf(report.manifest_recovered.droppedBindings, 'binding')} dropped (this model's bound again; other models' are found by content key at their next load), ` +
+            `${formatCountOf(report.manifest_recovered.salvagedRecords, 'journal record')} kept` +
+            (report.manifest_recovered.journalEntries > 0 ? `, ${formatCountOf(report.manifest_recovered.journalEntries, 'entry', 'entries')} from it` : '') +
+            (report.manifest_recovered.otherJournalEntries > 0 ? `, ${formatCountOf(report.manifest_recovered.otherJournalEntries, 'entry', 'entries')} from other journals` : '') +
             (report.manifest_recovered.keptJournals.length > 0 ? ` (journals kept aside: ${report.manifest_recovered.keptJournals.join(', ')})` : '') +
             `; settings as read: coverage_min ${report.manifest_recovered.coverageMin}, chunk_size ${report.manifest_recovered.chunkSize}` +
             (report.manifest_recovered.defaultedSettings.length > 0 ? `; unreadable settings now the defaults: ${report.manifest_recovered.defaultedSettings.join(', ')}` : ''),
         ]
       : []),
     ...(report.temp_files_removed > 0
-      ? [`cleaned ${report.temp_files_removed} temp ${report.temp_files_removed === 1 ? 'file' : 'files'} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
+      ? [`cleaned ${formatCountOf(report.temp_files_removed, 'temp file')} (${formatBytes(report.temp_bytes_removed)}) left by writers killed mid-write`]
       : []),
     `time    ${report.elapsed_s.toFixed(2)} s (${formatRate(sumBf16Bytes(report) / report.elapsed_s)} of BF16), backend ${report.backend}${report.fallback_reason === null ? '' : ` (${report.backend_requested} did not start)`}, ${formatWorkers(report)}`,
   ];
