@@ -159,7 +159,7 @@ export function wrapHanging(text: string, hangIndent: string, columns = REPORT_L
   let line = lead;
   let start = lead.length;
   const room = Math.max(columns - displayWidth(hangIndent), 20);
-  for (const word of text.slice(lead.length).split(' ')) {
+  for (const word of keepUnitsWithNumbers(text.slice(lead.length).split(' '))) {
     const width = displayWidth(word);
     // One wider than a line starts its own, but for after a short label (`FAIL`, `note:`).
     const used = displayWidth(line) - start;
@@ -171,4 +171,17 @@ export function wrapHanging(text: string, hangIndent: string, columns = REPORT_L
   }
   lines.push(line);
   return lines;
+}
+
+/** A byte unit (`MiB`, `KiB/s)`) after its number: the two wrap as one word (`10.0` ended a line, `MiB` began the next). */
+const BYTE_UNIT_WORD = /^(B|KiB|MiB|GiB|TiB)(\/s)?[),;:]*$/;
+
+function keepUnitsWithNumbers(words: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (const word of words) {
+    const previous = joined.at(-1);
+    if (previous !== undefined && BYTE_UNIT_WORD.test(word) && /\d$/.test(previous)) joined[joined.length - 1] = `${previous} ${word}`;
+    else joined.push(word);
+  }
+  return joined;
 }

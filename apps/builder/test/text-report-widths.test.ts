@@ -47,6 +47,8 @@ describe('text report widths', () => {
     const stats = await runInProcess(['stats', model, '--quiet']);
     expect(stats.code, stats.err).toBe(0);
     expect(overlong(stats.out)).toEqual([]);
+    // A size wraps whole: `10.0` ended a line and `MiB` began the next.
+    expect(stats.out).not.toMatch(/\d\n +(B|KiB|MiB|GiB)\b/);
     expect(stats.out.replace(/\n {10}/g, ' ')).toMatch(/ \d{1,3}(,\d{3})* escapes of \d{1,3}(,\d{3})+ values$/m);
   });
 
