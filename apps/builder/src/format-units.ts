@@ -159,7 +159,7 @@ export function wrapHanging(text: string, hangIndent: string, columns = REPORT_L
   let line = lead;
   let start = lead.length;
   const room = Math.max(columns - displayWidth(hangIndent), 20);
-  for (const word of keepUnitsWithNumbers(text.slice(lead.length).split(' '))) {
+  for (const word of keepUnitsWithNumbers(keepCommandsWhole(text.slice(lead.length).split(' ')))) {
     const width = displayWidth(word);
     // One wider than a line starts its own, but for after a short label (`FAIL`, `note:`).
     const used = displayWidth(line) - start;
@@ -182,6 +182,31 @@ function keepUnitsWithNumbers(words: readonly string[]): string[] {
     const previous = joined.at(-1);
     if (previous !== undefined && BYTE_UNIT_WORD.test(word) && /\d$/.test(previous)) joined[joined.length - 1] = `${previous} ${word}`;
     else joined.push(word);
+  }
+  return joined;
+}
+
+/**
+ * A quoted path of a `command` in backticks (`'./my model'`) as one word: wrapped inside its
+ * quotes, a copied command named another path (a newline and an indent in it). The command still
+ * wraps between its words; quotes outside backticks (`the model's`) are prose.
+ */
+function keepCommandsWhole(words: readonly string[]): string[] {
+  const joined: string[] = [];
+  let inCommand = false;
+  let inQuote = false;
+  let continues = false;
+  for (const word of words) {
+    if (continues) joined[joined.length - 1] = `${joined.at(-1)!} ${word}`;
+    else joined.push(word);
+    for (let at = 0; at < word.length; at++) {
+      const char = word[at];
+      if (inQuote) inQuote = char !== "'";
+      else if (char === '`') inCommand = !inCommand;
+      else if (inCommand && char === '\\') at++;
+      else if (inCommand && char === "'") inQuote = true;
+    }
+    continues = inQuote;
   }
   return joined;
 }

@@ -248,7 +248,11 @@ function describeRatio(ratio: number): string {
  * thread where none did (--jobs 0, or a model small enough that workers cost more than they save).
  */
 function formatWorkers(report: BuildReport): string {
-  if (report.workers === 0) return report.jobs === 0 ? 'encoded on the main thread (--jobs 0)' : `encoded on the main thread (0 of ${formatCountOf(report.jobs, 'worker thread')} used)`;
+  if (report.workers === 0) {
+    // Nothing encoded (every tensor cached or skipped): no claim of where it was encoded.
+    if (report.encoded === 0) return report.jobs === 0 ? 'no worker threads (--jobs 0)' : `0 of ${formatCountOf(report.jobs, 'worker thread')} used (nothing encoded)`;
+    return report.jobs === 0 ? 'encoded on the main thread (--jobs 0)' : `encoded on the main thread (0 of ${formatCountOf(report.jobs, 'worker thread')} used)`;
+  }
   return report.workers === report.jobs ? formatCountOf(report.jobs, 'worker thread') : `${formatCount(report.workers)} of ${formatCountOf(report.jobs, 'worker thread')}`;
 }
 

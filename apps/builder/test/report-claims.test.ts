@@ -1,0 +1,81 @@
+// What build's and verify's text reports claim stays true: a build that encoded nothing does not
+// say it `encoded on the main thread`, and a repair hint's command keeps a quoted path with spaces
+// on one line (wrapped inside them, a copied command named another path).
+import { describe, expect, it } from 'vitest';
+import type { BuildReport } from '../src/build-cache.js';
+import { renderBuildReport } from '../src/commands/build.js';
+import { renderVerifyReport, type VerifyCommandReport } from '../src/commands/verify.js';
+
+const buildReport = (encoded: number, jobs: number, workers: number): BuildReport =>
+  ({
+    model: 'm.safetensors',
+    cache: 'c',
+    tensors: [],
+    encoded,
+    cached: 3 - encoded,
+    skipped_coverage: 0,
+    skipped_dtype: 0,
+    skipped_size: 0,
+    skipped_no_gain: 0,
+    unaliased: 0,
+    coverage_min: 0.99,
+    raw_bytes: 6,
+    comp_bytes: 6,
+    stored_bytes: 0,
+    ratio: 1,
+    aliased: 0,
+    repaired: 0,
+    journal_recovered: null,
+    manifest_recovered: null,
+    temp_files_removed: 0,
+    temp_bytes_removed: 0,
+    elapsed_s: 1,
+    backend: 'codec',
+    backend_requested: 'auto',
+    fallback_reason: null,
+    jobs,
+    workers,
+    dtypes: {},
+  }) as unknown as BuildReport;
+
+describe('build: the worker threads line', () => {
+  it('a build that encoded nothing (all cached) does not say it encoded on the main thread', () => {
+    const text = renderBuildReport(buildReport(0, 2, 0), { tensors: false });
+    expect(text).not.toMatch(/encoded on the main thread/);
+    expect(text).toMatch(/0 of 2 worker threads used \(nothing encoded\)$/m);
+    expect(renderBuildReport(buildReport(0, 0, 0), { tensors: false })).not.toMatch(/encoded on the main thread/);
+  });
+
+  it('one that encoded on the main thread still says so', () => {
+    expect(renderBuildReport(buildReport(3, 2, 0), { tensors: false })).toMatch(/, encoded on the main thread \(0 of 2 worker threads used\)$/m);
+    expect(renderBuildReport(buildReport(3, 0, 0), { tensors: false })).toMatch(/, encoded on the main thread \(--jobs 0\)$/m);
+  });
+});
+
+describe('verify: a repair hint with a quoted path', () => {
+  it('keeps each quoted path on one line (the command wraps between its words)', () => {
+    const model = `/data/my models/${'long folder name '.repeat(2)}x/model.safetensors.index.json`;
+    const cache = '/var/cache/split zip';
+    const report = {
+      cache,
+      ok: false,
+      store: {
+        ok: false,
+        checked: 1,
+        passed: 0,
+        decoded: 0,
+        bytesRead: 0,
+        generation: 0,
+        durationMs: 1,
+        problems: [{ key: 'k', qualname: 'w', code: 'BLOB_MISSING', message: 'BLOB_MISSING: blob missing' }],
+      },
+      leftovers: null,
+      model: { model, ok: true, coverageMin: 0.99, tensors: [], totals: { tensors: 0, ok: 0, not_cached: 0, failed: 0, checked_bytes: 0 } },
+    } as unknown as VerifyCommandReport;
+    const text = renderVerifyReport(report);
+    const lines = text.split('\n');
+    expect(lines.some((line) => line.includes(`'${model}'`))).toBe(true);
+    expect(lines.some((line) => line.includes(`'${cache}'`))).toBe(true);
+    expect(lines.filter((line) => line.length > 120)).toEqual([]);
+  });
+});
