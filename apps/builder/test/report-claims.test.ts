@@ -101,3 +101,16 @@ describe('verify: a large model of one shard', () => {
     expect(render(many('failed', { stale: true }))).toMatch(/^ {2}FAIL 200,000 tensors of s\.safetensors /m);
   });
 });
+
+describe('verify: a repair hint for a model path starting with -', () => {
+  it('names it as ./-x, not as an option', () => {
+    const text = renderVerifyReport({
+      cache: 'c',
+      ok: false,
+      store: { ok: false, checked: 1, passed: 0, decoded: 0, bytesRead: 0, generation: 0, durationMs: 1, problems: [{ key: 'k', qualname: 'w', code: 'BLOB_MISSING', message: 'BLOB_MISSING: blob missing' }] },
+      leftovers: null,
+      model: { model: '-my model', ok: true, coverageMin: 0.99, tensors: [], totals: { tensors: 0, ok: 0, not_cached: 0, failed: 0, checked_bytes: 0 } },
+    } as unknown as VerifyCommandReport);
+    expect(text).toContain("`splitzip build './-my model' --out c --repair`");
+  });
+});

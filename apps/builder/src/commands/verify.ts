@@ -127,6 +127,8 @@ const NOTE_INDENT = ' '.repeat(8);
  * suggests (plain where no character of it is special to a shell).
  */
 function quoteForShell(path: string): string {
+  // `-x` read as an option, quoted or not (build rejects it): `./-x` is the same relative path.
+  if (path.startsWith('-')) return quoteForShell(`./${path}`);
   return /^[\w./:@%+=,-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
 }
 
