@@ -8,42 +8,18 @@
 //
 // Read-only is made as read-only-cache.test.ts makes it: a read-only bind mount as root (a file or
 // a directory), mode 0444/0555 otherwise; skipped only as root where mount is not allowed.
-import { execFileSync } from 'node:child_process';
-import { chmod, readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FsCacheStore } from '../src/cache-store.js';
 import { FsBackend } from '../src/fs-backend.js';
 import { openCacheStore, StoreError } from '../src/index.js';
+import { isRoot, makeReadOnly } from './make-read-only.js';
 import { catchError, makeCache, makeTensor, removeTempDirs, toInput } from './helpers.js';
 
 afterEach(removeTempDirs);
 
-const isRoot = process.getuid?.() === 0;
 const SKIP_REASON = 'root without mount: no way to make a path read-only here';
-
-/** Makes the file or directory `path` read-only for this process; resolves the undo, or undefined where it cannot (root without mount). */
-async function makeReadOnly(path: string): Promise<(() => Promise<void>) | undefined> {
-  if (!isRoot) {
-    const mode = (await stat(path)).mode & 0o777;
-    await chmod(path, (await stat(path)).isDirectory() ? 0o555 : 0o444);
-    return () => chmod(path, mode);
-  }
-  try {
-    execFileSync('mount', ['--bind', path, path], { stdio: 'ignore' });
-  } catch {
-    return undefined;
-  }
-  try {
-    execFileSync('mount', ['-o', 'remount,bind,ro', path], { stdio: 'ignore' });
-  } catch {
-    execFileSync('umount', [path]);
-    return undefined;
-  }
-  return async () => {
-    execFileSync('umount', [path]);
-  };
-}
 
 function expectNotWritable(error: Error & { code?: string; path?: string; details?: Record<string, unknown> }, path: string | RegExp, syscall: string): void {
   expect(error, error.message).toBeInstanceOf(StoreError);

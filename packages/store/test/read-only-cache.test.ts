@@ -5,41 +5,19 @@
 //
 // Read-only is made as it happens: a read-only bind mount as root (who writes through any mode
 // bits), mode 0555 otherwise; skipped only as root where mount is not allowed (no CAP_SYS_ADMIN).
-import { execFileSync, spawnSync } from 'node:child_process';
-import { chmod, readFile, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openCacheStore, StoreError } from '../src/index.js';
 import { asWriteError, toWriteError } from '../src/errors.js';
 import { pidSpaceTag } from '../src/write-lock.js';
+import { isRoot, makeReadOnly } from './make-read-only.js';
 import { catchError, makeCache, makeTensor, toInput } from './helpers.js';
 
-const isRoot = process.getuid?.() === 0;
 
 function deadPid(): number {
   return spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
-}
-
-/** Makes `dir` read-only for this process; resolves the undo, or undefined where it cannot (root without mount). */
-async function makeReadOnly(dir: string): Promise<(() => Promise<void>) | undefined> {
-  if (!isRoot) {
-    await chmod(dir, 0o555);
-    return () => chmod(dir, 0o755);
-  }
-  try {
-    execFileSync('mount', ['--bind', dir, dir], { stdio: 'ignore' });
-  } catch {
-    return undefined;
-  }
-  try {
-    execFileSync('mount', ['-o', 'remount,bind,ro', dir], { stdio: 'ignore' });
-  } catch {
-    execFileSync('umount', [dir]);
-    return undefined;
-  }
-  return async () => {
-    execFileSync('umount', [dir]);
-  };
 }
 
 function expectNotWritable(error: Error & { code?: string; path?: string; details?: Record<string, unknown> }, path: string): void {
