@@ -1,4 +1,3 @@
-import { asWriteError } from './errors.js';
 import { findNewerJournal, olderManifestCopyError } from './find-newer-journal.js';
 import { JOURNAL_HEADER_BYTES } from './journal-format.js';
 import type { ListedFile, StorageBackend } from './backend.js';
@@ -131,8 +130,8 @@ export async function collectGarbage(
   // A few at once (an unlink mostly waits on the file system), stopping at a failure as a loop
   // would: its error (the first in the listing's order) is gc's.
   // A removal the file system refused (a read-only blobs/, another user's files) is NOT_WRITABLE,
-  // as the lock's creation says it: gc writes the cache.
-  if (!report.dryRun) await removeFilesLimited(backend, remove, { stopAtFailure: true }).catch((error: unknown) => Promise.reject(asWriteError(error)));
+  // as the lock's creation says it (removeFile's own error): gc writes the cache.
+  if (!report.dryRun) await removeFilesLimited(backend, remove, { stopAtFailure: true });
   report.durationMs = performance.now() - started;
   return report;
 }

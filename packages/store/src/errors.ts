@@ -173,14 +173,3 @@ export function toWriteError(error: unknown, message: string, context: StoreErro
   });
 }
 
-/**
- * A write's IO_ERROR (toIoError's, from a backend call that writes: a removal) whose system error
- * was a refused write, as toWriteError gives it; any other error unchanged.
- */
-export function asWriteError(error: StoreError): StoreError;
-export function asWriteError(error: unknown): unknown;
-export function asWriteError(error: unknown): unknown {
-  if (!(error instanceof StoreError) || error.code !== 'IO_ERROR' || !isRefusedWrite(error.cause)) return error;
-  return toWriteError(error.cause, error.reason.replace(/ \[E[A-Z]+\]$/, ''), { entry: error.entry, path: error.path, details: error.details });
-}
-

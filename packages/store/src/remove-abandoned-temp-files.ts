@@ -2,7 +2,6 @@
 // models), judged as gc judges them, and a sweep of those alone that a writer can afford at every
 // run: the builder calls it, so a re-run after a killed build cleans up after it without a gc.
 import type { StorageBackend, StoredFile } from './backend.js';
-import { asWriteError } from './errors.js';
 import { isAbandonedTempFile, pidSpaceTag } from './write-lock.js';
 
 /**
@@ -46,8 +45,8 @@ export async function removeAbandonedTempFiles(backend: StorageBackend, runLocke
   return runLocked(async () => {
     // Judged again: another writer's gc or sweep may have removed some meanwhile.
     const files = await list();
-    // A removal the file system refuses (a read-only blobs/) is NOT_WRITABLE, as gc says it.
-    for (const file of files) await backend.removeFile(file).catch((error: unknown) => Promise.reject(asWriteError(error)));
+    // A removal the file system refuses (a read-only blobs/) is NOT_WRITABLE: removeFile says so.
+    for (const file of files) await backend.removeFile(file);
     return {
       tempFiles: files.map((file) => (file.dir ? `${file.dir}/${file.name}` : file.name)),
       tempBytes: files.reduce((sum, file) => sum + file.sizeBytes, 0),

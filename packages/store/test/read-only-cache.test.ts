@@ -10,7 +10,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openCacheStore, StoreError } from '../src/index.js';
-import { asWriteError, toWriteError } from '../src/errors.js';
+import { toWriteError } from '../src/errors.js';
 import { pidSpaceTag } from '../src/write-lock.js';
 import { isRoot, makeReadOnly } from './make-read-only.js';
 import { catchError, makeCache, makeTensor, toInput } from './helpers.js';
@@ -113,7 +113,7 @@ describe('a cache this process cannot write', () => {
   });
 });
 
-describe('toWriteError / asWriteError', () => {
+describe('toWriteError', () => {
   const systemError = (code: string, syscall: string) => Object.assign(new Error(`${code}: x, ${syscall} '/c/f'`), { code, syscall, path: '/c/f' });
 
   it('a refused write is NOT_WRITABLE; EPERM of link (no hard links there), ENOSPC and other errnos are not', () => {
@@ -126,14 +126,5 @@ describe('toWriteError / asWriteError', () => {
     // A StoreError (a refused read of the lock, say) passes through as it is.
     const read = new StoreError('IO_ERROR', 'cannot read the lock file [EACCES]', { cause: systemError('EACCES', 'open') });
     expect(toWriteError(read, 'cannot release the lock')).toBe(read);
-  });
-
-  it("asWriteError turns a removal's IO_ERROR of a refused write into NOT_WRITABLE, keeping its message and path", () => {
-    const removal = new StoreError('IO_ERROR', 'cannot remove a cache file [EACCES]', { path: '/c/blobs/x.bin', details: { errno: 'EACCES' }, cause: systemError('EACCES', 'rm') });
-    const mapped = asWriteError(removal);
-    expect(mapped).toMatchObject({ code: 'NOT_WRITABLE', path: '/c/blobs/x.bin', details: { errno: 'EACCES', syscall: 'rm', path: '/c/blobs/x.bin' } });
-    expect(mapped.message).toBe('NOT_WRITABLE: cannot remove a cache file: permission denied [EACCES] (file /c/blobs/x.bin)');
-    const other = new StoreError('IO_ERROR', 'cannot remove a cache file [EIO]', { cause: systemError('EIO', 'rm') });
-    expect(asWriteError(other)).toBe(other);
   });
 });
