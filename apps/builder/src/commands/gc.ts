@@ -18,7 +18,7 @@ import { describeError } from '../describe-error.js';
 import { addRecentWritesWait, describeRecentWritesRetry, describeRecentWritesWait, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
 import type { DropRefusal } from '../find-drop-refusal.js';
 import { UsageError } from '../errors.js';
-import { formatBytes } from '../format-units.js';
+import { formatBytes, formatCountOf } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
 import { parseS3MinAgeMs } from '../parse-min-age.js';
@@ -178,7 +178,7 @@ export const gcCommand = defineCommand({
             signal,
             unboundEntries === undefined || unboundEntries.dryRun || unboundEntries.count === 0
               ? ''
-              : `: stopped after removing ${unboundEntries.count} unbound entr${unboundEntries.count === 1 ? 'y' : 'ies'} (${formatBytes(unboundEntries.reclaimedBytes)}) and their blobs${model === undefined ? '' : '; the --model prune did not run'}`,
+              : `: stopped after removing ${formatCountOf(unboundEntries.count, 'unbound entry', 'unbound entries')} (${formatBytes(unboundEntries.reclaimedBytes)}) and their blobs${model === undefined ? '' : '; the --model prune did not run'}`,
           );
           const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
           // Entries the prune left with no binding stay for the next drop: counted, so that the
@@ -220,7 +220,7 @@ export const gcCommand = defineCommand({
     if (report.bindings !== undefined) appendLines(lines, renderModelBindings(report.bindings, args.cache, verb));
     const dropped = report.unboundEntries;
     if (dropped !== undefined) {
-      lines.push(`${verb} ${dropped.count} unbound entr${dropped.count === 1 ? 'y' : 'ies'} (${formatBytes(dropped.reclaimedBytes)})`);
+      lines.push(`${verb} ${formatCountOf(dropped.count, 'unbound entry', 'unbound entries')} (${formatBytes(dropped.reclaimedBytes)})`);
       appendLines(lines, dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
       if (dropped.blobsLeft.length > 0) {
         lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`);
@@ -243,7 +243,7 @@ export const gcCommand = defineCommand({
     const left = report.unboundAfterPrune;
     if (left !== undefined && left.count > 0) {
       lines.push(
-        `kept ${left.count} entr${left.count === 1 ? 'y' : 'ies'} (${formatBytes(left.compBytes)}) bound to no slice once the prune ran, for the next --drop-unbound-entries` +
+        `kept ${formatCountOf(left.count, 'entry', 'entries')} (${formatBytes(left.compBytes)}) bound to no slice once the prune ran, for the next --drop-unbound-entries` +
           (left.ofModel === 0
             ? ''
             : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`),
@@ -303,17 +303,17 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
   const verb = report.dryRun ? 'would remove' : 'removed';
   const lines = [
     s3
-      ? `${verb} ${countOf(report.orphanBlobs.length, 'orphan blob')} (${formatBytes(report.orphanBytes)}), ${countOf(report.tempFiles.length, 'unfinished upload')}, ` +
-        `${countOf(report.orphanStamps?.length ?? 0, 'stamp object')} no reader takes`
-      : `${verb} ${countOf(report.orphanBlobs.length, 'orphan blob')} (${formatBytes(report.orphanBytes)}), ${countOf(report.tempFiles.length, 'temp file')}, ` +
-        `${countOf(report.oldJournals.length, 'old journal')}, ${countOf(report.staleLocks.length, 'stale lock')}`,
+      ? `${verb} ${formatCountOf(report.orphanBlobs.length, 'orphan blob')} (${formatBytes(report.orphanBytes)}), ${formatCountOf(report.tempFiles.length, 'unfinished upload')}, ` +
+        `${formatCountOf(report.orphanStamps?.length ?? 0, 'stamp object')} no reader takes`
+      : `${verb} ${formatCountOf(report.orphanBlobs.length, 'orphan blob')} (${formatBytes(report.orphanBytes)}), ${formatCountOf(report.tempFiles.length, 'temp file')}, ` +
+        `${formatCountOf(report.oldJournals.length, 'old journal')}, ${formatCountOf(report.staleLocks.length, 'stale lock')}`,
     ...[...report.orphanBlobs, ...report.tempFiles, ...report.oldJournals, ...report.staleLocks, ...(report.orphanStamps ?? [])].map((path) => `  ${path}`),
   ];
   // S3 only, each only when non-zero: the dropped keys' alias objects, and what --min-age kept
   // (a dry run that listed nothing read as if the cache held nothing for a later gc).
   const aliases = report.orphanAliases ?? [];
   if (aliases.length > 0) {
-    lines.push(`${verb} ${countOf(aliases.length, 'alias object')} of dropped entries (below their slices' binding)`);
+    lines.push(`${verb} ${formatCountOf(aliases.length, 'alias object')} of dropped entries (below their slices' binding)`);
     appendLines(lines, aliases.map((path) => `  ${path}`));
   }
   const young = report.keptYoung;
@@ -321,10 +321,10 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
     young === undefined
       ? []
       : [
-          young.orphanBlobs > 0 ? `${countOf(young.orphanBlobs, 'orphan blob')} (${formatBytes(young.orphanBytes)})` : '',
-          young.tempFiles > 0 ? countOf(young.tempFiles, 'unfinished upload') : '',
-          young.orphanStamps > 0 ? countOf(young.orphanStamps, 'stamp object') : '',
-          young.orphanAliases > 0 ? countOf(young.orphanAliases, 'alias object') : '',
+          young.orphanBlobs > 0 ? `${formatCountOf(young.orphanBlobs, 'orphan blob')} (${formatBytes(young.orphanBytes)})` : '',
+          young.tempFiles > 0 ? formatCountOf(young.tempFiles, 'unfinished upload') : '',
+          young.orphanStamps > 0 ? formatCountOf(young.orphanStamps, 'stamp object') : '',
+          young.orphanAliases > 0 ? formatCountOf(young.orphanAliases, 'alias object') : '',
         ].filter(Boolean);
   if (youngParts.length > 0) lines.push(`${report.dryRun ? 'would keep' : 'kept'} ${youngParts.join(', ')} younger than --min-age (${formatMinAge(minAgeMs)}): a later gc removes them`);
   if (report.finishedCompaction !== undefined) {
@@ -334,7 +334,7 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
   if (kept.length > 0) {
     lines.push(
       // Within 120 columns (~210 before); which writers, and why only age judges them: README's gc row.
-      `kept ${kept.length} temp file${kept.length === 1 ? '' : 's'} (${formatBytes(report.keptTempBytes ?? 0)}) a writer may still be writing: each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
+      `kept ${formatCountOf(kept.length, 'temp file')} (${formatBytes(report.keptTempBytes ?? 0)}) a writer may still be writing: each goes once ${TEMP_FILE_MAX_AGE_MS / 3600_000} h old`,
     );
     appendLines(lines, kept.map((p) => `  ${p}`));
   }
@@ -369,11 +369,6 @@ function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json:
   }
   options.io.stderr.write(`splitzip gc: error: ${message}\n`);
   return 1;
-}
-
-/** `1 orphan blob`, `2 orphan blobs`, `0 orphan blobs`. */
-function countOf(count: number, singular: string): string {
-  return `${count} ${singular}${count === 1 ? '' : 's'}`;
 }
 
 /** Throws the error, a 'recent-writes' refusal with the CLI's sentence of when a retry passes. */

@@ -8,7 +8,7 @@ import { findDropRefusal } from '../find-drop-refusal.js';
 import { describeRecentWritesRetry, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
 import { cutToWidth, displayWidth } from '../display-width.js';
 import { openExistingCache } from '../open-existing-cache.js';
-import { formatBytes, formatPercent, formatTable } from '../format-units.js';
+import { formatBytes, formatCountOf, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 import { judgeModelBindings } from '../judge-model-bindings.js';
 import { parseS3MinAgeMs } from '../parse-min-age.js';
@@ -132,13 +132,13 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
  */
 function renderUnbound(report: InspectReport, minAge: string, nowMs: number): string[] {
   const t = report.totals;
-  const head = `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
+  const head = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
   const exclusive = t.dropNeedsExclusive === true ? ' --exclusive' : '';
   if (t.dropRefusal === undefined) return [`${head}gc --drop-unbound-entries removes them`];
   if (t.dropRefusal !== null) {
     const refusal = t.dropRefusal;
     // Shorter than the others: the reason needs the room.
-    const counted = `unbound ${t.unboundEntries} entr${t.unboundEntries === 1 ? 'y' : 'ies'} (${formatBytes(t.unboundCompBytes)})`;
+    const counted = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} (${formatBytes(t.unboundCompBytes)})`;
     // A cache written to lately (s3://): mostly a build at work or interrupted, whose next run binds
     // its entries; that first, then when a retry passes. Three lines within 120 columns, where the
     // store's quoted message made one of ~160 naming its library option.

@@ -139,7 +139,7 @@ function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): strin
   const blobs = leftovers.orphanBlobs.length;
   if (blobs > 0) {
     lines.push(
-      `  note: ${blobs} orphan blob${blobs === 1 ? '' : 's'} (${formatBytes(leftovers.orphanBytes)}) no entry references` +
+      `  note: ${formatCountOf(blobs, 'orphan blob')} (${formatBytes(leftovers.orphanBytes)}) no entry references` +
         (isS3Url(cache) ? `, older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h` : '') +
         ` (a gc or build stopped at once, a crash, or a build not yet committed): \`splitzip gc ${quoteForShell(cache)}\` removes them`,
     );
@@ -148,8 +148,8 @@ function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): strin
   if (temps > 0) {
     lines.push(
       isS3Url(cache)
-        ? `  note: ${temps} unfinished upload${temps === 1 ? '' : 's'} older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h (a writer stopped mid-upload): \`splitzip gc ${quoteForShell(cache)}\` removes ${temps === 1 ? 'it' : 'them'}`
-        : `  note: ${temps} temp file${temps === 1 ? '' : 's'} of dead writers or older than 24 h (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${quoteForShell(cache)}\` removes ${temps === 1 ? 'it' : 'them'}`,
+        ? `  note: ${formatCountOf(temps, 'unfinished upload')} older than ${DEFAULT_GC_MIN_AGE_MS / 3_600_000} h (a writer stopped mid-upload): \`splitzip gc ${quoteForShell(cache)}\` removes ${temps === 1 ? 'it' : 'them'}`
+        : `  note: ${formatCountOf(temps, 'temp file')} of dead writers or older than 24 h (${formatTempList(leftovers.tempFiles)}): \`splitzip gc ${quoteForShell(cache)}\` removes ${temps === 1 ? 'it' : 'them'}`,
     );
   }
   const locks = leftovers.staleLocks.length;
