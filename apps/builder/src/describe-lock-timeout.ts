@@ -45,6 +45,12 @@ export function describeLockTimeout(lockPath: string, details: LockTimeoutDetail
         `${stem} (this host; a live process: another build, gc or loader of this cache, or a stopped or hung one: \`ps -p ${holder.pid}\`); ` +
         `let it finish, or end it, then ${retry}`
       );
+    case 'stopped':
+      // Stopped, it never finishes: "let it finish" waited for ever.
+      return (
+        `${stem} (this host; a stopped process: job control (Ctrl-Z), SIGSTOP or a debugger, so it never releases the lock); ` +
+        `resume it with \`kill -CONT ${holder.pid}\` or end it, then run this again`
+      );
     case 'other-host':
       return `${stem} (another host: its pid cannot be checked from here): ${byHand}`;
     case 'other-pid-namespace':

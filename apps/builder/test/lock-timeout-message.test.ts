@@ -1,7 +1,12 @@
 // The CLI's LOCK_TIMEOUT line: the store's message is worded for library callers ("open the store
 // with a longer lockTimeoutMs", no such CLI option); the CLI says the wait once, in seconds, who
 // holds the lock where, and the next step (the process to check, the command to run).
-import { StoreError } from '@splitzip/store';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openCacheStore, StoreError } from '@splitzip/store';
 import { describe, expect, it } from 'vitest';
 import { describeError } from '../src/describe-error.js';
 
@@ -25,6 +30,44 @@ describe('LOCK_TIMEOUT in the CLI', () => {
     );
     expect(countWaits(line)).toBe(1);
     expect(line).not.toMatch(/lockTimeoutMs/);
+  });
+
+  it('a stopped holder of this host (holderState stopped): resume it with kill -CONT or end it, not "let it finish"', () => {
+    const line = describeError(lockTimeout('stopped', 'the lock is held by pid 4242 on node-7 (this host) for more than 30 s, and that process is stopped …'));
+    expect(line).toBe(
+      'LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of /caches/c1, held by pid 4242 on node-7 (this host; a stopped process: job control (Ctrl-Z), SIGSTOP or a debugger, ' +
+        'so it never releases the lock); resume it with `kill -CONT 4242` or end it, then run this again',
+    );
+    expect(line).not.toMatch(/let it finish|lockTimeoutMs/);
+  });
+
+  it.runIf(process.platform === 'linux')("a real SIGSTOPped writer's lock: the store's LOCK_TIMEOUT reads stopped, and the line says kill -CONT", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'splitzip-stopped-'));
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      const pid = child.pid!;
+      child.kill('SIGSTOP');
+      for (let i = 0; i < 500 && !/\) [Tt] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); i++) await new Promise((r) => setTimeout(r, 10));
+      const store = await openCacheStore(root, { create: true, lockTimeoutMs: 100, compactOnClose: false });
+      try {
+        await writeFile(join(root, 'lock'), JSON.stringify({ ...holder, pid, host: hostname() }));
+        const error = await store.gc().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toMatchObject({ code: 'LOCK_TIMEOUT', details: { holderState: 'stopped' } });
+        expect(describeError(error)).toBe(
+          `LOCK_TIMEOUT: gave up after waiting 0.1 s for the writer lock of ${root}, held by pid ${pid} on ${hostname()} (this host; a stopped process: job control (Ctrl-Z), SIGSTOP or a debugger, ` +
+            `so it never releases the lock); resume it with \`kill -CONT ${pid}\` or end it, then run this again`,
+        );
+      } finally {
+        await store.close();
+      }
+    } finally {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it('a holder elsewhere (another host, another pid namespace): remove the lock by hand if it is gone, gc does not', () => {

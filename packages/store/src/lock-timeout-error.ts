@@ -4,14 +4,16 @@ import { hostname } from 'node:os';
 import { StoreError } from './errors.js';
 import { formatAge } from './format-age.js';
 import { UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
-import type { LockHolder } from './write-lock.js';
+import { isPidStopped, type LockHolder } from './write-lock.js';
 
 /**
  * Why the holder's lock was not taken over (`details.holderState`): `running` (this host's live
- * process), `other-host`, `other-pid-namespace` (a container sharing the host name), `unparseable`
- * (no holder named, taken over once UNPARSEABLE_LOCK_STALE_MS old).
+ * process), `stopped` (this host's live process, stopped: SIGSTOP, Ctrl-Z, a debugger; read from
+ * /proc/<pid>/stat, so Linux only: `running` where that cannot be read), `other-host`,
+ * `other-pid-namespace` (a container sharing the host name), `unparseable` (no holder named, taken
+ * over once UNPARSEABLE_LOCK_STALE_MS old).
  */
-export type LockHolderState = 'running' | 'other-host' | 'other-pid-namespace' | 'unparseable';
+export type LockHolderState = 'running' | 'stopped' | 'other-host' | 'other-pid-namespace' | 'unparseable';
 
 /** How long to wait longer: the option, since the CLI has no flag for it. */
 const WAIT_LONGER = 'or open the store with a longer lockTimeoutMs';
@@ -28,8 +30,17 @@ export function lockTimeoutError(
   const { timeoutMs, waitedMs, foreignNamespace } = options;
   // The host first, as isHolderDead judges it: a holder in a container of another host has a pid
   // namespace unlike ours too, and was said to be in "another pid namespace of this host".
+  // A stopped holder keeps its lock for ever (it is alive): "wait for it to finish" never ends.
   const holderState: LockHolderState =
-    holder === undefined ? 'unparseable' : holder.host !== hostname() ? 'other-host' : foreignNamespace ? 'other-pid-namespace' : 'running';
+    holder === undefined
+      ? 'unparseable'
+      : holder.host !== hostname()
+        ? 'other-host'
+        : foreignNamespace
+          ? 'other-pid-namespace'
+          : isPidStopped(holder.pid)
+            ? 'stopped'
+            : 'running';
   const waited = `for more than ${formatAge(timeoutMs)}`;
   const removeByHand = `if that writer is gone, remove ${path} by hand (no writer ever breaks such a lock; \`splitzip gc\` neither)`;
   let message: string;
@@ -48,6 +59,12 @@ export function lockTimeoutError(
       message =
         `the lock is held by pid ${holder!.pid} on ${holder!.host} ${waited} (another host: its pid cannot be checked from here, so its lock is never taken over): ` +
         `${removeByHand}, the host down or the process crashed there; if it is still running, wait for it to finish, ${WAIT_LONGER}`;
+      break;
+    case 'stopped':
+      message =
+        `the lock is held by pid ${holder!.pid} on ${holder!.host} (this host) ${waited}, and that process is stopped (job control, SIGSTOP or a debugger), ` +
+        `so it never releases the lock: resume it with \`kill -CONT ${holder!.pid}\` or end it, and try again ` +
+        '(a process ended or killed leaves a lock the next writer takes over at once)';
       break;
     case 'running':
       message =

@@ -122,6 +122,15 @@ export function isPidDead(pid: number): boolean {
   return state === 'Z' || state === 'X';
 }
 
+/**
+ * True when `pid` is stopped (state T: SIGSTOP, Ctrl-Z; t: held by a debugger) in /proc/<pid>/stat;
+ * false where it runs, or where /proc cannot tell (not Linux, no such pid).
+ */
+export function isPidStopped(pid: number): boolean {
+  const state = readProcessStatFields(pid)?.[0];
+  return state === 'T' || state === 't';
+}
+
 let cachedPidSpaceTag: string | undefined;
 let cachedPidNamespace: string | null | undefined;
 

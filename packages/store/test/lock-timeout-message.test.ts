@@ -2,8 +2,9 @@
 // milliseconds, and no word of what to do (wait, or remove another host's lock by hand if its
 // writer is gone: no writer, gc included, ever breaks it). Now the time in human units and the next
 // step for where the holder is, with the same fields in `details` (and the holder's state).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -39,6 +40,35 @@ describe('LOCK_TIMEOUT says how long in human units and what to do next', () => 
       expect(JSON.parse(await readFile(join(root, 'lock'), 'utf8'))).toEqual(holder);
     } finally {
       await store.close();
+    }
+  });
+
+  it.runIf(process.platform === 'linux')('a SIGSTOPped holder of this host is `stopped`: resume it with kill -CONT or end it, not "wait for it"', async () => {
+    // It read "that process is running … wait for it to finish": a stopped writer never finishes.
+    const { root, tensors } = await makeCache();
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      const pid = child.pid!;
+      child.kill('SIGSTOP');
+      // The state after the last ')' (a comm may hold spaces and parentheses) is T once it stopped.
+      for (let i = 0; i < 500 && !/\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); i++) await new Promise((r) => setTimeout(r, 10));
+      const holder = holderRecord({ pid });
+      await writeFile(join(root, 'lock'), JSON.stringify(holder));
+      const store = await openCacheStore(root, { lockTimeoutMs: 100, compactOnClose: false });
+      try {
+        const error = await catchError(() => store.aliasSlice(tensors[0]!.key, 'blocked', 0, 240));
+        expect(error.code).toBe('LOCK_TIMEOUT');
+        expect(error.message).toContain(`the lock is held by pid ${pid} on ${hostname()} (this host) for more than 100 ms, and that process is stopped (job control, SIGSTOP or a debugger)`);
+        expect(error.message).toContain(`resume it with \`kill -CONT ${pid}\` or end it`);
+        expect(error.message).not.toContain('wait for it to finish');
+        expect(error.details).toMatchObject({ holder, holderState: 'stopped', timeoutMs: 100 });
+        expect(JSON.parse(await readFile(join(root, 'lock'), 'utf8'))).toEqual(holder);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
     }
   });
 
