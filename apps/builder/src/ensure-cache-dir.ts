@@ -6,9 +6,11 @@ import { BuilderError } from './errors.js';
 /**
  * Creates the cache directory one component at a time, so that the real reason a path cannot be
  * created surfaces (Node's recursive mkdir reports ENOENT on a read-only file system), and turns
- * it into one clear NOT_WRITABLE error naming the directory.
+ * it into one clear NOT_WRITABLE error naming the directory. A path that is a regular file, or
+ * under one, is USAGE (cacheFileError), checked first: no permission is wanting there.
  */
 export async function ensureCacheDir(cacheDir: string): Promise<void> {
+  await checkCacheDirNotFile(cacheDir, 'the cache directory');
   const missing: string[] = [];
   for (let current = resolve(cacheDir); ; current = dirname(current)) {
     const info = await stat(current).catch((error: NodeJS.ErrnoException) => {
@@ -16,7 +18,7 @@ export async function ensureCacheDir(cacheDir: string): Promise<void> {
       throw cacheDirError(cacheDir, error);
     });
     if (info) {
-      if (!info.isDirectory()) throw cacheDirError(cacheDir, Object.assign(new Error(`${current} is not a directory`), { code: 'ENOTDIR' }));
+      if (!info.isDirectory()) throw cacheFileError(cacheDir, current, 'the cache directory');
       break;
     }
     missing.unshift(current);
@@ -38,4 +40,43 @@ export function cacheDirError(cacheDir: string, cause: NodeJS.ErrnoException): B
     return new BuilderError('NO_SPACE', `cannot create the cache directory ${cacheDir}: ${describeSystemCode(system)}`, { file: cacheDir }, { cause });
   }
   return new BuilderError('NOT_WRITABLE', `cannot write the cache directory ${cacheDir}: ${reason}`, { file: cacheDir }, { cause });
+}
+
+/**
+ * USAGE where the cache directory `cacheDir` (named `label`: `--out` on the command line, `the
+ * cache directory` for the library) is a regular file or lies under one: its nearest existing
+ * ancestor-or-self is not a directory. It read `NOT_WRITABLE: cannot write the cache directory …:
+ * … is not a directory`, a permission problem, where the path given is what is wrong.
+ */
+export async function checkCacheDirNotFile(cacheDir: string, label: string): Promise<void> {
+  for (let current = resolve(cacheDir); ; current = dirname(current)) {
+    // ENOTDIR: a parent of `current` is a file; the walk up finds it.
+    const info = await stat(current).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' || error.code === 'ENOTDIR' ? null : undefined));
+    // Anything else (EACCES, EIO) is left to the creation, which names it.
+    if (info === undefined) return;
+    if (info) {
+      if (!info.isDirectory()) throw cacheFileError(cacheDir, current, label);
+      return;
+    }
+    if (dirname(current) === current) return;
+  }
+}
+
+/**
+ * USAGE for a cache directory that is the file `file` (`details.reason` 'out-is-file') or lies under
+ * it ('parent-is-file', `parentFile`): the path names no directory, and none can be made there.
+ */
+function cacheFileError(cacheDir: string, file: string, label: string): BuilderError {
+  if (file === resolve(cacheDir)) {
+    return new BuilderError(
+      'USAGE',
+      `${label} ${cacheDir} is a file, not a directory: give the cache's directory (an existing cache, or a path where a new one is created)`,
+      { file: cacheDir, reason: 'out-is-file' },
+    );
+  }
+  return new BuilderError(
+    'USAGE',
+    `${label} ${cacheDir} cannot be created: a parent of it, ${file}, is a file, not a directory; give a path under a directory`,
+    { file: cacheDir, reason: 'parent-is-file', parentFile: file },
+  );
 }

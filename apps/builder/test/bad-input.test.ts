@@ -126,10 +126,24 @@ describe('bad model input', () => {
 });
 
 describe('a cache that cannot be written', () => {
-  it('an output path under a regular file', async () => {
-    const result = await runCli(['build', goodModel, '--out', join(goodModel, 'cache')]);
-    expectOneLineError(result, /cannot write the cache directory|not a directory/);
-    expect(result.stderr).toContain(goodModel);
+  it('--out naming a regular file, or a path under one: a usage error (exit 2) saying so, USAGE in --json; it was NOT_WRITABLE', async () => {
+    // A file given as --out is a wrong argument, not a permission problem: it read
+    // `NOT_WRITABLE: cannot write the cache directory …: … is not a directory`.
+    const file = join(temp.path, 'out-file.bin');
+    await writeFile(file, 'not a directory');
+    const under = join(file, 'sub', 'cache');
+    const cases = [
+      [file, `splitzip build: option '--out' ${file} is a file, not a directory: give the cache's directory (an existing cache, or a path where a new one is created)`, { reason: 'out-is-file' }],
+      [under, `splitzip build: option '--out' ${under} cannot be created: a parent of it, ${file}, is a file, not a directory; give a path under a directory`, { reason: 'parent-is-file', parentFile: file }],
+    ] as const;
+    for (const [out, line, details] of cases) {
+      const result = await runCli(['build', goodModel, '--out', out]);
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toBe(`${line}\nRun 'splitzip build --help' for usage.\n`);
+      const { json } = await runJson<{ error: Record<string, unknown> }>(['build', goodModel, '--out', out], 2);
+      expect(json.error).toEqual({ code: 'USAGE', message: line.replace('splitzip build: ', ''), file: out, ...details });
+    }
+    expect(await readFile(file, 'utf8')).toBe('not a directory');
   });
 
   it.skipIf(!isRoot)('a read-only file system (tmpfs mounted ro; needs root)', async () => {

@@ -1,7 +1,7 @@
 // buildCache called as a library: options a CLI would have refused, memory it cannot get, workers
 // under a host started with --input-type, and a worker's failure keeping its own code.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,6 +56,22 @@ describe('buildCache options', () => {
     } finally {
       rmSync(join(process.cwd(), `${scheme}:`), { recursive: true, force: true });
     }
+  });
+
+  it('a cacheDir that is a regular file, or under one, is USAGE naming it (it was NOT_WRITABLE: "cannot write the cache directory")', async () => {
+    const file = join(temp.path, 'cache-file');
+    writeFileSync(file, 'x');
+    await expect(buildCache({ model, cacheDir: file, jobs: 0 })).rejects.toMatchObject({
+      code: 'USAGE',
+      message: `the cache directory ${file} is a file, not a directory: give the cache's directory (an existing cache, or a path where a new one is created)`,
+      context: { file, reason: 'out-is-file' },
+    });
+    const under = join(file, 'sub');
+    await expect(buildCache({ model, cacheDir: under, jobs: 0 })).rejects.toMatchObject({
+      code: 'USAGE',
+      message: `the cache directory ${under} cannot be created: a parent of it, ${file}, is a file, not a directory; give a path under a directory`,
+      context: { file: under, reason: 'parent-is-file', parentFile: file },
+    });
   });
 
   it('a slab the process cannot reserve is OUT_OF_MEMORY saying what to change (was a bare RangeError)', async () => {

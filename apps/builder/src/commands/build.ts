@@ -1,5 +1,7 @@
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
+import { checkCacheDirNotFile } from '../ensure-cache-dir.js';
+import { isS3Url } from '@splitzip/store';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
 import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
@@ -77,6 +79,8 @@ export const buildCommand = defineCommand({
   async run({ args, io, signal, collectGarbage }) {
     checkLocalModel(args.model, 'build');
     checkCacheLocation(args.out, 'build', '--out');
+    // Before the model is read: a file given as --out is a usage error, said in the option's name.
+    if (!isS3Url(args.out)) await checkCacheDirNotFile(args.out, "option '--out'");
     if (args.chunkSize !== undefined && (args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }
