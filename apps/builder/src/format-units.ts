@@ -1,5 +1,5 @@
 // Human-readable numbers for the tables and the progress bar.
-import { displayWidth, padToWidth } from './display-width.js';
+import { codePointWidth, displayWidth, padToWidth } from './display-width.js';
 import { formatCoverage } from '@splitzip/codec';
 
 const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
@@ -83,8 +83,9 @@ function formatFlatTable(header: readonly string[], rows: readonly (readonly str
 
 /**
  * The table for a terminal where its rows would pass `maxLineColumns` (long tensor names, many
- * slices): each row's first cell whole on a line of its own, the other cells as a table indented
- * below it, the last of them wrapped at spaces under itself. Nothing is cut.
+ * slices): each row's first cell (a tensor name) on a line of its own, folded where it is wider
+ * (foldTensorName), the other cells as a table indented below it, the last of them wrapped at
+ * spaces under itself. Nothing is cut.
  */
 function formatStackedTable(header: readonly string[], rows: readonly (readonly string[])[], alignRight: readonly boolean[], maxLineColumns: number): string {
   const INDENT = '  ';
@@ -112,22 +113,8 @@ function formatStackedTable(header: readonly string[], rows: readonly (readonly 
     header[0]!,
     ...lines(restHeader),
     `${INDENT}${[...widths.slice(0, last), lastWidth].map((width) => '-'.repeat(width)).join('  ')}`,
-    ...rows.flatMap((row) => [row[0] ?? '', ...lines(rest(row))]),
+    ...rows.flatMap((row) => [...foldFirstCell(row[0] ?? '', maxLineColumns), ...lines(rest(row))]),
   ].join('\n');
-}
-
-/** `text` in lines of at most `columns` columns, broken at spaces (a longer word stands alone, whole). */
-export function wrapAtSpaces(text: string, columns: number): string[] {
-  const lines: string[] = [];
-  let line = '';
-  for (const word of text.split(' ')) {
-    if (line !== '' && displayWidth(line) + 1 + displayWidth(word) > columns) {
-      lines.push(line);
-      line = word;
-    } else line = line === '' ? word : `${line} ${word}`;
-  }
-  lines.push(line);
-  return lines;
 }
 
 /** The widest line of the text reports (build, stats, verify): a terminal's 120 columns. */
@@ -144,33 +131,127 @@ export function formatCountOf(count: number, one: string, many = `${one}s`): str
 }
 
 /**
- * `text` as lines of at most `columns` columns, broken at spaces, every line after the first
- * indented by `hangIndent`. A word wider than a line (a long tensor name) stays on the line it
- * starts, whole, where that is a short label's; else a line of its own: nothing is cut, and `FAIL`
- * is not left alone above the name it is about.
+ * Under a folded tensor name (a table's first cell, verify's list), its continuation lines: deeper
+ * than the row's other cells (2 columns), so that they read as the name's, not as a row.
  */
-/** The widest label (`FAIL`, `note:`) a word wider than a line still follows on its line. */
-const WRAP_LABEL_COLUMNS = 8;
+export const NAME_HANG_INDENT = '    ';
 
-export function wrapHanging(text: string, hangIndent: string, columns = REPORT_LINE_COLUMNS): string[] {
-  // A leading indent is kept on the first line (split at spaces, it would be empty words).
-  const lead = /^ */.exec(text)![0];
+/** A stacked table's first cell: whole where it fits, else folded under NAME_HANG_INDENT. */
+function foldFirstCell(cell: string, maxLineColumns: number): string[] {
+  if (displayWidth(cell) <= maxLineColumns) return [cell];
+  const [first = '', ...more] = foldTensorName(cell, maxLineColumns, maxLineColumns - NAME_HANG_INDENT.length);
+  return [first, ...more.map((piece) => `${NAME_HANG_INDENT}${piece}`)];
+}
+
+/** How `wrapAtSpaces` wraps (its defaults: plain text, table cells and help). */
+export interface WrapOptions {
+  /** Put before every line after the first. */
+  hangIndent?: string;
+  /** Keep a leading indent on the first line (split at spaces, it would be empty words). */
+  keepLeadingIndent?: boolean;
+  /** A size and its unit (`10.0 MiB`) and a quoted path in a `command` wrap as one word. */
+  keepPhrasesWhole?: boolean;
+  /** A word wider than a line stays on the line it starts where that holds no more than a label this wide (`FAIL`); else a line of its own. */
+  labelColumns?: number;
+  /** Tensor names: one wider than a line is folded (foldTensorName), with the punctuation around it, instead of printed whole. */
+  tensorNames?: readonly string[];
+}
+
+/**
+ * `text` in lines of at most `columns` columns, broken at spaces: the one wrapper of the text
+ * output (wrapHanging is its report lines' preset). A word wider than a line stands alone, whole,
+ * unless it is one of `tensorNames`: nothing is cut.
+ */
+export function wrapAtSpaces(text: string, columns: number, options: WrapOptions = {}): string[] {
+  const { hangIndent = '', labelColumns = 0, tensorNames = [] } = options;
+  const lead = options.keepLeadingIndent ? /^ */.exec(text)![0] : '';
+  const split = text.slice(lead.length).split(' ');
+  const words = options.keepPhrasesWhole ? keepUnitsWithNumbers(keepCommandsWhole(split)) : split;
   const lines: string[] = [];
   let line = lead;
+  // Where the current line's words start (after its indent), in UTF-16 units.
   let start = lead.length;
-  const room = Math.max(columns - displayWidth(hangIndent), 20);
-  for (const word of keepUnitsWithNumbers(keepCommandsWhole(text.slice(lead.length).split(' ')))) {
+  const hangWidth = displayWidth(hangIndent);
+  const room = Math.max(columns - hangWidth, 20);
+  for (const word of words) {
     const width = displayWidth(word);
-    // One wider than a line starts its own, but for after a short label (`FAIL`, `note:`).
-    const used = displayWidth(line) - start;
-    if (used > 0 && displayWidth(line) + 1 + width > columns && (width <= room || used > WRAP_LABEL_COLUMNS)) {
+    const used = displayWidth(line.slice(start));
+    const followsLabel = labelColumns > 0 && used <= labelColumns && width > room;
+    if (line.length > start && displayWidth(line) + 1 + width > columns && !followsLabel) {
       lines.push(line);
       line = `${hangIndent}${word}`;
       start = hangIndent.length;
-    } else line = displayWidth(line) === start ? `${line}${word}` : `${line} ${word}`;
+    } else line = line.length === start ? `${line}${word}` : `${line} ${word}`;
+    if (width > room && displayWidth(line) > columns && tensorNames.some((name) => isNameWord(word, name))) {
+      // A long tensor name folds from where it starts, its pieces under the hanging indent.
+      const before = line.slice(0, line.length - word.length);
+      const pieces = foldTensorName(word, columns - displayWidth(before), Math.max(columns - hangWidth, 1));
+      lines.push(`${before}${pieces[0]!}`, ...pieces.slice(1, -1).map((piece) => `${hangIndent}${piece}`));
+      line = `${hangIndent}${pieces.at(-1)!}`;
+      start = hangIndent.length;
+    }
   }
   lines.push(line);
   return lines;
+}
+
+/** `word` is `name`, maybe in brackets or followed by `:` or `,` (`(e.g. <name>):`). */
+function isNameWord(word: string, name: string): boolean {
+  const at = name === '' ? -1 : word.indexOf(name);
+  return at >= 0 && /^[([]*$/.test(word.slice(0, at)) && /^[)\]:,;]*$/.test(word.slice(at + name.length));
+}
+
+/** Where a long tensor name breaks: after a `.` (`model.layers.0.`) or a `/` (`Encoder/Layer_1/`). */
+const NAME_BREAK_AFTER = new Set(['.', '/']);
+
+/**
+ * A tensor name in pieces of at most `firstColumns` columns, then `columns` each (the lines after
+ * the first are indented by that much less): broken after the last `.` or `/` that fits where it
+ * is past half the line, else at the limit (by whole code points). The pieces joined are `name`.
+ */
+export function foldTensorName(name: string, firstColumns: number, columns: number): string[] {
+  const pieces: string[] = [];
+  let pieceStart = 0;
+  let room = Math.max(firstColumns, 1);
+  let width = 0;
+  // The end of the piece where it breaks at a separator (UTF-16 index), and the width after it.
+  let breakAt = -1;
+  let widthAfterBreak = 0;
+  for (let at = 0; at < name.length; ) {
+    const char = String.fromCodePoint(name.codePointAt(at)!);
+    const charWidth = codePointWidth(char.codePointAt(0)!);
+    if (width + charWidth > room && at > pieceStart) {
+      const cut = breakAt > pieceStart && width - widthAfterBreak >= room / 2 ? breakAt : at;
+      pieces.push(name.slice(pieceStart, cut));
+      width = cut === at ? 0 : widthAfterBreak;
+      widthAfterBreak = width;
+      pieceStart = cut;
+      breakAt = -1;
+      room = Math.max(columns, 1);
+      continue;
+    }
+    width += charWidth;
+    at += char.length;
+    if (NAME_BREAK_AFTER.has(char)) {
+      breakAt = at;
+      widthAfterBreak = 0;
+    } else widthAfterBreak += charWidth;
+  }
+  pieces.push(name.slice(pieceStart));
+  return pieces;
+}
+
+/** The widest label (`FAIL`, `note:`) a word wider than a line still follows on its line. */
+const WRAP_LABEL_COLUMNS = 8;
+
+/**
+ * `text` as lines of at most `columns` columns, broken at spaces, every line after the first
+ * indented by `hangIndent`, its leading indent kept. A word wider than a line (a long path) stays on
+ * the line it starts, whole, where that is a short label's; else a line of its own: nothing is cut,
+ * and `FAIL` is not left alone above what it is about. One of `tensorNames` folds instead.
+ */
+export function wrapHanging(text: string, hangIndent: string, columns = REPORT_LINE_COLUMNS, tensorNames: readonly string[] = []): string[] {
+  return wrapAtSpaces(text, columns, { hangIndent, keepLeadingIndent: true, keepPhrasesWhole: true, labelColumns: WRAP_LABEL_COLUMNS, tensorNames });
 }
 
 /** A byte unit (`MiB`, `KiB/s)`) after its number: the two wrap as one word (`10.0` ended a line, `MiB` began the next). */

@@ -3,7 +3,7 @@
 // counter) survives a cut, counts are not shown as bytes, and rate and ETA start with the bar.
 import { describe, expect, it } from 'vitest';
 import { cutToWidth, displayWidth, padToWidth } from '../src/display-width.js';
-import { formatTable, MAX_TABLE_COLUMN_WIDTH } from '../src/format-units.js';
+import { foldTensorName, formatTable, MAX_TABLE_COLUMN_WIDTH } from '../src/format-units.js';
 import { createProgressBar } from '../src/progress-bar.js';
 
 function fakeTerminal(columns: number) {
@@ -57,14 +57,16 @@ describe('displayWidth / cutToWidth', () => {
 describe('formatTable with maxLineColumns', () => {
   // inspect's table of a model with long tensor names and verify --model's reasons ran to ~300 columns.
   const name = `module/Encoder/${'Layer_0/TransformerLayer/'.repeat(4)}dense/kernel`;
-  it('stays flat where it fits; else each first cell whole on its own line, the rest within the width, nothing cut', () => {
+  // A first cell wider than the table folds (foldTensorName), its pieces 4 columns in.
+  const folded = (columns: number): string[] => foldTensorName(name, columns, columns - 4).map((piece, index) => (index === 0 ? piece : `    ${piece}`));
+  it('stays flat where it fits; else each first cell on its own line (folded where wider), the rest within the width, nothing cut', () => {
     const short = formatTable(['tensor', 'raw', 'slices'], [['a.weight', '8 B', 'm.safetensors@0+8']], [false, true, false], { maxLineColumns: 120 });
     expect(short).toBe(formatTable(['tensor', 'raw', 'slices'], [['a.weight', '8 B', 'm.safetensors@0+8']], [false, true, false]));
     const slices = Array.from({ length: 6 }, (_, i) => `model-0000${i}-of-00006.safetensors@${i * 1_000_000}+4096`).join(' ');
     const lines = formatTable(['tensor', 'raw', 'slices'], [[name, '8 KiB', slices], ['b', '1 B', 'one@0+1']], [false, true, false], { maxLineColumns: 120 }).split('\n');
     expect(lines.slice(0, 2)).toEqual(['tensor', '    raw  slices']);
-    expect(lines).toContain(name);
-    for (const line of lines) if (line !== name) expect(line.length, line).toBeLessThanOrEqual(120);
+    expect(lines.slice(3, 5)).toEqual([name.slice(0, -'dense/kernel'.length), '    dense/kernel']);
+    for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(120);
     // Every slice is there, each whole.
     expect(lines.join(' ').split(/\s+/).filter((word) => word.includes('@'))).toEqual([...slices.split(' '), 'one@0+1']);
   });
@@ -73,10 +75,11 @@ describe('formatTable with maxLineColumns', () => {
     const reason = `Top-16 coverage 0.949218 < 0.99; ${'would not shrink '.repeat(10).trim()}`;
     const lines = formatTable(['tensor', 'reason'], [[name, reason]], [], { maxLineColumns: 60 }).split('\n');
     expect(lines[0]).toBe('tensor');
-    expect(lines.slice(3).join(' ').replace(/\s+/g, ' ')).toBe(`${name} ${reason}`);
+    expect(lines.slice(3, 6)).toEqual(folded(60));
+    expect(lines.slice(6).join(' ').replace(/\s+/g, ' ').trim()).toBe(reason);
     for (const line of lines.slice(4)) expect(line.length).toBeLessThanOrEqual(60);
     const wide = formatTable(['tensor', 'key', 'slice'], [[name, 'abcdef', 'x'.repeat(70)]], [], { maxLineColumns: 60 }).split('\n');
-    expect(wide.slice(3)).toEqual([name, '  abcdef', `    ${'x'.repeat(70)}`]);
+    expect(wide.slice(3)).toEqual([...folded(60), '  abcdef', `    ${'x'.repeat(70)}`]);
   });
 
   it('stacks a table of 200,000 rows (a cache of several large MoE models): no argument-count limit', () => {
@@ -84,7 +87,7 @@ describe('formatTable with maxLineColumns', () => {
     const rows = Array.from({ length: 200_000 }, (_, i) => [`t${i}`, '1 B', `s@${i}+1`]);
     rows[0] = [name, '1 B', 's@0+1'];
     const lines = formatTable(['tensor', 'raw', 'slices'], rows, [false, true, false], { maxLineColumns: 60 }).split('\n');
-    expect(lines.slice(3, 5)).toEqual([name, '  1 B  s@0+1']);
+    expect(lines.slice(3, 7)).toEqual([...folded(60), '  1 B  s@0+1']);
     expect(lines.at(-2)).toBe('t199999');
   });
 });

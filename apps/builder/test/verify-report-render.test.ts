@@ -50,7 +50,9 @@ describe('renderVerifyReport', () => {
       model: { model: 'm', ok: true, coverageMin: 0.99, tensors, totals: { tensors: 80_000, ok: 0, not_cached: 80_000, failed: 0, checked_bytes: 0 } },
     });
     const lines = text.split('\n');
-    expect(lines).toContain(`    ${long}`);
+    // The long name folded after a `.` (its pieces 8 columns in), the others whole.
+    expect(lines).toContain(`    model.layers.0.mlp.experts.0.${'very_long_projection_name.'.repeat(3)}`);
+    expect(lines).toContain('        very_long_projection_name.weight');
     expect(lines).toContain('    t79999');
     expect(lines.at(-2)).toBe('OK');
   });

@@ -6,7 +6,7 @@ import { findCacheLeftovers, type CacheLeftovers } from '../find-cache-leftovers
 import { UsageError } from '../errors.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { displayWidth } from '../display-width.js';
-import { formatBytes, formatCount, formatCountOf, formatTable, REPORT_LINE_COLUMNS, wrapAtSpaces, wrapHanging } from '../format-units.js';
+import { foldTensorName, formatBytes, formatCount, formatCountOf, formatTable, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapAtSpaces, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
 import { interruptedError, throwIfInterrupted } from '../throw-if-interrupted.js';
 import { verifyModelCache, type ModelCheckReport, type ModelTensorCheck } from '../verify-model-cache.js';
@@ -185,7 +185,7 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     const what = p.key === '' ? 'cache' : `entry ${p.key} (${p.qualname})`;
     // The store's message names the entry again (`(entry <key>, file …)`): once is enough.
     const message = p.key === '' ? p.message : p.message.replace(`(entry ${p.key}, `, '(').replace(` (entry ${p.key})`, '');
-    lines.push(...wrapHanging(`  FAIL ${what}: ${message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${message}`, NOTE_INDENT));
+    lines.push(...wrapHanging(`  FAIL ${what}: ${message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${message}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [p.qualname]));
   }
   // The model to repair from: the one given with --model, else a placeholder.
   const model = report.model === null ? '<model>' : quoteForShell(report.model.model);
@@ -222,14 +222,14 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     const staleByShard = groupFailedByShard(m.tensors, (t) => t.stale === true);
     const unboundByShard = groupFailedByShard(m.tensors, (t) => t.unbound === true);
     for (const [shard, tensors] of staleByShard) {
-      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT));
+      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [tensors[0]!.name]));
     }
     for (const [shard, tensors] of unboundByShard) {
-      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${shard} (e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT));
+      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${shard} (e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [tensors[0]!.name]));
     }
     for (const t of m.tensors) {
       if (t.status !== 'failed' || (t.stale && staleByShard.has(t.shard)) || (t.unbound && unboundByShard.has(t.shard))) continue;
-      lines.push(...wrapHanging(`  FAIL ${t.name} (${t.shard} @ ${formatCount(t.offsetBytes)}, ${formatCountOf(t.sizeBytes, 'byte')}): ${t.reason}`, NOTE_INDENT));
+      lines.push(...wrapHanging(`  FAIL ${t.name} (${t.shard} @ ${formatCount(t.offsetBytes)}, ${formatCountOf(t.sizeBytes, 'byte')}): ${t.reason}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [t.name]));
     }
     if (m.tensors.some((t) => t.status === 'failed' && t.unbound)) {
       lines.push(...wrapHanging(`  slices not bound: \`splitzip build ${quoteForShell(m.model)} --out ${quoteForShell(report.cache)}\` binds them to the entries that hold their bytes (no blob is written)`, NOTE_INDENT));
@@ -267,7 +267,10 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
         for (const line of table.split('\n')) lines.push(`    ${line}`);
       } else {
         for (const [name, reason] of listed) {
-          lines.push(`    ${name}`);
+          // A name wider than a line folded, its pieces deeper than the reason below it.
+          const [first = '', ...more] = foldTensorName(name!, REPORT_LINE_COLUMNS - 4, REPORT_LINE_COLUMNS - 4 - NAME_HANG_INDENT.length);
+          lines.push(`    ${first}`);
+          for (const piece of more) lines.push(`    ${NAME_HANG_INDENT}${piece}`);
           for (const line of wrapAtSpaces(reason!, REPORT_LINE_COLUMNS - 6)) lines.push(`      ${line}`);
         }
       }
