@@ -1,14 +1,16 @@
 import { lstat, readdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { isS3Url, isStoreError, openCacheStore, StoreError, type CacheStore } from '@splitzip/store';
+import { isS3Url, isStoreError, openCacheStore, StoreError, type CacheStore, type LockHolder } from '@splitzip/store';
 import { BuilderError } from './errors.js';
-import { describeHolder, isHolderGone, readLockHolder } from './read-lock-holder.js';
+import { describeHolder } from './read-lock-holder.js';
 
 /**
  * Opens a cache that must exist (verify, inspect, gc). A directory with no manifest.json yet whose
- * lock file names a writer that is running is a cache being created (a build between taking the
- * lock and writing its first manifest, or stopped there): CACHE_BEING_CREATED naming that writer,
- * where the store's NOT_A_CACHE said to run a build, which the writer is.
+ * lock file names a writer that is not dead is a cache being created (a build between taking the
+ * lock and writing its first manifest, or stopped there; the store's NOT_A_CACHE with
+ * `details.reason` 'being-created'): CACHE_BEING_CREATED naming that writer, where NOT_A_CACHE
+ * said to run a build, which the writer is; a stopped one (`holderStopped`) is said to be stopped,
+ * with `kill -CONT`, since it never finishes on its own.
  */
 export async function openExistingCache(cache: string, options: { signal: AbortSignal; command: string }): Promise<CacheStore> {
   try {
@@ -16,14 +18,13 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
     return await openCacheStore(cache, { create: false, signal: options.signal, s3: { signal: options.signal } });
   } catch (error) {
     if (!isStoreError(error, 'NOT_A_CACHE') || isS3Url(cache)) throw error;
-    const holder = await readLockHolder(cache);
-    if (holder === undefined || isHolderGone(holder)) throw await markParentFile(error, cache) ?? await markModelDirectory(error, cache, options.command);
-    throw new BuilderError(
-      'CACHE_BEING_CREATED',
-      `a cache is being created at ${cache} by ${describeHolder(holder)}: it holds the cache's writer lock and has not written manifest.json yet (a build starting, or stopped); run ${options.command} again once it has`,
-      { file: cache, holder },
-      { cause: error },
-    );
+    const holder = error.details.reason === 'being-created' ? (error.details.holder as LockHolder | undefined) : undefined;
+    if (holder === undefined) throw await markParentFile(error, cache) ?? await markModelDirectory(error, cache, options.command);
+    const stopped = error.details.holderStopped === true;
+    const message = stopped
+      ? `a cache is being created at ${cache} by ${describeHolder(holder)}, which is stopped (job control, SIGSTOP or a debugger) holding the cache's writer lock before writing manifest.json: resume it with \`kill -CONT ${holder.pid}\` or end it, then run ${options.command} again`
+      : `a cache is being created at ${cache} by ${describeHolder(holder)}: it holds the cache's writer lock and has not written manifest.json yet (a build starting, or stopped); run ${options.command} again once it has`;
+    throw new BuilderError('CACHE_BEING_CREATED', message, { file: cache, holder, holderStopped: stopped }, { cause: error });
   }
 }
 

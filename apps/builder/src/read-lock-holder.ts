@@ -24,17 +24,6 @@ export function isThisProcess(holder: Pick<LockHolder, 'pid' | 'host'>): boolean
   return holder.pid === process.pid && holder.host === hostname();
 }
 
-/**
- * True when the holder is certainly not running, as the store judges it (isHolderDead: of this
- * host, and another boot, no such pid in its pid namespace, a zombie, or a pid now another
- * process's). A pid alone misjudged a build killed before a reboot, or one that ran as pid 1 in a
- * container: its pid now names another live process, and verify, inspect and gc said "being
- * created" for ever. Another host's or pid namespace's holder cannot be judged from here (false).
- */
-export function isHolderGone(holder: LockHolderInfo): boolean {
-  return holder.dead;
-}
-
 /** `pid 1234`, with the host where it is not this one's. */
 export function describeHolder(holder: Pick<LockHolder, 'pid' | 'host'>): string {
   return holder.host === hostname() ? `pid ${holder.pid}` : `pid ${holder.pid} on ${holder.host}`;

@@ -1,6 +1,7 @@
 // Another live writer holding the cache's lock (a stopped build): a build waited 30 s in silence
 // before LOCK_TIMEOUT, and verify of a cache being created said NOT_A_CACHE ("run build").
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdir, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -204,6 +205,26 @@ describe('a build behind another writer’s lock', () => {
     const dead = await runCli(['verify', creating]);
     expect(dead.code).toBe(1);
     expect(dead.stderr).toMatch(/NOT_A_CACHE: .* is not a SplitZip cache \(.*manifest\.json does not exist\); `splitzip build <model> --out /);
+  });
+
+  it.runIf(process.platform === 'linux')('verify of a directory a stopped (SIGSTOP) writer is creating says it is stopped and names kill -CONT; --json carries CACHE_BEING_CREATED', async () => {
+    // It said "run verify again once it has", which a stopped writer never does.
+    const creating = join(temp.path, 'being-created-stopped');
+    const pid = startHolder();
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await waitFor(() => /\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')), 10_000);
+      await writeLock(creating, pid);
+      const line = `CACHE_BEING_CREATED: a cache is being created at ${creating} by pid ${pid}, which is stopped (job control, SIGSTOP or a debugger) holding the cache's writer lock before writing manifest.json: resume it with \`kill -CONT ${pid}\` or end it, then run verify again`;
+      const result = await runCli(['verify', creating]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(`splitzip verify: error: ${line}\n`);
+      const json = await runCli(['verify', creating, '--json']);
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.stdout).error).toMatchObject({ code: 'CACHE_BEING_CREATED', message: line, file: creating, holder: { pid }, holderStopped: true });
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
   });
 
   it('a lock left by a build of an earlier boot names a pid another live process has now: NOT_A_CACHE, not "being created" for ever', async () => {

@@ -8,6 +8,7 @@ import { FsBackend } from './fs-backend.js';
 import { encodeJournalHeader } from './journal-format.js';
 import { DEFAULT_LOCK_TIMEOUT_MS, MAX_REFRESH_INTERVAL_MS } from './limits.js';
 import { isValidChunkSize, isValidCoverage, serializeManifest } from './manifest-format.js';
+import { markCacheBeingCreated } from './mark-cache-being-created.js';
 import { isS3Url, looksLikeOtherUrl, parseS3Url } from './s3-layout.js';
 import { S3CacheStore } from './s3-cache-store.js';
 import { S3Transport, type ResolvedS3Settings } from './s3-transport.js';
@@ -43,7 +44,8 @@ export function resolveS3Settings(options: S3StoreOptions): ResolvedS3Settings {
 /**
  * Opens the cache at `root`: a directory, or `s3://bucket/prefix` (the S3 layout of the README;
  * settings in `options.s3`, endpoint and credentials from the AWS SDK environment variables). With `create: true` a missing cache is created (an empty
- * generation-1 manifest and journal, under the writer lock); otherwise a missing manifest is NOT_A_CACHE.
+ * generation-1 manifest and journal, under the writer lock); otherwise a missing manifest is NOT_A_CACHE
+ * (`details.reason` 'being-created', naming the holder, where a live writer holds the lock: creating it).
  */
 export async function openCacheStore(root: string, options: OpenCacheStoreOptions = {}): Promise<CacheStore> {
   if (typeof root !== 'string' || root.length === 0) throw new StoreError('INVALID_ARGUMENT', 'root must be a directory path');
@@ -107,10 +109,15 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   // naming files that exist. A root that cannot be resolved is left as it is: the load says why.
   const pinned = await realpath(backend.root).catch(() => undefined);
   if (pinned !== undefined && pinned !== backend.root) backend = new FsBackend(pinned);
-  return FsCacheStore.load(backend, {
-    lockTimeoutMs,
-    signal: options.signal,
-    refreshIntervalMs,
-    compactOnClose,
-  });
+  try {
+    return await FsCacheStore.load(backend, {
+      lockTimeoutMs,
+      signal: options.signal,
+      refreshIntervalMs,
+      compactOnClose,
+    });
+  } catch (error) {
+    // No manifest yet under a live writer's lock: a cache being created, said as such.
+    throw await markCacheBeingCreated(error, backend.describe('lock'));
+  }
 }

@@ -1,0 +1,90 @@
+// Opening a directory cache while its first writer creates it (a build's first run: the directory
+// and blobs/ made, the writer lock taken, journal.1 and manifest.json not yet written) said
+// NOT_A_CACHE "no manifest.json (open with create: true to make a new cache)", which that writer
+// was doing. It is still NOT_A_CACHE (there is no cache to read yet), with details.reason
+// 'being-created' naming the lock's live holder; without a live lock it is as before.
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openCacheStore } from '../src/index.js';
+import { acquireLock } from '../src/write-lock.js';
+import { catchError, makeTempDir } from './helpers.js';
+
+/** A cache directory as its creator leaves it before its first manifest: blobs/ and nothing else. */
+async function makeCreatingDir(): Promise<string> {
+  const root = await makeTempDir();
+  await mkdir(join(root, 'blobs'));
+  return root;
+}
+
+function lockRecord(pid: number, host = hostname()): string {
+  return JSON.stringify({ pid, host, bootId: null, startTicks: null, pidNamespace: null, token: '0123456789abcdef', createdMs: Date.now() });
+}
+
+describe('a directory cache being created', () => {
+  it('under a live writer\'s lock (as the store takes it) is NOT_A_CACHE reason being-created naming the holder, not "open with create: true"', async () => {
+    const root = await makeCreatingDir();
+    // The creator's own lock record (pid, host, boot, start time, pid namespace), as openCacheStore's create takes it.
+    const lock = await acquireLock(join(root, 'lock'), { timeoutMs: 1000 });
+    try {
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe('NOT_A_CACHE');
+      expect(error.message).toMatch(
+        new RegExp(`^NOT_A_CACHE: no manifest\\.json yet: the cache is being created by pid ${process.pid} on ${hostname()} \\(this host\\), which has held its writer lock for \\d+ (ms|s); open the cache again once it has written manifest\\.json`),
+      );
+      expect(error.message).not.toContain('create: true');
+      expect(error.path).toBe(join(root, 'manifest.json'));
+      expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid: process.pid, host: hostname(), token: lock.token }, holderStopped: false, lockPath: join(root, 'lock') });
+      expect(error.details!.holder).not.toHaveProperty('dead');
+    } finally {
+      await lock.release();
+    }
+    // The lock let go, no manifest: as before.
+    const after = await catchError(() => openCacheStore(root));
+    expect(after.message).toContain('open with create: true');
+    expect(after.details).toEqual({});
+  });
+
+  it("another host's holder cannot be judged: being created, with no time (its clock is not ours)", async () => {
+    const root = await makeCreatingDir();
+    await writeFile(join(root, 'lock'), lockRecord(4242, 'builder-7'));
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('NOT_A_CACHE');
+    expect(error.message).toContain('the cache is being created by pid 4242 on builder-7, which holds its writer lock; open the cache again once it has written manifest.json');
+    expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid: 4242, host: 'builder-7' }, holderStopped: false });
+  });
+
+  it.runIf(process.platform === 'linux')('a stopped creator (SIGSTOP): resume it with kill -CONT or end it', async () => {
+    const root = await makeCreatingDir();
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      const pid = child.pid!;
+      child.kill('SIGSTOP');
+      for (let i = 0; i < 500 && !/\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); i++) await new Promise((r) => setTimeout(r, 10));
+      await writeFile(join(root, 'lock'), lockRecord(pid));
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe('NOT_A_CACHE');
+      expect(error.message).toContain(`being created by pid ${pid} on ${hostname()} (this host)`);
+      expect(error.message).toContain(`that process is stopped (job control, SIGSTOP or a debugger): resume it with \`kill -CONT ${pid}\` or end it, then open the cache again`);
+      expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid }, holderStopped: true });
+    } finally {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  });
+
+  it("a dead holder's lock, or none, stays NOT_A_CACHE as before (no reason)", async () => {
+    const root = await makeCreatingDir();
+    const dead = spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
+    await writeFile(join(root, 'lock'), lockRecord(dead));
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('NOT_A_CACHE');
+    expect(error.message).toBe(`NOT_A_CACHE: no manifest.json (open with create: true to make a new cache) (file ${join(root, 'manifest.json')})`);
+    expect(error.details).toEqual({});
+    const empty = await makeTempDir();
+    expect((await catchError(() => openCacheStore(empty))).details).toEqual({});
+  });
+});
