@@ -168,5 +168,8 @@ describe('build text report counts', () => {
     const journal = { journal: 'journal.1', keptAs: 'journal.1.damaged', generation: 1, damagedFromOffsetBytes: 10, salvagedRecords: 1, droppedRecords: 1_234, droppedOps: 1, reason: 'x' };
     const text = renderBuildReport({ ...report, journal_recovered: journal }, { tensors: false }).replace(/\n {8}/g, ' ');
     expect(text).toContain('1 intact record after it kept, 1,234 unreadable');
+    // The skip counts too (`1234 skipped (would not shrink)` until 2026-12-07).
+    const skips = renderBuildReport({ ...report, skipped_size: 1_500, skipped_no_gain: 1_234 }, { tensors: false }).replace(/\n {8}/g, ' ');
+    expect(skips).toContain(', 1,500 skipped (too large), 1,234 skipped (would not shrink)');
   });
 });

@@ -174,14 +174,14 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cache   ${report.cache}`,
     `tensors ${formatCount(tensorCount)}: ${formatCount(report.encoded)} encoded, ${formatCount(report.cached)} already cached, ` +
       `${formatCount(report.skipped_coverage)} skipped (coverage < ${report.coverage_min}), ${formatCount(report.skipped_dtype)} skipped (not BF16)` +
-      (report.skipped_size > 0 ? `, ${report.skipped_size} skipped (too large)` : '') +
-      (report.skipped_no_gain > 0 ? `, ${report.skipped_no_gain} skipped (would not shrink)` : '') +
+      (report.skipped_size > 0 ? `, ${formatCount(report.skipped_size)} skipped (too large)` : '') +
+      (report.skipped_no_gain > 0 ? `, ${formatCount(report.skipped_no_gain)} skipped (would not shrink)` : '') +
       // Their bytes are in the cache, but the runtime cannot find them by slice: it reads them raw.
-      (report.unaliased > 0 ? `; ${report.unaliased} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : '') +
+      (report.unaliased > 0 ? `; ${formatCount(report.unaliased)} of them left unbound (served raw: MAX_SLICE_KEYS_PER_ENTRY identical tensors bound already)` : '') +
       // --rebind: their slices' bindings to the bytes the files held before are gone with them.
-      (unboundUnaliased > 0 ? `, their ${unboundUnaliased} stale binding${unboundUnaliased === 1 ? '' : 's'} to other bytes removed` : '') +
+      (unboundUnaliased > 0 ? `, their ${formatCountOf(unboundUnaliased, 'stale binding')} to other bytes removed` : '') +
       // --rebind: a skipped tensor's slice bound to bytes the file held before: nothing binds it anew.
-      (unboundSkipped > 0 ? `; ${unboundSkipped} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
+      (unboundSkipped > 0 ? `; ${formatCount(unboundSkipped)} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
     // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
     ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
