@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { StoreError } from './errors.js';
 import { formatAge } from './format-age.js';
-import { isPidStopped, readWriteLockHolder } from './write-lock.js';
+import { isForeignPidNamespace, isPidStopped, readWriteLockHolder } from './write-lock.js';
 
 /**
  * `error` as it is, unless it is the missing-manifest NOT_A_CACHE of a cache whose lock file at
@@ -21,7 +21,8 @@ export async function markCacheBeingCreated(error: unknown, lockPath: string): P
   if (found === undefined || found.dead) return error;
   const { dead: _dead, ...holder } = found;
   const here = holder.host === hostname();
-  const stopped = here && isPidStopped(holder.pid);
+  // Another pid namespace's pid names some other process here, if any.
+  const stopped = here && !isForeignPidNamespace(holder.pidNamespace) && isPidStopped(holder.pid);
   // Another host's clock may be off: how long only for this host's holder.
   const held = here ? `has held its writer lock for ${formatAge(Math.max(0, Date.now() - holder.createdMs))}` : 'holds its writer lock';
   const next = stopped

@@ -76,6 +76,23 @@ describe('a directory cache being created', () => {
     }
   });
 
+  it.runIf(process.platform === 'linux')("a holder in another pid namespace of this host is never judged stopped by a pid of ours (that pid is another process here)", async () => {
+    const root = await makeCreatingDir();
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      const pid = child.pid!;
+      child.kill('SIGSTOP');
+      for (let i = 0; i < 500 && !/\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); i++) await new Promise((r) => setTimeout(r, 10));
+      await writeFile(join(root, 'lock'), JSON.stringify({ ...JSON.parse(lockRecord(pid)), pidNamespace: 'pid:[1]' }));
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid }, holderStopped: false });
+      expect(error.message).not.toContain('kill -CONT');
+    } finally {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  });
+
   it("a dead holder's lock, or none, stays NOT_A_CACHE as before (no reason)", async () => {
     const root = await makeCreatingDir();
     const dead = spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
