@@ -29,6 +29,7 @@ export { float32FromBf16 } from './float32-from-bf16.js';
 export { calibrateCodebook, calibrateFromHistogram, type CalibrationResult } from './calibrate-codebook.js';
 export { computePayloadLayout, type PayloadLayout, type PayloadSection } from './compute-payload-layout.js';
 export { readPayloadMeta, type PayloadMeta } from './read-payload-meta.js';
+export { readPayloadHeader, type PayloadHeader } from './read-payload-header.js';
 export { verifyPayloadChecksum } from './verify-payload-checksum.js';
 export { convertPayloadVersion } from './convert-payload-version.js';
 export { xxh32 } from './xxh32.js';
