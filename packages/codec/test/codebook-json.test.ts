@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { codebookFromJson, codebookToJson, createCodebook, SplitZipError } from '../src/index.js';
 
 describe('codebook JSON', () => {
@@ -49,5 +49,62 @@ describe('codebook JSON', () => {
   it('accepts 16 distinct entries including 0 and 255', () => {
     const exps = [0, 255, ...Array.from({ length: 14 }, (_, k) => 100 + k)];
     expect(codebookFromJson({ exponents: exps }).exponents).toEqual(exps);
+  });
+
+  // The text form, as read from a file or a request: before, every string was refused with
+  // "codebook JSON must be an object", even JSON.stringify(codebookToJson(cb)) itself.
+  it('accepts the JSON text, JSON.stringify(codebookToJson(cb)) included', () => {
+    const codebook = createCodebook([126, 125, 127, 0, 255]);
+    expect(codebookFromJson(JSON.stringify(codebookToJson(codebook))).exponents).toEqual(codebook.exponents);
+    expect(codebookFromJson(' {"exponents": [3]}\n').exponents).toEqual([3]);
+  });
+
+  function refusal(json: unknown): SplitZipError {
+    try {
+      codebookFromJson(json);
+    } catch (error) {
+      expect(error).toBeInstanceOf(SplitZipError);
+      return error as SplitZipError;
+    }
+    throw new Error('accepted');
+  }
+
+  it('says text that is not JSON is not valid JSON, with the parser message', () => {
+    for (const text of ['{', '', '{exponents: [1]}', 'x'.repeat(100_000)]) {
+      const error = refusal(text);
+      expect(error.code).toBe('INVALID_CODEBOOK');
+      expect(error.message).toContain('codebook JSON text is not valid JSON: ');
+      expect(error.message).not.toContain('must be an object');
+      let parserMessage = '';
+      try {
+        JSON.parse(text);
+      } catch (parseError) {
+        parserMessage = (parseError as Error).message;
+      }
+      expect(error.details).toMatchObject({ parserMessage, textLength: text.length });
+      expect(error.message.length).toBeLessThan(300);
+    }
+  });
+
+  it("bounds the parser's message (an engine may quote the text)", () => {
+    const parse = vi.spyOn(JSON, 'parse').mockImplementationOnce(() => {
+      throw new SyntaxError(`Unexpected token in ${'y'.repeat(50_000)}`);
+    });
+    try {
+      const error = refusal('{"exponents":[1]');
+      expect(error.message).toContain('not valid JSON: Unexpected token in yyy');
+      expect(error.message.length).toBeLessThan(300);
+      expect(error.message.endsWith('...')).toBe(true);
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it('text of valid JSON that is no codebook object is checked like the value, the value shown', () => {
+    expect(refusal('5').message).toContain('codebook JSON must be an object, got 5');
+    expect(refusal('[1,2]').message).toContain('codebook JSON must be an object, got object [object Array] of length 2');
+    expect(refusal('"{}"').message).toContain('codebook JSON must be an object, got string "{}"');
+    expect(refusal('{"exponents":[1,1]}').code).toBe('INVALID_CODEBOOK');
+    expect(refusal('{}').message).toContain('exactly one key');
   });
 });
