@@ -118,7 +118,11 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
   const given = readOptions(options, 'options', ARENA_OPTION_NAMES)?.threads;
   const threads = given === undefined ? 0 : given;
   if (typeof threads !== 'number' || !Number.isInteger(threads) || threads < 0 || threads > MAX_ARENA_THREADS) {
-    throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}`, { threads });
+    throw new SplitZipError('INVALID_ARGUMENT', `arena threads must be an integer in 0..${MAX_ARENA_THREADS}, got ${describeValue(threads)}`, {
+      threads,
+      argument: 'options.threads',
+      got: describeValue(threads),
+    });
   }
   const shared = threads > 0;
   // Shared memory exists only where SharedArrayBuffer does and, on the web, on cross-origin-isolated
@@ -132,9 +136,11 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
   const threadScratchBytes = threads * WASM_SCRATCH_BYTES;
   const maxBytes = MAX_ARENA_BYTES - threadScratchBytes;
   if (!Number.isInteger(byteLength) || byteLength < 0 || byteLength > maxBytes) {
-    throw new SplitZipError('INVALID_ARGUMENT', `arena byteLength must be an integer in 0..${maxBytes}`, {
+    throw new SplitZipError('INVALID_ARGUMENT', `arena byteLength must be an integer in 0..${maxBytes}, got ${describeValue(byteLength)}`, {
       byteLength,
       threads,
+      argument: 'byteLength',
+      got: describeValue(byteLength),
     });
   }
   let buffer: ArrayBufferLike;
@@ -172,7 +178,11 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
 
   function take(bytes: number, what: string): number {
     if (!Number.isInteger(bytes) || bytes < 0) {
-      throw new SplitZipError('INVALID_ARGUMENT', `${what} must be a non-negative integer`, { [what]: bytes });
+      throw new SplitZipError('INVALID_ARGUMENT', `${what} must be a non-negative integer, got ${describeValue(bytes)}`, {
+        [what]: bytes,
+        argument: what,
+        got: describeValue(bytes),
+      });
     }
     if (bytes > end - next) {
       throw new SplitZipError('OUTPUT_TOO_SMALL', `arena has ${end - next} bytes left, ${bytes} asked for`, {
@@ -203,7 +213,11 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
     },
     allocateValues(count: number): Uint16Array {
       if (!Number.isInteger(count) || count < 0 || count > MAX_ARENA_BYTES / 2) {
-        throw new SplitZipError('INVALID_ARGUMENT', 'count must be a non-negative integer', { count });
+        throw new SplitZipError('INVALID_ARGUMENT', `count must be an integer in 0..${MAX_ARENA_BYTES / 2}, got ${describeValue(count)}`, {
+          count,
+          argument: 'count',
+          got: describeValue(count),
+        });
       }
       return new Uint16Array(buffer, take(2 * count, 'byteLength'), count);
     },
@@ -247,9 +261,11 @@ export function createCodecArena(byteLength: number, options?: CodecArenaOptions
       throw new SplitZipError('INVALID_ARGUMENT', 'this arena is private: share() needs an arena created with { threads }', { index, threads });
     }
     if (!Number.isInteger(index) || index < 0 || index >= threads) {
-      throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads)`, {
+      throw new SplitZipError('INVALID_ARGUMENT', `share index must be an integer in 0..${threads - 1} (the arena's threads), got ${describeValue(index)}`, {
         index,
         threads,
+        argument: 'index',
+        got: describeValue(index),
       });
     }
   }

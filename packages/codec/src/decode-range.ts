@@ -63,25 +63,30 @@ export function decodeRange(
       elementCount: meta.elementCount,
     });
   }
-  const target = checkOutput(out, count);
+  const target = checkOutput(out, count, DECODE_RANGE_CALL);
   checkOutputApart(payload, meta.compBytes, target, count);
   if (!skipsChecksum(options)) verifyPayloadChecksum(payload, meta);
   decodeValueRange(payload, meta, start, start + count, target, 0);
   return target;
 }
 
+/** The call forms the options-as-out hint shows, so it names the function the caller called. */
+export const DECODE_CALL = 'decode(payload, undefined, { verify: false })';
+const DECODE_RANGE_CALL = 'decodeRange(payload, start, count, undefined, { verify: false })';
+
 /** For the decoders whose `out` is required (decodeChunks, decodeSegments), then as checkOutput. */
 export function requireOutput(out: Uint16Array, count: number): Uint16Array {
   // Omitted, the values would go to a throwaway array and the call return nothing.
   if (!isUint16Array(out)) {
-    throw argumentTypeError('out', 'a Uint16Array (required)', out, optionsAsOutHint(out));
+    throw argumentTypeError('out', 'a Uint16Array (required)', out, optionsAsOutHint(out, DECODE_CALL));
   }
-  return checkOutput(out, count);
+  return checkOutput(out, count, DECODE_CALL);
 }
 
-export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
+/** `call`: the caller's function in its right form, for the options-as-out hint. */
+export function checkOutput(out: Uint16Array | undefined, count: number, call: string): Uint16Array {
   if (out === undefined) return allocateArray(Uint16Array, count, 'the output', 'values');
-  if (!isUint16Array(out)) throw argumentTypeError('out', 'a Uint16Array', out, optionsAsOutHint(out));
+  if (!isUint16Array(out)) throw argumentTypeError('out', 'a Uint16Array', out, optionsAsOutHint(out, call));
   checkReadableView(out, 'out');
   if (out.length < count) {
     throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed`, {
@@ -94,9 +99,10 @@ export function checkOutput(out: Uint16Array | undefined, count: number): Uint16
 
 /**
  * A hint for options passed where `out` goes (`decode(p, { verify: false })`): an object whose own
- * keys are all option names, so the caller meant `decode(p, undefined, { verify: false })`.
+ * keys are all option names, so the caller meant `call` (`decode(p, undefined, { verify: false })`;
+ * decodeRange's form for decodeRange, whose hint showed decode's).
  */
-function optionsAsOutHint(out: unknown): string {
+function optionsAsOutHint(out: unknown, call: string): string {
   if (out === null || typeof out !== 'object' || ArrayBuffer.isView(out)) return '';
   try {
     const keys = Object.keys(out);
@@ -104,7 +110,7 @@ function optionsAsOutHint(out: unknown): string {
   } catch {
     return '';
   }
-  return ' (it looks like options were passed as out: options come after out, e.g. decode(payload, undefined, { verify: false }))';
+  return ` (it looks like options were passed as out: options come after out, e.g. ${call})`;
 }
 
 /** INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */

@@ -1,7 +1,7 @@
 import { kernelsFor } from './backend.js';
 import { decodeValueRange, prepareEscapes, tablesForCodebook } from './decode-core.js';
 import { readOptions } from './check-options.js';
-import { checkOutput, checkOutputApart, DECODE_OPTION_NAMES, skipsChecksum, type DecodeOptions } from './decode-range.js';
+import { checkOutput, checkOutputApart, DECODE_CALL, DECODE_OPTION_NAMES, skipsChecksum, type DecodeOptions } from './decode-range.js';
 import { SplitZipError } from './errors.js';
 import { computePayloadChecksum } from './payload-checksum.js';
 import { readPayloadMeta } from './read-payload-meta.js';
@@ -21,7 +21,7 @@ export function decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeO
 export function decode(payload: Uint8Array, out?: Uint16Array, decodeOptions?: DecodeOptions | null): Uint16Array {
   const meta = readPayloadMeta(payload);
   const options = readOptions(decodeOptions, 'options', DECODE_OPTION_NAMES);
-  const target = checkOutput(out, meta.elementCount);
+  const target = checkOutput(out, meta.elementCount, DECODE_CALL);
   checkOutputApart(payload, meta.compBytes, target, meta.elementCount);
   if (skipsChecksum(options)) {
     decodeValueRange(payload, meta, 0, meta.elementCount, target, 0);

@@ -56,6 +56,14 @@ const CASES: [string, () => unknown, string][] = [
   ['validatePayloadStructure streams', () => validatePayloadStructure(payload, meta, {} as never), 'streams must be readEscapeStreams(payload, meta), got object {}'],
   ['computeSegmentSpans layout', () => computeSegmentSpans('layout' as never, 0), 'layout must be a PayloadLayout (computePayloadLayout), got string "layout"'],
   ['arena release', () => createCodecArena(4096).release(new Uint8Array(4)), 'view must be a view of this arena (from allocate or allocateValues), got object [object Uint8Array] of length 4'],
+  // The arena's number checks said what was wanted, not what came ("arena byteLength must be an integer in 0..n").
+  ['arena byteLength', () => createCodecArena('1MB' as never), 'arena byteLength must be an integer in 0..4294574080, got string "1MB"'],
+  ['arena byteLength negative', () => createCodecArena(-1), 'arena byteLength must be an integer in 0..4294574080, got -1'],
+  ['arena threads', () => createCodecArena(4096, { threads: 1.5 }), 'arena threads must be an integer in 0..64, got 1.5'],
+  ['arena allocate', () => createCodecArena(4096).allocate(-5), 'byteLength must be a non-negative integer, got -5'],
+  ['arena allocate string', () => createCodecArena(4096).allocate('16' as never), 'byteLength must be a non-negative integer, got string "16"'],
+  ['arena allocateValues', () => createCodecArena(4096).allocateValues(1.5), 'count must be an integer in 0..2147287040, got 1.5'],
+  ['arena share index', () => createCodecArena(4096, { threads: 1 }).share(1), "share index must be an integer in 0..0 (the arena's threads), got 1"],
 ];
 
 describe('wrong argument types show the value passed, with its type', () => {
@@ -75,6 +83,11 @@ describe('wrong argument types show the value passed, with its type', () => {
       expect(error.message).toContain('it looks like options were passed as out');
       expect(error.details).toMatchObject({ argument: 'out' });
     }
+    // Each in its own call form: decodeRange's hint showed decode's, decode(payload, undefined, ...).
+    expect(refusal(() => decode(payload, { verify: false } as never)).message).toContain('e.g. decode(payload, undefined, { verify: false })');
+    const rangeHint = refusal(() => decodeRange(payload, 0, 2, { verify: false } as never)).message;
+    expect(rangeHint).toContain('e.g. decodeRange(payload, start, count, undefined, { verify: false })');
+    expect(rangeHint).not.toContain('decode(payload');
     // Not for an object that is no options object.
     expect(refusal(() => decode(payload, { length: 4 } as never)).message).not.toContain('looks like options');
   });
