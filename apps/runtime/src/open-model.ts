@@ -76,7 +76,10 @@ export async function openModel(location: string, options: OpenModelOptions = {}
   } catch (error) {
     const code = (error as { code?: unknown } | null)?.code;
     const retryable = isRetryableError(error);
-    throw new RuntimeError('MODEL_OPEN_FAILED', `cannot open the model at ${location}: ${describeError(error).message}`, { model: location, causeCode: code, retryable }, { cause: error });
+    // The cause names the location already, as a rule (`PATH_NOT_FOUND: <location>: …`): once is enough (a long path read twice).
+    const cause = describeError(error).message;
+    const message = cause.includes(location) ? `cannot open the model: ${cause}` : `cannot open the model at ${location}: ${cause}`;
+    throw new RuntimeError('MODEL_OPEN_FAILED', message, { model: location, causeCode: code, retryable }, { cause: error });
   }
 }
 

@@ -171,7 +171,8 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
     }
     const retryable = isRetryableError(error);
     const modelFiles = isStoreError(error, 'NOT_A_CACHE') && !isS3Url(root) ? await findModelFiles(root) : [];
-    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${describeOpenFailure(error, root, modelFiles)}`, {
+    const reason = nameFilesWithinRoot(describeOpenFailure(error, root, modelFiles), root);
+    throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${reason}`, {
       root,
       storeCode: code,
       retryable,
@@ -194,13 +195,31 @@ function describeOpenFailure(error: unknown, root: string, modelFiles: readonly 
   if (modelFiles.length > 0) {
     // Building into it (the hint below) would put the cache's files beside the shards.
     const shown = modelFiles.length > 3 ? `${modelFiles.slice(0, 3).join(', ')} and ${modelFiles.length - 3} more` : modelFiles.join(', ');
-    return `NOT_A_CACHE: ${root} is not a SplitZip cache: it looks like a model directory (it holds ${shown}, and no manifest.json): pass the cache's directory (the --out of the build that made it), or make one for this model in a directory of its own: \`splitzip build ${root} --out <cache dir>\``;
+    return `NOT_A_CACHE: not a SplitZip cache: it looks like a model directory (it holds ${shown}, and no manifest.json): pass the cache's directory (the --out of the build that made it), or make one for this model in a directory of its own: \`splitzip build ${root} --out <cache dir>\``;
   }
   if (!isStoreError(error) || error.code !== 'NOT_A_CACHE' || !/\bcreate\b/.test(error.reason)) return describeError(error).message;
   const reason = error.reason.replace(/\s*\([^()]*\bcreate\b[^()]*\)\s*$/, '');
-  const where = [error.entry !== undefined ? `entry ${error.entry}` : '', error.path !== undefined ? `file ${error.path}` : ''].filter(Boolean).join(', ');
+  // Not the root's own file (`no manifest.json` says which, and the message names the root).
+  const base = trimTrailingSeparators(root);
+  const ownFile = error.path !== undefined && error.path.startsWith(`${base}/`) && !error.path.slice(base.length + 1).includes('/');
+  const where = [error.entry !== undefined ? `entry ${error.entry}` : '', error.path !== undefined && !ownFile ? `file ${error.path}` : ''].filter(Boolean).join(', ');
   const bucket = /\bbucket\b/.test(reason) ? ' (which makes the bucket too)' : '';
   return `${error.code}: ${reason}${where ? ` (${where})` : ''}: build one with \`splitzip build <model> --out ${root}\`${bucket}`;
+}
+
+/**
+ * `message` with a file it names inside `root` relative to it (`(file manifest.json)`), and `(file
+ * <root>)` left out: the error's first words name the root, and a long path read two or three times
+ * (commands to copy still name it whole).
+ */
+function nameFilesWithinRoot(message: string, root: string): string {
+  const base = trimTrailingSeparators(root);
+  return message.replaceAll(` (file ${base})`, '').replaceAll(`(file ${base}/`, '(file ').replaceAll(`(file ${base}\\`, '(file ');
+}
+
+/** `cache/` as `cache` (a root of `/` stays). */
+function trimTrailingSeparators(root: string): string {
+  return root.replace(/(?<=.)[/\\]+$/, '');
 }
 
 /** The safetensors files and indexes in `root` (a model's directory given as the cache), sorted; none when it cannot be listed. */
