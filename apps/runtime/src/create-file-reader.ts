@@ -1,8 +1,7 @@
 import { close, closeSync, open, openSync, read, readSync } from 'node:fs';
-import { RuntimeError } from './errors.js';
 import { ReadError } from './read-error.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
-import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
+import { argumentError, checkByteCountArgument, checkOptionsArgument, optionNames } from './check-load-arguments.js';
 
 /**
  * The runtime's one I/O seam: every byte it reads — shard slices for the raw path, blobs for the
@@ -108,9 +107,8 @@ export function createFileReader(options: FileReaderOptions = {}): ByteReader {
   checkOptionsArgument(options, optionNames<FileReaderOptions>({ maxIdleHandles: true, syncReadMaxBytes: true }));
   const maxIdleHandles = options.maxIdleHandles ?? DEFAULT_MAX_IDLE_HANDLES;
   const syncReadMaxBytes = options.syncReadMaxBytes ?? DEFAULT_SYNC_READ_MAX_BYTES;
-  if (!Number.isSafeInteger(maxIdleHandles) || maxIdleHandles < 0 || !(syncReadMaxBytes >= 0)) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'maxIdleHandles must be an integer ≥ 0 and syncReadMaxBytes a number ≥ 0', { maxIdleHandles, syncReadMaxBytes });
-  }
+  if (!Number.isSafeInteger(maxIdleHandles) || maxIdleHandles < 0) throw argumentError('maxIdleHandles', 'a whole number >= 0', maxIdleHandles);
+  checkByteCountArgument(syncReadMaxBytes, 'syncReadMaxBytes');
   const handles = new Map<string, HandleEntry>();
   // A reader that opens and reads small files synchronously closes them the same way (a close is
   // a thread-pool round trip too: 1.8 ms of the calling thread for the default model's 36 files).

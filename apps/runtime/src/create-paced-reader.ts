@@ -1,9 +1,8 @@
 import type { ByteReader } from './create-file-reader.js';
-import { RuntimeError } from './errors.js';
 import { ReadError } from './read-error.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { waitUntil } from './wait-until.js';
-import { checkOptionsArgument, checkReaderArgument, optionNames } from './check-load-arguments.js';
+import { argumentError, checkOptionsArgument, checkReaderArgument, optionNames } from './check-load-arguments.js';
 
 /** Default pacing granularity: each read is split into pieces of at most this many bytes. */
 export const DEFAULT_PACING_CHUNK_BYTES = 1024 * 1024;
@@ -77,14 +76,10 @@ export function createPacedReader(inner: ByteReader, options: PacedReaderOptions
   const chunkBytes = options.chunkBytes ?? DEFAULT_PACING_CHUNK_BYTES;
   const burstBytes = options.burstBytes ?? Math.max(DEFAULT_PACING_BURST_BYTES, chunkBytes);
   if (!(bytesPerSecond > 0) || !Number.isFinite(bytesPerSecond)) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'bytesPerSecond must be a positive finite number', { bytesPerSecond });
+    throw argumentError('bytesPerSecond', 'a finite number > 0', bytesPerSecond);
   }
-  if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1 || !(burstBytes >= 0) || !Number.isFinite(burstBytes)) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'chunkBytes must be a positive integer and burstBytes a finite number ≥ 0', {
-      chunkBytes,
-      burstBytes,
-    });
-  }
+  if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1) throw argumentError('chunkBytes', 'a whole number of bytes >= 1', chunkBytes);
+  if (typeof burstBytes !== 'number' || !(burstBytes >= 0) || !Number.isFinite(burstBytes)) throw argumentError('burstBytes', 'a finite number of bytes >= 0', burstBytes);
   const bytesPerMs = bytesPerSecond / 1000;
   const burstMs = burstBytes / bytesPerMs;
   let tatMs = 0;

@@ -1,4 +1,5 @@
-import { abortedError, RuntimeError } from './errors.js';
+import { argumentError } from './check-load-arguments.js';
+import { abortedError } from './errors.js';
 
 /**
  * Default bytes a load reads at once (blobs and raw tensors together). Behind a slow link (network
@@ -38,7 +39,7 @@ interface Waiter {
 /** A FIFO byte window over reads: see {@link DEFAULT_READ_WINDOW_BYTES} for why loads use one. */
 export function createReadWindow(maxBytes: number): ReadWindow {
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'readWindowBytes must be a positive integer', { readWindowBytes: maxBytes });
+    throw argumentError('readWindowBytes', 'a whole number of bytes >= 1', maxBytes);
   }
   let inFlightBytes = 0;
   let inFlightReads = 0;

@@ -1,5 +1,5 @@
 import { createCodecArena, describeValue, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
-import { checkBooleanArgument, checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
+import { argumentError, checkBooleanArgument, checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError } from './errors.js';
 
 /** Slots start at byte offsets that are multiples of this, like the payload's own sections. */
@@ -18,6 +18,33 @@ export const MAX_SLOT_BYTES = 2 ** 32 - STAGING_ALIGN_BYTES;
 
 /** Cap on the number of slots: each in-flight payload needs one; more than this is a bug, not a plan. */
 export const MAX_SLOT_COUNT = 1024;
+
+/**
+ * Cap on a pool's slots together (slotCount × slotBytes, after alignment): 64 GiB, sixteen of the
+ * largest slot (MAX_SLOT_BYTES). A pool allocates all of it at creation and holds it for its life;
+ * it stages the compressed payloads in flight, and a load keeps at most MAX_LOAD_CONCURRENCY (64)
+ * of them, each a fraction of its tensor. Each slot alone is capped by what one buffer can be
+ * (MAX_SLOT_BYTES) and the count by MAX_SLOT_COUNT, but not their product: 1,024 slots of 2 GiB
+ * (2 TiB) were accepted, overcommitted memory that the first loads then fault in until the host
+ * runs out. The pool a load makes for itself stays within it with fewer slots (as maxStagingBytes does).
+ */
+export const MAX_STAGING_POOL_BYTES = 16 * 2 ** 32;
+
+/**
+ * A pool's slot count: a whole number in 1..MAX_SLOT_COUNT (createStagingPool and
+ * cache.createStagingPool: one rule, one message).
+ */
+export function checkSlotCountArgument(slotCount: unknown): asserts slotCount is number {
+  if (!Number.isSafeInteger(slotCount) || (slotCount as number) < 1 || (slotCount as number) > MAX_SLOT_COUNT) {
+    throw argumentError('slotCount', `a whole number in 1..${MAX_SLOT_COUNT} (MAX_SLOT_COUNT)`, slotCount);
+  }
+}
+
+/** The most slots of `slotBytes` (rounded up to STAGING_ALIGN_BYTES, at least one unit) a pool may have: MAX_STAGING_POOL_BYTES. */
+export function maxSlotCountFor(slotBytes: number): number {
+  const aligned = Math.max(STAGING_ALIGN_BYTES, alignUp(slotBytes, STAGING_ALIGN_BYTES));
+  return Math.min(MAX_SLOT_COUNT, Math.floor(MAX_STAGING_POOL_BYTES / aligned));
+}
 
 /** One reusable staging buffer. Its identity (`id`, `bytes`) never changes for the pool's life. */
 export interface StagingSlot {
@@ -155,16 +182,21 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
   checkBooleanArgument(options.shared, 'shared');
   checkBooleanArgument(options.codecArena, 'codecArena');
   const { slotCount, shared = false } = options;
-  if (!Number.isSafeInteger(slotCount) || slotCount < 1 || slotCount > MAX_SLOT_COUNT) {
-    throw new RuntimeError('INVALID_ARGUMENT', `slotCount must be an integer in 1..${MAX_SLOT_COUNT}`, { slotCount });
-  }
+  checkSlotCountArgument(slotCount);
   if (!Number.isSafeInteger(options.slotBytes) || options.slotBytes < 0 || options.slotBytes > MAX_SLOT_BYTES) {
-    throw new RuntimeError('INVALID_ARGUMENT', `slotBytes must be an integer in 0..${MAX_SLOT_BYTES}`, {
-      slotBytes: options.slotBytes,
-    });
+    throw argumentError('slotBytes', `a whole number of bytes in 0..${MAX_SLOT_BYTES} (MAX_SLOT_BYTES: one buffer)`, options.slotBytes);
   }
   // A zero-byte slot is legal (a cache of empty tensors) but still gets one aligned unit.
   const slotBytes = Math.max(STAGING_ALIGN_BYTES, alignUp(options.slotBytes, STAGING_ALIGN_BYTES));
+  const mostSlots = maxSlotCountFor(options.slotBytes);
+  if (slotCount > mostSlots) {
+    const got = describeValue(slotCount);
+    throw new RuntimeError(
+      'INVALID_ARGUMENT',
+      `slotCount must be at most ${mostSlots} for slots of ${slotBytes} bytes (MAX_STAGING_POOL_BYTES: ${MAX_STAGING_POOL_BYTES} bytes of slots in all), got ${got} (${slotCount * slotBytes} bytes)`,
+      { option: 'slotCount', type: 'number', got, slotBytes, totalBytes: slotCount * slotBytes, limit: MAX_STAGING_POOL_BYTES },
+    );
+  }
   const makeBuffer = (bytes: number): ArrayBufferLike => (shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
 
   const slots: StagingSlot[] = [];
@@ -174,7 +206,7 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
     // One codec arena for all slots (a plain or shared buffer where WebAssembly SIMD is missing).
     const threads = shared ? (options.threads ?? 0) : 0;
     if (!Number.isSafeInteger(threads) || threads < 0 || threads > 64) {
-      throw new RuntimeError('INVALID_ARGUMENT', 'threads must be an integer in 0..64', { threads });
+      throw argumentError('threads', 'a whole number in 0..64', threads);
     }
     if (!shared || threads > 0) {
       try {
