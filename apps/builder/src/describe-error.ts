@@ -30,6 +30,12 @@ const SYSTEM_ERRORS: Record<string, string> = {
   EIO: 'input/output error',
 };
 
+/** `no manifest.json in it`: the file the cache lacks, its directory said already (a long path read three times); a file elsewhere whole. */
+function describeMissingFile(file: string, dir: string): string {
+  const name = file.startsWith(`${dir}/`) || file.startsWith(`${dir}\\`) ? file.slice(dir.length + 1) : '';
+  return name !== '' && !/[/\\]/.test(name) ? `no ${name} in it` : `${file} does not exist`;
+}
+
 export function describeError(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const e = error as Error & ErrorLike;
@@ -66,7 +72,7 @@ export function describeError(error: unknown): string {
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it does not exist, and a parent of it, ${context.parentFile}, is a file, not a directory`
       : /not a directory/.test(e.message)
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
-      : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${file} does not exist); \`splitzip build <model> --out ${dir}\` makes one`;
+      : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${describeMissingFile(file, dir)}); \`splitzip build <model> --out ${dir}\` makes one`;
   }
   if (code === 'LOCK_TIMEOUT' && file) {
     const line = describeLockTimeout(file, context);
