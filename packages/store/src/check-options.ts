@@ -129,12 +129,28 @@ export function checkOpenOptions(options: unknown): asserts options is OpenCache
   const { create, signal, s3 } = options as OpenCacheStoreOptions;
   checkBooleanOption(create, 'create', call);
   checkSignalOption(signal, 'signal', call);
-  if (s3 === undefined) return;
-  checkOptionsObject(s3, call, 's3');
-  checkOptionKeys(s3, S3_OPTIONS, call, 's3.');
-  checkBooleanOption(s3.forcePathStyle, 's3.forcePathStyle', call);
-  checkBooleanOption(s3.createBucket, 's3.createBucket', call);
-  checkSignalOption(s3.signal, 's3.signal', call);
+  if (s3 !== undefined) checkS3Options(s3, call);
+}
+
+/**
+ * S3StoreOptions (openCacheStore's `s3`, openS3ObjectSource's options, and the runtime's openModel
+ * and openShardCache before either): an object of known keys (`s3.endpont` went unnoticed and the
+ * requests went to AWS), its flags true or false, its strings strings (`endpoint: 5` failed inside
+ * the AWS SDK, which printed to stderr). `argument`: 's3' names keys `s3.<key>`; 'options' names them bare.
+ * Numbers are checked where they are read (resolveS3Settings).
+ */
+export function checkS3Options(s3: unknown, call: string, argument: 's3' | 'options' = 's3'): asserts s3 is S3StoreOptions {
+  const path = argument === 's3' ? 's3.' : '';
+  checkOptionsObject(s3, call, argument);
+  checkOptionKeys(s3, S3_OPTIONS, call, path);
+  const options = s3 as S3StoreOptions;
+  checkBooleanOption(options.forcePathStyle, `${path}forcePathStyle`, call);
+  checkBooleanOption(options.createBucket, `${path}createBucket`, call);
+  checkSignalOption(options.signal, `${path}signal`, call);
+  for (const key of ['endpoint', 'region', 'readThroughDir'] as const) {
+    const value = options[key];
+    if (value !== undefined && typeof value !== 'string') throw invalidOption(call, `${path}${key}`, 'a string', value);
+  }
 }
 
 const RECOVER_OPTIONS = optionNamesOf<RecoverDamagedManifestOptions>({ lockTimeoutMs: true, signal: true, onProgress: true });

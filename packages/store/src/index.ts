@@ -5,6 +5,7 @@ export { recoverDamagedManifest, type ManifestRecovery, type ManifestRecoveryPro
 export { computeContentKey, dtypeToTorchText, formatContentKeyPrefix, formatPythonShape, isBf16Dtype } from './compute-content-key.js';
 export { digestHex, updateHash } from './hash-bytes.js';
 export { StoreError, isStoreError, errnoCode, type StoreErrorCode, type StoreErrorContext } from './errors.js';
+export { checkS3Options } from './check-options.js';
 export {
   MANIFEST_FORMAT,
   PAYLOAD_FORMAT_VERSION,

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { checkS3Options } from './check-options.js';
 import { StoreError, isStoreError } from './errors.js';
 import { resolveS3Settings } from './open-cache-store.js';
 import { ReadThroughCache } from './read-through-cache.js';
@@ -127,6 +128,7 @@ export interface S3ObjectSource {
  */
 export function openS3ObjectSource(prefixUrl: string, options: S3StoreOptions = {}): S3ObjectSource {
   if (!isS3Url(prefixUrl)) throw new StoreError('INVALID_ARGUMENT', 'an object source is an s3://bucket/prefix URL', { path: String(prefixUrl) });
+  checkS3Options(options, 'openS3ObjectSource', 'options');
   const location = parseS3Url(prefixUrl);
   const settings = resolveS3Settings(options);
   const transport = new S3Transport(options, location, settings);

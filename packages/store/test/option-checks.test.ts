@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openCacheStore, recoverDamagedManifest, type CacheStore, type VerifyOptions } from '../src/index.js';
+import { checkS3Options, openCacheStore, openS3ObjectSource, recoverDamagedManifest, type CacheStore, type VerifyOptions } from '../src/index.js';
 import { catchError, makeTempDir, makeTensor, toInput } from './helpers.js';
 
 async function makeStore(): Promise<{ root: string; store: CacheStore }> {
@@ -123,5 +123,22 @@ describe('unknown option keys and item fields', () => {
     await expectRefused(() => store.readBlobSync!(entry!.key, slot, { verifychecksum: false } as never), 'verifychecksum', 'verifyChecksum');
     expect((await store.readBlob(entry!.key, slot, { verifyChecksum: false })).length).toBe(entry!.compBytes);
     await store.close();
+  });
+
+  it('S3 settings: a misspelt key or a string setting of another type is refused by openCacheStore and openS3ObjectSource alike, before any request (one check, exported for the runtime)', async () => {
+    // openS3ObjectSource ignored `endpont` (the requests went to AWS) and passed `endpoint: 5` to the
+    // AWS SDK, which failed inside and printed to stderr; openCacheStore refused the first only.
+    const fresh = await makeTempDir();
+    await expectRefused(() => openS3ObjectSource('s3://bucket/prefix/', { endpont: 'http://127.0.0.1:1' } as never), 'endpont', 'endpoint');
+    await expectRefused(() => openS3ObjectSource('s3://bucket/prefix/', 5 as never), 'options');
+    for (const key of ['endpoint', 'region', 'readThroughDir']) {
+      await expectRefused(() => openS3ObjectSource('s3://bucket/prefix/', { [key]: 5 } as never), key);
+      await expectRefused(() => openCacheStore('s3://bucket/prefix', { s3: { [key]: 5 } } as never), `s3.${key}`);
+      await expectRefused(() => openCacheStore(fresh, { s3: { [key]: 5 } } as never), `s3.${key}`);
+      await expectRefused(() => checkS3Options({ [key]: 5 }, 'openModel'), `s3.${key}`);
+    }
+    await expectRefused(() => checkS3Options({ endpont: 'x' }, 'openModel'), 's3.endpont', 's3.endpoint');
+    expect((await catchError(() => checkS3Options({ endpont: 'x' }, 'openModel'))).message).toMatch(/^INVALID_ARGUMENT: openModel: unknown option "s3\.endpont": did you mean "s3\.endpoint"\?/);
+    expect(() => checkS3Options({ endpoint: 'http://127.0.0.1:1', region: 'us-east-1', readThroughDir: fresh, forcePathStyle: true }, 'openModel')).not.toThrow();
   });
 });
