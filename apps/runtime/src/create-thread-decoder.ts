@@ -151,8 +151,6 @@ interface PoolWorker {
   ready: boolean;
   /** The staging slot this worker reads blobs into, kept across its consecutive read-decode jobs. */
   lease: { source: object; slot: StagingLease } | undefined;
-  /** A slot is being taken for this worker (see pumpQueued). */
-  leasing: boolean;
   /** Settles once the worker is ready or gone (close waits for it: see CLOSE_STARTUP_WAIT_MS). */
   started: Promise<void>;
 }
@@ -301,6 +299,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     }
   });
   const readQueue: QueuedRead[] = [];
+  // Staging slots taken for queued reads that no worker holds yet, and the takes still waiting for
+  // one, by source (see takeSlot).
+  const spareSlots: { source: object; slot: StagingLease }[] = [];
+  const slotsTaking = new Map<object, number>();
   let nextArenaId = 1;
   let nextId = 1;
   let jobs = 0;
@@ -329,7 +331,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     while (used.has(slot)) slot += 1;
     let markStarted!: () => void;
     const started = new Promise<void>((resolve) => (markStarted = resolve));
-    const entry: PoolWorker = { worker: startWorker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, leasing: false, started };
+    const entry: PoolWorker = { worker: startWorker(options.workerUrl ?? defaultWorkerUrl()), busy: 0, slot, attached: new Set(), ready: false, lease: undefined, started };
     entry.worker.on('message', (reply: DecodeThreadReply | DecodeThreadReady) => {
       if ('kind' in reply) {
         entry.ready = true;
@@ -374,6 +376,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (pool.length === 0) {
         for (const queued of readQueue.splice(0)) queued.reject(Object.assign(new Error(`decode thread died: ${error.message}`), { code: 'WORKER_FAILED' }));
       }
+      // Slots taken for reads that are gone now go back.
+      releaseIdle();
     };
     entry.worker.on('error', die);
     entry.worker.on('exit', (code) => die(new Error(`exit code ${code}`)));
@@ -586,12 +590,23 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     lease?.slot.release();
   };
 
+  /** Whether a read of `source` is queued. */
+  const hasQueuedRead = (source: object): boolean => readQueue.some((queued) => queued.request.staging.source === source);
+
   /** Workers with nothing to do let go of their slots and of the process (queued reads hold both). */
   const releaseIdle = (): void => {
     for (const w of pool) {
-      if (w.busy > 0 || w.leasing) continue;
-      if (w.lease !== undefined && !readQueue.some((queued) => queued.request.staging.source === w.lease?.source)) releaseLease(w);
+      if (w.busy > 0) continue;
+      if (w.lease !== undefined && !hasQueuedRead(w.lease.source)) releaseLease(w);
       if (readQueue.length === 0) w.worker.unref();
+    }
+    // Slots taken for reads that went away (aborted, or failed) go back.
+    for (let k = spareSlots.length - 1; k >= 0; k--) {
+      const spare = spareSlots[k] as { source: object; slot: StagingLease };
+      if (closed || !hasQueuedRead(spare.source)) {
+        spareSlots.splice(k, 1);
+        spare.slot.release();
+      }
     }
   };
 
@@ -600,25 +615,27 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     releaseIdle();
   };
 
-  /** Takes a staging slot for an idle worker (giving back one of another source first), then pumps. */
-  const takeLease = (worker: PoolWorker, staging: ReadDecodeStaging): void => {
-    releaseLease(worker);
-    worker.leasing = true;
+  /**
+   * Takes a staging slot of `staging`'s source, for whichever worker is idle once it comes (a
+   * spare until then). No worker waits for it: a pool with no free slot (its caller holds them all)
+   * delayed every other load of the process while the workers each waited on one (until
+   * 2026-12-07), where now only the reads of that pool wait.
+   */
+  const takeSlot = (staging: ReadDecodeStaging): void => {
+    const { source } = staging;
     const settle = (slot: StagingLease | undefined, error?: unknown) => {
-      worker.leasing = false;
       if (slot !== undefined) {
-        if (closed || !pool.includes(worker)) slot.release();
-        else worker.lease = { source: staging.source, slot };
+        if (closed || !hasQueuedRead(source)) slot.release();
+        else spareSlots.push({ source, slot });
       } else {
         // No slot for this source (its pool closed, a load aborted): its waiting reads fail.
         for (let k = readQueue.length - 1; k >= 0; k--) {
           const queued = readQueue[k] as QueuedRead;
-          if (queued.request.staging.source !== staging.source) continue;
+          if (queued.request.staging.source !== source) continue;
           readQueue.splice(k, 1);
           queued.reject(error);
         }
       }
-      pumpReads();
     };
     let taken: StagingLease | Promise<StagingLease>;
     try {
@@ -627,8 +644,55 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       settle(undefined, error);
       return;
     }
-    if (taken instanceof Promise) taken.then((slot) => settle(slot), (error: unknown) => settle(undefined, error));
-    else settle(taken);
+    if (!(taken instanceof Promise)) {
+      settle(taken);
+      return;
+    }
+    slotsTaking.set(source, (slotsTaking.get(source) ?? 0) + 1);
+    const done = (slot: StagingLease | undefined, error?: unknown) => {
+      const left = (slotsTaking.get(source) ?? 1) - 1;
+      if (left > 0) slotsTaking.set(source, left);
+      else slotsTaking.delete(source);
+      settle(slot, error);
+      pumpReads();
+    };
+    taken.then((slot) => done(slot), (error: unknown) => done(undefined, error));
+  };
+
+  /** A spare slot of `source` (taken earlier, no worker holds it), removed from the spares. */
+  const takeSpare = (source: object): StagingLease | undefined => {
+    const index = spareSlots.findIndex((spare) => spare.source === source);
+    return index < 0 ? undefined : (spareSlots.splice(index, 1)[0] as { slot: StagingLease }).slot;
+  };
+
+  /**
+   * The worker a read of `staging`'s source goes to now, holding a slot of that source, or none
+   * (the read waits). An idle worker holding none takes one (a spare, else one taken now) before a
+   * read queues behind a busy worker.
+   */
+  const workerFor = (staging: ReadDecodeStaging): PoolWorker | undefined => {
+    const { source } = staging;
+    let holder: PoolWorker | undefined;
+    for (const w of pool) {
+      if (w.ready && w.lease?.source === source && w.busy < readJobsPerWorker && (holder === undefined || w.busy < holder.busy)) holder = w;
+    }
+    if (holder !== undefined && holder.busy === 0) return holder;
+    let idle: PoolWorker | undefined;
+    for (const w of pool) {
+      if (!w.ready || w.busy > 0 || w.lease?.source === source) continue;
+      // One holding no slot first: another's slot stays for its source's next read.
+      if (idle === undefined || (idle.lease !== undefined && w.lease === undefined)) idle = w;
+    }
+    if (idle === undefined) return holder;
+    let slot = takeSpare(source);
+    if (slot === undefined && !slotsTaking.has(source)) {
+      takeSlot(staging);
+      slot = takeSpare(source);
+    }
+    if (slot === undefined) return holder;
+    releaseLease(idle);
+    idle.lease = { source, slot };
+    return idle;
   };
 
   /**
@@ -637,34 +701,36 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
    * the CPU's caches), and gets its next job while it still runs the current one (READ_JOBS_PER_WORKER),
    * so it never sleeps between jobs waiting for this thread to answer: one job at a time, a worker
    * waited ~0.4 ms for each message to wake it and ~0.2-0.5 ms for this thread to see each answer,
-   * a quarter of its time on the 1.07 GB page-cache load (79 jobs).
+   * a quarter of its time on the 1.07 GB page-cache load (79 jobs). A read that must wait (for a
+   * slot of its source, or a worker) holds back only the later reads of its own source.
    */
   const pumpQueued = (): void => {
-    while (readQueue.length > 0 && !closed) {
-      const head = readQueue[0] as QueuedRead;
-      const { source } = head.request.staging;
-      const holders = pool.filter((w) => w.ready && w.lease?.source === source && w.busy < readJobsPerWorker);
-      const idleHolder = holders.find((w) => w.busy === 0);
-      // An idle worker without this source's slot takes one before a job queues behind a busy worker.
-      if (idleHolder === undefined) {
-        const idle = pool.find((w) => w.ready && w.busy === 0 && !w.leasing && w.lease?.source !== source);
-        if (idle !== undefined) {
-          takeLease(idle, head.request.staging);
-          continue;
-        }
+    let waiting: object[] | undefined;
+    for (let k = 0; k < readQueue.length && !closed; ) {
+      const queued = readQueue[k] as QueuedRead;
+      const { staging } = queued.request;
+      if (waiting?.includes(staging.source) === true) {
+        k += 1;
+        continue;
       }
-      const worker = idleHolder ?? holders.reduce<PoolWorker | undefined>((best, w) => (best === undefined || w.busy < best.busy ? w : best), undefined);
-      if (worker === undefined) return;
-      readQueue.shift();
+      const worker = workerFor(staging);
+      // The queue may have changed (a slot that could not be taken failed its source's reads).
+      if (readQueue[k] !== queued) continue;
+      if (worker === undefined) {
+        (waiting ??= []).push(staging.source);
+        k += 1;
+        continue;
+      }
+      readQueue.splice(k, 1);
       const lease = (worker.lease as { slot: StagingLease }).slot;
       let opened: OpenedPayloadFile;
       try {
-        opened = head.request.open(lease);
+        opened = queued.request.open(lease);
       } catch (error) {
-        head.reject(error);
+        queued.reject(error);
         continue;
       }
-      runReadDecode(opened, head.request.values, worker).then(head.resolve, head.reject);
+      runReadDecode(opened, queued.request.values, worker).then(queued.resolve, queued.reject);
     }
   };
 
@@ -950,6 +1016,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       );
       // After the workers stopped: no read of theirs is still writing into a slot.
       for (const entry of workers) releaseLease(entry);
+      for (const spare of spareSlots.splice(0)) spare.slot.release();
     },
   };
 }
