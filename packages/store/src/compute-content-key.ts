@@ -34,7 +34,18 @@ export function dtypeToTorchText(dtype: string): string {
   const known = DTYPES[dtype];
   if (known && Object.prototype.hasOwnProperty.call(DTYPES, dtype)) return known[0];
   if (TORCH_WIDTHS.has(dtype)) return dtype;
-  throw new StoreError('UNKNOWN_DTYPE', `dtype ${describeValue(dtype)} has no torch dtype text`, { details: { dtype: detailValue(dtype) } });
+  // Another case of a known name (`bf16`, `Torch.BFloat16`): said, as a tensor name's did-you-mean is.
+  const near = typeof dtype === 'string' ? findDtypeOfOtherCase(dtype) : undefined;
+  const hint = near === undefined ? '' : `: did you mean ${JSON.stringify(near)}? (dtype names are case-sensitive)`;
+  throw new StoreError('UNKNOWN_DTYPE', `dtype ${describeValue(dtype)} has no torch dtype text${hint}`, {
+    details: { dtype: detailValue(dtype), ...(near === undefined ? {} : { suggestion: near }) },
+  });
+}
+
+/** The safetensors or torch dtype name equal to `dtype` but for case, if any. */
+function findDtypeOfOtherCase(dtype: string): string | undefined {
+  const lower = dtype.toLowerCase();
+  return [...Object.keys(DTYPES), ...TORCH_WIDTHS.keys()].find((name) => name.toLowerCase() === lower);
 }
 
 /** True for BF16 given either way (`BF16` or `torch.bfloat16`). */

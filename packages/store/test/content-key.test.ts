@@ -56,6 +56,19 @@ describe('computeContentKey', () => {
   it('rejects unknown dtypes, wrong byte lengths and bad shapes', () => {
     expect(() => computeContentKey(SIX, [2, 3], 'F4')).toThrow(expect.objectContaining({ code: 'UNKNOWN_DTYPE' }));
     expect(() => computeContentKey(SIX, [2, 3], 'torch.nonsense')).toThrow(expect.objectContaining({ code: 'UNKNOWN_DTYPE' }));
+    expect(() => computeContentKey(SIX, [2, 3], 'F4')).toThrow(expect.objectContaining({ message: expect.not.stringContaining('did you mean') }));
+  });
+
+  it("a dtype of another case names the one meant ('bf16' → 'BF16'; it said only that it had no torch dtype text)", () => {
+    for (const [given, meant] of [
+      ['bf16', 'BF16'],
+      ['f8_e4m3', 'F8_E4M3'],
+      ['Torch.BFloat16', 'torch.bfloat16'],
+    ]) {
+      expect(() => computeContentKey(SIX, [2, 3], given!)).toThrow(
+        expect.objectContaining({ code: 'UNKNOWN_DTYPE', message: expect.stringContaining(`did you mean "${meant}"?`), details: expect.objectContaining({ suggestion: meant }) }),
+      );
+    }
     expect(() => computeContentKey(SIX, [2, 2], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => computeContentKey(SIX, [3, 2], 'F32')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     expect(() => computeContentKey(SIX, [-2, -3], 'BF16')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
