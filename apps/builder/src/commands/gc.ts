@@ -18,7 +18,8 @@ import { describeError } from '../describe-error.js';
 import { addRecentWritesWait, describeRecentWritesRetry, describeRecentWritesWait, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
 import type { DropRefusal } from '../find-drop-refusal.js';
 import { UsageError } from '../errors.js';
-import { formatBytes, formatCountOf } from '../format-units.js';
+import { displayWidth } from '../display-width.js';
+import { formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
 import { parseS3MinAgeMs } from '../parse-min-age.js';
@@ -221,7 +222,7 @@ export const gcCommand = defineCommand({
     const dropped = report.unboundEntries;
     if (dropped !== undefined) {
       lines.push(`${verb} ${formatCountOf(dropped.count, 'unbound entry', 'unbound entries')} (${formatBytes(dropped.reclaimedBytes)})`);
-      appendLines(lines, dropped.entries.map((e) => `  ${e.key} ${e.qualname} (${formatBytes(e.compBytes)})`));
+      for (const entry of dropped.entries) appendLines(lines, renderDroppedEntry(entry));
       if (dropped.blobsLeft.length > 0) {
         lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`);
         appendLines(lines, dropped.blobsLeft.map((p) => `  ${p}`));
@@ -255,6 +256,16 @@ export const gcCommand = defineCommand({
     return 0;
   },
 });
+
+/**
+ * A dropped entry's line, `  <key> <name> (<size>)`, within 120 columns: a long tensor name starts a
+ * line of its own or folds (foldTensorName, as build's and verify's), its pieces and the size 6
+ * columns in; a line that fits is as it was (--json keeps the name whole).
+ */
+export function renderDroppedEntry(entry: { key: string; qualname: string; compBytes: number }): string[] {
+  const line = `  ${entry.key} ${entry.qualname} (${formatBytes(entry.compBytes)})`;
+  return displayWidth(line) <= REPORT_LINE_COLUMNS ? [line] : wrapHanging(line, `  ${NAME_HANG_INDENT}`, REPORT_LINE_COLUMNS, [entry.qualname]);
+}
 
 /** Whether a dry run's report names anything the real run would remove (its last line then says how). */
 function listsAnything(report: GcCommandReport): boolean {
