@@ -11,9 +11,21 @@ export function computePayloadBytes(rawBytes: number, escapeCount: number, chunk
   return computePayloadLayout(bf16ValueCount(rawBytes), escapeCount, valid ? chunkSize : DEFAULT_CHUNK_SIZE).totalBytes;
 }
 
+/**
+ * `1,024`: an integer with thousands separators, as the builder's reports say counts (its
+ * formatCount; verify's no-gain reason reads `its payload would be 1,024 bytes`). Grouped by hand,
+ * not toLocaleString: the same text under any locale and any ICU build of Node.
+ */
+export function formatCount(count: number): string {
+  if (!Number.isSafeInteger(count)) return String(count);
+  const digits = String(Math.abs(count)).replace(/\B(?=(\d{3})+$)/g, ',');
+  return count < 0 ? `-${digits}` : digits;
+}
+
 /** Why a miss is `no-gain`, or null where the payload would be smaller than the raw bytes. */
 export function describeNoGain(rawBytes: number, escapeCount: number, chunkSize: number): string | null {
   const payloadBytes = computePayloadBytes(rawBytes, escapeCount, chunkSize);
   if (payloadBytes < rawBytes) return null;
-  return `would not shrink: its payload would be ${payloadBytes} bytes, not smaller than its ${rawBytes} raw bytes${escapeCount > 0 ? ` (${escapeCount} escapes)` : ''}; a build with --skip-no-gain skips such tensors (skipped_no_gain), a build without it caches them if their coverage passes the gate`;
+  const escapes = escapeCount > 0 ? ` (${formatCount(escapeCount)} ${escapeCount === 1 ? 'escape' : 'escapes'})` : '';
+  return `would not shrink: its payload would be ${formatCount(payloadBytes)} bytes, not smaller than its ${formatCount(rawBytes)} raw bytes${escapes}; a build with --skip-no-gain skips such tensors (skipped_no_gain), a build without it caches them if their coverage passes the gate`;
 }

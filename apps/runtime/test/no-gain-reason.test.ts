@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
+import { describeNoGain, formatCount } from '../src/check-payload-gain.js';
 import { openCachedModel, standardTensors, type CachedModelFixture } from './fixtures.js';
 
 // A BF16 tensor whose payload would not be smaller than its raw bytes (under 1,409 values at any
@@ -40,7 +41,8 @@ afterAll(async () => {
   await fixture.close();
 });
 
-const NO_GAIN = /^would not shrink: its payload would be \d+ bytes, not smaller than its (462|2) raw bytes; a build with --skip-no-gain skips such tensors \(skipped_no_gain\), a build without it caches them if their coverage passes the gate$/;
+// Sizes with thousands separators, as the builder's verify says them (a payload is over 1,000 bytes).
+const NO_GAIN = /^would not shrink: its payload would be \d{1,3}(,\d{3})+ bytes, not smaller than its (462|2) raw bytes; a build with --skip-no-gain skips such tensors \(skipped_no_gain\), a build without it caches them if their coverage passes the gate$/;
 
 describe('a tensor too small to shrink', () => {
   it.each([true, false])('is `no-gain` with the payload and raw sizes (explainMisses %s: decided without its bytes); a stored one is served', async (explainMisses) => {
@@ -59,7 +61,7 @@ describe('a tensor too small to shrink', () => {
     const explained = loadModel(fixture.model, fixture.cache, { filter: (t) => t.name === 'layer.2.escaping' });
     await explained.drain();
     expect(explained.reports[0]).toMatchObject({ source: 'raw', reason: 'no-gain' });
-    expect(explained.reports[0]!.detail).toMatch(/^would not shrink: its payload would be \d+ bytes, not smaller than its 3000 raw bytes \(1 escapes\); a build with --skip-no-gain skips such tensors/);
+    expect(explained.reports[0]!.detail).toMatch(/^would not shrink: its payload would be \d{1,3}(,\d{3})+ bytes, not smaller than its 3,000 raw bytes \(1 escape\); a build with --skip-no-gain skips such tensors/);
     // Its size alone does not tell: without the histogram pass it is only not in the cache.
     const unexplained = loadModel(fixture.model, fixture.cache, { explainMisses: false, filter: (t) => t.name === 'layer.2.escaping' });
     await unexplained.drain();
@@ -70,7 +72,7 @@ describe('a tensor too small to shrink', () => {
     const explained = loadModel(fixture.model, fixture.cache, { filter: (t) => t.name === 'layer.2.lowcov' });
     await explained.drain();
     expect(explained.reports[0]).toMatchObject({ source: 'raw', reason: 'coverage' });
-    expect(explained.reports[0]!.detail).toMatch(/^coverage 0\.5(0*) < gate 0\.99 \(no build caches it\); it would not shrink: its payload would be \d+ bytes, not smaller than its 1536 raw bytes; /);
+    expect(explained.reports[0]!.detail).toMatch(/^coverage 0\.5(0*) < gate 0\.99 \(no build caches it\); it would not shrink: its payload would be \d{1,3}(,\d{3})+ bytes, not smaller than its 1,536 raw bytes; /);
     const unexplained = loadModel(fixture.model, fixture.cache, { explainMisses: false, filter: (t) => t.name === 'layer.2.lowcov' });
     await unexplained.drain();
     expect(unexplained.reports[0]).toMatchObject({ source: 'raw', reason: 'no-gain' });
@@ -80,5 +82,16 @@ describe('a tensor too small to shrink', () => {
   it('cacheOnly: NOT_CACHED with reason no-gain', async () => {
     const error = await loadTensor({ model: fixture.model, name: 'layer.0.attn.k' }, { cache: fixture.cache, cacheOnly: true }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'NOT_CACHED', details: { tensor: 'layer.0.attn.k', reason: 'no-gain' } });
+  });
+});
+
+describe('describeNoGain', () => {
+  it("says sizes and counts as the builder's verify does: `1,024 bytes`, `(1,234 escapes)`, whatever the locale", () => {
+    expect(describeNoGain(64, 0, 1024)).toBe(
+      'would not shrink: its payload would be 1,024 bytes, not smaller than its 64 raw bytes; a build with --skip-no-gain skips such tensors (skipped_no_gain), a build without it caches them if their coverage passes the gate',
+    );
+    expect(describeNoGain(3000, 1, 1024)).toMatch(/ bytes, not smaller than its 3,000 raw bytes \(1 escape\); /);
+    expect(describeNoGain(1_234_567 * 2, 1_234_567, 1024)).toMatch(/^would not shrink: its payload would be \d{1,3}(,\d{3})+ bytes, not smaller than its 2,469,134 raw bytes \(1,234,567 escapes\); /);
+    expect([0, 999, 1000, 1234567, -1234, 2 ** 53 - 1].map(formatCount)).toEqual(['0', '999', '1,000', '1,234,567', '-1,234', '9,007,199,254,740,991']);
   });
 });
