@@ -611,11 +611,45 @@ export function isRemoteLocation(location: string): boolean {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(location);
 }
 
+/**
+ * A backend's result, or ABORTED once the load's `signal` fires first: a decode that never settles
+ * (a custom backend, a hung device) held an aborted load for good. `onAbandoned` then gets a
+ * promise that settles with the decode, for the memory it may still use. Without a signal, or for
+ * a result that is not a promise, the result as it is (nothing added to the hot path).
+ */
+function settleUnlessAborted<T>(work: T | PromiseLike<T>, signal: AbortSignal | undefined, name: string, onAbandoned: (settled: Promise<unknown>) => void): T | Promise<T> {
+  if (signal === undefined || typeof (work as { then?: unknown } | null)?.then !== 'function') return work as T;
+  const settling = Promise.resolve(work);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      onAbandoned(settling.then(() => undefined, () => undefined));
+      reject(abortedError(`load of ${name} aborted`, signal, { tensor: name }));
+    };
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    settling.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
 /** A payload read into staging and validated; `release()` gives the staging slot back (idempotent). */
 export interface StagedPayload {
   payload: Uint8Array;
   meta: PayloadMeta;
   release(): void;
+  /** As `release`, once `settled` settles: a decode the load's abort left behind may still read the slot (quarantined). */
+  releaseWhenSettled(settled: Promise<unknown>): void;
   /** True when the checksum is left to the decode backend (it verifies it while decoding). */
   checksumPending: boolean;
   /** The codec arena of the staging slot holding `payload`, if any. */
@@ -744,6 +778,9 @@ export async function stagePayload(
     if (unsettledRead === undefined) taken.release();
     else taken.releaseWhenSettled(unsettledRead);
   };
+  const releaseWhenSettled = (settled: Promise<unknown>) => {
+    taken.releaseWhenSettled(unsettledRead === undefined ? settled.then(() => undefined) : Promise.all([unsettledRead, settled]).then(() => undefined));
+  };
   try {
     let payload: Uint8Array;
     let meta: PayloadMeta;
@@ -796,7 +833,7 @@ export async function stagePayload(
     }
     abortIfNeeded(env.signal, target.name);
     // Left to the backend: bytes the runtime read itself, and blobs the store read unverified for it.
-    return { payload, meta, release, arena, checksumPending: backendVerifies };
+    return { payload, meta, release, releaseWhenSettled, arena, checksumPending: backendVerifies };
   } catch (error) {
     releaseWindow?.();
     release();
@@ -1072,6 +1109,12 @@ async function decodeFromCacheStaged(
 ): Promise<Uint8Array> {
   const staged = await stagePayload(env, target, entry, report, { storeVerifies });
   let retry = false;
+  // A decode the load's abort left behind (a backend that never settles, or ignores the abort):
+  // the slot is quarantined until it settles, as for a custom reader's read (stagePayload).
+  let abandoned: Promise<unknown> | undefined;
+  const abandon = (settled: Promise<unknown>) => {
+    abandoned = settled;
+  };
   let output = given;
   try {
     for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
@@ -1084,7 +1127,7 @@ async function decodeFromCacheStaged(
       // first written there, nothing copied on this thread).
       const onThread = output === undefined ? env.backend.decodeToNew?.(staged.payload, staged.meta, options) : undefined;
       if (onThread !== undefined) {
-        const decoded = await onThread;
+        const decoded = await settleUnlessAborted(onThread, env.signal, target.name, abandon);
         if (decoded.values.byteLength !== target.slice.sizeBytes) {
           throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} returned ${decoded.values.byteLength} bytes for ${target.name}`, {
             tensor: target.name,
@@ -1097,10 +1140,11 @@ async function decodeFromCacheStaged(
         // Straight into the caller's buffer when it can be viewed as BF16 values (even offset).
         output ??= new Uint8Array(target.slice.sizeBytes);
         const { values, direct } = valuesFor(output);
-        busyMs = await env.backend.decode(staged.payload, staged.meta, values, options);
+        busyMs = await settleUnlessAborted(env.backend.decode(staged.payload, staged.meta, values, options), env.signal, target.name, abandon);
         if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
       }
     } catch (error) {
+      if (abandoned !== undefined) throw error;
       if (!(staged.checksumPending && env.cache?.remote === true && error instanceof RuntimeError && error.code === 'CACHE_READ_FAILED')) {
         throw describeDecodeFailure(error, env, target, entry);
       }
@@ -1116,7 +1160,8 @@ async function decodeFromCacheStaged(
       report.backend = env.backend.name;
     }
   } finally {
-    staged.release();
+    if (abandoned === undefined) staged.release();
+    else staged.releaseWhenSettled(abandoned);
   }
   if (retry) return decodeFromCacheStaged(env, target, entry, given, report, true);
   return output as Uint8Array;

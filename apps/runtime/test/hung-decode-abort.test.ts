@@ -1,0 +1,90 @@
+// A decode backend whose decode never settles (a custom backend, a hung device): the load's abort
+// still ends loadTensor and loadModel at once (ABORTED), and the staging slot the decode may still
+// read is kept out of reuse until it settles, as for a custom reader's stalled read.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCpuDecoder, type DecodeBackend } from '../src/create-cpu-decoder.js';
+import { createStagingPool } from '../src/create-staging-pool.js';
+import { loadModel } from '../src/load-model.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { openCachedModel, tunedWeights, type CachedModelFixture } from './fixtures.js';
+
+let fixture: CachedModelFixture;
+beforeAll(async () => {
+  fixture = await openCachedModel('hung-decode-abort', tunedWeights(['a', 'b'], 91));
+});
+afterAll(async () => {
+  await fixture.close();
+});
+
+/** A backend whose decodes wait until `finish()`, ignoring every abort; `decodeToNew` too when asked. */
+function createHungBackend(withDecodeToNew = false): DecodeBackend & { calls: () => number; finish: () => void } {
+  const cpu = createCpuDecoder();
+  let calls = 0;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  const backend: DecodeBackend & { calls: () => number; finish: () => void } = {
+    name: 'hung',
+    calls: () => calls,
+    finish: () => finish(),
+    async decode(payload, meta, out, options) {
+      calls += 1;
+      await finished;
+      return cpu.decode(payload, meta, out, options);
+    },
+  };
+  if (withDecodeToNew) {
+    backend.decodeToNew = async (payload, meta) => {
+      calls += 1;
+      await finished;
+      const values = new Uint16Array(meta.elementCount);
+      await cpu.decode(payload, meta, values);
+      return { values, busyMs: 0 };
+    };
+  }
+  return backend;
+}
+
+/** Aborts once the backend was asked to decode (the load is then waiting on it), with a hang guard. */
+async function abortWhenDecoding(controller: AbortController, backend: { calls: () => number }): Promise<void> {
+  for (let k = 0; k < 2000 && backend.calls() === 0; k++) await new Promise<void>((resolve) => setTimeout(resolve, 5));
+  expect(backend.calls()).toBeGreaterThan(0);
+  controller.abort(new Error('client went away'));
+}
+
+describe('a decode that never settles', () => {
+  it.each([
+    ['decode', false],
+    ['decodeToNew', true],
+  ] as const)('loadTensor (%s): ABORTED at once; the slot is set aside until the decode settles', { timeout: 20_000 }, async (_label, withDecodeToNew) => {
+    const backend = createHungBackend(withDecodeToNew);
+    // Small slots: the payload is staged in the pool, not in a buffer of its own.
+    const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1 });
+    const controller = new AbortController();
+    try {
+      const loading = loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, backend, signal: controller.signal });
+      await abortWhenDecoding(controller, backend);
+      await expect(loading).rejects.toMatchObject({ code: 'ABORTED', details: expect.objectContaining({ tensor: 'a.weight' }) });
+      expect(pool.tryAcquire()).toBeUndefined();
+      expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
+      backend.finish();
+      const slot = await pool.acquire({ signal: AbortSignal.timeout(10_000) });
+      expect(pool.stats()).toMatchObject({ quarantinedSlots: 0 });
+      pool.release(slot);
+    } finally {
+      backend.finish();
+      pool.close();
+    }
+  });
+
+  it('loadModel: ABORTED at once', { timeout: 20_000 }, async () => {
+    const backend = createHungBackend();
+    const controller = new AbortController();
+    try {
+      const loading = loadModel(fixture.model, fixture.cache, { backend, signal: controller.signal }).drain();
+      await abortWhenDecoding(controller, backend);
+      await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
+    } finally {
+      backend.finish();
+    }
+  });
+});
