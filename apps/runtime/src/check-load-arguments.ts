@@ -1,5 +1,6 @@
 import { describeValue, findUnknownOption } from '@splitzip/codec';
 import type { SafetensorsModel } from '@splitzip/safetensors';
+import { checkS3Options, isStoreError, MAX_REFRESH_INTERVAL_MS } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
 
 /**
@@ -202,3 +203,42 @@ export function checkCacheOnlyHasCache(cacheOnly: unknown, cache: unknown, where
     throw new RuntimeError('INVALID_ARGUMENT', `cacheOnly needs a cache: ${where} (without one every tensor is read raw, which cacheOnly forbids)`, { option: 'cacheOnly', cache: cache === null ? 'null' : 'undefined' });
   }
 }
+
+/**
+ * `s3` and `readThroughDir` of openModel and openShardCache, before anything is opened: the
+ * store's own check of S3 settings (checkS3Options, which openCacheStore and openS3ObjectSource
+ * run; one rule for every call that takes them), its refusal as the runtime's INVALID_ARGUMENT
+ * naming the option. openModel ignored `s3: { endpont }` (the load went to AWS), took `s3: 5` and
+ * `readThroughDir: 5`, and passed `endpoint: 5` to the AWS SDK (which printed to stderr).
+ */
+export function checkS3Arguments(options: { s3?: unknown; readThroughDir?: unknown }, call: 'openModel' | 'openShardCache'): void {
+  if (options.readThroughDir !== undefined && typeof options.readThroughDir !== 'string') {
+    throw argumentError('readThroughDir', 'a directory path (a string)', options.readThroughDir);
+  }
+  if (options.s3 === undefined) return;
+  try {
+    checkS3Options(options.s3, call);
+  } catch (error) {
+    if (!isStoreError(error, 'INVALID_ARGUMENT')) throw error;
+    const { option, value, known, suggestion } = error.details as { option?: unknown; value?: unknown; known?: unknown; suggestion?: unknown };
+    // The store leads with the call's name: the runtime's messages lead with the option (`s3.endpoint must be …`, `unknown option …`).
+    const message = error.reason.startsWith(`${call}: `) ? error.reason.slice(call.length + 2) : error.reason;
+    // The caller's value itself (the store's details keep a long string or an object as text).
+    const key = typeof option === 'string' && option.startsWith('s3.') ? option.slice(3) : undefined;
+    const shown = option === 's3' ? options.s3 : key !== undefined ? (options.s3 as Record<string, unknown>)[key] : value;
+    const got = known === undefined ? { got: describeValue(shown) } : {};
+    // The value as every runtime message shows it (the store's own describeValue words it otherwise).
+    const at = message.lastIndexOf(', got ');
+    const shownMessage = got.got !== undefined && at >= 0 ? `${message.slice(0, at)}, got ${got.got}` : message;
+    throw new RuntimeError('INVALID_ARGUMENT', shownMessage, { option, ...got, ...(known === undefined ? {} : { known }), ...(suggestion === undefined ? {} : { suggestion }) }, { cause: error });
+  }
+}
+
+/** openShardCache's refreshIntervalMs (the store's rule, MAX_REFRESH_INTERVAL_MS), or undefined. */
+export function checkRefreshIntervalArgument(value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== 'number' || !(value > 0 && value <= MAX_REFRESH_INTERVAL_MS)) {
+    throw argumentError('refreshIntervalMs', `a number of milliseconds > 0 and <= ${MAX_REFRESH_INTERVAL_MS} (MAX_REFRESH_INTERVAL_MS, Node's timer limit)`, value);
+  }
+}
+

@@ -3,7 +3,7 @@ import { isSafetensorsError, openSafetensorsModel, type ByteSource, type Safeten
 import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { describeError, RuntimeError, isRetryableError } from './errors.js';
 import { prefetchSourceHeads } from './prefetch-source-heads.js';
-import { checkOptionsArgument, optionNames, quoteBounded } from './check-load-arguments.js';
+import { checkOptionsArgument, checkS3Arguments, optionNames, quoteBounded } from './check-load-arguments.js';
 import { trackSourceRanges, type TrackedSource } from './drop-model-range-copy.js';
 
 export interface OpenModelOptions {
@@ -35,6 +35,8 @@ export async function openModel(location: string, options: OpenModelOptions = {}
     throw new RuntimeError('INVALID_ARGUMENT', `a model location is a path or an s3:// URL, got ${got}`, { option: 'location', got });
   }
   checkOptionsArgument(options, optionNames<OpenModelOptions>({ s3: true, readThroughDir: true }));
+  // Whatever the location (a local model ignores them): a wrong setting is a mistake either way.
+  checkS3Arguments(options, 'openModel');
   if (isS3Url(location) && /\.(json|safetensors)$/.test(location)) {
     throw new RuntimeError('INVALID_ARGUMENT', `an s3:// model is the prefix that holds its shards (and index), e.g. ${quoteBounded(location.slice(0, location.lastIndexOf('/') + 1))}, not one of its objects`, {
       location,

@@ -2,9 +2,9 @@ import { describeValue } from '@splitzip/codec';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
-import { createStagingPool, isStagingSlotReleased, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
+import { checkSlotCountArgument, createStagingPool, isStagingSlotReleased, maxSlotCountFor, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
-import { checkBooleanArgument, checkCoverageArgument, checkOptionsArgument, checkSourcePolicyArgument, optionNames } from './check-load-arguments.js';
+import { argumentError, checkBooleanArgument, checkCoverageArgument, checkOptionsArgument, checkRefreshIntervalArgument, checkS3Arguments, checkSourcePolicyArgument, optionNames } from './check-load-arguments.js';
 import { flushObjectStamps, type ObjectStampStats } from './check-source-bytes.js';
 export type { ObjectStampStats };
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
@@ -68,7 +68,8 @@ export interface ShardCache {
   /** A staging pool whose slots hold the largest payload of the cache (or of `entries`). */
   createStagingPool(options?: { slotCount?: number; entries?: Iterable<CacheEntry>; shared?: boolean }): StagingPool;
   /**
-   * Lends a pool with at least `slotCount` slots of at least `slotBytes` (loadModel's default): an
+   * Lends a pool with at least `slotCount` slots (at most as many as MAX_STAGING_POOL_BYTES holds:
+   * at least one) of at least `slotBytes` (loadModel's default): an
    * idle pool an earlier load gave back (through any handle of this process) when one fits, else a
    * new one. `giveBack()` returns it for the next load, so repeated loads reuse the same slots. At
    * most `MAX_IDLE_POOLS` idle pools are kept, for `IDLE_POOL_RELEASE_MS` after the last
@@ -133,6 +134,7 @@ const OPEN_SHARD_CACHE_OPTIONS = optionNames<OpenShardCacheOptions>({
 });
 const WRAP_CACHE_STORE_OPTIONS = optionNames<Parameters<typeof wrapCacheStore>[1] & object>({ coverageMin: true, objectSources: true, fileSources: true });
 const CACHE_POOL_OPTIONS = optionNames<NonNullable<Parameters<ShardCache['createStagingPool']>[0]>>({ slotCount: true, entries: true, shared: true });
+const BORROW_POOL_OPTIONS = optionNames<Parameters<ShardCache['borrowStagingPool']>[0]>({ slotBytes: true, slotCount: true, shared: true, threads: true });
 
 /**
  * Opens a built cache for loading: a directory, or `s3://bucket/prefix` (delegated to the store's
@@ -148,6 +150,8 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
   checkCoverageArgument(options.coverageMin);
   checkSourcePolicyArgument(options.objectSources, 'objectSources');
   checkSourcePolicyArgument(options.fileSources, 'fileSources');
+  checkRefreshIntervalArgument(options.refreshIntervalMs);
+  checkS3Arguments(options, 'openShardCache');
   let store: CacheStore;
   try {
     // A loader writes little (the bindings and file stamps it learns): its close folds the journal
@@ -244,8 +248,16 @@ export function wrapCacheStore(
   // Entries above MAX_SLOT_BYTES are left out: no slot can hold them (their loads are SLOT_TOO_SMALL,
   // served raw). Counted in, one such entry (or a damaged manifest's) made every pool INVALID_ARGUMENT.
   const largestPayloadBytes = (entries: Iterable<CacheEntry> = store.entries()) => {
+    // `entries: 5` was a TypeError ("entries is not iterable"), a null item another one.
+    if (typeof (entries as { [Symbol.iterator]?: unknown } | null)?.[Symbol.iterator] !== 'function') {
+      throw argumentError('entries', 'an iterable of cache entries (cache.store.entries(), lookups)', entries);
+    }
     let largest = 0;
-    for (const entry of entries) if (entry.compBytes > largest && entry.compBytes <= MAX_SLOT_BYTES) largest = entry.compBytes;
+    for (const entry of entries) {
+      const compBytes = (entry as CacheEntry | null | undefined)?.compBytes;
+      if (typeof compBytes !== 'number') throw argumentError('entries', 'an iterable of cache entries (cache.store.entries(), lookups)', entries, `: an item is ${describeValue(entry)}`);
+      if (compBytes > largest && compBytes <= MAX_SLOT_BYTES) largest = compBytes;
+    }
     return largest;
   };
   // A closed store says STORE_CLOSED in its own error type; a loader branches on the runtime's. Blob
@@ -316,17 +328,22 @@ export function wrapCacheStore(
       checkOptionsArgument(poolOptions, CACHE_POOL_OPTIONS);
       checkBooleanArgument(poolOptions.shared, 'shared');
       const slotCount = poolOptions.slotCount ?? 4;
-      if (!Number.isSafeInteger(slotCount) || slotCount < 1) {
-        throw new RuntimeError('INVALID_ARGUMENT', 'slotCount must be a positive integer', { slotCount });
-      }
+      checkSlotCountArgument(slotCount); // createStagingPool's rule, checked before the entries are read
       return createStagingPool({
         slotBytes: largestPayloadBytes(poolOptions.entries),
         slotCount,
         shared: poolOptions.shared ?? false,
       });
     },
-    borrowStagingPool({ slotBytes, slotCount, shared = false, threads = 0 }) {
+    borrowStagingPool(request) {
       assertOpen();
+      checkOptionsArgument(request, BORROW_POOL_OPTIONS);
+      const { slotBytes, shared = false, threads = 0 } = request;
+      checkSlotCountArgument(request.slotCount);
+      // loadModel asks for a slot per tensor in flight (maxStagingBytes: Infinity, up to 64 of its
+      // largest payload): it gets as many as MAX_STAGING_POOL_BYTES holds (fewer payloads in flight,
+      // as maxStagingBytes does), not a refusal of its own pool. An invalid slotBytes is createStagingPool's to refuse.
+      const slotCount = Number.isSafeInteger(slotBytes) && slotBytes >= 0 ? Math.max(1, Math.min(request.slotCount, maxSlotCountFor(slotBytes))) : request.slotCount;
       const pool = takeIdleStagingPool({ slotBytes, slotCount, shared, threads }) ?? createStagingPool({ slotBytes, slotCount, shared, threads });
       let given = false;
       return {
