@@ -1,10 +1,10 @@
 // The built runtime without its decode-thread.js beside it, as a bundle that inlined the runtime
 // runs it (its output directory is not dist/).
-import { cpSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type * as Runtime from '../src/index.js';
 
@@ -63,9 +63,17 @@ describe('the ./decode-thread subpath', () => {
   });
 });
 
-// A worker pool whose script is missing (a bundle) decoded on the calling thread alone, every result
-// right, and named itself `workers:auto` in every report as a healthy pool does.
+// A worker pool whose workers die (a bundle's broken script) decoded on the calling thread alone, every result
+// right, and named itself `workers:auto` in every report as a healthy pool does. (A script that is
+// missing is refused when the pool is made, since 2026-12-07: the kernels' INVALID_ARGUMENT.)
 describe("backend 'workers' whose workers die", () => {
+  it('a workerUrl naming no file is refused at creation', async () => {
+    const { createWorkerPoolDecoder } = await import('../src/create-kernels-decoder.js');
+    expect(() => createWorkerPoolDecoder({ workerUrl: new URL('file:///nonexistent/splitzip-decode-worker.js') })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ argument: 'workerUrl' }) }),
+    );
+  });
+
   it('is named for it: how many died and why', { timeout: 30_000 }, async () => {
     const { calibrateCodebook, encode, readPayloadMeta } = await import('@splitzip/codec');
     const { createWorkerPoolDecoder } = await import('../src/create-kernels-decoder.js');
@@ -74,7 +82,9 @@ describe("backend 'workers' whose workers die", () => {
     const source = encode(values, calibrateCodebook(values).codebook);
     const payload = new Uint8Array(new SharedArrayBuffer(source.length));
     payload.set(source);
-    const decoder = createWorkerPoolDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('file:///nonexistent/splitzip-decode-worker.js') });
+    const script = join(parent, 'throwing-worker.mjs');
+    writeFileSync(script, "throw new Error('worker script threw on load');\n");
+    const decoder = createWorkerPoolDecoder({ threads: 1, minParallelElements: 0, workerUrl: pathToFileURL(script) });
     try {
       expect(decoder.name).toBe('workers:1');
       const out = new Uint16Array(new SharedArrayBuffer(values.length * 2));
@@ -83,7 +93,7 @@ describe("backend 'workers' whose workers die", () => {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       expect(out).toEqual(values);
-      expect(decoder.name).toMatch(/^workers:1 \(1 worker died, the calling thread decodes: Cannot find module '\/nonexistent\/splitzip-decode-worker\.js'/);
+      expect(decoder.name).toMatch(/^workers:1 \(1 worker died, the calling thread decodes: worker script threw on load/);
     } finally {
       await decoder.close!();
     }

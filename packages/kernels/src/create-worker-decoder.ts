@@ -1,5 +1,7 @@
+import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import {
   createCodecArena,
@@ -885,11 +887,36 @@ function checkWorkerScript(workerUrl: URL | string): void {
   };
   if (workerUrl instanceof URL) {
     if (workerUrl.protocol !== 'file:' && workerUrl.protocol !== 'data:') refuse(`must be a file: or data: URL (a Worker loads no ${workerUrl.protocol} script)`);
+    if (workerUrl.protocol === 'file:') checkScriptFile(workerUrl, refuse);
     return;
   }
   // Node's own rule (lib/internal/worker.js): a string is a path, never a URL.
   if (/^(file|data):/i.test(workerUrl)) refuse('as a string is a path, not a URL: pass new URL(...) for a file: or data: URL');
   if (!isAbsolute(workerUrl) && !/^\.\.?[\\/]/.test(workerUrl)) refuse('must be an absolute path or one starting with ./ or ../ (from the working directory), or a URL');
+  checkScriptFile(workerUrl, refuse);
+}
+
+/**
+ * The script a file: URL or path names is a file (one stat, at creation). A missing one was taken,
+ * every worker died at start, and with callerDecodes the calling thread decoded alone from then on
+ * (a bundle's wrong path: nothing said so but decoder.workerDeaths). A relative path is looked up
+ * from the working directory, as Worker does. A script removed later still kills its workers then.
+ */
+function checkScriptFile(script: URL | string, refuse: (why: string) => never): void {
+  let path: string;
+  try {
+    path = script instanceof URL ? fileURLToPath(script) : script;
+  } catch (error) {
+    refuse(`names no local file (${(error as Error).message})`);
+  }
+  let isFile: boolean;
+  try {
+    isFile = statSync(path).isFile();
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    refuse(`names no file that can be read (${typeof code === 'string' ? code : 'stat failed'}: ${path})`);
+  }
+  if (!isFile) refuse(`names something that is not a file (${path})`);
 }
 
 /** The caller's arena (checked: shared, with a share per worker) or a new one of `arenaBytes`, or null. */

@@ -152,6 +152,19 @@ describe('worker decoder: a workerUrl Node cannot start is INVALID_ARGUMENT up f
     expect(() => createChecksumWorker({ threads: 1, workerUrl: url })).toThrow(expected);
   });
 
+  // The README says a bad workerUrl is refused at creation; one naming no file was taken, every
+  // worker died at start, and the calling thread decoded alone (createWorkerPoolDecoder in a bundle).
+  it.each([
+    [new URL('file:///nonexistent/splitzip-decode-worker.js'), /names no file that can be read \(ENOENT: \/nonexistent\/splitzip-decode-worker\.js\)/],
+    ['/nonexistent/splitzip-decode-worker.js', /names no file that can be read \(ENOENT/],
+    ['./nonexistent/splitzip-decode-worker.js', /names no file that can be read \(ENOENT/],
+    [new URL('../dist/', import.meta.url), /names something that is not a file/],
+  ])('createWorkerDecoder({ workerUrl: %s }) naming no script file, and createChecksumWorker', (url, message) => {
+    const expected = expect.objectContaining({ name: 'KernelsError', code: 'INVALID_ARGUMENT', message: expect.stringMatching(message), details: expect.objectContaining({ argument: 'workerUrl', value: String(url) }) });
+    expect(() => createWorkerDecoder({ threads: 1, workerUrl: url })).toThrow(expected);
+    expect(() => createChecksumWorker({ threads: 1, workerUrl: url })).toThrow(expected);
+  });
+
   it('takes an absolute path, a ./ relative one and a file: URL, and decodes with them', async () => {
     const fromCwd = relative(process.cwd(), fileURLToPath(workerUrl));
     const dotted = fromCwd.startsWith('..') ? fromCwd : `./${fromCwd}`;
