@@ -69,7 +69,7 @@ describe('worker decoder dispose() after its worker failed to load', () => {
       import { createWorkerDecoder } from ${JSON.stringify(fileURLToPath(new URL('../dist/node.js', import.meta.url)))};
       import { calibrateCodebook, encode } from '@splitzip/codec';
       const values = new Uint16Array(1 << 20).map((_, i) => ((120 + (i % 7)) << 7) | (i & 127));
-      const d = createWorkerDecoder({ threads: 1, minParallelElements: 1, workerUrl: new URL('file:///nonexistent/decode-worker.js') });
+      const d = createWorkerDecoder({ threads: 1, minParallelElements: 1, workerUrl: new URL(${JSON.stringify(new URL('./workers/throwing-worker.mjs', import.meta.url).href)}) });
       const out = await d.decode(encode(values, calibrateCodebook(values).codebook));
       console.log('decoded', out.every((v, i) => v === values[i]));
       await d.dispose();

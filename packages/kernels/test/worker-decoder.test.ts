@@ -123,7 +123,7 @@ describe('a pool whose workers die', () => {
     const source = codecEncode(values, calibrateCodebook(values).codebook);
     const payload = new Uint8Array(new SharedArrayBuffer(source.length));
     payload.set(source);
-    const broken = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('file:///nonexistent/splitzip-decode-worker.js') });
+    const broken = createWorkerDecoder({ threads: 1, minParallelElements: 0, workerUrl: new URL('./workers/throwing-worker.mjs', import.meta.url) });
     try {
       expect(broken.workerDeaths).toBe(0);
       expect(broken.lastWorkerFailure).toBeNull();
