@@ -74,19 +74,33 @@ export function decodeRange(
 export const DECODE_CALL = 'decode(payload, undefined, { verify: false })';
 const DECODE_RANGE_CALL = 'decodeRange(payload, start, count, undefined, { verify: false })';
 
-/** For the decoders whose `out` is required (decodeChunks, decodeSegments), then as checkOutput. */
-export function requireOutput(out: Uint16Array, count: number): Uint16Array {
-  // Omitted, the values would go to a throwaway array and the call return nothing.
-  if (!isUint16Array(out)) {
-    throw argumentTypeError('out', 'a Uint16Array (required)', out, optionsAsOutHint(out, DECODE_CALL));
-  }
-  return checkOutput(out, count, DECODE_CALL);
+/**
+ * What the options-as-out hint of a decoder says: `optionNames`, the keys of an object passed as
+ * `out` that make it look like options (the function's own, and those of its siblings a caller may
+ * take it to share: decodeChunks takes none); `advice`, the function's right form.
+ */
+export interface OptionsAsOutHint {
+  optionNames: readonly string[];
+  advice: string;
 }
 
-/** `call`: the caller's function in its right form, for the options-as-out hint. */
+/** For the decoders whose `out` is required (decodeChunks, decodeSegments), then as checkOutput; `hint` in the function's own words. */
+export function requireOutput(out: Uint16Array, count: number, hint: OptionsAsOutHint): Uint16Array {
+  // Omitted, the values would go to a throwaway array and the call return nothing.
+  if (!isUint16Array(out)) {
+    throw argumentTypeError('out', 'a Uint16Array (required)', out, optionsAsOutHint(out, hint));
+  }
+  return checkOutputWith(out, count, hint);
+}
+
+/** `call`: the caller's function (decode, decodeRange) in its right form, for the options-as-out hint. */
 export function checkOutput(out: Uint16Array | undefined, count: number, call: string): Uint16Array {
+  return checkOutputWith(out, count, { optionNames: DECODE_OPTION_NAMES, advice: `options come after out, e.g. ${call}` });
+}
+
+function checkOutputWith(out: Uint16Array | undefined, count: number, hint: OptionsAsOutHint): Uint16Array {
   if (out === undefined) return allocateArray(Uint16Array, count, 'the output', 'values');
-  if (!isUint16Array(out)) throw argumentTypeError('out', 'a Uint16Array', out, optionsAsOutHint(out, call));
+  if (!isUint16Array(out)) throw argumentTypeError('out', 'a Uint16Array', out, optionsAsOutHint(out, hint));
   checkReadableView(out, 'out');
   if (out.length < count) {
     throw new SplitZipError('OUTPUT_TOO_SMALL', `out holds ${out.length} values, ${count} needed`, {
@@ -99,18 +113,19 @@ export function checkOutput(out: Uint16Array | undefined, count: number, call: s
 
 /**
  * A hint for options passed where `out` goes (`decode(p, { verify: false })`): an object whose own
- * keys are all option names, so the caller meant `call` (`decode(p, undefined, { verify: false })`;
- * decodeRange's form for decodeRange, whose hint showed decode's).
+ * keys are all `hint.optionNames`, so the caller meant the function's form in `hint.advice`
+ * (`decode(p, undefined, { verify: false })`; each function its own: decodeRange's, decodeChunks'
+ * and decodeSegments' hints showed decode's).
  */
-function optionsAsOutHint(out: unknown, call: string): string {
+function optionsAsOutHint(out: unknown, hint: OptionsAsOutHint): string {
   if (out === null || typeof out !== 'object' || ArrayBuffer.isView(out)) return '';
   try {
     const keys = Object.keys(out);
-    if (keys.length === 0 || !keys.every((key) => (DECODE_OPTION_NAMES as readonly string[]).includes(key))) return '';
+    if (keys.length === 0 || !keys.every((key) => hint.optionNames.includes(key))) return '';
   } catch {
     return '';
   }
-  return ` (it looks like options were passed as out: options come after out, e.g. ${call})`;
+  return ` (it looks like options were passed as out: ${hint.advice})`;
 }
 
 /** INVALID_ARGUMENT when out's first `count` values share bytes with the payload's `compBytes`. */

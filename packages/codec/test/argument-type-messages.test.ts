@@ -13,6 +13,7 @@ import {
   decode,
   decodeChunks,
   decodeRange,
+  decodeSegments,
   encode,
   readPayloadMeta,
   validatePayloadStructure,
@@ -90,5 +91,26 @@ describe('wrong argument types show the value passed, with its type', () => {
     expect(rangeHint).not.toContain('decode(payload');
     // Not for an object that is no options object.
     expect(refusal(() => decode(payload, { length: 4 } as never)).message).not.toContain('looks like options');
+  });
+
+  it("decodeChunks' and decodeSegments' hints show their own forms, not decode's", () => {
+    // decodeChunks takes no options: decode's or decodeSegments' where its required out goes.
+    for (const options of [{ verify: false }, { digests: new Uint32Array(6) }]) {
+      const error = refusal(() => decodeChunks(payload, meta, 0, 1, options as never));
+      expect(error.message).toContain('out must be a Uint16Array (required), got object {');
+      expect(error.message).toContain('(it looks like options were passed as out: decodeChunks takes no options (it judges no checksum: verify once up front), and out is required: decodeChunks(payload, meta, firstChunk, chunkCount, out))');
+      expect(error.message).not.toContain('decode(payload');
+      expect(error.details).toMatchObject({ argument: 'out' });
+    }
+    // decodeSegments: its { digests } after its required out.
+    for (const options of [{ digests: new Uint32Array(6) }, { verify: false }]) {
+      const error = refusal(() => decodeSegments(payload, meta, 0, 1, options as never));
+      expect(error.message).toContain('out must be a Uint16Array (required), got object {');
+      expect(error.message).toContain('(it looks like options were passed as out: options come after out, which is required, e.g. decodeSegments(payload, meta, firstSegment, endSegment, out, { digests }))');
+      expect(error.message).not.toContain('decode(payload');
+    }
+    // Not for an object that is no options object, nor for a missing out.
+    expect(refusal(() => decodeChunks(payload, meta, 0, 1, { length: 4 } as never)).message).not.toContain('looks like options');
+    expect(refusal(() => decodeSegments(payload, meta, 0, 1, undefined as never)).message).not.toContain('looks like options');
   });
 });
