@@ -226,7 +226,7 @@ export function checkS3Arguments(options: { s3?: unknown; readThroughDir?: unkno
     // The caller's value itself (the store's details keep a long string or an object as text).
     const key = typeof option === 'string' && option.startsWith('s3.') ? option.slice(3) : undefined;
     const shown = option === 's3' ? options.s3 : key !== undefined ? (options.s3 as Record<string, unknown>)[key] : value;
-    const got = known === undefined ? { got: describeValue(shown) } : {};
+    const got = known === undefined ? { type: kindOf(shown), got: describeValue(shown) } : {};
     // The value as every runtime message shows it (the store's own describeValue words it otherwise).
     const at = message.lastIndexOf(', got ');
     const shownMessage = got.got !== undefined && at >= 0 ? `${message.slice(0, at)}, got ${got.got}` : message;

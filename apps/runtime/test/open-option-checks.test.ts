@@ -52,7 +52,7 @@ describe('openModel and openShardCache check s3 and readThroughDir alike, before
         const error = await caught(() => openModel(location, options as never));
         expect(error.code, `${location} ${option}`).toBe('INVALID_ARGUMENT');
         expect(error.message).toMatch(new RegExp(`^${option.replace('.', '\\.')} must be .*, got ${describeValue(value).replace(/[[\]"]/g, '\\$&')}$`));
-        expect(error.details).toMatchObject({ option, got: describeValue(value) });
+        expect(error.details).toMatchObject({ option, type: Array.isArray(value) ? 'Array' : typeof value, got: describeValue(value) });
         if (location.startsWith('s3://')) {
           const cacheError = await caught(() => openShardCache(location, options as never));
           expect(cacheError.message).toBe(error.message);
