@@ -212,6 +212,35 @@ export function describeMissingThreadWorker(): string {
   );
 }
 
+/** How much of a failed start's reason the backend's name carries (a stack-free message's first line fits). */
+const MAX_START_FAILURE_CHARS = 160;
+
+/**
+ * Refuses a `workerUrl` that is not a URL, or a `file:` URL of no file: every worker would die at
+ * start, and until 2026-12-07 each tensor of 2^21 values and more was then served raw
+ * (`DECODE_FAILED`) under a backend named as a healthy one.
+ */
+function checkWorkerUrl(url: unknown): void {
+  if (url === undefined) return;
+  if (!(url instanceof URL)) {
+    throw new RuntimeError('INVALID_ARGUMENT', `workerUrl must be a URL (Node's Worker takes a string as a path), got ${typeof url === 'string' ? JSON.stringify(url.slice(0, 200)) : typeof url}`, { option: 'workerUrl' });
+  }
+  if (url.protocol !== 'file:') return;
+  let path: string;
+  try {
+    path = fileURLToPath(url);
+  } catch (error) {
+    throw new RuntimeError('INVALID_ARGUMENT', `workerUrl ${url.href} names no local file: ${(error as Error).message}`, { option: 'workerUrl', workerUrl: url.href });
+  }
+  if (!existsSync(path)) {
+    throw new RuntimeError(
+      'INVALID_ARGUMENT',
+      `workerUrl ${url.href}: there is no file at ${path}; pass the installed worker script, new URL(import.meta.resolve('@splitzip/runtime/decode-thread'))`,
+      { option: 'workerUrl', workerUrl: url.href, path },
+    );
+  }
+}
+
 /** The bytes of a job that sends none (a hash stream's discard). */
 const NO_BYTES = new SharedArrayBuffer(0);
 
@@ -273,6 +302,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   if (!Number.isSafeInteger(threads) || threads < 1 || threads > 64) {
     throw new RuntimeError('INVALID_ARGUMENT', 'threads must be an integer in 1..64', { threads });
   }
+  checkWorkerUrl(options.workerUrl);
   const splitMinValues = options.splitMinValues ?? DEFAULT_SPLIT_MIN_VALUES;
   const inlineMaxValues = options.inlineMaxValues ?? DEFAULT_INLINE_MAX_VALUES;
   const startupInlineMaxValues = options.startupInlineMaxValues ?? DEFAULT_STARTUP_INLINE_MAX_VALUES;
@@ -359,6 +389,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (!died && !entry.ready) {
         startFailures += 1;
         lastStartError = error;
+        if (!pool.some((w) => w.ready)) startBroken = error;
       }
       died = true;
       markStarted();
@@ -396,7 +427,14 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return id;
   };
 
+  /**
+   * Set once a worker died before it took a job while none was ready (a worker script that is
+   * missing or throws as it loads): no worker is started again, and the calling thread decodes
+   * every tensor (the name says so). Before 2026-12-07 every tensor for the workers was served raw.
+   */
+  let startBroken: Error | undefined;
   const startWorkers = (): void => {
+    if (startBroken !== undefined) return;
     while (pool.length < threads) pool.push(spawn());
   };
 
@@ -551,7 +589,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     // Small tensors, and those that arrive while the workers start, are the calling thread's (see decode).
     if (values < inlineMaxValues) return undefined;
     startWorkers();
-    if (values < startupInlineMaxValues && !pool.some((w) => w.ready)) return undefined;
+    if ((values < startupInlineMaxValues || startBroken !== undefined) && !pool.some((w) => w.ready)) return undefined;
     const { signal } = request;
     if (signal?.aborted) return Promise.reject(abortedError('read aborted before it was queued', signal));
     return new Promise<ReadDecodeResult>((resolve, reject) => {
@@ -758,6 +796,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
           payloadAt.ref.arenaId !== undefined ? arena : undefined,
         );
       } catch (error) {
+        if (startBroken !== undefined && (error as { code?: string }).code === 'WORKER_FAILED') {
+          // Sent to workers that then failed to start: the calling thread decodes it, as it does the next ones.
+          inlineDecodes += 1;
+          const values = new Uint16Array(meta.elementCount);
+          try {
+            return { values, busyMs: await decodeInline(payload.subarray(0, meta.compBytes), meta, values, verify) };
+          } catch (inlineError) {
+            throw (inlineError as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(inlineError as Error) : inlineError;
+          }
+        }
         throw (error as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(error as Error) : error;
       }
       if (done.values === undefined || done.values.byteLength !== 2 * meta.elementCount) {
@@ -828,7 +876,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     // The payloads decoded inline below (the loading thread's codec pass) may also be streamed.
     streamMaxValues: inlineMaxValues,
     get name() {
-      return `threads:${threads}`;
+      if (startBroken === undefined) return `threads:${threads}`;
+      return `threads:${threads} (decode threads failed to start, the calling thread decodes: ${startBroken.message.slice(0, MAX_START_FAILURE_CHARS)})`;
     },
     get closed() {
       return closed;
@@ -838,6 +887,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed');
       const failuresBefore = startFailures;
       for (;;) {
+        if (startBroken !== undefined) throw new RuntimeError('DECODE_FAILED', `a decode thread failed to start: ${startBroken.message}`, { threads });
         startWorkers();
         if (pool.every((w) => w.ready)) return;
         // Starting workers are unreferenced: with nothing else alive (a script's top-level await)
@@ -857,7 +907,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       // pays for their start-up).
       if (meta.elementCount >= inlineMaxValues) startWorkers();
       const readyThreads = pool.filter((w) => w.ready).length;
-      if (meta.elementCount < inlineMaxValues || (readyThreads === 0 && meta.elementCount < startupInlineMaxValues)) {
+      if (meta.elementCount < inlineMaxValues || (readyThreads === 0 && (meta.elementCount < startupInlineMaxValues || startBroken !== undefined))) {
         // Small, or the workers are still starting: here, in one pass (checksum and decode fused
         // where the codec can).
         inlineDecodes += 1;
@@ -945,6 +995,13 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         }
         const settled = await Promise.allSettled(decoded);
         const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+        if (failed !== undefined && startBroken !== undefined && (failed.reason as { code?: string }).code === 'WORKER_FAILED') {
+          // Sent to workers that then failed to start: the calling thread decodes it, as it does the next ones.
+          inlineDecodes += 1;
+          return await decodeInline(payload.subarray(0, meta.compBytes), meta, out.subarray(0, meta.elementCount), verify).catch((error: Error & { code?: string }) => {
+            throw error.code === 'CHECKSUM_MISMATCH' ? checksumFailure(error) : error;
+          });
+        }
         if (failed) throw failed.reason;
         if (callerFailure !== undefined) {
           throw (callerFailure as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(callerFailure as Error) : callerFailure;
@@ -992,7 +1049,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       // As decode: small tensors, and those that arrive while the workers start, are the caller's.
       if (meta.elementCount < inlineMaxValues) return undefined;
       startWorkers();
-      if (meta.elementCount < startupInlineMaxValues && !pool.some((w) => w.ready)) return undefined;
+      if ((meta.elementCount < startupInlineMaxValues || startBroken !== undefined) && !pool.some((w) => w.ready)) return undefined;
       return decodeToNewBuffer(payload, meta, decodeOptions?.verifyChecksum === true, decodeOptions?.arena);
     },
     async close() {

@@ -405,6 +405,10 @@ export async function serveTensor(env: ServeEnv, target: ServeTarget, given: Uin
  */
 export async function settleCacheFailure(env: ServeEnv, target: ServeTarget, entry: CacheEntry, error: RuntimeError, report: TensorReport): Promise<RuntimeError> {
   const { name, dtype, slice } = target;
+  // Served raw: no backend decoded it (`backend` is the cache source's; a failed decode's backend
+  // is named in the error), so `totals.backends` lists only backends that decoded (before
+  // 2026-12-07 a backend whose threads never started was listed for tensors it failed).
+  delete report.backend;
   const dropped = await isEntryDropped(env.cache, error, entry.key);
   if (target.info === undefined) {
     // A bare slice has nothing to read raw. Its entry gone, the slice is one the cache does not have
@@ -1041,6 +1045,10 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
       if (opened === undefined) {
         abortIfNeeded(env.signal, target.name);
+        // The backend's threads died before this read went to one (its threads failed to start):
+        // nothing was read, so the payload is staged here and decoded by what the backend has left
+        // (the thread decoder's calling thread), not served raw.
+        if ((error as { code?: unknown } | null)?.code === 'WORKER_FAILED') return decodeFromCacheStaged(env, target, entry, given, report, false);
         // The store's refusals arrive mapped (kept as they are), and the caller's closed pool is the
         // caller's error (as on the other backends); anything else (a read the closed backend
         // dropped) is the backend's failure.
