@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeValue } from '@splitzip/codec';
-import { createStagingPool } from '../src/create-staging-pool.js';
+import { createStagingPool, MAX_SLOT_BYTES, MAX_STAGING_POOL_BYTES } from '../src/create-staging-pool.js';
 import { openModel } from '../src/open-model.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { openCachedModel, type CachedModelFixture } from './fixtures.js';
@@ -93,6 +93,16 @@ describe('openModel and openShardCache check s3 and readThroughDir alike, before
     expect(error.code).toBe('INVALID_ARGUMENT');
     expect(error.details).toMatchObject({ option: 'slotCount', got: 'undefined' });
     expect(await caught(() => fixture.cache.borrowStagingPool({ slotBytes: 1024, slotCount: 1, shraed: true } as never))).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'shraed' } });
+  });
+
+  // loadModel with maxStagingBytes: Infinity asks for a slot per tensor in flight; above
+  // MAX_STAGING_POOL_BYTES it gets fewer slots, not a refusal of its own pool. (Untouched memory:
+  // slots are allocated, not written.)
+  it('cache.borrowStagingPool lends at most the slots MAX_STAGING_POOL_BYTES holds', () => {
+    const { pool } = fixture.cache.borrowStagingPool({ slotBytes: MAX_SLOT_BYTES, slotCount: 64 });
+    expect(pool.slotCount).toBe(MAX_STAGING_POOL_BYTES / 2 ** 32);
+    expect(pool.slotCount * pool.slotBytes).toBeLessThanOrEqual(MAX_STAGING_POOL_BYTES);
+    pool.close();
   });
 
   it("cache.lookup with 'bf16' names 'BF16'", async () => {
