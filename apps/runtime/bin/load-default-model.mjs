@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The main job's last step: load the whole model back through loadModel — once from the SplitZip
 // cache, once from the raw safetensors shards — check every tensor bit-identical against the
-// safetensors files (read independently with @splitzip/safetensors), and print a short table.
+// safetensors files (read independently with @splitzip/safetensors), and print a short table
+// (within 120 columns: format-report-lines.mjs).
 //
 // Usage: node apps/runtime/bin/load-default-model.mjs [--model DIR] [--cache DIR] [--build]
 //                                                     [--backend auto|cpu|threads] [--verify-digest] [--json]
@@ -16,6 +17,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { formatKeyValueLines, formatNoteLines } from './format-report-lines.mjs';
 
 const USAGE = `usage: node apps/runtime/bin/load-default-model.mjs [--model PATH] [--cache DIR] [--build]
                  [--backend auto|cpu|threads] [--verify-digest] [--json]`;
@@ -180,12 +182,13 @@ async function main() {
         ['bit-identical to the safetensors', mismatches.length === 0 ? `yes, all ${model.tensors.length} tensors` : `NO: ${mismatches.length} differ`],
       ];
       if (verifyDigest) rows.push(['content-key digests checked', `${load.reports.filter((r) => r.digestVerified).length}`]);
-      const width = Math.max(...rows.map(([k]) => k.length));
-      console.log('| what | result |');
-      console.log('|---|---|');
-      for (const [k, v] of rows) console.log(`| ${k.padEnd(width)} | ${v} |`);
-      for (const f of fallbacks) console.log(`fallback: ${f.name}: ${f.error?.code}: ${f.error?.message}`);
-      for (const name of mismatches.slice(0, 10)) console.log(`MISMATCH: ${name}`);
+      // Within 120 columns, as the builder's reports before it in scripts/main.sh: each result wraps
+      // under its column, a long path or tensor name folded (a Markdown table of 129- and 149-column
+      // rows before 2026-12-07).
+      const lines = formatKeyValueLines(rows);
+      for (const f of fallbacks) lines.push(...formatNoteLines(`fallback: ${f.name}: ${f.error?.code}: ${f.error?.message}`));
+      for (const name of mismatches.slice(0, 10)) lines.push(...formatNoteLines(`MISMATCH: ${name}`));
+      console.log(lines.join('\n'));
     }
     return mismatches.length === 0 ? 0 : 1;
   } finally {
