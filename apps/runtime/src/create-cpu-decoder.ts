@@ -1,5 +1,6 @@
 import { decodeChunks, getCodecBackend, type CodecArena, type PayloadMeta } from '@splitzip/codec';
 import type { CacheEntry } from '@splitzip/store';
+import { markSettlingBackend } from './settling-backends.js';
 
 export interface DecodeCallOptions {
   /** Verify the payload's checksum (only asked of backends with `verifiesChecksum`). */
@@ -164,7 +165,7 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
  */
 export function createCpuDecoder(options: { sliceValues?: number } = {}): DecodeBackend {
   const sliceValues = options.sliceValues ?? DEFAULT_DECODE_SLICE_VALUES;
-  return {
+  return markSettlingBackend({
     get name() {
       return `cpu:${getCodecBackend()}`;
     },
@@ -181,5 +182,5 @@ export function createCpuDecoder(options: { sliceValues?: number } = {}): Decode
       }
       return busyMs;
     },
-  };
+  });
 }

@@ -1,3 +1,4 @@
+import { markSettlingBackend } from './settling-backends.js';
 import type { Kernels } from '@splitzip/kernels/node';
 import { createWorkerDecoder, type WorkerDecoderOptions } from '@splitzip/kernels/worker-decoder';
 import type { DecodeBackend } from './create-cpu-decoder.js';
@@ -46,7 +47,7 @@ export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): Dec
   // Read once, after the kernels checked it (a getter could answer differently later).
   const base = `workers:${options.threads ?? 'auto'}`;
   let closed = false;
-  return {
+  return markSettlingBackend({
     shared: true,
     // Dead workers named: the calling thread then decodes alone, every result right, and a bundle
     // without the worker script (or a worker that throws) looked like a healthy pool in every report.
@@ -68,5 +69,5 @@ export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): Dec
       closed = true;
       await workers.dispose();
     },
-  };
+  });
 }

@@ -7,6 +7,7 @@ import type { DecodeBackend, DecodedBuffer, HashedContentKey, OpenedPayloadFile,
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError, type RuntimeErrorCode } from './errors.js';
+import { markSettlingBackend } from './settling-backends.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { startWorker } from '@splitzip/kernels/start-worker';
 
@@ -868,7 +869,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     }
   };
 
-  return {
+  return markSettlingBackend({
     shared: true,
     verifiesChecksum: true,
     threads,
@@ -1075,7 +1076,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       for (const entry of workers) releaseLease(entry);
       for (const spare of spareSlots.splice(0)) spare.slot.release();
     },
-  };
+  });
 }
 
 let processThreadDecoder: ThreadDecoder | undefined;

@@ -28,6 +28,7 @@ import { checkModelOpen, checkShardPathUnchanged, checkShardUnchanged, modelClos
 import type { ReadWindow } from './create-read-window.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { readExactAbortable } from './read-exact-abortable.js';
+import { isSettlingBackend } from './settling-backends.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import type { LoadedTensor, LoadReason, TensorReport } from './types.js';
 
@@ -1123,6 +1124,9 @@ async function decodeFromCacheStaged(
   const abandon = (settled: Promise<unknown>) => {
     abandoned = settled;
   };
+  // The runtime's own backends always settle, and may write into the caller's buffer until they
+  // do: the abort waits for them (no buffer is handed back while a decode still writes into it).
+  const unsettledSignal = isSettlingBackend(env.backend) ? undefined : env.signal;
   let output = given;
   try {
     for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
@@ -1135,7 +1139,7 @@ async function decodeFromCacheStaged(
       // first written there, nothing copied on this thread).
       const onThread = output === undefined ? env.backend.decodeToNew?.(staged.payload, staged.meta, options) : undefined;
       if (onThread !== undefined) {
-        const decoded = await settleUnlessAborted(onThread, env.signal, target.name, abandon);
+        const decoded = await settleUnlessAborted(onThread, unsettledSignal, target.name, abandon);
         if (decoded.values.byteLength !== target.slice.sizeBytes) {
           throw new RuntimeError('DECODE_FAILED', `decode backend ${env.backend.name} returned ${decoded.values.byteLength} bytes for ${target.name}`, {
             tensor: target.name,
@@ -1148,7 +1152,7 @@ async function decodeFromCacheStaged(
         // Straight into the caller's buffer when it can be viewed as BF16 values (even offset).
         output ??= new Uint8Array(target.slice.sizeBytes);
         const { values, direct } = valuesFor(output);
-        busyMs = await settleUnlessAborted(env.backend.decode(staged.payload, staged.meta, values, options), env.signal, target.name, abandon);
+        busyMs = await settleUnlessAborted(env.backend.decode(staged.payload, staged.meta, values, options), unsettledSignal, target.name, abandon);
         if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
       }
     } catch (error) {

@@ -2,15 +2,16 @@
 // still ends loadTensor and loadModel at once (ABORTED), and the staging slot the decode may still
 // read is kept out of reuse until it settles, as for a custom reader's stalled read.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kernels } from '@splitzip/kernels';
 import { createCpuDecoder, type DecodeBackend } from '../src/create-cpu-decoder.js';
 import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
-import { openCachedModel, tunedWeights, type CachedModelFixture } from './fixtures.js';
+import { bf16Weights, openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } from './fixtures.js';
 
 let fixture: CachedModelFixture;
 beforeAll(async () => {
-  fixture = await openCachedModel('hung-decode-abort', tunedWeights(['a', 'b'], 91));
+  fixture = await openCachedModel('hung-decode-abort', [...tunedWeights(['a', 'b'], 91), { name: 'wide.weight', dtype: 'BF16', shape: [64, 1024], data: bf16Weights(65536, 93) }]);
 });
 afterAll(async () => {
   await fixture.close();
@@ -76,6 +77,25 @@ describe('a decode that never settles', () => {
     }
   });
 
+  it('a Kernels instance whose decode never settles: loadTensor ABORTED at once', { timeout: 20_000 }, async () => {
+    let calls = 0;
+    // The parts of a Kernels instance a load uses (resolveDecodeBackend takes it for one).
+    const kernels = {
+      backend: 'webgpu',
+      disposed: false,
+      decode: () => {
+        calls += 1;
+        return new Promise<never>(() => undefined);
+      },
+      decodeToDevice: () => new Promise<never>(() => undefined),
+      dispose: () => undefined,
+    } as unknown as Kernels;
+    const controller = new AbortController();
+    const loading = loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, backend: kernels, signal: controller.signal });
+    await abortWhenDecoding(controller, { calls: () => calls });
+    await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+
   it('loadModel: ABORTED at once', { timeout: 20_000 }, async () => {
     const backend = createHungBackend();
     const controller = new AbortController();
@@ -86,5 +106,29 @@ describe('a decode that never settles', () => {
     } finally {
       backend.finish();
     }
+  });
+});
+
+// The runtime's own backends are waited for: the CPU decoder writes into the caller's buffer between
+// its returns to the event loop, and a load that rejected at the abort left it being written into.
+describe("the runtime's own CPU decoder, aborted mid-decode", () => {
+  it('is waited for: the caller\'s buffer is whole when loadTensor settles', { timeout: 20_000 }, async () => {
+    // One chunk a slice: 64 returns to the event loop in this tensor's decode.
+    const backend = createCpuDecoder({ sliceValues: 1024 });
+    const raw = fixture.raw.get('wide.weight')!;
+    const target = new Uint8Array(raw.byteLength);
+    const controller = new AbortController();
+    const loading = loadTensor({ model: fixture.model, name: 'wide.weight' }, { cache: fixture.cache, backend, target, signal: controller.signal }).then(
+      (tensor) => tensor.source,
+      (error: { code?: string }) => error.code,
+    );
+    let settled = false;
+    void loading.then(() => (settled = true));
+    // Aborted once the decode wrote its first slice (a hang guard bounds the wait).
+    for (let k = 0; k < 100_000 && !settled && target.every((byte) => byte === 0); k++) await new Promise<void>((resolve) => setImmediate(resolve));
+    controller.abort(new Error('client went away'));
+    const outcome = await loading;
+    expect(['ABORTED', 'cache']).toContain(outcome);
+    expect(sameBytes(target, raw)).toBe(true);
   });
 });
