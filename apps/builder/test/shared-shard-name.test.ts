@@ -42,6 +42,9 @@ describe('two models with one shard name in one cache', () => {
     expect(bindings.prune.every((binding) => binding.otherFile === true)).toBe(true);
     const gc = await run(['gc', cacheDir, '--model', second]);
     expect(gc.out).toContain('  2 of them were bound from another file of that shard name than this model\'s (another inode');
+    // That note (~500 columns) within 120, its rest 6 columns in (4 deeper than it starts).
+    expect(gc.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
+    expect(gc.out.replace(/\n {6}/g, ' ')).toContain('keep models whose shard names collide in caches of their own');
   });
 
   it('bindings this model\'s own file left behind (rewritten in place, tensors moved) are not counted as another file\'s', async () => {

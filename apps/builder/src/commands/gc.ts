@@ -252,7 +252,7 @@ export const gcCommand = defineCommand({
     }
     // On s3:// the real drop without --exclusive is a usage error: the last line names it.
     if (report.dryRun && listsAnything(report)) lines.push(report.unboundEntries?.needsExclusive === true ? 'run without --dry-run, with --exclusive, to remove them' : 'run without --dry-run to remove them');
-    io.stdout.write(`${lines.join('\n')}\n`);
+    io.stdout.write(`${fitReportLines(lines).join('\n')}\n`);
     return 0;
   },
 });
@@ -356,6 +356,20 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
   return lines;
 }
 
+/**
+ * gc's text within 120 columns, as build's and verify's: a longer line (the --model bindings' notes,
+ * up to ~500 columns; the kept-entries advice, ~300) wraps at spaces, its rest 4 columns deeper than
+ * it starts (below a list's items at 2; a dropped entry's folded name already fits).
+ */
+function fitReportLines(lines: readonly string[]): string[] {
+  const fitted: string[] = [];
+  for (const line of lines) {
+    if (displayWidth(line) <= REPORT_LINE_COLUMNS) fitted.push(line);
+    else appendLines(fitted, wrapHanging(line, `${/^ */.exec(line)![0]}${NAME_HANG_INDENT}`));
+  }
+  return fitted;
+}
+
 /** One push per line: push(...lines) throws RangeError past ~125,000 arguments (a drop of that many entries). */
 function appendLines(lines: string[], more: readonly string[]): void {
   for (const line of more) lines.push(line);
@@ -376,7 +390,7 @@ function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json:
     const carrier = { code: error.code, path: error.path, entry: error.entry, details: error.details, context: { report: collection } };
     options.io.stdout.write(renderErrorJson(carrier, message));
   } else {
-    options.io.stdout.write(`${renderCollection(collection, options.s3, options.minAgeMs).join('\n')}\n`);
+    options.io.stdout.write(`${fitReportLines(renderCollection(collection, options.s3, options.minAgeMs)).join('\n')}\n`);
   }
   options.io.stderr.write(`splitzip gc: error: ${message}\n`);
   return 1;
