@@ -118,7 +118,13 @@ export interface LoadModelOptions {
 export interface ModelLoad extends AsyncIterable<LoadedTensor> {
   readonly totals: LoadTotals;
   readonly reports: readonly TensorReport[];
-  /** Iterates to the end, discarding tensors (use `onTensor`/`allocate` to keep them); returns the totals. */
+  /**
+   * Iterates to the end, discarding tensors (use `onTensor`/`allocate` to keep them); returns the
+   * totals. After an iteration that ran to its end (a `for await` that was not left early) it returns
+   * those totals at once; after one that ended early — `break`, `return` or a throw out of the loop,
+   * even after the last tensor, or a load that failed — or while one is going on, it throws
+   * INVALID_ARGUMENT as a second iteration does (the load did not finish: its totals are partial).
+   */
   drain(): Promise<LoadTotals>;
 }
 
@@ -187,6 +193,10 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
   const totals = createEmptyTotals();
   const reports: TensorReport[] = [];
   let started = false;
+  // Set once the iteration ended normally (every tensor delivered, the model closed): drain() then
+  // returns the totals. A `break` out of the caller's loop returns the generator at its `yield`,
+  // so the loops below never finish and this stays false.
+  let completed = false;
 
   async function* iterate(onOpened: (model: SafetensorsModel) => () => void): AsyncGenerator<LoadedTensor> {
     const startMs = performance.now();
@@ -212,6 +222,8 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       forget?.();
       if (model !== modelOrLocation) await model.close();
     }
+    // After the cleanup: a close that failed failed the loop, so drain() must not report it done.
+    completed = true;
   }
 
   async function* loadOpened(
@@ -321,6 +333,10 @@ export function loadModel(modelOrLocation: SafetensorsModel | string, cache: Sha
       return iterator;
     },
     async drain() {
+      if (completed) return totals;
+      if (started) {
+        throw new RuntimeError('INVALID_ARGUMENT', 'drain() after an iteration of this ModelLoad that ended early (break, return or a throw) or is still going on: a ModelLoad can be iterated once; call loadModel again');
+      }
       for await (const _tensor of this) {
         // consumed by onTensor / allocate
       }
