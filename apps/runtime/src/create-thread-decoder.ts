@@ -5,7 +5,7 @@ import type { Worker } from 'node:worker_threads';
 import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_VALUES, verifySegmentDigests, type CodecArena, type PayloadMeta } from '@splitzip/codec';
 import type { DecodeBackend, DecodedBuffer, HashedContentKey, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
-import { checkOptionsArgument, optionNames } from './check-load-arguments.js';
+import { argumentError, checkOptionsArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError, type RuntimeErrorCode } from './errors.js';
 import { markSettlingBackend } from './settling-backends.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
@@ -301,7 +301,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   checkOptionsArgument(options, THREAD_DECODER_OPTIONS);
   const threads = options.threads ?? DEFAULT_DECODE_THREADS;
   if (!Number.isSafeInteger(threads) || threads < 1 || threads > 64) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'threads must be an integer in 1..64', { threads });
+    throw argumentError('threads', 'a whole number in 1..64', threads);
   }
   checkWorkerUrl(options.workerUrl);
   const splitMinValues = options.splitMinValues ?? DEFAULT_SPLIT_MIN_VALUES;
@@ -311,11 +311,11 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const readJobsPerWorker = options.readJobsPerWorker ?? READ_JOBS_PER_WORKER;
   const hashInlineMaxBytes = options.hashInlineMaxBytes ?? DEFAULT_HASH_INLINE_MAX_BYTES;
   if (!Number.isSafeInteger(readJobsPerWorker) || readJobsPerWorker < 1 || readJobsPerWorker > 64) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'readJobsPerWorker must be an integer in 1..64', { readJobsPerWorker });
+    throw argumentError('readJobsPerWorker', 'a whole number in 1..64', readJobsPerWorker);
   }
   for (const [name, value] of Object.entries({ splitMinValues, inlineMaxValues, startupInlineMaxValues, callerShareMaxValues, hashInlineMaxBytes })) {
     if (!Number.isSafeInteger(value) || value < 0) {
-      throw new RuntimeError('INVALID_ARGUMENT', `${name} must be a non-negative integer`, { [name]: value });
+      throw argumentError(name, 'a whole number >= 0', value);
     }
   }
   const pool: PoolWorker[] = [];

@@ -1,5 +1,5 @@
 import { abortedError, RuntimeError } from './errors.js';
-import { checkOptionsArgument } from './check-load-arguments.js';
+import { argumentError, checkOptionsArgument } from './check-load-arguments.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 
 export interface OrderedPipelineOptions<T, R> {
@@ -40,10 +40,10 @@ export async function* runOrderedPipeline<T, R>(items: Iterable<T>, options: Ord
   const { concurrency, run, signal, isLight } = options;
   const maxPending = options.maxPending ?? 4 * concurrency;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'concurrency must be a positive integer', { concurrency });
+    throw argumentError('concurrency', 'a whole number >= 1', concurrency);
   }
   if (!Number.isSafeInteger(maxPending) || maxPending < concurrency) {
-    throw new RuntimeError('INVALID_ARGUMENT', 'maxPending must be an integer ≥ concurrency', { concurrency, maxPending });
+    throw argumentError('maxPending', `a whole number >= concurrency (${concurrency})`, maxPending);
   }
   const iterator = items[Symbol.iterator]();
   type Settled = { ok: true; value: R } | { ok: false; error: unknown };

@@ -3,6 +3,8 @@ import { describeValue } from '@splitzip/codec';
 import { createFileReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
 import { createReadWindow } from '../src/create-read-window.js';
+import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import { runOrderedPipeline } from '../src/run-ordered-pipeline.js';
 import { createStagingPool, MAX_SLOT_BYTES, MAX_SLOT_COUNT, MAX_STAGING_POOL_BYTES, maxSlotCountFor } from '../src/create-staging-pool.js';
 
 // Every refused option value in the README's form: `<option> must be <what>, got <value>`, with
@@ -55,6 +57,48 @@ describe('option value messages', () => {
     expect(error.message).not.toContain('syncReadMaxBytes');
     expectOptionError(() => createFileReader({ maxIdleHandles: -1 }), 'maxIdleHandles', -1);
     expectOptionError(() => createFileReader({ syncReadMaxBytes: -1 }), 'syncReadMaxBytes', -1);
+  });
+
+  // These said 'threads must be an integer in 1..64' ({ threads }), '<name> must be a non-negative
+  // integer' ({ [name]: value }), 'concurrency must be a positive integer', 'maxPending must be an
+  // integer ≥ concurrency' ({ concurrency, maxPending }): no value, no details.option.
+  it('createThreadDecoder threads, readJobsPerWorker and the value counts (no thread is started)', () => {
+    for (const value of [0, 65, 1.5, '2']) {
+      expectOptionError(() => createThreadDecoder({ threads: value as never }), 'threads', value);
+      expect(caught(() => createThreadDecoder({ threads: value as never })).message).toContain('a whole number in 1..64');
+      expectOptionError(() => createThreadDecoder({ readJobsPerWorker: value as never }), 'readJobsPerWorker', value);
+    }
+    for (const option of ['splitMinValues', 'inlineMaxValues', 'startupInlineMaxValues', 'callerShareMaxValues', 'hashInlineMaxBytes']) {
+      for (const value of [-1, 0.5, '1']) {
+        expectOptionError(() => createThreadDecoder({ [option]: value }), option, value);
+        expect(caught(() => createThreadDecoder({ [option]: value })).message).toContain('a whole number >= 0');
+      }
+    }
+  });
+
+  it('runOrderedPipeline concurrency and maxPending (refused at the first next())', async () => {
+    const refusal = async (options: { concurrency: unknown; maxPending?: unknown }) => {
+      try {
+        await runOrderedPipeline([1], { ...(options as { concurrency: number }), run: async (x: number) => x }).next();
+      } catch (error) {
+        return error as ReturnType<typeof caught>;
+      }
+      throw new Error('did not throw');
+    };
+    for (const value of [0, -1, 1.5, '2']) {
+      const error = await refusal({ concurrency: value });
+      expectOptionError(() => {
+        throw error;
+      }, 'concurrency', value);
+      expect(error.message).toContain('a whole number >= 1');
+    }
+    for (const value of [1, 2.5, '8']) {
+      const error = await refusal({ concurrency: 3, maxPending: value });
+      expectOptionError(() => {
+        throw error;
+      }, 'maxPending', value);
+      expect(error.message).toContain('a whole number >= concurrency (3)');
+    }
   });
 });
 
