@@ -7,7 +7,8 @@ import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOption
 import { resolveReboundSlice } from './resolve-rebound-slice.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, settleUnlessAborted, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { isSettlingBackend } from './settling-backends.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -99,16 +100,26 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
     try {
       const staged = await stagePayload(env, target, entry, report);
       const decodeStartMs = performance.now();
+      // A decode the load's abort left behind (a device that hangs): the staging slot it may still
+      // read is set aside until it settles, and a result it still returns is freed (nobody owns it).
+      let abandoned: Promise<unknown> | undefined;
       try {
-        device = await kernels.decodeToDevice(staged.payload, { verify: false });
+        const decoding = kernels.decodeToDevice(staged.payload, { verify: false });
+        const signal = isSettlingBackend(kernels) ? undefined : env.signal;
+        device = await settleUnlessAborted(decoding, signal, name, (settled) => {
+          abandoned = settled;
+          void Promise.resolve(decoding).then(deleteQuietly, () => undefined);
+        });
       } catch (error) {
+        if (abandoned !== undefined) throw error; // ABORTED
         throw new RuntimeError('DECODE_FAILED', `kernels ${kernels.backend} failed to decode ${name} to the device: ${describeError(error).message}`, {
           tensor: name,
           key: entry.key,
           backend: kernels.backend,
         }, { cause: error });
       } finally {
-        staged.release();
+        if (abandoned === undefined) staged.release();
+        else staged.releaseWhenSettled(abandoned);
       }
       report.decodeMs += performance.now() - decodeStartMs;
       report.backend = `device:${device.backend}@${device.location}`;
@@ -151,4 +162,13 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
   report.bytesRead = report.blobBytesRead + report.rawBytesRead;
   report.bytesProduced = data.byteLength;
   return { name, dtype, shape, source: 'raw', reason: report.reason, report, data };
+}
+
+/** Frees a device result that arrived after its load was aborted; a delete that throws changes nothing. */
+function deleteQuietly(device: DeviceDecodeResult): void {
+  try {
+    device.delete();
+  } catch {
+    // Disposed kernels or a lost device: the memory is gone with them.
+  }
 }

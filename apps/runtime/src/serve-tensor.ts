@@ -622,7 +622,7 @@ export function isRemoteLocation(location: string): boolean {
  * promise that settles with the decode, for the memory it may still use. Without a signal, or for
  * a result that is not a promise, the result as it is (nothing added to the hot path).
  */
-function settleUnlessAborted<T>(work: T | PromiseLike<T>, signal: AbortSignal | undefined, name: string, onAbandoned: (settled: Promise<unknown>) => void): T | Promise<T> {
+export function settleUnlessAborted<T>(work: T | PromiseLike<T>, signal: AbortSignal | undefined, name: string, onAbandoned: (settled: Promise<unknown>) => void): T | Promise<T> {
   if (signal === undefined || typeof (work as { then?: unknown } | null)?.then !== 'function') return work as T;
   const settling = Promise.resolve(work);
   return new Promise<T>((resolve, reject) => {

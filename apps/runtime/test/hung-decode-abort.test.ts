@@ -7,6 +7,7 @@ import { createCpuDecoder, type DecodeBackend } from '../src/create-cpu-decoder.
 import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
+import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
 import { bf16Weights, openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } from './fixtures.js';
 
 let fixture: CachedModelFixture;
@@ -94,6 +95,41 @@ describe('a decode that never settles', () => {
     const loading = loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, backend: kernels, signal: controller.signal });
     await abortWhenDecoding(controller, { calls: () => calls });
     await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+
+  it('loadTensorToDevice (a Kernels decodeToDevice): ABORTED at once; the slot set aside, a late result freed', { timeout: 20_000 }, async () => {
+    let calls = 0;
+    let deleted = 0;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const kernels = {
+      backend: 'webgpu',
+      disposed: false,
+      decodeToDevice: async () => {
+        calls += 1;
+        await finished;
+        return { backend: 'webgpu', location: 'gpu', elementCount: 0, delete: () => (deleted += 1), toArray: async () => new Uint16Array(0) };
+      },
+      dispose: () => undefined,
+    } as unknown as Kernels;
+    const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1 });
+    const controller = new AbortController();
+    try {
+      const loading = loadTensorToDevice({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, kernels, signal: controller.signal });
+      await abortWhenDecoding(controller, { calls: () => calls });
+      await expect(loading).rejects.toMatchObject({ code: 'ABORTED', details: expect.objectContaining({ tensor: 'a.weight' }) });
+      expect(pool.tryAcquire()).toBeUndefined();
+      expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
+      expect(deleted).toBe(0);
+      finish();
+      const slot = await pool.acquire({ signal: AbortSignal.timeout(10_000) });
+      expect(pool.stats()).toMatchObject({ quarantinedSlots: 0 });
+      pool.release(slot);
+      expect(deleted).toBe(1);
+    } finally {
+      finish();
+      pool.close();
+    }
   });
 
   it('loadModel: ABORTED at once', { timeout: 20_000 }, async () => {
