@@ -32,7 +32,10 @@ export type RuntimeErrorCode =
   | 'NOT_CACHED'
   /** The blob could not be read, is truncated, or its checksum fails. */
   | 'CACHE_READ_FAILED'
-  /** The cache's object store stayed unreachable through the store's retries (retryable: the same load may succeed later). */
+  /**
+   * The cache's object store stayed unreachable through the store's retries, or (openShardCache) a
+   * directory cache is being created by a live writer (retryable: the same call may succeed later).
+   */
   | 'CACHE_UNAVAILABLE'
   /** The manifest entry disagrees with its blob or with the tensor it is served for. */
   | 'CACHE_ENTRY_MISMATCH'

@@ -139,7 +139,8 @@ const BORROW_POOL_OPTIONS = optionNames<Parameters<ShardCache['borrowStagingPool
 /**
  * Opens a built cache for loading: a directory, or `s3://bucket/prefix` (delegated to the store's
  * `openCacheStore`, with `s3` and `readThroughDir`). No cache there is `CACHE_OPEN_FAILED`; an object
- * store that stays unreachable is `CACHE_UNAVAILABLE` (retryable).
+ * store that stays unreachable, or a directory cache a live (not stopped) writer is creating, is
+ * `CACHE_UNAVAILABLE` (retryable).
  */
 export async function openShardCache(root: string, options: OpenShardCacheOptions = {}): Promise<ShardCache> {
   if (typeof root !== 'string' || root.length === 0) {
@@ -173,14 +174,20 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
     if (code === 'INVALID_ARGUMENT' && isStoreError(error)) {
       throw new RuntimeError('INVALID_ARGUMENT', `cannot open the shard cache at ${root}: ${error.message}`, { root, storeCode: code }, { cause: error });
     }
-    const retryable = isRetryableError(error);
-    const modelFiles = isStoreError(error, 'NOT_A_CACHE') && !isS3Url(root) ? await findModelFiles(root) : [];
+    // A directory cache a live writer is creating (a first build between its lock and its first
+    // manifest): there is no cache yet, but the same open succeeds once the creator wrote it (in
+    // seconds), so it is retryable as an unreachable store is: CACHE_UNAVAILABLE. Not when that
+    // creator is stopped (SIGSTOP, a debugger): nothing changes until someone resumes or ends it.
+    const creating = isStoreError(error, 'NOT_A_CACHE') && error.details.reason === 'being-created' ? error.details : undefined;
+    const retryable = isRetryableError(error) || (creating !== undefined && creating.holderStopped !== true);
+    const modelFiles = isStoreError(error, 'NOT_A_CACHE') && creating === undefined && !isS3Url(root) ? await findModelFiles(root) : [];
     const reason = nameFilesWithinRoot(describeOpenFailure(error, root, modelFiles), root);
     throw new RuntimeError(retryable ? 'CACHE_UNAVAILABLE' : 'CACHE_OPEN_FAILED', `cannot open the shard cache at ${root}: ${reason}`, {
       root,
       storeCode: code,
       retryable,
       ...(modelFiles.length > 0 ? { reason: 'model-directory', modelFiles } : {}),
+      ...(creating !== undefined ? { reason: 'being-created', holder: creating.holder, holderStopped: creating.holderStopped === true } : {}),
     }, { cause: error });
   }
   return wrapCacheStore(store, { coverageMin: options.coverageMin, objectSources: options.objectSources, fileSources: options.fileSources });
