@@ -8,6 +8,18 @@ import { SplitZipError } from './errors.js';
  */
 const MAX_PARSER_MESSAGE_CHARS = 200;
 
+/**
+ * The longest codebook JSON text `codebookFromJson` parses. A valid codebook is 16 exponents of
+ * at most 3 digits, under 100 characters even pretty-printed; 4096 leaves room for any formatting
+ * while a caller's text (a request body, a file) cannot make JSON.parse build megabytes of values
+ * only to be refused.
+ */
+export const MAX_CODEBOOK_JSON_CHARS = 4096;
+
+/** How many of a refused object's keys, and how much of each, `details.keys` keeps (a wrong key is in the first few). */
+const MAX_DETAIL_KEYS = 8;
+const MAX_DETAIL_KEY_CHARS = 64;
+
 /** Plain JSON form of a codebook: `{ "exponents": [126, 125, ...] }`. */
 export interface CodebookJson {
   exponents: number[];
@@ -23,7 +35,9 @@ export function codebookToJson(codebook: Codebook): CodebookJson {
  */
 export function codebookFromJson(json: unknown): Codebook {
   // A string is the JSON text: before, it was refused as "must be an object", invalid text too.
-  const value = typeof json === 'string' ? parseJsonText(json) : json;
+  // A String object is its text as well: as an object its keys were every character's index.
+  const text = typeof json === 'string' ? json : json instanceof String ? json.valueOf() : undefined;
+  const value = text === undefined ? json : parseJsonText(text);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     const got = describeValue(value);
     throw new SplitZipError('INVALID_CODEBOOK', `codebook JSON must be an object, got ${got}`, { got });
@@ -32,6 +46,13 @@ export function codebookFromJson(json: unknown): Codebook {
 }
 
 function parseJsonText(text: string): unknown {
+  if (text.length > MAX_CODEBOOK_JSON_CHARS) {
+    throw new SplitZipError(
+      'INVALID_CODEBOOK',
+      `codebook JSON text is ${text.length} characters, more than MAX_CODEBOOK_JSON_CHARS (${MAX_CODEBOOK_JSON_CHARS}); a codebook is under 100`,
+      { textLength: text.length, maxChars: MAX_CODEBOOK_JSON_CHARS },
+    );
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
@@ -47,7 +68,11 @@ function parseJsonText(text: string): unknown {
 function codebookFromObject(json: object): Codebook {
   const keys = Object.keys(json);
   if (keys.length !== 1 || keys[0] !== 'exponents') {
-    throw new SplitZipError('INVALID_CODEBOOK', 'codebook JSON must have exactly one key, "exponents"', { keys });
+    // Only the first keys: an object (a caller's, or parsed text) can have any number.
+    throw new SplitZipError('INVALID_CODEBOOK', 'codebook JSON must have exactly one key, "exponents"', {
+      keys: keys.slice(0, MAX_DETAIL_KEYS).map((key) => (key.length > MAX_DETAIL_KEY_CHARS ? `${key.slice(0, MAX_DETAIL_KEY_CHARS - 3)}...` : key)),
+      keyCount: keys.length,
+    });
   }
   const exponents = (json as { exponents: unknown }).exponents;
   if (!Array.isArray(exponents)) {

@@ -22,7 +22,7 @@ export { findUnknownOption, optionNamesOf, type UnknownOption } from './find-unk
 export { isDetachedBuffer } from './is-detached-buffer.js';
 export { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
 export { createCodebook, type Codebook } from './create-codebook.js';
-export { codebookToJson, codebookFromJson, type CodebookJson } from './codebook-json.js';
+export { codebookToJson, codebookFromJson, MAX_CODEBOOK_JSON_CHARS, type CodebookJson } from './codebook-json.js';
 export { countExponents } from './count-exponents.js';
 export { bf16FromFloat32 } from './bf16-from-float32.js';
 export { float32FromBf16 } from './float32-from-bf16.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { codebookFromJson, codebookToJson, createCodebook, SplitZipError } from '../src/index.js';
+import { codebookFromJson, codebookToJson, createCodebook, MAX_CODEBOOK_JSON_CHARS, SplitZipError } from '../src/index.js';
 
 describe('codebook JSON', () => {
   it('round trips through plain JSON', () => {
@@ -70,7 +70,7 @@ describe('codebook JSON', () => {
   }
 
   it('says text that is not JSON is not valid JSON, with the parser message', () => {
-    for (const text of ['{', '', '{exponents: [1]}', 'x'.repeat(100_000)]) {
+    for (const text of ['{', '', '{exponents: [1]}', 'x'.repeat(4096)]) {
       const error = refusal(text);
       expect(error.code).toBe('INVALID_CODEBOOK');
       expect(error.message).toContain('codebook JSON text is not valid JSON: ');
@@ -106,5 +106,44 @@ describe('codebook JSON', () => {
     expect(refusal('"{}"').message).toContain('codebook JSON must be an object, got string "{}"');
     expect(refusal('{"exponents":[1,1]}').code).toBe('INVALID_CODEBOOK');
     expect(refusal('{}').message).toContain('exactly one key');
+  });
+
+  // Before, JSON.parse ran on text of any length (a 10 MB '[1,1,…]' built 5M values to be refused).
+  it('refuses text longer than MAX_CODEBOOK_JSON_CHARS before parsing it, with its length', () => {
+    expect(MAX_CODEBOOK_JSON_CHARS).toBe(4096);
+    const text = `[${'1,'.repeat(MAX_CODEBOOK_JSON_CHARS)}1]`;
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const error = refusal(text);
+      expect(parse).not.toHaveBeenCalled();
+      expect(error.code).toBe('INVALID_CODEBOOK');
+      expect(error.message).toContain(`codebook JSON text is ${text.length} characters, more than MAX_CODEBOOK_JSON_CHARS (4096)`);
+      expect(error.details).toMatchObject({ textLength: text.length, maxChars: 4096 });
+    } finally {
+      parse.mockRestore();
+    }
+    // Whitespace around a codebook up to the limit is still fine.
+    const padded = `{"exponents":[3]}${' '.repeat(MAX_CODEBOOK_JSON_CHARS - 17)}`;
+    expect(padded.length).toBe(MAX_CODEBOOK_JSON_CHARS);
+    expect(codebookFromJson(padded).exponents).toEqual([3]);
+  });
+
+  // Before, a String object was an object whose keys were its character indexes: "exactly one key",
+  // every index in details.keys.
+  it('takes a String object as its text', () => {
+    expect(codebookFromJson(new String('{"exponents":[7,8]}')).exponents).toEqual([7, 8]);
+    const error = refusal(new String('{"exponents":[1,1]}'));
+    expect(error.code).toBe('INVALID_CODEBOOK');
+    expect(error.message).not.toContain('exactly one key');
+  });
+
+  it('keeps details.keys bounded for an object with many keys', () => {
+    const many = Object.fromEntries(Array.from({ length: 1000 }, (_, k) => [`k${k}${'z'.repeat(k === 0 ? 500 : 0)}`, k]));
+    const error = refusal(many);
+    expect(error.message).toContain('exactly one key');
+    const keys = (error.details as { keys: string[] }).keys;
+    expect(keys.length).toBeLessThanOrEqual(8);
+    expect(keys.every((key) => key.length <= 64)).toBe(true);
+    expect(error.details).toMatchObject({ keyCount: 1000 });
   });
 });
