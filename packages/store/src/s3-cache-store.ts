@@ -23,10 +23,13 @@ import {
   MAX_SLICE_EPOCH,
   SLICES_DIR,
   STAMPS_DIR,
+  DROPPING_DIR,
   blobObjectName,
   blobSha256Of,
+  dropIntentPrefix,
   entryObjectName,
   parseBlobObjectName,
+  parseDropIntentObjectName,
   parseEntryObjectName,
   parseSliceObjectName,
   parseStampObjectName,
@@ -45,7 +48,8 @@ import { StateDraft, StoreState } from './store-state.js';
 import { removeS3SliceBinding } from './s3-unbind-slices.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
-import { checkS3CacheQuiet, dropS3UnboundEntries, findS3UnboundEntries, s3DropNeedsExclusive } from './s3-drop-unbound-entries.js';
+import { dropS3UnboundEntries, findS3UnboundEntries } from './s3-drop-unbound-entries.js';
+import { DROP_INTENT_STALE_MS, resolveStaleDropIntents } from './s3-drop-intents.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   ReadBlobOptions,
@@ -1114,12 +1118,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /**
-   * No writer lock here, so a real drop needs the caller's `exclusive: true` (nothing else writes to
-   * the cache meanwhile: the steps below do not close every race with another gc, drop or writer)
-   * and a cache quiet for `minAgeMs` (checkS3CacheQuiet, on the listing that judges). Then one
-   * listing of the whole prefix judges, each entry object goes (looked at first), slices/ is listed
-   * again and an entry bound meanwhile is put back (a safety net for a wrong assurance, not a
-   * guarantee), and only then do the other entries' blobs go (s3-drop-unbound-entries.ts).
+   * No writer lock here: intent objects stand in for one (README "S3 layout", Removing entries), so
+   * a drop runs beside builds, loaders, gc and other drops (`exclusive` is accepted, no effect). A
+   * killed drop's stale intents are resolved first; then one listing of the whole prefix judges,
+   * and the candidates go in batches: intent PUT, entry DELETE (looked at first), slices/ listed
+   * again and an entry bound meanwhile (or since the judging listing) put back, the others' blobs
+   * deleted only under no other drop's intent, the intents deleted last (s3-drop-unbound-entries.ts).
    * `minAgeMs` as gc's.
    */
   async dropUnboundEntries(options: S3DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
@@ -1127,22 +1131,21 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     checkDropUnboundOptions(options, S3_DROP_EXTRA_OPTIONS);
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'dropUnboundEntries');
     const minAgeMs = this.checkMinAgeMs(options);
-    if (options.dryRun !== true && options.exclusive !== true) throw s3DropNeedsExclusive(this.root);
+    // A killed drop's intents first (their entries may be bound: put back before anything is judged).
+    if (options.dryRun !== true) await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     // Parses every entry object (the listing below judges by their fields); one listed only after
     // it is younger than any minAgeMs allows, and stays.
     await this.refresh();
     const listingStarted = performance.now();
-    const [listing, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
+    const listing = await this.transport.list('');
     const now = this.listingNowMs(listingStarted);
-    // The dry run refuses as the real run would (as for a minAgeMs below the floor).
-    checkS3CacheQuiet(listing, uploads, { nowMs: now, offsetMs: this.transport.clockOffsetMs(), appliedOffsetMs: this.transport.judgingOffsetMs() }, minAgeMs, this.root);
     const entryOf = (name: string): CacheEntry | undefined => {
       const parsed = this.entryObjects.get(name);
       return parsed !== undefined && 'blob' in parsed ? parsed : undefined;
     };
     const candidates = findS3UnboundEntries(listing, entryOf, now, minAgeMs);
     if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
-    const report = await dropS3UnboundEntries(this.transport, candidates, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    const report = await dropS3UnboundEntries(this.transport, candidates, listing, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     await this.refresh();
     return report;
   }
@@ -1207,6 +1210,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       report = { ...report, ok: problems.length === 0, passed: report.passed + again.passed, decoded: report.decoded + again.decoded, bytesRead: report.bytesRead + again.bytesRead, problems };
     }
     const extra: VerifyProblem[] = this.problems.map((p) => ({ key: p.key, qualname: this.state.entries.get(p.key)?.qualname ?? '', code: p.code, message: p.message }));
+    extra.push(...(await this.findDanglingBindings()));
     // An unreachable server is not a verdict on the cache: surface it instead of reporting every entry bad.
     const unavailable = report.problems.find((p) => p.code === 'S3_UNAVAILABLE');
     if (unavailable) {
@@ -1215,6 +1219,41 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       throw new StoreError('S3_UNAVAILABLE', reason, { path: this.root, details: { endpoint: this.transport.endpoint } });
     }
     return { ...report, ok: report.ok && extra.length === 0, problems: [...report.problems, ...extra] };
+  }
+
+  /**
+   * Slices bound at their top epoch to a key with no entry object and no drop's intent for it (a
+   * binding whose entry went: readers serve the slice raw), for verify: ENTRY_NOT_FOUND,
+   * `reason: 'dangling-binding'`, one per key. From fresh listings (the view waits for an entry
+   * not listed yet); a key under a drop's intent may be put back by that drop.
+   */
+  private async findDanglingBindings(): Promise<VerifyProblem[]> {
+    const [slices, entries, intents] = await Promise.all([this.transport.list(SLICES_DIR), this.transport.list(ENTRIES_DIR), this.transport.list(DROPPING_DIR)]);
+    const present = new Set<string>();
+    for (const object of entries) {
+      const parsed = parseEntryObjectName(object.name);
+      if (parsed) present.add(parsed.key);
+    }
+    for (const object of intents) {
+      const parsed = parseDropIntentObjectName(object.name);
+      if (parsed) present.add(parsed.key);
+    }
+    const dangling = new Map<string, string[]>();
+    for (const { slice, keys } of topAliasKeys(slices.map((o) => o.name)).values()) {
+      for (const key of keys) {
+        if (present.has(key)) continue;
+        const list = dangling.get(key) ?? [];
+        list.push(`${slice[0]}@${slice[1]}+${slice[2]}`);
+        dangling.set(key, list);
+      }
+    }
+    return [...dangling].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, slices]) => ({
+      key,
+      qualname: '',
+      code: 'ENTRY_NOT_FOUND',
+      reason: 'dangling-binding',
+      message: `dangling binding: ${slices.length} slice${slices.length === 1 ? ' is' : 's are'} bound at ${slices.length === 1 ? 'its' : 'their'} top epoch to this key, which has no entry object (${slices.slice(0, 3).join(', ')}${slices.length > 3 ? ', …' : ''}): readers serve ${slices.length === 1 ? 'it' : 'them'} raw; splitzip build binds ${slices.length === 1 ? 'it' : 'them'} again`,
+    }));
   }
 
   /**
@@ -1260,6 +1299,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
     const now = this.listingNowMs(listingStarted);
+    // Drops' intent objects, listed after entries/ (the whole prefix's listing reaches dropping/
+    // before entries/): an entry object that listing missed was deleted after its intent's PUT, so
+    // its intent is here unless that drop was done with it. Its blob is no orphan meanwhile.
+    const intents = await this.transport.list(DROPPING_DIR);
+    const underDrop = new Set<string>();
+    for (const object of intents) {
+      const intent = parseDropIntentObjectName(object.name);
+      if (intent) underDrop.add(blobObjectName(intent.key, intent.blobSha256));
+    }
     const referenced = new Set<string>();
     const entryKeys = new Set<string>();
     for (const object of all) {
@@ -1290,8 +1338,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (old(object.lastModifiedMs)) orphanAliases.push(object.name);
       else keptYoung.orphanAliases++;
     }
+    let keptUnderDrop = 0;
     for (const object of all) {
-      if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name)) continue;
+      if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name) || parseDropIntentObjectName(object.name)) continue;
       const stamp = parseStampObjectName(object.name);
       if (stamp) {
         const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key));
@@ -1306,7 +1355,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         continue;
       }
       if (parseBlobObjectName(object.name)) {
-        if (!referenced.has(object.name) && old(object.lastModifiedMs)) {
+        if (!referenced.has(object.name) && underDrop.has(object.name)) keptUnderDrop++;
+        else if (!referenced.has(object.name) && old(object.lastModifiedMs)) {
           orphanBlobs.push(object.name);
           orphanSizes.set(object.name, object.sizeBytes);
           orphanBytes += object.sizeBytes;
@@ -1333,6 +1383,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     orphanStamps.push(...supersededStamps.keys());
     const staleUploads = uploads.filter((u) => old(u.initiatedMs));
     keptYoung.tempFiles = uploads.length - staleUploads.length;
+    let staleDropIntents: string[] = intents.filter((o) => parseDropIntentObjectName(o.name) !== undefined && now - o.lastModifiedMs >= Math.max(DROP_INTENT_STALE_MS, minAgeMs)).map((o) => o.name);
     if (!options.dryRun) {
       const limit = this.transport.settings.maxConcurrentRequests;
       // The listing is minutes old on a big bucket: a writer may have stored this blob again and
@@ -1347,11 +1398,20 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         else young.delete(name);
         return isYoung;
       };
+      // A drop's intent for its entry, or the entry object, keeps it: looked at in that order, and
+      // the entry object again after the intents (a drop may put it back and remove its intent
+      // between the two looks).
+      const keptForDrop = new Set<string>();
       const kept = await this.deleteUnlessKept(orphanBlobs, async (name, blob) => {
         const parsed = parseBlobObjectName(name)!;
-        const entry = await this.transport.headObject(entryObjectName(parsed.key, parsed.blobSha256));
-        return entry !== undefined || youngNow(name, blob);
+        const entryName = entryObjectName(parsed.key, parsed.blobSha256);
+        if ((await this.transport.headObject(entryName)) !== undefined || youngNow(name, blob)) return true;
+        const intentsNow = (await this.transport.list(dropIntentPrefix(entryName))).filter((o) => parseDropIntentObjectName(o.name) !== undefined);
+        if (intentsNow.length > 0) return keptForDrop.add(name), true;
+        keptForDrop.delete(name);
+        return (await this.transport.headObject(entryName)) !== undefined;
       });
+      keptUnderDrop += keptForDrop.size;
       for (const name of kept) {
         orphanBytes -= orphanSizes.get(name)!;
         if (!young.has(name)) continue;
@@ -1388,6 +1448,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       orphanAliases = orphanAliases.filter((name) => !keptAliases.has(name));
       for (const name of keptAliases) if (young.has(name)) keptYoung.orphanAliases++;
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
+      // A killed drop's intents: resolved as its own steps would have (entry back if bound, else its blob).
+      const resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+      staleDropIntents = resolved.resolved;
     }
     return {
       dryRun: options.dryRun === true,
@@ -1400,6 +1463,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       orphanStamps,
       orphanAliases,
       keptYoung,
+      keptUnderDrop,
+      staleDropIntents,
       durationMs: performance.now() - started,
     };
   }

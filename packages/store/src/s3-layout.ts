@@ -64,6 +64,8 @@ export const BLOBS_DIR = 'blobs/';
 export const ENTRIES_DIR = 'entries/';
 export const SLICES_DIR = 'slices/';
 export const STAMPS_DIR = 'stamps/';
+/** A dropUnboundEntries run's intent objects (README "S3 layout", Removing entries). */
+export const DROPPING_DIR = 'dropping/';
 
 /** S3's limit on an object key (the prefix included), in UTF-8 bytes. */
 export const S3_MAX_OBJECT_KEY_BYTES = 1024;
@@ -99,6 +101,31 @@ export function blobObjectName(key: string, blobSha256: string): string {
 
 export function entryObjectName(key: string, blobSha256: string): string {
   return `${ENTRIES_DIR}${key}.${blobSha256}.json`;
+}
+
+/**
+ * A drop's intent object for one entry object: `dropping/<key>.<blob_sha256>.json.<dropId>`, its
+ * body the entry object's bytes, PUT before the entry object's DELETE and deleted once the drop has
+ * put the entry back or judged its blob; `dropId` is random per drop run (DROP_ID_HEX_CHARS hex).
+ */
+export function dropIntentObjectName(entryName: string, dropId: string): string {
+  return `${DROPPING_DIR}${entryName.slice(ENTRIES_DIR.length)}.${dropId}`;
+}
+
+/** Every intent object of one entry object lies below this (any drop's). */
+export function dropIntentPrefix(entryName: string): string {
+  return `${DROPPING_DIR}${entryName.slice(ENTRIES_DIR.length)}.`;
+}
+
+/** Hex characters of a drop run's id: 48 random bits, no two concurrent drops share one. */
+export const DROP_ID_HEX_CHARS = 12;
+
+const INTENT_NAME = /^dropping\/([0-9a-f]{40})\.([0-9a-f]{64})\.json\.([0-9a-f]{12})$/;
+
+/** Parses an intent object's name; undefined for a name this package did not write. */
+export function parseDropIntentObjectName(name: string): { key: string; blobSha256: string; entryName: string; dropId: string } | undefined {
+  const m = INTENT_NAME.exec(name);
+  return m ? { key: m[1]!, blobSha256: m[2]!, entryName: entryObjectName(m[1]!, m[2]!), dropId: m[3]! } : undefined;
 }
 
 const ENTRY_NAME = /^entries\/([0-9a-f]{40})\.([0-9a-f]{64})\.json$/;

@@ -324,6 +324,8 @@ export interface VerifyProblem {
   qualname: string;
   code: string;
   message: string;
+  /** Set where the code alone does not say it: `'dangling-binding'` (s3://, ENTRY_NOT_FOUND: a slice bound at its top epoch to a key with no entry object). */
+  reason?: string;
 }
 
 export interface VerifyProgress {
@@ -364,20 +366,15 @@ export interface DropUnboundEntriesOptions {
    * S3 only: an entry object is removed only when older than this (a writer's addEntries PUTs its
    * entry object before its aliases, and a younger unbound one may be between the two); default 1
    * hour, at least MIN_S3_GC_AGE_MS, as for gc. A local cache judges under its writer lock: ignored
-   * (but checked: a non-negative number). On S3 it is also the quiet period: the drop refuses when
-   * the first listing has any object under entries/, slices/, stamps/ or blobs/ (or an unfinished
-   * upload) younger than this, a sign of a writer at work.
+   * (but checked: a non-negative number). Until 2026-12-07 an S3 drop also refused a cache with any
+   * object this young (`recent-writes`); its intent objects make it safe beside writers now.
    */
   minAgeMs?: number | undefined;
   /**
-   * S3 only, required there for a real drop (a dry run does not need it; without it:
-   * INVALID_ARGUMENT, `details.reason: 'exclusive-required'`, before any request): the caller's
-   * assurance that nothing else writes to the cache during the drop: no build, no gc, no other drop,
-   * no loader with write access (loaders record stamps and may move slices). The store cannot check
-   * it. Without a lock, a drop beside those can lose data: a gc or a second drop may delete the
-   * blob of an entry this drop puts back for a writer, and a writer's reported binding may be
-   * missed and its entry deleted for good (README "S3 layout", Removing entries). A local cache
-   * takes its writer lock instead: the option is ignored there (but must be a boolean).
+   * Accepted for compatibility, no effect (must be a boolean): an S3 drop required it until
+   * 2026-12-07 (the caller's word that nothing else wrote to the cache); its intent objects make it
+   * safe beside builds, loaders, gc and other drops now (README "S3 layout", Removing entries). A
+   * local cache takes its writer lock.
    */
   exclusive?: boolean | undefined;
 }
@@ -403,6 +400,12 @@ export interface DropUnboundEntriesReport {
    * (relative paths): orphans now, which `gc` removes. Empty in a dry run.
    */
   blobsLeft: string[];
+  /**
+   * `s3://` only, present when not empty: blobs (relative names) found missing under entries the
+   * drop put back for a writer's binding. The drop's protocol deletes no blob under an intent, so
+   * this should never be seen; `splitzip build --repair` stores such a blob again.
+   */
+  blobsMissing?: string[];
 }
 
 export interface GcOptions {
@@ -471,6 +474,16 @@ export interface GcReport {
    * Absent for local caches.
    */
   keptYoung?: GcKeptYoung;
+  /**
+   * S3 caches: orphan blobs kept because a dropUnboundEntries run's intent object names their entry
+   * (that drop may still put the entry back; a later gc removes a real orphan). Absent for local caches.
+   */
+  keptUnderDrop?: number;
+  /**
+   * S3 caches: intent objects of killed drops (DROP_INTENT_STALE_MS old) resolved (a dry run: would
+   * be): each entry put back if bound since, else its blob removed as an orphan, then the intent.
+   */
+  staleDropIntents?: string[];
   durationMs: number;
 }
 

@@ -1,0 +1,150 @@
+// A dropUnboundEntries run's intent objects on an s3:// cache (README "S3 layout", Removing
+// entries): which keys count as bound after the drop's DELETEs, when a dropped entry's blob may go,
+// putting an entry back from its intent, and resolving the intents a killed drop left.
+import { isStoreError } from './errors.js';
+import { mapLimited } from './map-limited.js';
+import { DROPPING_DIR, SLICES_DIR, blobObjectName, dropIntentPrefix, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
+import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
+
+/**
+ * An intent object this old belongs to a drop that was killed (or lost its server) between its
+ * entry DELETE and the end of that entry's steps: gc and every drop resolve it then (put the entry
+ * back if bound, else judge its blob). A live drop keeps an intent for one batch (DROP_BATCH_ENTRIES
+ * entries: an intent PUT, a DELETE, one listing of slices/, a PUT back or a blob DELETE each), seconds
+ * to minutes even on a bucket of millions of aliases; 6 h leaves two orders of magnitude, so a
+ * resolver never acts beside the drop that owns the intent. The cost of waiting: a killed drop's
+ * bound entries resolve to nothing (readers read those tensors raw) for up to this long. Never
+ * below the run's minAgeMs (the resolvers take the larger).
+ */
+export const DROP_INTENT_STALE_MS = 6 * 60 * 60 * 1000;
+
+/** The name → Last-Modified of a listing's alias objects: the drop's first listing, to tell new ones. */
+export function aliasTimes(listing: readonly ListedObject[]): Map<string, number> {
+  const times = new Map<string, number>();
+  for (const object of listing) if (object.name.startsWith(SLICES_DIR)) times.set(object.name, object.lastModifiedMs);
+  return times;
+}
+
+/**
+ * The keys a listing of slices/ made after the drop's DELETEs shows bound: at a slice's top epoch
+ * (a conflicted slice's keys all count), or with any alias object `isNew` says was written since
+ * the drop judged (a writer's binding another writer's short-lived alias above it may hide from
+ * this listing: it was reported made, so its entry must stay).
+ */
+export function boundKeysAfter(slices: readonly ListedObject[], isNew: (object: ListedObject) => boolean): Set<string> {
+  const keys = new Set<string>();
+  for (const { keys: top } of topAliasKeys(slices.map((object) => object.name)).values()) for (const key of top) keys.add(key);
+  for (const object of slices) {
+    const alias = parseSliceObjectName(object.name);
+    if (alias && isNew(object)) keys.add(alias.key);
+  }
+  return keys;
+}
+
+/** An alias object not in the first listing, or written again since (Last-Modified to the second). */
+export function isNewSince(first: ReadonlyMap<string, number>): (object: ListedObject) => boolean {
+  return (object) => {
+    const listedMs = first.get(object.name);
+    return listedMs === undefined || !sameSecond(listedMs, object.lastModifiedMs);
+  };
+}
+
+/**
+ * Puts a dropped entry object back from its intent's `bytes`, conditionally (a writer that created
+ * it again meanwhile wins: 412 is fine); a server without the condition gets a look, then a plain PUT.
+ * Then looks at its blob: false when the blob is missing (no drop protocol step deletes the blob of
+ * an entry with an intent: reported, `blobsMissing`).
+ */
+export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<boolean> {
+  const outcome = await transport.putObjectIfAbsent(entryName, bytes, 'application/json');
+  if (outcome === 'unsupported' && (await transport.headObject(entryName)) === undefined) await transport.putObject(entryName, bytes, 'application/json');
+  const parsed = parseEntryObjectName(entryName)!;
+  return (await transport.headObject(blobObjectName(parsed.key, parsed.blobSha256))) !== undefined;
+}
+
+/**
+ * Deletes the blob of a dropped entry object, looked at right before each DELETE attempt: only while
+ * the entry object is absent, no intent object of the entry other than `ownIntent` exists (another
+ * drop may still put the entry back) and `ownIntent` (when given) still does (a resolver took it:
+ * this run's verdict is stale), the entry object absent still after that look (a drop that put it
+ * back and removed its intent between the two), and the blob at least `minAgeMs` old (a writer
+ * stored it again). Resolves 'deleted', 'kept' (any of those said no) or 'gone' (absent already).
+ */
+export async function deleteDroppedBlob(transport: S3Transport, entryName: string, ownIntent: string | undefined, minAgeMs: number): Promise<'deleted' | 'kept' | 'gone'> {
+  const parsed = parseEntryObjectName(entryName)!;
+  const blob = blobObjectName(parsed.key, parsed.blobSha256);
+  let verdict: 'deleted' | 'kept' | 'gone' = 'gone';
+  await transport.deleteObject(blob, async () => {
+    const head = await transport.headObject(blob);
+    if (head === undefined) return (verdict = 'gone'), false;
+    const deletable =
+      transport.judgingNowMs() - head.lastModifiedMs >= minAgeMs &&
+      (await transport.headObject(entryName)) === undefined &&
+      (await intentsAllowBlobDelete(transport, entryName, ownIntent)) &&
+      (await transport.headObject(entryName)) === undefined;
+    verdict = deletable ? 'deleted' : 'kept';
+    return deletable;
+  });
+  return verdict;
+}
+
+/** Whether the intents of `entryName` are `ownIntent` alone (present), or none when `ownIntent` is undefined. */
+async function intentsAllowBlobDelete(transport: S3Transport, entryName: string, ownIntent: string | undefined): Promise<boolean> {
+  const names = (await transport.list(dropIntentPrefix(entryName))).map((object) => object.name).filter((name) => parseDropIntentObjectName(name) !== undefined);
+  return ownIntent === undefined ? names.length === 0 : names.length === 1 && names[0] === ownIntent;
+}
+
+/** What resolving the stale intents did (gc's and the drop's report may show it). */
+export interface StaleIntentOutcome {
+  /** The intent objects resolved and deleted. */
+  resolved: string[];
+  /** Entries put back (bound since their drop judged them). */
+  restored: string[];
+  /** Blobs deleted (their entry unbound, absent, under no other intent). */
+  blobsDeleted: string[];
+  /** Entries put back whose blob was missing. */
+  blobsMissing: string[];
+}
+
+/**
+ * Resolves the intent objects at least max(DROP_INTENT_STALE_MS, minAgeMs) old (a killed drop's), as
+ * that drop's own steps would have: the entry is bound when its key is at a slice's top epoch now, or
+ * has an alias object newer than the intent (a writer bound it after the drop judged; to the second,
+ * as Last-Modified goes) — then it is put back if absent; else its blob goes under deleteDroppedBlob's
+ * rule (no other intent of it). The intent is deleted last. Errors of one intent do not stop the others;
+ * the first is thrown at the end (the intent stays for the next resolver).
+ */
+export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: number, maxEntryObjectBytes: number): Promise<StaleIntentOutcome> {
+  const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
+  const nowMs = transport.judgingNowMs();
+  const stale = (await transport.list(DROPPING_DIR)).filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
+  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [] };
+  if (stale.length === 0) return outcome;
+  const slices = await transport.list(SLICES_DIR);
+  let failure: { error: unknown } | undefined;
+  await mapLimited(stale, transport.settings.maxConcurrentRequests, async (intent) => {
+    const parsed = parseDropIntentObjectName(intent.name)!;
+    try {
+      const bound = boundKeysAfter(slices, (object) => object.lastModifiedMs >= intent.lastModifiedMs || sameSecond(object.lastModifiedMs, intent.lastModifiedMs));
+      if (bound.has(parsed.key)) {
+        if ((await transport.headObject(parsed.entryName)) === undefined) {
+          const bytes = await transport.getSmallObject(intent.name, maxEntryObjectBytes);
+          // Gone since the listing: another resolver's.
+          if (bytes === undefined) return;
+          if (!(await restoreEntryObject(transport, parsed.entryName, bytes))) outcome.blobsMissing.push(parsed.entryName);
+          outcome.restored.push(parsed.entryName);
+        }
+      } else if ((await deleteDroppedBlob(transport, parsed.entryName, intent.name, minAgeMs)) === 'deleted') {
+        outcome.blobsDeleted.push(blobObjectName(parsed.key, parsed.blobSha256));
+      }
+      await transport.deleteObject(intent.name);
+      outcome.resolved.push(intent.name);
+    } catch (error) {
+      if (!isStoreError(error)) throw error;
+      failure ??= { error };
+    }
+  });
+  if (failure !== undefined) throw failure.error;
+  for (const list of Object.values(outcome)) (list as string[]).sort();
+  return outcome;
+}
