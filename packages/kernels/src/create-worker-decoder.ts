@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { isAbsolute } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import {
@@ -205,7 +205,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   const minParallel = options.minParallelElements ?? DEFAULT_MIN_PARALLEL_ELEMENTS;
   const callerDecodes = options.callerDecodes ?? true;
   const splitChecksum = options.splitChecksum ?? true;
-  const workerUrl = options.workerUrl ?? new URL('./decode-worker.js', import.meta.url);
+  // A relative path resolved once, here, where it was checked: workers start lazily (the first call,
+  // again after deaths), and Worker took it from the working directory then, so a process.chdir
+  // after creation made every worker die at start.
+  const workerUrl = typeof options.workerUrl === 'string' ? resolve(options.workerUrl) : (options.workerUrl ?? new URL('./decode-worker.js', import.meta.url));
   const userArena = resolveArena(options, threads);
   const arenas = new Map<number, CodecArena>();
   if (userArena !== null) arenas.set(USER_ARENA_ID, userArena);
@@ -900,7 +903,8 @@ function checkWorkerScript(workerUrl: URL | string): void {
  * The script a file: URL or path names is a file (one stat, at creation). A missing one was taken,
  * every worker died at start, and with callerDecodes the calling thread decoded alone from then on
  * (a bundle's wrong path: nothing said so but decoder.workerDeaths). A relative path is looked up
- * from the working directory, as Worker does. A script removed later still kills its workers then.
+ * from the working directory, as Worker does; createWorkerDecoder resolves it to an absolute path at
+ * once, so a later process.chdir does not move it. A script removed later still kills its workers then.
  */
 function checkScriptFile(script: URL | string, refuse: (why: string) => never): void {
   let path: string;

@@ -1,6 +1,8 @@
 import { calibrateCodebook, createCodecArena, encode as codecEncode } from '@splitzip/codec';
 import { describe, expect, it } from 'vitest';
-import { relative } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createChecksumWorker } from '../src/create-checksum-worker.js';
 import { createKernels, createWorkerDecoder } from '../src/node.js';
@@ -177,6 +179,29 @@ describe('worker decoder: a workerUrl Node cannot start is INVALID_ARGUMENT up f
       } finally {
         await d.dispose();
       }
+    }
+  });
+});
+
+// A relative path was checked from the working directory at creation but given to Worker as it was,
+// and workers start lazily: after a process.chdir every worker died at start (workerDeaths only).
+describe('worker decoder: a relative workerUrl is resolved at creation', () => {
+  it('decodes with workers after a process.chdir between creation and the first decode', async () => {
+    const cwd = process.cwd();
+    const fromCwd = relative(cwd, fileURLToPath(workerUrl));
+    const dotted = fromCwd.startsWith('..') ? fromCwd : `./${fromCwd}`;
+    const elsewhere = mkdtempSync(join(tmpdir(), 'splitzip-chdir-'));
+    const d = createWorkerDecoder({ threads: 1, workerUrl: dotted, minParallelElements: 0, callerDecodes: false });
+    try {
+      process.chdir(elsewhere);
+      const shared = new Uint8Array(new SharedArrayBuffer(payload.length));
+      shared.set(payload);
+      expect(Array.from(await d.decode(shared))).toEqual(Array.from(values));
+      expect(d.workerDeaths).toBe(0);
+    } finally {
+      process.chdir(cwd);
+      await d.dispose();
+      rmSync(elsewhere, { recursive: true, force: true });
     }
   });
 });
