@@ -4,16 +4,17 @@ import { hostname } from 'node:os';
 import { StoreError } from './errors.js';
 import { formatAge } from './format-age.js';
 import { UNPARSEABLE_LOCK_STALE_MS } from './limits.js';
-import { isPidStopped, type LockHolder } from './write-lock.js';
+import { readPidHeldState, type LockHolder, type ProcessHeldState } from './write-lock.js';
 
 /**
  * Why the holder's lock was not taken over (`details.holderState`): `running` (this host's live
- * process), `stopped` (this host's live process, stopped: SIGSTOP, Ctrl-Z, a debugger; read from
- * /proc/<pid>/stat, so Linux only: `running` where that cannot be read), `other-host`,
+ * process), `stopped` (this host's live process, stopped: SIGSTOP, Ctrl-Z; state T in
+ * /proc/<pid>/stat, so Linux only: `running` where that cannot be read), `traced` (this host's live
+ * process held by a debugger: state t, which SIGCONT does not resume), `other-host`,
  * `other-pid-namespace` (a container sharing the host name), `unparseable` (no holder named, taken
  * over once UNPARSEABLE_LOCK_STALE_MS old).
  */
-export type LockHolderState = 'running' | 'stopped' | 'other-host' | 'other-pid-namespace' | 'unparseable';
+export type LockHolderState = 'running' | 'stopped' | 'traced' | 'other-host' | 'other-pid-namespace' | 'unparseable';
 
 /** How long to wait longer: the option, since the CLI has no flag for it. */
 const WAIT_LONGER = 'or open the store with a longer lockTimeoutMs';
@@ -21,11 +22,12 @@ const WAIT_LONGER = 'or open the store with a longer lockTimeoutMs';
 /**
  * LOCK_TIMEOUT for the lock at `path` held by `holder` (undefined: unparseable) after `waitedMs`
  * of waiting (more than `timeoutMs`). `foreignNamespace`: the holder's pid namespace is not ours.
+ * `heldState`: this host's holder's stopped/traced state, read from /proc when not given (tests).
  */
 export function lockTimeoutError(
   path: string,
   holder: LockHolder | undefined,
-  options: { timeoutMs: number; waitedMs: number; foreignNamespace: boolean },
+  options: { timeoutMs: number; waitedMs: number; foreignNamespace: boolean; heldState?: ProcessHeldState | null },
 ): StoreError {
   const { timeoutMs, waitedMs, foreignNamespace } = options;
   // The host first, as isHolderDead judges it: a holder in a container of another host has a pid
@@ -38,9 +40,7 @@ export function lockTimeoutError(
         ? 'other-host'
         : foreignNamespace
           ? 'other-pid-namespace'
-          : isPidStopped(holder.pid)
-            ? 'stopped'
-            : 'running';
+          : ((options.heldState === undefined ? readPidHeldState(holder.pid) : options.heldState) ?? 'running');
   const waited = `for more than ${formatAge(timeoutMs)}`;
   const removeByHand = `if that writer is gone, remove ${path} by hand (no writer ever breaks such a lock; \`splitzip gc\` neither)`;
   let message: string;
@@ -62,8 +62,15 @@ export function lockTimeoutError(
       break;
     case 'stopped':
       message =
-        `the lock is held by pid ${holder!.pid} on ${holder!.host} (this host) ${waited}, and that process is stopped (job control, SIGSTOP or a debugger), ` +
+        `the lock is held by pid ${holder!.pid} on ${holder!.host} (this host) ${waited}, and that process is stopped (job control or SIGSTOP), ` +
         `so it never releases the lock: resume it with \`kill -CONT ${holder!.pid}\` or end it, and try again ` +
+        '(a process ended or killed leaves a lock the next writer takes over at once)';
+      break;
+    case 'traced':
+      // SIGCONT does not resume a traced process: only its tracer can.
+      message =
+        `the lock is held by pid ${holder!.pid} on ${holder!.host} (this host) ${waited}, and that process is held by a debugger (traced), ` +
+        'so it never releases the lock: continue it in the debugger, or end it, and try again ' +
         '(a process ended or killed leaves a lock the next writer takes over at once)';
       break;
     case 'running':

@@ -1,5 +1,5 @@
 import { realpath } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import { FsCacheStore, type CacheStore } from './cache-store.js';
 import { checkOpenOptions } from './check-options.js';
@@ -109,15 +109,27 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   // naming files that exist. A root that cannot be resolved is left as it is: the load says why.
   const pinned = await realpath(backend.root).catch(() => undefined);
   if (pinned !== undefined && pinned !== backend.root) backend = new FsBackend(pinned);
+  const load = (): Promise<CacheStore> => FsCacheStore.load(backend, { lockTimeoutMs, signal: options.signal, refreshIntervalMs, compactOnClose });
   try {
-    return await FsCacheStore.load(backend, {
-      lockTimeoutMs,
-      signal: options.signal,
-      refreshIntervalMs,
-      compactOnClose,
-    });
+    return await load();
   } catch (error) {
     // No manifest yet under a live writer's lock: a cache being created, said as such.
-    throw await markCacheBeingCreated(error, backend.describe('lock'));
+    const marked = await markCacheBeingCreated(error, backend.describe('lock'));
+    // Its creator may have written manifest.json and let the lock go between the load's manifest
+    // read and the lock read (no lock then): the cache exists now, and NOT_A_CACHE's "open with
+    // create: true" would be wrong. Read the manifest again and, if it is there, open once more.
+    if (isMissingManifest(error, backend) && (await backend.readManifest().catch(() => undefined)) !== undefined) {
+      try {
+        return await load();
+      } catch (again) {
+        throw await markCacheBeingCreated(again, backend.describe('lock'));
+      }
+    }
+    throw marked;
   }
+}
+
+/** The load's NOT_A_CACHE for a missing manifest.json of this directory (not a path that is a file). */
+function isMissingManifest(error: unknown, backend: FsBackend): boolean {
+  return error instanceof StoreError && error.code === 'NOT_A_CACHE' && error.path === join(backend.root, 'manifest.json');
 }

@@ -51,9 +51,34 @@ export function readProcessStartTicks(pid: number): number | null {
 /** Fields 3.. of /proc/<pid>/stat (state first), or null where there is no such file (not Linux, no such pid). */
 function readProcessStatFields(pid: number): string[] | null {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Field 2 (comm) may contain spaces and parentheses; fields resume after the last ')'.
-    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return statFieldsFromText(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+/** Fields 3.. of a /proc/<pid>/stat line: field 2 (comm) may contain spaces and parentheses, so they resume after the last ')'. */
+function statFieldsFromText(text: string): string[] {
+  return text.slice(text.lastIndexOf(')') + 2).split(' ');
+}
+
+/**
+ * How a process that never releases its lock is held, from its /proc/<pid>/stat line: `stopped`
+ * (state T: SIGSTOP, Ctrl-Z; `kill -CONT` resumes it), `traced` (state t: stopped by a debugger
+ * or other tracer, which SIGCONT does not resume: only the tracer can continue it), or null (any
+ * other state: running, sleeping, and so on).
+ */
+export type ProcessHeldState = 'stopped' | 'traced';
+
+export function processHeldStateFromStat(statText: string): ProcessHeldState | null {
+  const state = statFieldsFromText(statText)[0];
+  return state === 'T' ? 'stopped' : state === 't' ? 'traced' : null;
+}
+
+/** `pid`'s held state (processHeldStateFromStat), or null where it runs or /proc cannot tell (not Linux, no such pid). */
+export function readPidHeldState(pid: number): ProcessHeldState | null {
+  try {
+    return processHeldStateFromStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return null;
   }
@@ -123,12 +148,11 @@ export function isPidDead(pid: number): boolean {
 }
 
 /**
- * True when `pid` is stopped (state T: SIGSTOP, Ctrl-Z; t: held by a debugger) in /proc/<pid>/stat;
- * false where it runs, or where /proc cannot tell (not Linux, no such pid).
+ * True when `pid` is stopped (state T: SIGSTOP, Ctrl-Z) or traced (t: held by a debugger) in
+ * /proc/<pid>/stat; false where it runs, or where /proc cannot tell (not Linux, no such pid).
  */
 export function isPidStopped(pid: number): boolean {
-  const state = readProcessStatFields(pid)?.[0];
-  return state === 'T' || state === 't';
+  return readPidHeldState(pid) !== null;
 }
 
 let cachedPidSpaceTag: string | undefined;
