@@ -1,5 +1,6 @@
 import { errnoCode } from '@splitzip/store';
 import { describeLockTimeout } from './describe-lock-timeout.js';
+import { quoteForShell } from './quote-for-shell.js';
 
 // Turns any error (ours, another package's typed error, a Node system error) into one clear line
 // naming the file and the tensor where known. The CLI prints it; `--debug` adds the stack.
@@ -67,12 +68,12 @@ export function describeError(error: unknown): string {
     // the cache's files beside the shards; checking a cache against it is what was likely meant
     // (verify, whatever the command: `gc --model` would remove bindings, not check them).
     message = context.reason === 'model-directory'
-      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip verify <cache> --model ${dir}\``
+      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip verify <cache> --model ${quoteForShell(dir)}\``
       : context.reason === 'parent-is-file' && typeof context.parentFile === 'string'
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it does not exist, and a parent of it, ${context.parentFile}, is a file, not a directory`
       : /not a directory/.test(e.message)
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache (it is a file, not a directory)`
-      : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${describeMissingFile(file, dir)}); \`splitzip build <model> --out ${dir}\` makes one`;
+      : `NOT_A_CACHE: ${dir} is not a SplitZip cache (${describeMissingFile(file, dir)}); \`splitzip build <model> --out ${quoteForShell(dir)}\` makes one`;
   }
   if (code === 'LOCK_TIMEOUT' && file) {
     const line = describeLockTimeout(file, context);
@@ -86,7 +87,7 @@ export function describeError(error: unknown): string {
   if (code === 'MANIFEST_INVALID' && file && /manifest\.json$/.test(file) && context.reason !== 'not-a-file' && context.reason !== 'older-copy') {
     // Every other command refuses such a cache: the line says the way out.
     const dir = file.replace(/[/\\]manifest\.json$/, '');
-    message += `; the cache's index of entries cannot be read: \`splitzip build <model> --out ${dir} --repair\` keeps the entries that still check out and binds the model's tensors again`;
+    message += `; the cache's index of entries cannot be read: \`splitzip build <model> --out ${quoteForShell(dir)} --repair\` keeps the entries that still check out and binds the model's tensors again`;
   }
   message = dropRepeats(message);
   const extra: string[] = [];

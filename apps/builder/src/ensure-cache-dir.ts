@@ -2,6 +2,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { describeError, describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
+import { checkNotDanglingLink } from './find-dangling-link.js';
 
 /**
  * Creates the cache directory one component at a time, so that the real reason a path cannot be
@@ -18,7 +19,7 @@ export async function ensureCacheDir(cacheDir: string): Promise<void> {
       throw cacheDirError(cacheDir, error);
     });
     if (info) {
-      if (!info.isDirectory()) throw cacheFileError(cacheDir, current, 'the cache directory');
+      if (!info.isDirectory()) throw cacheFileError(cacheDir, current, 'the cache directory', info.isFile());
       break;
     }
     missing.unshift(current);
@@ -46,16 +47,19 @@ export function cacheDirError(cacheDir: string, cause: NodeJS.ErrnoException): B
  * USAGE where the cache directory `cacheDir` (named `label`: `--out` on the command line, `the
  * cache directory` for the library) is a regular file or lies under one: its nearest existing
  * ancestor-or-self is not a directory. It read `NOT_WRITABLE: cannot write the cache directory …:
- * … is not a directory`, a permission problem, where the path given is what is wrong.
+ * … is not a directory`, a permission problem, where the path given is what is wrong. A symbolic
+ * link to a missing target on the way is USAGE too (danglingLinkError): stat read it as not made
+ * yet, and its creation failed with `IO_ERROR: … [ENOTDIR]`.
  */
 export async function checkCacheDirNotFile(cacheDir: string, label: string): Promise<void> {
+  await checkNotDanglingLink(cacheDir, label);
   for (let current = resolve(cacheDir); ; current = dirname(current)) {
     // ENOTDIR: a parent of `current` is a file; the walk up finds it.
     const info = await stat(current).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' || error.code === 'ENOTDIR' ? null : undefined));
     // Anything else (EACCES, EIO) is left to the creation, which names it.
     if (info === undefined) return;
     if (info) {
-      if (!info.isDirectory()) throw cacheFileError(cacheDir, current, label);
+      if (!info.isDirectory()) throw cacheFileError(cacheDir, current, label, info.isFile());
       return;
     }
     if (dirname(current) === current) return;
@@ -65,18 +69,19 @@ export async function checkCacheDirNotFile(cacheDir: string, label: string): Pro
 /**
  * USAGE for a cache directory that is the file `file` (`details.reason` 'out-is-file') or lies under
  * it ('parent-is-file', `parentFile`): the path names no directory, and none can be made there.
+ * `regular` false (a device such as /dev/null, a FIFO, a socket) says "is not a directory": it is no file.
  */
-function cacheFileError(cacheDir: string, file: string, label: string): BuilderError {
+function cacheFileError(cacheDir: string, file: string, label: string, regular: boolean): BuilderError {
   if (file === resolve(cacheDir)) {
     return new BuilderError(
       'USAGE',
-      `${label} ${cacheDir} is a file, not a directory: give the cache's directory (an existing cache, or a path where a new one is created)`,
+      `${label} ${cacheDir} ${regular ? 'is a file, not a directory' : 'is not a directory'}: give the cache's directory (an existing cache, or a path where a new one is created)`,
       { file: cacheDir, reason: 'out-is-file' },
     );
   }
   return new BuilderError(
     'USAGE',
-    `${label} ${cacheDir} cannot be created: a parent of it, ${file}, is a file, not a directory; give a path under a directory`,
+    `${label} ${cacheDir} cannot be created: a parent of it, ${file}, ${regular ? 'is a file, not a directory' : 'is not a directory'}; give a path under a directory`,
     { file: cacheDir, reason: 'parent-is-file', parentFile: file },
   );
 }

@@ -2,6 +2,7 @@
 // `1 binding`, `2 bindings`, with thousands separators, as every count of the text reports.
 import { formatCountOf as plural } from './format-units.js';
 import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
+import { quoteForShell } from './quote-for-shell.js';
 
 const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, string> = {
   leftover: "at no tensor's span now",
@@ -51,7 +52,7 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   } else if (report.unchecked > 0) {
     lines.push(
       `  kept ${plural(report.unchecked, 'unchecked binding')} (at a tensor's span, to an entry of its shape, with no record of the file as it is now: a copy, a touched or rewritten file):` +
-        ` a load checks each once and keeps it when the bytes are the entry's; \`splitzip verify ${cache} --model ${report.model}\` names those that are not, and \`splitzip build ${report.model} --out ${cache} --rebind\` rebinds them`,
+        ` a load checks each once and keeps it when the bytes are the entry's; \`splitzip verify ${quoteForShell(cache)} --model ${quoteForShell(report.model)}\` names those that are not, and \`splitzip build ${quoteForShell(report.model)} --out ${quoteForShell(cache)} --rebind\` rebinds them`,
     );
   }
   // Another model with the same shard names (model-00001-of-00002.safetensors is common) has all of

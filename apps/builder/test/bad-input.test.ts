@@ -1,7 +1,7 @@
 // Every bad-input case gives one clear line naming the file (and tensor), a non-zero exit, no
 // stack trace (unless --debug), and leaves any cache valid.
 import { execFileSync } from 'node:child_process';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir } from './helpers/models.js';
@@ -125,6 +125,32 @@ describe('bad model input', () => {
       expect(result.stderr).not.toContain('(it is a file');
     }
   });
+
+  it('verify/inspect/gc of a directory with a space in its path: the build to copy quotes it', async () => {
+    // It read `splitzip build <model> --out /tmp/…/empty dir`: two arguments once pasted.
+    const spaced = join(temp.path, 'empty dir');
+    await mkdir(spaced);
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const result = await runCli([command, spaced]);
+      expectOneLineError(result, /NOT_A_CACHE/);
+      expect(result.stderr).toContain(`\`splitzip build <model> --out '${spaced}'\` makes one`);
+    }
+  });
+
+  it('verify/inspect/gc of a symbolic link to a missing directory: a usage error naming the link and its target, no build suggested', async () => {
+    // It read "no manifest.json in it; `splitzip build <model> --out …` makes one", and that build failed too.
+    const missing = join(temp.path, 'unmounted', 'cache');
+    const link = join(temp.path, 'cache-link');
+    await symlink(missing, link);
+    for (const command of ['verify', 'inspect', 'gc']) {
+      const result = await runCli([command, link]);
+      expect(result.code, result.stderr).toBe(2);
+      const line = `the cache ${link} is a symbolic link to ${missing}, which does not exist (a disk not mounted, or a directory moved or removed): mount or create ${missing}, or give another path`;
+      expect(result.stderr).toBe(`splitzip ${command}: ${line}\nRun 'splitzip ${command} --help' for usage.\n`);
+      const { json } = await runJson<{ error: Record<string, unknown> }>([command, link], 2);
+      expect(json.error).toEqual({ code: 'USAGE', message: line, file: link, reason: 'out-is-dangling-link', linkTarget: missing });
+    }
+  });
 });
 
 describe('a cache that cannot be written', () => {
@@ -138,6 +164,39 @@ describe('a cache that cannot be written', () => {
       [file, `splitzip build: option '--out' ${file} is a file, not a directory: give the cache's directory (an existing cache, or a path where a new one is created)`, { reason: 'out-is-file' }],
       [under, `splitzip build: option '--out' ${under} cannot be created: a parent of it, ${file}, is a file, not a directory; give a path under a directory`, { reason: 'parent-is-file', parentFile: file }],
     ] as const;
+    await buildOutRefusals(cases);
+    expect(await readFile(file, 'utf8')).toBe('not a directory');
+  });
+
+  it('--out naming a device (/dev/null): "is not a directory", not "is a file"', async () => {
+    await buildOutRefusals([
+      ['/dev/null', `splitzip build: option '--out' /dev/null is not a directory: give the cache's directory (an existing cache, or a path where a new one is created)`, { reason: 'out-is-file' }],
+      ['/dev/null/cache', `splitzip build: option '--out' /dev/null/cache cannot be created: a parent of it, /dev/null, is not a directory; give a path under a directory`, { reason: 'parent-is-file', parentFile: '/dev/null' }],
+    ]);
+  });
+
+  it('--out naming a symbolic link to a missing directory, or a path under one: USAGE naming the link and its target; it was IO_ERROR [ENOTDIR]', async () => {
+    // A link to a cache on a disk not mounted: stat read it as not made yet, and mkdir then failed.
+    const missing = join(temp.path, 'not-mounted', 'cache');
+    const link = join(temp.path, 'out-link');
+    await symlink(missing, link);
+    const relativeLink = join(temp.path, 'out-link-relative');
+    await symlink('gone/cache', relativeLink);
+    const under = join(link, 'sub');
+    const fix = `which does not exist (a disk not mounted, or a directory moved or removed): mount or create ${missing}, or give another path`;
+    await buildOutRefusals([
+      [link, `splitzip build: option '--out' ${link} is a symbolic link to ${missing}, ${fix}`, { reason: 'out-is-dangling-link', linkTarget: missing }],
+      [
+        relativeLink,
+        `splitzip build: option '--out' ${relativeLink} is a symbolic link to gone/cache (${join(temp.path, 'gone', 'cache')}), which does not exist (a disk not mounted, or a directory moved or removed): mount or create ${join(temp.path, 'gone', 'cache')}, or give another path`,
+        { reason: 'out-is-dangling-link', linkTarget: 'gone/cache' },
+      ],
+      [under, `splitzip build: option '--out' ${under} cannot be reached: a parent of it, ${link}, is a symbolic link to ${missing}, ${fix}`, { reason: 'parent-is-dangling-link', parentLink: link, linkTarget: missing }],
+    ]);
+  });
+
+  /** Each `[out, line, details]`: build with that --out exits 2 with the line, and USAGE with the details in --json. */
+  async function buildOutRefusals(cases: readonly (readonly [string, string, Record<string, unknown>])[]): Promise<void> {
     for (const [out, line, details] of cases) {
       const result = await runCli(['build', goodModel, '--out', out]);
       expect(result.code, result.stderr).toBe(2);
@@ -145,8 +204,7 @@ describe('a cache that cannot be written', () => {
       const { json } = await runJson<{ error: Record<string, unknown> }>(['build', goodModel, '--out', out], 2);
       expect(json.error).toEqual({ code: 'USAGE', message: line.replace('splitzip build: ', ''), file: out, ...details });
     }
-    expect(await readFile(file, 'utf8')).toBe('not a directory');
-  });
+  }
 
   it.skipIf(!isRoot)('a read-only file system (tmpfs mounted ro; needs root)', async () => {
     const mountPoint = join(temp.path, 'ro');

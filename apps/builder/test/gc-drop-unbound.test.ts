@@ -155,14 +155,15 @@ describe('gc --drop-unbound-entries', () => {
     expect((await gcJson(cache, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 0 });
 
     // Without the rebuild, the next run removes the entries the prune left unbound.
-    const other = join(temp.path, 'model-cache-2');
+    // A space in its path: the build to copy quotes it, in backticks (kept whole on its line).
+    const other = join(temp.path, 'model cache 2');
     await build(v1, other);
     const pruned = await runInProcess(['gc', other, '--model', resharded, '--prune-other-shards', '--drop-unbound-entries']);
     expect(pruned.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
     expect(pruned.out).toContain(`kept 3 entries (`);
     // Within 120 columns (~300 before), its rest 4 columns in: the sentence whole once unwrapped.
     expect(pruned.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
-    expect(pruned.out.replace(/\n {4}/g, ' ')).toContain(`) bound to no slice once the prune ran, for the next --drop-unbound-entries; all are named as this model's tensors: build the model first (splitzip build ${resharded} --out ${other}), which binds its moved tensors among them instead of encoding them again`);
+    expect(pruned.out.replace(/\n {4}/g, ' ')).toContain(`) bound to no slice once the prune ran, for the next --drop-unbound-entries; all are named as this model's tensors: build the model first (\`splitzip build ${resharded} --out '${other}'\`), which binds its moved tensors among them instead of encoding them again`);
     expect((await gcJson(other, '--drop-unbound-entries')).unboundEntries).toMatchObject({ count: 3, blobsLeft: [] });
     expect(await qualnames(other)).toEqual([]);
     expect(await readdir(join(other, 'blobs'))).toEqual([]);

@@ -20,7 +20,9 @@ import type { DropRefusal } from '../find-drop-refusal.js';
 import { UsageError } from '../errors.js';
 import { displayWidth } from '../display-width.js';
 import { formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
+import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
+import { quoteForShell } from '../quote-for-shell.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
 import { parseS3MinAgeMs } from '../parse-min-age.js';
 import { renderErrorJson } from '../render-error-json.js';
@@ -124,6 +126,8 @@ export const gcCommand = defineCommand({
     let report: GcCommandReport | undefined;
     // Reported once the cache is closed, as a report is: a close that throws (a directory store's
     // compaction on close) while it was printed inside made a second --json document.
+    // A link to a missing directory read as a directory with no manifest.json: "`splitzip build` makes one", which failed the same way.
+    if (!s3) await checkNotDanglingLink(args.cache, 'the cache');
     let failure: DropFailure | undefined;
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'gc' });
@@ -247,7 +251,7 @@ export const gcCommand = defineCommand({
         `kept ${formatCountOf(left.count, 'entry', 'entries')} (${formatBytes(left.compBytes)}) bound to no slice once the prune ran, for the next --drop-unbound-entries` +
           (left.ofModel === 0
             ? ''
-            : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (splitzip build ${args.model} --out ${args.cache}), which binds its moved tensors among them instead of encoding them again`),
+            : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (\`splitzip build ${args.model === undefined ? '<model>' : quoteForShell(args.model)} --out ${quoteForShell(args.cache)}\`), which binds its moved tensors among them instead of encoding them again`),
       );
     }
     // On s3:// the real drop without --exclusive is a usage error: the last line names it.

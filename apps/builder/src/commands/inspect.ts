@@ -7,7 +7,9 @@ import { defineCommand } from '../define-command.js';
 import { findDropRefusal } from '../find-drop-refusal.js';
 import { describeRecentWritesRetry, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
 import { cutToWidth, displayWidth } from '../display-width.js';
+import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
+import { quoteForShell } from '../quote-for-shell.js';
 import { formatBytes, formatCountOf, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 import { judgeModelBindings } from '../judge-model-bindings.js';
@@ -37,6 +39,8 @@ export const inspectCommand = defineCommand({
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
     const minAgeMs = parseS3MinAgeMs(args.minAge, isS3Url(args.cache), 'inspect');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
+    // A link to a missing directory read as a directory with no manifest.json: "`splitzip build` makes one", which failed the same way.
+    if (!isS3Url(args.cache)) await checkNotDanglingLink(args.cache, 'the cache');
     let report: InspectReport;
     try {
       const store = await openExistingCache(args.cache, { signal, command: 'inspect' });
@@ -158,9 +162,9 @@ function renderUnbound(report: InspectReport, minAge: string, nowMs: number): st
   const buildFirst = '  build each model that uses the cache first: one whose shards were renamed binds its tensors among them again';
   return t.dropNeedsExclusive === true
     ? [
-        `${head}splitzip gc ${report.cache} --drop-unbound-entries --exclusive${minAge} removes them`,
+        `${head}splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries --exclusive${minAge} removes them`,
         '  run it only while nothing else uses the cache (no build, gc, other drop or loader with write access)',
         buildFirst,
       ]
-    : [`${head}splitzip gc ${report.cache} --drop-unbound-entries removes them`, buildFirst];
+    : [`${head}splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries removes them`, buildFirst];
 }

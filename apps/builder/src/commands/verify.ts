@@ -4,7 +4,9 @@ import { BLOB_DAMAGE_CODES, DEFAULT_GC_MIN_AGE_MS, isS3Url, type VerifyReport } 
 import { defineCommand } from '../define-command.js';
 import { findCacheLeftovers, type CacheLeftovers } from '../find-cache-leftovers.js';
 import { UsageError } from '../errors.js';
+import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
+import { quoteForShell } from '../quote-for-shell.js';
 import { displayWidth } from '../display-width.js';
 import { foldTensorName, formatBytes, formatCount, formatCountOf, formatTable, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapAtSpaces, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -54,6 +56,8 @@ export const verifyCommand = defineCommand({
     for (const [given, flag] of [[args.coverageMin !== undefined, '--coverage-min'], [args.skipNoGain === true, '--skip-no-gain']] as const) {
       if (given && args.model === undefined) throw new UsageError(`option '${flag}' judges the tensors of a model: give --model <model> with it (without one, verify checks the cache's entries only)`, 'verify');
     }
+    // A link to a missing directory read as a directory with no manifest.json: "`splitzip build` makes one", which failed the same way.
+    if (!isS3Url(args.cache)) await checkNotDanglingLink(args.cache, 'the cache');
     const store = await openExistingCache(args.cache, { signal, command: 'verify' });
     const enabled = Boolean(io.stderr.isTTY) && !args.quiet;
     // One bar per phase: entries are counted, the model's tensors measured in bytes, and each
@@ -121,16 +125,6 @@ function pushToGroup<T>(groups: Map<string, T[]>, key: string, value: T): void {
 
 /** Where a wrapped `  note:` or `  FAIL` line goes on: under its text. */
 const NOTE_INDENT = ' '.repeat(8);
-
-/**
- * `'./my model'` for `./my model`: a path as a shell reads it back, in a command line the report
- * suggests (plain where no character of it is special to a shell).
- */
-function quoteForShell(path: string): string {
-  // `-x` read as an option, quoted or not (build rejects it): `./-x` is the same relative path.
-  if (path.startsWith('-')) return quoteForShell(`./${path}`);
-  return /^[\w./:@%+=,-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
-}
 
 /** verify's notes of what gc clears: no damage, so no FAIL (a cache with them alone is OK). */
 function renderLeftovers(cache: string, leftovers: CacheLeftovers | null): string[] {
