@@ -48,9 +48,12 @@ export function describeLockTimeout(lockPath: string, details: LockTimeoutDetail
     case 'stopped':
       // Stopped, it never finishes: "let it finish" waited for ever.
       return (
-        `${stem} (this host; a stopped process: job control (Ctrl-Z), SIGSTOP or a debugger, so it never releases the lock); ` +
+        `${stem} (this host; a stopped process: job control (Ctrl-Z) or SIGSTOP, so it never releases the lock); ` +
         `resume it with \`kill -CONT ${holder.pid}\` or end it, then run this again`
       );
+    case 'traced':
+      // Held by a debugger (state t): SIGCONT does not resume it, only its tracer can.
+      return `${stem} (this host; held by a debugger (traced), so it never releases the lock); continue it in the debugger, or end it, then run this again`;
     case 'other-host':
       return `${stem} (another host: its pid cannot be checked from here): ${byHand}`;
     case 'other-pid-namespace':

@@ -10,7 +10,8 @@ import { describeHolder } from './read-lock-holder.js';
  * lock and writing its first manifest, or stopped there; the store's NOT_A_CACHE with
  * `details.reason` 'being-created'): CACHE_BEING_CREATED naming that writer, where NOT_A_CACHE
  * said to run a build, which the writer is; a stopped one (`holderStopped`) is said to be stopped,
- * with `kill -CONT`, since it never finishes on its own.
+ * with `kill -CONT`, since it never finishes on its own; a traced one (`holderTraced`: held by a
+ * debugger, which SIGCONT does not resume) is said to be held by a debugger.
  */
 export async function openExistingCache(cache: string, options: { signal: AbortSignal; command: string }): Promise<CacheStore> {
   try {
@@ -21,10 +22,14 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
     const holder = error.details.reason === 'being-created' ? (error.details.holder as LockHolder | undefined) : undefined;
     if (holder === undefined) throw await markParentFile(error, cache) ?? await markModelDirectory(error, cache, options.command);
     const stopped = error.details.holderStopped === true;
-    const message = stopped
-      ? `a cache is being created at ${cache} by ${describeHolder(holder)}, which is stopped (job control, SIGSTOP or a debugger) holding the cache's writer lock before writing manifest.json: resume it with \`kill -CONT ${holder.pid}\` or end it, then run ${options.command} again`
-      : `a cache is being created at ${cache} by ${describeHolder(holder)}: it holds the cache's writer lock and has not written manifest.json yet (a build starting, or stopped); run ${options.command} again once it has`;
-    throw new BuilderError('CACHE_BEING_CREATED', message, { file: cache, holder, holderStopped: stopped }, { cause: error });
+    const traced = stopped && error.details.holderTraced === true;
+    const creating = `a cache is being created at ${cache} by ${describeHolder(holder)}`;
+    const message = traced
+      ? `${creating}, which is held by a debugger (traced) holding the cache's writer lock before writing manifest.json: continue it in the debugger, or end it, then run ${options.command} again`
+      : stopped
+        ? `${creating}, which is stopped (job control or SIGSTOP) holding the cache's writer lock before writing manifest.json: resume it with \`kill -CONT ${holder.pid}\` or end it, then run ${options.command} again`
+        : `${creating}: it holds the cache's writer lock and has not written manifest.json yet (a build starting); run ${options.command} again once it has`;
+    throw new BuilderError('CACHE_BEING_CREATED', message, { file: cache, holder, holderStopped: stopped, holderTraced: traced }, { cause: error });
   }
 }
 

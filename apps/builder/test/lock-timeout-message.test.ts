@@ -35,10 +35,20 @@ describe('LOCK_TIMEOUT in the CLI', () => {
   it('a stopped holder of this host (holderState stopped): resume it with kill -CONT or end it, not "let it finish"', () => {
     const line = describeError(lockTimeout('stopped', 'the lock is held by pid 4242 on node-7 (this host) for more than 30 s, and that process is stopped …'));
     expect(line).toBe(
-      'LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of /caches/c1, held by pid 4242 on node-7 (this host; a stopped process: job control (Ctrl-Z), SIGSTOP or a debugger, ' +
+      'LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of /caches/c1, held by pid 4242 on node-7 (this host; a stopped process: job control (Ctrl-Z) or SIGSTOP, ' +
         'so it never releases the lock); resume it with `kill -CONT 4242` or end it, then run this again',
     );
     expect(line).not.toMatch(/let it finish|lockTimeoutMs/);
+  });
+
+  // State t (held by a debugger) read as stopped, with kill -CONT, which does not resume a traced process.
+  it('a traced holder of this host (holderState traced): continue it in the debugger or end it, no kill -CONT', () => {
+    const line = describeError(lockTimeout('traced', 'the lock is held by pid 4242 on node-7 (this host) for more than 30 s, and that process is held by a debugger …'));
+    expect(line).toBe(
+      'LOCK_TIMEOUT: gave up after waiting 30 s for the writer lock of /caches/c1, held by pid 4242 on node-7 (this host; held by a debugger (traced), ' +
+        'so it never releases the lock); continue it in the debugger, or end it, then run this again',
+    );
+    expect(line).not.toMatch(/kill -CONT|let it finish|lockTimeoutMs/);
   });
 
   it.runIf(process.platform === 'linux')("a real SIGSTOPped writer's lock: the store's LOCK_TIMEOUT reads stopped, and the line says kill -CONT", async () => {
@@ -57,7 +67,7 @@ describe('LOCK_TIMEOUT in the CLI', () => {
         );
         expect(error).toMatchObject({ code: 'LOCK_TIMEOUT', details: { holderState: 'stopped' } });
         expect(describeError(error)).toBe(
-          `LOCK_TIMEOUT: gave up after waiting 0.1 s for the writer lock of ${root}, held by pid ${pid} on ${hostname()} (this host; a stopped process: job control (Ctrl-Z), SIGSTOP or a debugger, ` +
+          `LOCK_TIMEOUT: gave up after waiting 0.1 s for the writer lock of ${root}, held by pid ${pid} on ${hostname()} (this host; a stopped process: job control (Ctrl-Z) or SIGSTOP, ` +
             `so it never releases the lock); resume it with \`kill -CONT ${pid}\` or end it, then run this again`,
         );
       } finally {
