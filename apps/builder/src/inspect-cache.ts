@@ -44,9 +44,9 @@ export interface InspectReport {
      */
     dropRefusal?: DropRefusal | null;
     /**
-     * `splitzip inspect` only: true on an s3:// cache, where gc --drop-unbound-entries runs only with
-     * --exclusive (the user's word that nothing else writes to the cache during the drop: no lock
-     * there) and its dry run, which dropRefusal asks, needs no such word; false on a directory.
+     * `splitzip inspect` only: whether gc --drop-unbound-entries is shown with --exclusive (true on
+     * an s3:// cache, whose drop needed it until 2026-12-07; not needed any more: the drop's intent
+     * objects make it safe beside writers, and --exclusive is accepted with no effect); false on a directory.
      */
     dropNeedsExclusive?: boolean;
   };

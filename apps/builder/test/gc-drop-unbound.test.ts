@@ -2,9 +2,9 @@
 // build --rebind leaves the old revision's tensor unbound), before the --model prune of the same run
 // (the entries it leaves unbound stay until the next run: a build binds them again); text and --json reports; a
 // second run removes none; refused (exit 1, nothing removed) while a damaged manifest's kept copy
-// says build --repair salvaged the cache without its bindings. On s3:// (the gateway): only with
-// --exclusive (a usage error without, before any request), refused on a cache written to within
-// --min-age, only entries older than --min-age go, which the command hands the store; --exclusive on
+// says build --repair salvaged the cache without its bindings. On s3:// (the gateway): no --exclusive
+// needed and no refusal of a cache written to lately (since 2026-12-07; --exclusive accepted, no
+// effect), only entries older than --min-age go, which the command hands the store; --exclusive on
 // a directory is a usage error. Run in this process.
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
@@ -343,22 +343,18 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     client.destroy();
   });
 
-  it('usage errors before any request: --drop-unbound-entries without --exclusive (naming it and why), --exclusive without --drop-unbound-entries', async () => {
-    // A bucket that does not exist: any request would fail otherwise (exit 1, not 2).
+  it('--drop-unbound-entries on s3:// needs no --exclusive (since 2026-12-07: no usage error); --exclusive without --drop-unbound-entries is one', async () => {
+    // A bucket that does not exist: the run gets as far as its first request (exit 1, not 2).
     const missing = `s3://${uniqueBucket('gcdropnone')}/cache`;
-    const refused = await runInProcess(['gc', missing, '--drop-unbound-entries']);
-    expect(refused.code, refused.err).toBe(2);
-    // A first line within 160 columns naming --exclusive and why (one of ~600 before), then where the rest is.
-    const [first, second] = refused.err.split('\n');
-    expect(first).toMatch(/^splitzip gc: '--drop-unbound-entries' on an s3:\/\/ cache needs '--exclusive': your word that nothing else writes to it meanwhile \(no lock there\)$/);
-    expect(first!.length).toBeLessThanOrEqual(160);
-    expect(second).toBe(`see 'splitzip gc --help' and README "Removing unbound entries"; '--dry-run' needs no '--exclusive'`);
+    const ran = await runInProcess(['gc', missing, '--drop-unbound-entries']);
+    expect(ran.code, ran.err).toBe(1);
+    expect(ran.err).not.toContain('--exclusive');
     const alone = await runInProcess(['gc', missing, '--exclusive']);
     expect(alone.code, alone.err).toBe(2);
     expect(alone.err).toContain("option '--exclusive' needs '--drop-unbound-entries'");
   });
 
-  it('a dry run on a cache written to lately, with no unbound entry: would remove 0, refused now and when it passes, exit 0; --json carries the refusal', async () => {
+  it('a dry run on a cache written to a moment ago, with no unbound entry: would remove 0, no refusal (since 2026-12-07), exit 0', async () => {
     const model = join(temp.path, 's3-none-v1');
     const cache = `s3://${bucket}/none`;
     await writeShardedTestModel(model, [a, c], 2 * 8192);
@@ -367,83 +363,27 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     expect(dry.code, dry.err).toBe(0);
     expect(dry.err).toBe('');
     expect(dry.out).toMatch(/^would remove 0 unbound entries \(0 B\)$/m);
-    expect(dry.out).toMatch(/\n {2}and would be refused now: the cache was written to within --min-age \(1h\)\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 1h\); --min-age 35m waits least: \S+ \S+ UTC\n$/);
-    // Nothing listed: no "run without --dry-run" line.
-    expect(dry.out).not.toContain('run without --dry-run');
+    expect(dry.out).not.toMatch(/refused|--exclusive|run without --dry-run/);
     const json = await gcJson(cache, '--drop-unbound-entries', '--dry-run');
-    expect(json.unboundEntries).toMatchObject({ dryRun: true, count: 0, entries: [], reclaimedBytes: 0, needsExclusive: true, dropRefusal: { code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes' } } });
+    expect(json.unboundEntries).toMatchObject({ dryRun: true, count: 0, entries: [], reclaimedBytes: 0, needsExclusive: false });
+    expect(json.unboundEntries).not.toHaveProperty('dropRefusal');
   });
 
-  it('removes the unbound entries older than --min-age (default 1h) with their blobs, with --exclusive; a cache written to within --min-age is refused (exit 1, nothing removed); verify passes', async () => {
+  it('removes the unbound entries older than --min-age (default 1h) with their blobs, without --exclusive; on a cache just written it runs and keeps the young ones; verify passes', async () => {
     const { cache, v2, oldB } = await fineTunedCache('s3', `s3://${bucket}/drop`);
-    // Just built: written to within any --min-age the command takes, so the drop refuses, before
-    // the collection (its dry-run look).
-    const young = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive']);
-    expect(young.code, young.err).toBe(1);
-    expect(young.err).toMatch(/INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, \d+ objects under entries\/, slices\/, stamps\/ or blobs\/ younger than minAgeMs \(60 min\)/);
-    expect(young.out).toBe('');
-    // Its --dry-run reports what it would drop once quiet, that the real run is refused now and
-    // when it passes, exit 0 (it exited 1 with the store's ~760-column message before); lines
-    // within 120 columns, in the CLI's words (--min-age, not the library's names).
-    const youngDry = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
-    expect(youngDry.code, youngDry.err).toBe(0);
-    expect(youngDry.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)\n {2}\S+ b\.weight /m);
-    expect(youngDry.out).toMatch(
-      /\n {2}and would be refused now: the cache was written to within --min-age \(1h\)\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 1h\); --min-age 35m waits least: \S+ \S+ UTC\nrun without --dry-run, with --exclusive, to remove them\n$/,
-    );
-    expect(youngDry.out + youngDry.err).not.toMatch(/dropUnboundEntries|minAgeMs/);
-    for (const line of youngDry.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(120);
-    const youngDryJson = await gcJson(cache, '--drop-unbound-entries', '--dry-run');
-    expect(youngDryJson.unboundEntries).toMatchObject({
-      dryRun: true,
-      count: 1,
-      entries: [{ key: oldB, qualname: 'b.weight' }],
-      needsExclusive: true,
-      dropRefusal: { code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', minAgeMs: 60 * 60_000 }, wait: expect.stringContaining('--min-age (1h) old') },
-    });
+    // Just built: the unbound entry is younger than any --min-age the command takes: kept, exit 0.
+    const young = await runInProcess(['gc', cache, '--drop-unbound-entries']);
+    expect(young.code, young.err).toBe(0);
+    expect(young.out).toMatch(/^removed 0 unbound entries \(0 B\)$/m);
+    const youngDry = await gcJson(cache, '--drop-unbound-entries', '--dry-run');
+    expect(youngDry.unboundEntries).toMatchObject({ dryRun: true, count: 0, needsExclusive: false });
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
-    // inspect names the command line that gives that refusal (with --exclusive: without, a usage
-    // error), then, indented, building first (an interrupted build binds its entries when it runs
-    // again) and when a retry passes: three lines within 120 columns (one of ~160 before).
-    const inspected = await runInProcess(['inspect', cache]);
-    expect(inspected.out).toMatch(
-      /^unbound 1 entry \([^)]+\): gc --drop-unbound-entries --exclusive refuses now \(written to lately\)\n {2}build each model that uses the cache again first \(an interrupted build leaves entries unbound until it runs again\)\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 1h\); --min-age 35m waits least: \S+ \S+ UTC$/m,
-    );
-    for (const line of inspected.out.split('\n').filter((l) => !l.startsWith('a.weight') && !l.startsWith('b.weight') && !l.startsWith('c.weight'))) expect(line.length, line).toBeLessThanOrEqual(120);
-    expect(inspected.out).not.toMatch(/dropUnboundEntries|minAgeMs/);
-    // inspect --min-age judges as gc --min-age does (it judged at the default 1 h whatever gc was given).
-    const inspected35 = await runInProcess(['inspect', cache, '--min-age', '35m', '--json']);
-    expect(inspected35.code, inspected35.err).toBe(0);
-    expect((JSON.parse(inspected35.out) as { totals: { dropRefusal: unknown } }).totals.dropRefusal).toMatchObject({ code: 'INVALID_ARGUMENT', details: { reason: 'recent-writes', minAgeMs: 35 * 60_000 }, wait: expect.stringContaining('(35m) old') });
-    const gc35 = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--min-age', '35m']);
-    expect(gc35.code).toBe(1);
-    expect(gc35.err).toMatch(/younger than minAgeMs \(35 min\).*; the cache must stay quiet \(no build, gc, or loader recording stamps\) until \S+ \S+ UTC, when its newest object is --min-age \(35m\) old/);
-    // Its dry run at 35m: the shortest, no "waits least".
-    expect((await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '35m'])).out).toMatch(/\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 35m\)\nrun without --dry-run, with --exclusive, to remove them\n$/);
-    // The text: the gc line judged at 35m, and when a retry passes on an indented line.
-    expect((await runInProcess(['inspect', cache, '--min-age', '35m'])).out).toMatch(
-      /^unbound 1 entry \([^)]+\): gc --drop-unbound-entries --exclusive --min-age 35m refuses now \(written to lately\)\n {2}build each .*\n {2}retry if quiet until \S+ \S+ UTC \(--min-age 35m\)\n/m,
-    );
+    // --exclusive is still accepted (no effect).
+    expect((await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive'])).code).toBe(0);
     const probe = await openCacheStore(cache);
     const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: Record<string, unknown>) => Promise<unknown> };
     await probe.close();
     const original = proto.dropUnboundEntries;
-    // A writer between the dry-run look and the real drop: the look answers (a stub), the store's
-    // real drop refuses the cache just written to, after the collection ran; its report is kept.
-    proto.dropUnboundEntries = async function (this: unknown, options: Record<string, unknown> = {}) {
-      return options.dryRun === true ? { dryRun: true, count: 0, entries: [], reclaimedBytes: 0, blobsLeft: [] } : original.call(this, options);
-    };
-    try {
-      const late = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive']);
-      expect(late.code, late.err).toBe(1);
-      expect(late.out, late.err).toMatch(/^removed 0 orphan blobs \(0 B\), 0 unfinished uploads, 0 stamp objects no reader takes$/m);
-      expect(late.err).toMatch(/INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, .*; the collection ran before it \(the report says what it removed\)$/m);
-      const lateJson = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--json']);
-      expect(lateJson.code, lateJson.err).toBe(1);
-      expect(JSON.parse(lateJson.out)).toMatchObject({ dryRun: false, orphanBlobs: [], orphanStamps: [], error: { code: 'INVALID_ARGUMENT', reason: 'recent-writes' } });
-    } finally {
-      proto.dropUnboundEntries = original;
-    }
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
     // The store's drop, taken below the floor (the entries are a moment old): what the command asks of it is recorded.
     const asked: Record<string, unknown>[] = [];
@@ -453,31 +393,26 @@ describeS3('gc --drop-unbound-entries on an s3:// cache', () => {
     };
     try {
       const dry = await gcJson(cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m');
-      // The real run needs --exclusive (and a quiet cache): the dry run says so.
-      expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, entries: [{ key: oldB, qualname: 'b.weight' }], needsExclusive: true });
+      // The real run needs no --exclusive: the dry run says only to run it.
+      expect(dry.unboundEntries).toMatchObject({ dryRun: true, count: 1, entries: [{ key: oldB, qualname: 'b.weight' }], needsExclusive: false });
       const dryText = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--min-age', '40m']);
       expect(dryText.code, dryText.err).toBe(0);
       expect(dryText.out).toMatch(/^would remove 1 unbound entry \(\d+(\.\d+)? KiB\)$/m);
-      // Lines within 120 columns (one of ~330 before): the rule, then, indented, the refusal.
-      expect(dryText.out).toContain(
-        '\nthe real run needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile\n' +
-          '  it refuses a cache written to within --min-age (40m); see splitzip gc --help\nrun without --dry-run, with --exclusive, to remove them\n',
-      );
-      for (const line of dryText.out.split('\n')) expect(line.length, line).toBeLessThanOrEqual(120);
+      expect(dryText.out).not.toContain('--exclusive');
+      expect(dryText.out).toMatch(/\nrun without --dry-run to remove them\n$/);
       expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
-      const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--exclusive', '--min-age', '40m']);
+      const text = await runInProcess(['gc', cache, '--drop-unbound-entries', '--min-age', '40m']);
       expect(text.code, text.err).toBe(0);
       expect(text.out).toMatch(new RegExp(`^removed 1 unbound entry \\(\\d+(\\.\\d+)? KiB\\)\\n  ${oldB} b\\.weight `, 'm'));
     } finally {
       proto.dropUnboundEntries = original;
     }
-    // --min-age is the drop's too, --exclusive the real drop's only; a real run looks first (a dry
-    // run: a cache written to lately fails it before the collection).
+    // --min-age is the drop's too; a real run looks first (a dry run).
     expect(asked).toEqual([
       { dryRun: true, minAgeMs: 40 * 60_000 },
       { dryRun: true, minAgeMs: 40 * 60_000 },
       { dryRun: true, minAgeMs: 40 * 60_000 },
-      { dryRun: false, exclusive: true, minAgeMs: 40 * 60_000 },
+      { dryRun: false, minAgeMs: 40 * 60_000 },
     ]);
     expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:1', 'c.weight:1']);
     const verify = await runInProcess(['verify', cache, '--model', v2]);

@@ -29,6 +29,7 @@ import { renderErrorJson } from '../render-error-json.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
 import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
+import { showName } from '../show-name.js';
 
 /**
  * What `gc --json` prints: the store's report, with --model what became of the model's bindings,
@@ -37,10 +38,10 @@ import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '.
 export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
   /**
-   * `needsExclusive`, dry runs only: whether the real run needs --exclusive (true on s3://, where it
-   * also refuses a cache written to within --min-age; false on a directory, whose drop takes the
-   * writer lock). `dropRefusal`, dry runs on s3:// only: the real run would be refused now (the cache
-   * was written to within --min-age), as inspect's totals.dropRefusal says it; the entries are those
+   * `needsExclusive`, dry runs only: whether the real run needs --exclusive; false since 2026-12-07
+   * (it was true on s3://, whose drop needed the user's word that nothing else wrote).
+   * `dropRefusal`, dry runs on s3:// only: the real run would be refused now (until 2026-12-07: the
+   * cache was written to within --min-age), as inspect's totals.dropRefusal says it; the entries are those
    * it would drop once quiet.
    */
   unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: boolean; dropRefusal?: DropRefusal };
@@ -71,25 +72,16 @@ function countUnbound(store: CacheStore, model: SafetensorsModel): { count: numb
 }
 
 /**
- * --exclusive's usage rules, before any request: on s3:// a real --drop-unbound-entries needs it (no
- * lock there: the drop is safe only where nothing else writes, which only the user can say); it
- * asserts something of a drop, so it is an error without one, and on a directory, whose drop takes
- * the writer lock (a user passing it there expects it to matter, and it would not).
+ * --exclusive's usage rules, before any request. Since 2026-12-07 the s3:// drop needs it no more
+ * (its intent objects make it safe beside builds, loaders, gc and other drops); it is accepted, with
+ * no effect, where it was asked for before: with --drop-unbound-entries on s3://. Elsewhere it is
+ * an error: on a directory (whose drop takes the writer lock) and without a drop it never meant anything.
  */
-function checkExclusive(args: { exclusive?: boolean | undefined; dropUnboundEntries?: boolean | undefined; dryRun?: boolean | undefined; cache: string }, s3: boolean): void {
+function checkExclusive(args: { exclusive?: boolean | undefined; dropUnboundEntries?: boolean | undefined; cache: string }, s3: boolean): void {
   if (args.exclusive && !s3) {
     throw new UsageError("option '--exclusive' applies to s3:// caches only: a directory cache's drop takes its writer lock, which keeps builds and other gc runs out", 'gc');
   }
-  if (args.exclusive && !args.dropUnboundEntries) throw new UsageError("option '--exclusive' needs '--drop-unbound-entries': it is what that drop needs on s3://", 'gc');
-  if (s3 && args.dropUnboundEntries && !args.dryRun && !args.exclusive) {
-    // Two lines (one of ~600 columns before): the option and why in a few words, then where the
-    // rest is (what a drop beside a writer loses: README "Removing unbound entries").
-    throw new UsageError(
-      "'--drop-unbound-entries' on an s3:// cache needs '--exclusive': your word that nothing else writes to it meanwhile (no lock there)\n" +
-        `see 'splitzip gc --help' and README "Removing unbound entries"; '--dry-run' needs no '--exclusive'`,
-      'gc',
-    );
-  }
+  if (args.exclusive && !args.dropUnboundEntries) throw new UsageError("option '--exclusive' needs '--drop-unbound-entries' (and is not needed there any more)", 'gc');
 }
 
 export const gcCommand = defineCommand({
@@ -98,8 +90,8 @@ export const gcCommand = defineCommand({
   // The long explanations are the README's (gc's row, "Pruning a model's bindings", "Removing
   // unbound entries"): a 46-line help buried the options.
   notes: [
-    'A directory cache takes its writer lock. On s3:// only objects older than --min-age go, and',
-    '--drop-unbound-entries needs --exclusive there (no lock: your word that nothing else writes).',
+    'A directory cache takes its writer lock. On s3:// only objects older than --min-age go; the',
+    'drop runs beside builds and loaders there (no --exclusive needed since 2026-12-07).',
     `More: README of @splitzip/builder, "Pruning a model's bindings" and "Removing unbound entries".`,
   ],
   args: {
@@ -110,7 +102,7 @@ export const gcCommand = defineCommand({
     // "other models'": on a shared cache these are mostly theirs (82d1782's shorter text lost it).
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove other shard names' bindings (other models' too)" },
     dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
-    exclusive: { type: 'boolean', description: 's3:// drop only, required there: assert that nothing else uses the cache' },
+    exclusive: { type: 'boolean', description: 's3:// drop only: not needed any more (accepted, no effect)' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
@@ -160,10 +152,10 @@ export const gcCommand = defineCommand({
           // again by content key; it stays until the next run. Its blobs are the drop's (after its
           // manifest): no orphan is left for the next gc.
           // On s3:// only entry objects older than --min-age go (a writer PUTs its entry before its aliases).
-          // --exclusive (s3:// only, checked above) is the user's word the store needs there.
+          // --exclusive (s3:// only, checked above) is passed on: the store accepts it, no effect.
           let unboundEntries: GcCommandReport['unboundEntries'];
           if (args.dropUnboundEntries && args.dryRun) {
-            unboundEntries = { ...(await dryRunDrop(store, minAgeMs)), needsExclusive: s3 };
+            unboundEntries = { ...(await dryRunDrop(store, minAgeMs)), needsExclusive: false };
           } else if (args.dropUnboundEntries) {
             try {
               unboundEntries = await store
@@ -267,8 +259,9 @@ export const gcCommand = defineCommand({
  * columns in; a line that fits is as it was (--json keeps the name whole).
  */
 export function renderDroppedEntry(entry: { key: string; qualname: string; compBytes: number }): string[] {
-  const line = `  ${entry.key} ${entry.qualname} (${formatBytes(entry.compBytes)})`;
-  return displayWidth(line) <= REPORT_LINE_COLUMNS ? [line] : wrapHanging(line, `  ${NAME_HANG_INDENT}`, REPORT_LINE_COLUMNS, [entry.qualname]);
+  const name = showName(entry.qualname);
+  const line = `  ${entry.key} ${name} (${formatBytes(entry.compBytes)})`;
+  return displayWidth(line) <= REPORT_LINE_COLUMNS ? [line] : wrapHanging(line, `  ${NAME_HANG_INDENT}`, REPORT_LINE_COLUMNS, [name]);
 }
 
 /** Whether a dry run's report names anything the real run would remove (its last line then says how). */
