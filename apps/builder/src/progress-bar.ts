@@ -1,5 +1,6 @@
 import { cutToWidth, displayWidth } from './display-width.js';
 import { formatBytes, formatDuration, formatRate } from './format-units.js';
+import { showName } from './show-name.js';
 
 export interface ProgressBar {
   /** Done out of total (bytes, or items with `unit: 'count'`); `label` follows the numbers (e.g. `3/68 tensor name`). */
@@ -54,7 +55,9 @@ export function createProgressBar(options: ProgressBarOptions): ProgressBar {
   let last: [done: number, total: number, label: string] | undefined;
 
   const bar: ProgressBar = {
-    update(done, total, label = '') {
+    update(done, total, rawLabel = '') {
+      // A tensor name with a tab or an ESC: shown escaped, so that its width is right and no ESC reaches the terminal.
+      const label = showName(rawLabel);
       last = [done, total, label];
       const t = now();
       startMs ??= t;

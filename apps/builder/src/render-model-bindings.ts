@@ -3,6 +3,7 @@
 import { formatCountOf as plural } from './format-units.js';
 import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
 import { quoteForShell } from './quote-for-shell.js';
+import { showName } from './show-name.js';
 
 const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, string> = {
   leftover: "at no tensor's span now",
@@ -35,7 +36,7 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   );
   for (const [group, n] of groups) {
     const [shardName, verdict] = group.split('\n') as [string, keyof typeof VERDICT_TEXT];
-    lines.push(`  ${shardName}: ${n} ${VERDICT_TEXT[verdict]}`);
+    lines.push(`  ${showName(shardName)}: ${n} ${VERDICT_TEXT[verdict]}`);
   }
   // A shared shard name (text_encoder/model.safetensors and text_encoder_2/model.safetensors in one
   // cache): the other model's bindings are judged left behind. The stamps tell another file, not whose.
@@ -69,7 +70,7 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
         ? `${plural(total, 'binding')} of ${plural(report.otherShards.length, 'shard name')} not in the model (--prune-other-shards: ${report.dryRun ? 'would go' : 'gone'}; a model that uses them binds them again at its next load, by content key, one hash pass):`
         : `kept ${plural(total, 'binding')} of ${plural(report.otherShards.length, 'shard name')} not in the model (another model's sharing the cache, or this one's before a rename; --prune-other-shards removes them, and a model that uses them binds them again at its next load, by content key, one hash pass):`,
     );
-    for (const shard of report.otherShards) lines.push(`  ${shard.shardName}: ${shard.bindings}`);
+    for (const shard of report.otherShards) lines.push(`  ${showName(shard.shardName)}: ${shard.bindings}`);
   }
   return lines;
 }

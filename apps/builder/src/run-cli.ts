@@ -10,6 +10,7 @@ import type { CommandDef, CommandIo } from './define-command.js';
 import { describeError } from './describe-error.js';
 import { BuilderError, isBuilderError, UsageError } from './errors.js';
 import { renderErrorJson } from './render-error-json.js';
+import { showLines } from './show-name.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { wrapCacheWriteError } from './wrap-build-error.js';
 import { DEBUG_FLAG, findGlobalFlags, findJsonRequest, findLeadingJsonRequest, parseCommandArgs } from './parse-command-args.js';
@@ -111,11 +112,13 @@ export async function runCli(argv: readonly string[], options: RunCliOptions): P
     const message = usage ? (error as Error).message : describeError(error);
     // With --json, stdout holds one JSON document whatever the exit (`> report.json` was left empty).
     if (json) io.stdout.write(renderErrorJson(error, message));
+    // A tensor or file name in it with a control character (an ESC) is shown escaped (showName); --json has it as it is.
+    const shown = showLines(message);
     if (usage) {
-      io.stderr.write(`${BINARY_NAME} ${command.name}: ${message}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);
+      io.stderr.write(`${BINARY_NAME} ${command.name}: ${shown}\nRun '${BINARY_NAME} ${command.name} --help' for usage.\n`);
       return EXIT_USAGE;
     }
-    io.stderr.write(`${BINARY_NAME} ${command.name}: error: ${message}\n`);
+    io.stderr.write(`${BINARY_NAME} ${command.name}: error: ${shown}\n`);
     if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
     if (error instanceof BuilderError && error.code === 'INTERRUPTED') return error.context.signal === 'SIGTERM' ? EXIT_TERMINATED : EXIT_INTERRUPTED;
     return EXIT_FAILURE;

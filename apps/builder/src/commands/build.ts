@@ -13,6 +13,7 @@ import { createProgressBar } from '../progress-bar.js';
 import { quoteForShell } from '../quote-for-shell.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
 import { describeLockWait, describeUnreadableLockWait } from '../watch-writer-lock.js';
+import { showName } from '../show-name.js';
 
 const MIB = 1024 * 1024;
 
@@ -122,7 +123,7 @@ export const buildCommand = defineCommand({
             // Human output only: a --json run's one document is the report.
             if (!args.json) {
               progress.note(
-                `splitzip build: warning: the cache holds ${event.bindings} binding${event.bindings === 1 ? '' : 's'} of shard name ${event.shardName} recorded from another file than ${event.file} (another model's file of that name, or an earlier copy of this one replaced by a new file), at spans or of shapes this model's tensors do not have: \`splitzip gc ${quoteForShell(args.out)} --model\` of either model removes the other's (which binds them again at its next load, one hash pass each); keep models whose shard names collide in caches of their own`,
+                `splitzip build: warning: the cache holds ${event.bindings} binding${event.bindings === 1 ? '' : 's'} of shard name ${showName(event.shardName)} recorded from another file than ${showName(event.file)} (another model's file of that name, or an earlier copy of this one replaced by a new file), at spans or of shapes this model's tensors do not have: \`splitzip gc ${quoteForShell(args.out)} --model\` of either model removes the other's (which binds them again at its next load, one hash pass each); keep models whose shard names collide in caches of their own`,
               );
             }
           } else if (event.type === 'manifest-recovery') {
@@ -151,7 +152,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
   const unboundSkipped = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true).length;
   if (options.tensors) {
     const rows = report.tensors.map((t) => [
-      t.name,
+      showName(t.name),
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),

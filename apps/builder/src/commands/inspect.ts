@@ -16,6 +16,7 @@ import { judgeModelBindings } from '../judge-model-bindings.js';
 import { parseS3MinAgeMs } from '../parse-min-age.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
+import { showName } from '../show-name.js';
 
 export const inspectCommand = defineCommand({
   name: 'inspect',
@@ -102,7 +103,7 @@ const TABLE_MAX_COLUMNS = 120;
 /** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
 export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined; nowMs?: number } = {}): string {
   const rows = report.entries.map((e) => [
-    e.qualname,
+    showName(e.qualname),
     e.key.slice(0, 12),
     `[${e.shape.join(',')}]`,
     formatBytes(e.rawBytes),

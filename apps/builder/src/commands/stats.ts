@@ -6,6 +6,7 @@ import { defineCommand } from '../define-command.js';
 import { UsageError } from '../errors.js';
 import { formatBytes, formatCount, formatCoveragePercent, formatTable, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
+import { showName } from '../show-name.js';
 
 export const statsCommand = defineCommand({
   name: 'stats',
@@ -53,7 +54,7 @@ const VERDICT_TEXT: Record<TensorStats['verdict'], string> = {
 export function renderStatsReport(report: ModelStatsReport): string {
   const dash = (v: number | null, f: (x: number) => string): string => (v === null ? '-' : f(v));
   const rows = report.tensors.map((t) => [
-    t.name,
+    showName(t.name),
     t.dtype,
     `[${t.shape.join(',')}]`,
     formatBytes(t.sizeBytes),

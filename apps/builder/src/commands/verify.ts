@@ -7,6 +7,7 @@ import { UsageError } from '../errors.js';
 import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { quoteForShell } from '../quote-for-shell.js';
+import { showName } from '../show-name.js';
 import { displayWidth } from '../display-width.js';
 import { foldTensorName, formatBytes, formatCount, formatCountOf, formatTable, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapAtSpaces, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
@@ -176,10 +177,11 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
   // A store error's message starts with its code already.
   for (const p of s.problems) {
     // A problem of the cache's layout (an object no entry owns) names no entry.
-    const what = p.key === '' ? 'cache' : `entry ${p.key} (${p.qualname})`;
+    const qualname = showName(p.qualname);
+    const what = p.key === '' ? 'cache' : `entry ${p.key} (${qualname})`;
     // The store's message names the entry again (`(entry <key>, file …)`): once is enough.
-    const message = p.key === '' ? p.message : p.message.replace(`(entry ${p.key}, `, '(').replace(` (entry ${p.key})`, '');
-    lines.push(...wrapHanging(`  FAIL ${what}: ${message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${message}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [p.qualname]));
+    const message = showName(p.key === '' ? p.message : p.message.replace(`(entry ${p.key}, `, '(').replace(` (entry ${p.key})`, ''));
+    lines.push(...wrapHanging(`  FAIL ${what}: ${message.startsWith(`${p.code}:`) ? '' : `${p.code}: `}${message}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [qualname]));
   }
   // The model to repair from: the one given with --model, else a placeholder.
   const model = report.model === null ? '<model>' : quoteForShell(report.model.model);
@@ -216,14 +218,17 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     const staleByShard = groupFailedByShard(m.tensors, (t) => t.stale === true);
     const unboundByShard = groupFailedByShard(m.tensors, (t) => t.unbound === true);
     for (const [shard, tensors] of staleByShard) {
-      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${shard} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [tensors[0]!.name]));
+      const name = showName(tensors[0]!.name);
+      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${showName(shard)} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${name}): ${showName(tensors[0]!.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
     }
     for (const [shard, tensors] of unboundByShard) {
-      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${shard} (e.g. ${tensors[0]!.name}): ${tensors[0]!.reason}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [tensors[0]!.name]));
+      const name = showName(tensors[0]!.name);
+      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${showName(shard)} (e.g. ${name}): ${showName(tensors[0]!.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
     }
     for (const t of m.tensors) {
       if (t.status !== 'failed' || (t.stale && staleByShard.has(t.shard)) || (t.unbound && unboundByShard.has(t.shard))) continue;
-      lines.push(...wrapHanging(`  FAIL ${t.name} (${t.shard} @ ${formatCount(t.offsetBytes)}, ${formatCountOf(t.sizeBytes, 'byte')}): ${t.reason}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [t.name]));
+      const name = showName(t.name);
+      lines.push(...wrapHanging(`  FAIL ${name} (${showName(t.shard)} @ ${formatCount(t.offsetBytes)}, ${formatCountOf(t.sizeBytes, 'byte')}): ${showName(t.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
     }
     if (m.tensors.some((t) => t.status === 'failed' && t.unbound)) {
       lines.push(...wrapHanging(`  slices not bound: \`splitzip build ${quoteForShell(m.model)} --out ${quoteForShell(report.cache)}\` binds them to the entries that hold their bytes (no blob is written)`, NOTE_INDENT));
@@ -239,22 +244,22 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
           : '  note: cached, but no record of the file as it is now (a load checks their bytes once; `splitzip build` records it):',
       );
     }
-    for (const [shard, tensors] of unrecordedByShard) lines.push(...wrapHanging(`    ${shard}: ${formatCountOf(tensors.length, 'tensor')}`, NOTE_INDENT));
+    for (const [shard, tensors] of unrecordedByShard) lines.push(...wrapHanging(`    ${showName(shard)}: ${formatCountOf(tensors.length, 'tensor')}`, NOTE_INDENT));
     // Not cached (served raw): non-BF16 tensors counted per dtype, the rest listed with their reason.
     const byDtype = new Map<string, number>();
     const listed: string[][] = [];
     for (const t of m.tensors) {
       if (t.status !== 'not_cached') continue;
       if (t.dtype !== 'BF16') byDtype.set(t.dtype, (byDtype.get(t.dtype) ?? 0) + 1);
-      else listed.push([t.name, t.reason ?? '']);
+      else listed.push([showName(t.name), showName(t.reason ?? '')]);
     }
     if (byDtype.size > 0) {
       lines.push(...wrapHanging(`  not cached, not BF16: ${[...byDtype].map(([dtype, n]) => `${formatCount(n)} ${dtype}`).join(', ')}`, '    '));
     }
     if (listed.length > 0) {
       lines.push('  not cached, BF16:');
-      // A table within 120 columns where the names allow; else each name whole on its line, its reason
-      // wrapped below it (the stacked table's `tensor` / `reason` / `------` header read as a stray row).
+      // A table within 120 columns where the names allow; else each name on its line (folded where wider
+      // than it), its reason wrapped below it (the stacked table's `tensor` / `reason` / `------` header read as a stray row).
       // One push a line: a spread of a large model's list (150,000 lines) threw a RangeError.
       const table = formatTable(['tensor', 'reason'], listed, []);
       if (table.split('\n').every((line) => displayWidth(line) <= REPORT_LINE_COLUMNS - 4)) {
