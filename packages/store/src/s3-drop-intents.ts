@@ -121,12 +121,21 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [] };
   if (stale.length === 0) return outcome;
   const slices = await transport.list(SLICES_DIR);
+  // Once for all intents: the keys at a top epoch, and each key's newest alias object.
+  const topKeys = boundKeysAfter(slices, () => false);
+  const newestAliasMs = new Map<string, number>();
+  for (const object of slices) {
+    const alias = parseSliceObjectName(object.name);
+    if (alias) newestAliasMs.set(alias.key, Math.max(newestAliasMs.get(alias.key) ?? -Infinity, object.lastModifiedMs));
+  }
   let failure: { error: unknown } | undefined;
   await mapLimited(stale, transport.settings.maxConcurrentRequests, async (intent) => {
     const parsed = parseDropIntentObjectName(intent.name)!;
     try {
-      const bound = boundKeysAfter(slices, (object) => object.lastModifiedMs >= intent.lastModifiedMs || sameSecond(object.lastModifiedMs, intent.lastModifiedMs));
-      if (bound.has(parsed.key)) {
+      const newestMs = newestAliasMs.get(parsed.key);
+      // An alias object as new as the intent (to the second, as Last-Modified goes) or newer: written after the drop judged.
+      const aliasSince = newestMs !== undefined && (newestMs >= intent.lastModifiedMs || sameSecond(newestMs, intent.lastModifiedMs));
+      if (topKeys.has(parsed.key) || aliasSince) {
         if ((await transport.headObject(parsed.entryName)) === undefined) {
           const bytes = await transport.getSmallObject(intent.name, maxEntryObjectBytes);
           // Gone since the listing: another resolver's.
