@@ -1,7 +1,7 @@
 // buildCache called as a library: options a CLI would have refused, memory it cannot get, workers
 // under a host started with --input-type, and a worker's failure keeping its own code.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +72,19 @@ describe('buildCache options', () => {
       message: `the cache directory ${under} cannot be created: a parent of it, ${file}, is a file, not a directory; give a path under a directory`,
       context: { file: under, reason: 'parent-is-file', parentFile: file },
     });
+  });
+
+  it('a cacheDir that is a symbolic link to a missing directory is USAGE naming the link and its target (it was IO_ERROR [ENOTDIR])', async () => {
+    const missing = join(temp.path, 'unmounted-disk', 'cache');
+    const link = join(temp.path, 'cache-link');
+    symlinkSync(missing, link);
+    await expect(buildCache({ model, cacheDir: link, jobs: 0 })).rejects.toMatchObject({
+      code: 'USAGE',
+      message: `the cache directory ${link} is a symbolic link to ${missing}, which does not exist (a disk not mounted, or a directory moved or removed): mount or create ${missing}, or give another path`,
+      context: { file: link, reason: 'out-is-dangling-link', linkTarget: missing },
+    });
+    // Nothing made where the link points.
+    expect(existsSync(join(temp.path, 'unmounted-disk'))).toBe(false);
   });
 
   it('a slab the process cannot reserve is OUT_OF_MEMORY saying what to change (was a bare RangeError)', async () => {
