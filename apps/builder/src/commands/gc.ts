@@ -335,6 +335,14 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
           young.orphanAliases > 0 ? formatCountOf(young.orphanAliases, 'alias object') : '',
         ].filter(Boolean);
   if (youngParts.length > 0) lines.push(`${report.dryRun ? 'would keep' : 'kept'} ${youngParts.join(', ')} younger than --min-age (${formatMinAge(minAgeMs)}): a later gc removes them`);
+  // S3 only, each only when non-zero: blobs a drop's intent object keeps (it may put their entry
+  // back), and a killed drop's intents resolved (store README "S3 layout", Removing entries).
+  const underDrop = report.keptUnderDrop ?? 0;
+  if (underDrop > 0) lines.push(`${report.dryRun ? 'would keep' : 'kept'} ${formatCountOf(underDrop, 'orphan blob')} a running or killed --drop-unbound-entries may put back: a later gc judges them`);
+  const staleIntents = report.staleDropIntents ?? [];
+  if (staleIntents.length > 0) {
+    lines.push(`${report.dryRun ? 'would resolve' : 'resolved'} ${formatCountOf(staleIntents.length, 'intent object')} of killed drops (entry put back if bound, else its blob removed)`);
+  }
   if (report.finishedCompaction !== undefined) {
     lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
   }
