@@ -10,6 +10,7 @@ import type { CommandDef, CommandIo } from './define-command.js';
 import { describeError } from './describe-error.js';
 import { BuilderError, isBuilderError, UsageError } from './errors.js';
 import { renderErrorJson } from './render-error-json.js';
+import { quoteForShell } from './quote-for-shell.js';
 import { showLines } from './show-name.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
 import { wrapCacheWriteError } from './wrap-build-error.js';
@@ -213,7 +214,8 @@ export function readInvocation(argv: readonly string[]): Invocation {
  */
 export function describeSecondSignal(invocation: Invocation, signal: string): string {
   const stopped = `stopped at once by a second ${signal}`;
-  const cache = invocation.cache ?? '<cache>';
+  // Quoted where a shell would split it: the command is there to copy.
+  const cache = invocation.cache === undefined ? '<cache>' : quoteForShell(invocation.cache);
   if (invocation.command === 'build') return `${stopped}; committed entries are kept, and \`${BINARY_NAME} gc ${cache}\` removes any temp files left behind`;
   if (invocation.command === 'gc') {
     if (invocation.dryRun) return `${stopped}; a dry run changes nothing`;
