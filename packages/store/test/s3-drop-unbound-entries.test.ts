@@ -26,8 +26,8 @@ type Transport = {
 const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
 
 /**
- * A drop with a `minAgeMs` below MIN_S3_GC_AGE_MS (default 0) and `exclusive: true`: no writer is at
- * work but the test's own (those beside it break that assurance on purpose: the safety net's cases).
+ * A drop with a `minAgeMs` below MIN_S3_GC_AGE_MS (default 0): no writer is at work but the test's
+ * own. `exclusive: true` (required until 2026-12-07, no effect since) stays passed, as old callers do.
  */
 function dropBelowFloor(store: CacheStore, options: S3DropUnboundEntriesOptions = {}): Promise<DropUnboundEntriesReport> {
   return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, exclusive: true, ...options, allowMinAgeBelowFloorForTests: true });
