@@ -1,5 +1,6 @@
 import { dirname } from 'node:path';
 import { UNPARSEABLE_LOCK_STALE_MS } from '@splitzip/store';
+import { quoteForShell } from './quote-for-shell.js';
 
 // The store words LOCK_TIMEOUT for library callers ("open the store with a longer lockTimeoutMs");
 // a CLI user has no such option, and needs the command to run or the process to check.
@@ -21,7 +22,8 @@ export function describeLockTimeout(lockPath: string, details: LockTimeoutDetail
   const cache = dirname(lockPath);
   const waited = `after waiting ${formatSeconds(timeoutMs)}`;
   // Every writer takes over the lock of a dead holder of this host at once; gc removes it too.
-  const retry = `run this again (\`splitzip gc ${cache}\` removes a dead holder's lock)`;
+  // Quoted as every command to copy is: a cache path with a space split into two arguments.
+  const retry = `run this again (\`splitzip gc ${quoteForShell(cache)}\` removes a dead holder's lock)`;
   if (holderState === 'unparseable') {
     const head = `LOCK_TIMEOUT: gave up ${waited} for the writer lock of ${cache}: its lock file names no holder (damaged, or not a writer's)`;
     // The wait outlasted the age at which such a lock is taken over (the CLI's 30 s against 10 s), so

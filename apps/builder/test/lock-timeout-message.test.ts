@@ -108,6 +108,11 @@ describe('LOCK_TIMEOUT in the CLI', () => {
     );
   });
 
+  it('the gc command to copy quotes a cache path with a space (it split into two arguments unquoted)', () => {
+    const error = new StoreError('LOCK_TIMEOUT', 'the lock is held …', { path: '/caches/my cache/lock', details: { holder: undefined, holderState: 'unparseable', timeoutMs: 2_000, waitedMs: 2_010 } });
+    expect(describeError(error)).toContain("run this again (`splitzip gc '/caches/my cache'` removes a dead holder's lock)");
+  });
+
   it("a LOCK_TIMEOUT without the store's details keeps the store's message", () => {
     const bare = new StoreError('LOCK_TIMEOUT', 'the writer lock is held by pid 123 for 30 s', { path: lockPath });
     expect(describeError(bare)).toBe(`LOCK_TIMEOUT: the writer lock is held by pid 123 for 30 s (file ${lockPath})`);
