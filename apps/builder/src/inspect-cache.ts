@@ -44,9 +44,9 @@ export interface InspectReport {
      */
     dropRefusal?: DropRefusal | null;
     /**
-     * `splitzip inspect` only: whether gc --drop-unbound-entries is shown with --exclusive (true on
-     * an s3:// cache, whose drop needed it until 2026-12-07; not needed any more: the drop's intent
-     * objects make it safe beside writers, and --exclusive is accepted with no effect); false on a directory.
+     * `splitzip inspect` only: false, kept for scripts. It was true on s3://, whose drop needed
+     * --exclusive until 2026-12-07; the drop's intent objects make it safe beside writers now
+     * (--exclusive accepted, no effect), and no advice names it.
      */
     dropNeedsExclusive?: boolean;
   };

@@ -20,3 +20,10 @@ export function parseS3MinAgeMs(value: string | undefined, s3: boolean, command:
   }
   return minAgeMs;
 }
+
+/** --min-age as a user writes it: 1h, 40m, 2400s (gc's and inspect's lines name it so). */
+export function formatMinAge(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
+  return `${Math.round(ms / 1000)}s`;
+}

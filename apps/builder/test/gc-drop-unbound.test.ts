@@ -257,10 +257,11 @@ describe('gc --drop-unbound-entries', () => {
     const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: { dryRun?: boolean }) => Promise<unknown> };
     await probe.close();
     const original = proto.dropUnboundEntries;
-    // Its dry run answers; the real drop, after the collection, is refused (as an s3:// drop is when a writer started in between).
+    // Its dry run answers; the real drop, after the collection, fails (as an s3:// drop's request can).
+    // Its message holds an ESC: shown escaped on stderr, as every other error line is.
     proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
       if (options.dryRun === true) return original.call(this, options);
-      throw new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries refuses: the cache was written to recently (a test)', { path: cache, details: { reason: 'recent-writes' } });
+      throw new StoreError('S3_ERROR', 'the entry DELETE failed \u001b[31m(a test)', { path: cache, details: { reason: 'a-test' } });
     };
     const orphans = ['e', 'f'].map((c) => join(cache, 'blobs', `${c.repeat(40)}.bin`));
     try {
@@ -270,9 +271,8 @@ describe('gc --drop-unbound-entries', () => {
       expect(text.out).toMatch(/^removed 1 orphan blob \(10 B\), 0 temp files/m);
       expect(text.out).toContain(`  blobs/${'e'.repeat(40)}.bin`);
       expect(text.out).not.toMatch(/unbound entr/);
-      expect(text.err).toContain(
-        'splitzip gc: error: INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently (a test)',
-      );
+      expect(text.err).toContain('splitzip gc: error: S3_ERROR: the entry DELETE failed \\u001b[31m(a test)');
+      expect(text.err).not.toContain('\u001b');
       expect(text.err).toContain('; the collection ran before it (the report says what it removed); the --model prune did not run');
       expect(existsSync(orphans[0]!)).toBe(false);
 
@@ -283,8 +283,9 @@ describe('gc --drop-unbound-entries', () => {
       expect(document.dryRun).toBe(false);
       expect(document.orphanBlobs).toEqual([`blobs/${'f'.repeat(40)}.bin`]);
       expect(document.unboundEntries).toBeUndefined();
-      expect(document.error).toMatchObject({ code: 'INVALID_ARGUMENT', reason: 'recent-writes', message: expect.stringContaining('the collection ran before it') });
-      expect(json.err).toContain(document.error.message);
+      expect(document.error).toMatchObject({ code: 'S3_ERROR', reason: 'a-test', message: expect.stringContaining('the collection ran before it') });
+      expect(json.err).toContain(document.error.message.replace('\u001b', '\\u001b'));
+      expect(json.err).not.toContain('\u001b');
     } finally {
       proto.dropUnboundEntries = original;
     }
@@ -304,7 +305,7 @@ describe('gc --drop-unbound-entries', () => {
     const originalClose = proto.close;
     proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
       if (options.dryRun === true) return originalDrop.call(this, options);
-      throw new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries refuses (a test)', { path: cache, details: { reason: 'recent-writes' } });
+      throw new StoreError('INVALID_ARGUMENT', 'dropUnboundEntries refuses (a test)', { path: cache });
     };
     // The real close runs (the lock goes), then fails as a compaction on close can (ENOSPC).
     proto.close = async function (this: unknown) {
@@ -323,6 +324,37 @@ describe('gc --drop-unbound-entries', () => {
       proto.dropUnboundEntries = originalDrop;
       proto.close = originalClose;
     }
+  });
+
+  it("a drop's blobsMissing (entries put back whose blob is gone): a line of what it means and the --repair build to run, the cache quoted; in --json", async () => {
+    const { cache } = await fineTunedCache('blobs missing');
+    const probe = await openCacheStore(cache);
+    const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: { dryRun?: boolean }) => Promise<unknown> };
+    await probe.close();
+    const original = proto.dropUnboundEntries;
+    // The store reports it on s3:// only (and should never): stubbed on the real run.
+    const missing = [`blobs/${'a'.repeat(64)}.${'b'.repeat(64)}.bin`];
+    proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
+      const report = (await original.call(this, options)) as Record<string, unknown>;
+      return options.dryRun === true ? report : { ...report, blobsMissing: missing };
+    };
+    try {
+      const text = await runInProcess(['gc', cache, '--drop-unbound-entries']);
+      expect(text.code, text.err).toBe(0);
+      // Within 120 columns: a longer line goes on 6 columns in (its quoted cache path kept whole).
+      expect(text.out.split('\n').every((line) => line.length <= 120 || line.startsWith('  blobs/'))).toBe(true);
+      expect(text.out.replace(/\n {6}/g, ' ')).toContain(
+        'found 1 blob missing under entries the drop put back (a writer bound them meanwhile): loads of those tensors fail\n' +
+          `  \`splitzip build <model> --out '${cache}' --repair\` with each model that uses the cache stores them again\n` +
+          `  ${missing[0]}\n`,
+      );
+      const json = await gcJson(cache, '--drop-unbound-entries');
+      expect(json.unboundEntries!.blobsMissing).toEqual(missing);
+    } finally {
+      proto.dropUnboundEntries = original;
+    }
+    // None: no line.
+    expect((await runInProcess(['gc', cache, '--drop-unbound-entries'])).out).not.toMatch(/missing|--repair/);
   });
 
   it('a dry run says the real run needs no --exclusive on a directory (--json: unboundEntries.needsExclusive false)', async () => {

@@ -44,7 +44,7 @@ describe('inspect --json totals.dropRefusal', () => {
     const clean = await inspectJson(cache);
     expect(clean.totals.unboundEntries).toBe(1);
     expect(clean.totals.dropRefusal).toBeNull();
-    // A directory's drop takes the writer lock: no --exclusive to ask for.
+    // No drop asks for --exclusive (a directory's takes the writer lock; s3://'s its intent objects).
     expect(clean.totals.dropNeedsExclusive).toBe(false);
 
     const kept = join(cache, 'manifest.json.damaged-1765000000000');
@@ -96,50 +96,40 @@ describe('inspect --json totals.dropRefusal', () => {
     });
     expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them\n  build each model');
     expect(renderInspectReport(report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here' }))).toContain('\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries refuses now: INVALID_ARGUMENT: not here\n');
-    // On s3:// the command line it names is the one that gives that refusal: with --exclusive (without, a usage error).
-    const young = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently, 3 objects … (file s3://b/c)' });
-    young.totals.dropNeedsExclusive = true;
-    expect(renderInspectReport(young)).toContain(
-      '\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --exclusive refuses now: INVALID_ARGUMENT: the cache was written to recently, 3 objects … (file s3://b/c)\n',
-    );
-    // The s3:// recent-writes refusal: the CLI's sentence of when a retry passes after the store's
-    // message, and the command line with inspect's --min-age (the one that gives that refusal).
-    const recent = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: dropUnboundEntries refuses: the cache was written to recently (file s3://b/c)', details: { reason: 'recent-writes' }, wait: 'the cache must stay quiet (…) until 2026-12-07 04:50:00 UTC' });
-    recent.totals.dropNeedsExclusive = true;
-    // The retry time on an indented line of its own: the sentence --json has where the details do not say the ages,
-    expect(renderInspectReport(recent, { minAgeMs: 35 * 60_000 })).toContain(
-      '\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --exclusive --min-age 35m refuses now: INVALID_ARGUMENT: the cache was written to recently (file s3://b/c)\n' +
-        '  the cache must stay quiet (…) until 2026-12-07 04:50:00 UTC\n',
-    );
-    // else a short one from them: when --min-age passes, and when the shortest does.
-    recent.totals.dropRefusal!.details = { reason: 'recent-writes', newestAgeMs: 10 * 60_000, minAgeMs: 3_600_000 };
-    const nowMs = Date.UTC(2026, 11, 7, 4, 0, 0);
-    // Building first (an interrupted build binds its entries when it runs again), then when: three
-    // lines within 120 columns, in the CLI's words (one of ~160 quoting the store's before).
-    const recentText = renderInspectReport(recent, { minAgeMs: 3_600_000, nowMs });
-    expect(recentText).toContain(
-      '\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --exclusive --min-age 1h refuses now (written to lately)\n' +
-        '  build each model that uses the cache again first (an interrupted build leaves entries unbound until it runs again)\n' +
-        '  retry if quiet until 2026-12-07 04:50:00 UTC (--min-age 1h); --min-age 35m waits least: 2026-12-07 04:25:00 UTC\n',
-    );
-    for (const l of recentText.split('\n')) expect(l.length, l).toBeLessThanOrEqual(120);
-    expect(recentText).not.toMatch(/dropUnboundEntries|minAgeMs/);
-    // Past the shortest's time, and at the shortest.
-    recent.totals.dropRefusal!.details = { reason: 'recent-writes', newestAgeMs: 40 * 60_000, minAgeMs: 3_600_000 };
-    expect(renderInspectReport(recent, { minAgeMs: 3_600_000, nowMs })).toContain('\n  retry if quiet until 2026-12-07 04:20:00 UTC (--min-age 1h); --min-age 35m would pass now\n');
-    recent.totals.dropRefusal!.details = { reason: 'recent-writes', newestAgeMs: 10 * 60_000, minAgeMs: 35 * 60_000 };
-    expect(renderInspectReport(recent, { minAgeMs: 35 * 60_000, nowMs })).toContain('\n  retry if quiet until 2026-12-07 04:25:00 UTC (--min-age 35m)\n');
+    // On s3:// the command line it names is the one that gives that refusal, with inspect's
+    // --min-age, and no --exclusive (no drop needs it since 2026-12-07; no recent-writes refusal).
+    const refusedS3 = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here (file s3://b/c)' });
+    refusedS3.totals.dropNeedsExclusive = true; // as a report of an older release said it: ignored
+    expect(renderInspectReport(refusedS3, { minAgeMs: 35 * 60_000 })).toContain('\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --min-age 35m refuses now: INVALID_ARGUMENT: not here (file s3://b/c)\n');
     // A long one is cut at a word, and says where it is whole.
     const long = report({ code: 'MANIFEST_INVALID', message: `MANIFEST_INVALID: kept copies (${Array.from({ length: 200 }, (_, i) => `manifest.json.damaged-${i}`).join(', ')})` });
     const line = renderInspectReport(long).split('\n').find((l) => l.startsWith('unbound '))!;
     expect(line).toMatch(/refuses now: MANIFEST_INVALID: kept copies \(manifest\.json\.damaged-0,( manifest\.json\.damaged-\d+,)* … \(inspect --json\)$/);
     expect(line.length).toBeLessThanOrEqual(160);
-    // s3://: the dry run answered (no --exclusive needed for it), the real drop needs --exclusive: said so.
+    // s3://: the command to copy, with inspect's --min-age, never --exclusive (it named
+    // `--exclusive` and "run it only while nothing else uses the cache" before 2026-12-07).
     const s3 = report(null);
     s3.totals.dropNeedsExclusive = true;
-    expect(renderInspectReport(s3)).toContain(
-      'found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive removes them\n  run it only while nothing else uses the cache (no build, gc, other drop or loader with write access)\n  build each model',
-    );
-    expect(renderInspectReport(s3, { minAgeMs: 2 * 3_600_000 })).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries --exclusive --min-age 2h removes them\n  run it only while');
+    const s3Text = renderInspectReport(s3, { minAgeMs: 2 * 3_600_000 });
+    expect(s3Text).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries --min-age 2h removes them\n  build each model');
+    expect(s3Text).not.toMatch(/--exclusive|nothing else uses/);
+  });
+
+  it('passes inspect --min-age to the dry run it asks (as gc does)', async () => {
+    const asked: Record<string, unknown>[] = [];
+    const store = { dropUnboundEntries: (options: Record<string, unknown>) => (asked.push(options), Promise.resolve({ dryRun: true, count: 0, entries: [], reclaimedBytes: 0, blobsLeft: [] })) } as unknown as CacheStore;
+    expect(await findDropRefusal(store, { minAgeMs: 35 * 60_000 })).toBeNull();
+    expect(await findDropRefusal(store)).toBeNull();
+    expect(asked).toEqual([{ dryRun: true, minAgeMs: 35 * 60_000 }, { dryRun: true }]);
+  });
+
+  it('inspect --min-age: s3:// only, 35m at least, usage errors (exit 2) before any request', async () => {
+    const dir = await runInProcess(['inspect', join(temp.path, 'cache'), '--min-age', '1h']);
+    expect(dir.code).toBe(2);
+    expect(dir.err).toContain("option '--min-age' applies to s3:// caches only");
+    // A bucket that does not exist: any request would fail otherwise (exit 1).
+    const short = await runInProcess(['inspect', 's3://splitzip-no-such-bucket-recent/c', '--min-age', '10m']);
+    expect(short.code).toBe(2);
+    expect(short.err).toContain("option '--min-age' must be at least 35m on an s3:// cache");
   });
 });

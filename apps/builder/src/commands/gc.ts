@@ -15,8 +15,6 @@ import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { defineCommand, type CommandIo } from '../define-command.js';
 import { describeError } from '../describe-error.js';
-import { addRecentWritesWait, describeRecentWritesRetry, describeRecentWritesWait, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
-import type { DropRefusal } from '../find-drop-refusal.js';
 import { UsageError } from '../errors.js';
 import { displayWidth } from '../display-width.js';
 import { formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
@@ -24,12 +22,12 @@ import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { quoteForShell } from '../quote-for-shell.js';
 import { pruneModelBindings, type ModelBindingsReport } from '../judge-model-bindings.js';
-import { parseS3MinAgeMs } from '../parse-min-age.js';
+import { formatMinAge, parseS3MinAgeMs } from '../parse-min-age.js';
 import { renderErrorJson } from '../render-error-json.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
 import { describeLockWait, describeUnreadableLockWait, watchWriterLock } from '../watch-writer-lock.js';
-import { showName } from '../show-name.js';
+import { showLines, showName } from '../show-name.js';
 
 /**
  * What `gc --json` prints: the store's report, with --model what became of the model's bindings,
@@ -38,13 +36,11 @@ import { showName } from '../show-name.js';
 export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
   /**
-   * `needsExclusive`, dry runs only: whether the real run needs --exclusive; false since 2026-12-07
-   * (it was true on s3://, whose drop needed the user's word that nothing else wrote).
-   * `dropRefusal`, dry runs on s3:// only: the real run would be refused now (until 2026-12-07: the
-   * cache was written to within --min-age), as inspect's totals.dropRefusal says it; the entries are those
-   * it would drop once quiet.
+   * `needsExclusive`, dry runs only: false, kept for scripts (it was true on s3://, whose drop needed
+   * --exclusive, the user's word that nothing else wrote, until 2026-12-07). `blobsMissing` (s3://,
+   * when not empty): the store's, blobs gone under entries the drop put back.
    */
-  unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: boolean; dropRefusal?: DropRefusal };
+  unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: false };
   /**
    * With --drop-unbound-entries and --model: the entries bound to no slice once the prune ran (kept
    * for the next drop); `ofModel` of them named as the model's tensors.
@@ -102,7 +98,7 @@ export const gcCommand = defineCommand({
     // "other models'": on a shared cache these are mostly theirs (82d1782's shorter text lost it).
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove other shard names' bindings (other models' too)" },
     dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
-    exclusive: { type: 'boolean', description: 's3:// drop only: not needed any more (accepted, no effect)' },
+    exclusive: { type: 'boolean', description: 's3:// drop only: not needed any more (accepted, no effect, kept for scripts)' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
@@ -139,11 +135,9 @@ export const gcCommand = defineCommand({
           // The collection first: it reports what its writer session finishes (an interrupted fold,
           // a dead writer's lock), which a prune's session before it did unreported, where a dry run
           // reported it. The prune's new generation removes the journal it folds.
-          // A drop the store refuses (a damaged manifest's kept copy, a damaged journal; on s3:// a
-          // cache written to within --min-age) fails the command before the collection changes
-          // anything: its dry run is a look, no lock.
-          // A refusal for recent writes says when a retry passes (the store's message names its option, not a time).
-          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) }).catch(rethrowWithWait);
+          // A drop the store refuses (a damaged manifest's kept copy, a damaged journal) fails the
+          // command before the collection changes anything: its dry run is a look, no lock.
+          if (args.dropUnboundEntries && !args.dryRun) await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
           const gc = await store.gc({ dryRun: args.dryRun, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
           throwIfInterrupted(signal);
@@ -155,15 +149,13 @@ export const gcCommand = defineCommand({
           // --exclusive (s3:// only, checked above) is passed on: the store accepts it, no effect.
           let unboundEntries: GcCommandReport['unboundEntries'];
           if (args.dropUnboundEntries && args.dryRun) {
-            unboundEntries = { ...(await dryRunDrop(store, minAgeMs)), needsExclusive: false };
+            unboundEntries = { ...(await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) })), needsExclusive: false };
           } else if (args.dropUnboundEntries) {
             try {
-              unboundEntries = await store
-                .dropUnboundEntries({ dryRun: args.dryRun === true, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) })
-                .catch(rethrowWithWait);
+              unboundEntries = await store.dropUnboundEntries({ dryRun: false, ...(args.exclusive ? { exclusive: true } : {}), ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
             } catch (error) {
-              // The real collection above has changed the cache: a drop the store refuses now (on
-              // s3:// a writer started since its dry run: recent-writes) must not cost its report.
+              // The real collection above has changed the cache: a drop that fails now (a request
+              // or file error; a directory's journal damaged since the dry run) must not cost its report.
               // An interrupt (ABORTED) is the CLI's; a dry run changed nothing.
               if (!isStoreError(error) || signal.aborted) throw error;
               return { dropFailure: error, collection: gc };
@@ -223,19 +215,7 @@ export const gcCommand = defineCommand({
         lines.push(`left ${dropped.blobsLeft.length} of their blobs that could not be removed (the next gc removes them as orphans):`);
         appendLines(lines, dropped.blobsLeft.map((p) => `  ${p}`));
       }
-      // The dry run needs no --exclusive; without this line the real run's usage error came as a surprise.
-      if (dropped.needsExclusive === true) {
-        lines.push('the real run needs --exclusive: your word that no build, gc, drop or loader with write access uses the cache meanwhile');
-      }
-      // Lines within 120 columns: the refusal now, when a retry passes (a dry run exited 1 with the
-      // store's ~760-column message before, even with nothing to drop).
-      const retry = dropped.dropRefusal === undefined ? null : describeRecentWritesRetry(dropped.dropRefusal.details, Date.now());
-      if (retry !== null) {
-        const refused = `would be refused now: the cache was written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)})`;
-        lines.push(dropped.needsExclusive === true ? `  and ${refused}` : `the real run ${refused}`, `  ${retry}`);
-      } else if (dropped.needsExclusive === true) {
-        lines.push(`  it refuses a cache written to within --min-age (${formatMinAge(minAgeMs ?? DEFAULT_GC_MIN_AGE_MS)}); see splitzip gc --help`);
-      }
+      appendLines(lines, renderBlobsMissing(dropped.blobsMissing ?? [], args.cache));
     }
     const left = report.unboundAfterPrune;
     if (left !== undefined && left.count > 0) {
@@ -246,8 +226,7 @@ export const gcCommand = defineCommand({
             : `; ${left.ofModel === left.count ? (left.count === 1 ? 'it is' : 'all are') : `${left.ofModel} are`} named as this model's tensors: build the model first (\`splitzip build ${args.model === undefined ? '<model>' : quoteForShell(args.model)} --out ${quoteForShell(args.cache)}\`), which binds its moved tensors among them instead of encoding them again`),
       );
     }
-    // On s3:// the real drop without --exclusive is a usage error: the last line names it.
-    if (report.dryRun && listsAnything(report)) lines.push(report.unboundEntries?.needsExclusive === true ? 'run without --dry-run, with --exclusive, to remove them' : 'run without --dry-run to remove them');
+    if (report.dryRun && listsAnything(report)) lines.push('run without --dry-run to remove them');
     io.stdout.write(`${fitReportLines(lines).join('\n')}\n`);
     return 0;
   },
@@ -275,27 +254,17 @@ function listsAnything(report: GcCommandReport): boolean {
 }
 
 /**
- * The drop's dry run: the store's report, or where the store refuses it for recent writes (s3://:
- * the cache was written to within --min-age; a dry run refuses as the real one would), the entries
- * it would drop once quiet (isDroppableEntry over the entries, as inspect counts them), with the
- * refusal. Any other refusal (a damaged manifest's kept copy, a damaged journal) is thrown.
+ * The lines for a drop's `blobsMissing` (s3://: blobs gone under entries the drop put back for a
+ * writer's binding; the store's protocol deletes none, so never seen unless something else did):
+ * what it means and the build that stores them again, the cache quoted to copy. None when empty.
  */
-async function dryRunDrop(store: CacheStore, minAgeMs: number | undefined): Promise<DropUnboundEntriesReport & { dropRefusal?: DropRefusal }> {
-  try {
-    return await store.dropUnboundEntries({ dryRun: true, ...(minAgeMs !== undefined ? { minAgeMs } : {}) });
-  } catch (error) {
-    if (!isStoreError(error) || !isRecentWritesRefusal(error.details)) rethrowWithWait(error);
-    const entries = [...store.entries()].filter(isDroppableEntry).map(({ key, qualname, compBytes }) => ({ key, qualname, compBytes }));
-    const wait = describeRecentWritesWait(error, Date.now());
-    return {
-      dryRun: true,
-      count: entries.length,
-      entries,
-      reclaimedBytes: entries.reduce((sum, entry) => sum + entry.compBytes, 0),
-      blobsLeft: [],
-      dropRefusal: { code: error.code, message: error.message, details: error.details, ...(wait === null ? {} : { wait }) },
-    };
-  }
+export function renderBlobsMissing(blobsMissing: readonly string[], cache: string): string[] {
+  if (blobsMissing.length === 0) return [];
+  return [
+    `found ${formatCountOf(blobsMissing.length, 'blob')} missing under entries the drop put back (a writer bound them meanwhile): loads of those tensors fail`,
+    `  \`splitzip build <model> --out ${quoteForShell(cache)} --repair\` with each model that uses the cache stores them again`,
+    ...blobsMissing.map((name) => `  ${showName(name)}`),
+  ];
 }
 
 /** A real drop the store refused (or failed) after the real collection ran: what that removed is still reported. */
@@ -397,11 +366,7 @@ function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json:
   } else {
     options.io.stdout.write(`${fitReportLines(renderCollection(collection, options.s3, options.minAgeMs)).join('\n')}\n`);
   }
-  options.io.stderr.write(`splitzip gc: error: ${message}\n`);
+  // Escaped as the other stderr lines (run-cli's errors): a path or entry name may hold control characters.
+  options.io.stderr.write(`splitzip gc: error: ${showLines(message)}\n`);
   return 1;
-}
-
-/** Throws the error, a 'recent-writes' refusal with the CLI's sentence of when a retry passes. */
-function rethrowWithWait(error: unknown): never {
-  throw addRecentWritesWait(error);
 }

@@ -5,7 +5,6 @@ import { checkLocalModel } from '../check-local-model.js';
 import { UsageError } from '../errors.js';
 import { defineCommand } from '../define-command.js';
 import { findDropRefusal } from '../find-drop-refusal.js';
-import { describeRecentWritesRetry, formatMinAge, isRecentWritesRefusal } from '../describe-recent-writes.js';
 import { cutToWidth, displayWidth } from '../display-width.js';
 import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
@@ -13,7 +12,7 @@ import { quoteForShell } from '../quote-for-shell.js';
 import { formatBytes, formatCountOf, formatPercent, formatTable } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 import { judgeModelBindings } from '../judge-model-bindings.js';
-import { parseS3MinAgeMs } from '../parse-min-age.js';
+import { formatMinAge, parseS3MinAgeMs } from '../parse-min-age.js';
 import { renderModelBindings } from '../render-model-bindings.js';
 import { throwIfInterrupted } from '../throw-if-interrupted.js';
 import { showName } from '../show-name.js';
@@ -24,8 +23,8 @@ export const inspectCommand = defineCommand({
   notes: [
     "With --model: which bindings of the model's shard names are live, unchecked or left behind, and",
     'how many bindings other shard names have: what `gc --model` would remove (nothing is changed).',
-    'On an s3:// cache, whether gc --drop-unbound-entries would refuse a cache written to lately is',
-    'judged at --min-age (default 1h, at least 35m), as gc with the same --min-age judges it.',
+    'On an s3:// cache, --min-age (default 1h, at least 35m) is passed to the drop gc is asked for',
+    'and named on the gc line it prints.',
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
@@ -57,8 +56,8 @@ export const inspectCommand = defineCommand({
         // drop): the store's dry run answers, a look with no lock that changes nothing. The text
         // names the command only where it would run.
         report.totals.dropRefusal = await findDropRefusal(store, { minAgeMs });
-        // The dry run above needs no --exclusive; the real drop on s3:// does (gc refuses without it).
-        report.totals.dropNeedsExclusive = isS3Url(args.cache);
+        // No drop needs --exclusive since 2026-12-07 (s3://: its intent objects); false, kept for scripts.
+        report.totals.dropNeedsExclusive = false;
       } finally {
         await store.close();
       }
@@ -101,7 +100,7 @@ function fitRefusal(head: string, message: string): string {
 const TABLE_MAX_COLUMNS = 120;
 
 /** The text report; its unbound line names gc --drop-unbound-entries, or the store's refusal of it (`totals.dropRefusal`). */
-export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined; nowMs?: number } = {}): string {
+export function renderInspectReport(report: InspectReport, options: { minAgeMs?: number | undefined } = {}): string {
   const rows = report.entries.map((e) => [
     showName(e.qualname),
     e.key.slice(0, 12),
@@ -114,7 +113,7 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
     e.slices.map(([shard, offset, size]) => `${shard}@${offset}+${size}`).join(' ') || '-',
   ]);
   const t = report.totals;
-  // The gc command line the line names: the one that gives the refusal or runs (s3://: with --exclusive, and inspect's --min-age).
+  // The gc command line the line names: the one that gives the refusal or runs (s3://: with inspect's --min-age).
   const minAge = options.minAgeMs === undefined ? '' : ` --min-age ${formatMinAge(options.minAgeMs)}`;
   const lines = [
     formatTable(['tensor', 'key', 'shape', 'raw', 'comp', 'ratio', 'escapes', 'codes', 'slices'], rows, [false, false, false, true, true, true, true, true, false], { maxLineColumns: TABLE_MAX_COLUMNS }),
@@ -124,7 +123,7 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
     // Only where there are some: found by content key only, they are what a drop reclaims.
-    ...(t.unboundEntries === 0 ? [] : renderUnbound(report, minAge, options.nowMs ?? Date.now())),
+    ...(t.unboundEntries === 0 ? [] : renderUnbound(report, minAge)),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
@@ -132,40 +131,19 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
 
 /**
  * The unbound line: the entries and what gc --drop-unbound-entries does with them (the command
- * line that runs, or gives the refusal: on s3:// with --exclusive and inspect's --min-age); a
- * refusal is one line of at most MAX_REFUSAL_LINE_COLUMNS, and an indented one of when a retry passes.
+ * line that runs, or gives the refusal: on s3:// with inspect's --min-age); a refusal is one line
+ * of at most MAX_REFUSAL_LINE_COLUMNS. No --exclusive: no drop needs it since 2026-12-07.
  */
-function renderUnbound(report: InspectReport, minAge: string, nowMs: number): string[] {
+function renderUnbound(report: InspectReport, minAge: string): string[] {
   const t = report.totals;
   const head = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
-  const exclusive = t.dropNeedsExclusive === true ? ' --exclusive' : '';
   if (t.dropRefusal === undefined) return [`${head}gc --drop-unbound-entries removes them`];
   if (t.dropRefusal !== null) {
-    const refusal = t.dropRefusal;
     // Shorter than the others: the reason needs the room.
     const counted = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} (${formatBytes(t.unboundCompBytes)})`;
-    // A cache written to lately (s3://): mostly a build at work or interrupted, whose next run binds
-    // its entries; that first, then when a retry passes. Three lines within 120 columns, where the
-    // store's quoted message made one of ~160 naming its library option.
-    const retryAt = describeRecentWritesRetry(refusal.details, nowMs);
-    if (isRecentWritesRefusal(refusal.details) && retryAt !== null) {
-      return [
-        `${counted}: gc --drop-unbound-entries${exclusive}${minAge} refuses now (written to lately)`,
-        '  build each model that uses the cache again first (an interrupted build leaves entries unbound until it runs again)',
-        `  ${retryAt}`,
-      ];
-    }
-    const line = fitRefusal(`${counted}: gc --drop-unbound-entries${exclusive}${minAge} refuses now: `, refusal.message);
-    const retry = describeRecentWritesRetry(refusal.details, nowMs) ?? refusal.wait;
-    return retry === undefined ? [line] : [line, `  ${retry}`];
+    return [fitRefusal(`${counted}: gc --drop-unbound-entries${minAge} refuses now: `, t.dropRefusal.message)];
   }
   // The command on the line, its conditions indented below it (one line of ~300 columns before).
   const buildFirst = '  build each model that uses the cache first: one whose shards were renamed binds its tensors among them again';
-  return t.dropNeedsExclusive === true
-    ? [
-        `${head}splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries --exclusive${minAge} removes them`,
-        '  run it only while nothing else uses the cache (no build, gc, other drop or loader with write access)',
-        buildFirst,
-      ]
-    : [`${head}splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries removes them`, buildFirst];
+  return [`${head}splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge} removes them`, buildFirst];
 }
