@@ -756,6 +756,11 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       // The queue may have changed (a slot that could not be taken failed its source's reads).
       if (readQueue[k] !== queued) continue;
       if (worker === undefined) {
+        // Only a read waiting for a slot of its own pool lets later reads pass. One waiting for an
+        // idle worker holds back the rest: later reads of a busy pool, handed to its busy workers,
+        // kept every worker busy, and this read waited as long as they came (2026-12-07).
+        const waitsForSlot = slotsTaking.has(staging.source) && !spareSlots.some((spare) => spare.source === staging.source);
+        if (!waitsForSlot && !pool.some((w) => w.ready && w.busy === 0)) return;
         (waiting ??= []).push(staging.source);
         k += 1;
         continue;

@@ -65,5 +65,8 @@ describe('a load waiting on its own full staging pool', () => {
       await Promise.all(stalled.map((entry) => entry.done));
       for (const entry of stalled) entry.pool.release(entry.held);
     }
+    // Aborted, the stalled loads left no slot taken (a late grant went back to its pool).
+    await until(() => stalled.every((entry) => entry.pool.stats().inUse === 0));
+    for (const entry of stalled) expect(entry.pool.stats().inUse).toBe(0);
   });
 });
