@@ -1,8 +1,14 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts'],
+  // internal: `@splitzip/codec/internal`, the sibling packages' helpers (src/internal.ts).
+  entry: ['src/index.ts', 'src/internal.ts'],
   format: ['esm', 'cjs'],
+  // `splitting` left at tsup's default, on for ESM only: both ESM entries import one shared chunk,
+  // so SplitZipError is one class across them. Set to true it splits CommonJS too, through sucrase,
+  // which rewrote every `?.` of index.cjs into an `_optionalChain` helper call; so internal.cjs holds
+  // its own copy of the class, which the Symbol.for brand in errors.ts makes `instanceof` accept
+  // (test/internal-entry.test.ts).
   dts: true,
   sourcemap: true,
   clean: true,

@@ -1,8 +1,8 @@
-import { findUnknownOption } from '@splitzip/codec';
+import { findUnknownOption } from '@splitzip/codec/internal';
 import { BuilderError } from './errors.js';
 
 /** The option names of `T`, checked complete by the compiler (the codec's optionNamesOf). */
-export { optionNamesOf } from '@splitzip/codec';
+export { optionNamesOf } from '@splitzip/codec/internal';
 
 /**
  * USAGE for an options object that is not one, or that has a key `known` lacks: a misspelt option

@@ -8,7 +8,8 @@
 // one can be made, so that the codec's kernels encode tensors and check payloads in place: on a
 // plain SharedArrayBuffer they copy every block in and out of their own memory (V8 copies shared
 // memory with a relaxed memmove: ~0.2 CPU-s per GB of BF16 built, measured).
-import { attachCodecArena, createCodecArena, mallocUsesHugePages, type CodecArenaShare } from '@splitzip/codec';
+import { attachCodecArena, createCodecArena, type CodecArenaShare } from '@splitzip/codec';
+import { mallocUsesHugePages } from '@splitzip/codec/internal';
 import { BuilderError } from './errors.js';
 
 export interface SlabPool {

@@ -1,6 +1,6 @@
 // Human-readable numbers for the tables and the progress bar.
 import { codePointWidth, displayWidth, padToWidth } from './display-width.js';
-import { formatCoverage } from '@splitzip/codec';
+import { formatCoverage } from '@splitzip/codec/internal';
 
 const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 

@@ -1,4 +1,4 @@
-import { findClosestName } from '@splitzip/codec';
+import { findClosestName } from '@splitzip/codec/internal';
 import type { ArgSpec, ArgsSpec, CommandDef, NumberArgSpec, ParsedArgs } from './define-command.js';
 import { SIGNED_DECIMAL } from './decimal-number.js';
 import { UsageError } from './errors.js';

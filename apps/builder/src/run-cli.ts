@@ -1,4 +1,4 @@
-import { findClosestName } from '@splitzip/codec';
+import { findClosestName } from '@splitzip/codec/internal';
 import { isStoreError } from '@splitzip/store';
 import packageJson from '../package.json';
 import { buildCommand } from './commands/build.js';

@@ -3,7 +3,8 @@
 // coverage gate, too large, a payload no smaller than its raw bytes). Anything else (missing, unaliased, bound to other bytes, corrupt,
 // different bytes) is a failure.
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
-import { calibrateFromHistogram, computePayloadLayout, formatCoverage, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
+import { calibrateFromHistogram, computePayloadLayout, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
+import { formatCoverage } from '@splitzip/codec/internal';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';

@@ -1,4 +1,4 @@
-import { describeValue, findUnknownOption } from '@splitzip/codec';
+import { describeValue, findUnknownOption } from '@splitzip/codec/internal';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { checkS3Options, isStoreError, MAX_REFRESH_INTERVAL_MS } from '@splitzip/store';
 import { RuntimeError } from './errors.js';
@@ -51,7 +51,7 @@ function hasMethods(value: unknown, methods: readonly string[]): boolean {
 }
 
 /** The option names of an options type, checked complete by the compiler (the codec's optionNamesOf). */
-export { optionNamesOf as optionNames } from '@splitzip/codec';
+export { optionNamesOf as optionNames } from '@splitzip/codec/internal';
 
 /**
  * An options argument: an object (the default `{}` covers undefined) and, given `known`, with no

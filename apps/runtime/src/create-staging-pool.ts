@@ -1,4 +1,5 @@
-import { createCodecArena, describeValue, mallocUsesHugePages, type CodecArena } from '@splitzip/codec';
+import { createCodecArena, type CodecArena } from '@splitzip/codec';
+import { describeValue, mallocUsesHugePages } from '@splitzip/codec/internal';
 import { argumentError, checkBooleanArgument, checkOptionsArgument, checkSignalArgument, optionNames } from './check-load-arguments.js';
 import { abortedError, RuntimeError } from './errors.js';
 

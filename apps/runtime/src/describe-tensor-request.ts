@@ -1,4 +1,4 @@
-import { describeValue } from '@splitzip/codec';
+import { describeValue } from '@splitzip/codec/internal';
 
 /** Fields of a request shown at most (a model handle or any other object passed by mistake has many). */
 const MAX_SHOWN_FIELDS = 6;

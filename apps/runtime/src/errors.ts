@@ -1,4 +1,4 @@
-import { describeValue } from '@splitzip/codec';
+import { describeValue } from '@splitzip/codec/internal';
 /**
  * Typed errors of the runtime. Every error has a string `code` and a `details` object naming the
  * thing it is about (tensor name, shard file, slice, cache key, sizes), so a caller can branch on

@@ -1,4 +1,4 @@
-import { describeValue } from '@splitzip/codec';
+import { describeValue } from '@splitzip/codec/internal';
 import { isSafetensorsError, openSafetensorsModel, type ByteSource, type SafetensorsModel } from '@splitzip/safetensors';
 import { isS3Url, looksLikeOtherUrl, openS3ObjectSource, type S3StoreOptions } from '@splitzip/store';
 import { describeError, RuntimeError, isRetryableError } from './errors.js';

@@ -1,5 +1,5 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { findClosestName } from '@splitzip/codec';
+import { findClosestName } from '@splitzip/codec/internal';
 import { classifyBinding, isStoreError, shardStampKind } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';

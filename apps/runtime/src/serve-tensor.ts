@@ -1,14 +1,13 @@
 import {
   calibrateFromHistogram,
   countExponents,
-  describeValue,
-  formatCoverage,
   MAX_ELEMENT_COUNT,
   readPayloadMeta,
   type CodecArena,
   type PayloadLayout,
   type PayloadMeta,
 } from '@splitzip/codec';
+import { describeValue, formatCoverage } from '@splitzip/codec/internal';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { bindFoundSlice, checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeValue } from '@splitzip/codec';
+import { describeValue } from '@splitzip/codec/internal';
 import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';

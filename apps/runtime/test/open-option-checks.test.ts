@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeValue } from '@splitzip/codec';
+import { describeValue } from '@splitzip/codec/internal';
 import { createStagingPool, MAX_SLOT_BYTES, MAX_STAGING_POOL_BYTES } from '../src/create-staging-pool.js';
 import { openModel } from '../src/open-model.js';
 import { openShardCache } from '../src/open-shard-cache.js';

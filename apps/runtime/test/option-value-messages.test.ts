@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeValue } from '@splitzip/codec';
+import { describeValue } from '@splitzip/codec/internal';
 import { createFileReader } from '../src/create-file-reader.js';
 import { createPacedReader } from '../src/create-paced-reader.js';
 import { createReadWindow } from '../src/create-read-window.js';

@@ -11,16 +11,9 @@ export {
   SEGMENT_VALUES,
   SEGMENT_DIGESTS,
 } from './constants.js';
+// The sibling packages' helpers (argument checks, messages, option names) are not here: they are
+// `@splitzip/codec/internal` (src/internal.ts).
 export { SplitZipError, isSplitZipError, type SplitZipErrorCode } from './errors.js';
-// Argument checks the kernels package applies with the codec's own rules and messages.
-export { checkNoOverlap } from './check-overlap.js';
-export { argumentTypeError } from './argument-type-error.js';
-export { describeValue } from './describe-value.js';
-export { findClosestName, MAX_SUGGESTION_EDITS } from './find-closest-name.js';
-export { formatCoverage } from './format-coverage.js';
-export { findUnknownOption, optionNamesOf, type UnknownOption } from './find-unknown-option.js';
-export { isDetachedBuffer } from './is-detached-buffer.js';
-export { checkReadableView, isUint16Array, isUint8Array } from './typed-array-kind.js';
 export { createCodebook, type Codebook } from './create-codebook.js';
 export { codebookToJson, codebookFromJson, MAX_CODEBOOK_JSON_CHARS, type CodebookJson } from './codebook-json.js';
 export { countExponents } from './count-exponents.js';
@@ -56,6 +49,5 @@ export {
   type CodecArenaShare,
 } from './create-codec-arena.js';
 export { attachCodecArena, type AttachedCodecArena } from './attach-codec-arena.js';
-export { mallocUsesHugePages } from './malloc-uses-huge-pages.js';
 export { readEscapeStreams, validatePayloadStructure, type EscapeStreams } from './validate-payload-structure.js';
 export { getCodecBackend, setCodecBackend, type CodecBackendName } from './backend.js';

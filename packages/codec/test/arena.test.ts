@@ -2,7 +2,6 @@
 // bytes and values as the reference, whatever mix of arena and ordinary views.
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  mallocUsesHugePages,
   computePayloadLayout,
   createCodebook,
   createCodecArena,
@@ -15,6 +14,7 @@ import {
   verifyPayloadChecksum,
   type CodecArena,
 } from '../src/index.js';
+import { mallocUsesHugePages } from '../src/internal.js';
 import { BACKENDS, codeOf, useBackend } from './backends.js';
 import { referenceEncode } from './reference.js';
 import { sameBytes, weightsWithEscapes } from './fixtures.js';

@@ -2,7 +2,7 @@
 // nearest within MAX_SUGGESTION_EDITS, ties to the first, a case-only difference first of all.
 // The banded implementation must pick the same name for every input.
 import { describe, expect, it } from 'vitest';
-import { findClosestName, MAX_SUGGESTION_EDITS } from '../src/index.js';
+import { findClosestName, MAX_SUGGESTION_EDITS } from '../src/internal.js';
 import { createRandom } from './reference.js';
 
 function levenshtein(a: string, b: string): number {

@@ -1,7 +1,7 @@
 // formatCoverage rounds down, exactly: the printed decimal, read back, is never above the value,
 // and is the largest such decimal (a value just under a gate never prints as the gate).
 import { describe, expect, it } from 'vitest';
-import { formatCoverage } from '../src/index.js';
+import { formatCoverage } from '../src/internal.js';
 import { createRandom } from './reference.js';
 
 describe('formatCoverage', () => {

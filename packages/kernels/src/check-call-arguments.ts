@@ -3,14 +3,8 @@
 // error on every backend, and never reaches a backend, whose untyped errors mark it broken (a
 // codebook whose `exponents` getter threw sent every later call to codec).
 import {
-  argumentTypeError,
-  checkNoOverlap,
-  checkReadableView,
   createCodebook,
   DEFAULT_CHUNK_SIZE,
-  describeValue,
-  isUint16Array,
-  isUint8Array,
   MAX_CHUNK_SIZE,
   MAX_ELEMENT_COUNT,
   MIN_CHUNK_SIZE,
@@ -18,6 +12,14 @@ import {
   SplitZipError,
   type Codebook,
 } from '@splitzip/codec';
+import {
+  argumentTypeError,
+  checkNoOverlap,
+  checkReadableView,
+  describeValue,
+  isUint16Array,
+  isUint8Array,
+} from '@splitzip/codec/internal';
 import { checkOutput } from './check-output.js';
 
 /** The codec's first payload rule (readPayloadMeta's), its error naming the argument and showing what came. */

@@ -4,11 +4,11 @@
 // took the default thread count. Only undefined means "the default": null is a value, refused
 // where the option takes none. The near name comes from the codec's findClosestName, the one
 // 'did you mean' of the packages (the codec refuses its own unknown keys the same way).
-import { describeValue, findClosestName, findUnknownOption } from '@splitzip/codec';
+import { describeValue, findClosestName, findUnknownOption } from '@splitzip/codec/internal';
 import { KernelsError } from './errors.js';
 
 /** The option names of an options type, checked complete by the compiler (the codec's optionNamesOf). */
-export { optionNamesOf as optionNames } from '@splitzip/codec';
+export { optionNamesOf as optionNames } from '@splitzip/codec/internal';
 
 /**
  * A caller's value as every message here shows it: the codec's describeValue (`string "4"`, `object
@@ -16,7 +16,7 @@ export { optionNamesOf as optionNames } from '@splitzip/codec';
  * package's own quoted a string whole (a 1 MB workerUrl made a 1 MB message) and said only "an
  * object" of an object.
  */
-export { describeValue } from '@splitzip/codec';
+export { describeValue } from '@splitzip/codec/internal';
 
 /**
  * KernelsError INVALID_ARGUMENT for an argument of the wrong type: the codec's argumentTypeError

@@ -1,4 +1,5 @@
-import { SplitZipError, argumentTypeError, checkReadableView, isUint16Array } from '@splitzip/codec';
+import { SplitZipError } from '@splitzip/codec';
+import { argumentTypeError, checkReadableView, isUint16Array } from '@splitzip/codec/internal';
 
 /** The caller's output array (long enough) or a new one; same rules and errors as the codec's decode. */
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {

@@ -1,4 +1,5 @@
-import { isSplitZipError, isUint8Array, type Codebook } from '@splitzip/codec';
+import { isSplitZipError, type Codebook } from '@splitzip/codec';
+import { isUint8Array } from '@splitzip/codec/internal';
 import { autoStartOrder, pickBackend, type Operation, type Platform } from './auto-rule.js';
 import type { BackendImpl } from './backend-impl.js';
 import { createCodecBackend } from './codec-backend.js';

@@ -6,7 +6,7 @@
 // none. The near name comes from the codec's findClosestName, the one "did you mean" of the
 // packages. A call's options are checked once per call (a for-in over a small literal); a batch's item
 // fields with each item's other checks, which cost far more (a payload's checksum, a slice key).
-import { findUnknownOption, optionNamesOf } from '@splitzip/codec';
+import { findUnknownOption, optionNamesOf } from '@splitzip/codec/internal';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import type { RecoverDamagedManifestOptions } from './recover-damaged-manifest.js';

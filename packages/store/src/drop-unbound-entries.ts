@@ -1,7 +1,7 @@
 // Removing the entries no slice is bound to (CacheStore.dropUnboundEntries): the options' checks,
 // the local store's plan (a state without those entries, which a compaction writes) and its report
 // (the S3 store's steps: s3-drop-unbound-entries.ts).
-import { optionNamesOf } from '@splitzip/codec';
+import { optionNamesOf } from '@splitzip/codec/internal';
 import type { StorageBackend } from './backend.js';
 import { checkBooleanOption, checkOptionKeys, checkOptionsObject } from './check-options.js';
 import { describeValue, detailValue } from './describe-value.js';

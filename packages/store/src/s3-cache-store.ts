@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_CHUNK_SIZE, optionNamesOf } from '@splitzip/codec';
+import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
+import { optionNamesOf } from '@splitzip/codec/internal';
 import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import type { CacheStore } from './cache-store.js';
 import { checkBlobPayload } from './check-blob-payload.js';
@@ -1398,18 +1399,27 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         else young.delete(name);
         return isYoung;
       };
-      // A drop's intent for its entry, or the entry object, keeps it: looked at in that order, and
-      // the entry object again after the intents (a drop may put it back and remove its intent
-      // between the two looks).
+      // The entry object, a drop's intent for its entry, the entry object again (a drop may put it
+      // back and remove its intent between the two looks), and LAST, right before the DELETE, the
+      // blob's age: a writer's blob PUT before that look is seen (young), so only one inside the
+      // last round trip whose entry PUT lands after the entry looks is lost (window (c)).
       const keptForDrop = new Set<string>();
-      const kept = await this.deleteUnlessKept(orphanBlobs, async (name, blob) => {
+      const kept = new Set<string>();
+      await mapLimited(orphanBlobs, limit, async (name) => {
         const parsed = parseBlobObjectName(name)!;
         const entryName = entryObjectName(parsed.key, parsed.blobSha256);
-        if ((await this.transport.headObject(entryName)) !== undefined || youngNow(name, blob)) return true;
-        const intentsNow = (await this.transport.list(dropIntentPrefix(entryName))).filter((o) => parseDropIntentObjectName(o.name) !== undefined);
-        if (intentsNow.length > 0) return keptForDrop.add(name), true;
-        keptForDrop.delete(name);
-        return (await this.transport.headObject(entryName)) !== undefined;
+        await this.transport.deleteObject(name, async () => {
+          kept.delete(name);
+          keptForDrop.delete(name);
+          if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
+          const intentsNow = (await this.transport.list(dropIntentPrefix(entryName))).filter((o) => parseDropIntentObjectName(o.name) !== undefined);
+          if (intentsNow.length > 0) return kept.add(name), keptForDrop.add(name), false;
+          if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
+          const blob = await this.transport.headObject(name);
+          if (blob === undefined) return false;
+          if (youngNow(name, blob)) return kept.add(name), false;
+          return true;
+        });
       });
       keptUnderDrop += keptForDrop.size;
       for (const name of kept) {
