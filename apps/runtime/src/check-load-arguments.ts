@@ -220,16 +220,16 @@ export function checkS3Arguments(options: { s3?: unknown; readThroughDir?: unkno
     checkS3Options(options.s3, call);
   } catch (error) {
     if (!isStoreError(error, 'INVALID_ARGUMENT')) throw error;
-    const { option, value, known, suggestion } = error.details as { option?: unknown; value?: unknown; known?: unknown; suggestion?: unknown };
+    const { option, expected, value, known, suggestion } = error.details as { option?: unknown; expected?: unknown; value?: unknown; known?: unknown; suggestion?: unknown };
     // The store leads with the call's name: the runtime's messages lead with the option (`s3.endpoint must be …`, `unknown option …`).
     const message = error.reason.startsWith(`${call}: `) ? error.reason.slice(call.length + 2) : error.reason;
     // The caller's value itself (the store's details keep a long string or an object as text).
     const key = typeof option === 'string' && option.startsWith('s3.') ? option.slice(3) : undefined;
     const shown = option === 's3' ? options.s3 : key !== undefined ? (options.s3 as Record<string, unknown>)[key] : value;
     const got = known === undefined ? { type: kindOf(shown), got: describeValue(shown) } : {};
-    // The value as every runtime message shows it (the store's own describeValue words it otherwise).
-    const at = message.lastIndexOf(', got ');
-    const shownMessage = got.got !== undefined && at >= 0 ? `${message.slice(0, at)}, got ${got.got}` : message;
+    // Composed from the store's details, the value as every runtime message shows it (the store's
+    // describeValue words it otherwise): cutting the store's text at ', got ' cut inside a value holding it.
+    const shownMessage = typeof option === 'string' && typeof expected === 'string' && got.got !== undefined ? `${option} must be ${expected}, got ${got.got}` : message;
     throw new RuntimeError('INVALID_ARGUMENT', shownMessage, { option, ...got, ...(known === undefined ? {} : { known }), ...(suggestion === undefined ? {} : { suggestion }) }, { cause: error });
   }
 }

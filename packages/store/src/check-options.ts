@@ -26,7 +26,7 @@ import type {
 export function checkOptionsObject(options: unknown, call: string, argument = 'options'): asserts options is object {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new StoreError('INVALID_ARGUMENT', `${call}: ${argument} must be an object or undefined, got ${describeValue(options)}`, {
-      details: { option: argument, value: detailValue(options) },
+      details: { option: argument, expected: 'an object or undefined', value: detailValue(options) },
     });
   }
 }
@@ -64,7 +64,8 @@ export function checkSignalOption(value: unknown, option: string, call: string):
 
 function invalidOption(call: string, option: string, expected: string, value: unknown): StoreError {
   return new StoreError('INVALID_ARGUMENT', `${call}: ${option} must be ${expected} or undefined, got ${describeValue(value)}`, {
-    details: { option, value: detailValue(value) },
+    // expected: for a caller rewording the message (the runtime shows values its own way).
+    details: { option, expected: `${expected} or undefined`, value: detailValue(value) },
   });
 }
 
