@@ -8,7 +8,6 @@ import { resolveReboundSlice } from './resolve-rebound-slice.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
 import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, settleUnlessAborted, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
-import { isSettlingBackend } from './settling-backends.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -104,9 +103,10 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       // read is set aside until it settles, and a result it still returns is freed (nobody owns it).
       let abandoned: Promise<unknown> | undefined;
       try {
+        // Never waited for once the signal fires: a Kernels instance is no runtime backend (only
+        // those are marked settling), and a device may hang.
         const decoding = kernels.decodeToDevice(staged.payload, { verify: false });
-        const signal = isSettlingBackend(kernels) ? undefined : env.signal;
-        device = await settleUnlessAborted(decoding, signal, name, (settled) => {
+        device = await settleUnlessAborted(decoding, env.signal, name, (settled) => {
           abandoned = settled;
           void Promise.resolve(decoding).then(deleteQuietly, () => undefined);
         });
