@@ -7,7 +7,8 @@ import { checkLoadTensorOptions, LOAD_TENSOR_OPTION_NAMES, type LoadTensorOption
 import { resolveReboundSlice } from './resolve-rebound-slice.js';
 import { resolveTensorRequest, type TensorRequest } from './resolve-tensor-request.js';
 import { createCpuDecoder } from './create-cpu-decoder.js';
-import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, settleUnlessAborted, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
+import { settleUnlessAborted } from './settle-unless-aborted.js';
+import { checkDigest, checkOutputBuffer, createTensorReport, nameEntryAndBlob, notCachedError, prepareOutput, readRaw, settleCacheFailure, settleMiss, stagePayload, type ServeEnv, DEFAULT_SYNC_READ_MAX_BYTES } from './serve-tensor.js';
 import type { LoadReason, TensorReport, TensorSource } from './types.js';
 
 /**
@@ -141,7 +142,7 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
             backend: kernels.backend,
           }, { cause: error });
         }
-        await checkDigest(env.backend, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), entry, target, report);
+        await checkDigest(env.backend, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), entry, target, report, env.signal);
       }
       report.source = 'cache';
       report.reason = 'cached';

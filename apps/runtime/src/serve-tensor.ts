@@ -15,6 +15,7 @@ import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-c
 import { bf16ValueCount } from './bf16-value-count.js';
 import { describeNoGain } from './check-payload-gain.js';
 import { hashTensorKey } from './hash-tensor-key.js';
+import { settleUnlessAborted } from './settle-unless-aborted.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
@@ -268,7 +269,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   // slices of identical tensors (the rest stay unbound), or the build that cached them was of another model.
   // Hashed only when some entry has this many bytes: a load against a cache of other tensors
   // must not pay a SHA-1 of every miss on top of the histogram.
-  const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16')).key) : undefined;
+  const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16', env.signal, target.name)).key) : undefined;
   if (holder !== undefined) {
     const full = holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY;
     if (full) {
@@ -615,38 +616,6 @@ export function isRemoteLocation(location: string): boolean {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(location);
 }
 
-/**
- * A backend's result, or ABORTED once the load's `signal` fires first: a decode that never settles
- * (a custom backend, a hung device) held an aborted load for good. `onAbandoned` then gets a
- * promise that settles with the decode, for the memory it may still use. Without a signal, or for
- * a result that is not a promise, the result as it is (nothing added to the hot path).
- */
-export function settleUnlessAborted<T>(work: T | PromiseLike<T>, signal: AbortSignal | undefined, name: string, onAbandoned: (settled: Promise<unknown>) => void): T | Promise<T> {
-  if (signal === undefined || typeof (work as { then?: unknown } | null)?.then !== 'function') return work as T;
-  const settling = Promise.resolve(work);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => {
-      onAbandoned(settling.then(() => undefined, () => undefined));
-      reject(abortedError(`load of ${name} aborted`, signal, { tensor: name }));
-    };
-    if (signal.aborted) {
-      onAbort();
-      return;
-    }
-    signal.addEventListener('abort', onAbort, { once: true });
-    settling.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
 /** A payload read into staging and validated; `release()` gives the staging slot back (idempotent). */
 export interface StagedPayload {
   payload: Uint8Array;
@@ -851,9 +820,9 @@ export async function stagePayload(
  * the manifest's SHA-256 of the original bytes is optional (store CacheEntry.sha256). Hashed on a
  * decode thread where the backend has one (hashTensorKey).
  */
-export async function checkDigest(backend: DecodeBackend, bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport): Promise<void> {
+export async function checkDigest(backend: DecodeBackend, bytes: Uint8Array, entry: CacheEntry, target: ServeTarget, report: TensorReport, signal?: AbortSignal): Promise<void> {
   for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
-  const { key: actual, cpuMs } = await hashTensorKey(backend, bytes, entry.shape, entry.dtype);
+  const { key: actual, cpuMs } = await hashTensorKey(backend, bytes, entry.shape, entry.dtype, signal, target.name);
   report.digestMs += cpuMs;
   if (actual !== entry.key) {
     throw new RuntimeError('DIGEST_MISMATCH', `${target.name}: decoded bytes have content key ${actual}, the entry is ${entry.key}`, {
@@ -907,7 +876,7 @@ async function decodeFromCache(
   } else {
     output = await decodeFromCacheStaged(env, target, entry, given, report, storeVerifies);
   }
-  if (env.verifyDigest) await checkDigest(env.backend, output, entry, target, report);
+  if (env.verifyDigest) await checkDigest(env.backend, output, entry, target, report, env.signal);
   return output;
 }
 
@@ -1018,7 +987,15 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
   }
   if (running === undefined) return undefined;
   report.backend = backend.name;
-  return running.then(
+  // A custom backend's read that ignores the signal (or never settles) is not waited for once it
+  // fires, as its decode is not: the blob it may still read is closed when it settles; the slot it
+  // holds is the backend's (taken from the pool through `staging`) until then.
+  let abandoned = false;
+  const raced = settleUnlessAborted(running, isSettlingBackend(backend) ? undefined : env.signal, target.name, (settled) => {
+    abandoned = true;
+    void settled.then(() => opened?.close());
+  });
+  return Promise.resolve(raced).then(
     (result) => {
       // The header was checked against the manifest and the checksum verified on the thread: the
       // file may stay open for the blob's next read.
@@ -1041,6 +1018,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
       return output;
     },
     (error: unknown) => {
+      if (abandoned) throw error; // ABORTED; the backend's read may still use the blob
       opened?.close();
       // Not opened: the store's checks refused the blob (already mapped), or the load was aborted.
       if (opened === undefined) {

@@ -78,6 +78,59 @@ describe('a decode that never settles', () => {
     }
   });
 
+  it('a custom hashContentKey that never settles (verifyDigest): loadTensor ABORTED at once', { timeout: 20_000 }, async () => {
+    const cpu = createCpuDecoder();
+    let hashes = 0;
+    const backend: DecodeBackend = {
+      name: 'hash-hangs',
+      decode: (payload, meta, out, options) => cpu.decode(payload, meta, out, options),
+      hashContentKey: () => {
+        hashes += 1;
+        return new Promise<never>(() => undefined);
+      },
+    };
+    const controller = new AbortController();
+    const loading = loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, backend, verifyDigest: true, signal: controller.signal });
+    await abortWhenDecoding(controller, { calls: () => hashes });
+    await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
+  });
+
+  it('a custom readDecode that ignores the signal: loadTensor ABORTED at once; the slot it took stays its own until it settles', { timeout: 20_000 }, async () => {
+    const cpu = createCpuDecoder();
+    let reads = 0;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const backend: DecodeBackend = {
+      name: 'read-hangs',
+      inlineMaxValues: 0,
+      decode: (payload, meta, out, options) => cpu.decode(payload, meta, out, options),
+      readDecode: (request) =>
+        (async () => {
+          const lease = await request.staging.take();
+          request.open(lease);
+          // Opened: the load now waits on this read alone.
+          reads += 1;
+          await finished;
+          lease.release();
+          throw new Error('the read the load gave up on');
+        })(),
+    };
+    const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 2, shared: true });
+    const controller = new AbortController();
+    try {
+      const loading = loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, pool, backend, signal: controller.signal });
+      await abortWhenDecoding(controller, { calls: () => reads });
+      await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
+      expect(pool.stats().inUse).toBe(1);
+      finish();
+      await pool.acquire({ signal: AbortSignal.timeout(10_000) }).then((slot) => pool.release(slot));
+      expect(pool.stats().inUse).toBe(0);
+    } finally {
+      finish();
+      pool.close();
+    }
+  });
+
   it('a Kernels instance whose decode never settles: loadTensor ABORTED at once', { timeout: 20_000 }, async () => {
     let calls = 0;
     // The parts of a Kernels instance a load uses (resolveDecodeBackend takes it for one).
