@@ -1411,6 +1411,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         await this.transport.deleteObject(name, async () => {
           kept.delete(name);
           keptForDrop.delete(name);
+          young.delete(name);
           if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
           const intentsNow = (await this.transport.list(dropIntentPrefix(entryName))).filter((o) => parseDropIntentObjectName(o.name) !== undefined);
           if (intentsNow.length > 0) return kept.add(name), keptForDrop.add(name), false;

@@ -11,8 +11,11 @@ import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.
  * entry DELETE and the end of that entry's steps: gc and every drop resolve it then (put the entry
  * back if bound, else judge its blob). A live drop keeps an intent for one batch (DROP_BATCH_ENTRIES
  * entries: an intent PUT, a DELETE, one listing of slices/, a PUT back or a blob DELETE each), seconds
- * to minutes even on a bucket of millions of aliases; 6 h leaves two orders of magnitude, so a
- * resolver never acts beside the drop that owns the intent. The cost of waiting: a killed drop's
+ * to minutes even on a bucket of millions of aliases; 6 h leaves two orders of magnitude. A drop
+ * paused longer (a laptop asleep, a debugger, its clock hours behind) may find a resolver beside it:
+ * before each entry DELETE it looks at its own intent (gone, or DROP_INTENT_STALE_MS/2 old) and at
+ * the wall-clock time since its batch began, and stops the batch there, its intents left to the
+ * resolver; its put back looks at the blob first. The cost of waiting: a killed drop's
  * bound entries resolve to nothing (readers read those tensors raw) for up to this long. Never
  * below the run's minAgeMs (the resolvers take the larger).
  */
@@ -51,37 +54,51 @@ export function isNewSince(first: ReadonlyMap<string, number>): (object: ListedO
 
 /**
  * Puts a dropped entry object back from its intent's `bytes`, conditionally (a writer that created
- * it again meanwhile wins: 412 is fine); a server without the condition gets a look, then a plain PUT.
- * Then looks at its blob: false when the blob is missing (no drop protocol step deletes the blob of
- * an entry with an intent: reported, `blobsMissing`).
+ * it again meanwhile wins: 412 is fine; a 409, a conditional write racing another, is looked at and
+ * tried again, as the writer's own PUT does); a server without the condition gets a look, then a
+ * plain PUT. Its blob is looked at BEFORE the PUT: missing (a resolver judged the entry unbound
+ * and gc or the resolver deleted the blob while this drop was paused), the entry is not put back
+ * (an entry without its blob is BLOB_MISSING for every reader) and false is returned: reported,
+ * `blobsMissing`. A blob deleted inside the one round trip between that look and the PUT is
+ * window (i) (README "S3 layout").
  */
 export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<boolean> {
-  const outcome = await transport.putObjectIfAbsent(entryName, bytes, 'application/json');
-  if (outcome === 'unsupported' && (await transport.headObject(entryName)) === undefined) await transport.putObject(entryName, bytes, 'application/json');
   const parsed = parseEntryObjectName(entryName)!;
-  return (await transport.headObject(blobObjectName(parsed.key, parsed.blobSha256))) !== undefined;
+  if ((await transport.headObject(blobObjectName(parsed.key, parsed.blobSha256))) === undefined) return false;
+  for (let attempt = 0; ; attempt++) {
+    const outcome = await transport.putObjectIfAbsent(entryName, bytes, 'application/json');
+    if (outcome === 'unsupported' && (await transport.headObject(entryName)) === undefined) await transport.putObject(entryName, bytes, 'application/json');
+    // 'exists' is a 412 or a 409 (another conditional write of it running, which may fail): looked at.
+    if (outcome !== 'exists' || attempt >= RESTORE_CONFLICT_RETRIES || (await transport.headObject(entryName)) !== undefined) return true;
+  }
 }
+
+/** Refusals of one put back with the entry object still absent after, before it is left as it is. */
+const RESTORE_CONFLICT_RETRIES = 3;
 
 /**
  * Deletes the blob of a dropped entry object, looked at right before each DELETE attempt: only while
  * the entry object is absent, no intent object of the entry other than `ownIntent` exists (another
  * drop may still put the entry back) and `ownIntent` (when given) still does (a resolver took it:
  * this run's verdict is stale), the entry object absent still after that look (a drop that put it
- * back and removed its intent between the two), and the blob at least `minAgeMs` old (a writer
- * stored it again). Resolves 'deleted', 'kept' (any of those said no) or 'gone' (absent already).
+ * back and removed its intent between the two), and, looked at LAST, right before the DELETE, the
+ * blob at least `minAgeMs` old (a writer stored it again: a writer's blob PUT before that look is
+ * seen; only one after it and its entry PUT after the entry looks fall in the round trip left).
+ * Resolves 'deleted', 'kept' (any of those said no) or 'gone' (absent already).
  */
 export async function deleteDroppedBlob(transport: S3Transport, entryName: string, ownIntent: string | undefined, minAgeMs: number): Promise<'deleted' | 'kept' | 'gone'> {
   const parsed = parseEntryObjectName(entryName)!;
   const blob = blobObjectName(parsed.key, parsed.blobSha256);
   let verdict: 'deleted' | 'kept' | 'gone' = 'gone';
   await transport.deleteObject(blob, async () => {
-    const head = await transport.headObject(blob);
-    if (head === undefined) return (verdict = 'gone'), false;
-    const deletable =
-      transport.judgingNowMs() - head.lastModifiedMs >= minAgeMs &&
+    const entryAbsent =
       (await transport.headObject(entryName)) === undefined &&
       (await intentsAllowBlobDelete(transport, entryName, ownIntent)) &&
       (await transport.headObject(entryName)) === undefined;
+    if (!entryAbsent) return (verdict = 'kept'), false;
+    const head = await transport.headObject(blob);
+    if (head === undefined) return (verdict = 'gone'), false;
+    const deletable = transport.judgingNowMs() - head.lastModifiedMs >= minAgeMs;
     verdict = deletable ? 'deleted' : 'kept';
     return deletable;
   });
@@ -102,7 +119,7 @@ export interface StaleIntentOutcome {
   restored: string[];
   /** Blobs deleted (their entry unbound, absent, under no other intent). */
   blobsDeleted: string[];
-  /** Entries put back whose blob was missing. */
+  /** Entries bound whose blob was missing: not put back (an entry without its blob is BLOB_MISSING). */
   blobsMissing: string[];
 }
 
@@ -140,8 +157,8 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
           const bytes = await transport.getSmallObject(intent.name, maxEntryObjectBytes);
           // Gone since the listing: another resolver's.
           if (bytes === undefined) return;
-          if (!(await restoreEntryObject(transport, parsed.entryName, bytes))) outcome.blobsMissing.push(parsed.entryName);
-          outcome.restored.push(parsed.entryName);
+          if (await restoreEntryObject(transport, parsed.entryName, bytes)) outcome.restored.push(parsed.entryName);
+          else outcome.blobsMissing.push(parsed.entryName);
         }
       } else if ((await deleteDroppedBlob(transport, parsed.entryName, intent.name, minAgeMs)) === 'deleted') {
         outcome.blobsDeleted.push(blobObjectName(parsed.key, parsed.blobSha256));

@@ -6,7 +6,7 @@ import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
 import { DROP_ID_HEX_CHARS, SLICES_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import { aliasTimes, boundKeysAfter, deleteDroppedBlob, isNewSince, restoreEntryObject } from './s3-drop-intents.js';
+import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, isNewSince, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 
@@ -54,6 +54,16 @@ export function findS3UnboundEntries(
  */
 export const DROP_BATCH_ENTRIES = 128;
 
+/**
+ * The most a batch may take, from before its first intent PUT to any entry or blob DELETE, and the
+ * most age its own intent may show before an entry DELETE: half DROP_INTENT_STALE_MS, so a resolver
+ * (which acts on intents that old) never judges an intent of a batch that still deletes. Past it
+ * (a drop paused: a laptop asleep, a debugger, a clock hours behind) the batch stops: no more
+ * entry or blob DELETEs, its entries deleted so far put back if bound, the others' intents left to
+ * the resolver. Wall-clock time (Date.now counts a sleep; performance.now may not).
+ */
+const DROP_INTENT_STALE_MS_GUARD = DROP_INTENT_STALE_MS / 2;
+
 /** A candidate whose entry object this drop deleted, with the bytes its intent holds. */
 type Deleted = S3UnboundCandidate & { bytes: Uint8Array; intent: string };
 
@@ -90,6 +100,8 @@ export async function dropS3UnboundEntries(
     dropped.push(...batch.dropped);
     blobsLeft.push(...batch.blobsLeft);
     blobsMissing.push(...batch.blobsMissing);
+    // Paused past DROP_INTENT_STALE_MS_GUARD: the judging listing is hours old; a later drop judges afresh.
+    if (batch.stopped) break;
   }
   const report = reportDrop(dropped, false, blobsLeft.sort());
   return blobsMissing.length === 0 ? report : { ...report, blobsMissing: blobsMissing.sort() };
@@ -102,8 +114,11 @@ async function dropBatch(
   isNew: (object: ListedObject) => boolean,
   minAgeMs: number,
   maxEntryObjectBytes: number,
-): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[] }> {
+): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; stopped: boolean }> {
   const limit = transport.settings.maxConcurrentRequests;
+  const startedMs = Date.now();
+  let stopped = false;
+  const pausedTooLong = (): boolean => (stopped ||= Date.now() - startedMs > DROP_INTENT_STALE_MS_GUARD);
   // A failure (the server unreachable, say) stops the DELETEs, not step 2 for those done: a writer
   // may have bound one of them meanwhile. The first is thrown after that, and no blob goes.
   let failure: { error: unknown } | undefined;
@@ -111,7 +126,7 @@ async function dropBatch(
   const intents = new Set<string>();
   // Per candidate (in their order, for a report that does not depend on timing): its bytes once deleted.
   const outcomes = await mapLimited(candidates, limit, async (candidate): Promise<Deleted | undefined> => {
-    if (failure !== undefined) return undefined;
+    if (failure !== undefined || pausedTooLong()) return undefined;
     const { object } = candidate;
     const intent = dropIntentObjectName(object.name, dropId);
     let sent = false;
@@ -130,6 +145,13 @@ async function dropBatch(
         if (head === undefined) return false;
         kept = !sameSecond(head.lastModifiedMs, object.lastModifiedMs);
         if (kept) return false;
+        // Our own intent, right before the DELETE: gone (a resolver took it: it may have judged the
+        // entry and deleted its blob) or old enough for one to take it, this batch stops.
+        const own = await transport.headObject(intent);
+        if (own === undefined || transport.judgingNowMs() - own.lastModifiedMs >= DROP_INTENT_STALE_MS_GUARD || pausedTooLong()) {
+          stopped = true;
+          return false;
+        }
         sent = true;
         return true;
       });
@@ -144,7 +166,7 @@ async function dropBatch(
   const deletedIntents = new Set(deleted.map((d) => d.intent));
   // Intents of entries this batch did not delete guard nothing of it.
   await removeIntents(transport, [...intents].filter((name) => !deletedIntents.has(name)));
-  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [] };
+  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], stopped };
   let listedAgain: ListedObject[];
   try {
     listedAgain = await transport.list(SLICES_DIR);
@@ -164,6 +186,8 @@ async function dropBatch(
   });
   // Their blobs stay (the intents of the rest stay too: resolved later, as for a killed drop).
   if (failure !== undefined) throw failure.error;
+  // Paused too long: no blob DELETE (a resolver may judge these intents now); they resolve them.
+  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, stopped };
   const rest = deleted.filter(({ entry }) => !boundNow.has(entry.key));
   const blobsLeft: string[] = [];
   const blobKept = await mapLimited(rest, limit, async ({ object, intent }) => {
@@ -182,7 +206,7 @@ async function dropBatch(
   });
   // A blob stored again by a writer, or kept for another drop's intent: nothing of that entry went.
   const dropped = rest.filter((_, at) => !blobKept[at]).map(({ entry }) => entry);
-  return { dropped, blobsLeft, blobsMissing };
+  return { dropped, blobsLeft, blobsMissing, stopped };
 }
 
 /** Deletes intent objects, every one tried; a failure leaves that intent for a resolver (harmless: it keeps a blob a while). */

@@ -402,8 +402,9 @@ export interface DropUnboundEntriesReport {
   blobsLeft: string[];
   /**
    * `s3://` only, present when not empty: blobs (relative names) found missing under entries the
-   * drop put back for a writer's binding. The drop's protocol deletes no blob under an intent, so
-   * this should never be seen; `splitzip build --repair` stores such a blob again.
+   * drop would have put back for a writer's binding (a drop paused past DROP_INTENT_STALE_MS, whose
+   * intent a resolver judged meanwhile): the entry is not put back (the slice is read raw; a build
+   * binds it again).
    */
   blobsMissing?: string[];
 }
