@@ -106,7 +106,8 @@ export interface ReadDecodeRequest {
  */
 export interface ReadDecodeStaging {
   readonly source: object;
-  take(): StagingLease | Promise<StagingLease>;
+  /** `signal`: the taker no longer needs the slot (its reads went away): a wait for one ends. */
+  take(signal?: AbortSignal): StagingLease | Promise<StagingLease>;
 }
 
 /** A staging slot held by a decode thread between jobs; `release` gives it back (once). */

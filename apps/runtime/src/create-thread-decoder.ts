@@ -334,6 +334,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   // one, by source (see takeSlot).
   const spareSlots: { source: object; slot: StagingLease }[] = [];
   const slotsTaking = new Map<object, number>();
+  /** Each source's slot wait, ended once no read of it is queued (or at close). */
+  const slotTakers = new Map<object, AbortController>();
   let nextArenaId = 1;
   let nextId = 1;
   let jobs = 0;
@@ -639,6 +641,11 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (w.lease !== undefined && !hasQueuedRead(w.lease.source)) releaseLease(w);
       if (readQueue.length === 0) w.worker.unref();
     }
+    // Waits for a slot whose reads went away end: the waiter left in the pool's queue took the
+    // next slot its caller released (until 2026-12-07), only to give it back.
+    for (const [source, taker] of slotTakers) {
+      if (closed || !hasQueuedRead(source)) taker.abort();
+    }
     // Slots taken for reads that went away (aborted, or failed) go back.
     for (let k = spareSlots.length - 1; k >= 0; k--) {
       const spare = spareSlots[k] as { source: object; slot: StagingLease };
@@ -676,9 +683,10 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         }
       }
     };
+    const taker = new AbortController();
     let taken: StagingLease | Promise<StagingLease>;
     try {
-      taken = staging.take();
+      taken = staging.take(taker.signal);
     } catch (error) {
       settle(undefined, error);
       return;
@@ -688,11 +696,14 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       return;
     }
     slotsTaking.set(source, (slotsTaking.get(source) ?? 0) + 1);
+    slotTakers.set(source, taker);
     const done = (slot: StagingLease | undefined, error?: unknown) => {
       const left = (slotsTaking.get(source) ?? 1) - 1;
       if (left > 0) slotsTaking.set(source, left);
       else slotsTaking.delete(source);
-      settle(slot, error);
+      if (slotTakers.get(source) === taker) slotTakers.delete(source);
+      // Given up here (no read needed it): a read queued since takes a slot anew, not this failure.
+      if (slot !== undefined || !taker.signal.aborted) settle(slot, error);
       pumpReads();
     };
     taken.then((slot) => done(slot), (error: unknown) => done(undefined, error));
@@ -1061,6 +1072,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     async close() {
       closed = true;
       for (const queued of readQueue.splice(0)) queued.reject(new RuntimeError('INVALID_ARGUMENT', 'thread decoder is closed'));
+      // No slot wait outlives the decoder in its pool's queue.
+      for (const taker of slotTakers.values()) taker.abort();
       wakeReadyWaiters();
       const workers = pool.splice(0);
       await Promise.all(
