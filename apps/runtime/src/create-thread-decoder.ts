@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
@@ -219,27 +219,34 @@ const MAX_START_FAILURE_CHARS = 160;
 /**
  * Refuses a `workerUrl` that is not a URL, or a `file:` URL of no file: every worker would die at
  * start, and until 2026-12-07 each tensor of 2^21 values and more was then served raw
- * (`DECODE_FAILED`) under a backend named as a healthy one.
+ * (`DECODE_FAILED`) under a backend named as a healthy one. The kernels' rule (checkScriptFile):
+ * one stat, a file (a directory was taken, as `existsSync` holds for it), in the
+ * `<option> must be <what>, got <value>` form (details.option, details.got; workerUrl, path).
  */
 function checkWorkerUrl(url: unknown): void {
   if (url === undefined) return;
   if (!(url instanceof URL)) {
-    throw new RuntimeError('INVALID_ARGUMENT', `workerUrl must be a URL (Node's Worker takes a string as a path), got ${typeof url === 'string' ? JSON.stringify(url.slice(0, 200)) : typeof url}`, { option: 'workerUrl' });
+    throw argumentError('workerUrl', "a URL (Node's Worker takes a string as a path)", url);
   }
   if (url.protocol !== 'file:') return;
-  let path: string;
+  const refuse = (why: string, path?: string): never => {
+    const { message, details } = argumentError('workerUrl', `the worker script's file: URL, new URL(import.meta.resolve('@splitzip/runtime/decode-thread'))`, url.href, ` (${why})`);
+    throw new RuntimeError('INVALID_ARGUMENT', message, { ...details, workerUrl: url.href, ...(path === undefined ? {} : { path }) });
+  };
+  let path = '';
   try {
     path = fileURLToPath(url);
   } catch (error) {
-    throw new RuntimeError('INVALID_ARGUMENT', `workerUrl ${url.href} names no local file: ${(error as Error).message}`, { option: 'workerUrl', workerUrl: url.href });
+    refuse(`it names no local file: ${(error as Error).message}`);
   }
-  if (!existsSync(path)) {
-    throw new RuntimeError(
-      'INVALID_ARGUMENT',
-      `workerUrl ${url.href}: there is no file at ${path}; pass the installed worker script, new URL(import.meta.resolve('@splitzip/runtime/decode-thread'))`,
-      { option: 'workerUrl', workerUrl: url.href, path },
-    );
+  let isFile = false;
+  try {
+    isFile = statSync(path).isFile();
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    refuse(`it names no file that can be read: ${typeof code === 'string' ? code : 'stat failed'} ${path}`, path);
   }
+  if (!isFile) refuse(`it names something that is not a file: ${path}`, path);
 }
 
 /** The bytes of a job that sends none (a hash stream's discard). */

@@ -5,6 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { describeValue } from '@splitzip/codec/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFileReader } from '../src/create-file-reader.js';
 import { createThreadDecoder } from '../src/create-thread-decoder.js';
@@ -29,6 +30,21 @@ describe('createThreadDecoder with a bad workerUrl', () => {
     const workerUrl = new URL('file:///nonexistent/splitzip-decode-thread.js');
     expect(() => createThreadDecoder({ workerUrl })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', details: expect.objectContaining({ option: 'workerUrl', workerUrl: workerUrl.href }) }));
     expect(() => createThreadDecoder({ workerUrl: '/nonexistent.js' as unknown as URL })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+  });
+
+  // existsSync holds for a directory: one was taken, and every worker died at start. The kernels'
+  // check (checkScriptFile) refused it; both now stat for a file, in one message form.
+  it('refuses a file: URL of a directory, in the `<option> must be <what>, got <value>` form', () => {
+    const workerUrl = pathToFileURL(fixture.dir);
+    let caught: { code?: unknown; message: string; details: Record<string, unknown> } | undefined;
+    try {
+      createThreadDecoder({ workerUrl });
+    } catch (error) {
+      caught = error as never;
+    }
+    expect(caught).toMatchObject({ code: 'INVALID_ARGUMENT', details: { option: 'workerUrl', workerUrl: workerUrl.href, got: describeValue(workerUrl.href) } });
+    expect(caught!.message).toMatch(/^workerUrl must be the worker script's file: URL, .*, got string ".*" \(it names something that is not a file: /);
+    expect(() => createThreadDecoder({ workerUrl: 5 as unknown as URL })).toThrow(expect.objectContaining({ message: expect.stringMatching(/^workerUrl must be a URL .*, got 5$/), details: expect.objectContaining({ option: 'workerUrl', got: '5' }) }));
   });
 
   it.each([
