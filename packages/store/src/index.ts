@@ -77,6 +77,7 @@ export type {
   GcOptions,
   GcReport,
   GcKeptYoung,
+  StaleDropResolution,
   S3StoreOptions,
   S3ClientLike,
   ReadBlobOptions,

@@ -50,7 +50,7 @@ import { removeS3SliceBinding } from './s3-unbind-slices.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
 import { dropS3UnboundEntries, findS3UnboundEntries } from './s3-drop-unbound-entries.js';
-import { DROP_INTENT_STALE_MS, resolveStaleDropIntents } from './s3-drop-intents.js';
+import { DROP_INTENT_STALE_MS, resolutionErrorOf, resolveStaleDropIntents, staleDropResolutionOf, type StaleIntentOutcome } from './s3-drop-intents.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
   ReadBlobOptions,
@@ -66,6 +66,7 @@ import type {
   GcKeptYoung,
   GcReport,
   ReadThroughBlobStats,
+  StaleDropResolution,
   SliceKeyTuple,
   TensorBytesRef,
   UnbindSliceItem,
@@ -1133,7 +1134,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'dropUnboundEntries');
     const minAgeMs = this.checkMinAgeMs(options);
     // A killed drop's intents first (their entries may be bound: put back before anything is judged).
-    if (options.dryRun !== true) await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    // One intent's failure leaves that intent (its blob kept) and is reported; the drop goes on.
+    const resolved = options.dryRun === true ? undefined : await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     // Parses every entry object (the listing below judges by their fields); one listed only after
     // it is younger than any minAgeMs allows, and stays.
     await this.refresh();
@@ -1148,7 +1150,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
     const report = await dropS3UnboundEntries(this.transport, candidates, listing, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     await this.refresh();
-    return report;
+    const resolution = resolved === undefined ? undefined : staleDropResolutionOf(resolved);
+    return {
+      ...report,
+      ...(resolved !== undefined && resolved.resolved.length > 0 ? { staleDropIntents: resolved.resolved } : {}),
+      ...(resolution === undefined ? {} : { staleDropResolution: resolution }),
+    };
   }
 
   // ---- maintenance --------------------------------------------------------------------------
@@ -1385,6 +1392,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const staleUploads = uploads.filter((u) => old(u.initiatedMs));
     keptYoung.tempFiles = uploads.length - staleUploads.length;
     let staleDropIntents: string[] = intents.filter((o) => parseDropIntentObjectName(o.name) !== undefined && now - o.lastModifiedMs >= Math.max(DROP_INTENT_STALE_MS, minAgeMs)).map((o) => o.name);
+    let staleDropResolution: StaleDropResolution | undefined;
     if (!options.dryRun) {
       const limit = this.transport.settings.maxConcurrentRequests;
       // The listing is minutes old on a big bucket: a writer may have stored this blob again and
@@ -1460,8 +1468,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       for (const name of keptAliases) if (young.has(name)) keptYoung.orphanAliases++;
       await mapLimited(staleUploads, limit, (u) => this.transport.abortMultipartUpload(u.name, u.uploadId));
       // A killed drop's intents: resolved as its own steps would have (entry back if bound, else its blob).
-      const resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+      // After gc's deletions: a failure here is reported with them, not thrown over them.
+      let resolved: StaleIntentOutcome;
+      try {
+        resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+      } catch (error) {
+        resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], error: resolutionErrorOf(error) };
+      }
       staleDropIntents = resolved.resolved;
+      staleDropResolution = staleDropResolutionOf(resolved);
     }
     return {
       dryRun: options.dryRun === true,
@@ -1476,6 +1491,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       keptYoung,
       keptUnderDrop,
       staleDropIntents,
+      ...(staleDropResolution === undefined ? {} : { staleDropResolution }),
       durationMs: performance.now() - started,
     };
   }

@@ -5,6 +5,7 @@ import { isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
 import { DROPPING_DIR, SLICES_DIR, blobObjectName, dropIntentPrefix, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
+import type { StaleDropResolution } from './types.js';
 
 /**
  * An intent object this old belongs to a drop that was killed (or lost its server) between its
@@ -111,16 +112,23 @@ async function intentsAllowBlobDelete(transport: S3Transport, entryName: string,
   return ownIntent === undefined ? names.length === 0 : names.length === 1 && names[0] === ownIntent;
 }
 
-/** What resolving the stale intents did (gc's and the drop's report may show it). */
-export interface StaleIntentOutcome {
+/** What resolving the stale intents did (gc's and the drop's report show it). */
+export interface StaleIntentOutcome extends StaleDropResolution {
   /** The intent objects resolved and deleted. */
   resolved: string[];
-  /** Entries put back (bound since their drop judged them). */
-  restored: string[];
-  /** Blobs deleted (their entry unbound, absent, under no other intent). */
-  blobsDeleted: string[];
-  /** Entries bound whose blob was missing: not put back (an entry without its blob is BLOB_MISSING). */
-  blobsMissing: string[];
+}
+
+/** The parts of `outcome` a report carries: undefined when it did nothing and nothing failed. */
+export function staleDropResolutionOf(outcome: StaleIntentOutcome): StaleDropResolution | undefined {
+  const { restored, blobsDeleted, blobsMissing, error } = outcome;
+  if (restored.length + blobsDeleted.length + blobsMissing.length === 0 && error === undefined) return undefined;
+  return error === undefined ? { restored, blobsDeleted, blobsMissing } : { restored, blobsDeleted, blobsMissing, error };
+}
+
+/** A resolver's failure as a report field. Not a StoreError (a bug): thrown as it is. */
+export function resolutionErrorOf(error: unknown): { code: string; message: string } {
+  if (!isStoreError(error)) throw error;
+  return { code: error.code, message: error.message };
 }
 
 /**
@@ -129,7 +137,8 @@ export interface StaleIntentOutcome {
  * has an alias object newer than the intent (a writer bound it after the drop judged; to the second,
  * as Last-Modified goes) — then it is put back if absent; else its blob goes under deleteDroppedBlob's
  * rule (no other intent of it). The intent is deleted last. Errors of one intent do not stop the others;
- * the first is thrown at the end (the intent stays for the next resolver).
+ * the first is the outcome's `error` (the intent stays for the next resolver); a listing's failure is
+ * thrown.
  */
 export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: number, maxEntryObjectBytes: number): Promise<StaleIntentOutcome> {
   const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
@@ -145,7 +154,6 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
     const alias = parseSliceObjectName(object.name);
     if (alias) newestAliasMs.set(alias.key, Math.max(newestAliasMs.get(alias.key) ?? -Infinity, object.lastModifiedMs));
   }
-  let failure: { error: unknown } | undefined;
   await mapLimited(stale, transport.settings.maxConcurrentRequests, async (intent) => {
     const parsed = parseDropIntentObjectName(intent.name)!;
     try {
@@ -166,11 +174,9 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
       await transport.deleteObject(intent.name);
       outcome.resolved.push(intent.name);
     } catch (error) {
-      if (!isStoreError(error)) throw error;
-      failure ??= { error };
+      outcome.error ??= resolutionErrorOf(error);
     }
   });
-  if (failure !== undefined) throw failure.error;
-  for (const list of Object.values(outcome)) (list as string[]).sort();
+  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing]) list.sort();
   return outcome;
 }

@@ -95,15 +95,18 @@ export async function dropS3UnboundEntries(
   const dropped: CacheEntry[] = [];
   const blobsLeft: string[] = [];
   const blobsMissing: string[] = [];
+  let reclaimedBytes = 0;
   for (let at = 0; at < candidates.length; at += DROP_BATCH_ENTRIES) {
     const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, minAgeMs, maxEntryObjectBytes);
     dropped.push(...batch.dropped);
     blobsLeft.push(...batch.blobsLeft);
     blobsMissing.push(...batch.blobsMissing);
+    reclaimedBytes += batch.reclaimedBytes;
     // Paused past DROP_INTENT_STALE_MS_GUARD: the judging listing is hours old; a later drop judges afresh.
     if (batch.stopped) break;
   }
-  const report = reportDrop(dropped, false, blobsLeft.sort());
+  // Only blobs this run deleted (not those gone already, nor those in blobsLeft).
+  const report = { ...reportDrop(dropped, false, blobsLeft.sort()), reclaimedBytes };
   return blobsMissing.length === 0 ? report : { ...report, blobsMissing: blobsMissing.sort() };
 }
 
@@ -114,7 +117,7 @@ async function dropBatch(
   isNew: (object: ListedObject) => boolean,
   minAgeMs: number,
   maxEntryObjectBytes: number,
-): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; stopped: boolean }> {
+): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; reclaimedBytes: number; stopped: boolean }> {
   const limit = transport.settings.maxConcurrentRequests;
   const startedMs = Date.now();
   let stopped = false;
@@ -166,7 +169,7 @@ async function dropBatch(
   const deletedIntents = new Set(deleted.map((d) => d.intent));
   // Intents of entries this batch did not delete guard nothing of it.
   await removeIntents(transport, [...intents].filter((name) => !deletedIntents.has(name)));
-  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], stopped };
+  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], reclaimedBytes: 0, stopped };
   let listedAgain: ListedObject[];
   try {
     listedAgain = await transport.list(SLICES_DIR);
@@ -187,10 +190,11 @@ async function dropBatch(
   // Their blobs stay (the intents of the rest stay too: resolved later, as for a killed drop).
   if (failure !== undefined) throw failure.error;
   // Paused too long: no blob DELETE (a resolver may judge these intents now); they resolve them.
-  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, stopped };
+  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, reclaimedBytes: 0, stopped };
   const rest = deleted.filter(({ entry }) => !boundNow.has(entry.key));
   const blobsLeft: string[] = [];
-  const blobKept = await mapLimited(rest, limit, async ({ object, intent }) => {
+  let reclaimedBytes = 0;
+  const blobKept = await mapLimited(rest, limit, async ({ object, intent, entry }) => {
     const name = parseEntryObjectName(object.name)!;
     let verdict: 'deleted' | 'kept' | 'gone' | 'failed';
     try {
@@ -201,12 +205,13 @@ async function dropBatch(
       blobsLeft.push(blobObjectName(name.key, name.blobSha256));
       return false;
     }
+    if (verdict === 'deleted') reclaimedBytes += entry.compBytes;
     await transport.deleteObject(intent);
     return verdict === 'kept';
   });
   // A blob stored again by a writer, or kept for another drop's intent: nothing of that entry went.
   const dropped = rest.filter((_, at) => !blobKept[at]).map(({ entry }) => entry);
-  return { dropped, blobsLeft, blobsMissing, stopped };
+  return { dropped, blobsLeft, blobsMissing, reclaimedBytes, stopped };
 }
 
 /** Deletes intent objects, every one tried; a failure leaves that intent for a resolver (harmless: it keeps a blob a while). */

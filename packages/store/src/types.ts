@@ -407,6 +407,13 @@ export interface DropUnboundEntriesReport {
    * binds it again).
    */
   blobsMissing?: string[];
+  /**
+   * `s3://` only, a real run, present when not empty: killed drops' intent objects this drop resolved
+   * first (DROP_INTENT_STALE_MS old), as gc's `staleDropIntents`; `staleDropResolution` what that did.
+   */
+  staleDropIntents?: string[];
+  /** `s3://` only: as gc's `staleDropResolution`, for the intents this drop resolved first. */
+  staleDropResolution?: StaleDropResolution;
 }
 
 export interface GcOptions {
@@ -485,7 +492,27 @@ export interface GcReport {
    * be): each entry put back if bound since, else its blob removed as an orphan, then the intent.
    */
   staleDropIntents?: string[];
+  /**
+   * S3 caches, a real run: what resolving those intents did, present when it put back, deleted or
+   * found missing anything, or failed (since 2026-12-07; before, only `staleDropIntents`).
+   */
+  staleDropResolution?: StaleDropResolution;
   durationMs: number;
+}
+
+/** What resolving killed drops' intent objects did (S3 caches: gc's and dropUnboundEntries' reports). */
+export interface StaleDropResolution {
+  /** Entry objects put back (bound since their drop judged them). */
+  restored: string[];
+  /** Blob objects deleted (their entry unbound, absent, under no other intent). */
+  blobsDeleted: string[];
+  /** Entry objects bound whose blob was missing: not put back (the slice is read raw; a build binds it again). */
+  blobsMissing: string[];
+  /**
+   * The first failure, when resolving some intent failed (or the listing did): those intents stay
+   * for the next resolver; the rest of gc's or the drop's work is still reported.
+   */
+  error?: { code: string; message: string };
 }
 
 /** GcReport.keptYoung: counts of what an S3 gc kept as younger than minAgeMs. */

@@ -1,0 +1,111 @@
+// What an s3:// gc and drop report of killed drops' intents they resolved (put back, blob deleted,
+// a failure) and of the bytes a drop reclaimed (README "S3 layout", Removing entries). Intents are
+// made by hand: a killed drop's, its entry object deleted.
+import { createHash } from 'node:crypto';
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { expect, it } from 'vitest';
+import { openCacheStore, type CacheStore } from '../src/index.js';
+import { StoreError } from '../src/errors.js';
+import type { S3CacheStore } from '../src/s3-cache-store.js';
+import { DROP_INTENT_STALE_MS } from '../src/s3-drop-intents.js';
+import { dropIntentObjectName, sliceObjectName } from '../src/s3-layout.js';
+import { makeTensor, toInput, type TestTensor } from './helpers.js';
+import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
+
+const SHARD = 'model-00001-of-00001.safetensors';
+type Transport = { judgingNowMs(): number; getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined> };
+const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
+
+/** This handle's clock past DROP_INTENT_STALE_MS ahead: every intent is stale to it. */
+function runPastStale(store: CacheStore): void {
+  const transport = transportOf(store);
+  const now = transport.judgingNowMs.bind(transport);
+  transport.judgingNowMs = () => now() + DROP_INTENT_STALE_MS + 60_000;
+}
+
+describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () => {
+  const bucket = uniqueBucket('dropreports');
+  const client = rawClient();
+  useTestBucket(client, bucket);
+  let run = 0;
+  const sha = (t: TestTensor): string => createHash('sha256').update(t.payload).digest('hex');
+  const entryName = (t: TestTensor): string => `entries/${t.key}.${sha(t)}.json`;
+  const blobName = (t: TestTensor): string => `blobs/${t.key}.${sha(t)}.bin`;
+  const putRaw = (key: string, body: Uint8Array) => client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+  const deleteRaw = (key: string) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
+
+  /** A cache holding `b` (bound or not) and `c` unbound, each under a killed drop's intent, their entry objects gone. */
+  async function killedDropOf(bBound: boolean) {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 801 + run);
+    const c = makeTensor([40000, 1], 901 + run);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight'), toInput(c, 'c.weight')]);
+    if (bBound) await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+    for (const t of [b, c]) {
+      const bytes = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${entryName(t)}` }))).Body!.transformToByteArray();
+      await putRaw(`${prefix}${dropIntentObjectName(entryName(t), '0123456789ab')}`, bytes);
+      await deleteRaw(`${prefix}${entryName(t)}`);
+    }
+    await store.close();
+    return { url, b, c };
+  }
+
+  it("gc reports what resolving a killed drop's intents did: the bound entry put back, the unbound one's blob deleted", async () => {
+    const { url, b, c } = await killedDropOf(true);
+    const collector = await openCacheStore(url);
+    runPastStale(collector);
+    const report = await gcBelowFloorForTests(collector);
+    expect(report.staleDropIntents).toHaveLength(2);
+    expect(report.staleDropResolution).toEqual({ restored: [entryName(b)], blobsDeleted: [blobName(c)], blobsMissing: [] });
+    await collector.close();
+  });
+
+  it("a drop reports the killed drop's intents it resolved first, and what that did", async () => {
+    const { url, b, c } = await killedDropOf(true);
+    const dropper = await openCacheStore(url);
+    runPastStale(dropper);
+    const report = await (dropper as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    expect(report.staleDropIntents).toHaveLength(2);
+    expect(report.staleDropResolution).toEqual({ restored: [entryName(b)], blobsDeleted: [blobName(c)], blobsMissing: [] });
+    await dropper.close();
+  });
+
+  it("gc's report survives a failure resolving an intent: the failure is a field, the deletions before it reported", async () => {
+    const { url, b } = await killedDropOf(true);
+    // An orphan blob for gc to delete before it resolves the intents.
+    const d = makeTensor([40000, 1], 999);
+    const writer = await openCacheStore(url);
+    await writer.addEntries([toInput(d, 'd.weight')]);
+    await writer.close();
+    const prefix = url.slice(`s3://${bucket}/`.length);
+    await deleteRaw(`${prefix}${entryName(d)}`);
+    const collector = await openCacheStore(url);
+    runPastStale(collector);
+    const transport = transportOf(collector);
+    const get = transport.getSmallObject.bind(transport);
+    transport.getSmallObject = async (name, maxBytes) => {
+      if (name.startsWith('dropping/') && name.includes(b.key)) throw new StoreError('S3_UNAVAILABLE', 'the server went away (a test)');
+      return get(name, maxBytes);
+    };
+    const report = await gcBelowFloorForTests(collector);
+    expect(report.orphanBlobs).toContain(blobName(d));
+    expect(report.staleDropResolution?.error?.code).toBe('S3_UNAVAILABLE');
+    expect(report.staleDropResolution?.restored).toEqual([]);
+    await collector.close();
+  });
+
+  it('reclaimedBytes counts only the blobs the drop deleted, not one gone already', async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1001);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    await deleteRaw(`${prefix}${blobName(b)}`);
+    const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    expect(report.count).toBe(1);
+    expect(report.reclaimedBytes).toBe(0);
+    await store.close();
+  });
+});
