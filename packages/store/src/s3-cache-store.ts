@@ -1236,7 +1236,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * not listed yet); a key under a drop's intent may be put back by that drop.
    */
   private async findDanglingBindings(): Promise<VerifyProblem[]> {
-    const [slices, entries, intents] = await Promise.all([this.transport.list(SLICES_DIR), this.transport.list(ENTRIES_DIR), this.transport.list(DROPPING_DIR)]);
+    // In this order, one after another: a writer PUTs its entry object before its alias, and a drop
+    // its intent before its entry DELETE, so a key missing from entries/ shows up in dropping/ listed
+    // after it (listed in parallel, a drop between the two listings was a false dangling binding).
+    const slices = await this.transport.list(SLICES_DIR);
+    const entries = await this.transport.list(ENTRIES_DIR);
+    const intents = await this.transport.list(DROPPING_DIR);
     const present = new Set<string>();
     for (const object of entries) {
       const parsed = parseEntryObjectName(object.name);
@@ -1326,7 +1331,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // A stamp object lives while its key is among its slice's top-epoch keys (a conflict may be
     // settled either way) and the key's entry object exists.
     const tops = topAliasKeys(all.map((o) => o.name));
+    // A key whose entry object is under a drop's intent has one: the drop may put it back.
     const stampLives = (key: string, topKeys: Set<string> | undefined, hasEntry: boolean): boolean => topKeys?.has(key) === true && hasEntry;
+    const intentKeys = new Set<string>();
+    for (const object of intents) {
+      const intent = parseDropIntentObjectName(object.name);
+      if (intent) intentKeys.add(intent.key);
+    }
     let orphanStamps: string[] = [];
     /** Stamp objects of live bindings, per binding: readers take the newest MAX_SLICE_STAMPS. */
     const liveStamps = new Map<string, ListedObject[]>();
@@ -1351,7 +1362,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name) || parseDropIntentObjectName(object.name)) continue;
       const stamp = parseStampObjectName(object.name);
       if (stamp) {
-        const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key));
+        const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key) || intentKeys.has(stamp.key));
         if (!live && old(object.lastModifiedMs)) orphanStamps.push(object.name);
         else if (!live) keptYoung.orphanStamps++;
         if (live) {
@@ -1448,9 +1459,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const listedMs = supersededStamps.get(name);
         if (listedMs !== undefined) return !sameSecond(head.lastModifiedMs, listedMs);
         const parsed = parseStampObjectName(name)!;
+        // The entry objects, then the intents (a drop PUTs its intent before its entry DELETE).
         const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
+        const intentsNow = await this.transport.list(`${DROPPING_DIR}${parsed.key}.`);
         const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
-        return stampLives(parsed.key, topKeys, entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key));
+        const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || intentsNow.some((o) => parseDropIntentObjectName(o.name)?.key === parsed.key);
+        return stampLives(parsed.key, topKeys, hasEntry);
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
       for (const name of keptStamps) if (young.has(name)) keptYoung.orphanStamps++;

@@ -2,13 +2,13 @@
 // a failure) and of the bytes a drop reclaimed (README "S3 layout", Removing entries). Intents are
 // made by hand: a killed drop's, its entry object deleted.
 import { createHash } from 'node:crypto';
-import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { StoreError } from '../src/errors.js';
 import type { S3CacheStore } from '../src/s3-cache-store.js';
 import { DROP_INTENT_STALE_MS } from '../src/s3-drop-intents.js';
-import { dropIntentObjectName, sliceObjectName } from '../src/s3-layout.js';
+import { dropIntentObjectName, sliceObjectName, stampObjectName } from '../src/s3-layout.js';
 import { makeTensor, toInput, type TestTensor } from './helpers.js';
 import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
@@ -107,5 +107,67 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     expect(report.count).toBe(1);
     expect(report.reclaimedBytes).toBe(0);
     await store.close();
+  });
+
+  it("gc keeps the stamp objects of a binding whose entry object is under a drop's intent (the drop may put it back)", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1101);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+    const stamp = stampObjectName([SHARD, 0, 80000], b.key, `etag:"${'c'.repeat(32)}"`, prefix);
+    await putRaw(`${prefix}${stamp}`, new Uint8Array(0));
+    // A live drop between its entry DELETE and its put back: its intent, the entry object gone.
+    const bytes = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${entryName(b)}` }))).Body!.transformToByteArray();
+    await putRaw(`${prefix}${dropIntentObjectName(entryName(b), '0123456789ab')}`, bytes);
+    await deleteRaw(`${prefix}${entryName(b)}`);
+    const report = await gcBelowFloorForTests(store);
+    expect(report.orphanStamps).toEqual([]);
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}${stamp}` }));
+    expect((listed.Contents ?? []).map((o) => o.Key)).toEqual([`${prefix}${stamp}`]);
+    await store.close();
+  });
+
+  it("verify lists entries/ before dropping/: a drop's entry DELETE between the listings is no dangling binding", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1201);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+    const bytes = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${entryName(b)}` }))).Body!.transformToByteArray();
+    const verifier = await openCacheStore(url);
+    const transport = transportOf(verifier) as unknown as { list(dir: string): Promise<unknown[]> };
+    const list = transport.list.bind(transport);
+    let droppingListed: Promise<unknown> | undefined;
+    let dropped = false;
+    // A drop's intent PUT and entry DELETE, right before verify's listing of entries/, after its
+    // listing of dropping/ when that was started first (old code: the three in parallel).
+    const dropNow = async () => {
+      if (dropped) return;
+      dropped = true;
+      await putRaw(`${prefix}${dropIntentObjectName(entryName(b), '0123456789ab')}`, bytes);
+      await deleteRaw(`${prefix}${entryName(b)}`);
+    };
+    // Armed only for verify's look for dangling bindings (its other listings come first).
+    let armed = false;
+    const finder = verifier as unknown as { findDanglingBindings(): Promise<unknown[]> };
+    const find = finder.findDanglingBindings.bind(verifier);
+    finder.findDanglingBindings = () => ((armed = true), find());
+    transport.list = async (dir) => {
+      if (!armed) return list(dir);
+      if (dir === 'dropping/') return (droppingListed = list(dir));
+      if (dir === 'entries/') {
+        await null;
+        if (droppingListed !== undefined) await droppingListed;
+        await dropNow();
+      }
+      return list(dir);
+    };
+    const report = await verifier.verify();
+    expect(dropped).toBe(true);
+    expect(report.problems.filter((p) => p.code === 'ENTRY_NOT_FOUND')).toEqual([]);
+    await Promise.all([verifier, store].map((s) => s.close()));
   });
 });
