@@ -5,7 +5,8 @@
 // binding hidden from the drop's second listing by another writer's short-lived alias above it
 // still counts; (R4) a drop killed before it put back a bound entry leaves an intent that gc or the
 // next drop resolves once stale. And: gc keeps a blob under an intent, verify names a dangling
-// binding, two drops and a writer at once leave every reported binding whole.
+// binding. (A case running two drops and a writer at once, unforced, passed on the code before the
+// intents too: R2 forces that interleaving.)
 import { createHash } from 'node:crypto';
 import { DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
@@ -30,9 +31,9 @@ type Transport = {
 };
 const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
 
-/** A drop with minAgeMs 0 (the test's writers are the only ones) and `exclusive: true` (which releases before the intents required, and where it closes none of these races). */
+/** A drop with minAgeMs 0 (the test's writers are the only ones), as the CLI runs it now: without `exclusive`. */
 function drop(store: CacheStore): Promise<DropUnboundEntriesReport> {
-  return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, exclusive: true, allowMinAgeBelowFloorForTests: true });
+  return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
 }
 
 /** This handle's clock `aheadMs` ahead: its intents' ages as they will be then. */
@@ -289,29 +290,5 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     expect(report.problems).toEqual([{ key: b.key, qualname: '', code: 'ENTRY_NOT_FOUND', reason: 'dangling-binding', message: expect.stringContaining('dangling binding: 1 slice is bound') }]);
     await reader.close();
     await store.close();
-  });
-
-  it('two drops and a writer at once: every binding the writer reports made resolves to its entry, whose blob is whole', async () => {
-    const prefix = `r${run++}/`;
-    const url = `s3://${bucket}/${prefix}`;
-    const tensors = Array.from({ length: 16 }, (_, at) => makeTensor([40, 1], 800 + at));
-    const store = await openCacheStore(url, { create: true });
-    await store.addEntries(tensors.map((t, at) => toInput(t, `t${at}.weight`)));
-    const [one, two, writer] = await Promise.all([openCacheStore(url), openCacheStore(url), openCacheStore(url)]);
-    const items = tensors.map((t, at) => ({ key: t.key, shardName: SHARD, offsetBytes: 80 * at, sizeBytes: 80 }));
-    const [bound] = await Promise.all([
-      Promise.all(items.map((item) => writer.aliasSlices([item]).then(([ok]) => ok))),
-      drop(one),
-      drop(two),
-    ]);
-    const reader = await openCacheStore(url);
-    for (const [at, ok] of bound.entries()) {
-      if (!ok) continue;
-      expect(reader.lookupBySlice(SHARD, 80 * at, 80)?.key).toBe(tensors[at]!.key);
-      await reader.checkBlob(tensors[at]!.key);
-    }
-    expect((await reader.verify()).problems).toEqual([]);
-    expect(await listNames(prefix, 'dropping/')).toEqual([]);
-    await Promise.all([reader, one, two, writer, store].map((s) => s.close()));
   });
 });
