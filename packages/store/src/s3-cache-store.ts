@@ -50,6 +50,7 @@ import { removeS3SliceBinding } from './s3-unbind-slices.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
 import { dropS3UnboundEntries, findS3UnboundEntries } from './s3-drop-unbound-entries.js';
+import { parseS3EntryObject } from './parse-s3-entry-object.js';
 import { DROP_INTENT_STALE_MS, resolutionErrorOf, resolveStaleDropIntents, staleDropResolutionOf, type StaleIntentOutcome } from './s3-drop-intents.js';
 import { StoreView, resolveAliasKey } from './store-view.js';
 import type {
@@ -74,7 +75,7 @@ import type {
   VerifyProblem,
   VerifyReport,
 } from './types.js';
-import { entryToDisk, parseDiskEntry, sliceId, validateSliceKey, withSliceKeys, withoutStamps } from './validate-entry.js';
+import { entryToDisk, sliceId, validateSliceKey, withSliceKeys, withoutStamps } from './validate-entry.js';
 import { verifyEntries } from './verify-entries.js';
 
 /** An entry object holds one entry's JSON (~1 KB; a 4096-character qualname at most). */
@@ -650,29 +651,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const fetched = { fromServer: false };
     try {
       const bytes = await this.readEntryObjectBytes(object, parsedName.key, path, fetched);
-      let json: unknown;
-      let text: string;
-      try {
-        text = decoder.decode(bytes);
-        json = JSON.parse(text);
-      } catch (error) {
-        throw new StoreError('ENTRY_INVALID', `entry object is not UTF-8 JSON: ${(error as Error).message}`, { entry: parsedName.key, path });
-      }
-      // A repeated field would be taken silently (the last one): refused, as in manifest.json.
-      const duplicate = findDuplicateJsonKey(text);
-      if (duplicate) {
-        throw new StoreError('ENTRY_INVALID', `entry object repeats the key ${describeValue(duplicate.key)}`, {
-          entry: parsedName.key,
-          path,
-          details: { key: detailValue(duplicate.key), keyPath: duplicate.path.slice(0, 8).map(detailValue), offset: duplicate.position },
-        });
-      }
-      const entry = parseDiskEntry(parsedName.key, json);
-      if (entry.blobSha256 !== parsedName.blobSha256) {
-        throw new StoreError('ENTRY_INVALID', 'blob_sha256 differs from the one in the object name', { entry: parsedName.key, path });
-      }
-      if (entry.sliceKeys.length > 0) throw new StoreError('ENTRY_INVALID', 'entry objects carry no slice keys (they are alias objects)', { entry: parsedName.key, path });
-      this.takeInlinePayload(name, entry, (json as Record<string, unknown>).inline_payload, path);
+      const { entry, json } = parseS3EntryObject(name, bytes, path);
+      this.takeInlinePayload(name, entry, json.inline_payload, path);
       return entry;
     } catch (error) {
       // An unavailable server must fail the refresh (and be retried), not mark the entry bad forever.
@@ -1487,7 +1467,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       try {
         resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
       } catch (error) {
-        resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], error: resolutionErrorOf(error) };
+        resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], error: resolutionErrorOf(error) };
       }
       staleDropIntents = resolved.resolved;
       staleDropResolution = staleDropResolutionOf(resolved);

@@ -2,6 +2,7 @@
 // entries): which keys count as bound after the drop's DELETEs, when a dropped entry's blob may go,
 // putting an entry back from its intent, and resolving the intents a killed drop left.
 import { isStoreError } from './errors.js';
+import { parseS3EntryObject } from './parse-s3-entry-object.js';
 import { mapLimited } from './map-limited.js';
 import { DROPPING_DIR, SLICES_DIR, blobObjectName, dropIntentPrefix, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
@@ -57,20 +58,33 @@ export function isNewSince(first: ReadonlyMap<string, number>): (object: ListedO
  * Puts a dropped entry object back from its intent's `bytes`, conditionally (a writer that created
  * it again meanwhile wins: 412 is fine; a 409, a conditional write racing another, is looked at and
  * tried again, as the writer's own PUT does); a server without the condition gets a look, then a
- * plain PUT. Its blob is looked at BEFORE the PUT: missing (a resolver judged the entry unbound
+ * plain PUT. Bytes that fail an entry object's checks are never put back ('invalid'). Its blob is looked at BEFORE the PUT: missing (a resolver judged the entry unbound
  * and gc or the resolver deleted the blob while this drop was paused), the entry is not put back
  * (an entry without its blob is BLOB_MISSING for every reader) and false is returned: reported,
  * `blobsMissing`. A blob deleted inside the one round trip between that look and the PUT is
  * window (i) (README "S3 layout").
  */
-export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<boolean> {
+export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<'restored' | 'blob-missing' | 'invalid'> {
   const parsed = parseEntryObjectName(entryName)!;
-  if ((await transport.headObject(blobObjectName(parsed.key, parsed.blobSha256))) === undefined) return false;
+  // Never an entry object that fails the checks of one (a damaged intent): reported instead.
+  if (!isValidEntryObject(transport, entryName, bytes)) return 'invalid';
+  if ((await transport.headObject(blobObjectName(parsed.key, parsed.blobSha256))) === undefined) return 'blob-missing';
   for (let attempt = 0; ; attempt++) {
     const outcome = await transport.putObjectIfAbsent(entryName, bytes, 'application/json');
     if (outcome === 'unsupported' && (await transport.headObject(entryName)) === undefined) await transport.putObject(entryName, bytes, 'application/json');
     // 'exists' is a 412 or a 409 (another conditional write of it running, which may fail): looked at.
-    if (outcome !== 'exists' || attempt >= RESTORE_CONFLICT_RETRIES || (await transport.headObject(entryName)) !== undefined) return true;
+    if (outcome !== 'exists' || attempt >= RESTORE_CONFLICT_RETRIES || (await transport.headObject(entryName)) !== undefined) return 'restored';
+  }
+}
+
+/** Whether `bytes` pass the checks of an entry object named `entryName` (parseS3EntryObject). */
+export function isValidEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): boolean {
+  try {
+    parseS3EntryObject(entryName, bytes, transport.describe(entryName));
+    return true;
+  } catch (error) {
+    if (!isStoreError(error)) throw error;
+    return false;
   }
 }
 
@@ -116,13 +130,20 @@ async function intentsAllowBlobDelete(transport: S3Transport, entryName: string,
 export interface StaleIntentOutcome extends StaleDropResolution {
   /** The intent objects resolved and deleted. */
   resolved: string[];
+  intentsInvalid: string[];
 }
 
 /** The parts of `outcome` a report carries: undefined when it did nothing and nothing failed. */
 export function staleDropResolutionOf(outcome: StaleIntentOutcome): StaleDropResolution | undefined {
-  const { restored, blobsDeleted, blobsMissing, error } = outcome;
-  if (restored.length + blobsDeleted.length + blobsMissing.length === 0 && error === undefined) return undefined;
-  return error === undefined ? { restored, blobsDeleted, blobsMissing } : { restored, blobsDeleted, blobsMissing, error };
+  const { restored, blobsDeleted, blobsMissing, intentsInvalid, error } = outcome;
+  if (restored.length + blobsDeleted.length + blobsMissing.length + intentsInvalid.length === 0 && error === undefined) return undefined;
+  return {
+    restored,
+    blobsDeleted,
+    blobsMissing,
+    ...(intentsInvalid.length === 0 ? {} : { intentsInvalid }),
+    ...(error === undefined ? {} : { error }),
+  };
 }
 
 /** A resolver's failure as a report field. Not a StoreError (a bug): thrown as it is. */
@@ -144,7 +165,7 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
   const nowMs = transport.judgingNowMs();
   const stale = (await transport.list(DROPPING_DIR)).filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
-  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [] };
+  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [] };
   if (stale.length === 0) return outcome;
   const slices = await transport.list(SLICES_DIR);
   // Once for all intents: the keys at a top epoch, and each key's newest alias object.
@@ -165,7 +186,10 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
           const bytes = await transport.getSmallObject(intent.name, maxEntryObjectBytes);
           // Gone since the listing: another resolver's.
           if (bytes === undefined) return;
-          if (await restoreEntryObject(transport, parsed.entryName, bytes)) outcome.restored.push(parsed.entryName);
+          const restored = await restoreEntryObject(transport, parsed.entryName, bytes);
+          // A damaged intent stays (reported each time, its blob kept): nothing to put back from it.
+          if (restored === 'invalid') return void outcome.intentsInvalid.push(intent.name);
+          if (restored === 'restored') outcome.restored.push(parsed.entryName);
           else outcome.blobsMissing.push(parsed.entryName);
         }
       } else if ((await deleteDroppedBlob(transport, parsed.entryName, intent.name, minAgeMs)) === 'deleted') {
@@ -177,6 +201,6 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
       outcome.error ??= resolutionErrorOf(error);
     }
   });
-  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing]) list.sort();
+  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing, outcome.intentsInvalid]) list.sort();
   return outcome;
 }

@@ -6,7 +6,7 @@ import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
 import { DROP_ID_HEX_CHARS, SLICES_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, isNewSince, restoreEntryObject } from './s3-drop-intents.js';
+import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 
@@ -137,7 +137,9 @@ async function dropBatch(
     let bytes: Uint8Array | undefined;
     try {
       bytes = await transport.getSmallObject(object.name, maxEntryObjectBytes);
-      if (bytes === undefined) return undefined;
+      // Gone, or not an entry object now (rewritten damaged since the listing): not dropped; an
+      // intent is only ever bytes that pass an entry object's checks.
+      if (bytes === undefined || !isValidEntryObject(transport, object.name, bytes)) return undefined;
       // The intent first: a gc, another drop or a resolver that finds the entry object gone finds
       // this, and leaves its blob (this drop may put the entry back).
       await transport.putObject(intent, bytes, 'application/json');
@@ -184,7 +186,8 @@ async function dropBatch(
   const blobsMissing: string[] = [];
   await mapLimited(restored, limit, async ({ object, bytes, intent }) => {
     const name = parseEntryObjectName(object.name)!;
-    if (!(await restoreEntryObject(transport, object.name, bytes))) blobsMissing.push(blobObjectName(name.key, name.blobSha256));
+    // Its bytes passed the entry checks before its intent's PUT: 'invalid' cannot come.
+    if ((await restoreEntryObject(transport, object.name, bytes)) === 'blob-missing') blobsMissing.push(blobObjectName(name.key, name.blobSha256));
     await transport.deleteObject(intent);
   });
   // Their blobs stay (the intents of the rest stay too: resolved later, as for a killed drop).

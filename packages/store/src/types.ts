@@ -509,6 +509,11 @@ export interface StaleDropResolution {
   /** Entry objects bound whose blob was missing: not put back (the slice is read raw; a build binds it again). */
   blobsMissing: string[];
   /**
+   * Intent objects of bound entries whose bytes fail an entry object's checks (damaged): never put
+   * back; they stay (their blob kept) and are reported by every resolver. Present when not empty.
+   */
+  intentsInvalid?: string[];
+  /**
    * The first failure, when resolving some intent failed (or the listing did): those intents stay
    * for the next resolver; the rest of gc's or the drop's work is still reported.
    */

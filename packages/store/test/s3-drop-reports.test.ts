@@ -170,4 +170,43 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     expect(report.problems.filter((p) => p.code === 'ENTRY_NOT_FOUND')).toEqual([]);
     await Promise.all([verifier, store].map((s) => s.close()));
   });
+
+  it("a stale intent whose bytes are no valid entry object (damaged) is reported in intentsInvalid, never put back, and stays", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1301);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+    const intent = dropIntentObjectName(entryName(b), '0123456789ab');
+    await putRaw(`${prefix}${intent}`, new TextEncoder().encode('{"damaged": true}'));
+    await deleteRaw(`${prefix}${entryName(b)}`);
+    runPastStale(store);
+    const report = await gcBelowFloorForTests(store);
+    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent] });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).not.toContain(entryName(b));
+    expect(names).toContain(intent);
+    expect(names).toContain(blobName(b));
+    await store.close();
+  });
+
+  it('a drop PUTs no intent of bytes that fail the entry checks (read back damaged) and leaves that entry', async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1401);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    const transport = transportOf(store);
+    const get = transport.getSmallObject.bind(transport);
+    transport.getSmallObject = async (name, maxBytes) => (name === entryName(b) ? new TextEncoder().encode('{"damaged": true}') : get(name, maxBytes));
+    const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    expect(report.count).toBe(0);
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).toContain(entryName(b));
+    expect(names).toContain(blobName(b));
+    await store.close();
+  });
 });
