@@ -1128,7 +1128,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     };
     const candidates = findS3UnboundEntries(listing, entryOf, now, minAgeMs);
     if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
-    const report = await dropS3UnboundEntries(this.transport, candidates, listing, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    // The listing's start by the judging clock, less a second (Last-Modified's resolution): an
+    // alias object a resolver finds written since is bound, as this drop's second listing judges.
+    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     await this.refresh();
     const resolution = resolved === undefined ? undefined : staleDropResolutionOf(resolved);
     return {
@@ -1333,7 +1335,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     let orphanAliases: string[] = [];
     for (const object of all) {
       const alias = parseSliceObjectName(object.name);
-      if (!alias || entryKeys.has(alias.key) || !aliasShadowed(alias, tops.get(sliceId(...alias.slice))?.epoch)) continue;
+      // A key under a drop's intent has an entry object for this too: that drop (or the resolver of
+      // its intent) counts this alias, written since it judged, as a binding, and puts the entry back.
+      if (!alias || entryKeys.has(alias.key) || intentKeys.has(alias.key) || !aliasShadowed(alias, tops.get(sliceId(...alias.slice))?.epoch)) continue;
       if (old(object.lastModifiedMs)) orphanAliases.push(object.name);
       else keptYoung.orphanAliases++;
     }
@@ -1455,8 +1459,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         if (youngNow(name, head)) return true;
         const parsed = parseSliceObjectName(name)!;
         const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
+        // Then the key's intents (a drop PUTs its intent before its entry DELETE).
+        const intentsNow = await this.transport.list(`${DROPPING_DIR}${parsed.key}.`);
         const top = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.epoch;
-        return !aliasShadowed(parsed, top) || entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key);
+        return (
+          !aliasShadowed(parsed, top) ||
+          entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) ||
+          intentsNow.some((o) => parseDropIntentObjectName(o.name)?.key === parsed.key)
+        );
       });
       orphanAliases = orphanAliases.filter((name) => !keptAliases.has(name));
       for (const name of keptAliases) if (young.has(name)) keptYoung.orphanAliases++;

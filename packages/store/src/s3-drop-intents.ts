@@ -152,11 +152,53 @@ export function resolutionErrorOf(error: unknown): { code: string; message: stri
   return { code: error.code, message: error.message };
 }
 
+/** What an intent object's body holds (since 2026-12-07: before, the entry object's bytes alone). */
+const DROP_INTENT_FORMAT = 'splitzip-drop-intent/1';
+
+/**
+ * An intent object's body: the entry object's bytes (base64) and when the drop's judging listing
+ * began (the judging clock: the earlier of this machine's and the server's), so a resolver counts an
+ * alias written since then as bound, as the live drop does. JSON with exactly these three fields.
+ */
+export function encodeDropIntent(entryBytes: Uint8Array, judgedAtMs: number): Uint8Array {
+  const body = { format: DROP_INTENT_FORMAT, judged_at_ms: Math.floor(judgedAtMs), entry_base64: Buffer.from(entryBytes).toString('base64') };
+  return new TextEncoder().encode(JSON.stringify(body));
+}
+
+/** Base64 of the largest entry object, and the envelope around it. */
+export function maxIntentObjectBytes(maxEntryObjectBytes: number): number {
+  return 4 * Math.ceil(maxEntryObjectBytes / 3) + 256;
+}
+
+/**
+ * The entry bytes and judging time an intent body holds. A body that is not exactly
+ * encodeDropIntent's (an older release's intent: the entry bytes alone; or a damaged one) is taken
+ * as entry bytes with no time: the entry checks before any put back refuse a damaged one.
+ */
+export function decodeDropIntent(body: Uint8Array): { entryBytes: Uint8Array; judgedAtMs?: number } {
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+  } catch {
+    return { entryBytes: body };
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return { entryBytes: body };
+  const fields = json as Record<string, unknown>;
+  const keys = Object.keys(fields).sort();
+  if (keys.join(',') !== 'entry_base64,format,judged_at_ms' || fields.format !== DROP_INTENT_FORMAT) return { entryBytes: body };
+  const { judged_at_ms: judgedAtMs, entry_base64: base64 } = fields;
+  if (typeof judgedAtMs !== 'number' || !Number.isSafeInteger(judgedAtMs) || judgedAtMs < 0 || typeof base64 !== 'string') return { entryBytes: body };
+  const entryBytes = Buffer.from(base64, 'base64');
+  // Strict: base64 that does not round-trip is damaged (Buffer skips what it cannot read).
+  if (entryBytes.toString('base64') !== base64) return { entryBytes: body };
+  return { entryBytes: new Uint8Array(entryBytes), judgedAtMs };
+}
+
 /**
  * Resolves the intent objects at least max(DROP_INTENT_STALE_MS, minAgeMs) old (a killed drop's), as
  * that drop's own steps would have: the entry is bound when its key is at a slice's top epoch now, or
- * has an alias object newer than the intent (a writer bound it after the drop judged; to the second,
- * as Last-Modified goes) — then it is put back if absent; else its blob goes under deleteDroppedBlob's
+ * has an alias object written since the drop's judging listing began (its time in the intent; an
+ * older release's intent: since the intent; to the second, as Last-Modified goes) — then it is put back if absent; else its blob goes under deleteDroppedBlob's
  * rule (no other intent of it). The intent is deleted last. Errors of one intent do not stop the others;
  * the first is the outcome's `error` (the intent stays for the next resolver); a listing's failure is
  * thrown.
@@ -178,15 +220,18 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   await mapLimited(stale, transport.settings.maxConcurrentRequests, async (intent) => {
     const parsed = parseDropIntentObjectName(intent.name)!;
     try {
+      const body = await transport.getSmallObject(intent.name, maxIntentObjectBytes(maxEntryObjectBytes));
+      // Gone since the listing: another resolver's.
+      if (body === undefined) return;
+      const { entryBytes, judgedAtMs } = decodeDropIntent(body);
       const newestMs = newestAliasMs.get(parsed.key);
-      // An alias object as new as the intent (to the second, as Last-Modified goes) or newer: written after the drop judged.
-      const aliasSince = newestMs !== undefined && (newestMs >= intent.lastModifiedMs || sameSecond(newestMs, intent.lastModifiedMs));
+      // An alias object written since the drop's judging listing began (an intent of a release
+      // before its time was stored: since the intent), to the second as Last-Modified goes.
+      const sinceMs = judgedAtMs ?? intent.lastModifiedMs;
+      const aliasSince = newestMs !== undefined && (newestMs >= sinceMs || sameSecond(newestMs, sinceMs));
       if (topKeys.has(parsed.key) || aliasSince) {
         if ((await transport.headObject(parsed.entryName)) === undefined) {
-          const bytes = await transport.getSmallObject(intent.name, maxEntryObjectBytes);
-          // Gone since the listing: another resolver's.
-          if (bytes === undefined) return;
-          const restored = await restoreEntryObject(transport, parsed.entryName, bytes);
+          const restored = await restoreEntryObject(transport, parsed.entryName, entryBytes);
           // A damaged intent stays (reported each time, its blob kept): nothing to put back from it.
           if (restored === 'invalid') return void outcome.intentsInvalid.push(intent.name);
           if (restored === 'restored') outcome.restored.push(parsed.entryName);

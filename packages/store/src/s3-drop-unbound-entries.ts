@@ -6,7 +6,7 @@ import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
 import { DROP_ID_HEX_CHARS, SLICES_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
+import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, encodeDropIntent, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
 
@@ -68,7 +68,8 @@ const DROP_INTENT_STALE_MS_GUARD = DROP_INTENT_STALE_MS / 2;
 type Deleted = S3UnboundCandidate & { bytes: Uint8Array; intent: string };
 
 /**
- * Removes `candidates` (findS3UnboundEntries, judged on `firstListing`), DROP_BATCH_ENTRIES at a
+ * Removes `candidates` (findS3UnboundEntries, judged on `firstListing`, which began at `judgedAtMs`
+ * by the judging clock: stored in each intent for a resolver), DROP_BATCH_ENTRIES at a
  * time (README "S3 layout", Removing entries):
  * 1. per candidate, its bytes are read and PUT as an intent object (`dropping/…<dropId>`); only then
  *    is the entry object deleted, looked at before each DELETE attempt (gone already: another drop's;
@@ -87,6 +88,7 @@ export async function dropS3UnboundEntries(
   transport: S3Transport,
   candidates: readonly S3UnboundCandidate[],
   firstListing: readonly ListedObject[],
+  judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
 ): Promise<DropUnboundEntriesReport> {
@@ -97,7 +99,7 @@ export async function dropS3UnboundEntries(
   const blobsMissing: string[] = [];
   let reclaimedBytes = 0;
   for (let at = 0; at < candidates.length; at += DROP_BATCH_ENTRIES) {
-    const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, minAgeMs, maxEntryObjectBytes);
+    const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, judgedAtMs, minAgeMs, maxEntryObjectBytes);
     dropped.push(...batch.dropped);
     blobsLeft.push(...batch.blobsLeft);
     blobsMissing.push(...batch.blobsMissing);
@@ -115,6 +117,7 @@ async function dropBatch(
   candidates: readonly S3UnboundCandidate[],
   dropId: string,
   isNew: (object: ListedObject) => boolean,
+  judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
 ): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; reclaimedBytes: number; stopped: boolean }> {
@@ -142,7 +145,7 @@ async function dropBatch(
       if (bytes === undefined || !isValidEntryObject(transport, object.name, bytes)) return undefined;
       // The intent first: a gc, another drop or a resolver that finds the entry object gone finds
       // this, and leaves its blob (this drop may put the entry back).
-      await transport.putObject(intent, bytes, 'application/json');
+      await transport.putObject(intent, encodeDropIntent(bytes, judgedAtMs), 'application/json');
       intents.add(intent);
       await transport.deleteObject(object.name, async () => {
         const head = await transport.headObject(object.name);

@@ -5,6 +5,9 @@
 // (RequestTimeTooSkewed) is retried once on the corrected clock, and one that stays refused names
 // the clock, not the credentials. A Last-Modified in the future says whose clock to check.
 import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, expect, it, vi } from 'vitest';
@@ -14,6 +17,7 @@ import { dropS3UnboundEntries } from '../src/s3-drop-unbound-entries.js';
 import { blobObjectName, entryObjectName, stampObjectName } from '../src/s3-layout.js';
 import type { HeadedObject, ListedObject, S3Transport } from '../src/s3-transport.js';
 import type { CacheEntry } from '../src/types.js';
+import { entryToDisk } from '../src/validate-entry.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
 import { describeS3, endpoint, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
 
@@ -41,10 +45,18 @@ it("the drop's look before a blob DELETE judges the blob's age on the transport'
   const present = new Set([entryName, blobName]);
   const head = (name: string): HeadedObject | undefined =>
     present.has(name) ? { sizeBytes: 10, sizeKnown: true, etag: undefined, lastModifiedMs: name === entryName ? listed.lastModifiedMs : blobWrittenMs } : undefined;
+  // The entry object's bytes as a writer stores them (a drop PUTs only those that pass its checks as its intent).
+  const dir = mkdtempSync(join(tmpdir(), 'skew-entry-'));
+  const local = await openCacheStore(dir, { create: true });
+  await local.addEntries([toInput(t, 't.weight')]);
+  const entryBytes = new TextEncoder().encode(JSON.stringify({ ...entryToDisk(local.getEntry(t.key)!), slice_keys: [] }));
+  await local.close();
+  rmSync(dir, { recursive: true, force: true });
   const transport = {
     settings: { maxConcurrentRequests: 2 },
     judgingNowMs: serverNowMs,
-    getSmallObject: async () => new Uint8Array(10),
+    describe: (name: string) => name,
+    getSmallObject: async () => entryBytes,
     headObject: async (name: string) => head(name),
     deleteObject: async (name: string, beforeAttempt?: () => Promise<boolean>) => {
       if (beforeAttempt !== undefined && !(await beforeAttempt())) return false;
@@ -56,7 +68,9 @@ it("the drop's look before a blob DELETE judges the blob's age on the transport'
     putObject: async (name: string) => void present.add(name),
   } as unknown as S3Transport;
   const entry = { key: t.key, qualname: 't.weight', compBytes: 10 } as CacheEntry;
-  const report = await dropS3UnboundEntries(transport, [{ object: listed, entry }], [listed], MIN_S3_GC_AGE_MS, 1 << 20);
+  const report = await dropS3UnboundEntries(transport, [{ object: listed, entry }], [listed], serverNowMs(), MIN_S3_GC_AGE_MS, 1 << 20);
+  // The entry went (its intent PUT and entry DELETE ran): only the blob's age kept it.
+  expect(present.has(entryName)).toBe(false);
   expect(present.has(blobName)).toBe(true);
   expect(report.count).toBe(0);
 });

@@ -209,4 +209,49 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     expect(names).toContain(blobName(b));
     await store.close();
   });
+
+  it("a killed drop's intent is judged from the drop's judging listing: an alias written between that listing and the intent PUT (hidden below another's) counts as bound", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1501);
+    const c = makeTensor([40000, 1], 1502);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    const transport = transportOf(store) as unknown as {
+      putObject(name: string, body: Uint8Array, contentType?: string): Promise<void>;
+      list(dir: string): Promise<unknown[]>;
+    };
+    const [put, list] = [transport.putObject.bind(transport), transport.list.bind(transport)];
+    let aliased = false;
+    transport.putObject = async (name, body, contentType) => {
+      if (name.startsWith('dropping/') && !aliased) {
+        aliased = true;
+        // A writer binds b after the judging listing, before the intent PUT (its alias a whole
+        // second older than the intent, as Last-Modified goes; it saw the entry: reported made).
+        // Another writer's rebind one epoch above hides it from "at the top epoch" (R3).
+        await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+        await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 1, c.key)}`, new Uint8Array(0));
+        await new Promise((resolve) => setTimeout(resolve, 2100));
+      }
+      return put(name, body, contentType);
+    };
+    let deleted = false;
+    transport.list = async (dir) => {
+      if (dir === 'slices/' && aliased && !deleted) {
+        deleted = true;
+        throw new StoreError('S3_UNAVAILABLE', 'the drop was killed here (a test)');
+      }
+      return list(dir);
+    };
+    await expect((store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true })).rejects.toThrow('killed');
+    await store.close();
+    const collector = await openCacheStore(url);
+    runPastStale(collector);
+    const report = await gcBelowFloorForTests(collector);
+    expect(report.staleDropResolution).toEqual({ restored: [entryName(b)], blobsDeleted: [], blobsMissing: [] });
+    const reader = await openCacheStore(url);
+    expect(reader.getEntry(b.key)).toBeDefined();
+    await reader.checkBlob(b.key);
+    await Promise.all([reader, collector].map((s) => s.close()));
+  });
 });
