@@ -254,4 +254,36 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await reader.checkBlob(b.key);
     await Promise.all([reader, collector].map((s) => s.close()));
   });
+
+  it('a put back refused once (a 409: another conditional write of it racing) with the entry still absent is tried again', async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1601);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    const transport = transportOf(store) as unknown as {
+      deleteObject(name: string, beforeAttempt?: () => Promise<boolean>): Promise<boolean>;
+      putObjectIfAbsent(name: string, body: Uint8Array, contentType?: string): Promise<'created' | 'exists' | 'unsupported'>;
+    };
+    const [del, putIfAbsent] = [transport.deleteObject.bind(transport), transport.putObjectIfAbsent.bind(transport)];
+    transport.deleteObject = async (name, beforeAttempt) => {
+      const done = await del(name, beforeAttempt);
+      // After the entry DELETE a writer's alias of b: the drop puts the entry back.
+      if (name === entryName(b)) await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+      return done;
+    };
+    let refused = 0;
+    transport.putObjectIfAbsent = async (name, body, contentType) => {
+      // The transport answers 'exists' for a 409 too; the racing write then failed: nothing there.
+      if (name === entryName(b) && refused++ === 0) return 'exists';
+      return putIfAbsent(name, body, contentType);
+    };
+    const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    expect(refused).toBe(2);
+    expect(report.count).toBe(0);
+    const reader = await openCacheStore(url);
+    expect(reader.lookupBySlice(SHARD, 0, 80000)?.key).toBe(b.key);
+    await reader.checkBlob(b.key);
+    await Promise.all([reader, store].map((s) => s.close()));
+  });
 });
