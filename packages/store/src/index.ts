@@ -78,6 +78,8 @@ export type {
   GcReport,
   GcKeptYoung,
   StaleDropResolution,
+  DropStopReason,
+  DropStopped,
   S3StoreOptions,
   S3ClientLike,
   ReadBlobOptions,

@@ -152,7 +152,7 @@ export function resolutionErrorOf(error: unknown): { code: string; message: stri
   return { code: error.code, message: error.message };
 }
 
-/** What an intent object's body holds (since 2026-12-07: before, the entry object's bytes alone). */
+/** What an intent object's body holds (intents came with 0.53.0, in this format only). */
 const DROP_INTENT_FORMAT = 'splitzip-drop-intent/1';
 
 /**
@@ -171,35 +171,35 @@ export function maxIntentObjectBytes(maxEntryObjectBytes: number): number {
 }
 
 /**
- * The entry bytes and judging time an intent body holds. A body that is not exactly
- * encodeDropIntent's (an older release's intent: the entry bytes alone; or a damaged one) is taken
- * as entry bytes with no time: the entry checks before any put back refuse a damaged one.
+ * The entry bytes and judging time an intent body holds, or undefined when the body is not exactly
+ * encodeDropIntent's: a damaged intent (every release that writes intents writes this format).
  */
-export function decodeDropIntent(body: Uint8Array): { entryBytes: Uint8Array; judgedAtMs?: number } {
+export function decodeDropIntent(body: Uint8Array): { entryBytes: Uint8Array; judgedAtMs: number } | undefined {
   let json: unknown;
   try {
     json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
   } catch {
-    return { entryBytes: body };
+    return undefined;
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) return { entryBytes: body };
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined;
   const fields = json as Record<string, unknown>;
   const keys = Object.keys(fields).sort();
-  if (keys.join(',') !== 'entry_base64,format,judged_at_ms' || fields.format !== DROP_INTENT_FORMAT) return { entryBytes: body };
+  if (keys.join(',') !== 'entry_base64,format,judged_at_ms' || fields.format !== DROP_INTENT_FORMAT) return undefined;
   const { judged_at_ms: judgedAtMs, entry_base64: base64 } = fields;
-  if (typeof judgedAtMs !== 'number' || !Number.isSafeInteger(judgedAtMs) || judgedAtMs < 0 || typeof base64 !== 'string') return { entryBytes: body };
+  if (typeof judgedAtMs !== 'number' || !Number.isSafeInteger(judgedAtMs) || judgedAtMs < 0 || typeof base64 !== 'string') return undefined;
   const entryBytes = Buffer.from(base64, 'base64');
   // Strict: base64 that does not round-trip is damaged (Buffer skips what it cannot read).
-  if (entryBytes.toString('base64') !== base64) return { entryBytes: body };
+  if (entryBytes.toString('base64') !== base64) return undefined;
   return { entryBytes: new Uint8Array(entryBytes), judgedAtMs };
 }
 
 /**
  * Resolves the intent objects at least max(DROP_INTENT_STALE_MS, minAgeMs) old (a killed drop's), as
  * that drop's own steps would have: the entry is bound when its key is at a slice's top epoch now, or
- * has an alias object written since the drop's judging listing began (its time in the intent; an
- * older release's intent: since the intent; to the second, as Last-Modified goes) — then it is put back if absent; else its blob goes under deleteDroppedBlob's
- * rule (no other intent of it). The intent is deleted last. Errors of one intent do not stop the others;
+ * has an alias object written since the drop's judging listing began (its time in the intent; to the
+ * second, as Last-Modified goes) — then it is put back if absent; else its blob goes under
+ * deleteDroppedBlob's rule (no other intent of it). A damaged intent (a body not encodeDropIntent's)
+ * is reported in intentsInvalid and stays, its blob kept: nothing to judge or put back from it. The intent is deleted last. Errors of one intent do not stop the others;
  * the first is the outcome's `error` (the intent stays for the next resolver); a listing's failure is
  * thrown.
  */
@@ -223,12 +223,12 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
       const body = await transport.getSmallObject(intent.name, maxIntentObjectBytes(maxEntryObjectBytes));
       // Gone since the listing: another resolver's.
       if (body === undefined) return;
-      const { entryBytes, judgedAtMs } = decodeDropIntent(body);
+      const decoded = decodeDropIntent(body);
+      if (decoded === undefined) return void outcome.intentsInvalid.push(intent.name);
+      const { entryBytes, judgedAtMs } = decoded;
       const newestMs = newestAliasMs.get(parsed.key);
-      // An alias object written since the drop's judging listing began (an intent of a release
-      // before its time was stored: since the intent), to the second as Last-Modified goes.
-      const sinceMs = judgedAtMs ?? intent.lastModifiedMs;
-      const aliasSince = newestMs !== undefined && (newestMs >= sinceMs || sameSecond(newestMs, sinceMs));
+      // An alias object written since the drop's judging listing began, to the second as Last-Modified goes.
+      const aliasSince = newestMs !== undefined && (newestMs >= judgedAtMs || sameSecond(newestMs, judgedAtMs));
       if (topKeys.has(parsed.key) || aliasSince) {
         if ((await transport.headObject(parsed.entryName)) === undefined) {
           const restored = await restoreEntryObject(transport, parsed.entryName, entryBytes);

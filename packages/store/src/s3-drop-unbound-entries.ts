@@ -8,7 +8,7 @@ import { mapLimited } from './map-limited.js';
 import { DROP_ID_HEX_CHARS, SLICES_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
 import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, encodeDropIntent, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
-import type { CacheEntry, DropUnboundEntriesReport } from './types.js';
+import type { CacheEntry, DropStopReason, DropStopped, DropUnboundEntriesReport } from './types.js';
 
 /** An entry object the drop judged unbound, with the listing's look at it. */
 export interface S3UnboundCandidate {
@@ -98,6 +98,7 @@ export async function dropS3UnboundEntries(
   const blobsLeft: string[] = [];
   const blobsMissing: string[] = [];
   let reclaimedBytes = 0;
+  let stopped: DropStopped | undefined;
   for (let at = 0; at < candidates.length; at += DROP_BATCH_ENTRIES) {
     const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, judgedAtMs, minAgeMs, maxEntryObjectBytes);
     dropped.push(...batch.dropped);
@@ -105,11 +106,16 @@ export async function dropS3UnboundEntries(
     blobsMissing.push(...batch.blobsMissing);
     reclaimedBytes += batch.reclaimedBytes;
     // Paused past DROP_INTENT_STALE_MS_GUARD: the judging listing is hours old; a later drop judges afresh.
-    if (batch.stopped) break;
+    if (batch.stopped !== undefined) {
+      stopped = batch.stopped;
+      break;
+    }
   }
   // Only blobs this run deleted (not those gone already, nor those in blobsLeft).
-  const report = { ...reportDrop(dropped, false, blobsLeft.sort()), reclaimedBytes };
-  return blobsMissing.length === 0 ? report : { ...report, blobsMissing: blobsMissing.sort() };
+  const report: DropUnboundEntriesReport = { ...reportDrop(dropped, false, blobsLeft.sort()), reclaimedBytes };
+  if (blobsMissing.length > 0) report.blobsMissing = blobsMissing.sort();
+  if (stopped !== undefined) report.stopped = stopped;
+  return report;
 }
 
 async function dropBatch(
@@ -120,11 +126,15 @@ async function dropBatch(
   judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
-): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; reclaimedBytes: number; stopped: boolean }> {
+): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; reclaimedBytes: number; stopped?: DropStopped }> {
   const limit = transport.settings.maxConcurrentRequests;
   const startedMs = Date.now();
-  let stopped = false;
-  const pausedTooLong = (): boolean => (stopped ||= Date.now() - startedMs > DROP_INTENT_STALE_MS_GUARD);
+  // Why the batch stopped (the first reason seen), or undefined while it goes on.
+  let stopReason: DropStopReason | undefined;
+  const pausedTooLong = (): boolean => {
+    if (stopReason === undefined && Date.now() - startedMs > DROP_INTENT_STALE_MS_GUARD) stopReason = 'paused';
+    return stopReason !== undefined;
+  };
   // A failure (the server unreachable, say) stops the DELETEs, not step 2 for those done: a writer
   // may have bound one of them meanwhile. The first is thrown after that, and no blob goes.
   let failure: { error: unknown } | undefined;
@@ -156,10 +166,9 @@ async function dropBatch(
         // Our own intent, right before the DELETE: gone (a resolver took it: it may have judged the
         // entry and deleted its blob) or old enough for one to take it, this batch stops.
         const own = await transport.headObject(intent);
-        if (own === undefined || transport.judgingNowMs() - own.lastModifiedMs >= DROP_INTENT_STALE_MS_GUARD || pausedTooLong()) {
-          stopped = true;
-          return false;
-        }
+        if (own === undefined) stopReason ??= 'intent-gone';
+        else if (transport.judgingNowMs() - own.lastModifiedMs >= DROP_INTENT_STALE_MS_GUARD) stopReason ??= 'intent-old';
+        if (pausedTooLong()) return false;
         sent = true;
         return true;
       });
@@ -174,7 +183,9 @@ async function dropBatch(
   const deletedIntents = new Set(deleted.map((d) => d.intent));
   // Intents of entries this batch did not delete guard nothing of it.
   await removeIntents(transport, [...intents].filter((name) => !deletedIntents.has(name)));
-  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], reclaimedBytes: 0, stopped };
+  const stoppedWith = (leftToResolver: string[]): DropStopped | undefined =>
+    stopReason === undefined ? undefined : { reason: stopReason, leftToResolver: leftToResolver.sort() };
+  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], reclaimedBytes: 0, stopped: stoppedWith([]) };
   let listedAgain: ListedObject[];
   try {
     listedAgain = await transport.list(SLICES_DIR);
@@ -196,8 +207,8 @@ async function dropBatch(
   // Their blobs stay (the intents of the rest stay too: resolved later, as for a killed drop).
   if (failure !== undefined) throw failure.error;
   // Paused too long: no blob DELETE (a resolver may judge these intents now); they resolve them.
-  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, reclaimedBytes: 0, stopped };
   const rest = deleted.filter(({ entry }) => !boundNow.has(entry.key));
+  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, reclaimedBytes: 0, stopped: stoppedWith(rest.map(({ object }) => object.name)) };
   const blobsLeft: string[] = [];
   let reclaimedBytes = 0;
   const blobKept = await mapLimited(rest, limit, async ({ object, intent, entry }) => {
@@ -217,7 +228,7 @@ async function dropBatch(
   });
   // A blob stored again by a writer, or kept for another drop's intent: nothing of that entry went.
   const dropped = rest.filter((_, at) => !blobKept[at]).map(({ entry }) => entry);
-  return { dropped, blobsLeft, blobsMissing, reclaimedBytes, stopped };
+  return { dropped, blobsLeft, blobsMissing, reclaimedBytes, stopped: stoppedWith([]) };
 }
 
 /** Deletes intent objects, every one tried; a failure leaves that intent for a resolver (harmless: it keeps a blob a while). */

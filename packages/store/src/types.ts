@@ -414,6 +414,24 @@ export interface DropUnboundEntriesReport {
   staleDropIntents?: string[];
   /** `s3://` only: as gc's `staleDropResolution`, for the intents this drop resolved first. */
   staleDropResolution?: StaleDropResolution;
+  /**
+   * `s3://` only, present when the drop stopped early (the rest of its candidates left for a later
+   * drop): why, and the entry objects it had deleted, unbound, whose intents it left to the resolver
+   * (a later gc or drop, once DROP_INTENT_STALE_MS old, deletes their blobs or puts them back).
+   */
+  stopped?: DropStopped;
+}
+
+/**
+ * Why an `s3://` drop stopped early: its own intent object gone ('intent-gone': a resolver took it),
+ * DROP_INTENT_STALE_MS/2 old ('intent-old'), or that long since its batch began ('paused').
+ */
+export type DropStopReason = 'intent-gone' | 'intent-old' | 'paused';
+
+export interface DropStopped {
+  reason: DropStopReason;
+  /** Entry objects deleted by the drop, not put back, their intents left to the resolver (sorted). */
+  leftToResolver: string[];
 }
 
 export interface GcOptions {
@@ -509,8 +527,9 @@ export interface StaleDropResolution {
   /** Entry objects bound whose blob was missing: not put back (the slice is read raw; a build binds it again). */
   blobsMissing: string[];
   /**
-   * Intent objects of bound entries whose bytes fail an entry object's checks (damaged): never put
-   * back; they stay (their blob kept) and are reported by every resolver. Present when not empty.
+   * Damaged intent objects: a body that is not a drop intent (`splitzip-drop-intent/1`), or a bound
+   * entry's bytes that fail an entry object's checks. Never put back; they stay (their blob kept)
+   * and are reported by every resolver. Present when not empty.
    */
   intentsInvalid?: string[];
   /**

@@ -62,8 +62,10 @@ describeS3('S3 store: a paused drop, and the last look before a blob DELETE', ()
       if (dir === 'slices/' && paused) await gcBelowFloorForTests(collector);
       return list(dir);
     };
-    await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
     expect(bound).toBe(true);
+    // The report says it stopped, and why: nothing deleted, nothing left to the resolver.
+    expect(report.stopped).toEqual({ reason: 'intent-gone', leftToResolver: [] });
     const reader = await openCacheStore(url);
     expect(reader.lookupBySlice(SHARD, 400, 80000)?.key).toBe(b.key);
     await reader.checkBlob(b.key);
@@ -86,10 +88,46 @@ describeS3('S3 store: a paused drop, and the last look before a blob DELETE', ()
     };
     const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
     expect(report.count).toBe(0);
+    expect(report.stopped).toEqual({ reason: 'intent-old', leftToResolver: [] });
     const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
     const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
     expect(names).toContain(entryName(b));
     expect(names).toContain(blobName(b));
+    await store.close();
+  });
+
+  it('a drop that stops after deleting an entry names it in stopped.leftToResolver (its intent and blob stay for the resolver)', async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const a = makeTensor([300, 1], 706);
+    const b = makeTensor([300, 1], 707);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(a, 'a.weight'), toInput(b, 'b.weight')]);
+    const t = transportOf(store);
+    const [head, del] = [t.headObject.bind(t), t.deleteObject.bind(t)];
+    // b's intent shows 4 h of age (a pause after its PUT); a's does not.
+    t.headObject = async (name) => {
+      const found = await head(name);
+      return found !== undefined && name.startsWith('dropping/') && name.includes(b.key) ? { ...found, lastModifiedMs: found.lastModifiedMs - 4 * HOUR_MS } : found;
+    };
+    // b's entry DELETE waits for a's: a is deleted before b's look stops the batch.
+    let aDeleted!: () => void;
+    const aDone = new Promise<void>((resolve) => (aDeleted = resolve));
+    t.deleteObject = async (name, beforeAttempt) => {
+      if (name === entryName(b)) await aDone;
+      const done = await del(name, beforeAttempt);
+      if (name === entryName(a)) aDeleted();
+      return done;
+    };
+    const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    expect(report.count).toBe(0);
+    expect(report.stopped).toEqual({ reason: 'intent-old', leftToResolver: [entryName(a)] });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).not.toContain(entryName(a));
+    expect(names).toContain(blobName(a));
+    expect(names.filter((name) => name.startsWith('dropping/') && name.includes(a.key))).toHaveLength(1);
+    expect(names).toContain(entryName(b));
     await store.close();
   });
 

@@ -7,7 +7,7 @@ import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { StoreError } from '../src/errors.js';
 import type { S3CacheStore } from '../src/s3-cache-store.js';
-import { DROP_INTENT_STALE_MS } from '../src/s3-drop-intents.js';
+import { DROP_INTENT_STALE_MS, encodeDropIntent } from '../src/s3-drop-intents.js';
 import { dropIntentObjectName, sliceObjectName, stampObjectName } from '../src/s3-layout.js';
 import { makeTensor, toInput, type TestTensor } from './helpers.js';
 import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
@@ -45,7 +45,7 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     if (bBound) await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
     for (const t of [b, c]) {
       const bytes = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${entryName(t)}` }))).Body!.transformToByteArray();
-      await putRaw(`${prefix}${dropIntentObjectName(entryName(t), '0123456789ab')}`, bytes);
+      await putRaw(`${prefix}${dropIntentObjectName(entryName(t), '0123456789ab')}`, encodeDropIntent(bytes, Date.now() - 1000));
       await deleteRaw(`${prefix}${entryName(t)}`);
     }
     await store.close();
@@ -120,7 +120,7 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await putRaw(`${prefix}${stamp}`, new Uint8Array(0));
     // A live drop between its entry DELETE and its put back: its intent, the entry object gone.
     const bytes = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${entryName(b)}` }))).Body!.transformToByteArray();
-    await putRaw(`${prefix}${dropIntentObjectName(entryName(b), '0123456789ab')}`, bytes);
+    await putRaw(`${prefix}${dropIntentObjectName(entryName(b), '0123456789ab')}`, encodeDropIntent(bytes, Date.now() - 1000));
     await deleteRaw(`${prefix}${entryName(b)}`);
     const report = await gcBelowFloorForTests(store);
     expect(report.orphanStamps).toEqual([]);
@@ -147,7 +147,7 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     const dropNow = async () => {
       if (dropped) return;
       dropped = true;
-      await putRaw(`${prefix}${dropIntentObjectName(entryName(b), '0123456789ab')}`, bytes);
+      await putRaw(`${prefix}${dropIntentObjectName(entryName(b), '0123456789ab')}`, encodeDropIntent(bytes, Date.now() - 1000));
       await deleteRaw(`${prefix}${entryName(b)}`);
     };
     // Armed only for verify's look for dangling bindings (its other listings come first).
@@ -180,6 +180,28 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
     const intent = dropIntentObjectName(entryName(b), '0123456789ab');
     await putRaw(`${prefix}${intent}`, new TextEncoder().encode('{"damaged": true}'));
+    await deleteRaw(`${prefix}${entryName(b)}`);
+    runPastStale(store);
+    const report = await gcBelowFloorForTests(store);
+    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent] });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).not.toContain(entryName(b));
+    expect(names).toContain(intent);
+    expect(names).toContain(blobName(b));
+    await store.close();
+  });
+
+  it("a stale intent holding an entry object's bytes bare (not splitzip-drop-intent/1: no release wrote those) is damaged: intentsInvalid, never put back, stays", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1351);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+    const bytes = await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: `${prefix}${entryName(b)}` }))).Body!.transformToByteArray();
+    const intent = dropIntentObjectName(entryName(b), '0123456789ab');
+    await putRaw(`${prefix}${intent}`, bytes);
     await deleteRaw(`${prefix}${entryName(b)}`);
     runPastStale(store);
     const report = await gcBelowFloorForTests(store);
