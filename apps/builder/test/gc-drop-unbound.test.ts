@@ -326,7 +326,7 @@ describe('gc --drop-unbound-entries', () => {
     }
   });
 
-  it("a drop's blobsMissing (entries put back whose blob is gone): a line of what it means and the --repair build to run, the cache quoted; in --json", async () => {
+  it("a drop's blobsMissing (entries a writer bound whose blob is gone: not put back): a line of what it means and the build to run, the cache quoted; in --json", async () => {
     const { cache } = await fineTunedCache('blobs missing');
     const probe = await openCacheStore(cache);
     const proto = Object.getPrototypeOf(probe) as { dropUnboundEntries: (options?: { dryRun?: boolean }) => Promise<unknown> };
@@ -334,27 +334,42 @@ describe('gc --drop-unbound-entries', () => {
     const original = proto.dropUnboundEntries;
     // The store reports it on s3:// only (and should never): stubbed on the real run.
     const missing = [`blobs/${'a'.repeat(64)}.${'b'.repeat(64)}.bin`];
+    // And a drop that stopped early, after resolving a killed drop's intent (s3:// only too).
+    const left = `entries/${'c'.repeat(32)}.${'d'.repeat(64)}.json`;
+    const extra = {
+      staleDropIntents: ['dropping/x.json.0123456789ab'],
+      staleDropResolution: { restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: ['dropping/x.json.0123456789ab'] },
+      stopped: { reason: 'paused', leftToResolver: [left] },
+    };
     proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
       const report = (await original.call(this, options)) as Record<string, unknown>;
-      return options.dryRun === true ? report : { ...report, blobsMissing: missing };
+      return options.dryRun === true ? report : { ...report, blobsMissing: missing, ...extra };
     };
     try {
       const text = await runInProcess(['gc', cache, '--drop-unbound-entries']);
       expect(text.code, text.err).toBe(0);
       // Within 120 columns: a longer line goes on 6 columns in (its quoted cache path kept whole).
-      expect(text.out.split('\n').every((line) => line.length <= 120 || line.startsWith('  blobs/'))).toBe(true);
+      expect(text.out.split('\n').every((line) => line.length <= 120)).toBe(true);
       expect(text.out.replace(/\n {6}/g, ' ')).toContain(
-        'found 1 blob missing under entries the drop put back (a writer bound them meanwhile): loads of those tensors fail\n' +
-          `  \`splitzip build <model> --out '${cache}' --repair\` with each model that uses the cache stores them again\n` +
-          `  ${missing[0]}\n`,
+        'found 1 blob missing under entries a writer bound meanwhile: not put back, their tensors load raw until a build\n' +
+          `  \`splitzip build <model> --out '${cache}'\` with each model that uses the cache stores them again\n`,
       );
+      // The object name folds (142 columns), its pieces joined are the name.
+      expect(text.out.replace(/\n {6}/g, '')).toContain(`\n  ${missing[0]}\n`);
+      // Prose lines wrap 4 columns deeper than they start (0 or 2).
+      const joined = text.out.replace(/\n {4,6}(?=\S)/g, ' ');
+      expect(joined).toContain('resolved 1 intent object of killed drops first (entry put back if bound, else its blob removed)\n');
+      expect(joined).toContain('left 1 damaged intent object (no drop intent, or no valid entry in it): never put back, blobs kept, reported by every gc\n  dropping/x.json.0123456789ab\n');
+      expect(joined).toContain('stopped early: it ran 3 h into one batch (paused: asleep, or in a debugger); the other unbound entries stay for a later --drop-unbound-entries\n');
+      expect(joined).toContain(`once their intents are 6 h old:\n  ${left}\n`);
       const json = await gcJson(cache, '--drop-unbound-entries');
       expect(json.unboundEntries!.blobsMissing).toEqual(missing);
+      expect(json.unboundEntries).toMatchObject(extra);
     } finally {
       proto.dropUnboundEntries = original;
     }
     // None: no line.
-    expect((await runInProcess(['gc', cache, '--drop-unbound-entries'])).out).not.toMatch(/missing|--repair/);
+    expect((await runInProcess(['gc', cache, '--drop-unbound-entries'])).out).not.toMatch(/missing|stores them again|intent|stopped/);
   });
 
   it('a dry run says the real run needs no --exclusive on a directory (--json: unboundEntries.needsExclusive false)', async () => {

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { openCacheStore } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/run-cli.js';
 import { createTempDir, escapeHeavyBf16, float32Tensor, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
@@ -77,6 +78,35 @@ describe('the README lists every --json field', () => {
     const bindings = command === 'inspect' ? readmeBlock('gc') : block;
     const missing = fieldsOf(document).filter(({ path, name }) => !(path.startsWith('bindings.') ? bindings : block).includes(`"${name}"`));
     expect(missing.map((f) => f.path)).toEqual([]);
+  });
+
+  it("of gc's s3:// drop fields (the store's reports stubbed on a directory cache: staleDropResolution, stopped, blobsMissing)", async () => {
+    await runJson(['build', model, '--out', cacheDir, '--jobs', '0', '--quiet']);
+    const probe = await openCacheStore(cacheDir);
+    type Proto = { gc: (options?: unknown) => Promise<Record<string, unknown>>; dropUnboundEntries: (options?: { dryRun?: boolean }) => Promise<Record<string, unknown>> };
+    const proto = Object.getPrototypeOf(probe) as Proto;
+    await probe.close();
+    const [gc, drop] = [proto.gc, proto.dropUnboundEntries];
+    const resolution = { restored: ['entries/a'], blobsDeleted: ['blobs/b'], blobsMissing: ['entries/c'], intentsInvalid: ['dropping/d'], error: { code: 'S3_UNAVAILABLE', message: 'x' } };
+    const s3Fields = { keptUnderDrop: 1, staleDropIntents: ['dropping/e'], staleDropResolution: resolution };
+    proto.gc = async function (this: unknown, options?: unknown) {
+      return { ...(await gc.call(this, options)), ...s3Fields };
+    };
+    proto.dropUnboundEntries = async function (this: unknown, options: { dryRun?: boolean } = {}) {
+      const report = await drop.call(this, options);
+      return options.dryRun === true ? report : { ...report, ...s3Fields, blobsMissing: ['blobs/f'], stopped: { reason: 'intent-old', leftToResolver: ['entries/g'] } };
+    };
+    try {
+      const { code, document } = await runJson(['gc', cacheDir, '--drop-unbound-entries']);
+      expect(code).toBe(0);
+      const paths = fieldsOf(document).map((f) => f.path);
+      expect(paths).toEqual(expect.arrayContaining(['staleDropResolution.intentsInvalid', 'unboundEntries.stopped.leftToResolver', 'unboundEntries.staleDropResolution.error.code']));
+      const block = readmeBlock('gc');
+      expect(fieldsOf(document).filter(({ name }) => !block.includes(`"${name}"`)).map((f) => f.path)).toEqual([]);
+    } finally {
+      proto.gc = gc;
+      proto.dropUnboundEntries = drop;
+    }
   });
 
   it('of an error exit', async () => {

@@ -7,8 +7,10 @@ import {
   isS3Url,
   isStoreError,
   type CacheStore,
+  type DropStopped,
   type DropUnboundEntriesReport,
   type GcReport,
+  type StaleDropResolution,
   type StoreError,
 } from '@splitzip/store';
 import { checkCacheLocation } from '../check-cache-location.js';
@@ -17,7 +19,7 @@ import { defineCommand, type CommandIo } from '../define-command.js';
 import { describeError } from '../describe-error.js';
 import { UsageError } from '../errors.js';
 import { displayWidth } from '../display-width.js';
-import { formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
+import { foldTensorName, formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { quoteForShell } from '../quote-for-shell.js';
@@ -37,8 +39,9 @@ export interface GcCommandReport extends GcReport {
   bindings?: ModelBindingsReport;
   /**
    * `needsExclusive`, dry runs only: false, kept for scripts (it was true on s3://, whose drop needed
-   * --exclusive, the user's word that nothing else wrote, until 2026-12-07). `blobsMissing` (s3://,
-   * when not empty): the store's, blobs gone under entries the drop put back.
+   * --exclusive, the user's word that nothing else wrote, until 2026-12-07). s3:// only, the store's:
+   * `blobsMissing` (blobs gone under entries the drop did not put back for that), `staleDropIntents`
+   * and `staleDropResolution` (killed drops' intents it resolved first), `stopped` (it stopped early).
    */
   unboundEntries?: DropUnboundEntriesReport & { needsExclusive?: false };
   /**
@@ -198,14 +201,14 @@ export const gcCommand = defineCommand({
     } finally {
       await model?.close();
     }
-    if (failure !== undefined) return reportDropFailure(failure, { io, json: args.json === true, s3, modelPrune: model !== undefined, minAgeMs: minAgeMs ?? DEFAULT_GC_MIN_AGE_MS });
+    if (failure !== undefined) return reportDropFailure(failure, { io, json: args.json === true, s3, modelPrune: model !== undefined, minAgeMs: minAgeMs ?? DEFAULT_GC_MIN_AGE_MS, cache: args.cache });
     if (report === undefined) throw new Error('gc: no report and no failure'); // unreachable: work() returns one of them
     if (args.json) {
       io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       return 0;
     }
     const verb = report.dryRun ? 'would remove' : 'removed';
-    const lines = renderCollection(report, s3, minAgeMs ?? DEFAULT_GC_MIN_AGE_MS);
+    const lines = renderCollection(report, s3, minAgeMs ?? DEFAULT_GC_MIN_AGE_MS, args.cache);
     if (report.bindings !== undefined) appendLines(lines, renderModelBindings(report.bindings, args.cache, verb));
     const dropped = report.unboundEntries;
     if (dropped !== undefined) {
@@ -216,6 +219,10 @@ export const gcCommand = defineCommand({
         appendLines(lines, dropped.blobsLeft.map((p) => `  ${p}`));
       }
       appendLines(lines, renderBlobsMissing(dropped.blobsMissing ?? [], args.cache));
+      const dropIntents = dropped.staleDropIntents ?? [];
+      if (dropIntents.length > 0) lines.push(`resolved ${formatCountOf(dropIntents.length, 'intent object')} of killed drops first (entry put back if bound, else its blob removed)`);
+      appendLines(lines, renderStaleDropResolution(dropped.staleDropResolution, args.cache));
+      appendLines(lines, renderDropStopped(dropped.stopped));
     }
     const left = report.unboundAfterPrune;
     if (left !== undefined && left.count > 0) {
@@ -254,17 +261,92 @@ function listsAnything(report: GcCommandReport): boolean {
 }
 
 /**
- * The lines for a drop's `blobsMissing` (s3://: blobs gone under entries the drop put back for a
- * writer's binding; the store's protocol deletes none, so never seen unless something else did):
- * what it means and the build that stores them again, the cache quoted to copy. None when empty.
+ * The lines for a drop's `blobsMissing` (s3://: blobs found gone under entries a writer bound
+ * meanwhile, which the drop so did not put back: an entry without its blob fails every load; the
+ * slice resolves to nothing, read raw): what it means and the build that stores them again, the
+ * cache quoted to copy. None when empty.
  */
 export function renderBlobsMissing(blobsMissing: readonly string[], cache: string): string[] {
   if (blobsMissing.length === 0) return [];
   return [
-    `found ${formatCountOf(blobsMissing.length, 'blob')} missing under entries the drop put back (a writer bound them meanwhile): loads of those tensors fail`,
-    `  \`splitzip build <model> --out ${quoteForShell(cache)} --repair\` with each model that uses the cache stores them again`,
-    ...blobsMissing.map((name) => `  ${showName(name)}`),
+    `found ${formatCountOf(blobsMissing.length, 'blob')} missing under entries a writer bound meanwhile: not put back, their tensors load raw until a build`,
+    `  ${buildAgainLine(cache)}`,
+    ...renderObjectNames(blobsMissing),
   ];
+}
+
+/** The command that stores missing tensors again (a build encodes a slice that resolves to nothing). */
+function buildAgainLine(cache: string): string {
+  return `\`splitzip build <model> --out ${quoteForShell(cache)}\` with each model that uses the cache stores them again`;
+}
+
+/**
+ * Object names, one a line 2 columns in, within 120 columns: a longer one folds (foldTensorName),
+ * its rest 6 columns in; control characters shown escaped (showName).
+ */
+function renderObjectNames(names: readonly string[]): string[] {
+  const lines: string[] = [];
+  const first = REPORT_LINE_COLUMNS - 2;
+  for (const name of names) {
+    const [head, ...rest] = foldTensorName(showName(name), first, first - NAME_HANG_INDENT.length);
+    lines.push(`  ${head}`);
+    for (const piece of rest) lines.push(`  ${NAME_HANG_INDENT}${piece}`);
+  }
+  return lines;
+}
+
+/**
+ * The lines for what resolving killed drops' intents did (s3://, gc's or a drop's
+ * `staleDropResolution`), each only when not empty: entries put back, blobs removed, bound entries
+ * whose blob was gone (not put back: read raw until a build), damaged intents left, the first failure.
+ */
+export function renderStaleDropResolution(resolution: StaleDropResolution | undefined, cache: string): string[] {
+  if (resolution === undefined) return [];
+  const lines: string[] = [];
+  const { restored, blobsDeleted, blobsMissing, intentsInvalid = [], error } = resolution;
+  if (restored.length > 0) {
+    lines.push(`put back ${formatCountOf(restored.length, 'entry', 'entries')} of killed drops (bound since the drop judged them):`);
+    appendLines(lines, renderObjectNames(restored));
+  }
+  if (blobsDeleted.length > 0) {
+    lines.push(`removed ${formatCountOf(blobsDeleted.length, 'blob')} of killed drops' unbound entries:`);
+    appendLines(lines, renderObjectNames(blobsDeleted));
+  }
+  if (blobsMissing.length > 0) {
+    lines.push(`found ${formatCountOf(blobsMissing.length, 'bound entry', 'bound entries')} of killed drops without a blob: not put back, their tensors load raw until a build`);
+    lines.push(`  ${buildAgainLine(cache)}`);
+    appendLines(lines, renderObjectNames(blobsMissing));
+  }
+  if (intentsInvalid.length > 0) {
+    lines.push(`left ${formatCountOf(intentsInvalid.length, 'damaged intent object')} (no drop intent, or no valid entry in it): never put back, blobs kept, reported by every gc`);
+    appendLines(lines, renderObjectNames(intentsInvalid));
+  }
+  if (error !== undefined) lines.push(`resolving killed drops' intents failed (those intents stay for the next gc or drop): ${showName(`${error.code}: ${error.message}`)}`);
+  return lines;
+}
+
+/** Why a drop stopped early, worded (store's DropStopped reason; 3 h: half its DROP_INTENT_STALE_MS, 6 h, not exported). */
+const DROP_STOP_REASONS: Record<DropStopped['reason'], string> = {
+  'intent-gone': 'its intent object was gone (a gc or drop took it for a killed drop\'s)',
+  'intent-old': 'its intent object was 3 h old (the drop paused, or this machine\'s clock behind)',
+  paused: 'it ran 3 h into one batch (paused: asleep, or in a debugger)',
+};
+
+/**
+ * The lines for a drop that stopped early (s3://, the store's `stopped`): why, that the other
+ * unbound entries stay for a later drop, and the entries it had deleted whose intents a later gc or
+ * drop resolves. None when it did not stop.
+ */
+export function renderDropStopped(stopped: DropStopped | undefined): string[] {
+  if (stopped === undefined) return [];
+  const lines = [`stopped early: ${DROP_STOP_REASONS[stopped.reason]}; the other unbound entries stay for a later --drop-unbound-entries`];
+  if (stopped.leftToResolver.length > 0) {
+    lines.push(
+      `left ${formatCountOf(stopped.leftToResolver.length, 'deleted entry', 'deleted entries')} to a later gc or drop, which removes their blobs (or puts back one bound by then) once their intents are 6 h old:`,
+    );
+    appendLines(lines, renderObjectNames(stopped.leftToResolver));
+  }
+  return lines;
 }
 
 /** A real drop the store refused (or failed) after the real collection ran: what that removed is still reported. */
@@ -276,7 +358,7 @@ interface DropFailure {
 }
 
 /** The collection's text lines (the store's gc report): what every run prints first. */
-export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number): string[] {
+export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number, cache = '<cache>'): string[] {
   const verb = report.dryRun ? 'would remove' : 'removed';
   const lines = [
     s3
@@ -312,6 +394,7 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
   if (staleIntents.length > 0) {
     lines.push(`${report.dryRun ? 'would resolve' : 'resolved'} ${formatCountOf(staleIntents.length, 'intent object')} of killed drops (entry put back if bound, else its blob removed)`);
   }
+  appendLines(lines, renderStaleDropResolution(report.staleDropResolution, cache));
   if (report.finishedCompaction !== undefined) {
     lines.push(`${report.dryRun ? 'would finish' : 'finished'} the interrupted fold of ${report.finishedCompaction} into manifest.json`);
   }
@@ -355,7 +438,7 @@ function appendLines(lines: string[], more: readonly string[]): void {
  * with what ran and what did not, exit 1. It was thrown away before: the user was never told what
  * the collection removed.
  */
-function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json: boolean; s3: boolean; modelPrune: boolean; minAgeMs: number }): number {
+function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json: boolean; s3: boolean; modelPrune: boolean; minAgeMs: number; cache: string }): number {
   const { dropFailure: error, collection } = failure;
   const message =
     `${describeError(error)}; the collection ran before it (the report says what it removed)${options.modelPrune ? '; the --model prune did not run' : ''}` +
@@ -364,7 +447,7 @@ function reportDropFailure(failure: DropFailure, options: { io: CommandIo; json:
     const carrier = { code: error.code, path: error.path, entry: error.entry, details: error.details, context: { report: collection } };
     options.io.stdout.write(renderErrorJson(carrier, message));
   } else {
-    options.io.stdout.write(`${fitReportLines(renderCollection(collection, options.s3, options.minAgeMs)).join('\n')}\n`);
+    options.io.stdout.write(`${fitReportLines(renderCollection(collection, options.s3, options.minAgeMs, options.cache)).join('\n')}\n`);
   }
   // Escaped as the other stderr lines (run-cli's errors): a path or entry name may hold control characters.
   options.io.stderr.write(`splitzip gc: error: ${showLines(message)}\n`);
