@@ -64,7 +64,7 @@ export function isNewSince(first: ReadonlyMap<string, number>): (object: ListedO
  * `blobsMissing`. A blob deleted inside the one round trip between that look and the PUT is
  * window (i) (README "S3 layout").
  */
-export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<'restored' | 'blob-missing' | 'invalid'> {
+export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<'restored' | 'blob-missing' | 'invalid' | 'conflict'> {
   const parsed = parseEntryObjectName(entryName)!;
   // Never an entry object that fails the checks of one (a damaged intent): reported instead.
   if (!isValidEntryObject(transport, entryName, bytes)) return 'invalid';
@@ -73,8 +73,16 @@ export async function restoreEntryObject(transport: S3Transport, entryName: stri
     const outcome = await transport.putObjectIfAbsent(entryName, bytes, 'application/json');
     if (outcome === 'unsupported' && (await transport.headObject(entryName)) === undefined) await transport.putObject(entryName, bytes, 'application/json');
     // 'exists' is a 412 or a 409 (another conditional write of it running, which may fail): looked at.
-    if (outcome !== 'exists' || attempt >= RESTORE_CONFLICT_RETRIES || (await transport.headObject(entryName)) !== undefined) return 'restored';
+    if (outcome !== 'exists' || (await transport.headObject(entryName)) !== undefined) return 'restored';
+    // Refused every time with the entry still absent: not put back. The caller keeps the intent
+    // (a later resolver tries again) and reports it, never a binding left pointing at nothing.
+    if (attempt >= RESTORE_CONFLICT_BACKOFF_MS.length) return 'conflict';
+    await sleepMs(RESTORE_CONFLICT_BACKOFF_MS[attempt]!);
   }
+}
+
+function sleepMs(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** Whether `bytes` pass the checks of an entry object named `entryName` (parseS3EntryObject). */
@@ -88,8 +96,11 @@ export function isValidEntryObject(transport: S3Transport, entryName: string, by
   }
 }
 
-/** Refusals of one put back with the entry object still absent after, before it is left as it is. */
-const RESTORE_CONFLICT_RETRIES = 3;
+/**
+ * The waits between a put back's refusals with the entry object still absent (a 409: another
+ * conditional write of it running): short and bounded (350 ms in all), then it is a 'conflict'.
+ */
+const RESTORE_CONFLICT_BACKOFF_MS = [50, 100, 200] as const;
 
 /**
  * Deletes the blob of a dropped entry object, looked at right before each DELETE attempt: only while
@@ -131,17 +142,19 @@ export interface StaleIntentOutcome extends StaleDropResolution {
   /** The intent objects resolved and deleted. */
   resolved: string[];
   intentsInvalid: string[];
+  restoreConflicts: string[];
 }
 
 /** The parts of `outcome` a report carries: undefined when it did nothing and nothing failed. */
 export function staleDropResolutionOf(outcome: StaleIntentOutcome): StaleDropResolution | undefined {
-  const { restored, blobsDeleted, blobsMissing, intentsInvalid, error } = outcome;
-  if (restored.length + blobsDeleted.length + blobsMissing.length + intentsInvalid.length === 0 && error === undefined) return undefined;
+  const { restored, blobsDeleted, blobsMissing, intentsInvalid, restoreConflicts, error } = outcome;
+  if (restored.length + blobsDeleted.length + blobsMissing.length + intentsInvalid.length + restoreConflicts.length === 0 && error === undefined) return undefined;
   return {
     restored,
     blobsDeleted,
     blobsMissing,
     ...(intentsInvalid.length === 0 ? {} : { intentsInvalid }),
+    ...(restoreConflicts.length === 0 ? {} : { restoreConflicts }),
     ...(error === undefined ? {} : { error }),
   };
 }
@@ -207,7 +220,7 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
   const nowMs = transport.judgingNowMs();
   const stale = (await transport.list(DROPPING_DIR)).filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
-  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [] };
+  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [] };
   if (stale.length === 0) return outcome;
   const slices = await transport.list(SLICES_DIR);
   // Once for all intents: the keys at a top epoch, and each key's newest alias object.
@@ -234,6 +247,8 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
           const restored = await restoreEntryObject(transport, parsed.entryName, entryBytes);
           // A damaged intent stays (reported each time, its blob kept): nothing to put back from it.
           if (restored === 'invalid') return void outcome.intentsInvalid.push(intent.name);
+          // Refused with the entry still absent: the intent stays for the next resolver.
+          if (restored === 'conflict') return void outcome.restoreConflicts.push(parsed.entryName);
           if (restored === 'restored') outcome.restored.push(parsed.entryName);
           else outcome.blobsMissing.push(parsed.entryName);
         }
@@ -246,6 +261,6 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
       outcome.error ??= resolutionErrorOf(error);
     }
   });
-  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing, outcome.intentsInvalid]) list.sort();
+  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing, outcome.intentsInvalid, outcome.restoreConflicts]) list.sort();
   return outcome;
 }

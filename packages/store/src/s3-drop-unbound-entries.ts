@@ -97,6 +97,7 @@ export async function dropS3UnboundEntries(
   const dropped: CacheEntry[] = [];
   const blobsLeft: string[] = [];
   const blobsMissing: string[] = [];
+  const restoreConflicts: string[] = [];
   let reclaimedBytes = 0;
   let stopped: DropStopped | undefined;
   for (let at = 0; at < candidates.length; at += DROP_BATCH_ENTRIES) {
@@ -104,6 +105,7 @@ export async function dropS3UnboundEntries(
     dropped.push(...batch.dropped);
     blobsLeft.push(...batch.blobsLeft);
     blobsMissing.push(...batch.blobsMissing);
+    restoreConflicts.push(...batch.restoreConflicts);
     reclaimedBytes += batch.reclaimedBytes;
     // Paused past DROP_INTENT_STALE_MS_GUARD: the judging listing is hours old; a later drop judges afresh.
     if (batch.stopped !== undefined) {
@@ -114,6 +116,7 @@ export async function dropS3UnboundEntries(
   // Only blobs this run deleted (not those gone already, nor those in blobsLeft).
   const report: DropUnboundEntriesReport = { ...reportDrop(dropped, false, blobsLeft.sort()), reclaimedBytes };
   if (blobsMissing.length > 0) report.blobsMissing = blobsMissing.sort();
+  if (restoreConflicts.length > 0) report.restoreConflicts = restoreConflicts.sort();
   if (stopped !== undefined) report.stopped = stopped;
   return report;
 }
@@ -126,7 +129,7 @@ async function dropBatch(
   judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
-): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; reclaimedBytes: number; stopped?: DropStopped }> {
+): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; restoreConflicts: string[]; reclaimedBytes: number; stopped?: DropStopped }> {
   const limit = transport.settings.maxConcurrentRequests;
   const startedMs = Date.now();
   // Why the batch stopped (the first reason seen), or undefined while it goes on.
@@ -185,7 +188,7 @@ async function dropBatch(
   await removeIntents(transport, [...intents].filter((name) => !deletedIntents.has(name)));
   const stoppedWith = (leftToResolver: string[]): DropStopped | undefined =>
     stopReason === undefined ? undefined : { reason: stopReason, leftToResolver: leftToResolver.sort() };
-  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], reclaimedBytes: 0, stopped: stoppedWith([]) };
+  if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], restoreConflicts: [], reclaimedBytes: 0, stopped: stoppedWith([]) };
   let listedAgain: ListedObject[];
   try {
     listedAgain = await transport.list(SLICES_DIR);
@@ -198,17 +201,21 @@ async function dropBatch(
   const boundNow = boundKeysAfter(listedAgain, isNew);
   const restored = deleted.filter(({ entry }) => boundNow.has(entry.key));
   const blobsMissing: string[] = [];
+  const restoreConflicts: string[] = [];
   await mapLimited(restored, limit, async ({ object, bytes, intent }) => {
     const name = parseEntryObjectName(object.name)!;
     // Its bytes passed the entry checks before its intent's PUT: 'invalid' cannot come.
-    if ((await restoreEntryObject(transport, object.name, bytes)) === 'blob-missing') blobsMissing.push(blobObjectName(name.key, name.blobSha256));
+    const outcome = await restoreEntryObject(transport, object.name, bytes);
+    // Refused with the entry still absent: its intent stays, a later resolver puts it back.
+    if (outcome === 'conflict') return void restoreConflicts.push(object.name);
+    if (outcome === 'blob-missing') blobsMissing.push(blobObjectName(name.key, name.blobSha256));
     await transport.deleteObject(intent);
   });
   // Their blobs stay (the intents of the rest stay too: resolved later, as for a killed drop).
   if (failure !== undefined) throw failure.error;
   // Paused too long: no blob DELETE (a resolver may judge these intents now); they resolve them.
   const rest = deleted.filter(({ entry }) => !boundNow.has(entry.key));
-  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, reclaimedBytes: 0, stopped: stoppedWith(rest.map(({ object }) => object.name)) };
+  if (pausedTooLong()) return { dropped: [], blobsLeft: [], blobsMissing, restoreConflicts, reclaimedBytes: 0, stopped: stoppedWith(rest.map(({ object }) => object.name)) };
   const blobsLeft: string[] = [];
   let reclaimedBytes = 0;
   const blobKept = await mapLimited(rest, limit, async ({ object, intent, entry }) => {
@@ -228,7 +235,7 @@ async function dropBatch(
   });
   // A blob stored again by a writer, or kept for another drop's intent: nothing of that entry went.
   const dropped = rest.filter((_, at) => !blobKept[at]).map(({ entry }) => entry);
-  return { dropped, blobsLeft, blobsMissing, reclaimedBytes, stopped: stoppedWith([]) };
+  return { dropped, blobsLeft, blobsMissing, restoreConflicts, reclaimedBytes, stopped: stoppedWith([]) };
 }
 
 /** Deletes intent objects, every one tried; a failure leaves that intent for a resolver (harmless: it keeps a blob a while). */

@@ -408,6 +408,12 @@ export interface DropUnboundEntriesReport {
    */
   blobsMissing?: string[];
   /**
+   * `s3://` only, present when not empty: entry objects the drop would have put back for a
+   * writer's binding whose conditional PUT was refused (a 409) every time with the entry still
+   * absent: not put back yet; their intents stay, a later gc or drop puts them back.
+   */
+  restoreConflicts?: string[];
+  /**
    * `s3://` only, a real run, present when not empty: killed drops' intent objects this drop resolved
    * first (DROP_INTENT_STALE_MS old), as gc's `staleDropIntents`; `staleDropResolution` what that did.
    */
@@ -532,6 +538,11 @@ export interface StaleDropResolution {
    * and are reported by every resolver. Present when not empty.
    */
   intentsInvalid?: string[];
+  /**
+   * Bound entry objects whose put back was refused (a 409) every time with the entry still absent:
+   * not put back; their intents stay for the next resolver. Present when not empty.
+   */
+  restoreConflicts?: string[];
   /**
    * The first failure, when resolving some intent failed (or the listing did): those intents stay
    * for the next resolver; the rest of gc's or the drop's work is still reported.

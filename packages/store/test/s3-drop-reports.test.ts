@@ -308,4 +308,51 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await reader.checkBlob(b.key);
     await Promise.all([reader, store].map((s) => s.close()));
   });
+  it("a put back refused every time (409s) with the entry still absent is a restoreConflict: the intent stays and a later resolver puts the entry back", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1701);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    const transport = transportOf(store) as unknown as {
+      deleteObject(name: string, beforeAttempt?: () => Promise<boolean>): Promise<boolean>;
+      putObjectIfAbsent(name: string, body: Uint8Array, contentType?: string): Promise<'created' | 'exists' | 'unsupported'>;
+    };
+    const [del, putIfAbsent] = [transport.deleteObject.bind(transport), transport.putObjectIfAbsent.bind(transport)];
+    transport.deleteObject = async (name, beforeAttempt) => {
+      const done = await del(name, beforeAttempt);
+      if (name === entryName(b)) await putRaw(`${prefix}${sliceObjectName([SHARD, 0, 80000], 0, b.key)}`, new Uint8Array(0));
+      return done;
+    };
+    let refused = 0;
+    transport.putObjectIfAbsent = async (name, body, contentType) => (name === entryName(b) ? (refused++, 'exists') : putIfAbsent(name, body, contentType));
+    const report = await (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
+    expect(refused).toBe(4);
+    expect(report.count).toBe(0);
+    expect(report.restoreConflicts).toEqual([entryName(b)]);
+    let listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    let names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).not.toContain(entryName(b));
+    expect(names.filter((n) => n.startsWith('dropping/'))).toHaveLength(1);
+    await store.close();
+    // A resolver refused the same way keeps the intent and reports it too.
+    const refusing = await openCacheStore(url);
+    runPastStale(refusing);
+    const refusingTransport = transportOf(refusing) as unknown as typeof transport;
+    refusingTransport.putObjectIfAbsent = async () => 'exists';
+    const refusedReport = await gcBelowFloorForTests(refusing);
+    expect(refusedReport.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], restoreConflicts: [entryName(b)] });
+    await refusing.close();
+    const collector = await openCacheStore(url);
+    runPastStale(collector);
+    const gcReport = await gcBelowFloorForTests(collector);
+    expect(gcReport.staleDropResolution).toEqual({ restored: [entryName(b)], blobsDeleted: [], blobsMissing: [] });
+    listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names.filter((n) => n.startsWith('dropping/'))).toEqual([]);
+    const reader = await openCacheStore(url);
+    expect(reader.lookupBySlice(SHARD, 0, 80000)?.key).toBe(b.key);
+    await reader.checkBlob(b.key);
+    await Promise.all([reader, collector].map((s) => s.close()));
+  });
 });
