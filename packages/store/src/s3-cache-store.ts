@@ -1477,7 +1477,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       try {
         resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
       } catch (error) {
-        resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [], error: resolutionErrorOf(error) };
+        resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [], entriesLost: [], error: resolutionErrorOf(error) };
       }
       staleDropIntents = resolved.resolved;
       staleDropResolution = staleDropResolutionOf(resolved);

@@ -143,11 +143,12 @@ export interface StaleIntentOutcome extends StaleDropResolution {
   resolved: string[];
   intentsInvalid: string[];
   restoreConflicts: string[];
+  entriesLost: string[];
 }
 
 /** The parts of `outcome` a report carries: undefined when it did nothing and nothing failed. */
 export function staleDropResolutionOf(outcome: StaleIntentOutcome): StaleDropResolution | undefined {
-  const { restored, blobsDeleted, blobsMissing, intentsInvalid, restoreConflicts, error } = outcome;
+  const { restored, blobsDeleted, blobsMissing, intentsInvalid, restoreConflicts, entriesLost, error } = outcome;
   if (restored.length + blobsDeleted.length + blobsMissing.length + intentsInvalid.length + restoreConflicts.length === 0 && error === undefined) return undefined;
   return {
     restored,
@@ -155,6 +156,7 @@ export function staleDropResolutionOf(outcome: StaleIntentOutcome): StaleDropRes
     blobsMissing,
     ...(intentsInvalid.length === 0 ? {} : { intentsInvalid }),
     ...(restoreConflicts.length === 0 ? {} : { restoreConflicts }),
+    ...(entriesLost.length === 0 ? {} : { entriesLost }),
     ...(error === undefined ? {} : { error }),
   };
 }
@@ -211,8 +213,10 @@ export function decodeDropIntent(body: Uint8Array): { entryBytes: Uint8Array; ju
  * that drop's own steps would have: the entry is bound when its key is at a slice's top epoch now, or
  * has an alias object written since the drop's judging listing began (its time in the intent; to the
  * second, as Last-Modified goes) — then it is put back if absent; else its blob goes under
- * deleteDroppedBlob's rule (no other intent of it). A damaged intent (a body not encodeDropIntent's)
- * is reported in intentsInvalid and stays, its blob kept: nothing to judge or put back from it. The intent is deleted last. Errors of one intent do not stop the others;
+ * deleteDroppedBlob's rule (no other intent of it). A damaged intent (a body not encodeDropIntent's,
+ * or entry bytes failing the checks) is reported in intentsInvalid and resolved by its name, judged
+ * from its Last-Modified: entry present, or unbound (the blob rule), as any; bound with the entry
+ * absent, nothing can be put back: reported in entriesLost. The intent is deleted last. Errors of one intent do not stop the others;
  * the first is the outcome's `error` (the intent stays for the next resolver); a listing's failure is
  * thrown.
  */
@@ -220,7 +224,7 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
   const nowMs = transport.judgingNowMs();
   const stale = (await transport.list(DROPPING_DIR)).filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
-  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [] };
+  const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [], entriesLost: [] };
   if (stale.length === 0) return outcome;
   const slices = await transport.list(SLICES_DIR);
   // Once for all intents: the keys at a top epoch, and each key's newest alias object.
@@ -237,20 +241,27 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
       // Gone since the listing: another resolver's.
       if (body === undefined) return;
       const decoded = decodeDropIntent(body);
-      if (decoded === undefined) return void outcome.intentsInvalid.push(intent.name);
-      const { entryBytes, judgedAtMs } = decoded;
+      // A damaged intent is resolved by its name (the entry object's), judged from its own
+      // Last-Modified (no later than the drop's judging listing): never kept for good, with the
+      // key's blob, stamps and aliases.
+      if (decoded === undefined) outcome.intentsInvalid.push(intent.name);
+      const judgedAtMs = decoded?.judgedAtMs ?? intent.lastModifiedMs;
       const newestMs = newestAliasMs.get(parsed.key);
       // An alias object written since the drop's judging listing began, to the second as Last-Modified goes.
       const aliasSince = newestMs !== undefined && (newestMs >= judgedAtMs || sameSecond(newestMs, judgedAtMs));
       if (topKeys.has(parsed.key) || aliasSince) {
         if ((await transport.headObject(parsed.entryName)) === undefined) {
-          const restored = await restoreEntryObject(transport, parsed.entryName, entryBytes);
-          // A damaged intent stays (reported each time, its blob kept): nothing to put back from it.
-          if (restored === 'invalid') return void outcome.intentsInvalid.push(intent.name);
+          const restored = decoded === undefined ? 'invalid' : await restoreEntryObject(transport, parsed.entryName, decoded.entryBytes);
+          if (restored === 'invalid') {
+            // No valid bytes to put back: the intent goes, reported; verify then reports the
+            // dangling binding (readers serve the slice raw) and a build stores the tensor again.
+            if (decoded !== undefined) outcome.intentsInvalid.push(intent.name);
+            outcome.entriesLost.push(parsed.entryName);
+          }
           // Refused with the entry still absent: the intent stays for the next resolver.
           if (restored === 'conflict') return void outcome.restoreConflicts.push(parsed.entryName);
           if (restored === 'restored') outcome.restored.push(parsed.entryName);
-          else outcome.blobsMissing.push(parsed.entryName);
+          else if (restored === 'blob-missing') outcome.blobsMissing.push(parsed.entryName);
         }
       } else if ((await deleteDroppedBlob(transport, parsed.entryName, intent.name, minAgeMs)) === 'deleted') {
         outcome.blobsDeleted.push(blobObjectName(parsed.key, parsed.blobSha256));
@@ -261,6 +272,6 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
       outcome.error ??= resolutionErrorOf(error);
     }
   });
-  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing, outcome.intentsInvalid, outcome.restoreConflicts]) list.sort();
+  for (const list of [outcome.resolved, outcome.restored, outcome.blobsDeleted, outcome.blobsMissing, outcome.intentsInvalid, outcome.restoreConflicts, outcome.entriesLost]) list.sort();
   return outcome;
 }

@@ -534,10 +534,18 @@ export interface StaleDropResolution {
   blobsMissing: string[];
   /**
    * Damaged intent objects: a body that is not a drop intent (`splitzip-drop-intent/1`), or a bound
-   * entry's bytes that fail an entry object's checks. Never put back; they stay (their blob kept)
-   * and are reported by every resolver. Present when not empty.
+   * entry's bytes that fail an entry object's checks. Never put back; resolved by their name (since
+   * 2026-12-07; before, they stayed for good with their blob): the entry present or unbound as any
+   * intent (the blob rule), bound with the entry absent in `entriesLost`; then deleted. Present when
+   * not empty.
    */
   intentsInvalid?: string[];
+  /**
+   * Entry objects of damaged intents whose key is bound and whose entry object is absent: nothing
+   * valid to put back; the intent is deleted, verify reports the dangling binding, readers serve
+   * the slice raw and a build stores the tensor again. Present when not empty.
+   */
+  entriesLost?: string[];
   /**
    * Bound entry objects whose put back was refused (a 409) every time with the entry still absent:
    * not put back; their intents stay for the next resolver. Present when not empty.

@@ -171,7 +171,7 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await Promise.all([verifier, store].map((s) => s.close()));
   });
 
-  it("a stale intent whose bytes are no valid entry object (damaged) is reported in intentsInvalid, never put back, and stays", async () => {
+  it("a stale intent whose bytes are no valid entry object (damaged), its key bound, its entry absent: intentsInvalid and entriesLost, never put back, the intent deleted", async () => {
     const prefix = `p${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const b = makeTensor([40000, 1], 1301);
@@ -183,16 +183,15 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await deleteRaw(`${prefix}${entryName(b)}`);
     runPastStale(store);
     const report = await gcBelowFloorForTests(store);
-    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent] });
+    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent], entriesLost: [entryName(b)] });
     const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
     const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
     expect(names).not.toContain(entryName(b));
-    expect(names).toContain(intent);
-    expect(names).toContain(blobName(b));
+    expect(names).not.toContain(intent);
     await store.close();
   });
 
-  it("a stale intent holding an entry object's bytes bare (not splitzip-drop-intent/1: no release wrote those) is damaged: intentsInvalid, never put back, stays", async () => {
+  it("a stale intent holding an entry object's bytes bare (not splitzip-drop-intent/1: no release wrote those) is damaged: intentsInvalid and entriesLost, never put back, the intent deleted", async () => {
     const prefix = `p${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const b = makeTensor([40000, 1], 1351);
@@ -205,12 +204,11 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     await deleteRaw(`${prefix}${entryName(b)}`);
     runPastStale(store);
     const report = await gcBelowFloorForTests(store);
-    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent] });
+    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent], entriesLost: [entryName(b)] });
     const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
     const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
     expect(names).not.toContain(entryName(b));
-    expect(names).toContain(intent);
-    expect(names).toContain(blobName(b));
+    expect(names).not.toContain(intent);
     await store.close();
   });
 
@@ -354,5 +352,42 @@ describeS3('S3 store: reports of resolved drop intents and reclaimed bytes', () 
     expect(reader.lookupBySlice(SHARD, 0, 80000)?.key).toBe(b.key);
     await reader.checkBlob(b.key);
     await Promise.all([reader, collector].map((s) => s.close()));
+  });
+  it("a damaged stale intent of an unbound key is resolved by its name: the blob rule (blob deleted), the intent deleted", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1801);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    const intent = dropIntentObjectName(entryName(b), '0123456789ab');
+    await putRaw(`${prefix}${intent}`, new TextEncoder().encode('{"damaged": true}'));
+    await deleteRaw(`${prefix}${entryName(b)}`);
+    runPastStale(store);
+    const report = await gcBelowFloorForTests(store);
+    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [blobName(b)], blobsMissing: [], intentsInvalid: [intent] });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).not.toContain(intent);
+    expect(names).not.toContain(blobName(b));
+    await store.close();
+  });
+
+  it("a damaged stale intent whose entry object is present is deleted, the entry and blob kept", async () => {
+    const prefix = `p${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const b = makeTensor([40000, 1], 1901);
+    const store = await openCacheStore(url, { create: true });
+    await store.addEntries([toInput(b, 'b.weight')]);
+    const intent = dropIntentObjectName(entryName(b), '0123456789ab');
+    await putRaw(`${prefix}${intent}`, new TextEncoder().encode('{"damaged": true}'));
+    runPastStale(store);
+    const report = await gcBelowFloorForTests(store);
+    expect(report.staleDropResolution).toEqual({ restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [intent] });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(prefix.length));
+    expect(names).not.toContain(intent);
+    expect(names).toContain(entryName(b));
+    expect(names).toContain(blobName(b));
+    await store.close();
   });
 });
