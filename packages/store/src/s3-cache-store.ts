@@ -43,7 +43,7 @@ import {
 import { shardStampKind } from './shard-stamp-kind.js';
 import { mapLimited } from './map-limited.js';
 import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js';
-import { blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
+import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
 import { removeS3SliceBinding } from './s3-unbind-slices.js';
@@ -1128,9 +1128,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     };
     const candidates = findS3UnboundEntries(listing, entryOf, now, minAgeMs);
     if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
-    // The listing's start by the judging clock, less a second (Last-Modified's resolution): an
+    // The listing's start by the judging clock, less a second (Last-Modified's resolution) and less
+    // CLOCK_OFFSET_NOISE_MS (a local clock less than that ahead of the server is not corrected): an
     // alias object a resolver finds written since is bound, as this drop's second listing judges.
-    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000 - CLOCK_OFFSET_NOISE_MS, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
     await this.refresh();
     const resolution = resolved === undefined ? undefined : staleDropResolutionOf(resolved);
     return {
@@ -1280,6 +1281,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * machine's clock and the server's as the listing's replies last told it (S3Transport.judgingNowMs;
    * a first request refused for skew, or this machine's clock stepped meanwhile, is corrected only by then).
    */
+  /**
+   * After an entry look that found none: whether `key` has a drop's intent now, or an entry object
+   * again after that (a drop may put the entry back and remove its intent between the looks).
+   */
+  private async hasIntentOrEntryAgain(key: string): Promise<boolean> {
+    const intentsNow = await this.transport.list(`${DROPPING_DIR}${key}.`);
+    if (intentsNow.some((o) => parseDropIntentObjectName(o.name)?.key === key)) return true;
+    const entriesNow = await this.transport.list(`${ENTRIES_DIR}${key}.`);
+    return entriesNow.some((o) => parseEntryObjectName(o.name)?.key === key);
+  }
+
   private listingNowMs(startedMs: number): number {
     return this.transport.judgingNowMs() - (performance.now() - startedMs);
   }
@@ -1408,19 +1420,22 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // last round trip whose entry PUT lands after the entry looks is lost (window (c)).
       const keptForDrop = new Set<string>();
       const kept = new Set<string>();
+      // Absent at the last look: not deleted by this gc, so not counted as its deletion.
+      const goneAlready = new Set<string>();
       await mapLimited(orphanBlobs, limit, async (name) => {
         const parsed = parseBlobObjectName(name)!;
         const entryName = entryObjectName(parsed.key, parsed.blobSha256);
         await this.transport.deleteObject(name, async () => {
           kept.delete(name);
           keptForDrop.delete(name);
+          goneAlready.delete(name);
           young.delete(name);
           if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
           const intentsNow = (await this.transport.list(dropIntentPrefix(entryName))).filter((o) => parseDropIntentObjectName(o.name) !== undefined);
           if (intentsNow.length > 0) return kept.add(name), keptForDrop.add(name), false;
           if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
           const blob = await this.transport.headObject(name);
-          if (blob === undefined) return false;
+          if (blob === undefined) return goneAlready.add(name), false;
           if (youngNow(name, blob)) return kept.add(name), false;
           return true;
         });
@@ -1432,7 +1447,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         keptYoung.orphanBlobs++;
         keptYoung.orphanBytes += orphanSizes.get(name)!;
       }
-      orphanBlobs = orphanBlobs.filter((name) => !kept.has(name));
+      for (const name of goneAlready) orphanBytes -= orphanSizes.get(name)!;
+      orphanBlobs = orphanBlobs.filter((name) => !kept.has(name) && !goneAlready.has(name));
       // Likewise for stamp objects: the slice may have been bound to their key again, and the stamp
       // written again, since the listing. Looked at again before each attempt: the object's age,
       // and its slice's aliases and the key's entry objects (a superseded stamp: whether it was
@@ -1443,11 +1459,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const listedMs = supersededStamps.get(name);
         if (listedMs !== undefined) return !sameSecond(head.lastModifiedMs, listedMs);
         const parsed = parseStampObjectName(name)!;
-        // The entry objects, then the intents (a drop PUTs its intent before its entry DELETE).
+        // The entry objects, then the intents (a drop PUTs its intent before its entry DELETE), then
+        // the entry objects again (a drop may put one back and remove its intent between the two).
         const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
-        const intentsNow = await this.transport.list(`${DROPPING_DIR}${parsed.key}.`);
         const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
-        const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || intentsNow.some((o) => parseDropIntentObjectName(o.name)?.key === parsed.key);
+        const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || (await this.hasIntentOrEntryAgain(parsed.key));
         return stampLives(parsed.key, topKeys, hasEntry);
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
@@ -1459,14 +1475,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         if (youngNow(name, head)) return true;
         const parsed = parseSliceObjectName(name)!;
         const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
-        // Then the key's intents (a drop PUTs its intent before its entry DELETE).
-        const intentsNow = await this.transport.list(`${DROPPING_DIR}${parsed.key}.`);
         const top = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.epoch;
-        return (
-          !aliasShadowed(parsed, top) ||
-          entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) ||
-          intentsNow.some((o) => parseDropIntentObjectName(o.name)?.key === parsed.key)
-        );
+        // Then the key's intents and its entry objects again, as for stamps.
+        return !aliasShadowed(parsed, top) || entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || (await this.hasIntentOrEntryAgain(parsed.key));
       });
       orphanAliases = orphanAliases.filter((name) => !keptAliases.has(name));
       for (const name of keptAliases) if (young.has(name)) keptYoung.orphanAliases++;
