@@ -359,9 +359,9 @@ describe('gc --drop-unbound-entries', () => {
       // Prose lines wrap 4 columns deeper than they start (0 or 2).
       const joined = text.out.replace(/\n {4,6}(?=\S)/g, ' ');
       expect(joined).toContain('resolved 1 intent object of killed drops first (entry put back if bound, else its blob removed)\n');
-      expect(joined).toContain('left 1 damaged intent object (no drop intent, or no valid entry in it): never put back, blobs kept, reported by every gc\n  dropping/x.json.0123456789ab\n');
-      expect(joined).toContain('stopped early: it ran 3 h into one batch (paused: asleep, or in a debugger); the other unbound entries stay for a later --drop-unbound-entries\n');
-      expect(joined).toContain(`once their intents are 6 h old:\n  ${left}\n`);
+      expect(joined).toContain('resolved 1 damaged intent object (no drop intent, or no valid entry in it) by name: never put back\n  dropping/x.json.0123456789ab\n');
+      expect(joined).toContain('stopped early: it ran 3h into one batch (paused: asleep, or in a debugger); the other unbound entries stay for a later --drop-unbound-entries\n');
+      expect(joined).toContain(`once their intents are 6h old:\n  ${left}\n`);
       const json = await gcJson(cache, '--drop-unbound-entries');
       expect(json.unboundEntries!.blobsMissing).toEqual(missing);
       expect(json.unboundEntries).toMatchObject(extra);

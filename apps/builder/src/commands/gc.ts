@@ -2,6 +2,7 @@ import { openSafetensorsModel, type SafetensorsModel } from '@splitzip/safetenso
 import {
   DEFAULT_LOCK_TIMEOUT_MS,
   DEFAULT_GC_MIN_AGE_MS,
+  DROP_INTENT_STALE_MS,
   TEMP_FILE_MAX_AGE_MS,
   isDroppableEntry,
   isS3Url,
@@ -219,6 +220,7 @@ export const gcCommand = defineCommand({
         appendLines(lines, dropped.blobsLeft.map((p) => `  ${p}`));
       }
       appendLines(lines, renderBlobsMissing(dropped.blobsMissing ?? [], args.cache));
+      appendLines(lines, renderRestoreConflicts(dropped.restoreConflicts ?? []));
       const dropIntents = dropped.staleDropIntents ?? [];
       if (dropIntents.length > 0) lines.push(`resolved ${formatCountOf(dropIntents.length, 'intent object')} of killed drops first (entry put back if bound, else its blob removed)`);
       appendLines(lines, renderStaleDropResolution(dropped.staleDropResolution, args.cache));
@@ -275,6 +277,18 @@ export function renderBlobsMissing(blobsMissing: readonly string[], cache: strin
   ];
 }
 
+/**
+ * The lines for a drop's `restoreConflicts` (s3://: entries a writer bound meanwhile whose put back
+ * was refused each time): not put back yet, their intents kept for a later gc or drop. None when empty.
+ */
+export function renderRestoreConflicts(restoreConflicts: readonly string[]): string[] {
+  if (restoreConflicts.length === 0) return [];
+  return [
+    `could not put back ${formatCountOf(restoreConflicts.length, 'entry', 'entries')} a writer bound meanwhile (refused each time): a later gc or drop puts them back`,
+    ...renderObjectNames(restoreConflicts),
+  ];
+}
+
 /** The command that stores missing tensors again (a build encodes a slice that resolves to nothing). */
 function buildAgainLine(cache: string): string {
   return `\`splitzip build <model> --out ${quoteForShell(cache)}\` with each model that uses the cache stores them again`;
@@ -303,7 +317,7 @@ function renderObjectNames(names: readonly string[]): string[] {
 export function renderStaleDropResolution(resolution: StaleDropResolution | undefined, cache: string): string[] {
   if (resolution === undefined) return [];
   const lines: string[] = [];
-  const { restored, blobsDeleted, blobsMissing, intentsInvalid = [], error } = resolution;
+  const { restored, blobsDeleted, blobsMissing, intentsInvalid = [], restoreConflicts = [], entriesLost = [], error } = resolution;
   if (restored.length > 0) {
     lines.push(`put back ${formatCountOf(restored.length, 'entry', 'entries')} of killed drops (bound since the drop judged them):`);
     appendLines(lines, renderObjectNames(restored));
@@ -317,19 +331,28 @@ export function renderStaleDropResolution(resolution: StaleDropResolution | unde
     lines.push(`  ${buildAgainLine(cache)}`);
     appendLines(lines, renderObjectNames(blobsMissing));
   }
+  if (restoreConflicts.length > 0) {
+    lines.push(`could not put back ${formatCountOf(restoreConflicts.length, 'bound entry', 'bound entries')} of killed drops (refused each time): their intents stay for the next gc or drop`);
+    appendLines(lines, renderObjectNames(restoreConflicts));
+  }
   if (intentsInvalid.length > 0) {
-    lines.push(`left ${formatCountOf(intentsInvalid.length, 'damaged intent object')} (no drop intent, or no valid entry in it): never put back, blobs kept, reported by every gc`);
+    lines.push(`resolved ${formatCountOf(intentsInvalid.length, 'damaged intent object')} (no drop intent, or no valid entry in it) by name: never put back`);
     appendLines(lines, renderObjectNames(intentsInvalid));
+  }
+  if (entriesLost.length > 0) {
+    lines.push(`lost ${formatCountOf(entriesLost.length, 'bound entry', 'bound entries')} of damaged intents (nothing valid to put back): their tensors load raw until a build`);
+    lines.push(`  ${buildAgainLine(cache)}`);
+    appendLines(lines, renderObjectNames(entriesLost));
   }
   if (error !== undefined) lines.push(`resolving killed drops' intents failed (those intents stay for the next gc or drop): ${showName(`${error.code}: ${error.message}`)}`);
   return lines;
 }
 
-/** Why a drop stopped early, worded (store's DropStopped reason; 3 h: half its DROP_INTENT_STALE_MS, 6 h, not exported). */
+/** Why a drop stopped early, worded (store's DropStopped reason: half its DROP_INTENT_STALE_MS). */
 const DROP_STOP_REASONS: Record<DropStopped['reason'], string> = {
   'intent-gone': 'its intent object was gone (a gc or drop took it for a killed drop\'s)',
-  'intent-old': 'its intent object was 3 h old (the drop paused, or this machine\'s clock behind)',
-  paused: 'it ran 3 h into one batch (paused: asleep, or in a debugger)',
+  'intent-old': `its intent object was ${formatMinAge(DROP_INTENT_STALE_MS / 2)} old (the drop paused, or this machine's clock behind)`,
+  paused: `it ran ${formatMinAge(DROP_INTENT_STALE_MS / 2)} into one batch (paused: asleep, or in a debugger)`,
 };
 
 /**
@@ -342,7 +365,7 @@ export function renderDropStopped(stopped: DropStopped | undefined): string[] {
   const lines = [`stopped early: ${DROP_STOP_REASONS[stopped.reason]}; the other unbound entries stay for a later --drop-unbound-entries`];
   if (stopped.leftToResolver.length > 0) {
     lines.push(
-      `left ${formatCountOf(stopped.leftToResolver.length, 'deleted entry', 'deleted entries')} to a later gc or drop, which removes their blobs (or puts back one bound by then) once their intents are 6 h old:`,
+      `left ${formatCountOf(stopped.leftToResolver.length, 'deleted entry', 'deleted entries')} to a later gc or drop, which removes their blobs (or puts back one bound by then) once their intents are ${formatMinAge(DROP_INTENT_STALE_MS)} old:`,
     );
     appendLines(lines, renderObjectNames(stopped.leftToResolver));
   }
