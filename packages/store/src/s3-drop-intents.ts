@@ -58,10 +58,11 @@ export function isNewSince(first: ReadonlyMap<string, number>): (object: ListedO
  * Puts a dropped entry object back from its intent's `bytes`, conditionally (a writer that created
  * it again meanwhile wins: 412 is fine; a 409, a conditional write racing another, is looked at and
  * tried again, as the writer's own PUT does); a server without the condition gets a look, then a
- * plain PUT. Bytes that fail an entry object's checks are never put back ('invalid'). Its blob is looked at BEFORE the PUT: missing (a resolver judged the entry unbound
- * and gc or the resolver deleted the blob while this drop was paused), the entry is not put back
- * (an entry without its blob is BLOB_MISSING for every reader) and false is returned: reported,
- * `blobsMissing`. A blob deleted inside the one round trip between that look and the PUT is
+ * plain PUT. Bytes that fail an entry object's checks are never put back ('invalid'). Its blob is
+ * looked at BEFORE the PUT: missing (a resolver judged the entry unbound and gc or the resolver
+ * deleted the blob while this drop was paused), the entry is not put back (an entry without its
+ * blob is BLOB_MISSING for every reader): 'blob-missing', reported in `blobsMissing`. Refused
+ * with the entry still absent after the last backoff: 'conflict' (the caller keeps the intent). A blob deleted inside the one round trip between that look and the PUT is
  * window (i) (README "S3 layout").
  */
 export async function restoreEntryObject(transport: S3Transport, entryName: string, bytes: Uint8Array): Promise<'restored' | 'blob-missing' | 'invalid' | 'conflict'> {
