@@ -291,18 +291,6 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
     return slots[id] as StagingSlot;
   };
 
-  /**
-   * Every slot set aside for a read or decode an aborted load left behind (a custom reader or
-   * backend that ignores the signal): each comes back only when its work settles, so a wait for one
-   * could last for good, as silently as the load that lost the last of them.
-   */
-  const allQuarantinedError = () =>
-    new RuntimeError(
-      'POOL_QUARANTINED',
-      `every slot of this staging pool (${slotCount}) is set aside for a read or decode an aborted load left behind (a custom reader or decode backend that ignores the signal): each comes back only when that settles; use another pool, or fix the reader or backend`,
-      { slotCount, quarantinedSlots },
-    );
-
   const pool: StagingPool = {
     slotCount,
     slotBytes,
@@ -327,7 +315,6 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
       if (signal?.aborted) return Promise.reject(abortedError('slot acquire aborted', signal));
       if (free.length > 0) return Promise.resolve(take(bytes));
-      if (quarantinedSlots === slotCount) return Promise.reject(allQuarantinedError());
       return new Promise<StagingSlot>((resolve, reject) => {
         const onAbort = () => {
           const index = waiters.indexOf(waiter);
@@ -390,13 +377,6 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
       throw new RuntimeError('SLOT_NOT_OWNED', 'quarantined a staging slot that is not out of this pool', { slotId: id });
     }
     quarantinedSlots += 1;
-    // Nothing gives a slot back until a settle that may never come: the waits fail now, not silently.
-    if (quarantinedSlots === slotCount) {
-      for (const waiter of waiters.splice(0)) {
-        waiter.cleanup();
-        waiter.reject(allQuarantinedError());
-      }
-    }
     const release = () => {
       quarantinedSlots -= 1;
       pool.release(slot);

@@ -55,8 +55,6 @@ export type RuntimeErrorCode =
   | 'SLOT_BUSY'
   /** The pool was closed while a caller waited for a slot, or used after close. */
   | 'POOL_CLOSED'
-  /** Every slot of the pool is set aside for a read or decode an aborted load left behind that never settled: no slot will come. */
-  | 'POOL_QUARANTINED'
   /** The caller's AbortSignal fired. */
   | 'ABORTED'
   /** The GPU consumer path was asked for and no device decoder is available. */

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kernels } from '@splitzip/kernels';
 import { createCpuDecoder, type DecodeBackend } from '../src/create-cpu-decoder.js';
-import { createStagingPool, type StagingPool } from '../src/create-staging-pool.js';
+import { createStagingPool } from '../src/create-staging-pool.js';
 import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { loadTensorToDevice } from '../src/load-tensor-to-device.js';
@@ -53,39 +53,7 @@ async function abortWhenDecoding(controller: AbortController, backend: { calls: 
   controller.abort(new Error('client went away'));
 }
 
-/** Once the pool's set-aside slots are back (a wait while all are set aside fails POOL_QUARANTINED), with a hang guard. */
-async function settledQuarantine(pool: StagingPool): Promise<void> {
-  for (let k = 0; k < 2000 && pool.stats().quarantinedSlots > 0; k++) await new Promise<void>((resolve) => setTimeout(resolve, 1));
-  expect(pool.stats().quarantinedSlots).toBe(0);
-}
-
 describe('a decode that never settles', () => {
-  // Each aborted load over a never-settling backend sets a slot aside for good: once all are, a
-  // wait for one (the caller's, a later load's) waited silently for good.
-  it('once every slot of a pool is set aside, waits for one fail POOL_QUARANTINED, not hang', { timeout: 20_000 }, async () => {
-    const backend = createHungBackend();
-    const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1 });
-    const controller = new AbortController();
-    try {
-      const loading = loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, backend, signal: controller.signal });
-      await abortWhenDecoding(controller, backend);
-      // Asked before the aborted load sets its slot aside (it does once its rejection runs): failed then.
-      const waiting = pool.acquire({ signal: AbortSignal.timeout(10_000) });
-      await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
-      const quarantined = { code: 'POOL_QUARANTINED', details: { slotCount: 1, quarantinedSlots: 1 } };
-      await expect(waiting).rejects.toMatchObject(quarantined);
-      await expect(pool.acquire({ signal: AbortSignal.timeout(10_000) })).rejects.toMatchObject(quarantined);
-      const later = loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, pool, backend: createCpuDecoder(), signal: AbortSignal.timeout(10_000) });
-      await expect(later).rejects.toMatchObject({ code: 'POOL_QUARANTINED' });
-      backend.finish();
-      await settledQuarantine(pool);
-      pool.release(await pool.acquire({ signal: AbortSignal.timeout(10_000) }));
-    } finally {
-      backend.finish();
-      pool.close();
-    }
-  });
-
   it.each([
     ['decode', false],
     ['decodeToNew', true],
@@ -101,7 +69,6 @@ describe('a decode that never settles', () => {
       expect(pool.tryAcquire()).toBeUndefined();
       expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
       backend.finish();
-      await settledQuarantine(pool);
       const slot = await pool.acquire({ signal: AbortSignal.timeout(10_000) });
       expect(pool.stats()).toMatchObject({ quarantinedSlots: 0 });
       pool.release(slot);
@@ -208,7 +175,6 @@ describe('a decode that never settles', () => {
       expect(pool.stats()).toMatchObject({ inUse: 1, quarantinedSlots: 1 });
       expect(deleted).toBe(0);
       finish();
-      await settledQuarantine(pool);
       const slot = await pool.acquire({ signal: AbortSignal.timeout(10_000) });
       expect(pool.stats()).toMatchObject({ quarantinedSlots: 0 });
       pool.release(slot);
