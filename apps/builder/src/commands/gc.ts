@@ -102,7 +102,7 @@ export const gcCommand = defineCommand({
     // "other models'": on a shared cache these are mostly theirs (82d1782's shorter text lost it).
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove other shard names' bindings (other models' too)" },
     dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
-    exclusive: { type: 'boolean', description: 's3:// drop only: not needed any more (accepted, no effect, kept for scripts)' },
+    exclusive: { type: 'boolean', description: 's3:// drop only: no effect (kept for scripts)' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
   },
   async run({ args, io, signal }) {
