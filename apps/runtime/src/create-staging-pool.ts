@@ -32,6 +32,22 @@ export const MAX_SLOT_COUNT = 1024;
 export const MAX_STAGING_POOL_BYTES = 16 * 2 ** 32;
 
 /**
+ * Longest `slotWaitMs`: Node's timer limit (a longer delay fires at once, with a warning). Leave
+ * the option out to wait with no deadline.
+ */
+export const MAX_SLOT_WAIT_MS = 2 ** 31 - 1;
+
+/**
+ * `slotWaitMs` (createStagingPool, cache.createStagingPool, acquire): undefined (wait until a slot
+ * comes), or a number of milliseconds in (0, MAX_SLOT_WAIT_MS].
+ */
+export function checkSlotWaitArgument(value: unknown): asserts value is number | undefined {
+  if (value !== undefined && (typeof value !== 'number' || !(value > 0) || value > MAX_SLOT_WAIT_MS)) {
+    throw argumentError('slotWaitMs', `a number of milliseconds > 0 and <= ${MAX_SLOT_WAIT_MS} (MAX_SLOT_WAIT_MS, Node's timer limit), or left out to wait with no deadline`, value);
+  }
+}
+
+/**
  * A pool's slot count: a whole number in 1..MAX_SLOT_COUNT (createStagingPool and
  * cache.createStagingPool: one rule, one message).
  */
@@ -84,9 +100,11 @@ export interface StagingPool {
   readonly available: number;
   /**
    * Takes a free slot, waiting (FIFO) for a release when none is free. With `bytes` (how much of
-   * the slot the caller will use) the pool picks among the free slots as in `tryAcquire`.
+   * the slot the caller will use) the pool picks among the free slots as in `tryAcquire`. With
+   * `slotWaitMs` (default: the pool's), a wait that lasts that long rejects `POOL_WAIT_TIMEOUT`;
+   * an abort of `signal` first rejects `ABORTED`, as without a deadline.
    */
-  acquire(options?: { signal?: AbortSignal; bytes?: number }): Promise<StagingSlot>;
+  acquire(options?: { signal?: AbortSignal; bytes?: number; slotWaitMs?: number }): Promise<StagingSlot>;
   /**
    * Takes a free slot now, or returns undefined. Without `bytes`: the most recently released slot.
    * With `bytes`: the free slot whose bytes already used (the most any acquire asked of it) cover
@@ -98,7 +116,7 @@ export interface StagingPool {
   /** Gives a slot back. Throws `SLOT_NOT_OWNED` for a slot that is not out, or not this pool's. */
   release(slot: StagingSlot): void;
   /** Scoped ownership: acquire, run `fn(slot)`, release even if `fn` throws. */
-  withSlot<T>(fn: (slot: StagingSlot) => T | Promise<T>, options?: { signal?: AbortSignal; bytes?: number }): Promise<T>;
+  withSlot<T>(fn: (slot: StagingSlot) => T | Promise<T>, options?: { signal?: AbortSignal; bytes?: number; slotWaitMs?: number }): Promise<T>;
   stats(): StagingPoolStats;
   /** Rejects every waiter with `POOL_CLOSED`; later acquires fail. Slots out stay valid until released. */
   close(): void;
@@ -133,6 +151,14 @@ export interface StagingPoolOptions {
    * against 650-709 ms, 15.3-16.4 against 17.3-18.3 ms.
    */
   codecArena?: boolean | undefined;
+  /**
+   * How long an acquire (a load's, a decode thread's) waits for a slot before it rejects
+   * `POOL_WAIT_TIMEOUT` (details: slotCount, inUse, quarantinedSlots, waitedMs); default: no
+   * deadline. A slot set aside for a read or decode an aborted load left behind (a custom reader
+   * or backend that ignores the signal) comes back only when that settles, which may be never:
+   * once every slot is set aside, a wait without a deadline lasts as long.
+   */
+  slotWaitMs?: number | undefined;
 }
 
 function alignUp(value: number, align: number): number {
@@ -179,8 +205,10 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
     const got = describeValue(options);
     throw new RuntimeError('INVALID_ARGUMENT', `createStagingPool needs options { slotCount, slotBytes }, got ${got}`, { option: 'options', got });
   }
-  checkOptionsArgument(options, optionNames<StagingPoolOptions>({ slotBytes: true, slotCount: true, shared: true, threads: true, arena: true, codecArena: true }));
+  checkOptionsArgument(options, optionNames<StagingPoolOptions>({ slotBytes: true, slotCount: true, shared: true, threads: true, arena: true, codecArena: true, slotWaitMs: true }));
   checkBooleanArgument(options.shared, 'shared');
+  checkSlotWaitArgument(options.slotWaitMs);
+  const poolSlotWaitMs = options.slotWaitMs;
   checkBooleanArgument(options.codecArena, 'codecArena');
   const { slotCount, shared = false } = options;
   checkSlotCountArgument(slotCount);
@@ -291,6 +319,27 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
     return slots[id] as StagingSlot;
   };
 
+  /**
+   * A wait that reached its deadline. Retryable while some slot was merely busy (another load's:
+   * it comes back when that load is done); not once every slot is set aside (quarantined for
+   * work an aborted load left behind): those come back only when that work settles, maybe never,
+   * so a retry on this pool waits on the same stalled reader or backend.
+   */
+  const slotWaitTimeoutError = (slotWaitMs: number, waitedMs: number): RuntimeError => {
+    const allSetAside = quarantinedSlots === slotCount;
+    const why = allSetAside
+      ? `every slot (${slotCount}) is set aside for a read or decode an aborted load left behind (a custom reader or decode backend that ignores the signal), back only once that settles: use another pool, and fix the reader or backend`
+      : `${inUse} of ${slotCount} slots in use, ${quarantinedSlots} of them set aside for work an aborted load left behind: retry once the pool's other loads are done`;
+    return new RuntimeError('POOL_WAIT_TIMEOUT', `no staging slot came within slotWaitMs (${slotWaitMs} ms): ${why}`, {
+      slotCount,
+      inUse,
+      quarantinedSlots,
+      waitedMs,
+      slotWaitMs,
+      retryable: !allSetAside,
+    });
+  };
+
   const pool: StagingPool = {
     slotCount,
     slotBytes,
@@ -308,26 +357,47 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
         checkOptionsArgument(acquireOptions);
         checkSignalArgument(acquireOptions.signal);
         checkBytesHint(acquireOptions.bytes);
+        checkSlotWaitArgument(acquireOptions.slotWaitMs);
       } catch (error) {
         return Promise.reject(error);
       }
-      const { signal, bytes } = acquireOptions;
+      const { signal, bytes, slotWaitMs = poolSlotWaitMs } = acquireOptions;
       if (closed) return Promise.reject(new RuntimeError('POOL_CLOSED', 'staging pool is closed'));
       if (signal?.aborted) return Promise.reject(abortedError('slot acquire aborted', signal));
       if (free.length > 0) return Promise.resolve(take(bytes));
       return new Promise<StagingSlot>((resolve, reject) => {
-        const onAbort = () => {
+        let deadline: ReturnType<typeof setTimeout> | undefined;
+        const leave = (): void => {
           const index = waiters.indexOf(waiter);
           if (index >= 0) waiters.splice(index, 1);
+          waiter.cleanup();
+        };
+        const onAbort = () => {
+          leave();
           reject(abortedError('slot acquire aborted', signal));
         };
         const waiter = {
           bytes,
           resolve,
           reject,
-          cleanup: () => signal?.removeEventListener('abort', onAbort),
+          cleanup: () => {
+            signal?.removeEventListener('abort', onAbort);
+            if (deadline !== undefined) clearTimeout(deadline);
+          },
         };
         signal?.addEventListener('abort', onAbort, { once: true });
+        if (slotWaitMs !== undefined) {
+          const since = Date.now();
+          deadline = setTimeout(() => {
+            // An abort already heard (its listener not yet run) wins: the load's own ABORTED.
+            if (signal?.aborted === true) {
+              onAbort();
+              return;
+            }
+            leave();
+            reject(slotWaitTimeoutError(slotWaitMs, Date.now() - since));
+          }, slotWaitMs);
+        }
         waiters.push(waiter);
       });
     },

@@ -55,6 +55,12 @@ export type RuntimeErrorCode =
   | 'SLOT_BUSY'
   /** The pool was closed while a caller waited for a slot, or used after close. */
   | 'POOL_CLOSED'
+  /**
+   * An acquire waited its `slotWaitMs` and no slot came. Retryable (`retryable`) while some slot was
+   * merely busy; not once every slot is set aside (`quarantinedSlots` = `slotCount`) for a read or
+   * decode an aborted load left behind, which may never settle.
+   */
+  | 'POOL_WAIT_TIMEOUT'
   /** The caller's AbortSignal fired. */
   | 'ABORTED'
   /** The GPU consumer path was asked for and no device decoder is available. */

@@ -15,6 +15,7 @@ export {
   MAX_POOL_ARENA_BYTES,
   MAX_SLOT_BYTES,
   MAX_SLOT_COUNT,
+  MAX_SLOT_WAIT_MS,
   MAX_STAGING_POOL_BYTES,
   type StagingPool,
   type StagingPoolOptions,

@@ -2,7 +2,7 @@ import { describeValue } from '@splitzip/codec/internal';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isS3Url, isStoreError, openCacheStore, type CacheEntry, type CacheStore, type ReadBlobOptions, type SliceBinding, type OpenedBlob, type S3StoreOptions } from '@splitzip/store';
-import { checkSlotCountArgument, createStagingPool, isStagingSlotReleased, maxSlotCountFor, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
+import { checkSlotCountArgument, checkSlotWaitArgument, createStagingPool, isStagingSlotReleased, maxSlotCountFor, MAX_SLOT_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { argumentError, checkBooleanArgument, checkCoverageArgument, checkOptionsArgument, checkRefreshIntervalArgument, checkS3Arguments, checkSourcePolicyArgument, optionNames } from './check-load-arguments.js';
 import { flushObjectStamps, type ObjectStampStats } from './check-source-bytes.js';
@@ -66,7 +66,7 @@ export interface ShardCache {
   /** The largest compressed payload among `entries` (default: all entries) that a staging slot can hold (MAX_SLOT_BYTES), in bytes. */
   largestPayloadBytes(entries?: Iterable<CacheEntry>): number;
   /** A staging pool whose slots hold the largest payload of the cache (or of `entries`). */
-  createStagingPool(options?: { slotCount?: number; entries?: Iterable<CacheEntry>; shared?: boolean }): StagingPool;
+  createStagingPool(options?: { slotCount?: number; entries?: Iterable<CacheEntry>; shared?: boolean; slotWaitMs?: number }): StagingPool;
   /**
    * Lends a pool with at least `slotCount` slots (at most as many as MAX_STAGING_POOL_BYTES holds:
    * at least one) of at least `slotBytes` (loadModel's default): an
@@ -133,7 +133,7 @@ const OPEN_SHARD_CACHE_OPTIONS = optionNames<OpenShardCacheOptions>({
   s3: true,
 });
 const WRAP_CACHE_STORE_OPTIONS = optionNames<Parameters<typeof wrapCacheStore>[1] & object>({ coverageMin: true, objectSources: true, fileSources: true });
-const CACHE_POOL_OPTIONS = optionNames<NonNullable<Parameters<ShardCache['createStagingPool']>[0]>>({ slotCount: true, entries: true, shared: true });
+const CACHE_POOL_OPTIONS = optionNames<NonNullable<Parameters<ShardCache['createStagingPool']>[0]>>({ slotCount: true, entries: true, shared: true, slotWaitMs: true });
 const BORROW_POOL_OPTIONS = optionNames<Parameters<ShardCache['borrowStagingPool']>[0]>({ slotBytes: true, slotCount: true, shared: true, threads: true });
 
 /**
@@ -336,10 +336,12 @@ export function wrapCacheStore(
       checkBooleanArgument(poolOptions.shared, 'shared');
       const slotCount = poolOptions.slotCount ?? 4;
       checkSlotCountArgument(slotCount); // createStagingPool's rule, checked before the entries are read
+      checkSlotWaitArgument(poolOptions.slotWaitMs);
       return createStagingPool({
         slotBytes: largestPayloadBytes(poolOptions.entries),
         slotCount,
         shared: poolOptions.shared ?? false,
+        slotWaitMs: poolOptions.slotWaitMs,
       });
     },
     borrowStagingPool(request) {

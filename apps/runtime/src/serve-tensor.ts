@@ -1030,7 +1030,7 @@ function startDecodeOnThread(env: ServeEnv, target: ServeTarget, entry: CacheEnt
         // The store's refusals arrive mapped (kept as they are), and the caller's closed pool is the
         // caller's error (as on the other backends); anything else (a read the closed backend
         // dropped) is the backend's failure.
-        const passThrough = isRuntimeError(error) && (error.code === 'ABORTED' || error.code === 'POOL_CLOSED' || CACHE_FAILURE_CODES.has(error.code));
+        const passThrough = isRuntimeError(error) && (error.code === 'ABORTED' || error.code === 'POOL_CLOSED' || error.code === 'POOL_WAIT_TIMEOUT' || CACHE_FAILURE_CODES.has(error.code));
         throw passThrough ? error : describeDecodeFailure(error, env, target, entry);
       }
       report.blobBytesRead += entry.compBytes;
