@@ -3,6 +3,7 @@ import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import { optionNamesOf } from '@splitzip/codec/internal';
 import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import type { CacheStore } from './cache-store.js';
+import { checkBlobDeletable } from './check-blob-deletable.js';
 import { checkBlobPayload } from './check-blob-payload.js';
 import { checkMoveFrom } from './check-move-from.js';
 import { describeValue, detailValue } from './describe-value.js';
@@ -27,7 +28,6 @@ import {
   DROPPING_DIR,
   blobObjectName,
   blobSha256Of,
-  dropIntentPrefix,
   entryObjectName,
   parseBlobObjectName,
   parseDropIntentObjectName,
@@ -1414,10 +1414,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         else young.delete(name);
         return isYoung;
       };
-      // The entry object, a drop's intent for its entry, the entry object again (a drop may put it
-      // back and remove its intent between the two looks), and LAST, right before the DELETE, the
-      // blob's age: a writer's blob PUT before that look is seen (young), so only one inside the
-      // last round trip whose entry PUT lands after the entry looks is lost (window (c)).
+      // checkBlobDeletable's looks, as the drop's for its dropped blobs: the entry object, a drop's
+      // intent for its entry, the entry object again (a drop may put it back and remove its intent
+      // between the two looks), and LAST, right before the DELETE, the blob's age: a writer's blob
+      // PUT before that look is seen (young), so only one inside the last round trip whose entry PUT
+      // lands after the entry looks is lost (window (c)).
       const keptForDrop = new Set<string>();
       const kept = new Set<string>();
       // Absent at the last look: not deleted by this gc, so not counted as its deletion.
@@ -1430,14 +1431,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           keptForDrop.delete(name);
           goneAlready.delete(name);
           young.delete(name);
-          if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
-          const intentsNow = (await this.transport.list(dropIntentPrefix(entryName))).filter((o) => parseDropIntentObjectName(o.name) !== undefined);
-          if (intentsNow.length > 0) return kept.add(name), keptForDrop.add(name), false;
-          if ((await this.transport.headObject(entryName)) !== undefined) return kept.add(name), false;
-          const blob = await this.transport.headObject(name);
-          if (blob === undefined) return goneAlready.add(name), false;
-          if (youngNow(name, blob)) return kept.add(name), false;
-          return true;
+          const { outcome } = await checkBlobDeletable(this.transport, entryName, undefined, minAgeMs);
+          if (outcome === 'deletable') return true;
+          if (outcome === 'gone') goneAlready.add(name);
+          else kept.add(name);
+          if (outcome === 'intent-held') keptForDrop.add(name);
+          if (outcome === 'young') young.add(name);
+          return false;
         });
       });
       keptUnderDrop += keptForDrop.size;

@@ -1,10 +1,11 @@
 // A dropUnboundEntries run's intent objects on an s3:// cache (README "S3 layout", Removing
 // entries): which keys count as bound after the drop's DELETEs, when a dropped entry's blob may go,
 // putting an entry back from its intent, and resolving the intents a killed drop left.
+import { checkBlobDeletable } from './check-blob-deletable.js';
 import { isStoreError } from './errors.js';
 import { parseS3EntryObject } from './parse-s3-entry-object.js';
 import { mapLimited } from './map-limited.js';
-import { DROPPING_DIR, SLICES_DIR, blobObjectName, dropIntentPrefix, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
+import { DROPPING_DIR, SLICES_DIR, blobObjectName, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { StaleDropResolution } from './types.js';
 
@@ -104,38 +105,24 @@ export function isValidEntryObject(transport: S3Transport, entryName: string, by
 const RESTORE_CONFLICT_BACKOFF_MS = [50, 100, 200] as const;
 
 /**
- * Deletes the blob of a dropped entry object, looked at right before each DELETE attempt: only while
- * the entry object is absent, no intent object of the entry other than `ownIntent` exists (another
- * drop may still put the entry back) and `ownIntent` (when given) still does (a resolver took it:
- * this run's verdict is stale), the entry object absent still after that look (a drop that put it
- * back and removed its intent between the two), and, looked at LAST, right before the DELETE, the
- * blob at least `minAgeMs` old (a writer stored it again: a writer's blob PUT before that look is
- * seen; only one after it and its entry PUT after the entry looks fall in the round trip left).
- * Resolves 'deleted', 'kept' (any of those said no) or 'gone' (absent already).
+ * Deletes the blob of a dropped entry object, looked at right before each DELETE attempt by
+ * checkBlobDeletable (the order gc's orphan blobs share): only while the entry object is absent, no
+ * intent object of the entry other than `ownIntent` exists (another drop may still put the entry
+ * back) and `ownIntent` (when given) still does (a resolver took it: this run's verdict is stale),
+ * the entry object absent still after that look (a drop that put it back and removed its intent
+ * between the two), and, looked at LAST, right before the DELETE, the blob at least `minAgeMs` old
+ * (a writer stored it again). Resolves 'deleted', 'kept' (any of those said no) or 'gone' (absent already).
  */
 export async function deleteDroppedBlob(transport: S3Transport, entryName: string, ownIntent: string | undefined, minAgeMs: number): Promise<'deleted' | 'kept' | 'gone'> {
   const parsed = parseEntryObjectName(entryName)!;
   const blob = blobObjectName(parsed.key, parsed.blobSha256);
   let verdict: 'deleted' | 'kept' | 'gone' = 'gone';
   await transport.deleteObject(blob, async () => {
-    const entryAbsent =
-      (await transport.headObject(entryName)) === undefined &&
-      (await intentsAllowBlobDelete(transport, entryName, ownIntent)) &&
-      (await transport.headObject(entryName)) === undefined;
-    if (!entryAbsent) return (verdict = 'kept'), false;
-    const head = await transport.headObject(blob);
-    if (head === undefined) return (verdict = 'gone'), false;
-    const deletable = transport.judgingNowMs() - head.lastModifiedMs >= minAgeMs;
-    verdict = deletable ? 'deleted' : 'kept';
-    return deletable;
+    const { outcome } = await checkBlobDeletable(transport, entryName, ownIntent, minAgeMs);
+    verdict = outcome === 'deletable' ? 'deleted' : outcome === 'gone' ? 'gone' : 'kept';
+    return outcome === 'deletable';
   });
   return verdict;
-}
-
-/** Whether the intents of `entryName` are `ownIntent` alone (present), or none when `ownIntent` is undefined. */
-async function intentsAllowBlobDelete(transport: S3Transport, entryName: string, ownIntent: string | undefined): Promise<boolean> {
-  const names = (await transport.list(dropIntentPrefix(entryName))).map((object) => object.name).filter((name) => parseDropIntentObjectName(name) !== undefined);
-  return ownIntent === undefined ? names.length === 0 : names.length === 1 && names[0] === ownIntent;
 }
 
 /** What resolving the stale intents did (gc's and the drop's report show it). */
