@@ -4,7 +4,7 @@ import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSlice
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
-import { describeError, RuntimeError } from './errors.js';
+import { describeError, isRuntimeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
@@ -40,7 +40,9 @@ export function describeShard(shardName: string, stamp: string): string {
  * more into `data`: the entry's bytes then are `unchecked` as above; the same other bytes, `stale`;
  * two reads that differ, SHARD_READ_FAILED (retryable), their copy dropped, unless the second one's
  * bytes are an entry's of the tensor's own name and shape (a tensor moved here by a rewrite): then
- * `stale` on them, as above (a move it may record).
+ * `stale` on them, as above (a move it may record). A custom backend's hash (hashContentKey) that
+ * has not settled when `signal` fires is not waited for (ABORTED), as in every other hash of a load:
+ * one that never settled held the aborted load for good.
  */
 export async function checkSourceBytes(
   cache: ShardCache,
@@ -50,15 +52,17 @@ export async function checkSourceBytes(
   data: Uint8Array,
   report: TensorReport,
   source?: SourceRefetch,
+  signal?: AbortSignal,
 ): Promise<void> {
   const { entry, stamp, weak: weakNote } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const keyOf = async (): Promise<string | undefined> => {
     try {
-      const hashed = await hashTensorKey(backend, data, target.shape, 'BF16');
+      const hashed = await hashTensorKey(backend, data, target.shape, 'BF16', signal, target.name);
       report.digestMs += hashed.cpuMs;
       return hashed.key;
-    } catch {
+    } catch (error) {
+      if (isRuntimeError(error, 'ABORTED')) throw error; // the load's abort, not the bytes
       return undefined; // bytes that cannot be this shape's BF16 tensor (targetFromInfo sends none here): not the entry's
     }
   };

@@ -132,9 +132,20 @@ async function serveTensorToDevice(request: TensorRequest, options: LoadTensorTo
       }
       if (env.verifyDigest) {
         let values: Uint16Array;
+        // A readback the load's abort left behind (a device that hangs) is not waited for: the
+        // device result it reads is freed once it settles, as a late decode's result is.
+        let readback: Promise<unknown> | undefined;
         try {
-          values = await device.toArray();
+          values = await settleUnlessAborted(device.toArray(), env.signal, name, (settled) => {
+            readback = settled;
+          });
         } catch (error) {
+          if (readback !== undefined) {
+            const held = device;
+            device = undefined;
+            void readback.then(() => deleteQuietly(held));
+            throw error; // ABORTED
+          }
           // The kernels disposed, or the device lost, between the decode and this readback.
           throw new RuntimeError('DECODE_FAILED', `kernels ${kernels.backend} could not read ${name} back to check its digest: ${describeError(error).message}`, {
             tensor: name,

@@ -532,7 +532,7 @@ export async function settleMiss(env: ServeEnv, target: ServeTarget, data: Uint8
   // Each step of a tensor's work on this thread first lets the event loop turn when a turn is due (takeTurnIfDue).
   for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
   if (target.unchecked !== undefined && env.cache !== undefined) {
-    await checkSourceBytes(env.cache, env.backend, target, target.unchecked, data, report, objectRefetch(env, target, data, report));
+    await checkSourceBytes(env.cache, env.backend, target, target.unchecked, data, report, objectRefetch(env, target, data, report), env.signal);
     return;
   }
   const { reason, detail } = await explainMiss(target, data, env);
