@@ -20,13 +20,17 @@ type AsyncMethod = (this: object, ...args: unknown[]) => Promise<unknown>;
 let installing: Promise<NodeWebGpuStatus> | null = null;
 /** The flags Dawn was created with (the first call's): a later call's cannot reach it. */
 let installedFlags: readonly string[] = [];
+/** Dawn was created (with installedFlags): false while it loads, and for good where it did not load or navigator.gpu was there. */
+let dawnCreated = false;
 
 /**
  * gpu.js sees WebGPU only through `navigator.gpu`; in Node this installs Dawn's implementation
  * there (once), through `tolerateUncapturedErrorHandler`. The `webgpu` package is imported
  * dynamically: its native binary needs a newer glibc than some hosts have, and a load failure
  * means "webgpu unavailable", never a crash. `flags` (Dawn toggles, passed to its `create`) apply
- * on the first call only; a later call with other flags is INVALID_ARGUMENT.
+ * on the first call only; a later call with other flags is INVALID_ARGUMENT once Dawn was created
+ * with the first call's (it answers after the install settled: where Dawn did not load, or a
+ * `navigator.gpu` was already there, no flags were applied and it answers the install's status).
  */
 export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWebGpuStatus> {
   // A string was spread into one flag per character; flags after the install were dropped unsaid.
@@ -34,13 +38,16 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
     return Promise.reject(kernelsArgumentTypeError('flags', 'an array of strings', flags));
   }
   if (installing !== null && flags.length > 0 && flags.join('\n') !== installedFlags.join('\n')) {
-    return Promise.reject(
-      new KernelsError(
+    // Judged once the install settled: after Dawn failed to load this answered "already installed
+    // with flags []" where no Dawn was made and the status (unavailable, and why) was the answer.
+    return installing.then((status) => {
+      if (!dawnCreated) return status;
+      throw new KernelsError(
         'INVALID_ARGUMENT',
         `Dawn is already installed with flags [${installedFlags.join(', ')}]: flags apply only to the first call (the Node createKernels makes one, with none, for webgpu and auto), so call installNodeWebGpu(flags) before it`,
         { argument: 'flags', installedFlags: [...installedFlags] },
-      ),
-    );
+      );
+    });
   }
   if (installing === null) installedFlags = Object.freeze([...flags]);
   installing ??= (async () => {
@@ -55,6 +62,7 @@ export function installNodeWebGpu(flags: readonly string[] = []): Promise<NodeWe
       };
       Object.assign(globalThis, dawn.globals);
       gpu = tolerateUncapturedErrorHandler(dawn.create([...installedFlags]));
+      dawnCreated = true;
     } catch (error) {
       return { available: false, reason: `the webgpu package (Dawn) did not load: ${error instanceof Error ? error.message : String(error)}`, fallbackAdapter: false };
     }
