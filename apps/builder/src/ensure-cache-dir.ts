@@ -5,10 +5,13 @@ import { BuilderError } from './errors.js';
 import { checkNotDanglingLink } from './find-dangling-link.js';
 
 /**
- * Creates the cache directory one component at a time, so that the real reason a path cannot be
- * created surfaces (Node's recursive mkdir reports ENOENT on a read-only file system), and turns
- * it into one clear NOT_WRITABLE error naming the directory. A path that is a regular file, or
- * under one, is USAGE (cacheFileError), checked first: no permission is wanting there.
+ * Creates the cache directory's missing parents one component at a time, so that the real reason
+ * a path cannot be created surfaces (Node's recursive mkdir reports ENOENT on a read-only file
+ * system), and turns it into one clear NOT_WRITABLE error naming the directory. The directory
+ * itself is left to the store's create, which takes the writer lock right after making it: made
+ * here, it stood empty until then, and a `verify` or a loader opening it read NOT_A_CACHE, not a
+ * cache being created. A path that is a regular file, or under one, is USAGE (cacheFileError),
+ * checked first: no permission is wanting there.
  */
 export async function ensureCacheDir(cacheDir: string): Promise<void> {
   await checkCacheDirNotFile(cacheDir, 'the cache directory');
@@ -25,7 +28,7 @@ export async function ensureCacheDir(cacheDir: string): Promise<void> {
     missing.unshift(current);
     if (dirname(current) === current) break;
   }
-  for (const path of missing) {
+  for (const path of missing.filter((path) => path !== resolve(cacheDir))) {
     await mkdir(path).catch((error: NodeJS.ErrnoException) => {
       if (error.code !== 'EEXIST') throw cacheDirError(cacheDir, error);
     });

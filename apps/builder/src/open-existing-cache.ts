@@ -28,7 +28,7 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
       ? `${creating}, which is held by a debugger (traced) holding the cache's writer lock before writing manifest.json: continue it in the debugger, or end it, then run ${options.command} again`
       : stopped
         ? `${creating}, which is stopped (job control or SIGSTOP) holding the cache's writer lock before writing manifest.json: resume it with \`kill -CONT ${holder.pid}\` or end it, then run ${options.command} again`
-        : `${creating}: it holds the cache's writer lock and has not written manifest.json yet (a build starting); run ${options.command} again once it has`;
+        : `${creating}: it ${error.details.lockTaken === false ? 'is taking' : 'holds'} the cache's writer lock and has not written manifest.json yet (a build starting); run ${options.command} again once it has`;
     throw new BuilderError('CACHE_BEING_CREATED', message, { file: cache, holder, holderStopped: stopped, holderTraced: traced }, { cause: error });
   }
 }

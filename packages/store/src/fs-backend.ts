@@ -220,9 +220,21 @@ export class FsBackend implements StorageBackend {
   }
 
   async ensureLayout(): Promise<void> {
+    await this.makeLayoutDirectories([this.root, join(this.root, BLOBS)]);
+  }
+
+  /**
+   * Makes the root alone (blobs/ is ensureLayout's): a cache's creator takes its writer lock right
+   * after, so that a reader never finds the directory without a sign of who is creating it.
+   */
+  async ensureRoot(): Promise<void> {
+    await this.makeLayoutDirectories([this.root]);
+  }
+
+  private async makeLayoutDirectories(paths: string[]): Promise<void> {
     // One level at a time: a recursive mkdir reports ENOENT for any failure below the first level
     // (ENOSPC, EIO), losing the cause.
-    for (const path of [this.root, join(this.root, BLOBS)]) {
+    for (const path of paths) {
       try {
         await mkdir(path);
       } catch (error) {

@@ -142,6 +142,13 @@ export const TEMP_FILE_MAX_AGE_MS = 24 * 3600_000;
  * host name and boot) cannot remove a live attempt's.
  */
 export const LOCK_TEMP_MIN_AGE_MS = 60_000;
+/**
+ * How long an open that finds an empty directory (no manifest, no lock, nothing) waits before
+ * looking once more for a creator: a cache's creator makes the directory and then, at once, writes
+ * its lock attempt (open-cache-store.ts), two system calls apart; an empty directory is otherwise
+ * no cache, and its NOT_A_CACHE comes this much later.
+ */
+export const EMPTY_CACHE_DIR_LOOK_AGAIN_MS = 100;
 /** Concurrent blob writes of one addEntries call. */
 export const BLOB_WRITE_CONCURRENCY = 4;
 /**

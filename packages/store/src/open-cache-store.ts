@@ -91,9 +91,12 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   }
   let backend = new FsBackend(resolve(root));
   if (options.create && !(await backend.readManifest())) {
-    await backend.ensureLayout();
+    // The lock first, blobs/ after: a reader that finds the directory then finds who is creating it
+    // (markCacheBeingCreated), where a bare blobs/ read as no cache at all.
+    await backend.ensureRoot();
     const lock = await backend.acquireWriteLock(lockTimeoutMs, options.signal);
     try {
+      await backend.ensureLayout();
       // Another process may have created it while we waited for the lock.
       if (!(await backend.readManifest())) {
         await backend.createJournal(1, encodeJournalHeader(1));

@@ -4,13 +4,14 @@
 // was doing. It is still NOT_A_CACHE (there is no cache to read yet), with details.reason
 // 'being-created' naming the lock's live holder; without a live lock it is as before.
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openCacheStore } from '../src/index.js';
-import { acquireLock } from '../src/write-lock.js';
+import { openCacheStore, StoreError } from '../src/index.js';
+import { markCacheBeingCreated } from '../src/mark-cache-being-created.js';
+import { acquireLock, pidSpaceTag } from '../src/write-lock.js';
 import { catchError, makeTempDir } from './helpers.js';
 
 /** A cache directory as its creator leaves it before its first manifest: blobs/ and nothing else. */
@@ -120,5 +121,79 @@ describe('a directory cache being created', () => {
     expect(error.details).toEqual({});
     const empty = await makeTempDir();
     expect((await catchError(() => openCacheStore(empty))).details).toEqual({});
+  });
+});
+
+// Before its lock is linked, a creator's directory is empty (its mkdir done) or holds only the lock
+// attempt's temp file (written, then linked as `lock`); both read NOT_A_CACHE "open with create:
+// true". Now the store's create takes the lock right after its mkdir (blobs/ after), the temp file
+// of a live process names the creator, and an empty directory is looked at once more.
+describe('a directory cache before its creator has linked the lock', () => {
+  const tempName = (pid: number, tag = pidSpaceTag()): string => `lock.tmp-${pid}-0123456789abcdef.${tag}`;
+
+  it("holding only a live process's lock attempt (its record written) is being-created, naming it, still taking the lock", async () => {
+    const root = await makeTempDir();
+    await writeFile(join(root, tempName(process.pid)), lockRecord(process.pid));
+    const error = await catchError(() => openCacheStore(root));
+    expect(error.code).toBe('NOT_A_CACHE');
+    expect(error.message).toContain(`no manifest.json yet: the cache is being created by pid ${process.pid} on ${hostname()} (this host), which is taking its writer lock; open the cache again once it has written manifest.json`);
+    expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid: process.pid, host: hostname(), token: '0123456789abcdef' }, holderStopped: false, lockTaken: false });
+  });
+
+  it('holding a lock attempt not yet written (an empty temp file) names the process from its name', async () => {
+    const root = await makeTempDir();
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      await writeFile(join(root, tempName(child.pid!)), '');
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid: child.pid, host: hostname() }, lockTaken: false });
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it("a dead process's lock attempt, or another pid space's, is no creator: NOT_A_CACHE as before", async () => {
+    const root = await makeTempDir();
+    await writeFile(join(root, tempName(deadPid())), lockRecord(deadPid()));
+    expect((await catchError(() => openCacheStore(root))).details).toEqual({});
+    const other = await makeTempDir();
+    await writeFile(join(other, tempName(process.pid, '00000000')), lockRecord(process.pid));
+    expect((await catchError(() => openCacheStore(other))).details).toEqual({});
+  });
+
+  it('an empty directory is looked at once more: a creator whose lock comes meanwhile is named', async () => {
+    const root = await makeTempDir();
+    const missing = new StoreError('NOT_A_CACHE', 'no manifest.json (open with create: true to make a new cache)', { path: join(root, 'manifest.json') });
+    let lock: Awaited<ReturnType<typeof acquireLock>> | undefined;
+    const pauses: number[] = [];
+    try {
+      const marked = (await markCacheBeingCreated(missing, join(root, 'lock'), async (ms) => {
+        pauses.push(ms);
+        lock = await acquireLock(join(root, 'lock'), { timeoutMs: 1000 });
+      })) as StoreError;
+      expect(pauses).toHaveLength(1);
+      expect(marked.details).toMatchObject({ reason: 'being-created', holder: { pid: process.pid, token: lock!.token }, lockTaken: true });
+    } finally {
+      await lock?.release();
+    }
+    // Still empty after the pause: NOT_A_CACHE as it was; a directory with something in it is not looked at again.
+    expect(await markCacheBeingCreated(missing, join(root, 'lock'), async () => {})).toBe(missing);
+    await mkdir(join(root, 'blobs'));
+    expect(await markCacheBeingCreated(missing, join(root, 'lock'), async () => { throw new Error('looked again'); })).toBe(missing);
+  });
+
+  it("the store's create takes the lock before it makes blobs/ (a creator's directory is never blobs/ alone, with no lock)", async () => {
+    const root = await makeTempDir();
+    // Another creator holds the lock: this one's create gives up at once, having made nothing.
+    const lock = await acquireLock(join(root, 'lock'), { timeoutMs: 1000 });
+    try {
+      expect((await catchError(() => openCacheStore(root, { create: true, lockTimeoutMs: 0 }))).code).toBe('LOCK_TIMEOUT');
+      expect(existsSync(join(root, 'blobs'))).toBe(false);
+    } finally {
+      await lock.release();
+    }
+    const store = await openCacheStore(root, { create: true });
+    await store.close();
+    expect(existsSync(join(root, 'blobs'))).toBe(true);
   });
 });
