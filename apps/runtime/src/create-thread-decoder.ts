@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
@@ -10,6 +10,7 @@ import { abortedError, RuntimeError, type RuntimeErrorCode } from './errors.js';
 import { markSettlingBackend } from './settling-backends.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { startWorker } from '@splitzip/kernels/start-worker';
+import { findWorkerScriptProblem } from '@splitzip/kernels/worker-decoder';
 
 /**
  * Decode threads by default: one per core, at most 4 (decode is memory-bound beyond that). The
@@ -229,24 +230,17 @@ function checkWorkerUrl(url: unknown): void {
     throw argumentError('workerUrl', "a URL (Node's Worker takes a string as a path)", url);
   }
   if (url.protocol !== 'file:') return;
-  const refuse = (why: string, path?: string): never => {
-    const { message, details } = argumentError('workerUrl', `the worker script's file: URL, new URL(import.meta.resolve('@splitzip/runtime/decode-thread'))`, url.href, ` (${why})`);
-    throw new RuntimeError('INVALID_ARGUMENT', message, { ...details, workerUrl: url.href, ...(path === undefined ? {} : { path }) });
-  };
-  let path = '';
-  try {
-    path = fileURLToPath(url);
-  } catch (error) {
-    refuse(`it names no local file: ${(error as Error).message}`);
-  }
-  let isFile = false;
-  try {
-    isFile = statSync(path).isFile();
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    refuse(`it names no file that can be read: ${typeof code === 'string' ? code : 'stat failed'} ${path}`, path);
-  }
-  if (!isFile) refuse(`it names something that is not a file: ${path}`, path);
+  // The kernels' worker decoder's rule (one function), in this package's words and error class.
+  const problem = findWorkerScriptProblem(url);
+  if (problem === undefined) return;
+  const why =
+    problem.reason === 'not-local'
+      ? `it names no local file: ${problem.message}`
+      : problem.reason === 'unreadable'
+        ? `it names no file that can be read: ${problem.code} ${problem.path}`
+        : `it names something that is not a file: ${problem.path}`;
+  const { message, details } = argumentError('workerUrl', `the worker script's file: URL, new URL(import.meta.resolve('@splitzip/runtime/decode-thread'))`, url.href, ` (${why})`);
+  throw new RuntimeError('INVALID_ARGUMENT', message, { ...details, workerUrl: url.href, ...(problem.reason === 'not-local' ? {} : { path: problem.path }) });
 }
 
 /** The bytes of a job that sends none (a hash stream's discard). */

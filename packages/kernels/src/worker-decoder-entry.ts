@@ -9,3 +9,5 @@ export {
   type WorkerDecoderOptions,
 } from './create-worker-decoder.js';
 export { KernelsError, isKernelsError, type KernelsErrorCode } from './errors.js';
+// The worker-script rule the runtime's decode threads share (their own error class, their words).
+export { findWorkerScriptProblem, type WorkerScriptProblem } from './find-worker-script-problem.js';
