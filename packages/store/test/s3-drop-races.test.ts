@@ -7,63 +7,21 @@
 // next drop resolves once stale. And: gc keeps a blob under an intent, verify names a dangling
 // binding. (A case running two drops and a writer at once, unforced, passed on the code before the
 // intents too: R2 forces that interleaving.)
-import { createHash } from 'node:crypto';
-import { DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
-import { openCacheStore, type CacheStore } from '../src/index.js';
-import type { S3CacheStore } from '../src/s3-cache-store.js';
+import { openCacheStore } from '../src/index.js';
 import { DROP_INTENT_STALE_MS } from '../src/s3-drop-intents.js';
 import { sliceObjectName } from '../src/s3-layout.js';
-import type { DropUnboundEntriesReport } from '../src/types.js';
 import { barrier, deferred } from './s3-alias-hooks.js';
 import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00001.safetensors';
-
-type Transport = {
-  list(dir: string): Promise<{ name: string; lastModifiedMs: number }[]>;
-  putObject(name: string, body: Uint8Array, contentType?: string): Promise<void>;
-  headObject(name: string): Promise<unknown>;
-  deleteObject(name: string, beforeAttempt?: () => Promise<boolean>): Promise<boolean>;
-  getSmallObject(name: string, maxBytes: number): Promise<Uint8Array | undefined>;
-  judgingNowMs(): number;
-};
-const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
-
-/** A drop with minAgeMs 0 (the test's writers are the only ones), as the CLI runs it now: without `exclusive`. */
-function drop(store: CacheStore): Promise<DropUnboundEntriesReport> {
-  return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
-}
-
-/** This handle's clock `aheadMs` ahead: its intents' ages as they will be then. */
-function runAhead(store: CacheStore, aheadMs: number): void {
-  const transport = transportOf(store);
-  const now = transport.judgingNowMs.bind(transport);
-  transport.judgingNowMs = () => now() + aheadMs;
-}
+import { SHARD, blobName, entryName, runAhead, transportOf, useDropBucket } from './s3-drop-fixtures.js';
+import { describeS3, dropBelowFloorForTests as drop, gcBelowFloorForTests } from './s3-helpers.js';
 
 describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
-  const bucket = uniqueBucket('dropraces');
-  const client = rawClient();
-  let run = 0;
-  useTestBucket(client, bucket);
-
-  const sha = (t: TestTensor): string => createHash('sha256').update(t.payload).digest('hex');
-  const blobName = (t: TestTensor): string => `blobs/${t.key}.${sha(t)}.bin`;
-  const entryName = (t: TestTensor): string => `entries/${t.key}.${sha(t)}.json`;
-
-  async function listNames(prefix: string, under = ''): Promise<string[]> {
-    const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}${under}` }));
-    return (out.Contents ?? []).map((o) => o.Key!.slice(prefix.length)).sort();
-  }
-  const putRaw = (prefix: string, name: string, body = new Uint8Array(0)) => client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}${name}`, Body: body }));
-  const deleteRaw = (prefix: string, name: string) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: `${prefix}${name}` }));
+  const fx = useDropBucket('dropraces', 'r');
 
   /** `a` bound at slice 0; `b` and `c` unbound (both old enough for minAgeMs 0). */
   async function makeCache() {
-    const prefix = `r${run++}/`;
-    const url = `s3://${bucket}/${prefix}`;
+    const { prefix, url } = fx.nextCache();
     const [a, b, c] = [701, 702, 703].map((seed) => makeTensor([40, 1], seed)) as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(url, { create: true });
     await store.addEntries([toInput(a, 'a.weight', [[SHARD, 0, 80]]), toInput(b, 'b.weight'), toInput(c, 'c.weight')]);
@@ -95,7 +53,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     transport.list = async (dir) => {
       // The drop's second listing: a writer has bound b since its DELETE, and a gc ran meanwhile.
       if (dir === 'slices/' && deleted && gcReport === undefined) {
-        await putRaw(prefix, sliceObjectName([SHARD, 400, 80], 0, b.key));
+        await fx.putRaw(`${prefix}${sliceObjectName([SHARD, 400, 80], 0, b.key)}`);
         gcReport = await gcBelowFloorForTests(collector);
       }
       return list(dir);
@@ -105,7 +63,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     expect(gcReport!.orphanBlobs).not.toContain(blobName(b));
     // b's and c's: the drop's intents for both are there.
     expect(gcReport!.keptUnderDrop).toBe(2);
-    expect(await listNames(prefix, 'dropping/')).toEqual([]);
+    expect(await fx.listNames(prefix, 'dropping/')).toEqual([]);
     await expectBoundWhole(url, b, 400);
     await collector.close();
     await store.close();
@@ -157,7 +115,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
       if (dir === 'slices/' && deletedByOne && !listed) {
         listed = true;
         await twoChecked.promise;
-        await putRaw(prefix, sliceObjectName([SHARD, 400, 80], 0, b.key));
+        await fx.putRaw(`${prefix}${sliceObjectName([SHARD, 400, 80], 0, b.key)}`);
       }
       return listOne(dir);
     };
@@ -168,7 +126,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     const [reportTwo, reportOne] = await Promise.all([drop(other), drop(store).finally(oneDone.resolve)]);
     expect(reportOne.entries.map((x) => x.key)).not.toContain(b.key);
     expect(reportTwo.entries.map((x) => x.key)).not.toContain(b.key);
-    expect(await listNames(prefix, 'dropping/')).toEqual([]);
+    expect(await fx.listNames(prefix, 'dropping/')).toEqual([]);
     await expectBoundWhole(url, b, 400);
     await other.close();
     await store.close();
@@ -181,7 +139,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     let read = false;
     transport.getSmallObject = async (name, maxBytes) => {
       // After the drop's listing, before its DELETE: a writer binds b (it finds the entry: reported bound).
-      if (name === entryName(b)) await putRaw(prefix, sliceObjectName([SHARD, 400, 80], 0, b.key));
+      if (name === entryName(b)) await fx.putRaw(`${prefix}${sliceObjectName([SHARD, 400, 80], 0, b.key)}`);
       read = true;
       return get(name, maxBytes);
     };
@@ -191,14 +149,14 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
       if (dir !== 'slices/' || !read || listed) return list(dir);
       // Another writer's alias at epoch 1 for the drop's second listing only (it lost, and deletes it).
       listed = true;
-      await putRaw(prefix, hider);
+      await fx.putRaw(`${prefix}${hider}`);
       const out = await list(dir);
-      await deleteRaw(prefix, hider);
+      await fx.deleteRaw(`${prefix}${hider}`);
       return out;
     };
     const report = await drop(store);
     expect(report.entries.map((x) => x.key)).not.toContain(b.key);
-    expect(await listNames(prefix)).toContain(entryName(b));
+    expect(await fx.listNames(prefix)).toContain(entryName(b));
     await expectBoundWhole(url, b, 400);
     await store.close();
   });
@@ -214,20 +172,20 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     transport.deleteObject = async (name, beforeAttempt) => ((deletes += 1), del(name, beforeAttempt));
     transport.list = async (dir) => {
       if (dir === 'slices/' && deletes > 0) {
-        await putRaw(prefix, sliceObjectName([SHARD, 400, 80], 0, b.key));
+        await fx.putRaw(`${prefix}${sliceObjectName([SHARD, 400, 80], 0, b.key)}`);
         throw new Error('the drop was killed here (a test)');
       }
       return list(dir);
     };
     await expect(drop(store)).rejects.toThrow('killed');
-    expect(await listNames(prefix)).not.toContain(entryName(b));
+    expect(await fx.listNames(prefix)).not.toContain(entryName(b));
     await store.close();
     return made;
   }
 
   it('R4: a drop killed before its second listing leaves its intents; gc keeps their blobs until they are stale, then puts the bound entry back and removes the unbound one\'s blob', async () => {
     const { prefix, url, b, c } = await killedDrop();
-    const intents = await listNames(prefix, 'dropping/');
+    const intents = await fx.listNames(prefix, 'dropping/');
     expect(intents).toHaveLength(2);
     const collector = await openCacheStore(url);
     const young = await gcBelowFloorForTests(collector);
@@ -237,7 +195,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     expect(dry.staleDropIntents).toEqual(intents);
     const stale = await gcBelowFloorForTests(collector);
     expect(stale.staleDropIntents).toEqual(intents);
-    const names = await listNames(prefix);
+    const names = await fx.listNames(prefix);
     expect(names.filter((name) => name.startsWith('dropping/'))).toEqual([]);
     expect(names).not.toContain(blobName(c));
     await expectBoundWhole(url, b, 400);
@@ -250,7 +208,7 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
     runAhead(next, DROP_INTENT_STALE_MS + 60_000);
     const report = await drop(next);
     expect(report.entries.map((x) => x.key)).toEqual([]);
-    const names = await listNames(prefix);
+    const names = await fx.listNames(prefix);
     expect(names.filter((name) => name.startsWith('dropping/'))).toEqual([]);
     expect(names).not.toContain(blobName(c));
     await expectBoundWhole(url, b, 400);
@@ -259,18 +217,15 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
 
   it("gc keeps the blob of an entry under another drop's intent (not stale), and counts it in keptUnderDrop", async () => {
     const { prefix, url, store, b } = await makeCache();
-    const bytes = (await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}${entryName(b)}` }))).Contents;
-    expect(bytes).toHaveLength(1);
-    const intent = `dropping/${entryName(b).slice('entries/'.length)}.0123456789ab`;
-    await putRaw(prefix, intent, new TextEncoder().encode('{}'));
-    await deleteRaw(prefix, entryName(b));
+    expect(await fx.listNames(prefix, entryName(b))).toEqual([entryName(b)]);
+    const intent = await fx.leaveIntent(prefix, b, new TextEncoder().encode('{}'));
     const report = await gcBelowFloorForTests(store);
     expect(report.orphanBlobs).toEqual([]);
     expect(report.keptUnderDrop).toBe(1);
     expect(report.unknownFiles).toEqual([]);
-    expect(await listNames(prefix)).toEqual(expect.arrayContaining([blobName(b), intent]));
+    expect(await fx.listNames(prefix)).toEqual(expect.arrayContaining([blobName(b), intent]));
     // Once the intent is gone, the blob is an orphan.
-    await deleteRaw(prefix, intent);
+    await fx.deleteRaw(`${prefix}${intent}`);
     expect((await gcBelowFloorForTests(store)).orphanBlobs).toEqual([blobName(b)]);
     void url;
     await store.close();
@@ -278,13 +233,11 @@ describeS3('S3 store: dropUnboundEntries beside gc, drops and writers', () => {
 
   it("verify names a slice bound at its top epoch to a key with no entry object (ENTRY_NOT_FOUND, reason 'dangling-binding'); not while a drop's intent names the key", async () => {
     const { prefix, url, store, b } = await makeCache();
-    await putRaw(prefix, sliceObjectName([SHARD, 400, 80], 0, b.key));
-    const intent = `dropping/${entryName(b).slice('entries/'.length)}.0123456789ab`;
-    await putRaw(prefix, intent, new TextEncoder().encode('{}'));
-    await deleteRaw(prefix, entryName(b));
+    await fx.putRaw(`${prefix}${sliceObjectName([SHARD, 400, 80], 0, b.key)}`);
+    const intent = await fx.leaveIntent(prefix, b, new TextEncoder().encode('{}'));
     const reader = await openCacheStore(url);
     expect((await reader.verify()).problems).toEqual([]);
-    await deleteRaw(prefix, intent);
+    await fx.deleteRaw(`${prefix}${intent}`);
     const report = await reader.verify();
     expect(report.ok).toBe(false);
     expect(report.problems).toEqual([{ key: b.key, qualname: '', code: 'ENTRY_NOT_FOUND', reason: 'dangling-binding', message: expect.stringContaining('dangling binding: 1 slice is bound') }]);

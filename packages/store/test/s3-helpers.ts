@@ -5,7 +5,7 @@ import { createBucket, dropBucket, uniqueBucketName } from '@splitzip/test-suppo
 import { afterAll, beforeAll } from 'vitest';
 import type { CacheStore } from '../src/cache-store.js';
 import type { S3CacheStore } from '../src/s3-cache-store.js';
-import type { GcOptions, GcReport } from '../src/types.js';
+import type { DropUnboundEntriesReport, GcOptions, GcReport } from '../src/types.js';
 
 export { canControlGateway, cephDir, describeS3, dropBucket, endpoint, gatewayPid, gatewayProblem, rawClient } from '@splitzip/test-support/s3';
 
@@ -31,6 +31,14 @@ export function useTestBucket(client: S3Client, bucket: string): void {
  */
 export function gcBelowFloorForTests(store: CacheStore, options: GcOptions = {}): Promise<GcReport> {
   return (store as S3CacheStore).gc({ minAgeMs: 0, ...options, allowMinAgeBelowFloorForTests: true });
+}
+
+/**
+ * dropUnboundEntries of an S3 store with `minAgeMs` 0, through the store's test-only option: the
+ * test's writers are the only ones (as the CLI runs it now: without `exclusive`).
+ */
+export function dropBelowFloorForTests(store: CacheStore): Promise<DropUnboundEntriesReport> {
+  return (store as S3CacheStore).dropUnboundEntries({ minAgeMs: 0, allowMinAgeBelowFloorForTests: true });
 }
 
 /**
