@@ -28,6 +28,17 @@ export function kernelsArgumentTypeError(argument: string, expected: string, val
   return new KernelsError('INVALID_ARGUMENT', `${argument} must be ${expected}, got ${got}`, { argument, got, ...details });
 }
 
+/**
+ * A per-call `signal`: undefined, or an AbortSignal (any realm's: one with a boolean `aborted` and
+ * `addEventListener`). Anything else would be a call that can never be abandoned, unsaid.
+ */
+export function checkSignalOption(value: unknown, argument = 'signal'): asserts value is AbortSignal | undefined {
+  if (value === undefined) return;
+  const signal = value as { aborted?: unknown; addEventListener?: unknown } | null;
+  if (typeof signal === 'object' && signal !== null && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function') return;
+  throw kernelsArgumentTypeError(argument, 'an AbortSignal or undefined', value);
+}
+
 /** An options argument: an object (undefined, where the caller may leave it out, is handled before). */
 export function checkOptionsObject(options: unknown, argument = 'options', call?: string): asserts options is object {
   if (typeof options !== 'object' || options === null) {

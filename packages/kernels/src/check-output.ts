@@ -1,7 +1,11 @@
 import { SplitZipError } from '@splitzip/codec';
 import { argumentTypeError, checkReadableView, isUint16Array } from '@splitzip/codec/internal';
 
-/** The caller's output array (long enough) or a new one; same rules and errors as the codec's decode. */
+/** The caller's output array (long enough) or a new one (over an ordinary ArrayBuffer); same rules and errors as the codec's decode. */
+export function checkOutput(out: undefined, count: number): Uint16Array<ArrayBuffer>;
+export function checkOutput<TBuffer extends ArrayBufferLike>(out: Uint16Array<TBuffer>, count: number): Uint16Array<TBuffer>;
+/** Either: `TBuffer` is then the caller's own (a `toArray<TBuffer = ArrayBuffer>(out?)`), whose default names the new array's. */
+export function checkOutput<TBuffer extends ArrayBufferLike>(out: Uint16Array<TBuffer> | undefined, count: number): Uint16Array<TBuffer>;
 export function checkOutput(out: Uint16Array | undefined, count: number): Uint16Array {
   if (out === undefined) return new Uint16Array(count);
   checkOutputKind(out);

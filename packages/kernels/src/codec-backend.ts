@@ -38,12 +38,12 @@ export function createCodecBackend(): BackendImpl {
         timings,
         // The same contract as the GPU backends' results: a typed error for a wrong or short `out`
         // (a Uint8Array took each value's low byte before) and for a deleted result.
-        async toArray(out?: Uint16Array) {
+        async toArray<TBuffer extends ArrayBufferLike = ArrayBuffer>(out?: Uint16Array<TBuffer>): Promise<Uint16Array<TBuffer>> {
           if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
           // The values are on the host and would still read, but a result must not outlive its
           // instance on one backend only: code tested on codec would break on a GPU backend.
           if (disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
-          if (out === undefined) return values.slice();
+          if (out === undefined) return values.slice() as Uint16Array as Uint16Array<TBuffer>;
           const target = checkOutput(out, values.length);
           target.set(values);
           return target;

@@ -162,13 +162,15 @@ export async function createKernelsFor(
     // Each call's arguments are checked by the codec's rules before a backend other than codec sees
     // them (the codec checks them itself): bad input is the codec's typed error on every backend,
     // never a backend marked failed.
-    async decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult> {
+    async decode<TBuffer extends ArrayBufferLike = ArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, options?: DecodeOptions): Promise<DecodeResult<TBuffer>> {
       const read = checkDecodeOptions(options, 'decode');
       assertNotDisposed();
       checkPayloadArray(payload);
       // Its kind before the header (the codec looks after it), so the codec path names it too.
       checkOutputKind(out);
-      return run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, read), { payload, out }, () => checkDecodeArguments(payload, out));
+      // Every backend returns `out` itself, or without it a new ordinary array (checkOutput, the codec's decode).
+      const result = await run('decode', elementCountOf(payload), (impl) => impl.decode(payload, out, read), { payload, out }, () => checkDecodeArguments(payload, out));
+      return result as DecodeResult<TBuffer>;
     },
     async encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult> {
       checkEncodeOptions(options, 'encode');

@@ -18,8 +18,9 @@ import {
 import { checkOutputApart, checkPayloadArray } from './check-call-arguments.js';
 import { checkOutput } from './check-output.js';
 import { checkDecodeOptions } from './check-call-options.js';
-import { checkBooleanOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, describeValue, kernelsArgumentTypeError, optionNames } from './check-options.js';
+import { checkBooleanOption, checkIntegerOption, checkOptionKeys, checkOptionsObject, checkSignalOption, describeValue, kernelsArgumentTypeError, optionNames } from './check-options.js';
 import { createMetaReader } from './create-meta-reader.js';
+import { abortedError } from './aborted-error.js';
 import { KernelsError } from './errors.js';
 import { findWorkerScriptProblem } from './find-worker-script-problem.js';
 import {
@@ -70,7 +71,27 @@ const WORKER_DECODER_OPTIONS = optionNames<WorkerDecoderOptions>({
   arena: true,
   arenaBytes: true,
 });
-const VERIFY_OPTIONS = ['gate'] as const satisfies readonly (keyof NonNullable<Parameters<WorkerDecoder['verifyChecksum']>[1]>)[];
+const VERIFY_OPTIONS = optionNames<VerifyChecksumOptions>({ gate: true, signal: true });
+const WORKER_DECODE_OPTIONS = optionNames<WorkerDecodeOptions>({ verify: true, signal: true });
+
+/** A worker decoder's per-call options: a Kernels decode's (`verify`) and an AbortSignal for this call. */
+export interface WorkerDecodeOptions extends DecodeOptions {
+  /**
+   * Abandons this call alone (no dispose()): when it fires the call rejects `ABORTED` (the signal's
+   * reason as `cause` and `details.reason`) at once, whether it waited for its turn or its workers;
+   * an already-aborted signal rejects before anything starts. The decoder stays usable. Work in
+   * flight is told to stop (no thread claims another range, a wait on a gate or copy-in gives up)
+   * and finishes in the background; the next call starts once it has (see `idle()`).
+   */
+  signal?: AbortSignal | undefined;
+}
+
+export interface VerifyChecksumOptions {
+  /** See WorkerDecoder.verifyChecksum. */
+  gate?: Int32Array | undefined;
+  /** As WorkerDecodeOptions.signal: a gate never raised no longer holds the call until dispose(). */
+  signal?: AbortSignal | undefined;
+}
 
 export interface WorkerDecoderOptions {
   /**
@@ -141,15 +162,23 @@ export interface WorkerDecoder {
    * only one of them is an ordinary array it is copied through a kept staging arena (the payload
    * before, the values back into `out` as each range finishes); when both are, the calling
    * thread decodes alone (the copies would cost as much as the decode). Without `out` the result
-   * is a new SharedArrayBuffer-backed array.
+   * is a new array over a new SharedArrayBuffer, whatever the size and path (a decode on the
+   * calling thread alone included): parallel decodes need shared memory, and one kind of result
+   * for every size (an ordinary one below `minParallelElements` and a shared one above it made
+   * `postMessage` transfers and `crypto.subtle.digest` fail only on large tensors). For an
+   * ordinary array pass one as `out` (`new Uint16Array(n)`): the result is `out` itself.
    * With `verify` (default), format version 3: the work is cut on checksum-segment boundaries
    * and every thread decodes and hashes its segments in one pass (the codec's decodeSegments with
    * digests); the calling thread combines the digests and checks them before resolving. Versions
    * 1 and 2: the calling thread checks the checksum while the workers decode, then joins them
    * (with `splitChecksum: false` it decodes alone with the codec's fused decode + checksum). No
    * result is returned unless the checksum matches (CHECKSUM_MISMATCH otherwise).
+   * `signal` (WorkerDecodeOptions) abandons the call: it rejects ABORTED at once. An ordinary `out`
+   * (copied back by the calling thread) is never written after that rejection; a shared one (the
+   * arena's, any SharedArrayBuffer, which the workers write themselves) may still be, by a worker
+   * finishing the range it holds, until `idle()` resolves: reuse it only then.
    */
-  decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<Uint16Array>;
+  decode<TBuffer extends ArrayBufferLike = SharedArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, options?: WorkerDecodeOptions): Promise<Uint16Array<TBuffer>>;
   /**
    * Checks the payload's checksum on the workers (in place for a view of the decoder's arena,
    * through each worker's kernel scratch for other shared memory), leaving the calling thread
@@ -159,9 +188,16 @@ export interface WorkerDecoder {
    * thread can read it). The header must already be valid (readPayloadMeta). `gate` (v3): an
    * Int32Array(1) over shared memory counting the segments the caller has read; each segment is
    * hashed once the gate passed it (see ChecksumOffload); the caller must raise it to the
-   * segment count in the end.
+   * segment count in the end. `signal` abandons the call, as decode's (a gate never raised then
+   * no longer holds it until dispose()); the payload may be read by the workers until `idle()`.
    */
-  verifyChecksum(payload: Uint8Array, options?: { gate?: Int32Array }): Promise<void>;
+  verifyChecksum(payload: Uint8Array, options?: VerifyChecksumOptions): Promise<void>;
+  /**
+   * Settles once every call made so far is done with the workers, an abandoned (aborted) one's
+   * work in flight included: after it no thread of this decoder reads a payload or writes an `out`
+   * given to those calls. Never rejects.
+   */
+  idle(): Promise<void>;
   /**
    * Terminates the workers; idempotent. Calls not yet started, and later ones, reject DISPOSED; a
    * call in flight waiting for its workers is stopped and rejects DISPOSED (`out` may hold part of
@@ -531,7 +567,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   // One decode at a time: calls share the staging arena and the pool.
   let queue: Promise<unknown> = Promise.resolve();
 
-  const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean): Promise<Uint16Array> => {
+  const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean, abandoned: () => boolean): Promise<Uint16Array> => {
     checkPayloadArray(payload);
     const meta = readMeta(payload);
     const n = meta.elementCount;
@@ -546,17 +582,19 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     // Both ordinary: the copies in and out of shared memory, which only this thread can make,
     // take as long as decoding here (measured), so the workers cannot win.
     const bothOrdinary = !isShared(payload) && out !== undefined && !isShared(out);
-    if (n < minParallel || meta.chunkCount < 2 || bothOrdinary) {
-      return decode(payload, out, verify ? undefined : { verify: false });
-    }
+    // Without `out`: shared memory on every path, one kind of result whatever the size (below
+    // minParallel it was an ordinary array: a transfer or a digest of the result failed only above).
     const target = out === undefined ? new Uint16Array(new SharedArrayBuffer(2 * n)) : checkOutput(out, n);
+    if (n < minParallel || meta.chunkCount < 2 || bothOrdinary) {
+      return decode(payload, target, verify ? undefined : { verify: false });
+    }
     // Format v3, verified: ranges of whole checksum segments, each decoded and hashed in one pass
     // by whichever thread claims it; this thread combines the digests at the end.
     const kind: TaskKind = verify && meta.version >= 3 ? 'segments' : 'chunks';
     if (verify && kind === 'chunks' && !splitChecksum) return decode(payload, target);
     const homes = stageOrdinary(payload, target, meta);
     try {
-      return await decodeStaged(meta, target, kind, verify, homes);
+      return await decodeStaged(meta, target, kind, verify, homes, abandoned);
     } finally {
       current = null;
       // Every thread is done with the job's buffers: decodeStaged returns after the last range
@@ -572,6 +610,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     kind: TaskKind,
     verify: boolean,
     homes: ReturnType<typeof stageOrdinary>,
+    abandoned: () => boolean,
   ): Promise<Uint16Array> => {
     fillPool(callerDecodes);
     if (!callerDecodes) requireWorker();
@@ -626,7 +665,9 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     // overlapping the copy with the workers' decoding.
     const copied = new Uint8Array(taskCount);
     const copyReady = (): void => {
-      if (!homes.staged) return;
+      // Abandoned (its signal fired, the caller's promise rejected): the caller's ordinary `out` is
+      // not written after that rejection (only this thread copies into it).
+      if (!homes.staged || abandoned()) return;
       for (let k = 0; k < taskCount; k++) {
         if (copied[k] === 0 && Atomics.load(control, CONTROL_TASK_DONE + k) === 1) {
           const [start, stop] = taskValues(k, taskCount, meta, kind);
@@ -749,6 +790,52 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     verifySegmentDigests(payload, meta, digests.subarray(0, SEGMENT_DIGESTS * units));
   };
 
+  /**
+   * Runs `work` in its turn (calls run one at a time). With a signal, the caller's promise rejects
+   * ABORTED as soon as it fires: a call not yet started is skipped when its turn comes; the job of
+   * one in flight is marked failed (its threads claim no more ranges and give up waiting on a gate
+   * or copy-in), and the turn passes on only once that job settled (`queue`), so the pool is never
+   * shared by two jobs.
+   */
+  const enqueue = <T>(call: string, signal: AbortSignal | undefined, work: (abandoned: () => boolean) => Promise<T>): Promise<T> => {
+    if (signal?.aborted) return Promise.reject(abortedError(`${call} aborted before it started`, signal));
+    let state: 'queued' | 'running' | 'settled' = 'queued';
+    let abandoned = false;
+    const run = queue.then(async () => {
+      // Queued calls that had not started when dispose() ran are refused, not run on a dead pool.
+      if (disposed) throw disposedError();
+      if (abandoned) return undefined as T;
+      state = 'running';
+      try {
+        return await work(() => abandoned);
+      } finally {
+        state = 'settled';
+      }
+    });
+    queue = run.catch(() => undefined);
+    if (signal === undefined) return run;
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => {
+        if (state === 'settled') return;
+        abandoned = true;
+        // Calls run one at a time: a job in flight now is this call's.
+        if (state === 'running' && current !== null) markFailed(current.control, current.taskCount);
+        reject(abortedError(`${call} aborted ${state === 'running' ? 'while it ran' : 'while it waited for its turn'}`, signal));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      run.then(
+        (value) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
+  };
+
   return {
     threads,
     arena: userArena,
@@ -767,42 +854,47 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       return requireArena(userArena).allocateValues(count);
     },
 
-    decode(payload, out, decodeOptions) {
+    decode<TBuffer extends ArrayBufferLike = SharedArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, decodeOptions?: WorkerDecodeOptions): Promise<Uint16Array<TBuffer>> {
       if (disposed) return Promise.reject(disposedError());
-      let read: DecodeOptions | undefined;
+      let verify: boolean;
+      let signal: AbortSignal | undefined;
       try {
-        read = checkDecodeOptions(decodeOptions, 'decode');
+        ({ verify, signal } = checkWorkerDecodeOptions(decodeOptions));
       } catch (error) {
         return Promise.reject(error);
       }
-      // Queued calls that had not started when dispose() ran are refused, not run on a dead pool.
-      const run = queue.then(() => (disposed ? Promise.reject(disposedError()) : decodeParallel(payload, out, read?.verify !== false)));
-      queue = run.catch(() => undefined);
-      return run;
+      // `out` itself, or without it a new array over a SharedArrayBuffer (TBuffer's default).
+      return enqueue('decode', signal, (abandoned) => decodeParallel(payload, out, verify, abandoned)) as Promise<Uint16Array<TBuffer>>;
     },
 
     verifyChecksum(payload, verifyOptions) {
       if (disposed) return Promise.reject(disposedError());
+      let gate: Int32Array | null = null;
+      let signal: AbortSignal | undefined;
       try {
         if (verifyOptions !== undefined) {
           checkOptionsObject(verifyOptions, 'options', 'verifyChecksum');
           checkOptionKeys(verifyOptions, VERIFY_OPTIONS, 'verifyChecksum');
+          // Read once: a getter is not read again when the call's turn comes.
+          ({ gate = null, signal } = verifyOptions);
+          checkSignalOption(signal);
         }
       } catch (error) {
         return Promise.reject(error);
       }
-      const run = queue.then(async () => {
-        if (disposed) throw disposedError();
+      return enqueue('verifyChecksum', signal, async () => {
         try {
-          return await verifyOnWorker(payload, verifyOptions?.gate ?? null);
+          return await verifyOnWorker(payload, gate);
         } finally {
           current = null;
           // A version-1 or 2 check runs on one worker: the others it started may still be loading.
           await awaitStarting();
         }
       });
-      queue = run.catch(() => undefined);
-      return run;
+    },
+
+    idle() {
+      return queue.then(() => undefined);
     },
 
     async dispose() {
@@ -836,6 +928,16 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       markStopped();
     },
   };
+}
+
+/** decode's options: a Kernels decode's (checkDecodeOptions' rules) and `signal`, each read once. */
+function checkWorkerDecodeOptions(options: unknown): { verify: boolean; signal: AbortSignal | undefined } {
+  if (options === undefined) return { verify: true, signal: undefined };
+  checkOptionsObject(options, 'options', 'decode');
+  checkOptionKeys(options, WORKER_DECODE_OPTIONS, 'decode');
+  const { signal, ...rest } = options as WorkerDecodeOptions;
+  checkSignalOption(signal);
+  return { verify: checkDecodeOptions(rest, 'decode')?.verify !== false, signal };
 }
 
 /** Copies each task's codes and sm bytes (the last task's with the sections' padding) and marks it ready. */

@@ -5,7 +5,8 @@ export type KernelsErrorCode =
   | 'SELF_CHECK_FAILED'
   | 'KERNEL_FAILED'
   | 'DISPOSED'
-  | 'WORKER_FAILED';
+  | 'WORKER_FAILED'
+  | 'ABORTED';
 
 // Every copy of this package in a process (its ESM and CommonJS builds, two installs) defines
 // its own KernelsError: instances carry this registry symbol so that instanceof holds across copies.

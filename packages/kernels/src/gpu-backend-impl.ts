@@ -105,7 +105,7 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         layout: 'float',
         segments,
         timings,
-        async toArray(out?: Uint16Array) {
+        async toArray<TBuffer extends ArrayBufferLike = ArrayBuffer>(out?: Uint16Array<TBuffer>): Promise<Uint16Array<TBuffer>> {
           if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
           // The textures went with the instance's context: reading them gives zeros or a TypeError.
           if (gpu.disposed) throw new KernelsError('DISPOSED', 'the Kernels instance of this device result was disposed', {});
@@ -208,7 +208,8 @@ export function createGpuBackendImpl(gpu: GpuBackend): BackendImpl {
         }
       }
       escapeIndex[chunkCount] = j;
-      const payload = writer.seal();
+      // The writer's own new ArrayBuffer (createPayloadWriter allocates it; seal() types it wide).
+      const payload = writer.seal() as Uint8Array<ArrayBuffer>;
       timings.finishMs += now() - t;
       timings.totalMs = now() - start;
       return { backend: gpu.name, fallbackReason: null, payload, timings };

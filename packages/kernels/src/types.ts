@@ -35,13 +35,19 @@ export interface BackendReport {
   fallbackReason: string | null;
 }
 
-export interface DecodeResult extends BackendReport {
-  values: Uint16Array;
+/**
+ * `values` is the caller's `out` when one was given (its buffer kind, `TBuffer`), else a new array
+ * over an ordinary ArrayBuffer (`Kernels.decode` types it so: `crypto.subtle.digest`, `new Blob`,
+ * `postMessage` transfers take it as it is).
+ */
+export interface DecodeResult<TBuffer extends ArrayBufferLike = ArrayBufferLike> extends BackendReport {
+  values: Uint16Array<TBuffer>;
   timings: StageTimings;
 }
 
 export interface EncodeResult extends BackendReport {
-  payload: Uint8Array;
+  /** Always a new array over an ordinary ArrayBuffer. */
+  payload: Uint8Array<ArrayBuffer>;
   timings: StageTimings;
 }
 
@@ -70,8 +76,8 @@ export interface DeviceDecodeResult extends BackendReport {
   /** One per output buffer (webgpu: one unless the tensor exceeds maxBufferSize) or gpu.js launch. */
   segments: readonly DeviceSegment[];
   timings: StageTimings;
-  /** Reads the values back (for checks): BF16 bit patterns. */
-  toArray(out?: Uint16Array): Promise<Uint16Array>;
+  /** Reads the values back (for checks): BF16 bit patterns, into `out` or a new array over an ordinary ArrayBuffer. */
+  toArray<TBuffer extends ArrayBufferLike = ArrayBuffer>(out?: Uint16Array<TBuffer>): Promise<Uint16Array<TBuffer>>;
   /**
    * Frees the result's memory; idempotent; the handles must not be used afterwards. On webgpu the
    * buffers go back to the backend, which reuses a few of them for later results of the same size.
@@ -126,7 +132,8 @@ export interface Kernels {
   readonly fallbackReason: string | null;
   /** Backends that passed their start-up self-check in this instance and have not failed during a call since. */
   readonly availableBackends: readonly BackendName[];
-  decode(payload: Uint8Array, out?: Uint16Array, options?: DecodeOptions): Promise<DecodeResult>;
+  /** Into `out`, or without it a new array over an ordinary ArrayBuffer (`DecodeResult<ArrayBuffer>`). */
+  decode<TBuffer extends ArrayBufferLike = ArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, options?: DecodeOptions): Promise<DecodeResult<TBuffer>>;
   encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult>;
   decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult>;
   /**

@@ -41,7 +41,7 @@ export function createWebGpuBackendImpl(decoder: WebGpuDecoder, encoder: Backend
         layout: 'bf16',
         segments: outputs.map((o) => ({ firstElement: o.firstElement, elementCount: o.elementCount, handle: o.buffer })),
         timings,
-        async toArray(target?: Uint16Array) {
+        async toArray<TBuffer extends ArrayBufferLike = ArrayBuffer>(target?: Uint16Array<TBuffer>): Promise<Uint16Array<TBuffer>> {
           if (deleted) throw new KernelsError('DISPOSED', 'this device result was deleted', {});
           const values = checkOutput(target, elementCount);
           try {

@@ -5,6 +5,8 @@ export {
   createWorkerDecoder,
   DEFAULT_MIN_PARALLEL_ELEMENTS,
   MAX_WORKER_THREADS,
+  type VerifyChecksumOptions,
+  type WorkerDecodeOptions,
   type WorkerDecoder,
   type WorkerDecoderOptions,
 } from './create-worker-decoder.js';
