@@ -254,6 +254,21 @@ export function wrapHanging(text: string, hangIndent: string, columns = REPORT_L
   return wrapAtSpaces(text, columns, { hangIndent, keepLeadingIndent: true, keepPhrasesWhole: true, labelColumns: WRAP_LABEL_COLUMNS, tensorNames });
 }
 
+/**
+ * Report lines within REPORT_LINE_COLUMNS (gc's text, the --model bindings' lines of gc and
+ * inspect): a longer line (the bindings' notes, up to ~500 columns; gc's kept-entries advice, ~300)
+ * wraps at spaces, its rest 4 columns deeper than it starts (below a list's items at 2).
+ */
+export function fitReportLines(lines: readonly string[]): string[] {
+  const fitted: string[] = [];
+  for (const line of lines) {
+    if (displayWidth(line) <= REPORT_LINE_COLUMNS) fitted.push(line);
+    // One push per line: push(...lines) throws RangeError past ~125,000 arguments.
+    else for (const piece of wrapHanging(line, `${/^ */.exec(line)![0]}${NAME_HANG_INDENT}`)) fitted.push(piece);
+  }
+  return fitted;
+}
+
 /** A byte unit (`MiB`, `KiB/s)`) after its number: the two wrap as one word (`10.0` ended a line, `MiB` began the next). */
 const BYTE_UNIT_WORD = /^(B|KiB|MiB|GiB|TiB)(\/s)?[),;:]*$/;
 

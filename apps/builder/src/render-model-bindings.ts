@@ -1,6 +1,6 @@
 // The text lines of a ModelBindingsReport, for `gc --model` and `inspect --model`.
 // `1 binding`, `2 bindings`, with thousands separators, as every count of the text reports.
-import { formatCountOf as plural } from './format-units.js';
+import { fitReportLines, formatCountOf as plural } from './format-units.js';
 import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
 import { quoteForShell } from './quote-for-shell.js';
 import { showName } from './show-name.js';
@@ -12,7 +12,7 @@ const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, str
 
 /**
  * `verb`: what happened to the bindings judged to go ('removed', 'would remove'); `cache`: named in
- * the command lines the text suggests.
+ * the command lines the text suggests. Lines within 120 columns (fitReportLines), for inspect as for gc.
  */
 export function renderModelBindings(report: ModelBindingsReport, cache: string, verb: string): string[] {
   const own = report.live + report.unchecked + report.leftover + report.mismatched;
@@ -72,5 +72,5 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     );
     for (const shard of report.otherShards) lines.push(`  ${showName(shard.shardName)}: ${shard.bindings}`);
   }
-  return lines;
+  return fitReportLines(lines);
 }

@@ -104,6 +104,9 @@ describe('a model re-sharded under new names', () => {
     expect(text.stdout).toMatch(/^ {2}model-00001-of-00002\.safetensors: 4$/m);
     const inspectText = await runCli(['inspect', cache, '--model', resharded]);
     expect(inspectText.stdout).toContain('gc --model would remove 0 bindings');
+    // inspect --model's notes within 120 columns too, wrapped as gc's (a ~260-column line before).
+    expect(inspectText.stdout.split('\n').filter((line) => line.length > 120)).toEqual([]);
+    expect(inspectText.stdout.replace(/\n {4}/g, ' ')).toMatch(/kept 6 bindings of 2 shard names not in the model .*--prune-other-shards removes them/);
     // With the flag, a dry run lists what it would remove.
     const { json: flagged } = await runJson<GcCommandReport>(['gc', cache, '--model', resharded, '--dry-run', '--prune-other-shards']);
     expect(flagged.bindings!.prune).toHaveLength(6);
@@ -192,6 +195,12 @@ describe('a shard rewritten so that its tensors moved, one of them onto another\
     expect(text.stdout).toContain('would remove 0 bindings');
     expect(text.stdout.split('\n').filter((line) => line.length > 120)).toEqual([]);
     expect(text.stdout.replace(/\n {6}/g, ' ')).toMatch(/kept 1 unchecked binding .*--rebind/);
+    // inspect's bindings lines (from `model <dir>:` on; its unbound line above names the cache's path).
+    const inspectText = await runCli(['inspect', cache, '--model', model]);
+    const bindingLines = inspectText.stdout.slice(inspectText.stdout.indexOf(`\nmodel ${model}:`));
+    expect(bindingLines).toContain('kept 1 unchecked binding');
+    expect(bindingLines.split('\n').filter((line) => line.length > 120)).toEqual([]);
+    expect(bindingLines.replace(/\n {6}/g, ' ')).toMatch(/kept 1 unchecked binding .*--rebind/);
     const verify = await runCli(['verify', cache, '--quiet']);
     expect(verify.code, verify.stdout).toBe(0);
   });

@@ -20,7 +20,7 @@ import { defineCommand, type CommandIo } from '../define-command.js';
 import { describeError } from '../describe-error.js';
 import { UsageError } from '../errors.js';
 import { displayWidth } from '../display-width.js';
-import { foldTensorName, formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
+import { fitReportLines, foldTensorName, formatBytes, formatCountOf, NAME_HANG_INDENT, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { quoteForShell } from '../quote-for-shell.js';
@@ -434,20 +434,6 @@ export function renderCollection(report: GcReport, s3: boolean, minAgeMs: number
     appendLines(lines, report.unknownFiles.map((p) => `  ${p}`));
   }
   return lines;
-}
-
-/**
- * gc's text within 120 columns, as build's and verify's: a longer line (the --model bindings' notes,
- * up to ~500 columns; the kept-entries advice, ~300) wraps at spaces, its rest 4 columns deeper than
- * it starts (below a list's items at 2; a dropped entry's folded name already fits).
- */
-function fitReportLines(lines: readonly string[]): string[] {
-  const fitted: string[] = [];
-  for (const line of lines) {
-    if (displayWidth(line) <= REPORT_LINE_COLUMNS) fitted.push(line);
-    else appendLines(fitted, wrapHanging(line, `${/^ */.exec(line)![0]}${NAME_HANG_INDENT}`));
-  }
-  return fitted;
 }
 
 /** One push per line: push(...lines) throws RangeError past ~125,000 arguments (a drop of that many entries). */
