@@ -1,3 +1,4 @@
+import { checkDtypeArgument, checkShapeArgument } from './check-header-arguments.js';
 import { DTYPE_BITS, type SafetensorsDtype } from './dtypes.js';
 
 /**
@@ -5,7 +6,8 @@ import { DTYPE_BITS, type SafetensorsDtype } from './dtypes.js';
  * - `{ byteSize }` when element count x bits is exact and fits a safe integer;
  * - `{ byteSize: undefined, reason: 'not-byte-aligned' }` when it is not a whole number of bytes;
  * - `{ byteSize: undefined, reason: 'overflow' }` when it exceeds Number.MAX_SAFE_INTEGER bytes.
- * Shape entries must already be non-negative safe integers.
+ * INVALID_ARGUMENT for a shape that is not an array of at most MAX_TENSOR_RANK non-negative safe
+ * integers, or a dtype not of SAFETENSORS_DTYPES (with the nearest name suggested).
  */
 export type TensorByteSize =
   | { byteSize: number; reason?: undefined }
@@ -14,6 +16,8 @@ export type TensorByteSize =
 const MAX_SAFE_BITS = BigInt(Number.MAX_SAFE_INTEGER) * 8n;
 
 export function computeTensorByteSize(shape: readonly number[], dtype: SafetensorsDtype): TensorByteSize {
+  checkShapeArgument(shape, 'shape');
+  checkDtypeArgument(dtype, 'dtype');
   const bits = DTYPE_BITS[dtype];
   let count = 1;
   let overflowed = false;

@@ -102,8 +102,14 @@ export interface SafetensorsErrorOffsets {
   end?: number;
   /** What the rule expected at this point (a size, an offset). */
   expected?: number;
-  /** What was found instead. */
+  /** What was found instead (capped at Number.MAX_SAFE_INTEGER: `actualDecimal` holds a larger value exactly). */
   actual?: number;
+  /**
+   * `actual` exactly, as a decimal string, where it is a 64-bit value from a file: set by
+   * HEADER_TOO_LARGE (the length prefix, up to 2^64 - 1, which a number cannot hold). A string, not a
+   * bigint, so that the error still goes through JSON.stringify.
+   */
+  actualDecimal?: string;
   /** Absolute byte position in the file (or UTF-16 position in the header text for JSON errors). */
   position?: number;
 }
@@ -115,6 +121,8 @@ export interface SafetensorsErrorContext {
   otherTensor?: string;
   /** The JSON key a rule is about where it is no tensor name (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
   key?: string;
+  /** The shard file name (as the index or directory names it) a rule is about: INDEX_SHARD_MISSING, INDEX_SHARD_OUTSIDE. */
+  shard?: string;
   offsets?: SafetensorsErrorOffsets;
   /** `WRITE_INCOMPLETE`: each new shard not yet in place, its temp file and its final path. */
   staged?: readonly StagedShardFile[];
@@ -145,6 +153,8 @@ export class SafetensorsError extends Error {
   readonly otherTensor?: string;
   /** The JSON key a rule is about (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
   readonly key?: string;
+  /** The shard file name (as the index or directory names it) a rule is about: INDEX_SHARD_MISSING, INDEX_SHARD_OUTSIDE. */
+  readonly shard?: string;
   readonly offsets?: SafetensorsErrorOffsets;
   /** `WRITE_INCOMPLETE`: each new shard not yet in place, its temp file and its final path. */
   readonly staged?: readonly StagedShardFile[];
@@ -163,6 +173,7 @@ export class SafetensorsError extends Error {
     if (context.tensor !== undefined) this.tensor = context.tensor;
     if (context.otherTensor !== undefined) this.otherTensor = context.otherTensor;
     if (context.key !== undefined) this.key = context.key;
+    if (context.shard !== undefined) this.shard = context.shard;
     if (context.offsets !== undefined) this.offsets = context.offsets;
     if (context.staged !== undefined) this.staged = context.staged;
   }

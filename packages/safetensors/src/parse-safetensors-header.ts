@@ -1,4 +1,5 @@
 import { checkByteArray } from './check-byte-array.js';
+import { checkHeaderContext, checkStringArgument } from './check-header-arguments.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { SafetensorsError } from './errors.js';
@@ -27,6 +28,7 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * `prefix` may be the whole file or just its start.
  */
 export function parseHeaderLengthPrefix(prefix: Uint8Array, context: HeaderContext): number {
+  checkHeaderContext(context, 'parseHeaderLengthPrefix');
   const file = context.fileName;
   checkByteArray(prefix, 'prefix', file);
   if (prefix.length < HEADER_PREFIX_BYTES || context.fileBytes < HEADER_PREFIX_BYTES) {
@@ -40,7 +42,7 @@ export function parseHeaderLengthPrefix(prefix: Uint8Array, context: HeaderConte
   if (length > BigInt(MAX_HEADER_BYTES)) {
     throw new SafetensorsError('HEADER_TOO_LARGE', `header length ${length} exceeds MAX_HEADER_BYTES (${MAX_HEADER_BYTES})${describeTextPrefix(prefix)}`, {
       file,
-      offsets: { expected: MAX_HEADER_BYTES, actual: bigToNumber(length) },
+      offsets: { expected: MAX_HEADER_BYTES, actual: bigToNumber(length), actualDecimal: String(length) },
     });
   }
   const headerBytes = Number(length);
@@ -81,6 +83,7 @@ function describeTextPrefix(prefix: Uint8Array): string {
  * Throws SafetensorsError, and nothing else, on any bad input.
  */
 export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderContext): ParsedHeader {
+  checkHeaderContext(context, 'parseSafetensorsHeader');
   const file = context.fileName;
   checkByteArray(headerBytes, 'headerBytes', file);
   const headerLength = headerBytes.length;
@@ -90,7 +93,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
       offsets: { expected: MAX_HEADER_BYTES, actual: headerLength },
     });
   }
-  if (!Number.isSafeInteger(context.fileBytes) || HEADER_PREFIX_BYTES + headerLength > context.fileBytes) {
+  if (HEADER_PREFIX_BYTES + headerLength > context.fileBytes) {
     throw new SafetensorsError('HEADER_OUT_OF_BOUNDS', `header of ${headerLength} bytes runs past the end of the ${context.fileBytes}-byte file`, {
       file,
       offsets: { expected: context.fileBytes - HEADER_PREFIX_BYTES, actual: headerLength, position: HEADER_PREFIX_BYTES },
@@ -187,6 +190,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, context: HeaderC
 
 /** Rules 1-16 on a whole file held in memory (tests, browsers). Views, does not copy, the tensor bytes. */
 export function parseSafetensorsBytes(fileBytes: Uint8Array, fileName: string): ParsedHeader {
+  checkStringArgument(fileName, 'fileName');
   checkByteArray(fileBytes, 'fileBytes', fileName);
   const context = { fileName, fileBytes: fileBytes.length };
   const headerLength = parseHeaderLengthPrefix(fileBytes, context);

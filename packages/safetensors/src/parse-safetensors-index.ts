@@ -1,3 +1,5 @@
+import { checkByteArray } from './check-byte-array.js';
+import { checkStringArgument } from './check-header-arguments.js';
 import { SafetensorsError } from './errors.js';
 import { findDuplicateJsonKey } from './find-duplicate-json-key.js';
 import { findLoneSurrogateString } from './find-lone-surrogate.js';
@@ -22,7 +24,9 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * path that cannot leave the model directory lexically (rules 17-18; links are checked by the opener).
  */
 export function parseSafetensorsIndex(bytes: Uint8Array, fileName: string): ParsedIndex {
+  checkStringArgument(fileName, 'fileName');
   const file = fileName;
+  checkByteArray(bytes, 'bytes', file);
   if (bytes.length > MAX_INDEX_BYTES) {
     throw new SafetensorsError('INDEX_TOO_LARGE', `index has ${bytes.length} bytes, over MAX_INDEX_BYTES (${MAX_INDEX_BYTES})`, {
       file,

@@ -1,3 +1,4 @@
+import { checkStringArgument } from './check-header-arguments.js';
 import { checkTensorSpecs } from './check-tensor-specs.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
@@ -29,6 +30,7 @@ export function serializeSafetensorsHeader(
   metadata?: Readonly<Record<string, string>> | null,
   fileName = '<header>',
 ): SerializedHeader {
+  checkStringArgument(fileName, 'fileName');
   checkTensorSpecs(specs, fileName);
   const seen = new Set<string>();
   const tensors: ParsedTensorEntry[] = [];
