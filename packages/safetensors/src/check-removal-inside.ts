@@ -32,7 +32,7 @@ export async function checkRemovalsInside(root: string, names: readonly string[]
       throw new SafetensorsError(
         'INDEX_SHARD_OUTSIDE',
         `old shard ${quoteValue(name)}, which this write would remove, lies in ${parentReal}, outside the model directory ${rootReal} (a linked directory on its path): nothing was removed; remove that link (or the old file's entry) first, or write into another directory`,
-        { file: source },
+        { file: source, shard: name },
       );
     }
   }

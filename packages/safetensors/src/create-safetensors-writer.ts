@@ -6,6 +6,7 @@ import { SafetensorsError } from './errors.js';
 import { serializeSafetensorsHeader, type SerializedHeader } from './serialize-safetensors-header.js';
 import type { TensorSpec } from './types.js';
 import { checkByteArray } from './check-byte-array.js';
+import { checkOptions, optionNamesOf } from './check-options.js';
 import { quoteValue } from './quote-value.js';
 import { rethrowIo } from './rethrow-io.js';
 
@@ -28,6 +29,8 @@ export interface SafetensorsWriter {
   abort(): Promise<void>;
 }
 
+export const WRITER_OPTION_NAMES = optionNamesOf<SafetensorsWriterOptions>({ metadata: true });
+
 /** Small writes are gathered into one buffer of this size before reaching the file. */
 const COALESCE_BYTES = 4 << 20;
 
@@ -39,9 +42,7 @@ const COALESCE_BYTES = 4 << 20;
 export async function createSafetensorsWriter(path: string, specs: readonly TensorSpec[], options: SafetensorsWriterOptions = {}): Promise<SafetensorsWriter> {
   if (typeof path !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', `path must be a string, got ${quoteValue(path)}`);
   const absolute = resolve(path);
-  if (options === null || typeof options !== 'object') {
-    throw new SafetensorsError('INVALID_ARGUMENT', `options must be an object { metadata? }, got ${quoteValue(options)}`, { file: absolute });
-  }
+  checkOptions(options, WRITER_OPTION_NAMES, 'createSafetensorsWriter', absolute);
   const header = serializeSafetensorsHeader(specs, options.metadata ?? null, absolute);
   // Refused before anything is written (the rename at the end failed with a raw EISDIR).
   const existing = await stat(absolute).catch(() => undefined);

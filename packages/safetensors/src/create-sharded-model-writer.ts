@@ -13,6 +13,7 @@ import { SafetensorsError } from './errors.js';
 import { MAX_INDEX_BYTES } from './limits.js';
 import { checkShardName, parseSafetensorsIndex } from './parse-safetensors-index.js';
 import { numberedShardPrefix } from './check-shard-numbering.js';
+import { checkOptions, optionNamesOf } from './check-options.js';
 import { quoteValue } from './quote-value.js';
 import { rethrowIo } from './rethrow-io.js';
 import { checkTensorSpecs } from './check-tensor-specs.js';
@@ -31,6 +32,14 @@ export interface ShardedModelOptions {
   /** Default "model.safetensors.index.json". */
   indexFileName?: string | undefined;
 }
+
+const SHARDED_OPTION_NAMES = optionNamesOf<ShardedModelOptions>({
+  maxShardBytes: true,
+  shardMetadata: true,
+  indexMetadata: true,
+  shardNamePrefix: true,
+  indexFileName: true,
+});
 
 export interface ShardPlan {
   name: string;
@@ -120,9 +129,7 @@ export async function observeCommitStep(step: string): Promise<void> {
 export async function createShardedModelWriter(dir: string, specs: readonly TensorSpec[], options: ShardedModelOptions): Promise<ShardedModelWriter> {
   if (typeof dir !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', `dir must be a path, got ${quoteValue(dir)}`);
   const root = resolve(dir);
-  if (options === null || typeof options !== 'object') {
-    throw new SafetensorsError('INVALID_ARGUMENT', `options must be an object { maxShardBytes, ... }, got ${quoteValue(options)}`, { file: root });
-  }
+  checkOptions(options, SHARDED_OPTION_NAMES, 'createShardedModelWriter', root);
   checkTensorSpecs(specs, root);
   const prefix = options.shardNamePrefix ?? 'model';
   const shards = planShards(specs, options.maxShardBytes, prefix);

@@ -119,7 +119,7 @@ export interface SafetensorsErrorContext {
   tensor?: string;
   /** The second tensor a rule is about (`DATA_OVERLAP`: the one `tensor` overlaps). */
   otherTensor?: string;
-  /** The JSON key a rule is about where it is no tensor name (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
+  /** The JSON key a rule is about where it is no tensor name (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key; `INVALID_ARGUMENT`: an unknown option). */
   key?: string;
   /** The shard file name (as the index or directory names it) a rule is about: INDEX_SHARD_MISSING, INDEX_SHARD_OUTSIDE. */
   shard?: string;
@@ -151,7 +151,7 @@ export class SafetensorsError extends Error {
   readonly tensor?: string;
   /** The second tensor a rule is about (`DATA_OVERLAP`: the one `tensor` overlaps). */
   readonly otherTensor?: string;
-  /** The JSON key a rule is about (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key). */
+  /** The JSON key a rule is about (`HEADER_DUPLICATE_KEY`, `INDEX_DUPLICATE_KEY`: the repeated key; `INVALID_ARGUMENT`: an unknown option). */
   readonly key?: string;
   /** The shard file name (as the index or directory names it) a rule is about: INDEX_SHARD_MISSING, INDEX_SHARD_OUTSIDE. */
   readonly shard?: string;

@@ -1,3 +1,4 @@
+import { checkOptions, optionNamesOf } from './check-options.js';
 import { SafetensorsError } from './errors.js';
 import { DEFAULT_ITERATE_BUFFER_BYTES } from './limits.js';
 import { allocateUninitialized, checkFitsOneBuffer, getModelReader } from './model-reader.js';
@@ -23,8 +24,11 @@ export interface IterateTensorsOptions {
 
 export interface TensorWithBytes {
   tensor: TensorInfo;
-  bytes: Uint8Array;
+  /** Over an ordinary ArrayBuffer (never shared): it can be transferred, hashed by crypto.subtle, put in a Blob. */
+  bytes: Uint8Array<ArrayBuffer>;
 }
+
+const ITERATE_OPTION_NAMES = optionNamesOf<IterateTensorsOptions>({ maxBufferBytes: true, reuseBuffers: true, filter: true });
 
 interface Batch {
   shardName: string;
@@ -43,6 +47,7 @@ interface Batch {
  */
 export async function* iterateTensors(model: SafetensorsModel, options: IterateTensorsOptions = {}): AsyncGenerator<TensorWithBytes, void, undefined> {
   const reader = getModelReader(model);
+  checkOptions(options, ITERATE_OPTION_NAMES, 'iterateTensors');
   const maxBufferBytes = options.maxBufferBytes ?? DEFAULT_ITERATE_BUFFER_BYTES;
   if (!Number.isSafeInteger(maxBufferBytes) || maxBufferBytes < 1) {
     throw new SafetensorsError('INVALID_ARGUMENT', `maxBufferBytes must be a positive integer, got ${quoteValue(maxBufferBytes)}`);
@@ -52,17 +57,28 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
   if (options.filter !== undefined && typeof options.filter !== 'function') {
     throw new SafetensorsError('INVALID_ARGUMENT', `filter must be a function, got ${quoteValue(options.filter)}`);
   }
+  if (options.reuseBuffers !== undefined && typeof options.reuseBuffers !== 'boolean') {
+    throw new SafetensorsError('INVALID_ARGUMENT', `reuseBuffers must be true or false, got ${quoteValue(options.reuseBuffers)}`);
+  }
   const batchBound = Math.min(maxBufferBytes, MAX_BUFFER_BYTES);
   const batches = planBatches(model.tensors, batchBound, options.filter);
   const reuse = options.reuseBuffers === true;
-  const spare: (Uint8Array | undefined)[] = [undefined, undefined];
+  const spare: (Uint8Array<ArrayBuffer> | undefined)[] = [undefined, undefined];
   const reuseBytes = reuse ? Math.min(batchBound, largest(batches)) : 0;
 
-  const readBatch = (index: number): Promise<Uint8Array> => {
+  // A batch read before close() must not be yielded after it (the README's promise: reads after
+  // close are MODEL_CLOSED): checked before each step, so an open iterator stops at once.
+  const checkOpen = (): void => {
+    if (model.closed === true || reader.isClosed?.() === true) {
+      throw new SafetensorsError('MODEL_CLOSED', 'model was closed during the iteration', { file: model.rootDir });
+    }
+  };
+
+  const readBatch = (index: number): Promise<Uint8Array<ArrayBuffer>> => {
     const batch = batches[index] as Batch;
     // Only a batch of one tensor can be this big (see planBatches' bound above).
     if (batch.sizeBytes > MAX_BUFFER_BYTES) checkFitsOneBuffer(batch.tensors[0] as TensorInfo);
-    let buffer: Uint8Array;
+    let buffer: Uint8Array<ArrayBuffer>;
     if (reuse) {
       // Two slots alternate: batch k+1 is read into one while batch k is consumed from the other.
       const slot = index & 1;
@@ -81,8 +97,8 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
     return reader.readAt(batch.shardName, view, batch.positionBytes).then(() => view);
   };
 
-  const startRead = (index: number): Promise<Uint8Array> => {
-    let read: Promise<Uint8Array>;
+  const startRead = (index: number): Promise<Uint8Array<ArrayBuffer>> => {
+    let read: Promise<Uint8Array<ArrayBuffer>>;
     try {
       read = readBatch(index);
     } catch (error) {
@@ -96,14 +112,16 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
     return read;
   };
 
-  let pending: Promise<Uint8Array> | undefined = batches.length > 0 ? startRead(0) : undefined;
+  let pending: Promise<Uint8Array<ArrayBuffer>> | undefined = batches.length > 0 ? startRead(0) : undefined;
   try {
     for (let b = 0; b < batches.length; b++) {
-      const bytes = await (pending as Promise<Uint8Array>);
+      const bytes = await (pending as Promise<Uint8Array<ArrayBuffer>>);
+      checkOpen();
       // Read-ahead: the next batch goes into the other buffer while this one is consumed.
       pending = b + 1 < batches.length ? startRead(b + 1) : undefined;
       const batch = batches[b] as Batch;
       for (const tensor of batch.tensors) {
+        checkOpen();
         const start = tensor.slice.offsetBytes - batch.positionBytes;
         yield { tensor, bytes: bytes.subarray(start, start + tensor.slice.sizeBytes) };
       }
@@ -112,6 +130,7 @@ export async function* iterateTensors(model: SafetensorsModel, options: IterateT
     // An abandoned iteration must not leave a read rejecting unobserved.
     if (pending) await pending.catch(() => undefined);
     for (const buffer of spare) if (buffer) reader.giveBackBuffer(buffer);
+    spare.fill(undefined);
   }
 }
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { constants, fstatSync, readSync, statSync, type BigIntStats } from 'node:fs';
 import { open, readdir, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve, sep } from 'node:path';
+import { checkOptions, optionNamesOf } from './check-options.js';
 import { checkShardNumbering } from './check-shard-numbering.js';
 import { listCommitRecords } from './commit-record.js';
 import { describeCandidateModels, describeSubdirectoryModels, isModelFileName } from './describe-model-tree.js';
@@ -98,13 +99,18 @@ export interface OpenFromSourceOptions {
   ownsSource?: boolean | undefined;
 }
 
+const SOURCE_OPTION_NAMES = optionNamesOf<OpenFromSourceOptions>({ source: true, index: true, ownsSource: true });
+
 /**
  * Opens a model: a `.safetensors` file, a directory (its `*.safetensors.index.json` if there is one,
  * else every `*.safetensors` in it, sorted by name), or an index file. Validates everything
  * (README "Validation order") before returning; the shard files stay open until close().
  */
 export async function openSafetensorsModel(path: string | OpenFromSourceOptions): Promise<SafetensorsModel> {
-  if (typeof path === 'object' && path !== null) return openSourceModel(path);
+  if (typeof path === 'object' && path !== null) {
+    checkOptions(path, SOURCE_OPTION_NAMES, 'openSafetensorsModel');
+    return openSourceModel(path);
+  }
   if (typeof path !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', 'a model is a path or { source }');
   const absolute = resolve(path);
   try {
@@ -216,7 +222,7 @@ async function openIndexedModel(indexPath: string): Promise<SafetensorsModel> {
   const locations: { name: string; path: string; realPath: string }[] = [];
   for (const name of index.shardNames) {
     const candidate = resolve(rootDir, name);
-    const realPath = await resolveInside(candidate, rootReal, name, indexPath, 'index');
+    const realPath = await resolveInside(candidate, rootReal, name, indexPath, 'index', index);
     locations.push({ name, path: candidate, realPath });
   }
   const opened = await openShards(locations, 'index', indexPath);
@@ -319,7 +325,7 @@ async function openSourceModel(options: OpenFromSourceOptions): Promise<Safetens
     const bytes = new Uint8Array(indexObject.sizeBytes);
     await readObjectFully(indexObject, bytes, 0);
     const index = parseSafetensorsIndex(bytes, indexPath);
-    const opened = await openSourceShards(source, index.shardNames, indexPath);
+    const opened = await openSourceShards(source, index.shardNames, indexPath, index);
     await checkIndexAgainstShards(index, opened, indexPath);
     return withSourceClose(buildModel(rootDir, indexPath, index.metadata, opened, indexPath), options);
   } catch (error) {
@@ -339,13 +345,13 @@ function withSourceClose(model: SafetensorsModel, options: OpenFromSourceOptions
 }
 
 /** Rule 20 for objects (each named shard exists), then rules 1-16 per shard. */
-async function openSourceShards(source: ByteSource, names: readonly string[], file: string): Promise<OpenedShard[]> {
+async function openSourceShards(source: ByteSource, names: readonly string[], file: string, index?: ParsedIndex): Promise<OpenedShard[]> {
   const opened: OpenedShard[] = [];
   try {
     for (const name of names) {
       const object = await source.open(name);
       const path = `${source.url}${name}`;
-      if (object === undefined) throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist`, { file });
+      if (object === undefined) throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist`, { file, ...shardContext(name, index) });
       if (!Number.isSafeInteger(object.sizeBytes) || object.sizeBytes < 0) {
         throw new SafetensorsError('NOT_SAFETENSORS', `shard ${quoteValue(name)} reports an invalid size ${quoteValue(object.sizeBytes)}`, { file });
       }
@@ -368,6 +374,17 @@ async function openSourceShards(source: ByteSource, names: readonly string[], fi
     throw error;
   }
   return opened;
+}
+
+/**
+ * The fields naming a shard in its errors: `shard`, and with an index the first tensor it maps to that
+ * shard (`tensor`), so that a loader reads both from fields rather than from the message.
+ */
+function shardContext(name: string, index: ParsedIndex | undefined): { shard: string; tensor?: string } {
+  if (index !== undefined) {
+    for (const [tensor, shard] of index.weightMap) if (shard === name) return { shard: name, tensor };
+  }
+  return { shard: name };
 }
 
 /** `etag:<etag>`, or null where the source gives no version or one too long to record. */
@@ -394,26 +411,27 @@ async function readObjectFully(object: ByteSourceObject, target: Uint8Array, pos
  * (`snapshots/<rev>/model-00001-of-00002.safetensors -> ../../blobs/<sha256>`): whoever could
  * place that link owns the directory, while the names an index gives are checked (rules 17-18b).
  */
-async function resolveInside(candidate: string, rootReal: string, name: string, file: string, mode: 'index' | 'shard'): Promise<string> {
+async function resolveInside(candidate: string, rootReal: string, name: string, file: string, mode: 'index' | 'shard', index?: ParsedIndex): Promise<string> {
+  const context = shardContext(name, index);
   const realOrMissing = async (path: string): Promise<string> => {
     try {
       return await realpath(path);
     } catch (cause) {
       const code = (cause as NodeJS.ErrnoException)?.code;
       if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') {
-        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist (${code})`, { file, cause });
+        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist (${code})`, { file, cause, ...context });
       }
       return rethrowIo(cause, path);
     }
   };
   const parentReal = await realOrMissing(dirname(candidate));
   if (parentReal !== rootReal && !parentReal.startsWith(rootReal + sep)) {
-    throw new SafetensorsError('INDEX_SHARD_OUTSIDE', `shard ${quoteValue(name)} lies in ${parentReal}, outside the model directory ${rootReal}`, { file });
+    throw new SafetensorsError('INDEX_SHARD_OUTSIDE', `shard ${quoteValue(name)} lies in ${parentReal}, outside the model directory ${rootReal}`, { file, ...context });
   }
   const realPath = await realOrMissing(candidate);
   const info = await stat(realPath).catch((cause: unknown) => rethrowIo(cause, realPath));
   if (!info.isFile()) {
-    throw new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${quoteValue(name)} is not a regular file`, { file });
+    throw new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${quoteValue(name)} is not a regular file`, { file, ...context });
   }
   return realPath;
 }
@@ -451,6 +469,7 @@ async function openShards(locations: readonly { name: string; path: string; real
       const notAFile = (kind: string) =>
         new SafetensorsError(mode === 'index' ? 'INDEX_SHARD_MISSING' : 'NOT_SAFETENSORS', `shard ${quoteValue(location.name)} is ${kind}, not a regular file`, {
           file: indexPath ?? location.path,
+          shard: location.name,
         });
       opened.push(await openShard(location.name, location.path, location.realPath, notAFile));
     }
@@ -643,14 +662,15 @@ function buildModel(
     }
   }
   let closed = false;
-  let pool: Uint8Array[] = [];
+  let pool: Uint8Array<ArrayBuffer>[] = [];
   const reader: ModelReader = {
-    takeBuffer(minBytes: number): Uint8Array {
+    takeBuffer(minBytes: number): Uint8Array<ArrayBuffer> {
       const at = pool.findIndex((buffer) => buffer.length >= minBytes);
-      if (at >= 0) return pool.splice(at, 1)[0] as Uint8Array;
+      if (at >= 0) return pool.splice(at, 1)[0] as Uint8Array<ArrayBuffer>;
       return allocateUninitialized(minBytes);
     },
-    giveBackBuffer(buffer: Uint8Array): void {
+    isClosed: () => closed,
+    giveBackBuffer(buffer: Uint8Array<ArrayBuffer>): void {
       if (closed || buffer.length > MAX_POOLED_BUFFER_BYTES) return;
       pool.push(buffer);
       // Keep the largest few.

@@ -7,6 +7,7 @@ import { commitRecordNameFor, forgetCommitSettled, isCommitWriterAlive, listComm
 import { checkFileNameOption, observeCommitStep, unlinkIfPresent, type ShardedModelResult } from './create-sharded-model-writer.js';
 import { SafetensorsError } from './errors.js';
 import { quoteValue } from './quote-value.js';
+import { checkOptions, optionNamesOf } from './check-options.js';
 import { rethrowIo } from './rethrow-io.js';
 
 export interface ResumeShardedModelWriteOptions {
@@ -20,6 +21,8 @@ export interface ResumeShardedModelWriteOptions {
   writerStopped?: boolean | undefined;
 }
 
+const RESUME_OPTION_NAMES = optionNamesOf<ResumeShardedModelWriteOptions>({ indexFileName: true, writerStopped: true });
+
 /**
  * Finishes the commit of a sharded writer that was killed (or failed: WRITE_INCOMPLETE) after it wrote
  * its commit record: under the commit lock, removes the old files still there, renames each staged
@@ -31,7 +34,7 @@ export interface ResumeShardedModelWriteOptions {
  */
 export async function resumeShardedModelWrite(dir: string, options: ResumeShardedModelWriteOptions = {}): Promise<ShardedModelResult> {
   if (typeof dir !== 'string') throw new SafetensorsError('INVALID_ARGUMENT', `dir must be a path, got ${quoteValue(dir)}`);
-  if (options === null || typeof options !== 'object') throw new SafetensorsError('INVALID_ARGUMENT', `options must be an object, got ${quoteValue(options)}`);
+  checkOptions(options, RESUME_OPTION_NAMES, 'resumeShardedModelWrite');
   const root = resolve(dir);
   let recordName: string;
   if (options.indexFileName !== undefined) {
