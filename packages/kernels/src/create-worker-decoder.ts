@@ -151,10 +151,10 @@ export interface WorkerDecoder {
   readonly lastWorkerFailure: string | null;
   /** The shared arena whose views decode in place (from `arena` or `arenaBytes`), or null. */
   readonly arena: CodecArena | null;
-  /** `byteLength` bytes in the arena for a payload (read it or copy it in there); `arena.reset()` frees all. */
-  allocatePayload(byteLength: number): Uint8Array;
-  /** Room for `count` decoded values in the arena. */
-  allocateOutput(count: number): Uint16Array;
+  /** `byteLength` bytes in the arena (shared memory) for a payload (read it or copy it in there); `arena.reset()` frees all. */
+  allocatePayload(byteLength: number): Uint8Array<SharedArrayBuffer>;
+  /** Room for `count` decoded values in the arena (shared memory: a decode into it returns `Uint16Array<SharedArrayBuffer>`). */
+  allocateOutput(count: number): Uint16Array<SharedArrayBuffer>;
   /**
    * Decodes across the pool, chunk ranges per thread; calls run one at a time. Fastest with the
    * payload and `out` in the decoder's arena (in place, no copies). Views of other
@@ -846,12 +846,13 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
       return lastWorkerFailure;
     },
 
+    // The arena's memory is shared (resolveArena checked it, createCodecArena made it so); the codec types its views wide.
     allocatePayload(byteLength) {
-      return requireArena(userArena).allocate(byteLength);
+      return requireArena(userArena).allocate(byteLength) as Uint8Array<SharedArrayBuffer>;
     },
 
     allocateOutput(count) {
-      return requireArena(userArena).allocateValues(count);
+      return requireArena(userArena).allocateValues(count) as Uint16Array<SharedArrayBuffer>;
     },
 
     decode<TBuffer extends ArrayBufferLike = SharedArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, decodeOptions?: WorkerDecodeOptions): Promise<Uint16Array<TBuffer>> {

@@ -63,4 +63,22 @@ describe('result types name their buffers', () => {
     expect(into).toBe(ordinary);
     expect((await crypto.subtle.digest('SHA-256', into)).byteLength).toBe(32);
   });
+
+  it('worker decoder arena views: SharedArrayBuffer, and a decode into one says so', async () => {
+    const inArena = createWorkerDecoder({ threads: 1, workerUrl, arenaBytes: 1 << 20 });
+    try {
+      const p = inArena.allocatePayload(payload.length);
+      p.set(payload);
+      const out = inArena.allocateOutput(values.length);
+      expectTypeOf(p).toEqualTypeOf<Uint8Array<SharedArrayBuffer>>();
+      expectTypeOf(out).toEqualTypeOf<Uint16Array<SharedArrayBuffer>>();
+      expect(p.buffer).toBeInstanceOf(SharedArrayBuffer);
+      expect(out.buffer).toBeInstanceOf(SharedArrayBuffer);
+      const decoded = await inArena.decode(p, out);
+      expectTypeOf(decoded).toEqualTypeOf<Uint16Array<SharedArrayBuffer>>();
+      expect(decoded).toBe(out);
+    } finally {
+      await inArena.dispose();
+    }
+  });
 });
