@@ -2,7 +2,7 @@ import { cjsImportMetaUrl } from '@splitzip/tsup-config';
 import { defineConfig, type Options } from 'tsup';
 
 const common: Options = {
-  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
+  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts); maps name src/ (referenceSources)
   sourcemap: true,
   target: 'es2022',
   // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in

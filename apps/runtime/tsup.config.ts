@@ -3,7 +3,7 @@ import { defineConfig, type Options } from 'tsup';
 
 const common: Options = {
   sourcemap: true,
-  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
+  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts); maps name src/ (referenceSources)
   target: 'es2022',
   // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
   // console.log's output of every error).

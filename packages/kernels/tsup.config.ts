@@ -1,4 +1,4 @@
-import { cjsImportMetaUrl } from '@splitzip/tsup-config';
+import { cjsImportMetaUrl, referenceSources } from '@splitzip/tsup-config';
 import { defineConfig, type Options } from 'tsup';
 
 // The Node build's library entries (export condition "node" and the ./node subpath: adds worker
@@ -20,7 +20,7 @@ const nodeBuild: Options = {
   dts: { entry: nodeEntries },
   sourcemap: true,
   clean: false,
-  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts)
+  esbuildOptions: cjsImportMetaUrl, // import.meta.url in the CommonJS build (worker scripts); maps name src/
   target: 'es2022',
   // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in
   // console.log's output of every error).
@@ -36,6 +36,7 @@ export default defineConfig([
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,
+    esbuildOptions: referenceSources, // maps name src/ (shipped) instead of embedding it
     clean: true,
     target: 'es2022',
     // No keepNames in the browser-safe build: its `__name` statements are side effects a browser

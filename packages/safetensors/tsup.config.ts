@@ -6,6 +6,11 @@ export default defineConfig({
   format: ['esm', 'cjs'],
   dts: true,
   sourcemap: true,
+  // The maps point at src/ (shipped, see package.json `files`) instead of embedding it, as the
+  // other packages' do (@splitzip/tsup-config's referenceSources; test/source-maps.test.ts).
+  esbuildOptions(options) {
+    options.sourcesContent = false;
+  },
   clean: true,
   target: 'es2022',
   // Class names as written: esbuild renames a class whose static members refer to it (_StoreError in

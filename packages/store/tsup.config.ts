@@ -13,6 +13,7 @@ export default defineConfig({
   // console.log's output of every error).
   keepNames: true,
   platform: 'node',
-  // import.meta.url in the CommonJS build (load-s3-sdk.ts requires the SDK relative to this package).
+  // import.meta.url in the CommonJS build (load-s3-sdk.ts requires the SDK relative to this package);
+  // maps name src/ (shipped) instead of embedding it (referenceSources).
   esbuildOptions: cjsImportMetaUrl,
 });
