@@ -29,7 +29,7 @@ afterEach(() => {
 const cache = '/caches/c1';
 const holder = { pid: 4242, host: 'node-7', bootId: null, startTicks: null, pidNamespace: null, token: '0123456789abcdef', createdMs: 0 };
 
-function beingCreated(held: { holderStopped: boolean; holderTraced?: boolean }): StoreError {
+function beingCreated(held: { holderStopped: boolean; holderTraced?: boolean; lockTaken?: boolean }): StoreError {
   return new StoreError('NOT_A_CACHE', 'no manifest.json yet: the cache is being created …', {
     path: `${cache}/manifest.json`,
     details: { reason: 'being-created', holder, lockPath: `${cache}/lock`, ...held },
@@ -74,5 +74,13 @@ describe('CACHE_BEING_CREATED by the holder\'s state', () => {
       "a cache is being created at /caches/c1 by pid 4242 on node-7: it holds the cache's writer lock and has not written manifest.json yet (a build starting); run verify again once it has",
     );
     expect(error.context).toMatchObject({ holderStopped: false, holderTraced: false });
+  });
+
+  it('a holder still taking the lock (the store named it from its lock attempt: lockTaken false): "is taking", not "holds"', async () => {
+    storeError = beingCreated({ holderStopped: false, lockTaken: false });
+    const error = await refusal();
+    expect(error.message).toBe(
+      "a cache is being created at /caches/c1 by pid 4242 on node-7: it is taking the cache's writer lock and has not written manifest.json yet (a build starting); run verify again once it has",
+    );
   });
 });
