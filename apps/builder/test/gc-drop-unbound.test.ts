@@ -72,7 +72,7 @@ describe('gc --drop-unbound-entries', () => {
     const { cache, oldB } = await fineTunedCache('text');
     // inspect counts them, and names the command.
     const inspected = await runInProcess(['inspect', cache]);
-    expect(inspected.out).toMatch(new RegExp(`^unbound 1 entry bound to no slice \\(\\d+(\\.\\d+)? KiB\\): found by content key only; splitzip gc ${cache} --drop-unbound-entries removes them\\n {2}build each model that uses the cache first: one whose shards were renamed binds its tensors among them again$`, 'm'));
+    expect(inspected.out).toMatch(new RegExp(`^unbound 1 entry bound to no slice \\(\\d+(\\.\\d+)? KiB\\): found by content key only; removed by\\n {2}splitzip gc ${cache} --drop-unbound-entries\\n {2}build each model that uses the cache first: one whose shards were renamed binds its tensors among them again$`, 'm'));
     const inspectedJson = JSON.parse((await runInProcess(['inspect', cache, '--json'])).out) as { totals: { unboundEntries: number; unboundCompBytes: number } };
     expect(inspectedJson.totals.unboundEntries).toBe(1);
     expect(inspectedJson.totals.unboundCompBytes).toBe((await gcJson(cache, '--drop-unbound-entries', '--dry-run')).unboundEntries!.reclaimedBytes);
@@ -202,7 +202,7 @@ describe('gc --drop-unbound-entries', () => {
     expect(await qualnames(cache)).toEqual(salvaged);
     expect(existsSync(orphan)).toBe(true);
     // inspect does not advise the drop it refuses.
-    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound \d+ entr(y|ies) \([^)]+\): gc --drop-unbound-entries refuses now: MANIFEST_INVALID: while the cache holds a damaged manifest's kept copy /m);
+    expect((await runInProcess(['inspect', cache])).out).toMatch(/^unbound \d+ entr(y|ies) \([^)]+\): gc --drop-unbound-entries refuses now: MANIFEST_INVALID: while the cache holds a damaged\n {4}manifest's kept copy /m);
     // As it says: B bound again, the copy moved away; then the drop removes nothing of either model.
     await build(modelB, cache, '--repair');
     const aside = join(temp.path, 'salvage-kept');

@@ -54,11 +54,15 @@ describe('inspect --json totals.dropRefusal', () => {
     // The text says the same, from the same answer.
     // The text quotes the same answer: why, and what to do.
     const text = (await runInProcess(['inspect', cache])).out;
-    // One line of at most 160 columns (it was ~600): the gc that refuses, the code and the reason
-    // as far as they fit; the whole message is --json's (above).
-    const unbound = text.split('\n').find((line) => line.startsWith('unbound '))!;
+    // At most 240 columns (it was ~600), wrapped to lines of 120: the gc that refuses, the code and
+    // the reason as far as they fit; the whole message is --json's (above).
+    const textLines = text.split('\n');
+    const at = textLines.findIndex((line) => line.startsWith('unbound '));
+    const wrapped = [textLines[at]!, ...textLines.slice(at + 1).filter((line, i, all) => all.slice(0, i + 1).every((l) => l.startsWith('    ')))];
+    for (const line of wrapped) expect(line.length).toBeLessThanOrEqual(120);
+    const unbound = wrapped.map((line, i) => (i === 0 ? line : line.slice(4))).join(' ');
     expect(unbound).toMatch(/^unbound 1 entry \([^)]+\): gc --drop-unbound-entries refuses now: MANIFEST_INVALID: while the cache holds a damaged manifest's kept copy .*\(inspect --json\)$/);
-    expect(unbound.length).toBeLessThanOrEqual(160);
+    expect(unbound.length).toBeLessThanOrEqual(240);
     // As gc itself answers.
     const gc = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run']);
     expect(gc.code).toBe(1);
@@ -94,24 +98,38 @@ describe('inspect --json totals.dropRefusal', () => {
       entries: [],
       totals: { entries: 1, slices: 0, rawBytes: 8192, compBytes: 7000, ratio: 0.85, elementCount: 4096, escapeCount: 0, escapeRate: 0, unboundEntries: 1, unboundCompBytes: 7000, dropRefusal },
     });
-    expect(renderInspectReport(report(null))).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries removes them\n  build each model');
+    expect(renderInspectReport(report(null))).toContain('found by content key only; removed by\n  splitzip gc s3://b/c --drop-unbound-entries\n  build each model');
     expect(renderInspectReport(report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here' }))).toContain('\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries refuses now: INVALID_ARGUMENT: not here\n');
     // On s3:// the command line it names is the one that gives that refusal, with inspect's
     // --min-age, and no --exclusive (no drop needs it since 2026-12-07; no recent-writes refusal).
     const refusedS3 = report({ code: 'INVALID_ARGUMENT', message: 'INVALID_ARGUMENT: not here (file s3://b/c)' });
     refusedS3.totals.dropNeedsExclusive = true; // as a report of an older release said it: ignored
-    expect(renderInspectReport(refusedS3, { minAgeMs: 35 * 60_000 })).toContain('\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --min-age 35m refuses now: INVALID_ARGUMENT: not here (file s3://b/c)\n');
+    expect(renderInspectReport(refusedS3, { minAgeMs: 35 * 60_000 })).toContain('\nunbound 1 entry (6.84 KiB): gc --drop-unbound-entries --min-age 35m refuses now: INVALID_ARGUMENT: not here (file\n    s3://b/c)\n');
     // A long one is cut at a word, and says where it is whole.
     const long = report({ code: 'MANIFEST_INVALID', message: `MANIFEST_INVALID: kept copies (${Array.from({ length: 200 }, (_, i) => `manifest.json.damaged-${i}`).join(', ')})` });
-    const line = renderInspectReport(long).split('\n').find((l) => l.startsWith('unbound '))!;
+    const longLines = renderInspectReport(long).split('\n');
+    const first = longLines.findIndex((l) => l.startsWith('unbound '));
+    const longWrapped = [longLines[first]!];
+    for (const l of longLines.slice(first + 1)) if (l.startsWith('    ')) longWrapped.push(l); else break;
+    for (const l of longWrapped) expect(l.length).toBeLessThanOrEqual(120);
+    const line = longWrapped.map((l) => l.trimStart()).join(' ');
     expect(line).toMatch(/refuses now: MANIFEST_INVALID: kept copies \(manifest\.json\.damaged-0,( manifest\.json\.damaged-\d+,)* … \(inspect --json\)$/);
-    expect(line.length).toBeLessThanOrEqual(160);
+    expect(line.length).toBeLessThanOrEqual(240);
+    // A long cache path: the command line wraps at a word, the quoted path whole, every line within 120.
+    const far = report(null);
+    far.cache = `/srv/models/${'cache-of-a-rather-long-model-name-'.repeat(2)}v2/splitzip shard cache`;
+    const farLines = renderInspectReport(far).split('\n');
+    const from = farLines.findIndex((l) => l.startsWith('unbound '));
+    const unboundLines = farLines.slice(from).filter((l) => l !== '');
+    expect(unboundLines.length).toBeGreaterThan(2);
+    for (const l of unboundLines) expect(l.length).toBeLessThanOrEqual(120);
+    expect(unboundLines.join(' ').replace(/\s+/g, ' ')).toContain(`splitzip gc '${far.cache}' --drop-unbound-entries`);
     // s3://: the command to copy, with inspect's --min-age, never --exclusive (it named
     // `--exclusive` and "run it only while nothing else uses the cache" before 2026-12-07).
     const s3 = report(null);
     s3.totals.dropNeedsExclusive = true;
     const s3Text = renderInspectReport(s3, { minAgeMs: 2 * 3_600_000 });
-    expect(s3Text).toContain('found by content key only; splitzip gc s3://b/c --drop-unbound-entries --min-age 2h removes them\n  build each model');
+    expect(s3Text).toContain('found by content key only; removed by\n  splitzip gc s3://b/c --drop-unbound-entries --min-age 2h\n  build each model');
     expect(s3Text).not.toMatch(/--exclusive|nothing else uses/);
   });
 

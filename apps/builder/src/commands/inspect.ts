@@ -9,7 +9,7 @@ import { cutToWidth, displayWidth } from '../display-width.js';
 import { checkNotDanglingLink } from '../find-dangling-link.js';
 import { openExistingCache } from '../open-existing-cache.js';
 import { quoteForShell } from '../quote-for-shell.js';
-import { formatBytes, formatCountOf, formatPercent, formatTable } from '../format-units.js';
+import { fitReportLines, formatBytes, formatCountOf, formatPercent, formatTable, REPORT_LINE_COLUMNS } from '../format-units.js';
 import { inspectCache, type InspectReport } from '../inspect-cache.js';
 import { judgeModelBindings } from '../judge-model-bindings.js';
 import { formatMinAge, parseS3MinAgeMs } from '../parse-min-age.js';
@@ -71,11 +71,12 @@ export const inspectCommand = defineCommand({
 });
 
 /**
- * The most columns the unbound line takes where it quotes the store's refusal: that message (about
- * 450 characters, more where it names many files) made a ~600-character line; it is whole in
- * --json (`totals.dropRefusal.message`).
+ * The most columns the unbound line takes where it quotes the store's refusal, before it wraps to
+ * report lines (REPORT_LINE_COLUMNS each, two or three): that message (about 450 characters, more
+ * where it names many files) made a ~600-character line; it is whole in --json
+ * (`totals.dropRefusal.message`).
  */
-const MAX_REFUSAL_LINE_COLUMNS = 160;
+const MAX_REFUSAL_LINE_COLUMNS = 2 * REPORT_LINE_COLUMNS;
 /** Where a cut refusal is whole. */
 const REFUSAL_WHOLE_AT = ' (inspect --json)';
 
@@ -123,7 +124,7 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
     // Only where there are some: found by content key only, they are what a drop reclaims.
-    ...(t.unboundEntries === 0 ? [] : renderUnbound(report, minAge)),
+    ...(t.unboundEntries === 0 ? [] : fitReportLines(renderUnbound(report, minAge))),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
@@ -143,7 +144,8 @@ function renderUnbound(report: InspectReport, minAge: string): string[] {
     const counted = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} (${formatBytes(t.unboundCompBytes)})`;
     return [fitRefusal(`${counted}: gc --drop-unbound-entries${minAge} refuses now: `, t.dropRefusal.message)];
   }
-  // The command on the line, its conditions indented below it (one line of ~300 columns before).
+  // The command, its conditions indented below it (one line of ~300 columns before).
   const buildFirst = '  build each model that uses the cache first: one whose shards were renamed binds its tensors among them again';
-  return [`${head}splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge} removes them`, buildFirst];
+  // The command on a line of its own: after the head, a long cache path wrapped "removes them" alone.
+  return [`${head}removed by`, `  splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge}`, buildFirst];
 }
