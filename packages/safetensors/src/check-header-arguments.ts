@@ -9,20 +9,27 @@ import { quoteValue } from './quote-value.js';
 // never a TypeError from deep inside, nor a caller bug reported as file damage (a fileBytes of '100'
 // read as a 100-byte file gave HEADER_OUT_OF_BOUNDS; NaN gave "a NaN-byte file").
 
-/** A shape argument: an array of at most MAX_TENSOR_RANK non-negative safe integers. */
-export function checkShapeArgument(shape: unknown, argument: string): asserts shape is readonly number[] {
-  if (!Array.isArray(shape)) {
-    throw new SafetensorsError('INVALID_ARGUMENT', `${argument} must be an array of non-negative safe integers, got ${quoteValue(shape)}`);
-  }
-  if (shape.length > MAX_TENSOR_RANK) {
-    throw new SafetensorsError('INVALID_ARGUMENT', `${argument} has rank ${shape.length}, over MAX_TENSOR_RANK (${MAX_TENSOR_RANK})`);
-  }
+/**
+ * What is wrong with a shape, as words that follow its name (" has rank 65, …"), or undefined for
+ * an array of at most MAX_TENSOR_RANK non-negative safe integers. One test for computeTensorByteSize
+ * and the writers' screens: a writer that screened less handed computeTensorByteSize a shape it
+ * refuses, and a rank-65 tensor failed as a bare INVALID_ARGUMENT naming no file or tensor.
+ * Indexed, not every(): every() skips a sparse array's holes.
+ */
+export function describeShapeProblem(shape: unknown): string | undefined {
+  if (!Array.isArray(shape)) return ` must be an array of non-negative safe integers, got ${quoteValue(shape)}`;
+  if (shape.length > MAX_TENSOR_RANK) return ` has rank ${shape.length}, over MAX_TENSOR_RANK (${MAX_TENSOR_RANK})`;
   for (let d = 0; d < shape.length; d++) {
     const dim: unknown = shape[d];
-    if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) {
-      throw new SafetensorsError('INVALID_ARGUMENT', `${argument}[${d}] must be a non-negative safe integer, got ${quoteValue(dim)}`);
-    }
+    if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) return `[${d}] must be a non-negative safe integer, got ${quoteValue(dim)}`;
   }
+  return undefined;
+}
+
+/** A shape argument: an array of at most MAX_TENSOR_RANK non-negative safe integers. */
+export function checkShapeArgument(shape: unknown, argument: string): asserts shape is readonly number[] {
+  const problem = describeShapeProblem(shape);
+  if (problem !== undefined) throw new SafetensorsError('INVALID_ARGUMENT', `${argument}${problem}`);
 }
 
 /** A dtype argument: one of SAFETENSORS_DTYPES, with the nearest name suggested (dtype names are case-sensitive). */

@@ -1,4 +1,5 @@
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
+import { describeShapeProblem } from './check-header-arguments.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { checkTensorSpecs } from './check-tensor-specs.js';
 import { SafetensorsError } from './errors.js';
@@ -12,8 +13,10 @@ export function checkTensorData(tensors: readonly TensorToWrite[], file: string)
     if (!(tensor.data instanceof Uint8Array)) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', 'data is not a Uint8Array', { file, tensor: typeof tensor.name === 'string' ? tensor.name : quoteValue(tensor.name) });
     }
-    if (!isSafetensorsDtype(tensor.dtype) || !Array.isArray(tensor.shape) || !tensor.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      continue; // the header serializer names the exact problem
+    if (!isSafetensorsDtype(tensor.dtype)) continue; // the header serializer names the exact problem
+    const shapeProblem = describeShapeProblem(tensor.shape);
+    if (shapeProblem !== undefined) {
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', `shape${shapeProblem}`, { file, tensor: typeof tensor.name === 'string' ? tensor.name : quoteValue(tensor.name) });
     }
     const size = computeTensorByteSize(tensor.shape, tensor.dtype);
     if (size.byteSize !== undefined && size.byteSize !== tensor.data.length) {

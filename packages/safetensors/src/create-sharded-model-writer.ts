@@ -4,6 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import { syncDirectory, temporaryPathFor, writeFileAtomic } from './atomic-file.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { checkByteArray } from './check-byte-array.js';
+import { describeShapeProblem } from './check-header-arguments.js';
 import { checkRemovalsInside } from './check-removal-inside.js';
 import { acquireCommitLock, checkCommitLockFree } from './commit-lock.js';
 import { buildCommitRecord, commitRecordNameFor, findCommitRecordNames, markCommitSettled, newWriterId, readInodeNumbers, serializeCommitRecord } from './commit-record.js';
@@ -82,19 +83,29 @@ export function formatShardName(index: number, count: number, prefix = 'model'):
 
 /** Greedy split in the given order: a shard takes tensors while its data stays <= maxShardBytes. */
 export function planShards(specs: readonly TensorSpec[], maxShardBytes: number, prefix = 'model'): ShardPlan[] {
+  return planShardsOf(specs, maxShardBytes, prefix, undefined);
+}
+
+/** planShards, its WRITE_INVALID_TENSOR naming `file` (the writer's directory; none for the pure planShards). */
+function planShardsOf(specs: readonly TensorSpec[], maxShardBytes: number, prefix: string, file: string | undefined): ShardPlan[] {
   checkFileNameOption(prefix, 'shardNamePrefix');
-  checkTensorSpecs(specs, '<planShards>');
+  checkTensorSpecs(specs, file ?? '<planShards>');
   if (!Number.isSafeInteger(maxShardBytes) || maxShardBytes < 1) {
     throw new SafetensorsError('INVALID_ARGUMENT', `maxShardBytes must be a positive integer, got ${quoteValue(maxShardBytes)}`);
   }
   const groups: { tensors: TensorSpec[]; dataBytes: number }[] = [];
   let current: { tensors: TensorSpec[]; dataBytes: number } | undefined;
   for (const spec of specs) {
-    const size = isSafetensorsDtype(spec.dtype) && Array.isArray(spec.shape) && spec.shape.every((d) => Number.isSafeInteger(d) && d >= 0)
-      ? computeTensorByteSize(spec.shape, spec.dtype).byteSize
-      : undefined;
+    // Screened by the test computeTensorByteSize applies (a rank-65 shape passed a narrower screen
+    // and reached it: a bare INVALID_ARGUMENT naming no tensor).
+    const tensor = typeof spec.name === 'string' ? spec.name : quoteValue(spec.name);
+    const context = file === undefined ? { tensor } : { file, tensor };
+    if (!isSafetensorsDtype(spec.dtype)) throw new SafetensorsError('WRITE_INVALID_TENSOR', `unknown dtype ${quoteValue(spec.dtype)}`, context);
+    const shapeProblem = describeShapeProblem(spec.shape);
+    if (shapeProblem !== undefined) throw new SafetensorsError('WRITE_INVALID_TENSOR', `shape${shapeProblem}`, context);
+    const { byteSize: size, reason } = computeTensorByteSize(spec.shape, spec.dtype);
     if (size === undefined) {
-      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'invalid dtype or shape', { tensor: typeof spec.name === 'string' ? spec.name : quoteValue(spec.name) });
+      throw new SafetensorsError('WRITE_INVALID_TENSOR', reason === 'overflow' ? 'tensor size overflows' : `shape [${spec.shape.join(', ')}] of ${spec.dtype} is not a whole number of bytes`, context);
     }
     if (!current || (current.tensors.length > 0 && current.dataBytes + size > maxShardBytes)) {
       current = { tensors: [], dataBytes: 0 };
@@ -132,7 +143,7 @@ export async function createShardedModelWriter(dir: string, specs: readonly Tens
   checkOptions(options, SHARDED_OPTION_NAMES, 'createShardedModelWriter', root);
   checkTensorSpecs(specs, root);
   const prefix = options.shardNamePrefix ?? 'model';
-  const shards = planShards(specs, options.maxShardBytes, prefix);
+  const shards = planShardsOf(specs, options.maxShardBytes, prefix, root);
   const names = new Set<string>();
   for (const spec of specs) {
     if (names.has(spec.name)) throw new SafetensorsError('WRITE_INVALID_TENSOR', 'tensor name appears twice', { file: root, tensor: spec.name });

@@ -1,10 +1,10 @@
-import { checkStringArgument } from './check-header-arguments.js';
+import { checkStringArgument, describeShapeProblem } from './check-header-arguments.js';
 import { checkTensorSpecs } from './check-tensor-specs.js';
 import { computeTensorByteSize } from './compute-tensor-byte-size.js';
 import { isSafetensorsDtype } from './dtypes.js';
 import { hasLoneSurrogate } from './find-lone-surrogate.js';
 import { SafetensorsError } from './errors.js';
-import { HEADER_ALIGNMENT_BYTES, HEADER_PREFIX_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK } from './limits.js';
+import { HEADER_ALIGNMENT_BYTES, HEADER_PREFIX_BYTES, MAX_HEADER_BYTES } from './limits.js';
 import { quoteValue } from './quote-value.js';
 import type { ParsedTensorEntry, TensorSpec } from './types.js';
 
@@ -70,9 +70,8 @@ export function serializeSafetensorsHeader(
     if (!isSafetensorsDtype(dtype)) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', `unknown dtype ${quoteValue(dtype)}`, { file: fileName, tensor: name });
     }
-    if (!Array.isArray(shape) || shape.length > MAX_TENSOR_RANK || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw new SafetensorsError('WRITE_INVALID_TENSOR', 'shape must be at most MAX_TENSOR_RANK non-negative safe integers', { file: fileName, tensor: name });
-    }
+    const shapeProblem = describeShapeProblem(shape);
+    if (shapeProblem !== undefined) throw new SafetensorsError('WRITE_INVALID_TENSOR', `shape${shapeProblem}`, { file: fileName, tensor: name });
     const size = computeTensorByteSize(shape, dtype);
     if (size.byteSize === undefined) {
       throw new SafetensorsError('WRITE_INVALID_TENSOR', size.reason === 'overflow' ? 'tensor size overflows' : `shape [${shape.join(', ')}] of ${dtype} is not a whole number of bytes`, {
