@@ -139,7 +139,9 @@ export const TEMP_FILE_MAX_AGE_MS = 24 * 3600_000;
  * A lock attempt's temp file younger than this is never swept when the lock is taken, whatever its
  * pid says: it exists for the milliseconds between its write and its link, so only a killed
  * attempt's outlives this, and a pid space misjudged (no /proc/self/ns/pid: two containers of one
- * host name and boot) cannot remove a live attempt's.
+ * host name and boot) cannot remove a live attempt's. Also how long an empty one (opened, its record
+ * not yet written) names its pid as a cache's creator (mark-cache-being-created.ts): an older one is
+ * a killed attempt's, and a new process given its pid read as that creator for good.
  */
 export const LOCK_TEMP_MIN_AGE_MS = 60_000;
 /**

@@ -4,13 +4,12 @@
 // opening it meanwhile found no manifest and was told to create the cache, which that writer is
 // doing; before the lock was linked (the directory empty, or holding only the lock's temp file)
 // it still was.
-import { readdir, stat } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { StoreError } from './errors.js';
 import { formatAge } from './format-age.js';
-import { EMPTY_CACHE_DIR_LOOK_AGAIN_MS } from './limits.js';
-import { TEMP_FILE_PATTERN } from './remove-abandoned-temp-files.js';
+import { EMPTY_CACHE_DIR_LOOK_AGAIN_MS, LOCK_TEMP_MIN_AGE_MS } from './limits.js';
 import { currentBootId, currentPidNamespace, isForeignPidNamespace, isPidDead, pidSpaceTag, readPidHeldState, readProcessStartTicks, readWriteLockHolder, type LockHolder } from './write-lock.js';
 
 /** Waits `ms` (the pause before an empty directory is looked at again); a parameter for tests. */
@@ -79,30 +78,49 @@ async function findCreator(lockPath: string): Promise<{ holder: LockHolder; lock
 /**
  * The record of a live process's lock attempt at `lockPath` (its temp file, written and then linked
  * as the lock; tryCreateLock), or undefined. Only a name of this pid space is judged (another's pid
- * means nothing here); a temp file not yet written (opened, empty) is described from its name.
+ * means nothing here); a temp file not yet written (opened, empty) is described from its name while
+ * it is younger than LOCK_TEMP_MIN_AGE_MS: it is written at once, so an older one is a killed
+ * attempt's, and its pid, reused by another process, kept readers saying "being created" for good.
  */
 async function findLiveLockAttempt(lockPath: string): Promise<LockHolder | undefined> {
   const dir = dirname(lockPath);
   const prefix = `${basename(lockPath)}.tmp-`;
   const names = await readdir(dir).catch(() => [] as string[]);
   for (const name of names) {
-    const temp = name.startsWith(prefix) ? TEMP_FILE_PATTERN.exec(name) : null;
-    if (temp === null || temp[2] !== pidSpaceTag()) continue;
-    const pid = Number(temp[1]);
+    const attempt = name.startsWith(prefix) ? parseLockAttemptName(name.slice(prefix.length)) : undefined;
+    if (attempt === undefined || attempt.tag !== pidSpaceTag()) continue;
+    const { pid, token } = attempt;
     if (isPidDead(pid)) continue;
-    const written = await readWriteLockHolder(join(dir, name));
+    const path = join(dir, name);
+    const written = await readWriteLockHolder(path);
     if (written !== undefined) {
       if (written.dead || written.pid !== pid) continue;
       const { dead: _dead, ...holder } = written;
       return holder;
     }
-    const info = await stat(join(dir, name)).catch(() => undefined);
+    const info = await lstat(path).catch(() => undefined);
     // Linked as the lock and removed meanwhile: the lock is looked at again by the caller's retry.
-    if (info === undefined) continue;
-    const token = /-([0-9a-f]{16})/.exec(name.slice(prefix.length))?.[1] ?? '';
+    // A directory, FIFO or link of such a name is no attempt (writeFile 'wx' makes a regular file).
+    if (info === undefined || !info.isFile()) continue;
+    // Either way off: a file stamped in the future would otherwise count for as long.
+    if (Math.abs(Date.now() - info.mtimeMs) >= LOCK_TEMP_MIN_AGE_MS) continue;
     return { pid, host: hostname(), bootId: currentBootId(), startTicks: readProcessStartTicks(pid), pidNamespace: currentPidNamespace(), token, createdMs: info.mtimeMs };
   }
   return undefined;
+}
+
+/**
+ * `<pid>-<token>.<pid space tag>`, the rest of a lock attempt's name (tryCreateLock), or undefined:
+ * the pid decimal from 1 with no leading zero. A pid 0 passed the liveness check (kill(0, 0)
+ * signals this process's group), and `0123` or a name found further in (an unanchored pattern) is
+ * no name the store writes.
+ */
+function parseLockAttemptName(rest: string): { pid: number; token: string; tag: string } | undefined {
+  const match = /^([1-9][0-9]*)-([0-9a-f]{16})\.([0-9a-f]{8})$/.exec(rest);
+  if (match === null) return undefined;
+  const [, pidText = '', token = '', tag = ''] = match;
+  const pid = Number(pidText);
+  return Number.isSafeInteger(pid) ? { pid, token, tag } : undefined;
 }
 
 /** Whether `dir` is a directory with no entries (not one that cannot be read). */

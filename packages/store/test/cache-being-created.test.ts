@@ -3,13 +3,14 @@
 // NOT_A_CACHE "no manifest.json (open with create: true to make a new cache)", which that writer
 // was doing. It is still NOT_A_CACHE (there is no cache to read yet), with details.reason
 // 'being-created' naming the lock's live holder; without a live lock it is as before.
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openCacheStore, StoreError } from '../src/index.js';
+import { LOCK_TEMP_MIN_AGE_MS } from '../src/limits.js';
 import { markCacheBeingCreated } from '../src/mark-cache-being-created.js';
 import { acquireLock, pidSpaceTag } from '../src/write-lock.js';
 import { catchError, makeTempDir } from './helpers.js';
@@ -149,6 +150,43 @@ describe('a directory cache before its creator has linked the lock', () => {
       expect(error.details).toMatchObject({ reason: 'being-created', holder: { pid: child.pid, host: hostname() }, lockTaken: false });
     } finally {
       child.kill('SIGKILL');
+    }
+  });
+
+  it('an empty lock attempt LOCK_TEMP_MIN_AGE_MS old (or stamped as far ahead) is a killed attempt\'s, whatever process has its pid now', async () => {
+    // An attempt killed between creating and writing its temp file leaves it empty; a new process
+    // given its pid (here: this one) read as its creator for good.
+    for (const offsetMs of [-2 * LOCK_TEMP_MIN_AGE_MS, 2 * LOCK_TEMP_MIN_AGE_MS]) {
+      const root = await makeTempDir();
+      const path = join(root, tempName(process.pid));
+      await writeFile(path, '');
+      const stamp = new Date(Date.now() + offsetMs);
+      await utimes(path, stamp, stamp);
+      expect((await catchError(() => openCacheStore(root))).details).toEqual({});
+    }
+    // Younger than that: still a creator between its open and its write.
+    const fresh = await makeTempDir();
+    const path = join(fresh, tempName(process.pid));
+    await writeFile(path, '');
+    const stamp = new Date(Date.now() - LOCK_TEMP_MIN_AGE_MS / 2);
+    await utimes(path, stamp, stamp);
+    expect((await catchError(() => openCacheStore(fresh))).details).toMatchObject({ reason: 'being-created', holder: { pid: process.pid }, lockTaken: false });
+  });
+
+  it('only a regular file is a lock attempt (not a directory or FIFO of that name), and only a pid from 1 written as the store writes it', async () => {
+    const dirNamed = await makeTempDir();
+    await mkdir(join(dirNamed, tempName(process.pid)));
+    expect((await catchError(() => openCacheStore(dirNamed))).details).toEqual({});
+    if (process.platform === 'linux') {
+      const fifoNamed = await makeTempDir();
+      execFileSync('mkfifo', [join(fifoNamed, tempName(process.pid))]);
+      expect((await catchError(() => openCacheStore(fifoNamed))).details).toEqual({});
+    }
+    // kill(0, 0) asks about this process's group, which is alive; '0<pid>' names this process in no name the store writes.
+    for (const pidText of ['0', `0${process.pid}`]) {
+      const root = await makeTempDir();
+      await writeFile(join(root, `lock.tmp-${pidText}-0123456789abcdef.${pidSpaceTag()}`), '');
+      expect((await catchError(() => openCacheStore(root))).details).toEqual({});
     }
   });
 
