@@ -106,8 +106,13 @@ export interface ReadDecodeRequest {
  */
 export interface ReadDecodeStaging {
   readonly source: object;
-  /** `signal`: the taker no longer needs the slot (its reads went away): a wait for one ends. */
-  take(signal?: AbortSignal): StagingLease | Promise<StagingLease>;
+  /**
+   * `signal`: the taker no longer needs the slot (its reads went away): a wait for one ends.
+   * `slotWaitMs`: what the read it is for has left of its pool's slotWaitMs (a thread decoder
+   * passes it once a take of this source timed out, so each read's deadline counts from its own
+   * enqueue); undefined: the pool's own.
+   */
+  take(signal?: AbortSignal, slotWaitMs?: number): StagingLease | Promise<StagingLease>;
 }
 
 /** A staging slot held by a decode thread between jobs; `release` gives it back (once). */

@@ -6,7 +6,7 @@ import { countPayloadSegments, decode, decodeSegments, SEGMENT_DIGESTS, SEGMENT_
 import type { DecodeBackend, DecodedBuffer, HashedContentKey, OpenedPayloadFile, ReadDecodeRequest, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import type { DecodeThreadJob, DecodeThreadMessage, DecodeThreadReady, DecodeThreadReply, SharedRef } from './decode-thread.js';
 import { argumentError, checkOptionsArgument, optionNames } from './check-load-arguments.js';
-import { abortedError, RuntimeError, type RuntimeErrorCode } from './errors.js';
+import { abortedError, isRuntimeError, RuntimeError, type RuntimeErrorCode } from './errors.js';
 import { markSettlingBackend } from './settling-backends.js';
 import { takeTurnIfDue } from './take-turn-if-due.js';
 import { startWorker } from '@splitzip/kernels/start-worker';
@@ -169,6 +169,25 @@ interface QueuedRead {
   request: ReadDecodeRequest;
   resolve: (result: ReadDecodeResult) => void;
   reject: (error: unknown) => void;
+  /** performance.now() when it was queued: its slot wait's deadline counts from here. */
+  queuedAt: number;
+}
+
+/**
+ * A timer fires on the event loop's cached clock, which may run up to a millisecond behind
+ * performance.now(): a read queued that little after the one a timed-out take was for has waited
+ * its full slotWaitMs too, and is failed with it rather than given a take of a millisecond.
+ */
+const TIMER_SLACK_MS = 1;
+
+/**
+ * A read's POOL_WAIT_TIMEOUT from a take that waited only what the read had left of its pool's
+ * slotWaitMs (`takeWaitMs`): restated as the read's own wait, so its message and details say the
+ * pool's slotWaitMs and how long this read waited.
+ */
+function readWaitTimeoutError(error: RuntimeError, slotWaitMs: number, takeWaitMs: number, waitedMs: number): RuntimeError {
+  const message = error.message.replace(`slotWaitMs (${takeWaitMs} ms)`, `slotWaitMs (${slotWaitMs} ms)`);
+  return new RuntimeError('POOL_WAIT_TIMEOUT', message, { ...error.details, slotWaitMs, waitedMs: Math.round(waitedMs) });
 }
 
 /** [first, end) ranges cutting `count` units into min(parts, count) runs of near-equal length. */
@@ -337,6 +356,11 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const slotsTaking = new Map<object, number>();
   /** Each source's slot wait, ended once no read of it is queued (or at close). */
   const slotTakers = new Map<object, AbortController>();
+  /**
+   * Each source's slotWaitMs, learned from its first POOL_WAIT_TIMEOUT: later takes wait only what
+   * the read they are for has left of it (a WeakMap: the shared decoder outlives pools).
+   */
+  const slotWaitOf = new WeakMap<object, number>();
   let nextArenaId = 1;
   let nextId = 1;
   let jobs = 0;
@@ -597,7 +621,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const { signal } = request;
     if (signal?.aborted) return Promise.reject(abortedError('read aborted before it was queued', signal));
     return new Promise<ReadDecodeResult>((resolve, reject) => {
-      const queued: QueuedRead = { request, resolve, reject };
+      const queued: QueuedRead = { request, resolve, reject, queuedAt: performance.now() };
       if (signal !== undefined) {
         // Aborted while waiting (for a worker, or for a slot that may never come back): out of the queue.
         const onAbort = () => {
@@ -670,24 +694,42 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
    */
   const takeSlot = (staging: ReadDecodeStaging): void => {
     const { source } = staging;
+    const startedAt = performance.now();
+    // The read this take is for: the oldest queued of its source.
+    const forQueuedAt = readQueue.find((queued) => queued.request.staging.source === source)?.queuedAt ?? startedAt;
+    const knownWaitMs = slotWaitOf.get(source);
+    const waitMs = knownWaitMs === undefined ? undefined : Math.max(1, Math.ceil(knownWaitMs - (startedAt - forQueuedAt)));
     const settle = (slot: StagingLease | undefined, error?: unknown) => {
       if (slot !== undefined) {
         if (closed || !hasQueuedRead(source)) slot.release();
         else spareSlots.push({ source, slot });
-      } else {
-        // No slot for this source (its pool closed, a load aborted): its waiting reads fail.
-        for (let k = readQueue.length - 1; k >= 0; k--) {
-          const queued = readQueue[k] as QueuedRead;
-          if (queued.request.staging.source !== source) continue;
-          readQueue.splice(k, 1);
-          queued.reject(error);
-        }
+        return;
+      }
+      const timedOut = isRuntimeError(error) && error.code === 'POOL_WAIT_TIMEOUT';
+      const now = performance.now();
+      let fullWaitMs = knownWaitMs;
+      if (timedOut && fullWaitMs === undefined) {
+        const told = error.details.slotWaitMs;
+        fullWaitMs = typeof told === 'number' ? told : now - startedAt;
+        slotWaitOf.set(source, fullWaitMs);
+      }
+      // No slot for this source (its pool closed, a load aborted): its waiting reads fail. A wait
+      // that timed out fails only the reads that have waited slotWaitMs (each from its own
+      // enqueue): the rest keep their place and a fresh take waits what the oldest has left.
+      // Until 2026-12-07 it failed every queued read of the pool, one queued just before too.
+      for (let k = readQueue.length - 1; k >= 0; k--) {
+        const queued = readQueue[k] as QueuedRead;
+        if (queued.request.staging.source !== source) continue;
+        const waitedMs = now - queued.queuedAt;
+        if (timedOut && queued.queuedAt > forQueuedAt && waitedMs < (fullWaitMs as number) - TIMER_SLACK_MS) continue;
+        readQueue.splice(k, 1);
+        queued.reject(timedOut && waitMs !== undefined ? readWaitTimeoutError(error, fullWaitMs as number, waitMs, waitedMs) : error);
       }
     };
     const taker = new AbortController();
     let taken: StagingLease | Promise<StagingLease>;
     try {
-      taken = staging.take(taker.signal);
+      taken = staging.take(taker.signal, waitMs);
     } catch (error) {
       settle(undefined, error);
       return;

@@ -1069,9 +1069,9 @@ function threadStaging(pool: StagingPool): ReadDecodeStaging {
       // A slot for any payload of the pool (its largest); not tied to one load's abort signal,
       // since a thread keeps it for the tensors of every load that shares the pool.
       // The most recently released slot: the one most likely still in the CPU's caches.
-      take: (signal) => {
+      take: (signal, slotWaitMs) => {
         const slot = pool.tryAcquire();
-        return slot !== undefined ? stagingOf(slot) : pool.acquire({ signal }).then(stagingOf);
+        return slot !== undefined ? stagingOf(slot) : pool.acquire({ signal, ...(slotWaitMs === undefined ? {} : { slotWaitMs }) }).then(stagingOf);
       },
     };
     threadStagings.set(pool, staging);

@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
+import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import { loadTensor } from '../src/load-tensor.js';
+import { openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } from './fixtures.js';
+
+// The decode threads take one slot at a time for all the queued reads of a pool. When that take
+// timed out (slotWaitMs), every read of the pool still queued failed with it, one queued just
+// before too (until 2026-12-07): a read's deadline counts from its own enqueue.
+
+let fixture: CachedModelFixture;
+// Every tensor read and decoded on the worker (no inline bound).
+const decoder = createThreadDecoder({ threads: 1, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+
+beforeAll(async () => {
+  fixture = await openCachedModel('thread-slot-wait-deadline', tunedWeights(['a', 'b'], 71));
+  await decoder.warmUp();
+});
+afterAll(async () => {
+  await decoder.close();
+  await fixture?.close();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A pool of one slot, held by another caller, whose acquires the test can count. */
+function busyPool(slotWaitMs: number): { pool: StagingPool; held: StagingSlot; asked: () => number; waits: (number | undefined)[] } {
+  const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1, shared: true, threads: 1, slotWaitMs });
+  const held = pool.tryAcquire() as StagingSlot;
+  let asked = 0;
+  const waits: (number | undefined)[] = [];
+  const acquire = pool.acquire.bind(pool);
+  pool.acquire = (options) => {
+    asked += 1;
+    waits.push(options?.slotWaitMs);
+    return acquire(options);
+  };
+  return { pool, held, asked: () => asked, waits };
+}
+
+/** Resolves once `check()` holds (a hang guard of ~5 s, then the test goes on and fails). */
+async function until(check: () => boolean): Promise<void> {
+  for (let k = 0; k < 1000 && !check(); k++) await sleep(5);
+}
+
+const settled = (promise: Promise<unknown>) => promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+
+describe("a thread decoder's reads on a pool with slotWaitMs", () => {
+  it('the first read times out; a later one, queued before that, is served by the slot that comes back in its own time', { timeout: 20_000 }, async () => {
+    const { pool, held, asked } = busyPool(1000);
+    try {
+      const first = settled(loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, backend: decoder }));
+      await until(() => asked() > 0);
+      await sleep(500);
+      const second = loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, pool, backend: decoder });
+      const secondSettled = settled(second);
+      expect(await first).toMatchObject({ error: { code: 'POOL_WAIT_TIMEOUT', retryable: true } });
+      // The slot comes back about 500 ms before the second read's deadline.
+      pool.release(held);
+      const outcome = await secondSettled;
+      expect(outcome).not.toHaveProperty('error');
+      const tensor = await second;
+      expect(sameBytes(tensor.data, fixture.raw.get('b.weight')!)).toBe(true);
+    } finally {
+      pool.close();
+    }
+  });
+
+  it('with no slot back, the later read fails only once it has waited slotWaitMs itself', { timeout: 20_000 }, async () => {
+    const { pool, asked, waits } = busyPool(300);
+    try {
+      const first = settled(loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, backend: decoder }));
+      await until(() => asked() > 0);
+      await sleep(150);
+      const secondAt = performance.now();
+      const second = settled(loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, pool, backend: decoder }));
+      const order: string[] = [];
+      void first.then(() => order.push('first'));
+      void second.then(() => order.push('second'));
+      expect(await first).toMatchObject({ error: { code: 'POOL_WAIT_TIMEOUT' } });
+      const secondError = (await second) as { error: Error & { details: { waitedMs: number } } };
+      expect(secondError).toMatchObject({ error: { code: 'POOL_WAIT_TIMEOUT', retryable: true, details: { slotWaitMs: 300 } } });
+      // Its take asked the pool for what it had left of the 300 ms (the loader's staging passes
+      // it on), and its error tells its own wait, in the message as in the details.
+      expect(waits[0]).toBeUndefined();
+      expect(waits).toHaveLength(2);
+      expect(waits[1]).toBeGreaterThan(0);
+      expect(waits[1]).toBeLessThanOrEqual(300);
+      expect(secondError.error.message).toMatch(/^no staging slot came within slotWaitMs \(300 ms\): 1 of 1 slots in use/);
+      expect(secondError.error.details.waitedMs).toBeGreaterThanOrEqual(298);
+      // A lower bound only (it was queued after secondAt): it waited its own slotWaitMs, not the
+      // first read's take's (about 150 ms; a timer may fire a millisecond early on the loop's clock).
+      expect(performance.now() - secondAt).toBeGreaterThanOrEqual(298);
+      expect(order).toEqual(['first', 'second']);
+      // Its take was given what it had left: no wait is left in the pool.
+      expect(pool.stats()).toMatchObject({ inUse: 1, waits: 0 });
+    } finally {
+      pool.close();
+    }
+  });
+});
