@@ -29,13 +29,23 @@ export function kernelsArgumentTypeError(argument: string, expected: string, val
 }
 
 /**
- * A per-call `signal`: undefined, or an AbortSignal (any realm's: one with a boolean `aborted` and
- * `addEventListener`). Anything else would be a call that can never be abandoned, unsaid.
+ * A per-call `signal`: undefined, or an AbortSignal (any realm's: one with a boolean `aborted`,
+ * `addEventListener` and `removeEventListener`). Anything else would be a call that can never be
+ * abandoned, unsaid; one without `removeEventListener` made the call hang, its settling throwing an
+ * unhandled TypeError.
  */
 export function checkSignalOption(value: unknown, argument = 'signal'): asserts value is AbortSignal | undefined {
   if (value === undefined) return;
-  const signal = value as { aborted?: unknown; addEventListener?: unknown } | null;
-  if (typeof signal === 'object' && signal !== null && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function') return;
+  const signal = value as { aborted?: unknown; addEventListener?: unknown; removeEventListener?: unknown } | null;
+  if (
+    typeof signal === 'object' &&
+    signal !== null &&
+    typeof signal.aborted === 'boolean' &&
+    typeof signal.addEventListener === 'function' &&
+    typeof signal.removeEventListener === 'function'
+  ) {
+    return;
+  }
   throw kernelsArgumentTypeError(argument, 'an AbortSignal or undefined', value);
 }
 

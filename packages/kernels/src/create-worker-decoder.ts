@@ -78,10 +78,14 @@ const WORKER_DECODE_OPTIONS = optionNames<WorkerDecodeOptions>({ verify: true, s
 export interface WorkerDecodeOptions extends DecodeOptions {
   /**
    * Abandons this call alone (no dispose()): when it fires the call rejects `ABORTED` (the signal's
-   * reason as `cause` and `details.reason`) at once, whether it waited for its turn or its workers;
-   * an already-aborted signal rejects before anything starts. The decoder stays usable. Work in
-   * flight is told to stop (no thread claims another range, a wait on a gate or copy-in gives up)
-   * and finishes in the background; the next call starts once it has (see `idle()`).
+   * reason as `cause` and `details.reason`) as soon as the calling thread's event loop hears it: at
+   * once while the call waits for its turn or asynchronously for its workers; after the synchronous
+   * part it is in otherwise (its own ranges with callerDecodes, copy-in of an ordinary payload, up to
+   * BLOCKING_WAIT_MS of blocking wait). An already-aborted signal rejects before anything starts.
+   * The decoder stays usable. Work in flight is told to stop (no thread claims another range or
+   * starts a whole-payload checksum, a wait on a gate or copy-in gives up) and finishes in the
+   * background; the next call starts once it has (see `idle()`). Such a call borrows no staging
+   * from the decoder's arena (stageOrdinary).
    */
   signal?: AbortSignal | undefined;
 }
@@ -173,12 +177,20 @@ export interface WorkerDecoder {
    * 1 and 2: the calling thread checks the checksum while the workers decode, then joins them
    * (with `splitChecksum: false` it decodes alone with the codec's fused decode + checksum). No
    * result is returned unless the checksum matches (CHECKSUM_MISMATCH otherwise).
-   * `signal` (WorkerDecodeOptions) abandons the call: it rejects ABORTED at once. An ordinary `out`
-   * (copied back by the calling thread) is never written after that rejection; a shared one (the
-   * arena's, any SharedArrayBuffer, which the workers write themselves) may still be, by a worker
-   * finishing the range it holds, until `idle()` resolves: reuse it only then.
+   * `signal` (WorkerDecodeOptions) abandons the call: it rejects ABORTED (see there for when). An
+   * ordinary `out` (copied back by the calling thread) is never written after that rejection; a
+   * shared one (the arena's, any SharedArrayBuffer, which the workers write themselves) may still
+   * be, and a shared payload read, by a worker finishing the range it holds, until `idle()`
+   * resolves: reuse them (or reset() an arena holding them) only then. Nothing else of the arena is
+   * touched: with a signal, an ordinary side is never staged in the decoder's arena.
    */
-  decode<TBuffer extends ArrayBufferLike = SharedArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, options?: WorkerDecodeOptions): Promise<Uint16Array<TBuffer>>;
+  decode(payload: Uint8Array, out?: undefined, options?: WorkerDecodeOptions): Promise<Uint16Array<SharedArrayBuffer>>;
+  /**
+   * Into `out`: the result is `out`, typed with its buffer. Overloads, not a defaulted type
+   * parameter: `decode<ArrayBuffer>(payload)` compiled and returned a SharedArrayBuffer's array.
+   */
+  decode<TBuffer extends ArrayBufferLike>(payload: Uint8Array, out: Uint16Array<TBuffer>, options?: WorkerDecodeOptions): Promise<Uint16Array<TBuffer>>;
+  decode<TBuffer extends ArrayBufferLike>(payload: Uint8Array, out: Uint16Array<TBuffer> | undefined, options?: WorkerDecodeOptions): Promise<Uint16Array<TBuffer | SharedArrayBuffer>>;
   /**
    * Checks the payload's checksum on the workers (in place for a view of the decoder's arena,
    * through each worker's kernel scratch for other shared memory), leaving the calling thread
@@ -521,14 +533,22 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     payload: Uint8Array,
     target: Uint16Array,
     meta: PayloadMeta,
+    mayBorrow: boolean,
   ): { payload: Placed<Uint8Array>; out: Placed<Uint16Array>; staged: boolean; copyIn: Uint8Array | null; release: () => void } => {
     const n = meta.elementCount;
     let p = place(payload.subarray(0, meta.compBytes));
     let o = place(target.subarray(0, n));
     if (p !== null && o !== null) return { payload: p, out: o, staged: false, copyIn: null, release: () => undefined };
+    const inUserArena = (placed: Placed<Uint8Array | Uint16Array> | null): boolean => placed !== null && 'arena' in placed.ref && placed.ref.arena === USER_ARENA_ID;
+    // A call that may be abandoned (it has a signal) borrows nothing from the caller's arena: after
+    // its rejection the caller may reset() that arena and allocate again, and a worker finishing its
+    // range wrote the staged values into the new allocations (or read a staged payload overwritten).
+    // Its side in that arena is staged too, in this decoder's own staging arena: the calling thread
+    // copies it in (payload) or back (out, not after the rejection), one more copy, overlapped.
+    if (!mayBorrow && inUserArena(p)) p = null;
+    if (!mayBorrow && inUserArena(o)) o = null;
     const copyIn = p === null ? payload : null;
     const bytes = (p === null ? alignUp(meta.compBytes) : 0) + (o === null ? 2 * n : 0);
-    const inUserArena = (placed: Placed<Uint8Array | Uint16Array> | null): boolean => placed !== null && 'arena' in placed.ref && placed.ref.arena === USER_ARENA_ID;
     const borrowed = inUserArena(p) || inUserArena(o) ? borrowUserArena(bytes) : null;
     const home = borrowed === null ? stagingArena(bytes) : null;
     let used = 0;
@@ -567,7 +587,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
   // One decode at a time: calls share the staging arena and the pool.
   let queue: Promise<unknown> = Promise.resolve();
 
-  const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean, abandoned: () => boolean): Promise<Uint16Array> => {
+  const decodeParallel = async (payload: Uint8Array, out: Uint16Array | undefined, verify: boolean, hasSignal: boolean, abandoned: () => boolean): Promise<Uint16Array> => {
     checkPayloadArray(payload);
     const meta = readMeta(payload);
     const n = meta.elementCount;
@@ -592,7 +612,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     // by whichever thread claims it; this thread combines the digests at the end.
     const kind: TaskKind = verify && meta.version >= 3 ? 'segments' : 'chunks';
     if (verify && kind === 'chunks' && !splitChecksum) return decode(payload, target);
-    const homes = stageOrdinary(payload, target, meta);
+    const homes = stageOrdinary(payload, target, meta, !hasSignal);
     try {
       return await decodeStaged(meta, target, kind, verify, homes, abandoned);
     } finally {
@@ -723,9 +743,10 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
     }
     // Something failed: a bad checksum is reported before any decoding error (FORMAT.md order),
     // so check it here unless a thread already has (a worker may have given up waiting for the
-    // copy-in; hashing twice is harmless), and hear from every worker.
+    // copy-in; hashing twice is harmless), and hear from every worker. Not for an abandoned call:
+    // its caller has its ABORTED already, and the hash of a whole payload would only hold this thread.
     let checksumError: unknown = null;
-    if (verify && !isVerifyJudged(control) && !copyInFailed) {
+    if (verify && !isVerifyJudged(control) && !copyInFailed && !abandoned()) {
       try {
         verifyPayloadChecksum(local.payload, meta);
       } catch (error) {
@@ -865,7 +886,7 @@ export function createWorkerDecoder(options: WorkerDecoderOptions = {}): WorkerD
         return Promise.reject(error);
       }
       // `out` itself, or without it a new array over a SharedArrayBuffer (TBuffer's default).
-      return enqueue('decode', signal, (abandoned) => decodeParallel(payload, out, verify, abandoned)) as Promise<Uint16Array<TBuffer>>;
+      return enqueue('decode', signal, (abandoned) => decodeParallel(payload, out, verify, signal !== undefined, abandoned)) as Promise<Uint16Array<TBuffer>>;
     },
 
     verifyChecksum(payload, verifyOptions) {

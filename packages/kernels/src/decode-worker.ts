@@ -11,7 +11,7 @@ import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_
 import { attachCodecArena, isSplitZipError, type CodecArenaShare, type PayloadMeta } from '@splitzip/codec';
 import { collectGarbage } from './collect-garbage.js';
 import { createMetaReader } from './create-meta-reader.js';
-import { CONTROL_CLAIMED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
+import { CONTROL_CLAIMED, CONTROL_FAILED, claimVerify, decodeClaimedTasks, runVerify, waitReady } from './decode-claimed-tasks.js';
 import type { BufferRef, DecodeJob, DecodeJobReply, WorkerMessage, WorkerStart } from './worker-protocol.js';
 
 /** This thread's view of each attached arena's memory (only views of it decode in place here). */
@@ -49,6 +49,9 @@ function runJob(job: DecodeJob): DecodeJobReply {
       meta = readMeta(payload);
       // A payload still being copied in is hashed once its last range is in.
       if (ready && !waitReady(ready, job.taskCount - 1, control)) return { id: job.id, ok: true };
+      // Failed meanwhile (abandoned, disposed, or another thread's error, which the caller then
+      // checks against the checksum itself): no whole-payload hash for a job no one will take.
+      if (Atomics.load(control, CONTROL_FAILED) !== 0) return { id: job.id, ok: true };
       runVerify(payload, meta, control, job.taskCount, job.doneTarget);
     }
     if (Atomics.load(control, CONTROL_CLAIMED) >= job.taskCount) return { id: job.id, ok: true };

@@ -77,7 +77,10 @@ export interface DeviceDecodeResult extends BackendReport {
   segments: readonly DeviceSegment[];
   timings: StageTimings;
   /** Reads the values back (for checks): BF16 bit patterns, into `out` or a new array over an ordinary ArrayBuffer. */
-  toArray<TBuffer extends ArrayBufferLike = ArrayBuffer>(out?: Uint16Array<TBuffer>): Promise<Uint16Array<TBuffer>>;
+  toArray(out?: undefined): Promise<Uint16Array<ArrayBuffer>>;
+  /** Into `out`: the result is `out`, typed with its buffer (no type argument names another: overloads, not a defaulted one). */
+  toArray<TBuffer extends ArrayBufferLike>(out: Uint16Array<TBuffer>): Promise<Uint16Array<TBuffer>>;
+  toArray<TBuffer extends ArrayBufferLike>(out: Uint16Array<TBuffer> | undefined): Promise<Uint16Array<TBuffer | ArrayBuffer>>;
   /**
    * Frees the result's memory; idempotent; the handles must not be used afterwards. On webgpu the
    * buffers go back to the backend, which reuses a few of them for later results of the same size.
@@ -133,7 +136,10 @@ export interface Kernels {
   /** Backends that passed their start-up self-check in this instance and have not failed during a call since. */
   readonly availableBackends: readonly BackendName[];
   /** Into `out`, or without it a new array over an ordinary ArrayBuffer (`DecodeResult<ArrayBuffer>`). */
-  decode<TBuffer extends ArrayBufferLike = ArrayBuffer>(payload: Uint8Array, out?: Uint16Array<TBuffer>, options?: DecodeOptions): Promise<DecodeResult<TBuffer>>;
+  decode(payload: Uint8Array, out?: undefined, options?: DecodeOptions): Promise<DecodeResult<ArrayBuffer>>;
+  /** Into `out`: `values` is `out`, typed with its buffer (overloads: `decode<SharedArrayBuffer>(payload)` does not compile, it returned an ordinary one). */
+  decode<TBuffer extends ArrayBufferLike>(payload: Uint8Array, out: Uint16Array<TBuffer>, options?: DecodeOptions): Promise<DecodeResult<TBuffer>>;
+  decode<TBuffer extends ArrayBufferLike>(payload: Uint8Array, out: Uint16Array<TBuffer> | undefined, options?: DecodeOptions): Promise<DecodeResult<TBuffer | ArrayBuffer>>;
   encode(values: Uint16Array, codebook: Codebook, options?: EncodeOptions): Promise<EncodeResult>;
   decodeToDevice(payload: Uint8Array, options?: DecodeOptions): Promise<DeviceDecodeResult>;
   /**

@@ -46,6 +46,16 @@ describe('result types name their buffers', () => {
         expectTypeOf(readBack).toEqualTypeOf<Uint16Array<ArrayBuffer>>();
         expect(readBack.buffer).toBeInstanceOf(ArrayBuffer);
         expectTypeOf(await device.toArray(sharedOut)).toEqualTypeOf<Uint16Array<SharedArrayBuffer>>();
+        // A type argument cannot name another buffer than the one returned (a defaulted type
+        // parameter let these compile, typed over a SharedArrayBuffer, the arrays ordinary).
+        // @ts-expect-error toArray() without `out` is over an ArrayBuffer
+        void device.toArray<SharedArrayBuffer>();
+        // @ts-expect-error decode() without `out` is over an ArrayBuffer
+        void kernels.decode<SharedArrayBuffer>(payload);
+        // `out` that may be undefined: either buffer.
+        const maybeOut = sharedOut as Uint16Array<SharedArrayBuffer> | undefined;
+        expectTypeOf((await kernels.decode(payload, maybeOut)).values).toEqualTypeOf<Uint16Array<SharedArrayBuffer | ArrayBuffer>>();
+        expectTypeOf(await device.toArray(maybeOut)).toEqualTypeOf<Uint16Array<SharedArrayBuffer | ArrayBuffer>>();
         device.delete();
       } finally {
         await kernels.dispose();
@@ -62,6 +72,13 @@ describe('result types name their buffers', () => {
     expectTypeOf(into).toEqualTypeOf<Uint16Array<ArrayBuffer>>();
     expect(into).toBe(ordinary);
     expect((await crypto.subtle.digest('SHA-256', into)).byteLength).toBe(32);
+    // A type argument cannot name another buffer than the one returned: this compiled, typed
+    // Uint16Array<ArrayBuffer>, over a SharedArrayBuffer.
+    // @ts-expect-error decode() without `out` is over a SharedArrayBuffer
+    const misnamed = await decoder.decode<ArrayBuffer>(payload);
+    expect(misnamed.buffer).toBeInstanceOf(SharedArrayBuffer);
+    const maybeOut = ordinary as Uint16Array<ArrayBuffer> | undefined;
+    expectTypeOf(await decoder.decode(payload, maybeOut)).toEqualTypeOf<Uint16Array<ArrayBuffer | SharedArrayBuffer>>();
   });
 
   it('worker decoder arena views: SharedArrayBuffer, and a decode into one says so', async () => {
