@@ -5,6 +5,21 @@ import type { ModelBindingsReport } from '../src/judge-model-bindings.js';
 import { renderModelBindings } from '../src/render-model-bindings.js';
 
 const KEY = 'a'.repeat(40);
+
+/**
+ * The lines as written before they were fitted to 120 columns (fc28a74): a continuation line hangs
+ * four columns further in than its own (which start at 0 or 2).
+ */
+function render(...args: Parameters<typeof renderModelBindings>): string[] {
+  const fitted = renderModelBindings(...args);
+  for (const line of fitted) expect(line.length).toBeLessThanOrEqual(120);
+  const lines: string[] = [];
+  for (const line of fitted) {
+    if (/^ {4}/.test(line) && lines.length > 0) lines[lines.length - 1] += ` ${line.trimStart()}`;
+    else lines.push(line);
+  }
+  return lines;
+}
 const judged = (offsetBytes: number) => ({ shardName: 'model.safetensors', offsetBytes, sizeBytes: 8, key: KEY, qualname: 'a.weight', verdict: 'leftover' as const });
 const report: ModelBindingsReport = {
   model: '/m',
@@ -23,21 +38,21 @@ const report: ModelBindingsReport = {
 
 describe('renderModelBindings', () => {
   it('a partial removal says the others were removed or bound again by another writer, and that the lines list what was judged', () => {
-    const lines = renderModelBindings(report, '/c', 'removed');
+    const lines = render(report, '/c', 'removed');
     expect(lines[1]).toBe('removed 1 binding (of 3 judged to go: another writer removed or bound the others again since, left as they are); judged to go:');
     expect(lines[2]).toBe("  model.safetensors: 3 at no tensor's span now");
   });
 
   it('a full removal lists what went', () => {
-    const lines = renderModelBindings({ ...report, removed: 3 }, '/c', 'removed');
+    const lines = render({ ...report, removed: 3 }, '/c', 'removed');
     expect(lines[1]).toBe('removed 3 bindings:');
   });
 
   // gc --model given another model of the same shard names removed every binding of the cache's model, saying nothing.
   it('a model none of whose tensors is bound gets a note that it may be the wrong model', () => {
     const wrong = { ...report, live: 0, removed: 3 };
-    expect(renderModelBindings(wrong, '/c', 'removed').at(-1)).toMatch(/^note: none of the model's tensors is bound in this cache: .*bindings removed were another model's/);
-    expect(renderModelBindings({ ...wrong, dryRun: true }, '/c', 'would remove').at(-1)).toMatch(/bindings above would be another model's/);
-    expect(renderModelBindings(report, '/c', 'removed').join('\n')).not.toMatch(/^note:/m);
+    expect(render(wrong, '/c', 'removed').at(-1)).toMatch(/^note: none of the model's tensors is bound in this cache: .*bindings removed were another model's/);
+    expect(render({ ...wrong, dryRun: true }, '/c', 'would remove').at(-1)).toMatch(/bindings above would be another model's/);
+    expect(render(report, '/c', 'removed').join('\n')).not.toMatch(/^note:/m);
   });
 });
