@@ -124,7 +124,7 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
     // Only where there are some: found by content key only, they are what a drop reclaims.
-    ...(t.unboundEntries === 0 ? [] : fitReportLines(renderUnbound(report, minAge))),
+    ...(t.unboundEntries === 0 ? [] : renderUnbound(report, minAge)),
     ...(report.bindings === undefined ? [] : renderModelBindings(report.bindings, report.cache, 'gc --model would remove')),
   ];
   return `${lines.join('\n')}\n`;
@@ -138,14 +138,15 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
 function renderUnbound(report: InspectReport, minAge: string): string[] {
   const t = report.totals;
   const head = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
-  if (t.dropRefusal === undefined) return [`${head}gc --drop-unbound-entries removes them`];
+  if (t.dropRefusal === undefined) return fitReportLines([`${head}gc --drop-unbound-entries removes them`]);
   if (t.dropRefusal !== null) {
     // Shorter than the others: the reason needs the room.
     const counted = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} (${formatBytes(t.unboundCompBytes)})`;
-    return [fitRefusal(`${counted}: gc --drop-unbound-entries${minAge} refuses now: `, t.dropRefusal.message)];
+    return fitReportLines([fitRefusal(`${counted}: gc --drop-unbound-entries${minAge} refuses now: `, t.dropRefusal.message)]);
   }
   // The command, its conditions indented below it (one line of ~300 columns before).
   const buildFirst = '  build each model that uses the cache first: one whose shards were renamed binds its tensors among them again';
-  // The command on a line of its own: after the head, a long cache path wrapped "removes them" alone.
-  return [`${head}removed by`, `  splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge}`, buildFirst];
+  // The command on a line of its own, never wrapped (a line break in it, even outside its quoted
+  // path, makes a paste run something else): only a long cache path takes it past 120 columns.
+  return [...fitReportLines([`${head}removed by`]), `  splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge}`, ...fitReportLines([buildFirst])];
 }
