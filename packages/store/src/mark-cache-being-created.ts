@@ -92,16 +92,17 @@ async function findLiveLockAttempt(lockPath: string): Promise<LockHolder | undef
     const { pid, token } = attempt;
     if (isPidDead(pid)) continue;
     const path = join(dir, name);
+    // Looked at before it is read (the read follows a link): linked as the lock and removed
+    // meanwhile, the caller's retry looks at the lock again; a directory, FIFO or link of such a
+    // name is no attempt (writeFile 'wx' makes a regular file).
+    const info = await lstat(path).catch(() => undefined);
+    if (info === undefined || !info.isFile()) continue;
     const written = await readWriteLockHolder(path);
     if (written !== undefined) {
       if (written.dead || written.pid !== pid) continue;
       const { dead: _dead, ...holder } = written;
       return holder;
     }
-    const info = await lstat(path).catch(() => undefined);
-    // Linked as the lock and removed meanwhile: the lock is looked at again by the caller's retry.
-    // A directory, FIFO or link of such a name is no attempt (writeFile 'wx' makes a regular file).
-    if (info === undefined || !info.isFile()) continue;
     // Either way off: a file stamped in the future would otherwise count for as long.
     if (Math.abs(Date.now() - info.mtimeMs) >= LOCK_TEMP_MIN_AGE_MS) continue;
     return { pid, host: hostname(), bootId: currentBootId(), startTicks: readProcessStartTicks(pid), pidNamespace: currentPidNamespace(), token, createdMs: info.mtimeMs };

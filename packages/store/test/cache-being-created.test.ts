@@ -5,7 +5,7 @@
 // 'being-created' naming the lock's live holder; without a live lock it is as before.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -182,6 +182,11 @@ describe('a directory cache before its creator has linked the lock', () => {
       execFileSync('mkfifo', [join(fifoNamed, tempName(process.pid))]);
       expect((await catchError(() => openCacheStore(fifoNamed))).details).toEqual({});
     }
+    // A link of an attempt's name to a live record (tampering) is no attempt either: looked at before it is read.
+    const linkNamed = await makeTempDir();
+    await writeFile(join(linkNamed, 'record'), lockRecord(process.pid));
+    await symlink(join(linkNamed, 'record'), join(linkNamed, tempName(process.pid)));
+    expect((await catchError(() => openCacheStore(linkNamed))).details).toEqual({});
     // kill(0, 0) asks about this process's group, which is alive; '0<pid>' names this process in no name the store writes.
     for (const pidText of ['0', `0${process.pid}`]) {
       const root = await makeTempDir();
