@@ -130,6 +130,12 @@ export interface BuildTensorReport {
    * binding, since the slice could not move to the full entry, or the tensor is not cached.
    */
   unboundFrom?: string;
+  /**
+   * A skipped_* tensor whose slice is bound to this entry, recorded only with other files of its
+   * shard name (isFromOtherFile: another model's, or this model's shard before a download replaced
+   * it): kept, as verify --model keeps it; `rebindOtherFiles` removes it (unboundFrom) instead.
+   */
+  keptBinding?: string;
 }
 
 export interface BuildReport {
@@ -895,7 +901,9 @@ async function processTensor(
     // the store, here, then decides whether the tensor needs calibrating at all.
     const key = await (await context.processor).computeKey(bytes, tensor.shape);
     throwIfAborted(signal);
-    checkSliceConflict(context, key, tensor);
+    // A binding from another file of this shard name refuses only a tensor that would be bound:
+    // a skipped one keeps it (unbindStaleSlice), so that waits for the gate.
+    checkSliceConflict(context, key, tensor, { keepOtherFile: true });
     const withKey = { ...base, key };
     const releaseKey = joinKeyGroup(context.keyHolders, key, index);
     const leaveTenants = joinKeyGroup(context.keyTenants, key, index);
@@ -1102,6 +1110,8 @@ async function aliasOrStoreTensor(
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
+    // Cached, so bound below: another file's binding of its slice refuses it now (unless rebinding).
+    checkSliceConflict(context, key, tensor);
     let repaired: BlobRepair | undefined;
     let gone = false;
     try {
@@ -1182,12 +1192,14 @@ async function encodeAndStoreTensor(
   const { coverage, exponents } = calibrated;
   // In the order of the unread skip above: no payload of it can shrink, then the gate, then its escapes
   // (the codec path has encoded it already: wasted, but small). A skipped tensor's slice bound to
-  // other bytes is removed under --rebind (unbindStaleSlice).
+  // other bytes is removed under --rebind (unbindStaleSlice); one from another file is kept.
   if (context.skipNoGain && !canPayloadShrink(sizeBytes, context.chunkSize)) return { ...withKey, coverage, status: 'skipped_no_gain', ...(await unbindStaleSlice(context, key, tensor)) };
   if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage', ...(await unbindStaleSlice(context, key, tensor)) };
   if (context.skipNoGain && !isPayloadSmaller(sizeBytes, calibrated.escapeCount, context.chunkSize)) {
     return { ...withKey, coverage, status: 'skipped_no_gain', ...(await unbindStaleSlice(context, key, tensor)) };
   }
+  // Not skipped, so bound below: another file's binding of its slice refuses it (processTensor let it pass).
+  checkSliceConflict(context, key, tensor);
   context.checkFailure();
   const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
   // The raw bytes are free: only the payload stays in flight while it is written.
@@ -1291,17 +1303,23 @@ function sliceKeyOf(context: TensorContext, tensor: TensorInfo): SliceKeyTuple {
   return stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]];
 }
 
-/** Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. */
-function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo): void {
+/**
+ * Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. With
+ * `keepOtherFile`, not one recorded only with other files of its shard name (isFromOtherFile): a
+ * tensor the build skips keeps that binding, so the check waits until the gate has spoken.
+ */
+function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo, options: { keepOtherFile?: boolean } = {}): void {
   // The store would refuse the alias too (SLICE_CONFLICT); failing here writes nothing first.
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
   if (!current || current.key === key || sizeBytes === 0 || context.rebind) return;
+  const stamps = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [];
+  if (options.keepOtherFile === true && isFromOtherFile(stamps, context.shardStamps.get(shardName) ?? null)) return;
   throw sliceConflictError(tensor.name, tensor.shardPath);
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
-type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom'>;
+type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'keptBinding'>;
 
 /**
  * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry
@@ -1386,21 +1404,26 @@ async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, bou
 }
 
 /**
- * A tensor this run skips (coverage, no gain) whose slice is bound to another entry: the file held
- * those bytes once (a shard changed in place). Without `rebind` checkSliceConflict refused it
- * (SLICE_CONFLICT); with it the binding is removed, since nothing binds the slice anew, and left it
- * pointed every reader at other bytes, a binding no run could clear (and verify took for the skip).
+ * A tensor this run skips (coverage, no gain) whose slice is bound to another entry. Stamped with
+ * this file (or none): the file held those bytes once (changed in place); without `rebind`
+ * checkSliceConflict refused it (SLICE_CONFLICT); with it the binding is removed, since nothing binds
+ * the slice anew, and left it pointed every reader at other bytes, a binding no run could clear (and
+ * verify took for the skip). Recorded only with other files of the shard name: kept (keptBinding),
+ * with or without `rebind`, as verify --model keeps it; `rebindOtherFiles` removes it.
  */
 async function unbindStaleSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-  if (!context.rebind || sizeBytes === 0) return {};
+  if (sizeBytes === 0) return {};
   const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
   if (current === undefined || current.entry.key === key) return {};
   // Recorded only with other files of this shard name (another model's, text_encoder and
   // text_encoder_2): that model's binding, not this file's past; removed, that model's loads bound
   // it again and the two undid each other. Removed where its stamps name this file or none, or
   // with rebindOtherFiles (this model's shard replaced by a new file: nothing else removes it).
-  if (!context.rebindOtherFiles && isFromOtherFile(current.stamps, context.shardStamps.get(shardName) ?? null)) return {};
+  const otherFile = isFromOtherFile(current.stamps, context.shardStamps.get(shardName) ?? null);
+  if (otherFile && !(context.rebind && context.rebindOtherFiles)) return { keptBinding: current.entry.key };
+  // Without rebind: this file's binding came since checkSliceConflict looked (another writer); left as before.
+  if (!context.rebind) return {};
   context.checkFailure();
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: current.entry.key, shardName, offsetBytes, sizeBytes });

@@ -217,6 +217,8 @@ export function sliceConflictError(tensor: string, file: string | undefined, cau
       "its base, a diffusers pipeline's text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was " +
       `replaced (rewritten in place, or a new revision downloaded)${storeSays}. Another model's file still in use: give ` +
       "each such model a cache of its own (one cache binds a slice to one of them, and loads serve the other's tensors " +
-      'there raw); a replaced shard: pass --rebind to move the slice to this tensor';
+      // A tensor the build skips is refused only for a binding stamped with this file or none (a
+      // rewrite in place): one recorded only with other files of the shard name it keeps, no error.
+      'there raw); a replaced shard: pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw';
   return new BuilderError('SLICE_CONFLICT', message, { tensor, file }, cause === undefined ? undefined : { cause });
 }

@@ -3,7 +3,7 @@
 // needs them). With the option, build, stats, verify --model (and the runtime) give one reason in
 // one order; a bound slice is never skipped unread; a skipped tensor's stale binding is removed by
 // --rebind and reported by verify.
-import { cp, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '@splitzip/store';
@@ -194,6 +194,8 @@ describe('a skipped tensor whose slice is bound to bytes the file held before', 
     const refused = await run(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--quiet']);
     expect(refused.code).toBe(1);
     expect(refused.err).toMatch(/SLICE_CONFLICT/);
+    // The binding is stamped with this very file: refused as before, and the advice says --rebind removes it for a skipped tensor.
+    expect(refused.err.replace(/\s+/g, ' ')).toContain('pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
 
     const rebind = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--skip-no-gain', '--rebind', '--jobs', '0']);
     const byName = new Map(rebind.tensors.map((t) => [t.name, t]));
@@ -248,6 +250,61 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     expect(verifyA.model!.totals).toMatchObject({ ok: 2, failed: 0 });
   });
 
+  it('a second revision (HF hub snapshots: symlinks to blobs) with a tensor under the gate: a plain build keeps the first\'s binding with a note, exit 0, and stamps the rest', async () => {
+    // A user probe: this failed SLICE_CONFLICT ("pass --rebind"), recording no stamp for the shard's
+    // other tensors, while verify --model passed ("another model's, kept") and --rebind kept it anyway.
+    const repo = join(temp.path, 'hub-revisions');
+    await mkdir(join(repo, 'blobs'), { recursive: true });
+    const blobA = await writeSingleFileModel(join(repo, 'blobs', 'a'), [gaussianBf16('w.weight', [64, 64], 71), gaussianBf16('n.weight', [64, 64], 72), gaussianBf16('x.weight', [64, 64], 73)]);
+    const blobD = await writeSingleFileModel(join(repo, 'blobs', 'd'), [gaussianBf16('w.weight', [64, 64], 71), escapeHeavyBf16('n.weight', [64, 64], 74), gaussianBf16('x.weight', [64, 64], 73)]);
+    const revA = join(repo, 'snapshots', 'a'.repeat(40));
+    const revD = join(repo, 'snapshots', 'd'.repeat(40));
+    await mkdir(revA, { recursive: true });
+    await mkdir(revD, { recursive: true });
+    await symlink(blobA, join(revA, 'model.safetensors'));
+    await symlink(blobD, join(revD, 'model.safetensors'));
+    const cacheDir = join(temp.path, 'cache-revisions');
+    const first = await runJson<BuildJson>(['build', revA, '--out', cacheDir, '--jobs', '0']);
+    expect(first.encoded).toBe(3);
+    const n = first.tensors.find((t) => t.name === 'n.weight')!;
+    const second = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--jobs', '0']);
+    const byName = new Map(second.tensors.map((t) => [t.name, t]));
+    expect(byName.get('n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
+    expect(byName.get('n.weight')!.unboundFrom).toBeUndefined();
+    expect(byName.get('w.weight')!.status).toBe('cached');
+    expect(byName.get('x.weight')!.status).toBe('cached');
+    // The other tensors' bindings got revision d's file stamp (its loads serve them unhashed).
+    expect(second.aliased).toBe(2);
+    const store = await openCacheStore(cacheDir);
+    try {
+      expect(store.lookupBySlice('model.safetensors', n.offsetBytes, n.sizeBytes)?.key).toBe(n.key);
+      for (const name of ['w.weight', 'x.weight']) {
+        const t = byName.get(name)!;
+        expect(store.lookupSliceBinding('model.safetensors', t.offsetBytes, t.sizeBytes)!.stamps).toHaveLength(2);
+      }
+    } finally {
+      await store.close();
+    }
+    const text = await run(['build', revD, '--out', cacheDir]);
+    expect(text.code, text.err).toBe(0);
+    expect(text.out).toMatch(/n\.weight\s+BF16\s+\[64,64\]\s+\S+ \S+\s+skipped_coverage \(other file's binding kept\)/);
+    expect(text.out.replace(/\n {8}/g, ' ')).toContain(
+      "note    1 skipped tensor's slice is bound from another file of its shard name: another model's, kept; or this model's shard before a new file replaced it (a download), which `build --rebind --rebind-other-files` removes",
+    );
+    for (const rev of [revA, revD]) {
+      const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', rev]);
+      expect(verify.ok).toBe(true);
+      expect(verify.model!.totals).toMatchObject({ failed: 0 });
+    }
+    // --rebind keeps it too (it says so); --rebind --rebind-other-files removes it.
+    const rebind = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--rebind', '--jobs', '0']);
+    expect(rebind.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
+    const removed = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--rebind', '--rebind-other-files', '--jobs', '0']);
+    const gone = removed.tensors.find((t) => t.name === 'n.weight')!;
+    expect(gone).toMatchObject({ status: 'skipped_coverage', unboundFrom: n.key });
+    expect(gone.keptBinding).toBeUndefined();
+  });
+
   it('its shard replaced by a new file (a download: another inode): --rebind keeps the binding, --rebind --rebind-other-files removes it', async () => {
     const dir = join(temp.path, 'replaced');
     await mkdir(dir, { recursive: true });
@@ -269,7 +326,7 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
     expect(verify.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/which `build --rebind --rebind-other-files` removes$/);
     const kept = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind', '--jobs', '0']);
-    expect(kept.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage' });
+    expect(kept.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
     expect(await boundKey()).toBe(n.key);
     const usage = await run(['build', modelPath, '--out', cacheDir, '--rebind-other-files', '--quiet']);
     expect(usage.code).toBe(2);

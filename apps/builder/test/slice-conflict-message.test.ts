@@ -69,7 +69,7 @@ describe('SLICE_CONFLICT from a commit batch', () => {
     // Both readings of the conflict, each with its way out: another model's file, or this model's shard replaced.
     expect(error.message).toContain("text_encoder/ and text_encoder_2/");
     expect(error.message).toContain('give each such model a cache of its own');
-    expect(error.message).toContain('a replaced shard: pass --rebind to move the slice to this tensor');
+    expect(error.message).toContain('a replaced shard: pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
     const plain = new StoreError('SLICE_CONFLICT', 'slice bound elsewhere');
     expect((wrapBuildError(plain, { tensor: 'layer0.t0.weight', rebind: false, tensorOfSlice }) as BuilderError).context.tensor).toBe('layer0.t0.weight');
   });

@@ -150,13 +150,20 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
   const lines: string[] = [];
   const unboundUnaliased = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased === true).length;
   const unboundSkipped = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true).length;
+  const keptOtherFile = report.tensors.filter((t) => t.keptBinding !== undefined).length;
   if (options.tensors) {
     const rows = report.tensors.map((t) => [
       showName(t.name),
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
-      t.unaliased ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}` : t.unboundFrom === undefined ? t.status : `${t.status} (stale binding removed)`,
+      t.unaliased
+        ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}`
+        : t.unboundFrom !== undefined
+          ? `${t.status} (stale binding removed)`
+          : t.keptBinding !== undefined
+            ? `${t.status} (other file's binding kept)`
+            : t.status,
       formatCoveragePercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -184,6 +191,13 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (unboundUnaliased > 0 ? `, their ${formatCountOf(unboundUnaliased, 'stale binding')} to other bytes removed` : '') +
       // --rebind: a skipped tensor's slice bound to bytes the file held before: nothing binds it anew.
       (unboundSkipped > 0 ? `; ${formatCount(unboundSkipped)} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
+    // A skipped tensor's slice bound from another file of its shard name: kept, as verify --model keeps it.
+    ...(keptOtherFile > 0
+      ? [
+          `note    ${formatCount(keptOtherFile)} skipped ${keptOtherFile === 1 ? "tensor's slice is" : "tensors' slices are"} bound from another file of ${keptOtherFile === 1 ? 'its' : 'their'} shard name: ` +
+            "another model's, kept; or this model's shard before a new file replaced it (a download), which `build --rebind --rebind-other-files` removes",
+        ]
+      : []),
     // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
     ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
