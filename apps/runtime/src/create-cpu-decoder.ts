@@ -109,8 +109,8 @@ export interface ReadDecodeStaging {
   /**
    * `signal`: the taker no longer needs the slot (its reads went away): a wait for one ends.
    * `slotWaitMs`: what the read it is for has left of its pool's slotWaitMs (a thread decoder
-   * passes it once a take of this source timed out, so each read's deadline counts from its own
-   * enqueue); undefined: the pool's own.
+   * passes it once a take of this source timed out, so each read's deadline counts its own wait
+   * for a slot); undefined: the pool's own.
    */
   take(signal?: AbortSignal, slotWaitMs?: number): StagingLease | Promise<StagingLease>;
 }

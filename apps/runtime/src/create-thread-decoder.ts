@@ -181,12 +181,12 @@ interface QueuedRead {
 const TIMER_SLACK_MS = 1;
 
 /**
- * A read's POOL_WAIT_TIMEOUT from a take that waited only what the read had left of its pool's
- * slotWaitMs (`takeWaitMs`): restated as the read's own wait, so its message and details say the
- * pool's slotWaitMs and how long this read waited.
+ * A read's POOL_WAIT_TIMEOUT, restated as its own: the pool's slotWaitMs (the take may have asked
+ * for only what the oldest read had left) and the wait its deadline counted, in the message and
+ * the details.
  */
-function readWaitTimeoutError(error: RuntimeError, slotWaitMs: number, takeWaitMs: number, waitedMs: number): RuntimeError {
-  const message = error.message.replace(`slotWaitMs (${takeWaitMs} ms)`, `slotWaitMs (${slotWaitMs} ms)`);
+function readWaitTimeoutError(error: RuntimeError, slotWaitMs: number, waitedMs: number): RuntimeError {
+  const message = error.message.replace(`slotWaitMs (${String(error.details.slotWaitMs)} ms)`, `slotWaitMs (${slotWaitMs} ms)`);
   return new RuntimeError('POOL_WAIT_TIMEOUT', message, { ...error.details, slotWaitMs, waitedMs: Math.round(waitedMs) });
 }
 
@@ -361,6 +361,13 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
    * the read they are for has left of it (a WeakMap: the shared decoder outlives pools).
    */
   const slotWaitOf = new WeakMap<object, number>();
+  /**
+   * Since when the threads have waited for a slot of a source while holding none of its slots (a
+   * worker's lease or a spare), one take after another; ended when a slot comes, or when no take
+   * of it is left. A read's slotWaitMs counts only this wait: not the time it waited for a busy
+   * worker, nor a slot this decoder's own worker held while serving its pool's reads.
+   */
+  const slotWaitSince = new Map<object, number>();
   let nextArenaId = 1;
   let nextId = 1;
   let jobs = 0;
@@ -656,6 +663,9 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     lease?.slot.release();
   };
 
+  /** Whether a worker of this decoder holds a slot of `source`, or a spare of it waits for one. */
+  const holdsSlot = (source: object): boolean => pool.some((w) => w.lease?.source === source) || spareSlots.some((spare) => spare.source === source);
+
   /** Whether a read of `source` is queued. */
   const hasQueuedRead = (source: object): boolean => readQueue.some((queued) => queued.request.staging.source === source);
 
@@ -695,36 +705,61 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const takeSlot = (staging: ReadDecodeStaging): void => {
     const { source } = staging;
     const startedAt = performance.now();
-    // The read this take is for: the oldest queued of its source.
-    const forQueuedAt = readQueue.find((queued) => queued.request.staging.source === source)?.queuedAt ?? startedAt;
+    // A take while a worker of this decoder holds one of the pool's slots only adds a slot: that
+    // worker keeps it and serves the pool's queued reads, so this take's timeout fails none of them
+    // (until 2026-12-07 it failed every read queued slotWaitMs, the served ones too).
+    const holding = holdsSlot(source);
+    if (!holding && !slotWaitSince.has(source)) slotWaitSince.set(source, startedAt);
+    const since = slotWaitSince.get(source);
+    // The oldest queued read of the source's deadline clock, from which this take's wait is cut.
+    const oldestQueuedAt = readQueue.find((queued) => queued.request.staging.source === source)?.queuedAt ?? startedAt;
+    const forFrom = Math.max(oldestQueuedAt, since ?? startedAt);
     const knownWaitMs = slotWaitOf.get(source);
-    const waitMs = knownWaitMs === undefined ? undefined : Math.max(1, Math.ceil(knownWaitMs - (startedAt - forQueuedAt)));
+    const waitMs = knownWaitMs === undefined || holding ? undefined : Math.max(1, Math.ceil(knownWaitMs - (startedAt - forFrom)));
     const settle = (slot: StagingLease | undefined, error?: unknown) => {
       if (slot !== undefined) {
+        slotWaitSince.delete(source);
         if (closed || !hasQueuedRead(source)) slot.release();
         else spareSlots.push({ source, slot });
         return;
       }
       const timedOut = isRuntimeError(error) && error.code === 'POOL_WAIT_TIMEOUT';
-      const now = performance.now();
+      if (!timedOut) {
+        // No slot for this source (its pool closed, a load aborted): its waiting reads fail.
+        for (let k = readQueue.length - 1; k >= 0; k--) {
+          const queued = readQueue[k] as QueuedRead;
+          if (queued.request.staging.source !== source) continue;
+          readQueue.splice(k, 1);
+          queued.reject(error);
+        }
+        return;
+      }
       let fullWaitMs = knownWaitMs;
-      if (timedOut && fullWaitMs === undefined) {
+      if (fullWaitMs === undefined) {
         const told = error.details.slotWaitMs;
-        fullWaitMs = typeof told === 'number' ? told : now - startedAt;
+        fullWaitMs = typeof told === 'number' ? told : performance.now() - startedAt;
         slotWaitOf.set(source, fullWaitMs);
       }
-      // No slot for this source (its pool closed, a load aborted): its waiting reads fail. A wait
-      // that timed out fails only the reads that have waited slotWaitMs (each from its own
-      // enqueue): the rest keep their place and a fresh take waits what the oldest has left.
-      // Until 2026-12-07 it failed every queued read of the pool, one queued just before too.
+      // A worker of this decoder holds a slot of the pool: its reads are being served.
+      const nowSince = slotWaitSince.get(source);
+      if (holding || holdsSlot(source) || nowSince === undefined) return;
+      // A read fails once it has waited slotWaitMs counted from the later of its enqueue and when
+      // the threads began waiting for one of the pool's slots holding none (see slotWaitSince);
+      // the rest keep their place and a fresh take waits what the oldest has left.
+      const now = performance.now();
       for (let k = readQueue.length - 1; k >= 0; k--) {
         const queued = readQueue[k] as QueuedRead;
         if (queued.request.staging.source !== source) continue;
-        const waitedMs = now - queued.queuedAt;
-        if (timedOut && queued.queuedAt > forQueuedAt && waitedMs < (fullWaitMs as number) - TIMER_SLACK_MS) continue;
+        const from = Math.max(queued.queuedAt, nowSince);
+        const waitedMs = now - from;
+        if (from > forFrom && waitedMs < fullWaitMs - TIMER_SLACK_MS) continue;
         readQueue.splice(k, 1);
-        queued.reject(timedOut && waitMs !== undefined ? readWaitTimeoutError(error, fullWaitMs as number, waitMs, waitedMs) : error);
+        queued.reject(readWaitTimeoutError(error, fullWaitMs, waitedMs));
       }
+    };
+    /** The threads' wait for a slot of the source ends when no take of it is left (or one came). */
+    const endSlotWait = () => {
+      if (!slotsTaking.has(source) || holdsSlot(source)) slotWaitSince.delete(source);
     };
     const taker = new AbortController();
     let taken: StagingLease | Promise<StagingLease>;
@@ -732,10 +767,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       taken = staging.take(taker.signal, waitMs);
     } catch (error) {
       settle(undefined, error);
+      endSlotWait();
       return;
     }
     if (!(taken instanceof Promise)) {
       settle(taken);
+      endSlotWait();
       return;
     }
     slotsTaking.set(source, (slotsTaking.get(source) ?? 0) + 1);
@@ -748,6 +785,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       // Given up here (no read needed it): a read queued since takes a slot anew, not this failure.
       if (slot !== undefined || !taker.signal.aborted) settle(slot, error);
       pumpReads();
+      endSlotWait();
     };
     taken.then((slot) => done(slot), (error: unknown) => done(undefined, error));
   };
@@ -1136,6 +1174,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       // After the workers stopped: no read of theirs is still writing into a slot.
       for (const entry of workers) releaseLease(entry);
       for (const spare of spareSlots.splice(0)) spare.slot.release();
+      slotWaitSince.clear();
     },
   });
 }

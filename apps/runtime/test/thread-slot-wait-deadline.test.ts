@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
-import { createThreadDecoder } from '../src/create-thread-decoder.js';
+import type { ReadDecodeRequest } from '../src/create-cpu-decoder.js';
+import { createThreadDecoder, type ThreadDecoder } from '../src/create-thread-decoder.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } from './fixtures.js';
 
@@ -9,17 +10,30 @@ import { openCachedModel, sameBytes, tunedWeights, type CachedModelFixture } fro
 // before too (until 2026-12-07): a read's deadline counts from its own enqueue.
 
 let fixture: CachedModelFixture;
+let many: CachedModelFixture;
+const manyNames = Array.from({ length: 100 }, (_, k) => `m${k}`);
 // Every tensor read and decoded on the worker (no inline bound).
 const decoder = createThreadDecoder({ threads: 1, inlineMaxValues: 0, startupInlineMaxValues: 0 });
+const twoThreads = createThreadDecoder({ threads: 2, inlineMaxValues: 0, startupInlineMaxValues: 0 });
 
 beforeAll(async () => {
-  fixture = await openCachedModel('thread-slot-wait-deadline', tunedWeights(['a', 'b'], 71));
+  fixture = await openCachedModel('thread-slot-wait-deadline', tunedWeights(['a', 'b', 'x'], 71));
+  many = await openCachedModel('thread-slot-wait-deadline-many', tunedWeights(manyNames, 5));
   await decoder.warmUp();
-});
+  await twoThreads.warmUp();
+}, 120_000);
 afterAll(async () => {
   await decoder.close();
+  await twoThreads.close();
   await fixture?.close();
+  await many?.close();
 });
+
+/** Holds the calling thread (and so every timer and worker answer) for `ms`. */
+function blockThread(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -95,6 +109,76 @@ describe("a thread decoder's reads on a pool with slotWaitMs", () => {
       // Its take was given what it had left: no wait is left in the pool.
       expect(pool.stats()).toMatchObject({ inUse: 1, waits: 0 });
     } finally {
+      pool.close();
+    }
+  });
+
+  it("a pool only this decoder uses, fewer slots than threads: a worker holds its one slot and serves its reads, and the other worker's timed-out take fails none", { timeout: 60_000 }, async () => {
+    const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1, shared: true, threads: 2, slotWaitMs: 20 });
+    let asked = 0;
+    const acquire = pool.acquire.bind(pool);
+    pool.acquire = (options) => {
+      asked += 1;
+      const slot = acquire(options);
+      // The idle worker's take (the busy one holds the slot): the calling thread held past its
+      // deadline, so it times out while reads of the pool are still queued.
+      if (asked === 1) blockThread(60);
+      return slot;
+    };
+    try {
+      const results = await Promise.allSettled(manyNames.map((n) => loadTensor({ model: many.model, name: `${n}.weight` }, { cache: many.cache, pool, backend: twoThreads })));
+      const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      expect(asked).toBeGreaterThan(0);
+      expect(failed.map((r) => (r.reason as { code?: string }).code)).toEqual([]);
+      expect(sameBytes((results[7] as PromiseFulfilledResult<{ data: Uint8Array }>).value.data, many.raw.get('m7.weight')!)).toBe(true);
+    } finally {
+      pool.close();
+    }
+  });
+
+  it('the time a read waited for a busy worker is not slot wait: its take waits the whole slotWaitMs', { timeout: 20_000 }, async () => {
+    const { pool, held, asked, waits } = busyPool(100);
+    const other = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1, shared: true, threads: 1 });
+    try {
+      // The pool's first timeout: from now on the decoder knows its slotWaitMs.
+      expect(await settled(loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, backend: decoder }))).toMatchObject({ error: { code: 'POOL_WAIT_TIMEOUT' } });
+      // x (another pool) goes to the one worker, then b is queued behind it, and the calling
+      // thread is held 150 ms: b waits that long for the worker (whose answer is not seen yet).
+      let startX: (() => void) | undefined;
+      const real = decoder.readDecode.bind(decoder);
+      const backend = new Proxy(decoder, {
+        get(target, key) {
+          if (key !== 'readDecode') {
+            const value = Reflect.get(target, key) as unknown;
+            return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          }
+          return (request: ReadDecodeRequest) => {
+            if (request.staging.source !== pool) {
+              // x: held here until b's read comes.
+              return new Promise((resolve, reject) => {
+                startX = () => (real(request) as Promise<unknown>).then(resolve, reject);
+              });
+            }
+            (startX as () => void)();
+            const read = real(request);
+            blockThread(150);
+            return read;
+          };
+        },
+      }) as ThreadDecoder;
+      const x = settled(loadTensor({ model: fixture.model, name: 'x.weight' }, { cache: fixture.cache, pool: other, backend }));
+      await until(() => startX !== undefined);
+      const b = settled(loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, pool, backend }));
+      // b's take, once the worker is free: the slot comes back 40 ms into it.
+      await until(() => asked() === 2);
+      await sleep(40);
+      pool.release(held);
+      expect(await x).not.toHaveProperty('error');
+      expect(await b).not.toHaveProperty('error');
+      // Asked for the whole 100 ms (until 2026-12-07 ~1 ms: b's wait counted from its enqueue).
+      expect(waits[1]).toBe(100);
+    } finally {
+      other.close();
       pool.close();
     }
   });
