@@ -182,4 +182,48 @@ describe("a thread decoder's reads on a pool with slotWaitMs", () => {
       pool.close();
     }
   });
+
+  it("reads that a pool's first timeout fails each get their own error: the pool's slotWaitMs, their own wait", { timeout: 20_000 }, async () => {
+    const { pool } = busyPool(100);
+    const other = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1, shared: true, threads: 1 });
+    try {
+      // x (another pool) goes to the one worker; a and b are queued behind it, a first, and the
+      // calling thread is held 150 ms; then the threads' take for a times out with b still queued.
+      const held: { request: ReadDecodeRequest; resolve: (value: unknown) => void; reject: (error: unknown) => void }[] = [];
+      const real = decoder.readDecode.bind(decoder);
+      const backend = new Proxy(decoder, {
+        get(target, key) {
+          if (key !== 'readDecode') {
+            const value = Reflect.get(target, key) as unknown;
+            return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          }
+          return (request: ReadDecodeRequest) => {
+            const read = new Promise((resolve, reject) => held.push({ request, resolve, reject }));
+            if (held.length === 3) {
+              // x first (its pool is not `pool`), then a and b in the order they came.
+              held.sort((p, q) => Number(p.request.staging.source === pool) - Number(q.request.staging.source === pool));
+              for (const h of held) (real(h.request) as Promise<unknown>).then(h.resolve, h.reject);
+              blockThread(150);
+            }
+            return read;
+          };
+        },
+      }) as ThreadDecoder;
+      const x = settled(loadTensor({ model: fixture.model, name: 'x.weight' }, { cache: fixture.cache, pool: other, backend }));
+      const a = settled(loadTensor({ model: fixture.model, name: 'a.weight' }, { cache: fixture.cache, pool, backend }));
+      const b = settled(loadTensor({ model: fixture.model, name: 'b.weight' }, { cache: fixture.cache, pool, backend }));
+      expect(await x).not.toHaveProperty('error');
+      const errors = [await a, await b].map((outcome) => (outcome as { error: Error & { code: string; details: { slotWaitMs: number; waitedMs: number } } }).error);
+      for (const error of errors) {
+        expect(error).toMatchObject({ code: 'POOL_WAIT_TIMEOUT', details: { slotWaitMs: 100 } });
+        // The wait counted (from the take's start: both were queued before it) reached slotWaitMs.
+        expect(error.details.waitedMs).toBeGreaterThanOrEqual(98);
+      }
+      // One error each (until 2026-12-07 b was failed with a's, the same object).
+      expect(errors[0]).not.toBe(errors[1]);
+    } finally {
+      other.close();
+      pool.close();
+    }
+  });
 });
