@@ -5,6 +5,7 @@ import { basename, dirname, resolve, sep } from 'node:path';
 import { checkOptions, optionNamesOf } from './check-options.js';
 import { checkShardNumbering } from './check-shard-numbering.js';
 import { listCommitRecords } from './commit-record.js';
+import { describeBrokenLink, describeHubDirectory, describeHubRef } from './describe-hub-files.js';
 import { describeCandidateModels, describeSubdirectoryModels, isModelFileName } from './describe-model-tree.js';
 import { SafetensorsError } from './errors.js';
 import { formatFileStamp, isSameFileContentStamp, isSameFileIgnoringCtime } from './file-stamp.js';
@@ -116,8 +117,16 @@ export async function openSafetensorsModel(path: string | OpenFromSourceOptions)
   try {
     return await openModelAtPath(absolute);
   } catch (error) {
-    throw await explainInterruptedCommit(error, absolute);
+    throw await explainInterruptedCommit(await explainHubRef(error, absolute), absolute);
   }
+}
+
+/** HEADER_TOO_LARGE of a hub ref file given as the model (refs/main): says so, and names its snapshot. */
+async function explainHubRef(error: unknown, absolute: string): Promise<unknown> {
+  if (!(error instanceof SafetensorsError) || error.code !== 'HEADER_TOO_LARGE' || error.file !== absolute) return error;
+  const ref = await describeHubRef(absolute);
+  if (ref === undefined) return error;
+  return new SafetensorsError('HEADER_TOO_LARGE', ref, { file: absolute, ...(error.offsets !== undefined ? { offsets: error.offsets } : {}), cause: error });
 }
 
 /** The codes a directory gives while a sharded writer commits (or once one was killed doing so). */
@@ -157,7 +166,8 @@ async function openModelAtPath(absolute: string): Promise<SafetensorsModel> {
     const shardNames = names.filter((name) => name.endsWith(SHARD_SUFFIX)).sort();
     if (shardNames.length === 0) {
       const tree = describeSubdirectoryModels(await findSubdirectoryModels(absolute, names), names.includes(PIPELINE_INDEX_NAME));
-      throw new SafetensorsError('NOT_SAFETENSORS', `directory holds no .safetensors file and no index${tree}`, { file: absolute });
+      const hub = await describeHubDirectory(absolute);
+      throw new SafetensorsError('NOT_SAFETENSORS', `directory holds no .safetensors file and no index${tree}${hub}`, { file: absolute });
     }
     checkShardNumbering(shardNames, absolute);
     const rootReal = await realpath(absolute).catch((cause: unknown) => rethrowIo(cause, absolute));
@@ -419,7 +429,10 @@ async function resolveInside(candidate: string, rootReal: string, name: string, 
     } catch (cause) {
       const code = (cause as NodeJS.ErrnoException)?.code;
       if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') {
-        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} does not exist (${code})`, { file, cause, ...context });
+        // A snapshot's link to a blob not downloaded yet (or a loop): ENOENT alone read as a file not there.
+        const link = path === candidate && code !== 'ENOTDIR' ? await describeBrokenLink(path) : undefined;
+        const what = link === undefined ? `does not exist (${code})` : `is ${link}`;
+        throw new SafetensorsError('INDEX_SHARD_MISSING', `shard ${quoteValue(name)} ${what}`, { file, cause, ...context });
       }
       return rethrowIo(cause, path);
     }
@@ -737,9 +750,12 @@ async function statOrThrow(path: string) {
     return await stat(path);
   } catch (cause) {
     const code = (cause as NodeJS.ErrnoException)?.code;
+    // A link that leads nowhere: ls lists it, so "no such file" alone read wrong.
+    const link = code === 'ENOENT' || code === 'ELOOP' ? await describeBrokenLink(path) : undefined;
     if (code === 'ENOENT' || code === 'ENOTDIR') {
-      throw new SafetensorsError('PATH_NOT_FOUND', 'no such file or directory', { file: path, cause });
+      throw new SafetensorsError('PATH_NOT_FOUND', link === undefined ? 'no such file or directory' : `no such file: it is ${link}`, { file: path, cause });
     }
+    if (link !== undefined) throw new SafetensorsError('IO_ERROR', `it is ${link}`, { file: path, cause });
     return rethrowIo(cause, path);
   }
 }
