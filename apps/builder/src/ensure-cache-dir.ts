@@ -1,5 +1,6 @@
 import { mkdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { checkNotHubRepo } from './check-not-hub-repo.js';
 import { describeError, describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
 import { checkNotDanglingLink } from './find-dangling-link.js';
@@ -52,10 +53,12 @@ export function cacheDirError(cacheDir: string, cause: NodeJS.ErrnoException): B
  * ancestor-or-self is not a directory. It read `NOT_WRITABLE: cannot write the cache directory …:
  * … is not a directory`, a permission problem, where the path given is what is wrong. A symbolic
  * link to a missing target on the way is USAGE too (danglingLinkError): stat read it as not made
- * yet, and its creation failed with `IO_ERROR: … [ENOTDIR]`.
+ * yet, and its creation failed with `IO_ERROR: … [ENOTDIR]`. So is a Hugging Face hub repository
+ * directory that is no cache (checkNotHubRepo).
  */
 export async function checkCacheDirNotFile(cacheDir: string, label: string): Promise<void> {
   await checkNotDanglingLink(cacheDir, label);
+  await checkNotHubRepo(cacheDir, label);
   for (let current = resolve(cacheDir); ; current = dirname(current)) {
     // ENOTDIR: a parent of `current` is a file; the walk up finds it.
     const info = await stat(current).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' || error.code === 'ENOTDIR' ? null : undefined));
