@@ -1,3 +1,4 @@
+import { constants } from 'node:fs';
 import { lstat, open, readlink, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { quoteValue } from './quote-value.js';
@@ -14,6 +15,13 @@ const MAX_REF_FILE_BYTES = 64;
 const REVISION = /^[0-9a-f]{40}$/;
 /** What huggingface_hub names a blob while it downloads: the link to it already exists. */
 const INCOMPLETE_SUFFIX = '.incomplete';
+/**
+ * O_NONBLOCK: a FIFO (or a link to one, or a device) at refs/main opens at once and fails the
+ * regular-file check, where a plain open(2) waited for a writer forever and the error never came.
+ */
+const REF_OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+/** A link target is at most PATH_MAX (4096) bytes: quoted whole, while the line stays bounded. */
+const MAX_TARGET_CHARS = 8200;
 
 async function stateOf(path: string): Promise<string | undefined> {
   return stat(path).then(
@@ -33,12 +41,14 @@ export async function describeBrokenLink(path: string): Promise<string | undefin
   const target = await readlink(path).catch(() => undefined);
   if (target === undefined) return undefined;
   const failure = await stateOf(path);
-  if (failure === 'ELOOP') return `a loop of symbolic links (it links to ${quoteValue(target)}, and following the links never reaches a file) (ELOOP)`;
+  // Quoted: a target is any bytes (a newline, an escape sequence), and the message is one line.
+  const quote = (value: string): string => quoteValue(value, MAX_TARGET_CHARS);
+  if (failure === 'ELOOP') return `a loop of symbolic links (it links to ${quote(target)}, and following the links never reaches a file) (ELOOP)`;
   const absolute = resolve(dirname(path), target);
-  const named = absolute === target ? target : `${target} (${absolute})`;
+  const named = absolute === target ? quote(target) : `${quote(target)} (${quote(absolute)})`;
   const incomplete = (await lstat(absolute + INCOMPLETE_SUFFIX).catch(() => undefined)) !== undefined;
   const download = incomplete
-    ? `; ${basename(absolute)}${INCOMPLETE_SUFFIX} lies beside that target: its download is unfinished (let it finish, or download the model again)`
+    ? `; ${quote(basename(absolute) + INCOMPLETE_SUFFIX)} lies beside that target: its download is unfinished (let it finish, or download the model again)`
     : '';
   return `a symbolic link to ${named}, which does not exist (${failure ?? 'ENOENT'})${download}`;
 }
@@ -58,14 +68,15 @@ async function findHubRepo(dir: string): Promise<{ repo: string; part: string } 
 
 /** The revision a ref file holds, or undefined where `file` is not a small file of one revision. */
 async function readRevision(file: string): Promise<string | undefined> {
-  const handle = await open(file, 'r').catch(() => undefined);
+  const handle = await open(file, REF_OPEN_FLAGS).catch(() => undefined);
   if (handle === undefined) return undefined;
   try {
     const info = await handle.stat();
     if (!info.isFile() || info.size > MAX_REF_FILE_BYTES) return undefined;
-    const bytes = Buffer.alloc(info.size);
-    await handle.read(bytes, 0, info.size, 0);
-    const text = bytes.toString('latin1').trim();
+    // One read, bounded: a file that grew since its stat is cut, and then no revision.
+    const bytes = Buffer.alloc(MAX_REF_FILE_BYTES + 1);
+    const { bytesRead } = await handle.read(bytes, 0, bytes.length, 0);
+    const text = bytes.subarray(0, bytesRead).toString('latin1').trim();
     return REVISION.test(text) ? text : undefined;
   } catch {
     return undefined;

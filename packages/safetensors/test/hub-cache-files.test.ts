@@ -1,10 +1,10 @@
 // The Hugging Face hub cache's own files met by openSafetensorsModel: its codes are unchanged, its
 // messages say what the path is (a link to a blob still downloading, a loop, the repository, a ref).
-import { mkdir, rename, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { openSafetensorsModel, writeSafetensorsFile, type TensorToWrite } from '../src/index.js';
-import { catchErrorAsync, expectCode, withTempDir } from './helpers.js';
+import { catchErrorAsync, expectCode, makeFifo, settlesWithin, unblockFifos, withTempDir } from './helpers.js';
 
 const tensors: TensorToWrite[] = [{ name: 'a', dtype: 'BF16', shape: [4], data: new Uint8Array(8).fill(1) }];
 const REVISION = 'c3'.repeat(20);
@@ -23,19 +23,36 @@ async function makeRepo(dir: string): Promise<{ repo: string; snapshot: string }
   return { repo, snapshot };
 }
 
+afterEach(async () => unblockFifos());
+
 describe('hub cache files', () => {
   it('a snapshot file whose blob is still downloading: PATH_NOT_FOUND (by path) and INDEX_SHARD_MISSING (in its directory) name the link, its target and the unfinished download', async () => {
     await withTempDir(async (dir) => {
       const { repo, snapshot } = await makeRepo(dir);
       const blob = join(repo, 'blobs', BLOB);
       await rename(blob, `${blob}.incomplete`);
-      const said = `a symbolic link to ../../blobs/${BLOB} (${blob}), which does not exist (ENOENT); ${BLOB}.incomplete lies beside that target: its download is unfinished`;
+      const said = `a symbolic link to "../../blobs/${BLOB}" (${JSON.stringify(blob)}), which does not exist (ENOENT); "${BLOB}.incomplete" lies beside that target: its download is unfinished`;
       const byPath = await catchErrorAsync(() => openSafetensorsModel(join(snapshot, 'model.safetensors')));
       expectCode(byPath, 'PATH_NOT_FOUND');
       expect(byPath.message).toContain(`no such file: it is ${said}`);
       const byDir = await catchErrorAsync(() => openSafetensorsModel(snapshot));
       expectCode(byDir, 'INDEX_SHARD_MISSING');
       expect(byDir.message).toContain(`shard "model.safetensors" is ${said}`);
+    });
+  });
+
+  it('a link target holding a newline or an escape sequence is quoted, as are its absolute path and its .incomplete: the message stays one line', async () => {
+    await withTempDir(async (dir) => {
+      const target = 'gone\n\u001b[31m.safetensors';
+      await writeFile(join(dir, `${target}.incomplete`), '');
+      await symlink(target, join(dir, 'model.safetensors'));
+      const error = await catchErrorAsync(() => openSafetensorsModel(join(dir, 'model.safetensors')));
+      expectCode(error, 'PATH_NOT_FOUND');
+      expect(error.message).toContain(
+        `it is a symbolic link to "gone\\n\\u001b[31m.safetensors" (${JSON.stringify(join(dir, target))}), which does not exist (ENOENT); "gone\\n\\u001b[31m.safetensors.incomplete" lies beside that target`,
+      );
+      expect(error.message).not.toContain('\n');
+      expect(error.message).not.toContain('\u001b');
     });
   });
 
@@ -67,6 +84,24 @@ describe('hub cache files', () => {
       const model = await openSafetensorsModel(snapshot);
       expect(model.tensors.map((tensor) => tensor.name)).toEqual(['a']);
       await model.close();
+    });
+  });
+
+  it.skipIf(process.platform !== 'linux')('refs/main a FIFO (or a link to one): NOT_SAFETENSORS at once, without the revision (it waited for a writer forever)', async () => {
+    await withTempDir(async (dir) => {
+      const { repo } = await makeRepo(dir);
+      const main = join(repo, 'refs', 'main');
+      await rm(main);
+      makeFifo(main);
+      const viaLink = join(dir, 'linked');
+      await mkdir(join(viaLink, 'snapshots'), { recursive: true });
+      await mkdir(join(viaLink, 'refs'));
+      await symlink(main, join(viaLink, 'refs', 'main'));
+      for (const path of [repo, join(repo, 'refs'), viaLink]) {
+        const error = await settlesWithin(catchErrorAsync(() => openSafetensorsModel(path)));
+        expectCode(error, 'NOT_SAFETENSORS');
+        expect(error.message).toMatch(/: its model files are in snapshots\/<rev> \(one directory per revision\)$/);
+      }
     });
   });
 });
