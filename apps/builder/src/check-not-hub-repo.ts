@@ -1,9 +1,21 @@
-import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { realpath, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { BuilderError } from './errors.js';
 
 /** What marks a local cache: a directory holding it is left to the store's own checks. */
 const CACHE_MANIFEST_NAME = 'manifest.json';
+/**
+ * How many directories above `--out` are looked at for a hub repository: its snapshots/<rev>/ and a
+ * pipeline's component directories in it (unet/, vae/) lie 2 to 4 levels below the repository; 8
+ * leaves room for deeper trees while the walk stays a handful of stats.
+ */
+const MAX_PARENT_LEVELS = 8;
+/**
+ * How huggingface_hub names a repository's directory (`<type>s--<org>--<name>`). Required of a
+ * parent (not of `--out` itself): a directory far above that merely holds refs/ and snapshots/ (a
+ * project's own) must not refuse every cache under it.
+ */
+const HUB_REPO_NAME = /^(models|datasets|spaces)--./;
 
 async function isDirectory(path: string): Promise<boolean> {
   return stat(path).then(
@@ -12,22 +24,62 @@ async function isDirectory(path: string): Promise<boolean> {
   );
 }
 
+async function holdsRefsAndSnapshots(dir: string): Promise<boolean> {
+  return (await isDirectory(join(dir, 'refs'))) && (await isDirectory(join(dir, 'snapshots')));
+}
+
 /**
- * USAGE (`details.reason` 'out-is-hub-repo') where the cache directory `cacheDir` (named `label`) is a
- * Hugging Face hub repository (`models--org--name`: it holds refs/ and snapshots/) and no cache:
- * a build there wrote the cache's files among the hub's, its payloads into the hub's blobs/, where
- * the hub's own tools (`huggingface-cli delete-cache`, scan-cache) would count or remove them.
+ * The hub repository directory (named `models--…`, holding refs/ and snapshots/) that `out` lies
+ * inside, at most MAX_PARENT_LEVELS up; undefined where there is none. Walks the real path of the
+ * nearest existing ancestor-or-self: an `--out` that is (or lies under) a link into a repository is
+ * inside it too.
+ */
+async function findEnclosingHubRepo(out: string): Promise<string | undefined> {
+  let current = out;
+  let real: string | undefined;
+  let levels = 0;
+  for (; levels < MAX_PARENT_LEVELS; levels++) {
+    real = await realpath(current).catch(() => undefined);
+    if (real !== undefined || dirname(current) === current) break;
+    current = dirname(current);
+  }
+  if (real === undefined) return undefined;
+  // `--out` itself is judged by checkNotHubRepo; a missing tail's nearest existing parent is a candidate.
+  let candidate = current === out ? dirname(real) : real;
+  for (; levels < MAX_PARENT_LEVELS; levels++) {
+    if (HUB_REPO_NAME.test(basename(candidate)) && (await holdsRefsAndSnapshots(candidate))) return candidate;
+    if (dirname(candidate) === candidate) return undefined;
+    candidate = dirname(candidate);
+  }
+  return undefined;
+}
+
+/**
+ * USAGE where the cache directory `cacheDir` (named `label`) is no cache and is a Hugging Face hub
+ * repository (`models--org--name`: it holds refs/ and snapshots/; `details.reason` 'out-is-hub-repo')
+ * or lies anywhere inside one (snapshots/<rev>, blobs/, refs/, deeper; 'out-in-hub-repo', `hubRepo`):
+ * a build there wrote the cache's files among the hub's (into a snapshot, or its payloads into
+ * blobs/), where the hub's own tools (`huggingface-cli delete-cache`, scan-cache) count or remove them.
  */
 export async function checkNotHubRepo(cacheDir: string, label: string): Promise<void> {
-  if (!(await isDirectory(join(cacheDir, 'refs'))) || !(await isDirectory(join(cacheDir, 'snapshots')))) return;
-  const isCache = await stat(join(cacheDir, CACHE_MANIFEST_NAME)).then(
+  const out = resolve(cacheDir);
+  const isCache = await stat(join(out, CACHE_MANIFEST_NAME)).then(
     () => true,
     () => false,
   );
   if (isCache) return;
+  if (await holdsRefsAndSnapshots(out)) {
+    throw new BuilderError(
+      'USAGE',
+      `${label} ${cacheDir} is a Hugging Face hub repository (it holds refs/ and snapshots/): the cache's files would land among the hub's, its payloads in the hub's blobs/; give a directory of its own (outside the hub cache)`,
+      { file: cacheDir, reason: 'out-is-hub-repo' },
+    );
+  }
+  const repo = await findEnclosingHubRepo(out);
+  if (repo === undefined) return;
   throw new BuilderError(
     'USAGE',
-    `${label} ${cacheDir} is a Hugging Face hub repository (it holds refs/ and snapshots/): the cache's files would land among the hub's, its payloads in the hub's blobs/; give a directory of its own (outside the hub cache)`,
-    { file: cacheDir, reason: 'out-is-hub-repo' },
+    `${label} ${cacheDir} lies inside the Hugging Face hub repository ${repo} (it holds refs/ and snapshots/): the cache's files would land among the hub's; give a directory of its own (outside the hub cache)`,
+    { file: cacheDir, reason: 'out-in-hub-repo', hubRepo: repo },
   );
 }

@@ -2,7 +2,7 @@
 // ../../blobs/<sha256>, refs/main}`) given the wrong way, or not fully downloaded: each line says
 // what the path is in hub terms and names the snapshot to give instead.
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, realpath, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
@@ -49,7 +49,7 @@ describe('hub cache layouts', () => {
     const blob = join(repo, 'blobs', blobOf.get(shard)!);
     await rename(blob, `${blob}.incomplete`);
     try {
-      const said = `is a symbolic link to ../../blobs/${blobOf.get(shard)} (${blob}), which does not exist (ENOENT); ${blobOf.get(shard)}.incomplete lies beside that target: its download is unfinished`;
+      const said = `is a symbolic link to "../../blobs/${blobOf.get(shard)}" ("${blob}"), which does not exist (ENOENT); "${blobOf.get(shard)}.incomplete" lies beside that target: its download is unfinished`;
       const whole = expectOneLine(await runCli(['build', snapshot, '--out', join(temp.path, 'out1')]), 'build');
       expect(whole).toContain(`INDEX_SHARD_MISSING: `);
       expect(whole).toContain(`shard "${shard}" ${said}`);
@@ -64,7 +64,7 @@ describe('hub cache layouts', () => {
     const link = join(temp.path, 'dangling.safetensors');
     await symlink('gone.safetensors', link);
     const line = expectOneLine(await runCli(['stats', link]), 'stats');
-    expect(line).toContain(`PATH_NOT_FOUND: ${link}: no such file: it is a symbolic link to gone.safetensors (${join(temp.path, 'gone.safetensors')}), which does not exist (ENOENT)`);
+    expect(line).toContain(`PATH_NOT_FOUND: ${link}: no such file: it is a symbolic link to "gone.safetensors" ("${join(temp.path, 'gone.safetensors')}"), which does not exist (ENOENT)`);
     expect(line).not.toContain('download');
   });
 
@@ -126,5 +126,29 @@ describe('hub cache layouts', () => {
     await mkdir(join(cache, 'snapshots'));
     const again = await runCli(['build', snapshot, '--out', cache]);
     expect(again.code, again.stderr).toBe(0);
+  });
+
+  it('build --out inside the hub repository (a snapshot, blobs/, refs/, a new directory deeper, a link into it): USAGE naming the repository, nothing written there; a directory merely holding refs/ and snapshots/ above is built under', async () => {
+    const real = await realpath(repo);
+    const link = join(temp.path, 'into-hub');
+    await symlink(join(repo, 'snapshots'), link);
+    const listing = async (): Promise<string[]> => (await readdir(repo, { recursive: true })).sort();
+    const before = await listing();
+    for (const out of [snapshot, join(repo, 'blobs'), join(repo, 'refs'), join(snapshot, 'new', 'deeper'), join(repo, 'snapshots', 'b2'.repeat(20)), join(link, 'cache')]) {
+      const line = `option '--out' ${out} lies inside the Hugging Face hub repository ${real} (it holds refs/ and snapshots/): the cache's files would land among the hub's; give a directory of its own (outside the hub cache)`;
+      const result = await runCli(['build', snapshot, '--out', out]);
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toBe(`splitzip build: ${line}\nRun 'splitzip build --help' for usage.\n`);
+      const json = await runCli(['build', snapshot, '--out', out, '--json']);
+      expect(json.code).toBe(2);
+      expect(JSON.parse(json.stdout).error).toEqual({ code: 'USAGE', message: line, file: out, reason: 'out-in-hub-repo', hubRepo: real });
+    }
+    expect(await listing()).toEqual(before);
+    // Not named as the hub names a repository: a project's own refs/ and snapshots/ refuse nothing under it.
+    const project = join(temp.path, 'project');
+    await mkdir(join(project, 'refs'), { recursive: true });
+    await mkdir(join(project, 'snapshots'));
+    const built = await runCli(['build', snapshot, '--out', join(project, 'snapshots', 'cache')]);
+    expect(built.code, built.stderr).toBe(0);
   });
 });
