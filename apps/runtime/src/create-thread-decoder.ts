@@ -169,7 +169,7 @@ interface QueuedRead {
   request: ReadDecodeRequest;
   resolve: (result: ReadDecodeResult) => void;
   reject: (error: unknown) => void;
-  /** performance.now() when it was queued: its slot wait's deadline counts from here. */
+  /** performance.now() when it was queued: its slot wait's deadline counts from here at the earliest. */
   queuedAt: number;
 }
 
@@ -339,7 +339,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     }
   }
   const pool: PoolWorker[] = [];
-  const pending = new Map<number, { resolve: (done: JobDone) => void; reject: (error: Error) => void; owner: PoolWorker }>();
+  /** `source`: a read-decode job's, into a staging slot of that source (its answer is progress on the source's reads). */
+  const pending = new Map<number, { resolve: (done: JobDone) => void; reject: (error: Error) => void; owner: PoolWorker; source?: object }>();
   const scratch: SharedArrayBuffer[] = [];
   // Arena ids: a WeakMap so a dropped arena is not kept alive here; the registry tells the workers
   // to drop theirs once it is collected.
@@ -362,10 +363,16 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
    */
   const slotWaitOf = new WeakMap<object, number>();
   /**
-   * Since when the threads have waited for a slot of a source while holding none of its slots (a
-   * worker's lease or a spare), one take after another; ended when a slot comes, or when no take
-   * of it is left. A read's slotWaitMs counts only this wait: not the time it waited for a busy
-   * worker, nor a slot this decoder's own worker held while serving its pool's reads.
+   * Since when the threads have waited for a slot of a source with no progress on its reads, one
+   * take after another: from the first take's start (whether or not a worker holds a slot of it),
+   * moved to now whenever a worker finishes a read of the source; ended when a slot comes, or when
+   * no take of it is left. A read's slotWaitMs counts only this wait: not the time it waited for a
+   * busy worker, nor a slot this decoder's own worker held while it served the pool's reads. A
+   * worker whose read of the source never returns serves none: the wait goes on counting, through
+   * one take after another (earlier on 2026-12-07 a take begun while a worker held a slot failed
+   * no read: the reads queued behind a hung one waited for ever), and so does a wait whose holder
+   * let go of its slot meanwhile (its take's wait was not counted, nor its timeout felt, and the
+   * next take's clock started afresh: up to twice slotWaitMs).
    */
   const slotWaitSince = new Map<object, number>();
   let nextArenaId = 1;
@@ -409,6 +416,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
       if (!task) return;
       pending.delete(reply.id);
       entry.busy -= 1;
+      // A read of the source finished: the threads are serving its reads (see slotWaitSince).
+      if (task.source !== undefined && slotWaitSince.has(task.source)) slotWaitSince.set(task.source, performance.now());
       // The next read first: it reaches the worker sooner, and finds it still awake.
       pumpReads();
       if (reply.ok) task.resolve({ busyMs: reply.busyMs, readMs: reply.readMs, digests: reply.digests, values: reply.values, key: reply.key });
@@ -481,7 +490,8 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     return candidates.reduce((best, w) => (w.busy < best.busy ? w : best), candidates[0] as PoolWorker);
   };
 
-  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined, to?: PoolWorker): Promise<JobDone> => {
+  /** `source`: a read-decode job's staging source (see pending). */
+  const dispatch = (job: Omit<DecodeThreadJob, 'id'>, arena: CodecArena | undefined, to?: PoolWorker, source?: object): Promise<JobDone> => {
     const owner = to ?? pickWorker();
     if (arena !== undefined) {
       const arenaId = idOfArena(arena);
@@ -496,7 +506,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     const id = nextId++;
     jobs += 1;
     return new Promise<JobDone>((resolve, reject) => {
-      pending.set(id, { resolve, reject, owner });
+      pending.set(id, { resolve, reject, owner, ...(source === undefined ? {} : { source }) });
       // Referenced while busy, so the process waits for the answer; idle workers never hold it open.
       if (owner.busy++ === 0) owner.worker.ref();
       try {
@@ -663,9 +673,6 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     lease?.slot.release();
   };
 
-  /** Whether a worker of this decoder holds a slot of `source`, or a spare of it waits for one. */
-  const holdsSlot = (source: object): boolean => pool.some((w) => w.lease?.source === source) || spareSlots.some((spare) => spare.source === source);
-
   /** Whether a read of `source` is queued. */
   const hasQueuedRead = (source: object): boolean => readQueue.some((queued) => queued.request.staging.source === source);
 
@@ -705,17 +712,17 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
   const takeSlot = (staging: ReadDecodeStaging): void => {
     const { source } = staging;
     const startedAt = performance.now();
-    // A take while a worker of this decoder holds one of the pool's slots only adds a slot: that
-    // worker keeps it and serves the pool's queued reads, so this take's timeout fails none of them
-    // (until 2026-12-07 it failed every read queued slotWaitMs, the served ones too).
-    const holding = holdsSlot(source);
-    if (!holding && !slotWaitSince.has(source)) slotWaitSince.set(source, startedAt);
-    const since = slotWaitSince.get(source);
+    // A take while a worker of this decoder holds one of the pool's slots only adds a slot: as long
+    // as that worker serves the pool's queued reads (each read it finishes moves slotWaitSince on),
+    // this take's timeout fails none of them (until 2026-12-07 it failed every read queued
+    // slotWaitMs, the served ones too); one that serves none (a hung read) does not stop the clock.
+    if (!slotWaitSince.has(source)) slotWaitSince.set(source, startedAt);
+    const since = slotWaitSince.get(source) as number;
     // The oldest queued read of the source's deadline clock, from which this take's wait is cut.
     const oldestQueuedAt = readQueue.find((queued) => queued.request.staging.source === source)?.queuedAt ?? startedAt;
-    const forFrom = Math.max(oldestQueuedAt, since ?? startedAt);
+    const forFrom = Math.max(oldestQueuedAt, since);
     const knownWaitMs = slotWaitOf.get(source);
-    const waitMs = knownWaitMs === undefined || holding ? undefined : Math.max(1, Math.ceil(knownWaitMs - (startedAt - forFrom)));
+    const waitMs = knownWaitMs === undefined ? undefined : Math.max(1, Math.ceil(knownWaitMs - (startedAt - forFrom)));
     const settle = (slot: StagingLease | undefined, error?: unknown) => {
       if (slot !== undefined) {
         slotWaitSince.delete(source);
@@ -740,12 +747,12 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
         fullWaitMs = typeof told === 'number' ? told : performance.now() - startedAt;
         slotWaitOf.set(source, fullWaitMs);
       }
-      // A worker of this decoder holds a slot of the pool: its reads are being served.
       const nowSince = slotWaitSince.get(source);
-      if (holding || holdsSlot(source) || nowSince === undefined) return;
+      if (nowSince === undefined) return;
       // A read fails once it has waited slotWaitMs counted from the later of its enqueue and when
-      // the threads began waiting for one of the pool's slots holding none (see slotWaitSince);
-      // the rest keep their place and a fresh take waits what the oldest has left.
+      // the threads' wait for one of the pool's slots began, or last saw progress (slotWaitSince:
+      // a worker of this decoder that serves the pool's reads keeps moving it on); the rest keep
+      // their place and a fresh take waits what the oldest has left.
       const now = performance.now();
       for (let k = readQueue.length - 1; k >= 0; k--) {
         const queued = readQueue[k] as QueuedRead;
@@ -759,7 +766,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
     };
     /** The threads' wait for a slot of the source ends when no take of it is left (or one came). */
     const endSlotWait = () => {
-      if (!slotsTaking.has(source) || holdsSlot(source)) slotWaitSince.delete(source);
+      if (!slotsTaking.has(source)) slotWaitSince.delete(source);
     };
     const taker = new AbortController();
     let taken: StagingLease | Promise<StagingLease>;
@@ -946,6 +953,7 @@ export function createThreadDecoder(options: ThreadDecoderOptions = {}): ThreadD
           },
           jobArena,
           worker,
+          worker.lease?.source,
         );
       } catch (error) {
         throw (error as { code?: string }).code === 'CHECKSUM_MISMATCH' ? checksumFailure(error as Error) : error;

@@ -1,3 +1,4 @@
+import { BroadcastChannel } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStagingPool, type StagingPool, type StagingSlot } from '../src/create-staging-pool.js';
 import type { ReadDecodeRequest } from '../src/create-cpu-decoder.js';
@@ -58,6 +59,30 @@ async function until(check: () => boolean): Promise<void> {
 }
 
 const settled = (promise: Promise<unknown>) => promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+
+/** Decode threads that never answer a read (helpers/hung-decode-thread.mjs); one holding a read exits on `exitHungThread()`. */
+const HUNG_THREAD_URL = new URL('./helpers/hung-decode-thread.mjs', import.meta.url);
+const hungThreads = () => createThreadDecoder({ threads: 2, readJobsPerWorker: 1, inlineMaxValues: 0, startupInlineMaxValues: 0, workerUrl: HUNG_THREAD_URL });
+function exitHungThread(): void {
+  const channel = new BroadcastChannel('splitzip-test-hung-thread-exit');
+  channel.postMessage('exit');
+  channel.close();
+}
+
+/** The promise's outcome, or 'still waiting' after `ms` (a hang guard). */
+const within = <T>(promise: Promise<T>, ms: number): Promise<T | 'still waiting'> => Promise.race([promise, sleep(ms).then(() => 'still waiting' as const)]);
+
+/** A pool of one free slot, whose acquires (the threads' takes once the slot is taken) the test can count. */
+function countedPool(slotWaitMs: number): { pool: StagingPool; asked: () => number } {
+  const pool = createStagingPool({ slotBytes: 64 * 1024, slotCount: 1, shared: true, threads: 2, slotWaitMs });
+  let asked = 0;
+  const acquire = pool.acquire.bind(pool);
+  pool.acquire = (options) => {
+    asked += 1;
+    return acquire(options);
+  };
+  return { pool, asked: () => asked };
+}
 
 describe("a thread decoder's reads on a pool with slotWaitMs", () => {
   it('the first read times out; a later one, queued before that, is served by the slot that comes back in its own time', { timeout: 20_000 }, async () => {
@@ -224,6 +249,67 @@ describe("a thread decoder's reads on a pool with slotWaitMs", () => {
     } finally {
       other.close();
       pool.close();
+    }
+  });
+  it('a worker whose read of the pool never returns holds its one slot: the reads queued behind it fail POOL_WAIT_TIMEOUT once they have waited slotWaitMs', { timeout: 20_000 }, async () => {
+    const hung = hungThreads();
+    await hung.warmUp();
+    const { pool, asked } = countedPool(50);
+    const abort = new AbortController();
+    const load = (name: string) => settled(loadTensor({ model: fixture.model, name }, { cache: fixture.cache, pool, backend: hung, signal: abort.signal }));
+    // a: a worker takes the pool's one slot for it, and never answers.
+    const a = load('a.weight');
+    try {
+      await until(() => pool.stats().inUse === 1);
+      const b = load('b.weight');
+      const x = load('x.weight');
+      await until(() => asked() > 0);
+      // Until 2026-12-07 (8bd248a) every take timed out harmlessly, the worker holding the slot
+      // counted as serving the pool's reads: b and x waited for ever.
+      const outcomes = await within(Promise.all([b, x]), 5000);
+      expect(outcomes).toMatchObject([{ error: { code: 'POOL_WAIT_TIMEOUT', retryable: true, details: { slotWaitMs: 50 } } }, { error: { code: 'POOL_WAIT_TIMEOUT', details: { slotWaitMs: 50 } } }]);
+      for (const outcome of outcomes as { error: { details: { waitedMs: number } } }[]) expect(outcome.error.details.waitedMs).toBeGreaterThanOrEqual(48);
+    } finally {
+      abort.abort();
+      await hung.close();
+      pool.close();
+      await a;
+    }
+  });
+
+  it("a take begun while a worker held the pool's slot, which it then let go of (the worker died) to another user of the pool: the reads' wait counts on, and the take's timeout fails them", { timeout: 20_000 }, async () => {
+    const hung = hungThreads();
+    await hung.warmUp();
+    const { pool, asked } = countedPool(200);
+    const abort = new AbortController();
+    const load = (name: string) => settled(loadTensor({ model: fixture.model, name }, { cache: fixture.cache, pool, backend: hung, signal: abort.signal }));
+    const a = load('a.weight');
+    let other: StagingSlot | undefined;
+    try {
+      await until(() => pool.stats().inUse === 1);
+      // Another user of the pool, waiting ahead of the threads' take: it gets the slot the worker lets go of.
+      const otherWait = pool.acquire({ slotWaitMs: 10_000 }).then((slot) => (other = slot));
+      let askedWhenFailed: number | undefined;
+      const b = load('b.weight').then((outcome) => {
+        askedWhenFailed = asked();
+        return outcome;
+      });
+      await until(() => asked() === 2);
+      exitHungThread();
+      await otherWait;
+      const outcome = await within(b, 5000);
+      expect(outcome).toMatchObject({ error: { code: 'POOL_WAIT_TIMEOUT', details: { slotWaitMs: 200 } } });
+      expect((outcome as { error: { details: { waitedMs: number } } }).error.details.waitedMs).toBeGreaterThanOrEqual(198);
+      // Failed by the take that began while the worker held the slot (the other user's acquire is
+      // the first ask). Until 2026-12-07 (8bd248a) that take's timeout failed nothing, the holder
+      // counted as when it began, and b waited the whole slotWaitMs again in a second take.
+      expect(askedWhenFailed).toBe(2);
+    } finally {
+      abort.abort();
+      await hung.close();
+      if (other !== undefined) pool.release(other);
+      pool.close();
+      await a;
     }
   });
 });
