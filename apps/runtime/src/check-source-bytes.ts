@@ -8,6 +8,7 @@ import { describeError, isRuntimeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
+import { isBoundFromOtherFile, OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import type { TensorReport } from './types.js';
 
 /** What a cache handle's stamp records came to (ShardCache.flushObjectStamps: object and file stamps alike). */
@@ -48,7 +49,7 @@ export async function checkSourceBytes(
   cache: ShardCache,
   backend: DecodeBackend,
   target: ServeTarget,
-  unchecked: { entry: CacheEntry; stamp: string; weak?: string },
+  unchecked: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string },
   data: Uint8Array,
   report: TensorReport,
   source?: SourceRefetch,
@@ -101,7 +102,9 @@ export async function checkSourceBytes(
     // The content key just computed (no second hash) may be an entry's of this tensor's name.
     const rebound = weakNote === undefined && key !== undefined ? rebindFoundSlice(cache, target, entry.key, key, stamp) : undefined;
     report.reason = 'stale';
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (changed, or another model's of this name and layout${secondVouched ? '; its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped and the range fetched again' : refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, STALE_REMEDY)}`;
+    // A binding recorded only with other files of the shard name: one a build skips stays (see OTHER_FILE_REMEDY).
+    const otherFile = isBoundFromOtherFile(unchecked.recorded, stamp);
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (${otherFile ? OTHER_FILE_BINDING : "changed, or another model's of this name and layout"}${secondVouched ? '; its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped and the range fetched again' : refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, staleBindingRemedy(unchecked.recorded, stamp))}`;
     return;
   }
   report.reason = 'unchecked';
@@ -299,8 +302,6 @@ export interface SourceRefetch {
   reportDamage(): Promise<void>;
 }
 
-/** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them); describeBuildRemedy says it for a read-only cache. */
-export const STALE_REMEDY = 'a build of this model with --rebind binds it';
 
 /** The hint beside a weak file system's checks: the option exists, and why it is rarely right. */
 export const WEAK_TRUST_NOTE = "fileSources: 'trust' would serve it unchecked, which is wrong wherever images of one layout take each other's place";

@@ -204,7 +204,7 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     target.entry = binding.entry;
     return target;
   }
-  target.unchecked = { entry: binding.entry, stamp: current, ...(onWeak !== undefined ? { weak: onWeak } : {}) };
+  target.unchecked = { entry: binding.entry, stamp: current, recorded: binding.stamps, ...(onWeak !== undefined ? { weak: onWeak } : {}) };
   return target;
 }
 

@@ -10,7 +10,8 @@ import {
 import { describeValue, formatCoverage } from '@splitzip/codec/internal';
 import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { bindFoundSlice, checkSourceBytes, describeShard, STALE_REMEDY, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
+import { bindFoundSlice, checkSourceBytes, describeShard, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
+import { isBoundFromOtherFile, OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { describeNoGain } from './check-payload-gain.js';
@@ -100,7 +101,7 @@ export interface ServeTarget {
    * and its bytes are checked against this entry (checkSourceBytes).
    */
   /** `weak`: the file system (weakFileSystemOf) the shard is on, whose stamps prove nothing: checked at every load, never recorded. */
-  unchecked?: { entry: CacheEntry; stamp: string; weak?: string };
+  unchecked?: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string };
   /**
    * Set when the slice has no binding and its shard has a stamp that proves something (not on a
    * weak file system): the stamp a binding made from this tensor's bytes records (bindFoundSlice).
@@ -219,17 +220,18 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
       detail:
         target.unchecked.weak !== undefined
           ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (${WEAK_TRUST_NOTE})`
-          : `the slice is bound, but the binding has no record of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, STALE_REMEDY)})`,
+          : `the slice is bound, but the binding has no record of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, staleBindingRemedy(target.unchecked.recorded, target.unchecked.stamp))})`,
     };
   }
   if (target.staleStamp !== undefined) {
     const { recorded, current, found } = target.staleStamp;
     const how = found === 'checked' ? 'checked earlier through this cache' : `its entry is a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
+    const remedy = staleBindingRemedy(recorded, current);
     return {
       reason: 'stale',
       // Of another shape, it is never hashed, so no load binds it: `gc --model` removes the binding,
       // and the next load finds the tensor by content key.
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? STALE_REMEDY : OTHER_SHAPE_REMEDY)}`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; ${isBoundFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`)}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;
@@ -294,8 +296,8 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   return { reason: 'missing', detail: `no entry for this slice (coverage ${formatCoverage(coverage, 6)} passes the gate)` };
 }
 
-/** A binding to an entry of another shape than the tensor at its slice: what removes it (builder README, gc --model). */
-const OTHER_SHAPE_REMEDY = `\`splitzip gc <cache> --model <model>\` removes the binding (the next load binds the tensor by content key), or ${STALE_REMEDY}`;
+/** A binding to an entry of another shape than the tensor at its slice: what removes it (builder README, gc --model), before the stale remedy. */
+const OTHER_SHAPE_REMEDY = '`splitzip gc <cache> --model <model>` removes the binding (the next load binds the tensor by content key)';
 
 /** Values per block when a caller's buffer is not 2-byte aligned (a Uint16Array cannot view it). */
 const UNALIGNED_COUNT_BLOCK_VALUES = 32 * 1024;

@@ -494,7 +494,8 @@ describe('slice bindings and the shard files they were verified against', () => 
       expect(first.report.digestMs).toBeGreaterThan(0);
       const second = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
       expect(second.report).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
-      expect(second.report.detail).toMatch(/holds other bytes than the entry its slice is bound to \(checked earlier through this cache; the binding's stamps: \d+:\d+:\d+:\d+\)/);
+      // The base's file's binding, from another file of the shard name (see the other-file case below).
+      expect(second.report.detail).toMatch(/holds other bytes than the entry its slice is bound to \(checked earlier through this cache; bound from another file of this shard name \(.*\): the binding's stamps: \d+:\d+:\d+:\d+\)/);
       expect(sameBytes(second.data, (await readAllRaw(tuned)).get('b.weight') as Uint8Array)).toBe(true);
     } finally {
       await cache.close();
@@ -544,7 +545,8 @@ describe('slice bindings and the shard files they were verified against', () => 
       expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale', digestMs: 0 });
       expect(reports.get('b.weight')?.detail).toMatch(/its entry is a tensor of another shape: not this \[32,128\] one/);
       // Never hashed, so never bound by a load: the remedy names gc --model first (it named only a --rebind build).
-      expect(reports.get('b.weight')?.detail).toMatch(/: served raw; `splitzip gc <cache> --model <model>` removes the binding \(the next load binds the tensor by content key\), or a build of this model with --rebind binds it$/);
+      // Bound from the base's file: the remedies of such a binding follow (see the other-file case).
+      expect(reports.get('b.weight')?.detail).toMatch(/: served raw; `splitzip gc <cache> --model <model>` removes the binding \(the next load binds the tensor by content key\), or a cache of its own for each model and revision keeps such bindings apart; in this one, a build of this model with --rebind binds it where that build caches the tensor, /);
       for (const name of ['c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
     } finally {
       await other.close();
@@ -570,6 +572,50 @@ describe('slice bindings and the shard files they were verified against', () => 
       for (const name of ['a.weight', 'c.weight', 'd.weight']) expect(reports.get(name)).toMatchObject({ source: 'raw', reason: 'unchecked' });
     } finally {
       await tuned.close();
+    }
+  });
+  it("a binding recorded only with other files of the shard name (another model's or revision's): stale names it so, with the builder's remedies (--rebind keeps a skipped tensor's such binding); one rewritten in place names --rebind", async () => {
+    const { baseDir, tunedDir, cacheDir } = await writeBaseAndTuned('other-file');
+    const otherFile = /bound from another file of this shard name \(another model's or revision's, or a replaced shard\)/;
+    const remedy =
+      /: served raw; a cache of its own for each model and revision keeps such bindings apart; in this one, a build of this model with --rebind binds it where that build caches the tensor, and one it skips \(coverage, or no gain with --skip-no-gain\) keeps that binding: `build --rebind --rebind-other-files` removes it \(for a model whose shard names no other model in the cache shares\)$/;
+    const tuned = await openSafetensorsModel(tunedDir);
+    const cache = await openShardCache(cacheDir);
+    try {
+      // Checked now (its bytes hashed), then checked earlier through this handle: both name it.
+      // Until 2026-12-07 both said only "a build of this model with --rebind binds it", which a
+      // skipped tensor's such binding survives.
+      for (const when of ['checked now', 'checked earlier']) {
+        const { report } = await loadTensor({ model: tuned, name: 'b.weight' }, { cache });
+        expect(report, when).toMatchObject({ source: 'raw', reason: 'stale' });
+        expect(report.detail, when).toMatch(otherFile);
+        expect(report.detail, when).toMatch(remedy);
+        if (when === 'checked earlier') expect(report.detail).toMatch(/ \(checked earlier through this cache; bound from another file of this shard name \(.*\): the binding's stamps: \d+:\d+:\d+:\d+\): served raw; /);
+      }
+    } finally {
+      await cache.close();
+      await tuned.close();
+    }
+    // The base's own file, rewritten in place with the tuned bytes (its inode, which the binding
+    // has a stamp of): a build with --rebind moves that binding, as the detail says.
+    await sleep(20);
+    const base = await openSafetensorsModel(baseDir);
+    for (const shard of base.shards) {
+      const handle = await open(shard.path, 'r+');
+      await handle.write(await readFile(join(tunedDir, shard.name)), 0);
+      await handle.close();
+    }
+    await base.close();
+    const rewritten = await openSafetensorsModel(baseDir);
+    const again = await openShardCache(cacheDir);
+    try {
+      const { report } = await loadTensor({ model: rewritten, name: 'b.weight' }, { cache: again });
+      expect(report).toMatchObject({ source: 'raw', reason: 'stale' });
+      expect(report.detail).not.toMatch(otherFile);
+      expect(report.detail).toMatch(/: served raw; a build of this model with --rebind binds it$/);
+    } finally {
+      await again.close();
+      await rewritten.close();
     }
   });
 });
