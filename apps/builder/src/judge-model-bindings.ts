@@ -2,7 +2,7 @@
 // The cache records a binding's shard name, offset, size and the stamps of the files it was
 // checked against, not where the model is: given the model, each binding of one of its shard names
 // is judged against the file as it is now, from its header and stamp alone (no tensor is read).
-import { parseFileStamp, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import { isFromOtherFile, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
 
 /**
@@ -151,21 +151,8 @@ export function findOtherFilesBindings(store: CacheStore, model: SafetensorsMode
   return [...counts].map(([shardName, bindings]) => ({ shardName, bindings }));
 }
 
-/**
- * Whether a binding's recorded stamps are all of other files than `current` (the model's shard of
- * that name as it is now): file stamps with an inode number, none of them `current`'s. The same
- * inode is the same file, rewritten in place (this model's, at this path); another inode is another
- * file, at another path (another model's of this shard name) or at this one (this model's, replaced
- * by a new file: a download, a save by rename), which no stamp tells apart (they record no path).
- * Inode numbers of two file systems may coincide: such a file counts as this one. False where it
- * cannot say (no stamps, stamps of the old form or an object's, a model with no file stamps).
- */
-export function isFromOtherFile(recorded: readonly string[], current: string | null): boolean {
-  const inode = current === null ? undefined : parseFileStamp(current)?.inode;
-  if (inode === undefined) return false;
-  const inodes = recorded.map((stamp) => parseFileStamp(stamp)?.inode);
-  return inodes.length > 0 && inodes.every((other) => other !== undefined && other !== inode);
-}
+/** The shared rule (@splitzip/safetensors, file-stamp.ts), re-exported for build and verify. */
+export { isFromOtherFile };
 
 /**
  * judgeModelBindings, then (unless `dryRun`) removes the bindings it judged to go, in one

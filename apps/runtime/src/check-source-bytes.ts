@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
+import { isFromOtherFile, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
 import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, findUnwritableReason } from './describe-build-remedy.js';
@@ -8,7 +8,7 @@ import { describeError, isRuntimeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import type { ShardCache } from './open-shard-cache.js';
 import type { ServeTarget } from './serve-tensor.js';
-import { isBoundFromOtherFile, OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
+import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import type { TensorReport } from './types.js';
 
 /** What a cache handle's stamp records came to (ShardCache.flushObjectStamps: object and file stamps alike). */
@@ -103,7 +103,7 @@ export async function checkSourceBytes(
     const rebound = weakNote === undefined && key !== undefined ? rebindFoundSlice(cache, target, entry.key, key, stamp) : undefined;
     report.reason = 'stale';
     // A binding recorded only with other files of the shard name: one a build skips stays (see OTHER_FILE_REMEDY).
-    const otherFile = isBoundFromOtherFile(unchecked.recorded, stamp);
+    const otherFile = isFromOtherFile(unchecked.recorded, stamp);
     report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (${otherFile ? OTHER_FILE_BINDING : "changed, or another model's of this name and layout"}${secondVouched ? '; its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped and the range fetched again' : refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, staleBindingRemedy(unchecked.recorded, stamp))}`;
     return;
   }

@@ -8,10 +8,10 @@ import {
   type PayloadMeta,
 } from '@splitzip/codec';
 import { describeValue, formatCoverage } from '@splitzip/codec/internal';
-import { MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
+import { isFromOtherFile, MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { bindFoundSlice, checkSourceBytes, describeShard, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
-import { isBoundFromOtherFile, OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
+import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { describeNoGain } from './check-payload-gain.js';
@@ -231,7 +231,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
       reason: 'stale',
       // Of another shape, it is never hashed, so no load binds it: `gc --model` removes the binding,
       // and the next load finds the tensor by content key.
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; ${isBoundFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`)}`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; ${isFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`)}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;

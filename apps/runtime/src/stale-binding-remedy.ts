@@ -1,9 +1,9 @@
-import { parseFileStamp } from '@splitzip/safetensors';
+import { isFromOtherFile } from '@splitzip/safetensors';
 
 /** What mends a binding whose shard holds other bytes (a build of this model moves the slice to them); describeBuildRemedy says it for a read-only cache. */
 export const STALE_REMEDY = 'a build of this model with --rebind binds it';
 
-/** A binding recorded only with other files of its shard name (isBoundFromOtherFile), as a stale tensor's detail names it. */
+/** A binding recorded only with other files of its shard name (isFromOtherFile of @splitzip/safetensors: the builder's rule for build and verify --model too), as a stale tensor's detail names it. */
 export const OTHER_FILE_BINDING = "bound from another file of this shard name (another model's or revision's, or a replaced shard)";
 
 /**
@@ -16,24 +16,7 @@ export const OTHER_FILE_REMEDY =
   'a cache of its own for each model and revision keeps such bindings apart; in this one, a build of this model with --rebind binds it where that build caches the tensor, ' +
   'and one it skips (coverage, or no gain with --skip-no-gain) keeps that binding: `build --rebind --rebind-other-files` removes it (for a model whose shard names no other model in the cache shares)';
 
-/**
- * Whether a binding's recorded stamps are all of other files than `current` (the shard as it is
- * now): file stamps with an inode number, none of them `current`'s. The builder's rule
- * (judge-model-bindings.ts isFromOtherFile: build, build --rebind and verify --model judge such a
- * binding by it), the same test here: the runtime does not depend on the builder. The same inode is
- * the same file, rewritten in place; another inode is another file, another model's of this shard
- * name, another revision's, or this model's replaced by a new file (a download, a save by rename),
- * which no stamp tells apart. False where it cannot say (no stamps, stamps of the old form or an
- * object's, a shard with no file stamp).
- */
-export function isBoundFromOtherFile(recorded: readonly string[], current: string | null): boolean {
-  const inode = current === null ? undefined : parseFileStamp(current)?.inode;
-  if (inode === undefined) return false;
-  const inodes = recorded.map((stamp) => parseFileStamp(stamp)?.inode);
-  return inodes.length > 0 && inodes.every((other) => other !== undefined && other !== inode);
-}
-
 /** The remedy of a binding to other bytes than its shard holds: OTHER_FILE_REMEDY for one from other files, else STALE_REMEDY. */
 export function staleBindingRemedy(recorded: readonly string[], current: string | null): string {
-  return isBoundFromOtherFile(recorded, current) ? OTHER_FILE_REMEDY : STALE_REMEDY;
+  return isFromOtherFile(recorded, current) ? OTHER_FILE_REMEDY : STALE_REMEDY;
 }

@@ -34,6 +34,23 @@ export function parseFileStamp(stamp: string): FileStampFields | undefined {
 }
 
 /**
+ * Whether a binding's recorded stamps are all of other files than `current` (the shard of that
+ * name as it is now): file stamps with an inode number, none of them `current`'s. The same inode is
+ * the same file, rewritten in place; another inode is another file, at another path (another
+ * model's of this shard name) or at this one (replaced by a new file: a download, a save by
+ * rename), which no stamp tells apart (they record no path). Inode numbers of two file systems may
+ * coincide: such a file counts as this one. False where it cannot say (no stamps, stamps of the old
+ * form or an object's, a shard with no file stamp). One rule for the builder (build, verify) and
+ * the runtime (its stale remedy).
+ */
+export function isFromOtherFile(recorded: readonly string[], current: string | null): boolean {
+  const inode = current === null ? undefined : parseFileStamp(current)?.inode;
+  if (inode === undefined) return false;
+  const inodes = recorded.map((stamp) => parseFileStamp(stamp)?.inode);
+  return inodes.length > 0 && inodes.every((other) => other !== undefined && other !== inode);
+}
+
+/**
  * Whether two stamps of ONE open file (its descriptor's) say its bytes are unchanged: size and mtime
  * equal. Its ctime is left out: a chmod, chown, xattr (a backup tool, an SELinux relabel) or an
  * unlink moves it under an open model without touching a byte, and must not fail the model's reads
