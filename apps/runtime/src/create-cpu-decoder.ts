@@ -10,6 +10,19 @@ export interface DecodeCallOptions {
    * pool: a backend may decode there in place (thread decoders attach their workers to it).
    */
   arena?: CodecArena | undefined;
+  /**
+   * The load's abort signal. A backend may stop early when it fires and reject (with anything: the
+   * load rejects with the runtime's own `ABORTED`). The runtime's own backends settle either way;
+   * `createWorkerPoolDecoder` passes it to its workers (its decode then rejects at once).
+   */
+  signal?: AbortSignal | undefined;
+  /**
+   * For a backend that rejects on `signal` while its other threads may still read `payload` or
+   * write `out`: call it, before rejecting, with a promise that settles once they are done. The
+   * runtime keeps the staging slot holding the payload out of reuse until then (quarantined, as for
+   * a read the abort left behind). `out` must not be the caller's buffer while they may write it.
+   */
+  onAbandoned?: ((settled: Promise<unknown>) => void) | undefined;
 }
 
 /**

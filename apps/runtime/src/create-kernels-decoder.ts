@@ -60,9 +60,21 @@ export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): Dec
     get closed() {
       return closed;
     },
-    async decode(payload, meta, out) {
+    async decode(payload, meta, out, options) {
       if (closed) throw new RuntimeError('INVALID_ARGUMENT', 'worker decoder is closed');
-      const values = await workers.decode(payload.subarray(0, meta.compBytes), out, { verify: false });
+      // The load's signal abandons the call (ABORTED at once). Not for a shared `out` (a caller's
+      // SharedArrayBuffer): a worker finishing its range may write into it after the rejection,
+      // so that decode is waited for whole, as before. An ordinary `out` only this thread writes.
+      const signal = isShared(out) ? undefined : options?.signal;
+      let values: Uint16Array;
+      try {
+        values = await workers.decode(payload.subarray(0, meta.compBytes), out, signal === undefined ? { verify: false } : { verify: false, signal });
+      } catch (error) {
+        // Its workers may still read the payload (a shared staging slot, read in place) until
+        // idle(): the runtime keeps that slot from reuse until then.
+        if (signal?.aborted === true) options?.onAbandoned?.(workers.idle());
+        throw error;
+      }
       if (values !== out) out.set(values.subarray(0, meta.elementCount));
     },
     async close() {
@@ -70,4 +82,9 @@ export function createWorkerPoolDecoder(options: WorkerDecoderOptions = {}): Dec
       await workers.dispose();
     },
   });
+}
+
+/** Whether `values` lie in shared memory (a worker may write there without this thread). */
+function isShared(values: Uint16Array): boolean {
+  return typeof SharedArrayBuffer !== 'undefined' && values.buffer instanceof SharedArrayBuffer;
 }

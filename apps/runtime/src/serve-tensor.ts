@@ -21,7 +21,7 @@ import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
 import { decodeStreamedPayload, planStreamedDecode } from './decode-streamed-payload.js';
 import { describeBuildRemedy } from './describe-build-remedy.js';
-import type { DecodeBackend, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
+import type { DecodeBackend, DecodeCallOptions, OpenedPayloadFile, PayloadEntryFields, ReadDecodeResult, ReadDecodeStaging, StagingLease } from './create-cpu-decoder.js';
 import { DEFAULT_SYNC_READ_MAX_BYTES, type ByteReader } from './create-file-reader.js';
 import { releaseStagingSlotWhenSettled, STAGING_ALIGN_BYTES, type StagingPool, type StagingSlot } from './create-staging-pool.js';
 import { abortedError, CACHE_FAILURE_CODES, describeError, isRetryableError, isRuntimeError, nameTensorInError, RuntimeError } from './errors.js';
@@ -1087,6 +1087,18 @@ function isBlobReadFailure(error: unknown): boolean {
   return code === 'BLOB_SIZE_MISMATCH' || (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code));
 }
 
+/**
+ * Settles once every promise in `held` has, counting those pushed while it waits: a backend calls
+ * onAbandoned before its decode rejects, which may be after the load's abort already handed the
+ * slot to this wait (settleUnlessAborted's promise, first in `held`, settles only after it).
+ */
+async function settleEvery(held: readonly Promise<unknown>[]): Promise<void> {
+  for (let k = 0; k < held.length; k++) await held[k]!.then(
+    () => undefined,
+    () => undefined,
+  );
+}
+
 async function decodeFromCacheStaged(
   env: ServeEnv,
   target: ServeTarget,
@@ -1097,11 +1109,12 @@ async function decodeFromCacheStaged(
 ): Promise<Uint8Array> {
   const staged = await stagePayload(env, target, entry, report, { storeVerifies });
   let retry = false;
-  // A decode the load's abort left behind (a backend that never settles, or ignores the abort):
-  // the slot is quarantined until it settles, as for a custom reader's read (stagePayload).
-  let abandoned: Promise<unknown> | undefined;
+  // A decode the load's abort left behind (a backend that never settles, or ignores the abort), or
+  // one that stopped on the signal while its threads still use the payload (onAbandoned): the slot
+  // is quarantined until all of them settle, as for a custom reader's read (stagePayload).
+  const abandoned: Promise<unknown>[] = [];
   const abandon = (settled: Promise<unknown>) => {
-    abandoned = settled;
+    abandoned.push(settled);
   };
   // The runtime's own backends always settle, and may write into the caller's buffer until they
   // do: the abort waits for them (no buffer is handed back while a decode still writes into it).
@@ -1111,7 +1124,7 @@ async function decodeFromCacheStaged(
     for (let turn = takeTurnIfDue(); turn !== undefined; turn = takeTurnIfDue()) await turn;
     const decodeStartMs = performance.now();
     report.backend = env.backend.name;
-    const options = { verifyChecksum: staged.checksumPending, arena: staged.arena };
+    const options: DecodeCallOptions = { verifyChecksum: staged.checksumPending, arena: staged.arena, signal: env.signal, onAbandoned: abandon };
     let busyMs: void | number = undefined;
     try {
       // No caller's buffer: a backend that decodes on its threads may allocate it there (its pages
@@ -1135,7 +1148,9 @@ async function decodeFromCacheStaged(
         if (!direct) output.set(new Uint8Array(values.buffer, 0, output.byteLength));
       }
     } catch (error) {
-      if (abandoned !== undefined) throw error;
+      // The backend stopped on the load's signal (or failed as it fired): the load's own ABORTED.
+      if (env.signal?.aborted === true) throw loadAbortedError(error, env.signal, target.name);
+      if (abandoned.length > 0) throw error;
       if (!(staged.checksumPending && env.cache?.remote === true && error instanceof RuntimeError && error.code === 'CACHE_READ_FAILED')) {
         throw describeDecodeFailure(error, env, target, entry);
       }
@@ -1151,8 +1166,8 @@ async function decodeFromCacheStaged(
       report.backend = env.backend.name;
     }
   } finally {
-    if (abandoned === undefined) staged.release();
-    else staged.releaseWhenSettled(abandoned);
+    if (abandoned.length === 0) staged.release();
+    else staged.releaseWhenSettled(settleEvery(abandoned));
   }
   if (retry) return decodeFromCacheStaged(env, target, entry, given, report, true);
   return output as Uint8Array;
