@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DecodeBackend } from '../src/create-cpu-decoder.js';
 import { createWorkerPoolDecoder } from '../src/create-kernels-decoder.js';
 import { createStagingPool } from '../src/create-staging-pool.js';
+import { loadModel } from '../src/load-model.js';
 import { loadTensor } from '../src/load-tensor.js';
 import { markSettlingBackend } from '../src/settling-backends.js';
 import { bf16Weights, openCachedModel, sameBytes, type CachedModelFixture } from './fixtures.js';
@@ -107,6 +108,36 @@ describe("a load aborted on the 'workers' backend", () => {
       expect(sameBytes(loaded.data, fixture.raw.get('next.weight')!)).toBe(true);
       expect(calls).toHaveLength(2);
       expect(calls[1]!.signal).toBeUndefined();
+      expect(pool.stats()).toMatchObject({ inUse: 0, quarantinedSlots: 0 });
+    } finally {
+      releaseHold();
+      await backend.close!();
+      pool.close();
+    }
+  });
+
+  it('loadModel: ABORTED, the slot kept while the workers may read it; the next loadModel on the pool exact', { timeout: 30_000 }, async () => {
+    const controller = new AbortController();
+    let releaseHold!: () => void;
+    const hold = new Promise<void>((resolve) => (releaseHold = resolve));
+    const { backend, calls } = spyOnWorkerPool(() => controller.abort(new Error('shutting down')), hold);
+    const pool = createStagingPool({ slotBytes: 256 * 1024, slotCount: 1, shared: true });
+    try {
+      const loading = loadModel(fixture.model, fixture.cache, { backend, pool, concurrency: 1, signal: controller.signal }).drain();
+      await expect(loading).rejects.toMatchObject({ code: 'ABORTED' });
+      expect(calls).toHaveLength(1);
+      expect(calls[0]!.signal).toBeInstanceOf(AbortSignal);
+      expect(calls[0]!.abandonedCalls).toBe(1);
+      expect(pool.stats()).toMatchObject({ quarantinedSlots: 1 });
+      releaseHold();
+      // The spy aborts the first load's controller only, which has fired: this load runs to the end.
+      const loaded = new Map<string, Uint8Array>();
+      for await (const tensor of loadModel(fixture.model, fixture.cache, { backend, pool })) {
+        loaded.set(tensor.name, tensor.data);
+        expect(tensor.source).toBe('cache');
+      }
+      expect([...loaded.keys()].sort()).toEqual(['big.weight', 'next.weight']);
+      for (const [name, data] of loaded) expect(sameBytes(data, fixture.raw.get(name)!)).toBe(true);
       expect(pool.stats()).toMatchObject({ inUse: 0, quarantinedSlots: 0 });
     } finally {
       releaseHold();
