@@ -15,6 +15,7 @@ import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.j
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
 import { describeNoGain } from './check-payload-gain.js';
+import { describeUnboundNoGain } from './describe-unbound-no-gain.js';
 import { hashTensorKey } from './hash-tensor-key.js';
 import { settleUnlessAborted } from './settle-unless-aborted.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -239,9 +240,14 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   // Not even a payload without escapes is smaller than its raw bytes: a build --skip-no-gain skips it
   // unread (decided without its bytes, as that build does; cacheOnly too). First, in the build's
   // order: such a build never looks at its coverage (verify --model and stats --skip-no-gain agree).
+  // But a default build caches it, and its binding can go while its entry stays (`gc --model` of
+  // another model or revision of its shard names): then it is looked up by content key as any
+  // miss is. Only where no entry has its size (a cache built with --skip-no-gain) can none hold it:
+  // `no-gain` unhashed. Until 2026-12-07 every such tensor was `no-gain`, never bound again.
   const chunkSize = env.cache.store.chunkSize;
   const noGain = describeNoGain(target.slice.sizeBytes, 0, chunkSize);
-  if (noGain !== null) {
+  const sizeCached = cachedRawSizes(env.cache).has(target.slice.sizeBytes);
+  if (noGain !== null && !sizeCached) {
     // Under the gate, a default build skips it for its coverage (skipped_coverage), and verify --model
     // names that first: `coverage`, with the no-gain fact as a note. Only the bytes tell.
     if (env.explainMisses && data !== undefined && data.byteLength >= 2) {
@@ -255,23 +261,26 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
   // cacheOnly: only the bytes' histogram tells a tensor the build skipped for its coverage from one
   // not built, and the cache records no skips: such a load reads no raw bytes, so it cannot say which.
   if (data === undefined && target.info !== undefined) {
+    if (noGain !== null) return { reason: 'missing', detail: describeUnboundNoGain(target, env.cache, noGain) };
     return {
       reason: 'missing',
       detail: `no entry for this slice: either the build skipped it for its Top-16 exponent coverage (under the gate ${env.cache.coverageMin}: no build caches it) or for its escapes (its payload would not be smaller than its raw bytes), or no build of this model cached it (${describeBuildRemedy(env.cache, `\`splitzip build <model> --out ${env.cache.root}\` does`)}); only its raw bytes tell which, and a cacheOnly load reads none: a load without cacheOnly reports it as \`coverage\`, \`no-gain\` or \`missing\``,
     };
   }
   if (!env.explainMisses || data === undefined || data.byteLength < 2) {
-    return { reason: 'missing', detail: 'no entry for this slice' };
+    return { reason: 'missing', detail: noGain === null ? 'no entry for this slice' : `no entry for this slice: it ${noGain}, but the cache holds entries of its size, one of which may be its bytes (explainMisses looks it up by content key)` };
   }
   // The builder's gate: Top-16 exponent coverage below coverage_min means it was skipped on purpose.
   const { coverage, escapeCount } = calibrateFromHistogram(countBf16Exponents(data));
   // Rounded down: a coverage under the gate never prints as the gate.
-  if (coverage < env.cache.coverageMin) return { reason: 'coverage', detail: `coverage ${formatCoverage(coverage, 6)} < gate ${env.cache.coverageMin}` };
+  if (coverage < env.cache.coverageMin) {
+    return { reason: 'coverage', detail: `coverage ${formatCoverage(coverage, 6)} < gate ${env.cache.coverageMin}${noGain === null ? '' : ` (no build caches it); it ${noGain}`}` };
+  }
   // The bytes may be cached under another slice: one entry binds at most MAX_SLICE_KEYS_PER_ENTRY
   // slices of identical tensors (the rest stay unbound), or the build that cached them was of another model.
   // Hashed only when some entry has this many bytes: a load against a cache of other tensors
   // must not pay a SHA-1 of every miss on top of the histogram.
-  const holder = cachedRawSizes(env.cache).has(data.byteLength) ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16', env.signal, target.name)).key) : undefined;
+  const holder = sizeCached ? env.cache.getEntry((await hashTensorKey(env.backend, data, target.shape, 'BF16', env.signal, target.name)).key) : undefined;
   if (holder !== undefined) {
     const full = holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY;
     if (full) {
@@ -280,7 +289,7 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
         detail: `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice is not bound to it: an entry binds at most ${MAX_SLICE_KEYS_PER_ENTRY} slices of identical tensors, and this one has as many`,
       };
     }
-    const why = `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice was not bound to it (the cache was built from other shard names or offsets, or not from this model)`;
+    const why = `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice was not bound to it (the cache was built from other shard names or offsets, or not from this model, or its binding was removed: \`splitzip gc --model\` of another model or revision of these shard names)`;
     const { shardName, offsetBytes, sizeBytes } = target.slice;
     // Only a tensor of the entry's own name: a renamed or re-sharded copy of the model keeps its
     // tensor names. Bytes cached under another name (a tied weight, or another model's tensor that
@@ -290,7 +299,9 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const bound = bindable ? bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp! }) : undefined;
     return { reason: 'missing', detail: bound === undefined ? `${why}: ${describeBuildRemedy(env.cache, 'a build of this model binds it')}` : `${why}: ${bound}` };
   }
-  // Its escapes make the payload no smaller than the raw bytes: a build --skip-no-gain skipped it (skipped_no_gain).
+  // No entry holds its bytes, and it would not shrink (for its size alone, or its escapes): a build
+  // --skip-no-gain skipped it (skipped_no_gain).
+  if (noGain !== null) return { reason: 'no-gain', detail: noGain };
   const escapesNoGain = describeNoGain(data.byteLength, escapeCount, chunkSize);
   if (escapesNoGain !== null) return { reason: 'no-gain', detail: escapesNoGain };
   return { reason: 'missing', detail: `no entry for this slice (coverage ${formatCoverage(coverage, 6)} passes the gate)` };

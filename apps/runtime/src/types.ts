@@ -13,6 +13,8 @@ export type TensorSource = 'cache' | 'raw';
  *   than its raw bytes (under 1,409 values, and 1,537-1,664 at the default chunk size, the payload's
  *   header, codebook and section padding outweigh them; else its escapes); a default build caches it
  *   if its coverage passes the gate (one under it, its bytes at hand, is `coverage`, as that build says);
+ *   only where no entry holds its bytes: where entries of its size exist it is looked up by content
+ *   key (its binding may be gone, its entry not: `gc --model` of another revision), else `missing`;
  * - `missing`: BF16 and no entry for its slice (not built, or not aliased to this shard slice), or
  *   its entry's blob was gone and a refresh found the entry removed since this handle's snapshot
  *   (a local cache: `splitzip gc --drop-unbound-entries`, a damaged manifest's recovery, a rebuilt cache; `detail`

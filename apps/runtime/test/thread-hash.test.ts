@@ -267,7 +267,7 @@ describe('loads that hash on the decode threads', () => {
         for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) {
           expect(misses.get(name), name).toMatchObject({ source: 'raw', reason: 'missing' });
           expect(misses.get(name)?.detail, name).toMatch(
-            /^entry [0-9a-f]{40} \(.*\) holds these bytes, but this slice was not bound to it \(the cache was built from other shard names or offsets, or not from this model\): bound now: later loads through this cache handle serve it from the cache, and the binding is being recorded for other processes$/,
+            /^entry [0-9a-f]{40} \(.*\) holds these bytes, but this slice was not bound to it \(the cache was built from other shard names or offsets, or not from this model, or its binding was removed: `splitzip gc --model` of another model or revision of these shard names\): bound now: later loads through this cache handle serve it from the cache, and the binding is being recorded for other processes$/,
           );
         }
         expect(backend.stats().threadHashes).toBe(16);
