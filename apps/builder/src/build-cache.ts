@@ -244,7 +244,9 @@ export type BuildProgressEvent =
    * with other files of that name than `file` (judge-model-bindings.ts, isFromOtherFile): another
    * model's sharing the shard name, most likely. Directory caches only (a bucket keeps no file stamps).
    */
-  | { type: 'shard-name-shared'; shardName: string; file: string; bindings: number };
+  // `bindings`: those gc --model of this model would remove, recorded only with other files; `otherRevision`
+  // (a model in a hub snapshot): those another revision's file still in blobs/ was recorded with (kept).
+  | { type: 'shard-name-shared'; shardName: string; file: string; bindings: number; otherRevision?: { bindings: number; snapshots: string[] } };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
@@ -1315,7 +1317,7 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
   if (!current || current.key === key || sizeBytes === 0 || context.rebind) return;
   const stamps = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [];
   if (options.keepOtherFile === true && isFromOtherFile(stamps, context.shardStamps.get(shardName) ?? null)) return;
-  throw sliceConflictError(tensor.name, tensor.shardPath);
+  throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { recordedStamps: stamps });
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */

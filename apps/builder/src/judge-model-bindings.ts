@@ -4,6 +4,7 @@
 // is judged against the file as it is now, from its header and stamp alone (no tensor is read).
 import { isFromOtherFile, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { createOtherRevisionFinder } from './find-other-revision.js';
 
 /**
  * What a binding is to the model:
@@ -17,9 +18,13 @@ import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/sto
  * - `mismatched`: at a tensor's span, to an entry of another dtype or shape, with no record of the
  *   file as it is now (another tensor landed there): every load serves that tensor raw;
  * - `other-shard`: a shard name the model does not have (another model's, sharing the cache, or
- *   this model's before a rename or re-shard).
+ *   this model's before a rename or re-shard);
+ * - `other-revision`: of a model in a Hugging Face hub snapshot, not live and recorded only with
+ *   other files of its shard name, one of which is still in the repository's blobs/ (same inode,
+ *   size and mtime): another revision's, whose loads use it; kept (find-other-revision.ts). Outside
+ *   a hub tree, or with those files gone, such a binding is judged as the others.
  */
-export type BindingVerdict = 'live' | 'unchecked' | 'leftover' | 'mismatched' | 'other-shard';
+export type BindingVerdict = 'live' | 'unchecked' | 'leftover' | 'mismatched' | 'other-shard' | 'other-revision';
 
 /** A binding judged to go (or, in a dry run, that would). */
 export interface PrunedBinding {
@@ -29,13 +34,14 @@ export interface PrunedBinding {
   /** The entry it binds (content key) and that entry's tensor name. */
   key: string;
   qualname: string;
-  verdict: Exclude<BindingVerdict, 'live' | 'unchecked'>;
+  verdict: Exclude<BindingVerdict, 'live' | 'unchecked' | 'other-revision'>;
   /**
    * Of a `leftover` or `mismatched` binding: it was recorded only with files other than this
    * model's shard of that name (other inode numbers): another model's file of the same shard name
    * sharing the cache (`text_encoder/model.safetensors` and `text_encoder_2/model.safetensors`), or
    * this model's earlier file replaced by a new one (a download, a save by rename). The stamps
-   * cannot tell which: they hold no path (isFromOtherFile).
+   * cannot tell which: they hold no path (isFromOtherFile). In a hub snapshot, another revision's
+   * file still in blobs/ is told apart (`other-revision`, kept): these files are gone from it.
    */
   otherFile?: true;
 }
@@ -53,6 +59,19 @@ export interface ModelBindingsReport {
   unchecked: number;
   leftover: number;
   mismatched: number;
+  /**
+   * Of a model in a hub snapshot: bindings of its shard names recorded only with another revision's
+   * file still in the repository's blobs/ (the `other-revision` verdict), kept; per shard name and
+   * blob below. 0 for a plain model directory.
+   */
+  otherRevision: number;
+  /**
+   * The `other-revision` bindings per shard name and blob, with the snapshots (`<rev>` names) whose
+   * file of that name links the blob; `atTensorSpans` of them are at a tensor's span of this model,
+   * to an entry of its shape (served to this revision too where its tensor is the same: a load
+   * checks the bytes), the others at spans or of shapes this model's tensors do not have.
+   */
+  otherRevisions: { shardName: string; blob: string; snapshots: string[]; bindings: number; atTensorSpans: number }[];
   /** Bindings of shard names the model does not have, per name (sorted): kept unless pruneOtherShards. */
   otherShards: { shardName: string; bindings: number }[];
   /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
@@ -97,12 +116,32 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
     unchecked: 0,
     leftover: 0,
     mismatched: 0,
+    otherRevision: 0,
+    otherRevisions: [],
     otherShards: [],
     prune: [],
     otherFiles: 0,
     removed: 0,
   };
   const others = new Map<string, number>();
+  // Only for a model in a hub snapshot (undefined otherwise): blobs/ is scanned at the first question.
+  const otherRevisionOf = createOtherRevisionFinder(model.shards);
+  const revisions = new Map<string, ModelBindingsReport['otherRevisions'][number]>();
+  /** Whether the binding is another revision's (counted so): recorded only with other files, one still in blobs/. */
+  const isOtherRevision = (shardName: string, offsetBytes: number, sizeBytes: number, atTensorSpan = false): boolean => {
+    if (otherRevisionOf === undefined) return false;
+    const recorded = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [];
+    if (!isFromOtherFile(recorded, stamps.get(shardName) ?? null)) return false;
+    const found = otherRevisionOf(shardName, recorded);
+    if (found === undefined) return false;
+    report.otherRevision += 1;
+    const id = `${shardName}\n${found.blob}`;
+    const group = revisions.get(id) ?? { shardName, blob: found.blob, snapshots: found.snapshots, bindings: 0, atTensorSpans: 0 };
+    group.bindings += 1;
+    if (atTensorSpan) group.atTensorSpans += 1;
+    revisions.set(id, group);
+    return true;
+  };
   for (const entry of store.entries()) {
     for (const [shardName, offsetBytes, sizeBytes] of entry.sliceKeys) {
       const prune = (verdict: PrunedBinding['verdict']): void => {
@@ -118,6 +157,7 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
       }
       const tensors = spans.get(shardName)?.get(`${offsetBytes}:${sizeBytes}`);
       if (tensors === undefined) {
+        if (isOtherRevision(shardName, offsetBytes, sizeBytes)) continue;
         report.leftover += 1;
         prune('leftover');
         continue;
@@ -126,6 +166,8 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
       const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
       if (binding === undefined || classifyBinding(binding, stamps.get(shardName) ?? null) === 'trusted') {
         report.live += 1;
+      } else if (isOtherRevision(shardName, offsetBytes, sizeBytes, tensors.some((tensor) => entryDescribes(entry, tensor)))) {
+        // Counted there: not `unchecked` (its loads' check finds another revision's bytes, unless the tensor is the same in both).
       } else if (tensors.some((tensor) => entryDescribes(entry, tensor))) {
         report.unchecked += 1;
       } else {
@@ -134,21 +176,45 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
       }
     }
   }
+  report.otherRevisions = [...revisions.values()];
   report.otherShards = [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([shardName, bindings]) => ({ shardName, bindings }));
   return report;
+}
+
+/** Of a shard name, the bindings another revision of a hub repository still uses (ModelBindingsReport.otherRevisions, summed over its blobs). */
+export interface OtherRevisionBindings {
+  bindings: number;
+  /** The snapshots (`<rev>` names, sorted) that link the files they were recorded with. */
+  snapshots: string[];
 }
 
 /**
  * Per shard name of the model, the bindings `gc --model` of it would remove that were recorded only
  * with other files of that name (PrunedBinding.otherFile): most likely another model's sharing the
- * shard name, which a build of this model says before it binds its own (names with none left out).
+ * shard name, which a build of this model says before it binds its own; and, of a model in a hub
+ * snapshot, those another revision's file still in blobs/ was recorded with (kept by gc --model,
+ * `otherRevision`) at spans or of shapes this model's tensors do not have. Names with neither left out.
  */
-export function findOtherFilesBindings(store: CacheStore, model: SafetensorsModel): { shardName: string; bindings: number }[] {
+export function findOtherFilesBindings(store: CacheStore, model: SafetensorsModel): { shardName: string; bindings: number; otherRevision?: OtherRevisionBindings }[] {
+  const report = judgeModelBindings(store, model, '', { pruneOtherShards: false });
   const counts = new Map<string, number>();
-  for (const binding of judgeModelBindings(store, model, '', { pruneOtherShards: false }).prune) {
+  for (const binding of report.prune) {
     if (binding.otherFile) counts.set(binding.shardName, (counts.get(binding.shardName) ?? 0) + 1);
   }
-  return [...counts].map(([shardName, bindings]) => ({ shardName, bindings }));
+  const revisions = new Map<string, OtherRevisionBindings>();
+  for (const group of report.otherRevisions) {
+    // Those at this model's spans, of its shapes, are this build's to check (cached: stamped; other bytes: SLICE_CONFLICT).
+    if (group.bindings === group.atTensorSpans) continue;
+    const sum = revisions.get(group.shardName) ?? { bindings: 0, snapshots: [] };
+    sum.bindings += group.bindings - group.atTensorSpans;
+    sum.snapshots = [...new Set([...sum.snapshots, ...group.snapshots])].sort();
+    revisions.set(group.shardName, sum);
+  }
+  const names = [...new Set([...counts.keys(), ...revisions.keys()])];
+  return names.map((shardName) => {
+    const otherRevision = revisions.get(shardName);
+    return { shardName, bindings: counts.get(shardName) ?? 0, ...(otherRevision === undefined ? {} : { otherRevision }) };
+  });
 }
 
 /** The shared rule (@splitzip/safetensors, file-stamp.ts), re-exported for build and verify. */

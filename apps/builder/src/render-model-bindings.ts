@@ -1,6 +1,7 @@
 // The text lines of a ModelBindingsReport, for `gc --model` and `inspect --model`.
 // `1 binding`, `2 bindings`, with thousands separators, as every count of the text reports.
 import { fitReportLines, formatCountOf as plural } from './format-units.js';
+import { describeLinkingSnapshots } from './find-other-revision.js';
 import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
 import { quoteForShell } from './quote-for-shell.js';
 import { showName } from './show-name.js';
@@ -15,9 +16,11 @@ const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, str
  * the command lines the text suggests. Lines within 120 columns (fitReportLines), for inspect as for gc.
  */
 export function renderModelBindings(report: ModelBindingsReport, cache: string, verb: string): string[] {
-  const own = report.live + report.unchecked + report.leftover + report.mismatched;
+  const otherRevision = report.otherRevision;
+  const own = report.live + report.unchecked + otherRevision + report.leftover + report.mismatched;
   const lines = [
     `model ${report.model}: ${plural(own, 'binding')} of its ${plural(report.shards.length, 'shard name')}: ${report.live} live, ${report.unchecked} unchecked, ` +
+      (otherRevision > 0 ? `${otherRevision} another revision's (kept), ` : '') +
       `${report.leftover} left behind at no tensor's span, ${report.mismatched} to an entry of another dtype or shape than the tensor there`,
   ];
   // Per shard name and verdict: a re-shard of a thousand tensors is a line per shard, not a thousand lines (--json lists each).
@@ -44,6 +47,18 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     lines.push(
       `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): a model whose bindings ${report.dryRun ? 'these are would bind them' : 'these were binds them'} again at its next load, one hash pass each; keep models whose shard names collide in caches of their own`,
     );
+  }
+  if (otherRevision > 0) {
+    // A hub tree tells what stamps cannot: the file they were recorded with is still in blobs/, so
+    // they are another revision's, in use, not a replaced file's (find-other-revision.ts).
+    lines.push(
+      `  kept ${plural(otherRevision, 'binding')} recorded from another revision of this Hugging Face hub repository, whose file is still in its blobs/: that revision's loads use them; ` +
+        "this one's loads read those tensors raw (their bytes checked: where a tensor is the same in both revisions, the binding serves both). " +
+        "One cache binds a slice to one revision: give each revision a cache of its own; gc --model removes such bindings once that revision's file is gone from blobs/ (`huggingface-cli delete-cache`):",
+    );
+    for (const group of report.otherRevisions) {
+      lines.push(`  ${showName(group.shardName)}: ${group.bindings} recorded from blobs/${group.blob} (${describeLinkingSnapshots(group)})`);
+    }
   }
   if (report.unchecked > 0 && /^s3:\/\//i.test(cache)) {
     // Builds record no file stamps in a bucket (a file stamp is one host's), and this command keeps none on the host.

@@ -4,6 +4,7 @@ import { isS3Url, isStoreError, type StoreError } from '@splitzip/store';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
+import { createOtherRevisionFinder, describeLinkingSnapshots } from './find-other-revision.js';
 
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /**
@@ -204,10 +205,28 @@ function realpathOrSelf(path: string): string {
  * A tensor's slice key is bound to another entry: say why that happens and what to do. With the
  * store's error as `cause`, its message (which keys, which epoch) follows. With `rebind` the build
  * moves slices already, so the conflict came from another writer binding the slice at the same
- * time: no advice to pass --rebind then.
+ * time: no advice to pass --rebind then. With `recordedStamps` (the binding's) and `file` in a
+ * Hugging Face hub snapshot, a binding recorded with another revision's file still in the
+ * repository's blobs/ is said to be that revision's (`otherRevision` in its context: its blob and the
+ * snapshots linking it), not a replaced shard's: --rebind then takes it from that revision.
  */
-export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown, options: { rebind?: boolean } = {}): BuilderError {
+export function sliceConflictError(
+  tensor: string,
+  file: string | undefined,
+  cause?: unknown,
+  options: { rebind?: boolean; recordedStamps?: readonly string[] } = {},
+): BuilderError {
   const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
+  const otherRevision = options.rebind || file === undefined || options.recordedStamps === undefined ? undefined : createOtherRevisionFinder([{ name: '', path: file }])?.('', options.recordedStamps);
+  if (otherRevision !== undefined) {
+    const message =
+      `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to another entry, of other bytes, ` +
+      `recorded from another revision of this Hugging Face hub repository: its file (blobs/${otherRevision.blob}) is still in the repository and ` +
+      `${describeLinkingSnapshots(otherRevision)}, so that revision's loads use the binding${storeSays}. One cache binds a slice to one revision: ` +
+      "give each revision a cache of its own; or pass --rebind, which moves the slice to this revision's tensor, and the other revision's loads then read it raw " +
+      '(a revision no longer wanted: `huggingface-cli delete-cache` removes it, and `splitzip gc <cache> --model` of this one then removes its bindings)';
+    return new BuilderError('SLICE_CONFLICT', message, { tensor, file, otherRevision }, cause === undefined ? undefined : { cause });
+  }
   const message = options.rebind
     ? `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) was bound to another entry ` +
       `by another writer at the same time, although this build rebinds slices${storeSays}: ` +

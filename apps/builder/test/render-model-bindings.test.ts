@@ -30,6 +30,8 @@ const report: ModelBindingsReport = {
   unchecked: 0,
   leftover: 3,
   mismatched: 0,
+  otherRevision: 0,
+  otherRevisions: [],
   otherShards: [],
   prune: [judged(0), judged(8), judged(16)],
   otherFiles: 0,

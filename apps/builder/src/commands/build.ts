@@ -10,10 +10,10 @@ import { UsageError } from '../errors.js';
 import { MAX_BUILD_JOBS } from '../limits.js';
 import { formatBytes, formatCount, formatCountOf, formatCoveragePercent, formatPercent, formatRate, formatTable, REPORT_LINE_COLUMNS, wrapHanging } from '../format-units.js';
 import { createProgressBar } from '../progress-bar.js';
-import { quoteForShell } from '../quote-for-shell.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
 import { describeLockWait, describeUnreadableLockWait } from '../watch-writer-lock.js';
 import { showName } from '../show-name.js';
+import { renderShardNameWarning } from '../render-shard-name-warning.js';
 
 const MIB = 1024 * 1024;
 
@@ -122,9 +122,7 @@ export const buildCommand = defineCommand({
           } else if (event.type === 'shard-name-shared') {
             // Human output only: a --json run's one document is the report.
             if (!args.json) {
-              progress.note(
-                `splitzip build: warning: the cache holds ${event.bindings} binding${event.bindings === 1 ? '' : 's'} of shard name ${showName(event.shardName)} recorded from another file than ${showName(event.file)} (another model's file of that name, or an earlier copy of this one replaced by a new file), at spans or of shapes this model's tensors do not have: \`splitzip gc ${quoteForShell(args.out)} --model\` of either model removes the other's (which binds them again at its next load, one hash pass each); keep models whose shard names collide in caches of their own`,
-              );
+              for (const line of renderShardNameWarning(event, args.out)) progress.note(line);
             }
           } else if (event.type === 'manifest-recovery') {
             // Said even with --quiet: the cache was damaged, and a large one takes a while to check.

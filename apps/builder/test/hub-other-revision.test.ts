@@ -1,0 +1,139 @@
+// Two revisions of one model in a Hugging Face hub cache (models--org--name/snapshots/<rev>/<shard>
+// -> ../../blobs/<sha256>, as huggingface_hub lays them out), built into one shared cache: their
+// shards have the same names, and each revision's file is another inode. Shard stamps alone cannot
+// tell "another revision, still here" from "this revision's file replaced by a download"; the
+// repository's blobs/ can. gc --model / inspect --model of one revision keep the other's bindings
+// (`otherRevision`) while its file is in blobs/ and remove them once it is gone; a build's
+// SLICE_CONFLICT and its warning name the other revision instead of "a new revision downloaded".
+// Plain model directories are judged as before.
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelBindingsReport } from '../src/judge-model-bindings.js';
+import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
+import { runInProcess as run } from './helpers/run-in-process.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-hub-other-revision-');
+});
+afterAll(async () => temp?.cleanup());
+
+const REV_A = 'a'.repeat(40);
+const REV_B = 'b'.repeat(40);
+// Shard 1: t0 t1 t2, shard 2: t3 t4 t5 (each 8 KiB; 26 KiB a shard). B's t0 is larger (t1 and t2
+// move within shard 1, as a vocabulary resize moves them) and its t4 other bytes of t4's shape.
+const MAX_SHARD_BYTES = 3 * 8192 + 2048;
+const base = (i: number) => gaussianBf16(`t${i}.weight`, [64, 64], 100 + i);
+const TENSORS_A = [0, 1, 2, 3, 4, 5].map(base);
+const TENSORS_B = TENSORS_A.map((tensor, i) => (i === 0 ? gaussianBf16('t0.weight', [72, 64], 100) : i === 4 ? gaussianBf16('t4.weight', [64, 64], 500) : tensor));
+
+/** Both revisions as plain directories, and as a hub repository of two snapshots linking blobs/. */
+async function writeRevisions(root: string): Promise<{ plainA: string; plainB: string; repo: string; snapA: string; snapB: string }> {
+  const plainA = join(root, 'plain', 'A');
+  const plainB = join(root, 'plain', 'B');
+  await writeShardedTestModel(plainA, TENSORS_A, MAX_SHARD_BYTES);
+  await writeShardedTestModel(plainB, TENSORS_B, MAX_SHARD_BYTES);
+  const repo = join(root, 'hub', 'models--org--name');
+  await mkdir(join(repo, 'blobs'), { recursive: true });
+  await mkdir(join(repo, 'refs'), { recursive: true });
+  for (const [revision, source] of [[REV_A, plainA], [REV_B, plainB]] as const) {
+    const snapshot = join(repo, 'snapshots', revision);
+    await mkdir(snapshot, { recursive: true });
+    for (const name of await readdir(source)) {
+      const bytes = await readFile(join(source, name));
+      const hash = createHash('sha256').update(bytes).digest('hex');
+      await writeFile(join(repo, 'blobs', hash), bytes, { flag: 'w' });
+      await symlink(`../../blobs/${hash}`, join(snapshot, name));
+    }
+  }
+  await writeFile(join(repo, 'refs', 'main'), REV_B);
+  return { plainA, plainB, repo, snapA: join(repo, 'snapshots', REV_A), snapB: join(repo, 'snapshots', REV_B) };
+}
+
+async function judge(cache: string, model: string, extra: string[] = []): Promise<ModelBindingsReport> {
+  const result = await run(['gc', cache, '--model', model, '--json', ...extra]);
+  expect(result.code, result.err).toBe(0);
+  return (JSON.parse(result.out) as { bindings: ModelBindingsReport }).bindings;
+}
+
+async function buildBoth(cache: string, a: string, b: string): Promise<void> {
+  expect((await run(['build', a, '--out', cache, '--quiet'])).code).toBe(0);
+  const rebound = await run(['build', b, '--out', cache, '--quiet', '--rebind']);
+  expect(rebound.code, rebound.err).toBe(0);
+}
+
+describe('two revisions of a hub repository in one cache', () => {
+  it("gc --model of one snapshot keeps the other's bindings while its file is in blobs/, and removes them once it is gone", async () => {
+    const models = await writeRevisions(join(temp.path, 'gc'));
+    const cache = join(temp.path, 'cache-gc');
+    await buildBoth(cache, models.snapA, models.snapB);
+    const dry = await judge(cache, models.snapA, ['--dry-run']);
+    // B's three shard-1 bindings (at spans A does not have) and its t4 (at A's span, of its shape): B's, not A's leftovers or unchecked.
+    expect(dry).toMatchObject({ live: 5, unchecked: 0, leftover: 0, mismatched: 0, otherRevision: 4, otherFiles: 0, prune: [] });
+    expect(dry.otherRevisions.map((group) => [group.shardName, group.bindings, group.snapshots])).toEqual(
+      expect.arrayContaining([
+        ['model-00001-of-00002.safetensors', 3, [REV_B]],
+        ['model-00002-of-00002.safetensors', 1, [REV_B]],
+      ]),
+    );
+    const text = await run(['inspect', cache, '--model', models.snapA]);
+    expect(text.code, text.err).toBe(0);
+    const joined = text.out.replace(/\n +/g, ' ');
+    expect(joined).toContain("5 live, 0 unchecked, 4 another revision's (kept)");
+    expect(joined).toContain(`recorded from another revision of this Hugging Face hub repository`);
+    expect(joined).toContain(`(snapshots/${REV_B} still links it)`);
+    expect(joined).not.toContain('a load checks each once and keeps it');
+
+    const gc = await run(['gc', cache, '--model', models.snapA]);
+    expect(gc.code, gc.err).toBe(0);
+    // B keeps every binding: its loads serve all six tensors from the cache.
+    expect(await judge(cache, models.snapB, ['--dry-run'])).toMatchObject({ live: 6, unchecked: 0, otherRevision: 3 });
+
+    // Revision B deleted (huggingface-cli delete-cache: its snapshot and blobs): its bindings are left behind now.
+    for (const name of await readdir(models.snapB)) {
+      await rm(join(models.snapB, await readlink(join(models.snapB, name))));
+    }
+    await rm(models.snapB, { recursive: true });
+    const after = await judge(cache, models.snapA);
+    expect(after).toMatchObject({ otherRevision: 0, leftover: 3, otherFiles: 3, removed: 3 });
+  });
+
+  it('plain directories of the same revisions are judged as before', async () => {
+    const models = await writeRevisions(join(temp.path, 'plain'));
+    const cache = join(temp.path, 'cache-plain');
+    await buildBoth(cache, models.plainA, models.plainB);
+    expect(await judge(cache, models.plainA, ['--dry-run'])).toMatchObject({ live: 5, unchecked: 1, leftover: 3, otherRevision: 0, otherRevisions: [], otherFiles: 3 });
+  });
+
+  it("a build of the other snapshot names the revision that still uses the binding, in its warning and its SLICE_CONFLICT", async () => {
+    const models = await writeRevisions(join(temp.path, 'conflict'));
+    const cache = join(temp.path, 'cache-conflict');
+    expect((await run(['build', models.snapA, '--out', cache, '--quiet'])).code).toBe(0);
+    const failed = await run(['build', models.snapB, '--out', cache, '--quiet']);
+    expect(failed.code).toBe(1);
+    const err = failed.err.replace(/\n +/g, ' ');
+    expect(err).toContain('SLICE_CONFLICT');
+    expect(err).toContain('recorded from another revision of this Hugging Face hub repository');
+    expect(err).toContain(`snapshots/${REV_A} still links it, so that revision's loads use the binding`);
+    expect(err).toContain('give each revision a cache of its own');
+    expect(err).not.toContain('a new revision downloaded');
+    // The warning before it: A's bindings are A's, kept by gc --model, not "removed by gc --model of either".
+    // (shard 1's three at spans B does not have; shard 2's are at B's spans, of its shapes: the build's to check.)
+    expect(err).toContain('warning: the cache holds 3 bindings of shard name model-00001-of-00002.safetensors recorded from another revision of this Hugging Face hub repository');
+    expect(err).toContain(`blobs/ and snapshots/${REV_A} still links it, so its loads use them`);
+    expect(err).not.toContain('of shard name model-00002-of-00002.safetensors recorded');
+    expect(err).not.toContain('of either model removes the other');
+
+    const json = await run(['build', models.snapB, '--out', cache, '--json']);
+    expect(JSON.parse(json.out)).toMatchObject({ error: { code: 'SLICE_CONFLICT', otherRevision: { snapshots: [REV_A] } } });
+
+    const plainCache = join(temp.path, 'cache-conflict-plain');
+    expect((await run(['build', models.plainA, '--out', plainCache, '--quiet'])).code).toBe(0);
+    const plain = await run(['build', models.plainB, '--out', plainCache, '--quiet']);
+    expect(plain.code).toBe(1);
+    expect(plain.err.replace(/\n +/g, ' ')).toContain('a new revision downloaded');
+    expect(plain.err).not.toContain('another revision of this Hugging Face hub repository');
+  });
+});
