@@ -136,6 +136,13 @@ export interface BuildTensorReport {
    * it): kept, as verify --model keeps it; `rebindOtherFiles` removes it (unboundFrom) instead.
    */
   keptBinding?: string;
+  /**
+   * A `rebindSlices` build: the entry this run moved the tensor's slice binding from, one recorded
+   * only with other files of its shard name (isFromOtherFile: another revision's or model's file of
+   * that name, or this model's shard before a new file replaced it). That file's loads now read the
+   * tensor raw (hashed, found by content key): the binding is this model's now.
+   */
+  reboundFrom?: string;
 }
 
 export interface BuildReport {
@@ -177,6 +184,12 @@ export interface BuildReport {
   unaliased: number;
   /** Of those, tensors whose slice's binding to the bytes the file held before this run removed (BuildTensorReport.unboundFrom). */
   unbound_stale: number;
+  /**
+   * Slice bindings this run moved (--rebind) from an entry recorded only with other files of the
+   * shard name (BuildTensorReport.reboundFrom): another revision's or model's tensors, whose loads
+   * now read them raw; counted in `aliased` too.
+   */
+  rebound_other_files: number;
   /**
    * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
    * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
@@ -605,6 +618,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       },
       storedBytes: 0,
       aliased: 0,
+      entriesStored: 0,
+      bindingsRemoved: 0,
       pendingSlices: new Map(),
       aliasesInFlight: 0,
       admissionChanged,
@@ -711,6 +726,12 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       // Stopped at a safe point: what it finished is committed, and `build --json` prints this
       // report of it (it printed nothing) before the error line and exit 130.
       if (isBuilderError(failure, 'INTERRUPTED')) failure.context.report = { interrupted: true, ...(await report(await sweep.catch(() => NO_TEMP_FILES))) };
+      // Any other failure (a SLICE_CONFLICT at a later shard) says what the tensors before it
+      // committed: they stay in the cache, which changed although the build failed (user probe p3).
+      else if (isBuilderError(failure)) {
+        const committed = committedBefore(context);
+        if (committed !== undefined) failure.context.committed = committed;
+      }
       throw failure;
     }
     // Every tensor is committed. Closing folds the journal into the manifest (what the seed's
@@ -848,6 +869,10 @@ interface TensorContext {
   checkFailure(): void;
   storedBytes: number;
   aliased: number;
+  /** Entries this run added (its `encoded`, counted at commit: a failed build reports them, BuildCommitted). */
+  entriesStored: number;
+  /** Bindings this run removed (unboundFrom), counted at commit as entriesStored is. */
+  bindingsRemoved: number;
   /** New bindings of each entry this run has asked for and not seen answered yet. */
   pendingSlices: Map<string, PendingSlices>;
   /** Cached tensors waiting for their alias's commit only, outside MAX_TENSORS_IN_FLIGHT (MAX_ALIASES_IN_FLIGHT). */
@@ -1239,7 +1264,10 @@ async function encodeAndStoreTensor(
       // rename and journal record: the next tensors reuse that (already touched) memory meanwhile.
       ...(calibrated.payload ? { onPayloadWritten: () => slab.release(out) } : {}),
     });
-    if (added) context.storedBytes += payload.byteLength;
+    if (added) {
+      context.storedBytes += payload.byteLength;
+      context.entriesStored++;
+    }
     let bound: SliceOutcome = {};
     // Not added: another writer committed the key first (a concurrent build of a model sharing the
     // tensor). An s3:// store then binds the still-free slice in this very commit (slicesBound): this
@@ -1321,7 +1349,7 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
-type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'keptBinding'>;
+type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'keptBinding' | 'reboundFrom'>;
 
 /**
  * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry
@@ -1337,8 +1365,12 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   if (sizeBytes === 0) return {};
   const stamp = context.shardStamps.get(shardName) ?? undefined;
   let pending: PendingSlices | undefined;
+  // The entry a --rebind takes the slice from, where its binding was recorded only with other files
+  // of the shard name (another revision's): counted, as that file's loads now read the tensor raw.
+  let fromOtherFile: string | undefined;
   for (;;) {
     const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+    fromOtherFile = current !== undefined && current.entry.key !== key && context.rebind && isFromOtherFile(current.stamps, stamp ?? null) ? current.entry.key : undefined;
     // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
     // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
     if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return {};
@@ -1384,7 +1416,7 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   }
   context.aliased++;
-  return {};
+  return fromOtherFile === undefined ? {} : { reboundFrom: fromOtherFile };
 }
 
 /**
@@ -1402,6 +1434,7 @@ async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, bou
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: boundTo, shardName, offsetBytes, sizeBytes });
+  if (removed) context.bindingsRemoved++;
   return removed ? { unaliased: true, unboundFrom: boundTo } : { unaliased: true };
 }
 
@@ -1429,7 +1462,28 @@ async function unbindStaleSlice(context: TensorContext, key: string, tensor: Ten
   context.checkFailure();
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: current.entry.key, shardName, offsetBytes, sizeBytes });
+  if (removed) context.bindingsRemoved++;
   return removed ? { unboundFrom: current.entry.key } : {};
+}
+
+/**
+ * What a failed build committed before it stopped (a failed build's error `context.committed`): its
+ * entries stay in the cache, bound, and their bytes; undefined where it committed nothing.
+ */
+export interface BuildCommitted {
+  /** Entries stored (encoded) by this run. */
+  entries: number;
+  /** Their payload bytes, with blobs put back. */
+  storedBytes: number;
+  /** Slice bindings this run wrote (new ones, and file stamps added to existing ones: `aliased`). */
+  bindings: number;
+  /** Bindings this run removed (--rebind: stale ones). */
+  bindingsRemoved: number;
+}
+
+function committedBefore(context: TensorContext): BuildCommitted | undefined {
+  const committed = { entries: context.entriesStored, storedBytes: context.storedBytes, bindings: context.aliased, bindingsRemoved: context.bindingsRemoved };
+  return committed.entries + committed.storedBytes + committed.bindings + committed.bindingsRemoved > 0 ? committed : undefined;
 }
 
 const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';
@@ -1486,6 +1540,7 @@ function summarize(input: {
     repaired: input.results.filter((t) => t.repaired === true).length,
     unaliased: input.results.filter((t) => t.unaliased === true).length,
     unbound_stale: input.results.filter((t) => t.unboundFrom !== undefined).length,
+    rebound_other_files: input.results.filter((t) => t.reboundFrom !== undefined).length,
     journal_recovered: input.journalRecovery,
     manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,

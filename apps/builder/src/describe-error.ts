@@ -1,6 +1,7 @@
 import { errnoCode } from '@splitzip/store';
 import { describeLockTimeout } from './describe-lock-timeout.js';
 import { quoteForShell } from './quote-for-shell.js';
+import { formatBytes } from './format-units.js';
 
 // Turns any error (ours, another package's typed error, a Node system error) into one clear line
 // naming the file and the tensor where known. The CLI prints it; `--debug` adds the stack.
@@ -95,6 +96,8 @@ export function describeError(error: unknown): string {
   if (tensor && !mentions(message, tensor)) extra.push(`tensor ${tensor}`);
   if (entry && !mentions(message, entry)) extra.push(`entry ${entry}`);
   if (extra.length > 0) message += ` (${extra.join(', ')})`;
+  const committed = describeCommitted(context.committed);
+  if (committed !== undefined) message += `; ${committed}`;
   return message.replace(/\s*\n\s*/g, ' ');
 }
 
@@ -149,6 +152,26 @@ export function mentions(message: string, name: string): boolean {
     if (!(before && NAME_CHAR.test(before)) && !(after && NAME_CHAR.test(after))) return true;
   }
   return false;
+}
+
+/**
+ * A failed build's `context.committed` (BuildCommitted): what the tensors before the failure wrote,
+ * which the cache keeps (a SLICE_CONFLICT at a later shard left an earlier shard's entries and
+ * bindings, said nowhere: user probe p3). Undefined where the error carries none.
+ */
+function describeCommitted(value: unknown): string | undefined {
+  if (!isRecord(value)) return undefined;
+  const count = (key: string): number => (typeof value[key] === 'number' ? (value[key] as number) : 0);
+  const entries = count('entries');
+  const bindings = count('bindings');
+  const removed = count('bindingsRemoved');
+  const parts = [
+    `${entries} new ${entries === 1 ? 'entry' : 'entries'} (${formatBytes(count('storedBytes'))})`,
+    `${bindings} slice ${bindings === 1 ? 'binding' : 'bindings'}`,
+    ...(removed > 0 ? [`${removed} ${removed === 1 ? 'binding' : 'bindings'} removed`] : []),
+  ];
+  const said = parts.length > 1 ? `${parts.slice(0, -1).join(', ')} and ${parts.at(-1)!}` : parts[0]!;
+  return `the cache changed before the failure: this build committed ${said}, which stay in it`;
 }
 
 function describeModelFiles(files: unknown): string {

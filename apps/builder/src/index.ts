@@ -16,6 +16,7 @@ export {
   MAX_ALIASES_IN_FLIGHT,
   type BuildCacheOptions,
   type BuildReport,
+  type BuildCommitted,
   type BuildTensorReport,
   type BuildTensorStatus,
   type BuildProgressEvent,

@@ -1,4 +1,5 @@
 // A summary of what a cache holds: per entry sizes, escape rate and slices; totals.
+import { parseFileStamp } from '@splitzip/safetensors';
 import { isDroppableEntry, type CacheStore } from '@splitzip/store';
 import type { DropRefusal } from './find-drop-refusal.js';
 import type { ModelBindingsReport } from './judge-model-bindings.js';
@@ -38,6 +39,13 @@ export interface InspectReport {
     /** Their payload bytes: what that drop reclaims. */
     unboundCompBytes: number;
     /**
+     * Shard names whose bindings were recorded with more than one file (file stamps of other
+     * inodes): another revision's or model's of the same shard names, or a shard replaced by a new
+     * file. Its unbound entries may then be that revision's tensors whose slices a `build --rebind`
+     * moved: its loads find them by content key, and a drop makes them read raw.
+     */
+    sharedShardNames?: string[];
+    /**
      * `splitzip inspect` only (inspectCache asks the store nothing and leaves it out): the store's
      * refusal of gc --drop-unbound-entries now (findDropRefusal: a damaged manifest's kept copy, a
      * damaged journal, a store that cannot drop), null where it would run.
@@ -58,7 +66,18 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
   const entries: InspectEntry[] = [];
   let unboundEntries = 0;
   let unboundCompBytes = 0;
+  // The inodes each shard name's bindings were recorded with (file stamps: SafetensorsShard.stamp).
+  const inodesByShard = new Map<string, Set<string>>();
   for (const entry of store.entries()) {
+    for (const [shardName, , , stamps] of entry.sliceKeys) {
+      for (const stamp of stamps ?? []) {
+        const inode = parseFileStamp(stamp)?.inode;
+        if (inode === undefined) continue;
+        const inodes = inodesByShard.get(shardName) ?? new Set<string>();
+        inodes.add(inode);
+        inodesByShard.set(shardName, inodes);
+      }
+    }
     if (isDroppableEntry(entry)) {
       unboundEntries++;
       unboundCompBytes += entry.compBytes;
@@ -100,6 +119,7 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
       escapeRate: elementCount > 0 ? escapeCount / elementCount : null,
       unboundEntries,
       unboundCompBytes,
+      sharedShardNames: [...inodesByShard].filter(([, inodes]) => inodes.size > 1).map(([shardName]) => shardName).sort(),
     },
   };
 }

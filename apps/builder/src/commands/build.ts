@@ -161,7 +161,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
           ? `${t.status} (stale binding removed)`
           : t.keptBinding !== undefined
             ? `${t.status} (other file's binding kept)`
-            : t.status,
+            : t.reboundFrom !== undefined
+              ? `${t.status} (moved from other file)`
+              : t.status,
       formatCoveragePercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -203,6 +205,14 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${formatCountOf(report.encoded, 'new entry', 'new entries')}, ${formatCountOf(report.aliased, 'slice binding')}` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
+    // --rebind took these from another file of the shard name (another revision's or model's): said,
+    // since that model's loads now read those tensors raw (user probe p3: 10 taken, never said).
+    ...(report.rebound_other_files > 0
+      ? [
+          `rebound moved ${formatCountOf(report.rebound_other_files, 'slice binding')} from another file of ${report.rebound_other_files === 1 ? 'its' : 'their'} shard name ` +
+            "(another revision's or model's: its loads now read those tensors raw; keep revisions in caches of their own)",
+        ]
+      : []),
     ...(report.journal_recovered !== null
       ? [
           (report.journal_recovered.keptAs === null

@@ -138,7 +138,8 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
 function renderUnbound(report: InspectReport, minAge: string): string[] {
   const t = report.totals;
   const head = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
-  if (t.dropRefusal === undefined) return fitReportLines([`${head}gc --drop-unbound-entries removes them`]);
+  const shared = describeSharedShardNames(t.sharedShardNames ?? []);
+  if (t.dropRefusal === undefined) return fitReportLines([`${head}gc --drop-unbound-entries removes them`, ...shared]);
   if (t.dropRefusal !== null) {
     // Shorter than the others: the reason needs the room.
     const counted = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} (${formatBytes(t.unboundCompBytes)})`;
@@ -148,5 +149,24 @@ function renderUnbound(report: InspectReport, minAge: string): string[] {
   const buildFirst = '  build each model that uses the cache first: one whose shards were renamed binds its tensors among them again';
   // The command on a line of its own, never wrapped (a line break in it, even outside its quoted
   // path, makes a paste run something else): only a long cache path takes it past 120 columns.
-  return [...fitReportLines([`${head}removed by`]), `  splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge}`, ...fitReportLines([buildFirst])];
+  return [...fitReportLines([`${head}removed by`]), `  splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge}`, ...fitReportLines([buildFirst, ...shared])];
+}
+
+/** Shard names a line names at most; the rest are counted (all in `totals.sharedShardNames`). */
+const MAX_SHARED_NAMES_SAID = 3;
+
+/**
+ * The unbound line's caution where bindings of a shard name were recorded with more than one file
+ * (`totals.sharedShardNames`): another revision's tensors whose slices a --rebind moved are unbound
+ * yet in use, and "build each model first" does not bind them (the last --rebind wins). Following
+ * the plain advice deleted 4.14 MiB a revision still loaded (user probe p3).
+ */
+function describeSharedShardNames(names: readonly string[]): string[] {
+  if (names.length === 0) return [];
+  const said = names.slice(0, MAX_SHARED_NAMES_SAID).map(showName).join(', ') + (names.length > MAX_SHARED_NAMES_SAID ? ` and ${names.length - MAX_SHARED_NAMES_SAID} more` : '');
+  return [
+    `  but shard ${names.length === 1 ? 'name' : 'names'} ${said} ${names.length === 1 ? 'has' : 'have'} bindings recorded with more than one file: ` +
+      "they may be another revision's or model's tensors of the same shard names (a --rebind moved their slices), " +
+      'which its loads find by content key (hashing each); dropped, those loads read them raw until a build encodes them again',
+  ];
 }
