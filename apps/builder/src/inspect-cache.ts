@@ -42,7 +42,9 @@ export interface InspectReport {
      * Shard names whose bindings were recorded with more than one file (file stamps of other
      * inodes): another revision's or model's of the same shard names, or a shard replaced by a new
      * file. Its unbound entries may then be that revision's tensors whose slices a `build --rebind`
-     * moved: its loads find them by content key, and a drop makes them read raw.
+     * moved: its loads read those raw (stale), its next build --rebind binds them without encoding,
+     * and a drop makes that build encode them again. Set by inspectCache (optional for reports
+     * made by hand).
      */
     sharedShardNames?: string[];
     /**

@@ -133,8 +133,8 @@ describe('revisions of one layout in one cache', () => {
     const flat = text.out.replace(/\n {6}/g, ' ');
     expect(flat).toContain(
       "  but shard name model.safetensors has bindings recorded with more than one file: they may be another revision's or model's tensors " +
-        'of the same shard names (a --rebind moved their slices), which its loads find by content key (hashing each); ' +
-        'dropped, those loads read them raw until a build encodes them again',
+        'of those shard names whose slices a --rebind moved (its loads read them raw, hashing each; its build --rebind binds them again ' +
+        'without encoding); dropped, that build encodes them again',
     );
     expect(text.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
 

@@ -158,15 +158,17 @@ const MAX_SHARED_NAMES_SAID = 3;
 /**
  * The unbound line's caution where bindings of a shard name were recorded with more than one file
  * (`totals.sharedShardNames`): another revision's tensors whose slices a --rebind moved are unbound
- * yet in use, and "build each model first" does not bind them (the last --rebind wins). Following
- * the plain advice deleted 4.14 MiB a revision still loaded (user probe p3).
+ * yet that revision's, and "build each model first" does not bind them (the last --rebind wins).
+ * Its loads read them raw (the runtime's `stale`: the slice is bound to an entry of the tensor's own
+ * name), but its next build --rebind finds them cached; following the plain advice deleted 4.14 MiB
+ * that build then encoded again (user probe p3).
  */
 function describeSharedShardNames(names: readonly string[]): string[] {
   if (names.length === 0) return [];
   const said = names.slice(0, MAX_SHARED_NAMES_SAID).map(showName).join(', ') + (names.length > MAX_SHARED_NAMES_SAID ? ` and ${names.length - MAX_SHARED_NAMES_SAID} more` : '');
   return [
     `  but shard ${names.length === 1 ? 'name' : 'names'} ${said} ${names.length === 1 ? 'has' : 'have'} bindings recorded with more than one file: ` +
-      "they may be another revision's or model's tensors of the same shard names (a --rebind moved their slices), " +
-      'which its loads find by content key (hashing each); dropped, those loads read them raw until a build encodes them again',
+      "they may be another revision's or model's tensors of those shard names whose slices a --rebind moved (its loads read them raw, " +
+      'hashing each; its build --rebind binds them again without encoding); dropped, that build encodes them again',
   ];
 }
