@@ -189,6 +189,19 @@ export function releaseStagingSlotWhenSettled(pool: StagingPool, slot: StagingSl
   quarantine(slot, settled);
 }
 
+/** Per pool: a promise that settles once its quarantined slots are all back (whenQuarantinedSlotsBack). */
+const quarantineEndOf = new WeakMap<StagingPool, () => Promise<void>>();
+
+/**
+ * For a pool of createStagingPool's: a promise that resolves once none of its slots is quarantined
+ * (at once when none is; a quarantined slot's read or decode that never settles never resolves
+ * it). Undefined for a pool of the caller's own making. The slots come back through `release`, so
+ * a waiter for a slot may get one first.
+ */
+export function whenQuarantinedSlotsBack(pool: StagingPool): Promise<void> | undefined {
+  return quarantineEndOf.get(pool)?.();
+}
+
 /** True for a slot of a pool that is not acquired now (released, or never taken): not the caller's to fill. */
 export function isStagingSlotReleased(slot: StagingSlot): boolean {
   const isOut = slotIsOut.get(slot);
@@ -450,8 +463,11 @@ export function createStagingPool(options: StagingPoolOptions): StagingPool {
     const release = () => {
       quarantinedSlots -= 1;
       pool.release(slot);
+      if (quarantinedSlots === 0) for (const resolve of quarantineEnds.splice(0)) resolve();
     };
     void settled.then(release, release);
   });
+  const quarantineEnds: (() => void)[] = [];
+  quarantineEndOf.set(pool, () => (quarantinedSlots === 0 ? Promise.resolve() : new Promise<void>((resolve) => quarantineEnds.push(resolve))));
   return pool;
 }

@@ -1,4 +1,4 @@
-import type { StagingPool } from './create-staging-pool.js';
+import { whenQuarantinedSlotsBack, type StagingPool } from './create-staging-pool.js';
 
 /** Idle staging pools the process keeps for later loads (each is slotCount × largest payload). */
 export const MAX_IDLE_POOLS = 2;
@@ -45,9 +45,21 @@ export function takeIdleStagingPool(request: { slotBytes: number; slotCount: num
   return taken?.pool;
 }
 
-/** Keeps a pool with no slot out for later loads; the oldest beyond MAX_IDLE_POOLS is closed. */
+/**
+ * Keeps a pool with no slot out for later loads; the oldest beyond MAX_IDLE_POOLS is closed. A pool
+ * whose only slots out are quarantined (an aborted load left a read or decode behind, e.g. the
+ * 'workers' backend's threads still reading a payload) is kept once they are all back, not before:
+ * lent earlier, it would serve its loads with fewer slots, and those slots come back through
+ * `release` anyway. A slot out for any other reason: never lent again.
+ */
 export function keepIdleStagingPool(pool: StagingPool, shared: boolean): void {
-  if (pool.stats().inUse !== 0) return; // a slot still out: never lend this pool again
+  const { inUse, quarantinedSlots } = pool.stats();
+  if (inUse !== 0) {
+    const back = inUse === quarantinedSlots ? whenQuarantinedSlotsBack(pool) : undefined;
+    // Nothing else holds this pool meanwhile (its borrower gave it back): once back, inUse is 0.
+    if (back !== undefined) void back.then(() => keepIdleStagingPool(pool, shared));
+    return;
+  }
   idlePools.unshift({ pool, shared });
   for (const dropped of idlePools.splice(MAX_IDLE_POOLS)) dropped.pool.close();
   scheduleRelease();
