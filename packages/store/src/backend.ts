@@ -1,3 +1,4 @@
+import type { BlobsDirectoryKind } from './check-blobs-directory.js';
 import type { HeldLock } from './write-lock.js';
 
 /** A blob's descriptor lent for a read (StorageBackend.openBlobSync). */
@@ -94,7 +95,16 @@ export interface StorageBackend {
   listFileNames(): Promise<ListedFile[]>;
   /** A listed file with its size and modification time, as listFiles gives it; undefined when it is gone. */
   statFile(file: ListedFile): Promise<StoredFile | undefined>;
+  /**
+   * Removes a listed file. A file in blobs/ is removed only while blobs/ is the cache's own
+   * directory (UNSAFE_BLOB_PATH otherwise: check-blobs-directory.ts).
+   */
   removeFile(file: ListedFile): Promise<void>;
+  /**
+   * What the root's blobs/ is, links not followed (`target`: a link's text). Absent where there is
+   * no such directory (S3). Callers that delete there refuse all but 'directory' and 'missing'.
+   */
+  describeBlobsDirectory?(): Promise<{ kind: BlobsDirectoryKind; target?: string }>;
   /** Whether a lock or break-marker file belongs to a dead holder. */
   isLockFileStale(file: ListedFile): Promise<boolean>;
 }

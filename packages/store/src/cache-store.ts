@@ -56,6 +56,7 @@ import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
 import { checkDropUnboundOptions, checkNoKeptDamagedManifest, findUnboundEntries, planDropUnbound, reportDrop } from './drop-unbound-entries.js';
 import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
+import { checkBlobsDirectoryDeletable } from './check-blobs-directory.js';
 import { removeFilesLimited } from './remove-files-limited.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
@@ -1262,6 +1263,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     await this.refresh();
     // A salvaged manifest's entries lost their bindings: refused before anything is judged unbound.
     await checkNoKeptDamagedManifest(this.backend);
+    // Its blobs are unlinked: refused through a blobs/ that is not this cache's own (another cache's may hold the same keys bound).
+    await checkBlobsDirectoryDeletable(this.backend, options.dryRun === true ? 'dropUnboundEntries (dry run)' : 'dropUnboundEntries');
     if (options.dryRun === true) {
       // What the real drop would say: its writer session refuses a damaged journal.
       if (this.damage) throw this.damage;
@@ -1274,6 +1277,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return this.writerSession(async () => {
       // Again under the lock: a recovery (which takes it) may have run since the look above.
       await checkNoKeptDamagedManifest(this.backend);
+      await checkBlobsDirectoryDeletable(this.backend, 'dropUnboundEntries');
       // Caught up under the lock: an entry another writer bound meanwhile is kept.
       const plan = planDropUnbound(this.state);
       if (plan === undefined) return reportDrop([], false);

@@ -1,6 +1,6 @@
 import { close as closeFd, constants, fstat as fstatFd, fstatSync, statSync, open as openFd, openSync, read as readFd, readSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { copyFile, link, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { copyFile, link, lstat, mkdir, open, readdir, readlink, realpath, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { BlobRangeReader } from './blob-range-reader.js';
 import type { JournalFile, ListedFile, OpenedBlobFile, StagedBlob, StorageBackend, StoredFile } from './backend.js';
@@ -13,6 +13,7 @@ import { removeAbandonedLockTemps } from './remove-abandoned-lock-temps.js';
 import { acquireLock, createToken, isLockFileStale, pidSpaceTag, type HeldLock } from './write-lock.js';
 import { renameIntoPlace } from './rename-into-place.js';
 import { canonicalBlobPath } from './validate-entry.js';
+import { blobsDirectoryError, isBlobsDirectoryDeletable, type BlobsDirectoryKind } from './check-blobs-directory.js';
 
 const MANIFEST = 'manifest.json';
 const BLOBS = 'blobs';
@@ -704,8 +705,29 @@ export class FsBackend implements StorageBackend {
     }
   }
 
+  async describeBlobsDirectory(): Promise<{ kind: BlobsDirectoryKind; target?: string }> {
+    const path = join(this.root, BLOBS);
+    let info;
+    try {
+      info = await lstat(path);
+    } catch (error) {
+      if (errnoCode(error) === 'ENOENT') return { kind: 'missing' };
+      throw toIoError(error, 'cannot stat the blobs directory', { path });
+    }
+    if (info.isDirectory()) return { kind: 'directory' };
+    if (!info.isSymbolicLink()) return { kind: 'other' };
+    const target = await readlink(path).catch(() => undefined);
+    return target === undefined ? { kind: 'link' } : { kind: 'link', target };
+  }
+
   async removeFile(file: ListedFile): Promise<void> {
     const path = join(this.root, file.dir, file.name);
+    // Never through a blobs/ that is not this cache's own directory (a link to another cache's):
+    // every caller checks first (checkBlobsDirectoryDeletable); this is the last line, per file.
+    if (file.dir === BLOBS) {
+      const found = await this.describeBlobsDirectory();
+      if (!isBlobsDirectoryDeletable(found.kind)) throw blobsDirectoryError(join(this.root, BLOBS), found, 'removing a blob');
+    }
     // An old journal goes only once the manifest that replaced it is durably named: its compaction
     // may have failed at that very directory sync, and a crash that lost the rename would leave the
     // old manifest without the journal holding its last commits.

@@ -3,6 +3,7 @@
 // run: the builder calls it, so a re-run after a killed build cleans up after it without a gc.
 import type { StorageBackend, StoredFile } from './backend.js';
 import { isAbandonedTempFile, pidSpaceTag } from './write-lock.js';
+import { isBlobsDirectoryDeletable } from './check-blobs-directory.js';
 
 /**
  * A writer's temp file name: `.tmp-<pid>-<16 hex>.<tag>` (blobs, manifest, journal, a lock being
@@ -40,7 +41,13 @@ export interface TempFilesReport {
  * for no other writer and stats no blob (only names that look like temp files are looked at).
  */
 export async function removeAbandonedTempFiles(backend: StorageBackend, runLocked: <T>(task: () => Promise<T>) => Promise<T>): Promise<TempFilesReport> {
-  const list = async (): Promise<StoredFile[]> => (await backend.listFiles((name) => TEMP_FILE_PATTERN.test(name))).filter(isAbandonedTemp);
+  // Through a blobs/ that is not this cache's own (a link: check-blobs-directory.ts) its temp files
+  // may be another cache's writers': left alone, the root's swept. Not refused as gc is: the
+  // builder sweeps on every run, and builds through such a link are allowed.
+  const list = async (): Promise<StoredFile[]> => {
+    const ownBlobs = backend.describeBlobsDirectory === undefined || isBlobsDirectoryDeletable((await backend.describeBlobsDirectory()).kind);
+    return (await backend.listFiles((name) => TEMP_FILE_PATTERN.test(name))).filter((file) => (ownBlobs || file.dir !== 'blobs') && isAbandonedTemp(file));
+  };
   if ((await list()).length === 0) return { tempFiles: [], tempBytes: 0 };
   return runLocked(async () => {
     // Judged again: another writer's gc or sweep may have removed some meanwhile.
