@@ -39,7 +39,7 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
-import { findOtherFilesBindings, isFromOtherFile } from './judge-model-bindings.js';
+import { findOtherFilesBindings, isFromOtherFile, type OtherRevisionBindings } from './judge-model-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { isWriterLockHeldElsewhere } from './is-writer-lock-held-elsewhere.js';
@@ -259,7 +259,7 @@ export type BuildProgressEvent =
    */
   // `bindings`: those gc --model of this model would remove, recorded only with other files; `otherRevision`
   // (a model in a hub snapshot): those another revision's file still in blobs/ was recorded with (kept).
-  | { type: 'shard-name-shared'; shardName: string; file: string; bindings: number; otherRevision?: { bindings: number; snapshots: string[] } };
+  | { type: 'shard-name-shared'; shardName: string; file: string; bindings: number; otherRevision?: OtherRevisionBindings };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */

@@ -3,11 +3,15 @@
 // new inode): shard stamps alone cannot tell "another revision still here" from "this revision's
 // file replaced" (isFromOtherFile). The repository's blobs/ can: a binding recorded with the inode
 // (size, mtime) of a file still in blobs/ is that other revision's, in use while a snapshot links
-// it. Only blobs/ is looked at (one readdir, one lstat per entry), and snapshots/ only to name the
-// revisions that link such a blob (one stat per snapshot).
-import { lstatSync, readdirSync, realpathSync, statSync } from 'node:fs';
+// it. Only blobs/ is looked at (one readdir, one stat per entry: an entry may be a link, to
+// huggingface_hub's cache-wide Xet store or to another disk, and is judged by its target), and
+// snapshots/ only to name the revisions that link such a blob (one stat per snapshot), or, where none
+// links it at this shard's path, the files of the same name elsewhere in a snapshot that do (a
+// diffusers pipeline's text_encoder/ and text_encoder_2/ model.safetensors: another model, not revision).
+import { readdirSync, realpathSync, statSync, type Dirent } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { parseFileStamp } from '@splitzip/safetensors';
+import { quoteForShell } from './quote-for-shell.js';
 
 /**
  * How many directories above a shard are looked at for `snapshots/<rev>`: a shard lies in it or in
@@ -15,7 +19,7 @@ import { parseFileStamp } from '@splitzip/safetensors';
  */
 const MAX_SNAPSHOT_LEVELS = 8;
 /**
- * How many entries of blobs/ are lstat'ed: a repository holds one blob per file of each revision
+ * How many entries of blobs/ are stat'ed: a repository holds one blob per file of each revision
  * downloaded (a large model's few hundred shards times a few revisions); 10,000 bounds the stats
  * (~10 ms a thousand) of a blobs/ that holds something else. Past it, a binding recorded with a
  * blob not scanned counts as from a file gone, as it did before this scan (gc --model removes it).
@@ -23,6 +27,13 @@ const MAX_SNAPSHOT_LEVELS = 8;
 export const MAX_HUB_BLOBS_SCANNED = 10_000;
 /** How many snapshots are stat'ed to name those that link a blob: past it the names are cut (one stat per snapshot and shard). */
 export const MAX_HUB_SNAPSHOTS_SCANNED = 1_000;
+/**
+ * How many directory entries of snapshots/ are read, over all snapshots, to find files of a shard's
+ * name at other paths (a pipeline's components): a snapshot holds a few dozen files (a pipeline's
+ * ~10 components of a few each), so 10,000 covers hundreds of snapshots; past it, those not reached
+ * are not named (the blob is then said to be linked by no file found).
+ */
+export const MAX_HUB_SNAPSHOT_ENTRIES_SCANNED = 10_000;
 /** How huggingface_hub names a repository's directory (check-not-hub-repo's rule). */
 const HUB_REPO_NAME = /^(models|datasets|spaces)--./;
 
@@ -32,16 +43,32 @@ export interface HubSnapshot {
   /** The revision directory's name (`snapshots/<rev>`). */
   revision: string;
   snapshotDir: string;
+  /** The shard's path under `snapshotDir`: the path given, or its directory's real path where only that lies in a snapshot (a link to a snapshot). */
+  shardPath: string;
 }
 
 /** Another revision's file that a binding was recorded with, still in the repository's blobs/. */
 export interface OtherRevisionFile {
   /** The blob's name in blobs/ (its sha256 for a hub download). */
   blob: string;
+  /** Its path (`<repo>/blobs/<blob>`), for the advice to remove an unreferenced one. */
+  blobPath: string;
   /** The snapshots (`<rev>` names, sorted) whose file of this shard's path links that blob now; empty where none does. */
   snapshots: string[];
   /** More snapshots than MAX_HUB_SNAPSHOTS_SCANNED: `snapshots` may lack some. */
   snapshotsCut?: true;
+  /**
+   * Where no snapshot links it at this shard's path: the files of the shard's name at another path of
+   * a snapshot that link it (`<rev>` and the path in it), another model of that snapshot (a
+   * pipeline's component sharing the shard name), at most MAX_HUB_SNAPSHOT_ENTRIES_SCANNED entries read.
+   */
+  models?: { revision: string; path: string }[];
+}
+
+/** Why blobs/ of a hub repository could not be listed (its error's code), where it could not. */
+export interface HubBlobsUnlisted {
+  repo: string;
+  code: string;
 }
 
 function isDirectory(path: string): boolean {
@@ -52,14 +79,14 @@ function isDirectory(path: string): boolean {
   }
 }
 
-function findSnapshotAbove(dir: string): HubSnapshot | undefined {
+function findSnapshotAbove(dir: string, file: string): HubSnapshot | undefined {
   let current = dir;
   for (let level = 0; level < MAX_SNAPSHOT_LEVELS; level++) {
     const parent = dirname(current);
     if (parent === current) return undefined;
     const repo = dirname(parent);
     if (basename(parent) === 'snapshots' && HUB_REPO_NAME.test(basename(repo)) && isDirectory(join(repo, 'blobs'))) {
-      return { repo, revision: basename(current), snapshotDir: current };
+      return { repo, revision: basename(current), snapshotDir: current, shardPath: join(dir, file) };
     }
     current = parent;
   }
@@ -72,7 +99,7 @@ function findSnapshotAbove(dir: string): HubSnapshot | undefined {
  */
 export function findHubSnapshot(shardPath: string): HubSnapshot | undefined {
   const dir = dirname(shardPath);
-  const found = findSnapshotAbove(dir);
+  const found = findSnapshotAbove(dir, basename(shardPath));
   if (found !== undefined) return found;
   let real: string;
   try {
@@ -80,7 +107,7 @@ export function findHubSnapshot(shardPath: string): HubSnapshot | undefined {
   } catch {
     return undefined;
   }
-  return real === dir ? undefined : findSnapshotAbove(real);
+  return real === dir ? undefined : findSnapshotAbove(real, basename(shardPath));
 }
 
 interface BlobFile {
@@ -89,65 +116,87 @@ interface BlobFile {
   mtimeNs: bigint;
 }
 
-/** The regular files of `repo`/blobs by inode number (at most MAX_HUB_BLOBS_SCANNED lstat'ed). */
-function scanBlobs(repo: string): Map<bigint, BlobFile[]> {
+/**
+ * The files of `repo`/blobs by inode number (at most MAX_HUB_BLOBS_SCANNED stat'ed): an entry that
+ * is a link counts as its target (huggingface_hub's Xet store links `<repo>/blobs/<etag>` to a
+ * cache-wide blob; a blob moved to another disk is linked back), as a shard's stamp does. `code`
+ * where blobs/ could not be listed.
+ */
+function scanBlobs(repo: string): { byInode: Map<bigint, BlobFile[]>; code?: string } {
   const byInode = new Map<bigint, BlobFile[]>();
   const dir = join(repo, 'blobs');
   let names: string[];
   try {
     names = readdirSync(dir);
-  } catch {
-    return byInode;
+  } catch (error) {
+    return { byInode, code: (error as NodeJS.ErrnoException).code ?? 'UNKNOWN' };
   }
   for (const name of names.slice(0, MAX_HUB_BLOBS_SCANNED)) {
     try {
-      const info = lstatSync(join(dir, name), { bigint: true });
+      const info = statSync(join(dir, name), { bigint: true });
       if (!info.isFile()) continue;
       byInode.set(info.ino, [...(byInode.get(info.ino) ?? []), { name, size: info.size, mtimeNs: info.mtimeNs }]);
     } catch {
-      // Removed since the listing: gone.
+      // Removed since the listing, a dangling or looping link, or a target not readable: no file here.
     }
   }
-  return byInode;
+  return { byInode };
+}
+
+/** For one model's shards (createOtherRevisionFinder). */
+export interface OtherRevisionFinder {
+  /**
+   * Of a binding's recorded stamps, the other file (still in the repository's blobs/) one of them
+   * names by inode, size and mtime, with what links it; undefined where none does.
+   */
+  find(shardName: string, recorded: readonly string[]): OtherRevisionFile | undefined;
+  /** Where blobs/ could not be listed (after the first find): nothing can be told of the stamps then. */
+  unlisted(): HubBlobsUnlisted | undefined;
 }
 
 /**
- * For one model's shards: a function that tells, of a binding's recorded stamps, the other
- * revision's file (still in the repository's blobs/) one of them names by inode, size and mtime
- * (a new blob that reused a deleted one's inode number has another mtime), with the snapshots that
- * link it; undefined where none does. Undefined itself where the model is not in a hub snapshot:
- * plain directories are judged as before. blobs/ is scanned once, at the first question.
+ * For one model's shards: finds the other revision's file (still in the repository's blobs/) a
+ * binding was recorded with (a new blob that reused a deleted one's inode number has another mtime).
+ * Undefined where the model is not in a hub snapshot: plain directories are judged as before.
+ * blobs/ is scanned once, at the first question.
  */
-export function createOtherRevisionFinder(shards: readonly { name: string; path: string }[]): ((shardName: string, recorded: readonly string[]) => OtherRevisionFile | undefined) | undefined {
+export function createOtherRevisionFinder(shards: readonly { name: string; path: string }[]): OtherRevisionFinder | undefined {
   const first = shards[0];
   const hub = first === undefined ? undefined : findHubSnapshot(first.path);
   if (hub === undefined) return undefined;
   const paths = new Map(shards.map((shard) => [shard.name, shard.path]));
-  let blobs: Map<bigint, BlobFile[]> | undefined;
+  let blobs: ReturnType<typeof scanBlobs> | undefined;
   const linked = new Map<string, OtherRevisionFile>();
-  return (shardName, recorded) => {
-    blobs ??= scanBlobs(hub.repo);
-    for (const stamp of recorded) {
-      const fields = parseFileStamp(stamp);
-      if (fields?.inode === undefined) continue;
-      const blob = blobs.get(BigInt(fields.inode))?.find((file) => file.size === BigInt(fields.size) && file.mtimeNs === BigInt(fields.mtimeNs));
-      if (blob === undefined) continue;
-      const id = `${shardName}\n${blob.name}`;
-      let found = linked.get(id);
-      if (found === undefined) {
-        const path = paths.get(shardName);
-        found = { blob: blob.name, ...(path === undefined ? { snapshots: [] } : findSnapshotsLinking(hub, path, BigInt(fields.inode))) };
-        linked.set(id, found);
+  return {
+    unlisted: () => (blobs?.code === undefined ? undefined : { repo: hub.repo, code: blobs.code }),
+    find(shardName, recorded) {
+      blobs ??= scanBlobs(hub.repo);
+      for (const stamp of recorded) {
+        const fields = parseFileStamp(stamp);
+        if (fields?.inode === undefined) continue;
+        const blob = blobs.byInode.get(BigInt(fields.inode))?.find((file) => file.size === BigInt(fields.size) && file.mtimeNs === BigInt(fields.mtimeNs));
+        if (blob === undefined) continue;
+        const id = `${shardName}\n${blob.name}`;
+        let found = linked.get(id);
+        if (found === undefined) {
+          const path = paths.get(shardName);
+          const inode = BigInt(fields.inode);
+          const own = path === undefined ? undefined : findHubSnapshot(path);
+          const linking = own === undefined ? { snapshots: [] } : findSnapshotsLinking(own, inode);
+          const models = linking.snapshots.length === 0 && path !== undefined ? findModelsLinking(hub, basename(path), inode) : [];
+          found = { blob: blob.name, blobPath: join(hub.repo, 'blobs', blob.name), ...linking, ...(models.length > 0 ? { models } : {}) };
+          linked.set(id, found);
+        }
+        return found;
       }
-      return found;
-    }
-    return undefined;
+      return undefined;
+    },
   };
 }
 
-/** The snapshots whose file at `shardPath`'s place in its snapshot is the blob of inode `inode`. */
-function findSnapshotsLinking(hub: HubSnapshot, shardPath: string, inode: bigint): { snapshots: string[]; snapshotsCut?: true } {
-  const inSnapshot = relative(hub.snapshotDir, shardPath);
+/** The snapshots whose file at the shard's place in its snapshot (`hub.shardPath`, resolved) is the blob of inode `inode`. */
+function findSnapshotsLinking(hub: HubSnapshot, inode: bigint): { snapshots: string[]; snapshotsCut?: true } {
+  const inSnapshot = relative(hub.snapshotDir, hub.shardPath);
   const snapshotsDir = join(hub.repo, 'snapshots');
   let revisions: string[];
   try {
@@ -167,9 +216,73 @@ function findSnapshotsLinking(hub: HubSnapshot, shardPath: string, inode: bigint
   return revisions.length > MAX_HUB_SNAPSHOTS_SCANNED ? { snapshots, snapshotsCut: true } : { snapshots };
 }
 
-/** `snapshots/aaaa and snapshots/bbbb` (or that no snapshot links it now), for the texts. */
-export function describeLinkingSnapshots(found: Pick<OtherRevisionFile, 'snapshots' | 'snapshotsCut'>): string {
-  if (found.snapshots.length === 0) return 'no snapshot links it now (an unreferenced blob: huggingface-cli delete-cache removes such revisions)';
+/**
+ * The files named `name` at any path of any snapshot (at most MAX_SNAPSHOT_LEVELS deep, at most
+ * MAX_HUB_SNAPSHOT_ENTRIES_SCANNED entries read in all) that are the blob of inode `inode`: another
+ * model of the snapshot (a pipeline's component) whose shard has this one's name.
+ */
+function findModelsLinking(hub: HubSnapshot, name: string, inode: bigint): { revision: string; path: string }[] {
+  const snapshotsDir = join(hub.repo, 'snapshots');
+  const found: { revision: string; path: string }[] = [];
+  let budget = MAX_HUB_SNAPSHOT_ENTRIES_SCANNED;
+  const walk = (revision: string, dir: string, level: number): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(join(snapshotsDir, revision, dir), { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      if (budget-- <= 0) return;
+      const path = dir === '' ? entry.name : join(dir, entry.name);
+      if (entry.isDirectory()) {
+        if (level < MAX_SNAPSHOT_LEVELS) walk(revision, path, level + 1);
+      } else if (entry.name === name) {
+        try {
+          if (statSync(join(snapshotsDir, revision, path), { bigint: true }).ino === inode) found.push({ revision, path });
+        } catch {
+          // A dangling link: not this blob.
+        }
+      }
+    }
+  };
+  let revisions: string[];
+  try {
+    revisions = readdirSync(snapshotsDir).sort();
+  } catch {
+    return found;
+  }
+  for (const revision of revisions.slice(0, MAX_HUB_SNAPSHOTS_SCANNED)) {
+    if (budget <= 0) break;
+    walk(revision, '', 1);
+  }
+  return found;
+}
+
+/** What linked the blob, for the texts (OtherRevisionFile, or those of a shard name summed). */
+export type LinkingFiles = Pick<OtherRevisionFile, 'snapshots' | 'snapshotsCut' | 'models'> & { blobPaths?: readonly string[] };
+
+/** Whether the file is another model's of a snapshot (a pipeline's component of the same shard name), not another revision's. */
+export function isOtherModel(found: LinkingFiles): boolean {
+  return found.snapshots.length === 0 && (found.models?.length ?? 0) > 0;
+}
+
+/** `another model of snapshot <rev> (<path>)` (the first; `and N more`), for an isOtherModel file. */
+export function describeOtherModel(found: LinkingFiles): string {
+  const [first, ...rest] = found.models ?? [];
+  if (first === undefined) return 'another model';
+  return `another model of snapshot ${first.revision} (${first.path})${rest.length > 0 ? ` and ${rest.length} more` : ''}`;
+}
+
+/** `snapshots/aaaa and snapshots/bbbb` (or that another model of a snapshot, or nothing, links it now), for the texts. */
+export function describeLinkingSnapshots(found: LinkingFiles): string {
+  if (isOtherModel(found)) return `${describeOtherModel(found)} links it`;
+  if (found.snapshots.length === 0 && found.snapshotsCut) return 'no snapshot looked at links it (and maybe others do: not every snapshot was looked at)';
+  if (found.snapshots.length === 0) {
+    // huggingface-cli delete-cache removes the blobs of the revisions it deletes only: not a blob no revision has.
+    const paths = found.blobPaths ?? [];
+    return `no file of a snapshot links it now (an unreferenced blob${paths.length > 0 ? `: \`rm ${paths.map(quoteForShell).join(' ')}\` removes it` : ''})`;
+  }
   const names = found.snapshots.map((revision) => `snapshots/${revision}`);
   const list = names.length === 1 ? names[0]! : `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]!}`;
   return `${list}${found.snapshotsCut ? ' (and maybe others: not every snapshot was looked at)' : ''} still ${names.length === 1 ? 'links' : 'link'} it`;

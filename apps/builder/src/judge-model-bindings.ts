@@ -71,7 +71,25 @@ export interface ModelBindingsReport {
    * to an entry of its shape (served to this revision too where its tensor is the same: a load
    * checks the bytes), the others at spans or of shapes this model's tensors do not have.
    */
-  otherRevisions: { shardName: string; blob: string; snapshots: string[]; bindings: number; atTensorSpans: number }[];
+  otherRevisions: {
+    shardName: string;
+    blob: string;
+    /** The blob's path, for the advice to remove it where nothing links it. */
+    blobPath: string;
+    snapshots: string[];
+    /** More snapshots than MAX_HUB_SNAPSHOTS_SCANNED: `snapshots` may lack some. */
+    snapshotsCut?: true;
+    /** Where no snapshot links it at this shard's path: another model of a snapshot whose file of that name does (a pipeline's component), `<rev>` and its path. */
+    models?: { revision: string; path: string }[];
+    bindings: number;
+    atTensorSpans: number;
+  }[];
+  /**
+   * Of a model in a hub snapshot whose repository's blobs/ could not be listed (its error's code):
+   * the bindings recorded only with other files of its shard names, kept unjudged (another revision's
+   * file may still be in blobs/). Absent where blobs/ was listed or not needed.
+   */
+  blobsUnlisted?: { repo: string; code: string; bindings: number };
   /** Bindings of shard names the model does not have, per name (sorted): kept unless pruneOtherShards. */
   otherShards: { shardName: string; bindings: number }[];
   /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
@@ -125,18 +143,25 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
   };
   const others = new Map<string, number>();
   // Only for a model in a hub snapshot (undefined otherwise): blobs/ is scanned at the first question.
-  const otherRevisionOf = createOtherRevisionFinder(model.shards);
+  const finder = createOtherRevisionFinder(model.shards);
   const revisions = new Map<string, ModelBindingsReport['otherRevisions'][number]>();
   /** Whether the binding is another revision's (counted so): recorded only with other files, one still in blobs/. */
   const isOtherRevision = (shardName: string, offsetBytes: number, sizeBytes: number, atTensorSpan = false): boolean => {
-    if (otherRevisionOf === undefined) return false;
+    if (finder === undefined) return false;
     const recorded = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [];
     if (!isFromOtherFile(recorded, stamps.get(shardName) ?? null)) return false;
-    const found = otherRevisionOf(shardName, recorded);
+    const found = finder.find(shardName, recorded);
+    const unlisted = finder.unlisted();
+    if (unlisted !== undefined) {
+      // Nothing tells whether another revision's file is still in blobs/: kept, as its may be.
+      report.blobsUnlisted ??= { ...unlisted, bindings: 0 };
+      report.blobsUnlisted.bindings += 1;
+      return true;
+    }
     if (found === undefined) return false;
     report.otherRevision += 1;
     const id = `${shardName}\n${found.blob}`;
-    const group = revisions.get(id) ?? { shardName, blob: found.blob, snapshots: found.snapshots, bindings: 0, atTensorSpans: 0 };
+    const group = revisions.get(id) ?? { shardName, ...found, bindings: 0, atTensorSpans: 0 };
     group.bindings += 1;
     if (atTensorSpan) group.atTensorSpans += 1;
     revisions.set(id, group);
@@ -186,6 +211,12 @@ export interface OtherRevisionBindings {
   bindings: number;
   /** The snapshots (`<rev>` names, sorted) that link the files they were recorded with. */
   snapshots: string[];
+  /** More snapshots than were looked at: `snapshots` may lack some. */
+  snapshotsCut?: true;
+  /** Where no snapshot links them at this shard's path: other models of a snapshot (a pipeline's components) whose file of that name does. */
+  models?: { revision: string; path: string }[];
+  /** The blobs' paths, for the advice to remove those nothing links. */
+  blobPaths: string[];
 }
 
 /**
@@ -205,9 +236,12 @@ export function findOtherFilesBindings(store: CacheStore, model: SafetensorsMode
   for (const group of report.otherRevisions) {
     // Those at this model's spans, of its shapes, are this build's to check (cached: stamped; other bytes: SLICE_CONFLICT).
     if (group.bindings === group.atTensorSpans) continue;
-    const sum = revisions.get(group.shardName) ?? { bindings: 0, snapshots: [] };
+    const sum: OtherRevisionBindings = revisions.get(group.shardName) ?? { bindings: 0, snapshots: [], blobPaths: [] };
     sum.bindings += group.bindings - group.atTensorSpans;
     sum.snapshots = [...new Set([...sum.snapshots, ...group.snapshots])].sort();
+    sum.blobPaths = [...sum.blobPaths, group.blobPath];
+    if (group.snapshotsCut) sum.snapshotsCut = true;
+    if (group.models !== undefined) sum.models = [...(sum.models ?? []), ...group.models];
     revisions.set(group.shardName, sum);
   }
   const names = [...new Set([...counts.keys(), ...revisions.keys()])];

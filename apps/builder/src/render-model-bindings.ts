@@ -1,7 +1,7 @@
 // The text lines of a ModelBindingsReport, for `gc --model` and `inspect --model`.
 // `1 binding`, `2 bindings`, with thousands separators, as every count of the text reports.
 import { fitReportLines, formatCountOf as plural } from './format-units.js';
-import { describeLinkingSnapshots } from './find-other-revision.js';
+import { describeLinkingSnapshots, isOtherModel } from './find-other-revision.js';
 import type { ModelBindingsReport, PrunedBinding } from './judge-model-bindings.js';
 import { quoteForShell } from './quote-for-shell.js';
 import { showName } from './show-name.js';
@@ -16,11 +16,19 @@ const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, str
  * the command lines the text suggests. Lines within 120 columns (fitReportLines), for inspect as for gc.
  */
 export function renderModelBindings(report: ModelBindingsReport, cache: string, verb: string): string[] {
-  const otherRevision = report.otherRevision;
-  const own = report.live + report.unchecked + otherRevision + report.leftover + report.mismatched;
+  // Another model of the snapshot (a pipeline's component of the same shard name) is not another revision.
+  const withBlobPath = (group: ModelBindingsReport['otherRevisions'][number]) => ({ ...group, blobPaths: [group.blobPath] });
+  const modelGroups = report.otherRevisions.filter((group) => isOtherModel(group));
+  const revisionGroups = report.otherRevisions.filter((group) => !isOtherModel(group));
+  const otherModel = modelGroups.reduce((sum, group) => sum + group.bindings, 0);
+  const otherRevision = report.otherRevision - otherModel;
+  const unlisted = report.blobsUnlisted;
+  const own = report.live + report.unchecked + report.otherRevision + (unlisted?.bindings ?? 0) + report.leftover + report.mismatched;
   const lines = [
     `model ${report.model}: ${plural(own, 'binding')} of its ${plural(report.shards.length, 'shard name')}: ${report.live} live, ${report.unchecked} unchecked, ` +
       (otherRevision > 0 ? `${otherRevision} another revision's (kept), ` : '') +
+      (otherModel > 0 ? `${otherModel} another model's of the snapshot (kept), ` : '') +
+      (unlisted !== undefined ? `${unlisted.bindings} from other files, unjudged (kept), ` : '') +
       `${report.leftover} left behind at no tensor's span, ${report.mismatched} to an entry of another dtype or shape than the tensor there`,
   ];
   // Per shard name and verdict: a re-shard of a thousand tensors is a line per shard, not a thousand lines (--json lists each).
@@ -56,9 +64,24 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
         "this one's loads read those tensors raw (their bytes checked: where a tensor is the same in both revisions, the binding serves both). " +
         "One cache binds a slice to one revision: give each revision a cache of its own; gc --model removes such bindings once that revision's file is gone from blobs/ (`huggingface-cli delete-cache`):",
     );
-    for (const group of report.otherRevisions) {
-      lines.push(`  ${showName(group.shardName)}: ${group.bindings} recorded from blobs/${group.blob} (${describeLinkingSnapshots(group)})`);
+    for (const group of revisionGroups) {
+      lines.push(`  ${showName(group.shardName)}: ${group.bindings} recorded from blobs/${group.blob} (${describeLinkingSnapshots(withBlobPath(group))})`);
     }
+  }
+  if (otherModel > 0) {
+    lines.push(
+      `  kept ${plural(otherModel, 'binding')} recorded from another model of a snapshot of this Hugging Face hub repository whose file has this one's shard name (a pipeline's text_encoder/ and text_encoder_2/ model.safetensors): that model's loads use them; ` +
+        "this one's loads read those tensors raw (their bytes checked). One cache binds a slice to one file of a shard name: keep models whose shard names collide (each component of a pipeline) in caches of their own:",
+    );
+    for (const group of modelGroups) {
+      lines.push(`  ${showName(group.shardName)}: ${group.bindings} recorded from blobs/${group.blob} (${describeLinkingSnapshots(withBlobPath(group))})`);
+    }
+  }
+  if (unlisted !== undefined) {
+    lines.push(
+      `  kept ${plural(unlisted.bindings, 'binding')} recorded only with other files of this model's shard names: this Hugging Face hub repository's blobs/ could not be listed (${unlisted.code}), ` +
+        `so whether another revision's file still in it was recorded with them is unknown; gc --model removes them once ${quoteForShell(`${unlisted.repo}/blobs`)} can be listed`,
+    );
   }
   if (report.unchecked > 0 && /^s3:\/\//i.test(cache)) {
     // Builds record no file stamps in a bucket (a file stamp is one host's), and this command keeps none on the host.

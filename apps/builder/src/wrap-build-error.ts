@@ -4,7 +4,7 @@ import { isS3Url, isStoreError, type StoreError } from '@splitzip/store';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
-import { createOtherRevisionFinder, describeLinkingSnapshots } from './find-other-revision.js';
+import { createOtherRevisionFinder, describeLinkingSnapshots, describeOtherModel, isOtherModel } from './find-other-revision.js';
 
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /**
@@ -217,12 +217,22 @@ export function sliceConflictError(
   options: { rebind?: boolean; recordedStamps?: readonly string[] } = {},
 ): BuilderError {
   const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
-  const otherRevision = options.rebind || file === undefined || options.recordedStamps === undefined ? undefined : createOtherRevisionFinder([{ name: '', path: file }])?.('', options.recordedStamps);
+  const otherRevision = options.rebind || file === undefined || options.recordedStamps === undefined ? undefined : createOtherRevisionFinder([{ name: '', path: file }])?.find('', options.recordedStamps);
+  if (otherRevision !== undefined && isOtherModel(otherRevision)) {
+    // Not another revision: a pipeline's other component whose shard has this one's name, in use.
+    const linking = { ...otherRevision, blobPaths: [otherRevision.blobPath] };
+    const message =
+      `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to another entry, of other bytes, ` +
+      `recorded from ${describeOtherModel(linking)}: a file of the same shard name in this Hugging Face hub snapshot (blobs/${otherRevision.blob}), so that model's loads use the binding${storeSays}. ` +
+      'One cache binds a slice to one file of a shard name: give each model (each component of a pipeline) a cache of its own; ' +
+      "or pass --rebind, which moves the slice to this model's tensor, and the other model's loads then read it raw";
+    return new BuilderError('SLICE_CONFLICT', message, { tensor, file, otherRevision }, cause === undefined ? undefined : { cause });
+  }
   if (otherRevision !== undefined) {
     const message =
       `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to another entry, of other bytes, ` +
       `recorded from another revision of this Hugging Face hub repository: its file (blobs/${otherRevision.blob}) is still in the repository and ` +
-      `${describeLinkingSnapshots(otherRevision)}, so that revision's loads use the binding${storeSays}. One cache binds a slice to one revision: ` +
+      `${describeLinkingSnapshots({ ...otherRevision, blobPaths: [otherRevision.blobPath] })}, so that revision's loads use the binding${storeSays}. One cache binds a slice to one revision: ` +
       "give each revision a cache of its own; or pass --rebind, which moves the slice to this revision's tensor, and the other revision's loads then read it raw " +
       '(a revision no longer wanted: `huggingface-cli delete-cache` removes it, and `splitzip gc <cache> --model` of this one then removes its bindings)';
     return new BuilderError('SLICE_CONFLICT', message, { tensor, file, otherRevision }, cause === undefined ? undefined : { cause });
