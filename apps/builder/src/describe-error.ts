@@ -38,6 +38,16 @@ function describeMissingFile(file: string, dir: string): string {
   return name !== '' && !/[/\\]/.test(name) ? `no ${name} in it` : `${file} does not exist`;
 }
 
+/** A first build's leftovers by name, at most MAX_LEFTOVERS_NAMED of them (temp files can be many). */
+function describeLeftovers(leftovers: unknown[]): string {
+  const names = leftovers.filter((name): name is string => typeof name === 'string');
+  const shown = names.slice(0, MAX_LEFTOVERS_NAMED).join(', ');
+  return names.length > MAX_LEFTOVERS_NAMED ? `${shown} and ${names.length - MAX_LEFTOVERS_NAMED} more` : shown;
+}
+
+/** Names listed in an interrupted first build's line: enough to recognise it, short enough for one line. */
+const MAX_LEFTOVERS_NAMED = 4;
+
 export function describeError(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const e = error as Error & ErrorLike;
@@ -70,6 +80,8 @@ export function describeError(error: unknown): string {
     // (verify, whatever the command: `gc --model` would remove bindings, not check them).
     message = context.reason === 'model-directory'
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it looks like a model directory: it holds ${describeModelFiles(context.modelFiles)}, and no manifest.json; to check a cache against this model: \`splitzip verify <cache> --model ${quoteForShell(dir)}\``
+      : context.reason === 'interrupted-first-build' && Array.isArray(context.leftovers)
+      ? `NOT_A_CACHE: ${dir} is not a SplitZip cache yet: a first build into it stopped before its first commit (it left ${describeLeftovers(context.leftovers)}, and no manifest.json); \`splitzip build <model> --out ${quoteForShell(dir)}\` starts it again and removes them`
       : context.reason === 'parent-is-file' && typeof context.parentFile === 'string'
       ? `NOT_A_CACHE: ${dir} is not a SplitZip cache: it does not exist, and a parent of it, ${context.parentFile}, is a file, not a directory`
       : /not a directory/.test(e.message)

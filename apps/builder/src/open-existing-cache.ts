@@ -20,7 +20,9 @@ export async function openExistingCache(cache: string, options: { signal: AbortS
   } catch (error) {
     if (!isStoreError(error, 'NOT_A_CACHE') || isS3Url(cache)) throw error;
     const holder = error.details.reason === 'being-created' ? (error.details.holder as LockHolder | undefined) : undefined;
-    if (holder === undefined) throw await markParentFile(error, cache) ?? await markModelDirectory(error, cache, options.command);
+    if (holder === undefined) {
+      throw (await markParentFile(error, cache)) ?? (await markInterruptedFirstBuild(error, cache)) ?? (await markModelDirectory(error, cache, options.command));
+    }
     const stopped = error.details.holderStopped === true;
     const traced = stopped && error.details.holderTraced === true;
     const creating = `a cache is being created at ${cache} by ${describeHolder(holder)}`;
@@ -71,6 +73,32 @@ async function markModelDirectory(error: StoreError, cache: string, command: str
   return new StoreError('NOT_A_CACHE', `${cache} holds a model (${modelFiles.slice(0, 3).join(', ')}${modelFiles.length > 3 ? ', …' : ''}) and no manifest.json`, {
     ...(error.path === undefined ? {} : { path: error.path }),
     details: { ...error.details, reason: 'model-directory', command, modelDir: cache, modelFiles },
+    cause: error,
+  });
+}
+
+/**
+ * What a first build leaves in a cache directory before its first manifest (creation order: the
+ * directory, the lock, blobs/; then temp files of the manifest and journal, renamed at the commit).
+ * A build killed there left a directory verify called "not a SplitZip cache (no manifest.json)",
+ * as for any empty directory: the user could not tell an interrupted build from a wrong path.
+ */
+const FIRST_BUILD_LEFTOVER = /^(lock|lock\.tmp-.+|blobs|\.tmp-.+|journal\.\d+(\..+)?)$/;
+
+/**
+ * NOT_A_CACHE for a directory holding only a first build's leftovers (no live writer: a live one is
+ * CACHE_BEING_CREATED above): the same code, with `details.reason` 'interrupted-first-build' and
+ * `details.leftovers` (their names, sorted), so the line says a build stopped before its first
+ * commit and that re-running it starts over (the next writer removes a dead writer's lock and temp
+ * files). Undefined for any other directory (empty, a model's, anything else in it).
+ */
+async function markInterruptedFirstBuild(error: StoreError, cache: string): Promise<StoreError | undefined> {
+  const names = await readdir(cache).catch(() => [] as string[]);
+  if (names.length === 0 || !names.every((name) => FIRST_BUILD_LEFTOVER.test(name))) return undefined;
+  const leftovers = [...names].sort();
+  return new StoreError('NOT_A_CACHE', `${cache} holds only what a first build leaves before its first commit (${leftovers.join(', ')}) and no manifest.json`, {
+    ...(error.path === undefined ? {} : { path: error.path }),
+    details: { ...error.details, reason: 'interrupted-first-build', leftovers },
     cause: error,
   });
 }
