@@ -3,7 +3,7 @@ import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { findDuplicateJsonKey, scanJsonValue } from '@splitzip/safetensors';
-import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES } from './limits.js';
+import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES, READABLE_PAYLOAD_VERSIONS } from './limits.js';
 import { StoreState } from './store-state.js';
 import { StringPool } from './string-pool.js';
 import type { CacheEntry } from './types.js';
@@ -141,11 +141,64 @@ export function parseManifestTree(text: string, bytes: Uint8Array, path: string)
     try {
       parsed.push(parseDiskEntry(key, (entries as Record<string, unknown>)[key], pool));
     } catch (error) {
-      throw error instanceof StoreError ? error.withContext({ entry: key, path }) : error;
+      throw error instanceof StoreError ? asManifestDamage(error.withContext({ entry: key, path }), path) : error;
     }
   }
-  const state = StoreState.fromEntries(parsed, { source: 'manifest', path });
+  let state: StoreState;
+  try {
+    state = StoreState.fromEntries(parsed, { source: 'manifest', path });
+  } catch (error) {
+    throw error instanceof StoreError ? asManifestDamage(error, path) : error;
+  }
   return { ...header, state };
+}
+
+/** The codes one entry (or two entries' bindings) of a manifest fails with: damage confined to it. */
+const ENTRY_DAMAGE_CODES: ReadonlySet<string> = new Set([
+  'ENTRY_INVALID',
+  'INVALID_CODEBOOK',
+  'UNSUPPORTED_PAYLOAD_VERSION',
+  'UNSAFE_BLOB_PATH',
+  'SIZE_INVALID',
+  'SLICE_CONFLICT',
+  'SLICE_SIZE_MISMATCH',
+]);
+
+/**
+ * The one payload version read as a newer release's, not damage: versions go up one at a time (as
+ * journal versions: MAX_NEWER_JOURNAL_VERSION), and payload 3 came without a new manifest format,
+ * so such an entry is kept from recoverDamagedManifest. Any other unreadable version (0, 7: one
+ * flipped bit of 3, a string) is damage.
+ */
+const NEWER_PAYLOAD_VERSION = Math.max(...READABLE_PAYLOAD_VERSIONS) + 1;
+
+/**
+ * An entry of a manifest that passed its checksum (or has none: pre-checksum manifests) but fails
+ * its own checks: MANIFEST_INVALID (`details.reason` 'entry-invalid', `details.entryCode` the
+ * entry's own code, `cause` its error), which recoverDamagedManifest (`build --repair`) salvages,
+ * keeping every entry that validates and decodes to its key. Before 2026-12-07 the entry's own code
+ * was thrown, which no recovery took for damage: one bad value (an escape_count, a shape, a blob
+ * path, a swapped binding) made the cache unopenable by every tool (fuzz probe). A newer release's
+ * payload version stays UNSUPPORTED_PAYLOAD_VERSION (upgrade: nothing to repair).
+ */
+function asManifestDamage(error: StoreError, path: string): StoreError {
+  if (!ENTRY_DAMAGE_CODES.has(error.code)) return error;
+  if (error.code === 'UNSUPPORTED_PAYLOAD_VERSION') {
+    const version = error.details.formatVersion ?? error.details.version;
+    if (version === NEWER_PAYLOAD_VERSION) {
+      return new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `${error.reason}: written by a newer release (upgrade this one to read the cache)`, {
+        path,
+        ...(error.entry === undefined ? {} : { entry: error.entry }),
+        details: { ...error.details, newerRelease: true },
+      });
+    }
+  }
+  return new StoreError('MANIFEST_INVALID', `manifest entry fails its checks (${error.code}: ${error.reason}): damage confined to it, which recoverDamagedManifest salvages (every other entry that checks out is kept)`, {
+    path,
+    ...(error.entry === undefined ? {} : { entry: error.entry }),
+    details: { ...error.details, reason: 'entry-invalid', entryCode: error.code },
+    cause: error,
+  });
 }
 
 /** The checksum and the header's fields of a parsed manifest object (not its entries). */

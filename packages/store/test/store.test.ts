@@ -379,7 +379,9 @@ describe('slice aliasing', () => {
       const bad = structuredClone(manifest);
       bad.entries[b.key].slice_keys = [['shard', 0, 128, stamps]];
       await writeSignedManifest(join(root, 'manifest.json'), bad);
-      expect((await catchError(() => openCacheStore(root))).code).toBe('ENTRY_INVALID');
+      const error = await catchError(() => openCacheStore(root));
+      expect(error.code).toBe('MANIFEST_INVALID');
+      expect(error.details?.entryCode).toBe('ENTRY_INVALID');
     }
   });
 
