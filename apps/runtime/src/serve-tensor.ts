@@ -17,7 +17,6 @@ import { bf16ValueCount } from './bf16-value-count.js';
 import { describeNoGain } from './check-payload-gain.js';
 import { describeUnboundNoGain } from './describe-unbound-no-gain.js';
 import { hashTensorKey } from './hash-tensor-key.js';
-import { isHolderThisModelsOwn } from './is-holder-this-models-own.js';
 import { settleUnlessAborted } from './settle-unless-aborted.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { checkPayloadAgainstEntry } from './check-payload-against-entry.js';
@@ -292,14 +291,11 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     }
     const why = `entry ${holder.key} (${holder.qualname}) holds these bytes, but this slice was not bound to it (the cache was built from other shard names or offsets, or not from this model, or its binding was removed: \`splitzip gc --model\` of another model or revision of these shard names)`;
     const { shardName, offsetBytes, sizeBytes } = target.slice;
-    // A tensor of the entry's own name: a renamed or re-sharded copy of the model keeps its tensor
-    // names. Or a duplicate within this model (the model's tensor of the entry's name bound to it by
-    // this file alone: isHolderThisModelsOwn; until 2026-12-07 such a one, per-layer norms of ones
-    // sharing an entry, was hashed at every load for good). Bytes cached under another name with no
-    // such evidence (another model's tensor that happens to match) are left to a build: a bare
-    // slice request, which no model checks, follows whatever its slice is bound to. The record
-    // binds only an unbound slice (moveFrom its own key): it moves no other binding.
-    const bindable = target.unboundStamp !== undefined && (holder.qualname === target.name || isHolderThisModelsOwn(env.cache, target, holder));
+    // Only a tensor of the entry's own name: a renamed or re-sharded copy of the model keeps its
+    // tensor names. Bytes cached under another name (a tied weight, or another model's tensor that
+    // happens to match) are left to a build: a bare slice request, which no model checks, follows
+    // whatever its slice is bound to.
+    const bindable = target.unboundStamp !== undefined && holder.qualname === target.name;
     const bound = bindable ? bindFoundSlice(env.cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp: target.unboundStamp! }) : undefined;
     return { reason: 'missing', detail: bound === undefined ? `${why}: ${describeBuildRemedy(env.cache, 'a build of this model binds it')}` : `${why}: ${bound}` };
   }
