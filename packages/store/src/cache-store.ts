@@ -30,7 +30,7 @@ import {
   TORN_MIN_ZERO_BYTES,
   TORN_WRITE_SECTOR_BYTES,
 } from './limits.js';
-import { parseManifest, peekGeneration, serializeManifest, type ManifestHeader } from './manifest-format.js';
+import { isNewerPayloadVersion, parseManifest, peekGeneration, serializeManifest, type ManifestHeader } from './manifest-format.js';
 import { StateDraft, type StoreOp, type StoreState } from './store-state.js';
 import type {
   AddEntryInput,
@@ -605,16 +605,27 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // (or one record, at most MAX_JOURNAL_RECORD_BYTES) whatever size the file claims.
         let stop: JournalScan['stop'] = 'end';
         let recordBytes = 0;
+        // A record whose CRC holds over ops that are not valid (or do not apply): damage at its offset.
+        let invalidOps: { offsetBytes: number; error: unknown } | undefined;
         while (this.journalOffset < size && !this.sealSeen) {
           const start = this.journalOffset;
           const length = Math.min(size - start, Math.max(JOURNAL_READ_WINDOW_BYTES, recordBytes));
           const bytes = await journal.read(start, length);
-          const scan = scanJournalRecords(bytes, start, journal.path);
+          const scan = scanJournalRecords(bytes, start, journal.path, { keepInvalidContent: true });
+          if (scan.invalidContent !== undefined && isNewerPayloadVersion(scan.invalidContent.error)) throw scan.invalidContent.error;
+          invalidOps = scan.invalidContent;
           for (const record of scan.records) {
             const seal = record.ops.find((op) => op.kind === 'seal');
             const ops = record.ops.filter((op) => op.kind !== 'seal');
             if (ops.length > 0) {
-              this.state.applyOps(ops, { source: 'journal', path: journal.path });
+              try {
+                this.state.applyOps(ops, { source: 'journal', path: journal.path });
+              } catch (error) {
+                // All or nothing (applyOps checks a draft first): this record is not applied.
+                if (!(error instanceof StoreError)) throw error;
+                invalidOps = { offsetBytes: this.journalOffset, error };
+                break;
+              }
               this.journalOpsUncounted.push(ops);
               this.journalOpsUncountedCount += ops.length;
               // A reader that never writes would keep every op of other writers until a reload.
@@ -628,13 +639,31 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
               break;
             }
           }
-          stop = scan.stop;
+          stop = invalidOps === undefined ? scan.stop : 'invalid';
           // The file ended early (it shrank meanwhile), or the scan stopped at an invalid record, or at
           // one the file ends inside of: a torn tail. Only a record the window cut is read on.
           if (bytes.length < length || stop === 'invalid' || (stop === 'incomplete' && start + length >= size)) break;
           recordBytes = scan.nextRecordBytes ?? 0;
         }
         this.damage = undefined;
+        if (invalidOps !== undefined) {
+          // Not a torn tail (its CRC holds), so never cut; before 2026-12-07 its error was thrown
+          // from every open, and no tool, `build --repair` included, could set it aside (fuzz probe:
+          // an alias of a missing entry, an unsafe blob path, a wrong size, 100,000 stamps, deeply
+          // nested MessagePack). Now it is damage like a record that fails its CRC.
+          const cause = invalidOps.error;
+          const code = cause instanceof StoreError ? cause.code : 'JOURNAL_INVALID';
+          const reason = cause instanceof StoreError ? cause.reason : String((cause as Error)?.message ?? cause);
+          const damage = new StoreError(
+            'JOURNAL_INVALID',
+            `the record at offset ${invalidOps.offsetBytes} has a valid CRC but its operations are not valid (${code}: ${reason}). ` +
+              'Its commits and the later ones are not applied; writers and gc refuse (recoverDamagedJournal, which splitzip build --repair calls, sets the journal aside and keeps every record and operation that still applies)',
+            { path: journal.path, cause, details: { offsetBytes: invalidOps.offsetBytes, reason: 'invalid-ops', opCode: code } },
+          );
+          if (lock && !tolerateDamage) throw damage;
+          this.damage = damage;
+          return;
+        }
         if (lock && !reloaded && !this.sealSeen && stop !== 'end') {
           // Before anything is cut: scanned from the journal's header under the lock, not from an
           // offset this handle reached without it.

@@ -187,6 +187,11 @@ export interface JournalScan {
   stop: 'end' | 'incomplete' | 'invalid';
   /** With `stop: 'incomplete'`: the whole size of the record cut off, where its header was there to say (at most 12 + MAX_JOURNAL_RECORD_BYTES). */
   nextRecordBytes?: number;
+  /**
+   * With `keepInvalidContent`: the error of the first record whose CRC holds over content that is
+   * not valid ops (the scan stops before it, `validEndOffset` its offset); absent otherwise.
+   */
+  invalidContent?: { offsetBytes: number; error: unknown };
 }
 
 /**
@@ -194,7 +199,7 @@ export interface JournalScan {
  * incomplete or invalid (magic, length, CRC) record: a torn tail. A record whose CRC holds but whose
  * content is invalid is not a torn write and throws JOURNAL_INVALID.
  */
-export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path: string): JournalScan {
+export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path: string, { keepInvalidContent = false }: { keepInvalidContent?: boolean } = {}): JournalScan {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const records: JournalRecord[] = [];
   let at = 0;
@@ -220,20 +225,32 @@ export function scanJournalRecords(bytes: Uint8Array, startOffset: number, path:
       break;
     }
     const recordOffset = startOffset + at;
-    let decoded: unknown;
+    let ops: StoreOp[];
     try {
-      decoded = unpackr.unpack(body);
+      ops = decodeRecordBody(body, path, recordOffset);
     } catch (error) {
-      throw new StoreError('JOURNAL_INVALID', `record at offset ${recordOffset} is not MessagePack`, { path, cause: error, details: { offsetBytes: recordOffset } });
+      // The caller (catchUp) reports such a record as damage with the records before it applied.
+      if (!keepInvalidContent) throw error;
+      return { records, validEndOffset: records.at(-1)?.endOffset ?? startOffset, stop: 'invalid', invalidContent: { offsetBytes: recordOffset, error } };
     }
-    if (!Array.isArray(decoded)) {
-      throw new StoreError('JOURNAL_INVALID', `record at offset ${recordOffset} is not an array of operations`, { path, details: { offsetBytes: recordOffset } });
-    }
-    const ops = decoded.map((op) => decodeOp(op, path, recordOffset));
     at += RECORD_HEADER_BYTES + bodyBytes;
     records.push({ endOffset: startOffset + at, ops });
   }
   return { records, validEndOffset: records.at(-1)?.endOffset ?? startOffset, stop };
+}
+
+/** A record's body as ops: JOURNAL_INVALID (or an entry's own code) where it is not valid ops. */
+function decodeRecordBody(body: Uint8Array, path: string, recordOffset: number): StoreOp[] {
+  let decoded: unknown;
+  try {
+    decoded = unpackr.unpack(body);
+  } catch (error) {
+    throw new StoreError('JOURNAL_INVALID', `record at offset ${recordOffset} is not MessagePack`, { path, cause: error, details: { offsetBytes: recordOffset } });
+  }
+  if (!Array.isArray(decoded)) {
+    throw new StoreError('JOURNAL_INVALID', `record at offset ${recordOffset} is not an array of operations`, { path, details: { offsetBytes: recordOffset } });
+  }
+  return decoded.map((op) => decodeOp(op, path, recordOffset));
 }
 
 const RECORD_MAGIC_BYTES = Buffer.from([0x53, 0x5a, 0x4a, 0x52]); // "SZJR"

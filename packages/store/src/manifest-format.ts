@@ -181,11 +181,16 @@ const NEWER_PAYLOAD_VERSION = Math.max(...READABLE_PAYLOAD_VERSIONS) + 1;
  * path, a swapped binding) made the cache unopenable by every tool (fuzz probe). A newer release's
  * payload version stays UNSUPPORTED_PAYLOAD_VERSION (upgrade: nothing to repair).
  */
+/** An entry's UNSUPPORTED_PAYLOAD_VERSION naming the version after the newest readable: a newer release's, not damage (manifest or journal). */
+export function isNewerPayloadVersion(error: unknown): boolean {
+  if (!(error instanceof StoreError) || error.code !== 'UNSUPPORTED_PAYLOAD_VERSION') return false;
+  return (error.details.formatVersion ?? error.details.version) === NEWER_PAYLOAD_VERSION;
+}
+
 function asManifestDamage(error: StoreError, path: string): StoreError {
   if (!ENTRY_DAMAGE_CODES.has(error.code)) return error;
-  if (error.code === 'UNSUPPORTED_PAYLOAD_VERSION') {
-    const version = error.details.formatVersion ?? error.details.version;
-    if (version === NEWER_PAYLOAD_VERSION) {
+  if (isNewerPayloadVersion(error)) {
+    {
       return new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `${error.reason}: written by a newer release (upgrade this one to read the cache)`, {
         path,
         ...(error.entry === undefined ? {} : { entry: error.entry }),

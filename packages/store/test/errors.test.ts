@@ -220,8 +220,16 @@ describe('the journal is input', () => {
       const body = JSON.parse(JSON.stringify(ops(tensors[0]!.key)).replace('PLACEHOLDER', tensors[1]!.key));
       const path = join(root, 'journal.2');
       await writeFile(path, Buffer.concat([await readFile(path), frame(body)]));
-      const error = await catchError(() => openCacheStore(root));
-      expect(error.code).toBe(code);
+      // A valid CRC over invalid ops is damage at its offset (journal-invalid-ops.test.ts): readers
+      // open with what comes before it, writers refuse with JOURNAL_INVALID naming the op's code.
+      const store = await openCacheStore(root);
+      try {
+        const error = await catchError(() => store.gc());
+        expect(error.code).toBe('JOURNAL_INVALID');
+        expect(error.details).toMatchObject({ reason: 'invalid-ops', opCode: code });
+      } finally {
+        await store.close();
+      }
     });
   }
 

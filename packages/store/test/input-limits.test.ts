@@ -268,7 +268,7 @@ describe('deeply nested values are typed errors with short messages (was RangeEr
     });
   }
 
-  it('a journal record (valid CRC) whose entry has a dtype nested 4000 deep: ENTRY_INVALID', async () => {
+  it('a journal record (valid CRC) whose entry has a dtype nested 4000 deep: ENTRY_INVALID, as damage at its offset (JOURNAL_INVALID, opCode)', async () => {
     const { root, tensors } = await makeCache();
     const manifest = JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8'));
     const key = 'd'.repeat(40);
@@ -283,9 +283,17 @@ describe('deeply nested values are typed errors with short messages (was RangeEr
     head.writeUInt32LE(crc32(body, crc32(head.subarray(4, 8))) >>> 0, 8);
     const path = join(root, 'journal.2');
     await writeFile(path, Buffer.concat([await readFile(path), head, body]));
-    const error = await catchError(() => openCacheStore(root));
-    expect(error.code).toBe('ENTRY_INVALID');
-    expect(error.message).toContain('an array of 1 item');
+    // Opens (readers go on with what comes before it); writers refuse, naming the entry's error.
+    const store = await openCacheStore(root);
+    try {
+      const error = await catchError(() => store.gc());
+      expect(error.code).toBe('JOURNAL_INVALID');
+      expect(error.details?.opCode).toBe('ENTRY_INVALID');
+      expect(error.message).toContain('an array of 1 item');
+      expect(error.message.length).toBeLessThan(800);
+    } finally {
+      await store.close();
+    }
   });
 });
 
