@@ -187,7 +187,12 @@ export interface BuildReport {
   /**
    * Slice bindings this run moved (--rebind) from an entry recorded only with other files of the
    * shard name (BuildTensorReport.reboundFrom): another revision's or model's tensors, whose loads
-   * now read them raw; counted in `aliased` too.
+   * now read them raw, or this model's own shard before a save replaced its file (a new inode);
+   * counted in `aliased` too. Directory caches only: an s3:// cache records no file stamps, so the
+   * build cannot tell another file from this one rewritten, and this stays 0 there. A binding from
+   * another file that --rebind removes rather than moves (the tensor's entry full, or
+   * --rebind-other-files of a skipped tensor) is counted in `unbound_stale` (unboundFrom), not here:
+   * that slice is then unbound, and the other file's loads find its tensor by content key.
    */
   rebound_other_files: number;
   /**
@@ -416,6 +421,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   let model: SafetensorsModel | undefined;
   let store: CacheStore | undefined;
   let lockWatch: WriterLockWatch | undefined;
+  // What this run committed so far (set once its counters exist), for a failure's error.
+  let committedSoFar: (() => BuildCommitted | undefined) | undefined;
 
   let encoder: ValuesEncoder | undefined;
   // The encoder (under `auto`, the kernels' rule; a probe worker only where the rule may pick a
@@ -619,6 +626,11 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       storedBytes: 0,
       aliased: 0,
       entriesStored: 0,
+      entryBytes: 0,
+      bindingsAdded: 0,
+      stampsAdded: 0,
+      blobsRepaired: 0,
+      repairedBytes: 0,
       bindingsRemoved: 0,
       pendingSlices: new Map(),
       aliasesInFlight: 0,
@@ -628,6 +640,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         droppedBytes += bytes;
       },
     };
+    committedSoFar = () => committedBefore(context);
     // Ctrl-C: stop the workers at once; a commit in progress completes (it is atomic anyway).
     const onAbort = (): void => {
       state.failure ??= buildInterrupted(signal!);
@@ -725,13 +738,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       const failure = state.failure;
       // Stopped at a safe point: what it finished is committed, and `build --json` prints this
       // report of it (it printed nothing) before the error line and exit 130.
+      // Any other failure says what it committed (the catch below).
       if (isBuilderError(failure, 'INTERRUPTED')) failure.context.report = { interrupted: true, ...(await report(await sweep.catch(() => NO_TEMP_FILES))) };
-      // Any other failure (a SLICE_CONFLICT at a later shard) says what the tensors before it
-      // committed: they stay in the cache, which changed although the build failed (user probe p3).
-      else if (isBuilderError(failure)) {
-        const committed = committedBefore(context);
-        if (committed !== undefined) failure.context.committed = committed;
-      }
       throw failure;
     }
     // Every tensor is committed. Closing folds the journal into the manifest (what the seed's
@@ -758,7 +766,13 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     }
     return await report(swept);
   } catch (error) {
-    throw wrapBuildError(error, { cacheDir: options.cacheDir });
+    const failure = wrapBuildError(error, { cacheDir: options.cacheDir });
+    // Any failure but an interruption (whose report says it all) says what the tensors before it
+    // committed: they stay in the cache, which changed although the build failed (user probe p3: a
+    // SLICE_CONFLICT at a later shard; a lock or S3 failure mid-build, a fold failing once every
+    // tensor is committed alike). Put on after wrapping: a wrap makes a new error.
+    if (!isBuilderError(failure, 'INTERRUPTED')) attachCommitted(failure, committedSoFar?.());
+    throw failure;
   } finally {
     lockWatch?.stop();
     withholdPlan(new BuilderError('INTERRUPTED', 'the build ended before its workers got work'));
@@ -871,6 +885,15 @@ interface TensorContext {
   aliased: number;
   /** Entries this run added (its `encoded`, counted at commit: a failed build reports them, BuildCommitted). */
   entriesStored: number;
+  /** Their payload bytes (storedBytes less the blobs put back). */
+  entryBytes: number;
+  /** Of `aliased`, the new bindings (a free slice bound, or one moved from another entry). */
+  bindingsAdded: number;
+  /** Of `aliased`, the file stamps added to a binding the slice already had to its entry (no new binding). */
+  stampsAdded: number;
+  /** Blobs of cached entries this run put back (missing, damaged), and their bytes: in storedBytes too. */
+  blobsRepaired: number;
+  repairedBytes: number;
   /** Bindings this run removed (unboundFrom), counted at commit as entriesStored is. */
   bindingsRemoved: number;
   /** New bindings of each entry this run has asked for and not seen answered yet. */
@@ -1005,6 +1028,7 @@ async function processKeyedTensor(
     // A blob this run put back went with the entry: its bytes are not in the cache, the ones
     // stored anew are (counted once, by the store below); the tensor still says it was put back.
     context.storedBytes -= error.repaired.bytes;
+    countRepairedBlob(context, error.repaired, -1);
     return await storeGoneTensor(context, index, tensor, signal, key, withKey, error.repaired);
   }
 }
@@ -1165,6 +1189,7 @@ async function aliasOrStoreTensor(
       return await encodeAndStoreTensor(context, index, tensor, signal, raw, out, bytes, key, withKey, releaseKey);
     }
     context.storedBytes += repaired.bytes;
+    countRepairedBlob(context, repaired, 1);
     context.checkFailure();
     // The entry is committed and its blob looked at: identical tensors behind this one go on now,
     // so their aliases are in flight together (one journal record and fsync for all of them)
@@ -1267,13 +1292,16 @@ async function encodeAndStoreTensor(
     if (added) {
       context.storedBytes += payload.byteLength;
       context.entriesStored++;
+      context.entryBytes += payload.byteLength;
     }
     let bound: SliceOutcome = {};
     // Not added: another writer committed the key first (a concurrent build of a model sharing the
     // tensor). An s3:// store then binds the still-free slice in this very commit (slicesBound): this
     // run's binding all the same (uncounted before: `aliased` came out short under concurrent builds).
-    if (sliceFree && slicesBound > 0) context.aliased++;
-    else {
+    if (sliceFree && slicesBound > 0) {
+      context.aliased++;
+      context.bindingsAdded++;
+    } else {
       releaseKey();
       bound = await bindSlice(context, key, tensor);
     }
@@ -1368,6 +1396,8 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   // The entry a --rebind takes the slice from, where its binding was recorded only with other files
   // of the shard name (another revision's): counted, as that file's loads now read the tensor raw.
   let fromOtherFile: string | undefined;
+  // Only a file stamp added to the binding the slice has to this entry: no new binding (BuildCommitted).
+  let stampOnly = false;
   for (;;) {
     const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
     fromOtherFile = current !== undefined && current.entry.key !== key && context.rebind && isFromOtherFile(current.stamps, stamp ?? null) ? current.entry.key : undefined;
@@ -1375,7 +1405,10 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
     if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return {};
     // A stamp added to a binding the entry has: no new binding.
-    if (current?.entry.key === key) break;
+    if (current?.entry.key === key) {
+      stampOnly = true;
+      break;
+    }
     // A new binding counts against the entry's limit. Thousands of byte-identical tensors (all-zero
     // or all-one initialisations) would take the entry past MAX_SLICE_KEYS_PER_ENTRY, which the
     // store refuses: the rest stay unbound (served raw) rather than failing every run of the build.
@@ -1416,6 +1449,8 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   }
   context.aliased++;
+  if (stampOnly) context.stampsAdded++;
+  else context.bindingsAdded++;
   return fromOtherFile === undefined ? {} : { reboundFrom: fromOtherFile };
 }
 
@@ -1467,23 +1502,64 @@ async function unbindStaleSlice(context: TensorContext, key: string, tensor: Ten
 }
 
 /**
- * What a failed build committed before it stopped (a failed build's error `context.committed`): its
- * entries stay in the cache, bound, and their bytes; undefined where it committed nothing.
+ * What a failed build committed before it stopped (a failed build's error `context.committed`, or
+ * `details.committed` of a store error passed through as it is: LOCK_TIMEOUT, S3_*): it stays in the
+ * cache. Each kind of change counted apart, as each is: a file stamp added to a binding the slice
+ * already had, or a blob put back, is no new entry or binding (review of 7c7f822: a build that
+ * added 9 stamps and put 1 blob back said `0 new entries (771 KiB) and 9 slice bindings`).
  */
 export interface BuildCommitted {
   /** Entries stored (encoded) by this run. */
   entries: number;
-  /** Their payload bytes, with blobs put back. */
+  /** Their payload bytes (blobs put back not included: `repairedBytes`). */
   storedBytes: number;
-  /** Slice bindings this run wrote (new ones, and file stamps added to existing ones: `aliased`). */
+  /** New slice bindings this run wrote: a free slice bound, or one moved (--rebind) from another entry. */
   bindings: number;
+  /** File stamps this run added to bindings the slices already had to the same entries (no new binding). */
+  stampsAdded: number;
+  /** Blobs of cached entries this run put back (missing or damaged), and their bytes. */
+  blobsRepaired: number;
+  repairedBytes: number;
   /** Bindings this run removed (--rebind: stale ones). */
   bindingsRemoved: number;
 }
 
 function committedBefore(context: TensorContext): BuildCommitted | undefined {
-  const committed = { entries: context.entriesStored, storedBytes: context.storedBytes, bindings: context.aliased, bindingsRemoved: context.bindingsRemoved };
-  return committed.entries + committed.storedBytes + committed.bindings + committed.bindingsRemoved > 0 ? committed : undefined;
+  const committed: BuildCommitted = {
+    entries: context.entriesStored,
+    storedBytes: context.entryBytes,
+    bindings: context.bindingsAdded,
+    stampsAdded: context.stampsAdded,
+    blobsRepaired: context.blobsRepaired,
+    repairedBytes: context.repairedBytes,
+    bindingsRemoved: context.bindingsRemoved,
+  };
+  return committed.entries + committed.bindings + committed.stampsAdded + committed.blobsRepaired + committed.bindingsRemoved > 0 ? committed : undefined;
+}
+
+/** Counts a blob put back (`sign` 1), or takes it out again (-1: it went with its entry, EntryGone). */
+function countRepairedBlob(context: TensorContext, repaired: BlobRepair, sign: 1 | -1): void {
+  if (repaired.bytes === 0) return;
+  context.blobsRepaired += sign;
+  context.repairedBytes += sign * repaired.bytes;
+}
+
+/**
+ * Puts `committed` on a failed build's error, whatever its class, its code unchanged: a builder
+ * error's `context`, a store error's `details` (LOCK_TIMEOUT, S3_UNAVAILABLE, S3_ERROR pass through
+ * as they are), else the error's own `context`. Both describeError and renderErrorJson read there.
+ */
+function attachCommitted(error: unknown, committed: BuildCommitted | undefined): void {
+  if (committed === undefined || typeof error !== 'object' || error === null) return;
+  const e = error as { context?: unknown; details?: unknown };
+  if (isBuilderError(error)) error.context.committed = committed;
+  else if (isPlainRecord(e.details)) e.details.committed = committed;
+  else if (isPlainRecord(e.context)) e.context.committed = committed;
+  else if (Object.isExtensible(error)) e.context = { committed };
+}
+
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.isExtensible(value);
 }
 
 const INTERRUPTED_NOTE = '; the cache holds every entry committed so far (run the build again to finish)';

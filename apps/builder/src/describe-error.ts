@@ -169,19 +169,26 @@ export function mentions(message: string, name: string): boolean {
 /**
  * A failed build's `context.committed` (BuildCommitted): what the tensors before the failure wrote,
  * which the cache keeps (a SLICE_CONFLICT at a later shard left an earlier shard's entries and
- * bindings, said nowhere: user probe p3). Undefined where the error carries none.
+ * bindings, said nowhere: user probe p3). Each kind of change apart, only those it made: a file
+ * stamp added to a binding already there or a blob put back is no new entry or binding. Undefined
+ * where the error carries none.
  */
 function describeCommitted(value: unknown): string | undefined {
   if (!isRecord(value)) return undefined;
   const count = (key: string): number => (typeof value[key] === 'number' ? (value[key] as number) : 0);
   const entries = count('entries');
   const bindings = count('bindings');
+  const stamps = count('stampsAdded');
+  const repaired = count('blobsRepaired');
   const removed = count('bindingsRemoved');
   const parts = [
-    `${entries} new ${entries === 1 ? 'entry' : 'entries'} (${formatBytes(count('storedBytes'))})`,
-    `${bindings} slice ${bindings === 1 ? 'binding' : 'bindings'}`,
+    ...(entries > 0 ? [`${entries} new ${entries === 1 ? 'entry' : 'entries'} (${formatBytes(count('storedBytes'))})`] : []),
+    ...(bindings > 0 ? [`${bindings} new slice ${bindings === 1 ? 'binding' : 'bindings'}`] : []),
+    ...(stamps > 0 ? [`${stamps === 1 ? 'a file stamp on 1 slice binding' : `file stamps on ${stamps} slice bindings`} already there (no new binding)`] : []),
+    ...(repaired > 0 ? [`${repaired} ${repaired === 1 ? 'blob' : 'blobs'} put back (${formatBytes(count('repairedBytes'))})`] : []),
     ...(removed > 0 ? [`${removed} ${removed === 1 ? 'binding' : 'bindings'} removed`] : []),
   ];
+  if (parts.length === 0) return undefined;
   const said = parts.length > 1 ? `${parts.slice(0, -1).join(', ')} and ${parts.at(-1)!}` : parts[0]!;
   return `the cache changed before the failure: this build committed ${said}, which stay in it`;
 }

@@ -41,12 +41,21 @@ export interface InspectReport {
     /**
      * Shard names whose bindings were recorded with more than one file (file stamps of other
      * inodes): another revision's or model's of the same shard names, or a shard replaced by a new
-     * file. Its unbound entries may then be that revision's tensors whose slices a `build --rebind`
-     * moved: its loads read those raw (stale), its next build --rebind binds them without encoding,
-     * and a drop makes that build encode them again. Set by inspectCache (optional for reports
-     * made by hand).
+     * file (a save by rename: the stamps cannot tell it from another file). Unbound entries of the
+     * tensors bound there (`sharedShardUnbound`) may then be that revision's tensors whose slices a
+     * `build --rebind` moved: its loads read those raw (stale), its next build --rebind binds them
+     * without encoding, and a drop makes that build encode them again. Set by inspectCache
+     * (optional for reports made by hand).
      */
     sharedShardNames?: string[];
+    /**
+     * Of the unbound entries, those whose qualname and shape match an entry bound at one of
+     * `sharedShardNames` (what a --rebind of another file of that name leaves behind: the tensor of
+     * that name, other bytes), and the shard names where they match. Only these get the text's
+     * caution: an unbound entry of no tensor bound there (a renamed tensor, another model's) is not
+     * one another file of those names loads. Set by inspectCache (optional for reports made by hand).
+     */
+    sharedShardUnbound?: { entries: number; shardNames: string[] };
     /**
      * `splitzip inspect` only (inspectCache asks the store nothing and leaves it out): the store's
      * refusal of gc --drop-unbound-entries now (findDropRefusal: a damaged manifest's kept copy, a
@@ -101,6 +110,8 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
       slices: entry.sliceKeys.map(([shard, offset, size]) => [shard, offset, size]),
     });
   }
+  const sharedShardNames = [...inodesByShard].filter(([, inodes]) => inodes.size > 1).map(([shardName]) => shardName).sort();
+  const sharedShardUnbound = findSharedShardUnbound(store, new Set(sharedShardNames));
   entries.sort((a, b) => a.qualname.localeCompare(b.qualname) || a.key.localeCompare(b.key));
   const sum = (pick: (e: InspectEntry) => number): number => entries.reduce((total, e) => total + pick(e), 0);
   const rawBytes = sum((e) => e.rawBytes);
@@ -121,7 +132,40 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
       escapeRate: elementCount > 0 ? escapeCount / elementCount : null,
       unboundEntries,
       unboundCompBytes,
-      sharedShardNames: [...inodesByShard].filter(([, inodes]) => inodes.size > 1).map(([shardName]) => shardName).sort(),
+      sharedShardNames,
+      sharedShardUnbound,
     },
   };
+}
+
+/**
+ * The unbound entries whose qualname and shape match an entry bound at one of `shared` (shard names
+ * whose bindings carry stamps of more than one file): a --rebind of one file of such a name moved
+ * the slice of that very tensor to its own bytes, leaving the other file's entry unbound. Counted
+ * instead of every unbound entry, which the caution took them all for (review of 7c7f822).
+ */
+function findSharedShardUnbound(store: CacheStore, shared: ReadonlySet<string>): { entries: number; shardNames: string[] } {
+  if (shared.size === 0) return { entries: 0, shardNames: [] };
+  const identity = (qualname: string, shape: readonly number[]): string => JSON.stringify([qualname, shape]);
+  // Each bound tensor's identity at those shard names, with the names it is bound at.
+  const boundAt = new Map<string, Set<string>>();
+  for (const entry of store.entries()) {
+    for (const [shardName] of entry.sliceKeys) {
+      if (!shared.has(shardName)) continue;
+      const id = identity(entry.qualname, entry.shape);
+      const names = boundAt.get(id) ?? new Set<string>();
+      names.add(shardName);
+      boundAt.set(id, names);
+    }
+  }
+  let entries = 0;
+  const shardNames = new Set<string>();
+  for (const entry of store.entries()) {
+    if (!isDroppableEntry(entry)) continue;
+    const names = boundAt.get(identity(entry.qualname, entry.shape));
+    if (names === undefined) continue;
+    entries++;
+    for (const name of names) shardNames.add(name);
+  }
+  return { entries, shardNames: [...shardNames].sort() };
 }

@@ -206,11 +206,13 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `wrote   ${formatBytes(report.stored_bytes)} in ${formatCountOf(report.encoded, 'new entry', 'new entries')}, ${formatCountOf(report.aliased, 'slice binding')}` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
     // --rebind took these from another file of the shard name (another revision's or model's): said,
-    // since that model's loads now read those tensors raw (user probe p3: 10 taken, never said).
+    // since that model's loads now read those tensors raw (user probe p3: 10 taken, never said). The
+    // stamps cannot tell this model's own file replaced by a new one (a save by rename), so that too.
     ...(report.rebound_other_files > 0
       ? [
           `rebound moved ${formatCountOf(report.rebound_other_files, 'slice binding')} from another file of ${report.rebound_other_files === 1 ? 'its' : 'their'} shard name ` +
-            "(another revision's or model's: its loads now read those tensors raw; keep revisions in caches of their own)",
+            "(another revision's or model's, whose loads now read those tensors raw: keep revisions in caches of their own; " +
+            'or this model\'s own, before a save replaced its file with a new one)',
         ]
       : []),
     ...(report.journal_recovered !== null

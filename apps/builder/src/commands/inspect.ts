@@ -138,7 +138,7 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
 function renderUnbound(report: InspectReport, minAge: string): string[] {
   const t = report.totals;
   const head = `unbound ${formatCountOf(t.unboundEntries, 'entry', 'entries')} bound to no slice (${formatBytes(t.unboundCompBytes)}): found by content key only; `;
-  const shared = describeSharedShardNames(t.sharedShardNames ?? []);
+  const shared = describeSharedShardUnbound(t.sharedShardUnbound);
   if (t.dropRefusal === undefined) return fitReportLines([`${head}gc --drop-unbound-entries removes them`, ...shared]);
   if (t.dropRefusal !== null) {
     // Shorter than the others: the reason needs the room.
@@ -152,23 +152,30 @@ function renderUnbound(report: InspectReport, minAge: string): string[] {
   return [...fitReportLines([`${head}removed by`]), `  splitzip gc ${quoteForShell(report.cache)} --drop-unbound-entries${minAge}`, ...fitReportLines([buildFirst, ...shared])];
 }
 
-/** Shard names a line names at most; the rest are counted (all in `totals.sharedShardNames`). */
+/** Shard names a line names at most; the rest are counted (all in `totals.sharedShardUnbound.shardNames`). */
 const MAX_SHARED_NAMES_SAID = 3;
 
 /**
- * The unbound line's caution where bindings of a shard name were recorded with more than one file
- * (`totals.sharedShardNames`): another revision's tensors whose slices a --rebind moved are unbound
- * yet that revision's, and "build each model first" does not bind them (the last --rebind wins).
- * Its loads read them raw (the runtime's `stale`: the slice is bound to an entry of the tensor's own
- * name), but its next build --rebind finds them cached; following the plain advice deleted 4.14 MiB
- * that build then encoded again (user probe p3).
+ * The unbound line's caution for the unbound entries whose name and shape match a tensor bound at a
+ * shard name whose bindings were recorded with more than one file (`totals.sharedShardUnbound`):
+ * another revision's tensors whose slices a --rebind moved are unbound yet that revision's, and
+ * "build each model first" does not bind them (the last --rebind wins). Its loads read them raw (the
+ * runtime's `stale`: the slice is bound to an entry of the tensor's own name), but its next build
+ * --rebind finds them cached; following the plain advice deleted 4.14 MiB that build then encoded
+ * again (user probe p3). The stamps cannot tell this model's own shard replaced by a new file (a save
+ * by rename), whose old tensors nothing loads: said as the other case. Only those entries, counted:
+ * it spoke of every unbound entry (review of 7c7f822).
  */
-function describeSharedShardNames(names: readonly string[]): string[] {
-  if (names.length === 0) return [];
+function describeSharedShardUnbound(shared: { entries: number; shardNames: string[] } | undefined): string[] {
+  if (shared === undefined || shared.entries === 0) return [];
+  const names = shared.shardNames;
   const said = names.slice(0, MAX_SHARED_NAMES_SAID).map(showName).join(', ') + (names.length > MAX_SHARED_NAMES_SAID ? ` and ${names.length - MAX_SHARED_NAMES_SAID} more` : '');
+  const one = shared.entries === 1;
   return [
-    `  but shard ${names.length === 1 ? 'name' : 'names'} ${said} ${names.length === 1 ? 'has' : 'have'} bindings recorded with more than one file: ` +
-      "they may be another revision's or model's tensors of those shard names whose slices a --rebind moved (its loads read them raw, " +
-      'hashing each; its build --rebind binds them again without encoding); dropped, that build encodes them again',
+    `  but ${shared.entries} of them ${one ? 'matches' : 'match'} a tensor (name and shape) bound at shard ${names.length === 1 ? 'name' : 'names'} ${said}, ` +
+      `whose bindings were recorded with more than one file: ${one ? 'it' : 'they'} may be another revision's or model's ${one ? 'tensor' : 'tensors'} ` +
+      `whose ${one ? 'slice' : 'slices'} a --rebind moved (its loads read ${one ? 'it' : 'them'} raw, hashing each; its build --rebind binds ` +
+      `${one ? 'it' : 'them'} again without encoding; dropped, that build encodes ${one ? 'it' : 'them'} again), or this model's own from before ` +
+      'a save replaced its file with a new one, which nothing loads',
   ];
 }
