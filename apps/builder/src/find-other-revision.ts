@@ -6,9 +6,11 @@
 // it. Only blobs/ is looked at (one readdir, one stat per entry: an entry may be a link, to
 // huggingface_hub's cache-wide Xet store or to another disk, and is judged by its target), and
 // snapshots/ only to name the revisions that link such a blob (one stat per snapshot), or, where none
-// links it at this shard's path, the files of the same name elsewhere in a snapshot that do (a
-// diffusers pipeline's text_encoder/ and text_encoder_2/ model.safetensors: another model, not revision).
-import { readdirSync, realpathSync, statSync, type Dirent } from 'node:fs';
+// links it at this shard's path, the files elsewhere in a snapshot that do, whatever their name (one
+// walk of snapshots/ per model): in the shard's own snapshot another model (a diffusers pipeline's
+// text_encoder/ and text_encoder_2/ model.safetensors), in another one another revision that kept
+// the file at another path. A blob is called unreferenced only after a walk that read every file.
+import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { parseFileStamp } from '@splitzip/safetensors';
 import { quoteForShell } from './quote-for-shell.js';
@@ -28,10 +30,12 @@ export const MAX_HUB_BLOBS_SCANNED = 10_000;
 /** How many snapshots are stat'ed to name those that link a blob: past it the names are cut (one stat per snapshot and shard). */
 export const MAX_HUB_SNAPSHOTS_SCANNED = 1_000;
 /**
- * How many directory entries of snapshots/ are read, over all snapshots, to find files of a shard's
- * name at other paths (a pipeline's components): a snapshot holds a few dozen files (a pipeline's
- * ~10 components of a few each), so 10,000 covers hundreds of snapshots; past it, those not reached
- * are not named (the blob is then said to be linked by no file found).
+ * How many directory entries of snapshots/ are read, over all snapshots, once per model (one stat
+ * each: a hub snapshot's files are links into blobs/), to tell which file links a blob no snapshot
+ * links at the shard's own path (a pipeline's other component, a revision that moved the file): a
+ * snapshot holds a few dozen files (a pipeline's ~10 components of a few each), so 10,000 covers
+ * hundreds of snapshots. Past it the walk is cut: a blob it found no file for is not called
+ * unreferenced (`snapshotFilesCut`), since a file not read may link it.
  */
 export const MAX_HUB_SNAPSHOT_ENTRIES_SCANNED = 10_000;
 /** How huggingface_hub names a repository's directory (check-not-hub-repo's rule). */
@@ -58,11 +62,23 @@ export interface OtherRevisionFile {
   /** More snapshots than MAX_HUB_SNAPSHOTS_SCANNED: `snapshots` may lack some. */
   snapshotsCut?: true;
   /**
-   * Where no snapshot links it at this shard's path: the files of the shard's name at another path of
-   * a snapshot that link it (`<rev>` and the path in it), another model of that snapshot (a
-   * pipeline's component sharing the shard name), at most MAX_HUB_SNAPSHOT_ENTRIES_SCANNED entries read.
+   * Where no snapshot links it at this shard's path: the files at another path of the shard's own
+   * snapshot that link it (`<rev>` and the path in it, whatever their name), another model of that
+   * snapshot (a pipeline's component sharing the shard name).
    */
   models?: { revision: string; path: string }[];
+  /**
+   * Where no snapshot links it at this shard's path and no other file of its own snapshot does: the
+   * files of other snapshots at other paths that link it (an older revision that kept the file
+   * elsewhere: `model.safetensors` at the root, now under `weights/`), another revision's.
+   */
+  atOtherPaths?: { revision: string; path: string }[];
+  /**
+   * Not every file of the snapshots was looked at (MAX_HUB_SNAPSHOT_ENTRIES_SCANNED, more than
+   * MAX_HUB_SNAPSHOTS_SCANNED snapshots, a directory that could not be read): where nothing found
+   * links the blob, a file not looked at may, so it is not called unreferenced.
+   */
+  snapshotFilesCut?: true;
 }
 
 /** Why blobs/ of a hub repository could not be listed (its error's code), where it could not. */
@@ -112,6 +128,7 @@ export function findHubSnapshot(shardPath: string): HubSnapshot | undefined {
 
 interface BlobFile {
   name: string;
+  dev: bigint;
   size: bigint;
   mtimeNs: bigint;
 }
@@ -135,7 +152,7 @@ function scanBlobs(repo: string): { byInode: Map<bigint, BlobFile[]>; code?: str
     try {
       const info = statSync(join(dir, name), { bigint: true });
       if (!info.isFile()) continue;
-      byInode.set(info.ino, [...(byInode.get(info.ino) ?? []), { name, size: info.size, mtimeNs: info.mtimeNs }]);
+      byInode.set(info.ino, [...(byInode.get(info.ino) ?? []), { name, dev: info.dev, size: info.size, mtimeNs: info.mtimeNs }]);
     } catch {
       // Removed since the listing, a dangling or looping link, or a target not readable: no file here.
     }
@@ -166,6 +183,8 @@ export function createOtherRevisionFinder(shards: readonly { name: string; path:
   if (hub === undefined) return undefined;
   const paths = new Map(shards.map((shard) => [shard.name, shard.path]));
   let blobs: ReturnType<typeof scanBlobs> | undefined;
+  // Every snapshot file by the blob it resolves to, read once for all of the model's shards and blobs.
+  let files: SnapshotFiles | undefined;
   const linked = new Map<string, OtherRevisionFile>();
   return {
     unlisted: () => (blobs?.code === undefined ? undefined : { repo: hub.repo, code: blobs.code }),
@@ -183,8 +202,18 @@ export function createOtherRevisionFinder(shards: readonly { name: string; path:
           const inode = BigInt(fields.inode);
           const own = path === undefined ? undefined : findHubSnapshot(path);
           const linking = own === undefined ? { snapshots: [] } : findSnapshotsLinking(own, inode);
-          const models = linking.snapshots.length === 0 && path !== undefined ? findModelsLinking(hub, basename(path), inode) : [];
-          found = { blob: blob.name, blobPath: join(hub.repo, 'blobs', blob.name), ...linking, ...(models.length > 0 ? { models } : {}) };
+          found = { blob: blob.name, blobPath: join(hub.repo, 'blobs', blob.name), ...linking };
+          if (linking.snapshots.length === 0) {
+            files ??= indexSnapshotFiles(hub);
+            const hits = files.byInode.get(`${blob.dev}:${inode}`) ?? [];
+            // Another model only within the shard's own snapshot; a file of another snapshot at another path is another revision's.
+            const revision = (own ?? hub).revision;
+            const models = hits.filter((hit) => hit.revision === revision);
+            const atOtherPaths = hits.filter((hit) => hit.revision !== revision);
+            if (models.length > 0) found.models = models;
+            else if (atOtherPaths.length > 0) found.atOtherPaths = atOtherPaths;
+            if (files.cut) found.snapshotFilesCut = true;
+          }
           linked.set(id, found);
         }
         return found;
@@ -216,53 +245,77 @@ function findSnapshotsLinking(hub: HubSnapshot, inode: bigint): { snapshots: str
   return revisions.length > MAX_HUB_SNAPSHOTS_SCANNED ? { snapshots, snapshotsCut: true } : { snapshots };
 }
 
+/** Every file of a repository's snapshots by the file it resolves to (`<dev>:<ino>`), and whether the walk was cut. */
+interface SnapshotFiles {
+  byInode: Map<string, { revision: string; path: string }[]>;
+  cut: boolean;
+}
+
+/** Why a snapshot entry does not resolve to a file: a dangling or looping link, not a file that may be the blob. */
+const NOT_A_FILE_CODES = new Set(['ENOENT', 'ENOTDIR', 'ELOOP']);
+
 /**
- * The files named `name` at any path of any snapshot (at most MAX_SNAPSHOT_LEVELS deep, at most
- * MAX_HUB_SNAPSHOT_ENTRIES_SCANNED entries read in all) that are the blob of inode `inode`: another
- * model of the snapshot (a pipeline's component) whose shard has this one's name.
+ * Every file of every snapshot (at most MAX_HUB_SNAPSHOTS_SCANNED snapshots, MAX_HUB_SNAPSHOT_ENTRIES_SCANNED
+ * entries read in all), each stat'ed through its links whatever its name, linked directories followed
+ * (each directory once a snapshot: a loop ends), by the file it resolves to: one walk per model.
+ * `cut` where some file was not looked at (the bounds, a directory or entry that could not be read).
  */
-function findModelsLinking(hub: HubSnapshot, name: string, inode: bigint): { revision: string; path: string }[] {
+function indexSnapshotFiles(hub: HubSnapshot): SnapshotFiles {
   const snapshotsDir = join(hub.repo, 'snapshots');
-  const found: { revision: string; path: string }[] = [];
+  const byInode = new Map<string, { revision: string; path: string }[]>();
   let budget = MAX_HUB_SNAPSHOT_ENTRIES_SCANNED;
-  const walk = (revision: string, dir: string, level: number): void => {
-    let entries: Dirent[];
-    try {
-      entries = readdirSync(join(snapshotsDir, revision, dir), { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const entry of entries) {
-      if (budget-- <= 0) return;
-      const path = dir === '' ? entry.name : join(dir, entry.name);
-      if (entry.isDirectory()) {
-        if (level < MAX_SNAPSHOT_LEVELS) walk(revision, path, level + 1);
-      } else if (entry.name === name) {
-        try {
-          if (statSync(join(snapshotsDir, revision, path), { bigint: true }).ino === inode) found.push({ revision, path });
-        } catch {
-          // A dangling link: not this blob.
-        }
-      }
-    }
-  };
   let revisions: string[];
   try {
     revisions = readdirSync(snapshotsDir).sort();
   } catch {
-    return found;
+    return { byInode, cut: true };
   }
-  for (const revision of revisions.slice(0, MAX_HUB_SNAPSHOTS_SCANNED)) {
-    if (budget <= 0) break;
-    walk(revision, '', 1);
+  let cut = revisions.length > MAX_HUB_SNAPSHOTS_SCANNED;
+  // The shard's own snapshot first: its other models are found whatever the other snapshots hold.
+  const ordered = [...revisions.filter((revision) => revision === hub.revision), ...revisions.filter((revision) => revision !== hub.revision)];
+  for (const revision of ordered.slice(0, MAX_HUB_SNAPSHOTS_SCANNED)) {
+    // A stack, not recursion: a deep tree (linked directories) cannot overflow it; visited ends loops.
+    const visited = new Set<string>();
+    const stack = [''];
+    while (stack.length > 0) {
+      const dir = stack.pop()!;
+      const absolute = join(snapshotsDir, revision, dir);
+      let names: string[];
+      try {
+        const info = statSync(absolute, { bigint: true });
+        const id = `${info.dev}:${info.ino}`;
+        if (visited.has(id)) continue;
+        visited.add(id);
+        names = readdirSync(absolute);
+      } catch {
+        cut = true;
+        continue;
+      }
+      for (const name of names) {
+        if (budget <= 0) return { byInode, cut: true };
+        budget -= 1;
+        const path = dir === '' ? name : join(dir, name);
+        try {
+          const info = statSync(join(absolute, name), { bigint: true });
+          if (info.isDirectory()) {
+            stack.push(path);
+          } else if (info.isFile()) {
+            const id = `${info.dev}:${info.ino}`;
+            byInode.set(id, [...(byInode.get(id) ?? []), { revision, path }]);
+          }
+        } catch (error) {
+          if (!NOT_A_FILE_CODES.has((error as NodeJS.ErrnoException).code ?? '')) cut = true;
+        }
+      }
+    }
   }
-  return found;
+  return { byInode, cut };
 }
 
 /** What linked the blob, for the texts (OtherRevisionFile, or those of a shard name summed). */
-export type LinkingFiles = Pick<OtherRevisionFile, 'snapshots' | 'snapshotsCut' | 'models'> & { blobPaths?: readonly string[] };
+export type LinkingFiles = Pick<OtherRevisionFile, 'snapshots' | 'snapshotsCut' | 'models' | 'atOtherPaths' | 'snapshotFilesCut'> & { blobPaths?: readonly string[] };
 
-/** Whether the file is another model's of a snapshot (a pipeline's component of the same shard name), not another revision's. */
+/** Whether the file is another model's of the shard's own snapshot (a pipeline's component of the same shard name), not another revision's. */
 export function isOtherModel(found: LinkingFiles): boolean {
   return found.snapshots.length === 0 && (found.models?.length ?? 0) > 0;
 }
@@ -274,10 +327,16 @@ export function describeOtherModel(found: LinkingFiles): string {
   return `another model of snapshot ${first.revision} (${first.path})${rest.length > 0 ? ` and ${rest.length} more` : ''}`;
 }
 
-/** `snapshots/aaaa and snapshots/bbbb` (or that another model of a snapshot, or nothing, links it now), for the texts. */
+/** `snapshots/aaaa and snapshots/bbbb` (or that another model of a snapshot, another revision's file at another path, or nothing, links it now), for the texts. */
 export function describeLinkingSnapshots(found: LinkingFiles): string {
   if (isOtherModel(found)) return `${describeOtherModel(found)} links it`;
+  const [moved, ...more] = found.snapshots.length === 0 ? (found.atOtherPaths ?? []) : [];
+  if (moved !== undefined) return `another revision (file at ${moved.path} of snapshots/${moved.revision}${more.length > 0 ? `, and ${more.length} more` : ''}) links it`;
   if (found.snapshots.length === 0 && found.snapshotsCut) return 'no snapshot looked at links it (and maybe others do: not every snapshot was looked at)';
+  if (found.snapshots.length === 0 && found.snapshotFilesCut) {
+    // A file not read may link it: no advice to remove it.
+    return 'no snapshot file looked at links it (not every snapshot file was looked at: it may be in use; `huggingface-cli scan-cache -v` lists the revisions)';
+  }
   if (found.snapshots.length === 0) {
     // huggingface-cli delete-cache removes the blobs of the revisions it deletes only: not a blob no revision has.
     const paths = found.blobPaths ?? [];

@@ -79,8 +79,12 @@ export interface ModelBindingsReport {
     snapshots: string[];
     /** More snapshots than MAX_HUB_SNAPSHOTS_SCANNED: `snapshots` may lack some. */
     snapshotsCut?: true;
-    /** Where no snapshot links it at this shard's path: another model of a snapshot whose file of that name does (a pipeline's component), `<rev>` and its path. */
+    /** Where no snapshot links it at this shard's path: the files at other paths of this shard's own snapshot that do, another model's (a pipeline's component), `<rev>` and its path. */
     models?: { revision: string; path: string }[];
+    /** Where neither: the files at other paths of other snapshots that link it (a revision that kept the file elsewhere), another revision's. */
+    atOtherPaths?: { revision: string; path: string }[];
+    /** Not every file of the snapshots was looked at (MAX_HUB_SNAPSHOT_ENTRIES_SCANNED): where nothing found links the blob, it is not called unreferenced. */
+    snapshotFilesCut?: true;
     bindings: number;
     atTensorSpans: number;
   }[];
@@ -213,9 +217,13 @@ export interface OtherRevisionBindings {
   snapshots: string[];
   /** More snapshots than were looked at: `snapshots` may lack some. */
   snapshotsCut?: true;
-  /** Where no snapshot links them at this shard's path: other models of a snapshot (a pipeline's components) whose file of that name does. */
+  /** Where no snapshot links them at this shard's path: other models of the shard's own snapshot (a pipeline's components) whose file does. */
   models?: { revision: string; path: string }[];
-  /** The blobs' paths, for the advice to remove those nothing links. */
+  /** Where neither: files of other snapshots at other paths that link them (another revision's). */
+  atOtherPaths?: { revision: string; path: string }[];
+  /** Not every snapshot file was looked at: a blob nothing found links may still be in use. */
+  snapshotFilesCut?: true;
+  /** The paths of the blobs nothing links (after a walk that read every snapshot file), for the advice to remove them. */
   blobPaths: string[];
 }
 
@@ -239,9 +247,13 @@ export function findOtherFilesBindings(store: CacheStore, model: SafetensorsMode
     const sum: OtherRevisionBindings = revisions.get(group.shardName) ?? { bindings: 0, snapshots: [], blobPaths: [] };
     sum.bindings += group.bindings - group.atTensorSpans;
     sum.snapshots = [...new Set([...sum.snapshots, ...group.snapshots])].sort();
-    sum.blobPaths = [...sum.blobPaths, group.blobPath];
+    // Only a blob nothing links, every snapshot file read, is offered for removal.
+    const unreferenced = group.snapshots.length === 0 && group.models === undefined && group.atOtherPaths === undefined && !group.snapshotsCut && !group.snapshotFilesCut;
+    if (unreferenced) sum.blobPaths = [...sum.blobPaths, group.blobPath];
     if (group.snapshotsCut) sum.snapshotsCut = true;
+    if (group.snapshotFilesCut) sum.snapshotFilesCut = true;
     if (group.models !== undefined) sum.models = [...(sum.models ?? []), ...group.models];
+    if (group.atOtherPaths !== undefined) sum.atOtherPaths = [...(sum.atOtherPaths ?? []), ...group.atOtherPaths];
     revisions.set(group.shardName, sum);
   }
   const names = [...new Set([...counts.keys(), ...revisions.keys()])];
