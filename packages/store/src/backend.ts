@@ -102,7 +102,8 @@ export interface StorageBackend {
   removeFile(file: ListedFile): Promise<void>;
   /**
    * What the root's blobs/ is, links not followed (`target`: a link's text). Absent where there is
-   * no such directory (S3). Callers that delete there refuse all but 'directory' and 'missing'.
+   * no such directory (S3). Writers (stage, publish, commit, gc, drop, recovery) refuse all but
+   * 'directory' and 'missing'; reads go through.
    */
   describeBlobsDirectory?(): Promise<{ kind: BlobsDirectoryKind; target?: string }>;
   /** Whether a lock or break-marker file belongs to a dead holder. */

@@ -56,7 +56,7 @@ import { checkUnbindItems, isUnbindable, planUnbind } from './unbind-slices.js';
 import { checkDropUnboundOptions, checkNoKeptDamagedManifest, findUnboundEntries, planDropUnbound, reportDrop } from './drop-unbound-entries.js';
 import { sliceId, validateSliceKey, withSliceKeys } from './validate-entry.js';
 import { collectGarbage } from './collect-garbage.js';
-import { checkBlobsDirectoryDeletable } from './check-blobs-directory.js';
+import { checkBlobsDirectoryOwn } from './check-blobs-directory.js';
 import { removeFilesLimited } from './remove-files-limited.js';
 import { removeAbandonedTempFiles, type TempFilesReport } from './remove-abandoned-temp-files.js';
 import { journalFileName } from './fs-backend.js';
@@ -730,11 +730,19 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    */
   private async writerSession<T>(
     task: (lock: HeldLock) => Promise<T>,
-    { lockTimeoutMs = this.settings.lockTimeoutMs, recovering = false }: { lockTimeoutMs?: number; recovering?: boolean } = {},
+    {
+      lockTimeoutMs = this.settings.lockTimeoutMs,
+      recovering = false,
+      operation = 'writing to the cache',
+      anyBlobsDirectory = false,
+    }: { lockTimeoutMs?: number; recovering?: boolean; operation?: string; anyBlobsDirectory?: boolean } = {},
   ): Promise<T> {
     return this.mutex.run(async () => {
       // Before the catch-up, which would apply the record that could not be taken back.
       if (this.journalUnwritable) throw this.journalUnwritable;
+      // No writer through a blobs/ that is another cache's (check-blobs-directory.ts); the root
+      // sweep alone goes on (it leaves blobs/ alone there).
+      if (!anyBlobsDirectory) await checkBlobsDirectoryOwn(this.backend, operation);
       const lock = await this.backend.acquireWriteLock(lockTimeoutMs, this.settings.signal);
       this.compactionFinishedInSession = undefined;
       let result: T;
@@ -783,10 +791,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     while (this.queue.length > 0) {
       let batch: CommitRequest[] = [];
       try {
-        const outcomes = await this.writerSession(() => {
-          batch = this.queue.splice(0);
-          return this.commitBatch(batch);
-        });
+        const outcomes = await this.writerSession(
+          () => {
+            batch = this.queue.splice(0);
+            return this.commitBatch(batch);
+          },
+          { operation: 'a commit (addEntries, aliasSlices)' },
+        );
         outcomes.forEach((outcome, i) => {
           const request = batch[i]!;
           if (outcome instanceof Error) request.reject(outcome);
@@ -1138,7 +1149,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     this.assertOpen();
     return this.writerSession(async () => {
       if (this.journalOffset > JOURNAL_HEADER_BYTES) await this.compactLocked();
-    });
+    }, { operation: 'compact' });
   }
 
   addEntry(input: AddEntryInput): Promise<AddEntryResult> {
@@ -1161,6 +1172,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const leaveTaken = (at: number): boolean => inputs[at]?.leaveTakenSlices === true;
     const results: AddEntryResult[] = prepared.map(({ entry }) => ({ key: entry.key, added: false, slicesBound: 0 }));
     if (work.length === 0) return results;
+    // Before a byte is staged: a blob published through another cache's blobs/ replaces its file of that key.
+    await checkBlobsDirectoryOwn(this.backend, 'addEntries');
     const staged: StagedBlob[] = [];
     try {
       await mapLimited(work, BLOB_WRITE_CONCURRENCY, async (item) => {
@@ -1187,6 +1200,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // A descriptor kept from an earlier read may be of the damaged file: look at the path anew.
     this.backend.forgetBlob?.(key, entry.blob);
     if (await storedBlobMatches(entry, payload, (view) => this.backend.readBlobInto(entry.key, entry.blob, view))) return false;
+    // The file there may be another cache's blob of this key in its own encoding, not damage.
+    await checkBlobsDirectoryOwn(this.backend, 'repairBlob');
     const staged = await this.backend.stageBlob(key, payload);
     let repaired = entry;
     try {
@@ -1197,7 +1212,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         repaired = entryToRepair(this.state.entries, key, payload, this.root);
         await this.backend.publishStagedBlob(staged);
         await this.backend.syncBlobNames();
-      });
+      }, { operation: 'repairBlob' });
     } finally {
       await this.backend.discardStagedBlob(staged);
     }
@@ -1276,7 +1291,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (plan === undefined) return 0;
       await this.compactLocked(0, plan.state);
       return plan.removed;
-    });
+    }, { operation: 'unbindSlices' });
   }
 
   /**
@@ -1293,7 +1308,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // A salvaged manifest's entries lost their bindings: refused before anything is judged unbound.
     await checkNoKeptDamagedManifest(this.backend);
     // Its blobs are unlinked: refused through a blobs/ that is not this cache's own (another cache's may hold the same keys bound).
-    await checkBlobsDirectoryDeletable(this.backend, options.dryRun === true ? 'dropUnboundEntries (dry run)' : 'dropUnboundEntries');
+    await checkBlobsDirectoryOwn(this.backend, options.dryRun === true ? 'dropUnboundEntries (dry run)' : 'dropUnboundEntries');
     if (options.dryRun === true) {
       // What the real drop would say: its writer session refuses a damaged journal.
       if (this.damage) throw this.damage;
@@ -1306,7 +1321,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return this.writerSession(async () => {
       // Again under the lock: a recovery (which takes it) may have run since the look above.
       await checkNoKeptDamagedManifest(this.backend);
-      await checkBlobsDirectoryDeletable(this.backend, 'dropUnboundEntries');
+      await checkBlobsDirectoryOwn(this.backend, 'dropUnboundEntries');
       // Caught up under the lock: an entry another writer bound meanwhile is kept.
       const plan = planDropUnbound(this.state);
       if (plan === undefined) return reportDrop([], false);
@@ -1318,7 +1333,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       const failed = await removeFilesLimited(this.backend, blobs, { stopAtFailure: false });
       const blobsLeft = plan.dropped.filter((_, index) => failed[index]).map((entry) => entry.blob);
       return reportDrop(plan.dropped, false, blobsLeft);
-    });
+    }, { operation: 'dropUnboundEntries' });
   }
 
   // ---- maintenance --------------------------------------------------------------------------
@@ -1355,7 +1370,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         { recoveredLocks: lock.recovered, finishedCompaction: folded === undefined ? undefined : journalFileName(folded), inspectLock: false },
         options,
       );
-    });
+    }, { operation: 'gc' });
   }
 
   removeAbandonedTempFiles(): Promise<TempFilesReport> {
@@ -1363,7 +1378,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // A sweep is housekeeping: behind a writer that holds the lock longer than a commit takes, it
     // gives up (LOCK_TIMEOUT) rather than hold up the build that asked (an interrupted or failed
     // build waited out the whole lockTimeoutMs for it), and the files wait for the next run.
-    return removeAbandonedTempFiles(this.backend, (task) => this.writerSession(() => task(), { lockTimeoutMs: Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs) }));
+    return removeAbandonedTempFiles(this.backend, (task) =>
+      this.writerSession(() => task(), { lockTimeoutMs: Math.min(SWEEP_LOCK_WAIT_MS, this.settings.lockTimeoutMs), anyBlobsDirectory: true }),
+    );
   }
 
   recoverDamagedJournal(): Promise<JournalRecovery | null> {
@@ -1403,7 +1420,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         this.journalHeaderDamaged = false;
         return { journal: journal.path, keptAs, generation, damagedFromOffsetBytes: offset, ...salvage, reason: damage.message };
       },
-      { recovering: true },
+      { recovering: true, operation: 'recoverDamagedJournal' },
     );
   }
 

@@ -6,7 +6,7 @@ import type { StoreState } from './store-state.js';
 import type { GcOptions, GcReport } from './types.js';
 import { isAbandonedTemp, TEMP_FILE_PATTERN } from './remove-abandoned-temp-files.js';
 import { removeFilesLimited } from './remove-files-limited.js';
-import { checkBlobsDirectoryDeletable } from './check-blobs-directory.js';
+import { checkBlobsDirectoryOwn } from './check-blobs-directory.js';
 
 const JOURNAL_PATTERN = /^journal\.(\d+)$/;
 const BLOB_PATTERN = /^([0-9a-f]{40})\.bin$/;
@@ -48,7 +48,7 @@ export async function collectGarbage(
     });
   }
   // Through a linked blobs/ every blob of another cache reads as an orphan (dry run too: its report would list them).
-  await checkBlobsDirectoryDeletable(backend, options.dryRun === true ? 'gc (dry run)' : 'gc');
+  await checkBlobsDirectoryOwn(backend, options.dryRun === true ? 'gc (dry run)' : 'gc');
   const started = performance.now();
   const report: GcReport = {
     dryRun: options.dryRun === true,

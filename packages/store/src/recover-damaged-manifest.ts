@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { DEFAULT_CHUNK_SIZE } from '@splitzip/codec';
 import type { JournalFile, StorageBackend } from './backend.js';
 import { checkRecoverOptions } from './check-options.js';
+import { checkBlobsDirectoryOwn } from './check-blobs-directory.js';
 import { StoreError, isStoreError } from './errors.js';
 import { FsBackend } from './fs-backend.js';
 import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from './journal-format.js';
@@ -127,6 +128,8 @@ export async function recoverManifest(
   let bytes = await backend.readManifest();
   if (!(await findDamage(backend, bytes, path))) return null;
   let checked = await checkCandidates(backend, bytes!, options);
+  // No writer through another cache's blobs/ (check-blobs-directory.ts).
+  await checkBlobsDirectoryOwn(backend, 'recoverDamagedManifest');
   const lock = await backend.acquireWriteLock(options.lockTimeoutMs, options.signal);
   const journals: SalvageJournal[] = [];
   try {

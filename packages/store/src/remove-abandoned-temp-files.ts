@@ -3,7 +3,7 @@
 // run: the builder calls it, so a re-run after a killed build cleans up after it without a gc.
 import type { StorageBackend, StoredFile } from './backend.js';
 import { isAbandonedTempFile, pidSpaceTag } from './write-lock.js';
-import { isBlobsDirectoryDeletable } from './check-blobs-directory.js';
+import { isBlobsDirectoryOwn } from './check-blobs-directory.js';
 
 /**
  * A writer's temp file name: `.tmp-<pid>-<16 hex>.<tag>` (blobs, manifest, journal, a lock being
@@ -42,10 +42,10 @@ export interface TempFilesReport {
  */
 export async function removeAbandonedTempFiles(backend: StorageBackend, runLocked: <T>(task: () => Promise<T>) => Promise<T>): Promise<TempFilesReport> {
   // Through a blobs/ that is not this cache's own (a link: check-blobs-directory.ts) its temp files
-  // may be another cache's writers': left alone, the root's swept. Not refused as gc is: the
-  // builder sweeps on every run, and builds through such a link are allowed.
+  // may be another cache's writers': left alone, the root's swept. Not refused as every other writer
+  // is: the builder sweeps on every run, and the root is this cache's own.
   const list = async (): Promise<StoredFile[]> => {
-    const ownBlobs = backend.describeBlobsDirectory === undefined || isBlobsDirectoryDeletable((await backend.describeBlobsDirectory()).kind);
+    const ownBlobs = backend.describeBlobsDirectory === undefined || isBlobsDirectoryOwn((await backend.describeBlobsDirectory()).kind);
     return (await backend.listFiles((name) => TEMP_FILE_PATTERN.test(name))).filter((file) => (ownBlobs || file.dir !== 'blobs') && isAbandonedTemp(file));
   };
   if ((await list()).length === 0) return { tempFiles: [], tempBytes: 0 };

@@ -34,7 +34,7 @@ it("gc and dropUnboundEntries of a cache whose blobs/ links another cache's refu
       expect(error.code).toBe('UNSAFE_BLOB_PATH');
       expect(error.path).toBe(join(b, 'blobs'));
       expect(error.details).toMatchObject({ reason: 'blobs-directory-link', target: join(a, 'blobs') });
-      expect(error.message).toMatch(/gc.*refuses: .*blobs is a symbolic link .*another cache's blobs.*run it on the cache that owns/);
+      expect(error.message).toMatch(/gc.*refuses: .*blobs is a symbolic link .*another cache's blobs.*Link the whole cache directory instead/);
     }
     const drop = await catchError(() => store.dropUnboundEntries());
     expect(drop.code).toBe('UNSAFE_BLOB_PATH');
