@@ -4,7 +4,7 @@
 // is judged against the file as it is now, from its header and stamp alone (no tensor is read).
 import { isFromOtherFile, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
-import { createOtherRevisionFinder } from './find-other-revision.js';
+import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
 
 /**
  * What a binding is to the model:
@@ -71,23 +71,11 @@ export interface ModelBindingsReport {
    * to an entry of its shape (served to this revision too where its tensor is the same: a load
    * checks the bytes), the others at spans or of shapes this model's tensors do not have.
    */
-  otherRevisions: {
+  otherRevisions: (OtherRevisionFile & {
     shardName: string;
-    blob: string;
-    /** The blob's path, for the advice to remove it where nothing links it. */
-    blobPath: string;
-    snapshots: string[];
-    /** More snapshots than MAX_HUB_SNAPSHOTS_SCANNED: `snapshots` may lack some. */
-    snapshotsCut?: true;
-    /** Where no snapshot links it at this shard's path: the files at other paths of this shard's own snapshot that do, another model's (a pipeline's component), `<rev>` and its path. */
-    models?: { revision: string; path: string }[];
-    /** Where neither: the files at other paths of other snapshots that link it (a revision that kept the file elsewhere), another revision's. */
-    atOtherPaths?: { revision: string; path: string }[];
-    /** Not every file of the snapshots was looked at (MAX_HUB_SNAPSHOT_ENTRIES_SCANNED): where nothing found links the blob, it is not called unreferenced. */
-    snapshotFilesCut?: true;
     bindings: number;
     atTensorSpans: number;
-  }[];
+  })[];
   /**
    * Of a model in a hub snapshot whose repository's blobs/ could not be listed (its error's code):
    * the bindings recorded only with other files of its shard names, kept unjudged (another revision's

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '@splitzip/store';
 import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
 import { runInProcess as run } from './helpers/run-in-process.js';
+import type { BuildCommitted } from '../src/build-cache.js';
 
 let temp: TempDir;
 beforeAll(async () => {
@@ -32,15 +33,7 @@ async function writeRevisions(name: string): Promise<{ a: string; c: string }> {
   return { a, c };
 }
 
-interface Committed {
-  entries: number;
-  storedBytes: number;
-  bindings: number;
-  stampsAdded: number;
-  blobsRepaired: number;
-  repairedBytes: number;
-  bindingsRemoved: number;
-}
+type Committed = BuildCommitted;
 
 /** Slice bindings and the file stamps they carry, read from the cache itself. */
 async function countBindings(cacheDir: string): Promise<{ bindings: number; stamps: number }> {
