@@ -9,7 +9,7 @@ import {
 } from '@splitzip/codec';
 import { describeValue, formatCoverage } from '@splitzip/codec/internal';
 import { isFromOtherFile, MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
-import { MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
+import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
 import { bindFoundSlice, checkSourceBytes, describeShard, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
 import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
@@ -202,7 +202,16 @@ function cachedRawSizes(cache: ShardCache): Set<number> {
   const entryCount = cache.store.size;
   let known = rawSizesByCache.get(cache);
   if (known?.entryCount !== entryCount) {
-    known = { entryCount, sizes: new Set(Array.from(cache.store.entries(), (entry) => entry.rawBytes)) };
+    let sizes: Set<number>;
+    try {
+      sizes = new Set(Array.from(cache.store.entries(), (entry) => entry.rawBytes));
+    } catch (error) {
+      // A handle closed under the load (STORE_CLOSED): its misses are explained without the cache
+      // (the sizes known so far, or none), as before afa2254 asked for them first; it failed the load.
+      if (isStoreError(error, 'STORE_CLOSED')) return known?.sizes ?? new Set();
+      throw error;
+    }
+    known = { entryCount, sizes };
     rawSizesByCache.set(cache, known);
   }
   return known.sizes;
