@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { isFromOtherFile, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
 import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
-import { describeBuildRemedy, findUnwritableReason } from './describe-build-remedy.js';
+import { describeBuildRemedy, describeWritableRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { describeError, isRuntimeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
@@ -160,7 +160,9 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
   }
   const unwritable = findUnwritableReason(cache);
   if (unwritable !== undefined) {
-    return `${subject} cannot be recorded: this process cannot write the cache (${unwritable}), so every new process checks it again (one load, or a build of this model, with write access records it)`;
+    const fix = describeWritableRemedy(unwritable);
+    const records = fix.startsWith('with ') ? 'one load, or a build of this model, with write access records it' : `${fix}; then one load or a build of this model records it`;
+    return `${subject} cannot be recorded: this process cannot write the cache (${unwritable}), so every new process checks it again (${records})`;
   }
   const damage = describeJournalDamage(cache);
   if (damage !== undefined) {
