@@ -30,7 +30,7 @@ export async function checkBlobsDirectoryOwn(backend: StorageBackend, operation:
   throw blobsDirectoryError(backend.describe('blobs'), found, operation);
 }
 
-export function blobsDirectoryError(path: string, found: { kind: BlobsDirectoryKind; target?: string }, operation: string): StoreError {
+function blobsDirectoryError(path: string, found: { kind: BlobsDirectoryKind; target?: string }, operation: string): StoreError {
   const link = found.kind === 'link';
   const what = link ? `is a symbolic link${found.target === undefined ? '' : ` (to ${found.target})`}` : 'is not a directory';
   const remedy = link

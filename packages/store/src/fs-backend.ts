@@ -13,7 +13,7 @@ import { removeAbandonedLockTemps } from './remove-abandoned-lock-temps.js';
 import { acquireLock, createToken, isLockFileStale, pidSpaceTag, type HeldLock } from './write-lock.js';
 import { renameIntoPlace } from './rename-into-place.js';
 import { canonicalBlobPath } from './validate-entry.js';
-import { blobsDirectoryError, isBlobsDirectoryOwn, type BlobsDirectoryKind } from './check-blobs-directory.js';
+import { checkBlobsDirectoryOwn, type BlobsDirectoryKind } from './check-blobs-directory.js';
 
 const MANIFEST = 'manifest.json';
 const BLOBS = 'blobs';
@@ -409,7 +409,7 @@ export class FsBackend implements StorageBackend {
   async stageBlob(key: string, payload: Uint8Array, onWritten?: () => void): Promise<StagedBlob> {
     // Never into a blobs/ that is not this cache's own directory: callers check first
     // (checkBlobsDirectoryOwn); this is the last line, as in publishStagedBlob.
-    await this.checkBlobsDirectoryOwn('writing a blob');
+    await checkBlobsDirectoryOwn(this, 'writing a blob');
     const name = tempName('.bin');
     const path = join(this.root, BLOBS, name);
     try {
@@ -439,7 +439,7 @@ export class FsBackend implements StorageBackend {
     const from = join(this.root, BLOBS, staged.tempName);
     const to = join(this.root, BLOBS, `${staged.key}.bin`);
     // The rename replaces the name: through another cache's blobs/, its blob of this key (another encoding).
-    await this.checkBlobsDirectoryOwn('publishing a blob');
+    await checkBlobsDirectoryOwn(this, 'publishing a blob');
     try {
       // Replaces an uncommitted leftover, a planted link (never its target) or a directory (moved aside).
       await renameIntoPlace(from, to);
@@ -725,17 +725,11 @@ export class FsBackend implements StorageBackend {
     return target === undefined ? { kind: 'link' } : { kind: 'link', target };
   }
 
-  /** UNSAFE_BLOB_PATH unless blobs/ is this cache's own directory (check-blobs-directory.ts). */
-  private async checkBlobsDirectoryOwn(operation: string): Promise<void> {
-    const found = await this.describeBlobsDirectory();
-    if (!isBlobsDirectoryOwn(found.kind)) throw blobsDirectoryError(join(this.root, BLOBS), found, operation);
-  }
-
   async removeFile(file: ListedFile): Promise<void> {
     const path = join(this.root, file.dir, file.name);
     // Never through a blobs/ that is not this cache's own directory (a link to another cache's):
     // every caller checks first (checkBlobsDirectoryOwn); this is the last line, per file.
-    if (file.dir === BLOBS) await this.checkBlobsDirectoryOwn('removing a blob');
+    if (file.dir === BLOBS) await checkBlobsDirectoryOwn(this, 'removing a blob');
     // An old journal goes only once the manifest that replaced it is durably named: its compaction
     // may have failed at that very directory sync, and a crash that lost the rename would leave the
     // old manifest without the journal holding its last commits.

@@ -172,6 +172,12 @@ const ENTRY_DAMAGE_CODES: ReadonlySet<string> = new Set([
  */
 const NEWER_PAYLOAD_VERSION = Math.max(...READABLE_PAYLOAD_VERSIONS) + 1;
 
+/** An entry's UNSUPPORTED_PAYLOAD_VERSION naming the version after the newest readable: a newer release's, not damage (manifest or journal). */
+export function isNewerPayloadVersion(error: unknown): boolean {
+  if (!(error instanceof StoreError) || error.code !== 'UNSUPPORTED_PAYLOAD_VERSION') return false;
+  return (error.details.formatVersion ?? error.details.version) === NEWER_PAYLOAD_VERSION;
+}
+
 /**
  * An entry of a manifest that passed its checksum (or has none: pre-checksum manifests) but fails
  * its own checks: MANIFEST_INVALID (`details.reason` 'entry-invalid', `details.entryCode` the
@@ -181,22 +187,14 @@ const NEWER_PAYLOAD_VERSION = Math.max(...READABLE_PAYLOAD_VERSIONS) + 1;
  * path, a swapped binding) made the cache unopenable by every tool (fuzz probe). A newer release's
  * payload version stays UNSUPPORTED_PAYLOAD_VERSION (upgrade: nothing to repair).
  */
-/** An entry's UNSUPPORTED_PAYLOAD_VERSION naming the version after the newest readable: a newer release's, not damage (manifest or journal). */
-export function isNewerPayloadVersion(error: unknown): boolean {
-  if (!(error instanceof StoreError) || error.code !== 'UNSUPPORTED_PAYLOAD_VERSION') return false;
-  return (error.details.formatVersion ?? error.details.version) === NEWER_PAYLOAD_VERSION;
-}
-
 function asManifestDamage(error: StoreError, path: string): StoreError {
   if (!ENTRY_DAMAGE_CODES.has(error.code)) return error;
   if (isNewerPayloadVersion(error)) {
-    {
-      return new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `${error.reason}: written by a newer release (upgrade this one to read the cache)`, {
-        path,
-        ...(error.entry === undefined ? {} : { entry: error.entry }),
-        details: { ...error.details, newerRelease: true },
-      });
-    }
+    return new StoreError('UNSUPPORTED_PAYLOAD_VERSION', `${error.reason}: written by a newer release (upgrade this one to read the cache)`, {
+      path,
+      ...(error.entry === undefined ? {} : { entry: error.entry }),
+      details: { ...error.details, newerRelease: true },
+    });
   }
   return new StoreError('MANIFEST_INVALID', `manifest entry fails its checks (${error.code}: ${error.reason}): damage confined to it, which recoverDamagedManifest salvages (every other entry that checks out is kept)`, {
     path,
