@@ -625,13 +625,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       },
       storedBytes: 0,
       aliased: 0,
-      entriesStored: 0,
-      entryBytes: 0,
-      bindingsAdded: 0,
-      stampsAdded: 0,
-      blobsRepaired: 0,
-      repairedBytes: 0,
-      bindingsRemoved: 0,
+      committed: { entries: 0, storedBytes: 0, bindings: 0, stampsAdded: 0, blobsRepaired: 0, repairedBytes: 0, bindingsRemoved: 0 },
       pendingSlices: new Map(),
       aliasesInFlight: 0,
       admissionChanged,
@@ -883,19 +877,12 @@ interface TensorContext {
   checkFailure(): void;
   storedBytes: number;
   aliased: number;
-  /** Entries this run added (its `encoded`, counted at commit: a failed build reports them, BuildCommitted). */
-  entriesStored: number;
-  /** Their payload bytes (storedBytes less the blobs put back). */
-  entryBytes: number;
-  /** Of `aliased`, the new bindings (a free slice bound, or one moved from another entry). */
-  bindingsAdded: number;
-  /** Of `aliased`, the file stamps added to a binding the slice already had to its entry (no new binding). */
-  stampsAdded: number;
-  /** Blobs of cached entries this run put back (missing, damaged), and their bytes: in storedBytes too. */
-  blobsRepaired: number;
-  repairedBytes: number;
-  /** Bindings this run removed (unboundFrom), counted at commit as entriesStored is. */
-  bindingsRemoved: number;
+  /**
+   * What this run committed so far, each kind counted at its commit (a failed build reports it):
+   * `bindings` and `stampsAdded` split `aliased`; `storedBytes` here leaves out the blobs put back,
+   * which the context's storedBytes counts.
+   */
+  committed: BuildCommitted;
   /** New bindings of each entry this run has asked for and not seen answered yet. */
   pendingSlices: Map<string, PendingSlices>;
   /** Cached tensors waiting for their alias's commit only, outside MAX_TENSORS_IN_FLIGHT (MAX_ALIASES_IN_FLIGHT). */
@@ -1291,8 +1278,8 @@ async function encodeAndStoreTensor(
     });
     if (added) {
       context.storedBytes += payload.byteLength;
-      context.entriesStored++;
-      context.entryBytes += payload.byteLength;
+      context.committed.entries++;
+      context.committed.storedBytes += payload.byteLength;
     }
     let bound: SliceOutcome = {};
     // Not added: another writer committed the key first (a concurrent build of a model sharing the
@@ -1300,7 +1287,7 @@ async function encodeAndStoreTensor(
     // run's binding all the same (uncounted before: `aliased` came out short under concurrent builds).
     if (sliceFree && slicesBound > 0) {
       context.aliased++;
-      context.bindingsAdded++;
+      context.committed.bindings++;
     } else {
       releaseKey();
       bound = await bindSlice(context, key, tensor);
@@ -1449,8 +1436,8 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     throw new BuilderError('NOT_WRITABLE', `entry ${key} vanished from the cache while aliasing its slice`, { tensor: tensor.name });
   }
   context.aliased++;
-  if (stampOnly) context.stampsAdded++;
-  else context.bindingsAdded++;
+  if (stampOnly) context.committed.stampsAdded++;
+  else context.committed.bindings++;
   return fromOtherFile === undefined ? {} : { reboundFrom: fromOtherFile };
 }
 
@@ -1469,7 +1456,7 @@ async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, bou
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: boundTo, shardName, offsetBytes, sizeBytes });
-  if (removed) context.bindingsRemoved++;
+  if (removed) context.committed.bindingsRemoved++;
   return removed ? { unaliased: true, unboundFrom: boundTo } : { unaliased: true };
 }
 
@@ -1497,7 +1484,7 @@ async function unbindStaleSlice(context: TensorContext, key: string, tensor: Ten
   context.checkFailure();
   // Only while it is bound to that entry: a binding another writer made since stays.
   const removed = await context.commits.unbindSlice({ key: current.entry.key, shardName, offsetBytes, sizeBytes });
-  if (removed) context.bindingsRemoved++;
+  if (removed) context.committed.bindingsRemoved++;
   return removed ? { unboundFrom: current.entry.key } : {};
 }
 
@@ -1525,23 +1512,15 @@ export interface BuildCommitted {
 }
 
 function committedBefore(context: TensorContext): BuildCommitted | undefined {
-  const committed: BuildCommitted = {
-    entries: context.entriesStored,
-    storedBytes: context.entryBytes,
-    bindings: context.bindingsAdded,
-    stampsAdded: context.stampsAdded,
-    blobsRepaired: context.blobsRepaired,
-    repairedBytes: context.repairedBytes,
-    bindingsRemoved: context.bindingsRemoved,
-  };
-  return committed.entries + committed.bindings + committed.stampsAdded + committed.blobsRepaired + committed.bindingsRemoved > 0 ? committed : undefined;
+  const c = context.committed;
+  return c.entries + c.bindings + c.stampsAdded + c.blobsRepaired + c.bindingsRemoved > 0 ? { ...c } : undefined;
 }
 
 /** Counts a blob put back (`sign` 1), or takes it out again (-1: it went with its entry, EntryGone). */
 function countRepairedBlob(context: TensorContext, repaired: BlobRepair, sign: 1 | -1): void {
   if (repaired.bytes === 0) return;
-  context.blobsRepaired += sign;
-  context.repairedBytes += sign * repaired.bytes;
+  context.committed.blobsRepaired += sign;
+  context.committed.repairedBytes += sign * repaired.bytes;
 }
 
 /**
