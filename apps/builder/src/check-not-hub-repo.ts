@@ -1,6 +1,7 @@
 import { realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { BuilderError } from './errors.js';
+import { HUB_REPO_NAME } from './hub-repo-name.js';
 
 /** What marks a local cache: a directory holding it is left to the store's own checks. */
 const CACHE_MANIFEST_NAME = 'manifest.json';
@@ -10,12 +11,6 @@ const CACHE_MANIFEST_NAME = 'manifest.json';
  * leaves room for deeper trees while the walk stays a handful of stats.
  */
 const MAX_PARENT_LEVELS = 8;
-/**
- * How huggingface_hub names a repository's directory (`<type>s--<org>--<name>`). Required of a
- * parent (not of `--out` itself): a directory far above that merely holds refs/ and snapshots/ (a
- * project's own) must not refuse every cache under it.
- */
-const HUB_REPO_NAME = /^(models|datasets|spaces)--./;
 
 async function isDirectory(path: string): Promise<boolean> {
   return stat(path).then(

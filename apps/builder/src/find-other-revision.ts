@@ -13,6 +13,7 @@
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { parseFileStamp } from '@splitzip/safetensors';
+import { HUB_REPO_NAME } from './hub-repo-name.js';
 import { quoteForShell } from './quote-for-shell.js';
 
 /**
@@ -38,8 +39,6 @@ export const MAX_HUB_SNAPSHOTS_SCANNED = 1_000;
  * unreferenced (`snapshotFilesCut`), since a file not read may link it.
  */
 export const MAX_HUB_SNAPSHOT_ENTRIES_SCANNED = 10_000;
-/** How huggingface_hub names a repository's directory (check-not-hub-repo's rule). */
-const HUB_REPO_NAME = /^(models|datasets|spaces)--./;
 
 /** Where a shard lies in a hub repository: the repository and the snapshot directory it is in. */
 export interface HubSnapshot {
