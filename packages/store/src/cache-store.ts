@@ -1,5 +1,6 @@
 import type { StagedBlob, StorageBackend, JournalFile } from './backend.js';
 import { checkBlobPayload } from './check-blob-payload.js';
+import { callHook } from './call-hook.js';
 import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { checkCallItems } from './check-call-items.js';
@@ -12,6 +13,7 @@ import {
   encodeJournalHeader,
   encodeJournalRecordList,
   isIntactRecord,
+  journalVersionFor,
   scanJournalRecords,
   type JournalScan,
 } from './journal-format.js';
@@ -22,6 +24,8 @@ import {
   CLOSE_COMPACT_MIN_JOURNAL_BYTES,
   COMPACT_MIN_JOURNAL_BYTES,
   JOURNAL_READ_WINDOW_BYTES,
+  JOURNAL_VERSION,
+  JOURNAL_VERSION_ONE_BINDING,
   MAX_GENERATION,
   MAX_MANIFEST_BYTES,
   MAX_UNCOUNTED_JOURNAL_OPS,
@@ -30,8 +34,8 @@ import {
   TORN_MIN_ZERO_BYTES,
   TORN_WRITE_SECTOR_BYTES,
 } from './limits.js';
-import { isNewerPayloadVersion, parseManifest, peekGeneration, serializeManifest, type ManifestHeader } from './manifest-format.js';
-import { StateDraft, type StoreOp, type StoreState } from './store-state.js';
+import { isNewerPayloadVersion, manifestFormatFor, parseManifest, peekGeneration, serializeManifest, type ManifestHeader } from './manifest-format.js';
+import { StateDraft, StoreState, type DroppedBinding, type StoreOp } from './store-state.js';
 import type {
   AddEntryInput,
   AddEntryResult,
@@ -84,8 +88,14 @@ export interface CacheStore {
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   getEntry(key: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
-  /** lookupBySlice with the shard stamps recorded with the binding (SliceKeyTuple), for a caller that checks them. */
-  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined;
+  /**
+   * lookupBySlice with the shard stamps recorded with the binding (SliceKeyTuple), for a caller that
+   * checks them. With `stamp` (the stamp of the shard the caller holds): the binding whose stamps
+   * hold it, where the slice has several (one per file: FILE-BINDINGS.md), else the latest.
+   */
+  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined;
+  /** Every binding of the slice, latest first (a local cache: up to MAX_SLICE_BINDINGS; `s3://`: zero or one). */
+  lookupSliceBindings(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[];
   readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /**
    * Confirms, without reading it, that an entry's blob is there with the entry's size (a local
@@ -215,6 +225,8 @@ export interface CacheStoreSettings {
   signal?: AbortSignal | undefined;
   refreshIntervalMs: number | undefined;
   compactOnClose: boolean | 'when-due';
+  /** OpenCacheStoreOptions.sliceBindingsPerFile: this handle's commits may add a slice's binding beside another file's. */
+  sliceBindingsPerFile?: boolean | undefined;
 }
 
 interface PreparedAdd {
@@ -224,12 +236,16 @@ interface PreparedAdd {
   leaveTakenSlices: boolean;
   /** Set by the commit: the slice keys bound with the entry. */
   slicesBound?: number;
+  /** Set by the commit: the bindings adding the entry dropped (AddEntryResult.droppedBindings). */
+  droppedBindings?: DroppedBinding[];
 }
 
 type CommitRequest =
-  | { kind: 'add'; items: PreparedAdd[]; resolve: (added: boolean[]) => void; reject: (error: unknown) => void }
+  | { kind: 'add'; items: PreparedAdd[]; resolve: (added: boolean[]) => void; reject: (error: unknown) => void; dropped?: DroppedBinding[] }
   | {
       kind: 'alias';
+      /** Set by the commit: the bindings it dropped (AliasSlicesOptions.onBindingDropped). */
+      dropped?: DroppedBinding[];
       /** `moveFrom`: AliasSliceItem.moveFrom (undefined with `rebind`, which moves from anything). */
       items: { key: string; slice: SliceKeyTuple; moveFrom: string | undefined }[];
       rebind: boolean;
@@ -289,6 +305,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
    * manifest's entries; writers and gc refuse (damage) until recoverDamagedJournal.
    */
   private journalHeaderDamaged = false;
+  /**
+   * The journal's version (its header's): 2 once the cache holds a second binding of a slice, and
+   * only then may its records add one (FILE-BINDINGS.md); a commit that adds the first one to a
+   * cache with a version-1 journal compacts instead (a format-3 manifest, a version-2 journal).
+   */
+  private journalVersion = JOURNAL_VERSION_ONE_BINDING;
   /** Where the bytes of the last append that failed may end (appendDurably). */
   private failedAppendEnd = 0;
   /** Whether the last compactLocked got as far as writing its seal. */
@@ -452,6 +474,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         if (!manifestUnchanged && attempt < 5) continue;
       }
       let headerDamage: StoreError | undefined;
+      // Unread (no journal, or a damaged header): the one a writer makes for this manifest.
+      let journalVersion = journalVersionFor(parsed.state);
       if (!journal && manifestUnchanged) {
         // Every journal exists before a manifest names it (a cache's creation, each compaction), so
         // one missing under an unchanged manifest was removed or lost: its records, acknowledged
@@ -465,7 +489,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       } else if (journal) {
         try {
           const head = await journal.read(0, JOURNAL_HEADER_BYTES);
-          checkJournalHeader(head, parsed.generation, journal.path);
+          journalVersion = checkJournalHeader(head, parsed.generation, journal.path);
         } catch (error) {
           // A header that is not this generation's is damage: the cache opened with its manifest's
           // entries only (it failed to open at all, and no tool could set the journal aside). A
@@ -495,6 +519,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       this.sealSeen = false;
       this.damage = headerDamage;
       this.journalHeaderDamaged = headerDamage !== undefined;
+      this.journalVersion = journalVersion;
       this.lastRecord = undefined;
       await previous?.close();
       return;
@@ -572,8 +597,11 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           }
           this.journal = await this.backend.openJournal(this.header.generation);
           if (!this.journal) return;
+          // Made since the manifest was read, by a writer of this manifest: nothing applied yet.
+          this.journalVersion = journalVersionFor(this.state);
         } else {
-          await this.backend.createJournal(this.header.generation, encodeJournalHeader(this.header.generation));
+          this.journalVersion = journalVersionFor(this.state);
+          await this.backend.createJournal(this.header.generation, encodeJournalHeader(this.header.generation, this.journalVersion));
           this.journal = await this.backend.openJournal(this.header.generation);
           if (!this.journal) throw new StoreError('IO_ERROR', 'the journal vanished right after it was created', { path: this.root });
           this.journalOffset = JOURNAL_HEADER_BYTES;
@@ -619,7 +647,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             const ops = record.ops.filter((op) => op.kind !== 'seal');
             if (ops.length > 0) {
               try {
-                this.state.applyOps(ops, { source: 'journal', path: journal.path });
+                this.state.applyOps(ops, { source: 'journal', path: journal.path }, this.journalVersion >= JOURNAL_VERSION);
               } catch (error) {
                 // All or nothing (applyOps checks a draft first): this record is not applied.
                 if (!(error instanceof StoreError)) throw error;
@@ -813,6 +841,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const draft = new StateDraft(this.state);
     const outcomes: (boolean[] | Error)[] = [];
     const context = { source: 'this call', path: this.root };
+    const perFile = this.settings.sliceBindingsPerFile === true;
     // At most the manifest a compaction would write now: the manifest's bytes, and what the
     // journal's records add (their JSON text, an upper bound), until a compaction makes it exact.
     const journalGrowth = this.countJournalGrowth();
@@ -829,14 +858,17 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         let outcome: boolean[];
         if (request.kind === 'add') {
           outcome = request.items.map((item) => {
-            const entry = item.leaveTakenSlices ? withoutTakenSlices(item.entry, fork) : item.entry;
+            const entry = item.leaveTakenSlices ? withoutTakenSlices(item.entry, fork, perFile) : item.entry;
             item.slicesBound = entry.sliceKeys.length;
-            return fork.planAdd(entry, context);
+            const droppedBefore = fork.dropped.length;
+            const added = fork.planAdd(entry, context, perFile);
+            item.droppedBindings = fork.dropped.slice(droppedBefore);
+            return added;
           });
         } else {
           // A conditional item (moveFrom) is decided here, against the state caught up under the lock.
           outcome = request.items.map((item) => {
-            const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom);
+            const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom, perFile);
             return plan !== 'absent' && plan !== 'taken';
           });
         }
@@ -863,6 +895,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         manifestEstimate += growth;
         batchGrowth += growth;
         outcomes.push(outcome);
+        request.dropped = fork.dropped;
         draft.absorb(fork);
       } catch (error) {
         if (error instanceof BatchAbort) throw error.cause;
@@ -893,6 +926,17 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       // nobody committed, so a committed blob is never replaced. One directory sync for all of them.
       await mapLimited(toPublish, BLOB_WRITE_CONCURRENCY, (blob) => this.backend.publishStagedBlob(blob));
       if (toPublish.length > 0) await this.backend.syncBlobNames();
+      if (draft.addsSecondBinding && this.journalVersion < JOURNAL_VERSION) {
+        // The cache's first second binding: a version-1 journal (which 0.55.0 reads) cannot hold it,
+        // so this commit is a compaction to a format-3 manifest with a version-2 journal after it.
+        // Until the manifest is in place nothing changed: a crash leaves the old one (sealed), and
+        // the commit was never acknowledged.
+        const next = StoreState.fromEntries(this.state.entries.values(), context);
+        next.applyChecked(draft.ops);
+        await this.compactLocked(0, next);
+        this.wrote = true;
+        return outcomes;
+      }
       await this.appendOps(draft.ops, batchGrowth);
       this.wrote = true;
       if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) {
@@ -1030,7 +1074,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     // 0. The new manifest's bytes, before anything changes: one the reader would refuse (above
     // MAX_MANIFEST_BYTES) is SIZE_INVALID here, the old manifest and journal untouched. Found after
     // the seal, every later session would retry the fold, and written, the cache never opened again.
-    const manifest = serializeManifest(state.entries.values(), { ...this.header, generation: next });
+    const manifest = serializeManifest(state.entries.values(), { ...this.header, generation: next }, manifestFormatFor(state));
     // 1. The next journal exists before any manifest names it. Fencing a failed append, the seal
     // matters more: a seal without its next journal is an interrupted compaction, which any writer
     // session finishes (finishCompaction makes the journal), and no one ever appends after a seal,
@@ -1040,7 +1084,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const refusal = await this.refusalOverNewerJournal();
     if (refusal !== undefined && padToOffset === 0) throw refusal;
     try {
-      if (refusal === undefined) await this.backend.createJournal(next, encodeJournalHeader(next));
+      if (refusal === undefined) await this.backend.createJournal(next, encodeJournalHeader(next, journalVersionFor(state)));
     } catch (error) {
       if (padToOffset === 0) throw error;
     }
@@ -1078,7 +1122,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const next = old + 1;
     const header = { ...this.header, generation: next };
     // Before any file changes: a manifest above MAX_MANIFEST_BYTES is SIZE_INVALID with nothing made.
-    const bytes = manifest ?? serializeManifest(state.entries.values(), header);
+    const bytes = manifest ?? serializeManifest(state.entries.values(), header, manifestFormatFor(state));
+    const journalVersion = journalVersionFor(state);
     // After a crash the next journal may be missing or hold a stale header: (re)create it empty.
     const existing = await this.backend.openJournal(next);
     let fresh = false;
@@ -1087,17 +1132,18 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         const size = await existing.size();
         const head = await existing.read(0, JOURNAL_HEADER_BYTES);
         // (And its own: a hard-linked copy of the cache may share one left by a compaction.)
-        fresh = size === JOURNAL_HEADER_BYTES && sameBytes(head, encodeJournalHeader(next)) && (existing.linkCount?.() ?? 1) <= 1;
+        fresh = size === JOURNAL_HEADER_BYTES && sameBytes(head, encodeJournalHeader(next, journalVersion)) && (existing.linkCount?.() ?? 1) <= 1;
       } finally {
         await existing.close();
       }
     }
     const refusal = newerJournalChecked ? undefined : await this.refusalOverNewerJournal();
     if (refusal !== undefined) throw refusal;
-    if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next));
+    if (!fresh) await this.backend.createJournal(next, encodeJournalHeader(next, journalVersion));
     await this.backend.writeManifest(bytes);
     // The manifest in place is the cache's state now (synchronously swapped: lookups see one or the other).
     this.state = state;
+    this.journalVersion = journalVersion;
     // Under the writer lock nobody else replaces it: the file just written is this instance's.
     this.manifestIdentity = this.backend.manifestIdentity?.();
     // The cache is at `next` now, and so is this handle, whatever the steps below do: a handle left
@@ -1185,7 +1231,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         this.enqueue({ kind: 'add', items, resolve, reject });
       });
       work.forEach((w, i) => {
-        results[w.at] = { key: w.entry.key, added: added[i]!, slicesBound: added[i] ? (items[i]!.slicesBound ?? w.entry.sliceKeys.length) : 0 };
+        const droppedBindings = added[i] ? items[i]!.droppedBindings : undefined;
+        results[w.at] = {
+          key: w.entry.key,
+          added: added[i]!,
+          slicesBound: added[i] ? (items[i]!.slicesBound ?? w.entry.sliceKeys.length) : 0,
+          ...(droppedBindings !== undefined && droppedBindings.length > 0 ? { droppedBindings: droppedBindings.map(({ slice, key }) => ({ slice, key })) } : {}),
+        };
       });
       return results;
     } finally {
@@ -1246,7 +1298,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (key === undefined) return;
       // Checks here too, so a conflict or size mismatch fails fast without the lock; absent, or a
       // conditional item's slice bound to a third entry ('taken'), → false. The commit decides again.
-      const plan = draft.planAlias(key, slice, rebind, { source: 'this call', path: this.root }, moveFrom);
+      const plan = draft.planAlias(key, slice, rebind, { source: 'this call', path: this.root }, moveFrom, this.settings.sliceBindingsPerFile === true);
       const id = sliceId(...slice);
       if (plan === 'already-bound') {
         results[at] = true;
@@ -1259,9 +1311,22 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
     });
     if (pending.length === 0) return results;
+    let dropped: DroppedBinding[] | undefined;
     const bound = await new Promise<boolean[]>((resolve, reject) => {
-      this.enqueue({ kind: 'alias', items: pending.map((p) => ({ key: p.key, slice: p.slice, moveFrom: p.moveFrom })), rebind, resolve, reject });
+      const request: CommitRequest = {
+        kind: 'alias',
+        items: pending.map((p) => ({ key: p.key, slice: p.slice, moveFrom: p.moveFrom })),
+        rebind,
+        resolve: (value) => {
+          dropped = request.dropped;
+          resolve(value);
+        },
+        reject,
+      };
+      this.enqueue(request);
     });
+    const onDropped = options.onBindingDropped;
+    if (onDropped !== undefined) for (const binding of dropped ?? []) callHook(() => onDropped(binding.slice, binding.key));
     pending.forEach((p, i) => {
       results[p.at] = bound[i]!;
     });
@@ -1407,10 +1472,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // Every intact record past the damage is salvaged (acknowledged commits: other writers',
         // and those a writer that had read past the damage kept appending), op by op: an op that
         // no longer applies (an alias of an entry added in the damaged record) is left out.
-        const salvage = await salvageJournalRecords(journal, offset, this.state);
+        const salvage = await salvageJournalRecords(journal, offset, this.state, { bindingsPerFile: this.journalVersion >= JOURNAL_VERSION });
         // The new manifest's bytes before any file changes: one above MAX_MANIFEST_BYTES is
         // SIZE_INVALID here (each failed attempt kept another copy of the damaged journal, and made the next one).
-        const manifest = serializeManifest(this.state.entries.values(), { ...this.header, generation: generation + 1 });
+        const manifest = serializeManifest(this.state.entries.values(), { ...this.header, generation: generation + 1 }, manifestFormatFor(this.state));
         // The damaged file gets its second name first: a crash at any later step leaves it kept
         // (gc would remove a `journal.<G>` no manifest names, and with it the only copy).
         const keptAs = await this.backend.keepJournalCopy(generation, `${journalFileName(generation)}.damaged-${Date.now()}`);
@@ -1501,11 +1566,9 @@ function commitTooLarge(kind: 'add' | 'alias', manifestBytes: number, items: rea
 }
 
 /** `entry` without the slice keys `state` has bound to another entry (AddEntryInput.leaveTakenSlices). */
-function withoutTakenSlices(entry: CacheEntry, state: { ownerOf(slice: SliceKeyTuple): string | undefined }): CacheEntry {
-  const free = entry.sliceKeys.filter((slice) => {
-    const owner = state.ownerOf(slice);
-    return owner === undefined || owner === entry.key;
-  });
+function withoutTakenSlices(entry: CacheEntry, state: StateDraft, bindingsPerFile: boolean): CacheEntry {
+  // With sliceBindingsPerFile a slice bound to other files' entries is not taken: the entry binds it beside them.
+  const free = entry.sliceKeys.filter((slice) => state.canBind(entry.key, slice, bindingsPerFile));
   return free.length === entry.sliceKeys.length ? entry : withSliceKeys(entry, free);
 }
 

@@ -102,6 +102,7 @@ const OPEN_OPTIONS = optionNamesOf<OpenCacheStoreOptions>({
   compactOnClose: true,
   signal: true,
   s3: true,
+  sliceBindingsPerFile: true,
 });
 const S3_OPTIONS = optionNamesOf<S3StoreOptions>({
   client: true,
@@ -127,8 +128,9 @@ export function checkOpenOptions(options: unknown): asserts options is OpenCache
   const call = 'openCacheStore';
   checkOptionsObject(options, call);
   checkOptionKeys(options, OPEN_OPTIONS, call);
-  const { create, signal, s3 } = options as OpenCacheStoreOptions;
+  const { create, signal, s3, sliceBindingsPerFile } = options as OpenCacheStoreOptions;
   checkBooleanOption(create, 'create', call);
+  checkBooleanOption(sliceBindingsPerFile, 'sliceBindingsPerFile', call);
   checkSignalOption(signal, 'signal', call);
   if (s3 !== undefined) checkS3Options(s3, call);
 }
@@ -179,13 +181,14 @@ export function checkReadBlobOptions(options: unknown, call: string): void {
   checkBooleanOption((options as ReadBlobOptions).verifyChecksum, 'verifyChecksum', call);
 }
 
-const ALIAS_OPTIONS = optionNamesOf<AliasSlicesOptions>({ rebind: true });
+const ALIAS_OPTIONS = optionNamesOf<AliasSlicesOptions>({ rebind: true, onBindingDropped: true });
 
 /** aliasSlices' options. */
 export function checkAliasOptions(options: unknown): asserts options is AliasSlicesOptions {
   checkOptionsObject(options, 'aliasSlices');
   checkOptionKeys(options, ALIAS_OPTIONS, 'aliasSlices');
   checkBooleanOption((options as AliasSlicesOptions).rebind, 'rebind', 'aliasSlices');
+  checkFunctionOption((options as AliasSlicesOptions).onBindingDropped, 'onBindingDropped', 'aliasSlices');
 }
 
 const ADD_ENTRY_FIELDS = optionNamesOf<AddEntryInput>({

@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib';
 import { Packr, Unpackr } from 'msgpackr';
 import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
-import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES, MAX_NEWER_JOURNAL_VERSION } from './limits.js';
+import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES, MAX_NEWER_JOURNAL_VERSION } from './limits.js';
 import type { StoreOp } from './store-state.js';
 import { entryToDisk, parseDiskEntry, validateSliceKey } from './validate-entry.js';
 
@@ -22,17 +22,23 @@ const OP_ALIAS = 2;
 const OP_REBIND = 3;
 const OP_SEAL = 9;
 
-export function encodeJournalHeader(generation: number): Uint8Array {
+/** The journal version written after a manifest of `state`: 2 (JOURNAL_VERSION) only once a slice holds a second binding. */
+export function journalVersionFor(state: { readonly holdsSecondBindings: boolean }): number {
+  return state.holdsSecondBindings ? JOURNAL_VERSION : JOURNAL_VERSION_ONE_BINDING;
+}
+
+/** A journal header of `version` (journalVersionFor: 1, as 0.55.0 wrote, until a slice holds a second binding). */
+export function encodeJournalHeader(generation: number, version: number = JOURNAL_VERSION_ONE_BINDING): Uint8Array {
   const bytes = new Uint8Array(JOURNAL_HEADER_BYTES);
   bytes.set(JOURNAL_MAGIC, 0);
   const view = new DataView(bytes.buffer);
-  view.setUint32(8, JOURNAL_VERSION, true);
+  view.setUint32(8, version, true);
   view.setUint32(12, generation, true);
   return bytes;
 }
 
-/** Validates a journal header against the generation the manifest names. */
-export function checkJournalHeader(bytes: Uint8Array, generation: number, path: string): void {
+/** Validates a journal header against the generation the manifest names; returns its version (1, or 2: its ops may add second bindings). */
+export function checkJournalHeader(bytes: Uint8Array, generation: number, path: string): number {
   if (bytes.length < JOURNAL_HEADER_BYTES || JOURNAL_MAGIC.some((b, i) => bytes[i] !== b)) {
     throw new StoreError('JOURNAL_INVALID', 'journal does not start with "SZJOURNL"', { path, details: { headerBytes: bytes.length } });
   }
@@ -40,18 +46,18 @@ export function checkJournalHeader(bytes: Uint8Array, generation: number, path: 
   const version = view.getUint32(8, true);
   // Older than any journal this store ever wrote (a zeroed or flipped version field): damage, which
   // the cache can be recovered from. A newer version is another program's format.
-  if (version < JOURNAL_VERSION) {
-    throw new StoreError('JOURNAL_INVALID', `journal version ${version} is older than any journal written (${JOURNAL_VERSION}): damaged`, { path, details: { version } });
+  if (version < JOURNAL_VERSION_ONE_BINDING) {
+    throw new StoreError('JOURNAL_INVALID', `journal version ${version} is older than any journal written (${JOURNAL_VERSION_ONE_BINDING}): damaged`, { path, details: { version } });
   }
   // Far above this one: no release wrote it (versions go up one at a time), a flipped bit did
   // (1 -> 513): damage too. Every open failed on it as a newer format, and no tool recovered it.
   if (version > MAX_NEWER_JOURNAL_VERSION) {
     throw new StoreError('JOURNAL_INVALID', `journal version ${version} is above any a release could have written (${MAX_NEWER_JOURNAL_VERSION}): damaged`, { path, details: { version } });
   }
-  if (version !== JOURNAL_VERSION) {
+  if (version > JOURNAL_VERSION) {
     throw new StoreError(
       'UNSUPPORTED_FORMAT',
-      `journal version ${version} is not ${JOURNAL_VERSION}: written by a newer release (if none wrote this cache, the header is damaged: move the journal aside and run \`splitzip build <model> --out <cache> --repair\`, which goes on from the manifest)`,
+      `journal version ${version} is not ${JOURNAL_VERSION_ONE_BINDING} or ${JOURNAL_VERSION}: written by a newer release (if none wrote this cache, the header is damaged: move the journal aside and run \`splitzip build <model> --out <cache> --repair\`, which goes on from the manifest)`,
       { path, details: { version } },
     );
   }
@@ -62,6 +68,7 @@ export function checkJournalHeader(bytes: Uint8Array, generation: number, path: 
       details: { found, generation },
     });
   }
+  return version;
 }
 
 function encodeOp(op: StoreOp): Uint8Array {

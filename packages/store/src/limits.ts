@@ -1,18 +1,32 @@
 import { FORMAT_VERSION, MAX_ELEMENT_COUNT, READABLE_FORMAT_VERSIONS, computePayloadLayout, MIN_CHUNK_SIZE } from '@splitzip/codec';
 
-/** The manifest format this package reads and writes (1 was the seed's Python manifest; see README). */
-export const MANIFEST_FORMAT = 2;
+/**
+ * The newest manifest format this package reads and writes (1 was the seed's Python manifest; see
+ * README): 3 lets a slice hold several bindings, one per file (FILE-BINDINGS.md). A cache is written
+ * as MANIFEST_FORMAT_ONE_BINDING until it first holds a second binding of some slice, so releases
+ * that know only format 2 (0.55.0 and before) keep reading caches that never need more.
+ */
+export const MANIFEST_FORMAT = 3;
+/** The manifest format of a cache whose every slice has at most one binding (byte-compatible with 0.55.0). */
+export const MANIFEST_FORMAT_ONE_BINDING = 2;
 /** Payload format versions whose blobs this package serves (the codec's). */
 export const PAYLOAD_FORMAT_VERSION = FORMAT_VERSION;
 /** Payload versions an entry may record (the codec reads all of them). */
 export const READABLE_PAYLOAD_VERSIONS: readonly number[] = READABLE_FORMAT_VERSIONS;
-/** Journal file format version (the u32 after the magic). */
-export const JOURNAL_VERSION = 1;
+/**
+ * The newest journal file format version (the u32 after the magic): 2 is written after a format-3
+ * manifest, and its alias ops may add a slice's second binding (one per file); a format-2 manifest's
+ * journal stays JOURNAL_VERSION_ONE_BINDING, readable by 0.55.0.
+ */
+export const JOURNAL_VERSION = 2;
+/** The journal version written after a MANIFEST_FORMAT_ONE_BINDING manifest. */
+export const JOURNAL_VERSION_ONE_BINDING = 1;
 /**
  * The highest journal version read as a newer release's format (UNSUPPORTED_FORMAT); above it the
  * header is damaged (JOURNAL_INVALID, recoverable): versions go up one at a time, a release that
  * writes a newer journal writes a newer manifest format too (which older releases refuse first:
- * "Mixing releases"), and one flipped bit of 1 gives 3, 5, 9, … 513, which no release will write.
+ * "Mixing releases"), and one flipped bit of 1 or 2 gives 0, 5, 6, 9, 10, … 514, which no release will write
+ * (3, the next version, is read as a newer release's).
  */
 export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION + 1;
 
@@ -91,6 +105,12 @@ export const MAX_SLICE_STAMPS = 16;
  * records to stay below). Checked before a byte is read: the file is read synchronously, whole.
  */
 export const MAX_HOST_STAMP_FILE_BYTES = 8 * 2 ** 20;
+/**
+ * Bindings one slice may hold (one per file: revisions or fine-tunes of a model sharing its shard
+ * names, FILE-BINDINGS.md). 8 keeps a handful of revisions side by side while bounding what a
+ * lookup by stamp scans and what one slice costs in memory; binding a ninth drops the least recent.
+ */
+export const MAX_SLICE_BINDINGS = 8;
 /** A tensor is bound to a handful of slices (tied weights, copies of a checkpoint); 4096 is generous. */
 export const MAX_SLICE_KEYS_PER_ENTRY = 4096;
 /** Offsets must stay exact in a JS number. */

@@ -3,13 +3,15 @@ import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
 import { StoreError } from './errors.js';
 import { findDuplicateJsonKey, scanJsonValue } from '@splitzip/safetensors';
-import { MANIFEST_FORMAT, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES, READABLE_PAYLOAD_VERSIONS } from './limits.js';
+import { MANIFEST_FORMAT, MANIFEST_FORMAT_ONE_BINDING, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES, READABLE_PAYLOAD_VERSIONS } from './limits.js';
 import { StoreState } from './store-state.js';
 import { StringPool } from './string-pool.js';
 import type { CacheEntry } from './types.js';
 import { entryToDisk, parseDiskEntry } from './validate-entry.js';
 
 export interface ManifestHeader {
+  /** The manifest's format as read (2, or 3 once a slice holds a second binding); serializeManifest picks its own from the state. */
+  format?: number | undefined;
   generation: number;
   chunkSize: number;
   coverageMin: number;
@@ -146,7 +148,7 @@ export function parseManifestTree(text: string, bytes: Uint8Array, path: string)
   }
   let state: StoreState;
   try {
-    state = StoreState.fromEntries(parsed, { source: 'manifest', path });
+    state = StoreState.fromEntries(parsed, { source: 'manifest', path }, header.format === MANIFEST_FORMAT);
   } catch (error) {
     throw error instanceof StoreError ? asManifestDamage(error, path) : error;
   }
@@ -205,11 +207,16 @@ function asManifestDamage(error: StoreError, path: string): StoreError {
 }
 
 /** The checksum and the header's fields of a parsed manifest object (not its entries). */
-function checkManifestHeader(m: Record<string, unknown>, bytes: Uint8Array, path: string): ManifestHeader {
+function checkManifestHeader(m: Record<string, unknown>, bytes: Uint8Array, path: string): ManifestHeader & { format: number } {
   checkManifestChecksum(bytes, Object.hasOwn(m, 'body_crc32'), path);
-  if (m.format !== MANIFEST_FORMAT) {
-    const hint = m.format === 1 ? ' (format 1 is the seed Python manifest, without checksums: rebuild the cache)' : '';
-    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${describeValue(m.format)} is not ${MANIFEST_FORMAT}${hint}`, {
+  if (m.format !== MANIFEST_FORMAT && m.format !== MANIFEST_FORMAT_ONE_BINDING) {
+    const hint =
+      m.format === 1
+        ? ' (format 1 is the seed Python manifest, without checksums: rebuild the cache)'
+        : m.format === MANIFEST_FORMAT + 1
+          ? ' (written by a newer release: upgrade this one to read the cache)'
+          : '';
+    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${describeValue(m.format)} is not ${MANIFEST_FORMAT_ONE_BINDING} or ${MANIFEST_FORMAT}${hint}`, {
       path,
       details: { format: detailValue(m.format) },
     });
@@ -224,7 +231,7 @@ function checkManifestHeader(m: Record<string, unknown>, bytes: Uint8Array, path
   if (!isValidCoverage(m.coverage_min)) {
     throw new StoreError('MANIFEST_INVALID', 'coverage_min must be a number in 0..1', { path, details: { coverageMin: detailValue(m.coverage_min) } });
   }
-  return { generation, chunkSize: m.chunk_size, coverageMin: m.coverage_min };
+  return { format: m.format, generation, chunkSize: m.chunk_size, coverageMin: m.coverage_min };
 }
 
 /**
@@ -254,7 +261,9 @@ export function parseManifestInPieces(text: string, bytes: Uint8Array, path: str
       if (text.charCodeAt(i) !== 0x3a /* : */) return undefined;
       i = skipJsonWhiteSpace(text, i + 1);
       if (name === 'entries') {
-        const read = readEntriesInPieces(text, i, path);
+        // `format` comes first (serializeManifest): a format-3 manifest's slices may hold several
+        // bindings. Anything else is judged strictly here, and by the tree parse where that fails.
+        const read = readEntriesInPieces(text, i, path, members.format === MANIFEST_FORMAT);
         if (read === undefined) return undefined;
         state = read.state;
         i = read.end;
@@ -271,14 +280,17 @@ export function parseManifestInPieces(text: string, bytes: Uint8Array, path: str
       i = skipJsonWhiteSpace(text, i + 1);
     }
     if (skipJsonWhiteSpace(text, i + 1) !== text.length || state === undefined) return undefined;
-    return { ...checkManifestHeader(members, bytes, path), state };
+    const header = checkManifestHeader(members, bytes, path);
+    // Second bindings read as a format-3 manifest's: only valid in one.
+    if (state.holdsSecondBindings && header.format !== MANIFEST_FORMAT) return undefined;
+    return { ...header, state };
   } catch {
     return undefined;
   }
 }
 
 /** The `entries` object starting at `start` ({), each entry parsed, validated and added as read; undefined as for parseManifestInPieces. */
-function readEntriesInPieces(text: string, start: number, path: string): { state: StoreState; end: number } | undefined {
+function readEntriesInPieces(text: string, start: number, path: string, bindingsPerFile: boolean): { state: StoreState; end: number } | undefined {
   if (text.charCodeAt(start) !== 0x7b /* { */) return undefined;
   const state = new StoreState();
   const context = { source: 'manifest', path };
@@ -297,7 +309,7 @@ function readEntriesInPieces(text: string, start: number, path: string): { state
     const scan = scanJsonValue(text, i);
     // Too many entries: addLoadedEntry throws, and the tree parse reports it.
     if (scan.duplicate || state.entries.has(key)) return undefined;
-    state.addLoadedEntry(parseDiskEntry(key, JSON.parse(text.slice(i, scan.end)), pool), context);
+    state.addLoadedEntry(parseDiskEntry(key, JSON.parse(text.slice(i, scan.end)), pool), context, bindingsPerFile);
     i = skipJsonWhiteSpace(text, scan.end);
     const c = text.charCodeAt(i);
     if (c === 0x7d /* } */) return { state, end: i + 1 };
@@ -326,16 +338,22 @@ function plainKeyEnd(text: string, start: number): number {
   return -1;
 }
 
+/** The format a manifest of `state` is written in: 3 only once a slice holds a second binding (older releases read 2). */
+export function manifestFormatFor(state: { readonly holdsSecondBindings: boolean }): number {
+  return state.holdsSecondBindings ? MANIFEST_FORMAT : MANIFEST_FORMAT_ONE_BINDING;
+}
+
 /**
- * Serialises the state as a format-2 manifest (the seed's fields first). SIZE_INVALID, before a
+ * Serialises entries as a manifest of `format` (manifestFormatFor: 2, byte for byte what 0.55.0
+ * wrote, until a slice holds a second binding; the seed's fields first). SIZE_INVALID, before a
  * byte is written, for one the reader would refuse (above MAX_MANIFEST_BYTES: the cache never
  * opened again, and recoverDamagedManifest could not help) or V8 cannot build (a RangeError).
  */
-export function serializeManifest(entries: Iterable<CacheEntry>, header: ManifestHeader): Uint8Array {
+export function serializeManifest(entries: Iterable<CacheEntry>, header: ManifestHeader, format: number = MANIFEST_FORMAT_ONE_BINDING): Uint8Array {
   const out: Record<string, unknown> = {};
   for (const entry of entries) out[entry.key] = entryToDisk(entry);
   const manifest = {
-    format: MANIFEST_FORMAT,
+    format,
     chunk_size: header.chunkSize,
     coverage_min: header.coverageMin,
     entries: out,

@@ -112,7 +112,7 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
   // naming files that exist. A root that cannot be resolved is left as it is: the load says why.
   const pinned = await realpath(backend.root).catch(() => undefined);
   if (pinned !== undefined && pinned !== backend.root) backend = new FsBackend(pinned);
-  const load = (): Promise<CacheStore> => FsCacheStore.load(backend, { lockTimeoutMs, signal: options.signal, refreshIntervalMs, compactOnClose });
+  const load = (): Promise<CacheStore> => FsCacheStore.load(backend, { lockTimeoutMs, signal: options.signal, refreshIntervalMs, compactOnClose, sliceBindingsPerFile: options.sliceBindingsPerFile === true });
   try {
     return await load();
   } catch (error) {

@@ -6,9 +6,9 @@ import { checkRecoverOptions } from './check-options.js';
 import { checkBlobsDirectoryOwn } from './check-blobs-directory.js';
 import { StoreError, isStoreError } from './errors.js';
 import { FsBackend } from './fs-backend.js';
-import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader } from './journal-format.js';
-import { DEFAULT_LOCK_TIMEOUT_MS, MAX_GENERATION } from './limits.js';
-import { parseManifest, serializeManifest } from './manifest-format.js';
+import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, journalVersionFor } from './journal-format.js';
+import { DEFAULT_LOCK_TIMEOUT_MS, JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MAX_GENERATION } from './limits.js';
+import { manifestFormatFor, parseManifest, serializeManifest } from './manifest-format.js';
 import { findNewerJournal, listJournalFiles, olderManifestCopyError } from './find-newer-journal.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
 import { salvageManifest, type SalvagedManifest } from './salvage-manifest.js';
@@ -147,12 +147,12 @@ export async function recoverManifest(
     const found = await listJournals(backend, journals);
     // Each journal surveyed first (records, seal), applied to nothing.
     for (const journal of journals) {
-      const survey = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, StoreState.fromEntries([], context));
+      const survey = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, StoreState.fromEntries([], context), { bindingsPerFile: journal.version >= JOURNAL_VERSION });
       journal.records = survey.salvagedRecords;
       journal.sealed = survey.sealed;
     }
     const chosen = chooseJournal(journals, salvage.generation);
-    const records = chosen === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(chosen.file, JOURNAL_HEADER_BYTES, state);
+    const records = chosen === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(chosen.file, JOURNAL_HEADER_BYTES, state, { bindingsPerFile: chosen.version >= JOURNAL_VERSION });
     // From every other journal with records, its entries without their bindings (after the chosen
     // one's, whose adds carry bindings): which journal follows the manifest can be misjudged (a
     // finished and an interrupted compaction leave the same files, told apart only by the damaged
@@ -167,7 +167,7 @@ export async function recoverManifest(
     const added = [...state.entries.values()].filter((entry) => !checkedKeys.has(entry.key));
     const addedReport = added.length === 0 ? undefined : await verifyEntries(backend, added, 1, { decode: true, signal: options.signal });
     const addedFailed = new Set(addedReport?.problems.map((problem) => problem.key));
-    if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context);
+    if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context, state.holdsSecondBindings);
     // Counted once every check is done: entries from the chosen journal, and from the others.
     const journalEntries = [...fromChosen].filter((key) => !addedFailed.has(key)).length;
     const otherJournalEntries = added.filter((entry) => !fromChosen.has(entry.key) && !addedFailed.has(entry.key)).length;
@@ -181,7 +181,7 @@ export async function recoverManifest(
     const header = { generation: next, chunkSize: salvage.chunkSize ?? DEFAULT_CHUNK_SIZE, coverageMin: salvage.coverageMin ?? DEFAULT_COVERAGE_MIN };
     // Serialised before anything changes: one above MAX_MANIFEST_BYTES is SIZE_INVALID with no copy
     // kept and no journal made (each failed attempt left another set of them).
-    const manifest = serializeManifest(state.entries.values(), header);
+    const manifest = serializeManifest(state.entries.values(), header, manifestFormatFor(state));
     const stamp = Date.now();
     const keptAs = await backend.keepManifestCopy!(`manifest.json.damaged-${stamp}`);
     // Second names for every journal not wholly salvaged: one with a record that could not be read,
@@ -197,7 +197,7 @@ export async function recoverManifest(
       else if (journal === chosen && records.droppedRecords > 0) await keep(generation, 'damaged');
       else if (journal !== chosen && journal.records > 0) await keep(generation, 'unsalvaged');
     }
-    await backend.createJournal(next, encodeJournalHeader(next));
+    await backend.createJournal(next, encodeJournalHeader(next, journalVersionFor(state)));
     await backend.writeManifest(manifest);
     // Committed. The salvaged journal's records are in the new manifest, and every other journal is
     // empty or kept under a second name: all are removed (one that cannot be is gc's).
@@ -283,6 +283,8 @@ interface SalvageJournal {
   file: JournalFile;
   /** Its header is not its generation's: its records, each with its own CRC, are still read (as recoverDamagedJournal does). */
   headerDamaged: boolean;
+  /** Its header's version: 2 (its ops may add second bindings of a slice), or 1 (also for a damaged header: the stricter reading). */
+  version: number;
   /** Intact records past the header, and whether it ends with a seal. */
   records: number;
   sealed: boolean;
@@ -329,8 +331,9 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
     const file = await backend.openJournal(generation).catch(() => undefined);
     if (file === undefined) continue;
     let headerDamaged = false;
+    let version = JOURNAL_VERSION_ONE_BINDING;
     try {
-      checkJournalHeader(await file.read(0, JOURNAL_HEADER_BYTES), generation, file.path);
+      version = checkJournalHeader(await file.read(0, JOURNAL_HEADER_BYTES), generation, file.path);
     } catch (error) {
       // A newer release's journal is not ours to read; a damaged header still has records to salvage.
       if (!(isStoreError(error) && error.code === 'JOURNAL_INVALID')) {
@@ -339,7 +342,7 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
       }
       headerDamaged = true;
     }
-    into.push({ generation, file, headerDamaged, records: 0, sealed: false });
+    into.push({ generation, file, headerDamaged, version, records: 0, sealed: false });
   }
   return generations;
 }

@@ -31,7 +31,7 @@ export async function salvageJournalRecords(
   journal: JournalFile,
   fromOffset: number,
   state: StoreState,
-  { entriesOnly = false }: { entriesOnly?: boolean } = {},
+  { entriesOnly = false, bindingsPerFile = false }: { entriesOnly?: boolean; bindingsPerFile?: boolean } = {},
 ): Promise<JournalSalvage> {
   const size = await journal.size();
   let salvagedRecords = 0;
@@ -67,7 +67,7 @@ export async function salvageJournalRecords(
       // binding is not to be brought back).
       if (entriesOnly && op.kind !== 'add') continue;
       try {
-        state.applyOps([entriesOnly && op.kind === 'add' ? { ...op, entry: withSliceKeys(op.entry, []) } : op], context);
+        state.applyOps([entriesOnly && op.kind === 'add' ? { ...op, entry: withSliceKeys(op.entry, []) } : op], context, bindingsPerFile);
       } catch {
         droppedOps += 1;
       }

@@ -3,6 +3,7 @@ import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
 import { mergeSliceStamps } from './merge-slice-stamps.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
+import { bindingInTheWay, compareBindingRecency, isValidBindingSet, stepSliceBindings, type BindingStep, type SliceOwner } from './slice-bindings.js';
 
 /** One change to the cache, as journalled. */
 export type StoreOp =
@@ -25,61 +26,99 @@ function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: str
   );
 }
 
-/** Who a slice is bound to, and the shard stamps recorded with the binding. */
-export interface SliceOwner {
-  key: string;
-  stamps: readonly string[] | undefined;
-}
+export type { SliceOwner };
 
 /** An index slot: the owner of one slice and that slice's size. */
 interface SizedSliceOwner extends SliceOwner {
   readonly sizeBytes: number;
 }
 
+/** An index slot of a slice with several bindings (one per file): its owners, latest first, and its size. */
+class SizedBindingList {
+  constructor(
+    readonly sizeBytes: number,
+    readonly owners: readonly SliceOwner[],
+  ) {}
+}
+
+type SliceSlot = SizedSliceOwner | SizedBindingList;
+
 /**
  * Slice key → its owner, by shard name, then offset: a lookup hashes a (usually interned) shard name
  * and a number instead of building a joined string. An offset holds one owner, which carries its
  * slice's size; only where slices of two sizes start at one offset (rare: a tensor and a view of
  * its first bytes) does it hold a Map by size. A Map per offset for the size alone was ~8 MB of a
- * 51 MB heap with 32,000 entries.
+ * 51 MB heap with 32,000 entries. A slice with several bindings (one per file) holds a list of
+ * them; one binding stays one object.
  */
 export class SliceIndex {
-  private readonly shards = new Map<string, Map<number, SizedSliceOwner | Map<number, SizedSliceOwner>>>();
+  private readonly shards = new Map<string, Map<number, SliceSlot | Map<number, SliceSlot>>>();
   private count = 0;
+  private multiCount = 0;
 
   get size(): number {
     return this.count;
+  }
+
+  /** Slices with more than one binding. */
+  get multiBoundSlices(): number {
+    return this.multiCount;
   }
 
   get(shardName: string, offsetBytes: number, sizeBytes: number): string | undefined {
     return this.getOwner(shardName, offsetBytes, sizeBytes)?.key;
   }
 
+  /** The slice's latest binding. */
   getOwner(shardName: string, offsetBytes: number, sizeBytes: number): SliceOwner | undefined {
+    const slot = this.slot(shardName, offsetBytes, sizeBytes);
+    return slot instanceof SizedBindingList ? slot.owners[0] : slot;
+  }
+
+  /** Every binding of the slice, latest first. */
+  getOwners(shardName: string, offsetBytes: number, sizeBytes: number): readonly SliceOwner[] {
+    const slot = this.slot(shardName, offsetBytes, sizeBytes);
+    if (slot === undefined) return [];
+    return slot instanceof SizedBindingList ? slot.owners : [slot];
+  }
+
+  private slot(shardName: string, offsetBytes: number, sizeBytes: number): SliceSlot | undefined {
     const slot = this.shards.get(shardName)?.get(offsetBytes);
     if (slot === undefined) return undefined;
     if (slot instanceof Map) return slot.get(sizeBytes);
     return slot.sizeBytes === sizeBytes ? slot : undefined;
   }
 
+  /** Binds the slice to `key` alone (its other bindings go). */
   set(slice: SliceKeyTuple, key: string): void {
-    const [shardName, offsetBytes, sizeBytes, stamps] = slice;
+    this.setOwners(slice[0], slice[1], slice[2], [{ key, stamps: slice[3] }]);
+  }
+
+  /** Sets the slice's bindings (latest first; none: unbound). */
+  setOwners(shardName: string, offsetBytes: number, sizeBytes: number, owners: readonly SliceOwner[]): void {
+    const before = this.slot(shardName, offsetBytes, sizeBytes);
+    if (before instanceof SizedBindingList) this.multiCount--;
+    if (before !== undefined) this.count--;
+    let next: SliceSlot | undefined;
+    if (owners.length === 1) next = { key: owners[0]!.key, stamps: owners[0]!.stamps, sizeBytes };
+    else if (owners.length > 1) next = new SizedBindingList(sizeBytes, Object.freeze([...owners]));
+    if (next instanceof SizedBindingList) this.multiCount++;
+    if (next !== undefined) this.count++;
     let offsets = this.shards.get(shardName);
-    if (!offsets) this.shards.set(shardName, (offsets = new Map()));
-    const owner: SizedSliceOwner = { key, stamps, sizeBytes };
+    if (!offsets) {
+      if (next === undefined) return;
+      this.shards.set(shardName, (offsets = new Map()));
+    }
     const slot = offsets.get(offsetBytes);
-    if (slot === undefined) {
-      offsets.set(offsetBytes, owner);
-      this.count++;
-    } else if (slot instanceof Map) {
-      if (!slot.has(sizeBytes)) this.count++;
-      slot.set(sizeBytes, owner);
-    } else if (slot.sizeBytes === sizeBytes) {
-      offsets.set(offsetBytes, owner);
-    } else {
+    if (slot instanceof Map) {
+      if (next === undefined) slot.delete(sizeBytes);
+      else slot.set(sizeBytes, next);
+    } else if (slot === undefined || slot.sizeBytes === sizeBytes) {
+      if (next === undefined) offsets.delete(offsetBytes);
+      else offsets.set(offsetBytes, next);
+    } else if (next !== undefined) {
       // A second size at this offset: both go into a Map by size.
-      offsets.set(offsetBytes, new Map([[slot.sizeBytes, slot], [sizeBytes, owner]]));
-      this.count++;
+      offsets.set(offsetBytes, new Map([[slot.sizeBytes, slot], [sizeBytes, next]]));
     }
   }
 }
@@ -87,11 +126,20 @@ export class SliceIndex {
 /** What planning needs to know about a state (the state itself or a draft over it). */
 export interface StateView {
   getEntry(key: string): CacheEntry | undefined;
+  /** The entry the slice's latest binding names. */
   ownerOf(slice: SliceKeyTuple): string | undefined;
-  /** The stamps recorded with the slice's binding (undefined: none, or not bound). */
+  /** The stamps recorded with the slice's latest binding (undefined: none, or not bound). */
   stampsOf(slice: SliceKeyTuple): readonly string[] | undefined;
+  /** Every binding of the slice, latest first (one per file: FILE-BINDINGS.md). */
+  bindingsOf(slice: SliceKeyTuple): readonly SliceOwner[];
   sliceCount(key: string): number;
   readonly entryCount: number;
+}
+
+/** A binding an op dropped (AliasSlicesOptions.onBindingDropped). */
+export interface DroppedBinding {
+  slice: SliceKeyTuple;
+  key: string;
 }
 
 /**
@@ -114,6 +162,10 @@ export class StoreState implements StateView {
     return this.sliceOwners.getOwner(slice[0], slice[1], slice[2])?.stamps;
   }
 
+  bindingsOf(slice: SliceKeyTuple): readonly SliceOwner[] {
+    return this.sliceOwners.getOwners(slice[0], slice[1], slice[2]);
+  }
+
   sliceCount(key: string): number {
     return this.entries.get(key)?.sliceKeys.length ?? 0;
   }
@@ -122,30 +174,45 @@ export class StoreState implements StateView {
     return this.entries.size;
   }
 
-  /** Builds a state from validated entries; a slice listed under two entries is SLICE_CONFLICT. */
-  static fromEntries(entries: Iterable<CacheEntry>, context: OpContext): StoreState {
+  /** Whether some slice holds more than one binding: the manifest is then format 3, its journal version 2. */
+  get holdsSecondBindings(): boolean {
+    return this.sliceOwners.multiBoundSlices > 0;
+  }
+
+  /**
+   * Builds a state from validated entries; a slice listed under two entries is SLICE_CONFLICT,
+   * unless `bindingsPerFile` (a format-3 manifest) and the slice's bindings keep the rule
+   * (isValidBindingSet).
+   */
+  static fromEntries(entries: Iterable<CacheEntry>, context: OpContext, bindingsPerFile = false): StoreState {
     const state = new StoreState();
-    for (const entry of entries) state.addLoadedEntry(entry, context);
+    for (const entry of entries) state.addLoadedEntry(entry, context, bindingsPerFile);
     return state;
   }
 
   /** One step of fromEntries: adds a validated entry and binds its slices (SLICE_CONFLICT, SIZE_INVALID as there). */
-  addLoadedEntry(entry: CacheEntry, context: OpContext): void {
+  addLoadedEntry(entry: CacheEntry, context: OpContext, bindingsPerFile = false): void {
     if (this.entries.size >= MAX_ENTRIES) {
       throw new StoreError('SIZE_INVALID', `more than MAX_ENTRIES (${MAX_ENTRIES}) entries`, { path: context.path, details: { limit: MAX_ENTRIES } });
     }
     this.entries.set(entry.key, entry);
     for (const slice of entry.sliceKeys) {
-      const owner = this.ownerOf(slice);
-      if (owner !== undefined && owner !== entry.key) throw sliceConflict(slice, owner, entry.key, context);
-      this.sliceOwners.set(slice, entry.key);
+      const current = this.bindingsOf(slice);
+      if (current.length === 0) {
+        this.sliceOwners.set(slice, entry.key);
+        continue;
+      }
+      const others = current.filter((binding) => binding.key !== entry.key);
+      const next = [...others, { key: entry.key, stamps: slice[3] }].sort(compareBindingRecency);
+      if (!bindingsPerFile || others.length < current.length || !isValidBindingSet(next)) throw sliceConflict(slice, current[0]!.key, entry.key, context);
+      this.sliceOwners.setOwners(slice[0], slice[1], slice[2], next);
     }
   }
 
-  /** Checks every op against this state (all or nothing), then applies them. */
-  applyOps(ops: readonly StoreOp[], context: OpContext): void {
+  /** Checks every op against this state (all or nothing), then applies them. `bindingsPerFile`: a version-2 journal's ops, which may add a slice's second binding. */
+  applyOps(ops: readonly StoreOp[], context: OpContext, bindingsPerFile = false): void {
     const draft = new StateDraft(this);
-    for (const op of ops) draft.replay(op, context);
+    for (const op of ops) draft.replay(op, context, bindingsPerFile);
     this.applyChecked(draft.ops);
   }
 
@@ -160,25 +227,38 @@ export class StoreState implements StateView {
       }
       return list;
     };
+    const bind = (op: StoreOp & { key: string }, kind: 'alias' | 'rebind', slice: SliceKeyTuple): void => {
+      const [shardName, offsetBytes, sizeBytes] = slice;
+      const before = this.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
+      const step = stepSliceBindings(before, kind, op.key, slice[3]);
+      // Accepted by a draft over this state: never refused here.
+      if (!step.ok) throw new StoreError('SLICE_CONFLICT', 'internal: an accepted op does not apply', { entry: op.key, details: { slice } });
+      const same = (s: SliceKeyTuple): boolean => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes;
+      for (const binding of before) {
+        if (binding.key === op.key) continue;
+        const after = step.bindings.find((b) => b.key === binding.key);
+        if (after !== undefined && after.stamps === binding.stamps) continue;
+        const list = listFor(binding.key);
+        const at = list.findIndex(same);
+        if (at < 0) continue;
+        if (after === undefined) list.splice(at, 1);
+        else list[at] = Object.freeze([shardName, offsetBytes, sizeBytes, after.stamps] as const) as SliceKeyTuple;
+      }
+      if (op.kind !== 'add') {
+        // Bound to this entry already: the op records its stamps in place.
+        const list = listFor(op.key);
+        const at = before.some((b) => b.key === op.key) ? list.findIndex(same) : -1;
+        if (at >= 0) list[at] = slice;
+        else list.push(slice);
+      }
+      this.sliceOwners.setOwners(shardName, offsetBytes, sizeBytes, step.bindings);
+    };
     for (const op of ops) {
       if (op.kind === 'add') {
         this.entries.set(op.key, op.entry);
-        for (const slice of op.entry.sliceKeys) this.sliceOwners.set(slice, op.key);
+        for (const slice of op.entry.sliceKeys) bind(op, 'alias', slice);
       } else if (op.kind === 'alias' || op.kind === 'rebind') {
-        const [shardName, offsetBytes, sizeBytes] = op.slice;
-        const owner = this.sliceOwners.get(shardName, offsetBytes, sizeBytes);
-        const same = (s: SliceKeyTuple): boolean => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes;
-        if (owner !== undefined && owner !== op.key) {
-          const list = listFor(owner);
-          const at = list.findIndex(same);
-          if (at >= 0) list.splice(at, 1);
-        }
-        // Bound to this entry already: the op records its stamps in place.
-        const list = listFor(op.key);
-        const at = owner === op.key ? list.findIndex(same) : -1;
-        if (at >= 0) list[at] = op.slice;
-        else list.push(op.slice);
-        this.sliceOwners.set(op.slice, op.key);
+        bind(op, op.kind, op.slice);
       }
     }
     for (const [key, list] of sliceLists) {
@@ -200,8 +280,12 @@ export type AliasPlan = 'absent' | 'already-bound' | 'bound' | 'taken';
  */
 export class StateDraft implements StateView {
   readonly ops: StoreOp[] = [];
+  /** Bindings the planned ops drop (past MAX_SLICE_BINDINGS, or left without a file stamp). */
+  readonly dropped: DroppedBinding[] = [];
+  /** Whether a planned op adds a slice's binding beside another entry's (FILE-BINDINGS.md). */
+  addsSecondBinding = false;
   private readonly added = new Map<string, CacheEntry>();
-  private readonly owners = new Map<string, SliceOwner>();
+  private readonly owners = new Map<string, readonly SliceOwner[]>();
   private readonly sliceDelta = new Map<string, number>();
 
   constructor(private readonly parent: StateView) {}
@@ -210,14 +294,16 @@ export class StateDraft implements StateView {
     return this.added.get(key) ?? this.parent.getEntry(key);
   }
 
+  bindingsOf(slice: SliceKeyTuple): readonly SliceOwner[] {
+    return this.owners.get(sliceId(...slice)) ?? this.parent.bindingsOf(slice);
+  }
+
   ownerOf(slice: SliceKeyTuple): string | undefined {
-    const own = this.owners.get(sliceId(...slice));
-    return own !== undefined ? own.key : this.parent.ownerOf(slice);
+    return this.bindingsOf(slice)[0]?.key;
   }
 
   stampsOf(slice: SliceKeyTuple): readonly string[] | undefined {
-    const own = this.owners.get(sliceId(...slice));
-    return own !== undefined ? own.stamps : this.parent.stampsOf(slice);
+    return this.bindingsOf(slice)[0]?.stamps;
   }
 
   sliceCount(key: string): number {
@@ -239,31 +325,59 @@ export class StateDraft implements StateView {
     for (const [id, owner] of child.owners) this.owners.set(id, owner);
     for (const [key, delta] of child.sliceDelta) this.sliceDelta.set(key, (this.sliceDelta.get(key) ?? 0) + delta);
     this.ops.push(...child.ops);
+    this.dropped.push(...child.dropped);
+    this.addsSecondBinding ||= child.addsSecondBinding;
   }
 
-  /** Plans an add; false when the key exists. Throws SLICE_CONFLICT if one of its slices is bound elsewhere. */
-  planAdd(entry: CacheEntry, context: OpContext): boolean {
+  /** Whether planAdd would bind `slice` to a new entry `key` (unbound, or a second binding where `bindingsPerFile`). */
+  canBind(key: string, slice: SliceKeyTuple, bindingsPerFile: boolean): boolean {
+    const current = this.bindingsOf(slice);
+    if (current.length === 0 || current.some((binding) => binding.key === key)) return true;
+    const step = stepSliceBindings(current, 'alias', key, slice[3]);
+    return step.ok && (!step.added || bindingsPerFile);
+  }
+
+  /** Records a step's bindings for `slice`, with the slice counts of the entries it bound and unbound. */
+  private record(slice: SliceKeyTuple, before: readonly SliceOwner[], step: BindingStep & { ok: true }): void {
+    const after = new Set(step.bindings.map((binding) => binding.key));
+    for (const binding of before) if (!after.has(binding.key)) this.sliceDelta.set(binding.key, (this.sliceDelta.get(binding.key) ?? 0) - 1);
+    for (const key of step.dropped) this.dropped.push({ slice: Object.freeze([slice[0], slice[1], slice[2]] as const) as SliceKeyTuple, key });
+    if (step.added) this.addsSecondBinding = true;
+    this.owners.set(sliceId(...slice), step.bindings);
+  }
+
+  /**
+   * Plans an add; false when the key exists. Throws SLICE_CONFLICT if one of its slices is bound
+   * elsewhere (with `bindingsPerFile`: unless it may take a binding beside the others', stepSliceBindings).
+   */
+  planAdd(entry: CacheEntry, context: OpContext, bindingsPerFile = false): boolean {
     if (this.getEntry(entry.key)) return false;
     if (this.entryCount >= MAX_ENTRIES) {
       throw new StoreError('SIZE_INVALID', `the cache holds MAX_ENTRIES (${MAX_ENTRIES}) entries`, { entry: entry.key, details: { limit: MAX_ENTRIES } });
     }
+    const steps: { slice: SliceKeyTuple; before: readonly SliceOwner[]; step: BindingStep & { ok: true } }[] = [];
     for (const slice of entry.sliceKeys) {
-      const owner = this.ownerOf(slice);
-      if (owner !== undefined && owner !== entry.key) throw sliceConflict(slice, owner, entry.key, context);
+      const before = this.bindingsOf(slice);
+      const step = stepSliceBindings(before, 'alias', entry.key, slice[3]);
+      if (!step.ok) throw sliceConflict(slice, step.boundKey, entry.key, context);
+      if (step.added && !bindingsPerFile) throw sliceConflict(slice, before[0]!.key, entry.key, context);
+      steps.push({ slice, before, step });
     }
     this.added.set(entry.key, entry);
     this.sliceDelta.set(entry.key, entry.sliceKeys.length);
-    for (const slice of entry.sliceKeys) this.owners.set(sliceId(...slice), { key: entry.key, stamps: slice[3] });
+    for (const { slice, before, step } of steps) this.record(slice, before, step);
     this.ops.push({ kind: 'add', key: entry.key, entry });
     return true;
   }
 
   /**
    * Plans an alias (or a rebind). Throws SLICE_CONFLICT / SLICE_SIZE_MISMATCH. With `moveFrom`
-   * (AliasSliceItem.moveFrom) and no `rebind`, a slice bound to that entry is moved (a 'rebind' op),
-   * and one bound to any entry but `key` and that one is 'taken', planning nothing.
+   * (AliasSliceItem.moveFrom) and no `rebind`, a slice whose binding in the way (bindingInTheWay)
+   * is that entry's is moved (a 'rebind' op), and one bound otherwise is 'taken', planning nothing.
+   * With `bindingsPerFile`, a slice bound to other entries takes a binding beside theirs where the
+   * rule allows (stepSliceBindings): an 'alias' op.
    */
-  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext, moveFrom?: string): AliasPlan {
+  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext, moveFrom?: string, bindingsPerFile = false, replaying?: 'alias' | 'rebind'): AliasPlan {
     const entry = this.getEntry(key);
     if (!entry) return 'absent';
     if (slice[2] !== entry.rawBytes) {
@@ -273,24 +387,39 @@ export class StateDraft implements StateView {
         details: { slice, rawBytes: entry.rawBytes },
       });
     }
-    const owner = this.ownerOf(slice);
-    if (owner === key) {
+    const before = this.bindingsOf(slice);
+    const mine = before.find((binding) => binding.key === key);
+    if (mine !== undefined) {
       // New stamps for the same binding (a copy of the file, a rewrite with these bytes, another
       // model's file of this name holding them, an object checked against it): mergeSliceStamps.
       const adding = slice[3] ?? [];
-      const current = this.stampsOf(slice) ?? [];
+      const current = mine.stamps ?? [];
       if (adding.every((stamp) => current.includes(stamp))) return 'already-bound';
       const stamps = mergeSliceStamps(current, adding);
       const restamped = Object.freeze([slice[0], slice[1], slice[2], stamps] as const);
-      this.owners.set(sliceId(...slice), { key, stamps });
+      const step = stepSliceBindings(before, 'alias', key, stamps);
+      if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
+      this.record(slice, before, step);
       this.ops.push({ kind: 'alias', key, slice: restamped });
       return 'bound';
     }
-    if (owner !== undefined && !rebind && owner !== moveFrom) {
-      // Bound to a third entry: a conditional alias leaves it to that binding's writer.
-      if (moveFrom !== undefined) return 'taken';
-      throw sliceConflict(slice, owner, key, context);
+    let kind: 'alias' | 'rebind' = 'alias';
+    // A journalled rebind is replayed as one (a handle without sliceBindingsPerFile moved a binding
+    // where one with it would have added one beside it).
+    let step = stepSliceBindings(before, replaying === 'rebind' && before.length > 0 ? 'rebind' : 'alias', key, slice[3]);
+    if (replaying === 'rebind' && before.length > 0) kind = 'rebind';
+    else if (!step.ok || (step.added && !bindingsPerFile)) {
+      const boundKey = step.ok ? (before.find((b) => b.key === bindingInTheWay(before, slice[3])) ?? before[0]!).key : step.boundKey;
+      if (!rebind && (moveFrom === undefined || moveFrom !== bindingInTheWay(before, slice[3]))) {
+        // Bound to a third entry: a conditional alias leaves it to that binding's writer.
+        if (moveFrom !== undefined) return 'taken';
+        throw sliceConflict(slice, boundKey, key, context);
+      }
+      kind = 'rebind';
+      step = stepSliceBindings(before, 'rebind', key, slice[3]);
+      if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
     }
+    if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
     // The loader enforces MAX_SLICE_KEYS_PER_ENTRY; refuse here rather than write what cannot be read back.
     if (this.sliceCount(key) >= MAX_SLICE_KEYS_PER_ENTRY) {
       throw new StoreError('SIZE_INVALID', `the entry already has MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, {
@@ -299,18 +428,17 @@ export class StateDraft implements StateView {
       });
     }
     this.sliceDelta.set(key, (this.sliceDelta.get(key) ?? 0) + 1);
-    if (owner !== undefined) this.sliceDelta.set(owner, (this.sliceDelta.get(owner) ?? 0) - 1);
-    this.owners.set(sliceId(...slice), { key, stamps: slice[3] });
-    this.ops.push({ kind: owner !== undefined ? 'rebind' : 'alias', key, slice });
+    this.record(slice, before, step);
+    this.ops.push({ kind: before.length > 0 && kind === 'rebind' ? 'rebind' : 'alias', key, slice });
     return 'bound';
   }
 
-  /** Replays a journalled op with the same checks (a journal is input too). */
-  replay(op: StoreOp, context: OpContext): void {
+  /** Replays a journalled op with the same checks (a journal is input too). `bindingsPerFile`: a version-2 journal's op. */
+  replay(op: StoreOp, context: OpContext, bindingsPerFile = false): void {
     if (op.kind === 'add') {
-      this.planAdd(op.entry, context);
+      this.planAdd(op.entry, context, bindingsPerFile);
     } else if (op.kind === 'alias' || op.kind === 'rebind') {
-      const plan = this.planAlias(op.key, op.slice, op.kind === 'rebind', context);
+      const plan = this.planAlias(op.key, op.slice, op.kind === 'rebind', context, undefined, bindingsPerFile, op.kind);
       if (plan === 'absent') {
         throw new StoreError('JOURNAL_INVALID', `${op.kind} of slice ${JSON.stringify(op.slice)} names an entry that does not exist (${context.source})`, {
           entry: op.key,

@@ -77,9 +77,16 @@ export abstract class StoreView<H extends StoreDefaults> {
     return this.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.entry;
   }
 
-  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined {
+  /**
+   * The slice's binding whose stamps hold `stamp` (the shard the reader holds), else its latest
+   * (the reader checks the bytes: classifyBinding). A slice holds one binding per file at most
+   * (FILE-BINDINGS.md); without `stamp`, the latest.
+   */
+  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined {
     this.assertOpen();
-    const owner = this.state.sliceOwners.getOwner(shardName, offsetBytes, sizeBytes);
+    const owners = this.state.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
+    let owner = owners[0];
+    if (owners.length > 1 && typeof stamp === 'string') owner = owners.find((binding) => binding.stamps?.includes(stamp) === true) ?? owner;
     const entry = owner === undefined ? undefined : this.state.entries.get(owner.key);
     if (entry === undefined || owner === undefined) {
       // Checked on a miss only, so a hit costs nothing more: a slice aliasSlices would refuse
@@ -88,6 +95,23 @@ export abstract class StoreView<H extends StoreDefaults> {
       return undefined;
     }
     return { entry, stamps: owner.stamps ?? NO_STAMPS };
+  }
+
+  /** Every binding of the slice, latest first (one per file; an `s3://` cache: zero or one). */
+  lookupSliceBindings(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[] {
+    this.assertOpen();
+    const owners = this.state.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
+    if (owners.length <= 1) {
+      // lookupSliceBinding as the store has it (an s3:// cache adds this host's file stamps there).
+      const binding = this.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+      return binding === undefined ? [] : [binding];
+    }
+    const bindings: SliceBinding[] = [];
+    for (const owner of owners) {
+      const entry = this.state.entries.get(owner.key);
+      if (entry !== undefined) bindings.push({ entry, stamps: owner.stamps ?? NO_STAMPS });
+    }
+    return bindings;
   }
 
   entries(): IterableIterator<CacheEntry> {

@@ -181,6 +181,11 @@ export interface AddEntryResult {
    * unbound (bound in the same commit: a writer that lost the race for the entry still binds its slice).
    */
   slicesBound: number;
+  /**
+   * A handle opened with `sliceBindingsPerFile`: other entries' bindings that binding this entry's
+   * slices dropped (past MAX_SLICE_BINDINGS: the least recent); absent when none.
+   */
+  droppedBindings?: { slice: SliceKeyTuple; key: string }[];
 }
 
 export interface AliasSliceItem {
@@ -230,6 +235,14 @@ export interface AliasSlicesOptions {
    * (an item's `moveFrom` then changes nothing).
    */
   rebind?: boolean | undefined;
+  /**
+   * Called once the commit is durable, for each binding it dropped (a handle opened with
+   * `sliceBindingsPerFile`: a slice's least recent binding past MAX_SLICE_BINDINGS, or another
+   * entry's binding left without a file stamp once this file's stamp moved to this entry): the slice
+   * key (no stamps) and the entry whose binding went, which may now be unbound (dropUnboundEntries).
+   * What it throws is ignored.
+   */
+  onBindingDropped?: ((slice: SliceKeyTuple, key: string) => void) | undefined;
 }
 
 export interface OpenCacheStoreOptions {
@@ -259,6 +272,15 @@ export interface OpenCacheStoreOptions {
   signal?: AbortSignal | undefined;
   /** Settings for `s3://bucket/prefix` roots (ignored for directories). */
   s3?: S3StoreOptions | undefined;
+  /**
+   * Local caches: this handle's aliasSlices and addEntries bind a slice bound to other entries
+   * beside them, one binding per file (FILE-BINDINGS.md, phase 1), where they threw SLICE_CONFLICT:
+   * when the item's stamp is a file stamp no binding holds and each binding has one. Every handle
+   * reads such caches; without this option a handle never adds a second binding. The first one
+   * moves the cache to manifest format 3 / journal version 2, which releases before 0.56 refuse
+   * (UNSUPPORTED_FORMAT). `s3://`: accepted, changes nothing yet (phase 2). Default false.
+   */
+  sliceBindingsPerFile?: boolean | undefined;
 }
 
 /**

@@ -15,7 +15,7 @@ export interface CheckedUnbind {
 
 /**
  * Checks unbindSlices' items (INVALID_ARGUMENT, as for aliasSlices) and drops repeats of a slice
- * (the first one's `key` counts), so each binding is removed, and counted, once.
+ * and key, so each binding is removed, and counted, once.
  */
 export function checkUnbindItems(items: readonly UnbindSliceItem[]): CheckedUnbind[] {
   checkCallItems(items, 'unbindSlices', 'an UnbindSliceItem object ({ shardName, offsetBytes, sizeBytes, key? })');
@@ -25,7 +25,8 @@ export function checkUnbindItems(items: readonly UnbindSliceItem[]): CheckedUnbi
   for (const item of items) {
     const slice = validateSliceKey([item.shardName, item.offsetBytes, item.sizeBytes], undefined, 'INVALID_ARGUMENT');
     if (item.key !== undefined && !isContentKey(item.key)) throw new StoreError('INVALID_ARGUMENT', 'key must be 40 lower-case hex digits', { details: { key: item.key } });
-    const id = sliceId(...slice);
+    // One binding per file: items naming two entries of one slice remove both.
+    const id = `${sliceId(...slice)}\0${item.key ?? ''}`;
     if (seen.has(id)) continue;
     seen.add(id);
     checked.push({ slice, key: item.key });
@@ -33,25 +34,30 @@ export function checkUnbindItems(items: readonly UnbindSliceItem[]): CheckedUnbi
   return checked;
 }
 
+/** The entries of the bindings `item` removes: its `key`'s where the slice is bound to it, else (no `key`) every binding's. */
+function keysToUnbind(state: StoreState, item: CheckedUnbind): string[] {
+  const keys = state.bindingsOf(item.slice).map((binding) => binding.key);
+  return item.key === undefined ? keys : keys.filter((key) => key === item.key);
+}
+
 /** Whether `item`'s slice is bound in `state`, to its `key` where it names one. */
 export function isUnbindable(state: StoreState, item: CheckedUnbind): boolean {
-  const owner = state.ownerOf(item.slice);
-  return owner !== undefined && (item.key === undefined || owner === item.key);
+  return keysToUnbind(state, item).length > 0;
 }
 
 /**
- * `state` without the bindings of `items` (each bound, to its `key` where it names one): every
+ * `state` without the bindings of `items` (its `key`'s binding where it names one, else every binding of the slice): every
  * entry stays, only the slice keys of those bindings go. Undefined when none of them is bound.
  * The state it returns is new; `state` is not changed (the caller swaps it in once it is durable).
  */
 export function planUnbind(state: StoreState, items: readonly CheckedUnbind[]): { state: StoreState; removed: number } | undefined {
   const gone = new Map<string, Set<string>>();
   for (const item of items) {
-    if (!isUnbindable(state, item)) continue;
-    const owner = state.ownerOf(item.slice)!;
-    let ids = gone.get(owner);
-    if (!ids) gone.set(owner, (ids = new Set()));
-    ids.add(sliceId(...item.slice));
+    for (const owner of keysToUnbind(state, item)) {
+      let ids = gone.get(owner);
+      if (!ids) gone.set(owner, (ids = new Set()));
+      ids.add(sliceId(...item.slice));
+    }
   }
   if (gone.size === 0) return undefined;
   let removed = 0;
@@ -62,5 +68,6 @@ export function planUnbind(state: StoreState, items: readonly CheckedUnbind[]): 
     removed += entry.sliceKeys.length - kept.length;
     return withSliceKeys(entry, kept);
   });
-  return { state: StoreState.fromEntries(entries, { source: 'unbindSlices' }), removed };
+  // Fewer bindings of a slice that held several still keep the rule (StoreState.fromEntries).
+  return { state: StoreState.fromEntries(entries, { source: 'unbindSlices' }, state.holdsSecondBindings), removed };
 }

@@ -30,9 +30,10 @@ const headerDamage: [string, (bytes: Buffer) => Buffer][] = [
     c.writeUInt32LE(7, 12);
     return c;
   }],
-  ['a flipped bit in the version field (1 -> 3: above the one newer version a release could write)', (b) => {
+  // (1 -> 3 reads as a newer release's since version 2 came: FILE-BINDINGS.md)
+  ['a flipped bit in the version field (1 -> 5: above the one newer version a release could write)', (b) => {
     const c = Buffer.from(b);
-    c[8]! ^= 0x02;
+    c[8]! ^= 0x04;
     return c;
   }],
   ['a flipped bit in the version field (1 -> 513: above any version a release could write)', (b) => {

@@ -1,0 +1,135 @@
+// The rule of one binding per file (FILE-BINDINGS.md): how a slice's bindings change under one
+// journal op, as a pure function of the bindings before it, so that planning, applying and
+// replaying (a journal, after a crash) all reach the same bindings.
+import { parseFileStamp } from '@splitzip/safetensors';
+import { MAX_SLICE_BINDINGS } from './limits.js';
+import { shardStampKind } from './shard-stamp-kind.js';
+
+/** Who a slice is bound to, and the shard stamps recorded with the binding. */
+export interface SliceOwner {
+  key: string;
+  stamps: readonly string[] | undefined;
+}
+
+const NO_STAMPS: readonly string[] = Object.freeze([]);
+
+/** Whether `stamps` hold a local file's stamp (shardStampKind 'file'). */
+export function hasFileStamp(stamps: readonly string[] | undefined): boolean {
+  return stamps !== undefined && stamps.some((stamp) => shardStampKind(stamp) === 'file');
+}
+
+/** The newest change time (ns, decimal digits) among a binding's file stamps; '' where none has one. */
+function newestCtimeNs(stamps: readonly string[] | undefined): string {
+  let newest = '';
+  for (const stamp of stamps ?? NO_STAMPS) {
+    const fields = parseFileStamp(stamp);
+    // A legacy stamp (`<size>:<mtime ns>`) has no ctime: its mtime stands in.
+    const ns = fields === undefined ? undefined : (fields.ctimeNs ?? fields.mtimeNs).replace(/^0+(?=\d)/, '');
+    if (ns !== undefined && compareDigits(ns, newest) > 0) newest = ns;
+  }
+  return newest;
+}
+
+/** Compares decimal digit strings without leading zeros by value ('' below any). */
+function compareDigits(a: string, b: string): number {
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Recency order, latest first. A binding counts as recorded when its file last changed: its newest
+ * file stamp's ctime (then its key, for ties). Derived from the stamps the manifest and journal
+ * already hold, it needs no field of its own, so a compaction, a replay after a crash and a
+ * salvage all order (and evict) alike; a ctime no tool can set, and a file bound again after it
+ * changed has a newer one.
+ */
+export function compareBindingRecency(a: SliceOwner, b: SliceOwner): number {
+  const byTime = compareDigits(newestCtimeNs(b.stamps), newestCtimeNs(a.stamps));
+  return byTime !== 0 ? byTime : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/** Whether one slice may hold these bindings at once: at most MAX_SLICE_BINDINGS; beyond one, each with a file stamp and no stamp held twice. */
+export function isValidBindingSet(bindings: readonly SliceOwner[]): boolean {
+  if (bindings.length <= 1) return true;
+  if (bindings.length > MAX_SLICE_BINDINGS) return false;
+  const seen = new Set<string>();
+  for (const binding of bindings) {
+    if (!hasFileStamp(binding.stamps)) return false;
+    for (const stamp of binding.stamps!) {
+      if (seen.has(stamp)) return false;
+      seen.add(stamp);
+    }
+  }
+  return true;
+}
+
+/** One journal op's effect on a slice's bindings. */
+export type BindingStep =
+  | {
+      ok: true;
+      /** The bindings after the op, latest first. */
+      bindings: SliceOwner[];
+      /** Keys whose binding the op dropped (past MAX_SLICE_BINDINGS, or left without a file stamp), not moved by a rebind. */
+      dropped: string[];
+      /** The op added a binding beside other entries' (only a format-3 cache may hold that). */
+      added: boolean;
+    }
+  | { ok: false; boundKey: string };
+
+/**
+ * The bindings of a slice after an op binding it to `key` with `stamps` (the binding's whole list,
+ * as journalled):
+ * - `key` bound already: its stamps become `stamps`, which leave every other binding (a stamp is
+ *   one file's bytes); one left without a file stamp is dropped.
+ * - unbound: bound.
+ * - bound to others ('alias'): a binding beside theirs when `stamps` hold a file stamp, no binding
+ *   holds any of `stamps`, and each has a file stamp; the least recent goes past MAX_SLICE_BINDINGS.
+ *   Otherwise not ok: `boundKey` is in the way.
+ * - bound to others ('rebind'): the bindings holding any of `stamps` are moved to `key` (only those,
+ *   where `stamps` hold a file stamp and some binding holds one of them), else every binding.
+ */
+export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' | 'rebind', key: string, stamps: readonly string[] | undefined): BindingStep {
+  const incoming = stamps ?? NO_STAMPS;
+  const mine: SliceOwner = { key, stamps };
+  if (current.length === 0) return { ok: true, bindings: [mine], dropped: [], added: false };
+  const holds = (binding: SliceOwner): boolean => binding.stamps !== undefined && binding.stamps.some((stamp) => incoming.includes(stamp));
+  if (current.some((binding) => binding.key === key)) {
+    const dropped: string[] = [];
+    const others: SliceOwner[] = [];
+    for (const binding of current) {
+      if (binding.key === key) continue;
+      if (!holds(binding)) {
+        others.push(binding);
+        continue;
+      }
+      const left = binding.stamps!.filter((stamp) => !incoming.includes(stamp));
+      if (hasFileStamp(left)) others.push({ key: binding.key, stamps: Object.freeze(left) });
+      else dropped.push(binding.key);
+    }
+    return { ok: true, bindings: [mine, ...others].sort(compareBindingRecency), dropped, added: false };
+  }
+  const holders = current.filter(holds);
+  const fileIncoming = hasFileStamp(incoming);
+  if (kind === 'alias') {
+    if (!fileIncoming || holders.length > 0 || !current.every((binding) => hasFileStamp(binding.stamps))) {
+      return { ok: false, boundKey: (holders[0] ?? current[0]!).key };
+    }
+    const kept = [...current].sort(compareBindingRecency);
+    const dropped = kept.splice(MAX_SLICE_BINDINGS - 1).map((binding) => binding.key);
+    return { ok: true, bindings: [mine, ...kept].sort(compareBindingRecency), dropped, added: true };
+  }
+  const moved = fileIncoming && holders.length > 0 ? holders : current;
+  const kept = current.filter((binding) => !moved.includes(binding));
+  return { ok: true, bindings: [mine, ...kept].sort(compareBindingRecency), dropped: [], added: false };
+}
+
+/**
+ * The binding a conflicting alias would move (AliasSliceItem.moveFrom names it): the one holding
+ * one of `stamps`, else a slice's only binding; undefined where a rebind would move several.
+ */
+export function bindingInTheWay(current: readonly SliceOwner[], stamps: readonly string[] | undefined): string | undefined {
+  const incoming = stamps ?? NO_STAMPS;
+  const holders = hasFileStamp(incoming) ? current.filter((binding) => binding.stamps?.some((stamp) => incoming.includes(stamp))) : [];
+  if (holders.length === 1) return holders[0]!.key;
+  return current.length === 1 ? current[0]!.key : undefined;
+}
