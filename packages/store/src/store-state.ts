@@ -43,6 +43,8 @@ class SizedBindingList {
 
 type SliceSlot = SizedSliceOwner | SizedBindingList;
 
+const NO_OWNERS: readonly SliceOwner[] = Object.freeze([]);
+
 /**
  * Slice key → its owner, by shard name, then offset: a lookup hashes a (usually interned) shard name
  * and a number instead of building a joined string. An offset holds one owner, which carries its
@@ -78,8 +80,16 @@ export class SliceIndex {
   /** Every binding of the slice, latest first. */
   getOwners(shardName: string, offsetBytes: number, sizeBytes: number): readonly SliceOwner[] {
     const slot = this.slot(shardName, offsetBytes, sizeBytes);
-    if (slot === undefined) return [];
+    if (slot === undefined) return NO_OWNERS;
     return slot instanceof SizedBindingList ? slot.owners : [slot];
+  }
+
+  /** The binding whose stamps hold `stamp`, else the latest (no allocation: the lookup path). */
+  getOwnerFor(shardName: string, offsetBytes: number, sizeBytes: number, stamp: string | null | undefined): SliceOwner | undefined {
+    const slot = this.slot(shardName, offsetBytes, sizeBytes);
+    if (!(slot instanceof SizedBindingList)) return slot;
+    if (typeof stamp === 'string') for (const owner of slot.owners) if (owner.stamps?.includes(stamp) === true) return owner;
+    return slot.owners[0];
   }
 
   private slot(shardName: string, offsetBytes: number, sizeBytes: number): SliceSlot | undefined {

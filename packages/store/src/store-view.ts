@@ -84,9 +84,7 @@ export abstract class StoreView<H extends StoreDefaults> {
    */
   lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined {
     this.assertOpen();
-    const owners = this.state.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
-    let owner = owners[0];
-    if (owners.length > 1 && typeof stamp === 'string') owner = owners.find((binding) => binding.stamps?.includes(stamp) === true) ?? owner;
+    const owner = this.state.sliceOwners.getOwnerFor(shardName, offsetBytes, sizeBytes, stamp);
     const entry = owner === undefined ? undefined : this.state.entries.get(owner.key);
     if (entry === undefined || owner === undefined) {
       // Checked on a miss only, so a hit costs nothing more: a slice aliasSlices would refuse
