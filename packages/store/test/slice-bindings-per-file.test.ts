@@ -291,6 +291,69 @@ describe('MAX_SLICE_BINDINGS', () => {
   });
 });
 
+describe('the option and what callers are told', () => {
+  it('sliceBindingsPerFile must be a boolean, onBindingDropped a function (INVALID_ARGUMENT)', async () => {
+    const { root, tensors } = await makeCache(1);
+    expect((await catchError(() => openCacheStore(root, { sliceBindingsPerFile: 'yes' as unknown as boolean }))).code).toBe('INVALID_ARGUMENT');
+    const store = await openCacheStore(root, { sliceBindingsPerFile: true });
+    expect((await catchError(() => store.aliasSlices([alias(tensors[0]!.key, fileStamp(1))], { onBindingDropped: 1 as unknown as () => void }))).code).toBe('INVALID_ARGUMENT');
+    await store.close();
+  });
+
+  it('with no second binding, a handle with the option writes the same manifest and journal bytes as one without', async () => {
+    const written: Buffer[][] = [];
+    for (const sliceBindingsPerFile of [false, true]) {
+      const { root, tensors } = await makeCache(2);
+      const store = await openCacheStore(root, { sliceBindingsPerFile, compactOnClose: false });
+      await store.aliasSlices([alias(tensors[0]!.key, fileStamp(1))]);
+      await store.aliasSlices([{ key: tensors[1]!.key, shardName: 'other.safetensors', offsetBytes: 0, sizeBytes: 480, stamp: fileStamp(2) }]);
+      const journal = await readFile(join(root, `journal.${store.generation}`));
+      await store.compact();
+      await store.close();
+      written.push([journal, await readFile(join(root, 'manifest.json'))]);
+    }
+    expect(written[1]![0]!.equals(written[0]![0]!)).toBe(true);
+    expect(written[1]![1]!.equals(written[0]![1]!)).toBe(true);
+    expect(written[0]![0]!.readUInt32LE(8)).toBe(1);
+  });
+
+  it('addEntries past MAX_SLICE_BINDINGS reports the binding it dropped (AddEntryResult.droppedBindings)', async () => {
+    const root = await makeTempDir();
+    const tensors = Array.from({ length: MAX_SLICE_BINDINGS + 1 }, (_, i) => makeTensor([40, 6], 700 + i));
+    const store = await openCacheStore(root, { create: true, sliceBindingsPerFile: true });
+    for (const [i, t] of tensors.entries()) {
+      const [result] = await store.addEntries([toInput(t, `t${i}`, [[SHARD, 0, 480, [fileStamp(i + 1)]]])]);
+      expect(result!.droppedBindings).toEqual(i < MAX_SLICE_BINDINGS ? undefined : [{ slice: [SHARD, 0, 480], key: tensors[0]!.key }]);
+    }
+    expect(keysOf(store)).toHaveLength(MAX_SLICE_BINDINGS);
+    await store.close();
+  });
+
+  it('recoverDamagedJournal keeps the second bindings of the records it salvages (a version-2 journal)', async () => {
+    const { root, tensors } = await makeCache(4);
+    const [a, b, c, d] = tensors as [TestTensor, TestTensor, TestTensor, TestTensor];
+    const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
+    await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
+    await store.aliasSlices([alias(c.key, fileStamp(3))]);
+    await store.aliasSlices([alias(d.key, fileStamp(4))]);
+    const generation = store.generation;
+    await store.close();
+    const path = join(root, `journal.${generation}`);
+    const bytes = await readFile(path);
+    expect(bytes.readUInt32LE(8)).toBe(2);
+    bytes[JOURNAL_HEADER_BYTES + 12 + 3]! ^= 0x40; // the first record's body: its CRC fails, the second record is intact
+    await writeFile(path, bytes);
+    const damaged = await openCacheStore(root, { compactOnClose: false });
+    expect(damaged.journalDamage?.code).toBe('JOURNAL_INVALID');
+    const recovery = await damaged.recoverDamagedJournal!();
+    expect(recovery?.salvagedRecords).toBe(1);
+    expect(recovery?.droppedOps).toBe(0);
+    expect(keysOf(damaged)).toEqual([d.key, b.key, a.key]);
+    await damaged.close();
+    expect(await manifestFormat(root)).toBe(3);
+  });
+});
+
 describe('unbindSlices', () => {
   it('with a key removes that binding only; without, every binding of the slice', async () => {
     const { root, tensors } = await makeCache(3);
