@@ -931,7 +931,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // so this commit is a compaction to a format-3 manifest with a version-2 journal after it.
         // Until the manifest is in place nothing changed: a crash leaves the old one (sealed), and
         // the commit was never acknowledged.
-        const next = StoreState.fromEntries(this.state.entries.values(), context);
+        const next = StoreState.fromEntries(this.state.entries.values(), context, this.state.holdsSecondBindings);
         next.applyChecked(draft.ops);
         await this.compactLocked(0, next);
         this.wrote = true;
