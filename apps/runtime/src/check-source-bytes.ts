@@ -6,7 +6,9 @@ import { describeBuildRemedy, describeWritableRemedy, findUnwritableReason } fro
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { describeError, isRuntimeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
+import { keepsBindingsPerFile } from './bindings-per-file.js';
 import type { ShardCache } from './open-shard-cache.js';
+import { listSliceBindings } from './list-slice-bindings.js';
 import type { ServeTarget } from './serve-tensor.js';
 import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import type { TensorReport } from './types.js';
@@ -29,8 +31,10 @@ export function describeShard(shardName: string, stamp: string): string {
 /**
  * A binding not yet checked against its shard (classifyBinding: 'unchecked': an object stamped by
  * its ETag, or a local file whose stamp the binding has no record of): the tensor was read raw
- * into `data`. Its content key is computed; when it is the entry's, the shard's stamp is queued to
- * be recorded with the binding, so later loads of this object or file are served from the cache;
+ * into `data`. Its content key is computed and matched against every binding of the slice that
+ * describes the tensor (`unchecked.candidates`: one per file, revisions side by side); when it is
+ * one's entry, the shard's stamp is queued to be recorded with that binding (the store takes it off
+ * the others), so later loads of this object or file are served from the cache;
  * when it is not, the shard holds other bytes (another model's of the same layout, or the file
  * changed) and the tensor stays raw (`stale`); the mismatch is remembered for the handle's store,
  * so later loads of it are `stale` without hashing again. The record is not waited for: on a local
@@ -49,14 +53,18 @@ export async function checkSourceBytes(
   cache: ShardCache,
   backend: DecodeBackend,
   target: ServeTarget,
-  unchecked: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string },
+  unchecked: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string; candidates?: readonly CacheEntry[]; bindings?: number },
   data: Uint8Array,
   report: TensorReport,
   source?: SourceRefetch,
   signal?: AbortSignal,
 ): Promise<void> {
-  const { entry, stamp, weak: weakNote } = unchecked;
+  const { stamp, weak: weakNote } = unchecked;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
+  // Every binding of the slice that describes the tensor (one per file: the bytes may be any
+  // revision's), the latest first; the stamp goes with the one whose entry they are.
+  const candidates = unchecked.candidates ?? [unchecked.entry];
+  const matchOf = (key: string | undefined) => (key === undefined ? undefined : candidates.find((candidate) => candidate.key === key));
   const keyOf = async (): Promise<string | undefined> => {
     try {
       const hashed = await hashTensorKey(backend, data, target.shape, 'BF16', signal, target.name);
@@ -68,11 +76,10 @@ export async function checkSourceBytes(
     }
   };
   let key = await keyOf();
-  report.key = entry.key;
-  const item = { key: entry.key, shardName, offsetBytes, sizeBytes, stamp };
+  report.key = unchecked.entry.key;
   let refetched = false;
   let secondVouched = false;
-  if (key !== entry.key && source !== undefined) {
+  if (matchOf(key) === undefined && source !== undefined) {
     // An object's bytes may be a read-through copy of a GET body damaged in transit, or such a body
     // itself: judged on bytes fetched once more, never on the copy's word (its digest only proves
     // it is what came).
@@ -87,7 +94,7 @@ export async function checkSourceBytes(
     // entry of another name: bytes of another range (a proxy that answered the wrong one) can be.
     const vouched = key === undefined ? undefined : cache.getEntry(key);
     secondVouched = refetched && key !== first && vouched !== undefined && vouched.qualname === target.name && entryDescribesTensor(vouched, target);
-    if (refetched && key !== entry.key && key !== first && !secondVouched) {
+    if (refetched && matchOf(key) === undefined && key !== first && !secondVouched) {
       await source.dropCopy();
       throw new RuntimeError(
         'SHARD_READ_FAILED',
@@ -96,17 +103,21 @@ export async function checkSourceBytes(
       );
     }
   }
-  if (key !== entry.key) {
+  const matched = matchOf(key);
+  if (matched === undefined) {
     // On a weak file system the stamp names other files too: nothing to remember by it, nothing to bind by it.
-    if (weakNote === undefined) rememberCheck(recorderOf(cache.store).mismatched, item);
+    if (weakNote === undefined) for (const candidate of candidates) rememberCheck(recorderOf(cache.store).mismatched, { key: candidate.key, shardName, offsetBytes, sizeBytes, stamp });
     // The content key just computed (no second hash) may be an entry's of this tensor's name.
-    const rebound = weakNote === undefined && key !== undefined ? rebindFoundSlice(cache, target, entry.key, key, stamp) : undefined;
+    const rebound = weakNote === undefined && key !== undefined ? rebindFoundSlice(cache, target, unchecked.entry.key, key, stamp) : undefined;
     report.reason = 'stale';
     // A binding recorded only with other files of the shard name: one a build skips stays (see OTHER_FILE_REMEDY).
     const otherFile = isFromOtherFile(unchecked.recorded, stamp);
-    report.detail = `${describeShard(shardName, stamp)} holds other bytes than the entry its slice is bound to (${otherFile ? OTHER_FILE_BINDING : "changed, or another model's of this name and layout"}${secondVouched ? '; its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped and the range fetched again' : refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, staleBindingRemedy(unchecked.recorded, stamp))}`;
+    const several = (unchecked.bindings ?? 1) > 1 ? `any of the ${unchecked.bindings} entries its slice is bound to (one binding per file)` : 'the entry its slice is bound to';
+    report.detail = `${describeShard(shardName, stamp)} holds other bytes than ${several} (${otherFile ? OTHER_FILE_BINDING : "changed, or another model's of this name and layout"}${secondVouched ? '; its first read (a read-through copy, or a GET body damaged in transit) held yet other bytes: that copy was dropped and the range fetched again' : refetched ? '; the same bytes fetched twice' : ''}): served raw; ${rebound ?? describeBuildRemedy(cache, staleBindingRemedy(unchecked.recorded, stamp, cache.remote))}`;
     return;
   }
+  report.key = matched.key;
+  const item = { key: matched.key, shardName, offsetBytes, sizeBytes, stamp };
   report.reason = 'unchecked';
   const healed = refetched ? '; its first read (a read-through copy, or a GET body damaged in transit) held other bytes: that copy was dropped and the range fetched again' : '';
   if (weakNote !== undefined) {
@@ -228,7 +239,10 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   // Bytes cached under another name (a tied weight, another model's tensor that happens to match)
   // are left to a build: a bare slice request follows whatever its slice is bound to.
   if (holder === undefined || holder.qualname !== target.name || !entryDescribesTensor(holder, target)) return undefined;
-  // A slice bound to an entry of this tensor's own name holds another revision of this tensor (a
+  const beside = bindBesideOtherFiles(cache, target, holder, stamp);
+  if (beside !== undefined) return beside;
+  // Without one binding per file (s3://, a caller's store, bindings without file stamps): a slice
+  // bound to an entry of this tensor's own name holds another revision of this tensor (a
   // fine-tune and its base of one layout sharing a cache): each load of one would move the slice
   // back from the other's, a hash and a rebind every time. Left stale, as before; only a binding
   // another tensor left behind (it moved) is moved.
@@ -261,6 +275,27 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);
   return `its bytes are entry ${key}'s, of this tensor's name, to which the slice is moved from entry ${staleKey} (only while it is still bound to that one): ${bound}`;
+}
+
+/**
+ * A local cache that keeps one binding per file (openShardCache opens it so: FILE-BINDINGS.md),
+ * whose slice is bound only to other files' entries (each binding with a file stamp, none this
+ * file's), found by content key to hold `holder`'s bytes, of the tensor's name: this file's binding
+ * is added beside theirs, with its stamp (the store's rule: nothing is moved, so the other
+ * revisions' loads keep theirs; past MAX_SLICE_BINDINGS the least recent goes). Before, a revision
+ * B of a model whose tensor's slice was bound to revision A's entry of that name was left `stale`,
+ * hashed by every process, since moving the slice would take it from A. Returns what the report
+ * says, or undefined where this rule does not apply (the caller's rules follow).
+ */
+function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: CacheEntry, stamp: string): string | undefined {
+  if (cache.remote || !keepsBindingsPerFile(cache.store) || shardStampKind(stamp) !== 'file') return undefined;
+  const { shardName, offsetBytes, sizeBytes } = target.slice;
+  const bindings = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
+  if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === 'file'))) return undefined;
+  if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
+  const bound = bindFoundSlice(cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp });
+  const others = bindings.length === 1 ? `entry ${bindings[0]!.entry.key}'s binding` : `the ${bindings.length} bindings`;
+  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache): ${bound}`;
 }
 
 /**

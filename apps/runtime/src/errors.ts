@@ -26,6 +26,11 @@ export type RuntimeErrorCode =
   | 'SHARD_CHANGED'
   /** A slice `(shardName, offsetBytes, sizeBytes)` matches no tensor of the model and no cache entry. */
   | 'SLICE_NOT_FOUND'
+  /**
+   * A bare slice request (no model) of a slice bound to several entries, one per file (a local
+   * cache holding revisions of one model side by side): no stamp picks one; pass the model.
+   */
+  | 'SLICE_AMBIGUOUS'
   /** A tensor name the model does not have. */
   | 'TENSOR_NOT_FOUND'
   /** `cacheOnly` was asked and the tensor has no cache entry (non-BF16, gate-failed, not built). */

@@ -7,6 +7,7 @@ import { describeError, isRetryableError, RuntimeError } from './errors.js';
 import { argumentError, checkBooleanArgument, checkCoverageArgument, checkOptionsArgument, checkRefreshIntervalArgument, checkS3Arguments, checkSourcePolicyArgument, optionNames } from './check-load-arguments.js';
 import { flushObjectStamps, type ObjectStampStats } from './check-source-bytes.js';
 export type { ObjectStampStats };
+import { markBindingsPerFile } from './bindings-per-file.js';
 import { keepIdleStagingPool, takeIdleStagingPool } from './idle-staging-pools.js';
 
 /** The seed's coverage gate, used when the manifest does not say which gate its builder used. */
@@ -32,8 +33,18 @@ export interface ShardCache {
   readonly fileSources?: ObjectSourcePolicy | undefined;
   lookup(bytes: Uint8Array, shape: readonly number[], dtype: string): CacheEntry | undefined;
   lookupBySlice(shardName: string, offsetBytes: number, sizeBytes: number): CacheEntry | undefined;
-  /** The slice's entry and the shard stamps recorded with the binding (the store's; SliceKeyTuple). */
-  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined;
+  /**
+   * The slice's entry and the shard stamps recorded with the binding (the store's; SliceKeyTuple).
+   * `stamp` (the reader's shard stamp): of a slice with several bindings (one per file, a local
+   * cache's revisions side by side), the one whose stamps hold it, else the latest.
+   */
+  lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string): SliceBinding | undefined;
+  /**
+   * Every binding of the slice, latest first (the store's lookupSliceBindings: up to
+   * MAX_SLICE_BINDINGS on a local cache, one or none on s3://). Optional for caches a caller wraps
+   * itself: the runtime then takes lookupSliceBinding's one.
+   */
+  lookupSliceBindings?(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[];
   getEntry(key: string): CacheEntry | undefined;
   /** `stamp`: the shard's SafetensorsShard.stamp, recorded with the binding so that loads of a changed file do not trust it. */
   aliasSlice(
@@ -159,12 +170,17 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
     // into the manifest only once that is worth a rewrite of the whole manifest (1.3 s and 150 MB
     // at 64,000 entries, on every close of a process that bound one slice).
     const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false, compactOnClose: 'when-due' };
+    // A local cache keeps one binding per file of a slice (FILE-BINDINGS.md): the stamps and
+    // bindings a load records for its file go beside other revisions' bindings, never moving them.
+    // s3:// keeps one binding per slice (the store accepts the option there and changes nothing).
+    if (!isS3Url(root)) storeOptions.sliceBindingsPerFile = true;
     if (options.refreshIntervalMs !== undefined) Object.assign(storeOptions, { refreshIntervalMs: options.refreshIntervalMs });
     if (options.s3 !== undefined || options.readThroughDir !== undefined) {
       if (!isS3Url(root)) throw new RuntimeError('INVALID_ARGUMENT', 's3 and readThroughDir apply to s3:// caches only', { root });
       storeOptions.s3 = { ...options.s3, ...(options.readThroughDir !== undefined ? { readThroughDir: options.readThroughDir } : {}) };
     }
     store = await openCacheStore(root, storeOptions);
+    if (storeOptions.sliceBindingsPerFile === true) markBindingsPerFile(store);
   } catch (error) {
     if (error instanceof RuntimeError) throw error;
     const code = (error as { code?: unknown } | null)?.code;
@@ -298,7 +314,16 @@ export function wrapCacheStore(
     fileSources: options.fileSources ?? 'check',
     lookup: (bytes, shape, dtype) => guard(() => store.lookup(bytes, shape, dtype)),
     lookupBySlice: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupBySlice(shardName, offsetBytes, sizeBytes)),
-    lookupSliceBinding: (shardName, offsetBytes, sizeBytes) => guard(() => store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)),
+    // The stamp only where given: a caller's store of an older release takes three arguments.
+    lookupSliceBinding: (shardName, offsetBytes, sizeBytes, stamp) =>
+      guard(() => (stamp === undefined ? store.lookupSliceBinding(shardName, offsetBytes, sizeBytes) : store.lookupSliceBinding(shardName, offsetBytes, sizeBytes, stamp))),
+    lookupSliceBindings: (shardName, offsetBytes, sizeBytes) =>
+      guard(() => {
+        if (typeof store.lookupSliceBindings === 'function') return store.lookupSliceBindings(shardName, offsetBytes, sizeBytes);
+        // A caller's store without it holds one binding per slice at most.
+        const one = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+        return one === undefined ? [] : [one];
+      }),
     getEntry: (key) => guard(() => store.getEntry(key)),
     aliasSlice: (keyOrBytes, shardName, offsetBytes, sizeBytes, stamp) => guardAsync(() => store.aliasSlice(keyOrBytes, shardName, offsetBytes, sizeBytes, stamp)),
     // Not guarded, like readBlob: a check in flight when the cache closes is a cache failure (served raw).

@@ -8,6 +8,8 @@ import { describeOpenedModel } from './describe-opened-model.js';
 import { describeTensorRequest } from './describe-tensor-request.js';
 import { checkModelArgument, checkSliceNumber, cutBounded } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
+import { listSliceBindings } from './list-slice-bindings.js';
+import { keepsBindingsPerFile } from './bindings-per-file.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import type { ServeTarget } from './serve-tensor.js';
 
@@ -145,7 +147,9 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     if (info.dtype === 'BF16') target.entry = cache.lookup(NO_BYTES, info.shape, 'BF16');
     return target;
   }
-  const binding = cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+  // The binding of this file (its stamp recorded with it) where the slice has one per file (a local
+  // cache holding revisions of one model side by side), else the latest.
+  const binding = current === null ? cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes) : cache.lookupSliceBinding(shardName, offsetBytes, sizeBytes, current);
   if (binding === undefined) {
     // A stamp that proves nothing (a weak file system) is never recorded with a binding.
     if (current !== null && (shardStampKind(current) !== 'file' || weakFileSystemOf(model, shardName) === undefined)) {
@@ -189,22 +193,36 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     target.entry = binding.entry;
     return target;
   }
+  // Every binding of the slice is a candidate (one per file: this file's bytes may be any
+  // revision's), the one looked up first.
+  const all = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
+  const bindings = all.some((other) => other.entry.key === binding.entry.key) ? all : [binding, ...all];
+  const recorded = bindings.length === 1 ? binding.stamps : bindings.flatMap((other) => other.stamps);
   // Another dtype or shape at the slice (another model's tensor): not the entry's bytes, and no
   // content key of it to compute (the key is of BF16 bytes of one shape). Non-BF16: reason `dtype`.
-  const describes = entryDescribesTensor(binding.entry, target);
-  // Checked through this store before and found to hold other bytes: raw, without hashing again.
-  // (Not on a weak file system: the same stamp names other files there.)
-  const checked = { key: binding.entry.key, shardName, offsetBytes, sizeBytes, stamp: current };
-  if (!describes || (onWeak === undefined && isKnownMismatch(cache.store, checked))) {
-    target.staleStamp = { recorded: binding.stamps, current, found: describes ? 'checked' : 'shape' };
+  const candidates = bindings.filter((other) => entryDescribesTensor(other.entry, target));
+  // Checked through this store before and found to hold other bytes than every candidate's entry:
+  // raw, without hashing again. (Not on a weak file system: the same stamp names other files there.)
+  const checked = (key: string) => ({ key, shardName, offsetBytes, sizeBytes, stamp: current });
+  // Bound only to other files' entries of another dtype or shape, in a cache that keeps one binding
+  // per file: as unbound for this file (its bytes are looked up by content key, and a binding of its
+  // own is added beside theirs: explainMiss). Left `stale` unhashed, it stayed so at every load while
+  // the other revision's binding stays (gc --model keeps other files' bindings).
+  if (candidates.length === 0 && kind === 'file' && onWeak === undefined && keepsBindingsPerFile(cache.store) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === 'file'))) {
+    target.unboundStamp = current;
     return target;
   }
-  // Checked through this store before and found to be the entry's bytes: as a recorded stamp.
-  if (onWeak === undefined && isKnownMatch(cache.store, checked)) {
-    target.entry = binding.entry;
+  if (candidates.length === 0 || (onWeak === undefined && candidates.every((other) => isKnownMismatch(cache.store, checked(other.entry.key))))) {
+    target.staleStamp = { recorded, current, found: candidates.length > 0 ? 'checked' : 'shape', bindings: bindings.length };
     return target;
   }
-  target.unchecked = { entry: binding.entry, stamp: current, recorded: binding.stamps, ...(onWeak !== undefined ? { weak: onWeak } : {}) };
+  // Checked through this store before and found to be a candidate's entry's bytes: as a recorded stamp.
+  const known = onWeak === undefined ? candidates.find((other) => isKnownMatch(cache.store, checked(other.entry.key))) : undefined;
+  if (known !== undefined) {
+    target.entry = known.entry;
+    return target;
+  }
+  target.unchecked = { entry: candidates[0]!.entry, stamp: current, recorded, candidates: candidates.map((other) => other.entry), bindings: bindings.length, ...(onWeak !== undefined ? { weak: onWeak } : {}) };
   return target;
 }
 
@@ -232,6 +250,7 @@ function resolveSlice(slice: SliceKey, model: SafetensorsModel | undefined, cach
     throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no tensor of shard ${shard}`, { ...slice });
   }
   const entry = lookupSlice(cache, slice, where);
+  if (entry !== undefined && cache !== undefined) checkOneBinding(cache, slice, where);
   if (entry === undefined) {
     throw new RuntimeError('SLICE_NOT_FOUND', `slice ${where} matches no cache entry, and no model was given to read it raw`, { ...slice });
   }
@@ -250,6 +269,24 @@ function lookupSlice(cache: ShardCache | undefined, slice: SliceKey, where: stri
     if (!isStoreError(error, 'INVALID_ARGUMENT')) throw error;
     throw new RuntimeError('INVALID_ARGUMENT', `slice ${where}: ${error.message}`, { ...slice }, { cause: error });
   }
+}
+
+/**
+ * A bare slice request names no file, so no stamp picks a binding: of a slice bound to several
+ * entries (one per file: revisions of a model side by side in a local cache) the latest is any
+ * revision's bytes, and serving it answers another revision's tensor. SLICE_AMBIGUOUS instead,
+ * naming the slice, how many bindings it has and their entries; with the model the file's stamp
+ * picks its own.
+ */
+function checkOneBinding(cache: ShardCache, slice: SliceKey, where: string): void {
+  const bindings = listSliceBindings(cache, slice.shardName, slice.offsetBytes, slice.sizeBytes);
+  if (bindings.length <= 1) return;
+  const keys = bindings.map((binding) => binding.entry.key);
+  throw new RuntimeError(
+    'SLICE_AMBIGUOUS',
+    `slice ${where} has ${bindings.length} bindings, one per file (revisions of a model sharing the cache: entries ${keys.join(', ')}), and a bare slice request names no file to pick one: pass the model (\`{ model, slice }\`, or options.model), whose shard file's stamp picks its own binding`,
+    { ...slice, bindings: bindings.length, keys },
+  );
 }
 
 export function resolveTensorRequest(

@@ -95,14 +95,20 @@ export interface ServeTarget {
    * current stamp, to hold other bytes than the entry (the file changed, or is another model's of
    * the same name and layout): `entry` is undefined, and the tensor is served raw unhashed.
    */
-  staleStamp?: { recorded: readonly string[]; current: string; found: 'checked' | 'shape' };
+  /** `recorded`: the stamps of every binding of the slice; `bindings`: how many it has (one per file, a local cache's revisions side by side). */
+  staleStamp?: { recorded: readonly string[]; current: string; found: 'checked' | 'shape'; bindings?: number };
   /**
    * Set when the slice is bound, but the binding has no record of its shard's stamp (an object's
    * `etag:<etag>`, or a file's `<size>:<mtime ns>:<ctime ns>:<inode>`): `entry` is undefined, the tensor is read raw,
    * and its bytes are checked against this entry (checkSourceBytes).
    */
   /** `weak`: the file system (weakFileSystemOf) the shard is on, whose stamps prove nothing: checked at every load, never recorded. */
-  unchecked?: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string };
+  /**
+   * `candidates`: the entries of every binding of the slice that describe the tensor, latest first
+   * (`entry` the first): the bytes are checked against each; `recorded` every binding's stamps;
+   * `bindings` how many the slice has.
+   */
+  unchecked?: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string; candidates?: readonly CacheEntry[]; bindings?: number };
   /**
    * Set when the slice has no binding and its shard has a stamp that proves something (not on a
    * weak file system): the stamp a binding made from this tensor's bytes records (bindFoundSlice).
@@ -230,18 +236,19 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
       detail:
         target.unchecked.weak !== undefined
           ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (${WEAK_TRUST_NOTE})`
-          : `the slice is bound, but the binding has no record of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (the entry's bytes: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, staleBindingRemedy(target.unchecked.recorded, target.unchecked.stamp))})`,
+          : `the slice is bound, but ${(target.unchecked.bindings ?? 1) > 1 ? `none of its ${target.unchecked.bindings} bindings (one per file) has a record` : 'the binding has no record'} of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (${(target.unchecked.bindings ?? 1) > 1 ? "an entry's bytes" : "the entry's bytes"}: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, staleBindingRemedy(target.unchecked.recorded, target.unchecked.stamp, env.cache.remote))})`,
     };
   }
   if (target.staleStamp !== undefined) {
     const { recorded, current, found } = target.staleStamp;
-    const how = found === 'checked' ? 'checked earlier through this cache' : `its entry is a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
-    const remedy = staleBindingRemedy(recorded, current);
+    const several = (target.staleStamp.bindings ?? 1) > 1;
+    const how = found === 'checked' ? 'checked earlier through this cache' : `${several ? 'each entry is' : 'its entry is'} a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
+    const remedy = staleBindingRemedy(recorded, current, env.cache.remote);
     return {
       reason: 'stale',
       // Of another shape, it is never hashed, so no load binds it: `gc --model` removes the binding,
       // and the next load finds the tensor by content key.
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than the entry its slice is bound to (${how}; ${isFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}the binding's stamps: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`)}`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than ${several ? `any of the ${target.staleStamp.bindings} entries its slice is bound to (one binding per file)` : 'the entry its slice is bound to'} (${how}; ${isFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}${several ? "the bindings' stamps" : "the binding's stamps"}: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`)}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;

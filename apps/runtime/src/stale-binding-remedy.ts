@@ -16,7 +16,19 @@ export const OTHER_FILE_REMEDY =
   'a cache of its own for each model and revision keeps such bindings apart; in this one, a build of this model with --rebind binds it where that build caches the tensor, ' +
   'and one it skips (coverage, or no gain with --skip-no-gain) keeps that binding: `build --rebind --rebind-other-files` removes it (for a model whose shard names no other model in the cache shares)';
 
-/** The remedy of a binding to other bytes than its shard holds: OTHER_FILE_REMEDY for one from other files, else STALE_REMEDY. */
-export function staleBindingRemedy(recorded: readonly string[], current: string | null): string {
-  return isFromOtherFile(recorded, current) ? OTHER_FILE_REMEDY : STALE_REMEDY;
+/**
+ * A local cache keeps one binding per file (FILE-BINDINGS.md): a build of this model binds its file
+ * beside other files' bindings, which stay for their own loads; nothing to remove.
+ */
+export const OTHER_FILE_BESIDE_REMEDY =
+  "a build of this model binds this file's tensors beside the other files' bindings (one binding per file: revisions of a model share the cache), or a load finds them by content key where the cache holds them";
+
+/**
+ * The remedy of a binding to other bytes than its shard holds: for one from other files,
+ * OTHER_FILE_BESIDE_REMEDY on a local cache (`remote` false), OTHER_FILE_REMEDY on s3:// (one
+ * binding per slice); else STALE_REMEDY.
+ */
+export function staleBindingRemedy(recorded: readonly string[], current: string | null, remote = true): string {
+  if (!isFromOtherFile(recorded, current)) return STALE_REMEDY;
+  return remote ? OTHER_FILE_REMEDY : OTHER_FILE_BESIDE_REMEDY;
 }

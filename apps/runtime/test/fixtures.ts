@@ -111,12 +111,14 @@ export interface BuildOptions {
   /** Names whose entries are added but whose slices are not aliased. */
   noAlias?: readonly string[];
   chunkSize?: number;
+  /** Open the store with sliceBindingsPerFile: a slice bound to other files' entries takes this file's binding beside them (revisions in one cache). */
+  sliceBindingsPerFile?: boolean;
 }
 
 /** Builds a cache for `model` with the store and codec; returns the keys by tensor name. */
 export async function buildCache(model: SafetensorsModel, cacheDir: string, options: BuildOptions = {}): Promise<Map<string, string>> {
   const coverageMin = options.coverageMin ?? 0.99;
-  const store = await openCacheStore(cacheDir, { create: true, coverageMin });
+  const store = await openCacheStore(cacheDir, { create: true, coverageMin, ...(options.sliceBindingsPerFile === true ? { sliceBindingsPerFile: true } : {}) });
   const keys = new Map<string, string>();
   const inputs = new Map<string, AddEntryInput>();
   const aliases: { key: string; shardName: string; offsetBytes: number; sizeBytes: number; stamp?: string }[] = [];

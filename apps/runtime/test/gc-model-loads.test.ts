@@ -2,8 +2,9 @@
 // @splitzip/builder package, a dev dependency of the runtime's; the builder cannot depend on the
 // runtime). A model re-sharded under new names, its old names' bindings pruned: the first load binds
 // every tensor by content key, the next is served from the cache. A shard rewritten so that its
-// tensors moved: gc removes the bindings at no tensor's span and the one to another shape's entry,
-// and one load binds the rest, the tensor moved onto a same-shape tensor's old span included.
+// tensors moved (a new file: another inode): gc --model keeps the old file's bindings (one binding
+// per file: another file's are another revision's), and one load binds this file's tensors beside
+// them, the tensor moved onto a same-shape tensor's old span and the one on another shape's included.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -123,23 +124,26 @@ describe('a model re-sharded under new names, after gc --model --prune-other-sha
 });
 
 describe('a shard rewritten so that its tensors moved, one of them onto another\'s old span, after gc --model', () => {
-  it('one load binds every cached tensor (b, on a\'s old span with its shape, rebound from a\'s entry), the next is served from the cache', async () => {
+  it('one load binds every cached tensor beside the old file\'s bindings (b on a\'s old span with its shape, c on b\'s with another), the next is served from the cache', async () => {
     const model = join(root, 'shifted');
     const cache = join(root, 'cache-shifted');
     await buildTwoShardModel(model, cache);
     // In place: b c d a. b lands on a's old span (same shape), c on b's (another shape), d and a move to new spans.
     await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
     const gc = await runSplitzip(['gc', cache, '--model', model]);
-    // What gc leaves: e and f (shard 2, unchanged), and a's binding at its old span, which b holds now (same shape: only the bytes tell).
-    expect(gc.bindings).toMatchObject({ live: 2, unchecked: 1, leftover: 2, mismatched: 1, removed: 3 });
+    // What gc leaves: e and f (shard 2, unchanged), and the old file's bindings of shard 1 (another
+    // file's: kept, one binding per file; until 0.56 it removed those at no span and to another shape).
+    expect(gc.bindings).toMatchObject({ live: 2, unchecked: 1, removed: 0 });
 
     const first = await loadOnce(cache, model);
+    // c on b's old span (another shape): as unbound for this file, found by content key and bound beside (it stayed stale while gc kept that binding).
     expect(first.reasons).toEqual({ 'a.weight': 'missing', 'b.weight': 'stale', 'c.weight': 'missing', 'd.weight': 'missing', 'e.weight': 'cached', 'f.weight': 'cached', 'g.bias': 'dtype' });
     for (const name of ['a.weight', 'b.weight', 'c.weight', 'd.weight']) expect(first.details[name], name).toMatch(/: bound now: /);
-    expect(first.details['b.weight']).toMatch(/, of this tensor's name, to which the slice is moved from entry [0-9a-f]{40} \(only while it is still bound to that one\): bound now: /);
+    expect(first.details['b.weight']).toMatch(/, of this tensor's name, to which this file's binding of the slice is added beside entry [0-9a-f]{40}'s binding of other files \(one binding per file: revisions of a model share the cache\): bound now: /);
     const second = await loadOnce(cache, model);
     expect(second.reasons).toEqual({ 'a.weight': 'cached', 'b.weight': 'cached', 'c.weight': 'cached', 'd.weight': 'cached', 'e.weight': 'cached', 'f.weight': 'cached', 'g.bias': 'dtype' });
-    expect(await countBindings(cache)).toBe(6);
+    // This file's six, and the old file's four of shard 1 (a b c d) beside them.
+    expect(await countBindings(cache)).toBe(10);
     expect(await runSplitzip(['verify', cache, '--model', model, '--quiet'])).toMatchObject({ ok: true });
   });
 });

@@ -14,17 +14,19 @@ import { openSafetensorsModel, writeShardedModel, type SafetensorsModel } from '
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel } from '../src/load-model.js';
 import { openModel } from '../src/open-model.js';
-import { openShardCache, type ShardCache } from '../src/open-shard-cache.js';
+import { openShardCache, wrapCacheStore, type ShardCache } from '../src/open-shard-cache.js';
 import type { TensorReport } from '../src/types.js';
 import { bf16Weights, buildCache, makeTempDir, objectSource, readAllRaw, sameBytes, type FixtureTensor } from './fixtures.js';
 import { createBucket, damageCopy, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
 
 /**
  * The stale remedy of a binding recorded only with other files of the shard name (the moved model
- * is another file than the one the cache was built from): until 2026-12-07 `--rebind` alone.
+ * is another file than the one the cache was built from), on a local cache: a build binds this
+ * file's tensors beside (one binding per file); until this release `--rebind`, and
+ * `--rebind-other-files` for a skipped tensor.
  */
 const OTHER_FILE_STALE =
-  /: served raw; a cache of its own for each model and revision keeps such bindings apart; in this one, a build of this model with --rebind binds it where that build caches the tensor, and one it skips \(coverage, or no gain with --skip-no-gain\) keeps that binding: `build --rebind --rebind-other-files` removes it \(for a model whose shard names no other model in the cache shares\)$/;
+  /: served raw; a build of this model binds this file's tensors beside the other files' bindings \(one binding per file: revisions of a model share the cache\), or a load finds them by content key where the cache holds them$/;
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -61,6 +63,16 @@ async function writeBuiltAndMoved(dir: string, cacheDir = join(dir, 'cache')): P
   await Promise.all([base.close(), moved.close()]);
   expect(keys.size).toBe(3);
   return { cacheDir, movedDir: join(dir, 'moved'), keys };
+}
+
+/**
+ * The local cache as a caller's own store handle (wrapCacheStore over openCacheStore without
+ * sliceBindingsPerFile): the one-binding-per-slice rules these tests pin, which s3:// caches and
+ * such handles keep. openShardCache opens a local cache with one binding per file, where the
+ * moved file's binding is added beside the base's instead (last test here; revisions-one-cache.test.ts).
+ */
+async function openOneBindingCache(cacheDir: string): Promise<ShardCache> {
+  return wrapCacheStore(await openCacheStore(cacheDir, { compactOnClose: 'when-due' }));
 }
 
 /** One load of `model` through `cache`: every tensor bit-exact against the file; the reports by name. */
@@ -119,10 +131,40 @@ async function loadOnly(model: SafetensorsModel, cache: ShardCache, name: string
 }
 
 describe('a tensor moved onto a same-shape tensor\'s old span', () => {
+  it('through openShardCache (one binding per file): the moved file\'s bindings are added beside the base\'s, nothing moved; fresh handles serve both models from the cache', async () => {
+    const dir = join(root, 'swap-beside');
+    const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(dir);
+    const [base, moved] = await Promise.all([openSafetensorsModel(join(dir, 'base')), openSafetensorsModel(movedDir)]);
+    try {
+      const first = await openShardCache(cacheDir);
+      try {
+        const reports = await loadChecked(moved, first);
+        for (const name of ['a.weight', 'b.weight']) {
+          expect(reports.get(name), name).toMatchObject({ source: 'raw', reason: 'stale' });
+          expect(reports.get(name)!.detail, name).toContain(`its bytes are entry ${keys.get(name)}'s, of this tensor's name, to which this file's binding of the slice is added beside entry ${keys.get(name === 'a.weight' ? 'b.weight' : 'a.weight')}'s binding of other files`);
+        }
+        expect(await first.flushObjectStamps!()).toMatchObject({ recorded: 3, failed: 0 });
+      } finally {
+        await first.close();
+      }
+      for (const model of [moved, base, moved]) {
+        const fresh = await openShardCache(cacheDir);
+        try {
+          const later = await loadChecked(model, fresh);
+          for (const report of later.values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
+        } finally {
+          await fresh.close();
+        }
+      }
+    } finally {
+      await Promise.all([base.close(), moved.close()]);
+    }
+  });
+
   it('the first load serves it raw and rebinds its slice to its own entry; the next load through the handle, and a fresh handle once recorded, serve it from the cache', async () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'swap'));
     const moved = await openSafetensorsModel(movedDir);
-    const first = await openShardCache(cacheDir);
+    const first = await openOneBindingCache(cacheDir);
     // The rebind record (items with moveFrom) held until the next load is done: that load is served by what the handle remembers.
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -152,7 +194,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
     expect(await boundKeys(moved, cacheDir)).toEqual(keys);
     // Another process: found by slice, its stamp recorded.
-    const fresh = await openShardCache(cacheDir);
+    const fresh = await openOneBindingCache(cacheDir);
     try {
       const later = await loadChecked(moved, fresh);
       for (const report of later.values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
@@ -164,7 +206,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
 
   it.each(['a local model', 'an object-store model (ETag stamps)'] as const)('a shift (a tensor inserted ahead), %s: the tensor landing on a new span, bound first by the handle and its record landed, does not stop the one behind it from moving', async (kind) => {
     const { base, moved, keys, cacheDir } = await writeShift(join(root, kind === 'a local model' ? 'shift' : 'shift-objects'), kind !== 'a local model');
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     const only = (name: string) => loadOnly(moved, cache, name);
     try {
       // b first (its span was unbound: found by content key and bound), its record landed; then a,
@@ -184,7 +226,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     }
     const bound = await boundKeys(moved, cacheDir);
     expect([bound.get('a.weight'), bound.get('b.weight')]).toEqual([keys.get('a.weight'), keys.get('b.weight')]);
-    const fresh = await openShardCache(cacheDir);
+    const fresh = await openOneBindingCache(cacheDir);
     try {
       const reports = await loadChecked(moved, fresh);
       for (const name of ['a.weight', 'b.weight']) expect(reports.get(name), name).toMatchObject({ source: 'cache', reason: 'cached' });
@@ -201,7 +243,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     const size = base.getTensor('b.weight')!.slice.sizeBytes;
     await store.aliasSlices(Array.from({ length: 64 }, (_, i) => ({ key: b, shardName: 'elsewhere.safetensors', offsetBytes: i * size, sizeBytes: size })));
     await store.close();
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     try {
       expect(await loadOnly(moved, cache, 'b.weight')).toMatchObject({ reason: 'missing' });
       await cache.flushObjectStamps!();
@@ -228,7 +270,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     await renamed.close();
     const base = await openSafetensorsModel(join(dir, 'base'));
     const fine = await openSafetensorsModel(join(dir, 'tuned'));
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     const only = loadOnly;
     try {
       // The handle finds the fine-tune's a unbound and binds it; then the base is built into the
@@ -243,7 +285,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
       expect(b.detail).toMatch(OTHER_FILE_STALE);
       await cache.flushObjectStamps!();
       expect((await boundKeys(base, cacheDir)).get('b.weight')).toBe(baseKeys.get('a.weight'));
-      const fresh = await openShardCache(cacheDir);
+      const fresh = await openOneBindingCache(cacheDir);
       try {
         expect(await only(base, fresh, 'b.weight')).toMatchObject({ source: 'cache', reason: 'cached' });
       } finally {
@@ -260,7 +302,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     const { cacheDir, keys } = await writeBuiltAndMoved(dir);
     await writeOne(join(dir, 'tied'), [{ ...A, data: B.data }, B, C]);
     const tied = await openSafetensorsModel(join(dir, 'tied'));
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     try {
       const reports = await loadChecked(tied, cache);
       expect(reports.get('a.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
@@ -290,7 +332,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     const fine = await openSafetensorsModel(join(dir, 'tuned'));
     // The fine-tune's entries are cached too (its slices left bound to the base's).
     const fineKeys = await buildCache(fine, cacheDir, { noAlias: tuned.map((t) => t.name) });
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     try {
       const reports = await loadChecked(fine, cache);
       for (const name of ['a.weight', 'b.weight', 'c.weight']) {
@@ -320,7 +362,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     await buildCache(fine, cacheDir);
     const baseKeys = await buildCache(base, cacheDir, { rebind: true });
     expect(baseKeys.get('b.weight')).toBe(baseKeys.get('a.weight'));
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     try {
       const reports = await loadChecked(fine, cache);
       expect(reports.get('b.weight')).toMatchObject({ source: 'raw', reason: 'stale' });
@@ -330,7 +372,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
       await cache.close();
     }
     expect(await boundKeys(base, cacheDir)).toEqual(baseKeys);
-    const again = await openShardCache(cacheDir);
+    const again = await openOneBindingCache(cacheDir);
     try {
       const reports = await loadChecked(base, again);
       expect(reports.get('b.weight')).toMatchObject({ source: 'cache', reason: 'cached' });
@@ -344,7 +386,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'raced'));
     const moved = await openSafetensorsModel(movedDir);
     const raced = moved.getTensor('b.weight')!.slice; // a's old span
-    const cache = await openShardCache(cacheDir);
+    const cache = await openOneBindingCache(cacheDir);
     // Another process binds a's old span to c's entry (its size) between this load's check and its
     // record: before the first store call the record makes, whichever it is.
     let raceRun = false;
@@ -429,7 +471,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
   it('an s3:// model (objects stamped by ETag): rebound with the object\'s stamp, a fresh handle serves it from the cache', async () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(join(root, 'objects'));
     const remote = await openSafetensorsModel({ source: await objectSource(movedDir, '"moved"') });
-    const first = await openShardCache(cacheDir);
+    const first = await openOneBindingCache(cacheDir);
     try {
       const reports = await loadChecked(remote, first);
       for (const name of ['a.weight', 'b.weight']) expect(reports.get(name)!.detail, name).toMatch(BOUND_NOW);
@@ -439,7 +481,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
     } finally {
       await first.close();
     }
-    const fresh = await openShardCache(cacheDir);
+    const fresh = await openOneBindingCache(cacheDir);
     try {
       for (const report of (await loadChecked(remote, fresh)).values()) expect(report, report.name).toMatchObject({ source: 'cache', reason: 'cached', digestMs: 0 });
     } finally {
@@ -481,7 +523,7 @@ describeS3('an s3:// cache', () => {
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(dir);
     try {
       const { modelUrl, truth } = await uploadWithDamagedCopy(movedDir, 'moved/', readThroughDir);
-      const cache = await openShardCache(cacheDir);
+      const cache = await openOneBindingCache(cacheDir);
       try {
         // The first read (the copy) is neither entry's; the second (fetched) is a.weight's own
         // entry, moved here. It failed the whole load: SHARD_READ_FAILED, neither read trusted.
@@ -521,7 +563,7 @@ describeS3('an s3:// cache', () => {
     await writeOne(join(dir, 'tied'), [{ ...A, data: B.data }, { ...B, data: bf16Weights(4096, 91) }, C]);
     try {
       const { modelUrl, truth } = await uploadWithDamagedCopy(join(dir, 'tied'), 'tied/', readThroughDir);
-      const cache = await openShardCache(cacheDir);
+      const cache = await openOneBindingCache(cacheDir);
       try {
         await expect(loadModel(modelUrl, cache, { backend: 'cpu', modelS3: { readThroughDir } }).drain()).rejects.toMatchObject({
           code: 'SHARD_READ_FAILED',
