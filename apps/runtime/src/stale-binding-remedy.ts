@@ -21,7 +21,7 @@ export const OTHER_FILE_REMEDY =
  * beside other files' bindings, which stay for their own loads; nothing to remove.
  */
 export const OTHER_FILE_BESIDE_REMEDY =
-  "a build of this model binds this file's tensors beside the other files' bindings (one binding per file: revisions of a model share the cache), or a load finds them by content key where the cache holds them";
+  "a build of this model binds this file's tensors beside the other files' bindings (one binding per file: revisions of a model share the cache)";
 
 /**
  * The remedy of a binding to other bytes than its shard holds: for one from other files,
