@@ -3,7 +3,9 @@
 // file has a binding of its own per slice (sliceBindingsPerFile), so every load is served wholly
 // from the cache, bit-exact; a file the bindings have no record of is hashed once (its first load),
 // its stamp recorded with the binding whose entry its bytes are, and never hashed again.
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { SafetensorsModel } from '@splitzip/safetensors';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isRuntimeError } from '../src/errors.js';
@@ -42,6 +44,29 @@ async function loadOnce(model: SafetensorsModel, cacheDir: string): Promise<Load
   } finally {
     await cache.close();
   }
+}
+
+/** Loads each model directory through one openShardCache handle in a child process (dist); its totals. */
+function loadInChild(cacheDir: string, modelDirs: readonly string[]): { fromCache: number; bytesReadRaw: number }[] {
+  const entry = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+  const script = `
+    import { openSafetensorsModel } from '@splitzip/safetensors';
+    import { loadModel, openShardCache } from ${JSON.stringify(entry)};
+    const out = [];
+    for (const dir of ${JSON.stringify(modelDirs)}) {
+      const cache = await openShardCache(${JSON.stringify(cacheDir)});
+      const model = await openSafetensorsModel(dir);
+      const load = loadModel(model, cache, { backend: 'cpu' });
+      const totals = await load.drain();
+      out.push({ fromCache: totals.fromCache, bytesReadRaw: totals.bytesReadRaw });
+      await model.close();
+      await cache.close();
+    }
+    console.log(JSON.stringify(out));
+  `;
+  const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000, cwd: fileURLToPath(new URL('..', import.meta.url)) });
+  expect(result.stderr).toBe('');
+  return JSON.parse(result.stdout) as { fromCache: number; bytesReadRaw: number }[];
 }
 
 describe('revisions of one model in one cache', () => {
@@ -105,6 +130,8 @@ describe('revisions of one model in one cache', () => {
       // After its first load a file is never read raw (so never hashed) again.
       if (!first) expect({ which, fromCache: totals.fromCache, bytesReadRaw: totals.bytesReadRaw }).toEqual({ which, fromCache: TENSOR_COUNT, bytesReadRaw: 0 });
     }
+    // Another process (the built package): every revision from the cache, nothing read raw.
+    expect(loadInChild(cacheDir, [join(dir, 'A'), join(dir, 'B'), join(dir, 'C')])).toEqual([0, 1, 2].map(() => ({ fromCache: TENSOR_COUNT, bytesReadRaw: 0 })));
   });
 
   it("entries of B held but not bound at its slices (the probe's B, 12 of 19): its first load binds each beside A's, later loads of B and A are served from the cache", async () => {
