@@ -1,6 +1,6 @@
 // A summary of what a cache holds: per entry sizes, escape rate and slices; totals.
 import { parseFileStamp } from '@splitzip/safetensors';
-import { isDroppableEntry, type CacheStore } from '@splitzip/store';
+import { isDroppableEntry, isS3Url, type CacheStore } from '@splitzip/store';
 import type { DropRefusal } from './find-drop-refusal.js';
 import type { ModelBindingsReport } from './judge-model-bindings.js';
 
@@ -34,6 +34,12 @@ export interface InspectReport {
     elementCount: number;
     escapeCount: number;
     escapeRate: number | null;
+    /**
+     * Slices bound to more than one entry: a binding per file (FILE-BINDINGS.md: revisions or models
+     * of the same shard names in one directory cache, each load served from its own); `slices`
+     * counts each binding. Set by inspectCache (optional for reports made by hand); 0 on s3://.
+     */
+    slicesWithSeveralBindings?: number;
     /** Entries bound to no slice, found by content key only, which gc --drop-unbound-entries removes (isDroppableEntry: empty tensors' stay). */
     unboundEntries: number;
     /** Their payload bytes: what that drop reclaims. */
@@ -54,6 +60,9 @@ export interface InspectReport {
      * that name, other bytes), and the shard names where they match. Only these get the text's
      * caution: an unbound entry of no tensor bound there (a renamed tensor, another model's) is not
      * one another file of those names loads. Set by inspectCache (optional for reports made by hand).
+     * Always `{ entries: 0, shardNames: [] }` for a directory cache since 0.56: it keeps a binding per
+     * file, so no build of another file moves a slice away from one (that revision's build binds
+     * them again beside, which the unbound line's advice to build each model first covers).
      */
     sharedShardUnbound?: { entries: number; shardNames: string[] };
     /**
@@ -79,8 +88,12 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
   let unboundCompBytes = 0;
   // The inodes each shard name's bindings were recorded with (file stamps: SafetensorsShard.stamp).
   const inodesByShard = new Map<string, Set<string>>();
+  // Each slice's bindings (`shard\noffset\nsize` -> count), for those bound to several entries.
+  const bindingsBySlice = new Map<string, number>();
   for (const entry of store.entries()) {
-    for (const [shardName, , , stamps] of entry.sliceKeys) {
+    for (const [shardName, offsetBytes, sizeBytes, stamps] of entry.sliceKeys) {
+      const slice = `${shardName}\n${offsetBytes}\n${sizeBytes}`;
+      bindingsBySlice.set(slice, (bindingsBySlice.get(slice) ?? 0) + 1);
       for (const stamp of stamps ?? []) {
         const inode = parseFileStamp(stamp)?.inode;
         if (inode === undefined) continue;
@@ -111,7 +124,10 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
     });
   }
   const sharedShardNames = [...inodesByShard].filter(([, inodes]) => inodes.size > 1).map(([shardName]) => shardName).sort();
-  const sharedShardUnbound = findSharedShardUnbound(store, new Set(sharedShardNames));
+  // A directory cache binds another file's slices beside (one binding per file): none is moved away.
+  const sharedShardUnbound = isS3Url(cacheDir) ? findSharedShardUnbound(store, new Set(sharedShardNames)) : { entries: 0, shardNames: [] };
+  let slicesWithSeveralBindings = 0;
+  for (const count of bindingsBySlice.values()) if (count > 1) slicesWithSeveralBindings++;
   entries.sort((a, b) => a.qualname.localeCompare(b.qualname) || a.key.localeCompare(b.key));
   const sum = (pick: (e: InspectEntry) => number): number => entries.reduce((total, e) => total + pick(e), 0);
   const rawBytes = sum((e) => e.rawBytes);
@@ -124,6 +140,7 @@ export function inspectCache(store: CacheStore, cacheDir: string): InspectReport
     totals: {
       entries: entries.length,
       slices: sum((e) => e.slices.length),
+      slicesWithSeveralBindings,
       rawBytes,
       compBytes,
       ratio: rawBytes > 0 ? compBytes / rawBytes : null,

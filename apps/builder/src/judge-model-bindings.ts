@@ -2,12 +2,14 @@
 // The cache records a binding's shard name, offset, size and the stamps of the files it was
 // checked against, not where the model is: given the model, each binding of one of its shard names
 // is judged against the file as it is now, from its header and stamp alone (no tensor is read).
+// A slice may hold a binding per file (FILE-BINDINGS.md): each is judged on its own stamps, and one
+// recorded only with other files is another revision's or model's, kept (`other-file`).
 import { isFromOtherFile, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
 
 /**
- * What a binding is to the model:
+ * What a binding is to the model (each of a slice's bindings, on its own stamps):
  * - `live`: at a tensor's data span of its shard, recorded with the file as it is now (or the
  *   file has no stamp): loads serve it;
  * - `unchecked`: at a tensor's span, to an entry of that tensor's dtype and shape, with no record
@@ -23,8 +25,16 @@ import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-
  *   other files of its shard name, one of which is still in the repository's blobs/ (same inode,
  *   size and mtime): another revision's, whose loads use it; kept (find-other-revision.ts). Outside
  *   a hub tree, or with those files gone, such a binding is judged as the others.
+ * - `superseded`: at a tensor's span, not recorded with the file as it is now, where another binding
+ *   of the slice is (a directory cache keeps a binding per file since 0.56: the file changed or was
+ *   replaced, and its build bound the new bytes beside this one): no load looks it up;
+ * - `other-file`: of a model outside a hub snapshot, recorded only with other files of its shard
+ *   name (file stamps of other inodes): another revision's or model's binding, which a directory
+ *   cache keeps beside this file's (one binding per file, since 0.56), or this model's file before a
+ *   save replaced it (the stamps hold no path: they cannot tell); kept, until MAX_SLICE_BINDINGS
+ *   pushes it out. (Until 0.56 judged as the others: removed as `leftover`/`mismatched`, `otherFile`.)
  */
-export type BindingVerdict = 'live' | 'unchecked' | 'leftover' | 'mismatched' | 'other-shard' | 'other-revision';
+export type BindingVerdict = 'live' | 'unchecked' | 'leftover' | 'mismatched' | 'other-shard' | 'other-revision' | 'other-file' | 'superseded';
 
 /** A binding judged to go (or, in a dry run, that would). */
 export interface PrunedBinding {
@@ -34,14 +44,15 @@ export interface PrunedBinding {
   /** The entry it binds (content key) and that entry's tensor name. */
   key: string;
   qualname: string;
-  verdict: Exclude<BindingVerdict, 'live' | 'unchecked' | 'other-revision'>;
+  verdict: Exclude<BindingVerdict, 'live' | 'unchecked' | 'other-revision' | 'other-file'>;
   /**
    * Of a `leftover` or `mismatched` binding: it was recorded only with files other than this
    * model's shard of that name (other inode numbers): another model's file of the same shard name
    * sharing the cache (`text_encoder/model.safetensors` and `text_encoder_2/model.safetensors`), or
    * this model's earlier file replaced by a new one (a download, a save by rename). The stamps
-   * cannot tell which: they hold no path (isFromOtherFile). In a hub snapshot, another revision's
-   * file still in blobs/ is told apart (`other-revision`, kept): these files are gone from it.
+   * cannot tell which: they hold no path (isFromOtherFile). Only in a hub snapshot, where these
+   * files are gone from blobs/ (another revision's file still there is `other-revision`, kept);
+   * outside one, such bindings are kept (`other-file`) since 0.56.
    */
   otherFile?: true;
 }
@@ -59,6 +70,12 @@ export interface ModelBindingsReport {
   unchecked: number;
   leftover: number;
   mismatched: number;
+  /**
+   * `superseded`: bindings at a tensor's span not recorded with the file as it is now, where the
+   * slice holds another binding that is (one binding per file, since 0.56: this file's bytes
+   * changed, or it was replaced, and its build bound the new bytes beside): no load looks them up.
+   */
+  superseded: number;
   /**
    * Of a model in a hub snapshot: bindings of its shard names recorded only with another revision's
    * file still in the repository's blobs/ (the `other-revision` verdict), kept; per shard name and
@@ -82,11 +99,21 @@ export interface ModelBindingsReport {
    * file may still be in blobs/). Absent where blobs/ was listed or not needed.
    */
   blobsUnlisted?: { repo: string; code: string; bindings: number };
+  /**
+   * Of a model outside a hub snapshot: bindings of its shard names recorded only with other files of
+   * that name (the `other-file` verdict: another revision's or model's, bound beside this file's),
+   * kept. Since 0.56; those were judged (and removed, `otherFile`) as the others before.
+   */
+  otherFileKept: number;
   /** Bindings of shard names the model does not have, per name (sorted): kept unless pruneOtherShards. */
   otherShards: { shardName: string; bindings: number }[];
   /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
   prune: PrunedBinding[];
-  /** Of `prune`, those recorded only with other files of that shard name than this model's (PrunedBinding.otherFile). */
+  /**
+   * Of `prune`, those recorded only with other files of that shard name than this model's
+   * (PrunedBinding.otherFile): only in a hub snapshot, of files gone from its blobs/; 0 elsewhere since
+   * 0.56 (such bindings are `otherFileKept`).
+   */
   otherFiles: number;
   /**
    * How many the store removed: 0 in a dry run; fewer than `prune` lists where a writer bound one
@@ -126,8 +153,10 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
     unchecked: 0,
     leftover: 0,
     mismatched: 0,
+    superseded: 0,
     otherRevision: 0,
     otherRevisions: [],
+    otherFileKept: 0,
     otherShards: [],
     prune: [],
     otherFiles: 0,
@@ -137,11 +166,18 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
   // Only for a model in a hub snapshot (undefined otherwise): blobs/ is scanned at the first question.
   const finder = createOtherRevisionFinder(model.shards);
   const revisions = new Map<string, ModelBindingsReport['otherRevisions'][number]>();
-  /** Whether the binding is another revision's (counted so): recorded only with other files, one still in blobs/. */
-  const isOtherRevision = (shardName: string, offsetBytes: number, sizeBytes: number, atTensorSpan = false): boolean => {
-    if (finder === undefined) return false;
-    const recorded = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [];
+  /**
+   * Whether the binding (its own stamps, `recorded`) is another file's, kept (counted so): recorded
+   * only with other files of its shard name; in a hub snapshot, one of them still in blobs/ (else it
+   * is judged as this file's: a replaced file's).
+   */
+  const isOtherFiles = (shardName: string, recorded: readonly string[], atTensorSpan: boolean): boolean => {
     if (!isFromOtherFile(recorded, stamps.get(shardName) ?? null)) return false;
+    if (finder === undefined) {
+      // A plain directory: another revision's or model's binding beside this file's (one per file).
+      report.otherFileKept += 1;
+      return true;
+    }
     const found = finder.find(shardName, recorded);
     const unlisted = finder.unlisted();
     if (unlisted !== undefined) {
@@ -160,10 +196,13 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
     return true;
   };
   for (const entry of store.entries()) {
-    for (const [shardName, offsetBytes, sizeBytes] of entry.sliceKeys) {
+    for (const [shardName, offsetBytes, sizeBytes, sliceStamps] of entry.sliceKeys) {
+      // This entry's binding of the slice, with its own stamps (an S3 cache adds this host's from the
+      // store: lookupSliceBindings); a slice's other bindings are other files' (FILE-BINDINGS.md).
+      const binding = stamps.has(shardName) ? store.lookupSliceBindings(shardName, offsetBytes, sizeBytes).find((b) => b.entry.key === entry.key) : undefined;
+      const recorded = binding?.stamps ?? sliceStamps ?? [];
       const prune = (verdict: PrunedBinding['verdict']): void => {
-        // Read only for the bindings that go: a model's live ones are most of them.
-        const fromOther = verdict !== 'other-shard' && isFromOtherFile(store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [], stamps.get(shardName) ?? null);
+        const fromOther = verdict !== 'other-shard' && isFromOtherFile(recorded, stamps.get(shardName) ?? null);
         if (fromOther) report.otherFiles += 1;
         report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict, ...(fromOther ? { otherFile: true as const } : {}) });
       };
@@ -174,18 +213,30 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
       }
       const tensors = spans.get(shardName)?.get(`${offsetBytes}:${sizeBytes}`);
       if (tensors === undefined) {
-        if (isOtherRevision(shardName, offsetBytes, sizeBytes)) continue;
+        if (isOtherFiles(shardName, recorded, false)) continue;
         report.leftover += 1;
         prune('leftover');
         continue;
       }
-      // With the stamps an S3 cache keeps on this host too (lookupSliceBinding), as a load judges it.
-      const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-      if (binding === undefined || classifyBinding(binding, stamps.get(shardName) ?? null) === 'trusted') {
+      // With the stamps an S3 cache keeps on this host too (lookupSliceBindings), as a load judges it.
+      const fileStamp = stamps.get(shardName) ?? null;
+      if (binding === undefined || classifyBinding(binding, fileStamp) === 'trusted') {
         report.live += 1;
-      } else if (isOtherRevision(shardName, offsetBytes, sizeBytes, tensors.some((tensor) => entryDescribes(entry, tensor)))) {
+        continue;
+      }
+      const describes = tensors.some((tensor) => entryDescribes(entry, tensor));
+      // Another binding of the slice recorded with the file as it is now: this file's loads look that one up, never this one.
+      const hasOwn = store.lookupSliceBindings(shardName, offsetBytes, sizeBytes).some((other) => other.entry.key !== entry.key && classifyBinding(other, fileStamp) === 'trusted');
+      if (finder !== undefined && isOtherFiles(shardName, recorded, describes)) {
         // Counted there: not `unchecked` (its loads' check finds another revision's bytes, unless the tensor is the same in both).
-      } else if (tensors.some((tensor) => entryDescribes(entry, tensor))) {
+      } else if (finder === undefined && isFromOtherFile(recorded, fileStamp) && (hasOwn || !describes)) {
+        // Another file's, beside this one's (or at a span where this file's tensor has another shape): kept.
+        report.otherFileKept += 1;
+      } else if (hasOwn) {
+        report.superseded += 1;
+        prune('superseded');
+      } else if (describes) {
+        // Where this file has no binding of its own, a load looks this one up and checks its bytes (a copy of the file: kept).
         report.unchecked += 1;
       } else {
         report.mismatched += 1;

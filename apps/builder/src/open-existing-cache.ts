@@ -16,7 +16,9 @@ import { describeHolder } from './read-lock-holder.js';
 export async function openExistingCache(cache: string, options: { signal: AbortSignal; command: string }): Promise<CacheStore> {
   try {
     // The signal ends a directory cache's waits for the writer lock, an s3:// cache's requests (Ctrl-C).
-    return await openCacheStore(cache, { create: false, signal: options.signal, s3: { signal: options.signal } });
+    // One binding per file (FILE-BINDINGS.md), as build and the runtime: gc, verify and inspect write
+    // only by unbinding and dropping, but a rebind through this handle must keep the rule (s3://: no effect).
+    return await openCacheStore(cache, { create: false, signal: options.signal, s3: { signal: options.signal }, sliceBindingsPerFile: true });
   } catch (error) {
     if (!isStoreError(error, 'NOT_A_CACHE') || isS3Url(cache)) throw error;
     const holder = error.details.reason === 'being-created' ? (error.details.holder as LockHolder | undefined) : undefined;

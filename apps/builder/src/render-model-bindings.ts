@@ -9,6 +9,7 @@ import { showName } from './show-name.js';
 const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, string> = {
   leftover: "at no tensor's span now",
   mismatched: 'to an entry of another dtype or shape than the tensor there now',
+  superseded: 'recorded with the file before it changed, beside its binding now',
 };
 
 /**
@@ -23,12 +24,15 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   const otherModel = modelGroups.reduce((sum, group) => sum + group.bindings, 0);
   const otherRevision = report.otherRevision - otherModel;
   const unlisted = report.blobsUnlisted;
-  const own = report.live + report.unchecked + report.otherRevision + (unlisted?.bindings ?? 0) + report.leftover + report.mismatched;
+  const isS3 = /^s3:\/\//i.test(cache);
+  const own = report.live + report.unchecked + report.otherRevision + (unlisted?.bindings ?? 0) + report.otherFileKept + report.leftover + report.mismatched + report.superseded;
   const lines = [
     `model ${report.model}: ${plural(own, 'binding')} of its ${plural(report.shards.length, 'shard name')}: ${report.live} live, ${report.unchecked} unchecked, ` +
       (otherRevision > 0 ? `${otherRevision} another revision's (kept), ` : '') +
       (otherModel > 0 ? `${otherModel} another model's of the snapshot (kept), ` : '') +
       (unlisted !== undefined ? `${unlisted.bindings} from other files, unjudged (kept), ` : '') +
+      (report.otherFileKept > 0 ? `${report.otherFileKept} other files' (kept), ` : '') +
+      (report.superseded > 0 ? `${report.superseded} superseded by the file's binding now, ` : '') +
       `${report.leftover} left behind at no tensor's span, ${report.mismatched} to an entry of another dtype or shape than the tensor there`,
   ];
   // Per shard name and verdict: a re-shard of a thousand tensors is a line per shard, not a thousand lines (--json lists each).
@@ -53,7 +57,14 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   // cache): the other model's bindings are judged left behind. The stamps tell another file, not whose.
   if (report.otherFiles > 0) {
     lines.push(
-      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): a model whose bindings ${report.dryRun ? 'these are would bind them' : 'these were binds them'} again at its next load, one hash pass each; keep models whose shard names collide in caches of their own`,
+      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): a model whose bindings ${report.dryRun ? 'these are would bind them' : 'these were binds them'} again at its next load, one hash pass each${isS3 ? '; keep models whose shard names collide in caches of their own' : ''}`,
+    );
+  }
+  if (report.otherFileKept > 0) {
+    // One binding per file (0.56): another revision's or model's bindings of these shard names sit beside this file's.
+    lines.push(
+      `  kept ${plural(report.otherFileKept, 'binding')} recorded only with other files of this model's shard names (another inode: another revision or model of the same shard names bound beside this one, or this model's file before a save replaced it; the cache records no paths): ` +
+        "their loads use them; they go once 8 newer files' bindings of their slice push them out (MAX_SLICE_BINDINGS), or by `gc --model` of the model they are bound for once its file changed",
     );
   }
   if (otherRevision > 0) {
@@ -61,8 +72,11 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     // they are another revision's, in use, not a replaced file's (find-other-revision.ts).
     lines.push(
       `  kept ${plural(otherRevision, 'binding')} recorded from another revision of this Hugging Face hub repository, whose file is still in its blobs/: that revision's loads use them; ` +
-        "this one's loads read those tensors raw (their bytes checked: where a tensor is the same in both revisions, the binding serves both). " +
-        "One cache binds a slice to one revision: give each revision a cache of its own; gc --model removes such bindings once that revision's file is gone from blobs/ (`huggingface-cli delete-cache`):",
+        (isS3
+          ? "this one's loads read those tensors raw (their bytes checked: where a tensor is the same in both revisions, the binding serves both). " +
+            'An s3:// cache binds a slice to one revision: give each revision a cache of its own; '
+          : "this one's build binds its tensors beside them (a directory cache keeps a binding per file), and its loads use those. ") +
+        "gc --model removes such bindings once that revision's file is gone from blobs/ (`huggingface-cli delete-cache`):",
     );
     for (const group of revisionGroups) {
       lines.push(`  ${showName(group.shardName)}: ${group.bindings} recorded from blobs/${group.blob} (${describeLinkingSnapshots(withBlobPath(group))})`);
@@ -71,7 +85,9 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   if (otherModel > 0) {
     lines.push(
       `  kept ${plural(otherModel, 'binding')} recorded from another model of a snapshot of this Hugging Face hub repository whose file has this one's shard name (a pipeline's text_encoder/ and text_encoder_2/ model.safetensors): that model's loads use them; ` +
-        "this one's loads read those tensors raw (their bytes checked). One cache binds a slice to one file of a shard name: keep models whose shard names collide (each component of a pipeline) in caches of their own:",
+        (isS3
+          ? "this one's loads read those tensors raw (their bytes checked). An s3:// cache binds a slice to one file of a shard name: keep models whose shard names collide (each component of a pipeline) in caches of their own:"
+          : "this one's build binds its tensors beside them (a directory cache keeps a binding per file), and its loads use those:"),
     );
     for (const group of modelGroups) {
       lines.push(`  ${showName(group.shardName)}: ${group.bindings} recorded from blobs/${group.blob} (${describeLinkingSnapshots(withBlobPath(group))})`);
@@ -83,7 +99,7 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
         `so whether another revision's file still in it was recorded with them is unknown; gc --model removes them once ${quoteForShell(`${unlisted.repo}/blobs`)} can be listed`,
     );
   }
-  if (report.unchecked > 0 && /^s3:\/\//i.test(cache)) {
+  if (report.unchecked > 0 && isS3) {
     // Builds record no file stamps in a bucket (a file stamp is one host's), and this command keeps none on the host.
     lines.push(
       `  kept ${plural(report.unchecked, 'unchecked binding')} (at a tensor's span, to an entry of its shape): an s3:// cache keeps no file stamps in the bucket, so only the bytes tell whether they are the file's; a load checks each once per host`,

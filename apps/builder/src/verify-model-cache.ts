@@ -222,8 +222,10 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   // As the runtime (classifyBinding): a binding with no record of this shard file (other files'
   // stamps, stamps of the old form, none at all) is used only for bytes checked to be its entry's
   // (the runtime reads and hashes them once).
-  const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
+  // This file's binding where the slice holds one per file (FILE-BINDINGS.md: the one whose stamps
+  // hold its stamp), else the latest, as a load looks it up.
   const fileStamp = model.shards.find((shard) => shard.name === shardName)?.stamp ?? null;
+  const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes, fileStamp);
   const unrecordedFile = binding !== undefined && fileStamp !== null && classifyBinding(binding, fileStamp) !== 'trusted';
   let bySlice = unrecordedFile ? undefined : binding?.entry;
   if (tensor.dtype !== 'BF16' || !isCacheableSize(sizeBytes)) {
@@ -245,8 +247,10 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   });
   const key = scan.key;
   // The check the runtime makes at the first load, made here: the bytes are the bound entry's.
-  const unrecorded = unrecordedFile && binding.entry.key === key && sizeBytes > 0;
-  if (unrecorded) bySlice = binding.entry;
+  // As the runtime, against every binding of the slice (one per file): a copy of another file bound here is served too.
+  const matching = !unrecordedFile || sizeBytes === 0 ? undefined : binding.entry.key === key ? binding : store.lookupSliceBindings(shardName, offsetBytes, sizeBytes).find((other) => other.entry.key === key);
+  const unrecorded = matching !== undefined;
+  if (unrecorded) bySlice = matching.entry;
   const stale = unrecordedFile && !unrecorded;
   const byKey = store.getEntry(key);
   // The file holds other bytes than the entry its slice is bound to, and the binding has no record of it.
@@ -324,7 +328,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   const failure = describeMismatch(read.payload, comparison!, scan.blocks);
   if (failure !== null) return { ...base, key, status: 'failed', ...failure };
   if (unrecorded) {
-    const dropped = binding.stamps.length >= MAX_SLICE_STAMPS ? ` (a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files: this one's may have been dropped for newer copies)` : '';
+    const dropped = matching.stamps.length >= MAX_SLICE_STAMPS ? ` (a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files: this one's may have been dropped for newer copies)` : '';
     return {
       ...base,
       key,

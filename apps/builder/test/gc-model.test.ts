@@ -3,7 +3,7 @@
 // (gc), or only counted (inspect, gc --dry-run); entries, blobs and other bindings stay. How the
 // runtime then loads those models is the runtime's test (apps/runtime/test/gc-model-loads.test.ts):
 // the builder does not depend on the runtime.
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeSafetensorsFile } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
@@ -45,6 +45,17 @@ const SHARD_1 = 'model-00001-of-00002.safetensors';
 async function buildTwoShardModel(dir: string, cache: string): Promise<void> {
   await writeShardedTestModel(dir, TENSORS, 4 * 8192);
   await runJson(['build', dir, '--out', cache, '--quiet']);
+}
+
+/**
+ * Writes `tensors` over the file at `path` in place (its inode kept, as a writer opening it does):
+ * its old bindings are this file's, judged. A file replaced by a rename has another inode: its old
+ * bindings look like another file's (another revision's), which gc --model keeps since 0.56.
+ */
+async function rewriteInPlace(path: string, tensors: Parameters<typeof writeSafetensorsFile>[1]): Promise<void> {
+  await writeSafetensorsFile(`${path}.new`, tensors, { format: 'pt' });
+  await copyFile(`${path}.new`, path);
+  await rm(`${path}.new`);
 }
 
 /** Every binding of the cache, as `shard@offset+size=qualname`. */
@@ -141,7 +152,7 @@ describe('gc --model on a cache a dead writer left locked', () => {
     const model = join(temp.path, 'locked');
     const cache = join(temp.path, 'cache-locked');
     await buildTwoShardModel(model, cache);
-    await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
+    await rewriteInPlace(join(model, SHARD_1), [b, c, d, a]);
     const { spawnSync } = await import('node:child_process');
     const { hostname } = await import('node:os');
     const dead = spawnSync(process.execPath, ['-e', ''], { stdio: 'ignore' }).pid!;
@@ -166,7 +177,7 @@ describe('a shard rewritten so that its tensors moved, one of them onto another\
     await buildTwoShardModel(model, cache);
     slicesBefore = await slicesOf(model);
     // In place: b c d a. b lands on a's old span (same shape), c on b's (another shape), d and a move to new spans.
-    await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
+    await rewriteInPlace(join(model, SHARD_1), [b, c, d, a]);
     const after = await slicesOf(model);
     expect(after.get('b.weight')).toEqual(slicesBefore.get('a.weight'));
     expect(after.get('c.weight')).toEqual(slicesBefore.get('b.weight'));
@@ -212,7 +223,7 @@ describeS3('an s3:// cache', () => {
     const url = `s3://${bucket}/c`;
     await writeShardedTestModel(model, TENSORS, 4 * 8192);
     await runJson(['build', model, '--out', url, '--quiet']);
-    await writeSafetensorsFile(join(model, SHARD_1), [b, c, d, a], { format: 'pt' });
+    await rewriteInPlace(join(model, SHARD_1), [b, c, d, a]);
     const aliases = async () => (await listObjects(s3Client!, bucket)).filter((o) => o.key.startsWith('c/slices/')).length;
     expect(await aliases()).toBe(6);
     const { json } = await runJson<GcCommandReport>(['gc', url, '--model', model]);

@@ -5,13 +5,15 @@
 // repository's blobs/ can. gc --model / inspect --model of one revision keep the other's bindings
 // (`otherRevision`) while its file is in blobs/ and remove them once it is gone; a build's
 // SLICE_CONFLICT and its warning name the other revision instead of "a new revision downloaded".
-// Plain model directories are judged as before.
+// In plain model directories another file's bindings are kept (`otherFileKept`: the stamps cannot
+// tell another revision from a replaced file, and a directory cache keeps a binding per file).
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelBindingsReport } from '../src/judge-model-bindings.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
+import { bindBeside } from './helpers/bind-beside.js';
 import { runInProcess as run } from './helpers/run-in-process.js';
 
 let temp: TempDir;
@@ -58,10 +60,10 @@ async function judge(cache: string, model: string, extra: string[] = []): Promis
   return (JSON.parse(result.out) as { bindings: ModelBindingsReport }).bindings;
 }
 
+/** `a` built into `cache`, then `b`'s bindings beside (one binding per file: FILE-BINDINGS.md). */
 async function buildBoth(cache: string, a: string, b: string): Promise<void> {
   expect((await run(['build', a, '--out', cache, '--quiet'])).code).toBe(0);
-  const rebound = await run(['build', b, '--out', cache, '--quiet', '--rebind']);
-  expect(rebound.code, rebound.err).toBe(0);
+  await bindBeside(cache, b, `${cache}-scratch-b`);
 }
 
 describe('two revisions of a hub repository in one cache', () => {
@@ -70,8 +72,8 @@ describe('two revisions of a hub repository in one cache', () => {
     const cache = join(temp.path, 'cache-gc');
     await buildBoth(cache, models.snapA, models.snapB);
     const dry = await judge(cache, models.snapA, ['--dry-run']);
-    // B's three shard-1 bindings (at spans A does not have) and its t4 (at A's span, of its shape): B's, not A's leftovers or unchecked.
-    expect(dry).toMatchObject({ live: 5, unchecked: 0, leftover: 0, mismatched: 0, otherRevision: 4, otherFiles: 0, prune: [] });
+    // A's six live (B's beside, one binding per file); B's three shard-1 bindings (at spans A does not have) and its t4 (at A's span, of its shape): B's, not A's leftovers.
+    expect(dry).toMatchObject({ live: 6, unchecked: 0, leftover: 0, mismatched: 0, superseded: 0, otherRevision: 4, otherFiles: 0, prune: [] });
     expect(dry.otherRevisions.map((group) => [group.shardName, group.bindings, group.snapshots])).toEqual(
       expect.arrayContaining([
         ['model-00001-of-00002.safetensors', 3, [REV_B]],
@@ -81,7 +83,7 @@ describe('two revisions of a hub repository in one cache', () => {
     const text = await run(['inspect', cache, '--model', models.snapA]);
     expect(text.code, text.err).toBe(0);
     const joined = text.out.replace(/\n +/g, ' ');
-    expect(joined).toContain("5 live, 0 unchecked, 4 another revision's (kept)");
+    expect(joined).toContain("6 live, 0 unchecked, 4 another revision's (kept)");
     expect(joined).toContain(`recorded from another revision of this Hugging Face hub repository`);
     expect(joined).toContain(`(snapshots/${REV_B} still links it)`);
     expect(joined).not.toContain('a load checks each once and keeps it');
@@ -89,7 +91,7 @@ describe('two revisions of a hub repository in one cache', () => {
     const gc = await run(['gc', cache, '--model', models.snapA]);
     expect(gc.code, gc.err).toBe(0);
     // B keeps every binding: its loads serve all six tensors from the cache.
-    expect(await judge(cache, models.snapB, ['--dry-run'])).toMatchObject({ live: 6, unchecked: 0, otherRevision: 3 });
+    expect(await judge(cache, models.snapB, ['--dry-run'])).toMatchObject({ live: 6, unchecked: 0, otherRevision: 4, prune: [] });
 
     // Revision B deleted (huggingface-cli delete-cache: its snapshot and blobs): its bindings are left behind now.
     for (const name of await readdir(models.snapB)) {
@@ -97,14 +99,15 @@ describe('two revisions of a hub repository in one cache', () => {
     }
     await rm(models.snapB, { recursive: true });
     const after = await judge(cache, models.snapA);
-    expect(after).toMatchObject({ otherRevision: 0, leftover: 3, otherFiles: 3, removed: 3 });
+    // Its t4 at A's span is superseded by A's own binding there.
+    expect(after).toMatchObject({ otherRevision: 0, leftover: 3, superseded: 1, otherFiles: 4, removed: 4 });
   });
 
-  it('plain directories of the same revisions are judged as before', async () => {
+  it("plain directories of the same revisions: the other's bindings are kept as other files' (one binding per file; judged left behind before 0.56)", async () => {
     const models = await writeRevisions(join(temp.path, 'plain'));
     const cache = join(temp.path, 'cache-plain');
     await buildBoth(cache, models.plainA, models.plainB);
-    expect(await judge(cache, models.plainA, ['--dry-run'])).toMatchObject({ live: 5, unchecked: 1, leftover: 3, otherRevision: 0, otherRevisions: [], otherFiles: 3 });
+    expect(await judge(cache, models.plainA, ['--dry-run'])).toMatchObject({ live: 6, unchecked: 0, leftover: 0, otherFileKept: 4, otherRevision: 0, otherRevisions: [], otherFiles: 0, prune: [] });
   });
 
   it("a build of the other snapshot names the revision that still uses the binding, in its warning and its SLICE_CONFLICT", async () => {

@@ -120,7 +120,8 @@ export function renderInspectReport(report: InspectReport, options: { minAgeMs?:
     formatTable(['tensor', 'key', 'shape', 'raw', 'comp', 'ratio', 'escapes', 'codes', 'slices'], rows, [false, false, false, true, true, true, true, true, false], { maxLineColumns: TABLE_MAX_COLUMNS }),
     '',
     `cache   ${report.cache}`,
-    `entries ${t.entries} (${t.slices} slice keys)`,
+    // A binding per file (FILE-BINDINGS.md): said only where some slice holds several.
+    `entries ${t.entries} (${t.slices} slice keys${(t.slicesWithSeveralBindings ?? 0) > 0 ? `; ${formatCountOf(t.slicesWithSeveralBindings!, 'slice')} bound for several files, one binding each` : ''})`,
     `size    ${formatBytes(t.rawBytes)} raw -> ${formatBytes(t.compBytes)} compressed` + (t.ratio === null ? '' : `, ratio ${t.ratio.toFixed(4)}`),
     `escapes ${t.escapeCount} of ${t.elementCount} values (${formatPercent(t.escapeRate, 4)})`,
     // Only where there are some: found by content key only, they are what a drop reclaims.
