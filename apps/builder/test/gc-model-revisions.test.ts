@@ -89,6 +89,16 @@ describe('revisions A and B of one shard name, bound side by side in one cache',
     }
   });
 
+  it("verify --model of a copy of B's file (no binding recorded with it) matches its bytes against every binding of the slice, as a load does: OK, unrecorded", async () => {
+    const copy = join(temp.path, 'rev-b-copy');
+    await mkdir(copy);
+    await copyFile(join(modelB, SHARD), join(copy, SHARD));
+    const { json } = await runJson<VerifyJson>(['verify', cache, '--model', copy]);
+    expect(json.model!.totals).toMatchObject({ tensors: 4, ok: 4, failed: 0 });
+    // b.weight's slice: the latest binding is A's; B's beside it holds these bytes.
+    expect(json.model!.tensors.find((t) => t.name === 'b.weight')).toMatchObject({ status: 'ok', unrecorded: true });
+  });
+
   it('inspect counts the slice bound for both files (b.weight\'s) and gives no shared-shard-name caution', async () => {
     const { json } = await runJson<InspectJson>(['inspect', cache]);
     expect(json.totals.slicesWithSeveralBindings).toBe(1);
