@@ -271,13 +271,14 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     // Before the reasons a build skips it for: a binding of its slice to other bytes is served to
     // every reader that checks no stamps, and `build --rebind` removes it (it hid behind the skip).
     // Not one recorded only with other files of this shard name (another model's, as
-    // text_encoder and text_encoder_2): that model's binding, which build --rebind of this one keeps.
+    // text_encoder and text_encoder_2): that model's binding, which a directory cache keeps beside
+    // this file's (one binding per file, 0.56) and no build of this one removes.
     const otherFile = stale && sizeBytes > 0 && isFromOtherFile(binding!.stamps, fileStamp);
     const skipped = (reason: string): ModelTensorCheck => ({
       ...base,
       key,
       status: 'not_cached',
-      reason: otherFile ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another model's, kept; or this model's shard before it was replaced by a new file (a download), which \`build --rebind --rebind-other-files\` removes` : reason,
+      reason: otherFile ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another revision's or model's, kept; or this model's shard before it was replaced by a new file (a download), which stays until newer files' bindings of the slice push it out` : reason,
     });
     const shrinks = canPayloadShrink(sizeBytes, store.chunkSize);
     // The build's order (build-cache.ts, analyze-model.ts judgeBf16Tensor): with --skip-no-gain, no

@@ -245,7 +245,7 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     expect(verifyB.ok).toBe(true);
     const skipped = verifyB.model!.tensors.find((t) => t.name === 'n.weight')!;
     expect(skipped.status).toBe('not_cached');
-    expect(skipped.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99; its slice is bound to entry \w+ from another file of shard name model\.safetensors \(.*\): another model's, kept; or this model's shard before it was replaced by a new file \(a download\), which `build --rebind --rebind-other-files` removes$/);
+    expect(skipped.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99; its slice is bound to entry \w+ from another file of shard name model\.safetensors \(.*\): another revision's or model's, kept; or this model's shard before it was replaced by a new file \(a download\), which stays until newer files' bindings of the slice push it out$/);
     const verifyA = await runJson<VerifyJson>(['verify', cacheDir, '--model', a]);
     expect(verifyA.model!.totals).toMatchObject({ ok: 2, failed: 0 });
   });
@@ -324,7 +324,7 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
       }
     };
     const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
-    expect(verify.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/which `build --rebind --rebind-other-files` removes$/);
+    expect(verify.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/which stays until newer files' bindings of the slice push it out$/);
     const kept = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind', '--jobs', '0']);
     expect(kept.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
     expect(await boundKey()).toBe(n.key);
