@@ -17,6 +17,7 @@ import {
   recoverDamagedManifest,
   type CacheEntry,
   type CacheStore,
+  type SliceBinding,
   type SliceKeyTuple,
   type JournalRecovery,
   type ManifestRecovery,
@@ -39,7 +40,8 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
-import { findOtherFilesBindings, isFromOtherFile, type OtherRevisionBindings } from './judge-model-bindings.js';
+import { judgeSliceBindings, type JudgedSliceBindings } from './judge-slice-bindings.js';
+import { holdsSecondBindings } from './holds-second-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { isWriterLockHeldElsewhere } from './is-writer-lock-held-elsewhere.js';
@@ -131,16 +133,14 @@ export interface BuildTensorReport {
    */
   unboundFrom?: string;
   /**
-   * A skipped_* tensor whose slice is bound to this entry, recorded only with other files of its
-   * shard name (isFromOtherFile: another model's, or this model's shard before a download replaced
-   * it): kept, as verify --model keeps it; `rebindOtherFiles` removes it (unboundFrom) instead.
+   * Not set since 0.56 (kept in the type for readers of older reports): a skipped tensor whose slice
+   * was bound from another file of its shard name, kept. Other files' bindings are never in the way now.
    */
   keptBinding?: string;
   /**
-   * A `rebindSlices` build: the entry this run moved the tensor's slice binding from, one recorded
-   * only with other files of its shard name (isFromOtherFile: another revision's or model's file of
-   * that name, or this model's shard before a new file replaced it). That file's loads now read the
-   * tensor raw (hashed, found by content key): the binding is this model's now.
+   * Not set since 0.56 (kept in the type for readers of older reports): the entry a --rebind moved
+   * the slice from, recorded with another file. A directory cache binds this file beside it now, and
+   * an s3:// cache records no file stamps to tell another file by.
    */
   reboundFrom?: string;
 }
@@ -193,8 +193,23 @@ export interface BuildReport {
    * another file that --rebind removes rather than moves (the tensor's entry full, or
    * --rebind-other-files of a skipped tensor) is counted in `unbound_stale` (unboundFrom), not here:
    * that slice is then unbound, and the other file's loads find its tensor by content key.
+   * Since 0.56 a directory cache binds a slice once per file: another file's binding stands beside
+   * this model's and --rebind leaves it, so this is 0 for every cache (kept for scripts that read it).
    */
   rebound_other_files: number;
+  /**
+   * Bindings of other files' tensors this run's commits dropped (directory caches): a slice holds at
+   * most MAX_SLICE_BINDINGS (8) bindings, one per file, and binding a ninth drops the one whose file
+   * changed least recently. That file's loads then hash the tensor and find it by content key (its
+   * next build binds it again); its entry stays unless a gc --drop-unbound-entries finds it unbound.
+   */
+  dropped_bindings: number;
+  /**
+   * This run made the cache hold its first slice bound for more than one file (revisions side by
+   * side): from now on it is written as manifest format 3 / journal version 2, which releases
+   * before 0.56 refuse (UNSUPPORTED_FORMAT). False otherwise, and on s3:// (one binding per slice).
+   */
+  cache_format_moved: boolean;
   /**
    * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
    * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
@@ -255,16 +270,7 @@ export type BuildProgressEvent =
    * `--repair` found the manifest damaged: the entries it still lists are checked against their
    * blobs (each decoded) before the build starts; first with done 0, then after each entry.
    */
-  | { type: 'manifest-recovery'; done: number; total: number; doneBytes: number; totalBytes: number }
-  /**
-   * Before any tensor: the cache holds `bindings` of this model's shard name `shardName` that
-   * `gc --model` of it would remove (at spans or of shapes its tensors do not have), recorded only
-   * with other files of that name than `file` (judge-model-bindings.ts, isFromOtherFile): another
-   * model's sharing the shard name, most likely. Directory caches only (a bucket keeps no file stamps).
-   */
-  // `bindings`: those gc --model of this model would remove, recorded only with other files; `otherRevision`
-  // (a model in a hub snapshot): those another revision's file still in blobs/ was recorded with (kept).
-  | { type: 'shard-name-shared'; shardName: string; file: string; bindings: number; otherRevision?: OtherRevisionBindings };
+  | { type: 'manifest-recovery'; done: number; total: number; doneBytes: number; totalBytes: number };
 
 export interface BuildCacheOptions {
   /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
@@ -289,17 +295,17 @@ export interface BuildCacheOptions {
    */
   inlineMaxBytes?: number | undefined;
   /**
-   * Move a slice key that is bound to a different entry to this model's tensor (a shard replaced in
-   * place). Off by default: the store refuses (SLICE_CONFLICT), since a slice key is only a file
-   * name and position, and another model may own it.
+   * Move a slice key bound to a different entry in the way of this file's binding to this model's
+   * tensor: this file's binding from before it changed in place (the same inode), or one without a
+   * file stamp (an older release's; every binding of an s3:// cache). Off by default: the build
+   * refuses (SLICE_CONFLICT). Other files' bindings of the shard name (other revisions, fine-tunes)
+   * are never moved: a directory cache binds this file's beside them (one binding per file, 0.56).
    */
   rebindSlices?: boolean | undefined;
   /**
-   * With `rebindSlices`: also remove a skipped tensor's binding to other bytes that was recorded
-   * only with other files of its shard name, which a plain rebind keeps as possibly another model's
-   * (text_encoder/ and text_encoder_2/ sharing `model.safetensors`). For this model's shard replaced
-   * by a new file (a download, a save by rename: another inode), whose old binding nothing else
-   * removes. Off by default; the stamps cannot tell the two apart (they record no path).
+   * Accepted with `rebindSlices`, no effect since 0.56: it removed a skipped tensor's binding recorded
+   * only with other files of its shard name, which are now those files' own bindings (a shard
+   * replaced by a new file leaves its old binding to MAX_SLICE_BINDINGS or `gc --model`).
    */
   rebindOtherFiles?: boolean | undefined;
   /**
@@ -475,7 +481,17 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // A new cache records the options (or the defaults); an existing one keeps its own.
     const created = { coverageMin: options.coverageMin ?? DEFAULT_COVERAGE_MIN, chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE };
     const openStore = (): Promise<CacheStore> =>
-      duringLock(openCacheStore(options.cacheDir, { create: true, ...created, ...(signal ? { signal } : {}), ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}) })).catch((error: unknown) => {
+      duringLock(
+        openCacheStore(options.cacheDir, {
+          create: true,
+          ...created,
+          ...(signal ? { signal } : {}),
+          // A directory cache binds a slice once per file: revisions and fine-tunes sharing shard
+          // names live in one cache, each load served from it (FILE-BINDINGS.md). s3:// keeps one
+          // binding per slice.
+          ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : { sliceBindingsPerFile: true }),
+        }),
+      ).catch((error: unknown) => {
         throw wrapBuildError(error, { cacheDir: options.cacheDir });
       });
     // --repair: a damaged manifest (which every open refuses) is salvaged first: the entries that
@@ -494,13 +510,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     }
     store = await openStore();
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
-    // One pass over the cache's bindings (no tensor read): text_encoder/model.safetensors and
-    // text_encoder_2/model.safetensors built into one cache each lose theirs to the other's gc --model.
-    if (!s3) {
-      for (const shared of findOtherFilesBindings(store, model)) {
-        emit({ type: 'shard-name-shared', ...shared, file: model.shards.find((shard) => shard.name === shared.shardName)?.path ?? shared.shardName });
-      }
-    }
+    // Whether the cache is still in the format releases before 0.56 read: the report says when this
+    // build takes it past that (its first slice bound for a second file).
+    const heldSecondBindings = !s3 && holdsSecondBindings(store);
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
@@ -591,7 +603,16 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const context: TensorContext = {
       model,
       store,
-      commits: watchCommits(createCommitBatcher(store, { rebind: options.rebindSlices ?? false, batch: s3 }), duringLock),
+      commits: watchCommits(
+        createCommitBatcher(store, {
+          rebind: options.rebindSlices ?? false,
+          batch: s3,
+          onBindingDropped: () => {
+            context.droppedBindings++;
+          },
+        }),
+        duringLock,
+      ),
       duringLock,
       processor: processorReady,
       encoder: encoderReady,
@@ -607,7 +628,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       coverageMin,
       chunkSize,
       rebind: options.rebindSlices ?? false,
-      rebindOtherFiles: options.rebindOtherFiles ?? false,
+      bindingsPerFile: !s3,
       skipNoGain,
       tensorOfSlice: (shardName, offsetBytes, sizeBytes) => {
         bySlice ??= new Map(tensors.map((t) => [JSON.stringify([t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes]), t]));
@@ -625,6 +646,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       },
       storedBytes: 0,
       aliased: 0,
+      droppedBindings: 0,
       committed: { entries: 0, storedBytes: 0, bindings: 0, stampsAdded: 0, blobsRepaired: 0, repairedBytes: 0, bindingsRemoved: 0 },
       pendingSlices: new Map(),
       aliasesInFlight: 0,
@@ -708,6 +730,10 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     if (state.failure === null && signal?.aborted) state.failure = buildInterrupted(signal);
     // The workers the processor started (the plan's count; it resolves once the plan is in).
     const workersRan = async (): Promise<number> => (await processorReady.catch(() => null))?.jobs ?? memory.workers;
+    // Asked of the open handle (after every commit of this run, before its close): the close's
+    // fold writes what the state holds.
+    let movedFormat: boolean | undefined;
+    const formatMoved = (): boolean => (movedFormat ??= !s3 && !heldSecondBindings && store !== undefined && holdsSecondBindings(store));
     const report = async (swept: TempFilesReport): Promise<BuildReport> =>
       summarize({
         model: options.model,
@@ -724,6 +750,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         elapsedS: (performance.now() - startMs) / 1000,
         storedBytes: context.storedBytes,
         aliased: context.aliased,
+        droppedBindings: context.droppedBindings,
+        formatMoved: formatMoved(),
         swept,
         journalRecovery,
         manifestRecovery,
@@ -739,6 +767,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Every tensor is committed. Closing folds the journal into the manifest (what the seed's
     // readers read): its failure is the build's (exit 1, the cache stays valid and the next
     // writer finishes the fold), not a silent success.
+    formatMoved();
     const closing = store;
     store = undefined;
     // A run that stored nothing (every tensor cached) still brings manifest.json up to date when an
@@ -857,8 +886,8 @@ interface TensorContext {
   coverageMin: number;
   chunkSize: number;
   rebind: boolean;
-  /** BuildCacheOptions.rebindOtherFiles (with rebind). */
-  rebindOtherFiles: boolean;
+  /** The store binds a slice once per file (a directory cache): other files' bindings are not in the way (judge-slice-bindings.ts). */
+  bindingsPerFile: boolean;
   /** BuildCacheOptions.skipNoGain. */
   skipNoGain: boolean;
   /** The model's tensor at a slice key (a store SLICE_CONFLICT names the slice, not the tensor). */
@@ -877,6 +906,8 @@ interface TensorContext {
   checkFailure(): void;
   storedBytes: number;
   aliased: number;
+  /** Bindings of other files this run's commits dropped past MAX_SLICE_BINDINGS (BuildReport.dropped_bindings). */
+  droppedBindings: number;
   /**
    * What this run committed so far, each kind counted at its commit (a failed build reports it):
    * `bindings` and `stampsAdded` split `aliased`; `storedBytes` here leaves out the blobs put back,
@@ -938,9 +969,9 @@ async function processTensor(
     // the store, here, then decides whether the tensor needs calibrating at all.
     const key = await (await context.processor).computeKey(bytes, tensor.shape);
     throwIfAborted(signal);
-    // A binding from another file of this shard name refuses only a tensor that would be bound:
-    // a skipped one keeps it (unbindStaleSlice), so that waits for the gate.
-    checkSliceConflict(context, key, tensor, { keepOtherFile: true });
+    // A binding in the way refuses the tensor, bound or skipped (a skipped one's stale binding would
+    // stay: unbindStaleSlice removes it only with --rebind); other files' bindings never do.
+    checkSliceConflict(context, key, tensor);
     const withKey = { ...base, key };
     const releaseKey = joinKeyGroup(context.keyHolders, key, index);
     const leaveTenants = joinKeyGroup(context.keyTenants, key, index);
@@ -1148,7 +1179,7 @@ async function aliasOrStoreTensor(
   throwIfAborted(signal);
   const existing = store.getEntry(key);
   if (existing) {
-    // Cached, so bound below: another file's binding of its slice refuses it now (unless rebinding).
+    // Cached, so bound below: a binding in the way another writer made since processTensor looked refuses it now.
     checkSliceConflict(context, key, tensor);
     let repaired: BlobRepair | undefined;
     let gone = false;
@@ -1222,7 +1253,7 @@ async function encodeAndStoreTensor(
   releaseKey: () => void,
 ): Promise<BuildTensorReport> {
   const { store, slab, releaseRaw } = context;
-  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  const { sizeBytes } = tensor.slice;
   const processor = await context.processor;
   const encoder = context.encoderNow() ?? (await context.encoder);
   // The codec encodes on the workers, straight into `out`; gpu.js kernels live on this thread.
@@ -1231,13 +1262,13 @@ async function encodeAndStoreTensor(
   const { coverage, exponents } = calibrated;
   // In the order of the unread skip above: no payload of it can shrink, then the gate, then its escapes
   // (the codec path has encoded it already: wasted, but small). A skipped tensor's slice bound to
-  // other bytes is removed under --rebind (unbindStaleSlice); one from another file is kept.
+  // other bytes in the way is removed under --rebind (unbindStaleSlice); other files' are kept.
   if (context.skipNoGain && !canPayloadShrink(sizeBytes, context.chunkSize)) return { ...withKey, coverage, status: 'skipped_no_gain', ...(await unbindStaleSlice(context, key, tensor)) };
   if (exponents === null) return { ...withKey, coverage, status: 'skipped_coverage', ...(await unbindStaleSlice(context, key, tensor)) };
   if (context.skipNoGain && !isPayloadSmaller(sizeBytes, calibrated.escapeCount, context.chunkSize)) {
     return { ...withKey, coverage, status: 'skipped_no_gain', ...(await unbindStaleSlice(context, key, tensor)) };
   }
-  // Not skipped, so bound below: another file's binding of its slice refuses it (processTensor let it pass).
+  // Not skipped, so bound below: a binding in the way another writer made since processTensor looked refuses it.
   checkSliceConflict(context, key, tensor);
   context.checkFailure();
   const payload = calibrated.payload ?? (await encoder.encode(viewBf16(bytes), exponents, context.chunkSize));
@@ -1255,9 +1286,10 @@ async function encodeAndStoreTensor(
       return { ...withKey, status: 'cached', coverage: entryCoverage(stored), compBytes: stored.compBytes, ...bound };
     }
     context.checkFailure();
-    // The slice goes in the same commit as the entry when it is free (the usual case); a zero-byte
+    // The slice goes in the same commit as the entry when nothing is in the way (the usual case:
+    // unbound, or bound for other files only, which a directory cache binds it beside); a zero-byte
     // slice is never aliased (bindSlice says why).
-    const sliceFree = sizeBytes > 0 && store.lookupBySlice(shardName, offsetBytes, sizeBytes) === undefined;
+    const sliceFree = sizeBytes > 0 && judgeSlice(context, key, tensor).inTheWay.length === 0;
     const { added, slicesBound } = await context.commits.addEntry({
       key,
       qualname: qualnameOf(tensor.name),
@@ -1348,28 +1380,34 @@ function sliceKeyOf(context: TensorContext, tensor: TensorInfo): SliceKeyTuple {
   return stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]];
 }
 
+/** The slice's bindings for this tensor's file and entry (judge-slice-bindings.ts). */
+function judgeSlice(context: TensorContext, key: string, tensor: TensorInfo): JudgedSliceBindings {
+  return judgeSliceBindings(context.store, tensor.slice, key, context.shardStamps.get(tensor.slice.shardName) ?? null, context.bindingsPerFile);
+}
+
 /**
- * Refuses early (before anything is written) a slice bound to other bytes, unless rebinding. With
- * `keepOtherFile`, not one recorded only with other files of its shard name (isFromOtherFile): a
- * tensor the build skips keeps that binding, so the check waits until the gate has spoken.
+ * Refuses early (before anything is written) a slice bound to other bytes in the way of this file's
+ * binding, unless rebinding: this file's own binding before it changed in place, or one without a
+ * file stamp (every binding of an s3:// cache). Another file's binding (another revision's, a
+ * fine-tune's) is not in the way in a directory cache: this file's binding goes beside it.
  */
-function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo, options: { keepOtherFile?: boolean } = {}): void {
-  // The store would refuse the alias too (SLICE_CONFLICT); failing here writes nothing first.
-  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-  const current = context.store.lookupBySlice(shardName, offsetBytes, sizeBytes);
-  if (!current || current.key === key || sizeBytes === 0 || context.rebind) return;
-  const stamps = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes)?.stamps ?? [];
-  if (options.keepOtherFile === true && isFromOtherFile(stamps, context.shardStamps.get(shardName) ?? null)) return;
-  throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { recordedStamps: stamps });
+function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo): void {
+  // The store would refuse the alias too (SLICE_CONFLICT), or (this file changed in place) bind it
+  // beside its stale binding, which today's rule refuses; failing here writes nothing first.
+  if (tensor.slice.sizeBytes === 0 || context.rebind) return;
+  const judged = judgeSlice(context, key, tensor);
+  if (judged.own !== undefined || judged.inTheWay.length === 0) return;
+  throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile });
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
 type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'keptBinding' | 'reboundFrom'>;
 
 /**
- * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry
- * (the shard was replaced in place, or another model's shard has the same name) is a conflict the
- * store refuses; `rebind` moves it, since the bytes just read are what the file holds now.
+ * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry in
+ * the way (this file before it changed in place, a binding without file stamps) is a conflict the
+ * store refuses; `rebind` moves it, since the bytes just read are what the file holds now. Other
+ * files' bindings stay: a directory cache binds this file's beside them.
  */
 async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo, attempt = 1): Promise<SliceOutcome> {
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
@@ -1380,19 +1418,21 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   if (sizeBytes === 0) return {};
   const stamp = context.shardStamps.get(shardName) ?? undefined;
   let pending: PendingSlices | undefined;
-  // The entry a --rebind takes the slice from, where its binding was recorded only with other files
-  // of the shard name (another revision's): counted, as that file's loads now read the tensor raw.
-  let fromOtherFile: string | undefined;
   // Only a file stamp added to the binding the slice has to this entry: no new binding (BuildCommitted).
   let stampOnly = false;
+  let judged: JudgedSliceBindings;
   for (;;) {
-    const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-    fromOtherFile = current !== undefined && current.entry.key !== key && context.rebind && isFromOtherFile(current.stamps, stamp ?? null) ? current.entry.key : undefined;
+    judged = judgeSlice(context, key, tensor);
+    const own = judged.own;
     // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
     // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
-    if (current?.entry.key === key && (stamp === undefined || current.stamps.includes(stamp))) return {};
+    // A binding in the way beside it (this file's before it changed in place) goes with --rebind.
+    if (own !== undefined && (stamp === undefined || own.stamps.includes(stamp))) {
+      if (context.rebind) await removeMovedBindings(context, key, tensor, judged.inTheWay);
+      return {};
+    }
     // A stamp added to a binding the entry has: no new binding.
-    if (current?.entry.key === key) {
+    if (own !== undefined) {
       stampOnly = true;
       break;
     }
@@ -1405,7 +1445,7 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     // tensor is left unbound only once the committed ones alone fill the entry, and one that does
     // not fit beside those in flight waits for one of them.
     const committed = context.store.getEntry(key)?.sliceKeys.length ?? 0;
-    if (committed >= MAX_SLICE_KEYS_PER_ENTRY) return await leaveSliceUnbound(context, tensor, current?.entry.key);
+    if (committed >= MAX_SLICE_KEYS_PER_ENTRY) return await leaveSliceUnbound(context, tensor, judged.inTheWay);
     const inFlight = context.pendingSlices.get(key);
     if (committed + (inFlight?.count ?? 0) < MAX_SLICE_KEYS_PER_ENTRY) {
       pending = inFlight ?? { count: 0, waiting: [] };
@@ -1438,54 +1478,73 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   context.aliased++;
   if (stampOnly) context.committed.stampsAdded++;
   else context.committed.bindings++;
-  return fromOtherFile === undefined ? {} : { reboundFrom: fromOtherFile };
+  if (context.rebind) await removeMovedBindings(context, key, tensor, judged.inTheWay);
+  return {};
 }
 
 /**
- * The tensor's entry is full: its slice stays unbound (served raw). A binding of the slice to
- * another entry names other bytes than the file holds now (changed in place, or another model's
- * shard of that name): with `rebind`, which would have moved it, it is removed, so that no reader
- * (a loader that checks no stamps, verify, inspect) is pointed at them; left, it was. Without
- * `rebind` it got here only by another writer's binding since checkSliceConflict looked: the
- * SLICE_CONFLICT the store gives an alias onto a slice of another entry.
+ * --rebind of a directory cache: the store took this file's binding beside the one that was in the
+ * way where that one has file stamps (this file before it changed in place: another stamp of its
+ * inode is another file to the store), or this file's bytes were bound already for another file, so
+ * the move ends here by removing the stale one, only while it still binds the slice to that entry.
+ * Where the store moved it (a binding without file stamps), or an s3:// cache did, it is gone already.
  */
-async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, boundTo: string | undefined): Promise<SliceOutcome> {
-  if (boundTo === undefined) return { unaliased: true };
-  if (!context.rebind) throw sliceConflictError(tensor.name, tensor.shardPath);
-  context.checkFailure();
+async function removeMovedBindings(context: TensorContext, key: string, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): Promise<void> {
+  if (!context.bindingsPerFile || inTheWay.length === 0) return;
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-  // Only while it is bound to that entry: a binding another writer made since stays.
-  const removed = await context.commits.unbindSlice({ key: boundTo, shardName, offsetBytes, sizeBytes });
-  if (removed) context.committed.bindingsRemoved++;
-  return removed ? { unaliased: true, unboundFrom: boundTo } : { unaliased: true };
+  const left = context.store.lookupSliceBindings(shardName, offsetBytes, sizeBytes);
+  for (const binding of inTheWay) {
+    if (binding.entry.key === key || !left.some((other) => other.entry.key === binding.entry.key)) continue;
+    context.checkFailure();
+    if (await context.commits.unbindSlice({ key: binding.entry.key, shardName, offsetBytes, sizeBytes })) context.committed.bindingsRemoved++;
+  }
 }
 
 /**
- * A tensor this run skips (coverage, no gain) whose slice is bound to another entry. Stamped with
- * this file (or none): the file held those bytes once (changed in place); without `rebind`
- * checkSliceConflict refused it (SLICE_CONFLICT); with it the binding is removed, since nothing binds
- * the slice anew, and left it pointed every reader at other bytes, a binding no run could clear (and
- * verify took for the skip). Recorded only with other files of the shard name: kept (keptBinding),
- * with or without `rebind`, as verify --model keeps it; `rebindOtherFiles` removes it.
+ * The tensor's entry is full: its slice stays unbound (served raw). A binding of the slice in the
+ * way (this file's before it changed in place, one without file stamps) names other bytes than the
+ * file holds now: with `rebind`, which would have moved it, it is removed, so that no reader (a
+ * loader that checks no stamps, verify, inspect) is pointed at them; left, it was. Without `rebind`
+ * it got here only by another writer's binding since checkSliceConflict looked: the SLICE_CONFLICT
+ * the store gives an alias onto a slice of another entry. Other files' bindings stay.
+ */
+async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): Promise<SliceOutcome> {
+  if (inTheWay.length === 0) return { unaliased: true };
+  if (!context.rebind) throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile });
+  const unboundFrom = await unbindInTheWay(context, tensor, inTheWay);
+  return unboundFrom === undefined ? { unaliased: true } : { unaliased: true, unboundFrom };
+}
+
+/** Removes (--rebind) the bindings in the way, each only while it binds the slice to its entry; the first removed, if any. */
+async function unbindInTheWay(context: TensorContext, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): Promise<string | undefined> {
+  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+  let first: string | undefined;
+  for (const binding of inTheWay) {
+    context.checkFailure();
+    // Only while it is bound to that entry: a binding another writer made since stays.
+    if (!(await context.commits.unbindSlice({ key: binding.entry.key, shardName, offsetBytes, sizeBytes }))) continue;
+    context.committed.bindingsRemoved++;
+    first ??= binding.entry.key;
+  }
+  return first;
+}
+
+/**
+ * A tensor this run skips (coverage, no gain) whose slice is bound to another entry in the way:
+ * this file held those bytes once (changed in place), or the binding has no file stamp. Without
+ * `rebind` checkSliceConflict refused it (SLICE_CONFLICT); with it the binding is removed, since
+ * nothing binds the slice anew, and left it pointed every reader at other bytes, a binding no run
+ * could clear (and verify took for the skip). Other files' bindings (other revisions', models') are
+ * theirs: left alone, --rebind and --rebind-other-files or not.
  */
 async function unbindStaleSlice(context: TensorContext, key: string, tensor: TensorInfo): Promise<SliceOutcome> {
-  const { shardName, offsetBytes, sizeBytes } = tensor.slice;
-  if (sizeBytes === 0) return {};
-  const current = context.store.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
-  if (current === undefined || current.entry.key === key) return {};
-  // Recorded only with other files of this shard name (another model's, text_encoder and
-  // text_encoder_2): that model's binding, not this file's past; removed, that model's loads bound
-  // it again and the two undid each other. Removed where its stamps name this file or none, or
-  // with rebindOtherFiles (this model's shard replaced by a new file: nothing else removes it).
-  const otherFile = isFromOtherFile(current.stamps, context.shardStamps.get(shardName) ?? null);
-  if (otherFile && !(context.rebind && context.rebindOtherFiles)) return { keptBinding: current.entry.key };
+  if (tensor.slice.sizeBytes === 0) return {};
+  const judged = judgeSlice(context, key, tensor);
+  if (judged.own !== undefined || judged.inTheWay.length === 0) return {};
   // Without rebind: this file's binding came since checkSliceConflict looked (another writer); left as before.
   if (!context.rebind) return {};
-  context.checkFailure();
-  // Only while it is bound to that entry: a binding another writer made since stays.
-  const removed = await context.commits.unbindSlice({ key: current.entry.key, shardName, offsetBytes, sizeBytes });
-  if (removed) context.committed.bindingsRemoved++;
-  return removed ? { unboundFrom: current.entry.key } : {};
+  const unboundFrom = await unbindInTheWay(context, tensor, judged.inTheWay);
+  return unboundFrom === undefined ? {} : { unboundFrom };
 }
 
 /**
@@ -1565,6 +1624,8 @@ function summarize(input: {
   elapsedS: number;
   storedBytes: number;
   aliased: number;
+  droppedBindings: number;
+  formatMoved: boolean;
   swept: TempFilesReport;
   journalRecovery: JournalRecovery | null;
   manifestRecovery: ManifestRecovery | null;
@@ -1596,6 +1657,8 @@ function summarize(input: {
     unaliased: input.results.filter((t) => t.unaliased === true).length,
     unbound_stale: input.results.filter((t) => t.unboundFrom !== undefined).length,
     rebound_other_files: input.results.filter((t) => t.reboundFrom !== undefined).length,
+    dropped_bindings: input.droppedBindings,
+    cache_format_moved: input.formatMoved,
     journal_recovered: input.journalRecovery,
     manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,

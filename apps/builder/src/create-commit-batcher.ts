@@ -6,7 +6,7 @@
 // own tensor while the others commit: calls go straight through (`batch: false`). Removals of
 // bindings are merged on both: the store does not group those (a directory cache rewrites its
 // manifest for each unbindSlices call).
-import type { AddEntryInput, AddEntryResult, CacheStore } from '@splitzip/store';
+import type { AddEntryInput, AddEntryResult, CacheStore, SliceKeyTuple } from '@splitzip/store';
 
 export interface AliasRequest {
   key: string;
@@ -44,8 +44,29 @@ interface Pending<I, R> {
   reject: (error: unknown) => void;
 }
 
-/** `rebind` applies to every alias of the build (the CLI's --rebind). */
-export function createCommitBatcher(store: CacheStore, options: { rebind: boolean; batch: boolean }): CommitBatcher {
+export interface CommitBatcherOptions {
+  /**
+   * Applies to every alias of the build (the CLI's --rebind). A store binding per file (a directory
+   * cache) moves only a binding that holds the alias's stamp or has no file stamp: one of another
+   * file's takes the binding beside it, rebind or not.
+   */
+  rebind: boolean;
+  batch: boolean;
+  /**
+   * Told of each binding a commit dropped (a slice past MAX_SLICE_BINDINGS loses its least recent
+   * file's binding: AliasSlicesOptions.onBindingDropped, AddEntryResult.droppedBindings).
+   */
+  onBindingDropped?: ((slice: SliceKeyTuple, key: string) => void) | undefined;
+}
+
+export function createCommitBatcher(store: CacheStore, options: CommitBatcherOptions): CommitBatcher {
+  const onBindingDropped = options.onBindingDropped;
+  const aliasOptions = { rebind: options.rebind, ...(onBindingDropped === undefined ? {} : { onBindingDropped }) };
+  // Adds report their drops in their results.
+  const tellDropped = (results: AddEntryResult[]): AddEntryResult[] => {
+    for (const result of results) for (const dropped of result.droppedBindings ?? []) onBindingDropped?.(dropped.slice, dropped.key);
+    return results;
+  };
   let adds: Pending<AddEntryInput, AddEntryResult>[] = [];
   let aliases: Pending<AliasRequest, boolean>[] = [];
   let unbinds: Pending<UnbindRequest, boolean>[] = [];
@@ -68,8 +89,8 @@ export function createCommitBatcher(store: CacheStore, options: { rebind: boolea
       aliases = [];
       unbinds = [];
       // Entries first: an alias may name an entry of the same batch.
-      if (addBatch.length > 0) await settle(addBatch, store.addEntries(addBatch.map((p) => p.input)));
-      if (aliasBatch.length > 0) await settle(aliasBatch, store.aliasSlices(aliasBatch.map((p) => p.input), { rebind: options.rebind }));
+      if (addBatch.length > 0) await settle(addBatch, store.addEntries(addBatch.map((p) => p.input)).then(tellDropped));
+      if (aliasBatch.length > 0) await settle(aliasBatch, store.aliasSlices(aliasBatch.map((p) => p.input), aliasOptions));
       if (unbindBatch.length > 0) await settle(unbindBatch, unbindAll(store, unbindBatch.map((p) => p.input)));
     }
     running = undefined;
@@ -82,21 +103,28 @@ export function createCommitBatcher(store: CacheStore, options: { rebind: boolea
     });
 
   return {
-    addEntry: options.batch ? (input) => enqueue(adds, input) : (input) => store.addEntry(input),
+    addEntry: options.batch ? (input) => enqueue(adds, input) : async (input) => tellDropped([await store.addEntry(input)])[0]!,
     aliasSlice: options.batch
       ? (item) => enqueue(aliases, item)
-      : async (item) => (await store.aliasSlices([item], { rebind: options.rebind }))[0]!,
+      : async (item) => (await store.aliasSlices([item], aliasOptions))[0]!,
     unbindSlice: (item) => enqueue(unbinds, item),
   };
 }
 
 /**
- * One unbindSlices call; each item's answer from the store's state after it (caught up by the call):
- * removed where its slice is unbound now, not where it is bound to any entry (the store removes only
- * a binding to `item.key`; another writer's --rebind may have moved it). The store counts removals,
- * not which: a call that removed none answers false for all.
+ * One unbindSlices call; each item's answer from the store's state after it (caught up by the call).
+ * The store counts removals, not which: a call that removed none answers false for all. Where every
+ * item whose binding to `item.key` is gone now counts in the removals, each of them was removed by
+ * it. Otherwise (another writer's --rebind moved one meanwhile) only those whose slice is unbound
+ * now are answered true: a slice bound to another entry may have been moved, not removed. A slice
+ * may keep other files' bindings beside (one binding per file): they do not make the answer false
+ * where the counts tell.
  */
 async function unbindAll(store: CacheStore, items: readonly UnbindRequest[]): Promise<boolean[]> {
   const removed = await store.unbindSlices(items);
-  return items.map((item) => removed > 0 && store.lookupBySlice(item.shardName, item.offsetBytes, item.sizeBytes) === undefined);
+  if (removed === 0) return items.map(() => false);
+  const bound = items.map((item) => store.lookupSliceBindings(item.shardName, item.offsetBytes, item.sizeBytes));
+  const gone = bound.map((bindings, i) => !bindings.some((binding) => binding.entry.key === items[i]!.key));
+  if (gone.filter(Boolean).length === removed) return gone;
+  return bound.map((bindings, i) => gone[i]! && bindings.length === 0);
 }

@@ -4,7 +4,6 @@ import { isS3Url, isStoreError, type StoreError } from '@splitzip/store';
 import { SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
-import { createOtherRevisionFinder, describeLinkingSnapshots, describeOtherModel, isOtherModel } from './find-other-revision.js';
 
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /**
@@ -95,7 +94,8 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
       Array.isArray(slice) && typeof slice[0] === 'string' && typeof slice[1] === 'number' && typeof slice[2] === 'number'
         ? context.tensorOfSlice?.(slice[0], slice[1], slice[2])
         : undefined;
-    return sliceConflictError(named?.name ?? context.tensor, named ? named.file : context.file, error, { rebind: context.rebind === true });
+    const s3 = context.cacheDir !== undefined && isS3Url(context.cacheDir);
+    return sliceConflictError(named?.name ?? context.tensor, named ? named.file : context.file, error, { rebind: context.rebind === true, s3 });
   }
   if (context.tensor === undefined) return error;
   const message = error instanceof Error ? error.message : String(error);
@@ -202,52 +202,30 @@ function realpathOrSelf(path: string): string {
 }
 
 /**
- * A tensor's slice key is bound to another entry: say why that happens and what to do. With the
- * store's error as `cause`, its message (which keys, which epoch) follows. With `rebind` the build
- * moves slices already, so the conflict came from another writer binding the slice at the same
- * time: no advice to pass --rebind then. With `recordedStamps` (the binding's) and `file` in a
- * Hugging Face hub snapshot, a binding recorded with another revision's file still in the
- * repository's blobs/ is said to be that revision's (`otherRevision` in its context: its blob and the
- * snapshots linking it), not a replaced shard's: --rebind then takes it from that revision.
+ * A tensor's slice key is bound to another entry in the way of this file's binding: say why that
+ * happens and what to do. A directory cache binds a slice once per file (0.56), so another file's
+ * binding of the shard name (another revision, a fine-tune) is never in the way there: what is, is
+ * this very file's binding from before it changed in place (its inode), or one without a file stamp
+ * (an older release's build). An s3:// cache (`s3`) binds a slice to one entry: another model with
+ * the same shard names conflicts there as before. With the store's error as `cause`, its message
+ * (which keys, which epoch) follows. With `rebind` the build moves slices already, so the conflict
+ * came from another writer binding the slice at the same time: no advice to pass --rebind then.
  */
-export function sliceConflictError(
-  tensor: string,
-  file: string | undefined,
-  cause?: unknown,
-  options: { rebind?: boolean; recordedStamps?: readonly string[] } = {},
-): BuilderError {
+export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown, options: { rebind?: boolean; s3?: boolean } = {}): BuilderError {
   const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
-  const otherRevision = options.rebind || file === undefined || options.recordedStamps === undefined ? undefined : createOtherRevisionFinder([{ name: '', path: file }])?.find('', options.recordedStamps);
-  if (otherRevision !== undefined && isOtherModel(otherRevision)) {
-    // Not another revision: a pipeline's other component whose shard has this one's name, in use.
-    const linking = { ...otherRevision, blobPaths: [otherRevision.blobPath] };
-    const message =
-      `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to another entry, of other bytes, ` +
-      `recorded from ${describeOtherModel(linking)}: a file of the same shard name in this Hugging Face hub snapshot (blobs/${otherRevision.blob}), so that model's loads use the binding${storeSays}. ` +
-      'One cache binds a slice to one file of a shard name: give each model (each component of a pipeline) a cache of its own; ' +
-      "or pass --rebind, which moves the slice to this model's tensor, and the other model's loads then read it raw";
-    return new BuilderError('SLICE_CONFLICT', message, { tensor, file, otherRevision }, cause === undefined ? undefined : { cause });
-  }
-  if (otherRevision !== undefined) {
-    const message =
-      `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to another entry, of other bytes, ` +
-      `recorded from another revision of this Hugging Face hub repository: its file (blobs/${otherRevision.blob}) is still in the repository and ` +
-      `${describeLinkingSnapshots({ ...otherRevision, blobPaths: [otherRevision.blobPath] })}, so that revision's loads use the binding${storeSays}. One cache binds a slice to one revision: ` +
-      "give each revision a cache of its own; or pass --rebind, which moves the slice to this revision's tensor, and the other revision's loads then read it raw " +
-      '(a revision no longer wanted: `huggingface-cli delete-cache` removes it, and `splitzip gc <cache> --model` of this one then removes its bindings)';
-    return new BuilderError('SLICE_CONFLICT', message, { tensor, file, otherRevision }, cause === undefined ? undefined : { cause });
-  }
+  const slice = `the slice key of tensor ${tensor} (its shard name, offset and size)`;
+  const passRebind = 'pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw';
   const message = options.rebind
-    ? `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) was bound to another entry ` +
-      `by another writer at the same time, although this build rebinds slices${storeSays}: ` +
+    ? `SLICE_CONFLICT: ${slice} was bound to another entry by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
-    : `SLICE_CONFLICT: the slice key of tensor ${tensor} (its shard name, offset and size) is already bound to ` +
-      'another entry, of other bytes: the cache holds another model with the same shard names and layout (a fine-tune beside ' +
-      "its base, a diffusers pipeline's text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was " +
-      `replaced (rewritten in place, or a new revision downloaded)${storeSays}. Another model's file still in use: give ` +
-      "each such model a cache of its own (one cache binds a slice to one of them, and loads serve the other's tensors " +
-      // A tensor the build skips is refused only for a binding stamped with this file or none (a
-      // rewrite in place): one recorded only with other files of the shard name it keeps, no error.
-      'there raw); a replaced shard: pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw';
+    : options.s3
+      ? `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes: an s3:// cache binds a slice to one entry, and it holds ` +
+        "another model with the same shard names and layout (another revision, a fine-tune beside its base, a diffusers pipeline's " +
+        `text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was replaced (rewritten, or a new revision downloaded)${storeSays}. ` +
+        'Another model still in use: give it a cache of its own, or build both into a directory cache, which binds each file apart; ' +
+        `a replaced shard: ${passRebind}`
+      : `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes, for this very file before it changed in place ` +
+        `(the same inode), or by a build that recorded no file stamp (an older release's)${storeSays}: ${passRebind}. ` +
+        "Other files of this shard name (other revisions, fine-tunes) are no conflict: a directory cache binds each file's tensors beside the others'";
   return new BuilderError('SLICE_CONFLICT', message, { tensor, file }, cause === undefined ? undefined : { cause });
 }

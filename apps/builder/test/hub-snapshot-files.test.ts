@@ -74,12 +74,10 @@ describe('snapshot files linking a blob', () => {
     const te = join(repo, 'snapshots', REV1, 'text_encoder');
     const first = await run(['build', join(repo, 'snapshots', REV1, 'text_encoder_2'), '--out', cache, '--quiet']);
     expect(first.code, first.err).toBe(0);
-    const failed = await run(['build', te, '--out', cache, '--quiet']);
-    expect(failed.code).toBe(1);
-    const err = failed.err.replace(/\n +/g, ' ');
-    expect(err).toContain(`recorded from another model of snapshot ${REV1} (text_encoder_2/model.safetensors)`);
-    expect(err).not.toContain('unreferenced');
-    expect(err).not.toContain('`rm ');
+    // Since 0.56 the build binds beside the other component's bindings (it failed SLICE_CONFLICT naming it).
+    const second = await run(['build', te, '--out', cache, '--quiet']);
+    expect(second.code, second.err).toBe(0);
+    expect(second.err).toBe('');
     const report = await judge(cache, te);
     expect(report.otherRevisions).toEqual([expect.objectContaining({ bindings: 3, snapshots: [], models: [{ revision: REV1, path: join('text_encoder_2', 'model.safetensors') }] })]);
   });

@@ -4,7 +4,7 @@
 // failed it as stale, and only the loaders' stamp check kept them from serving the old bytes). The
 // build now removes that binding (the store's unbindSlices). The full entry is made cheaply: one
 // tensor built, the rest of its bindings added with one aliasSlices call on made-up slices.
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type * as Store from '@splitzip/store';
@@ -16,7 +16,10 @@ import { verifyModelCache } from '../src/verify-model-cache.js';
 import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
 
 const seen = vi.hoisted(() => ({
-  /** The build's store answers lookupBySlice with nothing: as if another writer bound the slice after the build looked. */
+  /**
+   * The build's store answers slice lookups with nothing until it looks at a cached blob
+   * (checkBlob): as if another writer bound the slice after the build's conflict check looked.
+   */
   hideSlices: false,
   /** Run before the build's unbindSlices call: another writer acting after the build looked. */
   beforeUnbind: undefined as (() => Promise<void>) | undefined,
@@ -26,6 +29,13 @@ vi.mock('@splitzip/store', async (importOriginal) => {
   const { mockStoreModule } = await import('./helpers/intercept-store.js');
   return mockStoreModule(await importOriginal<typeof Store>(), (property, target) => {
     if (property === 'lookupBySlice' && seen.hideSlices) return () => undefined;
+    if (property === 'lookupSliceBindings' && seen.hideSlices) return () => [];
+    if (property === 'checkBlob' && seen.hideSlices) {
+      return (key: string) => {
+        seen.hideSlices = false;
+        return target.checkBlob(key);
+      };
+    }
     const beforeUnbind = seen.beforeUnbind;
     if (property === 'unbindSlices' && beforeUnbind) {
       return async (items: readonly UnbindSliceItem[]) => {
@@ -64,7 +74,8 @@ interface Fixture {
 
 /**
  * A cache whose all-ones entry holds MAX_SLICE_KEYS_PER_ENTRY bindings, and model.safetensors built
- * into it, then rewritten in place with a.weight's bytes all ones (b.weight unchanged).
+ * into it, then rewritten in place (the same inode: this file's binding is in the way; a new file by a
+ * rename would be another file, bound beside since 0.56) with a.weight's bytes all ones (b.weight unchanged).
  */
 async function prepare(name: string): Promise<Fixture> {
   const dir = join(temp.path, name);
@@ -86,7 +97,8 @@ async function prepare(name: string): Promise<Fixture> {
   expect(first).toMatchObject({ encoded: 2, aliased: 2, unaliased: 0 });
   const a = first.tensors.find((t) => t.name === 'a.weight')!;
   // Same shape and dtype: the header, and so a.weight's slice, stay as they were.
-  await writeSingleFileModel(modelPath, [onesTensor('a.weight'), b]);
+  const next = await writeSingleFileModel(join(dir, 'next.safetensors'), [onesTensor('a.weight'), b]);
+  await writeFile(modelPath, await readFile(next));
   return { cacheDir, modelPath, onesKey, oldKey: a.key!, slice: { shardName: a.shard, offsetBytes: a.offsetBytes, sizeBytes: a.sizeBytes } };
 }
 
@@ -177,6 +189,7 @@ describe('the commit batcher removes bindings in batches', () => {
     const store = {
       unbindSlices: async () => 0,
       lookupBySlice: () => boundAfter,
+      lookupSliceBindings: () => (boundAfter === undefined ? [] : [{ entry: boundAfter, stamps: [] }]),
     } as unknown as CacheStore;
     for (const batch of [false, true]) {
       const commits = createCommitBatcher(store, { rebind: true, batch });
@@ -206,6 +219,10 @@ describe('the commit batcher removes bindings in batches', () => {
       lookupBySlice: (shardName: string, offsetBytes: number) => {
         const key = bound.get(`${shardName}:${offsetBytes}`);
         return key === undefined ? undefined : { key };
+      },
+      lookupSliceBindings: (shardName: string, offsetBytes: number) => {
+        const key = bound.get(`${shardName}:${offsetBytes}`);
+        return key === undefined ? [] : [{ entry: { key }, stamps: [] }];
       },
     } as unknown as CacheStore;
     const commits = createCommitBatcher(store, { rebind: true, batch });

@@ -1,8 +1,9 @@
 // Revisions of one model (same shard names, same layout) kept in one cache (user probe p3): what the
-// builder reports must say how the cache changed. A --rebind says how many bindings it took from
-// another file of the shard name; a build failing SLICE_CONFLICT part-way says what it committed
-// before; inspect's unbound line warns that unbound entries may be another revision's in use.
-import { access, cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+// builder reports must say how the cache changed. Since 0.56 a directory cache binds a slice once per
+// file: a --rebind of another revision moves none of its bindings (rebound_other_files 0, no line);
+// a build failing SLICE_CONFLICT part-way (its own file rewritten in place) says what it committed
+// before; inspect's unbound line counts only entries no file binds.
+import { access, cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCacheStore } from '@splitzip/store';
@@ -22,6 +23,11 @@ function revisionA(): TensorData[] {
 }
 function revisionC(): TensorData[] {
   return [0, 1, 2, 3, 4].map((i) => gaussianBf16(`layers.${i}.weight`, [64, 64], [1, 2, 4].includes(i) ? 100 + i : 10 + i));
+}
+
+/** Rewrites each file of `from` over the file of that name in `into`, in place (the same inodes). */
+async function rewriteInPlace(from: string, into: string): Promise<void> {
+  for (const name of await readdir(from)) await writeFile(join(into, name), await readFile(join(from, name)));
 }
 
 /** A and C, each `model.safetensors` in a directory of its own (two files of one shard name). */
@@ -68,7 +74,7 @@ async function inspectTotals(cacheDir: string): Promise<InspectTotals> {
 }
 
 describe('revisions of one layout in one cache', () => {
-  it('build --rebind counts the bindings it moved from another file of the shard name (json and text)', async () => {
+  it("build --rebind of another revision moves none of its bindings: C's go beside A's (json and text; it moved 3 before 0.56)", async () => {
     const { a, c } = await writeRevisions('rebind');
     const cacheDir = join(temp.path, 'rebind', 'cache');
     expect((await run(['build', a, '--out', cacheDir, '--quiet'])).code).toBe(0);
@@ -79,18 +85,15 @@ describe('revisions of one layout in one cache', () => {
     expect(json.code).toBe(0);
     const report = JSON.parse(json.out) as { rebound_other_files: number; encoded: number; tensors: { name: string; reboundFrom?: string }[] };
     expect(report.encoded).toBe(3);
-    expect(report.rebound_other_files).toBe(3);
-    expect(report.tensors.filter((t) => t.reboundFrom !== undefined).map((t) => t.name)).toEqual(['layers.1.weight', 'layers.2.weight', 'layers.4.weight']);
+    expect(report.rebound_other_files).toBe(0);
+    expect(report.tensors.filter((t) => t.reboundFrom !== undefined)).toEqual([]);
+    // A's five bindings stay; C's three new tensors bound beside them; C's stamp on A's other two.
+    expect(await countBindings(cacheDir)).toEqual({ bindings: 8, stamps: 10 });
 
     const text = await run(['build', c, '--out', textCache, '--rebind']);
     expect(text.code).toBe(0);
-    const flat = text.out.replace(/\n {8}/g, ' ');
-    // The stamps cannot tell another revision's file from this model's own replaced by a new one.
-    expect(flat).toContain(
-      "rebound moved 3 slice bindings from another file of their shard name (another revision's or model's, whose loads now read those " +
-        "tensors raw: keep revisions in caches of their own; or this model's own, before a save replaced its file with a new one)",
-    );
-    expect(text.out).toMatch(/layers\.1\.weight .*encoded \(moved from other file\)/);
+    expect(text.out).not.toContain('rebound');
+    expect(text.out).not.toContain('moved from other file');
     expect(text.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
   });
 
@@ -111,8 +114,9 @@ describe('revisions of one layout in one cache', () => {
   });
 
   it('a build failing SLICE_CONFLICT at a later shard says what it committed before (json and text)', async () => {
-    // Shard 1 of B holds other tensors (new slice keys: stored and bound), shard 2 one tensor of
-    // other bytes at A's slice: SLICE_CONFLICT once shard 1's first tensors are committed.
+    // A's files rewritten in place with B's: shard 1 holds other tensors (new slice keys: stored and
+    // bound), shard 2 one tensor of other bytes at A's slice, this very file's binding (its inode):
+    // SLICE_CONFLICT once shard 1's first tensors are committed. (B's files of their own bind beside A's.)
     const shardOne = (cols: number, seed: number): TensorData[] => Array.from({ length: 40 }, (_, i) => gaussianBf16(`early.${i}.weight`, [64, cols], seed + i));
     const maxShardBytes = 40 * 64 * 65 * 2;
     const dirA = join(temp.path, 'conflict', 'A');
@@ -127,7 +131,8 @@ describe('revisions of one layout in one cache', () => {
     await cp(cacheDir, textCache, { recursive: true });
     const before = await inspectTotals(cacheDir);
 
-    const json = await run(['build', b.indexPath, '--out', cacheDir, '--json']);
+    await rewriteInPlace(dirB, dirA);
+    const json = await run(['build', a.indexPath, '--out', cacheDir, '--json']);
     expect(json.code).toBe(1);
     const error = (JSON.parse(json.out) as { error: { code: string; message: string; committed?: Committed } }).error;
     expect(error.code).toBe('SLICE_CONFLICT');
@@ -143,21 +148,23 @@ describe('revisions of one layout in one cache', () => {
     expect(error.committed!.blobsRepaired).toBe(0);
     expect(error.message).toContain(`this build committed ${error.committed!.entries} new entries`);
 
-    const text = await run(['build', b.indexPath, '--out', textCache, '--quiet']);
+    const text = await run(['build', a.indexPath, '--out', textCache, '--quiet']);
     expect(text.code).toBe(1);
     expect(text.out).toBe('');
     expect(text.err).toMatch(/^splitzip build: error: SLICE_CONFLICT: .*; the cache changed before the failure: this build committed [1-9]\d* new entries \([\d.]+ KiB\) and [1-9]\d* new slice bindings, which stay in it$/m);
   });
 
   it('a failed build that only added file stamps and put a blob back says so, not new entries and bindings', async () => {
-    // B's first shard holds A's very bytes in a file of its own (another inode): its tensors are
-    // cached, their bindings there already, and each gets B's file stamp (no new binding). One blob
-    // of them is missing: put back. B's second shard conflicts at A's slice.
+    // A's files rewritten in place with B's: the first shard holds A's very bytes (a new stamp of the
+    // same file): its tensors are cached, their bindings there already, and each gets the file's new
+    // stamp (no new binding). One blob of them is missing: put back. The second shard conflicts at
+    // this very file's slice (other bytes).
     const shardOne = (): TensorData[] => Array.from({ length: 40 }, (_, i) => gaussianBf16(`early.${i}.weight`, [64, 64], 3000 + i));
     const maxShardBytes = 40 * 64 * 64 * 2;
     const a = await writeShardedTestModel(join(temp.path, 'stamps', 'A'), [...shardOne(), gaussianBf16('late.weight', [64, 64], 7)], maxShardBytes);
     const b = await writeShardedTestModel(join(temp.path, 'stamps', 'B'), [...shardOne(), gaussianBf16('late.weight', [64, 64], 8)], maxShardBytes);
     expect(a.shardPaths.length).toBe(2);
+    expect(b.shardPaths.length).toBe(2);
     const cacheDir = join(temp.path, 'stamps', 'cache');
     const built = await run(['build', a.indexPath, '--out', cacheDir, '--json']);
     expect(built.code).toBe(0);
@@ -168,7 +175,8 @@ describe('revisions of one layout in one cache', () => {
     await cp(cacheDir, textCache, { recursive: true });
     const before = await countBindings(cacheDir);
 
-    const json = await run(['build', b.indexPath, '--out', cacheDir, '--json']);
+    await rewriteInPlace(join(temp.path, 'stamps', 'B'), join(temp.path, 'stamps', 'A'));
+    const json = await run(['build', a.indexPath, '--out', cacheDir, '--json']);
     expect(json.code).toBe(1);
     const error = (JSON.parse(json.out) as { error: { code: string; message: string; committed?: Committed } }).error;
     expect(error.code).toBe('SLICE_CONFLICT');
@@ -186,14 +194,14 @@ describe('revisions of one layout in one cache', () => {
     expect(error.message).toContain(`this build committed ${stamps === 1 ? 'a file stamp on 1 slice binding' : `file stamps on ${stamps} slice bindings`} already there (no new binding)`);
     expect(error.message).not.toMatch(/new entr|new slice binding/);
 
-    const text = await run(['build', b.indexPath, '--out', textCache, '--quiet']);
+    const text = await run(['build', a.indexPath, '--out', textCache, '--quiet']);
     expect(text.code).toBe(1);
     expect(text.err).toMatch(
       /; the cache changed before the failure: this build committed (a file stamp on 1 slice binding|file stamps on [1-9]\d* slice bindings) already there \(no new binding\)( and 1 blob put back \([\d.]+ KiB\))?, which stay in it$/m,
     );
   });
 
-  it("inspect's unbound line warns where bindings of a shard name were recorded with more than one file", async () => {
+  it("inspect's unbound line: another revision built with --rebind leaves no entry unbound (0.56); a file rewritten in place does, with no caution", async () => {
     const { a, c } = await writeRevisions('inspect');
     const cacheDir = join(temp.path, 'inspect', 'cache');
     expect((await run(['build', a, '--out', cacheDir, '--quiet'])).code).toBe(0);
@@ -206,19 +214,13 @@ describe('revisions of one layout in one cache', () => {
     await writeFile(extra, await readFile(next));
     expect((await run(['build', extra, '--out', cacheDir, '--rebind', '--quiet'])).code).toBe(0);
     const totals = await inspectTotals(cacheDir);
-    // A's three tensors C's --rebind took the slices of: unbound, and still A's; and the extra one.
-    expect(totals.unboundEntries).toBe(4);
-    expect(totals.sharedShardNames).toEqual(['model.safetensors']);
-    expect(totals.sharedShardUnbound).toEqual({ entries: 3, shardNames: ['model.safetensors'] });
+    // A's three tensors C differs at keep their bindings beside C's (before 0.56 C's --rebind took
+    // them, leaving A's entries unbound): only the extra one is unbound.
+    expect(totals.unboundEntries).toBe(1);
+    expect(totals.sharedShardUnbound).toEqual({ entries: 0, shardNames: [] });
     const text = await run(['inspect', cacheDir]);
     expect(text.code).toBe(0);
-    const flat = text.out.replace(/\n {6}/g, ' ');
-    expect(flat).toContain(
-      '  but 3 of them match a tensor (name and shape) bound at shard name model.safetensors, whose bindings were recorded with more ' +
-        "than one file: they may be another revision's or model's tensors whose slices a --rebind moved (its loads read them raw, hashing " +
-        'each; its build --rebind binds them again without encoding; dropped, that build encodes them again), or this model\'s own from ' +
-        'before a save replaced its file with a new one, which nothing loads',
-    );
+    expect(text.out.replace(/\n {6}/g, ' ')).not.toContain('but 3 of them match');
     expect(text.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
 
     // One file only (rewritten in place, then rebuilt): unbound entries, no such warning.

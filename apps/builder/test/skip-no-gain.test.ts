@@ -250,9 +250,10 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     expect(verifyA.model!.totals).toMatchObject({ ok: 2, failed: 0 });
   });
 
-  it('a second revision (HF hub snapshots: symlinks to blobs) with a tensor under the gate: a plain build keeps the first\'s binding with a note, exit 0, and stamps the rest', async () => {
+  it('a second revision (HF hub snapshots: symlinks to blobs) with a tensor under the gate: a plain build leaves the first\'s binding alone, exit 0, and stamps the rest', async () => {
     // A user probe: this failed SLICE_CONFLICT ("pass --rebind"), recording no stamp for the shard's
     // other tensors, while verify --model passed ("another model's, kept") and --rebind kept it anyway.
+    // Since 0.56 another file's binding is not in the way at all: no keptBinding, no note.
     const repo = join(temp.path, 'hub-revisions');
     await mkdir(join(repo, 'blobs'), { recursive: true });
     const blobA = await writeSingleFileModel(join(repo, 'blobs', 'a'), [gaussianBf16('w.weight', [64, 64], 71), gaussianBf16('n.weight', [64, 64], 72), gaussianBf16('x.weight', [64, 64], 73)]);
@@ -269,7 +270,8 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     const n = first.tensors.find((t) => t.name === 'n.weight')!;
     const second = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--jobs', '0']);
     const byName = new Map(second.tensors.map((t) => [t.name, t]));
-    expect(byName.get('n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
+    expect(byName.get('n.weight')).toMatchObject({ status: 'skipped_coverage' });
+    expect(byName.get('n.weight')!.keptBinding).toBeUndefined();
     expect(byName.get('n.weight')!.unboundFrom).toBeUndefined();
     expect(byName.get('w.weight')!.status).toBe('cached');
     expect(byName.get('x.weight')!.status).toBe('cached');
@@ -287,25 +289,31 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     }
     const text = await run(['build', revD, '--out', cacheDir]);
     expect(text.code, text.err).toBe(0);
-    expect(text.out).toMatch(/n\.weight\s+BF16\s+\[64,64\]\s+\S+ \S+\s+skipped_coverage \(other file's binding kept\)/);
-    expect(text.out.replace(/\n {8}/g, ' ')).toContain(
-      "note    1 skipped tensor's slice is bound from another file of its shard name: another model's, kept; or this model's shard before a new file replaced it (a download), which `build --rebind --rebind-other-files` removes",
-    );
+    expect(text.out).toMatch(/n\.weight\s+BF16\s+\[64,64\]\s+\S+ \S+\s+skipped_coverage\s/);
+    expect(text.out).not.toContain("other file's binding kept");
+    expect(text.out).not.toContain('note    ');
     for (const rev of [revA, revD]) {
       const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', rev]);
       expect(verify.ok).toBe(true);
       expect(verify.model!.totals).toMatchObject({ failed: 0 });
     }
-    // --rebind keeps it too (it says so); --rebind --rebind-other-files removes it.
-    const rebind = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--rebind', '--jobs', '0']);
-    expect(rebind.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
-    const removed = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--rebind', '--rebind-other-files', '--jobs', '0']);
-    const gone = removed.tensors.find((t) => t.name === 'n.weight')!;
-    expect(gone).toMatchObject({ status: 'skipped_coverage', unboundFrom: n.key });
-    expect(gone.keptBinding).toBeUndefined();
+    // --rebind leaves it too, and so does --rebind --rebind-other-files (no effect since 0.56): revision a's binding.
+    for (const extra of [[], ['--rebind-other-files']]) {
+      const rebind = await runJson<BuildJson>(['build', revD, '--out', cacheDir, '--rebind', ...extra, '--jobs', '0']);
+      const bn = rebind.tensors.find((t) => t.name === 'n.weight')!;
+      expect(bn.status).toBe('skipped_coverage');
+      expect(bn.keptBinding).toBeUndefined();
+      expect(bn.unboundFrom).toBeUndefined();
+    }
+    const after = await openCacheStore(cacheDir);
+    try {
+      expect(after.lookupBySlice('model.safetensors', n.offsetBytes, n.sizeBytes)?.key).toBe(n.key);
+    } finally {
+      await after.close();
+    }
   });
 
-  it('its shard replaced by a new file (a download: another inode): --rebind keeps the binding, --rebind --rebind-other-files removes it', async () => {
+  it('its shard replaced by a new file (a download: another inode): --rebind and --rebind --rebind-other-files keep the binding (another file\'s since 0.56)', async () => {
     const dir = join(temp.path, 'replaced');
     await mkdir(dir, { recursive: true });
     const modelPath = await writeSingleFileModel(join(dir, 'model.safetensors'), [gaussianBf16('w.weight', [64, 64], 61), gaussianBf16('n.weight', [64, 64], 62)]);
@@ -326,16 +334,15 @@ describe('two models of one shard name in one cache (text_encoder, text_encoder_
     const verify = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
     expect(verify.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/which stays until newer files' bindings of the slice push it out$/);
     const kept = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind', '--jobs', '0']);
-    expect(kept.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', keptBinding: n.key });
+    expect(kept.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage' });
+    expect(kept.tensors.find((t) => t.name === 'n.weight')!.keptBinding).toBeUndefined();
     expect(await boundKey()).toBe(n.key);
     const usage = await run(['build', modelPath, '--out', cacheDir, '--rebind-other-files', '--quiet']);
     expect(usage.code).toBe(2);
     expect(usage.err).toMatch(/'--rebind-other-files' needs --rebind/);
     const removed = await runJson<BuildJson>(['build', modelPath, '--out', cacheDir, '--rebind', '--rebind-other-files', '--jobs', '0']);
-    expect(removed.tensors.find((t) => t.name === 'n.weight')).toMatchObject({ status: 'skipped_coverage', unboundFrom: n.key });
-    expect(await boundKey()).toBeUndefined();
-    const after = await runJson<VerifyJson>(['verify', cacheDir, '--model', modelPath]);
-    expect(after.model!.tensors.find((t) => t.name === 'n.weight')!.reason).toMatch(/^Top-16 coverage 0\.\d+ < 0\.99$/);
+    expect(removed.tensors.find((t) => t.name === 'n.weight')!.unboundFrom).toBeUndefined();
+    expect(await boundKey()).toBe(n.key);
   });
 });
 

@@ -62,14 +62,21 @@ describe('SLICE_CONFLICT from a commit batch', () => {
   });
 
   it('without --rebind the advice stays, still naming the conflicting tensor; an error without a slice names the tensor in hand', () => {
-    const error = wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', rebind: false, tensorOfSlice }) as BuilderError;
+    // A directory cache binds a slice once per file (0.56): only this file's own binding from before
+    // it changed in place, or one without a file stamp, is in the way there.
+    const error = wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', cacheDir: '/caches/c', rebind: false, tensorOfSlice }) as BuilderError;
     expect(error).toMatchObject({ code: 'SLICE_CONFLICT', context: { tensor: 'layer0.t1.weight' } });
-    expect(error.message).toContain('pass --rebind');
     expect(error.message).toContain('was bound concurrently');
-    // Both readings of the conflict, each with its way out: another model's file, or this model's shard replaced.
-    expect(error.message).toContain("text_encoder/ and text_encoder_2/");
-    expect(error.message).toContain('give each such model a cache of its own');
-    expect(error.message).toContain('a replaced shard: pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
+    expect(error.message).toContain('for this very file before it changed in place (the same inode), or by a build that recorded no file stamp');
+    expect(error.message).toContain('pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
+    expect(error.message).toContain('Other files of this shard name (other revisions, fine-tunes) are no conflict');
+    expect(error.message).not.toContain('one cache binds a slice to one');
+    // An s3:// cache binds a slice to one entry: both readings, each with its way out.
+    const s3 = wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', cacheDir: 's3://bucket/cache', rebind: false, tensorOfSlice }) as BuilderError;
+    expect(s3.message).toContain('an s3:// cache binds a slice to one entry');
+    expect(s3.message).toContain('text_encoder/ and text_encoder_2/');
+    expect(s3.message).toContain('give it a cache of its own, or build both into a directory cache, which binds each file apart');
+    expect(s3.message).toContain('a replaced shard: pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
     const plain = new StoreError('SLICE_CONFLICT', 'slice bound elsewhere');
     expect((wrapBuildError(plain, { tensor: 'layer0.t0.weight', rebind: false, tensorOfSlice }) as BuilderError).context.tensor).toBe('layer0.t0.weight');
   });

@@ -1,7 +1,7 @@
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
 import { checkCacheDirNotFile } from '../ensure-cache-dir.js';
-import { isS3Url } from '@splitzip/store';
+import { isS3Url, MAX_SLICE_BINDINGS } from '@splitzip/store';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { buildCache, DEFAULT_COVERAGE_MIN, defaultJobs, type BuildReport } from '../build-cache.js';
 import { ENCODE_BACKENDS, type EncodeBackend } from '../encode-backends.js';
@@ -13,7 +13,6 @@ import { createProgressBar } from '../progress-bar.js';
 import { INLINE_MAX_BUILD_BYTES } from '../plan-build-memory.js';
 import { describeLockWait, describeUnreadableLockWait } from '../watch-writer-lock.js';
 import { showName } from '../show-name.js';
-import { renderShardNameWarning } from '../render-shard-name-warning.js';
 
 const MIB = 1024 * 1024;
 
@@ -62,10 +61,10 @@ export const buildCommand = defineCommand({
       min: 0,
       max: 2 ** 30,
     },
-    rebind: { type: 'boolean', description: "Move slices bound to other entries to this model's tensors" },
+    rebind: { type: 'boolean', description: "Move this file's stale slice bindings (changed in place) to its tensors" },
     rebindOtherFiles: {
       type: 'boolean',
-      description: "With --rebind: also remove skipped tensors' bindings from other files",
+      description: "With --rebind: no effect since 0.56 (other files' bindings are kept)",
     },
     repair: {
       type: 'boolean',
@@ -119,11 +118,6 @@ export const buildCommand = defineCommand({
             progress.note(`splitzip build: ${describeLockWait(args.out, event)}`);
           } else if (event.type === 'lock-unreadable') {
             progress.note(`splitzip build: ${describeUnreadableLockWait(args.out)}`);
-          } else if (event.type === 'shard-name-shared') {
-            // Human output only: a --json run's one document is the report.
-            if (!args.json) {
-              for (const line of renderShardNameWarning(event, args.out)) progress.note(line);
-            }
           } else if (event.type === 'manifest-recovery') {
             // Said even with --quiet: the cache was damaged, and a large one takes a while to check.
             if (event.done === 0) progress.note(`splitzip build: the cache's manifest is damaged (or an older copy): checking the ${event.total} entries it still lists against their blobs`);
@@ -148,7 +142,6 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
   const lines: string[] = [];
   const unboundUnaliased = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased === true).length;
   const unboundSkipped = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true).length;
-  const keptOtherFile = report.tensors.filter((t) => t.keptBinding !== undefined).length;
   if (options.tensors) {
     const rows = report.tensors.map((t) => [
       showName(t.name),
@@ -159,11 +152,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
         ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}`
         : t.unboundFrom !== undefined
           ? `${t.status} (stale binding removed)`
-          : t.keptBinding !== undefined
-            ? `${t.status} (other file's binding kept)`
-            : t.reboundFrom !== undefined
-              ? `${t.status} (moved from other file)`
-              : t.status,
+          : t.status,
       formatCoveragePercent(t.coverage),
       t.compBytes === null ? '-' : formatBytes(t.compBytes),
       t.compBytes === null || t.sizeBytes === 0 ? '-' : (t.compBytes / t.sizeBytes).toFixed(3),
@@ -191,13 +180,6 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (unboundUnaliased > 0 ? `, their ${formatCountOf(unboundUnaliased, 'stale binding')} to other bytes removed` : '') +
       // --rebind: a skipped tensor's slice bound to bytes the file held before: nothing binds it anew.
       (unboundSkipped > 0 ? `; ${formatCount(unboundSkipped)} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
-    // A skipped tensor's slice bound from another file of its shard name: kept, as verify --model keeps it.
-    ...(keptOtherFile > 0
-      ? [
-          `note    ${formatCount(keptOtherFile)} skipped ${keptOtherFile === 1 ? "tensor's slice is" : "tensors' slices are"} bound from another file of ${keptOtherFile === 1 ? 'its' : 'their'} shard name: ` +
-            "another model's, kept; or this model's shard before a new file replaced it (a download), which `build --rebind --rebind-other-files` removes",
-        ]
-      : []),
     // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
     ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
@@ -205,14 +187,19 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     `cached  ${formatBytes(report.raw_bytes)} raw -> ${formatBytes(report.comp_bytes)} compressed` + (report.ratio === null ? '' : `, ratio ${report.ratio.toFixed(4)} (${describeRatio(report.ratio)})`),
     `wrote   ${formatBytes(report.stored_bytes)} in ${formatCountOf(report.encoded, 'new entry', 'new entries')}, ${formatCountOf(report.aliased, 'slice binding')}` +
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
-    // --rebind took these from another file of the shard name (another revision's or model's): said,
-    // since that model's loads now read those tensors raw (user probe p3: 10 taken, never said). The
-    // stamps cannot tell this model's own file replaced by a new one (a save by rename), so that too.
-    ...(report.rebound_other_files > 0
+    // Past MAX_SLICE_BINDINGS files of one slice, the least recent file's binding went: that file's
+    // loads hash the tensor again (and find it by content key) until its next build.
+    ...(report.dropped_bindings > 0
       ? [
-          `rebound moved ${formatCountOf(report.rebound_other_files, 'slice binding')} from another file of ${report.rebound_other_files === 1 ? 'its' : 'their'} shard name ` +
-            "(another revision's or model's, whose loads now read those tensors raw: keep revisions in caches of their own; " +
-            'or this model\'s own, before a save replaced its file with a new one)',
+          `dropped ${formatCountOf(report.dropped_bindings, 'slice binding')} of other files (a slice keeps ${MAX_SLICE_BINDINGS}, one per file; the least recent went): ` +
+            "those files' loads hash the tensors and find them by content key; a build of such a file binds them again",
+        ]
+      : []),
+    // Said once, at the build that does it: older releases refuse the cache from now on.
+    ...(report.cache_format_moved
+      ? [
+          'format  the cache now binds a slice for more than one file (revisions side by side): it is written as manifest format 3, ' +
+            'which releases before 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
         ]
       : []),
     ...(report.journal_recovered !== null

@@ -1,0 +1,54 @@
+// How a build judges the bindings of one slice for the file it reads (one binding per file,
+// packages/store/FILE-BINDINGS.md). A directory cache binds a slice once per file: another file's
+// binding of the shard name (another revision, a fine-tune, a pipeline's other component) stands
+// beside this file's and is no longer in the way. What still is: this very file's binding to other
+// bytes (the file changed in place: its inode), and a binding that says nothing of its file (no
+// file stamp: an older release's build, an object's; every binding of an s3:// cache).
+import { parseFileStamp } from '@splitzip/safetensors';
+import type { CacheStore, SliceBinding } from '@splitzip/store';
+
+export interface JudgedSliceBindings {
+  /** The binding to the tensor's own entry, if any. */
+  own: SliceBinding | undefined;
+  /** Bindings to other entries that this file's build must move or refuse (SLICE_CONFLICT). */
+  inTheWay: SliceBinding[];
+  /** Bindings to other entries recorded with other files of the shard name: left as they are. */
+  otherFiles: SliceBinding[];
+}
+
+/**
+ * The slice's bindings for the file whose stamp is `stamp` and whose tensor's entry is `key`.
+ * `perFile`: the store binds per file (a directory cache); else (s3://) every binding to another
+ * entry is in the way, as before 0.56.
+ */
+export function judgeSliceBindings(
+  store: CacheStore,
+  slice: { shardName: string; offsetBytes: number; sizeBytes: number },
+  key: string,
+  stamp: string | null,
+  perFile: boolean,
+): JudgedSliceBindings {
+  const judged: JudgedSliceBindings = { own: undefined, inTheWay: [], otherFiles: [] };
+  for (const binding of store.lookupSliceBindings(slice.shardName, slice.offsetBytes, slice.sizeBytes)) {
+    if (binding.entry.key === key) judged.own = binding;
+    else if (perFile && isOtherFilesBinding(binding.stamps, stamp)) judged.otherFiles.push(binding);
+    else judged.inTheWay.push(binding);
+  }
+  return judged;
+}
+
+/**
+ * Whether a binding was recorded with another file than the one stamped `current`: it holds a
+ * file stamp of another inode, and not `current`. One such stamp is enough: a binding recorded with
+ * that file and with this one before it changed in place is still that file's, and its loads use it.
+ * Unknown (no inode in `current`, or none among the stamps: legacy, object or no stamps) is not.
+ */
+export function isOtherFilesBinding(recorded: readonly string[], current: string | null): boolean {
+  if (current === null || recorded.includes(current)) return false;
+  const inode = parseFileStamp(current)?.inode;
+  if (inode === undefined) return false;
+  return recorded.some((stamp) => {
+    const other = parseFileStamp(stamp)?.inode;
+    return other !== undefined && other !== inode;
+  });
+}

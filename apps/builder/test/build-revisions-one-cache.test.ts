@@ -1,0 +1,176 @@
+// The user probe behind one binding per file (packages/store/FILE-BINDINGS.md): revisions A, B (A
+// with 3 tensors changed, one of them resized, so the tensors after it in its shard move) and C (A
+// with 10 of 19 changed) of one model, plain directories with the same shard names, built into one
+// cache. Before 0.56 B's build failed SLICE_CONFLICT without --rebind, and with it each revision took
+// the slices from the one before (A 9 of 19 served from the cache, B 12). Now every build succeeds
+// without --rebind and binds each revision's tensors for its own file: a load of each, stamping its
+// file as it is, finds every tensor's binding and an entry holding its very bytes.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { decode } from '@splitzip/codec';
+import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
+import { computeContentKey, openCacheStore } from '@splitzip/store';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BuildReport } from '../src/build-cache.js';
+import { createTempDir, gaussianBf16, writeShardedTestModel, writeSingleFileModel, type TempDir, type TensorData } from './helpers/models.js';
+import { runInProcess as run } from './helpers/run-in-process.js';
+
+let temp: TempDir;
+beforeAll(async () => {
+  temp = await createTempDir('splitzip-build-revisions-');
+});
+afterAll(async () => temp?.cleanup());
+
+const COUNT = 19;
+const SHAPE = [64, 64];
+// Two shards (10 and 9 tensors of 8 KiB).
+const MAX_SHARD_BYTES = 10 * 8192 + 4096;
+const revisionA = (): TensorData[] => Array.from({ length: COUNT }, (_, i) => gaussianBf16(`layers.${i}.weight`, SHAPE, 100 + i));
+/** 3 changed: layers.2 resized (layers.3-9 move within shard 1), layers.5 and layers.12 other bytes. */
+const revisionB = (): TensorData[] =>
+  revisionA().map((tensor, i) =>
+    i === 2 ? gaussianBf16(tensor.name, [60, 64], 200 + i) : i === 5 || i === 12 ? gaussianBf16(tensor.name, SHAPE, 200 + i) : tensor,
+  );
+/** 10 of 19 other bytes, same layout as A. */
+const CHANGED_IN_C = [0, 1, 3, 4, 7, 9, 10, 13, 15, 18];
+const revisionC = (): TensorData[] => revisionA().map((tensor, i) => (CHANGED_IN_C.includes(i) ? gaussianBf16(tensor.name, SHAPE, 300 + i) : tensor));
+
+/** For each tensor of `model`: bound for this very file (its stamp) to an entry whose blob decodes to the file's bytes. */
+async function checkServedFromCache(cacheDir: string, model: string): Promise<{ bound: number; exact: number }> {
+  const opened = await openSafetensorsModel(model);
+  const store = await openCacheStore(cacheDir);
+  try {
+    let bound = 0;
+    let exact = 0;
+    for (const tensor of opened.tensors) {
+      const { shardName, offsetBytes, sizeBytes } = tensor.slice;
+      const stamp = opened.shards.find((shard) => shard.name === shardName)!.stamp!;
+      const binding = store.lookupSliceBinding(shardName, offsetBytes, sizeBytes, stamp);
+      const bytes = await readTensorBytes(opened, tensor);
+      if (binding === undefined || !binding.stamps.includes(stamp) || binding.entry.key !== computeContentKey(bytes, tensor.shape, 'BF16')) continue;
+      bound++;
+      const payload = await store.readBlob(binding.entry.key, new Uint8Array(binding.entry.compBytes));
+      const decoded = decode(payload);
+      if (Buffer.compare(Buffer.from(decoded.buffer, decoded.byteOffset, decoded.byteLength), Buffer.from(bytes)) === 0) exact++;
+    }
+    return { bound, exact };
+  } finally {
+    await store.close();
+    await opened.close();
+  }
+}
+
+describe('revisions A, B, C of one model (same shard names) in one directory cache', () => {
+  it('each builds without --rebind, and each has all 19 tensors bound for its own file, bit-exact', async () => {
+    const root = join(temp.path, 'probe');
+    const models: Record<string, string> = {};
+    for (const [name, tensors] of [['A', revisionA()], ['B', revisionB()], ['C', revisionC()]] as const) {
+      await mkdir(join(root, name), { recursive: true });
+      models[name] = (await writeShardedTestModel(join(root, name), tensors, MAX_SHARD_BYTES)).indexPath;
+    }
+    const cacheDir = join(root, 'cache');
+    const reports: Record<string, BuildReport> = {};
+    for (const name of ['A', 'B', 'C']) {
+      const built = await run(['build', models[name]!, '--out', cacheDir, '--json']);
+      expect(built.code, built.out + built.err).toBe(0);
+      reports[name] = JSON.parse(built.out) as BuildReport;
+    }
+    expect(reports.A!.tensors.map((t) => t.shard)).toEqual(reports.B!.tensors.map((t) => t.shard));
+    expect(reports.A).toMatchObject({ encoded: COUNT, rebound_other_files: 0, dropped_bindings: 0, cache_format_moved: false });
+    // B: its 3 changed tensors are new entries; its moved ones and the rest are A's entries, bound for B's file too.
+    expect(reports.B).toMatchObject({ encoded: 3, cached: COUNT - 3, aliased: COUNT, rebound_other_files: 0, dropped_bindings: 0, cache_format_moved: true });
+    expect(reports.C).toMatchObject({ encoded: 10, cached: COUNT - 10, rebound_other_files: 0, dropped_bindings: 0, cache_format_moved: false });
+    for (const name of ['A', 'B', 'C']) {
+      expect(await checkServedFromCache(cacheDir, models[name]!), name).toEqual({ bound: COUNT, exact: COUNT });
+    }
+    // A rebuild of A (nothing changed) writes nothing: its bindings are all there.
+    const again = await run(['build', models.A!, '--out', cacheDir, '--json']);
+    expect(JSON.parse(again.out)).toMatchObject({ encoded: 0, aliased: 0, stored_bytes: 0 });
+  });
+
+  it('the build that first binds a slice for a second file says the cache format moved (text)', async () => {
+    const root = join(temp.path, 'text');
+    const a = (await writeShardedTestModel(join(root, 'A'), revisionA(), MAX_SHARD_BYTES)).indexPath;
+    const b = (await writeShardedTestModel(join(root, 'B'), revisionB(), MAX_SHARD_BYTES)).indexPath;
+    const cacheDir = join(root, 'cache');
+    const first = await run(['build', a, '--out', cacheDir, '--quiet']);
+    expect(first.out).not.toContain('format  ');
+    const second = await run(['build', b, '--out', cacheDir, '--quiet']);
+    expect(second.code, second.err).toBe(0);
+    expect(second.err).toBe('');
+    const flat = second.out.replace(/\n {8}/g, ' ');
+    expect(flat).toContain('format  the cache now binds a slice for more than one file (revisions side by side): it is written as manifest format 3, which releases before 0.56 can no longer read (UNSUPPORTED_FORMAT)');
+    expect(second.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
+  });
+
+  it("a file rewritten in place is still refused (SLICE_CONFLICT) where its own binding holds other bytes; --rebind moves that one only, another revision's stays", async () => {
+    const root = join(temp.path, 'in-place');
+    await mkdir(join(root, 'A'), { recursive: true });
+    await mkdir(join(root, 'B'), { recursive: true });
+    const a = await writeSingleFileModel(join(root, 'A', 'model.safetensors'), revisionA().slice(0, 4));
+    const b = await writeSingleFileModel(join(root, 'B', 'model.safetensors'), revisionC().slice(0, 4));
+    const cacheDir = join(root, 'cache');
+    expect((await run(['build', a, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    expect((await run(['build', b, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    // B rewritten in place (the same inode): layers.0 new bytes where B's own binding (C's bytes) is
+    // in the way, layers.1 back to A's bytes, layers.2 new bytes where A's binding (recorded with B
+    // too) is A's, layers.3 unchanged.
+    const next = await writeSingleFileModel(join(root, 'next.safetensors'), [
+      gaussianBf16('layers.0.weight', SHAPE, 998),
+      revisionA()[1]!,
+      gaussianBf16('layers.2.weight', SHAPE, 999),
+      revisionC()[3]!,
+    ]);
+    await writeFile(b, await readFile(next));
+    const refused = await run(['build', b, '--out', cacheDir, '--json']);
+    expect(refused.code).toBe(1);
+    const error = (JSON.parse(refused.out) as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('SLICE_CONFLICT');
+    expect(error.message).toContain('for this very file before it changed in place (the same inode)');
+    expect(error.message).toContain('pass --rebind, which moves the slice to this tensor');
+    const rebound = await run(['build', b, '--out', cacheDir, '--rebind', '--json']);
+    expect(rebound.code, rebound.err).toBe(0);
+    expect(JSON.parse(rebound.out)).toMatchObject({ encoded: 2, rebound_other_files: 0, cache_format_moved: false });
+    const store = await openCacheStore(cacheDir);
+    try {
+      const opened = await openSafetensorsModel(a);
+      const slices = opened.tensors.map((t) => t.slice);
+      await opened.close();
+      const keysAt = (i: number): string[] => store.lookupSliceBindings(slices[i]!.shardName, slices[i]!.offsetBytes, slices[i]!.sizeBytes).map((binding) => binding.entry.qualname + ':' + binding.stamps.length);
+      // layers.0: A's binding and B's new one; B's stale one (C's bytes) gone.
+      expect(keysAt(0)).toHaveLength(2);
+      expect(keysAt(0)).toContain('layers.0.weight:1');
+      // layers.1: B's stamp added to A's binding, B's stale one gone.
+      expect(keysAt(1)).toEqual(['layers.1.weight:2']);
+      // layers.2: A's binding (with B's old stamp) kept beside B's new one; layers.3: A's and B's, as before.
+      expect(keysAt(2)).toHaveLength(2);
+      expect(keysAt(3)).toHaveLength(2);
+    } finally {
+      await store.close();
+    }
+    for (const model of [a, b]) expect(await checkServedFromCache(cacheDir, model)).toEqual({ bound: 4, exact: 4 });
+  });
+
+  it('a ninth file of one slice drops the least recent binding, and the build reports it (json and text)', async () => {
+    const root = join(temp.path, 'nine');
+    const cacheDir = join(root, 'cache');
+    const files: string[] = [];
+    for (let i = 0; i < 9; i++) {
+      await mkdir(join(root, `r${i}`), { recursive: true });
+      files.push(await writeSingleFileModel(join(root, `r${i}`, 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 500 + i)]));
+    }
+    for (const file of files.slice(0, 8)) expect(JSON.parse((await run(['build', file, '--out', cacheDir, '--json'])).out)).toMatchObject({ dropped_bindings: 0 });
+    const ninth = await run(['build', files[8]!, '--out', cacheDir, '--json']);
+    expect(JSON.parse(ninth.out)).toMatchObject({ encoded: 1, dropped_bindings: 1 });
+    // One earlier file's binding went (the least recent by file ctime; files written within one
+    // clock tick tie, broken by key); r8's and the seven others' stay, each bit-exact.
+    const served = await Promise.all(files.map((file) => checkServedFromCache(cacheDir, file)));
+    expect(served[8]).toEqual({ bound: 1, exact: 1 });
+    expect(served.filter((one) => one.bound === 0)).toHaveLength(1);
+    expect(served.filter((one) => one.bound === 1 && one.exact === 1)).toHaveLength(8);
+    await mkdir(join(root, 'r9'), { recursive: true });
+    const tenth = await writeSingleFileModel(join(root, 'r9', 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 600)]);
+    const text = await run(['build', tenth, '--out', cacheDir, '--quiet']);
+    expect(text.out.replace(/\n {8}/g, ' ')).toContain('dropped 1 slice binding of other files (a slice keeps 8, one per file; the least recent went)');
+  });
+});
