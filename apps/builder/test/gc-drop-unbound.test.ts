@@ -50,7 +50,10 @@ async function qualnames(cache: string): Promise<string[]> {
 
 /**
  * A cache of model v1 (a b c), then its fine-tune v2 (b changed, same files) built with --rebind:
- * v1's b entry is bound to nothing. `cacheUrl`: an s3:// cache instead of a directory.
+ * v1's b entry is bound to nothing. A directory cache keeps v1's b binding beside v2's since 0.56
+ * (one binding per file): it is removed here (v1's file gone, its binding dropped past
+ * MAX_SLICE_BINDINGS or by a gc --model), as an s3:// cache's --rebind moved it.
+ * `cacheUrl`: an s3:// cache instead of a directory.
  */
 async function fineTunedCache(name: string, cacheUrl?: string): Promise<{ cache: string; v1: string; v2: string; oldB: string }> {
   const v1 = join(temp.path, `${name}-v1`);
@@ -60,9 +63,18 @@ async function fineTunedCache(name: string, cacheUrl?: string): Promise<{ cache:
   await writeShardedTestModel(v2, [a, b2, c], 2 * 8192);
   await build(v1, cache);
   const store = await openCacheStore(cache);
-  const oldB = [...store.entries()].find((e) => e.qualname === 'b.weight')!.key;
+  const oldEntry = [...store.entries()].find((e) => e.qualname === 'b.weight')!;
+  const oldB = oldEntry.key;
   await store.close();
   await build(v2, cache, '--rebind');
+  const [shardName, offsetBytes, sizeBytes] = oldEntry.sliceKeys[0]!;
+  const writer = await openCacheStore(cache);
+  try {
+    // Only that binding (its key): none where --rebind moved it (s3://, or a build before 0.56).
+    await writer.unbindSlices([{ shardName, offsetBytes, sizeBytes, key: oldB }]);
+  } finally {
+    await writer.close();
+  }
   expect(await qualnames(cache)).toEqual(['a.weight:1', 'b.weight:0', 'b.weight:1', 'c.weight:1']);
   return { cache, v1, v2, oldB };
 }

@@ -4,7 +4,7 @@
 // answered). Run in this process.
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { StoreError, type CacheStore } from '@splitzip/store';
+import { openCacheStore, StoreError, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderInspectReport } from '../src/commands/inspect.js';
 import { findDropRefusal } from '../src/find-drop-refusal.js';
@@ -29,11 +29,25 @@ async function fineTunedCache(name: string): Promise<string> {
   const v1 = join(temp.path, `${name}-v1`);
   const v2 = join(temp.path, `${name}-v2`);
   const cache = join(temp.path, `${name}-cache`);
+  let oldB: CacheEntry | undefined;
   await writeShardedTestModel(v1, [gaussianBf16('a.weight', [64, 64], 1401), gaussianBf16('b.weight', [64, 64], 1402)], 8192);
   await writeShardedTestModel(v2, [gaussianBf16('a.weight', [64, 64], 1401), gaussianBf16('b.weight', [64, 64], 1499)], 8192);
   for (const [model, extra] of [[v1, []], [v2, ['--rebind']]] as const) {
     const built = await runInProcess(['build', model, '--out', cache, '--jobs', '0', '--quiet', ...extra]);
     expect(built.code, built.err).toBe(0);
+    if (model !== v1) continue;
+    const store = await openCacheStore(cache);
+    oldB = [...store.entries()].find((entry) => entry.qualname === 'b.weight')!;
+    await store.close();
+  }
+  // v1's b binding, which a directory cache keeps beside v2's since 0.56 (one binding per file), goes
+  // (v1's file gone), leaving its entry unbound as --rebind did before; none where --rebind moved it.
+  const [shardName, offsetBytes, sizeBytes] = oldB!.sliceKeys[0]!;
+  const store = await openCacheStore(cache);
+  try {
+    await store.unbindSlices([{ shardName, offsetBytes, sizeBytes, key: oldB!.key }]);
+  } finally {
+    await store.close();
   }
   return cache;
 }
