@@ -283,7 +283,7 @@ interface SalvageJournal {
   file: JournalFile;
   /** Its header is not its generation's: its records, each with its own CRC, are still read (as recoverDamagedJournal does). */
   headerDamaged: boolean;
-  /** Its header's version: 2 (its ops may add second bindings of a slice), or 1 (also for a damaged header: the stricter reading). */
+  /** Its header's version: 2 (its ops may add second bindings of a slice), or 1; for a damaged header, damagedHeaderVersion. */
   version: number;
   /** Intact records past the header, and whether it ends with a seal. */
   records: number;
@@ -332,8 +332,10 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
     if (file === undefined) continue;
     let headerDamaged = false;
     let version = JOURNAL_VERSION_ONE_BINDING;
+    let header: Uint8Array | undefined;
     try {
-      version = checkJournalHeader(await file.read(0, JOURNAL_HEADER_BYTES), generation, file.path);
+      header = await file.read(0, JOURNAL_HEADER_BYTES);
+      version = checkJournalHeader(header, generation, file.path);
     } catch (error) {
       // A newer release's journal is not ours to read; a damaged header still has records to salvage.
       if (!(isStoreError(error) && error.code === 'JOURNAL_INVALID')) {
@@ -341,8 +343,22 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
         continue;
       }
       headerDamaged = true;
+      version = damagedHeaderVersion(header);
     }
     into.push({ generation, file, headerDamaged, version, records: 0, sealed: false });
   }
   return generations;
+}
+
+/**
+ * The version to replay a journal with whose header is damaged: its version field where that still
+ * reads 1 or 2 (the damage is elsewhere: magic, generation), else 2. Read as 1, a format-3 cache's
+ * journal lost every op adding a second binding, and an add among them its whole entry (its blob
+ * then an orphan); read as 2, every op is still checked (isValidBindingSet), and a version-1
+ * journal's ops never add a second binding, so nothing it holds reads otherwise.
+ */
+function damagedHeaderVersion(header: Uint8Array | undefined): number {
+  if (header === undefined || header.length < JOURNAL_HEADER_BYTES) return JOURNAL_VERSION;
+  const version = new DataView(header.buffer, header.byteOffset, JOURNAL_HEADER_BYTES).getUint32(8, true);
+  return version === JOURNAL_VERSION_ONE_BINDING || version === JOURNAL_VERSION ? version : JOURNAL_VERSION;
 }
