@@ -5,6 +5,7 @@ import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { checkCallItems } from './check-call-items.js';
 import { checkAliasOptions, checkGcOptions, checkItemFields, checkReadBlobOptions, checkVerifyOptions } from './check-options.js';
+import { bindingRuleOf } from './slice-bindings.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
@@ -686,7 +687,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             'JOURNAL_INVALID',
             `the record at offset ${invalidOps.offsetBytes} has a valid CRC but its operations are not valid (${code}: ${reason}). ` +
               'Its commits and the later ones are not applied; writers and gc refuse (recoverDamagedJournal, which splitzip build --repair calls, sets the journal aside and keeps every record and operation that still applies)',
-            { path: journal.path, cause, details: { offsetBytes: invalidOps.offsetBytes, reason: 'invalid-ops', opCode: code } },
+            { path: journal.path, cause, details: { offsetBytes: invalidOps.offsetBytes, reason: 'invalid-ops', opCode: code, ...bindingRuleOf(cause, 'opReason') } },
           );
           if (lock && !tolerateDamage) throw damage;
           this.damage = damage;
@@ -859,9 +860,10 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         if (request.kind === 'add') {
           outcome = request.items.map((item) => {
             const entry = item.leaveTakenSlices ? withoutTakenSlices(item.entry, fork, perFile) : item.entry;
-            item.slicesBound = entry.sliceKeys.length;
             const droppedBefore = fork.dropped.length;
             const added = fork.planAdd(entry, context, perFile);
+            // Without the slices whose new binding ranked least recent past MAX_SLICE_BINDINGS (planAdd).
+            item.slicesBound = added ? (fork.getEntry(entry.key)?.sliceKeys.length ?? entry.sliceKeys.length) : entry.sliceKeys.length;
             item.droppedBindings = fork.dropped.slice(droppedBefore);
             return added;
           });
@@ -869,7 +871,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           // A conditional item (moveFrom) is decided here, against the state caught up under the lock.
           outcome = request.items.map((item) => {
             const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom, perFile);
-            return plan !== 'absent' && plan !== 'taken';
+            return plan !== 'absent' && plan !== 'taken' && plan !== 'outranked';
           });
         }
         const growth = estimateManifestGrowthBytes(fork.ops);
@@ -1309,6 +1311,9 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         lastPending.set(id, pending.length);
         pending.push({ at, key, slice, moveFrom });
       }
+      // Least recent past MAX_SLICE_BINDINGS as of now: the commit decides again under the lock
+      // (false and onBindingDropped with this key if still so; journals nothing).
+      if (plan === 'outranked') pending.push({ at, key, slice, moveFrom });
     });
     if (pending.length === 0) return results;
     let dropped: DroppedBinding[] | undefined;

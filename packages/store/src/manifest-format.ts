@@ -1,6 +1,7 @@
 import { crc32 } from 'node:zlib';
 import { MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
 import { describeValue, detailValue } from './describe-value.js';
+import { bindingRuleOf } from './slice-bindings.js';
 import { StoreError } from './errors.js';
 import { findDuplicateJsonKey, scanJsonValue } from '@splitzip/safetensors';
 import { MANIFEST_FORMAT, MANIFEST_FORMAT_ONE_BINDING, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES, READABLE_PAYLOAD_VERSIONS } from './limits.js';
@@ -201,7 +202,8 @@ function asManifestDamage(error: StoreError, path: string): StoreError {
   return new StoreError('MANIFEST_INVALID', `manifest entry fails its checks (${error.code}: ${error.reason}): damage confined to it, which recoverDamagedManifest salvages (every other entry that checks out is kept)`, {
     path,
     ...(error.entry === undefined ? {} : { entry: error.entry }),
-    details: { ...error.details, reason: 'entry-invalid', entryCode: error.code },
+    // A binding breaking the rule of one binding per file: which rule (SLICE_CONFLICT details.reason).
+    details: { ...error.details, reason: 'entry-invalid', entryCode: error.code, ...bindingRuleOf(error, 'entryReason') },
     cause: error,
   });
 }

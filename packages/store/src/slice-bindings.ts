@@ -2,6 +2,7 @@
 // journal op, as a pure function of the bindings before it, so that planning, applying and
 // replaying (a journal, after a crash) all reach the same bindings.
 import { parseFileStamp } from '@splitzip/safetensors';
+import { isStoreError } from './errors.js';
 import { MAX_SLICE_BINDINGS } from './limits.js';
 import { shardStampKind } from './shard-stamp-kind.js';
 
@@ -48,19 +49,44 @@ export function compareBindingRecency(a: SliceOwner, b: SliceOwner): number {
   return byTime !== 0 ? byTime : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }
 
-/** Whether one slice may hold these bindings at once: at most MAX_SLICE_BINDINGS; beyond one, each with a file stamp and no stamp held twice. */
-export function isValidBindingSet(bindings: readonly SliceOwner[]): boolean {
-  if (bindings.length <= 1) return true;
-  if (bindings.length > MAX_SLICE_BINDINGS) return false;
+/**
+ * The rule of one binding per file that a slice's bindings break (SLICE_CONFLICT details.reason,
+ * for a manifest's or journal's own bindings): more than MAX_SLICE_BINDINGS; a binding beside
+ * another without a file stamp; one stamp held by two bindings; a second binding where the format
+ * holds one (manifest format 2, journal version 1).
+ */
+export type BindingRule = 'too-many-bindings' | 'binding-without-file-stamp' | 'stamp-held-twice' | 'second-binding-in-format-2';
+
+/** The rule these bindings of one slice break (undefined: none): at most MAX_SLICE_BINDINGS; beyond one, each with a file stamp and no stamp held twice. */
+export function findBindingSetProblem(bindings: readonly SliceOwner[]): BindingRule | undefined {
+  if (bindings.length <= 1) return undefined;
+  if (bindings.length > MAX_SLICE_BINDINGS) return 'too-many-bindings';
   const seen = new Set<string>();
   for (const binding of bindings) {
-    if (!hasFileStamp(binding.stamps)) return false;
+    if (!hasFileStamp(binding.stamps)) return 'binding-without-file-stamp';
     for (const stamp of binding.stamps!) {
-      if (seen.has(stamp)) return false;
+      if (seen.has(stamp)) return 'stamp-held-twice';
       seen.add(stamp);
     }
   }
-  return true;
+  return undefined;
+}
+
+const BINDING_RULES: ReadonlySet<unknown> = new Set<BindingRule>(['too-many-bindings', 'binding-without-file-stamp', 'stamp-held-twice', 'second-binding-in-format-2']);
+
+/**
+ * `{ [field]: rule }` where `error` is a SLICE_CONFLICT naming the BindingRule a manifest's or
+ * journal's own bindings break, else {}: what a MANIFEST_INVALID (entryReason) or JOURNAL_INVALID
+ * (opReason) wrapping it carries, its own details.reason being 'entry-invalid' / 'invalid-ops'.
+ */
+export function bindingRuleOf(error: unknown, field: 'entryReason' | 'opReason'): Partial<Record<typeof field, BindingRule>> {
+  if (!isStoreError(error, 'SLICE_CONFLICT') || !BINDING_RULES.has(error.details.reason)) return {};
+  return { [field]: error.details.reason as BindingRule };
+}
+
+/** Whether one slice may hold these bindings at once (findBindingSetProblem finds none). */
+export function isValidBindingSet(bindings: readonly SliceOwner[]): boolean {
+  return findBindingSetProblem(bindings) === undefined;
 }
 
 /** One journal op's effect on a slice's bindings. */
@@ -73,8 +99,21 @@ export type BindingStep =
       dropped: string[];
       /** The op added a binding beside other entries' (only a format-3 cache may hold that). */
       added: boolean;
+      /**
+       * The op would have taken a binding beside other entries' (a handle may only with
+       * sliceBindingsPerFile), whether it took one (`added`) or ranked last past MAX_SLICE_BINDINGS
+       * (`outranked`).
+       */
+      beside: boolean;
+      /** The op's own binding ranked least recent past MAX_SLICE_BINDINGS: `bindings` are those before it, `dropped` its key; the op changes nothing. */
+      outranked: boolean;
     }
-  | { ok: false; boundKey: string };
+  | {
+      ok: false;
+      boundKey: string;
+      /** Why no binding beside the others: `boundKey` holds one of the stamps, or a binding (new or there) has no file stamp. */
+      rule: 'stamp-held-twice' | 'binding-without-file-stamp';
+    };
 
 /**
  * The bindings of a slice after an op binding it to `key` with `stamps` (the binding's whole list,
@@ -83,7 +122,8 @@ export type BindingStep =
  *   one file's bytes); one left without a file stamp is dropped.
  * - unbound: bound.
  * - bound to others ('alias'): a binding beside theirs when `stamps` hold a file stamp, no binding
- *   holds any of `stamps`, and each has a file stamp; the least recent goes past MAX_SLICE_BINDINGS.
+ *   holds any of `stamps`, and each has a file stamp; past MAX_SLICE_BINDINGS the least recent of
+ *   all goes, the new one included (then `outranked`: nothing changes).
  *   Otherwise not ok: `boundKey` is in the way.
  * - bound to others ('rebind'): the bindings holding any of `stamps` are moved to `key` (only those,
  *   where `stamps` hold a file stamp and some binding holds one of them), else every binding.
@@ -91,7 +131,7 @@ export type BindingStep =
 export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' | 'rebind', key: string, stamps: readonly string[] | undefined): BindingStep {
   const incoming = stamps ?? NO_STAMPS;
   const mine: SliceOwner = { key, stamps };
-  if (current.length === 0) return { ok: true, bindings: [mine], dropped: [], added: false };
+  if (current.length === 0) return { ok: true, bindings: [mine], dropped: [], added: false, beside: false, outranked: false };
   const holds = (binding: SliceOwner): boolean => binding.stamps !== undefined && binding.stamps.some((stamp) => incoming.includes(stamp));
   if (current.some((binding) => binding.key === key)) {
     const dropped: string[] = [];
@@ -106,21 +146,24 @@ export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' 
       if (hasFileStamp(left)) others.push({ key: binding.key, stamps: Object.freeze(left) });
       else dropped.push(binding.key);
     }
-    return { ok: true, bindings: [mine, ...others].sort(compareBindingRecency), dropped, added: false };
+    return { ok: true, bindings: [mine, ...others].sort(compareBindingRecency), dropped, added: false, beside: false, outranked: false };
   }
   const holders = current.filter(holds);
   const fileIncoming = hasFileStamp(incoming);
   if (kind === 'alias') {
     if (!fileIncoming || holders.length > 0 || !current.every((binding) => hasFileStamp(binding.stamps))) {
-      return { ok: false, boundKey: (holders[0] ?? current[0]!).key };
+      return { ok: false, boundKey: (holders[0] ?? current[0]!).key, rule: fileIncoming && holders.length > 0 ? 'stamp-held-twice' : 'binding-without-file-stamp' };
     }
-    const kept = [...current].sort(compareBindingRecency);
-    const dropped = kept.splice(MAX_SLICE_BINDINGS - 1).map((binding) => binding.key);
-    return { ok: true, bindings: [mine, ...kept].sort(compareBindingRecency), dropped, added: true };
+    // Ranked with the others: past MAX_SLICE_BINDINGS the least recent of all goes, the new one
+    // included (a file that changed long ago, bound now, does not push out one that changed since).
+    const kept = [...current, mine].sort(compareBindingRecency);
+    const dropped = kept.splice(MAX_SLICE_BINDINGS).map((binding) => binding.key);
+    if (dropped.includes(key)) return { ok: true, bindings: [...current].sort(compareBindingRecency), dropped: [key], added: false, beside: true, outranked: true };
+    return { ok: true, bindings: kept, dropped, added: true, beside: true, outranked: false };
   }
   const moved = fileIncoming && holders.length > 0 ? holders : current;
   const kept = current.filter((binding) => !moved.includes(binding));
-  return { ok: true, bindings: [mine, ...kept].sort(compareBindingRecency), dropped: [], added: false };
+  return { ok: true, bindings: [mine, ...kept].sort(compareBindingRecency), dropped: [], added: false, beside: false, outranked: false };
 }
 
 /**

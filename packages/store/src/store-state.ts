@@ -1,9 +1,9 @@
 import { StoreError } from './errors.js';
-import { MAX_ENTRIES, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
+import { JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MANIFEST_FORMAT, MANIFEST_FORMAT_ONE_BINDING, MAX_ENTRIES, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
 import { mergeSliceStamps } from './merge-slice-stamps.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
-import { bindingInTheWay, compareBindingRecency, isValidBindingSet, stepSliceBindings, type BindingStep, type SliceOwner } from './slice-bindings.js';
+import { bindingInTheWay, compareBindingRecency, findBindingSetProblem, stepSliceBindings, type BindingRule, type BindingStep, type SliceOwner } from './slice-bindings.js';
 
 /** One change to the cache, as journalled. */
 export type StoreOp =
@@ -16,14 +16,44 @@ export interface OpContext {
   /** Where the ops came from, for error messages (journal file, manifest, caller). */
   source: string;
   path?: string;
+  /** The ops are a journal's (applyOps): a conflict names the rule of one binding per file they break. */
+  journalled?: boolean;
 }
 
-function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: string, context: OpContext): StoreError {
+/** What each rule says, for a SLICE_CONFLICT in a manifest's or journal's own bindings. */
+function describeBindingRule(rule: BindingRule, journalled: boolean): string {
+  switch (rule) {
+    case 'too-many-bindings':
+      return `a slice holds at most MAX_SLICE_BINDINGS (${MAX_SLICE_BINDINGS}) bindings`;
+    case 'binding-without-file-stamp':
+      return 'a binding beside another must hold a file stamp (one binding per file)';
+    case 'stamp-held-twice':
+      return 'a file stamp is held by one binding only (it is one file\'s bytes)';
+    case 'second-binding-in-format-2':
+      return journalled
+        ? `a version-${JOURNAL_VERSION_ONE_BINDING} journal holds one binding per slice (a second one needs version ${JOURNAL_VERSION})`
+        : `a format-${MANIFEST_FORMAT_ONE_BINDING} manifest holds one binding per slice (a second one needs format ${MANIFEST_FORMAT})`;
+  }
+}
+
+/**
+ * SLICE_CONFLICT. With `rule` (a manifest's entries, a journal's ops: damage, not a caller's
+ * conflict), `details.reason` is the rule of one binding per file they break and the message names it.
+ */
+function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: string, context: OpContext, rule?: BindingRule): StoreError {
+  const broken = rule === undefined ? '' : `: ${describeBindingRule(rule, context.journalled === true)}`;
   return new StoreError(
     'SLICE_CONFLICT',
-    `slice ${JSON.stringify(slice)} is bound to ${boundKey}; refusing to bind it to ${requestedKey} (${context.source})`,
-    { entry: requestedKey, path: context.path, details: { slice, boundKey, requestedKey } },
+    `slice ${JSON.stringify(slice)} is bound to ${boundKey}; refusing to bind it to ${requestedKey}${broken} (${context.source})`,
+    { entry: requestedKey, path: context.path, details: { slice, boundKey, requestedKey, ...(rule === undefined ? {} : { reason: rule }) } },
   );
+}
+
+/** The rule a journalled op's conflict breaks (undefined for a caller's op: a plain conflict, message unchanged). */
+function journalRule(context: OpContext, bindingsPerFile: boolean, step: BindingStep): BindingRule | undefined {
+  if (context.journalled !== true) return undefined;
+  if (!bindingsPerFile) return 'second-binding-in-format-2';
+  return step.ok ? undefined : step.rule;
 }
 
 export type { SliceOwner };
@@ -214,7 +244,8 @@ export class StoreState implements StateView {
       }
       const others = current.filter((binding) => binding.key !== entry.key);
       const next = [...others, { key: entry.key, stamps: slice[3] }].sort(compareBindingRecency);
-      if (!bindingsPerFile || others.length < current.length || !isValidBindingSet(next)) throw sliceConflict(slice, current[0]!.key, entry.key, context);
+      const rule = !bindingsPerFile ? 'second-binding-in-format-2' : findBindingSetProblem(next);
+      if (rule !== undefined || others.length < current.length) throw sliceConflict(slice, current[0]!.key, entry.key, context, rule);
       this.sliceOwners.setOwners(slice[0], slice[1], slice[2], next);
     }
   }
@@ -222,7 +253,8 @@ export class StoreState implements StateView {
   /** Checks every op against this state (all or nothing), then applies them. `bindingsPerFile`: a version-2 journal's ops, which may add a slice's second binding. */
   applyOps(ops: readonly StoreOp[], context: OpContext, bindingsPerFile = false): void {
     const draft = new StateDraft(this);
-    for (const op of ops) draft.replay(op, context, bindingsPerFile);
+    const journalled = { ...context, journalled: true };
+    for (const op of ops) draft.replay(op, journalled, bindingsPerFile);
     this.applyChecked(draft.ops);
   }
 
@@ -242,7 +274,7 @@ export class StoreState implements StateView {
       const before = this.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
       const step = stepSliceBindings(before, kind, op.key, slice[3]);
       // Accepted by a draft over this state: never refused here.
-      if (!step.ok) throw new StoreError('SLICE_CONFLICT', 'internal: an accepted op does not apply', { entry: op.key, details: { slice } });
+      if (!step.ok || step.outranked) throw new StoreError('SLICE_CONFLICT', 'internal: an accepted op does not apply', { entry: op.key, details: { slice } });
       const same = (s: SliceKeyTuple): boolean => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes;
       for (const binding of before) {
         if (binding.key === op.key) continue;
@@ -280,9 +312,11 @@ export class StoreState implements StateView {
 
 /**
  * Outcome of planning one alias ('bound' also when only the binding's stamps change; 'taken': a
- * conditional alias, `moveFrom`, of a slice bound to a third entry, left as it is).
+ * conditional alias, `moveFrom`, of a slice bound to a third entry, left as it is; 'outranked': a
+ * binding beside MAX_SLICE_BINDINGS others that ranks least recent of all, so it is the one dropped:
+ * nothing planned, the drop reported with its own key).
  */
-export type AliasPlan = 'absent' | 'already-bound' | 'bound' | 'taken';
+export type AliasPlan = 'absent' | 'already-bound' | 'bound' | 'taken' | 'outranked';
 
 /**
  * An overlay over a StoreState that plans ops: it answers "does this key exist / who owns this
@@ -344,7 +378,7 @@ export class StateDraft implements StateView {
     const current = this.bindingsOf(slice);
     if (current.length === 0 || current.some((binding) => binding.key === key)) return true;
     const step = stepSliceBindings(current, 'alias', key, slice[3]);
-    return step.ok && (!step.added || bindingsPerFile);
+    return step.ok && (!step.beside || bindingsPerFile);
   }
 
   /** Records a step's bindings for `slice`, with the slice counts of the entries it bound and unbound. */
@@ -369,10 +403,12 @@ export class StateDraft implements StateView {
     for (const slice of entry.sliceKeys) {
       const before = this.bindingsOf(slice);
       const step = stepSliceBindings(before, 'alias', entry.key, slice[3]);
-      if (!step.ok) throw sliceConflict(slice, step.boundKey, entry.key, context);
-      if (step.added && !bindingsPerFile) throw sliceConflict(slice, before[0]!.key, entry.key, context);
+      if (!step.ok || (step.beside && !bindingsPerFile)) throw sliceConflict(slice, step.ok ? before[0]!.key : step.boundKey, entry.key, context, journalRule(context, bindingsPerFile, step));
       steps.push({ slice, before, step });
     }
+    // A slice whose new binding ranks least recent past MAX_SLICE_BINDINGS is not bound: the entry
+    // is added (and journalled) without it, so a replay adds exactly what was planned.
+    if (steps.some(({ step }) => step.outranked)) entry = withSliceKeys(entry, steps.filter(({ step }) => !step.outranked).map(({ slice }) => slice));
     this.added.set(entry.key, entry);
     this.sliceDelta.set(entry.key, entry.sliceKeys.length);
     for (const { slice, before, step } of steps) this.record(slice, before, step);
@@ -418,18 +454,23 @@ export class StateDraft implements StateView {
     // where one with it would have added one beside it).
     let step = stepSliceBindings(before, replaying === 'rebind' && before.length > 0 ? 'rebind' : 'alias', key, slice[3]);
     if (replaying === 'rebind' && before.length > 0) kind = 'rebind';
-    else if (!step.ok || (step.added && !bindingsPerFile)) {
+    else if (!step.ok || (step.beside && !bindingsPerFile)) {
       const boundKey = step.ok ? (before.find((b) => b.key === bindingInTheWay(before, slice[3])) ?? before[0]!).key : step.boundKey;
       if (!rebind && (moveFrom === undefined || moveFrom !== bindingInTheWay(before, slice[3]))) {
         // Bound to a third entry: a conditional alias leaves it to that binding's writer.
         if (moveFrom !== undefined) return 'taken';
-        throw sliceConflict(slice, boundKey, key, context);
+        throw sliceConflict(slice, boundKey, key, context, journalRule(context, bindingsPerFile, step));
       }
       kind = 'rebind';
       step = stepSliceBindings(before, 'rebind', key, slice[3]);
       if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
     }
     if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
+    if (step.outranked) {
+      // Dropped as soon as bound: nothing to journal, the drop reported (onBindingDropped).
+      this.record(slice, before, step);
+      return 'outranked';
+    }
     // The loader enforces MAX_SLICE_KEYS_PER_ENTRY; refuse here rather than write what cannot be read back.
     if (this.sliceCount(key) >= MAX_SLICE_KEYS_PER_ENTRY) {
       throw new StoreError('SIZE_INVALID', `the entry already has MAX_SLICE_KEYS_PER_ENTRY (${MAX_SLICE_KEYS_PER_ENTRY}) slice keys`, {
