@@ -249,59 +249,6 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
   return report;
 }
 
-/** Of a shard name, the bindings another revision of a hub repository still uses (ModelBindingsReport.otherRevisions, summed over its blobs). */
-export interface OtherRevisionBindings {
-  bindings: number;
-  /** The snapshots (`<rev>` names, sorted) that link the files they were recorded with. */
-  snapshots: string[];
-  /** More snapshots than were looked at: `snapshots` may lack some. */
-  snapshotsCut?: true;
-  /** Where no snapshot links them at this shard's path: other models of the shard's own snapshot (a pipeline's components) whose file does. */
-  models?: { revision: string; path: string }[];
-  /** Where neither: files of other snapshots at other paths that link them (another revision's). */
-  atOtherPaths?: { revision: string; path: string }[];
-  /** Not every snapshot file was looked at: a blob nothing found links may still be in use. */
-  snapshotFilesCut?: true;
-  /** The paths of the blobs nothing links (after a walk that read every snapshot file), for the advice to remove them. */
-  blobPaths: string[];
-}
-
-/**
- * Per shard name of the model, the bindings `gc --model` of it would remove that were recorded only
- * with other files of that name (PrunedBinding.otherFile): most likely another model's sharing the
- * shard name, which a build of this model says before it binds its own; and, of a model in a hub
- * snapshot, those another revision's file still in blobs/ was recorded with (kept by gc --model,
- * `otherRevision`) at spans or of shapes this model's tensors do not have. Names with neither left out.
- */
-export function findOtherFilesBindings(store: CacheStore, model: SafetensorsModel): { shardName: string; bindings: number; otherRevision?: OtherRevisionBindings }[] {
-  const report = judgeModelBindings(store, model, '', { pruneOtherShards: false });
-  const counts = new Map<string, number>();
-  for (const binding of report.prune) {
-    if (binding.otherFile) counts.set(binding.shardName, (counts.get(binding.shardName) ?? 0) + 1);
-  }
-  const revisions = new Map<string, OtherRevisionBindings>();
-  for (const group of report.otherRevisions) {
-    // Those at this model's spans, of its shapes, are this build's to check (cached: stamped; other bytes: SLICE_CONFLICT).
-    if (group.bindings === group.atTensorSpans) continue;
-    const sum: OtherRevisionBindings = revisions.get(group.shardName) ?? { bindings: 0, snapshots: [], blobPaths: [] };
-    sum.bindings += group.bindings - group.atTensorSpans;
-    sum.snapshots = [...new Set([...sum.snapshots, ...group.snapshots])].sort();
-    // Only a blob nothing links, every snapshot file read, is offered for removal.
-    const unreferenced = group.snapshots.length === 0 && group.models === undefined && group.atOtherPaths === undefined && !group.snapshotsCut && !group.snapshotFilesCut;
-    if (unreferenced) sum.blobPaths = [...sum.blobPaths, group.blobPath];
-    if (group.snapshotsCut) sum.snapshotsCut = true;
-    if (group.snapshotFilesCut) sum.snapshotFilesCut = true;
-    if (group.models !== undefined) sum.models = [...(sum.models ?? []), ...group.models];
-    if (group.atOtherPaths !== undefined) sum.atOtherPaths = [...(sum.atOtherPaths ?? []), ...group.atOtherPaths];
-    revisions.set(group.shardName, sum);
-  }
-  const names = [...new Set([...counts.keys(), ...revisions.keys()])];
-  return names.map((shardName) => {
-    const otherRevision = revisions.get(shardName);
-    return { shardName, bindings: counts.get(shardName) ?? 0, ...(otherRevision === undefined ? {} : { otherRevision }) };
-  });
-}
-
 /** The shared rule (@splitzip/safetensors, file-stamp.ts), re-exported for build and verify. */
 export { isFromOtherFile };
 
