@@ -185,16 +185,11 @@ export interface BuildReport {
   /** Of those, tensors whose slice's binding to the bytes the file held before this run removed (BuildTensorReport.unboundFrom). */
   unbound_stale: number;
   /**
-   * Slice bindings this run moved (--rebind) from an entry recorded only with other files of the
-   * shard name (BuildTensorReport.reboundFrom): another revision's or model's tensors, whose loads
-   * now read them raw, or this model's own shard before a save replaced its file (a new inode);
-   * counted in `aliased` too. Directory caches only: an s3:// cache records no file stamps, so the
-   * build cannot tell another file from this one rewritten, and this stays 0 there. A binding from
-   * another file that --rebind removes rather than moves (the tensor's entry full, or
-   * --rebind-other-files of a skipped tensor) is counted in `unbound_stale` (unboundFrom), not here:
-   * that slice is then unbound, and the other file's loads find its tensor by content key.
-   * Since 0.56 a directory cache binds a slice once per file: another file's binding stands beside
-   * this model's and --rebind leaves it, so this is 0 for every cache (kept for scripts that read it).
+   * Always 0 since 0.56, kept for scripts that read it. It counted the slice bindings a --rebind
+   * moved from an entry recorded only with other files of the shard name (reboundFrom), whose loads
+   * then read those tensors raw. A directory cache now binds a slice once per file: another file's
+   * binding stands beside this model's and --rebind leaves it; an s3:// cache records no file stamps
+   * to tell another file by (it was 0 there before too).
    */
   rebound_other_files: number;
   /**
@@ -403,7 +398,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     throw new BuilderError('USAGE', `rebindOtherFiles must be a boolean, got ${String(options.rebindOtherFiles)}`);
   }
   if (options.rebindOtherFiles === true && options.rebindSlices !== true) {
-    throw new BuilderError('USAGE', 'rebindOtherFiles removes bindings as rebindSlices does: it needs rebindSlices (--rebind-other-files needs --rebind)');
+    // No effect since 0.56 (other files' bindings are kept); still checked, as scripts pass it.
+    throw new BuilderError('USAGE', 'rebindOtherFiles goes with rebindSlices (--rebind-other-files needs --rebind); it has no effect since 0.56');
   }
   if (options.inlineMaxBytes !== undefined && !(options.inlineMaxBytes >= 0 && options.inlineMaxBytes <= Number.MAX_SAFE_INTEGER)) {
     throw new BuilderError('USAGE', `inlineMaxBytes must be a number of bytes (0 or more), got ${String(options.inlineMaxBytes)}`);
@@ -1401,7 +1397,7 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
-type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'keptBinding' | 'reboundFrom'>;
+type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom'>;
 
 /**
  * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry in

@@ -86,7 +86,7 @@ export const buildCommand = defineCommand({
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'build');
     }
     if (args.rebindOtherFiles === true && args.rebind !== true) {
-      throw new UsageError("option '--rebind-other-files' needs --rebind (it removes bindings as --rebind does, also those recorded only with other files of a shard name)", 'build');
+      throw new UsageError("option '--rebind-other-files' needs --rebind (it has no effect since 0.56: other files' bindings are kept beside this model's)", 'build');
     }
     const progress = createProgressBar({ stream: io.stderr, enabled: Boolean(io.stderr.isTTY) && !args.quiet });
     let report: BuildReport;
