@@ -4,6 +4,7 @@
 // line of its own and folds where it is wider than one, its pieces and the size 6 columns in; the
 // pieces joined give the name back, and --json keeps it whole.
 import { join } from 'node:path';
+import { openCacheStore, type CacheEntry } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderDroppedEntry, type GcCommandReport } from '../src/commands/gc.js';
 import { displayWidth } from '../src/display-width.js';
@@ -49,19 +50,35 @@ describe("gc's dropped-entry lines", () => {
     afterAll(async () => temp?.cleanup());
 
     it('gc --drop-unbound-entries (dry run and real) within 120 columns, the name whole once unfolded; --json whole', async () => {
-      // v1, then its fine-tune v2 (the long-named tensor changed) built with --rebind: v1's entry of it is bound to nothing.
+      // v1, then its fine-tune v2 (the long-named tensor changed) built with --rebind, then v1's binding
+      // of that tensor removed by its key: v1's entry of it is bound to nothing. (A directory cache keeps
+      // v1's binding beside v2's since 0.56, one binding per file; v1's file gone, it would go too.)
       const v1 = join(temp.path, 'v1');
       const v2 = join(temp.path, 'v2');
       const cache = join(temp.path, 'cache');
       await writeShardedTestModel(v1, [gaussianBf16('a.weight', [64, 64], 1), gaussianBf16(DOTTED, [64, 64], 2)], 2 * 8192);
       await writeShardedTestModel(v2, [gaussianBf16('a.weight', [64, 64], 1), gaussianBf16(DOTTED, [64, 64], 3)], 2 * 8192);
+      let old: CacheEntry | undefined;
       for (const [model, extra] of [[v1, []], [v2, ['--rebind']]] as const) {
         const built = await runInProcess(['build', model, '--out', cache, '--jobs', '0', '--quiet', ...extra]);
         expect(built.code, built.err).toBe(0);
+        if (model !== v1) continue;
+        const store = await openCacheStore(cache);
+        old = [...store.entries()].find((e) => e.qualname === DOTTED)!;
+        await store.close();
+      }
+      const [shardName, offsetBytes, sizeBytes] = old!.sliceKeys[0]!;
+      const store = await openCacheStore(cache);
+      try {
+        await store.unbindSlices([{ shardName, offsetBytes, sizeBytes, key: old!.key }]);
+      } finally {
+        await store.close();
       }
       const json = await runInProcess(['gc', cache, '--drop-unbound-entries', '--dry-run', '--json']);
       expect(json.code, json.err).toBe(0);
-      const [entry] = (JSON.parse(json.out) as GcCommandReport).unboundEntries!.entries;
+      const { entries } = (JSON.parse(json.out) as GcCommandReport).unboundEntries!;
+      expect(entries.map((e) => e.key)).toEqual([old!.key]);
+      const [entry] = entries;
       expect(entry!.qualname).toBe(DOTTED);
       for (const dryRun of [['--dry-run'], []]) {
         const run = await runInProcess(['gc', cache, '--drop-unbound-entries', ...dryRun]);

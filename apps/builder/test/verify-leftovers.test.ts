@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { openCacheStore, pidSpaceTag } from '@splitzip/store';
+import { openCacheStore, pidSpaceTag, type CacheEntry } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerifyCommandReport } from '../src/commands/verify.js';
 import { createTempDir, gaussianBf16, writeShardedTestModel, type TempDir } from './helpers/models.js';
@@ -36,9 +36,9 @@ function deadPid(): number {
 }
 
 /**
- * A cache of model v1 and its fine-tune v2 (b changed) built with --rebind, then gc
- * --drop-unbound-entries stopped at once after its manifest: v1's b entry is gone, its blob is still
- * there, and so is the lock of the gc's dead process.
+ * A cache of model v1 and its fine-tune v2 (b changed) built with --rebind, v1's b entry made unbound
+ * (its binding removed by its key), then gc --drop-unbound-entries stopped at once after its manifest:
+ * v1's b entry is gone, its blob is still there, and so is the lock of the gc's dead process.
  */
 async function cacheLeftByStoppedDrop(name: string): Promise<{ cache: string; orphan: string; orphanBytes: number }> {
   const v1 = join(temp.path, `${name}-v1`);
@@ -46,13 +46,26 @@ async function cacheLeftByStoppedDrop(name: string): Promise<{ cache: string; or
   const cache = join(temp.path, `${name}-cache`);
   await writeShardedTestModel(v1, [gaussianBf16('a.weight', [64, 64], 1301), gaussianBf16('b.weight', [64, 64], 1302)], 8192);
   await writeShardedTestModel(v2, [gaussianBf16('a.weight', [64, 64], 1301), gaussianBf16('b.weight', [64, 64], 1399)], 8192);
+  let oldEntry: CacheEntry | undefined;
   for (const [model, extra] of [[v1, []], [v2, ['--rebind']]] as const) {
     const built = await run('build', model, '--out', cache, '--jobs', '0', '--quiet', ...extra);
     expect(built.code, built.err).toBe(0);
+    if (model !== v1) continue;
+    const store = await openCacheStore(cache);
+    oldEntry = [...store.entries()].find((e) => e.qualname === 'b.weight')!;
+    await store.close();
   }
+  // v1's b binding, which a directory cache keeps beside v2's since 0.56 (one binding per file), goes
+  // (v1's file gone), leaving its entry unbound as --rebind did before; none where --rebind moved it.
+  const oldB = oldEntry!.key;
+  const [shardName, offsetBytes, sizeBytes] = oldEntry!.sliceKeys[0]!;
   const store = await openCacheStore(cache);
-  const oldB = [...store.entries()].find((e) => e.sliceKeys.length === 0)!.key;
-  await store.close();
+  try {
+    await store.unbindSlices([{ shardName, offsetBytes, sizeBytes, key: oldB }]);
+    expect([...store.entries()].filter((e) => e.sliceKeys.length === 0).map((e) => e.key)).toEqual([oldB]);
+  } finally {
+    await store.close();
+  }
   const orphan = `blobs/${oldB}.bin`;
   const bytes = await readFile(join(cache, orphan));
   const dropped = await run('gc', cache, '--drop-unbound-entries');
