@@ -24,7 +24,8 @@ export interface ObjectStampStats {
 }
 
 /** How a report names the shard: an object (an s3:// model's) or a local file. */
-export function describeShard(shardName: string, stamp: string): string {
+export function describeShard(shardName: string, stamp: string | null): string {
+  if (stamp === null) return `shard ${shardName} (no stamp)`;
   return `${shardStampKind(stamp) === 'object' ? 'shard object' : 'shard file'} ${shardName} (${stamp})`;
 }
 
@@ -53,7 +54,7 @@ export async function checkSourceBytes(
   cache: ShardCache,
   backend: DecodeBackend,
   target: ServeTarget,
-  unchecked: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string; candidates?: readonly CacheEntry[]; bindings?: number },
+  unchecked: { entry: CacheEntry; stamp: string | null; recorded: readonly string[]; weak?: string; candidates?: readonly CacheEntry[]; bindings?: number },
   data: Uint8Array,
   report: TensorReport,
   source?: SourceRefetch,
@@ -104,6 +105,17 @@ export async function checkSourceBytes(
     }
   }
   const matched = matchOf(key);
+  if (stamp === null) {
+    // No stamp names the file: nothing to remember, bind or record; checked again at every load.
+    const several = `the ${unchecked.bindings ?? candidates.length} bindings of its slice (one per file)`;
+    report.reason = matched === undefined ? 'stale' : 'unchecked';
+    if (matched !== undefined) report.key = matched.key;
+    report.detail =
+      matched === undefined
+        ? `${describeShard(shardName, null)} holds other bytes than every entry of ${several}${refetched ? '; the same bytes fetched twice' : ''}: served raw; without a stamp no binding of its own can be made or picked (${NO_STAMP_NOTE})`
+        : `${describeShard(shardName, null)} checked: its bytes are entry ${matched.key}'s, one of ${several}${healed(refetched)}; without a stamp none can be picked or recorded for it, so it is checked at every load (${NO_STAMP_NOTE})`;
+    return;
+  }
   if (matched === undefined) {
     // On a weak file system the stamp names other files too: nothing to remember by it, nothing to bind by it.
     if (weakNote === undefined) for (const candidate of candidates) rememberCheck(recorderOf(cache.store).mismatched, { key: candidate.key, shardName, offsetBytes, sizeBytes, stamp });
@@ -119,7 +131,7 @@ export async function checkSourceBytes(
   report.key = matched.key;
   const item = { key: matched.key, shardName, offsetBytes, sizeBytes, stamp };
   report.reason = 'unchecked';
-  const healed = refetched ? '; its first read (a read-through copy, or a GET body damaged in transit) held other bytes: that copy was dropped and the range fetched again' : '';
+  const healedNote = healed(refetched);
   if (weakNote !== undefined) {
     report.detail = `${describeShard(shardName, stamp)} checked: its bytes are the entry's; it is on ${weakNote}, whose file stamps cannot tell two images' files apart, so it is checked at every load (${WEAK_TRUST_NOTE})`;
     return;
@@ -132,9 +144,17 @@ export async function checkSourceBytes(
   const where = describeStampRecord(cache, stamp);
   report.detail =
     `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and ${where}` +
-    healed +
+    healedNote +
     (last === undefined ? '' : `; but this cache handle's last stamp record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes check again`);
 }
+
+/** What a report adds when a range was fetched again past a damaged first read. */
+function healed(refetched: boolean): string {
+  return refetched ? '; its first read (a read-through copy, or a GET body damaged in transit) held other bytes: that copy was dropped and the range fetched again' : '';
+}
+
+/** Why a stampless shard at a slice with several bindings is hashed at every load. */
+export const NO_STAMP_NOTE = "an s3:// object with an ETag, or a local file, is checked once and then served from the cache";
 
 /**
  * A local cache whose journal the store found damaged (JOURNAL_INVALID: its header, or a record

@@ -1,6 +1,6 @@
 import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged, readFileStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { findClosestName } from '@splitzip/codec/internal';
-import { classifyBinding, isStoreError, shardStampKind } from '@splitzip/store';
+import { classifyBinding, isStoreError, shardStampKind, type SliceBinding } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
 import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
@@ -168,7 +168,16 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // trusts files), never recorded.
   const onWeak = kind === 'file' ? weakFileSystemOf(model, shardName) : undefined;
   const weak = onWeak !== undefined && policy !== 'trust';
-  if (current === null || (!weak && classifyBinding(binding, current) === 'trusted')) {
+  if (current === null) {
+    // No stamp (a ByteSource without an ETag, a wrapper's model): nothing picks this file's binding,
+    // and the latest is any file's (revisions side by side). Of a slice with several bindings, the
+    // bytes are checked against every one at every load, and nothing recorded (no stamp to record).
+    const several = severalBindingsOf(cache, binding, shardName, offsetBytes, sizeBytes);
+    if (several === undefined) target.entry = binding.entry;
+    else uncheckEvery(target, several);
+    return target;
+  }
+  if (!weak && classifyBinding(binding, current) === 'trusted') {
     target.entry = binding.entry;
     return target;
   }
@@ -189,7 +198,9 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // record of that kind of shard, never a file binding recorded against other files (it was
   // `stale`, raw: a model rewritten in place must not get its old bytes); such a binding is checked.
   const hasFileStamps = binding.stamps.some((stamp) => shardStampKind(stamp) === 'file');
-  if (policy === 'trust' && (kind === 'object' || !hasFileStamps)) {
+  // Not of a slice with several bindings (one per file): the latest is any file's, and trust picks
+  // none of them; its bytes are checked as below (and the stamp recorded with its binding).
+  if (policy === 'trust' && (kind === 'object' || !hasFileStamps) && severalBindingsOf(cache, binding, shardName, offsetBytes, sizeBytes) === undefined) {
     target.entry = binding.entry;
     return target;
   }
@@ -224,6 +235,24 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   }
   target.unchecked = { entry: candidates[0]!.entry, stamp: current, recorded, candidates: candidates.map((other) => other.entry), bindings: bindings.length, ...(onWeak !== undefined ? { weak: onWeak } : {}) };
   return target;
+}
+
+/** Every binding of the slice (`binding`, the one looked up, among them) where it has more than one; else undefined. */
+function severalBindingsOf(cache: ShardCache, binding: SliceBinding, shardName: string, offsetBytes: number, sizeBytes: number): readonly SliceBinding[] | undefined {
+  const all = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
+  const bindings = all.some((other) => other.entry.key === binding.entry.key) ? all : [binding, ...all];
+  return bindings.length > 1 ? bindings : undefined;
+}
+
+/**
+ * A tensor whose shard has no stamp, at a slice with several bindings: read raw and checked against
+ * every binding's entry that describes it (checkSourceBytes), at every load; nothing is recorded or
+ * remembered (no stamp names the file). No candidate of its shape: read raw, reason from explainMiss.
+ */
+function uncheckEvery(target: ServeTarget, bindings: readonly SliceBinding[]): void {
+  const candidates = bindings.filter((other) => entryDescribesTensor(other.entry, target));
+  if (candidates.length === 0) return;
+  target.unchecked = { entry: candidates[0]!.entry, stamp: null, recorded: bindings.flatMap((other) => other.stamps), candidates: candidates.map((other) => other.entry), bindings: bindings.length };
 }
 
 /** `modelOption`: where the caller passed `model`, as errors name it (`request.model` or `options.model`). */

@@ -108,7 +108,8 @@ export interface ServeTarget {
    * (`entry` the first): the bytes are checked against each; `recorded` every binding's stamps;
    * `bindings` how many the slice has.
    */
-  unchecked?: { entry: CacheEntry; stamp: string; recorded: readonly string[]; weak?: string; candidates?: readonly CacheEntry[]; bindings?: number };
+  /** `stamp` null: the shard has none (a ByteSource without an ETag), at a slice with several bindings: checked at every load, never recorded. */
+  unchecked?: { entry: CacheEntry; stamp: string | null; recorded: readonly string[]; weak?: string; candidates?: readonly CacheEntry[]; bindings?: number };
   /**
    * Set when the slice has no binding and its shard has a stamp that proves something (not on a
    * weak file system): the stamp a binding made from this tensor's bytes records (bindFoundSlice).
@@ -234,7 +235,9 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     return {
       reason: 'unchecked',
       detail:
-        target.unchecked.weak !== undefined
+        target.unchecked.stamp === null
+          ? `the slice has ${target.unchecked.bindings} bindings (one per file), and ${describeShard(target.slice.shardName, null)} has no stamp to pick its own: only a load that reads it raw can check it against every binding's entry, at every load (nothing is recorded without a stamp)`
+          : target.unchecked.weak !== undefined
           ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (${WEAK_TRUST_NOTE})`
           : `the slice is bound, but ${(target.unchecked.bindings ?? 1) > 1 ? `none of its ${target.unchecked.bindings} bindings (one per file) has a record` : 'the binding has no record'} of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (${(target.unchecked.bindings ?? 1) > 1 ? "an entry's bytes" : "the entry's bytes"}: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, staleBindingRemedy(target.unchecked.recorded, target.unchecked.stamp, env.cache.remote))})`,
     };
