@@ -97,6 +97,12 @@ export interface CacheStore {
   lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined;
   /** Every binding of the slice, latest first (a local cache: up to MAX_SLICE_BINDINGS; `s3://`: zero or one). */
   lookupSliceBindings(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[];
+  /**
+   * Whether some slice holds a second binding (one per file): the cache is then manifest format 3 /
+   * journal version 2, which releases before 0.56 refuse. A count kept by the slice index: no scan.
+   * Always false on `s3://` (one binding per slice).
+   */
+  readonly holdsSeveralBindings: boolean;
   readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /**
    * Confirms, without reading it, that an entry's blob is there with the entry's size (a local

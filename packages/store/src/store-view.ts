@@ -46,6 +46,11 @@ export abstract class StoreView<H extends StoreDefaults> {
     return this.state.entries.size;
   }
 
+  /** CacheStore.holdsSeveralBindings: the slice index's count of slices with several bindings (an s3:// store's view never holds one). */
+  get holdsSeveralBindings(): boolean {
+    return this.state.holdsSecondBindings;
+  }
+
   get chunkSize(): number {
     return this.header.chunkSize;
   }
