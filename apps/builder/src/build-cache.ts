@@ -24,7 +24,7 @@ import {
   type ManifestRecoveryProgress,
   type TempFilesReport,
 } from '@splitzip/store';
-import { createCommitBatcher, type CommitBatcher } from './create-commit-batcher.js';
+import { createCommitBatcher, type AliasAnswer, type CommitBatcher } from './create-commit-batcher.js';
 import { describeUrlLikeLocation } from './check-cache-location.js';
 import { checkCacheOutsideModel } from './check-cache-outside-model.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
@@ -126,6 +126,13 @@ export interface BuildTensorReport {
    * of byte-identical tensors). A runtime serves it raw; everything else of the build goes on.
    */
   unaliased?: true;
+  /**
+   * Its slice was left unbound for this file (directory caches): the slice holds MAX_SLICE_BINDINGS
+   * (8) bindings of files that changed more recently than this one, and the least recent goes, which
+   * was this file's new binding (counted in `dropped_bindings`). Its entry is cached all the same: a
+   * load of this file hashes the tensor and finds it by content key.
+   */
+  bindingDropped?: true;
   /**
    * A `rebindSlices` build, with `unaliased` or a skipped_* status: the entry its slice was bound to
    * before, whose bytes the file no longer holds (a shard changed in place); this run removed that
@@ -1286,7 +1293,7 @@ async function encodeAndStoreTensor(
     // unbound, or bound for other files only, which a directory cache binds it beside); a zero-byte
     // slice is never aliased (bindSlice says why).
     const sliceFree = sizeBytes > 0 && judgeSlice(context, key, tensor).inTheWay.length === 0;
-    const { added, slicesBound } = await context.commits.addEntry({
+    const { added, slicesBound, droppedBindings } = await context.commits.addEntry({
       key,
       qualname: qualnameOf(tensor.name),
       payload,
@@ -1316,6 +1323,11 @@ async function encodeAndStoreTensor(
     if (sliceFree && slicesBound > 0) {
       context.aliased++;
       context.committed.bindings++;
+    } else if (sliceFree && droppedBindings?.some((dropped) => dropped.key === key && sameSlice(dropped.slice, tensor.slice)) === true) {
+      // Its binding ranked least recent past MAX_SLICE_BINDINGS (the store added the entry without
+      // it, and reported the drop): an alias now would be outranked again, and counted twice.
+      releaseKey();
+      bound = { bindingDropped: true };
     } else {
       releaseKey();
       bound = await bindSlice(context, key, tensor);
@@ -1376,6 +1388,11 @@ function sliceKeyOf(context: TensorContext, tensor: TensorInfo): SliceKeyTuple {
   return stamp === undefined ? [shardName, offsetBytes, sizeBytes] : [shardName, offsetBytes, sizeBytes, [stamp]];
 }
 
+/** Whether a slice key names the tensor's slice (its stamps aside). */
+function sameSlice(slice: SliceKeyTuple, tensorSlice: TensorInfo['slice']): boolean {
+  return slice[0] === tensorSlice.shardName && slice[1] === tensorSlice.offsetBytes && slice[2] === tensorSlice.sizeBytes;
+}
+
 /** The slice's bindings for this tensor's file and entry (judge-slice-bindings.ts). */
 function judgeSlice(context: TensorContext, key: string, tensor: TensorInfo): JudgedSliceBindings {
   return judgeSliceBindings(context.store, tensor.slice, key, context.shardStamps.get(tensor.slice.shardName) ?? null, context.bindingsPerFile);
@@ -1397,7 +1414,7 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
-type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom'>;
+type SliceOutcome = Pick<BuildTensorReport, 'unaliased' | 'unboundFrom' | 'bindingDropped'>;
 
 /**
  * Binds the tensor's slice key to its entry unless it already is. A slice bound to another entry in
@@ -1452,7 +1469,7 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     await new Promise<void>((resolve) => inFlight!.waiting.push(resolve));
     context.checkFailure();
   }
-  let bound: boolean;
+  let bound: AliasAnswer;
   try {
     bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
   } finally {
@@ -1461,6 +1478,14 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
       if (pending.count === 0) context.pendingSlices.delete(key);
       for (const wake of pending.waiting.splice(0)) wake();
     }
+  }
+  if (bound === 'outranked') {
+    // Nothing bound, nothing journalled: this file changed less recently than the MAX_SLICE_BINDINGS
+    // files bound already, so its binding is the one a ninth drops (counted by onBindingDropped).
+    // Not a vanished entry: no retry. (A binding in the way cannot be beside: this file's own from
+    // before a rewrite changed less recently and would be the one dropped; a stampless one allows
+    // no binding beside.)
+    return { bindingDropped: true };
   }
   if (!bound) {
     // A gc --drop-unbound-entries removed the entry (bound to nothing) since this run found it.

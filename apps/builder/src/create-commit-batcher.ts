@@ -25,11 +25,19 @@ export interface UnbindRequest {
   sizeBytes: number;
 }
 
+/**
+ * An alias's answer: true bound (or bound already); false not bound (the entry is absent);
+ * 'outranked' not bound because this very binding ranked least recent past MAX_SLICE_BINDINGS (the
+ * store reports it dropped with this key: AliasSlicesOptions.onBindingDropped). Not truthy-safe:
+ * compare with 'outranked' before reading the answer as a boolean.
+ */
+export type AliasAnswer = boolean | 'outranked';
+
 export interface CommitBatcher {
   /** Commits the entry with the next batch; resolves with its own result. */
   addEntry(input: AddEntryInput): Promise<AddEntryResult>;
-  /** Binds the slice with the next batch; false when the entry is absent. */
-  aliasSlice(item: AliasRequest): Promise<boolean>;
+  /** Binds the slice with the next batch; resolves with its own answer (AliasAnswer). */
+  aliasSlice(item: AliasRequest): Promise<AliasAnswer>;
   /**
    * Removes the slice's binding to `item.key` with the next batch; resolves whether this call
    * removed it: false where the slice is bound after it (another writer moved it to another entry,
@@ -61,14 +69,30 @@ export interface CommitBatcherOptions {
 
 export function createCommitBatcher(store: CacheStore, options: CommitBatcherOptions): CommitBatcher {
   const onBindingDropped = options.onBindingDropped;
-  const aliasOptions = { rebind: options.rebind, ...(onBindingDropped === undefined ? {} : { onBindingDropped }) };
+  // One aliasSlices call; an item answered false whose own binding the call reports dropped (the
+  // store's 'outranked': it ranked least recent past MAX_SLICE_BINDINGS, so nothing was bound) is
+  // answered 'outranked', not read as an absent entry.
+  const aliasAll = async (items: readonly AliasRequest[]): Promise<AliasAnswer[]> => {
+    const droppedIds = new Set<string>();
+    const bound = await store.aliasSlices(items, {
+      rebind: options.rebind,
+      onBindingDropped: (slice, key) => {
+        droppedIds.add(droppedId(slice[0], slice[1], slice[2], key));
+        onBindingDropped?.(slice, key);
+      },
+    });
+    return bound.map((answer, i) => {
+      const item = items[i]!;
+      return !answer && droppedIds.has(droppedId(item.shardName, item.offsetBytes, item.sizeBytes, item.key)) ? 'outranked' : answer;
+    });
+  };
   // Adds report their drops in their results.
   const tellDropped = (results: AddEntryResult[]): AddEntryResult[] => {
     for (const result of results) for (const dropped of result.droppedBindings ?? []) onBindingDropped?.(dropped.slice, dropped.key);
     return results;
   };
   let adds: Pending<AddEntryInput, AddEntryResult>[] = [];
-  let aliases: Pending<AliasRequest, boolean>[] = [];
+  let aliases: Pending<AliasRequest, AliasAnswer>[] = [];
   let unbinds: Pending<UnbindRequest, boolean>[] = [];
   let running: Promise<void> | undefined;
 
@@ -90,7 +114,7 @@ export function createCommitBatcher(store: CacheStore, options: CommitBatcherOpt
       unbinds = [];
       // Entries first: an alias may name an entry of the same batch.
       if (addBatch.length > 0) await settle(addBatch, store.addEntries(addBatch.map((p) => p.input)).then(tellDropped));
-      if (aliasBatch.length > 0) await settle(aliasBatch, store.aliasSlices(aliasBatch.map((p) => p.input), aliasOptions));
+      if (aliasBatch.length > 0) await settle(aliasBatch, aliasAll(aliasBatch.map((p) => p.input)));
       if (unbindBatch.length > 0) await settle(unbindBatch, unbindAll(store, unbindBatch.map((p) => p.input)));
     }
     running = undefined;
@@ -106,9 +130,14 @@ export function createCommitBatcher(store: CacheStore, options: CommitBatcherOpt
     addEntry: options.batch ? (input) => enqueue(adds, input) : async (input) => tellDropped([await store.addEntry(input)])[0]!,
     aliasSlice: options.batch
       ? (item) => enqueue(aliases, item)
-      : async (item) => (await store.aliasSlices([item], aliasOptions))[0]!,
+      : async (item) => (await aliasAll([item]))[0]!,
     unbindSlice: (item) => enqueue(unbinds, item),
   };
+}
+
+/** A dropped binding's identity: its slice (without stamps) and entry. */
+function droppedId(shardName: string, offsetBytes: number, sizeBytes: number, key: string): string {
+  return JSON.stringify([shardName, offsetBytes, sizeBytes, key]);
 }
 
 /**

@@ -171,6 +171,47 @@ describe('revisions A, B, C of one model (same shard names) in one directory cac
     await mkdir(join(root, 'r9'), { recursive: true });
     const tenth = await writeSingleFileModel(join(root, 'r9', 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 600)]);
     const text = await run(['build', tenth, '--out', cacheDir, '--quiet']);
-    expect(text.out.replace(/\n {8}/g, ' ')).toContain('dropped 1 slice binding of other files (a slice keeps 8, one per file; the least recent went)');
+    expect(text.out.replace(/\n {8}/g, ' ')).toContain('dropped 1 slice binding (a slice keeps 8, one per file; the least recent went): 1 of other files');
+  });
+
+  it('a file that changed less recently than the 8 bound is left unbound for it (dropped, exit 0), entry stored or cached', async () => {
+    // The store answers such an alias false and reports the drop with the new key ('outranked');
+    // the build read that false as its entry vanished, tried again and failed NOT_WRITABLE.
+    const root = join(temp.path, 'outranked');
+    const cacheDir = join(root, 'cache');
+    const files: string[] = [];
+    for (let i = 0; i < 9; i++) {
+      await mkdir(join(root, `r${i}`), { recursive: true });
+      files.push(await writeSingleFileModel(join(root, `r${i}`, 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 700 + i)]));
+      // r0 is written first: its ctime is the oldest (a pause, so that no clock tick ties it with r1).
+      if (i === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    for (const file of files.slice(1)) expect((await run(['build', file, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    // Encoded: the store adds the entry without the slice (AddEntryResult.droppedBindings).
+    const first = await run(['build', files[0]!, '--out', cacheDir, '--json']);
+    expect(first.code).toBe(0);
+    const report = JSON.parse(first.out) as BuildReport;
+    expect(report).toMatchObject({ encoded: 1, aliased: 0, dropped_bindings: 1 });
+    expect(report.tensors[0]).toMatchObject({ status: 'encoded', bindingDropped: true });
+    // Cached: the alias is outranked (aliasSlices false, onBindingDropped with its key).
+    const again = await run(['build', files[0]!, '--out', cacheDir, '--json']);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.out)).toMatchObject({ encoded: 0, cached: 1, aliased: 0, dropped_bindings: 1, tensors: [{ status: 'cached', bindingDropped: true }] });
+    const text = await run(['build', files[0]!, '--out', cacheDir]);
+    expect(text.code).toBe(0);
+    expect(text.out).toContain('cached, unbound (binding dropped)');
+    expect(text.out.replace(/\n {8}/g, ' ')).toContain('dropped 1 slice binding (a slice keeps 8, one per file; the least recent went): 1 of this file (it changed less recently');
+    expect(text.out).not.toContain('of other files');
+    // The 8 newer files keep theirs, bit-exact; r0's tensor is in the cache by content key.
+    const served = await Promise.all(files.map((file) => checkServedFromCache(cacheDir, file)));
+    expect(served[0]).toEqual({ bound: 0, exact: 0 });
+    expect(served.slice(1).every((one) => one.bound === 1 && one.exact === 1)).toBe(true);
+    expect(report.tensors[0]!.key).toMatch(/^[0-9a-f]{40}$/);
+    const store = await openCacheStore(cacheDir);
+    try {
+      expect(store.getEntry(report.tensors[0]!.key!)).toBeDefined();
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -138,6 +138,22 @@ export const buildCommand = defineCommand({
   },
 });
 
+/** The `dropped` line: this file's bindings the rule left out, and other files' it pushed out, each said apart. */
+function describeDroppedBindings(report: BuildReport): string {
+  const own = Math.min(report.tensors.filter((t) => t.bindingDropped === true).length, report.dropped_bindings);
+  const others = report.dropped_bindings - own;
+  const parts = [
+    ...(own > 0
+      ? [
+          `${formatCount(own)} of this file (it changed less recently than the ${MAX_SLICE_BINDINGS} files bound: its loads hash ` +
+            `${own === 1 ? 'that tensor' : 'those tensors'} and find them by content key)`,
+        ]
+      : []),
+    ...(others > 0 ? [`${formatCount(others)} of other files (their loads hash the tensors and find them by content key; a build of such a file binds them again)`] : []),
+  ];
+  return `dropped ${formatCountOf(report.dropped_bindings, 'slice binding')} (a slice keeps ${MAX_SLICE_BINDINGS}, one per file; the least recent went): ${parts.join('; ')}`;
+}
+
 export function renderBuildReport(report: BuildReport, options: { tensors: boolean }): string {
   const lines: string[] = [];
   const unboundUnaliased = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased === true).length;
@@ -148,7 +164,9 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       t.dtype,
       `[${t.shape.join(',')}]`,
       formatBytes(t.sizeBytes),
-      t.unaliased
+      t.bindingDropped
+        ? `${t.status}, unbound (binding dropped)`
+        : t.unaliased
         ? `${t.status}, unbound${t.unboundFrom === undefined ? '' : ' (stale binding removed)'}`
         : t.unboundFrom !== undefined
           ? `${t.status} (stale binding removed)`
@@ -189,12 +207,8 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       (report.repaired > 0 ? `, ${describeRepaired(report)}` : ''),
     // Past MAX_SLICE_BINDINGS files of one slice, the least recent file's binding went: that file's
     // loads hash the tensor again (and find it by content key) until its next build.
-    ...(report.dropped_bindings > 0
-      ? [
-          `dropped ${formatCountOf(report.dropped_bindings, 'slice binding')} of other files (a slice keeps ${MAX_SLICE_BINDINGS}, one per file; the least recent went): ` +
-            "those files' loads hash the tensors and find them by content key; a build of such a file binds them again",
-        ]
-      : []),
+    // This file's own new binding is among them where it changed less recently than the files bound.
+    ...(report.dropped_bindings > 0 ? [describeDroppedBindings(report)] : []),
     // Said once, at the build that does it: older releases refuse the cache from now on.
     ...(report.cache_format_moved
       ? [
