@@ -126,7 +126,9 @@ export type BindingStep =
  *   all goes, the new one included (then `outranked`: nothing changes).
  *   Otherwise not ok: `boundKey` is in the way.
  * - bound to others ('rebind'): the bindings holding any of `stamps` are moved to `key` (only those,
- *   where `stamps` hold a file stamp and some binding holds one of them), else every binding.
+ *   where `stamps` hold a file stamp and some binding holds one of them); else, where `stamps` hold
+ *   a file stamp and some bindings record no other inode's (the file before it changed in place, or
+ *   no file stamp), those; else every binding (bindingsMovedBy).
  */
 export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' | 'rebind', key: string, stamps: readonly string[] | undefined): BindingStep {
   const incoming = stamps ?? NO_STAMPS;
@@ -161,18 +163,38 @@ export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' 
     if (dropped.includes(key)) return { ok: true, bindings: [...current].sort(compareBindingRecency), dropped: [key], added: false, beside: true, outranked: true };
     return { ok: true, bindings: kept, dropped, added: true, beside: true, outranked: false };
   }
-  const moved = fileIncoming && holders.length > 0 ? holders : current;
+  const moved = bindingsMovedBy(current, incoming);
   const kept = current.filter((binding) => !moved.includes(binding));
   return { ok: true, bindings: [mine, ...kept].sort(compareBindingRecency), dropped: [], added: false, beside: false, outranked: false };
 }
 
 /**
+ * The bindings a rebind to `incoming` stamps moves (a pure function of the bindings and the op, as
+ * a replay needs): those holding one of `incoming`; else, where `incoming` holds a file stamp, those
+ * recording no file stamp of another inode (this file's before it changed in place, or without a
+ * file stamp), leaving other files' beside, so that a move off this file's stale binding (moveFrom)
+ * is one op; else (none such, or no file stamp coming) every binding, as with one binding per slice.
+ */
+export function bindingsMovedBy(current: readonly SliceOwner[], incoming: readonly string[]): readonly SliceOwner[] {
+  if (!hasFileStamp(incoming)) return current;
+  const holders = current.filter((binding) => binding.stamps?.some((stamp) => incoming.includes(stamp)));
+  if (holders.length > 0) return holders;
+  const inodes = new Set(incoming.map((stamp) => parseFileStamp(stamp)?.inode).filter((inode) => inode !== undefined));
+  if (inodes.size === 0) return current;
+  const ofThisFile = current.filter((binding) => !(binding.stamps ?? NO_STAMPS).some((stamp) => {
+    const inode = parseFileStamp(stamp)?.inode;
+    return inode !== undefined && !inodes.has(inode);
+  }));
+  return ofThisFile.length > 0 ? ofThisFile : current;
+}
+
+/**
  * The binding a conflicting alias would move (AliasSliceItem.moveFrom names it): the one holding
- * one of `stamps`, else a slice's only binding; undefined where a rebind would move several.
+ * one of `stamps`, else the only one of this file (bindingsMovedBy), else a slice's only binding;
+ * undefined where a rebind would move several.
  */
 export function bindingInTheWay(current: readonly SliceOwner[], stamps: readonly string[] | undefined): string | undefined {
-  const incoming = stamps ?? NO_STAMPS;
-  const holders = hasFileStamp(incoming) ? current.filter((binding) => binding.stamps?.some((stamp) => incoming.includes(stamp))) : [];
-  if (holders.length === 1) return holders[0]!.key;
+  const moved = bindingsMovedBy(current, stamps ?? NO_STAMPS);
+  if (moved.length === 1) return moved[0]!.key;
   return current.length === 1 ? current[0]!.key : undefined;
 }

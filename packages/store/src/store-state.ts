@@ -419,7 +419,8 @@ export class StateDraft implements StateView {
   /**
    * Plans an alias (or a rebind). Throws SLICE_CONFLICT / SLICE_SIZE_MISMATCH. With `moveFrom`
    * (AliasSliceItem.moveFrom) and no `rebind`, a slice whose binding in the way (bindingInTheWay)
-   * is that entry's is moved (a 'rebind' op), and one bound otherwise is 'taken', planning nothing.
+   * is that entry's is moved (a 'rebind' op), also where `bindingsPerFile` would allow a binding
+   * beside it, and one bound otherwise is 'taken', planning nothing.
    * With `bindingsPerFile`, a slice bound to other entries takes a binding beside theirs where the
    * rule allows (stepSliceBindings): an 'alias' op.
    */
@@ -453,8 +454,12 @@ export class StateDraft implements StateView {
     // A journalled rebind is replayed as one (a handle without sliceBindingsPerFile moved a binding
     // where one with it would have added one beside it).
     let step = stepSliceBindings(before, replaying === 'rebind' && before.length > 0 ? 'rebind' : 'alias', key, slice[3]);
+    // `moveFrom` naming the binding this alias would move (this file's before it changed in place):
+    // moved in this one op even where a binding beside it is allowed, rather than added beside and
+    // unbound after (two format changes, a crash between leaving both, an eviction at capacity).
+    const movesFrom = moveFrom !== undefined && step.ok && step.beside && moveFrom === bindingInTheWay(before, slice[3]);
     if (replaying === 'rebind' && before.length > 0) kind = 'rebind';
-    else if (!step.ok || (step.beside && !bindingsPerFile)) {
+    else if (!step.ok || (step.beside && !bindingsPerFile) || movesFrom) {
       const boundKey = step.ok ? (before.find((b) => b.key === bindingInTheWay(before, slice[3])) ?? before[0]!).key : step.boundKey;
       if (!rebind && (moveFrom === undefined || moveFrom !== bindingInTheWay(before, slice[3]))) {
         // Bound to a third entry: a conditional alias leaves it to that binding's writer.
