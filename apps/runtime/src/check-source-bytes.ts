@@ -260,14 +260,14 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   // are left to a build: a bare slice request follows whatever its slice is bound to.
   if (holder === undefined || holder.qualname !== target.name || !entryDescribesTensor(holder, target)) return undefined;
   const beside = bindBesideOtherFiles(cache, target, holder, stamp);
-  if (beside !== undefined) return beside;
+  if (beside !== undefined && beside !== KEEPS_FORMAT) return beside;
   // Without one binding per file (s3://, a caller's store, bindings without file stamps): a slice
   // bound to an entry of this tensor's own name holds another revision of this tensor (a
   // fine-tune and its base of one layout sharing a cache): each load of one would move the slice
   // back from the other's, a hash and a rebind every time. Left stale, as before; only a binding
   // another tensor left behind (it moved) is moved.
   const stale = cache.getEntry(staleKey);
-  if (stale === undefined || stale.qualname === target.name) return undefined;
+  if (stale === undefined || stale.qualname === target.name) return beside === KEEPS_FORMAT ? describeKeptFormat(cache, holder.key) : undefined;
   // A move is seen from the stale entry's own tensor: the model has it at another span, whose slice
   // is not bound to that entry (its bytes went elsewhere). Still bound there, the entry holds bytes
   // this slice shared in another model (one entry per distinct bytes, named after the first tensor
@@ -307,15 +307,37 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
  * hashed by every process, since moving the slice would take it from A. Returns what the report
  * says, or undefined where this rule does not apply (the caller's rules follow).
  */
-function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: CacheEntry, stamp: string): string | undefined {
+function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: CacheEntry, stamp: string): string | typeof KEEPS_FORMAT | undefined {
   if (cache.remote || !keepsBindingsPerFile(cache.store) || shardStampKind(stamp) !== 'file') return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bindings = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
   if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === 'file'))) return undefined;
+  if (!holdsSeveralBindings(cache)) return KEEPS_FORMAT;
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const bound = bindFoundSlice(cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp });
   const others = bindings.length === 1 ? `entry ${bindings[0]!.entry.key}'s binding` : `the ${bindings.length} bindings`;
   return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache): ${bound}`;
+}
+
+/** bindBesideOtherFiles' answer where a binding beside would be the cache's first second binding (see holdsSeveralBindings). */
+const KEEPS_FORMAT = Symbol('keeps-format');
+
+/**
+ * Whether the cache already holds a second binding of some slice (format 3). A load binds beside
+ * another file's binding only then: the first second binding moves the cache to manifest format 3,
+ * which releases before 0.56 refuse (UNSUPPORTED_FORMAT), and a load must not do that to a cache
+ * older loaders share; a build does it, and says so. A store without the getter (a caller's): no.
+ */
+export function holdsSeveralBindings(cache: ShardCache): boolean {
+  return (cache.store as { holdsSeveralBindings?: unknown }).holdsSeveralBindings === true;
+}
+
+/** What a build does for a file a load would bind beside another's in a cache of one binding per slice. */
+export const KEEP_FORMAT_REMEDY = "a build of this model binds its tensors beside the other files' (the cache then needs 0.56 or later)";
+
+/** A stale tensor's detail where holdsSeveralBindings kept a load from binding it beside (the cache holds one binding per slice). */
+function describeKeptFormat(cache: ShardCache, key: string): string {
+  return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another file's to a cache holding one binding per slice (the first such binding moves it to a format releases before 0.56 cannot read): ${describeBuildRemedy(cache, KEEP_FORMAT_REMEDY)}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged
 import { findClosestName } from '@splitzip/codec/internal';
 import { classifyBinding, isStoreError, shardStampKind, type SliceBinding } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
-import { findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
+import { findBoundSlice, holdsSeveralBindings, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { describeOpenedModel } from './describe-opened-model.js';
 import { describeTensorRequest } from './describe-tensor-request.js';
@@ -219,7 +219,8 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // per file: as unbound for this file (its bytes are looked up by content key, and a binding of its
   // own is added beside theirs: explainMiss). Left `stale` unhashed, it stayed so at every load while
   // the other revision's binding stays (gc --model keeps other files' bindings).
-  if (candidates.length === 0 && kind === 'file' && onWeak === undefined && keepsBindingsPerFile(cache.store) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === 'file'))) {
+  // Only in a cache holding several bindings already (format 3): a load's first would move it there.
+  if (candidates.length === 0 && kind === 'file' && onWeak === undefined && keepsBindingsPerFile(cache.store) && holdsSeveralBindings(cache) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === 'file'))) {
     target.unboundStamp = current;
     return target;
   }

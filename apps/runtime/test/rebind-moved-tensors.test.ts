@@ -18,6 +18,7 @@ import { openShardCache, wrapCacheStore, type ShardCache } from '../src/open-sha
 import type { TensorReport } from '../src/types.js';
 import { bf16Weights, buildCache, makeTempDir, objectSource, readAllRaw, sameBytes, type FixtureTensor } from './fixtures.js';
 import { createBucket, damageCopy, describeS3, dropBucket, rawClient, uniqueBucket, uploadDirectory } from './helpers/s3.js';
+import { holdSecondBinding } from './helpers/hold-second-binding.js';
 
 /**
  * The stale remedy of a binding recorded only with other files of the shard name (the moved model
@@ -134,6 +135,7 @@ describe('a tensor moved onto a same-shape tensor\'s old span', () => {
   it('through openShardCache (one binding per file): the moved file\'s bindings are added beside the base\'s, nothing moved; fresh handles serve both models from the cache', async () => {
     const dir = join(root, 'swap-beside');
     const { cacheDir, movedDir, keys } = await writeBuiltAndMoved(dir);
+    await holdSecondBinding(cacheDir); // format 3 already: a load binds beside only then
     const [base, moved] = await Promise.all([openSafetensorsModel(join(dir, 'base')), openSafetensorsModel(movedDir)]);
     try {
       const first = await openShardCache(cacheDir);

@@ -15,6 +15,7 @@ import { createFileReader } from '../src/create-file-reader.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { StoreError } from '@splitzip/store';
 import { bf16Weights, buildCache, makeTempDir, objectSource, readAllRaw, sameBytes, writeModel, tunedWeights, type FixtureTensor } from './fixtures.js';
+import { holdSecondBinding } from './helpers/hold-second-binding.js';
 
 let root: string;
 let cleanup: () => Promise<void>;
@@ -525,6 +526,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     const otherDir = join(root, 'other-dtype');
     const cacheDir = join(root, 'other-dtype-cache');
     await writeBuiltModel(baseDir, cacheDir);
+    await holdSecondBinding(cacheDir); // format 3 already: a load binds beside only then
     // Same names, offsets and sizes (8192 B each): a.weight as F32 [64, 32], b.weight as BF16 [32, 128].
     const other = await writeModel(
       otherDir,

@@ -69,7 +69,7 @@ it("a stampless shard at a slice with several bindings: A's bytes, checked at ev
     const same = await loadTensor({ model, name: name(1) }, { cache, backend: 'cpu' });
     expect(same).toMatchObject({ source: 'cache', reason: 'cached' });
     expect(sameBytes(same.data, raw.get(name(1))!)).toBe(true);
-    expect(await cache.flushObjectStamps()).toMatchObject({ recorded: 0, failed: 0 });
+    expect(await cache.flushObjectStamps!()).toMatchObject({ recorded: 0, failed: 0 });
   } finally {
     await model.close();
     await cache.close();
@@ -85,7 +85,7 @@ it("objectSources 'trust' picks no binding of a slice with several: A's bytes ar
       const changed = await loadTensor({ model, name: name(2) }, { cache, backend: 'cpu' });
       expect(sameBytes(changed.data, raw.get(name(2))!)).toBe(true);
       expect(changed).toMatchObject(round === 'checked' ? { source: 'raw', reason: 'unchecked' } : { source: 'cache', reason: 'cached' });
-      await cache.flushObjectStamps();
+      await cache.flushObjectStamps!();
     } finally {
       await model.close();
       await cache.close();
