@@ -3,10 +3,12 @@
 // checked against, not where the model is: given the model, each binding of one of its shard names
 // is judged against the file as it is now, from its header and stamp alone (no tensor is read).
 // A slice may hold a binding per file (FILE-BINDINGS.md): each is judged on its own stamps, and one
-// recorded only with other files is another revision's or model's, kept (`other-file`).
+// recorded with another file (a file stamp of another inode: the build's rule, isOtherFilesBinding)
+// is another revision's or model's, kept (`other-file`), unless --prune-other-files says otherwise.
 import { isFromOtherFile, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
+import { isOtherFilesBinding } from './judge-slice-bindings.js';
 
 /**
  * What a binding is to the model (each of a slice's bindings, on its own stamps):
@@ -21,18 +23,21 @@ import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-
  *   file as it is now (another tensor landed there): every load serves that tensor raw;
  * - `other-shard`: a shard name the model does not have (another model's, sharing the cache, or
  *   this model's before a rename or re-shard);
- * - `other-revision`: of a model in a Hugging Face hub snapshot, not live and recorded only with
- *   other files of its shard name, one of which is still in the repository's blobs/ (same inode,
+ * - `other-revision`: of a model in a Hugging Face hub snapshot, not live and recorded with other
+ *   files of its shard name (isOtherFilesBinding), one of which is still in the repository's blobs/ (same inode,
  *   size and mtime): another revision's, whose loads use it; kept (find-other-revision.ts). Outside
  *   a hub tree, or with those files gone, such a binding is judged as the others.
  * - `superseded`: at a tensor's span, not recorded with the file as it is now, where another binding
  *   of the slice is (a directory cache keeps a binding per file since 0.56: the file changed or was
  *   replaced, and its build bound the new bytes beside this one): no load looks it up;
- * - `other-file`: of a model outside a hub snapshot, recorded only with other files of its shard
- *   name (file stamps of other inodes): another revision's or model's binding, which a directory
- *   cache keeps beside this file's (one binding per file, since 0.56), or this model's file before a
- *   save replaced it (the stamps hold no path: they cannot tell); kept, until MAX_SLICE_BINDINGS
- *   pushes it out. (Until 0.56 judged as the others: removed as `leftover`/`mismatched`, `otherFile`.)
+ * - `other-file`: of a model outside a hub snapshot, not live and recorded with another file of its
+ *   shard name (a file stamp of another inode, as a build judges it: isOtherFilesBinding; one is
+ *   enough, since a binding recorded with that file and with this one before it changed in place is
+ *   still that file's, and its loads use it): another revision's or model's binding, which a
+ *   directory cache keeps beside this file's (one binding per file, since 0.56), or this model's
+ *   file before a save replaced it (the stamps hold no path: they cannot tell); kept, until
+ *   MAX_SLICE_BINDINGS pushes it out, or `pruneOtherFiles` (the user's word that those files were
+ *   this model's, replaced) judges it as the others. (Until 0.56 judged as the others.)
  */
 export type BindingVerdict = 'live' | 'unchecked' | 'leftover' | 'mismatched' | 'other-shard' | 'other-revision' | 'other-file' | 'superseded';
 
@@ -46,13 +51,13 @@ export interface PrunedBinding {
   qualname: string;
   verdict: Exclude<BindingVerdict, 'live' | 'unchecked' | 'other-revision' | 'other-file'>;
   /**
-   * Of a `leftover` or `mismatched` binding: it was recorded only with files other than this
-   * model's shard of that name (other inode numbers): another model's file of the same shard name
-   * sharing the cache (`text_encoder/model.safetensors` and `text_encoder_2/model.safetensors`), or
-   * this model's earlier file replaced by a new one (a download, a save by rename). The stamps
-   * cannot tell which: they hold no path (isFromOtherFile). Only in a hub snapshot, where these
-   * files are gone from blobs/ (another revision's file still there is `other-revision`, kept);
-   * outside one, such bindings are kept (`other-file`) since 0.56.
+   * It was recorded with another file than this model's shard of that name (a file stamp of another
+   * inode: isOtherFilesBinding): another model's file of the same shard name sharing the cache
+   * (`text_encoder/model.safetensors` and `text_encoder_2/model.safetensors`), or this model's
+   * earlier file replaced by a new one (a download, a save by rename). The stamps cannot tell which:
+   * they hold no path. Only in a hub snapshot, where these files are gone from blobs/ (another
+   * revision's file still there is `other-revision`, kept), or with `pruneOtherFiles`; otherwise
+   * such bindings are kept (`other-file`) since 0.56.
    */
   otherFile?: true;
 }
@@ -63,6 +68,14 @@ export interface ModelBindingsReport {
   dryRun: boolean;
   /** Bindings of shard names the model does not have go too. */
   pruneOtherShards: boolean;
+  /**
+   * `--prune-other-files`: outside a hub snapshot, bindings of the model's shard names recorded with
+   * other files (what `otherFileKept` counts without it) are judged as this file's: the user's word
+   * that those files were this model's, replaced by its files now (a download, a save by rename).
+   * Those judged to go are in `prune` with `otherFile`, counted in `otherFiles`. No effect in a hub
+   * snapshot, whose blobs/ tells (`other-revision`). Since 0.56.
+   */
+  pruneOtherFiles: boolean;
   /** The model's shard file names, whose bindings are judged against the files. */
   shards: string[];
   /** Bindings of the model's shard names, by verdict. */
@@ -100,9 +113,10 @@ export interface ModelBindingsReport {
    */
   blobsUnlisted?: { repo: string; code: string; bindings: number };
   /**
-   * Of a model outside a hub snapshot: bindings of its shard names recorded only with other files of
-   * that name (the `other-file` verdict: another revision's or model's, bound beside this file's),
-   * kept. Since 0.56; those were judged (and removed, `otherFile`) as the others before.
+   * Of a model outside a hub snapshot: bindings of its shard names recorded with other files of that
+   * name (the `other-file` verdict: another revision's or model's, bound beside this file's), kept.
+   * Since 0.56; those were judged (and removed, `otherFile`) as the others before, and are again
+   * with `pruneOtherFiles` (0 then).
    */
   otherFileKept: number;
   /** Bindings of shard names the model does not have, per name (sorted): kept unless pruneOtherShards. */
@@ -110,9 +124,9 @@ export interface ModelBindingsReport {
   /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
   prune: PrunedBinding[];
   /**
-   * Of `prune`, those recorded only with other files of that shard name than this model's
-   * (PrunedBinding.otherFile): only in a hub snapshot, of files gone from its blobs/; 0 elsewhere since
-   * 0.56 (such bindings are `otherFileKept`).
+   * Of `prune`, those recorded with other files of that shard name than this model's
+   * (PrunedBinding.otherFile): in a hub snapshot, of files gone from its blobs/; elsewhere only with
+   * `pruneOtherFiles` since 0.56 (else such bindings are `otherFileKept`).
    */
   otherFiles: number;
   /**
@@ -133,7 +147,13 @@ function entryDescribes(entry: CacheEntry, tensor: TensorInfo): boolean {
  * Judges every binding of `store` against `model` (opened by the caller from `modelPath`): nothing is
  * read but the model's headers and stamps, and nothing changed (`dryRun: true`, `removed: 0`).
  */
-export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, modelPath: string, options: { pruneOtherShards: boolean }): ModelBindingsReport {
+export function judgeModelBindings(
+  store: CacheStore,
+  model: SafetensorsModel,
+  modelPath: string,
+  options: { pruneOtherShards: boolean; pruneOtherFiles?: boolean },
+): ModelBindingsReport {
+  const pruneOtherFiles = options.pruneOtherFiles === true;
   const stamps = new Map(model.shards.map((shard) => [shard.name, shard.stamp]));
   /** Tensors by shard name and `offset:size` of their data (several only for empty tensors). */
   const spans = new Map<string, Map<string, TensorInfo[]>>();
@@ -148,6 +168,7 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
     model: modelPath,
     dryRun: true,
     pruneOtherShards: options.pruneOtherShards,
+    pruneOtherFiles,
     shards: model.shards.map((shard) => shard.name),
     live: 0,
     unchecked: 0,
@@ -168,17 +189,25 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
   const revisions = new Map<string, ModelBindingsReport['otherRevisions'][number]>();
   /**
    * Whether the binding (its own stamps, `recorded`) is another file's, kept (counted so): recorded
-   * only with other files of its shard name; in a hub snapshot, one of them still in blobs/ (else it
-   * is judged as this file's: a replaced file's).
+   * with another file of its shard name (the build's rule: a file stamp of another inode, one is
+   * enough); in a hub snapshot, one of those still in blobs/ (else it is judged as this file's: a
+   * replaced file's), and outside one unless --prune-other-files.
    */
   const isOtherFiles = (shardName: string, recorded: readonly string[], atTensorSpan: boolean): boolean => {
-    if (!isFromOtherFile(recorded, stamps.get(shardName) ?? null)) return false;
+    const current = stamps.get(shardName) ?? null;
+    if (!isOtherFilesBinding(recorded, current)) return false;
     if (finder === undefined) {
+      // The user's word: those files were this model's, replaced (judged as this file's).
+      if (pruneOtherFiles) return false;
       // A plain directory: another revision's or model's binding beside this file's (one per file).
       report.otherFileKept += 1;
       return true;
     }
-    const found = finder.find(shardName, recorded);
+    // Only the other files' stamps: this file's own blob is in blobs/ too.
+    const found = finder.find(
+      shardName,
+      recorded.filter((stamp) => isOtherFilesBinding([stamp], current)),
+    );
     const unlisted = finder.unlisted();
     if (unlisted !== undefined) {
       // Nothing tells whether another revision's file is still in blobs/: kept, as its may be.
@@ -202,7 +231,7 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
       const binding = stamps.has(shardName) ? store.lookupSliceBindings(shardName, offsetBytes, sizeBytes).find((b) => b.entry.key === entry.key) : undefined;
       const recorded = binding?.stamps ?? sliceStamps ?? [];
       const prune = (verdict: PrunedBinding['verdict']): void => {
-        const fromOther = verdict !== 'other-shard' && isFromOtherFile(recorded, stamps.get(shardName) ?? null);
+        const fromOther = verdict !== 'other-shard' && isOtherFilesBinding(recorded, stamps.get(shardName) ?? null);
         if (fromOther) report.otherFiles += 1;
         report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict, ...(fromOther ? { otherFile: true as const } : {}) });
       };
@@ -229,9 +258,9 @@ export function judgeModelBindings(store: CacheStore, model: SafetensorsModel, m
       const hasOwn = store.lookupSliceBindings(shardName, offsetBytes, sizeBytes).some((other) => other.entry.key !== entry.key && classifyBinding(other, fileStamp) === 'trusted');
       if (finder !== undefined && isOtherFiles(shardName, recorded, describes)) {
         // Counted there: not `unchecked` (its loads' check finds another revision's bytes, unless the tensor is the same in both).
-      } else if (finder === undefined && isFromOtherFile(recorded, fileStamp) && (hasOwn || !describes)) {
-        // Another file's, beside this one's (or at a span where this file's tensor has another shape): kept.
-        report.otherFileKept += 1;
+      } else if (finder === undefined && (hasOwn || !describes) && isOtherFiles(shardName, recorded, describes)) {
+        // Another file's, beside this one's (or at a span where this file's tensor has another shape):
+        // kept, before the superseded/mismatched checks, as a build leaves it (isOtherFilesBinding).
       } else if (hasOwn) {
         report.superseded += 1;
         prune('superseded');
@@ -261,7 +290,7 @@ export async function pruneModelBindings(
   store: CacheStore,
   model: SafetensorsModel,
   modelPath: string,
-  options: { dryRun: boolean; pruneOtherShards: boolean },
+  options: { dryRun: boolean; pruneOtherShards: boolean; pruneOtherFiles?: boolean },
 ): Promise<ModelBindingsReport> {
   const report = judgeModelBindings(store, model, modelPath, options);
   if (options.dryRun || report.prune.length === 0) return { ...report, dryRun: options.dryRun };

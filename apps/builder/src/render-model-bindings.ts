@@ -55,7 +55,12 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   }
   // A shared shard name (text_encoder/model.safetensors and text_encoder_2/model.safetensors in one
   // cache): the other model's bindings are judged left behind. The stamps tell another file, not whose.
-  if (report.otherFiles > 0) {
+  if (report.otherFiles > 0 && report.pruneOtherFiles) {
+    // The user's word (--prune-other-files): those files were this model's, replaced.
+    lines.push(
+      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from other files of that shard name than this model's (--prune-other-files: judged as this model's replaced files'; another revision or model of the same shard names that used them binds them again at its next load, one hash pass each)`,
+    );
+  } else if (report.otherFiles > 0) {
     lines.push(
       `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): a model whose bindings ${report.dryRun ? 'these are would bind them' : 'these were binds them'} again at its next load, one hash pass each${isS3 ? '; keep models whose shard names collide in caches of their own' : ''}`,
     );
@@ -63,8 +68,9 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   if (report.otherFileKept > 0) {
     // One binding per file (0.56): another revision's or model's bindings of these shard names sit beside this file's.
     lines.push(
-      `  kept ${plural(report.otherFileKept, 'binding')} recorded only with other files of this model's shard names (another inode: another revision or model of the same shard names bound beside this one, or this model's file before a save replaced it; the cache records no paths): ` +
-        "their loads use them; they go once 8 newer files' bindings of their slice push them out (MAX_SLICE_BINDINGS), or by `gc --model` of the model they are bound for once its file changed",
+      `  kept ${plural(report.otherFileKept, 'binding')} recorded with other files of this model's shard names (another inode: another revision or model of the same shard names bound beside this one, or this model's file before a save replaced it; the cache records no paths): ` +
+        "their loads use them; they go once 8 newer files' bindings of their slice push them out (MAX_SLICE_BINDINGS), or, where they are this model's files before a download replaced them, " +
+        `by \`splitzip gc ${quoteForShell(cache)} --model ${quoteForShell(report.model)} --prune-other-files\` once its files now are built`,
     );
   }
   if (otherRevision > 0) {

@@ -25,6 +25,7 @@ const report: ModelBindingsReport = {
   model: '/m',
   dryRun: false,
   pruneOtherShards: false,
+  pruneOtherFiles: false,
   shards: ['model.safetensors'],
   live: 1,
   unchecked: 0,
@@ -58,5 +59,16 @@ describe('renderModelBindings', () => {
     expect(render(wrong, '/c', 'removed').at(-1)).toMatch(/^note: none of the model's tensors is bound in this cache: .*bindings removed were another model's/);
     expect(render({ ...wrong, dryRun: true }, '/c', 'would remove').at(-1)).toMatch(/bindings above would be another model's/);
     expect(render(report, '/c', 'removed').join('\n')).not.toMatch(/^note:/m);
+  });
+
+  // It said they go "or by `gc --model` of the model they are bound for once its file changed", which
+  // kept them (other files' bindings are kept outside a hub tree): --prune-other-files is the way.
+  it("other files' kept bindings name gc --model --prune-other-files, and a prune with it says so", () => {
+    const kept = render({ ...report, prune: [], removed: 0, otherFileKept: 2 }, '/c', 'removed').join('\n');
+    expect(kept).toContain('`splitzip gc /c --model /m --prune-other-files`');
+    expect(kept).not.toContain('or by `gc --model` of the model');
+    const pruned = render({ ...report, pruneOtherFiles: true, otherFiles: 3, removed: 3 }, '/c', 'removed').join('\n');
+    expect(pruned).toContain("3 of them were bound from other files of that shard name than this model's (--prune-other-files:");
+    expect(pruned).not.toContain('so gc cannot tell which');
   });
 });

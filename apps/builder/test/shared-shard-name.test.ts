@@ -46,7 +46,7 @@ describe('two models with one shard name in one cache', () => {
     expect(gc.out).toContain('removed 0 bindings');
     // That note within 120 columns, its rest 6 columns in (4 deeper than it starts).
     expect(gc.out.split('\n').filter((line) => line.length > 120)).toEqual([]);
-    expect(gc.out.replace(/\n {6}/g, ' ')).toContain("  kept 2 bindings recorded only with other files of this model's shard names (another inode");
+    expect(gc.out.replace(/\n {6}/g, ' ')).toContain("  kept 2 bindings recorded with other files of this model's shard names (another inode");
     expect(gc.out).not.toContain('caches of their own');
   });
 

@@ -101,6 +101,8 @@ export const gcCommand = defineCommand({
     model: { type: 'string', description: 'Also remove the bindings this model left behind (moved tensors, re-shards)', valueHint: 'model' },
     // "other models'": on a shared cache these are mostly theirs (82d1782's shorter text lost it).
     pruneOtherShards: { type: 'boolean', description: "With --model: also remove other shard names' bindings (other models' too)" },
+    // Opt-in: the stamps cannot tell another revision's file from this model's replaced one (a download).
+    pruneOtherFiles: { type: 'boolean', description: "With --model: judge other files' bindings of its shard names as its own" },
     dropUnboundEntries: { type: 'boolean', description: 'Also remove the entries no slice is bound to, and their blobs' },
     exclusive: { type: 'boolean', description: 's3:// drop only: no effect (kept for scripts)' },
     json: { type: 'boolean', description: 'Print the report as JSON on stdout' },
@@ -110,6 +112,7 @@ export const gcCommand = defineCommand({
     const s3 = isS3Url(args.cache);
     // Other models' bindings are kept unless asked, and only a model tells which shard names are its own.
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'gc');
+    if (args.pruneOtherFiles && args.model === undefined) throw new UsageError("option '--prune-other-files' needs '--model <model>'", 'gc');
     checkExclusive(args, s3);
     if (args.model !== undefined) checkLocalModel(args.model, 'gc', '--model');
     const minAgeMs = parseS3MinAgeMs(args.minAge, s3, 'gc');
@@ -173,7 +176,7 @@ export const gcCommand = defineCommand({
               ? ''
               : `: stopped after removing ${formatCountOf(unboundEntries.count, 'unbound entry', 'unbound entries')} (${formatBytes(unboundEntries.reclaimedBytes)}) and their blobs${model === undefined ? '' : '; the --model prune did not run'}`,
           );
-          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards });
+          const bindings = model === undefined ? undefined : await pruneModelBindings(store, model, args.model!, { dryRun: args.dryRun, pruneOtherShards: args.pruneOtherShards, pruneOtherFiles: args.pruneOtherFiles });
           // Entries the prune left with no binding stay for the next drop: counted, so that the
           // run does not read as if there were none (a build of the model binds its moved tensors
           // among them; a drop first makes that build encode them again).

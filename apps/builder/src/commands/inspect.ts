@@ -31,11 +31,13 @@ export const inspectCommand = defineCommand({
     model: { type: 'string', description: 'Judge the bindings against this model, as gc --model would (changes nothing)', valueHint: 'model' },
     minAge: { type: 'string', description: 's3:// only: judge the drop as gc --min-age would (default 1h, at least 35m)', valueHint: 'duration' },
     pruneOtherShards: { type: 'boolean', description: 'With --model: judge as gc --model --prune-other-shards would' },
+    pruneOtherFiles: { type: 'boolean', description: 'With --model: judge as gc --model --prune-other-files would' },
     json: { type: 'boolean', description: 'Print { cache, entries, totals, bindings? } as JSON on stdout' },
   },
   async run({ args, io, signal }) {
     checkCacheLocation(args.cache, 'inspect', '<cache-dir>');
     if (args.pruneOtherShards && args.model === undefined) throw new UsageError("option '--prune-other-shards' needs '--model <model>'", 'inspect');
+    if (args.pruneOtherFiles && args.model === undefined) throw new UsageError("option '--prune-other-files' needs '--model <model>'", 'inspect');
     if (args.model !== undefined) checkLocalModel(args.model, 'inspect', '--model');
     const minAgeMs = parseS3MinAgeMs(args.minAge, isS3Url(args.cache), 'inspect');
     const model: SafetensorsModel | undefined = args.model === undefined ? undefined : await openSafetensorsModel(args.model);
@@ -49,7 +51,7 @@ export const inspectCommand = defineCommand({
         throwIfInterrupted(signal);
         report = inspectCache(store, args.cache);
         throwIfInterrupted(signal);
-        if (model !== undefined) report.bindings = judgeModelBindings(store, model, args.model!, { pruneOtherShards: args.pruneOtherShards });
+        if (model !== undefined) report.bindings = judgeModelBindings(store, model, args.model!, { pruneOtherShards: args.pruneOtherShards, pruneOtherFiles: args.pruneOtherFiles });
         throwIfInterrupted(signal);
         // Whether gc --drop-unbound-entries would refuse now (a damaged manifest's kept copy, whose
         // unbound entries are other models' salvaged ones; a damaged journal; a store that cannot
