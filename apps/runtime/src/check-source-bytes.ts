@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { isFromOtherFile, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
-import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { isFromOtherFile, parseFileStamp, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
+import { isStoreError, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, describeWritableRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -21,6 +21,13 @@ export interface ObjectStampStats {
   failed: number;
   /** The last failure, while no record has succeeded since. */
   lastError?: { code: string; message: string } | undefined;
+  /**
+   * Other files' bindings the store dropped for a binding these records added beside them (past
+   * MAX_SLICE_BINDINGS a slice keeps the bindings of the files changed most recently). Since 0.56.
+   */
+  droppedBindings: number;
+  /** Bindings these records would have added that ranked last past MAX_SLICE_BINDINGS: not bound (not in `recorded`). Since 0.56. */
+  outrankedBindings: number;
 }
 
 /** How a report names the shard: an object (an s3:// model's) or a local file. */
@@ -313,10 +320,34 @@ function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: Ca
   const bindings = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
   if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === 'file'))) return undefined;
   if (!holdsSeveralBindings(cache)) return KEEPS_FORMAT;
+  if (ranksLast(bindings, stamp)) {
+    return `its bytes are entry ${holder.key}'s, of this tensor's name, but no binding of this file is added beside the slice's ${bindings.length} (MAX_SLICE_BINDINGS): each is of a file changed more recently, and the store keeps the bindings of the files changed most recently (it would drop this one at once); a cache of its own for this model keeps it`;
+  }
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const bound = bindFoundSlice(cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp });
   const others = bindings.length === 1 ? `entry ${bindings[0]!.entry.key}'s binding` : `the ${bindings.length} bindings`;
-  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache): ${bound}`;
+  const full = bindings.length >= MAX_SLICE_BINDINGS ? `; the slice holds MAX_SLICE_BINDINGS (${MAX_SLICE_BINDINGS}) already, so the binding of the file changed least recently is dropped (flushObjectStamps' droppedBindings)` : '';
+  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache${full}): ${bound}`;
+}
+
+/** A file stamp's ctime (ns), what the store ranks a binding by past MAX_SLICE_BINDINGS; undefined for another stamp. */
+function ctimeOf(stamp: string): bigint | undefined {
+  const ctime = parseFileStamp(stamp)?.ctimeNs;
+  return ctime === undefined ? undefined : BigInt(ctime);
+}
+
+/**
+ * Whether a binding with file stamp `stamp` added beside `bindings` would rank last (the store's
+ * eviction: the binding whose newest file stamp is the oldest goes, a new one included): the slice
+ * is full and every binding holds a file changed more recently. Ties are left to the store.
+ */
+function ranksLast(bindings: readonly SliceBinding[], stamp: string): boolean {
+  const own = ctimeOf(stamp);
+  if (bindings.length < MAX_SLICE_BINDINGS || own === undefined) return false;
+  return bindings.every((binding) => binding.stamps.some((other) => {
+    const ctime = ctimeOf(other);
+    return ctime !== undefined && ctime > own;
+  }));
 }
 
 /** bindBesideOtherFiles' answer where a binding beside would be the cache's first second binding (see holdsSeveralBindings). */
@@ -442,7 +473,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0, droppedBindings: 0, outrankedBindings: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;
@@ -548,8 +579,17 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
       countFailure(stats, outcome.reason, size);
     }
   };
+  // Past MAX_SLICE_BINDINGS the store drops the least recent binding, which may be the one an item
+  // adds (outranked: the item is answered false) or another file's (dropped).
+  const added = new Set(items.map((item) => JSON.stringify([item.shardName, item.offsetBytes, item.sizeBytes, item.key])));
+  const options = {
+    onBindingDropped: (slice: SliceKeyTuple, key: string) => {
+      if (added.has(JSON.stringify([slice[0], slice[1], slice[2], key]))) stats.outrankedBindings++;
+      else stats.droppedBindings++;
+    },
+  };
   // Called from a promise: a store (a caller's wrapper) that throws synchronously still only rejects.
-  const [whole] = await Promise.allSettled([Promise.resolve().then(() => store.aliasSlices(items))]);
+  const [whole] = await Promise.allSettled([Promise.resolve().then(() => store.aliasSlices(items, options))]);
   const splittable =
     whole.status === 'rejected' &&
     items.length > 1 &&
@@ -558,7 +598,7 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
     count(whole, items.length);
     return failure;
   }
-  for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item]))))) count(outcome, 1);
+  for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item], options))))) count(outcome, 1);
   return failure;
 }
 
