@@ -1440,10 +1440,8 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     // Bound here already; a binding without this file's stamp (a copy of the file, a rewrite with
     // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
     // A binding in the way beside it (this file's before it changed in place) goes with --rebind.
-    if (own !== undefined && (stamp === undefined || own.stamps.includes(stamp))) {
-      if (context.rebind) await removeMovedBindings(context, key, tensor, judged.inTheWay);
-      return {};
-    }
+    // (Removed with or without --rebind: bound for this file now, it is this file's past.)
+    if (own !== undefined && (stamp === undefined || own.stamps.includes(stamp))) return await removeMovedBindings(context, key, tensor, judged.inTheWay);
     // A stamp added to a binding the entry has: no new binding.
     if (own !== undefined) {
       stampOnly = true;
@@ -1469,9 +1467,20 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     await new Promise<void>((resolve) => inFlight!.waiting.push(resolve));
     context.checkFailure();
   }
+  // --rebind of this file changed in place (directory caches): its stale binding is moved in the
+  // alias's own op (moveFrom), never bound beside first (format 3 and back, both left by a crash,
+  // another file's binding evicted at MAX_SLICE_BINDINGS). A stamp added to its own binding moves nothing.
+  const moveFrom = context.rebind && context.bindingsPerFile && !stampOnly && judged.inTheWay.length === 1 ? judged.inTheWay[0]!.entry.key : undefined;
   let bound: AliasAnswer;
   try {
-    bound = await context.commits.aliasSlice({ key, shardName, offsetBytes, sizeBytes, ...(stamp === undefined ? {} : { stamp }) });
+    bound = await context.commits.aliasSlice({
+      key,
+      shardName,
+      offsetBytes,
+      sizeBytes,
+      ...(stamp === undefined ? {} : { stamp }),
+      ...(moveFrom === undefined ? {} : { moveFrom }),
+    });
   } finally {
     if (pending) {
       pending.count--;
@@ -1499,26 +1508,38 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
   context.aliased++;
   if (stampOnly) context.committed.stampsAdded++;
   else context.committed.bindings++;
-  if (context.rebind) await removeMovedBindings(context, key, tensor, judged.inTheWay);
+  // Left beside only where several were in the way, or this file's own binding took a stamp.
+  if (context.rebind || stampOnly) return await removeMovedBindings(context, key, tensor, judged.inTheWay);
   return {};
 }
 
 /**
- * --rebind of a directory cache: the store took this file's binding beside the one that was in the
- * way where that one has file stamps (this file before it changed in place: another stamp of its
- * inode is another file to the store), or this file's bytes were bound already for another file, so
- * the move ends here by removing the stale one, only while it still binds the slice to that entry.
- * Where the store moved it (a binding without file stamps), or an s3:// cache did, it is gone already.
+ * A directory cache where the slice is bound for this file now, and a binding of this file from
+ * before it changed in place stays beside (its bytes bound already for another file, which took a
+ * stamp of this one; several in the way, where moveFrom moves one): removed, plain build or
+ * --rebind, only while it still binds the slice to that entry with the stamps judged (not one
+ * another writer made since), and reported (unboundFrom, unbound_stale). Where the store moved it
+ * (moveFrom, a binding without file stamps), or an s3:// cache did, it is gone already.
  */
-async function removeMovedBindings(context: TensorContext, key: string, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): Promise<void> {
-  if (!context.bindingsPerFile || inTheWay.length === 0) return;
+async function removeMovedBindings(context: TensorContext, key: string, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): Promise<SliceOutcome> {
+  if (!context.bindingsPerFile || inTheWay.length === 0) return {};
   const { shardName, offsetBytes, sizeBytes } = tensor.slice;
   const left = context.store.lookupSliceBindings(shardName, offsetBytes, sizeBytes);
+  let unboundFrom: string | undefined;
   for (const binding of inTheWay) {
-    if (binding.entry.key === key || !left.some((other) => other.entry.key === binding.entry.key)) continue;
+    const now = left.find((other) => other.entry.key === binding.entry.key);
+    // Gone, or bound again with other stamps (another writer's) since judged: not this run's to remove.
+    if (binding.entry.key === key || now === undefined || !sameStamps(now.stamps, binding.stamps)) continue;
     context.checkFailure();
-    if (await context.commits.unbindSlice({ key: binding.entry.key, shardName, offsetBytes, sizeBytes })) context.committed.bindingsRemoved++;
+    if (!(await context.commits.unbindSlice({ key: binding.entry.key, shardName, offsetBytes, sizeBytes }))) continue;
+    context.committed.bindingsRemoved++;
+    unboundFrom ??= binding.entry.key;
   }
+  return unboundFrom === undefined ? {} : { unboundFrom };
+}
+
+function sameStamps(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((stamp) => b.includes(stamp));
 }
 
 /**

@@ -15,6 +15,12 @@ export interface AliasRequest {
   sizeBytes: number;
   /** The shard's stamp, recorded with the binding. */
   stamp?: string;
+  /**
+   * AliasSliceItem.moveFrom: the binding in the way (this file's before it changed in place) that
+   * this alias moves in one op, so that no binding goes beside it first. Such an item is sent
+   * without `rebind` (with it the store ignores moveFrom, and binds beside a file-stamped one).
+   */
+  moveFrom?: string;
 }
 
 /** A binding to remove: the slice, and the entry it must still be bound to (UnbindSliceItem.key). */
@@ -72,10 +78,11 @@ export function createCommitBatcher(store: CacheStore, options: CommitBatcherOpt
   // One aliasSlices call; an item answered false whose own binding the call reports dropped (the
   // store's 'outranked': it ranked least recent past MAX_SLICE_BINDINGS, so nothing was bound) is
   // answered 'outranked', not read as an absent entry.
-  const aliasAll = async (items: readonly AliasRequest[]): Promise<AliasAnswer[]> => {
+  const aliasCall = async (items: readonly AliasRequest[], rebind: boolean): Promise<AliasAnswer[]> => {
+    if (items.length === 0) return [];
     const droppedIds = new Set<string>();
     const bound = await store.aliasSlices(items, {
-      rebind: options.rebind,
+      rebind,
       onBindingDropped: (slice, key) => {
         droppedIds.add(droppedId(slice[0], slice[1], slice[2], key));
         onBindingDropped?.(slice, key);
@@ -85,6 +92,14 @@ export function createCommitBatcher(store: CacheStore, options: CommitBatcherOpt
       const item = items[i]!;
       return !answer && droppedIds.has(droppedId(item.shardName, item.offsetBytes, item.sizeBytes, item.key)) ? 'outranked' : answer;
     });
+  };
+  // Moves (moveFrom) go in a call of their own without rebind; the rest as the build says.
+  const aliasAll = async (items: readonly AliasRequest[]): Promise<AliasAnswer[]> => {
+    const moves = items.filter((item) => item.moveFrom !== undefined);
+    if (moves.length === 0) return aliasCall(items, options.rebind);
+    const rest = items.filter((item) => item.moveFrom === undefined);
+    const [restAnswers, moveAnswers] = [await aliasCall(rest, options.rebind), await aliasCall(moves, false)];
+    return items.map((item) => (item.moveFrom === undefined ? restAnswers.shift()! : moveAnswers.shift()!));
   };
   // Adds report their drops in their results.
   const tellDropped = (results: AddEntryResult[]): AddEntryResult[] => {

@@ -5,7 +5,7 @@
 // the slices from the one before (A 9 of 19 served from the cache, B 12). Now every build succeeds
 // without --rebind and binds each revision's tensors for its own file: a load of each, stamping its
 // file as it is, finds every tensor's binding and an entry holding its very bytes.
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decode } from '@splitzip/codec';
 import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
@@ -34,6 +34,16 @@ const revisionB = (): TensorData[] =>
 /** 10 of 19 other bytes, same layout as A. */
 const CHANGED_IN_C = [0, 1, 3, 4, 7, 9, 10, 13, 15, 18];
 const revisionC = (): TensorData[] => revisionA().map((tensor, i) => (CHANGED_IN_C.includes(i) ? gaussianBf16(tensor.name, SHAPE, 300 + i) : tensor));
+
+/** The slice of the model's only tensor. */
+async function sliceOf(model: string): Promise<{ offsetBytes: number }> {
+  const opened = await openSafetensorsModel(model);
+  try {
+    return { offsetBytes: opened.tensors[0]!.slice.offsetBytes };
+  } finally {
+    await opened.close();
+  }
+}
 
 /** For each tensor of `model`: bound for this very file (its stamp) to an entry whose blob decodes to the file's bytes. */
 async function checkServedFromCache(cacheDir: string, model: string): Promise<{ bound: number; exact: number }> {
@@ -213,5 +223,80 @@ describe('revisions A, B, C of one model (same shard names) in one directory cac
     } finally {
       await store.close();
     }
+  });
+
+  it('--rebind of a file rewritten in place at MAX_SLICE_BINDINGS moves its stale binding in one op: no live binding dropped, the format kept', async () => {
+    // It bound beside the stale binding first (a ninth: the least recent file's live binding went,
+    // dropped_bindings 1) and unbound the stale one after; a cache of that file alone went to format
+    // 3 and back meanwhile.
+    const root = join(temp.path, 'capacity');
+    const cacheDir = join(root, 'cache');
+    const files: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      await mkdir(join(root, `r${i}`), { recursive: true });
+      files.push(await writeSingleFileModel(join(root, `r${i}`, 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 800 + i)]));
+      expect((await run(['build', files[i]!, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    }
+    const last = files[7]!;
+    const inode = (await stat(last)).ino;
+    await writeFile(last, await readFile(await writeSingleFileModel(join(root, 'next.safetensors'), [gaussianBf16('w.weight', SHAPE, 899)])));
+    expect((await stat(last)).ino).toBe(inode);
+    const rebound = await run(['build', last, '--out', cacheDir, '--rebind', '--json']);
+    expect(rebound.code, rebound.err).toBe(0);
+    expect(JSON.parse(rebound.out)).toMatchObject({ encoded: 1, aliased: 1, dropped_bindings: 0, cache_format_moved: false });
+    const served = await Promise.all(files.map((file) => checkServedFromCache(cacheDir, file)));
+    expect(served).toEqual(files.map(() => ({ bound: 1, exact: 1 })));
+    const store = await openCacheStore(cacheDir);
+    try {
+      expect(store.lookupSliceBindings('model.safetensors', (await sliceOf(last)).offsetBytes, 8192)).toHaveLength(8);
+    } finally {
+      await store.close();
+    }
+    // A cache of one file: rewritten in place and rebound, it never holds a second binding (format 2).
+    const alone = join(root, 'alone');
+    await mkdir(alone, { recursive: true });
+    const single = await writeSingleFileModel(join(alone, 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 850)]);
+    const aloneCache = join(alone, 'cache');
+    expect((await run(['build', single, '--out', aloneCache, '--quiet'])).code).toBe(0);
+    await writeFile(single, await readFile(await writeSingleFileModel(join(alone, 'next.safetensors'), [gaussianBf16('w.weight', SHAPE, 851)])));
+    const one = await run(['build', single, '--out', aloneCache, '--rebind', '--json']);
+    expect(JSON.parse(one.out)).toMatchObject({ encoded: 1, cache_format_moved: false, dropped_bindings: 0 });
+    expect((JSON.parse(await readFile(join(aloneCache, 'manifest.json'), 'utf8')) as { format: number }).format).toBe(2);
+  });
+
+  it("a plain build of a file overwritten in place with another file's bytes removes its own stale binding beside (unbound_stale)", async () => {
+    const root = join(temp.path, 'cp-over');
+    await mkdir(join(root, 'A'), { recursive: true });
+    await mkdir(join(root, 'B'), { recursive: true });
+    const a = await writeSingleFileModel(join(root, 'A', 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 901)]);
+    const b = await writeSingleFileModel(join(root, 'B', 'model.safetensors'), [gaussianBf16('w.weight', SHAPE, 902)]);
+    const cacheDir = join(root, 'cache');
+    for (const model of [a, b]) expect((await run(['build', model, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    const inode = (await stat(a)).ino;
+    await copyFile(b, a); // cp onto an existing file writes in place: the same inode
+    expect((await stat(a)).ino).toBe(inode);
+    const plain = await run(['build', a, '--out', cacheDir, '--json']);
+    expect(plain.code, plain.err).toBe(0);
+    const report = JSON.parse(plain.out) as BuildReport;
+    expect(report).toMatchObject({ unbound_stale: 1 });
+    expect(report.tensors[0]!.unboundFrom).toMatch(/^[0-9a-f]{40}$/);
+    const store = await openCacheStore(cacheDir);
+    try {
+      const { offsetBytes } = await sliceOf(a);
+      const bindings = store.lookupSliceBindings('model.safetensors', offsetBytes, 8192);
+      expect(bindings).toHaveLength(1);
+      expect(bindings[0]!.entry.key).not.toBe(report.tensors[0]!.unboundFrom);
+    } finally {
+      await store.close();
+    }
+    expect(await checkServedFromCache(cacheDir, a)).toEqual({ bound: 1, exact: 1 });
+    expect(await checkServedFromCache(cacheDir, b)).toEqual({ bound: 1, exact: 1 });
+    // The text says so (not as a skipped tensor's).
+    await writeSingleFileModel(a, [gaussianBf16('w.weight', SHAPE, 901)]);
+    expect((await run(['build', a, '--out', cacheDir, '--quiet'])).code).toBe(0);
+    await copyFile(b, a);
+    const text = await run(['build', a, '--out', cacheDir, '--quiet']);
+    expect(text.out.replace(/\n {8}/g, ' ')).toContain('1 stale binding of this file (before it changed in place) to other bytes removed from beside its tensor');
+    expect(text.out).not.toContain('skipped tensor');
   });
 });

@@ -157,7 +157,9 @@ function describeDroppedBindings(report: BuildReport): string {
 export function renderBuildReport(report: BuildReport, options: { tensors: boolean }): string {
   const lines: string[] = [];
   const unboundUnaliased = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased === true).length;
-  const unboundSkipped = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true).length;
+  const unboundSkipped = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true && t.status.startsWith('skipped')).length;
+  // Bound for this file, its binding from before it changed in place beside: removed (plain build or --rebind).
+  const unboundBeside = report.tensors.filter((t) => t.unboundFrom !== undefined && t.unaliased !== true && !t.status.startsWith('skipped')).length;
   if (options.tensors) {
     const rows = report.tensors.map((t) => [
       showName(t.name),
@@ -197,7 +199,10 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
       // --rebind: their slices' bindings to the bytes the files held before are gone with them.
       (unboundUnaliased > 0 ? `, their ${formatCountOf(unboundUnaliased, 'stale binding')} to other bytes removed` : '') +
       // --rebind: a skipped tensor's slice bound to bytes the file held before: nothing binds it anew.
-      (unboundSkipped > 0 ? `; ${formatCount(unboundSkipped)} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : ''),
+      (unboundSkipped > 0 ? `; ${formatCount(unboundSkipped)} skipped ${unboundSkipped === 1 ? "tensor's stale binding" : "tensors' stale bindings"} to other bytes removed` : '') +
+      (unboundBeside > 0
+        ? `; ${formatCountOf(unboundBeside, 'stale binding')} of this file (before it changed in place) to other bytes removed from beside ${unboundBeside === 1 ? 'its tensor' : 'its tensors'}`
+        : ''),
     // Not an error (exit 0, the JSON as always), but an empty cache from a model of other dtypes read as a success.
     ...(tensorCount > 0 && report.tensors.every((t) => t.dtype !== 'BF16')
       ? [`note    SplitZip stores BF16 tensors only, and this model has none (${describeDtypes(report)}): nothing was cached, every tensor is served raw`]
