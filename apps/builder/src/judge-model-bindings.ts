@@ -278,7 +278,7 @@ export function judgeModelBindings(
   return report;
 }
 
-/** The shared rule (@splitzip/safetensors, file-stamp.ts), re-exported for build and verify. */
+/** The stricter rule (every stamp of another inode: @splitzip/safetensors), re-exported as before; gc, inspect and verify judge by the build's, isOtherFilesBinding. */
 export { isFromOtherFile };
 
 /**

@@ -12,7 +12,7 @@ import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
 import { isCacheableSize, TOO_LARGE_REASON, VERIFY_BLOCK_BYTES } from './limits.js';
 import { canPayloadShrink, describeNoGain, isPayloadSmaller } from './check-payload-gain.js';
-import { isFromOtherFile } from './judge-model-bindings.js';
+import { isOtherFilesBinding } from './judge-slice-bindings.js';
 import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 import { formatCount } from './format-units.js';
@@ -273,7 +273,9 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     // Not one recorded only with other files of this shard name (another model's, as
     // text_encoder and text_encoder_2): that model's binding, which a directory cache keeps beside
     // this file's (one binding per file, 0.56) and no build of this one removes.
-    const otherFile = stale && sizeBytes > 0 && isFromOtherFile(binding!.stamps, fileStamp);
+    // The build's rule (isOtherFilesBinding): one stamp of another inode is enough, as no build of
+    // this file removes such a binding (one recorded with a copy's file before it changed in place too).
+    const otherFile = stale && sizeBytes > 0 && isOtherFilesBinding(binding!.stamps, fileStamp);
     const skipped = (reason: string): ModelTensorCheck => ({
       ...base,
       key,

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { openCacheStore } from '@splitzip/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GcCommandReport } from '../src/commands/gc.js';
-import { createTempDir, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
+import { createTempDir, escapeHeavyBf16, gaussianBf16, writeSingleFileModel, type TempDir } from './helpers/models.js';
 import type { InspectJson, VerifyJson } from './helpers/reports.js';
 import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
 
@@ -78,6 +78,31 @@ describe('a copy saved in place (its bindings also hold the base file stamps)', 
     expect(real.bindings).toMatchObject({ removed: 0, prune: [] });
     expect(await bindingsOf(cache)).toEqual(before);
     const { json: verify } = await runJson<VerifyJson>(['verify', cache, '--model', baseFile]);
+    expect(verify.ok).toBe(true);
+  });
+});
+
+// verify --model named `build --rebind` for a skipped tensor whose slice holds the base's binding
+// (also stamped with the copy's file before its save in place): no build removes another file's binding.
+describe('verify --model of a copy saved in place with a tensor the build skips', () => {
+  it("names the base's binding as another file's, kept, and passes", async () => {
+    await mkdir(join(temp.path, 'v-base'));
+    await mkdir(join(temp.path, 'v-ft'));
+    const baseFile = await writeSingleFileModel(join(temp.path, 'v-base', SHARD), base);
+    const ftFile = join(temp.path, 'v-ft', SHARD);
+    await copyFile(baseFile, ftFile);
+    const cache = join(temp.path, 'cache-v');
+    await build(baseFile, cache);
+    await build(ftFile, cache);
+    // t0 now under the coverage gate (same shape, same span): the build skips it and leaves base's binding.
+    const scratch = await writeSingleFileModel(join(temp.path, 'v-next.safetensors'), [escapeHeavyBf16('t0.weight', [64, 64], 2300), ...base.slice(1)]);
+    await copyFile(scratch, ftFile);
+    await build(ftFile, cache);
+    const { json: verify } = await runJson<VerifyJson>(['verify', cache, '--model', ftFile]);
+    const t0 = verify.model!.tensors.find((t) => t.name === 't0.weight')!;
+    expect(t0.status).toBe('not_cached');
+    expect(t0.reason).toContain('from another file of shard name model.safetensors');
+    expect(t0.reason).not.toContain('run build --rebind');
     expect(verify.ok).toBe(true);
   });
 });
