@@ -75,7 +75,7 @@ it('a read-only cache: every detail whose remedy writes the cache says where it 
 
   // Checked and found to hold other bytes (checkSourceBytes), then known so (explainMiss): bound from the
   // base model's file, so a build of this one binds its own file beside it (one binding per file, 0.56).
-  const BESIDE = "a build of this model binds this file's tensors beside the other files' bindings \\(one binding per file: revisions of a model share the cache\\) where the cache can be written";
+  const BESIDE = "a build of this model binds this file's tensors beside the other files' bindings \\(one binding per file: revisions of a model share the cache; a tensor that build skips[^)]*\\) where the cache can be written";
   expect(seen.tuned['b.weight']).toMatchObject({ reason: 'stale', detail: expect.stringMatching(new RegExp(`\\(bound from another file of this shard name .*\\): served raw; ${BESIDE}`)) });
   expect(seen.tunedAgain['b.weight']).toMatchObject({ reason: 'stale', detail: expect.stringMatching(new RegExp(`checked earlier through this cache; bound from another file of this shard name .*: served raw; ${BESIDE}`)) });
   // Bytes cached under another tensor's name: a build binds them.

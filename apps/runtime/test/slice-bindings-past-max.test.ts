@@ -3,6 +3,7 @@
 // droppedBindings), and one that would rank last is not queued: its detail says so, instead of
 // "bound now … being recorded" for a binding the store drops at once.
 import { join } from 'node:path';
+import type { SafetensorsModel } from '@splitzip/safetensors';
 import { MAX_SLICE_BINDINGS } from '@splitzip/store';
 import { afterAll, expect, it } from 'vitest';
 import { loadTensor } from '../src/load-tensor.js';
@@ -25,7 +26,7 @@ it('a full slice: the least recent file gets no binding (detail says so, nothing
   cleanups.push(cleanup);
   const old = await writeModel(join(dir, 'old'), revision(5000), 80 * 1024);
   await pause();
-  const full = [];
+  const full: SafetensorsModel[] = [];
   for (let i = 1; i <= MAX_SLICE_BINDINGS; i++) {
     full.push(await writeModel(join(dir, `f${i}`), revision(5000 + i), 80 * 1024));
     await pause();

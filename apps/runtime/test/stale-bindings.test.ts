@@ -582,7 +582,7 @@ describe('slice bindings and the shard files they were verified against', () => 
     // A local cache keeps one binding per file: a build binds this file's beside (until 0.56: a cache
     // per model, or --rebind and --rebind-other-files).
     const remedy =
-      /: served raw; a build of this model binds this file's tensors beside the other files' bindings \(one binding per file: revisions of a model share the cache\)$/;
+      /: served raw; a build of this model binds this file's tensors beside the other files' bindings \(one binding per file: revisions of a model share the cache; a tensor that build skips[^)]*\)$/;
     const tuned = await openSafetensorsModel(tunedDir);
     const cache = await openShardCache(cacheDir);
     try {
