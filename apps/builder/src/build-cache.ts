@@ -35,7 +35,7 @@ import { codecEncoder, createValuesEncoder, type ValuesEncoder } from './create-
 import type { EncodeBackend } from './encode-backends.js';
 import { viewBf16, worstPayloadBytes } from './tensor-tasks.js';
 import { interruptedError, throwIfInterrupted } from './throw-if-interrupted.js';
-import { sliceConflictError, wrapBuildError } from './wrap-build-error.js';
+import { sliceConflictError, wrapBuildError, type ConflictingBinding } from './wrap-build-error.js';
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
@@ -1410,7 +1410,13 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
   if (tensor.slice.sizeBytes === 0 || context.rebind) return;
   const judged = judgeSlice(context, key, tensor);
   if (judged.own !== undefined || judged.inTheWay.length === 0) return;
-  throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile });
+  throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile, binding: conflictingBinding(context, tensor, judged.inTheWay) });
+}
+
+/** The first binding in the way, with this file's stamp, for the SLICE_CONFLICT's message and context. */
+function conflictingBinding(context: TensorContext, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): ConflictingBinding {
+  const binding = inTheWay[0]!;
+  return { key: binding.entry.key, stamps: binding.stamps, stamp: context.shardStamps.get(tensor.slice.shardName) ?? null };
 }
 
 /** What bindSlice did besides binding, for the tensor's report (BuildTensorReport). */
@@ -1552,7 +1558,7 @@ function sameStamps(a: readonly string[], b: readonly string[]): boolean {
  */
 async function leaveSliceUnbound(context: TensorContext, tensor: TensorInfo, inTheWay: readonly SliceBinding[]): Promise<SliceOutcome> {
   if (inTheWay.length === 0) return { unaliased: true };
-  if (!context.rebind) throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile });
+  if (!context.rebind) throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile, binding: conflictingBinding(context, tensor, inTheWay) });
   const unboundFrom = await unbindInTheWay(context, tensor, inTheWay);
   return unboundFrom === undefined ? { unaliased: true } : { unaliased: true, unboundFrom };
 }

@@ -41,14 +41,22 @@ export function judgeSliceBindings(
  * Whether a binding was recorded with another file than the one stamped `current`: it holds a
  * file stamp of another inode, and not `current`. One such stamp is enough: a binding recorded with
  * that file and with this one before it changed in place is still that file's, and its loads use it.
+ * A stamp of this inode number whose ctime is newer than this file's is another file's too (another
+ * file system's file of the same number): a file's ctime never goes back.
  * Unknown (no inode in `current`, or none among the stamps: legacy, object or no stamps) is not.
  */
 export function isOtherFilesBinding(recorded: readonly string[], current: string | null): boolean {
   if (current === null || recorded.includes(current)) return false;
-  const inode = parseFileStamp(current)?.inode;
+  const fields = parseFileStamp(current);
+  const inode = fields?.inode;
   if (inode === undefined) return false;
+  const ctimeNs = fields!.ctimeNs === undefined ? undefined : BigInt(fields!.ctimeNs);
   return recorded.some((stamp) => {
-    const other = parseFileStamp(stamp)?.inode;
-    return other !== undefined && other !== inode;
+    const other = parseFileStamp(stamp);
+    if (other?.inode === undefined) return false;
+    if (other.inode !== inode) return true;
+    // The same inode number with a change time after this file's own: not this file's past (its
+    // ctime only grows), so another file of that number (another file system: no device recorded).
+    return ctimeNs !== undefined && other.ctimeNs !== undefined && BigInt(other.ctimeNs) > ctimeNs;
   });
 }

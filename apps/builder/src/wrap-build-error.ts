@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { basename, isAbsolute, relative, resolve } from 'node:path';
-import { isS3Url, isStoreError, type StoreError } from '@splitzip/store';
-import { SafetensorsError } from '@splitzip/safetensors';
+import { isS3Url, isStoreError, shardStampKind, type StoreError } from '@splitzip/store';
+import { parseFileStamp, SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
 
@@ -211,10 +211,47 @@ function realpathOrSelf(path: string): string {
  * (which keys, which epoch) follows. With `rebind` the build moves slices already, so the conflict
  * came from another writer binding the slice at the same time: no advice to pass --rebind then.
  */
-export function sliceConflictError(tensor: string, file: string | undefined, cause?: unknown, options: { rebind?: boolean; s3?: boolean } = {}): BuilderError {
+/**
+ * The binding in the way of a SLICE_CONFLICT as the build judged it (judgeSliceBindings): its
+ * entry, the stamps recorded with it, and this file's stamp now (null where the shard has none).
+ */
+export interface ConflictingBinding {
+  key: string;
+  stamps: readonly string[];
+  stamp: string | null;
+}
+
+/**
+ * What a binding in the way records of its file, for the message: a file stamp of this file's inode
+ * number (this file before it changed in place, or another file system's file of that number: a
+ * stamp records no device), an object's stamp (an s3:// model's shard), or no file stamp at all.
+ */
+export function describeConflictingBinding(binding: ConflictingBinding): { kind: 'same-inode' | 'object-stamp' | 'no-file-stamp'; text: string } {
+  const inode = binding.stamp === null ? undefined : parseFileStamp(binding.stamp)?.inode;
+  if (inode !== undefined && binding.stamps.some((stamp) => parseFileStamp(stamp)?.inode === inode)) {
+    return {
+      kind: 'same-inode',
+      text:
+        `recorded with a file stamp of this file's inode number (${inode}): this very file before it changed in place, ` +
+        'or another file with the same inode number on another file system (a file stamp records no device)',
+    };
+  }
+  if (binding.stamps.some((stamp) => shardStampKind(stamp) === 'object')) {
+    return { kind: 'object-stamp', text: "recorded with an object's stamp (an s3:// model's shard checked against it), not a local file's" };
+  }
+  return { kind: 'no-file-stamp', text: "recorded with no file stamp (an older release's build, or a model whose shards have no stamp)" };
+}
+
+export function sliceConflictError(
+  tensor: string,
+  file: string | undefined,
+  cause?: unknown,
+  options: { rebind?: boolean; s3?: boolean; binding?: ConflictingBinding } = {},
+): BuilderError {
   const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
   const slice = `the slice key of tensor ${tensor} (its shard name, offset and size)`;
   const passRebind = 'pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw';
+  const judged = options.binding === undefined ? undefined : describeConflictingBinding(options.binding);
   const message = options.rebind
     ? `SLICE_CONFLICT: ${slice} was bound to another entry by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
@@ -224,8 +261,17 @@ export function sliceConflictError(tensor: string, file: string | undefined, cau
         `text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was replaced (rewritten, or a new revision downloaded)${storeSays}. ` +
         'Another model still in use: give it a cache of its own, or build both into a directory cache, which binds each file apart; ' +
         `a replaced shard: ${passRebind}`
-      : `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes, for this very file before it changed in place ` +
-        `(the same inode), or by a build that recorded no file stamp (an older release's)${storeSays}: ${passRebind}. ` +
-        "Other files of this shard name (other revisions, fine-tunes) are no conflict: a directory cache binds each file's tensors beside the others'";
-  return new BuilderError('SLICE_CONFLICT', message, { tensor, file }, cause === undefined ? undefined : { cause });
+      : `SLICE_CONFLICT: ${slice} is already bound to another entry${judged === undefined ? '' : ` (${options.binding!.key})`}, of other bytes, ` +
+        (judged === undefined
+          ? "recorded with a file stamp of this file's inode number (this very file before it changed in place, or another file with the same " +
+            "inode number on another file system), with an object's stamp, or with no file stamp (an older release's build)"
+          : judged.text) +
+        `${storeSays}: ${passRebind}` +
+        (judged?.kind === 'same-inode' ? " (a binding of another file system's file moved: that file's loads hash the tensor again, and its next build binds it)" : '') +
+        ". Other files of this shard name (other revisions, fine-tunes) are no conflict: a directory cache binds each file's tensors beside the others'";
+  const details =
+    options.binding === undefined
+      ? {}
+      : { boundKey: options.binding.key, boundStamps: [...options.binding.stamps], stamp: options.binding.stamp, boundBinding: judged!.kind };
+  return new BuilderError('SLICE_CONFLICT', message, { tensor, file, ...details }, cause === undefined ? undefined : { cause });
 }

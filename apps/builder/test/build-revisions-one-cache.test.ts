@@ -136,7 +136,8 @@ describe('revisions A, B, C of one model (same shard names) in one directory cac
     expect(refused.code).toBe(1);
     const error = (JSON.parse(refused.out) as { error: { code: string; message: string } }).error;
     expect(error.code).toBe('SLICE_CONFLICT');
-    expect(error.message).toContain('for this very file before it changed in place (the same inode)');
+    expect(error.message).toContain("recorded with a file stamp of this file's inode number");
+    expect(error.message).toContain('this very file before it changed in place, or another file with the same inode number on another file system');
     expect(error.message).toContain('pass --rebind, which moves the slice to this tensor');
     const rebound = await run(['build', b, '--out', cacheDir, '--rebind', '--json']);
     expect(rebound.code, rebound.err).toBe(0);

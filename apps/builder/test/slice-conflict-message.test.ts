@@ -67,7 +67,9 @@ describe('SLICE_CONFLICT from a commit batch', () => {
     const error = wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', cacheDir: '/caches/c', rebind: false, tensorOfSlice }) as BuilderError;
     expect(error).toMatchObject({ code: 'SLICE_CONFLICT', context: { tensor: 'layer0.t1.weight' } });
     expect(error.message).toContain('was bound concurrently');
-    expect(error.message).toContain('for this very file before it changed in place (the same inode), or by a build that recorded no file stamp');
+    expect(error.message).toContain(
+      "recorded with a file stamp of this file's inode number (this very file before it changed in place, or another file with the same inode number on another file system), with an object's stamp, or with no file stamp",
+    );
     expect(error.message).toContain('pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
     expect(error.message).toContain('Other files of this shard name (other revisions, fine-tunes) are no conflict');
     expect(error.message).not.toContain('one cache binds a slice to one');
