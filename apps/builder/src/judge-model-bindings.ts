@@ -25,12 +25,12 @@ import { isOtherFilesBinding } from './judge-slice-bindings.js';
  *   this model's before a rename or re-shard);
  * - `other-revision`: of a model in a Hugging Face hub snapshot, not live and recorded with other
  *   files of its shard name (isOtherFilesBinding), one of which is still in the repository's blobs/ (same inode,
- *   size and mtime): another revision's, whose loads use it; kept (find-other-revision.ts). Outside
- *   a hub tree, or with those files gone, such a binding is judged as the others.
+ *   size and mtime): another revision's, whose loads use it; kept (find-other-revision.ts). With
+ *   those files gone from blobs/, it is `other-file` (a model outside the hub tree may hold them).
  * - `superseded`: at a tensor's span, not recorded with the file as it is now, where another binding
  *   of the slice is (a directory cache keeps a binding per file since 0.56: the file changed or was
  *   replaced, and its build bound the new bytes beside this one): no load looks it up;
- * - `other-file`: of a model outside a hub snapshot, not live and recorded with another file of its
+ * - `other-file`: not live and recorded with another file of its
  *   shard name (a file stamp of another inode, as a build judges it: isOtherFilesBinding; one is
  *   enough, since a binding recorded with that file and with this one before it changed in place is
  *   still that file's, and its loads use it): another revision's or model's binding, which a
@@ -55,9 +55,9 @@ export interface PrunedBinding {
    * inode: isOtherFilesBinding): another model's file of the same shard name sharing the cache
    * (`text_encoder/model.safetensors` and `text_encoder_2/model.safetensors`), or this model's
    * earlier file replaced by a new one (a download, a save by rename). The stamps cannot tell which:
-   * they hold no path. Only in a hub snapshot, where these files are gone from blobs/ (another
-   * revision's file still there is `other-revision`, kept), or with `pruneOtherFiles`; otherwise
-   * such bindings are kept (`other-file`) since 0.56.
+   * they hold no path. Only with `pruneOtherFiles` (in a hub snapshot, of files gone from its blobs/:
+   * another revision's file still there is `other-revision`, kept); otherwise such bindings are kept
+   * (`other-file`) since 0.56.
    */
   otherFile?: true;
 }
@@ -69,11 +69,11 @@ export interface ModelBindingsReport {
   /** Bindings of shard names the model does not have go too. */
   pruneOtherShards: boolean;
   /**
-   * `--prune-other-files`: outside a hub snapshot, bindings of the model's shard names recorded with
-   * other files (what `otherFileKept` counts without it) are judged as this file's: the user's word
-   * that those files were this model's, replaced by its files now (a download, a save by rename).
-   * Those judged to go are in `prune` with `otherFile`, counted in `otherFiles`. No effect in a hub
-   * snapshot, whose blobs/ tells (`other-revision`). Since 0.56.
+   * `--prune-other-files`: bindings of the model's shard names recorded with other files (what
+   * `otherFileKept` counts without it) are judged as this file's: the user's word that those files
+   * were this model's, replaced by its files now (a download, a save by rename). Those judged to go
+   * are in `prune` with `otherFile`, counted in `otherFiles`. In a hub snapshot, another revision's
+   * file still in blobs/ stays `other-revision`, kept. Since 0.56.
    */
   pruneOtherFiles: boolean;
   /** The model's shard file names, whose bindings are judged against the files. */
@@ -113,8 +113,9 @@ export interface ModelBindingsReport {
    */
   blobsUnlisted?: { repo: string; code: string; bindings: number };
   /**
-   * Of a model outside a hub snapshot: bindings of its shard names recorded with other files of that
-   * name (the `other-file` verdict: another revision's or model's, bound beside this file's), kept.
+   * Bindings of the model's shard names recorded with other files of that name (the `other-file`
+   * verdict: another revision's or model's, bound beside this file's; in a hub snapshot, of files
+   * gone from its blobs/, which a model outside the hub tree may hold), kept.
    * Since 0.56; those were judged (and removed, `otherFile`) as the others before, and are again
    * with `pruneOtherFiles` (0 then).
    */
@@ -125,8 +126,8 @@ export interface ModelBindingsReport {
   prune: PrunedBinding[];
   /**
    * Of `prune`, those recorded with other files of that shard name than this model's
-   * (PrunedBinding.otherFile): in a hub snapshot, of files gone from its blobs/; elsewhere only with
-   * `pruneOtherFiles` since 0.56 (else such bindings are `otherFileKept`).
+   * (PrunedBinding.otherFile): only with `pruneOtherFiles` since 0.56 (else such bindings are
+   * `otherFileKept`).
    */
   otherFiles: number;
   /**
@@ -190,8 +191,8 @@ export function judgeModelBindings(
   /**
    * Whether the binding (its own stamps, `recorded`) is another file's, kept (counted so): recorded
    * with another file of its shard name (the build's rule: a file stamp of another inode, one is
-   * enough); in a hub snapshot, one of those still in blobs/ (else it is judged as this file's: a
-   * replaced file's), and outside one unless --prune-other-files.
+   * enough): in a hub snapshot, `other-revision` where one of those is still in blobs/; else, and
+   * outside a hub snapshot, `other-file` unless --prune-other-files.
    */
   const isOtherFiles = (shardName: string, recorded: readonly string[], atTensorSpan: boolean): boolean => {
     const current = stamps.get(shardName) ?? null;
@@ -215,7 +216,14 @@ export function judgeModelBindings(
       report.blobsUnlisted.bindings += 1;
       return true;
     }
-    if (found === undefined) return false;
+    if (found === undefined) {
+      // Gone from blobs/: a deleted revision's file, or a model outside the hub tree of this shard
+      // name (its stamps are in no blobs/; a probe's gc of a snapshot removed 18 bindings two such
+      // models loaded): kept unless --prune-other-files, as in a plain directory.
+      if (pruneOtherFiles) return false;
+      report.otherFileKept += 1;
+      return true;
+    }
     report.otherRevision += 1;
     const id = `${shardName}\n${found.blob}`;
     const group = revisions.get(id) ?? { shardName, ...found, bindings: 0, atTensorSpans: 0 };

@@ -67,7 +67,7 @@ async function buildBoth(cache: string, a: string, b: string): Promise<void> {
 }
 
 describe('two revisions of a hub repository in one cache', () => {
-  it("gc --model of one snapshot keeps the other's bindings while its file is in blobs/, and removes them once it is gone", async () => {
+  it("gc --model of one snapshot keeps the other's bindings while its file is in blobs/; once it is gone, only --prune-other-files removes them (a model outside the hub tree may hold that file)", async () => {
     const models = await writeRevisions(join(temp.path, 'gc'));
     const cache = join(temp.path, 'cache-gc');
     await buildBoth(cache, models.snapA, models.snapB);
@@ -98,7 +98,11 @@ describe('two revisions of a hub repository in one cache', () => {
       await rm(join(models.snapB, await readlink(join(models.snapB, name))));
     }
     await rm(models.snapB, { recursive: true });
-    const after = await judge(cache, models.snapA);
+    // Gone from blobs/: kept as another file's (until 0.56's release judged and removed: a probe's
+    // gc of a snapshot removed the bindings of plain-directory models of the same shard names).
+    const kept = await judge(cache, models.snapA);
+    expect(kept).toMatchObject({ otherRevision: 0, otherFileKept: 4, leftover: 0, superseded: 0, otherFiles: 0, removed: 0 });
+    const after = await judge(cache, models.snapA, ['--prune-other-files']);
     // Its t4 at A's span is superseded by A's own binding there.
     expect(after).toMatchObject({ otherRevision: 0, leftover: 3, superseded: 1, otherFiles: 4, removed: 4 });
   });
