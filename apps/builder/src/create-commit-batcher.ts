@@ -160,15 +160,21 @@ function droppedId(shardName: string, offsetBytes: number, sizeBytes: number, ke
  * The store counts removals, not which: a call that removed none answers false for all. Where every
  * item whose binding to `item.key` is gone now counts in the removals, each of them was removed by
  * it. Otherwise (another writer's --rebind moved one meanwhile) only those whose slice is unbound
- * now are answered true: a slice bound to another entry may have been moved, not removed. A slice
- * may keep other files' bindings beside (one binding per file): they do not make the answer false
- * where the counts tell.
+ * now, or bound only to entries it was bound to before the call, are answered true: a slice bound to
+ * a new entry may have been moved, not removed. Other files' bindings kept beside (one binding per
+ * file) do not make the answer false.
  */
 async function unbindAll(store: CacheStore, items: readonly UnbindRequest[]): Promise<boolean[]> {
+  const keysOf = (item: UnbindRequest): Set<string> =>
+    new Set(store.lookupSliceBindings(item.shardName, item.offsetBytes, item.sizeBytes).map((binding) => binding.entry.key));
+  const before = items.map(keysOf);
   const removed = await store.unbindSlices(items);
   if (removed === 0) return items.map(() => false);
-  const bound = items.map((item) => store.lookupSliceBindings(item.shardName, item.offsetBytes, item.sizeBytes));
-  const gone = bound.map((bindings, i) => !bindings.some((binding) => binding.entry.key === items[i]!.key));
+  const after = items.map(keysOf);
+  const gone = after.map((keys, i) => !keys.has(items[i]!.key));
   if (gone.filter(Boolean).length === removed) return gone;
-  return bound.map((bindings, i) => gone[i]! && bindings.length === 0);
+  // A slice whose binding went to an entry it was not bound to before (another writer's move) may
+  // not have been removed by this call; one left with only bindings it had (other files' beside
+  // it, one binding per file) was. Counting only slices left unbound under-counted unbound_stale.
+  return after.map((keys, i) => gone[i]! && [...keys].every((key) => before[i]!.has(key)));
 }
