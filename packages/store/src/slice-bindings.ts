@@ -189,6 +189,29 @@ export function bindingsMovedBy(current: readonly SliceOwner[], incoming: readon
 }
 
 /**
+ * This file's binding where the slice has exactly one (for `stamps` holding a file stamp): the one
+ * holding one of them, else the one recording only this inode's file stamps or none. Another file's
+ * (another inode's) never, even a slice's only binding: a moveFrom naming it binds beside it.
+ */
+export function bindingOfThisFile(current: readonly SliceOwner[], stamps: readonly string[] | undefined): string | undefined {
+  const incoming = stamps ?? NO_STAMPS;
+  if (!hasFileStamp(incoming)) return undefined;
+  const moved = bindingsMovedBy(current, incoming);
+  // bindingsMovedBy falls back to every binding where none is this file's: not this file's then.
+  const own = moved.filter((binding) => binding.stamps?.some((stamp) => incoming.includes(stamp)) || !holdsOtherInode(binding, incoming));
+  return own.length === 1 ? own[0]!.key : undefined;
+}
+
+/** Whether a binding records a file stamp of another inode than `incoming`'s file stamps. */
+function holdsOtherInode(binding: SliceOwner, incoming: readonly string[]): boolean {
+  const inodes = new Set(incoming.map((stamp) => parseFileStamp(stamp)?.inode).filter((inode) => inode !== undefined));
+  return (binding.stamps ?? NO_STAMPS).some((stamp) => {
+    const inode = parseFileStamp(stamp)?.inode;
+    return inode !== undefined && !inodes.has(inode);
+  });
+}
+
+/**
  * The binding a conflicting alias would move (AliasSliceItem.moveFrom names it): the one holding
  * one of `stamps`, else the only one of this file (bindingsMovedBy), else a slice's only binding;
  * undefined where a rebind would move several.

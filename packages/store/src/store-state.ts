@@ -3,7 +3,7 @@ import { JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MANIFEST_FORMAT, MANIFEST
 import { mergeSliceStamps } from './merge-slice-stamps.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
-import { bindingInTheWay, compareBindingRecency, findBindingSetProblem, stepSliceBindings, type BindingRule, type BindingStep, type SliceOwner } from './slice-bindings.js';
+import { bindingInTheWay, bindingOfThisFile, compareBindingRecency, findBindingSetProblem, stepSliceBindings, type BindingRule, type BindingStep, type SliceOwner } from './slice-bindings.js';
 
 /** One change to the cache, as journalled. */
 export type StoreOp =
@@ -457,7 +457,7 @@ export class StateDraft implements StateView {
     // `moveFrom` naming the binding this alias would move (this file's before it changed in place):
     // moved in this one op even where a binding beside it is allowed, rather than added beside and
     // unbound after (two format changes, a crash between leaving both, an eviction at capacity).
-    const movesFrom = moveFrom !== undefined && step.ok && step.beside && moveFrom === bindingInTheWay(before, slice[3]);
+    const movesFrom = moveFrom !== undefined && step.ok && step.beside && moveFrom === bindingOfThisFile(before, slice[3]);
     if (replaying === 'rebind' && before.length > 0) kind = 'rebind';
     else if (!step.ok || (step.beside && !bindingsPerFile) || movesFrom) {
       const boundKey = step.ok ? (before.find((b) => b.key === bindingInTheWay(before, slice[3])) ?? before[0]!).key : step.boundKey;

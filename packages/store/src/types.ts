@@ -210,11 +210,11 @@ export interface AliasSliceItem {
    * batch goes on). A local cache decides it under the writer lock, from the caught-up state; an S3
    * cache from its listing just before the write, and a write that loses a race is taken back
    * (README "S3 layout"). With `options.rebind` it changes nothing: that moves from any entry.
-   * On a handle with `sliceBindingsPerFile`, a `moveFrom` naming the binding this item's file stamp
-   * would move (one holding the stamp, or this file's from before it changed in place: its inode
-   * and no other's, or the slice's only binding) MOVES it (replaces it) even where a binding beside
-   * it would be allowed: one op, so the slice never holds both (no format 3, no eviction at
-   * MAX_SLICE_BINDINGS). One naming another of several other files' bindings binds beside.
+   * On a handle with `sliceBindingsPerFile`, a `moveFrom` naming this file's binding (the one
+   * holding the item's file stamp, or the one recording only its inode's file stamps or none: the
+   * file before it changed in place) MOVES it (replaces it) even where a binding beside it would be
+   * allowed: one op, so the slice never holds both (no format 3, no eviction at MAX_SLICE_BINDINGS).
+   * One naming another file's binding (another inode), even the slice's only one, binds beside.
    */
   moveFrom?: string | undefined;
 }

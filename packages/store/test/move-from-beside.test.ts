@@ -84,6 +84,16 @@ describe('moveFrom moves this file\'s stale binding where a binding beside would
     await store.close();
   });
 
+  it("a moveFrom naming another file's only binding (another inode) moves nothing: bound beside, as without it", async () => {
+    const { root, tensors } = await makeCache(2);
+    const [other, fresh] = tensors as [TestTensor, TestTensor];
+    const store = await openCacheStore(root, { sliceBindingsPerFile: true });
+    expect(await store.aliasSlices([alias(other.key, fileStamp(7, 5))])).toEqual([true]);
+    expect(await store.aliasSlices([alias(fresh.key, fileStamp(42, 20), other.key)])).toEqual([true]);
+    expect(bindingsOf(store).map((b) => b.key)).toEqual([fresh.key, other.key]);
+    await store.close();
+  });
+
   it("a moveFrom naming one of other files' bindings (other inodes, several) moves nothing: bound beside, as without it", async () => {
     const { root, tensors } = await makeCache(3);
     const [other, another, fresh] = tensors as [TestTensor, TestTensor, TestTensor];
