@@ -211,7 +211,7 @@ describe('revisions A, B, C of one model (same shard names) in one directory cac
     const text = await run(['build', files[0]!, '--out', cacheDir]);
     expect(text.code).toBe(0);
     expect(text.out).toContain('cached, unbound (binding dropped)');
-    expect(text.out.replace(/\n {8}/g, ' ')).toContain('dropped 1 slice binding (a slice keeps 8, one per file; the least recent went): 1 of this file (it changed less recently');
+    expect(text.out.replace(/\n {8}/g, ' ')).toContain('dropped 1 slice binding (a slice keeps 8, one per file; the least recent went): 1 of this file (it changed less recently than the 8 files bound: its loads hash that tensor and find it by content key)');
     expect(text.out).not.toContain('of other files');
     // The 8 newer files keep theirs, bit-exact; r0's tensor is in the cache by content key.
     const served = await Promise.all(files.map((file) => checkServedFromCache(cacheDir, file)));

@@ -146,7 +146,7 @@ function describeDroppedBindings(report: BuildReport): string {
     ...(own > 0
       ? [
           `${formatCount(own)} of this file (it changed less recently than the ${MAX_SLICE_BINDINGS} files bound: its loads hash ` +
-            `${own === 1 ? 'that tensor' : 'those tensors'} and find them by content key)`,
+            `${own === 1 ? 'that tensor and find it' : 'those tensors and find them'} by content key)`,
         ]
       : []),
     ...(others > 0 ? [`${formatCount(others)} of other files (their loads hash the tensors and find them by content key; a build of such a file binds them again)`] : []),
