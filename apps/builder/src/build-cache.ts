@@ -41,7 +41,6 @@ import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
 import { judgeSliceBindings, type JudgedSliceBindings } from './judge-slice-bindings.js';
-import { holdsSecondBindings } from './holds-second-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { isWriterLockHeldElsewhere } from './is-writer-lock-held-elsewhere.js';
@@ -515,7 +514,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
     // Whether the cache is still in the format releases before 0.56 read: the report says when this
     // build takes it past that (its first slice bound for a second file).
-    const heldSecondBindings = !s3 && holdsSecondBindings(store);
+    const heldSecondBindings = !s3 && store.holdsSeveralBindings;
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
@@ -736,7 +735,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Asked of the open handle (after every commit of this run, before its close): the close's
     // fold writes what the state holds.
     let movedFormat: boolean | undefined;
-    const formatMoved = (): boolean => (movedFormat ??= !s3 && !heldSecondBindings && store !== undefined && holdsSecondBindings(store));
+    const formatMoved = (): boolean => (movedFormat ??= !s3 && !heldSecondBindings && store !== undefined && store.holdsSeveralBindings);
     const report = async (swept: TempFilesReport): Promise<BuildReport> =>
       summarize({
         model: options.model,
