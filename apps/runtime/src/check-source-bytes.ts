@@ -114,13 +114,16 @@ export async function checkSourceBytes(
   const matched = matchOf(key);
   if (stamp === null) {
     // No stamp names the file: nothing to remember, bind or record; checked again at every load.
+    // One binding: recorded only from local files (resolveTensorRequest), perhaps another revision's.
+    const one = (unchecked.bindings ?? candidates.length) === 1;
     const several = `the ${unchecked.bindings ?? candidates.length} bindings of its slice (one per file)`;
+    const note = one ? `${NO_STAMP_NOTE}; ${STAMPLESS_TRUST_NOTE}` : NO_STAMP_NOTE;
     report.reason = matched === undefined ? 'stale' : 'unchecked';
     if (matched !== undefined) report.key = matched.key;
     report.detail =
       matched === undefined
-        ? `${describeShard(shardName, null)} holds other bytes than every entry of ${several}${refetched ? '; the same bytes fetched twice' : ''}: served raw; without a stamp no binding of its own can be made or picked (${NO_STAMP_NOTE})`
-        : `${describeShard(shardName, null)} checked: its bytes are entry ${matched.key}'s, one of ${several}${healed(refetched)}; without a stamp none can be picked or recorded for it, so it is checked at every load (${NO_STAMP_NOTE})`;
+        ? `${describeShard(shardName, null)} holds other bytes than ${one ? `the entry of ${ONE_FILE_BINDING}` : `every entry of ${several}`}${refetched ? '; the same bytes fetched twice' : ''}: served raw; without a stamp no binding of its own can be made or picked (${note})`
+        : `${describeShard(shardName, null)} checked: its bytes are entry ${matched.key}'s, ${one ? ONE_FILE_BINDING : `one of ${several}`}${healed(refetched)}; without a stamp ${one ? 'it cannot be told from another revision of these files, nor recorded' : 'none can be picked or recorded for it'}, so it is checked at every load (${note})`;
     return;
   }
   if (matched === undefined) {
@@ -162,6 +165,12 @@ function healed(refetched: boolean): string {
 
 /** Why a stampless shard at a slice with several bindings is hashed at every load. */
 export const NO_STAMP_NOTE = "an s3:// object with an ETag, or a local file, is checked once and then served from the cache";
+
+/** A stampless shard's slice whose single binding holds file stamps only (another revision's, maybe: resolveTensorRequest). */
+export const ONE_FILE_BINDING = "the slice's one binding, recorded from local files only (maybe another revision's of these files)";
+
+/** The opt-in that serves a stampless shard its slice's single binding unchecked (the rule until 2026-12-07). */
+export const STAMPLESS_TRUST_NOTE = "objectSources: 'trust' serves it from that binding unchecked, which is wrong wherever revisions share the cache";
 
 /**
  * A local cache whose journal the store found damaged (JOURNAL_INVALID: its header, or a record

@@ -172,9 +172,13 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     // No stamp (a ByteSource without an ETag, a wrapper's model): nothing picks this file's binding,
     // and the latest is any file's (revisions side by side). Of a slice with several bindings, the
     // bytes are checked against every one at every load, and nothing recorded (no stamp to record).
+    // So is a single binding recorded only from local files: another revision's, where this one's
+    // entry is unbound (a skipped tensor, an unbind, an eviction), unless the cache trusts objects
+    // (STAMPLESS_TRUST: a stampless shard is one whose source gives no ETag).
     const several = severalBindingsOf(cache, binding, shardName, offsetBytes, sizeBytes);
-    if (several === undefined) target.entry = binding.entry;
-    else uncheckEvery(target, several);
+    if (several !== undefined) uncheckEvery(target, several);
+    else if (isFromFilesOnly(binding) && cache.objectSources !== 'trust') uncheckEvery(target, [binding]);
+    else target.entry = binding.entry;
     return target;
   }
   if (!weak && classifyBinding(binding, current) === 'trusted') {
@@ -245,8 +249,14 @@ function severalBindingsOf(cache: ShardCache, binding: SliceBinding, shardName: 
   return bindings.length > 1 ? bindings : undefined;
 }
 
+/** Whether a binding was recorded only from local files: one stamp or more, each a file stamp (none an object's, nor none at all: a legacy or stampless alias). */
+function isFromFilesOnly(binding: SliceBinding): boolean {
+  return binding.stamps.length > 0 && binding.stamps.every((stamp) => shardStampKind(stamp) === 'file');
+}
+
 /**
- * A tensor whose shard has no stamp, at a slice with several bindings: read raw and checked against
+ * A tensor whose shard has no stamp, at a slice with several bindings (or one recorded only from
+ * local files: isFromFilesOnly): read raw and checked against
  * every binding's entry that describes it (checkSourceBytes), at every load; nothing is recorded or
  * remembered (no stamp names the file). No candidate of its shape: read raw, reason from explainMiss.
  */

@@ -10,7 +10,7 @@ import {
 import { describeValue, formatCoverage } from '@splitzip/codec/internal';
 import { isFromOtherFile, MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { bindFoundSlice, checkSourceBytes, describeShard, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
+import { bindFoundSlice, checkSourceBytes, describeShard, ONE_FILE_BINDING, STAMPLESS_TRUST_NOTE, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
 import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
@@ -236,7 +236,9 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
       reason: 'unchecked',
       detail:
         target.unchecked.stamp === null
-          ? `the slice has ${target.unchecked.bindings} bindings (one per file), and ${describeShard(target.slice.shardName, null)} has no stamp to pick its own: only a load that reads it raw can check it against every binding's entry, at every load (nothing is recorded without a stamp)`
+          ? target.unchecked.bindings === 1
+            ? `${describeShard(target.slice.shardName, null)} cannot be told from another revision of these files at ${ONE_FILE_BINDING}: only a load that reads it raw can check it, at every load (nothing is recorded without a stamp; ${STAMPLESS_TRUST_NOTE})`
+            : `the slice has ${target.unchecked.bindings} bindings (one per file), and ${describeShard(target.slice.shardName, null)} has no stamp to pick its own: only a load that reads it raw can check it against every binding's entry, at every load (nothing is recorded without a stamp)`
           : target.unchecked.weak !== undefined
           ? `the slice is bound, but ${describeShard(target.slice.shardName, target.unchecked.stamp)} is on ${target.unchecked.weak} whose file stamps prove nothing: only a load that reads it raw can check it, at every load (${WEAK_TRUST_NOTE})`
           : `the slice is bound, but ${(target.unchecked.bindings ?? 1) > 1 ? `none of its ${target.unchecked.bindings} bindings (one per file) has a record` : 'the binding has no record'} of ${describeShard(target.slice.shardName, target.unchecked.stamp)}, and no load through this cache handle has checked it: a load without cacheOnly reads it raw and checks it (${(target.unchecked.bindings ?? 1) > 1 ? "an entry's bytes" : "the entry's bytes"}: served from the cache afterwards, and recorded where the cache can be written; other bytes: ${describeBuildRemedy(env.cache, staleBindingRemedy(target.unchecked.recorded, target.unchecked.stamp, env.cache.remote))})`,

@@ -2,7 +2,7 @@
 // has several (revisions side by side in a local cache, one binding per file) is its own: the
 // latest is another revision's bytes. Such a tensor is checked against every binding at every load
 // and nothing is recorded; objectSources 'trust' picks none of them either. A slice with a single
-// binding keeps the old rules (served from it).
+// binding recorded only from files is checked too (stampless-file-binding.test.ts).
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openSafetensorsModel, type ByteSource } from '@splitzip/safetensors';
@@ -52,7 +52,7 @@ async function revisionsInOneCache() {
   return { dir, cacheDir, raw };
 }
 
-it("a stampless shard at a slice with several bindings: A's bytes, checked at every load, nothing recorded; one binding: cached", async () => {
+it("a stampless shard at a slice with several bindings: A's bytes, checked at every load, nothing recorded; one binding of files: checked too", async () => {
   const { dir, cacheDir, raw } = await revisionsInOneCache();
   const cache = await openShardCache(cacheDir);
   const model = await openSafetensorsModel({ source: await stamplessSource(join(dir, 'A')) });
@@ -66,8 +66,9 @@ it("a stampless shard at a slice with several bindings: A's bytes, checked at ev
       expect(changed).toMatchObject({ source: 'raw', reason: 'unchecked' });
       expect(changed.report.detail).toMatch(/no stamp\) checked: its bytes are entry .* one of the 2 bindings of its slice .*checked at every load/);
     }
+    // One binding, recorded from A's and B's files only: checked too (stampless-file-binding.test.ts).
     const same = await loadTensor({ model, name: name(1) }, { cache, backend: 'cpu' });
-    expect(same).toMatchObject({ source: 'cache', reason: 'cached' });
+    expect(same).toMatchObject({ source: 'raw', reason: 'unchecked' });
     expect(sameBytes(same.data, raw.get(name(1))!)).toBe(true);
     expect(await cache.flushObjectStamps!()).toMatchObject({ recorded: 0, failed: 0 });
   } finally {
