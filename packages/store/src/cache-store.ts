@@ -253,8 +253,10 @@ type CommitRequest =
       kind: 'alias';
       /** Set by the commit: the bindings it dropped (AliasSlicesOptions.onBindingDropped). */
       dropped?: DroppedBinding[];
+      /** Set by the commit: the items not applied for AliasSliceItem.besideOnlyIfSeveral (AliasSlicesOptions.onBesideRefused). */
+      refused?: DroppedBinding[];
       /** `moveFrom`: AliasSliceItem.moveFrom (undefined with `rebind`, which moves from anything). */
-      items: { key: string; slice: SliceKeyTuple; moveFrom: string | undefined }[];
+      items: { key: string; slice: SliceKeyTuple; moveFrom: string | undefined; besideOnlyIfSeveral: boolean }[];
       rebind: boolean;
       resolve: (bound: boolean[]) => void;
       reject: (error: unknown) => void;
@@ -874,11 +876,22 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             return added;
           });
         } else {
-          // A conditional item (moveFrom) is decided here, against the state caught up under the lock.
+          // A conditional item (moveFrom, besideOnlyIfSeveral) is decided here, against the state caught up under the lock.
+          const refused: DroppedBinding[] = [];
           outcome = request.items.map((item) => {
-            const plan = fork.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom, perFile);
+            // Planned on a draft of its own: dropped, planning nothing, where it would add the cache's first second binding.
+            const own = item.besideOnlyIfSeveral && !this.state.holdsSecondBindings ? fork.fork() : fork;
+            const plan = own.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom, perFile);
+            if (own !== fork) {
+              if (own.addsSecondBinding) {
+                refused.push({ slice: Object.freeze([item.slice[0], item.slice[1], item.slice[2]] as const) as SliceKeyTuple, key: item.key });
+                return false;
+              }
+              fork.absorb(own);
+            }
             return plan !== 'absent' && plan !== 'taken' && plan !== 'outranked';
           });
+          request.refused = refused;
         }
         const growth = estimateManifestGrowthBytes(fork.ops);
         // (A request that adds nothing, growth 0, is never refused nor made to wait for a fold.)
@@ -1292,17 +1305,17 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
-      return { key: resolveAliasKey(item), slice, moveFrom: checkMoveFrom(item, rebind) };
+      return { key: resolveAliasKey(item), slice, moveFrom: checkMoveFrom(item, rebind), besideOnlyIfSeveral: item.besideOnlyIfSeveral === true };
     });
     await this.refresh();
     const results = resolved.map(() => false);
-    const pending: { at: number; key: string; slice: SliceKeyTuple; moveFrom: string | undefined }[] = [];
+    const pending: { at: number; key: string; slice: SliceKeyTuple; moveFrom: string | undefined; besideOnlyIfSeveral: boolean }[] = [];
     const draft = new StateDraft(this.state);
     // An item the draft shows bound to its key by an earlier pending item of this call (the same
     // slice twice) is answered as that item is in the commit: a conditional one may lose there.
     const lastPending = new Map<string, number>();
     const follows: { at: number; pending: number }[] = [];
-    resolved.forEach(({ key, slice, moveFrom }, at) => {
+    resolved.forEach(({ key, slice, moveFrom, besideOnlyIfSeveral }, at) => {
       if (key === undefined) return;
       // Checks here too, so a conflict or size mismatch fails fast without the lock; absent, or a
       // conditional item's slice bound to a third entry ('taken'), → false. The commit decides again.
@@ -1315,21 +1328,23 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       }
       if (plan === 'bound') {
         lastPending.set(id, pending.length);
-        pending.push({ at, key, slice, moveFrom });
+        pending.push({ at, key, slice, moveFrom, besideOnlyIfSeveral });
       }
       // Least recent past MAX_SLICE_BINDINGS as of now: the commit decides again under the lock
       // (false and onBindingDropped with this key if still so; journals nothing).
-      if (plan === 'outranked') pending.push({ at, key, slice, moveFrom });
+      if (plan === 'outranked') pending.push({ at, key, slice, moveFrom, besideOnlyIfSeveral });
     });
     if (pending.length === 0) return results;
     let dropped: DroppedBinding[] | undefined;
+    let refused: DroppedBinding[] | undefined;
     const bound = await new Promise<boolean[]>((resolve, reject) => {
       const request: CommitRequest = {
         kind: 'alias',
-        items: pending.map((p) => ({ key: p.key, slice: p.slice, moveFrom: p.moveFrom })),
+        items: pending.map((p) => ({ key: p.key, slice: p.slice, moveFrom: p.moveFrom, besideOnlyIfSeveral: p.besideOnlyIfSeveral })),
         rebind,
         resolve: (value) => {
           dropped = request.dropped;
+          refused = request.refused;
           resolve(value);
         },
         reject,
@@ -1338,6 +1353,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     });
     const onDropped = options.onBindingDropped;
     if (onDropped !== undefined) for (const binding of dropped ?? []) callHook(() => onDropped(binding.slice, binding.key));
+    const onRefused = options.onBesideRefused;
+    if (onRefused !== undefined) for (const item of refused ?? []) callHook(() => onRefused(item.slice, item.key));
     pending.forEach((p, i) => {
       results[p.at] = bound[i]!;
     });

@@ -181,7 +181,7 @@ export function checkReadBlobOptions(options: unknown, call: string): void {
   checkBooleanOption((options as ReadBlobOptions).verifyChecksum, 'verifyChecksum', call);
 }
 
-const ALIAS_OPTIONS = optionNamesOf<AliasSlicesOptions>({ rebind: true, onBindingDropped: true });
+const ALIAS_OPTIONS = optionNamesOf<AliasSlicesOptions>({ rebind: true, onBindingDropped: true, onBesideRefused: true });
 
 /** aliasSlices' options. */
 export function checkAliasOptions(options: unknown): asserts options is AliasSlicesOptions {
@@ -189,6 +189,7 @@ export function checkAliasOptions(options: unknown): asserts options is AliasSli
   checkOptionKeys(options, ALIAS_OPTIONS, 'aliasSlices');
   checkBooleanOption((options as AliasSlicesOptions).rebind, 'rebind', 'aliasSlices');
   checkFunctionOption((options as AliasSlicesOptions).onBindingDropped, 'onBindingDropped', 'aliasSlices');
+  checkFunctionOption((options as AliasSlicesOptions).onBesideRefused, 'onBesideRefused', 'aliasSlices');
 }
 
 const ADD_ENTRY_FIELDS = optionNamesOf<AddEntryInput>({
@@ -204,7 +205,7 @@ const ADD_ENTRY_FIELDS = optionNamesOf<AddEntryInput>({
   onPayloadWritten: true,
   leaveTakenSlices: true,
 });
-const ALIAS_ITEM_FIELDS = optionNamesOf<AliasSliceItem>({ key: true, shardName: true, offsetBytes: true, sizeBytes: true, stamp: true, moveFrom: true });
+const ALIAS_ITEM_FIELDS = optionNamesOf<AliasSliceItem>({ key: true, shardName: true, offsetBytes: true, sizeBytes: true, stamp: true, moveFrom: true, besideOnlyIfSeveral: true });
 const UNBIND_ITEM_FIELDS = optionNamesOf<UnbindSliceItem>({ shardName: true, offsetBytes: true, sizeBytes: true, key: true });
 
 /**
@@ -223,4 +224,5 @@ export function checkAddEntryFields(input: object): void {
 export function checkItemFields(items: readonly object[], method: 'aliasSlices' | 'unbindSlices'): void {
   const known = method === 'aliasSlices' ? ALIAS_ITEM_FIELDS : UNBIND_ITEM_FIELDS;
   for (let i = 0; i < items.length; i++) checkOptionKeys(items[i]!, known, `${method} item ${i}`, '', 'field');
+  if (method === 'aliasSlices') for (let i = 0; i < items.length; i++) checkBooleanOption((items[i] as AliasSliceItem).besideOnlyIfSeveral, 'besideOnlyIfSeveral', `aliasSlices item ${i}`);
 }

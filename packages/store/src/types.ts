@@ -217,6 +217,17 @@ export interface AliasSliceItem {
    * One naming another file's binding (another inode), even the slice's only one, binds beside.
    */
   moveFrom?: string | undefined;
+  /**
+   * On a handle with `sliceBindingsPerFile`: add this binding beside other files' bindings only if,
+   * at commit under the writer lock, the cache already holds a second binding of some slice
+   * (holdsSeveralBindings: manifest format 3); else the item is not applied (answered false,
+   * `options.onBesideRefused` called; nothing written for it), so that it never moves a cache to
+   * format 3, which releases before 0.56 refuse. For a loader whose view of the cache may be stale.
+   * An item that binds no slice beside another entry's (an unbound slice, stamps merged, a move)
+   * is applied as without it. Ignored by `s3://` stores, which hold one binding per slice (phase 2
+   * of FILE-BINDINGS.md must honour it).
+   */
+  besideOnlyIfSeveral?: boolean | undefined;
 }
 
 /**
@@ -248,6 +259,12 @@ export interface AliasSlicesOptions {
    * What it throws is ignored.
    */
   onBindingDropped?: ((slice: SliceKeyTuple, key: string) => void) | undefined;
+  /**
+   * Called once the commit is done, for each item with `besideOnlyIfSeveral` that was not applied
+   * because the cache held no second binding then: its slice key (no stamps) and key. What it
+   * throws is ignored. Never called by `s3://` stores.
+   */
+  onBesideRefused?: ((slice: SliceKeyTuple, key: string) => void) | undefined;
 }
 
 export interface OpenCacheStoreOptions {
