@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { findDuplicateJsonKey } from '@splitzip/safetensors';
 import { MAX_HOST_STAMP_FILE_BYTES } from './limits.js';
-import { mergeSliceStamps } from './merge-slice-stamps.js';
+import { isSameStampSet, mergeSliceStamps } from './merge-slice-stamps.js';
 import type { ReadThroughCache } from './read-through-cache.js';
 import { shardStampKind } from './shard-stamp-kind.js';
 import type { SliceKeyTuple } from './types.js';
@@ -19,7 +19,7 @@ const NO_STAMPS: readonly string[] = Object.freeze([]);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** A shard's records: `<offset>:<size>:<key>` → its file stamps, oldest first; least recently recorded record first. */
+/** A shard's records: `<offset>:<size>:<key>` → its file stamps, in recording order; least recently recorded record first. */
 type ShardRecords = Map<string, readonly string[]>;
 
 /** One file stamp to record: the slice (its stamps ignored) is bound to `key` in the cache. */
@@ -129,7 +129,7 @@ export class HostFileStamps {
 
   constructor(private readonly dir: ReadThroughCache | undefined) {}
 
-  /** The host file stamps of the slice's binding to `key`: the file's, then this instance's, the latest MAX_SLICE_STAMPS. */
+  /** The host file stamps of the slice's binding to `key`: the file's, then this instance's, the MAX_SLICE_STAMPS mergeSliceStamps keeps. */
   stampsOf(shardName: string, offsetBytes: number, sizeBytes: number, key: string): readonly string[] {
     const id = recordId(offsetBytes, sizeBytes, key);
     const mine = this.recorded.get(shardName)?.get(id);
@@ -154,14 +154,17 @@ export class HostFileStamps {
       let records = this.recorded.get(shardName);
       if (!records) this.recorded.set(shardName, (records = new Map()));
       const current = records.get(id);
-      if (current === undefined || !current.includes(stamp)) {
-        // Moved to the end: the most recently recorded records are the last a full file drops.
-        records.delete(id);
-        records.set(id, mergeSliceStamps(current ?? NO_STAMPS, [stamp]));
-        touched.add(shardName);
-      } else if (this.dir && !this.fileRecords(shardName)?.get(id)?.includes(stamp)) {
-        touched.add(shardName); // recorded here before, but the file lacks it (a failed or lost write)
+      if (current?.includes(stamp)) {
+        if (this.dir && !this.fileRecords(shardName)?.get(id)?.includes(stamp)) touched.add(shardName); // the file lacks it (a failed or lost write)
+        continue;
       }
+      const next = mergeSliceStamps(current ?? NO_STAMPS, [stamp]);
+      // A stamp ranking last past MAX_SLICE_STAMPS (mergeSliceStamps) changes nothing: not recorded, not written.
+      if (current !== undefined && isSameStampSet(current, next)) continue;
+      // Moved to the end: the most recently recorded records are the last a full file drops.
+      records.delete(id);
+      records.set(id, next);
+      touched.add(shardName);
     }
     if (!this.dir) return;
     await Promise.all([...touched].map((shardName) => this.persist(shardName)));
@@ -197,8 +200,10 @@ export class HostFileStamps {
     for (const [id, stamps] of this.recorded.get(shardName) ?? []) {
       const current = merged.get(id);
       if (current !== undefined && stamps.every((stamp) => current.includes(stamp))) continue;
+      const next = current === undefined ? stamps : mergeSliceStamps(current, stamps);
+      if (current !== undefined && isSameStampSet(current, next)) continue; // this instance's stamps all rank last
       merged.delete(id);
-      merged.set(id, current === undefined ? stamps : mergeSliceStamps(current, stamps));
+      merged.set(id, next);
       changed = true;
     }
     if (!changed) {

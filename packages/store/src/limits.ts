@@ -95,7 +95,11 @@ export const MAX_QUALNAME_CHARS = 4096;
 export const MAX_SHARD_NAME_CHARS = 4096;
 /** A shard stamp is a size and a modification time (SliceKeyTuple): a few dozen characters. */
 export const MAX_SLICE_STAMP_CHARS = 256;
-/** Stamps kept per binding (the latest): copies of a model, or models sharing a shard name, each add one. */
+/**
+ * Stamps kept per binding (mergeSliceStamps: object stamps first, then the files changed most
+ * recently): copies of a model, or models sharing a shard name, each add one. A format limit: 0.55
+ * and 0.56 readers refuse a binding with more.
+ */
 export const MAX_SLICE_STAMPS = 16;
 /**
  * A host-stamp file (host-file-stamps.ts) holds one shard name's records: ~100 bytes a record with

@@ -3,6 +3,7 @@
 // replaying (a journal, after a crash) all reach the same bindings.
 import { parseFileStamp } from '@splitzip/safetensors';
 import { isStoreError } from './errors.js';
+import { compareDecimalDigits, fileStampChangeTimeNs } from './file-stamp-change-time.js';
 import { MAX_SLICE_BINDINGS } from './limits.js';
 import { shardStampKind } from './shard-stamp-kind.js';
 
@@ -19,22 +20,14 @@ export function hasFileStamp(stamps: readonly string[] | undefined): boolean {
   return stamps !== undefined && stamps.some((stamp) => shardStampKind(stamp) === 'file');
 }
 
-/** The newest change time (ns, decimal digits) among a binding's file stamps; '' where none has one. */
+/** The newest change time (ns, decimal digits) among a binding's file stamps (fileStampChangeTimeNs); '' where none has one. */
 function newestCtimeNs(stamps: readonly string[] | undefined): string {
   let newest = '';
   for (const stamp of stamps ?? NO_STAMPS) {
-    const fields = parseFileStamp(stamp);
-    // A legacy stamp (`<size>:<mtime ns>`) has no ctime: its mtime stands in.
-    const ns = fields === undefined ? undefined : (fields.ctimeNs ?? fields.mtimeNs).replace(/^0+(?=\d)/, '');
-    if (ns !== undefined && compareDigits(ns, newest) > 0) newest = ns;
+    const ns = fileStampChangeTimeNs(stamp);
+    if (compareDecimalDigits(ns, newest) > 0) newest = ns;
   }
   return newest;
-}
-
-/** Compares decimal digit strings without leading zeros by value ('' below any). */
-function compareDigits(a: string, b: string): number {
-  if (a.length !== b.length) return a.length - b.length;
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /**
@@ -45,7 +38,7 @@ function compareDigits(a: string, b: string): number {
  * changed has a newer one.
  */
 export function compareBindingRecency(a: SliceOwner, b: SliceOwner): number {
-  const byTime = compareDigits(newestCtimeNs(b.stamps), newestCtimeNs(a.stamps));
+  const byTime = compareDecimalDigits(newestCtimeNs(b.stamps), newestCtimeNs(a.stamps));
   return byTime !== 0 ? byTime : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }
 

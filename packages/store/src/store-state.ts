@@ -1,6 +1,6 @@
 import { StoreError } from './errors.js';
 import { JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MANIFEST_FORMAT, MANIFEST_FORMAT_ONE_BINDING, MAX_ENTRIES, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY } from './limits.js';
-import { mergeSliceStamps } from './merge-slice-stamps.js';
+import { isSameStampSet, mergeSliceStamps } from './merge-slice-stamps.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
 import { bindingInTheWay, bindingOfThisFile, compareBindingRecency, findBindingSetProblem, stepSliceBindings, type BindingRule, type BindingStep, type SliceOwner } from './slice-bindings.js';
@@ -311,7 +311,8 @@ export class StoreState implements StateView {
 }
 
 /**
- * Outcome of planning one alias ('bound' also when only the binding's stamps change; 'taken': a
+ * Outcome of planning one alias ('bound' also when only the binding's stamps change; 'already-bound'
+ * also when its new stamps all rank last past MAX_SLICE_STAMPS, mergeSliceStamps; 'taken': a
  * conditional alias, `moveFrom`, of a slice bound to a third entry, left as it is; 'outranked': a
  * binding beside MAX_SLICE_BINDINGS others that ranks least recent of all, so it is the one dropped:
  * nothing planned, the drop reported with its own key).
@@ -443,6 +444,9 @@ export class StateDraft implements StateView {
       const current = mine.stamps ?? [];
       if (adding.every((stamp) => current.includes(stamp))) return 'already-bound';
       const stamps = mergeSliceStamps(current, adding);
+      // Every new stamp ranked last past MAX_SLICE_STAMPS (its file changed before those of the 16
+      // kept): nothing changes, nothing is journalled; its reader checks the bytes again next time.
+      if (isSameStampSet(current, stamps)) return 'already-bound';
       const restamped = Object.freeze([slice[0], slice[1], slice[2], stamps] as const);
       const step = stepSliceBindings(before, 'alias', key, stamps);
       if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);

@@ -1,5 +1,6 @@
-// A binding's stamps are capped at MAX_SLICE_STAMPS, the oldest first, but never the last of a kind:
-// object stamps pushing out every file stamp made the binding trusted for any local file.
+// A binding's stamps are capped at MAX_SLICE_STAMPS, the files changed least recently first (past
+// 16 files loaded in turn: slice-stamp-churn.test.ts), but never the last of a kind: object stamps
+// pushing out every file stamp made the binding trusted for any local file.
 import { describe, expect, it } from 'vitest';
 import { MAX_SLICE_STAMPS } from '../src/index.js';
 import { mergeSliceStamps } from '../src/merge-slice-stamps.js';
@@ -7,7 +8,7 @@ import { mergeSliceStamps } from '../src/merge-slice-stamps.js';
 const objects = (from: number, count: number) => Array.from({ length: count }, (_, i) => `etag:"v${from + i}"`);
 
 describe('mergeSliceStamps', () => {
-  it('adds at the end, moves repeated stamps there, and keeps the latest MAX_SLICE_STAMPS of one kind', () => {
+  it('adds at the end, moves repeated stamps there, and keeps the MAX_SLICE_STAMPS files changed last (legacy stamps: mtime)', () => {
     expect(mergeSliceStamps(['1:1', '2:2'], ['1:1', '3:3'])).toEqual(['2:2', '1:1', '3:3']);
     const files = Array.from({ length: MAX_SLICE_STAMPS }, (_, i) => `${i}:${i}`);
     expect(mergeSliceStamps(files, ['99:99'])).toEqual([...files.slice(1), '99:99']);
