@@ -5,7 +5,7 @@
 // A slice may hold a binding per file (FILE-BINDINGS.md): each is judged on its own stamps, and one
 // recorded with another file (a file stamp of another inode: the build's rule, isOtherFilesBinding)
 // is another revision's or model's, kept (`other-file`), unless --prune-other-files says otherwise.
-import { isFromOtherFile, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
 import { isOtherFilesBinding } from './judge-slice-bindings.js';
@@ -285,9 +285,6 @@ export function judgeModelBindings(
   report.otherShards = [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([shardName, bindings]) => ({ shardName, bindings }));
   return report;
 }
-
-/** The stricter rule (every stamp of another inode: @splitzip/safetensors), re-exported as before; gc, inspect and verify judge by the build's, isOtherFilesBinding. */
-export { isFromOtherFile };
 
 /**
  * judgeModelBindings, then (unless `dryRun`) removes the bindings it judged to go, in one
