@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isFromOtherFile, parseFileStamp, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
-import { isStoreError, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
+import { isStoreError, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type AliasSlicesOptions, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, describeWritableRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -28,6 +28,14 @@ export interface ObjectStampStats {
   droppedBindings: number;
   /** Bindings these records would have added that ranked last past MAX_SLICE_BINDINGS: not bound (not in `recorded`). Since 0.56. */
   outrankedBindings: number;
+  /**
+   * Bindings these records would have added beside other files' that the store did not add: at
+   * its commit the cache held no second binding of any slice (another process had removed the
+   * last one since this handle looked), and a load never moves a cache to manifest format 3
+   * (AliasSliceItem.besideOnlyIfSeveral). Neither `recorded` nor `failed`; later loads through a
+   * fresh view say why the tensor stays `stale`.
+   */
+  keptFormatBindings: number;
 }
 
 /** How a report names the shard: an object (an s3:// model's) or a local file. */
@@ -336,7 +344,7 @@ function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: Ca
   const bound = bindFoundSlice(cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp });
   const others = bindings.length === 1 ? `entry ${bindings[0]!.entry.key}'s binding` : `the ${bindings.length} bindings`;
   const full = bindings.length >= MAX_SLICE_BINDINGS ? `; the slice holds MAX_SLICE_BINDINGS (${MAX_SLICE_BINDINGS}) already, so the binding of the file changed least recently is dropped (flushObjectStamps' droppedBindings)` : '';
-  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache${full}): ${bound}`;
+  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache${full}): ${bound} (added only if the cache still holds a second binding of some slice when it commits, else not recorded, the cache keeping its format: flushObjectStamps' keptFormatBindings)`;
 }
 
 /** A file stamp's ctime (ns), what the store ranks a binding by past MAX_SLICE_BINDINGS; undefined for another stamp. */
@@ -367,6 +375,8 @@ const KEEPS_FORMAT = Symbol('keeps-format');
  * another file's binding only then: the first second binding moves the cache to manifest format 3,
  * which releases before 0.56 refuse (UNSUPPORTED_FORMAT), and a load must not do that to a cache
  * older loaders share; a build does it, and says so. A store without the getter (a caller's): no.
+ * This handle's view may be stale: the store decides again under its writer lock (enqueueRecord's
+ * besideOnlyIfSeveral; keptFormatBindings counts what it kept out).
  */
 export function holdsSeveralBindings(cache: ShardCache): boolean {
   return (cache.store as { holdsSeveralBindings?: unknown }).holdsSeveralBindings === true;
@@ -482,7 +492,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0, droppedBindings: 0, outrankedBindings: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0, droppedBindings: 0, outrankedBindings: 0, keptFormatBindings: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;
@@ -516,7 +526,10 @@ function enqueueRecord(store: CacheStore, record: QueuedRecord): StampRecorder {
   const id = recordId(record);
   if (!recorder.queued.has(id)) {
     recorder.queued.add(id);
-    recorder.queue.push(record);
+    // Every record of a load: the store, under its writer lock, adds no binding beside another
+    // file's to a cache that holds no second binding then (this handle's view may be stale). Not
+    // for a caller's store (one binding per slice), whose older release may refuse the field.
+    recorder.queue.push(keepsBindingsPerFile(store) ? { ...record, besideOnlyIfSeveral: true } : record);
   }
   recorder.flushing ??= flushStampQueue(store, recorder);
   return recorder;
@@ -591,11 +604,13 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
   // Past MAX_SLICE_BINDINGS the store drops the least recent binding, which may be the one an item
   // adds (outranked: the item is answered false) or another file's (dropped).
   const added = new Set(items.map((item) => JSON.stringify([item.shardName, item.offsetBytes, item.sizeBytes, item.key])));
-  const options = {
+  const options: AliasSlicesOptions = {
     onBindingDropped: (slice: SliceKeyTuple, key: string) => {
       if (added.has(JSON.stringify([slice[0], slice[1], slice[2], key]))) stats.outrankedBindings++;
       else stats.droppedBindings++;
     },
+    // An item besideOnlyIfSeveral kept out (enqueueRecord): answered false, counted here.
+    ...(keepsBindingsPerFile(store) ? { onBesideRefused: () => { stats.keptFormatBindings++; } } : {}),
   };
   // Called from a promise: a store (a caller's wrapper) that throws synchronously still only rejects.
   const [whole] = await Promise.allSettled([Promise.resolve().then(() => store.aliasSlices(items, options))]);

@@ -1,0 +1,78 @@
+// A load binds a file's slice beside another file's only in a cache that holds a second binding
+// already (format 3): its first moves the cache to format 3, which releases before 0.56 refuse.
+// The handle's view of that can be stale: another process may have unbound the last second
+// binding and compacted to format 2 since. The store decides under its writer lock
+// (AliasSliceItem.besideOnlyIfSeveral): such a record is not applied, the format stays 2, and
+// flushObjectStamps counts it in keptFormatBindings (neither recorded nor failed).
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { openCacheStore } from '@splitzip/store';
+import { afterAll, expect, it } from 'vitest';
+import { loadTensor } from '../src/load-tensor.js';
+import { openShardCache } from '../src/open-shard-cache.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { holdSecondBinding, SECOND_BINDING_SHARD } from './helpers/hold-second-binding.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+const name = (k: number) => `layers.${String(k).padStart(2, '0')}.weight`;
+const revisionA = (): FixtureTensor[] => Array.from({ length: 4 }, (_, k) => ({ name: name(k), dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 100 + k) }));
+const revisionB = (): FixtureTensor[] => revisionA().map((t, k) => (k === 2 ? { ...t, data: bf16Weights(4096, 999) } : t));
+
+async function manifestFormat(cacheDir: string): Promise<number> {
+  return (JSON.parse(await readFile(join(cacheDir, 'manifest.json'), 'utf8')) as { format: number }).format;
+}
+
+it('a handle that saw a second binding, removed and compacted to format 2 by another since: its load binds nothing beside (format 2 kept), B served raw, and says why', async () => {
+  const { dir, cleanup } = await makeTempDir('splitzip-format-kept-lock-');
+  cleanups.push(cleanup);
+  const A = await writeModel(join(dir, 'A'), revisionA(), 80 * 1024);
+  const B = await writeModel(join(dir, 'B'), revisionB(), 80 * 1024);
+  cleanups.push(() => A.close(), () => B.close());
+  const cacheDir = join(dir, 'cache');
+  await buildCache(A, cacheDir, { sliceBindingsPerFile: true });
+  // B's layer 2: its entry held, its slice bound to A's entry only (A's file stamp).
+  await buildCache(B, cacheDir, { sliceBindingsPerFile: true, noAlias: [name(2)] });
+  await holdSecondBinding(cacheDir);
+  expect(await manifestFormat(cacheDir)).toBe(3);
+  const raw = await readAllRaw(B);
+
+  const cache = await openShardCache(cacheDir);
+  cleanups.push(() => cache.close());
+  expect(cache.store.holdsSeveralBindings).toBe(true);
+  // Another process removes the last second binding: the cache is compacted to format 2.
+  const other = await openCacheStore(cacheDir, { sliceBindingsPerFile: true });
+  try {
+    expect(await other.unbindSlices([{ shardName: SECOND_BINDING_SHARD, offsetBytes: 0, sizeBytes: 64 * 64 * 2 }])).toBe(2);
+    expect(other.holdsSeveralBindings).toBe(false);
+  } finally {
+    await other.close();
+  }
+  expect(await manifestFormat(cacheDir)).toBe(2);
+  expect(cache.store.holdsSeveralBindings).toBe(true); // this handle's view: not refreshed since
+
+  const t = await loadTensor({ model: B, name: name(2) }, { cache, backend: 'cpu' });
+  expect(sameBytes(t.data, raw.get(name(2))!)).toBe(true);
+  expect(t).toMatchObject({ source: 'raw', reason: 'stale' });
+  const stats = await cache.flushObjectStamps!();
+  expect(await manifestFormat(cacheDir)).toBe(2);
+  expect(stats).toMatchObject({ recorded: 0, failed: 0, keptFormatBindings: 1 });
+  expect(t.report.detail).toMatch(/added beside .* only if the cache still holds a second binding of some slice when it commits/);
+  expect(await cache.store.refresh().then(() => cache.store.holdsSeveralBindings)).toBe(false);
+
+  // A new handle sees format 2: stale, naming the build that binds it beside.
+  const fresh = await openShardCache(cacheDir);
+  try {
+    const again = await loadTensor({ model: B, name: name(2) }, { cache: fresh, backend: 'cpu' });
+    expect(sameBytes(again.data, raw.get(name(2))!)).toBe(true);
+    expect(again).toMatchObject({ source: 'raw', reason: 'stale' });
+    expect(again.report.detail).toMatch(/a load adds no binding beside another file's to a cache holding one binding per slice/);
+    expect(await fresh.flushObjectStamps!()).toMatchObject({ recorded: 0, failed: 0, keptFormatBindings: 0 });
+  } finally {
+    await fresh.close();
+  }
+  expect(await manifestFormat(cacheDir)).toBe(2);
+});
