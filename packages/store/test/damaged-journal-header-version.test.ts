@@ -7,11 +7,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCacheStore, recoverDamagedManifest } from '../src/index.js';
 import { makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { fileStamp } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SHARD = 'model-00001-of-00002.safetensors';
-const fileStamp = (n: number): string => `9000:17334000000000000${10 + n}:17334000000000000${10 + n}:${100 + n}`;
 
 /**
  * A format-3 cache whose version-2 journal holds an add binding beside another entry (c), an

@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
 import { makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
+import { fileStamp } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SLICE = { shardName: 'model-00001-of-00002.safetensors', offsetBytes: 0, sizeBytes: 480 };
-const fileStamp = (n: number): string => `9000:17334000000000000${10 + n}:17334000000000000${10 + n}:${100 + n}`;
 
 async function manifestFormat(root: string): Promise<number> {
   return (JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8')) as { format: number }).format;

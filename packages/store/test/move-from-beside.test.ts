@@ -7,31 +7,24 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLICE_BINDINGS, openCacheStore, type CacheStore } from '../src/index.js';
-import { makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { removeTempDirs, type TestTensor } from './helpers.js';
+import { makeUnboundCache } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SHARD = 'model.safetensors';
 const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 };
+/** makeUnboundCache's first seed here (the keys, whose order breaks ties, these cases were written against). */
+const FIRST_SEED = 700;
 /** A file stamp of inode `inode` whose ctime is `ctime` (1..9999). */
 const fileStamp = (inode: number, ctime: number): string => `9000:1733400000000000${String(ctime).padStart(4, '0')}:173340000000000${String(ctime).padStart(4, '0')}:${inode}`;
 const alias = (key: string, stamp: string, moveFrom?: string) => ({ key, ...SLICE, stamp, ...(moveFrom === undefined ? {} : { moveFrom }) });
 const bindingsOf = (store: CacheStore) => store.lookupSliceBindings(SHARD, 0, 480).map((b) => ({ key: b.entry.key, stamps: [...b.stamps] }));
 const manifestFormat = async (root: string): Promise<number> => (JSON.parse(await readFile(join(root, 'manifest.json'), 'utf8')) as { format: number }).format;
 
-async function makeCache(count: number): Promise<{ root: string; tensors: TestTensor[] }> {
-  const root = await makeTempDir();
-  const tensors: TestTensor[] = [];
-  for (let i = 0; i < count; i++) tensors.push(makeTensor([40, 6], 700 + i));
-  const store = await openCacheStore(root, { create: true });
-  await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}.weight`)));
-  await store.close();
-  return { root, tensors };
-}
-
 describe('moveFrom moves this file\'s stale binding where a binding beside would be allowed', () => {
   it('the only binding (format 2): moved, the cache never holds two, format 2 after closing and after a replay', async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [stale, fresh] = tensors as [TestTensor, TestTensor];
     let store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     expect(await store.aliasSlices([alias(stale.key, fileStamp(42, 10))])).toEqual([true]);
@@ -48,7 +41,7 @@ describe('moveFrom moves this file\'s stale binding where a binding beside would
   });
 
   it("beside another file's binding: only the stale one moves, the other file's stays, also after a replay", async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [stale, other, fresh] = tensors as [TestTensor, TestTensor, TestTensor];
     let store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     expect(await store.aliasSlices([alias(other.key, fileStamp(7, 5))])).toEqual([true]);
@@ -66,7 +59,7 @@ describe('moveFrom moves this file\'s stale binding where a binding beside would
   });
 
   it('at MAX_SLICE_BINDINGS: the stale binding is the one replaced, no live binding dropped', async () => {
-    const { root, tensors } = await makeCache(MAX_SLICE_BINDINGS + 1);
+    const { root, tensors } = await makeUnboundCache(MAX_SLICE_BINDINGS + 1, FIRST_SEED);
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     // Seven other files (ctimes 1..7: all older than the stale one) and this file's stale binding.
     for (let i = 0; i < MAX_SLICE_BINDINGS - 1; i++) expect(await store.aliasSlices([alias(tensors[i]!.key, fileStamp(100 + i, 1 + i))])).toEqual([true]);
@@ -85,7 +78,7 @@ describe('moveFrom moves this file\'s stale binding where a binding beside would
   });
 
   it("a moveFrom naming another file's only binding (another inode) moves nothing: bound beside, as without it", async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [other, fresh] = tensors as [TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     expect(await store.aliasSlices([alias(other.key, fileStamp(7, 5))])).toEqual([true]);
@@ -95,7 +88,7 @@ describe('moveFrom moves this file\'s stale binding where a binding beside would
   });
 
   it("a moveFrom naming one of other files' bindings (other inodes, several) moves nothing: bound beside, as without it", async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [other, another, fresh] = tensors as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     expect(await store.aliasSlices([alias(other.key, fileStamp(7, 5))])).toEqual([true]);

@@ -6,27 +6,20 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLICE_BINDINGS, openCacheStore, type CacheStore, type SliceKeyTuple } from '../src/index.js';
-import { makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { makeUnboundCache } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SHARD = 'model-00001-of-00002.safetensors';
 const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 };
+/** makeUnboundCache's first seed here (the keys, whose order breaks ties, these cases were written against). */
+const FIRST_SEED = 300;
 /** A file stamp of revision `n` (its own inode and mtime) whose ctime is `ctime` (1..9999). */
 const fileStamp = (n: number, ctime: number): string => `9000:17334000000000000${10 + n}:173340000000000${String(ctime).padStart(4, '0')}:${100 + n}`;
 /** The ctimes of the eight bindings there first: all newer than the late one's. */
 const FIRST_CTIMES = Array.from({ length: MAX_SLICE_BINDINGS }, (_, i) => 51 + i);
 const OLD_CTIME = 1;
-
-async function makeCache(count: number) {
-  const root = await makeTempDir();
-  const tensors: TestTensor[] = [];
-  for (let i = 0; i < count; i++) tensors.push(makeTensor([40, 6], 300 + i));
-  const store = await openCacheStore(root, { create: true });
-  await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}.weight`)));
-  await store.close();
-  return { root, tensors };
-}
 
 const alias = (key: string, stamp: string) => ({ key, ...SLICE, stamp });
 const keysOf = (store: CacheStore): string[] => store.lookupSliceBindings(SHARD, 0, 480).map((b) => b.entry.key);
@@ -41,7 +34,7 @@ async function fillSlice(store: CacheStore, tensors: readonly TestTensor[]): Pro
 
 describe('a ninth binding ranked with the eight', () => {
   it('aliasSlices of a file older than all eight: false, reported with its own key, nothing journalled; the same after reopening', async () => {
-    const { root, tensors } = await makeCache(MAX_SLICE_BINDINGS + 1);
+    const { root, tensors } = await makeUnboundCache(MAX_SLICE_BINDINGS + 1, FIRST_SEED);
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     const before = await fillSlice(store, tensors);
     const generation = store.generation;
@@ -64,7 +57,7 @@ describe('a ninth binding ranked with the eight', () => {
   });
 
   it('a ninth binding newer than one of the eight still takes its place (the least recent of all goes)', async () => {
-    const { root, tensors } = await makeCache(MAX_SLICE_BINDINGS + 1);
+    const { root, tensors } = await makeUnboundCache(MAX_SLICE_BINDINGS + 1, FIRST_SEED);
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     const before = await fillSlice(store, tensors);
     const late = tensors[MAX_SLICE_BINDINGS]!;
@@ -83,7 +76,7 @@ describe('a ninth binding ranked with the eight', () => {
   });
 
   it('addEntries of a file older than all eight: the entry is added without that slice (slicesBound 0), droppedBindings names it; replay agrees', async () => {
-    const { root, tensors } = await makeCache(MAX_SLICE_BINDINGS);
+    const { root, tensors } = await makeUnboundCache(MAX_SLICE_BINDINGS, FIRST_SEED);
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     const before = await fillSlice(store, tensors);
     const late = makeTensor([40, 6], 900);

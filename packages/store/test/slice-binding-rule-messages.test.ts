@@ -8,28 +8,20 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLICE_BINDINGS, openCacheStore, type StoreError } from '../src/index.js';
 import { JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
-import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { catchError, removeTempDirs, type TestTensor } from './helpers.js';
+import { fileStamp, makeUnboundCache } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SHARD = 'model-00001-of-00002.safetensors';
 const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 };
-const fileStamp = (n: number): string => `9000:17334000000000000${10 + n}:17334000000000000${10 + n}:${100 + n}`;
+/** makeUnboundCache's first seed here (the keys, whose order breaks ties, these cases were written against). */
+const FIRST_SEED = 400;
 const OBJECT_STAMP = 'etag:"0123456789abcdef0123456789abcdef"';
-
-async function makeCache(count: number) {
-  const root = await makeTempDir();
-  const tensors: TestTensor[] = [];
-  for (let i = 0; i < count; i++) tensors.push(makeTensor([40, 6], 400 + i));
-  const store = await openCacheStore(root, { create: true });
-  await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}.weight`)));
-  await store.close();
-  return { root, tensors };
-}
 
 /** A format-3 cache (compacted) whose slice is bound to entries 0 and 1 (file stamps 0, 1), and its manifest text. */
 async function makeTwoBindings(count: number) {
-  const { root, tensors } = await makeCache(count);
+  const { root, tensors } = await makeUnboundCache(count, FIRST_SEED);
   const store = await openCacheStore(root, { sliceBindingsPerFile: true });
   await store.aliasSlices([{ key: tensors[0]!.key, ...SLICE, stamp: fileStamp(0) }, { key: tensors[1]!.key, ...SLICE, stamp: fileStamp(1) }]);
   await store.close();
@@ -90,7 +82,7 @@ describe('a manifest breaking the rule', () => {
 describe('a journal breaking the rule (JOURNAL_INVALID invalid-ops)', () => {
   /** A cache whose slice is bound to entry 0, its journal (version `version`) holding `ops` after its header. */
   async function withJournal(version: number, ops: (tensors: TestTensor[]) => Parameters<typeof encodeJournalRecords>[0]) {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const store = await openCacheStore(root);
     await store.aliasSlices([{ key: tensors[0]!.key, ...SLICE, stamp: fileStamp(0) }]);
     await store.compact();
@@ -125,7 +117,7 @@ describe('a journal breaking the rule (JOURNAL_INVALID invalid-ops)', () => {
   }
 
   it("a caller's own conflict keeps its plain message (no reason)", async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const store = await openCacheStore(root);
     await store.aliasSlices([{ key: tensors[0]!.key, ...SLICE, stamp: fileStamp(0) }]);
     const error = (await catchError(() => store.aliasSlices([{ key: tensors[1]!.key, ...SLICE, stamp: fileStamp(1) }]))) as StoreError;

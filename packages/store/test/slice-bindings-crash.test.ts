@@ -7,13 +7,13 @@ import { FsCacheStore } from '../src/cache-store.js';
 import { MAX_SLICE_BINDINGS, openCacheStore, type CacheStore } from '../src/index.js';
 import { createCrashCopyBackend } from './crash-copies.js';
 import { makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { fileStamp } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SHARD = 'model-00001-of-00002.safetensors';
 const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 };
 const SETTINGS = { lockTimeoutMs: 2000, refreshIntervalMs: undefined, compactOnClose: false, sliceBindingsPerFile: true };
-const fileStamp = (n: number): string => `9000:17334000000000000${10 + n}:17334000000000000${10 + n}:${100 + n}`;
 
 /** `count` entries, the first `bound` bound at SLICE (revision i+1's file stamp), compacted. */
 async function makeCache(count: number, bound: number): Promise<{ root: string; tensors: TestTensor[] }> {

@@ -7,25 +7,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLICE_BINDINGS, openCacheStore, type CacheStore, type SliceKeyTuple } from '../src/index.js';
 import { JOURNAL_HEADER_BYTES, encodeJournalRecords } from '../src/journal-format.js';
 import { catchError, makeTempDir, makeTensor, removeTempDirs, toInput, type TestTensor } from './helpers.js';
+import { fileStamp, makeUnboundCache } from './unbound-cache.js';
 
 afterEach(removeTempDirs);
 
 const SHARD = 'model-00001-of-00002.safetensors';
 const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 };
+/** makeUnboundCache's first seed here (the keys, whose order breaks ties, these cases were written against). */
+const FIRST_SEED = 100;
 /** A file stamp of revision `n`: its own inode, a later ctime for a later revision. */
-const fileStamp = (n: number): string => `9000:17334000000000000${10 + n}:17334000000000000${10 + n}:${100 + n}`;
 const OBJECT_STAMP = 'etag:"0123456789abcdef0123456789abcdef"';
-
-/** A cache of `count` entries of one shape (none bound), closed. */
-async function makeCache(count: number) {
-  const root = await makeTempDir();
-  const tensors: TestTensor[] = [];
-  for (let i = 0; i < count; i++) tensors.push(makeTensor([40, 6], 100 + i));
-  const store = await openCacheStore(root, { create: true });
-  await store.addEntries(tensors.map((t, i) => toInput(t, `t${i}.weight`)));
-  await store.close();
-  return { root, tensors };
-}
 
 const alias = (key: string, stamp?: string) => ({ key, ...SLICE, ...(stamp === undefined ? {} : { stamp }) });
 
@@ -47,7 +38,7 @@ function keyFor(store: CacheStore, stamp?: string): string | undefined {
 
 describe('three revisions side by side', () => {
   it('each stamp finds its own entry, an unknown one the latest; the same after reopening from the journal and after compaction', async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [a, b, c] = tensors as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     expect(await store.aliasSlices([alias(a.key, fileStamp(1))])).toEqual([true]);
@@ -80,7 +71,7 @@ describe('three revisions side by side', () => {
   });
 
   it('without the option the second file is SLICE_CONFLICT as before, and addEntries binds beside with it', async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [a, b, c] = tensors as [TestTensor, TestTensor, TestTensor];
     const plain = await openCacheStore(root);
     await plain.aliasSlices([alias(a.key, fileStamp(1))]);
@@ -99,7 +90,7 @@ describe('three revisions side by side', () => {
 
 describe('rule edges', () => {
   it('the same stamp for another entry is SLICE_CONFLICT; rebind moves only the binding holding it', async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [a, b, c] = tensors as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -118,7 +109,7 @@ describe('rule edges', () => {
   });
 
   it("a file's stamp bound again to an entry leaves the other binding; one left without a file stamp goes (reported)", async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [a, b] = tensors as [TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -132,7 +123,7 @@ describe('rule edges', () => {
   });
 
   it('a stampless or object-stamped binding takes no second one; an alias without a file stamp conflicts', async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [a, b, c] = tensors as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key)]);
@@ -150,7 +141,7 @@ describe('rule edges', () => {
   });
 
   it('moveFrom moves the binding holding the stamp when it is that entry, else leaves it (false)', async () => {
-    const { root, tensors } = await makeCache(4);
+    const { root, tensors } = await makeUnboundCache(4, FIRST_SEED);
     const [a, b, c, d] = tensors as [TestTensor, TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -168,7 +159,7 @@ describe('rule edges', () => {
 
 describe('format gate', () => {
   it('a cache with one binding per slice keeps manifest 2 / journal 1; the first second binding makes it 3 / 2', async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [a, b] = tensors as [TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     await store.aliasSlices([alias(a.key, fileStamp(1))]);
@@ -191,7 +182,7 @@ describe('format gate', () => {
   });
 
   it('0.55.0 refuses what this release writes with a second binding: manifest format other than 2, journal version 2 (UNSUPPORTED_FORMAT)', async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [a, b] = tensors as [TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -204,7 +195,7 @@ describe('format gate', () => {
   });
 
   it('a format-2 manifest listing one slice under two entries is still MANIFEST_INVALID entry-invalid; format 3 reads it', async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [a, b] = tensors as [TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -218,7 +209,7 @@ describe('format gate', () => {
   });
 
   it('a format-3 manifest whose bindings break the rule is damage: one stamp under two entries, a binding without a file stamp', async () => {
-    const { root, tensors } = await makeCache(2);
+    const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
     const [a, b] = tensors as [TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -235,7 +226,7 @@ describe('format gate', () => {
 
   it('a version-1 journal record adding a second binding is damage (JOURNAL_INVALID invalid-ops); in a version-2 journal it applies', async () => {
     for (const version of [1, 2]) {
-      const { root, tensors } = await makeCache(2);
+      const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
       const [a, b] = tensors as [TestTensor, TestTensor];
       const store = await openCacheStore(root);
       await store.aliasSlices([alias(a.key, fileStamp(1))]);
@@ -265,7 +256,7 @@ describe('format gate', () => {
 describe('MAX_SLICE_BINDINGS', () => {
   it('binding one more drops the least recent binding, says so, and dropUnboundEntries then drops its entry', async () => {
     const count = MAX_SLICE_BINDINGS + 1;
-    const { root, tensors } = await makeCache(count);
+    const { root, tensors } = await makeUnboundCache(count, FIRST_SEED);
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     // Bound out of order: recency is the file stamp's ctime, not the order of the calls.
     const order = [...tensors.keys()].slice(0, MAX_SLICE_BINDINGS).reverse();
@@ -293,7 +284,7 @@ describe('MAX_SLICE_BINDINGS', () => {
 
 describe('the option and what callers are told', () => {
   it('sliceBindingsPerFile must be a boolean, onBindingDropped a function (INVALID_ARGUMENT)', async () => {
-    const { root, tensors } = await makeCache(1);
+    const { root, tensors } = await makeUnboundCache(1, FIRST_SEED);
     expect((await catchError(() => openCacheStore(root, { sliceBindingsPerFile: 'yes' as unknown as boolean }))).code).toBe('INVALID_ARGUMENT');
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     expect((await catchError(() => store.aliasSlices([alias(tensors[0]!.key, fileStamp(1))], { onBindingDropped: 1 as unknown as () => void }))).code).toBe('INVALID_ARGUMENT');
@@ -303,7 +294,7 @@ describe('the option and what callers are told', () => {
   it('with no second binding, a handle with the option writes the same manifest and journal bytes as one without', async () => {
     const written: Buffer[][] = [];
     for (const sliceBindingsPerFile of [false, true]) {
-      const { root, tensors } = await makeCache(2);
+      const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
       const store = await openCacheStore(root, { sliceBindingsPerFile, compactOnClose: false });
       await store.aliasSlices([alias(tensors[0]!.key, fileStamp(1))]);
       await store.aliasSlices([{ key: tensors[1]!.key, shardName: 'other.safetensors', offsetBytes: 0, sizeBytes: 480, stamp: fileStamp(2) }]);
@@ -330,7 +321,7 @@ describe('the option and what callers are told', () => {
   });
 
   it('recoverDamagedJournal keeps the second bindings of the records it salvages (a version-2 journal)', async () => {
-    const { root, tensors } = await makeCache(4);
+    const { root, tensors } = await makeUnboundCache(4, FIRST_SEED);
     const [a, b, c, d] = tensors as [TestTensor, TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true, compactOnClose: false });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2))]);
@@ -356,7 +347,7 @@ describe('the option and what callers are told', () => {
 
 describe('unbindSlices', () => {
   it('with a key removes that binding only; without, every binding of the slice', async () => {
-    const { root, tensors } = await makeCache(3);
+    const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [a, b, c] = tensors as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key, fileStamp(1)), alias(b.key, fileStamp(2)), alias(c.key, fileStamp(3))]);
