@@ -1338,7 +1338,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     let dropped: DroppedBinding[] | undefined;
     let refused: DroppedBinding[] | undefined;
     const bound = await new Promise<boolean[]>((resolve, reject) => {
-      const request: CommitRequest = {
+      const request: Extract<CommitRequest, { kind: 'alias' }> = {
         kind: 'alias',
         items: pending.map((p) => ({ key: p.key, slice: p.slice, moveFrom: p.moveFrom, besideOnlyIfSeveral: p.besideOnlyIfSeveral })),
         rebind,
