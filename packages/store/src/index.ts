@@ -90,7 +90,7 @@ export type {
   ReadThroughBlobStats,
 } from './types.js';
 export { MAX_S3_SHARD_NAME_BYTES, MAX_S3_PREFIX_BYTES, MAX_S3_STAMP_BYTES, S3_MAX_OBJECT_KEY_BYTES, isS3Url, looksLikeOtherUrl, parseS3Url, type S3Location } from './s3-layout.js';
-export { MAX_ENTRY_OBJECT_BYTES, S3_LAYOUT_FORMAT, DEFAULT_GC_MIN_AGE_MS, MIN_S3_GC_AGE_MS, S3_INLINE_PAYLOAD_MAX_BYTES, S3_MAX_INLINE_TOTAL_BYTES, type S3GcOptions, type S3DropUnboundEntriesOptions } from './s3-cache-store.js';
+export { MAX_ENTRY_OBJECT_BYTES, S3_LAYOUT_FORMAT, S3_LAYOUT_FORMAT_PER_FILE, DEFAULT_GC_MIN_AGE_MS, MIN_S3_GC_AGE_MS, S3_INLINE_PAYLOAD_MAX_BYTES, S3_MAX_INLINE_TOTAL_BYTES, type S3GcOptions, type S3DropUnboundEntriesOptions } from './s3-cache-store.js';
 export { CLOCK_OFFSET_NOISE_MS, isTransientS3Error, MAX_SILENT_ATTEMPTS } from './s3-transport.js';
 export { DROP_INTENT_STALE_MS } from './s3-drop-intents.js';
 export {

@@ -81,7 +81,7 @@ export async function openCacheStore(root: string, options: OpenCacheStoreOption
     try {
       return await S3CacheStore.open(
         transport,
-        { refreshIntervalMs, readThroughDir: s3.readThroughDir },
+        { refreshIntervalMs, readThroughDir: s3.readThroughDir, sliceBindingsPerFile: options.sliceBindingsPerFile === true },
         options.create ? { chunkSize, coverageMin, createBucket: s3.createBucket === true } : undefined,
       );
     } catch (error) {

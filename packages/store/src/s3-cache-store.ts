@@ -36,6 +36,7 @@ import {
   parseStampObjectName,
   sliceDirName,
   sliceObjectName,
+  stampDirName,
   stampObjectName,
   encodeShardName,
   topAliasKeys,
@@ -46,7 +47,9 @@ import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js'
 import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState } from './store-state.js';
-import { removeS3SliceBinding } from './s3-unbind-slices.js';
+import { removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
+import { boundKeysBySlice, deriveS3SliceBindings, type S3SliceBindings } from './s3-slice-binding-set.js';
+import type { SliceOwner } from './slice-bindings.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
 import { dropS3UnboundEntries, findS3UnboundEntries } from './s3-drop-unbound-entries.js';
@@ -95,6 +98,12 @@ export const S3_MAX_INLINE_TOTAL_BYTES = 64 * 1024 * 1024;
 const MAX_HEADER_OBJECT_BYTES = 64 * 1024;
 /** The layout version in cache.json (the S3 counterpart of MANIFEST_FORMAT). */
 export const S3_LAYOUT_FORMAT = 1;
+/**
+ * The layout version of a cache that may hold several bindings per slice (FILE-BINDINGS.md, "Phase
+ * 2: s3://"): written by the first binding added beside another, before its objects, so that a
+ * release reading S3_LAYOUT_FORMAT only (0.56 and older) refuses the cache before listing it.
+ */
+export const S3_LAYOUT_FORMAT_PER_FILE = 2;
 /** Orphan blobs and unfinished uploads younger than this may belong to a writer still at work. */
 export const DEFAULT_GC_MIN_AGE_MS = 3_600_000;
 /**
@@ -132,11 +141,15 @@ export interface S3GcOptions extends GcOptions {
 export interface S3StoreSettings {
   refreshIntervalMs: number | undefined;
   readThroughDir: string | undefined;
+  /** OpenCacheStoreOptions.sliceBindingsPerFile: this handle adds an object-stamped binding beside other files' (FILE-BINDINGS.md, phase 2). */
+  sliceBindingsPerFile?: boolean | undefined;
 }
 
 interface S3Header {
   chunkSize: number;
   coverageMin: number;
+  /** S3_LAYOUT_FORMAT, or S3_LAYOUT_FORMAT_PER_FILE once a slice held a second binding. */
+  format: number;
 }
 
 /** A problem found while listing (an object that fails validation, a conflicting slice): never served, reported by verify. */
@@ -169,16 +182,21 @@ function parseHeaderObject(bytes: Uint8Array, path: string): S3Header {
     });
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new StoreError('MANIFEST_INVALID', 'cache.json must be a JSON object', { path });
-  if (json.layout !== 's3-objects' || json.format !== S3_LAYOUT_FORMAT) {
-    throw new StoreError('UNSUPPORTED_FORMAT', `cache.json layout ${JSON.stringify(json.layout)} format ${JSON.stringify(json.format)} is not s3-objects ${S3_LAYOUT_FORMAT}`, { path });
+  if (json.layout !== 's3-objects' || (json.format !== S3_LAYOUT_FORMAT && json.format !== S3_LAYOUT_FORMAT_PER_FILE)) {
+    throw new StoreError(
+      'UNSUPPORTED_FORMAT',
+      `cache.json layout ${JSON.stringify(json.layout)} format ${JSON.stringify(json.format)} is not s3-objects ${S3_LAYOUT_FORMAT} or ${S3_LAYOUT_FORMAT_PER_FILE}`,
+      { path },
+    );
   }
   if (!isValidChunkSize(json.chunk_size)) throw new StoreError('MANIFEST_INVALID', 'cache.json chunk_size must be a power of two in 64..65536', { path });
   if (!isValidCoverage(json.coverage_min)) throw new StoreError('MANIFEST_INVALID', 'cache.json coverage_min must be a number in 0..1', { path });
-  return { chunkSize: json.chunk_size, coverageMin: json.coverage_min };
+  return { chunkSize: json.chunk_size, coverageMin: json.coverage_min, format: json.format };
 }
 
-export function serializeHeaderObject(header: S3Header): Uint8Array {
-  return encoder.encode(`${JSON.stringify({ layout: 's3-objects', format: S3_LAYOUT_FORMAT, chunk_size: header.chunkSize, coverage_min: header.coverageMin })}\n`);
+export function serializeHeaderObject(header: Omit<S3Header, 'format'> & { format?: number }): Uint8Array {
+  const format = header.format ?? S3_LAYOUT_FORMAT;
+  return encoder.encode(`${JSON.stringify({ layout: 's3-objects', format, chunk_size: header.chunkSize, coverage_min: header.coverageMin })}\n`);
 }
 
 /**
@@ -191,7 +209,7 @@ export function serializeHeaderObject(header: S3Header): Uint8Array {
  * a plain PUT and a read-back: of two creators racing there, the later PUT's settings stay and the
  * other creator reads them back, except where its read-back comes before the later PUT.
  */
-async function createHeaderObject(transport: S3Transport, header: S3Header): Promise<Uint8Array> {
+async function createHeaderObject(transport: S3Transport, header: Omit<S3Header, 'format'>): Promise<Uint8Array> {
   const bytes = serializeHeaderObject(header);
   const outcome = await transport.putObjectIfAbsent(HEADER_OBJECT, bytes, 'application/json');
   if (outcome === 'created') return bytes;
@@ -213,7 +231,7 @@ export function plainMd5Etag(etag: string | undefined): string | undefined {
 }
 
 /** How an alias write that lost a race is settled (S3CacheStore.writeAliases). */
-type AliasWriteMode = 'leave' | 'plain' | 'rebind' | 'move';
+type AliasWriteMode = 'leave' | 'plain' | 'rebind' | 'move' | 'beside';
 
 interface AliasWrite {
   key: string;
@@ -241,6 +259,17 @@ function compareStampObjects(a: { lastModifiedMs: number; name: string }, b: { l
 /** Whether an alias object is below its slice's top epoch (`topEpoch`: undefined, none listed). */
 function aliasShadowed(alias: { epoch: number }, topEpoch: number | undefined): boolean {
   return topEpoch !== undefined && alias.epoch < topEpoch;
+}
+
+/** Whether a stamp object names a key below its slice's top alias epoch (a second binding, in format 2; a rebound key's leftover, in format 1). */
+function hasStampBelowTop(sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[]): boolean {
+  if (stampObjects.length === 0) return false;
+  const top = topAliasKeys(sliceObjects.map((o) => o.name));
+  return stampObjects.some((object) => {
+    const parsed = parseStampObjectName(object.name);
+    const at = parsed === undefined ? undefined : top.get(sliceId(...parsed.slice));
+    return at !== undefined && !at.keys.has(parsed!.key);
+  });
 }
 
 /** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
@@ -276,6 +305,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private conditionalPutUnsupported = false;
   /** Stamps attached to bindings in the current view (a change counts as a change of the view). */
   private stampCount = 0;
+  /** Bindings in a format-2 view (several per slice may change while slices and stamps count alike). */
+  private bindingCount = 0;
+  /** A format-2 view's bindings per slice id, as derived from the last listing (empty in format 1). */
+  private bindingSets = new Map<string, S3SliceBindings>();
   private changes = 0;
   private readonly readThrough: ReadThroughCache | undefined;
   /** What the read-through directory did for blob reads (readThroughStats). */
@@ -294,7 +327,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     private readonly transport: S3Transport,
     private readonly settings: S3StoreSettings,
   ) {
-    super({ chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99 });
+    super({ chunkSize: DEFAULT_CHUNK_SIZE, coverageMin: 0.99, format: S3_LAYOUT_FORMAT });
     this.readThrough = settings.readThroughDir ? new ReadThroughCache(settings.readThroughDir) : undefined;
     this.entryCopies = this.readThrough ? new ReadThroughRanges(this.readThrough, 'object') : undefined;
     this.hostStamps = new HostFileStamps(this.readThrough);
@@ -342,11 +375,36 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   }
 
   /** The binding with its object stamps (the bucket's), then this host's file stamps of the slice and its key. */
-  override lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding | undefined {
+  override lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined {
+    const several = this.withHostStamps(shardName, offsetBytes, sizeBytes);
+    if (several !== undefined) {
+      // One binding per file (format 2): the one whose stamps, the bucket's or this host's, hold the reader's, else the latest.
+      return (typeof stamp === 'string' ? several.find((binding) => binding.stamps.includes(stamp)) : undefined) ?? several[0];
+    }
     const binding = super.lookupSliceBinding(shardName, offsetBytes, sizeBytes);
     if (binding === undefined) return undefined;
     const host = this.hostStamps.stampsOf(shardName, offsetBytes, sizeBytes, binding.entry.key);
     return host.length === 0 ? binding : { entry: binding.entry, stamps: Object.freeze([...binding.stamps, ...host]) };
+  }
+
+  /** Every binding of the slice, latest first, each with this host's file stamps of its key. */
+  override lookupSliceBindings(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[] {
+    return this.withHostStamps(shardName, offsetBytes, sizeBytes) ?? super.lookupSliceBindings(shardName, offsetBytes, sizeBytes);
+  }
+
+  /** A slice's several bindings (format 2), each with its object stamps then this host's file stamps of its key; undefined for one or none. */
+  private withHostStamps(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[] | undefined {
+    this.assertOpen();
+    const owners = this.state.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
+    if (owners.length <= 1) return undefined;
+    const bindings: SliceBinding[] = [];
+    for (const owner of owners) {
+      const entry = this.state.entries.get(owner.key);
+      if (entry === undefined) continue;
+      const host = this.hostStamps.stampsOf(shardName, offsetBytes, sizeBytes, owner.key);
+      bindings.push({ entry, stamps: Object.freeze([...(owner.stamps ?? []), ...host]) });
+    }
+    return bindings;
   }
 
   /** The entry alone: no host-stamp file is read for it. */
@@ -503,6 +561,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   private async loadListing(): Promise<void> {
     const [entryObjects, sliceObjects, stampObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR), this.transport.list(STAMPS_DIR)]);
+    // A format-1 view with a stamp object of a key below its slice's top epoch: another handle may
+    // have moved the cache to format 2 (a binding beside another), so cache.json is read again.
+    if (this.header.format !== S3_LAYOUT_FORMAT_PER_FILE && hasStampBelowTop(sliceObjects, stampObjects)) await this.readFormatAgain(false);
     // New objects, and those whose read failed: one bad reply must not hide an entry for the store's lifetime.
     const fresh = entryObjects.filter((o) => {
       const known = this.entryObjects.get(o.name);
@@ -553,6 +614,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (!list) stampObjectsBySlice.set(id, (list = []));
       list.push({ key: parsed.key, stamp: parsed.stamp, name: object.name, lastModifiedMs: object.lastModifiedMs });
     }
+    if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE) {
+      this.takePerFileView(entries, sliceObjects, stampObjects, problems);
+      return;
+    }
     let stampCount = 0;
     const sliceLists = new Map<string, SliceKeyTuple[]>();
     const epochs = new Map<string, number>();
@@ -600,6 +665,69 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       stampCount !== this.stampCount;
     this.state = state;
     this.stampCount = stampCount;
+    this.sliceEpochs = epochs;
+    this.conflicts = conflicts;
+    this.problems = problems;
+    if (changed) this.changes++;
+  }
+
+  /**
+   * loadListing's view of a format-2 cache (S3_LAYOUT_FORMAT_PER_FILE): each slice's bindings by
+   * deriveS3SliceBindings, the primary (the top epoch's key) first, then file bindings by epoch;
+   * a top-epoch conflict as in format 1 (no primary, reported). Synchronous, as loadListing's end.
+   */
+  private takePerFileView(entries: Map<string, CacheEntry>, sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[], problems: ListingProblem[]): void {
+    const bindable = (key: string, slice: SliceKeyTuple): boolean => entries.get(key)?.rawBytes === slice[2];
+    const sets = deriveS3SliceBindings(sliceObjects, stampObjects, bindable);
+    const state = new StoreState();
+    const sliceLists = new Map<string, SliceKeyTuple[]>();
+    const epochs = new Map<string, number>();
+    const conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
+    let stampCount = 0;
+    let bindingCount = 0;
+    for (const [id, set] of sets) {
+      const { slice, topEpoch, conflictKeys } = set;
+      epochs.set(id, topEpoch);
+      if (conflictKeys) {
+        conflicts.set(id, { slice, keys: conflictKeys });
+        problems.push({
+          key: conflictKeys[0]!,
+          code: 'SLICE_CONFLICT',
+          message: `slice ${JSON.stringify(slice)} is aliased to ${conflictKeys.join(' and ')} at epoch ${topEpoch}; it resolves to nothing until a rebind`,
+        });
+      }
+      const owners: SliceOwner[] = [];
+      for (const binding of set.bindings) {
+        const entry = entries.get(binding.key);
+        if (!entry) continue; // The primary's entry object is not listed yet (written just before): next refresh.
+        if (entry.rawBytes !== slice[2]) {
+          problems.push({ key: binding.key, code: 'SLICE_SIZE_MISMATCH', message: `slice ${JSON.stringify(slice)} has ${slice[2]} bytes but the entry holds ${entry.rawBytes}` });
+          continue;
+        }
+        const stamps = Object.freeze([...binding.stamps]);
+        stampCount += stamps.length;
+        owners.push({ key: binding.key, stamps: stamps.length === 0 ? undefined : stamps });
+        let list = sliceLists.get(binding.key);
+        if (!list) sliceLists.set(binding.key, (list = []));
+        list.push(stamps.length === 0 ? slice : Object.freeze([slice[0], slice[1], slice[2], stamps] as const));
+      }
+      bindingCount += owners.length;
+      if (owners.length > 0) state.sliceOwners.setOwners(slice[0], slice[1], slice[2], owners);
+    }
+    for (const entry of entries.values()) {
+      const list = sliceLists.get(entry.key);
+      state.entries.set(entry.key, list ? withSliceKeys(entry, list) : entry);
+    }
+    const changed =
+      state.entries.size !== this.state.entries.size ||
+      state.sliceOwners.size !== this.state.sliceOwners.size ||
+      bindingCount !== this.bindingCount ||
+      problems.length !== this.problems.length ||
+      stampCount !== this.stampCount;
+    this.state = state;
+    this.stampCount = stampCount;
+    this.bindingCount = bindingCount;
+    this.bindingSets = sets;
     this.sliceEpochs = epochs;
     this.conflicts = conflicts;
     this.problems = problems;
@@ -876,7 +1004,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       for (const w of round) {
         const id = sliceId(...w.slice);
         const owner = this.state.ownerOf(w.slice);
-        if (owner === w.key) {
+        // A binding beside others is made once its key is one of the slice's bindings: the latest,
+        // or a file binding by its stamp object once another writer's alias went above it.
+        if (owner === w.key || (w.mode === 'beside' && this.isBindingOf(w.slice, w.key))) {
           results[w.at] = true;
           continue;
         }
@@ -922,9 +1052,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // Our own losing alias objects go: the slice is back to the other writer's binding (it may
       // have reported it already), or, where every racer deletes its own, to nothing.
       await mapLimited(lost, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
-      const retry = lost.filter((w) => w.mode === 'rebind' && attempt < REBIND_ATTEMPTS);
+      // A binding beside others that met another writer's at its epoch tries again above, as a rebind does.
+      const retry = lost.filter((w) => (w.mode === 'rebind' || w.mode === 'beside') && attempt < REBIND_ATTEMPTS);
       for (const w of lost) {
-        if (w.mode === 'plain' || (w.mode === 'rebind' && !retry.includes(w))) failure ??= w.error;
+        if (w.mode === 'plain' || ((w.mode === 'rebind' || w.mode === 'beside') && !retry.includes(w))) failure ??= w.error;
       }
       if (retry.length === 0) {
         // Our losing objects are gone: list again, so that this handle shows the winner's binding
@@ -939,7 +1070,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       round = [];
       for (const w of retry) {
         const id = sliceId(...w.slice);
-        if (this.state.ownerOf(w.slice) === w.key) {
+        if (this.state.ownerOf(w.slice) === w.key || (w.mode === 'beside' && this.isBindingOf(w.slice, w.key))) {
           results[w.at] = true;
           continue;
         }
@@ -951,6 +1082,100 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     if (failure) throw failure;
     return results;
+  }
+
+  /**
+   * Whether the cache is format 2 (several bindings per slice), reading cache.json again while this
+   * handle saw format 1: another handle may have moved it since this one opened (FILE-BINDINGS.md,
+   * "Format gate"). For the calls that delete (unbindSlices, gc, the drop), which must not judge a
+   * second binding as shadowed. A format-1 cache costs one GET; the move is never undone.
+   */
+  private async readFormatAgain(refresh = true): Promise<boolean> {
+    if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE) return true;
+    const bytes = await this.transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
+    if (!bytes) return false;
+    let header: S3Header;
+    try {
+      header = parseHeaderObject(bytes, this.transport.describe(HEADER_OBJECT));
+    } catch {
+      return false; // Judged at the next open; a reply garbled on the way is no format move.
+    }
+    if (header.format !== S3_LAYOUT_FORMAT_PER_FILE) return false;
+    this.header = header;
+    if (refresh) await this.refresh();
+    return true;
+  }
+
+  /** Whether `key` is one of the slice's bindings in this view. */
+  private isBindingOf(slice: SliceKeyTuple, key: string): boolean {
+    return this.state.bindingsOf(slice).some((binding) => binding.key === key);
+  }
+
+  /** Whether `key` is one of the slice's bindings other than the latest (a format-2 file binding below the top epoch). */
+  private isFileBindingOf(slice: SliceKeyTuple, key: string): boolean {
+    return this.state.bindingsOf(slice).findIndex((binding) => binding.key === key) > 0;
+  }
+
+  /**
+   * Whether an alias of `slice` to `key` with `stamp` goes beside the slice's bindings (FILE-BINDINGS.md,
+   * phase 2): an object stamp, the slice bound (in this view, no conflict) to other entries only,
+   * none holding the stamp, each with an object stamp (a binding without one would be shadowed:
+   * nothing would find it), and `key`'s entry of the slice's size. Otherwise the call goes on as
+   * with one binding per slice (SLICE_CONFLICT, rebind).
+   */
+  private mayBindBeside(slice: SliceKeyTuple, key: string, stamp: string | undefined): boolean {
+    if (stamp === undefined || shardStampKind(stamp) !== 'object') return false;
+    if (this.state.getEntry(key)?.rawBytes !== slice[2] || this.sliceEpochs.get(sliceId(...slice)) === undefined) return false;
+    const bindings = this.state.bindingsOf(slice);
+    if (bindings.length === 0 || bindings.some((binding) => binding.key === key)) return false;
+    return bindings.every((binding) => {
+      const stamps = binding.stamps ?? [];
+      return !stamps.includes(stamp) && stamps.some((s) => shardStampKind(s) === 'object');
+    });
+  }
+
+  /**
+   * Before the aliases of bindings beside others: cache.json to format 2 where it is format 1 (so no
+   * release reading format 1 only opens a cache holding a second binding), then each binding's
+   * stamp object (so the binding is found by its stamp from its first moment, and a reader
+   * attributes the stamp by that object's name alone).
+   */
+  private async prepareBeside(stamps: readonly { slice: SliceKeyTuple; key: string; stamp: string }[]): Promise<void> {
+    if (this.header.format !== S3_LAYOUT_FORMAT_PER_FILE) {
+      const moved = { chunkSize: this.header.chunkSize, coverageMin: this.header.coverageMin, format: S3_LAYOUT_FORMAT_PER_FILE };
+      await this.transport.putObject(HEADER_OBJECT, serializeHeaderObject(moved), 'application/json');
+      this.header = moved;
+    }
+    const prefix = this.transport.location.prefix;
+    await mapLimited(stamps, this.transport.settings.maxConcurrentRequests, (w) => this.transport.putObject(stampObjectName(w.slice, w.key, w.stamp, prefix), new Uint8Array(0)));
+  }
+
+  /**
+   * Deletes the objects of the bindings past MAX_SLICE_BINDINGS on these slices (readers ignore them
+   * already: deriveS3SliceBindings), their alias objects (all below the top epoch) first, then their
+   * stamp objects of the slice, and reports each (`onBindingDropped`).
+   */
+  private async evictPastLimit(slices: readonly SliceKeyTuple[], onDropped: ((slice: SliceKeyTuple, key: string) => void) | undefined): Promise<void> {
+    const done = new Set<string>();
+    const dropped: { slice: SliceKeyTuple; key: string }[] = [];
+    for (const slice of slices) {
+      const id = sliceId(...slice);
+      const set = this.bindingSets.get(id);
+      if (done.has(id) || set === undefined || set.evicted.length === 0) continue;
+      done.add(id);
+      const keys = new Set(set.evicted.map((binding) => binding.key));
+      const aliases = set.aliases.filter((alias) => keys.has(alias.key) && alias.epoch < set.topEpoch).map((alias) => alias.name);
+      await mapLimited(aliases, this.transport.settings.maxConcurrentRequests, (name) => this.transport.deleteObject(name));
+      const stamps = (await this.transport.list(stampDirName(slice))).filter((object) => {
+        const parsed = parseStampObjectName(object.name);
+        return parsed !== undefined && keys.has(parsed.key);
+      });
+      await mapLimited(stamps, this.transport.settings.maxConcurrentRequests, (object) => this.transport.deleteObject(object.name));
+      for (const key of keys) dropped.push({ slice, key });
+    }
+    if (dropped.length === 0) return;
+    await this.refresh();
+    if (onDropped) for (const { slice, key } of dropped) callHook(() => onDropped(slice, key));
   }
 
   aliasSlice(keyOrBytes: string | TensorBytesRef, shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string): Promise<boolean> {
@@ -986,12 +1211,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const names = new Set<string>();
     const hostWrites: HostStampWrite[] = [];
     for (const w of writes) {
-      if (this.state.ownerOf(w.slice) !== w.key) continue; // lost a race, or left out: not this key's binding
+      // Lost a race, or left out: not this key's binding (in format 2 any of the slice's, one per file).
+      const binding = this.state.bindingsOf(w.slice).find((b) => b.key === w.key);
+      if (binding === undefined) continue;
       if (shardStampKind(w.stamp) === 'file') {
         hostWrites.push(w);
         continue;
       }
-      if (!w.aliasWritten && (this.state.stampsOf(w.slice) ?? []).includes(w.stamp)) continue;
+      if (!w.aliasWritten && (binding.stamps ?? []).includes(w.stamp)) continue;
       names.add(stampObjectName(w.slice, w.key, w.stamp, this.transport.location.prefix));
     }
     if (names.size > 0) {
@@ -1026,6 +1253,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const draft = new StateDraft(this.state);
     const writes: (AliasWrite & { at: number })[] = [];
     const stampWrites: StampWrite[] = [];
+    /** Stamps of bindings added beside others: PUT before their aliases (FILE-BINDINGS.md, phase 2). */
+    const besideStamps: { slice: SliceKeyTuple; key: string; stamp: string }[] = [];
     const context = { source: 'this call', path: this.root };
     // An item the draft shows bound to its key by an earlier item's write in this call (the same
     // slice twice, with other stamps) is answered by the view after the writes (writeAliases lists
@@ -1044,6 +1273,21 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // slice bound to a third key ('taken'), is another writer's doing: false, nothing written.
       if (conflicted && moveFrom !== undefined) return;
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
+      if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE && !rebind && moveFrom === undefined && !conflicted && this.isFileBindingOf(slice, key)) {
+        // A file binding below the top already (format 2): only the stamp may be new; an alias
+        // object at the top epoch would be a conflict with the latest binding.
+        results[at] = true;
+        if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
+        return;
+      }
+      if (this.settings.sliceBindingsPerFile === true && !rebind && moveFrom === undefined && !conflicted && this.mayBindBeside(slice, key, stamp)) {
+        const current = this.sliceEpochs.get(id)!;
+        if (current + 1 > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
+        besideStamps.push({ slice, key, stamp: stamp! });
+        lastWrite.set(id, writes.length);
+        writes.push({ key, slice, epoch: current + 1, mode: 'beside', at });
+        return;
+      }
       const owner = draft.ownerOf(slice);
       const plan = draft.planAlias(key, slice, rebind, context, moveFrom);
       if (plan === 'already-bound') {
@@ -1071,11 +1315,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await this.recordStamps(stampWrites);
       return results;
     }
+    if (besideStamps.length > 0) await this.prepareBeside(besideStamps);
     // Plain and rebind writes that lose throw; a conditional one that loses answers false.
     const bound = await this.settleThenRecordStamps(this.writeAliases(writes), stampWrites);
     writes.forEach((write, i) => {
       results[write.at] = bound[i] === true;
     });
+    if (besideStamps.length > 0) await this.evictPastLimit(besideStamps.map((w) => w.slice), options.onBindingDropped);
     for (const { at, key, slice } of follows) results[at] = this.state.ownerOf(slice) === key;
     return results;
   }
@@ -1091,9 +1337,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const checked = checkUnbindItems(items);
     for (const item of checked) encodeShardName(item.slice[0]);
     await this.refresh();
+    const perFile = await this.readFormatAgain();
     // Those bound in this view; each is listed again, alone, before anything of it is deleted.
     const bound = checked.filter((item) => isUnbindable(this.state, item) || this.conflicts.has(sliceId(...item.slice)));
     if (bound.length === 0) return 0;
+    if (perFile) {
+      // Several bindings per slice (format 2): the item's key's binding only, or every one, each counted.
+      const bindable = (key: string, slice: SliceKeyTuple): boolean => this.state.getEntry(key)?.rawBytes === slice[2];
+      const counts = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3FileBindings(this.transport, item, bindable));
+      await this.refresh();
+      return counts.reduce((sum, n) => sum + n, 0);
+    }
     const removed = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3SliceBinding(this.transport, item));
     await this.refresh();
     return removed.filter(Boolean).length;
@@ -1113,9 +1367,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     checkDropUnboundOptions(options, S3_DROP_EXTRA_OPTIONS);
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'dropUnboundEntries');
     const minAgeMs = this.checkMinAgeMs(options);
+    // Format 2: a key bound below its slice's top epoch is bound (FILE-BINDINGS.md, phase 2).
+    const perFile = await this.readFormatAgain(false);
     // A killed drop's intents first (their entries may be bound: put back before anything is judged).
     // One intent's failure leaves that intent (its blob kept) and is reported; the drop goes on.
-    const resolved = options.dryRun === true ? undefined : await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    const resolved = options.dryRun === true ? undefined : await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile);
     // Parses every entry object (the listing below judges by their fields); one listed only after
     // it is younger than any minAgeMs allows, and stays.
     await this.refresh();
@@ -1126,12 +1382,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const parsed = this.entryObjects.get(name);
       return parsed !== undefined && 'blob' in parsed ? parsed : undefined;
     };
-    const candidates = findS3UnboundEntries(listing, entryOf, now, minAgeMs);
+    const candidates = findS3UnboundEntries(listing, entryOf, now, minAgeMs, perFile);
     if (options.dryRun === true) return reportDrop(candidates.map((c) => c.entry), true);
     // The listing's start by the judging clock, less a second (Last-Modified's resolution) and less
     // CLOCK_OFFSET_NOISE_MS (a local clock less than that ahead of the server is not corrected): an
     // alias object a resolver finds written since is bound, as this drop's second listing judges.
-    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000 - CLOCK_OFFSET_NOISE_MS, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000 - CLOCK_OFFSET_NOISE_MS, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile);
     await this.refresh();
     const resolution = resolved === undefined ? undefined : staleDropResolutionOf(resolved);
     return {
@@ -1302,6 +1558,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'gc');
     const started = performance.now();
     const minAgeMs = this.checkMinAgeMs(options);
+    // Format 2: a stamp object of a binding below the top epoch lives (FILE-BINDINGS.md, phase 2).
+    const perFile = await this.readFormatAgain(false);
     const listingStarted = performance.now();
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
@@ -1326,12 +1584,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // settled either way) and the key's entry object exists.
     const tops = topAliasKeys(all.map((o) => o.name));
     // A key whose entry object is under a drop's intent has one: the drop may put it back.
-    const stampLives = (key: string, topKeys: Set<string> | undefined, hasEntry: boolean): boolean => topKeys?.has(key) === true && hasEntry;
+    const stampLives = (key: string, topKeys: ReadonlySet<string> | undefined, hasEntry: boolean): boolean => topKeys?.has(key) === true && hasEntry;
     const intentKeys = new Set<string>();
     for (const object of intents) {
       const intent = parseDropIntentObjectName(object.name);
       if (intent) intentKeys.add(intent.key);
     }
+    // Format 2: a stamp object lives while its key is one of its slice's bindings (any epoch:
+    // deriveS3SliceBindings; an evicted one's are orphans), its entry object there.
+    const perFileKeys = perFile
+      ? boundKeysBySlice(deriveS3SliceBindings(all.filter((o) => o.name.startsWith(SLICES_DIR)), all.filter((o) => o.name.startsWith(STAMPS_DIR)), (key) => entryKeys.has(key) || intentKeys.has(key)))
+      : undefined;
+    const liveKeysOf = (slice: SliceKeyTuple): ReadonlySet<string> | undefined => (perFileKeys ? perFileKeys.get(sliceId(...slice)) : tops.get(sliceId(...slice))?.keys);
     let orphanStamps: string[] = [];
     /** Stamp objects of live bindings, per binding: readers take the newest MAX_SLICE_STAMPS. */
     const liveStamps = new Map<string, ListedObject[]>();
@@ -1358,7 +1622,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name) || parseDropIntentObjectName(object.name)) continue;
       const stamp = parseStampObjectName(object.name);
       if (stamp) {
-        const live = stampLives(stamp.key, tops.get(sliceId(...stamp.slice))?.keys, entryKeys.has(stamp.key) || intentKeys.has(stamp.key));
+        const live = stampLives(stamp.key, liveKeysOf(stamp.slice), entryKeys.has(stamp.key) || intentKeys.has(stamp.key));
         if (!live && old(object.lastModifiedMs)) orphanStamps.push(object.name);
         else if (!live) keptYoung.orphanStamps++;
         if (live) {
@@ -1461,9 +1725,16 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const parsed = parseStampObjectName(name)!;
         // The entry objects, then the intents (a drop PUTs its intent before its entry DELETE), then
         // the entry objects again (a drop may put one back and remove its intent between the two).
-        const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
-        const topKeys = topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
+        const [aliases, entries, stamps] = await Promise.all([
+          this.transport.list(sliceDirName(parsed.slice)),
+          this.transport.list(`${ENTRIES_DIR}${parsed.key}.`),
+          perFile ? this.transport.list(stampDirName(parsed.slice)) : Promise.resolve([]),
+        ]);
         const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || (await this.hasIntentOrEntryAgain(parsed.key));
+        // Format 2: the slice's bindings as listed now; other keys' entries are taken as there (the look is for this key).
+        const topKeys = perFile
+          ? boundKeysBySlice(deriveS3SliceBindings(aliases, stamps, (key) => key !== parsed.key || hasEntry)).get(sliceId(...parsed.slice))
+          : topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
         return stampLives(parsed.key, topKeys, hasEntry);
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
@@ -1486,7 +1757,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // After gc's deletions: a failure here is reported with them, not thrown over them.
       let resolved: StaleIntentOutcome;
       try {
-        resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES);
+        resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile);
       } catch (error) {
         resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [], entriesLost: [], error: resolutionErrorOf(error) };
       }

@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
-import { DROP_ID_HEX_CHARS, SLICES_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
+import { DROP_ID_HEX_CHARS, SLICES_DIR, STAMPS_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
+import { perFileBoundKeys } from './s3-slice-binding-set.js';
 import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, encodeDropIntent, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropStopReason, DropStopped, DropUnboundEntriesReport } from './types.js';
@@ -35,8 +36,11 @@ export function findS3UnboundEntries(
   entryOf: (name: string) => CacheEntry | undefined,
   nowMs: number,
   minAgeMs: number,
+  perFile = false,
 ): S3UnboundCandidate[] {
   const bound = boundKeysOf(listing.map((object) => object.name));
+  // Format 2 (FILE-BINDINGS.md, phase 2): a key bound below its slice's top epoch (by its stamps) is bound too.
+  if (perFile) for (const key of perFileBoundKeys(listing.filter((o) => o.name.startsWith(SLICES_DIR)), listing.filter((o) => o.name.startsWith(STAMPS_DIR)))) bound.add(key);
   const out: S3UnboundCandidate[] = [];
   for (const object of listing) {
     const name = parseEntryObjectName(object.name);
@@ -91,6 +95,7 @@ export async function dropS3UnboundEntries(
   judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
+  perFile = false,
 ): Promise<DropUnboundEntriesReport> {
   const dropId = randomBytes(DROP_ID_HEX_CHARS / 2).toString('hex');
   const isNew = isNewSince(aliasTimes(firstListing));
@@ -101,7 +106,7 @@ export async function dropS3UnboundEntries(
   let reclaimedBytes = 0;
   let stopped: DropStopped | undefined;
   for (let at = 0; at < candidates.length; at += DROP_BATCH_ENTRIES) {
-    const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, judgedAtMs, minAgeMs, maxEntryObjectBytes);
+    const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, judgedAtMs, minAgeMs, maxEntryObjectBytes, perFile);
     dropped.push(...batch.dropped);
     blobsLeft.push(...batch.blobsLeft);
     blobsMissing.push(...batch.blobsMissing);
@@ -129,6 +134,7 @@ async function dropBatch(
   judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
+  perFile: boolean,
 ): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; restoreConflicts: string[]; reclaimedBytes: number; stopped?: DropStopped }> {
   const limit = transport.settings.maxConcurrentRequests;
   const startedMs = Date.now();
@@ -190,8 +196,9 @@ async function dropBatch(
     stopReason === undefined ? undefined : { reason: stopReason, leftToResolver: leftToResolver.sort() };
   if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], restoreConflicts: [], reclaimedBytes: 0, stopped: stoppedWith([]) };
   let listedAgain: ListedObject[];
+  let stampsAgain: ListedObject[] = [];
   try {
-    listedAgain = await transport.list(SLICES_DIR);
+    [listedAgain, stampsAgain] = await Promise.all([transport.list(SLICES_DIR), perFile ? transport.list(STAMPS_DIR) : Promise.resolve([])]);
   } catch (error) {
     // The first failure says why the drop stopped; the listing's only that nothing was put back.
     // The deleted entries' intents stay: a later gc or drop resolves them (put back or blob gone).
@@ -199,6 +206,7 @@ async function dropBatch(
     throw withRelistFailure(failure.error, error, deleted.length);
   }
   const boundNow = boundKeysAfter(listedAgain, isNew);
+  if (perFile) for (const key of perFileBoundKeys(listedAgain, stampsAgain)) boundNow.add(key);
   const restored = deleted.filter(({ entry }) => boundNow.has(entry.key));
   const blobsMissing: string[] = [];
   const restoreConflicts: string[] = [];

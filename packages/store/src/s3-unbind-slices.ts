@@ -3,7 +3,10 @@
 // DELETE are what keep it safe beside writers (README "S3 layout", unbindSlices).
 import { sameSecond, type S3Transport, type ListedObject } from './s3-transport.js';
 import { parseSliceObjectName, parseStampObjectName, sliceDirName, stampDirName } from './s3-layout.js';
+import { deriveS3SliceBindings, type S3SliceBindings } from './s3-slice-binding-set.js';
+import type { SliceKeyTuple } from './types.js';
 import type { CheckedUnbind } from './unbind-slices.js';
+import { sliceId } from './validate-entry.js';
 
 /**
  * Deletes listed objects, each looked at just before every DELETE attempt: gone already, or
@@ -59,4 +62,47 @@ export async function removeS3SliceBinding(transport: S3Transport, item: Checked
   await deleteListed(transport, stamps);
   // Bound again meanwhile (another writer's alias after the DELETEs): not this call's removal.
   return !(await transport.list(sliceDirName(item.slice))).some((object) => parseSliceObjectName(object.name) !== undefined);
+}
+
+/**
+ * removeS3SliceBinding for a format-2 cache (FILE-BINDINGS.md, "Phase 2: s3://"), whose slice may
+ * hold several bindings (deriveS3SliceBindings; `bindable`: the key has a listed entry of the
+ * slice's size). With `item.key`: that binding only. A file binding (below the top epoch): its
+ * alias objects, then its stamp objects of the slice. The latest (the top epoch's): first the
+ * aliases below the top that bind nothing (shadowed or evicted), lowest first, so that none comes
+ * back as the latest; then its own, lowest first; then its stamps: the next file binding becomes
+ * the latest. Without `key`: every alias object (lower epochs first), then the stamp objects of
+ * every key bound. Resolves how many bindings it removed (0 where one was written again since the
+ * listing, or `key` binds nothing there).
+ */
+export async function removeS3FileBindings(transport: S3Transport, item: CheckedUnbind, bindable: (key: string, slice: SliceKeyTuple) => boolean): Promise<number> {
+  const [aliasObjects, stampObjects] = await Promise.all([transport.list(sliceDirName(item.slice)), transport.list(stampDirName(item.slice))]);
+  const set = deriveS3SliceBindings(aliasObjects, stampObjects, bindable).get(sliceId(...item.slice));
+  if (set === undefined) return 0;
+  const byName = new Map(aliasObjects.map((object) => [object.name, object]));
+  const lowestFirst = (aliases: S3SliceBindings['aliases']): ListedObject[] => [...aliases].sort((a, b) => a.epoch - b.epoch).map((a) => byName.get(a.name)!);
+  const stampsOf = (keys: ReadonlySet<string>): ListedObject[] =>
+    stampObjects.filter((object) => {
+      const parsed = parseStampObjectName(object.name);
+      return parsed !== undefined && keys.has(parsed.key);
+    });
+  if (item.key === undefined) {
+    const keys = new Set([...set.bindings.map((b) => b.key), ...(set.conflictKeys ?? [])]);
+    const stamps = stampsOf(keys);
+    if (!(await deleteListed(transport, lowestFirst(set.aliases.filter((a) => a.epoch < set.topEpoch))))) return 0;
+    if (!(await deleteListed(transport, lowestFirst(set.aliases.filter((a) => a.epoch === set.topEpoch))))) return 0;
+    await deleteListed(transport, stamps);
+    return Math.max(set.bindings.length, set.conflictKeys ? 1 : 0);
+  }
+  const at = set.bindings.findIndex((binding) => binding.key === item.key);
+  if (at < 0) return 0;
+  const keys = new Set([item.key]);
+  const stamps = stampsOf(keys);
+  if (at === 0) {
+    const bound = new Set(set.bindings.map((b) => b.key));
+    if (!(await deleteListed(transport, lowestFirst(set.aliases.filter((a) => a.epoch < set.topEpoch && !bound.has(a.key)))))) return 0;
+  }
+  if (!(await deleteListed(transport, lowestFirst(set.aliases.filter((a) => a.key === item.key))))) return 0;
+  await deleteListed(transport, stamps);
+  return 1;
 }
