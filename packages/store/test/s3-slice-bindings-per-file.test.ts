@@ -1,5 +1,6 @@
-// sliceBindingsPerFile on an s3:// cache (phase 1 of FILE-BINDINGS.md is local only): accepted, and
-// it changes nothing: a second file's stamp for another entry is SLICE_CONFLICT, one binding per slice.
+// sliceBindingsPerFile on an s3:// cache with file stamps: a file stamp stays this host's (never in
+// the bucket), so a second file's stamp for another entry is SLICE_CONFLICT, one binding per slice
+// (FILE-BINDINGS.md, "Phase 2: s3://", what stays one binding; object stamps: s3-file-bindings).
 import { expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
 import { catchError, makeTensor, toInput } from './helpers.js';
@@ -14,7 +15,7 @@ describeS3('S3 store: sliceBindingsPerFile', () => {
   const client = rawClient();
   useTestBucket(client, bucket);
 
-  it('is accepted and changes nothing: one binding per slice, SLICE_CONFLICT for another file', async () => {
+  it('keeps one binding per slice for file stamps: SLICE_CONFLICT for another file', async () => {
     const [a, b] = [1, 2].map((seed) => makeTensor([40, 6], 900 + seed)) as [ReturnType<typeof makeTensor>, ReturnType<typeof makeTensor>];
     const store = await openCacheStore(`s3://${bucket}/c/`, { create: true, sliceBindingsPerFile: true });
     try {
