@@ -879,8 +879,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
           // A conditional item (moveFrom, besideOnlyIfSeveral) is decided here, against the state caught up under the lock.
           const refused: DroppedBinding[] = [];
           outcome = request.items.map((item) => {
-            // Planned on a draft of its own: dropped, planning nothing, where it would add the cache's first second binding.
-            const own = item.besideOnlyIfSeveral && !this.state.holdsSecondBindings ? fork.fork() : fork;
+            // Planned on a draft of its own: dropped, planning nothing, where it would add the cache's
+            // first second binding. Not where this commit adds one already (an earlier item of this
+            // call, or an earlier call folded into this commit, bound beside): the batch is one
+            // format-3 compaction then, and the item moves the format no further.
+            const severalHeld = this.state.holdsSecondBindings || draft.addsSecondBinding || fork.addsSecondBinding;
+            const own = item.besideOnlyIfSeveral && !severalHeld ? fork.fork() : fork;
             const plan = own.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom, perFile);
             if (own !== fork) {
               if (own.addsSecondBinding) {

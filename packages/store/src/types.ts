@@ -219,10 +219,13 @@ export interface AliasSliceItem {
   moveFrom?: string | undefined;
   /**
    * On a handle with `sliceBindingsPerFile`: add this binding beside other files' bindings only if,
-   * at commit under the writer lock, the cache already holds a second binding of some slice
-   * (holdsSeveralBindings: manifest format 3); else the item is not applied (answered false,
-   * `options.onBesideRefused` called; nothing written for it), so that it never moves a cache to
-   * format 3, which releases before 0.56 refuse. For a loader whose view of the cache may be stale.
+   * at commit under the writer lock (caught up), the cache holds a second binding of some slice
+   * now (holdsSeveralBindings; not the manifest's format, which can stay 3 while none is held), or
+   * the commit being made adds one (an earlier item of the call, or another call folded into the
+   * same commit, binding beside: it commits as one format-3 compaction); else the item is not
+   * applied (answered false, `options.onBesideRefused` called; nothing written for it), so that it
+   * never moves a cache to format 3, which releases before 0.56 refuse. For a loader whose view of
+   * the cache may be stale.
    * An item that binds no slice beside another entry's (an unbound slice, stamps merged, a move)
    * is applied as without it. Ignored by `s3://` stores, which hold one binding per slice (phase 2
    * of FILE-BINDINGS.md must honour it).

@@ -1,8 +1,9 @@
 // AliasSliceItem.besideOnlyIfSeveral: a binding beside other files' is added only where the cache,
-// caught up under the writer lock, holds a second binding of some slice already (manifest format
-// 3); else the item is not applied (false, onBesideRefused), nothing written, the format kept. A
-// loader's view of that can be stale: another process may have unbound the last second binding
-// and compacted to format 2 since.
+// caught up under the writer lock, holds a second binding of some slice now, or the commit being
+// made adds one (an earlier item, a call folded into the same commit); else the item is not
+// applied (false, onBesideRefused), nothing written, the format kept. A loader's view of that can
+// be stale: another process may have unbound the last second binding and compacted to format 2
+// since.
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
@@ -96,6 +97,75 @@ it('decided under the writer lock: a handle that saw a second binding, unbound a
     const refused: string[] = [];
     expect(await store.aliasSlices([{ key: b.key, ...SLICE, stamp: fileStamp(2), besideOnlyIfSeveral: true }], { onBesideRefused: (_slice, key) => refused.push(key) })).toEqual([false]);
     expect(refused).toEqual([b.key]);
+  } finally {
+    await other.close();
+    await store.close();
+  }
+  expect(await manifestFormat(root)).toBe(2);
+});
+
+it('a call whose earlier item binds beside (the commit adds the second binding): its besideOnlyIfSeveral item is bound beside too, one format-3 commit', async () => {
+  const { root, store, a, b, c } = await cacheOfTwoEntries();
+  try {
+    await store.aliasSlices([{ key: c.key, ...OTHER, stamp: fileStamp(3) }]);
+    await store.compact();
+    expect(await manifestFormat(root)).toBe(2);
+    const refused: string[] = [];
+    const items = [
+      { key: b.key, ...OTHER, stamp: fileStamp(5) },
+      { key: b.key, ...SLICE, stamp: fileStamp(2), besideOnlyIfSeveral: true },
+    ];
+    expect(await store.aliasSlices(items, { onBesideRefused: (_slice, key) => refused.push(key) })).toEqual([true, true]);
+    expect(refused).toEqual([]);
+    expect(await manifestFormat(root)).toBe(3);
+    expect(store.lookupSliceBindings(SLICE.shardName, SLICE.offsetBytes, SLICE.sizeBytes).map((binding) => binding.entry.key).sort()).toEqual([a.key, b.key].sort());
+  } finally {
+    await store.close();
+  }
+});
+
+it('two concurrent calls folded into one commit, the first binding beside: the second\'s besideOnlyIfSeveral item is bound beside too', async () => {
+  const { root, store, a, b, c } = await cacheOfTwoEntries();
+  const d = makeTensor([40, 6], 103);
+  try {
+    await store.addEntries([toInput(d, 'w')]);
+    await store.aliasSlices([{ key: c.key, ...OTHER, stamp: fileStamp(3) }]);
+    await store.compact();
+    expect(await manifestFormat(root)).toBe(2);
+    const refused: string[] = [];
+    // Both calls share the refresh and queue their commits in one turn, before the writer lock is taken: one group commit.
+    const [first, second] = await Promise.all([
+      store.aliasSlices([{ key: b.key, ...OTHER, stamp: fileStamp(5) }]),
+      store.aliasSlices([{ key: d.key, ...SLICE, stamp: fileStamp(2), besideOnlyIfSeveral: true }], { onBesideRefused: (_slice, key) => refused.push(key) }),
+    ]);
+    expect([first, second]).toEqual([[true], [true]]);
+    expect(refused).toEqual([]);
+    expect(await manifestFormat(root)).toBe(3);
+    expect(store.lookupSliceBindings(SLICE.shardName, SLICE.offsetBytes, SLICE.sizeBytes).map((binding) => binding.entry.key).sort()).toEqual([a.key, d.key].sort());
+  } finally {
+    await store.close();
+  }
+});
+
+it('decided under the lock, not at the call\'s own refresh: an unbind and compaction to format 2 landing between the two refuses the item', async () => {
+  const { root, store, b, c } = await cacheOfTwoEntries();
+  await store.aliasSlices([{ key: b.key, ...OTHER, stamp: fileStamp(5) }]);
+  await store.aliasSlices([{ key: c.key, ...OTHER, stamp: fileStamp(6) }]);
+  const other = await openCacheStore(root, { sliceBindingsPerFile: true });
+  // The other handle's unbind lands right after aliasSlices' refresh (its pre-plan still sees the
+  // second binding) and before its commit takes the writer lock.
+  const refresh = store.refresh.bind(store);
+  let unbound: number | undefined;
+  store.refresh = async () => {
+    await refresh();
+    if (unbound === undefined) unbound = await other.unbindSlices([OTHER]);
+  };
+  try {
+    const refused: string[] = [];
+    expect(await store.aliasSlices([{ key: b.key, ...SLICE, stamp: fileStamp(2), besideOnlyIfSeveral: true }], { onBesideRefused: (_slice, key) => refused.push(key) })).toEqual([false]);
+    expect(unbound).toBe(2);
+    expect(refused).toEqual([b.key]);
+    expect(store.holdsSeveralBindings).toBe(false);
   } finally {
     await other.close();
     await store.close();
