@@ -46,7 +46,7 @@ import { mapLimited } from './map-limited.js';
 import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js';
 import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
-import { StateDraft, StoreState } from './store-state.js';
+import { StateDraft, StoreState, type DroppedBinding } from './store-state.js';
 import { removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
 import { boundKeysBySlice, deriveS3SliceBindings, type S3SliceBindings } from './s3-slice-binding-set.js';
 import type { SliceOwner } from './slice-bindings.js';
@@ -848,12 +848,25 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const context = { source: 'this call', path: this.root };
     const fresh: typeof prepared = [];
     let aliasWrites: (AliasWrite & { at: number })[] = [];
+    /** Stamps of slices a new entry binds beside other objects' bindings (sliceBindingsPerFile): PUT before their aliases. */
+    const besideStamps: { slice: SliceKeyTuple; key: string; stamp: string }[] = [];
     for (const [at, item] of prepared.entries()) {
       // A leaveTakenSlices input's slice that another writer binds meanwhile is left out here too.
       const mode: AliasWriteMode = inputs[at]?.leaveTakenSlices === true ? 'leave' : 'plain';
-      const { entry } = item;
+      let { entry } = item;
       const existing = draft.getEntry(entry.key);
       if (!existing) {
+        // Bound to other objects' entries, each with an object stamp (FILE-BINDINGS.md, phase 2):
+        // beside them, as aliasSlices binds; the other slices go on as with one binding.
+        const beside = entry.sliceKeys.filter((slice) => {
+          const stamp = (stampsOf.get(`${entry.key}/${sliceId(...slice)}`) ?? []).find((s) => shardStampKind(s) === 'object');
+          if (!this.mayBindBeside(slice, entry.key, stamp, entry.rawBytes) || this.sliceEpochs.get(sliceId(...slice))! + 1 > MAX_SLICE_EPOCH) return false;
+          besideStamps.push({ slice, key: entry.key, stamp: stamp! });
+          aliasWrites.push({ key: entry.key, slice, epoch: this.sliceEpochs.get(sliceId(...slice))! + 1, mode: 'beside', at });
+          wantStamps(entry.key, slice, true);
+          return true;
+        });
+        if (beside.length > 0) entry = withSliceKeys(entry, entry.sliceKeys.filter((slice) => !beside.includes(slice)));
         // leaveTakenSlices: a slice another writer bound meanwhile is left out, not a conflict.
         const taken = (slice: SliceKeyTuple): boolean => {
           const owner = draft.ownerOf(slice);
@@ -902,6 +915,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (foundExisting.length > 0) {
       aliasWrites = await this.settleExistingEntryObjects(foundExisting, added, aliasWrites);
     }
+    // Only slices of entries still written by this call: a re-add's settle left out its beside writes.
+    const besideNow = besideStamps.filter((w) => aliasWrites.some((a) => a.mode === 'beside' && a.key === w.key && a.slice === w.slice));
+    if (besideNow.length > 0) await this.prepareBeside(besideNow);
     // writeAliases refreshes (to check its aliases won); otherwise refresh so that this instance sees its own entries.
     const bound = aliasWrites.length > 0 ? await this.settleThenRecordStamps(this.writeAliases(aliasWrites), stampWrites) : [];
     if (aliasWrites.length === 0 && fresh.length > 0) await this.refresh();
@@ -910,7 +926,21 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     aliasWrites.forEach((write, i) => {
       if (bound[i]) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
     });
-    return prepared.map(({ entry }, at) => ({ key: entry.key, added: added.has(entry.key), slicesBound: slicesBound[at] ?? 0 }));
+    const droppedBindings = prepared.map((): DroppedBinding[] => []);
+    if (besideNow.length > 0) {
+      await this.evictPastLimit(
+        besideNow.map((w) => w.slice),
+        (slice, key) => {
+          for (const write of aliasWrites) if (write.mode === 'beside' && sliceId(...write.slice) === sliceId(...slice)) droppedBindings[write.at]!.push({ slice, key });
+        },
+      );
+    }
+    return prepared.map(({ entry }, at) => ({
+      key: entry.key,
+      added: added.has(entry.key),
+      slicesBound: slicesBound[at] ?? 0,
+      ...(droppedBindings[at]!.length > 0 ? { droppedBindings: droppedBindings[at] } : {}),
+    }));
   }
 
   /**
@@ -1123,9 +1153,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * nothing would find it), and `key`'s entry of the slice's size. Otherwise the call goes on as
    * with one binding per slice (SLICE_CONFLICT, rebind).
    */
-  private mayBindBeside(slice: SliceKeyTuple, key: string, stamp: string | undefined): boolean {
-    if (stamp === undefined || shardStampKind(stamp) !== 'object') return false;
-    if (this.state.getEntry(key)?.rawBytes !== slice[2] || this.sliceEpochs.get(sliceId(...slice)) === undefined) return false;
+  private mayBindBeside(slice: SliceKeyTuple, key: string, stamp: string | undefined, rawBytes = this.state.getEntry(key)?.rawBytes): boolean {
+    if (this.settings.sliceBindingsPerFile !== true || stamp === undefined || shardStampKind(stamp) !== 'object') return false;
+    if (rawBytes !== slice[2] || this.sliceEpochs.get(sliceId(...slice)) === undefined || this.conflicts.has(sliceId(...slice))) return false;
     const bindings = this.state.bindingsOf(slice);
     if (bindings.length === 0 || bindings.some((binding) => binding.key === key)) return false;
     return bindings.every((binding) => {

@@ -98,6 +98,34 @@ describeS3('S3 store: one binding per file (object stamps)', () => {
     }
   });
 
+  it('addEntries binds a new entry\'s object-stamped slice beside, its other slices as before; past the limit droppedBindings names the oldest', async () => {
+    const prefix = `f${run++}/`;
+    const url = `s3://${bucket}/${prefix}`;
+    const revs = Array.from({ length: MAX_SLICE_BINDINGS + 1 }, (_, i) => makeTensor([40, 6], 800 + i));
+    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
+    try {
+      const [first] = await store.addEntries([toInput(revs[0]!, 'w', [[SHARD, 0, 480, [etag(0)]]])]);
+      expect(first).toEqual({ key: revs[0]!.key, added: true, slicesBound: 1 });
+      for (let i = 1; i < MAX_SLICE_BINDINGS; i++) {
+        const [result] = await store.addEntries([toInput(revs[i]!, 'w', [[SHARD, 0, 480, [etag(i)]], [`other-${i}.safetensors`, 0, 480]])]);
+        expect(result).toEqual({ key: revs[i]!.key, added: true, slicesBound: 2 });
+      }
+      expect(await layoutFormat(prefix)).toBe(2);
+      expect(keysOf(store)).toEqual(revs.slice(0, MAX_SLICE_BINDINGS).map((t) => t.key).reverse());
+      expect(store.lookupSliceBinding('other-3.safetensors', 0, 480)?.entry.key).toBe(revs[3]!.key);
+      const [last] = await store.addEntries([toInput(revs[MAX_SLICE_BINDINGS]!, 'w', [[SHARD, 0, 480, [etag(MAX_SLICE_BINDINGS)]]])]);
+      expect(last).toEqual({ key: revs[MAX_SLICE_BINDINGS]!.key, added: true, slicesBound: 1, droppedBindings: [{ slice: [SHARD, 0, 480], key: revs[0]!.key }] });
+      const reader = await openCacheStore(url);
+      for (let i = 1; i <= MAX_SLICE_BINDINGS; i++) expect(reader.lookupSliceBinding(SHARD, 0, 480, etag(i))?.entry.key).toBe(revs[i]!.key);
+      await reader.close();
+      // Without an object stamp: SLICE_CONFLICT, as with one binding.
+      const plain = makeTensor([40, 6], 899);
+      expect((await catchError(() => store.addEntries([toInput(plain, 'w', [[SHARD, 0, 480]])]))).code).toBe('SLICE_CONFLICT');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a handle without the option and a file stamp keep one binding: SLICE_CONFLICT, cache.json stays format 1', async () => {
     const { prefix, url, store, revs } = await makeCache(2);
     const [a, b] = revs as [TestTensor, TestTensor];
