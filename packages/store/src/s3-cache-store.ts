@@ -261,15 +261,17 @@ function aliasShadowed(alias: { epoch: number }, topEpoch: number | undefined): 
   return topEpoch !== undefined && alias.epoch < topEpoch;
 }
 
-/** Whether a stamp object names a key below its slice's top alias epoch (a second binding, in format 2; a rebound key's leftover, in format 1). */
-function hasStampBelowTop(sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[]): boolean {
-  if (stampObjects.length === 0) return false;
+/** The stamp objects that name a key below its slice's top alias epoch (a second binding, in format 2; a rebound key's leftover, in format 1). */
+function countStampsBelowTop(sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[]): number {
+  if (stampObjects.length === 0) return 0;
   const top = topAliasKeys(sliceObjects.map((o) => o.name));
-  return stampObjects.some((object) => {
+  let count = 0;
+  for (const object of stampObjects) {
     const parsed = parseStampObjectName(object.name);
     const at = parsed === undefined ? undefined : top.get(sliceId(...parsed.slice));
-    return at !== undefined && !at.keys.has(parsed!.key);
-  });
+    if (at !== undefined && !at.keys.has(parsed!.key)) count++;
+  }
+  return count;
 }
 
 /** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
@@ -307,6 +309,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private stampCount = 0;
   /** Bindings in a format-2 view (several per slice may change while slices and stamps count alike). */
   private bindingCount = 0;
+  /** countStampsBelowTop at this format-1 handle's last look at cache.json (loadListing). */
+  private stampsBelowTopLooked = 0;
   /** A format-2 view's bindings per slice id, as derived from the last listing (empty in format 1). */
   private bindingSets = new Map<string, S3SliceBindings>();
   private changes = 0;
@@ -563,7 +567,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const [entryObjects, sliceObjects, stampObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR), this.transport.list(STAMPS_DIR)]);
     // A format-1 view with a stamp object of a key below its slice's top epoch: another handle may
     // have moved the cache to format 2 (a binding beside another), so cache.json is read again.
-    if (this.header.format !== S3_LAYOUT_FORMAT_PER_FILE && hasStampBelowTop(sliceObjects, stampObjects)) await this.readFormatAgain(false);
+    // Only when their number changed since the last look: a rebound slice's leftover stamps (until
+    // gc) would cost every refresh a GET; a move to format 2 always adds one (the old latest's).
+    if (this.header.format !== S3_LAYOUT_FORMAT_PER_FILE) {
+      const below = countStampsBelowTop(sliceObjects, stampObjects);
+      if (below > 0 && below !== this.stampsBelowTopLooked) {
+        this.stampsBelowTopLooked = below;
+        await this.readFormatAgain(false);
+      }
+    }
     // New objects, and those whose read failed: one bad reply must not hide an entry for the store's lifetime.
     const fresh = entryObjects.filter((o) => {
       const known = this.entryObjects.get(o.name);
