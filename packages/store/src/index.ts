@@ -28,6 +28,7 @@ export {
   MAX_SHARD_NAME_CHARS,
   MAX_SLICE_STAMP_CHARS,
   MAX_SLICE_STAMPS,
+  MAX_OBJECT_STAMPS_AHEAD,
   MAX_SLICE_BINDINGS,
   MAX_HOST_STAMP_FILE_BYTES,
   MAX_SLICE_KEYS_PER_ENTRY,
@@ -48,6 +49,8 @@ export {
   MIN_KEPT_BLOB_FILES,
   MAX_BUFFER_BYTES,
 } from './limits.js';
+// Whether a binding keeps a stamp once recorded (past MAX_SLICE_STAMPS one may rank last: not kept).
+export { isSliceStampKept } from './is-slice-stamp-kept.js';
 export { VERIFY_DECODE_BLOCK_BYTES } from './hash-decoded-blocks.js';
 export { MAX_OPEN_BLOB_FILES, countOpenBlobFiles, keptBlobFilesLimit } from './open-blob-files.js';
 export { BLOB_DAMAGE_CODES } from './check-repair-payload.js';

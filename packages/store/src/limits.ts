@@ -102,6 +102,15 @@ export const MAX_SLICE_STAMP_CHARS = 256;
  */
 export const MAX_SLICE_STAMPS = 16;
 /**
+ * Object stamps that rank ahead of a binding's file stamps past MAX_SLICE_STAMPS (mergeSliceStamps:
+ * the most recently recorded; older ones rank below every file stamp). Ahead, because an object's
+ * miss re-reads the tensor from S3; capped, because an ETag holds no time: 15 versions read once and
+ * never again kept their slots for good, and 4 local files loaded in turn pushed each other out on
+ * every load. Half the slots: files keep 8 at least. Below MAX_SLICE_STAMPS, so the best file stamp
+ * always ranks within the kept ones (never the last of a kind).
+ */
+export const MAX_OBJECT_STAMPS_AHEAD = 8;
+/**
  * A host-stamp file (host-file-stamps.ts) holds one shard name's records: ~100 bytes a record with
  * one stamp, ~4.5 KB with MAX_SLICE_STAMPS of them. 8 MiB is a shard of ~80k tensors with a stamp
  * each, or ~1,800 with every stamp slot full, far above real shards (a shard name like
