@@ -125,13 +125,14 @@ export async function checkSourceBytes(
     // One binding: recorded only from local files (resolveTensorRequest), perhaps another revision's.
     const one = (unchecked.bindings ?? candidates.length) === 1;
     const several = `the ${unchecked.bindings ?? candidates.length} bindings of its slice (one per file)`;
-    const note = one ? `${NO_STAMP_NOTE}; ${STAMPLESS_TRUST_NOTE}` : NO_STAMP_NOTE;
     report.reason = matched === undefined ? 'stale' : 'unchecked';
     if (matched !== undefined) report.key = matched.key;
+    // The trust opt-in only where the bytes are the binding's: for other bytes it would serve the
+    // other revision's, so a stale one names what binds this revision's bytes instead.
     report.detail =
       matched === undefined
-        ? `${describeShard(shardName, null)} holds other bytes than ${one ? `the entry of ${ONE_FILE_BINDING}` : `every entry of ${several}`}${refetched ? '; the same bytes fetched twice' : ''}: served raw; without a stamp no binding of its own can be made or picked (${note})`
-        : `${describeShard(shardName, null)} checked: its bytes are entry ${matched.key}'s, ${one ? ONE_FILE_BINDING : `one of ${several}`}${healed(refetched)}; without a stamp ${one ? 'it cannot be told from another revision of these files, nor recorded' : 'none can be picked or recorded for it'}, so it is checked at every load (${note})`;
+        ? `${describeShard(shardName, null)} holds other bytes than ${one ? `the entry of ${ONE_FILE_BINDING}` : `every entry of ${several}`}${refetched ? '; the same bytes fetched twice' : ''}: served raw; without a stamp no binding of its own can be made or picked (${NO_STAMP_NOTE})${one ? `; ${describeBuildRemedy(cache, stamplessStaleRemedy(cache))}` : ''}`
+        : `${describeShard(shardName, null)} checked: its bytes are entry ${matched.key}'s, ${one ? ONE_FILE_BINDING : `one of ${several}`}${healed(refetched)}; without a stamp ${one ? 'it cannot be told from another revision of these files, nor recorded' : 'none can be picked or recorded for it'}, so it is checked at every load (${one ? `${NO_STAMP_NOTE}; ${STAMPLESS_TRUST_NOTE}` : NO_STAMP_NOTE})`;
     return;
   }
   if (matched === undefined) {
@@ -177,7 +178,19 @@ export const NO_STAMP_NOTE = "an s3:// object with an ETag, or a local file, is 
 /** A stampless shard's slice whose single binding holds file stamps only (another revision's, maybe: resolveTensorRequest). */
 export const ONE_FILE_BINDING = "the slice's one binding, recorded from local files only (maybe another revision's of these files)";
 
-/** The opt-in that serves a stampless shard its slice's single binding unchecked (the rule until 2026-12-07). */
+/**
+ * What gives a stampless shard's tensor found `stale` (other bytes than its slice's bindings', or
+ * another shape) its own bytes from the cache: a binding of this revision's entry, which its loads
+ * then find among the slice's bindings (checked at every load, as any stampless shard's), or a
+ * cache of its own. Not objectSources 'trust': that serves the binding there, the other revision's.
+ */
+export function stamplessStaleRemedy(cache: ShardCache): string {
+  return keepsBindingsPerFile(cache.store)
+    ? "a build of this revision binds the tensor beside that binding (one binding per file: its loads then find its bytes among the slice's bindings, checked at every load), or a cache of its own for this revision keeps the other revision's binding apart"
+    : "a cache of its own for this revision keeps the other revision's binding apart (in this one, a build of this revision with --rebind takes the slice from it)";
+}
+
+/** The opt-in that serves a stampless shard its slice's single binding unchecked (the rule until 2026-12-07): named for `unchecked` only, where the bytes were the binding's. */
 export const STAMPLESS_TRUST_NOTE = "objectSources: 'trust' serves it from that binding unchecked, which is wrong wherever revisions share the cache";
 
 /**

@@ -258,12 +258,15 @@ function isFromFilesOnly(binding: SliceBinding): boolean {
  * A tensor whose shard has no stamp, at a slice with several bindings (or one recorded only from
  * local files: isFromFilesOnly): read raw and checked against
  * every binding's entry that describes it (checkSourceBytes), at every load; nothing is recorded or
- * remembered (no stamp names the file). No candidate of its shape: read raw, reason from explainMiss.
+ * remembered (no stamp names the file). No candidate of its shape or dtype: `stale` (or `dtype`)
+ * unhashed, as a stamped shard's is; it was reported `missing` ("no entry for this slice") though
+ * the slice is bound.
  */
 function uncheckEvery(target: ServeTarget, bindings: readonly SliceBinding[]): void {
   const candidates = bindings.filter((other) => entryDescribesTensor(other.entry, target));
-  if (candidates.length === 0) return;
-  target.unchecked = { entry: candidates[0]!.entry, stamp: null, recorded: bindings.flatMap((other) => other.stamps), candidates: candidates.map((other) => other.entry), bindings: bindings.length };
+  const recorded = bindings.flatMap((other) => other.stamps);
+  if (candidates.length === 0) target.staleStamp = { recorded, current: null, found: 'shape', bindings: bindings.length };
+  else target.unchecked = { entry: candidates[0]!.entry, stamp: null, recorded, candidates: candidates.map((other) => other.entry), bindings: bindings.length };
 }
 
 /** `modelOption`: where the caller passed `model`, as errors name it (`request.model` or `options.model`). */

@@ -10,7 +10,7 @@ import {
 import { describeValue, formatCoverage } from '@splitzip/codec/internal';
 import { isFromOtherFile, MAX_BUFFER_BYTES, readTensorBytes, type SafetensorsDtype, type SafetensorsModel, type SliceKey, type TensorInfo } from '@splitzip/safetensors';
 import { isStoreError, MAX_SLICE_KEYS_PER_ENTRY, type CacheEntry, type OpenedBlob } from '@splitzip/store';
-import { bindFoundSlice, checkSourceBytes, describeShard, ONE_FILE_BINDING, STAMPLESS_TRUST_NOTE, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
+import { bindFoundSlice, checkSourceBytes, describeShard, ONE_FILE_BINDING, stamplessStaleRemedy, STAMPLESS_TRUST_NOTE, WEAK_TRUST_NOTE, type SourceRefetch } from './check-source-bytes.js';
 import { OTHER_FILE_BINDING, staleBindingRemedy } from './stale-binding-remedy.js';
 import { dropModelRangeCopy, reportModelRangeDamage } from './drop-model-range-copy.js';
 import { bf16ValueCount } from './bf16-value-count.js';
@@ -96,7 +96,8 @@ export interface ServeTarget {
    * the same name and layout): `entry` is undefined, and the tensor is served raw unhashed.
    */
   /** `recorded`: the stamps of every binding of the slice; `bindings`: how many it has (one per file, a local cache's revisions side by side). */
-  staleStamp?: { recorded: readonly string[]; current: string; found: 'checked' | 'shape'; bindings?: number };
+  /** `current` null: a stampless shard (uncheckEvery), whose bindings all hold another shape or dtype. */
+  staleStamp?: { recorded: readonly string[]; current: string | null; found: 'checked' | 'shape'; bindings?: number };
   /**
    * Set when the slice is bound, but the binding has no record of its shard's stamp (an object's
    * `etag:<etag>`, or a file's `<size>:<mtime ns>:<ctime ns>:<inode>`): `entry` is undefined, the tensor is read raw,
@@ -249,11 +250,13 @@ export async function explainMiss(target: ServeTarget, data: Uint8Array | undefi
     const several = (target.staleStamp.bindings ?? 1) > 1;
     const how = found === 'checked' ? 'checked earlier through this cache' : `${several ? 'each entry is' : 'its entry is'} a tensor of another shape: not this ${JSON.stringify(target.shape)} one`;
     const remedy = staleBindingRemedy(recorded, current, env.cache.remote);
+    // A stampless shard: no load binds it, and gc --model's or --rebind's binding is another revision's.
+    const fix = current === null ? stamplessStaleRemedy(env.cache) : found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`;
     return {
       reason: 'stale',
       // Of another shape, it is never hashed, so no load binds it: `gc --model` removes the binding,
       // and the next load finds the tensor by content key.
-      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than ${several ? `any of the ${target.staleStamp.bindings} entries its slice is bound to (one binding per file)` : 'the entry its slice is bound to'} (${how}; ${isFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}${several ? "the bindings' stamps" : "the binding's stamps"}: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, found === 'checked' ? remedy : `${OTHER_SHAPE_REMEDY}, or ${remedy}`)}`,
+      detail: `${describeShard(target.slice.shardName, current)} holds other bytes than ${several ? `any of the ${target.staleStamp.bindings} entries its slice is bound to (one binding per file)` : 'the entry its slice is bound to'} (${how}; ${isFromOtherFile(recorded, current) ? `${OTHER_FILE_BINDING}: ` : ''}${several ? "the bindings' stamps" : "the binding's stamps"}: ${recorded.length === 0 ? 'none' : recorded.join(', ')}): served raw; ${describeBuildRemedy(env.cache, fix)}`,
     };
   }
   const elementCount = target.slice.sizeBytes / 2;
