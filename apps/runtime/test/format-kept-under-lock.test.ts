@@ -76,3 +76,24 @@ it('a handle that saw a second binding, removed and compacted to format 2 by ano
   }
   expect(await manifestFormat(cacheDir)).toBe(2);
 });
+
+it('ShardCache.aliasSlice, an explicit write as a build is, binds beside another file\'s binding in a format-2 cache and moves it to format 3 (the README says so)', async () => {
+  const { dir, cleanup } = await makeTempDir('splitzip-format-kept-lock-');
+  cleanups.push(cleanup);
+  const A = await writeModel(join(dir, 'A'), revisionA(), 80 * 1024);
+  const B = await writeModel(join(dir, 'B'), revisionB(), 80 * 1024);
+  cleanups.push(() => A.close(), () => B.close());
+  const cacheDir = join(dir, 'cache');
+  await buildCache(A, cacheDir, { sliceBindingsPerFile: true });
+  const keysB = await buildCache(B, cacheDir, { sliceBindingsPerFile: true, noAlias: [name(2)] });
+  expect(await manifestFormat(cacheDir)).toBe(2);
+  const cache = await openShardCache(cacheDir);
+  try {
+    const slice = B.getTensor(name(2))!.slice;
+    expect(await cache.aliasSlice(keysB.get(name(2))!, slice.shardName, slice.offsetBytes, slice.sizeBytes, B.shards[0]!.stamp!)).toBe(true);
+    expect(cache.lookupSliceBindings!(slice.shardName, slice.offsetBytes, slice.sizeBytes)).toHaveLength(2);
+    expect(await manifestFormat(cacheDir)).toBe(3);
+  } finally {
+    await cache.close();
+  }
+});

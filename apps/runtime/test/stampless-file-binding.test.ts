@@ -101,6 +101,16 @@ it("a stampless model of A itself: A's bytes, unchecked at every load; objectSou
   } finally {
     await checking.close();
   }
+  // A bare slice request names no file to check: its one binding serves it, by design (README).
+  const slice = model.getTensor(name(2))!.slice;
+  const bare = await openShardCache(cacheDir);
+  try {
+    const t = await loadTensor(slice, { cache: bare, backend: 'cpu', cacheOnly: true });
+    expect(sameBytes(t.data, rawA.get(name(2))!)).toBe(true);
+    expect(t).toMatchObject({ source: 'cache', reason: 'cached' });
+  } finally {
+    await bare.close();
+  }
   const trusting = await openShardCache(cacheDir, { objectSources: 'trust' });
   try {
     const t = await loadTensor({ model, name: name(2) }, { cache: trusting, backend: 'cpu', cacheOnly: true });
