@@ -1357,6 +1357,33 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await this.recordStamps(stampWrites);
       return results;
     }
+    // besideOnlyIfSeveral items (a loader's records): beside others only where cache.json is format 2
+    // already (read again: another handle may have moved it), or another item of this call moves it;
+    // else not applied, so that a loader never moves a cache to a format older releases refuse.
+    const refused: { slice: SliceKeyTuple; key: string }[] = [];
+    const onlyIfSeveral = (w: { at: number }): boolean => items[w.at]?.besideOnlyIfSeveral === true;
+    if (writes.some((w) => w.mode === 'beside' && onlyIfSeveral(w))) {
+      const moves = writes.some((w) => w.mode === 'beside' && !onlyIfSeveral(w));
+      if (!moves && !(await this.readFormatAgain(false))) {
+        for (let i = writes.length - 1; i >= 0; i--) {
+          const w = writes[i]!;
+          if (w.mode !== 'beside' || !onlyIfSeveral(w)) continue;
+          writes.splice(i, 1);
+          refused.unshift({ slice: w.slice, key: w.key });
+          const at = besideStamps.findIndex((b) => b.slice === w.slice && b.key === w.key);
+          if (at >= 0) besideStamps.splice(at, 1);
+        }
+      }
+    }
+    const onRefused = options.onBesideRefused;
+    const tellRefused = (): void => {
+      if (onRefused) for (const { slice, key } of refused) callHook(() => onRefused(slice, key));
+    };
+    if (writes.length === 0) {
+      await this.recordStamps(stampWrites);
+      tellRefused();
+      return results;
+    }
     if (besideStamps.length > 0) await this.prepareBeside(besideStamps);
     // Plain and rebind writes that lose throw; a conditional one that loses answers false.
     const bound = await this.settleThenRecordStamps(this.writeAliases(writes), stampWrites);
@@ -1364,6 +1391,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       results[write.at] = bound[i] === true;
     });
     if (besideStamps.length > 0) await this.evictPastLimit(besideStamps.map((w) => w.slice), options.onBindingDropped);
+    tellRefused();
     for (const { at, key, slice } of follows) results[at] = this.state.ownerOf(slice) === key;
     return results;
   }

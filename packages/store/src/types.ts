@@ -227,8 +227,9 @@ export interface AliasSliceItem {
    * never moves a cache to format 3, which releases before 0.56 refuse. For a loader whose view of
    * the cache may be stale.
    * An item that binds no slice beside another entry's (an unbound slice, stamps merged, a move)
-   * is applied as without it. Ignored by `s3://` stores, which hold one binding per slice (phase 2
-   * of FILE-BINDINGS.md must honour it).
+   * is applied as without it. An `s3://` store (phase 2 of FILE-BINDINGS.md) applies such an item
+   * beside others only where cache.json is format 2 already (read again) or another item of the
+   * call moves it there: format 2 is never undone there.
    */
   besideOnlyIfSeveral?: boolean | undefined;
 }

@@ -126,6 +126,30 @@ describeS3('S3 store: one binding per file (object stamps)', () => {
     }
   });
 
+  it('besideOnlyIfSeveral: not applied while cache.json is format 1 (false, onBesideRefused); applied once another handle moved it', async () => {
+    const { prefix, url, store, revs } = await makeCache(4);
+    const [a, b, c, d] = revs as [TestTensor, TestTensor, TestTensor, TestTensor];
+    const loader = await openCacheStore(url, { sliceBindingsPerFile: true });
+    try {
+      expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
+      await loader.refresh();
+      const refused: [unknown, string][] = [];
+      const onBesideRefused = (slice: unknown, key: string): void => void refused.push([slice, key]);
+      expect(await loader.aliasSlices([{ key: b.key, ...SLICE, stamp: etag(2), besideOnlyIfSeveral: true }], { onBesideRefused })).toEqual([false]);
+      expect(refused).toEqual([[[SHARD, 0, 480], b.key]]);
+      expect(await layoutFormat(prefix)).toBe(1);
+      expect(keysOf(loader)).toEqual([a.key]);
+      // Another handle moves the cache (a build); the loader's view is still format 1, and it reads cache.json again.
+      expect(await store.aliasSlices([{ key: c.key, ...SLICE, stamp: etag(3) }])).toEqual([true]);
+      expect(await loader.aliasSlices([{ key: d.key, ...SLICE, stamp: etag(4), besideOnlyIfSeveral: true }], { onBesideRefused })).toEqual([true]);
+      expect(refused).toHaveLength(1);
+      expect(keysOf(loader)).toEqual([d.key, c.key, a.key]);
+    } finally {
+      await loader.close();
+      await store.close();
+    }
+  });
+
   it('a handle without the option and a file stamp keep one binding: SLICE_CONFLICT, cache.json stays format 1', async () => {
     const { prefix, url, store, revs } = await makeCache(2);
     const [a, b] = revs as [TestTensor, TestTensor];
