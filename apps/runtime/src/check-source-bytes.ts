@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { isFromOtherFile, parseFileStamp, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
-import { isStoreError, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY, shardStampKind, type AliasSliceItem, type AliasSlicesOptions, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
+import { isS3Url, isStoreError, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type AliasSliceItem, type AliasSlicesOptions, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, describeWritableRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import { describeError, isRuntimeError, RuntimeError } from './errors.js';
 import { hashTensorKey } from './hash-tensor-key.js';
+import { findBindingStamps, isStampKept } from './is-stamp-kept.js';
 import { keepsBindingsPerFile } from './bindings-per-file.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { listSliceBindings } from './list-slice-bindings.js';
@@ -17,6 +18,12 @@ import type { TensorReport } from './types.js';
 export interface ObjectStampStats {
   /** Stamps recorded with their bindings. */
   recorded: number;
+  /**
+   * Stamps these records did not keep: each ranked last among its binding's MAX_SLICE_STAMPS (a file
+   * changed before the files whose stamps the binding keeps: isSliceStampKept). The store answers
+   * them `true` (the slice is bound) but records nothing; not in `recorded`. Since 2026-12-07.
+   */
+  notKept: number;
   /** Records the store refused or could not make (the bindings stay unchecked: the next load checks again). */
   failed: number;
   /** The last failure, while no record has succeeded since. */
@@ -160,7 +167,9 @@ export async function checkSourceBytes(
   rememberCheck(recorderOf(cache.store).matched, item);
   const recorder = queueStamp(cache.store, item);
   const last = recorder.stats.lastError;
-  const where = describeStampRecord(cache, stamp);
+  // Past MAX_SLICE_STAMPS a file changed before those the binding keeps is not recorded (the store's rule).
+  const kept = isStampKept(cache.remote, findBindingStamps(cache, shardName, offsetBytes, sizeBytes, matched.key), stamp);
+  const where = describeStampRecord(cache, stamp, 'stamp', kept);
   report.detail =
     `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and ${where}` +
     healedNote +
@@ -221,8 +230,13 @@ export function describeJournalDamage(cache: ShardCache): { code: string; messag
  * (a read-only mount, another user's directory) records nothing, which every report of a new
  * process said was "being recorded" while each of them checked every tensor again.
  */
-function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp'): string {
+function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp', kept = true): string {
   const subject = what === 'stamp' ? 'its stamp' : 'the binding';
+  if (!kept) {
+    // The store answers the record `true` and keeps nothing: "being recorded" was wrong, and a build does not help.
+    const keeper = cache.remote && shardStampKind(stamp) === 'file' ? 'this host keeps for the binding' : 'the binding keeps';
+    return `${subject} is not recorded: its file changed before the ${MAX_SLICE_STAMPS} files whose stamps ${keeper} (MAX_SLICE_STAMPS: the files changed most recently keep the slots), so every new process checks it once; a cache of its own for these files avoids it`;
+  }
   if (cache.remote && shardStampKind(stamp) === 'file') {
     return `${subject} is being kept for this host (other processes of this host trust it where the cache has a readThroughDir)`;
   }
@@ -505,7 +519,7 @@ const recorders = new WeakMap<CacheStore, StampRecorder>();
 function recorderOf(store: CacheStore): StampRecorder {
   let recorder = recorders.get(store);
   if (recorder === undefined) {
-    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, failed: 0, droppedBindings: 0, outrankedBindings: 0, keptFormatBindings: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
+    recorder = { queue: [], queued: new Set(), flushing: undefined, stats: { recorded: 0, notKept: 0, failed: 0, droppedBindings: 0, outrankedBindings: 0, keptFormatBindings: 0 }, mismatched: new Set(), matched: new Set(), found: new Map(), foundBeside: new Map() };
     recorders.set(store, recorder);
   }
   return recorder;
@@ -604,14 +618,17 @@ async function flushStampQueue(store: CacheStore, recorder: StampRecorder): Prom
  */
 async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: ObjectStampStats): Promise<unknown> {
   let failure: unknown;
-  const count = (outcome: PromiseSettledResult<boolean[]>, size: number) => {
+  const count = (outcome: PromiseSettledResult<boolean[]>, batch: readonly AliasSliceItem[]) => {
     if (outcome.status === 'fulfilled') {
       // A caller's wrapper store may answer anything: only `true`s count.
-      stats.recorded += Array.isArray(outcome.value) ? outcome.value.filter((bound) => bound === true).length : 0;
+      const bound = Array.isArray(outcome.value) ? batch.filter((_, at) => outcome.value[at] === true) : [];
+      const notKept = bound.filter((item) => !isRecordKept(store, item)).length;
+      stats.recorded += bound.length - notKept;
+      stats.notKept += notKept;
       stats.lastError = undefined;
     } else {
       failure = outcome.reason;
-      countFailure(stats, outcome.reason, size);
+      countFailure(stats, outcome.reason, batch.length);
     }
   };
   // Past MAX_SLICE_BINDINGS the store drops the least recent binding, which may be the one an item
@@ -632,11 +649,27 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
     items.length > 1 &&
     (isStoreError(whole.reason, 'INVALID_ARGUMENT') || isStoreError(whole.reason, 'SLICE_CONFLICT') || isStoreError(whole.reason, 'SIZE_INVALID'));
   if (!splittable) {
-    count(whole, items.length);
+    count(whole, items);
     return failure;
   }
-  for (const outcome of await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item], options))))) count(outcome, 1);
+  const outcomes = await Promise.allSettled(items.map((item) => Promise.resolve().then(() => store.aliasSlices([item], options))));
+  outcomes.forEach((outcome, at) => count(outcome, [items[at]!]));
   return failure;
+}
+
+/**
+ * Whether a record the store answered `true` kept its stamp: the binding holds it after the call,
+ * or (a caller's wrapper store whose lookups show something else) the rule would keep it. False for
+ * a stamp ranking last past MAX_SLICE_STAMPS (isSliceStampKept), which the store answers `true`.
+ */
+function isRecordKept(store: CacheStore, item: AliasSliceItem): boolean {
+  if (item.stamp === undefined || typeof item.key !== 'string') return true;
+  try {
+    const stamps = findBindingStamps(store, item.shardName, item.offsetBytes, item.sizeBytes, item.key);
+    return stamps === undefined || stamps.includes(item.stamp) || isStampKept(isS3Url(store.root), stamps, item.stamp);
+  } catch {
+    return true; // a caller's store whose lookups throw: counted as the store answered
+  }
 }
 
 /** `size` records failed with `reason` (the handle's last error until a record succeeds). */
