@@ -6,7 +6,7 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, computePayloadLayout, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
 import { formatCoverage } from '@splitzip/codec/internal';
 import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, isS3Url, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { classifyBinding, isS3Url, isSliceStampKept, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
 import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
@@ -49,6 +49,12 @@ export interface ModelTensorCheck {
    * says so (the text report groups these per shard).
    */
   unrecorded?: true;
+  /**
+   * True beside `unrecorded` where no load or build records the file: its binding holds the stamps
+   * of MAX_SLICE_STAMPS files changed after it (the files changed most recently keep the slots,
+   * isSliceStampKept), so every new process checks it once. Since 2026-12-07.
+   */
+  stampNotKept?: true;
   /**
    * Where it failed because the cache decodes other values than the file holds: the first value
    * that differs (`index`, of the tensor's values) and its byte offset in the tensor.
@@ -331,7 +337,18 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   const failure = describeMismatch(read.payload, comparison!, scan.blocks);
   if (failure !== null) return { ...base, key, status: 'failed', ...failure };
   if (unrecorded) {
-    const dropped = matching.stamps.length >= MAX_SLICE_STAMPS ? ` (a binding keeps the stamps of its latest ${MAX_SLICE_STAMPS} files: this one's may have been dropped for newer copies)` : '';
+    // A file changed before the MAX_SLICE_STAMPS whose stamps the binding keeps is never recorded: a build cannot help.
+    const notKept = !isS3Url(context.store.root) && fileStamp !== null && !isSliceStampKept(matching.stamps, fileStamp);
+    if (notKept) {
+      return {
+        ...base,
+        key,
+        status: 'ok',
+        reason: `its binding has no record of this shard file (${describeStamp(fileStamp)}), and none is made: it changed before the ${MAX_SLICE_STAMPS} files whose stamps the binding keeps (MAX_SLICE_STAMPS: the files changed most recently keep the slots), so neither a load nor a build records it; its bytes are the entry's, so every new process checks them once (a raw read and a hash) and then serves them from the cache; a cache of its own for these files avoids it`,
+        unrecorded: true,
+        stampNotKept: true,
+      };
+    }
     return {
       ...base,
       key,
@@ -340,7 +357,7 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
       // or touched file to guess at there.
       reason: isS3Url(context.store.root)
         ? "its bytes are the entry's; an s3:// cache keeps no local file stamps in the bucket (by design: a stamp is one host's file), so a load checks them once per host (a raw read and a hash) and then serves them from the cache; a load with a readThroughDir records this file's stamp on that host"
-        : `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05)${dropped}: its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; run build to record the file now`,
+        : `its binding has no record of this shard file (${fileStamp === null ? 'unknown' : describeStamp(fileStamp)}; a copy, a touched file, or a cache built before 2026-12-05): its bytes are the entry's, so a load checks them once (a raw read and a hash; at every load on a file system whose stamps prove nothing, such as squashfs) and then serves them from the cache; run build to record the file now`,
       unrecorded: true,
     };
   }

@@ -1,6 +1,6 @@
 import { checkCacheLocation } from '../check-cache-location.js';
 import { checkLocalModel } from '../check-local-model.js';
-import { BLOB_DAMAGE_CODES, DEFAULT_GC_MIN_AGE_MS, isS3Url, type VerifyReport } from '@splitzip/store';
+import { BLOB_DAMAGE_CODES, DEFAULT_GC_MIN_AGE_MS, isS3Url, MAX_SLICE_STAMPS, type VerifyReport } from '@splitzip/store';
 import { defineCommand } from '../define-command.js';
 import { findCacheLeftovers, type CacheLeftovers } from '../find-cache-leftovers.js';
 import { UsageError } from '../errors.js';
@@ -235,7 +235,8 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     }
     // Ok, but their shard file is not recorded yet (a copy, a touched file): one line per shard.
     const unrecordedByShard = new Map<string, ModelTensorCheck[]>();
-    for (const t of m.tensors) if (t.status === 'ok' && t.unrecorded) pushToGroup(unrecordedByShard, t.shard, t);
+    const notKeptByShard = new Map<string, ModelTensorCheck[]>();
+    for (const t of m.tensors) if (t.status === 'ok' && t.unrecorded) pushToGroup(t.stampNotKept ? notKeptByShard : unrecordedByShard, t.shard, t);
     // A line each, under one that says why: the whole reason (the stamps) is in --json, and the README.
     if (unrecordedByShard.size > 0) {
       lines.push(
@@ -245,6 +246,16 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       );
     }
     for (const [shard, tensors] of unrecordedByShard) lines.push(...wrapHanging(`    ${showName(shard)}: ${formatCountOf(tensors.length, 'tensor')}`, NOTE_INDENT));
+    // Files no record keeps (past MAX_SLICE_STAMPS, changed before those kept): a build does not help, so not under the line above.
+    if (notKeptByShard.size > 0) {
+      lines.push(
+        ...wrapHanging(
+          `  note: cached, but never recorded: each file changed before the ${MAX_SLICE_STAMPS} files whose stamps its binding keeps (MAX_SLICE_STAMPS: the files changed most recently keep the slots), so every new process checks their bytes once and a build does not record them (a cache of its own for these files avoids it):`,
+          NOTE_INDENT,
+        ),
+      );
+    }
+    for (const [shard, tensors] of notKeptByShard) lines.push(...wrapHanging(`    ${showName(shard)}: ${formatCountOf(tensors.length, 'tensor')}`, NOTE_INDENT));
     // Not cached (served raw): non-BF16 tensors counted per dtype, the rest listed with their reason.
     const byDtype = new Map<string, number>();
     const listed: string[][] = [];
