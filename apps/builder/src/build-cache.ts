@@ -12,6 +12,7 @@ import {
   isStoreError,
   looksLikeOtherUrl,
   MAX_QUALNAME_CHARS,
+  isSliceStampKept,
   MAX_SLICE_KEYS_PER_ENTRY,
   openCacheStore,
   recoverDamagedManifest,
@@ -1446,7 +1447,9 @@ async function bindSlice(context: TensorContext, key: string, tensor: TensorInfo
     // the same bytes, another model's file of this name) gets it added: these bytes were just hashed.
     // A binding in the way beside it (this file's before it changed in place) goes with --rebind.
     // (Removed with or without --rebind: bound for this file now, it is this file's past.)
-    if (own !== undefined && (stamp === undefined || own.stamps.includes(stamp))) return await removeMovedBindings(context, key, tensor, judged.inTheWay);
+    // So is one whose stamps would not keep this file's (a file changed before the MAX_SLICE_STAMPS
+    // files the binding keeps: isSliceStampKept): the store records nothing, so nothing is counted.
+    if (own !== undefined && (stamp === undefined || own.stamps.includes(stamp) || !isSliceStampKept(own.stamps, stamp))) return await removeMovedBindings(context, key, tensor, judged.inTheWay);
     // A stamp added to a binding the entry has: no new binding.
     if (own !== undefined) {
       stampOnly = true;
