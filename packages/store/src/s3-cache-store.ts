@@ -1131,16 +1131,20 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * handle saw format 1: another handle may have moved it since this one opened (FILE-BINDINGS.md,
    * "Format gate"). For the calls that delete (unbindSlices, gc, the drop), which must not judge a
    * second binding as shadowed. A format-1 cache costs one GET; the move is never undone.
+   * `unreadable`: the answer when cache.json cannot be read (a 404, a garbled reply): gc and the
+   * drop pass true (judged as format 2, which keeps more), a loader's besideOnlyIfSeveral false.
+   * Callers that judge a listing read it AFTER that listing: the move is PUT before any object of a
+   * second binding, so a listing that shows one is followed by a read that shows format 2.
    */
-  private async readFormatAgain(refresh = true): Promise<boolean> {
+  private async readFormatAgain(refresh = true, unreadable = false): Promise<boolean> {
     if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE) return true;
     const bytes = await this.transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
-    if (!bytes) return false;
+    if (!bytes) return unreadable;
     let header: S3Header;
     try {
       header = parseHeaderObject(bytes, this.transport.describe(HEADER_OBJECT));
     } catch {
-      return false; // Judged at the next open; a reply garbled on the way is no format move.
+      return unreadable; // Judged at the next open; a reply garbled on the way is no format move.
     }
     if (header.format !== S3_LAYOUT_FORMAT_PER_FILE) return false;
     this.header = header;
@@ -1437,17 +1441,20 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     checkDropUnboundOptions(options, S3_DROP_EXTRA_OPTIONS);
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'dropUnboundEntries');
     const minAgeMs = this.checkMinAgeMs(options);
-    // Format 2: a key bound below its slice's top epoch is bound (FILE-BINDINGS.md, phase 2).
-    const perFile = await this.readFormatAgain(false);
+    // Format 2: a key bound below its slice's top epoch is bound (FILE-BINDINGS.md, phase 2). Read
+    // after each listing that judges (this one's, the resolver's, each batch's recheck): another
+    // handle may move the cache meanwhile; unreadable counts as format 2 (keeps more).
+    const formatNow = (): Promise<boolean> => this.readFormatAgain(false, true);
     // A killed drop's intents first (their entries may be bound: put back before anything is judged).
     // One intent's failure leaves that intent (its blob kept) and is reported; the drop goes on.
-    const resolved = options.dryRun === true ? undefined : await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile);
+    const resolved = options.dryRun === true ? undefined : await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES, formatNow);
     // Parses every entry object (the listing below judges by their fields); one listed only after
     // it is younger than any minAgeMs allows, and stays.
     await this.refresh();
     const listingStarted = performance.now();
     const listing = await this.transport.list('');
     const now = this.listingNowMs(listingStarted);
+    const perFile = await formatNow();
     const entryOf = (name: string): CacheEntry | undefined => {
       const parsed = this.entryObjects.get(name);
       return parsed !== undefined && 'blob' in parsed ? parsed : undefined;
@@ -1457,7 +1464,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // The listing's start by the judging clock, less a second (Last-Modified's resolution) and less
     // CLOCK_OFFSET_NOISE_MS (a local clock less than that ahead of the server is not corrected): an
     // alias object a resolver finds written since is bound, as this drop's second listing judges.
-    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000 - CLOCK_OFFSET_NOISE_MS, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile);
+    const report = await dropS3UnboundEntries(this.transport, candidates, listing, now - 1000 - CLOCK_OFFSET_NOISE_MS, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile || formatNow);
     await this.refresh();
     const resolution = resolved === undefined ? undefined : staleDropResolutionOf(resolved);
     return {
@@ -1628,12 +1635,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     checkBooleanOption(options.allowMinAgeBelowFloorForTests, 'allowMinAgeBelowFloorForTests', 'gc');
     const started = performance.now();
     const minAgeMs = this.checkMinAgeMs(options);
-    // Format 2: a stamp object of a binding below the top epoch lives (FILE-BINDINGS.md, phase 2).
-    const perFile = await this.readFormatAgain(false);
     const listingStarted = performance.now();
     // Every entry object counts as a reference, also other encodings of a key and invalid ones.
     const [all, uploads] = await Promise.all([this.transport.list(''), this.transport.listMultipartUploads()]);
     const now = this.listingNowMs(listingStarted);
+    // Format 2: a stamp object of a binding below the top epoch lives (FILE-BINDINGS.md, phase 2).
+    // Read after the listing (a move before it shows), and again after each recheck's listing;
+    // unreadable counts as format 2 (keeps more).
+    const formatNow = (): Promise<boolean> => this.readFormatAgain(false, true);
+    const perFile = await formatNow();
     // Drops' intent objects, listed after entries/ (the whole prefix's listing reaches dropping/
     // before entries/): an entry object that listing missed was deleted after its intent's PUT, so
     // its intent is here unless that drop was done with it. Its blob is no orphan meanwhile.
@@ -1795,14 +1805,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const parsed = parseStampObjectName(name)!;
         // The entry objects, then the intents (a drop PUTs its intent before its entry DELETE), then
         // the entry objects again (a drop may put one back and remove its intent between the two).
-        const [aliases, entries, stamps] = await Promise.all([
-          this.transport.list(sliceDirName(parsed.slice)),
-          this.transport.list(`${ENTRIES_DIR}${parsed.key}.`),
-          perFile ? this.transport.list(stampDirName(parsed.slice)) : Promise.resolve([]),
-        ]);
+        const [aliases, entries] = await Promise.all([this.transport.list(sliceDirName(parsed.slice)), this.transport.list(`${ENTRIES_DIR}${parsed.key}.`)]);
+        // The format after that listing, then the stamps (a beside binding's stamp is PUT before its alias).
+        const perFileNow = perFile || (await formatNow());
+        const stamps = perFileNow ? await this.transport.list(stampDirName(parsed.slice)) : [];
         const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || (await this.hasIntentOrEntryAgain(parsed.key));
         // Format 2: the slice's bindings as listed now; other keys' entries are taken as there (the look is for this key).
-        const topKeys = perFile
+        const topKeys = perFileNow
           ? boundKeysBySlice(deriveS3SliceBindings(aliases, stamps, (key) => key !== parsed.key || hasEntry)).get(sliceId(...parsed.slice))
           : topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
         return stampLives(parsed.key, topKeys, hasEntry);
@@ -1827,7 +1836,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // After gc's deletions: a failure here is reported with them, not thrown over them.
       let resolved: StaleIntentOutcome;
       try {
-        resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile);
+        resolved = await resolveStaleDropIntents(this.transport, minAgeMs, MAX_ENTRY_OBJECT_BYTES, perFile || formatNow);
       } catch (error) {
         resolved = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [], entriesLost: [], error: resolutionErrorOf(error) };
       }

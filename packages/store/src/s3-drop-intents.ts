@@ -5,7 +5,7 @@ import { checkBlobDeletable } from './check-blob-deletable.js';
 import { isStoreError } from './errors.js';
 import { parseS3EntryObject } from './parse-s3-entry-object.js';
 import { mapLimited } from './map-limited.js';
-import { perFileBoundKeys } from './s3-slice-binding-set.js';
+import { isPerFileNow, perFileBoundKeys, type PerFileFormat } from './s3-slice-binding-set.js';
 import { DROPPING_DIR, SLICES_DIR, STAMPS_DIR, blobObjectName, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { StaleDropResolution } from './types.js';
@@ -209,7 +209,7 @@ export function decodeDropIntent(body: Uint8Array): { entryBytes: Uint8Array; ju
  * the first is the outcome's `error` (the intent stays for the next resolver); a listing's failure is
  * thrown.
  */
-export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: number, maxEntryObjectBytes: number, perFile = false): Promise<StaleIntentOutcome> {
+export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: number, maxEntryObjectBytes: number, perFile: PerFileFormat = false): Promise<StaleIntentOutcome> {
   const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
   const nowMs = transport.judgingNowMs();
   const stale = (await transport.list(DROPPING_DIR)).filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
@@ -219,7 +219,8 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   // Once for all intents: the keys at a top epoch, and each key's newest alias object.
   const topKeys = boundKeysAfter(slices, () => false);
   // Format 2 (FILE-BINDINGS.md, phase 2): a key bound below its slice's top epoch (by its stamps) is bound too.
-  if (perFile) for (const key of perFileBoundKeys(slices, await transport.list(STAMPS_DIR))) topKeys.add(key);
+  // The format is looked at after the listing of slices/ (a move before it shows), then stamps/ listed.
+  if (await isPerFileNow(perFile)) for (const key of perFileBoundKeys(slices, await transport.list(STAMPS_DIR))) topKeys.add(key);
   const newestAliasMs = new Map<string, number>();
   for (const object of slices) {
     const alias = parseSliceObjectName(object.name);

@@ -6,7 +6,7 @@ import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
 import { DROP_ID_HEX_CHARS, SLICES_DIR, STAMPS_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import { perFileBoundKeys } from './s3-slice-binding-set.js';
+import { isPerFileNow, perFileBoundKeys, type PerFileFormat } from './s3-slice-binding-set.js';
 import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, encodeDropIntent, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropStopReason, DropStopped, DropUnboundEntriesReport } from './types.js';
@@ -95,7 +95,7 @@ export async function dropS3UnboundEntries(
   judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
-  perFile = false,
+  perFile: PerFileFormat = false,
 ): Promise<DropUnboundEntriesReport> {
   const dropId = randomBytes(DROP_ID_HEX_CHARS / 2).toString('hex');
   const isNew = isNewSince(aliasTimes(firstListing));
@@ -134,7 +134,7 @@ async function dropBatch(
   judgedAtMs: number,
   minAgeMs: number,
   maxEntryObjectBytes: number,
-  perFile: boolean,
+  perFile: PerFileFormat,
 ): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; restoreConflicts: string[]; reclaimedBytes: number; stopped?: DropStopped }> {
   const limit = transport.settings.maxConcurrentRequests;
   const startedMs = Date.now();
@@ -197,8 +197,12 @@ async function dropBatch(
   if (deleted.length === 0 && failure === undefined) return { dropped: [], blobsLeft: [], blobsMissing: [], restoreConflicts: [], reclaimedBytes: 0, stopped: stoppedWith([]) };
   let listedAgain: ListedObject[];
   let stampsAgain: ListedObject[] = [];
+  let perFileNow = false;
   try {
-    [listedAgain, stampsAgain] = await Promise.all([transport.list(SLICES_DIR), perFile ? transport.list(STAMPS_DIR) : Promise.resolve([])]);
+    // The format after the listing of slices/, then stamps/ (a beside binding's stamp is PUT before its alias).
+    listedAgain = await transport.list(SLICES_DIR);
+    perFileNow = await isPerFileNow(perFile);
+    if (perFileNow) stampsAgain = await transport.list(STAMPS_DIR);
   } catch (error) {
     // The first failure says why the drop stopped; the listing's only that nothing was put back.
     // The deleted entries' intents stay: a later gc or drop resolves them (put back or blob gone).
@@ -206,7 +210,7 @@ async function dropBatch(
     throw withRelistFailure(failure.error, error, deleted.length);
   }
   const boundNow = boundKeysAfter(listedAgain, isNew);
-  if (perFile) for (const key of perFileBoundKeys(listedAgain, stampsAgain)) boundNow.add(key);
+  if (perFileNow) for (const key of perFileBoundKeys(listedAgain, stampsAgain)) boundNow.add(key);
   const restored = deleted.filter(({ entry }) => boundNow.has(entry.key));
   const blobsMissing: string[] = [];
   const restoreConflicts: string[] = [];

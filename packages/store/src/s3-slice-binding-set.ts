@@ -6,6 +6,18 @@ import { parseSliceObjectName, parseStampObjectName } from './s3-layout.js';
 import type { SliceKeyTuple } from './types.js';
 import { sliceId } from './validate-entry.js';
 
+/**
+ * Whether a cache is format 2 for a judgement: known (a boolean), or a look at cache.json to take
+ * AFTER the listing it judges (another handle may move the cache meanwhile; the move is PUT before
+ * any object of a second binding, so a listing that shows one is followed by a look that shows it).
+ */
+export type PerFileFormat = boolean | (() => Promise<boolean>);
+
+/** The format of `format` now: the boolean, or the look taken. */
+export function isPerFileNow(format: PerFileFormat): Promise<boolean> {
+  return typeof format === 'function' ? format() : Promise.resolve(format);
+}
+
 /** A listed object: its name (below the prefix) and Last-Modified. */
 export interface NamedObject {
   name: string;
