@@ -238,6 +238,8 @@ interface AliasWrite {
   slice: SliceKeyTuple;
   epoch: number;
   mode: AliasWriteMode;
+  /** A 'beside' write's object stamp: the write is judged again (mayBindBeside) before a retry. */
+  stamp?: string;
 }
 
 /**
@@ -874,7 +876,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           const stamp = (stampsOf.get(`${entry.key}/${sliceId(...slice)}`) ?? []).find((s) => shardStampKind(s) === 'object');
           if (!this.mayBindBeside(slice, entry.key, stamp, entry.rawBytes) || this.sliceEpochs.get(sliceId(...slice))! + 1 > MAX_SLICE_EPOCH) return false;
           besideStamps.push({ slice, key: entry.key, stamp: stamp! });
-          aliasWrites.push({ key: entry.key, slice, epoch: this.sliceEpochs.get(sliceId(...slice))! + 1, mode: 'beside', at });
+          aliasWrites.push({ key: entry.key, slice, epoch: this.sliceEpochs.get(sliceId(...slice))! + 1, mode: 'beside', stamp: stamp!, at });
           wantStamps(entry.key, slice, true);
           return true;
         });
@@ -1043,9 +1045,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       await this.refresh();
       const lost: ((typeof round)[number] & { error: StoreError })[] = [];
       const gone: (typeof round)[number][] = [];
+      /** Beside writes that landed above a binding without an object stamp: withdrawn (SLICE_CONFLICT). */
+      const shadowing: (typeof round)[number][] = [];
       for (const w of round) {
         const id = sliceId(...w.slice);
         const owner = this.state.ownerOf(w.slice);
+        // A beside write judged on a view older than a stampless binding (a rebind with a file stamp
+        // or none) written just below it would shadow that binding for good: nothing finds it.
+        if (w.mode === 'beside' && this.shadowsStamplessBinding(w.slice, w.key, w.epoch)) {
+          shadowing.push(w);
+          continue;
+        }
         // A binding beside others is made once its key is one of the slice's bindings: the latest,
         // or a file binding by its stamp object once another writer's alias went above it.
         if (owner === w.key || (w.mode === 'beside' && this.isBindingOf(w.slice, w.key))) {
@@ -1087,6 +1097,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // An alias of a gone entry goes too: left, it bound the slice to nothing, and to the entry
       // once a writer stores that key again, unasked.
       if (gone.length > 0) await mapLimited(gone, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
+      if (shadowing.length > 0) {
+        await mapLimited(shadowing, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
+        failure ??= this.besideRefusedError(shadowing[0]!);
+        if (lost.length === 0) {
+          await this.refresh().catch(() => undefined);
+          break;
+        }
+      }
       if (lost.length === 0) {
         if (gone.length > 0) await this.refresh().catch(() => undefined);
         break;
@@ -1114,6 +1132,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const id = sliceId(...w.slice);
         if (this.state.ownerOf(w.slice) === w.key || (w.mode === 'beside' && this.isBindingOf(w.slice, w.key))) {
           results[w.at] = true;
+          continue;
+        }
+        // Judged again on this listing: a binding written meanwhile may leave nothing to bind beside
+        // (a stampless latest binding would be shadowed by a write above it).
+        if (w.mode === 'beside' && !this.mayBindBeside(w.slice, w.key, w.stamp)) {
+          failure ??= this.besideRefusedError(w);
           continue;
         }
         const current = this.sliceEpochs.get(id);
@@ -1150,6 +1174,30 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     this.header = header;
     if (refresh) await this.refresh();
     return true;
+  }
+
+  /**
+   * Whether an alias of `key` at `epoch` stands just above a key that binds nothing for want of a
+   * stamp object (its entry there, of the slice's size): a binding made without an object stamp
+   * (a rebind with a file stamp, or none) that this alias would shadow for good.
+   */
+  private shadowsStamplessBinding(slice: SliceKeyTuple, key: string, epoch: number): boolean {
+    const set = this.bindingSets.get(sliceId(...slice));
+    if (set === undefined) return false;
+    let below = -1;
+    for (const alias of set.aliases) if (alias.key !== key && alias.epoch < epoch && alias.epoch > below) below = alias.epoch;
+    if (below < 0) return false;
+    const binding = new Set([...set.bindings, ...set.evicted].map((b) => b.key));
+    return set.aliases.some((alias) => alias.epoch === below && alias.key !== key && !binding.has(alias.key) && this.state.getEntry(alias.key)?.rawBytes === slice[2]);
+  }
+
+  /** SLICE_CONFLICT for a beside write withdrawn: the slice's latest binding has no object stamp now. */
+  private besideRefusedError(w: AliasWrite): StoreError {
+    return new StoreError(
+      'SLICE_CONFLICT',
+      `slice ${JSON.stringify(w.slice)} was bound concurrently to a binding without an object stamp (${String(this.state.ownerOf(w.slice) ?? 'none readable')}); binding ${w.key} beside it would shadow it (rebind to move it)`,
+      { entry: w.key, path: this.root, details: { slice: w.slice, owner: this.state.ownerOf(w.slice), requestedKey: w.key } },
+    );
   }
 
   /** Whether `key` is one of the slice's bindings in this view. */
@@ -1331,7 +1379,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         if (current + 1 > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
         besideStamps.push({ slice, key, stamp: stamp! });
         lastWrite.set(id, writes.length);
-        writes.push({ key, slice, epoch: current + 1, mode: 'beside', at });
+        writes.push({ key, slice, epoch: current + 1, mode: 'beside', stamp: stamp!, at });
         return;
       }
       const owner = draft.ownerOf(slice);
