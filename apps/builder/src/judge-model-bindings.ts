@@ -8,6 +8,7 @@
 import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
+import { judgeRebindingAfterPrune } from './judge-rebinding-after-prune.js';
 import { isOtherFilesBinding } from './judge-slice-bindings.js';
 
 /**
@@ -130,6 +131,20 @@ export interface ModelBindingsReport {
    * `otherFileKept`).
    */
   otherFiles: number;
+  /**
+   * Only where `otherFiles` > 0: of them, those whose slice keeps another binding once the prune ran
+   * (a dry run: would). The model whose bindings they were binds those again only beside it, which
+   * its load does only while `secondBindingHeld`; the others' slices are left unbound, which its
+   * next load binds by content key (judge-rebinding-after-prune.ts).
+   */
+  otherFilesBeside?: number;
+  /**
+   * Only where `otherFiles` > 0: whether the cache holds a second binding of some slice once the
+   * prune ran (the store's holdsSeveralBindings after it; a dry run: as judged). Without one, a load
+   * binds no file beside another's (it never moves a cache to manifest format 3): those
+   * `otherFilesBeside` stay `stale` for their model until its build.
+   */
+  secondBindingHeld?: boolean;
   /**
    * How many the store removed: 0 in a dry run; fewer than `prune` lists where a writer bound one
    * of those slices again, or to another entry, since it was judged (left as it is).
@@ -281,6 +296,7 @@ export function judgeModelBindings(
       }
     }
   }
+  if (report.otherFiles > 0) Object.assign(report, judgeRebindingAfterPrune(store, report.prune));
   report.otherRevisions = [...revisions.values()];
   report.otherShards = [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([shardName, bindings]) => ({ shardName, bindings }));
   return report;
@@ -300,5 +316,7 @@ export async function pruneModelBindings(
   const report = judgeModelBindings(store, model, modelPath, options);
   if (options.dryRun || report.prune.length === 0) return { ...report, dryRun: options.dryRun };
   const removed = await store.unbindSlices(report.prune.map(({ shardName, offsetBytes, sizeBytes, key }) => ({ shardName, offsetBytes, sizeBytes, key })));
-  return { ...report, dryRun: false, removed };
+  // What the store holds now (another writer may have bound or removed since), not the judgement.
+  const held = report.otherFiles > 0 ? { secondBindingHeld: store.holdsSeveralBindings } : {};
+  return { ...report, ...held, dryRun: false, removed };
 }

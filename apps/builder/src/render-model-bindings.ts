@@ -58,11 +58,11 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   if (report.otherFiles > 0 && report.pruneOtherFiles) {
     // The user's word (--prune-other-files): those files were this model's, replaced.
     lines.push(
-      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from other files of that shard name than this model's (--prune-other-files: judged as this model's replaced files'; another revision or model of the same shard names that used them binds them again at its next load, one hash pass each)`,
+      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from other files of that shard name than this model's (--prune-other-files: judged as this model's replaced files'; ${describeRebinding(report, cache, 'another revision or model of the same shard names that used them')})`,
     );
   } else if (report.otherFiles > 0) {
     lines.push(
-      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): a model whose bindings ${report.dryRun ? 'these are would bind them' : 'these were binds them'} again at its next load, one hash pass each${isS3 ? '; keep models whose shard names collide in caches of their own' : ''}`,
+      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): ${describeRebinding(report, cache, `the model whose bindings ${report.dryRun ? 'these are' : 'these were'}`)}${isS3 ? '; keep models whose shard names collide in caches of their own' : ''}`,
     );
   }
   if (report.otherFileKept > 0) {
@@ -133,4 +133,37 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     for (const shard of report.otherShards) lines.push(`  ${showName(shard.shardName)}: ${shard.bindings}`);
   }
   return fitReportLines(lines);
+}
+
+/**
+ * What the model whose bindings a prune removed (recorded with other files) does at its next loads:
+ * binds a slice the prune left unbound again by content key; beside a binding left there only while
+ * the cache holds a second binding of some slice (a load never moves a cache to manifest format 3;
+ * never on s3://). Else those tensors stay `stale` until its build. Without the judgement (a report
+ * of an older release), the condition is stated. `who`: that model, as the line names it.
+ */
+function describeRebinding(report: ModelBindingsReport, cache: string, who: string): string {
+  const isS3 = /^s3:\/\//i.test(cache);
+  const rule = 'a load binds beside another file\'s binding only while the cache holds a second binding of some slice, never moving it to manifest format 3';
+  const stale = `reading those tensors raw (\`stale\`, hashed once per process) until ${isS3 ? 'it has a cache of its own' : `\`splitzip build <that model> --out ${quoteForShell(cache)}\` binds them beside`}`;
+  const beside = report.otherFilesBeside;
+  if (beside === undefined || report.secondBindingHeld === undefined) {
+    return `${who} binds them again at its next load (one hash pass each) where their slice is left unbound, or beside the binding left there where the cache still holds a second binding of some slice (${rule}${isS3 ? '; never on s3://' : ''}); else its loads bind none again, ${stale}`;
+  }
+  const total = report.otherFiles;
+  const unbound = total - beside;
+  const all = total === 1 ? 'its slice' : 'their slices';
+  const parts: string[] = [];
+  if (unbound > 0) {
+    parts.push(`${unbound === total ? `${all} ${total === 1 ? 'is' : 'are'}` : `${unbound} of their slices ${unbound === 1 ? 'is' : 'are'}`} left unbound: ${who} binds ${unbound === total ? 'them' : 'those'} again at its next load, one hash pass each`);
+  }
+  if (beside > 0) {
+    const keep = `${beside === total ? all : `${beside} of their slices`} ${beside === 1 ? 'keeps' : 'keep'} another binding`;
+    const those = beside === total ? 'them' : 'those';
+    const would = report.dryRun ? 'would hold' : 'holds';
+    if (isS3) parts.push(`${keep}, beside which no load binds on s3://: ${who} binds none of ${those} again at its loads, ${stale}`);
+    else if (report.secondBindingHeld) parts.push(`${keep}, and the cache still ${would} a second binding of some slice after this prune (${rule}): ${who} binds ${those} again beside it at its next load, one hash pass each`);
+    else parts.push(`${keep}, and the cache ${would} no second binding of any slice after this prune (${rule}): ${who} binds none of ${those} again at its loads, ${stale}`);
+  }
+  return parts.join('; ');
 }

@@ -71,4 +71,24 @@ describe('renderModelBindings', () => {
     expect(pruned).toContain("3 of them were bound from other files of that shard name than this model's (--prune-other-files:");
     expect(pruned).not.toContain('so gc cannot tell which');
   });
+
+  // It said the other revision "binds them again at its next load" whatever the prune left: a load
+  // binds beside another file's binding only while the cache holds a second binding of some slice.
+  it('a prune of other files says which of them their model binds again: unbound slices, and beside only while a second binding is held', () => {
+    const pruned = { ...report, pruneOtherFiles: true, otherFiles: 3, removed: 3 };
+    const mixed = render({ ...pruned, otherFilesBeside: 2, secondBindingHeld: false }, '/c', 'removed').join('\n');
+    expect(mixed).toContain('1 of their slices is left unbound: another revision or model of the same shard names that used them binds those again at its next load, one hash pass each');
+    expect(mixed).toContain('2 of their slices keep another binding, and the cache holds no second binding of any slice after this prune');
+    expect(mixed).toContain('binds none of those again at its loads, reading those tensors raw (`stale`, hashed once per process) until `splitzip build <that model> --out /c` binds them beside');
+    const held = render({ ...pruned, otherFilesBeside: 3, secondBindingHeld: true }, '/c', 'removed').join('\n');
+    expect(held).toContain('their slices keep another binding, and the cache still holds a second binding of some slice after this prune');
+    expect(held).toContain('binds them again beside it at its next load');
+    const s3 = render({ ...pruned, otherFilesBeside: 3, secondBindingHeld: true }, 's3://b/c', 'removed').join('\n');
+    expect(s3).toContain('beside which no load binds on s3://');
+    expect(s3).not.toContain('binds them again beside');
+    // A report without the judgement (an older release's --json) states the condition.
+    const bare = render(pruned, '/c', 'removed').join('\n');
+    expect(bare).toContain('where their slice is left unbound, or beside the binding left there where the cache still holds a second binding of some slice');
+    expect(bare).toContain('else its loads bind none again');
+  });
 });
