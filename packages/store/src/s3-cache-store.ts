@@ -48,7 +48,7 @@ import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState, type DroppedBinding } from './store-state.js';
 import { removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
-import { boundKeysBySlice, deriveS3SliceBindings, type S3SliceBindings } from './s3-slice-binding-set.js';
+import { boundKeysBySlice, deriveS3SliceBindings, holdsStampObject, type S3SliceBindings } from './s3-slice-binding-set.js';
 import type { SliceOwner } from './slice-bindings.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
@@ -315,6 +315,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private stampsBelowTopLooked = 0;
   /** A format-2 view's bindings per slice id, as derived from the last listing (empty in format 1). */
   private bindingSets = new Map<string, S3SliceBindings>();
+  /** Every stamp object of the last listing, per slice id (recordStamps removes other keys' claims of a stamp it records). */
+  private stampObjectsBySlice = new Map<string, { key: string; stamp: string; name: string; lastModifiedMs: number }[]>();
   private changes = 0;
   private readonly readThrough: ReadThroughCache | undefined;
   /** What the read-through directory did for blob reads (readThroughStats). */
@@ -628,6 +630,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (!list) stampObjectsBySlice.set(id, (list = []));
       list.push({ key: parsed.key, stamp: parsed.stamp, name: object.name, lastModifiedMs: object.lastModifiedMs });
     }
+    this.stampObjectsBySlice = stampObjectsBySlice;
     if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE) {
       this.takePerFileView(entries, sliceObjects, stampObjects, problems);
       return;
@@ -1242,6 +1245,26 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     const prefix = this.transport.location.prefix;
     await mapLimited(stamps, this.transport.settings.maxConcurrentRequests, (w) => this.transport.putObject(stampObjectName(w.slice, w.key, w.stamp, prefix), new Uint8Array(0)));
+    await this.deleteOtherClaims(stamps);
+  }
+
+  /**
+   * Deletes the stamp objects of the same slice and stamp under other keys (as this view listed
+   * them), once `(slice, key, stamp)` is stored: a stamp names one object's bytes, hashed to `key`.
+   * Left, another key's claim came back, trusted, when `key`'s binding went (an unbind, an
+   * eviction) or the other key was bound again above it: another entry's bytes served for that
+   * stamp. gc removes claims this view did not list (a stamp held by a higher binding: orphan).
+   */
+  private async deleteOtherClaims(stamps: readonly { slice: SliceKeyTuple; key: string; stamp: string }[]): Promise<void> {
+    const names = new Set<string>();
+    for (const w of stamps) {
+      for (const object of this.stampObjectsBySlice.get(sliceId(...w.slice)) ?? []) {
+        if (object.stamp === w.stamp && object.key !== w.key) names.add(object.name);
+      }
+    }
+    if (names.size === 0) return;
+    await mapLimited([...names], this.transport.settings.maxConcurrentRequests, (name) => this.transport.deleteObject(name));
+    await this.refresh();
   }
 
   /**
@@ -1303,6 +1326,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    */
   private async recordStamps(writes: readonly StampWrite[]): Promise<void> {
     const names = new Set<string>();
+    const recorded: { slice: SliceKeyTuple; key: string; stamp: string }[] = [];
     const hostWrites: HostStampWrite[] = [];
     for (const w of writes) {
       // Lost a race, or left out: not this key's binding (in format 2 any of the slice's, one per file).
@@ -1314,10 +1338,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       }
       if (!w.aliasWritten && (binding.stamps ?? []).includes(w.stamp)) continue;
       names.add(stampObjectName(w.slice, w.key, w.stamp, this.transport.location.prefix));
+      recorded.push(w);
     }
     if (names.size > 0) {
       await mapLimited([...names], this.transport.settings.maxConcurrentRequests, (name) => this.transport.putObject(name, new Uint8Array(0)));
       await this.refresh();
+      await this.deleteOtherClaims(recorded);
     }
     await this.hostStamps.record(hostWrites);
   }
@@ -1720,9 +1746,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     // Format 2: a stamp object lives while its key is one of its slice's bindings (any epoch:
     // deriveS3SliceBindings; an evicted one's are orphans), its entry object there.
-    const perFileKeys = perFile
-      ? boundKeysBySlice(deriveS3SliceBindings(all.filter((o) => o.name.startsWith(SLICES_DIR)), all.filter((o) => o.name.startsWith(STAMPS_DIR)), (key) => entryKeys.has(key) || intentKeys.has(key)))
+    // A stamp a higher binding holds is an orphan under its lower key (holdsStampObject): left, it
+    // came back to that key, trusted, once the higher binding went.
+    const perFileSets = perFile
+      ? deriveS3SliceBindings(all.filter((o) => o.name.startsWith(SLICES_DIR)), all.filter((o) => o.name.startsWith(STAMPS_DIR)), (key) => entryKeys.has(key) || intentKeys.has(key))
       : undefined;
+    const perFileKeys = perFileSets ? boundKeysBySlice(perFileSets) : undefined;
     const liveKeysOf = (slice: SliceKeyTuple): ReadonlySet<string> | undefined => (perFileKeys ? perFileKeys.get(sliceId(...slice)) : tops.get(sliceId(...slice))?.keys);
     let orphanStamps: string[] = [];
     /** Stamp objects of live bindings, per binding: readers take the newest MAX_SLICE_STAMPS. */
@@ -1750,7 +1779,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (object.name === HEADER_OBJECT || parseEntryObjectName(object.name) || parseSliceObjectName(object.name) || parseDropIntentObjectName(object.name)) continue;
       const stamp = parseStampObjectName(object.name);
       if (stamp) {
-        const live = stampLives(stamp.key, liveKeysOf(stamp.slice), entryKeys.has(stamp.key) || intentKeys.has(stamp.key));
+        const live =
+          stampLives(stamp.key, liveKeysOf(stamp.slice), entryKeys.has(stamp.key) || intentKeys.has(stamp.key)) &&
+          (perFileSets === undefined || holdsStampObject(perFileSets.get(sliceId(...stamp.slice)), stamp.key, stamp.stamp));
         if (!live && old(object.lastModifiedMs)) orphanStamps.push(object.name);
         else if (!live) keptYoung.orphanStamps++;
         if (live) {
@@ -1859,10 +1890,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const stamps = perFileNow ? await this.transport.list(stampDirName(parsed.slice)) : [];
         const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || (await this.hasIntentOrEntryAgain(parsed.key));
         // Format 2: the slice's bindings as listed now; other keys' entries are taken as there (the look is for this key).
-        const topKeys = perFileNow
-          ? boundKeysBySlice(deriveS3SliceBindings(aliases, stamps, (key) => key !== parsed.key || hasEntry)).get(sliceId(...parsed.slice))
-          : topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys;
-        return stampLives(parsed.key, topKeys, hasEntry);
+        if (!perFileNow) return stampLives(parsed.key, topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys, hasEntry);
+        const set = deriveS3SliceBindings(aliases, stamps, (key) => key !== parsed.key || hasEntry).get(sliceId(...parsed.slice));
+        return hasEntry && holdsStampObject(set, parsed.key, parsed.stamp);
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));
       for (const name of keptStamps) if (young.has(name)) keptYoung.orphanStamps++;

@@ -43,6 +43,8 @@ export interface S3SliceBindings {
   evicted: S3Binding[];
   /** Every alias object of the slice: its name, epoch and key. */
   aliases: { name: string; epoch: number; key: string }[];
+  /** Per binding's key, every stamp it holds, also those past MAX_SLICE_STAMPS (gc removes those as superseded). */
+  held: Map<string, string[]>;
 }
 
 /** Oldest first: by Last-Modified, then by name (S3 times have a second's resolution), as the store's view orders them. */
@@ -95,7 +97,11 @@ export function deriveS3SliceBindings(
     const evicted: S3Binding[] = [];
     for (const key of topKeys) for (const stamp of stampsOf(key)) taken.add(stamp);
     const conflictKeys = topKeys.length > 1 ? topKeys : undefined;
-    if (!conflictKeys) bindings.push({ key: topKeys[0]!, epoch: topEpoch, stamps: stampsOf(topKeys[0]!).slice(-MAX_SLICE_STAMPS) });
+    const held = new Map<string, string[]>();
+    if (!conflictKeys) {
+      held.set(topKeys[0]!, stampsOf(topKeys[0]!));
+      bindings.push({ key: topKeys[0]!, epoch: topEpoch, stamps: stampsOf(topKeys[0]!).slice(-MAX_SLICE_STAMPS) });
+    }
     // Each other key at its highest epoch below the top.
     const highest = new Map<string, number>();
     for (const { key, epoch } of aliases) {
@@ -117,13 +123,26 @@ export function deriveS3SliceBindings(
         const stamps = own.get(key)!.filter((stamp) => holders.get(stamp) === 1);
         if (stamps.length === 0 || !bindable(key, slice)) continue;
         const binding = { key, epoch, stamps: stamps.slice(-MAX_SLICE_STAMPS) };
+        held.set(key, stamps);
         (bindings.length < MAX_SLICE_BINDINGS ? bindings : evicted).push(binding);
       }
       for (const stamps of own.values()) for (const stamp of stamps) taken.add(stamp);
     }
-    out.set(id, { slice, topEpoch, conflictKeys, bindings, evicted, aliases });
+    out.set(id, { slice, topEpoch, conflictKeys, bindings, evicted, aliases, held });
   }
   return out;
+}
+
+/**
+ * Whether the stamp object `(slice, key, stamp)` is held under the phase-2 rule: its key is a
+ * conflict key (either may win its rebind), or a binding that holds the stamp. One a higher binding
+ * holds (another key's bytes for that object: rule 2 gives it to the higher one), or of an evicted
+ * or unbound key, is an orphan.
+ */
+export function holdsStampObject(set: S3SliceBindings | undefined, key: string, stamp: string): boolean {
+  if (set === undefined) return false;
+  if (set.conflictKeys?.includes(key) === true) return true;
+  return set.bindings.some((binding) => binding.key === key) && set.held.get(key)?.includes(stamp) === true;
 }
 
 /** Every key some slice binds under the phase-2 rule (conflict keys count: either may win its rebind). */
