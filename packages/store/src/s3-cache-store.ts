@@ -315,6 +315,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private stampsBelowTopLooked = 0;
   /** A format-2 view's bindings per slice id, as derived from the last listing (empty in format 1). */
   private bindingSets = new Map<string, S3SliceBindings>();
+  /**
+   * Slices of a format-2 view with no usable latest binding (a conflict at the top epoch, or the top
+   * key's entry not listed, unreadable or of another size) but bindings below it: those, found only
+   * by a stamp they hold (lookupSliceBinding with a stamp), never served as the latest.
+   */
+  private headlessBindings = new Map<string, SliceOwner[]>();
   /** Every stamp object of the last listing, per slice id (recordStamps removes other keys' claims of a stamp it records). */
   private stampObjectsBySlice = new Map<string, { key: string; stamp: string; name: string; lastModifiedMs: number }[]>();
   private changes = 0;
@@ -384,6 +390,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
 
   /** The binding with its object stamps (the bucket's), then this host's file stamps of the slice and its key. */
   override lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined {
+    const headless = this.headlessBindings.size === 0 ? undefined : this.headlessBindings.get(sliceId(shardName, offsetBytes, sizeBytes));
+    if (headless !== undefined) {
+      // No usable latest binding (takePerFileView): only a binding holding the reader's stamp, bucket's or this host's.
+      this.assertOpen();
+      if (typeof stamp !== 'string') return undefined;
+      for (const owner of headless) {
+        const entry = this.state.entries.get(owner.key);
+        const stamps = [...(owner.stamps ?? []), ...this.hostStamps.stampsOf(shardName, offsetBytes, sizeBytes, owner.key)];
+        if (entry !== undefined && stamps.includes(stamp)) return { entry, stamps: Object.freeze(stamps) };
+      }
+      return undefined;
+    }
     const several = this.withHostStamps(shardName, offsetBytes, sizeBytes);
     if (several !== undefined) {
       // One binding per file (format 2): the one whose stamps, the bucket's or this host's, hold the reader's, else the latest.
@@ -702,6 +720,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const conflicts = new Map<string, { slice: SliceKeyTuple; keys: string[] }>();
     let stampCount = 0;
     let bindingCount = 0;
+    const headlessBindings = new Map<string, SliceOwner[]>();
     for (const [id, set] of sets) {
       const { slice, topEpoch, conflictKeys } = set;
       epochs.set(id, topEpoch);
@@ -724,12 +743,16 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const stamps = Object.freeze([...binding.stamps]);
         stampCount += stamps.length;
         owners.push({ key: binding.key, stamps: stamps.length === 0 ? undefined : stamps });
+        if (conflictKeys !== undefined || owners[0]!.key !== set.bindings[0]!.key) continue; // headless (below): not bound in the view
         let list = sliceLists.get(binding.key);
         if (!list) sliceLists.set(binding.key, (list = []));
         list.push(stamps.length === 0 ? slice : Object.freeze([slice[0], slice[1], slice[2], stamps] as const));
       }
       bindingCount += owners.length;
-      if (owners.length > 0) state.sliceOwners.setOwners(slice[0], slice[1], slice[2], owners);
+      // No usable latest binding: a stampless lookup misses, as in format 1; the lower ones are found by their stamps only.
+      const headless = conflictKeys !== undefined || owners[0]?.key !== set.bindings[0]?.key;
+      if (headless && owners.length > 0) headlessBindings.set(id, owners);
+      else if (owners.length > 0) state.sliceOwners.setOwners(slice[0], slice[1], slice[2], owners);
     }
     for (const entry of entries.values()) {
       const list = sliceLists.get(entry.key);
@@ -745,6 +768,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     this.stampCount = stampCount;
     this.bindingCount = bindingCount;
     this.bindingSets = sets;
+    this.headlessBindings = headlessBindings;
     this.sliceEpochs = epochs;
     this.conflicts = conflicts;
     this.problems = problems;
