@@ -169,7 +169,10 @@ export async function checkSourceBytes(
   const last = recorder.stats.lastError;
   // Past MAX_SLICE_STAMPS a file changed before those the binding keeps is not recorded (the store's rule).
   const kept = isStampKept(cache.remote, findBindingStamps(cache, shardName, offsetBytes, sizeBytes, matched.key), stamp);
-  const where = describeStampRecord(cache, stamp, 'stamp', kept);
+  // Another entry's binding of the slice: should this one be gone when the record commits (gc --model
+  // removed it since this handle's view), the record binds beside that one (besideOnlyIfSeveral).
+  const besideIfGone = keepsBindingsPerFile(cache.store) && !cache.remote && listSliceBindings(cache, shardName, offsetBytes, sizeBytes).some((binding) => binding.entry.key !== matched.key);
+  const where = describeStampRecord(cache, stamp, 'stamp', kept, besideIfGone ? 'if-gone' : undefined);
   report.detail =
     `${describeShard(shardName, stamp)} checked: its bytes are the entry's; later loads through this cache handle serve it from the cache, and ${where}` +
     healedNote +
@@ -230,7 +233,7 @@ export function describeJournalDamage(cache: ShardCache): { code: string; messag
  * (a read-only mount, another user's directory) records nothing, which every report of a new
  * process said was "being recorded" while each of them checked every tensor again.
  */
-function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp', kept = true): string {
+function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp', kept = true, beside?: 'if-gone' | 'beside'): string {
   const subject = what === 'stamp' ? 'its stamp' : 'the binding';
   if (!kept) {
     // The store answers the record `true` and keeps nothing: "being recorded" was wrong, and a build does not help.
@@ -251,8 +254,16 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
     // Every record would fail JOURNAL_INVALID: every process re-hashed every tensor, told its stamp was being recorded.
     return `${subject} cannot be recorded: ${damage.message}, so every new process checks it again`;
   }
-  return what === 'stamp' ? 'its stamp is being recorded with the binding for other processes' : 'the binding is being recorded for other processes';
+  const recording = what === 'stamp' ? 'its stamp is being recorded with the binding for other processes' : 'the binding is being recorded for other processes';
+  // A record of a load carries besideOnlyIfSeveral (enqueueRecord): where it binds beside another
+  // file's binding, the store adds it only while the cache holds a second binding of some slice.
+  if (beside === 'if-gone') return `${recording} (should this binding be gone when the record commits, removed by \`gc --model\` since this cache handle looked, it is added beside the slice's other bindings ${BESIDE_CAVEAT})`;
+  if (beside === 'beside') return `${recording} (added ${BESIDE_CAVEAT})`;
+  return recording;
 }
+
+/** What the store does with a load's record that binds beside another file's binding (AliasSliceItem.besideOnlyIfSeveral). */
+const BESIDE_CAVEAT = "only if the cache holds a second binding of some slice when the record commits, else not recorded, the cache keeping its format (flushObjectStamps' keptFormatBindings)";
 
 /**
  * A tensor whose slice had no binding (or, with `staleKey`, was bound to that entry, whose bytes it
@@ -280,11 +291,28 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
   else foundBeside.set(id, Object.isFrozen(beside) ? beside : Object.freeze([...beside]));
   const recorder = enqueueRecord(cache.store, { ...item, moveFrom: staleKey ?? item.key });
   const last = recorder.stats.lastError;
-  const where = describeStampRecord(cache, item.stamp, 'binding');
+  const where = describeStampRecord(cache, item.stamp, 'binding', true, staleKey !== undefined && isMoveBeside(cache, item, staleKey) ? 'beside' : undefined);
   return (
     `bound now: later loads through this cache handle serve it from the cache, and ${where}` +
     (last === undefined ? '' : `; but this cache handle's last record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes hash it again`)
   );
+}
+
+/**
+ * Whether a record moving the slice off `staleKey` binds beside it instead (a handle with one binding
+ * per file): the stale binding is another file's (the store's bindingOfThisFile rule: it holds not
+ * the stamp but a file stamp of another inode), from which the store moves nothing; such a record
+ * carries besideOnlyIfSeveral (enqueueRecord).
+ */
+function isMoveBeside(cache: ShardCache, item: { shardName: string; offsetBytes: number; sizeBytes: number; stamp: string }, staleKey: string): boolean {
+  if (!keepsBindingsPerFile(cache.store) || cache.remote) return false;
+  const stale = listSliceBindings(cache, item.shardName, item.offsetBytes, item.sizeBytes).find((binding) => binding.entry.key === staleKey);
+  if (stale === undefined || stale.stamps.includes(item.stamp)) return false;
+  const inode = parseFileStamp(item.stamp)?.inode;
+  return stale.stamps.some((other) => {
+    const otherInode = parseFileStamp(other)?.inode;
+    return otherInode !== undefined && otherInode !== inode;
+  });
 }
 
 /**
@@ -344,8 +372,12 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   if (ownBinding === staleKey && !wasMovedHere(cache.store, model!, own.slice, staleKey, target.slice)) return undefined;
   if (holder.sliceKeys.length >= MAX_SLICE_KEYS_PER_ENTRY || findUnwritableReason(cache) !== undefined) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
+  // Judged before the record is queued (the view then is the one the record is made from).
+  const movesBeside = isMoveBeside(cache, { shardName, offsetBytes, sizeBytes, stamp }, staleKey);
   const bound = bindFoundSlice(cache, { key, shardName, offsetBytes, sizeBytes, stamp }, staleKey);
-  return `its bytes are entry ${key}'s, of this tensor's name, to which the slice is moved from entry ${staleKey} (only while it is still bound to that one): ${bound}`;
+  return movesBeside
+    ? `its bytes are entry ${key}'s, of this tensor's name, to which this file's binding of the slice is added beside entry ${staleKey}'s, another file's (one binding per file: nothing is moved): ${bound}`
+    : `its bytes are entry ${key}'s, of this tensor's name, to which the slice is moved from entry ${staleKey} (only while it is still bound to that one): ${bound}`;
 }
 
 /**
