@@ -48,7 +48,7 @@ import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState, type DroppedBinding } from './store-state.js';
 import { removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
-import { boundKeysBySlice, deriveS3SliceBindings, holdsStampObject, type S3SliceBindings } from './s3-slice-binding-set.js';
+import { boundKeysBySlice, deriveS3SliceBindings, holdsStampObject, keysWithEntryOrIntent, type S3SliceBindings } from './s3-slice-binding-set.js';
 import type { SliceOwner } from './slice-bindings.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
@@ -712,8 +712,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * a top-epoch conflict as in format 1 (no primary, reported). Synchronous, as loadListing's end.
    */
   private takePerFileView(entries: Map<string, CacheEntry>, sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[], problems: ListingProblem[]): void {
-    const bindable = (key: string, slice: SliceKeyTuple): boolean => entries.get(key)?.rawBytes === slice[2];
-    const sets = deriveS3SliceBindings(sliceObjects, stampObjects, bindable);
+    // What binds: a key with a listed entry object, readable or not (as gc and the drop judge, so
+    // that all cut at MAX_SLICE_BINDINGS alike); one not readable or of another size counts toward
+    // the limit and is not served (below).
+    const withObject = keysWithEntryOrIntent([...this.listedEntryObjects].map((name) => ({ name, lastModifiedMs: 0 })));
+    const sets = deriveS3SliceBindings(sliceObjects, stampObjects, (key) => withObject.has(key));
     const state = new StoreState();
     const sliceLists = new Map<string, SliceKeyTuple[]>();
     const epochs = new Map<string, number>();
@@ -1515,7 +1518,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     if (bound.length === 0) return 0;
     if (perFile) {
       // Several bindings per slice (format 2): the item's key's binding only, or every one, each counted.
-      const bindable = (key: string, slice: SliceKeyTuple): boolean => this.state.getEntry(key)?.rawBytes === slice[2];
+      // What binds: a listed entry object (the view's rule, takePerFileView).
+      const withObject = keysWithEntryOrIntent([...this.listedEntryObjects].map((name) => ({ name, lastModifiedMs: 0 })));
+      const bindable = (key: string): boolean => withObject.has(key);
       const counts = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3FileBindings(this.transport, item, bindable));
       await this.refresh();
       return counts.reduce((sum, n) => sum + n, 0);
@@ -1915,7 +1920,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         const hasEntry = entries.some((o) => parseEntryObjectName(o.name)?.key === parsed.key) || (await this.hasIntentOrEntryAgain(parsed.key));
         // Format 2: the slice's bindings as listed now; other keys' entries are taken as there (the look is for this key).
         if (!perFileNow) return stampLives(parsed.key, topAliasKeys(aliases.map((o) => o.name)).get(sliceId(...parsed.slice))?.keys, hasEntry);
-        const set = deriveS3SliceBindings(aliases, stamps, (key) => key !== parsed.key || hasEntry).get(sliceId(...parsed.slice));
+        // Other keys: what binds as gc's listing showed it (an entry object or an intent), this key as looked at now.
+        const set = deriveS3SliceBindings(aliases, stamps, (key) => (key === parsed.key ? hasEntry : entryKeys.has(key) || intentKeys.has(key))).get(sliceId(...parsed.slice));
         return hasEntry && holdsStampObject(set, parsed.key, parsed.stamp);
       });
       orphanStamps = orphanStamps.filter((name) => !keptStamps.has(name));

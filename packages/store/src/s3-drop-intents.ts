@@ -5,8 +5,8 @@ import { checkBlobDeletable } from './check-blob-deletable.js';
 import { isStoreError } from './errors.js';
 import { parseS3EntryObject } from './parse-s3-entry-object.js';
 import { mapLimited } from './map-limited.js';
-import { isPerFileNow, perFileBoundKeys, type PerFileFormat } from './s3-slice-binding-set.js';
-import { DROPPING_DIR, SLICES_DIR, STAMPS_DIR, blobObjectName, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
+import { isPerFileNow, keysWithEntryOrIntent, perFileBoundKeys, type PerFileFormat } from './s3-slice-binding-set.js';
+import { DROPPING_DIR, ENTRIES_DIR, SLICES_DIR, STAMPS_DIR, blobObjectName, parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, topAliasKeys } from './s3-layout.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { StaleDropResolution } from './types.js';
 
@@ -212,7 +212,8 @@ export function decodeDropIntent(body: Uint8Array): { entryBytes: Uint8Array; ju
 export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: number, maxEntryObjectBytes: number, perFile: PerFileFormat = false): Promise<StaleIntentOutcome> {
   const staleMs = Math.max(DROP_INTENT_STALE_MS, minAgeMs);
   const nowMs = transport.judgingNowMs();
-  const stale = (await transport.list(DROPPING_DIR)).filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
+  const intents = await transport.list(DROPPING_DIR);
+  const stale = intents.filter((object) => parseDropIntentObjectName(object.name) !== undefined && nowMs - object.lastModifiedMs >= staleMs);
   const outcome: StaleIntentOutcome = { resolved: [], restored: [], blobsDeleted: [], blobsMissing: [], intentsInvalid: [], restoreConflicts: [], entriesLost: [] };
   if (stale.length === 0) return outcome;
   const slices = await transport.list(SLICES_DIR);
@@ -220,7 +221,12 @@ export async function resolveStaleDropIntents(transport: S3Transport, minAgeMs: 
   const topKeys = boundKeysAfter(slices, () => false);
   // Format 2 (FILE-BINDINGS.md, phase 2): a key bound below its slice's top epoch (by its stamps) is bound too.
   // The format is looked at after the listing of slices/ (a move before it shows), then stamps/ listed.
-  if (await isPerFileNow(perFile)) for (const key of perFileBoundKeys(slices, await transport.list(STAMPS_DIR))) topKeys.add(key);
+  // What binds (perFileBoundKeys): an entry object or an intent, as for the view, gc and the drop.
+  if (await isPerFileNow(perFile)) {
+    const [stamps, entries] = await Promise.all([transport.list(STAMPS_DIR), transport.list(ENTRIES_DIR)]);
+    const hasEntry = keysWithEntryOrIntent([...entries, ...intents]);
+    for (const key of perFileBoundKeys(slices, stamps, (k) => hasEntry.has(k))) topKeys.add(key);
+  }
   const newestAliasMs = new Map<string, number>();
   for (const object of slices) {
     const alias = parseSliceObjectName(object.name);

@@ -6,7 +6,7 @@ import { isDroppableEntry, reportDrop } from './drop-unbound-entries.js';
 import { StoreError, isStoreError } from './errors.js';
 import { mapLimited } from './map-limited.js';
 import { DROP_ID_HEX_CHARS, SLICES_DIR, STAMPS_DIR, blobObjectName, dropIntentObjectName, parseEntryObjectName, topAliasKeys } from './s3-layout.js';
-import { isPerFileNow, perFileBoundKeys, type PerFileFormat } from './s3-slice-binding-set.js';
+import { isPerFileNow, keysWithEntryOrIntent, perFileBoundKeys, type PerFileFormat } from './s3-slice-binding-set.js';
 import { DROP_INTENT_STALE_MS, aliasTimes, boundKeysAfter, deleteDroppedBlob, encodeDropIntent, isNewSince, isValidEntryObject, restoreEntryObject } from './s3-drop-intents.js';
 import { sameSecond, type ListedObject, type S3Transport } from './s3-transport.js';
 import type { CacheEntry, DropStopReason, DropStopped, DropUnboundEntriesReport } from './types.js';
@@ -40,7 +40,10 @@ export function findS3UnboundEntries(
 ): S3UnboundCandidate[] {
   const bound = boundKeysOf(listing.map((object) => object.name));
   // Format 2 (FILE-BINDINGS.md, phase 2): a key bound below its slice's top epoch (by its stamps) is bound too.
-  if (perFile) for (const key of perFileBoundKeys(listing.filter((o) => o.name.startsWith(SLICES_DIR)), listing.filter((o) => o.name.startsWith(STAMPS_DIR)))) bound.add(key);
+  if (perFile) {
+    const hasEntry = keysWithEntryOrIntent(listing);
+    for (const key of perFileBoundKeys(listing.filter((o) => o.name.startsWith(SLICES_DIR)), listing.filter((o) => o.name.startsWith(STAMPS_DIR)), (k) => hasEntry.has(k))) bound.add(key);
+  }
   const out: S3UnboundCandidate[] = [];
   for (const object of listing) {
     const name = parseEntryObjectName(object.name);
@@ -99,6 +102,7 @@ export async function dropS3UnboundEntries(
 ): Promise<DropUnboundEntriesReport> {
   const dropId = randomBytes(DROP_ID_HEX_CHARS / 2).toString('hex');
   const isNew = isNewSince(aliasTimes(firstListing));
+  const hasEntry = keysWithEntryOrIntent(firstListing);
   const dropped: CacheEntry[] = [];
   const blobsLeft: string[] = [];
   const blobsMissing: string[] = [];
@@ -106,7 +110,7 @@ export async function dropS3UnboundEntries(
   let reclaimedBytes = 0;
   let stopped: DropStopped | undefined;
   for (let at = 0; at < candidates.length; at += DROP_BATCH_ENTRIES) {
-    const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, judgedAtMs, minAgeMs, maxEntryObjectBytes, perFile);
+    const batch = await dropBatch(transport, candidates.slice(at, at + DROP_BATCH_ENTRIES), dropId, isNew, judgedAtMs, minAgeMs, maxEntryObjectBytes, perFile, hasEntry);
     dropped.push(...batch.dropped);
     blobsLeft.push(...batch.blobsLeft);
     blobsMissing.push(...batch.blobsMissing);
@@ -135,6 +139,7 @@ async function dropBatch(
   minAgeMs: number,
   maxEntryObjectBytes: number,
   perFile: PerFileFormat,
+  hasEntry: ReadonlySet<string>,
 ): Promise<{ dropped: CacheEntry[]; blobsLeft: string[]; blobsMissing: string[]; restoreConflicts: string[]; reclaimedBytes: number; stopped?: DropStopped }> {
   const limit = transport.settings.maxConcurrentRequests;
   const startedMs = Date.now();
@@ -210,7 +215,10 @@ async function dropBatch(
     throw withRelistFailure(failure.error, error, deleted.length);
   }
   const boundNow = boundKeysAfter(listedAgain, isNew);
-  if (perFileNow) for (const key of perFileBoundKeys(listedAgain, stampsAgain)) boundNow.add(key);
+  const deletedKeys = new Set(deleted.map((d) => d.entry.key));
+  // What binds: the judging listing's entry objects and intents, and this batch's deleted entries
+  // (their intents): a key missed there binds nothing, which keeps more bound, never less.
+  if (perFileNow) for (const key of perFileBoundKeys(listedAgain, stampsAgain, (k) => hasEntry.has(k) || deletedKeys.has(k))) boundNow.add(key);
   const restored = deleted.filter(({ entry }) => boundNow.has(entry.key));
   const blobsMissing: string[] = [];
   const restoreConflicts: string[] = [];

@@ -2,7 +2,7 @@
 // "Phase 2: s3://"): a pure function of one listing of slices/ and stamps/, so that the store's
 // view, gc, the drop and unbindSlices all judge alike.
 import { MAX_SLICE_BINDINGS, MAX_SLICE_STAMPS } from './limits.js';
-import { parseSliceObjectName, parseStampObjectName } from './s3-layout.js';
+import { parseDropIntentObjectName, parseEntryObjectName, parseSliceObjectName, parseStampObjectName } from './s3-layout.js';
 import type { SliceKeyTuple } from './types.js';
 import { sliceId } from './validate-entry.js';
 
@@ -163,9 +163,21 @@ export function boundKeysBySlice(sets: ReadonlyMap<string, S3SliceBindings>): Ma
 }
 
 /**
- * Every key a listing of slices/ and stamps/ shows bound under the phase-2 rule, whether or not its
- * entry object is listed (the drop's judging: an entry object it looks at is one): the keys to keep.
+ * Every key a listing of slices/ and stamps/ shows bound under the phase-2 rule: the keys to keep.
+ * `hasEntry`: the key has an entry object or a drop's intent (the one rule of what binds, for the
+ * view, gc, the drop and its resolver alike, so that all cut at MAX_SLICE_BINDINGS at the same
+ * binding: a key without either binds nothing and is not counted). Left out: every key.
  */
-export function perFileBoundKeys(aliasObjects: Iterable<NamedObject>, stampObjects: Iterable<NamedObject>): Set<string> {
-  return boundKeysOfBindingSets(deriveS3SliceBindings(aliasObjects, stampObjects, () => true).values());
+export function perFileBoundKeys(aliasObjects: Iterable<NamedObject>, stampObjects: Iterable<NamedObject>, hasEntry: (key: string) => boolean = () => true): Set<string> {
+  return boundKeysOfBindingSets(deriveS3SliceBindings(aliasObjects, stampObjects, (key) => hasEntry(key)).values());
+}
+
+/** The keys of the entry objects and drop intents among `objects` (names below the prefix). */
+export function keysWithEntryOrIntent(objects: Iterable<NamedObject>): Set<string> {
+  const keys = new Set<string>();
+  for (const object of objects) {
+    const key = parseEntryObjectName(object.name)?.key ?? parseDropIntentObjectName(object.name)?.key;
+    if (key !== undefined) keys.add(key);
+  }
+  return keys;
 }
