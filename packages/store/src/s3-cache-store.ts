@@ -47,7 +47,7 @@ import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js'
 import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState, type DroppedBinding } from './store-state.js';
-import { removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
+import { deleteListed, removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
 import { boundKeysBySlice, deriveS3SliceBindings, holdsStampObject, keysWithEntryOrIntent, type S3SliceBindings } from './s3-slice-binding-set.js';
 import type { SliceOwner } from './slice-bindings.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
@@ -1297,7 +1297,11 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   /**
    * Deletes the objects of the bindings past MAX_SLICE_BINDINGS on these slices (readers ignore them
    * already: deriveS3SliceBindings), their alias objects (all below the top epoch) first, then their
-   * stamp objects of the slice, and reports each (`onBindingDropped`).
+   * stamp objects of the slice, and reports each (`onBindingDropped`). Only objects of the judging
+   * listing (this view's), each looked at before its DELETE (deleteListed: one written again since
+   * is another writer's); a key bound again meanwhile (an alias at or above the judged top epoch,
+   * listed just before the deletes) is left alone and not reported: another host's new binding of it
+   * lost its stamp, and stood at the top with none, when the stamps were listed afresh.
    */
   private async evictPastLimit(slices: readonly SliceKeyTuple[], onDropped: ((slice: SliceKeyTuple, key: string) => void) | undefined): Promise<void> {
     const done = new Set<string>();
@@ -1308,13 +1312,15 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (done.has(id) || set === undefined || set.evicted.length === 0) continue;
       done.add(id);
       const keys = new Set(set.evicted.map((binding) => binding.key));
-      const aliases = set.aliases.filter((alias) => keys.has(alias.key) && alias.epoch < set.topEpoch).map((alias) => alias.name);
-      await mapLimited(aliases, this.transport.settings.maxConcurrentRequests, (name) => this.transport.deleteObject(name));
-      const stamps = (await this.transport.list(stampDirName(slice))).filter((object) => {
-        const parsed = parseStampObjectName(object.name);
-        return parsed !== undefined && keys.has(parsed.key);
-      });
-      await mapLimited(stamps, this.transport.settings.maxConcurrentRequests, (object) => this.transport.deleteObject(object.name));
+      for (const object of await this.transport.list(sliceDirName(slice))) {
+        const alias = parseSliceObjectName(object.name);
+        if (alias !== undefined && alias.epoch >= set.topEpoch) keys.delete(alias.key);
+      }
+      if (keys.size === 0) continue;
+      const aliases = set.aliases.filter((alias) => keys.has(alias.key) && alias.epoch < set.topEpoch);
+      await deleteListed(this.transport, aliases);
+      const stamps = (this.stampObjectsBySlice.get(id) ?? []).filter((object) => keys.has(object.key));
+      await deleteListed(this.transport, stamps);
       for (const key of keys) dropped.push({ slice, key });
     }
     if (dropped.length === 0) return;

@@ -41,8 +41,8 @@ export interface S3SliceBindings {
   bindings: S3Binding[];
   /** File bindings past MAX_SLICE_BINDINGS: read as shadowed, their objects deleted by writers and gc. */
   evicted: S3Binding[];
-  /** Every alias object of the slice: its name, epoch and key. */
-  aliases: { name: string; epoch: number; key: string }[];
+  /** Every alias object of the slice: its name, epoch, key and Last-Modified. */
+  aliases: { name: string; epoch: number; key: string; lastModifiedMs: number }[];
   /** Per binding's key, every stamp it holds, also those past MAX_SLICE_STAMPS (gc removes those as superseded). */
   held: Map<string, string[]>;
 }
@@ -65,14 +65,14 @@ export function deriveS3SliceBindings(
   stampObjects: Iterable<NamedObject>,
   bindable: (key: string, slice: SliceKeyTuple) => boolean,
 ): Map<string, S3SliceBindings> {
-  const aliasesBySlice = new Map<string, { slice: SliceKeyTuple; aliases: { name: string; epoch: number; key: string }[] }>();
+  const aliasesBySlice = new Map<string, { slice: SliceKeyTuple; aliases: S3SliceBindings['aliases'] }>();
   for (const object of aliasObjects) {
     const parsed = parseSliceObjectName(object.name);
     if (!parsed) continue;
     const id = sliceId(...parsed.slice);
     let at = aliasesBySlice.get(id);
     if (!at) aliasesBySlice.set(id, (at = { slice: parsed.slice, aliases: [] }));
-    at.aliases.push({ name: object.name, epoch: parsed.epoch, key: parsed.key });
+    at.aliases.push({ name: object.name, epoch: parsed.epoch, key: parsed.key, lastModifiedMs: object.lastModifiedMs });
   }
   const stampsBySlice = new Map<string, Map<string, (NamedObject & { stamp: string })[]>>();
   for (const object of stampObjects) {

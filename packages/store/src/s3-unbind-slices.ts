@@ -13,7 +13,7 @@ import { sliceId } from './validate-entry.js';
  * written again since it was listed (another writer made that alias or stamp again: it is theirs
  * now), it is left. Resolves whether every one of them is gone.
  */
-async function deleteListed(transport: S3Transport, objects: readonly ListedObject[]): Promise<boolean> {
+export async function deleteListed(transport: S3Transport, objects: readonly { name: string; lastModifiedMs: number }[]): Promise<boolean> {
   const outcomes = await Promise.all(
     objects.map(async (object) => {
       let kept = false;
