@@ -1077,6 +1077,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const gone: (typeof round)[number][] = [];
       /** Beside writes that landed above a binding without an object stamp: withdrawn (SLICE_CONFLICT). */
       const shadowing: (typeof round)[number][] = [];
+      const listedKeys = keysWithEntryOrIntent([...this.listedEntryObjects].map((name) => ({ name, lastModifiedMs: 0 })));
       for (const w of round) {
         const id = sliceId(...w.slice);
         const owner = this.state.ownerOf(w.slice);
@@ -1111,7 +1112,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         // Its entry object is gone (a dropUnboundEntries since this call's listing found it): not
         // bound, as a local store answers for a gone entry; the caller stores it again. (One that
         // drop puts back, having seen this alias, is bound to nothing once ours goes: still false.)
-        if (owner === undefined && !conflict && !this.state.entries.has(w.key)) {
+        // Whoever the owner is: in format 2 a lower binding reads as the owner then, and a beside
+        // write took that for a lost race (SLICE_CONFLICT after every retry).
+        if ((owner === undefined && !conflict && !this.state.entries.has(w.key)) || !listedKeys.has(w.key)) {
           gone.push(w);
           continue;
         }
