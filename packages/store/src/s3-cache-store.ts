@@ -263,17 +263,24 @@ function aliasShadowed(alias: { epoch: number }, topEpoch: number | undefined): 
   return topEpoch !== undefined && alias.epoch < topEpoch;
 }
 
-/** The stamp objects that name a key below its slice's top alias epoch (a second binding, in format 2; a rebound key's leftover, in format 1). */
-function countStampsBelowTop(sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[]): number {
-  if (stampObjects.length === 0) return 0;
+/**
+ * The stamp objects that name a key below its slice's top alias epoch (a second binding, in format
+ * 2; a rebound key's leftover, in format 1), as one digest of their names ('' for none): a set, not
+ * a count, since a gc deleting leftovers while a move adds as many kept the count.
+ */
+function stampsBelowTopDigest(sliceObjects: readonly ListedObject[], stampObjects: readonly ListedObject[]): string {
+  if (stampObjects.length === 0) return '';
   const top = topAliasKeys(sliceObjects.map((o) => o.name));
+  const hash = createHash('sha1');
   let count = 0;
   for (const object of stampObjects) {
     const parsed = parseStampObjectName(object.name);
     const at = parsed === undefined ? undefined : top.get(sliceId(...parsed.slice));
-    if (at !== undefined && !at.keys.has(parsed!.key)) count++;
+    if (at === undefined || at.keys.has(parsed!.key)) continue;
+    hash.update(object.name).update('\n');
+    count++;
   }
-  return count;
+  return count === 0 ? '' : hash.digest('hex');
 }
 
 /** Writes a rebind makes at most when concurrent rebinds of its slice keep landing at its epoch. */
@@ -311,8 +318,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
   private stampCount = 0;
   /** Bindings in a format-2 view (several per slice may change while slices and stamps count alike). */
   private bindingCount = 0;
-  /** countStampsBelowTop at this format-1 handle's last look at cache.json (loadListing). */
-  private stampsBelowTopLooked = 0;
+  /** stampsBelowTopDigest at this format-1 handle's last look at cache.json (loadListing). */
+  private stampsBelowTopLooked = '';
   /** A format-2 view's bindings per slice id, as derived from the last listing (empty in format 1). */
   private bindingSets = new Map<string, S3SliceBindings>();
   /**
@@ -589,11 +596,12 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const [entryObjects, sliceObjects, stampObjects] = await Promise.all([this.transport.list(ENTRIES_DIR), this.transport.list(SLICES_DIR), this.transport.list(STAMPS_DIR)]);
     // A format-1 view with a stamp object of a key below its slice's top epoch: another handle may
     // have moved the cache to format 2 (a binding beside another), so cache.json is read again.
-    // Only when their number changed since the last look: a rebound slice's leftover stamps (until
-    // gc) would cost every refresh a GET; a move to format 2 always adds one (the old latest's).
+    // Only when their set changed since the last look: a rebound slice's leftover stamps (until gc)
+    // would cost every refresh a GET; a move to format 2 always adds one (the old latest's), so the
+    // set changes even where a gc removed as many leftovers meanwhile (their count did not).
     if (this.header.format !== S3_LAYOUT_FORMAT_PER_FILE) {
-      const below = countStampsBelowTop(sliceObjects, stampObjects);
-      if (below > 0 && below !== this.stampsBelowTopLooked) {
+      const below = stampsBelowTopDigest(sliceObjects, stampObjects);
+      if (below !== '' && below !== this.stampsBelowTopLooked) {
         this.stampsBelowTopLooked = below;
         await this.readFormatAgain(false);
       }
