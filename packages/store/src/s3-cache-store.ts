@@ -47,7 +47,7 @@ import type { HeadedObject, ListedObject, S3Transport } from './s3-transport.js'
 import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './s3-transport.js';
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState, type DroppedBinding } from './store-state.js';
-import { deleteListed, removeS3FileBindings, removeS3SliceBinding } from './s3-unbind-slices.js';
+import { deleteListed, removeS3Bindings } from './s3-unbind-slices.js';
 import { boundKeysBySlice, deriveS3SliceBindings, holdsStampObject, keysWithEntryOrIntent, type S3SliceBindings } from './s3-slice-binding-set.js';
 import type { SliceOwner } from './slice-bindings.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
@@ -1529,22 +1529,51 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const checked = checkUnbindItems(items);
     for (const item of checked) encodeShardName(item.slice[0]);
     await this.refresh();
-    const perFile = await this.readFormatAgain();
+    // A look for this view only (which items are bound, lower bindings included where it moved):
+    // each item's removal asks again after its own listing (removeS3Bindings), and that answer decides.
+    await this.readFormatAgain();
     // Those bound in this view; each is listed again, alone, before anything of it is deleted.
     const bound = checked.filter((item) => isUnbindable(this.state, item) || this.conflicts.has(sliceId(...item.slice)));
     if (bound.length === 0) return 0;
-    if (perFile) {
-      // Several bindings per slice (format 2): the item's key's binding only, or every one, each counted.
-      // What binds: a listed entry object (the view's rule, takePerFileView).
-      const withObject = keysWithEntryOrIntent([...this.listedEntryObjects].map((name) => ({ name, lastModifiedMs: 0 })));
-      const bindable = (key: string): boolean => withObject.has(key);
-      const counts = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3FileBindings(this.transport, item, bindable));
-      await this.refresh();
-      return counts.reduce((sum, n) => sum + n, 0);
-    }
-    const removed = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3SliceBinding(this.transport, item));
+    // Format 2: what binds is a listed entry object (the view's rule, takePerFileView); the item's
+    // key's binding only, or every one, each counted.
+    const withObject = keysWithEntryOrIntent([...this.listedEntryObjects].map((name) => ({ name, lastModifiedMs: 0 })));
+    const bindable = (key: string): boolean => withObject.has(key);
+    const isPerFile = (): Promise<boolean> => this.readFormatForDelete('unbindSlices');
+    const counts = await mapLimited(bound, this.transport.settings.maxConcurrentRequests, (item) => removeS3Bindings(this.transport, item, isPerFile, bindable));
     await this.refresh();
-    return removed.filter(Boolean).length;
+    return counts.reduce((sum, n) => sum + n, 0);
+  }
+
+  /**
+   * Whether cache.json says format 2, read again (while this handle saw format 1) after the listing
+   * a deleting call judges; throws where it cannot be read (a 404: NOT_A_CACHE; a reply that does
+   * not parse: its MANIFEST_INVALID or UNSUPPORTED_FORMAT), nothing deleted. For `unbindSlices`,
+   * where neither answer is safe: format 1 on a format-2 cache deletes other files' bindings below
+   * the latest; format 2 on a format-1 cache brings a shadowed alias back as the latest, which a
+   * reader without a stamp trusts. (gc and the drop judge an unreadable one as format 2: they only
+   * keep more.)
+   */
+  private async readFormatForDelete(caller: string): Promise<boolean> {
+    if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE) return true;
+    const path = this.transport.describe(HEADER_OBJECT);
+    const bytes = await this.transport.getSmallObject(HEADER_OBJECT, MAX_HEADER_OBJECT_BYTES);
+    const unreadable = (why: string, code: StoreErrorCode, cause?: unknown): StoreError =>
+      new StoreError(code, `${caller}: cache.json ${why} after the slice was listed; whether the slice holds one binding per file is unknown, so nothing of it was removed (call again)`, {
+        path,
+        details: { caller },
+        ...(cause === undefined ? {} : { cause }),
+      });
+    if (!bytes) throw unreadable('was not found (404)', 'NOT_A_CACHE');
+    let header: S3Header;
+    try {
+      header = parseHeaderObject(bytes, path);
+    } catch (error) {
+      throw unreadable(`could not be read (${isStoreError(error) ? error.reason : String(error)})`, isStoreError(error) ? error.code : 'MANIFEST_INVALID', error);
+    }
+    if (header.format !== S3_LAYOUT_FORMAT_PER_FILE) return false;
+    this.header = header;
+    return true;
   }
 
   /**

@@ -29,6 +29,28 @@ export async function deleteListed(transport: S3Transport, objects: readonly { n
 }
 
 /**
+ * Removes the bindings of `item.slice` an unbind item names: lists the slice's alias and stamp
+ * objects, THEN asks `isPerFile` whether cache.json says format 2 (FILE-BINDINGS.md, "Phase 2"),
+ * and removes by that rule: removeS3FileBindings, else removeS3SliceBinding. The move to format 2
+ * is PUT before any object of a second binding, so a listing that shows one is followed by an
+ * answer of format 2; asked before the listing, a move landing between the two was judged by the
+ * format-1 rule (a keyed unbind of the latest deleted every alias below it: other files'
+ * bindings). `isPerFile` throws where cache.json cannot be read: neither default is safe (format 1
+ * deletes other files' bindings; format 2 on a format-1 cache brings a shadowed alias back as the
+ * latest). Resolves how many bindings it removed.
+ */
+export async function removeS3Bindings(
+  transport: S3Transport,
+  item: CheckedUnbind,
+  isPerFile: () => Promise<boolean>,
+  bindable: (key: string, slice: SliceKeyTuple) => boolean,
+): Promise<number> {
+  const [aliasObjects, stampObjects] = await Promise.all([transport.list(sliceDirName(item.slice)), transport.list(stampDirName(item.slice))]);
+  if (await isPerFile()) return removeS3FileBindings(transport, item, aliasObjects, stampObjects, bindable);
+  return (await removeS3SliceBinding(transport, item, aliasObjects, stampObjects)) ? 1 : 0;
+}
+
+/**
  * Removes the binding of `item.slice` (only while its top epoch binds `item.key`, where given):
  * the alias objects below the slice's top epoch first, then those at it, so that a reader never
  * sees an older epoch's key come back as the binding; then the stamp objects of the keys the top
@@ -38,9 +60,9 @@ export async function deleteListed(transport: S3Transport, objects: readonly { n
  * Known gap: a slice in conflict (two keys at its top epoch) resolves to the key whose object goes
  * last for the moment between the two DELETEs.
  */
-export async function removeS3SliceBinding(transport: S3Transport, item: CheckedUnbind): Promise<boolean> {
+async function removeS3SliceBinding(transport: S3Transport, item: CheckedUnbind, aliasObjects: readonly ListedObject[], stampObjects: readonly ListedObject[]): Promise<boolean> {
   const aliases: { object: ListedObject; epoch: number; key: string }[] = [];
-  for (const object of await transport.list(sliceDirName(item.slice))) {
+  for (const object of aliasObjects) {
     const parsed = parseSliceObjectName(object.name);
     if (parsed) aliases.push({ object, epoch: parsed.epoch, key: parsed.key });
   }
@@ -50,10 +72,10 @@ export async function removeS3SliceBinding(transport: S3Transport, item: Checked
   const topKeys = new Set(topAliases.map((a) => a.key));
   // Bound to that key alone (a conflict binds nothing): else not the binding the caller judged.
   if (item.key !== undefined && (topKeys.size !== 1 || !topKeys.has(item.key))) return false;
-  // The stamps are listed before any alias goes: a writer that binds the slice again once its alias
+  // The stamps were listed before any alias goes: a writer that binds the slice again once its alias
   // objects are gone writes a new stamp object, which a listing made after would take (the binding
   // then stood with no stamps, and every reader hashed it again).
-  const stamps = (await transport.list(stampDirName(item.slice))).filter((object) => {
+  const stamps = stampObjects.filter((object) => {
     const parsed = parseStampObjectName(object.name);
     return parsed !== undefined && topKeys.has(parsed.key);
   });
@@ -75,8 +97,13 @@ export async function removeS3SliceBinding(transport: S3Transport, item: Checked
  * every key bound. Resolves how many bindings it removed (0 where one was written again since the
  * listing, or `key` binds nothing there).
  */
-export async function removeS3FileBindings(transport: S3Transport, item: CheckedUnbind, bindable: (key: string, slice: SliceKeyTuple) => boolean): Promise<number> {
-  const [aliasObjects, stampObjects] = await Promise.all([transport.list(sliceDirName(item.slice)), transport.list(stampDirName(item.slice))]);
+async function removeS3FileBindings(
+  transport: S3Transport,
+  item: CheckedUnbind,
+  aliasObjects: readonly ListedObject[],
+  stampObjects: readonly ListedObject[],
+  bindable: (key: string, slice: SliceKeyTuple) => boolean,
+): Promise<number> {
   const set = deriveS3SliceBindings(aliasObjects, stampObjects, bindable).get(sliceId(...item.slice));
   if (set === undefined) return 0;
   const byName = new Map(aliasObjects.map((object) => [object.name, object]));
