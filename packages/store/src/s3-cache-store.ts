@@ -1232,6 +1232,24 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     return set.aliases.some((alias) => alias.epoch === below && alias.key !== key && !binding.has(alias.key) && this.state.getEntry(alias.key)?.rawBytes === slice[2]);
   }
 
+  /**
+   * SLICE_CONFLICT for an alias of a slice with no usable latest binding (format 2: its top epoch's
+   * key has no listed, readable entry of the slice's size) to a key that is none of its bindings:
+   * an alias at the top epoch would conflict with that key, one beside it would stand above a
+   * binding nothing can judge. Names the top key and what is wrong with its entry.
+   */
+  private headlessTopError(slice: SliceKeyTuple, key: string): StoreError {
+    const topKey = this.bindingSets.get(sliceId(...slice))?.bindings[0]?.key;
+    const entry = topKey === undefined ? undefined : this.state.getEntry(topKey);
+    const listed = topKey !== undefined && keysWithEntryOrIntent([...this.listedEntryObjects].map((name) => ({ name, lastModifiedMs: 0 }))).has(topKey);
+    const why = entry !== undefined ? `holds ${entry.rawBytes} bytes, not the slice's ${slice[2]}` : listed ? 'is unreadable' : 'is not listed';
+    return new StoreError(
+      'SLICE_CONFLICT',
+      `slice ${JSON.stringify(slice)} has no usable latest binding: the entry object of ${String(topKey)}, bound at its top epoch, ${why}; refusing to bind it to ${key} (rebind to bind ${key} above it, or repair or unbind ${String(topKey)})`,
+      { entry: key, path: this.root, details: { slice, topKey, topEntry: entry !== undefined ? 'other-size' : listed ? 'unreadable' : 'not-listed', requestedKey: key } },
+    );
+  }
+
   /** SLICE_CONFLICT for a beside write withdrawn: the slice's latest binding has no object stamp now. */
   private besideRefusedError(w: AliasWrite): StoreError {
     return new StoreError(
@@ -1374,7 +1392,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     const hostWrites: HostStampWrite[] = [];
     for (const w of writes) {
       // Lost a race, or left out: not this key's binding (in format 2 any of the slice's, one per file).
-      const binding = this.state.bindingsOf(w.slice).find((b) => b.key === w.key);
+      const binding = this.state.bindingsOf(w.slice).find((b) => b.key === w.key) ?? this.headlessBindings.get(sliceId(...w.slice))?.find((b) => b.key === w.key);
       if (binding === undefined) continue;
       if (shardStampKind(w.stamp) === 'file') {
         hostWrites.push(w);
@@ -1436,6 +1454,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // A conditional item (moveFrom) is judged on this listing: a conflict it did not cause, or a
       // slice bound to a third key ('taken'), is another writer's doing: false, nothing written.
       if (conflicted && moveFrom !== undefined) return;
+      const headless = rebind || moveFrom !== undefined ? undefined : this.headlessBindings.get(id);
+      if (headless !== undefined) {
+        // No usable latest binding (format 2, takePerFileView). A lower binding of `key` stays as it
+        // is, only its stamp may be new (as isFileBindingOf below): written at the top epoch, its
+        // alias met the top's, was withdrawn and threw, at every load, also for a stamp it held.
+        if (headless.some((owner) => owner.key === key)) {
+          results[at] = true;
+          if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
+          return;
+        }
+        if (!conflicted && this.bindingSets.get(id)?.bindings[0]?.key !== key) throw this.headlessTopError(slice, key);
+      }
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
       if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE && !rebind && moveFrom === undefined && !conflicted && this.isFileBindingOf(slice, key)) {
         // A file binding below the top already (format 2): only the stamp may be new; an alias
