@@ -979,6 +979,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (bound[i]) slicesBound[write.at] = (slicesBound[write.at] ?? 0) + 1;
     });
     const droppedBindings = prepared.map((): DroppedBinding[] => []);
+    // Bound beside: the stamp is the new entry's now, other keys' claims of it go (One stamp, one key).
+    const confirmed = besideNow.filter((b) => aliasWrites.some((w, i) => w.mode === 'beside' && bound[i] === true && w.slice === b.slice && w.key === b.key));
+    if (confirmed.length > 0) await this.deleteOtherClaims(confirmed);
     if (besideNow.length > 0) {
       await this.evictPastLimit(
         besideNow.map((w) => w.slice),
@@ -1301,7 +1304,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     }
     const prefix = this.transport.location.prefix;
     await mapLimited(stamps, this.transport.settings.maxConcurrentRequests, (w) => this.transport.putObject(stampObjectName(w.slice, w.key, w.stamp, prefix), new Uint8Array(0)));
-    await this.deleteOtherClaims(stamps);
+    // Other keys' claims of these stamps go once the write is confirmed (aliasSlices), not here: a
+    // write then lost, gone or withdrawn had already removed them.
   }
 
   /**
@@ -1310,16 +1314,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    * Left, another key's claim came back, trusted, when `key`'s binding went (an unbind, an
    * eviction) or the other key was bound again above it: another entry's bytes served for that
    * stamp. gc removes claims this view did not list (a stamp held by a higher binding: orphan).
+   * Each looked at before its DELETE (deleteListed): one written again since this view listed it
+   * is another writer's claim now, and stays (it was deleted by name).
    */
   private async deleteOtherClaims(stamps: readonly { slice: SliceKeyTuple; key: string; stamp: string }[]): Promise<void> {
-    const names = new Set<string>();
+    const claims = new Map<string, { name: string; lastModifiedMs: number }>();
     for (const w of stamps) {
       for (const object of this.stampObjectsBySlice.get(sliceId(...w.slice)) ?? []) {
-        if (object.stamp === w.stamp && object.key !== w.key) names.add(object.name);
+        if (object.stamp === w.stamp && object.key !== w.key) claims.set(object.name, object);
       }
     }
-    if (names.size === 0) return;
-    await mapLimited([...names], this.transport.settings.maxConcurrentRequests, (name) => this.transport.deleteObject(name));
+    if (claims.size === 0) return;
+    await deleteListed(this.transport, [...claims.values()]);
     await this.refresh();
   }
 
@@ -1542,6 +1548,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     writes.forEach((write, i) => {
       results[write.at] = bound[i] === true;
     });
+    // Bound beside: the stamp is K's now, other keys' claims of it go (One stamp, one key).
+    const confirmed = besideStamps.filter((b) => writes.some((w, i) => w.mode === 'beside' && bound[i] === true && w.slice === b.slice && w.key === b.key));
+    if (confirmed.length > 0) await this.deleteOtherClaims(confirmed);
     if (besideStamps.length > 0) await this.evictPastLimit(besideStamps.map((w) => w.slice), options.onBindingDropped);
     tellRefused();
     for (const { at, key, slice } of follows) results[at] = this.state.ownerOf(slice) === key;
