@@ -920,12 +920,18 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         });
         if (beside.length > 0) entry = withSliceKeys(entry, entry.sliceKeys.filter((slice) => !beside.includes(slice)));
         // leaveTakenSlices: a slice another writer bound meanwhile is left out, not a conflict.
+        // A slice with no usable latest binding (format 2) whose top key is another: taken, as a conflict is.
+        const headlessTop = (slice: SliceKeyTuple): boolean => {
+          const id = sliceId(...slice);
+          return this.headlessBindings.has(id) && !this.conflicts.has(id) && this.bindingSets.get(id)?.bindings[0]?.key !== entry.key;
+        };
         const taken = (slice: SliceKeyTuple): boolean => {
           const owner = draft.ownerOf(slice);
-          return (owner !== undefined && owner !== entry.key) || this.conflicts.has(sliceId(...slice));
+          return (owner !== undefined && owner !== entry.key) || this.conflicts.has(sliceId(...slice)) || headlessTop(slice);
         };
         const slices = inputs[at]?.leaveTakenSlices === true ? entry.sliceKeys.filter((slice) => !taken(slice)) : entry.sliceKeys;
         for (const slice of slices) this.assertNoConflict(slice, entry.key);
+        for (const slice of slices) if (headlessTop(slice)) throw this.headlessTopError(slice, entry.key);
         draft.planAdd(withSliceKeys(entry, []), context);
         for (const slice of slices) {
           // planAdd without slices, then each slice: conflicts are thrown here, before anything is written.
@@ -937,6 +943,14 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         // An existing key (a rerun after a crash between the entry and its aliases): bind what is
         // still unbound; a slice bound elsewhere stays as it is, as re-adding is a no-op.
         for (const slice of entry.sliceKeys) {
+          const headless = this.headlessBindings.get(sliceId(...slice));
+          if (headless !== undefined) {
+            // No usable latest binding (format 2): bound elsewhere as far as a re-add goes. A lower
+            // binding of this key only records its stamps: an alias written at epoch 0 lost to the
+            // top and was deleted, its own lower alias with it (the binding lost).
+            if (headless.some((owner) => owner.key === entry.key)) wantStamps(entry.key, slice, false);
+            continue;
+          }
           // Bound to this key already: only its stamps may be new.
           if (draft.ownerOf(slice) === entry.key) wantStamps(entry.key, slice, false);
           if (draft.ownerOf(slice) !== undefined || this.conflicts.has(sliceId(...slice))) continue;

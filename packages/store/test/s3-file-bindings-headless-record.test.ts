@@ -3,7 +3,8 @@
 // beside): the lower key stays bound and only its stamp is recorded, as for any file binding below
 // the top. The call wrote an alias at the top epoch, met the top's, withdrew it and threw
 // SLICE_CONFLICT, also for a stamp the lower key held: the runtime counted a failed record and
-// hashed again at every load. Another key is refused before anything is written, the top named.
+// hashed again at every load; addEntries re-adding the lower key deleted its alias (binding lost).
+// Another key is refused before anything is written, the top named.
 import { ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
@@ -71,6 +72,42 @@ describeS3('S3 store: recording with a lower binding where the slice has no usab
       });
     }
   }
+
+  it('top unreadable: addEntries re-adding the lower key keeps its binding and records its stamp', async () => {
+    const { prefix, url, store, a } = await makeHeadless('unreadable');
+    const handle = await openCacheStore(url);
+    try {
+      const before = await aliasNames(prefix);
+      // An alias at epoch 0 (its own lower alias's name) lost to the top and was deleted: binding lost.
+      expect(await handle.addEntries([toInput(a, 'rev0.weight', [[SHARD, 0, 480, [etag(7)]]])])).toEqual([{ key: a.key, added: false, slicesBound: 0 }]);
+      expect(await aliasNames(prefix)).toEqual(before);
+      const reader = await openCacheStore(url);
+      expect(reader.lookupSliceBinding(SHARD, 0, 480, etag(1))).toMatchObject({ entry: { key: a.key } });
+      expect(reader.lookupSliceBinding(SHARD, 0, 480, etag(7))).toMatchObject({ entry: { key: a.key } });
+      await reader.close();
+    } finally {
+      await handle.close();
+      await store.close();
+    }
+  });
+
+  it('top unreadable: addEntries of a new key bound there is SLICE_CONFLICT before any write; leaveTakenSlices leaves the slice out', async () => {
+    const { prefix, url, store, b } = await makeHeadless('unreadable');
+    const handle = await openCacheStore(url);
+    try {
+      const before = await aliasNames(prefix);
+      const [d, e] = [0, 1].map((i) => makeTensor([40, 6], 990 + i + run * 10)) as [TestTensor, TestTensor];
+      const refused = handle.addEntries([toInput(d, 'rev3.weight', [[SHARD, 0, 480, [etag(8)]]])]);
+      await expect(refused).rejects.toMatchObject({ code: 'SLICE_CONFLICT', details: { topKey: b.key, topEntry: 'unreadable', requestedKey: d.key } });
+      expect(handle.getEntry(d.key)).toBeUndefined();
+      const left = await handle.addEntries([{ ...toInput(e, 'rev4.weight', [[SHARD, 0, 480, [etag(9)]]]), leaveTakenSlices: true }]);
+      expect(left).toEqual([{ key: e.key, added: true, slicesBound: 0 }]);
+      expect(await aliasNames(prefix)).toEqual(before);
+    } finally {
+      await handle.close();
+      await store.close();
+    }
+  });
 
   it('top unreadable: another key is SLICE_CONFLICT naming the top and its entry, nothing written', async () => {
     const { prefix, url, store, b, c } = await makeHeadless('unreadable');
