@@ -7,28 +7,20 @@ import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { stampObjectName } from '../src/s3-layout.js';
-import { catchError, makeTensor, toInput, type TestTensor } from './helpers.js';
+import { catchError, makeTensor, type TestTensor } from './helpers.js';
 import { holdAliasPut } from './s3-alias-hooks.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const S = [SHARD, 0, 480] as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
-const FILE = '9000:1733400000000000011:1733400000000000011:101';
+import { describeS3 } from './s3-helpers.js';
+import { etag, FILE, openWithRevisions, S, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: deleting other keys\' claims of a stamp', () => {
-  const bucket = uniqueBucket('claim-deletes');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('claim-deletes');
   let run = 0;
   /** a bound with etag 1; d holds a claim of `claimed` (a stamp object, no alias). */
   async function makeCache(claimed: string): Promise<{ prefix: string; url: string; w: CacheStore; a: TestTensor; b: TestTensor; c: TestTensor; claimKey: string }> {
     const prefix = `c${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const [a, b, c, d] = [0, 1, 2, 3].map((i) => makeTensor([40, 6], 700 + i + run * 10)) as [TestTensor, TestTensor, TestTensor, TestTensor];
-    const w = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await w.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight'), toInput(c, 'rev2.weight'), toInput(d, 'rev3.weight')]);
+    const w = await openWithRevisions(url, [a, b, c, d]);
     expect(await w.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
     const claimKey = `${prefix}${stampObjectName(S, d.key, claimed, prefix)}`;
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: claimKey, Body: new Uint8Array(0) }));

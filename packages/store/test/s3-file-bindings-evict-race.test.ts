@@ -5,24 +5,18 @@
 // none, and every later beside add was SLICE_CONFLICT.
 import { expect, it } from 'vitest';
 import { MAX_SLICE_BINDINGS, openCacheStore } from '../src/index.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
+import { makeTensor, type TestTensor } from './helpers.js';
+import { describeS3 } from './s3-helpers.js';
+import { etag, openWithRevisions, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: an eviction beside a re-bind of the evicted key', () => {
-  const bucket = uniqueBucket('evict-race');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket } = useFileBindingsBucket('evict-race');
 
   it('another host binds the evicted key again during the eviction: its new binding keeps its stamp; later beside adds go on', async () => {
     const url = `s3://${bucket}/e/`;
     const n = MAX_SLICE_BINDINGS + 2;
     const revs: TestTensor[] = Array.from({ length: n }, (_, i) => makeTensor([40, 6], 300 + i));
-    const w1 = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await w1.addEntries(revs.map((t, i) => toInput(t, `rev${i}.weight`)));
+    const w1 = await openWithRevisions(url, revs);
     const w2 = await openCacheStore(url, { sliceBindingsPerFile: true });
     try {
       for (let i = 0; i < MAX_SLICE_BINDINGS; i++) expect(await w1.aliasSlices([{ key: revs[i]!.key, ...SLICE, stamp: etag(i) }])).toEqual([true]);

@@ -7,25 +7,20 @@ import { DeleteObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
 import { stampObjectName } from '../src/s3-layout.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
+import { makeTensor, type TestTensor } from './helpers.js';
+import { describeS3 } from './s3-helpers.js';
+import { etag, openWithRevisions, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
 const OTHER = { shardName: 'model-00002-of-00002.safetensors', offsetBytes: 0, sizeBytes: 480 } as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
 
 describeS3('S3 store: a format-1 handle learns the move', () => {
-  const bucket = uniqueBucket('format-look');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('format-look');
 
   it('a leftover stamp deleted while the move adds one below the top: the handle reads cache.json again and sees both bindings', async () => {
     const prefix = 'm/';
     const url = `s3://${bucket}/${prefix}`;
     const [a, b, c] = [0, 1, 2].map((i) => makeTensor([40, 6], 800 + i)) as [TestTensor, TestTensor, TestTensor];
-    const w = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await w.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight'), toInput(c, 'rev2.weight')]);
+    const w = await openWithRevisions(url, [a, b, c]);
     const reader = await openCacheStore(url);
     try {
       expect(await w.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);

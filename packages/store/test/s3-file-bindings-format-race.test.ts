@@ -4,15 +4,9 @@
 // entry; and a cache.json that cannot be read is judged as format 2 (keeps more), not format 1.
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, dropBelowFloorForTests, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
-
-type Transport = { list(prefix: string): Promise<unknown>; getSmallObject(name: string, max: number): Promise<Uint8Array | undefined> };
-const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
+import { makeTensor, type TestTensor } from './helpers.js';
+import { describeS3, dropBelowFloorForTests, gcBelowFloorForTests } from './s3-helpers.js';
+import { etag, keysOf, openWithRevisions, SHARD, SLICE, transportOf, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 /** Runs `first` once, just before the handle's first listing of the whole prefix. */
 function beforeWholeListing(store: CacheStore, first: () => Promise<unknown>): void {
@@ -36,19 +30,15 @@ function hideHeader(store: CacheStore): void {
 }
 
 describeS3('S3 store: gc and the drop read the format after their listing', () => {
-  const bucket = uniqueBucket('format-race');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket } = useFileBindingsBucket('format-race');
   let run = 0;
   async function makeCache(): Promise<{ url: string; store: CacheStore; a: TestTensor; b: TestTensor }> {
     const url = `s3://${bucket}/q${run++}/`;
     const [a, b] = [0, 1].map((i) => makeTensor([40, 6], 500 + i + run * 20)) as [TestTensor, TestTensor];
-    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await store.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight')]);
+    const store = await openWithRevisions(url, [a, b]);
     expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
     return { url, store, a, b };
   }
-  const keysOf = (store: CacheStore): string[] => store.lookupSliceBindings(SHARD, 0, 480).map((x) => x.entry.key);
 
   it('gc: a move to format 2 just before its listing keeps the older binding (its stamp)', async () => {
     const { url, store, a, b } = await makeCache();

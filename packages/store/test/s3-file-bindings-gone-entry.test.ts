@@ -5,24 +5,18 @@
 import { DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore } from '../src/index.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
+import { makeTensor, type TestTensor } from './helpers.js';
 import { holdAliasPut } from './s3-alias-hooks.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
+import { describeS3 } from './s3-helpers.js';
+import { etag, openWithRevisions, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: a beside write whose entry is dropped meanwhile', () => {
-  const bucket = uniqueBucket('gone-entry');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('gone-entry');
 
   it('answers false, its alias gone; the other binding stays the latest', async () => {
     const url = `s3://${bucket}/g/`;
     const [a, b] = [0, 1].map((i) => makeTensor([40, 6], 700 + i)) as [TestTensor, TestTensor];
-    const w = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await w.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight')]);
+    const w = await openWithRevisions(url, [a, b]);
     try {
       expect(await w.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
       holdAliasPut(w, {
@@ -45,8 +39,7 @@ describeS3('S3 store: a beside write whose entry is dropped meanwhile', () => {
   it('answers false also where another writer\'s alias met it at its epoch (a conflict, not a lost race to retry)', async () => {
     const url = `s3://${bucket}/h/`;
     const [a, b, c] = [0, 1, 2].map((i) => makeTensor([40, 6], 710 + i)) as [TestTensor, TestTensor, TestTensor];
-    const w = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await w.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight'), toInput(c, 'rev2.weight')]);
+    const w = await openWithRevisions(url, [a, b, c]);
     const other = await openCacheStore(url);
     try {
       expect(await w.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);

@@ -10,26 +10,18 @@ import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { sliceObjectName, stampObjectName } from '../src/s3-layout.js';
 import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const S = [SHARD, 0, 480] as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
-const FILE = '9000:1733400000000000011:1733400000000000011:101';
+import { describeS3 } from './s3-helpers.js';
+import { etag, FILE, openWithRevisions, S, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: recording with a lower binding where the slice has no usable latest', () => {
-  const bucket = uniqueBucket('headless-record');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('headless-record');
   let run = 0;
   /** Bindings [b, a] (a with etag 1, b with etag 2), then b's entry object garbled, or a third key c at b's epoch. */
   async function makeHeadless(how: 'unreadable' | 'conflict'): Promise<{ prefix: string; url: string; store: CacheStore; a: TestTensor; b: TestTensor; c: TestTensor }> {
     const prefix = `r${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const [a, b, c] = [0, 1, 2].map((i) => makeTensor([40, 6], 600 + i + run * 10)) as [TestTensor, TestTensor, TestTensor];
-    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await store.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight'), toInput(c, 'rev2.weight')]);
+    const store = await openWithRevisions(url, [a, b, c]);
     expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
     expect(await store.aliasSlices([{ key: b.key, ...SLICE, stamp: etag(2) }])).toEqual([true]);
     if (how === 'unreadable') {

@@ -7,25 +7,18 @@ import { ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { sliceObjectName, stampObjectName } from '../src/s3-layout.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const S = [SHARD, 0, 480] as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
+import { makeTensor, type TestTensor } from './helpers.js';
+import { describeS3 } from './s3-helpers.js';
+import { etag, openWithRevisions, S, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: no usable latest binding', () => {
-  const bucket = uniqueBucket('headless');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('headless');
   let run = 0;
   async function makeCache(): Promise<{ prefix: string; url: string; store: CacheStore; revs: TestTensor[] }> {
     const prefix = `h${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const revs = [0, 1, 2].map((i) => makeTensor([40, 6], 400 + i + run * 10));
-    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await store.addEntries(revs.map((t, i) => toInput(t, `rev${i}.weight`)));
+    const store = await openWithRevisions(url, revs);
     expect(await store.aliasSlices([{ key: revs[0]!.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
     expect(await store.aliasSlices([{ key: revs[1]!.key, ...SLICE, stamp: etag(2) }])).toEqual([true]);
     return { prefix, url, store, revs };

@@ -8,16 +8,11 @@ import { expect, it } from 'vitest';
 import { MAX_SLICE_BINDINGS, openCacheStore } from '../src/index.js';
 import { sliceObjectName, stampObjectName } from '../src/s3-layout.js';
 import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, dropBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const S = [SHARD, 0, 480] as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
+import { describeS3, dropBelowFloorForTests } from './s3-helpers.js';
+import { etag, S, SHARD, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: one rule of what binds, at the limit', () => {
-  const bucket = uniqueBucket('limit-rule');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('limit-rule');
   let run = 0;
 
   /** MAX_SLICE_BINDINGS + 1 bindings of one slice (epochs 0..n-1, rev i with etag(i)) in a format-2 cache, written by hand. */

@@ -6,27 +6,19 @@ import { DeleteObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { stampObjectName } from '../src/s3-layout.js';
-import { catchError, makeTensor, toInput, type TestTensor } from './helpers.js';
+import { catchError, makeTensor, type TestTensor } from './helpers.js';
 import { holdAliasPut } from './s3-alias-hooks.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
-const FILE = '9000:1733400000000000011:1733400000000000011:101';
+import { describeS3 } from './s3-helpers.js';
+import { etag, FILE, keysOf, openWithRevisions, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: a beside write never shadows a binding without an object stamp', () => {
-  const bucket = uniqueBucket('beside-shadow');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('beside-shadow');
   let run = 0;
-  const keysOf = (store: CacheStore): string[] => store.lookupSliceBindings(SHARD, 0, 480).map((b) => b.entry.key);
   async function makeCache(): Promise<{ prefix: string; url: string; w: CacheStore; a: TestTensor; b: TestTensor; c: TestTensor }> {
     const prefix = `s${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const [a, b, c] = [0, 1, 2].map((i) => makeTensor([40, 6], 600 + i + run * 10)) as [TestTensor, TestTensor, TestTensor];
-    const w = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await w.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight'), toInput(c, 'rev2.weight')]);
+    const w = await openWithRevisions(url, [a, b, c]);
     expect(await w.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
     return { prefix, url, w, a, b, c };
   }

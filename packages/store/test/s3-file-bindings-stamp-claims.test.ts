@@ -6,18 +6,12 @@ import { ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
 import { stampObjectName } from '../src/s3-layout.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const S = [SHARD, 0, 480] as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
+import { makeTensor, type TestTensor } from './helpers.js';
+import { describeS3, gcBelowFloorForTests } from './s3-helpers.js';
+import { etag, keysOf, openWithRevisions, S, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: a stamp recorded with one key leaves the others', () => {
-  const bucket = uniqueBucket('stamp-claims');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('stamp-claims');
   let run = 0;
   async function stampNames(prefix: string): Promise<string[]> {
     const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}stamps/` }));
@@ -27,11 +21,9 @@ describeS3('S3 store: a stamp recorded with one key leaves the others', () => {
     const prefix = `c${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const [a, b] = [0, 1].map((i) => makeTensor([40, 6], 900 + i + run * 10)) as [TestTensor, TestTensor];
-    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await store.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight')]);
+    const store = await openWithRevisions(url, [a, b]);
     return { prefix, url, store, a, b };
   }
-  const keysOf = (store: CacheStore): string[] => store.lookupSliceBindings(SHARD, 0, 480).map((x) => x.entry.key);
 
   it('a stamp recorded with the latest binding does not come back to the older one when the latest is unbound', async () => {
     const { prefix, url, store, a, b } = await makeCache();

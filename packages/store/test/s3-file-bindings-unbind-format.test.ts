@@ -5,15 +5,9 @@
 // the listing made a keyed unbind see another key at the top and answer 0, the binding left.
 import { expect, it } from 'vitest';
 import { openCacheStore, type CacheStore } from '../src/index.js';
-import { makeTensor, toInput, type TestTensor } from './helpers.js';
-import { describeS3, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
-
-type Transport = { list(prefix: string): Promise<unknown>; getSmallObject(name: string, max: number): Promise<Uint8Array | undefined> };
-const transportOf = (store: CacheStore): Transport => (store as unknown as { transport: Transport }).transport;
+import { makeTensor, type TestTensor } from './helpers.js';
+import { describeS3 } from './s3-helpers.js';
+import { etag, keysOf, openWithRevisions, SHARD, SLICE, transportOf, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 /** Every later read of cache.json by this handle answers `reply` (undefined: as a 404 would). */
 function answerHeader(store: CacheStore, reply: Uint8Array | undefined): void {
@@ -23,19 +17,15 @@ function answerHeader(store: CacheStore, reply: Uint8Array | undefined): void {
 }
 
 describeS3('S3 store: unbindSlices reads the format after its listing', () => {
-  const bucket = uniqueBucket('unbind-format');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket } = useFileBindingsBucket('unbind-format');
   let run = 0;
   async function makeCache(): Promise<{ url: string; store: CacheStore; a: TestTensor; b: TestTensor }> {
     const url = `s3://${bucket}/u${run++}/`;
     const [a, b] = [0, 1].map((i) => makeTensor([40, 6], 800 + i + run * 20)) as [TestTensor, TestTensor];
-    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await store.addEntries([toInput(a, 'rev0.weight'), toInput(b, 'rev1.weight')]);
+    const store = await openWithRevisions(url, [a, b]);
     expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
     return { url, store, a, b };
   }
-  const keysOf = (store: CacheStore): string[] => store.lookupSliceBindings(SHARD, 0, 480).map((x) => x.entry.key);
 
   for (const [label, reply, code] of [
     ['a 404', undefined, 'NOT_A_CACHE'],

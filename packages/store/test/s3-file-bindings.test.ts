@@ -8,17 +8,11 @@ import { MAX_SLICE_BINDINGS, openCacheStore, type CacheStore } from '../src/inde
 import { sliceObjectName, stampObjectName } from '../src/s3-layout.js';
 import { catchError, makeTensor, toInput, type TestTensor } from './helpers.js';
 import { barrier, deferred, holdAliasPut } from './s3-alias-hooks.js';
-import { describeS3, dropBelowFloorForTests, gcBelowFloorForTests, rawClient, uniqueBucket, useTestBucket } from './s3-helpers.js';
-
-const SHARD = 'model-00001-of-00002.safetensors';
-const SLICE = { shardName: SHARD, offsetBytes: 0, sizeBytes: 480 } as const;
-/** The ETag stamp of revision `n`'s shard object (another object, other bytes). */
-const etag = (n: number): string => `etag:"${String(n).padStart(32, '0')}"`;
+import { describeS3, dropBelowFloorForTests, gcBelowFloorForTests } from './s3-helpers.js';
+import { etag, keysOf, openWithRevisions, SHARD, SLICE, useFileBindingsBucket } from './s3-file-bindings-fixture.js';
 
 describeS3('S3 store: one binding per file (object stamps)', () => {
-  const bucket = uniqueBucket('file-bindings');
-  const client = rawClient();
-  useTestBucket(client, bucket);
+  const { bucket, client } = useFileBindingsBucket('file-bindings');
   let run = 0;
 
   async function listNames(prefix: string): Promise<string[]> {
@@ -36,12 +30,9 @@ describeS3('S3 store: one binding per file (object stamps)', () => {
     const prefix = `f${run++}/`;
     const url = `s3://${bucket}/${prefix}`;
     const revs = Array.from({ length: count }, (_, i) => makeTensor([40, 6], 700 + i));
-    const store = await openCacheStore(url, { create: true, sliceBindingsPerFile: true });
-    await store.addEntries(revs.map((t, i) => toInput(t, `rev${i}.weight`)));
+    const store = await openWithRevisions(url, revs);
     return { prefix, url, store, revs };
   }
-
-  const keysOf = (store: CacheStore): string[] => store.lookupSliceBindings(SHARD, 0, 480).map((b) => b.entry.key);
 
   it('binds two revisions beside each other, each found by its stamp by every reader; cache.json goes to format 2 with the second', async () => {
     const { prefix, url, store, revs } = await makeCache(2);
