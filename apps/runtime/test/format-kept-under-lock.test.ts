@@ -4,35 +4,18 @@
 // binding and compacted to format 2 since. The store decides under its writer lock
 // (AliasSliceItem.besideOnlyIfSeveral): such a record is not applied, the format stays 2, and
 // flushObjectStamps counts it in keptFormatBindings (neither recorded nor failed).
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { openCacheStore } from '@splitzip/store';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { buildCache, readAllRaw, sameBytes } from './fixtures.js';
 import { holdSecondBinding, SECOND_BINDING_SHARD } from './helpers/hold-second-binding.js';
+import { manifestFormat, name, useCleanups, writeRevisions } from './helpers/two-revisions.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-});
-
-const name = (k: number) => `layers.${String(k).padStart(2, '0')}.weight`;
-const revisionA = (): FixtureTensor[] => Array.from({ length: 4 }, (_, k) => ({ name: name(k), dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 100 + k) }));
-const revisionB = (): FixtureTensor[] => revisionA().map((t, k) => (k === 2 ? { ...t, data: bf16Weights(4096, 999) } : t));
-
-async function manifestFormat(cacheDir: string): Promise<number> {
-  return (JSON.parse(await readFile(join(cacheDir, 'manifest.json'), 'utf8')) as { format: number }).format;
-}
+const cleanups = useCleanups();
 
 it('a handle that saw a second binding, removed and compacted to format 2 by another since: its load binds nothing beside (format 2 kept), B served raw, and says why', async () => {
-  const { dir, cleanup } = await makeTempDir('splitzip-format-kept-lock-');
-  cleanups.push(cleanup);
-  const A = await writeModel(join(dir, 'A'), revisionA(), 80 * 1024);
-  const B = await writeModel(join(dir, 'B'), revisionB(), 80 * 1024);
-  cleanups.push(() => A.close(), () => B.close());
-  const cacheDir = join(dir, 'cache');
+  const { A, B, cacheDir } = await writeRevisions('splitzip-format-kept-lock-', cleanups);
   await buildCache(A, cacheDir, { sliceBindingsPerFile: true });
   // B's layer 2: its entry held, its slice bound to A's entry only (A's file stamp).
   await buildCache(B, cacheDir, { sliceBindingsPerFile: true, noAlias: [name(2)] });
@@ -78,12 +61,7 @@ it('a handle that saw a second binding, removed and compacted to format 2 by ano
 });
 
 it('ShardCache.aliasSlice, an explicit write as a build is, binds beside another file\'s binding in a format-2 cache and moves it to format 3 (the README says so)', async () => {
-  const { dir, cleanup } = await makeTempDir('splitzip-format-kept-lock-');
-  cleanups.push(cleanup);
-  const A = await writeModel(join(dir, 'A'), revisionA(), 80 * 1024);
-  const B = await writeModel(join(dir, 'B'), revisionB(), 80 * 1024);
-  cleanups.push(() => A.close(), () => B.close());
-  const cacheDir = join(dir, 'cache');
+  const { A, B, cacheDir } = await writeRevisions('splitzip-format-kept-lock-', cleanups);
   await buildCache(A, cacheDir, { sliceBindingsPerFile: true });
   const keysB = await buildCache(B, cacheDir, { sliceBindingsPerFile: true, noAlias: [name(2)] });
   expect(await manifestFormat(cacheDir)).toBe(2);

@@ -4,36 +4,21 @@
 // refused by the store (besideOnlyIfSeveral: keptFormatBindings). The detail said only "its stamp is
 // being recorded with the binding for other processes" (a user's probe, ll.mjs); it now carries the
 // caveat the beside case has. A slice whose only binding is the checked one gets no caveat.
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openCacheStore } from '@splitzip/store';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
-import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel } from './fixtures.js';
+import { manifestFormat, name, revisionB, useCleanups, writeRevisions } from './helpers/two-revisions.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-});
-
-const name = (k: number) => `layers.${String(k).padStart(2, '0')}.weight`;
-const revisionA = (): FixtureTensor[] => Array.from({ length: 4 }, (_, k) => ({ name: name(k), dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 100 + k) }));
-const revisionB = (): FixtureTensor[] => revisionA().map((t, k) => (k === 2 ? { ...t, data: bf16Weights(4096, 999) } : t));
-
-async function manifestFormat(cacheDir: string): Promise<number> {
-  return (JSON.parse(await readFile(join(cacheDir, 'manifest.json'), 'utf8')) as { format: number }).format;
-}
+const cleanups = useCleanups();
 
 it("a copy of B checked against B's binding that gc removed since this handle looked: the detail says the record binds beside only if a second binding is still held", async () => {
-  const { dir, cleanup } = await makeTempDir('splitzip-beside-caveat-');
-  cleanups.push(cleanup);
-  const A = await writeModel(join(dir, 'A'), revisionA(), 80 * 1024);
-  const B = await writeModel(join(dir, 'B'), revisionB(), 80 * 1024);
+  const { dir, A, B, cacheDir } = await writeRevisions('splitzip-beside-caveat-', cleanups);
   // A fresh copy of B: the same bytes and layout, another inode (its stamp is in no binding).
   const B2 = await writeModel(join(dir, 'B2'), revisionB(), 80 * 1024);
-  cleanups.push(() => A.close(), () => B.close(), () => B2.close());
-  const cacheDir = join(dir, 'cache');
+  cleanups.push(() => B2.close());
   await buildCache(A, cacheDir, { sliceBindingsPerFile: true });
   await buildCache(B, cacheDir, { sliceBindingsPerFile: true });
   expect(await manifestFormat(cacheDir)).toBe(3);

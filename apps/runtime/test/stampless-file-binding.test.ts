@@ -6,40 +6,19 @@
 // objectSources 'trust' serves it unchecked as before. A single binding with no stamp or an
 // object's stays trusted (cached). A tensor of another shape than every binding's entry is `stale`
 // unhashed, as a stamped shard's is (it was `missing`, "no entry for this slice").
-import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { OBJECT_STAMP_PREFIX, openSafetensorsModel, type ByteSource } from '@splitzip/safetensors';
+import { OBJECT_STAMP_PREFIX, openSafetensorsModel } from '@splitzip/safetensors';
 import { openCacheStore } from '@splitzip/store';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { loadTensor } from '../src/load-tensor.js';
 import { openShardCache } from '../src/open-shard-cache.js';
 import { bf16Weights, buildCache, makeTempDir, readAllRaw, sameBytes, writeModel, type FixtureTensor } from './fixtures.js';
+import { name, revisionA, revisionB, stamplessSource, useCleanups } from './helpers/two-revisions.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-});
+const cleanups = useCleanups();
 
-const name = (k: number) => `layers.${String(k).padStart(2, '0')}.weight`;
-const revisionA = (): FixtureTensor[] => Array.from({ length: 4 }, (_, k) => ({ name: name(k), dtype: 'BF16', shape: [64, 64], data: bf16Weights(4096, 100 + k) }));
-/** A with layer 2 changed. */
-const revisionB = (): FixtureTensor[] => revisionA().map((t, k) => (k === 2 ? { ...t, data: bf16Weights(4096, 999) } : t));
 /** A with layer 2 of another shape, the same byte size (at the same slice): another model's tensor there. */
 const reshaped = (): FixtureTensor[] => revisionA().map((t, k) => (k === 2 ? { ...t, shape: [32, 128], data: bf16Weights(4096, 555) } : t));
-
-/** A model directory as a ByteSource whose objects have no ETag: its shards have no stamp. */
-async function stamplessSource(dir: string): Promise<ByteSource> {
-  const names = await readdir(dir);
-  return {
-    url: `mem://${dir}/`,
-    list: async () => names,
-    open: async (file) => {
-      if (!names.includes(file)) return undefined;
-      const bytes = await readFile(join(dir, file));
-      return { sizeBytes: bytes.length, readInto: async (offset: number, target: Uint8Array) => target.set(bytes.subarray(offset, offset + target.length)) };
-    },
-  };
-}
 
 /** A and B built into one cache from their files; B's changed layer 2 has its entry, unbound: the slice's one binding is A's, with A's file stamp only. */
 async function revisionAOnlyBound() {
