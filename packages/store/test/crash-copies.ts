@@ -5,6 +5,7 @@
 import { cp } from 'node:fs/promises';
 import type { JournalFile, ListedFile } from '../src/backend.js';
 import { FsBackend } from '../src/fs-backend.js';
+import { trackTempDir } from './helpers.js';
 
 export interface CrashCopy {
   /** Where the copy was taken: `before|after <operation>`. */
@@ -20,6 +21,8 @@ export function createCrashCopyBackend(root: string): { backend: FsBackend; copi
   const copies: CrashCopy[] = [];
   const crashHere = async (step: string): Promise<void> => {
     const path = `${root}-crash-${copies.length}`;
+    // Removed with the temp dirs: slice-bindings-crash left its copies in the temp dir at every run.
+    trackTempDir(path);
     await cp(root, path, { recursive: true, filter: (source) => !source.endsWith('/lock') });
     copies.push({ step, path });
   };

@@ -69,6 +69,11 @@ export async function makeTempDir(prefix = 'splitzip-store-'): Promise<string> {
   return dir;
 }
 
+/** Removes `dir` with the temp dirs (a crash test's copy `<root>-crash-<n>` is a sibling of its cache, not inside it). */
+export function trackTempDir(dir: string): void {
+  dirs.push(dir);
+}
+
 export async function removeTempDirs(): Promise<void> {
   await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 }

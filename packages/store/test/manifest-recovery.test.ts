@@ -15,7 +15,7 @@ import { MIN_ENTRY_TEXT_BYTES } from '../src/limits.js';
 import { openCacheStore, recoverDamagedManifest } from '../src/index.js';
 import { recoverManifest } from '../src/recover-damaged-manifest.js';
 import { salvageManifest } from '../src/salvage-manifest.js';
-import { catchError, makeCache, makeCacheWithJournal, makeRestoredOlderCopy, makeTempDir, makeTensor, removeTempDirs, toInput } from './helpers.js';
+import { catchError, makeCache, makeCacheWithJournal, makeRestoredOlderCopy, makeTempDir, makeTensor, removeTempDirs, toInput, trackTempDir } from './helpers.js';
 
 afterEach(removeTempDirs);
 
@@ -548,6 +548,7 @@ describe('recoverDamagedManifest', () => {
     const copies: { step: string; path: string }[] = [];
     const crashHere = async (step: string): Promise<void> => {
       const path = `${root}-crash-${copies.length}`;
+      trackTempDir(path);
       // The dead writer's lock is recovered by the next writer: left out.
       await cp(root, path, { recursive: true, filter: (source) => !source.endsWith('/lock') });
       copies.push({ step, path });
