@@ -48,7 +48,7 @@ import { CLOCK_OFFSET_NOISE_MS, blobMissing, sameSecond, sizeMismatch } from './
 import { reportTransitDamage } from './transit-damage.js';
 import { StateDraft, StoreState, type DroppedBinding } from './store-state.js';
 import { deleteListed, removeS3Bindings } from './s3-unbind-slices.js';
-import { boundKeysBySlice, deriveS3SliceBindings, holdsStampObject, keysWithEntryOrIntent, type S3SliceBindings } from './s3-slice-binding-set.js';
+import { boundKeysBySlice, compareStampObjects, deriveS3SliceBindings, holdsStampObject, keysWithEntryOrIntent, type S3SliceBindings } from './s3-slice-binding-set.js';
 import type { SliceOwner } from './slice-bindings.js';
 import { checkUnbindItems, isUnbindable } from './unbind-slices.js';
 import { checkDropUnboundOptions, reportDrop } from './drop-unbound-entries.js';
@@ -254,10 +254,6 @@ interface StampWrite {
 }
 
 /** Stamp objects oldest first: by LastModified, then by name (S3 times have a second's resolution). */
-function compareStampObjects(a: { lastModifiedMs: number; name: string }, b: { lastModifiedMs: number; name: string }): number {
-  return a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-}
-
 /** Whether an alias object is below its slice's top epoch (`topEpoch`: undefined, none listed). */
 function aliasShadowed(alias: { epoch: number }, topEpoch: number | undefined): boolean {
   return topEpoch !== undefined && alias.epoch < topEpoch;
@@ -287,6 +283,15 @@ function stampsBelowTopDigest(sliceObjects: readonly ListedObject[], stampObject
 const REBIND_ATTEMPTS = 6;
 /** The longest pause before the n-th rebind attempt is n times this (random below it). */
 const REBIND_PAUSE_MS = 50;
+
+/** The listing problem of a slice with several keys at its top epoch (both formats). */
+function describeSliceConflict(slice: SliceKeyTuple, keys: readonly string[], epoch: number): ListingProblem {
+  return {
+    key: keys[0]!,
+    code: 'SLICE_CONFLICT',
+    message: `slice ${JSON.stringify(slice)} is aliased to ${keys.join(' and ')} at epoch ${epoch}; it resolves to nothing until a rebind`,
+  };
+}
 
 /**
  * The cache in an S3 bucket below a prefix: every write is an immutable object (content-addressed
@@ -670,11 +675,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (keys.size > 1) {
         const list = [...keys].sort();
         conflicts.set(id, { slice, keys: list });
-        problems.push({
-          key: list[0]!,
-          code: 'SLICE_CONFLICT',
-          message: `slice ${JSON.stringify(slice)} is aliased to ${list.join(' and ')} at epoch ${epoch}; it resolves to nothing until a rebind`,
-        });
+        problems.push(describeSliceConflict(slice, list, epoch));
         continue;
       }
       const key = [...keys][0]!;
@@ -701,16 +702,23 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       return list ? withSliceKeys(entry, list) : entry;
     });
     const state = StoreState.fromEntries(withSlices, { source: 'S3 listing', path: this.root });
+    this.takeView({ state, stampCount, bindingCount: this.bindingCount, epochs, conflicts, problems });
+  }
+
+  /** The end of loadListing, both formats: the new view taken, and `changes` counted when it differs. */
+  private takeView(view: { state: StoreState; stampCount: number; bindingCount: number; epochs: Map<string, number>; conflicts: Map<string, { slice: SliceKeyTuple; keys: string[] }>; problems: ListingProblem[] }): void {
     const changed =
-      state.entries.size !== this.state.entries.size ||
-      state.sliceOwners.size !== this.state.sliceOwners.size ||
-      problems.length !== this.problems.length ||
-      stampCount !== this.stampCount;
-    this.state = state;
-    this.stampCount = stampCount;
-    this.sliceEpochs = epochs;
-    this.conflicts = conflicts;
-    this.problems = problems;
+      view.state.entries.size !== this.state.entries.size ||
+      view.state.sliceOwners.size !== this.state.sliceOwners.size ||
+      view.bindingCount !== this.bindingCount ||
+      view.problems.length !== this.problems.length ||
+      view.stampCount !== this.stampCount;
+    this.state = view.state;
+    this.stampCount = view.stampCount;
+    this.bindingCount = view.bindingCount;
+    this.sliceEpochs = view.epochs;
+    this.conflicts = view.conflicts;
+    this.problems = view.problems;
     if (changed) this.changes++;
   }
 
@@ -737,11 +745,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       epochs.set(id, topEpoch);
       if (conflictKeys) {
         conflicts.set(id, { slice, keys: conflictKeys });
-        problems.push({
-          key: conflictKeys[0]!,
-          code: 'SLICE_CONFLICT',
-          message: `slice ${JSON.stringify(slice)} is aliased to ${conflictKeys.join(' and ')} at epoch ${topEpoch}; it resolves to nothing until a rebind`,
-        });
+        problems.push(describeSliceConflict(slice, conflictKeys, topEpoch));
       }
       const owners: SliceOwner[] = [];
       for (const binding of set.bindings) {
@@ -769,21 +773,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       const list = sliceLists.get(entry.key);
       state.entries.set(entry.key, list ? withSliceKeys(entry, list) : entry);
     }
-    const changed =
-      state.entries.size !== this.state.entries.size ||
-      state.sliceOwners.size !== this.state.sliceOwners.size ||
-      bindingCount !== this.bindingCount ||
-      problems.length !== this.problems.length ||
-      stampCount !== this.stampCount;
-    this.state = state;
-    this.stampCount = stampCount;
-    this.bindingCount = bindingCount;
     this.bindingSets = sets;
     this.headlessBindings = headlessBindings;
-    this.sliceEpochs = epochs;
-    this.conflicts = conflicts;
-    this.problems = problems;
-    if (changed) this.changes++;
+    this.takeView({ state, stampCount, bindingCount, epochs, conflicts, problems });
   }
 
   /**

@@ -47,8 +47,8 @@ export interface S3SliceBindings {
   held: Map<string, string[]>;
 }
 
-/** Oldest first: by Last-Modified, then by name (S3 times have a second's resolution), as the store's view orders them. */
-function compareStampObjects(a: NamedObject, b: NamedObject): number {
+/** Oldest first: by Last-Modified, then by name (S3 times have a second's resolution): how the store's view (both formats) orders a binding's stamps. */
+export function compareStampObjects(a: NamedObject, b: NamedObject): number {
   return a.lastModifiedMs - b.lastModifiedMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 }
 
