@@ -1466,7 +1466,13 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // A conditional item (moveFrom) is judged on this listing: a conflict it did not cause, or a
       // slice bound to a third key ('taken'), is another writer's doing: false, nothing written.
       if (conflicted && moveFrom !== undefined) return;
-      const headless = rebind || moveFrom !== undefined ? undefined : this.headlessBindings.get(id);
+      // `moveFrom` naming the item's own key (a loader's record: bind if unbound, add the stamp if
+      // bound to it, else nothing moved) is judged as a plain alias for lower and beside bindings
+      // (phase 2), as a local handle judges it: its stamp recorded with a lower binding of that key,
+      // its binding added beside other objects' (besideOnlyIfSeveral). It was planned as a move:
+      // a lower binding's stamp record wrote its alias above the latest; a beside one was false.
+      const plain = moveFrom === undefined || moveFrom === key;
+      const headless = rebind || !plain ? undefined : this.headlessBindings.get(id);
       if (headless !== undefined) {
         // No usable latest binding (format 2, takePerFileView). A lower binding of `key` stays as it
         // is, only its stamp may be new (as isFileBindingOf below): written at the top epoch, its
@@ -1476,17 +1482,19 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
           if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
           return;
         }
+        // A conditional item leaves another key's slice to that binding's writer: false.
+        if (moveFrom !== undefined) return;
         if (!conflicted && this.bindingSets.get(id)?.bindings[0]?.key !== key) throw this.headlessTopError(slice, key);
       }
       if (conflicted && !rebind) this.assertNoConflict(slice, key);
-      if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE && !rebind && moveFrom === undefined && !conflicted && this.isFileBindingOf(slice, key)) {
+      if (this.header.format === S3_LAYOUT_FORMAT_PER_FILE && !rebind && plain && !conflicted && this.isFileBindingOf(slice, key)) {
         // A file binding below the top already (format 2): only the stamp may be new; an alias
         // object at the top epoch would be a conflict with the latest binding.
         results[at] = true;
         if (stamp !== undefined) stampWrites.push({ slice, key, stamp, aliasWritten: false });
         return;
       }
-      if (this.settings.sliceBindingsPerFile === true && !rebind && moveFrom === undefined && !conflicted && this.mayBindBeside(slice, key, stamp)) {
+      if (this.settings.sliceBindingsPerFile === true && !rebind && plain && !conflicted && this.mayBindBeside(slice, key, stamp)) {
         const current = this.sliceEpochs.get(id)!;
         if (current + 1 > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
         besideStamps.push({ slice, key, stamp: stamp! });

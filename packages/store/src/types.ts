@@ -215,6 +215,10 @@ export interface AliasSliceItem {
    * file before it changed in place) MOVES it (replaces it) even where a binding beside it would be
    * allowed: one op, so the slice never holds both (no format 3, no eviction at MAX_SLICE_BINDINGS).
    * One naming another file's binding (another inode), even the slice's only one, binds beside.
+   * An `s3://` store (phase 2) judges a `moveFrom` naming the item's own key (a loader's record) as
+   * a plain alias for lower and beside bindings: the stamp recorded with a lower binding of that
+   * key (nothing written above the latest), a binding beside other objects' added as without it
+   * (besideOnlyIfSeveral applies); a slice with no usable latest bound to another key: false.
    */
   moveFrom?: string | undefined;
   /**
@@ -265,8 +269,8 @@ export interface AliasSlicesOptions {
   onBindingDropped?: ((slice: SliceKeyTuple, key: string) => void) | undefined;
   /**
    * Called once the commit is done, for each item with `besideOnlyIfSeveral` that was not applied
-   * because the cache held no second binding then: its slice key (no stamps) and key. What it
-   * throws is ignored. Never called by `s3://` stores.
+   * because the cache held no second binding then (`s3://`: cache.json was format 1): its slice
+   * key (no stamps) and key. What it throws is ignored.
    */
   onBesideRefused?: ((slice: SliceKeyTuple, key: string) => void) | undefined;
 }
