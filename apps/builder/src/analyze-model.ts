@@ -1,7 +1,8 @@
 // Exponent analysis of a model without writing anything: what the build would do, and why.
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, computePayloadLayout, countExponents } from '@splitzip/codec';
-import { openSafetensorsModel, readTensorBytes } from '@splitzip/safetensors';
+import { readTensorBytes } from '@splitzip/safetensors';
+import { describeModelObjectChanged, openBuilderModel } from './open-builder-model.js';
 import { isCacheableSize } from './limits.js';
 import { canPayloadShrink } from './check-payload-gain.js';
 import { viewBf16 } from './tensor-tasks.js';
@@ -103,7 +104,7 @@ function judgeBf16Tensor(sizeBytes: number, coverage: number, shrinks: boolean, 
 
 export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {
   checkKnownOptions(options, ANALYZE_MODEL_OPTIONS, 'analyzeModel');
-  const model = await openSafetensorsModel(modelPath);
+  const { model } = await openBuilderModel(modelPath, options.signal ? { signal: options.signal } : {});
   try {
     const isAnalysed = (dtype: string, sizeBytes: number): boolean => dtype === 'BF16' && isCacheableSize(sizeBytes);
     let largest = 0;
@@ -126,7 +127,9 @@ export async function analyzeModel(modelPath: string, options: AnalyzeModelOptio
         tensors.push({ ...base, elementCount: null, distinctExponents: null, coverage: null, entropyBits: null, escapeCount: null, predictedBytes: null, predictedRatio: null, shrinks: null, encodable: false, verdict });
         continue;
       }
-      const bytes = await readTensorBytes(model, tensor, buffer.subarray(0, tensor.slice.sizeBytes));
+      const bytes = await readTensorBytes(model, tensor, buffer.subarray(0, tensor.slice.sizeBytes)).catch((error: unknown) => {
+        throw describeModelObjectChanged(error, { file: tensor.shardPath, tensor: tensor.name, verb: 'stats' }) ?? error;
+      });
       const { histogram, ...analysis } = analyzeBf16Bytes(bytes, options.chunkSize);
       addExponentCounts(pooled, histogram);
       const shrinks = analysis.predictedBytes < tensor.slice.sizeBytes;

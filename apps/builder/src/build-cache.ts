@@ -4,7 +4,7 @@
 // encoded (so a build killed at any moment leaves a valid cache and a re-run only does what is missing).
 import { availableParallelism } from 'node:os';
 import { DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE } from '@splitzip/codec';
-import { openSafetensorsModel, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import { readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import {
   DEFAULT_COVERAGE_MIN,
   DEFAULT_LOCK_TIMEOUT_MS,
@@ -28,6 +28,7 @@ import {
 import { createCommitBatcher, type AliasAnswer, type CommitBatcher } from './create-commit-batcher.js';
 import { describeUrlLikeLocation } from './check-cache-location.js';
 import { checkCacheOutsideModel } from './check-cache-outside-model.js';
+import { openBuilderModel } from './open-builder-model.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
 import { createSlabPool, slabBytesOf, type SlabPool } from './create-slab-pool.js';
@@ -146,8 +147,9 @@ export interface BuildTensorReport {
   keptBinding?: string;
   /**
    * Not set since 0.56 (kept in the type for readers of older reports): the entry a --rebind moved
-   * the slice from, recorded with another file. A directory cache binds this file beside it now, and
-   * an s3:// cache records no file stamps to tell another file by.
+   * the slice from, recorded with another file. A directory cache binds this file beside it now, as
+   * an s3:// cache does for an s3:// model (its object stamps); for a local model an s3:// cache
+   * records no file stamps to tell another file by.
    */
   reboundFrom?: string;
 }
@@ -195,8 +197,9 @@ export interface BuildReport {
    * Always 0 since 0.56, kept for scripts that read it. It counted the slice bindings a --rebind
    * moved from an entry recorded only with other files of the shard name (reboundFrom), whose loads
    * then read those tensors raw. A directory cache now binds a slice once per file: another file's
-   * binding stands beside this model's and --rebind leaves it; an s3:// cache records no file stamps
-   * to tell another file by (it was 0 there before too).
+   * binding stands beside this model's and --rebind leaves it, as an s3:// cache's other revisions'
+   * bindings beside an s3:// model's (object stamps); for a local model an s3:// cache records no
+   * file stamps to tell another file by (it was 0 there before too).
    */
   rebound_other_files: number;
   /**
@@ -209,7 +212,9 @@ export interface BuildReport {
   /**
    * This run made the cache hold its first slice bound for more than one file (revisions side by
    * side): from now on it is written as manifest format 3 / journal version 2, which releases
-   * before 0.56 refuse (UNSUPPORTED_FORMAT). False otherwise, and on s3:// (one binding per slice).
+   * before 0.56 refuse (UNSUPPORTED_FORMAT). False otherwise, and on s3://: an s3:// model's
+   * revisions bound side by side move it to cache.json format 2 (releases up to 0.56 refuse it), which
+   * the store does not tell a build (so this says nothing of it).
    */
   cache_format_moved: boolean;
   /**
@@ -451,7 +456,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   planReady.catch(() => {}); // jobs 0 never asks for it
   let ready: Promise<TensorProcessor> | null = null;
   try {
-    model = await openSafetensorsModel(options.model);
+    // An s3:// model is read from the object store as the runtime reads it (open-builder-model.ts).
+    const s3Model = isS3Url(options.model);
+    model = (await openBuilderModel(options.model, signal ? { signal } : {})).model;
     const tensors = model.tensors;
     let largestBytes = 0;
     let totalBytes = 0;
@@ -469,7 +476,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     ready = processorReady;
     // An s3:// cache is no path: nothing to create locally; the store creates the bucket if missing.
     const s3 = isS3Url(options.cacheDir);
-    if (!s3) await checkCacheOutsideModel(options.cacheDir, options.model, model);
+    // Only local files can hold a directory cache (an s3:// model's objects cannot).
+    if (!s3 && !s3Model) await checkCacheOutsideModel(options.cacheDir, options.model, model);
     if (!s3) await ensureCacheDir(options.cacheDir);
     // Every call that may wait for the writer lock (creating the cache, the sweep, commits, the
     // fold at close) is watched: another writer that keeps it (a stopped build) is reported.
@@ -489,10 +497,11 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
           create: true,
           ...created,
           ...(signal ? { signal } : {}),
-          // A directory cache binds a slice once per file: revisions and fine-tunes sharing shard
-          // names live in one cache, each load served from it (FILE-BINDINGS.md). s3:// keeps one
-          // binding per slice.
-          ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : { sliceBindingsPerFile: true }),
+          // A slice is bound once per file: revisions and fine-tunes sharing shard names live in one
+          // cache, each load served from it (FILE-BINDINGS.md). An s3:// cache adds a binding beside
+          // others only for object stamps (an s3:// model's ETags); a local model's stay one per slice.
+          ...(s3 ? { s3: { createBucket: true, ...(signal ? { signal } : {}) } } : {}),
+          sliceBindingsPerFile: true,
         }),
       ).catch((error: unknown) => {
         throw wrapBuildError(error, { cacheDir: options.cacheDir });
@@ -632,16 +641,18 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
       chunkSize,
       rebind: options.rebindSlices ?? false,
       bindingsPerFile: !s3,
+      objectBindingsPerFile: s3 && s3Model,
       skipNoGain,
       tensorOfSlice: (shardName, offsetBytes, sizeBytes) => {
         bySlice ??= new Map(tensors.map((t) => [JSON.stringify([t.slice.shardName, t.slice.offsetBytes, t.slice.sizeBytes]), t]));
         const tensor = bySlice.get(JSON.stringify([shardName, offsetBytes, sizeBytes]));
         return tensor && { name: tensor.name, file: tensor.shardPath };
       },
-      // None for an s3:// cache: it keeps file stamps on the host that gives them only (its
-      // read-through directory, which the builder has none of), so loaders on every host check
-      // the files once anyway.
-      shardStamps: new Map(s3 ? [] : model.shards.map((shard) => [shard.name, shard.stamp ?? null])),
+      // A local model's file stamps: none for an s3:// cache, which keeps file stamps on the host
+      // that gives them only (its read-through directory, which the builder has none of), so
+      // loaders on every host check the files once anyway. An s3:// model's object stamps
+      // (`etag:"…"`) hold on every host: recorded in either cache.
+      shardStamps: new Map(s3 && !s3Model ? [] : model.shards.map((shard) => [shard.name, shard.stamp ?? null])),
       repair: options.repair ?? false,
       blobSha256: s3,
       checkFailure() {
@@ -891,6 +902,11 @@ interface TensorContext {
   rebind: boolean;
   /** The store binds a slice once per file (a directory cache): other files' bindings are not in the way (judge-slice-bindings.ts). */
   bindingsPerFile: boolean;
+  /**
+   * An s3:// cache and an s3:// model: a binding recorded with other objects' stamps (another
+   * revision's ETags) is not in the way; this object's binding goes beside it (FILE-BINDINGS.md, phase 2).
+   */
+  objectBindingsPerFile: boolean;
   /** BuildCacheOptions.skipNoGain. */
   skipNoGain: boolean;
   /** The model's tensor at a slice key (a store SLICE_CONFLICT names the slice, not the tensor). */
@@ -1395,7 +1411,8 @@ function sameSlice(slice: SliceKeyTuple, tensorSlice: TensorInfo['slice']): bool
 
 /** The slice's bindings for this tensor's file and entry (judge-slice-bindings.ts). */
 function judgeSlice(context: TensorContext, key: string, tensor: TensorInfo): JudgedSliceBindings {
-  return judgeSliceBindings(context.store, tensor.slice, key, context.shardStamps.get(tensor.slice.shardName) ?? null, context.bindingsPerFile);
+  const perFile = context.bindingsPerFile ? 'file' : context.objectBindingsPerFile ? 'object' : false;
+  return judgeSliceBindings(context.store, tensor.slice, key, context.shardStamps.get(tensor.slice.shardName) ?? null, perFile);
 }
 
 /**

@@ -1,11 +1,25 @@
+import { isS3Url } from '@splitzip/store';
 import { UsageError } from './errors.js';
+import { checkS3ModelLocation, S3_MODEL_COMMANDS } from './open-builder-model.js';
 
 /**
- * The builder reads models from local files (a cache may be s3://, a model may not): an s3://
- * location given as a model was resolved as a relative path and failed as PATH_NOT_FOUND there.
+ * A model location given on the command line, checked before anything is opened. `s3://` models
+ * are read from the object store by the commands that take them (`s3Models`: build, verify --model,
+ * stats), which check the URL here (the prefix, not one of its objects); the others read local
+ * files only, and any URL (an s3:// one was resolved as a relative path and failed as
+ * PATH_NOT_FOUND there) is refused, naming the commands that take s3:// models.
  */
-export function checkLocalModel(model: string, command: string, option = '<model>'): void {
+export function checkLocalModel(model: string, command: string, option = '<model>', s3Models = false): void {
+  if (s3Models && isS3Url(model)) {
+    try {
+      checkS3ModelLocation(model, option);
+    } catch (error) {
+      throw new UsageError((error as Error).message, command);
+    }
+    return;
+  }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(model)) {
-    throw new UsageError(`${option} is read from local files; ${model} is a URL: download the model first (the runtime loads s3:// models)`, command);
+    const other = isS3Url(model) ? `; ${S3_MODEL_COMMANDS} read s3:// models` : s3Models ? '; s3://bucket/prefix models are read from the object store' : '';
+    throw new UsageError(`${option} is read from local files; ${model} is a URL: download the model first${other}`, command);
   }
 }

@@ -5,7 +5,9 @@
 // tensor's last block is in, as the model's own reads check it.
 import { open, type FileHandle } from 'node:fs/promises';
 import { isSameFileContentStamp, readShardDescriptorPath, readShardStamp, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import type { S3Object } from '@splitzip/store';
 import { describeError } from './describe-error.js';
+import { describeModelObjectChanged } from './open-builder-model.js';
 import { BuilderError } from './errors.js';
 
 /** Most bytes one read(2) asks for: Node refuses reads of 2 GiB and more. */
@@ -20,8 +22,14 @@ export interface TensorBlockReader {
   close(): Promise<void>;
 }
 
-/** A reader of `model`'s shards that holds one file open at a time (tensors come in shard order). */
-export function createTensorBlockReader(model: SafetensorsModel): TensorBlockReader {
+/**
+ * A reader of `model`'s shards that holds one file open at a time (tensors come in shard order).
+ * With `openObject` (an s3:// model, open-builder-model.ts) the blocks are ranged reads of the shard
+ * objects, each bound to the version the model was opened with (If-Match): a replaced object fails
+ * them, MODEL_CHANGED, so no stamp is looked at afterwards.
+ */
+export function createTensorBlockReader(model: SafetensorsModel, openObject?: (shardName: string) => Promise<S3Object>): TensorBlockReader {
+  if (openObject !== undefined) return createObjectBlockReader(openObject);
   let current: { shardName: string; handle: Promise<FileHandle> } | undefined;
 
   const handleFor = (tensor: TensorInfo): Promise<FileHandle> => {
@@ -75,4 +83,33 @@ function changedError(tensor: TensorInfo, how: string): BuilderError {
     file: tensor.shardPath,
     tensor: tensor.name,
   });
+}
+
+/** createTensorBlockReader over an s3:// model's objects: one opened object at a time. */
+function createObjectBlockReader(openObject: (shardName: string) => Promise<S3Object>): TensorBlockReader {
+  let current: { shardName: string; object: Promise<S3Object> } | undefined;
+  return {
+    async read(tensor, fromBytes, target) {
+      const { shardName } = tensor.slice;
+      if (current?.shardName !== shardName) {
+        const object = openObject(shardName);
+        object.catch(() => {});
+        current = { shardName, object };
+      }
+      const object = await current.object;
+      const position = tensor.slice.offsetBytes + fromBytes;
+      try {
+        for (let done = 0; done < target.length; done += MAX_READ_BYTES) {
+          await object.readInto(position + done, target.subarray(done, Math.min(target.length, done + MAX_READ_BYTES)));
+        }
+      } catch (cause) {
+        throw describeModelObjectChanged(cause, { file: tensor.shardPath, tensor: tensor.name, verb: 'verify' }) ?? cause;
+      }
+      return target;
+    },
+    checkUnchanged() {},
+    async close() {
+      current = undefined;
+    },
+  };
 }

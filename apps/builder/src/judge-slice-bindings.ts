@@ -5,7 +5,7 @@
 // bytes (the file changed in place: its inode), and a binding that says nothing of its file (no
 // file stamp: an older release's build, an object's; every binding of an s3:// cache).
 import { parseFileStamp } from '@splitzip/safetensors';
-import type { CacheStore, SliceBinding } from '@splitzip/store';
+import { shardStampKind, type CacheStore, type SliceBinding } from '@splitzip/store';
 
 export interface JudgedSliceBindings {
   /** The binding to the tensor's own entry, if any. */
@@ -18,23 +18,36 @@ export interface JudgedSliceBindings {
 
 /**
  * The slice's bindings for the file whose stamp is `stamp` and whose tensor's entry is `key`.
- * `perFile`: the store binds per file (a directory cache); else (s3://) every binding to another
- * entry is in the way, as before 0.56.
+ * `perFile`: 'file', the store binds per file by file stamps (a directory cache); 'object', by object
+ * stamps (an s3:// cache, an s3:// model: FILE-BINDINGS.md phase 2); false (an s3:// cache, a local
+ * model) every binding to another entry is in the way, as before 0.56.
  */
 export function judgeSliceBindings(
   store: CacheStore,
   slice: { shardName: string; offsetBytes: number; sizeBytes: number },
   key: string,
   stamp: string | null,
-  perFile: boolean,
+  perFile: 'file' | 'object' | false,
 ): JudgedSliceBindings {
   const judged: JudgedSliceBindings = { own: undefined, inTheWay: [], otherFiles: [] };
+  const isOther = perFile === 'file' ? isOtherFilesBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
   for (const binding of store.lookupSliceBindings(slice.shardName, slice.offsetBytes, slice.sizeBytes)) {
     if (binding.entry.key === key) judged.own = binding;
-    else if (perFile && isOtherFilesBinding(binding.stamps, stamp)) judged.otherFiles.push(binding);
+    else if (isOther(binding.stamps, stamp)) judged.otherFiles.push(binding);
     else judged.inTheWay.push(binding);
   }
   return judged;
+}
+
+/**
+ * Whether a binding was recorded with other objects than the one stamped `current` (an object
+ * stamp, `etag:"…"`): it holds an object stamp, and not `current`. An ETag names one object's bytes,
+ * so another ETag is another revision of the shard name. Unknown (no object stamp coming, or none
+ * recorded: a local model's binding) is not: the store refuses a binding beside it.
+ */
+export function isOtherObjectsBinding(recorded: readonly string[], current: string | null): boolean {
+  if (current === null || shardStampKind(current) !== 'object' || recorded.includes(current)) return false;
+  return recorded.some((stamp) => shardStampKind(stamp) === 'object');
 }
 
 /**

@@ -5,8 +5,9 @@
 import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { calibrateFromHistogram, computePayloadLayout, readEscapeStreams, readPayloadMeta, validatePayloadStructure } from '@splitzip/codec';
 import { formatCoverage } from '@splitzip/codec/internal';
-import { MAX_BUFFER_BYTES, openSafetensorsModel, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
+import { MAX_BUFFER_BYTES, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isS3Url, isSliceStampKept, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { openBuilderModel } from './open-builder-model.js';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
 import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
@@ -133,8 +134,8 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
       { file: store.root },
     );
   }
-  const model = await openSafetensorsModel(modelPath);
-  const reader = createTensorBlockReader(model);
+  const { model, openObject } = await openBuilderModel(modelPath, options.signal ? { signal: options.signal } : {});
+  const reader = createTensorBlockReader(model, openObject);
   try {
     const tensors = model.tensors;
     const isChecked = (t: (typeof tensors)[number]) => t.dtype === 'BF16' && isCacheableSize(t.slice.sizeBytes);

@@ -4,6 +4,7 @@ import { isS3Url, isStoreError, shardStampKind, type StoreError } from '@splitzi
 import { parseFileStamp, SafetensorsError } from '@splitzip/safetensors';
 import { describeSystemCode, NO_SPACE_CODES, systemErrorCode } from './describe-error.js';
 import { BuilderError } from './errors.js';
+import { describeModelObjectChanged } from './open-builder-model.js';
 
 const NOT_WRITABLE_CODES = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR']);
 /**
@@ -53,6 +54,9 @@ export function wrapBuildError(error: unknown, context: BuildErrorContext): unkn
   if (error instanceof BuilderError) return error;
   const ownCode = (error as { code?: unknown } | null)?.code;
   if (typeof ownCode === 'string' && CACHE_WIDE_CODES.has(ownCode)) return error;
+  // An s3:// model's shard replaced or deleted while read (its If-Match GET failed).
+  const objectChanged = describeModelObjectChanged(error, { file: context.file, tensor: context.tensor });
+  if (objectChanged !== undefined) return objectChanged;
   const where = context.tensor !== undefined ? ` (tensor ${context.tensor})` : '';
   const code = systemErrorCode(error);
   const path = (error as { path?: unknown }).path;

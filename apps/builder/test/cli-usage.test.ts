@@ -124,12 +124,15 @@ describe('splitzip usage', () => {
       [['inspect', 'a', 'b'], /unexpected argument 'b'/],
       [['stats', 'm', '--bogus'], /unknown option '--bogus'/],
       [['verify', 'c', '--no-decode=false'], /option '--no-decode' takes no value/],
-      [['verify', 'c', '--model', 's3://bucket/model'], /--model is read from local files; s3:\/\/bucket\/model is a URL: download the model first/],
+      // s3:// models (build, verify --model, stats since 0.57): the prefix, not one of its objects; another URL is refused.
+      [['verify', 'c', '--model', 's3://bucket/model/model.safetensors'], /--model s3:\/\/bucket\/model\/model\.safetensors: an s3:\/\/ model is the prefix that holds its shards \(and index\), e\.g\. s3:\/\/bucket\/model\/, not one of its objects/],
+      [['verify', 'c', '--model', 'gs://bucket/model'], /--model is read from local files; gs:\/\/bucket\/model is a URL: download the model first; s3:\/\/bucket\/prefix models are read from the object store/],
       // They judge a model's tensors: without --model they changed nothing (exit 0) before 2026-12-06.
       [['verify', 'c', '--coverage-min', '0.995'], /option '--coverage-min' judges the tensors of a model: give --model <model> with it/],
       [['verify', 'c', '--skip-no-gain'], /option '--skip-no-gain' judges the tensors of a model: give --model <model> with it/],
-      [['build', 's3://bucket/model', '--out', 'c'], /<model> is read from local files/],
-      [['stats', 's3://bucket/model'], /<model> is read from local files/],
+      [['build', 's3://bucket/model/model.safetensors.index.json', '--out', 'c'], /<model> s3:\/\/bucket\/model\/model\.safetensors\.index\.json: an s3:\/\/ model is the prefix/],
+      [['stats', 's3://b/model'], /<model> s3:\/\/b\/model: bucket name "b" is not a valid S3 bucket name/],
+      [['stats', 'S3://bucket/model'], /<model> is read from local files; S3:\/\/bucket\/model is a URL/],
       [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
       [['build', '', '--out', 'c'], /argument <model> needs a value, got an empty one/],
       [['build', 'm.safetensors', '--out', 'a', '--out', 'b'], /option '--out' is given more than once/],

@@ -277,6 +277,8 @@ describe('bad input', () => {
       const url = await runCli([command, cache, '--model', 's3://bucket/model']);
       expect(url.code).toBe(2);
       expect(url.stderr).toContain('--model is read from local files');
+      // Named where s3:// models are read (since 0.57).
+      expect(url.stderr).toContain('build, verify --model and stats read s3:// models');
       const alone = await runCli([command, cache, '--prune-other-shards']);
       expect(alone.code).toBe(2);
       expect(alone.stderr).toContain("option '--prune-other-shards' needs '--model <model>'");

@@ -78,7 +78,7 @@ export const buildCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar, no per-tensor table' },
   },
   async run({ args, io, signal, collectGarbage }) {
-    checkLocalModel(args.model, 'build');
+    checkLocalModel(args.model, 'build', '<model>', true);
     checkCacheLocation(args.out, 'build', '--out');
     // Before the model is read: a file given as --out is a usage error, said in the option's name.
     if (!isS3Url(args.out)) await checkCacheDirNotFile(args.out, "option '--out'");

@@ -20,7 +20,7 @@ export const statsCommand = defineCommand({
     quiet: { type: 'boolean', description: 'No progress bar' },
   },
   async run({ args, io, signal }) {
-    checkLocalModel(args.model, 'stats');
+    checkLocalModel(args.model, 'stats', '<model>', true);
     if ((args.chunkSize & (args.chunkSize - 1)) !== 0) {
       throw new UsageError(`option '--chunk-size' must be a power of two, got ${args.chunkSize}`, 'stats');
     }

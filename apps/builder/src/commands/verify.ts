@@ -52,7 +52,7 @@ export const verifyCommand = defineCommand({
   },
   async run({ args, io, signal }) {
     checkCacheLocation(args.cache, 'verify', '<cache-dir>');
-    if (args.model !== undefined) checkLocalModel(args.model, 'verify', '--model');
+    if (args.model !== undefined) checkLocalModel(args.model, 'verify', '--model', true);
     // Both judge a model's tensors: without --model they changed nothing and the run looked checked.
     for (const [given, flag] of [[args.coverageMin !== undefined, '--coverage-min'], [args.skipNoGain === true, '--skip-no-gain']] as const) {
       if (given && args.model === undefined) throw new UsageError(`option '${flag}' judges the tensors of a model: give --model <model> with it (without one, verify checks the cache's entries only)`, 'verify');
