@@ -1469,8 +1469,8 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // `moveFrom` naming the item's own key (a loader's record: bind if unbound, add the stamp if
       // bound to it, else nothing moved) is judged as a plain alias for lower and beside bindings
       // (phase 2), as a local handle judges it: its stamp recorded with a lower binding of that key,
-      // its binding added beside other objects' (besideOnlyIfSeveral). It was planned as a move:
-      // a lower binding's stamp record wrote its alias above the latest; a beside one was false.
+      // its binding added beside other objects' (besideOnlyIfSeveral). A beside one answered false
+      // (no load ever bound beside), and a lower key's of a slice with no latest false too.
       const plain = moveFrom === undefined || moveFrom === key;
       const headless = rebind || !plain ? undefined : this.headlessBindings.get(id);
       if (headless !== undefined) {
