@@ -7,7 +7,7 @@ import type { CacheStore } from '@splitzip/store';
  */
 const storesWithBindingsPerFile = new WeakSet<CacheStore>();
 
-/** Marks `store` as opened with one binding per file (a local cache openShardCache opened). */
+/** Marks `store` as opened with one binding per file (a cache openShardCache opened: a directory, or s3:// for object stamps). */
 export function markBindingsPerFile(store: CacheStore): void {
   storesWithBindingsPerFile.add(store);
 }

@@ -197,7 +197,8 @@ export const ONE_FILE_BINDING = "the slice's one binding, recorded from local fi
  * cache of its own. Not objectSources 'trust': that serves the binding there, the other revision's.
  */
 export function stamplessStaleRemedy(cache: ShardCache): string {
-  return keepsBindingsPerFile(cache.store)
+  // Not s3://: a build binds a local model's tensors there one per slice (file stamps stay per host).
+  return keepsBindingsPerFile(cache.store) && !cache.remote
     ? "a build of this revision binds the tensor beside that binding (one binding per file: its loads then find its bytes among the slice's bindings, checked at every load), or a cache of its own for this revision keeps the other revision's binding apart"
     : "a cache of its own for this revision keeps the other revision's binding apart (in this one, a build of this revision with --rebind takes the slice from it)";
 }
@@ -391,10 +392,13 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
  * says, or undefined where this rule does not apply (the caller's rules follow).
  */
 function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: CacheEntry, stamp: string): string | typeof KEEPS_FORMAT | undefined {
-  if (cache.remote || !keepsBindingsPerFile(cache.store) || shardStampKind(stamp) !== 'file') return undefined;
+  // A local cache: file stamps. An s3:// cache (phase 2): object stamps (ETags) only, every binding
+  // holding one (a binding without one would be shadowed); a file's stamps stay on the host there.
+  const kind = cache.remote ? 'object' : 'file';
+  if (!keepsBindingsPerFile(cache.store) || shardStampKind(stamp) !== kind) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bindings = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
-  if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === 'file'))) return undefined;
+  if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === kind))) return undefined;
   if (!holdsSeveralBindings(cache)) return KEEPS_FORMAT;
   if (ranksLast(bindings, stamp)) {
     return `its bytes are entry ${holder.key}'s, of this tensor's name, but no binding of this file is added beside the slice's ${bindings.length} (MAX_SLICE_BINDINGS): each is of a file changed more recently, and the store keeps the bindings of the files changed most recently (it would drop this one at once); a cache of its own for this model keeps it`;
@@ -403,7 +407,10 @@ function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: Ca
   const bound = bindFoundSlice(cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp });
   const others = bindings.length === 1 ? `entry ${bindings[0]!.entry.key}'s binding` : `the ${bindings.length} bindings`;
   const full = bindings.length >= MAX_SLICE_BINDINGS ? `; the slice holds MAX_SLICE_BINDINGS (${MAX_SLICE_BINDINGS}) already, so the binding of the file changed least recently is dropped (flushObjectStamps' droppedBindings)` : '';
-  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this file's binding of the slice is added beside ${others} of other files (one binding per file: revisions of a model share the cache${full}): ${bound} (added only if the cache still holds a second binding of some slice when it commits, else not recorded, the cache keeping its format: flushObjectStamps' keptFormatBindings)`;
+  // s3://: the view held a second binding, so cache.json is format 2 (never undone there): no caveat.
+  const caveat = cache.remote ? '' : " (added only if the cache still holds a second binding of some slice when it commits, else not recorded, the cache keeping its format: flushObjectStamps' keptFormatBindings)";
+  const files = cache.remote ? 'objects' : 'files';
+  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this ${cache.remote ? 'object' : 'file'}'s binding of the slice is added beside ${others} of other ${files} (one binding per file: revisions of a model share the cache${full}): ${bound}${caveat}`;
 }
 
 /** A file stamp's ctime (ns), what the store ranks a binding by past MAX_SLICE_BINDINGS; undefined for another stamp. */
@@ -444,8 +451,15 @@ export function holdsSeveralBindings(cache: ShardCache): boolean {
 /** What a build does for a file a load would bind beside another's in a cache of one binding per slice. */
 export const KEEP_FORMAT_REMEDY = "a build of this model binds its tensors beside the other files' (the cache then needs 0.56 or later)";
 
+/** KEEP_FORMAT_REMEDY of an s3:// cache: a build of an s3:// model binds its objects' tensors beside (ETag stamps). */
+const S3_KEEP_FORMAT_REMEDY = "a build of this s3:// model binds its tensors beside the other objects' (cache.json then format 2: the cache needs 0.57 or later), or a cache of its own for this revision keeps the revisions' bindings apart";
+
 /** A stale tensor's detail where holdsSeveralBindings kept a load from binding it beside (the cache holds one binding per slice). */
 function describeKeptFormat(cache: ShardCache, key: string): string {
+  if (cache.remote) {
+    // s3:// (FILE-BINDINGS.md phase 2): the format is cache.json's, which 0.56 and older refuse at 2.
+    return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another object's to an s3:// cache whose cache.json is format 1 (the first such binding moves it to format 2, which releases up to 0.56 cannot read): ${S3_KEEP_FORMAT_REMEDY}`;
+  }
   return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another file's to a cache holding one binding per slice (the first such binding moves it to a format releases before 0.56 cannot read): ${describeBuildRemedy(cache, KEEP_FORMAT_REMEDY)}`;
 }
 

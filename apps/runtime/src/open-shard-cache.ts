@@ -170,10 +170,11 @@ export async function openShardCache(root: string, options: OpenShardCacheOption
     // into the manifest only once that is worth a rewrite of the whole manifest (1.3 s and 150 MB
     // at 64,000 entries, on every close of a process that bound one slice).
     const storeOptions: Parameters<typeof openCacheStore>[1] = { create: false, compactOnClose: 'when-due' };
-    // A local cache keeps one binding per file of a slice (FILE-BINDINGS.md): the stamps and
-    // bindings a load records for its file go beside other revisions' bindings, never moving them.
-    // s3:// keeps one binding per slice (the store accepts the option there and changes nothing).
-    if (!isS3Url(root)) storeOptions.sliceBindingsPerFile = true;
+    // One binding per file of a slice (FILE-BINDINGS.md): the stamps and bindings a load records
+    // for its file go beside other revisions' bindings, never moving them. On s3:// (phase 2) only
+    // object stamps (ETags) bind beside, only in a cache.json already format 2 (every record carries
+    // besideOnlyIfSeveral); a local file's stamps stay on this host (readThroughDir), one binding per slice.
+    storeOptions.sliceBindingsPerFile = true;
     if (options.refreshIntervalMs !== undefined) Object.assign(storeOptions, { refreshIntervalMs: options.refreshIntervalMs });
     if (options.s3 !== undefined || options.readThroughDir !== undefined) {
       if (!isS3Url(root)) throw new RuntimeError('INVALID_ARGUMENT', 's3 and readThroughDir apply to s3:// caches only', { root });
