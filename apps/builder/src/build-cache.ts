@@ -280,7 +280,7 @@ export type BuildProgressEvent =
   | { type: 'manifest-recovery'; done: number; total: number; doneBytes: number; totalBytes: number };
 
 export interface BuildCacheOptions {
-  /** A .safetensors file, a directory of shards, or a model.safetensors.index.json. */
+  /** A .safetensors file, a directory of shards, a model.safetensors.index.json, or an s3://bucket/prefix holding the shards (and index). */
   model: string;
   /**
    * The cache directory (created if missing), or `s3://bucket/prefix` (the cache and, if missing,

@@ -260,10 +260,11 @@ export function sliceConflictError(
     ? `SLICE_CONFLICT: ${slice} was bound to another entry by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
     : options.s3
-      ? `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes: an s3:// cache binds a slice to one entry, and it holds ` +
+      ? `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes: an s3:// cache binds a slice to one entry where a ` +
+        "local model's files are concerned (it records no file stamps; an s3:// model's revisions, told apart by their objects' ETags, are bound side by side), and it holds " +
         "another model with the same shard names and layout (another revision, a fine-tune beside its base, a diffusers pipeline's " +
         `text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was replaced (rewritten, or a new revision downloaded)${storeSays}. ` +
-        'Another model still in use: give it a cache of its own, or build both into a directory cache, which binds each file apart; ' +
+        'Another model still in use: give it a cache of its own, build both into a directory cache, which binds each file apart, or build both from s3:// copies; ' +
         `a replaced shard: ${passRebind}`
       : `SLICE_CONFLICT: ${slice} is already bound to another entry${judged === undefined ? '' : ` (${options.binding!.key})`}, of other bytes, ` +
         (judged === undefined

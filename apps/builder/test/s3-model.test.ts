@@ -161,6 +161,7 @@ describeS3('splitzip with an s3:// model', () => {
     const refused = await runCli(['build', c.dir, '--out', cache, '--jobs', '0', '--quiet']);
     expect(refused.code, refused.stderr).toBe(1);
     expect(refused.stderr).toMatch(/SLICE_CONFLICT/);
+    expect(refused.stderr).toContain("an s3:// cache binds a slice to one entry where a local model's files are concerned");
     expect(await listKeys(client!, bucket, sliceDir)).toHaveLength(2);
     await runJson<BuildJson>(['build', c.dir, '--out', cache, '--jobs', '0', '--rebind']);
     const { json: rebound } = await runJson<VerifyJson>(['verify', cache, '--model', c.dir]);

@@ -77,7 +77,9 @@ describe('SLICE_CONFLICT from a commit batch', () => {
     const s3 = wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', cacheDir: 's3://bucket/cache', rebind: false, tensorOfSlice }) as BuilderError;
     expect(s3.message).toContain('an s3:// cache binds a slice to one entry');
     expect(s3.message).toContain('text_encoder/ and text_encoder_2/');
-    expect(s3.message).toContain('give it a cache of its own, or build both into a directory cache, which binds each file apart');
+    expect(s3.message).toContain('give it a cache of its own, build both into a directory cache, which binds each file apart, or build both from s3:// copies');
+    // Said only of a local model's files: an s3:// model's revisions are bound side by side (since 0.57).
+    expect(s3.message).toContain("binds a slice to one entry where a local model's files are concerned (it records no file stamps; an s3:// model's revisions, told apart by their objects' ETags, are bound side by side)");
     expect(s3.message).toContain('a replaced shard: pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw');
     const plain = new StoreError('SLICE_CONFLICT', 'slice bound elsewhere');
     expect((wrapBuildError(plain, { tensor: 'layer0.t0.weight', rebind: false, tensorOfSlice }) as BuilderError).context.tensor).toBe('layer0.t0.weight');

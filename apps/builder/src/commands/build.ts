@@ -32,9 +32,10 @@ export const buildCommand = defineCommand({
     '  splitzip build ./model --out ./cache',
     '  splitzip build model.safetensors.index.json --out ./cache --jobs 2 --json > report.json',
     '  splitzip build ./model --out s3://bucket/caches/llama   # AWS_* settings from the environment',
+    '  splitzip build s3://bucket/models/llama/ --out s3://bucket/caches/llama',
   ],
   args: {
-    model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
+    model: { type: 'positional', description: 'A .safetensors file, a directory of shards, an index.json, or s3://bucket/prefix', valueHint: 'model', required: true },
     out: { type: 'string', description: 'Cache directory or s3://bucket/prefix, created if missing', valueHint: 'cache-dir', required: true },
     coverageMin: {
       type: 'number',

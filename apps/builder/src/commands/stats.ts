@@ -12,7 +12,7 @@ export const statsCommand = defineCommand({
   name: 'stats',
   description: 'Exponent analysis of a model (writes nothing): coverage, entropy, predicted size',
   args: {
-    model: { type: 'positional', description: 'A .safetensors file, a directory of shards, or a model.safetensors.index.json', valueHint: 'model', required: true },
+    model: { type: 'positional', description: 'A .safetensors file, a directory of shards, an index.json, or s3://bucket/prefix', valueHint: 'model', required: true },
     coverageMin: { type: 'number', description: 'Top-16 coverage gate', valueHint: 'fraction', default: DEFAULT_COVERAGE_MIN, min: 0, max: 1 },
     chunkSize: { type: 'number', description: 'Values per chunk for the predicted size', valueHint: 'n', default: DEFAULT_CHUNK_SIZE, integer: true, min: MIN_CHUNK_SIZE, max: MAX_CHUNK_SIZE },
     skipNoGain: { type: 'boolean', description: 'Predict a build --skip-no-gain (tensors that would not shrink skipped)' },

@@ -40,7 +40,7 @@ export const verifyCommand = defineCommand({
   ],
   args: {
     cache: { type: 'positional', description: 'The cache directory or s3://bucket/prefix', valueHint: 'cache-dir', required: true },
-    model: { type: 'string', description: 'A model to check against the cache', valueHint: 'model' },
+    model: { type: 'string', description: 'A model to check against the cache (local files or s3://bucket/prefix)', valueHint: 'model' },
     coverageMin: { type: 'number', description: "Judge by this coverage gate (default and at least: the cache's)", valueHint: 'fraction', min: 0, max: 1 },
     skipNoGain: {
       type: 'boolean',
