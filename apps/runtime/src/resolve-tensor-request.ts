@@ -224,7 +224,9 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // own is added beside theirs: explainMiss). Left `stale` unhashed, it stayed so at every load while
   // the other revision's binding stays (gc --model keeps other files' bindings).
   // Only in a cache holding several bindings already (format 3): a load's first would move it there.
-  if (candidates.length === 0 && kind === 'file' && onWeak === undefined && keepsBindingsPerFile(cache.store) && holdsSeveralBindings(cache) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === 'file'))) {
+  // An s3:// cache likewise for an object's stamp among bindings with object stamps (format 2 there).
+  const besideKind = cache.remote ? 'object' : 'file';
+  if (candidates.length === 0 && kind === besideKind && onWeak === undefined && keepsBindingsPerFile(cache.store) && holdsSeveralBindings(cache) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === besideKind))) {
     target.unboundStamp = current;
     return target;
   }

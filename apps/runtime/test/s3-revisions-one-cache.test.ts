@@ -37,6 +37,11 @@ describeS3('s3:// revisions in one s3:// cache (one binding per file)', () => {
     const { revisionA } = await import('./helpers/two-revisions.js');
     const C = await writeModel(`${dir}/C`, revisionA().map((t, k) => (k === 1 ? { ...t, data: bf16Weights(4096, 777) } : t)), 80 * 1024);
     cleanups.push(() => C.close());
+    // E: A with layer 2 of another shape (its bytes, 32x128): another entry at A's slice.
+    const E = await writeModel(`${dir}/E`, revisionA().map((t, k) => (k === 2 ? { ...t, shape: [32, 128] } : t)), 80 * 1024);
+    cleanups.push(() => E.close());
+    expect(E.getTensor(name(2))!.slice).toEqual(A.getTensor(name(2))!.slice);
+    await uploadDirectory(client, bucket, 'models/E/', `${dir}/E`);
     await uploadDirectory(client, bucket, 'models/A/', `${dir}/A`);
     await uploadDirectory(client, bucket, 'models/B/', `${dir}/B`);
     await uploadDirectory(client, bucket, 'models/C/', `${dir}/C`);
@@ -156,6 +161,28 @@ describeS3('s3:// revisions in one s3:// cache (one binding per file)', () => {
     expect(reasons((await loadAll(urlA, cacheUrl, rawA)).tensors)).toEqual(allCached());
     const rawC = await readAllRaw(remoteC);
     expect(reasons((await loadAll(urlC, cacheUrl, rawC)).tensors)).toEqual(allCached());
+  });
+
+  it("format 2: E's tensor of another shape at a slice bound only to A's entry: as unbound for this object, found by content key and bound beside (missing once, as a local cache), then cached; format 1: stale (shape) every load", async () => {
+    const urlE = `s3://${bucket}/models/E`;
+    const remoteE = await openModel(urlE);
+    cleanups.push(() => remoteE.close());
+    const rawE = await readAllRaw(remoteE);
+    for (const [prefix, several] of [['shape2', true], ['shape1', false]] as const) {
+      const cacheUrl = `s3://${bucket}/${prefix}`;
+      await buildCache(remoteA, cacheUrl, { sliceBindingsPerFile: true });
+      if (several) await buildCache(remoteC, cacheUrl, { sliceBindingsPerFile: true });
+      await buildCache(remoteE, cacheUrl, { sliceBindingsPerFile: true, noAlias: [name(0), name(1), name(2), name(3)] });
+      expect(await cacheFormat(prefix)).toBe(several ? 2 : 1);
+      const first = await loadAll(urlE, cacheUrl, rawE);
+      expect(first.tensors.get(name(2)), prefix).toMatchObject({ source: 'raw', reason: several ? 'missing' : 'stale' });
+      if (several) expect(first.tensors.get(name(2))!.report.detail).toMatch(/holds these bytes, but this slice was not bound to it.*: bound now/);
+      const second = await loadAll(urlE, cacheUrl, rawE);
+      expect(second.tensors.get(name(2))!.reason, prefix).toBe(several ? 'cached' : 'stale');
+      expect(await cacheFormat(prefix)).toBe(several ? 2 : 1);
+    }
+    // A keeps its binding.
+    expect(reasons((await loadAll(urlA, `s3://${bucket}/shape2`, rawA)).tensors)).toEqual(allCached());
   });
 
   it("format 1: B's changed tensor bound only for A stays stale at every load (no binding beside), cache.json stays format 1", async () => {
