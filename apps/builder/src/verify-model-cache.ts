@@ -7,7 +7,7 @@ import { calibrateFromHistogram, computePayloadLayout, readEscapeStreams, readPa
 import { formatCoverage } from '@splitzip/codec/internal';
 import { MAX_BUFFER_BYTES, parseFileStamp, readTensorBytes, type SafetensorsModel, type TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isS3Url, isSliceStampKept, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
-import { openBuilderModel } from './open-builder-model.js';
+import { describeModelObjectChanged, openBuilderModel } from './open-builder-model.js';
 import { createTensorBlockReader, type TensorBlockReader } from './create-tensor-block-reader.js';
 import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
@@ -377,7 +377,9 @@ async function scanTensor(context: CheckContext, tensor: TensorInfo, what: { his
     ? async (_from: number, target: Uint8Array): Promise<Uint8Array> => {
         if (context.held.tensor !== tensor) {
           context.held.tensor = undefined;
-          await readTensorBytes(context.model, tensor, target);
+          await readTensorBytes(context.model, tensor, target).catch((error: unknown) => {
+            throw describeModelObjectChanged(error, { file: tensor.shardPath, tensor: tensor.name, verb: 'verify' }) ?? error;
+          });
           context.held.tensor = tensor;
         }
         return target;

@@ -204,7 +204,7 @@ describeS3('splitzip with an s3:// model', () => {
     );
   });
 
-  it('a shard object replaced while the build reads it: MODEL_CHANGED (the model changed while being read), what was committed stays valid', async () => {
+  it('a shard object replaced while build or verify --model reads it: MODEL_CHANGED (the model changed while being read), what the build committed stays valid', async () => {
     // Many tensors over two shards: the second shard is replaced once the first tensor is done,
     // long before the build reads that far (at most 32 tensors in flight).
     const tensors = Array.from({ length: 80 }, (_, i) => gaussianBf16(`layer.${String(i).padStart(2, '0')}.weight`, [64, 64], 100 + i));
@@ -234,5 +234,28 @@ describeS3('splitzip with an s3:// model', () => {
     // What the build committed is a valid cache.
     const verify = await runCli(['verify', cache, '--quiet']);
     expect(verify.code, verify.stderr + verify.stdout).toBe(0);
+
+    // verify --model alike: the model (opened before) changes under the check.
+    const { url: fresh, prefix: freshPrefix } = await uploadModel(tensors, 40 * 64 * 64 * 2 + 4096);
+    const store = await openCacheStore(cache, { create: false });
+    try {
+      let again: Promise<unknown> | undefined;
+      const checked = await verifyModelCache(store, fresh, {
+        coverageMin: store.coverageMin,
+        onProgress() {
+          again ??= readFile(join(dir, shards[1]!)).then((bytes) =>
+            client!.send(new PutObjectCommand({ Bucket: bucket, Key: `${freshPrefix}${shards[1]}`, Body: bytes.subarray(0, bytes.length - 2) })),
+          );
+        },
+      }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      await again;
+      expect(isBuilderError(checked, 'MODEL_CHANGED'), String(checked)).toBe(true);
+      expect((checked as Error).message).toMatch(/the model changed while being read: s3:\/\/.*model-00002-of-00002\.safetensors was replaced .*; run verify again/);
+    } finally {
+      await store.close();
+    }
   });
 });
