@@ -176,8 +176,11 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
     // entry is unbound (a skipped tensor, an unbind, an eviction), unless the cache trusts objects
     // (STAMPLESS_TRUST: a stampless shard is one whose source gives no ETag).
     const several = severalBindingsOf(cache, binding, shardName, offsetBytes, sizeBytes);
+    // A single binding served unchecked only where its entry can hold this tensor: another shape or
+    // dtype is another model's tensor at the slice, stale (uncheckEvery), not a damaged cache's
+    // CACHE_ENTRY_MISMATCH (with 'trust', or a binding with an object stamp, it was served and failed).
     if (several !== undefined) uncheckEvery(target, several);
-    else if (isFromFilesOnly(binding) && cache.objectSources !== 'trust') uncheckEvery(target, [binding]);
+    else if ((isFromFilesOnly(binding) && cache.objectSources !== 'trust') || !entryDescribesTensor(binding.entry, target)) uncheckEvery(target, [binding]);
     else target.entry = binding.entry;
     return target;
   }
@@ -204,7 +207,8 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   const hasFileStamps = binding.stamps.some((stamp) => shardStampKind(stamp) === 'file');
   // Not of a slice with several bindings (one per file): the latest is any file's, and trust picks
   // none of them; its bytes are checked as below (and the stamp recorded with its binding).
-  if (policy === 'trust' && (kind === 'object' || !hasFileStamps) && severalBindingsOf(cache, binding, shardName, offsetBytes, sizeBytes) === undefined) {
+  // Not where its entry cannot hold this tensor (another shape or dtype): checked below, stale unhashed.
+  if (policy === 'trust' && (kind === 'object' || !hasFileStamps) && entryDescribesTensor(binding.entry, target) && severalBindingsOf(cache, binding, shardName, offsetBytes, sizeBytes) === undefined) {
     target.entry = binding.entry;
     return target;
   }
