@@ -198,4 +198,21 @@ describeS3('s3:// revisions in one s3:// cache (one binding per file)', () => {
       expect(await cacheFormat('one')).toBe(1);
     }
   });
+
+  it("ShardCache.aliasSlice, an explicit write as a build's: binds B's object beside A's binding and moves cache.json to format 2, where a load never does", async () => {
+    const cacheUrl = `s3://${bucket}/explicit`;
+    await buildCache(remoteA, cacheUrl, { sliceBindingsPerFile: true });
+    const keysB = await buildCache(remoteB, cacheUrl, { sliceBindingsPerFile: true, noAlias: [name(2)] });
+    expect(await cacheFormat('explicit')).toBe(1);
+    const slice = remoteB.getTensor(name(2))!.slice;
+    const cache = await openShardCache(cacheUrl);
+    try {
+      expect(await cache.aliasSlice(keysB.get(name(2))!, slice.shardName, slice.offsetBytes, slice.sizeBytes, remoteB.shards[0]!.stamp!)).toBe(true);
+    } finally {
+      await cache.close();
+    }
+    expect(await cacheFormat('explicit')).toBe(2);
+    expect(reasons((await loadAll(urlB, cacheUrl, rawB)).tensors)).toEqual(allCached());
+    expect(reasons((await loadAll(urlA, cacheUrl, rawA)).tensors)).toEqual(allCached());
+  });
 });
