@@ -13,7 +13,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildCache, isBuilderError } from '../src/index.js';
 import { verifyModelCache } from '../src/verify-model-cache.js';
 import { createTempDir, gaussianBf16, mixedTensors, writeShardedTestModel, type TempDir, type TensorData } from './helpers/models.js';
-import type { BuildJson, StatsJson, VerifyJson } from './helpers/reports.js';
+import type { BuildJson, InspectJson, StatsJson, VerifyJson } from './helpers/reports.js';
 import { assertBuilt, runCli, runJson } from './helpers/run-cli.js';
 import { describeS3, dropBucket, gatewayProblem, rawClient, uniqueBucket } from './helpers/s3.js';
 
@@ -154,6 +154,8 @@ describeS3('splitzip with an s3:// model', () => {
     } finally {
       await store.close();
     }
+    const { json: inspect } = await runJson<InspectJson>(['inspect', cache]);
+    expect(inspect.totals.slicesWithSeveralBindings).toBe(1);
 
     // A local model into that cache: one binding per slice as before (no object stamps to tell its
     // file by): SLICE_CONFLICT, nothing bound beside; --rebind moves the latest binding.
