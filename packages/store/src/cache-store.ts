@@ -95,12 +95,13 @@ export interface CacheStore {
    * hold it, where the slice has several (one per file: FILE-BINDINGS.md), else the latest.
    */
   lookupSliceBinding(shardName: string, offsetBytes: number, sizeBytes: number, stamp?: string | null): SliceBinding | undefined;
-  /** Every binding of the slice, latest first (a local cache: up to MAX_SLICE_BINDINGS; `s3://`: zero or one). */
+  /** Every binding of the slice, latest first (up to MAX_SLICE_BINDINGS; `s3://`: several only where cache.json is format 2). */
   lookupSliceBindings(shardName: string, offsetBytes: number, sizeBytes: number): SliceBinding[];
   /**
    * Whether some slice holds a second binding (one per file): the cache is then manifest format 3 /
    * journal version 2, which releases before 0.56 refuse. A count kept by the slice index: no scan.
-   * Always false on `s3://` (one binding per slice).
+   * On `s3://`, what the view holds now (cache.json format 2 only); the format, which stays 2 after
+   * an unbind or gc, is the store's `layoutFormat` there.
    */
   readonly holdsSeveralBindings: boolean;
   readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
@@ -1309,7 +1310,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const rebind = options.rebind === true;
     const resolved = items.map((item) => {
       const slice = validateSliceArgs(item.shardName, item.offsetBytes, item.sizeBytes, item.stamp);
-      return { key: resolveAliasKey(item), slice, moveFrom: checkMoveFrom(item, rebind), besideOnlyIfSeveral: item.besideOnlyIfSeveral === true };
+      const key = resolveAliasKey(item);
+      const moveFrom = checkMoveFrom(item, rebind);
+      // A `moveFrom` naming the item's own key (a loader's record: bind if unbound, else only the
+      // stamp) is besideOnlyIfSeveral with the field or without (a caller's store wrapped by the
+      // runtime): a load never moves the cache to manifest format 3.
+      return { key, slice, moveFrom, besideOnlyIfSeveral: item.besideOnlyIfSeveral === true || (moveFrom !== undefined && moveFrom === key) };
     });
     await this.refresh();
     const results = resolved.map(() => false);

@@ -240,6 +240,8 @@ interface AliasWrite {
   mode: AliasWriteMode;
   /** A 'beside' write's object stamp: the write is judged again (mayBindBeside) before a retry. */
   stamp?: string;
+  /** A 'beside' write of a conditional item (moveFrom: a loader's record): withdrawn or lost, it answers false, nothing thrown. */
+  conditional?: boolean;
 }
 
 /**
@@ -595,6 +597,17 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       });
     this.queued = next;
     return next;
+  }
+
+  /**
+   * cache.json's format as this handle knows it: S3_LAYOUT_FORMAT (1, one binding per slice) or
+   * S3_LAYOUT_FORMAT_PER_FILE (2, bindings side by side). Read at open, and again whenever a listing
+   * shows a key bound below its slice's top epoch (loadListing) or a write judges it (readFormatAgain):
+   * a move to 2 is never undone, so 2 stays 2 after every unbind or gc. What a loader gates binding
+   * beside on (besideOnlyIfSeveral), where holdsSeveralBindings says only what the view holds now.
+   */
+  get layoutFormat(): number {
+    return this.header.format ?? S3_LAYOUT_FORMAT;
   }
 
   private async loadListing(): Promise<void> {
@@ -1080,6 +1093,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
    *   random pause (up to REBIND_ATTEMPTS writes), so that of two concurrent rebinds one wins and
    *   the other counts as moved first, then overridden (last writer wins); a rebind above ours is
    *   such an override too (true). Still racing after the last attempt: SLICE_CONFLICT.
+   * - `beside`: tried again as a rebind is; withdrawn where it would shadow a binding without an
+   *   object stamp, or still racing after the last attempt: SLICE_CONFLICT, but false, nothing
+   *   thrown, for a conditional item's (`conditional`: a loader's record, as a lost `move`).
    */
   private async writeAliases(writes: readonly AliasWrite[]): Promise<boolean[]> {
     const results = writes.map(() => false);
@@ -1149,7 +1165,9 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       if (gone.length > 0) await mapLimited(gone, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
       if (shadowing.length > 0) {
         await mapLimited(shadowing, limit, (w) => this.transport.deleteObject(sliceObjectName(w.slice, w.epoch, w.key)));
-        failure ??= this.besideRefusedError(shadowing[0]!);
+        // A conditional item's (a loader's record) answers false, as a lost move does.
+        const refusal = shadowing.find((w) => w.conditional !== true);
+        if (refusal !== undefined) failure ??= this.besideRefusedError(refusal);
         if (lost.length === 0) {
           await this.refresh().catch(() => undefined);
           break;
@@ -1165,6 +1183,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // A binding beside others that met another writer's at its epoch tries again above, as a rebind does.
       const retry = lost.filter((w) => (w.mode === 'rebind' || w.mode === 'beside') && attempt < REBIND_ATTEMPTS);
       for (const w of lost) {
+        if (w.mode === 'beside' && w.conditional === true) continue; // false, as a lost move
         if (w.mode === 'plain' || ((w.mode === 'rebind' || w.mode === 'beside') && !retry.includes(w))) failure ??= w.error;
       }
       if (retry.length === 0) {
@@ -1187,7 +1206,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         // Judged again on this listing: a binding written meanwhile may leave nothing to bind beside
         // (a stampless latest binding would be shadowed by a write above it).
         if (w.mode === 'beside' && !this.mayBindBeside(w.slice, w.key, w.stamp)) {
-          failure ??= this.besideRefusedError(w);
+          if (w.conditional !== true) failure ??= this.besideRefusedError(w);
           continue;
         }
         const current = this.sliceEpochs.get(id);
@@ -1469,7 +1488,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
       // `moveFrom` naming the item's own key (a loader's record: bind if unbound, add the stamp if
       // bound to it, else nothing moved) is judged as a plain alias for lower and beside bindings
       // (phase 2), as a local handle judges it: its stamp recorded with a lower binding of that key,
-      // its binding added beside other objects' (besideOnlyIfSeveral). A beside one answered false
+      // its binding added beside other objects' (as besideOnlyIfSeveral, set or not). A beside one answered false
       // (no load ever bound beside), and a lower key's of a slice with no latest false too.
       const plain = moveFrom === undefined || moveFrom === key;
       const headless = rebind || !plain ? undefined : this.headlessBindings.get(id);
@@ -1499,7 +1518,7 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
         if (current + 1 > MAX_SLICE_EPOCH) throw new StoreError('SIZE_INVALID', `slice ${JSON.stringify(slice)} was rebound MAX_SLICE_EPOCH times`, { entry: key });
         besideStamps.push({ slice, key, stamp: stamp! });
         lastWrite.set(id, writes.length);
-        writes.push({ key, slice, epoch: current + 1, mode: 'beside', stamp: stamp!, at });
+        writes.push({ key, slice, epoch: current + 1, mode: 'beside', stamp: stamp!, at, ...(moveFrom === undefined ? {} : { conditional: true }) });
         return;
       }
       const owner = draft.ownerOf(slice);
@@ -1533,7 +1552,10 @@ export class S3CacheStore extends StoreView<S3Header> implements CacheStore {
     // already (read again: another handle may have moved it), or another item of this call moves it;
     // else not applied, so that a loader never moves a cache to a format older releases refuse.
     const refused: { slice: SliceKeyTuple; key: string }[] = [];
-    const onlyIfSeveral = (w: { at: number }): boolean => items[w.at]?.besideOnlyIfSeveral === true;
+    // A conditional item (moveFrom: a beside write's names its own key, a loader's record) counts as
+    // besideOnlyIfSeveral even without the field (a caller's store wrapped by the runtime): a load
+    // never moves cache.json to format 2.
+    const onlyIfSeveral = (w: { at: number }): boolean => items[w.at]?.besideOnlyIfSeveral === true || resolved[w.at]?.moveFrom !== undefined;
     if (writes.some((w) => w.mode === 'beside' && onlyIfSeveral(w))) {
       const moves = writes.some((w) => w.mode === 'beside' && !onlyIfSeveral(w));
       if (!moves && !(await this.readFormatAgain(false))) {

@@ -46,7 +46,7 @@ export abstract class StoreView<H extends StoreDefaults> {
     return this.state.entries.size;
   }
 
-  /** CacheStore.holdsSeveralBindings: the slice index's count of slices with several bindings (an s3:// store's view never holds one). */
+  /** CacheStore.holdsSeveralBindings: the slice index's count of slices with several bindings (an s3:// store's: in its format-2 view; cache.json can stay format 2 with none held, see S3CacheStore.layoutFormat). */
   get holdsSeveralBindings(): boolean {
     return this.state.holdsSecondBindings;
   }

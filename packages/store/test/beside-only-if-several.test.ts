@@ -183,3 +183,23 @@ it('besideOnlyIfSeveral must be a boolean; onBesideRefused a function', async ()
     await store.close();
   }
 });
+
+it("a loader's record (moveFrom its own key) without the field, as a caller's store wrapped by the runtime gets it: beside another file's binding it is besideOnlyIfSeveral (false, onBesideRefused), the manifest kept at format 2", async () => {
+  const { root, store, a, b } = await cacheOfTwoEntries();
+  try {
+    expect(await manifestFormat(root)).toBe(2);
+    const before = await listFiles(root);
+    const refused: string[] = [];
+    expect(await store.aliasSlices([{ key: b.key, ...SLICE, stamp: fileStamp(2), moveFrom: b.key }], { onBesideRefused: (_slice, key) => void refused.push(key) })).toEqual([false]);
+    expect(refused).toEqual([b.key]);
+    expect(await listFiles(root)).toEqual(before);
+    expect(store.holdsSeveralBindings).toBe(false);
+    expect(store.lookupSliceBindings(SLICE.shardName, SLICE.offsetBytes, SLICE.sizeBytes).map((binding) => binding.entry.key)).toEqual([a.key]);
+    // Its own binding's stamp is recorded as before.
+    expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: fileStamp(5), moveFrom: a.key }])).toEqual([true]);
+    await store.compact();
+    expect(await manifestFormat(root)).toBe(2);
+  } finally {
+    await store.close();
+  }
+});

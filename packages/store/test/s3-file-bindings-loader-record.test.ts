@@ -118,4 +118,76 @@ describeS3('S3 store: a loader record (moveFrom its own key) with one binding pe
       await store.close();
     }
   });
+
+  it("format 1: a loader's record (moveFrom its own key) without besideOnlyIfSeveral, as a caller's store wrapped by the runtime gets it, is refused beside another object's binding (false, onBesideRefused); cache.json stays format 1", async () => {
+    const { prefix, url, store, revs } = await makeCache(2);
+    const [a, b] = revs as [TestTensor, TestTensor];
+    const loader = await openCacheStore(url, { sliceBindingsPerFile: true });
+    try {
+      expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
+      await loader.refresh();
+      const refused: string[] = [];
+      expect(await loader.aliasSlices([{ key: b.key, ...SLICE, stamp: etag(2), moveFrom: b.key }], { onBesideRefused: (_slice, key) => void refused.push(key) })).toEqual([false]);
+      expect(refused).toEqual([b.key]);
+      expect(await layoutFormat(prefix)).toBe(1);
+      expect((loader as { layoutFormat?: number }).layoutFormat).toBe(1);
+      const reader = await openCacheStore(url);
+      try {
+        expect(keysOf(reader)).toEqual([a.key]);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      await loader.close();
+      await store.close();
+    }
+  });
+
+  it("format 2: a loader's record beside, raced at its epoch by a rebind without an object stamp (nothing left to bind beside), answers false (as a lost move), nothing thrown; the rebind's binding stays the latest", async () => {
+    const { url, store, revs } = await makeCache(4);
+    const [a, b, c, d] = revs as [TestTensor, TestTensor, TestTensor, TestTensor];
+    const loader = await openCacheStore(url, { sliceBindingsPerFile: true });
+    try {
+      expect(await store.aliasSlices([{ key: a.key, ...SLICE, stamp: etag(1) }])).toEqual([true]);
+      expect(await store.aliasSlices([{ key: b.key, ...SLICE, stamp: etag(2) }])).toEqual([true]);
+      await loader.refresh();
+      expect(keysOf(loader)).toEqual([b.key, a.key]);
+      // Another writer (a local model's build with --rebind: no object stamp) rebinds the slice to d
+      // just before the loader's alias object goes up, at the same epoch: judged again, the loader's
+      // write would shadow d's binding.
+      const transport = (loader as unknown as { transport: { putObject: (name: string, body: Uint8Array, type?: string) => Promise<unknown> } }).transport;
+      const put = transport.putObject.bind(transport);
+      let raced = false;
+      transport.putObject = async (name, body, type) => {
+        if (!raced && name.includes('slices/')) {
+          raced = true;
+          const other = await openCacheStore(url);
+          try {
+            await other.aliasSlices([{ key: d.key, ...SLICE }], { rebind: true });
+          } finally {
+            await other.close();
+          }
+        }
+        return put(name, body, type);
+      };
+      let outcome: unknown;
+      try {
+        outcome = await loader.aliasSlices([record(c.key, etag(3))]);
+      } catch (error) {
+        outcome = error;
+      }
+      expect(raced).toBe(true);
+      expect(outcome).toEqual([false]);
+      const reader = await openCacheStore(url);
+      try {
+        expect(reader.lookupSliceBinding(SHARD, 0, 480)?.entry.key).toBe(d.key);
+        expect(reader.lookupSliceBinding(SHARD, 0, 480, etag(3))?.entry.key).not.toBe(c.key);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      await loader.close();
+      await store.close();
+    }
+  });
 });
