@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isFromOtherFile, parseFileStamp, readShardStamp, type SafetensorsModel, type SliceKey } from '@splitzip/safetensors';
-import { isS3Url, isStoreError, MAX_SLICE_BINDINGS, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type AliasSliceItem, type AliasSlicesOptions, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
+import { isS3Url, isStoreError, MAX_SLICE_BINDINGS, S3_LAYOUT_FORMAT_PER_FILE, MAX_SLICE_KEYS_PER_ENTRY, MAX_SLICE_STAMPS, shardStampKind, type AliasSliceItem, type AliasSlicesOptions, type CacheEntry, type CacheStore, type SliceBinding, type SliceKeyTuple } from '@splitzip/store';
 import type { DecodeBackend } from './create-cpu-decoder.js';
 import { describeBuildRemedy, describeWritableRemedy, findUnwritableReason } from './describe-build-remedy.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
@@ -234,7 +234,7 @@ export function describeJournalDamage(cache: ShardCache): { code: string; messag
  * (a read-only mount, another user's directory) records nothing, which every report of a new
  * process said was "being recorded" while each of them checked every tensor again.
  */
-function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp', kept = true, beside?: 'if-gone' | 'beside'): string {
+function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | 'binding' = 'stamp', kept = true, beside?: 'if-gone' | 'beside' | 'if-bound'): string {
   const subject = what === 'stamp' ? 'its stamp' : 'the binding';
   if (!kept) {
     // The store answers the record `true` and keeps nothing: "being recorded" was wrong, and a build does not help.
@@ -260,6 +260,7 @@ function describeStampRecord(cache: ShardCache, stamp: string, what: 'stamp' | '
   // file's binding, the store adds it only while the cache holds a second binding of some slice.
   if (beside === 'if-gone') return `${recording} (should this binding be gone when the record commits, removed by \`gc --model\` since this cache handle looked, it is added beside the slice's other bindings ${BESIDE_CAVEAT})`;
   if (beside === 'beside') return `${recording} (added ${BESIDE_CAVEAT})`;
+  if (beside === 'if-bound') return `${recording} (should another writer bind the slice to another object's entry before the record commits, this binding is added beside that one only if cache.json is format 2 by then, else not recorded, cache.json keeping format 1: flushObjectStamps' keptFormatBindings)`;
   return recording;
 }
 
@@ -292,7 +293,10 @@ export function bindFoundSlice(cache: ShardCache, item: AliasSliceItem & { key: 
   else foundBeside.set(id, Object.isFrozen(beside) ? beside : Object.freeze([...beside]));
   const recorder = enqueueRecord(cache.store, { ...item, moveFrom: staleKey ?? item.key });
   const last = recorder.stats.lastError;
-  const where = describeStampRecord(cache, item.stamp, 'binding', true, staleKey !== undefined && isMoveBeside(cache, item, staleKey) ? 'beside' : undefined);
+  // s3:// at format 1, a slice unbound in this view: another writer may bind it before the record
+  // commits, and the store then keeps the record out rather than move cache.json to format 2.
+  const raced = staleKey === undefined && cache.remote && keepsBindingsPerFile(cache.store) && !allowsSeveralBindings(cache);
+  const where = describeStampRecord(cache, item.stamp, 'binding', true, staleKey !== undefined && isMoveBeside(cache, item, staleKey) ? 'beside' : raced ? 'if-bound' : undefined);
   return (
     `bound now: later loads through this cache handle serve it from the cache, and ${where}` +
     (last === undefined ? '' : `; but this cache handle's last record failed (${last.message.startsWith(`${last.code}: `) ? last.message : `${last.code}: ${last.message}`}): until one succeeds, other processes hash it again`)
@@ -399,7 +403,7 @@ function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: Ca
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bindings = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
   if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === kind))) return undefined;
-  if (!holdsSeveralBindings(cache)) return KEEPS_FORMAT;
+  if (!allowsSeveralBindings(cache)) return KEEPS_FORMAT;
   if (ranksLast(bindings, stamp)) {
     return `its bytes are entry ${holder.key}'s, of this tensor's name, but no binding of this file is added beside the slice's ${bindings.length} (MAX_SLICE_BINDINGS): each is of a file changed more recently, and the store keeps the bindings of the files changed most recently (it would drop this one at once); a cache of its own for this model keeps it`;
   }
@@ -407,7 +411,8 @@ function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: Ca
   const bound = bindFoundSlice(cache, { key: holder.key, shardName, offsetBytes, sizeBytes, stamp });
   const others = bindings.length === 1 ? `entry ${bindings[0]!.entry.key}'s binding` : `the ${bindings.length} bindings`;
   const full = bindings.length >= MAX_SLICE_BINDINGS ? `; the slice holds MAX_SLICE_BINDINGS (${MAX_SLICE_BINDINGS}) already, so the binding of the file changed least recently is dropped (flushObjectStamps' droppedBindings)` : '';
-  // s3://: the view held a second binding, so cache.json is format 2 (never undone there): no caveat.
+  // s3://: cache.json is format 2 (allowsSeveralBindings; never undone there), so the store's format
+  // gate cannot refuse it: no caveat.
   const caveat = cache.remote ? '' : " (added only if the cache still holds a second binding of some slice when it commits, else not recorded, the cache keeping its format: flushObjectStamps' keptFormatBindings)";
   const files = cache.remote ? 'objects' : 'files';
   return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this ${cache.remote ? 'object' : 'file'}'s binding of the slice is added beside ${others} of other ${files} (one binding per file: revisions of a model share the cache${full}): ${bound}${caveat}`;
@@ -433,7 +438,7 @@ function ranksLast(bindings: readonly SliceBinding[], stamp: string): boolean {
   }));
 }
 
-/** bindBesideOtherFiles' answer where a binding beside would be the cache's first second binding (see holdsSeveralBindings). */
+/** bindBesideOtherFiles' answer where a binding beside would move the cache's format (see allowsSeveralBindings). */
 const KEEPS_FORMAT = Symbol('keeps-format');
 
 /**
@@ -448,17 +453,29 @@ export function holdsSeveralBindings(cache: ShardCache): boolean {
   return (cache.store as { holdsSeveralBindings?: unknown }).holdsSeveralBindings === true;
 }
 
+/**
+ * Whether a load may bind beside another file's (object's) binding: the store's format gate, as it
+ * judges besideOnlyIfSeveral. A local cache: holdsSeveralBindings (manifest format 3 can stay with
+ * none held; the store judges by what is held). s3://: cache.json format 2 as the store last read it
+ * (layoutFormat; kept 2 after an unbind or gc, where no slice may hold a second binding), or a view
+ * that holds a second binding (only format 2 has one; the store reads cache.json again then).
+ */
+export function allowsSeveralBindings(cache: ShardCache): boolean {
+  if (holdsSeveralBindings(cache)) return true;
+  return cache.remote && (cache.store as { layoutFormat?: unknown }).layoutFormat === S3_LAYOUT_FORMAT_PER_FILE;
+}
+
 /** What a build does for a file a load would bind beside another's in a cache of one binding per slice. */
 export const KEEP_FORMAT_REMEDY = "a build of this model binds its tensors beside the other files' (the cache then needs 0.56 or later)";
 
 /** KEEP_FORMAT_REMEDY of an s3:// cache: a build of an s3:// model binds its objects' tensors beside (ETag stamps). */
 const S3_KEEP_FORMAT_REMEDY = "a build of this s3:// model binds its tensors beside the other objects' (cache.json then format 2: the cache needs 0.57 or later), or a cache of its own for this revision keeps the revisions' bindings apart";
 
-/** A stale tensor's detail where holdsSeveralBindings kept a load from binding it beside (the cache holds one binding per slice). */
+/** A stale tensor's detail where allowsSeveralBindings kept a load from binding it beside (one binding per slice). */
 function describeKeptFormat(cache: ShardCache, key: string): string {
   if (cache.remote) {
     // s3:// (FILE-BINDINGS.md phase 2): the format is cache.json's, which 0.56 and older refuse at 2.
-    return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another object's to an s3:// cache whose cache.json is format 1 (the first such binding moves it to format 2, which releases up to 0.56 cannot read): ${S3_KEEP_FORMAT_REMEDY}`;
+    return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another object's to an s3:// cache whose cache.json is format 1 as this cache handle last read it (the first such binding moves it to format 2, which releases up to 0.56 cannot read): ${S3_KEEP_FORMAT_REMEDY}`;
   }
   return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another file's to a cache holding one binding per slice (the first such binding moves it to a format releases before 0.56 cannot read): ${describeBuildRemedy(cache, KEEP_FORMAT_REMEDY)}`;
 }
@@ -600,9 +617,10 @@ function enqueueRecord(store: CacheStore, record: QueuedRecord): StampRecorder {
   if (!recorder.queued.has(id)) {
     recorder.queued.add(id);
     // Every record of a load: the store, under its writer lock, adds no binding beside another
-    // file's to a cache that holds no second binding then (this handle's view may be stale). Not
-    // for a caller's store (one binding per slice), whose older release may refuse the field.
-    recorder.queue.push(keepsBindingsPerFile(store) ? { ...record, besideOnlyIfSeveral: true } : record);
+    // file's to a cache that holds no second binding then (this handle's view may be stale). Also
+    // for a caller's store (wrapCacheStore), which may be opened with sliceBindingsPerFile: a load
+    // must never move its format (to manifest format 3, or cache.json format 2).
+    recorder.queue.push({ ...record, besideOnlyIfSeveral: true });
   }
   recorder.flushing ??= flushStampQueue(store, recorder);
   return recorder;
@@ -685,8 +703,10 @@ async function recordBatch(store: CacheStore, items: AliasSliceItem[], stats: Ob
       if (added.has(JSON.stringify([slice[0], slice[1], slice[2], key]))) stats.outrankedBindings++;
       else stats.droppedBindings++;
     },
-    // An item besideOnlyIfSeveral kept out (enqueueRecord): answered false, counted here.
-    ...(keepsBindingsPerFile(store) ? { onBesideRefused: () => { stats.keptFormatBindings++; } } : {}),
+    // An item besideOnlyIfSeveral kept out (enqueueRecord: every record, a caller's store's too): answered false, counted here.
+    onBesideRefused: () => {
+      stats.keptFormatBindings++;
+    },
   };
   // Called from a promise: a store (a caller's wrapper) that throws synchronously still only rejects.
   const [whole] = await Promise.allSettled([Promise.resolve().then(() => store.aliasSlices(items, options))]);

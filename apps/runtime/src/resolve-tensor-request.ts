@@ -2,7 +2,7 @@ import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged
 import { findClosestName } from '@splitzip/codec/internal';
 import { classifyBinding, isStoreError, shardStampKind, type SliceBinding } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
-import { findBoundSlice, holdsSeveralBindings, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
+import { allowsSeveralBindings, findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { describeOpenedModel } from './describe-opened-model.js';
 import { describeTensorRequest } from './describe-tensor-request.js';
@@ -228,9 +228,10 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // own is added beside theirs: explainMiss). Left `stale` unhashed, it stayed so at every load while
   // the other revision's binding stays (gc --model keeps other files' bindings).
   // Only in a cache holding several bindings already (format 3): a load's first would move it there.
-  // An s3:// cache likewise for an object's stamp among bindings with object stamps (format 2 there).
+  // An s3:// cache likewise for an object's stamp among bindings with object stamps, where cache.json
+  // is format 2 (allowsSeveralBindings: it stays 2 after an unbind or gc, with none held).
   const besideKind = cache.remote ? 'object' : 'file';
-  if (candidates.length === 0 && kind === besideKind && onWeak === undefined && keepsBindingsPerFile(cache.store) && holdsSeveralBindings(cache) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === besideKind))) {
+  if (candidates.length === 0 && kind === besideKind && onWeak === undefined && keepsBindingsPerFile(cache.store) && allowsSeveralBindings(cache) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === besideKind))) {
     target.unboundStamp = current;
     return target;
   }
