@@ -104,7 +104,7 @@ function judgeBf16Tensor(sizeBytes: number, coverage: number, shrinks: boolean, 
 
 export async function analyzeModel(modelPath: string, options: AnalyzeModelOptions): Promise<ModelStatsReport> {
   checkKnownOptions(options, ANALYZE_MODEL_OPTIONS, 'analyzeModel');
-  const { model } = await openBuilderModel(modelPath, options.signal ? { signal: options.signal } : {});
+  const { model } = await openBuilderModel(modelPath, { verb: 'stats', ...(options.signal ? { signal: options.signal } : {}) });
   try {
     const isAnalysed = (dtype: string, sizeBytes: number): boolean => dtype === 'BF16' && isCacheableSize(sizeBytes);
     let largest = 0;

@@ -1,4 +1,4 @@
-import { isS3Url } from '@splitzip/store';
+import { isS3Url, looksLikeOtherUrl } from '@splitzip/store';
 import { UsageError } from './errors.js';
 import { checkS3ModelLocation, S3_MODEL_COMMANDS } from './open-builder-model.js';
 
@@ -10,7 +10,9 @@ import { checkS3ModelLocation, S3_MODEL_COMMANDS } from './open-builder-model.js
  * PATH_NOT_FOUND there) is refused, naming the commands that take s3:// models.
  */
 export function checkLocalModel(model: string, command: string, option = '<model>', s3Models = false): void {
-  if (s3Models && isS3Url(model)) {
+  // A mistyped s3:// (`S3://`, `s3:/`) gets checkS3ModelLocation's lower-case hint, not "local
+  // files"; another scheme (gs://, https://) the download advice below.
+  if (s3Models && (isS3Url(model) || (looksLikeOtherUrl(model) && /^s3:/i.test(model)))) {
     try {
       checkS3ModelLocation(model, option);
     } catch (error) {

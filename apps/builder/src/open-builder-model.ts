@@ -48,7 +48,7 @@ export function checkS3ModelLocation(location: string, label: string): void {
  * bucket, ...) keep their code and name the model: the endpoint alone does not say which location
  * of a command (model or cache) failed.
  */
-export async function openBuilderModel(location: string, options: { signal?: AbortSignal | undefined } = {}): Promise<BuilderModel> {
+export async function openBuilderModel(location: string, options: { signal?: AbortSignal | undefined; verb?: 'build' | 'verify' | 'stats' } = {}): Promise<BuilderModel> {
   if (!isS3Url(location)) return { model: await openSafetensorsModel(location) };
   checkS3ModelLocation(location, 'the model');
   const prefix = location.endsWith('/') ? location : `${location}/`;
@@ -58,7 +58,8 @@ export async function openBuilderModel(location: string, options: { signal?: Abo
     model = await openSafetensorsModel({ source, ownsSource: true });
   } catch (error) {
     await source.close();
-    throw nameModelInStoreError(error, prefix);
+    // A shard replaced or deleted between the LIST and its header's read: as during the tensors' reads.
+    throw describeModelObjectChanged(error, { model: prefix, verb: options.verb }) ?? nameModelInStoreError(error, prefix);
   }
   const openObject = async (shardName: string): Promise<S3Object> => {
     const object = await source.open(shardName).catch((error: unknown) => {

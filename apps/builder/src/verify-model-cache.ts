@@ -134,7 +134,7 @@ export async function verifyModelCache(store: CacheStore, modelPath: string, opt
       { file: store.root },
     );
   }
-  const { model, openObject } = await openBuilderModel(modelPath, options.signal ? { signal: options.signal } : {});
+  const { model, openObject } = await openBuilderModel(modelPath, { verb: 'verify', ...(options.signal ? { signal: options.signal } : {}) });
   const reader = createTensorBlockReader(model, openObject);
   try {
     const tensors = model.tensors;

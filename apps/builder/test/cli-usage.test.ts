@@ -132,7 +132,8 @@ describe('splitzip usage', () => {
       [['verify', 'c', '--skip-no-gain'], /option '--skip-no-gain' judges the tensors of a model: give --model <model> with it/],
       [['build', 's3://bucket/model/model.safetensors.index.json', '--out', 'c'], /<model> s3:\/\/bucket\/model\/model\.safetensors\.index\.json: an s3:\/\/ model is the prefix/],
       [['stats', 's3://b/model'], /<model> s3:\/\/b\/model: bucket name "b" is not a valid S3 bucket name/],
-      [['stats', 'S3://bucket/model'], /<model> is read from local files; S3:\/\/bucket\/model is a URL/],
+      // A mistyped s3:// gets the lower-case hint (until 2026-12-08 "read from local files").
+      [['stats', 'S3://bucket/model'], /<model> S3:\/\/bucket\/model looks like a URL, but object stores are s3:\/\/bucket\/prefix \(lower case, two slashes\)/],
       [['build', 'm.safetensors', '--out='], /option '--out' needs a value, got an empty one/],
       [['build', '', '--out', 'c'], /argument <model> needs a value, got an empty one/],
       [['build', 'm.safetensors', '--out', 'a', '--out', 'b'], /option '--out' is given more than once/],
