@@ -16,6 +16,7 @@ import {
   MAX_SLICE_KEYS_PER_ENTRY,
   openCacheStore,
   recoverDamagedManifest,
+  S3_LAYOUT_FORMAT_PER_FILE,
   type CacheEntry,
   type CacheStore,
   type SliceBinding,
@@ -27,7 +28,7 @@ import {
 } from '@splitzip/store';
 import { createCommitBatcher, type AliasAnswer, type CommitBatcher } from './create-commit-batcher.js';
 import { describeUrlLikeLocation } from './check-cache-location.js';
-import { checkCacheOutsideModel } from './check-cache-outside-model.js';
+import { checkCacheOutsideModel, checkS3CacheOutsideModel } from './check-cache-outside-model.js';
 import { openBuilderModel } from './open-builder-model.js';
 import { ensureCacheDir } from './ensure-cache-dir.js';
 import { createTensorProcessor, REQUESTS_PER_WORKER, type TensorProcessor, type WorkerPlan } from './create-tensor-processor.js';
@@ -42,7 +43,7 @@ import { checkKnownOptions, optionNamesOf } from './check-known-options.js';
 import { BuilderError, isBuilderError } from './errors.js';
 import { isCacheableSize, MAX_BUILD_JOBS } from './limits.js';
 import { canPayloadShrink, isPayloadSmaller } from './check-payload-gain.js';
-import { judgeSliceBindings, type JudgedSliceBindings } from './judge-slice-bindings.js';
+import { isBesideRefused, judgeSliceBindings, type JudgedSliceBindings } from './judge-slice-bindings.js';
 import { checkCachedBlob } from './check-cached-blob.js';
 import { NOT_REPAIRED, repairCachedBlob, type BlobRepair } from './repair-cached-blob.js';
 import { isWriterLockHeldElsewhere } from './is-writer-lock-held-elsewhere.js';
@@ -458,6 +459,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
   try {
     // An s3:// model is read from the object store as the runtime reads it (open-builder-model.ts).
     const s3Model = isS3Url(options.model);
+    // An s3:// cache and an s3:// model may share a bucket, one prefix inside the other: refused before any request.
+    if (s3Model && isS3Url(options.cacheDir)) checkS3CacheOutsideModel(options.cacheDir, options.model);
     model = (await openBuilderModel(options.model, signal ? { signal } : {})).model;
     const tensors = model.tensors;
     let largestBytes = 0;
@@ -523,8 +526,9 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     store = await openStore();
     const { coverageMin, chunkSize } = resolveCacheSettings(options, store, options.cacheDir);
     // Whether the cache is still in the format releases before 0.56 read: the report says when this
-    // build takes it past that (its first slice bound for a second file).
-    const heldSecondBindings = !s3 && store.holdsSeveralBindings;
+    // build takes it past that (its first slice bound for a second file). An s3:// cache's
+    // cache.json stays format 2 once moved, also with no second binding held now (layoutFormat).
+    const heldSecondBindings = store.holdsSeveralBindings || (s3 && (store as { layoutFormat?: number }).layoutFormat === S3_LAYOUT_FORMAT_PER_FILE);
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
@@ -747,7 +751,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Asked of the open handle (after every commit of this run, before its close): the close's
     // fold writes what the state holds.
     let movedFormat: boolean | undefined;
-    const formatMoved = (): boolean => (movedFormat ??= !s3 && !heldSecondBindings && store !== undefined && store.holdsSeveralBindings);
+    const formatMoved = (): boolean => (movedFormat ??= !heldSecondBindings && store !== undefined && store.holdsSeveralBindings);
     const report = async (swept: TempFilesReport): Promise<BuildReport> =>
       summarize({
         model: options.model,
@@ -990,7 +994,7 @@ async function processTensor(
     throwIfAborted(signal);
     // A binding in the way refuses the tensor, bound or skipped (a skipped one's stale binding would
     // stay: unbindStaleSlice removes it only with --rebind); other files' bindings never do.
-    checkSliceConflict(context, key, tensor);
+    checkSliceConflict(context, key, tensor, 'may-skip');
     const withKey = { ...base, key };
     const releaseKey = joinKeyGroup(context.keyHolders, key, index);
     const leaveTenants = joinKeyGroup(context.keyTenants, key, index);
@@ -1421,13 +1425,23 @@ function judgeSlice(context: TensorContext, key: string, tensor: TensorInfo): Ju
  * file stamp (every binding of an s3:// cache). Another file's binding (another revision's, a
  * fine-tune's) is not in the way in a directory cache: this file's binding goes beside it.
  */
-function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo): void {
+function checkSliceConflict(context: TensorContext, key: string, tensor: TensorInfo, mode: 'binds' | 'may-skip' = 'binds'): void {
   // The store would refuse the alias too (SLICE_CONFLICT), or (this file changed in place) bind it
   // beside its stale binding, which today's rule refuses; failing here writes nothing first.
-  if (tensor.slice.sizeBytes === 0 || context.rebind) return;
+  if (tensor.slice.sizeBytes === 0) return;
   const judged = judgeSlice(context, key, tensor);
-  if (judged.own !== undefined || judged.inTheWay.length === 0) return;
+  // An s3:// model's shard at a slice other files or objects bound in a directory cache: the store
+  // binds no object beside them, and they are not this build's to move, --rebind or not.
+  // ('may-skip': a tensor then skipped binds nothing, so nothing is refused for it.)
+  if (mode === 'binds' && context.bindingsPerFile && isBesideRefused(judged, stampOf(context, tensor))) {
+    throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { besideRefused: true, binding: conflictingBinding(context, tensor, judged.otherFiles) });
+  }
+  if (context.rebind || judged.own !== undefined || judged.inTheWay.length === 0) return;
   throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile, binding: conflictingBinding(context, tensor, judged.inTheWay) });
+}
+
+function stampOf(context: TensorContext, tensor: TensorInfo): string | null {
+  return context.shardStamps.get(tensor.slice.shardName) ?? null;
 }
 
 /** The first binding in the way, with this file's stamp, for the SLICE_CONFLICT's message and context. */

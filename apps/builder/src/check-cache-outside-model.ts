@@ -1,6 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { SafetensorsModel } from '@splitzip/safetensors';
+import { parseS3Url, type S3Location } from '@splitzip/store';
 import { BuilderError } from './errors.js';
 
 /**
@@ -39,4 +40,29 @@ async function resolveNearestReal(path: string): Promise<string> {
     if (dirname(current) === current) return path;
     missing.push(basename(current));
   }
+}
+
+/**
+ * USAGE for an `s3://` cache whose prefix holds the `s3://` model's, or lies inside it (same bucket,
+ * either way round), as a local cache in the model's tree is refused: the model's LIST would take the
+ * cache's objects for its own (or the cache's gc the model's shards for leftovers). Prefixes compare
+ * by whole path parts (parseS3Url: '' or ending in '/'). Checked before anything is written.
+ */
+export function checkS3CacheOutsideModel(cacheUrl: string, modelUrl: string): void {
+  let cache: S3Location;
+  let model: S3Location;
+  try {
+    cache = parseS3Url(cacheUrl);
+    model = parseS3Url(modelUrl);
+  } catch {
+    return; // a malformed URL is refused where it is opened, with its own reason
+  }
+  if (cache.bucket !== model.bucket) return;
+  const where = cache.prefix === model.prefix ? "is the model's prefix" : cache.prefix.startsWith(model.prefix) ? "is inside the model's prefix" : model.prefix.startsWith(cache.prefix) ? "holds the model's prefix" : undefined;
+  if (where === undefined) return;
+  throw new BuilderError(
+    'USAGE',
+    `the cache ${cacheUrl} ${where} ${model.url}: the model's listing would take the cache's objects for shards, or the cache's gc the model's shards for objects it did not write; choose a prefix outside the model's (and the model outside the cache's)`,
+    { file: cacheUrl, model: modelUrl },
+  );
 }

@@ -184,7 +184,7 @@ function describeCommitted(value: unknown): string | undefined {
   const parts = [
     ...(entries > 0 ? [`${entries} new ${entries === 1 ? 'entry' : 'entries'} (${formatBytes(count('storedBytes'))})`] : []),
     ...(bindings > 0 ? [`${bindings} new slice ${bindings === 1 ? 'binding' : 'bindings'}`] : []),
-    ...(stamps > 0 ? [`${stamps === 1 ? 'a file stamp on 1 slice binding' : `file stamps on ${stamps} slice bindings`} already there (no new binding)`] : []),
+    ...(stamps > 0 ? [`${stamps === 1 ? 'a stamp on 1 slice binding' : `stamps on ${stamps} slice bindings`} already there (no new binding)`] : []),
     ...(repaired > 0 ? [`${repaired} ${repaired === 1 ? 'blob' : 'blobs'} put back (${formatBytes(count('repairedBytes'))})`] : []),
     ...(removed > 0 ? [`${removed} ${removed === 1 ? 'binding' : 'bindings'} removed`] : []),
   ];

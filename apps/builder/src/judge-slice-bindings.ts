@@ -3,7 +3,8 @@
 // binding of the shard name (another revision, a fine-tune, a pipeline's other component) stands
 // beside this file's and is no longer in the way. What still is: this very file's binding to other
 // bytes (the file changed in place: its inode), and a binding that says nothing of its file (no
-// file stamp: an older release's build, an object's; every binding of an s3:// cache).
+// file stamp: an older release's build, an object's; every binding of an s3:// cache). For an
+// s3:// model's shard (an object stamp) every other file's or object's binding is another's too.
 import { parseFileStamp } from '@splitzip/safetensors';
 import { shardStampKind, type CacheStore, type SliceBinding } from '@splitzip/store';
 
@@ -30,13 +31,37 @@ export function judgeSliceBindings(
   perFile: 'file' | 'object' | false,
 ): JudgedSliceBindings {
   const judged: JudgedSliceBindings = { own: undefined, inTheWay: [], otherFiles: [] };
-  const isOther = perFile === 'file' ? isOtherFilesBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
+  const isOther = perFile === 'file' ? isOtherFilesOrObjectsBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
   for (const binding of store.lookupSliceBindings(slice.shardName, slice.offsetBytes, slice.sizeBytes)) {
     if (binding.entry.key === key) judged.own = binding;
     else if (isOther(binding.stamps, stamp)) judged.otherFiles.push(binding);
     else judged.inTheWay.push(binding);
   }
   return judged;
+}
+
+/**
+ * A directory cache's rule: another file's binding (isOtherFilesBinding) or, for an s3:// model's
+ * shard (an object stamp), any binding that records some other file or object: a local file's
+ * (file stamps) or another revision's object. The file rule alone finds no inode in an object stamp
+ * and put those in the way, where a plain build unbound them (a local model's verify then failed).
+ * Such bindings are never unbound nor moved (moveFrom) for an object; where the store binds no
+ * object beside them (today's rule: a binding beside others needs a file stamp), the build refuses
+ * (isBesideRefused), --rebind included.
+ */
+export function isOtherFilesOrObjectsBinding(recorded: readonly string[], current: string | null): boolean {
+  if (isOtherFilesBinding(recorded, current)) return true;
+  if (current === null || shardStampKind(current) !== 'object' || recorded.includes(current)) return false;
+  return recorded.length > 0;
+}
+
+/**
+ * Whether the store would refuse this shard's binding beside the other files' (SLICE_CONFLICT): a
+ * directory cache binds a slice beside others only for a file stamp (packages/store
+ * slice-bindings.ts stepSliceBindings), so an object's (or a stampless) binding needs the slice free.
+ */
+export function isBesideRefused(judged: JudgedSliceBindings, stamp: string | null): boolean {
+  return judged.own === undefined && judged.otherFiles.length > 0 && (stamp === null || shardStampKind(stamp) !== 'file');
 }
 
 /**

@@ -228,9 +228,10 @@ export interface ConflictingBinding {
 /**
  * What a binding in the way records of its file, for the message: a file stamp of this file's inode
  * number (this file before it changed in place, or another file system's file of that number: a
- * stamp records no device), an object's stamp (an s3:// model's shard), or no file stamp at all.
+ * stamp records no device), an object's stamp (an s3:// model's shard), another local file's stamp
+ * (another inode's, seen from an s3:// model's shard), or no stamp at all.
  */
-export function describeConflictingBinding(binding: ConflictingBinding): { kind: 'same-inode' | 'object-stamp' | 'no-file-stamp'; text: string } {
+export function describeConflictingBinding(binding: ConflictingBinding): { kind: 'same-inode' | 'object-stamp' | 'other-file' | 'no-file-stamp'; text: string } {
   const inode = binding.stamp === null ? undefined : parseFileStamp(binding.stamp)?.inode;
   if (inode !== undefined && binding.stamps.some((stamp) => parseFileStamp(stamp)?.inode === inode)) {
     return {
@@ -243,37 +244,64 @@ export function describeConflictingBinding(binding: ConflictingBinding): { kind:
   if (binding.stamps.some((stamp) => shardStampKind(stamp) === 'object')) {
     return { kind: 'object-stamp', text: "recorded with an object's stamp (an s3:// model's shard checked against it), not a local file's" };
   }
+  const fileInode = binding.stamps.map((stamp) => parseFileStamp(stamp)?.inode).find((other) => other !== undefined);
+  if (fileInode !== undefined) {
+    return { kind: 'other-file', text: `recorded with a local file's stamp (inode ${fileInode}): another file's binding, a local model's` };
+  }
   return { kind: 'no-file-stamp', text: "recorded with no file stamp (an older release's build, or a model whose shards have no stamp)" };
 }
 
+/**
+ * The SLICE_CONFLICT of a tensor, worded by what comes (a local file's stamp, an s3:// model's
+ * object stamp) and by what the binding in the way records. `besideRefused`: a directory cache where
+ * other files or objects bound the slice and an s3:// model's shard comes (judge-slice-bindings.ts
+ * isBesideRefused): the store binds no object beside them, and the build moves none of them.
+ */
 export function sliceConflictError(
   tensor: string,
   file: string | undefined,
   cause?: unknown,
-  options: { rebind?: boolean; s3?: boolean; binding?: ConflictingBinding } = {},
+  options: { rebind?: boolean; s3?: boolean; besideRefused?: boolean; binding?: ConflictingBinding } = {},
 ): BuilderError {
   const storeSays = cause instanceof Error && cause.message.length > 0 ? ` (${cause.message})` : '';
   const slice = `the slice key of tensor ${tensor} (its shard name, offset and size)`;
   const passRebind = 'pass --rebind, which moves the slice to this tensor, or removes the binding where the build serves the tensor raw';
   const judged = options.binding === undefined ? undefined : describeConflictingBinding(options.binding);
+  const bound = `is already bound to another entry${judged === undefined ? '' : ` (${options.binding!.key})`}, of other bytes`;
+  // An s3:// model's shard (an object stamp): the rules for a local file's binding do not hold for it.
+  const objectComes = options.binding?.stamp != null && shardStampKind(options.binding.stamp) === 'object';
   const message = options.rebind
     ? `SLICE_CONFLICT: ${slice} was bound to another entry by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
-    : options.s3
-      ? `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes: an s3:// cache binds a slice to one entry where a ` +
-        "local model's files are concerned (it records no file stamps; an s3:// model's revisions, told apart by their objects' ETags, are bound side by side), and it holds " +
-        "another model with the same shard names and layout (another revision, a fine-tune beside its base, a diffusers pipeline's " +
-        `text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was replaced (rewritten, or a new revision downloaded)${storeSays}. ` +
-        'Another model still in use: give it a cache of its own, build both into a directory cache, which binds each file apart, or build both from s3:// copies; ' +
-        `a replaced shard: ${passRebind}`
-      : `SLICE_CONFLICT: ${slice} is already bound to another entry${judged === undefined ? '' : ` (${options.binding!.key})`}, of other bytes, ` +
-        (judged === undefined
-          ? "recorded with a file stamp of this file's inode number (this very file before it changed in place, or another file with the same " +
-            "inode number on another file system), with an object's stamp, or with no file stamp (an older release's build)"
-          : judged.text) +
-        `${storeSays}: ${passRebind}` +
-        (judged?.kind === 'same-inode' ? " (a binding of another file system's file moved: that file's loads hash the tensor again, and its next build binds it)" : '') +
-        ". Other files of this shard name (other revisions, fine-tunes) are no conflict: a directory cache binds each file's tensors beside the others'";
+    : options.besideRefused
+      ? `SLICE_CONFLICT: ${slice} (an s3:// model's shard, stamped by its ETag) ${bound}, ${judged!.text}${storeSays}: ` +
+        "a directory cache binds an s3:// model's shard only at a slice no other file or object has bound (a binding beside others needs a " +
+        "local file's stamp), and a build never moves another's binding, --rebind included. " +
+        (judged!.kind === 'object-stamp'
+          ? 'Build both revisions into an s3:// cache, which binds them side by side, or give this one a cache of its own'
+          : "Give the s3:// model a cache of its own, or build it from a local copy (a directory cache binds each local file beside the others')")
+      : options.s3 && objectComes
+        ? `SLICE_CONFLICT: ${slice} (an s3:// model's shard, stamped by its ETag) ${bound}, recorded with no object stamp: an s3:// cache binds ` +
+          "an s3:// model's revisions side by side, told apart by their objects' ETags, but none beside a binding without one (a local " +
+          `model's build: an s3:// cache records no file stamps; an older release's)${storeSays}. That model still in use: give one of them a cache ` +
+          `of its own, or build it from an s3:// copy too (with --rebind, then this one); that binding a stale one of this model's: ${passRebind}`
+        : options.s3
+          ? `SLICE_CONFLICT: ${slice} is already bound to another entry, of other bytes: an s3:// cache binds a slice to one entry where a ` +
+            "local model's files are concerned (it records no file stamps; an s3:// model's revisions, told apart by their objects' ETags, are bound side by side), and it holds " +
+            "another model with the same shard names and layout (another revision, a fine-tune beside its base, a diffusers pipeline's " +
+            `text_encoder/ and text_encoder_2/ model.safetensors), or this model's shard was replaced (rewritten, or a new revision downloaded)${storeSays}. ` +
+            'Another model still in use: give it a cache of its own, build both into a directory cache, which binds each file apart, or build both from s3:// copies; ' +
+            `a replaced shard: ${passRebind}`
+          : `SLICE_CONFLICT: ${slice} ${bound}, ` +
+            (judged === undefined
+              ? "recorded with a file stamp of this file's inode number (this very file before it changed in place, or another file with the same " +
+                "inode number on another file system), with an object's stamp, or with no file stamp (an older release's build)"
+              : judged.text) +
+            `${storeSays}: ${passRebind}` +
+            (judged?.kind === 'same-inode' ? " (a binding of another file system's file moved: that file's loads hash the tensor again, and its next build binds it)" : '') +
+            (objectComes
+              ? ". A directory cache binds an s3:// model's shard only where no other file or object has bound the slice, and leaves those bindings as they are"
+              : ". Other files of this shard name (other revisions, fine-tunes) are no conflict: a directory cache binds each file's tensors beside the others'");
   const details =
     options.binding === undefined
       ? {}

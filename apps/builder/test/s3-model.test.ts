@@ -132,8 +132,11 @@ describeS3('splitzip with an s3:// model', () => {
     const cache = `s3://${bucket}/caches/revisions`;
     const { json: first } = await runJson<BuildJson>(['build', a.url, '--out', cache, '--jobs', '0']);
     expect(JSON.parse(await getText('caches/revisions/cache.json')).format).toBe(1);
+    expect(first.cache_format_moved).toBe(false);
     // Before: SLICE_CONFLICT (one binding per slice on s3://).
     const { json: second } = await runJson<BuildJson>(['build', b.url, '--out', cache, '--jobs', '0']);
+    // The build that moves cache.json to format 2 says so, as a directory cache's (it said false on s3://).
+    expect(second.cache_format_moved).toBe(true);
     expect(second.encoded).toBe(1);
     expect(second.tensors.find((t) => t.name === CHANGED)!.status).toBe('encoded');
     expect(second.cached).toBe(first.encoded + first.cached - 1);
@@ -159,6 +162,9 @@ describeS3('splitzip with an s3:// model', () => {
     }
     const { json: inspect } = await runJson<InspectJson>(['inspect', cache]);
     expect(inspect.totals.slicesWithSeveralBindings).toBe(1);
+    // Built again: format 2 already, nothing moved.
+    const { json: again } = await runJson<BuildJson>(['build', b.url, '--out', cache, '--jobs', '0']);
+    expect(again.cache_format_moved).toBe(false);
 
     // A local model into that cache: one binding per slice as before (no object stamps to tell its
     // file by): SLICE_CONFLICT, nothing bound beside; --rebind moves the latest binding.

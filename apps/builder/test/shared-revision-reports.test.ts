@@ -191,13 +191,13 @@ describe('revisions of one layout in one cache', () => {
     expect(error.committed).toMatchObject({ entries: 0, storedBytes: 0, bindings: 0, bindingsRemoved: 0, stampsAdded: after.stamps - before.stamps, blobsRepaired: putBack });
     expect(error.committed!.repairedBytes > 0).toBe(putBack === 1);
     const stamps = after.stamps - before.stamps;
-    expect(error.message).toContain(`this build committed ${stamps === 1 ? 'a file stamp on 1 slice binding' : `file stamps on ${stamps} slice bindings`} already there (no new binding)`);
+    expect(error.message).toContain(`this build committed ${stamps === 1 ? 'a stamp on 1 slice binding' : `stamps on ${stamps} slice bindings`} already there (no new binding)`);
     expect(error.message).not.toMatch(/new entr|new slice binding/);
 
     const text = await run(['build', a.indexPath, '--out', textCache, '--quiet']);
     expect(text.code).toBe(1);
     expect(text.err).toMatch(
-      /; the cache changed before the failure: this build committed (a file stamp on 1 slice binding|file stamps on [1-9]\d* slice bindings) already there \(no new binding\)( and 1 blob put back \([\d.]+ KiB\))?, which stay in it$/m,
+      /; the cache changed before the failure: this build committed (a stamp on 1 slice binding|stamps on [1-9]\d* slice bindings) already there \(no new binding\)( and 1 blob put back \([\d.]+ KiB\))?, which stay in it$/m,
     );
   });
 
