@@ -218,6 +218,13 @@ export interface BuildReport {
    */
   cache_format_moved: boolean;
   /**
+   * This run made the cache hold its first binding of an object (an s3:// model's shard, ETag
+   * stamps only) beside another binding of a slice: from now on it is written as manifest format 4
+   * / journal version 3, which releases up to 0.57 refuse (UNSUPPORTED_FORMAT; FILE-BINDINGS.md
+   * phase 3). False otherwise, and on s3://.
+   */
+  cache_object_format_moved: boolean;
+  /**
    * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
    * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
    * tensors finished (committed, or skipped) before it stopped.
@@ -525,6 +532,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // Whether the cache is still in the format releases before 0.56 read: the report says when this
     // build takes it past that (its first slice bound for a second file).
     const heldSecondBindings = !s3 && store.holdsSeveralBindings;
+    // Likewise format 4 (0.57 reads up to 3): an object's binding beside another.
+    const heldObjectBindings = !s3 && store.holdsObjectBindingsBeside;
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
@@ -748,6 +757,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // fold writes what the state holds.
     let movedFormat: boolean | undefined;
     const formatMoved = (): boolean => (movedFormat ??= !s3 && !heldSecondBindings && store !== undefined && store.holdsSeveralBindings);
+    let movedObjectFormat: boolean | undefined;
+    const objectFormatMoved = (): boolean => (movedObjectFormat ??= !s3 && !heldObjectBindings && store !== undefined && store.holdsObjectBindingsBeside);
     const report = async (swept: TempFilesReport): Promise<BuildReport> =>
       summarize({
         model: options.model,
@@ -766,6 +777,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         aliased: context.aliased,
         droppedBindings: context.droppedBindings,
         formatMoved: formatMoved(),
+        objectFormatMoved: objectFormatMoved(),
         swept,
         journalRecovery,
         manifestRecovery,
@@ -782,6 +794,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // readers read): its failure is the build's (exit 1, the cache stays valid and the next
     // writer finishes the fold), not a silent success.
     formatMoved();
+    objectFormatMoved();
     const closing = store;
     store = undefined;
     // A run that stored nothing (every tensor cached) still brings manifest.json up to date when an
@@ -1693,6 +1706,7 @@ function summarize(input: {
   aliased: number;
   droppedBindings: number;
   formatMoved: boolean;
+  objectFormatMoved: boolean;
   swept: TempFilesReport;
   journalRecovery: JournalRecovery | null;
   manifestRecovery: ManifestRecovery | null;
@@ -1726,6 +1740,7 @@ function summarize(input: {
     rebound_other_files: input.results.filter((t) => t.reboundFrom !== undefined).length,
     dropped_bindings: input.droppedBindings,
     cache_format_moved: input.formatMoved,
+    cache_object_format_moved: input.objectFormatMoved,
     journal_recovered: input.journalRecovery,
     manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,

@@ -3,7 +3,8 @@
 // binding of the shard name (another revision, a fine-tune, a pipeline's other component) stands
 // beside this file's and is no longer in the way. What still is: this very file's binding to other
 // bytes (the file changed in place: its inode), and a binding that says nothing of its file (no
-// file stamp: an older release's build, an object's; every binding of an s3:// cache).
+// file stamp: an older release's build; every binding of an s3:// cache). Since 2026-12-08 an
+// s3:// model's object stamps (ETags) are a file's identity here too (FILE-BINDINGS.md phase 3).
 import { parseFileStamp } from '@splitzip/safetensors';
 import { shardStampKind, type CacheStore, type SliceBinding } from '@splitzip/store';
 
@@ -30,13 +31,27 @@ export function judgeSliceBindings(
   perFile: 'file' | 'object' | false,
 ): JudgedSliceBindings {
   const judged: JudgedSliceBindings = { own: undefined, inTheWay: [], otherFiles: [] };
-  const isOther = perFile === 'file' ? isOtherFilesBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
+  const isOther = perFile === 'file' ? isOtherRevisionsBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
   for (const binding of store.lookupSliceBindings(slice.shardName, slice.offsetBytes, slice.sizeBytes)) {
     if (binding.entry.key === key) judged.own = binding;
     else if (isOther(binding.stamps, stamp)) judged.otherFiles.push(binding);
     else judged.inTheWay.push(binding);
   }
   return judged;
+}
+
+/**
+ * A directory cache's judging (FILE-BINDINGS.md phase 3): a binding recorded with another file
+ * (isOtherFilesBinding), another object (isOtherObjectsBinding), or of the other kind: an object's
+ * binding (object stamps only) for a local file, a local file's (file stamps with an inode, no
+ * object stamp) for an object. The store binds beside each of those.
+ */
+export function isOtherRevisionsBinding(recorded: readonly string[], current: string | null): boolean {
+  if (current === null || recorded.includes(current)) return false;
+  if (isOtherFilesBinding(recorded, current) || isOtherObjectsBinding(recorded, current)) return true;
+  if (recorded.length === 0) return false;
+  if (shardStampKind(current) === 'file') return parseFileStamp(current)?.inode !== undefined && recorded.every((stamp) => shardStampKind(stamp) === 'object');
+  return recorded.every((stamp) => shardStampKind(stamp) === 'file' && parseFileStamp(stamp)?.inode !== undefined);
 }
 
 /**

@@ -241,7 +241,7 @@ export function describeConflictingBinding(binding: ConflictingBinding): { kind:
     };
   }
   if (binding.stamps.some((stamp) => shardStampKind(stamp) === 'object')) {
-    return { kind: 'object-stamp', text: "recorded with an object's stamp (an s3:// model's shard checked against it), not a local file's" };
+    return { kind: 'object-stamp', text: "recorded with an object's stamp (an s3:// model's shard checked against it) that this shard's stamp does not tell from its own (the same ETag, or this shard has no stamp); another object's or a local file's binding would go beside it" };
   }
   return { kind: 'no-file-stamp', text: "recorded with no file stamp (an older release's build, or a model whose shards have no stamp)" };
 }
