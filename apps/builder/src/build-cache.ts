@@ -219,6 +219,13 @@ export interface BuildReport {
    */
   cache_format_moved: boolean;
   /**
+   * This run made the cache hold its first binding of an object (an s3:// model's shard, ETag
+   * stamps only) beside another binding of a slice: from now on it is written as manifest format 4
+   * / journal version 3, which releases up to 0.57 refuse (UNSUPPORTED_FORMAT; FILE-BINDINGS.md
+   * phase 3). False otherwise, and on s3://.
+   */
+  cache_object_format_moved: boolean;
+  /**
    * Only in the report of a build stopped by a signal (the INTERRUPTED error's `context.report`;
    * `build --json` prints it, then exits 130): its counts, bytes and `tensors` are those of the
    * tensors finished (committed, or skipped) before it stopped.
@@ -529,6 +536,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // build takes it past that (its first slice bound for a second file). An s3:// cache's
     // cache.json stays format 2 once moved, also with no second binding held now (layoutFormat).
     const heldSecondBindings = store.holdsSeveralBindings || (s3 && (store as { layoutFormat?: number }).layoutFormat === S3_LAYOUT_FORMAT_PER_FILE);
+    // Likewise a directory cache's format 4 (0.57 reads up to 3): an object's binding beside another.
+    const heldObjectBindings = !s3 && store.holdsObjectBindingsBeside;
     // --repair: a damaged journal (which every commit would refuse) is set aside first; the
     // entries only it held are then encoded again like any missing tensor.
     const journalRecovery = options.repair === true && store.recoverDamagedJournal ? await duringLock(store.recoverDamagedJournal()).catch((error: unknown) => {
@@ -752,6 +761,8 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // fold writes what the state holds.
     let movedFormat: boolean | undefined;
     const formatMoved = (): boolean => (movedFormat ??= !heldSecondBindings && store !== undefined && store.holdsSeveralBindings);
+    let movedObjectFormat: boolean | undefined;
+    const objectFormatMoved = (): boolean => (movedObjectFormat ??= !s3 && !heldObjectBindings && store !== undefined && store.holdsObjectBindingsBeside);
     const report = async (swept: TempFilesReport): Promise<BuildReport> =>
       summarize({
         model: options.model,
@@ -770,6 +781,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
         aliased: context.aliased,
         droppedBindings: context.droppedBindings,
         formatMoved: formatMoved(),
+        objectFormatMoved: objectFormatMoved(),
         swept,
         journalRecovery,
         manifestRecovery,
@@ -786,6 +798,7 @@ export async function buildCache(options: BuildCacheOptions): Promise<BuildRepor
     // readers read): its failure is the build's (exit 1, the cache stays valid and the next
     // writer finishes the fold), not a silent success.
     formatMoved();
+    objectFormatMoved();
     const closing = store;
     store = undefined;
     // A run that stored nothing (every tensor cached) still brings manifest.json up to date when an
@@ -1430,11 +1443,13 @@ function checkSliceConflict(context: TensorContext, key: string, tensor: TensorI
   // beside its stale binding, which today's rule refuses; failing here writes nothing first.
   if (tensor.slice.sizeBytes === 0) return;
   const judged = judgeSlice(context, key, tensor);
-  // An s3:// model's shard at a slice other files or objects bound in a directory cache: the store
-  // binds no object beside them, and they are not this build's to move, --rebind or not.
-  // ('may-skip': a tensor then skipped binds nothing, so nothing is refused for it.)
+  // A directory cache where other files or objects bound the slice beside a binding with no stamp:
+  // the store binds nothing beside that one, and its rebind would move theirs, which are not this
+  // build's to move, --rebind or not. ('may-skip': a tensor then skipped binds nothing, so nothing
+  // is refused for it.)
   if (mode === 'binds' && context.bindingsPerFile && isBesideRefused(judged, stampOf(context, tensor))) {
-    throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { besideRefused: true, binding: conflictingBinding(context, tensor, judged.otherFiles) });
+    const stampless = judged.inTheWay.filter((binding) => binding.stamps.length === 0);
+    throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { besideRefused: true, binding: conflictingBinding(context, tensor, stampless.length > 0 ? stampless : judged.otherFiles) });
   }
   if (context.rebind || judged.own !== undefined || judged.inTheWay.length === 0) return;
   throw sliceConflictError(tensor.name, tensor.shardPath, undefined, { s3: !context.bindingsPerFile, binding: conflictingBinding(context, tensor, judged.inTheWay) });
@@ -1707,6 +1722,7 @@ function summarize(input: {
   aliased: number;
   droppedBindings: number;
   formatMoved: boolean;
+  objectFormatMoved: boolean;
   swept: TempFilesReport;
   journalRecovery: JournalRecovery | null;
   manifestRecovery: ManifestRecovery | null;
@@ -1740,6 +1756,7 @@ function summarize(input: {
     rebound_other_files: input.results.filter((t) => t.reboundFrom !== undefined).length,
     dropped_bindings: input.droppedBindings,
     cache_format_moved: input.formatMoved,
+    cache_object_format_moved: input.objectFormatMoved,
     journal_recovered: input.journalRecovery,
     manifest_recovered: input.manifestRecovery,
     temp_files_removed: input.swept.tempFiles.length,

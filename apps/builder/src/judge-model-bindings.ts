@@ -6,10 +6,10 @@
 // recorded with another file (a file stamp of another inode: the build's rule, isOtherFilesBinding)
 // is another revision's or model's, kept (`other-file`), unless --prune-other-files says otherwise.
 import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { classifyBinding, isS3Url, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
 import { judgeRebindingAfterPrune } from './judge-rebinding-after-prune.js';
-import { isOtherFilesBinding } from './judge-slice-bindings.js';
+import { isOtherFilesBinding, isOtherRevisionsBinding } from './judge-slice-bindings.js';
 
 /**
  * What a binding is to the model (each of a slice's bindings, on its own stamps):
@@ -200,6 +200,10 @@ export function judgeModelBindings(
     removed: 0,
   };
   const others = new Map<string, number>();
+  // A directory cache binds an object's (ETag) revision beside a file's or another object's (the
+  // build's rule: isOtherRevisionsBinding, FILE-BINDINGS.md phase 3); judged so, gc --model of one
+  // s3:// revision pruned the others' bindings as `superseded`. s3:// caches as before.
+  const isOtherBinding = isS3Url(store.root) ? isOtherFilesBinding : isOtherRevisionsBinding;
   // Only for a model in a hub snapshot (undefined otherwise): blobs/ is scanned at the first question.
   const finder = createOtherRevisionFinder(model.shards);
   const revisions = new Map<string, ModelBindingsReport['otherRevisions'][number]>();
@@ -211,7 +215,7 @@ export function judgeModelBindings(
    */
   const isOtherFiles = (shardName: string, recorded: readonly string[], atTensorSpan: boolean): boolean => {
     const current = stamps.get(shardName) ?? null;
-    if (!isOtherFilesBinding(recorded, current)) return false;
+    if (!isOtherBinding(recorded, current)) return false;
     if (finder === undefined) {
       // The user's word: those files were this model's, replaced (judged as this file's).
       if (pruneOtherFiles) return false;
@@ -254,7 +258,7 @@ export function judgeModelBindings(
       const binding = stamps.has(shardName) ? store.lookupSliceBindings(shardName, offsetBytes, sizeBytes).find((b) => b.entry.key === entry.key) : undefined;
       const recorded = binding?.stamps ?? sliceStamps ?? [];
       const prune = (verdict: PrunedBinding['verdict']): void => {
-        const fromOther = verdict !== 'other-shard' && isOtherFilesBinding(recorded, stamps.get(shardName) ?? null);
+        const fromOther = verdict !== 'other-shard' && isOtherBinding(recorded, stamps.get(shardName) ?? null);
         if (fromOther) report.otherFiles += 1;
         report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict, ...(fromOther ? { otherFile: true as const } : {}) });
       };

@@ -3,8 +3,9 @@
 // binding of the shard name (another revision, a fine-tune, a pipeline's other component) stands
 // beside this file's and is no longer in the way. What still is: this very file's binding to other
 // bytes (the file changed in place: its inode), and a binding that says nothing of its file (no
-// file stamp: an older release's build, an object's; every binding of an s3:// cache). For an
-// s3:// model's shard (an object stamp) every other file's or object's binding is another's too.
+// file stamp: an older release's build; every binding of an s3:// cache). Since 2026-12-08 an
+// s3:// model's object stamps (ETags) are a file's identity here too (FILE-BINDINGS.md phase 3): for
+// an s3:// model's shard every other file's or object's binding is another's, bound beside.
 import { parseFileStamp } from '@splitzip/safetensors';
 import { shardStampKind, type CacheStore, type SliceBinding } from '@splitzip/store';
 
@@ -31,7 +32,7 @@ export function judgeSliceBindings(
   perFile: 'file' | 'object' | false,
 ): JudgedSliceBindings {
   const judged: JudgedSliceBindings = { own: undefined, inTheWay: [], otherFiles: [] };
-  const isOther = perFile === 'file' ? isOtherFilesOrObjectsBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
+  const isOther = perFile === 'file' ? isOtherRevisionsBinding : perFile === 'object' ? isOtherObjectsBinding : () => false;
   for (const binding of store.lookupSliceBindings(slice.shardName, slice.offsetBytes, slice.sizeBytes)) {
     if (binding.entry.key === key) judged.own = binding;
     else if (isOther(binding.stamps, stamp)) judged.otherFiles.push(binding);
@@ -41,27 +42,39 @@ export function judgeSliceBindings(
 }
 
 /**
- * A directory cache's rule: another file's binding (isOtherFilesBinding) or, for an s3:// model's
- * shard (an object stamp), any binding that records some other file or object: a local file's
- * (file stamps) or another revision's object. The file rule alone finds no inode in an object stamp
- * and put those in the way, where a plain build unbound them (a local model's verify then failed).
- * Such bindings are never unbound nor moved (moveFrom) for an object; where the store binds no
- * object beside them (today's rule: a binding beside others needs a file stamp), the build refuses
- * (isBesideRefused), --rebind included.
+ * A directory cache's judging (FILE-BINDINGS.md phase 3): a binding recorded with another file
+ * (isOtherFilesBinding), another object (isOtherObjectsBinding), or of the other kind: an object's
+ * binding (object stamps only) for a local file; for an object, any binding that records some
+ * other file or object (file stamps, an inode or not: a local file's, never this object's). The
+ * store binds beside each of those (each holds a stamp). Such bindings are never unbound nor moved
+ * for this shard; where the store still refuses a binding beside them, the build does
+ * (isBesideRefused), --rebind included. The file rule alone found no inode in an object stamp and
+ * put those in the way, where a plain build unbound them (a local model's verify then failed).
  */
-export function isOtherFilesOrObjectsBinding(recorded: readonly string[], current: string | null): boolean {
-  if (isOtherFilesBinding(recorded, current)) return true;
-  if (current === null || shardStampKind(current) !== 'object' || recorded.includes(current)) return false;
-  return recorded.length > 0;
+export function isOtherRevisionsBinding(recorded: readonly string[], current: string | null): boolean {
+  if (current === null || recorded.includes(current)) return false;
+  if (isOtherFilesBinding(recorded, current) || isOtherObjectsBinding(recorded, current)) return true;
+  if (recorded.length === 0) return false;
+  if (shardStampKind(current) === 'object') return true;
+  return parseFileStamp(current)?.inode !== undefined && recorded.every((stamp) => shardStampKind(stamp) === 'object');
 }
 
 /**
- * Whether the store would refuse this shard's binding beside the other files' (SLICE_CONFLICT): a
- * directory cache binds a slice beside others only for a file stamp (packages/store
- * slice-bindings.ts stepSliceBindings), so an object's (or a stampless) binding needs the slice free.
+ * Whether the store would refuse this shard's binding beside the other files' and objects' (judged
+ * otherFiles) and its --rebind would move some of them, so the build refuses (SLICE_CONFLICT) before
+ * writing, --rebind included. Phase 3 binds a file's or an object's binding beside others (until
+ * then an object's was refused here); what it still refuses is a binding with no stamp beside
+ * others: a stampless shard's (judged no binding another's, so never here) or a stampless binding at
+ * the slice, which makes the alias a rebind that moves every binding recording no other inode's
+ * file stamp (packages/store slice-bindings.ts bindingsMovedBy): for an object's shard every one,
+ * for a local file's the objects'. A consistent view never holds a stampless binding beside others
+ * (the store refuses it, and reads one as damage), so this guards the others' bindings only.
  */
 export function isBesideRefused(judged: JudgedSliceBindings, stamp: string | null): boolean {
-  return judged.own === undefined && judged.otherFiles.length > 0 && (stamp === null || shardStampKind(stamp) !== 'file');
+  if (judged.own !== undefined || judged.otherFiles.length === 0) return false;
+  if (stamp === null) return true;
+  if (!judged.inTheWay.some((binding) => binding.stamps.length === 0)) return false;
+  return shardStampKind(stamp) === 'object' || judged.otherFiles.some((binding) => binding.stamps.every((s) => shardStampKind(s) === 'object'));
 }
 
 /**

@@ -242,7 +242,7 @@ export function describeConflictingBinding(binding: ConflictingBinding): { kind:
     };
   }
   if (binding.stamps.some((stamp) => shardStampKind(stamp) === 'object')) {
-    return { kind: 'object-stamp', text: "recorded with an object's stamp (an s3:// model's shard checked against it), not a local file's" };
+    return { kind: 'object-stamp', text: "recorded with an object's stamp (an s3:// model's shard checked against it) that this shard's stamp does not tell from its own (the same ETag, or this shard has no stamp); another object's or a local file's binding would go beside it" };
   }
   const fileInode = binding.stamps.map((stamp) => parseFileStamp(stamp)?.inode).find((other) => other !== undefined);
   if (fileInode !== undefined) {
@@ -254,8 +254,9 @@ export function describeConflictingBinding(binding: ConflictingBinding): { kind:
 /**
  * The SLICE_CONFLICT of a tensor, worded by what comes (a local file's stamp, an s3:// model's
  * object stamp) and by what the binding in the way records. `besideRefused`: a directory cache where
- * other files or objects bound the slice and an s3:// model's shard comes (judge-slice-bindings.ts
- * isBesideRefused): the store binds no object beside them, and the build moves none of them.
+ * other files or objects bound the slice beside a binding with no stamp (judge-slice-bindings.ts
+ * isBesideRefused; `binding` the stampless one): the store binds nothing beside that one, and its
+ * rebind would move theirs, which the build never does.
  */
 export function sliceConflictError(
   tensor: string,
@@ -274,12 +275,11 @@ export function sliceConflictError(
     ? `SLICE_CONFLICT: ${slice} was bound to another entry by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
     : options.besideRefused
-      ? `SLICE_CONFLICT: ${slice} (an s3:// model's shard, stamped by its ETag) ${bound}, ${judged!.text}${storeSays}: ` +
-        "a directory cache binds an s3:// model's shard only at a slice no other file or object has bound (a binding beside others needs a " +
-        "local file's stamp), and a build never moves another's binding, --rebind included. " +
-        (judged!.kind === 'object-stamp'
-          ? 'Build both revisions into an s3:// cache, which binds them side by side, or give this one a cache of its own'
-          : "Give the s3:// model a cache of its own, or build it from a local copy (a directory cache binds each local file beside the others')")
+      ? `SLICE_CONFLICT: ${slice}${objectComes ? " (an s3:// model's shard, stamped by its ETag)" : ''} ${bound}, ${judged!.text}${storeSays}: ` +
+        'a binding with no stamp stands beside none (a directory cache binds a slice beside other files\' and objects\' bindings only where each records ' +
+        "its file's stamp or its object's ETag), and other files' or objects' bindings of the slice (other revisions) are there too, which a build never " +
+        'moves, --rebind included (it would move them with the stampless one). Give this model a cache of its own, or build the model of the ' +
+        "stampless binding again with this release (it then records its file's stamp) before this one"
       : options.s3 && objectComes
         ? `SLICE_CONFLICT: ${slice} (an s3:// model's shard, stamped by its ETag) ${bound}, recorded with no object stamp: an s3:// cache binds ` +
           "an s3:// model's revisions side by side, told apart by their objects' ETags, but none beside a binding without one (a local " +
@@ -300,7 +300,7 @@ export function sliceConflictError(
             `${storeSays}: ${passRebind}` +
             (judged?.kind === 'same-inode' ? " (a binding of another file system's file moved: that file's loads hash the tensor again, and its next build binds it)" : '') +
             (objectComes
-              ? ". A directory cache binds an s3:// model's shard only where no other file or object has bound the slice, and leaves those bindings as they are"
+              ? ". Other files and objects of this shard name (other revisions, a local copy) are no conflict: a directory cache binds an s3:// model's shard beside their bindings, and leaves those as they are"
               : ". Other files of this shard name (other revisions, fine-tunes) are no conflict: a directory cache binds each file's tensors beside the others'");
   const details =
     options.binding === undefined

@@ -179,6 +179,39 @@ describeS3('splitzip with an s3:// model', () => {
     expect(rebound.ok).toBe(true);
   });
 
+  it('two revisions in one directory cache (FILE-BINDINGS.md phase 3): each keeps its ETag binding, each verifies trusted; manifest format 4; a local revision binds beside', async () => {
+    const a = await uploadModel(revisionA());
+    const b = await uploadModel(revisionB());
+    const cache = join(temp.path, 'dir-revisions');
+    const { json: first } = await runJson<BuildJson>(['build', a.url, '--out', cache, '--jobs', '0']);
+    expect(first.cache_object_format_moved).toBe(false);
+    // Before: SLICE_CONFLICT (a directory cache bound a slice beside another only by file stamps).
+    const { json: second } = await runJson<BuildJson>(['build', b.url, '--out', cache, '--jobs', '0']);
+    expect(second.encoded).toBe(1);
+    expect(second.cached).toBe(first.encoded + first.cached - 1);
+    expect(second.cache_object_format_moved).toBe(true);
+    expect(JSON.parse(await readFile(join(cache, 'manifest.json'), 'utf8')).format).toBe(4);
+    for (const revision of [a, b]) {
+      const { json } = await runJson<VerifyJson>(['verify', cache, '--model', revision.url]);
+      expect(json.ok, JSON.stringify(json.model?.tensors.filter((t) => t.status !== 'ok'))).toBe(true);
+      expect(json.model!.tensors.filter((t) => t.unrecorded === true)).toEqual([]);
+    }
+    const slice = await sliceOf(a.dir, CHANGED);
+    const store = await openCacheStore(cache);
+    try {
+      expect(store.lookupSliceBindings(slice.shardName, slice.offsetBytes, slice.sizeBytes)).toHaveLength(2);
+    } finally {
+      await store.close();
+    }
+    // A local revision of the model: its file's binding goes beside the objects' (no --rebind).
+    const c = await uploadModel(mixedTensors(7).map((t) => (t.name === CHANGED ? gaussianBf16(CHANGED, t.shape, 4242) : t)));
+    await runJson<BuildJson>(['build', c.dir, '--out', cache, '--jobs', '0']);
+    for (const model of [a.url, b.url, c.dir]) {
+      const { json } = await runJson<VerifyJson>(['verify', cache, '--model', model]);
+      expect(json.ok, model).toBe(true);
+    }
+  });
+
   it('errors: no shards at the prefix, a missing bucket, an unreachable endpoint, an object given as the model', async () => {
     const out = join(temp.path, 'error-cache');
     // A cache for verify --model to open (the model is what fails).

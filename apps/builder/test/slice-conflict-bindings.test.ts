@@ -89,15 +89,23 @@ describe('SLICE_CONFLICT names the binding in the way', () => {
     expect(error.message).toContain('or another file with the same inode number on another file system');
   });
 
-  it("an object-stamped binding is named as such, not as an older release's build", async () => {
+  it("an object-stamped binding is an s3:// object's, not this file's: this file's binding goes beside it, exit 0, manifest format 4 (FILE-BINDINGS.md phase 3)", async () => {
     const { a, cacheDir, bKey } = await setUp('object');
-    const { offsetBytes, sizeBytes } = await stampAndSlice(a);
+    const { stamp, offsetBytes, sizeBytes } = await stampAndSlice(a);
     await restamp(cacheDir, bKey, { offsetBytes, sizeBytes }, `${OBJECT_STAMP_PREFIX}"0123456789abcdef"`);
-    const refused = await run(['build', a, '--out', cacheDir, '--json']);
-    expect(refused.code).toBe(1);
-    const error = (JSON.parse(refused.out) as { error: Record<string, unknown> & { message: string } }).error;
-    expect(error).toMatchObject({ code: 'SLICE_CONFLICT', boundKey: bKey, boundBinding: 'object-stamp' });
-    expect(error.message).toContain("recorded with an object's stamp");
-    expect(error.message).not.toContain("an older release's build");
+    // Before: SLICE_CONFLICT naming it ("recorded with an object's stamp").
+    const built = await run(['build', a, '--out', cacheDir, '--json']);
+    expect(built.code, built.err).toBe(0);
+    expect((JSON.parse(built.out) as BuildReport).cache_object_format_moved).toBe(true);
+    const store = await openCacheStore(cacheDir);
+    try {
+      const bindings = store.lookupSliceBindings(SHARD, offsetBytes, sizeBytes);
+      expect(bindings.map((binding) => binding.entry.key)).toHaveLength(2);
+      expect(store.lookupSliceBinding(SHARD, offsetBytes, sizeBytes, stamp)?.entry.key).not.toBe(bKey);
+      expect(store.lookupSliceBinding(SHARD, offsetBytes, sizeBytes, `${OBJECT_STAMP_PREFIX}"0123456789abcdef"`)?.entry.key).toBe(bKey);
+    } finally {
+      await store.close();
+    }
+    expect(JSON.parse(await readFile(join(cacheDir, 'manifest.json'), 'utf8')).format).toBe(4);
   });
 });

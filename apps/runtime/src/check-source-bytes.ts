@@ -313,6 +313,10 @@ function isMoveBeside(cache: ShardCache, item: { shardName: string; offsetBytes:
   if (!keepsBindingsPerFile(cache.store) || cache.remote) return false;
   const stale = listSliceBindings(cache, item.shardName, item.offsetBytes, item.sizeBytes).find((binding) => binding.entry.key === staleKey);
   if (stale === undefined || stale.stamps.includes(item.stamp)) return false;
+  // An object's stamp (FILE-BINDINGS.md phase 3): the store moves nothing where each binding holds a stamp, none this one.
+  if (shardStampKind(item.stamp) === 'object') {
+    return listSliceBindings(cache, item.shardName, item.offsetBytes, item.sizeBytes).every((binding) => binding.stamps.length > 0 && !binding.stamps.includes(item.stamp));
+  }
   const inode = parseFileStamp(item.stamp)?.inode;
   return stale.stamps.some((other) => {
     const otherInode = parseFileStamp(other)?.inode;
@@ -351,7 +355,11 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
   // back from the other's, a hash and a rebind every time. Left stale, as before; only a binding
   // another tensor left behind (it moved) is moved.
   const stale = cache.getEntry(staleKey);
-  if (stale === undefined || stale.qualname === target.name) return beside === KEEPS_FORMAT ? describeKeptFormat(cache, holder.key) : undefined;
+  if (stale === undefined || stale.qualname === target.name) {
+    if (beside !== KEEPS_FORMAT) return undefined;
+    const { shardName, offsetBytes, sizeBytes } = target.slice;
+    return describeKeptFormat(cache, holder.key, needsObjectFormat(stamp, listSliceBindings(cache, shardName, offsetBytes, sizeBytes)));
+  }
   // A move is seen from the stale entry's own tensor: the model has it at another span, whose slice
   // is not bound to that entry (its bytes went elsewhere). Still bound there, the entry holds bytes
   // this slice shared in another model (one entry per distinct bytes, named after the first tensor
@@ -396,14 +404,13 @@ export function rebindFoundSlice(cache: ShardCache, target: ServeTarget, staleKe
  * says, or undefined where this rule does not apply (the caller's rules follow).
  */
 function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: CacheEntry, stamp: string): string | typeof KEEPS_FORMAT | undefined {
-  // A local cache: file stamps. An s3:// cache (phase 2): object stamps (ETags) only, every binding
-  // holding one (a binding without one would be shadowed); a file's stamps stay on the host there.
-  const kind = cache.remote ? 'object' : 'file';
-  if (!keepsBindingsPerFile(cache.store) || shardStampKind(stamp) !== kind) return undefined;
+  if (!keepsBindingsPerFile(cache.store)) return undefined;
   const { shardName, offsetBytes, sizeBytes } = target.slice;
   const bindings = listSliceBindings(cache, shardName, offsetBytes, sizeBytes);
-  if (bindings.length === 0 || bindings.some((binding) => binding.entry.key === holder.key || binding.stamps.includes(stamp) || !binding.stamps.some((other) => shardStampKind(other) === kind))) return undefined;
-  if (!allowsSeveralBindings(cache)) return KEEPS_FORMAT;
+  if (bindings.some((binding) => binding.entry.key === holder.key)) return undefined;
+  const may = mayBindBeside(cache, stamp, bindings);
+  if (may !== 'beside') return may === 'keeps-format' ? KEEPS_FORMAT : undefined;
+  const kind = shardStampKind(stamp);
   if (ranksLast(bindings, stamp)) {
     return `its bytes are entry ${holder.key}'s, of this tensor's name, but no binding of this file is added beside the slice's ${bindings.length} (MAX_SLICE_BINDINGS): each is of a file changed more recently, and the store keeps the bindings of the files changed most recently (it would drop this one at once); a cache of its own for this model keeps it`;
   }
@@ -413,9 +420,44 @@ function bindBesideOtherFiles(cache: ShardCache, target: ServeTarget, holder: Ca
   const full = bindings.length >= MAX_SLICE_BINDINGS ? `; the slice holds MAX_SLICE_BINDINGS (${MAX_SLICE_BINDINGS}) already, so the binding of the file changed least recently is dropped (flushObjectStamps' droppedBindings)` : '';
   // s3://: cache.json is format 2 (allowsSeveralBindings; never undone there), so the store's format
   // gate cannot refuse it: no caveat.
-  const caveat = cache.remote ? '' : " (added only if the cache still holds a second binding of some slice when it commits, else not recorded, the cache keeping its format: flushObjectStamps' keptFormatBindings)";
-  const files = cache.remote ? 'objects' : 'files';
-  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this ${cache.remote ? 'object' : 'file'}'s binding of the slice is added beside ${others} of other ${files} (one binding per file: revisions of a model share the cache${full}): ${bound}${caveat}`;
+  const held = needsObjectFormat(stamp, bindings) ? "an object's binding beside another (manifest format 4)" : 'a second binding of some slice';
+  const caveat = cache.remote ? '' : ` (added only if the cache still holds ${held} when it commits, else not recorded, the cache keeping its format: flushObjectStamps' keptFormatBindings)`;
+  const files = cache.remote ? 'objects' : kind === 'object' ? 'objects or files' : 'files';
+  return `its bytes are entry ${holder.key}'s, of this tensor's name, to which this ${kind}'s binding of the slice is added beside ${others} of other ${files} (one binding per file: revisions of a model share the cache${full}): ${bound}${caveat}`;
+}
+
+/**
+ * Whether a load may bind `stamp`'s file or object beside `bindings` (other entries', none holding
+ * `stamp`), the store's rule: 'beside'; 'keeps-format' where it could but that would move the
+ * cache's format (a load never does); undefined where the rule does not apply.
+ * An s3:// cache (phase 2): an object stamp among bindings each with an object stamp (a binding
+ * without one would be shadowed; a file's stamps stay on the host there), while cache.json is
+ * format 2 (allowsSeveralBindings: kept 2 after an unbind or gc left no second binding). A
+ * directory cache: a file stamp, or (FILE-BINDINGS.md phase 3) an object stamp, among bindings each
+ * with a stamp of either kind; where that leaves an object's binding (no file stamp) beside another, only while the cache
+ * holds one already (manifest format 4: holdsObjectBindingsBeside), else while it holds a second
+ * binding (format 3).
+ */
+export function mayBindBeside(cache: ShardCache, stamp: string, bindings: readonly SliceBinding[]): 'beside' | 'keeps-format' | undefined {
+  if (!keepsBindingsPerFile(cache.store) || bindings.length === 0 || bindings.some((binding) => binding.stamps.includes(stamp))) return undefined;
+  if (cache.remote) {
+    if (shardStampKind(stamp) !== 'object' || !bindings.every((binding) => binding.stamps.some((other) => shardStampKind(other) === 'object'))) return undefined;
+    return allowsSeveralBindings(cache) ? 'beside' : 'keeps-format';
+  }
+  if (!bindings.every((binding) => binding.stamps.length > 0)) return undefined;
+  const held = needsObjectFormat(stamp, bindings) ? holdsObjectBindingsBeside(cache) : holdsSeveralBindings(cache);
+  return held ? 'beside' : 'keeps-format';
+}
+
+/** Whether binding `stamp` beside `bindings` leaves a binding without a file stamp beside another: a directory cache's format 4. */
+function needsObjectFormat(stamp: string, bindings: readonly SliceBinding[]): boolean {
+  const objectOnly = (stamps: readonly string[]): boolean => stamps.every((other) => shardStampKind(other) === 'object');
+  return objectOnly([stamp]) || bindings.some((binding) => objectOnly(binding.stamps));
+}
+
+/** Whether the cache holds an object's binding beside another (manifest format 4: FILE-BINDINGS.md phase 3). A store without the getter: no. */
+export function holdsObjectBindingsBeside(cache: ShardCache): boolean {
+  return (cache.store as { holdsObjectBindingsBeside?: unknown }).holdsObjectBindingsBeside === true;
 }
 
 /** A file stamp's ctime (ns), what the store ranks a binding by past MAX_SLICE_BINDINGS; undefined for another stamp. */
@@ -468,14 +510,21 @@ export function allowsSeveralBindings(cache: ShardCache): boolean {
 /** What a build does for a file a load would bind beside another's in a cache of one binding per slice. */
 export const KEEP_FORMAT_REMEDY = "a build of this model binds its tensors beside the other files' (the cache then needs 0.56 or later)";
 
+/** KEEP_FORMAT_REMEDY where the binding beside would be an object's (or beside one): a directory cache's format 4. */
+const KEEP_OBJECT_FORMAT_REMEDY = "a build of this model binds its tensors beside the other revisions' (the cache then needs a release after 0.57)";
+
 /** KEEP_FORMAT_REMEDY of an s3:// cache: a build of an s3:// model binds its objects' tensors beside (ETag stamps). */
 const S3_KEEP_FORMAT_REMEDY = "a build of this s3:// model binds its tensors beside the other objects' (cache.json then format 2: the cache needs 0.57 or later), or a cache of its own for this revision keeps the revisions' bindings apart";
 
-/** A stale tensor's detail where allowsSeveralBindings kept a load from binding it beside (one binding per slice). */
-function describeKeptFormat(cache: ShardCache, key: string): string {
+/** A stale tensor's detail where the format gate kept a load from binding it beside (allowsSeveralBindings; a directory cache's format 4: holdsObjectBindingsBeside). */
+function describeKeptFormat(cache: ShardCache, key: string, objectFormat = false): string {
   if (cache.remote) {
     // s3:// (FILE-BINDINGS.md phase 2): the format is cache.json's, which 0.56 and older refuse at 2.
     return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another object's to an s3:// cache whose cache.json is format 1 as this cache handle last read it (the first such binding moves it to format 2, which releases up to 0.56 cannot read): ${S3_KEEP_FORMAT_REMEDY}`;
+  }
+  if (objectFormat) {
+    // A directory cache (FILE-BINDINGS.md phase 3): an object's binding beside another is format 4, which 0.57 and older refuse.
+    return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding of an object beside another binding (or of a file beside an object's) to a cache holding none such (the first moves it to manifest format 4, which releases up to 0.57 cannot read): ${describeBuildRemedy(cache, KEEP_OBJECT_FORMAT_REMEDY)}`;
   }
   return `its bytes are entry ${key}'s, of this tensor's name, but a load adds no binding beside another file's to a cache holding one binding per slice (the first such binding moves it to a format releases before 0.56 cannot read): ${describeBuildRemedy(cache, KEEP_FORMAT_REMEDY)}`;
 }

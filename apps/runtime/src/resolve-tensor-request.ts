@@ -2,14 +2,13 @@ import { isSameFileContentStamp, isSameFileIgnoringCtime, isShardHeaderUnchanged
 import { findClosestName } from '@splitzip/codec/internal';
 import { classifyBinding, isStoreError, shardStampKind, type SliceBinding } from '@splitzip/store';
 import { weakFileSystemOf } from './detect-weak-file-system.js';
-import { allowsSeveralBindings, findBoundSlice, isKnownMatch, isKnownMismatch } from './check-source-bytes.js';
+import { findBoundSlice, isKnownMatch, isKnownMismatch, mayBindBeside } from './check-source-bytes.js';
 import { RuntimeError } from './errors.js';
 import { describeOpenedModel } from './describe-opened-model.js';
 import { describeTensorRequest } from './describe-tensor-request.js';
 import { checkModelArgument, checkSliceNumber, cutBounded } from './check-load-arguments.js';
 import type { ShardCache } from './open-shard-cache.js';
 import { listSliceBindings } from './list-slice-bindings.js';
-import { keepsBindingsPerFile } from './bindings-per-file.js';
 import { entryDescribesTensor } from './entry-describes-tensor.js';
 import type { ServeTarget } from './serve-tensor.js';
 
@@ -230,8 +229,8 @@ export function targetFromInfo(model: SafetensorsModel, info: TensorInfo, cache:
   // Only in a cache holding several bindings already (format 3): a load's first would move it there.
   // An s3:// cache likewise for an object's stamp among bindings with object stamps, where cache.json
   // is format 2 (allowsSeveralBindings: it stays 2 after an unbind or gc, with none held).
-  const besideKind = cache.remote ? 'object' : 'file';
-  if (candidates.length === 0 && kind === besideKind && onWeak === undefined && keepsBindingsPerFile(cache.store) && allowsSeveralBindings(cache) && bindings.every((other) => !other.stamps.includes(current) && other.stamps.some((stamp) => shardStampKind(stamp) === besideKind))) {
+  // A directory cache: an object's stamp too, among bindings with stamps (format 4 held: FILE-BINDINGS.md phase 3).
+  if (candidates.length === 0 && onWeak === undefined && mayBindBeside(cache, current, bindings) === 'beside') {
     target.unboundStamp = current;
     return target;
   }

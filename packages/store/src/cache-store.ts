@@ -5,11 +5,12 @@ import { checkMoveFrom } from './check-move-from.js';
 import { entryToRepair, storedBlobMatches } from './check-repair-payload.js';
 import { checkCallItems } from './check-call-items.js';
 import { checkAliasOptions, checkGcOptions, checkItemFields, checkReadBlobOptions, checkVerifyOptions } from './check-options.js';
-import { bindingRuleOf } from './slice-bindings.js';
+import { bindingRuleOf, type BindingsPerFile } from './slice-bindings.js';
 import { StoreError, isStoreError, toIoError } from './errors.js';
 import {
   JOURNAL_HEADER_BYTES,
   JOURNAL_RECORD_HEADER_BYTES,
+  bindingsPerFileOfJournal,
   checkJournalHeader,
   encodeJournalHeader,
   encodeJournalRecordList,
@@ -27,6 +28,7 @@ import {
   JOURNAL_READ_WINDOW_BYTES,
   JOURNAL_VERSION,
   JOURNAL_VERSION_ONE_BINDING,
+  JOURNAL_VERSION_OBJECT_BINDINGS,
   MAX_GENERATION,
   MAX_MANIFEST_BYTES,
   MAX_UNCOUNTED_JOURNAL_OPS,
@@ -104,6 +106,12 @@ export interface CacheStore {
    * an unbind or gc, is the store's `layoutFormat` there.
    */
   readonly holdsSeveralBindings: boolean;
+  /**
+   * Whether some slice holds a binding without a file stamp (an object's, `etag:"…"`) beside another:
+   * the cache is then manifest format 4 / journal version 3, which releases up to 0.57 refuse
+   * (FILE-BINDINGS.md phase 3). Always false on `s3://`.
+   */
+  readonly holdsObjectBindingsBeside: boolean;
   readBlob(key: string, stagingSlot: Uint8Array, options?: ReadBlobOptions): Promise<Uint8Array>;
   /**
    * Confirms, without reading it, that an entry's blob is there with the entry's size (a local
@@ -657,7 +665,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             const ops = record.ops.filter((op) => op.kind !== 'seal');
             if (ops.length > 0) {
               try {
-                this.state.applyOps(ops, { source: 'journal', path: journal.path }, this.journalVersion >= JOURNAL_VERSION);
+                this.state.applyOps(ops, { source: 'journal', path: journal.path }, bindingsPerFileOfJournal(this.journalVersion));
               } catch (error) {
                 // All or nothing (applyOps checks a draft first): this record is not applied.
                 if (!(error instanceof StoreError)) throw error;
@@ -851,7 +859,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     const draft = new StateDraft(this.state);
     const outcomes: (boolean[] | Error)[] = [];
     const context = { source: 'this call', path: this.root };
-    const perFile = this.settings.sliceBindingsPerFile === true;
+    // A handle with one binding per file binds beside others by a file stamp or an object stamp (phase 3).
+    const perFile = this.settings.sliceBindingsPerFile === true ? 'objects' : false;
     // At most the manifest a compaction would write now: the manifest's bytes, and what the
     // journal's records add (their JSON text, an upper bound), until a compaction makes it exact.
     const journalGrowth = this.countJournalGrowth();
@@ -885,10 +894,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
             // call, or an earlier call folded into this commit, bound beside): the batch is one
             // format-3 compaction then, and the item moves the format no further.
             const severalHeld = this.state.holdsSecondBindings || draft.addsSecondBinding || fork.addsSecondBinding;
-            const own = item.besideOnlyIfSeveral && !severalHeld ? fork.fork() : fork;
+            // Likewise an object's binding beside another: only where the cache holds one (format 4) or this commit adds one.
+            const objectsHeld = this.state.holdsObjectBindingsBeside || draft.addsObjectBindingBeside || fork.addsObjectBindingBeside;
+            const own = item.besideOnlyIfSeveral && !(severalHeld && objectsHeld) ? fork.fork() : fork;
             const plan = own.planAlias(item.key, item.slice, request.rebind, context, item.moveFrom, perFile);
             if (own !== fork) {
-              if (own.addsSecondBinding) {
+              if ((own.addsSecondBinding && !severalHeld) || (own.addsObjectBindingBeside && !objectsHeld)) {
                 refused.push({ slice: Object.freeze([item.slice[0], item.slice[1], item.slice[2]] as const) as SliceKeyTuple, key: item.key });
                 return false;
               }
@@ -952,12 +963,13 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       // nobody committed, so a committed blob is never replaced. One directory sync for all of them.
       await mapLimited(toPublish, BLOB_WRITE_CONCURRENCY, (blob) => this.backend.publishStagedBlob(blob));
       if (toPublish.length > 0) await this.backend.syncBlobNames();
-      if (draft.addsSecondBinding && this.journalVersion < JOURNAL_VERSION) {
+      if ((draft.addsSecondBinding && this.journalVersion < JOURNAL_VERSION) || (draft.addsObjectBindingBeside && this.journalVersion < JOURNAL_VERSION_OBJECT_BINDINGS)) {
         // The cache's first second binding: a version-1 journal (which 0.55.0 reads) cannot hold it,
         // so this commit is a compaction to a format-3 manifest with a version-2 journal after it.
         // Until the manifest is in place nothing changed: a crash leaves the old one (sealed), and
         // the commit was never acknowledged.
-        const next = StoreState.fromEntries(this.state.entries.values(), context, this.state.holdsSecondBindings);
+        // (Also the first object binding beside another: a version-2 journal cannot hold it; format 4.)
+        const next = StoreState.fromEntries(this.state.entries.values(), context, this.state.holdsObjectBindingsBeside ? 'objects' : this.state.holdsSecondBindings);
         next.applyChecked(draft.ops);
         await this.compactLocked(0, next);
         this.wrote = true;
@@ -1329,7 +1341,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       if (key === undefined) return;
       // Checks here too, so a conflict or size mismatch fails fast without the lock; absent, or a
       // conditional item's slice bound to a third entry ('taken'), → false. The commit decides again.
-      const plan = draft.planAlias(key, slice, rebind, { source: 'this call', path: this.root }, moveFrom, this.settings.sliceBindingsPerFile === true);
+      const plan = draft.planAlias(key, slice, rebind, { source: 'this call', path: this.root }, moveFrom, this.settings.sliceBindingsPerFile === true ? 'objects' : false);
       const id = sliceId(...slice);
       if (plan === 'already-bound') {
         results[at] = true;
@@ -1510,7 +1522,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // Every intact record past the damage is salvaged (acknowledged commits: other writers',
         // and those a writer that had read past the damage kept appending), op by op: an op that
         // no longer applies (an alias of an entry added in the damaged record) is left out.
-        const salvage = await salvageJournalRecords(journal, offset, this.state, { bindingsPerFile: this.journalVersion >= JOURNAL_VERSION });
+        const salvage = await salvageJournalRecords(journal, offset, this.state, { bindingsPerFile: bindingsPerFileOfJournal(this.journalVersion) });
         // The new manifest's bytes before any file changes: one above MAX_MANIFEST_BYTES is
         // SIZE_INVALID here (each failed attempt kept another copy of the damaged journal, and made the next one).
         const manifest = serializeManifest(this.state.entries.values(), { ...this.header, generation: generation + 1 }, manifestFormatFor(this.state));
@@ -1604,7 +1616,7 @@ function commitTooLarge(kind: 'add' | 'alias', manifestBytes: number, items: rea
 }
 
 /** `entry` without the slice keys `state` has bound to another entry (AddEntryInput.leaveTakenSlices). */
-function withoutTakenSlices(entry: CacheEntry, state: StateDraft, bindingsPerFile: boolean): CacheEntry {
+function withoutTakenSlices(entry: CacheEntry, state: StateDraft, bindingsPerFile: BindingsPerFile): CacheEntry {
   // With sliceBindingsPerFile a slice bound to other files' entries is not taken: the entry binds it beside them.
   const free = entry.sliceKeys.filter((slice) => state.canBind(entry.key, slice, bindingsPerFile));
   return free.length === entry.sliceKeys.length ? entry : withSliceKeys(entry, free);

@@ -2,7 +2,8 @@ import { crc32 } from 'node:zlib';
 import { Packr, Unpackr } from 'msgpackr';
 import { describeValue } from './describe-value.js';
 import { StoreError } from './errors.js';
-import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES, MAX_NEWER_JOURNAL_VERSION } from './limits.js';
+import type { BindingsPerFile } from './slice-bindings.js';
+import { JOURNAL_RECORD_TARGET_BYTES, JOURNAL_VERSION, JOURNAL_VERSION_OBJECT_BINDINGS, JOURNAL_VERSION_ONE_BINDING, MAX_GENERATION, MAX_JOURNAL_RECORD_BYTES, MAX_NEWER_JOURNAL_VERSION } from './limits.js';
 import type { StoreOp } from './store-state.js';
 import { entryToDisk, parseDiskEntry, validateSliceKey } from './validate-entry.js';
 
@@ -22,9 +23,18 @@ const OP_ALIAS = 2;
 const OP_REBIND = 3;
 const OP_SEAL = 9;
 
-/** The journal version written after a manifest of `state`: 2 (JOURNAL_VERSION) only once a slice holds a second binding. */
-export function journalVersionFor(state: { readonly holdsSecondBindings: boolean }): number {
+/**
+ * The journal version written after a manifest of `state`: 2 (JOURNAL_VERSION) only once a slice
+ * holds a second binding, 3 only once one holds an object's binding beside another (phase 3).
+ */
+export function journalVersionFor(state: { readonly holdsSecondBindings: boolean; readonly holdsObjectBindingsBeside?: boolean }): number {
+  if (state.holdsObjectBindingsBeside === true) return JOURNAL_VERSION_OBJECT_BINDINGS;
   return state.holdsSecondBindings ? JOURNAL_VERSION : JOURNAL_VERSION_ONE_BINDING;
+}
+
+/** Which bindings a journal of `version` may add beside others (its ops replayed so). */
+export function bindingsPerFileOfJournal(version: number): BindingsPerFile {
+  return version >= JOURNAL_VERSION_OBJECT_BINDINGS ? 'objects' : version >= JOURNAL_VERSION;
 }
 
 /** A journal header of `version` (journalVersionFor: 1, as 0.55.0 wrote, until a slice holds a second binding). */
@@ -54,10 +64,10 @@ export function checkJournalHeader(bytes: Uint8Array, generation: number, path: 
   if (version > MAX_NEWER_JOURNAL_VERSION) {
     throw new StoreError('JOURNAL_INVALID', `journal version ${version} is above any a release could have written (${MAX_NEWER_JOURNAL_VERSION}): damaged`, { path, details: { version } });
   }
-  if (version > JOURNAL_VERSION) {
+  if (version > JOURNAL_VERSION_OBJECT_BINDINGS) {
     throw new StoreError(
       'UNSUPPORTED_FORMAT',
-      `journal version ${version} is not ${JOURNAL_VERSION_ONE_BINDING} or ${JOURNAL_VERSION}: written by a newer release (if none wrote this cache, the header is damaged: move the journal aside and run \`splitzip build <model> --out <cache> --repair\`, which goes on from the manifest)`,
+      `journal version ${version} is not ${JOURNAL_VERSION_ONE_BINDING}, ${JOURNAL_VERSION} or ${JOURNAL_VERSION_OBJECT_BINDINGS}: written by a newer release (if none wrote this cache, the header is damaged: move the journal aside and run \`splitzip build <model> --out <cache> --repair\`, which goes on from the manifest)`,
       { path, details: { version } },
     );
   }

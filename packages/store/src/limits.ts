@@ -7,6 +7,12 @@ import { FORMAT_VERSION, MAX_ELEMENT_COUNT, READABLE_FORMAT_VERSIONS, computePay
  * that know only format 2 (0.55.0 and before) keep reading caches that never need more.
  */
 export const MANIFEST_FORMAT = 3;
+/**
+ * The manifest format of a cache some slice of which holds a binding without a file stamp (an
+ * object's, `etag:"…"`) beside another (FILE-BINDINGS.md phase 3): releases up to 0.57 refuse it
+ * (UNSUPPORTED_FORMAT), which would read such a binding as damage in format 3.
+ */
+export const MANIFEST_FORMAT_OBJECT_BINDINGS = 4;
 /** The manifest format of a cache whose every slice has at most one binding (byte-compatible with 0.55.0). */
 export const MANIFEST_FORMAT_ONE_BINDING = 2;
 /** Payload format versions whose blobs this package serves (the codec's). */
@@ -21,6 +27,8 @@ export const READABLE_PAYLOAD_VERSIONS: readonly number[] = READABLE_FORMAT_VERS
 export const JOURNAL_VERSION = 2;
 /** The journal version written after a MANIFEST_FORMAT_ONE_BINDING manifest. */
 export const JOURNAL_VERSION_ONE_BINDING = 1;
+/** The journal version written after a MANIFEST_FORMAT_OBJECT_BINDINGS manifest: its ops may add an object's binding beside others. */
+export const JOURNAL_VERSION_OBJECT_BINDINGS = 3;
 /**
  * The highest journal version read as a newer release's format (UNSUPPORTED_FORMAT); above it the
  * header is damaged (JOURNAL_INVALID, recoverable): versions go up one at a time, a release that
@@ -28,7 +36,7 @@ export const JOURNAL_VERSION_ONE_BINDING = 1;
  * "Mixing releases"), and one flipped bit of 1 or 2 gives 0, 5, 6, 9, 10, … 514, which no release will write
  * (3, the next version, is read as a newer release's).
  */
-export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION + 1;
+export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION_OBJECT_BINDINGS + 1;
 
 /** About 1 KB per entry: room for ~500k entries, far above any model; also below V8's ~2^29-character string limit, so JSON.parse can take it. */
 export const MAX_MANIFEST_BYTES = 2 ** 29 - 2 ** 20;

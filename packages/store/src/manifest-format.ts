@@ -4,7 +4,8 @@ import { describeValue, detailValue } from './describe-value.js';
 import { bindingRuleOf } from './slice-bindings.js';
 import { StoreError } from './errors.js';
 import { findDuplicateJsonKey, scanJsonValue } from '@splitzip/safetensors';
-import { MANIFEST_FORMAT, MANIFEST_FORMAT_ONE_BINDING, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES, READABLE_PAYLOAD_VERSIONS } from './limits.js';
+import type { BindingsPerFile } from './slice-bindings.js';
+import { MANIFEST_FORMAT, MANIFEST_FORMAT_OBJECT_BINDINGS, MANIFEST_FORMAT_ONE_BINDING, MAX_ENTRIES, MAX_GENERATION, MAX_MANIFEST_BYTES, READABLE_PAYLOAD_VERSIONS } from './limits.js';
 import { StoreState } from './store-state.js';
 import { StringPool } from './string-pool.js';
 import type { CacheEntry } from './types.js';
@@ -149,7 +150,7 @@ export function parseManifestTree(text: string, bytes: Uint8Array, path: string)
   }
   let state: StoreState;
   try {
-    state = StoreState.fromEntries(parsed, { source: 'manifest', path }, header.format === MANIFEST_FORMAT);
+    state = StoreState.fromEntries(parsed, { source: 'manifest', path }, bindingsPerFileOfManifest(header.format));
   } catch (error) {
     throw error instanceof StoreError ? asManifestDamage(error, path) : error;
   }
@@ -211,14 +212,14 @@ function asManifestDamage(error: StoreError, path: string): StoreError {
 /** The checksum and the header's fields of a parsed manifest object (not its entries). */
 function checkManifestHeader(m: Record<string, unknown>, bytes: Uint8Array, path: string): ManifestHeader & { format: number } {
   checkManifestChecksum(bytes, Object.hasOwn(m, 'body_crc32'), path);
-  if (m.format !== MANIFEST_FORMAT && m.format !== MANIFEST_FORMAT_ONE_BINDING) {
+  if (m.format !== MANIFEST_FORMAT && m.format !== MANIFEST_FORMAT_ONE_BINDING && m.format !== MANIFEST_FORMAT_OBJECT_BINDINGS) {
     const hint =
       m.format === 1
         ? ' (format 1 is the seed Python manifest, without checksums: rebuild the cache)'
-        : m.format === MANIFEST_FORMAT + 1
+        : m.format === MANIFEST_FORMAT_OBJECT_BINDINGS + 1
           ? ' (written by a newer release: upgrade this one to read the cache)'
           : '';
-    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${describeValue(m.format)} is not ${MANIFEST_FORMAT_ONE_BINDING} or ${MANIFEST_FORMAT}${hint}`, {
+    throw new StoreError('UNSUPPORTED_FORMAT', `manifest format ${describeValue(m.format)} is not ${MANIFEST_FORMAT_ONE_BINDING}, ${MANIFEST_FORMAT} or ${MANIFEST_FORMAT_OBJECT_BINDINGS}${hint}`, {
       path,
       details: { format: detailValue(m.format) },
     });
@@ -265,7 +266,7 @@ export function parseManifestInPieces(text: string, bytes: Uint8Array, path: str
       if (name === 'entries') {
         // `format` comes first (serializeManifest): a format-3 manifest's slices may hold several
         // bindings. Anything else is judged strictly here, and by the tree parse where that fails.
-        const read = readEntriesInPieces(text, i, path, members.format === MANIFEST_FORMAT);
+        const read = readEntriesInPieces(text, i, path, bindingsPerFileOfManifest(members.format));
         if (read === undefined) return undefined;
         state = read.state;
         i = read.end;
@@ -284,7 +285,8 @@ export function parseManifestInPieces(text: string, bytes: Uint8Array, path: str
     if (skipJsonWhiteSpace(text, i + 1) !== text.length || state === undefined) return undefined;
     const header = checkManifestHeader(members, bytes, path);
     // Second bindings read as a format-3 manifest's: only valid in one.
-    if (state.holdsSecondBindings && header.format !== MANIFEST_FORMAT) return undefined;
+    if (state.holdsSecondBindings && header.format === MANIFEST_FORMAT_ONE_BINDING) return undefined;
+    if (state.holdsObjectBindingsBeside && header.format !== MANIFEST_FORMAT_OBJECT_BINDINGS) return undefined;
     return { ...header, state };
   } catch {
     return undefined;
@@ -292,7 +294,7 @@ export function parseManifestInPieces(text: string, bytes: Uint8Array, path: str
 }
 
 /** The `entries` object starting at `start` ({), each entry parsed, validated and added as read; undefined as for parseManifestInPieces. */
-function readEntriesInPieces(text: string, start: number, path: string, bindingsPerFile: boolean): { state: StoreState; end: number } | undefined {
+function readEntriesInPieces(text: string, start: number, path: string, bindingsPerFile: BindingsPerFile): { state: StoreState; end: number } | undefined {
   if (text.charCodeAt(start) !== 0x7b /* { */) return undefined;
   const state = new StoreState();
   const context = { source: 'manifest', path };
@@ -340,9 +342,18 @@ function plainKeyEnd(text: string, start: number): number {
   return -1;
 }
 
-/** The format a manifest of `state` is written in: 3 only once a slice holds a second binding (older releases read 2). */
-export function manifestFormatFor(state: { readonly holdsSecondBindings: boolean }): number {
+/**
+ * The format a manifest of `state` is written in: 3 only once a slice holds a second binding (older
+ * releases read 2), 4 only once one holds an object's binding beside another (releases up to 0.57 read 3).
+ */
+export function manifestFormatFor(state: { readonly holdsSecondBindings: boolean; readonly holdsObjectBindingsBeside?: boolean }): number {
+  if (state.holdsObjectBindingsBeside === true) return MANIFEST_FORMAT_OBJECT_BINDINGS;
   return state.holdsSecondBindings ? MANIFEST_FORMAT : MANIFEST_FORMAT_ONE_BINDING;
+}
+
+/** Which bindings a manifest of `format` may hold beside others. */
+function bindingsPerFileOfManifest(format: unknown): BindingsPerFile {
+  return format === MANIFEST_FORMAT_OBJECT_BINDINGS ? 'objects' : format === MANIFEST_FORMAT;
 }
 
 /**

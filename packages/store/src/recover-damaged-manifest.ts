@@ -6,8 +6,8 @@ import { checkRecoverOptions } from './check-options.js';
 import { checkBlobsDirectoryOwn } from './check-blobs-directory.js';
 import { StoreError, isStoreError } from './errors.js';
 import { FsBackend } from './fs-backend.js';
-import { JOURNAL_HEADER_BYTES, checkJournalHeader, encodeJournalHeader, journalVersionFor } from './journal-format.js';
-import { DEFAULT_LOCK_TIMEOUT_MS, JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MAX_GENERATION } from './limits.js';
+import { JOURNAL_HEADER_BYTES, bindingsPerFileOfJournal, checkJournalHeader, encodeJournalHeader, journalVersionFor } from './journal-format.js';
+import { DEFAULT_LOCK_TIMEOUT_MS, JOURNAL_VERSION, JOURNAL_VERSION_OBJECT_BINDINGS, JOURNAL_VERSION_ONE_BINDING, MAX_GENERATION } from './limits.js';
 import { manifestFormatFor, parseManifest, serializeManifest } from './manifest-format.js';
 import { findNewerJournal, listJournalFiles, olderManifestCopyError } from './find-newer-journal.js';
 import { salvageJournalRecords } from './salvage-journal-records.js';
@@ -147,12 +147,12 @@ export async function recoverManifest(
     const found = await listJournals(backend, journals);
     // Each journal surveyed first (records, seal), applied to nothing.
     for (const journal of journals) {
-      const survey = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, StoreState.fromEntries([], context), { bindingsPerFile: journal.version >= JOURNAL_VERSION });
+      const survey = await salvageJournalRecords(journal.file, JOURNAL_HEADER_BYTES, StoreState.fromEntries([], context), { bindingsPerFile: bindingsPerFileOfJournal(journal.version) });
       journal.records = survey.salvagedRecords;
       journal.sealed = survey.sealed;
     }
     const chosen = chooseJournal(journals, salvage.generation);
-    const records = chosen === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(chosen.file, JOURNAL_HEADER_BYTES, state, { bindingsPerFile: chosen.version >= JOURNAL_VERSION });
+    const records = chosen === undefined ? { salvagedRecords: 0, droppedRecords: 0, droppedOps: 0 } : await salvageJournalRecords(chosen.file, JOURNAL_HEADER_BYTES, state, { bindingsPerFile: bindingsPerFileOfJournal(chosen.version) });
     // From every other journal with records, its entries without their bindings (after the chosen
     // one's, whose adds carry bindings): which journal follows the manifest can be misjudged (a
     // finished and an interrupted compaction leave the same files, told apart only by the damaged
@@ -352,13 +352,13 @@ async function listJournals(backend: StorageBackend, into: SalvageJournal[]): Pr
 
 /**
  * The version to replay a journal with whose header is damaged: its version field where that still
- * reads 1 or 2 (the damage is elsewhere: magic, generation), else 2. Read as 1, a format-3 cache's
+ * reads 1, 2 or 3 (the damage is elsewhere: magic, generation), else 3. Read as 1, a format-3 cache's
  * journal lost every op adding a second binding, and an add among them its whole entry (its blob
- * then an orphan); read as 2, every op is still checked (isValidBindingSet), and a version-1
- * journal's ops never add a second binding, so nothing it holds reads otherwise.
+ * then an orphan); read as 3, every op is still checked (isValidBindingSet), and an older
+ * journal's ops never add what version 3 adds, so nothing it holds reads otherwise.
  */
 function damagedHeaderVersion(header: Uint8Array | undefined): number {
-  if (header === undefined || header.length < JOURNAL_HEADER_BYTES) return JOURNAL_VERSION;
+  if (header === undefined || header.length < JOURNAL_HEADER_BYTES) return JOURNAL_VERSION_OBJECT_BINDINGS;
   const version = new DataView(header.buffer, header.byteOffset, JOURNAL_HEADER_BYTES).getUint32(8, true);
-  return version === JOURNAL_VERSION_ONE_BINDING || version === JOURNAL_VERSION ? version : JOURNAL_VERSION;
+  return version === JOURNAL_VERSION_ONE_BINDING || version === JOURNAL_VERSION || version === JOURNAL_VERSION_OBJECT_BINDINGS ? version : JOURNAL_VERSION_OBJECT_BINDINGS;
 }

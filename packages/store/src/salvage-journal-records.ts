@@ -1,3 +1,4 @@
+import type { BindingsPerFile } from './slice-bindings.js';
 import type { JournalFile } from './backend.js';
 import {
   JOURNAL_HEADER_BYTES,
@@ -31,7 +32,7 @@ export async function salvageJournalRecords(
   journal: JournalFile,
   fromOffset: number,
   state: StoreState,
-  { entriesOnly = false, bindingsPerFile = false }: { entriesOnly?: boolean; bindingsPerFile?: boolean } = {},
+  { entriesOnly = false, bindingsPerFile = false }: { entriesOnly?: boolean; bindingsPerFile?: BindingsPerFile } = {},
 ): Promise<JournalSalvage> {
   const size = await journal.size();
   let salvagedRecords = 0;

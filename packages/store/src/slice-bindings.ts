@@ -20,6 +20,28 @@ export function hasFileStamp(stamps: readonly string[] | undefined): boolean {
   return stamps !== undefined && stamps.some((stamp) => shardStampKind(stamp) === 'file');
 }
 
+/** Whether `stamps` hold an object's stamp (shardStampKind 'object': an s3:// model's ETag). */
+export function hasObjectStamp(stamps: readonly string[] | undefined): boolean {
+  return stamps !== undefined && stamps.some((stamp) => shardStampKind(stamp) === 'object');
+}
+
+/**
+ * Which bindings a slice may hold beside others: `true`, those with a file stamp (manifest format 3,
+ * journal version 2); 'objects', those with a file or an object stamp (format 4, version 3:
+ * FILE-BINDINGS.md phase 3); false, none (one binding per slice).
+ */
+export type BindingsPerFile = boolean | 'objects';
+
+/** Whether a binding with `stamps` may stand beside others under `level`. */
+function mayStandBeside(stamps: readonly string[] | undefined, level: BindingsPerFile): boolean {
+  return hasFileStamp(stamps) || (level === 'objects' && hasObjectStamp(stamps));
+}
+
+/** Whether these bindings of one slice need format 4: several, one of them without a file stamp. */
+export function holdsObjectBindingBeside(bindings: readonly SliceOwner[]): boolean {
+  return bindings.length > 1 && bindings.some((binding) => !hasFileStamp(binding.stamps));
+}
+
 /** The newest change time (ns, decimal digits) among a binding's file stamps (fileStampChangeTimeNs); '' where none has one. */
 function newestCtimeNs(stamps: readonly string[] | undefined): string {
   let newest = '';
@@ -50,13 +72,16 @@ export function compareBindingRecency(a: SliceOwner, b: SliceOwner): number {
  */
 export type BindingRule = 'too-many-bindings' | 'binding-without-file-stamp' | 'stamp-held-twice' | 'second-binding-in-format-2';
 
-/** The rule these bindings of one slice break (undefined: none): at most MAX_SLICE_BINDINGS; beyond one, each with a file stamp and no stamp held twice. */
-export function findBindingSetProblem(bindings: readonly SliceOwner[]): BindingRule | undefined {
+/**
+ * The rule these bindings of one slice break (undefined: none): at most MAX_SLICE_BINDINGS; beyond
+ * one, each with a file stamp (with `level` 'objects': or an object stamp) and no stamp held twice.
+ */
+export function findBindingSetProblem(bindings: readonly SliceOwner[], level: BindingsPerFile = true): BindingRule | undefined {
   if (bindings.length <= 1) return undefined;
   if (bindings.length > MAX_SLICE_BINDINGS) return 'too-many-bindings';
   const seen = new Set<string>();
   for (const binding of bindings) {
-    if (!hasFileStamp(binding.stamps)) return 'binding-without-file-stamp';
+    if (!mayStandBeside(binding.stamps, level)) return 'binding-without-file-stamp';
     for (const stamp of binding.stamps!) {
       if (seen.has(stamp)) return 'stamp-held-twice';
       seen.add(stamp);
@@ -78,8 +103,8 @@ export function bindingRuleOf(error: unknown, field: 'entryReason' | 'opReason')
 }
 
 /** Whether one slice may hold these bindings at once (findBindingSetProblem finds none). */
-export function isValidBindingSet(bindings: readonly SliceOwner[]): boolean {
-  return findBindingSetProblem(bindings) === undefined;
+export function isValidBindingSet(bindings: readonly SliceOwner[], level: BindingsPerFile = true): boolean {
+  return findBindingSetProblem(bindings, level) === undefined;
 }
 
 /** One journal op's effect on a slice's bindings. */
@@ -123,7 +148,7 @@ export type BindingStep =
  *   a file stamp and some bindings record no other inode's (the file before it changed in place, or
  *   no file stamp), those; else every binding (bindingsMovedBy).
  */
-export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' | 'rebind', key: string, stamps: readonly string[] | undefined): BindingStep {
+export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' | 'rebind', key: string, stamps: readonly string[] | undefined, level: BindingsPerFile = true): BindingStep {
   const incoming = stamps ?? NO_STAMPS;
   const mine: SliceOwner = { key, stamps };
   if (current.length === 0) return { ok: true, bindings: [mine], dropped: [], added: false, beside: false, outranked: false };
@@ -138,21 +163,29 @@ export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' 
         continue;
       }
       const left = binding.stamps!.filter((stamp) => !incoming.includes(stamp));
-      if (hasFileStamp(left)) others.push({ key: binding.key, stamps: Object.freeze(left) });
+      // Whatever the level: the planning and the applying of an op (applyChecked) must agree.
+      if (mayStandBeside(left, 'objects')) others.push({ key: binding.key, stamps: Object.freeze(left) });
       else dropped.push(binding.key);
     }
     return { ok: true, bindings: [mine, ...others].sort(compareBindingRecency), dropped, added: false, beside: false, outranked: false };
   }
   const holders = current.filter(holds);
-  const fileIncoming = hasFileStamp(incoming);
+  const besideIncoming = mayStandBeside(incoming, level);
   if (kind === 'alias') {
-    if (!fileIncoming || holders.length > 0 || !current.every((binding) => hasFileStamp(binding.stamps))) {
-      return { ok: false, boundKey: (holders[0] ?? current[0]!).key, rule: fileIncoming && holders.length > 0 ? 'stamp-held-twice' : 'binding-without-file-stamp' };
+    if (!besideIncoming || holders.length > 0 || !current.every((binding) => mayStandBeside(binding.stamps, level))) {
+      return { ok: false, boundKey: (holders[0] ?? current[0]!).key, rule: besideIncoming && holders.length > 0 ? 'stamp-held-twice' : 'binding-without-file-stamp' };
     }
     // Ranked with the others: past MAX_SLICE_BINDINGS the least recent of all goes, the new one
     // included (a file that changed long ago, bound now, does not push out one that changed since).
-    const kept = [...current, mine].sort(compareBindingRecency);
-    const dropped = kept.splice(MAX_SLICE_BINDINGS).map((binding) => binding.key);
+    // A binding without a file stamp (an object's) has no change time here: never outranked (ranked
+    // by key it would be refused at random), the least recent of the others goes (phase 3).
+    const objectOnly = !hasFileStamp(incoming);
+    const kept = objectOnly ? [...current].sort(compareBindingRecency) : [...current, mine].sort(compareBindingRecency);
+    const dropped = kept.splice(objectOnly ? MAX_SLICE_BINDINGS - 1 : MAX_SLICE_BINDINGS).map((binding) => binding.key);
+    if (objectOnly) {
+      kept.push(mine);
+      kept.sort(compareBindingRecency);
+    }
     if (dropped.includes(key)) return { ok: true, bindings: [...current].sort(compareBindingRecency), dropped: [key], added: false, beside: true, outranked: true };
     return { ok: true, bindings: kept, dropped, added: true, beside: true, outranked: false };
   }
@@ -169,9 +202,10 @@ export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' 
  * is one op; else (none such, or no file stamp coming) every binding, as with one binding per slice.
  */
 export function bindingsMovedBy(current: readonly SliceOwner[], incoming: readonly string[]): readonly SliceOwner[] {
-  if (!hasFileStamp(incoming)) return current;
+  // The bindings holding one of the stamps (a file's or, phase 3, an object's): only those.
   const holders = current.filter((binding) => binding.stamps?.some((stamp) => incoming.includes(stamp)));
   if (holders.length > 0) return holders;
+  if (!hasFileStamp(incoming)) return current;
   const inodes = new Set(incoming.map((stamp) => parseFileStamp(stamp)?.inode).filter((inode) => inode !== undefined));
   if (inodes.size === 0) return current;
   const ofThisFile = current.filter((binding) => !(binding.stamps ?? NO_STAMPS).some((stamp) => {

@@ -3,7 +3,7 @@ import { JOURNAL_VERSION, JOURNAL_VERSION_ONE_BINDING, MANIFEST_FORMAT, MANIFEST
 import { isSameStampSet, mergeSliceStamps } from './merge-slice-stamps.js';
 import type { CacheEntry, SliceKeyTuple } from './types.js';
 import { sliceId, withSliceKeys } from './validate-entry.js';
-import { bindingInTheWay, bindingOfThisFile, compareBindingRecency, findBindingSetProblem, stepSliceBindings, type BindingRule, type BindingStep, type SliceOwner } from './slice-bindings.js';
+import { bindingInTheWay, bindingOfThisFile, compareBindingRecency, findBindingSetProblem, holdsObjectBindingBeside, stepSliceBindings, type BindingRule, type BindingStep, type BindingsPerFile, type SliceOwner } from './slice-bindings.js';
 
 /** One change to the cache, as journalled. */
 export type StoreOp =
@@ -50,7 +50,7 @@ function sliceConflict(slice: SliceKeyTuple, boundKey: string, requestedKey: str
 }
 
 /** The rule a journalled op's conflict breaks (undefined for a caller's op: a plain conflict, message unchanged). */
-function journalRule(context: OpContext, bindingsPerFile: boolean, step: BindingStep): BindingRule | undefined {
+function journalRule(context: OpContext, bindingsPerFile: BindingsPerFile, step: BindingStep): BindingRule | undefined {
   if (context.journalled !== true) return undefined;
   if (!bindingsPerFile) return 'second-binding-in-format-2';
   return step.ok ? undefined : step.rule;
@@ -87,9 +87,15 @@ export class SliceIndex {
   private readonly shards = new Map<string, Map<number, SliceSlot | Map<number, SliceSlot>>>();
   private count = 0;
   private multiCount = 0;
+  private objectBesideCount = 0;
 
   get size(): number {
     return this.count;
+  }
+
+  /** Slices holding a binding without a file stamp beside another (holdsObjectBindingBeside). */
+  get objectBesideSlices(): number {
+    return this.objectBesideCount;
   }
 
   /** Slices with more than one binding. */
@@ -137,12 +143,18 @@ export class SliceIndex {
   /** Sets the slice's bindings (latest first; none: unbound). */
   setOwners(shardName: string, offsetBytes: number, sizeBytes: number, owners: readonly SliceOwner[]): void {
     const before = this.slot(shardName, offsetBytes, sizeBytes);
-    if (before instanceof SizedBindingList) this.multiCount--;
+    if (before instanceof SizedBindingList) {
+      this.multiCount--;
+      if (holdsObjectBindingBeside(before.owners)) this.objectBesideCount--;
+    }
     if (before !== undefined) this.count--;
     let next: SliceSlot | undefined;
     if (owners.length === 1) next = { key: owners[0]!.key, stamps: owners[0]!.stamps, sizeBytes };
     else if (owners.length > 1) next = new SizedBindingList(sizeBytes, Object.freeze([...owners]));
-    if (next instanceof SizedBindingList) this.multiCount++;
+    if (next instanceof SizedBindingList) {
+      this.multiCount++;
+      if (holdsObjectBindingBeside(next.owners)) this.objectBesideCount++;
+    }
     if (next !== undefined) this.count++;
     let offsets = this.shards.get(shardName);
     if (!offsets) {
@@ -219,19 +231,24 @@ export class StoreState implements StateView {
     return this.sliceOwners.multiBoundSlices > 0;
   }
 
+  /** Whether some slice holds an object's binding (no file stamp) beside another: the manifest is then format 4, its journal version 3. */
+  get holdsObjectBindingsBeside(): boolean {
+    return this.sliceOwners.objectBesideSlices > 0;
+  }
+
   /**
    * Builds a state from validated entries; a slice listed under two entries is SLICE_CONFLICT,
    * unless `bindingsPerFile` (a format-3 manifest) and the slice's bindings keep the rule
    * (isValidBindingSet).
    */
-  static fromEntries(entries: Iterable<CacheEntry>, context: OpContext, bindingsPerFile = false): StoreState {
+  static fromEntries(entries: Iterable<CacheEntry>, context: OpContext, bindingsPerFile: BindingsPerFile = false): StoreState {
     const state = new StoreState();
     for (const entry of entries) state.addLoadedEntry(entry, context, bindingsPerFile);
     return state;
   }
 
   /** One step of fromEntries: adds a validated entry and binds its slices (SLICE_CONFLICT, SIZE_INVALID as there). */
-  addLoadedEntry(entry: CacheEntry, context: OpContext, bindingsPerFile = false): void {
+  addLoadedEntry(entry: CacheEntry, context: OpContext, bindingsPerFile: BindingsPerFile = false): void {
     if (this.entries.size >= MAX_ENTRIES) {
       throw new StoreError('SIZE_INVALID', `more than MAX_ENTRIES (${MAX_ENTRIES}) entries`, { path: context.path, details: { limit: MAX_ENTRIES } });
     }
@@ -244,14 +261,14 @@ export class StoreState implements StateView {
       }
       const others = current.filter((binding) => binding.key !== entry.key);
       const next = [...others, { key: entry.key, stamps: slice[3] }].sort(compareBindingRecency);
-      const rule = !bindingsPerFile ? 'second-binding-in-format-2' : findBindingSetProblem(next);
+      const rule = !bindingsPerFile ? 'second-binding-in-format-2' : findBindingSetProblem(next, bindingsPerFile);
       if (rule !== undefined || others.length < current.length) throw sliceConflict(slice, current[0]!.key, entry.key, context, rule);
       this.sliceOwners.setOwners(slice[0], slice[1], slice[2], next);
     }
   }
 
   /** Checks every op against this state (all or nothing), then applies them. `bindingsPerFile`: a version-2 journal's ops, which may add a slice's second binding. */
-  applyOps(ops: readonly StoreOp[], context: OpContext, bindingsPerFile = false): void {
+  applyOps(ops: readonly StoreOp[], context: OpContext, bindingsPerFile: BindingsPerFile = false): void {
     const draft = new StateDraft(this);
     const journalled = { ...context, journalled: true };
     for (const op of ops) draft.replay(op, journalled, bindingsPerFile);
@@ -272,8 +289,8 @@ export class StoreState implements StateView {
     const bind = (op: StoreOp & { key: string }, kind: 'alias' | 'rebind', slice: SliceKeyTuple): void => {
       const [shardName, offsetBytes, sizeBytes] = slice;
       const before = this.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
-      const step = stepSliceBindings(before, kind, op.key, slice[3]);
-      // Accepted by a draft over this state: never refused here.
+      // Accepted by a draft over this state (at any level; 'objects' accepts what each accepts): never refused here.
+      const step = stepSliceBindings(before, kind, op.key, slice[3], 'objects');
       if (!step.ok || step.outranked) throw new StoreError('SLICE_CONFLICT', 'internal: an accepted op does not apply', { entry: op.key, details: { slice } });
       const same = (s: SliceKeyTuple): boolean => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes;
       for (const binding of before) {
@@ -329,6 +346,8 @@ export class StateDraft implements StateView {
   readonly dropped: DroppedBinding[] = [];
   /** Whether a planned op adds a slice's binding beside another entry's (FILE-BINDINGS.md). */
   addsSecondBinding = false;
+  /** Whether a planned op leaves a slice holding an object's binding beside another (format 4: FILE-BINDINGS.md phase 3). */
+  addsObjectBindingBeside = false;
   private readonly added = new Map<string, CacheEntry>();
   private readonly owners = new Map<string, readonly SliceOwner[]>();
   private readonly sliceDelta = new Map<string, number>();
@@ -372,14 +391,15 @@ export class StateDraft implements StateView {
     this.ops.push(...child.ops);
     this.dropped.push(...child.dropped);
     this.addsSecondBinding ||= child.addsSecondBinding;
+    this.addsObjectBindingBeside ||= child.addsObjectBindingBeside;
   }
 
   /** Whether planAdd would bind `slice` to a new entry `key` (unbound, or a second binding where `bindingsPerFile`). */
-  canBind(key: string, slice: SliceKeyTuple, bindingsPerFile: boolean): boolean {
+  canBind(key: string, slice: SliceKeyTuple, bindingsPerFile: BindingsPerFile): boolean {
     const current = this.bindingsOf(slice);
     if (current.length === 0 || current.some((binding) => binding.key === key)) return true;
-    const step = stepSliceBindings(current, 'alias', key, slice[3]);
-    return step.ok && (!step.beside || bindingsPerFile);
+    const step = stepSliceBindings(current, 'alias', key, slice[3], bindingsPerFile);
+    return step.ok && (!step.beside || bindingsPerFile !== false);
   }
 
   /** Records a step's bindings for `slice`, with the slice counts of the entries it bound and unbound. */
@@ -388,6 +408,7 @@ export class StateDraft implements StateView {
     for (const binding of before) if (!after.has(binding.key)) this.sliceDelta.set(binding.key, (this.sliceDelta.get(binding.key) ?? 0) - 1);
     for (const key of step.dropped) this.dropped.push({ slice: Object.freeze([slice[0], slice[1], slice[2]] as const) as SliceKeyTuple, key });
     if (step.added) this.addsSecondBinding = true;
+    if (holdsObjectBindingBeside(step.bindings) && !holdsObjectBindingBeside(before)) this.addsObjectBindingBeside = true;
     this.owners.set(sliceId(...slice), step.bindings);
   }
 
@@ -395,7 +416,7 @@ export class StateDraft implements StateView {
    * Plans an add; false when the key exists. Throws SLICE_CONFLICT if one of its slices is bound
    * elsewhere (with `bindingsPerFile`: unless it may take a binding beside the others', stepSliceBindings).
    */
-  planAdd(entry: CacheEntry, context: OpContext, bindingsPerFile = false): boolean {
+  planAdd(entry: CacheEntry, context: OpContext, bindingsPerFile: BindingsPerFile = false): boolean {
     if (this.getEntry(entry.key)) return false;
     if (this.entryCount >= MAX_ENTRIES) {
       throw new StoreError('SIZE_INVALID', `the cache holds MAX_ENTRIES (${MAX_ENTRIES}) entries`, { entry: entry.key, details: { limit: MAX_ENTRIES } });
@@ -403,7 +424,7 @@ export class StateDraft implements StateView {
     const steps: { slice: SliceKeyTuple; before: readonly SliceOwner[]; step: BindingStep & { ok: true } }[] = [];
     for (const slice of entry.sliceKeys) {
       const before = this.bindingsOf(slice);
-      const step = stepSliceBindings(before, 'alias', entry.key, slice[3]);
+      const step = stepSliceBindings(before, 'alias', entry.key, slice[3], bindingsPerFile);
       if (!step.ok || (step.beside && !bindingsPerFile)) throw sliceConflict(slice, step.ok ? before[0]!.key : step.boundKey, entry.key, context, journalRule(context, bindingsPerFile, step));
       steps.push({ slice, before, step });
     }
@@ -425,7 +446,7 @@ export class StateDraft implements StateView {
    * With `bindingsPerFile`, a slice bound to other entries takes a binding beside theirs where the
    * rule allows (stepSliceBindings): an 'alias' op.
    */
-  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext, moveFrom?: string, bindingsPerFile = false, replaying?: 'alias' | 'rebind'): AliasPlan {
+  planAlias(key: string, slice: SliceKeyTuple, rebind: boolean, context: OpContext, moveFrom?: string, bindingsPerFile: BindingsPerFile = false, replaying?: 'alias' | 'rebind'): AliasPlan {
     const entry = this.getEntry(key);
     if (!entry) return 'absent';
     if (slice[2] !== entry.rawBytes) {
@@ -448,7 +469,7 @@ export class StateDraft implements StateView {
       // kept): nothing changes, nothing is journalled; its reader checks the bytes again next time.
       if (isSameStampSet(current, stamps)) return 'already-bound';
       const restamped = Object.freeze([slice[0], slice[1], slice[2], stamps] as const);
-      const step = stepSliceBindings(before, 'alias', key, stamps);
+      const step = stepSliceBindings(before, 'alias', key, stamps, bindingsPerFile);
       if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
       this.record(slice, before, step);
       this.ops.push({ kind: 'alias', key, slice: restamped });
@@ -457,7 +478,7 @@ export class StateDraft implements StateView {
     let kind: 'alias' | 'rebind' = 'alias';
     // A journalled rebind is replayed as one (a handle without sliceBindingsPerFile moved a binding
     // where one with it would have added one beside it).
-    let step = stepSliceBindings(before, replaying === 'rebind' && before.length > 0 ? 'rebind' : 'alias', key, slice[3]);
+    let step = stepSliceBindings(before, replaying === 'rebind' && before.length > 0 ? 'rebind' : 'alias', key, slice[3], bindingsPerFile);
     // `moveFrom` naming the binding this alias would move (this file's before it changed in place):
     // moved in this one op even where a binding beside it is allowed, rather than added beside and
     // unbound after (two format changes, a crash between leaving both, an eviction at capacity).
@@ -494,7 +515,7 @@ export class StateDraft implements StateView {
   }
 
   /** Replays a journalled op with the same checks (a journal is input too). `bindingsPerFile`: a version-2 journal's op. */
-  replay(op: StoreOp, context: OpContext, bindingsPerFile = false): void {
+  replay(op: StoreOp, context: OpContext, bindingsPerFile: BindingsPerFile = false): void {
     if (op.kind === 'add') {
       this.planAdd(op.entry, context, bindingsPerFile);
     } else if (op.kind === 'alias' || op.kind === 'rebind') {

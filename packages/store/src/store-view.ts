@@ -51,6 +51,11 @@ export abstract class StoreView<H extends StoreDefaults> {
     return this.state.holdsSecondBindings;
   }
 
+  /** CacheStore.holdsObjectBindingsBeside: the slice index's count of slices holding an object's binding beside another. */
+  get holdsObjectBindingsBeside(): boolean {
+    return this.state.holdsObjectBindingsBeside;
+  }
+
   get chunkSize(): number {
     return this.header.chunkSize;
   }

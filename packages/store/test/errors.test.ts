@@ -153,7 +153,7 @@ describe('the manifest is input', () => {
 
   const topCases: [string, (m: Loose) => void][] = [
     ['UNSUPPORTED_FORMAT', (m) => (m.format = 1)],
-    ['UNSUPPORTED_FORMAT', (m) => (m.format = 4)],
+    ['UNSUPPORTED_FORMAT', (m) => (m.format = 5)],
     ['UNSUPPORTED_FORMAT', (m) => delete m.format],
     ['MANIFEST_INVALID', (m) => (m.generation = 0)],
     ['MANIFEST_INVALID', (m) => (m.chunk_size = 1000)],
@@ -251,7 +251,7 @@ describe('the journal is input', () => {
     await writeFile(path, header);
     expect(await refusesWrites()).toBe('JOURNAL_INVALID');
     header.writeUInt32LE(2, 12);
-    header.writeUInt32LE(3, 8); // version 2 is this release's (a second binding of a slice), 3 a newer one's
+    header.writeUInt32LE(4, 8); // version 3 is this release's newest (an object's binding beside another), 4 a newer one's
     await writeFile(path, header);
     expect((await catchError(() => openCacheStore(root))).code).toBe('UNSUPPORTED_FORMAT');
     await writeFile(path, Buffer.from('not a journal!!!'));

@@ -80,7 +80,7 @@ it("a newer manifest format is not damage either: UNSUPPORTED_FORMAT, recoverDam
   const path = join(root, 'manifest.json');
   const manifest = JSON.parse(await readFile(path, 'utf8')) as Loose;
   const { body_crc32: _dropped, ...rest } = manifest;
-  rest.format = 4; // 3 is this release's (a second binding of a slice)
+  rest.format = 5; // 4 is this release's newest (an object's binding beside another)
   rest.entries[Object.keys(rest.entries)[0]!].shape = [0]; // an entry this release cannot read
   await writeFile(path, signManifestText(JSON.stringify(rest)));
   const bytes = await readFile(path);

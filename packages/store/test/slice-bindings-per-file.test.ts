@@ -122,21 +122,23 @@ describe('rule edges', () => {
     await store.close();
   });
 
-  it('a stampless or object-stamped binding takes no second one; an alias without a file stamp conflicts', async () => {
+  it('a stampless binding takes no second one; an alias without a stamp conflicts; an object stamp binds beside (phase 3)', async () => {
     const { root, tensors } = await makeUnboundCache(3, FIRST_SEED);
     const [a, b, c] = tensors as [TestTensor, TestTensor, TestTensor];
     const store = await openCacheStore(root, { sliceBindingsPerFile: true });
     await store.aliasSlices([alias(a.key)]);
     expect((await catchError(() => store.aliasSlices([alias(b.key, fileStamp(2))]))).code).toBe('SLICE_CONFLICT');
+    expect((await catchError(() => store.aliasSlices([alias(b.key, OBJECT_STAMP)]))).code).toBe('SLICE_CONFLICT');
     // rebind moves the stampless binding (the only one).
     await store.aliasSlices([alias(b.key, fileStamp(2))], { rebind: true });
     expect(keysOf(store)).toEqual([b.key]);
-    // An object stamp, or none, never adds a binding.
-    expect((await catchError(() => store.aliasSlices([alias(c.key, OBJECT_STAMP)]))).code).toBe('SLICE_CONFLICT');
+    // No stamp never adds a binding; an object stamp does (FILE-BINDINGS.md phase 3).
     expect((await catchError(() => store.aliasSlices([alias(c.key)]))).code).toBe('SLICE_CONFLICT');
+    expect(await store.aliasSlices([alias(c.key, OBJECT_STAMP)])).toEqual([true]);
+    expect(keysOf(store).sort()).toEqual([b.key, c.key].sort());
+    // A rebind with that object stamp moves only the binding holding it.
     await store.aliasSlices([alias(a.key, OBJECT_STAMP)], { rebind: true });
-    expect(keysOf(store)).toEqual([a.key]);
-    expect((await catchError(() => store.aliasSlices([alias(c.key, fileStamp(3))]))).code).toBe('SLICE_CONFLICT');
+    expect(keysOf(store).sort()).toEqual([a.key, b.key].sort());
     await store.close();
   });
 

@@ -222,6 +222,12 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
             'which releases before 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
         ]
       : []),
+    ...(report.cache_object_format_moved
+      ? [
+          'format  the cache now binds a slice for an s3:// object beside another revision: it is written as manifest format 4, ' +
+            'which releases up to 0.57 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
+        ]
+      : []),
     ...(report.journal_recovered !== null
       ? [
           (report.journal_recovered.keptAs === null
