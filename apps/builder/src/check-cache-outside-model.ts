@@ -44,8 +44,8 @@ async function resolveNearestReal(path: string): Promise<string> {
 
 /**
  * USAGE for an `s3://` cache whose prefix holds the `s3://` model's, or lies inside it (same bucket,
- * either way round), as a local cache in the model's tree is refused: the model's LIST would take the
- * cache's objects for its own (or the cache's gc the model's shards for leftovers). Prefixes compare
+ * either way round), as a local cache in the model's tree is refused: each prefix's objects would lie
+ * among the other's (the cache's gc takes the model's shards for objects it did not write). Prefixes compare
  * by whole path parts (parseS3Url: '' or ending in '/'). Checked before anything is written.
  */
 export function checkS3CacheOutsideModel(cacheUrl: string, modelUrl: string): void {
@@ -62,7 +62,7 @@ export function checkS3CacheOutsideModel(cacheUrl: string, modelUrl: string): vo
   if (where === undefined) return;
   throw new BuilderError(
     'USAGE',
-    `the cache ${cacheUrl} ${where} ${model.url}: the model's listing would take the cache's objects for shards, or the cache's gc the model's shards for objects it did not write; choose a prefix outside the model's (and the model outside the cache's)`,
+    `the cache ${cacheUrl} ${where} ${model.url}: the cache's objects would lie among the model's, or the model's among the cache's (which gc takes for objects the cache did not write); choose a prefix outside the model's (and the model outside the cache's)`,
     { file: cacheUrl, model: modelUrl },
   );
 }
