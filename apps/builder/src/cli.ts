@@ -2,12 +2,14 @@
 // The `splitzip` binary. The only place that touches process.exitCode and signals.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { CLI_V8_FLAGS } from './v8-heap-flags.js';
 
 // The build's payloads are large ArrayBuffers on a tiny heap: V8 collects them late, which shows
 // as tens to hundreds of MB of RSS. A minor GC after each large write frees them at once (~0.1 ms;
 // they die young, so a minor one suffices: measured lower peak RSS than a major one).
-// Exposing gc at run time is the documented V8 flag, set before any other code runs.
-setFlagsFromString('--expose-gc');
+// Exposing gc at run time is the documented V8 flag, set before any other code runs, beside a
+// smaller old-generation growth (HEAP_GROWING_PERCENT: an s3:// model's SDK garbage).
+for (const flag of CLI_V8_FLAGS) setFlagsFromString(flag);
 const v8gc = runInNewContext('gc') as ((options?: { type?: 'minor' | 'major' }) => void) | undefined;
 const collectGarbage = typeof v8gc === 'function' ? () => v8gc({ type: 'minor' }) : undefined;
 
