@@ -271,7 +271,12 @@ export function sliceConflictError(
   const bound = `is already bound to another entry${judged === undefined ? '' : ` (${options.binding!.key})`}, of other bytes`;
   // An s3:// model's shard (an object stamp): the rules for a local file's binding do not hold for it.
   const objectComes = options.binding?.stamp != null && shardStampKind(options.binding.stamp) === 'object';
-  const message = options.rebind
+  // A refusal by a rule of the store's bindings (the store's details.reason) is no other writer's doing.
+  const storeRule = isStoreError(cause, 'SLICE_CONFLICT') && typeof cause.details.reason === 'string' ? cause.details.reason : undefined;
+  const message = options.rebind && storeRule !== undefined
+    ? `SLICE_CONFLICT: ${slice} could not be rebound: the cache's bindings of the slice would break a rule of the store (${storeRule})${storeSays}. ` +
+      'No other writer did this, and running the build again gives the same refusal: give this model a cache of its own, or report it with the cache\'s verify output'
+    : options.rebind
     ? `SLICE_CONFLICT: ${slice} was bound to another entry by another writer at the same time, although this build rebinds slices${storeSays}: ` +
       'another build into this cache shares the shard names; run the build again once it has finished'
     : options.besideRefused

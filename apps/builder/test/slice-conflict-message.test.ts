@@ -84,4 +84,20 @@ describe('SLICE_CONFLICT from a commit batch', () => {
     const plain = new StoreError('SLICE_CONFLICT', 'slice bound elsewhere');
     expect((wrapBuildError(plain, { tensor: 'layer0.t0.weight', rebind: false, tensorOfSlice }) as BuilderError).context.tensor).toBe('layer0.t0.weight');
   });
+
+  it('with --rebind, a refusal by a rule of the store (details.reason) blames no other writer and says a rerun will not help', () => {
+    const t1 = TENSORS[1]!;
+    const ruled = new StoreError('SLICE_CONFLICT', `slice ${JSON.stringify(t1.slice)} is bound to ${'c'.repeat(40)}; refusing to bind it to ${t1.key}: a binding beside another must hold a file stamp (unbindSlices)`, {
+      entry: t1.key,
+      details: { slice: [...t1.slice], boundKey: 'c'.repeat(40), requestedKey: t1.key, reason: 'binding-without-file-stamp' },
+    });
+    const error = wrapBuildError(ruled, { tensor: 'layer0.t0.weight', file: 'x', cacheDir: '/caches/c', rebind: true, tensorOfSlice }) as BuilderError;
+    expect(error).toMatchObject({ code: 'SLICE_CONFLICT', context: { tensor: 'layer0.t1.weight' } });
+    expect(error.message).toContain('would break a rule of the store (binding-without-file-stamp)');
+    expect(error.message).toContain('No other writer did this, and running the build again gives the same refusal');
+    expect(error.message).not.toContain('another writer');
+    expect(error.message).not.toContain('run the build again once');
+    // A race (no rule named) still reads as another writer's.
+    expect((wrapBuildError(storeConflict(), { tensor: 'layer0.t0.weight', file: 'x', cacheDir: '/caches/c', rebind: true, tensorOfSlice }) as BuilderError).message).toContain('by another writer at the same time');
+  });
 });

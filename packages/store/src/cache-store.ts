@@ -969,7 +969,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // Until the manifest is in place nothing changed: a crash leaves the old one (sealed), and
         // the commit was never acknowledged.
         // (Also the first object binding beside another: a version-2 journal cannot hold it; format 4.)
-        const next = StoreState.fromEntries(this.state.entries.values(), context, this.state.holdsObjectBindingsBeside ? 'objects' : this.state.holdsSecondBindings);
+        const next = StoreState.fromEntries(this.state.entries.values(), context, this.state.bindingLevel);
         next.applyChecked(draft.ops);
         await this.compactLocked(0, next);
         this.wrote = true;

@@ -52,7 +52,7 @@ export function planDropUnbound(state: StoreState): { state: StoreState; dropped
   const dropped = findUnboundEntries(state);
   if (dropped.length === 0) return undefined;
   const kept = Array.from(state.entries.values()).filter((entry) => !isDroppableEntry(entry));
-  return { state: StoreState.fromEntries(kept, { source: 'dropUnboundEntries' }, state.holdsSecondBindings), dropped };
+  return { state: StoreState.fromEntries(kept, { source: 'dropUnboundEntries' }, state.bindingLevel), dropped };
 }
 
 /** The report of a drop of `dropped` (`blobsLeft`: blob files that could not be removed). */

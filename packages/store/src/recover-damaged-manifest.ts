@@ -167,7 +167,7 @@ export async function recoverManifest(
     const added = [...state.entries.values()].filter((entry) => !checkedKeys.has(entry.key));
     const addedReport = added.length === 0 ? undefined : await verifyEntries(backend, added, 1, { decode: true, signal: options.signal });
     const addedFailed = new Set(addedReport?.problems.map((problem) => problem.key));
-    if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context, state.holdsSecondBindings);
+    if (addedFailed.size > 0) state = StoreState.fromEntries([...state.entries.values()].filter((entry) => !addedFailed.has(entry.key)), context, state.bindingLevel);
     // Counted once every check is done: entries from the chosen journal, and from the others.
     const journalEntries = [...fromChosen].filter((key) => !addedFailed.has(key)).length;
     const otherJournalEntries = added.filter((entry) => !fromChosen.has(entry.key) && !addedFailed.has(entry.key)).length;

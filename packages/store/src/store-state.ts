@@ -237,6 +237,16 @@ export class StoreState implements StateView {
   }
 
   /**
+   * The bindings this state holds beside others, as a level (fromEntries): 'objects' where an
+   * object's binding stands beside another (format 4), else whether any slice holds several
+   * (format 3). A state rebuilt from this one's entries needs this level, or its own bindings
+   * are SLICE_CONFLICT.
+   */
+  get bindingLevel(): BindingsPerFile {
+    return this.holdsObjectBindingsBeside ? 'objects' : this.holdsSecondBindings;
+  }
+
+  /**
    * Builds a state from validated entries; a slice listed under two entries is SLICE_CONFLICT,
    * unless `bindingsPerFile` (a format-3 manifest) and the slice's bindings keep the rule
    * (isValidBindingSet).

@@ -69,5 +69,5 @@ export function planUnbind(state: StoreState, items: readonly CheckedUnbind[]): 
     return withSliceKeys(entry, kept);
   });
   // Fewer bindings of a slice that held several still keep the rule (StoreState.fromEntries).
-  return { state: StoreState.fromEntries(entries, { source: 'unbindSlices' }, state.holdsSecondBindings), removed };
+  return { state: StoreState.fromEntries(entries, { source: 'unbindSlices' }, state.bindingLevel), removed };
 }
