@@ -970,12 +970,12 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
         // the commit was never acknowledged.
         // (Also the first object binding beside another: a version-2 journal cannot hold it; format 4.)
         const next = StoreState.fromEntries(this.state.entries.values(), context, this.state.bindingLevel);
-        next.applyChecked(draft.ops);
+        next.applyChecked(draft.ops, perFile);
         await this.compactLocked(0, next);
         this.wrote = true;
         return outcomes;
       }
-      await this.appendOps(draft.ops, batchGrowth);
+      await this.appendOps(draft.ops, batchGrowth, perFile);
       this.wrote = true;
       if (this.journalOffset > Math.max(COMPACT_MIN_JOURNAL_BYTES, this.manifestBytes / 2)) {
         // The batch is committed (journalled, durable): a compaction that fails now (a full disk)
@@ -997,8 +997,8 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
     return this.journalGrowthBytes;
   }
 
-  /** Appends ops (adding at most `growthBytes` to the manifest) as records at the end of the valid journal, durably, then applies them. */
-  private async appendOps(ops: StoreOp[], growthBytes: number): Promise<void> {
+  /** Appends ops (adding at most `growthBytes` to the manifest, planned at `level`) as records at the end of the valid journal, durably, then applies them. */
+  private async appendOps(ops: StoreOp[], growthBytes: number, level: BindingsPerFile): Promise<void> {
     const journal = this.journal;
     if (!journal) throw new StoreError('IO_ERROR', 'internal: no journal under the writer lock', { path: this.root });
     const records = encodeJournalRecordList(ops);
@@ -1024,7 +1024,7 @@ export class FsCacheStore extends StoreView<ManifestHeader> implements CacheStor
       await this.fenceFailedAppend(journal, failedEnd);
       throw error;
     }
-    this.state.applyChecked(ops);
+    this.state.applyChecked(ops, level);
     this.journalOffset += appended;
     this.journalGrowthBytes += growthBytes;
   }

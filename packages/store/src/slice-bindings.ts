@@ -137,7 +137,8 @@ export type BindingStep =
  * The bindings of a slice after an op binding it to `key` with `stamps` (the binding's whole list,
  * as journalled):
  * - `key` bound already: its stamps become `stamps`, which leave every other binding (a stamp is
- *   one file's bytes); one left without a file stamp is dropped.
+ *   one file's bytes); one left without a file stamp is dropped (with `leftLevel` 'objects': one
+ *   left with neither a file nor an object stamp).
  * - unbound: bound.
  * - bound to others ('alias'): a binding beside theirs when `stamps` hold a file stamp, no binding
  *   holds any of `stamps`, and each has a file stamp; past MAX_SLICE_BINDINGS the least recent of
@@ -148,7 +149,14 @@ export type BindingStep =
  *   a file stamp and some bindings record no other inode's (the file before it changed in place, or
  *   no file stamp), those; else every binding (bindingsMovedBy).
  */
-export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' | 'rebind', key: string, stamps: readonly string[] | undefined, level: BindingsPerFile = true): BindingStep {
+export function stepSliceBindings(
+  current: readonly SliceOwner[],
+  kind: 'alias' | 'rebind',
+  key: string,
+  stamps: readonly string[] | undefined,
+  level: BindingsPerFile = true,
+  leftLevel: BindingsPerFile = level,
+): BindingStep {
   const incoming = stamps ?? NO_STAMPS;
   const mine: SliceOwner = { key, stamps };
   if (current.length === 0) return { ok: true, bindings: [mine], dropped: [], added: false, beside: false, outranked: false };
@@ -163,8 +171,10 @@ export function stepSliceBindings(current: readonly SliceOwner[], kind: 'alias' 
         continue;
       }
       const left = binding.stamps!.filter((stamp) => !incoming.includes(stamp));
-      // Whatever the level: the planning and the applying of an op (applyChecked) must agree.
-      if (mayStandBeside(left, 'objects')) others.push({ key: binding.key, stamps: Object.freeze(left) });
+      // By `leftLevel`, the level of the journal the op goes to (StateDraft's leftLevelOf): one left
+      // with only an object stamp stays only in a format-4 cache; a version-2 journal's op drops it,
+      // as 0.57 did live, so the planning, the applying (applyChecked) and a replay agree.
+      if (mayStandBeside(left, leftLevel)) others.push({ key: binding.key, stamps: Object.freeze(left) });
       else dropped.push(binding.key);
     }
     return { ok: true, bindings: [mine, ...others].sort(compareBindingRecency), dropped, added: false, beside: false, outranked: false };

@@ -186,6 +186,19 @@ export interface StateView {
   bindingsOf(slice: SliceKeyTuple): readonly SliceOwner[];
   sliceCount(key: string): number;
   readonly entryCount: number;
+  /** Whether some slice holds an object's binding beside another (format 4). */
+  readonly holdsObjectBindingsBeside: boolean;
+}
+
+/**
+ * The level at which an op re-stamping a binding keeps another binding left with only an object
+ * stamp (stepSliceBindings' `leftLevel`): that of the journal the op goes to, so the draft, the
+ * applying and a replay agree. 'objects' for a format-4 cache (version-3 journal) or a handle that
+ * binds objects beside (its commit moves the cache to format 4 then); else dropped, as 0.57 did, for
+ * a format-3 manifest and a version-2 journal never hold one (FILE-BINDINGS.md).
+ */
+function leftLevelOf(level: BindingsPerFile, state: { readonly holdsObjectBindingsBeside: boolean }): BindingsPerFile {
+  return level === 'objects' || state.holdsObjectBindingsBeside ? 'objects' : true;
 }
 
 /** A binding an op dropped (AliasSlicesOptions.onBindingDropped). */
@@ -282,11 +295,11 @@ export class StoreState implements StateView {
     const draft = new StateDraft(this);
     const journalled = { ...context, journalled: true };
     for (const op of ops) draft.replay(op, journalled, bindingsPerFile);
-    this.applyChecked(draft.ops);
+    this.applyChecked(draft.ops, bindingsPerFile);
   }
 
-  /** Applies ops a StateDraft accepted, grouping slice-list rewrites per entry. */
-  applyChecked(ops: readonly StoreOp[]): void {
+  /** Applies ops a StateDraft accepted at `level`, grouping slice-list rewrites per entry. */
+  applyChecked(ops: readonly StoreOp[], level: BindingsPerFile): void {
     const sliceLists = new Map<string, SliceKeyTuple[]>();
     const listFor = (key: string): SliceKeyTuple[] => {
       let list = sliceLists.get(key);
@@ -300,7 +313,7 @@ export class StoreState implements StateView {
       const [shardName, offsetBytes, sizeBytes] = slice;
       const before = this.sliceOwners.getOwners(shardName, offsetBytes, sizeBytes);
       // Accepted by a draft over this state (at any level; 'objects' accepts what each accepts): never refused here.
-      const step = stepSliceBindings(before, kind, op.key, slice[3], 'objects');
+      const step = stepSliceBindings(before, kind, op.key, slice[3], 'objects', leftLevelOf(level, this));
       if (!step.ok || step.outranked) throw new StoreError('SLICE_CONFLICT', 'internal: an accepted op does not apply', { entry: op.key, details: { slice } });
       const same = (s: SliceKeyTuple): boolean => s[0] === shardName && s[1] === offsetBytes && s[2] === sizeBytes;
       for (const binding of before) {
@@ -386,6 +399,10 @@ export class StateDraft implements StateView {
 
   get entryCount(): number {
     return this.parent.entryCount + this.added.size;
+  }
+
+  get holdsObjectBindingsBeside(): boolean {
+    return this.addsObjectBindingBeside || this.parent.holdsObjectBindingsBeside;
   }
 
   /** A draft over this draft: plan one request there, then absorb() it or drop it. */
@@ -479,7 +496,7 @@ export class StateDraft implements StateView {
       // kept): nothing changes, nothing is journalled; its reader checks the bytes again next time.
       if (isSameStampSet(current, stamps)) return 'already-bound';
       const restamped = Object.freeze([slice[0], slice[1], slice[2], stamps] as const);
-      const step = stepSliceBindings(before, 'alias', key, stamps, bindingsPerFile);
+      const step = stepSliceBindings(before, 'alias', key, stamps, bindingsPerFile, leftLevelOf(bindingsPerFile, this));
       if (!step.ok) throw sliceConflict(slice, step.boundKey, key, context);
       this.record(slice, before, step);
       this.ops.push({ kind: 'alias', key, slice: restamped });

@@ -191,6 +191,53 @@ describe('older readers and damage', () => {
       await reader.close();
     }
   });
+
+  it('an op leaving a binding with only an object stamp beside another: dropped by a version-2 journal\'s replay (as 0.57 did live) and by a handle without sliceBindingsPerFile on a format-3 cache; kept at version 3, and by a handle binding objects beside (format 4)', async () => {
+    /** A format-3 cache: A bound with file 1 and an object checked against it, B beside with file 2. */
+    const makeFormat3 = async () => {
+      const { root, tensors } = await makeUnboundCache(2, FIRST_SEED);
+      const [a, b] = tensors as [TestTensor, TestTensor];
+      const store = await openCacheStore(root, { sliceBindingsPerFile: true });
+      expect(await store.aliasSlices([alias(a.key, fileStamp(1))])).toEqual([true]);
+      expect(await store.aliasSlices([alias(a.key, etag(1))])).toEqual([true]);
+      expect(await store.aliasSlices([alias(b.key, fileStamp(2))])).toEqual([true]);
+      await store.compact();
+      await store.close();
+      expect(await manifestHeader(root)).toMatchObject({ format: 3 });
+      return { root, a, b };
+    };
+    // B re-stamped with file 1's stamp as well: A is left with only its ETag.
+    const restamp = (b: TestTensor) => ({ kind: 'alias' as const, key: b.key, slice: [SHARD, 0, 480, [fileStamp(2), fileStamp(1)]] as [string, number, number, string[]] });
+    for (const version of [2, 3]) {
+      const { root, a, b } = await makeFormat3();
+      const path = join(root, `journal.${(await manifestHeader(root)).generation}`);
+      const journal = await readFile(path);
+      expect(journal.length).toBe(JOURNAL_HEADER_BYTES);
+      journal.writeUInt32LE(version, 8);
+      await writeFile(path, Buffer.concat([journal, encodeJournalRecords([restamp(b)])]));
+      const reader = await openCacheStore(root, { compactOnClose: false });
+      expect(reader.journalDamage).toBeUndefined();
+      // Before: A kept beside B at either version (a format-3 cache then held an object binding beside).
+      expect(keysOf(reader).sort()).toEqual(version === 2 ? [b.key] : [a.key, b.key].sort());
+      expect(reader.holdsObjectBindingsBeside).toBe(version === 3);
+      expect(reader.getEntry(a.key)?.sliceKeys.length).toBe(version === 2 ? 0 : 1);
+      await reader.close();
+    }
+    // Live: the same op, a handle of each kind; what it leaves is what its journal replays.
+    for (const perFile of [false, true]) {
+      const { root, a, b } = await makeFormat3();
+      const store = await openCacheStore(root, { sliceBindingsPerFile: perFile, compactOnClose: false });
+      expect(await store.aliasSlices([alias(b.key, fileStamp(1))])).toEqual([true]);
+      const live = keysOf(store).sort();
+      expect(live).toEqual(perFile ? [a.key, b.key].sort() : [b.key]);
+      await store.close();
+      expect(await manifestHeader(root)).toMatchObject({ format: perFile ? 4 : 3 });
+      const reopened = await openCacheStore(root, { compactOnClose: false });
+      expect(reopened.journalDamage).toBeUndefined();
+      expect(keysOf(reopened).sort()).toEqual(live);
+      await reopened.close();
+    }
+  });
 });
 
 describe('eviction and crashes', () => {
