@@ -33,8 +33,11 @@ export const JOURNAL_VERSION_OBJECT_BINDINGS = 3;
  * The highest journal version read as a newer release's format (UNSUPPORTED_FORMAT); above it the
  * header is damaged (JOURNAL_INVALID, recoverable): versions go up one at a time, a release that
  * writes a newer journal writes a newer manifest format too (which older releases refuse first:
- * "Mixing releases"), and one flipped bit of 1 or 2 gives 0, 5, 6, 9, 10, … 514, which no release will write
- * (3, the next version, is read as a newer release's).
+ * "Mixing releases"). One flipped bit of a version written (1, 2, 3) never gives 4: it gives 0 or
+ * one above 4 (5, 6, 7, 9, 10, 11, …), damage; or another version this release reads: 1 or 2 → 3 is
+ * read as version 3, whose ops are a superset (an intact version-1 or -2 record applies as written),
+ * and 3 → 1 or 2 makes its records' bindings beyond that version's rule damage (JOURNAL_INVALID);
+ * the header's generation and each record's CRC still hold, so neither is told from the real one.
  */
 export const MAX_NEWER_JOURNAL_VERSION = JOURNAL_VERSION_OBJECT_BINDINGS + 1;
 
