@@ -213,9 +213,8 @@ export interface BuildReport {
   /**
    * This run made the cache hold its first slice bound for more than one file (revisions side by
    * side): from now on it is written as manifest format 3 / journal version 2, which releases
-   * before 0.56 refuse (UNSUPPORTED_FORMAT). False otherwise, and on s3://: an s3:// model's
-   * revisions bound side by side move it to cache.json format 2 (releases up to 0.56 refuse it), which
-   * the store does not tell a build (so this says nothing of it).
+   * before 0.56 refuse (UNSUPPORTED_FORMAT). On s3://: this run moved cache.json to format 2 (an s3://
+   * model's revisions bound side by side; releases up to 0.56 refuse it). False otherwise.
    */
   cache_format_moved: boolean;
   /**

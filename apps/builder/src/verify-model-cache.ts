@@ -13,7 +13,7 @@ import { describeError } from './describe-error.js';
 import { BuilderError } from './errors.js';
 import { isCacheableSize, TOO_LARGE_REASON, VERIFY_BLOCK_BYTES } from './limits.js';
 import { canPayloadShrink, describeNoGain, isPayloadSmaller } from './check-payload-gain.js';
-import { isOtherFilesBinding } from './judge-slice-bindings.js';
+import { isOtherFilesBinding, isOtherObjectsBinding } from './judge-slice-bindings.js';
 import { scanTensorBlocks, type DecodedComparison, type ScanBuffers, type TensorScan } from './scan-tensor-blocks.js';
 import { throwIfInterrupted } from './throw-if-interrupted.js';
 import { formatCount } from './format-units.js';
@@ -37,6 +37,12 @@ export interface ModelTensorCheck {
   reason: string | null;
   /** True where it failed because its shard file changed since its slice was bound (the text report groups these per shard). */
   stale?: true;
+  /**
+   * True where it failed because its slice is bound for another revision of its s3:// shard object
+   * (another ETag) only: no damage, that revision's binding stays, and a plain build of this one
+   * binds it beside (the text report groups these per shard and names the build). Not `stale`.
+   */
+  otherRevision?: true;
   /**
    * True where it failed because its bytes are cached (by content key) but its slice key is bound
    * to no entry: a renamed shard, tensors moved within one, a build stopped before binding it. A
@@ -260,14 +266,27 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
   if (unrecorded) bySlice = matching.entry;
   const stale = unrecordedFile && !unrecorded;
   const byKey = store.getEntry(key);
+  // Bound for another ETag of this s3:// shard object only: another revision's binding, which
+  // stays (a build of this revision binds beside it, FILE-BINDINGS.md phase 3), not bytes changed
+  // under a binding of this one. Still a failure: a load of this revision reads these raw.
+  const otherObject = stale && sizeBytes > 0 && isOtherObjectsBinding(binding!.stamps, fileStamp);
   // The file holds other bytes than the entry its slice is bound to, and the binding has no record of it.
-  const staleFailure = (): ModelTensorCheck => ({
-    ...base,
-    key,
-    status: 'failed',
-    reason: `its slice is bound to entry ${binding!.entry.key}, ${describeRecorded(binding!.stamps)}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now and holds other bytes (changed, or another model's${byKey ? `; they are in the cache as ${key}` : ''}): run build --rebind`,
-    stale: true,
-  });
+  const staleFailure = (): ModelTensorCheck =>
+    otherObject
+      ? {
+          ...base,
+          key,
+          status: 'failed',
+          reason: `not bound for this revision of the object (${describeStamp(fileStamp!)}): its slice is bound to entry ${binding!.entry.key} for another revision (${describeRecorded(binding!.stamps)}), which stays${byKey ? `; its bytes are in the cache as ${key}` : ''}: run build of this revision, which binds it beside the other`,
+          otherRevision: true,
+        }
+      : {
+          ...base,
+          key,
+          status: 'failed',
+          reason: `its slice is bound to entry ${binding!.entry.key}, ${describeRecorded(binding!.stamps)}, and it is ${fileStamp === null ? 'unknown' : describeStamp(fileStamp)} now and holds other bytes (changed, or another model's${byKey ? `; they are in the cache as ${key}` : ''}): run build --rebind`,
+          stale: true,
+        };
   if (bySlice && bySlice.key !== key && sizeBytes > 0) {
     return { ...base, key, status: 'failed', reason: `slice key bound to entry ${bySlice.key}, but the file now holds ${key} (shard changed since the build?): run build --rebind` };
   }
@@ -282,12 +301,17 @@ async function checkTensor(context: CheckContext, tensor: TensorInfo): Promise<M
     // this file's (one binding per file, 0.56) and no build of this one removes.
     // The build's rule (isOtherFilesBinding): one stamp of another inode is enough, as no build of
     // this file removes such a binding (one recorded with a copy's file before it changed in place too).
-    const otherFile = stale && sizeBytes > 0 && isOtherFilesBinding(binding!.stamps, fileStamp);
+    // Likewise another revision's object binding (otherObject): no build of this one removes it.
+    const otherFile = otherObject || (stale && sizeBytes > 0 && isOtherFilesBinding(binding!.stamps, fileStamp));
     const skipped = (reason: string): ModelTensorCheck => ({
       ...base,
       key,
       status: 'not_cached',
-      reason: otherFile ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another revision's or model's, kept; or this model's shard before it was replaced by a new file (a download), which stays until newer files' bindings of the slice push it out` : reason,
+      reason: otherObject
+        ? `${reason}; its slice is bound to entry ${binding!.entry.key} for another revision of object ${shardName} (${describeRecorded(binding!.stamps)}): that revision's, kept`
+        : otherFile
+          ? `${reason}; its slice is bound to entry ${binding!.entry.key} from another file of shard name ${shardName} (${describeRecorded(binding!.stamps)}): another revision's or model's, kept; or this model's shard before it was replaced by a new file (a download), which stays until newer files' bindings of the slice push it out`
+          : reason,
     });
     const shrinks = canPayloadShrink(sizeBytes, store.chunkSize);
     // The build's order (build-cache.ts, analyze-model.ts judgeBf16Tensor): with --skip-no-gain, no

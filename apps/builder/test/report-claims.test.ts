@@ -114,3 +114,33 @@ describe('verify: a repair hint for a model path starting with -', () => {
     expect(text).toContain("`splitzip build './-my model' --out c --repair`");
   });
 });
+
+describe('build: the format line', () => {
+  const moved = (cache: string, formatMoved: boolean, objectFormatMoved: boolean): string[] =>
+    renderBuildReport({ ...buildReport(1, 0, 0), cache, cache_format_moved: formatMoved, cache_object_format_moved: objectFormatMoved }, { tensors: false })
+      .replace(/\n {8}/g, ' ')
+      .split('\n')
+      .filter((line) => line.startsWith('format  '));
+
+  it('an s3:// cache moved to cache.json format 2 says so (it said manifest format 3, which an s3:// cache has none of)', () => {
+    const lines = moved('s3://bucket/caches/m', true, false);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('its cache.json is written as format 2, which releases up to 0.56 can no longer read (UNSUPPORTED_FORMAT)');
+    expect(lines[0]).not.toContain('manifest');
+  });
+
+  it('a directory cache moved to format 3 and 4 by one build: one line, of format 4 (both lines before)', () => {
+    expect(moved('/caches/m', true, true)).toEqual([
+      'format  the cache now binds a slice for an s3:// object beside another revision: it is written as manifest format 4, which releases up to 0.57 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
+    ]);
+  });
+
+  it('a directory cache moved to format 3 only, or to 4 from 3: the line of that format', () => {
+    expect(moved('/caches/m', true, false)).toEqual([
+      'format  the cache now binds a slice for more than one file (revisions side by side): it is written as manifest format 3, which releases before 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
+    ]);
+    expect(moved('/caches/m', false, true)).toHaveLength(1);
+    expect(moved('/caches/m', false, true)[0]).toContain('manifest format 4');
+    expect(moved('/caches/m', false, false)).toEqual([]);
+  });
+});

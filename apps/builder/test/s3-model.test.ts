@@ -212,6 +212,60 @@ describeS3('splitzip with an s3:// model', () => {
     }
   });
 
+  it("a build's format line: cache.json format 2 on an s3:// cache (no manifest there); one line of format 4 where a directory cache moves to 3 and 4 at once", async () => {
+    const a = await uploadModel(revisionA());
+    const b = await uploadModel(revisionB());
+    const formatLines = (out: string): string[] =>
+      out
+        .replace(/\n {8}/g, ' ')
+        .split('\n')
+        .filter((line) => line.startsWith('format  '));
+    for (const cache of [`s3://${bucket}/caches/format-line`, join(temp.path, 'dir-format-line')]) {
+      const first = await runCli(['build', a.url, '--out', cache, '--jobs', '0', '--quiet']);
+      expect(first.code, first.stderr).toBe(0);
+      expect(formatLines(first.stdout)).toEqual([]);
+      const second = await runCli(['build', b.url, '--out', cache, '--jobs', '0', '--quiet']);
+      expect(second.code, second.stderr).toBe(0);
+      // Before: "manifest format 3, which releases before 0.56 …" on s3://; both lines in a directory cache.
+      expect(formatLines(second.stdout), cache).toEqual([
+        cache.startsWith('s3://')
+          ? 'format  the cache now binds a slice for more than one revision of an s3:// object: its cache.json is written as format 2, which releases up to 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache'
+          : 'format  the cache now binds a slice for an s3:// object beside another revision: it is written as manifest format 4, which releases up to 0.57 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
+      ]);
+    }
+  });
+
+  it("verify --model after a shard object was replaced by another revision: not bound for this revision, the other's binding kept, a plain build binds it (not --rebind); exit 1 until then", async () => {
+    const a = await uploadModel(revisionA());
+    const b = await uploadModel(revisionB());
+    for (const cache of [join(temp.path, 'dir-replaced'), `s3://${bucket}/caches/replaced`]) {
+      // The model's prefix holds revision A, then its shard objects are replaced by revision B's.
+      const model = await uploadModel(revisionA());
+      await runJson<BuildJson>(['build', model.url, '--out', cache, '--jobs', '0']);
+      for (const name of await readdir(b.dir)) {
+        await client!.send(new PutObjectCommand({ Bucket: bucket, Key: `${model.prefix}${name}`, Body: await readFile(join(b.dir, name)) }));
+      }
+      const { json } = await runJson<VerifyJson>(['verify', cache, '--model', model.url], 1);
+      const failed = json.model!.tensors.filter((t) => t.status === 'failed');
+      expect(failed.map((t) => t.name)).toEqual([CHANGED]);
+      // Before: `stale` ("holds other bytes (changed, or another model's): run build --rebind").
+      expect(failed[0]).toMatchObject({ otherRevision: true });
+      expect(failed[0]).not.toHaveProperty('stale');
+      expect(failed[0]!.reason).toMatch(/^not bound for this revision of the object \(etag:"[0-9a-f]{32}"\): its slice is bound to entry \w+ for another revision \(recorded against etag:"[0-9a-f]{32}"\), which stays: run build of this revision, which binds it beside the other$/);
+      const text = await runCli(['verify', cache, '--model', model.url]);
+      expect(text.code).toBe(1);
+      const flat = text.stdout.replace(/\n {4,}/g, ' ');
+      expect(flat).not.toContain('run build --rebind');
+      expect(flat).toContain(`another revision's bindings, not damage: \`splitzip build ${model.url} --out ${cache}\` binds this revision's tensors beside them`);
+      // The remedy it names: a plain build binds this revision beside; both revisions verify.
+      await runJson<BuildJson>(['build', model.url, '--out', cache, '--jobs', '0']);
+      const { json: after } = await runJson<VerifyJson>(['verify', cache, '--model', model.url]);
+      expect(after.ok).toBe(true);
+      const { json: other } = await runJson<VerifyJson>(['verify', cache, '--model', a.url]);
+      expect(other.ok).toBe(true);
+    }
+  });
+
   it('errors: no shards at the prefix, a missing bucket, an unreachable endpoint, an object given as the model', async () => {
     const out = join(temp.path, 'error-cache');
     // A cache for verify --model to open (the model is what fails).

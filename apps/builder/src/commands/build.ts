@@ -216,18 +216,7 @@ export function renderBuildReport(report: BuildReport, options: { tensors: boole
     // This file's own new binding is among them where it changed less recently than the files bound.
     ...(report.dropped_bindings > 0 ? [describeDroppedBindings(report)] : []),
     // Said once, at the build that does it: older releases refuse the cache from now on.
-    ...(report.cache_format_moved
-      ? [
-          'format  the cache now binds a slice for more than one file (revisions side by side): it is written as manifest format 3, ' +
-            'which releases before 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
-        ]
-      : []),
-    ...(report.cache_object_format_moved
-      ? [
-          'format  the cache now binds a slice for an s3:// object beside another revision: it is written as manifest format 4, ' +
-            'which releases up to 0.57 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache',
-        ]
-      : []),
+    ...(report.cache_format_moved || report.cache_object_format_moved ? [describeFormatMove(report)] : []),
     ...(report.journal_recovered !== null
       ? [
           (report.journal_recovered.keptAs === null
@@ -265,6 +254,30 @@ function describeDtypes(report: BuildReport): string {
   const counts = new Map<string, number>();
   for (const t of report.tensors) counts.set(t.dtype, (counts.get(t.dtype) ?? 0) + 1);
   return [...counts].sort((a, b) => b[1] - a[1]).map(([dtype, n]) => `${n} ${dtype}`).join(', ');
+}
+
+/**
+ * The `format` line of a build that moved the cache past what older releases read: one line, of
+ * the format the cache ends in, where one build made both moves (format 3, then 4). An s3:// cache
+ * has no manifest: its move is cache.json to format 2 (bindings per file).
+ */
+function describeFormatMove(report: BuildReport): string {
+  if (isS3Url(report.cache)) {
+    return (
+      "format  the cache now binds a slice for more than one revision of an s3:// object: its cache.json is written as format 2, " +
+      'which releases up to 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache'
+    );
+  }
+  if (report.cache_object_format_moved) {
+    return (
+      'format  the cache now binds a slice for an s3:// object beside another revision: it is written as manifest format 4, ' +
+      'which releases up to 0.57 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache'
+    );
+  }
+  return (
+    'format  the cache now binds a slice for more than one file (revisions side by side): it is written as manifest format 3, ' +
+    'which releases before 0.56 can no longer read (UNSUPPORTED_FORMAT); keep them off this cache'
+  );
 }
 
 /**

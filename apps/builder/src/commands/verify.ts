@@ -217,6 +217,8 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
     // to nothing (a renamed shard).
     const staleByShard = groupFailedByShard(m.tensors, (t) => t.stale === true);
     const unboundByShard = groupFailedByShard(m.tensors, (t) => t.unbound === true);
+    // Bound for another revision of their s3:// object only: no damage, a build of this one binds beside.
+    const otherRevisionByShard = groupFailedByShard(m.tensors, (t) => t.otherRevision === true);
     for (const [shard, tensors] of staleByShard) {
       const name = showName(tensors[0]!.name);
       lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${showName(shard)} (its file holds other bytes than the entries they are bound to: changed, or another model's; e.g. ${name}): ${showName(tensors[0]!.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
@@ -225,10 +227,22 @@ export function renderVerifyReport(report: VerifyCommandReport): string {
       const name = showName(tensors[0]!.name);
       lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${showName(shard)} (e.g. ${name}): ${showName(tensors[0]!.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
     }
+    for (const [shard, tensors] of otherRevisionByShard) {
+      const name = showName(tensors[0]!.name);
+      lines.push(...wrapHanging(`  FAIL ${formatCount(tensors.length)} tensors of ${showName(shard)} (bound for another revision of the object only; e.g. ${name}): ${showName(tensors[0]!.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
+    }
     for (const t of m.tensors) {
-      if (t.status !== 'failed' || (t.stale && staleByShard.has(t.shard)) || (t.unbound && unboundByShard.has(t.shard))) continue;
+      if (t.status !== 'failed' || (t.stale && staleByShard.has(t.shard)) || (t.unbound && unboundByShard.has(t.shard)) || (t.otherRevision && otherRevisionByShard.has(t.shard))) continue;
       const name = showName(t.name);
       lines.push(...wrapHanging(`  FAIL ${name} (${showName(t.shard)} @ ${formatCount(t.offsetBytes)}, ${formatCountOf(t.sizeBytes, 'byte')}): ${showName(t.reason ?? '')}`, NOTE_INDENT, REPORT_LINE_COLUMNS, [name]));
+    }
+    if (m.tensors.some((t) => t.status === 'failed' && t.otherRevision)) {
+      lines.push(
+        ...wrapHanging(
+          `  another revision's bindings, not damage: \`splitzip build ${quoteForShell(m.model)} --out ${quoteForShell(report.cache)}\` binds this revision's tensors beside them (no --rebind needed; the other revision's stay)`,
+          NOTE_INDENT,
+        ),
+      );
     }
     if (m.tensors.some((t) => t.status === 'failed' && t.unbound)) {
       lines.push(...wrapHanging(`  slices not bound: \`splitzip build ${quoteForShell(m.model)} --out ${quoteForShell(report.cache)}\` binds them to the entries that hold their bytes (no blob is written)`, NOTE_INDENT));
