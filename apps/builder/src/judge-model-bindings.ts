@@ -6,7 +6,7 @@
 // recorded with another file (a file stamp of another inode: the build's rule, isOtherFilesBinding)
 // is another revision's or model's, kept (`other-file`), unless --prune-other-files says otherwise.
 import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
-import { classifyBinding, isS3Url, type CacheEntry, type CacheStore } from '@splitzip/store';
+import { classifyBinding, isS3Url, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
 import { judgeRebindingAfterPrune } from './judge-rebinding-after-prune.js';
 import { isOtherFilesBinding, isOtherRevisionsBinding } from './judge-slice-bindings.js';
@@ -61,6 +61,11 @@ export interface PrunedBinding {
    * (`other-file`) since 0.56.
    */
   otherFile?: true;
+  /**
+   * With `otherFile`: it was recorded against s3:// objects only (ETag stamps: another revision of
+   * the object, a directory cache since 2026-12-08), no local file: not a file a save replaced.
+   */
+  otherObject?: true;
 }
 
 export interface ModelBindingsReport {
@@ -121,6 +126,11 @@ export interface ModelBindingsReport {
    * with `pruneOtherFiles` (0 then).
    */
   otherFileKept: number;
+  /**
+   * Of `otherFileKept`, those recorded against s3:// objects only (ETag stamps: other revisions of
+   * an s3:// model of these shard names, a directory cache since 2026-12-08), no local file.
+   */
+  otherObjectKept: number;
   /** Bindings of shard names the model does not have, per name (sorted): kept unless pruneOtherShards. */
   otherShards: { shardName: string; bindings: number }[];
   /** The bindings that go (leftover, mismatched, and other-shard with pruneOtherShards); in a dry run, that would. */
@@ -194,6 +204,7 @@ export function judgeModelBindings(
     otherRevision: 0,
     otherRevisions: [],
     otherFileKept: 0,
+    otherObjectKept: 0,
     otherShards: [],
     prune: [],
     otherFiles: 0,
@@ -221,6 +232,7 @@ export function judgeModelBindings(
       if (pruneOtherFiles) return false;
       // A plain directory: another revision's or model's binding beside this file's (one per file).
       report.otherFileKept += 1;
+      if (isObjectsOnly(recorded)) report.otherObjectKept += 1;
       return true;
     }
     // Only the other files' stamps: this file's own blob is in blobs/ too.
@@ -241,6 +253,7 @@ export function judgeModelBindings(
       // models loaded): kept unless --prune-other-files, as in a plain directory.
       if (pruneOtherFiles) return false;
       report.otherFileKept += 1;
+      if (isObjectsOnly(recorded)) report.otherObjectKept += 1;
       return true;
     }
     report.otherRevision += 1;
@@ -260,7 +273,8 @@ export function judgeModelBindings(
       const prune = (verdict: PrunedBinding['verdict']): void => {
         const fromOther = verdict !== 'other-shard' && isOtherBinding(recorded, stamps.get(shardName) ?? null);
         if (fromOther) report.otherFiles += 1;
-        report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict, ...(fromOther ? { otherFile: true as const } : {}) });
+        const fromObject = fromOther && isObjectsOnly(recorded);
+        report.prune.push({ shardName, offsetBytes, sizeBytes, key: entry.key, qualname: entry.qualname, verdict, ...(fromOther ? { otherFile: true as const } : {}), ...(fromObject ? { otherObject: true as const } : {}) });
       };
       if (!stamps.has(shardName)) {
         others.set(shardName, (others.get(shardName) ?? 0) + 1);
@@ -323,4 +337,9 @@ export async function pruneModelBindings(
   // What the store holds now (another writer may have bound or removed since), not the judgement.
   const held = report.otherFiles > 0 ? { secondBindingHeld: store.holdsSeveralBindings } : {};
   return { ...report, ...held, dryRun: false, removed };
+}
+
+/** Whether a binding was recorded against s3:// objects only (ETag stamps), no local file: its texts say an object revision's, not a replaced file's. */
+function isObjectsOnly(recorded: readonly string[]): boolean {
+  return recorded.length > 0 && recorded.every((stamp) => shardStampKind(stamp) === 'object');
 }

@@ -11,6 +11,10 @@ const VERDICT_TEXT: Record<Exclude<PrunedBinding['verdict'], 'other-shard'>, str
   mismatched: 'to an entry of another dtype or shape than the tensor there now',
   superseded: 'recorded with the file before it changed, beside its binding now',
 };
+/** A group's text where its bindings were recorded against s3:// objects only (ETags: PrunedBinding.otherObject), no local file. */
+const OBJECT_VERDICT_TEXT: Partial<Record<keyof typeof VERDICT_TEXT, string>> = {
+  superseded: "recorded against another revision's s3:// object (an ETag), beside this file's binding now",
+};
 
 /**
  * `verb`: what happened to the bindings judged to go ('removed', 'would remove'); `cache`: named in
@@ -25,13 +29,17 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   const otherRevision = report.otherRevision - otherModel;
   const unlisted = report.blobsUnlisted;
   const isS3 = /^s3:\/\//i.test(cache);
+  // Recorded against s3:// objects only (ETags, a directory cache): another object revision's, not a file a save replaced.
+  const otherObjectKept = report.otherObjectKept;
+  const otherFileKept = report.otherFileKept - otherObjectKept;
   const own = report.live + report.unchecked + report.otherRevision + (unlisted?.bindings ?? 0) + report.otherFileKept + report.leftover + report.mismatched + report.superseded;
   const lines = [
     `model ${report.model}: ${plural(own, 'binding')} of its ${plural(report.shards.length, 'shard name')}: ${report.live} live, ${report.unchecked} unchecked, ` +
       (otherRevision > 0 ? `${otherRevision} another revision's (kept), ` : '') +
       (otherModel > 0 ? `${otherModel} another model's of the snapshot (kept), ` : '') +
       (unlisted !== undefined ? `${unlisted.bindings} from other files, unjudged (kept), ` : '') +
-      (report.otherFileKept > 0 ? `${report.otherFileKept} other files' (kept), ` : '') +
+      (otherFileKept > 0 ? `${otherFileKept} other files' (kept), ` : '') +
+      (otherObjectKept > 0 ? `${otherObjectKept} other s3:// object revisions' (kept), ` : '') +
       (report.superseded > 0 ? `${report.superseded} superseded by the file's binding now, ` : '') +
       `${report.leftover} left behind at no tensor's span, ${report.mismatched} to an entry of another dtype or shape than the tensor there`,
   ];
@@ -39,7 +47,7 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
   const groups = new Map<string, number>();
   for (const binding of report.prune) {
     if (binding.verdict === 'other-shard') continue; // listed with the other shard names below
-    const group = `${binding.shardName}\n${binding.verdict}`;
+    const group = `${binding.shardName}\n${binding.verdict}\n${binding.otherObject === true ? 'object' : ''}`;
     groups.set(group, (groups.get(group) ?? 0) + 1);
   }
   const count = report.dryRun ? report.prune.length : report.removed;
@@ -50,25 +58,35 @@ export function renderModelBindings(report: ModelBindingsReport, cache: string, 
     `${verb} ${plural(count, 'binding')}${partial ? ` (of ${report.prune.length} judged to go: another writer removed or bound the others again since, left as they are)` : ''}${groups.size > 0 ? (partial ? '; judged to go:' : ':') : ''}`,
   );
   for (const [group, n] of groups) {
-    const [shardName, verdict] = group.split('\n') as [string, keyof typeof VERDICT_TEXT];
-    lines.push(`  ${showName(shardName)}: ${n} ${VERDICT_TEXT[verdict]}`);
+    const [shardName, verdict, object] = group.split('\n') as [string, keyof typeof VERDICT_TEXT, string];
+    lines.push(`  ${showName(shardName)}: ${n} ${(object === 'object' ? OBJECT_VERDICT_TEXT[verdict] : undefined) ?? VERDICT_TEXT[verdict]}`);
   }
   // A shared shard name (text_encoder/model.safetensors and text_encoder_2/model.safetensors in one
   // cache): the other model's bindings are judged left behind. The stamps tell another file, not whose.
   if (report.otherFiles > 0 && report.pruneOtherFiles) {
     // The user's word (--prune-other-files): those files were this model's, replaced.
-    lines.push(
-      `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from other files of that shard name than this model's (--prune-other-files: judged as this model's replaced files'; ${describeRebinding(report, cache, 'another revision or model of the same shard names that used them')})`,
-    );
+    const objects = report.prune.filter((binding) => binding.otherObject === true).length;
+    const from =
+      objects === report.otherFiles
+        ? "recorded against other revisions of s3:// objects of that shard name, not this model's files (--prune-other-files: judged as this model's"
+        : `bound from other files of that shard name than this model's (--prune-other-files: judged as this model's replaced files'${objects > 0 ? `, ${objects} of them other s3:// object revisions'` : ''}`;
+    lines.push(`  ${plural(report.otherFiles, 'of them was', 'of them were')} ${from}; ${describeRebinding(report, cache, 'another revision or model of the same shard names that used them')})`);
   } else if (report.otherFiles > 0) {
     lines.push(
       `  ${plural(report.otherFiles, 'of them was', 'of them were')} bound from another file of that shard name than this model's (another inode: another model's file of the same name sharing the cache, or this model's earlier file replaced by a new one; the cache records no paths, so gc cannot tell which): ${describeRebinding(report, cache, `the model whose bindings ${report.dryRun ? 'these are' : 'these were'}`)}${isS3 ? '; keep models whose shard names collide in caches of their own' : ''}`,
     );
   }
-  if (report.otherFileKept > 0) {
+  if (otherObjectKept > 0) {
+    // FILE-BINDINGS.md phase 3: an s3:// model's revisions (ETags) bound beside this file's; no save of a local file made them.
+    lines.push(
+      `  kept ${plural(otherObjectKept, 'binding')} recorded against other revisions of s3:// objects of this model's shard names (ETags: an s3:// model's revisions bound beside this file's): ` +
+        "their loads use them; they go once 8 newer files' or revisions' bindings of their slice push them out (MAX_SLICE_BINDINGS)",
+    );
+  }
+  if (otherFileKept > 0) {
     // One binding per file (0.56): another revision's or model's bindings of these shard names sit beside this file's.
     lines.push(
-      `  kept ${plural(report.otherFileKept, 'binding')} recorded with other files of this model's shard names (another inode: another revision or model of the same shard names bound beside this one, or this model's file before a save replaced it; the cache records no paths): ` +
+      `  kept ${plural(otherFileKept, 'binding')} recorded with other files of this model's shard names (another inode: another revision or model of the same shard names bound beside this one, or this model's file before a save replaced it; the cache records no paths): ` +
         "their loads use them; they go once 8 newer files' bindings of their slice push them out (MAX_SLICE_BINDINGS), or, where they are this model's files before a download replaced them, " +
         `by \`splitzip gc ${quoteForShell(cache)} --model ${quoteForShell(report.model)} --prune-other-files\` once its files now are built`,
     );

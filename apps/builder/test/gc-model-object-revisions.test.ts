@@ -59,6 +59,23 @@ it("gc --model of a local revision keeps an object revision's bindings beside it
   expect(gc.code, gc.stderr).toBe(0);
   // Before: B's object binding was pruned (`superseded`: A's file has a binding of its own there).
   expect(await bindingsOf(cache)).toEqual(before);
+  expect(JSON.parse(gc.stdout).bindings).toMatchObject({ otherFileKept: 1, otherObjectKept: 1 });
+
+  // The texts call it another object revision's (before: "another inode … or this model's file
+  // before a save replaced it", and with --prune-other-files "recorded with the file before it changed").
+  const flat = (out: string): string => out.replace(/\n {4,}/g, ' ');
+  const dry = await runCli(['gc', cache, '--model', a, '--dry-run']);
+  expect(dry.code, dry.stderr).toBe(0);
+  expect(flat(dry.stdout)).toContain("1 other s3:// object revisions' (kept)");
+  expect(flat(dry.stdout)).toContain("kept 1 binding recorded against other revisions of s3:// objects of this model's shard names (ETags: an s3:// model's revisions bound beside this file's)");
+  expect(dry.stdout).not.toMatch(/another inode|before a save replaced it/);
+  const inspect = await runCli(['inspect', cache, '--model', a, '--prune-other-files']);
+  expect(inspect.code, inspect.stderr).toBe(0);
+  expect(flat(inspect.stdout)).toContain(`  ${SHARD}: 1 recorded against another revision's s3:// object (an ETag), beside this file's binding now`);
+  expect(flat(inspect.stdout)).toContain("1 of them was recorded against other revisions of s3:// objects of that shard name, not this model's files (--prune-other-files: judged as this model's;");
+  expect(inspect.stdout).not.toMatch(/recorded with the file before it changed|another inode|replaced files'/);
+  const { bindings } = JSON.parse((await runCli(['inspect', cache, '--model', a, '--prune-other-files', '--json'])).stdout) as { bindings: { prune: unknown[] } };
+  expect(bindings.prune).toEqual([expect.objectContaining({ verdict: 'superseded', otherFile: true, otherObject: true })]);
 });
 
 async function stampOf(path: string): Promise<string> {

@@ -35,6 +35,7 @@ const report: ModelBindingsReport = {
   otherRevision: 0,
   otherRevisions: [],
   otherFileKept: 0,
+  otherObjectKept: 0,
   otherShards: [],
   prune: [judged(0), judged(8), judged(16)],
   otherFiles: 0,
