@@ -9,7 +9,7 @@ import type { SafetensorsModel, TensorInfo } from '@splitzip/safetensors';
 import { classifyBinding, isS3Url, shardStampKind, type CacheEntry, type CacheStore } from '@splitzip/store';
 import { createOtherRevisionFinder, type OtherRevisionFile } from './find-other-revision.js';
 import { judgeRebindingAfterPrune } from './judge-rebinding-after-prune.js';
-import { isOtherFilesBinding, isOtherRevisionsBinding } from './judge-slice-bindings.js';
+import { isObjectsBindingForFile, isOtherFilesBinding, isOtherRevisionsBinding } from './judge-slice-bindings.js';
 
 /**
  * What a binding is to the model (each of a slice's bindings, on its own stamps):
@@ -213,8 +213,10 @@ export function judgeModelBindings(
   const others = new Map<string, number>();
   // A directory cache binds an object's (ETag) revision beside a file's or another object's (the
   // build's rule: isOtherRevisionsBinding, FILE-BINDINGS.md phase 3); judged so, gc --model of one
-  // s3:// revision pruned the others' bindings as `superseded`. s3:// caches as before.
-  const isOtherBinding = isS3Url(store.root) ? isOtherFilesBinding : isOtherRevisionsBinding;
+  // s3:// revision pruned the others' bindings as `superseded`. An s3:// cache: other files' as
+  // before, and for a local model (a file stamp) a binding of objects only is an s3:// revision's
+  // too (as in a directory cache): gc --model of a local copy pruned those as its own.
+  const isOtherBinding = isS3Url(store.root) ? isOtherFilesOrObjectsBinding : isOtherRevisionsBinding;
   // Only for a model in a hub snapshot (undefined otherwise): blobs/ is scanned at the first question.
   const finder = createOtherRevisionFinder(model.shards);
   const revisions = new Map<string, ModelBindingsReport['otherRevisions'][number]>();
@@ -318,6 +320,11 @@ export function judgeModelBindings(
   report.otherRevisions = [...revisions.values()];
   report.otherShards = [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([shardName, bindings]) => ({ shardName, bindings }));
   return report;
+}
+
+/** An s3:// cache's judging: another file's binding (isOtherFilesBinding), or objects' only for a local file (isObjectsBindingForFile). */
+function isOtherFilesOrObjectsBinding(recorded: readonly string[], current: string | null): boolean {
+  return isOtherFilesBinding(recorded, current) || isObjectsBindingForFile(recorded, current);
 }
 
 /**

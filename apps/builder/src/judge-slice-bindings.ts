@@ -56,6 +56,17 @@ export function isOtherRevisionsBinding(recorded: readonly string[], current: st
   if (isOtherFilesBinding(recorded, current) || isOtherObjectsBinding(recorded, current)) return true;
   if (recorded.length === 0) return false;
   if (shardStampKind(current) === 'object') return true;
+  return isObjectsBindingForFile(recorded, current);
+}
+
+/**
+ * Whether a binding recorded against objects only (ETag stamps) is another's for a local file
+ * stamped `current` (a file stamp with an inode): no object is a local file, so it is an s3://
+ * revision's. Part of isOtherRevisionsBinding, and the rule an s3:// cache's judging adds to
+ * isOtherFilesBinding (judge-model-bindings.ts): gc --model of a local model pruned those there.
+ */
+export function isObjectsBindingForFile(recorded: readonly string[], current: string | null): boolean {
+  if (current === null || recorded.length === 0) return false;
   return parseFileStamp(current)?.inode !== undefined && recorded.every((stamp) => shardStampKind(stamp) === 'object');
 }
 
