@@ -131,7 +131,7 @@ const isVersionWord = (word: string | undefined): boolean => word === '--version
 /** `--json`, `--no-json`, `--json=true|false`, `--debug`: taken before the command only where no command runs. */
 const isGlobalWord = (word: string): boolean => word === DEBUG_FLAG || word === '--json' || word === '--no-json' || word === '--json=true' || word === '--json=false';
 
-/** `--version`: with --json the document `{ "version": "0.57.0" }`, as every other stdout of --json is one. */
+/** `--version`: with --json the document `{ "version": "0.58.0" }`, as every other stdout of --json is one. */
 function writeVersion(io: CommandIo, json: boolean): number {
   io.stdout.write(json ? `${JSON.stringify({ version: VERSION }, null, 2)}\n` : `${VERSION}\n`);
   return EXIT_OK;
